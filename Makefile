@@ -1,0 +1,41 @@
+# tooltree — `make demo` runs the main job on the sample servers, `make test` runs the tests.
+# Everything installs itself on first use into .venv (and .real-servers for third-party servers).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: install demo test lint format bench real-servers sandbox-image clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+real-servers:
+	@scripts/install-real-servers.sh
+
+demo: install
+	@scripts/demo.sh
+
+test: install real-servers
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: install
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf tree build *.egg-info .mypy_cache .ruff_cache .pytest_cache bench/out

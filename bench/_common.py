@@ -1,0 +1,60 @@
+"""Shared helpers for the benchmarks: timing whole processes, medians, tables, JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+CORPORA = Path(os.environ.get("TOOLTREE_CORPORA", ROOT.parent / "shared" / "corpora"))
+
+
+def corpus(*parts: str) -> Path:
+    """A file of the shared benchmark corpora; exits with a clear message when it is absent."""
+    path = CORPORA.joinpath(*parts)
+    if not path.exists():
+        sys.exit(f"benchmark corpus not found: {path} (set TOOLTREE_CORPORA to the corpora folder)")
+    return path
+
+
+def time_process(argv: Sequence[str], runs: int, *, env: dict[str, str] | None = None) -> list[float]:
+    """Wall-clock seconds of ``runs`` whole-process runs of ``argv`` (each must exit 0 or 3)."""
+    times: list[float] = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+        times.append(time.perf_counter() - start)
+        if proc.returncode not in (0, 3):
+            sys.exit(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    return times
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    return {"median": statistics.median(ordered), "p90": p90, "min": ordered[0], "runs": len(ordered)}
+
+
+def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    print(f"\n{title}")
+    print("  ".join(str(h).ljust(w) for h, w in zip(header, widths, strict=True)))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
+
+
+def write_json(name: str, data: Any) -> Path:
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / name
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    print(f"\nwrote {path.relative_to(ROOT)}")
+    return path

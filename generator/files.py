@@ -1,0 +1,141 @@
+"""Writing a planned tree to disk without following links or leaving the tree.
+
+A plan is a mapping of relative POSIX paths to bytes. Writing it changes only files whose bytes
+differ (an unchanged file keeps its mtime), replaces files atomically, refuses any path that
+would pass through a symbolic link or out of the root, and deletes stale generated files only
+inside the folders the plan owns.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+
+class UnsafePathError(Exception):
+    """A path in the plan, or on disk, would lead outside the tree (``..``, absolute, a symlink)."""
+
+
+@dataclass
+class WriteReport:
+    written: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    unchanged: int = 0
+
+
+def check_relpath(rel: str) -> PurePosixPath:
+    """Raises: UnsafePathError: ``rel`` is absolute, empty, or has ``..``/``.``/NUL/backslash parts."""
+    p = PurePosixPath(rel)
+    parts = rel.split("/")
+    if not rel or p.is_absolute() or "\\" in rel or "\x00" in rel or any(part in ("", ".", "..") for part in parts):
+        raise UnsafePathError(f"refusing unsafe path in tree: {rel!r}")
+    return p
+
+
+def _ensure_dir(root: Path, rel_dir: PurePosixPath) -> Path:
+    """Create ``rel_dir`` under ``root`` one component at a time, refusing symlinks on the way."""
+    current = root
+    for part in rel_dir.parts:
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            os.mkdir(current, 0o755)
+            continue
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            raise UnsafePathError(f"refusing to write through {current}: not a plain directory")
+    return current
+
+
+def read_existing(root: Path, rel: str) -> bytes | None:
+    """The bytes of a regular file in the tree, or None; never follows a symlink."""
+    path = root / check_relpath(rel)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:  # ELOOP: the last component is a symlink
+        raise UnsafePathError(f"refusing to read {path}: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise UnsafePathError(f"refusing to read {path}: not a regular file")
+        return f.read()
+
+
+def diff_plan(root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str]) -> list[str]:
+    """Paths that writing the plan would create, change or delete (sorted), without writing."""
+    drift = [rel for rel, data in files.items() if read_existing(root, rel) != data]
+    drift += _stale(root, files, owned_dirs)
+    return sorted(drift)
+
+
+def _stale(root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for d in owned_dirs:
+        base = root / check_relpath(d)
+        if not base.is_dir() or base.is_symlink():
+            continue
+        for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+            dirnames[:] = [n for n in dirnames if n != "__pycache__"]
+            for name in filenames:
+                rel = (Path(dirpath) / name).relative_to(root).as_posix()
+                if rel not in files:
+                    out.append(rel)
+    return out
+
+
+def write_plan(root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str]) -> WriteReport:
+    """Make the tree under ``root`` match ``files``; stale files in ``owned_dirs`` are deleted.
+
+    Raises:
+        UnsafePathError: a path is unsafe or passes through a symlink.
+        OSError: the file system refused a write.
+    """
+    report = WriteReport()
+    root.mkdir(parents=True, exist_ok=True)
+    root = root.resolve()
+    for rel in sorted(files):
+        data = files[rel]
+        p = check_relpath(rel)
+        if read_existing(root, rel) == data:
+            report.unchanged += 1
+            continue
+        parent = _ensure_dir(root, p.parent)
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=".tmp-", suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, parent / p.name)  # replaces a symlink itself, never its target
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        report.written.append(rel)
+    for rel in _stale(root, files, owned_dirs):
+        (root / rel).unlink()
+        report.deleted.append(rel)
+    for d in owned_dirs:
+        _remove_empty_dirs(root / d)
+    return report
+
+
+def _remove_empty_dirs(base: Path) -> None:
+    """Remove folders under ``base`` that hold nothing (or only a ``__pycache__``)."""
+    if not base.is_dir() or base.is_symlink():
+        return
+    for dirpath, _dirs, _files in os.walk(base, topdown=False, followlinks=False):
+        p = Path(dirpath)
+        if p == base or p.name == "__pycache__":
+            continue
+        entries = list(p.iterdir())
+        if [e.name for e in entries] == ["__pycache__"] and not entries[0].is_symlink():
+            shutil.rmtree(entries[0], ignore_errors=True)
+        try:
+            p.rmdir()
+        except OSError:
+            continue

@@ -1,0 +1,228 @@
+"""`generate`: from a configuration (or stored snapshots) to a tree on disk.
+
+This is the whole of ``tooltree generate-tree`` minus argument parsing and printing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+
+from generator.discover import Discovery, discover_all
+from generator.files import WriteReport, diff_plan, read_existing, write_plan
+from generator.layout import Plan, ServerListing, plan_tree
+from tool_tree.config import Config, ConfigError, ServerConfig
+from tool_tree.tree import SERVERS_DIR, SNAPSHOTS_DIR, Manifest, ServerEntry, TreeError
+
+OWNED_DIRS = (SERVERS_DIR, SNAPSHOTS_DIR)
+
+
+@dataclass
+class ServerOutcome:
+    name: str
+    status: Literal["ok", "failed"]
+    tools: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    stderr_tail: str = ""
+    kept_previous: bool = False
+    """Failed, but its stubs from the previous generation were kept."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "tools": self.tools,
+            "seconds": round(self.seconds, 3),
+            "error": self.error,
+        }
+
+
+@dataclass
+class GenerateResult:
+    out: Path
+    servers: list[ServerOutcome]
+    warnings: list[str] = field(default_factory=list)
+    drift: list[str] = field(default_factory=list)
+    report: WriteReport | None = None
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> list[ServerOutcome]:
+        return [s for s in self.servers if s.status == "failed"]
+
+
+def load_previous(out: Path) -> Manifest | None:
+    """The manifest of an existing tree, or None when there is none (or it is unreadable)."""
+    try:
+        return Manifest.load(out)
+    except TreeError:
+        return None
+
+
+def read_snapshots(directory: Path) -> dict[str, dict[str, Any]]:
+    """Snapshot files in ``directory``, keyed by the server name stored inside each.
+
+    Raises:
+        TreeError: a snapshot file is not valid JSON of the expected shape.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    if not directory.is_dir():
+        raise TreeError(f"{directory}: no snapshots folder (generate the tree from live servers first)")
+    for path in sorted(directory.glob("*.json")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, OSError) as e:
+            raise TreeError(f"{path}: unreadable snapshot ({e})") from None
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("server"), str)
+            or not isinstance(data.get("tools"), list)
+        ):
+            raise TreeError(f"{path}: not a tooltree snapshot (needs `server` and `tools`)")
+        found[data["server"]] = data
+    return found
+
+
+def _listing(server: ServerConfig, tools: list[dict[str, Any]], info: dict[str, Any]) -> ServerListing:
+    return ServerListing(
+        name=server.name,
+        tools=tools,
+        info=info,
+        description=server.description,
+        include=server.include,
+        exclude=server.exclude,
+    )
+
+
+def select_servers(config: Config, only: Sequence[str]) -> list[ServerConfig]:
+    """Raises: ConfigError: a name in ``only`` is not configured."""
+    if not only:
+        return list(config.enabled_servers)
+    return [config.server(name) for name in dict.fromkeys(only)]
+
+
+def generate(
+    config: Config | None,
+    out: Path,
+    *,
+    only: Sequence[str] = (),
+    check: bool = False,
+    snapshots: Path | None = None,
+    on_server: Callable[[ServerOutcome], None] | None = None,
+) -> GenerateResult:
+    """Generate (or, with ``check``, compare) the tree at ``out``.
+
+    ``snapshots`` regenerates from stored ``tools/list`` results instead of connecting; with no
+    ``config`` every snapshot there is used.
+
+    Raises:
+        ConfigError: ``only`` names a server that is not configured.
+        TreeError: ``snapshots`` is missing or holds a malformed file.
+        generator.files.UnsafePathError: the tree on disk contains a symlink where a file goes.
+    """
+    start = time.perf_counter()
+    previous = load_previous(out)
+    listings: list[ServerListing] = []
+    outcomes: list[ServerOutcome] = []
+
+    def record(outcome: ServerOutcome) -> None:
+        outcomes.append(outcome)
+        if on_server is not None:
+            on_server(outcome)
+
+    if snapshots is not None:
+        stored = read_snapshots(snapshots)
+        if config is None:
+            chosen = [ServerConfig(name=n, command="-") for n in sorted(stored) if not only or n in only]
+            missing_only = [n for n in only if n not in stored]
+            if missing_only:
+                raise ConfigError(f"no snapshot for server {missing_only[0]!r}", file=str(snapshots))
+        else:
+            chosen = select_servers(config, only)
+        for server in chosen:
+            data = stored.get(server.name)
+            if data is None:
+                record(ServerOutcome(server.name, "failed", error=f"no snapshot in {snapshots}"))
+                continue
+            info: dict[str, Any] = data["info"] if isinstance(data.get("info"), dict) else {}
+            listings.append(_listing(server, [t for t in data["tools"] if isinstance(t, dict)], info))
+            record(ServerOutcome(server.name, "ok"))
+    else:
+        if config is None:
+            raise ConfigError("a configuration is needed to connect to servers")
+        chosen = select_servers(config, only)
+
+        def done(d: Discovery) -> None:
+            if d.ok:
+                listings.append(_listing(d.server, d.tools, d.info))
+            record(
+                ServerOutcome(
+                    d.server.name,
+                    "ok" if d.ok else "failed",
+                    seconds=d.seconds,
+                    error=d.error,
+                    stderr_tail=d.stderr_tail,
+                )
+            )
+
+        anyio.run(_discover, chosen, done)
+
+    listings.sort(key=lambda listing: listing.name)
+    ok_names = {listing.name for listing in listings}
+    failed_names = {o.name for o in outcomes if o.status == "failed"}
+    # Keep what is not regenerated now: servers filtered out by --server, and servers that failed
+    # this time (a server that is down must not lose its stubs). Others not listed are removed.
+    keep = [
+        entry
+        for entry in (previous.servers if previous is not None else [])
+        if entry.name not in ok_names and (entry.name in failed_names or (only and entry.name not in only))
+    ]
+    plan = plan_tree(listings, keep=keep, keep_tools=previous.tools if previous else ())
+    _carry_kept_files(out, plan, keep)
+    for o in outcomes:
+        if o.status == "ok":
+            o.tools = next((s.tool_count for s in plan.manifest.servers if s.name == o.name), 0)
+        elif any(k.name == o.name for k in keep):
+            o.kept_previous = True
+
+    result = GenerateResult(out=out, servers=sorted(outcomes, key=lambda o: o.name), warnings=plan.warnings)
+    if check:
+        result.drift = diff_plan(out, plan.files, OWNED_DIRS)
+    else:
+        result.report = write_plan(out, plan.files, OWNED_DIRS)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+async def _discover(servers: list[ServerConfig], done: Callable[[Discovery], None]) -> None:
+    await discover_all(servers, on_done=done)
+
+
+def _carry_kept_files(out: Path, plan: Plan, keep: Sequence[ServerEntry]) -> None:
+    """Put the on-disk files of kept servers into the plan, so owning whole folders deletes nothing of theirs."""
+    for entry in keep:
+        for rel_dir in (f"{SERVERS_DIR}/{entry.package}",):
+            base = out / rel_dir
+            if not base.is_dir() or base.is_symlink():
+                continue
+            for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+                dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+                for name in filenames:
+                    rel = (Path(dirpath) / name).relative_to(out).as_posix()
+                    data = read_existing(out, rel)
+                    if data is not None:
+                        plan.files.setdefault(rel, data)
+        snap = entry.snapshot or f"{SNAPSHOTS_DIR}/{entry.package}.json"
+        data = read_existing(out, snap)
+        if data is not None:
+            plan.files.setdefault(snap, data)

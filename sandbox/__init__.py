@@ -1,0 +1,112 @@
+"""Run model-written scripts in a hardened container whose only way out is a bridge to the tools.
+
+::
+
+    from sandbox import Sandbox
+
+    with Sandbox(tree="tree", tools=bridge) as sb:
+        result = sb.execute("from servers.crm import list_leads\\nprint(len(list_leads()))")
+
+`Sandbox` is one session (interpreter state and workspace persist across `Sandbox.execute`
+calls); `SandboxPool` keeps sandboxes warm; `SandboxBackend` is the seam behind both, with
+`DockerBackend` as the first backend; `ToolBridge` is the seam to the real tools. Build the
+image first: ``python -m sandbox.image build`` (``--offline-base`` without a registry).
+
+Names are imported on first use, so ``python -m sandbox.image`` and friends start clean and
+``import sandbox`` costs nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sandbox.backend import Connection, SandboxBackend
+    from sandbox.bridge import ToolBridge, ToolCallRefused, ToolHandler
+    from sandbox.config import SandboxConfig
+    from sandbox.docker_backend import DockerBackend, remove_containers, remove_volumes
+    from sandbox.errors import (
+        EngineError,
+        EngineUnavailableError,
+        HardeningError,
+        ImageError,
+        ProtocolError,
+        SandboxError,
+        SessionError,
+        WorkspaceError,
+    )
+    from sandbox.hardening import check_hardening
+    from sandbox.image import build_image, image_name
+    from sandbox.pool import SandboxPool
+    from sandbox.results import ExecutionResult, ShownImage, ToolCallRecord
+    from sandbox.session import Sandbox
+
+_EXPORTS = {
+    "Connection": "sandbox.backend",
+    "SandboxBackend": "sandbox.backend",
+    "ToolBridge": "sandbox.bridge",
+    "ToolCallRefused": "sandbox.bridge",
+    "ToolHandler": "sandbox.bridge",
+    "SandboxConfig": "sandbox.config",
+    "DockerBackend": "sandbox.docker_backend",
+    "remove_containers": "sandbox.docker_backend",
+    "remove_volumes": "sandbox.docker_backend",
+    "EngineError": "sandbox.errors",
+    "EngineUnavailableError": "sandbox.errors",
+    "HardeningError": "sandbox.errors",
+    "ImageError": "sandbox.errors",
+    "ProtocolError": "sandbox.errors",
+    "SandboxError": "sandbox.errors",
+    "SessionError": "sandbox.errors",
+    "WorkspaceError": "sandbox.errors",
+    "check_hardening": "sandbox.hardening",
+    "build_image": "sandbox.image",
+    "image_name": "sandbox.image",
+    "SandboxPool": "sandbox.pool",
+    "ExecutionResult": "sandbox.results",
+    "ShownImage": "sandbox.results",
+    "ToolCallRecord": "sandbox.results",
+    "Sandbox": "sandbox.session",
+}
+
+__all__ = [
+    "Connection",
+    "DockerBackend",
+    "EngineError",
+    "EngineUnavailableError",
+    "ExecutionResult",
+    "HardeningError",
+    "ImageError",
+    "ProtocolError",
+    "Sandbox",
+    "SandboxBackend",
+    "SandboxConfig",
+    "SandboxError",
+    "SandboxPool",
+    "SessionError",
+    "ShownImage",
+    "ToolBridge",
+    "ToolCallRecord",
+    "ToolCallRefused",
+    "ToolHandler",
+    "WorkspaceError",
+    "build_image",
+    "check_hardening",
+    "image_name",
+    "remove_containers",
+    "remove_volumes",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

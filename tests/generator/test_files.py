@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from generator.files import UnsafePathError, diff_plan, write_plan
+
+
+def test_unchanged_files_are_not_rewritten_and_keep_their_mtime(tmp_path: Path) -> None:
+    plan = {"servers/a/x.py": b"x = 1\n", "manifest.json": b"{}\n"}
+    first = write_plan(tmp_path, plan, ["servers"])
+    assert sorted(first.written) == ["manifest.json", "servers/a/x.py"]
+    stub = tmp_path / "servers/a/x.py"
+    os.utime(stub, (1_000_000, 1_000_000))
+    second = write_plan(tmp_path, plan, ["servers"])
+    assert second.written == [] and second.deleted == [] and second.unchanged == 2
+    assert stub.stat().st_mtime == 1_000_000
+
+
+def test_stale_files_in_owned_folders_are_deleted_and_others_kept(tmp_path: Path) -> None:
+    write_plan(tmp_path, {"servers/a/x.py": b"1", "servers/b/y.py": b"2"}, ["servers"])
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    report = write_plan(tmp_path, {"servers/a/x.py": b"1"}, ["servers"])
+    assert report.deleted == ["servers/b/y.py"]
+    assert not (tmp_path / "servers/b").exists()
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_diff_lists_created_changed_and_deleted_files_without_writing(tmp_path: Path) -> None:
+    write_plan(tmp_path, {"servers/a/x.py": b"1", "servers/a/y.py": b"2"}, ["servers"])
+    drift = diff_plan(tmp_path, {"servers/a/x.py": b"changed", "servers/a/z.py": b"new"}, ["servers"])
+    assert drift == ["servers/a/x.py", "servers/a/y.py", "servers/a/z.py"]
+    assert (tmp_path / "servers/a/x.py").read_bytes() == b"1"
+
+
+@pytest.mark.parametrize("rel", ["../x.py", "/etc/x", "a/../../x", "a\\b", "a/./b", "", "a\x00b"])
+def test_paths_leaving_the_tree_are_refused(tmp_path: Path, rel: str) -> None:
+    with pytest.raises(UnsafePathError):
+        write_plan(tmp_path / "tree", {rel: b"x"}, [])
+
+
+def test_a_symlinked_folder_is_never_written_through(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    tree = tmp_path / "tree"
+    (tree / "servers").mkdir(parents=True)
+    (tree / "servers" / "a").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(UnsafePathError):
+        write_plan(tree, {"servers/a/x.py": b"x"}, ["servers"])
+    assert list(outside.iterdir()) == []
+
+
+def test_a_symlinked_file_is_replaced_not_followed(tmp_path: Path) -> None:
+    target = tmp_path / "precious.txt"
+    target.write_text("keep", encoding="utf-8")
+    tree = tmp_path / "tree"
+    (tree / "servers").mkdir(parents=True)
+    (tree / "servers" / "x.py").symlink_to(target)
+    with pytest.raises(UnsafePathError):
+        write_plan(tree, {"servers/x.py": b"new"}, ["servers"])
+    assert target.read_text(encoding="utf-8") == "keep"

@@ -1,0 +1,348 @@
+"""`generate-tree` end to end: real sample servers over stdio and HTTP, raw fault servers, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tooltree_cli.main import main
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "tests" / "sample_servers"
+RAW = REPO / "tests" / "servers" / "raw_server.py"
+
+
+def sample_config(tmp: Path, *names: str, extra: str = "") -> Path:
+    lines = ["servers:"]
+    for n in names:
+        lines += [
+            f"  {n}:",
+            f"    command: {json.dumps(sys.executable)}",
+            f"    args: [{json.dumps(str(SAMPLES / f'{n}.py'))}]",
+        ]
+    path = tmp / "tooltree.yaml"
+    path.write_text("\n".join(lines) + "\n" + extra, encoding="utf-8")
+    return path
+
+
+def raw_server(tmp: Path, name: str, spec: dict[str, Any], timeout: float = 10) -> str:
+    spec_path = tmp / f"{name}.spec.json"
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    return (
+        f"  {name}:\n    command: {json.dumps(sys.executable)}\n"
+        f"    args: [{json.dumps(str(RAW))}, {json.dumps(str(spec_path))}]\n    timeout: {timeout}\n"
+    )
+
+
+def tool(name: str, **props: Any) -> dict[str, Any]:
+    return {"name": name, "description": f"Does {name}.", "inputSchema": {"type": "object", "properties": props}}
+
+
+def run_cli(*args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    code = main(["generate-tree", *args, "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def sample_tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    tmp = tmp_path_factory.mktemp("sample")
+    config = sample_config(tmp, "docs", "crm", "media")
+    out = tmp / "tree"
+    assert main(["generate-tree", "--config", str(config), "--out", str(out)]) == 0
+    yield config, out
+
+
+def test_every_sample_tool_gets_a_stub_listed_in_manifest_readme_and_index(sample_tree: tuple[Path, Path]) -> None:
+    _, out = sample_tree
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    by_server: dict[str, list[str]] = {}
+    for t in manifest["tools"]:
+        assert (out / t["path"]).is_file()
+        assert t["schema_hash"].startswith("sha256:")
+        by_server.setdefault(t["server"], []).append(t["tool"])
+    assert set(by_server) == {"docs", "crm", "media"}
+    assert {"list_leads", "update_record", "get_record"} <= set(by_server["crm"])
+    index = (out / "servers" / "INDEX.md").read_text(encoding="utf-8")
+    for s in manifest["servers"]:
+        line = next(ln for ln in index.splitlines() if ln.startswith(f"- {s['package']} ("))
+        assert f"({s['tool_count']} tools)" in line
+    readme = (out / "servers" / "crm" / "README.md").read_text(encoding="utf-8")
+    assert "- list_leads — " in readme
+    snapshot = json.loads((out / "snapshots" / "crm.json").read_text(encoding="utf-8"))
+    assert {t["name"] for t in snapshot["tools"]} == set(by_server["crm"])
+    assert all("inputSchema" in t for t in snapshot["tools"])
+
+
+def test_rerun_with_nothing_changed_writes_nothing(
+    sample_tree: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out = sample_tree
+    copy = tmp_path / "tree"
+    shutil.copytree(out, copy)
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in copy.rglob("*") if p.is_file()}
+    code, summary = run_cli("--from-snapshot", "--out", str(copy), capsys=capsys)
+    assert code == 0 and summary["written"] == 0 and summary["deleted"] == 0
+    after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in copy.rglob("*") if p.is_file()}
+    assert after == before
+
+
+def test_check_is_clean_then_reports_an_edited_stub(
+    sample_tree: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out = sample_tree
+    copy = tmp_path / "tree"
+    shutil.copytree(out, copy)
+    code, summary = run_cli("--from-snapshot", "--out", str(copy), "--check", capsys=capsys)
+    assert (code, summary["drift"]) == (0, [])
+    stub = copy / "servers" / "crm" / "list_leads.py"
+    stub.write_text(stub.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
+    (copy / "servers" / "crm" / "stray.py").write_text("x = 1\n", encoding="utf-8")
+    code, summary = run_cli("--from-snapshot", "--out", str(copy), "--check", capsys=capsys)
+    assert code == 1
+    assert summary["drift"] == ["servers/crm/list_leads.py", "servers/crm/stray.py"]
+    assert stub.read_text(encoding="utf-8").endswith("# edited\n")
+
+
+def test_generation_is_byte_identical_across_runs(
+    sample_tree: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out = sample_tree
+    fresh = tmp_path / "fresh"
+    code, _ = run_cli("--from-snapshot", str(out / "snapshots"), "--out", str(fresh), capsys=capsys)
+    assert code == 0
+    files = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    assert files == sorted(p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file())
+    for rel in files:
+        assert (out / rel).read_bytes() == (fresh / rel).read_bytes(), rel
+
+
+def test_generated_tree_type_checks_and_mypy_catches_misuse(sample_tree: tuple[Path, Path], tmp_path: Path) -> None:
+    _, out = sample_tree
+    tree = tmp_path / "tree"
+    shutil.copytree(out, tree)
+    (tree / "good.py").write_text(
+        "from servers.crm import list_leads, log_activity\n"
+        "from servers.media import get_image_info\n"
+        "rows = list_leads(status='qualified').json()\n"
+        "log_activity(type_='call', related_to={'object_type': 'lead', 'id': 'x'}, subject='Hi', from_='a@b.c')\n"
+        "info = get_image_info(source={'kind': 'gallery', 'image_id': 'img_q3_forecast'})\n"
+        "width: int = info['width']\n",
+        encoding="utf-8",
+    )
+    (tree / "bad.py").write_text(
+        "from servers.crm import list_leads, log_activity\n"
+        "list_leads(stat='qualified')\n"
+        "log_activity(type_='fax', related_to={'object_type': 'lead', 'id': 'x'}, subject='Hi')\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "MYPYPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--config-file", os.devnull]
+    good = subprocess.run([*cmd, "-p", "servers", "-m", "good"], cwd=tree, env=env, capture_output=True, text=True)
+    assert good.returncode == 0, good.stdout
+    bad = subprocess.run([*cmd, "bad.py"], cwd=tree, env=env, capture_output=True, text=True)
+    assert bad.returncode == 1
+    assert 'Unexpected keyword argument "stat" for "list_leads"' in bad.stdout
+    assert 'Argument "type_" to "log_activity" has incompatible type "Literal[\'fax\']"' in bad.stdout
+
+
+def test_removed_tools_lose_their_files_and_new_ones_appear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    snap = {"server": "svc", "info": {}, "tools": [tool("alpha"), tool("beta")]}
+    (snaps / "svc.json").write_text(json.dumps(snap), encoding="utf-8")
+    out = tmp_path / "tree"
+    assert run_cli("--from-snapshot", str(snaps), "--out", str(out), capsys=capsys)[0] == 0
+    assert (out / "servers/svc/beta.py").is_file()
+    snap["tools"] = [tool("alpha"), tool("gamma")]
+    (snaps / "svc.json").write_text(json.dumps(snap), encoding="utf-8")
+    code, summary = run_cli("--from-snapshot", str(snaps), "--out", str(out), capsys=capsys)
+    assert code == 0 and summary["deleted"] == 1
+    assert not (out / "servers/svc/beta.py").exists()
+    assert (out / "servers/svc/gamma.py").is_file()
+    assert "gamma" in (out / "servers/svc/__init__.py").read_text(encoding="utf-8")
+
+
+def test_pagination_is_followed_and_unknown_fields_are_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pages = [[{**tool(f"t{p}_{i}"), "x-vendor": {"page": p}} for i in range(3)] for p in range(4)]
+    config = tmp_path / "c.yaml"
+    config.write_text("servers:\n" + raw_server(tmp_path, "paged", {"pages": pages}), encoding="utf-8")
+    code, summary = run_cli("--config", str(config), "--out", str(tmp_path / "tree"), capsys=capsys)
+    assert code == 0 and summary["servers"][0]["tools"] == 12
+    snapshot = json.loads((tmp_path / "tree/snapshots/paged.json").read_text(encoding="utf-8"))
+    assert [t["x-vendor"]["page"] for t in snapshot["tools"]] == [p for p in range(4) for _ in range(3)]
+
+
+@pytest.mark.parametrize(
+    ("behavior", "error", "stderr"),
+    [
+        ("exit_at_start", "the server exited during start-up", "starting up"),
+        ("crash_on_list", "the server exited while listing tools", "starting up\nfatal: tools database is corrupt"),
+        ("hang_on_list", "timed out after 2 s", "starting up"),
+        ("garbage", "timed out after 2 s", "starting up"),
+        ("loop_cursor", "pagination repeats", ""),
+    ],
+)
+def test_a_failing_server_is_reported_with_its_stderr_and_others_still_generate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], behavior: str, error: str, stderr: str
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "servers:\n"
+        + raw_server(tmp_path, "good", {"pages": [[tool("ping_me")]]})
+        + raw_server(
+            tmp_path, "bad", {"behavior": behavior, "stderr": "starting up", "pages": [[tool("x")]]}, timeout=2
+        ),
+        encoding="utf-8",
+    )
+    code = main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree")])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert (tmp_path / "tree/servers/good/ping_me.py").is_file()
+    assert not (tmp_path / "tree/servers/bad").exists()
+    bad_line = next(ln for ln in err.splitlines() if ln.startswith("bad "))
+    assert "failed" in bad_line and error in bad_line
+    if stderr:
+        assert f"--- last lines of bad's stderr ---\n{stderr}" in err
+
+
+def test_a_server_that_fails_keeps_its_previous_stubs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("servers:\n" + raw_server(tmp_path, "flaky", {"pages": [[tool("keep_me")]]}), encoding="utf-8")
+    out = tmp_path / "tree"
+    assert run_cli("--config", str(config), "--out", str(out), capsys=capsys)[0] == 0
+    config.write_text("servers:\n" + raw_server(tmp_path, "flaky", {"behavior": "exit_at_start"}), encoding="utf-8")
+    code, summary = run_cli("--config", str(config), "--out", str(out), capsys=capsys)
+    assert code == 3 and summary["servers"][0]["status"] == "failed"
+    assert (out / "servers/flaky/keep_me.py").is_file()
+    assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["tools"][0]["tool"] == "keep_me"
+
+
+def test_server_option_regenerates_one_server_and_keeps_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "servers:\n"
+        + raw_server(tmp_path, "one", {"pages": [[tool("a1")]]})
+        + raw_server(tmp_path, "two", {"pages": [[tool("b1")]]}),
+        encoding="utf-8",
+    )
+    out = tmp_path / "tree"
+    assert run_cli("--config", str(config), "--out", str(out), capsys=capsys)[0] == 0
+    config.write_text(
+        "servers:\n"
+        + raw_server(tmp_path, "one", {"pages": [[tool("a2")]]})
+        + raw_server(tmp_path, "two", {"pages": [[tool("b2")]]}),
+        encoding="utf-8",
+    )
+    code, summary = run_cli("--config", str(config), "--out", str(out), "--server", "one", capsys=capsys)
+    assert code == 0 and [s["name"] for s in summary["servers"]] == ["one"]
+    assert (out / "servers/one/a2.py").is_file() and not (out / "servers/one/a1.py").exists()
+    assert (out / "servers/two/b1.py").is_file()
+    index = (out / "servers/INDEX.md").read_text(encoding="utf-8")
+    assert "- one (1 tool) — " in index and "- two (1 tool) — " in index
+
+
+def test_unknown_server_name_and_bad_config_exit_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("servers:\n  crm: {command: x}\n", encoding="utf-8")
+    assert main(["generate-tree", "--config", str(config), "--server", "cmr"]) == 2
+    assert capsys.readouterr().err.strip() == f"tooltree: error: {config}: no server named 'cmr' (did you mean 'crm'?)"
+    config.write_text("servers:\n  crm: {comand: x}\n", encoding="utf-8")
+    assert main(["generate-tree", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"tooltree: error: {config}:2: servers.crm.comand: unknown key (did you mean 'command'?)"
+
+
+def test_streamable_http_server_generates_the_same_stubs_as_stdio(
+    sample_tree: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, stdio_tree = sample_tree
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, str(SAMPLES / "crm.py"), "--http", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise AssertionError("the HTTP sample server did not start") from None
+                time.sleep(0.05)
+        config = tmp_path / "c.yaml"
+        config.write_text(f"servers:\n  crm:\n    url: http://127.0.0.1:{port}/mcp\n", encoding="utf-8")
+        code, _ = run_cli("--config", str(config), "--out", str(tmp_path / "tree"), capsys=capsys)
+        assert code == 0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    for stub in (stdio_tree / "servers/crm").glob("*.py"):
+        assert (tmp_path / "tree/servers/crm" / stub.name).read_bytes() == stub.read_bytes()
+
+
+def test_ctrl_c_stops_generation_and_leaves_no_server_running(tmp_path: Path) -> None:
+    pid_file = tmp_path / "server.pid"
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "servers:\n"
+        + raw_server(tmp_path, "slow", {"behavior": "hang_on_list", "pid_file": str(pid_file)}, timeout=120),
+        encoding="utf-8",
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tooltree_cli.main",
+            "generate-tree",
+            "--config",
+            str(config),
+            "--out",
+            str(tmp_path / "tree"),
+        ],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text(encoding="utf-8"):
+        assert time.monotonic() < deadline and proc.poll() is None, "the server never started"
+        time.sleep(0.02)
+    server_pid = int(pid_file.read_text(encoding="utf-8"))
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    deadline = time.monotonic() + 10
+    while _alive(server_pid):
+        assert time.monotonic() < deadline, "the server process outlived generate-tree"
+        time.sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it is gone for our purposes once its parent died.
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text(encoding="utf-8").split(")")[-1].split()[0] != "Z"

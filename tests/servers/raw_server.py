@@ -1,0 +1,99 @@
+"""A scriptable MCP server that speaks raw JSON-RPC over stdio (no SDK), for fault and edge-case tests.
+
+    python raw_server.py SPEC.json
+
+SPEC keys (all optional):
+    pages:     list of lists of raw tool dicts; tools/list serves them with nextCursor "p1", "p2", …
+    stderr:    text written to stderr at start
+    tools/call: "pid" and "count" answer this process's pid and call count, "crash" exits, "hang" never
+               answers, anything else echoes its arguments as JSON text
+    behavior:  "ok" | "exit_at_start" | "garbage" | "hang_on_list" | "crash_on_list" | "loop_cursor"
+    pid_file:  path to write this process's pid to
+    server_info: dict merged into serverInfo
+    instructions: string
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def send(msg: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    with open(sys.argv[1], encoding="utf-8") as f:
+        spec = json.load(f)
+    if spec.get("pid_file"):
+        with open(spec["pid_file"], "w", encoding="utf-8") as f:
+            f.write(str(os.getpid()))
+    if spec.get("stderr"):
+        sys.stderr.write(spec["stderr"] + "\n")
+        sys.stderr.flush()
+    behavior = spec.get("behavior", "ok")
+    if behavior == "exit_at_start":
+        sys.exit(3)
+    pages = spec.get("pages", [[]])
+    calls = 0
+    for line in sys.stdin:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        method, mid = msg.get("method"), msg.get("id")
+        if mid is None:
+            continue  # a notification
+        if behavior == "garbage":
+            sys.stdout.write("this is not json\n{]\n")
+            sys.stdout.flush()
+            continue
+        if method == "initialize":
+            info = {"name": "raw", "version": "1.0", **spec.get("server_info", {})}
+            result: dict[str, object] = {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}},
+                "serverInfo": info,
+            }
+            if spec.get("instructions"):
+                result["instructions"] = spec["instructions"]
+            send({"jsonrpc": "2.0", "id": mid, "result": result})
+        elif method == "tools/list":
+            if behavior == "hang_on_list":
+                time.sleep(3600)
+            if behavior == "crash_on_list":
+                sys.stderr.write("fatal: tools database is corrupt\n")
+                sys.stderr.flush()
+                os._exit(7)
+            cursor = (msg.get("params") or {}).get("cursor")
+            index = int(cursor[1:]) if isinstance(cursor, str) else 0
+            page: dict[str, object] = {"tools": pages[index]}
+            if behavior == "loop_cursor":
+                page["nextCursor"] = "p0"
+            elif index + 1 < len(pages):
+                page["nextCursor"] = f"p{index + 1}"
+            send({"jsonrpc": "2.0", "id": mid, "result": page})
+        elif method == "tools/call":
+            params = msg.get("params") or {}
+            name, args = params.get("name"), params.get("arguments") or {}
+            calls += 1
+            if name == "crash":
+                sys.stderr.write("crashing on purpose\n")
+                sys.stderr.flush()
+                os._exit(9)
+            if name == "hang":
+                time.sleep(3600)
+            text = {"pid": str(os.getpid()), "count": str(calls)}.get(str(name), json.dumps(args))
+            send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
+        elif method == "ping":
+            send({"jsonrpc": "2.0", "id": mid, "result": {}})
+        else:
+            send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": f"method not found: {method}"}})
+
+
+if __name__ == "__main__":
+    main()

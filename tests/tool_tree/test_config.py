@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tool_tree.config import ConfigError, load_config, parse_config
+
+GOOD = """\
+servers:
+  crm:
+    command: python
+    args: [servers/crm.py, "--token=${CRM_TOKEN}"]
+    env: {LEVEL: "${LEVEL:-info}"}
+    timeout: 5
+    include: ["search_*"]
+  drive:
+    url: https://drive.example/mcp
+    headers: {Authorization: "Bearer ${DRIVE_TOKEN}"}
+    enabled: false
+"""
+
+
+def error_of(text: str, **kw: object) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source="tooltree.yaml", environ={}, **kw)  # type: ignore[arg-type]
+    return info.value
+
+
+def test_yaml_config_expands_variables_and_reads_every_key() -> None:
+    config = parse_config(GOOD, source="tooltree.yaml", environ={"CRM_TOKEN": "s3cret", "DRIVE_TOKEN": "t"})
+    crm, drive = config.servers
+    assert crm.command == "python"
+    assert crm.args == ("servers/crm.py", "--token=s3cret")
+    assert crm.env == {"LEVEL": "info"}
+    assert crm.timeout == 5.0
+    assert crm.include == ("search_*",)
+    assert crm.transport == "stdio"
+    assert drive.url == "https://drive.example/mcp"
+    assert drive.headers == {"Authorization": "Bearer t"}
+    assert drive.transport == "http"
+    assert [s.name for s in config.enabled_servers] == ["crm"]
+
+
+def test_missing_variable_is_named_with_file_line_and_key() -> None:
+    e = error_of(GOOD.replace("${DRIVE_TOKEN}", "x"))
+    assert str(e) == "tooltree.yaml:4: servers.crm.args[1]: environment variable ${CRM_TOKEN} is not set"
+    assert e.line == 4
+
+
+def test_unknown_key_suggests_the_right_one() -> None:
+    e = error_of("servers:\n  a:\n    command: x\n    timout: 3\n")
+    assert str(e) == "tooltree.yaml:4: servers.a.timout: unknown key (did you mean 'timeout'?)"
+
+
+def test_unknown_top_level_key_is_an_error() -> None:
+    e = error_of("server:\n  a: {command: x}\n")
+    assert "server: unknown key (did you mean 'servers'?)" in str(e)
+    assert e.line == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("servers:\n  a:\n    command: x\n    timeout: soon\n", "4: servers.a.timeout: expected a positive number"),
+        ("servers:\n  a:\n    command: x\n    timeout: -1\n", "4: servers.a.timeout: expected a positive number"),
+        ("servers:\n  a:\n    command: x\n    args: x.py\n", "4: servers.a.args: expected a list of strings"),
+        ("servers:\n  a:\n    args: [x]\n", "3: servers.a: server needs `command` (stdio) or `url` (HTTP)"),
+        ("servers:\n  a: {command: x, url: 'http://h'}\n", "2: servers.a: server has both `command` and `url`"),
+        ("servers:\n  a: {url: 'ftp://h'}\n", "2: servers.a.url: expected an http:// or https:// URL"),
+        ("servers:\n  a: {url: 'http://h', args: [x]}\n", "servers.a.args: `args` only applies to `command` servers"),
+        ("servers:\n  a: {command: x, enabled: yes please}\n", "servers.a.enabled: expected true or false"),
+        ("servers:\n  a: {command: x}\n  a: {command: y}\n", "3: a: duplicate key"),
+        ("servers: [a, b]\n", "1: servers: expected a mapping of server names, got a list"),
+        ("servers:\n  a: {command: [x\n", "invalid YAML"),
+        ("", "the file is empty"),
+    ],
+)
+def test_invalid_config_gives_one_precise_line(text: str, expected: str) -> None:
+    message = str(error_of(text))
+    assert expected in message
+    assert message.startswith("tooltree.yaml")
+    assert "\n" not in message
+
+
+def test_mcp_servers_json_is_read_unchanged_and_foreign_keys_are_ignored(tmp_path: Path) -> None:
+    path = tmp_path / ".mcp.json"
+    path.write_text(
+        '{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "x"], "alwaysAllow": ["read"]},\n'
+        '  "web": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"X": "1"}},\n'
+        '  "off": {"command": "y", "disabled": true}},\n'
+        ' "projects": {"/home": {}}, "theme": "dark"}\n',
+        encoding="utf-8",
+    )
+    config = load_config(path, environ={})
+    assert [(s.name, s.transport, s.enabled) for s in config.servers] == [
+        ("fs", "stdio", True),
+        ("web", "http", True),
+        ("off", "stdio", False),
+    ]
+    assert config.servers[0].args == ("-y", "x")
+
+
+def test_json_syntax_error_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "claude.json"
+    path.write_text('{\n  "mcpServers": {\n    "a": {"command": "x",}\n  }\n}\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert info.value.line == 3
+    assert str(info.value).startswith(f"{path}:3: invalid JSON")
+
+
+def test_json_type_error_names_the_line_and_key(tmp_path: Path) -> None:
+    path = tmp_path / ".mcp.json"
+    path.write_text(
+        '{\n  "mcpServers": {\n    "a": {"command": "x",\n          "args": "nope"}\n  }\n}\n', encoding="utf-8"
+    )
+    with pytest.raises(ConfigError, match=r":4: mcpServers\.a\.args: expected a list of strings"):
+        load_config(path, environ={})
+
+
+def test_sse_servers_are_refused_with_a_reason() -> None:
+    with pytest.raises(ConfigError, match="SSE servers are not supported"):
+        parse_config('{"mcpServers": {"a": {"type": "sse", "url": "http://h/sse"}}}', environ={})
+
+
+def test_missing_file_says_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_cwd_is_relative_to_the_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "tooltree.yaml"
+    path.write_text("servers:\n  a: {command: x, cwd: sub}\n", encoding="utf-8")
+    assert load_config(path, environ={}).servers[0].cwd == str((tmp_path / "sub").resolve())
+
+
+def test_dollar_dollar_is_a_literal_dollar() -> None:
+    config = parse_config("servers:\n  a: {command: x, args: ['$${HOME}']}\n", environ={})
+    assert config.servers[0].args == ("${HOME}",)

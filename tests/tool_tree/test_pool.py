@@ -1,0 +1,125 @@
+"""`ServerPool` against real server processes: the sample servers and a raw scriptable one."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tool_tree.config import ServerConfig
+from tool_tree.pool import ServerPool, ServerUnavailable, UnknownServerError
+
+pytestmark = pytest.mark.anyio
+REPO = Path(__file__).resolve().parents[2]
+RAW = REPO / "tests" / "servers" / "raw_server.py"
+
+
+def sample(name: str, **kw: Any) -> ServerConfig:
+    return ServerConfig(name=name, command=sys.executable, args=(str(REPO / "tests/sample_servers" / f"{name}.py"),),
+                        **kw)
+
+
+def raw(tmp_path: Path, name: str = "raw", **spec: Any) -> ServerConfig:
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps({"pages": [[{"name": "pid", "inputSchema": {"type": "object"}}]], **spec}),
+                    encoding="utf-8")
+    return ServerConfig(name=name, command=sys.executable, args=(str(RAW), str(path)), timeout=10)
+
+
+def text(result: dict[str, Any]) -> str:
+    return "".join(b["text"] for b in result["content"] if b["type"] == "text")
+
+
+async def test_one_session_serves_many_calls_and_keeps_server_state() -> None:
+    async with ServerPool([sample("crm")]) as pool:
+        await pool.call("crm", "update_record", {"object_type": "opportunity", "record_id": "0065e000009Q3PR",
+                                                 "fields": {"description": "set by the pool test"}})
+        record = await pool.call("crm", "get_record", {"object_type": "opportunity",
+                                                       "record_id": "0065e000009Q3PR"})
+        assert "set by the pool test" in json.dumps(record)
+        assert pool.restarts("crm") == 0
+
+
+async def test_images_and_structured_content_come_back_in_wire_format() -> None:
+    async with ServerPool([sample("media")]) as pool:
+        chart = await pool.call("media", "render_chart", {"title": "Q3", "values": [1, 2, 3], "kind": "bar"})
+        image = next(b for b in chart["content"] if b["type"] == "image")
+        assert image["mimeType"] == "image/png" and image["data"].startswith("iVBORw0KGgo")
+        info = await pool.call("media", "get_image_info", {"source": {"kind": "gallery", "image_id": "img_q3_forecast"}})
+        assert info["structuredContent"]["mime_type"] == "image/png"
+
+
+async def test_tool_errors_and_protocol_errors_are_error_results_not_exceptions() -> None:
+    async with ServerPool([sample("media")]) as pool:
+        failed = await pool.call("media", "fail", {"message": "quota exceeded"})
+        assert failed["isError"] is True and "quota exceeded" in text(failed)
+        protocol = await pool.call("media", "fail", {"message": "bad thing", "kind": "protocol_error"})
+        assert protocol["isError"] is True and "bad thing" in text(protocol)
+
+
+async def test_calls_to_one_server_run_concurrently() -> None:
+    async with ServerPool([sample("media")]) as pool:
+        results: list[dict[str, Any]] = []
+
+        async def one() -> None:
+            results.append(await pool.call("media", "rendezvous", {"group": "g", "parties": 5, "timeout": 20}))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(one)
+        assert [r.get("isError", False) for r in results] == [False] * 5
+
+
+async def test_a_slow_call_times_out_as_an_error_result_and_the_session_stays_usable() -> None:
+    async with ServerPool([sample("media")]) as pool:
+        slow = await pool.call("media", "slow_echo", {"text": "x", "seconds": 30}, timeout=0.5)
+        assert slow["isError"] is True and "timed out after 0.5 s" in text(slow)
+        fast = await pool.call("media", "slow_echo", {"text": "still here", "seconds": 0})
+        assert text(fast) == "still here"
+
+
+async def test_a_crashed_server_is_restarted_on_the_next_call(tmp_path: Path) -> None:
+    async with ServerPool([raw(tmp_path)]) as pool:
+        first_pid = text(await pool.call("raw", "pid", {}))
+        with pytest.raises(ServerUnavailable) as info:
+            await pool.call("raw", "crash", {})
+        assert "died during the call" in str(info.value)
+        assert "crashing on purpose" in info.value.stderr_tail
+        second_pid = text(await pool.call("raw", "pid", {}))
+        assert second_pid != first_pid
+        assert pool.restarts("raw") == 1
+
+
+async def test_a_server_that_cannot_start_reports_its_stderr(tmp_path: Path) -> None:
+    async with ServerPool([raw(tmp_path, behavior="exit_at_start", stderr="missing API key")]) as pool:
+        with pytest.raises(ServerUnavailable) as info:
+            await pool.call("raw", "pid", {})
+        assert "missing API key" in info.value.stderr_tail
+
+
+async def test_unknown_server_is_refused() -> None:
+    async with ServerPool([]) as pool:
+        with pytest.raises(UnknownServerError):
+            await pool.call("nope", "x", {})
+
+
+async def test_closing_the_pool_stops_every_server_process(tmp_path: Path) -> None:
+    servers = [raw(tmp_path, f"s{i}") for i in range(3)]
+    async with ServerPool(servers) as pool:
+        pids = [int(text(await pool.call(s.name, "pid", {}))) for s in servers]
+        assert all(_alive(p) for p in pids)
+    assert not any(_alive(p) for p in pids)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text(encoding="utf-8").split(")")[-1].split()[0] != "Z"

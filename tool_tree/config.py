@@ -1,0 +1,328 @@
+"""tooltree configuration: which MCP servers to use and how to reach them.
+
+Two file formats are read:
+
+- ``tooltree.yaml`` (any ``.yaml``/``.yml``)::
+
+      servers:
+        crm:
+          command: python
+          args: [servers/crm.py]
+          env: {CRM_TOKEN: "${CRM_TOKEN}"}
+          timeout: 30
+          include: ["search_*", "get_*"]
+        drive:
+          url: https://drive.example.com/mcp
+          headers: {Authorization: "Bearer ${DRIVE_TOKEN}"}
+
+- a Claude Desktop / Claude Code style JSON file with a top-level ``mcpServers`` object
+  (``.mcp.json``, ``claude_desktop_config.json``, ``~/.claude.json``), read unchanged: keys
+  tooltree does not use are ignored there, because the file belongs to another program.
+
+``${VAR}`` and ``${VAR:-default}`` are expanded from the environment in ``command``, ``args``,
+``env``, ``cwd``, ``url`` and ``headers``; ``$$`` is a literal ``$``. Every problem is a
+`ConfigError` whose text names the file, the line and the key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULT_TIMEOUT = 30.0
+
+
+class ConfigError(Exception):
+    """The configuration is invalid. ``str()`` is one line: ``file:line: key: problem``."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None):
+        self.message = message
+        self.file = file
+        self.line = line
+        self.key = key
+        where = file or "<config>"
+        if line is not None:
+            where += f":{line}"
+        super().__init__(f"{where}: {key}: {message}" if key else f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One MCP server. Exactly one of ``command`` (stdio) and ``url`` (Streamable HTTP) is set."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = DEFAULT_TIMEOUT
+    enabled: bool = True
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    description: str = ""
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command is not None else "http"
+
+
+@dataclass(frozen=True)
+class Config:
+    servers: tuple[ServerConfig, ...]
+    source: str = "<config>"
+
+    def server(self, name: str) -> ServerConfig:
+        """Raises: ConfigError: no server has that name."""
+        for s in self.servers:
+            if s.name == name:
+                return s
+        raise ConfigError(
+            f"no server named {name!r}{_did_you_mean(name, [s.name for s in self.servers])}", file=self.source
+        )
+
+    @property
+    def enabled_servers(self) -> tuple[ServerConfig, ...]:
+        return tuple(s for s in self.servers if s.enabled)
+
+
+# --- loading -------------------------------------------------------------------------------------------------------
+
+_SERVER_KEYS = {
+    "command": "the program to start (stdio server)",
+    "args": "a list of arguments",
+    "env": "a mapping of environment variables",
+    "cwd": "the working directory",
+    "url": "the Streamable HTTP endpoint",
+    "headers": "a mapping of HTTP headers",
+    "timeout": "seconds",
+    "enabled": "true or false",
+    "include": "a list of tool name patterns",
+    "exclude": "a list of tool name patterns",
+    "description": "one line saying what the server is for",
+}
+_TOP_KEYS = {"servers"}
+# Keys of the mcpServers JSON format that tooltree reads; others there are ignored.
+_JSON_SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "timeout", "disabled"}
+_VAR = re.compile(r"\$(\$|\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\})")
+
+
+@dataclass
+class _Node:
+    """A parsed value with the line it came from (1-based)."""
+
+    value: Any
+    line: int | None
+
+
+class _Reader:
+    def __init__(self, file: str, environ: Mapping[str, str]):
+        self.file = file
+        self.environ = environ
+
+    def error(self, message: str, node: _Node | None, key: str | None = None) -> ConfigError:
+        return ConfigError(message, file=self.file, line=node.line if node else None, key=key)
+
+    def to_node(self, yn: yaml.Node) -> _Node:
+        line = yn.start_mark.line + 1
+        if isinstance(yn, yaml.MappingNode):
+            out: dict[str, tuple[_Node, _Node]] = {}
+            for k, v in yn.value:
+                knode = self.to_node(k)
+                if not isinstance(knode.value, str):
+                    raise self.error(f"keys must be strings, got {knode.value!r}", knode)
+                if knode.value in out:
+                    raise self.error("duplicate key", knode, knode.value)
+                out[knode.value] = (knode, self.to_node(v))
+            return _Node(out, line)
+        if isinstance(yn, yaml.SequenceNode):
+            return _Node([self.to_node(v) for v in yn.value], line)
+        assert isinstance(yn, yaml.ScalarNode)
+        value = yaml.safe_load(yaml.serialize(yn)) if yn.tag != "tag:yaml.org,2002:str" else yn.value
+        return _Node(value, line)
+
+    def expand(self, text: str, node: _Node, key: str) -> str:
+        def sub(m: re.Match[str]) -> str:
+            if m.group(1) == "$":
+                return "$"
+            name, default = m.group(2), m.group(3)
+            if name in self.environ:
+                return self.environ[name]
+            if default is not None:
+                return default
+            raise self.error(f"environment variable ${{{name}}} is not set", node, key)
+
+        return _VAR.sub(sub, text)
+
+    def string(self, node: _Node, key: str, *, expand: bool = True) -> str:
+        v = node.value
+        if isinstance(v, bool) or not isinstance(v, str | int | float):
+            raise self.error(f"expected a string, got {_kind(v)}", node, key)
+        return self.expand(str(v), node, key) if expand else str(v)
+
+    def string_list(self, node: _Node, key: str, *, expand: bool = True) -> tuple[str, ...]:
+        if not isinstance(node.value, list):
+            raise self.error(f"expected a list of strings, got {_kind(node.value)}", node, key)
+        return tuple(self.string(item, f"{key}[{i}]", expand=expand) for i, item in enumerate(node.value))
+
+    def string_map(self, node: _Node, key: str) -> dict[str, str]:
+        if not isinstance(node.value, dict):
+            raise self.error(f"expected a mapping of strings, got {_kind(node.value)}", node, key)
+        return {k: self.string(v, f"{key}.{k}") for k, (_, v) in node.value.items()}
+
+    def number(self, node: _Node, key: str) -> float:
+        v = node.value
+        if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
+            raise self.error(f"expected a positive number of seconds, got {v!r}", node, key)
+        return float(v)
+
+    def boolean(self, node: _Node, key: str) -> bool:
+        if not isinstance(node.value, bool):
+            raise self.error(f"expected true or false, got {node.value!r}", node, key)
+        return node.value
+
+    def server(self, name: str, name_node: _Node, body: _Node, *, json_format: bool) -> ServerConfig:
+        where = f"servers.{name}" if not json_format else f"mcpServers.{name}"
+        if not isinstance(body.value, dict):
+            raise self.error(f"expected a mapping with `command` or `url`, got {_kind(body.value)}", body, where)
+        items: dict[str, tuple[_Node, _Node]] = body.value
+        if not json_format:
+            for k, (knode, _) in items.items():
+                if k not in _SERVER_KEYS:
+                    raise self.error(f"unknown key{_did_you_mean(k, _SERVER_KEYS)}", knode, f"{where}.{k}")
+        else:
+            items = {k: v for k, v in items.items() if k in _JSON_SERVER_KEYS}
+
+        def get(k: str) -> _Node | None:
+            return items[k][1] if k in items else None
+
+        kw: dict[str, Any] = {"name": name}
+        if (n := get("command")) is not None:
+            kw["command"] = self.string(n, f"{where}.command")
+        if (n := get("url")) is not None:
+            kw["url"] = self.string(n, f"{where}.url")
+        if ("command" in kw) == ("url" in kw):
+            problem = "has both `command` and `url`" if "command" in kw else "needs `command` (stdio) or `url` (HTTP)"
+            raise self.error(f"server {problem}", body, where)
+        if "url" in kw and not re.match(r"^https?://", kw["url"]):
+            raise self.error(f"expected an http:// or https:// URL, got {kw['url']!r}", get("url"), f"{where}.url")
+        if json_format and (n := get("type")) is not None:
+            kind = self.string(n, f"{where}.type")
+            if kind == "sse":
+                raise self.error("SSE servers are not supported; use Streamable HTTP", n, f"{where}.type")
+        for k, conv in (("args", self.string_list), ("include", self.string_list), ("exclude", self.string_list)):
+            if (n := get(k)) is not None:
+                kw[k] = conv(n, f"{where}.{k}", expand=k == "args")
+        for k in ("env", "headers"):
+            if (n := get(k)) is not None:
+                kw[k] = self.string_map(n, f"{where}.{k}")
+        if (n := get("cwd")) is not None:
+            kw["cwd"] = self.string(n, f"{where}.cwd")
+        if (n := get("description")) is not None:
+            kw["description"] = self.string(n, f"{where}.description", expand=False)
+        if (n := get("timeout")) is not None:
+            kw["timeout"] = self.number(n, f"{where}.timeout")
+        if (n := get("enabled")) is not None:
+            kw["enabled"] = self.boolean(n, f"{where}.enabled")
+        if json_format and (n := get("disabled")) is not None:
+            kw["enabled"] = not self.boolean(n, f"{where}.disabled")
+        if "command" in kw and ("url" in kw or "headers" in kw):
+            raise self.error("`headers` only applies to `url` servers", body, f"{where}.headers")
+        if "url" in kw and any(k in kw for k in ("args", "env", "cwd")):
+            bad = next(k for k in ("args", "env", "cwd") if k in kw)
+            raise self.error(f"`{bad}` only applies to `command` servers", get(bad), f"{where}.{bad}")
+        if "cwd" in kw:
+            kw["cwd"] = str((Path(self.file).parent / kw["cwd"]).resolve()) if self.file != "<config>" else kw["cwd"]
+        return ServerConfig(**kw)
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "nothing"
+    if isinstance(v, dict):
+        return "a mapping"
+    if isinstance(v, list):
+        return "a list"
+    return f"{type(v).__name__} {v!r}"
+
+
+def _did_you_mean(word: str, options: Any) -> str:
+    close = difflib.get_close_matches(word, sorted(options), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def parse_config(text: str, *, source: str = "<config>", environ: Mapping[str, str] | None = None) -> Config:
+    """Parse configuration text; the format (YAML or mcpServers JSON) is detected from the content.
+
+    Raises:
+        ConfigError: the text is not a valid configuration.
+    """
+    reader = _Reader(source, os.environ if environ is None else environ)
+    stripped = text.lstrip()
+    is_json = stripped.startswith("{")
+    if is_json:
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"invalid JSON: {e.msg} (column {e.colno})", file=source, line=e.lineno) from None
+    try:
+        root_yaml = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        line = e.problem_mark.line + 1 if e.problem_mark else None
+        raise ConfigError(f"invalid YAML: {e.problem or e}", file=source, line=line) from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"invalid YAML: {e}", file=source) from None
+    if root_yaml is None:
+        raise ConfigError("the file is empty; expected a `servers:` mapping", file=source)
+    root = reader.to_node(root_yaml)
+    if not isinstance(root.value, dict):
+        raise reader.error(f"expected a mapping at the top level, got {_kind(root.value)}", root)
+    top: dict[str, tuple[_Node, _Node]] = root.value
+
+    if is_json or ("mcpServers" in top and "servers" not in top):
+        if "mcpServers" not in top:
+            raise reader.error("expected a top-level `mcpServers` object", root)
+        servers_node = top["mcpServers"][1]
+        json_format = True
+    else:
+        for k, (knode, _) in top.items():
+            if k not in _TOP_KEYS:
+                raise reader.error(f"unknown key{_did_you_mean(k, _TOP_KEYS)}", knode, k)
+        if "servers" not in top:
+            raise reader.error("expected a `servers:` mapping", root)
+        servers_node = top["servers"][1]
+        json_format = False
+    if not isinstance(servers_node.value, dict):
+        key = "mcpServers" if json_format else "servers"
+        raise reader.error(f"expected a mapping of server names, got {_kind(servers_node.value)}", servers_node, key)
+    servers = []
+    for name, (name_node, body) in servers_node.value.items():
+        if not name.strip():
+            raise reader.error("server names must not be empty", name_node, "servers")
+        servers.append(reader.server(name, name_node, body, json_format=json_format))
+    return Config(servers=tuple(servers), source=source)
+
+
+def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> Config:
+    """Read and parse a configuration file.
+
+    Raises:
+        ConfigError: the file cannot be read or is not a valid configuration.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("no such file (create one, or pass --config PATH)", file=str(p)) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read: {e}", file=str(p)) from None
+    return parse_config(text, source=str(p), environ=environ)

@@ -1,0 +1,138 @@
+"""Opening an MCP client session to one configured server, stdio or Streamable HTTP.
+
+The official SDK owns the protocol; this module maps a `ServerConfig` onto it and adds what a
+long-running host needs around it: the server's stderr kept in a file (so a failure can show
+its last lines), and a raw ``tools/list`` that keeps every field the server sent.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import mcp
+import mcp.types as mt
+from mcp.shared._httpx_utils import create_mcp_http_client
+from pydantic import BaseModel, ConfigDict
+
+from tool_tree.config import ServerConfig
+
+MAX_LIST_PAGES = 1000
+
+
+class _RawResult(BaseModel):
+    """A result model that keeps every field the server sent (the SDK's typed models drop unknown ones)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class StderrLog:
+    """A temporary file that receives a stdio server's stderr; keeps only what is needed to report."""
+
+    def __init__(self) -> None:
+        # Closed by close(); it must outlive this call, so no `with`.
+        self.file: TextIO = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+
+    def tail(self, lines: int = 20, max_chars: int = 4000) -> str:
+        """The last lines the server wrote to stderr."""
+        try:
+            self.file.flush()
+            size = self.file.seek(0, os.SEEK_END)
+            self.file.seek(max(0, size - max_chars * 2))
+            text = self.file.read()
+        except (OSError, ValueError):
+            return ""
+        return "\n".join(text.rstrip("\n").splitlines()[-lines:])[-max_chars:]
+
+    def close(self) -> None:
+        self.file.close()
+
+
+@dataclass
+class Connection:
+    """A live client session and what we learned while opening it."""
+
+    client: mcp.Client
+    server: ServerConfig
+    stderr: StderrLog | None
+
+
+@asynccontextmanager
+async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> AsyncIterator[Connection]:
+    """Open a session to ``server``; the process (stdio) is stopped and reaped on exit.
+
+    The caller bounds the time (``anyio.fail_after(server.timeout)``). For stdio servers the
+    process runs in its own process group and the SDK kills the whole group on exit.
+
+    Raises:
+        OSError: the command cannot be started.
+        mcp.MCPError: the server refused the session.
+    """
+    async with AsyncExitStack() as stack:
+        target: Any
+        if server.command is not None:
+            params = mcp.StdioServerParameters(
+                command=server.command,
+                args=list(server.args),
+                env=dict(server.env) or None,
+                cwd=server.cwd,
+                encoding_error_handler="replace",
+            )
+            target = mcp.stdio_client(params, errlog=stderr.file if stderr is not None else sys.stderr)
+        else:
+            assert server.url is not None
+            from mcp.client.streamable_http import streamable_http_client
+
+            http = await stack.enter_async_context(create_mcp_http_client(headers=dict(server.headers) or None))
+            target = streamable_http_client(server.url, http_client=http)
+        client = await stack.enter_async_context(
+            mcp.Client(target, read_timeout_seconds=server.timeout, client_info=_CLIENT_INFO)
+        )
+        yield Connection(client=client, server=server, stderr=stderr)
+
+
+async def list_tools_raw(client: mcp.Client) -> list[dict[str, Any]]:
+    """Every tool the server lists, as raw wire JSON (unknown fields kept), following pagination.
+
+    Raises:
+        mcp.MCPError: the server answered with an error.
+        ValueError: the server's pagination does not end or its result is malformed.
+    """
+    tools: list[dict[str, Any]] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_LIST_PAGES):
+        params = mt.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+        page = (await client.session.send_request(mt.ListToolsRequest(params=params), _RawResult)).model_dump()
+        page_tools = page.get("tools")
+        if not isinstance(page_tools, list):
+            raise ValueError("tools/list result has no `tools` list")
+        tools.extend(t for t in page_tools if isinstance(t, dict))
+        next_cursor = page.get("nextCursor")
+        if next_cursor is None:
+            return tools
+        if not isinstance(next_cursor, str) or next_cursor in seen:
+            raise ValueError(f"tools/list pagination repeats or is malformed (cursor {next_cursor!r})")
+        seen.add(next_cursor)
+        cursor = next_cursor
+    raise ValueError(f"tools/list did not finish after {MAX_LIST_PAGES} pages")
+
+
+def server_info(client: mcp.Client) -> dict[str, Any]:
+    """What the server said about itself: name, version, title, description, instructions."""
+    info: dict[str, Any] = {}
+    impl = client.server_info
+    if impl is not None:
+        info = impl.model_dump(mode="json", exclude_none=True, by_alias=True)
+        info.pop("icons", None)
+    if client.instructions:
+        info["instructions"] = client.instructions
+    return info
+
+
+_CLIENT_INFO = mt.Implementation(name="tooltree", version="0.1.0")

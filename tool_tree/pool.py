@@ -1,0 +1,243 @@
+"""`ServerPool`: one live MCP session per configured server, for the life of the pool.
+
+Each server is owned by one background task that opens the connection, keeps it open and closes
+it (the SDK's transports are anyio context managers and must be entered and left by the same
+task). Calls come from any task. A server whose connection died is re-opened on the next call,
+after a back-off that grows with consecutive failures; a stdio server's process group is killed
+when the pool closes. Each server has a concurrency limit and a per-call timeout.
+
+Errors::
+
+    PoolError               base
+    ├── UnknownServerError  no server of that name in the pool
+    └── ServerUnavailable   the server could not be started or died; ``stderr_tail`` says why
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp
+from anyio.abc import TaskGroup
+
+from tool_tree.config import ServerConfig
+from tool_tree.connect import StderrLog, connect, list_tools_raw
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONCURRENCY = 8
+BACKOFF_START = 0.2
+BACKOFF_MAX = 10.0
+
+
+class PoolError(Exception):
+    """Base of the errors a `ServerPool` raises."""
+
+
+class UnknownServerError(PoolError):
+    pass
+
+
+class ServerUnavailable(PoolError):
+    """The server could not be reached; the call did not happen."""
+
+    def __init__(self, server: str, reason: str, stderr_tail: str = "") -> None:
+        super().__init__(f"server {server!r} is unavailable: {reason}")
+        self.server = server
+        self.reason = reason
+        self.stderr_tail = stderr_tail
+
+
+@dataclass
+class _Slot:
+    config: ServerConfig
+    limiter: anyio.CapacityLimiter
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    client: mcp.Client | None = None
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    stop: anyio.Event | None = None
+    closed: anyio.Event | None = None
+    stderr: StderrLog | None = None
+    failures: int = 0
+    last_failure: float = -math.inf
+    restarts: int = 0
+
+
+class ServerPool:
+    """Live sessions to many servers. Use as ``async with ServerPool(servers) as pool:``."""
+
+    def __init__(self, servers: Sequence[ServerConfig], *, concurrency: int = DEFAULT_CONCURRENCY) -> None:
+        self._slots = {s.name: _Slot(s, anyio.CapacityLimiter(concurrency)) for s in servers}
+        self._tg: TaskGroup | None = None
+
+    async def __aenter__(self) -> ServerPool:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._tg is not None
+        for slot in self._slots.values():
+            if slot.stop is not None:
+                slot.stop.set()
+        # Each owner task closes its connection (and kills its process group) and ends.
+        await self._tg.__aexit__(None, None, None)
+        self._tg = None
+        for slot in self._slots.values():
+            if slot.stderr is not None:
+                slot.stderr.close()
+                slot.stderr = None
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._slots)
+
+    def restarts(self, server: str) -> int:
+        """How many times ``server`` was re-opened after its connection died."""
+        return self._slot(server).restarts
+
+    def _slot(self, server: str) -> _Slot:
+        try:
+            return self._slots[server]
+        except KeyError:
+            raise UnknownServerError(f"no server named {server!r} in the pool") from None
+
+    async def _own(self, slot: _Slot, ready: anyio.Event, box: list[BaseException]) -> None:
+        """The task that owns one connection from open to close."""
+        assert slot.stop is not None and slot.closed is not None
+        try:
+            # The start-up deadline covers opening and listing, then is lifted for the session's life.
+            with anyio.CancelScope(deadline=anyio.current_time() + slot.config.timeout) as scope:
+                async with connect(slot.config, stderr=slot.stderr) as conn:
+                    try:
+                        # The SDK must see the listing (output schemas, 2026 header maps) before calls.
+                        slot.tools = await list_tools_raw(conn.client)
+                        await conn.client.list_tools()
+                        scope.deadline = math.inf
+                        slot.client = conn.client
+                        ready.set()
+                        await slot.stop.wait()
+                    finally:
+                        slot.client = None
+            if scope.cancelled_caught and not ready.is_set():
+                raise TimeoutError
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting caller, never lost
+            box.append(e)
+            ready.set()
+            if not isinstance(e, Exception):
+                raise
+        finally:
+            slot.closed.set()
+
+    async def _ensure(self, slot: _Slot) -> mcp.Client:
+        async with slot.lock:
+            if slot.client is not None:
+                return slot.client
+            if self._tg is None:
+                raise PoolError("the pool is not open (use `async with ServerPool(...)`)")
+            wait = min(BACKOFF_MAX, BACKOFF_START * 2 ** (slot.failures - 1)) if slot.failures else 0.0
+            remaining = slot.last_failure + wait - time.monotonic()
+            if remaining > 0:
+                await anyio.sleep(remaining)  # back-off before restarting a server that keeps dying
+            if slot.stderr is not None:
+                slot.stderr.close()
+            slot.stderr = StderrLog() if slot.config.command is not None else None
+            slot.stop, slot.closed = anyio.Event(), anyio.Event()
+            ready = anyio.Event()
+            box: list[BaseException] = []
+            self._tg.start_soon(self._own, slot, ready, box)
+            await ready.wait()
+            if box or slot.client is None:
+                slot.failures += 1
+                slot.last_failure = time.monotonic()
+                reason = _reason(box[0]) if box else "the connection closed"
+                raise ServerUnavailable(slot.config.name, reason, slot.stderr.tail() if slot.stderr else "")
+            return slot.client
+
+    async def _discard(self, slot: _Slot, client: mcp.Client) -> None:
+        """Forget a dead connection so the next call re-opens it."""
+        async with slot.lock:
+            if slot.client is client and slot.stop is not None:
+                slot.stop.set()
+                slot.client = None
+                slot.failures += 1
+                slot.restarts += 1
+                slot.last_failure = time.monotonic()
+        if slot.closed is not None:
+            with anyio.move_on_after(10):
+                await slot.closed.wait()
+
+    async def start(self, server: str) -> list[dict[str, Any]]:
+        """Open the server now (instead of on its first call); returns its raw tool list.
+
+        Raises:
+            ServerUnavailable: it cannot be started.
+        """
+        slot = self._slot(server)
+        await self._ensure(slot)
+        return slot.tools
+
+    async def call(
+        self, server: str, tool: str, arguments: dict[str, Any], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Call a tool; returns the ``tools/call`` result in wire format (camelCase keys).
+
+        A tool that fails returns ``isError: true`` (not an exception); so does a protocol error
+        the server sends for the call (unknown tool, invalid params) and a call timeout.
+
+        Raises:
+            UnknownServerError: ``server`` is not in the pool.
+            ServerUnavailable: the server cannot be started or died during the call.
+        """
+        slot = self._slot(server)
+        limit = timeout if timeout is not None else slot.config.timeout
+        async with slot.limiter:
+            client = await self._ensure(slot)
+            try:
+                with anyio.fail_after(limit):
+                    result = await client.call_tool(tool, arguments)
+            except TimeoutError:
+                return _error_result(f"the call timed out after {limit:g} s")
+            except mcp.MCPError as e:
+                if _is_connection_loss(e):
+                    await self._discard(slot, client)
+                    raise ServerUnavailable(server, f"the server died during the call ({e})",
+                                            slot.stderr.tail() if slot.stderr else "") from None
+                return _error_result(f"server error {e.code}: {e}" if hasattr(e, "code") else str(e))
+            except RuntimeError as e:  # the SDK's output-schema check
+                return _error_result(f"invalid result from the server: {e}")
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as e:
+                await self._discard(slot, client)
+                raise ServerUnavailable(server, f"the connection closed ({type(e).__name__})",
+                                        slot.stderr.tail() if slot.stderr else "") from None
+            slot.failures = 0
+            dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+            dumped.pop("resultType", None)
+            return dumped
+
+
+def _is_connection_loss(e: mcp.MCPError) -> bool:
+    text = str(e).lower()
+    return "connection closed" in text or "closed" in text and "connection" in text
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, BaseExceptionGroup) and e.exceptions:
+        return _reason(e.exceptions[0])
+    if isinstance(e, TimeoutError):
+        return "timed out while starting"
+    if isinstance(e, OSError):
+        return f"cannot start: {e}"
+    if isinstance(e, mcp.MCPError) and _is_connection_loss(e):
+        return "the server exited during start-up"
+    return str(e) or type(e).__name__
+
+
+def _error_result(message: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": message}], "isError": True}

@@ -1,0 +1,43 @@
+"""The runtime that generated stubs import. Standard library only: it runs inside the sandbox.
+
+A stub turns keyword arguments into a wire-format ``arguments`` dict and calls
+:func:`call_tool`. Where the call goes is decided by the installed *transport*: inside the
+sandbox the supervisor installs one that relays the call to the host bridge; on the host, a
+program (or a test) can install one that calls a live MCP session directly.
+
+Exceptions::
+
+    ToolError            the tool ran and reported an error (``isError: true``); the script may retry
+    ToolCallError        the call never reached the tool: refused by the bridge, unknown tool,
+                         invalid arguments, budget exhausted, server down
+    NoTransportError     no transport is installed (the stub was called outside ``tooltree exec``)
+"""
+
+from __future__ import annotations
+
+from tool_tree.runtime._call import (
+    NoTransportError,
+    ToolCallError,
+    ToolError,
+    Transport,
+    call_tool,
+    get_transport,
+    set_transport,
+    structured,
+)
+from tool_tree.runtime._concurrency import parallel
+from tool_tree.runtime._result import Image, ToolResult
+
+__all__ = [
+    "Image",
+    "NoTransportError",
+    "ToolCallError",
+    "ToolError",
+    "ToolResult",
+    "Transport",
+    "call_tool",
+    "get_transport",
+    "parallel",
+    "set_transport",
+    "structured",
+]

@@ -1,0 +1,88 @@
+"""`call_tool` and the pluggable transport behind it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from tool_tree.runtime._result import ToolResult
+
+Transport = Callable[[str, str, dict[str, Any]], dict[str, Any]]
+"""``(server, tool, arguments) -> tools/call result`` as a wire-format dict.
+
+A transport raises `ToolCallError` when the call cannot be made; it returns the result (which
+may carry ``isError: true``) when the tool ran."""
+
+_lock = threading.Lock()
+_transport: Transport | None = None
+
+
+class ToolError(Exception):
+    """The tool ran and reported an error. ``result`` holds everything the server sent."""
+
+    def __init__(self, server: str, tool: str, message: str, result: ToolResult) -> None:
+        super().__init__(f"{server}.{tool}: {message}")
+        self.server = server
+        self.tool = tool
+        self.message = message
+        self.result = result
+
+
+class ToolCallError(Exception):
+    """The call did not reach the tool (refused, invalid arguments, budget, server unavailable)."""
+
+    def __init__(self, server: str, tool: str, message: str, code: str = "call_failed") -> None:
+        super().__init__(f"{server}.{tool}: {message}")
+        self.server = server
+        self.tool = tool
+        self.message = message
+        self.code = code
+
+
+class NoTransportError(RuntimeError):
+    """No transport is installed: stubs only work inside ``tooltree exec`` or after `set_transport`."""
+
+
+def set_transport(transport: Transport | None) -> Transport | None:
+    """Install the function that carries tool calls; returns the previous one."""
+    global _transport
+    with _lock:
+        previous, _transport = _transport, transport
+    return previous
+
+
+def get_transport() -> Transport | None:
+    """The installed transport, if any."""
+    return _transport
+
+
+def call_tool(server: str, tool: str, arguments: dict[str, Any]) -> ToolResult:
+    """Call ``tool`` on ``server`` with wire-format ``arguments``.
+
+    Raises:
+        ToolError: the tool reported an error.
+        ToolCallError: the call could not be made.
+        NoTransportError: no transport is installed.
+    """
+    transport = _transport
+    if transport is None:
+        raise NoTransportError(
+            f"cannot call {server}.{tool}: no tool transport is installed "
+            "(run the script with `tooltree exec`, or call tool_tree.runtime.set_transport first)"
+        )
+    result = ToolResult.from_wire(transport(server, tool, arguments))
+    if result.is_error:
+        raise ToolError(server, tool, result.text or "the tool reported an error", result)
+    return result
+
+
+def structured(result: ToolResult, server: str, tool: str) -> Any:
+    """The structured content of a tool that declares an output schema.
+
+    Raises:
+        ToolCallError: the server sent no structured content.
+    """
+    if result.structured_content is None:
+        raise ToolCallError(server, tool, "the tool declares an output schema but returned no structured content")
+    return result.structured_content

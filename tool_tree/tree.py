@@ -1,0 +1,144 @@
+"""The on-disk format of a generated tree: paths, the manifest and the server snapshots.
+
+::
+
+    <tree>/manifest.json                  every stub ↔ server ↔ original tool name ↔ schema hash
+    <tree>/snapshots/<package>.json       the raw ``tools/list`` result of each server (lossless)
+    <tree>/servers/INDEX.md               one line per server
+    <tree>/servers/__init__.py
+    <tree>/servers/<package>/README.md    one line per tool
+    <tree>/servers/<package>/__init__.py  re-exports every tool function
+    <tree>/servers/<package>/<module>.py  one stub per tool
+
+The bridge uses the manifest as its allowlist and the snapshots for argument validation, so
+both are read here, in the core, not in the generator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+MANIFEST_FILE = "manifest.json"
+SNAPSHOTS_DIR = "snapshots"
+SERVERS_DIR = "servers"
+INDEX_FILE = f"{SERVERS_DIR}/INDEX.md"
+MANIFEST_VERSION = 1
+
+
+class TreeError(Exception):
+    """A tree on disk is missing or malformed."""
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON: sorted keys, no whitespace, non-ASCII kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def schema_hash(raw_tool: dict[str, Any]) -> str:
+    """Hash of everything a stub is generated from: the whole raw tool definition."""
+    return "sha256:" + hashlib.sha256(canonical_json(raw_tool).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    """One stub in the tree."""
+
+    server: str
+    """The configured server name (as in tooltree.yaml)."""
+    tool: str
+    """The tool's original MCP name: what goes on the wire."""
+    function: str
+    """The Python identifier of the stub's module and function."""
+    path: str
+    """Path of the stub relative to the tree root, e.g. ``servers/crm/list_leads.py``."""
+    schema_hash: str
+    summary: str = ""
+    """First sentence of the description."""
+
+    @property
+    def qualified_name(self) -> str:
+        """``<server package>.<function>``, the name a script imports."""
+        return f"{self.path.split('/')[1]}.{self.function}"
+
+
+@dataclass(frozen=True)
+class ServerEntry:
+    """One server in the tree."""
+
+    name: str
+    """The configured name."""
+    package: str
+    """The Python package under ``servers/``."""
+    tool_count: int
+    description: str = ""
+    snapshot: str = ""
+    """Path of the server's raw ``tools/list`` snapshot relative to the tree root."""
+
+
+@dataclass
+class Manifest:
+    servers: list[ServerEntry] = field(default_factory=list)
+    tools: list[ToolEntry] = field(default_factory=list)
+    version: int = MANIFEST_VERSION
+
+    def to_json(self) -> str:
+        data = {
+            "version": self.version,
+            "servers": [asdict(s) for s in sorted(self.servers, key=lambda s: s.name)],
+            "tools": [asdict(t) for t in sorted(self.tools, key=lambda t: (t.server, t.tool))],
+        }
+        return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, *, source: str = MANIFEST_FILE) -> Manifest:
+        """Raises: TreeError: the text is not a manifest this version understands."""
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION:
+                raise TreeError(f"{source}: not a version-{MANIFEST_VERSION} tooltree manifest")
+            return cls(
+                servers=[ServerEntry(**s) for s in data["servers"]],
+                tools=[ToolEntry(**t) for t in data["tools"]],
+            )
+        except (ValueError, KeyError, TypeError) as e:
+            raise TreeError(f"{source}: malformed manifest ({e})") from None
+
+    @classmethod
+    def load(cls, tree: Path) -> Manifest:
+        """Raises: TreeError: no manifest, or a malformed one."""
+        path = tree / MANIFEST_FILE
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise TreeError(f"{path}: no manifest; run `tooltree generate-tree` first") from None
+        return cls.from_json(text, source=str(path))
+
+    def lookup(self, server: str, tool: str) -> ToolEntry | None:
+        """The entry for an exact (server, original tool name) pair, or None."""
+        for t in self.tools:
+            if t.server == server and t.tool == tool:
+                return t
+        return None
+
+
+def load_snapshot(tree: Path, server: ServerEntry) -> list[dict[str, Any]]:
+    """The raw tool definitions of one server, as listed at generation time.
+
+    Raises:
+        TreeError: the snapshot is missing or malformed.
+    """
+    path = tree / (server.snapshot or f"{SNAPSHOTS_DIR}/{server.package}.json")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        tools = data["tools"]
+        if not isinstance(tools, list):
+            raise TypeError("tools is not a list")
+        return [t for t in tools if isinstance(t, dict)]
+    except FileNotFoundError:
+        raise TreeError(f"{path}: snapshot missing; regenerate the tree") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise TreeError(f"{path}: malformed snapshot ({e})") from None

@@ -1,0 +1,1 @@
+"""The `tooltree` command line: parses, calls the packages, prints."""

@@ -1,0 +1,150 @@
+"""`tooltree generate-tree`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from generator.files import UnsafePathError
+from generator.generate import GenerateResult, ServerOutcome, generate
+from tool_tree.config import Config, ConfigError, load_config
+from tool_tree.tree import SNAPSHOTS_DIR, TreeError
+from tooltree_cli.output import error, print_json, table
+
+DEFAULT_CONFIG = "tooltree.yaml"
+EXIT_OK, EXIT_DRIFT, EXIT_CONFIG, EXIT_SERVERS = 0, 1, 2, 3
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        "-c",
+        default=None,
+        help="tooltree.yaml, or a JSON file with `mcpServers` (default: ./tooltree.yaml; with "
+        "--from-snapshot and no config, every stored snapshot is used)",
+    )
+    p.add_argument("--out", "-o", default="tree", help="the tree to write (default: ./tree)")
+    p.add_argument(
+        "--server",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only this server (repeatable); others in the tree are kept",
+    )
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 and list files that would change")
+    p.add_argument(
+        "--from-snapshot",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DIR",
+        help=f"regenerate offline from stored tools/list results (default: <out>/{SNAPSHOTS_DIR})",
+    )
+    p.add_argument("--json", action="store_true", help="print a machine-readable summary on stdout")
+    p.set_defaults(handler=run)
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "generate-tree",
+        help="render every MCP tool as a typed Python stub",
+        description="Connect to each configured MCP server and write the stub tree.",
+    )
+    add_arguments(p)
+
+
+def _progress(outcome: ServerOutcome) -> None:
+    if outcome.status == "ok":
+        print(f"  ok      {outcome.name}  ({outcome.seconds:.2f} s)", file=sys.stderr)
+    else:
+        print(f"  FAILED  {outcome.name}: {outcome.error}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    snapshots: Path | None = None
+    if args.from_snapshot is not None:
+        snapshots = Path(args.from_snapshot) if args.from_snapshot else out / SNAPSHOTS_DIR
+    try:
+        config: Config | None
+        config_path = args.config or DEFAULT_CONFIG
+        if snapshots is not None and args.config is None and not Path(DEFAULT_CONFIG).exists():
+            config = None
+        else:
+            config = load_config(config_path)
+        if config is not None:
+            for name in args.server:
+                config.server(name)  # an unknown name is a config error, before anything starts
+        if not args.json:
+            n = len(args.server) if args.server else (len(config.enabled_servers) if config else 0)
+            source = f"snapshots in {snapshots}" if snapshots is not None else f"{n} server(s)"
+            print(f"tooltree: listing tools from {source} …", file=sys.stderr)
+        result = generate(
+            config,
+            out,
+            only=args.server,
+            check=args.check,
+            snapshots=snapshots,
+            on_server=None if args.json or snapshots is not None else _progress,
+        )
+    except ConfigError as e:
+        error(str(e))
+        return EXIT_CONFIG
+    except (TreeError, UnsafePathError) as e:
+        error(str(e))
+        return EXIT_CONFIG
+    return report(result, args)
+
+
+def report(result: GenerateResult, args: argparse.Namespace) -> int:
+    code = EXIT_OK
+    if args.check and result.drift:
+        code = EXIT_DRIFT
+    if result.failed:
+        code = EXIT_SERVERS
+    if args.json:
+        print_json(
+            {
+                "out": str(result.out),
+                "servers": [s.to_json() for s in result.servers],
+                "drift": result.drift if args.check else None,
+                "written": len(result.report.written) if result.report else 0,
+                "deleted": len(result.report.deleted) if result.report else 0,
+                "warnings": result.warnings,
+            }
+        )
+        return code
+    rows = [
+        [
+            s.name,
+            s.status,
+            str(s.tools) if s.status == "ok" else "-",
+            f"{s.seconds:.2f}",
+            (s.error or "") + (" (kept previous stubs)" if s.kept_previous else ""),
+        ]
+        for s in result.servers
+    ]
+    print(table(rows, ["server", "status", "tools", "seconds", "error"]), file=sys.stderr)
+    for s in result.failed:
+        if s.stderr_tail:
+            print(f"\n--- last lines of {s.name}'s stderr ---\n{s.stderr_tail}", file=sys.stderr)
+    for w in result.warnings[:50]:
+        print(f"warning: {w}", file=sys.stderr)
+    if len(result.warnings) > 50:
+        print(f"warning: … {len(result.warnings) - 50} more warnings (see --json)", file=sys.stderr)
+    if args.check:
+        if result.drift:
+            print(f"\n{len(result.drift)} file(s) differ from the servers:", file=sys.stderr)
+            for rel in result.drift:
+                print(f"  {rel}")
+        else:
+            print(f"\n{result.out}: up to date", file=sys.stderr)
+    elif result.report is not None:
+        r = result.report
+        print(
+            f"\n{result.out}: {len(r.written)} written, {len(r.deleted)} deleted, {r.unchanged} unchanged "
+            f"({result.seconds:.2f} s)",
+            file=sys.stderr,
+        )
+    return code

@@ -1,0 +1,75 @@
+"""Entry points for the `tooltree` and `generate-tree` commands."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from tooltree_cli import generate_cmd
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tooltree",
+        description="Turn MCP servers into a browsable tree of typed Python stubs.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    generate_cmd.add_parser(sub)
+    for name in ("search_cmd", "exec_cmd", "image_cmd", "sandbox_cmd", "agent_cmd"):
+        module = _optional_module(name)
+        if module is not None:
+            module.add_parser(sub)
+    return parser
+
+
+def _optional_module(name: str) -> ModuleType | None:
+    """A subcommand module, or None while it does not exist yet."""
+
+    try:
+        return importlib.import_module(f"tooltree_cli.{name}")
+    except ModuleNotFoundError as e:
+        if e.name == f"tooltree_cli.{name}":
+            return None
+        raise
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    debug = bool(getattr(args, "debug", False)) or os.environ.get("TOOLTREE_DEBUG") == "1"
+    try:
+        code: int = handler(args)
+        return code
+    except KeyboardInterrupt:
+        print("tooltree: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # the top level: one clear line unless --debug
+        if debug:
+            raise
+        print(f"tooltree: error: {type(e).__name__}: {e} (run with --debug for the traceback)", file=sys.stderr)
+        return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return _dispatch(parser, args)
+
+
+def generate_tree_main(argv: Sequence[str] | None = None) -> int:
+    """The standalone `generate-tree` command: the same options as `tooltree generate-tree`."""
+    parser = argparse.ArgumentParser(prog="generate-tree", description="Write the MCP stub tree.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
+    generate_cmd.add_arguments(parser)
+    return _dispatch(parser, parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
