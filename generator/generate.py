@@ -11,15 +11,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import anyio
-
-from generator.discover import Discovery, discover_all
-from generator.files import WriteReport, diff_plan, read_existing, write_plan
+from generator.files import UnsafePathError, WriteReport, diff_plan, read_existing, write_plan
 from generator.layout import Plan, ServerListing, plan_tree
 from tool_tree.config import Config, ConfigError, ServerConfig
 from tool_tree.tree import SERVERS_DIR, SNAPSHOTS_DIR, Manifest, ServerEntry, TreeError
+
+if TYPE_CHECKING:
+    from generator.discover import Discovery
 
 OWNED_DIRS = (SERVERS_DIR, SNAPSHOTS_DIR)
 
@@ -143,7 +143,18 @@ def generate(
     if snapshots is not None:
         stored = read_snapshots(snapshots)
         if config is None:
-            chosen = [ServerConfig(name=n, command="-") for n in sorted(stored) if not only or n in only]
+            # Without a config, the filters recorded when the tree was generated still apply.
+            recorded = {s.name: s for s in previous.servers} if previous is not None else {}
+            chosen = [
+                ServerConfig(
+                    name=n,
+                    command="-",
+                    include=recorded[n].include if n in recorded else (),
+                    exclude=recorded[n].exclude if n in recorded else (),
+                )
+                for n in sorted(stored)
+                if not only or n in only
+            ]
             missing_only = [n for n in only if n not in stored]
             if missing_only:
                 raise ConfigError(f"no snapshot for server {missing_only[0]!r}", file=str(snapshots))
@@ -161,6 +172,8 @@ def generate(
         if config is None:
             raise ConfigError("a configuration is needed to connect to servers")
         chosen = select_servers(config, only)
+
+        import anyio
 
         def done(d: Discovery) -> None:
             if d.ok:
@@ -187,7 +200,7 @@ def generate(
         for entry in (previous.servers if previous is not None else [])
         if entry.name not in ok_names and (entry.name in failed_names or (only and entry.name not in only))
     ]
-    plan = plan_tree(listings, keep=keep, keep_tools=previous.tools if previous else ())
+    plan = plan_tree(listings, keep=keep, previous=previous, existing=lambda rel: _existing(out, rel))
     _carry_kept_files(out, plan, keep)
     for o in outcomes:
         if o.status == "ok":
@@ -205,7 +218,16 @@ def generate(
 
 
 async def _discover(servers: list[ServerConfig], done: Callable[[Discovery], None]) -> None:
+    from generator.discover import discover_all
+
     await discover_all(servers, on_done=done)
+
+
+def _existing(out: Path, rel: str) -> bytes | None:
+    try:
+        return read_existing(out, rel)
+    except UnsafePathError:
+        return None  # rendered afresh; writing it will refuse the unsafe path with a clear error
 
 
 def _carry_kept_files(out: Path, plan: Plan, keep: Sequence[ServerEntry]) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from generator.fingerprint import generator_fingerprint
 from generator.index_files import render_index, render_package_init, render_readme, render_servers_init
 from generator.naming import assign_identifiers
 from generator.render import render_stub
@@ -19,12 +20,17 @@ from tool_tree.tree import (
     Manifest,
     ServerEntry,
     ToolEntry,
+    content_hash,
     schema_hash,
 )
 
 MAX_TOOLS_PER_SERVER = 20_000
 INDEX_FILE_NAME = "INDEX.md"
-_RESERVED_MODULES = {"README", "INDEX", "__init__", "servers", "tool_tree"}
+# Module names a stub must not take: the tree's own files, and names the stubs import.
+_RESERVED_MODULES = frozenset(
+    {"README", "INDEX", "__init__", "servers", "tool_tree", "typing", "call_tool", "structured", "cast"}
+    | {"ToolResult", "Any", "Literal", "TypedDict", "NotRequired"}
+)
 
 
 @dataclass
@@ -94,27 +100,44 @@ def _dumps(value: Any) -> bytes:
 
 
 def plan_tree(
-    listings: Sequence[ServerListing], *, keep: Sequence[ServerEntry] = (), keep_tools: Sequence[ToolEntry] = ()
+    listings: Sequence[ServerListing],
+    *,
+    keep: Sequence[ServerEntry] = (),
+    previous: Manifest | None = None,
+    existing: Callable[[str], bytes | None] = lambda _: None,
 ) -> Plan:
     """Plan the files for ``listings``; servers in ``keep`` stay on disk as they are.
 
-    ``keep`` are servers of a previous manifest that are not regenerated this time (filtered
-    out with ``--server``, or failed to connect); their files are left alone and their manifest
-    entries carried over, so a failing server never loses its stubs.
+    ``keep`` are servers of the ``previous`` manifest that are not regenerated this time
+    (filtered out with ``--server``, or failed to connect); their files are left alone and their
+    manifest entries carried over, so a failing server never loses its stubs.
+
+    A stub whose tool definition, path and generator are unchanged since ``previous`` is not
+    rendered again: its bytes on disk (read with ``existing``) are reused when they still hash to
+    what was written. That makes a no-op rerun cost a file read per tool, not a render.
     """
-    names = [entry.name for entry in keep] + [listing.name for listing in listings]
-    packages = assign_identifiers(names, fallback="server", reserved=_RESERVED_MODULES, case_insensitive=True)
+    fingerprint = generator_fingerprint()
+    reusable: dict[tuple[str, str], ToolEntry] = {}
+    if previous is not None and previous.generator == fingerprint:
+        reusable = {(t.server, t.tool): t for t in previous.tools if t.stub_hash}
+    keep_tools = previous.tools if previous is not None else ()
+    # Kept servers keep their package; the others get names that cannot collide with them.
+    packages = {entry.name: entry.package for entry in keep}
+    packages.update(
+        assign_identifiers(
+            [listing.name for listing in listings],
+            fallback="server",
+            reserved=_RESERVED_MODULES | set(packages.values()),
+            case_insensitive=True,
+        )
+    )
     files: dict[str, bytes] = {}
     warnings: list[str] = []
     servers: list[ServerEntry] = []
     tools: list[ToolEntry] = []
     owned: list[str] = []
     kept_names = {entry.name for entry in keep}
-    for entry in keep:
-        if entry.package != packages[entry.name]:
-            # The package name must not move under a kept server: its files stay where they are.
-            packages[entry.name] = entry.package
-        servers.append(entry)
+    servers.extend(keep)
     tools.extend(t for t in keep_tools if t.server in kept_names)
 
     for listing in listings:
@@ -130,10 +153,17 @@ def plan_tree(
         for raw in selected:
             function = functions[raw["name"]]
             digest = schema_hash(raw)
-            stub = render_stub(server=listing.name, tool=raw, function=function, schema_hash=digest)
-            warnings += [f"{listing.name}: {msg}" for msg in stub.warnings]
             path = f"{base}/{function}.py"
-            files[path] = stub.source.encode("utf-8")
+            old = reusable.get((listing.name, raw["name"]))
+            data = existing(path) if old is not None and old.path == path and old.schema_hash == digest else None
+            if old is not None and data is not None and content_hash(data) == old.stub_hash:
+                stub_warnings = list(old.warnings)
+            else:
+                stub = render_stub(server=listing.name, tool=raw, function=function, schema_hash=digest)
+                data = stub.source.encode("utf-8")
+                stub_warnings = stub.warnings
+            warnings += [f"{listing.name}: {msg}" for msg in stub_warnings]
+            files[path] = data
             description = raw.get("description") if isinstance(raw.get("description"), str) else ""
             server_tools.append(
                 ToolEntry(
@@ -143,6 +173,8 @@ def plan_tree(
                     path=path,
                     schema_hash=digest,
                     summary=first_sentence(description or "", 200),
+                    stub_hash=content_hash(data),
+                    warnings=tuple(stub_warnings),
                 )
             )
         server_tools.sort(key=lambda t: t.function)
@@ -153,6 +185,8 @@ def plan_tree(
             tool_count=len(server_tools),
             description=description,
             snapshot=f"{SNAPSHOTS_DIR}/{package}.json",
+            include=tuple(listing.include),
+            exclude=tuple(listing.exclude),
         )
         files[f"{base}/__init__.py"] = render_package_init(entry, server_tools).encode("utf-8")
         files[f"{base}/README.md"] = render_readme(entry, server_tools).encode("utf-8")
@@ -160,7 +194,7 @@ def plan_tree(
         servers.append(entry)
         tools.extend(server_tools)
 
-    manifest = Manifest(servers=sorted(servers, key=lambda s: s.name), tools=tools)
+    manifest = Manifest(servers=sorted(servers, key=lambda s: s.name), tools=tools, generator=fingerprint)
     files[f"{SERVERS_DIR}/{INDEX_FILE_NAME}"] = render_index(manifest).encode("utf-8")
     files[f"{SERVERS_DIR}/__init__.py"] = render_servers_init().encode("utf-8")
     files[MANIFEST_FILE] = manifest.to_json().encode("utf-8")

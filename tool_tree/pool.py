@@ -127,7 +127,7 @@ class ServerPool:
                         slot.client = None
             if scope.cancelled_caught and not ready.is_set():
                 raise TimeoutError
-        except BaseException as e:  # noqa: BLE001 - handed to the waiting caller, never lost
+        except BaseException as e:
             box.append(e)
             ready.set()
             if not isinstance(e, Exception):
@@ -153,12 +153,13 @@ class ServerPool:
             box: list[BaseException] = []
             self._tg.start_soon(self._own, slot, ready, box)
             await ready.wait()
-            if box or slot.client is None:
+            client = _client_of(slot)  # set by the owner task meanwhile
+            if box or client is None:
                 slot.failures += 1
                 slot.last_failure = time.monotonic()
                 reason = _reason(box[0]) if box else "the connection closed"
                 raise ServerUnavailable(slot.config.name, reason, slot.stderr.tail() if slot.stderr else "")
-            return slot.client
+            return client
 
     async def _discard(self, slot: _Slot, client: mcp.Client) -> None:
         """Forget a dead connection so the next call re-opens it."""
@@ -222,9 +223,13 @@ class ServerPool:
             return dumped
 
 
+def _client_of(slot: _Slot) -> mcp.Client | None:
+    return slot.client
+
+
 def _is_connection_loss(e: mcp.MCPError) -> bool:
     text = str(e).lower()
-    return "connection closed" in text or "closed" in text and "connection" in text
+    return "connection closed" in text or ("closed" in text and "connection" in text)
 
 
 def _reason(e: BaseException) -> str:

@@ -38,6 +38,10 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def content_hash(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
 def schema_hash(raw_tool: dict[str, Any]) -> str:
     """Hash of everything a stub is generated from: the whole raw tool definition."""
     return "sha256:" + hashlib.sha256(canonical_json(raw_tool).encode("utf-8")).hexdigest()
@@ -58,6 +62,10 @@ class ToolEntry:
     schema_hash: str
     summary: str = ""
     """First sentence of the description."""
+    stub_hash: str = ""
+    """Hash of the stub file as generated (lets a rerun reuse an unchanged stub without rendering it)."""
+    warnings: tuple[str, ...] = ()
+    """What the generator could not convert faithfully."""
 
     @property
     def qualified_name(self) -> str:
@@ -77,17 +85,23 @@ class ServerEntry:
     description: str = ""
     snapshot: str = ""
     """Path of the server's raw ``tools/list`` snapshot relative to the tree root."""
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    """The tool filters in force when the tree was generated (reused by ``--from-snapshot`` without a config)."""
 
 
 @dataclass
 class Manifest:
     servers: list[ServerEntry] = field(default_factory=list)
     tools: list[ToolEntry] = field(default_factory=list)
+    generator: str = ""
+    """Fingerprint of the generator that wrote the tree; stubs are re-rendered when it changes."""
     version: int = MANIFEST_VERSION
 
     def to_json(self) -> str:
         data = {
             "version": self.version,
+            "generator": self.generator,
             "servers": [asdict(s) for s in sorted(self.servers, key=lambda s: s.name)],
             "tools": [asdict(t) for t in sorted(self.tools, key=lambda t: (t.server, t.tool))],
         }
@@ -101,8 +115,12 @@ class Manifest:
             if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION:
                 raise TreeError(f"{source}: not a version-{MANIFEST_VERSION} tooltree manifest")
             return cls(
-                servers=[ServerEntry(**s) for s in data["servers"]],
-                tools=[ToolEntry(**t) for t in data["tools"]],
+                servers=[
+                    ServerEntry(**{**s, "include": tuple(s.get("include", ())), "exclude": tuple(s.get("exclude", ()))})
+                    for s in data["servers"]
+                ],
+                tools=[ToolEntry(**{**t, "warnings": tuple(t.get("warnings", ()))}) for t in data["tools"]],
+                generator=str(data.get("generator", "")),
             )
         except (ValueError, KeyError, TypeError) as e:
             raise TreeError(f"{source}: malformed manifest ({e})") from None

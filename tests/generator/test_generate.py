@@ -157,6 +157,22 @@ def test_generated_tree_type_checks_and_mypy_catches_misuse(sample_tree: tuple[P
     assert 'Argument "type_" to "log_activity" has incompatible type "Literal[\'fax\']"' in bad.stdout
 
 
+def test_from_snapshot_without_config_keeps_the_recorded_tool_filters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "servers:\n" + raw_server(tmp_path, "svc", {"pages": [[tool("keep_a"), tool("keep_b"), tool("drop_c")]]})
+        + "    exclude: [drop_*]\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "tree"
+    assert run_cli("--config", str(config), "--out", str(out), capsys=capsys)[0] == 0
+    code, summary = run_cli("--from-snapshot", "--out", str(out), capsys=capsys)
+    assert code == 0 and summary["written"] == 0 and summary["servers"][0]["tools"] == 2
+    assert not (out / "servers/svc/drop_c.py").exists()
+
+
 def test_removed_tools_lose_their_files_and_new_ones_appear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     snaps = tmp_path / "snaps"
     snaps.mkdir()

@@ -1,0 +1,89 @@
+"""Write untrusted text into generated Python source so that no text can end its literal.
+
+Both writers escape by construction instead of filtering known-bad sequences:
+
+- every backslash is doubled, so server text can never start an escape of its own or escape
+  the closing quote;
+- every character that is not printable (``str.isprintable``: controls, ``\\r``, ``\\x0b``,
+  ``\\x0c``, ``\\x1c``-``\\x1f``, ``\\x85``, NUL, ``\\u2028``, ``\\u2029``, bidi and zero-width
+  marks, unassigned and private-use code points, lone surrogates) becomes a ``\\x``/``\\u``/``\\U``
+  escape, so the source has no line break the writer did not put there and always encodes
+  to UTF-8;
+- quotes are escaped wherever they could close the literal.
+
+``ast.literal_eval(string_literal(s)) == s`` for every ``str`` ``s``, and a docstring written by
+:func:`docstring_literal` evaluates to exactly the laid-out text.
+"""
+
+from __future__ import annotations
+
+import re
+
+_NAMED = {"\t": "\\t", "\r": "\\r", "\n": "\\n"}
+_MAYBE_UNSAFE = re.compile(r"[^\x20-\x7e]")
+"""Everything but printable ASCII: each match is kept only if it is printable."""
+_QUOTE_RUN = re.compile(r'\A"|"(?=")|"\Z')
+
+
+def _escape_char(ch: str) -> str:
+    named = _NAMED.get(ch)
+    if named is not None:
+        return named
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def _escape_unprintable(match: re.Match[str]) -> str:
+    ch = match.group()
+    return ch if ch.isprintable() else _escape_char(ch)
+
+
+def _escape_unprintable_keep_newline(match: re.Match[str]) -> str:
+    ch = match.group()
+    return ch if ch == "\n" or ch.isprintable() else _escape_char(ch)
+
+
+def string_literal(text: str, *, quote: str = '"') -> str:
+    """A one-line string literal (``"..."`` or ``'...'``) that evaluates to exactly ``text``.
+
+    Raises:
+        ValueError: ``quote`` is not a single or double quote.
+    """
+    if quote not in ("'", '"'):
+        raise ValueError(f"quote must be ' or \", not {quote!r}")
+    body = text.replace("\\", "\\\\").replace(quote, "\\" + quote)
+    return quote + _MAYBE_UNSAFE.sub(_escape_unprintable, body) + quote
+
+
+def preferred_literal(text: str) -> str:
+    """:func:`string_literal` with the quote that needs fewer escapes (double on a tie), as ruff formats it."""
+    return string_literal(text, quote="'" if text.count('"') > text.count("'") else '"')
+
+
+def docstring_literal(text: str, *, indent: str = "") -> str:
+    """A triple-double-quoted docstring whose value is ``text`` with ``indent`` added to lines 2…n.
+
+    ``text`` is split on ``\\n`` only (never ``str.splitlines``, which also splits on ``\\x0b``,
+    ``\\x0c``, ``\\x1c``-``\\x1e``, ``\\x85``, ``\\u2028`` and ``\\u2029``); every other
+    non-printable character is escaped. A quote is escaped when the next character is a quote,
+    when it is the first or last character, so ``\"\"\"`` can never appear unescaped. A
+    multi-line docstring ends with the closing quotes on their own line at ``indent``.
+
+    Raises:
+        ValueError: ``indent`` is not made of spaces only.
+    """
+    if indent.strip(" "):
+        raise ValueError("indent must be spaces")
+    lines = text.split("\n")
+    body = "\n".join((indent + line) if (i and line) else line for i, line in enumerate(lines))
+    if len(lines) > 1:
+        body += "\n" + indent
+    # Backslashes first: the escapes added after them must not be doubled. Escaping never puts
+    # a character between two quotes, so the quote rule sees the same neighbours as in `body`.
+    body = body.replace("\\", "\\\\")
+    body = _MAYBE_UNSAFE.sub(_escape_unprintable_keep_newline, body)
+    return '"""' + _QUOTE_RUN.sub('\\\\"', body) + '"""'

@@ -1,0 +1,560 @@
+"""Render one stub module from one raw MCP tool definition.
+
+A stub is plain source built here line by line (no template: every piece of server text goes
+through :mod:`generator.literals`, and that is easiest to see in straight code). After
+rendering, the source is parsed and its top-level structure checked by
+:func:`check_stub`; a stub that fails the check (it never should) is replaced by the minimal
+stub, which passes it by construction.
+
+Parameters follow the input schema's properties: keyword-only, required ones first, optional
+ones defaulting to ``None`` and left out of the call when ``None``. A tool whose input schema
+cannot be taken apart gets ``def f(**arguments: Any) -> ToolResult``, the raw schema in its
+docstring, and a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+import textwrap
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from generator.literals import docstring_literal, preferred_literal, string_literal
+from generator.naming import assign_identifiers
+from generator.schema_types import (
+    FieldDef,
+    InputShape,
+    Property,
+    SchemaConversionError,
+    TypeBuilder,
+    TypedDictDef,
+    camel,
+    measure,
+)
+from generator.stub_check import BUILTIN_TYPES, RUNTIME_MODULE, check_stub
+from generator.text import clean, first_sentence, one_line
+from generator.type_expr import (
+    ANY,
+    NONE,
+    RUNTIME_NAMES,
+    TYPING_NAMES,
+    Atom,
+    ImportNames,
+    Lit,
+    PyType,
+    Union,
+    import_alias,
+    make_union,
+    render_type,
+)
+
+LINE = 120
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
+SINGLE = "'"
+MAX_DESCRIPTION = 4_000
+"""Characters of a tool description shown in the function docstring."""
+MAX_ARG_DESCRIPTION = 1_000
+MAX_TYPE_DESCRIPTION = 2_000
+MAX_FIELD_DESCRIPTION = 300
+MAX_RAW_SCHEMA = 8_000
+"""Characters of pretty JSON shown for a schema that could not be converted."""
+MAX_RETURN_FIELDS = 30
+MAX_SOURCE = 500_000
+"""Characters of one stub; a bigger one (thousands of long property names) becomes the minimal stub."""
+_LOCALS = frozenset({"arguments", "result"})
+_HINTS = (
+    ("readOnlyHint", True, "read-only"),
+    ("destructiveHint", True, "destructive (may delete or overwrite data)"),
+    ("idempotentHint", True, "idempotent"),
+    ("openWorldHint", True, "reaches outside systems"),
+)
+
+
+@dataclass(frozen=True)
+class RenderedStub:
+    source: str
+    """The full module text."""
+    function: str
+    """The function name (the ``function`` argument)."""
+    warnings: list[str] = field(default_factory=list)
+    """What went wrong in converting the tool's schemas (the stub is still usable)."""
+
+
+@dataclass
+class _Parts:
+    """The pieces of one stub, gathered before the text is laid out."""
+
+    server: str
+    tool: str
+    function: str
+    schema_hash: str
+    description: str
+    title: str
+    hints: list[str]
+    definitions: list[TypedDictDef] = field(default_factory=list)
+    params: list[tuple[str, Property]] = field(default_factory=list)
+    extra: PyType | None = None
+    """Type of ``**arguments`` (no properties, or the fallback); None for none."""
+    raw_input: Any = None
+    fallback_reason: str = ""
+    output: PyType | None = None
+    output_fields: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def render_stub(*, server: str, tool: dict[str, Any], function: str, schema_hash: str) -> RenderedStub:
+    """Render the stub module for one raw (wire-format) tool definition.
+
+    Never fails because of what ``tool`` contains: anything the converter cannot handle turns
+    into ``Any``, ``dict[str, Any]`` or the ``**arguments`` fallback, with a warning.
+
+    Raises:
+        ValueError: ``function`` is not a safe ASCII identifier (a caller bug: use
+            :func:`generator.naming.assign_identifiers`).
+    """
+    if not (function.isascii() and function.isidentifier() and not _is_keyword(function)):
+        raise ValueError(f"function name {function!r} is not a safe identifier")
+    raw = tool if isinstance(tool, dict) else {}
+    name = raw.get("name")
+    label = f"tool {one_line(name, 80)!r}" if isinstance(name, str) else f"tool {function!r}"
+    found: list[str] = []
+
+    def warn(message: str) -> None:
+        found.append(f"{label}: {message}")
+
+    if not isinstance(name, str):
+        warn("the tool has no name; the stub calls the tool ''")
+    parts = _Parts(
+        server=server,
+        tool=name if isinstance(name, str) else "",
+        function=function,
+        schema_hash=schema_hash,
+        description=_text(raw.get("description")),
+        title=_text(raw.get("title")) or _text(_dict(raw.get("annotations")).get("title")),
+        hints=[text for key, value, text in _HINTS if _dict(raw.get("annotations")).get(key) is value],
+    )
+    try:
+        _convert(parts, raw, warn)
+        source = _layout(parts)
+    except (RecursionError, TypeError, ValueError, KeyError, AttributeError) as e:
+        # A converter bug must not lose the tool: the minimal stub still works.
+        warn(f"internal error while rendering ({type(e).__name__}: {e}); using the minimal stub")
+        return RenderedStub(_minimal(parts, raw), function, found)
+    if len(source) > MAX_SOURCE:
+        warn(f"the stub would be {len(source):,} characters; using the minimal stub")
+        return RenderedStub(_minimal(parts, raw), function, found)
+    problem = check_stub(source, function=function, server=server, tool=parts.tool)
+    if problem is not None:
+        warn(f"the rendered stub failed the structure check ({problem}); using the minimal stub")
+        source = _minimal(parts, raw)
+    return RenderedStub(source, function, found)
+
+
+# ── conversion ──────────────────────────────────────────────────────────────────────────────
+
+
+def _convert(parts: _Parts, raw: dict[str, Any], warn: Callable[[str], None]) -> None:
+    reserved = {parts.function, "annotations"} | TYPING_NAMES | RUNTIME_NAMES | ImportNames(parts.function).aliases
+    builder = TypeBuilder(reserved=reserved, warn=warn)
+    output_schema = raw.get("outputSchema")
+    output_name = builder.names.allocate(parts.function + "_output") if isinstance(output_schema, dict) else ""
+    fn_camel = camel(parts.function)
+
+    shape: InputShape | None = None
+    if "inputSchema" not in raw or raw.get("inputSchema") is None:
+        parts.fallback_reason = "the tool has no input schema"
+    else:
+        try:
+            shape = builder.input_shape(raw["inputSchema"], hint=fn_camel + "Arguments")
+        except SchemaConversionError as e:
+            parts.fallback_reason = f"the input schema could not be converted: {e}"
+    if shape is None:
+        warn(f"{parts.fallback_reason}; using **arguments: Any")
+        parts.raw_input = raw.get("inputSchema")
+        parts.extra = ANY
+    else:
+        parts.extra = shape.extra
+        ordered = [p for p in shape.properties if p.required] + [p for p in shape.properties if not p.required]
+        param_reserved = set(builder.names.taken) | _LOCALS
+        idents = assign_identifiers([p.wire for p in ordered], fallback="x", reserved=param_reserved)
+        parts.params = [(idents[p.wire], p) for p in ordered]
+
+    if output_schema is not None and not isinstance(output_schema, dict):
+        warn("the output schema is not a JSON object; returning ToolResult")
+    elif isinstance(output_schema, dict):
+        try:
+            parts.output = builder.output_type(output_schema, name=output_name)
+        except SchemaConversionError as e:
+            warn(f"the output schema could not be converted ({e}); returning ToolResult")
+    parts.definitions = list(builder.definitions)
+    if isinstance(parts.output, Atom):
+        for d in parts.definitions:
+            if d.name == parts.output.name:
+                parts.output_fields = [
+                    (f.key, render_type(f.type, ImportNames()) + ("" if f.required else ", optional"), f.description)
+                    for f in d.fields
+                ]
+
+
+# ── layout ──────────────────────────────────────────────────────────────────────────────────
+
+
+def _layout(parts: _Parts) -> str:
+    names = ImportNames(parts.function)
+    blocks: list[str] = []
+    module_names = {d.name for d in parts.definitions} | names.aliases | TYPING_NAMES | BUILTIN_TYPES | {"None"}
+    for d in parts.definitions:
+        blocks.append(_typed_dict_source(d, module_names, names))
+    blocks.append(_function_source(parts, names))
+    return _module(parts, names, blocks)
+
+
+def _module(parts: _Parts, names: ImportNames, blocks: list[str]) -> str:
+    head = [_module_docstring(parts), "", "from __future__ import annotations", ""]
+    for module, group in (("typing", TYPING_NAMES), (RUNTIME_MODULE, RUNTIME_NAMES)):
+        imported = [_import_item(n, parts.function) for n in sorted(names.used & group)]
+        if imported:
+            head += [f"from {module} import {', '.join(imported)}", ""]
+    # isort style: two blank lines before a class or def after the imports, one before a statement.
+    gap = "\n\n\n" if blocks[0].startswith(("class ", "def ")) else "\n\n"
+    return "\n".join(head[:-1]) + gap + "\n\n\n".join(blocks) + "\n"
+
+
+def _import_item(name: str, function: str) -> str:
+    alias = import_alias(name, function)
+    return name if alias == name else f"{name} as {alias}"
+
+
+def _module_docstring(parts: _Parts) -> str:
+    head = f"{one_line(parts.server, 60)}.{one_line(parts.tool, 80)}"
+    room = max(40, LINE - 6 - len(head))  # the first line fits in 120 columns when the names are short
+    summary = first_sentence(parts.description, room) or one_line(parts.title, room)
+    lines = [f"{head} — {summary}" if summary else head, ""]
+    lines += [
+        f"Server: {one_line(parts.server, 200)}",
+        f"Tool: {one_line(parts.tool, 200)}",
+        f"Schema: {one_line(parts.schema_hash, 200)}",
+        "Generated by tooltree from the server's tool definition; do not edit.",
+    ]
+    return docstring_literal("\n".join(line.rstrip() for line in lines))
+
+
+def _typed_dict_source(d: TypedDictDef, module_names: set[str], names: ImportNames) -> str:
+    typed_dict = names.use("TypedDict")
+
+    def annotation(f: FieldDef, quote: str | None, wrap: str | None = None) -> str:
+        text = render_type(f.type, names, quote=quote, wrap=wrap)
+        return text if f.required else f"{names.use('NotRequired')}[{text}]"
+
+    if d.uses_class_syntax(module_names):
+        lines = [f"class {d.name}({typed_dict}):"]
+        doc = _typed_dict_doc(d)
+        if doc:
+            lines += ["    " + docstring_literal(doc, indent="    "), ""]
+        for f in d.fields:
+            line = f"    {f.key}: {annotation(f, None)}"
+            lines.append(line if len(line) <= LINE else f"    {f.key}: {annotation(f, None, '    ')}")
+        return "\n".join(lines)
+    # Functional form: the keys are not all plain identifiers. The value types are strings
+    # (forward references) so definitions may refer to each other in any order.
+    items = [f"{preferred_literal(f.key)}: {string_literal(annotation(f, SINGLE))}" for f in d.fields]
+    one = f"{d.name} = {typed_dict}({string_literal(d.name)}, {{{', '.join(items)}}})"
+    if len(one) <= LINE:
+        return one
+    return "\n".join(
+        [f"{d.name} = {typed_dict}(", f"    {string_literal(d.name)},", "    {"]
+        + [f"        {item}," for item in items]
+        + ["    },", ")"]
+    )
+
+
+def _typed_dict_doc(d: TypedDictDef) -> str:
+    lines = _paragraphs(d.description, MAX_TYPE_DESCRIPTION, width=LINE - 4)
+    documented = [f for f in d.fields if f.description.strip()]
+    if documented:
+        lines += ["", "Attributes:"] if lines else [f"The {d.name} object.", "", "Attributes:"]
+        for f in documented:
+            lines += _wrap(f"{f.key}: {one_line(f.description, MAX_FIELD_DESCRIPTION)}", LINE - 4, "    ")
+    return "\n".join(lines)
+
+
+def _function_source(parts: _Parts, names: ImportNames) -> str:
+    params: list[str] = []
+    for ident, p in parts.params:
+        t = p.type if p.required else make_union([p.type, NONE])
+        default = "" if p.required else " = None"
+        param = f"{ident}: {render_type(t, names)}{default}"
+        if len(param) > LINE - 5:  # a long enum: one value per line
+            param = f"{ident}: {render_type(t, names, wrap='    ')}{default}"
+        params.append(param)
+    if parts.extra is not None:
+        params.append(f"**arguments: {render_type(parts.extra, names)}")
+    elif params:
+        params.insert(0, "*")
+    returns = names.use("ToolResult") if parts.output is None else render_type(parts.output, names)
+    one = f"def {parts.function}({', '.join(params)}) -> {returns}:"
+    if len(one) <= LINE:
+        lines = [one]
+    else:
+        lines = [f"def {parts.function}("] + [f"    {p}," for p in params] + [f") -> {returns}:"]
+    lines.append("    " + docstring_literal(_function_doc(parts), indent="    "))
+    lines += _body(parts, names)
+    return "\n".join(lines)
+
+
+def _body(parts: _Parts, names: ImportNames) -> list[str]:
+    server, tool = preferred_literal(parts.server), preferred_literal(parts.tool)
+    lines: list[str] = []
+    if parts.params:
+        required = [f"{preferred_literal(p.wire)}: {ident}" for ident, p in parts.params if p.required]
+        head = f"    arguments: dict[str, {names.use('Any')}] = {{"
+        one = head + ", ".join(required) + "}"
+        lines += [one] if len(one) <= LINE else [head, *[f"        {r}," for r in required], "    }"]
+        for ident, p in parts.params:
+            if not p.required:
+                lines += [f"    if {ident} is not None:", f"        arguments[{preferred_literal(p.wire)}] = {ident}"]
+        args = "arguments"
+    else:
+        args = "arguments" if parts.extra is not None else "{}"
+    call_tool = names.use("call_tool")
+
+    def call(prefix: str) -> list[str]:
+        one = f"    {prefix}{call_tool}({server}, {tool}, {args})"
+        if len(one) <= LINE:
+            return [one]
+        return [f"    {prefix}{call_tool}(", f"        {server},", f"        {tool},", f"        {args},", "    )"]
+
+    if parts.output is None:
+        return [*lines, *call("return ")]
+    # A plain name is written as is; anything else as a string, so nothing is evaluated.
+    target = (
+        parts.output.name
+        if isinstance(parts.output, Atom)
+        else string_literal(render_type(parts.output, names, quote=SINGLE))
+    )
+    cast, structured = names.use("cast"), names.use("structured")
+    return [*lines, *call("result = "), f"    return {cast}({target}, {structured}(result, {server}, {tool}))"]
+
+
+# ── docstrings ──────────────────────────────────────────────────────────────────────────────
+
+
+def _function_doc(parts: _Parts) -> str:
+    width = LINE - 4
+    lines: list[str] = []
+    paragraphs = _paragraphs(_split_summary(_dedent(_tidy(parts.description))), MAX_DESCRIPTION, width=width)
+    if paragraphs:
+        lines += paragraphs
+    else:
+        summary = (
+            one_line(parts.title, 200)
+            or f"Call the {one_line(parts.tool, 80)!r} tool of {one_line(parts.server, 60)!r}."
+        )
+        lines += _wrap(summary, width, "")
+    if parts.hints:
+        lines += ["", f"Hints: {', '.join(parts.hints)}."]
+    args = _args_doc(parts, width)
+    if args:
+        lines += ["", "Args:", *args]
+    lines += ["", "Returns:", *_returns_doc(parts, width)]
+    lines += [
+        "",
+        "Raises:",
+        "    ToolError: the tool reported an error.",
+        "    ToolCallError: the call was refused or could not be made.",
+    ]
+    if parts.fallback_reason:
+        lines += ["", "Input schema:", *_raw_schema(parts.raw_input)]
+    return "\n".join(lines)
+
+
+def _args_doc(parts: _Parts, width: int) -> list[str]:
+    out: list[str] = []
+    for ident, p in parts.params:
+        text = one_line(_text(p.schema.get("description")), MAX_ARG_DESCRIPTION)
+        notes = _constraints(p)
+        if ident != p.wire:
+            notes.append(f"Sent as {_json_preview(p.wire, 100)}.")
+        body = " ".join(x for x in [_sentence(text), *notes] if x) or "(no description)"
+        out += _wrap(f"{ident}: {body}", width, "    ")
+    if parts.fallback_reason:
+        why = one_line(parts.fallback_reason, 300)
+        out += _wrap(
+            f"**arguments: the tool's arguments, by their wire names ({why}; see the schema below).", width, "    "
+        )
+    elif parts.extra is not None:
+        out += _wrap("**arguments: the tool's arguments, by their wire names (any keys).", width, "    ")
+    return out
+
+
+def _returns_doc(parts: _Parts, width: int) -> list[str]:
+    if parts.output is None:
+        return ["    ToolResult: the server's content blocks (`.text`, `.json()`, `.images`, `.structured_content`)."]
+    if not isinstance(parts.output, Atom):
+        return [f"    {render_type(parts.output, ImportNames())}: the tool's structured result."]
+    out = [f"    {parts.output.name}: the tool's structured result, with keys:"]
+    for key, annotation, description in parts.output_fields[:MAX_RETURN_FIELDS]:
+        desc = one_line(description, 100)
+        out += _wrap(
+            f"{one_line(key, 80)} ({one_line(annotation, 80)}){': ' + desc if desc else ''}", width, "        "
+        )
+    if len(parts.output_fields) > MAX_RETURN_FIELDS:
+        out.append(f"        … and {len(parts.output_fields) - MAX_RETURN_FIELDS} more (see {parts.output.name}).")
+    return out
+
+
+def _constraints(p: Property) -> list[str]:
+    s = dict(p.schema)
+    for key in ("anyOf", "oneOf"):
+        branches = (
+            [b for b in s.get(key) or [] if isinstance(b, dict) and b.get("type") != "null"]
+            if isinstance(s.get(key), list)
+            else []
+        )
+        if len(branches) == 1:
+            s = {**branches[0], **s}
+    notes: list[str] = []
+    if s.get("deprecated") is True:
+        notes.append("Deprecated.")
+    if isinstance(s.get("format"), str):
+        notes.append(f"Format: {one_line(s['format'], 60)}.")
+    for key, label in (
+        ("minimum", "Minimum"),
+        ("maximum", "Maximum"),
+        ("exclusiveMinimum", "Greater than"),
+        ("exclusiveMaximum", "Less than"),
+        ("minLength", "Min length"),
+        ("maxLength", "Max length"),
+        ("minItems", "Min items"),
+        ("maxItems", "Max items"),
+    ):
+        value = s.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            notes.append(f"{label}: {_json_preview(value, 40)}.")
+    if s.get("uniqueItems") is True:
+        notes.append("Items must be unique.")
+    if isinstance(s.get("pattern"), str):
+        notes.append(f"Pattern: {one_line(s['pattern'], 200)}.")
+    enum = s.get("enum")
+    if isinstance(enum, list) and enum and not _shows_literal(p.type):
+        notes.append(f"One of: {_json_preview(enum, 300)[1:-1]}.")
+    if "default" in s:
+        notes.append(f"Server default: {_json_preview(s['default'], 200)}.")
+    return notes
+
+
+def _shows_literal(t: PyType) -> bool:
+    return isinstance(t, Lit) or (isinstance(t, Union) and any(isinstance(m, Lit) for m in t.members))
+
+
+def _raw_schema(schema: Any) -> list[str]:
+    problem = measure(schema, max_nodes=1_000_000)
+    if problem is not None:
+        return [f"    (not shown: {problem})"]
+    try:
+        text = json.dumps(schema, indent=2, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return ["    (not shown: not JSON)"]
+    if len(text) > MAX_RAW_SCHEMA:
+        text = text[:MAX_RAW_SCHEMA] + "\n…"
+    return ["    " + line.rstrip() for line in _tidy(text).split("\n")]
+
+
+# ── text helpers ────────────────────────────────────────────────────────────────────────────
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _is_keyword(name: str) -> bool:
+    return keyword.iskeyword(name) or keyword.issoftkeyword(name)
+
+
+def _split_summary(text: str) -> str:
+    """Put a one-line first paragraph's first sentence on its own, as a docstring summary line."""
+    first, sep, rest = text.partition("\n\n")
+    if "\n" in first:
+        return text
+    sentences = _SENTENCE_END.split(first, maxsplit=1)
+    if len(sentences) == 2 and len(sentences[0]) <= 110:
+        return sentences[0] + "\n\n" + sentences[1] + sep + rest
+    return text
+
+
+def _sentence(text: str) -> str:
+    return text if not text or text[-1] in ".!?…" else text + "."
+
+
+def _json_preview(value: Any, limit: int) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = "…"
+    return one_line(text, limit)
+
+
+def _tidy(text: str) -> str:
+    """Clean control characters and turn every unicode space into a plain space."""
+    return "".join(" " if unicodedata.category(ch) == "Zs" else ch for ch in clean(text))
+
+
+def _dedent(text: str) -> str:
+    """Like `inspect.cleandoc`: remove the indentation common to the lines after the first (docstrings)."""
+    lines = text.strip("\n").split("\n")
+    indents = [len(line) - len(line.lstrip(" ")) for line in lines[1:] if line.strip()]
+    cut = min(indents, default=0)
+    return "\n".join([lines[0].strip(), *(line[cut:] for line in lines[1:])]).strip()
+
+
+def _paragraphs(text: str, limit: int, *, width: int) -> list[str]:
+    """Description text as wrapped lines: paragraphs kept, blank runs collapsed, capped with …"""
+    tidy = _dedent(_tidy(text))
+    if len(tidy) > limit:
+        tidy = tidy[: limit - 1].rstrip() + "…"
+    out: list[str] = []
+    for line in tidy.split("\n"):
+        line = line.rstrip()
+        if not line:
+            if out and out[-1]:
+                out.append("")
+            continue
+        lead = line[: len(line) - len(line.lstrip(" "))]
+        out += _wrap(line.lstrip(" "), width, lead, lead)
+    return out
+
+
+def _wrap(text: str, width: int, indent: str, continuation: str | None = None) -> list[str]:
+    if len(indent) + len(text) <= width and "\n" not in text:
+        return [(indent + text).rstrip()]
+    cont = indent + "    " if continuation is None else continuation
+    return textwrap.wrap(
+        text, width=width, initial_indent=indent, subsequent_indent=cont, break_long_words=False, break_on_hyphens=False
+    ) or [indent.rstrip()]
+
+
+# ── the fallback ────────────────────────────────────────────────────────────────────────────
+
+
+def _minimal(parts: _Parts, raw: dict[str, Any]) -> str:
+    """The smallest useful stub: ``**arguments`` in, ``ToolResult`` out. Passes `check_stub`."""
+    safe = _Parts(
+        server=parts.server,
+        tool=parts.tool,
+        function=parts.function,
+        schema_hash=parts.schema_hash,
+        description=parts.description,
+        title=parts.title,
+        hints=[],
+        extra=ANY,
+        raw_input=raw.get("inputSchema"),
+        fallback_reason=parts.fallback_reason or "the stub could not be generated",
+    )
+    return _layout(safe)

@@ -1,0 +1,300 @@
+"""The second line of defence: parse a rendered stub and check its top-level structure.
+
+The renderer escapes every piece of server text, so this check should never fail. It exists so
+that a bug in the escaping cannot ship: a stub is accepted only if it has exactly the shape the
+renderer writes, where nothing at module level runs except imports from ``typing`` /
+``tool_tree.runtime`` and ``TypedDict`` definitions::
+
+    \"\"\"docstring\"\"\"
+    from __future__ import annotations
+    from typing import ...                      (only names in TYPING_NAMES)
+    from tool_tree.runtime import ...           (ToolResult, call_tool, structured)
+    class X(TypedDict): <annotated names>       (types made of known names, [], |, constants)
+    Y = TypedDict("Y", {"key": "type", ...})
+    def <function>(*, <params> = None, **arguments: T) -> T:
+        arguments: dict[str, Any] = {"wire": param, ...}
+        if param is not None:
+            arguments["wire"] = param
+        result = call_tool(<server>, <tool>, arguments)            (or: return call_tool(...))
+        return cast(T, structured(result, <server>, <tool>))
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from dataclasses import dataclass
+
+from generator.type_expr import RUNTIME_NAMES, TYPING_NAMES, import_alias
+
+RUNTIME_MODULE = "tool_tree.runtime"
+BUILTIN_TYPES = frozenset({"str", "int", "float", "bool", "list", "dict"})
+
+
+class _Reject(Exception):
+    """Internal: the stub's structure is not what the renderer writes."""
+
+
+@dataclass(frozen=True)
+class _Stub:
+    """What the checked stub must match."""
+
+    function: str
+    server: str
+    tool: str
+
+    def name(self, imported: str) -> str:
+        """What an imported name is called in this stub."""
+        return import_alias(imported, self.function)
+
+
+def check_stub(source: str, *, function: str, server: str, tool: str) -> str | None:
+    """Why ``source`` is not a well-formed stub, or None when it is.
+
+    A well-formed stub is: the module docstring, ``from __future__ import annotations``,
+    imports from ``typing`` and ``tool_tree.runtime`` only, TypedDict definitions (annotated
+    names only), and exactly one function ``function`` whose body builds the arguments dict
+    and calls ``call_tool(server, tool, ...)``. Nothing at module level calls anything but
+    ``TypedDict``.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            tree = ast.parse(source)
+            compile(tree, "<stub>", "exec")
+        _check_module(tree, _Stub(function, server, tool))
+    except (SyntaxError, ValueError, SyntaxWarning, DeprecationWarning) as e:
+        return f"does not compile: {type(e).__name__}: {e}"
+    except _Reject as e:
+        return str(e)
+    return None
+
+
+def _check_module(tree: ast.Module, stub: _Stub) -> None:
+    body = list(tree.body)
+    if not body or not _is_docstring(body[0]):
+        raise _Reject("no module docstring")
+    body.pop(0)
+    if not body or not _is_import(body[0], "__future__", {"annotations"}, stub, exact=True):
+        raise _Reject("no `from __future__ import annotations`")
+    body.pop(0)
+    if body and _is_import(body[0], "typing", TYPING_NAMES, stub):
+        body.pop(0)
+    if body and _is_import(body[0], RUNTIME_MODULE, {"ToolResult", "call_tool", "structured"}, stub):
+        body.pop(0)
+    func = body.pop() if body else None
+    if not isinstance(func, ast.FunctionDef):
+        raise _Reject("the module does not end with the function")
+    names = [_type_name(stmt) for stmt in body]
+    types = set(names)
+    imported = {stub.name(n) for n in TYPING_NAMES | RUNTIME_NAMES}
+    if len(types) < len(names) or types & (imported | BUILTIN_TYPES | {stub.function, "annotations"}):
+        raise _Reject("a type name is defined twice or shadows another name")
+    allowed = types | BUILTIN_TYPES | {stub.name(n) for n in TYPING_NAMES - {"cast"}} | {stub.name("ToolResult")}
+    for stmt in body:
+        _check_typed_dict(stmt, allowed, stub)
+    _check_function(func, allowed, stub)
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def _is_import(
+    node: ast.stmt, module: str, names: set[str] | frozenset[str], stub: _Stub, *, exact: bool = False
+) -> bool:
+    if not (isinstance(node, ast.ImportFrom) and node.module == module and node.level == 0):
+        return False
+    got = [(a.name, a.asname) for a in node.names]
+    for name, asname in got:
+        if name not in names or (asname or name) != (name if exact else stub.name(name)):
+            raise _Reject(f"unexpected import from {module}")
+    return not exact or {n for n, _ in got} == names
+
+
+def _type_name(stmt: ast.stmt) -> str:
+    if isinstance(stmt, ast.ClassDef):
+        return stmt.name
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        return stmt.targets[0].id
+    raise _Reject(f"unexpected top-level {type(stmt).__name__} at line {stmt.lineno}")
+
+
+def _check_typed_dict(stmt: ast.stmt, allowed: set[str], stub: _Stub) -> None:
+    typed_dict = stub.name("TypedDict")
+    if isinstance(stmt, ast.ClassDef):
+        if (
+            stmt.decorator_list
+            or stmt.keywords
+            or len(stmt.bases) != 1
+            or not _is_name(stmt.bases[0], typed_dict)
+            or getattr(stmt, "type_params", [])
+        ):
+            raise _Reject(f"class {stmt.name} is not a plain TypedDict")
+        fields = stmt.body[1:] if _is_docstring(stmt.body[0]) else stmt.body
+        if not fields:
+            raise _Reject(f"class {stmt.name} has no fields")
+        for node in fields:
+            if not (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and node.value is None
+                and node.simple == 1
+            ):
+                raise _Reject(f"class {stmt.name} holds more than annotated names")
+            _check_type(node.annotation, allowed)
+        return
+    name = _type_name(stmt)
+    call = stmt.value if isinstance(stmt, ast.Assign) else None
+    if not (
+        isinstance(call, ast.Call)
+        and _is_name(call.func, typed_dict)
+        and not call.keywords
+        and len(call.args) == 2
+        and _is_str(call.args[0], name)
+        and isinstance(call.args[1], ast.Dict)
+    ):
+        raise _Reject(f"{name} is not a functional TypedDict")
+    for key, value in zip(call.args[1].keys, call.args[1].values, strict=True):
+        if key is None or not _is_str(key):
+            raise _Reject(f"{name} has a key that is not a string")
+        _check_type(_string_type(value), allowed)
+
+
+def _check_type(node: ast.expr, allowed: set[str]) -> None:
+    """A type expression made only of known names, subscripts, ``|`` and literal constants."""
+    if isinstance(node, ast.Name):
+        if node.id not in allowed:
+            raise _Reject(f"unknown name {node.id!r} in a type")
+    elif isinstance(node, ast.Constant):
+        if not (node.value is None or isinstance(node.value, str | int)):
+            raise _Reject("unexpected constant in a type")
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        if not (isinstance(node.operand, ast.Constant) and type(node.operand.value) is int):
+            raise _Reject("unexpected negation in a type")
+    elif isinstance(node, ast.Subscript):
+        _check_type(node.value, allowed)
+        _check_type(node.slice, allowed)
+    elif isinstance(node, ast.Tuple):
+        for elt in node.elts:
+            _check_type(elt, allowed)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        _check_type(node.left, allowed)
+        _check_type(node.right, allowed)
+    else:
+        raise _Reject(f"unexpected {type(node).__name__} in a type")
+
+
+def _check_function(func: ast.FunctionDef, allowed: set[str], stub: _Stub) -> None:
+    a = func.args
+    if func.name != stub.function or func.decorator_list or a.posonlyargs or a.args or a.vararg or a.defaults:
+        raise _Reject("the function's header is not what the renderer writes")
+    if getattr(func, "type_params", []):
+        raise _Reject("the function has type parameters")
+    params = set()
+    for arg, default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+        if arg.annotation is None or not (default is None or _is_const(default, None)):
+            raise _Reject(f"parameter {arg.arg} is not annotated or has a default other than None")
+        _check_type(arg.annotation, allowed)
+        params.add(arg.arg)
+    if a.kwarg is not None:
+        if a.kwarg.arg != "arguments" or a.kwarg.annotation is None:
+            raise _Reject("unexpected **kwargs")
+        _check_type(a.kwarg.annotation, allowed)
+    if func.returns is None:
+        raise _Reject("no return annotation")
+    _check_type(func.returns, allowed)
+    body = func.body[1:] if func.body and _is_docstring(func.body[0]) else list(func.body)
+    if not body:
+        raise _Reject("empty function body")
+    for stmt in body[:-1]:
+        _check_statement(stmt, params, allowed, stub)
+    last = body[-1]
+    if not isinstance(last, ast.Return) or last.value is None:
+        raise _Reject("the function does not end with a return")
+    value = last.value
+    if isinstance(value, ast.Call) and _is_name(value.func, stub.name("cast")):
+        if len(value.args) != 2 or value.keywords:
+            raise _Reject("malformed cast")
+        target, inner = value.args
+        _check_type(_string_type(target) if _is_str(target) else target, allowed)
+        if not (
+            isinstance(inner, ast.Call)
+            and _is_name(inner.func, stub.name("structured"))
+            and not inner.keywords
+            and len(inner.args) == 3
+            and _is_name(inner.args[0], "result")
+            and _is_str(inner.args[1], stub.server)
+            and _is_str(inner.args[2], stub.tool)
+        ):
+            raise _Reject("malformed structured() call")
+    else:
+        _check_call_tool(value, stub)
+
+
+def _check_statement(stmt: ast.stmt, params: set[str], allowed: set[str], stub: _Stub) -> None:
+    if isinstance(stmt, ast.AnnAssign) and _is_name(stmt.target, "arguments"):
+        _check_type(stmt.annotation, allowed)
+        value = stmt.value
+        if not isinstance(value, ast.Dict) or not all(
+            k is not None and _is_str(k) and isinstance(v, ast.Name) and v.id in params
+            for k, v in zip(value.keys, value.values, strict=True)
+        ):
+            raise _Reject("malformed arguments dict")
+        return
+    if isinstance(stmt, ast.If):
+        test, body = stmt.test, stmt.body
+        if (
+            not stmt.orelse
+            and isinstance(test, ast.Compare)
+            and isinstance(test.left, ast.Name)
+            and test.left.id in params
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.IsNot)
+            and _is_const(test.comparators[0], None)
+            and len(body) == 1
+            and isinstance(body[0], ast.Assign)
+            and len(body[0].targets) == 1
+            and isinstance(body[0].targets[0], ast.Subscript)
+            and _is_name(body[0].targets[0].value, "arguments")
+            and _is_str(body[0].targets[0].slice)
+            and _is_name(body[0].value, test.left.id)
+        ):
+            return
+        raise _Reject("malformed optional-argument statement")
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _is_name(stmt.targets[0], "result"):
+        _check_call_tool(stmt.value, stub)
+        return
+    raise _Reject(f"unexpected {type(stmt).__name__} in the function body")
+
+
+def _check_call_tool(node: ast.expr, stub: _Stub) -> None:
+    if not (
+        isinstance(node, ast.Call)
+        and _is_name(node.func, stub.name("call_tool"))
+        and not node.keywords
+        and len(node.args) == 3
+        and _is_str(node.args[0], stub.server)
+        and _is_str(node.args[1], stub.tool)
+        and (_is_name(node.args[2], "arguments") or (isinstance(node.args[2], ast.Dict) and not node.args[2].keys))
+    ):
+        raise _Reject("malformed call_tool() call")
+
+
+def _is_name(node: ast.expr, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _is_const(node: ast.expr | None, value: None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is value
+
+
+def _is_str(node: ast.expr, value: str | None = None) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and (value is None or node.value == value)
+
+
+def _string_type(node: ast.expr) -> ast.expr:
+    """The type expression inside a string constant (a forward reference)."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        raise _Reject("expected a type written as a string")
+    return ast.parse(node.value, mode="eval").body

@@ -1,0 +1,155 @@
+"""The small language of Python types the schema converter produces, and how it is written.
+
+Types are values (``Atom("str")``, ``Lit(("a", "b"))``, ``ListOf(...)``, ``DictOf(...)``,
+``Union(...)``) until :func:`render_type` writes them; every string Literal value goes through
+:mod:`generator.literals`. :class:`ImportNames` records which ``typing`` names a stub uses and
+what it calls them (``Any_`` when the stub's own function is called ``Any``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from generator.literals import preferred_literal, string_literal
+
+MAX_LITERALS = 100
+"""Values in one ``Literal[...]``; a longer enum becomes its base type."""
+MAX_UNION = 30
+"""Members of one union; a wider one becomes ``Any``."""
+
+TYPING_NAMES = frozenset({"Any", "Literal", "NotRequired", "TypedDict", "cast"})
+"""Names a stub may import from ``typing``."""
+RUNTIME_NAMES = frozenset({"ToolResult", "ToolError", "ToolCallError", "call_tool", "structured"})
+"""Names of ``tool_tree.runtime`` a stub may use (only some are imported)."""
+
+LiteralValue = str | int | bool
+
+
+def import_alias(name: str, function: str) -> str:
+    """What an imported name is called in a stub: itself, or ``name_`` when the function is called ``name``."""
+    return name + "_" if name == function else name
+
+
+class ImportNames:
+    """The ``typing`` / runtime names one stub uses, under the names the stub gives them."""
+
+    def __init__(self, function: str = "") -> None:
+        self.function = function
+        self.used: set[str] = set()
+
+    def use(self, name: str) -> str:
+        """Record that ``name`` is imported; returns what to write for it."""
+        self.used.add(name)
+        return import_alias(name, self.function)
+
+    @property
+    def aliases(self) -> frozenset[str]:
+        """Every name the imports may bind in the module."""
+        return frozenset(import_alias(n, self.function) for n in TYPING_NAMES | RUNTIME_NAMES)
+
+
+@dataclass(frozen=True)
+class Atom:
+    """A plain name: ``str``, ``int``, ``None``, ``Any``, a TypedDict name …"""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Lit:
+    """``Literal[...]`` of the given values (never empty, never ``None``)."""
+
+    values: tuple[LiteralValue, ...]
+
+
+@dataclass(frozen=True)
+class ListOf:
+    item: PyType
+
+
+@dataclass(frozen=True)
+class DictOf:
+    value: PyType
+
+
+@dataclass(frozen=True)
+class Union:
+    members: tuple[PyType, ...]
+
+
+PyType = Atom | Lit | ListOf | DictOf | Union
+
+ANY = Atom("Any")
+NONE = Atom("None")
+
+
+def _literal_key(value: LiteralValue) -> tuple[str, LiteralValue]:
+    return (type(value).__name__, value)
+
+
+def make_union(members: Iterable[PyType]) -> PyType:
+    """Flatten, merge Literals, de-duplicate, put ``None`` last; ``Any`` absorbs everything."""
+    flat: list[PyType] = []
+    stack = list(members)[::-1]
+    while stack:
+        m = stack.pop()
+        if isinstance(m, Union):
+            stack.extend(reversed(m.members))
+        else:
+            flat.append(m)
+    if not flat or ANY in flat:
+        return ANY
+    literals: list[LiteralValue] = []
+    seen_literals: set[tuple[str, LiteralValue]] = set()
+    out: list[PyType] = []
+    has_none = False
+    for m in flat:
+        if m == NONE:
+            has_none = True
+        elif isinstance(m, Lit):
+            for v in m.values:
+                if _literal_key(v) not in seen_literals:
+                    seen_literals.add(_literal_key(v))
+                    literals.append(v)
+            if not any(isinstance(o, Lit) for o in out):
+                out.append(m)  # placeholder: the merged Literal goes where the first one was
+        elif m not in out:
+            out.append(m)
+    if literals:
+        out = [Lit(tuple(literals)) if isinstance(o, Lit) else o for o in out]
+    if has_none:
+        out.append(NONE)
+    if len(out) > MAX_UNION or (literals and len(literals) > MAX_LITERALS):
+        return ANY
+    return out[0] if len(out) == 1 else Union(tuple(out))
+
+
+def literal_source(value: LiteralValue, *, quote: str | None = None) -> str:
+    """A Literal value as source text (strings in ``quote``, or the quote ruff would pick)."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, int):
+        return str(value)
+    return preferred_literal(value) if quote is None else string_literal(value, quote=quote)
+
+
+def render_type(t: PyType, names: ImportNames, *, quote: str | None = None, wrap: str | None = None) -> str:
+    """Source text of a type; records the ``typing`` names it needs in ``names``.
+
+    ``quote`` forces the quote of string Literal values (for types written inside a string).
+    ``wrap`` puts every value of a Literal on its own line, after the given indentation (for
+    long enums; the brackets keep the expression valid across lines).
+    """
+    if isinstance(t, Atom):
+        return names.use(t.name) if t.name in TYPING_NAMES else t.name
+    if isinstance(t, Lit):
+        values = [literal_source(v, quote=quote) for v in t.values]
+        if wrap is None or len(values) < 2:
+            return names.use("Literal") + "[" + ", ".join(values) + "]"
+        return names.use("Literal") + "[\n" + "".join(f"{wrap}    {v},\n" for v in values) + wrap + "]"
+    if isinstance(t, ListOf):
+        return f"list[{render_type(t.item, names, quote=quote, wrap=wrap)}]"
+    if isinstance(t, DictOf):
+        return f"dict[str, {render_type(t.value, names, quote=quote, wrap=wrap)}]"
+    return " | ".join(render_type(m, names, quote=quote, wrap=wrap) for m in t.members)
