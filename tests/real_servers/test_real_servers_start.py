@@ -94,18 +94,6 @@ def _server_params(name: str, root: Path) -> tuple[StdioServerParameters, float]
     return params, server.timeout
 
 
-@pytest.fixture(scope="module")
-def real_servers_root() -> Path:
-    """The install folder of the real servers; skips (or fails under REQUIRE_REAL_SERVERS=1) when it is missing."""
-    root = Path(os.environ.get("TOOLTREE_REAL_SERVERS") or REPO / ".real-servers").resolve()
-    if not (root / ".stamp").is_file():
-        message = f"third-party MCP servers are not installed in {root}: {INSTALL_HINT}"
-        if os.environ.get("REQUIRE_REAL_SERVERS") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    return root
-
-
 def test_config_names_the_six_servers_all_under_the_install_folder() -> None:
     config = load_config(CONFIG, environ={"TOOLTREE_REAL_SERVERS": "/install"})
     assert [server.name for server in config.servers] == list(EXPECTED)

@@ -1,0 +1,23 @@
+"""The install folder of the third-party servers, shared by the tests in this folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+INSTALL_HINT = "run `make real-servers` (scripts/install-real-servers.sh) to install the third-party MCP servers"
+
+
+@pytest.fixture(scope="session")
+def real_servers_root() -> Path:
+    """The install folder of the real servers; skips (or fails under REQUIRE_REAL_SERVERS=1) when it is missing."""
+    root = Path(os.environ.get("TOOLTREE_REAL_SERVERS") or REPO / ".real-servers").resolve()
+    if not (root / ".stamp").is_file():
+        message = f"third-party MCP servers are not installed in {root}: {INSTALL_HINT}"
+        if os.environ.get("REQUIRE_REAL_SERVERS") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return root
