@@ -19,6 +19,10 @@ $(STAMP): pyproject.toml
 real-servers:
 	@scripts/install-real-servers.sh
 
+# The sandbox image (needs a Docker engine; builds its base from Debian packages when no registry answers).
+sandbox-image: install
+	$(BIN)/python -m sandbox.image build
+
 demo: install
 	@scripts/demo.sh
 

@@ -213,6 +213,7 @@ def generate(
         result.drift = diff_plan(out, plan.files, OWNED_DIRS)
     else:
         result.report = write_plan(out, plan.files, OWNED_DIRS)
+        _write_search_index(out, result)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -221,6 +222,20 @@ async def _discover(servers: list[ServerConfig], done: Callable[[Discovery], Non
     from generator.discover import discover_all
 
     await discover_all(servers, on_done=done)
+
+
+def _write_search_index(out: Path, result: GenerateResult) -> None:
+    """Rebuild ``search_index.json`` (written only when it changes)."""
+    from tool_tree.search import INDEX_FILE, SearchError, write_index
+
+    before = read_existing(out, INDEX_FILE)
+    try:
+        write_index(out)
+    except SearchError as e:
+        result.warnings.append(f"search index not written: {e}")
+        return
+    if result.report is not None and read_existing(out, INDEX_FILE) != before:
+        result.report.written.append(INDEX_FILE)
 
 
 def _existing(out: Path, rel: str) -> bytes | None:

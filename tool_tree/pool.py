@@ -15,8 +15,10 @@ Errors::
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -184,6 +186,16 @@ class ServerPool:
         await self._ensure(slot)
         return slot.tools
 
+    async def live_tool(self, server: str, tool: str) -> dict[str, Any] | None:
+        """The tool's raw definition as the running server lists it now (None: not listed).
+
+        Raises:
+            UnknownServerError, ServerUnavailable: as `call`.
+        """
+        slot = self._slot(server)
+        await self._ensure(slot)
+        return next((t for t in slot.tools if t.get("name") == tool), None)
+
     async def call(
         self, server: str, tool: str, arguments: dict[str, Any], *, timeout: float | None = None
     ) -> dict[str, Any]:
@@ -208,15 +220,17 @@ class ServerPool:
             except mcp.MCPError as e:
                 if _is_connection_loss(e):
                     await self._discard(slot, client)
-                    raise ServerUnavailable(server, f"the server died during the call ({e})",
-                                            slot.stderr.tail() if slot.stderr else "") from None
+                    raise ServerUnavailable(
+                        server, f"the server died during the call ({e})", slot.stderr.tail() if slot.stderr else ""
+                    ) from None
                 return _error_result(f"server error {e.code}: {e}" if hasattr(e, "code") else str(e))
             except RuntimeError as e:  # the SDK's output-schema check
                 return _error_result(f"invalid result from the server: {e}")
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as e:
                 await self._discard(slot, client)
-                raise ServerUnavailable(server, f"the connection closed ({type(e).__name__})",
-                                        slot.stderr.tail() if slot.stderr else "") from None
+                raise ServerUnavailable(
+                    server, f"the connection closed ({type(e).__name__})", slot.stderr.tail() if slot.stderr else ""
+                ) from None
             slot.failures = 0
             dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
             dumped.pop("resultType", None)
@@ -246,3 +260,77 @@ def _reason(e: BaseException) -> str:
 
 def _error_result(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+class BackgroundPool:
+    """A `ServerPool` running on its own event loop in a background thread, for synchronous callers.
+
+    ``with BackgroundPool(servers) as bg:`` then ``bg.call(server, tool, args)`` from any thread,
+    or hand ``bg.loop`` and ``bg.pool`` to code that schedules coroutines itself.
+
+    Raises (on enter):
+        PoolError: the loop did not start.
+    """
+
+    def __init__(self, servers: Sequence[ServerConfig], *, concurrency: int = DEFAULT_CONCURRENCY) -> None:
+        self._servers = list(servers)
+        self._concurrency = concurrency
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pool: ServerPool | None = None
+        self._stop: asyncio.Event | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        assert self._loop is not None, "the background pool is not running"
+        return self._loop
+
+    @property
+    def pool(self) -> ServerPool:
+        assert self._pool is not None, "the background pool is not running"
+        return self._pool
+
+    def _run(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            try:
+                async with ServerPool(self._servers, concurrency=self._concurrency) as pool:
+                    self._pool = pool
+                    self._ready.set()
+                    await self._stop.wait()
+            finally:
+                self._pool = None
+
+        try:
+            asyncio.run(main())
+        except BaseException as e:
+            self._error = e
+        finally:
+            self._ready.set()
+
+    def __enter__(self) -> BackgroundPool:
+        self._thread = threading.Thread(target=self._run, name="tooltree-server-pool", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._pool is None:
+            raise PoolError(f"the server pool did not start: {self._error!r}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None and self._stop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(timeout=60)
+
+    def call(
+        self, server: str, tool: str, arguments: dict[str, Any], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """`ServerPool.call`, from a synchronous caller.
+
+        Raises:
+            UnknownServerError, ServerUnavailable: as `ServerPool.call`.
+        """
+        future = asyncio.run_coroutine_threadsafe(self.pool.call(server, tool, arguments, timeout=timeout), self.loop)
+        return future.result()

@@ -1,0 +1,101 @@
+"""Capturing one stream of one execution: a head and a tail in memory, everything in a file.
+
+The first ``memory_bytes`` are kept in memory. Past that, the capture spills everything to a
+file in the workspace and keeps only the last ``memory_bytes`` in memory, so a script that
+prints gigabytes costs bounded memory; the file stops growing at ``file_bytes``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+MEMORY_BYTES = 1 << 20
+FILE_BYTES = 64 << 20
+
+
+class OutputCapture:
+    """Collects the bytes one stream produced during one execution."""
+
+    def __init__(self, spill_path: str, *, memory_bytes: int = MEMORY_BYTES, file_bytes: int = FILE_BYTES) -> None:
+        self.spill_path = spill_path
+        self.memory_bytes = memory_bytes
+        self.file_bytes = file_bytes
+        self.total = 0
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._file: int | None = None
+        self._file_written = 0
+        self._file_failed = False
+
+    def _open_spill(self) -> None:
+        try:
+            os.makedirs(os.path.dirname(self.spill_path), exist_ok=True)
+            self._file = os.open(
+                self.spill_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+            )
+        except OSError:
+            self._file_failed = True
+            return
+        self._write_spill(bytes(self._head))
+
+    def _write_spill(self, data: bytes) -> None:
+        if self._file is None or self._file_failed:
+            return
+        room = self.file_bytes - self._file_written
+        if room <= 0:
+            return
+        data = data[:room]
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(self._file, view)
+                view = view[n:]
+                self._file_written += n
+        except OSError:  # e.g. the workspace is full: keep the in-memory preview
+            self._file_failed = True
+
+    def feed(self, data: bytes) -> None:
+        """Add bytes read from the stream."""
+        self.total += len(data)
+        if self._file is None and not self._file_failed and len(self._head) + len(data) <= self.memory_bytes:
+            self._head += data
+            return
+        if self._file is None and not self._file_failed:
+            room = self.memory_bytes - len(self._head)
+            self._head += data[:room]
+            self._tail += data[room:]
+            self._open_spill()
+            self._write_spill(data[room:])
+        else:
+            self._tail += data
+            self._write_spill(data)
+        if len(self._tail) > self.memory_bytes:
+            del self._tail[: len(self._tail) - self.memory_bytes]
+
+    def finish(self, max_chars: int) -> dict[str, Any]:
+        """The report for the host: the whole text, or a head and a tail and the file with everything.
+
+        Returns ``{"head", "tail", "truncated", "bytes", "path"}``; ``tail`` is empty and ``path`` null
+        when nothing was cut.
+        """
+        half = max(max_chars // 2, 1)
+        spilled = self._file is not None or self._file_failed
+        if not spilled:
+            text = self._head.decode("utf-8", errors="replace")
+            if len(text) <= max_chars:
+                return {"head": text, "tail": "", "truncated": False, "bytes": self.total, "path": None}
+            self._open_spill()
+            head, tail = text[:half], text[-half:]
+        else:
+            head = self._head.decode("utf-8", errors="replace")[:half]
+            tail = self._tail.decode("utf-8", errors="replace")[-half:]
+        self.close()
+        path = None if self._file_failed else self.spill_path
+        return {"head": head, "tail": tail, "truncated": True, "bytes": self.total, "path": path}
+
+    def close(self) -> None:
+        """Close the spill file, if one was opened."""
+        if self._file is not None:
+            os.close(self._file)
+            self._file = None

@@ -1,0 +1,79 @@
+"""Fill a tree volume from a tar stream on stdin: ``python3 -m tooltree_supervisor.populate DEST``.
+
+Run once per tree, as root (without capabilities) in a throwaway container with the volume
+mounted read-write; sandboxes then mount it read-only. Only directories and regular files are
+written; files become 0444 and directories 0555, owned by root, so the sandbox user can
+neither change nor add anything. Modules are precompiled. A marker file written last makes a
+second run a no-op and an interrupted one redo the work.
+"""
+
+from __future__ import annotations
+
+import compileall
+import os
+import shutil
+import sys
+import tarfile
+
+MARKER = ".tooltree-complete"
+
+
+def _safe_parts(name: str) -> list[str] | None:
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts or name.startswith("/"):
+        return None
+    return parts
+
+
+def populate(dest: str) -> int:
+    """Extract stdin into ``dest`` unless it is already complete; returns the exit status."""
+    if os.path.exists(os.path.join(dest, MARKER)):
+        while sys.stdin.buffer.read(1 << 20):
+            pass
+        return 0
+    os.chmod(dest, 0o755)
+    for root, subdirs, _ in os.walk(dest):  # a previous, interrupted run: make it removable
+        for name in subdirs:
+            os.chmod(os.path.join(root, name), 0o755)
+    for entry in os.listdir(dest):
+        path = os.path.join(dest, entry)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    dirs = [dest]
+    with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
+        for member in tar:
+            parts = _safe_parts(member.name)
+            if parts is None:
+                continue
+            target = os.path.join(dest, *parts)
+            if member.isdir():
+                os.makedirs(target, exist_ok=True)
+                dirs.append(target)
+            elif member.isfile():
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                source = tar.extractfile(member)
+                if source is None:
+                    continue
+                with open(target, "wb") as out:
+                    shutil.copyfileobj(source, out)
+                os.utime(target, (member.mtime, member.mtime))
+    compileall.compile_dir(dest, quiet=1, workers=1)
+    for root, subdirs, files in os.walk(dest):
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o444)
+        for name in subdirs:
+            dirs.append(os.path.join(root, name))
+    for d in dirs:
+        os.chmod(d, 0o555)
+    os.chmod(dest, 0o755)
+    with open(os.path.join(dest, MARKER), "w", encoding="ascii") as f:
+        f.write("ok\n")
+    os.chmod(os.path.join(dest, MARKER), 0o444)
+    os.chmod(dest, 0o555)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(populate(sys.argv[1]))

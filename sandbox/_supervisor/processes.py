@@ -1,0 +1,78 @@
+"""The processes the supervisor runs: the worker, and the record of one execution."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from .capture import OutputCapture
+from .wire import FrameWriter
+
+
+@dataclass
+class Execution:
+    """One execution in progress: its limits, its captured output, and how it ended."""
+
+    exec_id: int
+    host_id: Any
+    started: float
+    timeout: float
+    max_chars: int
+    stdout: OutputCapture
+    stderr: OutputCapture
+    images: list[dict[str, str]] = field(default_factory=list)
+    timed_out: bool = False
+    finished: bool = False
+    timer: threading.Timer | None = None
+
+
+class Worker:
+    """One worker process and the pipes to it."""
+
+    def __init__(self, generation: int, argv: list[str], workspace: str, env: dict[str, str]) -> None:
+        self.generation = generation
+        to_worker_r, to_worker_w = os.pipe()
+        from_worker_r, from_worker_w = os.pipe()
+        self.proc = subprocess.Popen(
+            [*argv, "--ctl-in", str(to_worker_r), "--ctl-out", str(from_worker_w)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(to_worker_r, from_worker_w),
+            cwd=workspace,
+            env=env,
+            start_new_session=True,
+        )
+        os.close(to_worker_r)
+        os.close(from_worker_w)
+        self.ctl_writer = FrameWriter(to_worker_w)
+        self.ctl_read_fd = from_worker_r
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.out_fd = self.proc.stdout.fileno()
+        self.err_fd = self.proc.stderr.fileno()
+        for fd in (self.ctl_read_fd, self.out_fd, self.err_fd):
+            os.set_blocking(fd, False)
+        self.ready = threading.Event()
+        self.dead = False
+        self.outbox: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        threading.Thread(target=self._write_loop, name=f"to-worker-{generation}", daemon=True).start()
+
+    def _write_loop(self) -> None:
+        # A worker too busy to drain its pipe must not block the host reader: writes happen here.
+        try:
+            while (message := self.outbox.get()) is not None:
+                self.ctl_writer.send(message)
+        except (OSError, ValueError, TypeError):
+            pass
+        finally:
+            os.close(self.ctl_writer.fd)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)

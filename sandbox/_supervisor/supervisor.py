@@ -1,0 +1,560 @@
+"""The supervisor: the container's main process, and the only one that touches the channel.
+
+Protocol with the host (JSON-RPC 2.0 shaped, one object per frame, ``jsonrpc`` omitted):
+
+    host → supervisor  requests with integer ids:
+        execute {code, timeout, max_chars}     → {exit_status, error, traceback, timed_out, state_reset,
+                                                  stdout: {head, tail, truncated, bytes, path}, stderr: {...},
+                                                  images: [{mime, data}]}
+        reset {workspace}                      → {}
+        workspace.put {files: [{path, data, append}]}, workspace.mkdir {paths}
+        workspace.save {max_bytes}             → workspace.dir / workspace.file notifications, then {files, bytes}
+        workspace.read {path, max_bytes}       → {data, size}
+        workspace.list {path, limit}           → {entries}
+        ping                                   → {}
+    supervisor → host  a ``ready`` notification once the first worker is up (with the process's
+        uid, capabilities, no_new_privs and seccomp mode, read before any user code runs), and
+        requests with string ids for tool calls: tool_call {server, tool, arguments},
+        search_tools {query, limit}; the host answers each with {id, result} or {id, error}.
+
+One execution runs at a time; tool calls within it are relayed concurrently. A per-execution
+timer kills the worker on timeout (and, in a container, every other process of the sandbox
+user), a fresh worker is started, and the result says the interpreter state was reset.
+
+In the container the supervisor is the init process (pid 1), for the channel's sake: the
+container's stdio is the channel, and with another init (``docker run --init``) any process of
+the sandbox user could open ``/proc/1/fd/1`` and write to it. As pid 1 the supervisor makes
+itself non-dumpable (so its ``/proc`` entries are closed to the sandbox user), cannot be
+signalled from inside the container, and reaps orphaned processes the way an init does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import contextlib
+import json
+import os
+import selectors
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from .capture import OutputCapture
+from .files import FileOpError, Workspace
+from .processes import Execution, Worker
+from .wire import FrameReader, FrameWriter, WireError
+
+OUTPUT_DIR = ".tooltree/outputs"
+PR_GET_DUMPABLE = 3
+PR_SET_DUMPABLE = 4
+REAP_INTERVAL = 1.0
+MAX_IMAGES = 8
+MAX_IMAGE_B64 = 7 * 1024 * 1024
+READ_LIMIT = 16 << 20
+
+
+class Supervisor:
+    def __init__(self, *, workspace: str, tree: str | None, kill_all: bool, channel_in: int, channel_out: int):
+        self.workspace = Workspace(workspace)
+        self.tree = tree
+        self.kill_all = kill_all
+        self.host = FrameWriter(channel_out)
+        self.host_in = FrameReader(channel_in)
+        self.lock = threading.RLock()
+        self.worker: Worker | None = None
+        self.generation = 0
+        self.exec_counter = 0
+        self.current: Execution | None = None
+        self.call_seq = 0
+        self.pending_calls: dict[str, tuple[int, int]] = {}  # host call id -> (generation, worker call id)
+        self.broken: str | None = None
+        self.unreaped: set[int] = set()  # workers whose exit status subprocess collects itself
+        self.worker_argv = [sys.executable, *self._python_flags(), "-m", f"{__package__}.worker"]
+        self.worker_argv += ["--workspace", workspace]
+        if tree:
+            self.worker_argv += ["--user-root", tree]
+        self.worker_env = {
+            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            "HOME": workspace,
+            "LANG": "C.UTF-8",
+            "TMPDIR": "/tmp",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "MPLBACKEND": "Agg",
+        }
+        if "PYTHONPATH" in os.environ and not sys.flags.isolated:
+            self.worker_env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+
+    @staticmethod
+    def _python_flags() -> list[str]:
+        flags = ["-u"]
+        if sys.flags.isolated:
+            flags.append("-I")
+        return flags
+
+    # ---- host side ------------------------------------------------------------------------
+
+    def send(self, message: dict[str, Any]) -> None:
+        # If the host went away, the read loop sees EOF and ends the process.
+        with contextlib.suppress(OSError):
+            self.host.send(message)
+
+    def reply(self, host_id: Any, result: dict[str, Any]) -> None:
+        self.send({"id": host_id, "result": result})
+
+    def reply_error(self, host_id: Any, message: str, code: str = "failed") -> None:
+        self.send({"id": host_id, "error": {"code": code, "message": message}})
+
+    def serve(self) -> int:
+        self.link_tree()
+        self.spawn_worker()
+        assert self.worker is not None
+        self.worker.ready.wait(60)
+        status = self.status()
+        if self.broken or not self.worker.ready.is_set():
+            status["error"] = self.broken or "the Python worker did not start within 60 s"
+        self.send({"method": "ready", "params": status})
+        while True:
+            try:
+                message = self.host_in.read()
+            except WireError as e:
+                print(f"supervisor: bad frame from host: {e}", file=sys.stderr)
+                break
+            if message is None:
+                break
+            self.dispatch(message)
+        with self.lock:
+            if self.worker is not None:
+                self.worker.kill()
+        return 0
+
+    def reap_orphans(self) -> None:
+        """As init: collect the exit status of orphaned processes (never of a worker)."""
+        while True:
+            time.sleep(REAP_INTERVAL)
+            with self.lock:
+                keep = set(self.unreaped)
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit() or int(entry) in keep or int(entry) == os.getpid():
+                    continue
+                try:
+                    with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                        stat = f.read()
+                except OSError:
+                    continue
+                fields = stat[stat.rfind(")") + 2 :].split()
+                if len(fields) > 1 and fields[0] == "Z" and fields[1] == str(os.getpid()):
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(int(entry), os.WNOHANG)
+
+    def status(self) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "uid": os.getuid(),
+            "pid": os.getpid(),
+            "dumpable": _prctl(PR_GET_DUMPABLE),
+            "python": sys.version.split()[0],
+        }
+        try:
+            with open("/proc/self/status", encoding="ascii") as f:
+                for line in f:
+                    key, _, value = line.partition(":")
+                    if key in ("CapEff", "CapPrm", "NoNewPrivs", "Seccomp"):
+                        info[key] = value.strip()
+        except OSError:
+            pass
+        return info
+
+    def dispatch(self, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        host_id = message.get("id")
+        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        assert isinstance(params, dict)
+        if method is None:
+            self.relay_reply(message)
+            return
+        try:
+            if method == "execute":
+                self.start_execution(host_id, params)
+            elif method == "reset":
+                self.reset(bool(params.get("workspace")))
+                self.reply(host_id, {})
+            elif method == "ping":
+                self.reply(host_id, {})
+            elif method == "workspace.put":
+                for item in params.get("files", []):
+                    data = base64.b64decode(str(item.get("data", "")), validate=True)
+                    self.workspace.put(str(item.get("path")), data, append=bool(item.get("append")))
+                self.reply(host_id, {})
+            elif method == "workspace.mkdir":
+                for path in params.get("paths", []):
+                    self.workspace.mkdir(str(path))
+                self.reply(host_id, {})
+            elif method == "workspace.save":
+                summary = self.workspace.export(
+                    self.send, skip=self.top_level_skip(), max_bytes=int(params.get("max_bytes", 1 << 30))
+                )
+                self.reply(host_id, summary)
+            elif method == "workspace.read":
+                data, size = self.workspace.read(
+                    str(params.get("path")), min(int(params.get("max_bytes", 0)), READ_LIMIT)
+                )
+                self.reply(host_id, {"data": base64.b64encode(data).decode("ascii"), "size": size})
+            elif method == "workspace.list":
+                entries = self.workspace.listdir(str(params.get("path", "")), int(params.get("limit", 1000)))
+                self.reply(host_id, {"entries": entries})
+            else:
+                self.reply_error(host_id, f"unknown method {method!r:.80}", "unknown_method")
+        except (FileOpError, binascii.Error, ValueError, TypeError, AttributeError, OSError) as e:
+            self.reply_error(host_id, str(e)[:2000])
+
+    @staticmethod
+    def top_level_skip() -> frozenset[str]:
+        return frozenset({"servers"})  # the tree's place, never workspace content
+
+    def link_tree(self) -> None:
+        """Make ``<workspace>/servers`` point at the read-only tree (recreated if the user removed it)."""
+        if not self.tree:
+            return
+        link = os.path.join(self.workspace.root, "servers")
+        if not os.path.lexists(link):
+            try:
+                os.symlink(os.path.join(self.tree, "servers"), link)
+            except OSError as e:
+                print(f"supervisor: cannot link the tree: {e}", file=sys.stderr)
+
+    # ---- workers ----------------------------------------------------------------------------
+
+    def spawn_worker(self) -> None:
+        with self.lock:
+            self.generation += 1
+            worker = Worker(self.generation, self.worker_argv, self.workspace.root, self.worker_env)
+            self.worker = worker
+            self.unreaped.add(worker.proc.pid)
+        threading.Thread(target=self.pump, args=(worker,), name=f"worker-{worker.generation}", daemon=True).start()
+
+    def kill_everything(self, worker: Worker) -> None:
+        worker.kill()
+        if self.kill_all:
+            # As pid 1 in the container, kill(-1) reaches every other process of the sandbox
+            # user, including any that left the worker's session.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(-1, signal.SIGKILL)
+
+    def reset(self, wipe_workspace: bool) -> None:
+        with self.lock:
+            if self.current is not None:
+                raise ValueError("an execution is running")
+            old = self.worker
+        if old is not None:
+            old.dead = True
+            self.kill_everything(old)
+            old.proc.wait()
+        if wipe_workspace:
+            self.workspace.wipe(keep=self.top_level_skip())
+        self.link_tree()
+        self.spawn_worker()
+        assert self.worker is not None
+        self.worker.ready.wait(60)
+
+    def pump(self, worker: Worker) -> None:
+        """Move everything the worker writes: control frames to handlers, output to the capture."""
+        sel = selectors.DefaultSelector()
+        for fd in (worker.ctl_read_fd, worker.out_fd, worker.err_fd):
+            sel.register(fd, selectors.EVENT_READ)
+        buffer = bytearray()
+        ctl_open = True
+        while ctl_open:
+            for key, _ in sel.select():
+                fd = key.fd
+                if fd == worker.ctl_read_fd:
+                    data = self.read_nonblocking(fd)
+                    # Output written before a control frame we just read is already in the pipes.
+                    self.drain_output(worker)
+                    if data is None:
+                        ctl_open = False
+                        break
+                    buffer += data
+                    if not self.handle_control_bytes(worker, buffer):
+                        ctl_open = False
+                        break
+                elif self.read_output(worker, fd) is None:
+                    sel.unregister(fd)
+        sel.close()
+        worker.kill()
+        returncode = worker.proc.wait()
+        with self.lock:
+            self.unreaped.discard(worker.proc.pid)
+        self.drain_output(worker)
+        os.close(worker.ctl_read_fd)
+        for stream in (worker.proc.stdout, worker.proc.stderr):
+            if stream is not None:
+                stream.close()
+        worker.outbox.put(None)
+        self.on_worker_exit(worker, returncode)
+
+    @staticmethod
+    def read_nonblocking(fd: int) -> bytes | None:
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return b""
+        return data or None
+
+    def read_output(self, worker: Worker, fd: int) -> bytes | None:
+        data = self.read_nonblocking(fd)
+        if data:
+            with self.lock:
+                ex = self.current if self.worker is worker else None
+                if ex is not None and not ex.finished:
+                    (ex.stdout if fd == worker.out_fd else ex.stderr).feed(data)
+                elif fd == worker.err_fd:
+                    # Between executions (e.g. a worker failing to start): keep it as a diagnostic.
+                    sys.stderr.write(data[:4096].decode("utf-8", errors="replace"))
+        return data
+
+    def drain_output(self, worker: Worker) -> None:
+        for fd in (worker.out_fd, worker.err_fd):
+            while True:
+                try:
+                    data = self.read_output(worker, fd)
+                except OSError:
+                    break
+                if not data:
+                    break
+
+    def handle_control_bytes(self, worker: Worker, buffer: bytearray) -> bool:
+        """Handle every complete frame in ``buffer``; False when the worker broke the protocol."""
+        while len(buffer) >= 4:
+            length = int.from_bytes(buffer[:4], "big")
+            if length > 64 << 20:
+                print("supervisor: oversized frame from the worker", file=sys.stderr)
+                return False
+            if len(buffer) < 4 + length:
+                return True
+            body = bytes(buffer[4 : 4 + length])
+            del buffer[: 4 + length]
+            try:
+                message = json.loads(body)
+            except ValueError:
+                print("supervisor: bad frame from the worker", file=sys.stderr)
+                return False
+            if isinstance(message, dict):
+                self.handle_worker_message(worker, message)
+        return True
+
+    def handle_worker_message(self, worker: Worker, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == "ready":
+            worker.ready.set()
+        elif kind == "call":
+            with self.lock:
+                ex = self.current if self.worker is worker else None
+                self.call_seq += 1
+                host_call_id = f"c{self.call_seq}"
+                if ex is not None:
+                    self.pending_calls[host_call_id] = (worker.generation, int(message.get("id", 0)))
+            if ex is None:
+                self.to_worker(
+                    worker,
+                    {
+                        "type": "reply",
+                        "id": message.get("id"),
+                        "error": {"code": "no_execution", "message": "no execution is running"},
+                    },
+                )
+                return
+            params = message.get("params") if isinstance(message.get("params"), dict) else {}
+            self.send({"id": host_call_id, "method": str(message.get("method")), "params": params})
+        elif kind == "image":
+            with self.lock:
+                ex = self.current if self.worker is worker else None
+                data = message.get("data")
+                if (
+                    ex is not None
+                    and len(ex.images) < MAX_IMAGES
+                    and isinstance(data, str)
+                    and len(data) <= MAX_IMAGE_B64
+                ):
+                    ex.images.append({"mime": str(message.get("mime")), "data": data})
+        elif kind == "done":
+            with self.lock:
+                ex = self.current if self.worker is worker else None
+                if ex is None or ex.exec_id != message.get("exec"):
+                    return
+            self.finish(
+                ex,
+                {
+                    "exit_status": message.get("exit_status"),
+                    "error": message.get("error"),
+                    "traceback": message.get("traceback"),
+                    "timed_out": False,
+                    "state_reset": False,
+                },
+            )
+
+    @staticmethod
+    def to_worker(worker: Worker, message: dict[str, Any]) -> None:
+        worker.outbox.put(message)
+
+    def relay_reply(self, message: dict[str, Any]) -> None:
+        with self.lock:
+            target = self.pending_calls.pop(str(message.get("id")), None)
+            worker = self.worker
+        if target is None or worker is None or worker.generation != target[0]:
+            return
+        reply: dict[str, Any] = {"type": "reply", "id": target[1]}
+        if "error" in message:
+            reply["error"] = message["error"]
+        else:
+            reply["result"] = message.get("result")
+        self.to_worker(worker, reply)
+
+    def on_worker_exit(self, worker: Worker, returncode: int) -> None:
+        with self.lock:
+            ex = self.current
+            expected = worker.dead
+            self.pending_calls = {k: v for k, v in self.pending_calls.items() if v[0] != worker.generation}
+        if expected:
+            return  # a reset replaced it
+        if not worker.ready.is_set():
+            # It died before it could run anything: respawning would only loop.
+            self.broken = f"the Python worker failed to start (exit status {returncode})"
+            worker.ready.set()
+            if ex is not None:
+                self.finish(
+                    ex,
+                    {
+                        "exit_status": returncode,
+                        "error": self.broken,
+                        "traceback": None,
+                        "timed_out": False,
+                        "state_reset": True,
+                    },
+                )
+            return
+        if ex is not None and not ex.finished:
+            if ex.timed_out:
+                error = f"timed out after {ex.timeout:g} s"
+            elif returncode < 0:
+                error = f"the Python process was killed by signal {-returncode} (out of memory?)"
+            else:
+                error = f"the Python process exited with status {returncode}"
+            self.finish(
+                ex,
+                {
+                    "exit_status": returncode,
+                    "error": error,
+                    "traceback": None,
+                    "timed_out": ex.timed_out,
+                    "state_reset": True,
+                },
+                respawn=True,
+            )
+        else:
+            self.link_tree()
+            self.spawn_worker()
+
+    # ---- executions -------------------------------------------------------------------------
+
+    def start_execution(self, host_id: Any, params: dict[str, Any]) -> None:
+        with self.lock:
+            if self.current is not None:
+                self.reply_error(host_id, "an execution is already running", "busy")
+                return
+            worker = self.worker
+        if worker is None:
+            self.reply_error(host_id, "no worker", "broken")
+            return
+        worker.ready.wait(60)
+        with self.lock:
+            if self.broken or self.worker is None:
+                self.reply_error(host_id, self.broken or "no worker", "broken")
+                return
+            worker = self.worker
+            self.exec_counter += 1
+            n = self.exec_counter
+            out_dir = os.path.join(self.workspace.root, OUTPUT_DIR)
+            ex = Execution(
+                exec_id=n,
+                host_id=host_id,
+                started=time.monotonic(),
+                timeout=float(params.get("timeout", 30.0)),
+                max_chars=int(params.get("max_chars", 20_000)),
+                stdout=OutputCapture(os.path.join(out_dir, f"{n}-stdout.txt")),
+                stderr=OutputCapture(os.path.join(out_dir, f"{n}-stderr.txt")),
+            )
+            self.current = ex
+            ex.timer = threading.Timer(ex.timeout, self.on_timeout, args=(ex, worker))
+            ex.timer.daemon = True
+            ex.timer.start()
+        self.to_worker(worker, {"type": "exec", "exec": n, "code": str(params.get("code", ""))})
+
+    def on_timeout(self, ex: Execution, worker: Worker) -> None:
+        with self.lock:
+            if ex.finished or self.current is not ex:
+                return
+            ex.timed_out = True
+        self.kill_everything(worker)
+
+    def finish(self, ex: Execution, result: dict[str, Any], *, respawn: bool = False) -> None:
+        with self.lock:
+            if ex.finished:
+                return
+            ex.finished = True
+            if ex.timer is not None:
+                ex.timer.cancel()
+            self.current = None
+        duration = time.monotonic() - ex.started
+        result["stdout"] = ex.stdout.finish(ex.max_chars)
+        result["stderr"] = ex.stderr.finish(ex.max_chars)
+        result["images"] = ex.images
+        result["duration"] = round(duration, 6)
+        if respawn:
+            self.link_tree()
+            self.spawn_worker()
+        self.reply(ex.host_id, result)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve the channel on stdin/stdout until the host closes it."""
+    parser = argparse.ArgumentParser(prog="tooltree_supervisor")
+    parser.add_argument("--workspace", default="/workspace")
+    parser.add_argument("--tree", default=None, help="the read-only tree (linked as <workspace>/servers)")
+    parser.add_argument("--kill-all-on-timeout", action="store_true", help="container only: kill(-1) on timeout")
+    args = parser.parse_args(argv)
+
+    # Keep the channel to ourselves: nothing this process or its children print can reach it.
+    channel_in, channel_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    os.close(devnull)
+    for fd in (channel_in, channel_out):
+        os.set_inheritable(fd, False)
+    is_init = os.getpid() == 1
+    _prctl(PR_SET_DUMPABLE, 0)
+    supervisor = Supervisor(
+        workspace=os.path.abspath(args.workspace),
+        tree=args.tree,
+        kill_all=bool(args.kill_all_on_timeout) and is_init,
+        channel_in=channel_in,
+        channel_out=channel_out,
+    )
+    if is_init:
+        # No signal handlers: pid 1 without one cannot be signalled from inside the container.
+        threading.Thread(target=supervisor.reap_orphans, name="reaper", daemon=True).start()
+    return supervisor.serve()
+
+
+def _prctl(option: int, value: int = 0) -> int:
+    """``prctl(2)`` through ctypes; -1 when unavailable (which the host's check treats as a failure)."""
+    try:
+        import ctypes
+
+        return int(ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0))
+    except (OSError, AttributeError, ImportError):
+        return -1

@@ -1,0 +1,336 @@
+"""The worker: a long-lived Python process that runs every execution of a session.
+
+Interpreter state persists because one process runs all of a session's executions in one
+namespace (``exec`` of each cell into the same globals dict): variables, imports, functions
+and open files carry over. ``reset`` — and a timeout or crash, which kill the process — start
+a fresh worker, so nothing survives them (the result says so).
+
+The worker talks to the supervisor over two pipes of frames (``--ctl-in`` / ``--ctl-out``):
+
+    supervisor → worker   {"type": "exec", "exec": N, "code": "..."}
+                          {"type": "reply", "id": K, "result": {...}} | {"type": "reply", "id": K, "error": {...}}
+    worker → supervisor   {"type": "ready"}
+                          {"type": "call", "id": K, "method": "tool_call" | "search_tools", "params": {...}}
+                          {"type": "image", "exec": N, "mime": "image/png", "data": "<base64>"}
+                          {"type": "done", "exec": N, "exit_status": 0, "error": null, "traceback": null}
+
+Its stdout and stderr are pipes the supervisor captures. Tool calls from any number of threads
+are in flight at once; each waits for the reply carrying its id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import builtins
+import contextlib
+import io
+import itertools
+import linecache
+import os
+import queue
+import stat
+import sys
+import threading
+import traceback
+from typing import Any
+
+from .wire import FrameReader, FrameWriter, WireError
+
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+MAX_IMAGES_PER_EXECUTION = 8
+_CO_COROUTINE = 0x80
+_PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000
+
+_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+def sniff_image_type(data: bytes) -> str | None:
+    """The MIME type of PNG, JPEG, GIF or WebP bytes, else None."""
+    for magic, mime in _MAGIC:
+        if data.startswith(magic):
+            return mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def read_regular_file(path: str, max_bytes: int) -> bytes:
+    """Read a regular file without following a symlink at its last component.
+
+    Raises:
+        OSError: missing, a symlink, not a regular file, or larger than ``max_bytes``.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path}: not a regular file")
+        if info.st_size > max_bytes:
+            raise OSError(f"{path}: {info.st_size} bytes is over the {max_bytes}-byte limit")
+        chunks: list[bytes] = []
+        total = 0
+        while chunk := os.read(fd, 1 << 20):
+            total += len(chunk)
+            if total > max_bytes:
+                raise OSError(f"{path}: over the {max_bytes}-byte limit")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+class HostError(Exception):
+    """The host refused or failed a request (not a tool error: those come back as results)."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Connection:
+    """The worker's end of the control pipes."""
+
+    def __init__(self, ctl_in: int, ctl_out: int) -> None:
+        self._reader = FrameReader(ctl_in)
+        self._writer = FrameWriter(ctl_out)
+        self._ids = itertools.count(1)
+        self._pending: dict[int, tuple[threading.Event, list[dict[str, Any]]]] = {}
+        self._lock = threading.Lock()
+        self.executions: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.current_exec = 0
+        self.images_sent = 0
+        threading.Thread(target=self._read_loop, name="tooltree-ctl", daemon=True).start()
+
+    def send(self, message: dict[str, Any]) -> None:
+        self._writer.send(message)
+
+    def _read_loop(self) -> None:
+        try:
+            while (message := self._reader.read()) is not None:
+                kind = message.get("type")
+                if kind == "exec":
+                    self.executions.put(message)
+                elif kind == "reply":
+                    with self._lock:
+                        waiter = self._pending.pop(message.get("id"), None)  # type: ignore[arg-type]
+                    if waiter is not None:
+                        waiter[1].append(message)
+                        waiter[0].set()
+        except (WireError, OSError):
+            pass
+        # The supervisor went away: nothing more can run.
+        os._exit(0)
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send a request to the host and wait for its result.
+
+        Raises:
+            HostError: the host answered with an error.
+        """
+        call_id = next(self._ids)
+        event = threading.Event()
+        box: list[dict[str, Any]] = []
+        with self._lock:
+            self._pending[call_id] = (event, box)
+        try:
+            self.send({"type": "call", "id": call_id, "method": method, "params": params})
+        except (ValueError, TypeError) as e:
+            with self._lock:
+                self._pending.pop(call_id, None)
+            raise HostError(f"the arguments cannot be sent as JSON: {e}", "invalid_arguments") from None
+        event.wait()
+        reply = box[0]
+        error = reply.get("error")
+        if isinstance(error, dict):
+            raise HostError(str(error.get("message", "the request failed")), str(error.get("code", "call_failed")))
+        result = reply.get("result")
+        return result if isinstance(result, dict) else {}
+
+
+_connection: Connection | None = None
+
+
+def _conn() -> Connection:
+    if _connection is None:
+        raise RuntimeError("not running inside the sandbox worker")
+    return _connection
+
+
+def tool_transport(server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The `tool_tree.runtime` transport: relay the call to the host and wait for the result."""
+    from tool_tree.runtime import ToolCallError
+
+    try:
+        return _conn().request("tool_call", {"server": server, "tool": tool, "arguments": arguments})
+    except HostError as e:
+        raise ToolCallError(server, tool, str(e), e.code) from None
+
+
+def search_tools(query: str, limit: int = 10) -> list[dict[str, Any]]:
+    """Search the tools of every configured server; returns ``[{"name", "server", "path", "summary"}, ...]``.
+
+    Raises:
+        RuntimeError: the host offers no tool search or refused the query.
+    """
+    try:
+        result = _conn().request("search_tools", {"query": str(query), "limit": int(limit)})
+    except HostError as e:
+        raise RuntimeError(f"search_tools: {e}") from None
+    matches = result.get("matches")
+    return [m for m in matches if isinstance(m, dict)] if isinstance(matches, list) else []
+
+
+def _image_bytes(image: Any) -> tuple[bytes, str | None]:
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        return bytes(image), None
+    if isinstance(image, (str, os.PathLike)):
+        return read_regular_file(os.fspath(image), MAX_IMAGE_BYTES), None
+    data, mime = getattr(image, "data", None), getattr(image, "mime_type", None)
+    if isinstance(data, bytes):
+        return data, mime if isinstance(mime, str) else None
+    if hasattr(image, "savefig"):  # a matplotlib figure
+        buf = io.BytesIO()
+        image.savefig(buf, format="png")
+        return buf.getvalue(), "image/png"
+    if hasattr(image, "save"):  # a PIL image
+        buf = io.BytesIO()
+        image.save(buf, format="PNG")
+        return buf.getvalue(), "image/png"
+    raise TypeError(f"show_image() takes a path, bytes or an image object, not {type(image).__name__}")
+
+
+def show_image(image: Any) -> None:
+    """Show an image to the model: a file path, PNG/JPEG/GIF/WebP bytes, a tool's image, or a figure.
+
+    Raises:
+        ValueError: not a supported image, too large, or too many images in one execution.
+        TypeError: an argument of an unsupported kind.
+        OSError: the file cannot be read.
+    """
+    data, _ = _image_bytes(image)
+    mime = sniff_image_type(data)
+    if mime is None:
+        raise ValueError("show_image(): the data is not a PNG, JPEG, GIF or WebP image")
+    if len(data) > MAX_IMAGE_BYTES:
+        raise ValueError(f"show_image(): {len(data)} bytes is over the {MAX_IMAGE_BYTES}-byte limit")
+    conn = _conn()
+    if conn.images_sent >= MAX_IMAGES_PER_EXECUTION:
+        raise ValueError(f"show_image(): at most {MAX_IMAGES_PER_EXECUTION} images per execution")
+    conn.images_sent += 1
+    conn.send({"type": "image", "exec": conn.current_exec, "mime": mime, "data": base64.b64encode(data).decode()})
+
+
+class Runner:
+    """Runs cells in one persistent namespace and formats their errors."""
+
+    def __init__(self, user_roots: tuple[str, ...]) -> None:
+        self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        self.namespace["show_image"] = show_image
+        self.namespace["search_tools"] = search_tools
+        self.user_roots = user_roots
+
+    def _is_user_frame(self, filename: str) -> bool:
+        return filename.startswith("<cell-") or filename.startswith(self.user_roots)
+
+    def _trim(self, te: traceback.TracebackException) -> None:
+        frames = list(te.stack)
+        kept = [f for f in frames if self._is_user_frame(f.filename)]
+        if frames and kept and frames[-1] is not kept[-1]:
+            kept.append(frames[-1])  # where the error was raised, even if in library code
+        te.stack = traceback.StackSummary.from_list(kept)
+
+    def format_error(self, exc: BaseException) -> tuple[str, str]:
+        """``(one-line error, traceback trimmed to the user's frames)``."""
+        te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+        seen: set[int] = set()
+        todo = [te]
+        while todo:
+            item = todo.pop()
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            self._trim(item)
+            todo.extend(x for x in (item.__cause__, item.__context__) if x is not None)
+        lines = traceback.format_exception_only(type(exc), exc)
+        line = next((x for x in lines if x[:1] not in (" ", "\t")), lines[-1]).strip()
+        if isinstance(exc, SyntaxError) and exc.lineno:
+            line += f" (line {exc.lineno})"
+        return line, "".join(te.format())
+
+    def run(self, code: str, filename: str) -> tuple[int, str | None, str | None]:
+        """Run one cell; returns ``(exit status, error line, traceback)``."""
+        lines = code.splitlines(keepends=True)
+        linecache.cache[filename] = (len(code), None, lines, filename)
+        try:
+            compiled = compile(code, filename, "exec", flags=_PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+            if compiled.co_flags & _CO_COROUTINE:
+                import asyncio
+
+                asyncio.run(eval(compiled, self.namespace))
+            else:
+                exec(compiled, self.namespace)
+        except SystemExit as e:
+            if e.code is None or e.code == 0:
+                return 0, None, None
+            if isinstance(e.code, int):
+                return e.code, f"SystemExit: {e.code}", None
+            print(e.code, file=sys.stderr)
+            return 1, f"SystemExit: {e.code}", None
+        except BaseException as e:  # the user's exception, whatever it is, becomes the result
+            error, tb = self.format_error(e)
+            return 1, error, tb
+        return 0, None, None
+
+
+def _flush_std() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run executions sent by the supervisor until the control pipe closes."""
+    global _connection
+    parser = argparse.ArgumentParser(prog="tooltree_supervisor.worker")
+    parser.add_argument("--ctl-in", type=int, required=True)
+    parser.add_argument("--ctl-out", type=int, required=True)
+    parser.add_argument("--workspace", required=True)
+    parser.add_argument("--user-root", action="append", default=[])
+    args = parser.parse_args(argv)
+
+    try:  # under memory pressure the kernel should kill this process, never the supervisor
+        with open("/proc/self/oom_score_adj", "w", encoding="ascii") as f:
+            f.write("1000")
+    except OSError:
+        pass
+    os.chdir(args.workspace)
+    if args.workspace not in sys.path:
+        sys.path.insert(0, args.workspace)
+
+    from tool_tree.runtime import set_transport
+
+    set_transport(tool_transport)
+    builtins.show_image = show_image  # type: ignore[attr-defined]
+    builtins.search_tools = search_tools  # type: ignore[attr-defined]
+    conn = _connection = Connection(args.ctl_in, args.ctl_out)
+    roots = tuple(os.path.join(root, "") for root in [args.workspace, *args.user_root])
+    runner = Runner(roots)
+    conn.send({"type": "ready"})
+    while (request := conn.executions.get()) is not None:
+        exec_id = int(request.get("exec", 0))
+        conn.current_exec = exec_id
+        conn.images_sent = 0
+        status, error, tb = runner.run(str(request.get("code", "")), f"<cell-{exec_id}>")
+        _flush_std()
+        conn.send({"type": "done", "exec": exec_id, "exit_status": status, "error": error, "traceback": tb})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,62 @@
+"""`SandboxBackend`: the one seam between sessions and whatever runs containers.
+
+A backend starts a confined supervisor and hands back a `Connection`: the supervisor's
+stdin and stdout as byte streams (plus stderr for diagnostics) and a way to destroy it.
+Everything above — the protocol, tool relay, results, workspace transfer, the pool — is
+backend-independent, so Docker today and Kubernetes exec streams later plug in here.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import IO, Any, Protocol
+
+from sandbox.config import SandboxConfig
+
+
+class Connection(Protocol):
+    """A running supervisor's attached stdio."""
+
+    name: str
+    """A human-readable name (the container name)."""
+    stdin: IO[bytes]
+    stdout: IO[bytes]
+    stderr: IO[bytes] | None
+
+    def close(self, timeout: float = 5.0) -> None:
+        """End the supervisor gracefully (close its stdin), then destroy what is left."""
+
+    def kill(self) -> None:
+        """Destroy the supervisor and its container at once."""
+
+
+class SandboxBackend(ABC):
+    """Starts sandboxes."""
+
+    config: SandboxConfig
+
+    @abstractmethod
+    def prepare(self) -> None:
+        """Make everything sessions need ready (engine reachable, image, tree); idempotent.
+
+        Raises:
+            SandboxError: something needed is missing.
+        """
+
+    @abstractmethod
+    def launch(self, session_id: str) -> Connection:
+        """Start one confined supervisor for ``session_id``.
+
+        Raises:
+            HardeningError: the sandbox would not be confined as required (nothing was started).
+            SandboxError: it could not be started.
+        """
+
+    @abstractmethod
+    def verify_ready(self, connection: Connection, status: Mapping[str, Any]) -> None:
+        """Check the supervisor's self-report (sent before any user code ran).
+
+        Raises:
+            HardeningError: the supervisor runs with privileges it must not have.
+        """

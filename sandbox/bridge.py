@@ -1,0 +1,130 @@
+"""The seam between a sandbox session and the real tools: `ToolBridge`.
+
+A script's ``call_tool`` (every stub's body) travels worker → supervisor → host, where the
+session hands it to its bridge. The bridge decides everything about the call — allowlist,
+argument validation, budgets, timeouts, audit — and returns the MCP ``tools/call`` result as
+a wire-format dict (``{"content": [...], "structuredContent": ..., "isError": ...}``), or
+raises `ToolCallRefused` to fail the call with a message the script sees as ``ToolCallError``.
+
+A bridge method may be synchronous or ``async``. Async ones run on the event loop the session
+was given (``tool_loop=``, typically the loop holding the MCP sessions) or else on one shared
+background loop.
+
+A plain function ``(server, tool, arguments) -> result`` works wherever a bridge is expected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast
+
+from sandbox.errors import SandboxError
+
+T = TypeVar("T")
+
+ToolHandler = Callable[[str, str, dict[str, Any]], dict[str, Any] | Awaitable[dict[str, Any]]]
+"""``(server, tool, arguments) -> tools/call result`` (sync or async)."""
+
+
+class ToolCallRefused(SandboxError):
+    """Raised by a bridge to fail one call; the script gets ``ToolCallError(message, code)``."""
+
+    def __init__(self, message: str, code: str = "refused") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class ToolBridge(ABC):
+    """Carries a script's tool calls to real tools."""
+
+    @abstractmethod
+    def call_tool(
+        self, server: str, tool: str, arguments: dict[str, Any]
+    ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        """Call one tool; return the wire-format ``tools/call`` result.
+
+        Raises:
+            ToolCallRefused: the call is not allowed or cannot be made.
+        """
+
+    def search_tools(self, query: str, limit: int) -> list[dict[str, Any]] | Awaitable[list[dict[str, Any]]]:
+        """Tools matching ``query``: ``[{"name", "server", "path", "summary"}, ...]``.
+
+        Raises:
+            ToolCallRefused: this bridge offers no search (the default).
+        """
+        raise ToolCallRefused("tool search is not available in this session", "unsupported")
+
+    def begin_execution(self) -> None:  # noqa: B027 - an optional hook, empty by default
+        """Called before each execution starts (a bridge resets per-execution budgets here)."""
+
+
+class FunctionBridge(ToolBridge):
+    """A bridge made of a plain function (and optionally a search function)."""
+
+    def __init__(
+        self,
+        handler: ToolHandler,
+        search: Callable[[str, int], list[dict[str, Any]] | Awaitable[list[dict[str, Any]]]] | None = None,
+    ) -> None:
+        self._handler = handler
+        self._search = search
+
+    def call_tool(
+        self, server: str, tool: str, arguments: dict[str, Any]
+    ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        return self._handler(server, tool, arguments)
+
+    def search_tools(self, query: str, limit: int) -> list[dict[str, Any]] | Awaitable[list[dict[str, Any]]]:
+        if self._search is None:
+            return super().search_tools(query, limit)
+        return self._search(query, limit)
+
+
+class NoToolsBridge(ToolBridge):
+    """The bridge of a session without tools: every call is refused."""
+
+    def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        raise ToolCallRefused("this session has no tools", "no_tools")
+
+
+def as_bridge(tools: ToolBridge | ToolHandler | None) -> ToolBridge:
+    """A `ToolBridge` for a bridge, a handler function, or None (no tools)."""
+    if tools is None:
+        return NoToolsBridge()
+    if isinstance(tools, ToolBridge):
+        return tools
+    return FunctionBridge(tools)
+
+
+_loop_lock = threading.Lock()
+_background_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _shared_loop() -> asyncio.AbstractEventLoop:
+    global _background_loop
+    with _loop_lock:
+        if _background_loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="tooltree-bridge-loop", daemon=True).start()
+            _background_loop = loop
+        return _background_loop
+
+
+async def _await(value: Awaitable[T]) -> T:
+    return await value
+
+
+def resolve(value: T | Awaitable[T], loop: asyncio.AbstractEventLoop | None) -> T:
+    """The value itself, or the result of awaiting it on ``loop`` (or the shared loop).
+
+    Must be called from a thread that is not running ``loop``.
+    """
+    if isinstance(value, Awaitable):
+        future = asyncio.run_coroutine_threadsafe(_await(cast(Awaitable[T], value)), loop or _shared_loop())
+        return future.result()
+    return value

@@ -1,0 +1,265 @@
+"""`SupervisorChannel`: the host's end of one supervisor's attached stdio.
+
+Threads, per channel (so a slow, silent or hostile container stalls only its own session):
+
+* a reader parses frames (`sandbox.framing`: size cap before parsing, strict JSON, depth cap)
+  and routes them: replies to waiting requests, ``ready`` and streaming notifications, and
+  the container's own requests (tool calls) to the session's handler;
+* a writer sends queued frames, so a container that stops reading cannot block a caller
+  past its timeout;
+* a drain keeps the last few KiB of the container's stderr for error messages.
+
+Any protocol violation kills the container and fails every waiting request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import IO, Any
+
+from sandbox.backend import Connection
+from sandbox.errors import ProtocolError, SessionError
+from sandbox.framing import MAX_FRAME_BYTES, FrameReader, encode_frame
+
+logger = logging.getLogger(__name__)
+
+RequestHandler = Callable[[str, str, dict[str, Any]], None]
+"""``(call id, method, params)``: a request from the container; answer with `SupervisorChannel.respond`."""
+NotificationSink = Callable[[str, dict[str, Any]], None]
+
+_STDERR_KEEP = 8192
+_MAX_ID_CHARS = 64
+
+
+def _close_quietly(stream: IO[bytes]) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        stream.close()
+
+
+class SessionTimeoutError(SessionError):
+    """The supervisor did not answer a request in time."""
+
+
+class _Pending:
+    def __init__(self, sink: NotificationSink | None) -> None:
+        self.event = threading.Event()
+        self.message: dict[str, Any] | None = None
+        self.sink = sink
+
+
+class SupervisorChannel:
+    """Requests to, and requests from, one supervisor."""
+
+    def __init__(self, connection: Connection, session_id: str, *, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        self.connection = connection
+        self.session_id = session_id
+        self._reader = FrameReader(connection.stdout, max_frame_bytes=max_frame_bytes)
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._lock = threading.Lock()
+        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._ready = threading.Event()
+        self.ready_status: dict[str, Any] = {}
+        self._stderr_tail = bytearray()
+        self.broken: str | None = None
+        self.closed = False
+        self.on_request: RequestHandler | None = None
+        self._threads = [
+            threading.Thread(target=self._read_loop, name=f"sandbox-read-{session_id}", daemon=True),
+            threading.Thread(target=self._write_loop, name=f"sandbox-write-{session_id}", daemon=True),
+        ]
+        if connection.stderr is not None:
+            self._threads.append(
+                threading.Thread(target=self._drain_stderr, name=f"sandbox-stderr-{session_id}", daemon=True)
+            )
+        for t in self._threads:
+            t.start()
+
+    # ---- threads --------------------------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        try:
+            while (message := self._reader.read()) is not None:
+                self._route(message)
+            self._fail("the sandbox closed its channel")
+        except ProtocolError as e:
+            self._fail(f"protocol violation from the sandbox: {e}", kill=True)
+        except (OSError, ValueError) as e:
+            self._fail(f"the channel to the sandbox failed: {e}")
+        finally:
+            _close_quietly(self.connection.stdout)
+
+    def _route(self, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        msg_id = message.get("id")
+        if method is not None:
+            if not isinstance(method, str):
+                raise ProtocolError("method is not a string")
+            params = message.get("params", {})
+            if not isinstance(params, dict):
+                raise ProtocolError("params is not an object")
+            if msg_id is None:
+                self._notification(method, params)
+            elif isinstance(msg_id, str) and 0 < len(msg_id) <= _MAX_ID_CHARS:
+                handler = self.on_request
+                if handler is None:
+                    self.respond(msg_id, error={"code": "no_handler", "message": "the host is not accepting calls"})
+                else:
+                    handler(msg_id, method, params)
+            else:
+                raise ProtocolError("a request from the sandbox must have a short string id")
+            return
+        if not isinstance(msg_id, int) or isinstance(msg_id, bool):
+            raise ProtocolError("a reply must carry the integer id of a request")
+        with self._lock:
+            pending = self._pending.pop(msg_id, None)
+        if pending is None:
+            raise ProtocolError(f"a reply to unknown request {msg_id}")
+        pending.message = message
+        pending.event.set()
+
+    def _notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == "ready":
+            if self._ready.is_set():
+                raise ProtocolError("a second ready notification")
+            self.ready_status = params
+            self._ready.set()
+            return
+        with self._lock:
+            sinks = [p.sink for p in self._pending.values() if p.sink is not None]
+        if len(sinks) != 1:
+            raise ProtocolError(f"unexpected notification {method[:40]!r}")
+        sinks[0](method, params)
+
+    def _write_loop(self) -> None:
+        stream = self.connection.stdin
+        try:
+            while (data := self._outbox.get()) is not None:
+                stream.write(data)
+                stream.flush()
+        except (OSError, ValueError):
+            self._fail("the sandbox stopped reading its channel")
+        finally:
+            _close_quietly(stream)
+
+    def _drain_stderr(self) -> None:
+        stream = self.connection.stderr
+        assert stream is not None
+        try:
+            while chunk := stream.read(4096):
+                with self._lock:
+                    self._stderr_tail += chunk
+                    del self._stderr_tail[:-_STDERR_KEEP]
+        except (OSError, ValueError):
+            pass
+        finally:
+            _close_quietly(stream)
+
+    # ---- state ----------------------------------------------------------------------------
+
+    def stderr_tail(self) -> str:
+        """The last few KiB the container wrote to stderr (diagnostics only: untrusted text)."""
+        with self._lock:
+            return self._stderr_tail.decode("utf-8", errors="replace")
+
+    def _fail(self, reason: str, *, kill: bool = False) -> None:
+        with self._lock:
+            if self.broken is None:
+                self.broken = reason
+            pending, self._pending = self._pending, {}
+        if kill:  # before anyone waiting learns of it: a hostile container is gone by then
+            logger.warning("sandbox %s: %s; killing it", self.connection.name, reason)
+            self.connection.kill()
+        for p in pending.values():
+            p.event.set()
+        self._ready.set()
+
+    def _check_usable(self) -> None:
+        if self.closed:
+            raise SessionError("the sandbox session is closed")
+        if self.broken is not None:
+            raise SessionError(f"the sandbox session is unusable: {self.broken}")
+
+    # ---- API ------------------------------------------------------------------------------
+
+    def wait_ready(self, timeout: float) -> dict[str, Any]:
+        """Wait for the supervisor's ``ready`` report and return it.
+
+        Raises:
+            SessionError: it did not come in time, or the channel failed first.
+        """
+        if not self._ready.wait(timeout):
+            self.kill()
+            raise SessionError(f"the sandbox did not start within {timeout:g} s: {self.stderr_tail()[-1000:]}")
+        if not self.ready_status:
+            raise SessionError(f"the sandbox failed to start ({self.broken}): {self.stderr_tail()[-1000:]}")
+        if "error" in self.ready_status:
+            self.kill()
+            raise SessionError(f"the sandbox failed to start: {str(self.ready_status['error'])[:500]}")
+        return self.ready_status
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Queue one message for the supervisor."""
+        self._outbox.put(encode_frame(message))
+
+    def request(
+        self, method: str, params: dict[str, Any], *, timeout: float, sink: NotificationSink | None = None
+    ) -> dict[str, Any]:
+        """Send a request and wait for its result; ``sink`` receives notifications meanwhile.
+
+        Raises:
+            SessionTimeoutError: no answer within ``timeout`` (the caller decides what to do).
+            SessionError: the channel is closed or failed, or the supervisor answered with an error.
+            ProtocolError: the answer is not a well-formed reply.
+        """
+        self._check_usable()
+        request_id = next(self._ids)
+        pending = _Pending(sink)
+        with self._lock:
+            self._pending[request_id] = pending
+        self.send({"id": request_id, "method": method, "params": params})
+        if not pending.event.wait(timeout):
+            with self._lock:
+                self._pending.pop(request_id, None)
+            raise SessionTimeoutError(f"the sandbox did not answer {method} within {timeout:g} s")
+        message = pending.message
+        if message is None:
+            self._check_usable()
+            raise SessionError("the sandbox session ended")
+        error = message.get("error")
+        if error is not None:
+            text = error.get("message") if isinstance(error, dict) else None
+            raise SessionError(f"{method} failed in the sandbox: {str(text)[:2000]}")
+        result = message.get("result")
+        if not isinstance(result, dict):
+            raise ProtocolError(f"the reply to {method} has no result object")
+        return result
+
+    def respond(
+        self, call_id: str, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None
+    ) -> None:
+        """Answer a request the container made."""
+        if self.broken is not None or self.closed:
+            return
+        self.send({"id": call_id, "error": error} if error is not None else {"id": call_id, "result": result or {}})
+
+    def kill(self) -> None:
+        """Destroy the container now."""
+        self._fail("the session was killed")
+        self.closed = True
+        self._outbox.put(None)
+        self.connection.kill()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """End the supervisor gracefully and destroy its container."""
+        if self.closed:
+            return
+        self.closed = True
+        self._outbox.put(None)
+        self.connection.close(timeout)
+        self._fail("the session is closed")

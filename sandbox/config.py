@@ -1,0 +1,86 @@
+"""`SandboxConfig`: the limits and settings of sandbox sessions, with safe defaults."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from sandbox.errors import SandboxError
+
+SANDBOX_UID = 10001
+"""The unprivileged user (and group) that everything in the container runs as."""
+
+TREE_MOUNT = "/opt/tooltree/tree"
+WORKSPACE = "/workspace"
+
+_SIZE = re.compile(r"^(\d+)([kmg]?)$")
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def parse_size(text: str) -> int:
+    """``"64m"`` → bytes (units k, m, g; powers of 1024).
+
+    Raises:
+        SandboxError: not a size.
+    """
+    match = _SIZE.match(text.strip().lower())
+    if not match:
+        raise SandboxError(f"not a size: {text!r} (use e.g. 512m or 2g)")
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """How sandbox containers are confined. Every field has a safe default.
+
+    Attributes:
+        image: the image to run; None means the image built from the current sources
+            (``tooltree-sandbox:<tag>``, see `sandbox.image`).
+        pip_packages: extra pip requirements; sessions then run a derived image
+            (``tooltree-sandbox-custom:<hash>``) built once from ``image`` plus these.
+        memory: memory limit; swap is set equal, so the container cannot swap.
+        cpus: CPU limit (fractions allowed).
+        pids_limit: processes and threads, all together.
+        nofile: open-file limit.
+        tmp_size: size of the ``/tmp`` tmpfs (noexec).
+        workspace_size: size of the ``/workspace`` tmpfs (the workspace quota).
+        timeout: default wall-clock limit of one execution, in seconds.
+        output_chars: characters of stdout (and of stderr) returned in a result; more is
+            previewed as head and tail, with the whole text in a workspace file.
+        runtime: an OCI runtime such as ``runsc`` (gVisor); None for the engine's default.
+        owner: the ``tooltree.owner`` label of every container (cleanup selects on it).
+        labels: extra labels for every container.
+        start_timeout: seconds to wait for a new container's supervisor to report ready.
+        max_frame_bytes: largest frame accepted from the container.
+        workspace_max_bytes: most bytes a workspace may hold when saved or restored.
+    """
+
+    image: str | None = None
+    pip_packages: tuple[str, ...] = ()
+    memory: str = "512m"
+    cpus: float = 1.0
+    pids_limit: int = 256
+    nofile: int = 1024
+    tmp_size: str = "64m"
+    workspace_size: str = "256m"
+    timeout: float = 30.0
+    output_chars: int = 20_000
+    runtime: str | None = None
+    owner: str = "tooltree"
+    labels: dict[str, str] = field(default_factory=dict)
+    start_timeout: float = 30.0
+    max_frame_bytes: int = 16 * 1024 * 1024
+    workspace_max_bytes: int = 256 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        parse_size(self.memory)
+        parse_size(self.tmp_size)
+        parse_size(self.workspace_size)
+        if self.cpus <= 0 or self.pids_limit <= 0 or self.nofile <= 0:
+            raise SandboxError("cpus, pids_limit and nofile must be positive")
+        if self.timeout <= 0 or self.output_chars < 100:
+            raise SandboxError("timeout must be positive and output_chars at least 100")
+
+    @property
+    def memory_bytes(self) -> int:
+        return parse_size(self.memory)

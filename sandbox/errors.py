@@ -1,0 +1,78 @@
+"""The exceptions of the sandbox package.
+
+::
+
+    SandboxError                    base of everything raised here
+    ├── EngineError                 the container engine is missing, unreachable, or a command failed
+    │   └── EngineUnavailableError  no engine answers (install/start Docker, or set DOCKER_HOST)
+    ├── ImageError                  the sandbox image is missing or could not be built
+    ├── HardeningError              a container is not confined as required; it was removed, nothing ran
+    ├── ProtocolError               the container sent something that is not a valid message (hostile or broken)
+    ├── SessionError                the session cannot be used (closed, crashed, failed to start)
+    └── WorkspaceError              the workspace could not be restored or saved
+
+These are errors meant for the developer running the sandbox. Errors meant for the model —
+the script raised, timed out, or a tool call failed — are not exceptions: they are reported in
+the `ExecutionResult`, so the model can read them and try again.
+"""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """Base class of every exception the sandbox package raises."""
+
+
+class EngineError(SandboxError):
+    """A container engine command failed.
+
+    Attributes:
+        command: the argument vector that failed (without the executable).
+        returncode: the exit status, or None when the command could not be run.
+        stderr: what the command printed on stderr.
+        output: what it printed on stdout and stderr (a build log, say).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        command: list[str] | None = None,
+        returncode: int | None = None,
+        stderr: str = "",
+        output: str = "",
+    ):
+        super().__init__(message)
+        self.command = command or []
+        self.returncode = returncode
+        self.stderr = stderr
+        self.output = output or stderr
+
+
+class EngineUnavailableError(EngineError):
+    """No container engine answers."""
+
+
+class ImageError(SandboxError):
+    """The sandbox image is missing or could not be built."""
+
+
+class HardeningError(SandboxError):
+    """A container lacks a required confinement setting. ``violations`` lists each one."""
+
+    def __init__(self, container: str, violations: list[str]) -> None:
+        super().__init__(f"container {container} is not confined as required: " + "; ".join(violations))
+        self.container = container
+        self.violations = violations
+
+
+class ProtocolError(SandboxError):
+    """A message from the container was malformed, oversized or otherwise invalid."""
+
+
+class SessionError(SandboxError):
+    """The session cannot be used: not started, closed, crashed, or it failed to start."""
+
+
+class WorkspaceError(SandboxError):
+    """The workspace could not be restored into, or saved out of, the container."""

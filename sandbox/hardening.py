@@ -1,0 +1,231 @@
+"""The confinement of a sandbox container: the flags that create it, and the checks that prove them.
+
+A container is created (not started), inspected, and started only when `check_hardening`
+finds every setting in effect; otherwise it is removed and `HardeningError` raised — fail
+closed, before any code runs. Once its supervisor is up it reports what the kernel says about
+its own process (uid, capabilities, no_new_privs, seccomp mode), read before any user code
+runs, and `check_process_status` verifies that too.
+
+Defaults, all verified: ``--network none``; read-only root; tmpfs ``/tmp`` (noexec, nosuid,
+nodev, size-capped); tmpfs ``/workspace`` (same, size = quota); uid/gid 10001; ``--cap-drop
+ALL``; ``no-new-privileges``; the seccomp profile of `sandbox.seccomp` (the engine default
+minus io_uring and ptrace); pids, memory (swap = memory) and CPU limits; ``--log-driver
+none``; an open-file ulimit; private IPC and cgroup namespaces; no devices, binds, published
+ports or host namespaces; the owner and session labels; the tree volume, if any, mounted read-only; the requested OCI
+runtime (e.g. ``runsc``) when configured.
+
+One deliberate difference from a plain ``docker run``: no ``--init``. The supervisor itself is
+the container's init (pid 1), because the container's stdio is the channel and whichever
+process is pid 1 holds it: with docker-init there, code running as the sandbox user can open
+``/proc/1/fd/1`` and write raw bytes to the host. The supervisor, as pid 1, makes itself
+non-dumpable (closing its ``/proc`` entries to that user), cannot be signalled from inside, and
+reaps orphans; the check requires exactly that (no ``Init``, the supervisor as the command,
+and a self-report of pid 1, not dumpable).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sandbox.config import SANDBOX_UID, TREE_MOUNT, WORKSPACE, SandboxConfig
+from sandbox.seccomp import PROFILE_PATH, REMOVED
+
+OWNER_LABEL = "tooltree.owner"
+SESSION_LABEL = "tooltree.session"
+SUPERVISOR_COMMAND = ["python3", "-I", "-m", "tooltree_supervisor", "--kill-all-on-timeout"]
+
+
+def create_args(
+    config: SandboxConfig,
+    *,
+    name: str,
+    session_id: str,
+    image: str,
+    tree_volume: str | None = None,
+    seccomp_profile: Path = PROFILE_PATH,
+) -> list[str]:
+    """The ``docker create`` arguments for one sandbox container."""
+    ids = f"uid={SANDBOX_UID},gid={SANDBOX_UID}"
+    args = [
+        "create", "--interactive", "--pull", "never", "--name", name, "--hostname", "sandbox",
+        "--label", f"{OWNER_LABEL}={config.owner}", "--label", f"{SESSION_LABEL}={session_id}",
+    ]  # fmt: skip
+    for key, value in sorted(config.labels.items()):
+        args += ["--label", f"{key}={value}"]
+    args += [
+        "--network", "none",
+        "--read-only",
+        "--tmpfs", f"/tmp:rw,noexec,nosuid,nodev,size={config.tmp_size}",
+        "--tmpfs", f"{WORKSPACE}:rw,noexec,nosuid,nodev,size={config.workspace_size},{ids},mode=0700",
+        "--user", f"{SANDBOX_UID}:{SANDBOX_UID}",
+        "--cap-drop", "ALL",
+        "--security-opt", "no-new-privileges",
+        "--security-opt", f"seccomp={seccomp_profile}",
+        "--entrypoint", "",
+        "--ipc", "private",
+        "--cgroupns", "private",
+        "--pids-limit", str(config.pids_limit),
+        "--memory", config.memory,
+        "--memory-swap", config.memory,
+        "--cpus", f"{config.cpus:g}",
+        "--ulimit", f"nofile={config.nofile}:{config.nofile}",
+        "--ulimit", "core=0:0",
+        "--log-driver", "none",
+    ]  # fmt: skip
+    if config.runtime:
+        args += ["--runtime", config.runtime]
+    if tree_volume:
+        args += ["--mount", f"type=volume,src={tree_volume},dst={TREE_MOUNT},readonly,volume-nocopy"]
+    args += [image, *SUPERVISOR_COMMAND]
+    if tree_volume:
+        args += ["--tree", TREE_MOUNT]
+    return args
+
+
+def _tmpfs_options(tmpfs: Mapping[str, str], path: str) -> set[str] | None:
+    options = tmpfs.get(path)
+    return set(options.split(",")) if isinstance(options, str) else None
+
+
+def _check_seccomp(security_opts: list[str]) -> list[str]:
+    profiles = [
+        opt.split("=", 1)[1] for opt in security_opts if opt.startswith("seccomp=") or opt.startswith("seccomp:")
+    ]
+    if not profiles:
+        return ["no seccomp profile of ours is set (SecurityOpt seccomp=...)"]
+    problems: list[str] = []
+    for text in profiles:
+        if text.strip() == "unconfined":
+            return ["seccomp is unconfined"]
+        try:
+            profile = json.loads(text)
+        except ValueError:
+            return ["the seccomp profile is not readable JSON"]
+        if not isinstance(profile, dict) or not str(profile.get("defaultAction", "")).startswith(
+            ("SCMP_ACT_ERRNO", "SCMP_ACT_KILL")
+        ):
+            problems.append("the seccomp profile does not deny by default")
+            continue
+        for rule in profile.get("syscalls") or []:
+            if isinstance(rule, dict) and rule.get("action") == "SCMP_ACT_ALLOW":
+                allowed = set(rule.get("names") or []) & set(REMOVED)
+                if allowed:
+                    problems.append(f"the seccomp profile allows {', '.join(sorted(allowed))}")
+    return problems
+
+
+def check_hardening(inspect: Mapping[str, Any], config: SandboxConfig, *, tree_volume: str | None = None) -> list[str]:
+    """Every way in which an inspected container differs from the required confinement.
+
+    ``inspect`` is one element of ``docker inspect``'s output. An empty list means the
+    container may run.
+    """
+    v: list[str] = []
+    host = inspect.get("HostConfig") or {}
+    cfg = inspect.get("Config") or {}
+
+    if host.get("NetworkMode") != "none":
+        v.append(f"network is {host.get('NetworkMode')!r}, not 'none'")
+    if host.get("ReadonlyRootfs") is not True:
+        v.append("the root filesystem is not read-only (ReadonlyRootfs)")
+    tmpfs = host.get("Tmpfs") or {}
+    for path, size in (("/tmp", config.tmp_size), (WORKSPACE, config.workspace_size)):
+        options = _tmpfs_options(tmpfs, path)
+        if options is None:
+            v.append(f"{path} is not a tmpfs")
+            continue
+        for required in ("noexec", "nosuid", "nodev", f"size={size}"):
+            if required not in options:
+                v.append(f"tmpfs {path} lacks {required}")
+    user = str(cfg.get("User") or "")
+    if user.split(":")[0] != str(SANDBOX_UID) or user.split(":")[-1] in ("0", "root"):
+        v.append(f"user is {user or 'unset (root)'!r}, not {SANDBOX_UID}:{SANDBOX_UID}")
+    if "ALL" not in [str(c).upper() for c in host.get("CapDrop") or []]:
+        v.append("capabilities are not all dropped (CapDrop ALL)")
+    if host.get("CapAdd"):
+        v.append(f"capabilities are added: {host.get('CapAdd')}")
+    security = [str(s) for s in host.get("SecurityOpt") or []]
+    if not any(s in ("no-new-privileges", "no-new-privileges:true", "no-new-privileges=true") for s in security):
+        v.append("no-new-privileges is not set")
+    v += _check_seccomp(security)
+    if host.get("Privileged"):
+        v.append("the container is privileged")
+    if host.get("Init"):
+        v.append("docker-init would be pid 1 and hold the channel (--init); the supervisor must be the init")
+    if cfg.get("Entrypoint") or list(cfg.get("Cmd") or [])[: len(SUPERVISOR_COMMAND)] != SUPERVISOR_COMMAND:
+        v.append("the container does not run the supervisor as its init process")
+    if not isinstance(host.get("PidsLimit"), int) or not 0 < host["PidsLimit"] <= config.pids_limit:
+        v.append(f"pids limit is {host.get('PidsLimit')!r}, not {config.pids_limit}")
+    memory = config.memory_bytes
+    if host.get("Memory") != memory:
+        v.append(f"memory limit is {host.get('Memory')!r}, not {memory}")
+    if host.get("MemorySwap") != memory:
+        v.append(f"memory+swap limit is {host.get('MemorySwap')!r}, not {memory} (no swap)")
+    nano = host.get("NanoCpus")
+    if not isinstance(nano, int) or not 0 < nano <= round(config.cpus * 1e9):
+        v.append(f"CPU limit is {nano!r}, not {config.cpus:g} CPUs")
+    if (host.get("LogConfig") or {}).get("Type") != "none":
+        v.append("the log driver is not 'none'")
+    ulimits = {u.get("Name"): u for u in host.get("Ulimits") or [] if isinstance(u, dict)}
+    nofile = ulimits.get("nofile")
+    if not nofile or nofile.get("Hard") != config.nofile:
+        v.append(f"no nofile ulimit of {config.nofile}")
+    if host.get("IpcMode") not in ("private", "none"):
+        v.append(f"IPC mode is {host.get('IpcMode')!r}, not private")
+    for key in ("PidMode", "UTSMode", "UsernsMode", "CgroupnsMode"):
+        if str(host.get(key) or "") == "host":
+            v.append(f"{key} is host")
+    if host.get("Devices"):
+        v.append("devices are mapped in")
+    if host.get("Binds"):
+        v.append("host paths are bind-mounted")
+    if host.get("PortBindings") or host.get("PublishAllPorts"):
+        v.append("ports are published")
+    if config.runtime and host.get("Runtime") != config.runtime:
+        v.append(f"runtime is {host.get('Runtime')!r}, not {config.runtime!r}")
+
+    mounts = [m for m in inspect.get("Mounts") or [] if isinstance(m, dict)]
+    for m in mounts:
+        if m.get("Destination") == TREE_MOUNT and m.get("Type") == "volume" and m.get("Name") == tree_volume:
+            if m.get("RW") is not False:
+                v.append("the tree volume is writable")
+        else:
+            v.append(f"unexpected mount at {m.get('Destination')!r}")
+    if tree_volume and not any(m.get("Destination") == TREE_MOUNT for m in mounts):
+        v.append("the tree volume is not mounted")
+
+    labels = cfg.get("Labels") or {}
+    if labels.get(OWNER_LABEL) != config.owner:
+        v.append(f"label {OWNER_LABEL} is not {config.owner!r}")
+    if not labels.get(SESSION_LABEL):
+        v.append(f"label {SESSION_LABEL} is missing")
+    return v
+
+
+def check_process_status(status: Mapping[str, Any], *, runtime: str | None = None) -> list[str]:
+    """What the supervisor's own process reports (from ``/proc/self/status``), checked.
+
+    The report is read before any user code runs, so it can be trusted at that moment. Under
+    gVisor (``runsc``) the sandbox kernel filters system calls itself and may report no seccomp.
+    """
+    v: list[str] = []
+    if status.get("uid") != SANDBOX_UID:
+        v.append(f"the supervisor runs as uid {status.get('uid')!r}, not {SANDBOX_UID}")
+    if status.get("pid") != 1:
+        v.append(f"the supervisor is pid {status.get('pid')!r}, not the container's init")
+    if status.get("dumpable") != 0:
+        v.append("the supervisor is dumpable: the sandbox user could reach its channel through /proc")
+    for key in ("CapEff", "CapPrm"):
+        try:
+            if int(str(status.get(key)), 16) != 0:
+                v.append(f"the supervisor holds capabilities ({key} {status.get(key)})")
+        except ValueError:
+            v.append(f"the supervisor did not report {key}")
+    if str(status.get("NoNewPrivs")) != "1":
+        v.append("no_new_privs is not set on the supervisor")
+    if str(status.get("Seccomp")) != "2" and runtime != "runsc":
+        v.append("the supervisor is not under a seccomp filter")
+    return v

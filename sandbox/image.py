@@ -1,0 +1,348 @@
+"""Building the sandbox image.
+
+The image is ``tooltree-sandbox:<tag>``, where the tag hashes the Dockerfile and every file
+baked in (the supervisor and the stub runtime), so a build is skipped when nothing changed
+and a changed runtime can never run against a stale image.
+
+The base is ``python:3.12-slim``. When it cannot be pulled (no registry, as on CI), the
+build bootstraps a Debian base instead: ``mmdebstrap`` from the mirror that the host's own
+apt sources name (read at run time), then ``docker import``. ``--offline-base`` asks for that
+directly. Users add pip packages with a derived image (`build_derived_image`), cached by the
+package list.
+
+Command line: ``python -m sandbox.image build [--offline-base] [--pip PKG ...]`` and
+``python -m sandbox.image name``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from sandbox._docker import DockerCLI
+from sandbox.errors import EngineError, ImageError, SandboxError
+
+DEFAULT_BASE = "python:3.12-slim"
+IMAGE_REPOSITORY = "tooltree-sandbox"
+DERIVED_REPOSITORY = "tooltree-sandbox-custom"
+OFFLINE_BASE_REPOSITORY = "tooltree-base"
+OWNER_LABEL = "tooltree.owner"
+DEFAULT_SUITE = "bookworm"
+
+_HERE = Path(__file__).parent
+_RUNTIME_DIR = _HERE.parent / "tool_tree" / "runtime"
+_TOOL_TREE_INIT = b'"""tooltree: the parts that run inside the sandbox (the stub runtime)."""\n'
+_PIP_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],<>=!~ ]*$")
+
+
+def context_files() -> dict[str, bytes]:
+    """Every file of the build context, by path relative to the context (sorted)."""
+    files: dict[str, bytes] = {"Dockerfile": (_HERE / "Dockerfile").read_bytes()}
+    for path in sorted((_HERE / "_supervisor").glob("*.py")):
+        files[f"lib/tooltree_supervisor/{path.name}"] = path.read_bytes()
+    files["lib/tool_tree/__init__.py"] = _TOOL_TREE_INIT
+    for path in sorted(_RUNTIME_DIR.glob("*.py")):
+        files[f"lib/tool_tree/runtime/{path.name}"] = path.read_bytes()
+    return dict(sorted(files.items()))
+
+
+def image_tag() -> str:
+    """The content hash that names the image built from the current sources."""
+    digest = hashlib.sha256()
+    for name, data in context_files().items():
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return digest.hexdigest()[:16]
+
+
+def image_name() -> str:
+    """``tooltree-sandbox:<tag>`` for the current sources."""
+    return f"{IMAGE_REPOSITORY}:{image_tag()}"
+
+
+def write_context(dest: Path) -> None:
+    """Write the build context into the (empty) directory ``dest``."""
+    for name, data in context_files().items():
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def _log(message: str) -> None:
+    print(f"tooltree image: {message}", file=sys.stderr, flush=True)
+
+
+# ---- the offline base --------------------------------------------------------------------
+
+
+def _deb822_entries(text: str) -> list[tuple[list[str], list[str], list[str]]]:
+    entries = []
+    for stanza in re.split(r"\n\s*\n", text):
+        fields: dict[str, str] = {}
+        for line in stanza.splitlines():
+            if line.startswith("#") or ":" not in line or line[:1].isspace():
+                continue
+            key, _, value = line.partition(":")
+            fields[key.strip().lower()] = value.strip()
+        if "deb" in fields.get("types", "").split() and fields.get("enabled", "yes").lower() != "no":
+            entries.append(
+                (fields.get("uris", "").split(), fields.get("suites", "").split(), fields.get("types", "").split())
+            )
+    return entries
+
+
+def _one_line_entries(text: str) -> list[tuple[list[str], list[str], list[str]]]:
+    entries = []
+    for raw in text.splitlines():
+        line = re.sub(r"\[[^\]]*\]", " ", raw.split("#", 1)[0]).split()
+        if len(line) >= 3 and line[0] == "deb":
+            entries.append(([line[1]], [line[2]], ["deb"]))
+    return entries
+
+
+def apt_mirror(suite: str = DEFAULT_SUITE, sources_dir: Path = Path("/etc/apt")) -> str:
+    """The Debian mirror URI the host's apt sources use for ``suite``.
+
+    Raises:
+        ImageError: no apt source names that suite.
+    """
+    candidates: list[Path] = []
+    if (sources_dir / "sources.list").is_file():
+        candidates.append(sources_dir / "sources.list")
+    listing = sources_dir / "sources.list.d"
+    if listing.is_dir():
+        candidates += sorted(p for p in listing.iterdir() if p.suffix in (".list", ".sources"))
+    for path in candidates:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        entries = _deb822_entries(text) if path.suffix == ".sources" else _one_line_entries(text)
+        for uris, suites, _ in entries:
+            if suite in suites and uris:
+                return uris[0]
+    raise ImageError(
+        f"no apt source for Debian {suite} in {sources_dir}: pass --mirror URL (a Debian mirror) to bootstrap a base"
+    )
+
+
+def offline_base_name(suite: str = DEFAULT_SUITE) -> str:
+    """The tag of the bootstrapped base image."""
+    return f"{OFFLINE_BASE_REPOSITORY}:{suite}-python3"
+
+
+def bootstrap_base(docker: DockerCLI, *, suite: str = DEFAULT_SUITE, mirror: str | None = None) -> str:
+    """Bootstrap a minimal Debian + python3 base with mmdebstrap and import it; returns its name.
+
+    Reuses the image when it already exists.
+
+    Raises:
+        ImageError: mmdebstrap is missing or failed.
+        EngineError: the import failed.
+    """
+    name = offline_base_name(suite)
+    if docker.exists("image", name):
+        return name
+    if shutil.which("mmdebstrap") is None:
+        raise ImageError("mmdebstrap is needed to bootstrap a base image offline: apt-get install mmdebstrap")
+    mirror = mirror or apt_mirror(suite)
+    _log(f"bootstrapping a Debian {suite} base with python3 from {mirror} (about 30 s)")
+    with tempfile.TemporaryDirectory(prefix="tooltree-base-") as tmp:
+        tarball = Path(tmp) / "base.tar"
+        argv = [
+            "mmdebstrap", "--variant=minbase", "--include=python3", "--quiet",
+            "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/info/*",
+            "--dpkgopt=path-exclude=/usr/share/locale/*", "--dpkgopt=path-exclude=/usr/share/doc/*",
+            "--dpkgopt=path-include=/usr/share/doc/*/copyright",
+            suite, str(tarball), mirror,
+        ]  # fmt: skip
+        proc = subprocess.run(argv, capture_output=True, check=False)
+        if proc.returncode != 0:
+            tail = proc.stderr.decode("utf-8", errors="replace").strip()[-2000:]
+            raise ImageError(f"mmdebstrap failed (exit {proc.returncode}): {tail}")
+        docker.run(
+            [
+                "import",
+                "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "--change", f"LABEL {OWNER_LABEL}=tooltree",
+                "--change", 'CMD ["python3"]',
+                str(tarball), name,
+            ],
+            timeout=600,
+        )  # fmt: skip
+    return name
+
+
+# ---- building ----------------------------------------------------------------------------
+
+
+def _docker_build(
+    docker: DockerCLI, context: Path, tag: str, build_args: dict[str, str], labels: dict[str, str]
+) -> None:
+    args = ["build", "--tag", tag, "--pull=false", "--force-rm"]
+    for key, value in build_args.items():
+        args += ["--build-arg", f"{key}={value}"]
+    for key, value in labels.items():
+        args += ["--label", f"{key}={value}"]
+    args.append(str(context))
+    env = None
+    if "DOCKER_BUILDKIT" not in os.environ and docker.run(["buildx", "version"], check=False).returncode != 0:
+        # Without buildx, use the classic builder outright (newer CLIs warn, then fall back).
+        env = {**os.environ, "DOCKER_BUILDKIT": "0"}
+    try:
+        docker.run(args, timeout=1800, env=env)
+    except EngineError as e:
+        raise ImageError(f"building {tag} failed:\n{e.output[-3000:] or e}") from None
+
+
+def _base_available(docker: DockerCLI, base: str) -> bool:
+    if docker.exists("image", base):
+        return True
+    proc = docker.run(["pull", "--quiet", base], check=False, timeout=600)
+    if proc.returncode == 0:
+        return True
+    reason = proc.stderr.decode("utf-8", errors="replace").strip().splitlines()
+    _log(f"cannot pull {base} ({reason[-1][:200] if reason else 'no reason given'})")
+    return False
+
+
+def build_image(
+    docker: DockerCLI | None = None,
+    *,
+    base: str = DEFAULT_BASE,
+    offline_base: bool = False,
+    mirror: str | None = None,
+    suite: str = DEFAULT_SUITE,
+    force: bool = False,
+) -> str:
+    """Build the sandbox image unless it exists; returns its name.
+
+    With ``offline_base`` — or automatically when ``base`` cannot be pulled — the base is
+    bootstrapped with mmdebstrap (see `bootstrap_base`).
+
+    Raises:
+        ImageError: the base cannot be had or the build failed.
+        EngineUnavailableError: no engine answers.
+    """
+    docker = docker or DockerCLI()
+    name = image_name()
+    if not force and docker.exists("image", name):
+        return name
+    if offline_base:
+        base = bootstrap_base(docker, suite=suite, mirror=mirror)
+    elif not _base_available(docker, base):
+        _log("falling back to a base bootstrapped from the Debian mirror (--offline-base)")
+        base = bootstrap_base(docker, suite=suite, mirror=mirror)
+    _log(f"building {name} from {base}")
+    with tempfile.TemporaryDirectory(prefix="tooltree-image-") as tmp:
+        write_context(Path(tmp))
+        _docker_build(docker, Path(tmp), name, {"BASE": base}, {OWNER_LABEL: "tooltree", "tooltree.base": base})
+    return name
+
+
+def derived_dockerfile(parent: str, packages: Sequence[str], *, ca_bundle: bool = False) -> str:
+    """The Dockerfile of an image that adds pip ``packages`` to ``parent``.
+
+    With ``ca_bundle``, pip trusts the ``ca-bundle.crt`` of the build context (for networks
+    whose TLS goes through an inspecting proxy).
+
+    Raises:
+        ImageError: a package spec contains characters a requirement cannot.
+    """
+    for spec in packages:
+        if not _PIP_SPEC.match(spec):
+            raise ImageError(f"not a pip requirement: {spec!r}")
+    quoted = " ".join(shlex.quote(p) for p in packages)
+    cert = (
+        "COPY ca-bundle.crt /etc/tooltree-build-ca.crt\nENV PIP_CERT=/etc/tooltree-build-ca.crt\n" if ca_bundle else ""
+    )
+    return (
+        f"FROM {parent}\n"
+        "USER root\n"
+        f"{cert}"
+        "RUN set -eu; \\\n"
+        "    if ! python3 -m pip --version >/dev/null 2>&1; then \\\n"
+        "        apt-get update \\\n"
+        "        && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-pip \\\n"
+        "        && rm -rf /var/lib/apt/lists/*; \\\n"
+        "    fi; \\\n"
+        f"    python3 -m pip install --no-cache-dir --disable-pip-version-check --break-system-packages {quoted}; \\\n"
+        "    find / -xdev -perm /6000 -type f -exec chmod a-s {} +\n"
+        "USER 10001:10001\n"
+    )
+
+
+def derived_image_name(parent: str, packages: Sequence[str]) -> str:
+    """``tooltree-sandbox-custom:<hash of parent and packages>``."""
+    key = "\n".join([parent, *sorted(packages)]).encode()
+    return f"{DERIVED_REPOSITORY}:{hashlib.sha256(key).hexdigest()[:16]}"
+
+
+def build_derived_image(
+    docker: DockerCLI | None, parent: str, packages: Sequence[str], *, ca_bundle: Path | None = None
+) -> str:
+    """Build (once) an image with extra pip packages on top of ``parent``; returns its name.
+
+    ``ca_bundle`` (default: the file named by ``PIP_CERT``, if any) is the CA bundle pip trusts
+    during the build.
+
+    Raises:
+        ImageError: a bad package spec, or the build failed.
+        EngineUnavailableError: no engine answers.
+    """
+    docker = docker or DockerCLI()
+    if not packages:
+        return parent
+    name = derived_image_name(parent, packages)
+    if docker.exists("image", name):
+        return name
+    _log(f"building {name}: {parent} + {', '.join(packages)}")
+    if ca_bundle is None and os.environ.get("PIP_CERT") and Path(os.environ["PIP_CERT"]).is_file():
+        ca_bundle = Path(os.environ["PIP_CERT"])
+    with tempfile.TemporaryDirectory(prefix="tooltree-derived-") as tmp:
+        if ca_bundle is not None:
+            shutil.copyfile(ca_bundle, Path(tmp) / "ca-bundle.crt")
+        dockerfile = derived_dockerfile(parent, packages, ca_bundle=ca_bundle is not None)
+        (Path(tmp) / "Dockerfile").write_text(dockerfile, encoding="utf-8")
+        _docker_build(docker, Path(tmp), name, {}, {OWNER_LABEL: "tooltree"})
+    return name
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m sandbox.image``; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m sandbox.image", description="Build the tooltree sandbox image.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="build the image (skipped when it is current)")
+    build.add_argument("--base", default=DEFAULT_BASE, help=f"base image (default {DEFAULT_BASE})")
+    build.add_argument("--offline-base", action="store_true", help="bootstrap a Debian base with mmdebstrap")
+    build.add_argument("--mirror", help="Debian mirror for --offline-base (default: the one apt uses)")
+    build.add_argument(
+        "--suite", default=DEFAULT_SUITE, help=f"Debian suite for --offline-base (default {DEFAULT_SUITE})"
+    )
+    build.add_argument("--pip", nargs="*", default=[], metavar="PKG", help="also build a derived image with these")
+    build.add_argument("--force", action="store_true", help="rebuild even if the image exists")
+    sub.add_parser("name", help="print the image name for the current sources")
+    args = parser.parse_args(argv)
+    if args.command == "name":
+        print(image_name())
+        return 0
+    try:
+        name = build_image(
+            base=args.base, offline_base=args.offline_base, mirror=args.mirror, suite=args.suite, force=args.force
+        )
+        if args.pip:
+            name = build_derived_image(None, name, args.pip)
+    except SandboxError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(name)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

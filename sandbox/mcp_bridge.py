@@ -1,0 +1,229 @@
+"""`McpBridge`: the `ToolBridge` that carries a sandbox's tool calls to real MCP servers.
+
+For every call from a script it:
+
+1. accepts only a tool in the tree's manifest (exact match on server and original tool name;
+   anything else is refused and audited);
+2. refuses a tool whose live definition no longer matches the schema hash it was generated
+   from (a server that changed its tools since generation, possibly maliciously);
+3. validates the arguments against the tool's input schema on the host (``jsonschema``) and
+   returns the precise error to the script;
+4. enforces per-execution budgets (number of calls, bytes of results);
+5. calls the tool through the `ServerPool` and returns the result unflattened;
+6. writes one JSON audit line: session, server, tool, argument digest, outcome, bytes, ms.
+
+Secrets (server env, headers) live in the pool on the host; nothing of them enters the sandbox.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import jsonschema
+from jsonschema.protocols import Validator
+
+from sandbox.bridge import ToolBridge, ToolCallRefused
+from tool_tree.pool import PoolError, ServerPool, ServerUnavailable
+from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot, schema_hash
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Per-execution limits on what one script may pull through the bridge."""
+
+    calls: int = 2_000
+    result_bytes: int = 256 * 1024 * 1024
+
+
+class AuditLog:
+    """One JSON line per tool call, appended to a file (or any text stream). Thread-safe."""
+
+    def __init__(self, target: str | Path | IO[str]) -> None:
+        self._lock = threading.Lock()
+        if isinstance(target, str | Path):
+            self._stream: IO[str] = open(target, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            self._owned = True
+        else:
+            self._stream, self._owned = target, False
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, sort_keys=True)
+        with self._lock:
+            self._stream.write(line + "\n")
+            self._stream.flush()
+
+    def close(self) -> None:
+        if self._owned:
+            self._stream.close()
+
+
+class McpBridge(ToolBridge):
+    """Routes script tool calls to a `ServerPool`, guarded by the tree's manifest and schemas.
+
+    Args:
+        tree: the generated tree whose manifest is the allowlist.
+        pool: live sessions to the servers (its coroutines run on the session's ``tool_loop``).
+        budgets: per-execution limits; `begin_execution` resets the counters.
+        audit: where to write one line per call (None: no audit).
+        session: the session id written into audit lines.
+        verify_live: compare each tool's live definition to the manifest before its first call.
+
+    Raises:
+        TreeError: the tree has no readable manifest.
+    """
+
+    def __init__(
+        self,
+        tree: Path,
+        pool: ServerPool,
+        *,
+        budgets: Budgets | None = None,
+        audit: AuditLog | None = None,
+        session: str = "",
+        verify_live: bool = True,
+    ) -> None:
+        self.tree = tree
+        self.manifest = Manifest.load(tree)
+        self._tools = {(t.server, t.tool): t for t in self.manifest.tools}
+        self._servers = {s.name: s for s in self.manifest.servers}
+        self.pool = pool
+        self.budgets = budgets or Budgets()
+        self.audit = audit
+        self.session = session
+        self.verify_live = verify_live
+        self._lock = threading.Lock()
+        self._calls = 0
+        self._bytes = 0
+        self._validators: dict[tuple[str, str], Validator | None] = {}
+        self._verified: set[tuple[str, str]] = set()
+
+    def begin_execution(self) -> None:
+        """Reset the per-execution budgets (the session calls this before each execution)."""
+        with self._lock:
+            self._calls = 0
+            self._bytes = 0
+
+    async def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        started = time.monotonic()
+        digest = hashlib.sha256(json.dumps(arguments, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+        record: dict[str, Any] = {"session": self.session, "server": server, "tool": tool, "args_sha256": digest}
+        try:
+            result = await self._call(server, tool, arguments)
+        except ToolCallRefused as e:
+            record.update(outcome="refused", code=e.code, error=e.message)
+            raise
+        else:
+            size = len(json.dumps(result, ensure_ascii=False))
+            record.update(outcome="error" if result.get("isError") else "ok", bytes=size)
+            return result
+        finally:
+            record["ms"] = round((time.monotonic() - started) * 1000, 1)
+            record["ts"] = round(time.time(), 3)
+            if self.audit is not None:
+                self.audit.write(record)
+
+    async def _call(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        entry = self._tools.get((server, tool))
+        if entry is None:
+            raise ToolCallRefused(
+                f"{server}.{tool} is not in this tree's manifest (only generated tools can be called)", "not_allowed"
+            )
+        with self._lock:
+            if self._calls >= self.budgets.calls:
+                raise ToolCallRefused(
+                    f"budget exhausted: at most {self.budgets.calls} tool calls per execution", "budget_exhausted"
+                )
+            if self._bytes >= self.budgets.result_bytes:
+                raise ToolCallRefused(
+                    f"budget exhausted: at most {self.budgets.result_bytes} bytes of tool results per execution",
+                    "budget_exhausted",
+                )
+            self._calls += 1
+        validator = self._validator(entry)
+        if validator is not None:
+            error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+            if error is not None:
+                raise ToolCallRefused(f"invalid arguments for {server}.{tool}: {_describe(error)}", "invalid_arguments")
+        try:
+            if self.verify_live and (server, tool) not in self._verified:
+                await self._verify(entry)
+            result = await self.pool.call(server, tool, arguments)
+        except ServerUnavailable as e:
+            raise ToolCallRefused(f"{e}", "server_unavailable") from None
+        except PoolError as e:
+            raise ToolCallRefused(str(e), "server_unavailable") from None
+        size = len(json.dumps(result, ensure_ascii=False))
+        with self._lock:
+            self._bytes += size
+        return result
+
+    async def _verify(self, entry: ToolEntry) -> None:
+        live = await self.pool.live_tool(entry.server, entry.tool)
+        if live is None:
+            raise ToolCallRefused(
+                f"{entry.server}.{entry.tool} is no longer offered by the server; regenerate the tree", "tool_changed"
+            )
+        if schema_hash(live) != entry.schema_hash:
+            raise ToolCallRefused(
+                f"{entry.server}.{entry.tool} changed since the tree was generated (schema hash mismatch); "
+                "review the change and regenerate the tree with `tooltree generate-tree`",
+                "tool_changed",
+            )
+        self._verified.add((entry.server, entry.tool))
+
+    def _validator(self, entry: ToolEntry) -> Validator | None:
+        key = (entry.server, entry.tool)
+        if key in self._validators:
+            return self._validators[key]
+        validator: Validator | None = None
+        server = self._servers.get(entry.server)
+        try:
+            raw = (
+                next((t for t in load_snapshot(self.tree, server) if t.get("name") == entry.tool), None)
+                if server
+                else None
+            )
+            schema = raw.get("inputSchema") if raw else None
+            if isinstance(schema, dict):
+                cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+                cls.check_schema(schema)
+                validator = cls(schema, format_checker=None)
+        except (TreeError, jsonschema.exceptions.SchemaError, RecursionError) as e:
+            # An unusable schema is not checked here; the server still validates its own input.
+            logger.warning("not validating %s.%s on the host: %s", entry.server, entry.tool, e)
+        self._validators[key] = validator
+        return validator
+
+    async def search_tools(self, query: str, limit: int) -> list[dict[str, Any]]:
+        from tool_tree.search import SearchError, load_index
+
+        try:
+            hits = load_index(self.tree).search(query, limit=max(1, min(limit, 50)))
+        except SearchError as e:
+            raise ToolCallRefused(str(e), "search_failed") from None
+        return [
+            {
+                "name": f"{h.package}.{h.function}",
+                "server": h.server,
+                "tool": h.tool,
+                "path": h.path,
+                "summary": h.summary,
+                "score": round(h.score, 4),
+            }
+            for h in hits
+        ]
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+    message = error.message if len(error.message) <= 300 else error.message[:297] + "…"
+    return f"{where or 'arguments'}: {message}"

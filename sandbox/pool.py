@@ -1,0 +1,174 @@
+"""`SandboxPool`: sandboxes started ahead of time, so a new session costs almost nothing.
+
+A background thread keeps ``size`` containers created, verified, started and warm (their
+worker interpreter already running). `acquire` takes one, binds the session's tools and
+workspace, and the thread starts a replacement. Containers are never reused: a closed
+session's container is destroyed, so no state can pass from one session to the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+
+from sandbox.backend import SandboxBackend
+from sandbox.bridge import ToolBridge, ToolHandler
+from sandbox.channel import SupervisorChannel
+from sandbox.config import SandboxConfig
+from sandbox.errors import SandboxError, SessionError
+from sandbox.session import Sandbox, open_channel
+
+logger = logging.getLogger(__name__)
+
+_RETRY_DELAY = 2.0
+
+
+class SandboxPool:
+    """Keeps ``size`` sandboxes warm.
+
+    Args:
+        backend: what runs containers; default a `DockerBackend` from ``config`` and ``tree``.
+        size: how many started sandboxes to keep ready.
+    """
+
+    def __init__(
+        self,
+        backend: SandboxBackend | None = None,
+        *,
+        size: int = 2,
+        config: SandboxConfig | None = None,
+        tree: str | Path | None = None,
+    ) -> None:
+        if backend is None:
+            from sandbox.docker_backend import DockerBackend
+
+            backend = DockerBackend(config, tree=tree)
+        if size < 1:
+            raise SandboxError("a pool needs a size of at least 1")
+        self.backend = backend
+        self.size = size
+        self._ready: list[SupervisorChannel] = []
+        self._cond = threading.Condition()
+        self._closed = False
+        self._last_error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> SandboxPool:
+        """Prepare the backend and start filling the pool.
+
+        Raises:
+            SandboxError: the backend cannot run sandboxes (engine, image, tree).
+        """
+        self.backend.prepare()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._fill, name="sandbox-pool", daemon=True)
+            self._thread.start()
+        return self
+
+    def __enter__(self) -> SandboxPool:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _fill(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and len(self._ready) >= self.size:
+                    self._cond.wait()
+                if self._closed:
+                    return
+            try:
+                channel = open_channel(self.backend, uuid.uuid4().hex)
+            except SandboxError as e:
+                logger.warning("could not start a pooled sandbox: %s", e)
+                with self._cond:
+                    self._last_error = e
+                    self._cond.notify_all()
+                    self._cond.wait(_RETRY_DELAY)
+                continue
+            with self._cond:
+                if self.closed:  # closed while this one was starting
+                    channel.kill()
+                    return
+                self._ready.append(channel)
+                self._last_error = None
+                self._cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close` was called."""
+        return self._closed
+
+    def wait_ready(self, count: int | None = None, timeout: float = 120.0) -> None:
+        """Wait until ``count`` (default: all) sandboxes are warm.
+
+        Raises:
+            SessionError: not within ``timeout``.
+        """
+        want = self.size if count is None else min(count, self.size)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while len(self._ready) < want:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._closed:
+                    raise SessionError(f"the pool did not warm {want} sandboxes in {timeout:g} s: {self._last_error}")
+                self._cond.wait(remaining)
+
+    def _take(self, timeout: float) -> SupervisorChannel:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise SessionError("the pool is closed")
+                while self._ready:
+                    channel = self._ready.pop(0)
+                    self._cond.notify_all()
+                    if channel.broken is None and not channel.closed:
+                        return channel
+                    channel.kill()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise SessionError(f"no pooled sandbox became ready in {timeout:g} s: {self._last_error}")
+                self._cond.wait(remaining)
+
+    def acquire(
+        self,
+        *,
+        tools: ToolBridge | ToolHandler | None = None,
+        workspace: str | Path | None = None,
+        tool_loop: asyncio.AbstractEventLoop | None = None,
+        timeout: float = 60.0,
+    ) -> Sandbox:
+        """A started session from the pool (waiting up to ``timeout`` if none is warm).
+
+        Raises:
+            SessionError: the pool is closed or nothing became ready in time.
+            WorkspaceError: the workspace could not be restored.
+        """
+        if self._closed:
+            raise SessionError("the pool is closed")
+        if self._thread is None:
+            self.start()
+        channel = self._take(timeout)
+        sandbox = Sandbox(self.backend, tools=tools, workspace=workspace, tool_loop=tool_loop)
+        sandbox.attach(channel)
+        return sandbox
+
+    def close(self) -> None:
+        """Stop refilling and destroy the idle sandboxes (acquired sessions stay open)."""
+        with self._cond:
+            self._closed = True
+            idle, self._ready = self._ready, []
+            self._cond.notify_all()
+        for channel in idle:
+            channel.kill()
+        if self._thread is not None:
+            self._thread.join(timeout=60)

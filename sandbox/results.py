@@ -1,0 +1,189 @@
+"""`ExecutionResult` and the host-side checks that build it from what the container reported.
+
+The container's report is hostile input: every field is type-checked and capped, text is
+cleaned of terminal escape sequences and control characters (invalid UTF-8 was already
+replaced by the supervisor's decoder, and JSON cannot carry invalid UTF-8 past the frame
+parser), images are decoded strictly and must be the image type their bytes say they are.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_IMAGES = 8
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+_ERROR_CHARS = 2_000
+_TRACEBACK_CHARS = 20_000
+_OUTPUT_PATH = re.compile(r"^/workspace/\.tooltree/outputs/\d{1,9}-std(out|err)\.txt$")
+
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement, ...
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: titles, hyperlinks
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC strings
+    r"|\x1b[ -/]*[0-~]?"  # any other escape
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+)
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+_MAGIC = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+}
+
+
+def clean_text(text: str) -> str:
+    """Strip terminal escape sequences and control characters (tabs and newlines stay; CR ends a line)."""
+    text = _ESCAPES.sub("", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROLS.sub("", text)
+
+
+def image_type_matches(data: bytes, mime: str) -> bool:
+    """Whether ``data`` starts the way a ``mime`` image must."""
+    if mime == "image/webp":
+        return data[:4] == b"RIFF" and data[8:12] == b"WEBP"
+    return any(data.startswith(m) for m in _MAGIC.get(mime, ()))
+
+
+@dataclass(frozen=True)
+class ShownImage:
+    """An image the script passed to ``show_image``."""
+
+    data: bytes
+    mime_type: str
+
+    def base64(self) -> str:
+        return base64.b64encode(self.data).decode("ascii")
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    """One line of the tool-call ledger, as the host saw the call."""
+
+    server: str
+    tool: str
+    ok: bool
+    request_bytes: int
+    response_bytes: int
+    duration_ms: float
+    error: str | None = None
+
+    def line(self) -> str:
+        status = "ok" if self.ok else f"error: {self.error or 'failed'}"
+        return f"{self.server}.{self.tool} {status} ({self.response_bytes} B, {self.duration_ms:.0f} ms)"
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """What one execution produced. Failures of the script are data here, not exceptions.
+
+    Attributes:
+        stdout: captured standard output, cleaned; when longer than the cap, a head and a
+            tail around a marker naming the workspace file with everything.
+        stderr: the same for standard error.
+        exit_status: 0 on success, 1 for an uncaught exception, the ``sys.exit`` code, or the
+            negated signal number when the run was killed (timeout: -9).
+        duration: seconds, measured on the host.
+        error: one line (``"KeyError: 'x'"``, ``"timed out after 30 s"``) or None.
+        traceback: the traceback trimmed to the user's own frames, or None.
+        timed_out: the wall-clock limit killed the run.
+        state_reset: the interpreter was restarted (timeout or crash): variables and imports are gone.
+        images: images shown with ``show_image``.
+        tool_calls: the ledger of tool calls the script made.
+        stdout_path / stderr_path: the workspace file holding the whole output, when truncated.
+    """
+
+    stdout: str
+    stderr: str
+    exit_status: int
+    duration: float
+    error: str | None = None
+    traceback: str | None = None
+    timed_out: bool = False
+    state_reset: bool = False
+    images: list[ShownImage] = field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    stdout_path: str | None = None
+    stderr_path: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The script ran to the end without an error."""
+        return self.exit_status == 0 and not self.timed_out and self.error is None
+
+    def ledger(self) -> str:
+        """The tool-call ledger, one call per line."""
+        return "\n".join(c.line() for c in self.tool_calls)
+
+
+def _str(value: Any, cap: int) -> str | None:
+    return clean_text(value[:cap]) if isinstance(value, str) else None
+
+
+def _preview(stream: Any, max_chars: int, name: str) -> tuple[str, bool, str | None]:
+    if not isinstance(stream, dict):
+        return "", False, None
+    half = max_chars // 2 + 1
+    head = _str(stream.get("head"), max_chars) or ""
+    if stream.get("truncated") is not True:
+        return head, False, None
+    head = head[:half]
+    tail = _str(stream.get("tail"), half) or ""
+    path = stream.get("path") if isinstance(stream.get("path"), str) and _OUTPUT_PATH.match(stream["path"]) else None
+    total = stream.get("bytes") if isinstance(stream.get("bytes"), int) and stream["bytes"] >= 0 else None
+    where = f"the whole {name} is in {path}" if path else f"the rest of {name} could not be saved"
+    size = f" of {total} bytes" if total is not None else ""
+    return f"{head}\n\n[... {name} truncated{size}: {where} ...]\n\n{tail}", True, path
+
+
+def _images(raw: Any) -> list[ShownImage]:
+    images: list[ShownImage] = []
+    for item in raw[:MAX_IMAGES] if isinstance(raw, list) else []:
+        if not isinstance(item, dict) or not isinstance(item.get("data"), str) or not isinstance(item.get("mime"), str):
+            continue
+        if len(item["data"]) > MAX_IMAGE_BYTES * 4 // 3 + 4:
+            continue
+        try:
+            data = base64.b64decode(item["data"], validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if len(data) <= MAX_IMAGE_BYTES and image_type_matches(data, item["mime"]):
+            images.append(ShownImage(data, item["mime"]))
+    return images
+
+
+def parse_execution(
+    raw: dict[str, Any], *, max_chars: int, duration: float, tool_calls: list[ToolCallRecord]
+) -> ExecutionResult:
+    """Build a result from the supervisor's (untrusted) report."""
+    stdout, out_cut, out_path = _preview(raw.get("stdout"), max_chars, "stdout")
+    stderr, err_cut, err_path = _preview(raw.get("stderr"), max_chars, "stderr")
+    status = raw.get("exit_status")
+    exit_status = status if isinstance(status, int) and not isinstance(status, bool) and -255 <= status <= 255 else 1
+    timed_out = raw.get("timed_out") is True
+    error = _str(raw.get("error"), _ERROR_CHARS)
+    if exit_status != 0 and error is None:
+        error = f"exit status {exit_status}"
+    return ExecutionResult(
+        stdout=stdout,
+        stderr=stderr,
+        exit_status=exit_status,
+        duration=duration,
+        error=error,
+        traceback=_str(raw.get("traceback"), _TRACEBACK_CHARS),
+        timed_out=timed_out,
+        state_reset=raw.get("state_reset") is True,
+        images=_images(raw.get("images")),
+        tool_calls=tool_calls,
+        stdout_truncated=out_cut,
+        stderr_truncated=err_cut,
+        stdout_path=out_path,
+        stderr_path=err_path,
+    )

@@ -1,0 +1,142 @@
+"""The host's end of the channel survives hostile, silent and broken peers.
+
+The peer here is an in-process stand-in for a supervisor on a pair of real pipes: the
+boundary under test is the byte stream, not the container.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from typing import IO, Any
+
+import pytest
+
+from sandbox._supervisor.wire import FrameReader as PeerReader
+from sandbox.channel import SessionTimeoutError, SupervisorChannel
+from sandbox.errors import SessionError
+from sandbox.framing import encode_frame
+
+
+class PipePeer:
+    """A `Connection` whose other end this test drives."""
+
+    def __init__(self) -> None:
+        host_to_peer_r, host_to_peer_w = os.pipe()
+        peer_to_host_r, self.peer_out = os.pipe()
+        self.name = "pipe-peer"
+        self.stdin: IO[bytes] = os.fdopen(host_to_peer_w, "wb", buffering=0)
+        self.stdout: IO[bytes] = os.fdopen(peer_to_host_r, "rb")
+        self.stderr: IO[bytes] | None = None
+        self.peer_in = PeerReader(host_to_peer_r)
+        self.killed = threading.Event()
+
+    def send_raw(self, data: bytes) -> None:
+        os.write(self.peer_out, data)
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.send_raw(encode_frame(message))
+
+    def close(self, timeout: float = 5.0) -> None:
+        self.stdin.close()
+
+    def kill(self) -> None:
+        self.killed.set()
+        os.close(self.peer_out)
+
+
+def ready_channel(peer: PipePeer) -> SupervisorChannel:
+    channel = SupervisorChannel(peer, "test")
+    peer.send({"method": "ready", "params": {"uid": 10001}})
+    assert channel.wait_ready(10) == {"uid": 10001}
+    return channel
+
+
+def test_a_request_gets_its_reply() -> None:
+    peer = PipePeer()
+    channel = ready_channel(peer)
+
+    def answer() -> None:
+        request = peer.peer_in.read()
+        assert request is not None
+        peer.send({"id": request["id"], "result": {"echo": request["params"]}})
+
+    threading.Thread(target=answer).start()
+    assert channel.request("ping", {"x": 1}, timeout=10) == {"echo": {"x": 1}}
+
+
+def test_an_oversized_frame_kills_the_peer_and_fails_the_waiting_request() -> None:
+    peer = PipePeer()
+    channel = ready_channel(peer)
+    threading.Thread(target=lambda: (peer.peer_in.read(), peer.send_raw(struct.pack(">I", 1 << 30)))).start()
+    with pytest.raises(SessionError, match="exceeds"):
+        channel.request("ping", {}, timeout=10)
+    assert peer.killed.is_set()
+    with pytest.raises(SessionError, match="unusable"):
+        channel.request("ping", {}, timeout=10)
+
+
+def test_a_reply_to_a_request_never_made_is_a_violation() -> None:
+    peer = PipePeer()
+    channel = ready_channel(peer)
+    peer.send({"id": 999, "result": {}})
+    assert peer.killed.wait(10)
+    assert channel.broken is not None and "unknown request" in channel.broken
+
+
+def test_a_notification_nobody_asked_for_is_a_violation() -> None:
+    peer = PipePeer()
+    channel = ready_channel(peer)
+    peer.send({"method": "workspace.file", "params": {"path": "x", "data": ""}})
+    assert peer.killed.wait(10)
+    assert channel.broken is not None and "unexpected notification" in channel.broken
+
+
+def test_a_request_with_a_non_string_id_is_a_violation() -> None:
+    peer = PipePeer()
+    channel = ready_channel(peer)
+    peer.send({"id": {"nested": 1}, "method": "tool_call", "params": {}})
+    assert peer.killed.wait(10)
+    assert channel.broken is not None
+
+
+def test_requests_from_the_peer_reach_the_handler_and_get_answers() -> None:
+    peer = PipePeer()
+    channel = ready_channel(peer)
+    channel.on_request = lambda call_id, method, params: channel.respond(call_id, result={"got": method})
+    peer.send({"id": "c1", "method": "tool_call", "params": {}})
+    assert peer.peer_in.read() == {"id": "c1", "result": {"got": "tool_call"}}
+
+
+def test_a_silent_peer_times_out_without_blocking_another_session() -> None:
+    silent, lively = PipePeer(), PipePeer()
+    silent_channel, lively_channel = ready_channel(silent), ready_channel(lively)
+    outcome: list[BaseException] = []
+
+    def wait_on_silent() -> None:
+        try:
+            silent_channel.request("execute", {}, timeout=0.5)
+        except SessionTimeoutError as e:
+            outcome.append(e)
+
+    waiter = threading.Thread(target=wait_on_silent)
+    waiter.start()
+
+    def answer() -> None:
+        request = lively.peer_in.read()
+        assert request is not None
+        lively.send({"id": request["id"], "result": {"ok": True}})
+
+    threading.Thread(target=answer).start()
+    assert lively_channel.request("ping", {}, timeout=10) == {"ok": True}
+    waiter.join(10)
+    assert len(outcome) == 1
+
+
+def test_a_peer_that_dies_before_ready_fails_the_start() -> None:
+    peer = PipePeer()
+    channel = SupervisorChannel(peer, "test")
+    os.close(peer.peer_out)
+    with pytest.raises(SessionError, match="failed to start"):
+        channel.wait_ready(10)

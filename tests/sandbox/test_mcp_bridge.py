@@ -1,0 +1,211 @@
+"""`McpBridge`: allowlist, host-side validation, budgets, rug-pull detection and audit, against real
+sample servers; then whole scripts in a real container calling them."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox import Sandbox, SandboxConfig
+from sandbox.bridge import ToolCallRefused
+from sandbox.mcp_bridge import AuditLog, Budgets, McpBridge
+from tool_tree.config import ServerConfig
+from tool_tree.pool import BackgroundPool
+from tooltree_cli.main import main
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "tests" / "sample_servers"
+
+
+def servers() -> list[ServerConfig]:
+    return [ServerConfig(name=n, command=sys.executable, args=(str(SAMPLES / f"{n}.py"),)) for n in ("crm", "media")]
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("bridge")
+    config = tmp / "tooltree.yaml"
+    config.write_text(
+        "servers:\n"
+        + "".join(
+            f"  {s.name}:\n    command: {json.dumps(s.command)}\n    args: [{json.dumps(s.args[0])}]\n"
+            for s in servers()
+        ),
+        encoding="utf-8",
+    )
+    out = tmp / "tree"
+    assert main(["generate-tree", "--config", str(config), "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[BackgroundPool]:
+    with BackgroundPool(servers()) as bg:
+        yield bg
+
+
+def call(bridge: McpBridge, pool: BackgroundPool, server: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    import asyncio
+
+    return asyncio.run_coroutine_threadsafe(bridge.call_tool(server, tool, args), pool.loop).result()
+
+
+def audit_lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_a_manifest_tool_is_called_and_audited(tree: Path, pool: BackgroundPool) -> None:
+    stream = io.StringIO()
+    bridge = McpBridge(tree, pool.pool, audit=AuditLog(stream), session="s1")
+    result = call(bridge, pool, "media", "render_chart", {"title": "Q3", "values": [3, 1, 2]})
+    assert any(b["type"] == "image" and b["mimeType"] == "image/png" for b in result["content"])
+    (line,) = audit_lines(stream)
+    assert line["session"] == "s1" and line["server"] == "media" and line["tool"] == "render_chart"
+    assert line["outcome"] == "ok" and line["bytes"] > 100 and len(line["args_sha256"]) == 16 and line["ms"] >= 0
+
+
+@pytest.mark.parametrize(
+    ("server", "tool"),
+    [
+        ("crm", "delete_everything"),
+        ("crm", "../crm/list_leads"),
+        ("crm", "List_Leads"),
+        ("crm", "list_leads\x00"),
+        ("crm", "list_leaｄs"),
+        ("CRM", "list_leads"),
+        ("other", "list_leads"),
+        ("crm", "list-leads"),
+    ],
+)
+def test_calls_outside_the_manifest_are_refused_and_audited(
+    tree: Path, pool: BackgroundPool, server: str, tool: str
+) -> None:
+    stream = io.StringIO()
+    bridge = McpBridge(tree, pool.pool, audit=AuditLog(stream))
+    with pytest.raises(ToolCallRefused) as info:
+        call(bridge, pool, server, tool, {})
+    assert info.value.code == "not_allowed"
+    assert audit_lines(stream)[0]["outcome"] == "refused"
+
+
+def test_schema_invalid_arguments_are_refused_on_the_host_with_the_path(tree: Path, pool: BackgroundPool) -> None:
+    bridge = McpBridge(tree, pool.pool)
+    with pytest.raises(ToolCallRefused) as info:
+        call(bridge, pool, "crm", "list_leads", {"limit": "ten"})
+    assert info.value.code == "invalid_arguments"
+    assert "limit: 'ten' is not of type 'integer'" in info.value.message
+    with pytest.raises(ToolCallRefused, match=r"status: 'maybe' is not one of"):
+        call(bridge, pool, "crm", "list_leads", {"status": "maybe"})
+    with pytest.raises(ToolCallRefused, match="'title' is a required property"):
+        call(bridge, pool, "media", "render_chart", {"values": [1]})
+
+
+def test_budgets_stop_a_runaway_script_and_reset_per_execution(tree: Path, pool: BackgroundPool) -> None:
+    bridge = McpBridge(tree, pool.pool, budgets=Budgets(calls=2))
+    for _ in range(2):
+        call(bridge, pool, "media", "slow_echo", {"text": "x", "seconds": 0})
+    with pytest.raises(ToolCallRefused) as info:
+        call(bridge, pool, "media", "slow_echo", {"text": "x", "seconds": 0})
+    assert info.value.code == "budget_exhausted"
+    bridge.begin_execution()
+    call(bridge, pool, "media", "slow_echo", {"text": "x", "seconds": 0})
+    small = McpBridge(tree, pool.pool, budgets=Budgets(result_bytes=1000))
+    call(small, pool, "crm", "list_leads", {"limit": 50})
+    with pytest.raises(ToolCallRefused, match="bytes of tool results"):
+        call(small, pool, "crm", "list_leads", {"limit": 1})
+
+
+def test_a_tool_that_changed_since_generation_is_refused(tree: Path, pool: BackgroundPool, tmp_path: Path) -> None:
+    import shutil
+
+    tampered = tmp_path / "tree"
+    shutil.copytree(tree, tampered)
+    manifest = json.loads((tampered / "manifest.json").read_text(encoding="utf-8"))
+    for t in manifest["tools"]:
+        if t["tool"] == "slow_echo":
+            t["schema_hash"] = "sha256:" + "0" * 64
+    (tampered / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    bridge = McpBridge(tampered, pool.pool)
+    with pytest.raises(ToolCallRefused) as info:
+        call(bridge, pool, "media", "slow_echo", {"text": "x", "seconds": 0})
+    assert info.value.code == "tool_changed" and "regenerate" in info.value.message
+
+
+def test_search_from_a_script_is_answered_from_the_tree_index(tree: Path, pool: BackgroundPool) -> None:
+    import asyncio
+
+    bridge = McpBridge(tree, pool.pool)
+    hits = asyncio.run_coroutine_threadsafe(bridge.search_tools("export leads", 3), pool.loop).result()
+    assert hits[0]["name"] == "crm.list_leads" and hits[0]["tool"] == "list_leads"
+
+
+# ---- whole scripts in a real container -------------------------------------------------------------------
+
+
+@pytest.fixture
+def session(docker_engine: object, test_config: SandboxConfig, tree: Path, pool: BackgroundPool) -> Iterator[Sandbox]:
+    bridge = McpBridge(tree, pool.pool)
+    with Sandbox(config=test_config, tree=tree, tools=bridge, tool_loop=pool.loop) as sandbox:
+        yield sandbox
+
+
+@pytest.mark.docker
+def test_a_script_filters_ten_thousand_leads_and_only_its_printout_returns(session: Sandbox) -> None:
+    result = session.execute(
+        "from servers.crm import list_leads\n"
+        "rows = list_leads().json()['leads']\n"
+        "top = sorted(rows, key=lambda r: r['estimated_value'], reverse=True)[:3]\n"
+        "print(len(rows), [r['company'] for r in top])\n"
+    )
+    assert result.error is None, result.traceback
+    assert result.stdout.startswith("10000 [")
+    (ledger,) = result.tool_calls
+    assert ledger.tool == "list_leads" and ledger.ok and ledger.response_bytes > 1_000_000
+    assert len(result.stdout) < 300
+
+
+@pytest.mark.docker
+def test_parallel_calls_from_a_script_are_in_flight_together(session: Sandbox) -> None:
+    result = session.execute(
+        "from tool_tree.runtime import call_tool, parallel\n"
+        "args = {'group': 'sandbox', 'parties': 6, 'timeout': 20}\n"
+        "out = parallel(*[lambda: call_tool('media', 'rendezvous', args) for _ in range(6)])\n"
+        "print(sorted({r.text for r in out}))\n"
+    )
+    assert result.error is None, result.traceback
+    assert "6 parties met" in result.stdout and len(result.tool_calls) == 6
+
+
+@pytest.mark.docker
+def test_an_image_from_a_tool_reaches_the_result_as_an_image(session: Sandbox) -> None:
+    result = session.execute(
+        "from servers.media import render_chart\n"
+        "chart = render_chart(title='Pipeline', values=[5, 3, 8])\n"
+        "show_image(chart.images[0])\n"
+    )
+    assert result.error is None, result.traceback
+    (image,) = result.images
+    assert image.mime_type == "image/png" and image.data.startswith(b"\x89PNG\r\n\x1a\n")
+
+
+@pytest.mark.docker
+def test_tool_errors_refusals_and_invalid_arguments_reach_the_script(session: Sandbox) -> None:
+    result = session.execute(
+        "from servers.media import fail\n"
+        "from servers.crm import list_leads\n"
+        "from tool_tree.runtime import ToolCallError, ToolError, call_tool\n"
+        "try:\n    fail(message='quota exceeded')\nexcept ToolError as e:\n    print('tool error:', e.message)\n"
+        "try:\n    call_tool('crm', 'drop_database', {})\nexcept ToolCallError as e:\n    print('refused:', e.code)\n"
+        "try:\n    list_leads(limit='many')\nexcept ToolCallError as e:\n    print('invalid:', e.code, e.message)\n"
+    )
+    assert result.error is None, result.traceback
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("tool error: ") and lines[0].endswith("quota exceeded")
+    assert lines[1] == "refused: not_allowed"
+    assert lines[2].startswith("invalid: invalid_arguments invalid arguments for crm.list_leads: limit:")

@@ -1,0 +1,100 @@
+"""Results built from the container's report are cleaned and capped."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from sandbox.results import ToolCallRecord, clean_text, image_type_matches, parse_execution
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 20
+
+
+def report(**fields: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "exit_status": 0,
+        "error": None,
+        "traceback": None,
+        "timed_out": False,
+        "state_reset": False,
+        "stdout": {"head": "", "tail": "", "truncated": False, "bytes": 0, "path": None},
+        "stderr": {"head": "", "tail": "", "truncated": False, "bytes": 0, "path": None},
+        "images": [],
+    }
+    return {**base, **fields}
+
+
+def test_terminal_escape_sequences_are_stripped() -> None:
+    text = "\x1b[31mred\x1b[0m \x1b]0;title\x07plain \x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\ \x9b2Jend\x1bc"
+    assert clean_text(text) == "red plain link end"
+
+
+def test_control_characters_go_and_carriage_returns_end_lines() -> None:
+    assert clean_text("a\x00b\x07c\td\r\ne\rf\u202eg") == "abc\td\ne\nfg"
+
+
+def test_short_output_is_returned_whole() -> None:
+    result = parse_execution(
+        report(stdout={"head": "hi\n", "tail": "", "truncated": False, "bytes": 3, "path": None}),
+        max_chars=100,
+        duration=0.1,
+        tool_calls=[],
+    )
+    assert result.stdout == "hi\n" and not result.stdout_truncated and result.ok
+
+
+def test_truncated_output_shows_head_tail_and_the_file_with_everything() -> None:
+    stream = {
+        "head": "H" * 50,
+        "tail": "T" * 50,
+        "truncated": True,
+        "bytes": 5000,
+        "path": "/workspace/.tooltree/outputs/3-stdout.txt",
+    }
+    result = parse_execution(report(stdout=stream), max_chars=100, duration=0.1, tool_calls=[])
+    assert result.stdout_truncated
+    assert result.stdout_path == "/workspace/.tooltree/outputs/3-stdout.txt"
+    assert result.stdout.startswith("H" * 50) and result.stdout.endswith("T" * 50)
+    assert "5000 bytes" in result.stdout and "/workspace/.tooltree/outputs/3-stdout.txt" in result.stdout
+
+
+def test_a_hostile_report_is_capped_and_its_odd_path_dropped() -> None:
+    stream = {"head": "x" * 1_000_000, "tail": "y" * 1_000_000, "truncated": True, "bytes": -5, "path": "/etc/passwd"}
+    result = parse_execution(
+        report(stdout=stream, exit_status=10**9, error=["not", "text"], traceback="t" * 10**6),
+        max_chars=1000,
+        duration=0.1,
+        tool_calls=[],
+    )
+    assert len(result.stdout) < 1200
+    assert result.stdout_path is None
+    assert result.exit_status == 1 and result.error == "exit status 1"
+    assert result.traceback is not None and len(result.traceback) <= 20_000
+
+
+def test_images_must_be_strict_base64_of_the_type_they_claim() -> None:
+    good = {"mime": "image/png", "data": base64.b64encode(PNG).decode()}
+    lying = {"mime": "image/jpeg", "data": base64.b64encode(PNG).decode()}
+    garbage = {"mime": "image/png", "data": "not base64!!"}
+    svg = {"mime": "image/svg+xml", "data": base64.b64encode(b"<svg/>").decode()}
+    result = parse_execution(report(images=[good, lying, garbage, svg, "x"]), max_chars=100, duration=0, tool_calls=[])
+    assert [(i.mime_type, i.data) for i in result.images] == [("image/png", PNG)]
+
+
+def test_image_types_are_recognised_by_their_bytes() -> None:
+    assert image_type_matches(b"\xff\xd8\xff\xe0", "image/jpeg")
+    assert image_type_matches(b"GIF89a...", "image/gif")
+    assert image_type_matches(b"RIFF\x00\x00\x00\x00WEBPVP8 ", "image/webp")
+    assert not image_type_matches(b"<svg", "image/png")
+
+
+def test_a_timeout_is_an_error_and_the_ledger_reads_as_lines() -> None:
+    calls = [ToolCallRecord("crm", "list_leads", True, 10, 200, 12.3), ToolCallRecord("crm", "x", False, 1, 0, 1, "no")]
+    result = parse_execution(
+        report(exit_status=-9, error="timed out after 2 s", timed_out=True, state_reset=True),
+        max_chars=100,
+        duration=2.0,
+        tool_calls=calls,
+    )
+    assert not result.ok and result.timed_out and result.state_reset
+    assert result.ledger() == "crm.list_leads ok (200 B, 12 ms)\ncrm.x error: no (0 B, 1 ms)"

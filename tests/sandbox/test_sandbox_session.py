@@ -1,0 +1,396 @@
+"""Sandbox sessions end to end, in real containers."""
+
+from __future__ import annotations
+
+import base64
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox import DockerBackend, Sandbox, SandboxConfig, SessionError, ToolBridge, ToolCallRefused
+
+pytestmark = pytest.mark.docker
+
+
+def tiny_png() -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00"))
+        + chunk(b"IEND", b"")
+    )
+
+
+PNG = tiny_png()
+
+
+class RecordingTools(ToolBridge):
+    """A bridge that records calls and how many were in flight at once."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+
+    def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self.calls.append((server, tool, arguments))
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if tool == "slow":
+                time.sleep(0.2)  # a tool that takes 200 ms
+            if tool == "fail":
+                return {"content": [{"type": "text", "text": "no such lead"}], "isError": True}
+            if tool == "refuse":
+                raise ToolCallRefused("crm.refuse is not in the allowlist", "not_allowed")
+            if tool == "image":
+                return {"content": [{"type": "image", "data": base64.b64encode(PNG).decode(), "mimeType": "image/png"}]}
+            return {"content": [{"type": "text", "text": f"{tool} {arguments}"}]}
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def search_tools(self, query: str, limit: int) -> list[dict[str, Any]]:
+        return [{"name": "list_leads", "server": "crm", "path": "servers/crm/list_leads.py", "summary": query}][:limit]
+
+
+@pytest.fixture(scope="module")
+def tools() -> RecordingTools:
+    return RecordingTools()
+
+
+@pytest.fixture(scope="module")
+def shared(backend: DockerBackend, tools: RecordingTools) -> Iterator[Sandbox]:
+    """One session for tests that neither depend on nor leave interpreter state."""
+    with Sandbox(backend, tools=tools) as sb:
+        yield sb
+
+
+def test_hello_world_runs_as_the_sandbox_user_in_the_workspace(shared: Sandbox) -> None:
+    result = shared.execute("import os\nprint('hello')\nprint(os.getuid(), os.getcwd())")
+    assert result.ok
+    assert result.stdout == "hello\n10001 /workspace\n"
+    assert result.exit_status == 0 and result.error is None and result.duration > 0
+
+
+def test_stdout_and_stderr_are_captured_apart_and_cleaned(shared: Sandbox) -> None:
+    code = (
+        "import sys\n"
+        "print('\\x1b[31mred\\x1b[0m')\n"
+        "print('oops', file=sys.stderr)\n"
+        "sys.stdout.flush()\n"
+        "sys.stdout.buffer.write(b'\\xff\\xfe bytes\\n')\n"
+    )
+    result = shared.execute(code)
+    assert result.stdout == "red\n\ufffd\ufffd bytes\n"
+    assert result.stderr == "oops\n"
+
+
+def test_output_of_subprocesses_is_captured_too(shared: Sandbox) -> None:
+    result = shared.execute("import subprocess\nsubprocess.run(['echo', 'from a child'])")
+    assert result.stdout == "from a child\n"
+
+
+def test_a_script_writing_frames_to_its_stdout_cannot_touch_the_channel(shared: Sandbox) -> None:
+    code = (
+        "import os, json\n"
+        "body = json.dumps({'id': 1, 'result': {}}).encode()\n"
+        "os.write(1, len(body).to_bytes(4, 'big') + body)\n"
+    )
+    result = shared.execute(code)
+    assert result.ok and '"result"' in result.stdout
+    assert shared.execute("print('still fine')").stdout == "still fine\n"
+
+
+def test_long_output_is_capped_with_head_tail_and_the_full_text_in_a_file(docker_engine: Any) -> None:
+    backend = DockerBackend(SandboxConfig(owner="tooltree-test", output_chars=1000), docker=docker_engine)
+    with Sandbox(backend) as sb:
+        result = sb.execute("for i in range(2000):\n    print(f'line {i}')")
+        assert result.stdout_truncated and result.stdout_path is not None
+        assert result.stdout.startswith("line 0\nline 1\n") and result.stdout.endswith("line 1999\n")
+        assert len(result.stdout) < 1300 and result.stdout_path in result.stdout
+        full = sb.read_file(result.stdout_path).decode()
+        assert full == "".join(f"line {i}\n" for i in range(2000))
+        listed = sb.execute(f"print(open({result.stdout_path!r}).read().count('line'))")
+        assert listed.stdout == "2000\n"
+
+
+def test_state_persists_across_executions_until_reset(backend: DockerBackend) -> None:
+    with Sandbox(backend) as sb:
+        assert sb.execute("import json\ncounter = 41\nopen('kept.txt', 'w').write('file')").ok
+        assert sb.execute("counter += 1\nprint(counter, json.dumps([1]))").stdout == "42 [1]\n"
+        sb.reset()
+        after = sb.execute("print(open('kept.txt').read())\nprint(counter)")
+        assert after.stdout == "file\n"
+        assert after.error == "NameError: name 'counter' is not defined"
+        sb.reset(workspace=True)
+        assert sb.execute("import os\nprint(sorted(os.listdir('.')))").stdout == "['servers']\n"
+
+
+def test_a_timeout_kills_the_run_and_the_session_stays_usable(backend: DockerBackend) -> None:
+    with Sandbox(backend) as sb:
+        sb.execute("x = 1")
+        code = (
+            "import subprocess, time\n"
+            "subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+            "print('started')\n"
+            "time.sleep(300)\n"
+        )
+        result = sb.execute(code, timeout=1)
+        assert result.timed_out and result.state_reset
+        assert result.error == "timed out after 1 s"
+        assert result.stdout == "started\n"
+        after = sb.execute(
+            "import os\n"
+            "cmds = [open(f'/proc/{p}/cmdline').read() for p in os.listdir('/proc') if p.isdigit()]\n"
+            "print([c for c in cmds if c.startswith('sleep')])\n"
+            "print(x)\n"
+        )
+        assert after.stdout == "[]\n"
+        assert after.error == "NameError: name 'x' is not defined"
+
+
+def test_a_crashed_interpreter_is_reported_and_replaced(shared: Sandbox) -> None:
+    result = shared.execute("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    assert result.exit_status == -9 and result.state_reset
+    assert result.error is not None and "signal 9" in result.error
+    assert shared.execute("print(2)").stdout == "2\n"
+
+
+def test_running_out_of_memory_kills_the_interpreter_not_the_session(docker_engine: Any) -> None:
+    backend = DockerBackend(SandboxConfig(owner="tooltree-test", memory="128m"), docker=docker_engine)
+    with Sandbox(backend) as sb:
+        result = sb.execute("kept = 1\nblob = b'x' * (512 << 20)")
+        assert result.state_reset and result.exit_status == -9
+        assert result.error is not None and "signal 9" in result.error
+        assert sb.execute("print('alive')").stdout == "alive\n"
+
+
+def test_sys_exit_reports_its_status(shared: Sandbox) -> None:
+    result = shared.execute("import sys\nsys.exit(3)")
+    assert result.exit_status == 3 and result.error == "SystemExit: 3" and not result.state_reset
+    assert shared.execute("raise SystemExit(0)").ok
+
+
+def test_a_traceback_shows_only_the_users_frames(shared: Sandbox) -> None:
+    code = "def load(path):\n    raise ValueError(f'bad file {path}')\n\ndef main():\n    load('x.csv')\n\nmain()\n"
+    result = shared.execute(code)
+    assert result.exit_status == 1 and result.error == "ValueError: bad file x.csv"
+    assert result.traceback is not None
+    assert "tooltree_supervisor" not in result.traceback and "worker" not in result.traceback
+    assert result.traceback.startswith("Traceback (most recent call last):\n")
+    frames = [line.strip() for line in result.traceback.splitlines() if line.strip().startswith("File ")]
+    assert len(frames) == 3 and all(f.startswith('File "<cell-') for f in frames)
+    assert [f.rsplit(" in ", 1)[1] for f in frames] == ["<module>", "main", "load"]
+    assert "raise ValueError(f'bad file {path}')" in result.traceback
+
+
+def test_a_syntax_error_points_at_the_line(shared: Sandbox) -> None:
+    result = shared.execute("x = (1,\nprint(x")
+    assert result.error == "SyntaxError: '(' was never closed (line 2)"
+    assert result.traceback is not None and "<cell-" in result.traceback
+
+
+def test_top_level_await_runs(shared: Sandbox) -> None:
+    assert shared.execute("import asyncio\nawait asyncio.sleep(0)\nprint('awaited')").stdout == "awaited\n"
+
+
+def test_a_stub_call_is_relayed_to_the_host_and_ledgered(shared: Sandbox, tools: RecordingTools) -> None:
+    result = shared.execute("from servers.crm import list_leads\nprint(list_leads(status='won').text)")
+    assert result.stdout == "list_leads {'status': 'won'}\n"
+    assert ("crm", "list_leads", {"status": "won"}) in tools.calls
+    assert [(c.server, c.tool, c.ok) for c in result.tool_calls] == [("crm", "list_leads", True)]
+    assert result.tool_calls[0].response_bytes > 0
+
+
+def test_ten_slow_calls_run_concurrently(shared: Sandbox, tools: RecordingTools) -> None:
+    tools.max_in_flight = 0
+    code = (
+        "from tool_tree.runtime import call_tool, parallel\n"
+        "results = parallel(*[lambda i=i: call_tool('crm', 'slow', {'i': i}) for i in range(10)])\n"
+        "print(len(results))\n"
+    )
+    result = shared.execute(code)
+    assert result.stdout == "10\n"
+    assert len(result.tool_calls) == 10 and all(c.ok for c in result.tool_calls)
+    assert tools.max_in_flight >= 2
+
+
+def test_tool_errors_and_refusals_reach_the_script_as_exceptions(shared: Sandbox) -> None:
+    code = (
+        "from tool_tree.runtime import ToolCallError, ToolError, call_tool\n"
+        "try:\n    call_tool('crm', 'fail', {})\nexcept ToolError as e:\n    print('tool error:', e.message)\n"
+        "try:\n    call_tool('crm', 'refuse', {})\n"
+        "except ToolCallError as e:\n    print('refused:', e.code, e.message)\n"
+        "call_tool('crm', 'fail', {})\n"
+    )
+    result = shared.execute(code)
+    assert result.stdout == "tool error: no such lead\nrefused: not_allowed crm.refuse is not in the allowlist\n"
+    assert result.error == "tool_tree.runtime._call.ToolError: crm.fail: no such lead"
+    assert [c.ok for c in result.tool_calls] == [False, False, False]
+    assert result.tool_calls[1].error == "crm.refuse is not in the allowlist"
+
+
+def test_search_tools_is_routed_to_the_host(shared: Sandbox) -> None:
+    result = shared.execute("print(search_tools('leads', limit=3))")
+    assert "servers/crm/list_leads.py" in result.stdout
+
+
+def test_shown_images_reach_the_result(shared: Sandbox) -> None:
+    code = (
+        f"png = {PNG!r}\n"
+        "open('chart.png', 'wb').write(png)\n"
+        "show_image(png)\n"
+        "show_image('chart.png')\n"
+        "from tool_tree.runtime import call_tool\n"
+        "show_image(call_tool('crm', 'image', {}).images[0])\n"
+    )
+    result = shared.execute(code)
+    assert result.ok, result.traceback
+    assert [(i.mime_type, i.data) for i in result.images] == [("image/png", PNG)] * 3
+
+
+def test_show_image_refuses_what_is_not_an_image(shared: Sandbox) -> None:
+    result = shared.execute("show_image(b'<svg></svg>')")
+    assert result.error == "ValueError: show_image(): the data is not a PNG, JPEG, GIF or WebP image"
+    assert result.images == []
+
+
+def test_the_network_is_unreachable(shared: Sandbox) -> None:
+    # Interfaces are checked first: the connection attempts run only when loopback is all there is.
+    code = (
+        "import os, socket\n"
+        "ifaces = sorted(os.listdir('/sys/class/net'))\n"
+        "print(ifaces)\n"
+        "assert ifaces == ['lo']\n"
+        "for target in [('192.0.2.1', 80), ('172.17.0.1', 80)]:\n"
+        "    try:\n"
+        "        socket.create_connection(target, timeout=3)\n"
+        "        print('connected', target)\n"
+        "    except OSError as e:\n"
+        "        print('refused', target[0], e.errno)\n"
+        "try:\n"
+        "    socket.getaddrinfo('pypi.org', 443)\n"
+        "    print('resolved')\n"
+        "except OSError:\n"
+        "    print('no dns')\n"
+    )
+    result = shared.execute(code)
+    assert result.stdout == "['lo']\nrefused 192.0.2.1 101\nrefused 172.17.0.1 101\nno dns\n"
+
+
+def test_the_tree_root_and_tmp_are_not_writable_or_executable(shared: Sandbox) -> None:
+    code = (
+        "import os, subprocess\n"
+        "for path in ['servers/crm/evil.py', '/etc/evil', '/usr/bin/evil']:\n"
+        "    try:\n"
+        "        open(path, 'w')\n"
+        "        print('wrote', path)\n"
+        "    except OSError as e:\n"
+        "        print('denied', path)\n"
+        "open('/tmp/run.sh', 'w').write('#!/bin/sh\\necho ran\\n')\n"
+        "os.chmod('/tmp/run.sh', 0o755)\n"
+        "try:\n"
+        "    subprocess.run(['/tmp/run.sh'])\n"
+        "except PermissionError:\n"
+        "    print('noexec')\n"
+    )
+    result = shared.execute(code)
+    assert result.stdout == ("denied servers/crm/evil.py\ndenied /etc/evil\ndenied /usr/bin/evil\nnoexec\n"), (
+        result.traceback
+    )
+
+
+def test_the_script_can_neither_reach_the_channel_through_proc_nor_kill_the_supervisor(shared: Sandbox) -> None:
+    code = (
+        "import os, signal\n"
+        "for path in ['/proc/1/fd/1', '/proc/1/fd/0', '/proc/1/mem']:\n"
+        "    try:\n"
+        "        os.open(path, os.O_WRONLY)\n"
+        "        print('opened', path)\n"
+        "    except OSError as e:\n"
+        "        print('denied', path, e.errno)\n"
+        "os.kill(1, signal.SIGKILL)\n"
+        "os.kill(1, signal.SIGTERM)\n"
+        "print('signalled')\n"
+    )
+    result = shared.execute(code)
+    assert result.stdout == "denied /proc/1/fd/1 13\ndenied /proc/1/fd/0 13\ndenied /proc/1/mem 13\nsignalled\n"
+    assert shared.execute("print('still here')").stdout == "still here\n"
+
+
+def test_orphaned_processes_are_reaped(shared: Sandbox) -> None:
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    if os.fork() == 0:\n"
+        "        os._exit(0)\n"  # the grandchild exits as an orphan of pid 1
+        "    time.sleep(0.2)\n"
+        "    os._exit(0)\n"
+        "os.wait()\n"
+    )
+    assert shared.execute(code).ok
+    zombies = (
+        "import os, time\n"
+        "def zombies():\n"
+        "    out = []\n"
+        "    for p in os.listdir('/proc'):\n"
+        "        if p.isdigit():\n"
+        "            stat = open(f'/proc/{p}/stat').read()\n"
+        "            if stat[stat.rfind(')') + 2] == 'Z':\n"
+        "                out.append(p)\n"
+        "    return out\n"
+        "deadline = time.monotonic() + 10\n"
+        "while zombies() and time.monotonic() < deadline:\n"
+        "    time.sleep(0.1)\n"
+        "print(zombies())\n"
+    )
+    assert shared.execute(zombies).stdout == "[]\n"
+
+
+def test_files_are_read_out_without_following_symlinks(shared: Sandbox) -> None:
+    shared.execute("import os\nopen('plain.txt', 'w').write('abc')\nos.symlink('/etc/passwd', 'link.txt')")
+    assert shared.read_file("plain.txt") == b"abc"
+    assert shared.read_file("/workspace/plain.txt", max_bytes=2) == b"ab"
+    with pytest.raises(SessionError):
+        shared.read_file("link.txt")
+    with pytest.raises(SessionError):
+        shared.read_file("../etc/passwd")
+    names = {e["name"]: e["type"] for e in shared.list_files("")}
+    assert names["plain.txt"] == "file" and names["link.txt"] == "symlink" and names["servers"] == "symlink"
+
+
+def test_the_workspace_persists_across_sessions(backend: DockerBackend, tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    with Sandbox(backend, workspace=workspace) as sb:
+        code = "import os\nos.makedirs('notes')\nopen('notes/a.txt', 'w').write('remember')\n"
+        code += "os.symlink('/etc/passwd', 'link')\n"
+        assert sb.execute(code).ok
+    assert (workspace / "notes" / "a.txt").read_text(encoding="utf-8") == "remember"
+    assert not (workspace / "link").exists() and not (workspace / "servers").exists()
+    with Sandbox(backend, workspace=workspace) as sb:
+        result = sb.execute("print(open('notes/a.txt').read())\nopen('notes/b.txt', 'w').write('more')")
+        assert result.stdout == "remember\n"
+    assert sorted(p.name for p in (workspace / "notes").iterdir()) == ["a.txt", "b.txt"]
+
+
+def test_a_closed_session_refuses_work(backend: DockerBackend) -> None:
+    sb = Sandbox(backend)
+    with pytest.raises(SessionError, match="not started"):
+        sb.execute("print(1)")
+    with sb:
+        pass
+    with pytest.raises(SessionError):
+        sb.execute("print(1)")
