@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import multiprocessing
+import os
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from generator.fingerprint import generator_fingerprint
 from generator.index_files import render_index, render_package_init, render_readme, render_servers_init
 from generator.naming import assign_identifiers
-from generator.render import render_stub
+from generator.render import RenderedStub, render_stub
 from generator.text import first_sentence
 from tool_tree.tree import (
     MANIFEST_FILE,
@@ -54,6 +58,31 @@ class Plan:
     manifest: Manifest
     owned_dirs: list[str]
     warnings: list[str]
+
+
+_Job = tuple[str, dict[str, Any], str, str]
+"""(server, raw tool, function, schema hash): one stub to render."""
+PARALLEL_THRESHOLD = 400
+
+
+def _render(job: _Job) -> RenderedStub:
+    server, raw, function, digest = job
+    return render_stub(server=server, tool=raw, function=function, schema_hash=digest)
+
+
+def render_many(jobs: Sequence[_Job]) -> list[RenderedStub]:
+    """Render stubs, in worker processes when there are many and more than one core.
+
+    Workers are forked (cheap: the generator is already imported), and only from a process with
+    a single thread, where forking is safe; otherwise, and on small trees, rendering is serial.
+    """
+    cores = os.cpu_count() or 1
+    fork_ok = "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+    if len(jobs) < PARALLEL_THRESHOLD or cores < 2 or not fork_ok:
+        return [_render(job) for job in jobs]
+    workers = min(cores, 8)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(_render, jobs, chunksize=max(16, len(jobs) // (workers * 8))))
 
 
 def selected_tools(listing: ServerListing) -> tuple[list[dict[str, Any]], list[str]]:
@@ -140,6 +169,9 @@ def plan_tree(
     servers.extend(keep)
     tools.extend(t for t in keep_tools if t.server in kept_names)
 
+    # First decide every stub's path and whether it can be reused; then render the rest at once.
+    selections: list[tuple[ServerListing, str, list[tuple[dict[str, Any], str, str]]]] = []
+    jobs: list[_Job] = []
     for listing in listings:
         package = packages[listing.name]
         base = f"{SERVERS_DIR}/{package}"
@@ -149,21 +181,33 @@ def plan_tree(
         functions = assign_identifiers(
             [t["name"] for t in selected], fallback="tool", reserved=_RESERVED_MODULES, case_insensitive=True
         )
-        server_tools: list[ToolEntry] = []
+        chosen = []
         for raw in selected:
-            function = functions[raw["name"]]
-            digest = schema_hash(raw)
+            function, digest = functions[raw["name"]], schema_hash(raw)
+            chosen.append((raw, function, digest))
             path = f"{base}/{function}.py"
             old = reusable.get((listing.name, raw["name"]))
             data = existing(path) if old is not None and old.path == path and old.schema_hash == digest else None
-            if old is not None and data is not None and content_hash(data) == old.stub_hash:
-                stub_warnings = list(old.warnings)
+            if old is None or data is None or content_hash(data) != old.stub_hash:
+                jobs.append((listing.name, raw, function, digest))
             else:
-                stub = render_stub(server=listing.name, tool=raw, function=function, schema_hash=digest)
-                data = stub.source.encode("utf-8")
-                stub_warnings = stub.warnings
+                files[path] = data
+        selections.append((listing, base, chosen))
+    rendered = {(job[0], job[2]): stub for job, stub in zip(jobs, render_many(jobs), strict=True)}
+
+    for listing, base, chosen in selections:
+        package = base.split("/")[1]
+        server_tools: list[ToolEntry] = []
+        for raw, function, digest in chosen:
+            path = f"{base}/{function}.py"
+            stub = rendered.get((listing.name, function))
+            if stub is not None:
+                files[path] = stub.source.encode("utf-8")
+                stub_warnings = list(stub.warnings)
+            else:
+                stub_warnings = list(reusable[(listing.name, raw["name"])].warnings)
+            data = files[path]
             warnings += [f"{listing.name}: {msg}" for msg in stub_warnings]
-            files[path] = data
             description = raw.get("description") if isinstance(raw.get("description"), str) else ""
             server_tools.append(
                 ToolEntry(
