@@ -28,6 +28,17 @@ if tooltree search --help >/dev/null 2>&1; then
   tooltree search "meeting transcript from the pipeline review" --tree "$TREE" --limit 3
 fi
 
-if [ -x scripts/demo-sandbox.sh ]; then
-  scripts/demo-sandbox.sh "$CONFIG" "$TREE"
+if ! docker info >/dev/null 2>&1; then
+  step "6. sandbox: skipped — no Docker engine answers"
+  echo "Start one (on Debian as root: .ci/docker-setup.sh), then run 'make demo' again to see a script"
+  echo "pull 10,000 CRM leads inside the sandbox and print only the five biggest."
+  exit 0
 fi
+
+step "6. the sandbox image (built once; its base comes from Debian packages when no registry answers)"
+tooltree image build --config "$CONFIG"
+
+step "7. a script in the sandbox: 10,000 leads stay inside, five lines come out (examples/top_leads.py)"
+cat examples/top_leads.py
+echo
+tooltree exec examples/top_leads.py --config "$CONFIG" --tree "$TREE"

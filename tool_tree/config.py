@@ -80,6 +80,8 @@ class ServerConfig:
 class Config:
     servers: tuple[ServerConfig, ...]
     source: str = "<config>"
+    sandbox: Mapping[str, Any] = field(default_factory=dict)
+    """Settings of the sandbox (``sandbox:`` in tooltree.yaml), checked against `SANDBOX_KEYS`."""
 
     def server(self, name: str) -> ServerConfig:
         """Raises: ConfigError: no server has that name."""
@@ -110,7 +112,21 @@ _SERVER_KEYS = {
     "exclude": "a list of tool name patterns",
     "description": "one line saying what the server is for",
 }
-_TOP_KEYS = {"servers"}
+_TOP_KEYS = {"servers", "sandbox"}
+# The `sandbox:` section: key -> (type, what it means). The sandbox package owns the semantics.
+SANDBOX_KEYS: dict[str, tuple[type, str]] = {
+    "image": (str, "the image to run instead of the one built from the sources"),
+    "pip_packages": (list, "a list of pip requirements baked into a derived image"),
+    "memory": (str, "a memory limit such as 512m or 2g"),
+    "cpus": (float, "a CPU limit (fractions allowed)"),
+    "pids_limit": (int, "the most processes and threads"),
+    "nofile": (int, "the open-file limit"),
+    "tmp_size": (str, "the size of /tmp, such as 64m"),
+    "workspace_size": (str, "the workspace quota, such as 256m"),
+    "timeout": (float, "seconds one execution may run"),
+    "output_chars": (int, "characters of output returned per execution"),
+    "runtime": (str, "an OCI runtime such as runsc (gVisor)"),
+}
 # Keys of the mcpServers JSON format that tooltree reads; others there are ignored.
 _JSON_SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "timeout", "disabled"}
 _VAR = re.compile(r"\$(\$|\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\})")
@@ -189,6 +205,28 @@ class _Reader:
         if not isinstance(node.value, bool):
             raise self.error(f"expected true or false, got {node.value!r}", node, key)
         return node.value
+
+    def sandbox(self, node: _Node) -> dict[str, Any]:
+        if not isinstance(node.value, dict):
+            raise self.error(f"expected a mapping of sandbox settings, got {_kind(node.value)}", node, "sandbox")
+        out: dict[str, Any] = {}
+        for k, (knode, vnode) in node.value.items():
+            key = f"sandbox.{k}"
+            if k not in SANDBOX_KEYS:
+                raise self.error(f"unknown key{_did_you_mean(k, SANDBOX_KEYS)}", knode, key)
+            kind, meaning = SANDBOX_KEYS[k]
+            v = vnode.value
+            if kind is list:
+                out[k] = self.string_list(vnode, key, expand=False)
+            elif kind is str:
+                out[k] = self.string(vnode, key)
+            elif kind is float and not isinstance(v, bool) and isinstance(v, int | float) and v > 0:
+                out[k] = float(v)
+            elif kind is int and not isinstance(v, bool) and isinstance(v, int) and v > 0:
+                out[k] = v
+            else:
+                raise self.error(f"expected {meaning}, got {v!r}", vnode, key)
+        return out
 
     def server(self, name: str, name_node: _Node, body: _Node, *, json_format: bool) -> ServerConfig:
         where = f"servers.{name}" if not json_format else f"mcpServers.{name}"
@@ -304,12 +342,15 @@ def parse_config(text: str, *, source: str = "<config>", environ: Mapping[str, s
     if not isinstance(servers_node.value, dict):
         key = "mcpServers" if json_format else "servers"
         raise reader.error(f"expected a mapping of server names, got {_kind(servers_node.value)}", servers_node, key)
+    sandbox: dict[str, Any] = {}
+    if not json_format and "sandbox" in top:
+        sandbox = reader.sandbox(top["sandbox"][1])
     servers = []
     for name, (name_node, body) in servers_node.value.items():
         if not name.strip():
             raise reader.error("server names must not be empty", name_node, "servers")
         servers.append(reader.server(name, name_node, body, json_format=json_format))
-    return Config(servers=tuple(servers), source=source)
+    return Config(servers=tuple(servers), source=source, sandbox=sandbox)
 
 
 def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> Config:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Sequence
-from types import ModuleType
 
-from tooltree_cli import generate_cmd
+from tooltree_cli import exec_cmd, generate_cmd, image_cmd, sandbox_cmd, search_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,23 +17,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    generate_cmd.add_parser(sub)
-    for name in ("search_cmd", "exec_cmd", "image_cmd", "sandbox_cmd", "agent_cmd"):
-        module = _optional_module(name)
-        if module is not None:
-            module.add_parser(sub)
+    for module in (generate_cmd, search_cmd, exec_cmd, image_cmd, sandbox_cmd):
+        module.add_parser(sub)
     return parser
-
-
-def _optional_module(name: str) -> ModuleType | None:
-    """A subcommand module, or None while it does not exist yet."""
-
-    try:
-        return importlib.import_module(f"tooltree_cli.{name}")
-    except ModuleNotFoundError as e:
-        if e.name == f"tooltree_cli.{name}":
-            return None
-        raise
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

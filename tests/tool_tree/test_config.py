@@ -138,3 +138,14 @@ def test_cwd_is_relative_to_the_config_file(tmp_path: Path) -> None:
 def test_dollar_dollar_is_a_literal_dollar() -> None:
     config = parse_config("servers:\n  a: {command: x, args: ['$${HOME}']}\n", environ={})
     assert config.servers[0].args == ("${HOME}",)
+
+
+def test_sandbox_section_is_read_and_checked() -> None:
+    config = parse_config(
+        "servers: {}\nsandbox:\n  memory: 1g\n  timeout: 60\n  pip_packages: [pandas==2.2.3]\n", environ={}
+    )
+    assert config.sandbox == {"memory": "1g", "timeout": 60.0, "pip_packages": ("pandas==2.2.3",)}
+    e = error_of("servers: {}\nsandbox:\n  memroy: 1g\n")
+    assert str(e) == "tooltree.yaml:3: sandbox.memroy: unknown key (did you mean 'memory'?)"
+    e = error_of("servers: {}\nsandbox:\n  cpus: lots\n")
+    assert str(e) == "tooltree.yaml:3: sandbox.cpus: expected a CPU limit (fractions allowed), got 'lots'"

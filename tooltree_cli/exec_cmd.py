@@ -1,0 +1,191 @@
+"""`tooltree exec`: run a script in the sandbox against the real servers of a generated tree."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tool_tree.config import Config
+from tool_tree.tree import Manifest
+from tooltree_cli.common import load_optional_config, sandbox_config
+from tooltree_cli.output import print_json
+
+if TYPE_CHECKING:
+    from sandbox.results import ExecutionResult
+
+EXIT_OK, EXIT_SCRIPT, EXIT_USAGE, EXIT_SANDBOX = 0, 1, 2, 4
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "exec",
+        help="run a Python script in the sandbox, with the tree's tools",
+        description="Run a script in a hardened container; its tool calls go through the bridge to the real "
+        "servers. Exit 0 when the script succeeded, 1 when it failed or timed out.",
+    )
+    p.add_argument("script", nargs="?", help="the script file ('-' for standard input)")
+    p.add_argument("-c", dest="code", metavar="CODE", help="the code to run, instead of a file")
+    p.add_argument("--config", default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)")
+    p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")
+    p.add_argument("--workspace", metavar="DIR", help="a host folder restored into /workspace and saved back")
+    p.add_argument("--timeout", type=float, help="wall-clock limit in seconds (default: the config's, or 30)")
+    p.add_argument("--images", metavar="DIR", help="save images the script shows into this folder")
+    p.add_argument("--audit", metavar="FILE", help="append one JSON line per tool call to this file")
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    p.set_defaults(handler=run)
+
+
+def _read_code(args: argparse.Namespace) -> str | None:
+    if (args.code is None) == (args.script is None):
+        return None
+    if args.code is not None:
+        return str(args.code)
+    if args.script == "-":
+        return sys.stdin.read()
+    return Path(args.script).read_text(encoding="utf-8")
+
+
+def run(args: argparse.Namespace) -> int:
+    from sandbox.errors import EngineUnavailableError, ImageError, SandboxError
+    from tool_tree.config import ConfigError
+    from tool_tree.tree import TreeError
+
+    try:
+        code = _read_code(args)
+        if code is None:
+            print("tooltree: error: give a SCRIPT or -c CODE (one of them)", file=sys.stderr)
+            return EXIT_USAGE
+        config = load_optional_config(args.config)
+        tree = Path(args.tree)
+        manifest = Manifest.load(tree)
+        settings = sandbox_config(config, timeout=args.timeout)
+    except (OSError, ConfigError, TreeError, SandboxError) as e:
+        print(f"tooltree: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        result = execute(code, tree, manifest, config, settings, workspace=args.workspace, audit=args.audit)
+    except (EngineUnavailableError, ImageError) as e:
+        print(f"tooltree: error: {e}", file=sys.stderr)
+        return EXIT_SANDBOX
+    except SandboxError as e:
+        print(f"tooltree: error: the sandbox failed: {e}", file=sys.stderr)
+        return EXIT_SANDBOX
+    saved = _save_images(result, Path(args.images)) if args.images else []
+    if args.json:
+        print_json(result_json(result))
+    else:
+        _print_human(result, saved)
+    return EXIT_OK if result.error is None else EXIT_SCRIPT
+
+
+def execute(
+    code: str,
+    tree: Path,
+    manifest: Manifest,
+    config: Config | None,
+    settings: Any,
+    *,
+    workspace: str | None = None,
+    audit: str | None = None,
+) -> ExecutionResult:
+    """One execution in a fresh sandbox session with live servers; the servers stop afterwards.
+
+    Raises:
+        SandboxError: the sandbox could not be started or broke.
+    """
+    from sandbox.mcp_bridge import AuditLog, McpBridge
+    from sandbox.session import Sandbox
+    from tool_tree.pool import BackgroundPool
+
+    wanted = {s.name for s in manifest.servers}
+    servers = [s for s in (config.enabled_servers if config else ()) if s.name in wanted]
+    log = AuditLog(audit) if audit else None
+    try:
+        with BackgroundPool(servers) as bg:
+            bridge = McpBridge(tree, bg.pool, audit=log)
+            with Sandbox(config=settings, tree=tree, tools=bridge, tool_loop=bg.loop, workspace=workspace) as sb:
+                return sb.execute(code)
+    finally:
+        if log is not None:
+            log.close()
+
+
+def result_json(result: ExecutionResult) -> dict[str, Any]:
+    tool_bytes = sum(c.response_bytes for c in result.tool_calls)
+    return {
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "exit_code": result.exit_status,
+        "timed_out": result.timed_out,
+        "duration_ms": round(result.duration * 1000, 1),
+        "error": result.error,
+        "traceback": result.traceback,
+        "state_reset": result.state_reset,
+        "stdout_path": result.stdout_path,
+        "stderr_path": result.stderr_path,
+        "calls": [
+            {
+                "server": c.server,
+                "tool": c.tool,
+                "ok": c.ok,
+                "request_bytes": c.request_bytes,
+                "response_bytes": c.response_bytes,
+                "ms": c.duration_ms,
+                "error": c.error,
+            }
+            for c in result.tool_calls
+        ],
+        "images": [
+            {"mime_type": i.mime_type, "bytes": len(i.data), "data": base64.b64encode(i.data).decode("ascii")}
+            for i in result.images
+        ],
+        "tool_result_bytes": tool_bytes,
+        "printed_bytes": len(result.stdout.encode("utf-8")) + len(result.stderr.encode("utf-8")),
+    }
+
+
+def _save_images(result: ExecutionResult, folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = []
+    for n, image in enumerate(result.images, 1):
+        ext = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}.get(image.mime_type)
+        path = folder / f"image-{n}.{ext or 'bin'}"
+        path.write_bytes(image.data)
+        saved.append(path)
+    return saved
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _print_human(result: ExecutionResult, saved: list[Path]) -> None:
+    if result.stdout:
+        sys.stdout.write(result.stdout if result.stdout.endswith("\n") else result.stdout + "\n")
+    if result.stderr:
+        sys.stderr.write(result.stderr if result.stderr.endswith("\n") else result.stderr + "\n")
+    if result.traceback:
+        sys.stderr.write(result.traceback.rstrip("\n") + "\n")
+    elif result.error:
+        print(f"error: {result.error}", file=sys.stderr)
+    for c in result.tool_calls:
+        status = "ok" if c.ok else f"error: {c.error}"
+        print(
+            f"  call {c.server}.{c.tool}  {status}  {_size(c.response_bytes)}  {c.duration_ms:.0f} ms", file=sys.stderr
+        )
+    for n, image in enumerate(result.images):
+        where = f" saved to {saved[n]}" if n < len(saved) else " (use --images DIR to save)"
+        print(f"  image {n + 1}: {image.mime_type}, {_size(len(image.data))}{where}", file=sys.stderr)
+    info = result_json(result)
+    print(
+        f"tooltree: exit {result.exit_status} in {result.duration:.2f} s · {len(result.tool_calls)} tool call(s) · "
+        f"{_size(info['tool_result_bytes'])} of tool results stayed in the sandbox · "
+        f"{_size(info['printed_bytes'])} printed",
+        file=sys.stderr,
+    )

@@ -1,0 +1,46 @@
+"""`tooltree image build|name`: the sandbox image."""
+
+from __future__ import annotations
+
+import argparse
+
+from tooltree_cli.common import load_optional_config
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser("image", help="build the sandbox image", description="Build the sandbox image.")
+    sub = p.add_subparsers(dest="image_command", required=True, metavar="ACTION")
+    build = sub.add_parser("build", help="build the image (skipped when it is current)")
+    build.add_argument(
+        "--offline-base",
+        action="store_true",
+        help="bootstrap the Debian base with mmdebstrap instead of pulling python:3.12-slim "
+        "(automatic when the base cannot be pulled)",
+    )
+    build.add_argument("--mirror", help="Debian mirror for --offline-base (default: the one apt uses)")
+    build.add_argument("--force", action="store_true", help="rebuild even if the image exists")
+    build.add_argument(
+        "--config", "-c", default=None, help="also build the derived image with the config's sandbox.pip_packages"
+    )
+    build.set_defaults(handler=run_build)
+    name = sub.add_parser("name", help="print the image name for the current sources")
+    name.set_defaults(handler=run_name)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from sandbox.image import build_derived_image, build_image
+
+    config = load_optional_config(args.config)
+    name = build_image(offline_base=args.offline_base, mirror=args.mirror, force=args.force)
+    packages = list(config.sandbox.get("pip_packages", ())) if config else []
+    if packages:
+        name = build_derived_image(None, name, packages)
+    print(name)
+    return 0
+
+
+def run_name(args: argparse.Namespace) -> int:
+    from sandbox.image import image_name
+
+    print(image_name())
+    return 0

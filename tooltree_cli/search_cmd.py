@@ -1,0 +1,58 @@
+"""``tooltree search QUERY``: find tools in a generated tree.
+
+Exit codes: 0 results printed (possibly none matched), 2 bad arguments or no usable index.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tool_tree.search import DETAILS, MAX_LIMIT, MIN_LIMIT, SearchError, check_detail, load_index, render_hits
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the ``search`` subcommand; its handler is ``run``."""
+    parser = subparsers.add_parser(
+        "search",
+        help="find tools in a generated tree",
+        description="Rank the tree's tools for a query (BM25 over names, descriptions and parameters), "
+        "or match a regular expression against names and descriptions.",
+    )
+    parser.add_argument("query", help="what the tool should do, in words (or a pattern with --regex)")
+    parser.add_argument("--tree", type=Path, default=Path("tree"), help="the generated tree (default: ./tree)")
+    parser.add_argument(
+        "--detail",
+        choices=DETAILS,
+        default="summary",
+        help="name: qualified names; summary: name, description and signature (default); full: stub text",
+    )
+    parser.add_argument("--limit", type=int, default=5, help=f"number of results, {MIN_LIMIT}-{MAX_LIMIT} (default: 5)")
+    parser.add_argument("--regex", action="store_true", help="treat QUERY as a regular expression")
+    parser.add_argument("--json", action="store_true", help="print a JSON list of {server, tool, path, score}")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a search; print the hits to stdout, or one error line to stderr.
+
+    Returns:
+        0 on success, 2 on a bad limit, detail or regex, or a missing or corrupt index.
+    """
+    tree: Path = args.tree
+    try:
+        detail = check_detail(args.detail)
+        hits = load_index(tree).search(args.query, limit=args.limit, regex=args.regex)
+    except SearchError as e:
+        print(f"tooltree search: error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        rows = [{"server": h.server, "tool": h.tool, "path": h.path, "score": h.score} for h in hits]
+        sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(render_hits(tree, hits, detail))
+        if not hits:
+            sys.stdout.write("\n")
+    return 0
