@@ -1,27 +1,16 @@
 """Fixtures for sandbox tests.
 
-Tests marked ``docker`` need a Docker engine. Without one they are skipped, unless
-``REQUIRE_DOCKER=1`` (as on CI), which turns a missing engine into a failure. The session
-fixture builds the sandbox image when it is missing and, at the end, removes every container
-and volume carrying the test owner label.
+The engine fixture (``docker_engine``) and the sessions' ``test_config`` live in tests/conftest.py.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sandbox import DockerBackend, SandboxConfig
 from sandbox._docker import DockerCLI
-from sandbox.docker_backend import remove_containers, remove_volumes
-from sandbox.errors import EngineUnavailableError
-from sandbox.image import build_image
-
-TEST_OWNER = "tooltree-test"
-TEST_LABEL = f"tooltree.owner={TEST_OWNER}"
 
 _STUB = '''\
 """crm.list_leads — generated, do not edit."""
@@ -48,27 +37,6 @@ def write_sample_tree(root: Path) -> Path:
     (pkg / "README.md").write_text("list_leads — List the leads with a status.\n", encoding="utf-8")
     (root / "manifest.json").write_text('{"version": 1, "servers": [], "tools": []}\n', encoding="utf-8")
     return root
-
-
-@pytest.fixture(scope="session")
-def docker_engine() -> Iterator[DockerCLI]:
-    """A reachable engine with the sandbox image built; cleans up labelled leftovers at the end."""
-    docker = DockerCLI()
-    try:
-        docker.ping()
-    except EngineUnavailableError as e:
-        if os.environ.get("REQUIRE_DOCKER") == "1":
-            pytest.fail(f"REQUIRE_DOCKER=1 but no Docker engine answers: {e}")
-        pytest.skip(f"no Docker engine: {e}")
-    build_image(docker)
-    yield docker
-    remove_containers(docker, label=TEST_LABEL)
-    remove_volumes(docker, label=TEST_LABEL)
-
-
-@pytest.fixture(scope="session")
-def test_config() -> SandboxConfig:
-    return SandboxConfig(owner=TEST_OWNER, timeout=20.0)
 
 
 @pytest.fixture(scope="session")

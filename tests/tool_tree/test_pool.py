@@ -20,14 +20,16 @@ RAW = REPO / "tests" / "servers" / "raw_server.py"
 
 
 def sample(name: str, **kw: Any) -> ServerConfig:
-    return ServerConfig(name=name, command=sys.executable, args=(str(REPO / "tests/sample_servers" / f"{name}.py"),),
-                        **kw)
+    return ServerConfig(
+        name=name, command=sys.executable, args=(str(REPO / "tests/sample_servers" / f"{name}.py"),), **kw
+    )
 
 
 def raw(tmp_path: Path, name: str = "raw", **spec: Any) -> ServerConfig:
     path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps({"pages": [[{"name": "pid", "inputSchema": {"type": "object"}}]], **spec}),
-                    encoding="utf-8")
+    path.write_text(
+        json.dumps({"pages": [[{"name": "pid", "inputSchema": {"type": "object"}}]], **spec}), encoding="utf-8"
+    )
     return ServerConfig(name=name, command=sys.executable, args=(str(RAW), str(path)), timeout=10)
 
 
@@ -37,10 +39,16 @@ def text(result: dict[str, Any]) -> str:
 
 async def test_one_session_serves_many_calls_and_keeps_server_state() -> None:
     async with ServerPool([sample("crm")]) as pool:
-        await pool.call("crm", "update_record", {"object_type": "opportunity", "record_id": "0065e000009Q3PR",
-                                                 "fields": {"description": "set by the pool test"}})
-        record = await pool.call("crm", "get_record", {"object_type": "opportunity",
-                                                       "record_id": "0065e000009Q3PR"})
+        await pool.call(
+            "crm",
+            "update_record",
+            {
+                "object_type": "opportunity",
+                "record_id": "0065e000009Q3PR",
+                "fields": {"description": "set by the pool test"},
+            },
+        )
+        record = await pool.call("crm", "get_record", {"object_type": "opportunity", "record_id": "0065e000009Q3PR"})
         assert "set by the pool test" in json.dumps(record)
         assert pool.restarts("crm") == 0
 
@@ -50,7 +58,9 @@ async def test_images_and_structured_content_come_back_in_wire_format() -> None:
         chart = await pool.call("media", "render_chart", {"title": "Q3", "values": [1, 2, 3], "kind": "bar"})
         image = next(b for b in chart["content"] if b["type"] == "image")
         assert image["mimeType"] == "image/png" and image["data"].startswith("iVBORw0KGgo")
-        info = await pool.call("media", "get_image_info", {"source": {"kind": "gallery", "image_id": "img_q3_forecast"}})
+        info = await pool.call(
+            "media", "get_image_info", {"source": {"kind": "gallery", "image_id": "img_q3_forecast"}}
+        )
         assert info["structuredContent"]["mime_type"] == "image/png"
 
 
