@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tool_tree.config import Config, load_config
 
@@ -26,10 +27,19 @@ def load_optional_config(path: str | None) -> Config | None:
     return None
 
 
+OWNER_ENV = "TOOLTREE_SANDBOX_OWNER"
+
+
 def sandbox_config(config: Config | None, **overrides: object) -> SandboxConfig:
-    """`SandboxConfig` from the config's ``sandbox:`` section, with command-line overrides."""
+    """`SandboxConfig` from the config's ``sandbox:`` section, with command-line overrides.
+
+    ``$TOOLTREE_SANDBOX_OWNER`` sets the owner label of containers and volumes (what
+    ``tooltree sandbox prune --owner`` selects), so a test run can clean up only its own.
+    """
     from sandbox.config import SandboxConfig
 
-    settings = dict(config.sandbox) if config is not None else {}
+    settings: dict[str, Any] = dict(config.sandbox) if config is not None else {}
+    if os.environ.get(OWNER_ENV):
+        settings["owner"] = os.environ[OWNER_ENV]
     settings.update({k: v for k, v in overrides.items() if v is not None})
     return SandboxConfig(**settings)

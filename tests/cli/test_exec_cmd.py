@@ -11,7 +11,14 @@ import pytest
 from tooltree_cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
+TEST_OWNER = "tooltree-test"  # as in tests/conftest.py
 SAMPLES = REPO / "tests" / "sample_servers"
+
+
+@pytest.fixture(autouse=True)
+def test_owner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Containers and volumes of these runs carry the test label, which the engine fixture removes."""
+    monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", TEST_OWNER)
 
 
 @pytest.fixture(scope="module")
