@@ -162,7 +162,8 @@ def test_from_snapshot_without_config_keeps_the_recorded_tool_filters(
 ) -> None:
     config = tmp_path / "c.yaml"
     config.write_text(
-        "servers:\n" + raw_server(tmp_path, "svc", {"pages": [[tool("keep_a"), tool("keep_b"), tool("drop_c")]]})
+        "servers:\n"
+        + raw_server(tmp_path, "svc", {"pages": [[tool("keep_a"), tool("keep_b"), tool("drop_c")]]})
         + "    exclude: [drop_*]\n",
         encoding="utf-8",
     )
