@@ -152,7 +152,7 @@ class McpBridge(ToolBridge):
         if validator is not None:
             error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
             if error is not None:
-                raise ToolCallRefused(f"invalid arguments for {server}.{tool}: {_describe(error)}", "invalid_arguments")
+                raise ToolCallRefused(f"invalid arguments: {_describe(error)}", "invalid_arguments")
         try:
             if self.verify_live and (server, tool) not in self._verified:
                 await self._verify(entry)

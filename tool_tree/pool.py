@@ -33,7 +33,7 @@ from tool_tree.connect import StderrLog, connect, list_tools_raw
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_CONCURRENCY = 8
+DEFAULT_CONCURRENCY = 16
 BACKOFF_START = 0.2
 BACKOFF_MAX = 10.0
 

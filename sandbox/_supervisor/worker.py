@@ -226,6 +226,10 @@ def show_image(image: Any) -> None:
     conn.send({"type": "image", "exec": conn.current_exec, "mime": mime, "data": base64.b64encode(data).decode()})
 
 
+# Frames of the supervisor and the tool runtime are plumbing, never the user's concern.
+_OWN_CODE = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
+
+
 class Runner:
     """Runs cells in one persistent namespace and formats their errors."""
 
@@ -241,8 +245,9 @@ class Runner:
     def _trim(self, te: traceback.TracebackException) -> None:
         frames = list(te.stack)
         kept = [f for f in frames if self._is_user_frame(f.filename)]
-        if frames and kept and frames[-1] is not kept[-1]:
-            kept.append(frames[-1])  # where the error was raised, even if in library code
+        last = frames[-1] if frames else None
+        if last is not None and kept and last is not kept[-1] and not last.filename.startswith(_OWN_CODE):
+            kept.append(last)  # where the error was raised, even if in library code (but not in ours)
         te.stack = traceback.StackSummary.from_list(kept)
 
     def format_error(self, exc: BaseException) -> tuple[str, str]:

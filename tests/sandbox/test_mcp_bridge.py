@@ -208,4 +208,16 @@ def test_tool_errors_refusals_and_invalid_arguments_reach_the_script(session: Sa
     lines = result.stdout.splitlines()
     assert lines[0].startswith("tool error: ") and lines[0].endswith("quota exceeded")
     assert lines[1] == "refused: not_allowed"
-    assert lines[2].startswith("invalid: invalid_arguments invalid arguments for crm.list_leads: limit:")
+    assert lines[2].startswith("invalid: invalid_arguments invalid arguments: limit:")
+
+
+@pytest.mark.docker
+def test_an_uncaught_refusal_shows_the_users_frames_not_the_plumbing(session: Sandbox) -> None:
+    result = session.execute("from servers.crm import list_leads\n\nlist_leads(limit=0)\n")
+    assert result.error is not None and result.error.startswith(
+        "tool_tree.runtime.ToolCallError: crm.list_leads: invalid arguments: limit: 0 is less than the minimum of 1"
+    )
+    assert result.traceback is not None
+    assert 'line 3, in <module>' in result.traceback
+    assert "servers/crm/list_leads.py" in result.traceback
+    assert "tooltree_supervisor" not in result.traceback and "tool_tree/runtime" not in result.traceback

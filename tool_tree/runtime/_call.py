@@ -21,6 +21,8 @@ _transport: Transport | None = None
 class ToolError(Exception):
     """The tool ran and reported an error. ``result`` holds everything the server sent."""
 
+    __module__ = "tool_tree.runtime"  # the public name, as tracebacks show it
+
     def __init__(self, server: str, tool: str, message: str, result: ToolResult) -> None:
         super().__init__(f"{server}.{tool}: {message}")
         self.server = server
@@ -32,6 +34,8 @@ class ToolError(Exception):
 class ToolCallError(Exception):
     """The call did not reach the tool (refused, invalid arguments, budget, server unavailable)."""
 
+    __module__ = "tool_tree.runtime"
+
     def __init__(self, server: str, tool: str, message: str, code: str = "call_failed") -> None:
         super().__init__(f"{server}.{tool}: {message}")
         self.server = server
@@ -42,6 +46,8 @@ class ToolCallError(Exception):
 
 class NoTransportError(RuntimeError):
     """No transport is installed: stubs only work inside ``tooltree exec`` or after `set_transport`."""
+
+    __module__ = "tool_tree.runtime"
 
 
 def set_transport(transport: Transport | None) -> Transport | None:

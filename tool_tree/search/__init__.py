@@ -1,0 +1,62 @@
+"""Tool search over a generated tree: a persisted BM25F index, a regex mode, and rendering.
+
+The index is built when the tree is generated (``write_index``) and stored beside the
+manifest as ``search_index.json``, so a query only loads it and sums precomputed impacts.
+``search_tools`` is the single implementation behind every surface: the ``tooltree search``
+command, the agent's ``search_tools`` tool and ``search_tools(...)`` inside a sandbox script.
+
+Pure stdlib.
+"""
+
+from __future__ import annotations
+
+from tool_tree.search._docs import SearchDoc, docs_from_tree
+from tool_tree.search._errors import SearchError
+from tool_tree.search._index import (
+    INDEX_FILE,
+    MAX_LIMIT,
+    MAX_PATTERN,
+    MIN_LIMIT,
+    SearchHit,
+    SearchIndex,
+    build_index,
+    check_limit,
+    write_index,
+)
+from tool_tree.search._rank import RankingConfig
+from tool_tree.search._render import (
+    DETAILS,
+    Detail,
+    check_detail,
+    load_index,
+    render_hits,
+    search_records,
+    search_tools,
+)
+from tool_tree.search._text import split_words, stem_word, tokens
+
+__all__ = [
+    "DETAILS",
+    "INDEX_FILE",
+    "MAX_LIMIT",
+    "MAX_PATTERN",
+    "MIN_LIMIT",
+    "Detail",
+    "RankingConfig",
+    "SearchDoc",
+    "SearchError",
+    "SearchHit",
+    "SearchIndex",
+    "build_index",
+    "check_detail",
+    "check_limit",
+    "docs_from_tree",
+    "load_index",
+    "render_hits",
+    "search_records",
+    "search_tools",
+    "split_words",
+    "stem_word",
+    "tokens",
+    "write_index",
+]

@@ -1,0 +1,140 @@
+"""Optional hybrid ranking: BM25F fused with sentence-embedding similarity.
+
+When the tree is generated with embeddings on, the index also stores one vector per tool
+(float16, base64, in index order). A query is then embedded too, and the two rankings are
+fused by z-score: each score list is standardised over the whole catalog and
+``alpha · z(bm25) + (1 − alpha) · z(cosine)`` ranks the tools. Standardising makes the two
+scales comparable without a tuned constant per catalog. Lexical matching still decides
+exact names; the embedding closes the vocabulary gap ("reschedule" vs "move").
+
+Everything here needs the ``embeddings`` extra (see ``_encoder``); without it an index that
+carries vectors is still searched, by BM25F alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from tool_tree.search._docs import SearchDoc
+from tool_tree.search._encoder import Encoder, _numpy
+from tool_tree.search._errors import SearchError
+from tool_tree.search._text import split_words
+
+logger = logging.getLogger(__name__)
+
+ALPHA = 0.3
+"""Weight of the lexical ranking in the fusion (the rest goes to the embedding)."""
+MAX_EMBED_CHARS = 1000
+
+_encoder: Encoder | None = None
+_encoder_error: SearchError | None = None
+_warned = False
+
+
+def embed_text(doc: SearchDoc) -> str:
+    """The text of a tool that is embedded: its name in words, server, description, parameters."""
+    params = ", ".join(" ".join(split_words(name)) for name, _ in doc.params)
+    name = split_words(doc.tool)
+    server = [w for w in split_words(doc.server) if w not in name]
+    text = f"{' '.join(name)}{f' ({doc.server})' if server else ''}: {doc.description}"
+    return (f"{text} Parameters: {params}." if params else text)[:MAX_EMBED_CHARS]
+
+
+def get_encoder() -> Encoder:
+    """The process-wide encoder, loaded once.
+
+    Raises:
+        SearchError: numpy or the model is not installed (the message says what to install).
+    """
+    global _encoder, _encoder_error
+    if _encoder is None:
+        if _encoder_error is not None:
+            raise _encoder_error
+        try:
+            _encoder = Encoder()
+        except SearchError as e:
+            _encoder_error = e
+            raise
+    return _encoder
+
+
+@dataclass
+class DenseVectors:
+    """One embedding per tool of an index, kept as base64 text until a query needs them."""
+
+    model: str
+    dim: int
+    encoded: list[str]
+    _matrix: Any = None
+
+    def matrix(self) -> Any:
+        """A ``(tools, dim)`` float32 array.
+
+        Raises:
+            SearchError: the stored vectors do not have the stated dimension.
+        """
+        if self._matrix is None:
+            np = _numpy()
+            rows = [np.frombuffer(base64.b64decode(v), dtype="<f2") for v in self.encoded]
+            if any(r.shape != (self.dim,) for r in rows):
+                raise SearchError(f"stored embeddings are not {self.dim}-dimensional")
+            self._matrix = np.stack(rows).astype(np.float32) if rows else np.zeros((0, self.dim), np.float32)
+        return self._matrix
+
+    def to_data(self) -> dict[str, Any]:
+        return {"model": self.model, "dim": self.dim, "vectors": self.encoded}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], n_tools: int) -> DenseVectors:
+        """Raises: ValueError: the data does not describe one vector per tool."""
+        vectors = data["vectors"]
+        if not isinstance(vectors, list) or len(vectors) != n_tools or not all(isinstance(v, str) for v in vectors):
+            raise ValueError(f"dense vectors do not match the {n_tools} tools")
+        return cls(model=str(data["model"]), dim=int(data["dim"]), encoded=vectors)
+
+
+def encode_docs(docs: list[SearchDoc], hashes: list[str], encoder: Encoder, reuse: dict[str, str]) -> DenseVectors:
+    """Vectors for ``docs``, taking those whose hash is in ``reuse`` from there (incremental rebuild)."""
+    missing = [i for i, h in enumerate(hashes) if h not in reuse]
+    fresh = encoder.encode([embed_text(docs[i]) for i in missing]) if missing else None
+    encoded: list[str] = []
+    new = dict(zip(missing, range(len(missing)), strict=True))
+    for i, h in enumerate(hashes):
+        if i in new and fresh is not None:
+            encoded.append(base64.b64encode(fresh[new[i]].astype("<f2").tobytes()).decode("ascii"))
+        else:
+            encoded.append(reuse[h])
+    return DenseVectors(model=encoder.model_id, dim=encoder.dim, encoded=encoded)
+
+
+def fuse(lexical: dict[int, float], dense: DenseVectors, query: str, alpha: float = ALPHA) -> dict[int, float] | None:
+    """Hybrid scores of every tool, or None when the embedding model cannot be used here."""
+    global _warned
+    try:
+        encoder = get_encoder()
+        if encoder.model_id != dense.model:
+            raise SearchError(f"the index was embedded with {dense.model}, but {encoder.model_id} is installed")
+        matrix = dense.matrix()
+    except SearchError as e:
+        if not _warned:
+            logger.warning("tool search falls back to BM25 only: %s", e)
+            _warned = True
+        return None
+    np = _numpy()
+    n = matrix.shape[0]
+    cos = matrix @ encoder.encode([query])[0]
+    lex = np.zeros(n, dtype=np.float64)
+    for d, s in lexical.items():
+        lex[d] = s
+
+    def z(v: Any) -> Any:
+        sd = float(v.std())
+        return (v - v.mean()) / sd if sd > 0 else v * 0.0
+
+    fused = alpha * z(lex) + (1.0 - alpha) * z(cos.astype(np.float64))
+    # shift so every score is positive: callers drop tools scored 0
+    fused = fused - float(fused.min()) + 1e-6
+    return {d: float(fused[d]) for d in range(n)}

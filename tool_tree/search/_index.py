@@ -1,0 +1,390 @@
+"""The search index: built once per tree, stored as ``<tree>/search_index.json``, queried many times.
+
+The file holds everything a query needs and nothing it has to recompute: one entry per
+tool (names, path, one-line summary, the capped text that regex mode scans) and the BM25F
+postings with precomputed impacts (see ``_rank``). Writing is deterministic: the same
+catalog gives the same bytes, and an unchanged index is not rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from tool_tree.search._dense import DenseVectors, encode_docs, fuse, get_encoder
+from tool_tree.search._docs import SearchDoc, docs_from_tree
+from tool_tree.search._errors import SearchError
+from tool_tree.search._rank import Postings, RankingConfig, doc_fields, impacts, related_terms, score
+from tool_tree.search._text import first_sentence, one_line, tokens
+
+INDEX_FILE = "search_index.json"
+INDEX_FORMAT = "tooltree-search-index"
+INDEX_VERSION = 1
+EMBEDDINGS_ENV = "TOOLTREE_SEARCH_EMBEDDINGS"
+
+MIN_LIMIT, MAX_LIMIT = 1, 50
+MAX_QUERY = 2000
+"""Characters of a query that are used; the rest is ignored."""
+MAX_PATTERN = 200
+"""Longest regex pattern accepted."""
+MAX_REGEX_TEXT = 1000
+"""Characters of each description that regex mode scans."""
+
+_QUANTIFIER = re.compile(r"[*+]|\{\d*,?\d*\}")
+_UNBOUNDED = re.compile(r"[*+]|\{\d*,\d*\}")
+
+
+def has_nested_quantifier(pattern: str) -> bool:
+    """Whether a repeated group contains a repeat itself: ``(a+)+``, ``(\\w*)*``, ``((ab)+)*``.
+
+    Such patterns can backtrack exponentially in Python's ``re``, which has no timeout. The
+    check is a heuristic (overlapping alternations such as ``(a|aa)+`` pass it); the caps on
+    pattern and text length bound what is left.
+    """
+    stack: list[bool] = []  # per open group: does it contain a quantifier?
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "[":
+            i += 1
+            if i < n and pattern[i] == "^":
+                i += 1
+            if i < n and pattern[i] == "]":
+                i += 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            i += 1
+            continue
+        if ch == "(":
+            stack.append(False)
+        elif ch == ")" and stack:
+            inner = stack.pop()
+            repeated = _UNBOUNDED.match(pattern, i + 1) is not None
+            if inner and repeated:
+                return True
+            if stack and (inner or repeated):
+                stack[-1] = True
+        elif stack and _QUANTIFIER.match(pattern, i):
+            stack[-1] = True
+        i += 1
+    return False
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One tool found by a search."""
+
+    server: str
+    """The configured server name."""
+    tool: str
+    """The original MCP tool name."""
+    function: str
+    """The stub's function (and module) name."""
+    package: str
+    """The Python package under ``servers/``."""
+    path: str
+    """The stub's path relative to the tree root."""
+    score: float
+    summary: str
+    """The first sentence of the tool's description."""
+
+    @property
+    def qualified_name(self) -> str:
+        """``<package>.<function>``, the name a script imports."""
+        return f"{self.package}.{self.function}"
+
+
+@dataclass(frozen=True)
+class _Entry:
+    server: str
+    package: str
+    tool: str
+    function: str
+    path: str
+    summary: str
+    text: str
+    """What regex mode scans besides the names: the description, capped."""
+    hash: str
+    """Hash of the ``SearchDoc`` the entry was built from."""
+
+
+def doc_hash(doc: SearchDoc) -> str:
+    """A stable hash of everything the index takes from one tool."""
+    payload = json.dumps(asdict(doc), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def check_limit(limit: int) -> int:
+    """Raises: SearchError: ``limit`` is not an integer from 1 to 50."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not MIN_LIMIT <= limit <= MAX_LIMIT:
+        raise SearchError(f"limit must be an integer from {MIN_LIMIT} to {MAX_LIMIT}, got {limit!r}")
+    return limit
+
+
+def compile_pattern(pattern: str) -> re.Pattern[str]:
+    """Compile a regex-mode pattern (case-insensitive).
+
+    Raises:
+        SearchError: the pattern is empty, longer than ``MAX_PATTERN``, has a nested
+            quantifier, or does not compile (the message names the ``re`` error).
+    """
+    if not pattern:
+        raise SearchError("regex pattern is empty")
+    if len(pattern) > MAX_PATTERN:
+        raise SearchError(f"regex pattern is {len(pattern)} characters; the limit is {MAX_PATTERN}")
+    if has_nested_quantifier(pattern):
+        raise SearchError(
+            f"regex pattern {pattern!r} repeats a group that already repeats (like (a+)+), which can take "
+            "exponential time; simplify it"
+        )
+    try:
+        return re.compile(pattern, re.IGNORECASE)
+    except re.error as e:
+        raise SearchError(f"bad regex {pattern!r}: {e}") from None
+
+
+class SearchIndex:
+    """A ranked, persisted index over the tools of one tree."""
+
+    def __init__(
+        self,
+        entries: list[_Entry],
+        postings: Postings,
+        related: dict[str, list[tuple[str, float]]],
+        config: RankingConfig,
+        dense: DenseVectors | None = None,
+    ) -> None:
+        self._entries = entries
+        self._postings = postings
+        self._related = related
+        self._config = config
+        self._dense = dense
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def config(self) -> RankingConfig:
+        return self._config
+
+    @property
+    def dense(self) -> DenseVectors | None:
+        """The stored tool embeddings, when the index was built with the embeddings extra."""
+        return self._dense
+
+    # --- queries ----------------------------------------------------------------------
+
+    def search(self, query: str, *, limit: int = 5, regex: bool = False) -> list[SearchHit]:
+        """The best ``limit`` tools for ``query``, best first; ties are broken by server and tool name.
+
+        When the index carries embeddings and the embeddings extra is installed, the BM25F
+        ranking is fused with embedding similarity (see ``_dense``); otherwise BM25F alone ranks.
+        In ``regex`` mode the query is a Python regular expression matched (case-insensitively)
+        against tool names and descriptions; a match in a name ranks above one in a description.
+
+        Raises:
+            SearchError: the limit is not 1–50, the query is blank, or the regex is rejected.
+        """
+        check_limit(limit)
+        if not query.strip():
+            raise SearchError("query is empty")
+        if regex:
+            scores = self._regex_scores(query)
+        else:
+            scores = self.scores(query)
+            if self._dense is not None:
+                scores = fuse(scores, self._dense, query[:MAX_QUERY]) or scores
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], self._entries[kv[0]].server, self._entries[kv[0]].tool))
+        return [self._hit(d, s) for d, s in ranked[:limit] if s > 0.0]
+
+    def scores(self, query: str) -> dict[int, float]:
+        """BM25F score of every tool that shares a term with ``query`` (by position in the index)."""
+        terms = tokens(query[:MAX_QUERY], stem=self._config.stem)
+        return score(terms, self._postings, self._related, self._config.expansion)
+
+    def _regex_scores(self, pattern: str) -> dict[int, float]:
+        compiled = compile_pattern(pattern)
+        out: dict[int, float] = {}
+        for d, e in enumerate(self._entries):
+            s = 0.0
+            if compiled.search(f"{e.server}.{e.tool} {e.package}.{e.function}"):
+                s += 2.0
+            if compiled.search(e.text):
+                s += 1.0
+            if s:
+                out[d] = s
+        return out
+
+    def _hit(self, d: int, s: float) -> SearchHit:
+        e = self._entries[d]
+        return SearchHit(
+            server=e.server,
+            tool=e.tool,
+            function=e.function,
+            package=e.package,
+            path=e.path,
+            score=round(s, 4),
+            summary=e.summary,
+        )
+
+    # --- persistence ------------------------------------------------------------------
+
+    def to_json(self) -> str:
+        """Deterministic JSON text of the index."""
+        data = {
+            "format": INDEX_FORMAT,
+            "version": INDEX_VERSION,
+            "config": asdict(self._config),
+            "tools": [asdict(e) for e in self._entries],
+            "postings": {t: [ids, imps] for t, (ids, imps) in sorted(self._postings.items())},
+            "related": {t: [[r, s] for r, s in rel] for t, rel in sorted(self._related.items())},
+            "dense": self._dense.to_data() if self._dense is not None else None,
+        }
+        return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, *, source: str = INDEX_FILE) -> SearchIndex:
+        """Raises: SearchError: the text is not a search index this version can read."""
+        rebuild = "run `tooltree generate-tree` to rebuild it"
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise SearchError(f"{source}: corrupt search index ({e}); {rebuild}") from None
+        if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
+            raise SearchError(f"{source}: not a tooltree search index; {rebuild}")
+        if data.get("version") != INDEX_VERSION:
+            raise SearchError(
+                f"{source}: search index version {data.get('version')!r} is not {INDEX_VERSION}; {rebuild}"
+            )
+        try:
+            return cls._from_data(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise SearchError(f"{source}: corrupt search index ({type(e).__name__}: {e}); {rebuild}") from None
+
+    @classmethod
+    def _from_data(cls, data: dict[str, Any]) -> SearchIndex:
+        known = {f.name for f in fields(RankingConfig)}
+        config = RankingConfig(**{k: v for k, v in data["config"].items() if k in known})
+        entries = [_Entry(**{k: _str(v) for k, v in e.items()}) for e in data["tools"]]
+        n = len(entries)
+        postings: Postings = {}
+        for term, (ids, imps) in data["postings"].items():
+            # cheap checks only (this runs for every term at load): lengths and the id range
+            if not ids or len(ids) != len(imps) or min(ids) < 0 or max(ids) >= n:
+                raise ValueError(f"postings of {term!r} are malformed")
+            postings[term] = (ids, imps)
+        related = {str(t): [(str(r), float(s)) for r, s in rel] for t, rel in data["related"].items()}
+        dense_data = data.get("dense")
+        dense = DenseVectors.from_data(dense_data, n) if dense_data is not None else None
+        return cls(entries, postings, related, config, dense)
+
+    @classmethod
+    def load(cls, tree: Path) -> SearchIndex:
+        """Read ``<tree>/search_index.json``.
+
+        Raises:
+            SearchError: the index is missing, unreadable or corrupt.
+        """
+        path = tree / INDEX_FILE
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise SearchError(f"{path}: no search index; run `tooltree generate-tree` to build it") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise SearchError(f"{path}: cannot read search index ({e})") from None
+        return cls.from_json(text, source=str(path))
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def build_index(
+    docs: list[SearchDoc],
+    config: RankingConfig | None = None,
+    *,
+    embeddings: bool = False,
+    reuse: dict[str, str] | None = None,
+) -> SearchIndex:
+    """Build the index of a catalog. The order of ``docs`` does not matter.
+
+    With ``embeddings``, each tool's embedding is stored too (the embeddings extra); ``reuse``
+    maps tool hashes to vectors of a previous index, which are kept instead of recomputed.
+
+    Raises:
+        SearchError: ``embeddings`` is asked for but the extra is not installed.
+    """
+    cfg = config or RankingConfig()
+    ordered = sorted(docs, key=lambda d: (d.server, d.tool, d.path))
+    per_doc = [doc_fields(d, cfg) for d in ordered]
+    entries = [
+        _Entry(
+            server=d.server,
+            package=d.package,
+            tool=d.tool,
+            function=d.function,
+            path=d.path,
+            summary=first_sentence(d.description),
+            text=one_line(d.description, MAX_REGEX_TEXT),
+            hash=doc_hash(d),
+        )
+        for d in ordered
+    ]
+    dense = None
+    if embeddings:
+        dense = encode_docs(ordered, [e.hash for e in entries], get_encoder(), reuse or {})
+    return SearchIndex(entries, impacts(per_doc, cfg), related_terms(per_doc, cfg), cfg, dense)
+
+
+def _reusable_vectors(path: Path, model: str) -> dict[str, str]:
+    """``tool hash → vector`` from the index already at ``path``, if it used the same model."""
+    try:
+        previous = SearchIndex.from_json(path.read_text(encoding="utf-8"), source=str(path))
+    except (OSError, UnicodeDecodeError, SearchError):
+        return {}
+    dense = previous.dense
+    if dense is None or dense.model != model:
+        return {}
+    return {e.hash: v for e, v in zip(previous._entries, dense.encoded, strict=True)}
+
+
+def write_index(tree: Path, *, embeddings: bool | None = None) -> Path:
+    """Build the index of the tree at ``tree`` and store it as ``<tree>/search_index.json``.
+
+    The file is written atomically, and only when its content changes. ``embeddings``
+    (default: the ``TOOLTREE_SEARCH_EMBEDDINGS=1`` environment variable) also stores tool
+    embeddings; vectors of tools whose text did not change are taken from the previous index.
+
+    Raises:
+        SearchError: the tree's manifest or a snapshot is missing or malformed, embeddings are
+            asked for but the extra is not installed, or the file cannot be written.
+    """
+    path = tree / INDEX_FILE
+    if embeddings is None:
+        embeddings = os.environ.get(EMBEDDINGS_ENV, "") == "1"
+    reuse = _reusable_vectors(path, get_encoder().model_id) if embeddings else {}
+    text = build_index(docs_from_tree(tree), embeddings=embeddings, reuse=reuse).to_json()
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return path
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    except OSError as e:
+        raise SearchError(f"{path}: cannot read the previous search index ({e})") from None
+    tmp = path.with_name(f".{INDEX_FILE}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:
+        raise SearchError(f"{path}: cannot write the search index ({e})") from None
+    return path

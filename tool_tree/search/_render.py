@@ -1,0 +1,159 @@
+"""What the model reads: search hits rendered at one of three detail levels.
+
+- ``name``: one qualified name per line (``crm.update_record``);
+- ``summary``: the qualified name and one-line description, then the stub function's
+  signature, read from the stub with ``ast`` (never imported or run);
+- ``full``: the text of each stub.
+
+``search_tools`` is the single implementation behind the CLI, the agent's ``search_tools`` tool
+and the ``search_tools(...)`` call inside a sandbox script.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from tool_tree.search._errors import SearchError
+from tool_tree.search._index import INDEX_FILE, SearchHit, SearchIndex, check_limit
+from tool_tree.search._text import one_line
+
+Detail = Literal["name", "summary", "full"]
+DETAILS: tuple[str, ...] = get_args(Detail)
+
+_cache: dict[Path, tuple[int, int, SearchIndex]] = {}
+
+
+def check_detail(detail: str) -> Detail:
+    """Raises: SearchError: ``detail`` is not one of ``name``, ``summary``, ``full``."""
+    if detail == "name":
+        return "name"
+    if detail == "summary":
+        return "summary"
+    if detail == "full":
+        return "full"
+    raise SearchError(f"detail must be one of {', '.join(DETAILS)}, got {detail!r}")
+
+
+def _stub_path(tree: Path, hit: SearchHit) -> Path | None:
+    """The stub file of a hit, or None when its path would leave the tree."""
+    root = tree.resolve()
+    path = (root / hit.path).resolve()
+    return path if path.is_relative_to(root) and path.suffix == ".py" else None
+
+
+def _read_stub(tree: Path, hit: SearchHit) -> str | None:
+    path = _stub_path(tree, hit)
+    if path is None:
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def signature(source: str, function: str) -> str | None:
+    """``def f(*, a: int, b: str = 'x') -> T`` of the top-level function ``function`` in ``source``."""
+    try:
+        module = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    for node in module.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function:
+            prefix = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
+            returns = f" -> {ast.unparse(node.returns)}" if node.returns is not None else ""
+            return f"{prefix} {node.name}({ast.unparse(node.args)}){returns}"
+    return None
+
+
+def render_hits(tree: Path, hits: list[SearchHit], detail: Detail) -> str:
+    """Render ``hits`` for the model at the given detail level.
+
+    Raises:
+        SearchError: ``detail`` is not one of ``name``, ``summary``, ``full``.
+    """
+    detail = check_detail(detail)
+    if not hits:
+        return "No tools matched."
+    if detail == "name":
+        return "\n".join(h.qualified_name for h in hits) + "\n"
+    blocks: list[str] = []
+    for h in hits:
+        source = _read_stub(tree, h)
+        if detail == "full":
+            body = source if source is not None else f"# {h.path}: stub missing; regenerate the tree\n"
+            blocks.append(f"# ── {h.path} ──\n{body.rstrip()}\n")
+            continue
+        summary = one_line(h.summary, 200) or "(no description)"
+        sig = signature(source, h.function) if source is not None else None
+        sig_line = sig or "(signature unavailable: stub missing or unreadable)"
+        lines = [f"{h.qualified_name} — {summary}", f"    {sig_line}", f"    {h.path}"]
+        blocks.append("\n".join(lines) + "\n")
+    return "\n".join(blocks)
+
+
+def load_index(tree: Path) -> SearchIndex:
+    """The tree's index, reloaded only when the file on disk changes.
+
+    Raises:
+        SearchError: the index is missing, unreadable or corrupt.
+    """
+    path = (tree / INDEX_FILE).resolve()
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise SearchError(f"{path}: no search index; run `tooltree generate-tree` to build it") from None
+    except OSError as e:
+        raise SearchError(f"{path}: cannot read search index ({e})") from None
+    cached = _cache.get(path)
+    if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
+        return cached[2]
+    index = SearchIndex.load(tree)
+    _cache[path] = (st.st_mtime_ns, st.st_size, index)
+    return index
+
+
+def search_tools(
+    tree: Path, query: str, *, detail: Detail | str = "summary", limit: int = 5, regex: bool = False
+) -> str:
+    """Search the tree's tools and render the hits: what the agent tool and the sandbox call return.
+
+    Raises:
+        SearchError: bad ``detail`` or ``limit``, blank query, rejected regex, or a missing or
+            corrupt index.
+    """
+    level = check_detail(detail)
+    check_limit(limit)
+    hits = load_index(tree).search(query, limit=limit, regex=regex)
+    if not hits:
+        return f"No tools matched {one_line(query, 80)!r}." + (" (regex mode)" if regex else "")
+    return render_hits(tree, hits, level)
+
+
+def search_records(tree: Path, query: str, *, limit: int = 5, regex: bool = False) -> list[dict[str, Any]]:
+    """The same search as ``search_tools``, as JSON-ready records (for ``search_tools`` in a script).
+
+    Each record: ``name`` (the qualified name a script imports), ``server``, ``tool`` (the
+    original MCP name), ``path``, ``summary``, ``signature`` (or None) and ``score``.
+
+    Raises:
+        SearchError: bad ``limit``, blank query, rejected regex, or a missing or corrupt index.
+    """
+    hits = load_index(tree).search(query, limit=check_limit(limit), regex=regex)
+    records: list[dict[str, Any]] = []
+    for h in hits:
+        source = _read_stub(tree, h)
+        records.append(
+            {
+                "name": h.qualified_name,
+                "server": h.server,
+                "tool": h.tool,
+                "path": h.path,
+                "summary": h.summary,
+                "signature": signature(source, h.function) if source is not None else None,
+                "score": h.score,
+            }
+        )
+    return records

@@ -1,0 +1,198 @@
+"""Turning names, descriptions and queries into index terms.
+
+``tokens`` splits identifiers the way tool names are written (``snake_case``, ``kebab-case``,
+``dotted.names``, ``camelCase``, ``HTTPServer``), lowercases, drops stop words and
+stems. Runs of CJK characters become overlapping character bigrams, so descriptions in
+Chinese or Japanese still match. The stemmer is Porter's (1980) algorithm, written out here
+so the core needs no dependency.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_A-Za-z]+", re.UNICODE)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+
+STOPWORDS = frozenset(
+    """
+    a about above after again against all also am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each either else
+    etc even ever every few for from further get gets getting got had has have having he her here
+    hers herself him himself his how however i if in into is it its itself just let lets like
+    may me might mine more most much must my myself no nor not now of off on once only or other
+    our ours ourselves out over own per please same shall she should so some such than that the
+    their theirs them themselves then there these they this those through thus to too under
+    until up upon us use used uses using very via want wants was we were what when where which
+    while who whom whose why will with within without would yes yet you your yours yourself
+    yourselves i'm i'd i've i'll can't don't s t ve ll d re m
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+"""Function words that carry no meaning about what a tool does (English)."""
+
+
+def split_words(text: str) -> list[str]:
+    """Split text and identifiers into lowercase words (no stop-word removal, no stemming).
+
+    ``getCalendarEvents`` → ``get calendar events``; ``list-files.v2`` → ``list files v 2``;
+    ``HTTPServer`` → ``http server``; CJK runs become overlapping character bigrams.
+    """
+    out: list[str] = []
+    for chunk in _WORD.findall(unicodedata.normalize("NFKC", text)):
+        for part in _CAMEL.findall(chunk):
+            if _CJK.fullmatch(part):
+                out.extend(_bigrams(part))
+            else:
+                out.append(part.lower())
+    return out
+
+
+def _bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def tokens(text: str, *, stem: bool = True) -> list[str]:
+    """Index terms of ``text``: split, lowercased, stop words dropped, optionally stemmed."""
+    words = [w for w in split_words(text) if w not in STOPWORDS]
+    return [stem_word(w) for w in words] if stem else words
+
+
+# --- Porter stemmer -----------------------------------------------------------------------
+
+_VOWELS = frozenset("aeiou")
+
+
+def _is_consonant(word: str, i: int) -> bool:
+    ch = word[i]
+    if ch in _VOWELS:
+        return False
+    if ch == "y":
+        return i == 0 or not _is_consonant(word, i - 1)
+    return True
+
+
+def _measure(stem: str) -> int:
+    """Porter's m: the number of vowel-consonant sequences in ``stem``."""
+    m, prev_vowel = 0, False
+    for i in range(len(stem)):
+        vowel = not _is_consonant(stem, i)
+        if prev_vowel and not vowel:
+            m += 1
+        prev_vowel = vowel
+    return m
+
+
+def _has_vowel(stem: str) -> bool:
+    return any(not _is_consonant(stem, i) for i in range(len(stem)))
+
+
+def _double_consonant(word: str) -> bool:
+    return len(word) >= 2 and word[-1] == word[-2] and _is_consonant(word, len(word) - 1)
+
+
+def _cvc(word: str) -> bool:
+    if len(word) < 3:
+        return False
+    n = len(word)
+    return (
+        _is_consonant(word, n - 3)
+        and not _is_consonant(word, n - 2)
+        and _is_consonant(word, n - 1)
+        and word[-1] not in "wxy"
+    )
+
+
+def _replace(word: str, rules: tuple[tuple[str, str], ...], min_m: int) -> str:
+    for suffix, repl in rules:
+        if word.endswith(suffix):
+            stem = word[: len(word) - len(suffix)]
+            return stem + repl if _measure(stem) > min_m else word
+    return word
+
+
+_STEP2 = (
+    ("ational", "ate"), ("tional", "tion"), ("enci", "ence"), ("anci", "ance"), ("izer", "ize"),
+    ("abli", "able"), ("alli", "al"), ("entli", "ent"), ("eli", "e"), ("ousli", "ous"),
+    ("ization", "ize"), ("ation", "ate"), ("ator", "ate"), ("alism", "al"), ("iveness", "ive"),
+    ("fulness", "ful"), ("ousness", "ous"), ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"),
+)  # fmt: skip
+_STEP3 = (
+    ("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"), ("ful", ""), ("ness", ""),
+)  # fmt: skip
+_STEP4 = (
+    "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion", "ou",
+    "ism", "ate", "iti", "ous", "ive", "ize",
+)  # fmt: skip
+
+
+@lru_cache(maxsize=65536)
+def stem_word(word: str) -> str:
+    """Porter-stem one lowercase word; words of two letters or fewer and non-ASCII words are kept."""
+    if len(word) <= 2 or not word.isascii() or not word.isalpha():
+        return word
+    w = word
+    # step 1a
+    if w.endswith(("sses", "ies")):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith("ss"):
+        w = w[:-1]
+    # step 1b
+    if w.endswith("eed"):
+        if _measure(w[:-3]) > 0:
+            w = w[:-1]
+    else:
+        for suffix in ("ed", "ing"):
+            if w.endswith(suffix) and _has_vowel(w[: -len(suffix)]):
+                w = w[: -len(suffix)]
+                if w.endswith(("at", "bl", "iz")):
+                    w += "e"
+                elif _double_consonant(w) and w[-1] not in "lsz":
+                    w = w[:-1]
+                elif _measure(w) == 1 and _cvc(w):
+                    w += "e"
+                break
+    # step 1c
+    if w.endswith("y") and _has_vowel(w[:-1]):
+        w = w[:-1] + "i"
+    w = _replace(w, _STEP2, 0)
+    w = _replace(w, _STEP3, 0)
+    # step 4
+    for suffix in sorted(_STEP4, key=len, reverse=True):
+        if w.endswith(suffix):
+            stem = w[: -len(suffix)]
+            if _measure(stem) > 1 and (suffix != "ion" or stem.endswith(("s", "t"))):
+                w = stem
+            break
+    # step 5
+    if w.endswith("e"):
+        stem = w[:-1]
+        m = _measure(stem)
+        if m > 1 or (m == 1 and not _cvc(stem)):
+            w = stem
+    if w.endswith("ll") and _measure(w) > 1:
+        w = w[:-1]
+    return w
+
+
+# --- display text -------------------------------------------------------------------------
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+
+
+def one_line(text: str, limit: int = 160) -> str:
+    """White space collapsed, control and bidi characters dropped, capped with an ellipsis."""
+    flat = " ".join(_CONTROL.sub(" ", text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def first_sentence(text: str, limit: int = 160) -> str:
+    """The first sentence of the first paragraph, on one line."""
+    para = text.replace("\r\n", "\n").strip().split("\n\n", 1)[0]
+    flat = " ".join(_CONTROL.sub(" ", para).split())
+    return one_line(_SENTENCE_END.split(flat, maxsplit=1)[0], limit)
