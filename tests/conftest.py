@@ -68,8 +68,29 @@ def docker_engine() -> Iterator[DockerCLI]:
         pytest.skip(f"no Docker engine: {e}")
     build_image(docker)
     yield docker
-    remove_containers(docker, label=TEST_LABEL)
+    # Every session closes its own container; one still here at the end is a leak to fix.
+    leaked = remove_containers(docker, label=TEST_LABEL)
     remove_volumes(docker, label=TEST_LABEL)
+    if leaked:
+        pytest.fail(f"{leaked} sandbox container(s) outlived the tests that created them")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leftover_processes() -> Iterator[None]:
+    """Fail the run if a server or helper process started by a test outlives the suite."""
+    yield
+    me = str(os.getpid())
+    leftovers = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if fields[1] == me and fields[0] != "Z":
+            leftovers.append(f"{stat.parent.name}: {cmdline[:120]}")
+    if leftovers:
+        pytest.fail("processes started by the tests are still running:\n" + "\n".join(leftovers))
 
 
 @pytest.fixture(scope="session")
@@ -77,3 +98,38 @@ def test_config() -> SandboxConfig:
     from sandbox import SandboxConfig
 
     return SandboxConfig(owner=TEST_OWNER, timeout=20.0)
+
+
+@pytest.fixture
+def sample_http_server() -> Iterator[Callable[[str], str]]:
+    """Start a sample server over Streamable HTTP: ``url = sample_http_server("crm")``; stopped after the test."""
+    import socket
+    import subprocess
+    import time
+
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(name: str) -> str:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        proc = subprocess.Popen(
+            [sys.executable, str(SAMPLE_SERVERS / f"{name}.py"), "--http", "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        procs.append(proc)
+        deadline = time.monotonic() + 30
+        while True:  # bounded wait until the port accepts connections
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                return f"http://127.0.0.1:{port}/mcp"
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError(f"the {name} sample server did not start over HTTP") from None
+                time.sleep(0.05)
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -299,6 +299,34 @@ def _flush_std() -> None:
             stream.flush()
 
 
+SKILL_MD = """\
+# Skills
+
+Functions saved here stay with this workspace: later scripts (and later sessions that use the
+same workspace) import them like any module:
+
+    from skills.top_leads import top_leads
+
+To save one, write `skills/<name>.py` (a function with a docstring saying what it does and what
+it returns), then add one line for it below, so the next reader knows it exists.
+
+"""
+
+
+def ensure_skills(workspace: str) -> None:
+    """Create ``skills/`` with its ``SKILL.md`` and ``__init__.py`` unless the workspace has them."""
+    folder = os.path.join(workspace, "skills")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        for name, text in (("SKILL.md", SKILL_MD), ("__init__.py", "")):
+            path = os.path.join(folder, name)
+            if not os.path.lexists(path):
+                with open(path, "x", encoding="utf-8") as f:
+                    f.write(text)
+    except OSError:
+        pass  # a full or odd workspace must not stop the worker; scripts can still create it
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run executions sent by the supervisor until the control pipe closes."""
     global _connection
@@ -317,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(args.workspace)
     if args.workspace not in sys.path:
         sys.path.insert(0, args.workspace)
+    ensure_skills(args.workspace)
 
     from tool_tree.runtime import set_transport
 

@@ -6,11 +6,10 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -286,34 +285,16 @@ def test_unknown_server_name_and_bad_config_exit_2_with_one_line(
 
 
 def test_streamable_http_server_generates_the_same_stubs_as_stdio(
-    sample_tree: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    sample_tree: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    sample_http_server: Callable[[str], str],
 ) -> None:
     _, stdio_tree = sample_tree
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, str(SAMPLES / "crm.py"), "--http", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise AssertionError("the HTTP sample server did not start") from None
-                time.sleep(0.05)
-        config = tmp_path / "c.yaml"
-        config.write_text(f"servers:\n  crm:\n    url: http://127.0.0.1:{port}/mcp\n", encoding="utf-8")
-        code, _ = run_cli("--config", str(config), "--out", str(tmp_path / "tree"), capsys=capsys)
-        assert code == 0
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"servers:\n  crm:\n    url: {sample_http_server('crm')}\n", encoding="utf-8")
+    code, _ = run_cli("--config", str(config), "--out", str(tmp_path / "tree"), capsys=capsys)
+    assert code == 0
     for stub in (stdio_tree / "servers/crm").glob("*.py"):
         assert (tmp_path / "tree/servers/crm" / stub.name).read_bytes() == stub.read_bytes()
 

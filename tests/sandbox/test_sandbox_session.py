@@ -386,6 +386,24 @@ def test_the_workspace_persists_across_sessions(backend: DockerBackend, tmp_path
     assert sorted(p.name for p in (workspace / "notes").iterdir()) == ["a.txt", "b.txt"]
 
 
+def test_saved_skills_are_importable_in_a_later_session_of_the_same_workspace(
+    backend: DockerBackend, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+    with Sandbox(backend, workspace=workspace) as sb:
+        first = sb.execute("print(open('skills/SKILL.md').read().splitlines()[0])")
+        assert first.stdout == "# Skills\n"
+        code = "open('skills/double.py', 'w').write('def double(x):\\n    \"Twice x.\"\\n    return 2 * x\\n')\n"
+        code += "open('skills/SKILL.md', 'a').write('- double(x) — twice x (skills/double.py)\\n')\n"
+        assert sb.execute(code).ok
+    assert (workspace / "skills" / "double.py").is_file()
+    with Sandbox(backend, workspace=workspace) as sb:
+        result = sb.execute(
+            "from skills.double import double\nprint(double(21))\nprint(open('skills/SKILL.md').read())"
+        )
+        assert result.stdout.startswith("42\n# Skills") and "- double(x) — twice x" in result.stdout
+
+
 def test_a_closed_session_refuses_work(backend: DockerBackend) -> None:
     sb = Sandbox(backend)
     with pytest.raises(SessionError, match="not started"):

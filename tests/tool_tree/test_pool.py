@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,14 @@ async def test_a_server_that_cannot_start_reports_its_stderr(tmp_path: Path) -> 
         with pytest.raises(ServerUnavailable) as info:
             await pool.call("raw", "pid", {})
         assert "missing API key" in info.value.stderr_tail
+
+
+async def test_streamable_http_servers_are_pooled_too(sample_http_server: Callable[[str], str]) -> None:
+    url = sample_http_server("crm")
+    async with ServerPool([ServerConfig(name="crm", url=url)]) as pool:
+        found = await pool.call("crm", "search_records", {"object_type": "account", "query": "Northwind"})
+        assert "Northwind" in text(found)
+        assert not found.get("isError")
 
 
 async def test_unknown_server_is_refused() -> None:
