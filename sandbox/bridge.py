@@ -51,11 +51,13 @@ class ToolBridge(ABC):
             ToolCallRefused: the call is not allowed or cannot be made.
         """
 
-    def search_tools(self, query: str, limit: int) -> list[dict[str, Any]] | Awaitable[list[dict[str, Any]]]:
-        """Tools matching ``query``: ``[{"name", "server", "path", "summary"}, ...]``.
+    def search_tools(
+        self, query: str, *, detail: str = "summary", limit: int = 5, regex: bool = False
+    ) -> str | Awaitable[str]:
+        """The tools matching ``query``, rendered at ``detail`` (``name``, ``summary`` or ``full``).
 
         Raises:
-            ToolCallRefused: this bridge offers no search (the default).
+            ToolCallRefused: this bridge offers no search (the default), or the query is bad.
         """
         raise ToolCallRefused("tool search is not available in this session", "unsupported")
 
@@ -69,7 +71,7 @@ class FunctionBridge(ToolBridge):
     def __init__(
         self,
         handler: ToolHandler,
-        search: Callable[[str, int], list[dict[str, Any]] | Awaitable[list[dict[str, Any]]]] | None = None,
+        search: Callable[[str, str, int], str | Awaitable[str]] | None = None,
     ) -> None:
         self._handler = handler
         self._search = search
@@ -79,10 +81,12 @@ class FunctionBridge(ToolBridge):
     ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         return self._handler(server, tool, arguments)
 
-    def search_tools(self, query: str, limit: int) -> list[dict[str, Any]] | Awaitable[list[dict[str, Any]]]:
+    def search_tools(
+        self, query: str, *, detail: str = "summary", limit: int = 5, regex: bool = False
+    ) -> str | Awaitable[str]:
         if self._search is None:
-            return super().search_tools(query, limit)
-        return self._search(query, limit)
+            return super().search_tools(query, detail=detail, limit=limit, regex=regex)
+        return self._search(query, detail, limit)
 
 
 class NoToolsBridge(ToolBridge):

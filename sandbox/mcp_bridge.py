@@ -203,24 +203,13 @@ class McpBridge(ToolBridge):
         self._validators[key] = validator
         return validator
 
-    async def search_tools(self, query: str, limit: int) -> list[dict[str, Any]]:
-        from tool_tree.search import SearchError, load_index
+    async def search_tools(self, query: str, *, detail: str = "summary", limit: int = 5, regex: bool = False) -> str:
+        from tool_tree.search import SearchError, search_tools
 
         try:
-            hits = load_index(self.tree).search(query, limit=max(1, min(limit, 50)))
+            return search_tools(self.tree, query, detail=detail, limit=limit, regex=regex)
         except SearchError as e:
-            raise ToolCallRefused(str(e), "search_failed") from None
-        return [
-            {
-                "name": f"{h.package}.{h.function}",
-                "server": h.server,
-                "tool": h.tool,
-                "path": h.path,
-                "summary": h.summary,
-                "score": round(h.score, 4),
-            }
-            for h in hits
-        ]
+            raise ToolCallRefused(str(e), "invalid_search") from None
 
 
 def _describe(error: jsonschema.ValidationError) -> str:

@@ -349,14 +349,21 @@ class Sandbox:
                 self._in_flight -= 1
 
     def _serve_search(self, channel: SupervisorChannel, call_id: str, params: dict[str, Any]) -> None:
-        query, limit = params.get("query"), params.get("limit", 10)
-        if not isinstance(query, str) or not isinstance(limit, int) or len(query) > 1000:
-            channel.respond(
-                call_id, error={"code": "invalid_arguments", "message": "search_tools(query: str, limit: int)"}
-            )
+        query, limit = params.get("query"), params.get("limit", 5)
+        detail, regex = params.get("detail", "summary"), params.get("regex", False)
+        if (
+            not isinstance(query, str)
+            or len(query) > 1000
+            or not isinstance(limit, int)
+            or isinstance(limit, bool)
+            or detail not in ("name", "summary", "full")
+            or not isinstance(regex, bool)
+        ):
+            message = "search_tools(query: str, detail: 'name'|'summary'|'full', limit: int, regex: bool)"
+            channel.respond(call_id, error={"code": "invalid_arguments", "message": message})
             return
         try:
-            matches = resolve(self.bridge.search_tools(query, max(1, min(limit, 100))), self.tool_loop)
+            text = resolve(self.bridge.search_tools(query, detail=detail, limit=limit, regex=regex), self.tool_loop)
         except ToolCallRefused as e:
             channel.respond(call_id, error={"code": e.code, "message": e.message})
             return
@@ -364,7 +371,7 @@ class Sandbox:
             logger.exception("tool search failed")
             channel.respond(call_id, error={"code": "internal", "message": "tool search failed on the host"})
             return
-        channel.respond(call_id, result={"matches": list(matches)})
+        channel.respond(call_id, result={"text": str(text)})
 
     def _serve_tool_call(self, channel: SupervisorChannel, call_id: str, params: dict[str, Any]) -> None:
         server, tool, arguments = params.get("server"), params.get("tool"), params.get("arguments")

@@ -172,18 +172,23 @@ def tool_transport(server: str, tool: str, arguments: dict[str, Any]) -> dict[st
         raise ToolCallError(server, tool, str(e), e.code) from None
 
 
-def search_tools(query: str, limit: int = 10) -> list[dict[str, Any]]:
-    """Search the tools of every configured server; returns ``[{"name", "server", "path", "summary"}, ...]``.
+def search_tools(query: str, detail: str = "summary", limit: int = 5, regex: bool = False) -> str:
+    """Search the tools of every server; returns the matches as text, best first.
+
+    ``detail``: ``"name"`` (qualified names), ``"summary"`` (name, one line, signature) or
+    ``"full"`` (each stub's text). ``limit``: 1 to 50. ``regex=True`` treats ``query`` as a
+    pattern over names and descriptions.
 
     Raises:
         RuntimeError: the host offers no tool search or refused the query.
     """
+    params = {"query": str(query), "detail": str(detail), "limit": int(limit), "regex": bool(regex)}
     try:
-        result = _conn().request("search_tools", {"query": str(query), "limit": int(limit)})
+        result = _conn().request("search_tools", params)
     except HostError as e:
         raise RuntimeError(f"search_tools: {e}") from None
-    matches = result.get("matches")
-    return [m for m in matches if isinstance(m, dict)] if isinstance(matches, list) else []
+    text = result.get("text")
+    return text if isinstance(text, str) else ""
 
 
 def _image_bytes(image: Any) -> tuple[bytes, str | None]:

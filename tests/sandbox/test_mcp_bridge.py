@@ -141,8 +141,12 @@ def test_search_from_a_script_is_answered_from_the_tree_index(tree: Path, pool: 
     import asyncio
 
     bridge = McpBridge(tree, pool.pool)
-    hits = asyncio.run_coroutine_threadsafe(bridge.search_tools("export leads", 3), pool.loop).result()
-    assert hits[0]["name"] == "crm.list_leads" and hits[0]["tool"] == "list_leads"
+    text = asyncio.run_coroutine_threadsafe(bridge.search_tools("export leads", limit=3), pool.loop).result()
+    assert text.startswith("crm.list_leads — ")
+    names = asyncio.run_coroutine_threadsafe(bridge.search_tools("chart", detail="name"), pool.loop).result()
+    assert "media.render_chart" in names.splitlines()
+    with pytest.raises(ToolCallRefused, match="limit"):
+        asyncio.run_coroutine_threadsafe(bridge.search_tools("x", limit=500), pool.loop).result()
 
 
 # ---- whole scripts in a real container -------------------------------------------------------------------
@@ -218,6 +222,6 @@ def test_an_uncaught_refusal_shows_the_users_frames_not_the_plumbing(session: Sa
         "tool_tree.runtime.ToolCallError: crm.list_leads: invalid arguments: limit: 0 is less than the minimum of 1"
     )
     assert result.traceback is not None
-    assert 'line 3, in <module>' in result.traceback
+    assert "line 3, in <module>" in result.traceback
     assert "servers/crm/list_leads.py" in result.traceback
     assert "tooltree_supervisor" not in result.traceback and "tool_tree/runtime" not in result.traceback

@@ -16,7 +16,7 @@ def test_a_plain_function_becomes_a_bridge() -> None:
     assert isinstance(bridge, FunctionBridge)
     assert bridge.call_tool("crm", "x", {}) == {"content": [], "server": "crm"}
     with pytest.raises(ToolCallRefused, match="search"):
-        bridge.search_tools("q", 5)
+        bridge.search_tools("q", limit=5)
 
 
 def test_no_tools_refuses_every_call() -> None:

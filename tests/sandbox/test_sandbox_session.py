@@ -62,8 +62,8 @@ class RecordingTools(ToolBridge):
             with self._lock:
                 self.in_flight -= 1
 
-    def search_tools(self, query: str, limit: int) -> list[dict[str, Any]]:
-        return [{"name": "list_leads", "server": "crm", "path": "servers/crm/list_leads.py", "summary": query}][:limit]
+    def search_tools(self, query: str, *, detail: str = "summary", limit: int = 5, regex: bool = False) -> str:
+        return f"crm.list_leads ({detail}, {limit}, {regex}) for {query!r}: servers/crm/list_leads.py"
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def test_state_persists_across_executions_until_reset(backend: DockerBackend) ->
         assert after.stdout == "file\n"
         assert after.error == "NameError: name 'counter' is not defined"
         sb.reset(workspace=True)
-        assert sb.execute("import os\nprint(sorted(os.listdir('.')))").stdout == "['servers']\n"
+        assert sb.execute("import os\nprint(sorted(os.listdir('.')))").stdout == "['servers', 'skills']\n"
 
 
 def test_a_timeout_kills_the_run_and_the_session_stays_usable(backend: DockerBackend) -> None:
@@ -238,14 +238,17 @@ def test_tool_errors_and_refusals_reach_the_script_as_exceptions(shared: Sandbox
     )
     result = shared.execute(code)
     assert result.stdout == "tool error: no such lead\nrefused: not_allowed crm.refuse is not in the allowlist\n"
-    assert result.error == "tool_tree.runtime._call.ToolError: crm.fail: no such lead"
+    assert result.error == "tool_tree.runtime.ToolError: crm.fail: no such lead"
     assert [c.ok for c in result.tool_calls] == [False, False, False]
     assert result.tool_calls[1].error == "crm.refuse is not in the allowlist"
 
 
 def test_search_tools_is_routed_to_the_host(shared: Sandbox) -> None:
-    result = shared.execute("print(search_tools('leads', limit=3))")
-    assert "servers/crm/list_leads.py" in result.stdout
+    result = shared.execute("print(search_tools('leads', limit=3))\nprint(search_tools('x', detail='full'))")
+    assert result.stdout.splitlines() == [
+        "crm.list_leads (summary, 3, False) for 'leads': servers/crm/list_leads.py",
+        "crm.list_leads (full, 5, False) for 'x': servers/crm/list_leads.py",
+    ]
 
 
 def test_shown_images_reach_the_result(shared: Sandbox) -> None:

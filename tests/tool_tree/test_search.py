@@ -599,3 +599,20 @@ def test_search_records_are_json_ready_for_scripts(tree: Path) -> None:
         }
     ]
     assert json.loads(json.dumps(records)) == records
+
+
+def test_search_package_imports_only_the_standard_library() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, tool_tree.search; print(sorted(m for m in ('numpy', 'mcp', 'yaml') if m in sys.modules))"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60, env=env)
+    assert out.stdout.strip() == "[]"
+
+
+def test_tooltree_main_dispatches_search(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tooltree_cli.main import main
+
+    assert main(["search", "pollen levels", "--tree", str(tree), "--detail", "name"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "weather.air_quality"
