@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import json
+
+from generator.index_files import render_index, render_package_init, render_readme
+from tool_tree.tree import Manifest, ServerEntry, ToolEntry
+
+LONG = (
+    "A Model Context Protocol (MCP) server that provides access to the {n} service: search, create, update "
+    "and delete {n} items, with filters, paging, sorting and bulk export. Supports OAuth and API keys."
+)
+
+
+def catalog(servers: int, tools: int) -> tuple[Manifest, int]:
+    entries, tool_entries, definitions = [], [], 0
+    for s in range(servers):
+        name = f"service-{s}"
+        entries.append(ServerEntry(name=name, package=f"service_{s}", tool_count=tools, description=LONG.format(n=s)))
+        for t in range(tools):
+            raw = {
+                "name": f"do_thing_{t}",
+                "description": f"Do thing {t} on service {s}. " * 8,
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {f"p{i}": {"type": "string", "description": "x" * 40} for i in range(5)},
+                },
+            }
+            definitions += len(json.dumps(raw))
+            tool_entries.append(
+                ToolEntry(
+                    server=name,
+                    tool=raw["name"],
+                    function=raw["name"],
+                    path=f"servers/service_{s}/{raw['name']}.py",
+                    schema_hash="sha256:0",
+                )
+            )
+    return Manifest(servers=entries, tools=tool_entries), definitions
+
+
+def test_index_stays_under_two_percent_of_the_definitions_at_catalog_scale() -> None:
+    manifest, definitions = catalog(70, 8)
+    index = render_index(manifest)
+    assert len(index) <= 0.02 * definitions
+    lines = [ln for ln in index.splitlines() if ln.startswith("- ")]
+    assert len(lines) == 70
+    for s, line in zip(sorted(manifest.servers, key=lambda s: s.package), lines, strict=True):
+        assert line.startswith(f"- {s.package} (8 tools) — Access to the ")
+        assert "do_thing_0" in line
+
+
+def test_small_trees_keep_whole_purposes_and_every_tool_name() -> None:
+    manifest, _ = catalog(3, 4)
+    index = render_index(manifest)
+    assert "Supports OAuth and API keys: do_thing_0, do_thing_1, do_thing_2, do_thing_3" in index
+
+
+def test_readme_lists_each_tool_with_its_mcp_name_when_renamed() -> None:
+    server = ServerEntry(name="svc", package="svc", tool_count=1, description="Things.")
+    tool = ToolEntry(
+        server="svc",
+        tool="do-it",
+        function="do_it",
+        path="servers/svc/do_it.py",
+        schema_hash="h",
+        summary="Does `it`.\nTwice.",
+    )
+    readme = render_readme(server, [tool])
+    assert "- do_it — Does 'it'. Twice. (MCP name: do-it)" in readme
+
+
+def test_package_init_reexports_every_function_and_compiles() -> None:
+    server = ServerEntry(name="x'\"\\n", package="x", tool_count=2)
+    tools = [
+        ToolEntry(server=server.name, tool=n, function=n, path=f"servers/x/{n}.py", schema_hash="h") for n in ("b", "a")
+    ]
+    source = render_package_init(server, tools)
+    compile(source, "init", "exec")
+    assert "from .a import a\nfrom .b import b\n" in source and "__all__ = [\n    'a',\n    'b',\n]" in source
