@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import sample_config_yaml
 from tool_tree.config import parse_config
 from tooltree_cli.main import main
 
@@ -36,12 +36,8 @@ def test_the_yaml_config_snippet_is_a_valid_config() -> None:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    crm = REPO / "tests" / "sample_servers" / "crm.py"
     config = tmp_path / "tooltree.yaml"
-    config.write_text(
-        f"servers:\n  crm:\n    command: {json.dumps(sys.executable)}\n    args: [{json.dumps(str(crm))}]\n",
-        encoding="utf-8",
-    )
+    config.write_text(sample_config_yaml("crm"), encoding="utf-8")
     assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree"), "--json"]) == 0
     return tmp_path
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support import sample_config_yaml
 from tooltree_cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,15 +25,7 @@ def test_owner(monkeypatch: pytest.MonkeyPatch) -> None:
 def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     tmp = tmp_path_factory.mktemp("exec")
     config = tmp / "tooltree.yaml"
-    config.write_text(
-        "servers:\n"
-        + "".join(
-            f"  {n}:\n    command: {json.dumps(sys.executable)}\n    args: [{json.dumps(str(SAMPLES / n))}.py]\n"
-            for n in ("crm", "media")
-        ).replace('".py]', '.py"]')
-        + "sandbox:\n  timeout: 20\n",
-        encoding="utf-8",
-    )
+    config.write_text(sample_config_yaml("crm", "media") + "sandbox:\n  timeout: 20\n", encoding="utf-8")
     tree = tmp / "tree"
     assert main(["generate-tree", "--config", str(config), "--out", str(tree)]) == 0
     return config, tree

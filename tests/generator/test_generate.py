@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import alive, sample_config_yaml
 from tooltree_cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,16 +23,9 @@ SAMPLES = REPO / "tests" / "sample_servers"
 RAW = REPO / "tests" / "servers" / "raw_server.py"
 
 
-def sample_config(tmp: Path, *names: str, extra: str = "") -> Path:
-    lines = ["servers:"]
-    for n in names:
-        lines += [
-            f"  {n}:",
-            f"    command: {json.dumps(sys.executable)}",
-            f"    args: [{json.dumps(str(SAMPLES / f'{n}.py'))}]",
-        ]
+def sample_config(tmp: Path, *names: str) -> Path:
     path = tmp / "tooltree.yaml"
-    path.write_text("\n".join(lines) + "\n" + extra, encoding="utf-8")
+    path.write_text(sample_config_yaml(*names), encoding="utf-8")
     return path
 
 
@@ -331,16 +325,6 @@ def test_ctrl_c_stops_generation_and_leaves_no_server_running(tmp_path: Path) ->
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     deadline = time.monotonic() + 10
-    while _alive(server_pid):
+    while alive(server_pid):
         assert time.monotonic() < deadline, "the server process outlived generate-tree"
         time.sleep(0.02)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill(0); it is gone for our purposes once its parent died.
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text(encoding="utf-8").split(")")[-1].split()[0] != "Z"

@@ -15,6 +15,7 @@ import pytest
 from sandbox import Sandbox, SandboxConfig
 from sandbox.bridge import ToolCallRefused
 from sandbox.mcp_bridge import AuditLog, Budgets, McpBridge
+from tests.support import sample_config_yaml
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool
 from tooltree_cli.main import main
@@ -31,14 +32,7 @@ def servers() -> list[ServerConfig]:
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("bridge")
     config = tmp / "tooltree.yaml"
-    config.write_text(
-        "servers:\n"
-        + "".join(
-            f"  {s.name}:\n    command: {json.dumps(s.command)}\n    args: [{json.dumps(s.args[0])}]\n"
-            for s in servers()
-        ),
-        encoding="utf-8",
-    )
+    config.write_text(sample_config_yaml("crm", "media"), encoding="utf-8")
     out = tmp / "tree"
     assert main(["generate-tree", "--config", str(config), "--out", str(out)]) == 0
     return out

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.support import alive
 from tool_tree.config import ServerConfig
 from tool_tree.pool import ServerPool, ServerUnavailable, UnknownServerError
 
@@ -131,14 +131,5 @@ async def test_closing_the_pool_stops_every_server_process(tmp_path: Path) -> No
     servers = [raw(tmp_path, f"s{i}") for i in range(3)]
     async with ServerPool(servers) as pool:
         pids = [int(text(await pool.call(s.name, "pid", {}))) for s in servers]
-        assert all(_alive(p) for p in pids)
-    assert not any(_alive(p) for p in pids)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text(encoding="utf-8").split(")")[-1].split()[0] != "Z"
+        assert all(alive(p) for p in pids)
+    assert not any(alive(p) for p in pids)
