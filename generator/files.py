@@ -74,19 +74,20 @@ def diff_plan(root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str])
     return sorted(drift)
 
 
-def _stale(root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str]) -> list[str]:
+def files_under(root: Path, rel_dir: str) -> list[str]:
+    """Relative paths of the files below ``rel_dir`` (not following links, skipping ``__pycache__``)."""
+    base = root / check_relpath(rel_dir)
+    if not base.is_dir() or base.is_symlink():
+        return []
     out: list[str] = []
-    for d in owned_dirs:
-        base = root / check_relpath(d)
-        if not base.is_dir() or base.is_symlink():
-            continue
-        for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-            dirnames[:] = [n for n in dirnames if n != "__pycache__"]
-            for name in filenames:
-                rel = (Path(dirpath) / name).relative_to(root).as_posix()
-                if rel not in files:
-                    out.append(rel)
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+        dirnames[:] = [n for n in dirnames if n != "__pycache__"]
+        out += [(Path(dirpath) / name).relative_to(root).as_posix() for name in filenames]
     return out
+
+
+def _stale(root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str]) -> list[str]:
+    return [rel for d in owned_dirs for rel in files_under(root, d) if rel not in files]
 
 
 def write_plan(root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str]) -> WriteReport:

@@ -6,14 +6,13 @@ This is the whole of ``tooltree generate-tree`` minus argument parsing and print
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from generator.files import UnsafePathError, WriteReport, diff_plan, read_existing, write_plan
+from generator.files import UnsafePathError, WriteReport, diff_plan, files_under, read_existing, write_plan
 from generator.layout import Plan, ServerListing, plan_tree
 from tool_tree.config import Config, ConfigError, ServerConfig
 from tool_tree.tree import SERVERS_DIR, SNAPSHOTS_DIR, Manifest, ServerEntry, TreeError
@@ -248,18 +247,8 @@ def _existing(out: Path, rel: str) -> bytes | None:
 def _carry_kept_files(out: Path, plan: Plan, keep: Sequence[ServerEntry]) -> None:
     """Put the on-disk files of kept servers into the plan, so owning whole folders deletes nothing of theirs."""
     for entry in keep:
-        for rel_dir in (f"{SERVERS_DIR}/{entry.package}",):
-            base = out / rel_dir
-            if not base.is_dir() or base.is_symlink():
-                continue
-            for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-                dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-                for name in filenames:
-                    rel = (Path(dirpath) / name).relative_to(out).as_posix()
-                    data = read_existing(out, rel)
-                    if data is not None:
-                        plan.files.setdefault(rel, data)
-        snap = entry.snapshot or f"{SNAPSHOTS_DIR}/{entry.package}.json"
-        data = read_existing(out, snap)
-        if data is not None:
-            plan.files.setdefault(snap, data)
+        snapshot = entry.snapshot or f"{SNAPSHOTS_DIR}/{entry.package}.json"
+        for rel in [*files_under(out, f"{SERVERS_DIR}/{entry.package}"), snapshot]:
+            data = read_existing(out, rel)
+            if data is not None:
+                plan.files.setdefault(rel, data)
