@@ -20,9 +20,13 @@ from __future__ import annotations
 import re
 
 _NAMED = {"\t": "\\t", "\r": "\\r", "\n": "\\n"}
-_MAYBE_UNSAFE = re.compile(r"[^\x20-\x7e]")
-"""Everything but printable ASCII: each match is kept only if it is printable."""
-_QUOTE_RUN = re.compile(r'\A"|"(?=")|"\Z')
+_MAYBE_UNSAFE = re.compile(r"[^\x20-\x7e]+")
+"""Runs of anything but printable ASCII: each character is kept only if it is printable."""
+_MAYBE_UNSAFE_BUT_NEWLINE = re.compile(r"[^\x20-\x7e\n]+")
+"""The same, but a newline is not even looked at (docstrings keep theirs)."""
+_LINE_START = re.compile(r"\n(?=[^\n])")
+_QUOTE_RUN = re.compile(r'"(?:(?=")|\Z|(?<=\A"))')
+"""A quote before a quote, the last or the first character (written to start with the quote: a fast search)."""
 
 
 def _escape_char(ch: str) -> str:
@@ -38,13 +42,14 @@ def _escape_char(ch: str) -> str:
 
 
 def _escape_unprintable(match: re.Match[str]) -> str:
-    ch = match.group()
-    return ch if ch.isprintable() else _escape_char(ch)
+    run = match.group()
+    if run.isprintable():  # e.g. a word of non-ASCII letters
+        return run
+    return "".join(ch if ch.isprintable() else _escape_char(ch) for ch in run)
 
 
-def _escape_unprintable_keep_newline(match: re.Match[str]) -> str:
-    ch = match.group()
-    return ch if ch == "\n" or ch.isprintable() else _escape_char(ch)
+def _escaped_quote(match: re.Match[str]) -> str:
+    return '\\"'
 
 
 def string_literal(text: str, *, quote: str = '"') -> str:
@@ -56,7 +61,9 @@ def string_literal(text: str, *, quote: str = '"') -> str:
     if quote not in ("'", '"'):
         raise ValueError(f"quote must be ' or \", not {quote!r}")
     body = text.replace("\\", "\\\\").replace(quote, "\\" + quote)
-    return quote + _MAYBE_UNSAFE.sub(_escape_unprintable, body) + quote
+    if not body.isprintable():
+        body = _MAYBE_UNSAFE.sub(_escape_unprintable, body)
+    return quote + body + quote
 
 
 def preferred_literal(text: str) -> str:
@@ -78,12 +85,16 @@ def docstring_literal(text: str, *, indent: str = "") -> str:
     """
     if indent.strip(" "):
         raise ValueError("indent must be spaces")
-    lines = text.split("\n")
-    body = "\n".join((indent + line) if (i and line) else line for i, line in enumerate(lines))
-    if len(lines) > 1:
+    body = text
+    if "\n" in text:
+        if indent:  # every line but the first, unless it is empty
+            body = _LINE_START.sub("\n" + indent, body)
         body += "\n" + indent
     # Backslashes first: the escapes added after them must not be doubled. Escaping never puts
     # a character between two quotes, so the quote rule sees the same neighbours as in `body`.
     body = body.replace("\\", "\\\\")
-    body = _MAYBE_UNSAFE.sub(_escape_unprintable_keep_newline, body)
-    return '"""' + _QUOTE_RUN.sub('\\\\"', body) + '"""'
+    if not body.replace("\n", " ").isprintable():
+        body = _MAYBE_UNSAFE_BUT_NEWLINE.sub(_escape_unprintable, body)
+    if '"' in body:
+        body = _QUOTE_RUN.sub(_escaped_quote, body)
+    return '"""' + body + '"""'

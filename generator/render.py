@@ -17,8 +17,6 @@ from __future__ import annotations
 import json
 import keyword
 import re
-import textwrap
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,7 +51,8 @@ from generator.type_expr import (
 )
 
 LINE = 120
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
+_SENTENCE_END = re.compile(r"[.!?]\s+(?=[A-Z0-9`\"'(\[])")
+"""A sentence's end and the space after it (starting with the punctuation: a fast search)."""
 SINGLE = "'"
 MAX_DESCRIPTION = 4_000
 """Characters of a tool description shown in the function docstring."""
@@ -74,7 +73,7 @@ _HINTS = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RenderedStub:
     source: str
     """The full module text."""
@@ -84,7 +83,7 @@ class RenderedStub:
     """What went wrong in converting the tool's schemas (the stub is still usable)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Parts:
     """The pieces of one stub, gathered before the text is laid out."""
 
@@ -115,26 +114,27 @@ def render_stub(*, server: str, tool: dict[str, Any], function: str, schema_hash
         ValueError: ``function`` is not a safe ASCII identifier (a caller bug: use
             :func:`generator.naming.assign_identifiers`).
     """
-    if not (function.isascii() and function.isidentifier() and not _is_keyword(function)):
+    if not _is_safe_identifier(function):
         raise ValueError(f"function name {function!r} is not a safe identifier")
     raw = tool if isinstance(tool, dict) else {}
     name = raw.get("name")
-    label = f"tool {one_line(name, 80)!r}" if isinstance(name, str) else f"tool {function!r}"
     found: list[str] = []
 
     def warn(message: str) -> None:
+        label = f"tool {one_line(name, 80)!r}" if isinstance(name, str) else f"tool {function!r}"
         found.append(f"{label}: {message}")
 
     if not isinstance(name, str):
         warn("the tool has no name; the stub calls the tool ''")
+    annotations = _dict(raw.get("annotations"))
     parts = _Parts(
         server=server,
         tool=name if isinstance(name, str) else "",
         function=function,
         schema_hash=schema_hash,
         description=_text(raw.get("description")),
-        title=_text(raw.get("title")) or _text(_dict(raw.get("annotations")).get("title")),
-        hints=[text for key, value, text in _HINTS if _dict(raw.get("annotations")).get(key) is value],
+        title=_text(raw.get("title")) or _text(annotations.get("title")),
+        hints=[text for key, value, text in _HINTS if annotations.get(key) is value],
     )
     try:
         _convert(parts, raw, warn)
@@ -157,8 +157,8 @@ def render_stub(*, server: str, tool: dict[str, Any], function: str, schema_hash
 
 
 def _convert(parts: _Parts, raw: dict[str, Any], warn: Callable[[str], None]) -> None:
-    reserved = {parts.function, "annotations"} | TYPING_NAMES | RUNTIME_NAMES | ImportNames(parts.function).aliases
-    builder = TypeBuilder(reserved=reserved, warn=warn)
+    # The builder also keeps clear of every importable name and `annotations`.
+    builder = TypeBuilder(reserved=ImportNames(parts.function).aliases | {parts.function}, warn=warn)
     output_schema = raw.get("outputSchema")
     output_name = builder.names.allocate(parts.function + "_output") if isinstance(output_schema, dict) else ""
     fn_camel = camel(parts.function)
@@ -178,7 +178,7 @@ def _convert(parts: _Parts, raw: dict[str, Any], warn: Callable[[str], None]) ->
     else:
         parts.extra = shape.extra
         ordered = [p for p in shape.properties if p.required] + [p for p in shape.properties if not p.required]
-        param_reserved = set(builder.names.taken) | _LOCALS
+        param_reserved = builder.names.taken | _LOCALS
         idents = assign_identifiers([p.wire for p in ordered], fallback="x", reserved=param_reserved)
         parts.params = [(idents[p.wire], p) for p in ordered]
 
@@ -205,9 +205,10 @@ def _convert(parts: _Parts, raw: dict[str, Any], warn: Callable[[str], None]) ->
 def _layout(parts: _Parts) -> str:
     names = ImportNames(parts.function)
     blocks: list[str] = []
-    module_names = {d.name for d in parts.definitions} | names.aliases | TYPING_NAMES | BUILTIN_TYPES | {"None"}
-    for d in parts.definitions:
-        blocks.append(_typed_dict_source(d, module_names, names))
+    if parts.definitions:
+        module_names = {d.name for d in parts.definitions} | names.aliases | TYPING_NAMES | BUILTIN_TYPES | {"None"}
+        for d in parts.definitions:
+            blocks.append(_typed_dict_source(d, module_names, names))
     blocks.append(_function_source(parts, names))
     return _module(parts, names, blocks)
 
@@ -229,17 +230,18 @@ def _import_item(name: str, function: str) -> str:
 
 
 def _module_docstring(parts: _Parts) -> str:
-    head = f"{one_line(parts.server, 60)}.{one_line(parts.tool, 80)}"
+    server, tool = one_line(parts.server, 200), one_line(parts.tool, 200)
+    head = f"{_shorter(server, 60)}.{_shorter(tool, 80)}"
     room = max(40, LINE - 6 - len(head))  # the first line fits in 120 columns when the names are short
     summary = first_sentence(parts.description, room) or one_line(parts.title, room)
     lines = [f"{head} — {summary}" if summary else head, ""]
     lines += [
-        f"Server: {one_line(parts.server, 200)}",
-        f"Tool: {one_line(parts.tool, 200)}",
+        f"Server: {server}",
+        f"Tool: {tool}",
         f"Schema: {one_line(parts.schema_hash, 200)}",
         "Generated by tooltree from the server's tool definition; do not edit.",
     ]
-    return docstring_literal("\n".join(line.rstrip() for line in lines))
+    return docstring_literal("\n".join([line.rstrip() for line in lines]))
 
 
 def _typed_dict_source(d: TypedDictDef, module_names: set[str], names: ImportNames) -> str:
@@ -309,13 +311,14 @@ def _body(parts: _Parts, names: ImportNames) -> list[str]:
     server, tool = preferred_literal(parts.server), preferred_literal(parts.tool)
     lines: list[str] = []
     if parts.params:
-        required = [f"{preferred_literal(p.wire)}: {ident}" for ident, p in parts.params if p.required]
+        keys = [(ident, preferred_literal(p.wire), p.required) for ident, p in parts.params]
+        required = [f"{key}: {ident}" for ident, key, is_required in keys if is_required]
         head = f"    arguments: dict[str, {names.use('Any')}] = {{"
         one = head + ", ".join(required) + "}"
         lines += [one] if len(one) <= LINE else [head, *[f"        {r}," for r in required], "    }"]
-        for ident, p in parts.params:
-            if not p.required:
-                lines += [f"    if {ident} is not None:", f"        arguments[{preferred_literal(p.wire)}] = {ident}"]
+        for ident, key, is_required in keys:
+            if not is_required:
+                lines += [f"    if {ident} is not None:", f"        arguments[{key}] = {ident}"]
         args = "arguments"
     else:
         args = "arguments" if parts.extra is not None else "{}"
@@ -407,33 +410,23 @@ def _returns_doc(parts: _Parts, width: int) -> list[str]:
 
 
 def _constraints(p: Property) -> list[str]:
-    s = dict(p.schema)
+    s = p.schema
     for key in ("anyOf", "oneOf"):
-        branches = (
-            [b for b in s.get(key) or [] if isinstance(b, dict) and b.get("type") != "null"]
-            if isinstance(s.get(key), list)
-            else []
-        )
-        if len(branches) == 1:
-            s = {**branches[0], **s}
+        options = s.get(key)
+        if isinstance(options, list):
+            branches = [b for b in options if isinstance(b, dict) and b.get("type") != "null"]
+            if len(branches) == 1:
+                s = {**branches[0], **s}
     notes: list[str] = []
     if s.get("deprecated") is True:
         notes.append("Deprecated.")
     if isinstance(s.get("format"), str):
         notes.append(f"Format: {one_line(s['format'], 60)}.")
-    for key, label in (
-        ("minimum", "Minimum"),
-        ("maximum", "Maximum"),
-        ("exclusiveMinimum", "Greater than"),
-        ("exclusiveMaximum", "Less than"),
-        ("minLength", "Min length"),
-        ("maxLength", "Max length"),
-        ("minItems", "Min items"),
-        ("maxItems", "Max items"),
-    ):
-        value = s.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            notes.append(f"{label}: {_json_preview(value, 40)}.")
+    if not s.keys().isdisjoint(_LIMITS):
+        for key, label in _LIMITS.items():
+            value = s.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                notes.append(f"{label}: {_json_preview(value, 40)}.")
     if s.get("uniqueItems") is True:
         notes.append("Items must be unique.")
     if isinstance(s.get("pattern"), str):
@@ -444,6 +437,19 @@ def _constraints(p: Property) -> list[str]:
     if "default" in s:
         notes.append(f"Server default: {_json_preview(s['default'], 200)}.")
     return notes
+
+
+_LIMITS = {
+    "minimum": "Minimum",
+    "maximum": "Maximum",
+    "exclusiveMinimum": "Greater than",
+    "exclusiveMaximum": "Less than",
+    "minLength": "Min length",
+    "maxLength": "Max length",
+    "minItems": "Min items",
+    "maxItems": "Max items",
+}
+"""Numeric constraints shown in a parameter's description, in this order."""
 
 
 def _shows_literal(t: PyType) -> bool:
@@ -474,8 +480,15 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _is_keyword(name: str) -> bool:
-    return keyword.iskeyword(name) or keyword.issoftkeyword(name)
+def _is_safe_identifier(name: str) -> bool:
+    """An ASCII identifier a module can bind (not a keyword, soft keyword or ``__debug__``)."""
+    return (
+        name.isascii()
+        and name.isidentifier()
+        and not keyword.iskeyword(name)
+        and not keyword.issoftkeyword(name)
+        and name != "__debug__"
+    )
 
 
 def _split_summary(text: str) -> str:
@@ -483,35 +496,57 @@ def _split_summary(text: str) -> str:
     first, sep, rest = text.partition("\n\n")
     if "\n" in first:
         return text
-    sentences = _SENTENCE_END.split(first, maxsplit=1)
-    if len(sentences) == 2 and len(sentences[0]) <= 110:
-        return sentences[0] + "\n\n" + sentences[1] + sep + rest
+    end = _SENTENCE_END.search(first)
+    if end is not None and end.start() < 110:  # the sentence, with its punctuation, fits in 110
+        return first[: end.start() + 1] + "\n\n" + first[end.end() :] + sep + rest
     return text
+
+
+def _shorter(flat: str, limit: int) -> str:
+    """``one_line(text, limit)``, given ``flat = one_line(text, n)`` for some ``n > limit``.
+
+    A flattened text is its own ``one_line``, and capping a capped text at a shorter length caps
+    the original the same way, so only a text too long for ``limit`` needs the second pass.
+    """
+    return flat if len(flat) <= limit else one_line(flat, limit)
 
 
 def _sentence(text: str) -> str:
     return text if not text or text[-1] in ".!?…" else text + "."
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False)
+"""``json.dumps(value, ensure_ascii=False)`` without building an encoder per call (encoding keeps no state)."""
+
+
 def _json_preview(value: Any, limit: int) -> str:
     try:
-        text = json.dumps(value, ensure_ascii=False)
+        text = _JSON.encode(value)
     except (TypeError, ValueError, RecursionError):
         text = "…"
     return one_line(text, limit)
 
 
+# Every character of Unicode category Zs (space separators) except the plain space itself.
+_UNICODE_SPACES = re.compile("[\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
+
+
 def _tidy(text: str) -> str:
     """Clean control characters and turn every unicode space into a plain space."""
-    return "".join(" " if unicodedata.category(ch) == "Zs" else ch for ch in clean(text))
+    if text.replace("\n", " ").isprintable():
+        return text  # nothing to do: both steps change only non-printable characters other than \n
+    return _UNICODE_SPACES.sub(" ", clean(text))
 
 
 def _dedent(text: str) -> str:
     """Like `inspect.cleandoc`: remove the indentation common to the lines after the first (docstrings)."""
-    lines = text.strip("\n").split("\n")
-    indents = [len(line) - len(line.lstrip(" ")) for line in lines[1:] if line.strip()]
-    cut = min(indents, default=0)
-    return "\n".join([lines[0].strip(), *(line[cut:] for line in lines[1:])]).strip()
+    if "\n" not in text:
+        return text.strip()
+    first, *rest = text.strip("\n").split("\n")
+    cut = min((len(line) - len(line.lstrip(" ")) for line in rest if line.strip()), default=0)
+    if cut:
+        rest = [line[cut:] for line in rest]
+    return "\n".join([first.strip(), *rest]).strip()
 
 
 def _paragraphs(text: str, limit: int, *, width: int) -> list[str]:
@@ -535,9 +570,60 @@ def _wrap(text: str, width: int, indent: str, continuation: str | None = None) -
     if len(indent) + len(text) <= width and "\n" not in text:
         return [(indent + text).rstrip()]
     cont = indent + "    " if continuation is None else continuation
-    return textwrap.wrap(
-        text, width=width, initial_indent=indent, subsequent_indent=cont, break_long_words=False, break_on_hyphens=False
-    ) or [indent.rstrip()]
+    if " ".join(text.split()) == text:  # the usual case: words between single spaces
+        return _fill(text, width, indent, cont) or [indent.rstrip()]
+    return _greedy_wrap(text, width, indent, cont) or [indent.rstrip()]
+
+
+def _fill(text: str, width: int, indent: str, continuation: str) -> list[str]:
+    """What :func:`_greedy_wrap` gives for words between single spaces, found by searching for spaces."""
+    lines: list[str] = []
+    prefix, rest = indent, text
+    while rest and len(prefix) + len(rest) > width:
+        cut = rest.rfind(" ", 0, max(width - len(prefix), 0) + 1)  # after the last word that fits
+        if cut < 0:  # the first word is longer than a line: it gets a line of its own
+            cut = rest.find(" ")
+            if cut < 0:
+                break
+        lines.append(prefix + rest[:cut])
+        prefix, rest = continuation, rest[cut + 1 :]
+    if rest:
+        lines.append(prefix + rest)
+    return lines
+
+
+_WRAP_SPACES = str.maketrans(dict.fromkeys("\t\n\x0b\x0c\r", " "))
+_SPACE_RUNS = re.compile("( +)")
+
+
+def _greedy_wrap(text: str, width: int, indent: str, continuation: str) -> list[str]:
+    """``textwrap.wrap`` with ``break_long_words=False, break_on_hyphens=False``, line for line.
+
+    Tabs are expanded and ASCII white space becomes spaces; the text is cut into runs of spaces
+    and the words between them. A line takes runs while they fit, a word longer than a line gets
+    a line of its own, and a run that is all white space (``str.strip``: a "word" such as
+    U+3000 counts too) is dropped at the end of a line and at the start of every line but the first.
+    """
+    chunks = [c for c in _SPACE_RUNS.split(text.expandtabs().translate(_WRAP_SPACES)) if c]
+    chunks.reverse()  # popped from the end
+    lines: list[str] = []
+    while chunks:
+        prefix = continuation if lines else indent
+        room = width - len(prefix)
+        if lines and not chunks[-1].strip():
+            chunks.pop()
+        line: list[str] = []
+        size = 0
+        while chunks and size + len(chunks[-1]) <= room:
+            size += len(chunks[-1])
+            line.append(chunks.pop())
+        if chunks and not line:
+            line.append(chunks.pop())
+        if line and not line[-1].strip():
+            line.pop()
+        if line:
+            lines.append(prefix + "".join(line))
+    return lines
 
 
 # ── the fallback ────────────────────────────────────────────────────────────────────────────

@@ -27,17 +27,17 @@ Nothing from the schema is ever written as code except Literal values (through
 from __future__ import annotations
 
 import keyword
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from generator.naming import to_identifier
+from generator.naming import MAX_IDENTIFIER, to_identifier
 from generator.type_expr import (
     ANY,
+    IMPORTABLE_NAMES,
     MAX_LITERALS,
     NONE,
-    RUNTIME_NAMES,
-    TYPING_NAMES,
     Atom,
     DictOf,
     ListOf,
@@ -71,7 +71,7 @@ _SIMPLE = {"string": Atom("str"), "integer": Atom("int"), "number": Atom("float"
 # ── definitions and properties handed to the renderer ───────────────────────────────────────
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FieldDef:
     """One key of a TypedDict."""
 
@@ -83,7 +83,7 @@ class FieldDef:
     """Untrusted text (may be empty)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TypedDictDef:
     name: str
     fields: tuple[FieldDef, ...]
@@ -109,7 +109,7 @@ class TypedDictDef:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Property:
     """One top-level property of the input schema: a parameter of the stub function."""
 
@@ -120,7 +120,7 @@ class Property:
     """The property's schema with a top-level ``$ref`` resolved (for documentation)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InputShape:
     """What the input schema turns into."""
 
@@ -130,7 +130,12 @@ class InputShape:
 
 
 def measure(value: Any, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_RAW_DEPTH) -> str | None:
-    """Why a raw JSON value is too big or too deep to convert, or None when it is fine (iterative)."""
+    """Why a raw JSON value is too big or too deep to convert, or None when it is fine (iterative).
+
+    The reason is the first limit a depth-first walk runs into.
+    """
+    if _within(value, max_nodes, max_depth):
+        return None
     stack: list[tuple[Any, int]] = [(value, 1)]
     nodes = 0
     while stack:
@@ -147,10 +152,35 @@ def measure(value: Any, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_RAW_
     return None
 
 
+def _within(value: Any, max_nodes: int, max_depth: int) -> bool:
+    """Whether ``value`` has at most ``max_nodes`` JSON values, at most ``max_depth`` deep (level by level)."""
+    level = [value]
+    nodes = depth = 0
+    while level:
+        nodes += len(level)
+        depth += 1
+        if nodes > max_nodes or depth > max_depth:
+            return False
+        below: list[Any] = []
+        for v in level:
+            if isinstance(v, str):
+                continue  # most values
+            if isinstance(v, dict):
+                below.extend(v.values())
+            elif isinstance(v, (list, tuple)):
+                below.extend(v)
+        level = below
+    return True
+
+
+_PLAIN_NAME = re.compile(rf"[A-Za-z][A-Za-z0-9_]{{0,{MAX_IDENTIFIER - 1}}}")
+"""Names :func:`generator.naming.to_identifier` changes at most in their underscores (which :func:`camel` drops)."""
+
+
 def camel(name: str) -> str:
     """``update_record`` → ``UpdateRecord``, ``user-id`` → ``UserId`` (ASCII; may still need checking)."""
-    ident = to_identifier(name, fallback="Model")
-    return "".join(part[:1].upper() + part[1:] for part in ident.split("_") if part) or "Model"
+    ident = name if _PLAIN_NAME.fullmatch(name) else to_identifier(name, fallback="Model")
+    return "".join([part[:1].upper() + part[1:] for part in ident.split("_") if part]) or "Model"
 
 
 class NameRegistry:
@@ -234,6 +264,8 @@ class _Converter:
 
     def deref(self, schema: Any) -> Any | None:
         """Follow a chain of ``$ref`` to a schema that is not a bare reference (None on failure)."""
+        if not (isinstance(schema, dict) and "$ref" in schema):
+            return schema
         seen: set[str] = set()
         while isinstance(schema, dict) and isinstance(schema.get("$ref"), str):
             ref = schema["$ref"]
@@ -250,9 +282,9 @@ class _Converter:
         t = schema.get("type")
         if t is not None and t != "object" and not (isinstance(t, list) and "object" in t):
             return None
-        if any(k in schema for k in ("enum", "const")):
+        if "enum" in schema or "const" in schema:
             return None
-        if any(k in schema for k in ("anyOf", "oneOf")) and not _props(schema):
+        if ("anyOf" in schema or "oneOf" in schema) and not _props(schema):
             return None
         all_of = schema.get("allOf")
         if not isinstance(all_of, list):
@@ -323,14 +355,14 @@ class _Converter:
         if isinstance(ref, str):
             t = self._convert_ref(ref, hint, depth)
             return make_union([t, NONE]) if schema.get("nullable") is True else t
-        t = ANY
+        t = ANY  # `is ANY` below: make_union gives Any only as ANY itself
         for key in ("oneOf", "anyOf"):
             options = schema.get(key)
-            if t == ANY and isinstance(options, list) and options:
+            if t is ANY and isinstance(options, list) and options:
                 t = make_union(self.convert(o, hint=hint, depth=depth + 1) for o in options)
         # Branches with real types win over the schema's own type; constraint-only branches
         # ({"required": [...]}) convert to Any and leave the schema's own type standing.
-        if t == ANY:
+        if t is ANY:
             t = self._own_type(schema, hint, depth)
         if schema.get("nullable") is True:
             t = make_union([t, NONE])
@@ -441,7 +473,7 @@ class TypeBuilder:
     """
 
     def __init__(self, *, reserved: Iterable[str], warn: Callable[[str], None]) -> None:
-        self.names = NameRegistry(set(reserved) | TYPING_NAMES | RUNTIME_NAMES | {"annotations"})
+        self.names = NameRegistry(IMPORTABLE_NAMES.union(reserved, ["annotations"]))
         self.definitions: list[TypedDictDef] = []
         self._warn = warn
         self._warned: set[str] = set()
@@ -494,7 +526,7 @@ class TypeBuilder:
         for key, sub in props.items():
             resolved = conv.deref(sub)
             doc_schema = resolved if isinstance(resolved, dict) else (sub if isinstance(sub, dict) else {})
-            if isinstance(sub, dict) and isinstance(sub.get("description"), str):
+            if doc_schema is not sub and isinstance(sub, dict) and isinstance(sub.get("description"), str):
                 doc_schema = {**doc_schema, "description": sub["description"]}
             out.append(
                 Property(

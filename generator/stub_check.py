@@ -17,6 +17,16 @@ renderer writes, where nothing at module level runs except imports from ``typing
             arguments["wire"] = param
         result = call_tool(<server>, <tool>, arguments)            (or: return call_tool(...))
         return cast(T, structured(result, <server>, <tool>))
+
+The source is parsed once (warnings as errors, so an invalid escape is a syntax error) and the
+tree is walked; it is not also compiled, because a tree of this shape compiles whenever it
+parses. Everything the compiler and symbol table check beyond the parser is either a construct
+the walk admits nowhere (loops, ``yield``/``await``, ``global``/``nonlocal``, ``*``/``**`` in
+calls or targets, keyword arguments, ``return`` outside the function, statements other than the
+ones above) or checked by the walk itself: no name ``__debug__`` is bound, no parameter name is
+repeated, and the only type written as an expression outside an annotation (the ``cast``
+target) is a plain name or a string. Annotations are never compiled as expressions: the
+``from __future__ import annotations`` the walk requires turns them into strings.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ import ast
 import warnings
 from dataclasses import dataclass
 
-from generator.type_expr import RUNTIME_NAMES, TYPING_NAMES, import_alias
+from generator.type_expr import IMPORTABLE_NAMES, TYPING_NAMES, import_alias, import_aliases
 
 RUNTIME_MODULE = "tool_tree.runtime"
 BUILTIN_TYPES = frozenset({"str", "int", "float", "bool", "list", "dict"})
@@ -35,7 +45,7 @@ class _Reject(Exception):
     """Internal: the stub's structure is not what the renderer writes."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Stub:
     """What the checked stub must match."""
 
@@ -61,7 +71,6 @@ def check_stub(source: str, *, function: str, server: str, tool: str) -> str | N
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             tree = ast.parse(source)
-            compile(tree, "<stub>", "exec")
         _check_module(tree, _Stub(function, server, tool))
     except (SyntaxError, ValueError, SyntaxWarning, DeprecationWarning) as e:
         return f"does not compile: {type(e).__name__}: {e}"
@@ -70,28 +79,36 @@ def check_stub(source: str, *, function: str, server: str, tool: str) -> str | N
     return None
 
 
+_FUTURE_IMPORTS = frozenset({"annotations"})
+_RUNTIME_IMPORTS = frozenset({"ToolResult", "call_tool", "structured"})
+_TYPE_IMPORTS = (TYPING_NAMES - {"cast"}) | {"ToolResult"}
+"""Imported names a type may refer to."""
+
+
 def _check_module(tree: ast.Module, stub: _Stub) -> None:
-    body = list(tree.body)
+    body = tree.body
     if not body or not _is_docstring(body[0]):
         raise _Reject("no module docstring")
-    body.pop(0)
-    if not body or not _is_import(body[0], "__future__", {"annotations"}, stub, exact=True):
+    if len(body) < 2 or not _is_import(body[1], "__future__", _FUTURE_IMPORTS, stub, exact=True):
         raise _Reject("no `from __future__ import annotations`")
-    body.pop(0)
-    if body and _is_import(body[0], "typing", TYPING_NAMES, stub):
-        body.pop(0)
-    if body and _is_import(body[0], RUNTIME_MODULE, {"ToolResult", "call_tool", "structured"}, stub):
-        body.pop(0)
-    func = body.pop() if body else None
+    start = 2
+    if start < len(body) and _is_import(body[start], "typing", TYPING_NAMES, stub):
+        start += 1
+    if start < len(body) and _is_import(body[start], RUNTIME_MODULE, _RUNTIME_IMPORTS, stub):
+        start += 1
+    func = body[-1] if start < len(body) else None
     if not isinstance(func, ast.FunctionDef):
         raise _Reject("the module does not end with the function")
-    names = [_type_name(stmt) for stmt in body]
+    definitions = body[start:-1]
+    names = [_type_name(stmt) for stmt in definitions]
+    for name in [*names, func.name]:
+        _check_bindable(name)
     types = set(names)
-    imported = {stub.name(n) for n in TYPING_NAMES | RUNTIME_NAMES}
+    imported = import_aliases(IMPORTABLE_NAMES, stub.function)
     if len(types) < len(names) or types & (imported | BUILTIN_TYPES | {stub.function, "annotations"}):
         raise _Reject("a type name is defined twice or shadows another name")
-    allowed = types | BUILTIN_TYPES | {stub.name(n) for n in TYPING_NAMES - {"cast"}} | {stub.name("ToolResult")}
-    for stmt in body:
+    allowed = types | BUILTIN_TYPES | import_aliases(_TYPE_IMPORTS, stub.function)
+    for stmt in definitions:
         _check_typed_dict(stmt, allowed, stub)
     _check_function(func, allowed, stub)
 
@@ -105,11 +122,11 @@ def _is_import(
 ) -> bool:
     if not (isinstance(node, ast.ImportFrom) and node.module == module and node.level == 0):
         return False
-    got = [(a.name, a.asname) for a in node.names]
-    for name, asname in got:
-        if name not in names or (asname or name) != (name if exact else stub.name(name)):
+    for alias in node.names:
+        name = alias.name
+        if name not in names or (alias.asname or name) != (name if exact else stub.name(name)):
             raise _Reject(f"unexpected import from {module}")
-    return not exact or {n for n, _ in got} == names
+    return not exact or {a.name for a in node.names} == names
 
 
 def _type_name(stmt: ast.stmt) -> str:
@@ -142,6 +159,7 @@ def _check_typed_dict(stmt: ast.stmt, allowed: set[str], stub: _Stub) -> None:
                 and node.simple == 1
             ):
                 raise _Reject(f"class {stmt.name} holds more than annotated names")
+            _check_bindable(node.target.id)
             _check_type(node.annotation, allowed)
         return
     name = _type_name(stmt)
@@ -166,21 +184,21 @@ def _check_type(node: ast.expr, allowed: set[str]) -> None:
     if isinstance(node, ast.Name):
         if node.id not in allowed:
             raise _Reject(f"unknown name {node.id!r} in a type")
-    elif isinstance(node, ast.Constant):
-        if not (node.value is None or isinstance(node.value, str | int)):
-            raise _Reject("unexpected constant in a type")
-    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        if not (isinstance(node.operand, ast.Constant) and type(node.operand.value) is int):
-            raise _Reject("unexpected negation in a type")
-    elif isinstance(node, ast.Subscript):
-        _check_type(node.value, allowed)
-        _check_type(node.slice, allowed)
-    elif isinstance(node, ast.Tuple):
-        for elt in node.elts:
-            _check_type(elt, allowed)
     elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         _check_type(node.left, allowed)
         _check_type(node.right, allowed)
+    elif isinstance(node, ast.Subscript):
+        _check_type(node.value, allowed)
+        _check_type(node.slice, allowed)
+    elif isinstance(node, ast.Constant):
+        if not (node.value is None or isinstance(node.value, (str, int))):
+            raise _Reject("unexpected constant in a type")
+    elif isinstance(node, ast.Tuple):
+        for elt in node.elts:
+            _check_type(elt, allowed)
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        if not (isinstance(node.operand, ast.Constant) and type(node.operand.value) is int):
+            raise _Reject("unexpected negation in a type")
     else:
         raise _Reject(f"unexpected {type(node).__name__} in a type")
 
@@ -196,9 +214,12 @@ def _check_function(func: ast.FunctionDef, allowed: set[str], stub: _Stub) -> No
         if arg.annotation is None or not (default is None or _is_const(default, None)):
             raise _Reject(f"parameter {arg.arg} is not annotated or has a default other than None")
         _check_type(arg.annotation, allowed)
+        _check_bindable(arg.arg)
+        if arg.arg in params:
+            raise _Reject(f"parameter {arg.arg} is repeated")
         params.add(arg.arg)
     if a.kwarg is not None:
-        if a.kwarg.arg != "arguments" or a.kwarg.annotation is None:
+        if a.kwarg.arg != "arguments" or a.kwarg.annotation is None or "arguments" in params:
             raise _Reject("unexpected **kwargs")
         _check_type(a.kwarg.annotation, allowed)
     if func.returns is None:
@@ -217,6 +238,9 @@ def _check_function(func: ast.FunctionDef, allowed: set[str], stub: _Stub) -> No
         if len(value.args) != 2 or value.keywords:
             raise _Reject("malformed cast")
         target, inner = value.args
+        # The target is evaluated: a plain name, or a string holding the type (never evaluated).
+        if not (isinstance(target, ast.Name) or _is_str(target)):
+            raise _Reject("the cast target is not a name or a string")
         _check_type(_string_type(target) if _is_str(target) else target, allowed)
         if not (
             isinstance(inner, ast.Call)
@@ -279,6 +303,11 @@ def _check_call_tool(node: ast.expr, stub: _Stub) -> None:
         and (_is_name(node.args[2], "arguments") or (isinstance(node.args[2], ast.Dict) and not node.args[2].keys))
     ):
         raise _Reject("malformed call_tool() call")
+
+
+def _check_bindable(name: str) -> None:
+    if name == "__debug__":
+        raise _Reject("the stub binds the name __debug__")
 
 
 def _is_name(node: ast.expr, name: str) -> bool:

@@ -22,6 +22,7 @@ TYPING_NAMES = frozenset({"Any", "Literal", "NotRequired", "TypedDict", "cast"})
 """Names a stub may import from ``typing``."""
 RUNTIME_NAMES = frozenset({"ToolResult", "ToolError", "ToolCallError", "call_tool", "structured"})
 """Names of ``tool_tree.runtime`` a stub may use (only some are imported)."""
+IMPORTABLE_NAMES = TYPING_NAMES | RUNTIME_NAMES
 
 LiteralValue = str | int | bool
 
@@ -29,6 +30,13 @@ LiteralValue = str | int | bool
 def import_alias(name: str, function: str) -> str:
     """What an imported name is called in a stub: itself, or ``name_`` when the function is called ``name``."""
     return name + "_" if name == function else name
+
+
+def import_aliases(names: frozenset[str], function: str) -> frozenset[str]:
+    """What each of ``names`` is called in a stub whose function is ``function``."""
+    if function not in names:
+        return names
+    return frozenset(import_alias(n, function) for n in names)
 
 
 class ImportNames:
@@ -46,34 +54,34 @@ class ImportNames:
     @property
     def aliases(self) -> frozenset[str]:
         """Every name the imports may bind in the module."""
-        return frozenset(import_alias(n, self.function) for n in TYPING_NAMES | RUNTIME_NAMES)
+        return import_aliases(IMPORTABLE_NAMES, self.function)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Atom:
     """A plain name: ``str``, ``int``, ``None``, ``Any``, a TypedDict name …"""
 
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Lit:
     """``Literal[...]`` of the given values (never empty, never ``None``)."""
 
     values: tuple[LiteralValue, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ListOf:
     item: PyType
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DictOf:
     value: PyType
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Union:
     members: tuple[PyType, ...]
 
@@ -89,7 +97,10 @@ def _literal_key(value: LiteralValue) -> tuple[str, LiteralValue]:
 
 
 def make_union(members: Iterable[PyType]) -> PyType:
-    """Flatten, merge Literals, de-duplicate, put ``None`` last; ``Any`` absorbs everything."""
+    """Flatten, merge Literals, de-duplicate, put ``None`` last; ``Any`` absorbs everything.
+
+    A union that is ``Any`` is returned as the ``ANY`` object itself.
+    """
     flat: list[PyType] = []
     stack = list(members)[::-1]
     while stack:
@@ -98,29 +109,32 @@ def make_union(members: Iterable[PyType]) -> PyType:
             stack.extend(reversed(m.members))
         else:
             flat.append(m)
-    if not flat or ANY in flat:
+    atoms = {m.name for m in flat if type(m) is Atom}  # what ``m == ANY`` / ``m == NONE`` compare
+    if not flat or ANY.name in atoms:
         return ANY
     literals: list[LiteralValue] = []
     seen_literals: set[tuple[str, LiteralValue]] = set()
     out: list[PyType] = []
-    has_none = False
+    merged_at = -1
     for m in flat:
-        if m == NONE:
-            has_none = True
-        elif isinstance(m, Lit):
+        if type(m) is Atom and m.name == NONE.name:
+            continue
+        if isinstance(m, Lit):
             for v in m.values:
-                if _literal_key(v) not in seen_literals:
-                    seen_literals.add(_literal_key(v))
+                key = _literal_key(v)
+                if key not in seen_literals:
+                    seen_literals.add(key)
                     literals.append(v)
-            if not any(isinstance(o, Lit) for o in out):
-                out.append(m)  # placeholder: the merged Literal goes where the first one was
+            if merged_at < 0:
+                merged_at = len(out)  # the merged Literal goes where the first one was
+                out.append(m)
         elif m not in out:
             out.append(m)
     if literals:
-        out = [Lit(tuple(literals)) if isinstance(o, Lit) else o for o in out]
-    if has_none:
+        out[merged_at] = Lit(tuple(literals))
+    if NONE.name in atoms:
         out.append(NONE)
-    if len(out) > MAX_UNION or (literals and len(literals) > MAX_LITERALS):
+    if len(out) > MAX_UNION or len(literals) > MAX_LITERALS:
         return ANY
     return out[0] if len(out) == 1 else Union(tuple(out))
 

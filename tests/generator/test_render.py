@@ -1,13 +1,21 @@
 import ast
 import inspect
+import random
+import re
+import textwrap
+import unicodedata
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import generator.render as render_module
 from generator.render import MAX_DESCRIPTION, RenderedStub, render_stub
 from generator.stub_check import check_stub
+from generator.text import clean, one_line
 from tool_tree.runtime import ToolError, ToolResult, set_transport
 
 Call = tuple[str, str, dict[str, Any]]
@@ -330,7 +338,7 @@ def test_nested_descriptions_land_in_the_typeddict_docstring() -> None:
 
 
 def test_function_name_must_be_a_safe_identifier() -> None:
-    for bad in ["class", "a-b", "ｆ", "", "match"]:
+    for bad in ["class", "a-b", "ｆ", "", "match", "__debug__"]:
         with pytest.raises(ValueError):
             render_stub(server="s", tool=CRM_TOOL, function=bad, schema_hash="h")
 
@@ -432,3 +440,168 @@ def test_long_enums_are_written_one_value_per_line() -> None:
     assert "    mime: Literal[\n" + "".join(f'        "{v}",\n' for v in values) + "    ]\n" in stub.source
     assert all(len(line) <= 120 for line in stub.source.split("\n"))
     assert check_stub(stub.source, function="t", server="crm", tool="t") is None
+
+
+# ── the structure check stands in for compile() ─────────────────────────────────────────────
+# Each mutation parses, but compile() refuses it; the check must refuse it too.
+CRM_FUNCTION_HEADER = "def update_record(\n    *,\n    record_id: str,"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "problem"),
+    [
+        ("    from_: str,", "    record_id: str,", "parameter record_id is repeated"),
+        ("    from_: str,", "    __debug__: str,", "binds the name __debug__"),
+        ("    street: str", "    __debug__: str", "binds the name __debug__"),
+        ("cast(UpdateRecordOutput,", "cast(None[int],", "cast target is not a name or a string"),
+        ("cast(UpdateRecordOutput,", "cast('x'['y'],", "cast target is not a name or a string"),
+    ],
+)
+def test_structure_check_refuses_what_only_the_compiler_would_catch(old: str, new: str, problem: str) -> None:
+    src = _render(CRM_TOOL).source
+    assert CRM_FUNCTION_HEADER in src and old in src
+    mutated = src.replace(old, new, 1)
+    ast.parse(mutated)
+    with warnings.catch_warnings(), pytest.raises(SyntaxError):
+        warnings.simplefilter("error")
+        compile(mutated, "<stub>", "exec")
+    verdict = check_stub(mutated, function="update_record", server="crm", tool="update_record")
+    assert verdict is not None and problem in verdict
+
+
+def test_structure_check_refuses_a_keyword_parameter_named_like_the_keyword_arguments() -> None:
+    src = _render({"name": "t", "inputSchema": {"type": "object", "additionalProperties": True}}).source
+    mutated = src.replace("def t(**arguments: Any)", "def t(*, arguments: Any = None, **arguments: Any)", 1)
+    assert mutated != src
+    with pytest.raises(SyntaxError):
+        compile(mutated, "<stub>", "exec")
+    assert check_stub(mutated, function="t", server="crm", tool="t") == "unexpected **kwargs"
+
+
+def test_structure_check_refuses_a_function_named_debug() -> None:
+    src = _render({"name": "t", "inputSchema": {"type": "object"}}).source.replace("def t(", "def __debug__(", 1)
+    with pytest.raises(SyntaxError):
+        compile(src, "<stub>", "exec")
+    assert check_stub(src, function="__debug__", server="crm", tool="t") == "the stub binds the name __debug__"
+
+
+_MUTANT_TOOLS: list[dict[str, Any]] = [
+    CRM_TOOL,
+    {
+        "name": "t",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "filter": {"type": "object", "properties": {"from": {"type": "string"}, "user-id": {"enum": [1, -2]}}},
+                "kind": {"enum": ["a", "b", None]},
+            },
+        },
+        "outputSchema": {"type": "object", "additionalProperties": {"type": "integer"}},
+    },
+    {"name": "t", "inputSchema": {"type": "object", "additionalProperties": True}},
+]
+_MUTANT_TEXT = [
+    "__debug__", "arguments", "result", "record_id", "from_", "x", "str", "None", "Any", "cast", "TypedDict", "_",
+    "None[int]", "'x'['y']", "1[2]", "{1}[0]", "-1", "Literal[1, 'a', None]", "str | None", "1 | 2", "b'x'",
+    "1.5", "lambda: 1", "(yield)", "await x", "*x", "x := 1", "...",
+]  # fmt: skip
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|'[^'\n]*'|\"[^\"\n]*\"|-?\d+")
+
+
+def test_every_mutated_stub_the_check_accepts_compiles() -> None:
+    # compile() is not part of the check: a tree the walk accepts must compile anyway.
+    rng = random.Random(0)
+    stubs = [_render(tool) for tool in _MUTANT_TOOLS]
+    accepted = refused = 0
+    for _ in range(1500):
+        stub = rng.choice(stubs)
+        source = stub.source
+        for _ in range(rng.randint(1, 2)):
+            token = rng.choice(list(_TOKEN.finditer(source)))
+            source = source[: token.start()] + rng.choice(_MUTANT_TEXT) + source[token.end() :]
+        tool = "update_record" if stub.function == "update_record" else "t"
+        if check_stub(source, function=stub.function, server="crm", tool=tool) is not None:
+            refused += 1
+            continue
+        accepted += 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            compile(source, "<stub>", "exec")
+    assert accepted > 100 and refused > 100
+
+
+# ── text helpers: faster forms give exactly what the plain forms gave ──────────────────────
+
+_WRAP_PIECES = ["a", "bc", "word", "-", "é", "x" * 40, " ", "  ", "\t", "\n", "\r", "\x0b", "\x85", "\u3000"]
+_WRAP_TEXT = st.one_of(
+    st.lists(st.text(alphabet="abcé-.", min_size=1, max_size=30), max_size=40).map(" ".join),
+    st.lists(st.sampled_from(_WRAP_PIECES), max_size=40).map("".join),
+)
+
+
+def _textwrap_wrap(text: str, width: int, indent: str, continuation: str | None) -> list[str]:
+    """How docstring text was wrapped before: with the standard library."""
+    if len(indent) + len(text) <= width and "\n" not in text:
+        return [(indent + text).rstrip()]
+    cont = indent + "    " if continuation is None else continuation
+    return textwrap.wrap(
+        text, width=width, initial_indent=indent, subsequent_indent=cont, break_long_words=False, break_on_hyphens=False
+    ) or [indent.rstrip()]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    _WRAP_TEXT,
+    st.sampled_from([1, 8, 30, 116]),
+    st.sampled_from(["", "    ", " " * 40]),
+    st.sampled_from([None, "", "        ", " " * 50]),
+)
+def test_wrapping_gives_the_lines_textwrap_gives(text: str, width: int, indent: str, continuation: str | None) -> None:
+    assert render_module._wrap(text, width, indent, continuation) == _textwrap_wrap(text, width, indent, continuation)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.characters(exclude_categories=()), max_size=40))
+def test_tidy_cleans_and_turns_every_unicode_space_into_a_space(text: str) -> None:
+    expected = "".join(" " if unicodedata.category(ch) == "Zs" else ch for ch in clean(text))
+    assert render_module._tidy(text) == expected
+
+
+_OLD_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
+
+
+def _split_summary_by_splitting(text: str) -> str:
+    first, sep, rest = text.partition("\n\n")
+    if "\n" in first:
+        return text
+    sentences = _OLD_SENTENCE_END.split(first, maxsplit=1)
+    if len(sentences) == 2 and len(sentences[0]) <= 110:
+        return sentences[0] + "\n\n" + sentences[1] + sep + rest
+    return text
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["a", "Ab", ".", "!", "?", " ", "  ", "\t", "\n", "\n\n", "(", "`", "x" * 50]), max_size=30
+    )
+)
+def test_summary_split_matches_splitting_at_the_first_sentence_end(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    assert render_module._split_summary(text) == _split_summary_by_splitting(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", " ", "\t", "\n", "\x00", "\u3000", "…", "x" * 30]), max_size=30))
+def test_a_shorter_cap_of_a_flattened_text_is_the_cap_of_the_text(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    flat = one_line(text, 200)
+    for limit in (1, 2, 5, 60, 80, 199):
+        assert render_module._shorter(flat, limit) == one_line(text, limit)
+
+
+@pytest.mark.parametrize("length", [109, 110, 111])
+def test_summary_sentence_is_split_off_only_when_it_fits_in_110_characters(length: int) -> None:
+    text = "A" * (length - 1) + ".  Then more."
+    assert render_module._split_summary(text) == _split_summary_by_splitting(text)
+    assert render_module._split_summary(text).startswith("A" * (length - 1) + ".\n\n") == (length <= 110)

@@ -1,7 +1,11 @@
+import string
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from generator.naming import to_identifier
 from generator.schema_types import (
     MAX_DEFINITIONS,
     MAX_DEPTH,
@@ -10,6 +14,7 @@ from generator.schema_types import (
     SchemaConversionError,
     TypeBuilder,
     TypedDictDef,
+    camel,
     measure,
 )
 from generator.type_expr import Atom, DictOf, ImportNames, render_type
@@ -391,3 +396,54 @@ def test_conversion_work_is_capped_by_the_step_budget() -> None:
     types, _, warnings = _build({"type": "object", "properties": props})
     assert types["p0"] == "str" and types["p299"] == "Any"
     assert any(f"more than {MAX_STEPS} subschemas" in w for w in warnings)
+
+
+def _camel_of_identifier(name: str) -> str:
+    ident = to_identifier(name, fallback="Model")
+    return "".join(part[:1].upper() + part[1:] for part in ident.split("_") if part) or "Model"
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.one_of(
+        st.text(alphabet=string.ascii_letters + string.digits + "_", max_size=80),
+        st.text(alphabet=string.ascii_letters + "_-. é１", max_size=20),
+    )
+)
+def test_camel_case_is_taken_from_the_safe_identifier(name: str) -> None:
+    assert camel(name) == _camel_of_identifier(name)
+
+
+@pytest.mark.parametrize("name", ["print", "class", "match", "_x", "__init__", "a__b_", "x" * 70, "A1_b2"])
+def test_camel_case_of_plain_and_reserved_names(name: str) -> None:
+    assert camel(name) == _camel_of_identifier(name)
+
+
+def _measure_depth_first(value: Any, max_nodes: int, max_depth: int) -> str | None:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    nodes = 0
+    while stack:
+        v, depth = stack.pop()
+        nodes += 1
+        if nodes > max_nodes:
+            return f"more than {max_nodes} JSON values"
+        if depth > max_depth:
+            return f"nested deeper than {max_depth} levels"
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend((x, depth + 1) for x in v)
+    return None
+
+
+_JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=3)),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=2), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_JSON_VALUES, st.integers(min_value=1, max_value=25), st.integers(min_value=1, max_value=6))
+def test_measure_names_the_limit_a_depth_first_walk_meets_first(value: Any, max_nodes: int, max_depth: int) -> None:
+    assert measure(value, max_nodes=max_nodes, max_depth=max_depth) == _measure_depth_first(value, max_nodes, max_depth)
