@@ -90,8 +90,9 @@ def main() -> None:
         try:
             with BackgroundPool([MEDIA]) as bg:
                 bridge = McpBridge(tree, bg.pool)
-                with Sandbox(config=SandboxConfig(owner=OWNER, timeout=600), tree=tree, tools=bridge,
-                             tool_loop=bg.loop) as sb:
+                with Sandbox(
+                    config=SandboxConfig(owner=OWNER, timeout=600), tree=tree, tools=bridge, tool_loop=bg.loop
+                ) as sb:
                     result = sb.execute(SCRIPT.format(calls=args.calls))
         finally:
             remove_containers(label=f"tooltree.owner={OWNER}")

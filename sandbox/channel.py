@@ -246,7 +246,13 @@ class SupervisorChannel:
         """Answer a request the container made."""
         if self.broken is not None or self.closed:
             return
-        self.send({"id": call_id, "error": error} if error is not None else {"id": call_id, "result": result or {}})
+        message = {"id": call_id, "error": error} if error is not None else {"id": call_id, "result": result or {}}
+        try:
+            frame = encode_frame(message)
+        except (ValueError, RecursionError):  # e.g. a lone surrogate in text from a hostile server
+            reason = "the host's answer cannot be sent as UTF-8 JSON"
+            frame = encode_frame({"id": call_id, "error": {"code": "invalid_result", "message": reason}})
+        self._outbox.put(frame)
 
     def kill(self) -> None:
         """Destroy the container now."""

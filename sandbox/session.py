@@ -381,7 +381,13 @@ class Sandbox:
         if len(server) > _NAME_CHARS or len(tool) > _NAME_CHARS:
             channel.respond(call_id, error={"code": "invalid_arguments", "message": "server or tool name too long"})
             return
-        request_bytes = len(json.dumps(arguments, ensure_ascii=False))
+        try:
+            # Bytes as they travel; a lone surrogate (legal in JSON's \u escapes) cannot be encoded.
+            request_bytes = len(json.dumps(arguments, ensure_ascii=False).encode("utf-8"))
+        except (ValueError, RecursionError):
+            reason = "the arguments cannot be encoded as UTF-8 JSON (a lone surrogate?)"
+            channel.respond(call_id, error={"code": "invalid_arguments", "message": reason})
+            return
         started = time.monotonic()
         error: dict[str, Any] | None = None
         result: dict[str, Any] | None = None
@@ -390,8 +396,17 @@ class Sandbox:
             value = resolve(self.bridge.call_tool(server, tool, arguments), self.tool_loop)
             if not isinstance(value, dict):
                 raise TypeError(f"the bridge returned {type(value).__name__}, not a dict")
-            response_bytes = len(json.dumps(value, ensure_ascii=False, allow_nan=False))
-            if response_bytes > MAX_RESULT_BYTES:
+            try:
+                response_bytes = len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+            except (ValueError, RecursionError):  # NaN, a lone surrogate, absurd nesting: from a hostile server
+                response_bytes = -1
+            if response_bytes < 0:
+                error = {
+                    "code": "invalid_result",
+                    "message": "the tool result cannot be sent as UTF-8 JSON (a non-finite number, a lone "
+                    "surrogate or too deep nesting)",
+                }
+            elif response_bytes > MAX_RESULT_BYTES:
                 error = {
                     "code": "result_too_large",
                     "message": f"the result is {response_bytes} bytes (limit {MAX_RESULT_BYTES})",

@@ -36,6 +36,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_CONCURRENCY = 16
 BACKOFF_START = 0.2
 BACKOFF_MAX = 10.0
+PING_TIMEOUT = 5.0
+"""After a call times out, how long the server has to answer a request before it counts as hung."""
 
 
 class PoolError(Exception):
@@ -216,6 +218,10 @@ class ServerPool:
                 with anyio.fail_after(limit):
                     result = await client.call_tool(tool, arguments)
             except TimeoutError:
+                if not await _answers_ping(client, min(PING_TIMEOUT, limit)):
+                    # Not just a slow call: the server is hung, and every later call would time out
+                    # too. Drop the connection (its process is stopped) so the next call restarts it.
+                    await self._discard(slot, client)
                 return _error_result(f"the call timed out after {limit:g} s")
             except mcp.MCPError as e:
                 if _is_connection_loss(e):
@@ -235,6 +241,19 @@ class ServerPool:
             dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
             dumped.pop("resultType", None)
             return dumped
+
+
+async def _answers_ping(client: mcp.Client, timeout: float) -> bool:
+    """Whether the server still answers a request within ``timeout`` seconds.
+
+    The request is ``tools/list`` (``ping`` is deprecated by the protocol's newer revisions).
+    """
+    try:
+        with anyio.fail_after(timeout):
+            await list_tools_raw(client)
+    except (TimeoutError, mcp.MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+        return False
+    return True
 
 
 def _client_of(slot: _Slot) -> mcp.Client | None:

@@ -51,6 +51,7 @@ from .wire import FrameReader, FrameWriter, WireError
 OUTPUT_DIR = ".tooltree/outputs"
 PR_GET_DUMPABLE = 3
 PR_SET_DUMPABLE = 4
+PR_GET_NO_NEW_PRIVS = 39
 REAP_INTERVAL = 1.0
 MAX_IMAGES = 8
 MAX_IMAGE_B64 = 7 * 1024 * 1024
@@ -166,6 +167,8 @@ class Supervisor:
                         info[key] = value.strip()
         except OSError:
             pass
+        # gVisor's /proc/self/status has no NoNewPrivs line: ask the kernel (or the Sentry) directly.
+        info.setdefault("NoNewPrivs", str(_prctl(PR_GET_NO_NEW_PRIVS)))
         return info
 
     def dispatch(self, message: dict[str, Any]) -> None:
@@ -546,6 +549,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     if is_init:
         # No signal handlers: pid 1 without one cannot be signalled from inside the container.
+        # Python installs one for SIGINT (KeyboardInterrupt), so restore the default: otherwise a
+        # script could end the supervisor, and its session, with kill(1, SIGINT).
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         threading.Thread(target=supervisor.reap_orphans, name="reaper", daemon=True).start()
     return supervisor.serve()
 

@@ -6,7 +6,8 @@ SPEC keys (all optional):
     pages:     list of lists of raw tool dicts; tools/list serves them with nextCursor "p1", "p2", …
     stderr:    text written to stderr at start
     tools/call: "pid" and "count" answer this process's pid and call count, "crash" exits, "hang" never
-               answers, anything else echoes its arguments as JSON text
+               answers, "garbage" writes lines that are not JSON-RPC and never answers, "half_then_exit"
+               writes half an answer and exits, anything else echoes its arguments as JSON text
     behavior:  "ok" | "exit_at_start" | "garbage" | "hang_on_list" | "crash_on_list" | "loop_cursor"
     pid_file:  path to write this process's pid to
     server_info: dict merged into serverInfo
@@ -87,6 +88,14 @@ def main() -> None:
                 os._exit(9)
             if name == "hang":
                 time.sleep(3600)
+            if name == "garbage":
+                sys.stdout.write('this is not json\n{"jsonrpc": "2.0", "id": "nobody"}\n\x00\xff{]\n')
+                sys.stdout.flush()
+                continue
+            if name == "half_then_exit":
+                sys.stdout.write('{"jsonrpc": "2.0", "id": ' + json.dumps(mid) + ', "result": {"cont')
+                sys.stdout.flush()
+                os._exit(0)
             text = {"pid": str(os.getpid()), "count": str(calls)}.get(str(name), json.dumps(args))
             send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
         elif method == "ping":
