@@ -107,15 +107,21 @@ def write_plan(root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str]
             report.unchanged += 1
             continue
         parent = _ensure_dir(root, p.parent)
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=".tmp-", suffix=".part")
-        try:
+        if not os.path.lexists(parent / p.name):
+            # A new file: create it exclusively (never through a link planted meanwhile).
+            fd = os.open(parent / p.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, parent / p.name)  # replaces a symlink itself, never its target
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        else:
+            fd, tmp = tempfile.mkstemp(dir=parent, prefix=".tmp-", suffix=".part")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, parent / p.name)  # replaces a symlink itself, never its target
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
         report.written.append(rel)
     for rel in _stale(root, files, owned_dirs):
         (root / rel).unlink()

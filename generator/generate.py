@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from generator.files import UnsafePathError, WriteReport, diff_plan, files_under, read_existing, write_plan
 from generator.layout import Plan, ServerListing, plan_tree
 from tool_tree.config import Config, ConfigError, ServerConfig
-from tool_tree.tree import SERVERS_DIR, SNAPSHOTS_DIR, Manifest, ServerEntry, TreeError
+from tool_tree.tree import MANIFEST_FILE, SERVERS_DIR, SNAPSHOTS_DIR, Manifest, ServerEntry, TreeError
 
 if TYPE_CHECKING:
     from generator.discover import Discovery
@@ -224,17 +224,30 @@ async def _discover(servers: list[ServerConfig], done: Callable[[Discovery], Non
 
 
 def _write_search_index(out: Path, result: GenerateResult) -> None:
-    """Rebuild ``search_index.json`` (written only when it changes)."""
+    """Rebuild ``search_index.json`` when the tree changed (or the index is missing or older).
+
+    The index is derived from the manifest and the snapshots only, so when this run wrote
+    nothing and the index is at least as new as the manifest, it is current: a no-op rerun
+    does not pay for rebuilding it.
+    """
     from tool_tree.search import INDEX_FILE, SearchError, write_index
 
+    index, manifest = out / INDEX_FILE, out / MANIFEST_FILE
+    report = result.report
+    if report is not None and not report.written and not report.deleted and index.is_file():
+        try:
+            if index.stat().st_mtime_ns >= manifest.stat().st_mtime_ns:
+                return
+        except OSError:
+            pass
     before = read_existing(out, INDEX_FILE)
     try:
         write_index(out)
     except SearchError as e:
         result.warnings.append(f"search index not written: {e}")
         return
-    if result.report is not None and read_existing(out, INDEX_FILE) != before:
-        result.report.written.append(INDEX_FILE)
+    if report is not None and read_existing(out, INDEX_FILE) != before:
+        report.written.append(INDEX_FILE)
 
 
 def _existing(out: Path, rel: str) -> bytes | None:
