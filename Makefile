@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install demo test lint format bench real-servers sandbox-image clean
+.PHONY: install demo test lint format bench eval real-servers sandbox-image clean
 
 install: $(STAMP)
 
@@ -40,6 +40,10 @@ format: install
 
 bench: install
 	$(BIN)/python bench/run_all.py
+
+# The replication tasks against the real Messages API (needs ANTHROPIC_API_KEY; writes the same table).
+eval: install
+	$(BIN)/python bench/eval_live.py $(EVAL_ARGS)
 
 clean:
 	rm -rf tree build *.egg-info .mypy_cache .ruff_cache .pytest_cache bench/out

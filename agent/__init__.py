@@ -1,0 +1,95 @@
+"""The agent: Claude works through a generated tree — browse stubs, run scripts, measure tokens.
+
+::
+
+    from agent import Agent
+    from tool_tree.config import load_config
+
+    result = Agent(load_config("tooltree.yaml"), tree="tree").run("Which five hot leads are worth most?")
+    print(result.answer, result.summary.usage.total)
+
+Modes: ``code`` (four tools: ``list_files``, ``read_file``, ``search_tools``, ``execute_python``),
+and the baselines ``direct`` (every MCP tool as a native tool) and ``tool-search`` (every MCP tool
+deferred behind the API's BM25 tool search). `agent.testing` has a fake Messages API for tests.
+
+Names are imported on first use, so ``import agent`` costs nothing until one is needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent.defaults import DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_MODEL, MODES
+    from agent.errors import AgentError, AgentSetupError, ModelAPIError
+    from agent.events import Event, ModelReplied, RunFinished, ToolFinished
+    from agent.files import FileAccessError, FileView
+    from agent.loop import Agent
+    from agent.runtime import Runtime
+    from agent.summary import RunResult, RunSummary, TokenUsage
+    from agent.toolsets import TOOL_SEARCH_NAME, TOOL_SEARCH_TYPE, make_toolset
+    from agent.transcript import read_transcript
+
+_EXPORTS = {
+    "DEFAULT_MAX_TOKENS": "agent.defaults",
+    "DEFAULT_MAX_TURNS": "agent.defaults",
+    "DEFAULT_MODEL": "agent.defaults",
+    "MODES": "agent.defaults",
+    "AgentError": "agent.errors",
+    "AgentSetupError": "agent.errors",
+    "ModelAPIError": "agent.errors",
+    "Event": "agent.events",
+    "ModelReplied": "agent.events",
+    "RunFinished": "agent.events",
+    "ToolFinished": "agent.events",
+    "FileAccessError": "agent.files",
+    "FileView": "agent.files",
+    "Agent": "agent.loop",
+    "Runtime": "agent.runtime",
+    "RunResult": "agent.summary",
+    "RunSummary": "agent.summary",
+    "TokenUsage": "agent.summary",
+    "TOOL_SEARCH_NAME": "agent.toolsets",
+    "TOOL_SEARCH_TYPE": "agent.toolsets",
+    "make_toolset": "agent.toolsets",
+    "read_transcript": "agent.transcript",
+}
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_MAX_TURNS",
+    "DEFAULT_MODEL",
+    "MODES",
+    "TOOL_SEARCH_NAME",
+    "TOOL_SEARCH_TYPE",
+    "Agent",
+    "AgentError",
+    "AgentSetupError",
+    "Event",
+    "FileAccessError",
+    "FileView",
+    "ModelAPIError",
+    "ModelReplied",
+    "RunFinished",
+    "RunResult",
+    "RunSummary",
+    "Runtime",
+    "TokenUsage",
+    "ToolFinished",
+    "make_toolset",
+    "read_transcript",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agent' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -27,6 +27,8 @@ def main() -> int:
         (["search_recall.py"], (ROOT / "bench" / "search_recall.py").is_file(), "not present"),
         (["sandbox_latency.py"], docker_ok(), "no Docker engine"),
         (["bridge_latency.py"], docker_ok(), "no Docker engine"),
+        (["agent_replication.py"], docker_ok(), "no Docker engine"),
+        (["soak.py"], docker_ok(), "no Docker engine"),
     ]
     failed = 0
     for argv, ok, why in runs:

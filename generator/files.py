@@ -30,11 +30,14 @@ class WriteReport:
 
 def check_relpath(rel: str) -> PurePosixPath:
     """Raises: UnsafePathError: ``rel`` is absolute, empty, or has ``..``/``.``/NUL/backslash parts."""
-    p = PurePosixPath(rel)
-    parts = rel.split("/")
-    if not rel or p.is_absolute() or "\\" in rel or "\x00" in rel or any(part in ("", ".", "..") for part in parts):
+    _check(rel)
+    return PurePosixPath(rel)
+
+
+def _check(rel: str) -> str:
+    if not rel or rel[0] == "/" or "\\" in rel or "\x00" in rel or any(p in ("", ".", "..") for p in rel.split("/")):
         raise UnsafePathError(f"refusing unsafe path in tree: {rel!r}")
-    return p
+    return rel
 
 
 def _ensure_dir(root: Path, rel_dir: PurePosixPath) -> Path:
@@ -54,7 +57,7 @@ def _ensure_dir(root: Path, rel_dir: PurePosixPath) -> Path:
 
 def read_existing(root: Path, rel: str) -> bytes | None:
     """The bytes of a regular file in the tree, or None; never follows a symlink."""
-    path = root / check_relpath(rel)
+    path = os.path.join(root, _check(rel))
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except (FileNotFoundError, NotADirectoryError):
@@ -67,9 +70,14 @@ def read_existing(root: Path, rel: str) -> bytes | None:
         return f.read()
 
 
-def diff_plan(root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str]) -> list[str]:
-    """Paths that writing the plan would create, change or delete (sorted), without writing."""
-    drift = [rel for rel, data in files.items() if read_existing(root, rel) != data]
+def diff_plan(
+    root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str], *, known: Mapping[str, bytes | None] = {}
+) -> list[str]:
+    """Paths that writing the plan would create, change or delete (sorted), without writing.
+
+    ``known`` holds files already read from ``root`` in this run (they are not read again).
+    """
+    drift = [rel for rel, data in files.items() if _current(root, rel, known) != data]
     drift += _stale(root, files, owned_dirs)
     return sorted(drift)
 
@@ -90,8 +98,16 @@ def _stale(root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str]) ->
     return [rel for d in owned_dirs for rel in files_under(root, d) if rel not in files]
 
 
-def write_plan(root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str]) -> WriteReport:
+def _current(root: Path, rel: str, known: Mapping[str, bytes | None]) -> bytes | None:
+    return known[rel] if rel in known else read_existing(root, rel)
+
+
+def write_plan(
+    root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str], *, known: Mapping[str, bytes | None] = {}
+) -> WriteReport:
     """Make the tree under ``root`` match ``files``; stale files in ``owned_dirs`` are deleted.
+
+    ``known`` holds files already read from ``root`` in this run (they are not read again).
 
     Raises:
         UnsafePathError: a path is unsafe or passes through a symlink.
@@ -103,7 +119,7 @@ def write_plan(root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str]
     for rel in sorted(files):
         data = files[rel]
         p = check_relpath(rel)
-        if read_existing(root, rel) == data:
+        if _current(root, rel, known) == data:
             report.unchanged += 1
             continue
         parent = _ensure_dir(root, p.parent)

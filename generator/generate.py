@@ -6,6 +6,7 @@ This is the whole of ``tooltree generate-tree`` minus argument parsing and print
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -15,7 +16,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from generator.files import UnsafePathError, WriteReport, diff_plan, files_under, read_existing, write_plan
 from generator.layout import Plan, ServerListing, plan_tree
 from tool_tree.config import Config, ConfigError, ServerConfig
-from tool_tree.tree import MANIFEST_FILE, SERVERS_DIR, SNAPSHOTS_DIR, Manifest, ServerEntry, TreeError
+from tool_tree.tree import (
+    MANIFEST_FILE,
+    SEARCH_INDEX_FILE,
+    SERVERS_DIR,
+    SNAPSHOTS_DIR,
+    Manifest,
+    ServerEntry,
+    TreeError,
+)
 
 if TYPE_CHECKING:
     from generator.discover import Discovery
@@ -199,7 +208,8 @@ def generate(
         for entry in (previous.servers if previous is not None else [])
         if entry.name not in ok_names and (entry.name in failed_names or (only and entry.name not in only))
     ]
-    plan = plan_tree(listings, keep=keep, previous=previous, existing=lambda rel: _existing(out, rel))
+    seen: dict[str, bytes | None] = {}  # files read from the tree in this run, so none is read twice
+    plan = plan_tree(listings, keep=keep, previous=previous, existing=lambda rel: _existing(out, rel, seen))
     _carry_kept_files(out, plan, keep)
     for o in outcomes:
         if o.status == "ok":
@@ -209,9 +219,9 @@ def generate(
 
     result = GenerateResult(out=out, servers=sorted(outcomes, key=lambda o: o.name), warnings=plan.warnings)
     if check:
-        result.drift = diff_plan(out, plan.files, OWNED_DIRS)
+        result.drift = diff_plan(out, plan.files, OWNED_DIRS, known=seen)
     else:
-        result.report = write_plan(out, plan.files, OWNED_DIRS)
+        result.report = write_plan(out, plan.files, OWNED_DIRS, known=seen)
         _write_search_index(out, result)
     result.seconds = time.perf_counter() - start
     return result
@@ -230,9 +240,7 @@ def _write_search_index(out: Path, result: GenerateResult) -> None:
     nothing and the index is at least as new as the manifest, it is current: a no-op rerun
     does not pay for rebuilding it.
     """
-    from tool_tree.search import INDEX_FILE, SearchError, write_index
-
-    index, manifest = out / INDEX_FILE, out / MANIFEST_FILE
+    index, manifest = out / SEARCH_INDEX_FILE, out / MANIFEST_FILE
     report = result.report
     if report is not None and not report.written and not report.deleted and index.is_file():
         try:
@@ -240,21 +248,27 @@ def _write_search_index(out: Path, result: GenerateResult) -> None:
                 return
         except OSError:
             pass
+    from tool_tree.search import INDEX_FILE, SearchError, write_index
+
     before = read_existing(out, INDEX_FILE)
     try:
         write_index(out)
     except SearchError as e:
         result.warnings.append(f"search index not written: {e}")
         return
-    if report is not None and read_existing(out, INDEX_FILE) != before:
-        report.written.append(INDEX_FILE)
+    if read_existing(out, INDEX_FILE) != before:
+        if report is not None:
+            report.written.append(INDEX_FILE)
+    else:
+        os.utime(index)  # current for this manifest: the next no-op rerun can skip the rebuild
 
 
-def _existing(out: Path, rel: str) -> bytes | None:
+def _existing(out: Path, rel: str, seen: dict[str, bytes | None]) -> bytes | None:
     try:
-        return read_existing(out, rel)
+        seen[rel] = read_existing(out, rel)
     except UnsafePathError:
         return None  # rendered afresh; writing it will refuse the unsafe path with a clear error
+    return seen[rel]
 
 
 def _carry_kept_files(out: Path, plan: Plan, keep: Sequence[ServerEntry]) -> None:

@@ -10,13 +10,16 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from generator.fingerprint import generator_fingerprint
 from generator.index_files import render_index, render_package_init, render_readme, render_servers_init
 from generator.naming import assign_identifiers
-from generator.render import RenderedStub, render_stub
 from generator.text import first_sentence
+
+if TYPE_CHECKING:
+    from generator.render import RenderedStub
+
 from tool_tree.tree import (
     MANIFEST_FILE,
     SERVERS_DIR,
@@ -63,6 +66,8 @@ PARALLEL_THRESHOLD = 400
 
 
 def _render(job: _Job) -> RenderedStub:
+    from generator.render import render_stub  # not imported for a rerun that renders nothing
+
     server, raw, function, digest = job
     return render_stub(server=server, tool=raw, function=function, schema_hash=digest)
 

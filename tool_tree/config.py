@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 DEFAULT_TIMEOUT = 30.0
 
 
@@ -148,7 +146,9 @@ class _Reader:
     def error(self, message: str, node: _Node | None, key: str | None = None) -> ConfigError:
         return ConfigError(message, file=self.file, line=node.line if node else None, key=key)
 
-    def to_node(self, yn: yaml.Node) -> _Node:
+    def to_node(self, yn: Any) -> _Node:
+        import yaml
+
         line = yn.start_mark.line + 1
         if isinstance(yn, yaml.MappingNode):
             out: dict[str, tuple[_Node, _Node]] = {}
@@ -304,6 +304,8 @@ def parse_config(text: str, *, source: str = "<config>", environ: Mapping[str, s
     Raises:
         ConfigError: the text is not a valid configuration.
     """
+    import yaml  # here, not at module level: commands that read no config start faster
+
     reader = _Reader(source, os.environ if environ is None else environ)
     stripped = text.lstrip()
     is_json = stripped.startswith("{")

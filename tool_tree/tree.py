@@ -2,6 +2,7 @@
 
 ::
 
+    <tree>/search_index.json              the tool search index (tool_tree.search)
     <tree>/manifest.json                  every stub ↔ server ↔ original tool name ↔ schema hash
     <tree>/snapshots/<package>.json       the raw ``tools/list`` result of each server (lossless)
     <tree>/servers/INDEX.md               one line per server
@@ -26,6 +27,7 @@ MANIFEST_FILE = "manifest.json"
 SNAPSHOTS_DIR = "snapshots"
 SERVERS_DIR = "servers"
 INDEX_FILE = f"{SERVERS_DIR}/INDEX.md"
+SEARCH_INDEX_FILE = "search_index.json"
 MANIFEST_VERSION = 1
 
 

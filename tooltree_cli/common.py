@@ -6,10 +6,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tool_tree.config import Config, load_config
-
 if TYPE_CHECKING:
     from sandbox.config import SandboxConfig
+    from tool_tree.config import Config
 
 DEFAULT_CONFIG = "tooltree.yaml"
 
@@ -20,6 +19,8 @@ def load_optional_config(path: str | None) -> Config | None:
     Raises:
         ConfigError: the file is invalid (or ``path`` does not exist).
     """
+    from tool_tree.config import load_config
+
     if path is not None:
         return load_config(path)
     if Path(DEFAULT_CONFIG).exists():

@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tool_tree.config import Config
-from tool_tree.tree import Manifest
 from tooltree_cli.common import load_optional_config, sandbox_config
 from tooltree_cli.output import print_json
 
 if TYPE_CHECKING:
     from sandbox.results import ExecutionResult
+    from tool_tree.config import Config
+    from tool_tree.tree import Manifest
 
 EXIT_OK, EXIT_SCRIPT, EXIT_USAGE, EXIT_SANDBOX = 0, 1, 2, 4
 
@@ -51,7 +51,7 @@ def _read_code(args: argparse.Namespace) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from sandbox.errors import EngineUnavailableError, ImageError, SandboxError
     from tool_tree.config import ConfigError
-    from tool_tree.tree import TreeError
+    from tool_tree.tree import Manifest, TreeError
 
     try:
         code = _read_code(args)

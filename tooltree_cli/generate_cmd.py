@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from generator.files import UnsafePathError
-from generator.generate import GenerateResult, ServerOutcome, generate
-from tool_tree.config import Config, ConfigError, load_config
-from tool_tree.tree import SNAPSHOTS_DIR, TreeError
 from tooltree_cli.output import error, print_json, table
+
+if TYPE_CHECKING:
+    from generator.generate import GenerateResult, ServerOutcome
+    from tool_tree.config import Config
+
+SNAPSHOTS_DIR = "snapshots"  # as tool_tree.tree.SNAPSHOTS_DIR (imported lazily: it is only help text here)
 
 DEFAULT_CONFIG = "tooltree.yaml"
 EXIT_OK, EXIT_DRIFT, EXIT_CONFIG, EXIT_SERVERS = 0, 1, 2, 3
@@ -62,6 +65,11 @@ def _progress(outcome: ServerOutcome) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from generator.files import UnsafePathError
+    from generator.generate import generate
+    from tool_tree.config import ConfigError, load_config
+    from tool_tree.tree import TreeError
+
     out = Path(args.out)
     snapshots: Path | None = None
     if args.from_snapshot is not None:

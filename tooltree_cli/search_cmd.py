@@ -10,7 +10,9 @@ import json
 import sys
 from pathlib import Path
 
-from tool_tree.search import DETAILS, MAX_LIMIT, MIN_LIMIT, SearchError, check_detail, load_index, render_hits
+# Kept in step with tool_tree.search (a test checks): importing it here would slow every `tooltree` command.
+DETAILS = ("name", "summary", "full")
+MIN_LIMIT, MAX_LIMIT = 1, 50
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         0 on success, 2 on a bad limit, detail or regex, or a missing or corrupt index.
     """
+    from tool_tree.search import SearchError, check_detail, load_index, render_hits
+
     tree: Path = args.tree
     try:
         detail = check_detail(args.detail)

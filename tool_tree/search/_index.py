@@ -21,8 +21,9 @@ from tool_tree.search._docs import SearchDoc, docs_from_tree
 from tool_tree.search._errors import SearchError
 from tool_tree.search._rank import Postings, RankingConfig, doc_fields, impacts, related_terms, score
 from tool_tree.search._text import first_sentence, one_line, tokens
+from tool_tree.tree import SEARCH_INDEX_FILE
 
-INDEX_FILE = "search_index.json"
+INDEX_FILE = SEARCH_INDEX_FILE
 INDEX_FORMAT = "tooltree-search-index"
 INDEX_VERSION = 1
 EMBEDDINGS_ENV = "TOOLTREE_SEARCH_EMBEDDINGS"

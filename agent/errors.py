@@ -1,0 +1,40 @@
+"""The errors of the agent package.
+
+::
+
+    AgentError              base
+    ├── AgentSetupError     the run cannot start: bad mode, missing tree, no API key (for the developer)
+    └── ModelAPIError       the Messages API failed after the SDK's retries; ``result`` holds the run so far
+
+Failures meant for the model (a tool failed, a script raised, a path was refused) are not
+exceptions: they go back to the model as ``tool_result`` blocks with ``is_error: true``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.summary import RunResult
+
+
+class AgentError(Exception):
+    """Base of the errors the agent package raises."""
+
+
+class AgentSetupError(AgentError):
+    """The run cannot start as configured."""
+
+
+class ModelAPIError(AgentError):
+    """The Messages API failed (after retries) during a run.
+
+    Attributes:
+        status_code: the HTTP status, when there was a response.
+        result: the run up to the failure (turns, tokens, transcript), when one had started.
+    """
+
+    def __init__(self, message: str, *, status_code: int | None = None, result: RunResult | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.result = result

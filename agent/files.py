@@ -1,0 +1,193 @@
+"""`FileView`: the model's read-only view of the tree and the workspace.
+
+Paths are relative to ``/workspace`` (``/workspace/...`` is accepted too), as a script sees them:
+``servers/...`` is the generated tree (read from the host, where it was generated), anything
+else is the sandbox's workspace (read through the session, which never follows symlinks).
+A path with ``..``, a backslash or a NUL, an absolute path outside ``/workspace``, and a symlink
+anywhere under the tree are refused.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from agent.content import size
+from agent.errors import AgentError
+
+WORKSPACE = "/workspace"
+TREE_DIR = "servers"
+DEFAULT_LINES = 2000
+MAX_CHARS = 60_000
+MAX_FILE_BYTES = 8 * 1024 * 1024
+MAX_ENTRIES = 500
+_HIDDEN = {"__pycache__"}
+
+
+class FileAccessError(AgentError):
+    """A path the model asked for was refused or does not exist (the model gets the message)."""
+
+
+class WorkspaceFiles(Protocol):
+    """What `FileView` needs of a sandbox session (`sandbox.Sandbox` has both methods)."""
+
+    def list_files(self, path: str = "", *, limit: int = 1000) -> list[dict[str, Any]]: ...
+
+    def read_file(self, path: str, *, max_bytes: int = 1 << 20) -> bytes: ...
+
+
+def normalize(path: str) -> tuple[str, ...]:
+    """The components of a model-given path, relative to ``/workspace``.
+
+    Raises:
+        FileAccessError: the path is not allowed.
+    """
+    p = path.strip()
+    if "\x00" in p or "\\" in p:
+        raise FileAccessError(f"{path!r}: backslashes and NUL characters are not allowed in paths")
+    if p == WORKSPACE or p.startswith(WORKSPACE + "/"):
+        p = p[len(WORKSPACE) :]
+    elif p.startswith("/"):
+        raise FileAccessError(
+            f"{path!r}: only paths under {WORKSPACE} can be read (use servers/... or a relative path)"
+        )
+    parts = tuple(x for x in p.split("/") if x not in ("", "."))
+    if ".." in parts:
+        raise FileAccessError(f"{path!r}: '..' is not allowed in paths")
+    return parts
+
+
+def _display(parts: tuple[str, ...]) -> str:
+    return "/".join(parts) or "/workspace"
+
+
+class FileView:
+    """Lists and reads files for the model's ``list_files`` and ``read_file`` tools.
+
+    Args:
+        tree: the generated tree on the host (its ``servers/`` folder is what the model sees).
+        workspace: returns the session to read workspace files through (started on first use);
+            None when there is no workspace (only ``servers/`` can be read).
+    """
+
+    def __init__(self, tree: Path, workspace: Callable[[], WorkspaceFiles] | None = None) -> None:
+        self.root = (Path(tree) / TREE_DIR).resolve()
+        self._workspace = workspace
+
+    # ---- the tree ---------------------------------------------------------------------------
+
+    def _tree_path(self, parts: tuple[str, ...]) -> Path:
+        current = self.root
+        for part in parts[1:]:
+            current = current / part
+            try:
+                mode = os.lstat(current).st_mode
+            except FileNotFoundError:
+                raise FileAccessError(f"{_display(parts)}: no such file or folder") from None
+            except OSError as e:
+                raise FileAccessError(f"{_display(parts)}: cannot read ({e.strerror})") from None
+            if stat.S_ISLNK(mode):
+                raise FileAccessError(f"{_display(parts)}: symbolic links are not followed")
+        if not current.is_relative_to(self.root):
+            raise FileAccessError(f"{_display(parts)}: outside the tree")
+        return current
+
+    def _list_tree(self, parts: tuple[str, ...]) -> list[tuple[str, bool, int]]:
+        folder = self._tree_path(parts)
+        if not folder.is_dir():
+            raise FileAccessError(f"{_display(parts)}: not a folder (use read_file)")
+        out = []
+        for entry in os.scandir(folder):
+            if entry.name in _HIDDEN or entry.is_symlink():
+                continue
+            is_dir = entry.is_dir(follow_symlinks=False)
+            out.append((entry.name, is_dir, 0 if is_dir else entry.stat(follow_symlinks=False).st_size))
+        return out
+
+    def _read_tree(self, parts: tuple[str, ...]) -> bytes:
+        path = self._tree_path(parts)
+        if not path.is_file():
+            raise FileAccessError(f"{_display(parts)}: not a file (use list_files)")
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(path, flags)
+        with os.fdopen(fd, "rb") as f:
+            return f.read(MAX_FILE_BYTES)
+
+    # ---- the workspace ----------------------------------------------------------------------
+
+    def _session(self, parts: tuple[str, ...]) -> WorkspaceFiles:
+        if self._workspace is None:
+            raise FileAccessError(f"{_display(parts)}: this run has no workspace; only servers/ can be read")
+        return self._workspace()
+
+    def _list_workspace(self, parts: tuple[str, ...]) -> list[tuple[str, bool, int]]:
+        from sandbox.errors import SessionError
+
+        try:
+            entries = self._session(parts).list_files("/".join(parts), limit=MAX_ENTRIES + 1)
+        except SessionError as e:
+            raise FileAccessError(f"{_display(parts)}: {e}") from None
+        return [(str(e["name"]), e.get("type") == "dir", int(e.get("size", 0))) for e in entries]
+
+    def _read_workspace(self, parts: tuple[str, ...]) -> bytes:
+        from sandbox.errors import SessionError
+
+        try:
+            return self._session(parts).read_file("/".join(parts), max_bytes=MAX_FILE_BYTES)
+        except SessionError as e:
+            raise FileAccessError(f"{_display(parts)}: {e}") from None
+
+    # ---- what the tools call ----------------------------------------------------------------
+
+    def list_files(self, path: str = "") -> str:
+        """One line per entry (folders end with ``/``), sorted.
+
+        Raises:
+            FileAccessError: the path is refused, missing or not a folder.
+        """
+        parts = normalize(path)
+        if parts and parts[0] == TREE_DIR:
+            entries = self._list_tree(parts)
+        else:
+            entries = self._list_workspace(parts) if (parts or self._workspace is not None) else []
+            if not parts:
+                entries = [e for e in entries if e[0] != TREE_DIR] + [(TREE_DIR, True, 0)]
+        entries.sort(key=lambda e: (not e[1], e[0]))
+        lines = [f"{name}/" if is_dir else f"{name}  ({size(n)})" for name, is_dir, n in entries[:MAX_ENTRIES]]
+        if len(entries) > MAX_ENTRIES:
+            lines.append(f"[... more than {MAX_ENTRIES} entries; list a subfolder or use search_tools]")
+        return "\n".join(lines) if lines else "(empty folder)"
+
+    def read_file(self, path: str, offset: int = 1, limit: int = DEFAULT_LINES) -> str:
+        """Lines ``offset`` .. ``offset + limit - 1`` (1-based) of a text file, with a note when more remain.
+
+        Raises:
+            FileAccessError: the path is refused, missing, not a file, or not text.
+        """
+        parts = normalize(path)
+        if not parts:
+            raise FileAccessError("/workspace: is a folder (use list_files)")
+        data = self._read_tree(parts) if parts[0] == TREE_DIR else self._read_workspace(parts)
+        if b"\x00" in data[:8192]:
+            raise FileAccessError(f"{_display(parts)}: a binary file ({size(len(data))}); open it from a script")
+        text = data.decode("utf-8", errors="replace")
+        lines = text.splitlines(keepends=True)
+        start = max(1, offset)
+        if lines and start > len(lines):
+            raise FileAccessError(f"{_display(parts)}: offset {offset} is past the end ({len(lines)} lines)")
+        chosen = lines[start - 1 : start - 1 + max(1, limit)]
+        out = "".join(chosen)
+        end = start - 1 + len(chosen)
+        if len(out) > MAX_CHARS:
+            cut = out[:MAX_CHARS]
+            if "\n" in cut:
+                out = cut[: cut.rfind("\n") + 1]
+                end = start - 1 + out.count("\n")
+            else:  # one enormous line: show its start and move past it
+                out, end = cut + f"\n[line {start} is cut at {MAX_CHARS} characters]", start
+        if end < len(lines) or len(data) >= MAX_FILE_BYTES:
+            out += f"\n[lines {start}–{end} of {len(lines)}; call read_file with offset={end + 1} for more]"
+        return out

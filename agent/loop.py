@@ -1,0 +1,286 @@
+"""`Agent`: one Anthropic Messages loop over the tools of a mode.
+
+::
+
+    agent = Agent(load_config("tooltree.yaml"), tree="tree", mode="code")
+    result = agent.run("Copy the Q3 pipeline review transcript into the Northwind opportunity")
+    print(result.answer, result.summary.usage.total)
+
+Each turn sends the same system prompt and tools array (with cache breakpoints) plus the
+conversation, runs every ``tool_use`` of the reply and sends the results back, until the model
+ends its turn, a reply stops for another reason (``max_tokens``, ``refusal``), or the turn limit
+or token budget is reached. Requests stream (so large ``max_tokens`` work); the SDK retries
+rate limits, overloads and server errors with back-off.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.content import blocks_bytes
+from agent.defaults import DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_MODEL, DEFAULT_RETRIES, MODES
+from agent.errors import AgentSetupError, ModelAPIError
+from agent.events import EventHandler, ModelReplied, RunFinished, ToolFinished
+from agent.request import answer_text, block_param, cached_system, cached_tools, with_last_breakpoint
+from agent.summary import RunResult, RunSummary, TokenUsage
+from agent.toolsets import make_toolset
+from agent.transcript import Transcript
+from tool_tree.config import Config
+
+if TYPE_CHECKING:
+    import anthropic
+
+    from agent.runtime import Runtime
+    from sandbox.config import SandboxConfig
+
+
+class Agent:
+    """Runs tasks with Claude over the tools of a generated tree.
+
+    Args:
+        config: how to start the servers of the tree.
+        tree: the generated tree.
+        mode: ``code`` (browse stubs, run scripts in the sandbox), ``direct`` (every MCP tool as
+            a native tool) or ``tool-search`` (every MCP tool deferred behind the API's BM25 tool search).
+        model: the model id.
+        max_turns: most requests per run.
+        token_budget: stop before the next request once input (all kinds) plus output tokens reach this.
+        max_tokens: ``max_tokens`` of each request.
+        client: an ``anthropic.Anthropic`` client; default one made from the environment
+            (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``) with ``max_retries`` retries.
+        pinned: tools to keep at hand: their signatures go into the code-mode prompt; in
+            tool-search mode they are not deferred.
+        sandbox_config: limits of the sandbox session (default: the config's ``sandbox:`` section).
+        workspace: a host folder restored into ``/workspace`` and saved back after the run.
+        transcript: write the run's JSONL transcript here.
+        runtime: a running `Runtime` to use (and leave open) instead of one per run.
+        on_event: called with `ModelReplied`, `ToolFinished` and `RunFinished` as the run goes.
+
+    Raises:
+        AgentSetupError: an unknown mode, a tree without manifest, or an unknown pinned tool.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        tree: str | Path = "tree",
+        mode: str = "code",
+        model: str = DEFAULT_MODEL,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        token_budget: int | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        client: anthropic.Anthropic | None = None,
+        max_retries: int = DEFAULT_RETRIES,
+        pinned: Sequence[str] = (),
+        sandbox_config: SandboxConfig | None = None,
+        workspace: str | Path | None = None,
+        transcript: str | Path | None = None,
+        runtime: Runtime | None = None,
+        on_event: EventHandler | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise AgentSetupError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+        if max_turns < 1:
+            raise AgentSetupError("max_turns must be at least 1")
+        self.config = config
+        self.tree = Path(tree)
+        self.mode = mode
+        self.model = model
+        self.max_turns = max_turns
+        self.token_budget = token_budget
+        self.max_tokens = max_tokens
+        self.client = client
+        self.max_retries = max_retries
+        self.sandbox_config = sandbox_config
+        self.workspace = workspace
+        self.transcript = Path(transcript) if transcript is not None else None
+        self.runtime = runtime
+        self.on_event = on_event
+        self.toolset = make_toolset(mode, self.tree, pinned=pinned)
+        self.system = self.toolset.system_prompt()
+        self.tools = self.toolset.tools()
+
+    # ---- requests ---------------------------------------------------------------------------
+
+    def request(self, messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """The parameters of one request: fixed system and tools with breakpoints, then ``messages``."""
+        return {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": cached_system(self.system),
+            "tools": cached_tools(self.tools),
+            "messages": with_last_breakpoint(messages),
+        }
+
+    def first_request(self, task: str) -> dict[str, Any]:
+        """The first request of a run of ``task`` (built offline: nothing is started)."""
+        return self.request([_user_text(task)])
+
+    def _client(self) -> anthropic.Anthropic:
+        if self.client is None:
+            import anthropic
+
+            self.client = anthropic.Anthropic(max_retries=self.max_retries)
+        return self.client
+
+    def _emit(self, event: ModelReplied | ToolFinished | RunFinished) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    def run(self, task: str) -> RunResult:
+        """Run ``task`` to the end.
+
+        Raises:
+            ModelAPIError: the Messages API failed after retries (``.result`` has the run so far).
+            SandboxError: the sandbox could not be started (no engine, no image).
+            PoolError: the server pool could not start.
+        """
+        from agent.runtime import Runtime
+
+        client = self._client()
+        own = self.runtime is None
+        runtime = self.runtime or Runtime(
+            self.config, self.tree, sandbox_config=self.sandbox_config, workspace=self.workspace
+        )
+        summary = RunSummary(mode=self.mode, model=self.model)
+        messages: list[dict[str, Any]] = [_user_text(task)]
+        started = time.monotonic()
+        log = Transcript(self.transcript)
+        log.write("run_start", mode=self.mode, model=self.model, task=task, system=self.system, tools=self.tools)
+        sent = 0
+        try:
+            with runtime if own else nullcontext(runtime):
+                while True:
+                    if summary.turns >= self.max_turns:
+                        summary.stop_reason = "max_turns"
+                        break
+                    if self.token_budget is not None and summary.usage.total >= self.token_budget:
+                        summary.stop_reason = "token_budget"
+                        break
+                    summary.turns += 1
+                    turn = summary.turns
+                    params = self.request(messages)
+                    log.write(
+                        "request", turn=turn, model=self.model, max_tokens=self.max_tokens, messages=messages[sent:]
+                    )
+                    sent = len(messages)
+                    message, seconds = self._send(client, params, log, summary, messages, started)
+                    usage = TokenUsage.from_api(message.usage)
+                    summary.usage.add(usage)
+                    content = [block_param(b) for b in message.content]
+                    stop = str(message.stop_reason or "end_turn")
+                    log.write("response", turn=turn, seconds=round(seconds, 3), message=message.model_dump(mode="json"))
+                    self._emit(ModelReplied(turn, stop, usage, replace(summary.usage), seconds))
+                    messages.append({"role": "assistant", "content": content})
+                    summary.answer = answer_text(content) or summary.answer
+                    if stop == "pause_turn":  # a server tool paused the turn: send it back to continue
+                        continue
+                    if stop != "tool_use":
+                        summary.stop_reason = stop
+                        break
+                    results = self._run_tools(content, runtime, turn, summary, log)
+                    if not results:  # "tool_use" without a tool_use block: nothing to answer
+                        summary.stop_reason = "end_turn"
+                        break
+                    messages.append({"role": "user", "content": results})
+        finally:
+            summary.duration_s = time.monotonic() - started
+            log.write("run_end", summary=summary.to_json())
+            log.close()
+        self._emit(RunFinished(summary))
+        return RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
+
+    def _send(
+        self,
+        client: anthropic.Anthropic,
+        params: dict[str, Any],
+        log: Transcript,
+        summary: RunSummary,
+        messages: list[dict[str, Any]],
+        started: float,
+    ) -> tuple[Any, float]:
+        import anthropic
+
+        t0 = time.monotonic()
+        try:
+            with client.messages.stream(**params) as stream:
+                message = stream.get_final_message()
+        except anthropic.APIStatusError as e:
+            log.write("api_error", turn=summary.turns, status=e.status_code, message=str(e))
+            summary.stop_reason = "api_error"
+            summary.duration_s = time.monotonic() - started
+            partial = RunResult(summary.answer, "api_error", summary, messages, self.transcript)
+            raise ModelAPIError(
+                f"the Messages API answered {e.status_code}: {_api_message(e)}",
+                status_code=e.status_code,
+                result=partial,
+            ) from None
+        except anthropic.APIConnectionError as e:
+            log.write("api_error", turn=summary.turns, status=None, message=str(e))
+            summary.stop_reason = "api_error"
+            summary.duration_s = time.monotonic() - started
+            partial = RunResult(summary.answer, "api_error", summary, messages, self.transcript)
+            raise ModelAPIError(f"cannot reach the Messages API: {e}", result=partial) from None
+        return message, time.monotonic() - t0
+
+    def _run_tools(
+        self, content: list[dict[str, Any]], runtime: Runtime, turn: int, summary: RunSummary, log: Transcript
+    ) -> list[dict[str, Any]]:
+        results: list[dict[str, Any]] = []
+        for block in content:
+            if block.get("type") != "tool_use":
+                continue
+            name, arguments = str(block.get("name")), block.get("input")
+            t0 = time.monotonic()
+            outcome = self.toolset.call(name, arguments if isinstance(arguments, dict) else {}, runtime)
+            seconds = time.monotonic() - t0
+            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.get("id"), "content": outcome.content}
+            if outcome.is_error:
+                result["is_error"] = True
+            results.append(result)
+            model_bytes = blocks_bytes(outcome.content)
+            kept = sum(c.response_bytes for c in outcome.script_calls)
+            summary.tool_calls += 1
+            summary.tool_errors += outcome.is_error
+            summary.script_tool_calls += len(outcome.script_calls)
+            summary.sandbox_bytes += kept
+            summary.model_bytes += model_bytes
+            log.write(
+                "tool",
+                turn=turn,
+                name=name,
+                input=arguments,
+                seconds=round(seconds, 3),
+                is_error=outcome.is_error,
+                model_bytes=model_bytes,
+                script_calls=[
+                    {"server": c.server, "tool": c.tool, "ok": c.ok, "bytes": c.response_bytes, "ms": c.duration_ms}
+                    for c in outcome.script_calls
+                ],
+                sandbox_bytes=kept,
+            )
+            self._emit(
+                ToolFinished(
+                    turn, name, outcome.note, outcome.is_error, seconds, len(outcome.script_calls), kept, model_bytes
+                )
+            )
+        return results
+
+
+def _user_text(task: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": task}]}
+
+
+def _api_message(e: Any) -> str:
+    body = getattr(e, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return str(body["error"].get("message", e))
+    return str(getattr(e, "message", e))

@@ -1,0 +1,145 @@
+"""`Runtime`: the live side of agent runs — the server pool, the bridge, and a sandbox session.
+
+::
+
+    with Runtime(config, "tree") as rt:          # servers start here
+        rt.call_tool("crm", "get_record", {...})  # through the bridge: allowlist, validation, audit
+        rt.sandbox.execute("print(1)")            # the container starts on first use
+
+One runtime can serve several runs (tests share one to keep containers few); a run given no
+runtime makes its own and closes it at the end.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from tool_tree.config import Config
+from tool_tree.tree import Manifest
+
+if TYPE_CHECKING:
+    from sandbox.config import SandboxConfig
+    from sandbox.mcp_bridge import AuditLog, McpBridge
+    from sandbox.session import Sandbox
+    from tool_tree.pool import BackgroundPool
+
+
+class Runtime:
+    """Live MCP sessions for the servers of a tree, the bridge to them, and one sandbox session.
+
+    Args:
+        config: the configuration that says how to start each server of the tree.
+        tree: the generated tree (its manifest is the bridge's allowlist).
+        sandbox_config: limits of the sandbox session (default: the config's ``sandbox:`` section).
+        workspace: a host folder restored into ``/workspace`` and saved back when the runtime closes.
+        audit: a file that gets one JSON line per tool call.
+
+    Raises (on enter):
+        TreeError: the tree has no readable manifest.
+        PoolError: the server pool did not start.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        tree: str | Path,
+        *,
+        sandbox_config: SandboxConfig | None = None,
+        workspace: str | Path | None = None,
+        audit: str | Path | None = None,
+    ) -> None:
+        self.config = config
+        self.tree = Path(tree)
+        self.sandbox_config = sandbox_config
+        self.workspace = Path(workspace) if workspace is not None else None
+        self.audit_path = Path(audit) if audit is not None else None
+        self._pool: BackgroundPool | None = None
+        self._bridge: McpBridge | None = None
+        self._sandbox: Sandbox | None = None
+        self._audit: AuditLog | None = None
+
+    def __enter__(self) -> Runtime:
+        return self.open()
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def open(self) -> Runtime:
+        """Start the server pool (servers themselves start on their first call)."""
+        from sandbox.mcp_bridge import AuditLog, McpBridge
+        from tool_tree.pool import BackgroundPool
+
+        if self._pool is not None:
+            return self
+        wanted = {s.name for s in Manifest.load(self.tree).servers}
+        servers = [s for s in self.config.enabled_servers if s.name in wanted]
+        self._audit = AuditLog(self.audit_path) if self.audit_path is not None else None
+        pool = BackgroundPool(servers)
+        pool.__enter__()
+        self._pool = pool
+        self._bridge = McpBridge(self.tree, pool.pool, audit=self._audit)
+        return self
+
+    @property
+    def bridge(self) -> McpBridge:
+        if self._bridge is None:
+            self.open()
+        assert self._bridge is not None
+        return self._bridge
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The session, started on first use.
+
+        Raises:
+            SandboxError: the container could not be started (no engine, no image, ...).
+        """
+        if self._sandbox is None:
+            from sandbox.config import SandboxConfig
+            from sandbox.session import Sandbox
+
+            bridge = self.bridge
+            assert self._pool is not None
+            settings = self.sandbox_config
+            if settings is None:
+                settings = SandboxConfig(**dict(self.config.sandbox))
+            session = Sandbox(
+                config=settings, tree=self.tree, tools=bridge, tool_loop=self._pool.loop, workspace=self.workspace
+            )
+            session.start()
+            self._sandbox = session
+        return self._sandbox
+
+    @property
+    def sandbox_started(self) -> bool:
+        return self._sandbox is not None
+
+    def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Call one tool through the bridge, from a thread that is not the pool's loop.
+
+        Raises:
+            ToolCallRefused: the bridge refused the call or the server is unavailable.
+        """
+        from sandbox.bridge import resolve
+
+        bridge = self.bridge
+        assert self._pool is not None
+        bridge.begin_execution()
+        return resolve(bridge.call_tool(server, tool, arguments), self._pool.loop)
+
+    def close(self) -> None:
+        """Save the workspace (when one was given), stop the sandbox and the servers."""
+        try:
+            if self._sandbox is not None:
+                self._sandbox.close()
+        finally:
+            self._sandbox = None
+            if self._pool is not None:
+                self._pool.__exit__(None, None, None)
+                self._pool = None
+            self._bridge = None
+            if self._audit is not None:
+                self._audit.close()
+                self._audit = None

@@ -1,0 +1,81 @@
+"""`Toolset`: what one mode offers the model — its tools array, its system prompt, and the handlers.
+
+A toolset is built from the tree alone (no server, no container), so the first request of a
+run can be rendered and measured offline. Its tools and system prompt are fixed at
+construction; handlers get the live `Runtime` when a tool is called.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.errors import AgentSetupError
+from tool_tree.tree import Manifest, ToolEntry, TreeError
+
+if TYPE_CHECKING:
+    from agent.runtime import Runtime
+    from sandbox.results import ToolCallRecord
+
+
+@dataclass
+class ToolOutcome:
+    """What one tool call gives back to the model, and what the run summary counts."""
+
+    content: list[dict[str, Any]]
+    is_error: bool = False
+    script_calls: Sequence[ToolCallRecord] = field(default_factory=list)
+    """Tool calls a script made (``execute_python``); their results stayed in the sandbox."""
+    note: str = ""
+    """One line for the live view."""
+
+
+class Toolset(ABC):
+    """The tools of one mode."""
+
+    mode: str = ""
+    needs_sandbox: bool = False
+
+    def __init__(self, tree: str | Path) -> None:
+        self.tree = Path(tree)
+        try:
+            self.manifest = Manifest.load(self.tree)
+        except TreeError as e:
+            raise AgentSetupError(str(e)) from None
+
+    @abstractmethod
+    def tools(self) -> list[dict[str, Any]]:
+        """The tools array (without cache markers); the same list on every call."""
+
+    @abstractmethod
+    def system_prompt(self) -> str:
+        """The system prompt; the same text on every call."""
+
+    @abstractmethod
+    def call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
+        """Run one ``tool_use``; failures the model can act on are outcomes with ``is_error``."""
+
+    def resolve_pinned(self, pinned: Sequence[str]) -> list[ToolEntry]:
+        """The manifest entries for ``pinned`` names (``crm.update_record``, ``crm/update_record``
+        or the original ``<server>.<tool>``).
+
+        Raises:
+            AgentSetupError: a name matches no tool of the tree.
+        """
+        out: list[ToolEntry] = []
+        for name in pinned:
+            wanted = name.replace("/", ".")
+            match = next((t for t in self.manifest.tools if wanted in (t.qualified_name, f"{t.server}.{t.tool}")), None)
+            if match is None:
+                raise AgentSetupError(f"pinned tool {name!r} is not in the tree (use <server>.<tool>)")
+            if match not in out:
+                out.append(match)
+        return out
+
+
+def error(message: str) -> ToolOutcome:
+    """An error outcome with one text block."""
+    return ToolOutcome([{"type": "text", "text": message}], is_error=True, note=message.splitlines()[0][:120])

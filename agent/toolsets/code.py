@@ -1,0 +1,187 @@
+"""`code` mode: four tools — ``list_files``, ``read_file``, ``search_tools``, ``execute_python``.
+
+The system prompt carries what the tree is, its root ``INDEX.md`` (or, for a catalog too big
+to inline, a compact server list that points to it) and the signatures of pinned tools.
+Everything else the model learns through tool results, so the prompt and the tools array
+stay byte-identical for the whole run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.content import execution_blocks, size
+from agent.files import FileAccessError, FileView
+from agent.prompts import render
+from agent.toolsets.base import ToolOutcome, Toolset, error
+from tool_tree.search import SearchError, SearchHit, render_hits, search_tools
+from tool_tree.tree import INDEX_FILE
+
+if TYPE_CHECKING:
+    from agent.runtime import Runtime
+
+INDEX_CHARS = 4_000
+"""Inline ``INDEX.md`` when it is at most this long; otherwise a compact list of the servers."""
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "list_files",
+        "description": "List a folder: servers/ is the tool tree (read-only), other paths are in /workspace.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string", "description": "e.g. servers/crm; default: /workspace"}},
+        },
+    },
+    {
+        "name": "read_file",
+        "description": "Read a text file (a stub under servers/ or a workspace file): `limit` lines from `offset`.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "offset": {"type": "integer", "minimum": 1},
+                "limit": {"type": "integer", "minimum": 1},
+            },
+            "required": ["path"],
+        },
+    },
+    {
+        "name": "search_tools",
+        "description": "Find tools by what they do (regex=true: a pattern). detail: name, summary (signature) or full.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "detail": {"type": "string", "enum": ["name", "summary", "full"]},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+                "regex": {"type": "boolean"},
+            },
+            "required": ["query"],
+        },
+    },
+    {
+        "name": "execute_python",
+        "description": "Run Python in the sandbox session; returns output, errors, images and the tool calls made.",
+        "input_schema": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+    },
+]
+
+
+def _int(arguments: Mapping[str, Any], key: str, default: int) -> int:
+    value = arguments.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{key} must be an integer, got {value!r}")
+    return value
+
+
+class CodeToolset(Toolset):
+    """The tools of ``code`` mode over one tree.
+
+    Args:
+        tree: the generated tree.
+        pinned: tools whose signatures go into the system prompt.
+        index_chars: the longest ``INDEX.md`` inlined as is.
+
+    Raises:
+        AgentSetupError: no manifest, or a pinned tool is not in the tree.
+    """
+
+    mode = "code"
+    needs_sandbox = True
+
+    def __init__(self, tree: str | Path, *, pinned: Sequence[str] = (), index_chars: int = INDEX_CHARS) -> None:
+        super().__init__(tree)
+        self.pinned = self.resolve_pinned(pinned)
+        self.index_chars = index_chars
+        self._system = render("system_code.md.j2", index=self._index(), pinned=self._pinned_text())
+
+    def tools(self) -> list[dict[str, Any]]:
+        return [dict(t) for t in TOOLS]
+
+    def system_prompt(self) -> str:
+        return self._system
+
+    def _index(self) -> str:
+        try:
+            text = (self.tree / INDEX_FILE).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        if text and len(text) <= self.index_chars:
+            return f"{INDEX_FILE}:\n{text}"
+        servers = sorted(self.manifest.servers, key=lambda s: s.package)
+        head = (
+            f"{len(servers)} servers, {len(self.manifest.tools)} tools. {INDEX_FILE} lists each server's tools; "
+            "servers/<package>/README.md has one line per tool."
+        )
+        room = max(0, (self.index_chars - len(head)) // max(1, len(servers)))
+        lines = [head]
+        for s in servers:
+            line = f"- {s.package} ({s.tool_count})"
+            purpose = " ".join(s.description.split())
+            space = room - len(line) - 3
+            if purpose and space >= 12:
+                line += " — " + (purpose if len(purpose) <= space else purpose[: space - 1].rstrip() + "…")
+            lines.append(line)
+        return "\n".join(lines)
+
+    def _pinned_text(self) -> str:
+        if not self.pinned:
+            return ""
+        hits = [
+            SearchHit(t.server, t.tool, t.function, t.path.split("/")[1], t.path, 0.0, t.summary) for t in self.pinned
+        ]
+        return render_hits(self.tree, hits, "summary").strip()
+
+    # ---- handlers ---------------------------------------------------------------------------
+
+    def call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
+        files = FileView(self.tree, workspace=lambda: runtime.sandbox)
+        try:
+            if name == "list_files":
+                path = arguments.get("path") or ""
+                if not isinstance(path, str):
+                    return error("path must be a string")
+                text = files.list_files(path)
+                return ToolOutcome([{"type": "text", "text": text}], note=f"{path or '/workspace'}")
+            if name == "read_file":
+                path = arguments.get("path")
+                if not isinstance(path, str):
+                    return error("read_file needs a path (a string)")
+                text = files.read_file(path, _int(arguments, "offset", 1), _int(arguments, "limit", 2000))
+                return ToolOutcome([{"type": "text", "text": text}], note=path)
+            if name == "search_tools":
+                return self._search(arguments)
+            if name == "execute_python":
+                return self._execute(arguments, runtime)
+        except (FileAccessError, ValueError) as e:
+            return error(str(e))
+        return error(f"unknown tool {name!r}; the tools are list_files, read_file, search_tools, execute_python")
+
+    def _search(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        query, detail, regex = arguments.get("query"), arguments.get("detail", "summary"), arguments.get("regex", False)
+        if not isinstance(query, str) or not isinstance(detail, str) or not isinstance(regex, bool):
+            return error("search_tools(query: str, detail: 'name'|'summary'|'full', limit: int, regex: bool)")
+        try:
+            text = search_tools(self.tree, query, detail=detail, limit=_int(arguments, "limit", 5), regex=regex)
+        except SearchError as e:
+            return error(str(e))
+        return ToolOutcome([{"type": "text", "text": text}], note=repr(query))
+
+    def _execute(self, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
+        from sandbox.errors import SessionError
+
+        code = arguments.get("code")
+        if not isinstance(code, str) or not code.strip():
+            return error("execute_python needs code (a string)")
+        try:
+            result = runtime.sandbox.execute(code)
+        except SessionError as e:
+            return error(f"the sandbox session failed: {e}")
+        kept = sum(c.response_bytes for c in result.tool_calls)
+        status = "ok" if result.ok else (result.error or "failed")
+        note = f"{status} · {len(result.tool_calls)} call(s) from the script · {size(kept)} kept in the sandbox"
+        return ToolOutcome(execution_blocks(result), is_error=not result.ok, script_calls=result.tool_calls, note=note)

@@ -1,0 +1,124 @@
+"""The baseline modes: every MCP tool as a native tool (`direct`), or deferred behind the API's
+BM25 tool search (`tool-search`).
+
+Definitions come from the tree's snapshots (the servers' raw ``tools/list``), filtered by the
+manifest, so they are exactly what the servers offer. Calls go through the same bridge as a
+sandboxed script (allowlist, argument validation, audit); results go straight into the
+context, images as images.
+
+The tool search tool is ``{"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}``
+(as typed by the ``anthropic`` SDK 2.14, ``ToolSearchToolBm25_20251119Param``). The API runs
+the search itself and answers in the same response with ``server_tool_use`` and
+``tool_search_tool_result`` blocks; the loop only sends those back with the rest of the turn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.content import mcp_result_blocks
+from agent.errors import AgentSetupError
+from agent.naming import native_names
+from agent.prompts import render
+from agent.toolsets.base import ToolOutcome, Toolset, error
+from tool_tree.tree import ToolEntry, TreeError, load_snapshot
+
+if TYPE_CHECKING:
+    from agent.runtime import Runtime
+
+TOOL_SEARCH_TYPE = "tool_search_tool_bm25_20251119"
+TOOL_SEARCH_NAME = "tool_search_tool_bm25"
+
+
+def _input_schema(raw: Mapping[str, Any]) -> dict[str, Any]:
+    schema = raw.get("inputSchema")
+    if not isinstance(schema, dict):
+        return {"type": "object", "properties": {}}
+    if schema.get("type") != "object":
+        return {**schema, "type": "object"}
+    return dict(schema)
+
+
+class DirectToolset(Toolset):
+    """Every tool of the tree as a native tool named ``<server>__<tool>``.
+
+    Raises:
+        AgentSetupError: no manifest or a missing snapshot.
+    """
+
+    mode = "direct"
+
+    def __init__(self, tree: str | Path, *, pinned: Sequence[str] = ()) -> None:
+        super().__init__(tree)
+        self.pinned = self.resolve_pinned(pinned)
+        self.names: dict[str, ToolEntry] = native_names(self.manifest.tools)
+        raw: dict[tuple[str, str], dict[str, Any]] = {}
+        try:
+            for server in self.manifest.servers:
+                for tool in load_snapshot(self.tree, server):
+                    raw[(server.name, str(tool.get("name")))] = tool
+        except TreeError as e:
+            raise AgentSetupError(str(e)) from None
+        self._definitions: list[dict[str, Any]] = []
+        for name, entry in self.names.items():
+            definition = raw.get((entry.server, entry.tool), {})
+            native: dict[str, Any] = {"name": name}
+            description = definition.get("description")
+            if isinstance(description, str) and description.strip():
+                native["description"] = description
+            native["input_schema"] = _input_schema(definition)
+            self._definitions.append(native)
+        self._system = render(self._template(), servers=self._servers(), search_tool=TOOL_SEARCH_NAME)
+
+    def _template(self) -> str:
+        return "system_direct.md.j2"
+
+    def _servers(self) -> list[dict[str, str]]:
+        return [
+            {"name": s.name, "description": " ".join(s.description.split())}
+            for s in sorted(self.manifest.servers, key=lambda s: s.name)
+        ]
+
+    def tools(self) -> list[dict[str, Any]]:
+        return json.loads(json.dumps(self._definitions))  # type: ignore[no-any-return]
+
+    def system_prompt(self) -> str:
+        return self._system
+
+    def call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
+        from sandbox.bridge import ToolCallRefused
+
+        entry = self.names.get(name)
+        if entry is None:
+            return error(f"unknown tool {name!r}")
+        try:
+            result = runtime.call_tool(entry.server, entry.tool, dict(arguments))
+        except ToolCallRefused as e:
+            return error(f"{entry.server}.{entry.tool} refused: {e.message}")
+        is_error = result.get("isError") is True
+        return ToolOutcome(
+            mcp_result_blocks(result), is_error=is_error, note="the tool reported an error" if is_error else ""
+        )
+
+
+class ToolSearchToolset(DirectToolset):
+    """Every tool deferred (``defer_loading: true``) except the pinned ones, plus the BM25 tool search tool."""
+
+    mode = "tool-search"
+
+    def _template(self) -> str:
+        return "system_tool_search.md.j2"
+
+    def tools(self) -> list[dict[str, Any]]:
+        pinned = {(t.server, t.tool) for t in self.pinned}
+        tools = super().tools()
+        out: list[dict[str, Any]] = []
+        for tool in tools:
+            entry = self.names[tool["name"]]
+            out.append(tool if (entry.server, entry.tool) in pinned else {**tool, "defer_loading": True})
+        deferred = [t for t in out if t.get("defer_loading")]
+        loaded = [t for t in out if not t.get("defer_loading")]
+        return [*deferred, *loaded, {"type": TOOL_SEARCH_TYPE, "name": TOOL_SEARCH_NAME}]

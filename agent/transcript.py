@@ -1,0 +1,57 @@
+"""The JSONL transcript of a run: one JSON object per line, in order.
+
+Records (``type``):
+
+- ``run_start``: mode, model, task, the system prompt and the tools array (once: they never change);
+- ``request``: turn, the request parameters other than system and tools, and the messages added
+  since the previous request (the conversation is rebuilt by concatenating them);
+- ``response``: turn, the message as returned (content, stop reason, usage incl.
+  ``cache_creation_input_tokens`` and ``cache_read_input_tokens``), seconds;
+- ``tool``: turn, tool name, input, seconds, ``is_error``, bytes to the model, calls from the
+  script and bytes that stayed in the sandbox;
+- ``api_error``: status and message of a failed request;
+- ``run_end``: the run summary.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+
+class Transcript:
+    """Appends records to a JSONL file; with no path, records nothing."""
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._file: IO[str] | None = None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def write(self, kind: str, **fields: Any) -> None:
+        if self._file is None:
+            return
+        record = {"type": kind, "ts": round(time.time(), 3), **fields}
+        self._file.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> Transcript:
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+def read_transcript(path: str | Path) -> list[dict[str, Any]]:
+    """All records of a transcript file."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]

@@ -1,0 +1,205 @@
+"""Replicate the "code execution with MCP" savings: the same tasks in three modes, tokens counted.
+
+    python bench/agent_replication.py [--tasks drive_to_crm,leads] [--modes code,direct,tool-search]
+                                      [--count auto|api|approx]
+
+Each (task, mode) is a scripted trajectory (``agent_tasks.py``) run end to end through the real
+loop, the real sandbox and the real sample servers against the fake Messages API, then checked
+(the CRM record really holds the transcript; the answer names the right leads). Every request the
+loop sent and every reply it got is counted: with ``ANTHROPIC_API_KEY`` set, by the real
+``count_tokens`` endpoint; otherwise by the local approximation in ``agent/tokens.py`` (4
+characters per token, the same rules for every mode). Targets: ``code`` ≤ 1 % of ``direct`` on
+the Drive → CRM task.
+
+Also measured: the session-start context (system prompt + tools array) of each mode for the
+527-tool LiveMCPBench catalog (generated into a temporary tree from snapshots) and for the sample
+servers. Target: ``code`` ≤ 2 % of ``direct`` for the 527 tools.
+
+Writes bench/out/agent_replication.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Protocol
+
+from _common import print_table, write_json
+from agent_tasks import TASKS, Task, generate, sample_config
+
+from agent import Agent
+from agent.defaults import DEFAULT_MODEL, MODES
+from agent.runtime import Runtime
+from agent.testing import FakeMessagesAPI
+from agent.tokens import APPROXIMATION, content_tokens, request_tokens, system_tokens, tools_tokens
+from tool_tree.config import Config, load_config
+
+BENCH_OWNER = "tooltree-bench"
+# Price ratios of Claude Sonnet relative to one uncached input token: 5-minute cache writes cost
+# 1.25x, cache reads 0.1x, output 5x. "Cost units" weight the fake API's usage (same approximation,
+# with its simulated prompt cache) by these, to compare what the runs would cost.
+WEIGHTS = {
+    "input_tokens": 1.0,
+    "cache_creation_input_tokens": 1.25,
+    "cache_read_input_tokens": 0.1,
+    "output_tokens": 5.0,
+}
+
+
+class Counter(Protocol):
+    method: str
+
+    def request(self, body: dict[str, Any]) -> int: ...
+
+    def output(self, body: dict[str, Any], response: dict[str, Any]) -> int: ...
+
+
+class ApproxCounter:
+    method = APPROXIMATION
+
+    def request(self, body: dict[str, Any]) -> int:
+        return request_tokens(body)
+
+    def output(self, body: dict[str, Any], response: dict[str, Any]) -> int:
+        return content_tokens(response["content"])
+
+
+class ApiCounter:
+    """The real ``count_tokens`` endpoint; a reply counts as what it adds to the conversation."""
+
+    def __init__(self, model: str) -> None:
+        import anthropic
+
+        self.client = anthropic.Anthropic(max_retries=8)
+        self.model = model
+        self.method = f"Anthropic count_tokens endpoint ({model})"
+
+    def request(self, body: dict[str, Any]) -> int:
+        extra = {k: body[k] for k in ("system", "tools") if body.get(k)}
+        counted = self.client.messages.count_tokens(model=self.model, messages=body["messages"], **extra)
+        return int(counted.input_tokens)
+
+    def output(self, body: dict[str, Any], response: dict[str, Any]) -> int:
+        turn = {"role": "assistant", "content": response["content"]}
+        return self.request({**body, "messages": [*body["messages"], turn]}) - self.request(body)
+
+
+def run_one(task: Task, mode: str, config: Config, tree: Path, counter: Counter) -> dict[str, Any]:
+    """One scripted run, checked and counted."""
+    from sandbox import SandboxConfig
+
+    settings = SandboxConfig(owner=BENCH_OWNER, timeout=60.0)
+    with FakeMessagesAPI(task.trajectories[mode]) as api, Runtime(config, tree, sandbox_config=settings) as rt:
+        agent = Agent(config, tree=tree, mode=mode, client=api.client(), runtime=rt, max_tokens=64_000)
+        result = agent.run(task.prompt)
+        problem = task.check(rt, result.answer) if result.completed else f"stopped: {result.stop_reason}"
+    sent = [counter.request(r) for r in api.requests]
+    received = [counter.output(r, a) for r, a in zip(api.requests, api.responses, strict=True)]
+    s = result.summary
+    cost = sum(w * r["usage"].get(k, 0) for r in api.responses for k, w in WEIGHTS.items())
+    return {
+        "task": task.name,
+        "mode": mode,
+        "ok": problem is None,
+        "problem": problem,
+        "turns": s.turns,
+        "sent": sum(sent),
+        "received": sum(received),
+        "total": sum(sent) + sum(received),
+        "peak_context": max(sent),
+        "per_request": sent,
+        "cost_units": round(cost),
+        "cache_read": s.usage.cache_read_input_tokens,
+        "cache_write": s.usage.cache_creation_input_tokens,
+        "tool_calls": s.tool_calls,
+        "script_tool_calls": s.script_tool_calls,
+        "sandbox_bytes": s.sandbox_bytes,
+        "model_bytes": s.model_bytes,
+    }
+
+
+def session_start(tree: Path, counter: Counter) -> dict[str, dict[str, Any]]:
+    """System prompt + tools of each mode's first request (a one-word task), built offline."""
+    out: dict[str, dict[str, Any]] = {}
+    for mode in MODES:
+        request = Agent(Config(servers=()), tree=tree, mode=mode).first_request(".")
+        out[mode] = {
+            "context_tokens": counter.request(request),
+            "system_tokens": system_tokens(request["system"]),
+            "tools_tokens": tools_tokens(request["tools"]),
+            "tools": len(request["tools"]),
+            "deferred": sum(1 for t in request["tools"] if t.get("defer_loading")),
+            "request_bytes": len(json.dumps({k: request[k] for k in ("system", "tools")}).encode("utf-8")),
+        }
+    return out
+
+
+def pct(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.2f} %" if whole else "-"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", default=",".join(TASKS), help="comma-separated task names")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
+    parser.add_argument("--count", choices=("auto", "api", "approx"), default="auto")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="the model count_tokens counts for")
+    args = parser.parse_args()
+    use_api = args.count == "api" or (args.count == "auto" and bool(os.environ.get("ANTHROPIC_API_KEY")))
+    counter: Counter = ApiCounter(args.model) if use_api else ApproxCounter()
+    modes = [m for m in args.modes.split(",") if m]
+    print(f"tokens counted by: {counter.method}")
+    with tempfile.TemporaryDirectory(prefix="tooltree-replication-") as tmp:
+        work = Path(tmp)
+        config_path = sample_config(work)
+        tree = generate(config_path, work / "tree")
+        config = load_config(config_path)
+        runs = [run_one(TASKS[t], m, config, tree, counter) for t in args.tasks.split(",") if t for m in modes]
+        from generate_tree import livemcpbench_snapshots
+
+        n_tools = livemcpbench_snapshots(work / "snap527")
+        tree527 = generate(None, work / "tree527", snapshots=work / "snap527")
+        start527, start_sample = session_start(tree527, counter), session_start(tree, counter)
+
+    rows = []
+    for r in runs:
+        direct = next((d for d in runs if d["task"] == r["task"] and d["mode"] == "direct"), None)
+        rows.append([
+            r["task"], r["mode"], "ok" if r["ok"] else f"FAIL: {r['problem']}", r["turns"], f"{r['sent']:,}",
+            f"{r['received']:,}", f"{r['total']:,}", f"{r['peak_context']:,}",
+            pct(r["total"], direct["total"]) if direct else "-", f"{r['cost_units']:,}",
+            pct(r["cost_units"], direct["cost_units"]) if direct else "-",
+            f"{r['sandbox_bytes']:,}", f"{r['model_bytes']:,}",
+        ])  # fmt: skip
+    header = ["task", "mode", "check", "turns", "sent", "received", "total", "peak ctx", "of direct", "cost units",
+              "of direct", "B kept", "B to model"]  # fmt: skip
+    print_table("Replication: tokens per task and mode (target: code ≤ 1 % of direct on drive_to_crm)", header, rows)
+
+    for title, start in ((f"{n_tools}-tool LiveMCPBench catalog", start527), ("sample servers", start_sample)):
+        srows = [
+            [mode, v["tools"], v["deferred"], f"{v['system_tokens']:,}", f"{v['tools_tokens']:,}",
+             f"{v['context_tokens']:,}", pct(v["context_tokens"], start["direct"]["context_tokens"]),
+             f"{v['request_bytes']:,}"]
+            for mode, v in start.items()
+        ]  # fmt: skip
+        print_table(
+            f"Session start, {title}: system prompt + tools (target: code ≤ 2 % of direct)",
+            ["mode", "tools", "deferred", "system tok", "tools tok", "context tok", "of direct", "request B"],
+            srows,
+        )
+    write_json(
+        "agent_replication.json",
+        {
+            "token_count": counter.method,
+            "runs": runs,
+            "session_start": {"livemcpbench": {"tools": n_tools, **start527}, "sample_servers": start_sample},
+        },
+    )
+    return 0 if all(r["ok"] for r in runs) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,55 @@
+"""Fixtures for agent tests: the sample servers' tree, and live runtimes shared per module.
+
+Runs use the real ``anthropic`` SDK against `agent.testing.FakeMessagesAPI`, the real sample
+servers over stdio, and (in code mode) a real sandbox container.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from agent.runtime import Runtime
+from tests.support import sample_config_yaml
+from tool_tree.config import Config, load_config
+from tooltree_cli.main import main
+
+TEST_OWNER = "tooltree-test"  # as in tests/conftest.py: the engine fixture removes what carries it
+
+
+@dataclass(frozen=True)
+class Project:
+    config_path: Path
+    config: Config
+    tree: Path
+
+
+@pytest.fixture(scope="session")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
+    """A tree generated from the three sample servers (docs, crm, media)."""
+    tmp = tmp_path_factory.mktemp("agent-project")
+    config_path = tmp / "tooltree.yaml"
+    config_path.write_text(sample_config_yaml("docs", "crm", "media") + "sandbox:\n  timeout: 20\n", encoding="utf-8")
+    tree = tmp / "tree"
+    assert main(["generate-tree", "--config", str(config_path), "--out", str(tree)]) == 0
+    return Project(config_path, load_config(config_path), tree)
+
+
+@pytest.fixture(scope="module")
+def live(project: Project) -> Iterator[Runtime]:
+    """Live sample servers (no sandbox), shared by the tests of a module."""
+    with Runtime(project.config, project.tree) as runtime:
+        yield runtime
+
+
+@pytest.fixture(scope="module")
+def sandboxed(project: Project, docker_engine: object) -> Iterator[Runtime]:
+    """Live sample servers and one sandbox session, shared by the tests of a module."""
+    from sandbox import SandboxConfig
+
+    settings = SandboxConfig(owner=TEST_OWNER, timeout=20.0)
+    with Runtime(project.config, project.tree, sandbox_config=settings) as runtime:
+        yield runtime

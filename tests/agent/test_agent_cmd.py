@@ -1,0 +1,83 @@
+"""`tooltree agent`: the real CLI against the fake API (direct mode: no container needed)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.testing import ApiError, FakeMessagesAPI, reply, tool_use
+from tests.agent.conftest import Project
+from tooltree_cli.main import main
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessagesAPI]:
+    with FakeMessagesAPI() as fake:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        yield fake
+
+
+def argv(project: Project, *extra: str) -> list[str]:
+    return ["agent", "Read the Northwind deal", "--config", str(project.config_path), "--tree", str(project.tree),
+            "--mode", "direct", *extra]  # fmt: skip
+
+
+def test_without_an_api_key_it_says_so_in_one_line(
+    project: Project, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert main(argv(project)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ANTHROPIC_API_KEY is not set" in err[0]
+
+
+def test_a_run_shows_a_live_view_and_prints_the_summary_as_json(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    api.add(
+        reply(tool_use("crm__get_record", {"object_type": "opportunity", "record_id": "0065e000009Q3PR"})),
+        reply("It is in Negotiation."),
+    )
+    transcript = tmp_path / "run.jsonl"
+    assert main(argv(project, "--json", "--transcript", str(transcript))) == 0
+    out, err = capsys.readouterr()
+    summary = json.loads(out)
+    assert summary["answer"] == "It is in Negotiation." and summary["stop_reason"] == "end_turn"
+    assert summary["turns"] == 2 and summary["tool_calls"] == 1 and summary["mode"] == "direct"
+    assert summary["usage"]["sent"] > 0 and summary["transcript"] == str(transcript)
+    assert "[turn 1] tool_use · in " in err and "  crm__get_record [ok] · " in err
+    assert "[turn 2] end_turn" in err and "tooltree: end_turn after 2 turn(s)" in err
+    assert transcript.is_file()
+
+
+def test_the_answer_goes_to_stdout_and_an_unfinished_run_exits_1(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.add(reply("Half an answer", stop_reason="max_tokens"))
+    assert main(argv(project, "--quiet")) == 1
+    out, err = capsys.readouterr()
+    assert out == "Half an answer\n" and err == ""
+
+
+def test_an_api_failure_exits_3_with_one_line(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.add(ApiError(401, "invalid x-api-key"))
+    assert main(argv(project, "--quiet")) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["tooltree: error: the Messages API answered 401: invalid x-api-key"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--pin", "crm.nope"], "pinned tool 'crm.nope' is not in the tree"), (["--tree", "/nonexistent"], "no manifest")],
+)
+def test_setup_errors_exit_2(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(argv(project, *extra)) == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,77 @@
+"""The wiring of the agent benchmarks: `make eval` (bench/eval_live.py) against the fake API.
+
+The live evaluation cannot reach the real API here; its code path is the same with a client
+pointed at the fake Messages API replaying the replication's scripted trajectories.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from agent.testing import FakeMessagesAPI
+from tests.agent.conftest import Project
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def reuse(project: Project) -> list[str]:
+    return ["--tree", str(project.tree), "--config", str(project.config_path)]
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch) -> tuple[ModuleType, ModuleType]:
+    monkeypatch.syspath_prepend(str(BENCH))
+    import agent_tasks
+    import eval_live
+
+    return eval_live, agent_tasks
+
+
+def test_eval_without_a_key_says_so(
+    bench: tuple[ModuleType, ModuleType], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    eval_live, _ = bench
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert eval_live.main([]) == 2
+    assert "ANTHROPIC_API_KEY is not set" in capsys.readouterr().err
+
+
+def test_eval_runs_checks_and_tabulates_each_mode(
+    bench: tuple[ModuleType, ModuleType], project: Project, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    eval_live, agent_tasks = bench
+    task = agent_tasks.TASKS["drive_to_crm"]
+    script = [*task.trajectories["direct"], *task.trajectories["tool-search"]]
+    out = tmp_path / "eval.json"
+    argv = ["--tasks", "drive_to_crm", "--modes", "direct,tool-search", "--quiet", "--out", str(out), *reuse(project)]
+    with FakeMessagesAPI(script) as api:
+        assert eval_live.main(argv, client=api.client()) == 0
+    assert api.remaining == 0
+    runs = json.loads(out.read_text(encoding="utf-8"))["runs"]
+    assert [(r["task"], r["mode"], r["ok"], r["turns"]) for r in runs] == [
+        ("drive_to_crm", "direct", True, 3),
+        ("drive_to_crm", "tool-search", True, 3),
+    ]
+    assert all(r["usage"]["output_tokens"] > 50_000 for r in runs)  # the transcript went through the model
+    table = capsys.readouterr().out
+    assert "Live evaluation" in table and "drive_to_crm  tool-search  ok" in table
+
+
+def test_a_trajectory_that_does_not_do_the_work_fails_its_check(
+    bench: tuple[ModuleType, ModuleType], project: Project, tmp_path: Path
+) -> None:
+    eval_live, agent_tasks = bench
+    from agent.testing import reply
+
+    out = tmp_path / "eval.json"
+    argv = ["--tasks", "drive_to_crm", "--modes", "direct", "--quiet", "--out", str(out), *reuse(project)]
+    with FakeMessagesAPI([reply("I copied it.")]) as api:  # claims success without calling a tool
+        assert eval_live.main(argv, client=api.client()) == 1
+    (run,) = json.loads(out.read_text(encoding="utf-8"))["runs"]
+    assert run["ok"] is False and "not the 200936 of the transcript" in run["problem"]
+    assert sys.modules["agent_tasks"] is agent_tasks

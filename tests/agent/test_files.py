@@ -1,0 +1,140 @@
+"""`FileView`: read-only access to the tree and the workspace, with no way out of either."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.files import MAX_CHARS, FileAccessError, FileView, normalize
+from sandbox.errors import SessionError
+
+
+class FolderWorkspace:
+    """A workspace over a host folder, with the session's contract (a stand-in for `Sandbox`, whose
+    own reads are tested in tests/sandbox; here only FileView's routing and formatting are under test)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.calls: list[str] = []
+
+    def list_files(self, path: str = "", *, limit: int = 1000) -> list[dict[str, Any]]:
+        self.calls.append(path)
+        folder = self.root / path
+        return [
+            {"name": p.name, "type": "dir" if p.is_dir() else "file", "size": p.stat().st_size}
+            for p in sorted(folder.iterdir())
+        ][:limit]
+
+    def read_file(self, path: str, *, max_bytes: int = 1 << 20) -> bytes:
+        self.calls.append(path)
+        if not (self.root / path).is_file():
+            raise SessionError(f"{path}: no such regular file in the workspace")
+        return (self.root / path).read_bytes()[:max_bytes]
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    (root / "servers" / "crm").mkdir(parents=True)
+    (root / "servers" / "INDEX.md").write_text("# MCP servers\n- crm\n", encoding="utf-8")
+    (root / "servers" / "crm" / "list_leads.py").write_text("def list_leads(): ...\n", encoding="utf-8")
+    (root / "manifest.json").write_text("{}", encoding="utf-8")
+    (tmp_path / "secret.txt").write_text("do not read", encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> FolderWorkspace:
+    ws = tmp_path / "ws"
+    (ws / "skills").mkdir(parents=True)
+    (ws / "notes.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)), encoding="utf-8")
+    return FolderWorkspace(ws)
+
+
+def test_the_root_lists_the_tree_and_the_workspace(tree: Path, workspace: FolderWorkspace) -> None:
+    view = FileView(tree, workspace=lambda: workspace)
+    assert view.list_files("").splitlines() == ["servers/", "skills/", "notes.txt  (71 B)"]
+    assert view.list_files("/workspace/servers") == "crm/\nINDEX.md  (20 B)"
+
+
+def test_stubs_are_read_from_the_tree_and_other_files_from_the_workspace(
+    tree: Path, workspace: FolderWorkspace
+) -> None:
+    view = FileView(tree, workspace=lambda: workspace)
+    assert view.read_file("servers/crm/list_leads.py") == "def list_leads(): ...\n"
+    assert view.read_file("/workspace/notes.txt", offset=9) == "line 9\nline 10\n"
+    assert workspace.calls == ["notes.txt"]
+
+
+def test_a_partial_read_says_where_to_continue(tree: Path, workspace: FolderWorkspace) -> None:
+    text = FileView(tree, workspace=lambda: workspace).read_file("notes.txt", offset=2, limit=3)
+    assert text == "line 2\nline 3\nline 4\n\n[lines 2–4 of 10; call read_file with offset=5 for more]"
+
+
+def test_a_huge_file_is_cut_at_a_line_boundary(tree: Path) -> None:
+    (tree / "servers" / "big.md").write_text("x" * 100 + "\n" + ("y" * 999 + "\n") * 100, encoding="utf-8")
+    text = FileView(tree).read_file("servers/big.md")
+    body, note = text.rsplit("\n[", 1)
+    assert len(body) <= MAX_CHARS and body.endswith("y\n")
+    assert note.startswith("lines 1–") and "offset=" in note
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("../secret.txt", "'..' is not allowed"),
+        ("servers/../../secret.txt", "'..' is not allowed"),
+        ("/etc/passwd", "only paths under /workspace"),
+        ("/workspace/../etc/passwd", "'..' is not allowed"),
+        ("/workspaceX/a", "only paths under /workspace"),
+        ("servers\\..\\x", "backslashes"),
+        ("servers/a\x00b", "NUL"),
+    ],
+)
+def test_paths_that_leave_the_root_are_refused(tree: Path, path: str, why: str) -> None:
+    with pytest.raises(FileAccessError, match=why):
+        FileView(tree).read_file(path)
+
+
+def test_symlinks_in_the_tree_are_not_followed(tree: Path, tmp_path: Path) -> None:
+    os.symlink(tmp_path / "secret.txt", tree / "servers" / "crm" / "leak.py")
+    os.symlink(tmp_path, tree / "servers" / "outside")
+    view = FileView(tree)
+    with pytest.raises(FileAccessError, match="symbolic links"):
+        view.read_file("servers/crm/leak.py")
+    with pytest.raises(FileAccessError, match="symbolic links"):
+        view.read_file("servers/outside/secret.txt")
+    with pytest.raises(FileAccessError, match="symbolic links"):
+        view.list_files("servers/outside")
+    assert "leak.py" not in view.list_files("servers/crm")
+    assert "outside" not in view.list_files("servers")
+
+
+def test_missing_files_binary_files_and_folders_are_errors_for_the_model(tree: Path) -> None:
+    (tree / "servers" / "blob.bin").write_bytes(b"\x00\x01\x02")
+    view = FileView(tree)
+    with pytest.raises(FileAccessError, match="no such file"):
+        view.read_file("servers/crm/nope.py")
+    with pytest.raises(FileAccessError, match="binary file"):
+        view.read_file("servers/blob.bin")
+    with pytest.raises(FileAccessError, match="not a file"):
+        view.read_file("servers/crm")
+    with pytest.raises(FileAccessError, match="not a folder"):
+        view.list_files("servers/INDEX.md")
+
+
+def test_without_a_workspace_only_the_tree_is_readable(tree: Path) -> None:
+    view = FileView(tree)
+    assert view.list_files("") == "servers/"
+    with pytest.raises(FileAccessError, match="no workspace"):
+        view.read_file("notes.txt")
+
+
+def test_manifest_and_snapshots_beside_the_stubs_are_not_reachable(tree: Path, workspace: FolderWorkspace) -> None:
+    assert normalize("/workspace/manifest.json") == ("manifest.json",)
+    with pytest.raises(FileAccessError, match="no such regular file"):
+        FileView(tree, workspace=lambda: workspace).read_file("manifest.json")
+    assert workspace.calls == ["manifest.json"]  # looked up in the workspace, never in the tree

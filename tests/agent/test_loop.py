@@ -1,0 +1,233 @@
+"""Full runs in the baseline modes: the real SDK against the fake API, the real sample servers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent import Agent, ModelAPIError, ModelReplied, RunFinished, ToolFinished, read_transcript
+from agent.events import Event
+from agent.runtime import Runtime
+from agent.testing import ApiError, FakeMessagesAPI, reply, server_tool_use, tool_search_result, tool_use
+from tests.agent.conftest import Project
+
+OPPORTUNITY = {"object_type": "opportunity", "record_id": "0065e000009Q3PR"}
+
+
+def agent(project: Project, api: FakeMessagesAPI, runtime: Runtime, **kwargs: Any) -> Agent:
+    kwargs.setdefault("mode", "direct")
+    return Agent(project.config, tree=project.tree, client=api.client(max_retries=3), runtime=runtime, **kwargs)
+
+
+def tool_results(request: dict[str, Any]) -> list[dict[str, Any]]:
+    last = request["messages"][-1]
+    assert last["role"] == "user"
+    return [b for b in last["content"] if b["type"] == "tool_result"]
+
+
+def assert_cache_stable(requests: list[dict[str, Any]]) -> None:
+    """The tools array and system prompt are byte-identical in every request, with breakpoints."""
+    assert len(requests) >= 2
+    tools = {json.dumps(r["tools"], sort_keys=False) for r in requests}
+    system = {json.dumps(r["system"], sort_keys=False) for r in requests}
+    assert len(tools) == 1 and len(system) == 1
+    first = requests[0]
+    assert first["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert all("cache_control" not in t for t in first["tools"][:-1])
+    assert first["system"][0]["cache_control"] == {"type": "ephemeral"}
+    for r in requests:  # one moving breakpoint: the last block of the conversation
+        marked = [b for m in r["messages"] for b in m["content"] if isinstance(b, dict) and "cache_control" in b]
+        assert marked == [r["messages"][-1]["content"][-1]]
+
+
+@pytest.mark.parametrize("mode", ["direct", "tool-search"])
+def test_every_request_of_a_run_sends_the_same_tools_and_system_prompt(
+    project: Project, live: Runtime, mode: str
+) -> None:
+    script = [
+        reply(tool_use("crm__get_record", OPPORTUNITY)),
+        reply(tool_use("crm__search_records", {"object_type": "account", "query": "Northwind"})),
+        reply("Found it."),
+    ]
+    with FakeMessagesAPI(script) as api:
+        result = agent(project, api, live, mode=mode).run("Look up the Northwind opportunity")
+    assert result.completed and result.answer == "Found it."
+    assert_cache_stable(api.requests)
+    if mode == "direct":  # the ~5k-token prefix is cached once and read on every later turn
+        usage = [r["usage"] for r in api.responses]
+        assert usage[0]["cache_creation_input_tokens"] > 1024 and usage[0]["cache_read_input_tokens"] == 0
+        assert all(u["cache_read_input_tokens"] >= usage[0]["cache_creation_input_tokens"] for u in usage[1:])
+        assert result.summary.usage.cache_read_input_tokens == sum(u["cache_read_input_tokens"] for u in usage)
+
+
+def test_a_direct_run_calls_the_mcp_tool_and_sends_its_result_back(project: Project, live: Runtime) -> None:
+    with FakeMessagesAPI([reply(tool_use("crm__get_record", OPPORTUNITY)), reply("Stage noted.")]) as api:
+        result = agent(project, api, live).run("What stage is the Northwind opportunity in?")
+    (answer,) = tool_results(api.requests[1])
+    assert answer["tool_use_id"] == api.responses[0]["content"][0]["id"]
+    record = json.loads(answer["content"][0]["text"])
+    assert record["id"] == "0065e000009Q3PR" and "stage" in record["fields"]
+    s = result.summary
+    assert (s.turns, s.tool_calls, s.tool_errors, s.script_tool_calls, s.sandbox_bytes) == (2, 1, 0, 0, 0)
+    assert s.model_bytes == len(answer["content"][0]["text"].encode("utf-8"))
+    assert s.usage.sent == sum(
+        r["usage"][k]
+        for r in api.responses
+        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+
+
+def test_an_image_from_a_tool_reaches_the_model_as_an_image_block(project: Project, live: Runtime) -> None:
+    chart = {"title": "Pipeline", "values": [3, 1, 4]}
+    with FakeMessagesAPI([reply(tool_use("media__render_chart", chart)), reply("A chart.")]) as api:
+        agent(project, api, live).run("Draw the pipeline")
+    (answer,) = tool_results(api.requests[1])
+    images = [b for b in answer["content"] if b["type"] == "image"]
+    assert len(images) == 1 and images[0]["source"]["media_type"] == "image/png"
+    assert images[0]["source"]["data"].startswith("iVBORw0KGgo")  # base64 of the PNG signature
+
+
+def test_tool_errors_go_back_to_the_model_marked_as_errors(project: Project, live: Runtime) -> None:
+    calls = reply(
+        tool_use("crm__get_record", {"object_type": "opportunity", "record_id": 42}),  # fails validation
+        tool_use("crm__get_record", {"object_type": "opportunity", "record_id": "006000000000000"}),  # server error
+        tool_use("crm__drop_tables", {}),
+        tool_use("crm__get_record", OPPORTUNITY),
+    )
+    with FakeMessagesAPI([calls, reply("Three failed.")]) as api:
+        result = agent(project, api, live).run("Try these")
+    results = tool_results(api.requests[1])
+    assert [r.get("is_error", False) for r in results] == [True, True, True, False]
+    assert "record_id: 42 is not of type 'string'" in results[0]["content"][0]["text"]
+    assert "006000000000000" in results[1]["content"][0]["text"]
+    assert results[2]["content"][0]["text"] == "unknown tool 'crm__drop_tables'"
+    assert result.summary.tool_errors == 3 and result.summary.tool_calls == 4
+
+
+def test_the_turn_limit_ends_a_run_that_keeps_calling_tools(project: Project, live: Runtime) -> None:
+    script = [reply(tool_use("media__list_gallery"))] * 3
+    with FakeMessagesAPI(script) as api:
+        result = agent(project, api, live, max_turns=2).run("Loop forever")
+    assert result.stop_reason == "max_turns" and not result.completed
+    assert result.summary.turns == 2 and len(api.requests) == 2 and api.remaining == 1
+
+
+def test_the_token_budget_ends_a_run_before_the_next_request(project: Project, live: Runtime) -> None:
+    with FakeMessagesAPI([reply(tool_use("media__list_gallery")), reply("never")]) as api:
+        result = agent(project, api, live, token_budget=1000).run("Spend")
+    assert result.stop_reason == "token_budget"
+    assert result.summary.usage.total >= 1000 and len(api.requests) == 1
+
+
+def test_rate_limits_and_overloads_are_retried_and_the_run_goes_on(project: Project, live: Runtime) -> None:
+    script = [
+        ApiError.rate_limited(0.01),
+        ApiError.server_error(0.01),
+        reply(tool_use("media__list_gallery")),
+        ApiError.overloaded(0.01),
+        reply("Listed."),
+    ]
+    with FakeMessagesAPI(script) as api:
+        result = agent(project, api, live).run("List the gallery")
+    assert result.completed and result.summary.turns == 2
+    assert len(api.requests) == 5 and api.remaining == 0
+
+
+def test_an_api_error_past_the_retries_raises_with_the_run_so_far(
+    project: Project, live: Runtime, tmp_path: Path
+) -> None:
+    script = [reply(tool_use("media__list_gallery"))] + [ApiError.overloaded(0.01)] * 4
+    transcript = tmp_path / "run.jsonl"
+    with FakeMessagesAPI(script) as api, pytest.raises(ModelAPIError, match="529") as info:
+        agent(project, api, live, transcript=transcript).run("List the gallery")
+    assert info.value.status_code == 529
+    assert info.value.result is not None and info.value.result.summary.turns == 2
+    assert info.value.result.summary.tool_calls == 1
+    records = read_transcript(transcript)
+    assert [r["type"] for r in records][-2:] == ["api_error", "run_end"]
+
+
+@pytest.mark.parametrize("stop", ["max_tokens", "refusal"])
+def test_a_reply_cut_by_max_tokens_or_a_refusal_ends_the_run(project: Project, live: Runtime, stop: str) -> None:
+    with FakeMessagesAPI([reply("Partial answer", stop_reason=stop)]) as api:
+        result = agent(project, api, live).run("Say a lot")
+    assert result.stop_reason == stop and not result.completed and result.answer == "Partial answer"
+
+
+def test_a_paused_turn_is_sent_back_as_is_to_continue(project: Project, live: Runtime) -> None:
+    search = server_tool_use("tool_search_tool_bm25", {"query": "gallery"})
+    with FakeMessagesAPI([reply(search, stop_reason="pause_turn"), reply("Continued.")]) as api:
+        result = agent(project, api, live, mode="tool-search").run("Find the gallery")
+    assert result.answer == "Continued."
+    last = api.requests[1]["messages"][-1]
+    assert last["role"] == "assistant" and last["content"][0]["type"] == "server_tool_use"
+
+
+def test_tool_search_blocks_go_back_with_the_turn_and_the_found_tool_is_called(project: Project, live: Runtime) -> None:
+    found = reply(
+        server_tool_use("tool_search_tool_bm25", {"query": "crm record"}),
+        tool_search_result(["crm__get_record"]),
+        tool_use("crm__get_record", OPPORTUNITY),
+    )
+    with FakeMessagesAPI([found, reply("Got it.")]) as api:
+        result = agent(project, api, live, mode="tool-search", pinned=["media.list_gallery"]).run("Read the deal")
+    first = api.requests[0]
+    assert first["tools"][-1]["type"] == "tool_search_tool_bm25_20251119"
+    assert [t["name"] for t in first["tools"] if "defer_loading" not in t] == [
+        "media__list_gallery",
+        "tool_search_tool_bm25",
+    ]
+    assistant = api.requests[1]["messages"][1]
+    assert [b["type"] for b in assistant["content"]] == ["server_tool_use", "tool_search_tool_result", "tool_use"]
+    assert assistant["content"][1]["content"]["tool_references"] == [
+        {"type": "tool_reference", "tool_name": "crm__get_record"}
+    ]
+    (answer,) = tool_results(api.requests[1])
+    assert "0065e000009Q3PR" in answer["content"][0]["text"]
+    assert result.summary.tool_calls == 1  # the search ran on the API's side
+
+
+def test_the_transcript_has_requests_responses_usage_and_tool_timings(
+    project: Project, live: Runtime, tmp_path: Path
+) -> None:
+    transcript = tmp_path / "t" / "run.jsonl"
+    events: list[Event] = []
+    with FakeMessagesAPI([reply(tool_use("crm__get_record", OPPORTUNITY)), reply("Done.")]) as api:
+        result = agent(project, api, live, transcript=transcript, on_event=events.append).run("Read the deal")
+    records = read_transcript(transcript)
+    kinds = ["run_start", "request", "response", "tool", "request", "response", "run_end"]
+    assert [r["type"] for r in records] == kinds
+    start, request1, response1, tool, request2, _, end = records
+    assert start["system"] == api.requests[0]["system"][0]["text"] and start["tools"][0]["name"] == "crm__create_task"
+    assert request1["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Read the deal"}]}]
+    assert [m["role"] for m in request2["messages"]] == ["assistant", "user"]  # only what is new
+    usage = response1["message"]["usage"]
+    assert {"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"} <= set(usage)
+    assert tool["name"] == "crm__get_record" and tool["seconds"] >= 0 and tool["model_bytes"] > 0
+    assert end["summary"] == result.summary.to_json()
+    assert [type(e) for e in events] == [ModelReplied, ToolFinished, ModelReplied, RunFinished]
+
+
+def test_the_first_request_is_built_without_starting_anything(project: Project) -> None:
+    request = Agent(project.config, tree=project.tree, mode="code").first_request("Hello")
+    assert request["model"] == "claude-sonnet-5-5"
+    assert [t["name"] for t in request["tools"]] == ["list_files", "read_file", "search_tools", "execute_python"]
+    assert request["messages"][0]["content"][0] == {
+        "type": "text",
+        "text": "Hello",
+        "cache_control": {"type": "ephemeral"},
+    }
+
+
+def test_the_default_client_comes_from_the_environment(
+    project: Project, live: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeMessagesAPI([reply("Hi.")]) as api:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-from-env")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
+        result = Agent(project.config, tree=project.tree, mode="direct", runtime=live).run("Hello")
+    assert result.answer == "Hi."
+    assert "sk-from-env" in (api.headers[0].get("x-api-key") or api.headers[0].get("authorization", ""))

@@ -1,0 +1,108 @@
+"""What each mode offers the model, built from the sample servers' tree (no container needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.errors import AgentSetupError
+from agent.naming import NAME_PATTERN
+from agent.runtime import Runtime
+from agent.toolsets import TOOL_SEARCH_NAME, CodeToolset, DirectToolset, ToolSearchToolset, make_toolset
+from tests.agent.conftest import Project
+from tool_tree.tree import INDEX_FILE, Manifest
+
+
+def test_code_mode_offers_exactly_four_tools(project: Project) -> None:
+    toolset = CodeToolset(project.tree)
+    assert [t["name"] for t in toolset.tools()] == ["list_files", "read_file", "search_tools", "execute_python"]
+    assert toolset.tools() == toolset.tools()
+    assert all("cache_control" not in t for t in toolset.tools())
+
+
+def test_the_code_prompt_carries_the_root_index_and_how_to_import(project: Project) -> None:
+    prompt = CodeToolset(project.tree).system_prompt()
+    index = (project.tree / INDEX_FILE).read_text(encoding="utf-8").strip()
+    assert index in prompt
+    assert "from servers.<server> import <tool>" in prompt
+    assert "print only what you need" in prompt
+    assert "skills/" in prompt
+    assert "Most used tools" not in prompt
+
+
+def test_pinned_tools_have_their_signatures_inlined(project: Project) -> None:
+    prompt = CodeToolset(project.tree, pinned=["crm.update_record", "docs/get_document"]).system_prompt()
+    assert "Most used tools:" in prompt
+    assert "def update_record(*, object_type: Literal[" in prompt
+    assert "def get_document(*, document_id: str" in prompt
+    with pytest.raises(AgentSetupError, match=r"'crm\.nope' is not in the tree"):
+        CodeToolset(project.tree, pinned=["crm.nope"])
+
+
+def test_a_catalog_too_big_to_inline_gets_a_compact_server_list(project: Project) -> None:
+    prompt = CodeToolset(project.tree, index_chars=300).system_prompt()
+    assert "3 servers, 18 tools" in prompt
+    assert "servers/INDEX.md lists each server's tools" in prompt
+    assert "- crm (6)" in prompt and "- docs (4)" in prompt
+    assert "create_task, get_record" not in prompt  # the tool names stay in INDEX.md
+
+
+def test_direct_mode_offers_every_tool_with_its_server_schema(project: Project) -> None:
+    toolset = DirectToolset(project.tree)
+    tools = {t["name"]: t for t in toolset.tools()}
+    manifest = Manifest.load(project.tree)
+    assert len(tools) == len(manifest.tools) == 18
+    assert all(NAME_PATTERN.match(n) for n in tools)
+    update = tools["crm__update_record"]
+    assert update["description"].startswith("Update fields of one CRM record.")
+    assert update["input_schema"]["required"] == ["object_type", "record_id", "fields"]
+    assert "Each tool is named <server>__<tool>" in toolset.system_prompt()
+    assert "- crm — Customer relationship management" in toolset.system_prompt()
+
+
+def test_tool_search_mode_defers_every_tool_but_the_pinned_ones(project: Project) -> None:
+    tools = ToolSearchToolset(project.tree, pinned=["crm.update_record"]).tools()
+    assert tools[-1] == {"type": "tool_search_tool_bm25_20251119", "name": TOOL_SEARCH_NAME}
+    loaded = [t["name"] for t in tools[:-1] if not t.get("defer_loading")]
+    assert loaded == ["crm__update_record"]
+    assert sum(1 for t in tools if t.get("defer_loading") is True) == 17
+    assert TOOL_SEARCH_NAME in ToolSearchToolset(project.tree).system_prompt()
+
+
+def test_unknown_modes_and_missing_trees_are_setup_errors(project: Project, tmp_path: Path) -> None:
+    with pytest.raises(AgentSetupError, match="unknown mode"):
+        make_toolset("magic", project.tree)
+    with pytest.raises(AgentSetupError, match="no manifest"):
+        make_toolset("code", tmp_path)
+
+
+def test_code_tools_browse_and_search_the_tree_without_a_container(project: Project, live: Runtime) -> None:
+    toolset = CodeToolset(project.tree)
+    listing = toolset.call("list_files", {"path": "servers/crm"}, live)
+    assert "update_record.py" in listing.content[0]["text"] and not listing.is_error
+    stub = toolset.call("read_file", {"path": "servers/crm/update_record.py", "limit": 5}, live)
+    assert stub.content[0]["text"].startswith('"""crm.update_record')
+    assert "offset=6" in stub.content[0]["text"]
+    found = toolset.call("search_tools", {"query": "update a crm record", "limit": 2}, live)
+    assert found.content[0]["text"].startswith("crm.update_record")
+    assert not live.sandbox_started
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "message"),
+    [
+        ("read_file", {}, "read_file needs a path"),
+        ("read_file", {"path": "servers/crm/update_record.py", "offset": "x"}, "offset must be an integer"),
+        ("search_tools", {"query": "x", "limit": 500}, "limit must be an integer from 1 to 50"),
+        ("search_tools", {"query": "x", "detail": "everything"}, "detail must be one of"),
+        ("execute_python", {"code": "  "}, "execute_python needs code"),
+        ("delete_everything", {}, "unknown tool 'delete_everything'"),
+    ],
+)
+def test_bad_tool_input_is_an_error_the_model_can_read(
+    project: Project, live: Runtime, name: str, arguments: dict[str, object], message: str
+) -> None:
+    outcome = CodeToolset(project.tree).call(name, arguments, live)
+    assert outcome.is_error
+    assert message in outcome.content[0]["text"]

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import tool_tree.search as search
+from tooltree_cli import search_cmd
+from tooltree_cli.main import build_parser, main
+
+
+def test_help_lists_every_command() -> None:
+    text = build_parser().format_help()
+    for command in ("generate-tree", "search", "exec", "image", "sandbox", "agent"):
+        assert command in text
+
+
+def test_the_cli_copies_of_search_constants_match_the_search_package() -> None:
+    assert tuple(search_cmd.DETAILS) == tuple(search.DETAILS)
+    assert (search_cmd.MIN_LIMIT, search_cmd.MAX_LIMIT) == (search.MIN_LIMIT, search.MAX_LIMIT)
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage: tooltree" in capsys.readouterr().err
+
+
+def test_starting_the_cli_does_not_import_the_heavy_packages() -> None:
+    code = "import sys, tooltree_cli.main; print(sorted(m for m in ('mcp', 'anthropic', 'yaml', 'jsonschema', "
+    code += "'generator.render', 'tool_tree.search', 'sandbox.session') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_generate_tree_script_takes_the_same_options(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    from tooltree_cli.main import generate_tree_main
+
+    with pytest.raises(SystemExit) as info:
+        generate_tree_main(["--help"])
+    assert info.value.code == 0
+    assert "--from-snapshot" in capsys.readouterr().out

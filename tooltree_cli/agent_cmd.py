@@ -1,0 +1,131 @@
+"""`tooltree agent`: run a task with Claude over the tree's tools, with a live view on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from tooltree_cli.common import load_optional_config, sandbox_config
+from tooltree_cli.output import error, print_json
+
+if TYPE_CHECKING:
+    from agent.events import Event
+
+EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_API, EXIT_SANDBOX = 0, 1, 2, 3, 4
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from agent.defaults import DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_MODEL, MODES
+
+    p = subparsers.add_parser(
+        "agent",
+        help="run a task with Claude over the tree's tools",
+        description="Run a task with Claude. In code mode it browses the stub tree and runs scripts in the sandbox; "
+        "direct and tool-search are the baselines (every MCP tool as a native tool; deferred behind tool search). "
+        f"Needs {API_KEY_ENV}; honours ANTHROPIC_BASE_URL. Exit 0 when the model finished, 1 when a limit, a "
+        "refusal or max_tokens ended the run, 2 for usage errors, 3 when the API failed, 4 when the sandbox failed.",
+    )
+    p.add_argument("task", help="the task ('-' reads it from standard input)")
+    p.add_argument("--config", default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)")
+    p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")
+    p.add_argument("--mode", choices=MODES, default="code", help="code (default), direct or tool-search")
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"the model (default: {DEFAULT_MODEL})")
+    p.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="most requests to the model")
+    p.add_argument("--token-budget", type=int, help="stop once this many tokens (input + output) were used")
+    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="max_tokens of each request")
+    p.add_argument("--pin", action="append", default=[], metavar="SERVER.TOOL", help="keep a tool at hand (repeat)")
+    p.add_argument("--workspace", metavar="DIR", help="a host folder restored into /workspace and saved back")
+    p.add_argument("--transcript", metavar="FILE", help="write the JSONL transcript of the run here")
+    p.add_argument("--json", action="store_true", help="print the run summary as JSON instead of the answer")
+    p.add_argument("--quiet", action="store_true", help="no live view on stderr")
+    p.set_defaults(handler=run)
+
+
+def _size(n: int) -> str:
+    from agent.content import size
+
+    return size(n)
+
+
+def live_view(event: Event) -> None:
+    """One line per model reply and per tool call, on stderr."""
+    from agent.events import ModelReplied, ToolFinished
+
+    if isinstance(event, ModelReplied):
+        u = event.usage
+        print(
+            f"[turn {event.turn}] {event.stop_reason} · in {u.sent:,} (cache read {u.cache_read_input_tokens:,}, "
+            f"write {u.cache_creation_input_tokens:,}) · out {u.output_tokens:,} · total {event.total.total:,} "
+            f"· {event.seconds:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+    elif isinstance(event, ToolFinished):
+        status = "error" if event.is_error else "ok"
+        note = f" {event.note}" if event.note else ""
+        print(
+            f"  {event.name}{note} [{status}] · {_size(event.model_bytes)} to the model · {event.seconds:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent import Agent, AgentSetupError, ModelAPIError
+    from sandbox.errors import SandboxError
+    from tool_tree.config import ConfigError
+    from tool_tree.pool import PoolError
+
+    if not os.environ.get(API_KEY_ENV):
+        error(f"{API_KEY_ENV} is not set; export your Anthropic API key to run the agent")
+        return EXIT_USAGE
+    task = sys.stdin.read() if args.task == "-" else str(args.task)
+    if not task.strip():
+        error("the task is empty")
+        return EXIT_USAGE
+    try:
+        config = load_optional_config(args.config)
+        if config is None:
+            error("no tooltree.yaml here; pass --config PATH")
+            return EXIT_USAGE
+        agent = Agent(
+            config,
+            tree=args.tree,
+            mode=args.mode,
+            model=args.model,
+            max_turns=args.max_turns,
+            token_budget=args.token_budget,
+            max_tokens=args.max_tokens,
+            pinned=args.pin,
+            sandbox_config=sandbox_config(config),
+            workspace=args.workspace,
+            transcript=args.transcript,
+            on_event=None if args.quiet else live_view,
+        )
+    except (ConfigError, AgentSetupError, SandboxError, OSError) as e:
+        error(str(e))
+        return EXIT_USAGE
+    try:
+        result = agent.run(task)
+    except ModelAPIError as e:
+        error(str(e))
+        return EXIT_API
+    except (SandboxError, PoolError) as e:
+        error(f"the sandbox failed: {e}")
+        return EXIT_SANDBOX
+    s = result.summary
+    if not args.quiet:
+        print(
+            f"tooltree: {result.stop_reason} after {s.turns} turn(s) · {s.usage.sent:,} tokens sent, "
+            f"{s.usage.output_tokens:,} received · {s.tool_calls} tool call(s), {s.script_tool_calls} from scripts · "
+            f"{_size(s.sandbox_bytes)} stayed in the sandbox, {_size(s.model_bytes)} reached the model",
+            file=sys.stderr,
+        )
+    if args.json:
+        print_json({**s.to_json(), "transcript": str(result.transcript) if result.transcript else None})
+    elif result.answer:
+        print(result.answer)
+    return EXIT_OK if result.completed else EXIT_INCOMPLETE
