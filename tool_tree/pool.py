@@ -79,6 +79,7 @@ class ServerPool:
     def __init__(self, servers: Sequence[ServerConfig], *, concurrency: int = DEFAULT_CONCURRENCY) -> None:
         self._slots = {s.name: _Slot(s, anyio.CapacityLimiter(concurrency)) for s in servers}
         self._tg: TaskGroup | None = None
+        self._closing = False
 
     async def __aenter__(self) -> ServerPool:
         self._tg = anyio.create_task_group()
@@ -87,6 +88,7 @@ class ServerPool:
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._tg is not None
+        self._closing = True
         for slot in self._slots.values():
             if slot.stop is not None:
                 slot.stop.set()
@@ -124,9 +126,10 @@ class ServerPool:
                         slot.tools = await list_tools_raw(conn.client)
                         await conn.client.list_tools()
                         scope.deadline = math.inf
-                        slot.client = conn.client
-                        ready.set()
-                        await slot.stop.wait()
+                        if not self._closing:  # closing began while this server started: stop now
+                            slot.client = conn.client
+                            ready.set()
+                            await slot.stop.wait()
                     finally:
                         slot.client = None
             if scope.cancelled_caught and not ready.is_set():
@@ -137,6 +140,7 @@ class ServerPool:
             if not isinstance(e, Exception):
                 raise
         finally:
+            ready.set()  # never leave the starting call waiting
             slot.closed.set()
 
     async def _ensure(self, slot: _Slot) -> mcp.Client:
@@ -149,6 +153,10 @@ class ServerPool:
             remaining = slot.last_failure + wait - time.monotonic()
             if remaining > 0:
                 await anyio.sleep(remaining)  # back-off before restarting a server that keeps dying
+            # Checked with no await between here and start_soon: a pool that began closing must
+            # not get a new owner task its __aexit__ would never stop.
+            if self._closing or self._tg is None:
+                raise PoolError("the pool is closing")
             if slot.stderr is not None:
                 slot.stderr.close()
             slot.stderr = StderrLog() if slot.config.command is not None else None

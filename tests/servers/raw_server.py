@@ -10,6 +10,7 @@ SPEC keys (all optional):
                writes half an answer and exits, anything else echoes its arguments as JSON text
     behavior:  "ok" | "exit_at_start" | "garbage" | "hang_on_list" | "crash_on_list" | "loop_cursor"
     pid_file:  path to write this process's pid to
+    start_delay: seconds to sleep before answering anything
     server_info: dict merged into serverInfo
     instructions: string
 """
@@ -36,6 +37,8 @@ def main() -> None:
     if spec.get("stderr"):
         sys.stderr.write(spec["stderr"] + "\n")
         sys.stderr.flush()
+    if spec.get("start_delay"):
+        time.sleep(float(spec["start_delay"]))  # a server that is slow to start
     behavior = spec.get("behavior", "ok")
     if behavior == "exit_at_start":
         sys.exit(3)

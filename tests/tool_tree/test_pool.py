@@ -133,3 +133,24 @@ async def test_closing_the_pool_stops_every_server_process(tmp_path: Path) -> No
         pids = [int(text(await pool.call(s.name, "pid", {}))) for s in servers]
         assert all(alive(p) for p in pids)
     assert not any(alive(p) for p in pids)
+
+
+def test_closing_while_a_server_is_still_starting_stops_it_and_fails_the_call(tmp_path: Path) -> None:
+    import concurrent.futures
+    import time
+
+    from tool_tree.pool import BackgroundPool, PoolError
+
+    pid_file = tmp_path / "pid"
+    server = raw(tmp_path, start_delay=1.0, pid_file=str(pid_file))
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        bg = BackgroundPool([server]).__enter__()
+        future = ex.submit(bg.call, "raw", "pid", {})
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() or not pid_file.read_text(encoding="utf-8"):
+            assert time.monotonic() < deadline, "the server never started"
+            time.sleep(0.02)
+        bg.__exit__(None, None, None)  # while the server is still in its start delay
+        with pytest.raises(PoolError):
+            future.result(timeout=30)
+    assert not alive(int(pid_file.read_text(encoding="utf-8")))
