@@ -16,8 +16,9 @@ if TYPE_CHECKING:  # `import mcp` takes a second; only the tests that start serv
     from sandbox import SandboxConfig
     from sandbox._docker import DockerCLI
 
+from tests.support import TEST_OWNER
+
 # Every container and volume a test creates carries this owner label; the engine fixture removes them.
-TEST_OWNER = "tooltree-test"
 TEST_LABEL = f"tooltree.owner={TEST_OWNER}"
 
 SAMPLE_SERVERS = Path(__file__).resolve().parent / "sample_servers"

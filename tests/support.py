@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# The owner label of every container and volume a test run creates. Unique per run, so the engine
+# fixture's clean-up at the end of one run never removes another run's live sandboxes.
+TEST_OWNER = os.environ.get("TOOLTREE_TEST_OWNER") or f"tooltree-test-{os.getpid()}"
+os.environ["TOOLTREE_TEST_OWNER"] = TEST_OWNER  # worker processes of the same run share it
 SAMPLE_SERVERS = REPO / "tests" / "sample_servers"
 
 

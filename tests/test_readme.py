@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import sample_config_yaml
+from tests.support import TEST_OWNER, sample_config_yaml
 from tool_tree.config import parse_config
 from tooltree_cli.main import main
 
@@ -46,11 +46,11 @@ def project(tmp_path: Path) -> Path:
 def test_the_python_snippets_run(docker_engine: object, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script, api = blocks("python")
     (project / "script.py").write_text(script, encoding="utf-8")
-    monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", "tooltree-test")
+    monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", TEST_OWNER)
     monkeypatch.chdir(project)
     assert main(["exec", "script.py", "--json"]) == 0
     # The API snippet, in a fresh interpreter started in the project folder.
-    api = api.replace("Sandbox(tree=", "Sandbox(config=SandboxConfig(owner='tooltree-test'), tree=")
+    api = api.replace("Sandbox(tree=", f"Sandbox(config=SandboxConfig(owner={TEST_OWNER!r}), tree=")
     api = "from sandbox import SandboxConfig\n" + api
     done = subprocess.run(
         [sys.executable, "-c", api],

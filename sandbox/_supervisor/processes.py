@@ -30,6 +30,25 @@ class Execution:
     timed_out: bool = False
     finished: bool = False
     timer: threading.Timer | None = None
+    oom_kills: int = 0
+    """The container's OOM-kill count when the execution started (see `oom_kill_count`)."""
+
+
+_OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
+
+
+def oom_kill_count() -> int:
+    """How many processes the kernel killed for the container's memory limit (cgroup v2 or v1); 0 if unknown."""
+    for path in _OOM_FILES:
+        try:
+            with open(path, encoding="ascii") as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return 0
 
 
 class Worker:

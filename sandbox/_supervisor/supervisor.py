@@ -45,7 +45,7 @@ from typing import Any
 
 from .capture import OutputCapture
 from .files import FileOpError, Workspace
-from .processes import Execution, Worker
+from .processes import Execution, Worker, oom_kill_count
 from .wire import FrameReader, FrameWriter, WireError
 
 OUTPUT_DIR = ".tooltree/outputs"
@@ -442,6 +442,8 @@ class Supervisor:
         if ex is not None and not ex.finished:
             if ex.timed_out:
                 error = f"timed out after {ex.timeout:g} s"
+            elif returncode < 0 and oom_kill_count() > ex.oom_kills:
+                error = "memory limit exceeded: the interpreter was killed (variables and imports are gone)"
             elif returncode < 0:
                 error = f"the Python process was killed by signal {-returncode} (out of memory?)"
             else:
@@ -489,6 +491,7 @@ class Supervisor:
                 max_chars=int(params.get("max_chars", 20_000)),
                 stdout=OutputCapture(os.path.join(out_dir, f"{n}-stdout.txt")),
                 stderr=OutputCapture(os.path.join(out_dir, f"{n}-stderr.txt")),
+                oom_kills=oom_kill_count(),
             )
             self.current = ex
             ex.timer = threading.Timer(ex.timeout, self.on_timeout, args=(ex, worker))

@@ -13,11 +13,9 @@ from pathlib import Path
 import pytest
 
 from agent.runtime import Runtime
-from tests.support import sample_config_yaml
+from tests.support import TEST_OWNER, sample_config_yaml
 from tool_tree.config import Config, load_config
 from tooltree_cli.main import main
-
-TEST_OWNER = "tooltree-test"  # as in tests/conftest.py: the engine fixture removes what carries it
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import sample_config_yaml
+from tests.support import TEST_OWNER, sample_config_yaml
 from tooltree_cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
-TEST_OWNER = "tooltree-test"  # as in tests/conftest.py
 SAMPLES = REPO / "tests" / "sample_servers"
 
 

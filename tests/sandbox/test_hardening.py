@@ -14,8 +14,9 @@ from sandbox._docker import DockerCLI
 from sandbox.config import TREE_MOUNT
 from sandbox.hardening import SUPERVISOR_COMMAND, check_hardening, check_process_status, create_args
 from sandbox.seccomp import build_profile
+from tests.support import TEST_OWNER
 
-CONFIG = SandboxConfig(owner="tooltree-test")
+CONFIG = SandboxConfig(owner=TEST_OWNER)
 
 
 def compliant_inspect(config: SandboxConfig = CONFIG) -> dict[str, Any]:
@@ -53,7 +54,7 @@ def compliant_inspect(config: SandboxConfig = CONFIG) -> dict[str, Any]:
         },
         "Config": {
             "User": "10001:10001",
-            "Labels": {"tooltree.owner": "tooltree-test", "tooltree.session": "s1"},
+            "Labels": {"tooltree.owner": TEST_OWNER, "tooltree.session": "s1"},
             "Entrypoint": None,
             "Cmd": [*SUPERVISOR_COMMAND, "--tree", TREE_MOUNT],
         },
@@ -144,7 +145,7 @@ def test_the_tree_volume_must_be_mounted_read_only() -> None:
 
 
 def test_a_requested_runtime_must_be_in_effect() -> None:
-    config = SandboxConfig(owner="tooltree-test", runtime="runsc")
+    config = SandboxConfig(owner=TEST_OWNER, runtime="runsc")
     assert any("runtime" in v for v in check_hardening(compliant_inspect(), config))
 
 
@@ -176,7 +177,7 @@ def test_create_args_ask_for_every_setting() -> None:
     for flag in (
         "--network none", "--read-only", "--cap-drop ALL", "--security-opt no-new-privileges",
         "--pids-limit 256", "--memory 512m", "--memory-swap 512m", "--log-driver none", "--user 10001:10001",
-        "--label tooltree.owner=tooltree-test", "--label tooltree.session=s", "--pull never",
+        f"--label tooltree.owner={TEST_OWNER}", "--label tooltree.session=s", "--pull never",
     ):  # fmt: skip
         assert flag in joined
     assert f"type=volume,src=vol,dst={TREE_MOUNT},readonly" in joined

@@ -16,6 +16,7 @@ from sandbox.image import (
     image_name,
     image_tag,
 )
+from tests.support import TEST_OWNER
 
 
 def test_the_context_bakes_in_the_supervisor_and_the_runtime() -> None:
@@ -83,7 +84,7 @@ def test_a_derived_image_refuses_what_is_not_a_requirement(spec: str) -> None:
 def test_the_image_runs_as_the_sandbox_user_without_setuid_files(docker_engine: DockerCLI) -> None:
     out = docker_engine.text(
         [
-            "run", "--rm", "--network", "none", "--label", "tooltree.owner=tooltree-test", image_name(),
+            "run", "--rm", "--network", "none", "--label", f"tooltree.owner={TEST_OWNER}", image_name(),
             "sh", "-c", "id -u; find / -xdev -perm /6000 -type f | wc -l",
         ]
     )  # fmt: skip

@@ -9,6 +9,7 @@ import pytest
 
 from sandbox import DockerBackend, SandboxConfig, SandboxPool, SessionError
 from sandbox._docker import DockerCLI
+from tests.support import TEST_OWNER
 
 pytestmark = pytest.mark.docker
 
@@ -21,7 +22,7 @@ def pool_containers(docker: DockerCLI) -> list[str]:
 
 @pytest.fixture
 def pool_backend(docker_engine: DockerCLI, sample_tree: Path) -> DockerBackend:
-    config = SandboxConfig(owner="tooltree-test", labels={"tooltree.test": "pool"})
+    config = SandboxConfig(owner=TEST_OWNER, labels={"tooltree.test": "pool"})
     return DockerBackend(config, tree=sample_tree, docker=docker_engine)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig, SessionError, ToolBridge, ToolCallRefused
+from tests.support import TEST_OWNER
 
 pytestmark = pytest.mark.docker
 
@@ -115,7 +116,7 @@ def test_a_script_writing_frames_to_its_stdout_cannot_touch_the_channel(shared: 
 
 
 def test_long_output_is_capped_with_head_tail_and_the_full_text_in_a_file(docker_engine: Any) -> None:
-    backend = DockerBackend(SandboxConfig(owner="tooltree-test", output_chars=1000), docker=docker_engine)
+    backend = DockerBackend(SandboxConfig(owner=TEST_OWNER, output_chars=1000), docker=docker_engine)
     with Sandbox(backend) as sb:
         result = sb.execute("for i in range(2000):\n    print(f'line {i}')")
         assert result.stdout_truncated and result.stdout_path is not None
@@ -170,11 +171,11 @@ def test_a_crashed_interpreter_is_reported_and_replaced(shared: Sandbox) -> None
 
 
 def test_running_out_of_memory_kills_the_interpreter_not_the_session(docker_engine: Any) -> None:
-    backend = DockerBackend(SandboxConfig(owner="tooltree-test", memory="128m"), docker=docker_engine)
+    backend = DockerBackend(SandboxConfig(owner=TEST_OWNER, memory="128m"), docker=docker_engine)
     with Sandbox(backend) as sb:
         result = sb.execute("kept = 1\nblob = b'x' * (512 << 20)")
         assert result.state_reset and result.exit_status == -9
-        assert result.error is not None and "signal 9" in result.error
+        assert result.error == "memory limit exceeded: the interpreter was killed (variables and imports are gone)"
         assert sb.execute("print('alive')").stdout == "alive\n"
 
 

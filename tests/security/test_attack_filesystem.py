@@ -21,6 +21,7 @@ import pytest
 from sandbox import DockerBackend, Sandbox, SandboxConfig, SessionError, WorkspaceError
 from sandbox._docker import DockerCLI
 from tests.security.probes import probe, run_ok
+from tests.support import TEST_OWNER
 
 pytestmark = pytest.mark.docker
 
@@ -165,7 +166,7 @@ def test_saving_copies_only_plain_files_and_directories_with_no_setuid_bits(plan
 def test_a_huge_sparse_file_is_refused_by_the_size_cap_and_keeps_the_old_copy(
     docker_engine: DockerCLI, tmp_path: Path
 ) -> None:
-    config = SandboxConfig(owner="tooltree-test", workspace_max_bytes=8 << 20)
+    config = SandboxConfig(owner=TEST_OWNER, workspace_max_bytes=8 << 20)
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "kept.txt").write_text("previous save", encoding="utf-8")

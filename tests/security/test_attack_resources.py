@@ -18,6 +18,7 @@ import pytest
 from sandbox import DockerBackend, Sandbox, SandboxConfig
 from sandbox._docker import DockerCLI
 from tests.security.probes import host_rss_bytes, run_ok
+from tests.support import TEST_OWNER
 
 pytestmark = pytest.mark.docker
 
@@ -129,7 +130,7 @@ def test_filling_dev_shm_stops_at_its_size(shared: Sandbox) -> None:
 def test_filling_the_workspace_stops_at_its_quota_and_what_fits_is_saved(
     docker_engine: DockerCLI, tmp_path: Path
 ) -> None:
-    config = SandboxConfig(owner="tooltree-test", workspace_size="16m")
+    config = SandboxConfig(owner=TEST_OWNER, workspace_size="16m")
     with Sandbox(DockerBackend(config, docker=docker_engine), workspace=tmp_path / "ws") as sb:
         code, written = run_ok(sb, FILL.format(path="fill.bin")).split()
         assert code == "ENOSPC" and 15 * MiB <= int(written) <= 16 * MiB

@@ -30,8 +30,9 @@ from sandbox.backend import SandboxBackend
 from sandbox.bridge import FunctionBridge
 from sandbox.framing import encode_frame
 from sandbox.session import MAX_CALLS_IN_FLIGHT, MAX_RESULT_BYTES
+from tests.support import TEST_OWNER
 
-CONFIG = SandboxConfig(owner="tooltree-test", timeout=10.0)
+CONFIG = SandboxConfig(owner=TEST_OWNER, timeout=10.0)
 EMPTY_RESULT = {"exit_status": 0, "error": None, "traceback": None, "stdout": {"head": "done\n", "truncated": False}}
 
 
