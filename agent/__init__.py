@@ -26,10 +26,10 @@ if TYPE_CHECKING:
     from agent.events import Event, ModelReplied, RunFinished, ToolFinished
     from agent.files import FileAccessError, FileView
     from agent.loop import Agent
-    from agent.runtime import Runtime
     from agent.summary import RunResult, RunSummary, TokenUsage
     from agent.toolsets import TOOL_SEARCH_NAME, TOOL_SEARCH_TYPE, make_toolset
     from agent.transcript import read_transcript
+    from sandbox.host import Runtime
 
 _EXPORTS = {
     "DEFAULT_MAX_TOKENS": "agent.defaults",
@@ -46,7 +46,7 @@ _EXPORTS = {
     "FileAccessError": "agent.files",
     "FileView": "agent.files",
     "Agent": "agent.loop",
-    "Runtime": "agent.runtime",
+    "Runtime": "sandbox.host",
     "RunResult": "agent.summary",
     "RunSummary": "agent.summary",
     "TokenUsage": "agent.summary",

@@ -35,8 +35,8 @@ from tool_tree.config import Config
 if TYPE_CHECKING:
     import anthropic
 
-    from agent.runtime import Runtime
     from sandbox.config import SandboxConfig
+    from sandbox.host import Runtime
 
 
 class Agent:
@@ -143,7 +143,7 @@ class Agent:
             SandboxError: the sandbox could not be started (no engine, no image).
             PoolError: the server pool could not start.
         """
-        from agent.runtime import Runtime
+        from sandbox.host import Runtime
 
         client = self._client()
         own = self.runtime is None

@@ -32,9 +32,9 @@ from agent_tasks import TASKS, Task, generate, sample_config
 
 from agent import Agent
 from agent.defaults import DEFAULT_MODEL, MODES
-from agent.runtime import Runtime
 from agent.testing import FakeMessagesAPI
 from agent.tokens import APPROXIMATION, content_tokens, request_tokens, system_tokens, tools_tokens
+from sandbox.host import Runtime
 from tool_tree.config import Config, load_config
 
 BENCH_OWNER = "tooltree-bench"

@@ -23,8 +23,8 @@ from typing import Any
 
 from _common import ROOT
 
-from agent.runtime import Runtime
 from agent.testing import Reply, reply, server_tool_use, tool_search_result, tool_use
+from sandbox.host import Runtime
 
 SEARCH = "tool_search_tool_bm25"
 DOC_ID = "doc_q3r7tx"

@@ -24,7 +24,7 @@ from agent_tasks import TASKS, Task, generate, sample_config
 
 from agent import Agent, ModelAPIError
 from agent.defaults import DEFAULT_MODEL, MODES
-from agent.runtime import Runtime
+from sandbox.host import Runtime
 from tool_tree.config import Config, load_config
 from tooltree_cli.agent_cmd import live_view
 

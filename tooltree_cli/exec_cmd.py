@@ -12,9 +12,9 @@ from tooltree_cli.common import load_optional_config, sandbox_config
 from tooltree_cli.output import print_json
 
 if TYPE_CHECKING:
+    from sandbox.config import SandboxConfig
     from sandbox.results import ExecutionResult
     from tool_tree.config import Config
-    from tool_tree.tree import Manifest
 
 EXIT_OK, EXIT_SCRIPT, EXIT_USAGE, EXIT_SANDBOX = 0, 1, 2, 4
 
@@ -60,13 +60,13 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         config = load_optional_config(args.config)
         tree = Path(args.tree)
-        manifest = Manifest.load(tree)
+        Manifest.load(tree)  # a missing or broken tree is a usage error, before anything starts
         settings = sandbox_config(config, timeout=args.timeout)
     except (OSError, ConfigError, TreeError, SandboxError) as e:
         print(f"tooltree: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        result = execute(code, tree, manifest, config, settings, workspace=args.workspace, audit=args.audit)
+        result = execute(code, tree, config, settings, workspace=args.workspace, audit=args.audit)
     except (EngineUnavailableError, ImageError) as e:
         print(f"tooltree: error: {e}", file=sys.stderr)
         return EXIT_SANDBOX
@@ -84,9 +84,8 @@ def run(args: argparse.Namespace) -> int:
 def execute(
     code: str,
     tree: Path,
-    manifest: Manifest,
     config: Config | None,
-    settings: Any,
+    settings: SandboxConfig,
     *,
     workspace: str | None = None,
     audit: str | None = None,
@@ -95,22 +94,13 @@ def execute(
 
     Raises:
         SandboxError: the sandbox could not be started or broke.
+        TreeError: the tree has no readable manifest.
     """
-    from sandbox.mcp_bridge import AuditLog, McpBridge
-    from sandbox.session import Sandbox
-    from tool_tree.pool import BackgroundPool
+    from sandbox.host import Runtime
+    from tool_tree.config import Config
 
-    wanted = {s.name for s in manifest.servers}
-    servers = [s for s in (config.enabled_servers if config else ()) if s.name in wanted]
-    log = AuditLog(audit) if audit else None
-    try:
-        with BackgroundPool(servers) as bg:
-            bridge = McpBridge(tree, bg.pool, audit=log)
-            with Sandbox(config=settings, tree=tree, tools=bridge, tool_loop=bg.loop, workspace=workspace) as sb:
-                return sb.execute(code)
-    finally:
-        if log is not None:
-            log.close()
+    with Runtime(config or Config(servers=()), tree, sandbox_config=settings, workspace=workspace, audit=audit) as rt:
+        return rt.sandbox.execute(code)
 
 
 def result_json(result: ExecutionResult) -> dict[str, Any]:

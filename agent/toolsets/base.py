@@ -17,7 +17,7 @@ from agent.errors import AgentSetupError
 from tool_tree.tree import Manifest, ToolEntry, TreeError
 
 if TYPE_CHECKING:
-    from agent.runtime import Runtime
+    from sandbox.host import Runtime
     from sandbox.results import ToolCallRecord
 
 

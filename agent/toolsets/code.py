@@ -20,7 +20,7 @@ from tool_tree.search import SearchError, SearchHit, render_hits, search_tools
 from tool_tree.tree import INDEX_FILE
 
 if TYPE_CHECKING:
-    from agent.runtime import Runtime
+    from sandbox.host import Runtime
 
 INDEX_CHARS = 4_000
 """Inline ``INDEX.md`` when it is at most this long; otherwise a compact list of the servers."""

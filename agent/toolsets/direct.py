@@ -27,7 +27,7 @@ from agent.toolsets.base import ToolOutcome, Toolset, error
 from tool_tree.tree import ToolEntry, TreeError, load_snapshot
 
 if TYPE_CHECKING:
-    from agent.runtime import Runtime
+    from sandbox.host import Runtime
 
 TOOL_SEARCH_TYPE = "tool_search_tool_bm25_20251119"
 TOOL_SEARCH_NAME = "tool_search_tool_bm25"

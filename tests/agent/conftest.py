@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.runtime import Runtime
+from sandbox.host import Runtime
 from tests.support import TEST_OWNER, sample_config_yaml
 from tool_tree.config import Config, load_config
 from tooltree_cli.main import main

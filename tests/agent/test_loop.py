@@ -10,8 +10,8 @@ import pytest
 
 from agent import Agent, ModelAPIError, ModelReplied, RunFinished, ToolFinished, read_transcript
 from agent.events import Event
-from agent.runtime import Runtime
 from agent.testing import ApiError, FakeMessagesAPI, reply, server_tool_use, tool_search_result, tool_use
+from sandbox.host import Runtime
 from tests.agent.conftest import Project
 
 OPPORTUNITY = {"object_type": "opportunity", "record_id": "0065e000009Q3PR"}

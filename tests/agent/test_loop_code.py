@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from agent import Agent
-from agent.runtime import Runtime
 from agent.testing import FakeMessagesAPI, reply, tool_use
+from sandbox.host import Runtime
 from tests.agent.conftest import Project
 from tests.agent.test_loop import assert_cache_stable, tool_results
 

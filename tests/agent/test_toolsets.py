@@ -8,8 +8,8 @@ import pytest
 
 from agent.errors import AgentSetupError
 from agent.naming import NAME_PATTERN
-from agent.runtime import Runtime
 from agent.toolsets import TOOL_SEARCH_NAME, CodeToolset, DirectToolset, ToolSearchToolset, make_toolset
+from sandbox.host import Runtime
 from tests.agent.conftest import Project
 from tool_tree.tree import INDEX_FILE, Manifest
 

@@ -1,4 +1,4 @@
-"""`Runtime`: the live side of agent runs — the server pool, the bridge, and a sandbox session.
+"""`Runtime`: the live side of a run — the server pool, the bridge, and a sandbox session.
 
 ::
 
@@ -6,8 +6,8 @@
         rt.call_tool("crm", "get_record", {...})  # through the bridge: allowlist, validation, audit
         rt.sandbox.execute("print(1)")            # the container starts on first use
 
-One runtime can serve several runs (tests share one to keep containers few); a run given no
-runtime makes its own and closes it at the end.
+`tooltree exec` uses one per script; an agent run uses one for all its turns (tests share one
+across runs to keep containers few), and a run given no runtime makes its own and closes it.
 """
 
 from __future__ import annotations
