@@ -85,9 +85,9 @@ async def discover_all(
     results: list[Discovery | None] = [None] * len(servers)
 
     async def run(i: int, server: ServerConfig) -> None:
-        results[i] = await discover_one(server)
+        result = results[i] = await discover_one(server)
         if on_done is not None:
-            on_done(results[i])  # type: ignore[arg-type]
+            on_done(result)
 
     async with anyio.create_task_group() as tg:
         for i, s in enumerate(servers):
