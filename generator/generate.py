@@ -151,15 +151,12 @@ def generate(
     if snapshots is not None:
         stored = read_snapshots(snapshots)
         if config is None:
-            # Without a config, the filters recorded when the tree was generated still apply.
+            # Without a config, the filters and descriptions recorded in the tree still apply.
             recorded = {s.name: s for s in previous.servers} if previous is not None else {}
             chosen = [
-                ServerConfig(
-                    name=n,
-                    command="-",
-                    include=recorded[n].include if n in recorded else (),
-                    exclude=recorded[n].exclude if n in recorded else (),
-                )
+                ServerConfig(name=n, command="-", include=r.include, exclude=r.exclude, description=r.description)
+                if (r := recorded.get(n)) is not None
+                else ServerConfig(name=n, command="-")
                 for n in sorted(stored)
                 if not only or n in only
             ]
