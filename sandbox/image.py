@@ -320,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     build = sub.add_parser("build", help="build the image (skipped when it is current)")
     build.add_argument("--base", default=DEFAULT_BASE, help=f"base image (default {DEFAULT_BASE})")
     build.add_argument("--offline-base", action="store_true", help="bootstrap a Debian base with mmdebstrap")
-    build.add_argument("--mirror", help="Debian mirror for --offline-base (default: the one apt uses)")
+    build.add_argument(
+        "--mirror", dest="debian_mirror", help="Debian mirror for --offline-base (default: the one apt uses)"
+    )
     build.add_argument(
         "--suite", default=DEFAULT_SUITE, help=f"Debian suite for --offline-base (default {DEFAULT_SUITE})"
     )
@@ -333,7 +335,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         name = build_image(
-            base=args.base, offline_base=args.offline_base, mirror=args.mirror, suite=args.suite, force=args.force
+            base=args.base,
+            offline_base=args.offline_base,
+            mirror=args.debian_mirror,
+            suite=args.suite,
+            force=args.force,
         )
         if args.pip:
             name = build_derived_image(None, name, args.pip)

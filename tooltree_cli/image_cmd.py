@@ -17,7 +17,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="bootstrap the Debian base with mmdebstrap instead of pulling python:3.12-slim "
         "(automatic when the base cannot be pulled)",
     )
-    build.add_argument("--mirror", help="Debian mirror for --offline-base (default: the one apt uses)")
+    build.add_argument(
+        "--mirror", dest="debian_mirror", help="Debian mirror for --offline-base (default: the one apt uses)"
+    )
     build.add_argument("--force", action="store_true", help="rebuild even if the image exists")
     build.add_argument(
         "--config", "-c", default=None, help="also build the derived image with the config's sandbox.pip_packages"
@@ -31,7 +33,7 @@ def run_build(args: argparse.Namespace) -> int:
     from sandbox.image import build_derived_image, build_image
 
     config = load_optional_config(args.config)
-    name = build_image(offline_base=args.offline_base, mirror=args.mirror, force=args.force)
+    name = build_image(offline_base=args.offline_base, mirror=args.debian_mirror, force=args.force)
     packages = list(config.sandbox.get("pip_packages", ())) if config else []
     if packages:
         name = build_derived_image(None, name, packages)
