@@ -1,0 +1,50 @@
+"""The engine restarted between two executions: a clear error for the old session, a working new one.
+
+Restarting the engine stops every container on it, so this test runs only where a command to do
+that is given (``TOOLTREE_ENGINE_RESTART``; CI runs it last, on its own, with .ci/restart-dockerd.sh),
+and carries the ``engine_restart`` marker that the normal test run leaves out.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from sandbox import DockerBackend, Sandbox, SandboxConfig, SessionError
+from sandbox._docker import DockerCLI
+from sandbox.errors import EngineUnavailableError
+from tests.support import TEST_OWNER
+
+pytestmark = [pytest.mark.docker, pytest.mark.engine_restart]
+
+
+def test_a_session_whose_engine_restarted_fails_clearly_and_a_new_one_works(
+    docker_engine: DockerCLI, test_config: SandboxConfig
+) -> None:
+    command = os.environ.get("TOOLTREE_ENGINE_RESTART")
+    if not command:
+        pytest.skip("set TOOLTREE_ENGINE_RESTART to a command that restarts the engine")
+    backend = DockerBackend(test_config, docker=docker_engine)
+    old = Sandbox(backend).start()
+    try:
+        assert old.execute("kept = 41").ok
+        subprocess.run(command, shell=True, check=True, timeout=180)
+        deadline = time.monotonic() + 60
+        while True:  # bounded wait until the engine answers again
+            try:
+                docker_engine.ping()
+                break
+            except EngineUnavailableError:
+                assert time.monotonic() < deadline, "the engine did not come back"
+                time.sleep(0.5)
+        with pytest.raises(SessionError):
+            old.execute("print(kept + 1)")
+    finally:
+        old.close()
+    with Sandbox(DockerBackend(test_config, docker=docker_engine)) as new:
+        assert new.execute("print(6 * 7)").stdout == "42\n"
+    left = docker_engine.text(["ps", "--all", "--quiet", "--filter", f"label=tooltree.owner={TEST_OWNER}"])
+    assert left.split() == []
