@@ -362,13 +362,10 @@ def _function_doc(parts: _Parts) -> str:
     args = _args_doc(parts, width)
     if args:
         lines += ["", "Args:", *args]
-    lines += ["", "Returns:", *_returns_doc(parts, width)]
-    lines += [
-        "",
-        "Raises:",
-        "    ToolError: the tool reported an error.",
-        "    ToolCallError: the call was refused or could not be made.",
-    ]
+    # A ToolResult (and the ToolError of a failing tool) is explained once, where the runtime is
+    # introduced; a stub documents only what is particular to its tool.
+    if parts.output is not None:
+        lines += ["", "Returns:", *_returns_doc(parts, width)]
     if parts.fallback_reason:
         lines += ["", "Input schema:", *_raw_schema(parts.raw_input)]
     return "\n".join(lines)
@@ -381,8 +378,9 @@ def _args_doc(parts: _Parts, width: int) -> list[str]:
         notes = _constraints(p)
         if ident != p.wire:
             notes.append(f"Sent as {_json_preview(p.wire, 100)}.")
-        body = " ".join(x for x in [_sentence(text), *notes] if x) or "(no description)"
-        out += _wrap(f"{ident}: {body}", width, "    ")
+        body = " ".join(x for x in [_sentence(text), *notes] if x)
+        if body:  # the signature already says everything about an undocumented parameter
+            out += _wrap(f"{ident}: {body}", width, "    ")
     if parts.fallback_reason:
         why = one_line(parts.fallback_reason, 300)
         out += _wrap(
@@ -394,8 +392,7 @@ def _args_doc(parts: _Parts, width: int) -> list[str]:
 
 
 def _returns_doc(parts: _Parts, width: int) -> list[str]:
-    if parts.output is None:
-        return ["    ToolResult: the server's content blocks (`.text`, `.json()`, `.images`, `.structured_content`)."]
+    assert parts.output is not None
     if not isinstance(parts.output, Atom):
         return [f"    {render_type(parts.output, ImportNames())}: the tool's structured result."]
     out = [f"    {parts.output.name}: the tool's structured result, with keys:"]

@@ -28,15 +28,15 @@ INDEX_CHARS = 4_000
 TOOLS: list[dict[str, Any]] = [
     {
         "name": "list_files",
-        "description": "List a folder: servers/ is the tool tree (read-only), other paths are in /workspace.",
+        "description": "List a folder of the tool tree (servers/…, read-only) or of /workspace.",
         "input_schema": {
             "type": "object",
-            "properties": {"path": {"type": "string", "description": "e.g. servers/crm; default: /workspace"}},
+            "properties": {"path": {"type": "string", "description": "default: /workspace"}},
         },
     },
     {
         "name": "read_file",
-        "description": "Read a text file (a stub under servers/ or a workspace file): `limit` lines from `offset`.",
+        "description": "Read a stub in servers/ or a /workspace file: `limit` lines from line `offset`.",
         "input_schema": {
             "type": "object",
             "properties": {
@@ -49,7 +49,7 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "search_tools",
-        "description": "Find tools by what they do (regex=true: a pattern). detail: name, summary (signature) or full.",
+        "description": "Find tools by what they do, or by a pattern (regex). detail: name, summary (signature) or full.",
         "input_schema": {
             "type": "object",
             "properties": {
@@ -63,7 +63,7 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "execute_python",
-        "description": "Run Python in the sandbox session; returns output, errors, images and the tool calls made.",
+        "description": "Run Python in the sandbox; returns output, errors, images and the tool calls made.",
         "input_schema": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
     },
 ]

@@ -101,7 +101,7 @@ def test_stub_reads_like_the_documented_example() -> None:
     assert check_stub(src, function="update_record", server="crm", tool="update_record") is None
 
 
-def test_docstring_documents_args_constraints_returns_and_raises() -> None:
+def test_docstring_documents_args_constraints_and_returns() -> None:
     func = ast.parse(_render(CRM_TOOL).source).body[-1]
     assert isinstance(func, ast.FunctionDef)
     doc = ast.get_docstring(func) or ""
@@ -112,11 +112,21 @@ def test_docstring_documents_args_constraints_returns_and_raises() -> None:
     assert "    tags: Labels to set. Server default: [].\n" in doc
     assert '    user_id: Minimum: 1. Server default: null. Sent as "user-id".\n' in doc
     assert "Returns:\n    UpdateRecordOutput: the tool's structured result, with keys:\n" in doc
-    assert "        id (str): The record id.\n        version (int, optional)\n" in doc
-    assert doc.endswith(
-        "Raises:\n    ToolError: the tool reported an error.\n"
-        "    ToolCallError: the call was refused or could not be made."
-    )
+    assert doc.endswith("        id (str): The record id.\n        version (int, optional)")
+    assert "Raises:" not in doc  # ToolError is explained once, not in every stub
+
+
+def test_an_untyped_result_and_undocumented_parameters_add_no_boilerplate() -> None:
+    tool = {
+        "name": "ping",
+        "description": "Check the server.",
+        "inputSchema": {"type": "object", "properties": {"host": {"type": "string"}, "count": {"type": "integer"}}},
+    }
+    src = _render(tool).source
+    func = ast.parse(src).body[-1]
+    assert isinstance(func, ast.FunctionDef)
+    assert "-> ToolResult:" in src
+    assert ast.get_docstring(func) == "Check the server."
 
 
 def test_stub_sends_exact_wire_names_and_omits_unset_optionals(calls: list[Call]) -> None:
@@ -293,7 +303,7 @@ def test_long_description_is_capped_with_an_ellipsis() -> None:
     func = ast.parse(stub.source).body[-1]
     assert isinstance(func, ast.FunctionDef)
     doc = ast.get_docstring(func) or ""
-    body = doc.split("\n\nReturns:")[0]
+    body = doc.split("\n\nArgs:")[0]
     assert body.endswith("…") and len(body) <= MAX_DESCRIPTION + 100
 
 
@@ -314,7 +324,7 @@ def test_annotations_become_hints_and_title_is_the_summary_without_description()
     func = ast.parse(stub.source).body[-1]
     assert isinstance(func, ast.FunctionDef)
     doc = ast.get_docstring(func) or ""
-    assert doc.startswith("Fetch a page\n\nHints: read-only, reaches outside systems.\n")
+    assert doc == "Fetch a page\n\nHints: read-only, reaches outside systems."
     assert '"""crm.t — Fetch a page\n' in stub.source
 
 
@@ -418,7 +428,7 @@ def test_docstring_style_descriptions_are_dedented() -> None:
     func = ast.parse(stub.source).body[-1]
     assert isinstance(func, ast.FunctionDef)
     doc = ast.get_docstring(func) or ""
-    assert doc.startswith("Create a task.\n\nThe task is assigned to you.\n  - indented list item\nDone.\n")
+    assert doc == "Create a task.\n\nThe task is assigned to you.\n  - indented list item\nDone."
 
 
 def test_long_enums_are_written_one_value_per_line() -> None:

@@ -234,6 +234,13 @@ def test_regex_matches_qualified_and_function_names(index: SearchIndex) -> None:
     assert [h.tool for h in index.search(r"add_label", regex=True)] == ["add-label"]
 
 
+def test_regex_anchors_apply_to_each_name_form(index: SearchIndex) -> None:
+    assert [h.tool for h in index.search(r"^add-label$", regex=True)] == ["add-label"]
+    assert [h.tool for h in index.search(r"^add_label$", regex=True)] == ["add-label"]
+    assert [h.tool for h in index.search(r"^drive\.share\.file$", regex=True)] == ["share.file"]
+    assert index.search(r"^label$", regex=True) == []
+
+
 def test_bad_regex_error_names_the_problem(index: SearchIndex) -> None:
     with pytest.raises(SearchError, match=r"bad regex '\(unclosed': missing \), unterminated subpattern"):
         index.search("(unclosed", regex=True)

@@ -216,7 +216,9 @@ class SearchIndex:
         out: dict[int, float] = {}
         for d, e in enumerate(self._entries):
             s = 0.0
-            if compiled.search(f"{e.server}.{e.tool} {e.package}.{e.function}"):
+            # Each name form on its own, so ``^get_document$`` or ``^docs\.get_document$`` match.
+            names = (e.tool, f"{e.server}.{e.tool}", e.function, f"{e.package}.{e.function}")
+            if any(compiled.search(name) for name in names):
                 s += 2.0
             if compiled.search(e.text):
                 s += 1.0
