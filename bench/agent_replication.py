@@ -1,6 +1,6 @@
 """Replicate the "code execution with MCP" savings: the same tasks in three modes, tokens counted.
 
-    python bench/agent_replication.py [--tasks drive_to_crm,leads] [--modes code,direct,tool-search]
+    python bench/agent_replication.py [--tasks drive_to_crm,leads] [--modes code,code+pinned,direct,...]
                                       [--count auto|api|approx]
 
 Each (task, mode) is a scripted trajectory (``agent_tasks.py``) run end to end through the real
@@ -9,7 +9,8 @@ loop, the real sandbox and the real sample servers against the fake Messages API
 loop sent and every reply it got is counted: with ``ANTHROPIC_API_KEY`` set, by the real
 ``count_tokens`` endpoint; otherwise by the local approximation in ``agent/tokens.py`` (4
 characters per token, the same rules for every mode). Targets: ``code`` ≤ 1 % of ``direct`` on
-the Drive → CRM task.
+the Drive → CRM task. ``+pinned`` variants are the same task for a user who keeps its tools pinned
+(their signatures in the code-mode prompt; not deferred in tool-search mode).
 
 Also measured: the session-start context (system prompt + tools array) of each mode for the
 527-tool LiveMCPBench catalog (generated into a temporary tree from snapshots) and for the sample
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from _common import print_table, write_json
-from agent_tasks import TASKS, Task, generate, sample_config
+from agent_tasks import TASKS, Task, generate, sample_config, split_variant
 
 from agent import Agent
 from agent.defaults import DEFAULT_MODEL, MODES
@@ -87,13 +88,16 @@ class ApiCounter:
         return self.request({**body, "messages": [*body["messages"], turn]}) - self.request(body)
 
 
-def run_one(task: Task, mode: str, config: Config, tree: Path, counter: Counter) -> dict[str, Any]:
-    """One scripted run, checked and counted."""
+def run_one(task: Task, variant: str, config: Config, tree: Path, counter: Counter) -> dict[str, Any]:
+    """One scripted run of a variant (a mode, maybe ``+pinned``), checked and counted."""
     from sandbox import SandboxConfig
 
+    mode, _ = split_variant(variant)
     settings = SandboxConfig(owner=BENCH_OWNER, timeout=60.0)
-    with FakeMessagesAPI(task.trajectories[mode]) as api, Runtime(config, tree, sandbox_config=settings) as rt:
-        agent = Agent(config, tree=tree, mode=mode, client=api.client(), runtime=rt, max_tokens=64_000)
+    with FakeMessagesAPI(task.trajectories[variant]) as api, Runtime(config, tree, sandbox_config=settings) as rt:
+        agent = Agent(
+            config, tree=tree, mode=mode, pinned=task.pins(variant), client=api.client(), runtime=rt, max_tokens=64_000
+        )
         result = agent.run(task.prompt)
         problem = task.check(rt, result.answer) if result.completed else f"stopped: {result.stop_reason}"
     sent = [counter.request(r) for r in api.requests]
@@ -102,7 +106,7 @@ def run_one(task: Task, mode: str, config: Config, tree: Path, counter: Counter)
     cost = sum(w * r["usage"].get(k, 0) for r in api.responses for k, w in WEIGHTS.items())
     return {
         "task": task.name,
-        "mode": mode,
+        "mode": variant,
         "ok": problem is None,
         "problem": problem,
         "turns": s.turns,
@@ -144,20 +148,23 @@ def pct(part: int, whole: int) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default=",".join(TASKS), help="comma-separated task names")
-    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
+    parser.add_argument(
+        "--modes", help="comma-separated modes or variants (e.g. code+pinned); default: every variant of each task"
+    )
     parser.add_argument("--count", choices=("auto", "api", "approx"), default="auto")
     parser.add_argument("--model", default=DEFAULT_MODEL, help="the model count_tokens counts for")
     args = parser.parse_args()
     use_api = args.count == "api" or (args.count == "auto" and bool(os.environ.get("ANTHROPIC_API_KEY")))
     counter: Counter = ApiCounter(args.model) if use_api else ApproxCounter()
-    modes = [m for m in args.modes.split(",") if m]
+    chosen = [m for m in (args.modes or "").split(",") if m]
     print(f"tokens counted by: {counter.method}")
     with tempfile.TemporaryDirectory(prefix="tooltree-replication-") as tmp:
         work = Path(tmp)
         config_path = sample_config(work)
         tree = generate(config_path, work / "tree")
         config = load_config(config_path)
-        runs = [run_one(TASKS[t], m, config, tree, counter) for t in args.tasks.split(",") if t for m in modes]
+        tasks = [TASKS[t] for t in args.tasks.split(",") if t]
+        runs = [run_one(t, v, config, tree, counter) for t in tasks for v in (chosen or list(t.trajectories))]
         from generate_tree import livemcpbench_snapshots
 
         n_tools = livemcpbench_snapshots(work / "snap527")

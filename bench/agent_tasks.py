@@ -9,6 +9,10 @@ whole transcript it received as the input of ``crm__update_record``).
 - ``drive_to_crm``: copy the ~200 KB Q3 pipeline review transcript (``doc_q3r7tx``) into the
   description of opportunity ``0065e000009Q3PR`` (Anthropic's Drive → Salesforce example).
 - ``leads``: among the 10,000 leads, the five hot qualified EMEA leads worth most, and the total.
+
+Each task also has ``+pinned`` variants: the same task for a user who keeps the task's tools pinned
+(``Agent(pinned=...)``), so ``code`` mode has their signatures in the prompt and ``tool-search``
+does not defer them. ``direct`` loads every tool anyway and has no such variant.
 """
 
 from __future__ import annotations
@@ -63,13 +67,32 @@ def last_tool_text(body: dict[str, Any]) -> str:
     raise ValueError("the request has no tool result")
 
 
+PINNED = "+pinned"
+"""Suffix of a variant run with the task's ``pinned`` tools (``code+pinned``, ``tool-search+pinned``)."""
+
+
+def split_variant(variant: str) -> tuple[str, bool]:
+    """``"code+pinned"`` → ``("code", True)``; ``"direct"`` → ``("direct", False)``."""
+    mode, plus, rest = variant.partition("+")
+    if plus and plus + rest != PINNED:
+        raise ValueError(f"unknown variant {variant!r}: a mode, optionally followed by {PINNED!r}")
+    return mode, bool(plus)
+
+
 @dataclass(frozen=True)
 class Task:
     name: str
     prompt: str
     trajectories: dict[str, list[Reply]]
+    """Scripted replies per variant: a mode, or a mode + ``PINNED``."""
     check: Callable[[Runtime, str], str | None]
     """``(runtime, answer) -> None`` when the task was done, else what is wrong."""
+    pinned: tuple[str, ...] = ()
+    """The tools a user who does this task routinely keeps pinned (their signatures are in the prompt)."""
+
+    def pins(self, variant: str) -> tuple[str, ...]:
+        """The pinned tools of a variant's run."""
+        return self.pinned if split_variant(variant)[1] else ()
 
 
 # ---- drive_to_crm ----------------------------------------------------------------------------------------------------
@@ -118,6 +141,10 @@ DRIVE_TO_CRM = Task(
             reply(tool_use("execute_python", {"code": COPY_SCRIPT})),
             _drive_to_crm_done,
         ],
+        "code+pinned": [  # the signatures are in the prompt: straight to the script
+            reply(tool_use("execute_python", {"code": COPY_SCRIPT})),
+            _drive_to_crm_done,
+        ],
         "direct": [
             reply(tool_use("docs__get_document", {"document_id": DOC_ID})),
             lambda body: reply(_write_description(body)),
@@ -136,8 +163,14 @@ DRIVE_TO_CRM = Task(
             ),
             _drive_to_crm_done,
         ],
+        "tool-search+pinned": [  # pinned tools are not deferred: no search needed
+            reply(tool_use("docs__get_document", {"document_id": DOC_ID})),
+            lambda body: reply(_write_description(body)),
+            _drive_to_crm_done,
+        ],
     },
     check=_check_drive_to_crm,
+    pinned=("docs.get_document", "crm.update_record"),
 )
 
 # ---- leads -----------------------------------------------------------------------------------------------------------
@@ -197,6 +230,10 @@ LEADS = Task(
             reply(tool_use("execute_python", {"code": LEADS_SCRIPT})),
             _answer_from_printout,
         ],
+        "code+pinned": [
+            reply(tool_use("execute_python", {"code": LEADS_SCRIPT})),
+            _answer_from_printout,
+        ],
         "direct": [
             reply(tool_use("crm__list_leads", LEADS_FILTER)),
             _answer_from_rows,
@@ -209,8 +246,13 @@ LEADS = Task(
             ),
             _answer_from_rows,
         ],
+        "tool-search+pinned": [
+            reply(tool_use("crm__list_leads", LEADS_FILTER)),
+            _answer_from_rows,
+        ],
     },
     check=_check_leads,
+    pinned=("crm.list_leads",),
 )
 
 TASKS = {t.name: t for t in (DRIVE_TO_CRM, LEADS)}

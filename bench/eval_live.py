@@ -1,6 +1,6 @@
 """`make eval`: the replication tasks against the real Messages API, in every mode.
 
-    python bench/eval_live.py [--tasks drive_to_crm,leads] [--modes code,direct,tool-search]
+    python bench/eval_live.py [--tasks drive_to_crm,leads] [--modes code,code+pinned,direct,tool-search]
                               [--model claude-sonnet-5-5] [--max-turns 20] [--max-tokens 64000]
 
 Needs ``ANTHROPIC_API_KEY`` (honours ``ANTHROPIC_BASE_URL``) and a Docker engine for ``code``
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from _common import OUT, print_table
-from agent_tasks import TASKS, Task, generate, sample_config
+from agent_tasks import TASKS, Task, generate, sample_config, split_variant
 
 from agent import Agent, ModelAPIError
 from agent.defaults import DEFAULT_MODEL, MODES
@@ -47,13 +47,16 @@ def run_one(
     transcript: Path | None = None,
     verbose: bool = False,
 ) -> dict[str, Any]:
-    """One run of ``task`` in ``mode`` with fresh servers, checked; the API's usage as reported."""
+    """One run of ``task`` in ``mode`` (maybe ``+pinned``) with fresh servers, checked; the API's usage as reported."""
     from sandbox import SandboxConfig
+
+    base_mode, _ = split_variant(mode)
 
     settings = SandboxConfig(owner=EVAL_OWNER, timeout=60.0)
     with Runtime(config, tree, sandbox_config=settings) as runtime:
         agent = Agent(
-            config, tree=tree, mode=mode, model=model, client=client, runtime=runtime, max_turns=max_turns,
+            config, tree=tree, mode=base_mode, pinned=task.pins(mode), model=model, client=client, runtime=runtime,
+            max_turns=max_turns,
             max_tokens=max_tokens, transcript=transcript, on_event=live_view if verbose else None,
         )  # fmt: skip
         problem: str | None
@@ -95,7 +98,7 @@ def table(runs: list[dict[str, Any]]) -> None:
 def main(argv: list[str] | None = None, *, client: anthropic.Anthropic | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default=",".join(TASKS), help="comma-separated task names")
-    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes or variants (code+pinned)")
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--max-turns", type=int, default=20)
     parser.add_argument("--max-tokens", type=int, default=64_000)

@@ -75,3 +75,29 @@ def test_a_trajectory_that_does_not_do_the_work_fails_its_check(
     (run,) = json.loads(out.read_text(encoding="utf-8"))["runs"]
     assert run["ok"] is False and "not the 200936 of the transcript" in run["problem"]
     assert sys.modules["agent_tasks"] is agent_tasks
+
+
+def test_a_pinned_variant_runs_with_the_tasks_pinned_tools(
+    bench: tuple[ModuleType, ModuleType], project: Project, tmp_path: Path
+) -> None:
+    eval_live, agent_tasks = bench
+    task = agent_tasks.TASKS["drive_to_crm"]
+    out = tmp_path / "eval.json"
+    argv = ["--tasks", "drive_to_crm", "--modes", "tool-search+pinned", "--quiet", "--out", str(out), *reuse(project)]
+    with FakeMessagesAPI(task.trajectories["tool-search+pinned"]) as api:
+        assert eval_live.main(argv, client=api.client()) == 0
+    (run,) = json.loads(out.read_text(encoding="utf-8"))["runs"]
+    assert (run["mode"], run["ok"], run["turns"]) == ("tool-search+pinned", True, 3)
+    loaded = {t["name"] for t in api.requests[0]["tools"] if not t.get("defer_loading")}
+    assert {"docs__get_document", "crm__update_record"} <= loaded
+    assert "crm__get_record" not in loaded
+
+
+def test_variants_name_a_mode_and_optionally_pinned(bench: tuple[ModuleType, ModuleType]) -> None:
+    _, agent_tasks = bench
+    task = agent_tasks.TASKS["leads"]
+    assert agent_tasks.split_variant("code+pinned") == ("code", True)
+    assert agent_tasks.split_variant("direct") == ("direct", False)
+    assert task.pins("code+pinned") == ("crm.list_leads",) and task.pins("code") == ()
+    with pytest.raises(ValueError, match="unknown variant 'code\\+fast'"):
+        agent_tasks.split_variant("code+fast")
