@@ -43,7 +43,9 @@ class Agent:
     """Runs tasks with Claude over the tools of a generated tree.
 
     Args:
-        config: how to start the servers of the tree.
+        config: how to start the servers of the tree; its ``agent:`` section gives the defaults of
+            the arguments below that are left out (``mode``, ``model``, ``max_turns``, ``token_budget``,
+            ``max_tokens``, ``pinned``).
         tree: the generated tree.
         mode: ``code`` (browse stubs, run scripts in the sandbox), ``direct`` (every MCP tool as
             a native tool) or ``tool-search`` (every MCP tool deferred behind the API's BM25 tool search).
@@ -70,20 +72,24 @@ class Agent:
         config: Config,
         *,
         tree: str | Path = "tree",
-        mode: str = "code",
-        model: str = DEFAULT_MODEL,
-        max_turns: int = DEFAULT_MAX_TURNS,
+        mode: str | None = None,
+        model: str | None = None,
+        max_turns: int | None = None,
         token_budget: int | None = None,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_tokens: int | None = None,
         client: anthropic.Anthropic | None = None,
         max_retries: int = DEFAULT_RETRIES,
-        pinned: Sequence[str] = (),
+        pinned: Sequence[str] | None = None,
         sandbox_config: SandboxConfig | None = None,
         workspace: str | Path | None = None,
         transcript: str | Path | None = None,
         runtime: Runtime | None = None,
         on_event: EventHandler | None = None,
     ) -> None:
+        # An argument left out takes the config's `agent:` setting, then the default.
+        settings = config.agent
+        mode = mode if mode is not None else str(settings.get("mode", "code"))
+        max_turns = max_turns if max_turns is not None else int(settings.get("max_turns", DEFAULT_MAX_TURNS))
         if mode not in MODES:
             raise AgentSetupError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         if max_turns < 1:
@@ -91,10 +97,11 @@ class Agent:
         self.config = config
         self.tree = Path(tree)
         self.mode = mode
-        self.model = model
+        self.model = model if model is not None else str(settings.get("model", DEFAULT_MODEL))
         self.max_turns = max_turns
-        self.token_budget = token_budget
-        self.max_tokens = max_tokens
+        self.token_budget = token_budget if token_budget is not None else settings.get("token_budget")
+        self.max_tokens = max_tokens if max_tokens is not None else int(settings.get("max_tokens", DEFAULT_MAX_TOKENS))
+        pinned = pinned if pinned is not None else tuple(settings.get("pinned", ()))
         self.client = client
         self.max_retries = max_retries
         self.sandbox_config = sandbox_config

@@ -14,6 +14,10 @@ Two file formats are read:
         drive:
           url: https://drive.example.com/mcp
           headers: {Authorization: "Bearer ${DRIVE_TOKEN}"}
+      sandbox:              # optional: limits of the script sandbox (`SANDBOX_KEYS`)
+        memory: 1g
+      agent:                # optional: defaults of agent runs (`AGENT_KEYS`)
+        pinned: [drive.get_document, crm.update_record]
 
 - a Claude Desktop / Claude Code style JSON file with a top-level ``mcpServers`` object
   (``.mcp.json``, ``claude_desktop_config.json``, ``~/.claude.json``), read unchanged: keys
@@ -80,6 +84,8 @@ class Config:
     source: str = "<config>"
     sandbox: Mapping[str, Any] = field(default_factory=dict)
     """Settings of the sandbox (``sandbox:`` in tooltree.yaml), checked against `SANDBOX_KEYS`."""
+    agent: Mapping[str, Any] = field(default_factory=dict)
+    """Defaults of agent runs (``agent:`` in tooltree.yaml), checked against `AGENT_KEYS`."""
 
     def server(self, name: str) -> ServerConfig:
         """Raises: ConfigError: no server has that name."""
@@ -110,7 +116,7 @@ _SERVER_KEYS = {
     "exclude": "a list of tool name patterns",
     "description": "one line saying what the server is for",
 }
-_TOP_KEYS = {"servers", "sandbox"}
+_TOP_KEYS = {"servers", "sandbox", "agent"}
 # The `sandbox:` section: key -> (type, what it means). The sandbox package owns the semantics.
 SANDBOX_KEYS: dict[str, tuple[type, str]] = {
     "image": (str, "the image to run instead of the one built from the sources"),
@@ -125,6 +131,16 @@ SANDBOX_KEYS: dict[str, tuple[type, str]] = {
     "output_chars": (int, "characters of output returned per execution"),
     "runtime": (str, "an OCI runtime such as runsc (gVisor)"),
 }
+# The `agent:` section: defaults of `tooltree agent` and `Agent`; their arguments take precedence.
+AGENT_KEYS: dict[str, tuple[type, str]] = {
+    "mode": (str, "one of code, direct, tool-search"),
+    "model": (str, "the model id"),
+    "pinned": (list, "a list of tools (server.tool) whose signatures stay in the prompt"),
+    "max_turns": (int, "the most requests per run"),
+    "max_tokens": (int, "max_tokens of each request"),
+    "token_budget": (int, "tokens (input + output) after which a run stops"),
+}
+AGENT_MODES = ("code", "direct", "tool-search")
 # Keys of the mcpServers JSON format that tooltree reads; others there are ignored.
 _JSON_SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "timeout", "disabled"}
 _VAR = re.compile(r"\$(\$|\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\})")
@@ -206,20 +222,23 @@ class _Reader:
             raise self.error(f"expected true or false, got {node.value!r}", node, key)
         return node.value
 
-    def sandbox(self, node: _Node) -> dict[str, Any]:
+    def section(self, node: _Node, name: str, keys: Mapping[str, tuple[type, str]]) -> dict[str, Any]:
+        """A settings section (``sandbox:``, ``agent:``): each key known, each value of its type."""
         if not isinstance(node.value, dict):
-            raise self.error(f"expected a mapping of sandbox settings, got {_kind(node.value)}", node, "sandbox")
+            raise self.error(f"expected a mapping of {name} settings, got {_kind(node.value)}", node, name)
         out: dict[str, Any] = {}
         for k, (knode, vnode) in node.value.items():
-            key = f"sandbox.{k}"
-            if k not in SANDBOX_KEYS:
-                raise self.error(f"unknown key{_did_you_mean(k, SANDBOX_KEYS)}", knode, key)
-            kind, meaning = SANDBOX_KEYS[k]
+            key = f"{name}.{k}"
+            if k not in keys:
+                raise self.error(f"unknown key{_did_you_mean(k, keys)}", knode, key)
+            kind, meaning = keys[k]
             v = vnode.value
             if kind is list:
                 out[k] = self.string_list(vnode, key, expand=False)
             elif kind is str:
                 out[k] = self.string(vnode, key)
+                if key == "agent.mode" and out[k] not in AGENT_MODES:
+                    raise self.error(f"expected {meaning}, got {v!r}", vnode, key)
             elif kind is float and not isinstance(v, bool) and isinstance(v, int | float) and v > 0:
                 out[k] = float(v)
             elif kind is int and not isinstance(v, bool) and isinstance(v, int) and v > 0:
@@ -344,15 +363,17 @@ def parse_config(text: str, *, source: str = "<config>", environ: Mapping[str, s
     if not isinstance(servers_node.value, dict):
         key = "mcpServers" if json_format else "servers"
         raise reader.error(f"expected a mapping of server names, got {_kind(servers_node.value)}", servers_node, key)
-    sandbox: dict[str, Any] = {}
-    if not json_format and "sandbox" in top:
-        sandbox = reader.sandbox(top["sandbox"][1])
+    sections: dict[str, dict[str, Any]] = {}
+    for name, keys in (("sandbox", SANDBOX_KEYS), ("agent", AGENT_KEYS)):
+        if not json_format and name in top:
+            sections[name] = reader.section(top[name][1], name, keys)
     servers = []
     for name, (name_node, body) in servers_node.value.items():
         if not name.strip():
             raise reader.error("server names must not be empty", name_node, "servers")
         servers.append(reader.server(name, name_node, body, json_format=json_format))
-    return Config(servers=tuple(servers), source=source, sandbox=sandbox)
+    agent = sections.get("agent", {})
+    return Config(servers=tuple(servers), source=source, sandbox=sections.get("sandbox", {}), agent=agent)
 
 
 def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> Config:

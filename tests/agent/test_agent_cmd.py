@@ -81,3 +81,39 @@ def test_setup_errors_exit_2(
 ) -> None:
     assert main(argv(project, *extra)) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_configs_agent_section_sets_defaults_and_options_override_them(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "tooltree.yaml"
+    agent_section = "agent:\n  mode: tool-search\n  model: claude-test-1\n  pinned: [crm.get_record]\n"
+    agent_section += "  max_tokens: 900\n"
+    config.write_text(project.config_path.read_text(encoding="utf-8") + agent_section, encoding="utf-8")
+    base = ["agent", "Read the Northwind deal", "--config", str(config), "--tree", str(project.tree), "--quiet"]
+    api.add(reply("From the config."), reply("From the options."))
+    assert main(base) == 0
+    assert main([*base, "--model", "claude-test-2", "--pin", "docs.get_document"]) == 0
+    first, second = api.requests
+    assert (first["model"], first["max_tokens"], second["model"]) == ("claude-test-1", 900, "claude-test-2")
+
+    def loaded(request: dict[str, object]) -> set[str]:
+        tools = request["tools"]
+        assert isinstance(tools, list)
+        return {t["name"] for t in tools if "__" in t["name"] and not t.get("defer_loading")}
+
+    assert loaded(first) == {"crm__get_record"}  # tool-search mode from the config, pinned tool not deferred
+    assert loaded(second) == {"docs__get_document"}  # --pin replaces the configured pins
+    assert capsys.readouterr().out.splitlines() == ["From the config.", "From the options."]
+
+
+def test_a_bad_agent_section_names_file_line_and_key(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(project.config_path.read_text(encoding="utf-8") + "agent:\n  mode: fast\n", encoding="utf-8")
+    line = len(config.read_text(encoding="utf-8").splitlines())
+    assert main(["agent", "Hi", "--config", str(config), "--tree", str(project.tree)]) == 2
+    err = capsys.readouterr().err
+    assert f"tooltree.yaml:{line}: agent.mode: expected one of code, direct, tool-search, got 'fast'" in err
+    assert api.requests == []

@@ -149,3 +149,23 @@ def test_sandbox_section_is_read_and_checked() -> None:
     assert str(e) == "tooltree.yaml:3: sandbox.memroy: unknown key (did you mean 'memory'?)"
     e = error_of("servers: {}\nsandbox:\n  cpus: lots\n")
     assert str(e) == "tooltree.yaml:3: sandbox.cpus: expected a CPU limit (fractions allowed), got 'lots'"
+
+
+def test_agent_section_is_read_and_checked() -> None:
+    text = "servers: {}\nagent:\n  mode: code\n  pinned: [crm.update_record]\n  max_turns: 12\n"
+    config = parse_config(text, environ={})
+    assert config.agent == {"mode": "code", "pinned": ("crm.update_record",), "max_turns": 12}
+    assert parse_config("servers: {}\n", environ={}).agent == {}
+    e = error_of("servers: {}\nagent:\n  pin: [crm.update_record]\n")
+    assert str(e) == "tooltree.yaml:3: agent.pin: unknown key (did you mean 'pinned'?)"
+    e = error_of("servers: {}\nagent:\n  max_turns: 0\n")
+    assert str(e) == "tooltree.yaml:3: agent.max_turns: expected the most requests per run, got 0"
+    e = error_of("servers: {}\nagent: [code]\n")
+    assert str(e) == "tooltree.yaml:2: agent: expected a mapping of agent settings, got a list"
+
+
+def test_the_configs_agent_modes_are_the_agents_modes() -> None:
+    from agent.defaults import MODES
+    from tool_tree.config import AGENT_MODES
+
+    assert AGENT_MODES == MODES
