@@ -7,7 +7,8 @@
     print(result.answer, result.summary.usage.total)
 
 Each turn sends the same system prompt and tools array (with cache breakpoints) plus the
-conversation, runs every ``tool_use`` of the reply and sends the results back, until the model
+conversation, runs every ``tool_use`` of the reply (at the same time when all of them are
+independent: MCP tools, reads of the tree) and sends the results back, until the model
 ends its turn, a reply stops for another reason (``max_tokens``, ``refusal``), or the turn limit
 or token budget is reached. Requests stream (so large ``max_tokens`` work); the SDK retries
 rate limits, overloads and server errors with back-off.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
@@ -29,8 +31,12 @@ from agent.events import EventHandler, ModelReplied, RunFinished, ToolFinished
 from agent.request import answer_text, block_param, cached_system, cached_tools, with_last_breakpoint
 from agent.summary import RunResult, RunSummary, TokenUsage
 from agent.toolsets import make_toolset
+from agent.toolsets.base import ToolOutcome
 from agent.transcript import Transcript
 from tool_tree.config import Config
+
+MAX_CONCURRENT_TOOLS = 8
+"""Most tool calls of one reply run at the same time."""
 
 if TYPE_CHECKING:
     import anthropic
@@ -238,17 +244,26 @@ class Agent:
             raise ModelAPIError(f"cannot reach the Messages API: {e}", result=partial) from None
         return message, time.monotonic() - t0
 
+    def _call(self, block: dict[str, Any], runtime: Runtime) -> tuple[ToolOutcome, float]:
+        arguments = block.get("input")
+        t0 = time.monotonic()
+        outcome = self.toolset.call(str(block.get("name")), arguments if isinstance(arguments, dict) else {}, runtime)
+        return outcome, time.monotonic() - t0
+
+    def _call_all(self, blocks: list[dict[str, Any]], runtime: Runtime) -> list[tuple[ToolOutcome, float]]:
+        """Run the calls of one reply: at the same time when every one of them may overlap, else in order."""
+        if len(blocks) > 1 and all(self.toolset.concurrent(str(b.get("name"))) for b in blocks):
+            with ThreadPoolExecutor(max_workers=min(len(blocks), MAX_CONCURRENT_TOOLS)) as pool:
+                return list(pool.map(lambda b: self._call(b, runtime), blocks))
+        return [self._call(b, runtime) for b in blocks]
+
     def _run_tools(
         self, content: list[dict[str, Any]], runtime: Runtime, turn: int, summary: RunSummary, log: Transcript
     ) -> list[dict[str, Any]]:
         results: list[dict[str, Any]] = []
-        for block in content:
-            if block.get("type") != "tool_use":
-                continue
+        blocks = [b for b in content if b.get("type") == "tool_use"]
+        for block, (outcome, seconds) in zip(blocks, self._call_all(blocks, runtime), strict=True):
             name, arguments = str(block.get("name")), block.get("input")
-            t0 = time.monotonic()
-            outcome = self.toolset.call(name, arguments if isinstance(arguments, dict) else {}, runtime)
-            seconds = time.monotonic() - t0
             result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.get("id"), "content": outcome.content}
             if outcome.is_error:
                 result["is_error"] = True

@@ -58,6 +58,10 @@ class Toolset(ABC):
     def call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
         """Run one ``tool_use``; failures the model can act on are outcomes with ``is_error``."""
 
+    def concurrent(self, name: str) -> bool:
+        """Whether calls of ``name`` may run at the same time as the other calls of one reply."""
+        return False
+
     def resolve_pinned(self, pinned: Sequence[str]) -> list[ToolEntry]:
         """The manifest entries for ``pinned`` names (``crm.update_record``, ``crm/update_record``
         or the original ``<server>.<tool>``).

@@ -49,7 +49,7 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "search_tools",
-        "description": "Find tools by what they do, or by a pattern (regex). detail: name, summary (signature) or full.",
+        "description": "Find tools by what they do or by a pattern (regex). detail: name, summary (signature) or full.",
         "input_schema": {
             "type": "object",
             "properties": {
@@ -137,6 +137,10 @@ class CodeToolset(Toolset):
         return render_hits(self.tree, hits, "summary").strip()
 
     # ---- handlers ---------------------------------------------------------------------------
+
+    def concurrent(self, name: str) -> bool:
+        # Reading the tree is safe to overlap; scripts run one after another in the one session.
+        return name in ("list_files", "read_file", "search_tools")
 
     def call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
         files = FileView(self.tree, workspace=lambda: runtime.sandbox)

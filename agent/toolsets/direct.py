@@ -88,6 +88,10 @@ class DirectToolset(Toolset):
     def system_prompt(self) -> str:
         return self._system
 
+    def concurrent(self, name: str) -> bool:
+        # Several tool_use blocks in one reply are independent calls (parallel tool use).
+        return name in self.names
+
     def call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
         from sandbox.bridge import ToolCallRefused
 

@@ -107,6 +107,18 @@ def test_tool_errors_go_back_to_the_model_marked_as_errors(project: Project, liv
     assert result.summary.tool_errors == 3 and result.summary.tool_calls == 4
 
 
+def test_the_calls_of_one_reply_run_at_the_same_time_and_answer_in_order(project: Project, live: Runtime) -> None:
+    meet = {"group": "one-reply", "parties": 2, "timeout": 20}  # returns only while both calls are in progress
+    calls = reply(tool_use("media__rendezvous", meet), tool_use("media__rendezvous", meet))
+    with FakeMessagesAPI([calls, reply("Both met.")]) as api:
+        result = agent(project, api, live).run("Meet twice")
+    results = tool_results(api.requests[1])
+    assert [r["tool_use_id"] for r in results] == [b["id"] for b in api.responses[0]["content"]]
+    assert [r.get("is_error", False) for r in results] == [False, False]
+    assert results[0]["content"][0]["text"] == "group 'one-reply': 2 parties met"
+    assert result.summary.tool_calls == 2
+
+
 def test_the_turn_limit_ends_a_run_that_keeps_calling_tools(project: Project, live: Runtime) -> None:
     script = [reply(tool_use("media__list_gallery"))] * 3
     with FakeMessagesAPI(script) as api:
