@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tooltree_cli.common import load_optional_config, sandbox_config
-from tooltree_cli.output import error, print_json
+from tooltree_cli.output import error, print_json, table
 
 if TYPE_CHECKING:
+    from agent import Agent, RunResult
     from agent.events import Event
+    from tool_tree.config import Config
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_API, EXIT_SANDBOX = 0, 1, 2, 3, 4
 API_KEY_ENV = "ANTHROPIC_API_KEY"
@@ -42,6 +45,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument("--workspace", metavar="DIR", help="a host folder restored into /workspace and saved back")
     p.add_argument("--transcript", metavar="FILE", help="write the JSONL transcript of the run here")
+    p.add_argument(
+        "--compare",
+        nargs="?",
+        const=",".join(MODES),
+        metavar="MODES",
+        help="run the task once in each mode (default: all three) and print a table of the tokens each used; "
+        "the task really runs that many times, so use it on tasks whose effects can be repeated",
+    )
     p.add_argument("--json", action="store_true", help="print the run summary as JSON instead of the answer")
     p.add_argument("--quiet", action="store_true", help="no live view on stderr")
     p.set_defaults(handler=run)
@@ -77,7 +88,7 @@ def live_view(event: Event) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent import Agent, AgentSetupError, ModelAPIError
+    from agent import AgentSetupError, ModelAPIError
     from sandbox.errors import SandboxError
     from tool_tree.config import ConfigError
     from tool_tree.pool import PoolError
@@ -89,46 +100,92 @@ def run(args: argparse.Namespace) -> int:
     if not task.strip():
         error("the task is empty")
         return EXIT_USAGE
+    modes = [args.mode] if args.compare is None else [m.strip() for m in args.compare.split(",") if m.strip()]
+    if args.compare is not None and (args.mode or not modes or len(set(modes)) != len(modes)):
+        error("--compare takes distinct modes (e.g. code,direct) and replaces --mode")
+        return EXIT_USAGE
     try:
         config = load_optional_config(args.config)
         if config is None:
             error("no tooltree.yaml here; pass --config PATH")
             return EXIT_USAGE
-        agent = Agent(
-            config,
-            tree=args.tree,
-            mode=args.mode,
-            model=args.model,
-            max_turns=args.max_turns,
-            token_budget=args.token_budget,
-            max_tokens=args.max_tokens,
-            pinned=args.pin,
-            sandbox_config=sandbox_config(config),
-            workspace=args.workspace,
-            transcript=args.transcript,
-            on_event=None if args.quiet else live_view,
-        )
+        agents = [_agent(args, config, mode, len(modes) > 1) for mode in modes]
     except (ConfigError, AgentSetupError, SandboxError, OSError) as e:
         error(str(e))
         return EXIT_USAGE
-    try:
-        result = agent.run(task)
-    except ModelAPIError as e:
-        error(str(e))
-        return EXIT_API
-    except (SandboxError, PoolError) as e:
-        error(f"the sandbox failed: {e}")
-        return EXIT_SANDBOX
+    results: list[RunResult] = []
+    for agent in agents:
+        if len(agents) > 1 and not args.quiet:
+            print(f"== {agent.mode}", file=sys.stderr, flush=True)
+        try:
+            result = agent.run(task)
+        except ModelAPIError as e:
+            error(f"{agent.mode}: {e}" if len(agents) > 1 else str(e))
+            return EXIT_API
+        except (SandboxError, PoolError) as e:
+            error(f"the sandbox failed: {e}")
+            return EXIT_SANDBOX
+        if not args.quiet:
+            print(_summary_line(result), file=sys.stderr)
+        results.append(result)
+    if len(results) > 1:
+        _print_comparison(results, as_json=args.json)
+    elif args.json:
+        (result,) = results
+        print_json({**result.summary.to_json(), "transcript": str(result.transcript) if result.transcript else None})
+    elif results[0].answer:
+        print(results[0].answer)
+    return EXIT_OK if all(r.completed for r in results) else EXIT_INCOMPLETE
+
+
+def _agent(args: argparse.Namespace, config: Config, mode: str | None, several: bool) -> Agent:
+    from agent import Agent
+
+    transcript = args.transcript
+    if transcript and several:  # run.jsonl -> run.code.jsonl, run.direct.jsonl, ...
+        path = Path(transcript)
+        transcript = str(path.with_name(f"{path.stem}.{mode}{path.suffix or '.jsonl'}"))
+    return Agent(
+        config,
+        tree=args.tree,
+        mode=mode,
+        model=args.model,
+        max_turns=args.max_turns,
+        token_budget=args.token_budget,
+        max_tokens=args.max_tokens,
+        pinned=args.pin,
+        sandbox_config=sandbox_config(config),
+        workspace=args.workspace,
+        transcript=transcript,
+        on_event=None if args.quiet else live_view,
+    )
+
+
+def _summary_line(result: RunResult) -> str:
     s = result.summary
-    if not args.quiet:
-        print(
-            f"tooltree: {result.stop_reason} after {s.turns} turn(s) · {s.usage.sent:,} tokens sent, "
-            f"{s.usage.output_tokens:,} received · {s.tool_calls} tool call(s), {s.script_tool_calls} from scripts · "
-            f"{_size(s.sandbox_bytes)} stayed in the sandbox, {_size(s.model_bytes)} reached the model",
-            file=sys.stderr,
-        )
-    if args.json:
-        print_json({**s.to_json(), "transcript": str(result.transcript) if result.transcript else None})
-    elif result.answer:
-        print(result.answer)
-    return EXIT_OK if result.completed else EXIT_INCOMPLETE
+    return (
+        f"tooltree: {result.stop_reason} after {s.turns} turn(s) · {s.usage.sent:,} tokens sent, "
+        f"{s.usage.output_tokens:,} received · {s.tool_calls} tool call(s), {s.script_tool_calls} from scripts · "
+        f"{_size(s.sandbox_bytes)} stayed in the sandbox, {_size(s.model_bytes)} reached the model"
+    )
+
+
+def _print_comparison(results: list[RunResult], *, as_json: bool) -> None:
+    """The runs of one task side by side: tokens, and each as a share of ``direct`` when it ran."""
+    direct = next((r.summary.usage.total for r in results if r.summary.mode == "direct"), None)
+    if as_json:
+        runs = [{**r.summary.to_json(), "transcript": str(r.transcript) if r.transcript else None} for r in results]
+        print_json({"runs": runs})
+        return
+    header = ["mode", "stop", "turns", "sent", "received", "total", "of direct", "tool calls", "kept", "to model"]
+    rows = []
+    for r in results:
+        s, u = r.summary, r.summary.usage
+        share = f"{100 * u.total / direct:.1f} %" if direct else "-"
+        rows.append([
+            s.mode, r.stop_reason, str(s.turns), f"{u.sent:,}", f"{u.output_tokens:,}", f"{u.total:,}", share,
+            f"{s.tool_calls} ({s.script_tool_calls} from scripts)", _size(s.sandbox_bytes), _size(s.model_bytes),
+        ])  # fmt: skip
+    print(table(rows, header))
+    for r in results:
+        print(f"\n[{r.summary.mode}] {r.answer}")

@@ -117,3 +117,43 @@ def test_a_bad_agent_section_names_file_line_and_key(
     err = capsys.readouterr().err
     assert f"tooltree.yaml:{line}: agent.mode: expected one of code, direct, tool-search, got 'fast'" in err
     assert api.requests == []
+
+
+def test_compare_runs_the_task_in_each_mode_and_tabulates_the_tokens(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    search = {"object_type": "opportunity", "record_id": "0065e000009Q3PR"}
+    api.add(
+        reply(tool_use("crm__get_record", search)),
+        reply("Negotiation (direct)."),
+        reply("Negotiation (tool-search)."),
+    )
+    transcript = tmp_path / "run.jsonl"
+    base = ["agent", "Read the Northwind deal", "--config", str(project.config_path), "--tree", str(project.tree)]
+    assert main([*base, "--compare", "direct,tool-search", "--transcript", str(transcript)]) == 0
+    out, err = capsys.readouterr()
+    assert "== direct" in err and "== tool-search" in err
+    lines = out.splitlines()
+    assert lines[0].split() == ["mode", "stop", "turns", "sent", "received", "total", "of", "direct", "tool", "calls",
+                                "kept", "to", "model"]  # fmt: skip
+    direct, tool_search = lines[2].split(), lines[3].split()
+    assert direct[:3] == ["direct", "end_turn", "2"] and direct[6:8] == ["100.0", "%"]
+    assert tool_search[:3] == ["tool-search", "end_turn", "1"]
+    assert float(tool_search[6]) < 10  # one turn with every tool deferred: a small share of direct
+    assert "[direct] Negotiation (direct)." in out and "[tool-search] Negotiation (tool-search)." in out
+    assert (tmp_path / "run.direct.jsonl").is_file() and (tmp_path / "run.tool-search.jsonl").is_file()
+    assert [r["tools"][0].get("defer_loading", False) for r in api.requests] == [False, False, True]
+
+    api.add(reply("A."), reply("B."))
+    assert main([*base, "--compare", "direct,tool-search", "--json", "--quiet"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [(r["mode"], r["answer"]) for r in runs] == [("direct", "A."), ("tool-search", "B.")]
+
+
+@pytest.mark.parametrize("extra", [["--compare", "direct,direct"], ["--compare", "direct", "--mode", "code"]])
+def test_compare_needs_distinct_modes_without_mode(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], extra: list[str]
+) -> None:
+    assert main(["agent", "Hi", "--config", str(project.config_path), "--tree", str(project.tree), *extra]) == 2
+    assert "--compare takes distinct modes" in capsys.readouterr().err
+    assert api.requests == []
