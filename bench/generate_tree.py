@@ -7,6 +7,11 @@
 - a no-op rerun of the 527-tool tree; target ≤ 0.3 s.
 - ``--live``: generation against the six real servers vs the slowest single server's connect+list.
 - sizes: characters of all tool definitions vs ``INDEX.md`` and the per-server READMEs.
+
+Every run above passes ``--embeddings off``, so the numbers stay comparable whether or not the
+embedding model is installed. The cost of embeddings is measured on its own, when the model is
+installed: a fresh 527-tool tree and the sample servers' tree with ``--embeddings on`` vs ``off``,
+and a no-op rerun with embeddings (vectors are reused, the model is not loaded).
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from _common import ROOT, corpus, print_table, summary, time_process, write_json
+
+sys.path.insert(0, str(ROOT))
+from tests.support import sample_config_yaml
 
 
 def livemcpbench_snapshots(dest: Path, copies: int = 1) -> int:
@@ -58,8 +66,8 @@ def synthetic_snapshots(dest: Path, target: int = 10_000) -> int:
     return per_server * 20
 
 
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tooltree_cli.main", "generate-tree", *args]
+def cli(*args: str, embeddings: str = "off") -> list[str]:
+    return [sys.executable, "-m", "tooltree_cli.main", "generate-tree", "--embeddings", embeddings, *args]
 
 
 def sizes(tree: Path, snapshots: Path) -> dict[str, int]:
@@ -125,6 +133,8 @@ def main() -> None:
             )
             rows.append([f"live: slowest single ({lv['slowest']})", f"{lv['slowest_median']:.3f}", "", ""])
 
+        results["embeddings"] = embeddings(work, snap527, max(1, args.runs // 2), rows)
+
     print_table("generate-tree (whole process, seconds)", ["case", "median", "p90", "target"], rows)
     s = results["sizes_527"]
     print_table(
@@ -137,6 +147,40 @@ def main() -> None:
         ],
     )
     write_json("generate_tree.json", results)
+
+
+def embeddings(work: Path, snap527: Path, runs: int, rows: list[list[Any]]) -> dict[str, Any]:
+    """Fresh generation with and without tool embeddings, and a no-op rerun with them (adds rows)."""
+    from tool_tree.search import SearchError
+    from tool_tree.search._encoder import model_info
+
+    try:
+        model = model_info()
+    except SearchError as e:
+        print(f"embedding costs not measured: {e}")
+        return {"skipped": str(e)}
+    sample = work / "sample"
+    config = work / "sample.yaml"
+    config.write_text(sample_config_yaml("docs", "crm", "media"), encoding="utf-8")
+    time_process(cli("--config", str(config), "--out", str(sample)), 1)
+    out: dict[str, Any] = {"model": model.model_id}
+    for name, snapshots in (("sample", sample / "snapshots"), ("527", snap527)):
+        tree = work / f"emb-{name}"
+        for mode in ("off", "on"):
+            times = []
+            for _ in range(runs):
+                shutil.rmtree(tree, ignore_errors=True)
+                times += time_process(cli("--from-snapshot", str(snapshots), "--out", str(tree), embeddings=mode), 1)
+            t = summary(times)
+            out[f"{name}_{mode}"] = t
+            tools = len(json.loads((tree / "manifest.json").read_text(encoding="utf-8"))["tools"])
+            rows.append(
+                [f"embeddings {mode}: fresh {name} tree ({tools} tools)", f"{t['median']:.3f}", f"{t['p90']:.3f}", ""]
+            )
+        t = summary(time_process(cli("--from-snapshot", str(snapshots), "--out", str(tree), embeddings="on"), runs))
+        out[f"{name}_noop_on"] = t
+        rows.append([f"embeddings on: no-op rerun ({name})", f"{t['median']:.3f}", f"{t['p90']:.3f}", ""])
+    return out
 
 
 def live(work: Path, runs: int) -> dict[str, Any]:

@@ -127,18 +127,27 @@ def generate(
     check: bool = False,
     snapshots: Path | None = None,
     on_server: Callable[[ServerOutcome], None] | None = None,
+    embeddings: str | None = None,
 ) -> GenerateResult:
     """Generate (or, with ``check``, compare) the tree at ``out``.
 
     ``snapshots`` regenerates from stored ``tools/list`` results instead of connecting; with no
-    ``config`` every snapshot there is used.
+    ``config`` every snapshot there is used. ``embeddings`` (``auto``, ``on``, ``off``; default
+    ``TOOLTREE_SEARCH_EMBEDDINGS``, else ``auto``) decides whether the search index stores tool
+    embeddings; see ``tool_tree.search.embedding_model``.
 
     Raises:
         ConfigError: ``only`` names a server that is not configured.
+        SearchError: ``embeddings`` is ``on`` but the embeddings extra is missing, or the mode
+            is unknown (checked before any server is contacted).
         TreeError: ``snapshots`` is missing or holds a malformed file.
         generator.files.UnsafePathError: the tree on disk contains a symlink where a file goes.
     """
     start = time.perf_counter()
+    from tool_tree.search import embedding_model, embeddings_mode
+
+    mode = embeddings_mode(embeddings)
+    model = None if check else embedding_model(mode)
     previous = load_previous(out)
     listings: list[ServerListing] = []
     outcomes: list[ServerOutcome] = []
@@ -219,7 +228,7 @@ def generate(
         result.drift = diff_plan(out, plan.files, OWNED_DIRS, known=seen)
     else:
         result.report = write_plan(out, plan.files, OWNED_DIRS, known=seen)
-        _write_search_index(out, result)
+        _write_search_index(out, result, mode, model.model_id if model is not None else None)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -230,26 +239,27 @@ async def _discover(servers: list[ServerConfig], done: Callable[[Discovery], Non
     await discover_all(servers, on_done=done)
 
 
-def _write_search_index(out: Path, result: GenerateResult) -> None:
-    """Rebuild ``search_index.json`` when the tree changed (or the index is missing or older).
+def _write_search_index(out: Path, result: GenerateResult, mode: str, model_id: str | None) -> None:
+    """Rebuild ``search_index.json`` when the tree changed (or the index is missing, older, or
+    stores other embeddings than ``model_id`` asks for).
 
     The index is derived from the manifest and the snapshots only, so when this run wrote
-    nothing and the index is at least as new as the manifest, it is current: a no-op rerun
-    does not pay for rebuilding it.
+    nothing, the index is at least as new as the manifest and holds the wanted embeddings, it is
+    current: a no-op rerun does not pay for rebuilding it.
     """
+    from tool_tree.search import INDEX_FILE, SearchError, index_embeds_with, write_index
+
     index, manifest = out / SEARCH_INDEX_FILE, out / MANIFEST_FILE
     report = result.report
     if report is not None and not report.written and not report.deleted and index.is_file():
         try:
-            if index.stat().st_mtime_ns >= manifest.stat().st_mtime_ns:
+            if index.stat().st_mtime_ns >= manifest.stat().st_mtime_ns and index_embeds_with(out, model_id):
                 return
         except OSError:
             pass
-    from tool_tree.search import INDEX_FILE, SearchError, write_index
-
     before = read_existing(out, INDEX_FILE)
     try:
-        write_index(out)
+        write_index(out, embeddings=mode)
     except SearchError as e:
         result.warnings.append(f"search index not written: {e}")
         return

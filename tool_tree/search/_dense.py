@@ -1,6 +1,7 @@
 """Optional hybrid ranking: BM25F fused with sentence-embedding similarity.
 
-When the tree is generated with embeddings on, the index also stores one vector per tool
+When the tree is generated with embeddings (by default whenever the extra is installed; see
+``_index.embedding_model``), the index also stores one vector per tool
 (float16, base64, in index order). A query is then embedded too, and the two rankings are
 fused by z-score: each score list is standardised over the whole catalog and
 ``alpha · z(bm25) + (1 − alpha) · z(cosine)`` ranks the tools. Standardising makes the two
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tool_tree.search._docs import SearchDoc
-from tool_tree.search._encoder import Encoder, _numpy
+from tool_tree.search._encoder import Encoder, ModelInfo, _numpy
 from tool_tree.search._errors import SearchError
 from tool_tree.search._text import split_words
 
@@ -43,18 +44,20 @@ def embed_text(doc: SearchDoc) -> str:
     return (f"{text} Parameters: {params}." if params else text)[:MAX_EMBED_CHARS]
 
 
-def get_encoder() -> Encoder:
-    """The process-wide encoder, loaded once.
+def get_encoder(model: ModelInfo | None = None) -> Encoder:
+    """The process-wide encoder, loaded once (again only if ``model`` names another one).
 
     Raises:
         SearchError: numpy or the model is not installed (the message says what to install).
     """
     global _encoder, _encoder_error
+    if _encoder is not None and model is not None and _encoder.model_id != model.model_id:
+        _encoder, _encoder_error = None, None
     if _encoder is None:
-        if _encoder_error is not None:
+        if _encoder_error is not None and model is None:
             raise _encoder_error
         try:
-            _encoder = Encoder()
+            _encoder = Encoder(model.path if model is not None else None)
         except SearchError as e:
             _encoder_error = e
             raise
@@ -96,10 +99,16 @@ class DenseVectors:
         return cls(model=str(data["model"]), dim=int(data["dim"]), encoded=vectors)
 
 
-def encode_docs(docs: list[SearchDoc], hashes: list[str], encoder: Encoder, reuse: dict[str, str]) -> DenseVectors:
-    """Vectors for ``docs``, taking those whose hash is in ``reuse`` from there (incremental rebuild)."""
+def encode_docs(docs: list[SearchDoc], hashes: list[str], model: ModelInfo, reuse: dict[str, str]) -> DenseVectors:
+    """Vectors for ``docs``, taking those whose hash is in ``reuse`` from there (incremental rebuild).
+
+    The model is loaded only when some tool has no vector to reuse.
+
+    Raises:
+        SearchError: the model cannot be loaded.
+    """
     missing = [i for i, h in enumerate(hashes) if h not in reuse]
-    fresh = encoder.encode([embed_text(docs[i]) for i in missing]) if missing else None
+    fresh = get_encoder(model).encode([embed_text(docs[i]) for i in missing]) if missing else None
     encoded: list[str] = []
     new = dict(zip(missing, range(len(missing)), strict=True))
     for i, h in enumerate(hashes):
@@ -107,7 +116,7 @@ def encode_docs(docs: list[SearchDoc], hashes: list[str], encoder: Encoder, reus
             encoded.append(base64.b64encode(fresh[new[i]].astype("<f2").tobytes()).decode("ascii"))
         else:
             encoded.append(reuse[h])
-    return DenseVectors(model=encoder.model_id, dim=encoder.dim, encoded=encoded)
+    return DenseVectors(model=model.model_id, dim=model.dim, encoded=encoded)
 
 
 def fuse(lexical: dict[int, float], dense: DenseVectors, query: str, alpha: float = ALPHA) -> dict[int, float] | None:

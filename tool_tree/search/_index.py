@@ -4,20 +4,27 @@ The file holds everything a query needs and nothing it has to recompute: one ent
 tool (names, path, one-line summary, the capped text that regex mode scans) and the BM25F
 postings with precomputed impacts (see ``_rank``). Writing is deterministic: the same
 catalog gives the same bytes, and an unchanged index is not rewritten.
+
+Tool embeddings for the hybrid ranking (``_dense``) are stored too when the embeddings extra
+is installed (``auto``, the default), or always (``on``, an error without the extra), or never
+(``off``): see ``embedding_model``. ``TOOLTREE_SEARCH_EMBEDDINGS`` (``1``, ``0`` or ``auto``)
+sets the mode when no argument does; ``0`` also keeps queries lexical.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from tool_tree.search._dense import DenseVectors, encode_docs, fuse, get_encoder
+from tool_tree.search._dense import DenseVectors, encode_docs, fuse
 from tool_tree.search._docs import SearchDoc, docs_from_tree
+from tool_tree.search._encoder import ModelInfo, model_info
 from tool_tree.search._errors import SearchError
 from tool_tree.search._rank import Postings, RankingConfig, doc_fields, impacts, related_terms, score
 from tool_tree.search._text import first_sentence, one_line, tokens
@@ -27,6 +34,12 @@ INDEX_FILE = SEARCH_INDEX_FILE
 INDEX_FORMAT = "tooltree-search-index"
 INDEX_VERSION = 1
 EMBEDDINGS_ENV = "TOOLTREE_SEARCH_EMBEDDINGS"
+
+EmbeddingsMode = Literal["auto", "on", "off"]
+EMBEDDINGS_MODES: tuple[EmbeddingsMode, ...] = ("auto", "on", "off")
+_MODE_NAMES: dict[str, EmbeddingsMode] = {"": "auto", "auto": "auto", "1": "on", "on": "on", "0": "off", "off": "off"}
+
+logger = logging.getLogger(__name__)
 
 MIN_LIMIT, MAX_LIMIT = 1, 50
 MAX_QUERY = 2000
@@ -187,12 +200,14 @@ class SearchIndex:
         """The best ``limit`` tools for ``query``, best first; ties are broken by server and tool name.
 
         When the index carries embeddings and the embeddings extra is installed, the BM25F
-        ranking is fused with embedding similarity (see ``_dense``); otherwise BM25F alone ranks.
+        ranking is fused with embedding similarity (see ``_dense``); otherwise, or with
+        ``TOOLTREE_SEARCH_EMBEDDINGS=0``, BM25F alone ranks.
         In ``regex`` mode the query is a Python regular expression matched (case-insensitively)
         against tool names and descriptions; a match in a name ranks above one in a description.
 
         Raises:
-            SearchError: the limit is not 1–50, the query is blank, or the regex is rejected.
+            SearchError: the limit is not 1–50, the query is blank, the regex is rejected, or
+                ``TOOLTREE_SEARCH_EMBEDDINGS`` has an unknown value.
         """
         check_limit(limit)
         if not query.strip():
@@ -201,7 +216,7 @@ class SearchIndex:
             scores = self._regex_scores(query)
         else:
             scores = self.scores(query)
-            if self._dense is not None:
+            if self._dense is not None and embeddings_mode() != "off":
                 scores = fuse(scores, self._dense, query[:MAX_QUERY]) or scores
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], self._entries[kv[0]].server, self._entries[kv[0]].tool))
         return [self._hit(d, s) for d, s in ranked[:limit] if s > 0.0]
@@ -312,6 +327,43 @@ def _str(value: Any) -> str:
     return value
 
 
+def embeddings_mode(mode: str | None = None) -> EmbeddingsMode:
+    """``mode``, or when it is None the ``TOOLTREE_SEARCH_EMBEDDINGS`` variable: ``1``/``on``,
+    ``0``/``off``, or unset/``auto``.
+
+    Raises:
+        SearchError: the value is none of these.
+    """
+    value = os.environ.get(EMBEDDINGS_ENV, "") if mode is None else mode
+    known = _MODE_NAMES.get(value.strip().lower())
+    if known is None:
+        where = f"{EMBEDDINGS_ENV}={value}" if mode is None else f"embeddings mode {value!r}"
+        raise SearchError(f"{where}: expected 1 (on), 0 (off) or auto")
+    return known
+
+
+def embedding_model(mode: str | None = None) -> ModelInfo | None:
+    """The model whose vectors an index built now stores, or None when it stores none.
+
+    ``auto`` uses the model when numpy and a model are installed, ``on`` requires them, ``off``
+    stores none; ``mode`` None reads ``TOOLTREE_SEARCH_EMBEDDINGS`` (see ``embeddings_mode``).
+    Cheap: neither numpy nor the weights are loaded.
+
+    Raises:
+        SearchError: the mode is ``on`` and numpy or the model is missing (the message says what
+            to install), or the mode is not a known value.
+    """
+    chosen = embeddings_mode(mode)
+    if chosen == "off":
+        return None
+    try:
+        return model_info()
+    except SearchError:
+        if chosen == "on":
+            raise
+        return None
+
+
 def build_index(
     docs: list[SearchDoc],
     config: RankingConfig | None = None,
@@ -325,7 +377,8 @@ def build_index(
     maps tool hashes to vectors of a previous index, which are kept instead of recomputed.
 
     Raises:
-        SearchError: ``embeddings`` is asked for but the extra is not installed.
+        SearchError: ``embeddings`` is asked for but the extra is not installed or the model
+            cannot be loaded.
     """
     cfg = config or RankingConfig()
     ordered = sorted(docs, key=lambda d: (d.server, d.tool, d.path))
@@ -345,7 +398,7 @@ def build_index(
     ]
     dense = None
     if embeddings:
-        dense = encode_docs(ordered, [e.hash for e in entries], get_encoder(), reuse or {})
+        dense = encode_docs(ordered, [e.hash for e in entries], model_info(), reuse or {})
     return SearchIndex(entries, impacts(per_doc, cfg), related_terms(per_doc, cfg), cfg, dense)
 
 
@@ -361,22 +414,59 @@ def _reusable_vectors(path: Path, model: str) -> dict[str, str]:
     return {e.hash: v for e, v in zip(previous._entries, dense.encoded, strict=True)}
 
 
-def write_index(tree: Path, *, embeddings: bool | None = None) -> Path:
+_STORED_MODEL = re.compile(r'"dense":(?:null|\{"dim":\d+,"model":("(?:[^"\\]|\\.)*"))')
+
+
+def index_embeds_with(tree: Path, model_id: str | None) -> bool:
+    """Whether the index of ``tree`` stores vectors of ``model_id`` (None: stores none).
+
+    Reads only the head of the file: the index is written with sorted keys, so ``dense`` and
+    its model come right after the small ``config``. False when the file is missing or unclear.
+    """
+    try:
+        with (tree / INDEX_FILE).open("rb") as f:
+            head = f.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    found = _STORED_MODEL.search(head)
+    if found is None:
+        return False
+    if found.group(1) is None:
+        return model_id is None
+    try:
+        return model_id is not None and json.loads(found.group(1)) == model_id
+    except ValueError:
+        return False
+
+
+def write_index(tree: Path, *, embeddings: str | None = None) -> Path:
     """Build the index of the tree at ``tree`` and store it as ``<tree>/search_index.json``.
 
-    The file is written atomically, and only when its content changes. ``embeddings``
-    (default: the ``TOOLTREE_SEARCH_EMBEDDINGS=1`` environment variable) also stores tool
-    embeddings; vectors of tools whose text did not change are taken from the previous index.
+    The file is written atomically, and only when its content changes. ``embeddings`` is
+    ``auto``, ``on`` or ``off`` (default: ``TOOLTREE_SEARCH_EMBEDDINGS``, else ``auto``; see
+    ``embedding_model``). Vectors of tools whose text did not change are taken from the
+    previous index, so the model is loaded only when some tool is new or changed. In ``auto``
+    mode a model that is installed but cannot be loaded gives an index without vectors and a
+    logged warning.
 
     Raises:
         SearchError: the tree's manifest or a snapshot is missing or malformed, embeddings are
-            asked for but the extra is not installed, or the file cannot be written.
+            ``on`` but the extra is not installed or the model cannot be loaded, or the file
+            cannot be written.
     """
     path = tree / INDEX_FILE
-    if embeddings is None:
-        embeddings = os.environ.get(EMBEDDINGS_ENV, "") == "1"
-    reuse = _reusable_vectors(path, get_encoder().model_id) if embeddings else {}
-    text = build_index(docs_from_tree(tree), embeddings=embeddings, reuse=reuse).to_json()
+    mode = embeddings_mode(embeddings)
+    model = embedding_model(mode)
+    docs = docs_from_tree(tree)
+    try:
+        reuse = _reusable_vectors(path, model.model_id) if model is not None else {}
+        index = build_index(docs, embeddings=model is not None, reuse=reuse)
+    except SearchError as e:
+        if mode != "auto" or model is None:
+            raise
+        logger.warning("search index written without embeddings: %s", e)
+        index = build_index(docs)
+    text = index.to_json()
     try:
         if path.read_text(encoding="utf-8") == text:
             return path

