@@ -48,10 +48,11 @@ def sample_config(folder: Path) -> Path:
     return path
 
 
-def generate(config: Path | None, out: Path, *, snapshots: Path | None = None) -> Path:
+def generate(config: Path | None, out: Path, *, snapshots: Path | None = None, embeddings: str = "auto") -> Path:
     """Run ``generate-tree`` (from live servers, or offline from snapshot files) into ``out``."""
     source = ["--from-snapshot", str(snapshots)] if snapshots is not None else ["--config", str(config)]
     argv = [sys.executable, "-m", "tooltree_cli.main", "generate-tree", *source, "--out", str(out)]
+    argv += ["--embeddings", embeddings]
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, check=False)
     if proc.returncode != 0:
         sys.exit(f"generate-tree failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
