@@ -26,7 +26,12 @@ def corpus(*parts: str) -> Path:
 
 
 def time_process(argv: Sequence[str], runs: int, *, env: dict[str, str] | None = None) -> list[float]:
-    """Wall-clock seconds of ``runs`` whole-process runs of ``argv`` (each must exit 0 or 3)."""
+    """Wall-clock seconds of ``runs`` whole-process runs of ``argv`` (each must exit 0 or 3).
+
+    Bytecode caching is on, as for an installed package (pip compiles it), even when this shell
+    sets ``PYTHONDONTWRITEBYTECODE``: otherwise every run would compile the modules it imports.
+    """
+    env = {k: v for k, v in (os.environ if env is None else env).items() if k != "PYTHONDONTWRITEBYTECODE"}
     times: list[float] = []
     for _ in range(runs):
         start = time.perf_counter()

@@ -12,7 +12,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -102,12 +102,52 @@ def _current(root: Path, rel: str, known: Mapping[str, bytes | None]) -> bytes |
     return known[rel] if rel in known else read_existing(root, rel)
 
 
+def write_file(root: Path, rel: str, data: bytes, *, known: Mapping[str, bytes | None] = {}) -> bool:
+    """Make the file ``rel`` under ``root`` (an existing, resolved folder) hold ``data``.
+
+    Only a file whose bytes differ is written; a new file is created exclusively, an existing one
+    replaced atomically. Returns whether it wrote. ``known`` holds files already read from
+    ``root`` in this run (they are not read again).
+
+    Raises:
+        UnsafePathError: the path is unsafe or passes through a symlink.
+        OSError: the file system refused the write.
+    """
+    p = check_relpath(rel)
+    if _current(root, rel, known) == data:
+        return False
+    parent = _ensure_dir(root, p.parent)
+    if not os.path.lexists(parent / p.name):
+        # A new file: create it exclusively (never through a link planted meanwhile).
+        fd = os.open(parent / p.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return True
+    fd, tmp = tempfile.mkstemp(dir=parent, prefix=".tmp-", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, parent / p.name)  # replaces a symlink itself, never its target
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
+
+
 def write_plan(
-    root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str], *, known: Mapping[str, bytes | None] = {}
+    root: Path,
+    files: Mapping[str, bytes],
+    owned_dirs: Iterable[str],
+    *,
+    known: Mapping[str, bytes | None] = {},
+    written: Collection[str] = (),
 ) -> WriteReport:
     """Make the tree under ``root`` match ``files``; stale files in ``owned_dirs`` are deleted.
 
-    ``known`` holds files already read from ``root`` in this run (they are not read again).
+    ``known`` holds files already read from ``root`` in this run (they are not read again);
+    ``written`` are files of the plan this run already wrote with `write_file` (reported as
+    written, not touched again).
 
     Raises:
         UnsafePathError: a path is unsafe or passes through a symlink.
@@ -117,28 +157,10 @@ def write_plan(
     root.mkdir(parents=True, exist_ok=True)
     root = root.resolve()
     for rel in sorted(files):
-        data = files[rel]
-        p = check_relpath(rel)
-        if _current(root, rel, known) == data:
-            report.unchanged += 1
-            continue
-        parent = _ensure_dir(root, p.parent)
-        if not os.path.lexists(parent / p.name):
-            # A new file: create it exclusively (never through a link planted meanwhile).
-            fd = os.open(parent / p.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
+        if rel in written or write_file(root, rel, files[rel], known=known):
+            report.written.append(rel)
         else:
-            fd, tmp = tempfile.mkstemp(dir=parent, prefix=".tmp-", suffix=".part")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, parent / p.name)  # replaces a symlink itself, never its target
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-        report.written.append(rel)
+            report.unchanged += 1
     for rel in _stale(root, files, owned_dirs):
         (root / rel).unlink()
         report.deleted.append(rel)

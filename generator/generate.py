@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from generator.files import UnsafePathError, WriteReport, diff_plan, files_under, read_existing, write_plan
+from generator.files import (
+    UnsafePathError,
+    WriteReport,
+    diff_plan,
+    files_under,
+    read_existing,
+    write_file,
+    write_plan,
+)
 from generator.layout import Plan, ServerListing, plan_tree
 from tool_tree.config import Config, ConfigError, ServerConfig
 from tool_tree.tree import (
@@ -215,7 +223,14 @@ def generate(
         if entry.name not in ok_names and (entry.name in failed_names or (only and entry.name not in only))
     ]
     seen: dict[str, bytes | None] = {}  # files read from the tree in this run, so none is read twice
-    plan = plan_tree(listings, keep=keep, previous=previous, existing=lambda rel: _existing(out, rel, seen))
+    early: set[str] = set()  # stubs written while the rest still rendered (not with --check)
+    plan = plan_tree(
+        listings,
+        keep=keep,
+        previous=previous,
+        existing=lambda rel: _existing(out, rel, seen),
+        on_rendered=None if check else _early_writer(out, seen, early),
+    )
     _carry_kept_files(out, plan, keep)
     for o in outcomes:
         if o.status == "ok":
@@ -227,10 +242,22 @@ def generate(
     if check:
         result.drift = diff_plan(out, plan.files, OWNED_DIRS, known=seen)
     else:
-        result.report = write_plan(out, plan.files, OWNED_DIRS, known=seen)
+        result.report = write_plan(out, plan.files, OWNED_DIRS, known=seen, written=early)
         _write_search_index(out, result, mode, model.model_id if model is not None else None)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _early_writer(out: Path, seen: dict[str, bytes | None], early: set[str]) -> Callable[[str, bytes], None]:
+    """Write each stub as it is rendered, so writing overlaps rendering; ``early`` collects them."""
+    out.mkdir(parents=True, exist_ok=True)
+    root = out.resolve()
+
+    def write(rel: str, data: bytes) -> None:
+        if write_file(root, rel, data, known=seen):
+            early.add(rel)
+
+    return write
 
 
 async def _discover(servers: list[ServerConfig], done: Callable[[Discovery], None]) -> None:

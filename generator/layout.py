@@ -7,7 +7,7 @@ import json
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -72,19 +72,22 @@ def _render(job: _Job) -> RenderedStub:
     return render_stub(server=server, tool=raw, function=function, schema_hash=digest)
 
 
-def render_many(jobs: Sequence[_Job]) -> list[RenderedStub]:
-    """Render stubs, in worker processes when there are many and more than one core.
+def render_many(jobs: Sequence[_Job]) -> Iterator[RenderedStub]:
+    """Render stubs, in order, in worker processes when there are many and more than one core.
 
-    Workers are forked (cheap: the generator is already imported), and only from a process with
-    a single thread, where forking is safe; otherwise, and on small trees, rendering is serial.
+    Results come as the workers finish them, so the caller can write early stubs while later
+    ones render. Workers are forked (cheap: the generator is already imported), and only from a
+    process with a single thread, where forking is safe; otherwise, and on small trees,
+    rendering is serial.
     """
     cores = os.cpu_count() or 1
     fork_ok = "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
     if len(jobs) < PARALLEL_THRESHOLD or cores < 2 or not fork_ok:
-        return [_render(job) for job in jobs]
+        yield from map(_render, jobs)
+        return
     workers = min(cores, 8)
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(_render, jobs, chunksize=max(16, len(jobs) // (workers * 8))))
+        yield from pool.map(_render, jobs, chunksize=max(16, len(jobs) // (workers * 8)))
 
 
 def selected_tools(listing: ServerListing) -> tuple[list[dict[str, Any]], list[str]]:
@@ -141,6 +144,7 @@ def plan_tree(
     keep: Sequence[ServerEntry] = (),
     previous: Manifest | None = None,
     existing: Callable[[str], bytes | None] = lambda _: None,
+    on_rendered: Callable[[str, bytes], None] | None = None,
 ) -> Plan:
     """Plan the files for ``listings``; servers in ``keep`` stay on disk as they are.
 
@@ -151,6 +155,9 @@ def plan_tree(
     A stub whose tool definition, path and generator are unchanged since ``previous`` is not
     rendered again: its bytes on disk (read with ``existing``) are reused when they still hash to
     what was written. That makes a no-op rerun cost a file read per tool, not a render.
+
+    ``on_rendered(path, data)`` is called for each stub as soon as it is rendered (the plan has
+    it too), so a caller can write it while the rest still renders.
     """
     fingerprint = generator_fingerprint()
     reusable: dict[tuple[str, str], ToolEntry] = {}
@@ -200,7 +207,11 @@ def plan_tree(
             else:
                 files[path] = data
         selections.append((listing, base, chosen))
-    rendered = {(job[0], job[2]): stub for job, stub in zip(jobs, render_many(jobs), strict=True)}
+    rendered: dict[tuple[str, str], RenderedStub] = {}
+    for job, done in zip(jobs, render_many(jobs), strict=True):
+        rendered[(job[0], job[2])] = done
+        if on_rendered is not None:
+            on_rendered(f"{SERVERS_DIR}/{packages[job[0]]}/{job[2]}.py", done.source.encode("utf-8"))
 
     for listing, base, chosen in selections:
         package = base.split("/")[1]

@@ -61,3 +61,18 @@ def test_a_symlinked_file_is_replaced_not_followed(tmp_path: Path) -> None:
     with pytest.raises(UnsafePathError):
         write_plan(tree, {"servers/x.py": b"new"}, ["servers"])
     assert target.read_text(encoding="utf-8") == "keep"
+
+
+def test_write_file_writes_only_changes_and_write_plan_reports_early_writes(tmp_path: Path) -> None:
+    from generator.files import write_file
+
+    root = tmp_path.resolve()
+    assert write_file(root, "servers/a/x.py", b"1") is True
+    assert write_file(root, "servers/a/x.py", b"1") is False
+    assert write_file(root, "servers/a/x.py", b"2") is True
+    assert (root / "servers/a/x.py").read_bytes() == b"2"
+    stub = root / "servers/a/x.py"
+    os.utime(stub, (1_000_000, 1_000_000))
+    report = write_plan(root, {"servers/a/x.py": b"2", "servers/a/y.py": b"3"}, ["servers"], written={"servers/a/x.py"})
+    assert report.written == ["servers/a/x.py", "servers/a/y.py"] and report.unchanged == 0
+    assert stub.stat().st_mtime == 1_000_000  # written earlier in the run, not again

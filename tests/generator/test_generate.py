@@ -328,3 +328,34 @@ def test_ctrl_c_stops_generation_and_leaves_no_server_running(tmp_path: Path) ->
     while alive(server_pid):
         assert time.monotonic() < deadline, "the server process outlived generate-tree"
         time.sleep(0.02)
+
+
+def test_a_large_catalog_renders_in_workers_and_writes_while_rendering(tmp_path: Path) -> None:
+    from generator.generate import generate
+    from generator.layout import PARALLEL_THRESHOLD
+
+    snapshots = tmp_path / "snapshots"
+    snapshots.mkdir()
+    count = PARALLEL_THRESHOLD + 50
+    for s in range(3):
+        tools = [
+            {
+                "name": f"tool_{s}_{n}",
+                "description": f"Tool {n} of server {s}.",
+                "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+            }
+            for n in range(count // 3)
+        ]
+        (snapshots / f"s{s}.json").write_text(json.dumps({"server": f"s{s}", "tools": tools}), encoding="utf-8")
+    out = tmp_path / "tree"
+    assert generate(None, out, snapshots=snapshots, check=True).drift != []
+    assert not out.exists()  # --check writes nothing, not even early
+    first = generate(None, out, snapshots=snapshots, embeddings="off")
+    assert first.report is not None
+    stubs = sorted(p.relative_to(out).as_posix() for p in out.glob("servers/*/tool_*.py"))
+    assert len(stubs) == 3 * (count // 3) and set(stubs) <= set(first.report.written)
+    assert len(first.report.written) == len(set(first.report.written))
+    assert "def tool_1_7(*, q: str) -> ToolResult:" in (out / "servers/s1/tool_1_7.py").read_text(encoding="utf-8")
+    assert generate(None, out, snapshots=snapshots, check=True).drift == []
+    second = generate(None, out, snapshots=snapshots, embeddings="off")
+    assert second.report is not None and second.report.written == []

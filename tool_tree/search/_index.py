@@ -130,9 +130,15 @@ class _Entry:
     """Hash of the ``SearchDoc`` the entry was built from."""
 
 
+_DOC_FIELDS = fields(SearchDoc)
+_ENTRY_FIELDS = fields(_Entry)
+
+
 def doc_hash(doc: SearchDoc) -> str:
     """A stable hash of everything the index takes from one tool."""
-    payload = json.dumps(asdict(doc), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    # The same JSON as ``asdict(doc)`` gives (params' tuples become lists), without its deep copy.
+    fields_ = {f.name: getattr(doc, f.name) for f in _DOC_FIELDS}
+    payload = json.dumps(fields_, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
@@ -261,7 +267,7 @@ class SearchIndex:
             "format": INDEX_FORMAT,
             "version": INDEX_VERSION,
             "config": asdict(self._config),
-            "tools": [asdict(e) for e in self._entries],
+            "tools": [{f.name: getattr(e, f.name) for f in _ENTRY_FIELDS} for e in self._entries],  # flat: no asdict
             "postings": {t: [ids, imps] for t, (ids, imps) in sorted(self._postings.items())},
             "related": {t: [[r, s] for r, s in rel] for t, rel in sorted(self._related.items())},
             "dense": self._dense.to_data() if self._dense is not None else None,

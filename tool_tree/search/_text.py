@@ -42,12 +42,20 @@ def split_words(text: str) -> list[str]:
     """
     out: list[str] = []
     for chunk in _WORD.findall(unicodedata.normalize("NFKC", text)):
-        for part in _CAMEL.findall(chunk):
-            if _CJK.fullmatch(part):
-                out.extend(_bigrams(part))
-            else:
-                out.append(part.lower())
+        out.extend(_split_chunk(chunk))
     return out
+
+
+@lru_cache(maxsize=65536)
+def _split_chunk(chunk: str) -> tuple[str, ...]:
+    """The words of one run of letters and digits (cached: a catalog repeats its words)."""
+    out: list[str] = []
+    for part in _CAMEL.findall(chunk):
+        if _CJK.fullmatch(part):
+            out.extend(_bigrams(part))
+        else:
+            out.append(part.lower())
+    return tuple(out)
 
 
 def _bigrams(run: str) -> list[str]:
