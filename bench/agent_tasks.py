@@ -12,7 +12,8 @@ whole transcript it received as the input of ``crm__update_record``).
 
 Each task also has ``+pinned`` variants: the same task for a user who keeps the task's tools pinned
 (``Agent(pinned=...)``), so ``code`` mode has their signatures in the prompt and ``tool-search``
-does not defer them. ``direct`` loads every tool anyway and has no such variant.
+does not defer them. ``direct`` loads every tool anyway and has no such variant. ``code+search``
+(Drive → CRM) finds the two signatures with ``search_tools`` instead of reading the stubs.
 """
 
 from __future__ import annotations
@@ -70,14 +71,16 @@ def last_tool_text(body: dict[str, Any]) -> str:
 
 PINNED = "+pinned"
 """Suffix of a variant run with the task's ``pinned`` tools (``code+pinned``, ``tool-search+pinned``)."""
+SEARCHED = "+search"
+"""Suffix of a variant whose model finds the signatures with ``search_tools`` instead of reading stubs."""
 
 
 def split_variant(variant: str) -> tuple[str, bool]:
-    """``"code+pinned"`` → ``("code", True)``; ``"direct"`` → ``("direct", False)``."""
+    """``"code+pinned"`` → ``("code", True)``; ``"direct"``, ``"code+search"`` → ``(mode, False)``."""
     mode, plus, rest = variant.partition("+")
-    if plus and plus + rest != PINNED:
-        raise ValueError(f"unknown variant {variant!r}: a mode, optionally followed by {PINNED!r}")
-    return mode, bool(plus)
+    if plus and plus + rest not in (PINNED, SEARCHED):
+        raise ValueError(f"unknown variant {variant!r}: a mode, optionally followed by {PINNED!r} or {SEARCHED!r}")
+    return mode, plus + rest == PINNED
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,14 @@ DRIVE_TO_CRM = Task(
                 "I'll read the two stubs I need.",
                 tool_use("read_file", {"path": "servers/docs/get_document.py"}),
                 tool_use("read_file", {"path": "servers/crm/update_record.py"}),
+            ),
+            reply(tool_use("execute_python", {"code": COPY_SCRIPT})),
+            _drive_to_crm_done,
+        ],
+        "code+search": [  # the signatures from search_tools (detail "summary") instead of the stubs
+            reply(
+                tool_use("search_tools", {"query": "export a document as text", "limit": 2}),
+                tool_use("search_tools", {"query": "update fields of a CRM record", "limit": 2}),
             ),
             reply(tool_use("execute_python", {"code": COPY_SCRIPT})),
             _drive_to_crm_done,

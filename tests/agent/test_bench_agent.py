@@ -98,6 +98,7 @@ def test_variants_name_a_mode_and_optionally_pinned(bench: tuple[ModuleType, Mod
     task = agent_tasks.TASKS["leads"]
     assert agent_tasks.split_variant("code+pinned") == ("code", True)
     assert agent_tasks.split_variant("direct") == ("direct", False)
+    assert agent_tasks.split_variant("code+search") == ("code", False)
     assert task.pins("code+pinned") == ("crm.list_leads",) and task.pins("code") == ()
     with pytest.raises(ValueError, match="unknown variant 'code\\+fast'"):
         agent_tasks.split_variant("code+fast")
