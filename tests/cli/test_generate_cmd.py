@@ -131,6 +131,19 @@ def test_unknown_environment_setting_exits_2_naming_it(
     assert f"{EMBEDDINGS_ENV}=yes please" in capsys.readouterr().err
 
 
+def generate_in_a_fresh_process(*args: str) -> tuple[list[str], dict[str, object]]:
+    """Run ``generate-tree ARGS`` in a new interpreter: what it printed, and its exit code and whether numpy loaded."""
+    code = (
+        "import json, sys; from tooltree_cli.main import main; "
+        f"rc = main(['generate-tree', *{list(args)!r}]); "
+        "print(json.dumps({'rc': rc, 'numpy': 'numpy' in sys.modules}))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env, check=True)
+    lines = done.stdout.strip().splitlines()
+    return lines[:-1], json.loads(lines[-1])
+
+
 def test_unchanged_rerun_with_embeddings_writes_nothing_and_imports_no_numpy(
     snapshots: Path, tmp_path: Path, tiny_model: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -138,26 +151,14 @@ def test_unchanged_rerun_with_embeddings_writes_nothing_and_imports_no_numpy(
     assert generate(snapshots, out, capsys=capsys)[0] == 0
     assert SearchIndex.load(out).dense is not None
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()}
-    code = (
-        "import json, sys; from tooltree_cli.main import main; "
-        f"rc = main(['generate-tree', '--from-snapshot', {str(snapshots)!r}, '--out', {str(out)!r}, '--json']); "
-        "print(json.dumps({'rc': rc, 'numpy': 'numpy' in sys.modules}))"
-    )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env, check=True)
-    lines = done.stdout.strip().splitlines()
-    summary, result = json.loads("\n".join(lines[:-1])), json.loads(lines[-1])
+    printed, result = generate_in_a_fresh_process("--from-snapshot", str(snapshots), "--out", str(out), "--json")
+    summary = json.loads("\n".join(printed))
     assert result == {"rc": 0, "numpy": False}
     assert (summary["written"], summary["deleted"]) == (0, 0)
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()} == before
 
 
 def test_generate_with_embeddings_off_imports_no_numpy(snapshots: Path, tmp_path: Path, tiny_model: Path) -> None:
-    code = (
-        "import sys; from tooltree_cli.main import main; "
-        f"rc = main(['generate-tree', '--from-snapshot', {str(snapshots)!r}, '--out', {str(tmp_path / 'tree')!r}, "
-        "'--embeddings', 'off', '--json']); print(rc, 'numpy' in sys.modules)"
-    )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env, check=True)
-    assert done.stdout.strip().splitlines()[-1] == "0 False"
+    args = ["--from-snapshot", str(snapshots), "--out", str(tmp_path / "tree"), "--embeddings", "off", "--json"]
+    _, result = generate_in_a_fresh_process(*args)
+    assert result == {"rc": 0, "numpy": False}
