@@ -102,3 +102,28 @@ def test_variants_name_a_mode_and_optionally_pinned(bench: tuple[ModuleType, Mod
     assert task.pins("code+pinned") == ("crm.list_leads",) and task.pins("code") == ()
     with pytest.raises(ValueError, match="unknown variant 'code\\+fast'"):
         agent_tasks.split_variant("code+fast")
+
+
+def test_the_replication_counts_with_the_count_tokens_endpoint_when_asked(
+    bench: tuple[ModuleType, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agent_replication
+
+    from agent.testing import reply
+
+    body = {
+        "model": "m",
+        "system": [{"type": "text", "text": "s" * 400}],
+        "messages": [{"role": "user", "content": "x" * 40}],
+    }
+    with FakeMessagesAPI() as api:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
+        counter = agent_replication.ApiCounter("claude-test")
+        sent = counter.request(body)
+        received = counter.output(body, reply("y" * 80))
+    approx = agent_replication.ApproxCounter()
+    assert sent == approx.request(body) > 100
+    assert received >= approx.output(body, reply("y" * 80)) >= 20  # the reply's 80 characters, at least
+    assert "count_tokens endpoint" in counter.method
+    assert len(api.count_requests) == 3 and api.count_requests[0]["system"] == body["system"]
