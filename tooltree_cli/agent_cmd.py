@@ -53,6 +53,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="run the task once in each mode (default: all three) and print a table of the tokens each used; "
         "the task really runs that many times, so use it on tasks whose effects can be repeated",
     )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="call nothing: print the tokens each mode's first request would send (system prompt, tools, task); "
+        "needs no API key",
+    )
     p.add_argument("--json", action="store_true", help="print the run summary as JSON instead of the answer")
     p.add_argument("--quiet", action="store_true", help="no live view on stderr")
     p.set_defaults(handler=run)
@@ -93,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     from tool_tree.config import ConfigError
     from tool_tree.pool import PoolError
 
-    if not os.environ.get(API_KEY_ENV):
+    if not args.dry_run and not os.environ.get(API_KEY_ENV):
         error(f"{API_KEY_ENV} is not set; export your Anthropic API key to run the agent")
         return EXIT_USAGE
     task = sys.stdin.read() if args.task == "-" else str(args.task)
@@ -106,13 +112,20 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         config = load_optional_config(args.config)
-        if config is None:
+        if config is None and not args.dry_run:
             error("no tooltree.yaml here; pass --config PATH")
             return EXIT_USAGE
+        if config is None:  # a dry run starts nothing: the tree alone is enough
+            from tool_tree.config import Config
+
+            config = Config(servers=())
         agents = [_agent(args, config, mode, len(modes) > 1) for mode in modes]
     except (ConfigError, AgentSetupError, SandboxError, OSError) as e:
         error(str(e))
         return EXIT_USAGE
+    if args.dry_run:
+        _print_first_requests(agents, task, as_json=args.json)
+        return EXIT_OK
     results: list[RunResult] = []
     for agent in agents:
         if len(agents) > 1 and not args.quiet:
@@ -159,6 +172,30 @@ def _agent(args: argparse.Namespace, config: Config, mode: str | None, several: 
         transcript=transcript,
         on_event=None if args.quiet else live_view,
     )
+
+
+def _print_first_requests(agents: list[Agent], task: str, *, as_json: bool) -> None:
+    """What each mode sends before any tool runs: system prompt, tools and the task, in tokens."""
+    from agent.tokens import APPROXIMATION, request_tokens, system_tokens, tools_tokens
+
+    keys = ("tools", "deferred", "system_tokens", "tools_tokens", "first_request_tokens")
+    counts: dict[str, dict[str, int]] = {}
+    for agent in agents:
+        request = agent.first_request(task)
+        tools = request["tools"]
+        values = (len(tools), sum(1 for t in tools if t.get("defer_loading")), system_tokens(request["system"]),
+                  tools_tokens(tools), request_tokens(request))  # fmt: skip
+        counts[agent.mode] = dict(zip(keys, values, strict=True))
+    if as_json:
+        print_json({"token_count": APPROXIMATION, "modes": [{"mode": m, **c} for m, c in counts.items()]})
+        return
+    direct = counts.get("direct", {}).get("first_request_tokens")
+    rows = [
+        [mode, *(f"{c[k]:,}" for k in keys), f"{100 * c['first_request_tokens'] / direct:.1f} %" if direct else "-"]
+        for mode, c in counts.items()
+    ]
+    print(table(rows, ["mode", "tools", "deferred", "system", "tools tokens", "first request", "of direct"]))
+    print(f"\ntokens: {APPROXIMATION}")
 
 
 def _summary_line(result: RunResult) -> str:

@@ -157,3 +157,29 @@ def test_compare_needs_distinct_modes_without_mode(
     assert main(["agent", "Hi", "--config", str(project.config_path), "--tree", str(project.tree), *extra]) == 2
     assert "--compare takes distinct modes" in capsys.readouterr().err
     assert api.requests == []
+
+
+def test_a_dry_run_needs_no_key_and_prints_each_modes_first_request(
+    project: Project, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    base = ["agent", "Read the Northwind deal", "--config", str(project.config_path), "--tree", str(project.tree)]
+    assert main([*base, "--compare", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split() for line in lines[2:5]}
+    assert list(rows) == ["code", "direct", "tool-search"]
+    assert (
+        rows["code"][1:3] == ["4", "0"]
+        and rows["direct"][1:3] == ["18", "0"]
+        and rows["tool-search"][1:3] == ["19", "18"]
+    )
+    assert rows["direct"][-2:] == ["100.0", "%"] and float(rows["code"][-2]) < 30
+    assert lines[-1].startswith("tokens: local approximation")
+
+    assert main([*base, "--dry-run", "--json", "--pin", "crm.update_record"]) == 0
+    (pinned,) = json.loads(capsys.readouterr().out)["modes"]
+    assert main([*base, "--dry-run", "--json"]) == 0
+    (plain,) = json.loads(capsys.readouterr().out)["modes"]
+    assert pinned["mode"] == plain["mode"] == "code"
+    assert pinned["system_tokens"] > plain["system_tokens"] + 20  # the pinned signature is in the prompt
+    assert plain["first_request_tokens"] > plain["system_tokens"] + plain["tools_tokens"]  # and the task
