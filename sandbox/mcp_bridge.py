@@ -204,10 +204,17 @@ class McpBridge(ToolBridge):
         return validator
 
     async def search_tools(self, query: str, *, detail: str = "summary", limit: int = 5, regex: bool = False) -> str:
+        import anyio
+
         from tool_tree.search import SearchError, search_tools
 
-        try:
+        def search() -> str:
             return search_tools(self.tree, query, detail=detail, limit=limit, regex=regex)
+
+        try:
+            # In a worker thread: a hybrid query embeds the query (and the first loads the model),
+            # which must not hold up the tool calls that share this event loop.
+            return await anyio.to_thread.run_sync(search)
         except SearchError as e:
             raise ToolCallRefused(str(e), "invalid_search") from None
 

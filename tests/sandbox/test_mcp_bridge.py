@@ -143,6 +143,29 @@ def test_search_from_a_script_is_answered_from_the_tree_index(tree: Path, pool: 
         asyncio.run_coroutine_threadsafe(bridge.search_tools("x", limit=500), pool.loop).result()
 
 
+def test_a_search_does_not_hold_up_tool_calls_on_the_pool_loop(
+    tree: Path, pool: BackgroundPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+    import threading
+
+    import tool_tree.search
+
+    released = threading.Event()
+
+    def slow_search(*args: Any, **kwargs: Any) -> str:  # e.g. the first hybrid query loading the model
+        assert released.wait(10), "a tool call could not run while the search was busy"
+        return "found"
+
+    monkeypatch.setattr(tool_tree.search, "search_tools", slow_search)
+    bridge = McpBridge(tree, pool.pool)
+    searching = asyncio.run_coroutine_threadsafe(bridge.search_tools("anything"), pool.loop)
+    result = call(bridge, pool, "crm", "get_record", {"object_type": "opportunity", "record_id": "0065e000009Q3PR"})
+    assert result.get("isError") is not True
+    released.set()
+    assert searching.result(timeout=10) == "found"
+
+
 # ---- whole scripts in a real container -------------------------------------------------------------------
 
 
