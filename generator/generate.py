@@ -69,6 +69,10 @@ class GenerateResult:
     drift: list[str] = field(default_factory=list)
     report: WriteReport | None = None
     seconds: float = 0.0
+    index_seconds: float = 0.0
+    """Time spent rebuilding the search index (0 when it was current)."""
+    embedding_model: str | None = None
+    """The model whose tool embeddings the index stores, if any."""
 
     @property
     def failed(self) -> list[ServerOutcome]:
@@ -243,7 +247,8 @@ def generate(
         result.drift = diff_plan(out, plan.files, OWNED_DIRS, known=seen)
     else:
         result.report = write_plan(out, plan.files, OWNED_DIRS, known=seen, written=early)
-        _write_search_index(out, result, mode, model.model_id if model is not None else None)
+        result.embedding_model = model.model_id if model is not None else None
+        _write_search_index(out, result, mode, result.embedding_model)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -285,11 +290,14 @@ def _write_search_index(out: Path, result: GenerateResult, mode: str, model_id: 
         except OSError:
             pass
     before = read_existing(out, INDEX_FILE)
+    started = time.perf_counter()
     try:
         write_index(out, embeddings=mode)
     except SearchError as e:
         result.warnings.append(f"search index not written: {e}")
         return
+    finally:
+        result.index_seconds = time.perf_counter() - started
     if read_existing(out, INDEX_FILE) != before:
         if report is not None:
             report.written.append(INDEX_FILE)

@@ -57,6 +57,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=run)
 
 
+SLOW_INDEX_S = 1.0
+"""A search index rebuild at least this slow (embedding tools) is explained in one line."""
+
+
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "generate-tree",
@@ -131,6 +135,8 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
                 "written": len(result.report.written) if result.report else 0,
                 "deleted": len(result.report.deleted) if result.report else 0,
                 "warnings": result.warnings,
+                "index_seconds": round(result.index_seconds, 3),
+                "embedding_model": result.embedding_model,
             }
         )
         return code
@@ -166,4 +172,10 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
             f"({result.seconds:.2f} s)",
             file=sys.stderr,
         )
+        if result.embedding_model and result.index_seconds >= SLOW_INDEX_S:
+            print(
+                f"search index: {result.index_seconds:.1f} s embedding new or changed tools for hybrid search "
+                "(reruns reuse the embeddings; --embeddings off skips them)",
+                file=sys.stderr,
+            )
     return code

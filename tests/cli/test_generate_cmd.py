@@ -69,9 +69,30 @@ def test_the_cli_copy_of_the_embedding_modes_matches_the_search_package() -> Non
 def test_generate_stores_embeddings_by_default_when_a_model_is_installed(
     snapshots: Path, tmp_path: Path, tiny_model: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _ = generate(snapshots, tmp_path / "tree", capsys=capsys)
+    code, summary = generate(snapshots, tmp_path / "tree", capsys=capsys)
     dense = SearchIndex.load(tmp_path / "tree").dense
     assert code == 0 and dense is not None and dense.model.startswith("tiny-bert@") and len(dense.encoded) == 4
+    assert summary["embedding_model"] == dense.model and summary["index_seconds"] > 0
+    _, rerun = generate(snapshots, tmp_path / "tree", capsys=capsys)
+    assert rerun["index_seconds"] == 0  # current: not rebuilt
+
+
+def test_a_slow_embedding_rebuild_is_explained_in_one_line(
+    snapshots: Path,
+    tmp_path: Path,
+    tiny_model: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(generate_cmd, "SLOW_INDEX_S", 0.0)
+    assert main(["generate-tree", "--from-snapshot", str(snapshots), "--out", str(tmp_path / "tree")]) == 0
+    err = capsys.readouterr().err
+    assert "search index: " in err and "--embeddings off skips them" in err
+    assert (
+        main(["generate-tree", "--from-snapshot", str(snapshots), "--out", str(tmp_path / "t2"), "--embeddings", "off"])
+        == 0
+    )
+    assert "search index: " not in capsys.readouterr().err
 
 
 def test_generate_stores_no_embeddings_by_default_without_a_model(
