@@ -139,12 +139,14 @@ def generate(
     check: bool = False,
     snapshots: Path | None = None,
     on_server: Callable[[ServerOutcome], None] | None = None,
+    on_embedding: Callable[[int], None] | None = None,
     embeddings: str | None = None,
 ) -> GenerateResult:
     """Generate (or, with ``check``, compare) the tree at ``out``.
 
     ``snapshots`` regenerates from stored ``tools/list`` results instead of connecting; with no
-    ``config`` every snapshot there is used. ``embeddings`` (``auto``, ``on``, ``off``; default
+    ``config`` every snapshot there is used. ``on_embedding`` is told how many tools the search
+    index is about to embed (none: not called). ``embeddings`` (``auto``, ``on``, ``off``; default
     ``TOOLTREE_SEARCH_EMBEDDINGS``, else ``auto``) decides whether the search index stores tool
     embeddings; see ``tool_tree.search.embedding_model``.
 
@@ -248,7 +250,7 @@ def generate(
     else:
         result.report = write_plan(out, plan.files, OWNED_DIRS, known=seen, written=early)
         result.embedding_model = model.model_id if model is not None else None
-        _write_search_index(out, result, mode, result.embedding_model)
+        _write_search_index(out, result, mode, result.embedding_model, on_embedding)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -271,7 +273,13 @@ async def _discover(servers: list[ServerConfig], done: Callable[[Discovery], Non
     await discover_all(servers, on_done=done)
 
 
-def _write_search_index(out: Path, result: GenerateResult, mode: str, model_id: str | None) -> None:
+def _write_search_index(
+    out: Path,
+    result: GenerateResult,
+    mode: str,
+    model_id: str | None,
+    on_embedding: Callable[[int], None] | None = None,
+) -> None:
     """Rebuild ``search_index.json`` when the tree changed (or the index is missing, older, or
     stores other embeddings than ``model_id`` asks for).
 
@@ -292,7 +300,7 @@ def _write_search_index(out: Path, result: GenerateResult, mode: str, model_id: 
     before = read_existing(out, INDEX_FILE)
     started = time.perf_counter()
     try:
-        write_index(out, embeddings=mode)
+        write_index(out, embeddings=mode, on_embedding=on_embedding)
     except SearchError as e:
         result.warnings.append(f"search index not written: {e}")
         return

@@ -57,6 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=run)
 
 
+EMBED_NOTICE_TOOLS = 100
+"""Embedding at least this many tools is announced before it starts (it takes ~15 ms a tool)."""
 SLOW_INDEX_S = 1.0
 """A search index rebuild at least this slow (embedding tools) is explained in one line."""
 
@@ -75,6 +77,11 @@ def _progress(outcome: ServerOutcome) -> None:
         print(f"  ok      {outcome.name}  ({outcome.seconds:.2f} s)", file=sys.stderr)
     else:
         print(f"  FAILED  {outcome.name}: {outcome.error}", file=sys.stderr)
+
+
+def _embedding(count: int) -> None:
+    if count >= EMBED_NOTICE_TOOLS:
+        print(f"tooltree: embedding {count} tool(s) for hybrid search …", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
             check=args.check,
             snapshots=snapshots,
             on_server=None if args.json or snapshots is not None else _progress,
+            on_embedding=None if args.json else _embedding,
             embeddings=args.embeddings,
         )
     except (ConfigError, SearchError) as e:

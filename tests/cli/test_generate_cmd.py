@@ -77,7 +77,7 @@ def test_generate_stores_embeddings_by_default_when_a_model_is_installed(
     assert rerun["index_seconds"] == 0  # current: not rebuilt
 
 
-def test_a_slow_embedding_rebuild_is_explained_in_one_line(
+def test_embedding_is_announced_and_a_slow_rebuild_explained(
     snapshots: Path,
     tmp_path: Path,
     tiny_model: Path,
@@ -85,9 +85,13 @@ def test_a_slow_embedding_rebuild_is_explained_in_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setattr(generate_cmd, "SLOW_INDEX_S", 0.0)
+    monkeypatch.setattr(generate_cmd, "EMBED_NOTICE_TOOLS", 1)
     assert main(["generate-tree", "--from-snapshot", str(snapshots), "--out", str(tmp_path / "tree")]) == 0
     err = capsys.readouterr().err
+    assert "tooltree: embedding 4 tool(s) for hybrid search …" in err  # announced before it starts
     assert "search index: " in err and "--embeddings off skips them" in err
+    assert main(["generate-tree", "--from-snapshot", str(snapshots), "--out", str(tmp_path / "tree")]) == 0
+    assert "tooltree: embedding" not in capsys.readouterr().err  # nothing new to embed
     assert (
         main(["generate-tree", "--from-snapshot", str(snapshots), "--out", str(tmp_path / "t2"), "--embeddings", "off"])
         == 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,15 +100,24 @@ class DenseVectors:
         return cls(model=str(data["model"]), dim=int(data["dim"]), encoded=vectors)
 
 
-def encode_docs(docs: list[SearchDoc], hashes: list[str], model: ModelInfo, reuse: dict[str, str]) -> DenseVectors:
+def encode_docs(
+    docs: list[SearchDoc],
+    hashes: list[str],
+    model: ModelInfo,
+    reuse: dict[str, str],
+    on_embedding: Callable[[int], None] | None = None,
+) -> DenseVectors:
     """Vectors for ``docs``, taking those whose hash is in ``reuse`` from there (incremental rebuild).
 
-    The model is loaded only when some tool has no vector to reuse.
+    The model is loaded only when some tool has no vector to reuse; ``on_embedding`` is told
+    how many tools are about to be embedded (it is not called when none is).
 
     Raises:
         SearchError: the model cannot be loaded.
     """
     missing = [i for i, h in enumerate(hashes) if h not in reuse]
+    if missing and on_embedding is not None:
+        on_embedding(len(missing))
     fresh = get_encoder(model).encode([embed_text(docs[i]) for i in missing]) if missing else None
     encoded: list[str] = []
     new = dict(zip(missing, range(len(missing)), strict=True))

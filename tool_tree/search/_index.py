@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
@@ -376,11 +377,13 @@ def build_index(
     *,
     embeddings: bool = False,
     reuse: dict[str, str] | None = None,
+    on_embedding: Callable[[int], None] | None = None,
 ) -> SearchIndex:
     """Build the index of a catalog. The order of ``docs`` does not matter.
 
     With ``embeddings``, each tool's embedding is stored too (the embeddings extra); ``reuse``
-    maps tool hashes to vectors of a previous index, which are kept instead of recomputed.
+    maps tool hashes to vectors of a previous index, which are kept instead of recomputed, and
+    ``on_embedding`` is told how many tools need a new one before they are embedded.
 
     Raises:
         SearchError: ``embeddings`` is asked for but the extra is not installed or the model
@@ -404,7 +407,7 @@ def build_index(
     ]
     dense = None
     if embeddings:
-        dense = encode_docs(ordered, [e.hash for e in entries], model_info(), reuse or {})
+        dense = encode_docs(ordered, [e.hash for e in entries], model_info(), reuse or {}, on_embedding)
     return SearchIndex(entries, impacts(per_doc, cfg), related_terms(per_doc, cfg), cfg, dense)
 
 
@@ -445,7 +448,9 @@ def index_embeds_with(tree: Path, model_id: str | None) -> bool:
         return False
 
 
-def write_index(tree: Path, *, embeddings: str | None = None) -> Path:
+def write_index(
+    tree: Path, *, embeddings: str | None = None, on_embedding: Callable[[int], None] | None = None
+) -> Path:
     """Build the index of the tree at ``tree`` and store it as ``<tree>/search_index.json``.
 
     The file is written atomically, and only when its content changes. ``embeddings`` is
@@ -453,7 +458,7 @@ def write_index(tree: Path, *, embeddings: str | None = None) -> Path:
     ``embedding_model``). Vectors of tools whose text did not change are taken from the
     previous index, so the model is loaded only when some tool is new or changed. In ``auto``
     mode a model that is installed but cannot be loaded gives an index without vectors and a
-    logged warning.
+    logged warning. ``on_embedding`` is told how many tools are about to be embedded.
 
     Raises:
         SearchError: the tree's manifest or a snapshot is missing or malformed, embeddings are
@@ -466,7 +471,7 @@ def write_index(tree: Path, *, embeddings: str | None = None) -> Path:
     docs = docs_from_tree(tree)
     try:
         reuse = _reusable_vectors(path, model.model_id) if model is not None else {}
-        index = build_index(docs, embeddings=model is not None, reuse=reuse)
+        index = build_index(docs, embeddings=model is not None, reuse=reuse, on_embedding=on_embedding)
     except SearchError as e:
         if mode != "auto" or model is None:
             raise
