@@ -43,12 +43,13 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         0 on success, 2 on a bad limit, detail or regex, or a missing or corrupt index.
     """
-    from tool_tree.search import SearchError, check_detail, load_index, render_hits
+    from tool_tree.search import SearchError, check_detail, load_index, meaning_only_note, render_hits
 
     tree: Path = args.tree
     try:
         detail = check_detail(args.detail)
-        hits = load_index(tree).search(args.query, limit=args.limit, regex=args.regex)
+        index = load_index(tree)
+        hits = index.search(args.query, limit=args.limit, regex=args.regex)
     except SearchError as e:
         print(f"tooltree search: error: {e}", file=sys.stderr)
         return 2
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         rows = [{"server": h.server, "tool": h.tool, "path": h.path, "score": h.score} for h in hits]
         sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
     else:
-        sys.stdout.write(render_hits(tree, hits, detail))
+        sys.stdout.write(meaning_only_note(index, args.query, hits, regex=args.regex) + render_hits(tree, hits, detail))
         if not hits:
             sys.stdout.write("\n")
     return 0

@@ -535,6 +535,26 @@ def test_auto_mode_stores_embeddings_when_a_model_is_installed(tree: Path, tiny_
     assert len(index.search("move event", limit=50)) == 24  # the hybrid scores every tool
 
 
+def test_hits_only_the_embeddings_found_are_introduced_as_such(tree: Path, tiny_model: Path) -> None:
+    write_index(tree)
+    guessed = search_tools(tree, "zzyzx", detail="name", limit=2)
+    assert guessed.startswith("No tool has the words of 'zzyzx'; the nearest by meaning:\n\n")
+    assert len(guessed.splitlines()) == 4  # the note, a blank line, two tools
+    assert not search_tools(tree, "move an event", detail="name").startswith("No tool")
+    assert not search_tools(tree, "^move", detail="name", regex=True).startswith("No tool")
+
+
+def test_the_cli_introduces_meaning_only_hits_too(
+    tree: Path, tiny_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tooltree_cli.main import main
+
+    write_index(tree)
+    assert main(["search", "zzyzx", "--tree", str(tree), "--detail", "name", "--limit", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "No tool has the words of 'zzyzx'; the nearest by meaning:" and len(out) == 3
+
+
 def test_auto_mode_stores_no_embeddings_without_a_model(tree: Path, no_model: None) -> None:
     write_index(tree, embeddings="auto")
     assert SearchIndex.load(tree).dense is None

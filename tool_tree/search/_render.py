@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -126,10 +127,19 @@ def search_tools(
     """
     level = check_detail(detail)
     check_limit(limit)
-    hits = load_index(tree).search(query, limit=limit, regex=regex)
+    index = load_index(tree)
+    hits = index.search(query, limit=limit, regex=regex)
     if not hits:
         return f"No tools matched {one_line(query, 80)!r}." + (" (regex mode)" if regex else "")
-    return render_hits(tree, hits, level)
+    return meaning_only_note(index, query, hits, regex=regex) + render_hits(tree, hits, level)
+
+
+def meaning_only_note(index: SearchIndex, query: str, hits: Sequence[SearchHit], *, regex: bool = False) -> str:
+    """A first line for hits that only the embeddings found (no word of the query is in any
+    tool's text), so a reader weighs them as guesses; empty otherwise."""
+    if regex or not hits or index.scores(query):
+        return ""
+    return f"No tool has the words of {one_line(query, 80)!r}; the nearest by meaning:\n\n"
 
 
 def search_records(tree: Path, query: str, *, limit: int = 5, regex: bool = False) -> list[dict[str, Any]]:
