@@ -497,8 +497,9 @@ def test_encoder_gives_unit_vectors_deterministically(tiny_model: Path) -> None:
     vectors = encoder.encode(["move the event", "send a file", "move the event"])
     assert vectors.shape == (3, 8)
     assert [round(float((v * v).sum()), 5) for v in vectors] == [1.0, 1.0, 1.0]
-    assert vectors[0].tolist() == vectors[2].tolist()
-    assert vectors[0].tolist() != vectors[1].tolist()
+    # The same text in one batch: equal up to float rounding (BLAS may sum in another order per row).
+    assert float(abs(vectors[0] - vectors[2]).max()) < 1e-6
+    assert float(abs(vectors[0] - vectors[1]).max()) > 1e-3
     assert encoder.model_id.startswith("tiny-bert@")
 
 
