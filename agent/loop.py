@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.content import blocks_bytes
-from agent.defaults import DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_MODEL, DEFAULT_RETRIES, MODES
+from agent.defaults import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_MODEL,
+    DEFAULT_RETRIES,
+    MODES,
+    agent_settings,
+)
 from agent.errors import AgentSetupError, ModelAPIError
 from agent.events import EventHandler, ModelReplied, RunFinished, ToolFinished
 from agent.request import answer_text, block_param, cached_system, cached_tools, with_last_breakpoint
@@ -93,7 +100,7 @@ class Agent:
         on_event: EventHandler | None = None,
     ) -> None:
         # An argument left out takes the config's `agent:` setting, then the default.
-        settings = config.agent
+        settings = agent_settings(config)
         mode = mode if mode is not None else str(settings.get("mode", "code"))
         max_turns = max_turns if max_turns is not None else int(settings.get("max_turns", DEFAULT_MAX_TURNS))
         if mode not in MODES:

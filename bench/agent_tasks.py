@@ -41,7 +41,7 @@ def sample_config(folder: Path) -> Path:
     """A config starting the sample servers with this interpreter (as examples/tooltree.yaml, absolute paths)."""
     lines = ["servers:"]
     for name in SERVERS:
-        script = ROOT / "tests" / "sample_servers" / f"{name}.py"
+        script = ROOT / "examples" / "sample_servers" / f"{name}.py"
         lines += [f"  {name}:", f"    command: {json.dumps(sys.executable)}", f"    args: [{json.dumps(str(script))}]"]
     lines += ["    exclude: [fail, rendezvous]", "sandbox:", "  timeout: 60"]
     path = folder / "tooltree.yaml"

@@ -37,7 +37,7 @@ from tool_tree.pool import BackgroundPool
 from tooltree_cli.main import main as cli
 
 OWNER = "tooltree-bench"
-MEDIA = ServerConfig(name="media", command=sys.executable, args=(str(ROOT / "tests/sample_servers/media.py"),))
+MEDIA = ServerConfig(name="media", command=sys.executable, args=(str(ROOT / "examples/sample_servers/media.py"),))
 
 SCRIPT = """
 import json, time

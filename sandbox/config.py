@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from sandbox.errors import SandboxError
+from tool_tree.config import Config, Setting
 
 SANDBOX_UID = 10001
 """The unprivileged user (and group) that everything in the container runs as."""
@@ -27,6 +29,22 @@ def parse_size(text: str) -> int:
     if not match:
         raise SandboxError(f"not a size: {text!r} (use e.g. 512m or 2g)")
     return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+SETTINGS: dict[str, Setting] = {
+    "image": Setting(str, "the image to run instead of the one built from the sources"),
+    "pip_packages": Setting(list, "a list of pip requirements baked into a derived image"),
+    "memory": Setting(str, "a memory limit such as 512m or 2g"),
+    "cpus": Setting(float, "a CPU limit (fractions allowed)"),
+    "pids_limit": Setting(int, "the most processes and threads"),
+    "nofile": Setting(int, "the open-file limit"),
+    "tmp_size": Setting(str, "the size of /tmp, such as 64m"),
+    "workspace_size": Setting(str, "the workspace quota, such as 256m"),
+    "timeout": Setting(float, "seconds one execution may run"),
+    "output_chars": Setting(int, "characters of output returned per execution"),
+    "runtime": Setting(str, "an OCI runtime such as runsc (gVisor)"),
+}
+"""The ``sandbox:`` section of tooltree.yaml: each key is the `SandboxConfig` field of that name."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +98,18 @@ class SandboxConfig:
             raise SandboxError("cpus, pids_limit and nofile must be positive")
         if self.timeout <= 0 or self.output_chars < 100:
             raise SandboxError("timeout must be positive and output_chars at least 100")
+
+    @classmethod
+    def from_config(cls, config: Config | None, **overrides: Any) -> SandboxConfig:
+        """The settings of the config's ``sandbox:`` section, then ``overrides`` (None values are ignored).
+
+        Raises:
+            ConfigError: the section has an unknown key or a value of the wrong type (file, line, key).
+            SandboxError: a value is out of range.
+        """
+        settings: dict[str, Any] = config.section("sandbox").read(SETTINGS) if config is not None else {}
+        settings.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**settings)
 
     @property
     def memory_bytes(self) -> int:

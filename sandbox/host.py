@@ -104,7 +104,7 @@ class Runtime:
             assert self._pool is not None
             settings = self.sandbox_config
             if settings is None:
-                settings = SandboxConfig(**dict(self.config.sandbox))
+                settings = SandboxConfig.from_config(self.config)
             session = Sandbox(
                 config=settings, tree=self.tree, tools=bridge, tool_loop=self._pool.loop, workspace=self.workspace
             )

@@ -27,7 +27,7 @@ os.environ["TOOLTREE_SEARCH_EMBEDDINGS"] = "0"
 # Every container and volume a test creates carries this owner label; the engine fixture removes them.
 TEST_LABEL = f"tooltree.owner={TEST_OWNER}"
 
-SAMPLE_SERVERS = Path(__file__).resolve().parent / "sample_servers"
+SAMPLE_SERVERS = Path(__file__).resolve().parents[1] / "examples" / "sample_servers"
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +40,7 @@ def anyio_backend() -> str:
 def sample_server_params() -> Callable[[str], StdioServerParameters]:
     """Start parameters for one of our sample servers over stdio: ``sample_server_params("crm")``.
 
-    The names are ``docs``, ``crm`` and ``media`` (see tests/sample_servers/README.md).
+    The names are ``docs``, ``crm`` and ``media`` (see examples/sample_servers/README.md).
     """
 
     def params(name: str) -> StdioServerParameters:

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 # fixture's clean-up at the end of one run never removes another run's live sandboxes.
 TEST_OWNER = os.environ.get("TOOLTREE_TEST_OWNER") or f"tooltree-test-{os.getpid()}"
 os.environ["TOOLTREE_TEST_OWNER"] = TEST_OWNER  # worker processes of the same run share it
-SAMPLE_SERVERS = REPO / "tests" / "sample_servers"
+SAMPLE_SERVERS = REPO / "examples" / "sample_servers"
 
 
 def sample_config_yaml(*names: str) -> str:

@@ -14,18 +14,26 @@ Two file formats are read:
         drive:
           url: https://drive.example.com/mcp
           headers: {Authorization: "Bearer ${DRIVE_TOKEN}"}
-      sandbox:              # optional: limits of the script sandbox (`SANDBOX_KEYS`)
+      sandbox:              # optional: limits of the script sandbox (owned by `sandbox.config`)
         memory: 1g
-      agent:                # optional: defaults of agent runs (`AGENT_KEYS`)
+      agent:                # optional: defaults of agent runs (owned by `agent.defaults`)
         pinned: [drive.get_document, crm.update_record]
+
+  The core reads ``servers:`` only. Every other top-level mapping is a `Section`, handed on
+  unread with the line of each key; the package that owns it declares its keys as `Setting` values
+  and reads it with `Section.read` (``SandboxConfig.from_config``, ``agent.defaults``), so an
+  option lives in one file. ``load_config(path, sections=...)`` also checks that every section
+  is one of those named (the CLI passes all of them), so a misspelt section is an error too.
 
 - a Claude Desktop / Claude Code style JSON file with a top-level ``mcpServers`` object
   (``.mcp.json``, ``claude_desktop_config.json``, ``~/.claude.json``), read unchanged: keys
   tooltree does not use are ignored there, because the file belongs to another program.
 
 ``${VAR}`` and ``${VAR:-default}`` are expanded from the environment in ``command``, ``args``,
-``env``, ``cwd``, ``url`` and ``headers``; ``$$`` is a literal ``$``. Every problem is a
-`ConfigError` whose text names the file, the line and the key.
+``env``, ``cwd``, ``url`` and ``headers``, and in string settings of sections; ``$$`` is a literal
+``$``. Relative paths (``cwd``, a ``command`` with a ``/``) resolve against the config file's folder,
+and a stdio server without ``cwd`` starts in that folder, so relative ``args`` do too. Every
+problem is a `ConfigError` whose text names the file, the line and the key.
 """
 
 from __future__ import annotations
@@ -79,13 +87,75 @@ class ServerConfig:
 
 
 @dataclass(frozen=True)
+class Setting:
+    """One key of a section, declared by the package that owns the section.
+
+    ``kind`` is ``str``, ``int`` or ``float`` (positive numbers), ``bool``, or ``list`` (of strings);
+    ``choices`` limits a string to those values.
+    """
+
+    kind: type
+    meaning: str
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Section:
+    """A top-level section other than ``servers``, as written, with where each key came from."""
+
+    name: str
+    source: str = "<config>"
+    line: int | None = None
+    values: Mapping[str, Any] = field(default_factory=dict)
+    """Raw values (strings not yet expanded)."""
+    lines: Mapping[str, int | None] = field(default_factory=dict)
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def read(self, settings: Mapping[str, Setting]) -> dict[str, Any]:
+        """The section's values, each key known and of its declared type; ``${VAR}`` expanded in strings.
+
+        Raises:
+            ConfigError: an unknown key or a value of the wrong type (with file, line and key).
+        """
+        out: dict[str, Any] = {}
+        for k, v in self.values.items():
+            key, line = f"{self.name}.{k}", self.lines.get(k)
+            setting = settings.get(k)
+            if setting is None:
+                raise ConfigError(f"unknown key{_did_you_mean(k, settings)}", file=self.source, line=line, key=key)
+            kind, meaning = setting.kind, setting.meaning
+            if kind is list and isinstance(v, list) and all(_scalar(x) for x in v):
+                out[k] = tuple(str(x) for x in v)
+            elif kind is str and _scalar(v):
+                reader = _Reader(self.source, self.environ)
+                out[k] = reader.expand(str(v), _Node(v, line), key)
+                if setting.choices and out[k] not in setting.choices:
+                    raise ConfigError(f"expected {meaning}, got {v!r}", file=self.source, line=line, key=key)
+            elif kind is bool and isinstance(v, bool):
+                out[k] = v
+            elif kind is float and not isinstance(v, bool) and isinstance(v, int | float) and v > 0:
+                out[k] = float(v)
+            elif kind is int and not isinstance(v, bool) and isinstance(v, int) and v > 0:
+                out[k] = v
+            else:
+                raise ConfigError(f"expected {meaning}, got {v!r}", file=self.source, line=line, key=key)
+        return out
+
+
+def _scalar(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, str | int | float)
+
+
+@dataclass(frozen=True)
 class Config:
     servers: tuple[ServerConfig, ...]
     source: str = "<config>"
-    sandbox: Mapping[str, Any] = field(default_factory=dict)
-    """Settings of the sandbox (``sandbox:`` in tooltree.yaml), checked against `SANDBOX_KEYS`."""
-    agent: Mapping[str, Any] = field(default_factory=dict)
-    """Defaults of agent runs (``agent:`` in tooltree.yaml), checked against `AGENT_KEYS`."""
+    sections: Mapping[str, Section] = field(default_factory=dict)
+    """Every other top-level section (``sandbox:``, ``agent:``, …), for the package that owns it."""
+
+    def section(self, name: str) -> Section:
+        """The section called ``name`` (an empty one when the file has none)."""
+        return self.sections.get(name) or Section(name, self.source)
 
     def server(self, name: str) -> ServerConfig:
         """Raises: ConfigError: no server has that name."""
@@ -116,31 +186,6 @@ _SERVER_KEYS = {
     "exclude": "a list of tool name patterns",
     "description": "one line saying what the server is for",
 }
-_TOP_KEYS = {"servers", "sandbox", "agent"}
-# The `sandbox:` section: key -> (type, what it means). The sandbox package owns the semantics.
-SANDBOX_KEYS: dict[str, tuple[type, str]] = {
-    "image": (str, "the image to run instead of the one built from the sources"),
-    "pip_packages": (list, "a list of pip requirements baked into a derived image"),
-    "memory": (str, "a memory limit such as 512m or 2g"),
-    "cpus": (float, "a CPU limit (fractions allowed)"),
-    "pids_limit": (int, "the most processes and threads"),
-    "nofile": (int, "the open-file limit"),
-    "tmp_size": (str, "the size of /tmp, such as 64m"),
-    "workspace_size": (str, "the workspace quota, such as 256m"),
-    "timeout": (float, "seconds one execution may run"),
-    "output_chars": (int, "characters of output returned per execution"),
-    "runtime": (str, "an OCI runtime such as runsc (gVisor)"),
-}
-# The `agent:` section: defaults of `tooltree agent` and `Agent`; their arguments take precedence.
-AGENT_KEYS: dict[str, tuple[type, str]] = {
-    "mode": (str, "one of code, direct, tool-search"),
-    "model": (str, "the model id"),
-    "pinned": (list, "a list of tools (server.tool) whose signatures stay in the prompt"),
-    "max_turns": (int, "the most requests per run"),
-    "max_tokens": (int, "max_tokens of each request"),
-    "token_budget": (int, "tokens (input + output) after which a run stops"),
-}
-AGENT_MODES = ("code", "direct", "tool-search")
 # Keys of the mcpServers JSON format that tooltree reads; others there are ignored.
 _JSON_SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "timeout", "disabled"}
 _VAR = re.compile(r"\$(\$|\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\})")
@@ -155,9 +200,10 @@ class _Node:
 
 
 class _Reader:
-    def __init__(self, file: str, environ: Mapping[str, str]):
+    def __init__(self, file: str, environ: Mapping[str, str], folder: Path | None = None):
         self.file = file
         self.environ = environ
+        self.folder = folder
 
     def error(self, message: str, node: _Node | None, key: str | None = None) -> ConfigError:
         return ConfigError(message, file=self.file, line=node.line if node else None, key=key)
@@ -222,31 +268,6 @@ class _Reader:
             raise self.error(f"expected true or false, got {node.value!r}", node, key)
         return node.value
 
-    def section(self, node: _Node, name: str, keys: Mapping[str, tuple[type, str]]) -> dict[str, Any]:
-        """A settings section (``sandbox:``, ``agent:``): each key known, each value of its type."""
-        if not isinstance(node.value, dict):
-            raise self.error(f"expected a mapping of {name} settings, got {_kind(node.value)}", node, name)
-        out: dict[str, Any] = {}
-        for k, (knode, vnode) in node.value.items():
-            key = f"{name}.{k}"
-            if k not in keys:
-                raise self.error(f"unknown key{_did_you_mean(k, keys)}", knode, key)
-            kind, meaning = keys[k]
-            v = vnode.value
-            if kind is list:
-                out[k] = self.string_list(vnode, key, expand=False)
-            elif kind is str:
-                out[k] = self.string(vnode, key)
-                if key == "agent.mode" and out[k] not in AGENT_MODES:
-                    raise self.error(f"expected {meaning}, got {v!r}", vnode, key)
-            elif kind is float and not isinstance(v, bool) and isinstance(v, int | float) and v > 0:
-                out[k] = float(v)
-            elif kind is int and not isinstance(v, bool) and isinstance(v, int) and v > 0:
-                out[k] = v
-            else:
-                raise self.error(f"expected {meaning}, got {v!r}", vnode, key)
-        return out
-
     def server(self, name: str, name_node: _Node, body: _Node, *, json_format: bool) -> ServerConfig:
         where = f"servers.{name}" if not json_format else f"mcpServers.{name}"
         if not isinstance(body.value, dict):
@@ -297,8 +318,11 @@ class _Reader:
         if "url" in kw and any(k in kw for k in ("args", "env", "cwd")):
             bad = next(k for k in ("args", "env", "cwd") if k in kw)
             raise self.error(f"`{bad}` only applies to `command` servers", get(bad), f"{where}.{bad}")
-        if "cwd" in kw:
-            kw["cwd"] = str((Path(self.file).parent / kw["cwd"]).resolve()) if self.file != "<config>" else kw["cwd"]
+        if self.folder is not None and "command" in kw:
+            # Relative to the config file, not to the shell's working directory.
+            kw["cwd"] = str((self.folder / kw.get("cwd", ".")).resolve())
+            if "/" in kw["command"] and not os.path.isabs(kw["command"]):
+                kw["command"] = str((self.folder / kw["command"]).resolve())
         return ServerConfig(**kw)
 
 
@@ -317,15 +341,28 @@ def _did_you_mean(word: str, options: Any) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def parse_config(text: str, *, source: str = "<config>", environ: Mapping[str, str] | None = None) -> Config:
+def parse_config(
+    text: str,
+    *,
+    source: str = "<config>",
+    environ: Mapping[str, str] | None = None,
+    folder: str | Path | None = None,
+    sections: Mapping[str, Mapping[str, Setting]] | None = None,
+) -> Config:
     """Parse configuration text; the format (YAML or mcpServers JSON) is detected from the content.
+
+    Args:
+        folder: where relative paths resolve (`load_config` passes the file's folder); None keeps them.
+        sections: the sections allowed besides ``servers`` and their settings; each is read (checked)
+            here. None hands every section on unchecked (its owner reads it with `Section.read`).
 
     Raises:
         ConfigError: the text is not a valid configuration.
     """
     import yaml  # here, not at module level: commands that read no config start faster
 
-    reader = _Reader(source, os.environ if environ is None else environ)
+    env = dict(os.environ if environ is None else environ)
+    reader = _Reader(source, env, Path(folder).resolve() if folder is not None else None)
     stripped = text.lstrip()
     is_json = stripped.startswith("{")
     if is_json:
@@ -353,9 +390,11 @@ def parse_config(text: str, *, source: str = "<config>", environ: Mapping[str, s
         servers_node = top["mcpServers"][1]
         json_format = True
     else:
-        for k, (knode, _) in top.items():
-            if k not in _TOP_KEYS:
-                raise reader.error(f"unknown key{_did_you_mean(k, _TOP_KEYS)}", knode, k)
+        if sections is not None:
+            known = {"servers", *sections}
+            for k, (knode, _) in top.items():
+                if k not in known:
+                    raise reader.error(f"unknown key{_did_you_mean(k, known)}", knode, k)
         if "servers" not in top:
             raise reader.error("expected a `servers:` mapping", root)
         servers_node = top["servers"][1]
@@ -363,21 +402,47 @@ def parse_config(text: str, *, source: str = "<config>", environ: Mapping[str, s
     if not isinstance(servers_node.value, dict):
         key = "mcpServers" if json_format else "servers"
         raise reader.error(f"expected a mapping of server names, got {_kind(servers_node.value)}", servers_node, key)
-    sections: dict[str, dict[str, Any]] = {}
-    for name, keys in (("sandbox", SANDBOX_KEYS), ("agent", AGENT_KEYS)):
-        if not json_format and name in top:
-            sections[name] = reader.section(top[name][1], name, keys)
+    handed_on: dict[str, Section] = {}
+    for name, (knode, vnode) in top.items() if not json_format else ():
+        if name == "servers":
+            continue
+        if not isinstance(vnode.value, dict):
+            raise reader.error(f"expected a mapping of {name} settings, got {_kind(vnode.value)}", vnode, name)
+        items: dict[str, tuple[_Node, _Node]] = vnode.value
+        handed_on[name] = Section(
+            name,
+            source,
+            knode.line,
+            values={k: _plain(v) for k, (_, v) in items.items()},
+            lines={k: kn.line for k, (kn, _) in items.items()},
+            environ=env,
+        )
+        if sections is not None:
+            handed_on[name].read(sections[name])
     servers = []
     for name, (name_node, body) in servers_node.value.items():
         if not name.strip():
             raise reader.error("server names must not be empty", name_node, "servers")
         servers.append(reader.server(name, name_node, body, json_format=json_format))
-    agent = sections.get("agent", {})
-    return Config(servers=tuple(servers), source=source, sandbox=sections.get("sandbox", {}), agent=agent)
+    return Config(servers=tuple(servers), source=source, sections=handed_on)
 
 
-def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> Config:
-    """Read and parse a configuration file.
+def _plain(node: _Node) -> Any:
+    """A node's value without line numbers."""
+    if isinstance(node.value, dict):
+        return {k: _plain(v) for k, (_, v) in node.value.items()}
+    if isinstance(node.value, list):
+        return [_plain(v) for v in node.value]
+    return node.value
+
+
+def load_config(
+    path: str | Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    sections: Mapping[str, Mapping[str, Setting]] | None = None,
+) -> Config:
+    """Read and parse a configuration file (relative paths in it resolve against its folder).
 
     Raises:
         ConfigError: the file cannot be read or is not a valid configuration.
@@ -389,4 +454,4 @@ def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -
         raise ConfigError("no such file (create one, or pass --config PATH)", file=str(p)) from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read: {e}", file=str(p)) from None
-    return parse_config(text, source=str(p), environ=environ)
+    return parse_config(text, source=str(p), environ=environ, folder=p.parent, sections=sections)

@@ -4,13 +4,32 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sandbox.config import SandboxConfig
-    from tool_tree.config import Config
+    from tool_tree.config import Config, Setting
 
 DEFAULT_CONFIG = "tooltree.yaml"
+
+
+def config_sections() -> dict[str, dict[str, Setting]]:
+    """Every section tooltree.yaml may have besides ``servers``, with the package that owns its keys."""
+    from agent.defaults import SETTINGS as AGENT
+    from sandbox.config import SETTINGS as SANDBOX
+
+    return {"sandbox": SANDBOX, "agent": AGENT}
+
+
+def load(path: str | Path) -> Config:
+    """The config at ``path``, every section checked (an unknown section or key is an error).
+
+    Raises:
+        ConfigError: the file is invalid or missing.
+    """
+    from tool_tree.config import load_config
+
+    return load_config(path, sections=config_sections())
 
 
 def load_optional_config(path: str | None) -> Config | None:
@@ -19,12 +38,10 @@ def load_optional_config(path: str | None) -> Config | None:
     Raises:
         ConfigError: the file is invalid (or ``path`` does not exist).
     """
-    from tool_tree.config import load_config
-
     if path is not None:
-        return load_config(path)
+        return load(path)
     if Path(DEFAULT_CONFIG).exists():
-        return load_config(DEFAULT_CONFIG)
+        return load(DEFAULT_CONFIG)
     return None
 
 
@@ -39,8 +56,4 @@ def sandbox_config(config: Config | None, **overrides: object) -> SandboxConfig:
     """
     from sandbox.config import SandboxConfig
 
-    settings: dict[str, Any] = dict(config.sandbox) if config is not None else {}
-    if os.environ.get(OWNER_ENV):
-        settings["owner"] = os.environ[OWNER_ENV]
-    settings.update({k: v for k, v in overrides.items() if v is not None})
-    return SandboxConfig(**settings)
+    return SandboxConfig.from_config(config, owner=os.environ.get(OWNER_ENV) or None, **overrides)

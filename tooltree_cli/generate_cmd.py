@@ -87,9 +87,10 @@ def _embedding(count: int) -> None:
 def run(args: argparse.Namespace) -> int:
     from generator.files import UnsafePathError
     from generator.generate import generate
-    from tool_tree.config import ConfigError, load_config
+    from tool_tree.config import ConfigError
     from tool_tree.search import SearchError
     from tool_tree.tree import TreeError
+    from tooltree_cli.common import load
 
     out = Path(args.out)
     snapshots: Path | None = None
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         if snapshots is not None and args.config is None and not Path(DEFAULT_CONFIG).exists():
             config = None
         else:
-            config = load_config(config_path)
+            config = load(config_path)
         if config is not None:
             for name in args.server:
                 config.server(name)  # an unknown name is a config error, before anything starts

@@ -30,11 +30,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run_build(args: argparse.Namespace) -> int:
+    from sandbox.config import SandboxConfig
     from sandbox.image import build_derived_image, build_image
 
     config = load_optional_config(args.config)
     name = build_image(offline_base=args.offline_base, mirror=args.debian_mirror, force=args.force)
-    packages = list(config.sandbox.get("pip_packages", ())) if config else []
+    packages = list(SandboxConfig.from_config(config).pip_packages)
     if packages:
         name = build_derived_image(None, name, packages)
     print(name)

@@ -11,7 +11,7 @@ from tests.support import TEST_OWNER, sample_config_yaml
 from tooltree_cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
-SAMPLES = REPO / "tests" / "sample_servers"
+SAMPLES = REPO / "examples" / "sample_servers"
 
 
 @pytest.fixture(autouse=True)

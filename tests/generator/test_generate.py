@@ -19,7 +19,7 @@ from tests.support import alive, sample_config_yaml
 from tooltree_cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
-SAMPLES = REPO / "tests" / "sample_servers"
+SAMPLES = REPO / "examples" / "sample_servers"
 RAW = REPO / "tests" / "servers" / "raw_server.py"
 
 

@@ -21,7 +21,7 @@ from tool_tree.pool import BackgroundPool
 from tooltree_cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
-SAMPLES = REPO / "tests" / "sample_servers"
+SAMPLES = REPO / "examples" / "sample_servers"
 
 
 def servers() -> list[ServerConfig]:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tool_tree.config import ConfigError, load_config, parse_config
+from tool_tree.config import ConfigError, Setting, load_config, parse_config
 
 GOOD = """\
 servers:
@@ -54,7 +54,7 @@ def test_unknown_key_suggests_the_right_one() -> None:
 
 
 def test_unknown_top_level_key_is_an_error() -> None:
-    e = error_of("server:\n  a: {command: x}\n")
+    e = error_of("server:\n  a: {command: x}\n", sections={})
     assert "server: unknown key (did you mean 'servers'?)" in str(e)
     assert e.line == 1
 
@@ -140,32 +140,63 @@ def test_dollar_dollar_is_a_literal_dollar() -> None:
     assert config.servers[0].args == ("${HOME}",)
 
 
-def test_sandbox_section_is_read_and_checked() -> None:
-    config = parse_config(
-        "servers: {}\nsandbox:\n  memory: 1g\n  timeout: 60\n  pip_packages: [pandas==2.2.3]\n", environ={}
-    )
-    assert config.sandbox == {"memory": "1g", "timeout": 60.0, "pip_packages": ("pandas==2.2.3",)}
-    e = error_of("servers: {}\nsandbox:\n  memroy: 1g\n")
+SECTIONS = {"tool": {"name": Setting(str, "a name"), "tags": Setting(list, "a list of tags")}}
+
+
+def test_sections_are_handed_on_with_the_line_of_each_key() -> None:
+    config = parse_config("servers: {}\ntool:\n  name: ${WHO}\n  tags: [a, b]\n", environ={"WHO": "x"})
+    assert config.section("tool").read(SECTIONS["tool"]) == {"name": "x", "tags": ("a", "b")}
+    assert config.section("absent").read(SECTIONS["tool"]) == {}
+    bad = parse_config("servers: {}\ntool:\n  nmae: x\n", source="tooltree.yaml", environ={})
+    with pytest.raises(ConfigError) as info:
+        bad.section("tool").read(SECTIONS["tool"])
+    assert str(info.value) == "tooltree.yaml:3: tool.nmae: unknown key (did you mean 'name'?)"
+
+
+def test_named_sections_are_checked_while_loading_and_others_refused() -> None:
+    e = error_of("servers: {}\ntool:\n  tags: 3\n", sections=SECTIONS)
+    assert str(e) == "tooltree.yaml:3: tool.tags: expected a list of tags, got 3"
+    e = error_of("servers: {}\ntols:\n  tags: []\n", sections=SECTIONS)
+    assert str(e) == "tooltree.yaml:2: tols: unknown key (did you mean 'tool'?)"
+    e = error_of("servers: {}\ntool: [code]\n")
+    assert str(e) == "tooltree.yaml:2: tool: expected a mapping of tool settings, got a list"
+
+
+def test_sandbox_section_is_read_and_checked_by_the_sandbox_package() -> None:
+    from sandbox.config import SandboxConfig
+    from tooltree_cli.common import config_sections
+
+    text = "servers: {}\nsandbox:\n  memory: 1g\n  timeout: 60\n  pip_packages: [pandas==2.2.3]\n"
+    config = parse_config(text, environ={})
+    settings = SandboxConfig.from_config(config)
+    assert (settings.memory, settings.timeout, settings.pip_packages) == ("1g", 60.0, ("pandas==2.2.3",))
+    e = error_of("servers: {}\nsandbox:\n  memroy: 1g\n", sections=config_sections())
     assert str(e) == "tooltree.yaml:3: sandbox.memroy: unknown key (did you mean 'memory'?)"
-    e = error_of("servers: {}\nsandbox:\n  cpus: lots\n")
+    e = error_of("servers: {}\nsandbox:\n  cpus: lots\n", sections=config_sections())
     assert str(e) == "tooltree.yaml:3: sandbox.cpus: expected a CPU limit (fractions allowed), got 'lots'"
 
 
-def test_agent_section_is_read_and_checked() -> None:
+def test_agent_section_is_read_and_checked_by_the_agent_package() -> None:
+    from agent.defaults import agent_settings
+    from tooltree_cli.common import config_sections
+
     text = "servers: {}\nagent:\n  mode: code\n  pinned: [crm.update_record]\n  max_turns: 12\n"
     config = parse_config(text, environ={})
-    assert config.agent == {"mode": "code", "pinned": ("crm.update_record",), "max_turns": 12}
-    assert parse_config("servers: {}\n", environ={}).agent == {}
-    e = error_of("servers: {}\nagent:\n  pin: [crm.update_record]\n")
+    assert agent_settings(config) == {"mode": "code", "pinned": ("crm.update_record",), "max_turns": 12}
+    assert agent_settings(parse_config("servers: {}\n", environ={})) == {}
+    e = error_of("servers: {}\nagent:\n  pin: [crm.update_record]\n", sections=config_sections())
     assert str(e) == "tooltree.yaml:3: agent.pin: unknown key (did you mean 'pinned'?)"
-    e = error_of("servers: {}\nagent:\n  max_turns: 0\n")
+    e = error_of("servers: {}\nagent:\n  max_turns: 0\n", sections=config_sections())
     assert str(e) == "tooltree.yaml:3: agent.max_turns: expected the most requests per run, got 0"
-    e = error_of("servers: {}\nagent: [code]\n")
-    assert str(e) == "tooltree.yaml:2: agent: expected a mapping of agent settings, got a list"
+    e = error_of("servers: {}\nagent:\n  mode: fast\n", sections=config_sections())
+    assert str(e) == "tooltree.yaml:3: agent.mode: expected one of code, direct, tool-search, got 'fast'"
 
 
-def test_the_configs_agent_modes_are_the_agents_modes() -> None:
-    from agent.defaults import MODES
-    from tool_tree.config import AGENT_MODES
-
-    assert AGENT_MODES == MODES
+def test_relative_command_and_args_resolve_against_the_config_folder(tmp_path: Path) -> None:
+    path = tmp_path / "conf" / "tooltree.yaml"
+    path.parent.mkdir()
+    path.write_text("servers:\n  a: {command: ./bin/srv, args: [s.py]}\n  b: {command: python}\n", encoding="utf-8")
+    a, b = load_config(path, environ={}).servers
+    assert a.command == str(path.parent.resolve() / "bin" / "srv")
+    assert a.cwd == b.cwd == str(path.parent.resolve())  # so relative args open beside the config
+    assert a.args == ("s.py",) and b.command == "python"

@@ -22,7 +22,7 @@ RAW = REPO / "tests" / "servers" / "raw_server.py"
 
 def sample(name: str, **kw: Any) -> ServerConfig:
     return ServerConfig(
-        name=name, command=sys.executable, args=(str(REPO / "tests/sample_servers" / f"{name}.py"),), **kw
+        name=name, command=sys.executable, args=(str(REPO / "examples/sample_servers" / f"{name}.py"),), **kw
     )
 
 

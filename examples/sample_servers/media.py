@@ -1,6 +1,6 @@
 """A sample MCP server: charts and images, plus tools that fail, take time, report progress or wait for each other.
 
-Run: ``python tests/sample_servers/media.py`` (stdio) or ``... media.py --http --port 8765`` (Streamable HTTP).
+Run: ``python examples/sample_servers/media.py`` (stdio) or ``... media.py --http --port 8765`` (Streamable HTTP).
 """
 
 from __future__ import annotations

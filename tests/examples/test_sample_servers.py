@@ -23,8 +23,8 @@ from pydantic import TypeAdapter
 
 pytestmark = pytest.mark.anyio
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
+REPO = Path(__file__).resolve().parents[2]
+HERE = REPO / "examples" / "sample_servers"
 TRANSCRIPT_ID = "doc_q3r7tx"
 NORTHWIND_ACCOUNT_ID = "0015e000003NWTR"
 NORTHWIND_OPPORTUNITY_ID = "0065e000009Q3PR"
@@ -389,12 +389,12 @@ async def test_a_sample_server_serves_streamable_http_at_slash_mcp(tmp_path: Pat
 # --- the sample configuration ------------------------------------------------------------------------------------
 
 
-def test_example_config_starts_the_three_sample_servers_from_the_repo_root() -> None:
+def test_example_config_starts_the_three_sample_servers_beside_it() -> None:
     config = yaml.safe_load((REPO / "examples" / "tooltree.yaml").read_text(encoding="utf-8"))
     servers = config["servers"]
     assert list(servers) == ["docs", "crm", "media"]
     for name, server in servers.items():
         assert set(server) <= {"command", "args", "env", "cwd", "timeout", "enabled", "include", "exclude"}, name
         assert server["command"] == "python"
-        assert server["args"] == [f"tests/sample_servers/{name}.py"]
-        assert (REPO / server["args"][0]).is_file()
+        assert server["args"] == [f"sample_servers/{name}.py"]  # relative to the config file's folder
+        assert (REPO / "examples" / server["args"][0]).is_file()

@@ -1,6 +1,6 @@
 """A sample MCP server: a CRM in the style of Salesforce, with leads, contacts, accounts and opportunities.
 
-Run: ``python tests/sample_servers/crm.py`` (stdio) or ``... crm.py --http --port 8765`` (Streamable HTTP).
+Run: ``python examples/sample_servers/crm.py`` (stdio) or ``... crm.py --http --port 8765`` (Streamable HTTP).
 """
 
 from __future__ import annotations

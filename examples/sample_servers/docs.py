@@ -1,6 +1,6 @@
 """A sample MCP server: a company document drive (like Google Drive), with one very long meeting transcript.
 
-Run: ``python tests/sample_servers/docs.py`` (stdio) or ``... docs.py --http --port 8765`` (Streamable HTTP).
+Run: ``python examples/sample_servers/docs.py`` (stdio) or ``... docs.py --http --port 8765`` (Streamable HTTP).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Every sample server is one script::
 
-    python tests/sample_servers/crm.py                        # stdio
-    python tests/sample_servers/crm.py --http --port 8765     # Streamable HTTP at http://127.0.0.1:8765/mcp
+    python examples/sample_servers/crm.py                        # stdio
+    python examples/sample_servers/crm.py --http --port 8765     # Streamable HTTP at http://127.0.0.1:8765/mcp
 """
 
 from __future__ import annotations
