@@ -3,7 +3,8 @@
 ::
 
     <tree>/search_index.json              the tool search index (tool_tree.search)
-    <tree>/manifest.json                  every stub ↔ server ↔ original tool name ↔ schema hash
+    <tree>/manifest.json                  every stub ↔ server ↔ original tool name ↔ schema hash,
+                                          and the parameters whose name is not the wire name
     <tree>/snapshots/<package>.json       the raw ``tools/list`` result of each server (lossless)
     <tree>/servers/INDEX.md               one line per server
     <tree>/servers/__init__.py
@@ -12,13 +13,16 @@
     <tree>/servers/<package>/<module>.py  one stub per tool
 
 The bridge uses the manifest as its allowlist and the snapshots for argument validation, so
-both are read here, in the core, not in the generator.
+both are read here, in the core, not in the generator. The names in the manifest (packages,
+functions, renamed parameters) are also the generator's memory: a name once given is given again
+on the next run, so regenerating never breaks a script that imports a stub.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -68,6 +72,8 @@ class ToolEntry:
     """Hash of the stub file as generated (lets a rerun reuse an unchanged stub without rendering it)."""
     warnings: tuple[str, ...] = ()
     """What the generator could not convert faithfully."""
+    parameters: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """Wire name → parameter name, for the parameters whose name is not the wire name (``from`` → ``from_``)."""
 
     @property
     def qualified_name(self) -> str:
@@ -123,7 +129,10 @@ class Manifest:
                     ServerEntry(**{**s, "include": tuple(s.get("include", ())), "exclude": tuple(s.get("exclude", ()))})
                     for s in data["servers"]
                 ],
-                tools=[ToolEntry(**{**t, "warnings": tuple(t.get("warnings", ()))}) for t in data["tools"]],
+                tools=[
+                    ToolEntry(**{**t, "warnings": tuple(t.get("warnings", ())), "parameters": _names(t)})
+                    for t in data["tools"]
+                ],
                 generator=str(data.get("generator", "")),
             )
         except (ValueError, KeyError, TypeError) as e:
@@ -145,6 +154,18 @@ class Manifest:
             if t.server == server and t.tool == tool:
                 return t
         return None
+
+
+def _names(tool: dict[str, Any]) -> dict[str, str]:
+    """The ``parameters`` map of a manifest entry (string to string only).
+
+    Raises:
+        TypeError: it is not an object of strings.
+    """
+    names = tool.get("parameters", {})
+    if not isinstance(names, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
+        raise TypeError(f"parameters of tool {tool.get('tool')!r} is not an object of strings")
+    return dict(names)
 
 
 def _plain(entry: Any) -> dict[str, Any]:

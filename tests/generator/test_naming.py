@@ -6,7 +6,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from generator.naming import assign_identifiers, to_identifier
+from generator.naming import assign_identifiers, assign_parameters, to_identifier, to_parameter
 
 
 def test_keywords_soft_keywords_builtins_and_dunders_never_come_through() -> None:
@@ -46,3 +46,50 @@ def test_assigned_identifiers_are_unique_safe_and_ascii(names: list[str]) -> Non
     for v in values:
         assert v.isascii() and v.isidentifier() and not keyword.iskeyword(v)
         assert not keyword.issoftkeyword(v) and not v.startswith("__") and v != "README"
+
+
+def test_an_exact_identifier_wins_over_a_derived_one_whatever_sorts_first() -> None:
+    assert assign_identifiers(["get-item", "get_item"]) == {"get_item": "get_item", "get-item": "get_item_2"}
+    assert assign_identifiers(["Foo", "foo"], case_insensitive=True) == {"Foo": "Foo", "foo": "foo_2"}
+
+
+def test_a_name_given_before_is_kept_while_it_is_still_valid() -> None:
+    kept = assign_identifiers(["get-item", "get_item"], previous={"get-item": "get_item"})
+    assert kept == {"get-item": "get_item", "get_item": "get_item_2"}
+    # Not an identifier the rules would give, reserved, or taken twice: derived again.
+    for bad in ["class", "print", "x y", "README", "__init__", ""]:
+        assert assign_identifiers(["a-b"], reserved={"README"}, previous={"a-b": bad}) == {"a-b": "a_b"}
+    twice = assign_identifiers(["a", "b"], previous={"a": "z", "b": "z"})
+    assert twice == {"a": "z", "b": "b"}
+
+
+def test_parameters_keep_builtin_soft_keyword_and_dunder_names() -> None:
+    for name in ["id", "type", "format", "input", "range", "filter", "match", "case", "_", "self", "__init__"]:
+        assert to_parameter(name) == name
+    assert [to_parameter(n) for n in ["from", "class", "None", "__debug__", "user-id", "2fa", "ｆｒｏｍ"]] == [
+        "from_",
+        "class_",
+        "None_",
+        "debug",
+        "user_id",
+        "x_2fa",
+        "from_",
+    ]
+    assert to_parameter("result", reserved={"result", "result_"}) == "result__"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=12), max_size=20), st.dictionaries(st.text(max_size=6), st.text(max_size=6)))
+def test_assigned_parameters_are_unique_bindable_and_clear_of_reserved_names(
+    names: list[str], previous: dict[str, str]
+) -> None:
+    reserved = {"call_tool", "result"}
+    mapping = assign_parameters(names, reserved=reserved, previous=previous)
+    assert set(mapping) == set(names)
+    values = list(mapping.values())
+    assert len(set(values)) == len(values)
+    for v in values:
+        assert v.isascii() and v.isidentifier() and not keyword.iskeyword(v) and v != "__debug__"
+        assert v not in reserved
+        compile(f"def f(*, {v}=1): return call_tool", "<p>", "exec")
+    assert assign_parameters(list(reversed(names)), reserved=reserved, previous=previous) == mapping

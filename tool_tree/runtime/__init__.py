@@ -1,9 +1,11 @@
 """The runtime that generated stubs import. Standard library only: it runs inside the sandbox.
 
 A stub turns keyword arguments into a wire-format ``arguments`` dict and calls
-:func:`call_tool`. Where the call goes is decided by the installed *transport*: inside the
-sandbox the supervisor installs one that relays the call to the host bridge; on the host, a
-program (or a test) can install one that calls a live MCP session directly.
+:func:`call_tool`, which leaves out every argument that is :data:`NOT_GIVEN` (the default of
+every optional parameter); ``None`` is sent as JSON ``null``. Where the call goes is decided
+by the installed *transport*: inside the sandbox the supervisor installs one that relays the
+call to the host bridge; on the host, a program (or a test) can install one that calls a live
+MCP session directly.
 
 Exceptions::
 
@@ -26,11 +28,14 @@ from tool_tree.runtime._call import (
     structured,
 )
 from tool_tree.runtime._concurrency import parallel
+from tool_tree.runtime._not_given import NOT_GIVEN, NotGiven
 from tool_tree.runtime._result import Image, ToolResult
 
 __all__ = [
+    "NOT_GIVEN",
     "Image",
     "NoTransportError",
+    "NotGiven",
     "ToolCallError",
     "ToolError",
     "ToolResult",

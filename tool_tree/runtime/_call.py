@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from tool_tree.runtime._not_given import given
 from tool_tree.runtime._result import ToolResult
 
 Transport = Callable[[str, str, dict[str, Any]], dict[str, Any]]
@@ -18,29 +19,33 @@ _lock = threading.Lock()
 _transport: Transport | None = None
 
 
-class ToolError(Exception):
+class _CallFailed(Exception):
+    """What the two failures of a call share: where it went and what went wrong."""
+
+    def __init__(self, server: str, tool: str, message: str) -> None:
+        super().__init__(f"{server}.{tool}: {message}")
+        self.server = server
+        self.tool = tool
+        self.message = message
+
+
+class ToolError(_CallFailed):
     """The tool ran and reported an error. ``result`` holds everything the server sent."""
 
     __module__ = "tool_tree.runtime"  # the public name, as tracebacks show it
 
     def __init__(self, server: str, tool: str, message: str, result: ToolResult) -> None:
-        super().__init__(f"{server}.{tool}: {message}")
-        self.server = server
-        self.tool = tool
-        self.message = message
+        super().__init__(server, tool, message)
         self.result = result
 
 
-class ToolCallError(Exception):
+class ToolCallError(_CallFailed):
     """The call did not reach the tool (refused, invalid arguments, budget, server unavailable)."""
 
     __module__ = "tool_tree.runtime"
 
     def __init__(self, server: str, tool: str, message: str, code: str = "call_failed") -> None:
-        super().__init__(f"{server}.{tool}: {message}")
-        self.server = server
-        self.tool = tool
-        self.message = message
+        super().__init__(server, tool, message)
         self.code = code
 
 
@@ -64,7 +69,7 @@ def get_transport() -> Transport | None:
 
 
 def call_tool(server: str, tool: str, arguments: dict[str, Any]) -> ToolResult:
-    """Call ``tool`` on ``server`` with wire-format ``arguments``.
+    """Call ``tool`` on ``server`` with wire-format ``arguments``; entries that are `NOT_GIVEN` are not sent.
 
     Raises:
         ToolError: the tool reported an error.
@@ -77,7 +82,7 @@ def call_tool(server: str, tool: str, arguments: dict[str, Any]) -> ToolResult:
             f"cannot call {server}.{tool}: no tool transport is installed "
             "(run the script with `tooltree exec`, or call tool_tree.runtime.set_transport first)"
         )
-    result = ToolResult.from_wire(transport(server, tool, arguments))
+    result = ToolResult.from_wire(transport(server, tool, given(arguments)))
     if result.is_error:
         raise ToolError(server, tool, result.text or "the tool reported an error", result)
     return result

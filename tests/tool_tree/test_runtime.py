@@ -1,0 +1,43 @@
+"""The stub runtime's sentinel: an argument left out is not sent, ``None`` is sent as null."""
+
+import copy
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tool_tree.runtime import NOT_GIVEN, NotGiven, call_tool, set_transport
+
+Sent = list[dict[str, Any]]
+
+
+@pytest.fixture
+def sent() -> Iterator[Sent]:
+    calls: Sent = []
+
+    def transport(server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        calls.append(arguments)
+        return {"content": [{"type": "text", "text": "ok"}]}
+
+    previous = set_transport(transport)
+    yield calls
+    set_transport(previous)
+
+
+def test_call_tool_leaves_out_not_given_arguments_and_sends_none(sent: Sent) -> None:
+    call_tool("s", "t", {"a": 1, "b": NOT_GIVEN, "c": None, "d": NotGiven()})
+    call_tool("s", "t", {"a": 1})
+    assert sent == [{"a": 1, "c": None}, {"a": 1}]
+
+
+def test_only_top_level_arguments_are_left_out(sent: Sent) -> None:
+    call_tool("s", "t", {"nested": {"x": None}})
+    assert sent == [{"nested": {"x": None}}]
+
+
+def test_not_given_is_falsy_reads_as_its_name_and_survives_copies() -> None:
+    assert not NOT_GIVEN and repr(NOT_GIVEN) == "NOT_GIVEN"
+    assert copy.deepcopy(NOT_GIVEN) is NOT_GIVEN
+    assert pickle.loads(pickle.dumps(NOT_GIVEN)) is NOT_GIVEN
+    assert NotGiven.__module__ == "tool_tree.runtime"
