@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sandbox.results import ExecutionResult, ToolCallRecord, image_type_matches
+from tool_tree.text import size
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 LEDGER_LINES = 8
@@ -25,14 +26,6 @@ def text_block(text: str) -> dict[str, Any]:
 
 def image_block(data_b64: str, mime_type: str) -> dict[str, Any]:
     return {"type": "image", "source": {"type": "base64", "media_type": mime_type, "data": data_b64}}
-
-
-def size(n: int) -> str:
-    """``1234567`` → ``1.2 MB``."""
-    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 def _mcp_image(block: dict[str, Any]) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent.content import size
 from agent.errors import AgentError
+from tool_tree.text import size
 
 WORKSPACE = "/workspace"
 TREE_DIR = "servers"

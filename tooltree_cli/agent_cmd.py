@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tool_tree.text import size
 from tooltree_cli.common import load_optional_config, sandbox_config
 from tooltree_cli.output import error, print_json, table
 
@@ -64,12 +65,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.set_defaults(handler=run)
 
 
-def _size(n: int) -> str:
-    from agent.content import size
-
-    return size(n)
-
-
 def live_view(event: Event) -> None:
     """One line per model reply and per tool call, on stderr."""
     from agent.events import ModelReplied, ToolFinished
@@ -87,7 +82,7 @@ def live_view(event: Event) -> None:
         status = "error" if event.is_error else "ok"
         note = f" {event.note}" if event.note else ""
         print(
-            f"  {event.name}{note} [{status}] · {_size(event.model_bytes)} to the model · {event.seconds:.1f} s",
+            f"  {event.name}{note} [{status}] · {size(event.model_bytes)} to the model · {event.seconds:.1f} s",
             file=sys.stderr,
             flush=True,
         )
@@ -203,7 +198,7 @@ def _summary_line(result: RunResult) -> str:
     return (
         f"tooltree: {result.stop_reason} after {s.turns} turn(s) · {s.usage.sent:,} tokens sent, "
         f"{s.usage.output_tokens:,} received · {s.tool_calls} tool call(s), {s.script_tool_calls} from scripts · "
-        f"{_size(s.sandbox_bytes)} stayed in the sandbox, {_size(s.model_bytes)} reached the model"
+        f"{size(s.sandbox_bytes)} stayed in the sandbox, {size(s.model_bytes)} reached the model"
     )
 
 
@@ -221,7 +216,7 @@ def _print_comparison(results: list[RunResult], *, as_json: bool) -> None:
         share = f"{100 * u.total / direct:.1f} %" if direct else "-"
         rows.append([
             s.mode, r.stop_reason, str(s.turns), f"{u.sent:,}", f"{u.output_tokens:,}", f"{u.total:,}", share,
-            f"{s.tool_calls} ({s.script_tool_calls} from scripts)", _size(s.sandbox_bytes), _size(s.model_bytes),
+            f"{s.tool_calls} ({s.script_tool_calls} from scripts)", size(s.sandbox_bytes), size(s.model_bytes),
         ])  # fmt: skip
     print(table(rows, header))
     for r in results:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tool_tree.text import size
 from tooltree_cli.common import load_optional_config, sandbox_config
 from tooltree_cli.output import print_json
 
@@ -148,13 +149,6 @@ def _save_images(result: ExecutionResult, folder: Path) -> list[Path]:
     return saved
 
 
-def _size(n: int) -> str:
-    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
-
-
 def _print_human(result: ExecutionResult, saved: list[Path]) -> None:
     if result.stdout:
         sys.stdout.write(result.stdout if result.stdout.endswith("\n") else result.stdout + "\n")
@@ -167,15 +161,15 @@ def _print_human(result: ExecutionResult, saved: list[Path]) -> None:
     for c in result.tool_calls:
         status = "ok" if c.ok else f"error: {c.error}"
         print(
-            f"  call {c.server}.{c.tool}  {status}  {_size(c.response_bytes)}  {c.duration_ms:.0f} ms", file=sys.stderr
+            f"  call {c.server}.{c.tool}  {status}  {size(c.response_bytes)}  {c.duration_ms:.0f} ms", file=sys.stderr
         )
     for n, image in enumerate(result.images):
         where = f" saved to {saved[n]}" if n < len(saved) else " (use --images DIR to save)"
-        print(f"  image {n + 1}: {image.mime_type}, {_size(len(image.data))}{where}", file=sys.stderr)
+        print(f"  image {n + 1}: {image.mime_type}, {size(len(image.data))}{where}", file=sys.stderr)
     info = result_json(result)
     print(
         f"tooltree: exit {result.exit_status} in {result.duration:.2f} s · {len(result.tool_calls)} tool call(s) · "
-        f"{_size(info['tool_result_bytes'])} of tool results stayed in the sandbox · "
-        f"{_size(info['printed_bytes'])} printed",
+        f"{size(info['tool_result_bytes'])} of tool results stayed in the sandbox · "
+        f"{size(info['printed_bytes'])} printed",
         file=sys.stderr,
     )

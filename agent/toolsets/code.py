@@ -12,11 +12,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.content import execution_blocks, size
+from agent.content import execution_blocks
 from agent.files import FileAccessError, FileView
 from agent.prompts import render
 from agent.toolsets.base import ToolOutcome, Toolset, error
 from tool_tree.search import SearchError, SearchHit, render_hits, search_tools
+from tool_tree.text import one_line, size
 from tool_tree.tree import INDEX_FILE
 
 if TYPE_CHECKING:
@@ -121,10 +122,10 @@ class CodeToolset(Toolset):
         lines = [head]
         for s in servers:
             line = f"- {s.package} ({s.tool_count})"
-            purpose = " ".join(s.description.split())
             space = room - len(line) - 3
-            if purpose and space >= 12:
-                line += " — " + (purpose if len(purpose) <= space else purpose[: space - 1].rstrip() + "…")
+            purpose = one_line(s.description, space) if space >= 12 else ""
+            if purpose:
+                line += " — " + purpose
             lines.append(line)
         return "\n".join(lines)
 

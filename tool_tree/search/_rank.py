@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from tool_tree.search._docs import SearchDoc
 from tool_tree.search._text import tokens
+from tool_tree.text import first_sentence
 
 
 @dataclass(frozen=True)
@@ -64,12 +65,7 @@ class RankingConfig:
 
 
 def _lead(description: str) -> str:
-    para = description.strip().split("\n\n", 1)[0]
-    for end in (". ", "! ", "? ", ".\n"):
-        i = para.find(end)
-        if i > 0:
-            para = para[: i + 1]
-    return para
+    return first_sentence(description, limit=1_000)
 
 
 def doc_fields(doc: SearchDoc, config: RankingConfig) -> dict[str, list[str]]:

@@ -13,6 +13,10 @@ import re
 import unicodedata
 from functools import lru_cache
 
+# Display text (summaries, one-line previews) comes from the core's one cleaner and sentence splitter.
+from tool_tree.text import first_sentence as first_sentence
+from tool_tree.text import one_line as one_line
+
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_A-Za-z]+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
@@ -185,22 +189,3 @@ def stem_word(word: str) -> str:
     if w.endswith("ll") and _measure(w) > 1:
         w = w[:-1]
     return w
-
-
-# --- display text -------------------------------------------------------------------------
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
-
-
-def one_line(text: str, limit: int = 160) -> str:
-    """White space collapsed, control and bidi characters dropped, capped with an ellipsis."""
-    flat = " ".join(_CONTROL.sub(" ", text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
-
-
-def first_sentence(text: str, limit: int = 160) -> str:
-    """The first sentence of the first paragraph, on one line."""
-    para = text.replace("\r\n", "\n").strip().split("\n\n", 1)[0]
-    flat = " ".join(_CONTROL.sub(" ", para).split())
-    return one_line(_SENTENCE_END.split(flat, maxsplit=1)[0], limit)

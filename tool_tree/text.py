@@ -1,0 +1,112 @@
+"""Text from servers, made safe and short for people and models: the one place that decides
+
+- what untrusted text keeps (:func:`clean`: control, bidi and zero-width characters go; line
+  separators and unicode spaces become plain spaces; line ends become ``\\n``);
+- how it fits on one line (:func:`one_line`);
+- where its first sentence ends (:func:`split_sentence`, :func:`first_sentence`): at ``.``,
+  ``!`` or ``?`` (closing quotes and brackets included) before white space and a character
+  that is not a lower-case letter, or at ``。！？``; never after an abbreviation such as
+  ``e.g.``, ``i.e.`` or ``vs.``;
+- how a byte count reads (:func:`size`).
+
+The generator (stub docstrings, ``INDEX.md``, ``README.md``, the manifest's summaries) and tool
+search use these functions, so a summary reads the same wherever it is shown.
+"""
+
+from __future__ import annotations
+
+import re
+
+_DROPPED = re.compile("[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+"""Control, zero-width, bidi and byte-order characters: removed."""
+_AS_SPACE = re.compile("[\x0b\x0c\x1c-\x1f\x85\u2028\u2029\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
+"""Separators other than ``\\n`` (vertical tab, form feed, NEL, line and paragraph separators) and
+every Unicode space separator (category Zs) but the space itself: a plain space each."""
+
+_SENTENCE_END = re.compile(r"""(?<![.!?])[.!?]+["'”’)\]]*(?=\s+(\S))|[。！？]""")
+"""Punctuation that may end a sentence, and (group 1) the first character after the white space.
+
+The look-behind starts a match only at the first mark of a run (``!!!…``), so a search is linear."""
+_WORD_BEFORE = re.compile(r"[\w.]+$")
+_DOTTED = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
+"""``e.g``, ``i.e``, ``U.S``: letters joined by periods (the last period is the sentence's candidate end)."""
+ABBREVIATIONS = frozenset(
+    "eg ie vs cf approx incl esp resp viz al fig figs no vol mr mrs ms dr prof st jr sr".split()  # noqa: SIM905
+)
+"""Words whose period does not end a sentence (lower case, without the period)."""
+_LONGEST_WORD = 16
+"""Characters before a period looked at to find an abbreviation (``e.g`` or a dotted ``U.S.A``)."""
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_SECTION = r"[A-Z]\w{0,20}(?: \w{1,20})?:"
+"""A section line of one or two words: ``Args:``, ``Example usage:``."""
+_BLOCK_START = re.compile(rf"\n[ \t]*(?:[-*+•]\s|\d{{1,3}}[.)]\s|#|{_SECTION}[ \t]*(?:\n|$))")
+"""A later line that starts a list, a heading or a section (``Args:``): it ends the first paragraph."""
+_HEADING = re.compile(rf"[#\s]*{_SECTION}")
+
+
+def clean(text: str) -> str:
+    """Drop control, bidi and zero-width characters; line separators and unicode spaces become a space.
+
+    Line ends become ``\\n`` and a tab becomes four spaces, so the text keeps its lines and indentation.
+    """
+    if text.replace("\n", " ").isprintable():
+        return text  # the usual case: every character changed below is non-printable (or \t, \r)
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", "    ")
+    return _AS_SPACE.sub(" ", _DROPPED.sub("", text))
+
+
+def one_line(text: str, limit: int = 160) -> str:
+    """:func:`clean` text with all white space collapsed to single spaces, capped at ``limit`` with ``…``."""
+    flat = " ".join(clean(text).split())
+    return flat if len(flat) <= limit else flat[: max(limit - 1, 0)].rstrip() + "…"
+
+
+def split_sentence(text: str) -> tuple[str, str]:
+    """``text`` cut after its first sentence: the sentence and the rest (white space between them dropped).
+
+    Without a sentence end, the whole text is the sentence and the rest is empty.
+    """
+    for end in _SENTENCE_END.finditer(text):
+        after = end.group(1)
+        if after is None:  # 。！？ end a sentence whatever follows
+            return text[: end.end()], text[end.end() :].lstrip()
+        if after.islower() or (end.group().startswith(".") and _abbreviation(text, end.start())):
+            continue
+        return text[: end.end()], text[end.end() :].lstrip()
+    return text, ""
+
+
+def _abbreviation(text: str, dot: int) -> bool:
+    """Whether the period at ``dot`` closes an abbreviation (``e.g.``, ``vs.``) rather than a sentence."""
+    word = _WORD_BEFORE.search(text, max(0, dot - _LONGEST_WORD), dot)  # bounded: the text is untrusted
+    if word is None:
+        return False
+    token = word.group().lstrip(".")
+    return token.lower() in ABBREVIATIONS or _DOTTED.fullmatch(token) is not None
+
+
+def first_paragraph(text: str) -> str:
+    """The lines of :func:`clean` ``text`` before its first blank line, list, heading or section line."""
+    text = clean(text).strip()
+    blank = _BLANK_LINE.search(text)
+    if blank is not None:
+        text = text[: blank.start()]
+    for block in _BLOCK_START.finditer(text):
+        lead = text[: block.start()].strip()
+        if lead and not _HEADING.fullmatch(lead):  # a paragraph that is only "Returns:" takes its block along
+            return text[: block.start()]
+    return text
+
+
+def first_sentence(text: str, limit: int = 160) -> str:
+    """The first sentence of the first paragraph, on one line, capped at ``limit`` with ``…``."""
+    flat = " ".join(first_paragraph(text).split())
+    return one_line(split_sentence(flat)[0], limit)
+
+
+def size(n: int) -> str:
+    """A byte count as people read it: ``1234567`` → ``1.2 MB``."""
+    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
