@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from generator.fingerprint import generator_fingerprint
 from generator.index_files import render_index, render_package_init, render_readme, render_servers_init
 from generator.naming import assign_identifiers
-from generator.text import first_sentence
+from tool_tree.text import first_sentence
 
 if TYPE_CHECKING:
     from generator.render import RenderedStub
@@ -60,16 +60,16 @@ class Plan:
     warnings: list[str]
 
 
-_Job = tuple[str, dict[str, Any], str, str]
-"""(server, raw tool, function, schema hash): one stub to render."""
+_Job = tuple[str, dict[str, Any], str, dict[str, str]]
+"""(server, raw tool, function, the names its parameters were given before): one stub to render."""
 PARALLEL_THRESHOLD = 400
 
 
 def _render(job: _Job) -> RenderedStub:
     from generator.render import render_stub  # not imported for a rerun that renders nothing
 
-    server, raw, function, digest = job
-    return render_stub(server=server, tool=raw, function=function, schema_hash=digest)
+    server, raw, function, parameters = job
+    return render_stub(server=server, tool=raw, function=function, parameters=parameters)
 
 
 def render_many(jobs: Sequence[_Job]) -> Iterator[RenderedStub]:
@@ -156,15 +156,20 @@ def plan_tree(
     rendered again: its bytes on disk (read with ``existing``) are reused when they still hash to
     what was written. That makes a no-op rerun cost a file read per tool, not a render.
 
+    Names are stable: a server keeps the package, a tool the function and a parameter the name
+    ``previous`` records for it while they are still valid, so adding a tool or a property never
+    renames an existing stub or parameter (scripts and saved skills import them).
+
     ``on_rendered(path, data)`` is called for each stub as soon as it is rendered (the plan has
     it too), so a caller can write it while the rest still renders.
     """
     fingerprint = generator_fingerprint()
+    before = previous.tools if previous is not None else ()
+    given = {(t.server, t.tool): t for t in before}  # names once given are given again
     reusable: dict[tuple[str, str], ToolEntry] = {}
     if previous is not None and previous.generator == fingerprint:
-        reusable = {(t.server, t.tool): t for t in previous.tools if t.stub_hash}
-    keep_tools = previous.tools if previous is not None else ()
-    # Kept servers keep their package; the others get names that cannot collide with them.
+        reusable = {key: t for key, t in given.items() if t.stub_hash}
+    # Kept servers keep their package; the others get their previous one or a name that cannot collide.
     packages = {entry.name: entry.package for entry in keep}
     packages.update(
         assign_identifiers(
@@ -172,6 +177,7 @@ def plan_tree(
             fallback="server",
             reserved=_RESERVED_MODULES | set(packages.values()),
             case_insensitive=True,
+            previous={s.name: s.package for s in previous.servers} if previous is not None else {},
         )
     )
     files: dict[str, bytes] = {}
@@ -181,7 +187,7 @@ def plan_tree(
     owned: list[str] = []
     kept_names = {entry.name for entry in keep}
     servers.extend(keep)
-    tools.extend(t for t in keep_tools if t.server in kept_names)
+    tools.extend(t for t in before if t.server in kept_names)
 
     # First decide every stub's path and whether it can be reused; then render the rest at once.
     selections: list[tuple[ServerListing, str, list[tuple[dict[str, Any], str, str]]]] = []
@@ -193,7 +199,11 @@ def plan_tree(
         selected, w = selected_tools(listing)
         warnings += w
         functions = assign_identifiers(
-            [t["name"] for t in selected], fallback="tool", reserved=_RESERVED_MODULES, case_insensitive=True
+            [t["name"] for t in selected],
+            fallback="tool",
+            reserved=_RESERVED_MODULES,
+            case_insensitive=True,
+            previous={t.tool: t.function for t in before if t.server == listing.name},
         )
         chosen = []
         for raw in selected:
@@ -203,7 +213,8 @@ def plan_tree(
             old = reusable.get((listing.name, raw["name"]))
             data = existing(path) if old is not None and old.path == path and old.schema_hash == digest else None
             if old is None or data is None or content_hash(data) != old.stub_hash:
-                jobs.append((listing.name, raw, function, digest))
+                earlier = given.get((listing.name, raw["name"]))
+                jobs.append((listing.name, raw, function, dict(earlier.parameters) if earlier is not None else {}))
             else:
                 files[path] = data
         selections.append((listing, base, chosen))
@@ -221,9 +232,10 @@ def plan_tree(
             stub = rendered.get((listing.name, function))
             if stub is not None:
                 files[path] = stub.source.encode("utf-8")
-                stub_warnings = list(stub.warnings)
+                stub_warnings, parameters = list(stub.warnings), stub.parameters
             else:
-                stub_warnings = list(reusable[(listing.name, raw["name"])].warnings)
+                reused = reusable[(listing.name, raw["name"])]
+                stub_warnings, parameters = list(reused.warnings), dict(reused.parameters)
             data = files[path]
             warnings += [f"{listing.name}: {msg}" for msg in stub_warnings]
             description = raw.get("description") if isinstance(raw.get("description"), str) else ""
@@ -237,6 +249,7 @@ def plan_tree(
                     summary=first_sentence(description or "", 200),
                     stub_hash=content_hash(data),
                     warnings=tuple(stub_warnings),
+                    parameters=parameters,
                 )
             )
         server_tools.sort(key=lambda t: t.function)

@@ -8,25 +8,25 @@ renderer writes, where nothing at module level runs except imports from ``typing
     \"\"\"docstring\"\"\"
     from __future__ import annotations
     from typing import ...                      (only names in TYPING_NAMES)
-    from tool_tree.runtime import ...           (ToolResult, call_tool, structured)
+    from tool_tree.runtime import ...           (ToolResult, NotGiven, NOT_GIVEN, call_tool, structured)
     class X(TypedDict): <annotated names>       (types made of known names, [], |, constants)
     Y = TypedDict("Y", {"key": "type", ...})
-    def <function>(*, <params> = None, **arguments: T) -> T:
-        arguments: dict[str, Any] = {"wire": param, ...}
-        if param is not None:
-            arguments["wire"] = param
-        result = call_tool(<server>, <tool>, arguments)            (or: return call_tool(...))
+    def <function>(*, <params> = NOT_GIVEN, **arguments: T) -> T:
+        return call_tool(<server>, <tool>, {"wire": param, ..., **arguments})   (or: arguments, {})
+      or
+        result = call_tool(<server>, <tool>, {...})
         return cast(T, structured(result, <server>, <tool>))
 
 The source is parsed once (warnings as errors, so an invalid escape is a syntax error) and the
 tree is walked; it is not also compiled, because a tree of this shape compiles whenever it
 parses. Everything the compiler and symbol table check beyond the parser is either a construct
 the walk admits nowhere (loops, ``yield``/``await``, ``global``/``nonlocal``, ``*``/``**`` in
-calls or targets, keyword arguments, ``return`` outside the function, statements other than the
-ones above) or checked by the walk itself: no name ``__debug__`` is bound, no parameter name is
-repeated, and the only type written as an expression outside an annotation (the ``cast``
-target) is a plain name or a string. Annotations are never compiled as expressions: the
-``from __future__ import annotations`` the walk requires turns them into strings.
+calls or targets (``**arguments`` only ends the arguments dict), keyword arguments, ``return``
+outside the function, statements other than the ones above) or checked by the walk itself: no
+name ``__debug__`` is bound, no parameter name is repeated, and the only type written as an
+expression outside an annotation (the ``cast`` target) is a plain name or a string. Annotations
+are never compiled as expressions: the ``from __future__ import annotations`` the walk requires
+turns them into strings.
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ def check_stub(source: str, *, function: str, server: str, tool: str) -> str | N
 
 
 _FUTURE_IMPORTS = frozenset({"annotations"})
-_RUNTIME_IMPORTS = frozenset({"ToolResult", "call_tool", "structured"})
-_TYPE_IMPORTS = (TYPING_NAMES - {"cast"}) | {"ToolResult"}
+_RUNTIME_IMPORTS = frozenset({"ToolResult", "NotGiven", "NOT_GIVEN", "call_tool", "structured"})
+_TYPE_IMPORTS = (TYPING_NAMES - {"cast"}) | {"ToolResult", "NotGiven"}
 """Imported names a type may refer to."""
 
 
@@ -211,13 +211,14 @@ def _check_function(func: ast.FunctionDef, allowed: set[str], stub: _Stub) -> No
         raise _Reject("the function has type parameters")
     params = set()
     for arg, default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
-        if arg.annotation is None or not (default is None or _is_const(default, None)):
-            raise _Reject(f"parameter {arg.arg} is not annotated or has a default other than None")
+        if arg.annotation is None or not (default is None or _is_name(default, stub.name("NOT_GIVEN"))):
+            raise _Reject(f"parameter {arg.arg} is not annotated or has a default other than NOT_GIVEN")
         _check_type(arg.annotation, allowed)
         _check_bindable(arg.arg)
         if arg.arg in params:
             raise _Reject(f"parameter {arg.arg} is repeated")
         params.add(arg.arg)
+    extra = a.kwarg is not None
     if a.kwarg is not None:
         if a.kwarg.arg != "arguments" or a.kwarg.annotation is None or "arguments" in params:
             raise _Reject("unexpected **kwargs")
@@ -226,73 +227,44 @@ def _check_function(func: ast.FunctionDef, allowed: set[str], stub: _Stub) -> No
         raise _Reject("no return annotation")
     _check_type(func.returns, allowed)
     body = func.body[1:] if func.body and _is_docstring(func.body[0]) else list(func.body)
-    if not body:
-        raise _Reject("empty function body")
-    for stmt in body[:-1]:
-        _check_statement(stmt, params, allowed, stub)
-    last = body[-1]
-    if not isinstance(last, ast.Return) or last.value is None:
-        raise _Reject("the function does not end with a return")
-    value = last.value
-    if isinstance(value, ast.Call) and _is_name(value.func, stub.name("cast")):
-        if len(value.args) != 2 or value.keywords:
-            raise _Reject("malformed cast")
-        target, inner = value.args
-        # The target is evaluated: a plain name, or a string holding the type (never evaluated).
-        if not (isinstance(target, ast.Name) or _is_str(target)):
-            raise _Reject("the cast target is not a name or a string")
-        _check_type(_string_type(target) if _is_str(target) else target, allowed)
-        if not (
-            isinstance(inner, ast.Call)
-            and _is_name(inner.func, stub.name("structured"))
-            and not inner.keywords
-            and len(inner.args) == 3
-            and _is_name(inner.args[0], "result")
-            and _is_str(inner.args[1], stub.server)
-            and _is_str(inner.args[2], stub.tool)
-        ):
-            raise _Reject("malformed structured() call")
-    else:
-        _check_call_tool(value, stub)
-
-
-def _check_statement(stmt: ast.stmt, params: set[str], allowed: set[str], stub: _Stub) -> None:
-    if isinstance(stmt, ast.AnnAssign) and _is_name(stmt.target, "arguments"):
-        _check_type(stmt.annotation, allowed)
-        value = stmt.value
-        if not isinstance(value, ast.Dict) or not all(
-            k is not None and _is_str(k) and isinstance(v, ast.Name) and v.id in params
-            for k, v in zip(value.keys, value.values, strict=True)
-        ):
-            raise _Reject("malformed arguments dict")
+    if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+        _check_call_tool(body[0].value, params, extra, stub)
         return
-    if isinstance(stmt, ast.If):
-        test, body = stmt.test, stmt.body
-        if (
-            not stmt.orelse
-            and isinstance(test, ast.Compare)
-            and isinstance(test.left, ast.Name)
-            and test.left.id in params
-            and len(test.ops) == 1
-            and isinstance(test.ops[0], ast.IsNot)
-            and _is_const(test.comparators[0], None)
-            and len(body) == 1
-            and isinstance(body[0], ast.Assign)
-            and len(body[0].targets) == 1
-            and isinstance(body[0].targets[0], ast.Subscript)
-            and _is_name(body[0].targets[0].value, "arguments")
-            and _is_str(body[0].targets[0].slice)
-            and _is_name(body[0].value, test.left.id)
-        ):
-            return
-        raise _Reject("malformed optional-argument statement")
-    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _is_name(stmt.targets[0], "result"):
-        _check_call_tool(stmt.value, stub)
-        return
-    raise _Reject(f"unexpected {type(stmt).__name__} in the function body")
+    if not (
+        len(body) == 2
+        and isinstance(body[0], ast.Assign)
+        and len(body[0].targets) == 1
+        and _is_name(body[0].targets[0], "result")
+        and isinstance(body[1], ast.Return)
+        and body[1].value is not None
+    ):
+        raise _Reject("the function's body is not what the renderer writes")
+    _check_call_tool(body[0].value, params, extra, stub)
+    value = body[1].value
+    if not (isinstance(value, ast.Call) and _is_name(value.func, stub.name("cast"))):
+        raise _Reject("the function does not return a cast structured result")
+    if len(value.args) != 2 or value.keywords:
+        raise _Reject("malformed cast")
+    target, inner = value.args
+    # The target is evaluated: a plain name, or a string holding the type (never evaluated).
+    if not (isinstance(target, ast.Name) or _is_str(target)):
+        raise _Reject("the cast target is not a name or a string")
+    _check_type(_string_type(target) if _is_str(target) else target, allowed)
+    if not (
+        isinstance(inner, ast.Call)
+        and _is_name(inner.func, stub.name("structured"))
+        and not inner.keywords
+        and len(inner.args) == 3
+        and _is_name(inner.args[0], "result")
+        and _is_str(inner.args[1], stub.server)
+        and _is_str(inner.args[2], stub.tool)
+    ):
+        raise _Reject("malformed structured() call")
 
 
-def _check_call_tool(node: ast.expr, stub: _Stub) -> None:
+def _check_call_tool(node: ast.expr, params: set[str], extra: bool, stub: _Stub) -> None:
+    """``call_tool(<server>, <tool>, A)``: A is ``arguments`` (only with ``**arguments``) or a dict of
+    string keys to parameters, ending with ``**arguments`` at most."""
     if not (
         isinstance(node, ast.Call)
         and _is_name(node.func, stub.name("call_tool"))
@@ -300,9 +272,18 @@ def _check_call_tool(node: ast.expr, stub: _Stub) -> None:
         and len(node.args) == 3
         and _is_str(node.args[0], stub.server)
         and _is_str(node.args[1], stub.tool)
-        and (_is_name(node.args[2], "arguments") or (isinstance(node.args[2], ast.Dict) and not node.args[2].keys))
     ):
         raise _Reject("malformed call_tool() call")
+    arguments = node.args[2]
+    if extra and _is_name(arguments, "arguments"):
+        return
+    if not isinstance(arguments, ast.Dict):
+        raise _Reject("malformed arguments of call_tool()")
+    items = list(zip(arguments.keys, arguments.values, strict=True))
+    if extra and items and items[-1][0] is None and _is_name(items[-1][1], "arguments"):
+        items.pop()
+    if not all(k is not None and _is_str(k) and isinstance(v, ast.Name) and v.id in params for k, v in items):
+        raise _Reject("malformed arguments of call_tool()")
 
 
 def _check_bindable(name: str) -> None:
@@ -312,10 +293,6 @@ def _check_bindable(name: str) -> None:
 
 def _is_name(node: ast.expr, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
-
-
-def _is_const(node: ast.expr | None, value: None) -> bool:
-    return isinstance(node, ast.Constant) and node.value is value
 
 
 def _is_str(node: ast.expr, value: str | None = None) -> bool:

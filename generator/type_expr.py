@@ -20,7 +20,9 @@ MAX_UNION = 30
 
 TYPING_NAMES = frozenset({"Any", "Literal", "NotRequired", "TypedDict", "cast"})
 """Names a stub may import from ``typing``."""
-RUNTIME_NAMES = frozenset({"ToolResult", "ToolError", "ToolCallError", "call_tool", "structured"})
+RUNTIME_NAMES = frozenset(
+    {"ToolResult", "ToolError", "ToolCallError", "call_tool", "structured", "NotGiven", "NOT_GIVEN"}
+)
 """Names of ``tool_tree.runtime`` a stub may use (only some are imported)."""
 IMPORTABLE_NAMES = TYPING_NAMES | RUNTIME_NAMES
 
@@ -146,6 +148,19 @@ def literal_source(value: LiteralValue, *, quote: str | None = None) -> str:
     if isinstance(value, int):
         return str(value)
     return preferred_literal(value) if quote is None else string_literal(value, quote=quote)
+
+
+def type_names(t: PyType) -> set[str]:
+    """The names the source text of ``t`` refers to (before import aliases): ``dict[str, Foo]`` → dict, str, Foo."""
+    if isinstance(t, Atom):
+        return {t.name}
+    if isinstance(t, Lit):
+        return {"Literal"}
+    if isinstance(t, ListOf):
+        return {"list"} | type_names(t.item)
+    if isinstance(t, DictOf):
+        return {"dict", "str"} | type_names(t.value)
+    return set().union(*(type_names(m) for m in t.members))
 
 
 def render_type(t: PyType, names: ImportNames, *, quote: str | None = None, wrap: str | None = None) -> str:

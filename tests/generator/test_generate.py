@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -16,6 +17,9 @@ from typing import Any
 import pytest
 
 from tests.support import alive, sample_config_yaml
+from tool_tree.config import load_config
+from tool_tree.pool import BackgroundPool
+from tool_tree.runtime import set_transport
 from tooltree_cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,7 +133,7 @@ def test_generated_tree_type_checks_and_mypy_catches_misuse(sample_tree: tuple[P
         "from servers.crm import list_leads, log_activity\n"
         "from servers.media import get_image_info\n"
         "rows = list_leads(status='qualified').json()\n"
-        "log_activity(type_='call', related_to={'object_type': 'lead', 'id': 'x'}, subject='Hi', from_='a@b.c')\n"
+        "log_activity(type='call', related_to={'object_type': 'lead', 'id': 'x'}, subject='Hi', from_='a@b.c')\n"
         "info = get_image_info(source={'kind': 'gallery', 'image_id': 'img_q3_forecast'})\n"
         "width: int = info['width']\n",
         encoding="utf-8",
@@ -137,7 +141,7 @@ def test_generated_tree_type_checks_and_mypy_catches_misuse(sample_tree: tuple[P
     (tree / "bad.py").write_text(
         "from servers.crm import list_leads, log_activity\n"
         "list_leads(stat='qualified')\n"
-        "log_activity(type_='fax', related_to={'object_type': 'lead', 'id': 'x'}, subject='Hi')\n",
+        "log_activity(type='fax', related_to={'object_type': 'lead', 'id': 'x'}, subject='Hi')\n",
         encoding="utf-8",
     )
     env = {**os.environ, "MYPYPATH": str(REPO)}
@@ -147,7 +151,7 @@ def test_generated_tree_type_checks_and_mypy_catches_misuse(sample_tree: tuple[P
     bad = subprocess.run([*cmd, "bad.py"], cwd=tree, env=env, capture_output=True, text=True)
     assert bad.returncode == 1
     assert 'Unexpected keyword argument "stat" for "list_leads"' in bad.stdout
-    assert 'Argument "type_" to "log_activity" has incompatible type "Literal[\'fax\']"' in bad.stdout
+    assert 'Argument "type" to "log_activity" has incompatible type "Literal[\'fax\']"' in bad.stdout
 
 
 def test_from_snapshot_without_config_keeps_the_recorded_tool_filters(
@@ -182,6 +186,98 @@ def test_removed_tools_lose_their_files_and_new_ones_appear(tmp_path: Path, caps
     assert not (out / "servers/svc/beta.py").exists()
     assert (out / "servers/svc/gamma.py").is_file()
     assert "gamma" in (out / "servers/svc/__init__.py").read_text(encoding="utf-8")
+
+
+_SCRIPT = """\
+import json
+from tool_tree.runtime import set_transport
+sent = []
+set_transport(lambda server, tool, arguments: sent.append([server, tool, arguments]) or {"content": []})
+from servers.svc import get_item
+get_item(user_id="u")
+print(json.dumps(sent))
+"""
+
+
+def _run_script(tree: Path) -> Any:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(REPO)])}
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout)
+
+
+def _generate_from_snapshot(
+    tmp: Path, server: str, tools: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> dict[str, Any]:
+    """Write ``server``'s snapshot under ``tmp/snaps``, regenerate ``tmp/tree`` from the snapshots; the manifest."""
+    snaps = tmp / "snaps"
+    snaps.mkdir(exist_ok=True)
+    (snaps / f"{server}.json").write_text(json.dumps({"server": server, "info": {}, "tools": tools}), encoding="utf-8")
+    assert run_cli("--from-snapshot", str(snaps), "--out", str(tmp / "tree"), capsys=capsys)[0] == 0
+    manifest: dict[str, Any] = json.loads((tmp / "tree" / "manifest.json").read_text(encoding="utf-8"))
+    return manifest
+
+
+def test_a_colliding_tool_or_property_added_later_renames_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "tree"
+
+    def generate(*tools: dict[str, Any]) -> dict[str, Any]:
+        manifest = _generate_from_snapshot(tmp_path, "svc", list(tools), capsys)
+        return {t["tool"]: (t["function"], t["parameters"]) for t in manifest["tools"]}
+
+    assert generate(tool("get-item", **{"user-id": {"type": "string"}})) == {
+        "get-item": ("get_item", {"user-id": "user_id"})
+    }
+    assert _run_script(out) == [["svc", "get-item", {"user-id": "u"}]]
+    # A tool really called get_item, and a property really called user_id, arrive later.
+    both = {"user-id": {"type": "string"}, "user_id": {"type": "string"}}
+    assert generate(tool("get-item", **both), tool("get_item")) == {
+        "get-item": ("get_item", {"user-id": "user_id", "user_id": "user_id_2"}),
+        "get_item": ("get_item_2", {}),
+    }
+    assert _run_script(out) == [["svc", "get-item", {"user-id": "u"}]]  # the old import and call still work
+    # A tree generated afresh gives the exact names to the exact matches.
+    shutil.rmtree(out)
+    assert generate(tool("get-item", **both), tool("get_item")) == {
+        "get-item": ("get_item_2", {"user-id": "user_id_2"}),
+        "get_item": ("get_item", {}),
+    }
+
+
+def test_a_server_keeps_its_package_when_a_colliding_server_is_added(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _generate_from_snapshot(tmp_path, "my-crm", [tool("a")], capsys)
+    manifest = _generate_from_snapshot(tmp_path, "my_crm", [tool("a")], capsys)
+    assert {s["name"]: s["package"] for s in manifest["servers"]} == {"my-crm": "my_crm", "my_crm": "my_crm_2"}
+
+
+def test_a_stub_sends_null_for_none_and_leaves_out_what_is_not_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A real MCP server over stdio (raw JSON-RPC) that answers a call with the arguments it received.
+    props = {"id": {"type": "string"}, "owner": {"type": ["string", "null"]}, "limit": {"type": "integer"}}
+    edit = {**tool("edit", **props), "inputSchema": {"type": "object", "properties": props, "required": ["id"]}}
+    config = tmp_path / "c.yaml"
+    config.write_text("servers:\n" + raw_server(tmp_path, "echo", {"pages": [[edit]]}), encoding="utf-8")
+    out = tmp_path / "tree"
+    assert run_cli("--config", str(config), "--out", str(out), capsys=capsys)[0] == 0
+    source = (out / "servers/echo/edit.py").read_text(encoding="utf-8")
+    assert "owner: str | None | NotGiven = NOT_GIVEN, limit: int | NotGiven = NOT_GIVEN)" in source
+    spec = importlib.util.spec_from_file_location("generated_echo_edit", out / "servers/echo/edit.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with BackgroundPool(load_config(config).enabled_servers) as pool:
+        previous = set_transport(pool.call)
+        try:
+            cleared = module.edit(id="r1", owner=None).json()
+            untouched = module.edit(id="r1").json()
+        finally:
+            set_transport(previous)
+    assert cleared == {"id": "r1", "owner": None}
+    assert untouched == {"id": "r1"}
 
 
 def test_pagination_is_followed_and_unknown_fields_are_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,6 +3,7 @@
 import ast
 import builtins
 import inspect
+import keyword
 import math
 import warnings
 from collections.abc import Iterator
@@ -125,8 +126,8 @@ def _tool_name(tool: Any) -> str:
     return name if isinstance(name, str) else ""
 
 
-def _render(tool: Any, server: str = "srv", schema_hash: str = "sha256:x") -> RenderedStub:
-    return render_stub(server=server, tool=tool, function=_function_for(tool), schema_hash=schema_hash)
+def _render(tool: Any, server: str = "srv") -> RenderedStub:
+    return render_stub(server=server, tool=tool, function=_function_for(tool))
 
 
 def _assert_safe(stub: RenderedStub, *, server: str, tool: str) -> dict[str, Any]:
@@ -215,9 +216,9 @@ def test_payload_everywhere_gives_a_safe_stub(payload: str) -> None:
 
 
 @pytest.mark.parametrize("payload", PAYLOADS, ids=range(len(PAYLOADS)))
-def test_payload_as_server_name_and_schema_hash_gives_a_safe_stub(payload: str) -> None:
+def test_payload_as_server_name_gives_a_safe_stub(payload: str) -> None:
     tool = _tools_for("x")[1]
-    stub = render_stub(server=payload, tool=tool, function="t", schema_hash=payload)
+    stub = render_stub(server=payload, tool=tool, function="t")
     _assert_safe(stub, server=payload, tool="t")
 
 
@@ -250,11 +251,32 @@ def test_property_names_map_to_distinct_safe_parameters_and_keep_wire_names() ->
     params = inspect.signature(namespace["t"]).parameters
     assert len(params) == len(NAME_PAYLOADS)
     for name in params:
-        assert name.isascii() and name.isidentifier() and not name.startswith("__")
+        assert name.isascii() and name.isidentifier() and not keyword.iskeyword(name) and name != "__debug__"
+    # What Python can bind keeps its wire name (builtins and dunders too); the body's names do not.
+    assert {"print", "type", "match", "self", "_", "__init__", "__builtins__", "Any", "arguments"} <= set(params)
+    assert {"call_tool", "from", "class", "None"}.isdisjoint(params)
+    assert stub.parameters == {w: p for w, p in zip(_wires(stub), params, strict=True) if w != p}
     sent = _Recorder()
     with _transport(sent):
         namespace["t"](**{name: f"v:{name}" for name in params})
     assert set(sent.calls[0]) == set(NAME_PAYLOADS)
+
+
+def _wires(stub: RenderedStub) -> list[str]:
+    """The wire names the stub sends, in parameter order (read from its call_tool dict)."""
+    call = next(n for n in ast.walk(ast.parse(stub.source)) if isinstance(n, ast.Dict) and n.keys)
+    return [k.value for k in call.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+
+
+@pytest.mark.parametrize("given", [*PAYLOADS, "__import__('os').system('x')", "a b", "x\ny", "call_tool", "from"])
+def test_names_from_a_tampered_manifest_are_kept_only_when_they_are_safe(given: str) -> None:
+    props = {name: {"type": "string"} for name in ["a", "b-c", "from"]}
+    tool = {"name": "t", "inputSchema": {"type": "object", "properties": props}}
+    stub = render_stub(server="srv", tool=tool, function="t", parameters={"b-c": given, "from": given})
+    namespace = _assert_safe(stub, server="srv", tool="t")
+    params = list(inspect.signature(namespace["t"]).parameters)
+    assert len(set(params)) == 3 and all(p.isascii() and p.isidentifier() for p in params)
+    assert not keyword.iskeyword(given) or given not in params
 
 
 def test_huge_description_is_capped() -> None:
@@ -345,7 +367,7 @@ def test_non_dict_and_malformed_schemas_give_a_safe_stub(schema: Any) -> None:
 
 @pytest.mark.parametrize("tool", [[], "tool", None, 7, {"name": 5, "description": ["x"], "inputSchema": {}}])
 def test_malformed_tool_definitions_give_a_safe_stub(tool: Any) -> None:
-    stub = render_stub(server="srv", tool=tool, function="tool", schema_hash="h")
+    stub = render_stub(server="srv", tool=tool, function="tool")
     _assert_safe(stub, server="srv", tool=_tool_name(tool))
 
 
@@ -354,7 +376,7 @@ def test_schema_keys_that_make_generators_emit_imports_are_ignored() -> None:
     stub = _render({"name": "t", "inputSchema": {"type": "object", "properties": {"a": prop}}})
     _assert_safe(stub, server="srv", tool="t")
     assert "os" not in {n.id for n in ast.walk(ast.parse(stub.source)) if isinstance(n, ast.Name)}
-    assert "def t(*, a: str | None = None) -> ToolResult:" in stub.source
+    assert "def t(*, a: str | NotGiven = NOT_GIVEN) -> ToolResult:" in stub.source
 
 
 def test_enum_values_with_quotes_and_newlines_round_trip_to_the_wire() -> None:
@@ -459,8 +481,8 @@ def _sentinel(name: str) -> tuple[str, str]:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(_tools, _texts)
 def test_random_tool_definitions_give_safe_stubs_that_send_their_wire_names(tool: dict[str, Any], server: str) -> None:
-    stub = render_stub(server=server, tool=tool, function=_function_for(tool), schema_hash="sha256:x")
-    assert render_stub(server=server, tool=tool, function=_function_for(tool), schema_hash="sha256:x") == stub
+    stub = render_stub(server=server, tool=tool, function=_function_for(tool))
+    assert render_stub(server=server, tool=tool, function=_function_for(tool)) == stub
     namespace = _assert_safe(stub, server=server, tool=_tool_name(tool))
     func = namespace[stub.function]
     params = inspect.signature(func).parameters

@@ -1,4 +1,5 @@
-"""Rendered stubs type-check under ``mypy --strict``, and mypy catches wrong calls to them."""
+"""Rendered stubs type-check under ``mypy --strict`` with the schema's own parameter names, and mypy
+catches wrong calls to them (a wrong name or type, ``None`` where the schema has no null)."""
 
 import os
 import subprocess
@@ -103,6 +104,36 @@ TOOLS: dict[str, dict[str, Any]] = {
         },
     },
     "raw_call": {"name": "raw call", "inputSchema": {"type": "string"}},
+    "get_item": {
+        # Builtin names as the server wrote them; a nullable and a plain optional parameter.
+        "name": "get_item",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "type": {"enum": ["a", "b"]},
+                "format": {"type": "string"},
+                "filter": {"type": ["string", "null"]},
+                "range": {"type": "array", "items": {"type": "integer"}},
+                "input": {"type": "object"},
+            },
+            "required": ["id"],
+        },
+    },
+    "set_labels": {
+        # A free-form object whose values are typed: any key, string values.
+        "name": "set_labels",
+        "inputSchema": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+    "annotate": {
+        "name": "annotate",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"note": {"type": "string"}},
+            "required": ["note"],
+            "additionalProperties": {"type": "integer"},
+        },
+    },
     "ping": {"name": "ping", "inputSchema": {"type": "object"}},
     "cast": {
         "name": "cast",
@@ -114,8 +145,8 @@ TOOLS: dict[str, dict[str, Any]] = {
 GOOD = """\
 from typing import Any
 
-from servers.demo import cast, ping, raw_call, search, update_record, walk_tree
-from tool_tree.runtime import ToolResult
+from servers.demo import annotate, cast, get_item, ping, raw_call, search, set_labels, update_record, walk_tree
+from tool_tree.runtime import NOT_GIVEN, ToolResult
 
 out = update_record(record_id="rec_1", status="won", from_="me", address={"street": "Main"}, user_id=None)
 record_id: str = out["id"]
@@ -136,17 +167,26 @@ found: ToolResult = search(
 text: str = found.text
 raw: ToolResult = raw_call(anything=1, **{"odd-key": "v"})
 pong: ToolResult = ping()
+pong = ping(anything={"free": "form"}, more=[1])
 ok: bool = cast(value=1)["ok"]
+item: ToolResult = get_item(id="x", type="a", format="json", filter=None, range=[1, 2], input={"k": [1]})
+item = get_item(id="x", filter="open", type=NOT_GIVEN)
+labels: ToolResult = set_labels(colour="red", **{"size-class": "L"})
+noted: ToolResult = annotate(note="n", rank=1, **{"x-y": 2})
 """
 
 BAD = """\
-from servers.demo import update_record, walk_tree
+from servers.demo import annotate, get_item, set_labels, update_record, walk_tree
 
 update_record(record_id="rec_1", status="won", from_="me", colour="red")
 update_record(record_id=5, status="won", from_="me")
 update_record(record_id="rec_1", status="maybe", from_="me")
 walk_tree(root={"name": "a", "children": [{"nmae": "b"}]})
 update_record("rec_1", "won", "me")
+get_item(id="x", format=None)
+set_labels(colour=1)
+annotate(note="n", rank="first")
+get_item(ident="x")
 """
 
 
@@ -157,7 +197,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     demo.mkdir(parents=True)
     (root / "servers" / "__init__.py").write_text('"""Servers."""\n', encoding="utf-8")
     for function, tool in TOOLS.items():
-        stub = render_stub(server="demo", tool=tool, function=function, schema_hash="sha256:test")
+        stub = render_stub(server="demo", tool=tool, function=function)
         (demo / f"{function}.py").write_text(stub.source, encoding="utf-8")
     init = ['"""demo."""', ""] + [f"from .{f} import {f}" for f in sorted(TOOLS)]
     init += ["", f"__all__ = {sorted(TOOLS)!r}", ""]
@@ -200,9 +240,15 @@ def test_mypy_reports_wrong_names_types_and_enum_values(project: Path, cache: Pa
     lines = [line for line in output.splitlines() if ": error:" in line]
     assert all(line.startswith("script.py:") for line in lines), output
     by_line = {int(line.split(":")[1]) for line in lines}
-    assert by_line == {3, 4, 5, 6, 7}, output
+    assert by_line == {3, 4, 5, 6, 7, 8, 9, 10, 11}, output
     assert 'Unexpected keyword argument "colour"' in output
     assert 'Argument "record_id" to "update_record" has incompatible type "int"; expected "str"' in output
     assert '"status" to "update_record" has incompatible type "Literal[\'maybe\']"' in output
     assert '"nmae"' in output
     assert "Too many positional arguments" in output
+    # None is not "left out": a parameter whose schema has no null does not take it.
+    assert 'Argument "format" to "get_item" has incompatible type "None"; expected "str | NotGiven"' in output
+    # The extra keys of a free-form object are type-checked against its additionalProperties.
+    assert 'Argument "colour" to "set_labels" has incompatible type "int"; expected "str"' in output
+    assert 'Argument "rank" to "annotate" has incompatible type "str"; expected "int"' in output
+    assert 'Unexpected keyword argument "ident" for "get_item"' in output

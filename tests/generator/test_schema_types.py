@@ -6,17 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from generator.naming import to_identifier
-from generator.schema_types import (
-    MAX_DEFINITIONS,
-    MAX_DEPTH,
-    MAX_PROPERTIES,
-    MAX_STEPS,
-    SchemaConversionError,
-    TypeBuilder,
-    TypedDictDef,
-    camel,
-    measure,
-)
+from generator.schema_convert import MAX_DEFINITIONS, MAX_DEPTH, MAX_PROPERTIES, MAX_STEPS, measure
+from generator.schema_types import SchemaConversionError, TypeBuilder
+from generator.type_defs import TypedDictDef, camel
 from generator.type_expr import Atom, DictOf, ImportNames, render_type
 
 
@@ -314,13 +306,25 @@ def test_input_schema_that_is_not_an_object_is_refused(schema: Any) -> None:
         _build(schema)
 
 
-def test_object_without_properties_has_no_parameters_unless_it_allows_extra_keys() -> None:
+def test_an_object_without_properties_takes_any_arguments_but_empty_properties_take_none() -> None:
     builder = TypeBuilder(reserved=(), warn=lambda m: None)
-    assert builder.input_shape({"type": "object"}, hint="H").extra is None
+    assert builder.input_shape({"type": "object"}, hint="H").extra == Atom("Any")
     assert builder.input_shape({"type": "object", "properties": {}}, hint="H").extra is None
+    assert builder.input_shape({"type": "object", "additionalProperties": False}, hint="H").extra is None
+    closed = {"type": "object", "properties": {}, "additionalProperties": True}
+    assert builder.input_shape(closed, hint="H").extra == Atom("Any")
     assert builder.input_shape({"type": "object", "additionalProperties": True}, hint="H").extra == Atom("Any")
     extra = builder.input_shape({"type": "object", "additionalProperties": {"type": "string"}}, hint="H").extra
     assert extra == Atom("str")
+
+
+def test_properties_keep_their_extra_keys_only_when_the_schema_allows_them() -> None:
+    builder = TypeBuilder(reserved=(), warn=lambda m: None)
+    props = {"type": "object", "properties": {"a": {"type": "string"}}}
+    assert builder.input_shape(props, hint="H").extra is None  # the usual, closed-by-intent object
+    assert builder.input_shape({**props, "additionalProperties": True}, hint="H").extra == Atom("Any")
+    typed = builder.input_shape({**props, "additionalProperties": {"type": "integer"}}, hint="H")
+    assert ([p.wire for p in typed.properties], typed.extra) == (["a"], Atom("int"))
 
 
 def test_too_many_root_properties_are_refused() -> None:
@@ -364,7 +368,7 @@ def test_measure_reports_size_and_depth_without_recursing() -> None:
 
 def test_output_schema_becomes_the_named_typeddict() -> None:
     builder = TypeBuilder(reserved=("fn",), warn=lambda m: None)
-    builder.names.reserve("FnOutput")
+    assert builder.names.allocate("fn_output") == "FnOutput"
     t = builder.output_type(
         {"type": "object", "properties": {"id": {"type": "string"}, "self": {"$ref": "#"}}, "required": ["id"]},
         name="FnOutput",

@@ -1,9 +1,12 @@
-"""`generate-tree` against the six real third-party servers: every tool gets a stub, the tree type-checks,
-and a rerun under `--check` finds no drift."""
+"""`generate-tree` against the six real third-party servers: every tool gets a stub whose parameters
+carry the schema's own names, the tree and calls to it type-check, and a rerun under `--check` finds
+no drift."""
 
 from __future__ import annotations
 
+import ast
 import json
+import keyword
 import os
 import subprocess
 import sys
@@ -47,16 +50,54 @@ def test_every_tool_of_every_real_server_gets_a_stub(real_tree: Path) -> None:
     assert f'call_tool("everything", "{dashed[0]["tool"]}"' in stub
 
 
-def test_the_real_tree_type_checks_under_mypy_strict(real_tree: Path) -> None:
+def test_every_parameter_has_its_wire_name_unless_python_cannot_bind_it(real_tree: Path) -> None:
+    manifest = json.loads((real_tree / "manifest.json").read_text(encoding="utf-8"))
+    snapshots = {
+        s["name"]: {t["name"]: t for t in json.loads((real_tree / s["snapshot"]).read_text(encoding="utf-8"))["tools"]}
+        for s in manifest["servers"]
+    }
+    checked = 0
+    for entry in manifest["tools"]:
+        schema = snapshots[entry["server"]][entry["tool"]].get("inputSchema") or {}
+        wires = list(schema.get("properties") or {})
+        tree = ast.parse((real_tree / entry["path"]).read_text(encoding="utf-8"))
+        func = tree.body[-1]
+        assert isinstance(func, ast.FunctionDef)
+        params = sorted(a.arg for a in func.args.kwonlyargs)
+        renamed = entry["parameters"]
+        assert params == sorted(renamed.get(w, w) for w in wires), entry["tool"]
+        assert all(keyword.iskeyword(w) or not (w.isascii() and w.isidentifier()) for w in renamed), renamed
+        checked += len(wires)
+    assert checked > 50
+
+
+CALLS = """\
+from servers.fetch import fetch
+from servers.filesystem import read_text_file
+from servers.git import git_log
+from servers.time import get_current_time
+from tool_tree.runtime import NOT_GIVEN, ToolResult
+
+now: str = get_current_time(timezone="UTC")["datetime"]
+page: ToolResult = fetch(url="https://example.com", max_length=100, raw=NOT_GIVEN)
+content: str = read_text_file(path="a.txt", head=3)["content"]
+log: ToolResult = git_log(repo_path=".", start_timestamp=None)
+"""
+
+
+def test_the_real_tree_and_calls_to_it_type_check_under_mypy_strict(real_tree: Path, tmp_path: Path) -> None:
+    (real_tree / "calls.py").write_text(CALLS, encoding="utf-8")
     env = {**os.environ, "MYPYPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--config-file", os.devnull]
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--config-file", os.devnull, "-p", "servers"],
+        [*cmd, "--cache-dir", str(tmp_path), "-p", "servers", "-m", "calls"],
         cwd=real_tree,
         env=env,
         capture_output=True,
         text=True,
         check=False,
     )
+    (real_tree / "calls.py").unlink()
     assert result.returncode == 0, result.stdout[-4000:]
     assert "Success: no issues found" in result.stdout
 

@@ -1,0 +1,47 @@
+"""What one stub is made of, gathered from a tool definition before any text is laid out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from generator.type_defs import Property, TypedDictDef
+from generator.type_expr import PyType
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One keyword-only parameter: its identifier and the property it sends."""
+
+    ident: str
+    prop: Property
+
+    @property
+    def renamed(self) -> bool:
+        return self.ident != self.prop.wire
+
+
+@dataclass(slots=True)
+class StubParts:
+    """The pieces of one stub (:mod:`generator.render` lays them out, :mod:`generator.docstrings` documents them)."""
+
+    server: str
+    tool: str
+    function: str
+    description: str
+    title: str
+    hints: list[str]
+    definitions: list[TypedDictDef] = field(default_factory=list)
+    params: list[Param] = field(default_factory=list)
+    extra: PyType | None = None
+    """Type of ``**arguments`` (keys beyond the properties, or the fallback); None for none."""
+    raw_input: Any = None
+    fallback_reason: str = ""
+    output: PyType | None = None
+    output_fields: list[tuple[str, str, str]] = field(default_factory=list)
+    """(key, annotation, description) of the output TypedDict's fields."""
+
+
+def text_of(value: Any) -> str:
+    """``value`` when it is a string, else empty (server data is untrusted in type too)."""
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,338 @@
+"""The recursive walk from one JSON Schema document to types: ``$ref``, ``allOf``, unions, caps.
+
+A :class:`Converter` serves one document (a tool's input or output schema) for the
+:class:`generator.schema_types.TypeBuilder` that owns the stub module's names and definitions;
+every cap here turns what is past it into ``Any`` (or ``dict[str, Any]``) with a warning, so a
+hostile schema costs bounded work. :func:`measure` refuses a raw schema too big to walk at all.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from generator.type_defs import FieldDef, TypedDictDef
+from generator.type_expr import ANY, MAX_LITERALS, NONE, Atom, DictOf, ListOf, Lit, PyType, make_union
+
+if TYPE_CHECKING:
+    from generator.schema_types import TypeBuilder
+
+MAX_DEPTH = 32
+"""Schema nesting the converter follows; deeper parts become ``Any``."""
+MAX_PROPERTIES = 500
+"""Properties per object; a bigger object becomes ``dict[str, Any]`` (the input root: a fallback stub)."""
+MAX_DEFINITIONS = 200
+"""TypedDicts per module; further objects become ``dict[str, Any]``."""
+MAX_STEPS = 20_000
+"""Subschemas converted per tool (``$ref`` can make a small schema expand a lot); the rest is ``Any``."""
+MAX_NODES = 50_000
+"""JSON values in one raw schema; a bigger schema is not converted at all."""
+MAX_RAW_DEPTH = 100
+"""JSON nesting of one raw schema; a deeper schema is not converted at all."""
+_MAX_REF_HOPS = 16
+_MAX_LITERAL_INT = 2**63
+
+
+_SIMPLE = {"string": Atom("str"), "integer": Atom("int"), "number": Atom("float"), "boolean": Atom("bool")}
+
+
+def measure(value: Any, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_RAW_DEPTH) -> str | None:
+    """Why a raw JSON value is too big or too deep to convert, or None when it is fine (iterative).
+
+    The reason is the first limit a depth-first walk runs into.
+    """
+    if _within(value, max_nodes, max_depth):
+        return None
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    nodes = 0
+    while stack:
+        v, depth = stack.pop()
+        nodes += 1
+        if nodes > max_nodes:
+            return f"more than {max_nodes} JSON values"
+        if depth > max_depth:
+            return f"nested deeper than {max_depth} levels"
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend((x, depth + 1) for x in v)
+    return None
+
+
+def _within(value: Any, max_nodes: int, max_depth: int) -> bool:
+    """Whether ``value`` has at most ``max_nodes`` JSON values, at most ``max_depth`` deep (level by level)."""
+    level = [value]
+    nodes = depth = 0
+    while level:
+        nodes += len(level)
+        depth += 1
+        if nodes > max_nodes or depth > max_depth:
+            return False
+        below: list[Any] = []
+        for v in level:
+            if isinstance(v, str):
+                continue  # most values
+            if isinstance(v, dict):
+                below.extend(v.values())
+            elif isinstance(v, (list, tuple)):
+                below.extend(v)
+        level = below
+    return True
+
+
+def required_of(schema: dict[str, Any]) -> list[str]:
+    req = schema.get("required")
+    return [r for r in req if isinstance(r, str)] if isinstance(req, list) else []
+
+
+def _description(schema: Any) -> str:
+    d = schema.get("description") if isinstance(schema, dict) else None
+    return d if isinstance(d, str) else ""
+
+
+def props_of(schema: dict[str, Any]) -> dict[str, Any]:
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return {}
+    return {k: v for k, v in props.items() if isinstance(k, str)}
+
+
+def _decode_pointer_token(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+class Converter:
+    """Converts the schemas of one document (the input or the output schema)."""
+
+    def __init__(self, builder: TypeBuilder, root: Any, label: str, root_hint: str) -> None:
+        self._b = builder
+        self._root = root
+        self._label = label
+        self._root_hint = root_hint
+        self._ref_types: dict[str, PyType] = {}
+        self._resolving: set[str] = set()
+
+    # $ref handling
+
+    def bind(self, ref: str, t: PyType) -> None:
+        """Make ``ref`` mean ``t`` (the output root's TypedDict for ``#``)."""
+        self._ref_types[ref] = t
+
+    def resolve(self, ref: str) -> Any | None:
+        """The target of a local JSON pointer, or None (external, malformed or missing)."""
+        if ref == "#":
+            return self._root
+        if not ref.startswith("#/"):
+            return None
+        node: Any = self._root
+        for token in ref[2:].split("/"):
+            key = _decode_pointer_token(token)
+            if isinstance(node, dict) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+                node = node[int(key)]
+            else:
+                return None
+        return node
+
+    def deref(self, schema: Any) -> Any | None:
+        """Follow a chain of ``$ref`` to a schema that is not a bare reference (None on failure)."""
+        if not (isinstance(schema, dict) and "$ref" in schema):
+            return schema
+        seen: set[str] = set()
+        while isinstance(schema, dict) and isinstance(schema.get("$ref"), str):
+            ref = schema["$ref"]
+            if ref in seen or len(seen) >= _MAX_REF_HOPS:
+                return None
+            seen.add(ref)
+            schema = self.resolve(ref)
+        return schema
+
+    def object_view(self, schema: Any) -> dict[str, Any] | None:
+        """The schema as one object schema (``allOf`` members merged), or None if it is not one."""
+        if not isinstance(schema, dict):
+            return None
+        t = schema.get("type")
+        if t is not None and t != "object" and not (isinstance(t, list) and "object" in t):
+            return None
+        if "enum" in schema or "const" in schema:
+            return None
+        if ("anyOf" in schema or "oneOf" in schema) and not props_of(schema):
+            return None
+        all_of = schema.get("allOf")
+        if not isinstance(all_of, list):
+            return schema if ("properties" in schema or t == "object") else None
+        merged_props: dict[str, Any] = dict(props_of(schema))
+        required: list[str] = list(required_of(schema))
+        title = schema.get("title")
+        description = _description(schema)
+        for member in all_of:
+            target = self.deref(member)
+            if not isinstance(target, dict):
+                return None
+            mt = target.get("type")
+            if mt is not None and mt != "object":
+                return None
+            if "allOf" in target or not ("properties" in target or mt == "object"):
+                return None
+            for k, v in props_of(target).items():
+                merged_props.setdefault(k, v)
+            required += [r for r in required_of(target) if r not in required]
+            title = title if isinstance(title, str) else target.get("title")
+            description = description or _description(target)
+        merged: dict[str, Any] = {"type": "object", "properties": merged_props, "required": required}
+        if isinstance(title, str):
+            merged["title"] = title
+        if description:
+            merged["description"] = description
+        return merged
+
+    def _convert_ref(self, ref: str, hint: str, depth: int) -> PyType:
+        known = self._ref_types.get(ref)
+        if known is not None:
+            return known
+        target = self.resolve(ref)
+        if target is None:
+            self._b.warn(f"{self._label}: $ref {ref!r} cannot be resolved (only local references are); using Any")
+            return ANY
+        if ref in self._resolving:
+            self._b.warn(f"{self._label}: $ref {ref!r} refers to itself through a non-object; using Any")
+            return ANY
+        def_hint = _decode_pointer_token(ref.rsplit("/", 1)[-1]) if ref != "#" else self._root_hint
+        obj = self.object_view(target)
+        if obj is not None and props_of(obj) and len(props_of(obj)) <= MAX_PROPERTIES and self._b.can_define():
+            name = self._b.names.allocate(def_hint)
+            self._ref_types[ref] = Atom(name)
+            self.typed_dict(obj, name, depth)
+            return Atom(name)
+        self._resolving.add(ref)
+        try:
+            t = self.convert(target, hint=def_hint, depth=depth + 1)
+        finally:
+            self._resolving.discard(ref)
+        self._ref_types[ref] = t
+        return t
+
+    # conversion
+
+    def convert(self, schema: Any, *, hint: str, depth: int) -> PyType:
+        if depth > MAX_DEPTH:
+            self._b.warn(f"{self._label}: schema nested deeper than {MAX_DEPTH} levels; using Any below that")
+            return ANY
+        if not self._b.step():
+            self._b.warn(f"{self._label}: schema expands to more than {MAX_STEPS} subschemas; using Any for the rest")
+            return ANY
+        if not isinstance(schema, dict):
+            return ANY
+        ref = schema.get("$ref")
+        if isinstance(ref, str):
+            t = self._convert_ref(ref, hint, depth)
+            return make_union([t, NONE]) if schema.get("nullable") is True else t
+        t = ANY  # `is ANY` below: make_union gives Any only as ANY itself
+        for key in ("oneOf", "anyOf"):
+            options = schema.get(key)
+            if t is ANY and isinstance(options, list) and options:
+                t = make_union(self.convert(o, hint=hint, depth=depth + 1) for o in options)
+        # Branches with real types win over the schema's own type; constraint-only branches
+        # ({"required": [...]}) convert to Any and leave the schema's own type standing.
+        if t is ANY:
+            t = self._own_type(schema, hint, depth)
+        if schema.get("nullable") is True:
+            t = make_union([t, NONE])
+        return t
+
+    def _own_type(self, schema: dict[str, Any], hint: str, depth: int) -> PyType:
+        if "const" in schema:
+            return self._literal([schema["const"]], schema, hint, depth)
+        if isinstance(schema.get("enum"), list):
+            return self._literal(schema["enum"], schema, hint, depth)
+        return self._by_type(schema, hint, depth)
+
+    def _literal(self, values: list[Any], schema: dict[str, Any], hint: str, depth: int) -> PyType:
+        ok = all(
+            v is None or isinstance(v, str | bool) or (isinstance(v, int) and abs(v) < _MAX_LITERAL_INT) for v in values
+        )
+        lit = [v for v in values if v is not None]
+        if not ok or not values or len(lit) > MAX_LITERALS:
+            return self._by_type(schema, hint, depth)
+        members: list[PyType] = [Lit(tuple(lit))] if lit else []
+        if len(lit) < len(values):
+            members.append(NONE)
+        return make_union(members)
+
+    def _by_type(self, schema: dict[str, Any], hint: str, depth: int) -> PyType:
+        t = schema.get("type")
+        if isinstance(t, list):
+            names = [x for x in t if isinstance(x, str)]
+            if not names:
+                return ANY
+            return make_union(self._single(schema, name, hint, depth) for name in names)
+        if isinstance(t, str):
+            return self._single(schema, t, hint, depth)
+        if "properties" in schema or isinstance(schema.get("additionalProperties"), dict):
+            return self._single(schema, "object", hint, depth)
+        if "items" in schema or "prefixItems" in schema:
+            return self._single(schema, "array", hint, depth)
+        if isinstance(schema.get("allOf"), list):
+            return self._all_of(schema, hint, depth)
+        return ANY
+
+    def _single(self, schema: dict[str, Any], name: str, hint: str, depth: int) -> PyType:
+        if name in _SIMPLE:
+            return _SIMPLE[name]
+        if name == "null":
+            return NONE
+        if name == "array":
+            items = schema.get("items")
+            if "prefixItems" in schema or not isinstance(items, dict):
+                return ListOf(ANY)
+            return ListOf(self.convert(items, hint=hint + "Item", depth=depth + 1))
+        if name == "object":
+            return self._object(schema, hint, depth)
+        return ANY
+
+    def _object(self, schema: dict[str, Any], hint: str, depth: int) -> PyType:
+        obj = self.object_view(schema) or schema
+        props = props_of(obj)
+        if props:
+            if len(props) > MAX_PROPERTIES:
+                self._b.warn(
+                    f"{self._label}: an object has more than {MAX_PROPERTIES} properties; using dict[str, Any]"
+                )
+                return DictOf(ANY)
+            if not self._b.can_define():
+                self._b.warn(f"{self._label}: more than {MAX_DEFINITIONS} nested object types; using dict[str, Any]")
+                return DictOf(ANY)
+            title = obj.get("title")
+            name = self._b.names.allocate(title if isinstance(title, str) and title.strip() else hint)
+            self.typed_dict(obj, name, depth)
+            return Atom(name)
+        extra = obj.get("additionalProperties")
+        if isinstance(extra, dict) and extra:
+            return DictOf(self.convert(extra, hint=hint + "Value", depth=depth + 1))
+        return DictOf(ANY)
+
+    def _all_of(self, schema: dict[str, Any], hint: str, depth: int) -> PyType:
+        obj = self.object_view(schema)
+        if obj is not None and obj is not schema:
+            return self._object(obj, hint, depth)
+        members = schema.get("allOf")
+        for member in members if isinstance(members, list) else []:
+            t = self.convert(member, hint=hint, depth=depth + 1)
+            if t != ANY:
+                return t
+        return ANY
+
+    def typed_dict(self, obj: dict[str, Any], name: str, depth: int) -> None:
+        """Convert an object schema's properties into the TypedDict ``name`` (already allocated)."""
+        self._b.defining()
+        required = set(required_of(obj))
+        fields = tuple(
+            FieldDef(
+                key=key,
+                type=self.convert(sub, hint=key, depth=depth + 1),
+                required=key in required,
+                description=_description(sub) or _description(self.deref(sub)),
+            )
+            for key, sub in props_of(obj).items()
+        )
+        self._b.add(TypedDictDef(name=name, fields=fields, description=_description(obj)))
