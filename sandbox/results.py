@@ -93,6 +93,7 @@ class ExecutionResult:
         traceback: the traceback trimmed to the user's own frames, or None.
         timed_out: the wall-clock limit killed the run.
         state_reset: the interpreter was restarted (timeout or crash): variables and imports are gone.
+        cancelled: `Sandbox.cancel` stopped the run.
         images: images shown with ``show_image``.
         tool_calls: the ledger of tool calls the script made.
         stdout_path / stderr_path: the workspace file holding the whole output, when truncated.
@@ -106,6 +107,7 @@ class ExecutionResult:
     traceback: str | None = None
     timed_out: bool = False
     state_reset: bool = False
+    cancelled: bool = False
     images: list[ShownImage] = field(default_factory=list)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     stdout_truncated: bool = False
@@ -180,6 +182,7 @@ def parse_execution(
         traceback=_str(raw.get("traceback"), _TRACEBACK_CHARS),
         timed_out=timed_out,
         state_reset=raw.get("state_reset") is True,
+        cancelled=raw.get("cancelled") is True,
         images=_images(raw.get("images")),
         tool_calls=tool_calls,
         stdout_truncated=out_cut,

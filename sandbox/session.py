@@ -234,6 +234,24 @@ class Sandbox:
                 raw, max_chars=self.config.output_chars, duration=time.monotonic() - started, tool_calls=ledger
             )
 
+    def cancel(self) -> bool:
+        """Stop the execution running now, from any thread; the session stays usable.
+
+        The script gets a KeyboardInterrupt, so variables and imports survive; one that does not
+        stop within a few seconds has its interpreter restarted (the result says ``state_reset``).
+        The running `execute` returns a result with ``cancelled=True``. Returns False when no
+        execution was running (or the session is closed or broken).
+        """
+        with self._calls_lock:
+            channel = self._channel if self._executing else None
+        if channel is None:
+            return False
+        try:
+            # Frames go out in order: this cancel reaches the supervisor before any later execute.
+            return channel.request("cancel", {}, timeout=_OP_TIMEOUT).get("cancelled") is True
+        except SessionError:
+            return False
+
     async def aexecute(self, code: str, *, timeout: float | None = None) -> ExecutionResult:
         """`execute` for async callers (runs in a worker thread).
 

@@ -28,6 +28,8 @@ class Execution:
     stderr: OutputCapture
     images: list[dict[str, str]] = field(default_factory=list)
     timed_out: bool = False
+    cancelled: bool = False
+    """The host asked to stop it (``cancel``): interrupted, or killed when it ignored the interrupt."""
     finished: bool = False
     timer: threading.Timer | None = None
     oom_kills: int = 0
@@ -95,3 +97,8 @@ class Worker:
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def interrupt(self) -> None:
+        """SIGINT to the worker alone: the running cell gets a KeyboardInterrupt, the namespace stays."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.proc.pid, signal.SIGINT)

@@ -7,6 +7,8 @@ Protocol with the host (JSON-RPC 2.0 shaped, one object per frame, ``jsonrpc`` o
                                                   stdout: {head, tail, truncated, bytes, path}, stderr: {...},
                                                   images: [{mime, data}]}
         reset {workspace}                      → {}
+        cancel {}                              → {cancelled}: stop the running execution (its reply says
+                                                  ``cancelled: true``); false when none was running
         workspace.put {files: [{path, data, append}]}, workspace.mkdir {paths}
         workspace.save {max_bytes}             → workspace.dir / workspace.file notifications, then {files, bytes}
         workspace.read {path, max_bytes}       → {data, size}
@@ -56,6 +58,8 @@ REAP_INTERVAL = 1.0
 MAX_IMAGES = 8
 MAX_IMAGE_B64 = 7 * 1024 * 1024
 READ_LIMIT = 16 << 20
+CANCEL_GRACE = 3.0
+"""Seconds a cancelled execution has to end after its KeyboardInterrupt before the worker is killed."""
 
 
 class Supervisor:
@@ -187,6 +191,8 @@ class Supervisor:
                 self.reply(host_id, {})
             elif method == "ping":
                 self.reply(host_id, {})
+            elif method == "cancel":
+                self.reply(host_id, {"cancelled": self.cancel_execution()})
             elif method == "workspace.put":
                 for item in params.get("files", []):
                     data = base64.b64decode(str(item.get("data", "")), validate=True)
@@ -442,6 +448,8 @@ class Supervisor:
         if ex is not None and not ex.finished:
             if ex.timed_out:
                 error = f"timed out after {ex.timeout:g} s"
+            elif ex.cancelled:
+                error = "the interpreter did not stop when interrupted and was restarted"
             elif returncode < 0 and oom_kill_count() > ex.oom_kills:
                 error = "memory limit exceeded: the interpreter was killed (variables and imports are gone)"
             elif returncode < 0:
@@ -499,12 +507,26 @@ class Supervisor:
             ex.timer.start()
         self.to_worker(worker, {"type": "exec", "exec": n, "code": str(params.get("code", ""))})
 
-    def on_timeout(self, ex: Execution, worker: Worker) -> None:
+    def on_timeout(self, ex: Execution, worker: Worker, timed_out: bool = True) -> None:
         with self.lock:
             if ex.finished or self.current is not ex:
                 return
-            ex.timed_out = True
+            ex.timed_out = ex.timed_out or timed_out
         self.kill_everything(worker)
+
+    def cancel_execution(self) -> bool:
+        """Interrupt the running execution (KeyboardInterrupt: variables stay); kill the worker if it
+        has not ended within `CANCEL_GRACE` seconds. False when nothing was running."""
+        with self.lock:
+            ex, worker = self.current, self.worker
+            if ex is None or ex.finished or worker is None or ex.cancelled:
+                return ex is not None and ex.cancelled and not ex.finished
+            ex.cancelled = True
+        worker.interrupt()
+        timer = threading.Timer(CANCEL_GRACE, self.on_timeout, args=(ex, worker, False))
+        timer.daemon = True
+        timer.start()
+        return True
 
     def finish(self, ex: Execution, result: dict[str, Any], *, respawn: bool = False) -> None:
         with self.lock:
@@ -519,6 +541,10 @@ class Supervisor:
         result["stderr"] = ex.stderr.finish(ex.max_chars)
         result["images"] = ex.images
         result["duration"] = round(duration, 6)
+        # A cancel that arrived as the script ended cleanly changed nothing: not reported.
+        result["cancelled"] = ex.cancelled and not ex.timed_out and result.get("exit_status") != 0
+        if result["cancelled"]:
+            result["error"] = f"cancelled ({result.get('error') or 'interrupted'})"
         if respawn:
             self.link_tree()
             self.spawn_worker()

@@ -29,6 +29,7 @@ import itertools
 import linecache
 import os
 import queue
+import signal
 import stat
 import sys
 import threading
@@ -235,6 +236,15 @@ def show_image(image: Any) -> None:
 _OWN_CODE = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
 
 
+_in_cell = False
+"""True while a cell runs: only then does SIGINT (the host's cancel) raise KeyboardInterrupt."""
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    if _in_cell:
+        raise KeyboardInterrupt
+
+
 class Runner:
     """Runs cells in one persistent namespace and formats their errors."""
 
@@ -275,8 +285,16 @@ class Runner:
 
     def run(self, code: str, filename: str) -> tuple[int, str | None, str | None]:
         """Run one cell; returns ``(exit status, error line, traceback)``."""
+        global _in_cell
         lines = code.splitlines(keepends=True)
         linecache.cache[filename] = (len(code), None, lines, filename)
+        _in_cell = True
+        try:
+            return self._run(code, filename)
+        finally:
+            _in_cell = False
+
+    def _run(self, code: str, filename: str) -> tuple[int, str | None, str | None]:
         try:
             compiled = compile(code, filename, "exec", flags=_PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
             if compiled.co_flags & _CO_COROUTINE:
@@ -355,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     from tool_tree.runtime import set_transport
 
     set_transport(tool_transport)
+    signal.signal(signal.SIGINT, _interrupt)
     builtins.show_image = show_image  # type: ignore[attr-defined]
     builtins.search_tools = search_tools  # type: ignore[attr-defined]
     conn = _connection = Connection(args.ctl_in, args.ctl_out)

@@ -1,0 +1,90 @@
+"""`Sandbox.cancel`: stopping a running execution from another thread while the session lives on."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from sandbox import DockerBackend, ExecutionResult, Sandbox, ToolBridge
+
+pytestmark = pytest.mark.docker
+
+WAIT = 60.0
+
+
+class StartSignal(ToolBridge):
+    """A bridge whose ``started`` tool tells the test that the script is running; ``block`` never returns soon."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if tool == "started":
+            self.started.set()
+        elif tool == "block":
+            self.started.set()
+            self.release.wait(WAIT)
+        return {"content": [{"type": "text", "text": tool}]}
+
+
+SIGNAL = "from tool_tree.runtime import call_tool\ncall_tool('t', 'started', {})\n"
+
+
+def run_and_cancel(sb: Sandbox, bridge: StartSignal, code: str) -> tuple[ExecutionResult, bool]:
+    with ThreadPoolExecutor(1) as pool:
+        future: Future[ExecutionResult] = pool.submit(sb.execute, code, timeout=120)
+        assert bridge.started.wait(WAIT), "the script never started"
+        cancelled = sb.cancel()
+        return future.result(WAIT), cancelled
+
+
+def test_cancel_interrupts_the_running_script_and_keeps_its_variables(backend: DockerBackend) -> None:
+    bridge = StartSignal()
+    with Sandbox(backend, tools=bridge) as sb:
+        sb.execute("kept = 41")
+        result, cancelled = run_and_cancel(sb, bridge, "import time\nkept += 1\n" + SIGNAL + "time.sleep(600)\n")
+        assert cancelled
+        assert result.cancelled and not result.ok and not result.timed_out and not result.state_reset
+        assert result.error == "cancelled (KeyboardInterrupt)"
+        assert result.traceback is not None and result.traceback.endswith("KeyboardInterrupt\n")
+        assert sb.execute("print(kept)").stdout == "42\n"
+
+
+def test_a_script_that_swallows_the_interrupt_is_killed_and_the_session_survives(backend: DockerBackend) -> None:
+    bridge = StartSignal()
+    with Sandbox(backend, tools=bridge) as sb:
+        code = (
+            "import time\nfrom tool_tree.runtime import call_tool\nwhile True:\n    try:\n"
+            "        call_tool('t', 'started', {})\n        time.sleep(600)\n    except KeyboardInterrupt:\n        pass\n"
+        )
+        result, cancelled = run_and_cancel(sb, bridge, code)
+        assert cancelled
+        assert result.cancelled and result.state_reset and not result.timed_out
+        assert result.error == "cancelled (the interpreter did not stop when interrupted and was restarted)"
+        assert sb.execute("print('alive')").stdout == "alive\n"
+
+
+def test_cancel_stops_a_script_waiting_on_a_tool_call(backend: DockerBackend) -> None:
+    bridge = StartSignal()
+    with Sandbox(backend, tools=bridge) as sb:
+        code = "from tool_tree.runtime import call_tool\ncall_tool('t', 'block', {})\nprint('never')\n"
+        try:
+            result, cancelled = run_and_cancel(sb, bridge, code)
+        finally:
+            bridge.release.set()
+        assert cancelled and result.cancelled
+        assert "never" not in result.stdout
+        assert sb.execute("print(2)").stdout == "2\n"
+
+
+def test_cancel_with_nothing_running_does_nothing(backend: DockerBackend) -> None:
+    with Sandbox(backend) as sb:
+        assert sb.cancel() is False
+        sb.execute("x = 1")
+        assert sb.cancel() is False
+        result = sb.execute("print(x)")
+        assert result.stdout == "1\n" and not result.cancelled
