@@ -59,7 +59,8 @@ def test_a_script_that_swallows_the_interrupt_is_killed_and_the_session_survives
     with Sandbox(backend, tools=bridge) as sb:
         code = (
             "import time\nfrom tool_tree.runtime import call_tool\nwhile True:\n    try:\n"
-            "        call_tool('t', 'started', {})\n        time.sleep(600)\n    except KeyboardInterrupt:\n        pass\n"
+            "        call_tool('t', 'started', {})\n        time.sleep(600)\n"
+            "    except KeyboardInterrupt:\n        pass\n"
         )
         result, cancelled = run_and_cancel(sb, bridge, code)
         assert cancelled
