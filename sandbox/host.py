@@ -22,6 +22,7 @@ from tool_tree.tree import Manifest
 if TYPE_CHECKING:
     from sandbox.config import SandboxConfig
     from sandbox.mcp_bridge import AuditLog, McpBridge
+    from sandbox.pool import SandboxPool
     from sandbox.session import Sandbox
     from tool_tree.pool import BackgroundPool
 
@@ -34,7 +35,10 @@ class Runtime:
         tree: the generated tree (its manifest is the bridge's allowlist).
         sandbox_config: limits of the sandbox session (default: the config's ``sandbox:`` section).
         workspace: a host folder restored into ``/workspace`` and saved back when the runtime closes.
-        audit: a file that gets one JSON line per tool call.
+        audit: a file that gets one JSON line per tool call, or an `AuditLog` shared with other
+            runtimes (left open when this one closes).
+        sandbox_pool: take the session from these warm sandboxes instead of starting a container.
+        session: the session id written into audit lines.
 
     Raises (on enter):
         TreeError: the tree has no readable manifest.
@@ -48,13 +52,20 @@ class Runtime:
         *,
         sandbox_config: SandboxConfig | None = None,
         workspace: str | Path | None = None,
-        audit: str | Path | None = None,
+        audit: str | Path | AuditLog | None = None,
+        sandbox_pool: SandboxPool | None = None,
+        session: str = "",
     ) -> None:
+        from sandbox.mcp_bridge import AuditLog
+
         self.config = config
         self.tree = Path(tree)
         self.sandbox_config = sandbox_config
         self.workspace = Path(workspace) if workspace is not None else None
-        self.audit_path = Path(audit) if audit is not None else None
+        self.audit_path = Path(audit) if isinstance(audit, str | Path) else None
+        self._shared_audit = audit if isinstance(audit, AuditLog) else None
+        self.sandbox_pool = sandbox_pool
+        self.session = session
         self._pool: BackgroundPool | None = None
         self._bridge: McpBridge | None = None
         self._sandbox: Sandbox | None = None
@@ -79,7 +90,7 @@ class Runtime:
         pool = BackgroundPool(servers)
         pool.__enter__()
         self._pool = pool
-        self._bridge = McpBridge(self.tree, pool.pool, audit=self._audit)
+        self._bridge = McpBridge(self.tree, pool.pool, audit=self._audit or self._shared_audit, session=self.session)
         return self
 
     @property
@@ -102,6 +113,11 @@ class Runtime:
 
             bridge = self.bridge
             assert self._pool is not None
+            if self.sandbox_pool is not None:
+                self._sandbox = self.sandbox_pool.acquire(
+                    tools=bridge, workspace=self.workspace, tool_loop=self._pool.loop
+                )
+                return self._sandbox
             settings = self.sandbox_config
             if settings is None:
                 settings = SandboxConfig.from_config(self.config)

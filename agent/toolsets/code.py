@@ -98,13 +98,21 @@ class CodeToolset(Toolset):
         super().__init__(tree)
         self.pinned = self.resolve_pinned(pinned)
         self.index_chars = index_chars
-        self._system = render("system_code.md.j2", index=self._index(), pinned=self._pinned_text())
+        self._system = self.prompt("system_code.md.j2")
 
     def tools(self) -> list[dict[str, Any]]:
         return [dict(t) for t in TOOLS]
 
     def system_prompt(self) -> str:
         return self._system
+
+    def prompt(self, template: str) -> str:
+        """``template`` (in ``agent/templates/``) rendered with this tree's index and pinned signatures.
+
+        `system_prompt` is ``system_code.md.j2``; ``tooltree serve`` sends ``serve.md.j2`` as its
+        MCP ``instructions``. Both include ``_code.md.j2``, the part that explains the tools.
+        """
+        return render(template, index=self._index(), pinned=self._pinned_text())
 
     def _index(self) -> str:
         try:
