@@ -12,6 +12,7 @@ across runs to keep containers few), and a run given no runtime makes its own an
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -69,6 +70,7 @@ class Runtime:
         self._pool: BackgroundPool | None = None
         self._bridge: McpBridge | None = None
         self._sandbox: Sandbox | None = None
+        self._sandbox_lock = threading.Lock()
         self._audit: AuditLog | None = None
 
     def __enter__(self) -> Runtime:
@@ -102,11 +104,17 @@ class Runtime:
 
     @property
     def sandbox(self) -> Sandbox:
-        """The session, started on first use.
+        """The session, started on first use (by one thread, when several ask at once).
 
         Raises:
             SandboxError: the container could not be started (no engine, no image, ...).
         """
+        if self._sandbox is not None:
+            return self._sandbox
+        with self._sandbox_lock:
+            return self._start_sandbox()
+
+    def _start_sandbox(self) -> Sandbox:
         if self._sandbox is None:
             from sandbox.config import SandboxConfig
             from sandbox.session import Sandbox

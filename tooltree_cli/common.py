@@ -16,9 +16,10 @@ DEFAULT_CONFIG = "tooltree.yaml"
 def config_sections() -> dict[str, dict[str, Setting]]:
     """Every section tooltree.yaml may have besides ``servers``, with the package that owns its keys."""
     from agent.defaults import SETTINGS as AGENT
+    from agent.serve.settings import SETTINGS as SERVE
     from sandbox.config import SETTINGS as SANDBOX
 
-    return {"sandbox": SANDBOX, "agent": AGENT}
+    return {"sandbox": SANDBOX, "agent": AGENT, "serve": SERVE}
 
 
 def load(path: str | Path) -> Config:

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tooltree_cli import agent_cmd, exec_cmd, generate_cmd, image_cmd, sandbox_cmd, search_cmd
+from tooltree_cli import agent_cmd, exec_cmd, generate_cmd, image_cmd, sandbox_cmd, search_cmd, serve_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,7 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (generate_cmd, search_cmd, exec_cmd, agent_cmd, image_cmd, sandbox_cmd):
+    for module in (generate_cmd, search_cmd, exec_cmd, agent_cmd, serve_cmd, image_cmd, sandbox_cmd):
         module.add_parser(sub)
     return parser
 

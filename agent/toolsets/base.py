@@ -62,9 +62,9 @@ class Toolset(ABC):
         """Whether calls of ``name`` may run at the same time as the other calls of one reply."""
         return False
 
-    def resolve_pinned(self, pinned: Sequence[str]) -> list[ToolEntry]:
+    def resolve_pinned(self, pinned: Sequence[str], *, what: str = "pinned tool") -> list[ToolEntry]:
         """The manifest entries for ``pinned`` names (``crm.update_record``, ``crm/update_record``
-        or the original ``<server>.<tool>``).
+        or the original ``<server>.<tool>``); ``what`` names them in the error.
 
         Raises:
             AgentSetupError: a name matches no tool of the tree.
@@ -74,7 +74,7 @@ class Toolset(ABC):
             wanted = name.replace("/", ".")
             match = next((t for t in self.manifest.tools if wanted in (t.qualified_name, f"{t.server}.{t.tool}")), None)
             if match is None:
-                raise AgentSetupError(f"pinned tool {name!r} is not in the tree (use <server>.<tool>)")
+                raise AgentSetupError(f"{what} {name!r} is not in the tree (use <server>.<tool>)")
             if match not in out:
                 out.append(match)
         return out

@@ -1,0 +1,147 @@
+"""``tooltree serve --http``: Streamable HTTP on the SDK's session manager, behind a bearer token.
+
+Every request must carry ``Authorization: Bearer <token>``; anything else is answered ``401``
+before the MCP layer sees it, so nothing runs. A client's ``DELETE`` (the end of its MCP session)
+ends its sandbox session at once; an abandoned one ends after ``idle_timeout``, as the SDK's
+own session does. Uvicorn serves it; SIGTERM or SIGINT stop it after every session was closed.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from agent.serve.server import SESSION_HEADER, ToolServer
+from agent.serve.stdio import stop_on_signals
+
+MCP_PATH = "/mcp"
+TOKEN_ENV = "TOOLTREE_SERVE_TOKEN"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def new_token() -> str:
+    """A random bearer token (256 bits, URL-safe)."""
+    return secrets.token_urlsafe(32)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+class BearerGuard:
+    """ASGI middleware: ``401`` without the right bearer token; ends the sandbox session of a ``DELETE``d MCP session.
+
+    Args:
+        app: the MCP app behind the guard.
+        token: the token every request must carry.
+        on_end: called with the ``Mcp-Session-Id`` of a session the client ended.
+    """
+
+    def __init__(self, app: ASGIApp, token: str, on_end: Callable[[str], Awaitable[None]]) -> None:
+        if not token:
+            raise ValueError("the bearer token is empty")
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+        self.on_end = on_end
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http":  # lifespan
+            await self.app(scope, receive, send)
+            return
+        given = (_header(scope, b"authorization") or "").encode("latin-1", errors="replace")
+        if not hmac.compare_digest(given, self._expected):
+            await _unauthorized(send, "missing bearer token" if not given else "wrong bearer token")
+            return
+        await self.app(scope, receive, send)
+        session = _header(scope, SESSION_HEADER.encode())
+        if scope.get("method") == "DELETE" and session:
+            await self.on_end(session)
+
+
+async def _unauthorized(send: Send, reason: str) -> None:
+    body = json.dumps({"error": "unauthorized", "error_description": f"{reason}: send Authorization: Bearer <token>"})
+    await send({
+        "type": "http.response.start",
+        "status": 401,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"www-authenticate", b'Bearer realm="tooltree"'),
+            (b"content-length", str(len(body)).encode()),
+        ],
+    })  # fmt: skip
+    await send({"type": "http.response.body", "body": body.encode()})
+
+
+def http_app(app: ToolServer, *, token: str, host: str = "127.0.0.1") -> ASGIApp:
+    """The ASGI app: the SDK's Streamable HTTP app at ``/mcp`` behind `BearerGuard`.
+
+    On loopback the SDK's DNS-rebinding protection stays on (Host and Origin must be local); on
+    another address the token is the protection.
+    """
+    server = app.mcp_server(http=True)
+    security = None if host in LOOPBACK else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    inner = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        host=host,
+        transport_security=security,
+        session_idle_timeout=app.settings.idle_timeout,
+        max_sessions=app.settings.max_sessions,
+    )
+    return BearerGuard(inner, token, app.registry.end)
+
+
+async def serve_http(
+    app: ToolServer,
+    *,
+    token: str,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve Streamable HTTP at ``http://host:port/mcp`` until SIGTERM or SIGINT; then end every session.
+
+    ``on_ready`` gets the URL once the socket listens (with ``port=0``, the port chosen).
+
+    Raises:
+        SandboxError: the warm sandboxes cannot start (raised before anything is served).
+        OSError: the address cannot be bound.
+    """
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def capture_signals(self) -> Any:  # signals are ours: sessions close before the process ends
+            import contextlib
+
+            return contextlib.nullcontext()
+
+    config = uvicorn.Config(http_app(app, token=token, host=host), host=host, port=port, log_level="warning")
+    server = Server(config)
+
+    def stop() -> None:
+        server.should_exit = True
+
+    async def announce() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            await anyio.sleep(0.02)
+        if on_ready is not None:
+            bound = server.servers[0].sockets[0].getsockname() if server.servers else (host, port)
+            shown = f"[{host}]" if ":" in host else host
+            on_ready(f"http://{shown}:{bound[1]}{MCP_PATH}")
+
+    async with app, anyio.create_task_group() as tg:
+        tg.start_soon(stop_on_signals, stop)
+        tg.start_soon(announce)
+        await server.serve()
+        tg.cancel_scope.cancel()

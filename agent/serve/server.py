@@ -1,0 +1,251 @@
+"""`ToolServer`: the MCP server of ``tooltree serve``, on the official SDK's low-level `Server`.
+
+It offers the four tools of code mode (`agent.toolsets.code`: the same definitions, handlers
+and, as ``instructions``, the same explanation of the tree as the agent's system prompt) and
+the passthrough tools. The tool list is built once and never changes (clients cache prompts on it).
+Each client session gets its own `Runtime` (`agent.serve.sessions`); a call's outcome becomes
+MCP content (`agent.serve.content`): images as ``ImageContent``, a failed script as ``isError``
+with its traceback. A running ``execute_python`` sends progress notifications when the client
+asked for them, and the client's ``notifications/cancelled`` stops the script while the session
+lives on.
+
+Over stdio the process serves one client, in either protocol era. Over Streamable HTTP a session
+is the handshake's ``Mcp-Session-Id``; the 2026-07-28 protocol has no sessions, so there the
+server's ``server/discover`` names only the handshake versions (SDK clients in ``auto`` mode then
+use the handshake) and other 2026-07-28 requests are refused with the versions it serves.
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+
+from agent.serve.content import call_result, error_result
+from agent.serve.passthrough import Passthrough
+from agent.serve.sessions import SessionLimitError, SessionRegistry
+from agent.serve.settings import ServeSettings
+from agent.toolsets.code import TOOLS, CodeToolset
+
+if TYPE_CHECKING:
+    from sandbox.config import SandboxConfig
+    from sandbox.host import Runtime
+    from sandbox.mcp_bridge import AuditLog
+    from sandbox.pool import SandboxPool
+    from tool_tree.config import Config
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "tooltree"
+STDIO_SESSION = "stdio"
+"""The session key over stdio, where the process serves exactly one client."""
+SESSION_HEADER = "mcp-session-id"
+CODE_TOOLS = tuple(t["name"] for t in TOOLS)
+
+
+def _version() -> str:
+    try:
+        return version("mcp-tooltree")
+    except PackageNotFoundError:
+        return "0"
+
+
+def mcp_tool(definition: dict[str, Any]) -> types.Tool:
+    """A code-mode tool definition (Anthropic shape: ``input_schema``) as an MCP tool."""
+    return types.Tool(
+        name=definition["name"], description=definition.get("description"), input_schema=definition["input_schema"]
+    )
+
+
+def session_key(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """``"stdio"``, or the HTTP request's ``Mcp-Session-Id`` (None when an HTTP request has none)."""
+    request = ctx.request
+    if request is None:
+        return STDIO_SESSION
+    headers = getattr(request, "headers", None)
+    value = headers.get(SESSION_HEADER) if headers is not None else None
+    return str(value) if value else None
+
+
+class ToolServer:
+    """The tools, sessions and warm sandboxes of one ``tooltree serve`` process.
+
+    Use as ``async with ToolServer(...) as ts:``, then serve `mcp_server` over a transport
+    (`agent.serve.stdio.serve_stdio`, `agent.serve.http.serve_http`); leaving the block ends every
+    client session and destroys the warm sandboxes.
+
+    Args:
+        config: how to start the tree's servers.
+        tree: the generated tree.
+        settings: the ``serve:`` settings.
+        sandbox_config: limits of the sandboxes.
+        workspace: a host folder restored into each session's ``/workspace`` and saved back when it ends.
+        audit: a file that gets one JSON line per tool call of every session.
+
+    Raises:
+        AgentSetupError: no manifest, or a pinned or passthrough tool that is not in the tree.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        tree: str | Path,
+        *,
+        settings: ServeSettings,
+        sandbox_config: SandboxConfig,
+        workspace: str | Path | None = None,
+        audit: str | Path | None = None,
+    ) -> None:
+        self.config = config
+        self.tree = Path(tree)
+        self.settings = settings
+        self.sandbox_config = sandbox_config
+        self.workspace = Path(workspace) if workspace is not None else None
+        self.audit_path = Path(audit) if audit is not None else None
+        self.toolset = CodeToolset(self.tree, pinned=settings.pinned)
+        self.passthrough = Passthrough(self.tree, settings.passthrough)
+        self.instructions = self.toolset.prompt("serve.md.j2")
+        self.tools = types.ListToolsResult(
+            tools=[mcp_tool(t) for t in self.toolset.tools()] + self.passthrough.definitions
+        )
+        self.registry = SessionRegistry(
+            self._runtime, idle_timeout=settings.idle_timeout, max_sessions=settings.max_sessions
+        )
+        self.sandbox_pool: SandboxPool | None = None
+        self._audit: AuditLog | None = None
+        self._tasks: anyio.abc.TaskGroup | None = None
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> ToolServer:
+        """Open the audit log, warm the sandboxes (``settings.warm``) and start ending idle sessions.
+
+        Raises:
+            SandboxError: the sandboxes cannot run (no engine, no image).
+        """
+        from sandbox.mcp_bridge import AuditLog
+        from sandbox.pool import SandboxPool
+
+        if self.audit_path is not None:
+            self._audit = AuditLog(self.audit_path)
+        if self.settings.warm > 0:
+            pool = SandboxPool(size=self.settings.warm, config=self.sandbox_config, tree=self.tree)
+            await anyio.to_thread.run_sync(pool.start)
+            self.sandbox_pool = pool
+        self._tasks = anyio.create_task_group()
+        await self._tasks.__aenter__()
+        self._tasks.start_soon(self.registry.expire_idle)
+        return self
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if self._tasks is not None:
+                self._tasks.cancel_scope.cancel()
+                await self._tasks.__aexit__(None, None, None)
+        finally:
+            self._tasks = None
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self.registry.aclose()
+                finally:
+                    pool, self.sandbox_pool = self.sandbox_pool, None
+                    if pool is not None:
+                        await anyio.to_thread.run_sync(pool.close)
+                    if self._audit is not None:
+                        self._audit.close()
+                        self._audit = None
+
+    def _runtime(self, key: str) -> Runtime:
+        from sandbox.host import Runtime
+
+        return Runtime(
+            self.config,
+            self.tree,
+            sandbox_config=self.sandbox_config,
+            workspace=self.workspace,
+            audit=self._audit,
+            sandbox_pool=self.sandbox_pool,
+            session=key,
+        )
+
+    # ---- the MCP server -------------------------------------------------------------------------
+
+    def mcp_server(self, *, http: bool = False) -> Server[Any]:
+        """A low-level `Server` with this tool server's handlers (``http``: handshake era only, see the module)."""
+        server: Server[Any] = Server(
+            SERVER_NAME,
+            version=_version(),
+            instructions=self.instructions,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        if http:
+
+            async def discover(ctx: ServerRequestContext[Any, Any], params: types.RequestParams) -> HandlerResult:
+                return types.DiscoverResult(
+                    supported_versions=list(HANDSHAKE_PROTOCOL_VERSIONS),
+                    capabilities=server.get_capabilities(),
+                    instructions=self.instructions,
+                )
+
+            server.add_request_handler("server/discover", types.RequestParams, discover)
+            server.middleware.append(_handshake_only)
+        return server
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return self.tools
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        name, arguments = params.name, dict(params.arguments or {})
+        if name not in CODE_TOOLS and name not in self.passthrough:
+            known = ", ".join([*CODE_TOOLS, *self.passthrough.entries])
+            return error_result(f"unknown tool {name!r}; the tools are {known}")
+        key = session_key(ctx)
+        if key is None:
+            return error_result("this HTTP request carries no Mcp-Session-Id; connect with the initialize handshake")
+
+        async def progress(seconds: float) -> None:
+            message = f"running for {seconds:.0f} s"
+            await ctx.session.report_progress(round(seconds, 1), total=self.sandbox_config.timeout, message=message)
+
+        try:
+            async with self.registry.use(key) as session:
+                if name in self.passthrough:
+                    runtime = await anyio.to_thread.run_sync(session.opened)
+                    return await anyio.to_thread.run_sync(self.passthrough.call, name, arguments, runtime)
+                if name == "execute_python":
+                    interval = self.settings.progress_interval
+                    outcome = await session.execute(self.toolset, arguments, progress, interval)
+                else:
+                    outcome = await anyio.to_thread.run_sync(session.call, self.toolset, name, arguments)
+        except SessionLimitError as e:
+            return error_result(f"{e}; try again when another client has disconnected")
+        return call_result(outcome)
+
+
+async def _handshake_only(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Refuse 2026-07-28 requests over HTTP (they carry no session); ``server/discover`` says what is served."""
+    modern = ctx.request_id is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+    if modern and ctx.method != "server/discover":
+        raise MCPError(
+            code=types.UNSUPPORTED_PROTOCOL_VERSION,
+            message="tooltree serve keeps a sandbox session per client, which over HTTP needs the initialize "
+            f"handshake ({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}); the 2026-07-28 protocol has no sessions",
+            data={"supported": list(HANDSHAKE_PROTOCOL_VERSIONS)},
+        )
+    return await call_next(ctx)

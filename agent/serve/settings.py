@@ -1,0 +1,71 @@
+"""The ``serve:`` section of tooltree.yaml and the settings of one `tooltree serve` process (a leaf module:
+the CLI reads `SETTINGS` without importing the MCP SDK).
+
+::
+
+    serve:
+      passthrough: [crm.get_record]   # also offered as ordinary MCP tools, proxied unchanged
+      idle_timeout: 900               # seconds without a call before a client's sandbox session ends
+      progress_interval: 5            # seconds between progress notifications of a running execution
+      warm: 1                         # sandboxes kept started ahead of the next client
+      max_sessions: 16                # client sessions at once (more are refused)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tool_tree.config import Config, Setting
+
+DEFAULT_IDLE_TIMEOUT = 1800.0
+DEFAULT_PROGRESS_INTERVAL = 5.0
+DEFAULT_WARM = 1
+DEFAULT_MAX_SESSIONS = 16
+
+SETTINGS: dict[str, Setting] = {
+    "passthrough": Setting(list, "a list of tools (server.tool) also offered as ordinary MCP tools"),
+    "idle_timeout": Setting(float, "seconds without a call before a client's sandbox session ends"),
+    "progress_interval": Setting(float, "seconds between progress notifications of a running execution"),
+    "warm": Setting(int, "how many sandboxes to keep started ahead of the next client"),
+    "max_sessions": Setting(int, "the most client sessions at once"),
+}
+"""The ``serve:`` section: defaults of `tooltree serve`; its command-line options take precedence."""
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """How one `tooltree serve` process treats its clients.
+
+    Attributes:
+        passthrough: tools (``server.tool``) offered as ordinary MCP tools besides the four.
+        idle_timeout: seconds without a call after which a client's sandbox session (its
+            container and upstream servers) ends; the client's next call starts a new one.
+        progress_interval: seconds between progress notifications while a script runs.
+        warm: sandboxes kept started ahead of the next client (0: start each one on demand).
+        max_sessions: client sessions at once; a new client past this is refused.
+        pinned: tools whose signatures go into the instructions (the ``agent:`` section's ``pinned``).
+    """
+
+    passthrough: tuple[str, ...] = ()
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    progress_interval: float = DEFAULT_PROGRESS_INTERVAL
+    warm: int = DEFAULT_WARM
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    pinned: tuple[str, ...] = ()
+
+    @classmethod
+    def from_config(cls, config: Config | None, **overrides: Any) -> ServeSettings:
+        """The config's ``serve:`` section (and ``agent: pinned``), then ``overrides`` (None values are ignored).
+
+        Raises:
+            ConfigError: an unknown key or a value of the wrong type (file, line, key).
+        """
+        from agent.defaults import agent_settings
+
+        values: dict[str, Any] = config.section("serve").read(SETTINGS) if config is not None else {}
+        pinned = agent_settings(config).get("pinned")
+        if pinned:
+            values["pinned"] = tuple(pinned)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)

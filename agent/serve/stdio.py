@@ -1,0 +1,81 @@
+"""``tooltree serve`` over stdio: one client per process; it ends when stdin closes or on SIGTERM/SIGINT.
+
+The SDK's stdio transport reads stdin through a worker thread that cannot be cancelled, so on
+SIGTERM the server would wait for the client's next line before it could stop. Here a daemon
+thread reads stdin into a memory stream instead: a signal ends the server at once, and the
+client's session (its container and upstream servers) is closed before the process exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import IO, Any, cast
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.server.stdio import stdio_server
+
+from agent.serve.server import ToolServer
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class StdinLines:
+    """Lines of a binary stream, read by a daemon thread; iterate with ``async for``.
+
+    Cancelling the iteration never waits for the blocked read (the thread is left to the
+    process's exit). Started by the first iteration.
+    """
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+        send, receive = anyio.create_memory_object_stream[str](16)
+        self._send: MemoryObjectSendStream[str] = send
+        self._receive: MemoryObjectReceiveStream[str] = receive
+        self._started = False
+
+    def _read(self, token: anyio.lowlevel.EventLoopToken) -> None:
+        try:
+            for raw in iter(self._stream.readline, b""):
+                anyio.from_thread.run(self._send.send, raw.decode("utf-8", errors="replace"), token=token)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError, OSError, ValueError):
+            pass  # the server stopped reading, or the loop is gone
+        finally:
+            with contextlib.suppress(RuntimeError):
+                anyio.from_thread.run_sync(self._send.close, token=token)
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        if not self._started:
+            self._started = True
+            token = anyio.lowlevel.current_token()
+            threading.Thread(target=self._read, args=(token,), name="tooltree-stdin", daemon=True).start()
+        return self._receive.__aiter__()
+
+
+async def stop_on_signals(stop: Callable[[], None]) -> None:
+    """Call ``stop`` on the first SIGTERM or SIGINT (run as a task; cancel it when done)."""
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        async for _ in signals:
+            stop()
+            return
+
+
+async def serve_stdio(app: ToolServer, *, stdin: IO[bytes] | None = None) -> None:
+    """Serve one client on stdin/stdout until stdin closes or a signal comes; then end its session.
+
+    Raises:
+        SandboxError: the warm sandboxes cannot start (raised before anything is served).
+    """
+    server = app.mcp_server(http=False)
+    lines = StdinLines(stdin if stdin is not None else sys.stdin.buffer)
+    async with app, anyio.create_task_group() as tg:
+        tg.start_soon(stop_on_signals, tg.cancel_scope.cancel)
+        async with stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        tg.cancel_scope.cancel()
