@@ -146,9 +146,7 @@ class ToolServer:
         self._tasks.start_soon(self.registry.expire_idle)
         return self
 
-    async def __aexit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         try:
             if self._tasks is not None:
                 self._tasks.cancel_scope.cancel()

@@ -9,11 +9,11 @@ client's session (its container and upstream servers) is closed before the proce
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
-import sys
 import threading
-from collections.abc import AsyncIterator, Callable
-from typing import IO, Any, cast
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, cast
 
 import anyio
 import anyio.abc
@@ -27,24 +27,34 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class StdinLines:
-    """Lines of a binary stream, read by a daemon thread; iterate with ``async for``.
+    """Lines of a file descriptor, read by a daemon thread; iterate with ``async for``.
 
     Cancelling the iteration never waits for the blocked read (the thread is left to the
-    process's exit). Started by the first iteration.
+    process's exit). The thread reads with ``os.read`` (no buffered reader, whose lock a daemon
+    thread would hold at interpreter shutdown). Started by the first iteration.
     """
 
-    def __init__(self, stream: IO[bytes]) -> None:
-        self._stream = stream
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
         send, receive = anyio.create_memory_object_stream[str](16)
         self._send: MemoryObjectSendStream[str] = send
         self._receive: MemoryObjectReceiveStream[str] = receive
         self._started = False
 
+    def _lines(self) -> Iterator[bytes]:
+        pending = b""
+        while chunk := os.read(self._fd, 1 << 16):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            yield from lines
+        if pending:
+            yield pending
+
     def _read(self, token: anyio.lowlevel.EventLoopToken) -> None:
         try:
-            for raw in iter(self._stream.readline, b""):
+            for raw in self._lines():
                 anyio.from_thread.run(self._send.send, raw.decode("utf-8", errors="replace"), token=token)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError, OSError, ValueError):
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError, OSError):
             pass  # the server stopped reading, or the loop is gone
         finally:
             with contextlib.suppress(RuntimeError):
@@ -58,6 +68,15 @@ class StdinLines:
         return self._receive.__aiter__()
 
 
+def claim_stdin() -> int:
+    """A private descriptor for the client's stdin; fd 0 then reads the null device (children inherit nothing)."""
+    fd = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return fd
+
+
 async def stop_on_signals(stop: Callable[[], None]) -> None:
     """Call ``stop`` on the first SIGTERM or SIGINT (run as a task; cancel it when done)."""
     with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
@@ -66,14 +85,15 @@ async def stop_on_signals(stop: Callable[[], None]) -> None:
             return
 
 
-async def serve_stdio(app: ToolServer, *, stdin: IO[bytes] | None = None) -> None:
-    """Serve one client on stdin/stdout until stdin closes or a signal comes; then end its session.
+async def serve_stdio(app: ToolServer, *, stdin: int | None = None) -> None:
+    """Serve one client on stdin (or the descriptor ``stdin``) and stdout until stdin closes or a
+    signal comes; then end its session.
 
     Raises:
         SandboxError: the warm sandboxes cannot start (raised before anything is served).
     """
     server = app.mcp_server(http=False)
-    lines = StdinLines(stdin if stdin is not None else sys.stdin.buffer)
+    lines = StdinLines(stdin if stdin is not None else claim_stdin())
     async with app, anyio.create_task_group() as tg:
         tg.start_soon(stop_on_signals, tg.cancel_scope.cancel)
         async with stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream):

@@ -1,0 +1,167 @@
+"""Fixtures for `tooltree serve` tests: a tree of the sample servers, configs, and real serve processes.
+
+Every serve process gets its own sandbox owner label and its own mark in the environment of the
+upstream servers it starts, so a test can count exactly its containers and its server processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import REPO, SAMPLE_SERVERS, TEST_OWNER, alive
+
+SERVERS = ("docs", "crm", "media")
+MARK_ENV = "TOOLTREE_SERVE_TEST_MARK"
+TOKEN = "test-token-0123456789"
+START_WAIT = 120.0
+
+
+def write_config(folder: Path, mark: str, *, serve: dict[str, Any] | None = None, timeout: float = 60) -> Path:
+    """A tooltree.yaml for the three sample servers (their env carries ``mark``), with a ``serve:`` section."""
+    lines = ["servers:"]
+    for name in SERVERS:
+        script = SAMPLE_SERVERS / f"{name}.py"
+        lines += [
+            f"  {name}:",
+            f"    command: {json.dumps(sys.executable)}",
+            f"    args: [{json.dumps(str(script))}]",
+            f"    env: {{{MARK_ENV}: {json.dumps(mark)}}}",
+        ]
+    lines += ["sandbox:", f"  timeout: {timeout}"]
+    settings = {"progress_interval": 0.2, "warm": 1, **(serve or {})}
+    lines += ["serve:"] + [f"  {k}: {json.dumps(v)}" for k, v in settings.items()]
+    path = folder / f"tooltree-{mark}.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def marked_processes(mark: str) -> list[int]:
+    """Pids of live processes whose environment carries ``mark`` (the upstream servers of one serve process)."""
+    needle = f"{MARK_ENV}={mark}".encode()
+    pids = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if needle in environ.read_bytes().split(b"\0") and alive(int(environ.parent.name)):
+                pids.append(int(environ.parent.name))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def containers(owner: str) -> list[str]:
+    """Ids of the containers (running or not) labelled with ``owner``."""
+    out = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=tooltree.owner={owner}"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    return out.stdout.split()
+
+
+@dataclass
+class Serve:
+    """One `tooltree serve` setup: its config, owner label and mark (and, over HTTP, its process)."""
+
+    config: Path
+    tree: Path
+    owner: str
+    mark: str
+    extra: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[str] | None = None
+    url: str = ""
+    stderr_lines: list[str] = field(default_factory=list)
+
+    def argv(self, *more: str) -> list[str]:
+        base = [sys.executable, "-m", "tooltree_cli.main", "serve", "--config", str(self.config)]
+        return [*base, "--tree", str(self.tree), "--no-regenerate", *self.extra, *more]
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "TOOLTREE_SANDBOX_OWNER": self.owner, "TOOLTREE_SERVE_TOKEN": TOKEN}
+
+    def stdio_params(self) -> Any:
+        from mcp import StdioServerParameters
+
+        argv = self.argv()
+        return StdioServerParameters(command=argv[0], args=argv[1:], env=self.env(), cwd=str(REPO))
+
+    def start_http(self) -> str:
+        """Start the server over HTTP on a free port; returns its URL once it listens."""
+        self.proc = subprocess.Popen(
+            self.argv("--http", "--port", "0"), env=self.env(), cwd=REPO, text=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        found = threading.Event()
+        assert self.proc.stderr is not None
+        stream = self.proc.stderr
+
+        def read() -> None:
+            for line in stream:
+                self.stderr_lines.append(line)
+                match = re.search(r"(http://\S+/mcp)", line)
+                if match and not self.url:
+                    self.url = match.group(1)
+                    found.set()
+            found.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not found.wait(START_WAIT) or not self.url:
+            raise RuntimeError("tooltree serve --http did not start:\n" + "".join(self.stderr_lines[-30:]))
+        return self.url
+
+    def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            return self.proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def serve_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tree of the three sample servers, generated once."""
+    from generator.generate import generate
+    from tooltree_cli.common import load
+
+    folder = tmp_path_factory.mktemp("serve-tree")
+    config = load(write_config(folder, "generate"))
+    out = folder / "tree"
+    result = generate(config, out, embeddings="off")
+    assert not result.failed, [s.error for s in result.failed]
+    return out
+
+
+@pytest.fixture
+def make_serve(serve_tree: Path, tmp_path: Path, docker_engine: Any) -> Iterator[Callable[..., Serve]]:
+    """``make_serve(serve={...}, extra=[...])``: a serve setup with its own owner and mark; cleaned up after."""
+    from sandbox.docker_backend import remove_containers
+
+    made: list[Serve] = []
+
+    def make(*, serve: dict[str, Any] | None = None, extra: list[str] | None = None, timeout: float = 60) -> Serve:
+        mark = uuid.uuid4().hex[:12]
+        s = Serve(
+            write_config(tmp_path, mark, serve=serve, timeout=timeout), serve_tree,
+            f"{TEST_OWNER}-serve-{mark}", mark, list(extra or []),
+        )  # fmt: skip
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.stop()
+        remove_containers(docker_engine, label=f"tooltree.owner={s.owner}")

@@ -1,0 +1,210 @@
+"""`tooltree serve` over stdio, as a real subprocess: the official SDK client, cancellation, and what is left
+behind (nothing) when the client closes stdin or the server gets SIGTERM in the middle of an execution."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.serve.conftest import REPO, Serve, containers, marked_processes
+from tests.support import alive
+
+pytestmark = [pytest.mark.docker, pytest.mark.anyio]
+
+WAIT = 90.0
+RUNNING_SCRIPT = "from servers.docs import list_documents\ndocs = list_documents()\nimport time\ntime.sleep(600)\n"
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
+    """Poll ``condition`` (an observable fact, such as a process list) until it holds; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+async def test_the_sdk_client_runs_the_four_tools_and_variables_persist(make_serve: Callable[..., Serve]) -> None:
+    import mcp
+
+    serve = make_serve()
+    async with mcp.Client(serve.stdio_params(), read_timeout_seconds=WAIT) as client:
+        listed = await client.list_tools()
+        assert [t.name for t in listed.tools] == ["list_files", "read_file", "search_tools", "execute_python"]
+        instructions = client.session.discover_result or client.session.initialize_result
+        assert instructions is not None and "servers/INDEX.md" in str(instructions.instructions)
+
+        first = await client.call_tool("execute_python", {"code": "kept = 41\nprint('set')"})
+        assert not first.is_error and first.content[0].text == "set"  # type: ignore[union-attr]
+        second = await client.call_tool("execute_python", {"code": "print(kept + 1)"})
+        assert second.content[0].text == "42"  # type: ignore[union-attr]
+
+        stub = await client.call_tool("read_file", {"path": "servers/crm/get_record.py"})
+        assert "def get_record(" in stub.content[0].text  # type: ignore[union-attr]
+        found = await client.call_tool("search_tools", {"query": "export leads", "detail": "name"})
+        assert "crm.list_leads" in found.content[0].text  # type: ignore[union-attr]
+        await client.call_tool("execute_python", {"code": "open('notes.txt', 'w').write('hi')"})
+        listing = await client.call_tool("list_files", {"path": "/workspace"})
+        assert "notes.txt" in listing.content[0].text and "servers/" in listing.content[0].text  # type: ignore[union-attr]
+
+        failed = await client.call_tool("execute_python", {"code": "def f():\n    return 1 / 0\nf()"})
+        assert failed.is_error
+        text = failed.content[0].text  # type: ignore[union-attr]
+        assert "ZeroDivisionError: division by zero" in text and 'File "<cell-' in text and "return 1 / 0" in text
+
+
+async def test_a_cancelled_execution_stops_and_the_session_keeps_its_variables(
+    make_serve: Callable[..., Serve],
+) -> None:
+    import mcp
+
+    serve = make_serve()
+    async with mcp.Client(serve.stdio_params(), read_timeout_seconds=WAIT) as client:
+        await client.call_tool("execute_python", {"code": "kept = 'still here'"})
+        running = anyio.Event()
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            running.set()
+
+        async def call() -> None:
+            code = "import time\ntime.sleep(600)"
+            await client.call_tool("execute_python", {"code": code}, progress_callback=progress)
+
+        started = time.monotonic()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            with anyio.fail_after(WAIT):
+                await running.wait()
+            tg.cancel_scope.cancel()  # the SDK sends notifications/cancelled for the abandoned call
+        after = await client.call_tool("execute_python", {"code": "print(kept)"})
+        assert after.content[0].text == "still here"  # type: ignore[union-attr]
+        # The cancelled script is no longer running: the next one did not wait 600 s for it.
+        assert time.monotonic() - started < 300
+
+
+class RawStdio:
+    """`tooltree serve` spoken to line by line, to control exactly when stdin closes."""
+
+    def __init__(self, serve: Serve) -> None:
+        self.proc = subprocess.Popen(
+            serve.argv(), env=serve.env(), cwd=REPO, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        self.messages: list[dict[str, Any]] = []
+        self.changed = threading.Condition()
+        self._threads = [threading.Thread(target=self._read, daemon=True), threading.Thread(target=self._drain)]
+        for t in self._threads:
+            t.start()
+
+    def close(self) -> int:
+        """Kill the process if it still runs; its exit status. Its pipes are closed."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        code = self.proc.wait(timeout=WAIT)
+        for t in self._threads:
+            t.join(timeout=WAIT)
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
+        return code
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self.changed:
+                self.messages.append(json.loads(line))
+                self.changed.notify_all()
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for _ in self.proc.stderr:
+            pass
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        self.proc.stdin.flush()
+
+    def wait_for(self, test: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
+        with self.changed:
+            found = self.changed.wait_for(lambda: next((m for m in self.messages if test(m)), None), WAIT)
+        if not found:
+            pytest.fail(f"no {what} from tooltree serve; got {self.messages}")
+        return found
+
+    def start_long_execution(self) -> None:
+        version = "2025-11-25"
+        client = {"name": "raw-test", "version": "0"}
+        self.send({"id": 1, "method": "initialize",
+                   "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": client}})  # fmt: skip
+        self.wait_for(lambda m: m.get("id") == 1, "initialize result")
+        self.send({"method": "notifications/initialized"})
+        params = {"name": "execute_python", "arguments": {"code": RUNNING_SCRIPT}, "_meta": {"progressToken": "p"}}
+        self.send({"id": 2, "method": "tools/call", "params": params})
+        self.wait_for(lambda m: m.get("method") == "notifications/progress", "progress notification")
+
+
+def test_closing_stdin_mid_execution_stops_the_sandbox_and_the_upstream_servers(
+    make_serve: Callable[..., Serve],
+) -> None:
+    serve = make_serve()
+    raw = RawStdio(serve)
+    try:
+        raw.start_long_execution()
+        wait_until(lambda: bool(marked_processes(serve.mark)), "the docs server to start")
+        assert containers(serve.owner)
+        assert raw.proc.stdin is not None
+        raw.proc.stdin.close()
+        assert raw.proc.wait(timeout=WAIT) == 0
+    finally:
+        raw.close()
+    assert not any(m.get("id") == 2 and "result" in m for m in raw.messages)
+    assert marked_processes(serve.mark) == []
+    assert containers(serve.owner) == []
+
+
+def test_sigterm_mid_execution_stops_the_sandbox_and_the_upstream_servers(make_serve: Callable[..., Serve]) -> None:
+    serve = make_serve()
+    raw = RawStdio(serve)
+    try:
+        raw.start_long_execution()
+        wait_until(lambda: bool(marked_processes(serve.mark)), "the docs server to start")
+        servers = marked_processes(serve.mark)
+        raw.proc.send_signal(signal.SIGTERM)
+        assert raw.proc.wait(timeout=WAIT) == 0
+    finally:
+        raw.close()
+    assert not any(alive(pid) for pid in servers)
+    assert marked_processes(serve.mark) == []
+    assert containers(serve.owner) == []
+
+
+def test_an_idle_session_ends_and_the_next_call_says_it_starts_afresh(make_serve: Callable[..., Serve]) -> None:
+    serve = make_serve(serve={"idle_timeout": 1})
+    raw = RawStdio(serve)
+    try:
+        raw.start_long_execution()  # runs past the idle timeout: a busy session never expires
+        params = {"name": "execute_python", "arguments": {"code": "x = 1"}}
+        # Cancel the long run, then let the session go idle.
+        raw.send({"method": "notifications/cancelled", "params": {"requestId": 2, "reason": "test"}})
+        raw.send({"id": 3, "method": "tools/call", "params": params})
+        raw.wait_for(lambda m: m.get("id") == 3, "result of x = 1")
+        wait_until(lambda: marked_processes(serve.mark) == [], "the idle session's upstream servers to stop")
+        raw.send({"id": 4, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": "x"}}})
+        answer = raw.wait_for(lambda m: m.get("id") == 4, "result after the idle timeout")
+        text = answer["result"]["content"][0]["text"]
+        assert answer["result"]["isError"] is True
+        assert "a new sandbox session" in text and "NameError: name 'x' is not defined" in text
+    finally:
+        if raw.proc.stdin is not None:
+            raw.proc.stdin.close()
+        raw.proc.wait(timeout=WAIT)
+        raw.close()
