@@ -13,7 +13,8 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,15 +121,19 @@ class Serve:
         return self.url
 
     def stop(self) -> int | None:
+        """SIGTERM, then its exit status (killed if it does not stop within 90 s)."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
             self.proc.terminate()
         try:
-            return self.proc.wait(timeout=90)
+            code = self.proc.wait(timeout=90)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            return self.proc.wait(timeout=30)
+            code = self.proc.wait(timeout=30)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+        return code
 
 
 @pytest.fixture(scope="session")
@@ -145,23 +150,46 @@ def serve_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def new_serve(folder: Path, tree: Path, *, serve: dict[str, Any] | None = None, extra: list[str] | None = None,
+              timeout: float = 60) -> Serve:  # fmt: skip
+    """A serve setup in ``folder`` with its own owner label and mark."""
+    mark = uuid.uuid4().hex[:12]
+    config = write_config(folder, mark, serve=serve, timeout=timeout)
+    return Serve(config, tree, f"{TEST_OWNER}-serve-{mark}", mark, list(extra or []))
+
+
+def clean_up(serve: Serve, docker: Any) -> None:
+    """Stop its process (if any) and remove its containers; fail if a container of it was still there."""
+    from sandbox.docker_backend import remove_containers
+
+    serve.stop()
+    remove_containers(docker, label=f"tooltree.owner={serve.owner}")
+
+
 @pytest.fixture
 def make_serve(serve_tree: Path, tmp_path: Path, docker_engine: Any) -> Iterator[Callable[..., Serve]]:
     """``make_serve(serve={...}, extra=[...])``: a serve setup with its own owner and mark; cleaned up after."""
-    from sandbox.docker_backend import remove_containers
-
     made: list[Serve] = []
 
-    def make(*, serve: dict[str, Any] | None = None, extra: list[str] | None = None, timeout: float = 60) -> Serve:
-        mark = uuid.uuid4().hex[:12]
-        s = Serve(
-            write_config(tmp_path, mark, serve=serve, timeout=timeout), serve_tree,
-            f"{TEST_OWNER}-serve-{mark}", mark, list(extra or []),
-        )  # fmt: skip
-        made.append(s)
-        return s
+    def make(**kwargs: Any) -> Serve:
+        made.append(new_serve(tmp_path, serve_tree, **kwargs))
+        return made[-1]
 
     yield make
     for s in made:
-        s.stop()
-        remove_containers(docker_engine, label=f"tooltree.owner={s.owner}")
+        clean_up(s, docker_engine)
+
+
+@asynccontextmanager
+async def http_client(url: str, token: str | None = TOKEN, **kwargs: Any) -> AsyncIterator[Any]:
+    """An SDK client (``mcp.Client``, entered) for ``url`` that sends ``token`` (None: no Authorization header)."""
+    import httpx2
+    import mcp
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+        mcp.Client(streamable_http_client(url, http_client=http), **kwargs) as client,
+    ):
+        yield client
