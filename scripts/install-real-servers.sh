@@ -10,6 +10,8 @@
 #   fixtures/git-repo/                                                  a one-commit repository for mcp-server-git
 #   state/                                                              where server-memory keeps its knowledge graph
 #   .stamp                                                              hash of the pins; unchanged pins skip the install
+#   clients/                                                            the MCP clients (scripts/install-real-clients.sh,
+#                                                                       its own pins and stamp)
 #
 # The servers are launched by path, never through npx or uvx, which would ask the registry on every start.
 # The Python servers get a venv of their own: their dependency pins may disagree with tooltree's.
@@ -93,6 +95,7 @@ make_fixtures() {
 if [[ -f "$dest/.stamp" && "$(cat "$dest/.stamp")" == "$stamp_value" ]] && bins_present; then
     make_fixtures
     say "up to date in $dest"
+    TOOLTREE_REAL_SERVERS="$dest" "$repo/scripts/install-real-clients.sh"
     exit 0
 fi
 
@@ -124,3 +127,5 @@ make_fixtures
 step="stamp"
 printf '%s\n' "$stamp_value" >"$dest/.stamp"
 say "installed in $((SECONDS - started)) s into $dest"
+step="clients"
+TOOLTREE_REAL_SERVERS="$dest" "$repo/scripts/install-real-clients.sh"

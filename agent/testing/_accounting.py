@@ -132,10 +132,16 @@ def _check_messages(messages: Any) -> str | None:
         return "messages: the first message must use the user role"
     pending: set[str] = set()
     for n, message in enumerate(messages):
-        if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant"):
-            return f"messages.{n}: role must be user or assistant"
+        if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant", "system"):
+            return f"messages.{n}: role must be user, assistant or system"
         content = message.get("content")
         blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+        if message["role"] == "system":
+            # Mid-conversation system text (Claude Code 2.1 sends it under the per-turn-control beta): text
+            # only, and it stands outside the pairing of tool uses with their results.
+            if n == 0 or any(b.get("type") != "text" for b in blocks) or not isinstance(content, str | list):
+                return f"messages.{n}: a system message holds text and cannot open the conversation"
+            continue
         if message["role"] == "user":
             results = {str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"}
             if pending - results:

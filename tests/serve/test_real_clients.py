@@ -1,0 +1,229 @@
+"""`tooltree serve` driven by MCP clients that no one here wrote: the MCP Inspector CLI and Claude Code.
+
+Both are npm packages pinned in tests/real_servers/clients/ and installed by `make real-servers` into
+``$TOOLTREE_REAL_SERVERS/clients``; without them these tests skip (``REQUIRE_REAL_SERVERS=1`` fails
+them). Claude Code runs headless (``claude -p``) against the project's fake Messages API, whose
+scripted model calls ``search_tools``, ``read_file`` and ``execute_python`` through Claude Code.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.serve.conftest import TOKEN, Serve, clean_up, new_serve
+
+pytestmark = [pytest.mark.docker, pytest.mark.real_servers]
+
+RUN_WAIT = 300
+INSTALL_HINT = "run `make real-servers` (scripts/install-real-clients.sh) to install the MCP clients"
+LEADS_SCRIPT = """\
+from servers.crm import list_leads
+leads = list_leads().json()["leads"]
+hot = [r for r in leads if r["status"] == "qualified" and r["region"] == "EMEA" and r["rating"] == "Hot"]
+hot.sort(key=lambda r: r["estimated_value"], reverse=True)
+for r in hot[:5]:
+    print(r["company"], r["estimated_value"])
+print("total", sum(r["estimated_value"] for r in hot), "over", len(hot), "hot leads")
+"""
+TASK = "Among our leads, find the five Hot-rated qualified leads in the EMEA region with the highest estimated value."
+QUIET = {
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+}
+
+
+@pytest.fixture(scope="session")
+def clients() -> Path:
+    """``$TOOLTREE_REAL_SERVERS/clients`` with both clients installed; skips (or fails) without them."""
+    root = Path(os.environ.get("TOOLTREE_REAL_SERVERS") or Path(__file__).resolve().parents[2] / ".real-servers")
+    folder = root.resolve() / "clients"
+    if not (folder / ".stamp").is_file():
+        message = f"the MCP clients are not installed in {folder}: {INSTALL_HINT}"
+        if os.environ.get("REQUIRE_REAL_SERVERS") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return folder
+
+
+def inspector(clients: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    argv = [str(clients / "node_modules" / ".bin" / "mcp-inspector"), "--cli", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=RUN_WAIT, env=env, check=False)
+
+
+def claude(clients: Path) -> str:
+    (binary,) = (clients / "node_modules" / "@anthropic-ai").glob("claude-code-*/claude")
+    return str(binary)
+
+
+CALLS: list[tuple[str, list[str], Callable[[dict[str, Any]], bool]]] = [
+    ("list_files", ["path=servers"], lambda r: "crm/" in r["content"][0]["text"]),
+    ("read_file", ["path=servers/crm/list_leads.py"], lambda r: "def list_leads(" in r["content"][0]["text"]),
+    ("search_tools", ["query=render a chart"], lambda r: "media.render_chart" in r["content"][0]["text"]),
+    (
+        "execute_python",
+        ["code=from servers.media import render_chart\nshow_image(render_chart(title='t', values=[1, 2]).images[0])"],
+        lambda r: r["content"][1]["type"] == "image" and base64.b64decode(r["content"][1]["data"])[:4] == b"\x89PNG",
+    ),
+]
+
+
+def check_inspector_session(clients: Path, target: list[str], env: dict[str, str] | None = None) -> None:
+    """tools/list, then each tool once; ``target`` is a URL (first) or ``-- command...`` (last)."""
+    first, last = ([], target) if target[-1:] and "--" in target else (target, [])
+
+    def call(*args: str) -> subprocess.CompletedProcess[str]:
+        return inspector(clients, *first, *args, *last, env=env)
+
+    listed = call("--method", "tools/list")
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    names = [t["name"] for t in json.loads(listed.stdout)["tools"]]
+    assert names == ["list_files", "read_file", "search_tools", "execute_python"]
+    for tool, arguments, ok in CALLS:
+        args = [a for pair in arguments for a in ("--tool-arg", pair)]
+        done = call("--method", "tools/call", "--tool-name", tool, *args)
+        assert done.returncode == 0, (tool, done.stderr[-2000:])
+        result = json.loads(done.stdout)
+        assert result["isError"] is False and ok(result), (tool, done.stdout[:2000])
+
+
+def test_the_inspector_cli_lists_and_calls_each_tool_over_stdio(
+    clients: Path, make_serve: Callable[..., Serve]
+) -> None:
+    serve = make_serve()
+    argv = serve.argv()
+    check_inspector_session(clients, ["-e", f"TOOLTREE_SANDBOX_OWNER={serve.owner}", "--", *argv])
+
+
+@pytest.fixture(scope="module")
+def http_serve(serve_tree: Path, tmp_path_factory: pytest.TempPathFactory, docker_engine: Any) -> Iterator[Serve]:
+    serve = new_serve(tmp_path_factory.mktemp("clients-http"), serve_tree)
+    serve.start_http()
+    yield serve
+    clean_up(serve, docker_engine)
+
+
+def test_the_inspector_cli_lists_and_calls_each_tool_over_http_with_the_token(clients: Path, http_serve: Serve) -> None:
+    check_inspector_session(clients, [http_serve.url, "--header", f"Authorization: Bearer {TOKEN}"])
+
+
+def test_the_inspector_cli_without_the_token_is_refused(clients: Path, http_serve: Serve) -> None:
+    for header in ([], ["--header", "Authorization: Bearer wrong"]):
+        refused = inspector(clients, http_serve.url, *header, "--method", "tools/list")
+        assert refused.returncode != 0
+        assert "auth" in (refused.stdout + refused.stderr).lower()
+        assert '"tools"' not in refused.stdout
+
+
+def claude_env(home: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, **QUIET, "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude"), **extra}
+
+
+def test_claude_code_adds_tooltree_and_lists_it_connected(
+    clients: Path, make_serve: Callable[..., Serve], tmp_path: Path
+) -> None:
+    serve = make_serve()
+    env = claude_env(tmp_path / "home", ANTHROPIC_API_KEY="sk-fake")
+    argv = serve.argv()
+    added = subprocess.run(
+        [claude(clients), "mcp", "add", "tooltree", "-e", f"TOOLTREE_SANDBOX_OWNER={serve.owner}", "--", *argv],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=RUN_WAIT, check=False,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    listed = subprocess.run([claude(clients), "mcp", "list"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                            timeout=RUN_WAIT, check=False)  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    line = next(line for line in listed.stdout.splitlines() if line.startswith("tooltree:"))
+    assert "Connected" in line and "serve" in line
+
+
+def tool_results(body: dict[str, Any]) -> list[str]:
+    """The text of every tool result in a request, in order."""
+    texts = []
+    for message in body["messages"]:
+        for block in message["content"] if isinstance(message["content"], list) else []:
+            if block.get("type") == "tool_result":
+                content = block.get("content")
+                parts = content if isinstance(content, list) else [{"type": "text", "text": str(content)}]
+                texts.append("".join(p.get("text", "") for p in parts if isinstance(p, dict)))
+    return texts
+
+
+def scripted_model(body: dict[str, Any]) -> dict[str, Any]:
+    """What a model would do in Claude Code with tooltree: search, read the stub, run a script, answer."""
+    from agent.testing import reply, tool_use
+
+    if not body.get("tools"):  # a side request (no tools): nothing to do with the task
+        return reply("ok")
+    done = tool_results(body)
+    if len(done) == 0:
+        return reply(tool_use("mcp__tooltree__search_tools", {"query": "export leads by status and region"}))
+    if len(done) == 1:
+        return reply(tool_use("mcp__tooltree__read_file", {"path": "servers/crm/list_leads.py"}))
+    if len(done) == 2:
+        return reply(tool_use("mcp__tooltree__execute_python", {"code": LEADS_SCRIPT}))
+    rows = [line.rsplit(" ", 1) for line in done[-1].splitlines()[:5]]
+    lines = "\n".join(f"{n}. {company} — ${int(value):,}" for n, (company, value) in enumerate(rows, 1))
+    return reply(f"The five hot qualified EMEA leads worth most:\n{lines}")
+
+
+async def expected_top_five() -> list[str]:
+    """The answer, straight from the CRM sample server (not through tooltree)."""
+    import mcp
+    from mcp import StdioServerParameters
+
+    from tests.support import SAMPLE_SERVERS
+
+    async with mcp.Client(StdioServerParameters(command=sys.executable, args=[str(SAMPLE_SERVERS / "crm.py")])) as c:
+        result = await c.call_tool("list_leads", {"status": "qualified", "region": "EMEA"})
+    rows = [r for r in json.loads(result.content[0].text)["leads"] if r["rating"] == "Hot"]  # type: ignore[union-attr]
+    rows.sort(key=lambda r: r["estimated_value"], reverse=True)
+    return [r["company"] for r in rows[:5]]
+
+
+@pytest.mark.anyio
+async def test_claude_code_completes_the_top_leads_task_through_tooltree(
+    clients: Path, make_serve: Callable[..., Serve], tmp_path: Path
+) -> None:
+    import anyio
+
+    from agent.testing import FakeMessagesAPI
+
+    serve = make_serve()
+    argv = serve.argv()
+    mcp_config = tmp_path / "mcp.json"
+    entry = {"command": argv[0], "args": argv[1:], "env": {"TOOLTREE_SANDBOX_OWNER": serve.owner}}
+    mcp_config.write_text(json.dumps({"mcpServers": {"tooltree": entry}}), encoding="utf-8")
+    allowed = "mcp__tooltree__search_tools,mcp__tooltree__read_file,mcp__tooltree__execute_python"
+    with FakeMessagesAPI([scripted_model] * 40) as api:
+        env = claude_env(tmp_path / "home", ANTHROPIC_BASE_URL=api.base_url, ANTHROPIC_API_KEY="sk-fake")
+        argv = [claude(clients), "-p", TASK, "--mcp-config", str(mcp_config), "--strict-mcp-config",
+                "--allowedTools", allowed]  # fmt: skip
+
+        def headless() -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=RUN_WAIT, check=False
+            )
+
+        run = await anyio.to_thread.run_sync(headless)
+        requests = list(api.requests)
+    assert run.returncode == 0, run.stderr[-3000:]
+    expected = await expected_top_five()
+    answer = run.stdout
+    assert all(company in answer for company in expected), (expected, answer)
+    # The tool results Claude Code sent back came from tooltree: the search hit, the stub, the script's output.
+    results = tool_results(requests[-1])
+    assert len(results) == 3, results
+    assert "crm.list_leads" in results[0]
+    assert "def list_leads(" in results[1]
+    assert results[2].splitlines()[0].startswith(expected[0]) and "crm.list_leads ok" in results[2]

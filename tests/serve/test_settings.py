@@ -1,0 +1,39 @@
+"""The ``serve:`` section: read by `ServeSettings`, checked by the CLI's config loader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.serve.settings import DEFAULT_IDLE_TIMEOUT, ServeSettings
+from tool_tree.config import ConfigError
+from tooltree_cli.common import load
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "tooltree.yaml"
+    path.write_text("servers: {}\n" + text, encoding="utf-8")
+    return path
+
+
+def test_the_serve_section_and_the_agents_pinned_tools_are_read(tmp_path: Path) -> None:
+    text = "serve:\n  passthrough: [crm.get_record]\n  idle_timeout: 60\nagent:\n  pinned: [a.b]\n"
+    config = load(write(tmp_path, text))
+    settings = ServeSettings.from_config(config)
+    assert settings.passthrough == ("crm.get_record",) and settings.idle_timeout == 60.0
+    assert settings.pinned == ("a.b",) and settings.warm == 1
+
+
+def test_command_line_values_win_and_none_keeps_the_config(tmp_path: Path) -> None:
+    config = load(write(tmp_path, "serve:\n  warm: 3\n"))
+    settings = ServeSettings.from_config(config, warm=0, idle_timeout=None)
+    assert settings.warm == 0 and settings.idle_timeout == DEFAULT_IDLE_TIMEOUT
+
+
+def test_an_unknown_serve_key_names_file_line_and_key(tmp_path: Path) -> None:
+    path = write(tmp_path, "serve:\n  passthru: [crm.get_record]\n")
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    assert str(caught.value).startswith(f"{path}:3: serve.passthru: unknown key")
+    assert "passthrough" in str(caught.value)
