@@ -114,3 +114,21 @@ def test_count_tokens_answers_with_the_same_approximation() -> None:
         counted = api.client().messages.count_tokens(model=MODEL, messages=[{"role": "user", "content": "x" * 40}])
     assert counted.input_tokens == 10
     assert api.count_requests[0]["messages"][0]["content"] == "x" * 40
+
+
+def test_mid_conversation_system_text_is_accepted_but_cannot_open_the_conversation() -> None:
+    from agent.testing import check_request
+
+    turn = [
+        {"role": "user", "content": "go"},
+        {"role": "system", "content": [{"type": "text", "text": "# Environment"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "t", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]},
+    ]
+    assert check_request({"model": MODEL, "max_tokens": 10, "messages": turn}) is None
+    opening = [{"role": "system", "content": "hi"}, *turn]
+    assert check_request({"model": MODEL, "max_tokens": 10, "messages": opening}) == (
+        "messages: the first message must use the user role"
+    )
+    image = [turn[0], {"role": "system", "content": [{"type": "image", "source": {}}]}]
+    assert "a system message holds text" in str(check_request({"model": MODEL, "max_tokens": 10, "messages": image}))
