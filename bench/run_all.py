@@ -29,6 +29,7 @@ def main() -> int:
         (["bridge_latency.py"], docker_ok(), "no Docker engine"),
         (["agent_replication.py"], docker_ok(), "no Docker engine"),
         (["soak.py"], docker_ok(), "no Docker engine"),
+        (["serve.py"], docker_ok(), "no Docker engine"),
     ]
     failed = 0
     for argv, ok, why in runs:

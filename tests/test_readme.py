@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -44,7 +45,7 @@ def project(tmp_path: Path) -> Path:
 
 @pytest.mark.docker
 def test_the_python_snippets_run(docker_engine: object, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    script, api = blocks("python")
+    script, api, _ = blocks("python")
     (project / "script.py").write_text(script, encoding="utf-8")
     monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", TEST_OWNER)
     monkeypatch.chdir(project)
@@ -63,3 +64,33 @@ def test_the_python_snippets_run(docker_engine: object, project: Path, monkeypat
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count('"id"') >= 3 and "list_leads" in done.stdout
+
+
+def test_the_claude_desktop_block_is_an_mcp_servers_config_that_starts_serve(tmp_path: Path) -> None:
+    (snippet,) = blocks("json")
+    path = tmp_path / "claude_desktop_config.json"
+    path.write_text(snippet, encoding="utf-8")
+    from tool_tree.config import load_config
+
+    (server,) = load_config(path).servers
+    assert server.name == "tooltree" and server.args[:1] == ("serve",)
+    assert json.loads(snippet)["mcpServers"]["tooltree"]["args"][1:3] == ["--config", "/path/to/tooltree.yaml"]
+
+
+def test_the_claude_code_line_adds_the_serve_command() -> None:
+    line = next(x for b in blocks("bash") for x in b.splitlines() if x.startswith("claude mcp add"))
+    assert line.startswith("claude mcp add tooltree -- tooltree serve --config ")
+
+
+@pytest.mark.docker
+def test_the_python_client_snippet_runs_against_tooltree_serve(docker_engine: object, project: Path) -> None:
+    *_, client = blocks("python")
+    # The snippet starts `tooltree` from PATH; its sandboxes carry the test label.
+    client = client.replace('"tree"])', f'"tree"], env={{"TOOLTREE_SANDBOX_OWNER": {TEST_OWNER!r}, "PATH": PATH}})')
+    client = f"PATH = {os.pathsep.join([str(Path(sys.executable).parent), os.environ.get('PATH', '')])!r}\n" + client
+    done = subprocess.run([sys.executable, "-c", client], cwd=project, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    names, count, *ledger = done.stdout.splitlines()
+    assert names == "['list_files', 'read_file', 'search_tools', 'execute_python']" and count == "10000 leads"
+    assert any("crm.list_leads ok" in line for line in ledger)
