@@ -32,7 +32,7 @@ from _common import ROOT, print_table, summary, write_json
 
 sys.path.insert(0, str(ROOT))
 
-import anyio  # noqa: E402
+import anyio
 
 OWNER = "tooltree-bench-serve"
 TOKEN = "bench-token"
@@ -55,12 +55,12 @@ async def _client_view(server: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def tokens(work: Path) -> dict[str, Any]:
     import mcp_types as types
+    from agent_tasks import generate
+    from generate_tree import livemcpbench_snapshots
     from mcp.server.lowlevel import Server
 
     from agent.serve import ServeSettings, ToolServer
     from agent.tokens import json_tokens
-    from agent_tasks import generate
-    from generate_tree import livemcpbench_snapshots
     from sandbox import SandboxConfig
     from tool_tree.config import Config
     from tool_tree.tree import Manifest, load_snapshot
