@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +30,8 @@ from _common import ROOT, print_table, summary, write_json
 sys.path.insert(0, str(ROOT))
 
 import anyio
+
+from tests.support import ServeProcess
 
 OWNER = "tooltree-bench-serve"
 TOKEN = "bench-token"
@@ -111,31 +110,6 @@ def serve_argv(config: Path, tree: Path, *more: str) -> list[str]:
 
 def env() -> dict[str, str]:
     return {**os.environ, "TOOLTREE_SANDBOX_OWNER": OWNER, "TOOLTREE_SERVE_TOKEN": TOKEN}
-
-
-class HttpServe:
-    def __init__(self, argv: list[str]) -> None:
-        self.proc = subprocess.Popen(argv, env=env(), cwd=ROOT, text=True, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
-        found = threading.Event()
-        self.url = ""
-
-        def read() -> None:
-            assert self.proc.stderr is not None
-            for line in self.proc.stderr:
-                match = re.search(r"(http://\S+/mcp)", line)
-                if match and not self.url:
-                    self.url = match.group(1)
-                    found.set()
-            found.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not found.wait(180) or not self.url:
-            sys.exit("tooltree serve --http did not start")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=120)
 
 
 async def _http_client_session(url: str, runs: int, timings: list[float]) -> None:
@@ -221,7 +195,7 @@ def latency(work: Path, runs: int, sessions: int) -> dict[str, Any]:
     sandbox_times: list[float] = []
     stdio_times: list[float] = []
     http_times: list[float] = []
-    server = HttpServe(serve_argv(config, tree, "--http", "--port", "0"))
+    server = ServeProcess(serve_argv(config, tree, "--http", "--port", "0"), env())
     try:
         for _ in range(2):
             sandbox_times += warm_execute(tree, runs // 2)

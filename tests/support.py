@@ -91,3 +91,64 @@ def write_tiny_bert(root: Path, words: list[str]) -> Path:
     head = json.dumps(header).encode("utf-8")
     (root / "model.safetensors").write_bytes(len(head).to_bytes(8, "little") + head + b"".join(blobs))
     return root
+
+
+def require_install(stamp: Path, what: str, hint: str) -> None:
+    """Skip the test when ``stamp`` (an installer's stamp file) is missing; under REQUIRE_REAL_SERVERS=1, fail."""
+    import pytest
+
+    if not stamp.is_file():
+        message = f"{what} are not installed in {stamp.parent}: {hint}"
+        if os.environ.get("REQUIRE_REAL_SERVERS") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+class ServeProcess:
+    """``tooltree serve --http ...`` started as a subprocess; `url` once it listens (read from its stderr).
+
+    Raises (on construction):
+        RuntimeError: it exited, or printed no URL within ``wait`` seconds.
+    """
+
+    def __init__(self, argv: list[str], env: dict[str, str], *, wait: float = 180.0) -> None:
+        import re
+        import subprocess
+        import threading
+
+        self.proc = subprocess.Popen(argv, env=env, cwd=REPO, text=True, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        self.url = ""
+        self.stderr_lines: list[str] = []
+        found = threading.Event()
+        stream = self.proc.stderr
+        assert stream is not None
+
+        def read() -> None:
+            for line in stream:
+                self.stderr_lines.append(line)
+                match = re.search(r"(http://\S+/mcp)", line)
+                if match and not self.url:
+                    self.url = match.group(1)
+                    found.set()
+            found.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not found.wait(wait) or not self.url:
+            self.stop()
+            raise RuntimeError("tooltree serve --http did not start:\n" + "".join(self.stderr_lines[-30:]))
+
+    def stop(self) -> int:
+        """SIGTERM, then its exit status (killed if it does not stop within 90 s); its pipe is closed."""
+        import subprocess
+
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            code = self.proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait(timeout=30)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+        return code

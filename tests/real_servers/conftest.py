@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import require_install
+
 REPO = Path(__file__).resolve().parents[2]
 INSTALL_HINT = "run `make real-servers` (scripts/install-real-servers.sh) to install the third-party MCP servers"
 
@@ -15,9 +17,5 @@ INSTALL_HINT = "run `make real-servers` (scripts/install-real-servers.sh) to ins
 def real_servers_root() -> Path:
     """The install folder of the real servers; skips (or fails under REQUIRE_REAL_SERVERS=1) when it is missing."""
     root = Path(os.environ.get("TOOLTREE_REAL_SERVERS") or REPO / ".real-servers").resolve()
-    if not (root / ".stamp").is_file():
-        message = f"third-party MCP servers are not installed in {root}: {INSTALL_HINT}"
-        if os.environ.get("REQUIRE_REAL_SERVERS") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+    require_install(root / ".stamp", "third-party MCP servers", INSTALL_HINT)
     return root

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -21,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import REPO, SAMPLE_SERVERS, TEST_OWNER, alive
+from tests.support import REPO, SAMPLE_SERVERS, TEST_OWNER, ServeProcess, alive
 
 SERVERS = ("docs", "crm", "media")
 MARK_ENV = "TOOLTREE_SERVE_TEST_MARK"
@@ -79,9 +77,9 @@ class Serve:
     owner: str
     mark: str
     extra: list[str] = field(default_factory=list)
+    process: ServeProcess | None = None
     proc: subprocess.Popen[str] | None = None
     url: str = ""
-    stderr_lines: list[str] = field(default_factory=list)
 
     def argv(self, *more: str) -> list[str]:
         base = [sys.executable, "-m", "tooltree_cli.main", "serve", "--config", str(self.config)]
@@ -98,42 +96,14 @@ class Serve:
 
     def start_http(self) -> str:
         """Start the server over HTTP on a free port; returns its URL once it listens."""
-        self.proc = subprocess.Popen(
-            self.argv("--http", "--port", "0"), env=self.env(), cwd=REPO, text=True,
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
-        found = threading.Event()
-        assert self.proc.stderr is not None
-        stream = self.proc.stderr
-
-        def read() -> None:
-            for line in stream:
-                self.stderr_lines.append(line)
-                match = re.search(r"(http://\S+/mcp)", line)
-                if match and not self.url:
-                    self.url = match.group(1)
-                    found.set()
-            found.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not found.wait(START_WAIT) or not self.url:
-            raise RuntimeError("tooltree serve --http did not start:\n" + "".join(self.stderr_lines[-30:]))
+        self.process = ServeProcess(self.argv("--http", "--port", "0"), self.env())
+        self.proc = self.process.proc
+        self.url = self.process.url
         return self.url
 
     def stop(self) -> int | None:
-        """SIGTERM, then its exit status (killed if it does not stop within 90 s)."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            code = self.proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait(timeout=30)
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
-        return code
+        """Stop the HTTP server, if one was started; its exit status."""
+        return self.process.stop() if self.process is not None else None
 
 
 @pytest.fixture(scope="session")
