@@ -29,6 +29,7 @@ RUN_WAIT = 300
 INSTALL_HINT = "run `make real-servers` (scripts/install-real-clients.sh) to install the MCP clients"
 LEADS_SCRIPT = (REPO / "examples" / "top_leads.py").read_text(encoding="utf-8")
 TASK = "Which five of our leads have the highest estimated value? Name their companies."
+USED = ("search_tools", "read_file", "execute_python")
 QUIET = {
     "DISABLE_TELEMETRY": "1",
     "DISABLE_ERROR_REPORTING": "1",
@@ -150,18 +151,21 @@ def tool_results(body: dict[str, Any]) -> list[str]:
 
 
 def scripted_model(body: dict[str, Any]) -> dict[str, Any]:
-    """What a model would do in Claude Code with tooltree: search, read the stub, run a script, answer."""
+    """What a model would do in Claude Code with tooltree: load the deferred tooltree tools with Claude Code's
+    ToolSearch, search the tree, read the stub, run a script, answer."""
     from agent.testing import reply, tool_use
 
     if not body.get("tools"):  # a side request (no tools): nothing to do with the task
         return reply("ok")
     done = tool_results(body)
-    if len(done) == 0:
-        return reply(tool_use("mcp__tooltree__search_tools", {"query": "export leads by status and region"}))
-    if len(done) == 1:
-        return reply(tool_use("mcp__tooltree__read_file", {"path": "servers/crm/list_leads.py"}))
-    if len(done) == 2:
-        return reply(tool_use("mcp__tooltree__execute_python", {"code": LEADS_SCRIPT}))
+    steps = [
+        ("ToolSearch", {"query": "select:" + ",".join(f"mcp__tooltree__{n}" for n in USED)}),
+        ("mcp__tooltree__search_tools", {"query": "export leads"}),
+        ("mcp__tooltree__read_file", {"path": "servers/crm/list_leads.py"}),
+        ("mcp__tooltree__execute_python", {"code": LEADS_SCRIPT}),
+    ]
+    if len(done) < len(steps):
+        return reply(tool_use(*steps[len(done)]))
     # examples/top_leads.py prints "N leads; the five biggest:", then "  <value>  <company> (<status>, <owner>)".
     rows = [line.strip().split("  ", 1) for line in done[-1].splitlines()[1:6]]
     lines = "\n".join(f"{n}. {rest.rsplit(' (', 1)[0]} — ${value}" for n, (value, rest) in enumerate(rows, 1))
@@ -195,7 +199,7 @@ async def test_claude_code_completes_the_top_leads_task_through_tooltree(
     mcp_config = tmp_path / "mcp.json"
     entry = {"command": argv[0], "args": argv[1:], "env": {"TOOLTREE_SANDBOX_OWNER": serve.owner}}
     mcp_config.write_text(json.dumps({"mcpServers": {"tooltree": entry}}), encoding="utf-8")
-    allowed = "mcp__tooltree__search_tools,mcp__tooltree__read_file,mcp__tooltree__execute_python"
+    allowed = ",".join(["ToolSearch", *(f"mcp__tooltree__{name}" for name in USED)])
     with FakeMessagesAPI([scripted_model] * 40) as api:
         env = claude_env(tmp_path / "home", ANTHROPIC_BASE_URL=api.base_url, ANTHROPIC_API_KEY="sk-fake")
         argv = [claude(clients), "-p", TASK, "--mcp-config", str(mcp_config), "--strict-mcp-config",
@@ -212,10 +216,19 @@ async def test_claude_code_completes_the_top_leads_task_through_tooltree(
     expected = await expected_top_five()
     answer = run.stdout
     assert all(company in answer for company in expected), (expected, answer)
+    # Claude Code offered tooltree's tools to the model (deferred behind its ToolSearch, which loaded three),
+    # and put tooltree's instructions in its system prompt.
+    offered = {t["name"]: t for r in requests for t in r.get("tools", []) if t.get("name", "").startswith("mcp__")}
+    assert set(offered) == {f"mcp__tooltree__{name}" for name in USED}
+    assert "Run Python in the sandbox" in offered["mcp__tooltree__execute_python"]["description"]
+    assert "from servers.<server> import <tool>" in json.dumps(requests[-1])
     # The tool results Claude Code sent back came from tooltree: the search hit, the stub, the script's output.
-    results = tool_results(requests[-1])
-    assert len(results) == 3, results
-    assert "crm.list_leads" in results[0]
-    assert "def list_leads(" in results[1]
-    assert results[2].startswith("10000 leads; the five biggest:") and expected[0] in results[2]
-    assert "crm.list_leads ok" in results[2]
+    blocks = [b for m in requests[-1]["messages"] if isinstance(m["content"], list) for b in m["content"]]
+    results = [b["content"] for b in blocks if b.get("type") == "tool_result" and isinstance(b["content"], list)]
+    references = [c["tool_name"] for content in results for c in content if c.get("type") == "tool_reference"]
+    assert references == [f"mcp__tooltree__{name}" for name in USED]
+    _, searched, stub, printed = tool_results(requests[-1])
+    assert "crm.list_leads" in searched
+    assert "def list_leads(" in stub
+    assert printed.startswith("10000 leads; the five biggest:") and expected[0] in printed
+    assert "crm.list_leads ok" in printed

@@ -9,6 +9,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -208,3 +209,20 @@ def test_an_idle_session_ends_and_the_next_call_says_it_starts_afresh(make_serve
             raw.proc.stdin.close()
         raw.proc.wait(timeout=WAIT)
         raw.close()
+
+
+async def test_a_workspace_keeps_files_and_skills_from_one_client_session_to_the_next(
+    make_serve: Callable[..., Serve], tmp_path: Path
+) -> None:
+    import mcp
+
+    workspace = tmp_path / "ws"
+    serve = make_serve(extra=["--workspace", str(workspace)])
+    skill = "def double(x):\n    return 2 * x\n"
+    async with mcp.Client(serve.stdio_params(), read_timeout_seconds=WAIT) as first:
+        saved = await first.call_tool("execute_python", {"code": f"open('skills/double.py', 'w').write({skill!r})"})
+        assert not saved.is_error
+    assert (workspace / "skills" / "double.py").read_text(encoding="utf-8") == skill
+    async with mcp.Client(serve.stdio_params(), read_timeout_seconds=WAIT) as second:
+        used = await second.call_tool("execute_python", {"code": "from skills.double import double\nprint(double(21))"})
+    assert used.content[0].text == "42"  # type: ignore[union-attr]
