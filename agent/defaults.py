@@ -11,7 +11,13 @@ DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_MAX_TURNS = 30
 DEFAULT_MAX_TOKENS = 32_000
 DEFAULT_RETRIES = 4
-MODES = ("code", "direct", "tool-search")
+MODES = ("code", "direct", "tool-search", "filtered")
+CLASSIFIERS = ("off", "local", "claude")
+"""Pre-filter classifiers (``off``: none; ``filtered`` mode needs one)."""
+SIBLING_MODES = ("named", "server")
+BATCH_MODES = ("direct", "tool-search", "filtered")
+"""Modes that offer ``batch_tool``."""
+DEFAULT_BATCH_MAX = 10
 
 SETTINGS: dict[str, Setting] = {
     "mode": Setting(str, f"one of {', '.join(MODES)}", choices=MODES),
@@ -20,6 +26,25 @@ SETTINGS: dict[str, Setting] = {
     "max_turns": Setting(int, "the most requests per run"),
     "max_tokens": Setting(int, "max_tokens of each request"),
     "token_budget": Setting(int, "tokens (input + output) after which a run stops"),
+    "prefilter": Setting(
+        str,
+        "the pre-filter's classifier: local (default of filtered mode), claude, or off; in code mode local or "
+        "claude inlines the admitted tools' signatures",
+        choices=CLASSIFIERS,
+    ),
+    "prefilter_threshold": Setting(
+        float, "admit a tool whose probability is at least this (0-1; default per classifier)"
+    ),
+    "prefilter_siblings": Setting(
+        str,
+        "with a tool, admit the tools of its server it names or that name it (named) or all of them (server)",
+        choices=SIBLING_MODES,
+    ),
+    "prefilter_model": Setting(str, "the model of the claude pre-filter (default claude-haiku-5-5)"),
+    "prefilter_timeout": Setting(float, "seconds the pre-filter may take before every tool is sent"),
+    "prefilter_state": Setting(str, "a file the admitted set is kept in between conversations"),
+    "batch": Setting(bool, "offer batch_tool in direct, tool-search and filtered modes (default true)"),
+    "batch_max": Setting(int, f"most invocations in one batch_tool call (default {DEFAULT_BATCH_MAX})"),
 }
 """The ``agent:`` section: defaults of `tooltree agent` and `Agent`; their arguments take precedence."""
 

@@ -7,11 +7,12 @@
     print(result.answer, result.summary.usage.total)
 
 Each turn sends the same system prompt and tools array (with cache breakpoints) plus the
-conversation, runs every ``tool_use`` of the reply (at the same time when all of them are
-independent: MCP tools, reads of the tree) and sends the results back, until the model
-ends its turn, a reply stops for another reason (``max_tokens``, ``refusal``), or the turn limit
-or token budget is reached. Requests stream (so large ``max_tokens`` work); the SDK retries
-rate limits, overloads and server errors with back-off.
+conversation (with a pre-filter, the tools array may grow before a request — tools appended,
+never reordered — and is byte-identical after the last growth), runs every ``tool_use`` of the
+reply (at the same time when all of them are independent: MCP tools, reads of the tree) and
+sends the results back, until the model ends its turn, a reply stops for another reason
+(``max_tokens``, ``refusal``), or the turn limit or token budget is reached. Requests stream (so
+large ``max_tokens`` work); the SDK retries rate limits, overloads and server errors with back-off.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from agent.content import blocks_bytes
 from agent.defaults import (
+    BATCH_MODES,
+    DEFAULT_BATCH_MAX,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_TURNS,
     DEFAULT_MODEL,
@@ -35,11 +38,12 @@ from agent.defaults import (
 )
 from agent.errors import AgentSetupError, ModelAPIError
 from agent.events import EventHandler, ModelReplied, RunFinished, ToolFinished
+from agent.prefilter.options import PrefilterOptions
 from agent.request import answer_text, block_param, cached_system, cached_tools, with_last_breakpoint
-from agent.summary import RunResult, RunSummary, TokenUsage
+from agent.summary import PrefilterSummary, RunResult, RunSummary, TokenUsage
 from agent.toolsets import make_toolset
 from agent.toolsets.base import ToolOutcome
-from agent.transcript import Transcript
+from agent.transcript import Transcript, fingerprint
 from tool_tree.config import Config
 
 MAX_CONCURRENT_TOOLS = 8
@@ -48,6 +52,7 @@ MAX_CONCURRENT_TOOLS = 8
 if TYPE_CHECKING:
     import anthropic
 
+    from agent.prefilter.base import ToolFilter
     from sandbox.config import SandboxConfig
     from sandbox.host import Runtime
 
@@ -61,7 +66,8 @@ class Agent:
             ``max_tokens``, ``pinned``).
         tree: the generated tree.
         mode: ``code`` (browse stubs, run scripts in the sandbox), ``direct`` (every MCP tool as
-            a native tool) or ``tool-search`` (every MCP tool deferred behind the API's BM25 tool search).
+            a native tool), ``tool-search`` (every MCP tool deferred behind the API's BM25 tool search)
+            or ``filtered`` (native tools narrowed per request by the pre-filter).
         model: the model id.
         max_turns: most requests per run.
         token_budget: stop before the next request once input (all kinds) plus output tokens reach this.
@@ -75,9 +81,15 @@ class Agent:
         transcript: write the run's JSONL transcript here.
         runtime: a running `Runtime` to use (and leave open) instead of one per run.
         on_event: called with `ModelReplied`, `ToolFinished` and `RunFinished` as the run goes.
+        prefilter: ``local``, ``claude``, ``off`` or a `ToolFilter`; narrows ``filtered`` mode (default
+            ``local``) and in ``code`` mode inlines the admitted tools' signatures (default ``off``).
+        prefilter_options: threshold, siblings, timeout, state file and model of the pre-filter
+            (`PrefilterOptions`; default: the config's ``prefilter_*`` settings).
+        batch: offer ``batch_tool`` in ``direct``, ``tool-search`` and ``filtered`` modes (default on).
 
     Raises:
-        AgentSetupError: an unknown mode, a tree without manifest, or an unknown pinned tool.
+        AgentSetupError: an unknown mode, a tree without manifest, an unknown pinned tool, or a
+            pre-filter setting that cannot be used.
     """
 
     def __init__(
@@ -98,6 +110,9 @@ class Agent:
         transcript: str | Path | None = None,
         runtime: Runtime | None = None,
         on_event: EventHandler | None = None,
+        prefilter: str | ToolFilter | None = None,
+        prefilter_options: PrefilterOptions | None = None,
+        batch: bool | None = None,
     ) -> None:
         # An argument left out takes the config's `agent:` setting, then the default.
         settings = agent_settings(config)
@@ -122,7 +137,14 @@ class Agent:
         self.transcript = Path(transcript) if transcript is not None else None
         self.runtime = runtime
         self.on_event = on_event
-        self.toolset = make_toolset(mode, self.tree, pinned=pinned)
+        chosen = (
+            prefilter if prefilter is not None else settings.get("prefilter", "local" if mode == "filtered" else "off")
+        )
+        options = prefilter_options or PrefilterOptions.from_settings(settings, config)
+        self.prefilter = None if chosen == "off" else options.build(self.tree, chosen)
+        batch = batch if batch is not None else bool(settings.get("batch", True))
+        batch_max = int(settings.get("batch_max", DEFAULT_BATCH_MAX)) if batch and mode in BATCH_MODES else None
+        self.toolset = make_toolset(mode, self.tree, pinned=pinned, prefilter=self.prefilter, batch_max=batch_max)
         self.system = self.toolset.system_prompt()
         self.tools = self.toolset.tools()
 
@@ -155,8 +177,12 @@ class Agent:
 
     # ---- the loop ---------------------------------------------------------------------------
 
-    def run(self, task: str) -> RunResult:
+    def run(self, task: str, *, history: Sequence[dict[str, Any]] | None = None) -> RunResult:
         """Run ``task`` to the end.
+
+        With ``history`` (the ``messages`` of the previous `RunResult`), ``task`` is the next user
+        turn of that conversation: a pre-filter's admitted set carries on growing. Without it a new
+        conversation starts.
 
         Raises:
             ModelAPIError: the Messages API failed after retries (``.result`` has the run so far).
@@ -170,12 +196,18 @@ class Agent:
         runtime = self.runtime or Runtime(
             self.config, self.tree, sandbox_config=self.sandbox_config, workspace=self.workspace
         )
+        if history is None:
+            self.toolset.start_conversation()
+            self.system, self.tools = self.toolset.system_prompt(), self.toolset.tools()
         summary = RunSummary(mode=self.mode, model=self.model)
-        messages: list[dict[str, Any]] = [_user_text(task)]
+        if self.prefilter is not None:
+            summary.prefilter = PrefilterSummary(self.prefilter.classifier.name, catalog=len(self.prefilter.catalog))
+        messages: list[dict[str, Any]] = [*(history or ()), _user_text(task)]
         started = time.monotonic()
         log = Transcript(self.transcript)
         log.write("run_start", mode=self.mode, model=self.model, task=task, system=self.system, tools=self.tools)
-        sent = 0
+        sent = len(messages) - 1
+        prints: tuple[str, str] | None = None
         try:
             with runtime if own else nullcontext(runtime):
                 while True:
@@ -187,9 +219,19 @@ class Agent:
                         break
                     summary.turns += 1
                     turn = summary.turns
+                    self._prefilter(messages, turn, summary, log)
                     params = self.request(messages)
+                    tools_print, system_print = fingerprint(params["tools"]), fingerprint(params["system"])
+                    summary.cache_invalidations += prints is not None and prints != (tools_print, system_print)
+                    prints = (tools_print, system_print)
                     log.write(
-                        "request", turn=turn, model=self.model, max_tokens=self.max_tokens, messages=messages[sent:]
+                        "request",
+                        turn=turn,
+                        model=self.model,
+                        max_tokens=self.max_tokens,
+                        tools_sha256=tools_print,
+                        system_sha256=system_print,
+                        messages=messages[sent:],
                     )
                     sent = len(messages)
                     message, seconds = self._send(client, params, log, summary, messages, started)
@@ -217,6 +259,27 @@ class Agent:
             log.close()
         self._emit(RunFinished(summary))
         return RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
+
+    def _prefilter(self, messages: list[dict[str, Any]], turn: int, summary: RunSummary, log: Transcript) -> None:
+        """Let the toolset's pre-filter decide before this request; log and count what it did."""
+        step = self.toolset.before_request(messages)
+        if step is None or summary.prefilter is None:
+            return
+        p = summary.prefilter
+        p.asked += step.asked
+        p.requests += step.requests
+        p.seconds += step.seconds
+        p.usage.add(step.usage)
+        p.admitted = step.admitted
+        if step.fail_open:
+            p.fail_open.append(f"{step.fail_kind}: {step.fail_open}")
+        log.write("prefilter", turn=turn, **step.to_json())
+        if step.added:
+            p.growths += 1
+            before = {t.get("name") for t in self.tools}
+            system, self.system, self.tools = self.system, self.toolset.system_prompt(), self.toolset.tools()
+            appended = [t for t in self.tools if t.get("name") not in before]
+            log.write("tools_grew", turn=turn, tools=appended, system=self.system if self.system != system else None)
 
     def _send(
         self,

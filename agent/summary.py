@@ -54,6 +54,33 @@ class TokenUsage:
 
 
 @dataclass
+class PrefilterSummary:
+    """What the pre-filter did and cost in one run.
+
+    Attributes:
+        classifier: ``local`` or ``claude``.
+        asked: times the classifier was asked (once per request whose text changed).
+        requests: requests it sent to a model (the ``claude`` classifier).
+        seconds: time spent deciding, summed.
+        usage: tokens of its model requests (not in the run's ``usage``).
+        admitted: tools offered at the end of the run.
+        catalog: tools in the catalog.
+        growths: requests before which the admitted set grew.
+        fail_open: why every tool was sent, one entry per failure (empty when it never failed).
+    """
+
+    classifier: str
+    asked: int = 0
+    requests: int = 0
+    seconds: float = 0.0
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    admitted: int = 0
+    catalog: int = 0
+    growths: int = 0
+    fail_open: list[str] = field(default_factory=list)
+
+
+@dataclass
 class RunSummary:
     """The numbers of one run.
 
@@ -64,6 +91,9 @@ class RunSummary:
         script_tool_calls: MCP calls made from scripts inside the sandbox.
         sandbox_bytes: bytes of MCP tool results that stayed in the sandbox.
         model_bytes: bytes of tool results that reached the model (text, plus base64 of images).
+        cache_invalidations: requests whose tools array or system prompt differed from the
+            previous request's (the prompt cache could not be read past that point).
+        prefilter: what the pre-filter did and cost, when the run had one.
     """
 
     mode: str
@@ -78,11 +108,15 @@ class RunSummary:
     sandbox_bytes: int = 0
     model_bytes: int = 0
     duration_s: float = 0.0
+    cache_invalidations: int = 0
+    prefilter: PrefilterSummary | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["usage"] = {**asdict(self.usage), "sent": self.usage.sent, "total": self.usage.total}
         data["duration_s"] = round(self.duration_s, 3)
+        if self.prefilter is not None:
+            data["prefilter"]["seconds"] = round(self.prefilter.seconds, 4)
         return data
 
 

@@ -2,9 +2,15 @@
 
 Records (``type``):
 
-- ``run_start``: mode, model, task, the system prompt and the tools array (once: they never change);
-- ``request``: turn, the request parameters other than system and tools, and the messages added
-  since the previous request (the conversation is rebuilt by concatenating them);
+- ``run_start``: mode, model, task, the system prompt and the tools array as they are at the start;
+- ``prefilter``: turn, what the pre-filter decided before that request (tools added, the highest
+  probabilities, why it failed open, seconds, tokens);
+- ``tools_grew``: turn, the tool definitions appended to the tools array and the system prompt
+  when it changed (a pre-filter grew the set);
+- ``request``: turn, the request parameters other than system and tools, a fingerprint of the tools
+  array and of the system prompt as sent (``tools_sha256``, ``system_sha256``: equal in every request
+  after the last growth), and the messages added since the previous request (the conversation is
+  rebuilt by concatenating them);
 - ``response``: turn, the message as returned (content, stop reason, usage incl.
   ``cache_creation_input_tokens`` and ``cache_read_input_tokens``), seconds;
 - ``tool``: turn, tool name, input, seconds, ``is_error``, bytes to the model, calls from the
@@ -15,6 +21,7 @@ Records (``type``):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -49,6 +56,11 @@ class Transcript:
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
+
+
+def fingerprint(value: Any) -> str:
+    """A short SHA-256 of a JSON value as sent (cache markers included): equal values, equal prints."""
+    return hashlib.sha256(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")).hexdigest()[:16]
 
 
 def read_transcript(path: str | Path) -> list[dict[str, Any]]:

@@ -1,17 +1,23 @@
-"""The tools each mode offers the model: `code`, `direct` and `tool-search`."""
+"""The tools each mode offers the model: `code`, `direct`, `tool-search` and `filtered`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.defaults import MODES
 from agent.errors import AgentSetupError
 from agent.toolsets.base import ToolOutcome, Toolset
+from agent.toolsets.batch import BATCH_NAME
 from agent.toolsets.code import CodeToolset
 from agent.toolsets.direct import TOOL_SEARCH_NAME, TOOL_SEARCH_TYPE, DirectToolset, ToolSearchToolset
 
+if TYPE_CHECKING:
+    from agent.prefilter.gate import PreFilter
+
 __all__ = [
+    "BATCH_NAME",
     "MODES",
     "TOOL_SEARCH_NAME",
     "TOOL_SEARCH_TYPE",
@@ -24,16 +30,40 @@ __all__ = [
 ]
 
 
-def make_toolset(mode: str, tree: str | Path, *, pinned: Sequence[str] = ()) -> Toolset:
+def make_toolset(
+    mode: str,
+    tree: str | Path,
+    *,
+    pinned: Sequence[str] = (),
+    prefilter: PreFilter | None = None,
+    batch_max: int | None = None,
+) -> Toolset:
     """The toolset of ``mode`` over ``tree``.
 
+    ``prefilter`` narrows ``filtered`` mode (which needs one) and, in ``code`` mode, inlines the
+    admitted tools' signatures; ``batch_max`` offers ``batch_tool`` in ``direct``, ``tool-search``
+    and ``filtered`` modes.
+
     Raises:
-        AgentSetupError: an unknown mode, no manifest, or a pinned tool that is not in the tree.
+        AgentSetupError: an unknown mode, no manifest, a pinned tool that is not in the tree, a
+            ``filtered`` mode without pre-filter, or a pre-filter in a mode that cannot use one.
     """
+    if mode not in MODES:
+        raise AgentSetupError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+    if prefilter is not None and mode not in ("code", "filtered"):
+        raise AgentSetupError(f"the pre-filter works in code and filtered modes, not in {mode}")
     if mode == "code":
+        if prefilter is not None:
+            from agent.toolsets.code_filtered import PrefilteredCodeToolset
+
+            return PrefilteredCodeToolset(tree, pinned=pinned, prefilter=prefilter)
         return CodeToolset(tree, pinned=pinned)
     if mode == "direct":
-        return DirectToolset(tree, pinned=pinned)
+        return DirectToolset(tree, pinned=pinned, batch_max=batch_max)
     if mode == "tool-search":
-        return ToolSearchToolset(tree, pinned=pinned)
-    raise AgentSetupError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+        return ToolSearchToolset(tree, pinned=pinned, batch_max=batch_max)
+    if prefilter is None:
+        raise AgentSetupError("filtered mode needs a pre-filter (local or claude)")
+    from agent.toolsets.filtered import FilteredToolset
+
+    return FilteredToolset(tree, prefilter=prefilter, pinned=pinned, batch_max=batch_max)

@@ -2,7 +2,9 @@
 
 A toolset is built from the tree alone (no server, no container), so the first request of a
 run can be rendered and measured offline. Its tools and system prompt are fixed at
-construction; handlers get the live `Runtime` when a tool is called.
+construction, except in a toolset with a pre-filter: there `before_request` may grow them (tools
+appended at the end, never reordered or removed); handlers get the live `Runtime` when a tool is
+called.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from agent.errors import AgentSetupError
 from tool_tree.tree import Manifest, ToolEntry, TreeError
 
 if TYPE_CHECKING:
+    from agent.prefilter.gate import FilterStep
     from sandbox.host import Runtime
     from sandbox.results import ToolCallRecord
 
@@ -48,7 +51,8 @@ class Toolset(ABC):
 
     @abstractmethod
     def tools(self) -> list[dict[str, Any]]:
-        """The tools array (without cache markers); the same list on every call."""
+        """The tools array (without cache markers); the same list on every call until
+        `before_request` grows it."""
 
     @abstractmethod
     def system_prompt(self) -> str:
@@ -61,6 +65,14 @@ class Toolset(ABC):
     def concurrent(self, name: str) -> bool:
         """Whether calls of ``name`` may run at the same time as the other calls of one reply."""
         return False
+
+    def start_conversation(self) -> None:  # noqa: B027 - a hook: most toolsets have nothing to reset
+        """A new conversation begins (a pre-filter's admitted set starts over)."""
+
+    def before_request(self, messages: Sequence[dict[str, Any]]) -> FilterStep | None:
+        """Called before each request with the conversation so far; a toolset with a pre-filter
+        decides here (and may grow its tools or prompt) and returns what it did."""
+        return None
 
     def resolve_pinned(self, pinned: Sequence[str], *, what: str = "pinned tool") -> list[ToolEntry]:
         """The manifest entries for ``pinned`` names (``crm.update_record``, ``crm/update_record``

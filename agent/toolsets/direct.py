@@ -24,7 +24,8 @@ from agent.errors import AgentSetupError
 from agent.naming import native_names
 from agent.prompts import render
 from agent.toolsets.base import ToolOutcome, Toolset, error
-from tool_tree.tree import ToolEntry, TreeError, load_snapshot
+from agent.toolsets.batch import BATCH_NAME, batch_definition, run_batch
+from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot
 
 if TYPE_CHECKING:
     from sandbox.host import Runtime
@@ -42,6 +43,32 @@ def _input_schema(raw: Mapping[str, Any]) -> dict[str, Any]:
     return dict(schema)
 
 
+def native_tools(tree: Path, manifest: Manifest) -> tuple[dict[str, ToolEntry], list[dict[str, Any]]]:
+    """Every tool of the tree under its native name, and its definition (in the same order).
+
+    Raises:
+        AgentSetupError: a snapshot is missing or malformed.
+    """
+    names = native_names(manifest.tools)
+    raw: dict[tuple[str, str], dict[str, Any]] = {}
+    try:
+        for server in manifest.servers:
+            for tool in load_snapshot(tree, server):
+                raw[(server.name, str(tool.get("name")))] = tool
+    except TreeError as e:
+        raise AgentSetupError(str(e)) from None
+    definitions: list[dict[str, Any]] = []
+    for name, entry in names.items():
+        definition = raw.get((entry.server, entry.tool), {})
+        native: dict[str, Any] = {"name": name}
+        description = definition.get("description")
+        if isinstance(description, str) and description.strip():
+            native["description"] = description
+        native["input_schema"] = _input_schema(definition)
+        definitions.append(native)
+    return names, definitions
+
+
 class DirectToolset(Toolset):
     """Every tool of the tree as a native tool named ``<server>__<tool>``.
 
@@ -51,26 +78,11 @@ class DirectToolset(Toolset):
 
     mode = "direct"
 
-    def __init__(self, tree: str | Path, *, pinned: Sequence[str] = ()) -> None:
+    def __init__(self, tree: str | Path, *, pinned: Sequence[str] = (), batch_max: int | None = None) -> None:
         super().__init__(tree)
         self.pinned = self.resolve_pinned(pinned)
-        self.names: dict[str, ToolEntry] = native_names(self.manifest.tools)
-        raw: dict[tuple[str, str], dict[str, Any]] = {}
-        try:
-            for server in self.manifest.servers:
-                for tool in load_snapshot(self.tree, server):
-                    raw[(server.name, str(tool.get("name")))] = tool
-        except TreeError as e:
-            raise AgentSetupError(str(e)) from None
-        self._definitions: list[dict[str, Any]] = []
-        for name, entry in self.names.items():
-            definition = raw.get((entry.server, entry.tool), {})
-            native: dict[str, Any] = {"name": name}
-            description = definition.get("description")
-            if isinstance(description, str) and description.strip():
-                native["description"] = description
-            native["input_schema"] = _input_schema(definition)
-            self._definitions.append(native)
+        self.batch_max = batch_max
+        self.names, self._definitions = native_tools(self.tree, self.manifest)
         self._system = render(self._template(), servers=self._servers(), search_tool=TOOL_SEARCH_NAME)
 
     def _template(self) -> str:
@@ -83,16 +95,26 @@ class DirectToolset(Toolset):
         ]
 
     def tools(self) -> list[dict[str, Any]]:
-        return json.loads(json.dumps(self._definitions))  # type: ignore[no-any-return]
+        return [*self._batch(), *json.loads(json.dumps(self._definitions))]
+
+    def _batch(self) -> list[dict[str, Any]]:
+        """``batch_tool``'s definition, when it is offered."""
+        return [batch_definition(self.batch_max)] if self.batch_max else []
 
     def system_prompt(self) -> str:
         return self._system
 
     def concurrent(self, name: str) -> bool:
         # Several tool_use blocks in one reply are independent calls (parallel tool use).
-        return name in self.names
+        return name in self.names or (name == BATCH_NAME and bool(self.batch_max))
 
     def call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
+        if name == BATCH_NAME and self.batch_max:
+            return run_batch(arguments, lambda n, a: self.call_native(n, a, runtime), self.batch_max)
+        return self.call_native(name, arguments, runtime)
+
+    def call_native(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
+        """One call of an MCP tool by its native name, through the bridge."""
         from sandbox.bridge import ToolCallRefused
 
         entry = self.names.get(name)
@@ -118,11 +140,11 @@ class ToolSearchToolset(DirectToolset):
 
     def tools(self) -> list[dict[str, Any]]:
         pinned = {(t.server, t.tool) for t in self.pinned}
-        tools = super().tools()
+        tools = json.loads(json.dumps(self._definitions))
         out: list[dict[str, Any]] = []
         for tool in tools:
             entry = self.names[tool["name"]]
             out.append(tool if (entry.server, entry.tool) in pinned else {**tool, "defer_loading": True})
         deferred = [t for t in out if t.get("defer_loading")]
         loaded = [t for t in out if not t.get("defer_loading")]
-        return [*deferred, *loaded, {"type": TOOL_SEARCH_TYPE, "name": TOOL_SEARCH_NAME}]
+        return [*deferred, *loaded, *self._batch(), {"type": TOOL_SEARCH_TYPE, "name": TOOL_SEARCH_NAME}]

@@ -190,6 +190,7 @@ def test_tool_search_blocks_go_back_with_the_turn_and_the_found_tool_is_called(p
     assert first["tools"][-1]["type"] == "tool_search_tool_bm25_20251119"
     assert [t["name"] for t in first["tools"] if "defer_loading" not in t] == [
         "media__list_gallery",
+        "batch_tool",
         "tool_search_tool_bm25",
     ]
     assistant = api.requests[1]["messages"][1]

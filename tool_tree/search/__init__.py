@@ -39,6 +39,7 @@ from tool_tree.search._render import (
     search_records,
     search_tools,
 )
+from tool_tree.search._scores import ToolScores, score_tools
 from tool_tree.search._text import split_words, stem_word, tokens
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "SearchError",
     "SearchHit",
     "SearchIndex",
+    "ToolScores",
     "build_index",
     "check_detail",
     "check_limit",
@@ -65,6 +67,7 @@ __all__ = [
     "load_index",
     "meaning_only_note",
     "render_hits",
+    "score_tools",
     "search_records",
     "search_tools",
     "split_words",

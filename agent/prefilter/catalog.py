@@ -1,0 +1,65 @@
+"""The catalog a pre-filter decides about, and each tool's siblings.
+
+Siblings: a tool's error or description often sends the model to another tool of the same
+server ("use get_record with an id from the results"), so admitting a tool also admits the
+tools of its server that it names or that name it (``named``), or the whole server (``server``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal, get_args
+
+from agent.prefilter.base import CatalogTool
+from tool_tree.tree import Manifest
+
+Siblings = Literal["named", "server"]
+SIBLINGS: tuple[str, ...] = get_args(Siblings)
+MIN_NAME = 4
+"""Tool names shorter than this (``get``, ``run``) are too common as words to count as a mention."""
+
+
+def load_catalog(tree: Path, manifest: Manifest) -> list[CatalogTool]:
+    """Every tool of the tree, in native-name order, with its description.
+
+    Raises:
+        AgentSetupError: a snapshot is missing or malformed.
+    """
+    from agent.toolsets.direct import native_tools
+
+    names, definitions = native_tools(tree, manifest)
+    out: list[CatalogTool] = []
+    for definition in definitions:
+        entry = names[definition["name"]]
+        description = str(definition.get("description", ""))
+        out.append(
+            CatalogTool(f"{entry.server}.{entry.tool}", definition["name"], entry.server, entry.tool, description)
+        )
+    return out
+
+
+def _mentions(text: str, tool: CatalogTool) -> bool:
+    for name in {tool.tool, tool.name}:
+        if len(name) >= MIN_NAME and re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text):
+            return True
+    return False
+
+
+def sibling_map(catalog: Sequence[CatalogTool], mode: Siblings = "named") -> dict[str, list[str]]:
+    """``key → keys of its siblings`` (same server; each list in catalog order, without the tool itself)."""
+    by_server: dict[str, list[CatalogTool]] = defaultdict(list)
+    for tool in catalog:
+        by_server[tool.server].append(tool)
+    out: dict[str, list[str]] = {}
+    for tools in by_server.values():
+        for t in tools:
+            if mode == "server":
+                out[t.key] = [u.key for u in tools if u is not t]
+            else:
+                out[t.key] = [
+                    u.key for u in tools if u is not t and (_mentions(t.description, u) or _mentions(u.description, t))
+                ]
+    return out

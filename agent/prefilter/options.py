@@ -1,0 +1,58 @@
+"""`PrefilterOptions`: the pre-filter's settings, from the ``agent:`` section or the command line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.prefilter.gate import DEFAULT_TIMEOUT
+
+if TYPE_CHECKING:
+    from agent.prefilter.base import ToolFilter
+    from agent.prefilter.gate import PreFilter
+    from tool_tree.config import Config
+
+
+@dataclass(frozen=True)
+class PrefilterOptions:
+    """How the pre-filter decides (see `agent.prefilter.make_prefilter`)."""
+
+    threshold: float | None = None
+    """Admit at this probability or above (None: the classifier's default)."""
+    siblings: str = "named"
+    timeout: float = DEFAULT_TIMEOUT
+    state: Path | None = None
+    """Keep the admitted set here between conversations."""
+    model: str | None = None
+    """The ``claude`` classifier's model."""
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any], config: Config | None = None) -> PrefilterOptions:
+        """From the ``agent:`` section's ``prefilter_*`` keys; a relative state path resolves against
+        the config file's folder."""
+        state = settings.get("prefilter_state")
+        path = Path(state) if state else None
+        if path is not None and not path.is_absolute() and config is not None and Path(config.source).is_file():
+            path = Path(config.source).resolve().parent / path
+        return cls(
+            threshold=settings.get("prefilter_threshold"),
+            siblings=str(settings.get("prefilter_siblings", "named")),
+            timeout=float(settings.get("prefilter_timeout", DEFAULT_TIMEOUT)),
+            state=path,
+            model=settings.get("prefilter_model"),
+        )
+
+    def build(self, tree: Path, classifier: str | ToolFilter) -> PreFilter:
+        """Raises: AgentSetupError: see `make_prefilter`."""
+        from agent.prefilter import make_prefilter
+
+        return make_prefilter(
+            tree,
+            classifier,
+            threshold=self.threshold,
+            siblings=self.siblings,
+            timeout=self.timeout,
+            state=self.state,
+            model=self.model,
+        )

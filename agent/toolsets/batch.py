@@ -1,0 +1,97 @@
+"""``batch_tool``: several independent tool calls in one ``tool_use``, run at the same time.
+
+Claude can put several ``tool_use`` blocks in one reply but often calls independent tools one
+per turn. This ordinary tool takes a list of calls, so grouping them is one obvious step:
+
+    {"invocations": [{"name": "crm__create_task", "arguments": {...}}, ...]}
+
+Each invocation goes through the toolset's own routing (the same checks as a single call), all
+of them concurrently; the result lists each one in order with its tool name and its own status,
+followed by that call's content blocks (an image stays an image). One failure never hides the
+others. A batch inside a batch is refused, as are arguments given as a JSON string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from agent.toolsets.base import ToolOutcome, error
+
+BATCH_NAME = "batch_tool"
+DEFAULT_BATCH_MAX = 10
+MAX_WORKERS = 8
+
+
+def batch_definition(max_calls: int) -> dict[str, Any]:
+    """The tool definition, for batches of at most ``max_calls`` invocations."""
+    return {
+        "name": BATCH_NAME,
+        "description": (
+            "Run several independent tool calls at once (concurrently) and get every result in order. Use it only for "
+            "calls that do not depend on each other's results; a call that needs another's output waits for the next "
+            f"turn. At most {max_calls} invocations; batch_tool itself cannot be inside a batch."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "invocations": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": max_calls,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "name": {"type": "string", "description": "the tool's name"},
+                            "arguments": {"type": "object", "description": "the tool's input, as an object"},
+                        },
+                        "required": ["name", "arguments"],
+                    },
+                }
+            },
+            "required": ["invocations"],
+        },
+    }
+
+
+def _one(call: Callable[[str, Mapping[str, Any]], ToolOutcome], item: Any) -> ToolOutcome:
+    if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+        return error("each invocation needs a name (a string) and arguments (an object)")
+    name, arguments = item["name"], item.get("arguments", {})
+    if name == BATCH_NAME:
+        return error("a batch inside a batch is refused: list the calls in one batch_tool")
+    if isinstance(arguments, str):
+        return error(f"arguments of {name} must be an object, not a JSON string")
+    if not isinstance(arguments, Mapping):
+        return error(f"arguments of {name} must be an object")
+    return call(name, arguments)
+
+
+def run_batch(
+    arguments: Mapping[str, Any], call: Callable[[str, Mapping[str, Any]], ToolOutcome], max_calls: int
+) -> ToolOutcome:
+    """Run the invocations of one ``batch_tool`` call through ``call``, concurrently.
+
+    The outcome is an error only when the batch itself is malformed (not a list, empty, too long);
+    failed invocations are reported inside it.
+    """
+    items = arguments.get("invocations")
+    if isinstance(items, str):
+        return error("invocations must be a list of {name, arguments} objects, not a JSON string")
+    if not isinstance(items, list) or not items:
+        return error("batch_tool needs invocations: a non-empty list of {name, arguments} objects")
+    if len(items) > max_calls:
+        return error(f"a batch holds at most {max_calls} invocations, got {len(items)}; split it")
+    with ThreadPoolExecutor(max_workers=min(len(items), MAX_WORKERS), thread_name_prefix="tooltree-batch") as pool:
+        outcomes = list(pool.map(lambda item: _one(call, item), items))
+    content: list[dict[str, Any]] = []
+    failed = 0
+    for n, (item, outcome) in enumerate(zip(items, outcomes, strict=True), 1):
+        name = item.get("name") if isinstance(item, Mapping) else None
+        failed += outcome.is_error
+        status = "error" if outcome.is_error else "ok"
+        content.append({"type": "text", "text": f"[{n}] {name if isinstance(name, str) else '?'}: {status}"})
+        content += outcome.content
+    note = f"{len(items)} call(s), {failed} failed"
+    return ToolOutcome(content, note=note)

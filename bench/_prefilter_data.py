@@ -1,0 +1,117 @@
+"""Data of the pre-filter benchmarks: MetaTool split by tool, and the 527-tool LiveMCPBench catalog.
+
+The split: a MetaTool tool belongs to the calibration half when the first byte of the SHA-256 of
+its name is even, else to the held-out half. A single-tool query goes with its tool; a multi-tool
+query goes to a half only when all its tools are in that half (the others are not used). Each
+half is searched as a catalog of its own tools only.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from _common import OUT, corpus
+from search_recall import _ident
+
+from tool_tree.search import SearchDoc
+from tool_tree.search._docs import description_of, params_of
+
+__all__ = ["Half", "livemcpbench", "metatool_halves"]
+
+
+@dataclass
+class Half:
+    name: str
+    docs: list[SearchDoc]
+    queries: list[tuple[str, list[str]]]
+    """``(query, the tools it needs)``: single-tool queries first, then multi-tool ones."""
+    singles: int
+
+
+def calibration_half(tool: str) -> bool:
+    return hashlib.sha256(tool.encode("utf-8")).digest()[0] % 2 == 0
+
+
+def metatool_halves() -> tuple[Half, Half]:
+    """(calibration half, held-out half)."""
+    described: dict[str, str] = json.loads(corpus("metatool", "plugin_des.json").read_text(encoding="utf-8"))
+    with corpus("metatool", "all_clean_data.csv").open(encoding="utf-8", newline="") as f:
+        single = [(row["Query"], row["Tool"]) for row in csv.DictReader(f)]
+    multi = [
+        (i["query"], list(i["tool"]))
+        for i in json.loads(corpus("metatool", "multi_tool_query_golden.json").read_text(encoding="utf-8"))
+    ]
+    halves = []
+    for name, side in (("calibration", True), ("held-out", False)):
+        tools = {t for t in described if calibration_half(t) == side}
+        docs = [
+            SearchDoc(server=t, package=_ident(t), tool=t, function=_ident(t), path="", description=described[t])
+            for t in sorted(tools)
+        ]
+        seen: set[str] = set()
+        queries: list[tuple[str, list[str]]] = []
+        for q, t in single:
+            if t in tools and q not in seen:
+                seen.add(q)
+                queries.append((q, [t]))
+        singles = len(queries)
+        for q, ts in multi:
+            if ts and all(t in tools for t in ts) and q not in seen:
+                seen.add(q)
+                queries.append((q, sorted(set(ts))))
+        halves.append(Half(name, docs, queries, singles))
+    return halves[0], halves[1]
+
+
+def livemcpbench() -> list[SearchDoc]:
+    """The 527 tools of the 70 LiveMCPBench servers, as generate-tree indexes them."""
+    servers = json.loads(corpus("livemcpbench", "tools.json").read_text(encoding="utf-8"))
+    docs: list[SearchDoc] = []
+    for entry in servers:
+        for server, listing in entry["tools"].items():
+            for tool in listing["tools"]:
+                docs.append(
+                    SearchDoc(
+                        server=server,
+                        package=_ident(server),
+                        tool=tool["name"],
+                        function=_ident(tool["name"]),
+                        path=f"servers/{_ident(server)}/{_ident(tool['name'])}.py",
+                        description=description_of(tool),
+                        params=params_of(tool),
+                        server_description=entry.get("description", ""),
+                    )
+                )
+    return docs
+
+
+def raw_scores(index: Any, texts: list[str], *, meaning: bool, cache: str) -> tuple[Any, Any]:
+    """``(lexical, cosine or None)``: arrays (texts, tools) of every text's evidence, cached in
+    ``bench/out/cache/<cache>-<hash>.npz`` (embedding ten thousand queries takes minutes here)."""
+    import numpy as np
+
+    from tool_tree.search import score_tools
+
+    names = score_tools(index, ["x"], meaning=False)[0].tools
+    key = hashlib.sha256(
+        json.dumps([names, texts, meaning, index.dense.model if index.dense else None]).encode()
+    ).hexdigest()[:16]
+    path = OUT / "cache" / f"{cache}-{key}.npz"
+    if path.exists():
+        data = np.load(path)
+        return data["lex"], (data["cos"] if meaning else None)
+    lex, cos = [], []
+    for start in range(0, len(texts), 256):
+        for s in score_tools(index, texts[start : start + 256], meaning=meaning):
+            lex.append(s.lexical)
+            if s.meaning is not None:
+                cos.append(s.meaning)
+    lex_a = np.asarray(lex, dtype=np.float32)
+    cos_a = np.asarray(cos, dtype=np.float32) if meaning else np.zeros((0,), np.float32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(path, lex=lex_a, cos=cos_a)
+    return lex_a, (cos_a if meaning else None)

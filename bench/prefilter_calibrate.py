@@ -1,0 +1,138 @@
+"""Fit the ``local`` pre-filter's logistic calibration on the calibration half of MetaTool.
+
+    TOOLTREE_CORPORA=/path/to/corpora .venv/bin/python bench/prefilter_calibrate.py
+
+Every (query, tool) pair of the calibration half (MetaTool split by tool, see
+``_prefilter_data``) is one example: its `agent.prefilter.local.FEATURES` for the query against a
+catalog of that half's tools, and whether the query needs the tool. Weights are fitted by
+Newton's method on the log loss (a small ridge on all weights but the bias), once with the
+embeddings' evidence and once lexical only; the default threshold is the highest that admits
+≥ 95 % of the needed tools on this half (each tool keeps its highest probability over the query and
+its clauses, as in use). Prints the weights to paste into ``agent/prefilter/local.py`` and writes
+``bench/out/prefilter_calibration.json``. The held-out half is not read here.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+from _common import print_table, write_json
+from _prefilter_data import Half, metatool_halves
+
+from agent.prefilter.local import FEATURES, clauses, features
+from tool_tree.search import SearchIndex, build_index, score_tools
+
+TARGET_RECALL = 0.95
+RIDGE = 1e-3
+BATCH = 256
+
+
+def feature_tensors(index: SearchIndex, half: Half, *, meaning: bool) -> tuple[Any, Any, list[list[int]]]:
+    """(features of whole queries (q, tools, f), labels (q, tools), query → rows of its clauses)."""
+    names = [t for _, t in score_tools(index, ["x"], meaning=False)[0].tools]
+    col = {n: i for i, n in enumerate(names)}
+    texts: list[str] = []
+    groups: list[list[int]] = []
+    for q, _ in half.queries:
+        parts = clauses(q)
+        groups.append(list(range(len(texts), len(texts) + len(parts))))
+        texts += parts
+    rows = []
+    for start in range(0, len(texts), BATCH):
+        for scores in score_tools(index, texts[start : start + BATCH], meaning=meaning):
+            rows.append(features(scores))
+    x = np.asarray(rows, dtype=np.float64)
+    y = np.zeros((len(half.queries), len(names)))
+    for qi, (_, gold) in enumerate(half.queries):
+        for g in gold:
+            y[qi, col[g]] = 1.0
+    return x, y, groups
+
+
+def fit(x: Any, y: Any) -> Any:
+    w = np.zeros(x.shape[1])
+    ridge = np.full(x.shape[1], RIDGE)
+    ridge[0] = 0.0
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-(x @ w)))
+        grad = x.T @ (p - y) / len(y) + ridge * w
+        h = (x * (p * (1 - p))[:, None]).T @ x / len(y) + np.diag(ridge) + 1e-9 * np.eye(len(w))
+        step = np.linalg.solve(h, grad)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return w
+
+
+def admitted_probabilities(x: Any, groups: list[list[int]], w: Any) -> Any:
+    """(queries, tools): each tool's highest probability over its query's whole text and clauses."""
+    p = 1.0 / (1.0 + np.exp(-(x @ w)))
+    return np.stack([p[g].max(axis=0) for g in groups])
+
+
+def pick_threshold(p: Any, y: Any) -> float:
+    needed = p[y > 0]
+    ordered = np.sort(needed)[::-1]
+    k = int(np.ceil(TARGET_RECALL * len(ordered))) - 1
+    return float(np.floor(ordered[k] * 1e4) / 1e4)
+
+
+def report(p: Any, y: Any, t: float) -> dict[str, float]:
+    admitted = p >= t
+    return {
+        "recall": float((admitted & (y > 0)).sum() / (y > 0).sum()),
+        "catalog_share": float(admitted.mean()),
+        "mean_predicted_of_admitted": float(p[admitted].mean()) if admitted.any() else 0.0,
+        "precision_of_admitted": float((admitted & (y > 0)).sum() / max(1, admitted.sum())),
+    }
+
+
+def main() -> int:
+    cal, _ = metatool_halves()
+    print(f"calibration half: {len(cal.docs)} tools, {len(cal.queries)} queries ({cal.singles} single-tool)")
+    t0 = time.perf_counter()
+    index = build_index(cal.docs, embeddings=True)
+    print(f"index with embeddings built in {time.perf_counter() - t0:.1f} s")
+    out: dict[str, Any] = {"features": FEATURES, "target_recall": TARGET_RECALL}
+    rows = []
+    variants = {
+        "hybrid": (True, list(range(len(FEATURES)))),
+        "hybrid, cosine only": (True, [0, 3, 4]),
+        "hybrid, no cos_gap": (True, [0, 1, 2, 3]),
+        "lexical": (False, [0, 1, 2]),
+    }
+    cache: dict[bool, tuple[Any, Any, list[list[int]]]] = {}
+    for name, (meaning, cols) in variants.items():
+        if meaning not in cache:
+            t0 = time.perf_counter()
+            cache[meaning] = feature_tensors(index, cal, meaning=meaning)
+            print(f"features ({'hybrid' if meaning else 'lexical'}) in {time.perf_counter() - t0:.1f} s")
+        x, y, groups = cache[meaning]
+        whole = np.array([g[0] for g in groups])
+        xs = x[whole][:, :, cols].reshape(-1, len(cols))
+        w_sub = fit(xs, y.reshape(-1))
+        w = np.zeros(len(FEATURES))
+        w[cols] = w_sub
+        p = admitted_probabilities(x, groups, w)
+        t = pick_threshold(p, y)
+        r = report(p, y, t)
+        out[name] = {"weights": [round(float(v), 4) for v in w], "threshold": t, **r}
+        rows.append([name, " ".join(f"{v:+.3f}" for v in w), f"{t:.4f}", f"{r['recall']:.3f}",
+                     f"{100 * r['catalog_share']:.1f} %", f"{r['precision_of_admitted']:.3f}"])  # fmt: skip
+    print_table(
+        f"Calibration half (weights over {', '.join(FEATURES)})",
+        ["variant", "weights", "threshold", "recall", "catalog shown", "precision"],
+        rows,
+    )
+    write_json("prefilter_calibration.json", out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
