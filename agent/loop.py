@@ -161,8 +161,13 @@ class Agent:
         }
 
     def first_request(self, task: str) -> dict[str, Any]:
-        """The first request of a run of ``task`` (built offline: nothing is started)."""
-        return self.request([_user_text(task)])
+        """The first request of a run of ``task`` (built offline: nothing is started; a pre-filter
+        decides on ``task`` first, which for the ``claude`` classifier is one request to its model)."""
+        messages = [_user_text(task)]
+        self.toolset.start_conversation()
+        if self.toolset.before_request(messages) is not None:
+            self.system, self.tools = self.toolset.system_prompt(), self.toolset.tools()
+        return self.request(messages)
 
     def _client(self) -> anthropic.Anthropic:
         if self.client is None:

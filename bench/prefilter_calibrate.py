@@ -23,14 +23,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 from _common import print_table, write_json
-from _prefilter_data import Half, metatool_halves
+from _prefilter_data import Half, metatool_halves, raw_scores
 
 from agent.prefilter.local import FEATURES, clauses, features
-from tool_tree.search import SearchIndex, build_index, score_tools
+from tool_tree.search import SearchIndex, ToolScores, build_index, score_tools
 
 TARGET_RECALL = 0.95
 RIDGE = 1e-3
-BATCH = 256
 
 
 def feature_tensors(index: SearchIndex, half: Half, *, meaning: bool) -> tuple[Any, Any, list[list[int]]]:
@@ -43,16 +42,23 @@ def feature_tensors(index: SearchIndex, half: Half, *, meaning: bool) -> tuple[A
         parts = clauses(q)
         groups.append(list(range(len(texts), len(texts) + len(parts))))
         texts += parts
-    rows = []
-    for start in range(0, len(texts), BATCH):
-        for scores in score_tools(index, texts[start : start + BATCH], meaning=meaning):
-            rows.append(features(scores))
-    x = np.asarray(rows, dtype=np.float64)
+    x = feature_array(index, texts, meaning=meaning, cache=f"metatool-{half.name}")
     y = np.zeros((len(half.queries), len(names)))
     for qi, (_, gold) in enumerate(half.queries):
         for g in gold:
             y[qi, col[g]] = 1.0
     return x, y, groups
+
+
+def feature_array(index: SearchIndex, texts: list[str], *, meaning: bool, cache: str) -> Any:
+    """(texts, tools, features), from the evidence `raw_scores` cached."""
+    lex, cos = raw_scores(index, texts, meaning=meaning, cache=cache)
+    names = score_tools(index, ["x"], meaning=False)[0].tools
+    rows = [
+        features(ToolScores(t, names, lex[i].tolist(), cos[i].tolist() if cos is not None else None))
+        for i, t in enumerate(texts)
+    ]
+    return np.asarray(rows, dtype=np.float64)
 
 
 def fit(x: Any, y: Any) -> Any:

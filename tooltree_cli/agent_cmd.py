@@ -15,6 +15,7 @@ from tooltree_cli.output import error, print_json, table
 if TYPE_CHECKING:
     from agent import Agent, RunResult
     from agent.events import Event
+    from agent.prefilter.options import PrefilterOptions
     from tool_tree.config import Config
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_API, EXIT_SANDBOX = 0, 1, 2, 3, 4
@@ -22,7 +23,7 @@ API_KEY_ENV = "ANTHROPIC_API_KEY"
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from agent.defaults import DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_MODEL, MODES
+    from agent.defaults import CLASSIFIERS, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_MODEL, MODES, SIBLING_MODES
 
     p = subparsers.add_parser(
         "agent",
@@ -36,13 +37,31 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--config", default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)")
     p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")
     # Options left out take the config's `agent:` section, then the defaults shown.
-    p.add_argument("--mode", choices=MODES, help="code (default), direct or tool-search")
+    p.add_argument("--mode", choices=MODES, help="code (default), direct, tool-search or filtered")
     p.add_argument("--model", help=f"the model (default: {DEFAULT_MODEL})")
     p.add_argument("--max-turns", type=int, help=f"most requests to the model (default: {DEFAULT_MAX_TURNS})")
     p.add_argument("--token-budget", type=int, help="stop once this many tokens (input + output) were used")
     p.add_argument("--max-tokens", type=int, help=f"max_tokens of each request (default: {DEFAULT_MAX_TOKENS})")
     p.add_argument(
         "--pin", action="append", metavar="SERVER.TOOL", help="keep a tool at hand (repeat; replaces agent.pinned)"
+    )
+    p.add_argument(
+        "--prefilter",
+        choices=CLASSIFIERS,
+        help="narrow the tools before each request: local (offline, default of filtered mode) or claude (one "
+        "request to a small model); in code mode the admitted tools' signatures go into the prompt",
+    )
+    p.add_argument("--prefilter-threshold", type=float, metavar="P", help="admit tools with probability ≥ P (0-1)")
+    p.add_argument(
+        "--prefilter-siblings",
+        choices=SIBLING_MODES,
+        help="with a tool, admit the tools of its server that it names or that name it (named, default) or all of them",
+    )
+    p.add_argument("--prefilter-state", metavar="FILE", help="keep the admitted set in FILE between conversations")
+    p.add_argument("--prefilter-model", help="the claude pre-filter's model (default: claude-haiku-5-5)")
+    p.add_argument("--prefilter-timeout", type=float, metavar="SECONDS", help="send every tool when it takes longer")
+    p.add_argument(
+        "--no-batch", action="store_true", help="do not offer batch_tool (direct, tool-search and filtered modes)"
     )
     p.add_argument("--workspace", metavar="DIR", help="a host folder restored into /workspace and saved back")
     p.add_argument("--transcript", metavar="FILE", help="write the JSONL transcript of the run here")
@@ -146,6 +165,24 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if all(r.completed for r in results) else EXIT_INCOMPLETE
 
 
+def _prefilter_options(args: argparse.Namespace, config: Config) -> PrefilterOptions:
+    """The ``agent:`` section's pre-filter settings, with the command line's on top."""
+    from dataclasses import replace
+
+    from agent.defaults import agent_settings
+    from agent.prefilter.options import PrefilterOptions
+
+    options = PrefilterOptions.from_settings(agent_settings(config), config)
+    given = {
+        "threshold": args.prefilter_threshold,
+        "siblings": args.prefilter_siblings,
+        "state": Path(args.prefilter_state) if args.prefilter_state else None,
+        "model": args.prefilter_model,
+        "timeout": args.prefilter_timeout,
+    }
+    return replace(options, **{k: v for k, v in given.items() if v is not None})
+
+
 def _agent(args: argparse.Namespace, config: Config, mode: str | None, several: bool) -> Agent:
     from agent import Agent
 
@@ -166,6 +203,9 @@ def _agent(args: argparse.Namespace, config: Config, mode: str | None, several: 
         workspace=args.workspace,
         transcript=transcript,
         on_event=None if args.quiet else live_view,
+        prefilter=args.prefilter if mode in ("code", "filtered") else None,
+        prefilter_options=_prefilter_options(args, config),
+        batch=False if args.no_batch else None,
     )
 
 
@@ -195,11 +235,21 @@ def _print_first_requests(agents: list[Agent], task: str, *, as_json: bool) -> N
 
 def _summary_line(result: RunResult) -> str:
     s = result.summary
-    return (
+    line = (
         f"tooltree: {result.stop_reason} after {s.turns} turn(s) · {s.usage.sent:,} tokens sent, "
         f"{s.usage.output_tokens:,} received · {s.tool_calls} tool call(s), {s.script_tool_calls} from scripts · "
         f"{size(s.sandbox_bytes)} stayed in the sandbox, {size(s.model_bytes)} reached the model"
     )
+    p = s.prefilter
+    if p is not None:
+        line += (
+            f"\ntooltree: pre-filter {p.classifier}: {p.admitted} of {p.catalog} tools offered, grew {p.growths} "
+            f"time(s), {s.cache_invalidations} cache invalidation(s) · asked {p.asked} time(s), "
+            f"{p.seconds * 1000:.0f} ms, {p.usage.total:,} tokens"
+        )
+        for reason in p.fail_open:
+            line += f"\ntooltree: pre-filter failed open (every tool sent): {reason}"
+    return line
 
 
 def _print_comparison(results: list[RunResult], *, as_json: bool) -> None:

@@ -119,7 +119,10 @@ class ClaudeFilter:
         import anthropic
 
         if self.client is None:
-            self.client = anthropic.Anthropic()
+            try:
+                self.client = anthropic.Anthropic()
+            except anthropic.AnthropicError as e:  # no API key
+                raise FilterError(f"the claude pre-filter has no client: {e}") from None
         try:
             message = self.client.messages.create(**self.request(text, catalog), timeout=self.timeout)
         except anthropic.NotFoundError as e:

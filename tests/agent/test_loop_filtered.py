@@ -1,0 +1,208 @@
+"""`filtered` mode end to end: the real SDK against the fake Messages API (for the agent and for the
+``claude`` pre-filter), the real sample servers; grow-only, cache-stable, fail-open, images."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent import Agent, read_transcript
+from agent.prefilter import ClaudeFilter
+from agent.prefilter.claude import VERDICT_TOOL
+from agent.prefilter.options import PrefilterOptions
+from agent.testing import ApiError, FakeMessagesAPI, reply, tool_use
+from sandbox.host import Runtime
+from tests.agent.conftest import Project
+from tests.agent.prefilter_support import catalog
+
+OPPORTUNITY = {"object_type": "opportunity", "record_id": "0065e000009Q3PR"}
+CHART = {"title": "Pipeline", "values": [3, 1, 4]}
+
+
+def verdicts(*names: str) -> dict[str, Any]:
+    items = [{"tool": n, "needed": True, "probability": 0.9} for n in names]
+    return reply(tool_use(VERDICT_TOOL, {"verdicts": items}))
+
+
+def filtered(project: Project, api: FakeMessagesAPI, runtime: Runtime, prefilter: Any, **kwargs: Any) -> Agent:
+    return Agent(
+        project.config,
+        tree=project.tree,
+        mode="filtered",
+        client=api.client(max_retries=0),
+        runtime=runtime,
+        prefilter=prefilter,
+        **kwargs,
+    )
+
+
+def names(request: dict[str, Any]) -> list[str]:
+    return [t["name"] for t in request["tools"]]
+
+
+def unmarked(tools: list[dict[str, Any]]) -> str:
+    return json.dumps([{k: v for k, v in t.items() if k != "cache_control"} for t in tools])
+
+
+def test_the_set_grows_over_three_user_turns_and_the_tools_block_is_stable_after_growth(
+    project: Project, live: Runtime, tmp_path: Path
+) -> None:
+    judge = [verdicts("media__render_chart"), verdicts("crm__get_record"), verdicts("media__render_chart")]
+    model = [
+        reply(tool_use("media__render_chart", CHART)),
+        reply("Here is the chart."),
+        reply(tool_use("crm__get_record", OPPORTUNITY)),
+        reply("It is in negotiation."),
+        reply(tool_use("media__render_chart", CHART)),
+        reply("Drawn again."),
+    ]
+    with FakeMessagesAPI(judge) as judge_api, FakeMessagesAPI(model) as api:
+        agent = filtered(project, api, live, ClaudeFilter(judge_api.client()), transcript=tmp_path / "t.jsonl")
+        first = agent.run("Draw the pipeline as a chart")
+        second = agent.run("What stage is the Northwind opportunity in?", history=first.messages)
+        third = agent.run("Draw the chart once more", history=second.messages)
+    requests = api.requests
+    offered = [names(r) for r in requests]
+    for before, after in itertools.pairwise(offered):
+        assert after[: len(before)] == before  # never shrinks, never reorders: new tools are appended
+    assert offered[0][:2] == ["batch_tool", "media__render_chart"]
+    assert "media__get_image_info" in offered[0] and "media__thumbnail" in offered[0]  # named by render_chart
+    assert "crm__get_record" not in offered[1] and "crm__get_record" in offered[2]
+    assert "crm__search_records" in offered[2]  # it names get_record
+    # after the last growth (second user turn) the tools block is byte-identical, markers included
+    assert len({json.dumps(r["tools"]) for r in requests[2:]}) == 1
+    assert all(unmarked(r["tools"]).startswith(unmarked(requests[0]["tools"])[:-1]) for r in requests)
+    assert (first.summary.cache_invalidations, second.summary.cache_invalidations) == (0, 0)
+    assert third.summary.prefilter is not None and third.summary.prefilter.growths == 0
+    assert second.summary.prefilter is not None and second.summary.prefilter.growths == 1
+    # the transcript fingerprints the tools block of every request
+    records = read_transcript(tmp_path / "t.jsonl")  # the last run's transcript (the file is rewritten)
+    prints = [r["tools_sha256"] for r in records if r["type"] == "request"]
+    assert len(prints) == 2 and len(set(prints)) == 1
+    assert [r["asked"] for r in records if r["type"] == "prefilter"] == [True, False]
+
+
+def test_growth_within_a_run_is_logged_and_counted_as_one_cache_invalidation(
+    project: Project, live: Runtime, tmp_path: Path
+) -> None:
+    judge = [verdicts("media__render_chart"), verdicts("crm__list_leads")]
+    model = [reply("I will draw it, then look at the leads.", tool_use("media__render_chart", CHART)), reply("Done.")]
+    with FakeMessagesAPI(judge) as judge_api, FakeMessagesAPI(model) as api:
+        agent = filtered(project, api, live, ClaudeFilter(judge_api.client()), transcript=tmp_path / "t.jsonl")
+        result = agent.run("Draw the pipeline")
+    assert result.summary.cache_invalidations == 1
+    assert "crm__list_leads" in names(api.requests[1]) and "crm__list_leads" not in names(api.requests[0])
+    records = read_transcript(tmp_path / "t.jsonl")
+    grew = [r for r in records if r["type"] == "tools_grew"]
+    assert [t["name"] for t in grew[-1]["tools"]] == ["crm__list_leads"] and grew[-1]["turn"] == 2
+    prints = [r["tools_sha256"] for r in records if r["type"] == "request"]
+    assert prints[0] != prints[1]
+    p = result.summary.prefilter
+    assert p is not None and p.requests == 2 and p.usage.sent > 0 and p.seconds > 0
+    assert result.summary.to_json()["prefilter"]["usage"]["input_tokens"] == p.usage.input_tokens
+
+
+def test_an_image_reaches_the_model_as_an_image_in_filtered_mode(project: Project, live: Runtime) -> None:
+    with FakeMessagesAPI([reply(tool_use("media__render_chart", CHART)), reply("A chart.")]) as api:
+        result = filtered(project, api, live, "local").run("Render a bar chart of the values 3, 1, 4 as an image")
+    assert "media__render_chart" in names(api.requests[0])
+    (answer,) = [b for b in api.requests[1]["messages"][-1]["content"] if b["type"] == "tool_result"]
+    assert not answer.get("is_error")
+    images = [b for b in answer["content"] if b["type"] == "image"]
+    assert len(images) == 1 and images[0]["source"]["data"].startswith("iVBORw0KGgo")
+    p = result.summary.prefilter
+    assert p is not None and p.classifier == "local" and p.admitted < p.catalog and not p.fail_open
+
+
+def test_a_tool_that_was_not_admitted_cannot_be_called(project: Project, live: Runtime) -> None:
+    judge = [verdicts("media__render_chart")]
+    script = [reply(tool_use("crm__list_leads", {})), reply("no")]
+    with FakeMessagesAPI(judge) as judge_api, FakeMessagesAPI(script) as api:
+        filtered(project, api, live, ClaudeFilter(judge_api.client())).run("Draw the pipeline")
+    (answer,) = [b for b in api.requests[1]["messages"][-1]["content"] if b["type"] == "tool_result"]
+    assert answer["is_error"] and answer["content"][0]["text"] == "unknown tool 'crm__list_leads'"
+
+
+def every_tool(project: Project) -> list[str]:
+    return sorted(t.name for t in catalog(project.tree))
+
+
+@pytest.mark.parametrize(
+    ("answer", "kind"),
+    [
+        (ApiError.server_error(), "error"),
+        (ApiError(404, "model: claude-nope", type="not_found_error"), "missing_model"),
+        (reply("Probably the CRM."), "error"),
+    ],
+)
+def test_a_failing_classifier_sends_the_full_catalog_and_the_run_records_why(
+    project: Project, live: Runtime, answer: Any, kind: str
+) -> None:
+    with FakeMessagesAPI([answer]) as judge_api, FakeMessagesAPI([reply("Done.")]) as api:
+        judge = ClaudeFilter(judge_api.client(max_retries=0))
+        result = filtered(project, api, live, judge).run("Look up the Northwind opportunity")
+    assert sorted(n for n in names(api.requests[0]) if n != "batch_tool") == every_tool(project)
+    p = result.summary.prefilter
+    assert p is not None and len(p.fail_open) == 1 and p.fail_open[0].startswith(f"{kind}: ")
+
+
+def test_a_classifier_timeout_sends_the_full_catalog(project: Project, live: Runtime) -> None:
+    release = threading.Event()
+
+    def slow(body: dict[str, Any]) -> dict[str, Any]:
+        release.wait(10)
+        return verdicts()
+
+    with FakeMessagesAPI([slow]) as judge_api, FakeMessagesAPI([reply("Done.")]) as api:
+        judge = ClaudeFilter(judge_api.client(max_retries=0))
+        try:
+            result = filtered(project, api, live, judge, prefilter_options=PrefilterOptions(timeout=0.2)).run("x y z")
+        finally:
+            release.set()
+    assert sorted(n for n in names(api.requests[0]) if n != "batch_tool") == every_tool(project)
+    p = result.summary.prefilter
+    assert p is not None and p.fail_open[0].startswith("timeout: ")
+
+
+def test_a_corrupt_state_file_sends_the_full_catalog_and_is_kept(
+    project: Project, live: Runtime, tmp_path: Path
+) -> None:
+    state = tmp_path / "state.json"
+    state.write_text('{"format": "something else"}', encoding="utf-8")
+    options = PrefilterOptions(state=state)
+    with FakeMessagesAPI([reply("Done.")]) as api:
+        result = filtered(project, api, live, "local", prefilter_options=options).run("Draw a chart")
+    assert sorted(n for n in names(api.requests[0]) if n != "batch_tool") == every_tool(project)
+    p = result.summary.prefilter
+    assert p is not None and p.fail_open[0].startswith("corrupt_state: ")
+    assert state.read_text(encoding="utf-8") == '{"format": "something else"}'
+
+
+def test_a_tree_without_search_index_makes_the_local_filter_fail_open(project: Project, tmp_path: Path) -> None:
+    import shutil
+
+    tree = tmp_path / "tree"
+    shutil.copytree(project.tree, tree)
+    (tree / "search_index.json").unlink()
+    request = Agent(project.config, tree=tree, mode="filtered").first_request("Draw a chart")
+    assert sorted(n for n in names(request) if n != "batch_tool") == every_tool(project)
+
+
+def test_the_state_file_carries_the_set_into_the_next_conversation(
+    project: Project, live: Runtime, tmp_path: Path
+) -> None:
+    state = tmp_path / "profile.json"
+    options = PrefilterOptions(state=state)
+    with FakeMessagesAPI([verdicts("crm__list_leads"), verdicts()]) as judge_api:
+        judge = ClaudeFilter(judge_api.client())
+        with FakeMessagesAPI([reply("Many leads."), reply("Hello.")]) as api:
+            agent = filtered(project, api, live, judge, prefilter_options=options)
+            agent.run("How many leads do we have?")
+            agent.run("Hello")  # a new conversation: starts from the file, nothing new to admit
+    assert "crm__list_leads" in names(api.requests[1])
+    assert json.loads(state.read_text(encoding="utf-8"))["admitted"] == ["crm.list_leads"]

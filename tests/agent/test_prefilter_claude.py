@@ -1,0 +1,93 @@
+"""The ``claude`` classifier: the real SDK against the fake Messages API."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from agent.prefilter import ClaudeFilter, FilterError
+from agent.prefilter.claude import VERDICT_TOOL
+from agent.testing import ApiError, FakeMessagesAPI, reply, tool_use
+from tests.agent.conftest import Project
+from tests.agent.prefilter_support import catalog
+
+
+def verdicts(*entries: tuple[str, bool, float]) -> dict[str, Any]:
+    items = [{"tool": name, "needed": needed, "probability": p} for name, needed, p in entries]
+    return reply(tool_use(VERDICT_TOOL, {"verdicts": items}))
+
+
+def test_one_request_gives_a_typed_verdict_per_tool_with_the_catalog_cached(project: Project) -> None:
+    tools = catalog(project.tree)
+    answer = verdicts(("docs__get_document", True, 0.95), ("crm__update_record", True, 0.9), ("nope__x", True, 1.0))
+    with FakeMessagesAPI([answer, answer], min_cache_tokens=256) as api:
+        classifier = ClaudeFilter(api.client())
+        first = classifier.classify("copy the transcript into the opportunity", tools)
+        second = classifier.classify("copy the transcript into the opportunity", tools)
+    assert first.probabilities == {"docs.get_document": 0.95, "crm.update_record": 0.9}  # unknown names skipped
+    body = api.requests[0]
+    assert body["model"] == "claude-haiku-5-5"
+    assert body["tool_choice"] == {"type": "tool", "name": VERDICT_TOOL}
+    assert [t["name"] for t in body["tools"]] == [VERDICT_TOOL]
+    catalog_block = body["system"][-1]
+    assert catalog_block["cache_control"] == {"type": "ephemeral"}
+    assert all(t.name in catalog_block["text"] for t in tools)
+    assert "copy the transcript" in body["messages"][0]["content"][0]["text"]
+    assert body["tools"] == api.requests[1]["tools"] and body["system"] == api.requests[1]["system"]
+    assert first.requests == 1 and first.usage.cache_creation_input_tokens > 0
+    assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
+
+
+def test_needed_decides_and_the_probability_only_ranks_within_it(project: Project) -> None:
+    answer = verdicts(("docs__get_document", True, 0.2), ("crm__update_record", False, 0.9))
+    with FakeMessagesAPI([answer]) as api:
+        result = ClaudeFilter(api.client()).classify("x", catalog(project.tree))
+    assert result.probabilities["docs.get_document"] == 0.5
+    assert result.probabilities["crm.update_record"] < 0.5
+
+
+def test_a_missing_model_is_a_missing_model_failure(project: Project) -> None:
+    missing = ApiError(404, "model: claude-nope", type="not_found_error")
+    with FakeMessagesAPI([missing]) as api, pytest.raises(FilterError, match="'claude-nope' was not found") as caught:
+        ClaudeFilter(api.client(max_retries=0), model="claude-nope").classify("x", catalog(project.tree))
+    assert caught.value.kind == "missing_model"
+
+
+def test_a_server_error_is_a_classifier_failure(project: Project) -> None:
+    with (
+        FakeMessagesAPI([ApiError.server_error()]) as api,
+        pytest.raises(FilterError, match=r"failed \(500\)") as caught,
+    ):
+        ClaudeFilter(api.client(max_retries=0)).classify("x", catalog(project.tree))
+    assert caught.value.kind == "error"
+
+
+def test_a_slow_answer_is_a_timeout(project: Project) -> None:
+    release = threading.Event()
+
+    def slow(body: dict[str, Any]) -> dict[str, Any]:
+        release.wait(10)
+        return verdicts()
+
+    with FakeMessagesAPI([slow]) as api:
+        try:
+            with pytest.raises(FilterError, match=r"did not answer within 0\.2 s") as caught:
+                ClaudeFilter(api.client(max_retries=0), timeout=0.2).classify("x", catalog(project.tree))
+        finally:
+            release.set()
+    assert caught.value.kind == "timeout"
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        (reply("I think you need the docs."), f"without calling {VERDICT_TOOL}"),
+        (reply(tool_use(VERDICT_TOOL, {"verdicts": "all of them"})), "not a list"),
+        (reply(tool_use(VERDICT_TOOL, {"verdicts": [{"tool": "docs__get_document"}]})), "malformed"),
+    ],
+)
+def test_an_answer_that_is_not_a_verdict_list_is_a_failure(project: Project, answer: Any, problem: str) -> None:
+    with FakeMessagesAPI([answer]) as api, pytest.raises(FilterError, match=problem):
+        ClaudeFilter(api.client()).classify("x", catalog(project.tree))

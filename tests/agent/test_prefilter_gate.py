@@ -1,0 +1,150 @@
+"""`PreFilter`: per-tool threshold, siblings, grow-only, fail-open on every failure kind, persisted state."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from agent.prefilter import FilterError, PreFilter, request_text
+from tests.agent.conftest import Project
+from tests.agent.prefilter_support import ScriptedFilter, catalog, user
+
+
+def gate(project: Project, answers: list, **kwargs: object) -> PreFilter:
+    return PreFilter(ScriptedFilter(answers), catalog(project.tree), **kwargs)  # type: ignore[arg-type]
+
+
+def test_every_tool_at_or_above_the_threshold_is_admitted_not_only_the_best(project: Project) -> None:
+    f = gate(project, [{"docs.get_document": 0.9, "crm.update_record": 0.6, "crm.list_leads": 0.49}], siblings="named")
+    f.start()
+    step = f.decide([user("copy the transcript into the opportunity")])
+    assert step.asked and not step.fail_open
+    assert step.added[0] == "docs.get_document" and "crm.update_record" in step.added
+    assert "crm.list_leads" not in f.admitted
+    assert step.top["docs.get_document"] == 0.9 and step.admitted == len(f.admitted)
+
+
+def test_the_admitted_set_only_grows_and_new_tools_are_appended(project: Project) -> None:
+    f = gate(project, [{"media.list_gallery": 0.8}, {"crm.list_leads": 0.7}, {"media.list_gallery": 0.9}])
+    f.start()
+    conversation = [user("what images are in the gallery?")]
+    f.decide(conversation)
+    first = f.admitted.keys()
+    conversation += [{"role": "assistant", "content": [{"type": "text", "text": "Three images."}]}, user("and leads?")]
+    step = f.decide(conversation)
+    assert f.admitted.keys()[: len(first)] == first  # nothing removed or reordered
+    assert step.added == ["crm.list_leads"]
+    conversation += [{"role": "assistant", "content": [{"type": "text", "text": "Many."}]}, user("the gallery again")]
+    third = f.decide(conversation)
+    assert third.asked and third.added == [] and "crm.list_leads" in f.admitted
+
+
+def test_the_classifier_is_asked_again_only_when_the_text_changes(project: Project) -> None:
+    scripted = ScriptedFilter([{"media.list_gallery": 0.8}, {"crm.list_leads": 0.8}])
+    f = PreFilter(scripted, catalog(project.tree))
+    f.start()
+    messages = [user("list the gallery")]
+    assert f.decide(messages).asked
+    messages += [{"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}]}]
+    messages += [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}]
+    assert not f.decide(messages).asked  # a tool result alone adds no text to judge
+    assert scripted.texts == ["list the gallery"]
+
+
+def test_the_text_judged_is_the_latest_user_turn_and_the_models_words_since(project: Project) -> None:
+    messages = [
+        user("old subject"),
+        {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+        user("new subject"),
+        {"role": "assistant", "content": [{"type": "text", "text": "I will email it."}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]},
+    ]
+    assert request_text(messages) == "new subject\nI will email it."
+
+
+def test_an_admitted_tool_brings_the_tools_of_its_server_that_it_names_or_that_name_it(project: Project) -> None:
+    f = gate(project, [{"crm.get_record": 0.9}])
+    f.start()
+    f.decide([user("read the record")])
+    # search_records' description says "Use get_record with an id from the results"
+    assert "crm.search_records" in f.admitted
+    assert "crm.list_leads" not in f.admitted and not any(k.startswith("docs.") for k in f.admitted)
+
+
+def test_siblings_can_be_the_whole_server(project: Project) -> None:
+    f = gate(project, [{"crm.get_record": 0.9}], siblings="server")
+    f.start()
+    f.decide([user("read the record")])
+    crm = {t.key for t in catalog(project.tree) if t.server == "crm"}
+    assert crm <= set(f.admitted) and not any(k.startswith("media.") for k in f.admitted)
+
+
+@pytest.mark.parametrize("kind", ["error", "missing_model"])
+def test_a_classifier_that_fails_admits_every_tool_and_says_why(project: Project, kind: str) -> None:
+    f = gate(project, [FilterError(f"scripted {kind}", kind=kind)])  # type: ignore[arg-type]
+    f.start()
+    step = f.decide([user("anything")])
+    assert step.fail_open == f"scripted {kind}" and step.fail_kind == kind
+    assert set(f.admitted) == {t.key for t in catalog(project.tree)} and f.failed_open
+
+
+def test_a_classifier_that_takes_too_long_admits_every_tool(project: Project) -> None:
+    release = threading.Event()
+    f = gate(project, [release], timeout=0.05)
+    f.start()
+    try:
+        step = f.decide([user("anything")])
+    finally:
+        release.set()
+    assert step.fail_kind == "timeout" and "longer than 0.05 s" in step.fail_open
+    assert len(f.admitted) == len(f.catalog)
+
+
+def test_after_failing_open_the_classifier_is_not_asked_and_the_set_stays_whole(project: Project) -> None:
+    scripted = ScriptedFilter([FilterError("down"), {"crm.get_record": 0.9}])
+    f = PreFilter(scripted, catalog(project.tree))
+    f.start()
+    f.decide([user("one")])
+    step = f.decide([user("one"), {"role": "assistant", "content": [{"type": "text", "text": "two"}]}])
+    assert not step.asked and len(scripted.texts) == 1 and len(f.admitted) == len(f.catalog)
+
+
+def test_the_set_is_persisted_and_carries_over_to_the_next_conversation(project: Project, tmp_path: Path) -> None:
+    state = tmp_path / "profile" / "admitted.json"
+    state.parent.mkdir()
+    state.write_text(json.dumps({"format": "tooltree-prefilter-state", "version": 1, "admitted": ["gone.tool"]}))
+    f = gate(project, [{"docs.get_document": 0.9}, {}], state=state)
+    f.start()
+    f.decide([user("read the doc")])
+    saved = json.loads(state.read_text(encoding="utf-8"))["admitted"]
+    assert saved[0] == "docs.get_document" and "gone.tool" in saved  # an unknown tool is kept, not offered
+    f.start()  # the next conversation starts from the file
+    assert f.admitted.keys()[0] == "docs.get_document" and "gone.tool" not in f.admitted
+
+
+def test_a_failure_is_not_persisted_as_a_decision(project: Project, tmp_path: Path) -> None:
+    state = tmp_path / "admitted.json"
+    f = gate(project, [FilterError("down")], state=state)
+    f.start()
+    f.decide([user("x")])
+    assert not state.exists()
+
+
+def test_a_corrupt_state_file_admits_every_tool_and_is_left_untouched(project: Project, tmp_path: Path) -> None:
+    state = tmp_path / "admitted.json"
+    state.write_text("{not json", encoding="utf-8")
+    scripted = ScriptedFilter([{"crm.get_record": 0.9}])
+    f = PreFilter(scripted, catalog(project.tree), state=state)
+    f.start()
+    step = f.decide([user("read the record")])
+    assert step.fail_kind == "corrupt_state" and "fix or delete the file" in step.fail_open
+    assert len(f.admitted) == len(f.catalog) and scripted.texts == []
+    assert state.read_text(encoding="utf-8") == "{not json"
+
+
+def test_a_threshold_outside_zero_to_one_is_refused(project: Project) -> None:
+    with pytest.raises(ValueError, match=r"threshold must be in \(0, 1\]"):
+        gate(project, [], threshold=1.5)
