@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from _common import print_table, write_json
-from agent_tasks import TASKS, Task, generate, sample_config, split_variant
+from agent_tasks import TASKS, Task, generate, prefilter_of, sample_config, split_variant
 
 from agent import Agent
 from agent.defaults import DEFAULT_MODEL, MODES
@@ -96,13 +96,21 @@ def run_one(task: Task, variant: str, config: Config, tree: Path, counter: Count
     settings = SandboxConfig(owner=BENCH_OWNER, timeout=60.0)
     with FakeMessagesAPI(task.trajectories[variant]) as api, Runtime(config, tree, sandbox_config=settings) as rt:
         agent = Agent(
-            config, tree=tree, mode=mode, pinned=task.pins(variant), client=api.client(), runtime=rt, max_tokens=64_000
+            config,
+            tree=tree,
+            mode=mode,
+            pinned=task.pins(variant),
+            client=api.client(),
+            runtime=rt,
+            max_tokens=64_000,
+            prefilter=prefilter_of(variant),
         )
         result = agent.run(task.prompt)
         problem = task.check(rt, result.answer) if result.completed else f"stopped: {result.stop_reason}"
     sent = [counter.request(r) for r in api.requests]
     received = [counter.output(r, a) for r, a in zip(api.requests, api.responses, strict=True)]
     s = result.summary
+    p = s.prefilter
     cost = sum(w * r["usage"].get(k, 0) for r in api.responses for k, w in WEIGHTS.items())
     return {
         "task": task.name,
@@ -122,6 +130,8 @@ def run_one(task: Task, variant: str, config: Config, tree: Path, counter: Count
         "script_tool_calls": s.script_tool_calls,
         "sandbox_bytes": s.sandbox_bytes,
         "model_bytes": s.model_bytes,
+        "prefilter": None if p is None else {"admitted": p.admitted, "catalog": p.catalog, "seconds": p.seconds},
+        "cache_invalidations": s.cache_invalidations,
     }
 
 

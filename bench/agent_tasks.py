@@ -10,10 +10,13 @@ whole transcript it received as the input of ``crm__update_record``).
   description of opportunity ``0065e000009Q3PR`` (Anthropic's Drive → Salesforce example).
 - ``leads``: among the 10,000 leads, the five hot qualified EMEA leads worth most, and the total.
 
-Each task also has ``+pinned`` variants: the same task for a user who keeps the task's tools pinned
-(``Agent(pinned=...)``), so ``code`` mode has their signatures in the prompt and ``tool-search``
-does not defer them. ``direct`` loads every tool anyway and has no such variant. ``code+search``
-(Drive → CRM) finds the two signatures with ``search_tools`` instead of reading the stubs.
+``filtered`` runs the direct trajectory with only the tools the ``local`` pre-filter admits, and
+``code+prefilter`` the ``code+pinned`` one with the signatures the pre-filter admits in the prompt
+instead of pinned ones (no tool named by hand). Each task also has ``+pinned`` variants: the same
+task for a user who keeps the task's tools pinned (``Agent(pinned=...)``), so ``code`` mode has
+their signatures in the prompt and ``tool-search`` does not defer them. ``direct`` loads every
+tool anyway and has no such variant. ``code+search`` (Drive → CRM) finds the two signatures with
+``search_tools`` instead of reading the stubs.
 """
 
 from __future__ import annotations
@@ -73,14 +76,23 @@ PINNED = "+pinned"
 """Suffix of a variant run with the task's ``pinned`` tools (``code+pinned``, ``tool-search+pinned``)."""
 SEARCHED = "+search"
 """Suffix of a variant whose model finds the signatures with ``search_tools`` instead of reading stubs."""
+PREFILTERED = "+prefilter"
+"""Suffix of a code-mode variant run with the ``local`` pre-filter: the signatures it admits are in the prompt."""
 
 
 def split_variant(variant: str) -> tuple[str, bool]:
     """``"code+pinned"`` → ``("code", True)``; ``"direct"``, ``"code+search"`` → ``(mode, False)``."""
     mode, plus, rest = variant.partition("+")
-    if plus and plus + rest not in (PINNED, SEARCHED):
-        raise ValueError(f"unknown variant {variant!r}: a mode, optionally followed by {PINNED!r} or {SEARCHED!r}")
+    if plus and plus + rest not in (PINNED, SEARCHED, PREFILTERED):
+        raise ValueError(
+            f"unknown variant {variant!r}: a mode, optionally followed by {PINNED!r}, {SEARCHED!r} or {PREFILTERED!r}"
+        )
     return mode, plus + rest == PINNED
+
+
+def prefilter_of(variant: str) -> str | None:
+    """The pre-filter a variant runs with: ``local`` for ``filtered`` and ``+prefilter`` variants."""
+    return "local" if variant == "filtered" or variant.endswith(PREFILTERED) else None
 
 
 @dataclass(frozen=True)
@@ -157,6 +169,10 @@ DRIVE_TO_CRM = Task(
             reply(tool_use("execute_python", {"code": COPY_SCRIPT})),
             _drive_to_crm_done,
         ],
+        "code+prefilter": [  # the pre-filter put the signatures in the prompt: straight to the script
+            reply(tool_use("execute_python", {"code": COPY_SCRIPT})),
+            _drive_to_crm_done,
+        ],
         "direct": [
             reply(tool_use("docs__get_document", {"document_id": DOC_ID})),
             lambda body: reply(_write_description(body)),
@@ -176,6 +192,11 @@ DRIVE_TO_CRM = Task(
             _drive_to_crm_done,
         ],
         "tool-search+pinned": [  # pinned tools are not deferred: no search needed
+            reply(tool_use("docs__get_document", {"document_id": DOC_ID})),
+            lambda body: reply(_write_description(body)),
+            _drive_to_crm_done,
+        ],
+        "filtered": [  # the admitted tools are loaded: the same calls as direct
             reply(tool_use("docs__get_document", {"document_id": DOC_ID})),
             lambda body: reply(_write_description(body)),
             _drive_to_crm_done,
@@ -246,6 +267,10 @@ LEADS = Task(
             reply(tool_use("execute_python", {"code": LEADS_SCRIPT})),
             _answer_from_printout,
         ],
+        "code+prefilter": [
+            reply(tool_use("execute_python", {"code": LEADS_SCRIPT})),
+            _answer_from_printout,
+        ],
         "direct": [
             reply(tool_use("crm__list_leads", LEADS_FILTER)),
             _answer_from_rows,
@@ -259,6 +284,10 @@ LEADS = Task(
             _answer_from_rows,
         ],
         "tool-search+pinned": [
+            reply(tool_use("crm__list_leads", LEADS_FILTER)),
+            _answer_from_rows,
+        ],
+        "filtered": [
             reply(tool_use("crm__list_leads", LEADS_FILTER)),
             _answer_from_rows,
         ],

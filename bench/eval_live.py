@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from _common import OUT, print_table
-from agent_tasks import TASKS, Task, generate, sample_config, split_variant
+from agent_tasks import TASKS, Task, generate, prefilter_of, sample_config, split_variant
 
 from agent import Agent, ModelAPIError
 from agent.defaults import DEFAULT_MODEL, MODES
@@ -56,7 +56,7 @@ def run_one(
     with Runtime(config, tree, sandbox_config=settings) as runtime:
         agent = Agent(
             config, tree=tree, mode=base_mode, pinned=task.pins(mode), model=model, client=client, runtime=runtime,
-            max_turns=max_turns,
+            max_turns=max_turns, prefilter=prefilter_of(mode),
             max_tokens=max_tokens, transcript=transcript, on_event=live_view if verbose else None,
         )  # fmt: skip
         problem: str | None

@@ -31,8 +31,10 @@ from pathlib import Path
 from agent.prefilter.base import CatalogTool, FilterError, Verdicts
 from tool_tree.search import SearchError, SearchIndex, ToolScores, load_index, score_tools
 
-FEATURES = ("bias", "lex_rel", "lex_on", "cos", "cos_gap")
-"""The inputs of the logistic model, in the order of the weights."""
+FEATURES = ("bias", "lex_z", "lex_rel", "lex_on", "cos_z", "cos", "cos_gap")
+"""The inputs of the logistic model, in the order of the weights: the BM25F score standardised
+over the catalog (z-score), relative to the best one, and whether it is above 0; the cosine
+standardised over the catalog, itself, and its distance below the best cosine."""
 
 
 @dataclass(frozen=True)
@@ -43,10 +45,10 @@ class Calibration:
     threshold: float
 
 
-HYBRID = Calibration(weights=(0.0, 0.0, 0.0, 0.0, 0.0), threshold=0.05)
+HYBRID = Calibration(weights=(-6.437, 0.280, 0.161, 0.111, 1.366, 0.105, -0.395), threshold=0.0054)
 """Lexical and embedding evidence (the index stores vectors and the extra is installed)."""
-LEXICAL = Calibration(weights=(0.0, 0.0, 0.0, 0.0, 0.0), threshold=0.05)
-"""Lexical evidence only (``cos`` and ``cos_gap`` are 0)."""
+LEXICAL = Calibration(weights=(-5.521, 0.763, 0.303, 0.158, 0.0, 0.0, 0.0), threshold=0.0152)
+"""Lexical evidence only (the cosine features are 0)."""
 
 _CLAUSE = re.compile(r"(?<=[.!?;])\s+|\n+|,?\s+(?:and then|then|after that|afterwards|finally|also)\s+", re.IGNORECASE)
 MIN_CLAUSE = 12
@@ -60,18 +62,31 @@ def clauses(text: str) -> list[str]:
     return [text] + (parts[:MAX_CLAUSES] if len(parts) > 1 else [])
 
 
+def _standardised(values: Sequence[float]) -> list[float]:
+    n = len(values)
+    if n == 0:
+        return []
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / n)
+    return [(v - mean) / sd for v in values] if sd > 0 else [0.0] * n
+
+
 def features(scores: ToolScores) -> list[list[float]]:
     """One row of `FEATURES` per tool of the index."""
-    best_lex = max(scores.lexical, default=0.0)
-    cos = scores.meaning
+    lexical, cos = scores.lexical, scores.meaning
+    best_lex = max(lexical, default=0.0)
+    lex_z = _standardised(lexical)
+    cos_z = _standardised(cos) if cos is not None else [0.0] * len(lexical)
     best_cos = max(cos) if cos else 0.0
     rows: list[list[float]] = []
-    for i, lex in enumerate(scores.lexical):
+    for i, lex in enumerate(lexical):
         c = cos[i] if cos is not None else 0.0
         rows.append([
             1.0,
+            lex_z[i],
             lex / best_lex if best_lex > 0 else 0.0,
             1.0 if lex > 0 else 0.0,
+            cos_z[i],
             c,
             best_cos - c if cos is not None else 0.0,
         ])  # fmt: skip
@@ -83,6 +98,18 @@ def probability(row: Sequence[float], weights: Sequence[float]) -> float:
     return 1.0 / (1.0 + math.exp(-z)) if z > -60 else 0.0
 
 
+def combined(results: Sequence[ToolScores]) -> list[float]:
+    """Each tool's highest probability over the evidence of a text and of its clauses."""
+    weights = (HYBRID if results[0].meaning is not None else LEXICAL).weights
+    best = [0.0] * len(results[0].lexical)
+    for scores in results:
+        for i, row in enumerate(features(scores)):
+            p = probability(row, weights)
+            if p > best[i]:
+                best[i] = p
+    return best
+
+
 def tool_probabilities(index: SearchIndex, text: str) -> tuple[list[tuple[str, str]], list[float], bool]:
     """``(server, tool)`` of each index position, its probability for ``text``, and whether
     embeddings were used.
@@ -91,15 +118,7 @@ def tool_probabilities(index: SearchIndex, text: str) -> tuple[list[tuple[str, s
         SearchError: the index has embeddings the installed encoder cannot use.
     """
     results = score_tools(index, clauses(text))
-    hybrid = results[0].meaning is not None
-    weights = (HYBRID if hybrid else LEXICAL).weights
-    best = [0.0] * len(results[0].lexical)
-    for scores in results:
-        for i, row in enumerate(features(scores)):
-            p = probability(row, weights)
-            if p > best[i]:
-                best[i] = p
-    return results[0].tools, best, hybrid
+    return results[0].tools, combined(results), results[0].meaning is not None
 
 
 class LocalFilter:

@@ -93,12 +93,15 @@ def test_a_pinned_variant_runs_with_the_tasks_pinned_tools(
     assert "crm__get_record" not in loaded
 
 
-def test_variants_name_a_mode_and_optionally_pinned(bench: tuple[ModuleType, ModuleType]) -> None:
+def test_variants_name_a_mode_and_optionally_pinned_or_prefiltered(bench: tuple[ModuleType, ModuleType]) -> None:
     _, agent_tasks = bench
     task = agent_tasks.TASKS["leads"]
     assert agent_tasks.split_variant("code+pinned") == ("code", True)
     assert agent_tasks.split_variant("direct") == ("direct", False)
     assert agent_tasks.split_variant("code+search") == ("code", False)
+    assert agent_tasks.split_variant("code+prefilter") == ("code", False)
+    assert agent_tasks.prefilter_of("code+prefilter") == agent_tasks.prefilter_of("filtered") == "local"
+    assert agent_tasks.prefilter_of("code+pinned") is None
     assert task.pins("code+pinned") == ("crm.list_leads",) and task.pins("code") == ()
     with pytest.raises(ValueError, match="unknown variant 'code\\+fast'"):
         agent_tasks.split_variant("code+fast")
