@@ -124,6 +124,9 @@ def run(args: argparse.Namespace) -> int:
     if args.compare is not None and (args.mode or not modes or len(set(modes)) != len(modes)):
         error("--compare takes distinct modes (e.g. code,direct) and replaces --mode")
         return EXIT_USAGE
+    if args.prefilter not in (None, "off") and args.mode in ("direct", "tool-search"):
+        error(f"--prefilter works in code and filtered modes, not in {args.mode}")
+        return EXIT_USAGE
     try:
         config = load_optional_config(args.config)
         if config is None and not args.dry_run:

@@ -54,6 +54,8 @@ class FilterStep:
     requests: int = 0
     top: dict[str, float] = field(default_factory=dict)
     """The highest probabilities (at most `SHOWN`)."""
+    above: int = 0
+    """Tools at or above the threshold (before siblings were added)."""
     note: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -195,6 +197,7 @@ class PreFilter:
         wanted: list[str] = []
         for key, p in ranked:
             if p >= threshold:
+                step.above += 1
                 wanted += [key, *self.siblings.get(key, ())]
         self.decided.grow(wanted)
         step.added = self.admitted.grow(wanted)

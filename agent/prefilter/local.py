@@ -56,9 +56,13 @@ MIN_CLAUSE = 12
 MAX_CLAUSES = 8
 
 
+_CONNECTOR = re.compile(r"^(?:and then|then|after that|afterwards|finally|also)\b,?\s*", re.IGNORECASE)
+
+
 def clauses(text: str) -> list[str]:
     """``text`` itself, then its clauses when it has more than one (at most `MAX_CLAUSES`)."""
-    parts = [p.strip() for p in _CLAUSE.split(text) if p and len(p.strip()) >= MIN_CLAUSE]
+    parts = [_CONNECTOR.sub("", p.strip()) for p in _CLAUSE.split(text) if p]
+    parts = [p for p in parts if len(p) >= MIN_CLAUSE]
     return [text] + (parts[:MAX_CLAUSES] if len(parts) > 1 else [])
 
 

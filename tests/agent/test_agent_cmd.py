@@ -115,7 +115,7 @@ def test_a_bad_agent_section_names_file_line_and_key(
     line = len(config.read_text(encoding="utf-8").splitlines())
     assert main(["agent", "Hi", "--config", str(config), "--tree", str(project.tree)]) == 2
     err = capsys.readouterr().err
-    assert f"tooltree.yaml:{line}: agent.mode: expected one of code, direct, tool-search, got 'fast'" in err
+    assert f"tooltree.yaml:{line}: agent.mode: expected one of code, direct, tool-search, filtered, got 'fast'" in err
     assert api.requests == []
 
 
@@ -166,13 +166,14 @@ def test_a_dry_run_needs_no_key_and_prints_each_modes_first_request(
     base = ["agent", "Read the Northwind deal", "--config", str(project.config_path), "--tree", str(project.tree)]
     assert main([*base, "--compare", "--dry-run"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    rows = {line.split()[0]: line.split() for line in lines[2:5]}
-    assert list(rows) == ["code", "direct", "tool-search"]
+    rows = {line.split()[0]: line.split() for line in lines[2:6]}
+    assert list(rows) == ["code", "direct", "tool-search", "filtered"]
     assert (
         rows["code"][1:3] == ["4", "0"]
-        and rows["direct"][1:3] == ["18", "0"]
-        and rows["tool-search"][1:3] == ["19", "18"]
+        and rows["direct"][1:3] == ["19", "0"]  # 18 tools and batch_tool
+        and rows["tool-search"][1:3] == ["20", "18"]
     )
+    assert 1 < int(rows["filtered"][1]) < 19 and float(rows["filtered"][-2]) < 100  # the pre-filter narrowed it
     assert rows["direct"][-2:] == ["100.0", "%"] and float(rows["code"][-2]) < 30
     assert lines[-1].startswith("tokens: local approximation")
 
@@ -183,3 +184,31 @@ def test_a_dry_run_needs_no_key_and_prints_each_modes_first_request(
     assert pinned["mode"] == plain["mode"] == "code"
     assert pinned["system_tokens"] > plain["system_tokens"] + 20  # the pinned signature is in the prompt
     assert plain["first_request_tokens"] > plain["system_tokens"] + plain["tools_tokens"]  # and the task
+
+
+def test_filtered_mode_with_the_claude_prefilter_reports_its_cost_and_keeps_the_state(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    verdicts = {"verdicts": [{"tool": "crm__get_record", "needed": True, "probability": 0.9}]}
+    api.add(reply(tool_use("record_tool_verdicts", verdicts)), reply("Negotiation."))
+    state = tmp_path / "admitted.json"
+    extra = ["--prefilter", "claude", "--prefilter-state", str(state), "--prefilter-model", "claude-judge", "--json"]
+    assert main([*argv(project)[:-1], "filtered", *extra]) == 0
+    judge, run = api.requests
+    assert judge["model"] == "claude-judge" and judge["tool_choice"]["name"] == "record_tool_verdicts"
+    assert [t["name"] for t in run["tools"]][:2] == ["batch_tool", "crm__get_record"]
+    out = json.loads(capsys.readouterr().out)
+    p = out["prefilter"]
+    assert (p["classifier"], p["requests"], p["fail_open"]) == ("claude", 1, [])
+    assert p["usage"]["input_tokens"] > 0 and p["admitted"] < p["catalog"]
+    assert json.loads(state.read_text(encoding="utf-8"))["admitted"][0] == "crm.get_record"
+
+
+def test_no_batch_and_a_prefilter_in_a_mode_without_one(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.add(reply("ok"))
+    assert main([*argv(project), "--no-batch", "--quiet"]) == 0
+    assert "batch_tool" not in [t["name"] for t in api.requests[0]["tools"]]
+    assert main([*argv(project), "--prefilter", "local"]) == 2
+    assert "--prefilter works in code and filtered modes, not in direct" in capsys.readouterr().err
