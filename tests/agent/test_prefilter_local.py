@@ -15,7 +15,9 @@ from tool_tree.search import ToolScores
 
 
 def test_each_tool_gets_a_probability_and_the_needed_ones_rank_first(project: Project) -> None:
-    verdicts = LocalFilter(project.tree).classify("Render a bar chart of some values as an image", catalog(project.tree))
+    verdicts = LocalFilter(project.tree).classify(
+        "Render a bar chart of some values as an image", catalog(project.tree)
+    )
     p = verdicts.probabilities
     assert set(p) == {t.key for t in catalog(project.tree)} and all(0.0 <= v <= 1.0 for v in p.values())
     assert max(p, key=p.__getitem__) == "media.render_chart"
