@@ -214,7 +214,10 @@ def test_the_transcript_has_requests_responses_usage_and_tool_timings(
     kinds = ["run_start", "request", "response", "tool", "request", "response", "run_end"]
     assert [r["type"] for r in records] == kinds
     start, request1, response1, tool, request2, _, end = records
-    assert start["system"] == api.requests[0]["system"][0]["text"] and start["tools"][0]["name"] == "crm__create_task"
+    assert start["system"] == api.requests[0]["system"][0]["text"]
+    assert [t["name"] for t in start["tools"][:2]] == ["batch_tool", "crm__create_task"]
+    assert request1["tools_sha256"] == request2["tools_sha256"] and len(request1["tools_sha256"]) == 16
+    assert result.summary.cache_invalidations == 0 and result.summary.prefilter is None
     assert request1["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Read the deal"}]}]
     assert [m["role"] for m in request2["messages"]] == ["assistant", "user"]  # only what is new
     usage = response1["message"]["usage"]
