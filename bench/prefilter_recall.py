@@ -1,6 +1,6 @@
 """The ``local`` pre-filter on data it was not calibrated on: admission recall, catalog share, latency, cost.
 
-    OPENBLAS_NUM_THREADS=1 TOOLTREE_CORPORA=/path/to/corpora .venv/bin/python bench/prefilter_recall.py
+    OPENBLAS_NUM_THREADS=1 TOOLTREE_CORPORA=/path/to/corpora .venv/bin/python bench/prefilter_recall.py [--latency]
 
 1. MetaTool, held-out half (split by tool, see ``_prefilter_data``; the weights and threshold
    come from the other half, ``prefilter_calibrate.py``): for each query, the tools whose
@@ -11,7 +11,8 @@
    lists the tools that can meet it), through the real `PreFilter` + `LocalFilter` (siblings
    ``named`` and ``server``). Recall counts needs met.
 3. Latency of one decision (``PreFilter.decide``) for 527 tools: every task 3 times with a new
-   text each time (median, p90), with embeddings and lexical only.
+   text each time (median, p90), with embeddings and lexical only; and ``score_tools`` alone on
+   one text, for comparison. ``--latency`` runs only this part (and updates it in the JSON).
 4. Cost vs saving per request: tokens of the tools array with every tool (direct) and with the
    admitted ones (filtered), against the filter's own cost — the local one spends no tokens; the
    ``claude`` one is run against the fake Messages API with its verdicts scripted as the task's
@@ -34,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-from _common import ROOT, print_table, write_json
+from _common import OUT, ROOT, print_table, write_json
 from _prefilter_data import metatool_halves, raw_scores
 from agent_tasks import generate
 from generate_tree import livemcpbench_snapshots
@@ -138,18 +139,18 @@ def latency(tree: Path, lexical: bool) -> dict[str, float]:
                 step = f.decide(user(f"{task['task']} ({round_})"))
                 times.append(time.perf_counter() - t0)
                 assert step.asked and not step.fail_open, step.fail_open
+        index = load_index(tree)
+        evidence = []
+        for task in tasks:  # the search side alone: one text (no clauses), every tool's scores
+            t0 = time.perf_counter()
+            score_tools(index, [task["task"]])
+            evidence.append(time.perf_counter() - t0)
     finally:
         if old is None:
             os.environ.pop("TOOLTREE_SEARCH_EMBEDDINGS", None)
         else:
             os.environ["TOOLTREE_SEARCH_EMBEDDINGS"] = old
     ordered = sorted(times)
-    index = load_index(tree)
-    evidence = []
-    for task in tasks:  # the search side alone: one text (no clauses), every tool's scores
-        t0 = time.perf_counter()
-        score_tools(index, [task["task"]])
-        evidence.append(time.perf_counter() - t0)
     return {
         "median_ms": 1000 * statistics.median(ordered),
         "p90_ms": 1000 * ordered[int(0.9 * (len(ordered) - 1))],
@@ -191,7 +192,32 @@ def cost(tree: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def print_latency(speed: dict[str, dict[str, float]]) -> None:
+    print_table(
+        "Latency of one decision, 527 tools (new text each time)",
+        ["evidence", "median", "p90", "score_tools, one text (median)"],
+        [
+            [k, f"{v['median_ms']:.1f} ms", f"{v['p90_ms']:.1f} ms", f"{v['one_text_evidence_median_ms']:.1f} ms"]
+            for k, v in speed.items()
+        ],
+    )
+
+
+def latency_only() -> int:
+    """Only the latency part (rerun it when the machine is quiet); updates it in the JSON."""
+    with tempfile.TemporaryDirectory(prefix="tooltree-prefilter-") as tmp:
+        tree = tree527(Path(tmp))
+        speed = {"hybrid": latency(tree, lexical=False), "lexical": latency(tree, lexical=True)}
+    print_latency(speed)
+    path = OUT / "prefilter_recall.json"
+    data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    write_json("prefilter_recall.json", {**data, "latency": speed})
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--latency"]:
+        return latency_only()
     print(f"tokens: {APPROXIMATION}")
     held = metatool_held_out()
     for label in ("hybrid", "lexical"):
@@ -236,14 +262,7 @@ def main() -> int:
         rows.append([f"{t:g}", f"{met / needs:.3f}", f"{100 * statistics.mean(r['share'] for r in runs):.1f} %"])
     print_table("527-tool catalog, other thresholds (siblings named; not used to choose the default)",
                 ["threshold", "recall", "catalog shown"], rows)  # fmt: skip
-    print_table(
-        "Latency of one decision, 527 tools (new text each time)",
-        ["evidence", "median", "p90", "score_tools, one text (median)"],
-        [
-            [k, f"{v['median_ms']:.1f} ms", f"{v['p90_ms']:.1f} ms", f"{v['one_text_evidence_median_ms']:.1f} ms"]
-            for k, v in speed.items()
-        ],
-    )
+    print_latency(speed)
     c = costs
     first, later = c["claude_first_call"], c["claude_later_call_median"]
     print_table(
