@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.prefilter import FilterError, LocalFilter
-from agent.prefilter.local import FEATURES, HYBRID, LEXICAL, clauses, features, probability
+from agent.prefilter.local import FEATURES, HYBRID, LEXICAL, clauses, features, probabilities, probability
 from tests.agent.conftest import Project
 from tests.agent.prefilter_support import catalog
 from tool_tree.search import ToolScores
@@ -112,3 +112,18 @@ def test_an_index_whose_embedding_model_is_gone_is_a_missing_model(
     with pytest.raises(FilterError, match="cannot use the index's embeddings") as caught:
         LocalFilter(embedded_tree).classify("render a chart", catalog(embedded_tree))
     assert caught.value.kind == "missing_model"
+
+
+@pytest.mark.parametrize("with_cosines", [True, False])
+def test_the_fast_path_gives_exactly_the_models_probabilities(with_cosines: bool) -> None:
+    import random
+
+    rng = random.Random(3)
+    tools = [("s", str(i)) for i in range(50)]
+    lexical = [rng.random() * 5 if rng.random() < 0.3 else 0.0 for _ in tools]
+    cosines = [rng.uniform(-0.2, 0.8) for _ in tools] if with_cosines else None
+    scores = ToolScores("q", tools, lexical, cosines)
+    for calibration in (HYBRID, LEXICAL):
+        fast = probabilities(scores, calibration.weights)
+        slow = [probability(row, calibration.weights) for row in features(scores)]
+        assert fast == pytest.approx(slow, abs=1e-12)
