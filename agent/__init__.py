@@ -9,8 +9,10 @@
     print(result.answer, result.summary.usage.total)
 
 Modes: ``code`` (four tools: ``list_files``, ``read_file``, ``search_tools``, ``execute_python``),
-and the baselines ``direct`` (every MCP tool as a native tool) and ``tool-search`` (every MCP tool
-deferred behind the API's BM25 tool search). `agent.testing` has a fake Messages API for tests.
+the baselines ``direct`` (every MCP tool as a native tool) and ``tool-search`` (every MCP tool
+deferred behind the API's BM25 tool search), and ``filtered`` (native tools narrowed before each
+request by the pre-filter, `agent.prefilter`; `PrefilterOptions` sets it up). `agent.testing` has a
+fake Messages API for tests.
 
 Names are imported on first use, so ``import agent`` costs nothing until one is needed.
 """
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from agent.events import Event, ModelReplied, RunFinished, ToolFinished
     from agent.files import FileAccessError, FileView
     from agent.loop import Agent
+    from agent.prefilter.options import PrefilterOptions
     from agent.summary import RunResult, RunSummary, TokenUsage
     from agent.toolsets import TOOL_SEARCH_NAME, TOOL_SEARCH_TYPE, make_toolset
     from agent.transcript import read_transcript
@@ -46,6 +49,7 @@ _EXPORTS = {
     "FileAccessError": "agent.files",
     "FileView": "agent.files",
     "Agent": "agent.loop",
+    "PrefilterOptions": "agent.prefilter.options",
     "Runtime": "sandbox.host",
     "RunResult": "agent.summary",
     "RunSummary": "agent.summary",
@@ -71,6 +75,7 @@ __all__ = [
     "FileView",
     "ModelAPIError",
     "ModelReplied",
+    "PrefilterOptions",
     "RunFinished",
     "RunResult",
     "RunSummary",

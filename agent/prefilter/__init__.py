@@ -66,8 +66,8 @@ def make_prefilter(
     if isinstance(classifier, str):
         if classifier == "local":
             classifier = LocalFilter(tree)
-        elif classifier == "claude":
-            classifier = ClaudeFilter(model=model or DEFAULT_FILTER_MODEL)
+        elif classifier == "claude":  # its own requests give up when the pre-filter would
+            classifier = ClaudeFilter(model=model or DEFAULT_FILTER_MODEL, timeout=timeout)
         else:
             raise AgentSetupError(f"unknown pre-filter {classifier!r}; use local or claude")
     if siblings not in SIBLINGS:
