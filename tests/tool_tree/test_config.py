@@ -189,7 +189,7 @@ def test_agent_section_is_read_and_checked_by_the_agent_package() -> None:
     e = error_of("servers: {}\nagent:\n  max_turns: 0\n", sections=config_sections())
     assert str(e) == "tooltree.yaml:3: agent.max_turns: expected the most requests per run, got 0"
     e = error_of("servers: {}\nagent:\n  mode: fast\n", sections=config_sections())
-    assert str(e) == "tooltree.yaml:3: agent.mode: expected one of code, direct, tool-search, got 'fast'"
+    assert str(e) == "tooltree.yaml:3: agent.mode: expected one of code, direct, tool-search, filtered, got 'fast'"
 
 
 def test_relative_command_and_args_resolve_against_the_config_folder(tmp_path: Path) -> None:
