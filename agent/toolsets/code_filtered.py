@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from agent.prefilter.gate import FilterStep, PreFilter
-from agent.prompts import render
 from agent.toolsets.code import INDEX_CHARS, CodeToolset
 
 
@@ -51,4 +50,4 @@ class PrefilteredCodeToolset(CodeToolset):
     def _refresh(self) -> None:
         decided = [self._entries[k] for k in self.prefilter.decided if k in self._entries]
         self.pinned = [*self._explicit, *(t for t in decided if t not in self._explicit)]
-        self._system = render("system_code.md.j2", index=self._index(), pinned=self._pinned_text())
+        self._system = self.prompt("system_code.md.j2")
