@@ -32,6 +32,7 @@ from typing import Any
 
 from sandbox.config import SANDBOX_UID, TREE_MOUNT, WORKSPACE, SandboxConfig
 from sandbox.seccomp import PROFILE_PATH, REMOVED
+from sandbox.workspace import TMPFS_INODES
 
 OWNER_LABEL = "tooltree.owner"
 SESSION_LABEL = "tooltree.session"
@@ -59,7 +60,7 @@ def create_args(
         "--network", "none",
         "--read-only",
         "--tmpfs", f"/tmp:rw,noexec,nosuid,nodev,size={config.tmp_size}",
-        "--tmpfs", f"{WORKSPACE}:rw,noexec,nosuid,nodev,size={config.workspace_size},{ids},mode=0700",
+        "--tmpfs", f"{WORKSPACE}:rw,noexec,nosuid,nodev,{','.join(_workspace_sizes(config))},{ids},mode=0700",
         "--user", f"{SANDBOX_UID}:{SANDBOX_UID}",
         "--cap-drop", "ALL",
         "--security-opt", "no-new-privileges",
@@ -83,6 +84,11 @@ def create_args(
     if tree_volume:
         args += ["--tree", TREE_MOUNT]
     return args
+
+
+def _workspace_sizes(config: SandboxConfig) -> list[str]:
+    # Inodes too: without a cap, empty folders would cost the host disk and time but no quota.
+    return [f"size={config.workspace_size}", f"nr_inodes={TMPFS_INODES}"]
 
 
 def _tmpfs_options(tmpfs: Mapping[str, str], path: str) -> set[str] | None:
@@ -132,12 +138,12 @@ def check_hardening(inspect: Mapping[str, Any], config: SandboxConfig, *, tree_v
     if host.get("ReadonlyRootfs") is not True:
         v.append("the root filesystem is not read-only (ReadonlyRootfs)")
     tmpfs = host.get("Tmpfs") or {}
-    for path, size in (("/tmp", config.tmp_size), (WORKSPACE, config.workspace_size)):
+    for path, sizes in (("/tmp", [f"size={config.tmp_size}"]), (WORKSPACE, _workspace_sizes(config))):
         options = _tmpfs_options(tmpfs, path)
         if options is None:
             v.append(f"{path} is not a tmpfs")
             continue
-        for required in ("noexec", "nosuid", "nodev", f"size={size}"):
+        for required in ("noexec", "nosuid", "nodev", *sizes):
             if required not in options:
                 v.append(f"tmpfs {path} lacks {required}")
     user = str(cfg.get("User") or "")

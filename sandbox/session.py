@@ -36,9 +36,9 @@ from sandbox.backend import SandboxBackend
 from sandbox.bridge import ToolBridge, ToolCallRefused, ToolHandler, as_bridge, resolve
 from sandbox.channel import SessionTimeoutError, SupervisorChannel
 from sandbox.config import WORKSPACE, SandboxConfig
-from sandbox.errors import SessionError, WorkspaceError
+from sandbox.errors import SandboxError, SessionError, WorkspaceError
 from sandbox.results import ExecutionResult, ToolCallRecord, parse_execution
-from sandbox.workspace import WorkspaceReceiver, iter_restore_batches
+from sandbox.workspace import MAX_ENTRIES, WorkspaceReceiver, iter_restore_batches
 
 logger = logging.getLogger(__name__)
 
@@ -151,9 +151,13 @@ class Sandbox:
             try:
                 for method, params in iter_restore_batches(self.workspace, max_bytes=self.config.workspace_max_bytes):
                     channel.request(method, params, timeout=_OP_TIMEOUT)
-            except (SessionError, WorkspaceError) as e:
-                self.kill()
-                raise WorkspaceError(f"could not restore the workspace {self.workspace}: {e}") from None
+            except SandboxError as e:
+                self.kill()  # nothing is saved from a partial restore: the folder on the host stays as it is
+                raise WorkspaceError(
+                    f"could not restore the workspace {self.workspace}: {e}. Nothing in it was changed; "
+                    f"make it fit (at most {MAX_ENTRIES} files and folders, {self.config.workspace_max_bytes} bytes) "
+                    "or start without it"
+                ) from None
 
     def __enter__(self) -> Sandbox:
         return self.start()
@@ -310,7 +314,8 @@ class Sandbox:
     def save_workspace(self, dest: str | Path | None = None) -> Path:
         """Copy the workspace out to ``dest`` (default: the session's workspace directory).
 
-        Only directories and regular files come out, within the size caps.
+        Only directories and regular files come out, within the caps, with their names byte for
+        byte. The copy is complete or not made: on any failure the previous copy stays as it was.
 
         Raises:
             WorkspaceError: no destination, or the copy was refused or failed.
@@ -318,17 +323,19 @@ class Sandbox:
         target = Path(dest) if dest is not None else self.workspace
         if target is None:
             raise WorkspaceError("no workspace directory to save into")
-        receiver = WorkspaceReceiver(target, max_bytes=self.config.workspace_max_bytes)
+        limits = {"max_bytes": self.config.workspace_max_bytes, "max_entries": MAX_ENTRIES}
+        receiver = WorkspaceReceiver(target, max_bytes=limits["max_bytes"], max_entries=limits["max_entries"])
         try:
             with self._lock:
-                self._require_channel().request(
-                    "workspace.save", {"max_bytes": self.config.workspace_max_bytes}, timeout=_OP_TIMEOUT,
-                    sink=receiver,
-                )  # fmt: skip
-        except (SessionError, WorkspaceError) as e:
+                summary = self._require_channel().request("workspace.save", limits, timeout=_OP_TIMEOUT, sink=receiver)
+            receiver.check(summary)
+            receiver.commit()
+        except SandboxError as e:
             receiver.discard()
-            raise WorkspaceError(f"could not save the workspace: {e}") from None
-        receiver.commit()
+            raise WorkspaceError(f"could not save the workspace ({target} is left as it was): {e}") from None
+        skipped = summary.get("skipped")
+        if isinstance(skipped, int) and skipped > 0:
+            logger.warning("workspace saved without its %d links and special files (never saved)", skipped)
         return target
 
     # ---- tool calls from the script -------------------------------------------------------

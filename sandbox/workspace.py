@@ -1,14 +1,22 @@
 """Moving a session's workspace between a host directory and the container.
 
-Restore (host → container) sends every directory and regular file of the host directory in
-batches of ``workspace.put`` requests; symlinks and special files are skipped, never followed.
+Both directions use the transfer format and caps of `sandbox._supervisor.transfer`, the same code
+the container runs: only folders and regular files cross, links and special files never do and
+are never followed; names cross byte for byte (a name that is not UTF-8 travels in base64); a
+workspace holds at most `MAX_ENTRIES` entries and ``max_bytes`` counting `ENTRY_BYTES` per file or
+folder plus the data, so folders cost quota too. Whatever a save accepts, a restore accepts, and
+every message stays under `BATCH_BYTES` however many or long the paths are.
 
-Save (container → host) receives ``workspace.dir`` / ``workspace.file`` notifications — hostile
-input — into a fresh staging directory next to the destination, then swaps it in. Each path is
-checked (relative, no empty, ``.`` or ``..`` parts, no NUL, bounded length and depth), every
-directory on the way is opened with ``O_NOFOLLOW``, files are created without following links,
-and total bytes and file counts are capped. Nothing is ever executed or unpacked by a library
-that could be tricked into writing elsewhere.
+Restore (host → container) reads the host directory in batches of ``workspace.put`` requests.
+
+Save (container → host) receives ``workspace.entries`` notifications — hostile input — into a
+fresh staging directory next to the destination, then swaps it in. Each path is checked, every
+directory on the way is opened with ``O_NOFOLLOW``, files are created new without following
+links, and the caps are counted as items arrive. An item that breaks the rules is a
+`ProtocolError` (the channel then ends that sandbox); a failure on the host's side (a full disk) is
+kept and reported by `WorkspaceReceiver.check`; at the end the receiver's counts must equal what
+the sandbox says it sent. On any failure the staging directory is dropped and the previous copy
+stays.
 
 The top-level ``servers`` entry is the read-only tree, not workspace content: it is never
 saved or restored.
@@ -16,182 +24,175 @@ saved or restored.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import contextlib
 import os
 import shutil
-import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sandbox.errors import WorkspaceError
+from sandbox._supervisor.fswalk import PathError, show, split_path
+from sandbox._supervisor.transfer import (
+    BATCH_BYTES,
+    ENTRY_BYTES,
+    MAX_ENTRIES,
+    TreeReader,
+    TreeWriter,
+    over_bytes,
+    read_item,
+)
+from sandbox.errors import ProtocolError, WorkspaceError
 
-BATCH_BYTES = 4 << 20
-MAX_FILES = 100_000
-MAX_DEPTH = 64
-MAX_PART_BYTES = 255
-MAX_PATH_CHARS = 4096
+__all__ = [
+    "BATCH_BYTES",
+    "ENTRY_BYTES",
+    "MAX_ENTRIES",
+    "TMPFS_INODES",
+    "WorkspaceReceiver",
+    "check_relative_path",
+    "iter_restore_batches",
+]
+
 SKIP_TOP_LEVEL = frozenset({"servers"})
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+TMPFS_INODES = MAX_ENTRIES + 16
+"""The ``nr_inodes`` of the ``/workspace`` tmpfs: room to restore `MAX_ENTRIES` entries beside the root,
+the tree's link, ``skills/`` and an execution's output files. A script that fills them all holds a few
+more entries than a save accepts: that save fails, and says so."""
+
+_SKIP = frozenset(name.encode() for name in SKIP_TOP_LEVEL)
 
 
-def check_relative_path(path: Any) -> list[str]:
-    """The components of a workspace-relative path from the container.
+def check_relative_path(path: Any) -> list[bytes]:
+    """The parts of a workspace-relative wire path from the container.
 
     Raises:
         WorkspaceError: anything but a plain relative path.
     """
-    if not isinstance(path, str) or not path or len(path) > MAX_PATH_CHARS or "\x00" in path:
-        raise WorkspaceError(f"refused path {path!r:.80}")
-    parts = path.split("/")
-    if path.startswith("/") or len(parts) > MAX_DEPTH:
-        raise WorkspaceError(f"refused path {path!r:.80}")
-    for part in parts:
-        if part in ("", ".", "..") or len(part.encode("utf-8", errors="surrogateescape")) > MAX_PART_BYTES:
-            raise WorkspaceError(f"refused path {path!r:.80}")
-    return parts
+    try:
+        return split_path(path)
+    except PathError as e:
+        raise WorkspaceError(str(e)) from None
 
 
-def iter_restore_batches(root: Path, *, max_bytes: int) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(method, params)`` requests that recreate ``root``'s directories and regular files.
+def iter_restore_batches(
+    root: Path, *, max_bytes: int, max_entries: int = MAX_ENTRIES
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(method, params)`` requests that recreate ``root``'s folders and regular files, each under `BATCH_BYTES`.
+
+    Links and special files are left out (never followed).
 
     Raises:
-        WorkspaceError: the directory holds more than ``max_bytes``.
+        WorkspaceError: the folder is over a cap, holds a path that cannot cross, or cannot be read
+            (the message says which, relative to ``root``).
     """
-    dirs: list[str] = []
-    files: list[tuple[str, Path]] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        rel_dir = os.path.relpath(dirpath, root)
-        prefix = "" if rel_dir == "." else rel_dir + "/"
-        if not prefix:
-            dirnames[:] = [d for d in dirnames if d not in SKIP_TOP_LEVEL]
-        kept = []
-        for d in sorted(dirnames):
-            if not os.path.islink(os.path.join(dirpath, d)):
-                kept.append(d)
-                dirs.append(prefix + d)
-        dirnames[:] = kept
-        for name in sorted(filenames):
-            if not prefix and name in SKIP_TOP_LEVEL:
-                continue
-            path = Path(dirpath, name)
-            if stat.S_ISREG(path.lstat().st_mode):
-                files.append((prefix + name, path))
-    if dirs:
-        yield "workspace.mkdir", {"paths": dirs}
-    batch: list[dict[str, Any]] = []
-    batch_bytes = total = 0
-    for rel, path in files:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError:
-            continue
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                continue
-            first = True
-            while True:
-                chunk = f.read(BATCH_BYTES)
-                if not chunk and not first:
-                    break
-                total += len(chunk)
-                if total > max_bytes:
-                    raise WorkspaceError(f"the workspace {root} holds more than {max_bytes} bytes")
-                batch.append({"path": rel, "data": base64.b64encode(chunk).decode("ascii"), "append": not first})
-                batch_bytes += len(chunk)
-                first = False
-                if batch_bytes >= BATCH_BYTES:
-                    yield "workspace.put", {"files": batch}
-                    batch, batch_bytes = [], 0
-                if not chunk:
-                    break
-    if batch:
-        yield "workspace.put", {"files": batch}
+    reader = TreeReader(root, skip=_SKIP, max_bytes=max_bytes, max_entries=max_entries)
+    try:
+        for batch in reader.batches():
+            yield "workspace.put", {"entries": batch}
+    except PathError as e:
+        raise WorkspaceError(str(e)) from None
+    except OSError as e:
+        raise WorkspaceError(f"cannot read {show(reader.where)}: {e.strerror}") from None
 
 
 class WorkspaceReceiver:
-    """Receives a saved workspace into a staging directory, then swaps it into place."""
+    """Receives a saved workspace into a staging directory, then swaps it into place.
 
-    def __init__(self, dest: Path, *, max_bytes: int, max_files: int = MAX_FILES) -> None:
+    Call it with each notification (a `NotificationSink`); then `check` the sandbox's summary
+    and `commit`, or `discard`.
+    """
+
+    def __init__(self, dest: Path, *, max_bytes: int, max_entries: int = MAX_ENTRIES) -> None:
         self.dest = dest
         self.max_bytes = max_bytes
-        self.max_files = max_files
+        self.max_entries = max_entries
         dest.parent.mkdir(parents=True, exist_ok=True)
         self.staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.incoming-", dir=dest.parent))
         self.staging.chmod(0o755)
-        self.total = 0
-        self.files: set[str] = set()
+        self._writer = TreeWriter(self.staging, exclusive=True)
+        self.counts = {"files": 0, "dirs": 0, "bytes": 0}
+        self._charged = 0
+        self.failed: str | None = None  # a failure on the host's side, reported by `check`
+        self._open_file: list[bytes] | None = None
 
-    def _open_dir(self, parts: list[str]) -> int:
-        fd = os.open(self.staging, _DIR_FLAGS)
-        try:
-            for part in parts:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o755, dir_fd=fd)
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                os.close(fd)
-                fd = child
-        except OSError as e:
-            os.close(fd)
-            raise WorkspaceError(f"cannot create {'/'.join(parts)!r:.80}: {e.strerror}") from None
-        return fd
+    def _charge(self, size: int, *, entry: bool) -> None:
+        if entry and self.counts["files"] + self.counts["dirs"] >= self.max_entries:
+            raise ProtocolError(f"the saved workspace has more than {self.max_entries} files and folders")
+        self._charged += size + (ENTRY_BYTES if entry else 0)
+        if self._charged > self.max_bytes:
+            raise ProtocolError(f"the saved workspace holds {over_bytes(self.max_bytes)}")
 
     def __call__(self, method: str, params: dict[str, Any]) -> None:
         """Handle one notification.
 
         Raises:
-            WorkspaceError: a refused path, bad data, or a cap exceeded.
+            ProtocolError: an unexpected message, a refused path, bad data, or a cap exceeded.
         """
-        parts = check_relative_path(params.get("path"))
-        if parts[0] in SKIP_TOP_LEVEL:
-            return  # the tree's place: never workspace content
-        if method == "workspace.dir":
-            os.close(self._open_dir(parts))
-            return
-        if method != "workspace.file":
-            raise WorkspaceError(f"unexpected message {method[:40]!r} while saving the workspace")
-        data_text = params.get("data")
-        if not isinstance(data_text, str):
-            raise WorkspaceError("file data is not a string")
+        entries = params.get("entries")
+        if method != "workspace.entries" or not isinstance(entries, list):
+            raise ProtocolError(f"unexpected message {method[:40]!r} while saving the workspace")
+        for item in entries:
+            try:
+                parts, data, append = read_item(item)
+            except PathError as e:
+                raise ProtocolError(f"while saving the workspace: {e}") from None
+            if parts[0] in _SKIP:
+                continue  # the tree's place: never workspace content
+            if append and self._open_file != parts:
+                raise ProtocolError(f"data appended to {show(parts)}, which is not the file being saved")
+            self._charge(len(data or b""), entry=not append)
+            if data is None:
+                self.counts["dirs"] += 1
+            elif not append:
+                self.counts["files"] += 1
+            self._open_file = parts if data is not None else None
+            self.counts["bytes"] += len(data or b"")
+            if self.failed is None:
+                self._write(parts, data, append=append)
+
+    def _write(self, parts: list[bytes], data: bytes | None, *, append: bool) -> None:
         try:
-            data = base64.b64decode(data_text, validate=True)
-        except (binascii.Error, ValueError):
-            raise WorkspaceError("file data is not base64") from None
-        self.total += len(data)
-        if self.total > self.max_bytes:
-            raise WorkspaceError(f"the saved workspace is larger than {self.max_bytes} bytes")
-        rel = "/".join(parts)
-        if rel not in self.files:
-            self.files.add(rel)
-            if len(self.files) > self.max_files:
-                raise WorkspaceError(f"the saved workspace has more than {self.max_files} files")
-        dir_fd = self._open_dir(parts[:-1])
-        append = params.get("append") is True
-        try:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_APPEND if append else os.O_TRUNC)
-            fd = os.open(parts[-1], flags, 0o644, dir_fd=dir_fd)
-        except OSError as e:
-            raise WorkspaceError(f"cannot write {rel!r:.80}: {e.strerror}") from None
-        finally:
-            os.close(dir_fd)
-        with os.fdopen(fd, "wb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise WorkspaceError(f"{rel!r:.80} is not a regular file")
-            f.write(data)
+            self._writer.write(parts, data, append=append)
+        except FileExistsError:
+            raise ProtocolError(f"{show(parts)} already exists (sent twice?) while saving the workspace") from None
+        except (NotADirectoryError, IsADirectoryError) as e:
+            raise ProtocolError(f"{show(parts)}: {e.strerror} while saving the workspace") from None
+        except OSError as e:  # the host's disk, not the sandbox: reported when the save ends
+            self.failed = f"cannot write {show(parts)} into {self.staging}: {e.strerror}"
+
+    def check(self, summary: dict[str, Any]) -> None:
+        """Make sure everything the sandbox says it sent arrived and was written.
+
+        Raises:
+            WorkspaceError: a host-side write failed, or the counts differ from ``summary``.
+        """
+        if self.failed is not None:
+            raise WorkspaceError(self.failed)
+        sent = {k: summary.get(k) for k in self.counts}
+        if sent != self.counts:
+            raise WorkspaceError(f"the sandbox reported sending {sent} but {self.counts} arrived")
 
     def commit(self) -> None:
-        """Replace the destination with what was received."""
+        """Replace the destination with what was received.
+
+        Raises:
+            WorkspaceError: the swap failed (the previous copy is back in place).
+        """
+        self._writer.close()
         old = None
-        if self.dest.exists() or self.dest.is_symlink():
-            old = Path(tempfile.mkdtemp(prefix=f".{self.dest.name}.old-", dir=self.dest.parent))
-            os.rename(self.dest, old / "w")
-        os.rename(self.staging, self.dest)
+        try:
+            if self.dest.exists() or self.dest.is_symlink():
+                old = Path(tempfile.mkdtemp(prefix=f".{self.dest.name}.old-", dir=self.dest.parent))
+                os.rename(self.dest, old / "w")
+            os.rename(self.staging, self.dest)
+        except OSError as e:
+            if old is not None and (old / "w").exists():
+                os.rename(old / "w", self.dest)
+            raise WorkspaceError(f"could not put the saved workspace in place at {self.dest}: {e.strerror}") from None
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
 
     def discard(self) -> None:
         """Drop what was received; the destination is untouched."""
+        self._writer.close()
         shutil.rmtree(self.staging, ignore_errors=True)

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tooltree: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        result = execute(code, tree, config, settings, workspace=args.workspace, audit=args.audit)
+        result, unsaved = execute(code, tree, config, settings, workspace=args.workspace, audit=args.audit)
     except (EngineUnavailableError, ImageError) as e:
         print(f"tooltree: error: {e}", file=sys.stderr)
         return EXIT_SANDBOX
@@ -76,9 +76,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_SANDBOX
     saved = _save_images(result, Path(args.images)) if args.images else []
     if args.json:
-        print_json(result_json(result))
+        print_json({**result_json(result), "workspace_error": unsaved})
     else:
         _print_human(result, saved)
+    if unsaved is not None:  # after the output: a failed save never hides what the script printed
+        print(f"tooltree: error: {unsaved}", file=sys.stderr)
+        return EXIT_SANDBOX
     return EXIT_OK if result.error is None else EXIT_SCRIPT
 
 
@@ -90,18 +93,27 @@ def execute(
     *,
     workspace: str | None = None,
     audit: str | None = None,
-) -> ExecutionResult:
+) -> tuple[ExecutionResult, str | None]:
     """One execution in a fresh sandbox session with live servers; the servers stop afterwards.
+
+    Returns the result, and why the workspace could not be saved (None when it was, or when
+    there is none): a failed save does not lose the result.
 
     Raises:
         SandboxError: the sandbox could not be started or broke.
         TreeError: the tree has no readable manifest.
     """
+    from sandbox.errors import WorkspaceError
     from sandbox.host import Runtime
     from tool_tree.config import Config
 
     with Runtime(config or Config(servers=()), tree, sandbox_config=settings, workspace=workspace, audit=audit) as rt:
-        return rt.sandbox.execute(code)
+        result = rt.sandbox.execute(code)
+        try:
+            rt.close()  # saves the workspace
+        except WorkspaceError as e:
+            return result, str(e)
+    return result, None
 
 
 def result_json(result: ExecutionResult) -> dict[str, Any]:

@@ -1,43 +1,30 @@
 """Workspace file operations, done without ever following a symlink.
 
-Paths are relative to the workspace, use ``/`` and contain no empty, ``.`` or ``..`` parts.
-Every directory on the way is opened with ``O_NOFOLLOW | O_DIRECTORY`` relative to its parent,
-so a symlink planted by user code cannot redirect a read or a write outside the workspace.
+Paths are relative to the workspace and arrive as wire paths (`fswalk.split_path`). Every
+directory on the way is opened with ``O_NOFOLLOW | O_DIRECTORY`` relative to its parent, so a
+symlink planted by user code cannot redirect a read or a write outside the workspace.
+
+Restore and save use the transfer format of `transfer`. A save (`Workspace.export`) is complete or
+fails: every folder and regular file is sent, and an entry that cannot be read, or a tree over the
+caps, ends it with an error naming the path. Links, FIFOs, sockets and devices are never sent; the
+summary counts them as ``skipped``.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import os
-import shutil
 import stat
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Callable
 from typing import Any
 
-CHUNK_BYTES = 4 << 20
-MAX_PATH_CHARS = 4096
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+from .fswalk import DIR_FLAGS, READ_FLAGS, DirCursor, PathError, show, split_path
+from .transfer import TreeReader, TreeWriter, read_item
 
 
 class FileOpError(Exception):
     """A workspace operation was refused or failed."""
-
-
-def split_path(path: str) -> list[str]:
-    """The components of a relative workspace path.
-
-    Raises:
-        FileOpError: the path is absolute, empty, too long, or has a forbidden component.
-    """
-    if not isinstance(path, str) or not path or len(path) > MAX_PATH_CHARS or "\x00" in path:
-        raise FileOpError(f"invalid path {path!r:.100}")
-    if path.startswith("/"):
-        raise FileOpError(f"{path!r:.100}: paths are relative to the workspace")
-    parts = path.split("/")
-    if any(p in ("", ".", "..") for p in parts):
-        raise FileOpError(f"{path!r:.100}: empty, '.' and '..' components are not allowed")
-    return parts
 
 
 class Workspace:
@@ -46,54 +33,42 @@ class Workspace:
     def __init__(self, root: str) -> None:
         self.root = root
 
-    def _open_dir(self, parts: list[str], *, create: bool) -> int:
-        fd = os.open(self.root, _DIR_FLAGS)
+    def _parts(self, path: object) -> list[bytes]:
         try:
-            for part in parts:
-                if create:
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(part, 0o755, dir_fd=fd)
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                os.close(fd)
-                fd = child
+            return split_path(path)
+        except PathError as e:
+            raise FileOpError(str(e)) from None
+
+    # ---- restore (host → container) ----------------------------------------------------------
+
+    def put_entries(self, entries: object) -> None:
+        """Create the folders and write the file pieces of one batch of transfer items.
+
+        Raises:
+            FileOpError: a bad item or path, a link on the way, or no room.
+        """
+        parts: list[bytes] = []
+        try:
+            with TreeWriter(self.root, exclusive=False) as writer:
+                for item in entries if isinstance(entries, list) else []:
+                    parts, data, append = read_item(item)
+                    writer.write(parts, data, append=append)
+        except PathError as e:
+            raise FileOpError(str(e)) from None
         except OSError as e:
-            os.close(fd)
-            raise FileOpError(f"{'/'.join(parts)}: {e.strerror}") from None
+            raise FileOpError(f"cannot restore {show(parts)}: {e.strerror}") from None
+
+    # ---- reading ------------------------------------------------------------------------------
+
+    def _open_dir(self, parts: list[bytes]) -> int:
+        cursor = DirCursor(self.root)
+        try:
+            fd = os.dup(cursor.open(parts, create=False))
+        except OSError as e:
+            raise FileOpError(f"{show(parts)}: {e.strerror}") from None
+        finally:
+            cursor.close()
         return fd
-
-    def put(self, path: str, data: bytes, *, append: bool) -> None:
-        """Write (or append to) a regular file, creating its directories.
-
-        Raises:
-            FileOpError: a bad path, a symlink on the way, or a write error.
-        """
-        parts = split_path(path)
-        dir_fd = self._open_dir(parts[:-1], create=True)
-        try:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_APPEND if append else os.O_TRUNC)
-            fd = os.open(parts[-1], flags, 0o644, dir_fd=dir_fd)
-        except OSError as e:
-            raise FileOpError(f"{path}: {e.strerror}") from None
-        finally:
-            os.close(dir_fd)
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise FileOpError(f"{path}: not a regular file")
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        except OSError as e:
-            raise FileOpError(f"{path}: {e.strerror}") from None
-        finally:
-            os.close(fd)
-
-    def mkdir(self, path: str) -> None:
-        """Create a directory and its parents.
-
-        Raises:
-            FileOpError: a bad path or a symlink on the way.
-        """
-        os.close(self._open_dir(split_path(path), create=True))
 
     def read(self, path: str, max_bytes: int) -> tuple[bytes, int]:
         """Up to ``max_bytes`` of a regular file, and its size.
@@ -101,10 +76,10 @@ class Workspace:
         Raises:
             FileOpError: missing, a symlink, or not a regular file.
         """
-        parts = split_path(path)
-        dir_fd = self._open_dir(parts[:-1], create=False)
+        parts = self._parts(path)
+        dir_fd = self._open_dir(parts[:-1])
         try:
-            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
+            fd = os.open(parts[-1], READ_FLAGS, dir_fd=dir_fd)
         except OSError as e:
             raise FileOpError(f"{path}: {e.strerror}") from None
         finally:
@@ -128,7 +103,7 @@ class Workspace:
         Raises:
             FileOpError: a bad path or not a directory.
         """
-        fd = self._open_dir(split_path(path) if path else [], create=False)
+        fd = self._open_dir(self._parts(path) if path else [])
         try:
             entries: list[dict[str, Any]] = []
             with os.scandir(fd) as it:
@@ -145,92 +120,67 @@ class Workspace:
                         if stat.S_ISLNK(info.st_mode)
                         else "other"
                     )
-                    entries.append({"name": entry.name, "type": kind, "size": info.st_size})
+                    name = os.fsencode(entry.name).decode("utf-8", errors="replace")
+                    entries.append({"name": name, "type": kind, "size": info.st_size})
             return sorted(entries, key=lambda e: str(e["name"]))
         finally:
             os.close(fd)
 
-    def walk(self, skip: frozenset[str] = frozenset()) -> Iterator[tuple[str, bool]]:
-        """``(relative path, is_dir)`` for every directory and regular file; symlinks and others are skipped."""
-        stack: list[tuple[int, str]] = [(os.open(self.root, _DIR_FLAGS), "")]
-        while stack:
-            fd, prefix = stack.pop()
-            try:
-                with os.scandir(fd) as it:
-                    entries = sorted(it, key=lambda e: e.name)
-                for entry in entries:
-                    rel = prefix + entry.name
-                    if not prefix and entry.name in skip:
-                        continue
-                    info = entry.stat(follow_symlinks=False)
-                    if stat.S_ISDIR(info.st_mode):
-                        yield rel, True
-                        try:
-                            stack.append((os.open(entry.name, _DIR_FLAGS, dir_fd=fd), rel + "/"))
-                        except OSError:
-                            continue
-                    elif stat.S_ISREG(info.st_mode):
-                        yield rel, False
-            finally:
-                os.close(fd)
+    # ---- save (container → host) -------------------------------------------------------------
 
-    def export(self, send: Callable[[dict[str, Any]], None], *, skip: frozenset[str], max_bytes: int) -> dict[str, int]:
-        """Send every directory and regular file as ``workspace.dir`` / ``workspace.file`` messages.
-
-        Stops with an error once more than ``max_bytes`` of file data were sent.
+    def export(
+        self, send: Callable[[dict[str, Any]], None], *, skip: frozenset[str], max_bytes: int, max_entries: int
+    ) -> dict[str, int]:
+        """Send every folder and regular file in ``workspace.entries`` notifications (see `transfer`).
 
         Raises:
-            FileOpError: the workspace holds more than ``max_bytes``.
+            FileOpError: the workspace is over a cap, or an entry could not be read; nothing is skipped.
         """
-        files = dirs = total = 0
-        for rel, is_dir in self.walk(skip):
-            if is_dir:
-                dirs += 1
-                send({"method": "workspace.dir", "params": {"path": rel}})
-                continue
-            parts = rel.split("/")
-            try:
-                dir_fd = self._open_dir(parts[:-1], create=False)
-            except FileOpError:
-                continue
-            try:
-                fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
-            except OSError:
-                continue
-            finally:
-                os.close(dir_fd)
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    continue
-                files += 1
-                first = True
-                while True:
-                    chunk = os.read(fd, CHUNK_BYTES)
-                    if not chunk and not first:
-                        break
-                    total += len(chunk)
-                    if total > max_bytes:
-                        raise FileOpError(f"the workspace holds more than {max_bytes} bytes")
-                    data = base64.b64encode(chunk).decode("ascii")
-                    send({"method": "workspace.file", "params": {"path": rel, "data": data, "append": not first}})
-                    first = False
-                    if not chunk:
-                        break
-            finally:
-                os.close(fd)
-        return {"files": files, "dirs": dirs, "bytes": total}
+        names = frozenset(os.fsencode(name) for name in skip)
+        reader = TreeReader(self.root, skip=names, max_bytes=max_bytes, max_entries=max_entries)
+        try:
+            for batch in reader.batches():
+                send({"method": "workspace.entries", "params": {"entries": batch}})
+        except PathError as e:
+            raise FileOpError(f"the workspace cannot be saved: {e}") from None
+        except OSError as e:
+            raise FileOpError(f"the workspace cannot be saved: {show(reader.where)}: {e.strerror}") from None
+        return reader.counts
+
+    # ---- reset --------------------------------------------------------------------------------
 
     def wipe(self, keep: frozenset[str] = frozenset()) -> None:
-        """Delete everything in the workspace except the top-level names in ``keep``."""
-        fd = os.open(self.root, _DIR_FLAGS)
+        """Delete everything in the workspace except the top-level names in ``keep``, as far as it can.
+
+        Folders are emptied one at a time, their subfolders first moved up to the root, so neither
+        the depth nor the width of a tree can exhaust descriptors or the stack. What cannot be
+        deleted (a race with a process still running) stays: nothing is lost by leaving it.
+        """
+        root = os.open(self.root, DIR_FLAGS)
         try:
-            with os.scandir(fd) as it:
-                names = [e.name for e in it if e.name not in keep]
-            for name in names:
-                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                if stat.S_ISDIR(info.st_mode):
-                    shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
+            queue = [n for n in os.listdir(root) if n not in keep]
+            while queue:
+                name = queue.pop()
+                with contextlib.suppress(OSError):
+                    self._empty_or_unlink(root, name, queue)
+        finally:
+            os.close(root)
+
+    @staticmethod
+    def _empty_or_unlink(root: int, name: str, queue: list[str]) -> None:
+        if not stat.S_ISDIR(os.stat(name, dir_fd=root, follow_symlinks=False).st_mode):
+            os.unlink(name, dir_fd=root)
+            return
+        fd = os.open(name, DIR_FLAGS, dir_fd=root)
+        try:
+            os.fchmod(fd, 0o700)  # the script may have made it read-only
+            for child in os.listdir(fd):
+                if stat.S_ISDIR(os.stat(child, dir_fd=fd, follow_symlinks=False).st_mode):
+                    moved = f".wipe-{uuid.uuid4().hex}"
+                    os.rename(child, moved, src_dir_fd=fd, dst_dir_fd=root)
+                    queue.append(moved)
                 else:
-                    os.unlink(name, dir_fd=fd)
+                    os.unlink(child, dir_fd=fd)
         finally:
             os.close(fd)
+        os.rmdir(name, dir_fd=root)

@@ -9,8 +9,9 @@ Protocol with the host (JSON-RPC 2.0 shaped, one object per frame, ``jsonrpc`` o
         reset {workspace}                      → {}
         cancel {}                              → {cancelled}: stop the running execution (its reply says
                                                   ``cancelled: true``); false when none was running
-        workspace.put {files: [{path, data, append}]}, workspace.mkdir {paths}
-        workspace.save {max_bytes}             → workspace.dir / workspace.file notifications, then {files, bytes}
+        workspace.put {entries}                → {}        (entries: see transfer)
+        workspace.save {max_bytes, max_entries} → workspace.entries {entries} notifications, then
+                                                  {files, dirs, bytes, skipped}
         workspace.read {path, max_bytes}       → {data, size}
         workspace.list {path, limit}           → {entries}
         ping                                   → {}
@@ -194,17 +195,14 @@ class Supervisor:
             elif method == "cancel":
                 self.reply(host_id, {"cancelled": self.cancel_execution()})
             elif method == "workspace.put":
-                for item in params.get("files", []):
-                    data = base64.b64decode(str(item.get("data", "")), validate=True)
-                    self.workspace.put(str(item.get("path")), data, append=bool(item.get("append")))
-                self.reply(host_id, {})
-            elif method == "workspace.mkdir":
-                for path in params.get("paths", []):
-                    self.workspace.mkdir(str(path))
+                self.workspace.put_entries(params.get("entries"))
                 self.reply(host_id, {})
             elif method == "workspace.save":
                 summary = self.workspace.export(
-                    self.send, skip=self.top_level_skip(), max_bytes=int(params.get("max_bytes", 1 << 30))
+                    self.send,
+                    skip=self.top_level_skip(),
+                    max_bytes=int(params.get("max_bytes", 0)),
+                    max_entries=int(params.get("max_entries", 0)),
                 )
                 self.reply(host_id, summary)
             elif method == "workspace.read":

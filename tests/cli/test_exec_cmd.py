@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,23 @@ def test_exec_without_an_engine_says_so_in_one_line(
 def test_exec_usage_errors_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.docker
+def test_exec_prints_the_output_even_when_the_workspace_cannot_be_saved(
+    docker_engine: object, project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config, tree = project
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "kept.txt").write_text("previous save", encoding="utf-8")
+    code = "import os\nopen('locked', 'w').write('x')\nos.chmod('locked', 0)\nprint('the output')\n"
+    argv = ["exec", "-c", code, "--config", str(config), "--tree", str(tree), "--workspace", str(workspace)]
+    assert main(argv) == 4
+    out, err = capsys.readouterr()
+    assert out == "the output\n"
+    assert "tooltree: error: could not save the workspace" in err and "'locked': Permission denied" in err
+    assert sorted(os.listdir(workspace)) == ["kept.txt"]
+    assert main([*argv, "--json"]) == 4
+    result = json.loads(capsys.readouterr().out)
+    assert result["stdout"] == "the output\n" and "Permission denied" in result["workspace_error"]

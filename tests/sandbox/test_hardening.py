@@ -28,7 +28,7 @@ def compliant_inspect(config: SandboxConfig = CONFIG) -> dict[str, Any]:
             "ReadonlyRootfs": True,
             "Tmpfs": {
                 "/tmp": "rw,noexec,nosuid,nodev,size=64m",
-                "/workspace": "rw,noexec,nosuid,nodev,size=256m,uid=10001,gid=10001,mode=0700",
+                "/workspace": "rw,noexec,nosuid,nodev,size=256m,nr_inodes=32784,uid=10001,gid=10001,mode=0700",
             },
             "CapDrop": ["ALL"],
             "CapAdd": None,
@@ -114,6 +114,7 @@ _ALLOWS_IO_URING = "seccomp=" + json.dumps(
         (_set("HostConfig.Tmpfs", {"/workspace": "rw,noexec,nosuid,nodev,size=256m"}), "/tmp is not a tmpfs"),
         (_set("HostConfig.Tmpfs./tmp", "rw,nosuid,nodev,size=64m"), "lacks noexec"),
         (_set("HostConfig.Tmpfs./workspace", "rw,noexec,nosuid,nodev"), "lacks size=256m"),
+        (_set("HostConfig.Tmpfs./workspace", "rw,noexec,nosuid,nodev,size=256m"), "lacks nr_inodes=32784"),
         (_set("HostConfig.IpcMode", "host"), "IPC"),
         (_set("HostConfig.PidMode", "host"), "PidMode"),
         (_set("HostConfig.Devices", [{"PathOnHost": "/dev/kvm"}]), "devices"),

@@ -1,0 +1,169 @@
+"""The workspace transfer format, read and written the same way by the container and the host.
+
+A tree crosses as *items* in batches: ``{"path": <wire path>, "dir": true}`` for a folder, and
+``{"path": <wire path>, "data": <base64>, "append": <bool>}`` for a piece of a regular file (a
+file of more than `CHUNK_BYTES` takes several, the first with ``append`` false). A restore sends
+them in ``workspace.put {entries}`` requests, a save in ``workspace.entries {entries}``
+notifications; every batch stays under `BATCH_BYTES` of JSON, so the number and length of the
+paths never decide the size of a frame.
+
+What a tree may hold, counted the same way in both directions: at most `MAX_ENTRIES` entries
+(files, folders and links all count), and at most ``max_bytes`` counting `ENTRY_BYTES` per file or
+folder (what an empty folder costs on the host's disk) plus the files' data. Links and special
+files are never sent (`TreeReader.counts` has them as ``skipped``); nothing else is ever skipped:
+an entry that cannot be read stops the transfer with an error.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from .fswalk import READ_FLAGS, WRITE_FLAGS, DirCursor, PathError, encode_path, show, split_path, walk
+
+MAX_ENTRIES = 32_768
+ENTRY_BYTES = 4096
+BATCH_BYTES = 4 << 20
+CHUNK_BYTES = 2 << 20  # under 3 MiB in base64: one item always fits a batch
+
+
+def over_bytes(max_bytes: int) -> str:
+    """The reason a tree is refused for its size."""
+    return f"more than {max_bytes} bytes (its files' data plus {ENTRY_BYTES} bytes per file and folder)"
+
+
+def read_item(item: Any) -> tuple[list[bytes], bytes | None, bool]:
+    """``(parts, data, append)`` of one item; ``data`` is None for a folder.
+
+    Raises:
+        PathError: not an item, a refused path, or data that is not base64.
+    """
+    if not isinstance(item, dict):
+        raise PathError(f"an entry must be an object, not {type(item).__name__}")
+    parts = split_path(item.get("path"))
+    if item.get("dir") is True:
+        return parts, None, False
+    if not isinstance(item.get("data"), str):
+        raise PathError(f"{show(parts)}: an entry needs base64 data or dir: true")
+    try:
+        data = base64.b64decode(item["data"], validate=True)
+    except (binascii.Error, ValueError):
+        raise PathError(f"{show(parts)}: the data is not base64") from None
+    return parts, data, item.get("append") is True
+
+
+class TreeReader:
+    """Reads a tree as batches of items, within the caps, without following a link.
+
+    Attributes:
+        counts: ``files``, ``dirs``, ``bytes`` (of data) and ``skipped`` (links, special files) so far.
+        where: the parts of the entry being read (for error messages).
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, skip: frozenset[bytes], max_bytes: int, max_entries: int):
+        self.root = root
+        self.skip = skip
+        self.max_bytes = max_bytes
+        self.max_entries = max_entries
+        self.counts = {"files": 0, "dirs": 0, "bytes": 0, "skipped": 0}
+        self.where: tuple[bytes, ...] = ()
+        self._charged = 0
+
+    def _charge(self, size: int) -> None:
+        self._charged += size
+        if self._charged > self.max_bytes:
+            raise PathError(over_bytes(self.max_bytes))
+
+    def items(self) -> Iterator[dict[str, Any]]:
+        """Every folder and regular file as items, a folder before what it holds.
+
+        Raises:
+            PathError: over a cap, or a path that cannot cross.
+            OSError: an entry could not be read, or a file changed kind while being read.
+        """
+        for entry in walk(self.root, skip=self.skip, max_entries=self.max_entries):
+            self.where = entry.parts
+            if entry.kind == "other":
+                self.counts["skipped"] += 1
+                continue
+            self._charge(ENTRY_BYTES)
+            path = encode_path(entry.parts)
+            if entry.kind == "dir":
+                self.counts["dirs"] += 1
+                yield {"path": path, "dir": True}
+                continue
+            self.counts["files"] += 1
+            fd = os.open(entry.name, READ_FLAGS, dir_fd=entry.dir_fd)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise PathError(f"{show(entry.parts)} changed while it was being read")
+                first = True
+                while (chunk := os.read(fd, CHUNK_BYTES)) or first:
+                    self._charge(len(chunk))
+                    self.counts["bytes"] += len(chunk)
+                    yield {"path": path, "data": base64.b64encode(chunk).decode("ascii"), "append": not first}
+                    first = False
+            finally:
+                os.close(fd)
+
+    def batches(self) -> Iterator[list[dict[str, Any]]]:
+        """`items` grouped into lists of under `BATCH_BYTES` of JSON each.
+
+        Raises:
+            PathError, OSError: as `items`.
+        """
+        batch: list[dict[str, Any]] = []
+        size = 0
+        for item in self.items():
+            data = item.get("data", "")
+            item_size = len(json.dumps(item["path"], ensure_ascii=False).encode("utf-8")) + len(data) + 40
+            if batch and size + item_size > BATCH_BYTES:
+                yield batch
+                batch, size = [], 0
+            batch.append(item)
+            size += item_size
+        if batch:
+            yield batch
+
+
+class TreeWriter:
+    """Writes items below a root, never following a link; a file's pieces are appended in order."""
+
+    def __init__(self, root: str | os.PathLike[str], *, exclusive: bool) -> None:
+        """``exclusive``: a file may not exist before its first piece (a save into a fresh folder)."""
+        self._cursor = DirCursor(root)
+        self._new_file = os.O_EXCL if exclusive else os.O_TRUNC
+
+    def write(self, parts: Sequence[bytes], data: bytes | None, *, append: bool) -> None:
+        """Create the folder ``parts`` (``data`` None) or write a piece of the file ``parts``.
+
+        Raises:
+            OSError: a link or a file on the way, an existing file (``exclusive``), or a write error.
+        """
+        if data is None:
+            self._cursor.open(parts, create=True)
+            return
+        dir_fd = self._cursor.open(parts[:-1], create=True)
+        fd = os.open(parts[-1], WRITE_FLAGS | (os.O_APPEND if append else self._new_file), 0o644, dir_fd=dir_fd)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise IsADirectoryError(21, "not a regular file")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        self._cursor.close()
+
+    def __enter__(self) -> TreeWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

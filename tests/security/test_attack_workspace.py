@@ -1,0 +1,224 @@
+"""Workspace attacks from a script: each is bounded, and a save is complete or fails loudly keeping the previous copy.
+
+Every test goes through a real container and a real host folder: a session restores the folder
+at start and saves it back at close (`Sandbox(workspace=...)`). Covered elsewhere: symlinks, FIFOs,
+``..`` and setuid bits on save (test_attack_filesystem.py), the byte quota
+(test_attack_resources.py::test_filling_the_workspace_stops_at_its_quota_and_what_fits_is_saved).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from sandbox import DockerBackend, Sandbox, WorkspaceError
+from sandbox._docker import DockerCLI
+from sandbox.hardening import SESSION_LABEL
+from sandbox.workspace import ENTRY_BYTES, MAX_ENTRIES, TMPFS_INODES
+from tests.security.probes import run_ok
+
+pytestmark = pytest.mark.docker
+
+MKDIR_UNTIL_FULL = """\
+import errno, os
+made = 0
+try:
+    for i in range(200_000):
+        os.mkdir(f'd{i}')
+        made += 1
+except OSError as e:
+    print(errno.errorcode[e.errno], made)
+else:
+    print('none', made)
+"""
+
+# 8,190 folders of a binary tree 12 deep, then a chain of 4 below each of its 4,096 leaves: 24,574
+# folders, names of 254 characters, paths up to 4,079 bytes; about 84 MB of paths in all, more than
+# the 64 MiB a single frame to the container may hold.
+GROW_TREE = """\
+import os
+made = 0
+def grow(path, level):
+    global made
+    if level == 16:
+        return
+    for branch in range(2 if level < 12 else 1):
+        child = path + '/' + 'x' * 253 + str(branch)
+        os.mkdir(child)
+        made += 1
+        grow(child, level + 1)
+grow('/workspace', 0)
+print(made)
+"""
+TREE_FOLDERS = 24_574
+
+COUNT_TREE = """\
+import os
+folders = longest = 0
+for root, dirs, files in os.walk('/workspace/' + 'x' * 253 + '0'):
+    folders += len(dirs)
+    longest = max([longest] + [len(os.path.join(root, d)) - len('/workspace/') for d in dirs])
+print(folders + 1, longest)
+"""
+
+
+def snapshot(root: Path) -> dict[bytes, bytes | None]:
+    """Every path below ``root`` (as bytes) and its content (None for a folder)."""
+    found: dict[bytes, bytes | None] = {}
+    base = os.fsencode(root)
+    for dirpath, dirnames, filenames in os.walk(base):
+        for name in dirnames:
+            found[os.path.relpath(os.path.join(dirpath, name), base)] = None
+        for name in filenames:
+            with open(os.path.join(dirpath, name), "rb") as f:
+                found[os.path.relpath(os.path.join(dirpath, name), base)] = f.read()
+    return found
+
+
+def disk_bytes(root: Path) -> int:
+    """What the folder takes on the host's disk (allocated blocks)."""
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        total += sum(os.lstat(os.path.join(dirpath, n)).st_blocks * 512 for n in dirnames + filenames)
+    return total
+
+
+@pytest.fixture
+def saved_before(tmp_path: Path) -> Path:
+    """A workspace folder holding one file from an earlier save."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "kept.txt").write_bytes(b"previous save")
+    return workspace
+
+
+def test_empty_folders_count_against_the_workspace_cap_and_bound_the_hosts_disk(
+    bare_backend: DockerBackend, saved_before: Path
+) -> None:
+    # Before: 200,000 folders made, saved as 786 MB and 200k inodes on the host for 0 bytes of data.
+    workspace = saved_before
+    with Sandbox(bare_backend, workspace=workspace) as sb:
+        code, made = run_ok(sb, MKDIR_UNTIL_FULL).split()
+        assert code == "ENOSPC" and MAX_ENTRIES - 16 < int(made) < TMPFS_INODES
+        # A few more entries than a save takes: the save says so and keeps the previous copy.
+        with pytest.raises(WorkspaceError, match=f"more than {MAX_ENTRIES} files and folders"):
+            sb.save_workspace()
+        assert snapshot(workspace) == {b"kept.txt": b"previous save"}
+        run_ok(sb, "import os\nfor i in range(100):\n    os.rmdir(f'd{i}')\n")
+    saved = snapshot(workspace)
+    assert len(saved) <= MAX_ENTRIES and b"d100" in saved and b"d99" not in saved
+    assert disk_bytes(workspace) <= bare_backend.config.workspace_max_bytes
+    assert len(saved) * ENTRY_BYTES <= bare_backend.config.workspace_max_bytes
+    # A later session restores all of it.
+    sb = Sandbox(bare_backend, workspace=workspace).start()
+    try:
+        assert run_ok(sb, "import os\nprint(sum(n.startswith('d') for n in os.listdir('.')))") == f"{int(made) - 100}\n"
+    finally:
+        sb.kill()  # not saved again: the host copy was checked above
+
+
+def test_many_long_nested_folders_that_were_saved_are_restored(bare_backend: DockerBackend, tmp_path: Path) -> None:
+    # Before: the restore sent every folder in one request, a frame over the container's 64 MiB cap,
+    # and every later session failed with "the sandbox closed its channel".
+    workspace = tmp_path / "ws"
+    with Sandbox(bare_backend, workspace=workspace) as sb:
+        assert run_ok(sb, GROW_TREE) == f"{TREE_FOLDERS}\n"
+    sb = Sandbox(bare_backend, workspace=workspace).start()
+    try:
+        assert run_ok(sb, COUNT_TREE) == f"{TREE_FOLDERS // 2} {16 * 254 + 15}\n"
+    finally:
+        sb.kill()
+
+
+@pytest.mark.parametrize("shape", ["too_many_entries", "too_deep"])
+def test_a_workspace_that_cannot_be_restored_says_why_and_is_left_as_it_was(
+    bare_backend: DockerBackend, docker_engine: DockerCLI, tmp_path: Path, shape: str
+) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / "skills").mkdir(parents=True)
+    (workspace / "skills" / "top_leads.py").write_text("def top_leads(): ...\n", encoding="utf-8")
+    (workspace / "notes.txt").write_text("the user's notes", encoding="utf-8")
+    if shape == "too_many_entries":
+        (workspace / "bulk").mkdir()
+        for i in range(MAX_ENTRIES):
+            (workspace / "bulk" / f"{i}").mkdir()
+        reason = f"more than {MAX_ENTRIES} files and folders"
+    else:
+        (workspace / "deep").joinpath(*["d"] * 70).mkdir(parents=True)
+        reason = "nested deeper than 64 folders"
+    before = snapshot(workspace)
+    sb = Sandbox(bare_backend, workspace=workspace)
+    try:
+        with pytest.raises(WorkspaceError, match=reason) as raised:
+            sb.start()
+    finally:
+        sb.kill()  # a no-op when the restore failed as it should
+    assert "Nothing in it was changed" in str(raised.value)
+    assert snapshot(workspace) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+    label = f"label={SESSION_LABEL}={sb.session_id}"
+    assert docker_engine.text(["ps", "--all", "--quiet", "--filter", label]) == ""
+
+
+FOLDERS_OF_ONE_FILE = """\
+import os
+for i in range(1500):
+    os.mkdir(f'f{i:04}')
+    open(f'f{i:04}/x.txt', 'w').write(str(i))
+"""
+
+
+def test_every_file_of_many_folders_is_saved(bare_backend: DockerBackend, tmp_path: Path) -> None:
+    # Before: 1,012 of 1,500 saved without a word (the walk held one descriptor per pending folder).
+    workspace = tmp_path / "ws"
+    with Sandbox(bare_backend, workspace=workspace) as sb:
+        run_ok(sb, FOLDERS_OF_ONE_FILE)
+    saved = sorted(workspace.glob("f*/x.txt"))
+    assert len(saved) == 1500
+    assert [p.read_text(encoding="utf-8") for p in saved] == [str(i) for i in range(1500)]
+
+
+def test_a_file_the_save_cannot_read_fails_it_loudly_and_keeps_the_previous_copy(
+    bare_backend: DockerBackend, saved_before: Path
+) -> None:
+    # Before: the unreadable file was skipped in silence and the previous copy replaced.
+    workspace = saved_before
+    with Sandbox(bare_backend, workspace=workspace) as sb:
+        run_ok(
+            sb, "import os\nopen('new.txt', 'w').write('new')\nopen('locked', 'w').write('x')\nos.chmod('locked', 0)\n"
+        )
+        with pytest.raises(WorkspaceError, match="'locked': Permission denied"):
+            sb.save_workspace()
+        assert snapshot(workspace) == {b"kept.txt": b"previous save"}
+        run_ok(sb, "import os\nos.chmod('locked', 0o644)\n")
+    assert snapshot(workspace)[b"locked"] == b"x"
+    assert sorted(p.name for p in workspace.parent.iterdir()) == ["ws"]
+
+
+def test_names_that_are_not_utf8_are_saved_and_restored_byte_for_byte_with_the_output_kept(
+    bare_backend: DockerBackend, tmp_path: Path
+) -> None:
+    # Before: "surrogates not allowed" failed the whole save; the session's files were lost.
+    workspace = tmp_path / "ws"
+    code = (
+        "import os\n"
+        "open(b'/workspace/caf\\xe9.txt', 'wb').write(b'latin-1 name')\n"
+        "os.mkdir(b'/workspace/d\\xff')\n"
+        "open(b'/workspace/d\\xff/\\x80', 'wb').write(b'deeper')\n"
+        "open('fresh.txt', 'w').write('new')\n"
+        "print('the script printed this')\n"
+    )
+    with Sandbox(bare_backend, workspace=workspace) as sb:
+        result = sb.execute(code)
+        assert result.error is None and result.stdout == "the script printed this\n"
+        assert {e["name"] for e in sb.list_files()} >= {"caf\ufffd.txt", "d\ufffd", "fresh.txt"}
+    saved = snapshot(workspace)
+    assert saved[b"caf\xe9.txt"] == b"latin-1 name"
+    assert saved[b"d\xff/\x80"] == b"deeper"
+    assert saved[b"fresh.txt"] == b"new"
+    with Sandbox(bare_backend, workspace=workspace) as sb:
+        out = run_ok(sb, "import os\nprint(sorted(os.listdir(b'/workspace')), os.listdir(b'/workspace/d\\xff'))")
+    assert out == "[b'caf\\xe9.txt', b'd\\xff', b'fresh.txt', b'skills'] [b'\\x80']\n"
+    assert snapshot(workspace) == saved
