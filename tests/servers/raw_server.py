@@ -6,8 +6,9 @@ SPEC keys (all optional):
     pages:     list of lists of raw tool dicts; tools/list serves them with nextCursor "p1", "p2", …
     stderr:    text written to stderr at start
     tools/call: "pid" and "count" answer this process's pid and call count, "crash" exits, "hang" never
-               answers, "garbage" writes lines that are not JSON-RPC and never answers, "half_then_exit"
-               writes half an answer and exits, anything else echoes its arguments as JSON text
+               answers, "sleep" waits ``seconds`` (one call at a time) and answers how many bytes its
+               arguments were as JSON, "garbage" writes lines that are not JSON-RPC and never answers,
+               "half_then_exit" writes half an answer and exits, anything else echoes its arguments as JSON text
     behavior:  "ok" | "exit_at_start" | "garbage" | "hang_on_list" | "crash_on_list" | "loop_cursor"
     pid_file:  path to write this process's pid to
     log_file:  path to append "start <t>" (on start) and "listed <t>" (on answering tools/list) to, where
@@ -101,6 +102,9 @@ def main() -> None:
                 os._exit(9)
             if name == "hang":
                 time.sleep(3600)
+            if name == "sleep":
+                time.sleep(float(args.get("seconds", 0)))
+                args = len(json.dumps(args))
             if name == "garbage":
                 sys.stdout.write('this is not json\n{"jsonrpc": "2.0", "id": "nobody"}\n\x00\xff{]\n')
                 sys.stdout.flush()
