@@ -14,11 +14,15 @@ default settings (``--jobs`` passes a start limit). Reported per run:
 - how busy the machine was with other work meanwhile (from ``/proc/stat``, minus this run's CPU), and
   how much of it stood idle: the machine is shared, so wall time alone says little; a start limit that
   keeps the cores busy leaves ~0 % idle while servers wait;
-- servers listed, failed (with the first errors), and processes left behind (any process whose
-  command line names this run's folder, after the run).
+- servers listed, failed (with the first errors), the slowest server's own start-up (from taking its
+  start slot to being stopped; the default timeout is 30 s), and processes left behind (this process
+  is a child subreaper, so anything ``generate-tree`` started and did not reap becomes its child).
 
 ``--sweep`` runs each start limit in turn on the same config (the default is chosen on a sweep of a
-different server count than the one reported). Writes bench/out/start_servers.json.
+different server count than the one reported). ``--config PATH`` uses any config instead of the
+catalog servers; ``--lone`` first lists each server alone, one at a time, with the SDK client (within
+its own timeout) and then reports every server listed alone that ``generate-tree`` did not list (the
+goal: none). Writes bench/out/start_servers.json.
 """
 
 from __future__ import annotations
@@ -34,38 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, corpus, print_table, write_json
-
-SERVER = ROOT / "bench" / "servers" / "catalog_server.py"
-
-
-def catalog_servers() -> list[dict[str, Any]]:
-    """One entry per server of the catalog: name, description, raw tools."""
-    data = json.loads(corpus("livemcpbench", "tools.json").read_text(encoding="utf-8"))
-    out = []
-    for entry in data:
-        for name, body in entry["tools"].items():
-            out.append({"name": name, "description": entry.get("description", ""), "tools": body.get("tools", [])})
-    return out
-
-
-def write_config(folder: Path, count: int) -> Path:
-    """``count`` servers (the catalog's, repeated and renamed) and a tooltree.yaml starting them."""
-    base = catalog_servers()
-    lines = ["servers:"]
-    for i in range(count):
-        spec = dict(base[i % len(base)])
-        spec["name"] = f"{spec['name']}-{i // len(base)}" if i >= len(base) else spec["name"]
-        path = folder / f"server{i:03d}.json"
-        path.write_text(json.dumps(spec), encoding="utf-8")
-        lines += [
-            f"  s{i:03d}-{spec['name']}:",
-            f"    command: {json.dumps(sys.executable)}",
-            f"    args: [{json.dumps(str(SERVER))}, {json.dumps(str(path))}]",
-        ]
-    config = folder / "tooltree.yaml"
-    config.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return config
+from _catalog import write_config
+from _common import ROOT, print_table, write_json
 
 
 def machine_cpu() -> tuple[float, float]:
@@ -77,19 +51,58 @@ def machine_cpu() -> tuple[float, float]:
     return total - idle, total
 
 
-def leftovers(folder: Path) -> list[int]:
-    """Live processes whose command line names ``folder``."""
-    found = []
-    needle = str(folder).encode()
-    for proc in Path("/proc").glob("[0-9]*"):
+def become_subreaper() -> None:
+    """Orphans of the processes this one starts become its children (Linux ``PR_SET_CHILD_SUBREAPER``),
+    so a server that outlived ``generate-tree`` shows up as a child here."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:
+        sys.exit(f"prctl(PR_SET_CHILD_SUBREAPER) failed: errno {ctypes.get_errno()}")
+
+
+def leftovers() -> list[str]:
+    """Live processes whose parent is this one (after the run: left behind by it), reaping dead ones."""
+    while True:
         try:
-            if needle in (proc / "cmdline").read_bytes():
-                state = (proc / "stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0]
-                if state != "Z":
-                    found.append(int(proc.name))
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+    me, found = str(os.getpid()), []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+            if fields[1] == me and fields[0] != "Z":
+                found.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:200])
         except OSError:
             continue
     return found
+
+
+def listed_alone(config: Path) -> dict[str, str | None]:
+    """Each server listed on its own with the SDK client, one after another: name → error (None: listed)."""
+    import anyio
+
+    from tool_tree.config import load_config
+    from tool_tree.connect import StderrLog, connect, list_tools_raw
+
+    async def one(server: Any) -> str | None:
+        log = StderrLog()  # keeps the servers' start-up chatter off this terminal
+        try:
+            with anyio.fail_after(server.timeout):
+                async with connect(server, stderr=log) as conn:
+                    await list_tools_raw(conn.client)
+        except Exception as e:  # a benchmark: any failure is recorded, not raised
+            return f"{type(e).__name__}: {str(e)[:200]} {log.tail(3)}"
+        finally:
+            log.close()
+        return None
+
+    outcome: dict[str, str | None] = {}
+    for server in load_config(config).enabled_servers:
+        outcome[server.name] = anyio.run(one, server)
+        print(f"alone: {server.name}: {outcome[server.name] or 'listed'}", file=sys.stderr, flush=True)
+    return outcome
 
 
 def run_once(config: Path, out: Path, jobs: int | None) -> dict[str, Any]:
@@ -112,6 +125,7 @@ def run_once(config: Path, out: Path, jobs: int | None) -> dict[str, Any]:
         sys.exit(f"generate-tree exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     summary = json.loads(proc.stdout)
     statuses = [s["status"] for s in summary["servers"]]
+    listed = sorted(s["name"] for s in summary["servers"] if s["status"] == "ok")
     errors = sorted({s["error"] for s in summary["servers"] if s["error"]})
     machine_busy = busy1 - busy0
     other = max(0.0, machine_busy - cpu)  # CPU-seconds other work took meanwhile
@@ -122,6 +136,7 @@ def run_once(config: Path, out: Path, jobs: int | None) -> dict[str, Any]:
         "listed": statuses.count("ok"),
         "failed": statuses.count("failed"),
         "errors": errors[:5],
+        "slowest_server_s": max((s["seconds"] for s in summary["servers"]), default=0.0),
         "wall_s": round(wall, 2),
         "cpu_s": round(cpu, 2),
         "cpu_per_server_s": round(cpu / max(1, len(statuses)), 3),
@@ -131,7 +146,8 @@ def run_once(config: Path, out: Path, jobs: int | None) -> dict[str, Any]:
         "machine_idle_pct": round(100 * max(0.0, 1 - machine_busy / (total1 - total0)), 1),
         "load_avg_1m_before": round(load0, 2),
         "machine_cores": cores,
-        "left_behind": leftovers(config.parent),
+        "left_behind": leftovers(),
+        "listed_names": listed,
     }
 
 
@@ -142,13 +158,19 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=None, help="pass --jobs N (default: generate-tree's default)")
     parser.add_argument("--sweep", default="", help="comma-separated start limits to run in turn instead")
     parser.add_argument("--out", default="start_servers.json", help="file name under bench/out/")
+    parser.add_argument("--config", default=None, help="use this config instead of --servers catalog servers")
+    parser.add_argument("--lone", action="store_true", help="first list each server alone with the SDK client")
     args = parser.parse_args()
     limits: list[int | None] = [int(x) for x in args.sweep.split(",")] if args.sweep else [args.jobs]
 
+    become_subreaper()
     results = []
+    alone: dict[str, str | None] = {}
     with tempfile.TemporaryDirectory(prefix="tooltree-start-") as tmp:
         folder = Path(tmp)
-        config = write_config(folder, args.servers)
+        config = Path(args.config).resolve() if args.config else write_config(folder, args.servers)[0]
+        if args.lone:
+            alone = listed_alone(config)
         for _ in range(args.runs):
             for jobs in limits:
                 results.append(run_once(config, folder / "tree", jobs))
@@ -157,6 +179,7 @@ def main() -> None:
         [
             "default" if r["jobs"] is None else r["jobs"],
             f"{r['listed']}/{r['servers']}",
+            r["slowest_server_s"],
             r["wall_s"],
             r["cpu_s"],
             r["ideal_s"],
@@ -167,12 +190,31 @@ def main() -> None:
         ]
         for r in results
     ]
-    header = ["jobs", "listed", "wall s", "CPU s", "CPU÷cores s", "wall÷that", "other load (cores)", "idle", "left"]
-    print_table(f"Start-up of {args.servers} Python stdio servers", header, rows)
+    header = [
+        "jobs",
+        "listed",
+        "slowest s",
+        "wall s",
+        "CPU s",
+        "CPU÷cores s",
+        "wall÷that",
+        "other load",
+        "idle",
+        "left",
+    ]
+    title = f"Start-up of {args.config}" if args.config else f"Start-up of {args.servers} Python stdio servers"
+    print_table(title, header, rows)
     for r in results:
         for e in r["errors"]:
             print(f"  jobs={r['jobs']}: {e}")
-    write_json(args.out, {"servers": args.servers, "measured_at": time.strftime("%Y-%m-%d %H:%M"), "runs": results})
+        if alone:
+            r["listed_alone"] = sorted(n for n, e in alone.items() if e is None)
+            r["listed_alone_but_not_together"] = sorted(set(r["listed_alone"]) - set(r["listed_names"]))
+            print(f"  jobs={r['jobs']}: {len(r['listed_alone'])} listed alone, of those not listed together: "
+                  f"{r['listed_alone_but_not_together'] or 'none'}")  # fmt: skip
+    count = results[0]["servers"] if results else 0
+    write_json(args.out, {"servers": count, "config": args.config, "measured_at": time.strftime("%Y-%m-%d %H:%M"),
+                          "alone": alone, "runs": results})  # fmt: skip
 
 
 if __name__ == "__main__":

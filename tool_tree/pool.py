@@ -347,7 +347,8 @@ class BackgroundPool:
     """A `ServerPool` running on its own event loop in a background thread, for synchronous callers.
 
     ``with BackgroundPool(servers) as bg:`` then ``bg.call(server, tool, args)`` from any thread,
-    or hand ``bg.loop`` and ``bg.pool`` to code that schedules coroutines itself.
+    or hand ``bg.loop`` and ``bg.pool`` to code that schedules coroutines itself. ``concurrency``
+    and ``start_jobs`` are as for `ServerPool`.
 
     Raises (on enter):
         PoolError: the loop did not start.
