@@ -174,7 +174,8 @@ def main() -> None:
         for _ in range(args.runs):
             for jobs in limits:
                 results.append(run_once(config, folder / "tree", jobs))
-                print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+                brief = {k: v for k, v in results[-1].items() if k != "listed_names"}
+                print(json.dumps(brief), file=sys.stderr, flush=True)
     rows = [
         [
             "default" if r["jobs"] is None else r["jobs"],

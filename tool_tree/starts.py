@@ -2,11 +2,12 @@
 
 A small Python MCP server spends about a CPU-second importing its SDK before it answers; started all
 at once, a hundred of them share the cores so thinly that every one misses its timeout. Discovery
-(``generate-tree``) and the runtime `ServerPool` therefore start servers through one gate: at most
+(``generate-tree``) and the runtime `ServerPool` therefore start servers through a gate: at most
 ``jobs`` are starting at a time (default: the cores this process may use), the others wait their
 turn in order, and a server's timeout runs from its own start, not from when it was queued. A server
 holds its place from spawning its process until it has listed its tools (or failed); stopping it
-afterwards does not count.
+afterwards does not count. A server that hangs while starting holds its place for its whole
+timeout, so the ones behind it start later (they wait; they do not time out).
 
 The ``pool:`` section of tooltree.yaml is owned here::
 
