@@ -10,6 +10,10 @@ Servers start on their first call, at most ``start_jobs`` at once (`tool_tree.st
 default the number of cores): a call to a server that is queued behind others waits its turn, and
 the server's start-up timeout runs from its own start.
 
+`BackgroundPool` runs one on its own thread for synchronous callers. (Over 400 lines with it: the
+two share their errors and lifecycle, and ``from tool_tree.pool import BackgroundPool`` is the
+documented import.)
+
 Errors::
 
     PoolError               base
