@@ -42,6 +42,14 @@ def time_process(argv: Sequence[str], runs: int, *, env: dict[str, str] | None =
     return times
 
 
+def proc_status(key: str, pid: int | str = "self") -> int:
+    """A size field of ``/proc/PID/status`` in bytes (``VmRSS``: resident set, ``VmHWM``: its peak)."""
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 def summary(values: Sequence[float]) -> dict[str, float]:
     ordered = sorted(values)
     p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]

@@ -1,18 +1,28 @@
-"""Soak the sandbox: many executions and tool calls across concurrent sessions, then count what leaked.
+"""Soak the sandbox and the server pool, and measure what hostile scripts cost the host.
 
-    python bench/soak.py [--executions 1000] [--calls 10000] [--sessions 4] [--recycle 50]
+    python bench/soak.py [--only sandbox,pool,hostile] [--executions 1000] [--calls 10000] [--sessions 4]
+                         [--recycle 50] [--pool-sessions 16] [--pool-calls 500] [--servers 10]
 
-``--sessions`` threads each run their share of the executions; every execution makes its share
-of the tool calls (relayed to an in-process `FunctionBridge` on the host); every ``--recycle``
-executions a thread closes its session and opens a new one, so container start and removal are
-soaked too. One execution in fifty also raises, and one in a hundred prints a megabyte.
+Three parts, each in its own table:
+
+- **sandbox**: ``--sessions`` threads each run their share of the executions; every execution makes its
+  share of the tool calls (relayed to an in-process `FunctionBridge` on the host); every ``--recycle``
+  executions a thread closes its session and opens a new one, so container start and removal are
+  soaked too. One execution in fifty also raises, and one in a hundred prints a megabyte.
+- **pool**: ``--pool-sessions`` sessions at once, each making ``--pool-calls`` calls across ``--servers``
+  real MCP servers through `McpBridge` and one `BackgroundPool` (`bench/_soak_pool.py`): calls lost
+  or doubled (each server counts what it served), p50/p99 call latency timed inside the scripts, and
+  the host's RSS sampled throughout.
+- **hostile**: the host-side attacks of SECURITY.md, each in a fresh host process
+  (`bench/_hostile.py`): peak host RSS and host CPU of one execution.
 
 Reported (and required to be 0): containers left with the soak's label, child processes of this
-process, file descriptors and threads above the baseline taken after a warm-up. Host memory growth
-(resident set, after the run minus after the warm-up) is reported as a number.
+process, file descriptors and threads above the baseline taken after a warm-up; calls lost. Host
+memory growth (resident set, after the run minus after the warm-up) is reported as a number.
 
-Needs a Docker engine and the image. Containers carry ``tooltree.owner=tooltree-soak``; the script
-removes any left at the end (after counting them). Writes bench/out/soak.json.
+Needs a Docker engine and the image; the pool and hostile parts also the benchmark corpora (their
+servers serve the LiveMCPBench catalog's tools). Containers carry ``tooltree.owner=tooltree-soak``;
+the script removes any left at the end (after counting them). Writes bench/out/soak.json.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, print_table, summary, write_json
+from _common import ROOT, print_table, proc_status, summary, write_json
 
 sys.path.insert(0, str(ROOT))
 
@@ -38,13 +48,6 @@ from sandbox.image import build_image
 
 OWNER = "tooltree-soak"
 LABEL = f"tooltree.owner={OWNER}"
-
-
-def rss_bytes() -> int:
-    for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 def child_processes() -> list[str]:
@@ -68,7 +71,7 @@ def snapshot(docker: DockerCLI) -> dict[str, int]:
         "processes": len(child_processes()),
         "fds": len(os.listdir("/proc/self/fd")),
         "threads": threading.active_count(),
-        "rss": rss_bytes(),
+        "rss": proc_status("VmRSS"),
     }
 
 
@@ -83,19 +86,9 @@ def script(calls: int, n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--executions", type=int, default=1000)
-    parser.add_argument("--calls", type=int, default=10_000, help="tool calls in all")
-    parser.add_argument("--sessions", type=int, default=4, help="concurrent sessions")
-    parser.add_argument("--recycle", type=int, default=50, help="executions per session before it is replaced")
-    args = parser.parse_args()
+def soak_sandbox(args: argparse.Namespace, docker: DockerCLI, backend: DockerBackend) -> tuple[dict[str, Any], bool]:
+    """The sandbox soak (in-process bridge, recycled sessions); its figures and whether it passed."""
     calls_per_execution = max(1, args.calls // args.executions)
-
-    docker = DockerCLI()
-    build_image(docker)
-    backend = DockerBackend(SandboxConfig(owner=OWNER), docker=docker)
-    backend.prepare()
     served = 0
     served_lock = threading.Lock()
 
@@ -167,27 +160,154 @@ def main() -> None:
         ["host RSS after (MiB)", f"{after['rss'] / (1 << 20):.1f}"],
         ["host RSS growth (MiB)", f"{growth_mib:.1f}"],
     ]
-    print_table("Soak", ["measure", "value"], rows)
+    print_table("Soak: sandbox sessions", ["measure", "value"], rows)
     for line in failures[:10]:
         print("  ", line)
-    write_json(
-        "soak.json",
-        {
-            "executions": len(durations),
-            "tool_calls": served,
-            "sessions": args.sessions,
-            "recycle": args.recycle,
-            "failed_executions": len(failures),
-            "wall_seconds": round(wall, 2),
-            "execution_seconds": stats,
-            "leaked": leaks,
-            "containers_removed_after_counting": leftover,
-            "rss_before_bytes": before["rss"],
-            "rss_after_bytes": after["rss"],
-            "rss_growth_mib": round(growth_mib, 2),
-        },
-    )
-    if failures or any(leaks.values()):
+    figures = {
+        "executions": len(durations),
+        "tool_calls": served,
+        "sessions": args.sessions,
+        "recycle": args.recycle,
+        "failed_executions": len(failures),
+        "wall_seconds": round(wall, 2),
+        "execution_seconds": stats,
+        "leaked": leaks,
+        "containers_removed_after_counting": leftover,
+        "rss_before_bytes": before["rss"],
+        "rss_after_bytes": after["rss"],
+        "rss_growth_mib": round(growth_mib, 2),
+    }
+    return figures, not failures and not any(leaks.values())
+
+
+def soak_pool(
+    args: argparse.Namespace, docker: DockerCLI, backend: DockerBackend, work: Path
+) -> tuple[dict[str, Any], bool]:
+    """Many sessions × many calls across real servers; its figures and whether no call was lost or leaked."""
+    import _soak_pool
+    from _catalog import write_config
+
+    from tool_tree.config import load_config
+    from tool_tree.pool import BackgroundPool
+
+    config, names = write_config(work, args.servers, extra_tools=_soak_pool.SOAK_TOOLS)
+    tree = work / "tree"
+    generate(config, tree)
+    before = snapshot(docker)
+    with BackgroundPool(load_config(config).servers) as pool:
+        figures = _soak_pool.run(
+            backend, tree, pool, names, sessions=args.pool_sessions, calls=args.pool_calls, rounds=args.pool_rounds
+        )
+    after = snapshot(docker)
+    remove_containers(docker, label=LABEL)
+    figures["leaked"] = {key: after[key] - before[key] for key in ("containers", "processes", "fds", "threads")}
+    lat, rss = figures["latency_ms"], figures["rss_mib"]
+    rss_line = " / ".join(str(rss[k]) for k in ("start", "first_quarter_median", "last_quarter_median", "max", "end"))
+    rows = [
+        ["sessions × calls each", f"{args.pool_sessions} × {args.pool_calls} ({args.pool_rounds} executions each)"],
+        ["servers", figures["servers"]],
+        ["calls answered / expected", f"{figures['calls_answered']} / {figures['calls_expected']}"],
+        ["calls the servers served", figures["calls_served_by_servers"]],
+        ["wrong answers", figures["wrong_answers"]],
+        ["wall time (s)", figures["wall_seconds"]],
+        ["calls per second", figures["calls_per_second"]],
+        ["call latency p50 / p90 / p99 / max (ms)", f"{lat['p50']} / {lat['p90']} / {lat['p99']} / {lat['max']}"],
+        ["host RSS start / first quarter / last quarter / max / end (MiB)", rss_line],
+        ["leaked containers, processes, fds, threads", " ".join(str(v) for v in figures["leaked"].values())],
+    ]
+    print_table("Soak: server pool under many sessions", ["measure", "value"], rows)
+    for line in figures["failures"]:
+        print("  ", line)
+    lost = figures["calls_answered"] != figures["calls_expected"] or figures["wrong_answers"]
+    doubled = figures["calls_served_by_servers"] != figures["calls_expected"]
+    return figures, not (lost or doubled or figures["failures"] or any(figures["leaked"].values()))
+
+
+def hostile(args: argparse.Namespace, work: Path) -> list[Any]:
+    """Host cost of each hostile script, each in a fresh host process."""
+    import _hostile
+    from _catalog import write_config
+
+    config, _ = write_config(work, args.servers, extra_tools=_hostile_tools())
+    tree = work / "tree"
+    generate(config, tree)
+    only = set(args.cases.split(",")) if args.cases else set()
+    results = _hostile.run_all(config, tree, deadline=args.deadline, only=only, log=lambda s: print(s, flush=True))
+    rows = []
+    for r in results:
+        saw = r.get("saw") or [None, r.get("crashed", "")[-200:] or f"killed after {r.get('killed_after_s')} s"]
+        rows.append(
+            [
+                r["case"],
+                r.get("wall_s", f">{r.get('killed_after_s', '?')}"),
+                r.get("host_cpu_s", "?"),
+                r.get("host_peak_above_base_mib", "?"),
+                r.get("host_peak_rss_mib", "?"),
+                r.get("server_peak_rss_mib", "?"),
+                str(saw[0] or saw[1])[:70].replace("\n", " "),
+            ]
+        )
+    header = ["case", "wall s", "host CPU s", "peak RSS +MiB", "peak RSS MiB", "server MiB", "what the script saw"]
+    print_table("Host cost per hostile execution", header, rows)
+    return results
+
+
+def _hostile_tools() -> list[dict[str, Any]]:
+    import _soak_pool
+
+    echo = dict(_soak_pool.SOAK_TOOLS[0])
+    echo["inputSchema"] = {"type": "object", "properties": {"i": {"type": "integer"}, "text": {"type": "string"}}}
+    return [echo]
+
+
+def generate(config: Path, tree: Path) -> None:
+    """The tree of ``config`` (embeddings when installed, as by default), or exit with generate-tree's error."""
+    import subprocess
+
+    argv = [sys.executable, "-m", "tooltree_cli.main", "generate-tree", "--config", str(config), "--out", str(tree)]
+    done = subprocess.run([*argv, "--json"], capture_output=True, text=True, cwd=ROOT, check=False)
+    if done.returncode != 0:
+        sys.exit(f"generate-tree failed ({done.returncode}):\n{done.stderr[-3000:]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="sandbox,pool,hostile", help="which parts to run (comma-separated)")
+    parser.add_argument("--executions", type=int, default=1000)
+    parser.add_argument("--calls", type=int, default=10_000, help="tool calls in all")
+    parser.add_argument("--sessions", type=int, default=4, help="concurrent sessions")
+    parser.add_argument("--recycle", type=int, default=50, help="executions per session before it is replaced")
+    parser.add_argument("--pool-sessions", type=int, default=16, help="pool part: concurrent sessions")
+    parser.add_argument("--pool-calls", type=int, default=500, help="pool part: tool calls per session")
+    parser.add_argument("--pool-rounds", type=int, default=5, help="pool part: executions per session")
+    parser.add_argument("--servers", type=int, default=10, help="pool and hostile parts: MCP servers")
+    parser.add_argument("--cases", default="", help="hostile part: only these cases (comma-separated)")
+    parser.add_argument("--deadline", type=float, default=180.0, help="hostile part: seconds before a case is killed")
+    args = parser.parse_args()
+    parts = set(args.only.split(","))
+
+    import tempfile
+
+    docker = DockerCLI()
+    build_image(docker)
+    backend = DockerBackend(SandboxConfig(owner=OWNER), docker=docker)
+    backend.prepare()
+    report: dict[str, Any] = {"measured_at": time.strftime("%Y-%m-%d %H:%M"), "load_avg_1m": os.getloadavg()[0]}
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="tooltree-soak-") as tmp:
+        if "sandbox" in parts:
+            report["sandbox"], passed = soak_sandbox(args, docker, backend)
+            ok = ok and passed
+        if "pool" in parts:
+            (Path(tmp) / "pool").mkdir()
+            report["pool"], passed = soak_pool(args, docker, backend, Path(tmp) / "pool")
+            ok = ok and passed
+        if "hostile" in parts:
+            (Path(tmp) / "hostile").mkdir()
+            report["hostile"] = hostile(args, Path(tmp) / "hostile")
+    report["containers_removed_at_end"] = remove_containers(docker, label=LABEL)
+    write_json("soak.json", report)
+    if not ok:
         sys.exit(1)
 
 

@@ -1,6 +1,8 @@
-"""Listing the tools of every configured server at once.
+"""Listing the tools of every configured server, a bounded number starting at once.
 
-Each server is connected in its own task with its own deadline; one that fails to start,
+Each server is connected in its own task. At most ``jobs`` are starting at a time (`StartGate`:
+default the number of cores); the others wait in config order, and each server's timeout runs
+from its own start, so a server that is merely queued never times out. One that fails to start,
 crashes, hangs or sends garbage is reported with the last lines of its stderr, and the others
 carry on. Every process started is stopped and reaped before this returns, also on Ctrl-C.
 """
@@ -17,6 +19,7 @@ import mcp
 
 from tool_tree.config import ServerConfig
 from tool_tree.connect import StderrLog, connect, list_tools_raw, server_info
+from tool_tree.starts import StartGate, default_start_jobs
 
 
 @dataclass
@@ -29,24 +32,42 @@ class Discovery:
     error: str | None = None
     stderr_tail: str = ""
     seconds: float = 0.0
+    """From its own start to its stop (the wait for a start slot is not counted)."""
+    queued_seconds: float = 0.0
+    """How long it waited for a start slot."""
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
 
-async def discover_one(server: ServerConfig) -> Discovery:
-    """Connect to one server, list its tools (all pages) and disconnect. Never raises for server faults."""
+async def discover_one(
+    server: ServerConfig, *, gate: StartGate | None = None, on_start: Callable[[ServerConfig], None] | None = None
+) -> Discovery:
+    """Connect to one server, list its tools (all pages) and disconnect. Never raises for server faults.
+
+    With a ``gate``, wait for a start slot first; the timeout runs from the moment it is taken
+    (``on_start`` is told then), and the slot is given back as soon as the listing is done
+    (stopping the server does not hold it).
+    """
     result = Discovery(server=server)
-    stderr = StderrLog() if server.command is not None else None
+    queued_at = time.perf_counter()
+    slot = await gate.acquire() if gate is not None else None
     start = time.perf_counter()
+    result.queued_seconds = start - queued_at
+    stderr: StderrLog | None = None
     phase = "start-up"
     try:
+        if on_start is not None:
+            on_start(server)
+        stderr = StderrLog() if server.command is not None else None
         with anyio.fail_after(server.timeout):
             async with connect(server, stderr=stderr) as conn:
                 phase = "listing tools"
                 result.info = server_info(conn.client)
                 result.tools = await list_tools_raw(conn.client)
+                if slot is not None:
+                    slot.release()
     except TimeoutError:
         result.error = f"timed out after {server.timeout:g} s"
     except mcp.MCPError as e:
@@ -58,6 +79,8 @@ async def discover_one(server: ServerConfig) -> Discovery:
     except Exception as e:
         result.error = _describe(e)
     finally:
+        if slot is not None:
+            slot.release()
         result.seconds = time.perf_counter() - start
         if stderr is not None:
             if result.error is not None:
@@ -79,13 +102,22 @@ def _describe(e: BaseException) -> str:
 
 
 async def discover_all(
-    servers: Sequence[ServerConfig], *, on_done: Callable[[Discovery], None] | None = None
+    servers: Sequence[ServerConfig],
+    *,
+    jobs: int | None = None,
+    on_start: Callable[[ServerConfig], None] | None = None,
+    on_done: Callable[[Discovery], None] | None = None,
 ) -> list[Discovery]:
-    """Discover all servers concurrently; results come back in the order given."""
+    """Discover all servers, at most ``jobs`` starting at once (default: the number of cores).
+
+    ``on_start`` is called when a server leaves the queue and starts, ``on_done`` when it is
+    listed or has failed. Results come back in the order given.
+    """
+    gate = StartGate(jobs if jobs is not None else default_start_jobs())
     results: list[Discovery | None] = [None] * len(servers)
 
     async def run(i: int, server: ServerConfig) -> None:
-        result = results[i] = await discover_one(server)
+        result = results[i] = await discover_one(server, gate=gate, on_start=on_start)
         if on_done is not None:
             on_done(result)
 

@@ -141,6 +141,8 @@ def generate(
     on_server: Callable[[ServerOutcome], None] | None = None,
     on_embedding: Callable[[int], None] | None = None,
     embeddings: str | None = None,
+    jobs: int | None = None,
+    on_server_start: Callable[[str], None] | None = None,
 ) -> GenerateResult:
     """Generate (or, with ``check``, compare) the tree at ``out``.
 
@@ -148,10 +150,12 @@ def generate(
     ``config`` every snapshot there is used. ``on_embedding`` is told how many tools the search
     index is about to embed (none: not called). ``embeddings`` (``auto``, ``on``, ``off``; default
     ``TOOLTREE_SEARCH_EMBEDDINGS``, else ``auto``) decides whether the search index stores tool
-    embeddings; see ``tool_tree.search.embedding_model``.
+    embeddings; see ``tool_tree.search.embedding_model``. ``jobs`` is how many servers may be
+    starting at once (default: the config's ``pool.start_jobs``, else the number of cores);
+    ``on_server_start`` is told each server's name when it leaves that queue and starts.
 
     Raises:
-        ConfigError: ``only`` names a server that is not configured.
+        ConfigError: ``only`` names a server that is not configured, or the ``pool:`` section is invalid.
         SearchError: ``embeddings`` is ``on`` but the embeddings extra is missing, or the mode
             is unknown (checked before any server is contacted).
         TreeError: ``snapshots`` is missing or holds a malformed file.
@@ -203,6 +207,10 @@ def generate(
 
         import anyio
 
+        from tool_tree.starts import start_jobs
+
+        limit = start_jobs(config, jobs)
+
         def done(d: Discovery) -> None:
             if d.ok:
                 listings.append(_listing(d.server, d.tools, d.info))
@@ -216,7 +224,8 @@ def generate(
                 )
             )
 
-        anyio.run(_discover, chosen, done)
+        started = None if on_server_start is None else (lambda server: on_server_start(server.name))
+        anyio.run(_discover, chosen, limit, started, done)
 
     listings.sort(key=lambda listing: listing.name)
     ok_names = {listing.name for listing in listings}
@@ -267,10 +276,15 @@ def _early_writer(out: Path, seen: dict[str, bytes | None], early: set[str]) -> 
     return write
 
 
-async def _discover(servers: list[ServerConfig], done: Callable[[Discovery], None]) -> None:
+async def _discover(
+    servers: list[ServerConfig],
+    jobs: int,
+    started: Callable[[ServerConfig], None] | None,
+    done: Callable[[Discovery], None],
+) -> None:
     from generator.discover import discover_all
 
-    await discover_all(servers, on_done=done)
+    await discover_all(servers, jobs=jobs, on_start=started, on_done=done)
 
 
 def _write_search_index(

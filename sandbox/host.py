@@ -43,6 +43,7 @@ class Runtime:
 
     Raises (on enter):
         TreeError: the tree has no readable manifest.
+        ConfigError: the config's ``pool:`` section is invalid.
         PoolError: the server pool did not start.
     """
 
@@ -83,13 +84,14 @@ class Runtime:
         """Start the server pool (servers themselves start on their first call)."""
         from sandbox.mcp_bridge import AuditLog, McpBridge
         from tool_tree.pool import BackgroundPool
+        from tool_tree.starts import start_jobs
 
         if self._pool is not None:
             return self
         wanted = {s.name for s in Manifest.load(self.tree).servers}
         servers = [s for s in self.config.enabled_servers if s.name in wanted]
         self._audit = AuditLog(self.audit_path) if self.audit_path is not None else None
-        pool = BackgroundPool(servers)
+        pool = BackgroundPool(servers, start_jobs=start_jobs(self.config))
         pool.__enter__()
         self._pool = pool
         self._bridge = McpBridge(self.tree, pool.pool, audit=self._audit or self._shared_audit, session=self.session)

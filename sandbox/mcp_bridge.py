@@ -2,15 +2,18 @@
 
 For every call from a script it:
 
-1. accepts only a tool in the tree's manifest (exact match on server and original tool name;
+1. refuses arguments past the per-call limits of `sandbox.call_limits` (values, depth, bytes),
+   before hashing or validating them;
+2. accepts only a tool in the tree's manifest (exact match on server and original tool name;
    anything else is refused and audited);
-2. refuses a tool whose live definition no longer matches the schema hash it was generated
+3. refuses a tool whose live definition no longer matches the schema hash it was generated
    from (a server that changed its tools since generation, possibly maliciously);
-3. validates the arguments against the tool's input schema on the host (``jsonschema``) and
-   returns the precise error to the script;
-4. enforces per-execution budgets (number of calls, bytes of results);
-5. calls the tool through the `ServerPool` and returns the result unflattened;
-6. writes one JSON audit line: session, server, tool, argument digest, outcome, bytes, ms.
+4. validates the arguments against the tool's input schema on the host (``jsonschema``, with a
+   linear-time ``uniqueItems`` and at most `MAX_VALIDATION_ERRORS` errors considered) and returns
+   the precise error to the script; unknown properties are refused only where the schema says so;
+5. enforces per-execution budgets (number of calls, bytes of results);
+6. calls the tool through the `ServerPool` and returns the result unflattened;
+7. writes one JSON audit line: session, server, tool, argument digest, outcome, bytes, ms.
 
 Secrets (server env, headers) live in the pool on the host; nothing of them enters the sandbox.
 """
@@ -18,22 +21,29 @@ Secrets (server env, headers) live in the pool on the host; nothing of them ente
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import anyio
 import jsonschema
 from jsonschema.protocols import Validator
 
 from sandbox.bridge import ToolBridge, ToolCallRefused
+from sandbox.call_limits import ArgumentsRefused, CallLimits, measure
 from tool_tree.pool import PoolError, ServerPool, ServerUnavailable
 from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot, schema_hash
 
 logger = logging.getLogger(__name__)
+
+MAX_VALIDATION_ERRORS = 100
+"""Validation errors looked at to pick the one reported (an array of a million wrong items has a million)."""
 
 
 @dataclass(frozen=True)
@@ -114,15 +124,17 @@ class McpBridge(ToolBridge):
 
     async def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         started = time.monotonic()
-        digest = hashlib.sha256(json.dumps(arguments, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
-        record: dict[str, Any] = {"session": self.session, "server": server, "tool": tool, "args_sha256": digest}
+        record: dict[str, Any] = {"session": self.session, "server": server, "tool": tool}
         try:
-            result = await self._call(server, tool, arguments)
+            if _small(arguments):
+                entry, record["args_sha256"] = self._admit(server, tool, arguments)
+            else:  # hashing and validating large arguments must not hold up every session's calls on this loop
+                entry, record["args_sha256"] = await anyio.to_thread.run_sync(self._admit, server, tool, arguments)
+            result, size = await self._call(entry, arguments)
         except ToolCallRefused as e:
             record.update(outcome="refused", code=e.code, error=e.message)
             raise
         else:
-            size = len(json.dumps(result, ensure_ascii=False))
             record.update(outcome="error" if result.get("isError") else "ok", bytes=size)
             return result
         finally:
@@ -131,7 +143,18 @@ class McpBridge(ToolBridge):
             if self.audit is not None:
                 self.audit.write(record)
 
-    async def _call(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    def _admit(self, server: str, tool: str, arguments: dict[str, Any]) -> tuple[ToolEntry, str]:
+        """Everything decided before the server is involved; returns the tool and the arguments' digest.
+
+        Raises:
+            ToolCallRefused: arguments over the limits, a tool outside the manifest, a budget spent,
+                or arguments the tool's schema rejects.
+        """
+        try:
+            measure(arguments)  # before anything is done in proportion to them
+        except ArgumentsRefused as e:
+            raise ToolCallRefused(e.message, e.code) from None
+        digest = hashlib.sha256(json.dumps(arguments, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
         entry = self._tools.get((server, tool))
         if entry is None:
             raise ToolCallRefused(
@@ -150,13 +173,18 @@ class McpBridge(ToolBridge):
             self._calls += 1
         validator = self._validator(entry)
         if validator is not None:
-            error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+            errors = itertools.islice(validator.iter_errors(arguments), MAX_VALIDATION_ERRORS)
+            error = jsonschema.exceptions.best_match(errors)
             if error is not None:
                 raise ToolCallRefused(f"invalid arguments: {_describe(error)}", "invalid_arguments")
+        return entry, digest
+
+    async def _call(self, entry: ToolEntry, arguments: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """The call itself; returns the result and its size as JSON text."""
         try:
-            if self.verify_live and (server, tool) not in self._verified:
+            if self.verify_live and (entry.server, entry.tool) not in self._verified:
                 await self._verify(entry)
-            result = await self.pool.call(server, tool, arguments)
+            result = await self.pool.call(entry.server, entry.tool, arguments)
         except ServerUnavailable as e:
             raise ToolCallRefused(f"{e}", "server_unavailable") from None
         except PoolError as e:
@@ -164,7 +192,7 @@ class McpBridge(ToolBridge):
         size = len(json.dumps(result, ensure_ascii=False))
         with self._lock:
             self._bytes += size
-        return result
+        return result, size
 
     async def _verify(self, entry: ToolEntry) -> None:
         live = await self.pool.live_tool(entry.server, entry.tool)
@@ -196,7 +224,9 @@ class McpBridge(ToolBridge):
             if isinstance(schema, dict):
                 cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
                 cls.check_schema(schema)
-                validator = cls(schema, format_checker=None)
+                # jsonschema compares array items pairwise for uniqueItems: 3,000 objects took 30 s.
+                linear = jsonschema.validators.extend(cls, {"uniqueItems": _unique_items})  # type: ignore[no-untyped-call]
+                validator = linear(schema, format_checker=None)
         except (TreeError, jsonschema.exceptions.SchemaError, RecursionError) as e:
             # An unusable schema is not checked here; the server still validates its own input.
             logger.warning("not validating %s.%s on the host: %s", entry.server, entry.tool, e)
@@ -217,6 +247,48 @@ class McpBridge(ToolBridge):
             return await anyio.to_thread.run_sync(search)
         except SearchError as e:
             raise ToolCallRefused(str(e), "invalid_search") from None
+
+
+SMALL = CallLimits(bytes=256 * 1024, nodes=2_000)
+"""Arguments within these are admitted on the event loop; larger ones in a worker thread."""
+
+
+def _small(arguments: dict[str, Any]) -> bool:
+    try:
+        measure(arguments, SMALL)  # stops at SMALL.nodes values: cheap whatever the size
+    except ArgumentsRefused:
+        return False
+    return True
+
+
+def _unique_items(
+    validator: Validator, unique: bool, instance: Any, schema: dict[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    """``uniqueItems`` in linear time: each item reduced to a hashable key equal where JSON values are equal."""
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: set[Any] = set()
+    for index, item in enumerate(instance):
+        key = _json_key(item)
+        if key in seen:
+            yield jsonschema.ValidationError(f"has non-unique elements (item {index} repeats an earlier one)")
+            return
+        seen.add(key)
+
+
+def _json_key(value: Any) -> Any:
+    """A hashable key for a JSON value; keys are equal exactly when the values are (``1 == 1.0``, ``1 != true``)."""
+    if isinstance(value, bool) or value is None:
+        return ("c", value)
+    if isinstance(value, int | float):
+        return ("n", value)
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, list | tuple):
+        return ("a", tuple(_json_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("o", frozenset((k, _json_key(v)) for k, v in value.items()))
+    return ("?", repr(value))
 
 
 def _describe(error: jsonschema.ValidationError) -> str:

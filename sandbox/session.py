@@ -34,6 +34,7 @@ from typing import Any
 
 from sandbox.backend import SandboxBackend
 from sandbox.bridge import ToolBridge, ToolCallRefused, ToolHandler, as_bridge, resolve
+from sandbox.call_limits import ArgumentsRefused, CallSize, InFlight, measure
 from sandbox.channel import SessionTimeoutError, SupervisorChannel
 from sandbox.config import WORKSPACE, SandboxConfig
 from sandbox.errors import SandboxError, SessionError, WorkspaceError
@@ -113,6 +114,7 @@ class Sandbox:
         self._calls_lock = threading.Lock()
         self._executing = False
         self._in_flight = 0
+        self._arguments_in_flight = InFlight()
         self._ledger: list[ToolCallRecord] = []
         self._closed = False
 
@@ -353,25 +355,42 @@ class Sandbox:
             else:
                 refusal = None
                 self._in_flight += 1
+        size: CallSize | None = None
+        if refusal is None and method == "tool_call" and isinstance(params.get("arguments"), dict):
+            # Measured here, on the channel's reader, before the call is queued: arguments past the
+            # limits are dropped at once, before validation and before anything reaches a server.
+            try:
+                size = measure(params["arguments"], self._arguments_in_flight.limits)
+                self._arguments_in_flight.reserve(size)
+            except ArgumentsRefused as e:
+                size, refusal = None, (e.code, e.message)
+                with self._calls_lock:
+                    self._in_flight -= 1
         if refusal is not None:
             channel.respond(call_id, error={"code": refusal[0], "message": refusal[1]})
             return
         try:
-            self._executor.submit(self._serve_call, channel, call_id, method, params)
+            self._executor.submit(self._serve_call, channel, call_id, method, params, size)
         except RuntimeError:  # shut down
             with self._calls_lock:
                 self._in_flight -= 1
+            if size is not None:
+                self._arguments_in_flight.release(size)
             channel.respond(call_id, error={"code": "closed", "message": "the session is closing"})
 
-    def _serve_call(self, channel: SupervisorChannel, call_id: str, method: str, params: dict[str, Any]) -> None:
+    def _serve_call(
+        self, channel: SupervisorChannel, call_id: str, method: str, params: dict[str, Any], size: CallSize | None
+    ) -> None:
         try:
             if method == "search_tools":
                 self._serve_search(channel, call_id, params)
             else:
-                self._serve_tool_call(channel, call_id, params)
+                self._serve_tool_call(channel, call_id, params, size)
         finally:
             with self._calls_lock:
                 self._in_flight -= 1
+            if size is not None:
+                self._arguments_in_flight.release(size)
 
     def _serve_search(self, channel: SupervisorChannel, call_id: str, params: dict[str, Any]) -> None:
         query, limit = params.get("query"), params.get("limit", 5)
@@ -398,21 +417,17 @@ class Sandbox:
             return
         channel.respond(call_id, result={"text": str(text)})
 
-    def _serve_tool_call(self, channel: SupervisorChannel, call_id: str, params: dict[str, Any]) -> None:
+    def _serve_tool_call(
+        self, channel: SupervisorChannel, call_id: str, params: dict[str, Any], size: CallSize | None
+    ) -> None:
         server, tool, arguments = params.get("server"), params.get("tool"), params.get("arguments")
-        if not (isinstance(server, str) and isinstance(tool, str) and isinstance(arguments, dict)):
+        if not (isinstance(server, str) and isinstance(tool, str) and isinstance(arguments, dict) and size is not None):
             channel.respond(call_id, error={"code": "invalid_arguments", "message": "malformed tool call"})
             return
         if len(server) > _NAME_CHARS or len(tool) > _NAME_CHARS:
             channel.respond(call_id, error={"code": "invalid_arguments", "message": "server or tool name too long"})
             return
-        try:
-            # Bytes as they travel; a lone surrogate (legal in JSON's \u escapes) cannot be encoded.
-            request_bytes = len(json.dumps(arguments, ensure_ascii=False).encode("utf-8"))
-        except (ValueError, RecursionError):
-            reason = "the arguments cannot be encoded as UTF-8 JSON (a lone surrogate?)"
-            channel.respond(call_id, error={"code": "invalid_arguments", "message": reason})
-            return
+        request_bytes = size.bytes  # as they travel, UTF-8 JSON (measured when the call came in)
         started = time.monotonic()
         error: dict[str, Any] | None = None
         result: dict[str, Any] | None = None

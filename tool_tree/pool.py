@@ -6,6 +6,14 @@ task). Calls come from any task. A server whose connection died is re-opened on 
 after a back-off that grows with consecutive failures; a stdio server's process group is killed
 when the pool closes. Each server has a concurrency limit and a per-call timeout.
 
+Servers start on their first call, at most ``start_jobs`` at once (`tool_tree.starts.StartGate`,
+default the number of cores): a call to a server that is queued behind others waits its turn, and
+the server's start-up timeout runs from its own start.
+
+`BackgroundPool` runs one on its own thread for synchronous callers. (Over 400 lines with it: the
+two share their errors and lifecycle, and ``from tool_tree.pool import BackgroundPool`` is the
+documented import.)
+
 Errors::
 
     PoolError               base
@@ -22,7 +30,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import mcp
@@ -30,6 +38,7 @@ from anyio.abc import TaskGroup
 
 from tool_tree.config import ServerConfig
 from tool_tree.connect import StderrLog, connect, list_tools_raw
+from tool_tree.starts import StartGate, StartSlot, default_start_jobs
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +47,9 @@ BACKOFF_START = 0.2
 BACKOFF_MAX = 10.0
 PING_TIMEOUT = 5.0
 """After a call times out, how long the server has to answer a request before it counts as hung."""
+
+
+ServerState = Literal["stopped", "queued", "starting", "running"]
 
 
 class PoolError(Exception):
@@ -71,13 +83,27 @@ class _Slot:
     failures: int = 0
     last_failure: float = -math.inf
     restarts: int = 0
+    queued: bool = False
+    """Waiting for a start slot (other servers are starting)."""
 
 
 class ServerPool:
-    """Live sessions to many servers. Use as ``async with ServerPool(servers) as pool:``."""
+    """Live sessions to many servers. Use as ``async with ServerPool(servers) as pool:``.
 
-    def __init__(self, servers: Sequence[ServerConfig], *, concurrency: int = DEFAULT_CONCURRENCY) -> None:
+    Args:
+        concurrency: calls in flight to one server at most.
+        start_jobs: servers starting at once at most (default: the number of cores).
+    """
+
+    def __init__(
+        self,
+        servers: Sequence[ServerConfig],
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        start_jobs: int | None = None,
+    ) -> None:
         self._slots = {s.name: _Slot(s, anyio.CapacityLimiter(concurrency)) for s in servers}
+        self._gate = StartGate(start_jobs if start_jobs is not None else default_start_jobs())
         self._tg: TaskGroup | None = None
         self._closing = False
 
@@ -104,6 +130,22 @@ class ServerPool:
     def names(self) -> list[str]:
         return list(self._slots)
 
+    def state(self, server: str) -> ServerState:
+        """Where ``server`` is: ``stopped`` (not started, or its connection ended), ``queued`` (waiting
+        for its turn to start; no timeout runs), ``starting`` (its start-up timeout runs), ``running``.
+
+        Raises:
+            UnknownServerError: no server of that name.
+        """
+        slot = self._slot(server)
+        if slot.client is not None:
+            return "running"
+        if slot.queued:
+            return "queued"
+        if slot.closed is not None and not slot.closed.is_set():
+            return "starting"
+        return "stopped"
+
     def restarts(self, server: str) -> int:
         """How many times ``server`` was re-opened after its connection died."""
         return self._slot(server).restarts
@@ -114,8 +156,13 @@ class ServerPool:
         except KeyError:
             raise UnknownServerError(f"no server named {server!r} in the pool") from None
 
-    async def _own(self, slot: _Slot, ready: anyio.Event, box: list[BaseException]) -> None:
-        """The task that owns one connection from open to close."""
+    @property
+    def start_jobs(self) -> int:
+        """How many servers may be starting at once."""
+        return self._gate.jobs
+
+    async def _own(self, slot: _Slot, ready: anyio.Event, box: list[BaseException], start: StartSlot) -> None:
+        """The task that owns one connection from open to close; gives back its start slot once listed."""
         assert slot.stop is not None and slot.closed is not None
         try:
             # The start-up deadline covers opening and listing, then is lifted for the session's life.
@@ -126,6 +173,7 @@ class ServerPool:
                         slot.tools = await list_tools_raw(conn.client)
                         await conn.client.list_tools()
                         scope.deadline = math.inf
+                        start.release()
                         if not self._closing:  # closing began while this server started: stop now
                             slot.client = conn.client
                             ready.set()
@@ -140,6 +188,7 @@ class ServerPool:
             if not isinstance(e, Exception):
                 raise
         finally:
+            start.release()
             ready.set()  # never leave the starting call waiting
             slot.closed.set()
 
@@ -153,17 +202,26 @@ class ServerPool:
             remaining = slot.last_failure + wait - time.monotonic()
             if remaining > 0:
                 await anyio.sleep(remaining)  # back-off before restarting a server that keeps dying
-            # Checked with no await between here and start_soon: a pool that began closing must
-            # not get a new owner task its __aexit__ would never stop.
-            if self._closing or self._tg is None:
-                raise PoolError("the pool is closing")
-            if slot.stderr is not None:
-                slot.stderr.close()
-            slot.stderr = StderrLog() if slot.config.command is not None else None
-            slot.stop, slot.closed = anyio.Event(), anyio.Event()
-            ready = anyio.Event()
-            box: list[BaseException] = []
-            self._tg.start_soon(self._own, slot, ready, box)
+            slot.queued = True
+            try:
+                start = await self._gate.acquire()  # behind other starting servers: no deadline runs yet
+            finally:
+                slot.queued = False
+            try:
+                # Checked with no await between here and start_soon: a pool that began closing must
+                # not get a new owner task its __aexit__ would never stop.
+                if self._closing or self._tg is None:
+                    raise PoolError("the pool is closing")
+                if slot.stderr is not None:
+                    slot.stderr.close()
+                slot.stderr = StderrLog() if slot.config.command is not None else None
+                slot.stop, slot.closed = anyio.Event(), anyio.Event()
+                ready = anyio.Event()
+                box: list[BaseException] = []
+                self._tg.start_soon(self._own, slot, ready, box, start)
+            except BaseException:
+                start.release()
+                raise
             await ready.wait()
             client = _client_of(slot)  # set by the owner task meanwhile
             if box or client is None:
@@ -277,7 +335,7 @@ def _reason(e: BaseException) -> str:
     if isinstance(e, BaseExceptionGroup) and e.exceptions:
         return _reason(e.exceptions[0])
     if isinstance(e, TimeoutError):
-        return "timed out while starting"
+        return "timed out while starting (its own start-up, not the wait for its turn)"
     if isinstance(e, OSError):
         return f"cannot start: {e}"
     if isinstance(e, mcp.MCPError) and _is_connection_loss(e):
@@ -293,15 +351,23 @@ class BackgroundPool:
     """A `ServerPool` running on its own event loop in a background thread, for synchronous callers.
 
     ``with BackgroundPool(servers) as bg:`` then ``bg.call(server, tool, args)`` from any thread,
-    or hand ``bg.loop`` and ``bg.pool`` to code that schedules coroutines itself.
+    or hand ``bg.loop`` and ``bg.pool`` to code that schedules coroutines itself. ``concurrency``
+    and ``start_jobs`` are as for `ServerPool`.
 
     Raises (on enter):
         PoolError: the loop did not start.
     """
 
-    def __init__(self, servers: Sequence[ServerConfig], *, concurrency: int = DEFAULT_CONCURRENCY) -> None:
+    def __init__(
+        self,
+        servers: Sequence[ServerConfig],
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        start_jobs: int | None = None,
+    ) -> None:
         self._servers = list(servers)
         self._concurrency = concurrency
+        self._start_jobs = start_jobs
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -324,7 +390,9 @@ class BackgroundPool:
             self._loop = asyncio.get_running_loop()
             self._stop = asyncio.Event()
             try:
-                async with ServerPool(self._servers, concurrency=self._concurrency) as pool:
+                async with ServerPool(
+                    self._servers, concurrency=self._concurrency, start_jobs=self._start_jobs
+                ) as pool:
                     self._pool = pool
                     self._ready.set()
                     await self._stop.wait()

@@ -18,8 +18,10 @@ def config_sections() -> dict[str, dict[str, Setting]]:
     from agent.defaults import SETTINGS as AGENT
     from agent.serve.settings import SETTINGS as SERVE
     from sandbox.config import SETTINGS as SANDBOX
+    from tool_tree.starts import SECTION as POOL_SECTION
+    from tool_tree.starts import SETTINGS as POOL
 
-    return {"sandbox": SANDBOX, "agent": AGENT, "serve": SERVE}
+    return {"sandbox": SANDBOX, "agent": AGENT, "serve": SERVE, POOL_SECTION: POOL}
 
 
 def load(path: str | Path) -> Config:

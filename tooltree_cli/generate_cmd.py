@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from tooltree_cli.output import error, print_json, table
 
 if TYPE_CHECKING:
-    from generator.generate import GenerateResult, ServerOutcome
+    from generator.generate import GenerateResult
     from tool_tree.config import Config
 
 SNAPSHOTS_DIR = "snapshots"  # as tool_tree.tree.SNAPSHOTS_DIR (imported lazily: it is only help text here)
@@ -53,8 +53,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="store tool embeddings in the search index for hybrid ranking: auto (when numpy and a model are "
         "installed), on (an error without them), off (default: $TOOLTREE_SEARCH_EMBEDDINGS: 1, 0 or auto; else auto)",
     )
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="servers starting at once; the others wait their turn, and each server's timeout runs from its "
+        "own start (default: `pool.start_jobs` in the config, else the number of cores)",
+    )
     p.add_argument("--json", action="store_true", help="print a machine-readable summary on stdout")
     p.set_defaults(handler=run)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
 
 
 EMBED_NOTICE_TOOLS = 100
@@ -72,13 +91,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_arguments(p)
 
 
-def _progress(outcome: ServerOutcome) -> None:
-    if outcome.status == "ok":
-        print(f"  ok      {outcome.name}  ({outcome.seconds:.2f} s)", file=sys.stderr)
-    else:
-        print(f"  FAILED  {outcome.name}: {outcome.error}", file=sys.stderr)
-
-
 def _embedding(count: int) -> None:
     if count >= EMBED_NOTICE_TOOLS:
         print(f"tooltree: embedding {count} tool(s) for hybrid search …", file=sys.stderr, flush=True)
@@ -91,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
     from tool_tree.search import SearchError
     from tool_tree.tree import TreeError
     from tooltree_cli.common import load
+    from tooltree_cli.progress import ServerProgress
 
     out = Path(args.out)
     snapshots: Path | None = None
@@ -106,20 +119,24 @@ def run(args: argparse.Namespace) -> int:
         if config is not None:
             for name in args.server:
                 config.server(name)  # an unknown name is a config error, before anything starts
+        n = len(set(args.server)) if args.server else (len(config.enabled_servers) if config else 0)
         if not args.json:
-            n = len(args.server) if args.server else (len(config.enabled_servers) if config else 0)
             source = f"snapshots in {snapshots}" if snapshots is not None else f"{n} server(s)"
             print(f"tooltree: listing tools from {source} …", file=sys.stderr)
-        result = generate(
-            config,
-            out,
-            only=args.server,
-            check=args.check,
-            snapshots=snapshots,
-            on_server=None if args.json or snapshots is not None else _progress,
-            on_embedding=None if args.json else _embedding,
-            embeddings=args.embeddings,
-        )
+        show = not args.json and snapshots is None  # progress of live servers; a terminal gets a live line
+        with ServerProgress(n, live=None if show else False) as progress:
+            result = generate(
+                config,
+                out,
+                only=args.server,
+                check=args.check,
+                snapshots=snapshots,
+                on_server=progress.server_done if show else None,
+                on_server_start=progress.server_started if show else None,
+                on_embedding=None if args.json else _embedding,
+                embeddings=args.embeddings,
+                jobs=args.jobs,
+            )
     except (ConfigError, SearchError) as e:
         error(str(e))
         return EXIT_CONFIG

@@ -187,3 +187,53 @@ def test_generate_with_embeddings_off_imports_no_numpy(snapshots: Path, tmp_path
     args = ["--from-snapshot", str(snapshots), "--out", str(tmp_path / "tree"), "--embeddings", "off", "--json"]
     _, result = generate_in_a_fresh_process(*args)
     assert result == {"rc": 0, "numpy": False}
+
+
+def _raw_servers_config(tmp_path: Path, count: int, extra: str = "") -> Path:
+    """``count`` raw scriptable servers (tests/servers/raw_server.py), one tool each."""
+    lines = ["servers:"]
+    for i in range(count):
+        spec = tmp_path / f"s{i}.json"
+        tools = [{"name": f"t{i}", "inputSchema": {"type": "object"}}]
+        spec.write_text(json.dumps({"pages": [tools]}), encoding="utf-8")
+        script = REPO / "tests" / "servers" / "raw_server.py"
+        lines += [f"  s{i}:", f"    command: {json.dumps(sys.executable)}"]
+        lines += [f"    args: [{json.dumps(str(script))}, {json.dumps(str(spec))}]"]
+    config = tmp_path / "tooltree.yaml"
+    config.write_text("\n".join(lines) + "\n" + extra, encoding="utf-8")
+    return config
+
+
+def test_listing_progress_is_one_numbered_line_per_server_off_a_terminal_and_nothing_under_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _raw_servers_config(tmp_path, 3)
+    assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree"), "--jobs", "2"]) == 0
+    err = capsys.readouterr().err
+    done = sorted(line.split()[1] + " " + line.split()[-1] for line in err.splitlines() if line.startswith("  ok "))
+    assert [d.split()[0] for d in done] == ["s0", "s1", "s2"]
+    assert sorted(d.split()[1] for d in done) == ["[1/3]", "[2/3]", "[3/3]"]
+    assert "\x1b[K" not in err  # no live line drawn into a pipe
+    code = main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "t2"), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0 and json.loads(captured.out)["servers"][2]["status"] == "ok"
+    assert captured.err == ""
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "many"])
+def test_jobs_must_be_a_positive_whole_number(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["generate-tree", "--jobs", value])
+    assert info.value.code == 2
+    assert "--jobs" in capsys.readouterr().err
+
+
+def test_the_pool_section_sets_the_start_limit_and_a_typo_in_it_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _raw_servers_config(tmp_path, 2, "pool:\n  start_jobs: 1\n")
+    code = main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree"), "--json"])
+    assert code == 0 and [s["status"] for s in json.loads(capsys.readouterr().out)["servers"]] == ["ok", "ok"]
+    config.write_text(config.read_text(encoding="utf-8").replace("start_jobs", "start_job"), encoding="utf-8")
+    assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree")]) == 2
+    assert "pool.start_job: unknown key (did you mean 'start_jobs'?)" in capsys.readouterr().err

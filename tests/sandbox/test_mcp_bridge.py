@@ -242,3 +242,53 @@ def test_an_uncaught_refusal_shows_the_users_frames_not_the_plumbing(session: Sa
     assert "line 3, in <module>" in result.traceback
     assert "servers/crm/list_leads.py" in result.traceback
     assert "tooltree_supervisor" not in result.traceback and "tool_tree/runtime" not in result.traceback
+
+
+def test_arguments_past_the_per_call_limits_are_refused_before_hashing_and_audited(
+    tree: Path, pool: BackgroundPool
+) -> None:
+    stream = io.StringIO()
+    bridge = McpBridge(tree, pool.pool, audit=AuditLog(stream))
+    with pytest.raises(ToolCallRefused) as info:
+        call(bridge, pool, "media", "slow_echo", {"text": "x", "seconds": 0, "pad": [{}] * 200_000})
+    assert info.value.code == "arguments_too_large" and "100,000 values" in info.value.message
+    (line,) = audit_lines(stream)
+    assert line["outcome"] == "refused" and line["code"] == "arguments_too_large" and "args_sha256" not in line
+
+
+def test_large_arguments_are_admitted_off_the_event_loop_and_small_ones_on_it(
+    tree: Path, pool: BackgroundPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    bridge = McpBridge(tree, pool.pool)
+    admitted_on: list[str] = []
+    admit = bridge._admit
+
+    def spy(server: str, tool: str, arguments: dict[str, Any]) -> Any:
+        admitted_on.append(threading.current_thread().name)
+        return admit(server, tool, arguments)
+
+    monkeypatch.setattr(bridge, "_admit", spy)
+    call(bridge, pool, "media", "slow_echo", {"text": "x", "seconds": 0})
+    big = call(bridge, pool, "media", "slow_echo", {"text": "y" * 300_000, "seconds": 0})
+    assert big["content"][0]["text"] == "y" * 300_000
+    assert admitted_on[0] == "tooltree-server-pool" and admitted_on[1] != "tooltree-server-pool"
+
+
+def test_unique_items_compares_json_values_in_linear_time() -> None:
+    import jsonschema
+
+    from sandbox.mcp_bridge import _unique_items
+
+    cls = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"uniqueItems": _unique_items})
+    validator = cls({"type": "array", "uniqueItems": True})
+    for repeated in (
+        [1, 1.0],
+        [{"a": [1, {"b": None}]}, {"a": [1.0, {"b": None}]}],
+        [{"x": 1, "y": 2}, {"y": 2, "x": 1}],
+    ):
+        assert not validator.is_valid(repeated), repeated
+    for distinct in ([1, True], [0, False], [None, False], ["1", 1], [[1, 2], [2, 1]], [{"a": 1}, {"a": 1, "b": 1}]):
+        assert validator.is_valid(distinct), distinct
+    assert validator.is_valid([{"id": i} for i in range(50_000)])  # pairwise, this would take hours

@@ -6,10 +6,13 @@ SPEC keys (all optional):
     pages:     list of lists of raw tool dicts; tools/list serves them with nextCursor "p1", "p2", …
     stderr:    text written to stderr at start
     tools/call: "pid" and "count" answer this process's pid and call count, "crash" exits, "hang" never
-               answers, "garbage" writes lines that are not JSON-RPC and never answers, "half_then_exit"
-               writes half an answer and exits, anything else echoes its arguments as JSON text
+               answers, "sleep" waits ``seconds`` (one call at a time) and answers how many bytes its
+               arguments were as JSON, "garbage" writes lines that are not JSON-RPC and never answers,
+               "half_then_exit" writes half an answer and exits, anything else echoes its arguments as JSON text
     behavior:  "ok" | "exit_at_start" | "garbage" | "hang_on_list" | "crash_on_list" | "loop_cursor"
     pid_file:  path to write this process's pid to
+    log_file:  path to append "start <t>" (on start) and "listed <t>" (on answering tools/list) to, where
+               <t> is the system-wide monotonic clock
     start_delay: seconds to sleep before answering anything
     server_info: dict merged into serverInfo
     instructions: string
@@ -28,9 +31,16 @@ def send(msg: dict[str, object]) -> None:
     sys.stdout.flush()
 
 
+def log(spec: dict[str, object], event: str) -> None:
+    if spec.get("log_file"):
+        with open(str(spec["log_file"]), "a", encoding="utf-8") as f:
+            f.write(f"{event} {time.monotonic()}\n")
+
+
 def main() -> None:
     with open(sys.argv[1], encoding="utf-8") as f:
         spec = json.load(f)
+    log(spec, "start")
     if spec.get("pid_file"):
         with open(spec["pid_file"], "w", encoding="utf-8") as f:
             f.write(str(os.getpid()))
@@ -80,6 +90,7 @@ def main() -> None:
                 page["nextCursor"] = "p0"
             elif index + 1 < len(pages):
                 page["nextCursor"] = f"p{index + 1}"
+            log(spec, "listed")
             send({"jsonrpc": "2.0", "id": mid, "result": page})
         elif method == "tools/call":
             params = msg.get("params") or {}
@@ -91,6 +102,9 @@ def main() -> None:
                 os._exit(9)
             if name == "hang":
                 time.sleep(3600)
+            if name == "sleep":
+                time.sleep(float(args.get("seconds", 0)))
+                args = len(json.dumps(args))
             if name == "garbage":
                 sys.stdout.write('this is not json\n{"jsonrpc": "2.0", "id": "nobody"}\n\x00\xff{]\n')
                 sys.stdout.flush()

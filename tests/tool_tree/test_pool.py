@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +155,35 @@ def test_closing_while_a_server_is_still_starting_stops_it_and_fails_the_call(tm
         with pytest.raises(PoolError):
             future.result(timeout=30)
     assert not alive(int(pid_file.read_text(encoding="utf-8")))
+
+
+async def test_servers_start_at_most_start_jobs_at_once_and_a_queued_one_never_times_out(tmp_path: Path) -> None:
+    hung = replace(raw(tmp_path, "hung", behavior="hang_on_list"), timeout=1.0)
+    fine = replace(raw(tmp_path, "fine"), timeout=1.0)
+    outcomes: dict[str, Any] = {}
+
+    async def call(name: str) -> None:
+        try:
+            outcomes[name] = await pool.call(name, "pid", {})
+        except ServerUnavailable as e:
+            outcomes[name] = e
+
+    async with ServerPool([hung, fine], start_jobs=1) as pool, anyio.create_task_group() as tg:
+        assert pool.start_jobs == 1 and pool.state("fine") == "stopped"
+        tg.start_soon(call, "hung")
+        await anyio.wait_all_tasks_blocked()
+        assert pool.state("hung") == "starting"
+        tg.start_soon(call, "fine")
+        await anyio.wait_all_tasks_blocked()
+        assert pool.state("fine") == "queued"  # behind the hung one, for longer than its own 1 s timeout
+    assert isinstance(outcomes["hung"], ServerUnavailable)
+    assert "timed out while starting" in outcomes["hung"].reason
+    assert text(outcomes["fine"]).isdigit()  # its pid: started after its turn came, and answered
+
+
+async def test_a_running_server_does_not_hold_a_start_slot(tmp_path: Path) -> None:
+    servers = [raw(tmp_path, f"s{i}") for i in range(3)]
+    async with ServerPool(servers, start_jobs=1) as pool:
+        for s in servers:  # each stays running; the next still starts
+            assert text(await pool.call(s.name, "pid", {})).isdigit()
+        assert [pool.state(s.name) for s in servers] == ["running"] * 3

@@ -1,0 +1,75 @@
+"""`discover_all`: servers start a bounded number at a time, each timed from its own start (real processes)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from generator.discover import discover_all
+from tests.support import REPO, alive
+from tool_tree.config import ServerConfig
+
+pytestmark = pytest.mark.anyio
+RAW = REPO / "tests" / "servers" / "raw_server.py"
+
+
+def raw(tmp_path: Path, name: str, timeout: float, **spec: Any) -> ServerConfig:
+    path = tmp_path / f"{name}.json"
+    tools = [{"name": f"{name}_tool", "inputSchema": {"type": "object"}}]
+    path.write_text(json.dumps({"pages": [tools], **spec}), encoding="utf-8")
+    return ServerConfig(name=name, command=sys.executable, args=(str(RAW), str(path)), timeout=timeout)
+
+
+def overlap(logs: list[Path]) -> int:
+    """The most servers that were between their start and their listing at one moment (from their own logs)."""
+    events: list[tuple[float, int]] = []
+    for log in logs:
+        for line in log.read_text(encoding="utf-8").splitlines():
+            event, at = line.split()
+            events.append((float(at), 1 if event == "start" else -1))
+    most = now = 0
+    for _, step in sorted(events, key=lambda e: (e[0], e[1])):
+        now += step
+        most = max(most, now)
+    return most
+
+
+async def test_at_most_jobs_servers_start_at_once_and_the_others_wait_in_order(tmp_path: Path) -> None:
+    logs = [tmp_path / f"s{i}.log" for i in range(6)]
+    servers = [raw(tmp_path, f"s{i}", 20, start_delay=0.3, log_file=str(logs[i])) for i in range(6)]
+    order: list[str] = []
+    results = await discover_all(servers, jobs=2, on_start=lambda s: order.append(s.name))
+    assert [r.error for r in results] == [None] * 6
+    assert [r.tools[0]["name"] for r in results] == [f"s{i}_tool" for i in range(6)]
+    assert overlap(logs) == 2
+    assert order == [s.name for s in servers]
+    assert results[-1].queued_seconds > 0.3  # it waited for others to start before it
+
+
+async def test_a_servers_timeout_runs_from_its_own_start_not_from_its_place_in_the_queue(tmp_path: Path) -> None:
+    # One at a time, seven servers of 0.5 s each take over 3.5 s, longer than each one's timeout.
+    servers = [raw(tmp_path, f"s{i}", 3, start_delay=0.5) for i in range(7)]
+    results = await discover_all(servers, jobs=1)
+    assert [r.error for r in results] == [None] * 7
+    assert results[-1].queued_seconds > 3  # queued longer than its timeout, and still listed
+
+
+async def test_a_server_queued_behind_a_hung_one_is_listed_and_only_the_hung_one_times_out(tmp_path: Path) -> None:
+    pid_file = tmp_path / "hung.pid"
+    hung = raw(tmp_path, "hung", 1, behavior="hang_on_list", pid_file=str(pid_file))
+    fine = raw(tmp_path, "fine", 1)
+    results = await discover_all([hung, fine], jobs=1)
+    assert results[0].error == "timed out after 1 s"
+    assert results[1].error is None and results[1].queued_seconds >= 1  # waited its own timeout, not timed out
+    assert not alive(int(pid_file.read_text(encoding="utf-8")))
+
+
+async def test_the_start_slot_is_given_back_when_a_server_fails_to_start(tmp_path: Path) -> None:
+    servers = [raw(tmp_path, f"bad{i}", 10, behavior="exit_at_start") for i in range(3)]
+    servers.append(raw(tmp_path, "good", 10))
+    results = await discover_all(servers, jobs=1)
+    assert [r.error for r in results] == ["the server exited during start-up"] * 3 + [None]

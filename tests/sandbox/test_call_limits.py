@@ -1,0 +1,78 @@
+"""`sandbox.call_limits`: what one call's arguments and a session's calls in flight may hold on the host."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from sandbox.call_limits import ArgumentsRefused, CallLimits, CallSize, InFlight, measure
+
+LIMITS = CallLimits(bytes=1000, nodes=50, depth=4, in_flight_bytes=2500, in_flight_nodes=120)
+
+
+def nested(levels: int) -> dict[str, Any]:
+    value: Any = 1
+    for _ in range(levels - 1):
+        value = [value]
+    return {"a": value}
+
+
+def test_a_call_within_the_limits_is_measured_in_values_and_utf8_json_bytes() -> None:
+    arguments = {"name": "café", "tags": ["a", "b"], "nested": {"n": None, "f": 1.5, "t": True}}
+    size = measure(arguments, LIMITS)
+    assert size == CallSize(nodes=9, bytes=len(json.dumps(arguments, ensure_ascii=False).encode("utf-8")))
+    assert measure({}, LIMITS) == CallSize(nodes=1, bytes=2)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"pad": [{}] * 49}, "the arguments hold more than 50 values"),
+        ({"pad": [{}] * 10_000_000}, "the arguments hold more than 50 values"),  # refused before walking it
+        ({"a": [[0] * 20, [0] * 20, [0] * 20]}, "the arguments hold more than 50 values"),
+        ({"text": "x" * 1001}, "the arguments are over 1,000 bytes as JSON"),
+        ({"text": "é" * 600}, "the arguments are over 1,000 bytes as JSON"),  # 600 characters, 1,200 bytes
+        ({"k" * 1001: 1}, "the arguments are over 1,000 bytes as JSON"),
+        (nested(5), "the arguments nest deeper than 4 levels"),
+    ],
+    ids=["objects", "ten_million_objects", "nested_arrays", "long_string", "multibyte", "long_key", "deep"],
+)
+def test_arguments_past_a_limit_are_refused_with_the_limit_named(arguments: dict[str, Any], message: str) -> None:
+    with pytest.raises(ArgumentsRefused) as info:
+        measure(arguments, LIMITS)
+    assert info.value.code == "arguments_too_large"
+    assert info.value.message.startswith(message)
+
+
+def test_arguments_at_the_limits_pass() -> None:
+    assert measure({"pad": [0] * 48}, LIMITS).nodes == 50
+    assert measure(nested(4), LIMITS).nodes == 5
+    assert measure({"t": "x" * 991}, LIMITS).bytes == 1000  # {"t": "…"} around 991 characters
+
+
+@pytest.mark.parametrize("arguments", [{"s": "\ud800"}, {"o": object()}], ids=["lone_surrogate", "not_json"])
+def test_arguments_that_are_not_utf8_json_are_invalid(arguments: dict[str, Any]) -> None:
+    with pytest.raises(ArgumentsRefused) as info:
+        measure(arguments, LIMITS)
+    assert info.value.code == "invalid_arguments"
+
+
+def test_calls_in_flight_are_bounded_together_and_freed_when_they_finish() -> None:
+    flight = InFlight(LIMITS)
+    big = CallSize(nodes=10, bytes=1000)
+    flight.reserve(big)
+    flight.reserve(big)
+    with pytest.raises(ArgumentsRefused) as info:
+        flight.reserve(big)  # 3,000 bytes together: over 2,500
+    assert info.value.code == "too_much_in_flight" and "wait for some to finish" in info.value.message
+    flight.release(big)
+    flight.reserve(big)
+    many = CallSize(nodes=101, bytes=10)
+    with pytest.raises(ArgumentsRefused):
+        flight.reserve(many)  # 121 values together: over 120
+    flight.release(big)
+    flight.release(big)
+    flight.reserve(many)
+    assert (flight.bytes, flight.nodes) == (10, 101)

@@ -1,0 +1,100 @@
+"""How many MCP servers may be starting at once: `StartGate`, and the ``pool:`` section that sets it.
+
+A small Python MCP server spends about a CPU-second importing its SDK before it answers; started all
+at once, a hundred of them share the cores so thinly that every one misses its timeout. Discovery
+(``generate-tree``) and the runtime `ServerPool` therefore start servers through a gate: at most
+``jobs`` are starting at a time (default: the cores this process may use), the others wait their
+turn in order, and a server's timeout runs from its own start, not from when it was queued. A server
+holds its place from spawning its process until it has listed its tools (or failed); stopping it
+afterwards does not count. A server that hangs while starting holds its place for its whole
+timeout, so the ones behind it start later (they wait; they do not time out).
+
+The ``pool:`` section of tooltree.yaml is owned here::
+
+    pool:
+      start_jobs: 4     # servers starting at once (generate-tree --jobs overrides it)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import anyio
+
+from tool_tree.config import Config, Setting
+
+SECTION = "pool"
+SETTINGS: dict[str, Setting] = {
+    "start_jobs": Setting(int, "how many servers may be starting at once (default: the number of cores)"),
+}
+"""The ``pool:`` section of tooltree.yaml."""
+
+
+def default_start_jobs() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def start_jobs(config: Config | None, override: int | None = None) -> int:
+    """The start limit: ``override``, else the config's ``pool.start_jobs``, else `default_start_jobs`.
+
+    Raises:
+        ConfigError: the ``pool:`` section has an unknown key or a value that is not a positive integer.
+        ValueError: ``override`` is less than 1.
+    """
+    if override is not None:
+        if override < 1:
+            raise ValueError(f"the start limit must be at least 1, got {override}")
+        return override
+    settings = config.section(SECTION).read(SETTINGS) if config is not None else {}
+    jobs: int = settings.get("start_jobs") or default_start_jobs()
+    return jobs
+
+
+class StartSlot:
+    """One server's place in the gate; `release` gives it back (only the first call counts)."""
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release: Callable[[], None] | None = release
+
+    def release(self) -> None:
+        if self._release is not None:
+            release, self._release = self._release, None
+            release()
+
+
+class StartGate:
+    """At most ``jobs`` servers starting at once; the rest wait in the order they asked.
+
+    ``queued`` and ``starting`` count the servers waiting for a place and holding one. Use it on
+    one event loop.
+
+    Raises (on creation):
+        ValueError: ``jobs`` is less than 1.
+    """
+
+    def __init__(self, jobs: int) -> None:
+        if jobs < 1:
+            raise ValueError(f"the start limit must be at least 1, got {jobs}")
+        self.jobs = jobs
+        self.queued = 0
+        self.starting = 0
+        self._semaphore = anyio.Semaphore(jobs)
+
+    async def acquire(self) -> StartSlot:
+        """Wait for a place (no deadline runs meanwhile) and take it."""
+        self.queued += 1
+        try:
+            await self._semaphore.acquire()
+        finally:
+            self.queued -= 1
+        self.starting += 1
+        return StartSlot(self._release)
+
+    def _release(self) -> None:
+        self.starting -= 1
+        self._semaphore.release()
