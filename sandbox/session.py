@@ -415,7 +415,10 @@ class Sandbox:
             logger.exception("tool search failed")
             channel.respond(call_id, error={"code": "internal", "message": "tool search failed on the host"})
             return
-        channel.respond(call_id, result={"text": str(text)})
+        text, cap = str(text), 256 * 1024  # tool_tree.search renders at most 64,000 characters; another bridge may not
+        if len(text) > cap:
+            text = text[:cap] + f"\n[… cut at {cap} characters]\n"
+        channel.respond(call_id, result={"text": text})
 
     def _serve_tool_call(
         self, channel: SupervisorChannel, call_id: str, params: dict[str, Any], size: CallSize | None

@@ -13,8 +13,7 @@ import pytest
 
 import tool_tree.search as search
 from tests.support import REPO, write_tiny_bert
-from tool_tree.search import SearchIndex
-from tool_tree.search._index import EMBEDDINGS_ENV
+from tool_tree.search import EMBEDDINGS_ENV, SearchIndex
 from tooltree_cli import generate_cmd
 from tooltree_cli.main import main
 

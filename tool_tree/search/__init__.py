@@ -5,32 +5,22 @@ manifest as ``search_index.json``, so a query only loads it and sums precomputed
 ``search_tools`` is the single implementation behind every surface: the ``tooltree search``
 command, the agent's ``search_tools`` tool and ``search_tools(...)`` inside a sandbox script.
 
-Pure stdlib; the optional hybrid ranking (``_dense``) imports numpy only when it runs.
+Stdlib only at import; regex mode imports ``re2`` (google-re2, a dependency) when it runs, and
+the optional hybrid ranking (``_dense``) imports numpy only when it runs.
 """
 
 from __future__ import annotations
 
+from tool_tree.search._dense import EmbeddingNotice, Progress
 from tool_tree.search._docs import SearchDoc, docs_from_tree
 from tool_tree.search._errors import SearchError
-from tool_tree.search._index import (
-    EMBEDDINGS_MODES,
-    INDEX_FILE,
-    MAX_LIMIT,
-    MAX_PATTERN,
-    MIN_LIMIT,
-    EmbeddingsMode,
-    SearchHit,
-    SearchIndex,
-    build_index,
-    check_limit,
-    embedding_model,
-    embeddings_mode,
-    index_embeds_with,
-    write_index,
-)
+from tool_tree.search._index import INDEX_FILE, MAX_LIMIT, MIN_LIMIT, SearchHit, SearchIndex, build_index, check_limit
+from tool_tree.search._mode import EMBEDDINGS_ENV, EMBEDDINGS_MODES, EmbeddingsMode, embedding_model, embeddings_mode
 from tool_tree.search._rank import RankingConfig
+from tool_tree.search._regex import MAX_PATTERN
 from tool_tree.search._render import (
     DETAILS,
+    MAX_RESULT_CHARS,
     Detail,
     check_detail,
     load_index,
@@ -40,17 +30,22 @@ from tool_tree.search._render import (
     search_tools,
 )
 from tool_tree.search._scores import ToolScores, score_tools
+from tool_tree.search._store import index_embeds_with, write_index
 from tool_tree.search._text import split_words, stem_word, tokens
 
 __all__ = [
     "DETAILS",
+    "EMBEDDINGS_ENV",
     "EMBEDDINGS_MODES",
     "INDEX_FILE",
     "MAX_LIMIT",
     "MAX_PATTERN",
+    "MAX_RESULT_CHARS",
     "MIN_LIMIT",
     "Detail",
+    "EmbeddingNotice",
     "EmbeddingsMode",
+    "Progress",
     "RankingConfig",
     "SearchDoc",
     "SearchError",

@@ -1,7 +1,7 @@
 """Optional hybrid ranking: BM25F fused with sentence-embedding similarity.
 
 When the tree is generated with embeddings (by default whenever the extra is installed; see
-``_index.embedding_model``), the index also stores one vector per tool
+``_mode.embedding_model``), the index also stores one vector per tool
 (float16, base64, in index order). A query is then embedded too, and the two rankings are
 fused by z-score: each score list is standardised over the whole catalog and
 ``alpha · z(bm25) + (1 − alpha) · z(cosine)`` ranks the tools. Standardising makes the two
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,14 @@ MAX_EMBED_CHARS = 1000
 
 _encoder: Encoder | None = None
 _encoder_error: SearchError | None = None
+_encoder_lock = threading.Lock()
+"""Held while the model loads: concurrent first queries wait for one load instead of each loading it."""
 _warned = False
+
+Progress = Callable[[int], None]
+"""Told how many of the tools being embedded are done (after each batch)."""
+EmbeddingNotice = Callable[[int], "Progress | None"]
+"""Told how many tools are about to be embedded; may return a ``Progress`` to follow the work."""
 
 
 def embed_text(doc: SearchDoc) -> str:
@@ -52,17 +60,21 @@ def get_encoder(model: ModelInfo | None = None) -> Encoder:
         SearchError: numpy or the model is not installed (the message says what to install).
     """
     global _encoder, _encoder_error
-    if _encoder is not None and model is not None and _encoder.model_id != model.model_id:
-        _encoder, _encoder_error = None, None
-    if _encoder is None:
-        if _encoder_error is not None and model is None:
-            raise _encoder_error
-        try:
-            _encoder = Encoder(model.path if model is not None else None)
-        except SearchError as e:
-            _encoder_error = e
-            raise
-    return _encoder
+    current = _encoder
+    if current is not None and (model is None or current.model_id == model.model_id):
+        return current
+    with _encoder_lock:
+        if _encoder is not None and model is not None and _encoder.model_id != model.model_id:
+            _encoder, _encoder_error = None, None
+        if _encoder is None:
+            if _encoder_error is not None and model is None:
+                raise _encoder_error
+            try:
+                _encoder = Encoder(model.path if model is not None else None)
+            except SearchError as e:
+                _encoder_error = e
+                raise
+        return _encoder
 
 
 @dataclass
@@ -105,20 +117,21 @@ def encode_docs(
     hashes: list[str],
     model: ModelInfo,
     reuse: dict[str, str],
-    on_embedding: Callable[[int], None] | None = None,
+    on_embedding: EmbeddingNotice | None = None,
 ) -> DenseVectors:
     """Vectors for ``docs``, taking those whose hash is in ``reuse`` from there (incremental rebuild).
 
     The model is loaded only when some tool has no vector to reuse; ``on_embedding`` is told
-    how many tools are about to be embedded (it is not called when none is).
+    how many tools are about to be embedded (it is not called when none is), and the ``Progress``
+    it may return is told how many are done after each batch.
 
     Raises:
         SearchError: the model cannot be loaded.
     """
     missing = [i for i, h in enumerate(hashes) if h not in reuse]
-    if missing and on_embedding is not None:
-        on_embedding(len(missing))
-    fresh = get_encoder(model).encode([embed_text(docs[i]) for i in missing]) if missing else None
+    progress = on_embedding(len(missing)) if missing and on_embedding is not None else None
+    texts = [embed_text(docs[i]) for i in missing]
+    fresh = get_encoder(model).encode(texts, on_progress=progress) if missing else None
     encoded: list[str] = []
     new = dict(zip(missing, range(len(missing)), strict=True))
     for i, h in enumerate(hashes):
@@ -129,8 +142,9 @@ def encode_docs(
     return DenseVectors(model=model.model_id, dim=model.dim, encoded=encoded)
 
 
-def fuse(lexical: dict[int, float], dense: DenseVectors, query: str, alpha: float = ALPHA) -> dict[int, float] | None:
-    """Hybrid scores of every tool, or None when the embedding model cannot be used here."""
+def query_vectors(dense: DenseVectors, queries: Sequence[str]) -> tuple[Any, Any] | None:
+    """The stored tool matrix and the embeddings of ``queries`` (one row each), or None when the
+    embedding model cannot be used here (missing, or not the model the index was built with)."""
     global _warned
     try:
         encoder = get_encoder()
@@ -142,9 +156,14 @@ def fuse(lexical: dict[int, float], dense: DenseVectors, query: str, alpha: floa
             logger.warning("tool search falls back to BM25 only: %s", e)
             _warned = True
         return None
+    return matrix, encoder.encode(list(queries))
+
+
+def fuse(lexical: dict[int, float], matrix: Any, vector: Any, alpha: float = ALPHA) -> dict[int, float]:
+    """Hybrid scores of every tool: ``alpha · z(lexical) + (1 − alpha) · z(cosine)``, shifted positive."""
     np = _numpy()
     n = matrix.shape[0]
-    cos = matrix @ encoder.encode([query])[0]
+    cos = matrix @ vector
     lex = np.zeros(n, dtype=np.float64)
     for d, s in lexical.items():
         lex[d] = s

@@ -30,6 +30,7 @@ import json
 import math
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,11 +166,13 @@ class Encoder:
                 w[f"{p}.{name}.weight"] = np.ascontiguousarray(w[f"{p}.{name}.weight"].T)
         return w
 
-    def encode(self, texts: list[str], *, max_batch_tokens: int = 1024) -> Any:
+    def encode(
+        self, texts: list[str], *, max_batch_tokens: int = 1024, on_progress: Callable[[int], None] | None = None
+    ) -> Any:
         """A ``(len(texts), dim)`` float32 array of L2-normalised mean-pooled embeddings.
 
         Texts are run in batches of similar length (little padding), each up to about
-        ``max_batch_tokens`` tokens.
+        ``max_batch_tokens`` tokens; ``on_progress`` is told how many texts are done after each.
         """
         np = self._np
         ids = [self._tokenizer.encode(t, self._max_tokens) for t in texts]
@@ -190,6 +193,8 @@ class Encoder:
                 mask[row, : len(ids[i])] = 1.0
             out[chunk] = self._forward(batch, mask)
             start = end
+            if on_progress is not None:
+                on_progress(end)
         return out
 
     def _ln(self, x: Any, prefix: str) -> Any:

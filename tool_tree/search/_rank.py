@@ -59,6 +59,18 @@ class RankingConfig:
     expansion_min_df: int = 2
     plain: bool = False
     """Baseline: one field (name + description), no field weights; ``stem`` still applies."""
+    server_weight: float = 0.0
+    """Weight of server evidence (see ``server_scores``) added to each tool's score (0 turns it off)."""
+    clauses: str = "none"
+    """How a query is cut into clauses ranked on their own: a key of ``_query.SPLITTERS``."""
+    clause_weight: float = 1.0
+    """Weight of each clause's ranking in the fusion, relative to the whole query's (1.0)."""
+    fusion: str = "rrf"
+    """How the rankings of a query's clauses are fused: a name in ``_query.FUSIONS``."""
+    fusion_k: float = 10.0
+    """The ``k`` of reciprocal-rank fusion: higher flattens the difference between ranks."""
+    dense_alpha: float = 0.3
+    """Weight of the lexical ranking in the hybrid (the rest goes to embedding similarity)."""
 
     def weight(self, field: str) -> float:
         return float(getattr(self, f"w_{field}"))
@@ -149,6 +161,26 @@ def related_terms(fields: Sequence[dict[str, list[str]]], config: RankingConfig)
         best = [(b, round(s, 4)) for b, s in scored[: config.expansion_terms] if s >= 0.3]
         if best:
             out[a] = best
+    return out
+
+
+def server_scores(query_terms: Iterable[str], postings: Postings, server_of: Sequence[int]) -> dict[int, float]:
+    """Evidence for each server (by number): the sum over query terms of the best impact any of its
+    tools has for the term. A server whose tools together cover the query scores high even when no
+    single tool does, so its tersely described tools can still rank. The server's name and
+    description are fields of every tool, so they count here too.
+    """
+    out: dict[int, float] = defaultdict(float)
+    empty: tuple[list[int], list[float]] = ([], [])
+    for term in set(query_terms):
+        best: dict[int, float] = {}
+        ids, imps = postings.get(term, empty)
+        for d, imp in zip(ids, imps, strict=True):
+            s = server_of[d]
+            if imp > best.get(s, 0.0):
+                best[s] = imp
+        for s, imp in best.items():
+            out[s] += imp
     return out
 
 

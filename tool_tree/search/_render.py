@@ -6,16 +6,19 @@
 - ``full``: the text of each stub.
 
 ``search_tools`` is the single implementation behind the CLI, the agent's ``search_tools`` tool
-and the ``search_tools(...)`` call inside a sandbox script.
+and the ``search_tools(...)`` call inside a sandbox script. What one call can make the host do
+is bounded: at most ``MAX_CONCURRENT`` searches run at once in a process (the others wait up to
+``QUEUE_TIMEOUT_S``, then fail), and a rendered result is at most ``MAX_RESULT_CHARS`` long.
 """
 
 from __future__ import annotations
 
 import ast
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, SearchHit, SearchIndex, check_limit
@@ -24,7 +27,31 @@ from tool_tree.search._text import one_line
 Detail = Literal["name", "summary", "full"]
 DETAILS: tuple[str, ...] = get_args(Detail)
 
+MAX_CONCURRENT = 2
+"""Searches that run at once in one process (the machine's cores, not the number of callers)."""
+QUEUE_TIMEOUT_S = 10.0
+"""Seconds a search waits for its turn before it fails."""
+MAX_RESULT_CHARS = 64_000
+"""Longest rendered result; the hits that do not fit are named in a last line instead."""
+
 _cache: dict[Path, tuple[int, int, SearchIndex]] = {}
+_cache_lock = threading.Lock()
+_gate = threading.BoundedSemaphore(MAX_CONCURRENT)
+_T = TypeVar("_T")
+
+
+def _bounded(work: Callable[[], _T]) -> _T:
+    """Run ``work`` as one of at most ``MAX_CONCURRENT`` searches.
+
+    Raises:
+        SearchError: no turn came within ``QUEUE_TIMEOUT_S`` seconds.
+    """
+    if not _gate.acquire(timeout=QUEUE_TIMEOUT_S):
+        raise SearchError(f"tool search is busy ({MAX_CONCURRENT} searches running for {QUEUE_TIMEOUT_S:g} s); retry")
+    try:
+        return work()
+    finally:
+        _gate.release()
 
 
 def check_detail(detail: str) -> Detail:
@@ -92,7 +119,27 @@ def render_hits(tree: Path, hits: list[SearchHit], detail: Detail) -> str:
         sig_line = sig or "(signature unavailable: stub missing or unreadable)"
         lines = [f"{h.qualified_name} — {summary}", f"    {sig_line}", f"    {h.path}"]
         blocks.append("\n".join(lines) + "\n")
-    return "\n".join(blocks)
+    return _capped(blocks, hits)
+
+
+def _capped(blocks: list[str], hits: Sequence[SearchHit]) -> str:
+    """The blocks joined, up to ``MAX_RESULT_CHARS``; the hits left out are named in a last line."""
+    limit = MAX_RESULT_CHARS
+    out: list[str] = []
+    size = 0
+    for i, block in enumerate(blocks):
+        if size + len(block) + 1 > limit:
+            rest = ", ".join(h.qualified_name for h in hits[i:])
+            room = max(0, limit - size - 200)
+            if not out and room:  # the first block alone is too long: show its head
+                out.append(block[:room] + "\n# … (cut)\n")
+                rest = ", ".join(h.qualified_name for h in hits[i + 1 :])
+            if rest:
+                out.append(f"[not shown, the result is capped at {limit} characters: {one_line(rest, 160)}]\n")
+            break
+        out.append(block)
+        size += len(block) + 1
+    return "\n".join(out)
 
 
 def load_index(tree: Path) -> SearchIndex:
@@ -108,12 +155,13 @@ def load_index(tree: Path) -> SearchIndex:
         raise SearchError(f"{path}: no search index; run `tooltree generate-tree` to build it") from None
     except OSError as e:
         raise SearchError(f"{path}: cannot read search index ({e})") from None
-    cached = _cache.get(path)
-    if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
-        return cached[2]
-    index = SearchIndex.load(tree)
-    _cache[path] = (st.st_mtime_ns, st.st_size, index)
-    return index
+    with _cache_lock:  # one load per file change, however many callers arrive at once
+        cached = _cache.get(path)
+        if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
+            return cached[2]
+        index = SearchIndex.load(tree)
+        _cache[path] = (st.st_mtime_ns, st.st_size, index)
+        return index
 
 
 def search_tools(
@@ -127,11 +175,15 @@ def search_tools(
     """
     level = check_detail(detail)
     check_limit(limit)
-    index = load_index(tree)
-    hits = index.search(query, limit=limit, regex=regex)
-    if not hits:
-        return f"No tools matched {one_line(query, 80)!r}." + (" (regex mode)" if regex else "")
-    return meaning_only_note(index, query, hits, regex=regex) + render_hits(tree, hits, level)
+
+    def run() -> str:
+        index = load_index(tree)
+        hits = index.search(query, limit=limit, regex=regex)
+        if not hits:
+            return f"No tools matched {one_line(query, 80)!r}." + (" (regex mode)" if regex else "")
+        return meaning_only_note(index, query, hits, regex=regex) + render_hits(tree, hits, level)
+
+    return _bounded(run)
 
 
 def meaning_only_note(index: SearchIndex, query: str, hits: Sequence[SearchHit], *, regex: bool = False) -> str:
@@ -151,7 +203,8 @@ def search_records(tree: Path, query: str, *, limit: int = 5, regex: bool = Fals
     Raises:
         SearchError: bad ``limit``, blank query, rejected regex, or a missing or corrupt index.
     """
-    hits = load_index(tree).search(query, limit=check_limit(limit), regex=regex)
+    check_limit(limit)
+    hits = _bounded(lambda: load_index(tree).search(query, limit=limit, regex=regex))
     records: list[dict[str, Any]] = []
     for h in hits:
         source = _read_stub(tree, h)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from tool_tree.search._dense import get_encoder
 from tool_tree.search._errors import SearchError
-from tool_tree.search._index import MAX_QUERY, SearchIndex, embeddings_mode
+from tool_tree.search._index import MAX_QUERY, SearchIndex
+from tool_tree.search._mode import embeddings_mode
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ def score_tools(index: SearchIndex, queries: Sequence[str], *, meaning: bool = T
             ``TOOLTREE_SEARCH_EMBEDDINGS`` has an unknown value.
     """
     n = len(index)
-    tools = [(e.server, e.tool) for e in index._entries]
+    tools = [(e.server, e.tool) for e in index.entries]
     texts = [q[:MAX_QUERY] for q in queries]
     lexical: list[list[float]] = []
     for text in texts:

@@ -1,0 +1,58 @@
+"""When an index stores tool embeddings and when a query uses them: the embeddings-mode policy.
+
+``auto`` (the default) stores them when the embeddings extra (numpy and a model) is installed,
+``on`` requires them (an error naming what to install), ``off`` stores none. The variable
+``TOOLTREE_SEARCH_EMBEDDINGS`` (``1``, ``0`` or ``auto``) sets the mode when no argument does;
+``0`` also keeps queries lexical on an index that carries vectors.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from tool_tree.search._encoder import ModelInfo, model_info
+from tool_tree.search._errors import SearchError
+
+EMBEDDINGS_ENV = "TOOLTREE_SEARCH_EMBEDDINGS"
+
+EmbeddingsMode = Literal["auto", "on", "off"]
+EMBEDDINGS_MODES: tuple[EmbeddingsMode, ...] = ("auto", "on", "off")
+_MODE_NAMES: dict[str, EmbeddingsMode] = {"": "auto", "auto": "auto", "1": "on", "on": "on", "0": "off", "off": "off"}
+
+
+def embeddings_mode(mode: str | None = None) -> EmbeddingsMode:
+    """``mode``, or when it is None the ``TOOLTREE_SEARCH_EMBEDDINGS`` variable: ``1``/``on``,
+    ``0``/``off``, or unset/``auto``.
+
+    Raises:
+        SearchError: the value is none of these.
+    """
+    value = os.environ.get(EMBEDDINGS_ENV, "") if mode is None else mode
+    known = _MODE_NAMES.get(value.strip().lower())
+    if known is None:
+        where = f"{EMBEDDINGS_ENV}={value}" if mode is None else f"embeddings mode {value!r}"
+        raise SearchError(f"{where}: expected 1 (on), 0 (off) or auto")
+    return known
+
+
+def embedding_model(mode: str | None = None) -> ModelInfo | None:
+    """The model whose vectors an index built now stores, or None when it stores none.
+
+    ``auto`` uses the model when numpy and a model are installed, ``on`` requires them, ``off``
+    stores none; ``mode`` None reads ``TOOLTREE_SEARCH_EMBEDDINGS`` (see ``embeddings_mode``).
+    Cheap: neither numpy nor the weights are loaded.
+
+    Raises:
+        SearchError: the mode is ``on`` and numpy or the model is missing (the message says what
+            to install), or the mode is not a known value.
+    """
+    chosen = embeddings_mode(mode)
+    if chosen == "off":
+        return None
+    try:
+        return model_info()
+    except SearchError:
+        if chosen == "on":
+            raise
+        return None

@@ -1,0 +1,94 @@
+"""Queries that ask for several things: split into clauses, rank each, fuse the rankings.
+
+"Find the cheapest flight, convert the price to euros and email it to Ana" needs three tools.
+Ranked as one bag of words, the need with the most words fills every slot. Here the query is
+cut into clauses at sentence ends, semicolons and the words that chain requests ("then",
+"also", "and" after a comma, ...); each clause is ranked on its own, and the rankings of the
+whole query and of every clause are fused by weighted reciprocal rank (Cormack et al. 2009)::
+
+    fused(d) = w_full / (k + rank_full(d)) + Σ_clauses w_clause / (k + rank_clause(d))
+
+so the best tool of every clause reaches the first results while a tool the whole query
+ranks high keeps its place. A query with one clause is ranked as before.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+MAX_CLAUSES = 4
+"""Clauses ranked on their own at most (the first ones); the whole query is always ranked."""
+MIN_CLAUSE_WORDS = 2
+"""Shorter pieces are joined to the clause before them: "and also" alone asks for nothing."""
+
+_SENTENCE = r"(?<=[.!?;])\s+"
+_CHAIN = (
+    r",?\s+(?:and\s+)?(?:then|afterwards|after\s+that|also|additionally|as\s+well\s+as|plus)\b"
+    r"|,\s+and\s+|\s+and\s+(?=(?:then\s+)?(?:please\s+)?(?:can|could|would|will|tell|give|show|find|get|send"
+    r"|check|recommend|suggest|let|help|make|create|convert|save|email|book|search|look)\b)"
+)
+SPLITTERS = {
+    "none": None,
+    "sentences": re.compile(_SENTENCE),
+    "chains": re.compile(f"{_SENTENCE}|{_CHAIN}", re.IGNORECASE),
+    "and": re.compile(f"{_SENTENCE}|{_CHAIN}|\\s+and\\s+", re.IGNORECASE),
+}
+"""Ways to cut a query, from none to aggressive; ``RankingConfig.clauses`` names one."""
+
+
+def split_clauses(query: str, splitter: str = "chains") -> list[str]:
+    """The clauses of ``query`` (at most ``MAX_CLAUSES``), or ``[]`` when it has only one.
+
+    >>> split_clauses("Will it rain in London tomorrow? Also, suggest some cafes near the museums.")
+    ['Will it rain in London tomorrow?', 'suggest some cafes near the museums.']
+    """
+    pattern = SPLITTERS[splitter]
+    if pattern is None:
+        return []
+    clauses: list[str] = []
+    for piece in pattern.split(query):
+        piece = piece.strip(" ,;:-\n\t")
+        if not piece:
+            continue
+        if clauses and len(piece.split()) < MIN_CLAUSE_WORDS:
+            clauses[-1] = f"{clauses[-1]} {piece}"
+        else:
+            clauses.append(piece)
+    if len(clauses) > 1 and len(clauses[0].split()) < MIN_CLAUSE_WORDS:
+        clauses[1] = f"{clauses[0]} {clauses[1]}"
+        del clauses[0]
+    return clauses[:MAX_CLAUSES] if len(clauses) > 1 else []
+
+
+FUSIONS = ("rrf", "max")
+"""``rrf``: weighted reciprocal rank; ``max``: each tool keeps its best weighted share of a ranking's top score."""
+
+
+def fuse_rankings(
+    rankings: Sequence[dict[int, float]], weights: Sequence[float], k: float, how: str = "rrf"
+) -> dict[int, float]:
+    """Fuse score maps, the first being the whole query's (ties by tool number).
+
+    ``rrf`` sums ``weight / (k + rank)``; ``max`` gives each tool the largest ``weight · score /
+    top score`` over the rankings, so a clause's best tool ranks with the whole query's best ones
+    without pushing down the tools the whole query and another clause agree on.
+    """
+    fused: dict[int, float] = {}
+    for scores, weight in zip(rankings, weights, strict=True):
+        if weight <= 0.0 or not scores:
+            continue
+        if how == "max":
+            top = max(scores.values())
+            if top <= 0.0:
+                continue
+            for d, s in scores.items():
+                share = weight * s / top
+                if share > fused.get(d, 0.0):
+                    fused[d] = share
+            continue
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        for rank, (d, s) in enumerate(ranked, start=1):
+            if s > 0.0:
+                fused[d] = fused.get(d, 0.0) + weight / (k + rank)
+    return fused

@@ -1,0 +1,116 @@
+"""Regex mode: patterns run on RE2 (``google-re2``), whose matching time is linear in the text.
+
+Python's ``re`` backtracks: ``.*.*.*.*§`` over one 1,000-character description took 1.4 s, and
+``re`` holds the GIL for a whole match, so timers and other sessions stopped too. RE2 compiles a
+pattern to an automaton (no backreferences or lookaround, which it refuses with an error), so a
+scan costs time proportional to the text. Two more bounds hold whatever the pattern:
+
+- the pattern is at most ``MAX_PATTERN`` characters and its compiled form at most
+  ``MAX_PROGRAM_BYTES`` (RE2 refuses larger programs, e.g. ``(a{999}){999}``);
+- each description is scanned up to ``MAX_REGEX_TEXT`` characters, and a scan of the whole
+  catalog stops with an error after ``REGEX_BUDGET_S`` seconds (checked between tools), so a very
+  large catalog cannot make one query unbounded either.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from tool_tree.search._errors import SearchError
+
+MAX_PATTERN = 200
+"""Longest regex pattern accepted."""
+MAX_REGEX_TEXT = 1000
+"""Characters of each description that regex mode scans."""
+MAX_PROGRAM_BYTES = 8 << 20
+"""Memory RE2 may use for one compiled pattern (its automaton included)."""
+REGEX_BUDGET_S = 0.5
+"""Seconds one regex query may scan before it is stopped with an error."""
+
+_INSTALL = "regex search needs google-re2: `pip install google-re2` (a dependency of tooltree; reinstall it)"
+
+
+class Matcher(Protocol):
+    def search(self, text: str) -> object | None: ...
+
+
+class RegexTarget(Protocol):
+    """What regex mode reads of one indexed tool."""
+
+    @property
+    def server(self) -> str: ...
+    @property
+    def package(self) -> str: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def function(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+
+
+def _re2() -> Any:
+    try:
+        return importlib.import_module("re2")
+    except ModuleNotFoundError:
+        raise SearchError(_INSTALL) from None
+
+
+def compile_pattern(pattern: str) -> Matcher:
+    """Compile a regex-mode pattern (case-insensitive, RE2 syntax: Python's without backreferences
+    and lookaround).
+
+    Raises:
+        SearchError: the pattern is empty, longer than ``MAX_PATTERN``, or RE2 refuses it (bad
+            syntax, an unsupported feature, or a program too large); the message names RE2's reason.
+    """
+    if not pattern:
+        raise SearchError("regex pattern is empty")
+    if len(pattern) > MAX_PATTERN:
+        raise SearchError(f"regex pattern is {len(pattern)} characters; the limit is {MAX_PATTERN}")
+    re2 = _re2()
+    options = re2.Options()
+    options.case_sensitive = False
+    options.never_capture = True  # groups only group: matching stays on RE2's fastest engines
+    options.log_errors = False
+    options.max_mem = MAX_PROGRAM_BYTES
+    try:
+        compiled: Matcher = re2.compile(pattern, options)
+    except re2.error as e:
+        reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+        hint = " (backreferences and lookaround are not supported)" if "(?" in pattern or "\\" in pattern else ""
+        raise SearchError(f"bad regex {pattern!r}: {reason}{hint}") from None
+    return compiled
+
+
+def regex_scores(pattern: str, targets: Sequence[RegexTarget], *, budget_s: float = REGEX_BUDGET_S) -> dict[int, float]:
+    """Score each tool the pattern matches: 2 for a name, 1 for its description (both: 3).
+
+    Each name form is matched on its own, so anchors work: ``^get_document$`` and
+    ``^docs\\.get_document$`` both find ``docs.get_document``.
+
+    Raises:
+        SearchError: the pattern is rejected (see ``compile_pattern``), or the scan ran past
+            ``budget_s`` seconds.
+    """
+    compiled = compile_pattern(pattern)
+    deadline = time.monotonic() + budget_s
+    out: dict[int, float] = {}
+    for d, e in enumerate(targets):
+        if d % 64 == 63 and time.monotonic() > deadline:
+            raise SearchError(
+                f"regex {pattern!r} took longer than {budget_s:g} s over {len(targets)} tools; use a simpler "
+                "pattern or a word search"
+            )
+        s = 0.0
+        names = (e.tool, f"{e.server}.{e.tool}", e.function, f"{e.package}.{e.function}")
+        if any(compiled.search(name) is not None for name in names):
+            s += 2.0
+        if compiled.search(e.text[:MAX_REGEX_TEXT]) is not None:
+            s += 1.0
+        if s:
+            out[d] = s
+    return out

@@ -1,0 +1,105 @@
+"""The index on disk: written beside the manifest, rebuilt incrementally, identified cheaply.
+
+``write_index`` builds the index of a tree and stores it atomically, and only when its bytes
+change; tool vectors whose text did not change are taken from the previous file, so the model
+loads only for new or changed tools. ``index_embeds_with`` tells which model's vectors a file
+stores from its first few kilobytes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from pathlib import Path
+
+from tool_tree.search._dense import EmbeddingNotice
+from tool_tree.search._docs import docs_from_tree
+from tool_tree.search._errors import SearchError
+from tool_tree.search._index import INDEX_FILE, SearchIndex, build_index
+from tool_tree.search._mode import embedding_model, embeddings_mode
+
+logger = logging.getLogger(__name__)
+
+
+def _reusable_vectors(path: Path, model: str) -> dict[str, str]:
+    """``tool hash → vector`` from the index already at ``path``, if it used the same model."""
+    try:
+        previous = SearchIndex.from_json(path.read_text(encoding="utf-8"), source=str(path))
+    except (OSError, UnicodeDecodeError, SearchError):
+        return {}
+    dense = previous.dense
+    if dense is None or dense.model != model:
+        return {}
+    return {e.hash: v for e, v in zip(previous.entries, dense.encoded, strict=True)}
+
+
+_STORED_MODEL = re.compile(r'"dense":(?:null|\{"dim":\d+,"model":("(?:[^"\\]|\\.)*"))')
+
+
+def index_embeds_with(tree: Path, model_id: str | None) -> bool:
+    """Whether the index of ``tree`` stores vectors of ``model_id`` (None: stores none).
+
+    Reads only the head of the file: the index is written with sorted keys, so ``dense`` and
+    its model come right after the small ``config``. False when the file is missing or unclear.
+    """
+    try:
+        with (tree / INDEX_FILE).open("rb") as f:
+            head = f.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    found = _STORED_MODEL.search(head)
+    if found is None:
+        return False
+    if found.group(1) is None:
+        return model_id is None
+    try:
+        return model_id is not None and json.loads(found.group(1)) == model_id
+    except ValueError:
+        return False
+
+
+def write_index(tree: Path, *, embeddings: str | None = None, on_embedding: EmbeddingNotice | None = None) -> Path:
+    """Build the index of the tree at ``tree`` and store it as ``<tree>/search_index.json``.
+
+    The file is written atomically, and only when its content changes. ``embeddings`` is
+    ``auto``, ``on`` or ``off`` (default: ``TOOLTREE_SEARCH_EMBEDDINGS``, else ``auto``; see
+    ``embedding_model``). Vectors of tools whose text did not change are taken from the
+    previous index, so the model is loaded only when some tool is new or changed. In ``auto``
+    mode a model that is installed but cannot be loaded gives an index without vectors and a
+    logged warning. ``on_embedding`` is told how many tools are about to be embedded, and the
+    callback it may return how many are done after each batch.
+
+    Raises:
+        SearchError: the tree's manifest or a snapshot is missing or malformed, embeddings are
+            ``on`` but the extra is not installed or the model cannot be loaded, or the file
+            cannot be written.
+    """
+    path = tree / INDEX_FILE
+    mode = embeddings_mode(embeddings)
+    model = embedding_model(mode)
+    docs = docs_from_tree(tree)
+    try:
+        reuse = _reusable_vectors(path, model.model_id) if model is not None else {}
+        index = build_index(docs, embeddings=model is not None, reuse=reuse, on_embedding=on_embedding)
+    except SearchError as e:
+        if mode != "auto" or model is None:
+            raise
+        logger.warning("search index written without embeddings: %s", e)
+        index = build_index(docs)
+    text = index.to_json()
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return path
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    except OSError as e:
+        raise SearchError(f"{path}: cannot read the previous search index ({e})") from None
+    tmp = path.with_name(f".{INDEX_FILE}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:
+        raise SearchError(f"{path}: cannot write the search index ({e})") from None
+    return path
