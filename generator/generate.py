@@ -36,6 +36,7 @@ from tool_tree.tree import (
 
 if TYPE_CHECKING:
     from generator.discover import Discovery
+    from tool_tree.search import EmbeddingNotice
 
 OWNED_DIRS = (SERVERS_DIR, SNAPSHOTS_DIR)
 
@@ -139,7 +140,7 @@ def generate(
     check: bool = False,
     snapshots: Path | None = None,
     on_server: Callable[[ServerOutcome], None] | None = None,
-    on_embedding: Callable[[int], None] | None = None,
+    on_embedding: EmbeddingNotice | None = None,
     embeddings: str | None = None,
     jobs: int | None = None,
     on_server_start: Callable[[str], None] | None = None,
@@ -148,7 +149,8 @@ def generate(
 
     ``snapshots`` regenerates from stored ``tools/list`` results instead of connecting; with no
     ``config`` every snapshot there is used. ``on_embedding`` is told how many tools the search
-    index is about to embed (none: not called). ``embeddings`` (``auto``, ``on``, ``off``; default
+    index is about to embed (none: not called); the callback it may return is told how many are
+    done after each batch. ``embeddings`` (``auto``, ``on``, ``off``; default
     ``TOOLTREE_SEARCH_EMBEDDINGS``, else ``auto``) decides whether the search index stores tool
     embeddings; see ``tool_tree.search.embedding_model``. ``jobs`` is how many servers may be
     starting at once (default: the config's ``pool.start_jobs``, else the number of cores);
@@ -292,7 +294,7 @@ def _write_search_index(
     result: GenerateResult,
     mode: str,
     model_id: str | None,
-    on_embedding: Callable[[int], None] | None = None,
+    on_embedding: EmbeddingNotice | None = None,
 ) -> None:
     """Rebuild ``search_index.json`` when the tree changed (or the index is missing, older, or
     stores other embeddings than ``model_id`` asks for).

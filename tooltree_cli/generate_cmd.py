@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -91,9 +92,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_arguments(p)
 
 
-def _embedding(count: int) -> None:
-    if count >= EMBED_NOTICE_TOOLS:
-        print(f"tooltree: embedding {count} tool(s) for hybrid search …", file=sys.stderr, flush=True)
+def _embedding(count: int) -> Callable[[int], None] | None:
+    """Announce embedding ``count`` tools when there are many; the callback follows the work."""
+    from tooltree_cli.progress import embedding_progress
+
+    return embedding_progress(count) if count >= EMBED_NOTICE_TOOLS else None
 
 
 def run(args: argparse.Namespace) -> int:

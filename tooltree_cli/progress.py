@@ -1,5 +1,8 @@
 """Progress of long work on stderr: one live line on a terminal, plain lines otherwise.
 
+`embedding_progress` follows the first embedding of a large catalog for hybrid search: on a
+terminal one line counts the tools up in place, elsewhere a plain line at each quarter.
+
 `ServerProgress` follows ``generate-tree`` listing many servers: on a terminal one line is
 redrawn in place five times a second (``listing tools: 37 listed, 1 failed, 2 starting, 80 queued of 120 (12.3 s)``),
 with each failure printed above it as it happens; elsewhere (a pipe, a CI log) one plain line per
@@ -11,6 +14,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
@@ -110,3 +114,31 @@ class ServerProgress:
                     self._clear()
                     return
                 self._draw()
+
+
+def embedding_progress(count: int, *, stream: TextIO | None = None, live: bool | None = None) -> Callable[[int], None]:
+    """Announce embedding ``count`` tools on ``stream`` (default stderr) and return the callback that
+    is told how many are done: it redraws one line on a terminal, else prints one at each quarter."""
+    out = stream if stream is not None else sys.stderr
+    label = f"tooltree: embedding {count} tool(s) for hybrid search …"
+    if out.isatty() if live is None else live:
+        out.write(f"{label} 0/{count}")
+        out.flush()
+
+        def redraw(done: int) -> None:
+            out.write(f"{_CLEAR}{label} {done}/{count}" + ("\n" if done >= count else ""))
+            out.flush()
+
+        return redraw
+    out.write(label + "\n")
+    out.flush()
+    shown = [0]
+
+    def plain(done: int) -> None:
+        quarter = 4 * done // max(1, count)
+        if quarter > shown[0]:
+            shown[0] = quarter
+            out.write(f"tooltree: embedded {done}/{count} tool(s)\n")
+            out.flush()
+
+    return plain

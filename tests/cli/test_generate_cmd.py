@@ -98,6 +98,50 @@ def test_embedding_is_announced_and_a_slow_rebuild_explained(
     assert "search index: " not in capsys.readouterr().err
 
 
+class _Terminal:
+    """A stderr that says it is a terminal, recording what is written."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_first_embedding_counts_up_in_one_line_on_a_terminal(
+    snapshots: Path, tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr(generate_cmd, "EMBED_NOTICE_TOOLS", 1)
+    monkeypatch.setattr("sys.stderr", terminal)
+    assert main(["generate-tree", "--from-snapshot", str(snapshots), "--out", str(tmp_path / "tree")]) == 0
+    line = "tooltree: embedding 4 tool(s) for hybrid search …"
+    progress = terminal.text[terminal.text.index(line) :].split("\n")[0]
+    assert progress.startswith(f"{line} 0/4\r\x1b[K{line} ") and progress.endswith(f"\r\x1b[K{line} 4/4")
+
+
+def test_a_few_tools_to_embed_are_not_announced() -> None:
+    assert generate_cmd._embedding(generate_cmd.EMBED_NOTICE_TOOLS - 1) is None
+
+
+def test_json_output_shows_no_embedding_progress(
+    snapshots: Path, tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    monkeypatch.setattr(generate_cmd, "EMBED_NOTICE_TOOLS", 1)
+    code = main(["generate-tree", "--from-snapshot", str(snapshots), "--out", str(tmp_path / "tree"), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0 and json.loads(captured.out)["embedding_model"]
+    assert "embedding" not in captured.err
+
+
 def test_generate_stores_no_embeddings_by_default_without_a_model(
     snapshots: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

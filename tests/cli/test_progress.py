@@ -6,7 +6,7 @@ import io
 import threading
 
 from generator.generate import ServerOutcome
-from tooltree_cli.progress import ServerProgress
+from tooltree_cli.progress import ServerProgress, embedding_progress
 
 
 class Terminal(io.StringIO):
@@ -68,3 +68,26 @@ def test_the_live_line_clears_itself_once_every_server_is_done() -> None:
         ticker.join(timeout=10)  # it stops by itself once all are done
         assert not ticker.is_alive()
         assert term.getvalue().endswith("\r\x1b[K")  # cleared before what follows (rendering) prints
+
+
+def test_embedding_progress_counts_up_in_one_line_on_a_terminal() -> None:
+    stream = io.StringIO()
+    done = embedding_progress(300, stream=stream, live=True)
+    for n in (128, 256, 300):
+        done(n)
+    label = "tooltree: embedding 300 tool(s) for hybrid search …"
+    assert stream.getvalue() == f"{label} 0/300" + "".join(f"\r\x1b[K{label} {n}/300" for n in (128, 256, 300)) + "\n"
+
+
+def test_embedding_progress_off_a_terminal_prints_a_line_at_each_quarter() -> None:
+    stream = io.StringIO()
+    done = embedding_progress(400, stream=stream)  # a StringIO is not a terminal
+    for n in (64, 100, 150, 256, 320, 400):
+        done(n)
+    assert stream.getvalue().splitlines() == [
+        "tooltree: embedding 400 tool(s) for hybrid search …",
+        "tooltree: embedded 100/400 tool(s)",
+        "tooltree: embedded 256/400 tool(s)",
+        "tooltree: embedded 320/400 tool(s)",
+        "tooltree: embedded 400/400 tool(s)",
+    ]
