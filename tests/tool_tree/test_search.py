@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from generator.generate import generate
-from tests.support import write_tiny_bert
+from tests.support import count_model_loads, write_tiny_bert
 from tool_tree.search import (
     EMBEDDINGS_ENV,
     INDEX_FILE,
@@ -783,3 +783,117 @@ def test_tooltree_main_dispatches_search(tree: Path, capsys: pytest.CaptureFixtu
 
     assert main(["search", "pollen levels", "--tree", str(tree), "--detail", "name"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "weather.air_quality"
+
+
+# --- bounds on the host work of one search --------------------------------------------------
+
+
+def test_concurrent_first_queries_load_the_model_once(
+    tree: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    write_index(tree)
+    loads = count_model_loads(monkeypatch)
+    index = SearchIndex.load(tree)
+    results: list[list[str]] = []
+    threads = [threading.Thread(target=lambda: results.append(_names(index, "move an event"))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(results) == 8 and len({tuple(r) for r in results}) == 1
+    assert loads == [1]
+
+
+def test_a_search_that_waits_too_long_for_its_turn_fails(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tool_tree.search import _render
+
+    monkeypatch.setattr(_render, "QUEUE_TIMEOUT_S", 0.01)
+    for _ in range(_render.MAX_CONCURRENT):
+        assert _render._gate.acquire(timeout=1)
+    try:
+        with pytest.raises(SearchError, match=r"tool search is busy \(2 searches running for 0.01 s\); retry"):
+            search_tools(tree, "send an email")
+    finally:
+        for _ in range(_render.MAX_CONCURRENT):
+            _render._gate.release()
+    assert search_tools(tree, "send an email", detail="name", limit=1) == "mail.send_email\n"
+
+
+def test_a_full_detail_result_is_capped_and_names_what_it_left_out(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tool_tree.search import _render
+
+    monkeypatch.setattr(_render, "MAX_RESULT_CHARS", 2500)
+    out = search_tools(tree, "event", detail="full", limit=6)
+    assert len(out) <= 2500 + 200
+    shown = [line for line in out.splitlines() if line.startswith("# ── servers/")]
+    last = out.rstrip().splitlines()[-1]
+    assert shown and last.startswith("[not shown, the result is capped at 2500 characters: calendar.")
+    assert len(shown) + len(last.split(": ", 1)[1].split(", ")) == 6
+    monkeypatch.setattr(_render, "MAX_RESULT_CHARS", 300)  # one stub alone is too long: its head is shown
+    head = search_tools(tree, "pollen", detail="full", limit=1)
+    assert head.startswith("# ── servers/weather/air_quality.py ──") and "# … (cut)" in head and len(head) <= 300
+
+
+# --- queries that ask for several things -----------------------------------------------------
+
+
+def test_split_clauses_cuts_at_sentences_and_chaining_words() -> None:
+    from tool_tree.search._query import split_clauses
+
+    query = "Will it rain in London tomorrow? Also, suggest some cafes near the museums."
+    assert split_clauses(query, "sentences") == [
+        "Will it rain in London tomorrow?",
+        "Also, suggest some cafes near the museums.",
+    ]
+    assert split_clauses(query, "none") == []
+    assert split_clauses(query, "chains") == [
+        "Will it rain in London tomorrow?",
+        "suggest some cafes near the museums.",
+    ]
+    chained = "find the cheapest flight, convert the price to euros and then email it to Ana"
+    assert split_clauses(chained, "chains") == [
+        "find the cheapest flight, convert the price to euros",
+        "email it to Ana",
+    ]
+    assert split_clauses("send an email", "chains") == []
+    assert split_clauses("tea and coffee recipes", "chains") == []
+    assert split_clauses("book a table and order coffee beans", "and") == ["book a table", "order coffee beans"]
+    assert split_clauses("a. b. c. d. e. f.", "sentences") == []  # one-word pieces join the clause before
+
+
+def test_fusion_keeps_the_best_tool_of_each_clause() -> None:
+    from tool_tree.search._query import fuse_rankings
+
+    whole = {0: 9.0, 1: 8.0, 2: 7.0, 3: 1.0}
+    clause = {3: 2.0, 0: 1.0}
+    rrf = fuse_rankings([whole, clause], [1.0, 1.0], k=1.0)
+    assert sorted(rrf, key=lambda d: -rrf[d])[:2] == [0, 3]
+    best = fuse_rankings([whole, clause], [1.0, 0.9], k=10.0, how="max")
+    assert best[3] == pytest.approx(0.9) and best[0] == pytest.approx(1.0) and best[2] == pytest.approx(7 / 9)
+
+
+def test_a_query_of_several_needs_finds_a_tool_for_each(tree: Path) -> None:
+    docs = docs_from_tree(tree)
+    config = RankingConfig(clauses="chains", clause_weight=1.0, fusion_k=5.0)
+    index = build_index(docs, config)
+    query = "send an email to the team about the outage, then check the pollen levels for my postal code"
+    found = [f"{h.server}.{h.tool}" for h in index.search(query, limit=5)]
+    assert "mail.send_email" in found and "weather.air_quality" in found
+
+
+def test_server_evidence_lifts_a_tersely_described_tool_on_the_right_server() -> None:
+    def doc(server: str, tool: str, text: str, server_text: str) -> SearchDoc:
+        return SearchDoc(server, server, tool, tool, f"servers/{server}/{tool}.py", text, [], server_text)
+
+    docs = [
+        doc("weather", "get_forecast", "Forecast of rain, wind and temperature for a city.", "Weather data."),
+        doc("weather", "uv", "Index for a place.", "Weather data."),
+        doc("places", "index_place", "Add a place to the search index.", "Points of interest."),
+    ]
+    query = "rain forecast index"
+    without = [h.tool for h in build_index(docs).search(query)]
+    with_servers = [h.tool for h in build_index(docs, RankingConfig(server_weight=0.5)).search(query)]
+    assert without.index("uv") > without.index("index_place")
+    assert with_servers.index("uv") < with_servers.index("index_place")

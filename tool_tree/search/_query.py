@@ -23,16 +23,17 @@ MIN_CLAUSE_WORDS = 2
 """Shorter pieces are joined to the clause before them: "and also" alone asks for nothing."""
 
 _SENTENCE = r"(?<=[.!?;])\s+"
-_CHAIN = (
-    r",?\s+(?:and\s+)?(?:then|afterwards|after\s+that|also|additionally|as\s+well\s+as|plus)\b"
-    r"|,\s+and\s+|\s+and\s+(?=(?:then\s+)?(?:please\s+)?(?:can|could|would|will|tell|give|show|find|get|send"
-    r"|check|recommend|suggest|let|help|make|create|convert|save|email|book|search|look)\b)"
+_CHAIN_WORD = r"(?:and\s+)?(?:then|afterwards|after\s+that|also|additionally|as\s+well\s+as|plus)\b"
+_REQUEST = (
+    r"(?:then\s+)?(?:please\s+)?(?:can|could|would|will|tell|give|show|find|get|send|check|recommend|suggest|let"
+    r"|help|make|create|convert|save|email|book|search|look)\b"
 )
+_CHAIN = rf"{_SENTENCE}(?:{_CHAIN_WORD})?|,?\s+{_CHAIN_WORD}|,\s+and\s+|\s+and\s+(?={_REQUEST})"
 SPLITTERS = {
     "none": None,
     "sentences": re.compile(_SENTENCE),
-    "chains": re.compile(f"{_SENTENCE}|{_CHAIN}", re.IGNORECASE),
-    "and": re.compile(f"{_SENTENCE}|{_CHAIN}|\\s+and\\s+", re.IGNORECASE),
+    "chains": re.compile(_CHAIN, re.IGNORECASE),
+    "and": re.compile(f"{_CHAIN}|\\s+and\\s+", re.IGNORECASE),
 }
 """Ways to cut a query, from none to aggressive; ``RankingConfig.clauses`` names one."""
 
@@ -47,7 +48,7 @@ def split_clauses(query: str, splitter: str = "chains") -> list[str]:
     if pattern is None:
         return []
     clauses: list[str] = []
-    for piece in pattern.split(query):
+    for piece in pattern.split(" ".join(query.split())):  # single spaces: the patterns never rescan a long run
         piece = piece.strip(" ,;:-\n\t")
         if not piece:
             continue
