@@ -1,173 +1,304 @@
-"""Tool-search quality and speed.
+"""Tool-search quality and speed, with tuning kept apart from reporting (see ``search_sets``).
 
-Quality: Recall@1/5/10 and MRR on MetaTool (199 tools, name + description only):
-    - single-tool queries (``all_clean_data.csv``, 20,614 rows): the row's tool is the answer;
-    - multi-tool queries (``multi_tool_query_golden.json``, 497 queries): each gold tool counts as
-      one hit or miss, so Recall@k is the share of gold tools found in the first k.
-Every ranking variant is measured in the same run against a plain BM25 baseline (one field:
-name + description, no stemming, k1 = 1.2, b = 0.75).
+Quality: Recall@1/5/10 and MRR@10 per need on six sets — MetaTool single-tool and multi-tool
+queries in its tuning and held-out halves (split by tool), and multi-step tasks over the 527-tool
+LiveMCPBench catalog, tuning and held-out. Every variant runs in the same process against plain
+BM25 (one field: name + description, no stemming, k1 = 1.2, b = 0.75).
 
-The hybrid (BM25F fused with MiniLM embeddings; needs numpy and the model, ``make embeddings``)
-is measured on the same queries in the same run. Its queries are embedded up front in batches
-(the time is reported); each ranking then goes through ``SearchIndex.search`` as in use, with
-the encoder answering from those vectors.
+``--grid`` picks what runs:
+- ``lexical`` / ``hybrid``: the option grids that were searched, on the tuning sets only
+  (``--sets tune``, the default for them);
+- ``models``: the embedding models of ``search_models`` with the chosen ranking;
+- ``final`` (default): the baselines, the old and new defaults, with and without embeddings,
+  on every set.
 
-Speed, on the LiveMCPBench catalog (70 servers, 527 tools with real schemas): index build time
-(with embeddings: encoding every tool), index size, load time, query latency p50/p90 (hybrid:
-each query embedded on its own, as in use), model load time; build time and size for a
-10,000-tool catalog made of copies.
+Query embeddings are computed once per model in batches and cached under ``bench/out/`` (keyed by
+text), so a rerun ranks without re-embedding; the hybrid then ranks through ``SearchIndex.search``
+as in use, with the encoder answering from that cache.
 
-Run:  .venv/bin/python bench/search_recall.py   (reads ../shared/corpora; writes bench/out/search_recall.json)
+Speed, on the LiveMCPBench catalog: index build, size, load, and query latency p50/p90 (hybrid:
+each query embedded on its own, as in use); build time and size for 10,000 tools.
+
+Run:  .venv/bin/python bench/search_recall.py [--grid final] [--sets all] [--step 1]
+      (reads ../shared/corpora; writes bench/out/search_recall.json)
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import json
-import re
+import hashlib
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _common import OUT, write_json
+from search_models import CANDIDATES, load, missing
+from search_sets import Catalog, livemcpbench, metatool, recall
+
 from tool_tree.search import RankingConfig, SearchDoc, SearchError, SearchIndex, build_index
-from tool_tree.search._docs import description_of, params_of
+from tool_tree.search._dense import DenseVectors, embed_text
 from tool_tree.search._index import MAX_QUERY
+from tool_tree.search._query import split_clauses
 
-ROOT = Path(__file__).resolve().parents[1]
-CORPORA = ROOT.parent / "shared" / "corpora"
-OUT = ROOT / "bench" / "out" / "search_recall.json"
-
-BASELINE = RankingConfig(plain=True, stem=False, k1=1.2, b=0.75)
+BASELINE = RankingConfig(plain=True, stem=False, k1=1.2, b=0.75, clauses="none")
+OLD_DEFAULT = RankingConfig(w_params=0.3, clauses="none", dense_alpha=0.3)
+"""The defaults before this benchmark split its data (chosen on all of MetaTool)."""
 DEFAULT = RankingConfig()
-LEXICAL_VARIANTS: list[tuple[str, RankingConfig]] = [
-    ("baseline: plain BM25 (name+desc)", BASELINE),
-    ("plain BM25 + stemming", replace(BASELINE, stem=True)),
-    ("BM25F fields, no stemming", replace(DEFAULT, stem=False)),
-    ("BM25F fields, k1/b = 1.2/0.75", replace(DEFAULT, k1=1.2, b=0.75)),
-    ("BM25F + lead-sentence boost", replace(DEFAULT, w_lead=1.0)),
-    ("BM25F + catalog co-occurrence expansion", replace(DEFAULT, expansion=0.2)),
-    ("default: BM25F + stemming", DEFAULT),
-]
-HYBRID = "hybrid: default + MiniLM (z-score fusion)"
+
+Variant = tuple[str, RankingConfig, str | None]
+"""(label, ranking, embedding model name or None)."""
 
 
-def _ident(name: str) -> str:
-    return re.sub(r"\W+", "_", name).strip("_") or "tool"
+def lexical_grid() -> list[Variant]:
+    out: list[Variant] = [("plain BM25", BASELINE, None), ("plain BM25 + stemming", replace(BASELINE, stem=True), None)]
+    out.append(("old default (BM25F, no clauses)", OLD_DEFAULT, None))
+    for k1, b in ((1.2, 0.75), (1.2, 0.5), (2.0, 0.75)):
+        out.append((f"BM25F k1={k1} b={b}", replace(OLD_DEFAULT, k1=k1, b=b), None))
+    for w in (1.0, 2.0):
+        out.append((f"BM25F w_name={w}", replace(OLD_DEFAULT, w_name=w), None))
+    for w in (0.0, 0.1):
+        out.append((f"BM25F w_params={w}", replace(OLD_DEFAULT, w_params=w), None))
+    out.append(("BM25F w_server_description=0", replace(OLD_DEFAULT, w_server_description=0.0), None))
+    out.append(("BM25F + expansion 0.2", replace(OLD_DEFAULT, expansion=0.2), None))
+    for splitter in ("sentences", "chains", "and"):
+        for weight in (0.5, 1.0, 2.0):
+            for k in (5.0, 10.0, 30.0):
+                cfg = replace(OLD_DEFAULT, clauses=splitter, clause_weight=weight, fusion_k=k)
+                out.append((f"clauses={splitter} w={weight} k={k:g}", cfg, None))
+    for splitter in ("sentences", "chains", "and"):
+        for weight in (0.5, 0.7, 0.9):
+            cfg = replace(OLD_DEFAULT, clauses=splitter, clause_weight=weight, fusion="max")
+            out.append((f"clauses={splitter} max-fusion w={weight}", cfg, None))
+    for splitter in ("sentences", "chains", "and"):
+        for weight, k in ((0.8, 1.0), (0.8, 3.0), (0.8, 10.0), (0.9, 1.0), (0.9, 3.0), (0.9, 10.0), (1.0, 10.0)):
+            cfg = replace(OLD_DEFAULT, clauses=splitter, clause_weight=weight, fusion_k=k, fusion="maxrank")
+            out.append((f"clauses={splitter} maxrank w={weight} k={k:g}", cfg, None))
+    for w in (0.1, 0.2, 0.3, 0.5, 1.0):
+        out.append((f"server evidence {w}", replace(OLD_DEFAULT, server_weight=w), None))
+    return out
 
 
-@dataclass
-class Metrics:
-    n: int = 0
-    r1: int = 0
-    r5: int = 0
-    r10: int = 0
-    rr: float = 0.0
+def hybrid_grid() -> list[Variant]:
+    out: list[Variant] = [("plain BM25", BASELINE, None)]
+    for alpha in (0.2, 0.3, 0.4, 0.5):
+        out.append((f"hybrid alpha={alpha}, no clauses", replace(OLD_DEFAULT, dense_alpha=alpha), "minilm-l6"))
+    for splitter in ("sentences", "chains", "and"):
+        for weight in (0.5, 1.0):
+            for k in (5.0, 10.0):
+                cfg = replace(OLD_DEFAULT, clauses=splitter, clause_weight=weight, fusion_k=k)
+                out.append((f"hybrid clauses={splitter} w={weight} k={k:g}", cfg, "minilm-l6"))
+        for weight in (0.7, 0.8, 0.9):
+            cfg = replace(OLD_DEFAULT, clauses=splitter, clause_weight=weight, fusion="max")
+            out.append((f"hybrid clauses={splitter} max-fusion w={weight}", cfg, "minilm-l6"))
+    base = replace(OLD_DEFAULT, dense_alpha=0.2)
+    for splitter in ("sentences", "chains", "and"):
+        for weight, k in ((0.8, 1.0), (0.8, 3.0), (0.8, 10.0), (0.8, 20.0), (0.9, 10.0), (1.0, 10.0), (0.7, 10.0)):
+            cfg = replace(base, clauses=splitter, clause_weight=weight, fusion_k=k, fusion="maxrank")
+            out.append((f"hybrid a=0.2 clauses={splitter} maxrank w={weight} k={k:g}", cfg, "minilm-l6"))
+    for label, cfg in (
+        ("w_params=0.1", replace(base, w_params=0.1)),
+        ("k1=1.2 b=0.75", replace(base, k1=1.2, b=0.75)),
+        ("w_name=2", replace(base, w_name=2.0)),
+        ("plain BM25 + stemming as the lexical side", replace(BASELINE, stem=True, dense_alpha=0.2)),
+        ("server evidence 0.3", replace(base, server_weight=0.3)),
+    ):
+        out.append((f"hybrid a=0.2 {label}", cfg, "minilm-l6"))
+    return out
 
-    def add(self, ranked: Sequence[str], gold: str) -> None:
-        self.n += 1
-        if gold in ranked:
-            k = ranked.index(gold)
-            self.r1 += k < 1
-            self.r5 += k < 5
-            self.r10 += k < 10
-            self.rr += 1.0 / (k + 1)
 
-    def row(self) -> dict[str, float]:
-        n = max(1, self.n)
-        return {
-            "n": self.n,
-            "recall@1": self.r1 / n,
-            "recall@5": self.r5 / n,
-            "recall@10": self.r10 / n,
-            "mrr@10": self.rr / n,
-        }
-
-
-def metatool() -> tuple[list[SearchDoc], list[tuple[str, str]], list[tuple[str, list[str]]]]:
-    base = CORPORA / "metatool"
-    described: dict[str, str] = json.loads((base / "plugin_des.json").read_text(encoding="utf-8"))
-    docs = [
-        SearchDoc(server=name, package=_ident(name), tool=name, function=_ident(name), path="", description=desc)
-        for name, desc in described.items()
+def final_variants() -> list[Variant]:
+    return [
+        ("plain BM25 (baseline)", BASELINE, None),
+        ("old lexical default", OLD_DEFAULT, None),
+        ("new lexical default", DEFAULT, None),
+        ("new lexical, without clauses", replace(DEFAULT, clauses="none"), None),
+        ("new lexical + server evidence 0.3", replace(DEFAULT, server_weight=0.3), None),
+        ("old hybrid default (MiniLM)", OLD_DEFAULT, "minilm-l6"),
+        ("new hybrid default (MiniLM)", DEFAULT, "minilm-l6"),
+        ("new hybrid, without clauses", replace(DEFAULT, clauses="none"), "minilm-l6"),
+        ("new hybrid + server evidence 0.3", replace(DEFAULT, server_weight=0.3), "minilm-l6"),
     ]
-    with (base / "all_clean_data.csv").open(encoding="utf-8", newline="") as f:
-        single = [(row["Query"], row["Tool"]) for row in csv.DictReader(f)]
-    raw = json.loads((base / "multi_tool_query_golden.json").read_text(encoding="utf-8"))
-    multi = [(item["query"], list(item["tool"])) for item in raw]
-    return docs, single, multi
 
 
-def livemcpbench() -> list[SearchDoc]:
-    servers = json.loads((CORPORA / "livemcpbench" / "tools.json").read_text(encoding="utf-8"))
-    docs: list[SearchDoc] = []
-    for entry in servers:
-        for server, listing in entry["tools"].items():
-            for tool in listing["tools"]:
-                docs.append(
-                    SearchDoc(
-                        server=server,
-                        package=_ident(server),
-                        tool=tool["name"],
-                        function=_ident(tool["name"]),
-                        path=f"servers/{_ident(server)}/{_ident(tool['name'])}.py",
-                        description=description_of(tool),
-                        params=params_of(tool),
-                        server_description=entry.get("description", ""),
-                    )
-                )
-    return docs
+def model_variants() -> list[Variant]:
+    return [("plain BM25 (baseline)", BASELINE, None)] + [(f"hybrid, {c.name}", DEFAULT, c.name) for c in CANDIDATES]
 
 
-def evaluate(
-    rank: Callable[[str], list[str]],
-    single: Sequence[tuple[str, str]],
-    multi: Sequence[tuple[str, list[str]]],
-) -> dict[str, dict[str, float]]:
-    cache: dict[str, list[str]] = {}
+GRIDS: dict[str, Callable[[], list[Variant]]] = {
+    "lexical": lexical_grid,
+    "hybrid": hybrid_grid,
+    "models": model_variants,
+    "final": final_variants,
+}
 
-    def ranked(query: str) -> list[str]:
-        if query not in cache:
-            cache[query] = rank(query)
-        return cache[query]
 
-    s, m = Metrics(), Metrics()
-    for query, gold in single:
-        s.add(ranked(query), gold)
-    for query, golds in multi:
-        for gold in golds:
-            m.add(ranked(query), gold)
-    return {"single": s.row(), "multi": m.row()}
+# --- embeddings: one batch per model, cached on disk ---------------------------------------
+
+
+class CachedEncoder:
+    """Answers ``encode`` from precomputed vectors (keyed by text), else asks the real encoder."""
+
+    def __init__(self, inner: Any, vectors: dict[str, Any]) -> None:
+        self.inner, self.vectors = inner, vectors
+        self.model_id, self.dim = inner.model_id, inner.dim
+
+    def encode(self, texts: list[str], **kwargs: Any) -> Any:
+        import numpy as np
+
+        if all(t in self.vectors for t in texts):
+            return np.stack([self.vectors[t] for t in texts])
+        return self.inner.encode(texts, **kwargs)
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+
+
+def embed_all(encoder: Any, name: str, texts: Sequence[str]) -> tuple[dict[str, Any], float, int]:
+    """Vectors of ``texts``; those not in ``bench/out/embed_<name>.npz`` are computed (seconds, count)."""
+    import numpy as np
+
+    path = OUT / f"embed_{name}.npz"
+    cached: dict[str, Any] = {}
+    if path.is_file():
+        data = np.load(path)
+        cached = dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
+    todo = sorted({t for t in texts if _key(t) not in cached})
+    t0 = time.perf_counter()
+    if todo:
+        vectors = encoder.encode(todo)
+        cached.update({_key(t): v for t, v in zip(todo, vectors, strict=True)})
+        OUT.mkdir(parents=True, exist_ok=True)
+        keys = sorted(cached)
+        np.savez(path, keys=np.array(keys), vectors=np.stack([cached[k] for k in keys]))
+    seconds = time.perf_counter() - t0
+    return {t: cached[_key(t)] for t in set(texts)}, seconds, len(todo)
+
+
+def unit_texts(catalogs: Sequence[Catalog], variants: Sequence[Variant]) -> list[str]:
+    splitters = {cfg.clauses for _, cfg, model in variants if model is not None}
+    texts: list[str] = []
+    for catalog in catalogs:
+        for qs in catalog.sets.values():
+            for query, _ in qs.queries:
+                q = query[:MAX_QUERY]
+                texts.append(q)
+                for s in splitters:
+                    texts.extend(split_clauses(q, s))
+    return texts
+
+
+# --- ranking -------------------------------------------------------------------------------
+
+
+def with_vectors(index: SearchIndex, docs: Sequence[SearchDoc], encoder: Any, cache: dict[str, Any]) -> SearchIndex:
+    """``index`` with every tool embedded by ``encoder`` (the tool texts are cached per catalog)."""
+    import base64
+
+    by_key = {(d.server, d.tool, d.path): d for d in docs}
+    texts = [embed_text(by_key[(e.server, e.tool, e.path)]) for e in index.entries]
+    missing_texts = [t for t in texts if t not in cache]
+    if missing_texts:
+        cache.update(zip(missing_texts, encoder.encode(missing_texts), strict=True))
+    encoded = [base64.b64encode(cache[t].astype("<f2").tobytes()).decode("ascii") for t in texts]
+    index._dense = DenseVectors(model=encoder.model_id, dim=encoder.dim, encoded=encoded)
+    return index
 
 
 def ranker(index: SearchIndex) -> Callable[[str], list[str]]:
     def rank(query: str) -> list[str]:
         try:
-            return [h.tool for h in index.search(query, limit=10)]
+            return [f"{h.server}.{h.tool}" for h in index.search(query, limit=10)]
         except SearchError:
             return []
 
     return rank
 
 
-def print_table(title: str, results: dict[str, dict[str, dict[str, float]]]) -> None:
-    print(f"\n{title}")
-    head = f"{'variant':44s} | {'R@1':>6s} {'R@5':>6s} {'R@10':>6s} {'MRR':>6s} | {'multi R@5':>9s} {'R@10':>6s}"
-    print(head)
-    print("-" * len(head))
-    for name, r in results.items():
-        s, m = r["single"], r["multi"]
-        print(
-            f"{name:44s} | {s['recall@1']:6.3f} {s['recall@5']:6.3f} {s['recall@10']:6.3f} {s['mrr@10']:6.3f} |"
-            f" {m['recall@5']:9.3f} {m['recall@10']:6.3f}"
-        )
+def model_cost(encoder: Any, catalogs: Sequence[Catalog]) -> dict[str, float]:
+    """CPU cost of a model: one query embedded on its own (median of 50), and the 527-tool catalog."""
+    queries = [q for q, _ in catalogs[0].sets["tune single"].queries[:50]]
+    times = []
+    for q in queries:
+        t = time.perf_counter()
+        encoder.encode([q])
+        times.append(time.perf_counter() - t)
+    tools = [embed_text(d) for d in catalogs[-1].docs]
+    t = time.perf_counter()
+    encoder.encode(tools)
+    return {
+        "query_ms_p50": round(statistics.median(times) * 1000, 2),
+        "catalog_527_s": round(time.perf_counter() - t, 1),
+    }
+
+
+def evaluate(
+    catalogs: Sequence[Catalog], variants: Sequence[Variant], sets: str, *, cost: bool = False
+) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, Any]]:
+    from tool_tree.search import _dense
+
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    notes: dict[str, Any] = {}
+    encoders: dict[str, CachedEncoder] = {}
+    tool_vectors: dict[str, dict[str, Any]] = {}
+    for name in sorted({m for _, _, m in variants if m is not None}):
+        candidate = next(c for c in CANDIDATES if c.name == name)
+        why = missing(candidate)
+        if why is not None:
+            notes[name] = f"skipped: {why}"
+            continue
+        t0 = time.perf_counter()
+        inner = load(candidate)
+        load_s = time.perf_counter() - t0
+        vectors, seconds, count = embed_all(inner, name, unit_texts(catalogs, variants))
+        notes[name] = {"load_s": round(load_s, 2), "embedded_queries": count, "embed_s": round(seconds, 1)}
+        if cost:
+            notes[name] |= model_cost(inner, catalogs)
+        encoders[name] = CachedEncoder(inner, vectors)
+        tool_vectors[name] = {}
+    for label, cfg, model in variants:
+        if model is not None and model not in encoders:
+            continue
+        row: dict[str, dict[str, float]] = {}
+        for catalog in catalogs:
+            index = build_index(catalog.docs, cfg)
+            if model is not None:
+                index = with_vectors(index, catalog.docs, encoders[model], tool_vectors[model])
+                _dense._encoder = encoders[model]  # type: ignore[assignment]  # the bench answers from its cache
+            rank = ranker(index)
+            for set_name, qs in catalog.sets.items():
+                if sets != "all" and not set_name.startswith(sets):
+                    continue
+                row[f"{catalog.name} {set_name}"] = recall(rank, qs)
+            _dense._encoder = None
+        results[label] = row
+        print(f"  {label:48s} " + " ".join(f"{r['R@5']:.3f}" for r in row.values()), flush=True)
+    return results, notes
+
+
+def print_table(results: dict[str, dict[str, dict[str, float]]]) -> None:
+    columns = list(next(iter(results.values())).keys())
+    base = results[next(iter(results))]
+    print("\nRecall@5 per need (bold-free; * = below the first row, plain BM25, on that set)")
+    print(f"{'variant':48s} | " + " | ".join(f"{c[:22]:>22s}" for c in columns))
+    for label, row in results.items():
+        cells = []
+        for c in columns:
+            v = row[c]["R@5"]
+            cells.append(f"{v:21.3f}{'*' if v < base[c]['R@5'] - 1e-9 else ' '}")
+        print(f"{label:48s} | " + " | ".join(cells))
+    print("sizes: " + ", ".join(f"{c}: {base[c]['queries']} queries / {base[c]['needs']} needs" for c in columns))
+
+
+# --- speed ---------------------------------------------------------------------------------
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -183,12 +314,11 @@ def speed(docs: list[SearchDoc], queries: list[str], embeddings: bool) -> dict[s
     text = index.to_json()
     out["index_bytes"] = len(text.encode("utf-8"))
     with tempfile.TemporaryDirectory() as tmp:
-        tree = Path(tmp)
-        (tree / "search_index.json").write_text(text, encoding="utf-8")
+        (Path(tmp) / "search_index.json").write_text(text, encoding="utf-8")
         loads = []
-        for _ in range(20):
+        for _ in range(10):
             t = time.perf_counter()
-            index = SearchIndex.load(tree)
+            index = SearchIndex.load(Path(tmp))
             loads.append(time.perf_counter() - t)
     out["load_ms_p50"] = statistics.median(loads) * 1000
     index.search("warm up")
@@ -203,131 +333,51 @@ def speed(docs: list[SearchDoc], queries: list[str], embeddings: bool) -> dict[s
     return out
 
 
-def scaled(docs: list[SearchDoc], n: int) -> list[SearchDoc]:
-    """``n`` tools made of copies of ``docs`` under renamed servers."""
-    out: list[SearchDoc] = []
-    copy = 0
-    while len(out) < n:
-        for d in docs[: n - len(out)]:
-            out.append(replace(d, server=f"{d.server}_{copy}", package=f"{d.package}_{copy}"))
-        copy += 1
-    return out
-
-
-def embeddings_available() -> str | None:
-    from tool_tree.search._encoder import model_info
-
-    try:
-        model_info()
-    except SearchError as e:
-        return str(e)
-    return None
-
-
-def model_load_s() -> float:
-    """Seconds to load the embedding model in a fresh ``Encoder`` (numpy already imported)."""
-    from tool_tree.search._encoder import Encoder
-
+def run_speed(catalog: Catalog, queries: list[str], hybrid: bool) -> dict[str, Any]:
+    report: dict[str, Any] = {"bm25": speed(catalog.docs, queries, embeddings=False)}
+    if hybrid:
+        report["hybrid"] = speed(catalog.docs, queries, embeddings=True)
+    big = [replace(d, server=f"{d.server}_{i}", package=f"{d.package}_{i}") for i in range(19) for d in catalog.docs]
     t = time.perf_counter()
-    Encoder()
-    return time.perf_counter() - t
-
-
-def hybrid_ranker(
-    docs: list[SearchDoc], queries: Sequence[str]
-) -> tuple[Callable[[str], list[str]], float, Callable[[], None]]:
-    """A ranker for the hybrid whose query embeddings are computed up front in batches; the seconds
-    that took; and a function that puts the encoder back as it was."""
-    import numpy as np
-
-    from tool_tree.search._dense import get_encoder
-
-    index = build_index(docs, embeddings=True)
-    encoder = get_encoder()
-    unique = sorted({q[:MAX_QUERY] for q in queries})
-    t = time.perf_counter()
-    vectors = dict(zip(unique, encoder.encode(unique), strict=True))
-    seconds = time.perf_counter() - t
-    encode = encoder.encode
-
-    def cached(texts: list[str], **kwargs: Any) -> Any:
-        if all(text in vectors for text in texts):
-            return np.stack([vectors[text] for text in texts])
-        return encode(texts, **kwargs)
-
-    encoder.encode = cached  # type: ignore[method-assign]  # the bench only: answer from the batch
-
-    def restore() -> None:
-        del encoder.encode
-
-    return ranker(index), seconds, restore
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--step", type=int, default=1, help="use every STEP-th single-tool row (default: all)")
-    parser.add_argument("--no-dense", action="store_true", help="skip the embedding hybrid")
-    args = parser.parse_args()
-    if not CORPORA.is_dir():
-        print(f"corpora not found at {CORPORA}", file=sys.stderr)
-        return 2
-    docs, single, multi = metatool()
-    single_all = single[:: args.step]
-    report: dict[str, Any] = {"corpus": "metatool", "tools": len(docs), "single_rows": len(single_all)}
-    report["multi_queries"] = len(multi)
-    report["multi_gold_tools"] = sum(len(g) for _, g in multi)
-
-    results: dict[str, dict[str, dict[str, float]]] = {}
-    for name, config in LEXICAL_VARIANTS:
-        results[name] = evaluate(ranker(build_index(docs, config)), single_all, multi)
-
-    missing = "skipped (--no-dense)" if args.no_dense else embeddings_available()
-    title = f"MetaTool, {len(single_all)} single-tool rows, {len(multi)} multi-tool queries"
-    if missing is None:
-        t = time.perf_counter()
-        queries = [q for q, _ in single_all] + [q for q, _ in multi]
-        rank, encode_s, restore = hybrid_ranker(docs, queries)
-        results[HYBRID] = evaluate(rank, single_all, multi)
-        restore()  # latency below is measured with each query embedded on its own
-        total_s = time.perf_counter() - t
-        n = len({q[:MAX_QUERY] for q in queries})
-        report["hybrid_time"] = {"queries": n, "encode_s": encode_s, "total_s": total_s}
-        title += f"; hybrid: {n} queries embedded in {encode_s:.0f} s, {total_s:.0f} s in all"
-    else:
-        report["hybrid_skipped"] = missing
-    print_table(title, results)
-    if missing is not None:
-        print(f"\nembedding hybrid not measured: {missing}")
-    report["results"] = results
-
-    catalog = livemcpbench()
-    latency_queries = [q for q, _ in single[::41]][:500]
-    report["speed"] = {"bm25": speed(catalog, latency_queries, embeddings=False)}
-    if missing is None:
-        report["speed"]["hybrid"] = speed(catalog, latency_queries, embeddings=True)
-        report["speed"]["model_load_s"] = model_load_s()
-    big = scaled(catalog, 10_000)
-    t = time.perf_counter()
-    big_index = build_index(big)
-    report["speed"]["build_10000_s"] = time.perf_counter() - t
-    report["speed"]["index_bytes_10000"] = len(big_index.to_json().encode("utf-8"))
-    print(f"\nLiveMCPBench catalog: {len(catalog)} tools")
-    for mode, r in report["speed"].items():
-        if isinstance(r, dict):
+    big_index = build_index(big[:10_000])
+    report["build_10000_s"] = time.perf_counter() - t
+    report["index_bytes_10000"] = len(big_index.to_json().encode("utf-8"))
+    print(f"\n{catalog.name} catalog: {len(catalog.docs)} tools")
+    for mode in ("bm25", "hybrid"):
+        r = report.get(mode)
+        if r:
             print(
                 f"  {mode:7s} build {r['build_s'] * 1000:8.1f} ms  index {r['index_bytes'] / 1024:7.0f} KiB  "
                 f"load p50 {r['load_ms_p50']:6.1f} ms  query p50 {r['query_ms_p50']:6.2f} ms  "
                 f"p90 {r['query_ms_p90']:6.2f} ms  ({r['queries']} queries)"
             )
-    if "model_load_s" in report["speed"]:
-        print(f"  embedding model load: {report['speed']['model_load_s'] * 1000:.0f} ms")
-    print(
-        f"  10,000 tools (BM25F): build {report['speed']['build_10000_s']:.2f} s, "
-        f"index {report['speed']['index_bytes_10000'] / 1024 / 1024:.1f} MiB"
-    )
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(f"\nwrote {OUT.relative_to(ROOT)}")
+    mib = report["index_bytes_10000"] / 2**20
+    print(f"  10,000 tools (lexical): build {report['build_10000_s']:.2f} s, {mib:.1f} MiB")
+    return report
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--grid", choices=sorted(GRIDS), default="final")
+    parser.add_argument("--sets", choices=("tune", "held", "all"), help="default: tune for grids, all otherwise")
+    parser.add_argument("--step", type=int, default=1, help="use every STEP-th MetaTool single-tool row")
+    parser.add_argument("--no-dense", action="store_true", help="skip every variant that needs embeddings")
+    parser.add_argument("--no-speed", action="store_true", help="skip the speed measurements")
+    args = parser.parse_args()
+    sets = args.sets or ("tune" if args.grid in ("lexical", "hybrid") else "all")
+    variants = [v for v in GRIDS[args.grid]() if not (args.no_dense and v[2] is not None)]
+    catalogs = [metatool(args.step), livemcpbench()]
+    print(f"grid {args.grid}, sets {sets}, MetaTool single rows every {args.step}")
+    results, notes = evaluate(catalogs, variants, sets, cost=args.grid == "models")
+    print_table(results)
+    for name, note in notes.items():
+        print(f"  {name}: {note}")
+    report: dict[str, Any] = {"grid": args.grid, "sets": sets, "step": args.step, "results": results, "models": notes}
+    if not args.no_speed and args.grid == "final":
+        hybrid = not args.no_dense and missing(CANDIDATES[0]) is None
+        queries = [q for q, _ in catalogs[0].sets["held single"].queries[::20]][:500]
+        report["speed"] = run_speed(catalogs[1], queries, hybrid)
+    write_json(f"search_recall_{args.grid}.json", report)
     return 0
 
 

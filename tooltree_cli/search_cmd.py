@@ -32,7 +32,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="name: qualified names; summary: name, description and signature (default); full: stub text",
     )
     parser.add_argument("--limit", type=int, default=5, help=f"number of results, {MIN_LIMIT}-{MAX_LIMIT} (default: 5)")
-    parser.add_argument("--regex", action="store_true", help="treat QUERY as a regular expression")
+    parser.add_argument(
+        "--regex",
+        action="store_true",
+        help="treat QUERY as a regular expression (RE2: no backreferences or lookaround)",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON list of {server, tool, path, score}")
     parser.set_defaults(handler=run)
 

@@ -4,8 +4,8 @@ When the tree is generated with embeddings (by default whenever the extra is ins
 ``_mode.embedding_model``), the index also stores one vector per tool
 (float16, base64, in index order). A query is then embedded too, and the two rankings are
 fused by z-score: each score list is standardised over the whole catalog and
-``alpha · z(bm25) + (1 − alpha) · z(cosine)`` ranks the tools. Standardising makes the two
-scales comparable without a tuned constant per catalog. Lexical matching still decides
+``alpha · z(bm25) + (1 − alpha) · z(cosine)`` ranks the tools (alpha is ``RankingConfig.dense_alpha``).
+Standardising makes the two scales comparable without a tuned constant per catalog. Lexical matching still decides
 exact names; the embedding closes the vocabulary gap ("reschedule" vs "move").
 
 Everything here needs the ``embeddings`` extra (see ``_encoder``); without it an index that
@@ -28,8 +28,6 @@ from tool_tree.search._text import split_words
 
 logger = logging.getLogger(__name__)
 
-ALPHA = 0.3
-"""Weight of the lexical ranking in the fusion (the rest goes to the embedding)."""
 MAX_EMBED_CHARS = 1000
 
 _encoder: Encoder | None = None
@@ -159,7 +157,7 @@ def query_vectors(dense: DenseVectors, queries: Sequence[str]) -> tuple[Any, Any
     return matrix, encoder.encode(list(queries))
 
 
-def fuse(lexical: dict[int, float], matrix: Any, vector: Any, alpha: float = ALPHA) -> dict[int, float]:
+def fuse(lexical: dict[int, float], matrix: Any, vector: Any, alpha: float) -> dict[int, float]:
     """Hybrid scores of every tool: ``alpha · z(lexical) + (1 − alpha) · z(cosine)``, shifted positive."""
     np = _numpy()
     n = matrix.shape[0]

@@ -62,8 +62,9 @@ def split_clauses(query: str, splitter: str = "chains") -> list[str]:
     return clauses[:MAX_CLAUSES] if len(clauses) > 1 else []
 
 
-FUSIONS = ("rrf", "max")
-"""``rrf``: weighted reciprocal rank; ``max``: each tool keeps its best weighted share of a ranking's top score."""
+FUSIONS = ("rrf", "max", "maxrank")
+"""``rrf``: weighted reciprocal rank, summed; ``max``: each tool keeps its best weighted share of a
+ranking's top score; ``maxrank``: each tool keeps its best weighted reciprocal rank."""
 
 
 def fuse_rankings(
@@ -71,9 +72,10 @@ def fuse_rankings(
 ) -> dict[int, float]:
     """Fuse score maps, the first being the whole query's (ties by tool number).
 
-    ``rrf`` sums ``weight / (k + rank)``; ``max`` gives each tool the largest ``weight · score /
-    top score`` over the rankings, so a clause's best tool ranks with the whole query's best ones
-    without pushing down the tools the whole query and another clause agree on.
+    ``rrf`` sums ``weight / (k + rank)``; ``maxrank`` keeps the largest ``weight / (k + rank)``
+    instead, so the first tool of every clause ranks with the first of the whole query, and tools
+    that the whole query and a clause agree on do not crowd out the other clauses' (the sum would
+    count them twice); ``max`` keeps the largest ``weight · score / top score``.
     """
     fused: dict[int, float] = {}
     for scores, weight in zip(rankings, weights, strict=True):
@@ -90,6 +92,12 @@ def fuse_rankings(
             continue
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         for rank, (d, s) in enumerate(ranked, start=1):
-            if s > 0.0:
-                fused[d] = fused.get(d, 0.0) + weight / (k + rank)
+            if s <= 0.0:
+                break
+            value = weight / (k + rank)
+            if how == "maxrank":
+                if value > fused.get(d, 0.0):
+                    fused[d] = value
+            else:
+                fused[d] = fused.get(d, 0.0) + value
     return fused

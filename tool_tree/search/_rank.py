@@ -49,7 +49,7 @@ class RankingConfig:
     w_lead: float = 0.0
     """First sentence of the description, counted on top of ``w_description`` (0: not indexed)."""
     w_description: float = 1.0
-    w_params: float = 0.3
+    w_params: float = 0.1
     """Parameter names and descriptions."""
     w_server_description: float = 0.2
     expansion: float = 0.0
@@ -61,15 +61,15 @@ class RankingConfig:
     """Baseline: one field (name + description), no field weights; ``stem`` still applies."""
     server_weight: float = 0.0
     """Weight of server evidence (see ``server_scores``) added to each tool's score (0 turns it off)."""
-    clauses: str = "none"
+    clauses: str = "chains"
     """How a query is cut into clauses ranked on their own: a key of ``_query.SPLITTERS``."""
-    clause_weight: float = 1.0
+    clause_weight: float = 0.8
     """Weight of each clause's ranking in the fusion, relative to the whole query's (1.0)."""
-    fusion: str = "rrf"
+    fusion: str = "maxrank"
     """How the rankings of a query's clauses are fused: a name in ``_query.FUSIONS``."""
     fusion_k: float = 10.0
     """The ``k`` of reciprocal-rank fusion: higher flattens the difference between ranks."""
-    dense_alpha: float = 0.3
+    dense_alpha: float = 0.2
     """Weight of the lexical ranking in the hybrid (the rest goes to embedding similarity)."""
 
     def weight(self, field: str) -> float:

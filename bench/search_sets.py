@@ -1,0 +1,142 @@
+"""The evaluation sets of the tool-search benchmark, and the split that keeps tuning apart from reporting.
+
+MetaTool (199 tools, each its own "server") is split **by tool**: a tool is held out when the
+first byte of the SHA-256 of its name is odd (``held_out_tool``), which puts 104 tools in the
+held-out half and 95 in the tuning half. Queries follow their tools:
+
+- single-tool rows (``all_clean_data.csv``) go to the half of their tool;
+- multi-tool queries (``multi_tool_query_golden.json``) go to a half only when every gold tool is
+  in it (the rest, mixing halves, are not used).
+
+Every query is ranked over the whole 199-tool catalog, so the other half's tools are there as
+distractors, as they would be in use; only which queries are scored differs.
+
+The LiveMCPBench catalog (527 tools, 70 real MCP servers) comes without its tasks, so
+``bench/data/livemcp_tasks.json`` holds multi-step tasks written for this benchmark before any
+ranking ran on them, in two parts: ``tuning`` and ``held_out``. Each task lists its needs; a need
+is met when any of its acceptable tools is in the first k. These tasks were written by someone
+who had read the tool names, so they lean towards the catalog's words more than a user's would.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from _common import ROOT, corpus
+
+from tool_tree.search import SearchDoc
+from tool_tree.search._docs import description_of, params_of
+
+TASKS = ROOT / "bench" / "data" / "livemcp_tasks.json"
+KS = (1, 5, 10)
+
+
+def _ident(name: str) -> str:
+    return re.sub(r"\W+", "_", name).strip("_") or "tool"
+
+
+def held_out_tool(name: str) -> bool:
+    """The fixed split of MetaTool: held out when the first byte of sha256(name) is odd."""
+    return hashlib.sha256(name.encode("utf-8")).digest()[0] % 2 == 1
+
+
+@dataclass
+class QuerySet:
+    """Queries whose needs are lists of acceptable tool keys (``server.tool``)."""
+
+    name: str
+    queries: list[tuple[str, list[list[str]]]] = field(default_factory=list)
+
+    @property
+    def needs(self) -> int:
+        return sum(len(n) for _, n in self.queries)
+
+
+@dataclass
+class Catalog:
+    name: str
+    docs: list[SearchDoc]
+    sets: dict[str, QuerySet]
+
+
+def metatool(step: int = 1) -> Catalog:
+    """MetaTool with its four sets: tune/held single (every ``step``-th row) and tune/held multi."""
+    described: dict[str, str] = json.loads(corpus("metatool", "plugin_des.json").read_text(encoding="utf-8"))
+    docs = [
+        SearchDoc(server=name, package=_ident(name), tool=name, function=_ident(name), path="", description=desc)
+        for name, desc in described.items()
+    ]
+    sets = {n: QuerySet(n) for n in ("tune single", "tune multi", "held single", "held multi")}
+    with corpus("metatool", "all_clean_data.csv").open(encoding="utf-8", newline="") as f:
+        rows = [(row["Query"], row["Tool"]) for row in csv.DictReader(f)]
+    for query, tool in rows[::step]:
+        half = "held" if held_out_tool(tool) else "tune"
+        sets[f"{half} single"].queries.append((query, [[f"{tool}.{tool}"]]))
+    for item in json.loads(corpus("metatool", "multi_tool_query_golden.json").read_text(encoding="utf-8")):
+        tools = list(item["tool"])
+        halves = {held_out_tool(t) for t in tools}
+        if len(halves) == 1:
+            half = "held" if halves.pop() else "tune"
+            sets[f"{half} multi"].queries.append((item["query"], [[f"{t}.{t}"] for t in tools]))
+    return Catalog("MetaTool", docs, sets)
+
+
+def livemcpbench_docs() -> list[SearchDoc]:
+    """The 527 tools of the LiveMCPBench catalog as the index sees them."""
+    servers = json.loads(corpus("livemcpbench", "tools.json").read_text(encoding="utf-8"))
+    docs: list[SearchDoc] = []
+    for entry in servers:
+        for server, listing in entry["tools"].items():
+            for tool in listing["tools"]:
+                docs.append(
+                    SearchDoc(
+                        server=server,
+                        package=_ident(server),
+                        tool=tool["name"],
+                        function=_ident(tool["name"]),
+                        path=f"servers/{_ident(server)}/{_ident(tool['name'])}.py",
+                        description=description_of(tool),
+                        params=params_of(tool),
+                        server_description=entry.get("description", ""),
+                    )
+                )
+    return docs
+
+
+def livemcpbench() -> Catalog:
+    docs = livemcpbench_docs()
+    known = {f"{d.server}.{d.tool}" for d in docs}
+    data = json.loads(TASKS.read_text(encoding="utf-8"))
+    sets: dict[str, QuerySet] = {}
+    for part, label in (("tuning", "tune tasks"), ("held_out", "held tasks")):
+        qs = QuerySet(label)
+        for task in data[part]:
+            unknown = [t for need in task["needs"] for t in need if t not in known]
+            if unknown:
+                raise SystemExit(f"{TASKS}: {task['query']!r} names unknown tools {unknown}")
+            qs.queries.append((task["query"], task["needs"]))
+        sets[label] = qs
+    return Catalog("LiveMCPBench", docs, sets)
+
+
+def recall(rank: Callable[[str], Sequence[str]], qs: QuerySet) -> dict[str, float]:
+    """Recall@k (the share of needs met in the first k) and MRR@10 over the needs."""
+    hits = dict.fromkeys(KS, 0)
+    rr = 0.0
+    for query, needs in qs.queries:
+        ranked = list(rank(query))
+        for need in needs:
+            positions = [ranked.index(t) for t in need if t in ranked]
+            if not positions:
+                continue
+            first = min(positions)
+            for k in KS:
+                hits[k] += first < k
+            rr += 1.0 / (first + 1) if first < 10 else 0.0
+    n = max(1, qs.needs)
+    return {**{f"R@{k}": hits[k] / n for k in KS}, "MRR": rr / n, "needs": qs.needs, "queries": len(qs.queries)}
