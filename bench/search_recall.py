@@ -10,14 +10,16 @@ BM25 (one field: name + description, no stemming, k1 = 1.2, b = 0.75).
   (``--sets tune``, the default for them);
 - ``models``: the embedding models of ``search_models`` with the chosen ranking;
 - ``final`` (default): the baselines, the old and new defaults, with and without embeddings,
-  on every set.
+  on every set, then the speed measurements;
+- ``speed``: only the speed measurements.
 
 Query embeddings are computed once per model in batches and cached under ``bench/out/`` (keyed by
 text), so a rerun ranks without re-embedding; the hybrid then ranks through ``SearchIndex.search``
 as in use, with the encoder answering from that cache.
 
-Speed, on the LiveMCPBench catalog: index build, size, load, and query latency p50/p90 (hybrid:
-each query embedded on its own, as in use); build time and size for 10,000 tools.
+Speed, on the LiveMCPBench catalog: index build, size, load, and query latency p50/p90 of the new
+default, the new default without clauses and the old default, interleaved query by query (hybrid:
+each query and its clauses embedded in one batch, as in use); build time and size for 10,000 tools.
 
 Run:  .venv/bin/python bench/search_recall.py [--grid final] [--sets all] [--step 1]
       (reads ../shared/corpora; writes bench/out/search_recall.json)
@@ -71,7 +73,7 @@ def lexical_grid() -> list[Variant]:
     for splitter in ("sentences", "chains", "and"):
         for weight in (0.5, 1.0, 2.0):
             for k in (5.0, 10.0, 30.0):
-                cfg = replace(OLD_DEFAULT, clauses=splitter, clause_weight=weight, fusion_k=k)
+                cfg = replace(OLD_DEFAULT, clauses=splitter, clause_weight=weight, fusion_k=k, fusion="rrf")
                 out.append((f"clauses={splitter} w={weight} k={k:g}", cfg, None))
     for splitter in ("sentences", "chains", "and"):
         for weight in (0.5, 0.7, 0.9):
@@ -93,7 +95,7 @@ def hybrid_grid() -> list[Variant]:
     for splitter in ("sentences", "chains", "and"):
         for weight in (0.5, 1.0):
             for k in (5.0, 10.0):
-                cfg = replace(OLD_DEFAULT, clauses=splitter, clause_weight=weight, fusion_k=k)
+                cfg = replace(OLD_DEFAULT, clauses=splitter, clause_weight=weight, fusion_k=k, fusion="rrf")
                 out.append((f"hybrid clauses={splitter} w={weight} k={k:g}", cfg, "minilm-l6"))
         for weight in (0.7, 0.8, 0.9):
             cfg = replace(OLD_DEFAULT, clauses=splitter, clause_weight=weight, fusion="max")
@@ -133,6 +135,7 @@ def model_variants() -> list[Variant]:
 
 
 GRIDS: dict[str, Callable[[], list[Variant]]] = {
+    "speed": list,
     "lexical": lexical_grid,
     "hybrid": hybrid_grid,
     "models": model_variants,
@@ -306,11 +309,11 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
-def speed(docs: list[SearchDoc], queries: list[str], embeddings: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"tools": len(docs)}
+def build_and_load(docs: list[SearchDoc], embeddings: bool) -> tuple[SearchIndex, dict[str, float]]:
+    """The index of ``docs`` as a query loads it from disk, with build time, size and load time."""
     t = time.perf_counter()
     index = build_index(docs, embeddings=embeddings)
-    out["build_s"] = time.perf_counter() - t
+    out = {"build_s": time.perf_counter() - t}
     text = index.to_json()
     out["index_bytes"] = len(text.encode("utf-8"))
     with tempfile.TemporaryDirectory() as tmp:
@@ -321,39 +324,70 @@ def speed(docs: list[SearchDoc], queries: list[str], embeddings: bool) -> dict[s
             index = SearchIndex.load(Path(tmp))
             loads.append(time.perf_counter() - t)
     out["load_ms_p50"] = statistics.median(loads) * 1000
+    return index, out
+
+
+def latency(index: SearchIndex, configs: dict[str, RankingConfig], queries: list[str]) -> dict[str, dict[str, float]]:
+    """Query latency of each ranking over the same index, the rankings interleaved query by query
+    (so a busy machine slows them alike)."""
+    times: dict[str, list[float]] = {name: [] for name in configs}
     index.search("warm up")
-    lat = []
     for q in queries:
-        t = time.perf_counter()
-        index.search(q, limit=5)
-        lat.append(time.perf_counter() - t)
-    out["query_ms_p50"] = percentile(lat, 0.5) * 1000
-    out["query_ms_p90"] = percentile(lat, 0.9) * 1000
-    out["queries"] = len(queries)
-    return out
+        for name, cfg in configs.items():
+            index._config = cfg
+            t = time.perf_counter()
+            index.search(q, limit=5)
+            times[name].append(time.perf_counter() - t)
+    index._config = DEFAULT
+    return {
+        name: {"p50_ms": percentile(v, 0.5) * 1000, "p90_ms": percentile(v, 0.9) * 1000, "queries": len(v)}
+        for name, v in times.items()
+    }
 
 
 def run_speed(catalog: Catalog, queries: list[str], hybrid: bool) -> dict[str, Any]:
-    report: dict[str, Any] = {"bm25": speed(catalog.docs, queries, embeddings=False)}
-    if hybrid:
-        report["hybrid"] = speed(catalog.docs, queries, embeddings=True)
+    report: dict[str, Any] = {}
+    rankings = {"new default": DEFAULT, "without clauses": replace(DEFAULT, clauses="none"), "old default": OLD_DEFAULT}
+    modes = [("lexical", False), ("hybrid", True)] if hybrid else [("lexical", False)]
+    for mode, embeddings in modes:
+        index, sizes = build_and_load(catalog.docs, embeddings)
+        report[mode] = {**sizes, "latency": latency(index, rankings, queries)}
+        if not embeddings:
+            report["regex_ms"] = regex_times(index)
     big = [replace(d, server=f"{d.server}_{i}", package=f"{d.package}_{i}") for i in range(19) for d in catalog.docs]
     t = time.perf_counter()
     big_index = build_index(big[:10_000])
     report["build_10000_s"] = time.perf_counter() - t
     report["index_bytes_10000"] = len(big_index.to_json().encode("utf-8"))
-    print(f"\n{catalog.name} catalog: {len(catalog.docs)} tools")
-    for mode in ("bm25", "hybrid"):
-        r = report.get(mode)
-        if r:
-            print(
-                f"  {mode:7s} build {r['build_s'] * 1000:8.1f} ms  index {r['index_bytes'] / 1024:7.0f} KiB  "
-                f"load p50 {r['load_ms_p50']:6.1f} ms  query p50 {r['query_ms_p50']:6.2f} ms  "
-                f"p90 {r['query_ms_p90']:6.2f} ms  ({r['queries']} queries)"
-            )
+    print(f"\n{catalog.name} catalog: {len(catalog.docs)} tools, {len(queries)} queries")
+    for mode, _ in modes:
+        r = report[mode]
+        print(
+            f"  {mode:7s} build {r['build_s'] * 1000:8.1f} ms  index {r['index_bytes'] / 1024:6.0f} KiB  "
+            f"load p50 {r['load_ms_p50']:6.1f} ms"
+        )
+        for name, lat in r["latency"].items():
+            print(f"          {name:16s} query p50 {lat['p50_ms']:7.2f} ms  p90 {lat['p90_ms']:7.2f} ms")
     mib = report["index_bytes_10000"] / 2**20
     print(f"  10,000 tools (lexical): build {report['build_10000_s']:.2f} s, {mib:.1f} MiB")
+    print("  regex mode, median of 5 (ms): " + ", ".join(f"{p} {ms:.1f}" for p, ms in report["regex_ms"].items()))
     return report
+
+
+CATASTROPHIC = [".*.*.*.*§", "(.*a){12}x", "(a|aa)+$", r"(\w+\s?)*$", "(x+x+)+y", "get_.*", "search|find"]
+"""Patterns that backtracked for seconds to minutes under Python's ``re``, and two ordinary ones."""
+
+
+def regex_times(index: SearchIndex) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for pattern in CATASTROPHIC:
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            index.search(pattern, regex=True, limit=5)
+            times.append(time.perf_counter() - t)
+        out[pattern] = statistics.median(times) * 1000
+    return out
 
 
 def main() -> int:
@@ -369,15 +403,18 @@ def main() -> int:
     catalogs = [metatool(args.step), livemcpbench()]
     print(f"grid {args.grid}, sets {sets}, MetaTool single rows every {args.step}")
     results, notes = evaluate(catalogs, variants, sets, cost=args.grid == "models")
-    print_table(results)
+    if results:
+        print_table(results)
     for name, note in notes.items():
         print(f"  {name}: {note}")
     report: dict[str, Any] = {"grid": args.grid, "sets": sets, "step": args.step, "results": results, "models": notes}
-    if not args.no_speed and args.grid == "final":
+    if not args.no_speed and args.grid in ("final", "speed"):
         hybrid = not args.no_dense and missing(CANDIDATES[0]) is None
-        queries = [q for q, _ in catalogs[0].sets["held single"].queries[::20]][:500]
+        queries = [q for q, _ in catalogs[0].sets["held single"].queries[::20]][:400]
+        queries += [q for qs in catalogs[1].sets.values() for q, _ in qs.queries]
+        queries += [q for q, _ in catalogs[0].sets["held multi"].queries[:50]]
         report["speed"] = run_speed(catalogs[1], queries, hybrid)
-    write_json(f"search_recall_{args.grid}.json", report)
+    write_json(f"search_recall_{args.grid}{'_no_dense' if args.no_dense else ''}.json", report)
     return 0
 
 
