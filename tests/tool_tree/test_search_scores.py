@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.tool_tree.test_search import tiny_model  # noqa: F401 - a fixture
-from tool_tree.search import SearchDoc, SearchError, build_index, score_tools
-from tool_tree.search._index import EMBEDDINGS_ENV
+from tool_tree.search import EMBEDDINGS_ENV, SearchDoc, SearchError, build_index, score_tools
 
 
 def docs() -> list[SearchDoc]:
