@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -36,7 +37,7 @@ from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool
 from tooltree_cli.main import main as cli
 
-OWNER = "tooltree-bench"
+OWNER = f"tooltree-bench-{os.getpid()}"  # per process: other runs on this engine keep theirs
 MEDIA = ServerConfig(name="media", command=sys.executable, args=(str(ROOT / "examples/sample_servers/media.py"),))
 
 SCRIPT = """

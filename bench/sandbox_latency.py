@@ -6,7 +6,7 @@
 - a ``print`` that makes one tool call relayed to the host;
 - a session from a warm `SandboxPool` (``acquire`` until it can execute; target ≤ 60 ms);
 - a cold session (create + inspect + start + ready) for comparison;
-- ``docker exec CONTAINER python3 -c 'print(1)'``: what the channel avoids.
+- an exec of ``python3 -c 'print(1)'`` in the container through the Engine API: what the channel avoids.
 
 Needs a Docker engine and the image (``python -m sandbox.image build``). Containers carry
 the label ``tooltree.owner=tooltree-bench`` and are removed at the end.
@@ -15,6 +15,7 @@ the label ``tooltree.owner=tooltree-bench`` and are removed at the end.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -25,11 +26,11 @@ from _common import ROOT, print_table, summary, write_json
 sys.path.insert(0, str(ROOT))
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig, SandboxPool
-from sandbox._docker import DockerCLI
+from sandbox._docker import DockerEngine
 from sandbox.docker_backend import remove_containers
 from sandbox.image import build_image
 
-OWNER = "tooltree-bench"
+OWNER = f"tooltree-bench-{os.getpid()}"  # per process: other runs on this engine keep theirs
 
 
 def timed(fn: Callable[[], Any], runs: int) -> list[float]:
@@ -47,7 +48,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10, help="sessions to time (pool and cold)")
     args = parser.parse_args()
 
-    docker = DockerCLI()
+    docker = DockerEngine()
     build_image(docker)
     backend = DockerBackend(SandboxConfig(owner=OWNER), docker=docker)
     backend.prepare()
@@ -64,8 +65,12 @@ def main() -> None:
             call = "from tool_tree.runtime import call_tool\nprint(call_tool('s', 't', {}).text)"
             results["warm execute + 1 tool call"] = summary(timed(lambda: sb.execute(call), args.runs))
             container = sb.name
-            exec_argv = ["exec", container, "python3", "-c", "print(1)"]
-            results["docker exec python3 print(1)"] = summary(timed(lambda: docker.run(exec_argv), 10))
+
+            def docker_exec() -> None:
+                exec_id = docker.api.exec_create(container, ["python3", "-c", "print(1)"])["Id"]
+                docker.api.exec_start(exec_id)
+
+            results["docker exec python3 print(1) (API)"] = summary(timed(docker_exec, 10))
 
         pool_times: list[float] = []
         with SandboxPool(backend, size=2) as pool:

@@ -41,7 +41,7 @@ from _common import ROOT, print_table, proc_status, summary, write_json
 sys.path.insert(0, str(ROOT))
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig
-from sandbox._docker import DockerCLI
+from sandbox._docker import DockerEngine
 from sandbox.bridge import FunctionBridge
 from sandbox.docker_backend import remove_containers
 from sandbox.image import build_image
@@ -64,10 +64,10 @@ def child_processes() -> list[str]:
     return found
 
 
-def snapshot(docker: DockerCLI) -> dict[str, int]:
+def snapshot(docker: DockerEngine) -> dict[str, int]:
     gc.collect()
     return {
-        "containers": len(docker.text(["ps", "--all", "--quiet", "--filter", f"label={LABEL}"]).split()),
+        "containers": len(docker.containers(LABEL)),
         "processes": len(child_processes()),
         "fds": len(os.listdir("/proc/self/fd")),
         "threads": threading.active_count(),
@@ -86,7 +86,7 @@ def script(calls: int, n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def soak_sandbox(args: argparse.Namespace, docker: DockerCLI, backend: DockerBackend) -> tuple[dict[str, Any], bool]:
+def soak_sandbox(args: argparse.Namespace, docker: DockerEngine, backend: DockerBackend) -> tuple[dict[str, Any], bool]:
     """The sandbox soak (in-process bridge, recycled sessions); its figures and whether it passed."""
     calls_per_execution = max(1, args.calls // args.executions)
     served = 0
@@ -181,7 +181,7 @@ def soak_sandbox(args: argparse.Namespace, docker: DockerCLI, backend: DockerBac
 
 
 def soak_pool(
-    args: argparse.Namespace, docker: DockerCLI, backend: DockerBackend, work: Path
+    args: argparse.Namespace, docker: DockerEngine, backend: DockerBackend, work: Path
 ) -> tuple[dict[str, Any], bool]:
     """Many sessions × many calls across real servers; its figures and whether no call was lost or leaked."""
     import _soak_pool
@@ -288,7 +288,7 @@ def main() -> None:
 
     import tempfile
 
-    docker = DockerCLI()
+    docker = DockerEngine()
     build_image(docker)
     backend = DockerBackend(SandboxConfig(owner=OWNER), docker=docker)
     backend.prepare()

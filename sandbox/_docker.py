@@ -1,130 +1,411 @@
-"""A thin runner for the ``docker`` command line.
+"""`DockerEngine`: the Docker Engine API through docker-py, with the sandbox's errors.
 
-The CLI (not docker-py) is the one dependency: it honours ``DOCKER_HOST``, contexts and
-Docker Desktop the way users expect, and it is already installed wherever an engine is.
+The engine is found as the ``docker`` command finds it, from the environment: ``DOCKER_HOST``
+(``unix://``, ``tcp://``, ``ssh://``), ``DOCKER_TLS_VERIFY`` and ``DOCKER_CERT_PATH``; by default the
+local socket. One engine object serves a whole process (`default_engine`): its HTTP connections
+are pooled, and one stream of engine events tells every live connection at once when its
+container dies (`watch_death`).
+
+Every call turns docker-py's and requests' exceptions into `EngineError` (the call failed; the
+engine's explanation attached) or `EngineUnavailableError` (no engine answers: start Docker or
+set ``DOCKER_HOST``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import shutil
-import subprocess
-from collections.abc import Mapping, Sequence
-from typing import IO, Any
+import logging
+import math
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, cast
 
+import docker
+import docker.errors
+import requests.exceptions
+
+from sandbox._attach import AttachSocket
 from sandbox.errors import EngineError, EngineUnavailableError
 
-_UNREACHABLE_HINTS = ("cannot connect to the docker daemon", "is the docker daemon running", "error during connect")
+logger = logging.getLogger(__name__)
+
+API_TIMEOUT = 120.0
+"""Seconds any one API call may take (builds and imports pass their own)."""
+
+DeathHandler = Callable[[Mapping[str, Any]], None]
+"""Called with a container's ``die`` event (``Actor.Attributes`` holds ``exitCode``)."""
 
 
-class DockerCLI:
-    """Runs ``docker`` subcommands and turns failures into `EngineError`."""
+def engine_address() -> str:
+    """Where the engine is looked for: ``DOCKER_HOST`` or the local socket."""
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
-    def __init__(self, executable: str = "docker") -> None:
-        self.executable = executable
 
-    def _argv(self, args: Sequence[str]) -> list[str]:
-        path = shutil.which(self.executable)
-        if path is None:
-            raise EngineUnavailableError(
-                f"the `{self.executable}` command was not found: install Docker (Debian: apt-get install docker.io)"
-            )
-        return [path, *args]
+@contextlib.contextmanager
+def translated(what: str) -> Iterator[None]:
+    """Turn docker-py's exceptions inside the block into the sandbox's.
 
-    def run(
-        self,
-        args: Sequence[str],
-        *,
-        input: bytes | None = None,
-        timeout: float = 120.0,
-        check: bool = True,
-        env: Mapping[str, str] | None = None,
-    ) -> subprocess.CompletedProcess[bytes]:
-        """Run ``docker ARGS`` and capture its output.
+    Raises:
+        EngineUnavailableError: no engine answers.
+        EngineError: the engine refused or failed the call.
+    """
+    try:
+        yield
+    except docker.errors.APIError as e:
+        explanation = str(e.explanation or e)
+        raise EngineError(
+            f"{what} failed: {explanation[-2000:]}", command=[what], returncode=e.status_code, stderr=explanation
+        ) from None
+    except requests.exceptions.Timeout:
+        raise EngineError(f"{what}: the Docker engine at {engine_address()} did not answer in time") from None
+    except requests.exceptions.ConnectionError as e:
+        raise EngineUnavailableError(
+            f"{what}: no Docker engine answers at {engine_address()} ({e}); start Docker or set DOCKER_HOST"
+        ) from None
+    except docker.errors.DockerException as e:
+        raise EngineError(f"{what} failed: {e}") from None
 
-        Raises:
-            EngineUnavailableError: the CLI is missing or no engine answers.
-            EngineError: the command failed (with ``check``) or timed out.
-        """
-        argv = self._argv(args)
-        try:
-            proc = subprocess.run(
-                argv, input=input, capture_output=True, timeout=timeout, check=False, env=dict(env) if env else None
-            )
-        except subprocess.TimeoutExpired:
-            raise EngineError(
-                f"`docker {' '.join(args[:3])}` did not finish within {timeout:g} s", command=list(args)
-            ) from None
-        if check and proc.returncode != 0:
-            stderr = proc.stderr.decode("utf-8", errors="replace").strip()
-            message = f"`docker {' '.join(args[:3])}` failed (exit {proc.returncode}): {stderr[-2000:]}"
-            if any(h in stderr.lower() for h in _UNREACHABLE_HINTS):
-                raise EngineUnavailableError(message, command=list(args), returncode=proc.returncode, stderr=stderr)
-            stdout = proc.stdout.decode("utf-8", errors="replace").strip()
-            raise EngineError(
-                message, command=list(args), returncode=proc.returncode, stderr=stderr, output=f"{stdout}\n{stderr}"
-            )
-        return proc
 
-    def text(self, args: Sequence[str], **kwargs: Any) -> str:
-        """The command's stdout as stripped text.
+def _collect(item: Any, log: list[str], what: str) -> None:
+    """One decoded line of a build, pull or import stream: its text kept, its error raised."""
+    if not isinstance(item, dict):
+        return
+    if item.get("error"):
+        raise EngineError(
+            f"{what} failed: {str(item['error'])[-2000:]}", command=[what], output="".join(log) + str(item["error"])
+        )
+    if isinstance(item.get("stream"), str):
+        log.append(item["stream"])
 
-        Raises:
-            EngineUnavailableError: the CLI is missing or no engine answers.
-            EngineError: the command failed.
-        """
-        return self.run(args, **kwargs).stdout.decode("utf-8", errors="replace").strip()
 
-    def json(self, args: Sequence[str], **kwargs: Any) -> Any:
-        """The command's stdout parsed as JSON.
+def _is_gone(error: EngineError) -> bool:
+    """The object is not there (404), or the engine is already removing it (409)."""
+    return error.returncode in (404, 409)
 
-        Raises:
-            EngineUnavailableError: the CLI is missing or no engine answers.
-            EngineError: the command failed or printed something that is not JSON.
-        """
-        out = self.run(args, **kwargs).stdout
-        try:
-            return json.loads(out)
-        except ValueError:
-            raise EngineError(f"`docker {' '.join(args[:2])}` printed something that is not JSON") from None
 
-    def popen(
-        self,
-        args: Sequence[str],
-        *,
-        stdin: int | IO[bytes] | None,
-        stdout: int | IO[bytes] | None,
-        stderr: int | IO[bytes] | None,
-    ) -> subprocess.Popen[bytes]:
-        """Start ``docker ARGS`` with the given stdio.
+class DockerEngine:
+    """One Docker engine, reached through docker-py.
+
+    Args:
+        client: a docker-py client to use; default ``docker.from_env()`` on first use.
+    """
+
+    def __init__(self, client: docker.DockerClient | None = None) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self._watched: dict[str, DeathHandler] = {}
+        self._events: Any = None
+        self._events_thread: threading.Thread | None = None
+
+    @property
+    def client(self) -> docker.DockerClient:
+        """The docker-py client (connected on first use).
 
         Raises:
-            EngineUnavailableError: the CLI is missing.
+            EngineUnavailableError: no engine answers.
         """
-        return subprocess.Popen(self._argv(args), stdin=stdin, stdout=stdout, stderr=stderr, bufsize=0)
+        with self._lock:
+            if self._client is None:
+                try:
+                    self._client = docker.from_env(timeout=int(API_TIMEOUT))
+                except docker.errors.DockerException as e:
+                    raise EngineUnavailableError(
+                        f"no Docker engine answers at {engine_address()}: {e}. Start Docker (Debian: apt-get "
+                        "install docker.io, then dockerd) or point DOCKER_HOST at a running engine"
+                    ) from None
+            return self._client
 
-    def ping(self, timeout: float = 10.0) -> str:
+    @property
+    def api(self) -> docker.APIClient:
+        """The low-level client.
+
+        Raises:
+            EngineUnavailableError: no engine answers.
+        """
+        return self.client.api
+
+    def ping(self) -> str:
         """The engine's server version.
 
         Raises:
             EngineUnavailableError: no engine answers.
         """
         try:
-            return self.text(["version", "--format", "{{.Server.Version}}"], timeout=timeout)
+            with translated("docker version"):
+                return str(self.api.version().get("Version", "unknown"))
         except EngineUnavailableError:
             raise
         except EngineError as e:
-            raise EngineUnavailableError(f"no Docker engine answers: {e}") from None
+            raise EngineUnavailableError(f"the Docker engine at {engine_address()} does not answer: {e}") from None
 
-    def exists(self, kind: str, name: str) -> bool:
-        """Whether an object (``image``, ``volume``, ``container``) of that name exists.
+    # ---- images and volumes -----------------------------------------------------------------
+
+    def image_exists(self, name: str) -> bool:
+        """Whether an image of that name is present.
 
         Raises:
             EngineUnavailableError: no engine answers.
         """
-        proc = self.run(
-            [kind, "inspect", "--format", "{{.Name}}" if kind == "volume" else "{{.Id}}", name], check=False
-        )
-        if proc.returncode != 0 and any(h in proc.stderr.decode(errors="replace").lower() for h in _UNREACHABLE_HINTS):
-            raise EngineUnavailableError(proc.stderr.decode(errors="replace").strip())
-        return proc.returncode == 0
+        return self._exists("image inspect", lambda: cast(Any, self.api).inspect_image(name))
+
+    def volume_exists(self, name: str) -> bool:
+        """Whether a volume of that name exists.
+
+        Raises:
+            EngineUnavailableError: no engine answers.
+        """
+        return self._exists("volume inspect", lambda: self.api.inspect_volume(name))
+
+    @staticmethod
+    def _exists(what: str, call: Callable[[], Any]) -> bool:
+        try:
+            with translated(what):
+                call()
+        except EngineUnavailableError:
+            raise
+        except EngineError as e:
+            if e.returncode == 404:
+                return False
+            raise
+        return True
+
+    def build_image(
+        self, context: bytes, tag: str, *, build_args: Mapping[str, str], labels: Mapping[str, str], timeout: float
+    ) -> str:
+        """Build an image from a tar of its context (Dockerfile at the top), never pulling; the build log.
+
+        Raises:
+            EngineError: the build failed (``output`` holds the log).
+        """
+        log: list[str] = []
+        with translated(f"image build {tag}"):
+            for item in self.api.build(
+                fileobj=io.BytesIO(context), custom_context=True, tag=tag, buildargs=dict(build_args),
+                labels=dict(labels), pull=False, rm=True, forcerm=True, decode=True, timeout=int(timeout),
+            ):  # fmt: skip
+                _collect(item, log, f"image build {tag}")
+        return "".join(log)
+
+    def import_image(self, tarball: Path, name: str, *, changes: list[str]) -> None:
+        """Import a root filesystem tarball as image ``name`` (``repository:tag``), with Dockerfile ``changes``.
+
+        Raises:
+            EngineError: the import failed.
+        """
+        repository, _, tag = name.partition(":")
+        with translated(f"image import {name}"):
+            output = self.api.import_image(src=str(tarball), repository=repository, tag=tag or None, changes=changes)
+        for line in str(output).splitlines():
+            with contextlib.suppress(ValueError):
+                _collect(json.loads(line), [], f"image import {name}")
+
+    def pull_image(self, name: str) -> None:
+        """Pull ``name`` from its registry.
+
+        Raises:
+            EngineError: the pull failed.
+        """
+        repository, _, tag = name.partition(":")
+        with translated(f"image pull {name}"):
+            for item in self.api.pull(repository, tag=tag or None, stream=True, decode=True):
+                _collect(item, [], f"image pull {name}")
+
+    # ---- containers ---------------------------------------------------------------------------
+
+    def create_container(self, spec: Mapping[str, Any]) -> str:
+        """Create (not start) a container from `sandbox.hardening.container_spec`-style arguments; its id.
+
+        Raises:
+            EngineError: the engine refused it.
+        """
+        with translated("container create"):
+            created = self.api.create_container(**spec)
+        return str(created["Id"])
+
+    def inspect_container(self, container: str) -> dict[str, Any]:
+        """The engine's view of a container (the shape ``docker inspect`` prints).
+
+        Raises:
+            EngineError: no such container, or the engine failed.
+        """
+        with translated("container inspect"):
+            details = self.api.inspect_container(container)
+        return dict(details)
+
+    def attach(self, container: str) -> AttachSocket:
+        """Attach to a created container's stdin, stdout and stderr (before starting it, so nothing is missed).
+
+        Raises:
+            EngineError: the engine refused the attach.
+        """
+        params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+        with translated("container attach"):
+            raw = self.api.attach_socket(container, params=params)
+        sock = getattr(raw, "_sock", raw)  # the socket under a SocketIO (unix, tcp, tls); else a channel
+        with contextlib.suppress(AttributeError, OSError):
+            sock.settimeout(None)  # an idle session must not time out
+        return AttachSocket(sock, keepalive=getattr(raw, "_response", None))
+
+    def start(self, container: str) -> None:
+        """Start a created container.
+
+        Raises:
+            EngineError: the engine could not start it.
+        """
+        with translated("container start"):
+            self.api.start(container)
+
+    def remove_container(self, container: str) -> None:
+        """Remove a container and its anonymous volumes, killing it if it runs; gone already is fine.
+
+        Raises:
+            EngineUnavailableError: no engine answers.
+            EngineError: the engine could not remove it.
+        """
+        try:
+            with translated("container remove"):
+                self.api.remove_container(container, force=True, v=True)
+        except EngineUnavailableError:
+            raise
+        except EngineError as e:
+            if e.returncode == 409:  # the engine is removing it already (AutoRemove): wait until it is gone
+                self._wait_removed(container)
+            elif e.returncode != 404:
+                raise
+
+    def _wait_removed(self, container: str) -> None:
+        try:
+            with translated("container wait"):
+                self.api.wait(container, condition="removed", timeout=math.ceil(API_TIMEOUT))
+        except EngineUnavailableError:
+            raise
+        except EngineError as e:
+            if e.returncode != 404:
+                raise
+
+    def wait(self, container: str, timeout: float) -> int:
+        """Wait for a container to stop; its exit status.
+
+        Raises:
+            EngineError: it did not stop within ``timeout`` seconds, or the engine failed.
+        """
+        with translated("container wait"):
+            status = self.api.wait(container, timeout=math.ceil(timeout))
+        return int(status.get("StatusCode", -1))
+
+    def containers(self, label: str) -> list[str]:
+        """The ids of every container, running or not, that carries ``label`` (``key=value`` or ``key``).
+
+        Raises:
+            EngineUnavailableError: no engine answers.
+        """
+        with translated("container list"):
+            found = self.api.containers(all=True, quiet=True, filters={"label": [label]})
+        return [str(c["Id"]) for c in found]
+
+    def volumes(self, label: str) -> list[str]:
+        """The names of every volume that carries ``label``.
+
+        Raises:
+            EngineUnavailableError: no engine answers.
+        """
+        with translated("volume list"):
+            found = self.api.volumes(filters={"label": [label]})
+        return [str(v["Name"]) for v in (found or {}).get("Volumes") or []]
+
+    def create_volume(self, name: str, labels: Mapping[str, str]) -> None:
+        """Create a named volume (a no-op when it exists).
+
+        Raises:
+            EngineError: the engine refused.
+        """
+        with translated("volume create"):
+            self.api.create_volume(name, labels=dict(labels))
+
+    def remove_volume(self, name: str) -> bool:
+        """Remove a volume; False when it is in use or already gone.
+
+        Raises:
+            EngineUnavailableError: no engine answers.
+        """
+        try:
+            with translated("volume remove"):
+                self.api.remove_volume(name, force=True)
+        except EngineUnavailableError:
+            raise
+        except EngineError as e:
+            if _is_gone(e):
+                return False
+            raise
+        return True
+
+    # ---- deaths -------------------------------------------------------------------------------
+
+    def watch_death(self, container: str, handler: DeathHandler) -> None:
+        """Call ``handler`` (on the events thread) when ``container`` dies.
+
+        The first call subscribes to the engine's container events; the subscription lives as
+        long as this engine object (`close` ends it).
+
+        Raises:
+            EngineError: the engine refused the subscription.
+        """
+        with self._lock:
+            self._watched[container] = handler
+            if self._events_thread is not None and self._events_thread.is_alive():
+                return
+        filters = {"type": ["container"], "event": ["die"], "label": ["tooltree.owner"]}
+        with translated("events"):
+            events = self.api.events(filters=filters, decode=True)
+        thread = threading.Thread(target=self._read_events, args=(events,), name="docker-events", daemon=True)
+        with self._lock:
+            self._events, self._events_thread = events, thread
+        thread.start()
+
+    def unwatch(self, container: str) -> None:
+        """Stop reporting ``container``'s death."""
+        with self._lock:
+            self._watched.pop(container, None)
+
+    def _read_events(self, events: Any) -> None:
+        try:
+            for event in events:
+                container = event.get("id") if isinstance(event, dict) else None
+                with self._lock:
+                    handler = self._watched.pop(container, None) if isinstance(container, str) else None
+                if handler is not None:
+                    handler(event)
+        except (requests.exceptions.RequestException, OSError, ValueError) as e:
+            logger.debug("the Docker events stream ended: %s", e)
+        finally:
+            with self._lock:
+                if self._events is events:
+                    self._events, self._events_thread = None, None
+
+    def close(self) -> None:
+        """End the events subscription and the client's connections."""
+        with self._lock:
+            events, self._events, self._events_thread = self._events, None, None
+            client, self._client = self._client, None
+        if events is not None:
+            with contextlib.suppress(OSError, AttributeError, requests.exceptions.RequestException):
+                events.close()
+        if client is not None:
+            client.close()
+
+
+_default: DockerEngine | None = None
+_default_lock = threading.Lock()
+
+
+def default_engine() -> DockerEngine:
+    """The process's engine, from the environment (created on first use, never closed)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = DockerEngine()
+        return _default

@@ -10,9 +10,28 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 from sandbox.config import SandboxConfig
+
+
+class ByteSink(Protocol):
+    """Where the host writes the supervisor's stdin (a pipe, a socket's write side)."""
+
+    def write(self, data: bytes, /) -> int | None: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None:
+        """End of input: the supervisor exits when it reads it."""
+
+
+class ByteSource(Protocol):
+    """Where the host reads the supervisor's stdout or stderr; ``read`` blocks, b"" at the end."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def close(self) -> None: ...
 
 
 class Connection(Protocol):
@@ -20,9 +39,16 @@ class Connection(Protocol):
 
     name: str
     """A human-readable name (the container name)."""
-    stdin: IO[bytes]
-    stdout: IO[bytes]
-    stderr: IO[bytes] | None
+
+    @property
+    def stdin(self) -> ByteSink: ...
+
+    @property
+    def stdout(self) -> ByteSource: ...
+
+    @property
+    def stderr(self) -> ByteSource | None:
+        """Diagnostics only; None when the backend has none."""
 
     def close(self, timeout: float = 5.0) -> None:
         """End the supervisor gracefully (close its stdin), then destroy what is left."""

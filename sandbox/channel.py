@@ -2,7 +2,8 @@
 
 Threads, per channel (so a slow, silent or hostile container stalls only its own session):
 
-* a reader parses frames (`sandbox.framing`: size cap before parsing, strict JSON, depth cap)
+* a reader parses frames (`sandbox._supervisor.wire`, the one framing of both sides: size cap
+  before parsing, strict JSON, depth cap)
   and routes them: replies to waiting requests, ``ready`` and streaming notifications, and
   the container's own requests (tool calls) to the session's handler;
 * a writer sends queued frames, so a container that stops reading cannot block a caller
@@ -20,11 +21,11 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import IO, Any
+from typing import Any
 
-from sandbox.backend import Connection
+from sandbox._supervisor.wire import FrameReader, FrameTooLarge, WireError, encode_frame
+from sandbox.backend import ByteSink, ByteSource, Connection
 from sandbox.errors import ProtocolError, SessionError
-from sandbox.framing import MAX_FRAME_BYTES, FrameReader, encode_frame
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ _STDERR_KEEP = 8192
 _MAX_ID_CHARS = 64
 
 
-def _close_quietly(stream: IO[bytes]) -> None:
+def _close_quietly(stream: ByteSink | ByteSource) -> None:
     with contextlib.suppress(OSError, ValueError):
         stream.close()
 
@@ -55,10 +56,10 @@ class _Pending:
 class SupervisorChannel:
     """Requests to, and requests from, one supervisor."""
 
-    def __init__(self, connection: Connection, session_id: str, *, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+    def __init__(self, connection: Connection, session_id: str) -> None:
         self.connection = connection
         self.session_id = session_id
-        self._reader = FrameReader(connection.stdout, max_frame_bytes=max_frame_bytes)
+        self._reader = FrameReader(connection.stdout)
         self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
         self._lock = threading.Lock()
@@ -83,14 +84,17 @@ class SupervisorChannel:
     # ---- threads --------------------------------------------------------------------------
 
     def _read_loop(self) -> None:
+        # However the channel ends, the container is removed before anyone waiting learns of it.
         try:
             while (message := self._reader.read()) is not None:
                 self._route(message)
-            self._fail("the sandbox closed its channel")
-        except ProtocolError as e:
-            self._fail(f"protocol violation from the sandbox: {e}", kill=True)
+            self._fail("the sandbox closed its channel", kill=True)
+        except (ProtocolError, WireError) as e:
+            self._fail(f"protocol violation from the sandbox: {e}", kill=True, violation=True)
+        except ConnectionAbortedError as e:  # the backend shut the channel and says why
+            self._fail(str(e), kill=True)
         except (OSError, ValueError) as e:
-            self._fail(f"the channel to the sandbox failed: {e}")
+            self._fail(f"the channel to the sandbox failed: {e}", kill=True)
         finally:
             _close_quietly(self.connection.stdout)
 
@@ -167,13 +171,14 @@ class SupervisorChannel:
         with self._lock:
             return self._stderr_tail.decode("utf-8", errors="replace")
 
-    def _fail(self, reason: str, *, kill: bool = False) -> None:
+    def _fail(self, reason: str, *, kill: bool = False, violation: bool = False) -> None:
         with self._lock:
             if self.broken is None:
                 self.broken = reason
             pending, self._pending = self._pending, {}
-        if kill:  # before anyone waiting learns of it: a hostile container is gone by then
-            logger.warning("sandbox %s: %s; killing it", self.connection.name, reason)
+        if kill and not self.closed:  # before anyone waiting learns of it: the container is gone by then
+            if violation:
+                logger.warning("sandbox %s: %s; killing it", self.connection.name, reason)
             self.connection.kill()
         for p in pending.values():
             p.event.set()
@@ -204,8 +209,18 @@ class SupervisorChannel:
         return self.ready_status
 
     def send(self, message: dict[str, Any]) -> None:
-        """Queue one message for the supervisor."""
-        self._outbox.put(encode_frame(message))
+        """Queue one message for the supervisor.
+
+        Raises:
+            SessionError: the message cannot be sent (over the frame cap, or not JSON).
+        """
+        try:
+            frame = encode_frame(message)
+        except (ValueError, TypeError, RecursionError) as e:
+            raise SessionError(
+                f"cannot send {str(message.get('method', 'a message'))[:40]} to the sandbox: {e}"
+            ) from None
+        self._outbox.put(frame)
 
     def request(
         self, method: str, params: dict[str, Any], *, timeout: float, sink: NotificationSink | None = None
@@ -249,6 +264,8 @@ class SupervisorChannel:
         message = {"id": call_id, "error": error} if error is not None else {"id": call_id, "result": result or {}}
         try:
             frame = encode_frame(message)
+        except FrameTooLarge as e:
+            frame = encode_frame({"id": call_id, "error": {"code": "too_large", "message": f"the answer: {e}"}})
         except (ValueError, RecursionError):  # e.g. a lone surrogate in text from a hostile server
             reason = "the host's answer cannot be sent as UTF-8 JSON"
             frame = encode_frame({"id": call_id, "error": {"code": "invalid_result", "message": reason}})

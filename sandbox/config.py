@@ -69,7 +69,6 @@ class SandboxConfig:
         owner: the ``tooltree.owner`` label of every container (cleanup selects on it).
         labels: extra labels for every container.
         start_timeout: seconds to wait for a new container's supervisor to report ready.
-        max_frame_bytes: largest frame accepted from the container.
         workspace_max_bytes: most bytes a workspace may hold when saved or restored.
     """
 
@@ -87,7 +86,6 @@ class SandboxConfig:
     owner: str = "tooltree"
     labels: dict[str, str] = field(default_factory=dict)
     start_timeout: float = 30.0
-    max_frame_bytes: int = 16 * 1024 * 1024
     workspace_max_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:

@@ -1,15 +1,15 @@
-"""`DockerBackend`: sandboxes as hardened Docker containers, driven through the ``docker`` CLI.
+"""`DockerBackend`: sandboxes as hardened Docker containers, driven through the Docker Engine API.
 
-Starting one sandbox::
+Starting one sandbox (every step an API call through docker-py, see `sandbox._docker`)::
 
-    docker create --interactive --rm <hardening flags, see sandbox.hardening> IMAGE supervisor
-    docker inspect → check_hardening → refuse (and remove) unless every setting is in effect
-    docker start --attach --interactive ID   ← its stdin/stdout are the channel
+    create (hardening settings of sandbox.hardening, AutoRemove) → inspect → check_hardening:
+        refuse (and remove) unless every setting is in effect
+    attach (stdin, stdout, stderr: the channel) → watch for its death in the engine's events → start
     supervisor's ready report → check_process_status
 
 Nothing on the host is mounted. The tree goes in through a named volume
 ``tooltree-tree-<content hash>``, filled once per distinct tree by a throwaway container that
-reads a tar from stdin, and mounted read-only; the workspace travels over the channel. So
+reads a tar from its stdin, and mounted read-only; the workspace travels over the channel. So
 the same code works with a local engine, Docker Desktop or a remote ``DOCKER_HOST``.
 """
 
@@ -20,24 +20,25 @@ import hashlib
 import io
 import os
 import stat
-import subprocess
 import tarfile
 import threading
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from sandbox._docker import DockerCLI
+from sandbox._attach import AttachSocket
+from sandbox._docker import DockerEngine, default_engine
 from sandbox.backend import Connection, SandboxBackend
 from sandbox.config import SandboxConfig
 from sandbox.errors import EngineError, HardeningError, ImageError, SandboxError
-from sandbox.hardening import OWNER_LABEL, check_hardening, check_process_status, create_args
+from sandbox.hardening import OWNER_LABEL, check_hardening, check_process_status, container_spec
 from sandbox.image import build_derived_image, build_image, derived_image_name, image_name
 
 TREE_VOLUME_PREFIX = "tooltree-tree-"
 MAX_TREE_BYTES = 256 << 20
 _SKIP_DIRS = frozenset({"__pycache__", ".git"})
+_POPULATE_TIMEOUT = 300.0
 
 
 def pack_tree(tree: Path, *, max_bytes: int = MAX_TREE_BYTES) -> bytes:
@@ -74,48 +75,49 @@ def pack_tree(tree: Path, *, max_bytes: int = MAX_TREE_BYTES) -> bytes:
 
 
 class DockerConnection:
-    """A started container: the ``docker start --attach`` process's pipes are the channel."""
+    """A started container: its attach socket is the channel.
 
-    def __init__(self, docker: DockerCLI, container_id: str, name: str) -> None:
-        self.docker = docker
+    The engine's events report the container's death (`on_death`): the socket is then shut at
+    once, so a reader waiting on it learns why instead of waiting for the stream to drain.
+    """
+
+    def __init__(self, engine: DockerEngine, container_id: str, name: str, attached: AttachSocket) -> None:
+        self.engine = engine
         self.container_id = container_id
         self.name = name
-        self.process = docker.popen(
-            ["start", "--attach", "--interactive", container_id],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        assert self.process.stdin and self.process.stdout and self.process.stderr
-        self.stdin: IO[bytes] = self.process.stdin
-        self.stdout: IO[bytes] = self.process.stdout
-        self.stderr: IO[bytes] | None = self.process.stderr
+        self.attached = attached
+        self.stdin = attached.stdin
+        self.stdout = attached.stdout
+        self.stderr = attached.stderr
+        self.exited = threading.Event()
         self._removed = threading.Event()
+
+    def on_death(self, event: Mapping[str, Any]) -> None:
+        """The engine reported the container dead (called on the events thread)."""
+        attributes = (event.get("Actor") or {}).get("Attributes") or {}
+        status = attributes.get("exitCode", "unknown")
+        self.exited.set()
+        self.attached.abort(f"the sandbox closed its channel: its container exited with status {status}")
 
     def _remove(self) -> None:
         if self._removed.is_set():
             return
         self._removed.set()
+        self.engine.unwatch(self.container_id)
+        self.attached.close()  # first: the engine must never be left writing to a socket nobody reads
         with contextlib.suppress(EngineError):
-            self.docker.run(["rm", "--force", "--volumes", self.container_id], check=False, timeout=60)
+            self.engine.remove_container(self.container_id)
 
     def close(self, timeout: float = 5.0) -> None:
         """Close the supervisor's stdin (it exits, and the container with it), then make sure."""
-        with contextlib.suppress(OSError):
-            self.stdin.close()
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        self.stdin.close()
+        self.exited.wait(timeout)
         self._remove()
 
     def kill(self) -> None:
-        """Remove the container at once."""
+        """Shut the channel and remove the container at once."""
+        self.attached.abort("the sandbox was killed")
         self._remove()
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
 
 
 class DockerBackend(SandboxBackend):
@@ -124,7 +126,7 @@ class DockerBackend(SandboxBackend):
     Args:
         config: limits and settings; defaults are the safe ones.
         tree: the generated tree to mount read-only at ``/workspace/servers``; None for none.
-        docker: the CLI runner (to use another executable).
+        docker: the engine to use; default the process's engine from the environment (``DOCKER_HOST``).
         build: build the image (and the derived image with ``config.pip_packages``) when it is
             missing, instead of failing.
     """
@@ -134,12 +136,12 @@ class DockerBackend(SandboxBackend):
         config: SandboxConfig | None = None,
         *,
         tree: Path | str | None = None,
-        docker: DockerCLI | None = None,
+        docker: DockerEngine | None = None,
         build: bool = False,
     ) -> None:
         self.config = config or SandboxConfig()
         self.tree = Path(tree) if tree is not None else None
-        self.docker = docker or DockerCLI()
+        self.docker = docker or default_engine()
         self.build = build
         self.image = self.config.image or image_name()
         self.tree_volume: str | None = None
@@ -151,14 +153,14 @@ class DockerBackend(SandboxBackend):
 
         Raises:
             EngineUnavailableError: no engine answers.
-            ImageError: the image is missing (build it: ``python -m sandbox.image build``).
-            SandboxError: the tree cannot be packed.
+            ImageError: the image is missing (build it: ``tooltree image build``).
+            SandboxError: the tree cannot be packed or copied.
         """
         with self._lock:
             if self._prepared:
                 return
             self.docker.ping()
-            if not self.docker.exists("image", self.image):
+            if not self.docker.image_exists(self.image):
                 if self.build and self.config.image is None:
                     build_image(self.docker)
                 else:
@@ -171,7 +173,7 @@ class DockerBackend(SandboxBackend):
                 derived = derived_image_name(self.image, packages)
                 if self.build:
                     build_derived_image(self.docker, self.image, packages)
-                elif not self.docker.exists("image", derived):
+                elif not self.docker.image_exists(derived):
                     raise ImageError(
                         f"the sandbox image with {', '.join(packages)} is not built: run "
                         f"python -m sandbox.image build --pip {' '.join(packages)}"
@@ -184,46 +186,60 @@ class DockerBackend(SandboxBackend):
     def _ensure_tree_volume(self, tree: Path) -> str:
         data = pack_tree(tree)
         name = TREE_VOLUME_PREFIX + hashlib.sha256(data).hexdigest()[:20]
-        self.docker.run(["volume", "create", "--label", f"{OWNER_LABEL}={self.config.owner}", name])
-        try:
-            self.docker.run(
-                [
-                    "run", "--rm", "--interactive", "--network", "none", "--read-only", "--user", "0:0",
-                    "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--log-driver", "none",
-                    "--label", f"{OWNER_LABEL}={self.config.owner}",
-                    "--mount", f"type=volume,src={name},dst=/dst",
-                    self.image, "python3", "-I", "-m", "tooltree_supervisor.populate", "/dst",
-                ],
-                input=data,
-                timeout=300,
-            )  # fmt: skip
-        except EngineError as e:
-            raise SandboxError(f"could not copy the tree into volume {name}: {e.stderr[-1000:] or e}") from None
+        self.docker.create_volume(name, {OWNER_LABEL: self.config.owner})
+        spec = {
+            "image": self.image,
+            "command": ["python3", "-I", "-m", "tooltree_supervisor.populate", "/dst"],
+            "user": "0:0",
+            "entrypoint": [""],
+            "stdin_open": True,
+            "labels": {OWNER_LABEL: self.config.owner},
+            "use_config_proxy": False,
+            "host_config": {
+                "NetworkMode": "none",
+                "ReadonlyRootfs": True,
+                "CapDrop": ["ALL"],
+                "SecurityOpt": ["no-new-privileges"],
+                "LogConfig": {"Type": "none", "Config": {}},
+                "Mounts": [{"Type": "volume", "Source": name, "Target": "/dst"}],
+            },
+        }
+        status, stderr = run_with_input(self.docker, spec, data, timeout=_POPULATE_TIMEOUT)
+        if status != 0:
+            raise SandboxError(f"could not copy the tree into volume {name} (exit status {status}): {stderr[-1000:]}")
         return name
 
     def launch(self, session_id: str) -> DockerConnection:
-        """Create, verify and start one container.
+        """Create, verify, attach to and start one container.
 
         Raises:
             HardeningError: the created container lacks a required setting (it was removed).
-            EngineError: docker failed.
+            EngineError: the engine failed.
         """
         self.prepare()
         name = f"tooltree-{uuid.uuid4().hex[:16]}"
-        args = create_args(
+        spec = container_spec(
             self.config, name=name, session_id=session_id, image=self.image, tree_volume=self.tree_volume
         )
-        args.insert(1, "--rm")
-        container_id = self.docker.text(args, timeout=60)
+        container_id = self.docker.create_container(spec)
+        attached: AttachSocket | None = None
         try:
-            inspected = self.docker.json(["inspect", "--type", "container", container_id])
-            details = inspected[0] if isinstance(inspected, list) and inspected else {}
-            violations = check_hardening(details, self.config, tree_volume=self.tree_volume)
+            violations = check_hardening(
+                self.docker.inspect_container(container_id), self.config, tree_volume=self.tree_volume
+            )
             if violations:
                 raise HardeningError(name, violations)
-            return DockerConnection(self.docker, container_id, name)
+            attached = self.docker.attach(container_id)
+            connection = DockerConnection(self.docker, container_id, name, attached)
+            self.docker.watch_death(container_id, connection.on_death)
+            self.docker.start(container_id)
+            return connection
         except BaseException:
-            self.docker.run(["rm", "--force", container_id], check=False)
+            self.docker.unwatch(container_id)
+            if attached is not None:
+                attached.close()
+            with contextlib.suppress(EngineError):
+                self.docker.remove_container(container_id)
             raise
 
     def verify_ready(self, connection: Connection, status: Mapping[str, Any]) -> None:
@@ -234,27 +250,70 @@ class DockerBackend(SandboxBackend):
             raise HardeningError(connection.name, violations)
 
 
-def remove_containers(docker: DockerCLI | None = None, *, label: str = f"{OWNER_LABEL}=tooltree") -> int:
+def run_with_input(engine: DockerEngine, spec: Mapping[str, Any], data: bytes, *, timeout: float) -> tuple[int, str]:
+    """Run a throwaway container with ``data`` on its stdin; its exit status and the end of its output.
+
+    Raises:
+        EngineError: the engine failed, or the container did not finish within ``timeout`` seconds.
+    """
+    container_id = engine.create_container(spec)
+    attached: AttachSocket | None = None
+    deadline: threading.Timer | None = None
+    try:
+        attached = engine.attach(container_id)
+        deadline = threading.Timer(timeout, attached.abort, args=(f"the container ran longer than {timeout:g} s",))
+        deadline.daemon = True
+        deadline.start()
+        engine.start(container_id)
+        # Written from a thread while this one reads, so neither side can block the other.
+        feeder = threading.Thread(target=_feed, args=(attached, data), name="docker-stdin", daemon=True)
+        feeder.start()
+        output = bytearray()
+        with contextlib.suppress(OSError, SandboxError):  # a broken stream: the exit status says what happened
+            while chunk := attached.stdout.read(1 << 16):
+                output = (output + chunk)[-4096:]
+        feeder.join()
+        status = engine.wait(container_id, timeout)
+        text = (bytes(output) + attached.stderr.read()).decode("utf-8", errors="replace")
+        return status, text
+    finally:
+        if deadline is not None:
+            deadline.cancel()
+        if attached is not None:
+            attached.close()
+        with contextlib.suppress(EngineError):
+            engine.remove_container(container_id)
+
+
+def _feed(attached: AttachSocket, data: bytes) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        attached.stdin.write(data)
+    attached.stdin.close()
+
+
+def remove_containers(docker: DockerEngine | None = None, *, label: str = f"{OWNER_LABEL}=tooltree") -> int:
     """Remove every container carrying ``label`` (``key=value``); returns how many.
 
     Raises:
         EngineUnavailableError: no engine answers.
     """
-    docker = docker or DockerCLI()
-    ids = docker.text(["ps", "--all", "--quiet", "--filter", f"label={label}"]).split()
-    if ids:
-        docker.run(["rm", "--force", *ids], check=False, timeout=120)
+    engine = docker or default_engine()
+    ids = engine.containers(label)
+    for container_id in ids:
+        with contextlib.suppress(EngineError):
+            engine.remove_container(container_id)
     return len(ids)
 
 
-def remove_volumes(docker: DockerCLI | None = None, *, label: str = f"{OWNER_LABEL}=tooltree") -> int:
+def remove_volumes(docker: DockerEngine | None = None, *, label: str = f"{OWNER_LABEL}=tooltree") -> int:
     """Remove every unused volume carrying ``label``; returns how many were listed.
 
     Raises:
         EngineUnavailableError: no engine answers.
     """
-    docker = docker or DockerCLI()
-    names = docker.text(["volume", "ls", "--quiet", "--filter", f"label={label}"]).split()
-    if names:
-        docker.run(["volume", "rm", "--force", *names], check=False, timeout=120)
+    engine = docker or default_engine()
+    names = engine.volumes(label)
+    for name in names:
+        with contextlib.suppress(EngineError):
+            engine.remove_volume(name)
     return len(names)

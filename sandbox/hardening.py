@@ -1,4 +1,4 @@
-"""The confinement of a sandbox container: the flags that create it, and the checks that prove them.
+"""The confinement of a sandbox container: the settings that create it, and the checks that prove them.
 
 A container is created (not started), inspected, and started only when `check_hardening`
 finds every setting in effect; otherwise it is removed and `HardeningError` raised — fail
@@ -39,7 +39,7 @@ SESSION_LABEL = "tooltree.session"
 SUPERVISOR_COMMAND = ["python3", "-I", "-m", "tooltree_supervisor", "--kill-all-on-timeout"]
 
 
-def create_args(
+def container_spec(
     config: SandboxConfig,
     *,
     name: str,
@@ -47,43 +47,64 @@ def create_args(
     image: str,
     tree_volume: str | None = None,
     seccomp_profile: Path = PROFILE_PATH,
-) -> list[str]:
-    """The ``docker create`` arguments for one sandbox container."""
+    auto_remove: bool = True,
+) -> dict[str, Any]:
+    """The arguments of docker-py's ``APIClient.create_container`` for one sandbox container.
+
+    ``host_config`` is written in the Engine API's own terms, the same ones `check_hardening`
+    reads back from the inspected container.
+    """
     ids = f"uid={SANDBOX_UID},gid={SANDBOX_UID}"
-    args = [
-        "create", "--interactive", "--pull", "never", "--name", name, "--hostname", "sandbox",
-        "--label", f"{OWNER_LABEL}={config.owner}", "--label", f"{SESSION_LABEL}={session_id}",
-    ]  # fmt: skip
-    for key, value in sorted(config.labels.items()):
-        args += ["--label", f"{key}={value}"]
-    args += [
-        "--network", "none",
-        "--read-only",
-        "--tmpfs", f"/tmp:rw,noexec,nosuid,nodev,size={config.tmp_size}",
-        "--tmpfs", f"{WORKSPACE}:rw,noexec,nosuid,nodev,{','.join(_workspace_sizes(config))},{ids},mode=0700",
-        "--user", f"{SANDBOX_UID}:{SANDBOX_UID}",
-        "--cap-drop", "ALL",
-        "--security-opt", "no-new-privileges",
-        "--security-opt", f"seccomp={seccomp_profile}",
-        "--entrypoint", "",
-        "--ipc", "private",
-        "--cgroupns", "private",
-        "--pids-limit", str(config.pids_limit),
-        "--memory", config.memory,
-        "--memory-swap", config.memory,
-        "--cpus", f"{config.cpus:g}",
-        "--ulimit", f"nofile={config.nofile}:{config.nofile}",
-        "--ulimit", "core=0:0",
-        "--log-driver", "none",
-    ]  # fmt: skip
+    profile = json.dumps(json.loads(seccomp_profile.read_text(encoding="utf-8")), separators=(",", ":"))
+    host_config: dict[str, Any] = {
+        "NetworkMode": "none",
+        "ReadonlyRootfs": True,
+        "Tmpfs": {
+            "/tmp": f"rw,noexec,nosuid,nodev,size={config.tmp_size}",
+            WORKSPACE: f"rw,noexec,nosuid,nodev,{','.join(_workspace_sizes(config))},{ids},mode=0700",
+        },
+        "CapDrop": ["ALL"],
+        "SecurityOpt": ["no-new-privileges", f"seccomp={profile}"],
+        "IpcMode": "private",
+        "CgroupnsMode": "private",
+        "PidsLimit": config.pids_limit,
+        "Memory": config.memory_bytes,
+        "MemorySwap": config.memory_bytes,
+        "NanoCpus": round(config.cpus * 1e9),
+        "Ulimits": [
+            {"Name": "nofile", "Soft": config.nofile, "Hard": config.nofile},
+            {"Name": "core", "Soft": 0, "Hard": 0},
+        ],
+        "LogConfig": {"Type": "none", "Config": {}},
+        "AutoRemove": auto_remove,
+    }
     if config.runtime:
-        args += ["--runtime", config.runtime]
+        host_config["Runtime"] = config.runtime
+    command = list(SUPERVISOR_COMMAND)
     if tree_volume:
-        args += ["--mount", f"type=volume,src={tree_volume},dst={TREE_MOUNT},readonly,volume-nocopy"]
-    args += [image, *SUPERVISOR_COMMAND]
-    if tree_volume:
-        args += ["--tree", TREE_MOUNT]
-    return args
+        host_config["Mounts"] = [
+            {
+                "Type": "volume",
+                "Source": tree_volume,
+                "Target": TREE_MOUNT,
+                "ReadOnly": True,
+                "VolumeOptions": {"NoCopy": True},
+            }
+        ]
+        command += ["--tree", TREE_MOUNT]
+    labels = {**dict(sorted(config.labels.items())), OWNER_LABEL: config.owner, SESSION_LABEL: session_id}
+    return {
+        "image": image,
+        "command": command,
+        "name": name,
+        "hostname": "sandbox",
+        "user": f"{SANDBOX_UID}:{SANDBOX_UID}",
+        "entrypoint": [""],
+        "stdin_open": True,  # with attaching (not detach): OpenStdin, AttachStdin and StdinOnce
+        "labels": labels,
+        "host_config": host_config,
+        "use_config_proxy": False,  # the host's proxy settings stay on the host
+    }
 
 
 def _workspace_sizes(config: SandboxConfig) -> list[str]:
@@ -126,7 +147,7 @@ def _check_seccomp(security_opts: list[str]) -> list[str]:
 def check_hardening(inspect: Mapping[str, Any], config: SandboxConfig, *, tree_volume: str | None = None) -> list[str]:
     """Every way in which an inspected container differs from the required confinement.
 
-    ``inspect`` is one element of ``docker inspect``'s output. An empty list means the
+    ``inspect`` is the engine's inspection of the container (``GET /containers/{id}/json``). An empty list means the
     container may run.
     """
     v: list[str] = []

@@ -6,9 +6,11 @@ and a changed runtime can never run against a stale image.
 
 The base is ``python:3.12-slim``. When it cannot be pulled (no registry, as on CI), the
 build bootstraps a Debian base instead: ``mmdebstrap`` from the mirror that the host's own
-apt sources name (read at run time), then ``docker import``. ``--offline-base`` asks for that
-directly. Users add pip packages with a derived image (`build_derived_image`), cached by the
-package list.
+apt sources name (read at run time) writes a root filesystem tarball, which the Engine API
+imports (``POST /images/create?fromSrc=-``, what ``docker import`` does). ``--offline-base``
+asks for that directly. Users add pip packages with a derived image (`build_derived_image`),
+cached by the package list. Every engine step goes through the Engine API (`sandbox._docker`);
+builds use the engine's classic builder, which needs no ``buildx``.
 
 Command line: ``python -m sandbox.image build [--offline-base] [--pip PKG ...]`` and
 ``python -m sandbox.image name``.
@@ -18,17 +20,19 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from sandbox._docker import DockerCLI
+from sandbox._docker import DockerEngine, default_engine
 from sandbox.errors import EngineError, ImageError, SandboxError
 
 DEFAULT_BASE = "python:3.12-slim"
@@ -68,12 +72,15 @@ def image_name() -> str:
     return f"{IMAGE_REPOSITORY}:{image_tag()}"
 
 
-def write_context(dest: Path) -> None:
-    """Write the build context into the (empty) directory ``dest``."""
-    for name, data in context_files().items():
-        target = dest / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+def context_tar(files: Mapping[str, bytes]) -> bytes:
+    """A build context as the Engine API takes it: a tar of ``files`` (deterministic: no times, no owners)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 def _log(message: str) -> None:
@@ -136,7 +143,7 @@ def offline_base_name(suite: str = DEFAULT_SUITE) -> str:
     return f"{OFFLINE_BASE_REPOSITORY}:{suite}-python3"
 
 
-def bootstrap_base(docker: DockerCLI, *, suite: str = DEFAULT_SUITE, mirror: str | None = None) -> str:
+def bootstrap_base(docker: DockerEngine, *, suite: str = DEFAULT_SUITE, mirror: str | None = None) -> str:
     """Bootstrap a minimal Debian + python3 base with mmdebstrap and import it; returns its name.
 
     Reuses the image when it already exists.
@@ -146,7 +153,7 @@ def bootstrap_base(docker: DockerCLI, *, suite: str = DEFAULT_SUITE, mirror: str
         EngineError: the import failed.
     """
     name = offline_base_name(suite)
-    if docker.exists("image", name):
+    if docker.image_exists(name):
         return name
     if shutil.which("mmdebstrap") is None:
         raise ImageError("mmdebstrap is needed to bootstrap a base image offline: apt-get install mmdebstrap")
@@ -165,54 +172,40 @@ def bootstrap_base(docker: DockerCLI, *, suite: str = DEFAULT_SUITE, mirror: str
         if proc.returncode != 0:
             tail = proc.stderr.decode("utf-8", errors="replace").strip()[-2000:]
             raise ImageError(f"mmdebstrap failed (exit {proc.returncode}): {tail}")
-        docker.run(
-            [
-                "import",
-                "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                "--change", f"LABEL {OWNER_LABEL}=tooltree",
-                "--change", 'CMD ["python3"]',
-                str(tarball), name,
-            ],
-            timeout=600,
-        )  # fmt: skip
+        changes = [
+            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            f"LABEL {OWNER_LABEL}=tooltree",
+            'CMD ["python3"]',
+        ]
+        docker.import_image(tarball, name, changes=changes)
     return name
 
 
 # ---- building ----------------------------------------------------------------------------
 
 
-def _docker_build(
-    docker: DockerCLI, context: Path, tag: str, build_args: dict[str, str], labels: dict[str, str]
+def _build(
+    docker: DockerEngine, files: Mapping[str, bytes], tag: str, build_args: dict[str, str], labels: dict[str, str]
 ) -> None:
-    args = ["build", "--tag", tag, "--pull=false", "--force-rm"]
-    for key, value in build_args.items():
-        args += ["--build-arg", f"{key}={value}"]
-    for key, value in labels.items():
-        args += ["--label", f"{key}={value}"]
-    args.append(str(context))
-    env = None
-    if "DOCKER_BUILDKIT" not in os.environ and docker.run(["buildx", "version"], check=False).returncode != 0:
-        # Without buildx, use the classic builder outright (newer CLIs warn, then fall back).
-        env = {**os.environ, "DOCKER_BUILDKIT": "0"}
     try:
-        docker.run(args, timeout=1800, env=env)
+        docker.build_image(context_tar(files), tag, build_args=build_args, labels=labels, timeout=1800)
     except EngineError as e:
         raise ImageError(f"building {tag} failed:\n{e.output[-3000:] or e}") from None
 
 
-def _base_available(docker: DockerCLI, base: str) -> bool:
-    if docker.exists("image", base):
+def _base_available(docker: DockerEngine, base: str) -> bool:
+    if docker.image_exists(base):
         return True
-    proc = docker.run(["pull", "--quiet", base], check=False, timeout=600)
-    if proc.returncode == 0:
-        return True
-    reason = proc.stderr.decode("utf-8", errors="replace").strip().splitlines()
-    _log(f"cannot pull {base} ({reason[-1][:200] if reason else 'no reason given'})")
-    return False
+    try:
+        docker.pull_image(base)
+    except EngineError as e:
+        _log(f"cannot pull {base} ({str(e).splitlines()[-1][:200]})")
+        return False
+    return True
 
 
 def build_image(
-    docker: DockerCLI | None = None,
+    docker: DockerEngine | None = None,
     *,
     base: str = DEFAULT_BASE,
     offline_base: bool = False,
@@ -229,9 +222,9 @@ def build_image(
         ImageError: the base cannot be had or the build failed.
         EngineUnavailableError: no engine answers.
     """
-    docker = docker or DockerCLI()
+    docker = docker or default_engine()
     name = image_name()
-    if not force and docker.exists("image", name):
+    if not force and docker.image_exists(name):
         return name
     if offline_base:
         base = bootstrap_base(docker, suite=suite, mirror=mirror)
@@ -239,9 +232,7 @@ def build_image(
         _log("falling back to a base bootstrapped from the Debian mirror (--offline-base)")
         base = bootstrap_base(docker, suite=suite, mirror=mirror)
     _log(f"building {name} from {base}")
-    with tempfile.TemporaryDirectory(prefix="tooltree-image-") as tmp:
-        write_context(Path(tmp))
-        _docker_build(docker, Path(tmp), name, {"BASE": base}, {OWNER_LABEL: "tooltree", "tooltree.base": base})
+    _build(docker, context_files(), name, {"BASE": base}, {OWNER_LABEL: "tooltree", "tooltree.base": base})
     return name
 
 
@@ -284,7 +275,7 @@ def derived_image_name(parent: str, packages: Sequence[str]) -> str:
 
 
 def build_derived_image(
-    docker: DockerCLI | None, parent: str, packages: Sequence[str], *, ca_bundle: Path | None = None
+    docker: DockerEngine | None, parent: str, packages: Sequence[str], *, ca_bundle: Path | None = None
 ) -> str:
     """Build (once) an image with extra pip packages on top of ``parent``; returns its name.
 
@@ -295,21 +286,19 @@ def build_derived_image(
         ImageError: a bad package spec, or the build failed.
         EngineUnavailableError: no engine answers.
     """
-    docker = docker or DockerCLI()
+    docker = docker or default_engine()
     if not packages:
         return parent
     name = derived_image_name(parent, packages)
-    if docker.exists("image", name):
+    if docker.image_exists(name):
         return name
     _log(f"building {name}: {parent} + {', '.join(packages)}")
     if ca_bundle is None and os.environ.get("PIP_CERT") and Path(os.environ["PIP_CERT"]).is_file():
         ca_bundle = Path(os.environ["PIP_CERT"])
-    with tempfile.TemporaryDirectory(prefix="tooltree-derived-") as tmp:
-        if ca_bundle is not None:
-            shutil.copyfile(ca_bundle, Path(tmp) / "ca-bundle.crt")
-        dockerfile = derived_dockerfile(parent, packages, ca_bundle=ca_bundle is not None)
-        (Path(tmp) / "Dockerfile").write_text(dockerfile, encoding="utf-8")
-        _docker_build(docker, Path(tmp), name, {}, {OWNER_LABEL: "tooltree"})
+    files = {"Dockerfile": derived_dockerfile(parent, packages, ca_bundle=ca_bundle is not None).encode("utf-8")}
+    if ca_bundle is not None:
+        files["ca-bundle.crt"] = ca_bundle.read_bytes()
+    _build(docker, files, name, {}, {OWNER_LABEL: "tooltree"})
     return name
 
 

@@ -14,10 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-MAX_IMAGES = 8
-MAX_IMAGE_BYTES = 5 * 1024 * 1024
-_ERROR_CHARS = 2_000
-_TRACEBACK_CHARS = 20_000
+from sandbox._supervisor.limits import MAX_ERROR_CHARS, MAX_IMAGE_BYTES, MAX_IMAGES, MAX_TRACEBACK_CHARS, base64_size
+
 _OUTPUT_PATH = re.compile(r"^/workspace/\.tooltree/outputs/\d{1,9}-std(out|err)\.txt$")
 
 _ESCAPES = re.compile(
@@ -150,7 +148,7 @@ def _images(raw: Any) -> list[ShownImage]:
     for item in raw[:MAX_IMAGES] if isinstance(raw, list) else []:
         if not isinstance(item, dict) or not isinstance(item.get("data"), str) or not isinstance(item.get("mime"), str):
             continue
-        if len(item["data"]) > MAX_IMAGE_BYTES * 4 // 3 + 4:
+        if len(item["data"]) > base64_size(MAX_IMAGE_BYTES):
             continue
         try:
             data = base64.b64decode(item["data"], validate=True)
@@ -170,7 +168,7 @@ def parse_execution(
     status = raw.get("exit_status")
     exit_status = status if isinstance(status, int) and not isinstance(status, bool) and -255 <= status <= 255 else 1
     timed_out = raw.get("timed_out") is True
-    error = _str(raw.get("error"), _ERROR_CHARS)
+    error = _str(raw.get("error"), MAX_ERROR_CHARS)
     if exit_status != 0 and error is None:
         error = f"exit status {exit_status}"
     return ExecutionResult(
@@ -179,7 +177,7 @@ def parse_execution(
         exit_status=exit_status,
         duration=duration,
         error=error,
-        traceback=_str(raw.get("traceback"), _TRACEBACK_CHARS),
+        traceback=_str(raw.get("traceback"), MAX_TRACEBACK_CHARS),
         timed_out=timed_out,
         state_reset=raw.get("state_reset") is True,
         cancelled=raw.get("cancelled") is True,

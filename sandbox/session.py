@@ -66,7 +66,7 @@ def open_channel(backend: SandboxBackend, session_id: str) -> SupervisorChannel:
         SandboxError: the backend could not launch it.
     """
     connection = backend.launch(session_id)
-    channel = SupervisorChannel(connection, session_id, max_frame_bytes=backend.config.max_frame_bytes)
+    channel = SupervisorChannel(connection, session_id)
     try:
         status = channel.wait_ready(backend.config.start_timeout)
         backend.verify_ready(connection, status)

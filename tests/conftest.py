@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # `import mcp` takes a second; only the tests that start serv
     from mcp import StdioServerParameters
 
     from sandbox import SandboxConfig
-    from sandbox._docker import DockerCLI
+    from tests.docker_cli import EngineWithCLI
 
 from tests.support import TEST_OWNER
 
@@ -55,18 +55,18 @@ def sample_server_params() -> Callable[[str], StdioServerParameters]:
 
 
 @pytest.fixture(scope="session")
-def docker_engine() -> Iterator[DockerCLI]:
+def docker_engine() -> Iterator[EngineWithCLI]:
     """A reachable engine with the sandbox image built; cleans up labelled leftovers at the end.
 
     Without an engine, tests that use it are skipped, unless ``REQUIRE_DOCKER=1`` (as on CI),
     which turns a missing engine into a failure.
     """
-    from sandbox._docker import DockerCLI
     from sandbox.docker_backend import remove_containers, remove_volumes
     from sandbox.errors import EngineUnavailableError
     from sandbox.image import build_image
+    from tests.docker_cli import EngineWithCLI
 
-    docker = DockerCLI()
+    docker = EngineWithCLI()
     try:
         docker.ping()
     except EngineUnavailableError as e:

@@ -27,6 +27,8 @@ class Execution:
     stdout: OutputCapture
     stderr: OutputCapture
     images: list[dict[str, str]] = field(default_factory=list)
+    image_chars: int = 0
+    """The base64 characters of ``images`` together (bounded by `limits.MAX_IMAGES_TOTAL_BYTES`)."""
     timed_out: bool = False
     cancelled: bool = False
     """The host asked to stop it (``cancel``): interrupted, or killed when it ignored the interrupt."""

@@ -37,7 +37,6 @@ import argparse
 import base64
 import binascii
 import contextlib
-import json
 import os
 import selectors
 import signal
@@ -48,17 +47,24 @@ from typing import Any
 
 from .capture import OutputCapture
 from .files import FileOpError, Workspace
+from .limits import (
+    MAX_ERROR_CHARS,
+    MAX_IMAGE_BYTES,
+    MAX_IMAGES,
+    MAX_IMAGES_TOTAL_BYTES,
+    MAX_OUTPUT_CHARS,
+    MAX_READ_BYTES,
+    MAX_TRACEBACK_CHARS,
+    base64_size,
+)
 from .processes import Execution, Worker, oom_kill_count
-from .wire import FrameReader, FrameWriter, WireError
+from .wire import FrameDecoder, FrameReader, FrameTooLarge, FrameWriter, WireError
 
 OUTPUT_DIR = ".tooltree/outputs"
 PR_GET_DUMPABLE = 3
 PR_SET_DUMPABLE = 4
 PR_GET_NO_NEW_PRIVS = 39
 REAP_INTERVAL = 1.0
-MAX_IMAGES = 8
-MAX_IMAGE_B64 = 7 * 1024 * 1024
-READ_LIMIT = 16 << 20
 CANCEL_GRACE = 3.0
 """Seconds a cancelled execution has to end after its KeyboardInterrupt before the worker is killed."""
 
@@ -105,9 +111,19 @@ class Supervisor:
     # ---- host side ------------------------------------------------------------------------
 
     def send(self, message: dict[str, Any]) -> None:
-        # If the host went away, the read loop sees EOF and ends the process.
-        with contextlib.suppress(OSError):
+        """Send one message to the host; a reply too large for a frame becomes an error reply.
+
+        Raises:
+            FrameTooLarge: a request or notification does not fit in a frame (nothing was sent).
+        """
+        try:
             self.host.send(message)
+        except FrameTooLarge as e:
+            if "method" in message or "id" not in message:
+                raise
+            self.host.send({"id": message["id"], "error": {"code": "too_large", "message": f"the answer: {e}"}})
+        except OSError:
+            pass  # the host went away: the read loop sees EOF and ends the process
 
     def reply(self, host_id: Any, result: dict[str, Any]) -> None:
         self.send({"id": host_id, "result": result})
@@ -207,7 +223,7 @@ class Supervisor:
                 self.reply(host_id, summary)
             elif method == "workspace.read":
                 data, size = self.workspace.read(
-                    str(params.get("path")), min(int(params.get("max_bytes", 0)), READ_LIMIT)
+                    str(params.get("path")), min(int(params.get("max_bytes", 0)), MAX_READ_BYTES)
                 )
                 self.reply(host_id, {"data": base64.b64encode(data).decode("ascii"), "size": size})
             elif method == "workspace.list":
@@ -272,7 +288,7 @@ class Supervisor:
         sel = selectors.DefaultSelector()
         for fd in (worker.ctl_read_fd, worker.out_fd, worker.err_fd):
             sel.register(fd, selectors.EVENT_READ)
-        buffer = bytearray()
+        decoder = FrameDecoder()
         ctl_open = True
         while ctl_open:
             for key, _ in sel.select():
@@ -284,8 +300,7 @@ class Supervisor:
                     if data is None:
                         ctl_open = False
                         break
-                    buffer += data
-                    if not self.handle_control_bytes(worker, buffer):
+                    if not self.handle_control_bytes(worker, decoder, data):
                         ctl_open = False
                         break
                 elif self.read_output(worker, fd) is None:
@@ -333,24 +348,14 @@ class Supervisor:
                 if not data:
                     break
 
-    def handle_control_bytes(self, worker: Worker, buffer: bytearray) -> bool:
-        """Handle every complete frame in ``buffer``; False when the worker broke the protocol."""
-        while len(buffer) >= 4:
-            length = int.from_bytes(buffer[:4], "big")
-            if length > 64 << 20:
-                print("supervisor: oversized frame from the worker", file=sys.stderr)
-                return False
-            if len(buffer) < 4 + length:
-                return True
-            body = bytes(buffer[4 : 4 + length])
-            del buffer[: 4 + length]
-            try:
-                message = json.loads(body)
-            except ValueError:
-                print("supervisor: bad frame from the worker", file=sys.stderr)
-                return False
-            if isinstance(message, dict):
+    def handle_control_bytes(self, worker: Worker, decoder: FrameDecoder, data: bytes) -> bool:
+        """Handle every frame ``data`` completes; False when the worker broke the protocol."""
+        try:
+            for message in decoder.feed(data):
                 self.handle_worker_message(worker, message)
+        except WireError as e:
+            print(f"supervisor: bad frame from the worker: {e}", file=sys.stderr)
+            return False
         return True
 
     def handle_worker_message(self, worker: Worker, message: dict[str, Any]) -> None:
@@ -375,7 +380,13 @@ class Supervisor:
                 )
                 return
             params = message.get("params") if isinstance(message.get("params"), dict) else {}
-            self.send({"id": host_call_id, "method": str(message.get("method")), "params": params})
+            try:
+                self.send({"id": host_call_id, "method": str(message.get("method")), "params": params})
+            except FrameTooLarge as e:
+                self.relay_reply({"id": host_call_id, "error": {"code": "too_large", "message": f"the call: {e}"}})
+            except (ValueError, TypeError):
+                reason = "the call cannot be sent as JSON"
+                self.relay_reply({"id": host_call_id, "error": {"code": "invalid_arguments", "message": reason}})
         elif kind == "image":
             with self.lock:
                 ex = self.current if self.worker is worker else None
@@ -384,9 +395,11 @@ class Supervisor:
                     ex is not None
                     and len(ex.images) < MAX_IMAGES
                     and isinstance(data, str)
-                    and len(data) <= MAX_IMAGE_B64
+                    and len(data) <= base64_size(MAX_IMAGE_BYTES)
+                    and ex.image_chars + len(data) <= base64_size(MAX_IMAGES_TOTAL_BYTES)
                 ):
-                    ex.images.append({"mime": str(message.get("mime")), "data": data})
+                    ex.image_chars += len(data)
+                    ex.images.append({"mime": str(message.get("mime"))[:40], "data": data})
         elif kind == "done":
             with self.lock:
                 ex = self.current if self.worker is worker else None
@@ -494,7 +507,7 @@ class Supervisor:
                 host_id=host_id,
                 started=time.monotonic(),
                 timeout=float(params.get("timeout", 30.0)),
-                max_chars=int(params.get("max_chars", 20_000)),
+                max_chars=min(int(params.get("max_chars", 20_000)), MAX_OUTPUT_CHARS),
                 stdout=OutputCapture(os.path.join(out_dir, f"{n}-stdout.txt")),
                 stderr=OutputCapture(os.path.join(out_dir, f"{n}-stderr.txt")),
                 oom_kills=oom_kill_count(),
@@ -535,6 +548,11 @@ class Supervisor:
                 ex.timer.cancel()
             self.current = None
         duration = time.monotonic() - ex.started
+        # The one-line error keeps its start, the traceback its end (where the error was raised).
+        if result.get("error") is not None:
+            result["error"] = str(result["error"])[:MAX_ERROR_CHARS]
+        if result.get("traceback") is not None:
+            result["traceback"] = str(result["traceback"])[-MAX_TRACEBACK_CHARS:]
         result["stdout"] = ex.stdout.finish(ex.max_chars)
         result["stderr"] = ex.stderr.finish(ex.max_chars)
         result["images"] = ex.images

@@ -1,6 +1,17 @@
-"""Length-prefixed JSON frames over file descriptors (the container side of the channel).
+"""Length-prefixed JSON frames: the one framing of the channel, used by the host and in the container.
 
-A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON holding one object.
+A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON encoding one
+object. Standard library only, because it runs in the container too (as
+``tooltree_supervisor.wire``); the host imports this same module (``sandbox._supervisor.wire``).
+
+Reading treats every byte as hostile. A frame longer than `MAX_FRAME_BYTES` is refused before
+its body is read; the body must then be valid UTF-8 and strict JSON — no ``NaN`` or
+``Infinity``, no duplicate keys, no integer longer than the interpreter's digit limit, no
+nesting deeper than `MAX_DEPTH` — and hold an object. Nothing is ever unpickled or evaluated.
+
+Writing refuses (`FrameTooLarge`) a message whose frame would be over the cap, so an honest
+sender can never produce a frame its peer must refuse: the caller turns the refusal into an
+error answer instead.
 """
 
 from __future__ import annotations
@@ -9,60 +20,126 @@ import json
 import os
 import struct
 import threading
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 HEADER = struct.Struct(">I")
-MAX_FRAME_BYTES = 64 * 1024 * 1024
+MAX_FRAME_BYTES = 16 * 1024 * 1024
+"""The largest frame body either side sends or accepts (the limits in `limits` are sized to fit it)."""
+MAX_DEPTH = 32
+"""The deepest nesting of objects and arrays a message may have."""
 
 
-class WireError(Exception):
-    """A frame could not be read or written."""
+class Readable(Protocol):
+    """A blocking byte stream: ``read(n)`` returns 1 to n bytes, b"" at its end."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
-def dumps(message: dict[str, Any]) -> bytes:
+class WireError(ValueError):
+    """A frame broke the framing or parsing rules."""
+
+
+class FrameTooLarge(WireError):
+    """A message would not fit in one frame. ``size`` is its encoded size in bytes."""
+
+    def __init__(self, size: int, limit: int = MAX_FRAME_BYTES) -> None:
+        super().__init__(f"a message of {size} bytes is over the {limit}-byte frame cap")
+        self.size = size
+        self.limit = limit
+
+
+def _reject_constant(name: str) -> Any:
+    raise WireError(f"non-finite number {name} is not allowed")
+
+
+def _reject_infinite(text: str) -> float:
+    number = float(text)
+    if number in (float("inf"), float("-inf")):
+        raise WireError("number out of range")
+    return number
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise WireError(f"duplicate key {key[:40]!r}")
+        obj[key] = value
+    return obj
+
+
+def _check_depth(value: Any, max_depth: int) -> None:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > max_depth:
+            raise WireError(f"message nested deeper than {max_depth} levels")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+
+
+def parse_message(payload: bytes, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
+    """Parse one frame body strictly.
+
+    Raises:
+        WireError: the bytes are not one strict JSON object within the limits.
+    """
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError:
+        raise WireError("frame is not valid UTF-8") from None
+    try:
+        value = json.loads(
+            text, parse_constant=_reject_constant, object_pairs_hook=_unique_object, parse_float=_reject_infinite
+        )
+    except RecursionError:
+        raise WireError(f"message nested deeper than {max_depth} levels") from None
+    except WireError:
+        raise
+    except ValueError as e:  # JSONDecodeError, and ints longer than the interpreter's digit limit
+        raise WireError(f"frame is not valid JSON: {str(e)[:200]}") from None
+    if not isinstance(value, dict):
+        raise WireError(f"a frame must hold a JSON object, not {type(value).__name__}")
+    _check_depth(value, max_depth)
+    return value
+
+
+def encode_frame(message: dict[str, Any], *, max_frame_bytes: int = MAX_FRAME_BYTES) -> bytes:
     """One message as frame bytes.
 
     Raises:
-        ValueError: a non-finite float in the message.
+        FrameTooLarge: the encoded message is over ``max_frame_bytes``.
+        ValueError: a non-finite float or a lone surrogate in the message.
         TypeError: a value JSON cannot represent.
     """
     body = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    if len(body) > max_frame_bytes:
+        raise FrameTooLarge(len(body), max_frame_bytes)
     return HEADER.pack(len(body)) + body
 
 
-class FrameWriter:
-    """Writes whole frames to a file descriptor; safe to share between threads."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self._lock = threading.Lock()
-
-    def send(self, message: dict[str, Any]) -> None:
-        """Write one message.
-
-        Raises:
-            OSError: the descriptor is closed (the peer went away).
-            ValueError: the message is not valid JSON.
-            TypeError: the message is not valid JSON.
-        """
-        data = memoryview(dumps(message))
-        with self._lock:
-            while data:
-                written = os.write(self.fd, data)
-                data = data[written:]
+def _check_length(length: int, max_frame_bytes: int) -> None:
+    if length > max_frame_bytes:
+        raise WireError(f"frame of {length} bytes exceeds the {max_frame_bytes}-byte cap")
 
 
 class FrameReader:
-    """Reads frames from a file descriptor."""
+    """Reads frames from a blocking byte stream (or a file descriptor), the size cap checked before a body."""
 
-    def __init__(self, fd: int, *, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
-        self._file = os.fdopen(fd, "rb", closefd=False)
+    def __init__(
+        self, stream: Readable | int, *, max_frame_bytes: int = MAX_FRAME_BYTES, max_depth: int = MAX_DEPTH
+    ) -> None:
+        self._stream: Readable = os.fdopen(stream, "rb", closefd=False) if isinstance(stream, int) else stream
         self.max_frame_bytes = max_frame_bytes
+        self.max_depth = max_depth
 
-    def _read(self, n: int) -> bytes:
+    def _read_exactly(self, n: int) -> bytes:
         chunks: list[bytes] = []
         while n:
-            chunk = self._file.read(n)
+            chunk = self._stream.read(n)
             if not chunk:
                 break
             chunks.append(chunk)
@@ -70,26 +147,69 @@ class FrameReader:
         return b"".join(chunks)
 
     def read(self) -> dict[str, Any] | None:
-        """The next message, or None at end of stream.
+        """The next message, or None at a clean end of stream (between frames).
 
         Raises:
-            WireError: a truncated, oversized or unparsable frame.
+            WireError: a truncated or oversized frame, or a body that fails `parse_message`.
         """
-        header = self._read(HEADER.size)
+        header = self._read_exactly(HEADER.size)
         if not header:
             return None
         if len(header) < HEADER.size:
             raise WireError("stream ended inside a frame header")
         (length,) = HEADER.unpack(header)
-        if length > self.max_frame_bytes:
-            raise WireError(f"frame of {length} bytes exceeds the cap")
-        body = self._read(length)
+        _check_length(length, self.max_frame_bytes)
+        body = self._read_exactly(length)
         if len(body) < length:
             raise WireError("stream ended inside a frame")
-        try:
-            value = json.loads(body.decode("utf-8"))
-        except (ValueError, RecursionError) as e:
-            raise WireError(f"bad frame: {e}") from None
-        if not isinstance(value, dict):
-            raise WireError("a frame must hold an object")
-        return value
+        return parse_message(body, max_depth=self.max_depth)
+
+
+class FrameDecoder:
+    """Frames out of bytes that arrive in pieces (from a non-blocking descriptor)."""
+
+    def __init__(self, *, max_frame_bytes: int = MAX_FRAME_BYTES, max_depth: int = MAX_DEPTH) -> None:
+        self._buffer = bytearray()
+        self.max_frame_bytes = max_frame_bytes
+        self.max_depth = max_depth
+
+    def feed(self, data: bytes) -> Iterator[dict[str, Any]]:
+        """Add ``data``; yields every message completed by it.
+
+        Raises:
+            WireError: an oversized frame (refused as soon as its header is in), or a bad body.
+        """
+        self._buffer += data
+        while len(self._buffer) >= HEADER.size:
+            (length,) = HEADER.unpack_from(self._buffer)
+            _check_length(length, self.max_frame_bytes)
+            end = HEADER.size + length
+            if len(self._buffer) < end:
+                return
+            body = bytes(self._buffer[HEADER.size : end])
+            del self._buffer[:end]
+            yield parse_message(body, max_depth=self.max_depth)
+
+
+class FrameWriter:
+    """Writes whole frames to a file descriptor; safe to share between threads."""
+
+    def __init__(self, fd: int, *, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        self.fd = fd
+        self.max_frame_bytes = max_frame_bytes
+        self._lock = threading.Lock()
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one message.
+
+        Raises:
+            FrameTooLarge: the message does not fit in a frame (nothing was written).
+            OSError: the descriptor is closed (the peer went away).
+            ValueError: the message is not valid JSON.
+            TypeError: the message is not valid JSON.
+        """
+        data = memoryview(encode_frame(message, max_frame_bytes=self.max_frame_bytes))
+        with self._lock:
+            while data:
+                written = os.write(self.fd, data)
+                data = data[written:]

@@ -36,10 +36,9 @@ import threading
 import traceback
 from typing import Any
 
-from .wire import FrameReader, FrameWriter, WireError
+from .limits import MAX_ERROR_CHARS, MAX_IMAGE_BYTES, MAX_IMAGES, MAX_IMAGES_TOTAL_BYTES, MAX_TRACEBACK_CHARS
+from .wire import FrameReader, FrameTooLarge, FrameWriter, WireError
 
-MAX_IMAGE_BYTES = 5 * 1024 * 1024
-MAX_IMAGES_PER_EXECUTION = 8
 _CO_COROUTINE = 0x80
 _PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000
 
@@ -106,6 +105,7 @@ class Connection:
         self.executions: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.current_exec = 0
         self.images_sent = 0
+        self.image_bytes_sent = 0
         threading.Thread(target=self._read_loop, name="tooltree-ctl", daemon=True).start()
 
     def send(self, message: dict[str, Any]) -> None:
@@ -141,6 +141,10 @@ class Connection:
             self._pending[call_id] = (event, box)
         try:
             self.send({"type": "call", "id": call_id, "method": method, "params": params})
+        except FrameTooLarge as e:
+            with self._lock:
+                self._pending.pop(call_id, None)
+            raise HostError(f"the arguments are too large to send: {e}", "too_large") from None
         except (ValueError, TypeError) as e:
             with self._lock:
                 self._pending.pop(call_id, None)
@@ -226,9 +230,15 @@ def show_image(image: Any) -> None:
     if len(data) > MAX_IMAGE_BYTES:
         raise ValueError(f"show_image(): {len(data)} bytes is over the {MAX_IMAGE_BYTES}-byte limit")
     conn = _conn()
-    if conn.images_sent >= MAX_IMAGES_PER_EXECUTION:
-        raise ValueError(f"show_image(): at most {MAX_IMAGES_PER_EXECUTION} images per execution")
+    if conn.images_sent >= MAX_IMAGES:
+        raise ValueError(f"show_image(): at most {MAX_IMAGES} images per execution")
+    if conn.image_bytes_sent + len(data) > MAX_IMAGES_TOTAL_BYTES:
+        raise ValueError(
+            f"show_image(): the images of one execution may hold {MAX_IMAGES_TOTAL_BYTES} bytes together; "
+            f"{conn.image_bytes_sent} are shown and this one has {len(data)}"
+        )
     conn.images_sent += 1
+    conn.image_bytes_sent += len(data)
     conn.send({"type": "image", "exec": conn.current_exec, "mime": mime, "data": base64.b64encode(data).decode()})
 
 
@@ -383,9 +393,11 @@ def main(argv: list[str] | None = None) -> int:
     while (request := conn.executions.get()) is not None:
         exec_id = int(request.get("exec", 0))
         conn.current_exec = exec_id
-        conn.images_sent = 0
+        conn.images_sent = conn.image_bytes_sent = 0
         status, error, tb = runner.run(str(request.get("code", "")), f"<cell-{exec_id}>")
         _flush_std()
+        error = None if error is None else error[:MAX_ERROR_CHARS]  # so the report always fits a frame
+        tb = None if tb is None else tb[-MAX_TRACEBACK_CHARS:]
         conn.send({"type": "done", "exec": exec_id, "exit_status": status, "error": error, "traceback": tb})
     return 0
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox._docker import DockerCLI
 from sandbox.image import image_name
+from tests.docker_cli import EngineWithCLI
 from tests.support import TEST_OWNER
 from tooltree_cli.main import main
 
 
 @pytest.mark.docker
 def test_prune_removes_every_container_with_the_owner_label(
-    docker_engine: DockerCLI, capsys: pytest.CaptureFixture[str]
+    docker_engine: EngineWithCLI, capsys: pytest.CaptureFixture[str]
 ) -> None:
     label = f"tooltree.owner={TEST_OWNER}"
     for _ in range(2):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import DockerBackend, SandboxConfig
-from sandbox._docker import DockerCLI
+from tests.docker_cli import EngineWithCLI
 
 _STUB = '''\
 """crm.list_leads — generated, do not edit."""
@@ -45,7 +45,7 @@ def sample_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def backend(docker_engine: DockerCLI, test_config: SandboxConfig, sample_tree: Path) -> DockerBackend:
+def backend(docker_engine: EngineWithCLI, test_config: SandboxConfig, sample_tree: Path) -> DockerBackend:
     """A prepared Docker backend with the sample tree mounted."""
     b = DockerBackend(test_config, tree=sample_tree, docker=docker_engine)
     b.prepare()

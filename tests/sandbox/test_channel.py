@@ -6,6 +6,7 @@ boundary under test is the byte stream, not the container.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import threading
@@ -14,9 +15,9 @@ from typing import IO, Any
 import pytest
 
 from sandbox._supervisor.wire import FrameReader as PeerReader
+from sandbox._supervisor.wire import encode_frame
 from sandbox.channel import SessionTimeoutError, SupervisorChannel
 from sandbox.errors import SessionError
-from sandbox.framing import encode_frame
 
 
 class PipePeer:
@@ -42,8 +43,10 @@ class PipePeer:
         self.stdin.close()
 
     def kill(self) -> None:
-        self.killed.set()
-        os.close(self.peer_out)
+        if not self.killed.is_set():
+            self.killed.set()
+            with contextlib.suppress(OSError):  # the test may have closed it to end the stream
+                os.close(self.peer_out)
 
 
 def ready_channel(peer: PipePeer) -> SupervisorChannel:
@@ -140,3 +143,4 @@ def test_a_peer_that_dies_before_ready_fails_the_start() -> None:
     os.close(peer.peer_out)
     with pytest.raises(SessionError, match="failed to start"):
         channel.wait_ready(10)
+    assert peer.killed.is_set(), "a channel that ended must remove what is left of its container"

@@ -10,17 +10,17 @@ from typing import Any
 import pytest
 
 from sandbox import DockerBackend, HardeningError, SandboxConfig
-from sandbox._docker import DockerCLI
 from sandbox.config import TREE_MOUNT
-from sandbox.hardening import SUPERVISOR_COMMAND, check_hardening, check_process_status, create_args
+from sandbox.hardening import SUPERVISOR_COMMAND, check_hardening, check_process_status, container_spec
 from sandbox.seccomp import build_profile
+from tests.docker_cli import EngineWithCLI
 from tests.support import TEST_OWNER
 
 CONFIG = SandboxConfig(owner=TEST_OWNER)
 
 
 def compliant_inspect(config: SandboxConfig = CONFIG) -> dict[str, Any]:
-    """What ``docker inspect`` reports for a container made by `create_args` (trimmed)."""
+    """What ``docker inspect`` reports for a container made from `container_spec` (trimmed)."""
     profile = json.dumps(build_profile())
     return {
         "HostConfig": {
@@ -172,43 +172,58 @@ def test_the_supervisor_self_report_must_show_no_privileges() -> None:
     assert check_process_status({"uid": 10001})
 
 
-def test_create_args_ask_for_every_setting() -> None:
-    args = create_args(CONFIG, name="n", session_id="s", image="img", tree_volume="vol")
-    joined = " ".join(args)
-    for flag in (
-        "--network none", "--read-only", "--cap-drop ALL", "--security-opt no-new-privileges",
-        "--pids-limit 256", "--memory 512m", "--memory-swap 512m", "--log-driver none", "--user 10001:10001",
-        f"--label tooltree.owner={TEST_OWNER}", "--label tooltree.session=s", "--pull never",
-    ):  # fmt: skip
-        assert flag in joined
-    assert f"type=volume,src=vol,dst={TREE_MOUNT},readonly" in joined
-    assert "--init" not in args
+def test_the_container_spec_asks_for_every_setting() -> None:
+    spec = container_spec(CONFIG, name="n", session_id="s", image="img", tree_volume="vol")
+    host = spec["host_config"]
+    assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] is True and host["CapDrop"] == ["ALL"]
+    assert "no-new-privileges" in host["SecurityOpt"]
+    assert any(opt.startswith("seccomp={") for opt in host["SecurityOpt"])
+    assert (host["PidsLimit"], host["Memory"], host["MemorySwap"]) == (256, 512 << 20, 512 << 20)
+    assert host["LogConfig"]["Type"] == "none" and "Init" not in host
+    assert host["Mounts"] == [
+        {"Type": "volume", "Source": "vol", "Target": TREE_MOUNT, "ReadOnly": True, "VolumeOptions": {"NoCopy": True}}
+    ]
+    assert spec["user"] == "10001:10001" and spec["labels"] == {"tooltree.owner": TEST_OWNER, "tooltree.session": "s"}
+    assert spec["stdin_open"] is True and spec["command"] == [*SUPERVISOR_COMMAND, "--tree", TREE_MOUNT]
+
+
+def test_extra_labels_never_replace_the_owner_or_session_label() -> None:
+    config = SandboxConfig(owner=TEST_OWNER, labels={"tooltree.owner": "someone-else", "team": "a"})
+    labels = container_spec(config, name="n", session_id="s", image="img")["labels"]
+    assert labels == {"team": "a", "tooltree.owner": TEST_OWNER, "tooltree.session": "s"}
 
 
 @pytest.mark.docker
-def test_a_real_container_created_with_our_flags_passes(docker_engine: DockerCLI, backend: DockerBackend) -> None:
+def test_a_real_container_created_with_our_settings_passes(
+    docker_engine: EngineWithCLI, backend: DockerBackend
+) -> None:
     config = backend.config
-    args = create_args(config, name="tooltree-hardening-probe", session_id="probe", image=backend.image)
-    container = docker_engine.text(args)
+    spec = container_spec(
+        config, name=f"tooltree-hardening-probe-{TEST_OWNER}", session_id="probe", image=backend.image
+    )
+    container = docker_engine.create_container(spec)
     try:
-        details = docker_engine.json(["inspect", container])[0]
+        details = docker_engine.json(["inspect", container])[0]  # as the command line sees it
         assert check_hardening(details, config) == []
+        assert check_hardening(docker_engine.inspect_container(container), config) == []
         del details["HostConfig"]["ReadonlyRootfs"]
         assert "the root filesystem is not read-only (ReadonlyRootfs)" in check_hardening(details, config)
     finally:
-        docker_engine.run(["rm", "--force", container])
+        docker_engine.remove_container(container)
 
 
 @pytest.mark.docker
-def test_launch_refuses_and_removes_a_container_created_without_a_flag(
-    docker_engine: DockerCLI, backend: DockerBackend, monkeypatch: pytest.MonkeyPatch
+def test_launch_refuses_and_removes_a_container_created_without_a_setting(
+    docker_engine: EngineWithCLI, backend: DockerBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import sandbox.docker_backend as docker_backend
 
-    def without_read_only(*args: Any, **kwargs: Any) -> list[str]:
-        return [a for a in create_args(*args, **kwargs) if a != "--read-only"]
+    def without_read_only(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        spec = container_spec(*args, **kwargs)
+        del spec["host_config"]["ReadonlyRootfs"]
+        return spec
 
-    monkeypatch.setattr(docker_backend, "create_args", without_read_only)
+    monkeypatch.setattr(docker_backend, "container_spec", without_read_only)
     with pytest.raises(HardeningError) as info:
         backend.launch("refused-session")
     assert any("read-only" in v for v in info.value.violations)

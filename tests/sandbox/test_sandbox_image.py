@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from sandbox._docker import DockerCLI
 from sandbox.errors import ImageError
 from sandbox.image import (
     apt_mirror,
@@ -16,6 +15,7 @@ from sandbox.image import (
     image_name,
     image_tag,
 )
+from tests.docker_cli import EngineWithCLI
 from tests.support import TEST_OWNER
 
 
@@ -81,7 +81,7 @@ def test_a_derived_image_refuses_what_is_not_a_requirement(spec: str) -> None:
 
 
 @pytest.mark.docker
-def test_the_image_runs_as_the_sandbox_user_without_setuid_files(docker_engine: DockerCLI) -> None:
+def test_the_image_runs_as_the_sandbox_user_without_setuid_files(docker_engine: EngineWithCLI) -> None:
     out = docker_engine.text(
         [
             "run", "--rm", "--network", "none", "--label", f"tooltree.owner={TEST_OWNER}", image_name(),

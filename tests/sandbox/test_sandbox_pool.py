@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sandbox import DockerBackend, SandboxConfig, SandboxPool, SessionError
-from sandbox._docker import DockerCLI
+from tests.docker_cli import EngineWithCLI
 from tests.support import TEST_OWNER
 
 pytestmark = pytest.mark.docker
@@ -16,12 +16,12 @@ pytestmark = pytest.mark.docker
 POOL_LABEL = "tooltree.test=pool"
 
 
-def pool_containers(docker: DockerCLI) -> list[str]:
+def pool_containers(docker: EngineWithCLI) -> list[str]:
     return docker.text(["ps", "--all", "--quiet", "--filter", f"label={POOL_LABEL}"]).split()
 
 
 @pytest.fixture
-def pool_backend(docker_engine: DockerCLI, sample_tree: Path) -> DockerBackend:
+def pool_backend(docker_engine: EngineWithCLI, sample_tree: Path) -> DockerBackend:
     config = SandboxConfig(owner=TEST_OWNER, labels={"tooltree.test": "pool"})
     return DockerBackend(config, tree=sample_tree, docker=docker_engine)
 

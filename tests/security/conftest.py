@@ -10,11 +10,11 @@ from collections.abc import Iterator
 import pytest
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig
-from sandbox._docker import DockerCLI
+from tests.docker_cli import EngineWithCLI
 
 
 @pytest.fixture(scope="session")
-def bare_backend(docker_engine: DockerCLI, test_config: SandboxConfig) -> DockerBackend:
+def bare_backend(docker_engine: EngineWithCLI, test_config: SandboxConfig) -> DockerBackend:
     """A prepared Docker backend with the default limits and no tree."""
     b = DockerBackend(test_config, docker=docker_engine)
     b.prepare()

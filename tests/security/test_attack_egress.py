@@ -17,14 +17,14 @@ from collections.abc import Iterator
 import pytest
 
 from sandbox import Sandbox
-from sandbox._docker import DockerCLI
+from tests.docker_cli import EngineWithCLI
 from tests.security.probes import probe, run_ok
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
-def gateway(docker_engine: DockerCLI) -> str:
+def gateway(docker_engine: EngineWithCLI) -> str:
     """The engine's bridge gateway address (the host side of the default bridge network)."""
     address = docker_engine.text(
         ["network", "inspect", "bridge", "--format", "{{range .IPAM.Config}}{{.Gateway}}{{end}}"]

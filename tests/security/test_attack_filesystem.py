@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig, SessionError, WorkspaceError
-from sandbox._docker import DockerCLI
+from tests.docker_cli import EngineWithCLI
 from tests.security.probes import probe, run_ok
 from tests.support import TEST_OWNER
 
@@ -164,7 +164,7 @@ def test_saving_copies_only_plain_files_and_directories_with_no_setuid_bits(plan
 
 
 def test_a_huge_sparse_file_is_refused_by_the_size_cap_and_keeps_the_old_copy(
-    docker_engine: DockerCLI, tmp_path: Path
+    docker_engine: EngineWithCLI, tmp_path: Path
 ) -> None:
     config = SandboxConfig(owner=TEST_OWNER, workspace_max_bytes=8 << 20)
     workspace = tmp_path / "ws"

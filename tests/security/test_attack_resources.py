@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig
-from sandbox._docker import DockerCLI
+from tests.docker_cli import EngineWithCLI
 from tests.security.probes import host_rss_bytes, run_ok
 from tests.support import TEST_OWNER
 
@@ -128,7 +128,7 @@ def test_filling_dev_shm_stops_at_its_size(shared: Sandbox) -> None:
 
 
 def test_filling_the_workspace_stops_at_its_quota_and_what_fits_is_saved(
-    docker_engine: DockerCLI, tmp_path: Path
+    docker_engine: EngineWithCLI, tmp_path: Path
 ) -> None:
     config = SandboxConfig(owner=TEST_OWNER, workspace_size="16m")
     with Sandbox(DockerBackend(config, docker=docker_engine), workspace=tmp_path / "ws") as sb:
@@ -160,7 +160,7 @@ MANY_LINES = (
 
 @pytest.mark.parametrize(("shape", "code"), [("one_giant_line", GIANT_LINE), ("many_lines", MANY_LINES)])
 def test_300_mb_of_output_is_capped_and_host_memory_stays_bounded(
-    docker_engine: DockerCLI, shared: Sandbox, shape: str, code: str
+    docker_engine: EngineWithCLI, shared: Sandbox, shape: str, code: str
 ) -> None:
     before = host_rss_bytes()
     result = shared.execute(code)

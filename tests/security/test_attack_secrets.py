@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from sandbox import Sandbox, SandboxConfig
-from sandbox._docker import DockerCLI
 from sandbox.mcp_bridge import McpBridge
+from tests.docker_cli import EngineWithCLI
 from tests.support import SAMPLE_SERVERS
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool
@@ -63,7 +63,7 @@ print(found)
 
 @pytest.fixture(scope="module")
 def secret_servers(
-    tmp_path_factory: pytest.TempPathFactory, docker_engine: DockerCLI
+    tmp_path_factory: pytest.TempPathFactory, docker_engine: EngineWithCLI
 ) -> Iterator[tuple[Path, BackgroundPool]]:
     """A tree and a live pool of two servers holding secrets: media over stdio (env), crm over HTTP (headers)."""
     import socket
@@ -154,7 +154,7 @@ def test_the_supervisors_environment_is_closed_to_the_script(secret_session: San
 
 
 def test_the_container_inspect_and_the_tree_hold_no_secret(
-    docker_engine: DockerCLI, secret_session: Sandbox, secret_servers: tuple[Path, BackgroundPool]
+    docker_engine: EngineWithCLI, secret_session: Sandbox, secret_servers: tuple[Path, BackgroundPool]
 ) -> None:
     inspected = docker_engine.text(["inspect", secret_session.name])
     assert not [s for s in SECRETS if s in inspected]
@@ -169,7 +169,7 @@ def test_the_container_inspect_and_the_tree_hold_no_secret(
 
 
 def test_the_image_history_and_config_hold_no_host_secret(
-    docker_engine: DockerCLI, secret_session: Sandbox, monkeypatch: pytest.MonkeyPatch
+    docker_engine: EngineWithCLI, secret_session: Sandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     image = secret_session.backend.image  # type: ignore[attr-defined]
     history = docker_engine.text(["history", "--no-trunc", "--format", "{{.CreatedBy}}", image])

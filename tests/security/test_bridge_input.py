@@ -26,9 +26,9 @@ import pytest
 
 from sandbox import Sandbox, SandboxConfig, SessionError
 from sandbox._supervisor.wire import FrameReader as PeerReader
+from sandbox._supervisor.wire import encode_frame
 from sandbox.backend import SandboxBackend
 from sandbox.bridge import FunctionBridge
-from sandbox.framing import encode_frame
 from sandbox.session import MAX_CALLS_IN_FLIGHT, MAX_RESULT_BYTES
 from tests.support import TEST_OWNER
 

@@ -14,15 +14,15 @@ import time
 import pytest
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig, SessionError
-from sandbox._docker import DockerCLI
 from sandbox.errors import EngineUnavailableError
+from tests.docker_cli import EngineWithCLI
 from tests.support import TEST_OWNER
 
 pytestmark = [pytest.mark.docker, pytest.mark.engine_restart]
 
 
 def test_a_session_whose_engine_restarted_fails_clearly_and_a_new_one_works(
-    docker_engine: DockerCLI, test_config: SandboxConfig
+    docker_engine: EngineWithCLI, test_config: SandboxConfig
 ) -> None:
     command = os.environ.get("TOOLTREE_ENGINE_RESTART")
     if not command:

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig, SessionError
-from sandbox._docker import DockerCLI
 from sandbox.mcp_bridge import McpBridge
+from tests.docker_cli import EngineWithCLI
 from tests.support import REPO, SAMPLE_SERVERS, alive, sample_config_yaml
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool
@@ -82,7 +82,7 @@ EXPECTED = {
 
 @pytest.mark.parametrize("fault", FAULTS)
 def test_a_failing_stdio_server_fails_that_call_and_the_next_call_works(
-    docker_engine: DockerCLI, test_config: SandboxConfig, raw_setup: tuple[Path, ServerConfig], fault: str
+    docker_engine: EngineWithCLI, test_config: SandboxConfig, raw_setup: tuple[Path, ServerConfig], fault: str
 ) -> None:
     tree, server = raw_setup
     with (
@@ -124,7 +124,7 @@ def _start_http_crm(port: int) -> subprocess.Popen[bytes]:
 
 
 def test_an_http_server_that_disappears_fails_calls_clearly_until_it_is_back(
-    docker_engine: DockerCLI, test_config: SandboxConfig, tmp_path: Path
+    docker_engine: EngineWithCLI, test_config: SandboxConfig, tmp_path: Path
 ) -> None:
     config = tmp_path / "tooltree.yaml"
     config.write_text(sample_config_yaml("crm"), encoding="utf-8")
@@ -159,11 +159,11 @@ def test_an_http_server_that_disappears_fails_calls_clearly_until_it_is_back(
         proc.wait(timeout=10)
 
 
-def _kill_container(docker: DockerCLI, name: str) -> None:
+def _kill_container(docker: EngineWithCLI, name: str) -> None:
     docker.run(["kill", name])
 
 
-def _kill_supervisor_process(docker: DockerCLI, name: str) -> None:
+def _kill_supervisor_process(docker: EngineWithCLI, name: str) -> None:
     pid = int(docker.text(["inspect", "--format", "{{.State.Pid}}", name]))
     try:
         os.kill(pid, signal.SIGKILL)
@@ -179,7 +179,7 @@ KILLERS = {
 
 @pytest.mark.parametrize("how", list(KILLERS))
 def test_a_sandbox_killed_mid_execution_fails_that_execution_and_leaves_nothing(
-    docker_engine: DockerCLI, bare_backend: DockerBackend, how: str
+    docker_engine: EngineWithCLI, bare_backend: DockerBackend, how: str
 ) -> None:
     running = threading.Event()
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig, SessionError
-from sandbox._docker import DockerCLI
+from tests.docker_cli import EngineWithCLI
 from tests.security.probes import probe, run_ok
 from tests.security.test_attack_egress import CASES as EGRESS
 from tests.security.test_attack_filesystem import CASES as FILESYSTEM
@@ -30,7 +30,7 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def runsc(docker_engine: DockerCLI) -> DockerCLI:
+def runsc(docker_engine: EngineWithCLI) -> EngineWithCLI:
     """The engine, when it has the ``runsc`` runtime; otherwise skip (fail with ``REQUIRE_GVISOR=1``, as on CI)."""
     runtimes = docker_engine.text(["info", "--format", "{{json .Runtimes}}"])
     if '"runsc"' not in runtimes:
@@ -41,7 +41,7 @@ def runsc(docker_engine: DockerCLI) -> DockerCLI:
 
 
 @pytest.fixture(scope="module")
-def gvisor(runsc: DockerCLI, test_config: SandboxConfig) -> Iterator[Sandbox]:
+def gvisor(runsc: EngineWithCLI, test_config: SandboxConfig) -> Iterator[Sandbox]:
     docker_engine = runsc
     config = SandboxConfig(owner=test_config.owner, timeout=test_config.timeout, runtime="runsc")
     backend = DockerBackend(config, docker=docker_engine)
@@ -78,7 +78,7 @@ def test_the_documented_gvisor_gaps_are_exactly_these(gvisor: Sandbox, name: str
     assert outcome == f"{name}: OK", KNOWN_GAPS[name]
 
 
-def test_a_fork_bomb_is_contained_under_gvisor(runsc: DockerCLI, test_config: SandboxConfig) -> None:
+def test_a_fork_bomb_is_contained_under_gvisor(runsc: EngineWithCLI, test_config: SandboxConfig) -> None:
     from tests.security.test_attack_resources import FORK_BOMB, OTHER_PROCESSES
 
     config = SandboxConfig(owner=test_config.owner, runtime="runsc")

@@ -1,0 +1,55 @@
+"""What one message may carry, sized so that the limits compose: every honest message fits one frame.
+
+The largest message the supervisor sends is an execution's result. Its worst case, with every
+limit reached at once (each character of text escaped as ``\\uXXXX``, 6 bytes)::
+
+    images       MAX_IMAGES_TOTAL_BYTES raw (8 MiB) as base64    11,184,812 bytes
+                 + MAX_IMAGES × the JSON around each one              1,024
+    stdout       MAX_OUTPUT_CHARS × 6 (head and tail together)    1,200,000
+    stderr       the same                                          1,200,000
+    error        MAX_ERROR_CHARS × 6                                  12,000
+    traceback    MAX_TRACEBACK_CHARS × 6                             120,000
+    the rest     status, paths, sizes                                  4,096
+                                                                  ----------
+                                                                  13,721,932  ≤  MAX_FRAME_BYTES (16,777,216)
+
+`largest_execute_result` computes it and a test keeps it under the cap. The other large
+messages fit on their own: a file read from the workspace is at most `MAX_READ_BYTES` (base64
+11,184,812 bytes), and a tool call's arguments travel in one frame or are refused in the
+container with a clear error before they leave it.
+
+Standard library only: this runs in the container; the host imports the same module.
+"""
+
+from __future__ import annotations
+
+MAX_IMAGES = 8
+"""Images one execution may show."""
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+"""The largest single image (the Messages API's own limit per image)."""
+MAX_IMAGES_TOTAL_BYTES = 8 * 1024 * 1024
+"""All images of one execution together."""
+MAX_OUTPUT_CHARS = 200_000
+"""Characters of stdout (and of stderr) a result carries, whatever ``max_chars`` the host asks for."""
+MAX_ERROR_CHARS = 2_000
+"""Characters of the one-line error of a result."""
+MAX_TRACEBACK_CHARS = 20_000
+"""Characters of the traceback of a result (its end, where the error is, is kept)."""
+MAX_READ_BYTES = 8 * 1024 * 1024
+"""The most bytes of one workspace file a read returns."""
+
+_PER_IMAGE_JSON = 128
+_REST = 4096
+_ESCAPED_CHAR = 6
+
+
+def base64_size(raw: int) -> int:
+    """The length of ``raw`` bytes in base64."""
+    return 4 * ((raw + 2) // 3)
+
+
+def largest_execute_result() -> int:
+    """The encoded size, in bytes, of the largest execution result the supervisor can send."""
+    images = base64_size(MAX_IMAGES_TOTAL_BYTES) + MAX_IMAGES * _PER_IMAGE_JSON
+    text = (2 * MAX_OUTPUT_CHARS + MAX_ERROR_CHARS + MAX_TRACEBACK_CHARS) * _ESCAPED_CHAR
+    return images + text + _REST
