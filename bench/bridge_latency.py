@@ -1,9 +1,11 @@
 """Benchmark one tool call through the whole path: sandbox → channel → bridge → ServerPool → MCP server.
 
-    python bench/bridge_latency.py [--calls 300]
+    python bench/bridge_latency.py [--calls 300] [--rounds 5]
 
 - the same call (``media.slow_echo`` with ``seconds=0``) made directly from the host with the
-  MCP SDK vs from a script in the sandbox (timed inside the script); target ratio ≤ 1.3×;
+  MCP SDK vs from a script in the sandbox (timed inside the script); target ratio ≤ 1.3×. The two
+  alternate in ``--rounds`` rounds of ``--calls`` calls each, so load from other work on the
+  machine falls on both alike; the ratio is of the medians over all rounds;
 - sequential and concurrent (``parallel``, 8 at a time) throughput from the sandbox;
 - ten concurrent 200 ms calls divided by one; target ≤ 1.5×.
 
@@ -27,8 +29,8 @@ from _common import ROOT, print_table, write_json
 
 sys.path.insert(0, str(ROOT))
 
-import anyio
 import mcp
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from sandbox import Sandbox, SandboxConfig
 from sandbox.docker_backend import remove_containers, remove_volumes
@@ -40,15 +42,22 @@ from tooltree_cli.main import main as cli
 OWNER = f"tooltree-bench-{os.getpid()}"  # per process: other runs on this engine keep theirs
 MEDIA = ServerConfig(name="media", command=sys.executable, args=(str(ROOT / "examples/sample_servers/media.py"),))
 
+SEQUENTIAL = """
+import json, time
+from tool_tree.runtime import call_tool
+args = {{"text": "x", "seconds": 0}}
+call_tool("media", "slow_echo", args)  # warm-up
+seq = []
+for _ in range({calls}):
+    t = time.perf_counter(); call_tool("media", "slow_echo", args); seq.append(time.perf_counter() - t)
+print(json.dumps(seq))
+"""
+
 SCRIPT = """
 import json, time
 from tool_tree.runtime import call_tool, parallel
 N = {calls}
 args = {{"text": "x", "seconds": 0}}
-call_tool("media", "slow_echo", args)  # warm-up
-seq = []
-for _ in range(N):
-    t = time.perf_counter(); call_tool("media", "slow_echo", args); seq.append(time.perf_counter() - t)
 t = time.perf_counter()
 parallel(*[lambda: call_tool("media", "slow_echo", args) for _ in range(N)], max_workers=8)
 conc = time.perf_counter() - t
@@ -58,28 +67,38 @@ for _ in range(5):
     t = time.perf_counter(); call_tool("media", "slow_echo", slow); ones.append(time.perf_counter() - t)
     t = time.perf_counter(); parallel(*[lambda: call_tool("media", "slow_echo", slow) for _ in range(10)])
     tens.append(time.perf_counter() - t)
-print(json.dumps({{"seq": seq, "concurrent_total": conc, "one_200ms": ones, "ten_200ms": tens}}))
+print(json.dumps({{"concurrent_total": conc, "one_200ms": ones, "ten_200ms": tens}}))
 """
 
 
-async def direct(calls: int) -> list[float]:
-    params = mcp.StdioServerParameters(command=MEDIA.command or "", args=list(MEDIA.args))
-    async with mcp.Client(params) as client:
-        await client.list_tools()
-        await client.call_tool("slow_echo", {"text": "x", "seconds": 0})
+class Direct:
+    """The same server called with the MCP SDK from the host, on its own event loop thread."""
+
+    def __init__(self, portal: BlockingPortal, client: mcp.Client) -> None:
+        self.portal = portal
+        self.client = client
+        portal.call(client.list_tools)
+
+    async def _calls(self, calls: int) -> list[float]:
+        await self.client.call_tool("slow_echo", {"text": "x", "seconds": 0})  # warm-up
         times = []
         for _ in range(calls):
             t = time.perf_counter()
-            await client.call_tool("slow_echo", {"text": "x", "seconds": 0})
+            await self.client.call_tool("slow_echo", {"text": "x", "seconds": 0})
             times.append(time.perf_counter() - t)
         return times
+
+    def calls(self, calls: int) -> list[float]:
+        return self.portal.call(self._calls, calls)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--calls", type=int, default=300, help="calls per round, each way")
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    direct_times = anyio.run(direct, args.calls)
+    direct_times: list[float] = []
+    sandbox_times: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "tooltree.yaml"
         config.write_text(
@@ -89,11 +108,23 @@ def main() -> None:
         tree = Path(tmp) / "tree"
         assert cli(["generate-tree", "--config", str(config), "--out", str(tree), "--json"]) == 0
         try:
-            with BackgroundPool([MEDIA]) as bg:
+            params = mcp.StdioServerParameters(command=MEDIA.command or "", args=list(MEDIA.args))
+            with (
+                BackgroundPool([MEDIA]) as bg,
+                start_blocking_portal() as portal,
+                portal.wrap_async_context_manager(mcp.Client(params)) as client,
+            ):
+                direct = Direct(portal, client)
                 bridge = McpBridge(tree, bg.pool)
                 with Sandbox(
                     config=SandboxConfig(owner=OWNER, timeout=600), tree=tree, tools=bridge, tool_loop=bg.loop
                 ) as sb:
+                    for _ in range(args.rounds):
+                        direct_times += direct.calls(args.calls)
+                        seq = sb.execute(SEQUENTIAL.format(calls=args.calls))
+                        if seq.error:
+                            sys.exit(f"the benchmark script failed: {seq.traceback or seq.error}")
+                        sandbox_times += json.loads(seq.stdout)
                     result = sb.execute(SCRIPT.format(calls=args.calls))
         finally:
             remove_containers(label=f"tooltree.owner={OWNER}")
@@ -102,7 +133,7 @@ def main() -> None:
         sys.exit(f"the benchmark script failed: {result.traceback or result.error}")
     data: dict[str, Any] = json.loads(result.stdout)
     d_med = statistics.median(direct_times)
-    s_med = statistics.median(data["seq"])
+    s_med = statistics.median(sandbox_times)
     one = statistics.median(data["one_200ms"])
     ten = statistics.median(data["ten_200ms"])
     out = {
@@ -115,6 +146,11 @@ def main() -> None:
         "ten_200ms_s": ten,
         "ten_over_one": ten / one,
         "calls": args.calls,
+        "rounds": args.rounds,
+        "round_ratios": [
+            statistics.median(sandbox_times[i : i + args.calls]) / statistics.median(direct_times[i : i + args.calls])
+            for i in range(0, len(direct_times), args.calls)
+        ],
     }
     print_table(
         "one tool call (media.slow_echo, seconds=0)",
@@ -124,6 +160,7 @@ def main() -> None:
             ["sandbox → bridge → pool → server", f"{s_med * 1000:.2f}", f"ratio {s_med / d_med:.2f}× (target ≤ 1.3×)"],
         ],
     )
+    print("ratio per round: " + ", ".join(f"{r:.2f}×" for r in out["round_ratios"]))
     print_table(
         "throughput and concurrency from the sandbox",
         ["case", "value", "target"],

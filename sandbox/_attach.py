@@ -99,6 +99,23 @@ class _Stdin:
         self._owner.sock.sendall(data)
         return len(data)
 
+    def write_nowait(self, data: bytes) -> int:
+        """Write what the socket takes without blocking; how many bytes that was (0 when it would block).
+
+        Raises:
+            OSError: the connection failed.
+            ValueError: stdin is closed.
+        """
+        if self.closed:
+            raise ValueError("write to a closed stdin")
+        sock = self._owner.sock
+        if type(sock) is not socket.socket:  # TLS and SSH channels take no flags: the writer thread does it
+            return 0
+        try:
+            return sock.send(data, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return 0
+
     def flush(self) -> None:
         """Nothing is buffered here."""
 

@@ -6,8 +6,9 @@ Threads, per channel (so a slow, silent or hostile container stalls only its own
   before parsing, strict JSON, depth cap)
   and routes them: replies to waiting requests, ``ready`` and streaming notifications, and
   the container's own requests (tool calls) to the session's handler;
-* a writer sends queued frames, so a container that stops reading cannot block a caller
-  past its timeout;
+* frames to the container are written by the sending thread when the write cannot block
+  (a connection whose stdin has ``write_nowait``), and otherwise finished by a writer thread
+  (`FrameSender`), so a container that stops reading cannot block a caller past its timeout;
 * a drain keeps the last few KiB of the container's stderr for error messages.
 
 Any protocol violation kills the container and fails every waiting request.
@@ -18,12 +19,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import queue
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from sandbox._supervisor.wire import FrameReader, FrameTooLarge, WireError, encode_frame
+from sandbox._supervisor.wire import FrameReader, FrameSender, FrameTooLarge, WireError, encode_frame
 from sandbox.backend import ByteSink, ByteSource, Connection
 from sandbox.errors import ProtocolError, SessionError
 
@@ -63,17 +63,26 @@ class SupervisorChannel:
         self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
         self._lock = threading.Lock()
-        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        stdin = connection.stdin
+
+        def write_all(data: bytes) -> None:
+            stdin.write(data)
+            stdin.flush()
+
+        self._sender = FrameSender(
+            write_all,
+            try_write=getattr(stdin, "write_nowait", None),
+            on_error=lambda e: self._fail("the sandbox stopped reading its channel"),
+            on_close=lambda: _close_quietly(stdin),
+            name=f"sandbox-write-{session_id}",
+        )
         self._ready = threading.Event()
         self.ready_status: dict[str, Any] = {}
         self._stderr_tail = bytearray()
         self.broken: str | None = None
         self.closed = False
         self.on_request: RequestHandler | None = None
-        self._threads = [
-            threading.Thread(target=self._read_loop, name=f"sandbox-read-{session_id}", daemon=True),
-            threading.Thread(target=self._write_loop, name=f"sandbox-write-{session_id}", daemon=True),
-        ]
+        self._threads = [threading.Thread(target=self._read_loop, name=f"sandbox-read-{session_id}", daemon=True)]
         if connection.stderr is not None:
             self._threads.append(
                 threading.Thread(target=self._drain_stderr, name=f"sandbox-stderr-{session_id}", daemon=True)
@@ -139,17 +148,6 @@ class SupervisorChannel:
         if len(sinks) != 1:
             raise ProtocolError(f"unexpected notification {method[:40]!r}")
         sinks[0](method, params)
-
-    def _write_loop(self) -> None:
-        stream = self.connection.stdin
-        try:
-            while (data := self._outbox.get()) is not None:
-                stream.write(data)
-                stream.flush()
-        except (OSError, ValueError):
-            self._fail("the sandbox stopped reading its channel")
-        finally:
-            _close_quietly(stream)
 
     def _drain_stderr(self) -> None:
         stream = self.connection.stderr
@@ -220,7 +218,7 @@ class SupervisorChannel:
             raise SessionError(
                 f"cannot send {str(message.get('method', 'a message'))[:40]} to the sandbox: {e}"
             ) from None
-        self._outbox.put(frame)
+        self._sender.send(frame)
 
     def request(
         self, method: str, params: dict[str, Any], *, timeout: float, sink: NotificationSink | None = None
@@ -269,13 +267,13 @@ class SupervisorChannel:
         except (ValueError, RecursionError):  # e.g. a lone surrogate in text from a hostile server
             reason = "the host's answer cannot be sent as UTF-8 JSON"
             frame = encode_frame({"id": call_id, "error": {"code": "invalid_result", "message": reason}})
-        self._outbox.put(frame)
+        self._sender.send(frame)
 
     def kill(self) -> None:
         """Destroy the container now."""
         self._fail("the session was killed")
         self.closed = True
-        self._outbox.put(None)
+        self._sender.close()
         self.connection.kill()
 
     def close(self, timeout: float = 5.0) -> None:
@@ -283,6 +281,6 @@ class SupervisorChannel:
         if self.closed:
             return
         self.closed = True
-        self._outbox.put(None)
+        self._sender.close()
         self.connection.close(timeout)
         self._fail("the session is closed")

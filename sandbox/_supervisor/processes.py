@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
+import select
 import signal
 import subprocess
 import threading
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .capture import OutputCapture
-from .wire import FrameWriter
+from .wire import FrameSender, encode_frame
 
 
 @dataclass
@@ -74,27 +74,48 @@ class Worker:
         )
         os.close(to_worker_r)
         os.close(from_worker_w)
-        self.ctl_writer = FrameWriter(to_worker_w)
+        self.ctl_write_fd = to_worker_w
         self.ctl_read_fd = from_worker_r
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self.out_fd = self.proc.stdout.fileno()
         self.err_fd = self.proc.stderr.fileno()
-        for fd in (self.ctl_read_fd, self.out_fd, self.err_fd):
+        for fd in (self.ctl_write_fd, self.ctl_read_fd, self.out_fd, self.err_fd):
             os.set_blocking(fd, False)
         self.ready = threading.Event()
         self.dead = False
-        self.outbox: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
-        threading.Thread(target=self._write_loop, name=f"to-worker-{generation}", daemon=True).start()
+        # Written at once when the pipe has room; a worker too busy to drain it never blocks the
+        # supervisor's host reader: the rest is finished by the sender's thread.
+        self._sender = FrameSender(
+            self._write_all,
+            try_write=self._try_write,
+            on_close=lambda: os.close(self.ctl_write_fd),
+            name=f"to-worker-{generation}",
+        )
 
-    def _write_loop(self) -> None:
-        # A worker too busy to drain its pipe must not block the host reader: writes happen here.
+    def _try_write(self, data: bytes | memoryview) -> int:
         try:
-            while (message := self.outbox.get()) is not None:
-                self.ctl_writer.send(message)
-        except (OSError, ValueError, TypeError):
-            pass
-        finally:
-            os.close(self.ctl_writer.fd)
+            return os.write(self.ctl_write_fd, data)
+        except BlockingIOError:
+            return 0
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            select.select([], [self.ctl_write_fd], [])
+            view = view[self._try_write(view) :]
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Send one control message to the worker (in order; never blocks on a full pipe).
+
+        Raises:
+            FrameTooLarge: the message does not fit in a frame (nothing was sent).
+            ValueError: the message is not valid JSON.
+        """
+        self._sender.send(encode_frame(message))
+
+    def close_control(self) -> None:
+        """Send what is queued, then close the control pipe (the worker's end of input)."""
+        self._sender.close()
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

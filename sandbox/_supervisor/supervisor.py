@@ -315,7 +315,7 @@ class Supervisor:
         for stream in (worker.proc.stdout, worker.proc.stderr):
             if stream is not None:
                 stream.close()
-        worker.outbox.put(None)
+        worker.close_control()
         self.on_worker_exit(worker, returncode)
 
     @staticmethod
@@ -417,8 +417,13 @@ class Supervisor:
             )
 
     @staticmethod
-    def to_worker(worker: Worker, message: dict[str, Any]) -> None:
-        worker.outbox.put(message)
+    def to_worker(worker: Worker, message: dict[str, Any]) -> bool:
+        """Send a control message to the worker; False when it does not fit in a frame."""
+        try:
+            worker.send(message)
+        except FrameTooLarge:
+            return False
+        return True
 
     def relay_reply(self, message: dict[str, Any]) -> None:
         with self.lock:
@@ -431,7 +436,9 @@ class Supervisor:
             reply["error"] = message["error"]
         else:
             reply["result"] = message.get("result")
-        self.to_worker(worker, reply)
+        if not self.to_worker(worker, reply):
+            error = {"code": "too_large", "message": "the answer is too large to hand to the script"}
+            self.to_worker(worker, {"type": "reply", "id": target[1], "error": error})
 
     def on_worker_exit(self, worker: Worker, returncode: int) -> None:
         with self.lock:
@@ -516,7 +523,9 @@ class Supervisor:
             ex.timer = threading.Timer(ex.timeout, self.on_timeout, args=(ex, worker))
             ex.timer.daemon = True
             ex.timer.start()
-        self.to_worker(worker, {"type": "exec", "exec": n, "code": str(params.get("code", ""))})
+        if not self.to_worker(worker, {"type": "exec", "exec": n, "code": str(params.get("code", ""))}):
+            too_large = {"exit_status": 1, "error": "the code is too large to run", "traceback": None}
+            self.finish(ex, {**too_large, "timed_out": False, "state_reset": False})
 
     def on_timeout(self, ex: Execution, worker: Worker, timed_out: bool = True) -> None:
         with self.lock:

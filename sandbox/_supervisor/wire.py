@@ -20,7 +20,8 @@ import json
 import os
 import struct
 import threading
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 HEADER = struct.Struct(">I")
@@ -213,3 +214,83 @@ class FrameWriter:
             while data:
                 written = os.write(self.fd, data)
                 data = data[written:]
+
+
+class FrameSender:
+    """Sends frames in order without letting a reader that stops reading block the sender.
+
+    A frame is written at once, from the sending thread, when ``try_write`` (a write that never
+    blocks and says how many bytes it took) takes all of it and nothing is queued before it —
+    the common case, which costs no thread switch. Whatever is left goes to a background thread
+    that finishes it with the blocking ``write_all``, in order. `close` lets that thread finish
+    the queue, then calls ``on_close``; a failed write calls ``on_error`` and drops the rest.
+    """
+
+    def __init__(
+        self,
+        write_all: Callable[[bytes], object],
+        *,
+        try_write: Callable[[bytes], int] | None = None,
+        on_error: Callable[[Exception], None] = lambda e: None,
+        on_close: Callable[[], None] = lambda: None,
+        name: str = "frame-sender",
+    ) -> None:
+        self._write_all = write_all
+        self._try_write = try_write
+        self._on_error = on_error
+        self._on_close = on_close
+        self._queue: deque[bytes | None] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._failed = False
+        threading.Thread(target=self._run, name=name, daemon=True).start()
+
+    def send(self, data: bytes) -> None:
+        """Write ``data`` now, or queue it behind what is queued. Silently dropped after a failure or `close`."""
+        try:
+            with self._cond:
+                if self._closed or self._failed:
+                    return
+                if not self._queue and self._try_write is not None:
+                    data = data[self._try_write(data) :]
+                    if not data:
+                        return
+                self._queue.append(data)
+                self._cond.notify()
+        except (OSError, ValueError) as e:
+            self._fail(e)
+
+    def _fail(self, error: Exception) -> None:
+        with self._cond:
+            self._failed = True
+            self._cond.notify()
+        self._on_error(error)
+
+    def close(self) -> None:
+        """Finish what is queued (in the background), then call ``on_close``."""
+        with self._cond:
+            if not self._closed:
+                self._closed = True
+                self._queue.append(None)
+                self._cond.notify()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while not self._queue and not self._failed:
+                        self._cond.wait()
+                    if self._failed:
+                        return
+                    data = self._queue[0]
+                if data is None:
+                    return
+                try:
+                    self._write_all(data)
+                except (OSError, ValueError) as e:
+                    self._fail(e)
+                    return
+                with self._cond:
+                    self._queue.popleft()
+        finally:
+            self._on_close()
