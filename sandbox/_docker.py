@@ -110,6 +110,12 @@ class DockerEngine:
         """
         with self._lock:
             if self._client is None:
+                address = engine_address()
+                if address.startswith("unix://") and not os.path.exists(address[len("unix://") :]):
+                    raise EngineUnavailableError(
+                        f"no Docker engine answers at {address}: there is no socket there. Start Docker (Debian: "
+                        "apt-get install docker.io, then dockerd) or point DOCKER_HOST at a running engine"
+                    )
                 try:
                     self._client = docker.from_env(timeout=int(API_TIMEOUT))
                 except docker.errors.DockerException as e:

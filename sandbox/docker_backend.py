@@ -39,6 +39,8 @@ TREE_VOLUME_PREFIX = "tooltree-tree-"
 MAX_TREE_BYTES = 256 << 20
 _SKIP_DIRS = frozenset({"__pycache__", ".git"})
 _POPULATE_TIMEOUT = 300.0
+_EXIT_REPORT_WAIT = 2.0
+"""Seconds the end of a container's output waits for the engine to report why it ended."""
 
 
 def pack_tree(tree: Path, *, max_bytes: int = MAX_TREE_BYTES) -> bytes:
@@ -87,17 +89,19 @@ class DockerConnection:
         self.name = name
         self.attached = attached
         self.stdin = attached.stdin
-        self.stdout = attached.stdout
+        self.stdout = _ExitReportingStdout(self)
         self.stderr = attached.stderr
         self.exited = threading.Event()
+        self.exit_status: str | None = None
+        """The container's exit status as the engine reported it (None while it runs)."""
         self._removed = threading.Event()
 
     def on_death(self, event: Mapping[str, Any]) -> None:
         """The engine reported the container dead (called on the events thread)."""
         attributes = (event.get("Actor") or {}).get("Attributes") or {}
-        status = attributes.get("exitCode", "unknown")
+        self.exit_status = str(attributes.get("exitCode", "unknown"))[:20]
         self.exited.set()
-        self.attached.abort(f"the sandbox closed its channel: its container exited with status {status}")
+        self.attached.abort(f"the sandbox closed its channel: its container exited with status {self.exit_status}")
 
     def _remove(self) -> None:
         if self._removed.is_set():
@@ -118,6 +122,24 @@ class DockerConnection:
         """Shut the channel and remove the container at once."""
         self.attached.abort("the sandbox was killed")
         self._remove()
+
+
+class _ExitReportingStdout:
+    """The container's stdout; at its end, the container's exit status (from the engine's events) as the reason."""
+
+    def __init__(self, connection: DockerConnection) -> None:
+        self._connection = connection
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._connection.attached.stdout.read(size)
+        if not data and self._connection.exited.wait(_EXIT_REPORT_WAIT):
+            raise ConnectionAbortedError(
+                f"the sandbox closed its channel: its container exited with status {self._connection.exit_status}"
+            )
+        return data
+
+    def close(self) -> None:
+        self._connection.attached.stdout.close()
 
 
 class DockerBackend(SandboxBackend):

@@ -1,0 +1,84 @@
+"""The engine seam: DOCKER_HOST is honoured, no engine is a clear error, engine events end a dead session."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox import DockerBackend, Sandbox, SessionError
+from sandbox._docker import DockerEngine
+from sandbox.docker_backend import DockerConnection
+from sandbox.errors import EngineUnavailableError
+from tests.docker_cli import EngineWithCLI
+
+
+def test_no_engine_at_docker_host_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    address = f"unix://{tmp_path}/no-engine.sock"
+    monkeypatch.setenv("DOCKER_HOST", address)
+    engine = DockerEngine()
+    with pytest.raises(EngineUnavailableError, match="no Docker engine answers at") as info:
+        engine.ping()
+    assert address in str(info.value) and "DOCKER_HOST" in str(info.value)
+    with pytest.raises(EngineUnavailableError):
+        DockerBackend(docker=engine).prepare()
+
+
+@pytest.mark.docker
+def test_docker_host_names_the_engine_to_use(docker_engine: EngineWithCLI, monkeypatch: pytest.MonkeyPatch) -> None:
+    socket_path = docker_engine.api.base_url  # what the environment gave: the local socket here
+    if not socket_path.startswith("http+docker://localhost"):
+        pytest.skip(f"the engine is not on the local socket ({socket_path})")
+    monkeypatch.setenv("DOCKER_HOST", "unix:///var/run/docker.sock")
+    engine = DockerEngine()
+    try:
+        assert engine.ping() == docker_engine.ping()
+    finally:
+        engine.close()
+
+
+@pytest.mark.docker
+def test_a_container_killed_from_outside_fails_the_waiting_execution_with_its_exit_status(
+    docker_engine: EngineWithCLI, backend: DockerBackend
+) -> None:
+    in_call = threading.Event()
+
+    def tool(server: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        in_call.set()
+        return {"content": []}
+
+    sb = Sandbox(backend, tools=tool).start()
+    outcome: list[BaseException] = []
+    ended = threading.Event()
+
+    def run() -> None:
+        try:
+            sb.execute("from tool_tree.runtime import call_tool\ncall_tool('a', 'b', {})\nimport time\ntime.sleep(600)")
+        except SessionError as e:
+            outcome.append(e)
+        ended.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert in_call.wait(60)
+    docker_engine.run(["kill", sb.name])
+    assert ended.wait(60), "the execution did not end when its container died"
+    assert "its container exited with status 137" in str(outcome[0])
+    assert docker_engine.text(["ps", "--all", "--quiet", "--filter", f"name={sb.name}"]) == ""
+    sb.close()
+
+
+@pytest.mark.docker
+def test_closing_a_session_ends_its_supervisor_through_stdin_and_leaves_no_container(
+    docker_engine: EngineWithCLI, backend: DockerBackend
+) -> None:
+    sb = Sandbox(backend).start()
+    assert sb.execute("print(1)").stdout == "1\n"
+    channel = sb._channel
+    assert channel is not None
+    connection = channel.connection
+    assert isinstance(connection, DockerConnection)
+    sb.close()
+    assert connection.exit_status == "0", "the supervisor did not end by itself when its stdin closed"
+    assert docker_engine.text(["ps", "--all", "--quiet", "--filter", f"name={sb.name}"]) == ""
