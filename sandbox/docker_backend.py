@@ -23,7 +23,7 @@ import stat
 import tarfile
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -313,6 +313,13 @@ def _feed(attached: AttachSocket, data: bytes) -> None:
     attached.stdin.close()
 
 
+def _remove_each(names: list[str], remove: Callable[[str], object]) -> int:
+    for name in names:
+        with contextlib.suppress(EngineError):
+            remove(name)
+    return len(names)
+
+
 def remove_containers(docker: DockerEngine | None = None, *, label: str = f"{OWNER_LABEL}=tooltree") -> int:
     """Remove every container carrying ``label`` (``key=value``); returns how many.
 
@@ -320,11 +327,7 @@ def remove_containers(docker: DockerEngine | None = None, *, label: str = f"{OWN
         EngineUnavailableError: no engine answers.
     """
     engine = docker or default_engine()
-    ids = engine.containers(label)
-    for container_id in ids:
-        with contextlib.suppress(EngineError):
-            engine.remove_container(container_id)
-    return len(ids)
+    return _remove_each(engine.containers(label), engine.remove_container)
 
 
 def remove_volumes(docker: DockerEngine | None = None, *, label: str = f"{OWNER_LABEL}=tooltree") -> int:
@@ -334,8 +337,4 @@ def remove_volumes(docker: DockerEngine | None = None, *, label: str = f"{OWNER_
         EngineUnavailableError: no engine answers.
     """
     engine = docker or default_engine()
-    names = engine.volumes(label)
-    for name in names:
-        with contextlib.suppress(EngineError):
-            engine.remove_volume(name)
-    return len(names)
+    return _remove_each(engine.volumes(label), engine.remove_volume)
