@@ -8,34 +8,48 @@ import select
 import signal
 import subprocess
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 from .capture import OutputCapture
 from .wire import FrameSender, encode_frame
 
 
-@dataclass
 class Execution:
-    """One execution in progress: its limits, its captured output, and how it ended."""
+    """One execution in progress: its limits, its captured output, and how it ended.
 
-    exec_id: int
-    host_id: Any
-    started: float
-    timeout: float
-    max_chars: int
-    stdout: OutputCapture
-    stderr: OutputCapture
-    images: list[dict[str, str]] = field(default_factory=list)
-    image_chars: int = 0
-    """The base64 characters of ``images`` together (bounded by `limits.MAX_IMAGES_TOTAL_BYTES`)."""
-    timed_out: bool = False
-    cancelled: bool = False
-    """The host asked to stop it (``cancel``): interrupted, or killed when it ignored the interrupt."""
-    finished: bool = False
-    timer: threading.Timer | None = None
-    oom_kills: int = 0
-    """The container's OOM-kill count when the execution started (see `oom_kill_count`)."""
+    A plain class, not a dataclass: importing ``dataclasses`` (and ``inspect`` behind it) costs the
+    supervisor's start more than this class is worth.
+    """
+
+    def __init__(
+        self,
+        *,
+        exec_id: int,
+        host_id: Any,
+        started: float,
+        timeout: float,
+        max_chars: int,
+        stdout: OutputCapture,
+        stderr: OutputCapture,
+        oom_kills: int = 0,
+    ) -> None:
+        self.exec_id = exec_id
+        self.host_id = host_id
+        self.started = started
+        self.timeout = timeout
+        self.max_chars = max_chars
+        self.stdout = stdout
+        self.stderr = stderr
+        self.oom_kills = oom_kills
+        """The container's OOM-kill count when the execution started (see `oom_kill_count`)."""
+        self.images: list[dict[str, str]] = []
+        self.image_chars = 0
+        """The base64 characters of ``images`` together (bounded by `limits.MAX_IMAGES_TOTAL_BYTES`)."""
+        self.timed_out = False
+        self.cancelled = False
+        """The host asked to stop it (``cancel``): interrupted, or killed when it ignored the interrupt."""
+        self.finished = False
+        self.timer: threading.Timer | None = None
 
 
 _OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")

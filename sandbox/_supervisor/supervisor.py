@@ -33,7 +33,6 @@ signalled from inside the container, and reaps orphaned processes the way an ini
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
 import contextlib
@@ -57,6 +56,7 @@ from .limits import (
     MAX_TRACEBACK_CHARS,
     base64_size,
 )
+from .options import parse_options
 from .processes import Execution, Worker, oom_kill_count
 from .wire import FrameDecoder, FrameReader, FrameTooLarge, FrameWriter, WireError
 
@@ -578,11 +578,12 @@ class Supervisor:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve the channel on stdin/stdout until the host closes it."""
-    parser = argparse.ArgumentParser(prog="tooltree_supervisor")
-    parser.add_argument("--workspace", default="/workspace")
-    parser.add_argument("--tree", default=None, help="the read-only tree (linked as <workspace>/servers)")
-    parser.add_argument("--kill-all-on-timeout", action="store_true", help="container only: kill(-1) on timeout")
-    args = parser.parse_args(argv)
+    options, flags, _ = parse_options(
+        sys.argv[1:] if argv is None else argv,
+        values={"--workspace": "/workspace", "--tree": None},
+        flags=("--kill-all-on-timeout",),
+    )
+    workspace, tree = str(options["--workspace"]), options["--tree"]
 
     # Keep the channel to ourselves: nothing this process or its children print can reach it.
     channel_in, channel_out = os.dup(0), os.dup(1)
@@ -595,9 +596,9 @@ def main(argv: list[str] | None = None) -> int:
     is_init = os.getpid() == 1
     _prctl(PR_SET_DUMPABLE, 0)
     supervisor = Supervisor(
-        workspace=os.path.abspath(args.workspace),
-        tree=args.tree,
-        kill_all=bool(args.kill_all_on_timeout) and is_init,
+        workspace=os.path.abspath(workspace),
+        tree=tree,
+        kill_all="--kill-all-on-timeout" in flags and is_init,
         channel_in=channel_in,
         channel_out=channel_out,
     )

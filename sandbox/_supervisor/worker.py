@@ -20,7 +20,6 @@ are in flight at once; each waits for the reply carrying its id.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import builtins
 import contextlib
@@ -37,6 +36,7 @@ import traceback
 from typing import Any
 
 from .limits import MAX_ERROR_CHARS, MAX_IMAGE_BYTES, MAX_IMAGES, MAX_IMAGES_TOTAL_BYTES, MAX_TRACEBACK_CHARS
+from .options import OptionError, parse_options
 from .wire import FrameReader, FrameTooLarge, FrameWriter, WireError
 
 _CO_COROUTINE = 0x80
@@ -363,22 +363,29 @@ def ensure_skills(workspace: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run executions sent by the supervisor until the control pipe closes."""
     global _connection
-    parser = argparse.ArgumentParser(prog="tooltree_supervisor.worker")
-    parser.add_argument("--ctl-in", type=int, required=True)
-    parser.add_argument("--ctl-out", type=int, required=True)
-    parser.add_argument("--workspace", required=True)
-    parser.add_argument("--user-root", action="append", default=[])
-    args = parser.parse_args(argv)
+    options, _, repeated = parse_options(
+        sys.argv[1:] if argv is None else argv,
+        values={"--ctl-in": None, "--ctl-out": None, "--workspace": None},
+        repeated=("--user-root",),
+    )
+    if None in options.values():
+        raise OptionError("--ctl-in, --ctl-out and --workspace are required")
+    ctl_in, ctl_out, workspace = (
+        int(str(options["--ctl-in"])),
+        int(str(options["--ctl-out"])),
+        str(options["--workspace"]),
+    )
+    user_roots = repeated["--user-root"]
 
     try:  # under memory pressure the kernel should kill this process, never the supervisor
         with open("/proc/self/oom_score_adj", "w", encoding="ascii") as f:
             f.write("1000")
     except OSError:
         pass
-    os.chdir(args.workspace)
-    if args.workspace not in sys.path:
-        sys.path.insert(0, args.workspace)
-    ensure_skills(args.workspace)
+    os.chdir(workspace)
+    if workspace not in sys.path:
+        sys.path.insert(0, workspace)
+    ensure_skills(workspace)
 
     from tool_tree.runtime import set_transport
 
@@ -386,8 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _interrupt)
     builtins.show_image = show_image  # type: ignore[attr-defined]
     builtins.search_tools = search_tools  # type: ignore[attr-defined]
-    conn = _connection = Connection(args.ctl_in, args.ctl_out)
-    roots = tuple(os.path.join(root, "") for root in [args.workspace, *args.user_root])
+    conn = _connection = Connection(ctl_in, ctl_out)
+    roots = tuple(os.path.join(root, "") for root in [workspace, *user_roots])
     runner = Runner(roots)
     conn.send({"type": "ready"})
     while (request := conn.executions.get()) is not None:
