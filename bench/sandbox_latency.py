@@ -5,7 +5,10 @@
 - warm ``execute("print(1)")`` on a started session (target ≤ 20 ms median);
 - a ``print`` that makes one tool call relayed to the host;
 - a session from a warm `SandboxPool` (``acquire`` until it can execute; target ≤ 60 ms);
-- a cold session (create + inspect + start + ready) for comparison;
+- a cold session (create + inspect + attach + start + ready + first execute), with the time of
+  each Engine API call, so the rest is the container's own start (runtime, supervisor, worker);
+- the channel alone: a 200-byte echo round trip over a container's attach socket, beside the
+  same echo program on a pipe on the host;
 - an exec of ``python3 -c 'print(1)'`` in the container through the Engine API: what the channel avoids.
 
 Needs a Docker engine and the image (``python -m sandbox.image build``). Containers carry
@@ -16,21 +19,62 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from _common import ROOT, print_table, summary, write_json
 
 sys.path.insert(0, str(ROOT))
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig, SandboxPool
+from sandbox._attach import AttachSocket
 from sandbox._docker import DockerEngine
 from sandbox.docker_backend import remove_containers
 from sandbox.image import build_image
 
 OWNER = f"tooltree-bench-{os.getpid()}"  # per process: other runs on this engine keep theirs
+ECHO = "import os\nwhile True:\n    d = os.read(0, 65536)\n    if not d: break\n    os.write(1, d)\n"
+MESSAGE = b"x" * 200
+
+
+class TimedEngine(DockerEngine):
+    """The engine, recording how long each call of a session's start takes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: dict[str, float] = {}
+
+    def _timed(self, name: str, fn: Callable[[], Any]) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self.calls[name] = self.calls.get(name, 0.0) + time.perf_counter() - start
+
+    def create_container(self, spec: Mapping[str, Any]) -> str:
+        return str(self._timed("create", lambda: super(TimedEngine, self).create_container(spec)))
+
+    def inspect_container(self, container: str) -> dict[str, Any]:
+        return dict(self._timed("inspect", lambda: super(TimedEngine, self).inspect_container(container)))
+
+    def attach(self, container: str) -> AttachSocket:
+        return cast(AttachSocket, self._timed("attach", lambda: super(TimedEngine, self).attach(container)))
+
+    def start(self, container: str) -> None:
+        self._timed("start", lambda: super(TimedEngine, self).start(container))
+
+
+def echo_round_trips(write: Callable[[bytes], Any], read: Callable[[int], bytes], runs: int) -> list[float]:
+    def once() -> None:
+        write(MESSAGE)
+        got = 0
+        while got < len(MESSAGE):
+            got += len(read(65536))
+
+    return timed(once, runs)
 
 
 def timed(fn: Callable[[], Any], runs: int) -> list[float]:
@@ -48,7 +92,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10, help="sessions to time (pool and cold)")
     args = parser.parse_args()
 
-    docker = DockerEngine()
+    docker = TimedEngine()
     build_image(docker)
     backend = DockerBackend(SandboxConfig(owner=OWNER), docker=docker)
     backend.prepare()
@@ -84,18 +128,50 @@ def main() -> None:
         results["session from pool (+ first execute)"] = summary(pool_times)
 
         cold_times: list[float] = []
+        phases: dict[str, list[float]] = {}
         for _ in range(args.sessions):
+            docker.calls.clear()
             start = time.perf_counter()
             session = Sandbox(backend, tools=tool).start()
+            started = time.perf_counter()
             session.execute("print(1)")
             cold_times.append(time.perf_counter() - start)
             session.close()
+            engine = sum(docker.calls.values())
+            for name, seconds in [
+                *docker.calls.items(),
+                ("the container starting until ready", started - start - engine),
+            ]:
+                phases.setdefault(name, []).append(seconds)
         results["cold session (+ first execute)"] = summary(cold_times)
+        for name, values in phases.items():
+            results[f"  of which {name}"] = summary(values)
+
+        spec = {
+            "image": backend.image, "command": ["python3", "-c", ECHO], "stdin_open": True,
+            "labels": {"tooltree.owner": OWNER}, "use_config_proxy": False,
+            "host_config": {"NetworkMode": "none", "AutoRemove": True, "LogConfig": {"Type": "none", "Config": {}}},
+        }  # fmt: skip
+        container = docker.create_container(spec)
+        attached = docker.attach(container)
+        docker.start(container)
+        pipe = subprocess.Popen([sys.executable, "-c", ECHO], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        assert pipe.stdin is not None and pipe.stdout is not None
+        attach_rtt: list[float] = []
+        pipe_rtt: list[float] = []
+        for _ in range(10):  # alternating, so load from elsewhere falls on both alike
+            attach_rtt += echo_round_trips(attached.stdin.write, attached.stdout.read, args.runs // 10)
+            pipe_rtt += echo_round_trips(pipe.stdin.write, pipe.stdout.read, args.runs // 10)
+        attached.close()
+        pipe.stdin.close()
+        pipe.wait()
+        results["channel alone: echo over the attach socket"] = summary(attach_rtt)
+        results["  the same echo on a pipe on the host"] = summary(pipe_rtt)
     finally:
         remove_containers(docker, label=f"tooltree.owner={OWNER}")
 
     rows = [
-        (name, f"{s['median'] * 1000:.2f}", f"{s['p90'] * 1000:.2f}", f"{s['min'] * 1000:.2f}", int(s["runs"]))
+        (name, f"{s['median'] * 1000:.3f}", f"{s['p90'] * 1000:.3f}", f"{s['min'] * 1000:.3f}", int(s["runs"]))
         for name, s in results.items()
     ]
     print_table("sandbox latency (ms)", ["what", "median", "p90", "min", "runs"], rows)

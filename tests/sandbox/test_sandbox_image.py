@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import io
+import tarfile
 from pathlib import Path
 
 import pytest
 
-from sandbox.errors import ImageError
+from sandbox.errors import EngineError, ImageError
 from sandbox.image import (
     apt_mirror,
     context_files,
+    context_tar,
     derived_dockerfile,
     derived_image_name,
     image_name,
@@ -89,3 +92,38 @@ def test_the_image_runs_as_the_sandbox_user_without_setuid_files(docker_engine: 
         ]
     )  # fmt: skip
     assert out.split() == ["10001", "0"]
+
+
+def test_the_build_context_is_a_deterministic_tar_of_the_files() -> None:
+    files = {"b.txt": b"b", "Dockerfile": b"FROM x\n", "lib/a.py": b"a"}
+    first = context_tar(files)
+    assert first == context_tar(dict(reversed(list(files.items()))))
+    with tarfile.open(fileobj=io.BytesIO(first)) as tar:
+        assert tar.getnames() == ["Dockerfile", "b.txt", "lib/a.py"]
+        assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
+
+
+@pytest.mark.docker
+def test_a_root_filesystem_tarball_is_imported_with_its_changes(docker_engine: EngineWithCLI, tmp_path: Path) -> None:
+    tarball = tmp_path / "rootfs.tar"
+    with tarfile.open(tarball, "w") as tar:
+        info = tarfile.TarInfo("etc/marker")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"ok"))
+    name = f"tooltree-import-probe:{TEST_OWNER}"
+    docker_engine.import_image(tarball, name, changes=['CMD ["python3"]', f"LABEL tooltree.owner={TEST_OWNER}"])
+    try:
+        config = docker_engine.json(["image", "inspect", name])[0]["Config"]
+        assert config["Cmd"] == ["python3"] and config["Labels"] == {"tooltree.owner": TEST_OWNER}
+    finally:
+        docker_engine.run(["rmi", name])
+
+
+@pytest.mark.docker
+def test_a_failing_build_says_why_with_the_end_of_its_log(docker_engine: EngineWithCLI) -> None:
+    files = {"Dockerfile": f"FROM {image_name()}\nRUN echo about to fail && exit 3\n".encode()}
+    with pytest.raises(EngineError) as info:
+        docker_engine.build_image(
+            context_tar(files), f"tooltree-failing-probe:{TEST_OWNER}", build_args={}, labels={}, timeout=300
+        )
+    assert "returned a non-zero code: 3" in str(info.value) and "about to fail" in info.value.output
