@@ -404,14 +404,20 @@ class DockerEngine:
             client.close()
 
 
-_default: DockerEngine | None = None
+_ENVIRONMENT = ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_CONFIG")
+_defaults: dict[tuple[str | None, ...], DockerEngine] = {}
 _default_lock = threading.Lock()
 
 
 def default_engine() -> DockerEngine:
-    """The process's engine, from the environment (created on first use, never closed)."""
-    global _default
+    """The process's engine for the current environment (``DOCKER_HOST`` and friends), made on first use.
+
+    One per environment: an engine once made is kept (with its connections and its events
+    subscription) and handed out again while the environment names the same engine.
+    """
+    key = tuple(os.environ.get(name) for name in _ENVIRONMENT)
     with _default_lock:
-        if _default is None:
-            _default = DockerEngine()
-        return _default
+        engine = _defaults.get(key)
+        if engine is None:
+            engine = _defaults[key] = DockerEngine()
+        return engine

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sandbox import DockerBackend, Sandbox, SessionError
-from sandbox._docker import DockerEngine
+from sandbox._docker import DockerEngine, default_engine
 from sandbox.docker_backend import DockerConnection
 from sandbox.errors import EngineUnavailableError
 from tests.docker_cli import EngineWithCLI
@@ -82,3 +82,13 @@ def test_closing_a_session_ends_its_supervisor_through_stdin_and_leaves_no_conta
     sb.close()
     assert connection.exit_status == "0", "the supervisor did not end by itself when its stdin closed"
     assert docker_engine.text(["ps", "--all", "--quiet", "--filter", f"name={sb.name}"]) == ""
+
+
+def test_the_process_engine_follows_docker_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = default_engine()
+    assert default_engine() is first
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/elsewhere.sock")
+    elsewhere = default_engine()
+    assert elsewhere is not first
+    with pytest.raises(EngineUnavailableError, match="elsewhere.sock"):
+        elsewhere.ping()
