@@ -90,5 +90,5 @@ def test_the_process_engine_follows_docker_host(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/elsewhere.sock")
     elsewhere = default_engine()
     assert elsewhere is not first
-    with pytest.raises(EngineUnavailableError, match="elsewhere.sock"):
+    with pytest.raises(EngineUnavailableError, match=r"elsewhere\.sock"):
         elsewhere.ping()
