@@ -9,6 +9,7 @@
   each Engine API call, so the rest is the container's own start (runtime, supervisor, worker);
 - the channel alone: a 200-byte echo round trip over a container's attach socket, beside the
   same echo program on a pipe on the host;
+- one engine step as a ``docker`` process (what the sandbox ran before) against the same API call;
 - an exec of ``python3 -c 'print(1)'`` in the container through the Engine API: what the channel avoids.
 
 Needs a Docker engine and the image (``python -m sandbox.image build``). Containers carry
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -167,6 +169,13 @@ def main() -> None:
         pipe.wait()
         results["channel alone: echo over the attach socket"] = summary(attach_rtt)
         results["  the same echo on a pipe on the host"] = summary(pipe_rtt)
+
+        if shutil.which("docker"):  # what one step cost when the sandbox ran `docker` processes
+            cli = ["docker", "image", "inspect", backend.image]
+            results["one step as a `docker` process (image inspect)"] = summary(
+                timed(lambda: subprocess.run(cli, capture_output=True, check=True), 20)
+            )
+            results["  the same step as an API call"] = summary(timed(lambda: docker.image_exists(backend.image), 20))
     finally:
         remove_containers(docker, label=f"tooltree.owner={OWNER}")
 
