@@ -35,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 API_TIMEOUT = 120.0
 """Seconds any one API call may take (builds and imports pass their own)."""
+_CONNECTION_POOLS = 4
 
 DeathHandler = Callable[[Mapping[str, Any]], None]
 """Called with a container's ``die`` event (``Actor.Attributes`` holds ``exitCode``)."""
@@ -82,6 +83,20 @@ def _collect(item: Any, log: list[str], what: str) -> None:
         log.append(item["stream"])
 
 
+def _bound_idle_connections(client: docker.DockerClient) -> None:
+    """Keep at most `_CONNECTION_POOLS` idle connections to the engine.
+
+    docker-py's adapters keep one connection pool per request URL, and every container id makes
+    new URLs; it holds 25 pools (its ``num_pools`` argument is ignored except over ssh), each with
+    an idle connection. Fewer pools keep fewer sockets open for nothing; a pool dropped closes
+    only its idle connections (an attach or events stream in use is not idle).
+    """
+    adapter = getattr(client.api, "_custom_adapter", None)
+    pools = getattr(adapter, "pools", None)
+    if pools is not None and hasattr(pools, "_maxsize"):
+        adapter.pools = type(pools)(_CONNECTION_POOLS, dispose_func=lambda pool: pool.close())  # type: ignore[union-attr]
+
+
 def _is_gone(error: EngineError) -> bool:
     """The object is not there (404), or the engine is already removing it (409)."""
     return error.returncode in (404, 409)
@@ -123,6 +138,7 @@ class DockerEngine:
                         f"no Docker engine answers at {engine_address()}: {e}. Start Docker (Debian: apt-get "
                         "install docker.io, then dockerd) or point DOCKER_HOST at a running engine"
                     ) from None
+                _bound_idle_connections(self._client)
             return self._client
 
     @property

@@ -92,3 +92,21 @@ def test_the_process_engine_follows_docker_host(tmp_path: Path, monkeypatch: pyt
     assert elsewhere is not first
     with pytest.raises(EngineUnavailableError, match=r"elsewhere\.sock"):
         elsewhere.ping()
+
+
+@pytest.mark.docker
+def test_many_sessions_leave_no_sockets_open_to_the_engine(backend: DockerBackend) -> None:
+    import gc
+    import os
+
+    def open_fds() -> int:
+        gc.collect()
+        return len(os.listdir("/proc/self/fd"))
+
+    with Sandbox(backend) as sb:  # connections and the events stream are set up here
+        sb.execute("print(0)")
+    before = open_fds()
+    for i in range(8):
+        with Sandbox(backend) as sb:
+            assert sb.execute(f"print({i})").stdout == f"{i}\n"
+    assert open_fds() <= before + 4  # at most a few idle pooled connections, however many sessions
