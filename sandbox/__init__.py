@@ -9,8 +9,10 @@
 
 `Sandbox` is one session (interpreter state and workspace persist across `Sandbox.execute`
 calls); `SandboxPool` keeps sandboxes warm; `SandboxBackend` is the seam behind both, with
-`DockerBackend` as the first backend; `ToolBridge` is the seam to the real tools. Build the
-image first: ``python -m sandbox.image build`` (``--offline-base`` without a registry).
+`DockerBackend` as the first backend (on the Docker Engine API through `DockerEngine`, which
+finds the engine from ``DOCKER_HOST`` as the ``docker`` command does); `ToolBridge` is the seam
+to the real tools. Build the image first: ``python -m sandbox.image build`` (``--offline-base``
+without a registry).
 
 Names are imported on first use, so ``python -m sandbox.image`` and friends start clean and
 ``import sandbox`` costs nothing.
@@ -22,6 +24,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sandbox._docker import DockerEngine
     from sandbox.backend import Connection, SandboxBackend
     from sandbox.bridge import ToolBridge, ToolCallRefused, ToolHandler
     from sandbox.config import SandboxConfig
@@ -50,6 +53,7 @@ _EXPORTS = {
     "ToolHandler": "sandbox.bridge",
     "SandboxConfig": "sandbox.config",
     "DockerBackend": "sandbox.docker_backend",
+    "DockerEngine": "sandbox._docker",
     "remove_containers": "sandbox.docker_backend",
     "remove_volumes": "sandbox.docker_backend",
     "EngineError": "sandbox.errors",
@@ -73,6 +77,7 @@ _EXPORTS = {
 __all__ = [
     "Connection",
     "DockerBackend",
+    "DockerEngine",
     "EngineError",
     "EngineUnavailableError",
     "ExecutionResult",
