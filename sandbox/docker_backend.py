@@ -92,6 +92,9 @@ class DockerConnection:
         self.stdout = _ExitReportingStdout(self)
         self.stderr = attached.stderr
         self.exited = threading.Event()
+        """The engine reported the container dead."""
+        self.ended = threading.Event()
+        """The container is dead, or its output ended (whichever is known first)."""
         self.exit_status: str | None = None
         """The container's exit status as the engine reported it (None while it runs)."""
         self._removed = threading.Event()
@@ -101,6 +104,7 @@ class DockerConnection:
         attributes = (event.get("Actor") or {}).get("Attributes") or {}
         self.exit_status = str(attributes.get("exitCode", "unknown"))[:20]
         self.exited.set()
+        self.ended.set()
         self.attached.abort(f"the sandbox closed its channel: its container exited with status {self.exit_status}")
 
     def _remove(self) -> None:
@@ -115,7 +119,7 @@ class DockerConnection:
     def close(self, timeout: float = 5.0) -> None:
         """Close the supervisor's stdin (it exits, and the container with it), then make sure."""
         self.stdin.close()
-        self.exited.wait(timeout)
+        self.ended.wait(timeout)
         self._remove()
 
     def kill(self) -> None:
@@ -132,6 +136,8 @@ class _ExitReportingStdout:
 
     def read(self, size: int = -1) -> bytes:
         data = self._connection.attached.stdout.read(size)
+        if not data:
+            self._connection.ended.set()
         if not data and self._connection.exited.wait(_EXIT_REPORT_WAIT):
             raise ConnectionAbortedError(
                 f"the sandbox closed its channel: its container exited with status {self._connection.exit_status}"
