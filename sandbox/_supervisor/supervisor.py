@@ -75,7 +75,7 @@ class Supervisor:
         self.tree = tree
         self.kill_all = kill_all
         self.host = FrameWriter(channel_out)
-        self.host_in = FrameReader(channel_in)
+        self.host_in = FrameReader(channel_in, strict=False)  # the host is the trusted side
         self.lock = threading.RLock()
         self.worker: Worker | None = None
         self.generation = 0

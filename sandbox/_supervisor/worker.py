@@ -97,7 +97,7 @@ class Connection:
     """The worker's end of the control pipes."""
 
     def __init__(self, ctl_in: int, ctl_out: int) -> None:
-        self._reader = FrameReader(ctl_in)
+        self._reader = FrameReader(ctl_in, strict=False)  # the supervisor is the trusted side
         self._writer = FrameWriter(ctl_out)
         self._ids = itertools.count(1)
         self._pending: dict[int, tuple[threading.Event, list[dict[str, Any]]]] = {}

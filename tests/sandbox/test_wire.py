@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 import struct
 
 import pytest
@@ -170,3 +171,12 @@ def test_the_largest_execution_result_fits_one_frame() -> None:
         },
     }  # fmt: skip
     assert len(encode_frame(result)) - 4 <= largest_execute_result()
+
+
+def test_a_reader_of_the_trusted_side_skips_only_the_strict_checks() -> None:
+    assert parse_message(b'{"a": 1, "a": 2}', strict=False) == {"a": 2}
+    assert math.isnan(parse_message(b'{"b": NaN}', strict=False)["b"])
+    with pytest.raises(WireError, match="JSON object"):
+        parse_message(b"[1]", strict=False)
+    with pytest.raises(WireError, match="exceeds"):
+        FrameReader(io.BytesIO(struct.pack(">I", 101)), max_frame_bytes=100, strict=False).read()
