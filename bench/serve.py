@@ -235,11 +235,11 @@ def main() -> None:
         print(f"tooltree serve / proxied directly: {100 * counted['share']:.2f} % (target <= 2 %)")
         data: dict[str, Any] = {"tokens": counted}
         if not args.tokens_only:
-            from sandbox._docker import DockerCLI
+            from sandbox._docker import DockerEngine
             from sandbox.docker_backend import remove_containers
             from sandbox.image import build_image
 
-            docker = DockerCLI()
+            docker = DockerEngine()
             build_image(docker)
             try:
                 timed = latency(work, args.runs, args.sessions)

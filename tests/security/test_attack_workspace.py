@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from sandbox import DockerBackend, Sandbox, WorkspaceError
-from sandbox._docker import DockerCLI
 from sandbox.hardening import SESSION_LABEL
 from sandbox.workspace import ENTRY_BYTES, MAX_ENTRIES, TMPFS_INODES
+from tests.docker_cli import EngineWithCLI
 from tests.security.probes import run_ok
 
 pytestmark = pytest.mark.docker
@@ -134,7 +134,7 @@ def test_many_long_nested_folders_that_were_saved_are_restored(bare_backend: Doc
 
 @pytest.mark.parametrize("shape", ["too_many_entries", "too_deep"])
 def test_a_workspace_that_cannot_be_restored_says_why_and_is_left_as_it_was(
-    bare_backend: DockerBackend, docker_engine: DockerCLI, tmp_path: Path, shape: str
+    bare_backend: DockerBackend, docker_engine: EngineWithCLI, tmp_path: Path, shape: str
 ) -> None:
     workspace = tmp_path / "ws"
     (workspace / "skills").mkdir(parents=True)
