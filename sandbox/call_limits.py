@@ -1,6 +1,6 @@
 """What a script's tool calls may hold on the host: one call's arguments, and a session's calls in flight.
 
-A frame from the container is capped in bytes before it is parsed (`sandbox.framing`), but bytes
+A frame from the container is capped in bytes before it is parsed (`sandbox._supervisor.wire`), but bytes
 are not what the host pays for: 8 MiB of ``[{}, {}, …]`` parse to 2.8 million objects (over
 200 MiB), which the bridge would then hash, validate, serialise into the MCP request, and the
 server would parse again. So a call's arguments are measured as parsed, before validation and

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from sandbox import Sandbox, SandboxConfig
-from sandbox._docker import DockerCLI
 from sandbox.call_limits import DEFAULT_LIMITS
 from sandbox.mcp_bridge import McpBridge
+from tests.docker_cli import EngineWithCLI
 from tests.support import REPO
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool
@@ -45,7 +45,7 @@ TOOLS = [
 
 @pytest.fixture(scope="module")
 def counted(
-    tmp_path_factory: pytest.TempPathFactory, docker_engine: DockerCLI
+    tmp_path_factory: pytest.TempPathFactory, docker_engine: EngineWithCLI
 ) -> Iterator[tuple[Path, BackgroundPool]]:
     """A tree of the raw server's tools and a live pool running it."""
     tmp = tmp_path_factory.mktemp("arguments")
