@@ -10,7 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON="${PYTHON:-python3}"
+# The image build needs tooltree's dependencies (docker-py): .venv's interpreter when there is one.
+if [ -x .venv/bin/python ]; then PYTHON="${PYTHON:-.venv/bin/python}"; else PYTHON="${PYTHON:-python3}"; fi
 log() { echo "docker-setup: $*" >&2; }
 
 export DEBIAN_FRONTEND=noninteractive
@@ -58,30 +59,7 @@ if ! docker info >/dev/null 2>&1; then
     docker info >/dev/null 2>&1 && break
     sleep 1
   done
-  if ! command -v runsc >/dev/null 2>&1; then
-  log "installing runsc (gVisor)"
-  apt_install runsc
-fi
-# Register runsc before the engine starts (or reload a running engine): SECURITY.md, "gVisor".
-daemon_json=/etc/docker/daemon.json
-if ! grep -q '"runsc"' "$daemon_json" 2>/dev/null; then
-  log "registering runsc in $daemon_json"
-  mkdir -p /etc/docker
-  "$PYTHON" - "$daemon_json" "$(command -v runsc)" <<'PY'
-import json, sys
-from pathlib import Path
-path, runsc = Path(sys.argv[1]), sys.argv[2]
-config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() and path.read_text(encoding="utf-8").strip() else {}
-config.setdefault("runtimes", {})["runsc"] = {"path": runsc, "runtimeArgs": ["--network=none"]}
-path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-PY
-  if pid=$(pidof dockerd); then
-    kill -HUP $pid  # runtimes are reloaded without a restart
-    for _ in $(seq 1 30); do docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q runsc && break; sleep 1; done
-  fi
-fi
-
-if ! docker info >/dev/null 2>&1; then
+  if ! docker info >/dev/null 2>&1; then
     log "dockerd did not answer within 60 s"
     tail -n 30 /tmp/dockerd.log >&2 || true
     exit 1
