@@ -863,6 +863,18 @@ def test_split_clauses_cuts_at_sentences_and_chaining_words() -> None:
     assert split_clauses("a. b. c. d. e. f.", "sentences") == []  # one-word pieces join the clause before
 
 
+def test_a_query_is_scored_whole_and_clause_by_clause_as_the_index_is_configured(tree: Path) -> None:
+    from tool_tree.search._index import MAX_QUERY
+    from tool_tree.search._query import MAX_CLAUSES
+
+    docs = docs_from_tree(tree)
+    query = "send an email to the team, then check the pollen levels"
+    assert build_index(docs).units(query) == [query, "send an email to the team", "check the pollen levels"]
+    assert build_index(docs, RankingConfig(clauses="none")).units(query) == [query]
+    long = "send an email. " * 400
+    assert build_index(docs).units(long) == [long[:MAX_QUERY]] + ["send an email."] * MAX_CLAUSES
+
+
 def test_fusion_keeps_the_best_tool_of_each_clause() -> None:
     from tool_tree.search._query import fuse_rankings
 

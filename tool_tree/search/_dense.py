@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tool_tree.search._blas import query_threads
 from tool_tree.search._docs import SearchDoc
 from tool_tree.search._encoder import Encoder, ModelInfo, _numpy
 from tool_tree.search._errors import SearchError
@@ -140,21 +141,31 @@ def encode_docs(
     return DenseVectors(model=model.model_id, dim=model.dim, encoded=encoded)
 
 
+def embed_queries(dense: DenseVectors, queries: Sequence[str]) -> tuple[Any, Any]:
+    """The stored tool matrix and the embeddings of ``queries`` (one row each).
+
+    Queries are embedded with one BLAS thread when the machine is saturated (``_blas.query_threads``).
+
+    Raises:
+        SearchError: the embedding model cannot be loaded, or is not the one the index was built with.
+    """
+    encoder = get_encoder()
+    if encoder.model_id != dense.model:
+        raise SearchError(f"the index was embedded with {dense.model}, but {encoder.model_id} is installed")
+    matrix = dense.matrix()
+    return matrix, encoder.encode(list(queries), threads=query_threads())
+
+
 def query_vectors(dense: DenseVectors, queries: Sequence[str]) -> tuple[Any, Any] | None:
-    """The stored tool matrix and the embeddings of ``queries`` (one row each), or None when the
-    embedding model cannot be used here (missing, or not the model the index was built with)."""
+    """``embed_queries``, or None (logged once) when the embedding model cannot be used here."""
     global _warned
     try:
-        encoder = get_encoder()
-        if encoder.model_id != dense.model:
-            raise SearchError(f"the index was embedded with {dense.model}, but {encoder.model_id} is installed")
-        matrix = dense.matrix()
+        return embed_queries(dense, queries)
     except SearchError as e:
         if not _warned:
             logger.warning("tool search falls back to BM25 only: %s", e)
             _warned = True
         return None
-    return matrix, encoder.encode(list(queries))
 
 
 def fuse(lexical: dict[int, float], matrix: Any, vector: Any, alpha: float) -> dict[int, float]:

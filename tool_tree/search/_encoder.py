@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tool_tree.search._blas import blas_threads
 from tool_tree.search._errors import SearchError
 from tool_tree.search._wordpiece import WordPiece
 
@@ -167,13 +168,24 @@ class Encoder:
         return w
 
     def encode(
-        self, texts: list[str], *, max_batch_tokens: int = 1024, on_progress: Callable[[int], None] | None = None
+        self,
+        texts: list[str],
+        *,
+        max_batch_tokens: int = 1024,
+        on_progress: Callable[[int], None] | None = None,
+        threads: int | None = None,
     ) -> Any:
         """A ``(len(texts), dim)`` float32 array of L2-normalised mean-pooled embeddings.
 
         Texts are run in batches of similar length (little padding), each up to about
         ``max_batch_tokens`` tokens; ``on_progress`` is told how many texts are done after each.
+        ``threads`` caps the BLAS threads of the matrix products (None: numpy's BLAS decides; see
+        ``_blas``).
         """
+        with blas_threads(self._np, threads):
+            return self._encode(texts, max_batch_tokens, on_progress)
+
+    def _encode(self, texts: list[str], max_batch_tokens: int, on_progress: Callable[[int], None] | None) -> Any:
         np = self._np
         ids = [self._tokenizer.encode(t, self._max_tokens) for t in texts]
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

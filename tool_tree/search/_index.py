@@ -168,8 +168,7 @@ class SearchIndex:
             SearchError: ``TOOLTREE_SEARCH_EMBEDDINGS`` has an unknown value.
         """
         cfg = self._config
-        text = query[:MAX_QUERY]
-        units = [text, *split_clauses(text, cfg.clauses)]
+        units = self.units(query)
         rankings = [self.lexical(u) for u in units]
         if self._dense is not None and embeddings_mode() != "off":
             found = query_vectors(self._dense, units)
@@ -179,6 +178,13 @@ class SearchIndex:
         if len(rankings) == 1:
             return rankings[0]
         return fuse_rankings(rankings, [1.0] + [cfg.clause_weight] * (len(rankings) - 1), cfg.fusion_k, cfg.fusion)
+
+    def units(self, query: str, clauses: str | None = None) -> list[str]:
+        """The texts ``rank`` scores for ``query``: the query (its first ``MAX_QUERY`` characters), then
+        its clauses when it has several (``_query.split_clauses`` with the splitter ``clauses`` names,
+        by default the index's ``clauses`` setting)."""
+        text = query[:MAX_QUERY]
+        return [text, *split_clauses(text, self._config.clauses if clauses is None else clauses)]
 
     def lexical(self, text: str) -> dict[int, float]:
         """BM25F scores of ``text`` plus, weighted by ``server_weight``, its servers' evidence."""

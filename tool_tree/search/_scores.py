@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tool_tree.search._dense import get_encoder
-from tool_tree.search._errors import SearchError
+from tool_tree.search._dense import embed_queries
 from tool_tree.search._index import MAX_QUERY, SearchIndex
 from tool_tree.search._mode import embeddings_mode
 
@@ -54,11 +53,8 @@ def score_tools(index: SearchIndex, queries: Sequence[str], *, meaning: bool = T
     dense = index.dense
     cosines: list[list[float]] | None = None
     if meaning and dense is not None and texts and embeddings_mode() != "off":
-        encoder = get_encoder()
-        if encoder.model_id != dense.model:
-            raise SearchError(f"the index was embedded with {dense.model}, but {encoder.model_id} is installed")
-        matrix = dense.matrix()
-        cosines = (encoder.encode(texts) @ matrix.T).tolist()
+        matrix, vectors = embed_queries(dense, texts)
+        cosines = (vectors @ matrix.T).tolist()
     return [
         ToolScores(text, tools, lexical[i], cosines[i] if cosines is not None else None) for i, text in enumerate(texts)
     ]
