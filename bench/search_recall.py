@@ -20,6 +20,10 @@ as in use, with the encoder answering from that cache.
 Speed, on the LiveMCPBench catalog: index build, size, load, and query latency p50/p90 of the new
 default, the new default without clauses and the old default, interleaved query by query (hybrid:
 each query and its clauses embedded in one batch, as in use); build time and size for 10,000 tools.
+Hybrid queries of the new default are also timed under three BLAS thread policies for the query
+embedding, interleaved query by query (``_blas``): OpenBLAS's own threads, one thread, and the
+default (one thread when the load average reaches the number of cores), with the load average
+before and after.
 
 Run:  .venv/bin/python bench/search_recall.py [--grid final] [--sets all] [--step 1]
       (reads ../shared/corpora; writes bench/out/search_recall.json)
@@ -29,12 +33,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +51,7 @@ from _common import OUT, write_json
 from search_models import CANDIDATES, load, missing
 from search_sets import Catalog, livemcpbench, metatool, recall
 
-from tool_tree.search import RankingConfig, SearchDoc, SearchError, SearchIndex, build_index
+from tool_tree.search import RankingConfig, SearchDoc, SearchError, SearchIndex, _blas, _dense, build_index
 from tool_tree.search._dense import DenseVectors, embed_text
 from tool_tree.search._index import MAX_QUERY
 from tool_tree.search._query import split_clauses
@@ -327,22 +333,57 @@ def build_and_load(docs: list[SearchDoc], embeddings: bool) -> tuple[SearchIndex
     return index, out
 
 
-def latency(index: SearchIndex, configs: dict[str, RankingConfig], queries: list[str]) -> dict[str, dict[str, float]]:
-    """Query latency of each ranking over the same index, the rankings interleaved query by query
+def interleaved(index: SearchIndex, setups: dict[str, Callable[[], object]], queries: list[str]) -> dict[str, Any]:
+    """Query latency under each setup (called before each query), the setups interleaved query by query
     (so a busy machine slows them alike)."""
-    times: dict[str, list[float]] = {name: [] for name in configs}
+    times: dict[str, list[float]] = {name: [] for name in setups}
     index.search("warm up")
     for q in queries:
-        for name, cfg in configs.items():
-            index._config = cfg
+        for name, setup in setups.items():
+            setup()
             t = time.perf_counter()
             index.search(q, limit=5)
             times[name].append(time.perf_counter() - t)
-    index._config = DEFAULT
     return {
         name: {"p50_ms": percentile(v, 0.5) * 1000, "p90_ms": percentile(v, 0.9) * 1000, "queries": len(v)}
         for name, v in times.items()
     }
+
+
+def latency(index: SearchIndex, configs: dict[str, RankingConfig], queries: list[str]) -> dict[str, dict[str, float]]:
+    """Query latency of each ranking over the same index."""
+    try:
+        return interleaved(index, {n: partial(setattr, index, "_config", c) for n, c in configs.items()}, queries)
+    finally:
+        index._config = DEFAULT
+
+
+THREAD_POLICIES: dict[str, Callable[[], int | None]] = {
+    "OpenBLAS threads": lambda: None,
+    "one thread": lambda: 1,
+    "by load (default)": _blas.query_threads,
+}
+
+
+def thread_policies(index: SearchIndex, queries: list[str]) -> dict[str, Any]:
+    """Hybrid query latency (new default) under each of `THREAD_POLICIES`, with the load average before
+    and after and how often the default chose one thread."""
+    loads = [os.getloadavg()[0]]
+    chosen: list[bool] = []
+
+    def by_load() -> None:
+        _dense.query_threads = _blas.query_threads
+        chosen.append(_blas.query_threads() == 1)
+
+    setups = {n: partial(setattr, _dense, "query_threads", policy) for n, policy in THREAD_POLICIES.items()}
+    setups["by load (default)"] = by_load
+    try:
+        times = interleaved(index, setups, queries)
+    finally:
+        _dense.query_threads = _blas.query_threads
+    loads.append(os.getloadavg()[0])
+    return {"cores": os.cpu_count(), "load_before_after": loads,
+            "default_chose_one_thread": sum(chosen) / len(chosen), **times}  # fmt: skip
 
 
 def run_speed(catalog: Catalog, queries: list[str], hybrid: bool) -> dict[str, Any]:
@@ -352,6 +393,8 @@ def run_speed(catalog: Catalog, queries: list[str], hybrid: bool) -> dict[str, A
     for mode, embeddings in modes:
         index, sizes = build_and_load(catalog.docs, embeddings)
         report[mode] = {**sizes, "latency": latency(index, rankings, queries)}
+        if embeddings:
+            report[mode]["blas_threads"] = thread_policies(index, queries)
         if not embeddings:
             report["regex_ms"] = regex_times(index)
     big = [replace(d, server=f"{d.server}_{i}", package=f"{d.package}_{i}") for i in range(19) for d in catalog.docs]
@@ -368,6 +411,14 @@ def run_speed(catalog: Catalog, queries: list[str], hybrid: bool) -> dict[str, A
         )
         for name, lat in r["latency"].items():
             print(f"          {name:16s} query p50 {lat['p50_ms']:7.2f} ms  p90 {lat['p90_ms']:7.2f} ms")
+        if "blas_threads" in r:
+            b = r["blas_threads"]
+            before, after = b["load_before_after"]
+            share = 100 * b["default_chose_one_thread"]
+            print(f"          query embedding, BLAS threads ({b['cores']} cores, load {before:.1f} → {after:.1f}; "
+                  f"the default chose one thread for {share:.0f} % of queries):")  # fmt: skip
+            for name in THREAD_POLICIES:
+                print(f"            {name:18s} query p50 {b[name]['p50_ms']:7.2f} ms  p90 {b[name]['p90_ms']:7.2f} ms")
     mib = report["index_bytes_10000"] / 2**20
     print(f"  10,000 tools (lexical): build {report['build_10000_s']:.2f} s, {mib:.1f} MiB")
     print("  regex mode, median of 5 (ms): " + ", ".join(f"{p} {ms:.1f}" for p, ms in report["regex_ms"].items()))
