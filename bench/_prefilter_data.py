@@ -1,9 +1,11 @@
-"""Data of the pre-filter benchmarks: MetaTool split by tool, and the 527-tool LiveMCPBench catalog.
+"""Data of the pre-filter benchmarks: MetaTool split by tool, and the evidence of queries, cached.
 
-The split: a MetaTool tool belongs to the calibration half when the first byte of the SHA-256 of
-its name is even, else to the held-out half. A single-tool query goes with its tool; a multi-tool
-query goes to a half only when all its tools are in that half (the others are not used). Each
-half is searched as a catalog of its own tools only.
+The split is the tool search's (``search_sets.held_out_tool``): a MetaTool tool belongs to the
+calibration half when the first byte of the SHA-256 of its name is even, else to the held-out
+half, so the pre-filter is calibrated on the half the search's defaults were tuned on. A
+single-tool query goes with its tool; a multi-tool query goes to a half only when all its tools
+are in that half (the others are not used). Each half is searched as a catalog of its own tools
+only.
 """
 
 from __future__ import annotations
@@ -15,12 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from _common import OUT, corpus
-from search_recall import _ident
+from search_sets import _ident, held_out_tool
 
 from tool_tree.search import SearchDoc
-from tool_tree.search._docs import description_of, params_of
 
-__all__ = ["Half", "livemcpbench", "metatool_halves"]
+__all__ = ["Half", "metatool_halves", "raw_scores"]
 
 
 @dataclass
@@ -33,7 +34,7 @@ class Half:
 
 
 def calibration_half(tool: str) -> bool:
-    return hashlib.sha256(tool.encode("utf-8")).digest()[0] % 2 == 0
+    return not held_out_tool(tool)
 
 
 SINGLES = 2500
@@ -72,39 +73,19 @@ def metatool_halves(singles: int = SINGLES) -> tuple[Half, Half]:
     return halves[0], halves[1]
 
 
-def livemcpbench() -> list[SearchDoc]:
-    """The 527 tools of the 70 LiveMCPBench servers, as generate-tree indexes them."""
-    servers = json.loads(corpus("livemcpbench", "tools.json").read_text(encoding="utf-8"))
-    docs: list[SearchDoc] = []
-    for entry in servers:
-        for server, listing in entry["tools"].items():
-            for tool in listing["tools"]:
-                docs.append(
-                    SearchDoc(
-                        server=server,
-                        package=_ident(server),
-                        tool=tool["name"],
-                        function=_ident(tool["name"]),
-                        path=f"servers/{_ident(server)}/{_ident(tool['name'])}.py",
-                        description=description_of(tool),
-                        params=params_of(tool),
-                        server_description=entry.get("description", ""),
-                    )
-                )
-    return docs
-
-
 def raw_scores(index: Any, texts: list[str], *, meaning: bool, cache: str) -> tuple[Any, Any]:
     """``(lexical, cosine or None)``: arrays (texts, tools) of every text's evidence, cached in
-    ``bench/out/cache/<cache>-<hash>.npz`` (embedding ten thousand queries takes minutes here)."""
+    ``bench/out/cache/<cache>-<hash>.npz`` (embedding ten thousand queries takes minutes here).
+
+    The hash covers the texts and the whole index (its ranking settings, postings and vectors), so
+    a change of the search's ranking never reads evidence computed under the old one."""
     import numpy as np
 
     from tool_tree.search import score_tools
 
-    names = score_tools(index, ["x"], meaning=False)[0].tools
-    key = hashlib.sha256(
-        json.dumps([names, texts, meaning, index.dense.model if index.dense else None]).encode()
-    ).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps([texts, meaning]).encode("utf-8"))
+    digest.update(index.to_json().encode("utf-8"))
+    key = digest.hexdigest()[:16]
     path = OUT / "cache" / f"{cache}-{key}.npz"
     if path.exists():
         data = np.load(path)

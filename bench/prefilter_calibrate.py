@@ -1,6 +1,6 @@
 """Fit the ``local`` pre-filter's logistic calibration on the calibration half of MetaTool.
 
-    TOOLTREE_CORPORA=/path/to/corpora .venv/bin/python bench/prefilter_calibrate.py
+    OPENBLAS_NUM_THREADS=1 TOOLTREE_CORPORA=/path/to/corpora .venv/bin/python bench/prefilter_calibrate.py
 
 Every (query, tool) pair of the calibration half (MetaTool split by tool, see
 ``_prefilter_data``) is one example: its `agent.prefilter.local.FEATURES` for the query against a
@@ -8,7 +8,8 @@ catalog of that half's tools, and whether the query needs the tool. Weights are 
 Newton's method on the log loss (a small ridge on all weights but the bias), once with the
 embeddings' evidence and once lexical only; the default threshold is the highest that admits
 ≥ 95 % of the needed tools on this half (each tool keeps its highest probability over the query and
-its clauses, as in use). Prints the weights to paste into ``agent/prefilter/local.py`` and writes
+its clauses, cut by ``SearchIndex.units`` as in use; one variant judges the whole query only). The
+weights are fitted on whole queries. Prints the weights to paste into ``agent/prefilter/local.py`` and writes
 ``bench/out/prefilter_calibration.json``. The held-out half is not read here.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,23 +27,31 @@ import numpy as np
 from _common import print_table, write_json
 from _prefilter_data import Half, metatool_halves, raw_scores
 
-from agent.prefilter.local import FEATURES, clauses, features
+from agent.prefilter.local import CLAUSES, FEATURES, features
 from tool_tree.search import SearchIndex, ToolScores, build_index, score_tools
+from tool_tree.search._query import SPLITTERS
 
 TARGET_RECALL = 0.95
 RIDGE = 1e-3
 
 
-def feature_tensors(index: SearchIndex, half: Half, *, meaning: bool) -> tuple[Any, Any, list[list[int]]]:
-    """(features of whole queries (q, tools, f), labels (q, tools), query → rows of its clauses)."""
+def feature_tensors(
+    index: SearchIndex, half: Half, *, meaning: bool, splitters: Sequence[str]
+) -> tuple[Any, Any, dict[str, list[list[int]]]]:
+    """(features of every text (texts, tools, f), labels (queries, tools), for each clause splitter
+    of ``_query.SPLITTERS``: query → rows of its whole text and its clauses)."""
     names = [t for _, t in score_tools(index, ["x"], meaning=False)[0].tools]
     col = {n: i for i, n in enumerate(names)}
     texts: list[str] = []
-    groups: list[list[int]] = []
-    for q, _ in half.queries:
-        parts = clauses(q)
-        groups.append(list(range(len(texts), len(texts) + len(parts))))
-        texts += parts
+    row: dict[str, int] = {}
+
+    def at(text: str) -> int:
+        if text not in row:
+            row[text] = len(texts)
+            texts.append(text)
+        return row[text]
+
+    groups = {s: [[at(u) for u in index.units(q, s)] for q, _ in half.queries] for s in splitters}
     x = feature_array(index, texts, meaning=meaning, cache=f"metatool-{half.name}")
     y = np.zeros((len(half.queries), len(names)))
     for qi, (_, gold) in enumerate(half.queries):
@@ -90,10 +100,12 @@ def pick_threshold(p: Any, y: Any) -> float:
     return float(np.floor(ordered[k] * 1e4) / 1e4)
 
 
-def report(p: Any, y: Any, t: float) -> dict[str, float]:
+def report(p: Any, y: Any, t: float, singles: int) -> dict[str, float]:
     admitted = p >= t
+    hit = admitted & (y > 0)
     return {
-        "recall": float((admitted & (y > 0)).sum() / (y > 0).sum()),
+        "recall": float(hit.sum() / (y > 0).sum()),
+        "recall_multi": float(hit[singles:].sum() / max(1, (y[singles:] > 0).sum())),
         "catalog_share": float(admitted.mean()),
         "mean_predicted_of_admitted": float(p[admitted].mean()) if admitted.any() else 0.0,
         "precision_of_admitted": float((admitted & (y > 0)).sum() / max(1, admitted.sum())),
@@ -109,20 +121,23 @@ def main() -> int:
     out: dict[str, Any] = {"features": FEATURES, "target_recall": TARGET_RECALL}
     rows = []
     f = {name: i for i, name in enumerate(FEATURES)}
-    variants = {
-        "hybrid (default)": (True, list(range(len(FEATURES)))),
-        "hybrid, z-scores only": (True, [f["bias"], f["lex_z"], f["cos_z"]]),
-        "hybrid, no z-scores": (True, [f["bias"], f["lex_rel"], f["lex_on"], f["cos"], f["cos_gap"]]),
-        "hybrid, cosine only": (True, [f["bias"], f["cos_z"], f["cos"], f["cos_gap"]]),
-        "lexical (default without embeddings)": (False, [f["bias"], f["lex_z"], f["lex_rel"], f["lex_on"]]),
+    every = list(range(len(FEATURES)))
+    variants = {  # (embeddings, features used, how a query is cut into clauses: a key of SPLITTERS)
+        "hybrid (default)": (True, every, CLAUSES),
+        "hybrid, z-scores only": (True, [f["bias"], f["lex_z"], f["cos_z"]], CLAUSES),
+        "hybrid, no z-scores": (True, [f["bias"], f["lex_rel"], f["lex_on"], f["cos"], f["cos_gap"]], CLAUSES),
+        "hybrid, cosine only": (True, [f["bias"], f["cos_z"], f["cos"], f["cos_gap"]], CLAUSES),
+        **{f"hybrid, clauses {s!r}": (True, every, s) for s in SPLITTERS if s != CLAUSES},
+        "lexical (default without embeddings)": (False, [f["bias"], f["lex_z"], f["lex_rel"], f["lex_on"]], CLAUSES),
     }
-    cache: dict[bool, tuple[Any, Any, list[list[int]]]] = {}
-    for name, (meaning, cols) in variants.items():
+    cache: dict[bool, tuple[Any, Any, dict[str, list[list[int]]]]] = {}
+    for name, (meaning, cols, splitter) in variants.items():
         if meaning not in cache:
             t0 = time.perf_counter()
-            cache[meaning] = feature_tensors(index, cal, meaning=meaning)
+            cache[meaning] = feature_tensors(index, cal, meaning=meaning, splitters=list(SPLITTERS))
             print(f"features ({'hybrid' if meaning else 'lexical'}) in {time.perf_counter() - t0:.1f} s")
-        x, y, groups = cache[meaning]
+        x, y, by_splitter = cache[meaning]
+        groups = by_splitter[splitter]
         whole = np.array([g[0] for g in groups])
         xs = x[whole][:, :, cols].reshape(-1, len(cols))
         w_sub = fit(xs, y.reshape(-1))
@@ -133,13 +148,14 @@ def main() -> int:
         # its threshold admits 95 % of the needed tools that do share one.
         reachable = y * (x[whole][:, :, f["lex_on"]] > 0) if not meaning else y
         t = pick_threshold(p, reachable)
-        r = report(p, y, t)
+        r = report(p, y, t, cal.singles)
         out[name] = {"weights": [round(float(v), 4) for v in w], "threshold": t, **r}
         rows.append([name, " ".join(f"{v:+.3f}" for v in w), f"{t:.4f}", f"{r['recall']:.3f}",
-                     f"{100 * r['catalog_share']:.1f} %", f"{r['precision_of_admitted']:.3f}"])  # fmt: skip
+                     f"{r['recall_multi']:.3f}", f"{100 * r['catalog_share']:.1f} %",
+                     f"{r['precision_of_admitted']:.3f}"])  # fmt: skip
     print_table(
         f"Calibration half (weights over {', '.join(FEATURES)})",
-        ["variant", "weights", "threshold", "recall", "catalog shown", "precision"],
+        ["variant", "weights", "threshold", "recall", "multi-tool recall", "catalog shown", "precision"],
         rows,
     )
     write_json("prefilter_calibration.json", out)

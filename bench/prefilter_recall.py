@@ -42,7 +42,7 @@ from generate_tree import livemcpbench_snapshots
 
 from agent.prefilter import ClaudeFilter, LocalFilter, PreFilter, load_catalog
 from agent.prefilter.claude import VERDICT_TOOL
-from agent.prefilter.local import HYBRID, LEXICAL, clauses, combined
+from agent.prefilter.local import CLAUSES, HYBRID, LEXICAL, combined
 from agent.testing import FakeMessagesAPI, reply, tool_use
 from agent.tokens import APPROXIMATION, tools_tokens
 from agent.toolsets.direct import native_tools
@@ -50,7 +50,7 @@ from tool_tree.search import ToolScores, build_index, load_index, score_tools
 from tool_tree.tree import Manifest
 
 TASKS = ROOT / "bench" / "prefilter_tasks_527.json"
-SWEEP = (0.001, 0.002, 0.0054, 0.01, 0.02, 0.05, 0.1, 0.2)
+SWEEP = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 
 
 def user(text: str) -> list[dict[str, Any]]:
@@ -65,7 +65,7 @@ def metatool_held_out() -> dict[str, Any]:
     texts: list[str] = []
     groups: list[list[int]] = []
     for q, _ in half.queries:
-        parts = clauses(q)
+        parts = index.units(q, CLAUSES)
         groups.append(list(range(len(texts), len(texts) + len(parts))))
         texts += parts
     out: dict[str, Any] = {"tools": len(names), "queries": len(half.queries), "single": half.singles}

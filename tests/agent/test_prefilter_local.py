@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.prefilter import FilterError, LocalFilter
-from agent.prefilter.local import FEATURES, HYBRID, LEXICAL, clauses, features, probabilities, probability
+from agent.prefilter.local import FEATURES, HYBRID, LEXICAL, features, probabilities, probability
 from tests.agent.conftest import Project
 from tests.agent.prefilter_support import catalog
 from tool_tree.search import ToolScores
@@ -50,15 +50,27 @@ def test_a_tree_without_index_is_a_missing_model(project: Project, tmp_path: Pat
     assert caught.value.kind == "missing_model"
 
 
-def test_a_long_request_is_judged_whole_and_clause_by_clause() -> None:
-    text = "Find the cheapest flight to Lisbon. Then convert the price to euros; finally email it to Ana."
-    assert clauses(text) == [
-        text,
-        "Find the cheapest flight to Lisbon.",
-        "convert the price to euros;",
-        "email it to Ana.",
-    ]
-    assert clauses("Hello there") == ["Hello there"]
+def test_a_request_of_two_needs_judged_whole_admits_a_tool_for_each(project: Project) -> None:
+    text = "Render a bar chart of some values as an image. List the leads of the CRM."
+    verdicts = LocalFilter(project.tree).classify(text, catalog(project.tree))
+    assert verdicts.threshold is not None
+    assert verdicts.probabilities["media.render_chart"] >= verdicts.threshold
+    assert verdicts.probabilities["crm.list_leads"] >= verdicts.threshold
+
+
+def test_with_a_clause_splitter_each_tool_keeps_its_best_probability_over_the_clauses(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent.prefilter import local
+
+    chart, leads = "Render a bar chart of some values as an image.", "List the leads of the CRM."
+    whole = LocalFilter(project.tree).classify(f"{chart} {leads}", catalog(project.tree)).probabilities
+    monkeypatch.setattr(local, "CLAUSES", "sentences")
+    both = LocalFilter(project.tree).classify(f"{chart} {leads}", catalog(project.tree)).probabilities
+    alone = [LocalFilter(project.tree).classify(t, catalog(project.tree)).probabilities for t in (chart, leads)]
+    for key, p in both.items():
+        assert p == pytest.approx(max(whole[key], alone[0][key], alone[1][key]), abs=1e-12)
+    assert any(both[k] > whole[k] for k in both)  # a clause judged alone raised some tool
 
 
 def test_features_are_relative_to_the_catalog_and_the_best_tool() -> None:
