@@ -71,6 +71,8 @@ def test_without_a_load_average_the_blas_setting_is_left_alone(monkeypatch: pyte
 
     monkeypatch.setattr(os, "getloadavg", unavailable)
     assert _blas.query_threads() is None
+    monkeypatch.delattr(os, "getloadavg")  # as on Windows
+    assert _blas.query_threads() is None
 
 
 @pytest.mark.usefixtures("tiny_model")

@@ -3,21 +3,22 @@
 Embedding one query is a few small matrix products (a few dozen tokens × 384). OpenBLAS
 splits each over all cores by default, and its threads wait for one another by spinning: on a
 machine whose cores are all busy with other work, each product then waits for threads that are
-not scheduled. On the 2-core development machine under load, one query embedding took 290 ms
-with OpenBLAS's threads and 26 ms with one; on the same machine idle, the threads made it
-faster (bench/RESULTS.md, "Tool search", "Speed"). So a query is embedded with one BLAS thread
+not scheduled. On the 2-core development machine at load 10–13, one query embedding took 290 ms
+with OpenBLAS's threads and 26 ms with one; near idle, the threads saved about a third of a
+query (bench/RESULTS.md, "Tool search", "Speed"). So a query is embedded with one BLAS thread
 when the machine is saturated — its load average over the last minute is at least its number
-of cores — and with OpenBLAS's own setting otherwise (``query_threads``).
+of cores — and with OpenBLAS's own setting otherwise (``query_threads``). Catalogs (the
+embeddings generate-tree stores) are embedded with OpenBLAS's own setting.
 
 The thread count is OpenBLAS's process-wide setting, changed through the library numpy already
 loaded (``ctypes``, no dependency): lowered when the first limited call starts and put back when
-the last one ends, under a lock, so concurrent queries never restore it under each other. When
-numpy uses another BLAS (Accelerate, MKL) or the library cannot be found, nothing is changed.
+the last one ends, under a lock, so concurrent queries never restore it under each other (work
+of other threads that overlaps a limited query runs with one thread too). When numpy uses
+another BLAS (Accelerate, MKL) or the library cannot be found, nothing is changed.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import threading
 from collections.abc import Iterator
@@ -38,12 +39,13 @@ _restore = 0
 
 def query_threads() -> int | None:
     """BLAS threads for embedding a query: 1 when the machine is saturated, else None (OpenBLAS's own)."""
-    cores = os.cpu_count() or 1
+    if not hasattr(os, "getloadavg"):  # Windows has no load average
+        return None
     try:
         load = os.getloadavg()[0]
-    except OSError:  # no load average on this platform
+    except OSError:  # the load average could not be read
         return None
-    return 1 if load >= cores else None
+    return 1 if load >= (os.cpu_count() or 1) else None
 
 
 def _library_paths(np: Any) -> list[Path]:
@@ -64,6 +66,8 @@ def _library_paths(np: Any) -> list[Path]:
 
 
 def _find_controls(np: Any) -> tuple[Any, Any] | None:
+    import ctypes  # only once a query is embedded: the package imports no more than it needs
+
     for path in _library_paths(np):
         try:
             lib = ctypes.CDLL(str(path))
