@@ -1,8 +1,8 @@
 """The evaluation sets of the tool-search benchmark, and the split that keeps tuning apart from reporting.
 
 MetaTool (199 tools, each its own "server") is split **by tool**: a tool is held out when the
-first byte of the SHA-256 of its name is odd (``held_out_tool``), which puts 104 tools in the
-held-out half and 95 in the tuning half. Queries follow their tools:
+first byte of the SHA-256 of its name is odd (``held_out_tool``), which puts 103 tools in the
+held-out half and 96 in the tuning half. Queries follow their tools:
 
 - single-tool rows (``all_clean_data.csv``) go to the half of their tool;
 - multi-tool queries (``multi_tool_query_golden.json``) go to a half only when every gold tool is
