@@ -65,8 +65,8 @@ CASES = [
     ),
     Case(
         "inflated_argument",
-        "one call whose 8 MiB of arguments are [{}, {}, …]",
-        TRY + "print(attempt(SERVER, {'i': 1, 'pad': [{}] * ((8 * 1024 * 1024 - 100) // 3)}))",
+        "one call whose arguments are a 16 MiB frame of [{}, {}, …]",
+        TRY + "print(attempt(SERVER, {'i': 1, 'pad': [{}] * ((16 * 1024 * 1024 - 200) // 3)}))",
     ),
     Case(
         "inflated_in_flight",
@@ -199,8 +199,10 @@ def run_all(config: Path, tree: Path, *, deadline: float, only: set[str], log: C
     """Each case in its own process, killed at ``deadline`` seconds; what each measured."""
     import subprocess
 
+    import _forged
+
     results: list[Any] = []
-    for case in CASES:
+    for case in [*CASES, *_forged.CASES]:
         if only and case.name not in only:
             continue
         argv = [sys.executable, str(Path(__file__)), case.name, str(config), str(tree)]
@@ -241,5 +243,11 @@ def _watch_peak(proc: Any, peak: dict[str, float]) -> None:
 
 
 if __name__ == "__main__":
-    chosen = next(c for c in CASES if c.name == sys.argv[1])
-    print(json.dumps(run_case(chosen, Path(sys.argv[2]), Path(sys.argv[3]))), flush=True)
+    import _forged
+
+    forged = next((c for c in _forged.CASES if c.name == sys.argv[1]), None)
+    if forged is not None:
+        print(json.dumps(_forged.run_case(forged)), flush=True)
+    else:
+        chosen = next(c for c in CASES if c.name == sys.argv[1])
+        print(json.dumps(run_case(chosen, Path(sys.argv[2]), Path(sys.argv[3]))), flush=True)

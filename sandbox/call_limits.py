@@ -1,10 +1,10 @@
 """What a script's tool calls may hold on the host: one call's arguments, and a session's calls in flight.
 
-A frame from the container is capped in bytes before it is parsed (`sandbox._supervisor.wire`), but bytes
-are not what the host pays for: 8 MiB of ``[{}, {}, …]`` parse to 2.8 million objects (over
-200 MiB), which the bridge would then hash, validate, serialise into the MCP request, and the
-server would parse again. So a call's arguments are measured as parsed, before validation and
-before anything reaches a server:
+A frame from the container is capped in bytes and in values before it is parsed
+(`sandbox._supervisor.wire`: 16 MiB, 150,000 values, so 16 MiB of ``[{}, {}, …]`` never become 5.6
+million objects), but the frame's budget is not what one call may carry: its arguments are then
+measured as parsed — what the bridge would hash, validate and serialise into the MCP request, and
+the server would parse again — before validation and before anything reaches a server:
 
 - ``nodes``: every value counts (objects, arrays, strings, numbers, booleans, nulls);
 - ``depth``: nesting of the arguments object;
@@ -25,6 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox._supervisor.limits import MAX_CALL_VALUES, too_many_values
+
 MIB = 1024 * 1024
 
 
@@ -33,7 +35,7 @@ class CallLimits:
     """Per call and per session (in flight) bounds on tool-call arguments."""
 
     bytes: int = 8 * MIB
-    nodes: int = 100_000
+    nodes: int = MAX_CALL_VALUES
     depth: int = 20
     in_flight_bytes: int = 16 * MIB
     in_flight_nodes: int = 200_000
@@ -75,10 +77,7 @@ def measure(arguments: dict[str, Any], limits: CallLimits = DEFAULT_LIMITS) -> C
             raise ArgumentsRefused(f"the arguments nest deeper than {limits.depth} levels")
         nodes += len(container)  # counted before looking at them: nothing is built per item of a huge array
         if nodes > limits.nodes:
-            raise ArgumentsRefused(
-                f"the arguments hold more than {limits.nodes:,} values; send less per call "
-                "(split the data over several calls, or write it to a file a tool can read)"
-            )
+            raise ArgumentsRefused(too_many_values(limits.nodes))
         if isinstance(container, dict):
             chars += sum(len(str(k)) for k in container)
             items: Iterable[Any] = container.values()

@@ -3,9 +3,10 @@
 Threads, per channel (so a slow, silent or hostile container stalls only its own session):
 
 * a reader parses frames (`sandbox._supervisor.wire`, the one framing of both sides: size cap
-  before parsing, strict JSON, depth cap)
+  and value budget before parsing, strict JSON, depth cap)
   and routes them: replies to waiting requests, ``ready`` and streaming notifications, and
-  the container's own requests (tool calls) to the session's handler;
+  the container's own requests (tool calls) to the session's handler — also a request over the
+  value budget, unparsed, when its first bytes name it the way the supervisor writes requests;
 * frames to the container are written by the sending thread when the write cannot block
   (a connection whose stdin has ``write_nowait``), and otherwise finished by a writer thread
   (`FrameSender`), so a container that stops reading cannot block a caller past its timeout;
@@ -19,22 +20,29 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from sandbox._supervisor.wire import FrameReader, FrameSender, FrameTooLarge, WireError, encode_frame
+from sandbox._supervisor.wire import FrameReader, FrameSender, FrameTooLarge, TooManyValues, WireError, encode_frame
 from sandbox.backend import ByteSink, ByteSource, Connection
 from sandbox.errors import ProtocolError, SessionError
 
 logger = logging.getLogger(__name__)
 
-RequestHandler = Callable[[str, str, dict[str, Any]], None]
-"""``(call id, method, params)``: a request from the container; answer with `SupervisorChannel.respond`."""
+RequestHandler = Callable[[str, str, dict[str, Any] | None], None]
+"""``(call id, method, params)``: a request from the container; answer with `SupervisorChannel.respond`.
+``params`` is None for a request refused unparsed: its frame held more values than a frame may."""
 NotificationSink = Callable[[str, dict[str, Any]], None]
 
 _STDERR_KEEP = 8192
 _MAX_ID_CHARS = 64
+_REQUEST_HEAD = re.compile(
+    rb'\{"id":"([A-Za-z0-9_.-]{1,%d})","method":"([A-Za-z_.]{1,40})","params":\{' % _MAX_ID_CHARS
+)
+"""The start of a request as the supervisor writes it (`encode_frame`): how a frame over the value
+budget is known for a request, and answered, without parsing it."""
 
 
 def _close_quietly(stream: ByteSink | ByteSource) -> None:
@@ -95,7 +103,14 @@ class SupervisorChannel:
     def _read_loop(self) -> None:
         # However the channel ends, the container is removed before anyone waiting learns of it.
         try:
-            while (message := self._reader.read()) is not None:
+            while True:
+                try:
+                    message = self._reader.read()
+                except TooManyValues as e:
+                    self._route_unparsed(e)
+                    continue
+                if message is None:
+                    break
                 self._route(message)
             self._fail("the sandbox closed its channel", kill=True)
         except (ProtocolError, WireError) as e:
@@ -106,6 +121,24 @@ class SupervisorChannel:
             self._fail(f"the channel to the sandbox failed: {e}", kill=True)
         finally:
             _close_quietly(self.connection.stdout)
+
+    def _route_unparsed(self, refused: TooManyValues) -> None:
+        """A frame over the value budget: a request goes to the handler (params None); anything else is a violation.
+
+        Raises:
+            TooManyValues: the frame does not start as the supervisor's requests do.
+        """
+        head = _REQUEST_HEAD.match(refused.head)
+        if head is None:
+            raise refused
+        self._dispatch_request(head.group(1).decode("ascii"), head.group(2).decode("ascii"), None)
+
+    def _dispatch_request(self, call_id: str, method: str, params: dict[str, Any] | None) -> None:
+        handler = self.on_request
+        if handler is None:
+            self.respond(call_id, error={"code": "no_handler", "message": "the host is not accepting calls"})
+        else:
+            handler(call_id, method, params)
 
     def _route(self, message: dict[str, Any]) -> None:
         method = message.get("method")
@@ -119,11 +152,7 @@ class SupervisorChannel:
             if msg_id is None:
                 self._notification(method, params)
             elif isinstance(msg_id, str) and 0 < len(msg_id) <= _MAX_ID_CHARS:
-                handler = self.on_request
-                if handler is None:
-                    self.respond(msg_id, error={"code": "no_handler", "message": "the host is not accepting calls"})
-                else:
-                    handler(msg_id, method, params)
+                self._dispatch_request(msg_id, method, params)
             else:
                 raise ProtocolError("a request from the sandbox must have a short string id")
             return

@@ -32,6 +32,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from sandbox._supervisor.limits import MAX_LIST_ENTRIES, too_many_values
+from sandbox._supervisor.wire import MAX_FRAME_VALUES
 from sandbox.backend import SandboxBackend
 from sandbox.bridge import ToolBridge, ToolCallRefused, ToolHandler, as_bridge, resolve
 from sandbox.call_limits import ArgumentsRefused, CallSize, InFlight, measure
@@ -297,11 +299,13 @@ class Sandbox:
         return data[:max_bytes]
 
     def list_files(self, path: str = "", *, limit: int = 1000) -> list[dict[str, Any]]:
-        """Entries of a workspace directory: ``{"name", "type", "size"}``, at most ``limit``.
+        """Entries of a workspace directory: ``{"name", "type", "size"}``, at most ``limit`` (and at most
+        `MAX_LIST_ENTRIES`, 32,768, so the answer fits a frame's value budget).
 
         Raises:
             SessionError: not a directory, or the session is unusable.
         """
+        limit = min(limit, MAX_LIST_ENTRIES)
         with self._lock:
             raw = self._require_channel().request(
                 "workspace.list", {"path": _relative(path), "limit": limit}, timeout=_OP_TIMEOUT
@@ -342,7 +346,7 @@ class Sandbox:
 
     # ---- tool calls from the script -------------------------------------------------------
 
-    def _on_request(self, call_id: str, method: str, params: dict[str, Any]) -> None:
+    def _on_request(self, call_id: str, method: str, params: dict[str, Any] | None) -> None:
         channel = self._channel
         assert channel is not None
         with self._calls_lock:
@@ -352,11 +356,22 @@ class Sandbox:
                 refusal = ("too_many_calls", f"more than {MAX_CALLS_IN_FLIGHT} tool calls in flight")
             elif method not in ("tool_call", "search_tools"):
                 refusal = ("unknown_method", "unknown request")
+            elif params is None:  # refused unparsed by the channel: more values than any frame may hold
+                refusal = (
+                    ("arguments_too_large", too_many_values(self._arguments_in_flight.limits.nodes))
+                    if method == "tool_call"
+                    else ("invalid_arguments", f"the request holds more than {MAX_FRAME_VALUES:,} values")
+                )
             else:
                 refusal = None
                 self._in_flight += 1
         size: CallSize | None = None
-        if refusal is None and method == "tool_call" and isinstance(params.get("arguments"), dict):
+        if (
+            refusal is None
+            and params is not None
+            and method == "tool_call"
+            and isinstance(params.get("arguments"), dict)
+        ):
             # Measured here, on the channel's reader, before the call is queued: arguments past the
             # limits are dropped at once, before validation and before anything reaches a server.
             try:
@@ -369,6 +384,7 @@ class Sandbox:
         if refusal is not None:
             channel.respond(call_id, error={"code": refusal[0], "message": refusal[1]})
             return
+        assert params is not None  # refused above
         try:
             self._executor.submit(self._serve_call, channel, call_id, method, params, size)
         except RuntimeError:  # shut down

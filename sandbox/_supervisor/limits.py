@@ -18,6 +18,12 @@ messages fit on their own: a file read from the workspace is at most `MAX_READ_B
 11,184,812 bytes), and a tool call's arguments travel in one frame or are refused in the
 container with a clear error before they leave it.
 
+Values compose the same way against the wire's `MAX_FRAME_VALUES` (150,000): a tool call whose
+arguments hold `MAX_CALL_VALUES` (100,000) is 7 more in its frame; a directory listing is at most
+`MAX_LIST_ENTRIES` entries of four values (131,076 in its frame); a workspace batch at most
+``transfer.BATCH_ITEMS`` (16,384) items of at most five (81,924); an execution result a few dozen.
+A test builds each of them at its largest and counts it.
+
 Standard library only: this runs in the container; the host imports the same module.
 """
 
@@ -37,6 +43,10 @@ MAX_TRACEBACK_CHARS = 20_000
 """Characters of the traceback of a result (its end, where the error is, is kept)."""
 MAX_READ_BYTES = 8 * 1024 * 1024
 """The most bytes of one workspace file a read returns."""
+MAX_CALL_VALUES = 100_000
+"""Values one tool call's arguments may hold (the host counts them as parsed: `sandbox.call_limits`)."""
+MAX_LIST_ENTRIES = 32_768
+"""Entries one directory listing returns."""
 
 _PER_IMAGE_JSON = 128
 _REST = 4096
@@ -46,6 +56,14 @@ _ESCAPED_CHAR = 6
 def base64_size(raw: int) -> int:
     """The length of ``raw`` bytes in base64."""
     return 4 * ((raw + 2) // 3)
+
+
+def too_many_values(limit: int = MAX_CALL_VALUES) -> str:
+    """What a script is told when a call's arguments hold more than ``limit`` values."""
+    return (
+        f"the arguments hold more than {limit:,} values; send less per call "
+        "(split the data over several calls, or write it to a file a tool can read)"
+    )
 
 
 def largest_execute_result() -> int:

@@ -97,6 +97,8 @@ class Worker:
             os.set_blocking(fd, False)
         self.ready = threading.Event()
         self.dead = False
+        self.bad_frame: str | None = None
+        """Why the supervisor stopped reading the worker (a frame it refused), if it did."""
         # Written at once when the pipe has room; a worker too busy to drain it never blocks the
         # supervisor's host reader: the rest is finished by the sender's thread.
         self._sender = FrameSender(

@@ -51,6 +51,7 @@ from .limits import (
     MAX_IMAGE_BYTES,
     MAX_IMAGES,
     MAX_IMAGES_TOTAL_BYTES,
+    MAX_LIST_ENTRIES,
     MAX_OUTPUT_CHARS,
     MAX_READ_BYTES,
     MAX_TRACEBACK_CHARS,
@@ -227,7 +228,8 @@ class Supervisor:
                 )
                 self.reply(host_id, {"data": base64.b64encode(data).decode("ascii"), "size": size})
             elif method == "workspace.list":
-                entries = self.workspace.listdir(str(params.get("path", "")), int(params.get("limit", 1000)))
+                limit = min(int(params.get("limit", 1000)), MAX_LIST_ENTRIES)
+                entries = self.workspace.listdir(str(params.get("path", "")), limit)
                 self.reply(host_id, {"entries": entries})
             else:
                 self.reply_error(host_id, f"unknown method {method!r:.80}", "unknown_method")
@@ -355,6 +357,7 @@ class Supervisor:
                 self.handle_worker_message(worker, message)
         except WireError as e:
             print(f"supervisor: bad frame from the worker: {e}", file=sys.stderr)
+            worker.bad_frame = str(e)[:500]
             return False
         return True
 
@@ -468,6 +471,8 @@ class Supervisor:
                 error = f"timed out after {ex.timeout:g} s"
             elif ex.cancelled:
                 error = "the interpreter did not stop when interrupted and was restarted"
+            elif worker.bad_frame is not None:
+                error = f"the interpreter sent its supervisor a bad frame ({worker.bad_frame}) and was restarted"
             elif returncode < 0 and oom_kill_count() > ex.oom_kills:
                 error = "memory limit exceeded: the interpreter was killed (variables and imports are gone)"
             elif returncode < 0:

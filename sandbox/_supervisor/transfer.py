@@ -4,8 +4,8 @@ A tree crosses as *items* in batches: ``{"path": <wire path>, "dir": true}`` for
 ``{"path": <wire path>, "data": <base64>, "append": <bool>}`` for a piece of a regular file (a
 file of more than `CHUNK_BYTES` takes several, the first with ``append`` false). A restore sends
 them in ``workspace.put {entries}`` requests, a save in ``workspace.entries {entries}``
-notifications; every batch stays under `BATCH_BYTES` of JSON, so the number and length of the
-paths never decide the size of a frame.
+notifications; every batch stays under `BATCH_BYTES` of JSON and `BATCH_ITEMS` items, so the number
+and length of the paths never decide the size of a frame, nor its values.
 
 What a tree may hold, counted the same way in both directions: at most `MAX_ENTRIES` entries
 (files, folders and links all count), and at most ``max_bytes`` counting `ENTRY_BYTES` per file or
@@ -30,6 +30,8 @@ MAX_ENTRIES = 32_768
 ENTRY_BYTES = 4096
 BATCH_BYTES = 4 << 20
 CHUNK_BYTES = 2 << 20  # under 3 MiB in base64: one item always fits a batch
+BATCH_ITEMS = 16_384
+"""Items in one batch: at most five values each (a file, its path in base64), well within a frame's budget."""
 
 
 def over_bytes(max_bytes: int) -> str:
@@ -112,7 +114,7 @@ class TreeReader:
                 os.close(fd)
 
     def batches(self) -> Iterator[list[dict[str, Any]]]:
-        """`items` grouped into lists of under `BATCH_BYTES` of JSON each.
+        """`items` grouped into lists of under `BATCH_BYTES` of JSON and at most `BATCH_ITEMS` items each.
 
         Raises:
             PathError, OSError: as `items`.
@@ -122,7 +124,7 @@ class TreeReader:
         for item in self.items():
             data = item.get("data", "")
             item_size = len(json.dumps(item["path"], ensure_ascii=False).encode("utf-8")) + len(data) + 40
-            if batch and size + item_size > BATCH_BYTES:
+            if batch and (size + item_size > BATCH_BYTES or len(batch) >= BATCH_ITEMS):
                 yield batch
                 batch, size = [], 0
             batch.append(item)

@@ -5,21 +5,25 @@ object. Standard library only, because it runs in the container too (as
 ``tooltree_supervisor.wire``); the host imports this same module (``sandbox._supervisor.wire``).
 
 Reading treats every byte as hostile. A frame longer than `MAX_FRAME_BYTES` is refused before
-its body is read; the body must then be valid UTF-8 and strict JSON — no ``NaN`` or
-``Infinity``, no duplicate keys, no integer longer than the interpreter's digit limit, no
-nesting deeper than `MAX_DEPTH` — and hold an object. Nothing is ever unpickled or evaluated.
+its body is read; a body that would parse to more than `MAX_FRAME_VALUES` values is refused
+before it is parsed (`count_values`: a few linear passes in C, so 16 MiB of ``[{}, {}, …]``
+never become millions of objects); the body must then be valid UTF-8 and strict JSON — no
+``NaN`` or ``Infinity``, no duplicate keys, no integer longer than the interpreter's digit limit,
+no nesting deeper than `MAX_DEPTH` — and hold an object. Nothing is ever unpickled or evaluated.
 Only a reader whose peer is the trusted side (the supervisor reading the host, the worker
 reading the supervisor) may skip the strict checks; the size cap and the object rule hold always.
 
-Writing refuses (`FrameTooLarge`) a message whose frame would be over the cap, so an honest
-sender can never produce a frame its peer must refuse: the caller turns the refusal into an
-error answer instead.
+Writing refuses (`FrameTooLarge`) a message whose frame would be over the cap — and, for a
+writer given ``max_values``, (`TooManyValues`) one over the value budget — so an honest sender
+can never produce a frame its peer must refuse: the caller turns the refusal into an error
+answer instead.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import threading
 from collections import deque
@@ -31,6 +35,11 @@ MAX_FRAME_BYTES = 16 * 1024 * 1024
 """The largest frame body either side sends or accepts (the limits in `limits` are sized to fit it)."""
 MAX_DEPTH = 32
 """The deepest nesting of objects and arrays a message may have."""
+MAX_FRAME_VALUES = 150_000
+"""The most values (objects, arrays, strings, numbers, booleans, nulls; keys not counted) a strict reader
+parses in one frame. Every honest message fits (`limits` says how: a tool call's arguments hold at
+most 100,000, a directory listing at most 32,768 entries of four, a workspace batch at most 16,384
+items of five); parsing that many costs the host tens of MiB at most, whatever the bytes."""
 
 
 class Readable(Protocol):
@@ -50,6 +59,47 @@ class FrameTooLarge(WireError):
         super().__init__(f"a message of {size} bytes is over the {limit}-byte frame cap")
         self.size = size
         self.limit = limit
+
+
+class TooManyValues(WireError):
+    """A frame holds more values than allowed. ``head``: its first bytes, for routing a refusal."""
+
+    def __init__(self, values: int, limit: int, head: bytes = b"") -> None:
+        super().__init__(f"a frame of more than {limit:,} values (at least {values:,} counted before parsing)")
+        self.values = values
+        self.limit = limit
+        self.head = head
+
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
+"""A JSON string as the parser sees it, from its opening quote to its closing one (or to the end of the
+bytes, where the parser would stop): it matches at every quote, so a scan never backtracks."""
+
+
+def _structure(data: bytes | bytearray) -> int:
+    """1 + commas + openings of non-empty objects and arrays: the values of compact JSON without strings."""
+    opened = data.count(b"[") + data.count(b"{")
+    return 1 + data.count(b",") + opened - data.count(b"[]") - data.count(b"{}")
+
+
+def count_values(body: bytes | bytearray, limit: int) -> int:
+    """How many values ``json.loads(body)`` would build (keys not counted), as far as ``limit`` needs to know.
+
+    At most ``limit`` means the parser builds at most that many, whatever the bytes (valid JSON or not).
+    Over ``limit`` means a valid compact frame (no space inside an empty ``[]`` or ``{}``, as `encode_frame`
+    writes) holds more. Every value but the first follows a comma, the ``[`` of a non-empty array or the
+    ``{`` of a non-empty object, outside strings. Counted first with the strings in (their ``,[{`` counted
+    too: an upper bound, in C passes over the bytes); only a body over ``limit`` that way has its strings
+    blanked and is counted again — at most ``2 * limit + 2`` of them, since each value is at most one
+    string and one key.
+    """
+    values = 1 + len(body) - len(body.translate(None, b",[{"))
+    if values <= limit:
+        return values
+    values = _structure(body)
+    if values <= limit:
+        return values
+    return _structure(_STRING.sub(b'""', body, count=2 * limit + 2))
 
 
 def _reject_constant(name: str) -> Any:
@@ -84,14 +134,19 @@ def _check_depth(value: Any, max_depth: int) -> None:
             stack.extend((v, depth + 1) for v in item)
 
 
-def parse_message(payload: bytes, *, max_depth: int = MAX_DEPTH, strict: bool = True) -> dict[str, Any]:
+def parse_message(
+    payload: bytes | bytearray, *, max_depth: int = MAX_DEPTH, strict: bool = True, max_values: int = MAX_FRAME_VALUES
+) -> dict[str, Any]:
     """Parse one frame body; strictly unless the sender is trusted (``strict=False``: the host, seen from
-    the container), which skips the checks for non-finite numbers, duplicate keys and depth (a frame
-    of 200 bytes parses in a fifth of the time).
+    the container), which skips the checks for the number of values, non-finite numbers, duplicate keys
+    and depth (a frame of 200 bytes parses in a fifth of the time).
 
     Raises:
+        TooManyValues: (strict) the body would parse to more than ``max_values`` values; nothing was parsed.
         WireError: the bytes are not one (strict) JSON object within the limits.
     """
+    if strict and (values := count_values(payload, max_values)) > max_values:
+        raise TooManyValues(values, max_values, bytes(payload[:256]))
     try:
         text = payload.decode("utf-8")
     except UnicodeDecodeError:
@@ -117,17 +172,22 @@ def parse_message(payload: bytes, *, max_depth: int = MAX_DEPTH, strict: bool = 
     return value
 
 
-def encode_frame(message: dict[str, Any], *, max_frame_bytes: int = MAX_FRAME_BYTES) -> bytes:
+def encode_frame(
+    message: dict[str, Any], *, max_frame_bytes: int = MAX_FRAME_BYTES, max_values: int | None = None
+) -> bytes:
     """One message as frame bytes.
 
     Raises:
         FrameTooLarge: the encoded message is over ``max_frame_bytes``.
+        TooManyValues: ``max_values`` is given and the message holds more values.
         ValueError: a non-finite float or a lone surrogate in the message.
         TypeError: a value JSON cannot represent.
     """
     body = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
     if len(body) > max_frame_bytes:
         raise FrameTooLarge(len(body), max_frame_bytes)
+    if max_values is not None and (values := count_values(body, max_values)) > max_values:
+        raise TooManyValues(values, max_values)
     return HEADER.pack(len(body)) + body
 
 
@@ -152,15 +212,14 @@ class FrameReader:
         self.max_depth = max_depth
         self.strict = strict
 
-    def _read_exactly(self, n: int) -> bytes:
-        chunks: list[bytes] = []
-        while n:
-            chunk = self._stream.read(n)
+    def _read_exactly(self, n: int) -> bytearray:
+        data = bytearray()  # one growing buffer: a 16 MiB body is held once, not once in pieces and once joined
+        while len(data) < n:
+            chunk = self._stream.read(n - len(data))
             if not chunk:
                 break
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
+            data += chunk
+        return data
 
     def read(self) -> dict[str, Any] | None:
         """The next message, or None at a clean end of stream (between frames).
@@ -215,16 +274,18 @@ class FrameWriter:
         self.max_frame_bytes = max_frame_bytes
         self._lock = threading.Lock()
 
-    def send(self, message: dict[str, Any]) -> None:
-        """Write one message.
+    def send(self, message: dict[str, Any], *, max_values: int | None = None) -> None:
+        """Write one message; with ``max_values``, only if its strict reader would not refuse it for its values.
 
         Raises:
             FrameTooLarge: the message does not fit in a frame (nothing was written).
+            TooManyValues: the message holds more than ``max_values`` values (nothing was written).
             OSError: the descriptor is closed (the peer went away).
             ValueError: the message is not valid JSON.
             TypeError: the message is not valid JSON.
         """
-        data = memoryview(encode_frame(message, max_frame_bytes=self.max_frame_bytes))
+        frame = encode_frame(message, max_frame_bytes=self.max_frame_bytes, max_values=max_values)
+        data = memoryview(frame)
         with self._lock:
             while data:
                 written = os.write(self.fd, data)

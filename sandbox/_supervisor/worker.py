@@ -35,9 +35,16 @@ import threading
 import traceback
 from typing import Any
 
-from .limits import MAX_ERROR_CHARS, MAX_IMAGE_BYTES, MAX_IMAGES, MAX_IMAGES_TOTAL_BYTES, MAX_TRACEBACK_CHARS
+from .limits import (
+    MAX_ERROR_CHARS,
+    MAX_IMAGE_BYTES,
+    MAX_IMAGES,
+    MAX_IMAGES_TOTAL_BYTES,
+    MAX_TRACEBACK_CHARS,
+    too_many_values,
+)
 from .options import OptionError, parse_options
-from .wire import FrameReader, FrameTooLarge, FrameWriter, WireError
+from .wire import MAX_FRAME_VALUES, FrameReader, FrameTooLarge, FrameWriter, TooManyValues, WireError
 
 _CO_COROUTINE = 0x80
 _PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000
@@ -140,7 +147,13 @@ class Connection:
         with self._lock:
             self._pending[call_id] = (event, box)
         try:
-            self.send({"type": "call", "id": call_id, "method": method, "params": params})
+            # A call the supervisor (and the host) would refuse unparsed is refused here, with the host's words.
+            message = {"type": "call", "id": call_id, "method": method, "params": params}
+            self._writer.send(message, max_values=MAX_FRAME_VALUES)
+        except TooManyValues:
+            with self._lock:
+                self._pending.pop(call_id, None)
+            raise HostError(too_many_values(), "arguments_too_large") from None
         except FrameTooLarge as e:
             with self._lock:
                 self._pending.pop(call_id, None)

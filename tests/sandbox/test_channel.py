@@ -14,8 +14,8 @@ from typing import IO, Any
 
 import pytest
 
+from sandbox._supervisor.wire import MAX_FRAME_VALUES, encode_frame
 from sandbox._supervisor.wire import FrameReader as PeerReader
-from sandbox._supervisor.wire import encode_frame
 from sandbox.channel import SessionTimeoutError, SupervisorChannel
 from sandbox.errors import SessionError
 
@@ -110,6 +110,43 @@ def test_requests_from_the_peer_reach_the_handler_and_get_answers() -> None:
     channel.on_request = lambda call_id, method, params: channel.respond(call_id, result={"got": method})
     peer.send({"id": "c1", "method": "tool_call", "params": {}})
     assert peer.peer_in.read() == {"id": "c1", "result": {"got": "tool_call"}}
+
+
+def test_a_request_over_the_value_budget_reaches_the_handler_unparsed_and_the_channel_goes_on() -> None:
+    peer = PipePeer()
+    channel = ready_channel(peer)
+    seen: list[tuple[str, str, Any]] = []
+
+    def handler(call_id: str, method: str, params: Any) -> None:
+        seen.append((call_id, method, params))
+        channel.respond(call_id, error={"code": "arguments_too_large", "message": "no"})
+
+    channel.on_request = handler
+    pad = [0] * MAX_FRAME_VALUES
+    peer.send({"id": "c7", "method": "tool_call", "params": {"server": "s", "tool": "t", "arguments": {"pad": pad}}})
+    assert peer.peer_in.read() == {"id": "c7", "error": {"code": "arguments_too_large", "message": "no"}}
+    assert seen == [("c7", "tool_call", None)]
+    peer.send({"id": "c8", "method": "tool_call", "params": {}})
+    assert peer.peer_in.read() == {"id": "c8", "error": {"code": "arguments_too_large", "message": "no"}}
+    assert seen[-1] == ("c8", "tool_call", {}) and not peer.killed.is_set()
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"id": 1, "result": {"pad": [0] * MAX_FRAME_VALUES}},
+        {"method": "workspace.entries", "params": {"entries": [0] * MAX_FRAME_VALUES}},
+        {"params": {"pad": [0] * MAX_FRAME_VALUES}, "id": "c1", "method": "tool_call"},
+    ],
+    ids=["reply", "notification", "request_in_another_order"],
+)
+def test_any_other_frame_over_the_value_budget_is_a_violation(message: dict[str, Any]) -> None:
+    peer = PipePeer()
+    channel = ready_channel(peer)
+    channel.on_request = lambda call_id, method, params: channel.respond(call_id, result={})
+    peer.send(message)
+    assert peer.killed.wait(10)
+    assert f"more than {MAX_FRAME_VALUES:,} values" in str(channel.broken)
 
 
 def test_a_silent_peer_times_out_without_blocking_another_session() -> None:

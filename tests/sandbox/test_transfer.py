@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sandbox._supervisor import transfer
 from sandbox._supervisor.fswalk import PathError
 from sandbox._supervisor.transfer import BATCH_BYTES, CHUNK_BYTES, TreeReader, TreeWriter, read_item
 
@@ -49,6 +50,16 @@ def test_batches_stay_under_a_frame_however_many_and_long_the_paths(tmp_path: Pa
     assert len([i for i in items if i.get("dir")]) == 300 * 15
     assert sum(len(base64.b64decode(i.get("data", ""))) for i in items) == 300 * 1000 + 3 * CHUNK_BYTES
     assert reader.counts == {"files": 301, "dirs": 4500, "bytes": 300 * 1000 + 3 * CHUNK_BYTES, "skipped": 0}
+
+
+def test_batches_hold_at_most_their_item_count_however_small_the_items(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transfer, "BATCH_ITEMS", 10)
+    for n in range(25):
+        (tmp_path / f"d{n}").mkdir()
+    reader = TreeReader(tmp_path, skip=frozenset(), max_bytes=1 << 30, max_entries=100)
+    assert [len(batch) for batch in reader.batches()] == [10, 10, 5]
 
 
 def test_a_fresh_save_refuses_a_file_twice_and_a_restore_overwrites_it(tmp_path: Path) -> None:

@@ -3,29 +3,39 @@
 from __future__ import annotations
 
 import io
+import json
 import math
 import struct
+import tracemalloc
+from typing import Any
 
 import pytest
 
 from sandbox._supervisor.limits import (
+    MAX_CALL_VALUES,
     MAX_ERROR_CHARS,
     MAX_IMAGES,
     MAX_IMAGES_TOTAL_BYTES,
+    MAX_LIST_ENTRIES,
     MAX_OUTPUT_CHARS,
     MAX_TRACEBACK_CHARS,
     largest_execute_result,
 )
+from sandbox._supervisor.transfer import BATCH_ITEMS
 from sandbox._supervisor.wire import (
     MAX_DEPTH,
     MAX_FRAME_BYTES,
+    MAX_FRAME_VALUES,
     FrameDecoder,
     FrameReader,
     FrameTooLarge,
+    TooManyValues,
     WireError,
+    count_values,
     encode_frame,
     parse_message,
 )
+from sandbox.call_limits import measure
 
 
 def frame(body: bytes) -> bytes:
@@ -93,7 +103,7 @@ def test_nesting_past_the_depth_cap_is_refused() -> None:
 
 def test_nesting_deep_enough_to_exhaust_the_parser_stack_is_refused() -> None:
     with pytest.raises(WireError, match="nested deeper"):
-        parse_message(b'{"a": ' + b"[" * 200_000 + b"]" * 200_000 + b"}")
+        parse_message(b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")  # within the value budget
 
 
 def test_invalid_utf8_is_refused() -> None:
@@ -180,3 +190,77 @@ def test_a_reader_of_the_trusted_side_skips_only_the_strict_checks() -> None:
         parse_message(b"[1]", strict=False)
     with pytest.raises(WireError, match="exceeds"):
         FrameReader(io.BytesIO(struct.pack(">I", 101)), max_frame_bytes=100, strict=False).read()
+
+
+def values_in(value: Any) -> int:
+    """The values ``json.loads`` builds for ``value`` (keys not counted)."""
+    count, todo = 1, [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict | list):
+            count += len(item)
+            todo.extend(item.values() if isinstance(item, dict) else item)
+    return count
+
+
+TRICKY = [
+    {"a": [1, "x,[{", {}, [], {"k,[{": [None, True]}], "": ""},
+    {"s": 'quote " and backslash \\ then ,[{ and [] {}', "t": ["\\", '\\"', ",", "["]},
+    {"nested": [[[[]]], [{}], {"x": {"y": []}}], "n": -1.5e10},
+    {"ключ,[": "значение {[,", "emoji": "😀,"},
+    {"empty": ""},
+]
+
+
+@pytest.mark.parametrize("value", TRICKY)
+def test_values_are_counted_before_parsing_exactly_where_a_limit_needs_it_and_never_under(value: Any) -> None:
+    true = values_in(value)
+    compact = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    spaced = json.dumps(value, indent=1).encode()
+    for limit in range(true + 2):
+        assert count_values(compact, limit) >= true
+        assert (count_values(compact, limit) > limit) == (true > limit)
+        assert count_values(spaced, limit) >= true
+
+
+def test_counting_stops_blanking_strings_once_there_are_more_than_two_per_value_allowed() -> None:
+    body = b"[" + b",".join([b'"a,b,c"'] * 10_000) + b"]"
+    assert count_values(body, 10) > 10  # 10,001 values; only the first 22 strings needed blanking
+    assert count_values(body, 10_001) == 10_001
+
+
+def test_a_frame_over_the_value_budget_is_refused_before_it_is_parsed() -> None:
+    head = b'{"id":"c1","method":"tool_call","params":{"server":"s","tool":"t","arguments":{"pad":['
+    body = head + b",".join([b"{}"] * ((MAX_FRAME_BYTES - 100) // 3)) + b"]}}}"
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooManyValues, match=f"more than {MAX_FRAME_VALUES:,} values") as info:
+            parse_message(body)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * len(body)  # a copy or two of the bytes; parsed, its 5.6 million objects would take 400 MiB
+    assert info.value.head.startswith(head[:60])
+    assert parse_message(head + b"{}]}}}")["params"]["arguments"] == {"pad": [{}]}
+
+
+def test_a_writer_given_the_budget_refuses_what_its_strict_reader_would() -> None:
+    message = {"id": 1, "params": {"pad": [0] * MAX_FRAME_VALUES}}
+    with pytest.raises(TooManyValues):
+        encode_frame(message, max_values=MAX_FRAME_VALUES)
+    with pytest.raises(TooManyValues):
+        read_one(encode_frame(message))
+    assert read_one(encode_frame(message), strict=False) == message  # the trusted side is not counted
+
+
+def test_every_message_an_honest_container_sends_fits_the_value_budget() -> None:
+    arguments = {"pad": [0] * (MAX_CALL_VALUES - 2)}
+    assert measure(arguments).nodes == MAX_CALL_VALUES  # the most one call may carry
+    call = {"server": "s" * 256, "tool": "t" * 256, "arguments": arguments}
+    worker_call = {"type": "call", "id": 2**31, "method": "tool_call", "params": call}
+    host_call = {"id": "c" * 64, "method": "tool_call", "params": call}
+    listing = {"id": 2**31, "result": {"entries": [{"name": "n", "type": "file", "size": 1}] * MAX_LIST_ENTRIES}}
+    item = {"path": {"b64": "/w=="}, "data": "", "append": True}  # a name that is not UTF-8: five values
+    batch = {"method": "workspace.entries", "params": {"entries": [item] * BATCH_ITEMS}}
+    for message in (worker_call, host_call, listing, batch):
+        assert read_one(encode_frame(message, max_values=MAX_FRAME_VALUES)) == message

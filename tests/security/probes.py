@@ -8,9 +8,13 @@ when it succeeded and ``label: <errno name>`` (``EPERM``, ``ENETUNREACH``, …) 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from sandbox import Sandbox
+
+T = TypeVar("T")
 
 PRELUDE = """\
 import ctypes, errno, os, socket, stat, subprocess, sys
@@ -51,12 +55,24 @@ def run_ok(sb: Sandbox, code: str, *, timeout: float | None = None) -> str:
     return result.stdout
 
 
+def _status_bytes(key: str) -> int:
+    for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {key} in /proc/self/status")
+
+
 def host_rss_bytes() -> int:
     """This process's resident memory now."""
-    for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS in /proc/self/status")
+    return _status_bytes("VmRSS")
+
+
+def host_peak_growth(action: Callable[[], T]) -> tuple[T, int]:
+    """Run ``action``: what it returned, and how far this process's peak resident memory rose meanwhile."""
+    Path("/proc/self/clear_refs").write_text("5", encoding="ascii")  # the peak (VmHWM) starts again from now
+    before = host_rss_bytes()
+    value = action()
+    return value, _status_bytes("VmHWM") - before
 
 
 def open_fds() -> int:

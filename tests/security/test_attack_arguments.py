@@ -20,6 +20,7 @@ from sandbox import Sandbox, SandboxConfig
 from sandbox.call_limits import DEFAULT_LIMITS
 from sandbox.mcp_bridge import McpBridge
 from tests.docker_cli import EngineWithCLI
+from tests.security.probes import host_peak_growth
 from tests.support import REPO
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool
@@ -95,6 +96,31 @@ def test_an_argument_that_inflates_on_parsing_is_refused_before_it_reaches_the_s
     assert result.error is None, result.traceback
     assert result.stdout.startswith("arguments_too_large: the arguments hold more than 100,000 values")
     assert calls_received(counted[1]) == before + 1  # only the count call itself: the inflated one never arrived
+    assert session.execute(TRY + "print(attempt('echo', {'text': 'still here'}))").stdout == (
+        'ok: {"text": "still here"}\n'
+    )
+
+
+def test_a_call_that_fills_a_frame_with_tiny_values_is_refused_in_the_sandbox_and_the_host_stays_small(
+    session: Sandbox, counted: tuple[Path, BackgroundPool]
+) -> None:
+    # Before: the supervisor parsed the 16 MiB frame past the container's memory (exit 137, session lost);
+    # a supervisor that relays it anyway is refused unparsed on the host (tests/security/test_bridge_input.py).
+    before = calls_received(counted[1])
+    script = TRY + (
+        "pad = [{}] * ((16 * 1024 * 1024 - 200) // 3)\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "print(attempt('echo', {'text': 'x', 'pad': pad}))\n"
+        "with ThreadPoolExecutor(16) as ex:\n"
+        "    print(set(ex.map(lambda i: attempt('echo', {'i': i, 'pad': pad[: len(pad) // 4]}), range(16))))\n"
+    )
+    result, growth = host_peak_growth(lambda: session.execute(script, timeout=60))
+    assert result.error is None, result.traceback
+    one, many = result.stdout.splitlines()
+    assert one.startswith("arguments_too_large: the arguments hold more than 100,000 values")
+    assert many.startswith("{'arguments_too_large: the arguments hold more than 100,000 values") and "', '" not in many
+    assert growth < 64 << 20, f"host peak RSS rose {growth >> 20} MiB"
+    assert calls_received(counted[1]) == before + 1  # only the count call itself
     assert session.execute(TRY + "print(attempt('echo', {'text': 'still here'}))").stdout == (
         'ok: {"text": "still here"}\n'
     )

@@ -30,6 +30,7 @@ from sandbox._supervisor.wire import encode_frame
 from sandbox.backend import SandboxBackend
 from sandbox.bridge import FunctionBridge
 from sandbox.session import MAX_CALLS_IN_FLIGHT, MAX_RESULT_BYTES
+from tests.security.probes import host_peak_growth
 from tests.support import TEST_OWNER
 
 CONFIG = SandboxConfig(owner=TEST_OWNER, timeout=10.0)
@@ -285,6 +286,42 @@ def test_a_byte_at_a_time_peer_is_understood() -> None:
     result, answer = execute_with(sb, peer, dribble)
     assert result.stdout == "done\n" and answer["result"]["content"][0]["text"] == "crm.t"
     assert handler.calls == [("crm", "t", {"a": "é"})]
+    sb.close()
+
+
+def tiny_values_call(call_id: str, frame_bytes: int) -> bytes:
+    """A tool-call frame of ``frame_bytes`` bytes whose arguments are ``{"pad": [{}, {}, …]}``."""
+    head = b'{"id":"%s","method":"tool_call",' % call_id.encode()
+    head += b'"params":{"server":"crm","tool":"t","arguments":{"pad":['
+    count = (frame_bytes - len(head) - 4 + 1) // 3
+    return body(head + b",".join([b"{}"] * count) + b"]}}}")
+
+
+@pytest.mark.parametrize(("calls", "frame_mib"), [(1, 16), (16, 4)], ids=["one_16_mib_frame", "16_frames_of_4_mib"])
+def test_frames_full_of_tiny_values_are_refused_unparsed_and_the_host_stays_small(
+    bystander: tuple[Sandbox, PipeSupervisor, Recorder], calls: int, frame_mib: int
+) -> None:
+    # Parsed, one 16 MiB frame of [{}, {}, …] took the host 819 MiB and 6 s of CPU before its call was refused.
+    handler = Recorder()
+    sb, peer = session(handler)
+    frames = [tiny_values_call(f"c{i}", frame_mib << 20) for i in range(calls)]
+    assert len(frames[0]) == (frame_mib << 20) + 4
+
+    def flood(request: dict[str, Any]) -> list[dict[str, Any]]:
+        for frame in frames:
+            peer.send_raw(frame)
+        answers = [peer.read() for _ in frames]
+        peer.send({"id": "ok", "method": "tool_call", "params": {"server": "crm", "tool": "t", "arguments": {}}})
+        answers.append(peer.read_until("ok"))
+        finish(peer, request)
+        return answers
+
+    (result, answers), growth = host_peak_growth(lambda: execute_with(sb, peer, flood))
+    assert [a["error"]["code"] for a in answers[:-1]] == ["arguments_too_large"] * calls
+    assert answers[0]["error"]["message"].startswith("the arguments hold more than 100,000 values")
+    assert answers[-1] == {"id": "ok", "result": {"content": [{"type": "text", "text": "crm.t"}]}}
+    assert handler.calls == [("crm", "t", {})] and result.stdout == "done\n"
+    assert growth < 64 << 20, f"host peak RSS rose {growth >> 20} MiB"
     sb.close()
 
 

@@ -125,3 +125,25 @@ def test_a_container_flooding_an_oversized_frame_is_removed_without_waiting_for_
     assert errors and "exceeds the 16777216-byte cap" in errors[0]
     # Removed before the waiter learned of it, as the command line sees it.
     assert docker_engine.text(["ps", "--all", "--quiet", "--filter", f"name={spec['name']}"]) == ""
+
+
+def test_a_script_writing_its_supervisor_a_frame_of_too_many_values_restarts_only_its_interpreter(
+    bare_backend: DockerBackend,
+) -> None:
+    # The worker refuses such a call itself (arguments_too_large); a script that writes the frame on the
+    # worker's control pipe directly gets its interpreter replaced, unparsed, and the session goes on.
+    tools = Recorder()
+    forge = (
+        "import json, os, struct, sys\n"
+        "x = 1\n"
+        "body = json.dumps({'type': 'call', 'id': 1, 'method': 'tool_call', 'params': {'server': 'crm', "
+        "'tool': 'note', 'arguments': {'pad': [0] * 200_000}}}).encode()\n"
+        "os.write(sys.modules['__main__']._connection._writer.fd, struct.pack('>I', len(body)) + body)\n"
+        "import time\ntime.sleep(30)\n"
+    )
+    with Sandbox(bare_backend, tools=tools) as sb:
+        result = sb.execute(forge)
+        assert result.error is not None and result.state_reset
+        assert result.error.startswith("the interpreter sent its supervisor a bad frame (a frame of more than 150,000")
+        assert tools.calls == []
+        assert sb.execute("print('x' in dir())").stdout == "False\n"
