@@ -12,6 +12,10 @@ Threads, per channel (so a slow, silent or hostile container stalls only its own
   (`FrameSender`), so a container that stops reading cannot block a caller past its timeout;
 * a drain keeps the last few KiB of the container's stderr for error messages.
 
+The reader charges each request from the container to the sandbox's `RequestBudget` (the CPU it
+spent on the frame, and an estimate of what follows); once the budget is spent it waits before
+reading on, so a script that floods the host with requests is slowed, not served without bound.
+
 Any protocol violation kills the container and fails every waiting request.
 """
 
@@ -22,12 +26,14 @@ import itertools
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from sandbox._supervisor.wire import FrameReader, FrameSender, FrameTooLarge, TooManyValues, WireError, encode_frame
 from sandbox.backend import ByteSink, ByteSource, Connection
 from sandbox.errors import ProtocolError, SessionError
+from sandbox.request_budget import DOWNSTREAM_SECONDS, RequestBudget
 
 logger = logging.getLogger(__name__)
 
@@ -62,15 +68,17 @@ class _Pending:
 
 
 class SupervisorChannel:
-    """Requests to, and requests from, one supervisor."""
+    """Requests to, and requests from, one supervisor. ``budget``: the host CPU its requests may cost."""
 
-    def __init__(self, connection: Connection, session_id: str) -> None:
+    def __init__(self, connection: Connection, session_id: str, *, budget: RequestBudget | None = None) -> None:
         self.connection = connection
         self.session_id = session_id
         self._reader = FrameReader(connection.stdout)
         self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
         self._lock = threading.Lock()
+        self._budget = budget or RequestBudget()
+        self._stopping = threading.Event()
         stdin = connection.stdin
 
         def write_all(data: bytes) -> None:
@@ -104,14 +112,17 @@ class SupervisorChannel:
         # However the channel ends, the container is removed before anyone waiting learns of it.
         try:
             while True:
+                started = time.thread_time()
                 try:
                     message = self._reader.read()
                 except TooManyValues as e:
                     self._route_unparsed(e)
+                    self._charge(started)
                     continue
                 if message is None:
                     break
-                self._route(message)
+                if self._route(message):
+                    self._charge(started)
             self._fail("the sandbox closed its channel", kill=True)
         except (ProtocolError, WireError) as e:
             self._fail(f"protocol violation from the sandbox: {e}", kill=True, violation=True)
@@ -121,6 +132,12 @@ class SupervisorChannel:
             self._fail(f"the channel to the sandbox failed: {e}", kill=True)
         finally:
             _close_quietly(self.connection.stdout)
+
+    def _charge(self, started: float) -> None:
+        """Charge a request the reader began at thread time ``started``; wait while the budget is spent."""
+        delay = self._budget.charge(time.thread_time() - started + DOWNSTREAM_SECONDS)
+        if delay > 0:
+            self._stopping.wait(delay)
 
     def _route_unparsed(self, refused: TooManyValues) -> None:
         """A frame over the value budget: a request goes to the handler (params None); anything else is a violation.
@@ -140,7 +157,12 @@ class SupervisorChannel:
         else:
             handler(call_id, method, params)
 
-    def _route(self, message: dict[str, Any]) -> None:
+    def _route(self, message: dict[str, Any]) -> bool:
+        """Hand ``message`` on; True when it was a request from the container.
+
+        Raises:
+            ProtocolError: it is neither a well-formed request, notification nor reply to a pending request.
+        """
         method = message.get("method")
         msg_id = message.get("id")
         if method is not None:
@@ -151,11 +173,11 @@ class SupervisorChannel:
                 raise ProtocolError("params is not an object")
             if msg_id is None:
                 self._notification(method, params)
-            elif isinstance(msg_id, str) and 0 < len(msg_id) <= _MAX_ID_CHARS:
-                self._dispatch_request(msg_id, method, params)
-            else:
+                return False
+            if not (isinstance(msg_id, str) and 0 < len(msg_id) <= _MAX_ID_CHARS):
                 raise ProtocolError("a request from the sandbox must have a short string id")
-            return
+            self._dispatch_request(msg_id, method, params)
+            return True
         if not isinstance(msg_id, int) or isinstance(msg_id, bool):
             raise ProtocolError("a reply must carry the integer id of a request")
         with self._lock:
@@ -164,6 +186,7 @@ class SupervisorChannel:
             raise ProtocolError(f"a reply to unknown request {msg_id}")
         pending.message = message
         pending.event.set()
+        return False
 
     def _notification(self, method: str, params: dict[str, Any]) -> None:
         if method == "ready":
@@ -199,6 +222,7 @@ class SupervisorChannel:
             return self._stderr_tail.decode("utf-8", errors="replace")
 
     def _fail(self, reason: str, *, kill: bool = False, violation: bool = False) -> None:
+        self._stopping.set()
         with self._lock:
             if self.broken is None:
                 self.broken = reason
@@ -310,6 +334,7 @@ class SupervisorChannel:
         if self.closed:
             return
         self.closed = True
+        self._stopping.set()  # a reader waiting out the request budget reads on, to the end of the stream
         self._sender.close()
         self.connection.close(timeout)
         self._fail("the session is closed")

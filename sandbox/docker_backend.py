@@ -138,7 +138,8 @@ class _ExitReportingStdout:
         data = self._connection.attached.stdout.read(size)
         if not data:
             self._connection.ended.set()
-        if not data and self._connection.exited.wait(_EXIT_REPORT_WAIT):
+        # After we closed its stdin, the end is the one we asked for: no reason to wait for.
+        if not data and not self._connection.stdin.closed and self._connection.exited.wait(_EXIT_REPORT_WAIT):
             raise ConnectionAbortedError(
                 f"the sandbox closed its channel: its container exited with status {self._connection.exit_status}"
             )

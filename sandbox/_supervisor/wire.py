@@ -123,15 +123,17 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _check_depth(value: Any, max_depth: int) -> None:
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > max_depth:
+    """No value deeper than ``max_depth`` (the message itself is at depth 1); level by level, in C where it can."""
+    level = [value] if isinstance(value, dict | list) else []
+    depth = 1
+    while level:
+        children: list[Any] = []
+        for item in level:
+            children += item.values() if isinstance(item, dict) else item
+        depth += 1
+        if children and depth > max_depth:
             raise WireError(f"message nested deeper than {max_depth} levels")
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
+        level = [child for child in children if isinstance(child, (dict, list))]
 
 
 def parse_message(

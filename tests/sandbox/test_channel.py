@@ -18,6 +18,7 @@ from sandbox._supervisor.wire import MAX_FRAME_VALUES, encode_frame
 from sandbox._supervisor.wire import FrameReader as PeerReader
 from sandbox.channel import SessionTimeoutError, SupervisorChannel
 from sandbox.errors import SessionError
+from sandbox.request_budget import DOWNSTREAM_SECONDS, RequestBudget
 
 
 class PipePeer:
@@ -147,6 +148,43 @@ def test_any_other_frame_over_the_value_budget_is_a_violation(message: dict[str,
     peer.send(message)
     assert peer.killed.wait(10)
     assert f"more than {MAX_FRAME_VALUES:,} values" in str(channel.broken)
+
+
+class RecordingBudget(RequestBudget):
+    def __init__(self) -> None:
+        super().__init__(burst=0.0, rate=1e6)  # every request over the budget: the reader waits a few microseconds
+        self.charges: list[float] = []
+        self.waits: list[float] = []
+
+    def charge(self, seconds: float) -> float:
+        self.charges.append(seconds)
+        self.waits.append(super().charge(seconds))
+        return self.waits[-1]
+
+
+def test_each_request_from_the_peer_is_charged_to_its_budget_and_past_it_the_reader_waits() -> None:
+    peer = PipePeer()
+    budget = RecordingBudget()
+    channel = SupervisorChannel(peer, "test", budget=budget)
+    peer.send({"method": "ready", "params": {"uid": 10001}})
+    channel.wait_ready(10)
+    channel.on_request = lambda call_id, method, params: channel.respond(call_id, result={})
+    for n in range(3):
+        peer.send({"id": f"c{n}", "method": "tool_call", "params": {"arguments": {"pad": [0] * 1000 * n}}})
+        assert peer.peer_in.read() == {"id": f"c{n}", "result": {}}
+    peer.send({"id": "big", "method": "tool_call", "params": {"pad": [0] * MAX_FRAME_VALUES}})  # refused unparsed
+    assert peer.peer_in.read() == {"id": "big", "result": {}}
+    assert len(budget.charges) == 4 and all(c >= DOWNSTREAM_SECONDS for c in budget.charges)
+    assert all(w > 0 for w in budget.waits)
+
+    def answer() -> None:
+        request = peer.peer_in.read()
+        assert request is not None
+        peer.send({"id": request["id"], "result": {"ok": True}})
+
+    threading.Thread(target=answer).start()
+    assert channel.request("ping", {}, timeout=10) == {"ok": True}
+    assert len(budget.charges) == 4  # a reply to the host's own request is not charged
 
 
 def test_a_silent_peer_times_out_without_blocking_another_session() -> None:

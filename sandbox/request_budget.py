@@ -1,0 +1,47 @@
+"""How much host CPU one sandbox may make the host spend on its requests: a burst, then a small steady share.
+
+Every request a container makes — a tool call or a search, served or refused — costs the host the CPU
+its channel reader spends reading, counting, parsing and routing the frame, plus what follows on the host
+(the session's checks, the bridge's, the audit line, the answer), estimated at `DOWNSTREAM_SECONDS` a
+request. Each is bounded on its own (frame cap, value budget, per-call limits), but a script can repeat
+them: 53,000 refused calls in 25 s cost the host 6.4 CPU-s, 150 calls of 120,000 values 21 CPU-s.
+
+A `RequestBudget` lets a sandbox spend ``burst`` seconds of that at once, then ``rate`` seconds per
+second (a token bucket). Past it, the channel's reader waits before it reads the next frame: the
+container's writes block and the script slows down, and no request is refused for it. So an execution
+costs the host at most about ``burst + rate × its duration`` seconds of request work: 3.5 s for a 30 s
+timeout with the defaults, while 2,000 honest calls (the bridge's default budget per execution) are
+charged about 1.2 s of the burst.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+BURST_SECONDS = 2.0
+RATE = 0.05
+"""Seconds of host CPU per second of wall time a sandbox may keep asking for once its burst is spent."""
+DOWNSTREAM_SECONDS = 0.0005
+"""What one request costs the host after its reader is done with it (measured on the shared 2-core machine:
+~0.45 ms for a call the bridge refuses, audit line included; a call it serves costs more, the tool's own work)."""
+
+
+class RequestBudget:
+    """A token bucket of host CPU seconds. Used by one thread (the channel's reader): not thread-safe."""
+
+    def __init__(
+        self, *, burst: float = BURST_SECONDS, rate: float = RATE, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.burst = burst
+        self.rate = rate
+        self._clock = clock
+        self._balance = burst
+        self._at = clock()
+
+    def charge(self, seconds: float) -> float:
+        """Spend ``seconds`` of host CPU; how long to wait before serving more (0 while within the budget)."""
+        now = self._clock()
+        self._balance = min(self.burst, self._balance + (now - self._at) * self.rate) - seconds
+        self._at = now
+        return 0.0 if self._balance >= 0 else -self._balance / self.rate
