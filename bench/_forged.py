@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import proc_status
+from _hostile import TIMEOUT_S
 
 MIB = 1024 * 1024
 
@@ -86,7 +87,7 @@ def run_case(case: ForgedCase) -> dict[str, Any]:
     peer = _Peer()
 
     class Backend(SandboxBackend):
-        config = SandboxConfig(owner="tooltree-soak", timeout=30.0)
+        config = SandboxConfig(owner="tooltree-soak", timeout=TIMEOUT_S)
 
         def prepare(self) -> None:
             pass

@@ -77,6 +77,28 @@ CASES = [
         "    print(sorted(ex.map(lambda i: attempt(SERVER, {'i': i, 'pad': pad}), range(16))))",
     ),
     Case(
+        "refused_call_flood",
+        "calls refused on the host (nested too deep), one after another for 25 s",
+        "import time\nfrom tool_tree.runtime import call_tool, ToolCallError\ndeep = 1\nfor _ in range(25):\n"
+        "    deep = [deep]\nend, n = time.monotonic() + 25, 0\nwhile time.monotonic() < end:\n"
+        "    try:\n        call_tool(SERVER, 'echo', {'i': 1, 'pad': deep})\n    except ToolCallError as e:\n"
+        "        n += 1\n        code = e.code\nprint(n, code)",
+    ),
+    Case(
+        "parsed_then_refused_flood",
+        "calls of 120,000 values (within a frame's budget, over a call's), from 4 threads for 25 s",
+        TRY + "import time\nfrom concurrent.futures import ThreadPoolExecutor\npad = [{}] * 120_000\n"
+        "def flood(_):\n    end, n = time.monotonic() + 25, 0\n    while time.monotonic() < end:\n"
+        "        code = attempt(SERVER, {'i': 1, 'pad': pad})\n        n += 1\n    return n, code\n"
+        "with ThreadPoolExecutor(4) as ex:\n    print(list(ex.map(flood, range(4))))",
+    ),
+    Case(
+        "budget_exhausted_flood",
+        "valid calls past the execution's call budget, one after another for 25 s",
+        TRY + "import time\nend, n, codes = time.monotonic() + 25, 0, set()\nwhile time.monotonic() < end:\n"
+        "    codes.add(attempt(SERVER, {'i': n})[:20])\n    n += 1\nprint(n, sorted(codes))",
+    ),
+    Case(
         "many_directories",
         "200,000 empty directories in a saved workspace, then a session restoring it",
         "import os\nfor i in range(200_000):\n    os.mkdir(f'/workspace/d{i}')\nprint('made')",
@@ -103,6 +125,31 @@ CASES = [
         "for _ in range(4):\n    show_image(png)\nprint('shown')",
     ),
 ]
+
+
+HOST_PEAK_BOUND_MIB = 256
+"""What one execution may add to the host's peak resident memory, whatever its script does (SECURITY.md)."""
+HOST_CPU_BOUND_S = 5.0
+"""Host CPU one execution may cost beyond the tools' own work (the servers' CPU is not counted in it)."""
+TIMEOUT_S = 30.0
+WALL_GRACE_S = 15.0
+"""An execution, with its save and the next session where a case has them, ends within its timeout plus this."""
+
+
+def within_bounds(result: dict[str, Any]) -> str:
+    """``yes``, or ``no:`` and which bounds one case's measurement broke."""
+    if "killed_after_s" in result or "crashed" in result:
+        return "no: " + ("killed" if "killed_after_s" in result else "crashed")
+    broken = [
+        name
+        for name, over in (
+            ("memory", result["host_peak_above_base_mib"] > HOST_PEAK_BOUND_MIB),
+            ("CPU", result["host_cpu_s"] > HOST_CPU_BOUND_S),
+            ("wall", result["wall_s"] > TIMEOUT_S + WALL_GRACE_S),
+        )
+        if over
+    ]
+    return "no: " + ", ".join(broken) if broken else "yes"
 
 
 def _proc_cpu(pid: str) -> float:
@@ -143,7 +190,7 @@ def run_case(case: Case, config_path: Path, tree: Path) -> dict[str, Any]:
     config = load(config_path)
     server = config.servers[0].name
     script = f"SERVER = {server!r}\n" + case.script
-    settings = SandboxConfig(owner="tooltree-soak", timeout=30.0)
+    settings = SandboxConfig(owner="tooltree-soak", timeout=TIMEOUT_S)
     out: dict[str, Any] = {"case": case.name, "what": case.what}
     with tempfile.TemporaryDirectory(prefix="tooltree-hostile-") as tmp, BackgroundPool(config.servers) as pool:
         workspace = Path(tmp) / "ws" if case.workspace else None
@@ -170,10 +217,14 @@ def run_case(case: Case, config_path: Path, tree: Path) -> dict[str, Any]:
         if case.reopen:
             try:
                 sb.close()
-                assert workspace is not None
-                out["files_saved"] = sum(1 for p in workspace.rglob("*") if p.is_file())
-                out["dirs_saved"] = sum(1 for p in workspace.rglob("*") if p.is_dir())
-                out["saw"] = (f"{out['files_saved']} files, {out['dirs_saved']} folders saved", out["saw"][1])
+            except SandboxError as e:  # a save refused: the previous copy stays, the next session must still work
+                out["save_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+            assert workspace is not None
+            out["files_saved"] = sum(1 for p in workspace.rglob("*") if p.is_file())
+            out["dirs_saved"] = sum(1 for p in workspace.rglob("*") if p.is_dir())
+            saved = f"{out['files_saved']} files, {out['dirs_saved']} folders saved"
+            out["saw"] = (saved, out.get("save_error") or out["saw"][1])
+            try:
                 reopened = time.perf_counter()
                 with session() as again:
                     out["next_print_1"] = again.execute("print(1)").stdout.strip()

@@ -64,13 +64,14 @@ def child_processes() -> list[str]:
     return found
 
 
-def snapshot(docker: DockerEngine) -> dict[str, int]:
+def snapshot(docker: DockerEngine) -> dict[str, Any]:
     gc.collect()
     return {
         "containers": len(docker.containers(LABEL)),
         "processes": len(child_processes()),
         "fds": len(os.listdir("/proc/self/fd")),
         "threads": threading.active_count(),
+        "thread_names": sorted(t.name for t in threading.enumerate()),
         "rss": proc_status("VmRSS"),
     }
 
@@ -163,6 +164,8 @@ def soak_sandbox(args: argparse.Namespace, docker: DockerEngine, backend: Docker
     print_table("Soak: sandbox sessions", ["measure", "value"], rows)
     for line in failures[:10]:
         print("  ", line)
+    if leaks["threads"]:
+        print("   threads left:", sorted(set(after["thread_names"]) - set(before["thread_names"])))
     figures = {
         "executions": len(durations),
         "tool_calls": served,
@@ -193,6 +196,8 @@ def soak_pool(
     config, names = write_config(work, args.servers, extra_tools=_soak_pool.SOAK_TOOLS)
     tree = work / "tree"
     generate(config, tree)
+    with Sandbox(backend) as sb:  # the engine's events thread and connections start before the baseline
+        sb.execute("print(1)")
     before = snapshot(docker)
     with BackgroundPool(load_config(config).servers) as pool:
         figures = _soak_pool.run(
@@ -218,6 +223,8 @@ def soak_pool(
     print_table("Soak: server pool under many sessions", ["measure", "value"], rows)
     for line in figures["failures"]:
         print("  ", line)
+    if figures["leaked"]["threads"]:
+        print("   threads left:", sorted(set(after["thread_names"]) - set(before["thread_names"])))
     lost = figures["calls_answered"] != figures["calls_expected"] or figures["wrong_answers"]
     doubled = figures["calls_served_by_servers"] != figures["calls_expected"]
     return figures, not (lost or doubled or figures["failures"] or any(figures["leaked"].values()))
@@ -235,7 +242,9 @@ def hostile(args: argparse.Namespace, work: Path) -> list[Any]:
     results = _hostile.run_all(config, tree, deadline=args.deadline, only=only, log=lambda s: print(s, flush=True))
     rows = []
     for r in results:
+        r["within_bounds"] = _hostile.within_bounds(r)
         saw = r.get("saw") or [None, r.get("crashed", "")[-200:] or f"killed after {r.get('killed_after_s')} s"]
+        nxt = r.get("next_print_1") or r.get("next_session_error", "")
         rows.append(
             [
                 r["case"],
@@ -244,11 +253,18 @@ def hostile(args: argparse.Namespace, work: Path) -> list[Any]:
                 r.get("host_peak_above_base_mib", "?"),
                 r.get("host_peak_rss_mib", "?"),
                 r.get("server_peak_rss_mib", "?"),
+                r["within_bounds"],
                 str(saw[0] or saw[1])[:70].replace("\n", " "),
+                str(nxt)[:40] + (f" ({r['next_session_s']} s)" if "next_session_s" in r else ""),
             ]
         )
-    header = ["case", "wall s", "host CPU s", "peak RSS +MiB", "peak RSS MiB", "server MiB", "what the script saw"]
-    print_table("Host cost per hostile execution", header, rows)
+    header = ["case", "wall s", "host CPU s", "peak RSS +MiB", "peak RSS MiB", "server MiB", "within bounds"]
+    header += ["what the script saw", "next session"]
+    title = (
+        f"Host cost per hostile execution (bounds: +{_hostile.HOST_PEAK_BOUND_MIB} MiB, {_hostile.HOST_CPU_BOUND_S:g} "
+        f"CPU-s, {_hostile.TIMEOUT_S + _hostile.WALL_GRACE_S:g} s wall)"
+    )
+    print_table(title, header, rows)
     return results
 
 
