@@ -109,7 +109,8 @@ _loop_lock = threading.Lock()
 _background_loop: asyncio.AbstractEventLoop | None = None
 
 
-def _shared_loop() -> asyncio.AbstractEventLoop:
+def shared_loop() -> asyncio.AbstractEventLoop:
+    """The background event loop that async bridge methods run on when a session was given none."""
     global _background_loop
     with _loop_lock:
         if _background_loop is None:
@@ -129,6 +130,6 @@ def resolve(value: T | Awaitable[T], loop: asyncio.AbstractEventLoop | None) -> 
     Must be called from a thread that is not running ``loop``.
     """
     if isinstance(value, Awaitable):
-        future = asyncio.run_coroutine_threadsafe(_await(cast(Awaitable[T], value)), loop or _shared_loop())
+        future = asyncio.run_coroutine_threadsafe(_await(cast(Awaitable[T], value)), loop or shared_loop())
         return future.result()
     return value

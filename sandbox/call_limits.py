@@ -42,6 +42,8 @@ class CallLimits:
 
 
 DEFAULT_LIMITS = CallLimits()
+SMALL = CallLimits(bytes=256 * 1024, nodes=2_000)
+"""What is cheap enough to handle on an event loop that many sessions share (JSON work of well under a ms)."""
 
 
 class ArgumentsRefused(Exception):
@@ -135,3 +137,12 @@ class InFlight:
         with self._lock:
             self.bytes -= size.bytes
             self.nodes -= size.nodes
+
+
+def is_small(value: dict[str, Any]) -> bool:
+    """Whether ``value`` is within `SMALL` (and encodable), found out in at most `SMALL`.nodes steps."""
+    try:
+        measure(value, SMALL)
+    except ArgumentsRefused:
+        return False
+    return True

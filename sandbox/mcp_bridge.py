@@ -36,7 +36,7 @@ import jsonschema
 from jsonschema.protocols import Validator
 
 from sandbox.bridge import ToolBridge, ToolCallRefused
-from sandbox.call_limits import ArgumentsRefused, CallLimits, measure
+from sandbox.call_limits import ArgumentsRefused, is_small, measure
 from tool_tree.pool import PoolError, ServerPool, ServerUnavailable
 from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot, schema_hash
 
@@ -126,7 +126,7 @@ class McpBridge(ToolBridge):
         started = time.monotonic()
         record: dict[str, Any] = {"session": self.session, "server": server, "tool": tool}
         try:
-            if _small(arguments):
+            if is_small(arguments):  # admitted on the event loop; larger ones in a worker thread
                 entry, record["args_sha256"] = self._admit(server, tool, arguments)
             else:  # hashing and validating large arguments must not hold up every session's calls on this loop
                 entry, record["args_sha256"] = await anyio.to_thread.run_sync(self._admit, server, tool, arguments)
@@ -247,18 +247,6 @@ class McpBridge(ToolBridge):
             return await anyio.to_thread.run_sync(search)
         except SearchError as e:
             raise ToolCallRefused(str(e), "invalid_search") from None
-
-
-SMALL = CallLimits(bytes=256 * 1024, nodes=2_000)
-"""Arguments within these are admitted on the event loop; larger ones in a worker thread."""
-
-
-def _small(arguments: dict[str, Any]) -> bool:
-    try:
-        measure(arguments, SMALL)  # stops at SMALL.nodes values: cheap whatever the size
-    except ArgumentsRefused:
-        return False
-    return True
 
 
 def _unique_items(

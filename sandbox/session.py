@@ -13,8 +13,8 @@ workspace). A timeout or crash restarts the worker as well; the result says
 ``state_reset=True``.
 
 The workspace, when a host directory is given, is restored into the container's tmpfs at
-start and saved back on `close`. Tool calls from the script go to the session's `ToolBridge`
-on a small thread pool, many at once; the host keeps the ledger of them itself.
+start and saved back on `close`. Tool calls from the script go to the session's `ToolBridge`,
+many at once, served by its `CallServer` (`sandbox.calls`); the host keeps the ledger of them itself.
 """
 
 from __future__ import annotations
@@ -22,32 +22,27 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import json
+import functools
 import logging
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sandbox._supervisor.limits import MAX_LIST_ENTRIES, too_many_values
-from sandbox._supervisor.wire import MAX_FRAME_VALUES
+from sandbox._supervisor.limits import MAX_LIST_ENTRIES
 from sandbox.backend import SandboxBackend
-from sandbox.bridge import ToolBridge, ToolCallRefused, ToolHandler, as_bridge, resolve
-from sandbox.call_limits import ArgumentsRefused, CallSize, InFlight, measure
+from sandbox.bridge import ToolBridge, ToolHandler, as_bridge
+from sandbox.calls import NAME_CHARS, CallServer
 from sandbox.channel import SessionTimeoutError, SupervisorChannel
 from sandbox.config import WORKSPACE, SandboxConfig
 from sandbox.errors import SandboxError, SessionError, WorkspaceError
-from sandbox.results import ExecutionResult, ToolCallRecord, parse_execution
+from sandbox.results import ExecutionResult, parse_execution
 from sandbox.workspace import MAX_ENTRIES, WorkspaceReceiver, iter_restore_batches
 
 logger = logging.getLogger(__name__)
 
-MAX_CALLS_IN_FLIGHT = 64
-MAX_RESULT_BYTES = 8 * 1024 * 1024
-_NAME_CHARS = 256
 _GRACE_SECONDS = 15.0
 _OP_TIMEOUT = 120.0
 
@@ -112,12 +107,7 @@ class Sandbox:
         self.session_id = uuid.uuid4().hex
         self._channel: SupervisorChannel | None = None
         self._lock = threading.Lock()
-        self._executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="sandbox-tool")
-        self._calls_lock = threading.Lock()
-        self._executing = False
-        self._in_flight = 0
-        self._arguments_in_flight = InFlight()
-        self._ledger: list[ToolCallRecord] = []
+        self._calls = CallServer(self.bridge, tool_loop)
         self._closed = False
 
     # ---- lifecycle ------------------------------------------------------------------------
@@ -150,7 +140,7 @@ class Sandbox:
             raise SessionError("the sandbox session is closed")
         self.session_id = channel.session_id
         self._channel = channel
-        channel.on_request = self._on_request
+        channel.on_request = functools.partial(self._calls.on_request, channel)
         if self.workspace is not None and self.workspace.is_dir():
             try:
                 for method, params in iter_restore_batches(self.workspace, max_bytes=self.config.workspace_max_bytes):
@@ -195,14 +185,14 @@ class Sandbox:
         finally:
             if channel is not None:
                 channel.close()
-            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._calls.close()
 
     def kill(self) -> None:
         """Destroy the container without saving anything."""
         self._closed = True
         if self._channel is not None:
             self._channel.kill()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._calls.close()
 
     # ---- executions -----------------------------------------------------------------------
 
@@ -220,8 +210,7 @@ class Sandbox:
         with self._lock:
             channel = self._require_channel()
             self.bridge.begin_execution()
-            with self._calls_lock:
-                self._executing, self._ledger = True, []
+            self._calls.begin()
             started = time.monotonic()
             try:
                 raw = channel.request(
@@ -235,9 +224,7 @@ class Sandbox:
                     f"the sandbox did not report back within {limit + _GRACE_SECONDS:g} s and was destroyed"
                 ) from None
             finally:
-                with self._calls_lock:
-                    self._executing = False
-                    ledger = list(self._ledger)
+                ledger = self._calls.end()
             return parse_execution(
                 raw, max_chars=self.config.output_chars, duration=time.monotonic() - started, tool_calls=ledger
             )
@@ -250,8 +237,7 @@ class Sandbox:
         The running `execute` returns a result with ``cancelled=True``. Returns False when no
         execution was running (or the session is closed or broken).
         """
-        with self._calls_lock:
-            channel = self._channel if self._executing else None
+        channel = self._channel if self._calls.executing else None
         if channel is None:
             return False
         try:
@@ -314,7 +300,7 @@ class Sandbox:
         out: list[dict[str, Any]] = []
         for e in entries[:limit] if isinstance(entries, list) else []:
             if isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("size"), int):
-                out.append({"name": e["name"][:_NAME_CHARS], "type": str(e.get("type"))[:10], "size": e["size"]})
+                out.append({"name": e["name"][:NAME_CHARS], "type": str(e.get("type"))[:10], "size": e["size"]})
         return out
 
     def save_workspace(self, dest: str | Path | None = None) -> Path:
@@ -343,145 +329,3 @@ class Sandbox:
         if isinstance(skipped, int) and skipped > 0:
             logger.warning("workspace saved without its %d links and special files (never saved)", skipped)
         return target
-
-    # ---- tool calls from the script -------------------------------------------------------
-
-    def _on_request(self, call_id: str, method: str, params: dict[str, Any] | None) -> None:
-        channel = self._channel
-        assert channel is not None
-        with self._calls_lock:
-            if not self._executing:
-                refusal = ("no_execution", "no execution is running")
-            elif self._in_flight >= MAX_CALLS_IN_FLIGHT:
-                refusal = ("too_many_calls", f"more than {MAX_CALLS_IN_FLIGHT} tool calls in flight")
-            elif method not in ("tool_call", "search_tools"):
-                refusal = ("unknown_method", "unknown request")
-            elif params is None:  # refused unparsed by the channel: more values than any frame may hold
-                refusal = (
-                    ("arguments_too_large", too_many_values(self._arguments_in_flight.limits.nodes))
-                    if method == "tool_call"
-                    else ("invalid_arguments", f"the request holds more than {MAX_FRAME_VALUES:,} values")
-                )
-            else:
-                refusal = None
-                self._in_flight += 1
-        size: CallSize | None = None
-        if (
-            refusal is None
-            and params is not None
-            and method == "tool_call"
-            and isinstance(params.get("arguments"), dict)
-        ):
-            # Measured here, on the channel's reader, before the call is queued: arguments past the
-            # limits are dropped at once, before validation and before anything reaches a server.
-            try:
-                size = measure(params["arguments"], self._arguments_in_flight.limits)
-                self._arguments_in_flight.reserve(size)
-            except ArgumentsRefused as e:
-                size, refusal = None, (e.code, e.message)
-                with self._calls_lock:
-                    self._in_flight -= 1
-        if refusal is not None:
-            channel.respond(call_id, error={"code": refusal[0], "message": refusal[1]})
-            return
-        assert params is not None  # refused above
-        try:
-            self._executor.submit(self._serve_call, channel, call_id, method, params, size)
-        except RuntimeError:  # shut down
-            with self._calls_lock:
-                self._in_flight -= 1
-            if size is not None:
-                self._arguments_in_flight.release(size)
-            channel.respond(call_id, error={"code": "closed", "message": "the session is closing"})
-
-    def _serve_call(
-        self, channel: SupervisorChannel, call_id: str, method: str, params: dict[str, Any], size: CallSize | None
-    ) -> None:
-        try:
-            if method == "search_tools":
-                self._serve_search(channel, call_id, params)
-            else:
-                self._serve_tool_call(channel, call_id, params, size)
-        finally:
-            with self._calls_lock:
-                self._in_flight -= 1
-            if size is not None:
-                self._arguments_in_flight.release(size)
-
-    def _serve_search(self, channel: SupervisorChannel, call_id: str, params: dict[str, Any]) -> None:
-        query, limit = params.get("query"), params.get("limit", 5)
-        detail, regex = params.get("detail", "summary"), params.get("regex", False)
-        if (
-            not isinstance(query, str)
-            or len(query) > 1000
-            or not isinstance(limit, int)
-            or isinstance(limit, bool)
-            or detail not in ("name", "summary", "full")
-            or not isinstance(regex, bool)
-        ):
-            message = "search_tools(query: str, detail: 'name'|'summary'|'full', limit: int, regex: bool)"
-            channel.respond(call_id, error={"code": "invalid_arguments", "message": message})
-            return
-        try:
-            text = resolve(self.bridge.search_tools(query, detail=detail, limit=limit, regex=regex), self.tool_loop)
-        except ToolCallRefused as e:
-            channel.respond(call_id, error={"code": e.code, "message": e.message})
-            return
-        except Exception:  # the bridge is foreign code: its bug must not kill the session
-            logger.exception("tool search failed")
-            channel.respond(call_id, error={"code": "internal", "message": "tool search failed on the host"})
-            return
-        text, cap = str(text), 256 * 1024  # tool_tree.search renders at most 64,000 characters; another bridge may not
-        if len(text) > cap:
-            text = text[:cap] + f"\n[… cut at {cap} characters]\n"
-        channel.respond(call_id, result={"text": text})
-
-    def _serve_tool_call(
-        self, channel: SupervisorChannel, call_id: str, params: dict[str, Any], size: CallSize | None
-    ) -> None:
-        server, tool, arguments = params.get("server"), params.get("tool"), params.get("arguments")
-        if not (isinstance(server, str) and isinstance(tool, str) and isinstance(arguments, dict) and size is not None):
-            channel.respond(call_id, error={"code": "invalid_arguments", "message": "malformed tool call"})
-            return
-        if len(server) > _NAME_CHARS or len(tool) > _NAME_CHARS:
-            channel.respond(call_id, error={"code": "invalid_arguments", "message": "server or tool name too long"})
-            return
-        request_bytes = size.bytes  # as they travel, UTF-8 JSON (measured when the call came in)
-        started = time.monotonic()
-        error: dict[str, Any] | None = None
-        result: dict[str, Any] | None = None
-        response_bytes = 0
-        try:
-            value = resolve(self.bridge.call_tool(server, tool, arguments), self.tool_loop)
-            if not isinstance(value, dict):
-                raise TypeError(f"the bridge returned {type(value).__name__}, not a dict")
-            try:
-                response_bytes = len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8"))
-            except (ValueError, RecursionError):  # NaN, a lone surrogate, absurd nesting: from a hostile server
-                response_bytes = -1
-            if response_bytes < 0:
-                error = {
-                    "code": "invalid_result",
-                    "message": "the tool result cannot be sent as UTF-8 JSON (a non-finite number, a lone "
-                    "surrogate or too deep nesting)",
-                }
-            elif response_bytes > MAX_RESULT_BYTES:
-                error = {
-                    "code": "result_too_large",
-                    "message": f"the result is {response_bytes} bytes (limit {MAX_RESULT_BYTES})",
-                }
-            else:
-                result = value
-        except ToolCallRefused as e:
-            error = {"code": e.code, "message": e.message}
-        except Exception:  # the bridge is foreign code: its bug must not kill the session
-            logger.exception("tool call %s.%s failed in the bridge", server, tool)
-            error = {"code": "internal", "message": "the tool call failed on the host"}
-        elapsed_ms = (time.monotonic() - started) * 1000
-        ok = error is None and not (result or {}).get("isError")
-        message = error["message"] if error else (None if ok else "the tool reported an error")
-        record = ToolCallRecord(server, tool, ok, request_bytes, response_bytes, round(elapsed_ms, 1), message)
-        with self._calls_lock:
-            if self._executing:
-                self._ledger.append(record)
-        channel.respond(call_id, result=result, error=error)

@@ -29,7 +29,7 @@ from sandbox._supervisor.wire import FrameReader as PeerReader
 from sandbox._supervisor.wire import encode_frame
 from sandbox.backend import SandboxBackend
 from sandbox.bridge import FunctionBridge
-from sandbox.session import MAX_CALLS_IN_FLIGHT, MAX_RESULT_BYTES
+from sandbox.calls import MAX_CALLS_IN_FLIGHT, MAX_RESULT_BYTES
 from tests.security.probes import host_peak_growth
 from tests.support import TEST_OWNER
 

@@ -1,0 +1,297 @@
+"""`CallServer`: a session's side of the requests its script makes — tool calls and tool searches.
+
+The channel's reader hands each request from the container to `CallServer.on_request`, which decides
+at once, on the reader, what can be decided without the bridge: no execution running, too many calls
+in flight, an unknown method, a malformed call, arguments past the per-call or in-flight limits
+(`sandbox.call_limits`). Those are answered there; nothing else runs for them.
+
+The rest is served with as few hand-offs as the bridge allows. A tool call to a bridge whose
+``call_tool`` is a coroutine function (`McpBridge`: its checks already run on the event loop that
+holds the MCP sessions) becomes a task on that loop, and its answer is written from the loop — a
+write that never blocks (`sandbox._supervisor.wire.FrameSender`) — unless the result is too large
+to encode there without holding up every other session's calls (`sandbox.call_limits.SMALL`). A
+call to a synchronous bridge, and a search, run on a small thread pool. Either way the host keeps
+the ledger of the execution's calls itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from sandbox._supervisor.limits import too_many_values
+from sandbox._supervisor.wire import MAX_FRAME_VALUES
+from sandbox.bridge import ToolBridge, ToolCallRefused, resolve, shared_loop
+from sandbox.call_limits import ArgumentsRefused, CallSize, InFlight, is_small, measure
+from sandbox.channel import SupervisorChannel
+from sandbox.results import ToolCallRecord
+
+logger = logging.getLogger(__name__)
+
+MAX_CALLS_IN_FLIGHT = 64
+MAX_RESULT_BYTES = 8 * 1024 * 1024
+NAME_CHARS = 256
+_SEARCH_ANSWER_CHARS = 256 * 1024
+"""tool_tree.search renders at most 64,000 characters; another bridge may not."""
+
+Refusal = tuple[str, str]
+"""``(code, message)`` of an error answer."""
+
+
+class CallServer:
+    """Serves one session's tool calls and searches through its bridge, and keeps the execution's ledger.
+
+    Args:
+        bridge: where the calls go.
+        tool_loop: the event loop on which the bridge's async methods run (None: a shared background loop).
+    """
+
+    def __init__(self, bridge: ToolBridge, tool_loop: asyncio.AbstractEventLoop | None) -> None:
+        self.bridge = bridge
+        self.tool_loop = tool_loop
+        self._on_loop = asyncio.iscoroutinefunction(bridge.call_tool)
+        self._executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="sandbox-tool")
+        self._lock = threading.Lock()
+        self._executing = False
+        self._in_flight = 0
+        self.arguments_in_flight = InFlight()
+        self._ledger: list[ToolCallRecord] = []
+        self._tasks: set[asyncio.Task[None]] = set()  # touched on the loop only; keeps running calls referenced
+
+    # ---- executions ---------------------------------------------------------------------------
+
+    @property
+    def executing(self) -> bool:
+        with self._lock:
+            return self._executing
+
+    def begin(self) -> None:
+        """An execution starts: calls are accepted, into a fresh ledger."""
+        with self._lock:
+            self._executing, self._ledger = True, []
+
+    def end(self) -> list[ToolCallRecord]:
+        """The execution ended: calls are refused from now on; the ledger of its calls."""
+        with self._lock:
+            self._executing = False
+            return list(self._ledger)
+
+    def close(self) -> None:
+        """Stop serving: queued calls are dropped (the channel is going away)."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # ---- requests ----------------------------------------------------------------------------
+
+    def on_request(self, channel: SupervisorChannel, call_id: str, method: str, params: dict[str, Any] | None) -> None:
+        """A request from the container (on the channel's reader): refuse it at once, or hand it on."""
+        refusal, size = self._admit(method, params)
+        if refusal is not None:
+            channel.respond(call_id, error={"code": refusal[0], "message": refusal[1]})
+            return
+        assert params is not None  # refused above
+        try:
+            if method == "tool_call" and self._on_loop:
+                loop = self.tool_loop or shared_loop()
+                loop.call_soon_threadsafe(self._start_call, loop, channel, call_id, params, size)
+            else:
+                self._executor.submit(self._serve_in_thread, channel, call_id, method, params, size)
+        except RuntimeError:  # the pool is shut down, or the loop closed
+            self._release(size)
+            channel.respond(call_id, error={"code": "closed", "message": "the session is closing"})
+
+    def _admit(self, method: str, params: dict[str, Any] | None) -> tuple[Refusal | None, CallSize | None]:
+        """A refusal, or the call counted in flight (with its arguments' size for a tool call)."""
+        with self._lock:
+            if not self._executing:
+                return ("no_execution", "no execution is running"), None
+            if self._in_flight >= MAX_CALLS_IN_FLIGHT:
+                return ("too_many_calls", f"more than {MAX_CALLS_IN_FLIGHT} tool calls in flight"), None
+            if method not in ("tool_call", "search_tools"):
+                return ("unknown_method", "unknown request"), None
+            if params is None:  # refused unparsed by the channel: more values than any frame may hold
+                if method == "tool_call":
+                    return ("arguments_too_large", too_many_values(self.arguments_in_flight.limits.nodes)), None
+                return ("invalid_arguments", f"the request holds more than {MAX_FRAME_VALUES:,} values"), None
+            self._in_flight += 1
+        if method != "tool_call":
+            return None, None
+        refusal = _malformed(params)
+        if refusal is None:
+            # Measured here, on the channel's reader, before the call is queued: arguments past the
+            # limits are dropped at once, before validation and before anything reaches a server.
+            try:
+                size = measure(params["arguments"], self.arguments_in_flight.limits)
+                self.arguments_in_flight.reserve(size)
+                return None, size
+            except ArgumentsRefused as e:
+                refusal = (e.code, e.message)
+        with self._lock:
+            self._in_flight -= 1
+        return refusal, None
+
+    def _release(self, size: CallSize | None) -> None:
+        with self._lock:
+            self._in_flight -= 1
+        if size is not None:
+            self.arguments_in_flight.release(size)
+
+    # ---- tool calls on the bridge's event loop ----------------------------------------------------
+
+    def _start_call(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        channel: SupervisorChannel,
+        call_id: str,
+        params: dict[str, Any],
+        size: CallSize | None,
+    ) -> None:
+        task = loop.create_task(self._call_on_loop(loop, channel, call_id, params, size))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _call_on_loop(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        channel: SupervisorChannel,
+        call_id: str,
+        params: dict[str, Any],
+        size: CallSize | None,
+    ) -> None:
+        started = time.monotonic()
+        try:
+            value: Any = None
+            error: dict[str, Any] | None = None
+            try:
+                called = self.bridge.call_tool(params["server"], params["tool"], params["arguments"])
+                value = await called if inspect.isawaitable(called) else called
+            except ToolCallRefused as e:
+                error = {"code": e.code, "message": e.message}
+            except Exception:  # the bridge is foreign code: its bug must not kill the session
+                logger.exception("tool call %s.%s failed in the bridge", params["server"], params["tool"])
+                error = {"code": "internal", "message": "the tool call failed on the host"}
+            answer = functools.partial(self._answer, channel, call_id, params, size, started, value, error)
+            if error is None and not (isinstance(value, dict) and is_small(value)):
+                await loop.run_in_executor(self._executor, answer)  # encoding it would hold up the loop
+            else:
+                answer()
+        except RuntimeError:  # the thread pool is shut down: the session is closing, nobody to answer
+            pass
+        finally:
+            self._release(size)
+
+    # ---- calls on the thread pool ---------------------------------------------------------------
+
+    def _serve_in_thread(
+        self, channel: SupervisorChannel, call_id: str, method: str, params: dict[str, Any], size: CallSize | None
+    ) -> None:
+        try:
+            if method == "search_tools":
+                self._serve_search(channel, call_id, params)
+                return
+            started = time.monotonic()
+            value: Any = None
+            error: dict[str, Any] | None = None
+            try:
+                called = self.bridge.call_tool(params["server"], params["tool"], params["arguments"])
+                value = resolve(called, self.tool_loop)
+            except ToolCallRefused as e:
+                error = {"code": e.code, "message": e.message}
+            except Exception:  # the bridge is foreign code: its bug must not kill the session
+                logger.exception("tool call %s.%s failed in the bridge", params["server"], params["tool"])
+                error = {"code": "internal", "message": "the tool call failed on the host"}
+            self._answer(channel, call_id, params, size, started, value, error)
+        finally:
+            self._release(size)
+
+    def _serve_search(self, channel: SupervisorChannel, call_id: str, params: dict[str, Any]) -> None:
+        query, limit = params.get("query"), params.get("limit", 5)
+        detail, regex = params.get("detail", "summary"), params.get("regex", False)
+        if (
+            not isinstance(query, str)
+            or len(query) > 1000
+            or not isinstance(limit, int)
+            or isinstance(limit, bool)
+            or detail not in ("name", "summary", "full")
+            or not isinstance(regex, bool)
+        ):
+            message = "search_tools(query: str, detail: 'name'|'summary'|'full', limit: int, regex: bool)"
+            channel.respond(call_id, error={"code": "invalid_arguments", "message": message})
+            return
+        try:
+            text = resolve(self.bridge.search_tools(query, detail=detail, limit=limit, regex=regex), self.tool_loop)
+        except ToolCallRefused as e:
+            channel.respond(call_id, error={"code": e.code, "message": e.message})
+            return
+        except Exception:  # the bridge is foreign code: its bug must not kill the session
+            logger.exception("tool search failed")
+            channel.respond(call_id, error={"code": "internal", "message": "tool search failed on the host"})
+            return
+        text, cap = str(text), _SEARCH_ANSWER_CHARS
+        if len(text) > cap:
+            text = text[:cap] + f"\n[… cut at {cap} characters]\n"
+        channel.respond(call_id, result={"text": text})
+
+    # ---- answers ----------------------------------------------------------------------------------
+
+    def _answer(
+        self,
+        channel: SupervisorChannel,
+        call_id: str,
+        params: dict[str, Any],
+        size: CallSize | None,
+        started: float,
+        value: Any,
+        error: dict[str, Any] | None,
+    ) -> None:
+        """Check the bridge's result, record the call in the ledger and answer it (any thread)."""
+        result: dict[str, Any] | None = None
+        response_bytes = 0
+        if error is None:
+            error, response_bytes = _check_result(value)
+            result = value if error is None else None
+        elapsed_ms = (time.monotonic() - started) * 1000
+        ok = error is None and not (result or {}).get("isError")
+        message = error["message"] if error else (None if ok else "the tool reported an error")
+        request_bytes = size.bytes if size is not None else 0  # as they travel, UTF-8 JSON (measured on arrival)
+        server, tool = params["server"], params["tool"]
+        record = ToolCallRecord(server, tool, ok, request_bytes, response_bytes, round(elapsed_ms, 1), message)
+        with self._lock:
+            if self._executing:
+                self._ledger.append(record)
+        channel.respond(call_id, result=result, error=error)
+
+
+def _malformed(params: dict[str, Any]) -> Refusal | None:
+    server, tool, arguments = params.get("server"), params.get("tool"), params.get("arguments")
+    if not (isinstance(server, str) and isinstance(tool, str) and isinstance(arguments, dict)):
+        return "invalid_arguments", "malformed tool call"
+    if len(server) > NAME_CHARS or len(tool) > NAME_CHARS:
+        return "invalid_arguments", "server or tool name too long"
+    return None
+
+
+def _check_result(value: Any) -> tuple[dict[str, Any] | None, int]:
+    """``(error or None, size in bytes as UTF-8 JSON)`` of what the bridge returned."""
+    if not isinstance(value, dict):
+        logger.error("the bridge returned %s, not a dict", type(value).__name__)
+        return {"code": "internal", "message": "the tool call failed on the host"}, 0
+    try:
+        size = len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+    except TypeError as e:  # a value JSON has no form for: the bridge's bug
+        logger.error("the bridge returned a result that is not JSON: %s", e)
+        return {"code": "internal", "message": "the tool call failed on the host"}, 0
+    except (ValueError, RecursionError):  # NaN, a lone surrogate, absurd nesting: from a hostile server
+        reason = (
+            "the tool result cannot be sent as UTF-8 JSON (a non-finite number, a lone surrogate or too deep nesting)"
+        )
+        return {"code": "invalid_result", "message": reason}, -1
+    if size > MAX_RESULT_BYTES:
+        return {"code": "result_too_large", "message": f"the result is {size} bytes (limit {MAX_RESULT_BYTES})"}, size
+    return None, size
