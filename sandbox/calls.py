@@ -24,13 +24,12 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from sandbox._supervisor.limits import too_many_values
 from sandbox._supervisor.wire import MAX_FRAME_VALUES
 from sandbox.bridge import ToolBridge, ToolCallRefused, resolve, shared_loop
 from sandbox.call_limits import ArgumentsRefused, CallSize, InFlight, is_small, measure
-from sandbox.channel import SupervisorChannel
 from sandbox.results import ToolCallRecord
 
 logger = logging.getLogger(__name__)
@@ -43,6 +42,14 @@ _SEARCH_ANSWER_CHARS = 256 * 1024
 
 Refusal = tuple[str, str]
 """``(code, message)`` of an error answer."""
+
+
+class Responder(Protocol):
+    """Where answers go (a `sandbox.channel.SupervisorChannel`): ``respond`` never blocks, from any thread."""
+
+    def respond(
+        self, call_id: str, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None
+    ) -> None: ...
 
 
 class CallServer:
@@ -89,7 +96,7 @@ class CallServer:
 
     # ---- requests ----------------------------------------------------------------------------
 
-    def on_request(self, channel: SupervisorChannel, call_id: str, method: str, params: dict[str, Any] | None) -> None:
+    def on_request(self, channel: Responder, call_id: str, method: str, params: dict[str, Any] | None) -> None:
         """A request from the container (on the channel's reader): refuse it at once, or hand it on."""
         refusal, size = self._admit(method, params)
         if refusal is not None:
@@ -147,7 +154,7 @@ class CallServer:
     def _start_call(
         self,
         loop: asyncio.AbstractEventLoop,
-        channel: SupervisorChannel,
+        channel: Responder,
         call_id: str,
         params: dict[str, Any],
         size: CallSize | None,
@@ -159,7 +166,7 @@ class CallServer:
     async def _call_on_loop(
         self,
         loop: asyncio.AbstractEventLoop,
-        channel: SupervisorChannel,
+        channel: Responder,
         call_id: str,
         params: dict[str, Any],
         size: CallSize | None,
@@ -189,7 +196,7 @@ class CallServer:
     # ---- calls on the thread pool ---------------------------------------------------------------
 
     def _serve_in_thread(
-        self, channel: SupervisorChannel, call_id: str, method: str, params: dict[str, Any], size: CallSize | None
+        self, channel: Responder, call_id: str, method: str, params: dict[str, Any], size: CallSize | None
     ) -> None:
         try:
             if method == "search_tools":
@@ -210,7 +217,7 @@ class CallServer:
         finally:
             self._release(size)
 
-    def _serve_search(self, channel: SupervisorChannel, call_id: str, params: dict[str, Any]) -> None:
+    def _serve_search(self, channel: Responder, call_id: str, params: dict[str, Any]) -> None:
         query, limit = params.get("query"), params.get("limit", 5)
         detail, regex = params.get("detail", "summary"), params.get("regex", False)
         if (
@@ -242,7 +249,7 @@ class CallServer:
 
     def _answer(
         self,
-        channel: SupervisorChannel,
+        channel: Responder,
         call_id: str,
         params: dict[str, Any],
         size: CallSize | None,

@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 from .capture import OutputCapture
-from .wire import FrameSender, encode_frame
+from .wire import HEADER, MAX_FRAME_BYTES, FrameSender, encode_frame
 
 
 class Execution:
@@ -128,6 +128,13 @@ class Worker:
             ValueError: the message is not valid JSON.
         """
         self._sender.send(encode_frame(message))
+
+    def send_body(self, body: bytes) -> bool:
+        """Send a frame whose body is already encoded (in order, like `send`); False when it is over the cap."""
+        if len(body) > MAX_FRAME_BYTES:
+            return False
+        self._sender.send(HEADER.pack(len(body)) + body)
+        return True
 
     def close_control(self) -> None:
         """Send what is queued, then close the control pipe (the worker's end of input)."""

@@ -37,6 +37,7 @@ import base64
 import binascii
 import contextlib
 import os
+import re
 import selectors
 import signal
 import sys
@@ -65,6 +66,9 @@ OUTPUT_DIR = ".tooltree/outputs"
 PR_GET_DUMPABLE = 3
 PR_SET_DUMPABLE = 4
 PR_GET_NO_NEW_PRIVS = 39
+_REPLY_HEAD = re.compile(rb'\{"id":"(c[0-9]{1,19})",')
+"""The start of the host's answer to a tool call or search, as the host encodes it: the rest of the
+frame (``"result":…}`` or ``"error":…}``) is handed to the worker as it came, never parsed here."""
 REAP_INTERVAL = 1.0
 CANCEL_GRACE = 3.0
 """Seconds a cancelled execution has to end after its KeyboardInterrupt before the worker is killed."""
@@ -143,11 +147,14 @@ class Supervisor:
         self.send({"method": "ready", "params": status})
         while True:
             try:
-                message = self.host_in.read()
+                body = self.host_in.read_body()
+                if body is None:
+                    break
+                if self.relay_encoded_reply(body):
+                    continue
+                message = self.host_in.parse(body)
             except WireError as e:
                 print(f"supervisor: bad frame from host: {e}", file=sys.stderr)
-                break
-            if message is None:
                 break
             self.dispatch(message)
         with self.lock:
@@ -297,8 +304,6 @@ class Supervisor:
                 fd = key.fd
                 if fd == worker.ctl_read_fd:
                     data = self.read_nonblocking(fd)
-                    # Output written before a control frame we just read is already in the pipes.
-                    self.drain_output(worker)
                     if data is None:
                         ctl_open = False
                         break
@@ -408,6 +413,7 @@ class Supervisor:
                 ex = self.current if self.worker is worker else None
                 if ex is None or ex.exec_id != message.get("exec"):
                     return
+            self.drain_output(worker)  # what the cell printed before it ended is in the pipes by now
             self.finish(
                 ex,
                 {
@@ -426,6 +432,21 @@ class Supervisor:
             worker.send(message)
         except FrameTooLarge:
             return False
+        return True
+
+    def relay_encoded_reply(self, body: bytearray) -> bool:
+        """Hand the host's answer to a call on to the worker without parsing it; False when ``body`` is not one."""
+        head = _REPLY_HEAD.match(body)
+        if head is None:
+            return False
+        with self.lock:
+            target = self.pending_calls.pop(head.group(1).decode("ascii"), None)
+            worker = self.worker
+        if target is None or worker is None or worker.generation != target[0]:
+            return True  # a call of a worker that is gone: nobody waits for it
+        if not worker.send_body(b'{"type":"reply","id":%d,' % target[1] + body[head.end() :]):
+            error = {"code": "too_large", "message": "the answer is too large to hand to the script"}
+            self.to_worker(worker, {"type": "reply", "id": target[1], "error": error})
         return True
 
     def relay_reply(self, message: dict[str, Any]) -> None:

@@ -229,6 +229,15 @@ class FrameReader:
         Raises:
             WireError: a truncated or oversized frame, or a body that fails `parse_message`.
         """
+        body = self.read_body()
+        return None if body is None else self.parse(body)
+
+    def read_body(self) -> bytearray | None:
+        """The next frame's body, unparsed (see `parse`), or None at a clean end of stream.
+
+        Raises:
+            WireError: a truncated or oversized frame.
+        """
         header = self._read_exactly(HEADER.size)
         if not header:
             return None
@@ -239,6 +248,14 @@ class FrameReader:
         body = self._read_exactly(length)
         if len(body) < length:
             raise WireError("stream ended inside a frame")
+        return body
+
+    def parse(self, body: bytes | bytearray) -> dict[str, Any]:
+        """A body from `read_body` as a message, under this reader's rules.
+
+        Raises:
+            WireError: the body fails `parse_message`.
+        """
         return parse_message(body, max_depth=self.max_depth, strict=self.strict)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import struct
 import threading
 import time
@@ -35,6 +36,9 @@ def tiny_png() -> bytes:
 PNG = tiny_png()
 
 
+EXOTIC = 'quote " backslash \\ newline \n tab \t é 😀 \u2028 {"id":"c1","result":{}}'
+
+
 class RecordingTools(ToolBridge):
     """A bridge that records calls and how many were in flight at once."""
 
@@ -56,6 +60,11 @@ class RecordingTools(ToolBridge):
                 return {"content": [{"type": "text", "text": "no such lead"}], "isError": True}
             if tool == "refuse":
                 raise ToolCallRefused("crm.refuse is not in the allowlist", "not_allowed")
+            if tool == "exotic":
+                return {
+                    "content": [{"type": "text", "text": EXOTIC}],
+                    "structuredContent": {"n": [1.5, None, {"": EXOTIC}]},
+                }
             if tool == "image":
                 return {"content": [{"type": "image", "data": base64.b64encode(PNG).decode(), "mimeType": "image/png"}]}
             return {"content": [{"type": "text", "text": f"{tool} {arguments}"}]}
@@ -214,6 +223,17 @@ def test_a_stub_call_is_relayed_to_the_host_and_ledgered(shared: Sandbox, tools:
     assert ("crm", "list_leads", {"status": "won"}) in tools.calls
     assert [(c.server, c.tool, c.ok) for c in result.tool_calls] == [("crm", "list_leads", True)]
     assert result.tool_calls[0].response_bytes > 0
+
+
+def test_a_result_reaches_the_script_exactly_as_the_bridge_gave_it(shared: Sandbox) -> None:
+    # The supervisor hands the host's answer on to the worker without parsing or re-encoding it.
+    code = (
+        "import json\nfrom tool_tree.runtime import call_tool\nr = call_tool('crm', 'exotic', {})\n"
+        "print(json.dumps([r.text, r.structured_content], ensure_ascii=True))\n"
+    )
+    result = shared.execute(code)
+    assert result.error is None, result.traceback
+    assert json.loads(result.stdout) == [EXOTIC, {"n": [1.5, None, {"": EXOTIC}]}]
 
 
 def test_ten_slow_calls_run_concurrently(shared: Sandbox, tools: RecordingTools) -> None:
