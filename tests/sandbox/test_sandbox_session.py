@@ -372,7 +372,10 @@ def test_orphaned_processes_are_reaped(shared: Sandbox) -> None:
         "    out = []\n"
         "    for p in os.listdir('/proc'):\n"
         "        if p.isdigit():\n"
-        "            stat = open(f'/proc/{p}/stat').read()\n"
+        "            try:\n"  # a process may end between the listing and the read
+        "                stat = open(f'/proc/{p}/stat').read()\n"
+        "            except FileNotFoundError:\n"
+        "                continue\n"
         "            if stat[stat.rfind(')') + 2] == 'Z':\n"
         "                out.append(p)\n"
         "    return out\n"
@@ -381,7 +384,8 @@ def test_orphaned_processes_are_reaped(shared: Sandbox) -> None:
         "    time.sleep(0.1)\n"
         "print(zombies())\n"
     )
-    assert shared.execute(zombies).stdout == "[]\n"
+    result = shared.execute(zombies)
+    assert result.stdout == "[]\n", result.traceback or result.error
 
 
 def test_files_are_read_out_without_following_symlinks(shared: Sandbox) -> None:
