@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import os
+import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -26,12 +27,37 @@ from typing import Any, cast
 
 import docker
 import docker.errors
+import docker.transport.unixconn
 import requests.exceptions
 
 from sandbox._attach import AttachSocket
 from sandbox.errors import EngineError, EngineUnavailableError
 
 logger = logging.getLogger(__name__)
+
+
+def _close_socket_when_connect_fails() -> None:
+    """docker-py 7.1's unix-socket connection leaks its socket when ``connect`` fails (the engine is
+    down or restarting): wrap it so the socket is closed before the error goes on."""
+    connection = docker.transport.unixconn.UnixHTTPConnection
+    if getattr(connection.connect, "_tooltree_closes", False):
+        return
+
+    def connect(self: Any) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.unix_socket)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+    connect._tooltree_closes = True  # type: ignore[attr-defined]
+    connection.connect = connect  # type: ignore[method-assign]
+
+
+_close_socket_when_connect_fails()
 
 API_TIMEOUT = 120.0
 """Seconds any one API call may take (builds and imports pass their own)."""
@@ -407,6 +433,10 @@ class DockerEngine:
             with self._lock:
                 if self._events is events:
                     self._events, self._events_thread = None, None
+            # The stream ended (the engine stopped or restarted): release its connection now, not at
+            # garbage collection, which would leave an unclosed socket behind.
+            with contextlib.suppress(OSError, AttributeError, requests.exceptions.RequestException):
+                events.close()
 
     def close(self) -> None:
         """End the events subscription and the client's connections."""

@@ -26,6 +26,28 @@ def test_no_engine_at_docker_host_is_a_clear_error(tmp_path: Path, monkeypatch: 
         DockerBackend(docker=engine).prepare()
 
 
+def test_asking_an_engine_that_is_down_leaves_no_socket_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+    import warnings
+
+    import socket
+
+    path = tmp_path / "stopped-engine.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stopped:  # a socket file nobody listens on
+        stopped.bind(str(path))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        engine = DockerEngine()
+        for _ in range(3):  # the engine down or restarting: each call's connect fails
+            with pytest.raises(EngineUnavailableError):
+                engine.ping()
+        engine.close()
+        del engine
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
 @pytest.mark.docker
 def test_docker_host_names_the_engine_to_use(docker_engine: EngineWithCLI, monkeypatch: pytest.MonkeyPatch) -> None:
     socket_path = docker_engine.api.base_url  # what the environment gave: the local socket here
