@@ -28,9 +28,8 @@ def test_no_engine_at_docker_host_is_a_clear_error(tmp_path: Path, monkeypatch: 
 
 def test_asking_an_engine_that_is_down_leaves_no_socket_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import gc
-    import warnings
-
     import socket
+    import warnings
 
     path = tmp_path / "stopped-engine.sock"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stopped:  # a socket file nobody listens on
