@@ -180,3 +180,25 @@ def count_model_loads(monkeypatch: Any, *, wait: float = 1.0) -> list[int]:
     monkeypatch.setattr(_dense, "_encoder", None)
     monkeypatch.setattr(_dense, "_encoder_error", None)
     return loads
+
+
+RAW_SERVER = REPO / "tests" / "servers" / "raw_server.py"
+
+
+def raw_server_tree(folder: Path, tools: list[dict[str, Any]], **server: Any) -> tuple[Path, Any]:
+    """A tree generated (by the real CLI) from `tests/servers/raw_server.py` offering ``tools``, and the
+    `ServerConfig` that starts that server (``server`` adds its fields, e.g. ``timeout``)."""
+    from tool_tree.config import ServerConfig
+    from tooltree_cli.main import main
+
+    spec = folder / "raw.json"
+    spec.write_text(json.dumps({"pages": [tools]}), encoding="utf-8")
+    config = folder / "tooltree.yaml"
+    config.write_text(
+        f"servers:\n  raw:\n    command: {json.dumps(sys.executable)}\n"
+        f"    args: [{json.dumps(str(RAW_SERVER))}, {json.dumps(str(spec))}]\n",
+        encoding="utf-8",
+    )
+    tree = folder / "tree"
+    assert main(["generate-tree", "--config", str(config), "--out", str(tree)]) == 0
+    return tree, ServerConfig(name="raw", command=sys.executable, args=(str(RAW_SERVER), str(spec)), **server)

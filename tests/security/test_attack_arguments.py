@@ -10,7 +10,6 @@ host, decides whether unknown properties are allowed; and ``uniqueItems`` is che
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,14 +20,11 @@ from sandbox.call_limits import DEFAULT_LIMITS
 from sandbox.mcp_bridge import McpBridge
 from tests.docker_cli import EngineWithCLI
 from tests.security.probes import host_peak_growth
-from tests.support import REPO
-from tool_tree.config import ServerConfig
+from tests.support import raw_server_tree
 from tool_tree.pool import BackgroundPool
-from tooltree_cli.main import main
 
 pytestmark = pytest.mark.docker
 
-RAW = REPO / "tests" / "servers" / "raw_server.py"
 TOOLS = [
     {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
     {
@@ -49,18 +45,8 @@ def counted(
     tmp_path_factory: pytest.TempPathFactory, docker_engine: EngineWithCLI
 ) -> Iterator[tuple[Path, BackgroundPool]]:
     """A tree of the raw server's tools and a live pool running it."""
-    tmp = tmp_path_factory.mktemp("arguments")
-    spec = tmp / "raw.json"
-    spec.write_text(json.dumps({"pages": [TOOLS]}), encoding="utf-8")
-    config = tmp / "tooltree.yaml"
-    config.write_text(
-        f"servers:\n  raw:\n    command: {json.dumps(sys.executable)}\n"
-        f"    args: [{json.dumps(str(RAW))}, {json.dumps(str(spec))}]\n",
-        encoding="utf-8",
-    )
-    tree = tmp / "tree"
-    assert main(["generate-tree", "--config", str(config), "--out", str(tree)]) == 0
-    with BackgroundPool([ServerConfig(name="raw", command=sys.executable, args=(str(RAW), str(spec)))]) as pool:
+    tree, server = raw_server_tree(tmp_path_factory.mktemp("arguments"), TOOLS)
+    with BackgroundPool([server]) as pool:
         yield tree, pool
 
 

@@ -11,7 +11,6 @@ Not automated: restarting the engine between executions (it would disturb everyt
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -27,14 +26,13 @@ import pytest
 from sandbox import DockerBackend, Sandbox, SandboxConfig, SessionError
 from sandbox.mcp_bridge import McpBridge
 from tests.docker_cli import EngineWithCLI
-from tests.support import REPO, SAMPLE_SERVERS, alive, sample_config_yaml
+from tests.support import SAMPLE_SERVERS, alive, raw_server_tree, sample_config_yaml
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool
 from tooltree_cli.main import main
 
 pytestmark = pytest.mark.docker
 
-RAW = REPO / "tests" / "servers" / "raw_server.py"
 FAULTS = ["crash", "hang", "garbage", "half_then_exit"]
 CALL_TIMEOUT = 2.0
 
@@ -42,20 +40,8 @@ CALL_TIMEOUT = 2.0
 @pytest.fixture(scope="module")
 def raw_setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ServerConfig]:
     """A tree generated from a raw server offering ``echo``, ``pid`` and one tool per fault."""
-    tmp = tmp_path_factory.mktemp("faults")
-    spec = tmp / "spec.json"
     tools = [{"name": n, "inputSchema": {"type": "object"}} for n in ["echo", "pid", *FAULTS]]
-    spec.write_text(json.dumps({"pages": [tools]}), encoding="utf-8")
-    config = tmp / "tooltree.yaml"
-    config.write_text(
-        f"servers:\n  raw:\n    command: {json.dumps(sys.executable)}\n"
-        f"    args: [{json.dumps(str(RAW))}, {json.dumps(str(spec))}]\n",
-        encoding="utf-8",
-    )
-    tree = tmp / "tree"
-    assert main(["generate-tree", "--config", str(config), "--out", str(tree)]) == 0
-    server = ServerConfig(name="raw", command=sys.executable, args=(str(RAW), str(spec)), timeout=CALL_TIMEOUT)
-    return tree, server
+    return raw_server_tree(tmp_path_factory.mktemp("faults"), tools, timeout=CALL_TIMEOUT)
 
 
 SCRIPT = """\
