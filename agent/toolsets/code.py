@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 INDEX_CHARS = 4_000
 """Inline ``INDEX.md`` when it is at most this long; otherwise a compact list of the servers."""
+MORE_ROOM = 64
+"""Kept free at the end of the compact list for the line that says how many servers it left out."""
 
 TOOLS: list[dict[str, Any]] = [
     {
@@ -126,15 +128,23 @@ class CodeToolset(Toolset):
             f"{len(servers)} servers, {len(self.manifest.tools)} tools. {INDEX_FILE} lists each server's tools; "
             "servers/<package>/README.md has one line per tool."
         )
+        names = [f"- {s.package} ({s.tool_count})" for s in servers]
+        if len(head) + sum(len(n) + 1 for n in names) > self.index_chars:
+            # So many servers that even their names would not fit: as many as do, and how to see the rest.
+            lines, used = [head], len(head) + MORE_ROOM
+            for shown, name in enumerate(names):
+                if used + len(name) + 1 > self.index_chars:
+                    lines.append(f"- … {len(names) - shown} more: list_files('servers') or search_tools")
+                    break
+                lines.append(name)
+                used += len(name) + 1
+            return "\n".join(lines)
         room = max(0, (self.index_chars - len(head)) // max(1, len(servers)))
         lines = [head]
-        for s in servers:
-            line = f"- {s.package} ({s.tool_count})"
+        for s, line in zip(servers, names, strict=True):
             space = room - len(line) - 3
             purpose = one_line(s.description, space) if space >= 12 else ""
-            if purpose:
-                line += " — " + purpose
-            lines.append(line)
+            lines.append(line + " — " + purpose if purpose else line)
         return "\n".join(lines)
 
     def _pinned_text(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from agent.errors import AgentSetupError
 from agent.naming import NAME_PATTERN
 from agent.toolsets import TOOL_SEARCH_NAME, CodeToolset, DirectToolset, ToolSearchToolset, make_toolset
+from agent.toolsets.code import MORE_ROOM
 from sandbox.host import Runtime
 from tests.agent.conftest import Project
 from tool_tree.tree import INDEX_FILE, Manifest
@@ -46,6 +48,16 @@ def test_a_catalog_too_big_to_inline_gets_a_compact_server_list(project: Project
     assert "servers/INDEX.md lists each server's tools" in prompt
     assert "- crm (6)" in prompt and "- docs (4)" in prompt
     assert "create_task, get_record" not in prompt  # the tool names stay in INDEX.md
+
+
+def test_the_compact_server_list_stays_bounded_however_many_servers(project: Project) -> None:
+    toolset = CodeToolset(project.tree, index_chars=135)
+    prompt = toolset.system_prompt()
+    assert len(toolset._index()) <= 135 + MORE_ROOM
+    assert "3 servers, 18 tools" in prompt
+    listed = [line for line in prompt.splitlines() if re.fullmatch(r"- \w+ \(\d+\)", line)]
+    more = [line for line in prompt.splitlines() if "more: list_files('servers') or search_tools" in line]
+    assert len(listed) < 3 and more == [f"- … {3 - len(listed)} more: list_files('servers') or search_tools"]
 
 
 def test_direct_mode_offers_every_tool_with_its_server_schema(project: Project) -> None:
