@@ -14,7 +14,9 @@ distractors, as they would be in use; only which queries are scored differs.
 The LiveMCPBench catalog (527 tools, 70 real MCP servers) comes without its tasks, so
 ``bench/data/livemcp_tasks.json`` holds multi-step tasks written for this benchmark before any
 ranking ran on them, in two parts: ``tuning`` and ``held_out``. Each task lists its needs; a need
-is met when any of its acceptable tools is in the first k. These tasks were written by someone
+is met when any of its acceptable tools is in the first k. A second held-out set over the same
+catalog is the pre-filter benchmark's 40 tasks (``bench/prefilter_tasks_527.json``), written
+later and never used to choose a search setting. These tasks were written by someone
 who had read the tool names, so they lean towards the catalog's words more than a user's would.
 """
 
@@ -26,6 +28,8 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from _common import ROOT, corpus
 
@@ -33,6 +37,8 @@ from tool_tree.search import SearchDoc
 from tool_tree.search._docs import description_of, params_of
 
 TASKS = ROOT / "bench" / "data" / "livemcp_tasks.json"
+PREFILTER_TASKS = ROOT / "bench" / "prefilter_tasks_527.json"
+"""A second held-out set: the pre-filter benchmark's 40 tasks, written later and never used to tune the search."""
 KS = (1, 5, 10)
 
 
@@ -108,19 +114,27 @@ def livemcpbench_docs() -> list[SearchDoc]:
     return docs
 
 
+def _tasks(label: str, source: Path, tasks: Sequence[dict[str, Any]], known: set[str]) -> QuerySet:
+    qs = QuerySet(label)
+    for task in tasks:
+        query = task.get("query") or task["task"]
+        unknown = [t for need in task["needs"] for t in need if t not in known]
+        if unknown:
+            raise SystemExit(f"{source}: {query!r} names unknown tools {unknown}")
+        qs.queries.append((query, task["needs"]))
+    return qs
+
+
 def livemcpbench() -> Catalog:
     docs = livemcpbench_docs()
     known = {f"{d.server}.{d.tool}" for d in docs}
     data = json.loads(TASKS.read_text(encoding="utf-8"))
-    sets: dict[str, QuerySet] = {}
-    for part, label in (("tuning", "tune tasks"), ("held_out", "held tasks")):
-        qs = QuerySet(label)
-        for task in data[part]:
-            unknown = [t for need in task["needs"] for t in need if t not in known]
-            if unknown:
-                raise SystemExit(f"{TASKS}: {task['query']!r} names unknown tools {unknown}")
-            qs.queries.append((task["query"], task["needs"]))
-        sets[label] = qs
+    sets = {
+        label: _tasks(label, TASKS, data[part], known)
+        for part, label in (("tuning", "tune tasks"), ("held_out", "held tasks"))
+    }
+    second = json.loads(PREFILTER_TASKS.read_text(encoding="utf-8"))["tasks"]
+    sets["held tasks, pre-filter's 40"] = _tasks("held tasks, pre-filter's 40", PREFILTER_TASKS, second, known)
     return Catalog("LiveMCPBench", docs, sets)
 
 
