@@ -9,6 +9,9 @@ container dies (`watch_death`).
 Every call turns docker-py's and requests' exceptions into `EngineError` (the call failed; the
 engine's explanation attached) or `EngineUnavailableError` (no engine answers: start Docker or
 set ``DOCKER_HOST``).
+
+(Over 400 lines: one class around one docker-py client — the Engine API calls the sandbox makes,
+each with its error translation; the attach channel is `_attach`.)
 """
 
 from __future__ import annotations

@@ -29,6 +29,10 @@ container's stdio is the channel, and with another init (``docker run --init``) 
 the sandbox user could open ``/proc/1/fd/1`` and write to it. As pid 1 the supervisor makes
 itself non-dumpable (so its ``/proc`` entries are closed to the sandbox user), cannot be
 signalled from inside the container, and reaps orphaned processes the way an init does.
+
+(Over 400 lines: one class, the container's init process, whose handlers share one state — the
+worker, the running execution, the relayed calls; the parts that stand on their own are the
+modules beside it: wire, capture, files, fswalk, transfer, processes, limits, populate.)
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ The worker talks to the supervisor over two pipes of frames (``--ctl-in`` / ``--
 
 Its stdout and stderr are pipes the supervisor captures. Tool calls from any number of threads
 are in flight at once; each waits for the reply carrying its id.
+
+(Over 400 lines: one process's parts — its connection to the supervisor, the stubs' transport,
+images, the runner — share its globals; the frame format is imported from `wire`, not repeated.)
 """
 
 from __future__ import annotations
