@@ -5,8 +5,10 @@ This is the whole of ``tooltree generate-tree`` minus argument parsing and print
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +41,51 @@ if TYPE_CHECKING:
     from tool_tree.search import EmbeddingNotice
 
 OWNED_DIRS = (SERVERS_DIR, SNAPSHOTS_DIR)
+
+
+class GenerateCancelled(Exception):
+    """`Cancel` was set: discovery stopped (every server it started is closed) and nothing was written."""
+
+
+class Cancel:
+    """Stops a `generate` run from another thread: `set` cancels its discovery at once.
+
+    It is checked when discovery ends: after that the run writes the whole tree (files replaced
+    one by one, atomically) and is not stopped halfway.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._set = False
+        self._hooks: list[Callable[[], None]] = []
+
+    def set(self) -> None:
+        with self._lock:
+            self._set = True
+            hooks = list(self._hooks)
+        for hook in hooks:
+            hook()
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def _hook(self, hook: Callable[[], None]) -> Callable[[], None] | None:
+        """Call ``hook`` (from the thread that sets it) on `set`; returns the function that unhooks it,
+        or None, hooking nothing, when it is set already."""
+        with self._lock:
+            if self._set:
+                return None
+            self._hooks.append(hook)
+
+        def unhook() -> None:
+            with self._lock:
+                self._hooks.remove(hook)
+
+        return unhook
+
+    def check(self) -> None:
+        if self._set:
+            raise GenerateCancelled("tree generation was cancelled")
 
 
 @dataclass
@@ -144,6 +191,7 @@ def generate(
     embeddings: str | None = None,
     jobs: int | None = None,
     on_server_start: Callable[[str], None] | None = None,
+    cancel: Cancel | None = None,
 ) -> GenerateResult:
     """Generate (or, with ``check``, compare) the tree at ``out``.
 
@@ -155,8 +203,10 @@ def generate(
     embeddings; see ``tool_tree.search.embedding_model``. ``jobs`` is how many servers may be
     starting at once (default: the config's ``pool.start_jobs``, else the number of cores);
     ``on_server_start`` is told each server's name when it leaves that queue and starts.
+    ``cancel``, set from another thread, stops the run (see `Cancel`).
 
     Raises:
+        GenerateCancelled: ``cancel`` was set during discovery (nothing was written).
         ConfigError: ``only`` names a server that is not configured, or the ``pool:`` section is invalid.
         SearchError: ``embeddings`` is ``on`` but the embeddings extra is missing, or the mode
             is unknown (checked before any server is contacted).
@@ -227,7 +277,9 @@ def generate(
             )
 
         started = None if on_server_start is None else (lambda server: on_server_start(server.name))
-        anyio.run(_discover, chosen, limit, started, done)
+        anyio.run(_discover, chosen, limit, started, done, cancel)
+        if cancel is not None:
+            cancel.check()
 
     listings.sort(key=lambda listing: listing.name)
     ok_names = {listing.name for listing in listings}
@@ -283,10 +335,31 @@ async def _discover(
     jobs: int,
     started: Callable[[ServerConfig], None] | None,
     done: Callable[[Discovery], None],
+    cancel: Cancel | None = None,
 ) -> None:
+    import anyio
+    import anyio.from_thread
+    import anyio.lowlevel
+
     from generator.discover import discover_all
 
-    await discover_all(servers, jobs=jobs, on_start=started, on_done=done)
+    async with anyio.create_task_group() as tg:
+        token = anyio.lowlevel.current_token()
+
+        def stop() -> None:  # on the thread that sets the cancel
+            with contextlib.suppress(RuntimeError):  # the loop has ended
+                anyio.from_thread.run_sync(tg.cancel_scope.cancel, token=token)
+
+        unhook = None
+        if cancel is not None:
+            unhook = cancel._hook(stop)
+            if unhook is None:
+                return  # cancelled before it began
+        try:
+            await discover_all(servers, jobs=jobs, on_start=started, on_done=done)
+        finally:
+            if unhook is not None:
+                unhook()
 
 
 def _write_search_index(

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # The owner label of every container and volume a test run creates. Unique per run, so the engine
@@ -36,6 +40,15 @@ def alive(pid: int) -> bool:
         return stat.read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
+    """Poll ``condition`` (an observable fact, such as a process list) until it holds; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.1)
 
 
 def write_tiny_bert(root: Path, words: list[str]) -> Path:

@@ -1,8 +1,15 @@
 """`tooltree serve`: the tree, tool search and the sandbox as an MCP server (stdio, or Streamable HTTP with a token).
 
-Before serving, the tree is brought up to date from the configured servers (`generate-tree`: a
-rerun with nothing changed writes nothing), unless ``--no-regenerate``. Everything this command
-prints goes to stderr: over stdio, stdout is the MCP channel.
+The tree is brought up to date from the configured servers (`generate-tree`: a rerun with
+nothing changed writes nothing), unless ``--no-regenerate``. A missing tree is generated before
+serving. An existing one is served at once and refreshed in the background: listing every
+server can take longer than a client waits for its handshake (Claude Code gives up after 30 s,
+and 120 servers take ~40 s on two cores), so the client connects at once. Its file and search
+tools see each refreshed file as it is replaced, and a sandbox session started after the refresh
+can call the tools it added; the ``instructions`` stay those of the tree at start (the next
+start has the refreshed ones). When serving ends the refresh is cancelled and every server it
+started is closed. ``--regenerate-first`` waits for it instead. Everything this command prints
+goes to stderr: over stdio, stdout is the MCP channel.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +26,7 @@ from tooltree_cli.output import error
 
 if TYPE_CHECKING:
     from agent.serve.server import ToolServer
+    from generator.generate import Cancel
     from tool_tree.config import Config
 
 EXIT_OK, EXIT_USAGE, EXIT_SERVERS, EXIT_SANDBOX = 0, 2, 3, 4
@@ -42,6 +51,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--no-regenerate",
         action="store_true",
         help="serve the tree as it is: start no server to check it (a missing tree is then an error)",
+    )
+    p.add_argument(
+        "--regenerate-first",
+        action="store_true",
+        help="bring an existing tree up to date before answering the client, instead of in the background "
+        "(a client that waits only so long for its handshake may give up on a big config)",
     )
     p.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
     p.add_argument("--host", default="127.0.0.1", help="the address to bind with --http (default: 127.0.0.1)")
@@ -88,10 +103,14 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         if config is None:
             config = Config(servers=())
+        refresh = None
         if not args.no_regenerate:
-            code = _regenerate(config, tree)
-            if code != EXIT_OK:
-                return code
+            if args.regenerate_first or not _usable(tree):
+                code = _regenerate(config, tree)
+                if code != EXIT_OK:
+                    return code
+            else:
+                refresh = Refresh(config, tree)
         settings = ServeSettings.from_config(
             config, passthrough=tuple(args.passthrough) if args.passthrough else None, idle_timeout=args.idle_timeout,
             warm=args.warm,
@@ -104,23 +123,71 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, AgentSetupError, SandboxError, OSError) as e:
         error(str(e))
         return EXIT_USAGE
+    if refresh is not None:
+        refresh.start()
     try:
         return _serve(app, args)
     except SandboxError as e:
         error(f"the sandbox cannot run: {e}")
         return EXIT_SANDBOX
+    finally:
+        if refresh is not None:
+            refresh.stop()
 
 
-def _regenerate(config: Config, tree: Path) -> int:
+def _usable(tree: Path) -> bool:
+    from tool_tree.tree import Manifest, TreeError
+
+    try:
+        Manifest.load(tree)
+    except TreeError:
+        return False
+    return True
+
+
+class Refresh:
+    """`_regenerate` on a thread while the tree is served; `stop` cancels it and waits for it."""
+
+    def __init__(self, config: Config, tree: Path) -> None:
+        from generator.generate import Cancel
+
+        self.config, self.tree = config, tree
+        self.cancel = Cancel()
+        self.thread = threading.Thread(target=self._run, name="tooltree-refresh", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        from generator.generate import GenerateCancelled
+
+        try:
+            _regenerate(self.config, self.tree, cancel=self.cancel, background=True)
+        except GenerateCancelled:
+            print("tooltree serve: the tree's refresh was stopped; the tree is as it was", file=sys.stderr)
+        except Exception as e:  # serving goes on with the tree as it is
+            error(f"refreshing {self.tree} failed: {type(e).__name__}: {e}")
+
+    def stop(self) -> None:
+        self.cancel.set()
+        self.thread.join()
+
+
+def _regenerate(config: Config, tree: Path, *, cancel: Cancel | None = None, background: bool = False) -> int:
     """Bring the tree up to date from the servers (nothing is written when nothing changed)."""
     from generator.files import UnsafePathError
     from generator.generate import generate
     from tool_tree.search import SearchError
     from tool_tree.tree import Manifest, TreeError
 
-    print(f"tooltree serve: checking {tree} against {len(config.enabled_servers)} server(s) …", file=sys.stderr)
+    count = len(config.enabled_servers)
+    if background:
+        print(f"tooltree serve: serving {tree} as it is; refreshing it from {count} server(s) meanwhile …",
+              file=sys.stderr)  # fmt: skip
+    else:
+        print(f"tooltree serve: checking {tree} against {count} server(s) …", file=sys.stderr)
     try:
-        result = generate(config, tree)
+        result = generate(config, tree, cancel=cancel)
     except (TreeError, UnsafePathError, SearchError) as e:
         error(f"could not generate {tree}: {e}")
         return EXIT_SERVERS
@@ -131,9 +198,10 @@ def _regenerate(config: Config, tree: Path) -> int:
     except TreeError as e:
         error(f"no usable tree at {tree}: {e}")
         return EXIT_SERVERS
-    if result.report is not None and (result.report.written or result.report.deleted):
-        r = result.report
-        print(f"tooltree serve: {tree}: {len(r.written)} written, {len(r.deleted)} deleted", file=sys.stderr)
+    r = result.report
+    changed = f"{len(r.written)} written, {len(r.deleted)} deleted" if r is not None else "nothing written"
+    if background or (r is not None and (r.written or r.deleted)):
+        print(f"tooltree serve: {tree} is up to date ({changed})", file=sys.stderr, flush=True)
     return EXIT_OK
 
 

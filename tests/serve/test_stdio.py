@@ -3,34 +3,22 @@ behind (nothing) when the client closes stdin or the server gets SIGTERM in the 
 
 from __future__ import annotations
 
-import json
 import signal
-import subprocess
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
-from tests.serve.conftest import REPO, Serve, containers, marked_processes
-from tests.support import alive
+from tests.serve.conftest import Serve, containers, marked_processes
+from tests.serve.raw_stdio import RawStdio
+from tests.support import alive, wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
 WAIT = 90.0
 RUNNING_SCRIPT = "from servers.docs import list_documents\ndocs = list_documents()\nimport time\ntime.sleep(600)\n"
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
-    """Poll ``condition`` (an observable fact, such as a process list) until it holds; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 async def test_the_sdk_client_runs_the_four_tools_and_variables_persist(make_serve: Callable[..., Serve]) -> None:
@@ -91,73 +79,11 @@ async def test_a_cancelled_execution_stops_and_the_session_keeps_its_variables(
         assert time.monotonic() - started < 300
 
 
-class RawStdio:
-    """`tooltree serve` spoken to line by line, to control exactly when stdin closes."""
-
-    def __init__(self, serve: Serve) -> None:
-        self.proc = subprocess.Popen(
-            serve.argv(), env=serve.env(), cwd=REPO, text=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
-        self.messages: list[dict[str, Any]] = []
-        self.changed = threading.Condition()
-        self._threads = [threading.Thread(target=self._read, daemon=True), threading.Thread(target=self._drain)]
-        for t in self._threads:
-            t.start()
-
-    def close(self) -> int:
-        """Kill the process if it still runs; its exit status. Its pipes are closed."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        code = self.proc.wait(timeout=WAIT)
-        for t in self._threads:
-            t.join(timeout=WAIT)
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if stream is not None and not stream.closed:
-                stream.close()
-        return code
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            with self.changed:
-                self.messages.append(json.loads(line))
-                self.changed.notify_all()
-
-    def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        for _ in self.proc.stderr:
-            pass
-
-    def send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
-        self.proc.stdin.flush()
-
-    def wait_for(self, test: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
-        with self.changed:
-            found = self.changed.wait_for(lambda: next((m for m in self.messages if test(m)), None), WAIT)
-        if not found:
-            pytest.fail(f"no {what} from tooltree serve; got {self.messages}")
-        return found
-
-    def start_long_execution(self) -> None:
-        version = "2025-11-25"
-        client = {"name": "raw-test", "version": "0"}
-        self.send({"id": 1, "method": "initialize",
-                   "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": client}})  # fmt: skip
-        self.wait_for(lambda m: m.get("id") == 1, "initialize result")
-        self.send({"method": "notifications/initialized"})
-        params = {"name": "execute_python", "arguments": {"code": RUNNING_SCRIPT}, "_meta": {"progressToken": "p"}}
-        self.send({"id": 2, "method": "tools/call", "params": params})
-        self.wait_for(lambda m: m.get("method") == "notifications/progress", "progress notification")
-
-
 def test_closing_stdin_mid_execution_stops_the_sandbox_and_the_upstream_servers(
     make_serve: Callable[..., Serve],
 ) -> None:
     serve = make_serve()
-    raw = RawStdio(serve)
+    raw = RawStdio(serve.argv(), serve.env(), RUNNING_SCRIPT)
     try:
         raw.start_long_execution()
         wait_until(lambda: bool(marked_processes(serve.mark)), "the docs server to start")
@@ -174,7 +100,7 @@ def test_closing_stdin_mid_execution_stops_the_sandbox_and_the_upstream_servers(
 
 def test_sigterm_mid_execution_stops_the_sandbox_and_the_upstream_servers(make_serve: Callable[..., Serve]) -> None:
     serve = make_serve()
-    raw = RawStdio(serve)
+    raw = RawStdio(serve.argv(), serve.env(), RUNNING_SCRIPT)
     try:
         raw.start_long_execution()
         wait_until(lambda: bool(marked_processes(serve.mark)), "the docs server to start")
@@ -190,7 +116,7 @@ def test_sigterm_mid_execution_stops_the_sandbox_and_the_upstream_servers(make_s
 
 def test_an_idle_session_ends_and_the_next_call_says_it_starts_afresh(make_serve: Callable[..., Serve]) -> None:
     serve = make_serve(serve={"idle_timeout": 1})
-    raw = RawStdio(serve)
+    raw = RawStdio(serve.argv(), serve.env(), RUNNING_SCRIPT)
     try:
         raw.start_long_execution()  # runs past the idle timeout: a busy session never expires
         params = {"name": "execute_python", "arguments": {"code": "x = 1"}}

@@ -1,0 +1,117 @@
+"""`tooltree serve` with an existing tree answers at once and refreshes the tree in the background.
+
+A client waits only so long for its handshake (Claude Code: 30 s), and listing every server of a big
+config takes longer; so the handshake must not wait for the servers. When serving ends, the refresh
+is cancelled and the servers it started are closed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.serve.raw_stdio import WAIT, RawStdio
+from tests.support import RAW_SERVER, TEST_OWNER, alive, sample_config_yaml, wait_until
+from tooltree_cli.main import main
+
+pytestmark = pytest.mark.docker
+
+
+def _argv(config: Path, tree: Path, *more: str) -> list[str]:
+    return [sys.executable, "-m", "tooltree_cli.main", "serve", "--config", str(config), "--tree", str(tree),
+            "--warm", "0", *more]  # fmt: skip
+
+
+def _env() -> dict[str, str]:
+    return {"TOOLTREE_SANDBOX_OWNER": TEST_OWNER, "PATH": "/usr/local/bin:/usr/bin:/bin"}
+
+
+@pytest.fixture(scope="module")
+def crm_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("refresh")
+    config = folder / "tooltree.yaml"
+    config.write_text(sample_config_yaml("crm"), encoding="utf-8")
+    tree = folder / "tree"
+    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
+    return tree
+
+
+def test_the_handshake_does_not_wait_for_a_server_that_hangs_and_leaving_closes_it(
+    docker_engine: object, crm_tree: Path, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "hung.pid"
+    spec = tmp_path / "hung.json"
+    spec.write_text(json.dumps({"behavior": "hang_on_list", "pid_file": str(pid_file)}), encoding="utf-8")
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(
+        sample_config_yaml("crm")
+        + f"  hung:\n    command: {json.dumps(sys.executable)}\n"
+        + f"    args: [{json.dumps(str(RAW_SERVER))}, {json.dumps(str(spec))}]\n    timeout: 600\n",
+        encoding="utf-8",
+    )
+    tree = tmp_path / "tree"
+    shutil.copytree(crm_tree, tree)
+    raw = RawStdio(_argv(config, tree), _env())
+    try:
+        raw.wait_for_stderr("refreshing it from 2 server(s) meanwhile")
+        wait_until(pid_file.exists, "the refresh to start the hung server")
+        answer = raw.initialize()
+        assert "servers/crm" in json.dumps(answer["result"]) or "crm" in answer["result"].get("instructions", "")
+        raw.send({"id": 2, "method": "tools/call", "params": {"name": "list_files", "arguments": {"path": "servers"}}})
+        listed = raw.wait_for(lambda m: m.get("id") == 2, "list_files result")
+        assert "crm" in listed["result"]["content"][0]["text"]
+        hung = int(pid_file.read_text(encoding="utf-8"))
+        assert alive(hung)  # still being listed: the client was answered without waiting for it
+        assert raw.proc.stdin is not None
+        raw.proc.stdin.close()
+        assert raw.proc.wait(timeout=WAIT) == 0
+    finally:
+        raw.close()
+    assert not alive(hung)
+    assert any("refresh was stopped" in line for line in raw.stderr), "".join(raw.stderr)
+    assert not (tree / "servers" / "hung").exists()
+
+
+def test_a_stale_tree_is_refreshed_while_it_is_served(docker_engine: object, crm_tree: Path, tmp_path: Path) -> None:
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(sample_config_yaml("crm"), encoding="utf-8")
+    tree = tmp_path / "tree"
+    shutil.copytree(crm_tree, tree)
+    stub = tree / "servers" / "crm" / "list_leads.py"
+    expected = stub.read_bytes()
+    stub.unlink()
+    raw = RawStdio(_argv(config, tree), _env())
+    try:
+        raw.initialize()
+        raw.wait_for_stderr(f"{tree} is up to date (")
+        assert stub.read_bytes() == expected
+        assert raw.proc.stdin is not None
+        raw.proc.stdin.close()
+        assert raw.proc.wait(timeout=WAIT) == 0
+    finally:
+        raw.close()
+
+
+def test_regenerate_first_brings_the_tree_up_to_date_before_serving(
+    docker_engine: object, crm_tree: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(sample_config_yaml("crm"), encoding="utf-8")
+    tree = tmp_path / "tree"
+    shutil.copytree(crm_tree, tree)
+    stub = tree / "servers" / "crm" / "list_leads.py"
+    stub.unlink()
+    raw = RawStdio(_argv(config, tree, "--regenerate-first"), _env())
+    try:
+        raw.initialize()
+        assert stub.is_file()  # written before the handshake was answered
+        assert not any("meanwhile" in line for line in raw.stderr)
+        assert raw.proc.stdin is not None
+        raw.proc.stdin.close()
+        assert raw.proc.wait(timeout=WAIT) == 0
+    finally:
+        raw.close()
