@@ -8,13 +8,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from generator.cancel import Cancel
 from generator.files import (
     UnsafePathError,
     WriteReport,
@@ -41,51 +41,6 @@ if TYPE_CHECKING:
     from tool_tree.search import EmbeddingNotice
 
 OWNED_DIRS = (SERVERS_DIR, SNAPSHOTS_DIR)
-
-
-class GenerateCancelled(Exception):
-    """`Cancel` was set: discovery stopped (every server it started is closed) and nothing was written."""
-
-
-class Cancel:
-    """Stops a `generate` run from another thread: `set` cancels its discovery at once.
-
-    It is checked when discovery ends: after that the run writes the whole tree (files replaced
-    one by one, atomically) and is not stopped halfway.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._set = False
-        self._hooks: list[Callable[[], None]] = []
-
-    def set(self) -> None:
-        with self._lock:
-            self._set = True
-            hooks = list(self._hooks)
-        for hook in hooks:
-            hook()
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def _hook(self, hook: Callable[[], None]) -> Callable[[], None] | None:
-        """Call ``hook`` (from the thread that sets it) on `set`; returns the function that unhooks it,
-        or None, hooking nothing, when it is set already."""
-        with self._lock:
-            if self._set:
-                return None
-            self._hooks.append(hook)
-
-        def unhook() -> None:
-            with self._lock:
-                self._hooks.remove(hook)
-
-        return unhook
-
-    def check(self) -> None:
-        if self._set:
-            raise GenerateCancelled("tree generation was cancelled")
 
 
 @dataclass
@@ -206,7 +161,7 @@ def generate(
     ``cancel``, set from another thread, stops the run (see `Cancel`).
 
     Raises:
-        GenerateCancelled: ``cancel`` was set during discovery (nothing was written).
+        generator.cancel.GenerateCancelled: ``cancel`` was set during discovery (nothing was written).
         ConfigError: ``only`` names a server that is not configured, or the ``pool:`` section is invalid.
         SearchError: ``embeddings`` is ``on`` but the embeddings extra is missing, or the mode
             is unknown (checked before any server is contacted).

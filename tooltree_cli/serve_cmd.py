@@ -26,7 +26,7 @@ from tooltree_cli.output import error
 
 if TYPE_CHECKING:
     from agent.serve.server import ToolServer
-    from generator.generate import Cancel
+    from generator.cancel import Cancel
     from tool_tree.config import Config
 
 EXIT_OK, EXIT_USAGE, EXIT_SERVERS, EXIT_SANDBOX = 0, 2, 3, 4
@@ -149,7 +149,7 @@ class Refresh:
     """`_regenerate` on a thread while the tree is served; `stop` cancels it and waits for it."""
 
     def __init__(self, config: Config, tree: Path) -> None:
-        from generator.generate import Cancel
+        from generator.cancel import Cancel
 
         self.config, self.tree = config, tree
         self.cancel = Cancel()
@@ -159,7 +159,7 @@ class Refresh:
         self.thread.start()
 
     def _run(self) -> None:
-        from generator.generate import GenerateCancelled
+        from generator.cancel import GenerateCancelled
 
         try:
             _regenerate(self.config, self.tree, cancel=self.cancel, background=True)

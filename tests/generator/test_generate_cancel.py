@@ -8,7 +8,8 @@ import sys
 import threading
 from pathlib import Path
 
-from generator.generate import Cancel, GenerateCancelled, generate
+from generator.cancel import Cancel, GenerateCancelled
+from generator.generate import generate
 from tests.support import RAW_SERVER, alive, wait_until
 from tool_tree.config import Config, ServerConfig
 
