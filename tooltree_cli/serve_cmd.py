@@ -6,8 +6,8 @@ serving. An existing one is served at once and refreshed in the background: list
 server can take longer than a client waits for its handshake (Claude Code gives up after 30 s,
 and 120 servers take ~40 s on two cores), so the client connects at once. Its file and search
 tools see each refreshed file as it is replaced, and a sandbox session started after the refresh
-can call the tools it added; the ``instructions`` stay those of the tree at start (the next
-start has the refreshed ones). When serving ends the refresh is cancelled and every server it
+can call the tools it added; client sessions that start after it get its ``instructions`` (the
+tools offered never change). When serving ends the refresh is cancelled and every server it
 started is closed. ``--regenerate-first`` waits for it instead. Everything this command prints
 goes to stderr: over stdio, stdout is the MCP channel.
 """
@@ -18,6 +18,7 @@ import argparse
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -124,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         error(str(e))
         return EXIT_USAGE
     if refresh is not None:
-        refresh.start()
+        refresh.start(app.reload_tree)
     try:
         return _serve(app, args)
     except SandboxError as e:
@@ -154,15 +155,26 @@ class Refresh:
         self.config, self.tree = config, tree
         self.cancel = Cancel()
         self.thread = threading.Thread(target=self._run, name="tooltree-refresh", daemon=True)
+        self.on_refreshed: Callable[[], None] | None = None
 
-    def start(self) -> None:
+    def start(self, on_refreshed: Callable[[], None]) -> None:
+        """Start refreshing; ``on_refreshed`` is called once the tree is up to date."""
+        self.on_refreshed = on_refreshed
         self.thread.start()
 
     def _run(self) -> None:
+        from agent.errors import AgentSetupError
         from generator.cancel import GenerateCancelled
 
         try:
-            _regenerate(self.config, self.tree, cancel=self.cancel, background=True)
+            if _regenerate(self.config, self.tree, cancel=self.cancel, background=True) == EXIT_OK:
+                try:
+                    if self.on_refreshed is not None:
+                        self.on_refreshed()
+                        print("tooltree serve: sessions from now on get the refreshed tree's instructions",
+                              file=sys.stderr, flush=True)  # fmt: skip
+                except AgentSetupError as e:
+                    error(f"the refreshed tree: {e}; new sessions keep the instructions of the tree at start")
         except GenerateCancelled:
             print("tooltree serve: the tree's refresh was stopped; the tree is as it was", file=sys.stderr)
         except Exception as e:  # serving goes on with the tree as it is

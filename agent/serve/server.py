@@ -114,6 +114,7 @@ class ToolServer:
         self.toolset = CodeToolset(self.tree, pinned=settings.pinned)
         self.passthrough = Passthrough(self.tree, settings.passthrough)
         self.instructions = self.toolset.prompt("serve.md.j2")
+        self._servers: list[Server[Any]] = []
         self.tools = types.ListToolsResult(
             tools=[mcp_tool(t) for t in self.toolset.tools()] + self.passthrough.definitions
         )
@@ -199,7 +200,21 @@ class ToolServer:
 
             server.add_request_handler("server/discover", types.RequestParams, discover)
             server.middleware.append(_handshake_only)
+        self._servers.append(server)
         return server
+
+    def reload_tree(self) -> None:
+        """Read the tree again after it was regenerated: client sessions that start from now on get
+        its instructions. The tools offered never change, and sessions already open keep theirs.
+
+        Raises:
+            AgentSetupError: the tree has no manifest now, or a pinned tool left it (nothing changes).
+        """
+        toolset = CodeToolset(self.tree, pinned=self.settings.pinned)
+        instructions = toolset.prompt("serve.md.j2")
+        self.toolset, self.instructions = toolset, instructions
+        for server in self._servers:
+            server.instructions = instructions
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

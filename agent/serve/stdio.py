@@ -19,6 +19,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.server.runner import serve_dual_era_loop
 from mcp.server.stdio import stdio_server
 
 from agent.serve.server import ToolServer
@@ -96,6 +97,11 @@ async def serve_stdio(app: ToolServer, *, stdin: int | None = None) -> None:
     lines = StdinLines(stdin if stdin is not None else claim_stdin())
     async with app, anyio.create_task_group() as tg:
         tg.start_soon(stop_on_signals, tg.cancel_scope.cancel)
-        async with stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        async with (
+            stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream),
+            server.lifespan(server) as state,
+        ):
+            # As `Server.run`, but the handshake's options are built when the client asks, not now:
+            # a tree refreshed in the meantime gives its instructions.
+            await serve_dual_era_loop(server, read_stream, write_stream, lifespan_state=state)
         tg.cancel_scope.cancel()

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.serve.conftest import TOKEN, http_client
 from tests.serve.raw_stdio import WAIT, RawStdio
-from tests.support import RAW_SERVER, TEST_OWNER, alive, sample_config_yaml, wait_until
+from tests.support import RAW_SERVER, TEST_OWNER, ServeProcess, alive, sample_config_yaml, wait_until
 from tooltree_cli.main import main
 
 pytestmark = pytest.mark.docker
@@ -115,3 +116,42 @@ def test_regenerate_first_brings_the_tree_up_to_date_before_serving(
         assert raw.proc.wait(timeout=WAIT) == 0
     finally:
         raw.close()
+
+
+def test_a_session_that_starts_after_the_refresh_gets_the_refreshed_instructions(
+    docker_engine: object, crm_tree: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(sample_config_yaml("crm", "docs"), encoding="utf-8")  # docs is not in the tree yet
+    tree = tmp_path / "tree"
+    shutil.copytree(crm_tree, tree)
+    raw = RawStdio(_argv(config, tree), _env())
+    try:
+        raw.wait_for_stderr("sessions from now on get the refreshed tree's instructions")
+        instructions = raw.initialize()["result"]["instructions"]
+        assert "docs" in instructions and "crm" in instructions
+        assert (tree / "servers" / "docs").is_dir()
+        assert raw.proc.stdin is not None
+        raw.proc.stdin.close()
+        assert raw.proc.wait(timeout=WAIT) == 0
+    finally:
+        raw.close()
+
+
+@pytest.mark.anyio
+async def test_over_http_sessions_opened_after_the_refresh_get_its_instructions(
+    docker_engine: object, crm_tree: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(sample_config_yaml("crm", "docs"), encoding="utf-8")
+    tree = tmp_path / "tree"
+    shutil.copytree(crm_tree, tree)
+    served = ServeProcess(_argv(config, tree, "--http", "--port", "0"), {**_env(), "TOOLTREE_SERVE_TOKEN": TOKEN})
+    try:
+        done = "sessions from now on get the refreshed tree's instructions"
+        wait_until(lambda: any(done in line for line in served.stderr_lines), "the refresh to end")
+        async with http_client(served.url) as client:
+            instructions = str(client.session.initialize_result.instructions)
+        assert "docs" in instructions and "crm" in instructions
+    finally:
+        assert served.stop() == 0
