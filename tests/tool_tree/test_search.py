@@ -861,6 +861,13 @@ def test_split_clauses_cuts_at_sentences_and_chaining_words() -> None:
     assert split_clauses("tea and coffee recipes", "chains") == []
     assert split_clauses("book a table and order coffee beans", "and") == ["book a table", "order coffee beans"]
     assert split_clauses("a. b. c. d. e. f.", "sentences") == []  # one-word pieces join the clause before
+    six = "Find a flight. Book a hotel. Rent a car. Check the weather. Convert the price. Email the plan to Ana."
+    assert split_clauses(six, "sentences") == [  # the last clause holds the rest: no need is dropped
+        "Find a flight.",
+        "Book a hotel.",
+        "Rent a car.",
+        "Check the weather. Convert the price. Email the plan to Ana.",
+    ]
 
 
 def test_a_query_is_scored_whole_and_clause_by_clause_as_the_index_is_configured(tree: Path) -> None:
@@ -872,7 +879,10 @@ def test_a_query_is_scored_whole_and_clause_by_clause_as_the_index_is_configured
     assert build_index(docs).units(query) == [query, "send an email to the team", "check the pollen levels"]
     assert build_index(docs, RankingConfig(clauses="none")).units(query) == [query]
     long = "send an email. " * 400
-    assert build_index(docs).units(long) == [long[:MAX_QUERY]] + ["send an email."] * MAX_CLAUSES
+    units = build_index(docs).units(long)
+    assert units[:MAX_CLAUSES] == [long[:MAX_QUERY]] + ["send an email."] * (MAX_CLAUSES - 1)
+    assert len(units) == MAX_CLAUSES + 1 and units[-1].startswith("send an email. send an email.")
+    assert units[-1].count("send an email.") == long[:MAX_QUERY].count("send an email.") - (MAX_CLAUSES - 1)
 
 
 def test_fusion_keeps_the_best_tool_of_each_clause() -> None:

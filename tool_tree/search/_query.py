@@ -18,7 +18,8 @@ import re
 from collections.abc import Sequence
 
 MAX_CLAUSES = 4
-"""Clauses ranked on their own at most (the first ones); the whole query is always ranked."""
+"""Clauses ranked on their own at most: the first three, then the rest of the query as one; the
+whole query is always ranked."""
 MIN_CLAUSE_WORDS = 2
 """Shorter pieces are joined to the clause before them: "and also" alone asks for nothing."""
 
@@ -39,7 +40,7 @@ SPLITTERS = {
 
 
 def split_clauses(query: str, splitter: str = "chains") -> list[str]:
-    """The clauses of ``query`` (at most ``MAX_CLAUSES``), or ``[]`` when it has only one.
+    """The clauses of ``query`` (at most ``MAX_CLAUSES``, the last holding the rest), or ``[]`` when it has only one.
 
     >>> split_clauses("Will it rain in London tomorrow? Also, suggest some cafes near the museums.")
     ['Will it rain in London tomorrow?', 'suggest some cafes near the museums.']
@@ -59,7 +60,9 @@ def split_clauses(query: str, splitter: str = "chains") -> list[str]:
     if len(clauses) > 1 and len(clauses[0].split()) < MIN_CLAUSE_WORDS:
         clauses[1] = f"{clauses[0]} {clauses[1]}"
         del clauses[0]
-    return clauses[:MAX_CLAUSES] if len(clauses) > 1 else []
+    if len(clauses) > MAX_CLAUSES:  # the rest is one clause: a request's later needs are not dropped
+        clauses[MAX_CLAUSES - 1 :] = [" ".join(clauses[MAX_CLAUSES - 1 :])]
+    return clauses if len(clauses) > 1 else []
 
 
 FUSIONS = ("rrf", "max", "maxrank")
