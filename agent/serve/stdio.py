@@ -13,6 +13,7 @@ import os
 import signal
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any, cast
 
 import anyio
@@ -79,11 +80,36 @@ def claim_stdin() -> int:
 
 
 async def stop_on_signals(stop: Callable[[], None]) -> None:
-    """Call ``stop`` on the first SIGTERM or SIGINT (run as a task; cancel it when done)."""
+    """On the first SIGTERM or SIGINT, signal the upstream servers (`terminate_children`), then call
+    ``stop`` (run as a task; cancel it when done)."""
     with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async for _ in signals:
+            terminate_children()
             stop()
             return
+
+
+def terminate_children() -> list[int]:
+    """SIGTERM every child process of this one (and its process group, when it leads one); their pids.
+
+    The children are the upstream MCP servers (each in its own session, as the SDK starts them).
+    A client may kill this process soon after it asks it to stop (Claude Code sends SIGINT, then
+    SIGTERM, then SIGKILL within about half a second), sooner than the servers' orderly close
+    (stdin closed, two seconds' grace, then SIGTERM) would end a server that ignores its stdin; so
+    they are told to stop at once, and the orderly close then finds them gone. Linux only (it reads
+    ``/proc``); elsewhere nothing is signalled.
+    """
+    pids: list[int] = []
+    for children in Path("/proc/self/task").glob("*/children"):
+        with contextlib.suppress(OSError, ValueError):
+            pids += [int(p) for p in children.read_text(encoding="ascii").split()]
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGTERM)
+            else:
+                os.kill(pid, signal.SIGTERM)
+    return pids
 
 
 async def serve_stdio(app: ToolServer, *, stdin: int | None = None) -> None:
