@@ -33,7 +33,7 @@ class Cancel:
     def is_set(self) -> bool:
         return self._set
 
-    def _hook(self, hook: Callable[[], None]) -> Callable[[], None] | None:
+    def on_set(self, hook: Callable[[], None]) -> Callable[[], None] | None:
         """Call ``hook`` (from the thread that sets it) on `set`; returns the function that unhooks it,
         or None, hooking nothing, when it is set already."""
         with self._lock:

@@ -307,7 +307,7 @@ async def _discover(
 
         unhook = None
         if cancel is not None:
-            unhook = cancel._hook(stop)
+            unhook = cancel.on_set(stop)
             if unhook is None:
                 return  # cancelled before it began
         try:

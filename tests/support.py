@@ -198,6 +198,19 @@ def count_model_loads(monkeypatch: Any, *, wait: float = 1.0) -> list[int]:
 RAW_SERVER = REPO / "tests" / "servers" / "raw_server.py"
 
 
+def hung_server_yaml(folder: Path, *, timeout: float) -> tuple[str, Path]:
+    """A ``servers:`` entry (``hung``) for `tests/servers/raw_server.py` that never answers tools/list,
+    and the file it writes its pid to when it starts."""
+    pid_file = folder / "hung.pid"
+    spec = folder / "hung.json"
+    spec.write_text(json.dumps({"behavior": "hang_on_list", "pid_file": str(pid_file)}), encoding="utf-8")
+    entry = (
+        f"  hung:\n    command: {json.dumps(sys.executable)}\n"
+        f"    args: [{json.dumps(str(RAW_SERVER))}, {json.dumps(str(spec))}]\n    timeout: {timeout:g}\n"
+    )
+    return entry, pid_file
+
+
 def raw_server_tree(folder: Path, tools: list[dict[str, Any]], **server: Any) -> tuple[Path, Any]:
     """A tree generated (by the real CLI) from `tests/servers/raw_server.py` offering ``tools``, and the
     `ServerConfig` that starts that server (``server`` adds its fields, e.g. ``timeout``)."""

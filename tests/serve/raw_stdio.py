@@ -31,6 +31,12 @@ class RawStdio:
         for t in self._threads:
             t.start()
 
+    def close_stdin(self) -> int:
+        """Close the client's side of stdin, as a client that leaves does; the exit status."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        return self.proc.wait(timeout=WAIT)
+
     def close(self) -> int:
         """Kill the process if it still runs; its exit status. Its pipes are closed."""
         if self.proc.poll() is None:

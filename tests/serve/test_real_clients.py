@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.serve.conftest import TOKEN, Serve, clean_up, new_serve
-from tests.support import RAW_SERVER, REPO, alive, require_install, wait_until
+from tests.support import REPO, alive, hung_server_yaml, require_install, wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_servers]
 
@@ -120,21 +120,27 @@ def claude_env(home: Path, **extra: str) -> dict[str, str]:
     return {**os.environ, **QUIET, "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude"), **extra}
 
 
+def claude_mcp_add_and_list(clients: Path, serve: Serve, argv: list[str], env: dict[str, str]) -> str:
+    """``claude mcp add tooltree -- argv``, then ``claude mcp list``; tooltree's line of that list."""
+    cwd = Path(env["HOME"]).parent
+    added = subprocess.run(
+        [claude(clients), "mcp", "add", "tooltree", "-e", f"TOOLTREE_SANDBOX_OWNER={serve.owner}", "--", *argv],
+        capture_output=True, text=True, env=env, cwd=cwd, timeout=RUN_WAIT, check=False,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    listed = subprocess.run([claude(clients), "mcp", "list"], capture_output=True, text=True, env=env, cwd=cwd,
+                            timeout=RUN_WAIT, check=False)  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    return next(line for line in listed.stdout.splitlines() if line.startswith("tooltree:"))
+
+
 def test_claude_code_adds_tooltree_and_lists_it_connected(
     clients: Path, make_serve: Callable[..., Serve], tmp_path: Path
 ) -> None:
     serve = make_serve()
-    env = claude_env(tmp_path / "home", ANTHROPIC_API_KEY="sk-fake")
-    argv = serve.argv()
-    added = subprocess.run(
-        [claude(clients), "mcp", "add", "tooltree", "-e", f"TOOLTREE_SANDBOX_OWNER={serve.owner}", "--", *argv],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=RUN_WAIT, check=False,
-    )  # fmt: skip
-    assert added.returncode == 0, added.stderr
-    listed = subprocess.run([claude(clients), "mcp", "list"], capture_output=True, text=True, env=env, cwd=tmp_path,
-                            timeout=RUN_WAIT, check=False)  # fmt: skip
-    assert listed.returncode == 0, listed.stderr
-    line = next(line for line in listed.stdout.splitlines() if line.startswith("tooltree:"))
+    line = claude_mcp_add_and_list(
+        clients, serve, serve.argv(), claude_env(tmp_path / "home", ANTHROPIC_API_KEY="sk-fake")
+    )
     assert "Connected" in line and "serve" in line
 
 
@@ -143,26 +149,14 @@ def test_claude_code_connects_while_a_server_of_the_config_is_still_being_listed
 ) -> None:
     # A server that never answers tools/list stands for a config too big to list within Claude Code's
     # handshake timeout (here cut to 10 s): the tree is served at once and refreshed in the background.
-    pid_file = tmp_path / "hung.pid"
-    spec = tmp_path / "hung.json"
-    spec.write_text(json.dumps({"behavior": "hang_on_list", "pid_file": str(pid_file)}), encoding="utf-8")
+    hung_entry, pid_file = hung_server_yaml(tmp_path, timeout=120)
     serve = make_serve()
-    hung = (f"  hung:\n    command: {json.dumps(sys.executable)}\n"
-            f"    args: [{json.dumps(str(RAW_SERVER))}, {json.dumps(str(spec))}]\n    timeout: 120\n")  # fmt: skip
     text = serve.config.read_text(encoding="utf-8")
-    serve.config.write_text(text.replace("servers:\n", "servers:\n" + hung, 1), encoding="utf-8")  # listed first
+    serve.config.write_text(text.replace("servers:\n", "servers:\n" + hung_entry, 1), encoding="utf-8")  # listed first
     argv = [a for a in serve.argv() if a != "--no-regenerate"]
     env = claude_env(tmp_path / "home", ANTHROPIC_API_KEY="sk-fake", MCP_TIMEOUT="10000")
-    added = subprocess.run(
-        [claude(clients), "mcp", "add", "tooltree", "-e", f"TOOLTREE_SANDBOX_OWNER={serve.owner}", "--", *argv],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=RUN_WAIT, check=False,
-    )  # fmt: skip
-    assert added.returncode == 0, added.stderr
-    listed = subprocess.run([claude(clients), "mcp", "list"], capture_output=True, text=True, env=env, cwd=tmp_path,
-                            timeout=RUN_WAIT, check=False)  # fmt: skip
-    assert listed.returncode == 0, listed.stderr
-    line = next(line for line in listed.stdout.splitlines() if line.startswith("tooltree:"))
-    assert "Connected" in line, listed.stdout
+    line = claude_mcp_add_and_list(clients, serve, argv, env)
+    assert "Connected" in line, line
     assert pid_file.exists()  # the refresh was listing the hung server meanwhile
     wait_until(lambda: not alive(int(pid_file.read_text(encoding="utf-8"))), "the hung server to be closed")
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.serve.conftest import TOKEN, http_client
-from tests.serve.raw_stdio import WAIT, RawStdio
-from tests.support import RAW_SERVER, TEST_OWNER, ServeProcess, alive, sample_config_yaml, wait_until
+from tests.serve.raw_stdio import RawStdio
+from tests.support import TEST_OWNER, ServeProcess, alive, hung_server_yaml, sample_config_yaml, wait_until
 from tooltree_cli.main import main
 
 pytestmark = pytest.mark.docker
@@ -29,6 +29,15 @@ def _argv(config: Path, tree: Path, *more: str) -> list[str]:
 
 def _env() -> dict[str, str]:
     return {"TOOLTREE_SANDBOX_OWNER": TEST_OWNER, "PATH": "/usr/local/bin:/usr/bin:/bin"}
+
+
+def _setup(folder: Path, crm_tree: Path, config_text: str) -> tuple[Path, Path]:
+    """A config with ``config_text`` and a copy of the crm tree in ``folder``."""
+    config = folder / "tooltree.yaml"
+    config.write_text(config_text, encoding="utf-8")
+    tree = folder / "tree"
+    shutil.copytree(crm_tree, tree)
+    return config, tree
 
 
 @pytest.fixture(scope="module")
@@ -44,18 +53,8 @@ def crm_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_handshake_does_not_wait_for_a_server_that_hangs_and_leaving_closes_it(
     docker_engine: object, crm_tree: Path, tmp_path: Path
 ) -> None:
-    pid_file = tmp_path / "hung.pid"
-    spec = tmp_path / "hung.json"
-    spec.write_text(json.dumps({"behavior": "hang_on_list", "pid_file": str(pid_file)}), encoding="utf-8")
-    config = tmp_path / "tooltree.yaml"
-    config.write_text(
-        sample_config_yaml("crm")
-        + f"  hung:\n    command: {json.dumps(sys.executable)}\n"
-        + f"    args: [{json.dumps(str(RAW_SERVER))}, {json.dumps(str(spec))}]\n    timeout: 600\n",
-        encoding="utf-8",
-    )
-    tree = tmp_path / "tree"
-    shutil.copytree(crm_tree, tree)
+    hung_entry, pid_file = hung_server_yaml(tmp_path, timeout=600)
+    config, tree = _setup(tmp_path, crm_tree, sample_config_yaml("crm") + hung_entry)
     raw = RawStdio(_argv(config, tree), _env())
     try:
         raw.wait_for_stderr("refreshing it from 2 server(s) meanwhile")
@@ -67,9 +66,7 @@ def test_the_handshake_does_not_wait_for_a_server_that_hangs_and_leaving_closes_
         assert "crm" in listed["result"]["content"][0]["text"]
         hung = int(pid_file.read_text(encoding="utf-8"))
         assert alive(hung)  # still being listed: the client was answered without waiting for it
-        assert raw.proc.stdin is not None
-        raw.proc.stdin.close()
-        assert raw.proc.wait(timeout=WAIT) == 0
+        assert raw.close_stdin() == 0
     finally:
         raw.close()
     assert not alive(hung)
@@ -78,10 +75,7 @@ def test_the_handshake_does_not_wait_for_a_server_that_hangs_and_leaving_closes_
 
 
 def test_a_stale_tree_is_refreshed_while_it_is_served(docker_engine: object, crm_tree: Path, tmp_path: Path) -> None:
-    config = tmp_path / "tooltree.yaml"
-    config.write_text(sample_config_yaml("crm"), encoding="utf-8")
-    tree = tmp_path / "tree"
-    shutil.copytree(crm_tree, tree)
+    config, tree = _setup(tmp_path, crm_tree, sample_config_yaml("crm"))
     stub = tree / "servers" / "crm" / "list_leads.py"
     expected = stub.read_bytes()
     stub.unlink()
@@ -90,9 +84,7 @@ def test_a_stale_tree_is_refreshed_while_it_is_served(docker_engine: object, crm
         raw.initialize()
         raw.wait_for_stderr(f"{tree} is up to date (")
         assert stub.read_bytes() == expected
-        assert raw.proc.stdin is not None
-        raw.proc.stdin.close()
-        assert raw.proc.wait(timeout=WAIT) == 0
+        assert raw.close_stdin() == 0
     finally:
         raw.close()
 
@@ -100,10 +92,7 @@ def test_a_stale_tree_is_refreshed_while_it_is_served(docker_engine: object, crm
 def test_regenerate_first_brings_the_tree_up_to_date_before_serving(
     docker_engine: object, crm_tree: Path, tmp_path: Path
 ) -> None:
-    config = tmp_path / "tooltree.yaml"
-    config.write_text(sample_config_yaml("crm"), encoding="utf-8")
-    tree = tmp_path / "tree"
-    shutil.copytree(crm_tree, tree)
+    config, tree = _setup(tmp_path, crm_tree, sample_config_yaml("crm"))
     stub = tree / "servers" / "crm" / "list_leads.py"
     stub.unlink()
     raw = RawStdio(_argv(config, tree, "--regenerate-first"), _env())
@@ -111,9 +100,7 @@ def test_regenerate_first_brings_the_tree_up_to_date_before_serving(
         raw.initialize()
         assert stub.is_file()  # written before the handshake was answered
         assert not any("meanwhile" in line for line in raw.stderr)
-        assert raw.proc.stdin is not None
-        raw.proc.stdin.close()
-        assert raw.proc.wait(timeout=WAIT) == 0
+        assert raw.close_stdin() == 0
     finally:
         raw.close()
 
@@ -121,19 +108,14 @@ def test_regenerate_first_brings_the_tree_up_to_date_before_serving(
 def test_a_session_that_starts_after_the_refresh_gets_the_refreshed_instructions(
     docker_engine: object, crm_tree: Path, tmp_path: Path
 ) -> None:
-    config = tmp_path / "tooltree.yaml"
-    config.write_text(sample_config_yaml("crm", "docs"), encoding="utf-8")  # docs is not in the tree yet
-    tree = tmp_path / "tree"
-    shutil.copytree(crm_tree, tree)
+    config, tree = _setup(tmp_path, crm_tree, sample_config_yaml("crm", "docs"))  # docs is not in the tree yet
     raw = RawStdio(_argv(config, tree), _env())
     try:
         raw.wait_for_stderr("sessions from now on get the refreshed tree's instructions")
         instructions = raw.initialize()["result"]["instructions"]
         assert "docs" in instructions and "crm" in instructions
         assert (tree / "servers" / "docs").is_dir()
-        assert raw.proc.stdin is not None
-        raw.proc.stdin.close()
-        assert raw.proc.wait(timeout=WAIT) == 0
+        assert raw.close_stdin() == 0
     finally:
         raw.close()
 
@@ -142,10 +124,7 @@ def test_a_session_that_starts_after_the_refresh_gets_the_refreshed_instructions
 async def test_over_http_sessions_opened_after_the_refresh_get_its_instructions(
     docker_engine: object, crm_tree: Path, tmp_path: Path
 ) -> None:
-    config = tmp_path / "tooltree.yaml"
-    config.write_text(sample_config_yaml("crm", "docs"), encoding="utf-8")
-    tree = tmp_path / "tree"
-    shutil.copytree(crm_tree, tree)
+    config, tree = _setup(tmp_path, crm_tree, sample_config_yaml("crm", "docs"))
     served = ServeProcess(_argv(config, tree, "--http", "--port", "0"), {**_env(), "TOOLTREE_SERVE_TOKEN": TOKEN})
     try:
         done = "sessions from now on get the refreshed tree's instructions"

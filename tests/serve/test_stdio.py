@@ -88,9 +88,7 @@ def test_closing_stdin_mid_execution_stops_the_sandbox_and_the_upstream_servers(
         raw.start_long_execution()
         wait_until(lambda: bool(marked_processes(serve.mark)), "the docs server to start")
         assert containers(serve.owner)
-        assert raw.proc.stdin is not None
-        raw.proc.stdin.close()
-        assert raw.proc.wait(timeout=WAIT) == 0
+        assert raw.close_stdin() == 0
     finally:
         raw.close()
     assert not any(m.get("id") == 2 and "result" in m for m in raw.messages)
