@@ -9,6 +9,7 @@ docstring, ``README.md`` and search all start with the same sentence.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from generator.parts import Param, StubParts, text_of
@@ -32,6 +33,7 @@ MAX_SUMMARY_LINE = 110
 """Characters of a first sentence put on a docstring's first line of its own."""
 _WIDTH = LINE - 4
 """Docstring text is indented by four spaces."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def module_docstring(parts: StubParts) -> str:
@@ -47,14 +49,19 @@ def module_docstring(parts: StubParts) -> str:
 
 
 def typed_dict_docstring(d: TypedDictDef) -> str:
-    """The object's description, then one ``key: description`` line per documented key."""
+    """The object's description, then one ``key: description`` line per documented key.
+
+    Lone surrogates (JSON can carry ``"\\ud800"``) become U+FFFD here: CPython encodes a class's
+    docstring to UTF-8 when it creates the class, so one would make the stub fail to import.
+    Module and function docstrings keep them (escaped by the literal writer).
+    """
     lines = paragraphs(d.description, MAX_TYPE_DESCRIPTION, width=_WIDTH)
     documented = [f for f in d.fields if f.description.strip()]
     if documented:
         lines += ["", "Attributes:"] if lines else [f"The {d.name} object.", "", "Attributes:"]
         for f in documented:
             lines += wrap(f"{f.key}: {one_line(f.description, MAX_FIELD_DESCRIPTION)}", _WIDTH, "    ")
-    return "\n".join(lines)
+    return _SURROGATE.sub("\ufffd", "\n".join(lines))
 
 
 def function_docstring(parts: StubParts) -> str:

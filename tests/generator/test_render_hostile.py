@@ -216,6 +216,16 @@ def test_payload_everywhere_gives_a_safe_stub(payload: str) -> None:
 
 
 @pytest.mark.parametrize("payload", PAYLOADS, ids=range(len(PAYLOADS)))
+def test_payload_in_a_returned_objects_docs_gives_a_safe_stub(payload: str) -> None:
+    # a TypedDict's docstring: CPython encodes a class's docstring to UTF-8 when it creates the class
+    output = {"type": "object", "description": payload, "properties": {"note": {"description": payload}}}
+    tool = {"name": "t", "inputSchema": {"type": "object"}, "outputSchema": output}
+    stub = _render(tool)
+    assert "(TypedDict" in stub.source
+    _assert_safe(stub, server="srv", tool="t")
+
+
+@pytest.mark.parametrize("payload", PAYLOADS, ids=range(len(PAYLOADS)))
 def test_payload_as_server_name_gives_a_safe_stub(payload: str) -> None:
     tool = _tools_for("x")[1]
     stub = render_stub(server=payload, tool=tool, function="t")
