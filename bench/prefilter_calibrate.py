@@ -11,6 +11,10 @@ embeddings' evidence and once lexical only; the default threshold is the highest
 its clauses, cut by ``SearchIndex.units`` as in use; one variant judges the whole query only). The
 weights are fitted on whole queries. Prints the weights to paste into ``agent/prefilter/local.py`` and writes
 ``bench/out/prefilter_calibration.json``. The held-out half is not read here.
+
+The hybrid weights belong to the embedding model installed: with MiniLM and its static companion
+(``make embeddings``) they are ``HYBRID_STATIC``; with ``TOOLTREE_EMBEDDING_STATIC=0`` (MiniLM
+alone) they are ``HYBRID``.
 """
 
 from __future__ import annotations

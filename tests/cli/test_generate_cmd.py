@@ -50,6 +50,7 @@ def snapshots(tmp_path: Path) -> Path:
 def tiny_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = write_tiny_bert(tmp_path / "model", ["event", "move", "email", "send", "message", "##s"])
     monkeypatch.setenv("TOOLTREE_EMBEDDING_MODEL", str(root))
+    monkeypatch.setenv("TOOLTREE_EMBEDDING_STATIC", "0")  # alone, whether or not the companion is installed
     monkeypatch.delenv(EMBEDDINGS_ENV)  # auto, the default outside the test suite
     _reset_encoder(monkeypatch)
     return root

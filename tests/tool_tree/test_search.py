@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from generator.generate import generate
-from tests.support import count_model_loads, write_tiny_bert
+from tests.support import count_model_loads, write_tiny_bert, write_tiny_static
 from tool_tree.search import (
     EMBEDDINGS_ENV,
     INDEX_FILE,
@@ -22,6 +22,8 @@ from tool_tree.search import (
     SearchIndex,
     build_index,
     docs_from_tree,
+    has_static,
+    index_embeds_with,
     render_hits,
     search_tools,
     split_words,
@@ -29,6 +31,7 @@ from tool_tree.search import (
     tokens,
     write_index,
 )
+from tool_tree.search._static import STATIC_ENV, STATIC_WEIGHT
 from tool_tree.search._wordpiece import WordPiece, basic_split
 from tooltree_cli import search_cmd
 
@@ -472,6 +475,7 @@ def tiny_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = write_tiny_bert(tmp_path / "model", words)
     monkeypatch.setenv("TOOLTREE_EMBEDDING_MODEL", str(root))
     monkeypatch.setenv(EMBEDDINGS_ENV, "auto")
+    monkeypatch.setenv(STATIC_ENV, "0")  # alone, whether or not the static companion is installed
     _reset_encoder(monkeypatch)
     return root
 
@@ -508,6 +512,75 @@ def test_encoder_batches_give_the_vectors_of_single_texts(tiny_model: Path) -> N
     for text, vector in zip(texts, together, strict=True):
         alone = encoder.encode([text])[0]
         assert float(abs(alone - vector).max()) < 1e-5
+
+
+@pytest.fixture
+def tiny_static(tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The tiny BERT with a tiny static companion installed beside it (a ``wordllama`` package on the path)."""
+    root = write_tiny_static(tmp_path / "site", ["event", "move", "email", "send", "file", "weather", "a", "the"])
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.delenv(STATIC_ENV)
+    _reset_encoder(monkeypatch)
+    return root
+
+
+def test_the_static_companion_is_concatenated_with_its_weight(
+    tiny_static: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    from tool_tree.search._encoder import Encoder, model_info, read_safetensors
+    from tool_tree.search._static import StaticEncoder, static_info
+
+    info = model_info()
+    assert info.static is not None and info.dim == 8 + 4
+    assert info.model_id == f"{info.encoder_id}+{info.static.model_id}*{STATIC_WEIGHT}" and has_static(info.model_id)
+    texts = ["move the event", "send a file", "weather"]
+    both = Encoder().encode(texts)
+    alone = Encoder(static=False).encode(texts)
+    static = model_info().static
+    assert static is not None and static == static_info()
+    assert both.shape == (3, 12)
+    assert np.allclose(np.linalg.norm(both, axis=1), 1.0, atol=1e-6)
+    # the combined cosine is MiniLM's and the static one's, weighted
+    table = next(iter(read_safetensors(static.weights).values()))
+    words = StaticEncoder(static, np, table).encode(texts)
+    assert float(abs(words[0] - words[1]).max()) > 1e-3  # the tokenizer told the texts apart
+    for i, j in ((0, 1), (0, 2), (1, 2)):
+        expected = (alone[i] @ alone[j] + STATIC_WEIGHT * (words[i] @ words[j])) / (1 + STATIC_WEIGHT)
+        assert float(both[i] @ both[j]) == pytest.approx(float(expected), abs=1e-5)
+    monkeypatch.setenv(STATIC_ENV, "0")
+    assert model_info().static is None and not has_static(model_info().model_id)
+
+
+def test_an_index_embedded_without_the_companion_keeps_its_meaning_search_once_it_is_installed(
+    tree: Path, tiny_static: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tool_tree.search import _dense, embedding_model
+
+    monkeypatch.setenv(STATIC_ENV, "0")
+    write_index(tree)
+    index = SearchIndex.load(tree)
+    assert index.dense is not None and index.dense.dim == 8
+    monkeypatch.delenv(STATIC_ENV)
+    _reset_encoder(monkeypatch)
+    now = embedding_model("auto")
+    assert now is not None and now.static is not None
+    vectors = _dense.query_vectors(index.dense, ["move the event"])
+    assert vectors is not None and vectors[1].shape == (1, 8)  # MiniLM's part: no fallback to BM25
+    assert "falls back" not in caplog.text
+    # generate-tree sees the tree as embedded with another model, so it re-embeds it
+    assert not index_embeds_with(tree, now.model_id)
+    write_index(tree)
+    assert SearchIndex.load(tree).dense.dim == 12  # type: ignore[union-attr]
+
+
+def test_a_broken_static_package_is_named(tiny_static: Path) -> None:
+    from tool_tree.search._static import static_info
+
+    (tiny_static / "wordllama" / "weights" / "l2_supercat_256.safetensors").write_bytes(b"\x05")
+    with pytest.raises(SearchError, match=r"wordllama: cannot read the static embedding model"):
+        static_info()
 
 
 def test_model_info_names_the_model_without_loading_numpy_or_weights(tiny_model: Path) -> None:
@@ -740,6 +813,24 @@ def test_hybrid_finds_tools_whose_words_the_query_does_not_use(
             found.append(query)
     missed = [q for q, _ in VOCABULARY_GAP if q not in found]
     assert len(found) >= 11, f"the hybrid missed: {missed}"
+
+
+def test_make_embeddings_installs_the_static_companion_and_it_knows_words(real_tree: Path) -> None:
+    import numpy as np
+
+    from tool_tree.search._encoder import read_safetensors
+    from tool_tree.search._static import StaticEncoder, static_info
+
+    info = static_info()
+    if info is None:
+        if os.environ.get("REQUIRE_EMBEDDINGS") == "1":
+            pytest.fail("REQUIRE_EMBEDDINGS=1 but the static companion is not installed (make embeddings)")
+        pytest.skip("the static companion is not installed (make embeddings)")
+    index = SearchIndex.load(real_tree)
+    assert index.dense is not None and has_static(index.dense.model) and index.dense.dim == 384 + info.dim
+    encoder = StaticEncoder(info, np, next(iter(read_safetensors(info.weights).values())))
+    rain, forecast, email = encoder.encode(["will it rain tomorrow", "weather forecast", "send an email"])
+    assert float(rain @ forecast) > float(rain @ email) + 0.1
 
 
 def test_hybrid_keeps_the_answers_lexical_ranking_gets_right(real_tree: Path) -> None:

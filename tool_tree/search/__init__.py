@@ -30,6 +30,7 @@ from tool_tree.search._render import (
     search_tools,
 )
 from tool_tree.search._scores import ToolScores, score_tools
+from tool_tree.search._static import has_static
 from tool_tree.search._store import index_embeds_with, write_index
 from tool_tree.search._text import split_words, stem_word, tokens
 
@@ -58,6 +59,7 @@ __all__ = [
     "docs_from_tree",
     "embedding_model",
     "embeddings_mode",
+    "has_static",
     "index_embeds_with",
     "load_index",
     "meaning_only_note",

@@ -145,15 +145,17 @@ def embed_queries(dense: DenseVectors, queries: Sequence[str]) -> tuple[Any, Any
     """The stored tool matrix and the embeddings of ``queries`` (one row each).
 
     Queries are embedded with one BLAS thread when the machine is saturated (``_blas.query_threads``).
+    An index embedded by the sentence encoder alone is answered by it alone, also when the static
+    companion has been installed since (``Encoder.model_ids``).
 
     Raises:
         SearchError: the embedding model cannot be loaded, or is not the one the index was built with.
     """
     encoder = get_encoder()
-    if encoder.model_id != dense.model:
+    if dense.model not in encoder.model_ids:
         raise SearchError(f"the index was embedded with {dense.model}, but {encoder.model_id} is installed")
     matrix = dense.matrix()
-    return matrix, encoder.encode(list(queries), threads=query_threads())
+    return matrix, encoder.encode(list(queries), threads=query_threads(), model_id=dense.model)
 
 
 def query_vectors(dense: DenseVectors, queries: Sequence[str]) -> tuple[Any, Any] | None:

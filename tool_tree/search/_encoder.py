@@ -19,6 +19,11 @@ The forward pass works on ``(tokens, hidden)`` matrices so each linear map is on
 product, runs texts in batches of similar length, and computes GELU in its tanh form (see
 ``Encoder._gelu``); encoding the 527-tool catalog takes less than half the time the direct
 transcription did (bench/RESULTS.md).
+
+When WordLlama's static model is installed too (``_static``), the encoder returns the two
+embeddings concatenated, and can still embed a query for an index built with the sentence
+encoder alone (``encode(..., model_id=...)``), so installing the companion never stops an
+existing tree's hybrid search.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from typing import Any
 
 from tool_tree.search._blas import blas_threads
 from tool_tree.search._errors import SearchError
+from tool_tree.search._static import STATIC_WEIGHT, StaticEncoder, StaticInfo, static_info
 from tool_tree.search._wordpiece import WordPiece
 
 MODEL_ENV = "TOOLTREE_EMBEDDING_MODEL"
@@ -81,18 +87,33 @@ class ModelInfo:
     """What names an embedding model, read without loading its weights."""
 
     path: Path
-    model_id: str
-    """``<name>@<hash of the safetensors header>``: changes whenever the weights' layout or offsets do."""
-    dim: int
+    encoder_id: str
+    """The sentence encoder's ``<name>@<hash of the safetensors header>``: changes whenever the
+    weights' layout or offsets do."""
+    encoder_dim: int
+    static: StaticInfo | None = None
+    """The static companion, when installed (``_static``)."""
+
+    @property
+    def model_id(self) -> str:
+        """What an index records: the encoder's id, with the companion's and its weight when there is one."""
+        if self.static is None:
+            return self.encoder_id
+        return f"{self.encoder_id}+{self.static.model_id}*{STATIC_WEIGHT}"
+
+    @property
+    def dim(self) -> int:
+        return self.encoder_dim + (self.static.dim if self.static is not None else 0)
 
 
-def model_info(root: Path | None = None) -> ModelInfo:
-    """The model at ``root`` (default: ``find_model_dir()``), from ``config.json`` and the safetensors header.
+def model_info(root: Path | None = None, *, static: bool = True) -> ModelInfo:
+    """The model at ``root`` (default: ``find_model_dir()``), from ``config.json`` and the safetensors
+    header, with the static companion when it is installed and ``static`` is true.
 
-    Cheap (two small reads), so it can decide whether embeddings are available.
+    Cheap (a few small reads), so it can decide whether embeddings are available.
 
     Raises:
-        SearchError: numpy or the model is missing, or its files are malformed.
+        SearchError: numpy or the model is missing, or its files (or the companion's) are malformed.
     """
     if importlib.util.find_spec("numpy") is None:
         raise SearchError(f"embedding search needs numpy; {INSTALL_HINT}")
@@ -106,7 +127,8 @@ def model_info(root: Path | None = None) -> ModelInfo:
     except (OSError, ValueError, KeyError, TypeError, struct.error) as e:
         raise SearchError(f"{root}: cannot read the embedding model ({e})") from None
     digest = hashlib.sha256(header).hexdigest()[:16]
-    return ModelInfo(root, f"{config.get('_name_or_path', root.name)}@{digest}", dim)
+    companion = static_info() if static else None
+    return ModelInfo(root, f"{config.get('_name_or_path', root.name)}@{digest}", dim, companion)
 
 
 def read_safetensors(path: Path) -> dict[str, Any]:
@@ -132,10 +154,13 @@ def read_safetensors(path: Path) -> dict[str, Any]:
 class Encoder:
     """Sentence embeddings: text → unit-length float32 vectors."""
 
-    def __init__(self, model_dir: Path | None = None, *, max_tokens: int = 256) -> None:
-        """Raises: SearchError: numpy or the model is missing, or the model is malformed."""
+    def __init__(self, model_dir: Path | None = None, *, max_tokens: int = 256, static: bool = True) -> None:
+        """``static``: add the static companion when it is installed.
+
+        Raises: SearchError: numpy or the model is missing, or the model is malformed.
+        """
         self._np = _numpy()
-        info = model_info(model_dir)
+        info = model_info(model_dir, static=static)
         root = info.path
         try:
             config = json.loads((root / "config.json").read_text(encoding="utf-8"))
@@ -143,19 +168,21 @@ class Encoder:
             w = read_safetensors(root / "model.safetensors")
             self._layers = int(config["num_hidden_layers"])
             self._heads = int(config["num_attention_heads"])
-            self.dim = int(config["hidden_size"])
+            self._hidden = int(config["hidden_size"])
             self._eps = float(config.get("layer_norm_eps", 1e-12))
             self._max_tokens = min(max_tokens, int(config.get("max_position_embeddings", 512)))
             self._w = self._prepare(w)
+            table = read_safetensors(info.static.weights) if info.static is not None else {}
         except (OSError, ValueError, KeyError, struct.error) as e:
             raise SearchError(f"{root}: cannot load the embedding model ({e})") from None
-        self.model_id = info.model_id
+        self._static = StaticEncoder(info.static, self._np, next(iter(table.values()))) if info.static else None
+        self.model_id, self.encoder_id, self.dim = info.model_id, info.encoder_id, info.dim
 
     def _prepare(self, w: dict[str, Any]) -> dict[str, Any]:
         """The weights laid out for the forward pass: each linear map as a contiguous ``(in, out)``
         matrix, query, key and value fused into one, the attention scale folded into the query."""
         np = self._np
-        scale = 1.0 / math.sqrt(self.dim // self._heads)
+        scale = 1.0 / math.sqrt(self._hidden // self._heads)
         for i in range(self._layers):
             p = f"encoder.layer.{i}"
             q, k, v = (f"{p}.attention.self.{name}" for name in ("query", "key", "value"))
@@ -174,21 +201,38 @@ class Encoder:
         max_batch_tokens: int = 1024,
         on_progress: Callable[[int], None] | None = None,
         threads: int | None = None,
+        model_id: str | None = None,
     ) -> Any:
         """A ``(len(texts), dim)`` float32 array of L2-normalised mean-pooled embeddings.
 
         Texts are run in batches of similar length (little padding), each up to about
         ``max_batch_tokens`` tokens; ``on_progress`` is told how many texts are done after each.
         ``threads`` caps the BLAS threads of the matrix products (None: numpy's BLAS decides; see
-        ``_blas``).
+        ``_blas``). ``model_id`` asks for the vectors of one of ``model_ids`` (default: the first,
+        with the companion when there is one).
+
+        Raises:
+            SearchError: ``model_id`` is none of ``model_ids``.
         """
+        if model_id not in (None, *self.model_ids):
+            raise SearchError(f"cannot embed for {model_id}: the installed model is {self.model_id}")
         with blas_threads(self._np, threads):
-            return self._encode(texts, max_batch_tokens, on_progress)
+            vectors = self._encode(texts, max_batch_tokens, on_progress)
+        if self._static is None or model_id == self.encoder_id:
+            return vectors
+        np = self._np
+        extra = self._static.encode(texts) * np.float32(math.sqrt(STATIC_WEIGHT))
+        return np.concatenate([vectors, extra], axis=1) / np.float32(math.sqrt(1.0 + STATIC_WEIGHT))
+
+    @property
+    def model_ids(self) -> tuple[str, ...]:
+        """The indexes whose vectors this encoder can answer: its own, and the sentence encoder's alone."""
+        return (self.model_id,) if self._static is None else (self.model_id, self.encoder_id)
 
     def _encode(self, texts: list[str], max_batch_tokens: int, on_progress: Callable[[int], None] | None) -> Any:
         np = self._np
         ids = [self._tokenizer.encode(t, self._max_tokens) for t in texts]
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        out = np.zeros((len(texts), self._hidden), dtype=np.float32)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         start = 0
         while start < len(order):
@@ -248,7 +292,7 @@ class Encoder:
     def _forward(self, ids: Any, mask: Any) -> Any:
         np, w = self._np, self._w
         n, width = ids.shape
-        dim, heads = self.dim, self._heads
+        dim, heads = self._hidden, self._heads
         head = dim // heads
         x = w["embeddings.word_embeddings.weight"][ids]
         x += w["embeddings.position_embeddings.weight"][:width][None, :, :]

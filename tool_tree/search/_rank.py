@@ -69,7 +69,7 @@ class RankingConfig:
     """How the rankings of a query's clauses are fused: a name in ``_query.FUSIONS``."""
     fusion_k: float = 10.0
     """The ``k`` of reciprocal-rank fusion: higher flattens the difference between ranks."""
-    dense_alpha: float = 0.2
+    dense_alpha: float = 0.15
     """Weight of the lexical ranking in the hybrid (the rest goes to embedding similarity)."""
 
     def weight(self, field: str) -> float:

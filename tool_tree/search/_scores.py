@@ -28,6 +28,8 @@ class ToolScores:
     """BM25F score of each tool (0.0 when it shares no term with the query)."""
     meaning: list[float] | None
     """Cosine similarity of each tool's embedding to the query's; None without embeddings."""
+    model: str | None = None
+    """The model id of the vectors behind ``meaning`` (the index's); None without embeddings."""
 
 
 def score_tools(index: SearchIndex, queries: Sequence[str], *, meaning: bool = True) -> list[ToolScores]:
@@ -55,6 +57,8 @@ def score_tools(index: SearchIndex, queries: Sequence[str], *, meaning: bool = T
     if meaning and dense is not None and texts and embeddings_mode() != "off":
         matrix, vectors = embed_queries(dense, texts)
         cosines = (vectors @ matrix.T).tolist()
+    model = dense.model if cosines is not None and dense is not None else None
     return [
-        ToolScores(text, tools, lexical[i], cosines[i] if cosines is not None else None) for i, text in enumerate(texts)
+        ToolScores(text, tools, lexical[i], cosines[i] if cosines is not None else None, model)
+        for i, text in enumerate(texts)
     ]
