@@ -575,6 +575,19 @@ def test_an_index_embedded_without_the_companion_keeps_its_meaning_search_once_i
     assert SearchIndex.load(tree).dense.dim == 12  # type: ignore[union-attr]
 
 
+def test_without_tokenizers_the_encoder_runs_alone(tiny_static: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from tool_tree.search._encoder import Encoder, model_info
+    from tool_tree.search._static import static_info
+
+    assert static_info() is not None
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tokenizers" else real(name, *a))
+    assert static_info() is None
+    assert model_info().static is None and Encoder().encode(["move the event"]).shape == (1, 8)
+
+
 def test_a_broken_static_package_is_named(tiny_static: Path) -> None:
     from tool_tree.search._static import static_info
 
