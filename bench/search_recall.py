@@ -2,8 +2,10 @@
 
 Quality: Recall@1/5/10 and MRR@10 per need on six sets — MetaTool single-tool and multi-tool
 queries in its tuning and held-out halves (split by tool), and multi-step tasks over the 527-tool
-LiveMCPBench catalog, tuning and held-out. Every variant runs in the same process against plain
-BM25 (one field: name + description, no stemming, k1 = 1.2, b = 0.75).
+LiveMCPBench catalog, tuning and held-out; and, when ``bfcl-eval`` is installed, BFCL's
+multi-turn requests over 162 REST-style tools, tuning and held-out (see ``search_sets``). Every
+variant runs in the same process against plain BM25 (one field: name + description, no stemming,
+k1 = 1.2, b = 0.75).
 
 ``--grid`` picks what runs:
 - ``lexical`` / ``hybrid``: the option grids that were searched, on the tuning sets only
@@ -49,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import OUT, write_json
 from search_models import CANDIDATES, load, missing
-from search_sets import Catalog, livemcpbench, metatool, recall
+from search_sets import BFCL_PIP, Catalog, bfcl, livemcpbench, metatool, recall
 
 from tool_tree.search import RankingConfig, SearchDoc, SearchError, SearchIndex, _blas, _dense, build_index
 from tool_tree.search._dense import DenseVectors, embed_text
@@ -60,7 +62,9 @@ BASELINE = RankingConfig(plain=True, stem=False, k1=1.2, b=0.75, clauses="none")
 OLD_DEFAULT = RankingConfig(w_params=0.3, clauses="none", dense_alpha=0.3)
 """The defaults before this benchmark split its data (chosen on all of MetaTool)."""
 DEFAULT = RankingConfig()
-PREVIOUS_HYBRID = replace(DEFAULT, dense_alpha=0.2)
+PREVIOUS_LEXICAL = replace(DEFAULT, w_params=0.1)
+"""The parameter text weight before BFCL's tuning half joined the tuning sets."""
+PREVIOUS_HYBRID = replace(DEFAULT, dense_alpha=0.2, w_params=0.1)
 """The hybrid default before the static companion (MiniLM alone, lexical weight 0.2)."""
 
 Variant = tuple[str, RankingConfig, str | None]
@@ -128,17 +132,32 @@ def final_variants() -> list[Variant]:
     return [
         ("plain BM25 (baseline)", BASELINE, None),
         ("old lexical default", OLD_DEFAULT, None),
+        ("previous lexical default (w_params 0.1)", PREVIOUS_LEXICAL, None),
         ("new lexical default", DEFAULT, None),
         ("new lexical, without clauses", replace(DEFAULT, clauses="none"), None),
         ("new lexical + server evidence 0.3", replace(DEFAULT, server_weight=0.3), None),
         ("old hybrid default (MiniLM)", OLD_DEFAULT, "minilm-l6"),
-        ("previous hybrid default (MiniLM, alpha 0.2)", PREVIOUS_HYBRID, "minilm-l6"),
+        ("previous hybrid default (MiniLM, alpha 0.2, w_params 0.1)", PREVIOUS_HYBRID, "minilm-l6"),
         ("MiniLM alone, alpha 0.15", DEFAULT, "minilm-l6"),
         ("WordLlama alone, alpha 0.15", DEFAULT, "wordllama-256"),
+        ("MiniLM + WordLlama, w_params 0.1", PREVIOUS_LEXICAL, "minilm-l6+wordllama"),
         ("new hybrid default (MiniLM + WordLlama)", DEFAULT, "minilm-l6+wordllama"),
         ("new hybrid, without clauses", replace(DEFAULT, clauses="none"), "minilm-l6+wordllama"),
         ("new hybrid + server evidence 0.3", replace(DEFAULT, server_weight=0.3), "minilm-l6+wordllama"),
     ]
+
+
+def recheck_variants() -> list[Variant]:
+    """The parameter weight and the clause fusion, rechecked once BFCL's tuning half (a catalog whose
+    tools have described parameters) joined the tuning sets."""
+    out: list[Variant] = [("plain BM25 (baseline)", BASELINE, None)]
+    for model in (None, "minilm-l6+wordllama"):
+        kind = "hybrid" if model else "lexical"
+        for w_params in (0.1, 0.2, 0.3, 0.5):
+            for clauses in ("chains", "none"):
+                cfg = replace(DEFAULT, w_params=w_params, clauses=clauses)
+                out.append((f"{kind} w_params={w_params} clauses={clauses}", cfg, model))
+    return out
 
 
 def model_variants() -> list[Variant]:
@@ -150,6 +169,7 @@ GRIDS: dict[str, Callable[[], list[Variant]]] = {
     "lexical": lexical_grid,
     "hybrid": hybrid_grid,
     "models": model_variants,
+    "recheck": recheck_variants,
     "final": final_variants,
 }
 
@@ -247,7 +267,7 @@ def model_cost(encoder: Any, catalogs: Sequence[Catalog]) -> dict[str, float]:
         t = time.perf_counter()
         encoder.encode([q])
         times.append(time.perf_counter() - t)
-    tools = [embed_text(d) for d in catalogs[-1].docs]
+    tools = [embed_text(d) for d in catalogs[1].docs]
     t = time.perf_counter()
     encoder.encode(tools)
     return {
@@ -456,9 +476,14 @@ def main() -> int:
     parser.add_argument("--no-dense", action="store_true", help="skip every variant that needs embeddings")
     parser.add_argument("--no-speed", action="store_true", help="skip the speed measurements")
     args = parser.parse_args()
-    sets = args.sets or ("tune" if args.grid in ("lexical", "hybrid") else "all")
+    sets = args.sets or ("tune" if args.grid in ("lexical", "hybrid", "recheck") else "all")
     variants = [v for v in GRIDS[args.grid]() if not (args.no_dense and v[2] is not None)]
     catalogs = [metatool(args.step), livemcpbench()]
+    extra = bfcl()
+    if extra is None:
+        print(f"BFCL multi-turn sets left out: bfcl-eval is not installed ({BFCL_PIP})")
+    else:
+        catalogs.append(extra)
     print(f"grid {args.grid}, sets {sets}, MetaTool single rows every {args.step}")
     results, notes = evaluate(catalogs, variants, sets, cost=args.grid == "models")
     if results:

@@ -18,12 +18,24 @@ is met when any of its acceptable tools is in the first k. A second held-out set
 catalog is the pre-filter benchmark's 40 tasks (``bench/prefilter_tasks_527.json``), written
 later and never used to choose a search setting. These tasks were written by someone
 who had read the tool names, so they lean towards the catalog's words more than a user's would.
+
+BFCL's multi-turn tasks (``bfcl()``) are a third kind: users' requests, turn by turn, to
+REST-style APIs with many tools each — 162 tools in 12 "servers" (the API classes of
+``bfcl_eval/data/multi_turn_func_doc``), 731 turns of the 200 ``multi_turn_base`` tasks. A turn's
+needs are the distinct functions its ground truth calls (1,100 needs; navigation such as ``cd``
+that the user never asked for counts too). They are split **by task** like MetaTool's tools: a
+task is held out when the first byte of the SHA-256 of its id is odd (nothing in the ranking is
+learned per tool, so sharing tools across the halves leaks nothing). Each tool description's leading "This tool belongs
+to …" sentence is the server's description, the rest the tool's. The data ships inside the
+``bfcl-eval`` wheel (Apache-2.0; ``pip install --no-deps bfcl-eval==2026.3.23``, read from the
+installed files); without it the set is left out.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import importlib.util
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -47,7 +59,8 @@ def _ident(name: str) -> str:
 
 
 def held_out_tool(name: str) -> bool:
-    """The fixed split of MetaTool: held out when the first byte of sha256(name) is odd."""
+    """The fixed split of MetaTool (by tool name) and BFCL (by task id): held out when the first byte of
+    sha256(name) is odd."""
     return hashlib.sha256(name.encode("utf-8")).digest()[0] % 2 == 1
 
 
@@ -136,6 +149,64 @@ def livemcpbench() -> Catalog:
     second = json.loads(PREFILTER_TASKS.read_text(encoding="utf-8"))["tasks"]
     sets["held tasks, pre-filter's 40"] = _tasks("held tasks, pre-filter's 40", PREFILTER_TASKS, second, known)
     return Catalog("LiveMCPBench", docs, sets)
+
+
+BFCL_PIP = "pip install --no-deps bfcl-eval==2026.3.23"
+_BELONGS = re.compile(r"^(This tool belongs to .*?)\s*Tool description:\s*", re.S)
+_CALLED = re.compile(r"\s*([A-Za-z_]\w*)\s*\(")
+
+
+def bfcl_data() -> Path | None:
+    """The ``data`` folder of the installed ``bfcl_eval`` package, or None."""
+    spec = importlib.util.find_spec("bfcl_eval")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    data = Path(next(iter(spec.submodule_search_locations))) / "data"
+    return data if (data / "multi_turn_func_doc").is_dir() else None
+
+
+def bfcl() -> Catalog | None:
+    """BFCL's multi-turn tasks, tuning and held-out halves (see the module docstring), or None when not installed."""
+    data = bfcl_data()
+    if data is None:
+        return None
+    docs: list[SearchDoc] = []
+    servers_of: dict[str, list[str]] = {}
+    for path in sorted((data / "multi_turn_func_doc").glob("*.json")):
+        server = path.stem
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            tool = json.loads(line)
+            belongs = _BELONGS.match(tool["description"])
+            schema = {**tool.get("parameters", {}), "type": "object"}
+            mcp = {"name": tool["name"], "description": tool["description"][belongs.end() if belongs else 0 :],
+                   "inputSchema": schema}  # fmt: skip
+            docs.append(
+                SearchDoc(
+                    server=server,
+                    package=_ident(server),
+                    tool=tool["name"],
+                    function=_ident(tool["name"]),
+                    path=f"servers/{_ident(server)}/{_ident(tool['name'])}.py",
+                    description=description_of(mcp),
+                    params=params_of(mcp),
+                    server_description=belongs.group(1) if belongs else "",
+                )
+            )
+            servers_of.setdefault(tool["name"], []).append(server)
+    sets = {n: QuerySet(n) for n in ("tune turns", "held turns")}
+    questions = (data / "BFCL_v4_multi_turn_base.json").read_text(encoding="utf-8").splitlines()
+    answers = (data / "possible_answer" / "BFCL_v4_multi_turn_base.json").read_text(encoding="utf-8").splitlines()
+    for q_line, a_line in zip(questions, answers, strict=True):
+        question, answer = json.loads(q_line), json.loads(a_line)
+        qs = sets["held turns" if held_out_tool(question["id"]) else "tune turns"]
+        for messages, calls in zip(question["question"], answer["ground_truth"], strict=True):
+            text = " ".join(m["content"] for m in messages if m["role"] == "user").strip()
+            called = dict.fromkeys(m.group(1) for c in calls if (m := _CALLED.match(c)))
+            if text and called:
+                qs.queries.append((text, [[f"{s}.{name}" for s in servers_of[name]] for name in called]))
+    return Catalog("BFCL", docs, sets)
 
 
 def recall(rank: Callable[[str], Sequence[str]], qs: QuerySet) -> dict[str, float]:

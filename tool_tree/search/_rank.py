@@ -49,7 +49,7 @@ class RankingConfig:
     w_lead: float = 0.0
     """First sentence of the description, counted on top of ``w_description`` (0: not indexed)."""
     w_description: float = 1.0
-    w_params: float = 0.1
+    w_params: float = 0.2
     """Parameter names and descriptions."""
     w_server_description: float = 0.2
     expansion: float = 0.0
