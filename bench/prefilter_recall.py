@@ -6,14 +6,17 @@
    come from the other half, ``prefilter_calibrate.py``): for each query, the tools whose
    probability reaches the threshold; recall = needed tools admitted / needed tools, catalog
    share = admitted / tools in the half. Also a threshold sweep (the trade-off).
-2. The 527-tool LiveMCPBench catalog, generated into a tree from snapshots (with embeddings):
+2. BFCL's held-out turns (``search_sets.bfcl``, when ``bfcl-eval`` is installed): 162 tools in 12
+   servers, users' turn-by-turn requests; needs met by a tool above the threshold, and the share
+   of the catalog above it (no siblings), over the same threshold sweep.
+3. The 527-tool LiveMCPBench catalog, generated into a tree from snapshots (with embeddings):
    the 40 multi-step tasks of ``prefilter_tasks_527.json`` (written for this benchmark; each need
    lists the tools that can meet it), through the real `PreFilter` + `LocalFilter` (siblings
    ``named`` and ``server``). Recall counts needs met.
-3. Latency of one decision (``PreFilter.decide``) for 527 tools: every task 3 times with a new
+4. Latency of one decision (``PreFilter.decide``) for 527 tools: every task 3 times with a new
    text each time (median, p90), with embeddings and lexical only; and ``score_tools`` alone on
    one text, for comparison. ``--latency`` runs only this part (and updates it in the JSON).
-4. Cost vs saving per request: tokens of the tools array with every tool (direct) and with the
+5. Cost vs saving per request: tokens of the tools array with every tool (direct) and with the
    admitted ones (filtered), against the filter's own cost — the local one spends no tokens; the
    ``claude`` one is run against the fake Messages API with its verdicts scripted as the task's
    first choices, so its tokens (and the simulated prompt cache) follow the same approximation.
@@ -39,6 +42,7 @@ from _common import OUT, ROOT, print_table, write_json
 from _prefilter_data import metatool_halves, raw_scores
 from agent_tasks import generate
 from generate_tree import livemcpbench_snapshots
+from search_sets import BFCL_PIP, bfcl
 
 from agent.prefilter import ClaudeFilter, LocalFilter, PreFilter, load_catalog
 from agent.prefilter.claude import VERDICT_TOOL
@@ -100,6 +104,48 @@ def metatool_held_out() -> dict[str, Any]:
         k = max(1, round(0.1 * len(names)))
         top10 = p >= np.sort(p, axis=1)[:, -k][:, None]
         out[label] = {"sweep": rows, "recall_at_10pct_share": float((top10 & (y > 0)).sum() / y.sum())}
+    return out
+
+
+def bfcl_held_out() -> dict[str, Any] | None:
+    """The classifier on BFCL's held-out turns (``search_sets.bfcl``: 162 tools in 12 servers, never used
+    to calibrate): needs met by a tool above the threshold, and the share of the catalog above it
+    (siblings not added, as on MetaTool). None when ``bfcl-eval`` is not installed."""
+    catalog = bfcl()
+    if catalog is None:
+        return None
+    turns = catalog.sets["held turns"].queries
+    index = build_index(catalog.docs, embeddings=True)
+    keys = [f"{server}.{tool}" for server, tool in score_tools(index, ["x"], meaning=False)[0].tools]
+    col = {k: i for i, k in enumerate(keys)}
+    texts: list[str] = []
+    groups: list[list[int]] = []
+    for q, _ in turns:
+        parts = index.units(q, CLAUSES)
+        groups.append(list(range(len(texts), len(texts) + len(parts))))
+        texts += parts
+    out: dict[str, Any] = {"tools": len(keys), "turns": len(turns), "needs": sum(len(n) for _, n in turns)}
+    for label, meaning in (("hybrid", True), ("lexical", False)):
+        lex, cos = raw_scores(index, texts, meaning=meaning, cache="bfcl-held")
+        model = index.dense.model if meaning and index.dense is not None else None
+        evidence = [
+            ToolScores(t, [("", k) for k in keys], lex[i].tolist(), cos[i].tolist() if cos is not None else None, model)
+            for i, t in enumerate(texts)
+        ]
+        calibration = calibration_of(evidence[0])
+        p = np.array([combined([evidence[i] for i in g]) for g in groups])
+        rows = []
+        for t in sorted({*SWEEP, calibration.threshold}):
+            admitted = p >= t
+            met = sum(any(admitted[qi, col[k]] for k in need) for qi, (_, needs) in enumerate(turns) for need in needs)
+            rows.append({
+                "threshold": t,
+                "default": t == calibration.threshold,
+                "recall": met / out["needs"],
+                "catalog_share": float(admitted.mean()),
+                "admitted_mean": float(admitted.sum(axis=1).mean()),
+            })  # fmt: skip
+        out[label] = {"sweep": rows}
     return out
 
 
@@ -233,6 +279,20 @@ def main() -> int:
             ["threshold", "recall", "single", "multi", "catalog shown", "tools admitted"],
             rows,
         )
+    turns = bfcl_held_out()
+    if turns is None:
+        print(f"BFCL held-out turns left out: bfcl-eval is not installed ({BFCL_PIP})")
+    else:
+        for label in ("hybrid", "lexical"):
+            rows = [[f"{r['threshold']:g}" + (" (default)" if r["default"] else ""), f"{r['recall']:.3f}",
+                     f"{100 * r['catalog_share']:.1f} %", f"{r['admitted_mean']:.1f}"]
+                    for r in turns[label]["sweep"]]  # fmt: skip
+            print_table(
+                f"BFCL held-out turns ({turns['tools']} tools, {turns['turns']} turns, {turns['needs']} needs), "
+                f"{label}; siblings not added",
+                ["threshold", "recall", "catalog shown", "tools admitted"],
+                rows,
+            )
     with tempfile.TemporaryDirectory(prefix="tooltree-prefilter-") as tmp:
         tree = tree527(Path(tmp))
         by_siblings = {s: catalog527(tree, s) for s in ("named", "server")}
@@ -282,8 +342,8 @@ def main() -> int:
              f"{later['input_tokens']:,} + {later['cache_read_input_tokens']:,} + {later['output_tokens']:,}"],
         ],
     )  # fmt: skip
-    data = {"token_count": APPROXIMATION, "metatool_held_out": held, "catalog527": by_siblings,
-            "catalog527_sweep": sweep, "latency": speed, "cost": costs}  # fmt: skip
+    data = {"token_count": APPROXIMATION, "metatool_held_out": held, "bfcl_held_out": turns,
+            "catalog527": by_siblings, "catalog527_sweep": sweep, "latency": speed, "cost": costs}  # fmt: skip
     write_json("prefilter_recall.json", data)
     return 0
 

@@ -107,7 +107,10 @@ class StaticEncoder:
         np = self._np
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         top = len(self._table) - 1
-        for i, enc in enumerate(self._tokenizer.encode_batch(texts, add_special_tokens=False)):
+        for i, text in enumerate(texts):
+            # one text at a time: ``encode_batch`` would start a pool of threads (as many as cores) for
+            # no gain at these sizes (2,000 texts: 0.09 s against 0.07 s)
+            enc = self._tokenizer.encode(text, add_special_tokens=False)
             ids = np.clip(np.asarray(enc.ids[:MAX_TOKENS], dtype=np.int64), 0, top)
             if len(ids):
                 v = self._table[ids].mean(0)
