@@ -828,6 +828,24 @@ def test_hybrid_finds_tools_whose_words_the_query_does_not_use(
     assert len(found) >= 11, f"the hybrid missed: {missed}"
 
 
+def test_loading_the_models_stays_well_inside_an_executions_host_memory_bound(real_tree: Path) -> None:
+    """The first hybrid search of a host process loads the models (SECURITY.md bounds one execution's
+    host memory at 256 MiB, the load included). Reading the whole safetensors file and then copying
+    every tensor out of it put the load at +256 MiB once the static companion came along."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource, numpy, tool_tree.search._encoder as e\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "e.Encoder().encode(['will it rain tomorrow'])\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120, env=env)
+    assert int(out.stdout) < 192, f"loading the models took {out.stdout.strip()} MiB of peak memory"
+
+
 def test_make_embeddings_installs_the_static_companion_and_it_knows_words(real_tree: Path) -> None:
     import numpy as np
 

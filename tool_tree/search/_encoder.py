@@ -131,23 +131,32 @@ def model_info(root: Path | None = None, *, static: bool = True) -> ModelInfo:
     return ModelInfo(root, f"{config.get('_name_or_path', root.name)}@{digest}", dim, companion)
 
 
-def read_safetensors(path: Path) -> dict[str, Any]:
-    """All tensors of a safetensors file as numpy arrays."""
+def read_safetensors(path: Path, *, float32: bool = True) -> dict[str, Any]:
+    """All tensors of a safetensors file as numpy arrays (floats as float32 unless ``float32`` is false).
+
+    Each tensor is read from the file on its own, so loading holds one copy of the weights, never
+    the whole file as bytes beside them (that doubled the peak of a model's load).
+    """
     np = _numpy()
-    data = path.read_bytes()
-    (header_len,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8 : 8 + header_len])
-    base = 8 + header_len
     tensors: dict[str, Any] = {}
-    for name, meta in header.items():
-        if name == "__metadata__":
-            continue
-        start, end = meta["data_offsets"]
-        dtype = _DTYPES.get(meta["dtype"])
-        if dtype is None:
-            raise SearchError(f"{path}: tensor {name} has unsupported dtype {meta['dtype']}")
-        arr = np.frombuffer(data, dtype=dtype, count=(end - start) // np.dtype(dtype).itemsize, offset=base + start)
-        tensors[name] = arr.reshape(meta["shape"]).astype(np.float32) if dtype != "<i8" else arr
+    with path.open("rb") as f:
+        (header_len,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(header_len))
+        base = 8 + header_len
+        for name, meta in header.items():
+            if name == "__metadata__":
+                continue
+            start, end = meta["data_offsets"]
+            dtype = _DTYPES.get(meta["dtype"])
+            if dtype is None:
+                raise SearchError(f"{path}: tensor {name} has unsupported dtype {meta['dtype']}")
+            count = (end - start) // np.dtype(dtype).itemsize
+            f.seek(base + start)
+            arr = np.fromfile(f, dtype=dtype, count=count)
+            if len(arr) != count:
+                raise ValueError(f"tensor {name} is cut short")
+            arr = arr.reshape(meta["shape"])
+            tensors[name] = arr.astype(np.float32, copy=False) if float32 and dtype != "<i8" else arr
     return tensors
 
 
@@ -172,7 +181,7 @@ class Encoder:
             self._eps = float(config.get("layer_norm_eps", 1e-12))
             self._max_tokens = min(max_tokens, int(config.get("max_position_embeddings", 512)))
             self._w = self._prepare(w)
-            table = read_safetensors(info.static.weights) if info.static is not None else {}
+            table = read_safetensors(info.static.weights, float32=False) if info.static is not None else {}
         except (OSError, ValueError, KeyError, struct.error) as e:
             raise SearchError(f"{root}: cannot load the embedding model ({e})") from None
         self._static = StaticEncoder(info.static, self._np, next(iter(table.values()))) if info.static else None

@@ -90,7 +90,8 @@ class StaticEncoder:
     """Text → unit-length float32 vectors: the mean of the tokens' rows of the table."""
 
     def __init__(self, info: StaticInfo, np: Any, table: Any) -> None:
-        """``table``: the ``(tokens, dim)`` float32 array read from ``info.weights``.
+        """``table``: the ``(tokens, dim)`` array read from ``info.weights`` (kept as stored: float16 is
+        half the memory, and each text's rows are summed in float32).
 
         Raises: SearchError: the tokenizer cannot be loaded.
         """
@@ -113,6 +114,6 @@ class StaticEncoder:
             enc = self._tokenizer.encode(text, add_special_tokens=False)
             ids = np.clip(np.asarray(enc.ids[:MAX_TOKENS], dtype=np.int64), 0, top)
             if len(ids):
-                v = self._table[ids].mean(0)
+                v = self._table[ids].astype(np.float32).mean(0)
                 out[i] = v / max(float(np.linalg.norm(v)), 1e-12)
         return out
