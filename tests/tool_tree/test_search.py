@@ -588,6 +588,15 @@ def test_without_tokenizers_the_encoder_runs_alone(tiny_static: Path, monkeypatc
     assert model_info().static is None and Encoder().encode(["move the event"]).shape == (1, 8)
 
 
+def test_a_static_table_cut_short_is_named_when_the_encoder_loads(tiny_static: Path) -> None:
+    from tool_tree.search._encoder import Encoder
+
+    weights = tiny_static / "wordllama" / "weights" / "l2_supercat_256.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-8])  # the header is intact: only the load can tell
+    with pytest.raises(SearchError, match=r"l2_supercat_256.safetensors: cannot load the static embedding model"):
+        Encoder()
+
+
 def test_a_broken_static_package_is_named(tiny_static: Path) -> None:
     from tool_tree.search._static import static_info
 

@@ -181,10 +181,15 @@ class Encoder:
             self._eps = float(config.get("layer_norm_eps", 1e-12))
             self._max_tokens = min(max_tokens, int(config.get("max_position_embeddings", 512)))
             self._w = self._prepare(w)
-            table = read_safetensors(info.static.weights, float32=False) if info.static is not None else {}
         except (OSError, ValueError, KeyError, struct.error) as e:
             raise SearchError(f"{root}: cannot load the embedding model ({e})") from None
-        self._static = StaticEncoder(info.static, self._np, next(iter(table.values()))) if info.static else None
+        self._static: StaticEncoder | None = None
+        if info.static is not None:
+            try:
+                table = next(iter(read_safetensors(info.static.weights, float32=False).values()))
+            except (OSError, ValueError, StopIteration, struct.error) as e:
+                raise SearchError(f"{info.static.weights}: cannot load the static embedding model ({e})") from None
+            self._static = StaticEncoder(info.static, self._np, table)
         self.model_id, self.encoder_id, self.dim = info.model_id, info.encoder_id, info.dim
 
     def _prepare(self, w: dict[str, Any]) -> dict[str, Any]:
