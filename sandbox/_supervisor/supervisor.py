@@ -86,6 +86,8 @@ class Supervisor:
         self.host = FrameWriter(channel_out)
         self.host_in = FrameReader(channel_in, strict=False)  # the host is the trusted side
         self.lock = threading.RLock()
+        self.sweeping = threading.Lock()
+        """Held while ``kill_everything`` kills: a worker is spawned only when no kill is under way."""
         self.worker: Worker | None = None
         self.generation = 0
         self.exec_counter = 0
@@ -265,7 +267,10 @@ class Supervisor:
     # ---- workers ----------------------------------------------------------------------------
 
     def spawn_worker(self) -> None:
-        with self.lock:
+        # The old worker's death (``pump`` → ``on_worker_exit`` → ``finish``) can respawn while the
+        # thread that killed it has yet to send kill(-1): that signal would kill the new worker
+        # before it is ready ("failed to start", and a broken session). Wait for the sweep to end.
+        with self.sweeping, self.lock:
             self.generation += 1
             worker = Worker(self.generation, self.worker_argv, self.workspace.root, self.worker_env)
             self.worker = worker
@@ -273,12 +278,13 @@ class Supervisor:
         threading.Thread(target=self.pump, args=(worker,), name=f"worker-{worker.generation}", daemon=True).start()
 
     def kill_everything(self, worker: Worker) -> None:
-        worker.kill()
-        if self.kill_all:
-            # As pid 1 in the container, kill(-1) reaches every other process of the sandbox
-            # user, including any that left the worker's session.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(-1, signal.SIGKILL)
+        with self.sweeping:
+            worker.kill()
+            if self.kill_all:
+                # As pid 1 in the container, kill(-1) reaches every other process of the sandbox
+                # user, including any that left the worker's session.
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(-1, signal.SIGKILL)
 
     def reset(self, wipe_workspace: bool) -> None:
         with self.lock:
