@@ -26,7 +26,7 @@ import numpy as np
 import search_models
 import search_recall as sr
 from _common import write_json
-from search_sets import BFCL_PIP, bfcl, livemcpbench, metatool
+from search_sets import livemcpbench, metatool, with_bfcl
 
 
 class Concatenated:
@@ -62,12 +62,7 @@ def main() -> int:
         variants += [(f"MiniLM alone, alpha {alpha:g}", cfg, "minilm-l6")]
         variants += [(f"WordLlama alone, alpha {alpha:g}", cfg, "wordllama-256")]
         variants += [(f"MiniLM + WordLlama w={w:g}, alpha {alpha:g}", cfg, f"combo-{w:g}") for w in weights]
-    catalogs = [metatool(args.step), livemcpbench()]
-    extra = bfcl()
-    if extra is None:
-        print(f"BFCL multi-turn sets left out: bfcl-eval is not installed ({BFCL_PIP})")
-    else:
-        catalogs.append(extra)
+    catalogs = with_bfcl([metatool(args.step), livemcpbench()])
     # the combinations are built from the two models' own cached query vectors (their tools'
     # vectors are computed per catalog, as for any model)
     texts = sr.unit_texts(catalogs, variants)

@@ -32,7 +32,7 @@ import numpy as np
 import search_models
 import search_recall as sr
 from _common import write_json
-from search_sets import Catalog, bfcl, livemcpbench, metatool, recall
+from search_sets import Catalog, livemcpbench, metatool, recall, with_bfcl
 
 import tool_tree.search._index as index_module
 from tool_tree.search import _dense, build_index
@@ -74,10 +74,7 @@ def run(
 
 
 def main() -> int:
-    catalogs = [metatool(4), livemcpbench()]
-    extra_catalog = bfcl()
-    if extra_catalog is not None:
-        catalogs.append(extra_catalog)
+    catalogs = with_bfcl([metatool(4), livemcpbench()])
     candidate = next(c for c in search_models.CANDIDATES if c.name == MODEL)
     why = search_models.missing(candidate)
     if why is not None:

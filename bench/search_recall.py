@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import OUT, write_json
 from search_models import CANDIDATES, load, missing
-from search_sets import BFCL_PIP, Catalog, bfcl, livemcpbench, metatool, recall
+from search_sets import Catalog, livemcpbench, metatool, recall, with_bfcl
 
 from tool_tree.search import RankingConfig, SearchDoc, SearchError, SearchIndex, _blas, _dense, build_index
 from tool_tree.search._dense import DenseVectors, embed_text
@@ -478,12 +478,7 @@ def main() -> int:
     args = parser.parse_args()
     sets = args.sets or ("tune" if args.grid in ("lexical", "hybrid", "recheck") else "all")
     variants = [v for v in GRIDS[args.grid]() if not (args.no_dense and v[2] is not None)]
-    catalogs = [metatool(args.step), livemcpbench()]
-    extra = bfcl()
-    if extra is None:
-        print(f"BFCL multi-turn sets left out: bfcl-eval is not installed ({BFCL_PIP})")
-    else:
-        catalogs.append(extra)
+    catalogs = with_bfcl([metatool(args.step), livemcpbench()])
     print(f"grid {args.grid}, sets {sets}, MetaTool single rows every {args.step}")
     results, notes = evaluate(catalogs, variants, sets, cost=args.grid == "models")
     if results:

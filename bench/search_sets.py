@@ -105,26 +105,29 @@ def metatool(step: int = 1) -> Catalog:
     return Catalog("MetaTool", docs, sets)
 
 
+def _tool_doc(server: str, tool: dict[str, Any], server_description: str) -> SearchDoc:
+    """An MCP tool definition (``name``, ``description``, ``inputSchema``) as the index sees it."""
+    return SearchDoc(
+        server=server,
+        package=_ident(server),
+        tool=tool["name"],
+        function=_ident(tool["name"]),
+        path=f"servers/{_ident(server)}/{_ident(tool['name'])}.py",
+        description=description_of(tool),
+        params=params_of(tool),
+        server_description=server_description,
+    )
+
+
 def livemcpbench_docs() -> list[SearchDoc]:
     """The 527 tools of the LiveMCPBench catalog as the index sees them."""
     servers = json.loads(corpus("livemcpbench", "tools.json").read_text(encoding="utf-8"))
-    docs: list[SearchDoc] = []
-    for entry in servers:
-        for server, listing in entry["tools"].items():
-            for tool in listing["tools"]:
-                docs.append(
-                    SearchDoc(
-                        server=server,
-                        package=_ident(server),
-                        tool=tool["name"],
-                        function=_ident(tool["name"]),
-                        path=f"servers/{_ident(server)}/{_ident(tool['name'])}.py",
-                        description=description_of(tool),
-                        params=params_of(tool),
-                        server_description=entry.get("description", ""),
-                    )
-                )
-    return docs
+    return [
+        _tool_doc(server, tool, entry.get("description", ""))
+        for entry in servers
+        for server, listing in entry["tools"].items()
+        for tool in listing["tools"]
+    ]
 
 
 def _tasks(label: str, source: Path, tasks: Sequence[dict[str, Any]], known: set[str]) -> QuerySet:
@@ -182,18 +185,7 @@ def bfcl() -> Catalog | None:
             schema = {**tool.get("parameters", {}), "type": "object"}
             mcp = {"name": tool["name"], "description": tool["description"][belongs.end() if belongs else 0 :],
                    "inputSchema": schema}  # fmt: skip
-            docs.append(
-                SearchDoc(
-                    server=server,
-                    package=_ident(server),
-                    tool=tool["name"],
-                    function=_ident(tool["name"]),
-                    path=f"servers/{_ident(server)}/{_ident(tool['name'])}.py",
-                    description=description_of(mcp),
-                    params=params_of(mcp),
-                    server_description=belongs.group(1) if belongs else "",
-                )
-            )
+            docs.append(_tool_doc(server, mcp, belongs.group(1) if belongs else ""))
             servers_of.setdefault(tool["name"], []).append(server)
     sets = {n: QuerySet(n) for n in ("tune turns", "held turns")}
     questions = (data / "BFCL_v4_multi_turn_base.json").read_text(encoding="utf-8").splitlines()
@@ -207,6 +199,15 @@ def bfcl() -> Catalog | None:
             if text and called:
                 qs.queries.append((text, [[f"{s}.{name}" for s in servers_of[name]] for name in called]))
     return Catalog("BFCL", docs, sets)
+
+
+def with_bfcl(catalogs: list[Catalog]) -> list[Catalog]:
+    """``catalogs`` and BFCL's when ``bfcl-eval`` is installed (else it says so and leaves it out)."""
+    extra = bfcl()
+    if extra is None:
+        print(f"BFCL multi-turn sets left out: bfcl-eval is not installed ({BFCL_PIP})")
+        return catalogs
+    return [*catalogs, extra]
 
 
 def recall(rank: Callable[[str], Sequence[str]], qs: QuerySet) -> dict[str, float]:
