@@ -21,11 +21,12 @@ as in use, with the encoder answering from that cache.
 
 Speed, on the LiveMCPBench catalog: index build, size, load, and query latency p50/p90 of the new
 default, the new default without clauses and the old default, interleaved query by query (hybrid:
-each query and its clauses embedded in one batch, as in use); build time and size for 10,000 tools.
-Hybrid queries of the new default are also timed under three BLAS thread policies for the query
-embedding, interleaved query by query (``_blas``): OpenBLAS's own threads, one thread, and the
-default (one thread when the load average reaches the number of cores), with the load average
-before and after.
+each query and its clauses embedded in one pass, as in use); build time and size for 10,000 tools.
+Hybrid queries of the new default are also timed with a query and its clauses embedded as one
+packed sequence (the default) and padded to the longest in one batch (before), and under three
+BLAS thread policies for the query embedding, interleaved query by query (``_blas``): OpenBLAS's
+own threads, one thread, and the default (one thread when the load average reaches the number of
+cores), with the load average before and after.
 
 Run:  .venv/bin/python bench/search_recall.py [--grid final] [--sets all] [--step 1]
       (reads ../shared/corpora; writes bench/out/search_recall.json)
@@ -413,6 +414,20 @@ def thread_policies(index: SearchIndex, queries: list[str]) -> dict[str, Any]:
             "default_chose_one_thread": sum(chosen) / len(chosen), **times}  # fmt: skip
 
 
+def packing(index: SearchIndex, queries: list[str]) -> dict[str, Any]:
+    """Hybrid query latency (new default) with a query and its clauses embedded as one packed sequence
+    (the default) and padded to the longest of them in one batch (before), interleaved."""
+    from tool_tree.search import _encoder
+
+    setups = {"packed (default)": partial(setattr, _encoder, "PACK_TOKENS", _encoder.PACK_TOKENS),
+              "padded (before)": partial(setattr, _encoder, "PACK_TOKENS", 0)}  # fmt: skip
+    real = _encoder.PACK_TOKENS
+    try:
+        return interleaved(index, setups, queries)
+    finally:
+        _encoder.PACK_TOKENS = real
+
+
 def run_speed(catalog: Catalog, queries: list[str], hybrid: bool) -> dict[str, Any]:
     report: dict[str, Any] = {}
     rankings = {"new default": DEFAULT, "without clauses": replace(DEFAULT, clauses="none"), "old default": OLD_DEFAULT}
@@ -421,6 +436,7 @@ def run_speed(catalog: Catalog, queries: list[str], hybrid: bool) -> dict[str, A
         index, sizes = build_and_load(catalog.docs, embeddings)
         report[mode] = {**sizes, "latency": latency(index, rankings, queries)}
         if embeddings:
+            report[mode]["packing"] = packing(index, queries)
             report[mode]["blas_threads"] = thread_policies(index, queries)
         if not embeddings:
             report["regex_ms"] = regex_times(index)
@@ -437,6 +453,8 @@ def run_speed(catalog: Catalog, queries: list[str], hybrid: bool) -> dict[str, A
             f"load p50 {r['load_ms_p50']:6.1f} ms"
         )
         for name, lat in r["latency"].items():
+            print(f"          {name:16s} query p50 {lat['p50_ms']:7.2f} ms  p90 {lat['p90_ms']:7.2f} ms")
+        for name, lat in r.get("packing", {}).items():
             print(f"          {name:16s} query p50 {lat['p50_ms']:7.2f} ms  p90 {lat['p90_ms']:7.2f} ms")
         if "blas_threads" in r:
             b = r["blas_threads"]

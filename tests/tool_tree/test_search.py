@@ -503,12 +503,26 @@ def test_encoder_gives_unit_vectors_deterministically(tiny_model: Path) -> None:
     assert encoder.model_id.startswith("tiny-bert@")
 
 
-def test_encoder_batches_give_the_vectors_of_single_texts(tiny_model: Path) -> None:
-    from tool_tree.search._encoder import Encoder
+@pytest.mark.parametrize("packed", [False, True], ids=["padded batches", "one packed sequence"])
+def test_encoder_batches_give_the_vectors_of_single_texts(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch, packed: bool
+) -> None:
+    """Padded batches of different widths, and a few short texts (a query and its clauses) packed into one
+    sequence where each attends only to itself: every text gets the vector it gets on its own."""
+    from tool_tree.search import _encoder
 
     texts = ["move the event", "send a file to the weather", "a", "emails", "the event moves a file " * 5]
-    encoder = Encoder(tiny_model)
-    together = encoder.encode(texts, max_batch_tokens=16)  # several batches of different widths
+    encoder = _encoder.Encoder(tiny_model)
+    monkeypatch.setattr(_encoder, "PACK_TOKENS", 256 if packed else 0)
+    passes: list[str] = []
+    for name in ("_forward", "_forward_packed"):
+        real = getattr(encoder, name)
+        monkeypatch.setattr(encoder, name, lambda *a, real=real, name=name: passes.append(name) or real(*a))
+    together = encoder.encode(texts, max_batch_tokens=16)
+    if packed:
+        assert passes == ["_forward_packed"]
+    else:
+        assert set(passes) == {"_forward"} and len(passes) > 2, passes  # batches of several widths
     for text, vector in zip(texts, together, strict=True):
         alone = encoder.encode([text])[0]
         assert float(abs(alone - vector).max()) < 1e-5

@@ -18,7 +18,9 @@ there and which one without importing numpy or reading the weights.
 The forward pass works on ``(tokens, hidden)`` matrices so each linear map is one matrix
 product, runs texts in batches of similar length, and computes GELU in its tanh form (see
 ``Encoder._gelu``); encoding the 527-tool catalog takes less than half the time the direct
-transcription did (bench/RESULTS.md).
+transcription did (bench/RESULTS.md). A query and its clauses run packed into one sequence,
+each attending only to itself (``Encoder._forward_packed``), so each clause costs its own
+length rather than the whole query's.
 
 When WordLlama's static model is installed too (``_static``), the encoder returns the two
 embeddings concatenated, and can still embed a query for an index built with the sentence
@@ -52,6 +54,9 @@ INSTALL_HINT = (
     f"or set {MODEL_ENV} to a sentence-transformers BERT model directory"
 )
 _DTYPES = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}
+PACK_TOKENS = 256
+"""Texts whose tokens add up to at most this many (a query and its clauses) run packed into one
+sequence (``Encoder._forward_packed``) rather than padded to the longest."""
 
 
 def _numpy() -> Any:
@@ -246,6 +251,11 @@ class Encoder:
     def _encode(self, texts: list[str], max_batch_tokens: int, on_progress: Callable[[int], None] | None) -> Any:
         np = self._np
         ids = [self._tokenizer.encode(t, self._max_tokens) for t in texts]
+        if len(ids) > 1 and sum(map(len, ids)) <= PACK_TOKENS:
+            out = self._forward_packed(ids)
+            if on_progress is not None:
+                on_progress(len(ids))
+            return out
         out = np.zeros((len(texts), self._hidden), dtype=np.float32)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         start = 0
@@ -304,16 +314,45 @@ class Encoder:
         return x
 
     def _forward(self, ids: Any, mask: Any) -> Any:
+        """Embeddings of a batch of texts padded to one width (``mask`` marks the real tokens)."""
+        np = self._np
+        width = ids.shape[1]
+        bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
+        x = self._transform(ids, np.arange(width), bias)
+        pooled = np.einsum("ntd,nt->nd", x, mask) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
+        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+
+    def _forward_packed(self, ids: list[list[int]]) -> Any:
+        """Embeddings of a few short texts run as one sequence, each attending only to itself.
+
+        Each text keeps its own positions (from 0) and an attention mask confines it to its own
+        tokens, so its embedding is the one it gets on its own (within float rounding); a query
+        and its clauses then cost the sum of their lengths instead of their number times the
+        longest, as padding them to one width would.
+        """
+        np = self._np
+        lengths = [len(t) for t in ids]
+        segment = np.repeat(np.arange(len(ids)), lengths)
+        positions = np.concatenate([np.arange(n) for n in lengths])
+        same = segment[:, None] == segment[None, :]
+        bias = np.where(same, np.float32(0.0), np.float32(-1e9))[None, None, :, :]
+        x = self._transform(np.asarray([t for text in ids for t in text], dtype=np.int64)[None, :], positions, bias)
+        pool = (np.arange(len(ids))[:, None] == segment[None, :]).astype(np.float32)
+        pooled = (pool @ x[0]) / pool.sum(1, keepdims=True)
+        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+
+    def _transform(self, ids: Any, positions: Any, bias: Any) -> Any:
+        """The last hidden states ``(texts, width, hidden)`` of ``ids`` ``(texts, width)``; ``bias`` is
+        added to the attention scores (0 where a token may attend, -1e9 where not)."""
         np, w = self._np, self._w
         n, width = ids.shape
         dim, heads = self._hidden, self._heads
         head = dim // heads
         x = w["embeddings.word_embeddings.weight"][ids]
-        x += w["embeddings.position_embeddings.weight"][:width][None, :, :]
+        x += w["embeddings.position_embeddings.weight"][positions][None, :, :]
         x += w["embeddings.token_type_embeddings.weight"][0][None, None, :]
         # token-wise steps run on a (tokens, dim) matrix: one large matrix product per linear map
         x = self._ln(x.reshape(n * width, dim), "embeddings.LayerNorm")
-        bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
         for i in range(self._layers):
             p = f"encoder.layer.{i}"
             qkv = self._linear(x, f"{p}.qkv").reshape(n, width, 3, heads, head).transpose(2, 0, 3, 1, 4)
@@ -330,6 +369,4 @@ class Encoder:
             h = self._linear(self._gelu(self._linear(x, f"{p}.intermediate.dense")), f"{p}.output.dense")
             h += x
             x = self._ln(h, f"{p}.output.LayerNorm")
-        x = x.reshape(n, width, dim)
-        pooled = np.einsum("ntd,nt->nd", x, mask) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return x.reshape(n, width, dim)
