@@ -176,8 +176,9 @@ def fuse(lexical: dict[int, float], matrix: Any, vector: Any, alpha: float) -> d
     n = matrix.shape[0]
     cos = matrix @ vector
     lex = np.zeros(n, dtype=np.float64)
-    for d, s in lexical.items():
-        lex[d] = s
+    if lexical:
+        found = len(lexical)
+        lex[np.fromiter(lexical.keys(), np.int64, found)] = np.fromiter(lexical.values(), np.float64, found)
 
     def z(v: Any) -> Any:
         sd = float(v.std())
@@ -186,4 +187,4 @@ def fuse(lexical: dict[int, float], matrix: Any, vector: Any, alpha: float) -> d
     fused = alpha * z(lex) + (1.0 - alpha) * z(cos.astype(np.float64))
     # shift so every score is positive: callers drop tools scored 0
     fused = fused - float(fused.min()) + 1e-6
-    return {d: float(fused[d]) for d in range(n)}
+    return dict(enumerate(fused.tolist()))

@@ -15,6 +15,7 @@ clauses fused with the whole query's (``_query``). Regex mode is ``_regex``.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -153,8 +154,12 @@ class SearchIndex:
         if not query.strip():
             raise SearchError("query is empty")
         scores = regex_scores(query, self._entries) if regex else self.rank(query)
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], self._entries[kv[0]].server, self._entries[kv[0]].tool))
-        return [self._hit(d, s) for d, s in ranked[:limit] if s > 0.0]
+        entries = self._entries
+        # the first ``limit`` of the full order (best score, then server and tool name), without sorting all
+        ranked = heapq.nsmallest(
+            limit, scores.items(), key=lambda kv: (-kv[1], entries[kv[0]].server, entries[kv[0]].tool)
+        )
+        return [self._hit(d, s) for d, s in ranked if s > 0.0]
 
     def rank(self, query: str) -> dict[int, float]:
         """The score of every tool the query reaches (by position in the index).

@@ -93,9 +93,10 @@ def fuse_rankings(
                 if share > fused.get(d, 0.0):
                     fused[d] = share
             continue
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-        for rank, (d, s) in enumerate(ranked, start=1):
-            if s <= 0.0:
+        # best score first, ties by tool number: the sort is stable, also in reverse
+        ranked = sorted(sorted(scores), key=scores.__getitem__, reverse=True)
+        for rank, d in enumerate(ranked, start=1):
+            if scores[d] <= 0.0:
                 break
             value = weight / (k + rank)
             if how == "maxrank":
