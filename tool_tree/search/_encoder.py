@@ -37,7 +37,7 @@ import json
 import math
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,6 +165,29 @@ def read_safetensors(path: Path, *, float32: bool = True) -> dict[str, Any]:
     return tensors
 
 
+def padded_batches(
+    np: Any, ids: list[list[int]], max_batch_tokens: int, pad: int = 0
+) -> Iterator[tuple[list[int], Any, Any]]:
+    """The texts' token ids in batches of similar length, each up to about ``max_batch_tokens``
+    tokens once padded: ``(positions in ids, (n, width) ids padded with pad, (n, width) mask)``."""
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    start = 0
+    while start < len(order):
+        end = start + 1
+        # sorted by length, so the last text of a batch sets its width
+        while end < len(order) and (end - start + 1) * len(ids[order[end]]) <= max_batch_tokens:
+            end += 1
+        chunk = order[start:end]
+        width = len(ids[chunk[-1]])
+        batch = np.full((len(chunk), width), pad, dtype=np.int64)
+        mask = np.zeros((len(chunk), width), dtype=np.float32)
+        for row, i in enumerate(chunk):
+            batch[row, : len(ids[i])] = ids[i]
+            mask[row, : len(ids[i])] = 1.0
+        yield chunk, batch, mask
+        start = end
+
+
 class Encoder:
     """Sentence embeddings: text → unit-length float32 vectors."""
 
@@ -257,24 +280,12 @@ class Encoder:
                 on_progress(len(ids))
             return out
         out = np.zeros((len(texts), self._hidden), dtype=np.float32)
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        start = 0
-        while start < len(order):
-            end = start + 1
-            # sorted by length, so the last text of a batch sets its width
-            while end < len(order) and (end - start + 1) * len(ids[order[end]]) <= max_batch_tokens:
-                end += 1
-            chunk = order[start:end]
-            width = len(ids[chunk[-1]])
-            batch = np.zeros((len(chunk), width), dtype=np.int64)
-            mask = np.zeros((len(chunk), width), dtype=np.float32)
-            for row, i in enumerate(chunk):
-                batch[row, : len(ids[i])] = ids[i]
-                mask[row, : len(ids[i])] = 1.0
+        done = 0
+        for chunk, batch, mask in padded_batches(np, ids, max_batch_tokens):
             out[chunk] = self._forward(batch, mask)
-            start = end
+            done += len(chunk)
             if on_progress is not None:
-                on_progress(end)
+                on_progress(done)
         return out
 
     def _ln(self, x: Any, prefix: str) -> Any:
