@@ -40,11 +40,27 @@ from sandbox.config import WORKSPACE, SandboxConfig
 from sandbox.errors import SandboxError, SessionError, WorkspaceError
 from sandbox.results import ExecutionResult, parse_execution
 from sandbox.workspace import MAX_ENTRIES, WorkspaceReceiver, iter_restore_batches
+from sandbox.workspace_merge import RestoreRecord
 
 logger = logging.getLogger(__name__)
 
 _GRACE_SECONDS = 15.0
 _OP_TIMEOUT = 120.0
+
+
+def _workspace_folder(path: str | Path) -> Path:
+    """The folder a workspace is restored from and saved into: a link to a folder is followed
+    (the save goes into the folder, and the link stays).
+
+    Raises:
+        WorkspaceError: the path exists and is not a folder.
+    """
+    folder = Path(path)
+    if folder.is_symlink():
+        folder = folder.resolve()
+    if folder.exists() and not folder.is_dir():
+        raise WorkspaceError(f"{path}: not a folder; a workspace is a folder (created when missing)")
+    return folder
 
 
 def _relative(path: str) -> str:
@@ -102,7 +118,10 @@ class Sandbox:
         self.backend = backend
         self.config = backend.config
         self.bridge = as_bridge(tools)
-        self.workspace = Path(workspace) if workspace is not None else None
+        self.workspace = _workspace_folder(workspace) if workspace is not None else None
+        self.workspace_notes: list[str] = []
+        """What the user should know about the saves so far (conflicts kept beside, links not saved)."""
+        self._restored: RestoreRecord | None = None
         self.tool_loop = tool_loop
         self.session_id = uuid.uuid4().hex
         self._channel: SupervisorChannel | None = None
@@ -141,9 +160,13 @@ class Sandbox:
         self.session_id = channel.session_id
         self._channel = channel
         channel.on_request = functools.partial(self._calls.on_request, channel)
+        if self.workspace is not None:
+            self._restored = RestoreRecord()
         if self.workspace is not None and self.workspace.is_dir():
+            self._restored = RestoreRecord.before_restore(self.workspace)
+            batches = iter_restore_batches(self.workspace, max_bytes=self.config.workspace_max_bytes)
             try:
-                for method, params in iter_restore_batches(self.workspace, max_bytes=self.config.workspace_max_bytes):
+                for method, params in self._restored.sent(batches):
                     channel.request(method, params, timeout=_OP_TIMEOUT)
             except SandboxError as e:
                 self.kill()  # nothing is saved from a partial restore: the folder on the host stays as it is
@@ -312,11 +335,13 @@ class Sandbox:
         Raises:
             WorkspaceError: no destination, or the copy was refused or failed.
         """
-        target = Path(dest) if dest is not None else self.workspace
+        target = _workspace_folder(dest) if dest is not None else self.workspace
         if target is None:
             raise WorkspaceError("no workspace directory to save into")
+        own = target == self.workspace
         limits = {"max_bytes": self.config.workspace_max_bytes, "max_entries": MAX_ENTRIES}
-        receiver = WorkspaceReceiver(target, max_bytes=limits["max_bytes"], max_entries=limits["max_entries"])
+        record = self._restored if own else None
+        receiver = WorkspaceReceiver(target, max_bytes=limits["max_bytes"], max_entries=MAX_ENTRIES, record=record)
         try:
             with self._lock:
                 summary = self._require_channel().request("workspace.save", limits, timeout=_OP_TIMEOUT, sink=receiver)
@@ -324,8 +349,20 @@ class Sandbox:
             receiver.commit()
         except SandboxError as e:
             receiver.discard()
+            if receiver.merging:
+                raise WorkspaceError(f"could not save the workspace: {e}") from None  # says where both copies are
             raise WorkspaceError(f"could not save the workspace ({target} is left as it was): {e}") from None
+        except BaseException:  # an interrupt: nothing of the half-received copy is left behind
+            receiver.discard()
+            raise
+        if own:
+            self._restored = receiver.next_record
+        notes = list(receiver.notes)
         skipped = summary.get("skipped")
         if isinstance(skipped, int) and skipped > 0:
-            logger.warning("workspace saved without its %d links and special files (never saved)", skipped)
+            notes.append(f"{skipped} link(s) or special file(s) made in the sandbox's workspace were not saved "
+                         "(they never leave the sandbox)")  # fmt: skip
+        for note in notes:
+            logger.warning("workspace %s: %s", target, note)
+        self.workspace_notes += notes
         return target

@@ -16,7 +16,8 @@ links, and the caps are counted as items arrive. An item that breaks the rules i
 `ProtocolError` (the channel then ends that sandbox); a failure on the host's side (a full disk) is
 kept and reported by `WorkspaceReceiver.check`; at the end the receiver's counts must equal what
 the sandbox says it sent. On any failure the staging directory is dropped and the previous copy
-stays.
+stays. A complete save is merged with the host folder rather than put in its place, so what the
+sandbox never held or never changed is kept (`sandbox.workspace_merge`).
 
 The top-level ``servers`` entry is the read-only tree, not workspace content: it is never
 saved or restored.
@@ -24,9 +25,13 @@ saved or restored.
 
 from __future__ import annotations
 
+import fcntl
+import glob
+import hashlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +47,7 @@ from sandbox._supervisor.transfer import (
     read_item,
 )
 from sandbox.errors import ProtocolError, WorkspaceError
+from sandbox.workspace_merge import RestoreRecord, host_entry, merge
 
 __all__ = [
     "BATCH_BYTES",
@@ -54,6 +60,8 @@ __all__ = [
 ]
 
 SKIP_TOP_LEVEL = frozenset({"servers"})
+LOCK_TIMEOUT = 120.0
+"""Seconds a save waits for another save into the same folder to end."""
 TMPFS_INODES = MAX_ENTRIES + 16
 """The ``nr_inodes`` of the ``/workspace`` tmpfs: room to restore `MAX_ENTRIES` entries beside the root,
 the tree's link, ``skills/`` and an execution's output files. A script that fills them all holds a few
@@ -96,24 +104,42 @@ def iter_restore_batches(
 
 
 class WorkspaceReceiver:
-    """Receives a saved workspace into a staging directory, then swaps it into place.
+    """Receives a saved workspace into a staging directory, then merges it into place (`commit`).
 
     Call it with each notification (a `NotificationSink`); then `check` the sandbox's summary
-    and `commit`, or `discard`.
+    and `commit`, or `discard`. A commit holds a lock on the destination's parent folder, so the
+    merges of saves into one folder (from any process) happen one at a time. Staging folders left
+    by a process that was killed while saving are removed by the next save into that folder.
+
+    Args:
+        record: what the restore sent from ``dest`` (None: nothing was restored from it); see
+            `sandbox.workspace_merge` for what the merge keeps.
     """
 
-    def __init__(self, dest: Path, *, max_bytes: int, max_entries: int = MAX_ENTRIES) -> None:
+    def __init__(
+        self, dest: Path, *, max_bytes: int, max_entries: int = MAX_ENTRIES, record: RestoreRecord | None = None
+    ) -> None:
         self.dest = dest
         self.max_bytes = max_bytes
         self.max_entries = max_entries
+        self.record = record
         dest.parent.mkdir(parents=True, exist_ok=True)
-        self.staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.incoming-", dir=dest.parent))
+        _remove_stale_staging(dest)
+        self.staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.incoming-{os.getpid()}-", dir=dest.parent))
         self.staging.chmod(0o755)
         self._writer = TreeWriter(self.staging, exclusive=True)
         self.counts = {"files": 0, "dirs": 0, "bytes": 0}
         self._charged = 0
         self.failed: str | None = None  # a failure on the host's side, reported by `check`
         self._open_file: list[bytes] | None = None
+        self._hashes: dict[bytes, Any] = {}
+        self._dirs: set[bytes] = set()
+        self.merging = False
+        """Host entries may have moved into the staging folder: it is no longer dropped."""
+        self.notes: list[str] = []
+        """What the user should know about the merge (`commit`)."""
+        self.next_record: RestoreRecord | None = None
+        """After `commit`: the record a later save of the same session merges against."""
 
     def _charge(self, size: int, *, entry: bool) -> None:
         if entry and self.counts["files"] + self.counts["dirs"] >= self.max_entries:
@@ -147,6 +173,13 @@ class WorkspaceReceiver:
                 self.counts["files"] += 1
             self._open_file = parts if data is not None else None
             self.counts["bytes"] += len(data or b"")
+            rel = b"/".join(parts)
+            if data is None:
+                self._dirs.add(rel)
+            else:
+                if not append:
+                    self._hashes[rel] = hashlib.sha256()
+                self._hashes[rel].update(data)
             if self.failed is None:
                 self._write(parts, data, append=append)
 
@@ -173,26 +206,111 @@ class WorkspaceReceiver:
             raise WorkspaceError(f"the sandbox reported sending {sent} but {self.counts} arrived")
 
     def commit(self) -> None:
-        """Replace the destination with what was received.
+        """Merge what was received into the destination (`sandbox.workspace_merge`) and put it in place.
+
+        The host folder is moved aside first, so nothing written to it meanwhile can be missed;
+        what the merge keeps is moved into the saved copy, which then takes the folder's place.
 
         Raises:
-            WorkspaceError: the swap failed (the previous copy is back in place).
+            WorkspaceError: the merge or the swap failed; the message says where both copies are
+                (nothing is deleted).
         """
         self._writer.close()
-        old = None
+        digests = {rel: h.digest() for rel, h in self._hashes.items()}
+        lock = _lock_folder(self.dest.parent)
         try:
-            if self.dest.exists() or self.dest.is_symlink():
-                old = Path(tempfile.mkdtemp(prefix=f".{self.dest.name}.old-", dir=self.dest.parent))
-                os.rename(self.dest, old / "w")
+            self._swap(digests)
+        finally:
+            os.close(lock)
+        self.next_record = self._record_of_save(digests)
+
+    def _swap(self, digests: dict[bytes, bytes]) -> None:
+        if not self.dest.exists() and not self.dest.is_symlink():
+            try:
+                os.rename(self.staging, self.dest)
+                return
+            except OSError:
+                pass  # made meanwhile: merged below
+        old = Path(tempfile.mkdtemp(prefix=f".{self.dest.name}.old-", dir=self.dest.parent))
+        previous = old / "w"
+        try:
+            os.rename(self.dest, previous)
+        except OSError as e:
+            old.rmdir()
+            raise WorkspaceError(f"could not put the saved workspace in place at {self.dest}: {e.strerror}") from None
+        self.merging = True  # from here on, host entries may move into it
+        try:
+            merged = merge(previous, self.staging, self.record, digests)
             os.rename(self.staging, self.dest)
         except OSError as e:
-            if old is not None and (old / "w").exists():
-                os.rename(old / "w", self.dest)
-            raise WorkspaceError(f"could not put the saved workspace in place at {self.dest}: {e.strerror}") from None
-        if old is not None:
+            if not self.dest.exists():
+                os.rename(previous, self.dest)
+            raise WorkspaceError(
+                f"could not merge the saved workspace into {self.dest} ({e}); the host folder is back in place "
+                f"(without what was already moved into the saved copy) and the saved copy is in {self.staging}"
+            ) from None
+        self.notes = merged.notes
+        left = merged.left(previous)
+        if left:
+            shown = ", ".join(os.fsdecode(rel) for rel in left[:5]) + (", …" if len(left) > 5 else "")
+            self.notes.append(f"{len(left)} host file(s) could not be merged into {self.dest} and are kept in "
+                              f"{previous}: {shown}")  # fmt: skip
+        else:
             shutil.rmtree(old, ignore_errors=True)
+
+    def _record_of_save(self, digests: dict[bytes, bytes]) -> RestoreRecord:
+        """What the sandbox holds now, as a restore record: a later save merges against it."""
+        record = RestoreRecord(root_mode=None)
+        for rel in (*self._dirs, *digests):
+            try:
+                entry = host_entry(os.lstat(os.path.join(os.fsencode(self.dest), rel)))
+            except OSError:
+                continue
+            if (entry.kind == "dir") == (rel in self._dirs) and entry.kind != "other":
+                record.entries[rel] = entry
+        record.digests = {rel: d for rel, d in digests.items() if rel in record.entries}
+        return record
 
     def discard(self) -> None:
         """Drop what was received; the destination is untouched."""
         self._writer.close()
-        shutil.rmtree(self.staging, ignore_errors=True)
+        if not self.merging:
+            shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _remove_stale_staging(dest: Path) -> None:
+    """Remove the staging folders of saves into ``dest`` whose process is gone (killed mid-save)."""
+    prefix = f".{dest.name}.incoming-"
+    for stale in dest.parent.glob(f"{glob.escape(prefix)}*"):
+        pid = stale.name[len(prefix) :].partition("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _lock_folder(folder: Path, timeout: float = LOCK_TIMEOUT) -> int:
+    """An exclusive ``flock`` on ``folder`` (its open descriptor; closing it releases the lock).
+
+    Raises:
+        WorkspaceError: another save into that folder held it for ``timeout`` seconds.
+    """
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise WorkspaceError(f"another workspace save into {folder} did not end within {timeout:g} s") from None
+            time.sleep(0.05)  # polling a lock another process holds: flock has no timed wait

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from sandbox.workspace import (
     check_relative_path,
     iter_restore_batches,
 )
+from sandbox.workspace_merge import RestoreRecord
 
 
 def b64(data: bytes) -> str:
@@ -36,11 +39,42 @@ def send(receiver: WorkspaceReceiver, *entries: dict[str, Any]) -> None:
     receiver("workspace.entries", {"entries": list(entries)})
 
 
+def restored(root: Path) -> RestoreRecord:
+    """What a session's restore of ``root`` records (the batches themselves are dropped here)."""
+    record = RestoreRecord.before_restore(root)
+    for _ in record.sent(iter_restore_batches(root, max_bytes=10_000_000)):
+        pass
+    return record
+
+
+def save(
+    dest: Path, record: RestoreRecord | None, files: dict[str, bytes], dirs: tuple[str, ...] = ()
+) -> WorkspaceReceiver:
+    """A save of ``files`` and ``dirs`` (what the sandbox holds at its end) into ``dest``, committed."""
+    receiver = WorkspaceReceiver(dest, max_bytes=10_000_000, record=record)
+    send(receiver, *(folder(d) for d in dirs), *(piece(p, data) for p, data in files.items()))
+    receiver.check({"files": len(files), "dirs": len(dirs), "bytes": sum(map(len, files.values()))})
+    receiver.commit()
+    return receiver
+
+
+def tree_of(root: Path) -> dict[str, bytes | str]:
+    """Each path below ``root``: a file's bytes, ``"dir"``, or ``"-> target"`` for a link."""
+    out: dict[str, bytes | str] = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            out[rel] = f"-> {os.readlink(path)}"
+        else:
+            out[rel] = "dir" if path.is_dir() else path.read_bytes() if path.is_file() else "special"
+    return out
+
+
 def test_received_files_replace_the_destination_on_commit(tmp_path: Path) -> None:
     dest = tmp_path / "ws"
     dest.mkdir()
     (dest / "stale.txt").write_text("old", encoding="utf-8")
-    receiver = WorkspaceReceiver(dest, max_bytes=100_000)
+    receiver = WorkspaceReceiver(dest, max_bytes=100_000, record=restored(dest))
     send(receiver, folder("empty"))
     send(receiver, piece("notes/a.txt", b"hello "))
     send(receiver, piece("notes/a.txt", b"world", append=True))
@@ -227,3 +261,128 @@ def test_restore_refuses_a_folder_over_the_entry_cap_and_says_so(tmp_path: Path)
         list(iter_restore_batches(root, max_bytes=1 << 30, max_entries=10))
     with pytest.raises(WorkspaceError, match="bytes"):
         list(iter_restore_batches(root, max_bytes=10 * ENTRY_BYTES))
+
+
+# ---- the merge: what the sandbox never held or never changed is kept --------------------------------
+
+
+def test_what_the_sandbox_changed_or_deleted_is_saved_and_what_it_never_held_is_kept(tmp_path: Path) -> None:
+    dest, outside = tmp_path / "ws", tmp_path / "data.csv"
+    outside.write_bytes(b"a,b")
+    (dest / "servers").mkdir(parents=True)
+    (dest / "servers" / "notes.txt").write_bytes(b"the user's own servers folder")
+    (dest / "sub").mkdir()
+    (dest / "sub" / "gone.txt").write_bytes(b"deleted by the script")
+    (dest / "edited.txt").write_bytes(b"v1")
+    (dest / "same.txt").write_bytes(b"unchanged")
+    os.symlink(outside, dest / "latest.csv")
+    os.mkfifo(dest / "pipe")
+    record = restored(dest)
+    receiver = save(dest, record, {"edited.txt": b"v2", "same.txt": b"unchanged", "new.txt": b"made"})
+    assert tree_of(dest) == {
+        "edited.txt": b"v2",
+        "latest.csv": f"-> {outside}",
+        "new.txt": b"made",
+        "pipe": "special",
+        "same.txt": b"unchanged",
+        "servers": "dir",
+        "servers/notes.txt": b"the user's own servers folder",
+    }
+    assert (dest / "pipe").is_fifo() and receiver.notes == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv", "ws"]
+
+
+def test_files_written_on_the_host_during_the_session_are_kept(tmp_path: Path) -> None:
+    dest = tmp_path / "ws"
+    dest.mkdir()
+    (dest / "report.txt").write_bytes(b"v1")
+    (dest / "both.txt").write_bytes(b"v1")
+    (dest / "untouched_by_sandbox.txt").write_bytes(b"v1")
+    first, second = restored(dest), restored(dest)  # two sessions of one folder
+    # the user writes while they run; then the second session saves first
+    (dest / "by_user.txt").write_bytes(b"user")
+    os.makedirs(dest / "user_dir" / "deep")
+    (dest / "user_dir" / "deep" / "x.txt").write_bytes(b"x")
+    save(dest, second, {"report.txt": b"v1", "both.txt": b"v1", "untouched_by_sandbox.txt": b"v1", "s2.txt": b"2"})
+    (dest / "untouched_by_sandbox.txt").write_bytes(b"user v2")
+    (dest / "both.txt").write_bytes(b"user v2")
+    receiver = save(dest, first, {"report.txt": b"v1", "both.txt": b"sandbox v2", "untouched_by_sandbox.txt": b"v1"})
+    assert tree_of(dest) == {
+        "both.txt": b"sandbox v2",
+        "both.txt.host": b"user v2",
+        "by_user.txt": b"user",
+        "report.txt": b"v1",
+        "s2.txt": b"2",
+        "untouched_by_sandbox.txt": b"user v2",
+        "user_dir": "dir",
+        "user_dir/deep": "dir",
+        "user_dir/deep/x.txt": b"x",
+    }
+    assert receiver.notes == [
+        "both.txt: both the host and the sandbox changed it; the sandbox's copy is saved as both.txt and the "
+        "host's is kept as both.txt.host"
+    ]
+
+
+def test_a_host_edit_beats_a_deletion_in_the_sandbox(tmp_path: Path) -> None:
+    dest = tmp_path / "ws"
+    (dest / "dir").mkdir(parents=True)
+    (dest / "dir" / "a.txt").write_bytes(b"v1")
+    (dest / "dir" / "b.txt").write_bytes(b"v1")
+    os.chmod(dest / "dir", 0o700)
+    record = restored(dest)
+    (dest / "dir" / "a.txt").write_bytes(b"edited on the host")
+    save(dest, record, {})  # the script deleted everything
+    assert tree_of(dest) == {"dir": "dir", "dir/a.txt": b"edited on the host"}
+    assert (dest / "dir").stat().st_mode & 0o777 == 0o700
+
+
+def test_a_save_keeps_the_modes_of_the_host_files(tmp_path: Path) -> None:
+    dest = tmp_path / "ws"
+    (dest / "private").mkdir(parents=True)
+    (dest / "private" / "credentials.json").write_bytes(b"{}")
+    (dest / "run.sh").write_bytes(b"#!/bin/sh\n")
+    os.chmod(dest / "private" / "credentials.json", 0o600)
+    os.chmod(dest / "private", 0o700)
+    os.chmod(dest / "run.sh", 0o4755)
+    os.chmod(dest, 0o700)
+    record = restored(dest)
+    files = {"private/credentials.json": b'{"k": 1}', "run.sh": b"#!/bin/sh\necho\n", "new.txt": b"n"}
+    save(dest, record, files, dirs=("private",))
+    modes = {p: (dest / p).stat().st_mode & 0o7777 for p in ("", "private", "private/credentials.json", "run.sh")}
+    assert modes == {"": 0o700, "private": 0o700, "private/credentials.json": 0o600, "run.sh": 0o755}
+    assert (dest / "private" / "credentials.json").read_bytes() == b'{"k": 1}'
+
+
+def test_a_second_save_of_a_session_merges_against_the_first(tmp_path: Path) -> None:
+    dest = tmp_path / "ws"
+    dest.mkdir()
+    first = save(dest, restored(dest), {"a.txt": b"1"})
+    # the script deletes a.txt; a second save must delete it (the host did not change it since the first save)
+    second = save(dest, first.next_record, {})
+    assert tree_of(dest) == {} and second.notes == []
+
+
+def test_a_save_without_a_restore_keeps_every_host_file(tmp_path: Path) -> None:
+    dest = tmp_path / "other"
+    dest.mkdir()
+    (dest / "mine.txt").write_bytes(b"mine")
+    (dest / "clash.txt").write_bytes(b"host")
+    receiver = save(dest, None, {"clash.txt": b"sandbox", "new.txt": b"n"})
+    assert tree_of(dest) == {"clash.txt": b"sandbox", "clash.txt.host": b"host", "mine.txt": b"mine", "new.txt": b"n"}
+    assert len(receiver.notes) == 1
+
+
+def test_a_save_killed_midway_leaves_nothing_and_its_leftovers_are_removed_by_the_next(tmp_path: Path) -> None:
+    dest = tmp_path / "ws"
+    dest.mkdir()
+    (dest / "keep.txt").write_bytes(b"k")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
+    stale = tmp_path / f".ws.incoming-{int(gone.stdout)}-abc"  # what a process killed mid-save leaves
+    stale.mkdir()
+    (stale / "half.bin").write_bytes(b"x" * 100)
+    live = WorkspaceReceiver(dest, max_bytes=1000)  # a save still receiving: its staging folder stays
+    save(dest, restored(dest), {"keep.txt": b"k"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["ws", live.staging.name])
+    live.discard()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]

@@ -222,3 +222,53 @@ def test_names_that_are_not_utf8_are_saved_and_restored_byte_for_byte_with_the_o
         out = run_ok(sb, "import os\nprint(sorted(os.listdir(b'/workspace')), os.listdir(b'/workspace/d\\xff'))")
     assert out == "[b'caf\\xe9.txt', b'd\\xff', b'fresh.txt', b'skills'] [b'\\x80']\n"
     assert snapshot(workspace) == saved
+
+
+def test_two_sessions_of_one_folder_and_the_user_lose_nothing(bare_backend: DockerBackend, tmp_path: Path) -> None:
+    # Before: each save replaced the folder with the sandbox's copy, so the last session to close
+    # deleted what the other session and the user had written meanwhile, and the links.
+    workspace, outside = tmp_path / "ws", tmp_path / "data.csv"
+    workspace.mkdir()
+    outside.write_bytes(b"a,b\n")
+    (workspace / "link.csv").symlink_to(outside)
+    (workspace / "shared.txt").write_bytes(b"v1")
+    first = Sandbox(bare_backend, workspace=workspace).start()
+    try:
+        run_ok(first, "open('from_first.txt', 'w').write('1')\nimport os\nos.remove('shared.txt')\n")
+        (workspace / "by_user.txt").write_bytes(b"user")
+        with Sandbox(bare_backend, workspace=workspace) as second:
+            run_ok(second, "open('from_second.txt', 'w').write('2')\n")
+    finally:
+        first.close()
+    assert snapshot(workspace) == {
+        b"by_user.txt": b"user",
+        b"from_first.txt": b"1",
+        b"from_second.txt": b"2",
+        b"link.csv": b"a,b\n",  # the link, followed by the snapshot's read
+        b"skills": None,
+        **{k: v for k, v in snapshot(workspace).items() if k.startswith(b"skills/")},
+    }
+    assert (workspace / "link.csv").is_symlink() and first.workspace_notes == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv", "ws"]
+
+
+def test_a_linked_workspace_is_saved_into_its_folder_and_stays_a_link(
+    bare_backend: DockerBackend, tmp_path: Path
+) -> None:
+    real, link = tmp_path / "real", tmp_path / "ws"
+    real.mkdir()
+    (real / "in.txt").write_bytes(b"in")
+    link.symlink_to(real)
+    with Sandbox(bare_backend, workspace=link) as sb:
+        run_ok(sb, "open('out.txt', 'w').write(open('in.txt').read() + ' and out')\n")
+    assert link.is_symlink() and (real / "out.txt").read_bytes() == b"in and out"
+
+
+def test_a_workspace_that_is_a_file_is_refused_before_anything_starts(
+    bare_backend: DockerBackend, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"my notes")
+    with pytest.raises(WorkspaceError, match="not a folder"):
+        Sandbox(bare_backend, workspace=notes)
+    assert notes.read_bytes() == b"my notes"
