@@ -9,8 +9,10 @@ For every call from a script it:
 3. refuses a tool whose live definition no longer matches the schema hash it was generated
    from (a server that changed its tools since generation, possibly maliciously);
 4. validates the arguments against the tool's input schema on the host (``jsonschema``, with a
-   linear-time ``uniqueItems`` and at most `MAX_VALIDATION_ERRORS` errors considered) and returns
-   the precise error to the script; unknown properties are refused only where the schema says so;
+   linear-time ``uniqueItems``, patterns matched by RE2, ``$ref`` resolved only inside the schema
+   and the drafts' metaschemas — never fetched — and at most `MAX_VALIDATION_ERRORS` errors
+   considered) and returns the precise error to the script; unknown properties are refused only
+   where the schema says so;
 5. enforces per-execution budgets (number of calls, bytes of results);
 6. calls the tool through the `ServerPool` and returns the result unflattened;
 7. writes one JSON audit line: session, server, tool, argument digest, outcome, bytes, ms.
@@ -26,24 +28,29 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import anyio
 import jsonschema
+import referencing.exceptions
 from jsonschema.protocols import Validator
 
 from sandbox.bridge import ToolBridge, ToolCallRefused
 from sandbox.call_limits import ArgumentsRefused, is_small, measure
+from sandbox.schema_check import tool_validator
 from tool_tree.pool import PoolError, ServerPool, ServerUnavailable
+from tool_tree.text import clean
 from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot, schema_hash
 
 logger = logging.getLogger(__name__)
 
 MAX_VALIDATION_ERRORS = 100
 """Validation errors looked at to pick the one reported (an array of a million wrong items has a million)."""
+STDERR_LINES = 8
+STDERR_CHARS = 1500
+"""How much of a failed server's stderr an error shows: its last lines, at most this many characters."""
 
 
 @dataclass(frozen=True)
@@ -58,9 +65,17 @@ class AuditLog:
     """One JSON line per tool call, appended to a file (or any text stream). Thread-safe."""
 
     def __init__(self, target: str | Path | IO[str]) -> None:
+        """Raises: SandboxError: the file cannot be opened for appending (a folder, no permission, ...)."""
+        from sandbox.errors import SandboxError
+
         self._lock = threading.Lock()
         if isinstance(target, str | Path):
-            self._stream: IO[str] = open(target, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            try:
+                self._stream: IO[str] = open(target, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            except IsADirectoryError:
+                raise SandboxError(f"audit log {target}: a folder, not a file; give a file to append to") from None
+            except OSError as e:
+                raise SandboxError(f"audit log {target}: cannot append to it ({e.strerror or e})") from None
             self._owned = True
         else:
             self._stream, self._owned = target, False
@@ -173,8 +188,13 @@ class McpBridge(ToolBridge):
             self._calls += 1
         validator = self._validator(entry)
         if validator is not None:
-            errors = itertools.islice(validator.iter_errors(arguments), MAX_VALIDATION_ERRORS)
-            error = jsonschema.exceptions.best_match(errors)
+            try:
+                errors = itertools.islice(validator.iter_errors(arguments), MAX_VALIDATION_ERRORS)
+                error = jsonschema.exceptions.best_match(errors)
+            except referencing.exceptions.Unresolvable as e:  # a "$ref" outside the schema: left to the server
+                logger.warning("not validating %s.%s on the host: %s", entry.server, entry.tool, e)
+                self._validators[(entry.server, entry.tool)] = None
+                error = None
             if error is not None:
                 raise ToolCallRefused(f"invalid arguments: {_describe(error)}", "invalid_arguments")
         return entry, digest
@@ -186,7 +206,7 @@ class McpBridge(ToolBridge):
                 await self._verify(entry)
             result = await self.pool.call(entry.server, entry.tool, arguments)
         except ServerUnavailable as e:
-            raise ToolCallRefused(f"{e}", "server_unavailable") from None
+            raise ToolCallRefused(with_stderr(str(e), e.stderr_tail), "server_unavailable") from None
         except PoolError as e:
             raise ToolCallRefused(str(e), "server_unavailable") from None
         size = len(json.dumps(result, ensure_ascii=False))
@@ -222,61 +242,39 @@ class McpBridge(ToolBridge):
             )
             schema = raw.get("inputSchema") if raw else None
             if isinstance(schema, dict):
-                cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-                cls.check_schema(schema)
-                # jsonschema compares array items pairwise for uniqueItems: 3,000 objects took 30 s.
-                linear = jsonschema.validators.extend(cls, {"uniqueItems": _unique_items})  # type: ignore[no-untyped-call]
-                validator = linear(schema, format_checker=None)
+                validator = tool_validator(schema, f"{entry.server}.{entry.tool}")
         except (TreeError, jsonschema.exceptions.SchemaError, RecursionError) as e:
             # An unusable schema is not checked here; the server still validates its own input.
             logger.warning("not validating %s.%s on the host: %s", entry.server, entry.tool, e)
         self._validators[key] = validator
         return validator
 
-    async def search_tools(self, query: str, *, detail: str = "summary", limit: int = 5, regex: bool = False) -> str:
-        import anyio
-
+    def search_tools(self, query: str, *, detail: str = "summary", limit: int = 5, regex: bool = False) -> str:
         from tool_tree.search import SearchError, search_tools
 
-        def search() -> str:
-            return search_tools(self.tree, query, detail=detail, limit=limit, regex=regex)
-
         try:
-            # In a worker thread: a hybrid query embeds the query (and the first loads the model),
-            # which must not hold up the tool calls that share this event loop.
-            return await anyio.to_thread.run_sync(search)
+            # Synchronous, so it runs on the calling thread: a session's thread pool (`sandbox.calls`), never
+            # the event loop its tool calls share, and that thread's CPU time is what the search cost the host
+            # (a hybrid query embeds the query and its clauses; the first loads the model).
+            return search_tools(self.tree, query, detail=detail, limit=limit, regex=regex)
         except SearchError as e:
             raise ToolCallRefused(str(e), "invalid_search") from None
 
 
-def _unique_items(
-    validator: Validator, unique: bool, instance: Any, schema: dict[str, Any]
-) -> Iterator[jsonschema.ValidationError]:
-    """``uniqueItems`` in linear time: each item reduced to a hashable key equal where JSON values are equal."""
-    if not unique or not validator.is_type(instance, "array"):
-        return
-    seen: set[Any] = set()
-    for index, item in enumerate(instance):
-        key = _json_key(item)
-        if key in seen:
-            yield jsonschema.ValidationError(f"has non-unique elements (item {index} repeats an earlier one)")
-            return
-        seen.add(key)
+def with_stderr(message: str, stderr_tail: str) -> str:
+    """``message`` followed by the last lines of a server's stderr, if it wrote any.
 
-
-def _json_key(value: Any) -> Any:
-    """A hashable key for a JSON value; keys are equal exactly when the values are (``1 == 1.0``, ``1 != true``)."""
-    if isinstance(value, bool) or value is None:
-        return ("c", value)
-    if isinstance(value, int | float):
-        return ("n", value)
-    if isinstance(value, str):
-        return ("s", value)
-    if isinstance(value, list | tuple):
-        return ("a", tuple(_json_key(v) for v in value))
-    if isinstance(value, dict):
-        return ("o", frozenset((k, _json_key(v)) for k, v in value.items()))
-    return ("?", repr(value))
+    The server is untrusted: its text is kept as plain text (control, bidi and zero-width characters
+    dropped, so no escape sequence reaches a terminal), at most `STDERR_LINES` non-blank lines and
+    `STDERR_CHARS` characters, each line indented under the message.
+    """
+    lines = [line.rstrip() for line in clean(stderr_tail).splitlines() if line.strip()][-STDERR_LINES:]
+    excerpt = "\n".join(lines)
+    if not excerpt:
+        return message
+    if len(excerpt) > STDERR_CHARS:
+        excerpt = "…" + excerpt[-(STDERR_CHARS - 1) :]
+    return f"{message}; the last lines of its stderr:\n" + "\n".join(f"    {line}" for line in excerpt.splitlines())
 
 
 def _describe(error: jsonschema.ValidationError) -> str:

@@ -4,12 +4,15 @@ Each script runs in a real container and calls a real MCP server (tests/servers/
 counts the calls it receives) through the real bridge and server pool. An argument that would inflate
 on the host — 8 MiB of ``[{}, {}, …]`` parses to 2.8 million objects — is refused before validation
 and before the server sees it; many large calls at once are bounded per session; the schema, not the
-host, decides whether unknown properties are allowed; and ``uniqueItems`` is checked in linear time.
+host, decides whether unknown properties are allowed; ``uniqueItems`` is checked in linear time; and
+schema patterns are matched with RE2, never with Python's backtracking ``re``.
 """
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +28,11 @@ from tool_tree.pool import BackgroundPool
 
 pytestmark = pytest.mark.docker
 
+WORDS = r"^(\w+\s?)*$"
+HEADER = r"^x-(\w+\s?)*$"
+TWICE = r"^(\w+\s?)*\1$"  # a backreference: RE2 cannot run it
+LONG = r"(\w+\s?){1000}z"  # linear in RE2, but 8,005 instructions a byte at worst: 0.4 ms a letter
+
 TOOLS = [
     {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
     {
@@ -37,6 +45,18 @@ TOOLS = [
     },
     {"name": "sleep", "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}}},
     {"name": "count", "inputSchema": {"type": "object"}},
+    # Patterns: ordinary-looking, but ^(\w+\s?)*$ backtracks exponentially in Python's re on "aaa…a!".
+    {"name": "named", "inputSchema": {"type": "object", "properties": {"name": {"type": "string", "pattern": WORDS}}}},
+    {
+        "name": "headers",
+        "inputSchema": {
+            "type": "object",
+            "patternProperties": {HEADER: {"type": "integer"}},
+            "additionalProperties": False,
+        },
+    },
+    {"name": "twice", "inputSchema": {"type": "object", "properties": {"text": {"type": "string", "pattern": TWICE}}}},
+    {"name": "long", "inputSchema": {"type": "object", "properties": {"text": {"type": "string", "pattern": LONG}}}},
 ]
 
 
@@ -170,3 +190,159 @@ def test_unique_items_over_a_large_array_is_checked_in_linear_time(
         repeated
         == "invalid_arguments: invalid arguments: items: has non-unique elements (item 20000 repeats an earlier one)"
     )
+
+
+@pytest.fixture
+def no_re(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """jsonschema's own matching, each call to it recorded and refused: the host must not use ``re`` on a value."""
+    import types
+
+    import jsonschema._keywords
+    import jsonschema._legacy_keywords
+    import jsonschema._utils
+
+    used: list[str] = []
+
+    def search(pattern: str, string: str, flags: int = 0) -> None:
+        used.append(pattern)
+        raise AssertionError(f"jsonschema matched {pattern!r} with re")
+
+    for module in (jsonschema._keywords, jsonschema._legacy_keywords, jsonschema._utils):
+        monkeypatch.setattr(module, "re", types.SimpleNamespace(search=search))
+    return used
+
+
+def test_a_pattern_that_backtracks_for_hours_in_re_is_answered_at_once(session: Sandbox, no_re: list[str]) -> None:
+    # Before: jsonschema matched ^(\w+\s?)*$ with re, holding the GIL on the event loop every session's calls
+    # share; "a" * 40 + "!" burned 43 s of host CPU past a 5 s timeout, and another session's print(1) hung.
+    # Answered at all (with re, the first would take about a day) and without re (the fixture refuses it).
+    script = TRY + (
+        "for name in ('a' * 40 + '!', 'a' * 5000 + '!', 'ab ' * 20000 + '!'):\n"
+        "    print(attempt('named', {'name': name}).split(\" '\")[0])\n"
+        "print(attempt('headers', {'x-' + 'a' * 5000 + '!': 1}).split(\" '\")[0])\n"
+    )
+    result = session.execute(script, timeout=20)
+    assert result.error is None, result.traceback
+    refused = "invalid_arguments: invalid arguments: name:"  # the message up to the value
+    assert result.stdout.splitlines() == [refused] * 3 + ["invalid_arguments: invalid arguments: arguments:"]
+    assert session.execute("print(1)").stdout == "1\n"
+    assert no_re == []
+
+
+def test_pattern_refuses_what_does_not_match_and_passes_what_does(
+    session: Sandbox, counted: tuple[Path, BackgroundPool], no_re: list[str]
+) -> None:
+    before = calls_received(counted[1])
+    script = TRY + ("print(attempt('named', {'name': 'Ada Lovelace'}))\nprint(attempt('named', {'name': 'Ada!'}))\n")
+    result = session.execute(script)
+    assert result.error is None, result.traceback
+    assert result.stdout.splitlines() == [
+        'ok: {"name": "Ada Lovelace"}',
+        f"invalid_arguments: invalid arguments: name: 'Ada!' does not match {WORDS!r}",
+    ]
+    assert calls_received(counted[1]) == before + 2  # the two that passed and the count
+    assert no_re == []
+
+
+def test_pattern_properties_apply_their_schema_and_close_the_object(session: Sandbox, no_re: list[str]) -> None:
+    script = TRY + (
+        "print(attempt('headers', {'x-trace': 1, 'x-span id': 2}))\n"
+        "print(attempt('headers', {'x-trace': 'one'}))\n"
+        "print(attempt('headers', {'x-trace': 1, 'trace': 1}))\n"
+    )
+    result = session.execute(script)
+    assert result.error is None, result.traceback
+    assert result.stdout.splitlines() == [
+        'ok: {"x-trace": 1, "x-span id": 2}',
+        "invalid_arguments: invalid arguments: x-trace: 'one' is not of type 'integer'",
+        f"invalid_arguments: invalid arguments: arguments: 'trace' does not match any of the regexes: {HEADER!r}",
+    ]
+    assert no_re == []
+
+
+def test_a_pattern_re2_cannot_run_is_left_to_the_server_and_logged_once(
+    session: Sandbox, counted: tuple[Path, BackgroundPool], no_re: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    before = calls_received(counted[1])
+    script = TRY + (
+        "print(attempt('twice', {'text': 'ab'}))\n"  # the pattern refuses it; only the server can say so now
+        "print(attempt('twice', {'text': 'a' * 5000 + '!'})[:20])\n"  # and re would backtrack for ever on this
+    )
+    result = session.execute(script, timeout=20)
+    assert result.error is None, result.traceback
+    assert result.stdout.splitlines() == ['ok: {"text": "ab"}', 'ok: {"text": "aaaaaa']
+    assert calls_received(counted[1]) == before + 3
+    assert no_re == []
+    (warning,) = [r.getMessage() for r in caplog.records if "not checking" in r.getMessage()]
+    assert warning.startswith(f"not checking pattern {TWICE!r} of raw.twice on the host: RE2 refuses it (")
+
+
+def test_a_pattern_too_costly_for_a_value_is_left_to_the_server(
+    session: Sandbox, counted: tuple[Path, BackgroundPool], no_re: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # RE2 is linear, but its worst case is bytes x program size: LONG over 8 MiB took 260 s of host CPU.
+    before = calls_received(counted[1])
+    script = TRY + (
+        "print(attempt('long', {'text': 'ab ' * 10}))\n"
+        "print(attempt('long', {'text': '!? ' + 'a ' * 1000 + 'z !?'})[:12])\n"  # found inside, as re.search would
+        "print(attempt('long', {'text': 'ab ' * 60000})[:20])\n"  # past the tool's RE2 budget: left to the server
+    )
+    result = session.execute(script, timeout=20)
+    assert result.error is None, result.traceback
+    assert result.stdout.splitlines() == [
+        f"invalid_arguments: invalid arguments: text: 'ab ab ab ab ab ab ab ab ab ab ' does not match {LONG!r}",
+        'ok: {"text":',
+        'ok: {"text": "ab ab ',
+    ]
+    assert calls_received(counted[1]) == before + 3
+    assert no_re == []
+    assert "not checking some patterns of raw.long on the host: past its budget of RE2 work" in caplog.text
+
+
+def test_a_remote_ref_in_a_schema_is_never_fetched_by_the_host(
+    tmp_path: Path, docker_engine: EngineWithCLI, test_config: SandboxConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: jsonschema's default registry fetched the URL while validating, on the event loop every
+    # session's calls share: the server chose an address for the host to send requests to.
+    fetched = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            fetched.set()
+            body = b'{"type": "integer"}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler) as web:
+        threading.Thread(target=web.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{web.server_port}/schema.json"
+        tools = [
+            {"name": "remote", "inputSchema": {"type": "object", "properties": {"x": {"$ref": url}}}},
+            {
+                "name": "local",
+                "inputSchema": {
+                    "type": "object",
+                    "$defs": {"n": {"type": "integer"}},
+                    "properties": {"x": {"$ref": "#/$defs/n"}},
+                },
+            },
+        ]
+        tree, server = raw_server_tree(tmp_path, tools)
+        with BackgroundPool([server]) as pool:
+            bridge = McpBridge(tree, pool.pool)
+            with Sandbox(config=test_config, tree=tree, tools=bridge, tool_loop=pool.loop) as sb:
+                script = TRY + "print(attempt('remote', {'x': 'text'}))\nprint(attempt('local', {'x': 'text'}))\n"
+                result = sb.execute(script)
+        web.shutdown()
+    assert result.error is None, result.traceback
+    assert result.stdout.splitlines() == [
+        'ok: {"x": "text"}',  # left to the server, which does not check it
+        "invalid_arguments: invalid arguments: x: 'text' is not of type 'integer'",
+    ]
+    assert not fetched.is_set()
+    assert f"not validating raw.remote on the host: Unresolvable: {url}" in caplog.text

@@ -1,0 +1,215 @@
+"""The host's check of a tool call's arguments against the tool's input schema, bounded in work.
+
+`tool_validator` is ``jsonschema``'s validator for the schema's draft with the keywords that would
+let a script's arguments (hostile) or a server's schema (untrusted) cost the host without bound
+replaced:
+
+- ``uniqueItems`` in linear time (jsonschema compares items pairwise: 3,000 objects took 30 s);
+- ``pattern``, ``patternProperties`` and ``additionalProperties`` matched with RE2, never with
+  Python's backtracking ``re`` (`_Patterns`); ``unevaluatedProperties`` is left to the server when
+  the schema has ``patternProperties``, since jsonschema finds those with ``re`` in a helper that
+  cannot be swapped;
+- ``$ref`` resolved only inside the schema and against the drafts' metaschemas (`LOCAL_REFS`):
+  a reference to a URL is never fetched, where jsonschema's default registry would fetch it from
+  an address the server chose (the call then fails with ``referencing.exceptions.Unresolvable``,
+  and `sandbox.mcp_bridge` leaves that tool to the server);
+- no ``format`` checks.
+
+What the host does not check, the server still validates: each exception is logged once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import jsonschema
+import re2  # type: ignore[import-untyped]
+from jsonschema.protocols import Validator
+from jsonschema_specifications import REGISTRY as LOCAL_REFS  # type: ignore[import-untyped]
+
+__all__ = ["LOCAL_REFS", "tool_validator"]
+
+logger = logging.getLogger(__name__)
+
+PATTERN_MEMORY = 1 << 20
+"""Memory RE2 may use for one schema pattern, its automaton included (a larger pattern is not checked here)."""
+REGEX_BURST_STEPS = 128 << 20
+REGEX_STEPS_PER_S = 12 << 20
+"""RE2 work the patterns of one tool's schema may do on the host at once, then each second: bytes matched times
+the pattern's program size, RE2's linear worst case (about 4 ns a step where its DFA gives up for its NFA:
+``(\\w+\\s?){1000}z`` over 8 MiB took 260 s), so at most about 0.5 s at once, then 5% of a core. Past it a
+pattern is not checked here."""
+
+
+def tool_validator(schema: dict[str, Any], name: str) -> Validator:
+    """The validator of ``schema`` (the input schema of the tool ``name``, for the log), its costly
+    keywords replaced as the module says.
+
+    Raises:
+        jsonschema.exceptions.SchemaError: the schema is not valid for its draft.
+    """
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls.check_schema(schema)
+    patterns = _Patterns(name)
+    keywords: dict[str, Any] = {
+        "uniqueItems": _unique_items,
+        "pattern": patterns.pattern,
+        "patternProperties": patterns.pattern_properties,
+        "additionalProperties": patterns.additional_properties,
+    }
+    if "unevaluatedProperties" in cls.VALIDATORS and _mentions(schema, "patternProperties"):
+        keywords["unevaluatedProperties"] = _not_checked
+        if _mentions(schema, "unevaluatedProperties"):
+            logger.warning("not checking unevaluatedProperties of %s on the host: it has patterns", name)
+    linear = jsonschema.validators.extend(cls, keywords)  # type: ignore[no-untyped-call]
+    return linear(schema, format_checker=None, registry=LOCAL_REFS)  # type: ignore[no-any-return]
+
+
+def _unique_items(
+    validator: Validator, unique: bool, instance: Any, schema: dict[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    """``uniqueItems`` in linear time: each item reduced to a hashable key equal where JSON values are equal."""
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: set[Any] = set()
+    for index, item in enumerate(instance):
+        key = _json_key(item)
+        if key in seen:
+            yield jsonschema.ValidationError(f"has non-unique elements (item {index} repeats an earlier one)")
+            return
+        seen.add(key)
+
+
+def _json_key(value: Any) -> Any:
+    """A hashable key for a JSON value; keys are equal exactly when the values are (``1 == 1.0``, ``1 != true``)."""
+    if isinstance(value, bool) or value is None:
+        return ("c", value)
+    if isinstance(value, int | float):
+        return ("n", value)
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, list | tuple):
+        return ("a", tuple(_json_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("o", frozenset((k, _json_key(v)) for k, v in value.items()))
+    return ("?", repr(value))
+
+
+class _Patterns:
+    """``pattern``, ``patternProperties`` and ``additionalProperties`` of one tool's schema, matched with RE2.
+
+    jsonschema matches them with Python's ``re``, which backtracks and holds the GIL: ``^(\\w+\\s?)*$``
+    against 40 letters and a ``!`` took hours, and every session's calls on the event loop waited. RE2 is
+    linear in the text. Each pattern is compiled once. A pattern RE2 refuses (backreferences, lookaround,
+    over `PATTERN_MEMORY`), and every match past the tool's budget of RE2 work (`REGEX_BURST_STEPS`), are
+    not checked here, never handed to ``re``, and logged once; the server still validates its own input.
+    """
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+        self._compiled: dict[str, Any] = {}  # pattern -> RE2 regexp, or None where RE2 refused it
+        self._lock = threading.Lock()
+        self._steps = float(REGEX_BURST_STEPS)
+        self._at = time.monotonic()
+        self._spent = False
+
+    def search(self, pattern: str, text: str) -> bool | None:
+        """Whether ``pattern`` occurs in ``text`` (unanchored, as JSON Schema and ``re.search``); None if unchecked."""
+        compiled = self._compile(pattern)
+        if compiled is None:
+            return None
+        data = text.encode("utf-8", "surrogatepass")  # RE2 matches bytes; a lone surrogate is no character
+        if not self._spend((len(data) + 1) * compiled.programsize):
+            return None
+        return compiled.search(data) is not None
+
+    def _compile(self, pattern: str) -> Any:
+        if pattern in self._compiled:
+            return self._compiled[pattern]
+        options = re2.Options()
+        options.never_capture = True  # groups only group: matching stays on RE2's fastest engines
+        options.log_errors = False
+        options.max_mem = PATTERN_MEMORY
+        try:
+            compiled = re2.compile(pattern, options)
+        except (re2.error, UnicodeEncodeError) as e:
+            reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+            logger.warning("not checking pattern %r of %s on the host: RE2 refuses it (%s)", pattern, self.tool, reason)
+            compiled = None
+        self._compiled[pattern] = compiled
+        return compiled
+
+    def _spend(self, steps: int) -> bool:
+        with self._lock:
+            now = time.monotonic()
+            self._steps = min(float(REGEX_BURST_STEPS), self._steps + (now - self._at) * REGEX_STEPS_PER_S)
+            self._at = now
+            if steps <= self._steps:
+                self._steps -= steps
+                return True
+            first, self._spent = not self._spent, True
+        if first:
+            logger.warning("not checking some patterns of %s on the host: past its budget of RE2 work", self.tool)
+        return False
+
+    # jsonschema's keywords, on RE2; the validator is Any because `descend` is not on jsonschema's protocol.
+
+    def pattern(self, validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[jsonschema.ValidationError]:
+        if validator.is_type(instance, "string") and self.search(pattern, instance) is False:
+            yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+    def pattern_properties(
+        self, validator: Any, patterns: dict[str, Any], instance: Any, schema: Any
+    ) -> Iterator[jsonschema.ValidationError]:
+        if not validator.is_type(instance, "object"):
+            return
+        for pattern, subschema in patterns.items():
+            for key, value in instance.items():
+                if self.search(pattern, key):  # not where unchecked: the server decides
+                    yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+    def additional_properties(
+        self, validator: Any, additional: Any, instance: Any, schema: Any
+    ) -> Iterator[jsonschema.ValidationError]:
+        if not validator.is_type(instance, "object"):
+            return
+        properties = schema.get("properties", {})
+        patterns = schema.get("patternProperties", {})
+        # A key a pattern matched, or could not be checked against here, is not an extra one.
+        extras = {k for k in instance if k not in properties and all(self.search(p, k) is False for p in patterns)}
+        if validator.is_type(additional, "object"):
+            for extra in extras:
+                yield from validator.descend(instance[extra], additional, path=extra)
+        elif not additional and extras:  # jsonschema's messages
+            if "patternProperties" in schema:
+                verb = "does" if len(extras) == 1 else "do"
+                joined = ", ".join(repr(each) for each in sorted(extras))
+                listed = ", ".join(repr(each) for each in sorted(patterns))
+                yield jsonschema.ValidationError(f"{joined} {verb} not match any of the regexes: {listed}")
+            else:
+                verb = "was" if len(extras) == 1 else "were"
+                joined = ", ".join(repr(each) for each in sorted(extras, key=str))
+                yield jsonschema.ValidationError(f"Additional properties are not allowed ({joined} {verb} unexpected)")
+
+
+def _not_checked(validator: Validator, value: Any, instance: Any, schema: Any) -> Iterator[jsonschema.ValidationError]:
+    """A keyword left to the server."""
+    return iter(())
+
+
+def _mentions(schema: Any, keyword: str) -> bool:
+    """Whether ``keyword`` is a key anywhere in ``schema`` (a property of that name counts too)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if keyword in node:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
