@@ -2,7 +2,9 @@
 
 The official SDK owns the protocol; this module maps a `ServerConfig` onto it and adds what a
 long-running host needs around it: the server's stderr kept in a file (so a failure can show
-its last lines), and a raw ``tools/list`` that keeps every field the server sent.
+its last lines), a raw ``tools/list`` that keeps every field the server sent, and, for stdio,
+our own transport (`tool_tree.stdio`: the SDK's, but linear in what it reads and with a cap on
+one message).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from pydantic import BaseModel, ConfigDict
 
 from tool_tree.config import ServerConfig
+from tool_tree.stdio import stdio_client
 
 MAX_LIST_PAGES = 1000
 
@@ -67,7 +70,8 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
     """Open a session to ``server``; the process (stdio) is stopped and reaped on exit.
 
     The caller bounds the time (``anyio.fail_after(server.timeout)``). For stdio servers the
-    process runs in its own process group and the SDK kills the whole group on exit.
+    process runs in its own process group and the whole group is killed on exit; a message longer
+    than `tool_tree.stdio.MAX_MESSAGE_BYTES` ends the server and fails the requests in flight.
 
     Raises:
         OSError: the command cannot be started.
@@ -83,7 +87,7 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
                 cwd=server.cwd,
                 encoding_error_handler="replace",
             )
-            target = mcp.stdio_client(params, errlog=stderr.file if stderr is not None else sys.stderr)
+            target = stdio_client(params, errlog=stderr.file if stderr is not None else sys.stderr, name=server.name)
         else:
             assert server.url is not None
             from mcp.client.streamable_http import streamable_http_client

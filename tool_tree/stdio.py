@@ -1,0 +1,250 @@
+"""The stdio client transport for servers started by command: the SDK's, with a reader that is linear
+in what it reads and a cap on one message.
+
+`mcp.client.stdio.stdio_client` joins each chunk it reads to the partial line before it and splits
+the whole again (``(buffer + chunk).split("\\n")``), on the event loop every session shares: quadratic
+in a line's length (a 30 MiB line cost 8.5 s of CPU; a 100 MiB result outlived its call's timeout).
+`stdio_client` here is the same transport (the SDK's process start, stderr handling, pipe tasks and
+shutdown, reused from `mcp.client.stdio`, private helpers included: should an SDK release rename them,
+`LINEAR` is false and the SDK's own transport is used, with a warning) except for its reader,
+which keeps the partial line as bytes, scans only each new chunk for a newline and decodes each
+complete line once. A message longer than ``max_message_bytes`` is never buffered whole: the reader
+stops, ends the server's process group, fails every request in flight with an error naming the
+server and the limit, and closes the session's read stream; no other server is touched.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import sys
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager, suppress
+from typing import TextIO
+
+import anyio
+import anyio.lowlevel
+import mcp_types as types
+from mcp.client._transport import TransportStreams
+from mcp.client.stdio import StdioServerParameters, get_default_environment
+from mcp.client.stdio import stdio_client as sdk_stdio_client
+
+try:
+    from mcp.client.stdio import (
+        _WRITER_FLUSH_TIMEOUT,
+        _aclose_all,
+        _close_pipe,
+        _create_platform_compatible_process,
+        _drain_stdout,
+        _get_executable_command,
+        _parse_line,
+        _stop_server_process,
+        _terminate_process_tree,
+    )
+except ImportError:  # an SDK release whose private helpers moved: its own transport is used instead
+    LINEAR = False
+else:
+    LINEAR = True
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
+from mcp.shared.message import SessionMessage
+
+logger = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+"""The longest message (one line, without its newline) a stdio server may send: 4× the bridge's
+result cap (`sandbox.calls.MAX_RESULT_BYTES`, 8 MiB, measured as UTF-8 JSON without ``\\u`` escapes).
+A server that escapes everything non-ASCII (Python's ``json.dumps`` default) spends up to 3× that on
+the wire (``é``, 2 bytes, is ``\\u00e9``, 6); the fourth 8 MiB is headroom for the envelope and fields
+the SDK drops. A result that needs more would be refused by the bridge anyway."""
+
+
+class _LineSplitter:
+    """Cuts a byte stream into lines in time linear in its length; a line over ``limit`` bytes raises.
+
+    Only the new chunk is scanned for a newline; the partial line waits in a bytearray that never
+    grows past ``limit``, and a line is decoded once, when complete. A newline byte is always a
+    newline in UTF-8 (no multi-byte sequence contains 0x0A), so cutting before decoding is exact.
+    """
+
+    def __init__(self, limit: int, errors: str) -> None:
+        self._limit = limit
+        self._errors = errors
+        self._partial = bytearray()
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """The lines ``chunk`` completes, decoded, without their newline.
+
+        Raises:
+            OverflowError: a line is longer than the limit (no more may be fed).
+        """
+        view = memoryview(chunk)
+        lines: list[str] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            self._add(view[start:end])
+            lines.append(self._partial.decode("utf-8", self._errors))
+            self._partial.clear()
+            start = end + 1
+        self._add(view[start:])
+        return lines
+
+    def _add(self, piece: memoryview) -> None:
+        if len(self._partial) + len(piece) > self._limit:
+            raise OverflowError(f"a message is longer than {self._limit:,} bytes")
+        self._partial += piece
+
+
+@asynccontextmanager
+async def stdio_client(
+    server: StdioServerParameters,
+    errlog: TextIO = sys.stderr,
+    *,
+    name: str | None = None,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+) -> AsyncGenerator[TransportStreams, None]:
+    """Spawns an MCP server subprocess and connects to it over stdin/stdout.
+
+    As `mcp.client.stdio.stdio_client` (same process group, environment, stderr and shutdown), but a
+    message longer than ``max_message_bytes`` ends the server: the requests in flight fail with an
+    error naming the server (``name``, default its command) and the limit, and the session sees the
+    connection close.
+
+    Raises:
+        OSError: If the server process cannot be spawned.
+        ValueError: If the spawn parameters are invalid (embedded NUL bytes), or the encoding is not UTF-8.
+    """
+    if not LINEAR:
+        logger.warning("this mcp SDK moved the stdio helpers tooltree reuses: reading %s with the SDK's reader, "
+                       "without the message cap", name or server.command)  # fmt: skip
+        async with sdk_stdio_client(server, errlog) as streams:
+            yield streams
+        return
+    if codecs.lookup(server.encoding).name != "utf-8":
+        raise ValueError(f"the stdio transport reads UTF-8 only, not {server.encoding!r}")
+    label = name if name is not None else server.command
+    command = await _get_executable_command(server.command)
+
+    process = await _create_platform_compatible_process(
+        command=command,
+        args=server.args,
+        env=get_default_environment() | (server.env or {}),
+        errlog=errlog,
+        cwd=server.cwd,
+    )
+
+    # The spawn succeeded; no awaits until the task group is entered, or a
+    # cancellation delivered in the gap would leak the live process.
+    read_stream_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_stream_reader = anyio.create_memory_object_stream[SessionMessage](0)
+
+    shutting_down = False
+    writer_done = anyio.Event()
+    # Requests sent and not yet answered: what fails, with the reason, when a message is too long.
+    in_flight: set[types.RequestId | None] = set()
+
+    async def refuse_oversized() -> None:
+        """Ends the server that sent a message over the limit and fails the requests waiting on it."""
+        assert process.stdout, "Opened process is missing stdout"
+        reason = (
+            f"server {label!r} sent a message longer than {max_message_bytes:,} bytes, the limit for one "
+            "message; tooltree stopped reading, closed the connection and ended the server"
+        )
+        logger.warning("%s", reason)
+        # Not the polite shutdown (stdin closed, a grace period): the server is still writing, and
+        # nothing of what it sends is read any more.
+        await _terminate_process_tree(process)
+        await _close_pipe(process.stdout)  # ends the reader's drain at once
+        error = types.ErrorData(code=types.CONNECTION_CLOSED, message=reason)
+        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):  # the session is gone: nobody waits
+            for request_id in list(in_flight):
+                await read_stream_writer.send(
+                    SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+                )
+        in_flight.clear()
+
+    async def stdout_reader() -> None:
+        assert process.stdout, "Opened process is missing stdout"
+
+        splitter = _LineSplitter(max_message_bytes, server.encoding_error_handler)
+        try:
+            async with read_stream_writer:
+                try:
+                    # One line at a time; no read-ahead while a delivery is blocked.
+                    async for chunk in process.stdout:
+                        try:
+                            lines = splitter.feed(chunk)
+                        except OverflowError:
+                            await refuse_oversized()
+                            return
+                        for line in lines:
+                            item = _parse_line(line)
+                            if isinstance(item, SessionMessage) and isinstance(
+                                item.message, types.JSONRPCResponse | types.JSONRPCError
+                            ):
+                                in_flight.discard(item.message.id)
+                            try:
+                                await read_stream_writer.send(item)
+                            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                                return  # the session is gone; only the drain below remains
+                finally:
+                    await _drain_stdout(process)
+        except anyio.ClosedResourceError:
+            pass  # our own shutdown closed the stdout stream under the read
+        except (anyio.BrokenResourceError, ConnectionError):
+            # Teardown noise during shutdown, a real failure otherwise; either way
+            # the session sees clean closure when the read stream closes.
+            if not shutting_down:
+                logger.exception("Reading from the MCP server's stdout failed mid-session")
+
+    async def stdin_writer() -> None:
+        assert process.stdin, "Opened process is missing stdin"
+
+        try:
+            async with write_stream_reader:
+                async for session_message in write_stream_reader:
+                    message = session_message.message
+                    if isinstance(message, types.JSONRPCRequest):
+                        in_flight.add(message.id)  # before sending: the answer may come at once
+                    elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+                        in_flight.discard(cancelled_request_id_from_params(message.params))
+                    json = message.model_dump_json(by_alias=True, exclude_unset=True)
+                    data = (json + "\n").encode(encoding=server.encoding, errors=server.encoding_error_handler)
+                    await process.stdin.send(data)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            # The server may still be alive: close the read stream so the session
+            # sees the connection end instead of a request hanging forever.
+            await read_stream_writer.aclose()
+        finally:
+            writer_done.set()
+
+    async def shutdown() -> None:
+        """Winds the transport down: stop traffic, flush, stop the server, release the streams."""
+        # Unblock the reader into its drain: a server stuck writing stdout cannot
+        # read its stdin, so draining is what lets the flush below complete.
+        read_stream.close()
+        # Bounded window for the writer to flush already-accepted messages.
+        write_stream.close()
+        with anyio.move_on_after(_WRITER_FLUSH_TIMEOUT) as flush_scope:
+            await writer_done.wait()
+        if flush_scope.cancelled_caught:
+            await anyio.lowlevel.cancel_shielded_checkpoint()  # resync coverage on 3.11 (gh-106749)
+        await _stop_server_process(process)
+        await _aclose_all(read_stream, write_stream, read_stream_writer, write_stream_reader)
+        # One pass so unblocked tasks exit via their except paths before the cancel.
+        await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stdout_reader)
+        tg.start_soon(stdin_writer)
+        try:
+            yield read_stream, write_stream
+        finally:
+            shutting_down = True
+            # Shutdown must finish even under caller cancellation, or the server
+            # process would leak; every wait inside is bounded.
+            with anyio.CancelScope(shield=True):
+                await shutdown()
+            # Unstick pipe tasks a kill survivor's open pipe end could still block.
+            tg.cancel_scope.cancel()
+    # The cancel lands via throw(); one yield resyncs 3.11 coverage (gh-106749).
+    await anyio.lowlevel.cancel_shielded_checkpoint()
