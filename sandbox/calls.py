@@ -12,6 +12,11 @@ write that never blocks (`sandbox._supervisor.wire.FrameSender`) — unless the 
 to encode there without holding up every other session's calls (`sandbox.call_limits.SMALL`). A
 call to a synchronous bridge, and a search, run on a small thread pool. Either way the host keeps
 the ledger of the execution's calls itself.
+
+A search costs the host far more than its frame (up to about 0.5 s of CPU to embed a long query), so
+a session runs one at a time, a search whose execution has ended by its turn is dropped unrun, and
+the CPU each takes on its thread is charged to the session's search budget
+(`sandbox.request_budget`); once that is spent, searches are refused until it refills.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from sandbox._supervisor.limits import too_many_values
 from sandbox._supervisor.wire import MAX_FRAME_VALUES
 from sandbox.bridge import ToolBridge, ToolCallRefused, resolve, shared_loop
 from sandbox.call_limits import ArgumentsRefused, CallSize, InFlight, is_small, measure
+from sandbox.request_budget import SEARCH_BURST_SECONDS, SEARCH_RATE, RequestBudget
 from sandbox.results import ToolCallRecord
 
 logger = logging.getLogger(__name__)
@@ -58,15 +64,27 @@ class CallServer:
     Args:
         bridge: where the calls go.
         tool_loop: the event loop on which the bridge's async methods run (None: a shared background loop).
+        search_budget: the host CPU the session's searches may take (None: `SEARCH_BURST_SECONDS`, then
+            `SEARCH_RATE`). A search is charged the CPU time of the thread that served it: all of it for a
+            synchronous bridge such as `McpBridge`, whose search runs on that thread.
     """
 
-    def __init__(self, bridge: ToolBridge, tool_loop: asyncio.AbstractEventLoop | None) -> None:
+    def __init__(
+        self,
+        bridge: ToolBridge,
+        tool_loop: asyncio.AbstractEventLoop | None,
+        *,
+        search_budget: RequestBudget | None = None,
+    ) -> None:
         self.bridge = bridge
         self.tool_loop = tool_loop
+        self.search_budget = search_budget or RequestBudget(burst=SEARCH_BURST_SECONDS, rate=SEARCH_RATE)
         self._on_loop = asyncio.iscoroutinefunction(bridge.call_tool)
         self._executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="sandbox-tool")
         self._lock = threading.Lock()
+        self._searching = threading.Lock()  # one search of this session at a time
         self._executing = False
+        self._execution = 0  # counts executions: a search queued in one is not run in the next
         self._in_flight = 0
         self.arguments_in_flight = InFlight()
         self._ledger: list[ToolCallRecord] = []
@@ -83,6 +101,7 @@ class CallServer:
         """An execution starts: calls are accepted, into a fresh ledger."""
         with self._lock:
             self._executing, self._ledger = True, []
+            self._execution += 1
 
     def end(self) -> list[ToolCallRecord]:
         """The execution ended: calls are refused from now on; the ledger of its calls."""
@@ -98,7 +117,7 @@ class CallServer:
 
     def on_request(self, channel: Responder, call_id: str, method: str, params: dict[str, Any] | None) -> None:
         """A request from the container (on the channel's reader): refuse it at once, or hand it on."""
-        refusal, size = self._admit(method, params)
+        refusal, size, execution = self._admit(method, params)
         if refusal is not None:
             channel.respond(call_id, error={"code": refusal[0], "message": refusal[1]})
             return
@@ -108,27 +127,31 @@ class CallServer:
                 loop = self.tool_loop or shared_loop()
                 loop.call_soon_threadsafe(self._start_call, loop, channel, call_id, params, size)
             else:
-                self._executor.submit(self._serve_in_thread, channel, call_id, method, params, size)
+                self._executor.submit(self._serve_in_thread, channel, call_id, method, params, size, execution)
         except RuntimeError:  # the pool is shut down, or the loop closed
             self._release(size)
             channel.respond(call_id, error={"code": "closed", "message": "the session is closing"})
 
-    def _admit(self, method: str, params: dict[str, Any] | None) -> tuple[Refusal | None, CallSize | None]:
-        """A refusal, or the call counted in flight (with its arguments' size for a tool call)."""
+    def _admit(self, method: str, params: dict[str, Any] | None) -> tuple[Refusal | None, CallSize | None, int]:
+        """A refusal, or the call counted in flight (with its arguments' size for a tool call); and the
+        number of the execution it belongs to."""
         with self._lock:
+            execution = self._execution
             if not self._executing:
-                return ("no_execution", "no execution is running"), None
+                return ("no_execution", "no execution is running"), None, execution
             if self._in_flight >= MAX_CALLS_IN_FLIGHT:
-                return ("too_many_calls", f"more than {MAX_CALLS_IN_FLIGHT} tool calls in flight"), None
+                return ("too_many_calls", f"more than {MAX_CALLS_IN_FLIGHT} tool calls in flight"), None, execution
             if method not in ("tool_call", "search_tools"):
-                return ("unknown_method", "unknown request"), None
+                return ("unknown_method", "unknown request"), None, execution
             if params is None:  # refused unparsed by the channel: more values than any frame may hold
                 if method == "tool_call":
-                    return ("arguments_too_large", too_many_values(self.arguments_in_flight.limits.nodes)), None
-                return ("invalid_arguments", f"the request holds more than {MAX_FRAME_VALUES:,} values"), None
+                    unparsed = ("arguments_too_large", too_many_values(self.arguments_in_flight.limits.nodes))
+                else:
+                    unparsed = ("invalid_arguments", f"the request holds more than {MAX_FRAME_VALUES:,} values")
+                return unparsed, None, execution
             self._in_flight += 1
         if method != "tool_call":
-            return None, None
+            return None, None, execution
         refusal = _malformed(params)
         if refusal is None:
             # Measured here, on the channel's reader, before the call is queued: arguments past the
@@ -136,12 +159,12 @@ class CallServer:
             try:
                 size = measure(params["arguments"], self.arguments_in_flight.limits)
                 self.arguments_in_flight.reserve(size)
-                return None, size
+                return None, size, execution
             except ArgumentsRefused as e:
                 refusal = (e.code, e.message)
         with self._lock:
             self._in_flight -= 1
-        return refusal, None
+        return refusal, None, execution
 
     def _release(self, size: CallSize | None) -> None:
         with self._lock:
@@ -196,11 +219,17 @@ class CallServer:
     # ---- calls on the thread pool ---------------------------------------------------------------
 
     def _serve_in_thread(
-        self, channel: Responder, call_id: str, method: str, params: dict[str, Any], size: CallSize | None
+        self,
+        channel: Responder,
+        call_id: str,
+        method: str,
+        params: dict[str, Any],
+        size: CallSize | None,
+        execution: int,
     ) -> None:
         try:
             if method == "search_tools":
-                self._serve_search(channel, call_id, params)
+                self._serve_search(channel, call_id, params, execution)
                 return
             started = time.monotonic()
             value: Any = None
@@ -217,7 +246,16 @@ class CallServer:
         finally:
             self._release(size)
 
-    def _serve_search(self, channel: Responder, call_id: str, params: dict[str, Any]) -> None:
+    def _serve_search(self, channel: Responder, call_id: str, params: dict[str, Any], execution: int) -> None:
+        # Whatever its outcome, a search is charged the CPU this thread spent on it, the search itself
+        # included (a synchronous bridge searches on this thread; waiting for a turn costs nothing).
+        started = time.thread_time()
+        try:
+            self._search_in_turn(channel, call_id, params, execution)
+        finally:
+            self.search_budget.charge(time.thread_time() - started)
+
+    def _search_in_turn(self, channel: Responder, call_id: str, params: dict[str, Any], execution: int) -> None:
         query, limit = params.get("query"), params.get("limit", 5)
         detail, regex = params.get("detail", "summary"), params.get("regex", False)
         if (
@@ -231,6 +269,30 @@ class CallServer:
             message = "search_tools(query: str, detail: 'name'|'summary'|'full', limit: int, regex: bool)"
             channel.respond(call_id, error={"code": "invalid_arguments", "message": message})
             return
+        # One at a time: the host runs only a few searches at once in all (`tool_tree.search`), and one
+        # script's searches must not take every turn. The others of this session wait here.
+        with self._searching:
+            refusal = self._search_refusal(execution)
+            if refusal is not None:
+                channel.respond(call_id, error={"code": refusal[0], "message": refusal[1]})
+                return
+            self._search(channel, call_id, query, detail, limit, regex)
+
+    def _search_refusal(self, execution: int) -> Refusal | None:
+        """Why a search whose turn has come is not run: its execution ended, or the search budget is spent."""
+        with self._lock:
+            if not (self._executing and self._execution == execution):
+                return "no_execution", "the execution that asked for this search has ended"
+        wait = self.search_budget.charge(0.0)
+        if wait > 0:
+            budget = self.search_budget
+            return "budget_exhausted", (
+                f"budget exhausted: tool searches may take {budget.burst:g} s of host CPU at once, then "
+                f"{budget.rate:.0%} of a core; retry in {wait:.1f} s"
+            )
+        return None
+
+    def _search(self, channel: Responder, call_id: str, query: str, detail: str, limit: int, regex: bool) -> None:
         try:
             text = resolve(self.bridge.search_tools(query, detail=detail, limit=limit, regex=regex), self.tool_loop)
         except ToolCallRefused as e:

@@ -12,10 +12,15 @@ container's writes block and the script slows down, and no request is refused fo
 costs the host at most about ``burst + rate × its duration`` seconds of request work: 3.5 s for a 30 s
 timeout with the defaults, while 2,000 honest calls (the bridge's default budget per execution) are
 charged about 1.2 s of the burst.
+
+A session's tool searches have a budget of their own (`SEARCH_BURST_SECONDS`, `SEARCH_RATE`), charged the
+CPU each search took on the host (`sandbox.calls`): a hybrid query embeds the query and its clauses, up to
+about 0.5 s of CPU for a hostile 1,000-character query, where the reader's share of it is under a millisecond.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -25,10 +30,15 @@ RATE = 0.05
 DOWNSTREAM_SECONDS = 0.0005
 """What one request costs the host after its reader is done with it (measured on the shared 2-core machine:
 ~0.45 ms for a call the bridge refuses, audit line included; a call it serves costs more, the tool's own work)."""
+SEARCH_BURST_SECONDS = 1.0
+SEARCH_RATE = 0.01
+"""A session's budget for the host CPU its tool searches take: 1 s at once (about 50 ordinary queries of
+10–25 ms, or two of the longest), then 1% of a core; 1.3 s over a 30 s execution, plus the one search that
+overdraws it."""
 
 
 class RequestBudget:
-    """A token bucket of host CPU seconds. Used by one thread (the channel's reader): not thread-safe."""
+    """A token bucket of host CPU seconds. Thread-safe: a channel's reader and a session's searches charge it."""
 
     def __init__(
         self, *, burst: float = BURST_SECONDS, rate: float = RATE, clock: Callable[[], float] = time.monotonic
@@ -36,12 +46,14 @@ class RequestBudget:
         self.burst = burst
         self.rate = rate
         self._clock = clock
+        self._lock = threading.Lock()
         self._balance = burst
         self._at = clock()
 
     def charge(self, seconds: float) -> float:
         """Spend ``seconds`` of host CPU; how long to wait before serving more (0 while within the budget)."""
-        now = self._clock()
-        self._balance = min(self.burst, self._balance + (now - self._at) * self.rate) - seconds
-        self._at = now
-        return 0.0 if self._balance >= 0 else -self._balance / self.rate
+        with self._lock:
+            now = self._clock()
+            self._balance = min(self.burst, self._balance + (now - self._at) * self.rate) - seconds
+            self._at = now
+            return 0.0 if self._balance >= 0 else -self._balance / self.rate

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from sandbox.bridge import FunctionBridge, ToolBridge, ToolCallRefused
 from sandbox.calls import CallServer
+from sandbox.request_budget import RequestBudget
 
 
 class Answers:
@@ -126,4 +128,115 @@ def test_what_needs_no_bridge_is_refused_at_once_on_the_callers_thread(
     assert result is None and error is not None and error["code"] == code
     assert thread == threading.current_thread().name and tools.threads == []
     assert calls.arguments_in_flight.nodes == 0
+    calls.close()
+
+
+class Searches(ToolBridge):
+    """A synchronous search (as `McpBridge`'s) that burns ``cpu`` seconds of its thread's CPU, or waits for
+    ``release`` when one is given; it records each query that ran and the CPU it measured itself."""
+
+    def __init__(self, *, cpu: float = 0.0, release: threading.Event | None = None) -> None:
+        self.cpu, self.release = cpu, release
+        self.ran: list[str] = []
+        self.measured: list[float] = []
+        self.entered = threading.Event()
+        self.running = 0
+        self.most_at_once = 0
+        self._lock = threading.Lock()
+
+    def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"content": []}
+
+    def search_tools(self, query: str, *, detail: str = "summary", limit: int = 5, regex: bool = False) -> str:
+        with self._lock:
+            self.ran.append(query)
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+        self.entered.set()
+        started = time.thread_time()
+        try:
+            while time.thread_time() - started < self.cpu:
+                pass
+            if self.release is not None:
+                assert self.release.wait(10), "the test never released the search"
+            return f"found {query}"
+        finally:
+            self.measured.append(time.thread_time() - started)
+            with self._lock:
+                self.running -= 1
+
+
+class RecordingBudget(RequestBudget):
+    def __init__(self, *, burst: float) -> None:
+        super().__init__(burst=burst, rate=0.01, clock=lambda: 0.0)  # a stopped clock: nothing refills
+        self.charges: list[float] = []
+
+    def charge(self, seconds: float) -> float:
+        self.charges.append(seconds)
+        return super().charge(seconds)
+
+
+def search(query: str) -> dict[str, Any]:
+    return {"query": query, "detail": "name", "limit": 3}
+
+
+def test_a_search_is_charged_at_least_the_cpu_it_took_and_past_the_budget_searches_are_refused() -> None:
+    tools, channel, budget = Searches(cpu=0.05), Answers(), RecordingBudget(burst=0.04)
+    calls = CallServer(tools, None, search_budget=budget)
+    calls.begin()
+    calls.on_request(channel, "s1", "search_tools", search("leads"))
+    assert channel.wait("s1")[:2] == ({"text": "found leads"}, None)
+    assert sum(budget.charges) >= tools.measured[0] >= 0.05
+    calls.on_request(channel, "s2", "search_tools", search("chart"))
+    result, error, _ = channel.wait("s2")
+    assert result is None and error is not None and error["code"] == "budget_exhausted"
+    assert "budget exhausted: tool searches may take 0.04 s of host CPU at once" in error["message"]
+    assert tools.ran == ["leads"]  # the refused search never reached the bridge
+    calls.close()
+
+
+def test_a_sessions_second_search_waits_for_its_first_while_another_sessions_search_runs() -> None:
+    release = threading.Event()
+    tools, channel = Searches(release=release), Answers()
+    calls = CallServer(tools, None)
+    calls.begin()
+    calls.on_request(channel, "s1", "search_tools", search("first"))
+    assert tools.entered.wait(10)
+    calls.on_request(channel, "s2", "search_tools", search("second"))
+
+    other_tools, other_channel = Searches(), Answers()
+    other = CallServer(other_tools, None)
+    other.begin()
+    other.on_request(other_channel, "o1", "search_tools", search("elsewhere"))
+    assert other_channel.wait("o1")[0] == {"text": "found elsewhere"}  # not held up by the first session's search
+
+    assert "s2" not in channel.answers and tools.ran == ["first"]
+    release.set()
+    assert channel.wait("s1")[0] == {"text": "found first"}
+    assert channel.wait("s2")[0] == {"text": "found second"}
+    assert tools.ran == ["first", "second"] and tools.most_at_once == 1
+    calls.close()
+    other.close()
+
+
+@pytest.mark.parametrize("next_execution", [False, True], ids=["ended", "next_execution_begun"])
+def test_a_search_still_waiting_when_its_execution_ends_is_dropped_unrun(next_execution: bool) -> None:
+    release = threading.Event()
+    tools, channel = Searches(release=release), Answers()
+    calls = CallServer(tools, None)
+    calls.begin()
+    calls.on_request(channel, "s1", "search_tools", search("running"))
+    assert tools.entered.wait(10)
+    calls.on_request(channel, "s2", "search_tools", search("queued"))
+    calls.end()
+    if next_execution:
+        calls.begin()
+    release.set()
+    assert channel.wait("s1")[0] == {"text": "found running"}  # a search already running finishes
+    result, error, _ = channel.wait("s2")
+    assert result is None and error == {
+        "code": "no_execution",
+        "message": "the execution that asked for this search has ended",
+    }
+    assert tools.ran == ["running"]
     calls.close()

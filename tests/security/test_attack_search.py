@@ -1,13 +1,15 @@
 """Search attacks from a script: the host answers every search quickly and within bounds.
 
-A script's ``search_tools(...)`` runs on the host (``Sandbox._serve_search`` → ``McpBridge.search_tools``
+A script's ``search_tools(...)`` runs on the host (``CallServer._serve_search`` → ``McpBridge.search_tools``
 → ``tool_tree.search``), so a hostile script aims at the host's CPU and memory there:
 
 - catastrophic regexes (``.*.*.*.*§`` froze the host for 120 s under Python's ``re``, holding the
   GIL so the execution timeout could not fire): now matched by RE2 in linear time;
 - 32 threads making the first hybrid search at once (each loaded the embedding model: 6 GB): now
   one load under a lock, and at most ``MAX_CONCURRENT`` searches run at once;
-- a huge result (``detail='full'``, 50 hits): capped at ``MAX_RESULT_CHARS``.
+- a huge result (``detail='full'``, 50 hits): capped at ``MAX_RESULT_CHARS``;
+- long queries in a loop (each up to 0.5 s of host CPU, charged 0.5 ms): now one search of a session at
+  a time, each charged the CPU it took to the session's search budget, and refused once that is spent.
 
 The CLI and the agent reach the same ``search_tools`` (tests/tool_tree/test_search.py covers them
 without Docker).
@@ -24,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from sandbox import Sandbox, SandboxConfig
+from sandbox import Sandbox, SandboxConfig, calls
 from sandbox.mcp_bridge import McpBridge
 from tests.support import SAMPLE_SERVERS, count_model_loads, sample_config_yaml, write_tiny_bert
 from tool_tree.config import ServerConfig
@@ -142,3 +144,37 @@ def test_a_search_result_is_capped(session: Sandbox, monkeypatch: pytest.MonkeyP
     assert 1000 < len(result.stdout) <= 3000 + 200
     assert "[not shown, the result is capped at 3000 characters: " in result.stdout
     assert MAX_RESULT_CHARS == 64_000
+
+
+def test_a_script_looping_over_long_searches_is_refused_once_its_search_budget_is_spent(
+    docker_engine: object, test_config: SandboxConfig, tree: Path, pool: BackgroundPool, model: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("TOOLTREE_EMBEDDING_MODEL", str(model))
+    monkeypatch.setenv(EMBEDDINGS_ENV, "auto")
+    monkeypatch.setattr(calls, "SEARCH_BURST_SECONDS", 0.0)  # the first search overdraws it, whatever it costs
+    monkeypatch.setattr(calls, "SEARCH_RATE", 1e-6)
+    query = ("find the leads then convert the price to euros and also email the chart. " * 20)[:1000]
+    code = (
+        "import json, threading\n"
+        "out = []\n"
+        "def go():\n"
+        "    for _ in range(5):\n"
+        "        try:\n"
+        f"            search_tools({query!r}, detail='full', limit=50)\n"
+        "            out.append('ok')\n"
+        "        except RuntimeError as e:\n"
+        "            out.append(str(e))\n"
+        "threads = [threading.Thread(target=go) for _ in range(4)]\n"
+        "for t in threads: t.start()\n"
+        "for t in threads: t.join()\n"
+        "print(json.dumps(out))\n"
+    )
+    with Sandbox(config=test_config, tree=tree, tools=McpBridge(tree, pool.pool), tool_loop=pool.loop) as sandbox:
+        result = sandbox.execute(code)
+        assert result.error is None, result.traceback
+        outcomes = json.loads(result.stdout)
+        assert len(outcomes) == 20 and outcomes.count("ok") == 1
+        refused = [o for o in outcomes if o != "ok"]
+        assert all(o.startswith("search_tools: budget exhausted: tool searches may take 0 s") for o in refused), refused
+        assert sandbox.execute("print(1)").stdout == "1\n"  # the session goes on
