@@ -8,6 +8,7 @@ inside the folders the plan owns.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -15,6 +16,8 @@ import tempfile
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+
+from tool_tree.tree import MANIFEST_FILE, SEARCH_INDEX_FILE, Manifest, TreeError
 
 
 class UnsafePathError(Exception):
@@ -184,3 +187,41 @@ def _remove_empty_dirs(base: Path) -> None:
             p.rmdir()
         except OSError:
             continue
+
+
+def check_out(out: Path, previous: Manifest | None, *, owned: Collection[str], writing: bool = True) -> None:
+    """Refuse a tree folder that is not a folder, and (``writing``) one holding files tooltree did not write.
+
+    A tree's writer replaces ``manifest.json`` and ``search_index.json`` and deletes whatever
+    under the ``owned`` folders the new tree does not hold, so ``out`` must be a new or
+    empty folder, or one holding a tooltree tree (a manifest of any version, so a tree from
+    another tooltree release is regenerated in place). Other files beside them are never touched.
+
+    Raises:
+        TreeError: ``out`` is not a folder, or (``writing``) a folder whose ``manifest.json`` is not
+            tooltree's while it holds one of the paths the writer replaces or prunes.
+    """
+    if previous is not None or (not out.exists() and not out.is_symlink()):
+        return
+    if not out.is_dir():
+        raise TreeError(f"{out}: not a folder; --out names the folder of the tree (created when missing)")
+    if not writing:
+        return
+    held = [name for name in (MANIFEST_FILE, SEARCH_INDEX_FILE, *owned) if os.path.lexists(out / name)]
+    if not held or _tooltree_manifest(out / MANIFEST_FILE):
+        return
+    raise TreeError(
+        f"{out}: holds {', '.join(held)} but no tooltree manifest, so writing the tree there would replace or "
+        "delete files tooltree did not write; choose a new or empty folder for --out, or move them away"
+    )
+
+
+def _tooltree_manifest(path: Path) -> bool:
+    """Whether ``path`` is a manifest written by some tooltree release (whatever its version)."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("generator"), str) and "version" in data

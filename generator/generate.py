@@ -18,6 +18,7 @@ from generator.cancel import Cancel
 from generator.files import (
     UnsafePathError,
     WriteReport,
+    check_out,
     diff_plan,
     files_under,
     read_existing,
@@ -86,7 +87,7 @@ def load_previous(out: Path) -> Manifest | None:
     """The manifest of an existing tree, or None when there is none (or it is unreadable)."""
     try:
         return Manifest.load(out)
-    except TreeError:
+    except (TreeError, OSError):  # OSError: ``out`` is a file, or unreadable (`check_out` says which)
         return None
 
 
@@ -165,7 +166,8 @@ def generate(
         ConfigError: ``only`` names a server that is not configured, or the ``pool:`` section is invalid.
         SearchError: ``embeddings`` is ``on`` but the embeddings extra is missing, or the mode
             is unknown (checked before any server is contacted).
-        TreeError: ``snapshots`` is missing or holds a malformed file.
+        TreeError: ``snapshots`` is missing or holds a malformed file, or ``out`` is not a folder or
+            holds files tooltree did not write (`check_out`; checked before any server is contacted).
         generator.files.UnsafePathError: the tree on disk contains a symlink where a file goes.
     """
     start = time.perf_counter()
@@ -174,6 +176,7 @@ def generate(
     mode = embeddings_mode(embeddings)
     model = None if check else embedding_model(mode)
     previous = load_previous(out)
+    check_out(out, previous, owned=OWNED_DIRS, writing=not check)
     listings: list[ServerListing] = []
     outcomes: list[ServerOutcome] = []
 
@@ -265,6 +268,8 @@ def generate(
     result = GenerateResult(out=out, servers=sorted(outcomes, key=lambda o: o.name), warnings=plan.warnings)
     if check:
         result.drift = diff_plan(out, plan.files, OWNED_DIRS, known=seen)
+        if plan.files and not (out / SEARCH_INDEX_FILE).is_file():
+            result.drift.append(SEARCH_INDEX_FILE)  # e.g. generation interrupted while embedding
     else:
         result.report = write_plan(out, plan.files, OWNED_DIRS, known=seen, written=early)
         result.embedding_model = model.model_id if model is not None else None

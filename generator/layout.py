@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import json
 import multiprocessing
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from generator.fingerprint import generator_fingerprint
 from generator.index_files import render_index, render_package_init, render_readme, render_servers_init
 from generator.naming import assign_identifiers
-from tool_tree.text import first_sentence
+from tool_tree.text import first_sentence, one_line
 
 if TYPE_CHECKING:
     from generator.render import RenderedStub
@@ -112,7 +113,21 @@ def selected_tools(listing: ServerListing) -> tuple[list[dict[str, Any]], list[s
     if len(out) > MAX_TOOLS_PER_SERVER:
         warnings.append(f"{listing.name}: {len(out)} tools; keeping the first {MAX_TOOLS_PER_SERVER}")
         out = out[:MAX_TOOLS_PER_SERVER]
+    warnings += _unmatched_patterns(listing, sorted(seen))
     return out, warnings
+
+
+def _unmatched_patterns(listing: ServerListing, names: Sequence[str]) -> list[str]:
+    """A warning for each include or exclude pattern that matches none of ``names`` (likely a typo)."""
+    warnings = []
+    for kind, patterns in (("include", listing.include), ("exclude", listing.exclude)):
+        for pattern in dict.fromkeys(patterns):
+            if any(fnmatch.fnmatchcase(name, pattern) for name in names):
+                continue
+            close = difflib.get_close_matches(pattern, names, n=1)
+            hint = f" (did you mean {one_line(close[0], 80)}?)" if close else ""
+            warnings.append(f"{listing.name}: {kind} pattern {pattern!r} matches no tool{hint}")
+    return warnings
 
 
 def server_description(listing: ServerListing) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,17 +33,67 @@ def parse_size(text: str) -> int:
     return int(match.group(1)) * _UNITS[match.group(2)]
 
 
+def _size(value: Any) -> str | None:
+    """What is wrong with a size limit (None: nothing). Zero is refused: to the engine it means no limit."""
+    if not isinstance(value, str):
+        return f"not a size: {value!r} (use e.g. 512m or 2g)"
+    try:
+        size = parse_size(value)
+    except SandboxError as e:
+        return str(e)
+    return None if size > 0 else f"expected more than 0, got {value!r} (0 would mean no limit)"
+
+
+def _positive(value: Any) -> str | None:
+    """What is wrong with a number that must be positive and finite (None: nothing)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        return f"expected a positive number, got {value!r}"
+    return None
+
+
+def _count(value: Any) -> str | None:
+    """What is wrong with a whole number that must be positive (None: nothing)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return f"expected a positive whole number, got {value!r}"
+    return None
+
+
+MIN_OUTPUT_CHARS = 100
+"""The fewest characters of stdout (and of stderr) ``output_chars`` may set."""
+
+
+def _output_chars(value: Any) -> str | None:
+    """What is wrong with ``output_chars`` (None: nothing)."""
+    if _count(value) is not None or value < MIN_OUTPUT_CHARS:
+        return f"expected at least {MIN_OUTPUT_CHARS} characters, got {value!r}"
+    return None
+
+
+_CHECKS: dict[str, Callable[[Any], str | None]] = {
+    "memory": _size,
+    "cpus": _positive,
+    "pids_limit": _count,
+    "nofile": _count,
+    "tmp_size": _size,
+    "workspace_size": _size,
+    "timeout": _positive,
+    "output_chars": _output_chars,
+    "start_timeout": _positive,
+    "workspace_max_bytes": _count,
+}
+"""Each limited field of `SandboxConfig` and what is wrong with a value of it (checked one by one)."""
+
 SETTINGS: dict[str, Setting] = {
     "image": Setting(str, "the image to run instead of the one built from the sources"),
     "pip_packages": Setting(list, "a list of pip requirements baked into a derived image"),
-    "memory": Setting(str, "a memory limit such as 512m or 2g"),
+    "memory": Setting(str, "a memory limit such as 512m or 2g", check=_size),
     "cpus": Setting(float, "a CPU limit (fractions allowed)"),
     "pids_limit": Setting(int, "the most processes and threads"),
     "nofile": Setting(int, "the open-file limit"),
-    "tmp_size": Setting(str, "the size of /tmp, such as 64m"),
-    "workspace_size": Setting(str, "the workspace quota, such as 256m"),
+    "tmp_size": Setting(str, "the size of /tmp, such as 64m", check=_size),
+    "workspace_size": Setting(str, "the workspace quota, such as 256m", check=_size),
     "timeout": Setting(float, "seconds one execution may run"),
-    "output_chars": Setting(int, "characters of output returned per execution"),
+    "output_chars": Setting(int, "characters of output returned per execution", check=_output_chars),
     "runtime": Setting(str, "an OCI runtime such as runsc (gVisor)"),
 }
 """The ``sandbox:`` section of tooltree.yaml: each key is the `SandboxConfig` field of that name."""
@@ -89,21 +141,19 @@ class SandboxConfig:
     workspace_max_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
-        parse_size(self.memory)
-        parse_size(self.tmp_size)
-        parse_size(self.workspace_size)
-        if self.cpus <= 0 or self.pids_limit <= 0 or self.nofile <= 0:
-            raise SandboxError("cpus, pids_limit and nofile must be positive")
-        if self.timeout <= 0 or self.output_chars < 100:
-            raise SandboxError("timeout must be positive and output_chars at least 100")
+        """Raises: SandboxError: a limit is out of range (the first one, by name: ``timeout: expected …``)."""
+        for name, check in _CHECKS.items():
+            if (problem := check(getattr(self, name))) is not None:
+                raise SandboxError(f"{name}: {problem}")
 
     @classmethod
     def from_config(cls, config: Config | None, **overrides: Any) -> SandboxConfig:
         """The settings of the config's ``sandbox:`` section, then ``overrides`` (None values are ignored).
 
         Raises:
-            ConfigError: the section has an unknown key or a value of the wrong type (file, line, key).
-            SandboxError: a value is out of range.
+            ConfigError: the section has an unknown key or a value of the wrong type or out of range
+                (file, line, key).
+            SandboxError: an override is out of range (named as in ``__post_init__``).
         """
         settings: dict[str, Any] = config.section("sandbox").read(SETTINGS) if config is not None else {}
         settings.update({k: v for k, v in overrides.items() if v is not None})

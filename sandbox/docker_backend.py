@@ -205,6 +205,7 @@ class DockerBackend(SandboxBackend):
                 elif not self.docker.image_exists(derived):
                     raise ImageError(
                         f"the sandbox image with {', '.join(packages)} is not built: run "
+                        "`tooltree image build --config tooltree.yaml` (the config that lists them), or "
                         f"python -m sandbox.image build --pip {' '.join(packages)}"
                     )
                 self.image = derived

@@ -43,9 +43,10 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,13 +94,16 @@ class ServerConfig:
 class Setting:
     """One key of a section, declared by the package that owns the section.
 
-    ``kind`` is ``str``, ``int`` or ``float`` (positive numbers), ``bool``, or ``list`` (of strings);
-    ``choices`` limits a string to those values.
+    ``kind`` is ``str``, ``int`` or ``float`` (positive numbers, finite), ``bool``, or ``list`` (of
+    strings); ``choices`` limits a string to those values. ``check`` says what else is wrong with a
+    value of the right kind (``"not a size: 'lots'"``), or returns None; its text becomes the error,
+    with file, line and key.
     """
 
     kind: type
     meaning: str
     choices: tuple[str, ...] = ()
+    check: Callable[[Any], str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -136,12 +140,14 @@ class Section:
                     raise ConfigError(f"expected {meaning}, got {v!r}", file=self.source, line=line, key=key)
             elif kind is bool and isinstance(v, bool):
                 out[k] = v
-            elif kind is float and not isinstance(v, bool) and isinstance(v, int | float) and v > 0:
+            elif kind is float and not isinstance(v, bool) and isinstance(v, int | float) and 0 < v < math.inf:
                 out[k] = float(v)
             elif kind is int and not isinstance(v, bool) and isinstance(v, int) and v > 0:
                 out[k] = v
             else:
-                raise ConfigError(f"expected {meaning}, got {v!r}", file=self.source, line=line, key=key)
+                raise ConfigError(f"expected {meaning}, got {_shown(v)}", file=self.source, line=line, key=key)
+            if setting.check is not None and (problem := setting.check(out[k])) is not None:
+                raise ConfigError(problem, file=self.source, line=line, key=key)
         return out
 
 
@@ -211,24 +217,40 @@ class _Reader:
     def error(self, message: str, node: _Node | None, key: str | None = None) -> ConfigError:
         return ConfigError(message, file=self.file, line=node.line if node else None, key=key)
 
-    def to_node(self, yn: Any) -> _Node:
+    def to_node(self, yn: Any, key: str | None = None) -> _Node:
+        """A composed YAML node as `_Node` values, each with its line; ``key`` names it in errors.
+
+        Raises:
+            ConfigError: a key that is not a string, a duplicate key, or a tag no safe loader knows.
+        """
         import yaml
+        from yaml.constructor import ConstructorError, SafeConstructor
 
         line = yn.start_mark.line + 1
         if isinstance(yn, yaml.MappingNode):
             out: dict[str, tuple[_Node, _Node]] = {}
             for k, v in yn.value:
-                knode = self.to_node(k)
+                knode = self.to_node(k, key)
                 if not isinstance(knode.value, str):
-                    raise self.error(f"keys must be strings, got {knode.value!r}", knode)
+                    raise self.error(f"keys must be strings, got {knode.value!r}", knode, key)
                 if knode.value in out:
                     raise self.error("duplicate key", knode, knode.value)
-                out[knode.value] = (knode, self.to_node(v))
+                out[knode.value] = (knode, self.to_node(v, f"{key}.{knode.value}" if key else knode.value))
             return _Node(out, line)
         if isinstance(yn, yaml.SequenceNode):
-            return _Node([self.to_node(v) for v in yn.value], line)
+            return _Node([self.to_node(v, f"{key}[{i}]" if key else f"[{i}]") for i, v in enumerate(yn.value)], line)
         assert isinstance(yn, yaml.ScalarNode)
-        value = yaml.safe_load(yaml.serialize(yn)) if yn.tag != "tag:yaml.org,2002:str" else yn.value
+        if yn.tag == "tag:yaml.org,2002:str":
+            return _Node(yn.value, line)
+        # Constructed directly, not re-serialized and loaded: an empty value (`servers:` and nothing
+        # after it) has no text of its own, and serializing it alone is not valid YAML.
+        try:
+            value = SafeConstructor().construct_object(yn, deep=True)
+        except ConstructorError as e:
+            raise self.error(f"invalid YAML: {e.problem or e}", _Node(None, line), key) from None
+        except (ValueError, TypeError, KeyError, AttributeError):  # an explicit tag on text it does not fit
+            tag = yn.tag.removeprefix("tag:yaml.org,2002:")
+            raise self.error(f"invalid YAML: {yn.value!r} is not a valid !!{tag}", _Node(None, line), key) from None
         return _Node(value, line)
 
     def expand(self, text: str, node: _Node, key: str) -> str:
@@ -263,12 +285,12 @@ class _Reader:
     def number(self, node: _Node, key: str) -> float:
         v = node.value
         if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
-            raise self.error(f"expected a positive number of seconds, got {v!r}", node, key)
+            raise self.error(f"expected a positive number of seconds, got {_shown(v)}", node, key)
         return float(v)
 
     def boolean(self, node: _Node, key: str) -> bool:
         if not isinstance(node.value, bool):
-            raise self.error(f"expected true or false, got {node.value!r}", node, key)
+            raise self.error(f"expected true or false, got {_shown(node.value)}", node, key)
         return node.value
 
     def server(self, name: str, name_node: _Node, body: _Node, *, json_format: bool) -> ServerConfig:
@@ -337,6 +359,11 @@ def _kind(v: Any) -> str:
     if isinstance(v, list):
         return "a list"
     return f"{type(v).__name__} {v!r}"
+
+
+def _shown(v: Any) -> str:
+    """A value as an error shows it: a scalar as written, a mapping or list (or nothing) by its kind."""
+    return _kind(v) if v is None or isinstance(v, dict | list) else repr(v)
 
 
 def _did_you_mean(word: str, options: Any) -> str:

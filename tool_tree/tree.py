@@ -140,12 +140,20 @@ class Manifest:
 
     @classmethod
     def load(cls, tree: Path) -> Manifest:
-        """Raises: TreeError: no manifest, or a malformed one."""
+        """Raises: TreeError: no manifest, an unreadable or malformed one, or ``tree`` is not a folder."""
         path = tree / MANIFEST_FILE
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise TreeError(f"{path}: no manifest; run `tooltree generate-tree` first") from None
+        except NotADirectoryError:
+            raise TreeError(f"{tree}: not a folder; a tree is the folder `tooltree generate-tree` writes") from None
+        except IsADirectoryError:
+            raise TreeError(f"{path}: a folder, not a manifest; regenerate the tree") from None
+        except OSError as e:
+            raise TreeError(f"{path}: cannot read the manifest ({e.strerror or e})") from None
+        except UnicodeDecodeError as e:
+            raise TreeError(f"{path}: malformed manifest ({e})") from None
         return cls.from_json(text, source=str(path))
 
     def lookup(self, server: str, tool: str) -> ToolEntry | None:

@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tool_tree.text import size
-from tooltree_cli.common import load_optional_config, sandbox_config
+from tooltree_cli.common import (
+    file_problem,
+    load_optional_config,
+    positive_int,
+    positive_seconds,
+    probability,
+    sandbox_config,
+)
 from tooltree_cli.output import error, print_json, table
 
 if TYPE_CHECKING:
@@ -39,9 +46,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     # Options left out take the config's `agent:` section, then the defaults shown.
     p.add_argument("--mode", choices=MODES, help="code (default), direct, tool-search or filtered")
     p.add_argument("--model", help=f"the model (default: {DEFAULT_MODEL})")
-    p.add_argument("--max-turns", type=int, help=f"most requests to the model (default: {DEFAULT_MAX_TURNS})")
-    p.add_argument("--token-budget", type=int, help="stop once this many tokens (input + output) were used")
-    p.add_argument("--max-tokens", type=int, help=f"max_tokens of each request (default: {DEFAULT_MAX_TOKENS})")
+    p.add_argument("--max-turns", type=positive_int, help=f"most requests to the model (default: {DEFAULT_MAX_TURNS})")
+    p.add_argument("--token-budget", type=positive_int, help="stop once this many tokens (input + output) were used")
+    p.add_argument(
+        "--max-tokens", type=positive_int, help=f"max_tokens of each request (default: {DEFAULT_MAX_TOKENS})"
+    )
     p.add_argument(
         "--pin", action="append", metavar="SERVER.TOOL", help="keep a tool at hand (repeat; replaces agent.pinned)"
     )
@@ -51,7 +60,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="narrow the tools before each request: local (offline, default of filtered mode) or claude (one "
         "request to a small model); in code mode the admitted tools' signatures go into the prompt",
     )
-    p.add_argument("--prefilter-threshold", type=float, metavar="P", help="admit tools with probability ≥ P (0-1)")
+    p.add_argument(
+        "--prefilter-threshold", type=probability, metavar="P", help="admit tools with probability ≥ P (0-1)"
+    )
     p.add_argument(
         "--prefilter-siblings",
         choices=SIBLING_MODES,
@@ -59,7 +70,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument("--prefilter-state", metavar="FILE", help="keep the admitted set in FILE between conversations")
     p.add_argument("--prefilter-model", help="the claude pre-filter's model (default: claude-haiku-5-5)")
-    p.add_argument("--prefilter-timeout", type=float, metavar="SECONDS", help="send every tool when it takes longer")
+    p.add_argument(
+        "--prefilter-timeout", type=positive_seconds, metavar="SECONDS", help="send every tool when it takes longer"
+    )
     p.add_argument(
         "--no-batch", action="store_true", help="do not offer batch_tool (direct, tool-search and filtered modes)"
     )
@@ -127,6 +140,12 @@ def run(args: argparse.Namespace) -> int:
     if args.prefilter not in (None, "off") and args.mode in ("direct", "tool-search"):
         error(f"--prefilter works in code and filtered modes, not in {args.mode}")
         return EXIT_USAGE
+    if args.transcript:  # before any run starts (under --compare, not once the first run is over)
+        for mode in modes:
+            path = _transcript(args.transcript, mode, len(modes) > 1)
+            if (problem := file_problem("--transcript", path, makes_folders=True)) is not None:
+                error(problem)
+                return EXIT_USAGE
     try:
         config = load_optional_config(args.config)
         if config is None and not args.dry_run:
@@ -186,13 +205,18 @@ def _prefilter_options(args: argparse.Namespace, config: Config) -> PrefilterOpt
     return replace(options, **{k: v for k, v in given.items() if v is not None})
 
 
+def _transcript(transcript: str, mode: str | None, several: bool) -> str:
+    """Where the run of ``mode`` writes its transcript: run.jsonl -> run.code.jsonl, ... when several modes run."""
+    if not several:
+        return transcript
+    path = Path(transcript)
+    return str(path.with_name(f"{path.stem}.{mode}{path.suffix or '.jsonl'}"))
+
+
 def _agent(args: argparse.Namespace, config: Config, mode: str | None, several: bool) -> Agent:
     from agent import Agent
 
-    transcript = args.transcript
-    if transcript and several:  # run.jsonl -> run.code.jsonl, run.direct.jsonl, ...
-        path = Path(transcript)
-        transcript = str(path.with_name(f"{path.stem}.{mode}{path.suffix or '.jsonl'}"))
+    transcript = _transcript(args.transcript, mode, several) if args.transcript else None
     return Agent(
         config,
         tree=args.tree,

@@ -1,7 +1,10 @@
-"""Helpers shared by subcommands: finding the config, sandbox settings from it."""
+"""Helpers shared by subcommands: finding the config, sandbox settings from it, argument types and
+checks of the paths options name (made before any work starts, so a mistake costs nothing)."""
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,3 +63,84 @@ def sandbox_config(config: Config | None, **overrides: object) -> SandboxConfig:
     from sandbox.config import SandboxConfig
 
     return SandboxConfig.from_config(config, owner=os.environ.get(OWNER_ENV) or None, **overrides)
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    return _bounded_int(text, 1)
+
+
+def count(text: str) -> int:
+    """An argparse type: a whole number of at least 0."""
+    return _bounded_int(text, 0)
+
+
+def _bounded_int(text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected at least {low}, got {value}")
+    return value
+
+
+def probability(text: str) -> float:
+    """An argparse type: a number in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a probability above 0 and at most 1, got {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a positive, finite number of seconds (``nan``, ``inf``, 0 and less are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def file_problem(option: str, path: str | Path, *, makes_folders: bool = False) -> str | None:
+    """Why ``path`` cannot be written as the file ``option`` names, or None; checked before any work starts.
+
+    ``makes_folders``: the writer creates the missing folders above the file (else they must exist).
+    """
+    p = Path(path)
+    try:
+        if p.is_dir():
+            return f"{option}: {p} is a folder, not a file"
+        if p.exists():
+            return None if os.access(p, os.W_OK) else f"{option}: {p} is not writable"
+        if makes_folders:
+            return folder_problem(option, p.parent)
+        if not p.parent.exists():
+            return f"{option}: the folder {p.parent} does not exist"
+    except OSError as e:  # a parent that may not be searched
+        return f"{option}: cannot reach {p}: {e.strerror or e}"
+    return folder_problem(option, p.parent)
+
+
+def folder_problem(option: str, path: str | Path, *, writable: bool = True) -> str | None:
+    """Why ``path`` cannot be used (or created) as the folder ``option`` names, or None; checked before any
+    work starts. ``writable``: files will be written into it."""
+    p = Path(path)
+    try:
+        existing = next((q for q in (p, *p.parents) if q.exists()), None)
+    except OSError as e:  # a parent that may not be searched
+        return f"{option}: cannot reach {p}: {e.strerror or e}"
+    if existing is None:  # not even '.': the working folder was deleted
+        return f"{option}: cannot create {p}: the working folder no longer exists"
+    if not existing.is_dir():
+        if existing == p:
+            return f"{option}: {p} is a file, not a folder"
+        return f"{option}: cannot create {p}: {existing} is a file, not a folder"
+    if writable and not os.access(existing, os.W_OK | os.X_OK):
+        return f"{option}: the folder {existing} is not writable"
+    return None

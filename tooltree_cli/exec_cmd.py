@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tool_tree.text import size
-from tooltree_cli.common import load_optional_config, sandbox_config
+from tooltree_cli.common import file_problem, folder_problem, load_optional_config, positive_seconds, sandbox_config
 from tooltree_cli.output import print_json
 
 if TYPE_CHECKING:
@@ -32,11 +32,24 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--config", default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)")
     p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")
     p.add_argument("--workspace", metavar="DIR", help="a host folder restored into /workspace and saved back")
-    p.add_argument("--timeout", type=float, help="wall-clock limit in seconds (default: the config's, or 30)")
+    p.add_argument(
+        "--timeout", type=positive_seconds, help="wall-clock limit in seconds (default: the config's, or 30)"
+    )
     p.add_argument("--images", metavar="DIR", help="save images the script shows into this folder")
     p.add_argument("--audit", metavar="FILE", help="append one JSON line per tool call to this file")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.set_defaults(handler=run)
+
+
+def _path_problem(args: argparse.Namespace) -> str | None:
+    """The first path option that cannot be written, as one line (None when all can)."""
+    if args.audit is not None and (problem := file_problem("--audit", args.audit)):
+        return problem
+    if args.images is not None and (problem := folder_problem("--images", args.images)):
+        return problem
+    if args.workspace is not None and (problem := folder_problem("--workspace", args.workspace)):
+        return problem
+    return None
 
 
 def _read_code(args: argparse.Namespace) -> str | None:
@@ -59,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
         if code is None:
             print("tooltree: error: give a SCRIPT or -c CODE (one of them)", file=sys.stderr)
             return EXIT_USAGE
+        if (problem := _path_problem(args)) is not None:
+            print(f"tooltree: error: {problem}", file=sys.stderr)
+            return EXIT_USAGE
         config = load_optional_config(args.config)
         tree = Path(args.tree)
         Manifest.load(tree)  # a missing or broken tree is a usage error, before anything starts
@@ -67,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tooltree: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        result, unsaved = execute(code, tree, config, settings, workspace=args.workspace, audit=args.audit)
+        result, unsaved, notes = execute(code, tree, config, settings, workspace=args.workspace, audit=args.audit)
     except (EngineUnavailableError, ImageError) as e:
         print(f"tooltree: error: {e}", file=sys.stderr)
         return EXIT_SANDBOX
@@ -76,9 +92,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_SANDBOX
     saved = _save_images(result, Path(args.images)) if args.images else []
     if args.json:
-        print_json({**result_json(result), "workspace_error": unsaved})
+        print_json({**result_json(result), "workspace_error": unsaved, "workspace_notes": notes})
     else:
         _print_human(result, saved)
+        for note in notes:
+            print(f"tooltree: workspace: {note}", file=sys.stderr)
     if unsaved is not None:  # after the output: a failed save never hides what the script printed
         print(f"tooltree: error: {unsaved}", file=sys.stderr)
         return EXIT_SANDBOX
@@ -93,11 +111,12 @@ def execute(
     *,
     workspace: str | None = None,
     audit: str | None = None,
-) -> tuple[ExecutionResult, str | None]:
+) -> tuple[ExecutionResult, str | None, list[str]]:
     """One execution in a fresh sandbox session with live servers; the servers stop afterwards.
 
-    Returns the result, and why the workspace could not be saved (None when it was, or when
-    there is none): a failed save does not lose the result.
+    Returns the result, why the workspace could not be saved (None when it was, or when there is
+    none: a failed save does not lose the result), and what the save has to say (a file changed on
+    both sides and kept beside the other, links the script made that were not saved).
 
     Raises:
         SandboxError: the sandbox could not be started or broke.
@@ -108,12 +127,13 @@ def execute(
     from tool_tree.config import Config
 
     with Runtime(config or Config(servers=()), tree, sandbox_config=settings, workspace=workspace, audit=audit) as rt:
-        result = rt.sandbox.execute(code)
+        session = rt.sandbox
+        result = session.execute(code)
         try:
             rt.close()  # saves the workspace
         except WorkspaceError as e:
-            return result, str(e)
-    return result, None
+            return result, str(e), session.workspace_notes
+    return result, None, session.workspace_notes
 
 
 def result_json(result: ExecutionResult) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tooltree_cli.common import positive_int
 from tooltree_cli.output import error, print_json, table
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--jobs",
         "-j",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="servers starting at once; the others wait their turn, and each server's timeout runs from its "
@@ -65,16 +66,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="print a machine-readable summary on stdout")
     p.set_defaults(handler=run)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
-    return value
 
 
 EMBED_NOTICE_TOOLS = 100
@@ -105,10 +96,13 @@ def run(args: argparse.Namespace) -> int:
     from tool_tree.config import ConfigError
     from tool_tree.search import SearchError
     from tool_tree.tree import TreeError
-    from tooltree_cli.common import load
+    from tooltree_cli.common import folder_problem, load
     from tooltree_cli.progress import ServerProgress
 
     out = Path(args.out)
+    if (problem := folder_problem("--out", out, writable=not args.check)) is not None:  # before any server starts
+        error(problem)
+        return EXIT_CONFIG
     snapshots: Path | None = None
     if args.from_snapshot is not None:
         snapshots = Path(args.from_snapshot) if args.from_snapshot else out / SNAPSHOTS_DIR

@@ -15,14 +15,23 @@ goes to stderr: over stdio, stdout is the MCP channel.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import socket
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tooltree_cli.common import load_optional_config, sandbox_config
+from tooltree_cli.common import (
+    count,
+    file_problem,
+    folder_problem,
+    load_optional_config,
+    positive_seconds,
+    sandbox_config,
+)
 from tooltree_cli.output import error
 
 if TYPE_CHECKING:
@@ -61,7 +70,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
     p.add_argument("--host", default="127.0.0.1", help="the address to bind with --http (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8765, help="the port with --http (default: 8765; 0 picks one)")
+    p.add_argument("--port", type=_port, default=8765, help="the port with --http (default: 8765; 0 picks one)")
     p.add_argument(
         "--allow-remote",
         action="store_true",
@@ -72,9 +81,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--workspace", metavar="DIR", help="a host folder restored into each session's /workspace and "
                    "saved back when the session ends (files and skills/ persist across sessions)")  # fmt: skip
     p.add_argument("--audit", metavar="FILE", help="append one JSON line per tool call (every session) to this file")
-    p.add_argument("--timeout", type=float, help="wall-clock limit of one execution in seconds (default: 30)")
-    p.add_argument("--idle-timeout", type=float, help="seconds without a call before a client's session ends")
-    p.add_argument("--warm", type=int, help="sandboxes kept started for the next client (default: 1; 0: none)")
+    p.add_argument(
+        "--timeout", type=positive_seconds, help="wall-clock limit of one execution in seconds (default: 30)"
+    )
+    p.add_argument(
+        "--idle-timeout", type=positive_seconds, help="seconds without a call before a client's session ends"
+    )
+    p.add_argument("--warm", type=count, help="sandboxes kept started for the next client (default: 1; 0: none)")
     p.add_argument(
         "--passthrough",
         action="append",
@@ -84,18 +97,58 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.set_defaults(handler=run)
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is out of range: give 1 to 65535 (or 0 to pick a free port)")
+    return port
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.http and args.host not in LOOPBACK and not args.allow_remote:
+        error(f"--host {args.host} is not loopback; add --allow-remote if you mean it (see --help for what it exposes)")
+        return EXIT_USAGE
+    for problem in (
+        file_problem("--audit", args.audit) if args.audit is not None else None,
+        folder_problem("--workspace", args.workspace) if args.workspace is not None else None,
+    ):
+        if problem is not None:
+            error(problem)
+            return EXIT_USAGE
+    # Bound before anything starts, so a busy port is reported at once, not after the tree's regeneration.
+    sockets = _listen(args.host, args.port) if args.http else []
+    if sockets is None:
+        return EXIT_USAGE
+    try:
+        return _run(args, sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _listen(host: str, port: int) -> list[socket.socket] | None:
+    """The sockets to serve HTTP on; None when the address cannot be bound (reported)."""
+    from agent.serve.http import bind
+
+    try:
+        return bind(host, port)
+    except OSError as e:
+        reason = e.strerror or str(e)
+        hint = "; choose another --port (0 picks a free one)" if e.errno == errno.EADDRINUSE else ""
+        shown = f"[{host}]" if ":" in host else host
+        error(f"cannot listen on {shown}:{port}: {reason[:1].lower()}{reason[1:]}{hint}")
+        return None
+
+
+def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
     from agent.errors import AgentSetupError
     from agent.serve.settings import ServeSettings
     from sandbox.errors import SandboxError
     from tool_tree.config import Config, ConfigError
 
-    if args.http and args.host not in LOOPBACK and not args.allow_remote:
-        error(f"--host {args.host} is not loopback; add --allow-remote if you mean it (see --help for what it exposes)")
-        return EXIT_USAGE
-    if args.warm is not None and args.warm < 0:
-        error("--warm takes 0 or more")
-        return EXIT_USAGE
     tree = Path(args.tree)
     try:
         config = load_optional_config(args.config)
@@ -127,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     if refresh is not None:
         refresh.start(app.reload_tree)
     try:
-        return _serve(app, args)
+        return _serve(app, args, sockets)
     except SandboxError as e:
         error(f"the sandbox cannot run: {e}")
         return EXIT_SANDBOX
@@ -189,6 +242,7 @@ def _regenerate(config: Config, tree: Path, *, cancel: Cancel | None = None, bac
     """Bring the tree up to date from the servers (nothing is written when nothing changed)."""
     from generator.files import UnsafePathError
     from generator.generate import generate
+    from sandbox.mcp_bridge import with_stderr
     from tool_tree.search import SearchError
     from tool_tree.tree import Manifest, TreeError
 
@@ -204,7 +258,8 @@ def _regenerate(config: Config, tree: Path, *, cancel: Cancel | None = None, bac
         error(f"could not generate {tree}: {e}")
         return EXIT_SERVERS
     for s in result.failed:
-        print(f"tooltree serve: {s.name} failed to list its tools ({s.error}); its stubs are kept", file=sys.stderr)
+        failed = f"tooltree serve: {s.name} failed to list its tools ({s.error}); its stubs are kept"
+        print(with_stderr(failed, s.stderr_tail), file=sys.stderr)
     try:
         Manifest.load(tree)
     except TreeError as e:
@@ -212,12 +267,16 @@ def _regenerate(config: Config, tree: Path, *, cancel: Cancel | None = None, bac
         return EXIT_SERVERS
     r = result.report
     changed = f"{len(r.written)} written, {len(r.deleted)} deleted" if r is not None else "nothing written"
-    if background or (r is not None and (r.written or r.deleted)):
+    if result.failed:
+        names = ", ".join(s.name for s in result.failed)
+        print(f"tooltree serve: {tree} is not up to date: {len(result.failed)} of {count} server(s) failed "
+              f"({names}; see above); {changed} for the others", file=sys.stderr, flush=True)  # fmt: skip
+    elif background or (r is not None and (r.written or r.deleted)):
         print(f"tooltree serve: {tree} is up to date ({changed})", file=sys.stderr, flush=True)
     return EXIT_OK
 
 
-def _serve(app: ToolServer, args: argparse.Namespace) -> int:
+def _serve(app: ToolServer, args: argparse.Namespace, sockets: list[socket.socket]) -> int:
     import anyio
 
     from agent.serve.http import TOKEN_ENV as ENV
@@ -237,5 +296,5 @@ def _serve(app: ToolServer, args: argparse.Namespace) -> int:
             print(f"tooltree serve: token (shown once; set ${ENV} to choose it): {token}", file=sys.stderr)
         print("tooltree serve: clients send the header  Authorization: Bearer <token>", file=sys.stderr, flush=True)
 
-    anyio.run(lambda: serve_http(app, token=token, host=args.host, port=args.port, on_ready=ready))
+    anyio.run(lambda: serve_http(app, token=token, host=args.host, port=args.port, on_ready=ready, sockets=sockets))
     return EXIT_OK

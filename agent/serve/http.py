@@ -8,9 +8,11 @@ own session does. Uvicorn serves it; SIGTERM or SIGINT stop it after every sessi
 
 from __future__ import annotations
 
+import errno
 import hmac
 import json
 import secrets
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -107,14 +109,17 @@ async def serve_http(
     host: str = "127.0.0.1",
     port: int = 8765,
     on_ready: Callable[[str], None] | None = None,
+    sockets: list[socket.socket] | None = None,
 ) -> None:
     """Serve Streamable HTTP at ``http://host:port/mcp`` until SIGTERM or SIGINT; then end every session.
 
     ``on_ready`` gets the URL once the socket listens (with ``port=0``, the port chosen).
+    ``sockets`` (from `bind`, so a caller can report a busy port before doing anything else) are
+    served instead of binding ``host`` and ``port``; they are closed when serving ends.
 
     Raises:
         SandboxError: the warm sandboxes cannot start (raised before anything is served).
-        OSError: the address cannot be bound.
+        OSError: the address cannot be bound (raised before anything is started).
     """
     import uvicorn
 
@@ -126,6 +131,8 @@ async def serve_http(
 
     config = uvicorn.Config(http_app(app, token=token, host=host), host=host, port=port, log_level="warning")
     server = Server(config)
+    # Bound here, not by uvicorn: uvicorn reports a busy port by logging it and calling sys.exit.
+    sockets = bind(host, port) if sockets is None else sockets
 
     def stop() -> None:
         server.should_exit = True
@@ -140,8 +147,41 @@ async def serve_http(
             shown = f"[{host}]" if ":" in host else host
             on_ready(f"http://{shown}:{bound[1]}{MCP_PATH}")
 
-    async with app, anyio.create_task_group() as tg:
-        tg.start_soon(stop_on_signals, stop)
-        tg.start_soon(announce)
-        await server.serve()
-        tg.cancel_scope.cancel()
+    try:
+        async with app, anyio.create_task_group() as tg:
+            tg.start_soon(stop_on_signals, stop)
+            tg.start_soon(announce)
+            await server.serve(sockets=sockets)
+            tg.cancel_scope.cancel()
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def bind(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to every address ``host`` resolves to, as asyncio's ``create_server`` binds them.
+
+    Serving makes them listen. With ``port=0`` the port the system chose for the first is used for the others.
+
+    Raises:
+        OSError: the address cannot be bound (in use, not local, unknown host); no socket is left open.
+    """
+    if not 0 <= port <= 65535:
+        raise OSError(errno.EINVAL, f"port {port} is out of range (0-65535)")
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(sockets) > 1:
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            sock.bind(address)
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets

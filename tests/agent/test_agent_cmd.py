@@ -212,3 +212,61 @@ def test_no_batch_and_a_prefilter_in_a_mode_without_one(
     assert "batch_tool" not in [t["name"] for t in api.requests[0]["tools"]]
     assert main([*argv(project), "--prefilter", "local"]) == 2
     assert "--prefilter works in code and filtered modes, not in direct" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("transcript", "extra", "expected"),
+    [
+        ("folder", [], "--transcript: {tmp}/folder is a folder, not a file"),
+        ("notes.txt/run.jsonl", [], "--transcript: {tmp}/notes.txt is a file, not a folder"),
+        (
+            "notes.txt/sub/run.jsonl",
+            [],
+            "--transcript: cannot create {tmp}/notes.txt/sub: {tmp}/notes.txt is a file, not a folder",
+        ),
+        # The second mode's transcript is refused before the first mode runs.
+        (
+            "run.jsonl",
+            ["--compare", "direct,tool-search"],
+            "--transcript: {tmp}/run.tool-search.jsonl is a folder, not a file",
+        ),
+    ],
+)
+def test_a_transcript_path_mistake_exits_2_before_any_request(
+    project: Project,
+    api: FakeMessagesAPI,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    transcript: str,
+    extra: list[str],
+    expected: str,
+) -> None:
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "run.tool-search.jsonl").mkdir()
+    (tmp_path / "notes.txt").write_text("mine\n", encoding="utf-8")
+    base = ["agent", "Hi", "--config", str(project.config_path), "--tree", str(project.tree), "--quiet"]
+    assert main([*base, *extra, "--transcript", str(tmp_path / transcript)]) == 2
+    assert capsys.readouterr().err == f"tooltree: error: {expected.format(tmp=tmp_path)}\n"
+    assert api.requests == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "notes.txt", "run.tool-search.jsonl"]
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--max-tokens", "-5"], "argument --max-tokens: expected at least 1, got -5"),
+        (["--token-budget", "0"], "argument --token-budget: expected at least 1, got 0"),
+        (["--max-turns", "two"], "argument --max-turns: expected a whole number, got 'two'"),
+        (["--prefilter-timeout", "nan"], "argument --prefilter-timeout: expected a positive number of seconds"),
+        (["--prefilter-threshold", "7"], "argument --prefilter-threshold: expected a probability above 0"),
+    ],
+)
+def test_bad_numbers_are_refused_when_the_arguments_are_parsed(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["agent", "a task", "--dry-run", *argv])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,27 @@ def test_exec_failing_script_exits_1_with_its_traceback(
     err = capsys.readouterr().err
     assert code == 1
     assert "line 2, in f" in err and "KeyError: 'lead'" in err
+
+
+@pytest.mark.docker
+def test_exec_shows_the_stderr_of_a_server_that_failed_to_start(
+    docker_engine: object, project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _, tree = project
+    broken = tmp_path / "broken_crm.yaml"
+    exit_code = json.dumps("import sys; sys.exit('crm: CRM_TOKEN is not set')")
+    broken.write_text(f"servers:\n  crm:\n    command: {json.dumps(sys.executable)}\n    args: [-c, {exit_code}]\n",
+                      encoding="utf-8")  # fmt: skip
+    script = "from servers.crm import list_leads\nlist_leads(limit=1)\n"
+    code = main(["exec", "-c", script, "--config", str(broken), "--tree", str(tree)])
+    err = capsys.readouterr().err
+    assert code == 1
+    why = "server 'crm' is unavailable: the server exited during start-up; the last lines of its stderr:\n"
+    assert f"ToolCallError: crm.list_leads: {why}    crm: CRM_TOKEN is not set\n" in err  # the script's traceback
+    assert f"call crm.list_leads  error: {why}    crm: CRM_TOKEN is not set" in err  # the ledger
+    code = main(["exec", "-c", script, "--config", str(broken), "--tree", str(tree), "--json"])
+    (call,) = json.loads(capsys.readouterr().out)["calls"]
+    assert code == 1 and call["error"].endswith(f"{why}    crm: CRM_TOKEN is not set")
 
 
 @pytest.mark.docker
@@ -127,3 +149,109 @@ def test_exec_prints_the_output_even_when_the_workspace_cannot_be_saved(
     assert main([*argv, "--json"]) == 4
     result = json.loads(capsys.readouterr().out)
     assert result["stdout"] == "the output\n" and "Permission denied" in result["workspace_error"]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1", "soon"])
+def test_exec_timeout_must_be_a_positive_finite_number(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["exec", "-c", "print(1)", f"--timeout={value}"])
+    assert info.value.code == 2
+    assert f"argument --timeout: expected a positive number of seconds, got {value!r}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("  memory: lots\n", "tooltree.yaml:3: sandbox.memory: not a size: 'lots' (use e.g. 512m or 2g)"),
+        ("  output_chars: 10\n", "tooltree.yaml:3: sandbox.output_chars: expected at least 100 characters, got 10"),
+    ],
+)
+def test_exec_bad_sandbox_setting_exits_2_naming_file_line_and_key(
+    body: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(f"servers: {{}}\nsandbox:\n{body}", encoding="utf-8")
+    assert main(["exec", "-c", "print(1)", "--config", str(config), "--tree", str(tmp_path / "tree")]) == 2
+    assert capsys.readouterr().err == f"tooltree: error: {tmp_path}/{expected}\n"
+
+
+@pytest.mark.parametrize(
+    ("option", "path", "expected"),
+    [
+        ("--audit", "folder", "--audit: {tmp}/folder is a folder, not a file"),
+        ("--audit", "missing/audit.jsonl", "--audit: the folder {tmp}/missing does not exist"),
+        ("--audit", "file.txt/audit.jsonl", "--audit: {tmp}/file.txt is a file, not a folder"),
+        ("--images", "file.txt", "--images: {tmp}/file.txt is a file, not a folder"),
+        (
+            "--images",
+            "file.txt/img",
+            "--images: cannot create {tmp}/file.txt/img: {tmp}/file.txt is a file, not a folder",
+        ),
+    ],
+)
+def test_exec_output_path_mistakes_exit_2_before_anything_runs(
+    option: str, path: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file.txt").write_text("kept\n", encoding="utf-8")
+    # No tree at --tree: had the run got that far, the error would be about the manifest.
+    argv = ["exec", "-c", "print(1)", "--tree", str(tmp_path / "no-tree"), option, str(tmp_path / path)]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"tooltree: error: {expected.format(tmp=tmp_path)}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt", "folder"]
+    assert (tmp_path / "file.txt").read_text(encoding="utf-8") == "kept\n"
+
+
+def test_exec_tree_that_is_a_file_exits_2_saying_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tree = tmp_path / "tree.txt"
+    tree.write_text("not a tree\n", encoding="utf-8")
+    assert main(["exec", "-c", "print(1)", "--tree", str(tree)]) == 2
+    assert capsys.readouterr().err == (
+        f"tooltree: error: {tree}: not a folder; a tree is the folder `tooltree generate-tree` writes\n"
+    )
+
+
+def test_exec_workspace_that_is_a_file_exits_2_and_keeps_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my important notes\n", encoding="utf-8")
+    assert main(["exec", "-c", "print(1)", "--tree", str(tmp_path), "--workspace", str(notes)]) == 2
+    assert capsys.readouterr().err.strip() == f"tooltree: error: --workspace: {notes} is a file, not a folder"
+    assert notes.read_text(encoding="utf-8") == "my important notes\n"
+
+
+@pytest.mark.docker
+def test_exec_keeps_host_files_it_never_held_and_says_when_both_sides_changed_one(
+    docker_engine: object,
+    project: tuple[Path, Path],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sandbox.session import Sandbox
+
+    config, tree = project
+    workspace, data = tmp_path / "ws", tmp_path / "data.csv"
+    (workspace / "servers").mkdir(parents=True)
+    (workspace / "servers" / "notes.txt").write_text("mine", encoding="utf-8")
+    data.write_text("a,b\n", encoding="utf-8")
+    (workspace / "latest.csv").symlink_to(data)
+    (workspace / "report.txt").write_text("v1", encoding="utf-8")
+    real_save = Sandbox.save_workspace
+
+    def user_edits_during_the_run(self: Sandbox, dest: str | Path | None = None) -> Path:
+        (workspace / "report.txt").write_text("user v2", encoding="utf-8")  # the user, while the script ran
+        return real_save(self, dest)
+
+    monkeypatch.setattr(Sandbox, "save_workspace", user_edits_during_the_run)
+    script = "import pathlib\npathlib.Path('report.txt').write_text('sandbox v2')\nprint('done')\n"
+    argv = ["exec", "-c", script, "--config", str(config), "--tree", str(tree), "--workspace", str(workspace)]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert out == "done\n"
+    assert (workspace / "report.txt").read_text(encoding="utf-8") == "sandbox v2"
+    assert (workspace / "report.txt.host").read_text(encoding="utf-8") == "user v2"
+    assert (workspace / "servers" / "notes.txt").read_text(encoding="utf-8") == "mine"
+    assert (workspace / "latest.csv").is_symlink() and os.readlink(workspace / "latest.csv") == str(data)
+    assert "tooltree: workspace: report.txt: both the host and the sandbox changed it" in err

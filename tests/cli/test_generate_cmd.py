@@ -281,3 +281,44 @@ def test_the_pool_section_sets_the_start_limit_and_a_typo_in_it_exits_2(
     config.write_text(config.read_text(encoding="utf-8").replace("start_jobs", "start_job"), encoding="utf-8")
     assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree")]) == 2
     assert "pool.start_job: unknown key (did you mean 'start_jobs'?)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("out", "expected"),
+    [
+        ("notes.txt", "--out: {tmp}/notes.txt is a file, not a folder"),
+        ("notes.txt/tree", "--out: cannot create {tmp}/notes.txt/tree: {tmp}/notes.txt is a file, not a folder"),
+    ],
+)
+@pytest.mark.parametrize("check", [[], ["--check"]])
+def test_out_that_is_a_file_exits_2_before_any_server_starts(
+    out: str, expected: str, check: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n", encoding="utf-8")
+    config = _raw_servers_config(tmp_path, 1, "")
+    assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / out), *check]) == 2
+    err = capsys.readouterr().err
+    assert err == f"tooltree: error: {expected.format(tmp=tmp_path)}\n"  # not even "listing tools from …"
+    assert notes.read_text(encoding="utf-8") == "mine\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("servers:\n", "tooltree.yaml:1: servers: expected a mapping of server names, got nothing"),
+        ("servers: {}\nagent:\n", "tooltree.yaml:2: agent: expected a mapping of agent settings, got nothing"),
+        (
+            "servers: {}\nsandbox:\n  memory: lots\n",
+            "tooltree.yaml:3: sandbox.memory: not a size: 'lots' (use e.g. 512m or 2g)",
+        ),
+    ],
+)
+def test_a_config_mistake_exits_2_naming_file_line_and_key(
+    text: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(text, encoding="utf-8")
+    assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree")]) == 2
+    assert capsys.readouterr().err == f"tooltree: error: {tmp_path}/{expected}\n"
+    assert not (tmp_path / "tree").exists()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO, TEST_OWNER, sample_config_yaml
+from tool_tree.config import load_config
 from tooltree_cli.main import main
+from tooltree_cli.serve_cmd import _regenerate
 
 
 def test_a_non_loopback_host_needs_allow_remote(capsys: pytest.CaptureFixture[str]) -> None:
@@ -23,6 +27,65 @@ def test_help_says_what_allow_remote_exposes(capsys: pytest.CaptureFixture[str])
         main(["serve", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "run code in the sandbox and call every tool of every configured server" in text
+
+
+def test_a_busy_port_is_one_line_and_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code = main(["serve", "--http", "--port", str(port), "--no-regenerate", "--tree", str(tmp_path / "tree")])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"tooltree: error: cannot listen on 127.0.0.1:{port}: address already in use; "
+        "choose another --port (0 picks a free one)\n"
+    )
+
+
+def test_an_address_of_another_machine_is_one_line_and_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["serve", "--http", "--host", "192.0.2.1", "--allow-remote", "--port", "0", "--no-regenerate"]
+    assert main([*argv, "--tree", str(tmp_path / "tree")]) == 2
+    assert capsys.readouterr().err == "tooltree: error: cannot listen on 192.0.2.1:0: cannot assign requested address\n"
+
+
+@pytest.mark.parametrize(
+    ("port", "message"),
+    [
+        ("99999", "argument --port: 99999 is out of range: give 1 to 65535 (or 0 to pick a free port)"),
+        ("-1", "argument --port: -1 is out of range"),
+        ("http", "argument --port: not a port number: 'http'"),
+    ],
+)
+def test_a_port_out_of_range_is_refused_when_the_arguments_are_parsed(
+    port: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", "--http", "--no-regenerate", f"--port={port}"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_a_refresh_with_failed_servers_says_which_and_why_not_up_to_date(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = json.dumps("import sys; sys.stderr.write('starting\\n'); import tooltree_no_such_module")
+    billing = f"  billing:\n    command: {json.dumps(sys.executable)}\n    args: [-c, {missing}]\n"
+    config_file = tmp_path / "tooltree.yaml"
+    config_file.write_text(sample_config_yaml("crm") + billing, encoding="utf-8")
+    tree = tmp_path / "tree"
+    assert _regenerate(load_config(config_file), tree, background=True) == 0
+    err = capsys.readouterr().err
+    assert (
+        "tooltree serve: billing failed to list its tools (the server exited during start-up); its stubs are kept; "
+        "the last lines of its stderr:\n"
+    ) in err
+    assert "\n    ModuleNotFoundError: No module named 'tooltree_no_such_module'\n" in err
+    assert f"tooltree serve: {tree} is not up to date: 1 of 2 server(s) failed (billing; see above)" in err
+    assert "is up to date" not in err
+    assert (tree / "servers" / "crm" / "list_leads.py").is_file()
 
 
 def test_no_regenerate_without_a_tree_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -56,3 +119,33 @@ def test_serve_generates_a_missing_tree_then_ends_when_stdin_closes(docker_engin
     assert done.stdout == ""  # stdout is the MCP channel: nothing but MCP goes there
     assert (tree / "servers" / "crm" / "list_leads.py").is_file()
     assert "written" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--timeout", "nan"], "argument --timeout: expected a positive number of seconds, got 'nan'"),
+        (["--idle-timeout", "0"], "argument --idle-timeout: expected a positive number of seconds, got '0'"),
+        (["--warm", "-1"], "argument --warm: expected at least 0, got -1"),
+    ],
+)
+def test_bad_numbers_are_refused_when_the_arguments_are_parsed(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", "--no-regenerate", *argv])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_an_audit_path_that_is_a_folder_or_a_workspace_that_is_a_file_is_one_line_and_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine", encoding="utf-8")
+    assert main(["serve", "--no-regenerate", "--audit", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"tooltree: error: --audit: {tmp_path} is a folder, not a file\n"
+    assert main(["serve", "--no-regenerate", "--workspace", str(notes)]) == 2
+    assert capsys.readouterr().err == f"tooltree: error: --workspace: {notes} is a file, not a folder\n"
+    assert notes.read_text(encoding="utf-8") == "mine"

@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 
+from generator.generate import generate
 from tests.support import alive, sample_config_yaml
 from tool_tree.config import load_config
 from tool_tree.pool import BackgroundPool
 from tool_tree.runtime import set_transport
+from tool_tree.tree import TreeError
 from tooltree_cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,6 +112,15 @@ def test_check_is_clean_then_reports_an_edited_stub(
     assert code == 1
     assert summary["drift"] == ["servers/crm/list_leads.py", "servers/crm/stray.py"]
     assert stub.read_text(encoding="utf-8").endswith("# edited\n")
+
+
+def test_check_reports_a_missing_search_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config, out = _svc_config(tmp_path), tmp_path / "tree"
+    assert run_cli("--config", str(config), "--out", str(out), capsys=capsys)[0] == 0
+    assert run_cli("--config", str(config), "--out", str(out), "--check", capsys=capsys)[1]["drift"] == []
+    (out / "search_index.json").unlink()  # what an interrupted embedding leaves
+    code, summary = run_cli("--config", str(config), "--out", str(out), "--check", capsys=capsys)
+    assert code == 1 and summary["drift"] == ["search_index.json"]
 
 
 def test_generation_is_byte_identical_across_runs(
@@ -372,6 +383,74 @@ def test_unknown_server_name_and_bad_config_exit_2_with_one_line(
     assert main(["generate-tree", "--config", str(config)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"tooltree: error: {config}:2: servers.crm.comand: unknown key (did you mean 'command'?)"
+
+
+def _svc_config(tmp: Path) -> Path:
+    config = tmp / "c.yaml"
+    config.write_text("servers:\n" + raw_server(tmp, "svc", {"pages": [[tool("ping")]]}), encoding="utf-8")
+    return config
+
+
+@pytest.mark.parametrize(
+    ("files", "held"),
+    [
+        (
+            {"manifest.json": '{"manifest_version": 3}', "servers/app.py": "def main(): pass\n"},
+            "manifest.json, servers",
+        ),
+        ({"snapshots/mine.json": "{}"}, "snapshots"),
+        ({"search_index.json": "[]"}, "search_index.json"),
+    ],
+)
+def test_out_holding_files_tooltree_did_not_write_is_refused_and_left_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], files: dict[str, str], held: str
+) -> None:
+    config, out = _svc_config(tmp_path), tmp_path / "project"
+    for rel, text in files.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text, encoding="utf-8")
+    assert main(["generate-tree", "--config", str(config), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out}: holds {held} but no tooltree manifest" in err and "choose a new or empty folder" in err
+    assert {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()} == set(files)
+    assert all((out / rel).read_text(encoding="utf-8") == text for rel, text in files.items())
+    # comparing writes nothing, so --check may still look at such a folder
+    assert main(["generate-tree", "--config", str(config), "--out", str(out), "--check"]) == 1
+
+
+def test_out_may_hold_other_files_or_a_tree_of_another_release(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, out = _svc_config(tmp_path), tmp_path / "project"
+    out.mkdir()
+    (out / "NOTES.md").write_text("mine\n", encoding="utf-8")
+    assert run_cli("--config", str(config), "--out", str(out), capsys=capsys)[0] == 0
+    assert (out / "NOTES.md").read_text(encoding="utf-8") == "mine\n" and (out / "servers/svc/ping.py").is_file()
+    # a manifest of another tooltree release (another version) is regenerated in place
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    (out / "manifest.json").write_text(json.dumps({**manifest, "version": 0}), encoding="utf-8")
+    (out / "servers/svc/old_tool.py").write_text("# from an older release\n", encoding="utf-8")
+    code, summary = run_cli("--config", str(config), "--out", str(out), capsys=capsys)
+    assert code == 0 and summary["deleted"] == 1 and not (out / "servers/svc/old_tool.py").exists()
+
+
+def test_out_that_is_a_file_is_refused_before_any_server_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    marker = tmp_path / "started"
+    script = f"open({str(marker)!r}, 'w')"
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"servers:\n  svc:\n    command: {json.dumps(sys.executable)}\n    args: [-c, {json.dumps(script)}]\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "afile.txt"
+    out.write_text("keep me\n", encoding="utf-8")
+    assert main(["generate-tree", "--config", str(config), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == f"tooltree: error: --out: {out} is a file, not a folder\n"
+    with pytest.raises(TreeError, match="not a folder; --out names the folder of the tree"):
+        generate(load_config(config), out)  # the same refusal for a caller of the Python API
+    assert out.read_text(encoding="utf-8") == "keep me\n" and not marker.exists()
 
 
 def test_streamable_http_server_generates_the_same_stubs_as_stdio(

@@ -132,38 +132,91 @@ def test_a_tool_that_changed_since_generation_is_refused(tree: Path, pool: Backg
 
 
 def test_search_from_a_script_is_answered_from_the_tree_index(tree: Path, pool: BackgroundPool) -> None:
-    import asyncio
-
     bridge = McpBridge(tree, pool.pool)
-    text = asyncio.run_coroutine_threadsafe(bridge.search_tools("export leads", limit=3), pool.loop).result()
+    text = bridge.search_tools("export leads", limit=3)
     assert text.startswith("crm.list_leads — ")
-    names = asyncio.run_coroutine_threadsafe(bridge.search_tools("chart", detail="name"), pool.loop).result()
+    names = bridge.search_tools("chart", detail="name")
     assert "media.render_chart" in names.splitlines()
     with pytest.raises(ToolCallRefused, match="limit"):
-        asyncio.run_coroutine_threadsafe(bridge.search_tools("x", limit=500), pool.loop).result()
+        bridge.search_tools("x", limit=500)
 
 
-def test_a_search_does_not_hold_up_tool_calls_on_the_pool_loop(
+def test_a_search_runs_on_the_sessions_thread_and_does_not_hold_up_tool_calls_on_the_pool_loop(
     tree: Path, pool: BackgroundPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import asyncio
     import threading
 
     import tool_tree.search
+    from sandbox.calls import CallServer
 
     released = threading.Event()
+    threads: list[str] = []
 
     def slow_search(*args: Any, **kwargs: Any) -> str:  # e.g. the first hybrid query loading the model
+        threads.append(threading.current_thread().name)
         assert released.wait(10), "a tool call could not run while the search was busy"
         return "found"
 
     monkeypatch.setattr(tool_tree.search, "search_tools", slow_search)
     bridge = McpBridge(tree, pool.pool)
-    searching = asyncio.run_coroutine_threadsafe(bridge.search_tools("anything"), pool.loop)
+    calls, answered = CallServer(bridge, pool.loop), threading.Event()
+    answers: dict[str, Any] = {}
+
+    class Channel:
+        def respond(self, call_id: str, *, result: Any = None, error: Any = None) -> None:
+            answers[call_id] = result, error
+            answered.set()
+
+    calls.begin()
+    calls.on_request(Channel(), "s1", "search_tools", {"query": "anything"})
     result = call(bridge, pool, "crm", "get_record", {"object_type": "opportunity", "record_id": "0065e000009Q3PR"})
     assert result.get("isError") is not True
     released.set()
-    assert searching.result(timeout=10) == "found"
+    assert answered.wait(10) and answers["s1"] == ({"text": "found"}, None)
+    assert threads[0].startswith("sandbox-tool")  # the session's pool, where its CPU time is charged
+    calls.close()
+
+
+def exits_at_start(name: str, stderr: str) -> ServerConfig:
+    """A server ``name`` that writes ``stderr`` and exits before the MCP handshake (a missing token, say)."""
+    code = f"import sys\nsys.stderr.write({stderr!r})\nsys.exit(1)"
+    return ServerConfig(name=name, command=sys.executable, args=("-c", code))
+
+
+def test_a_server_that_fails_to_start_is_refused_with_the_last_lines_of_its_stderr(tree: Path) -> None:
+    with BackgroundPool([exits_at_start("crm", "loading settings\ncrm: CRM_TOKEN is not set\n")]) as broken:
+        bridge = McpBridge(tree, broken.pool)
+        with pytest.raises(ToolCallRefused) as info:
+            call(bridge, broken, "crm", "list_leads", {"limit": 1})
+    assert info.value.code == "server_unavailable"
+    assert info.value.message == (
+        "server 'crm' is unavailable: the server exited during start-up; the last lines of its stderr:\n"
+        "    loading settings\n"
+        "    crm: CRM_TOKEN is not set"
+    )
+
+
+def test_a_hostile_servers_stderr_reaches_the_script_as_short_plain_text(tree: Path) -> None:
+    noise = "".join(f"noise {i}\n" for i in range(40))
+    stderr = noise + "x" * 50_000 + "\n\x1b[2J\x1b]0;owned\x07\u202eesrever\nlast words\n"
+    with BackgroundPool([exits_at_start("crm", stderr)]) as broken:
+        bridge = McpBridge(tree, broken.pool)
+        with pytest.raises(ToolCallRefused) as info:
+            call(bridge, broken, "crm", "list_leads", {"limit": 1})
+    message = info.value.message
+    assert message.endswith("\n    last words")
+    assert "noise 0" not in message  # only the last lines
+    assert all(c.isprintable() for c in message.replace("\n", ""))  # no escape sequence, no bidi override
+    assert "\n    [2J]0;ownedesrever\n" in message  # what remains of them is shown as text
+    assert "…xxx" in message  # a long line is cut
+    assert len(message) < 2_000
+
+
+def test_with_stderr_leaves_a_message_alone_when_the_server_wrote_nothing() -> None:
+    from sandbox.mcp_bridge import with_stderr
+
+    assert with_stderr("server 'x' is unavailable: timed out", "") == "server 'x' is unavailable: timed out"
+    assert with_stderr("m", "\n  \n\x1b\n") == "m"
 
 
 # ---- whole scripts in a real container -------------------------------------------------------------------
@@ -279,7 +332,7 @@ def test_large_arguments_are_admitted_off_the_event_loop_and_small_ones_on_it(
 def test_unique_items_compares_json_values_in_linear_time() -> None:
     import jsonschema
 
-    from sandbox.mcp_bridge import _unique_items
+    from sandbox.schema_check import _unique_items
 
     cls = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"uniqueItems": _unique_items})
     validator = cls({"type": "array", "uniqueItems": True})
@@ -292,3 +345,16 @@ def test_unique_items_compares_json_values_in_linear_time() -> None:
     for distinct in ([1, True], [0, False], [None, False], ["1", 1], [[1, 2], [2, 1]], [{"a": 1}, {"a": 1, "b": 1}]):
         assert validator.is_valid(distinct), distinct
     assert validator.is_valid([{"id": i} for i in range(50_000)])  # pairwise, this would take hours
+
+
+def test_an_audit_log_that_cannot_be_opened_is_a_sandbox_error_naming_it(tmp_path: Path) -> None:
+    from sandbox.errors import SandboxError
+
+    with pytest.raises(SandboxError) as info:
+        AuditLog(tmp_path)
+    assert str(info.value) == f"audit log {tmp_path}: a folder, not a file; give a file to append to"
+    missing = tmp_path / "missing" / "audit.jsonl"
+    with pytest.raises(SandboxError) as info:
+        AuditLog(missing)
+    assert str(info.value) == f"audit log {missing}: cannot append to it (No such file or directory)"
+    assert list(tmp_path.iterdir()) == []

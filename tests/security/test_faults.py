@@ -51,7 +51,7 @@ try:
     call_tool('raw', {fault!r}, {{}})
     print('no error')
 except ToolCallError as e:
-    print('refused:', e.code, e.message)
+    print('refused:', e.code, e.message.replace('\\n', ' | '))  # the server's stderr follows on its own lines
 except ToolError as e:
     print('tool error:', e.message)
 print(call_tool('raw', 'echo', {{'after': 1}}).text)
@@ -79,6 +79,8 @@ def test_a_failing_stdio_server_fails_that_call_and_the_next_call_works(
         assert result.error is None, result.traceback
         failed, echoed, pids = result.stdout.splitlines()
         assert failed.startswith(EXPECTED[fault]), failed
+        if fault == "crash":  # and the last lines of its stderr
+            assert failed.endswith("; the last lines of its stderr: |     crashing on purpose"), failed
         assert echoed == '{"after": 1}'
         before, after = (int(p) for p in pids.split())
         if fault == "garbage":  # it still answers: kept

@@ -89,6 +89,27 @@ def test_a_stale_tree_is_refreshed_while_it_is_served(docker_engine: object, crm
         raw.close()
 
 
+def test_a_refresh_whose_servers_fail_shows_their_stderr_and_does_not_say_up_to_date(
+    docker_engine: object, crm_tree: Path, tmp_path: Path
+) -> None:
+    # As under an MCP client with a minimal PATH: the server's interpreter lacks its dependencies.
+    missing = json.dumps("import tooltree_missing_dependency")
+    crm = f"servers:\n  crm:\n    command: {json.dumps(sys.executable)}\n    args: [-c, {missing}]\n"
+    config, tree = _setup(tmp_path, crm_tree, crm)
+    raw = RawStdio(_argv(config, tree), _env())
+    try:
+        raw.initialize()
+        raw.wait_for_stderr(f"{tree} is not up to date: 1 of 1 server(s) failed (crm; see above)")
+        assert raw.close_stdin() == 0
+    finally:
+        raw.close()
+    log = "".join(raw.stderr)
+    assert "crm failed to list its tools (the server exited during start-up); its stubs are kept" in log
+    assert "    ModuleNotFoundError: No module named 'tooltree_missing_dependency'\n" in log
+    assert "is up to date" not in log
+    assert (tree / "servers" / "crm" / "list_leads.py").is_file()
+
+
 def test_regenerate_first_brings_the_tree_up_to_date_before_serving(
     docker_engine: object, crm_tree: Path, tmp_path: Path
 ) -> None:

@@ -200,3 +200,69 @@ def test_relative_command_and_args_resolve_against_the_config_folder(tmp_path: P
     assert a.command == str(path.parent.resolve() / "bin" / "srv")
     assert a.cwd == b.cwd == str(path.parent.resolve())  # so relative args open beside the config
     assert a.args == ("s.py",) and b.command == "python"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("servers:\n", "tooltree.yaml:1: servers: expected a mapping of server names, got nothing"),
+        ("servers:\n\n\n", "tooltree.yaml:1: servers: expected a mapping of server names, got nothing"),
+        ("servers:\n  a:\n", "tooltree.yaml:2: servers.a: expected a mapping with `command` or `url`, got nothing"),
+        (
+            "servers:\n  a:\n    command: x\n    env:\n",
+            "tooltree.yaml:4: servers.a.env: expected a mapping of strings, got nothing",
+        ),
+        (
+            "servers:\n  a:\n    command: x\n    timeout:\n",
+            "tooltree.yaml:4: servers.a.timeout: expected a positive number of seconds, got nothing",
+        ),
+        ("servers: {}\nagent:\n", "tooltree.yaml:2: agent: expected a mapping of agent settings, got nothing"),
+        ("servers: {}\ntool:\n  name:\n", "tooltree.yaml:3: tool.name: expected a name, got nothing"),
+    ],
+)
+def test_a_key_with_no_value_names_file_line_and_key(text: str, expected: str) -> None:
+    assert str(error_of(text, sections=SECTIONS | {"agent": {}})) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("!foo x", "invalid YAML: could not determine a constructor for the tag '!foo'"),
+        ("!!int soon", "invalid YAML: 'soon' is not a valid !!int"),
+        ("!!float x", "invalid YAML: 'x' is not a valid !!float"),
+        ("!!timestamp x", "invalid YAML: 'x' is not a valid !!timestamp"),
+        ("!!bool maybe", "invalid YAML: 'maybe' is not a valid !!bool"),
+        ("{a: 1}", "expected a positive number of seconds, got a mapping"),
+        ("[1]", "expected a positive number of seconds, got a list"),
+    ],
+)
+def test_a_value_the_loader_cannot_take_names_file_line_and_key(value: str, expected: str) -> None:
+    e = error_of(f"servers:\n  a:\n    command: x\n    timeout: {value}\n")
+    assert str(e) == f"tooltree.yaml:4: servers.a.timeout: {expected}"
+
+
+def test_plain_values_keep_their_yaml_types() -> None:
+    text = "servers: {}\ntool:\n  name: ~\n  tags: [1, 0x1f, .5, yes, null, '', 2020-01-02]\n"
+    values = parse_config(text, environ={}).section("tool").values
+    assert values["name"] is None
+    assert values["tags"][:6] == [1, 31, 0.5, True, None, ""]
+    assert str(values["tags"][6]) == "2020-01-02"
+
+
+def test_a_settings_own_check_names_file_line_and_key() -> None:
+    def even(value: object) -> str | None:
+        return None if isinstance(value, int) and value % 2 == 0 else f"expected an even number, got {value!r}"
+
+    sections = {"tool": {"count": Setting(int, "a count", check=even), "rate": Setting(float, "a rate")}}
+    config = parse_config("servers: {}\ntool:\n  count: 4\n", environ={}, sections=sections)
+    assert config.section("tool").read(sections["tool"]) == {"count": 4}
+    e = error_of("servers: {}\ntool:\n  rate: 1\n  count: 3\n", sections=sections)
+    assert str(e) == "tooltree.yaml:4: tool.count: expected an even number, got 3"
+    assert (e.file, e.line, e.key) == ("tooltree.yaml", 4, "tool.count")
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan", "-.inf", "0"])
+def test_a_float_setting_must_be_positive_and_finite(value: str) -> None:
+    sections = {"tool": {"rate": Setting(float, "a rate")}}
+    e = error_of(f"servers: {{}}\ntool:\n  rate: {value}\n", sections=sections)
+    assert str(e).startswith("tooltree.yaml:3: tool.rate: expected a rate, got ")

@@ -1,0 +1,81 @@
+"""`SandboxConfig`: every limit checked on its own, and named with file, line and key when it comes from a config."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sandbox.config import SandboxConfig
+from sandbox.errors import SandboxError
+from tool_tree.config import ConfigError, parse_config
+from tooltree_cli.common import config_sections
+
+
+def section_error(body: str) -> str:
+    """The error of a config whose ``sandbox:`` section is ``body`` (its first key on line 3)."""
+    with pytest.raises(ConfigError) as info:
+        parse_config(f"servers: {{}}\nsandbox:\n{body}", source="tooltree.yaml", environ={}, sections=config_sections())
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("  memory: lots\n", "tooltree.yaml:3: sandbox.memory: not a size: 'lots' (use e.g. 512m or 2g)"),
+        ("  memory: 0\n", "tooltree.yaml:3: sandbox.memory: expected more than 0, got '0' (0 would mean no limit)"),
+        (
+            "  timeout: 60\n  tmp_size: 1 gig\n",
+            "tooltree.yaml:4: sandbox.tmp_size: not a size: '1 gig' (use e.g. 512m or 2g)",
+        ),
+        (
+            "  workspace_size: 0m\n",
+            "tooltree.yaml:3: sandbox.workspace_size: expected more than 0, got '0m' (0 would mean no limit)",
+        ),
+        ("  output_chars: 10\n", "tooltree.yaml:3: sandbox.output_chars: expected at least 100 characters, got 10"),
+        ("  timeout: .nan\n", "tooltree.yaml:3: sandbox.timeout: expected seconds one execution may run, got nan"),
+        ("  timeout: .inf\n", "tooltree.yaml:3: sandbox.timeout: expected seconds one execution may run, got inf"),
+        ("  timeout:\n", "tooltree.yaml:3: sandbox.timeout: expected seconds one execution may run, got nothing"),
+        ("  cpus: .inf\n", "tooltree.yaml:3: sandbox.cpus: expected a CPU limit (fractions allowed), got inf"),
+    ],
+)
+def test_each_bad_sandbox_setting_is_named_with_file_line_and_key(body: str, expected: str) -> None:
+    assert section_error(body) == expected
+
+
+def test_a_section_read_after_loading_is_checked_the_same_way() -> None:
+    config = parse_config("servers: {}\nsandbox:\n  memory: ${MEM}\n", source="tooltree.yaml", environ={"MEM": "lots"})
+    with pytest.raises(ConfigError) as info:
+        SandboxConfig.from_config(config)
+    assert str(info.value) == "tooltree.yaml:3: sandbox.memory: not a size: 'lots' (use e.g. 512m or 2g)"
+    config = parse_config("servers: {}\nsandbox:\n  memory: ${MEM}\n", environ={"MEM": "2g"})
+    assert SandboxConfig.from_config(config).memory_bytes == 2 * 1024**3
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("timeout", math.nan, "timeout: expected a positive number, got nan"),
+        ("timeout", math.inf, "timeout: expected a positive number, got inf"),
+        ("timeout", 0, "timeout: expected a positive number, got 0"),
+        ("cpus", -1.0, "cpus: expected a positive number, got -1.0"),
+        ("start_timeout", math.nan, "start_timeout: expected a positive number, got nan"),
+        ("pids_limit", 0, "pids_limit: expected a positive whole number, got 0"),
+        ("nofile", 1.5, "nofile: expected a positive whole number, got 1.5"),
+        ("output_chars", 10, "output_chars: expected at least 100 characters, got 10"),
+        ("memory", "lots", "memory: not a size: 'lots' (use e.g. 512m or 2g)"),
+        ("tmp_size", "0", "tmp_size: expected more than 0, got '0' (0 would mean no limit)"),
+    ],
+)
+def test_each_out_of_range_field_is_named_on_its_own(field: str, value: object, expected: str) -> None:
+    with pytest.raises(SandboxError) as info:
+        SandboxConfig(**{field: value})  # type: ignore[arg-type]
+    assert str(info.value) == expected
+
+
+def test_an_out_of_range_override_names_the_field_not_another() -> None:
+    config = parse_config("servers: {}\nsandbox:\n  output_chars: 500\n", environ={})
+    with pytest.raises(SandboxError) as info:
+        SandboxConfig.from_config(config, timeout=math.nan)
+    assert str(info.value) == "timeout: expected a positive number, got nan"
+    assert SandboxConfig.from_config(config, timeout=5.0).timeout == 5.0
