@@ -23,6 +23,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from pydantic import BaseModel, ConfigDict
 
 from tool_tree.config import ServerConfig
+from tool_tree.redact import longest_secret, redact
 from tool_tree.stdio import stdio_client
 
 MAX_LIST_PAGES = 1000
@@ -35,21 +36,34 @@ class _RawResult(BaseModel):
 
 
 class StderrLog:
-    """A temporary file that receives a stdio server's stderr; keeps only what is needed to report."""
+    """A temporary file that receives a stdio server's stderr; keeps only what is needed to report.
 
-    def __init__(self) -> None:
+    Its tail leaves with the secrets of ``server``'s configuration redacted (`tool_tree.redact`);
+    `connect` gives a log made without a server the one it connects to.
+    """
+
+    def __init__(self, server: ServerConfig | None = None) -> None:
+        self.server = server
         # Closed by close(); it must outlive this call, so no `with`.
         self.file: TextIO = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
 
     def tail(self, lines: int = 20, max_chars: int = 4000) -> str:
-        """The last lines the server wrote to stderr."""
+        """The last lines the server wrote to stderr, its configured secrets replaced by markers."""
         try:
             self.file.flush()
             size = self.file.seek(0, os.SEEK_END)
-            self.file.seek(max(0, size - max_chars * 2))
+            start = max(0, size - max_chars * 2)
+            self.file.seek(start)
             text = self.file.read()
         except (OSError, ValueError):
             return ""
+        if self.server is not None:
+            longest = longest_secret(self.server)
+            if start > 0 and longest:
+                # The read began inside the text, maybe inside a secret, whose piece would not be recognised:
+                # drop as much as a secret holds, and 3 more for the replacement characters of a cut character.
+                text = text[longest + 3 :]
+            text = redact(text, self.server)
         return "\n".join(text.rstrip("\n").splitlines()[-lines:])[-max_chars:]
 
     def close(self) -> None:
@@ -77,6 +91,8 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
         OSError: the command cannot be started.
         mcp.MCPError: the server refused the session.
     """
+    if stderr is not None and stderr.server is None:
+        stderr.server = server  # its tail is redacted with this server's secrets
     async with AsyncExitStack() as stack:
         target: Any
         if server.command is not None:

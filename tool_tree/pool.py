@@ -19,6 +19,10 @@ Errors::
     PoolError               base
     ├── UnknownServerError  no server of that name in the pool
     └── ServerUnavailable   the server could not be started or died; ``stderr_tail`` says why
+
+Their texts leave the host process (to the script in the sandbox, serve's clients, logs), so the
+secrets of the server's configuration are redacted from the reason and the stderr tail
+(`tool_tree.redact`).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from anyio.abc import TaskGroup
 
 from tool_tree.config import ServerConfig
 from tool_tree.connect import StderrLog, connect, list_tools_raw
+from tool_tree.redact import redact
 from tool_tree.starts import StartGate, StartSlot, default_start_jobs
 
 logger = logging.getLogger(__name__)
@@ -214,7 +219,7 @@ class ServerPool:
                     raise PoolError("the pool is closing")
                 if slot.stderr is not None:
                     slot.stderr.close()
-                slot.stderr = StderrLog() if slot.config.command is not None else None
+                slot.stderr = StderrLog(slot.config) if slot.config.command is not None else None
                 slot.stop, slot.closed = anyio.Event(), anyio.Event()
                 ready = anyio.Event()
                 box: list[BaseException] = []
@@ -227,8 +232,7 @@ class ServerPool:
             if box or client is None:
                 slot.failures += 1
                 slot.last_failure = time.monotonic()
-                reason = _reason(box[0]) if box else "the connection closed"
-                raise ServerUnavailable(slot.config.name, reason, slot.stderr.tail() if slot.stderr else "")
+                raise _unavailable(slot, _reason(box[0]) if box else "the connection closed")
             return client
 
     async def _discard(self, slot: _Slot, client: mcp.Client) -> None:
@@ -292,17 +296,13 @@ class ServerPool:
             except mcp.MCPError as e:
                 if _is_connection_loss(e):
                     await self._discard(slot, client)
-                    raise ServerUnavailable(
-                        server, f"the server died during the call ({e})", slot.stderr.tail() if slot.stderr else ""
-                    ) from None
+                    raise _unavailable(slot, f"the server died during the call ({e})") from None
                 return _error_result(f"server error {e.code}: {e}" if hasattr(e, "code") else str(e))
             except RuntimeError as e:  # the SDK's output-schema check
                 return _error_result(f"invalid result from the server: {e}")
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as e:
                 await self._discard(slot, client)
-                raise ServerUnavailable(
-                    server, f"the connection closed ({type(e).__name__})", slot.stderr.tail() if slot.stderr else ""
-                ) from None
+                raise _unavailable(slot, f"the connection closed ({type(e).__name__})") from None
             slot.failures = 0
             dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
             dumped.pop("resultType", None)
@@ -320,6 +320,12 @@ async def _answers_ping(client: mcp.Client, timeout: float) -> bool:
     except (TimeoutError, mcp.MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
         return False
     return True
+
+
+def _unavailable(slot: _Slot, reason: str) -> ServerUnavailable:
+    """The error for a server that cannot be reached, without the secrets of its configuration."""
+    tail = slot.stderr.tail() if slot.stderr else ""  # redacted by the log, which knows the server
+    return ServerUnavailable(slot.config.name, redact(reason, slot.config), tail)
 
 
 def _client_of(slot: _Slot) -> mcp.Client | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +74,10 @@ async def test_the_start_slot_is_given_back_when_a_server_fails_to_start(tmp_pat
     servers.append(raw(tmp_path, "good", 10))
     results = await discover_all(servers, jobs=1)
     assert [r.error for r in results] == ["the server exited during start-up"] * 3 + [None]
+
+
+async def test_the_stderr_of_a_server_that_failed_comes_back_without_its_env_secret(tmp_path: Path) -> None:
+    secret = "sk-live-discover-4c1e8a"
+    bad = replace(raw(tmp_path, "bad", 10, behavior="exit_at_start", stderr=f"bad key {secret}"), env={"KEY": secret})
+    (result,) = await discover_all([bad], jobs=1)
+    assert result.stderr_tail == "bad key [redacted KEY]"  # what generate-tree and serve's refresh show

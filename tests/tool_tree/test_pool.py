@@ -114,6 +114,28 @@ async def test_a_server_that_cannot_start_reports_its_stderr(tmp_path: Path) -> 
         assert "missing API key" in info.value.stderr_tail
 
 
+async def test_a_server_that_names_its_env_secret_while_failing_to_start_reports_its_stderr_redacted() -> None:
+    secret = "sk-live-pool-7f3a9c2e41"
+    code = "import os, sys\nsys.stderr.write('401 for API key ' + os.environ['LEAKY_API_KEY'] + '\\n')\nsys.exit(1)"
+    leaky = ServerConfig(name="leaky", command=sys.executable, args=("-c", code), env={"LEAKY_API_KEY": secret})
+    async with ServerPool([leaky]) as pool:
+        with pytest.raises(ServerUnavailable) as info:
+            await pool.call("leaky", "anything", {})
+    assert info.value.stderr_tail == "401 for API key [redacted LEAKY_API_KEY]"
+    assert secret not in str(info.value)
+
+
+async def test_a_server_that_dies_during_a_call_reports_its_stderr_redacted(tmp_path: Path) -> None:
+    secret = "sk-live-pool-5b8d0e6f93"
+    server = replace(raw(tmp_path, stderr=f"using key {secret}"), env={"RAW_KEY": secret})
+    async with ServerPool([server]) as pool:
+        with pytest.raises(ServerUnavailable) as info:
+            await pool.call("raw", "crash", {})
+    assert "using key [redacted RAW_KEY]" in info.value.stderr_tail
+    assert "crashing on purpose" in info.value.stderr_tail
+    assert secret not in info.value.stderr_tail
+
+
 async def test_streamable_http_servers_are_pooled_too(sample_http_server: Callable[[str], str]) -> None:
     url = sample_http_server("crm")
     async with ServerPool([ServerConfig(name="crm", url=url)]) as pool:

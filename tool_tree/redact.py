@@ -1,0 +1,76 @@
+"""Keeping a server's configured secrets out of the text that leaves the host process about it.
+
+A server that fails often says why on stderr, and many name the credential they were given
+("authentication failed for API key sk-…"). That text goes into errors that reach the script in
+the sandbox, serve's MCP clients and logs, so `redact` replaces every secret value of the server's
+configuration with a marker naming where it came from:
+
+- each ``env`` value: ``[redacted FLAKY_API_KEY]``;
+- each ``headers`` value, and the credential after its scheme (``Authorization: Bearer X``: X
+  alone too): ``[redacted header Authorization]``;
+- the ``url``'s password (or its user name when it has no password: a token passed as the user),
+  and each query-string value, as written and decoded: ``[redacted url password]``,
+  ``[redacted url query key]``.
+
+A value shorter than `MIN_SECRET_CHARS` is left alone: ``env: {DEBUG: "1"}`` would otherwise turn
+every 1 in the text into a marker, and so short a value is no secret. A value of several lines is
+also matched line by line. Only the text as configured is matched: this keeps a server from
+leaking its secret by accident, not one that means to (it could encode it, or send it in a result).
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote, unquote_plus, urlsplit
+
+from tool_tree.config import ServerConfig
+
+MIN_SECRET_CHARS = 6
+"""Shorter configured values are not redacted."""
+
+
+def secrets(server: ServerConfig) -> dict[str, str]:
+    """The secret values of ``server``'s configuration, each with the marker that replaces it."""
+    found: dict[str, str] = {}
+
+    def add(value: str, where: str) -> None:
+        lines = [line.strip() for line in value.splitlines()] if "\n" in value else []
+        for v in (value, *lines):
+            if len(v) >= MIN_SECRET_CHARS:
+                found.setdefault(v, f"[redacted {where}]")
+
+    for name, value in server.env.items():
+        add(value, name)
+    for name, value in server.headers.items():
+        add(value, f"header {name}")
+        scheme = re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+ +(\S+)", value.strip())
+        if scheme is not None:
+            add(scheme.group(1), f"header {name}")
+    if server.url is not None:
+        parts = urlsplit(server.url)
+        if parts.password:
+            add(parts.password, "url password")
+            add(unquote(parts.password), "url password")
+        elif parts.username:
+            add(parts.username, "url user")
+            add(unquote(parts.username), "url user")
+        for pair in parts.query.split("&"):
+            name, _, value = pair.partition("=")
+            add(value, f"url query {unquote_plus(name)}")
+            add(unquote_plus(value), f"url query {unquote_plus(name)}")
+    return found
+
+
+def redact(text: str, server: ServerConfig) -> str:
+    """``text`` with every secret of ``server``'s configuration replaced by its marker."""
+    found = secrets(server)
+    if not found or not text:
+        return text
+    # One pass, longest first: a secret that holds another is replaced whole, and a marker is never rescanned.
+    pattern = re.compile("|".join(re.escape(v) for v in sorted(found, key=len, reverse=True)))
+    return pattern.sub(lambda m: found[m.group()], text)
+
+
+def longest_secret(server: ServerConfig) -> int:
+    """How many characters the longest secret of ``server`` has (0: none)."""
+    return max(map(len, secrets(server)), default=0)
