@@ -3,9 +3,9 @@
 It offers the four tools of code mode (`agent.toolsets.code`: the same definitions, handlers
 and, as ``instructions``, the same explanation of the tree as the agent's system prompt) and
 the passthrough tools. The tool list is built once and never changes (clients cache prompts on it).
-Each client session gets its own `Runtime` (`agent.serve.sessions`); a call's outcome becomes
-MCP content (`agent.serve.content`): images as ``ImageContent``, a failed script as ``isError``
-with its traceback. A running ``execute_python`` sends progress notifications when the client
+Each client session gets its own `Runtime` and worker threads (`agent.serve.sessions`); a call's
+outcome becomes MCP content (`agent.serve.content`): images as ``ImageContent``, a failed script as
+``isError`` with its traceback. A running ``execute_python`` sends progress notifications when the client
 asked for them, and the client's ``notifications/cancelled`` stops the script while the session
 lives on.
 
@@ -238,14 +238,20 @@ class ToolServer:
 
         try:
             async with self.registry.use(key) as session:
+                # On the session's own worker threads: a client whose calls block waits for itself only.
+                threads = session.limiter
                 if name in self.passthrough:
-                    runtime = await anyio.to_thread.run_sync(session.opened)
-                    return await anyio.to_thread.run_sync(self.passthrough.call, name, arguments, runtime)
+                    runtime = await anyio.to_thread.run_sync(session.opened, limiter=threads)
+                    return await anyio.to_thread.run_sync(
+                        self.passthrough.call, name, arguments, runtime, limiter=threads
+                    )
                 if name == "execute_python":
                     interval = self.settings.progress_interval
                     outcome = await session.execute(self.toolset, arguments, progress, interval)
                 else:
-                    outcome = await anyio.to_thread.run_sync(session.call, self.toolset, name, arguments)
+                    outcome = await anyio.to_thread.run_sync(
+                        session.call, self.toolset, name, arguments, limiter=threads
+                    )
         except SessionLimitError as e:
             return error_result(f"{e}; try again when another client has disconnected")
         return call_result(outcome)

@@ -10,7 +10,14 @@ write it at once). A client that calls again after its session ended gets a new 
 first result says so.
 
 Runtimes are synchronous (threads); everything here runs them in worker threads so the MCP
-event loop never blocks.
+event loop never blocks. Each client session has worker threads of its own (`CALL_THREADS` for its
+calls, two more for its executions' waits and cancels), and ending sessions has its own: a client
+whose calls block (a slow upstream tool, a flood of calls) makes only its own later calls wait, never
+another client's nor the end of a session. A workspace read while the session's script runs is
+answered at once (the sandbox reads files only between executions) instead of waiting for the script.
+
+A cancel that arrives while the sandbox of an execution is still starting is kept: the script is
+never handed to the sandbox.
 """
 
 from __future__ import annotations
@@ -37,7 +44,14 @@ CANCEL_WAIT = 15.0
 """Seconds a cancelled call waits for its execution to stop (the sandbox's grace is 3 s) before moving on."""
 CLOSE_WAIT = 60.0
 """Seconds the server waits for its sessions to close when it stops."""
+CALL_THREADS = 8
+"""Worker threads one client session's tool calls hold at most; its further calls wait for one of them."""
+CLOSE_THREADS = 4
+"""Worker threads that end sessions (disconnects, idle ones, the server stopping)."""
+HANDOVER_RETRY = 0.05
+"""Seconds between tries to stop a script handed to the sandbox that has not begun there yet."""
 _EXPIRED_KEPT = 1024
+_WORKSPACE_READS = ("list_files", "read_file")
 
 Progress = Callable[[float], Awaitable[None]]
 """Called with the seconds a script has been running, every ``progress_interval`` seconds."""
@@ -45,6 +59,17 @@ Progress = Callable[[float], Awaitable[None]]
 
 class SessionLimitError(Exception):
     """``max_sessions`` client sessions are open already."""
+
+
+class _Execution:
+    """One ``execute_python`` of a session, from before its sandbox is up until its script has ended."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.cancelled = False
+        """A cancel arrived: the script is not handed to the sandbox, or is stopped there."""
+        self.handed_over = False
+        """The script went to the sandbox: from now on a cancel has to stop it there."""
 
 
 class ClientSession:
@@ -63,7 +88,12 @@ class ClientSession:
         self.note = ""
         """Said once, in front of the first result (e.g. that an earlier session of this client ended)."""
         self.executions = anyio.Lock()
+        self.limiter = anyio.CapacityLimiter(CALL_THREADS)
+        """The worker threads of this client's tool calls (pass it to ``anyio.to_thread.run_sync``)."""
+        self._waits = anyio.CapacityLimiter(2)  # an execution's wait for its script, and its cancel
         self._open_lock = threading.Lock()
+        self._state = threading.Lock()
+        self._execution: _Execution | None = None
 
     def opened(self) -> Runtime:
         """The runtime, opened (from a worker thread): its server pool runs, servers start on first call."""
@@ -78,10 +108,19 @@ class ClientSession:
         return outcome
 
     def call(self, toolset: CodeToolset, name: str, arguments: Mapping[str, Any]) -> ToolOutcome:
-        """One of the four tools, from a worker thread; a server or sandbox that cannot start is an error outcome."""
+        """One of the four tools, from a worker thread; a server or sandbox that cannot start is an error outcome.
+
+        A workspace read while this session's script runs or starts is answered at once: the sandbox
+        would serve it only once the script has ended.
+        """
         from sandbox.errors import SandboxError
         from tool_tree.pool import PoolError
 
+        if name in _WORKSPACE_READS and self._execution is not None and _reads_workspace(arguments):
+            return error(
+                f"{name} {arguments.get('path') or '/workspace'}: busy, a script of this session is running "
+                "(execute_python) and the workspace can be read when it has ended; servers/ can be read meanwhile"
+            )
         try:
             return self._with_note(toolset.call(name, arguments, self.opened()))
         except (SandboxError, PoolError) as e:
@@ -93,33 +132,82 @@ class ClientSession:
         """``execute_python``: one at a time per session, ``progress`` every ``interval`` s while it runs.
 
         Cancelled (the client's ``notifications/cancelled``, or its disconnect), it stops the
-        script and waits for it to end, so the next execution of this session never overlaps it.
+        script and waits for it to end, so the next execution of this session never overlaps it;
+        cancelled while the sandbox is still starting, the script never runs.
         """
         async with self.executions:
-            done = threading.Event()
+            run = _Execution()
             box: list[ToolOutcome] = []
+            with self._state:
+                self._execution = run
 
             def work() -> None:
                 try:
-                    box.append(self.call(toolset, "execute_python", arguments))
+                    box.append(self._execute(toolset, arguments, run))
                 finally:
-                    done.set()
+                    with self._state:
+                        if self._execution is run:
+                            self._execution = None
+                    run.done.set()
 
             threading.Thread(target=work, name=f"serve-execute-{self.key[:8]}", daemon=True).start()
             started = time.monotonic()
             try:
-                while not await anyio.to_thread.run_sync(done.wait, interval, abandon_on_cancel=True):
+                while not await anyio.to_thread.run_sync(
+                    run.done.wait, interval, abandon_on_cancel=True, limiter=self._waits
+                ):
                     await progress(time.monotonic() - started)
             except anyio.get_cancelled_exc_class():
+                with self._state:  # at once, before any wait for a thread
+                    run.cancelled = True
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self.cancel)
-                    if not await anyio.to_thread.run_sync(done.wait, CANCEL_WAIT, abandon_on_cancel=True):
+                    await anyio.to_thread.run_sync(self.cancel, limiter=self._waits)
+                    stopped = await anyio.to_thread.run_sync(
+                        run.done.wait, CANCEL_WAIT, abandon_on_cancel=True, limiter=self._waits
+                    )
+                    if not stopped:
                         logger.warning("session %s: a cancelled execution is still running", self.key[:16])
                 raise
             return box[0] if box else error("the execution ended without a result")
 
+    def _execute(self, toolset: CodeToolset, arguments: Mapping[str, Any], run: _Execution) -> ToolOutcome:
+        """``execute_python`` in its own thread: the sandbox is started first, so that a cancel that
+        arrives while it starts is applied before the script would be handed over."""
+        from sandbox.errors import SandboxError
+        from tool_tree.pool import PoolError
+
+        code = arguments.get("code")
+        if isinstance(code, str) and code.strip():  # bad arguments are the toolset's to refuse
+            try:
+                self.opened().sandbox.start()  # a no-op once started
+            except (SandboxError, PoolError) as e:
+                return error(f"execute_python failed: the sandbox or the servers could not start: {e}")
+        with self._state:
+            if run.cancelled:
+                return error("execute_python was cancelled before its script started; nothing ran")
+            run.handed_over = True
+        return self.call(toolset, "execute_python", arguments)
+
     def cancel(self) -> bool:
-        """Stop the running execution (the session stays)."""
+        """Stop this session's execution (the session stays), from any thread: one whose sandbox is still
+        starting never hands its script over; a running script is interrupted. False when there is none.
+        """
+        with self._state:
+            run = self._execution
+            handed_over = run is not None and run.handed_over
+            if run is not None:
+                run.cancelled = True
+        if run is None or not handed_over:
+            # A script outliving an earlier cancel may still hold the sandbox.
+            return self._cancel_in_sandbox() or run is not None
+        # Handed over, but perhaps not begun in the sandbox yet (whose cancel then finds nothing to stop).
+        deadline = time.monotonic() + CANCEL_WAIT
+        while not self._cancel_in_sandbox():
+            if run.done.wait(HANDOVER_RETRY) or time.monotonic() > deadline:
+                return False
+        return True
+
+    def _cancel_in_sandbox(self) -> bool:
         return self.runtime.sandbox_started and self.runtime.sandbox.cancel()
 
     def close(self) -> None:
@@ -143,6 +231,7 @@ class SessionRegistry:
         self._sessions: dict[str, ClientSession] = {}
         self._expired: OrderedDict[str, float] = OrderedDict()
         self._close_lock = threading.Lock()
+        self._closing = anyio.CapacityLimiter(CLOSE_THREADS)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -185,7 +274,7 @@ class SessionRegistry:
 
     async def _close(self, session: ClientSession) -> None:
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._close_one, session)
+            await anyio.to_thread.run_sync(self._close_one, session, limiter=self._closing)
 
     def _close_one(self, session: ClientSession) -> None:
         from sandbox.errors import SandboxError
@@ -220,3 +309,17 @@ class SessionRegistry:
             async with anyio.create_task_group() as tg:
                 for session in sessions:
                     tg.start_soon(self._close, session)
+
+
+def _reads_workspace(arguments: Mapping[str, Any]) -> bool:
+    """Whether a ``list_files`` or ``read_file`` call reads the sandbox's workspace (not the tree on the host)."""
+    from agent.files import TREE_DIR, FileAccessError, normalize
+
+    path = arguments.get("path") or ""
+    if not isinstance(path, str):
+        return False  # the toolset says what is wrong with it
+    try:
+        parts = normalize(path)
+    except FileAccessError:
+        return False
+    return not parts or parts[0] != TREE_DIR

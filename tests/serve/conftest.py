@@ -80,13 +80,15 @@ class Serve:
     process: ServeProcess | None = None
     proc: subprocess.Popen[str] | None = None
     url: str = ""
+    environ: dict[str, str] = field(default_factory=dict)
+    """More environment for the serve process (e.g. ``DOCKER_HOST``)."""
 
     def argv(self, *more: str) -> list[str]:
         base = [sys.executable, "-m", "tooltree_cli.main", "serve", "--config", str(self.config)]
         return [*base, "--tree", str(self.tree), "--no-regenerate", *self.extra, *more]
 
     def env(self) -> dict[str, str]:
-        return {**os.environ, "TOOLTREE_SANDBOX_OWNER": self.owner, "TOOLTREE_SERVE_TOKEN": TOKEN}
+        return {**os.environ, "TOOLTREE_SANDBOX_OWNER": self.owner, "TOOLTREE_SERVE_TOKEN": TOKEN, **self.environ}
 
     def stdio_params(self) -> Any:
         from mcp import StdioServerParameters
@@ -121,11 +123,11 @@ def serve_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def new_serve(folder: Path, tree: Path, *, serve: dict[str, Any] | None = None, extra: list[str] | None = None,
-              timeout: float = 60) -> Serve:  # fmt: skip
-    """A serve setup in ``folder`` with its own owner label and mark."""
+              timeout: float = 60, env: dict[str, str] | None = None) -> Serve:  # fmt: skip
+    """A serve setup in ``folder`` with its own owner label and mark (``env``: more environment for it)."""
     mark = uuid.uuid4().hex[:12]
     config = write_config(folder, mark, serve=serve, timeout=timeout)
-    return Serve(config, tree, f"{TEST_OWNER}-serve-{mark}", mark, list(extra or []))
+    return Serve(config, tree, f"{TEST_OWNER}-serve-{mark}", mark, list(extra or []), environ=dict(env or {}))
 
 
 def clean_up(serve: Serve, docker: Any) -> None:
@@ -138,7 +140,7 @@ def clean_up(serve: Serve, docker: Any) -> None:
 
 @pytest.fixture
 def make_serve(serve_tree: Path, tmp_path: Path, docker_engine: Any) -> Iterator[Callable[..., Serve]]:
-    """``make_serve(serve={...}, extra=[...])``: a serve setup with its own owner and mark; cleaned up after."""
+    """``make_serve(serve={...}, extra=[...], env={...})``: a serve setup with its own owner and mark; cleaned up."""
     made: list[Serve] = []
 
     def make(**kwargs: Any) -> Serve:
