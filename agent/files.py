@@ -5,6 +5,11 @@ Paths are relative to ``/workspace`` (``/workspace/...`` is accepted too), as a 
 else is the sandbox's workspace (read through the session, which never follows symlinks).
 A path with ``..``, a backslash or a NUL, an absolute path outside ``/workspace``, and a symlink
 anywhere under the tree are refused.
+
+Names and contents are untrusted (a script or a server wrote them): a listed name shows its control,
+bidi and zero-width characters (and backslashes) escaped as in a Python literal (``\\x1b``, ``\\n``,
+``\\u202e``), so it stays on its line and can still be told apart; text read is cleaned line by line
+like a script's output (`sandbox.results.clean_text`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agent.errors import AgentError
+from sandbox.results import clean_text
 from tool_tree.text import size
 
 WORKSPACE = "/workspace"
@@ -62,6 +68,21 @@ def normalize(path: str) -> tuple[str, ...]:
 
 def _display(parts: tuple[str, ...]) -> str:
     return "/".join(parts) or "/workspace"
+
+
+def shown_name(name: str) -> str:
+    """``name`` with every character that is not printable, and every backslash, escaped as in a Python
+    literal: one line that cannot move the cursor or fake an entry, and that still tells names apart."""
+    if name.isprintable() and "\\" not in name:
+        return name
+    return "".join(c if c.isprintable() and c != "\\" else repr(c)[1:-1] for c in name)
+
+
+def _clean_line(line: str) -> str:
+    """One line of a file (as `str.splitlines` keeps it) cleaned on its own, ending with ``\\n`` if it ended:
+    an escape sequence left open cannot take the next lines with it."""
+    body = line.splitlines()[0]
+    return clean_text(body) + ("\n" if len(body) < len(line) else "")
 
 
 class FileView:
@@ -156,7 +177,10 @@ class FileView:
             if not parts:
                 entries = [e for e in entries if e[0] != TREE_DIR] + [(TREE_DIR, True, 0)]
         entries.sort(key=lambda e: (not e[1], e[0]))
-        lines = [f"{name}/" if is_dir else f"{name}  ({size(n)})" for name, is_dir, n in entries[:MAX_ENTRIES]]
+        lines = [
+            f"{shown_name(name)}/" if is_dir else f"{shown_name(name)}  ({size(n)})"
+            for name, is_dir, n in entries[:MAX_ENTRIES]
+        ]
         if len(entries) > MAX_ENTRIES:
             lines.append(f"[... more than {MAX_ENTRIES} entries; list a subfolder or use search_tools]")
         return "\n".join(lines) if lines else "(empty folder)"
@@ -178,9 +202,15 @@ class FileView:
         start = max(1, offset)
         if lines and start > len(lines):
             raise FileAccessError(f"{_display(parts)}: offset {offset} is past the end ({len(lines)} lines)")
-        chosen = lines[start - 1 : start - 1 + max(1, limit)]
-        out = "".join(chosen)
-        end = start - 1 + len(chosen)
+        shown: list[str] = []
+        total = 0
+        for line in lines[start - 1 : start - 1 + max(1, limit)]:
+            shown.append(_clean_line(line))
+            total += len(shown[-1])
+            if total > MAX_CHARS:  # cut below; no need to clean what will not be shown
+                break
+        out = "".join(shown)
+        end = start - 1 + len(shown)
         if len(out) > MAX_CHARS:
             cut = out[:MAX_CHARS]
             if "\n" in cut:

@@ -3,7 +3,7 @@
 ::
 
     with Runtime(config, "tree") as rt:          # servers start here
-        rt.call_tool("crm", "get_record", {...})  # through the bridge: allowlist, validation, audit
+        rt.call_tool("crm", "get_record", {...})  # through a bridge: allowlist, validation, audit
         rt.sandbox.execute("print(1)")            # the container starts on first use
 
 `tooltree exec` uses one per script; an agent run uses one for all its turns (tests share one
@@ -70,6 +70,8 @@ class Runtime:
         self.session = session
         self._pool: BackgroundPool | None = None
         self._bridge: McpBridge | None = None
+        self._direct: McpBridge | None = None
+        self._direct_lock = threading.Lock()
         self._sandbox: Sandbox | None = None
         self._sandbox_lock = threading.Lock()
         self._audit: AuditLog | None = None
@@ -143,17 +145,32 @@ class Runtime:
         return self._sandbox is not None
 
     def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Call one tool through the bridge, from a thread that is not the pool's loop.
+        """Call one tool through a bridge, from a thread that is not the pool's loop.
+
+        Not the sandbox's bridge: that one holds the budgets of the script running there, which a call
+        made here must neither reset nor spend. This one (same pool, manifest and audit log) counts
+        each call on its own.
 
         Raises:
             ToolCallRefused: the bridge refused the call or the server is unavailable.
         """
         from sandbox.bridge import resolve
 
-        bridge = self.bridge
+        bridge = self._direct_bridge()
         assert self._pool is not None
         bridge.begin_execution()
         return resolve(bridge.call_tool(server, tool, arguments), self._pool.loop)
+
+    def _direct_bridge(self) -> McpBridge:
+        """The bridge of `call_tool`, made on its first call."""
+        from sandbox.mcp_bridge import McpBridge
+
+        with self._direct_lock:
+            if self._direct is None:
+                audit = self.bridge.audit  # opens the runtime if needed
+                assert self._pool is not None
+                self._direct = McpBridge(self.tree, self._pool.pool, audit=audit, session=self.session)
+            return self._direct
 
     def close(self) -> None:
         """Save the workspace (when one was given), stop the sandbox and the servers."""
@@ -166,6 +183,7 @@ class Runtime:
                 self._pool.__exit__(None, None, None)
                 self._pool = None
             self._bridge = None
+            self._direct = None
             if self._audit is not None:
                 self._audit.close()
                 self._audit = None

@@ -1,0 +1,74 @@
+"""`Runtime`: a call it makes itself (a passthrough tool of `tooltree serve`, direct mode) goes through a bridge of
+its own, so it never resets or spends the budgets of a script running in its sandbox at the same time.
+
+A real container and a real MCP server (tests/servers/raw_server.py, which counts the calls it receives).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from sandbox import SandboxConfig
+from sandbox.host import Runtime
+from sandbox.mcp_bridge import Budgets
+from tests.docker_cli import EngineWithCLI
+from tests.support import raw_server_tree
+
+pytestmark = pytest.mark.docker
+
+TOOLS = [{"name": "count", "inputSchema": {"type": "object"}}, {"name": "echo", "inputSchema": {"type": "object"}}]
+
+# Makes 10 calls, waits until the host has called the server twice since, then calls until its budget is
+# spent; prints its successful calls, the host's calls it saw, and the refusal's code. Before the fix, each
+# call of the host reset the budget and was counted in it: the script got 1,999 calls after the host's last,
+# however many it had made before.
+SCRIPT = """\
+from tool_tree.runtime import call_tool, ToolCallError
+def served():
+    return int(call_tool('raw', 'count', {}).text)  # the server's calls so far, this one included
+mine = others = 0
+try:
+    for _ in range(10):
+        tenth = served()
+        mine += 1
+    while others < 2:
+        others = served() - tenth - (mine - 9)
+        mine += 1
+    while True:
+        call_tool('raw', 'echo', {})
+        mine += 1
+except ToolCallError as e:
+    print(mine, others, e.code)
+"""
+
+
+def test_a_call_of_the_runtime_during_a_script_neither_resets_nor_spends_its_budget(
+    tmp_path: Path, test_config: SandboxConfig, docker_engine: EngineWithCLI
+) -> None:
+    from tooltree_cli.common import load
+
+    tree, _ = raw_server_tree(tmp_path, TOOLS)
+    with Runtime(load(tmp_path / "tooltree.yaml"), tree, sandbox_config=test_config) as runtime:
+
+        def served() -> int:
+            return int(runtime.call_tool("raw", "count", {})["content"][0]["text"])
+
+        sandbox = runtime.sandbox
+        before = served()
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(sandbox.execute, SCRIPT, timeout=120)
+            deadline = time.monotonic() + 60
+            polls = 0
+            while served() - before - (polls := polls + 1) < 10:  # until the script's 10 first calls are served
+                assert time.monotonic() < deadline and not running.done(), "the script did not make its calls"
+            served(), served()  # the calls the script waits for
+            result = running.result(timeout=180)
+        assert result.error is None, result.traceback
+        calls, others, code = result.stdout.split()
+        assert (int(calls), code) == (Budgets().calls, "budget_exhausted")
+        assert int(others) >= 2
+        assert served() - before == Budgets().calls + polls + 3  # the script's calls, and the host's own
