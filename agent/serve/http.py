@@ -4,6 +4,16 @@ Every request must carry ``Authorization: Bearer <token>``; anything else is ans
 before the MCP layer sees it, so nothing runs. A client's ``DELETE`` (the end of its MCP session)
 ends its sandbox session at once; an abandoned one ends after ``idle_timeout``, as the SDK's
 own session does. Uvicorn serves it; SIGTERM or SIGINT stop it after every session was closed.
+
+A ``tools/call`` result goes back as one server-sent event, and the official Python SDK client
+reads none over 1 MiB (``max_sse_event_size``): a bigger result would be lost, the script having
+run. So every result (passthrough ones too) is cut to `RESULT_LIMIT` first
+(`agent.serve.content.fit_result`: the largest images become a note of their type and size, then
+long text loses its middle). Answering with a plain JSON body instead (the SDK's ``json_response``,
+which its client reads with no limit) would keep images whole, but in that mode the SDK drops
+every notification tied to a request, so a long ``execute_python`` would send no progress.
+Re-encoding images smaller would need an image library the host does not have. Over stdio,
+where no client limits a message, results are sent whole.
 """
 
 from __future__ import annotations
@@ -11,21 +21,32 @@ from __future__ import annotations
 import errno
 import hmac
 import json
+import logging
 import secrets
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agent.serve.content import fit_result
 from agent.serve.server import SESSION_HEADER, ToolServer
 from agent.serve.stdio import stop_on_signals
+
+logger = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
 TOKEN_ENV = "TOOLTREE_SERVE_TOKEN"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+SSE_EVENT_LIMIT = 1024 * 1024
+"""The most bytes of one server-sent event the official Python SDK client reads (its default)."""
+RESULT_LIMIT = SSE_EVENT_LIMIT - 16 * 1024
+"""The most bytes of JSON a ``tools/call`` result is sent with: one event, less room for the
+event's own lines and the JSON-RPC envelope around the result (its id is the client's)."""
+_WHY = "over HTTP one result must fit in 1 MiB, the most the MCP SDK client reads at once"
 
 
 def new_token() -> str:
@@ -91,6 +112,7 @@ def http_app(app: ToolServer, *, token: str, host: str = "127.0.0.1") -> ASGIApp
     another address the token is the protection.
     """
     server = app.mcp_server(http=True)
+    server.middleware.append(_fit_results)
     security = None if host in LOOPBACK else TransportSecuritySettings(enable_dns_rebinding_protection=False)
     inner = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -100,6 +122,17 @@ def http_app(app: ToolServer, *, token: str, host: str = "127.0.0.1") -> ASGIApp
         max_sessions=app.settings.max_sessions,
     )
     return BearerGuard(inner, token, app.registry.end)
+
+
+async def _fit_results(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """``tools/call`` results cut to `RESULT_LIMIT` (see the module); other answers untouched."""
+    result = await call_next(ctx)
+    if ctx.method != "tools/call" or not isinstance(result, dict):
+        return result
+    fitted = fit_result(result, RESULT_LIMIT, _WHY)
+    if fitted is not result:
+        logger.warning("a tools/call result over %s bytes was cut to fit in one server-sent event", f"{RESULT_LIMIT:,}")
+    return fitted
 
 
 async def serve_http(

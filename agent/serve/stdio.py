@@ -4,28 +4,130 @@ The SDK's stdio transport reads stdin through a worker thread that cannot be can
 SIGTERM the server would wait for the client's next line before it could stop. Here a daemon
 thread reads stdin into a memory stream instead: a signal ends the server at once, and the
 client's session (its container and upstream servers) is closed before the process exits.
+
+The reader is linear in what it reads (`LineSplitter`) and caps one message at
+`MAX_MESSAGE_BYTES`, the 4 MiB the SDK's Streamable HTTP transport accepts in one request body. A
+longer line is never buffered: it is skipped up to its newline, logged, and a request whose id
+can be read from its first or last bytes is answered with an error; the next line is read as usual.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import os
+import re
 import signal
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.runner import serve_dual_era_loop
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+from mcp.shared.message import SessionMessage
 
 from agent.serve.server import ToolServer
 
+logger = logging.getLogger(__name__)
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+MAX_MESSAGE_BYTES = DEFAULT_MAX_REQUEST_BODY_SIZE
+"""The longest message a client may send over stdio (one line, without its newline): what the SDK's
+Streamable HTTP transport accepts in one request body (4 MiB), so both transports take the same."""
+_ENDS_KEPT = 1024
+"""Bytes kept from each end of a line over the cap, to find the id of the request it carried."""
+_ID = rb'"id"\s*:\s*(-?\d{1,30}|"(?:[^"\\]|\\.){0,200}")'
+_ID_FIRST = re.compile(rb'\A\s*\{(?:\s*"(?:jsonrpc|method)"\s*:\s*"[^"\\]{0,200}"\s*,)*\s*' + _ID)
+_ID_LAST = re.compile(_ID + rb"\s*\}\s*\Z")
+
+
+@dataclass(frozen=True)
+class Overlong:
+    """A line longer than the cap, not kept: its length and its first and last bytes."""
+
+    size: int
+    head: bytes
+    tail: bytes
+
+    def request_id(self) -> types.RequestId | None:
+        """The id of the request it carried, when it is the first member (after ``jsonrpc`` and ``method``,
+        as the Python SDK writes it) or the last (as the TypeScript SDK does); else None."""
+        found = _ID_FIRST.match(self.head) or _ID_LAST.search(self.tail)
+        if found is None:
+            return None
+        try:
+            value = json.loads(found.group(1))
+        except ValueError:
+            return None
+        return value if isinstance(value, int | str) else None
+
+
+class LineSplitter:
+    """Cuts a byte stream into lines in time linear in its length; a line over ``limit`` bytes is skipped.
+
+    Only the new chunk is scanned for a newline; the partial line waits in a bytearray that never
+    grows past ``limit``, and a line is decoded once, when complete. A line that goes past the
+    limit is dropped as it arrives, except for its first and last bytes, and comes out as an
+    `Overlong`; the line after it is read as usual. (`tool_tree.stdio`'s splitter, on the client
+    side, stops at such a line instead: there it ends a server, here a client's bad line is refused.)
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._partial = bytearray()
+        self._over: int | None = None
+        """The length so far of the current line, once it is over the limit (its bytes are not kept)."""
+        self._head = b""
+        self._tail = bytearray()
+
+    def feed(self, chunk: bytes) -> list[str | Overlong]:
+        """The lines ``chunk`` completes (decoded, without their newline) and those too long to keep."""
+        view = memoryview(chunk)
+        lines: list[str | Overlong] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            self._add(view[start:end])
+            lines.append(self._take())
+            start = end + 1
+        self._add(view[start:])
+        return lines
+
+    def end(self) -> list[str | Overlong]:
+        """The last line, when the stream ended without a newline after it."""
+        return [self._take()] if self._partial or self._over is not None else []
+
+    def _add(self, piece: memoryview) -> None:
+        if self._over is None:
+            if len(self._partial) + len(piece) <= self._limit:
+                self._partial += piece
+                return
+            # This piece takes the line past the limit: from now on only its ends are kept.
+            self._over, self._head = len(self._partial), bytes(self._partial[:_ENDS_KEPT])
+            self._tail = bytearray(self._partial[-_ENDS_KEPT:])
+            self._partial = bytearray()
+        if len(self._head) < _ENDS_KEPT:
+            self._head += piece[: _ENDS_KEPT - len(self._head)]
+        self._tail += piece[-_ENDS_KEPT:]
+        del self._tail[:-_ENDS_KEPT]
+        self._over += len(piece)
+
+    def _take(self) -> str | Overlong:
+        if self._over is None:
+            line = self._partial.decode("utf-8", "replace")
+            self._partial.clear()
+            return line
+        over = Overlong(self._over, self._head, bytes(self._tail))
+        self._over, self._head, self._tail = None, b"", bytearray()
+        return over
 
 
 class StdinLines:
@@ -33,34 +135,57 @@ class StdinLines:
 
     Cancelling the iteration never waits for the blocked read (the thread is left to the
     process's exit). The thread reads with ``os.read`` (no buffered reader, whose lock a daemon
-    thread would hold at interpreter shutdown). Started by the first iteration.
+    thread would hold at interpreter shutdown). Started by the first iteration. A line over
+    ``limit`` bytes is logged and left out; when the id of the request it carried can be read,
+    the error that answers it comes out of `refused` (`serve_stdio` writes it to the client).
     """
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, *, limit: int = MAX_MESSAGE_BYTES) -> None:
         self._fd = fd
+        self._limit = limit
         send, receive = anyio.create_memory_object_stream[str](16)
         self._send: MemoryObjectSendStream[str] = send
         self._receive: MemoryObjectReceiveStream[str] = receive
+        refuse, refused = anyio.create_memory_object_stream[types.JSONRPCError](16)
+        self._refuse: MemoryObjectSendStream[types.JSONRPCError] = refuse
+        self.refused: MemoryObjectReceiveStream[types.JSONRPCError] = refused
         self._started = False
 
-    def _lines(self) -> Iterator[bytes]:
-        pending = b""
-        while chunk := os.read(self._fd, 1 << 16):
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            yield from lines
-        if pending:
-            yield pending
-
     def _read(self, token: anyio.lowlevel.EventLoopToken) -> None:
+        splitter = LineSplitter(self._limit)
         try:
-            for raw in self._lines():
-                anyio.from_thread.run(self._send.send, raw.decode("utf-8", errors="replace"), token=token)
+            while chunk := os.read(self._fd, 1 << 16):
+                for line in splitter.feed(chunk):
+                    self._hand_on(line, token)
+            for line in splitter.end():
+                self._hand_on(line, token)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError, OSError):
             pass  # the server stopped reading, or the loop is gone
         finally:
             with contextlib.suppress(RuntimeError):
+                anyio.from_thread.run_sync(self._refuse.close, token=token)
                 anyio.from_thread.run_sync(self._send.close, token=token)
+
+    def _hand_on(self, line: str | Overlong, token: anyio.lowlevel.EventLoopToken) -> None:
+        if isinstance(line, str):
+            anyio.from_thread.run(self._send.send, line, token=token)
+            return
+        request_id, size, limit = line.request_id(), f"{line.size:,}", f"{self._limit:,}"
+        refused = "" if request_id is None else f"; request {request_id!r} is answered with an error"
+        logger.warning("a message of %s bytes from the client was left out (at most %s bytes)%s", size, limit, refused)
+        if request_id is None:
+            return
+        message = f"the message is {size} bytes; tooltree serve reads at most {limit} bytes in one message"
+        error = types.ErrorData(code=types.INVALID_REQUEST, message=message)
+        refusal = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+        # Nobody writing the answers out (or a flood of them) leaves only the log line.
+        with contextlib.suppress(anyio.WouldBlock):
+            anyio.from_thread.run_sync(self._refuse.send_nowait, refusal, token=token)
+
+    def close(self) -> None:
+        """Stop handing lines and answers on (the thread stops with the next line it reads)."""
+        self._receive.close()
+        self.refused.close()
 
     def __aiter__(self) -> AsyncIterator[str]:
         if not self._started:
@@ -68,6 +193,13 @@ class StdinLines:
             token = anyio.lowlevel.current_token()
             threading.Thread(target=self._read, args=(token,), name="tooltree-stdin", daemon=True).start()
         return self._receive.__aiter__()
+
+
+async def _answer_refused(refused: MemoryObjectReceiveStream[types.JSONRPCError], write: Any) -> None:
+    """Write the errors `StdinLines` answers over-long requests with to the client, until stdin or stdout closes."""
+    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+        async for error in refused:
+            await write.send(SessionMessage(error))
 
 
 def claim_stdin() -> int:
@@ -121,13 +253,15 @@ async def serve_stdio(app: ToolServer, *, stdin: int | None = None) -> None:
     """
     server = app.mcp_server(http=False)
     lines = StdinLines(stdin if stdin is not None else claim_stdin())
-    async with app, anyio.create_task_group() as tg:
-        tg.start_soon(stop_on_signals, tg.cancel_scope.cancel)
-        async with (
-            stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream),
-            server.lifespan(server) as state,
-        ):
-            # As `Server.run`, but the handshake's options are built when the client asks, not now:
-            # a tree refreshed in the meantime gives its instructions.
-            await serve_dual_era_loop(server, read_stream, write_stream, lifespan_state=state)
-        tg.cancel_scope.cancel()
+    with contextlib.closing(lines):
+        async with app, anyio.create_task_group() as tg:
+            tg.start_soon(stop_on_signals, tg.cancel_scope.cancel)
+            async with (
+                stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream),
+                server.lifespan(server) as state,
+            ):
+                tg.start_soon(_answer_refused, lines.refused, write_stream)
+                # As `Server.run`, but the handshake's options are built when the client asks, not now:
+                # a tree refreshed in the meantime gives its instructions.
+                await serve_dual_era_loop(server, read_stream, write_stream, lifespan_state=state)
+            tg.cancel_scope.cancel()

@@ -1,5 +1,6 @@
 """`tooltree serve --http` as a real subprocess, with the official SDK client and raw HTTP: the bearer token,
-separate client sessions, images, bad arguments, progress, passthrough, the end of a session."""
+separate client sessions, images (one too big for an event the SDK client reads), bad arguments, progress,
+passthrough, the end of a session."""
 
 from __future__ import annotations
 
@@ -104,6 +105,37 @@ async def test_an_image_a_script_shows_comes_back_as_image_content(served: Serve
     assert image.type == "image" and image.mime_type == "image/png"
     png = base64.b64decode(image.data)
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and struct.unpack(">II", png[16:24]) == (320, 200)
+
+
+SHOW_BIG_PNG = r"""
+import os, struct, zlib
+def png(side):
+    rows = b"".join(b"\x00" + os.urandom(side * 3) for _ in range(side))  # noise: does not compress
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+big = png(700)
+show_image(big)
+show_image(png(40))
+print(len(big))
+"""
+
+
+async def test_a_result_bigger_than_an_event_the_sdk_client_reads_arrives_with_its_big_image_named(
+    served: Serve,
+) -> None:
+    # The SDK client reads no server-sent event over 1 MiB; the 1.4 MB image alone would take the result with it.
+    async with http_client(served.url, read_timeout_seconds=WAIT) as c:
+        result = await c.call_tool("execute_python", {"code": SHOW_BIG_PNG})
+        after = await c.call_tool("execute_python", {"code": "print(len(big))"})
+    assert not result.is_error
+    text, note, small = result.content
+    size = int(text.text.split()[0])
+    assert size > 1024 * 1024
+    assert note.type == "text" and note.text.startswith(f"[an image (image/png, {size:,} bytes) left out: over HTTP")
+    assert small.type == "image" and struct.unpack(">II", base64.b64decode(small.data)[16:24]) == (40, 40)
+    assert after.content[0].text == str(size)  # the same session goes on
 
 
 BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [

@@ -1,5 +1,6 @@
 """`tooltree serve` over stdio, as a real subprocess: the official SDK client, cancellation, and what is left
-behind (nothing) when the client closes stdin or the server gets SIGTERM in the middle of an execution."""
+behind (nothing) when the client closes stdin or the server gets SIGTERM in the middle of an execution, and a
+message over the cap."""
 
 from __future__ import annotations
 
@@ -117,6 +118,8 @@ def test_an_idle_session_ends_and_the_next_call_says_it_starts_afresh(make_serve
     raw = RawStdio(serve.argv(), serve.env(), RUNNING_SCRIPT)
     try:
         raw.start_long_execution()  # runs past the idle timeout: a busy session never expires
+        # Running: its call started the docs server (cancelled before it runs, it would start nothing).
+        wait_until(lambda: bool(marked_processes(serve.mark)), "the docs server to start")
         params = {"name": "execute_python", "arguments": {"code": "x = 1"}}
         # Cancel the long run, then let the session go idle.
         raw.send({"method": "notifications/cancelled", "params": {"requestId": 2, "reason": "test"}})
@@ -150,3 +153,26 @@ async def test_a_workspace_keeps_files_and_skills_from_one_client_session_to_the
     async with mcp.Client(serve.stdio_params(), read_timeout_seconds=WAIT) as second:
         used = await second.call_tool("execute_python", {"code": "from skills.double import double\nprint(double(21))"})
     assert used.content[0].text == "42"  # type: ignore[union-attr]
+
+
+def test_a_message_over_the_cap_is_answered_with_an_error_and_the_next_request_is_served(
+    make_serve: Callable[..., Serve],
+) -> None:
+    serve = make_serve()
+    raw = RawStdio(serve.argv(), serve.env())
+    try:
+        raw.initialize()
+        big = {"name": "execute_python", "arguments": {"code": "x = '" + "x" * (5 << 20) + "'"}}
+        raw.send({"id": 2, "method": "tools/call", "params": big})  # 5 MiB: over the 4 MiB HTTP takes, too
+        after = {"name": "execute_python", "arguments": {"code": "print('next')"}}
+        raw.send({"id": 3, "method": "tools/call", "params": after})
+        refused = raw.wait_for(lambda m: m.get("id") == 2, "an answer to the long message")
+        answered = raw.wait_for(lambda m: m.get("id") == 3, "the answer to the request after it")
+        raw.wait_for_stderr("bytes from the client was left out")
+    finally:
+        if raw.proc.stdin is not None:
+            raw.proc.stdin.close()
+        raw.proc.wait(timeout=WAIT)
+        raw.close()
+    assert refused["error"]["code"] == -32600 and "at most 4,194,304 bytes" in refused["error"]["message"]
+    assert answered["result"]["content"][0]["text"] == "next"
