@@ -264,6 +264,8 @@ class McpBridge(ToolBridge):
 def with_stderr(message: str, stderr_tail: str) -> str:
     """``message`` followed by the last lines of a server's stderr, if it wrote any.
 
+    The tail comes already redacted of the secrets of the server's configuration (`tool_tree.redact`,
+    applied where it is read: `StderrLog.tail`), so none reaches the script, serve's clients or its log.
     The server is untrusted: its text is kept as plain text (control, bidi and zero-width characters
     dropped, so no escape sequence reaches a terminal), at most `STDERR_LINES` non-blank lines and
     `STDERR_CHARS` characters, each line indented under the message.

@@ -212,6 +212,44 @@ def test_a_hostile_servers_stderr_reaches_the_script_as_short_plain_text(tree: P
     assert len(message) < 2_000
 
 
+SECRET = "sk-live-bridge-9d2c7b1e55"
+
+
+def names_its_key_at_start(name: str) -> ServerConfig:
+    """A server ``name`` with `SECRET` in its ``env:`` that fails at start-up naming it on stderr, as real ones do."""
+    code = "import os, sys\nsys.stderr.write('authentication failed (401) for API key ' + os.environ['CRM_API_KEY'])"
+    return ServerConfig(
+        name=name, command=sys.executable, args=("-c", code + "\nsys.exit(1)"), env={"CRM_API_KEY": SECRET}
+    )
+
+
+def test_a_refusal_shows_a_failed_servers_stderr_without_the_secret_from_its_env(tree: Path) -> None:
+    with BackgroundPool([names_its_key_at_start("crm")]) as broken:
+        bridge = McpBridge(tree, broken.pool)
+        with pytest.raises(ToolCallRefused) as info:
+            call(bridge, broken, "crm", "list_leads", {"limit": 1})
+    assert info.value.code == "server_unavailable"
+    assert info.value.message == (
+        "server 'crm' is unavailable: the server exited during start-up; the last lines of its stderr:\n"
+        "    authentication failed (401) for API key [redacted CRM_API_KEY]"
+    )
+
+
+def test_a_passthrough_call_to_a_failed_server_shows_its_stderr_without_the_secret(tree: Path) -> None:
+    from agent.serve.passthrough import Passthrough
+    from sandbox.host import Runtime
+    from tool_tree.config import Config
+
+    passthrough = Passthrough(tree, ["crm.list_leads"])
+    (name,) = passthrough.entries
+    with Runtime(Config(servers=(names_its_key_at_start("crm"),)), tree) as runtime:
+        result = passthrough.call(name, {"limit": 1}, runtime)
+    assert result.is_error
+    shown = result.model_dump_json()
+    assert SECRET not in shown
+    assert "for API key [redacted CRM_API_KEY]" in shown
+
+
 def test_with_stderr_leaves_a_message_alone_when_the_server_wrote_nothing() -> None:
     from sandbox.mcp_bridge import with_stderr
 
@@ -295,6 +333,24 @@ def test_an_uncaught_refusal_shows_the_users_frames_not_the_plumbing(session: Sa
     assert "line 3, in <module>" in result.traceback
     assert "servers/crm/list_leads.py" in result.traceback
     assert "tooltree_supervisor" not in result.traceback and "tool_tree/runtime" not in result.traceback
+
+
+@pytest.mark.docker
+def test_a_script_sees_a_failed_servers_stderr_without_the_secret_from_its_env(
+    docker_engine: object, test_config: SandboxConfig, tree: Path
+) -> None:
+    with BackgroundPool([names_its_key_at_start("crm")]) as broken:
+        bridge = McpBridge(tree, broken.pool)
+        with Sandbox(config=test_config, tree=tree, tools=bridge, tool_loop=broken.loop) as sandbox:
+            result = sandbox.execute(
+                "from servers.crm import list_leads\n"
+                "from tool_tree.runtime import ToolCallError\n"
+                "try:\n    list_leads(limit=1)\nexcept ToolCallError as e:\n    print(e.code, '|', e)\n"
+            )
+    assert result.error is None, result.traceback
+    assert result.stdout.startswith("server_unavailable | ")
+    assert "for API key [redacted CRM_API_KEY]" in result.stdout
+    assert SECRET not in repr(result)
 
 
 def test_arguments_past_the_per_call_limits_are_refused_before_hashing_and_audited(

@@ -8,8 +8,9 @@ SPEC keys (all optional):
     tools/call: "pid" and "count" answer this process's pid and call count, "crash" exits, "hang" never
                answers, "sleep" waits ``seconds`` (one call at a time) and answers how many bytes its
                arguments were as JSON, "garbage" writes lines that are not JSON-RPC and never answers,
-               "half_then_exit" writes half an answer and exits, "big" answers a text of ``chars`` "x"s, anything
-               else echoes its arguments as JSON text
+               "half_then_exit" writes half an answer and exits, "big" answers a text of ``chars`` "x"s, "say"
+               answers its ``text`` as it is (and ``structured`` as structured content), anything else
+               echoes its arguments as JSON text
     behavior:  "ok" | "exit_at_start" | "garbage" | "hang_on_list" | "crash_on_list" | "loop_cursor"
     pid_file:  path to write this process's pid to
     log_file:  path to append "start <t>" (on start) and "listed <t>" (on answering tools/list) to, where
@@ -116,9 +117,14 @@ def main() -> None:
                 os._exit(0)
             if name == "big":
                 text = "x" * int(args.get("chars", 0))
+            elif name == "say":
+                text = str(args.get("text", ""))
             else:
                 text = {"pid": str(os.getpid()), "count": str(calls)}.get(str(name), json.dumps(args))
-            send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
+            answer: dict[str, object] = {"content": [{"type": "text", "text": text}]}
+            if name == "say" and "structured" in args:
+                answer["structuredContent"] = args["structured"]
+            send({"jsonrpc": "2.0", "id": mid, "result": answer})
         elif method == "ping":
             send({"jsonrpc": "2.0", "id": mid, "result": {}})
         else:
