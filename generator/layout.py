@@ -33,6 +33,9 @@ from tool_tree.tree import (
 )
 
 MAX_TOOLS_PER_SERVER = 20_000
+MAX_TOOL_NAME = 256
+"""Characters of a tool name; a tool with a longer one is left out. MCP suggests 1 to 128: this is
+generous, and keeps a hostile name (every stub, warning and manifest line of the tool holds it) small."""
 INDEX_FILE_NAME = "INDEX.md"
 # Module names a stub must not take: the tree's own files, and names the stubs import.
 _RESERVED_MODULES = frozenset(
@@ -92,7 +95,12 @@ def render_many(jobs: Sequence[_Job]) -> Iterator[RenderedStub]:
 
 
 def selected_tools(listing: ServerListing) -> tuple[list[dict[str, Any]], list[str]]:
-    """The tools that pass include/exclude, de-duplicated by name (first wins), with warnings."""
+    """The tools that pass include/exclude, de-duplicated by name (first wins), with warnings.
+
+    Left out with a warning: a tool without a name, one whose name is over `MAX_TOOL_NAME`
+    characters, and one whose definition holds NaN or an infinity (the SDK parses them; JSON, and so
+    the manifest, the bridge's argument check and the model's tool list, cannot carry them).
+    """
     warnings: list[str] = []
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -101,6 +109,15 @@ def selected_tools(listing: ServerListing) -> tuple[list[dict[str, Any]], list[s
         if not isinstance(name, str) or not name:
             warnings.append(f"{listing.name}: skipped a tool without a name")
             continue
+        if len(name) > MAX_TOOL_NAME:
+            shown = one_line(name[: MAX_TOOL_NAME * 4], 80)  # not all of a name of megabytes
+            warnings.append(
+                f"{listing.name}: left out tool {shown!r}: its name is {len(name):,} characters "
+                f"(the limit is {MAX_TOOL_NAME})"
+            )
+            continue
+        # Before the check for NaN, so a tool left out for NaN still takes its name from a later one:
+        # the bridge checks a name against its first tool in the snapshot and in the live list.
         if name in seen:
             warnings.append(f"{listing.name}: tool {name!r} is listed twice; keeping the first")
             continue
@@ -109,12 +126,26 @@ def selected_tools(listing: ServerListing) -> tuple[list[dict[str, Any]], list[s
             continue
         if any(fnmatch.fnmatchcase(name, pat) for pat in listing.exclude):
             continue
+        if not _is_json(raw):
+            warnings.append(
+                f"{listing.name}: left out tool {name!r}: its definition holds NaN or Infinity, which JSON cannot carry"
+            )
+            continue
         out.append(raw)
     if len(out) > MAX_TOOLS_PER_SERVER:
         warnings.append(f"{listing.name}: {len(out)} tools; keeping the first {MAX_TOOLS_PER_SERVER}")
         out = out[:MAX_TOOLS_PER_SERVER]
     warnings += _unmatched_patterns(listing, sorted(seen))
     return out, warnings
+
+
+def _is_json(raw: dict[str, Any]) -> bool:
+    """Whether ``raw`` is free of NaN and the infinities."""
+    try:
+        json.dumps(raw, allow_nan=False)
+    except ValueError:
+        return False
+    return True
 
 
 def _unmatched_patterns(listing: ServerListing, names: Sequence[str]) -> list[str]:
@@ -236,7 +267,7 @@ def plan_tree(
     rendered: dict[tuple[str, str], RenderedStub] = {}
     for job, done in zip(jobs, render_many(jobs), strict=True):
         rendered[(job[0], job[2])] = done
-        if on_rendered is not None:
+        if on_rendered is not None and not done.left_out:
             on_rendered(f"{SERVERS_DIR}/{packages[job[0]]}/{job[2]}.py", done.source.encode("utf-8"))
 
     for listing, base, chosen in selections:
@@ -245,6 +276,9 @@ def plan_tree(
         for raw, function, digest in chosen:
             path = f"{base}/{function}.py"
             stub = rendered.get((listing.name, function))
+            if stub is not None and stub.left_out:  # too large even as the minimal stub: no file, no entry
+                warnings += [f"{listing.name}: {msg}" for msg in stub.warnings]
+                continue
             if stub is not None:
                 files[path] = stub.source.encode("utf-8")
                 stub_warnings, parameters = list(stub.warnings), stub.parameters

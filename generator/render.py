@@ -43,7 +43,8 @@ from tool_tree.text import one_line
 
 SINGLE = "'"
 MAX_SOURCE = 500_000
-"""Characters of one stub; a bigger one (thousands of long property names) becomes the minimal stub."""
+"""Characters of one stub; a bigger one (thousands of long property names) becomes the minimal stub, and
+a tool whose minimal stub is bigger still gets none."""
 _HINTS = (
     ("readOnlyHint", True, "read-only"),
     ("destructiveHint", True, "destructive (may delete or overwrite data)"),
@@ -62,6 +63,8 @@ class RenderedStub:
     """What went wrong in converting the tool's schemas (the stub is still usable)."""
     parameters: dict[str, str] = field(default_factory=dict)
     """Wire name → parameter, for the parameters whose name is not the wire name (kept in the manifest)."""
+    left_out: bool = False
+    """Even the minimal stub is over `MAX_SOURCE` characters: the tool gets no stub (``source`` is empty)."""
 
 
 def render_stub(
@@ -72,7 +75,8 @@ def render_stub(
     ``parameters`` are the names given to the tool's parameters before (wire name → identifier,
     from the manifest); they are kept while still valid, so regenerating never renames one.
     Never fails because of what ``tool`` contains: anything the converter cannot handle turns
-    into ``Any``, ``dict[str, Any]`` or the ``**arguments`` fallback, with a warning.
+    into ``Any``, ``dict[str, Any]`` or the ``**arguments`` fallback, with a warning; a tool whose
+    stub would be over `MAX_SOURCE` characters even then is ``left_out``, with a warning.
 
     Raises:
         ValueError: ``function`` is not a safe ASCII identifier (a caller bug: use
@@ -105,14 +109,14 @@ def render_stub(
     except (RecursionError, TypeError, ValueError, KeyError, AttributeError) as e:
         # A converter bug must not lose the tool: the minimal stub still works.
         warn(f"internal error while rendering ({type(e).__name__}: {e}); using the minimal stub")
-        return RenderedStub(_minimal(parts, raw), function, found)
+        return _minimal_stub(parts, raw, warn, found)
     if len(source) > MAX_SOURCE:
         warn(f"the stub would be {len(source):,} characters; using the minimal stub")
-        return RenderedStub(_minimal(parts, raw), function, found)
+        return _minimal_stub(parts, raw, warn, found)
     problem = check_stub(source, function=function, server=server, tool=parts.tool)
     if problem is not None:
         warn(f"the rendered stub failed the structure check ({problem}); using the minimal stub")
-        return RenderedStub(_minimal(parts, raw), function, found)
+        return _minimal_stub(parts, raw, warn, found)
     renamed = {p.prop.wire: p.ident for p in parts.params if p.renamed}
     return RenderedStub(source, function, found, renamed)
 
@@ -305,6 +309,15 @@ def _is_safe_identifier(name: str) -> bool:
         and not keyword.issoftkeyword(name)
         and name != "__debug__"
     )
+
+
+def _minimal_stub(parts: StubParts, raw: dict[str, Any], warn: Callable[[str], None], found: list[str]) -> RenderedStub:
+    """The minimal stub, or none (``left_out``) when even that is over `MAX_SOURCE` characters."""
+    source = _minimal(parts, raw)
+    if len(source) > MAX_SOURCE:
+        warn(f"even the minimal stub would be {len(source):,} characters (the limit is {MAX_SOURCE:,}); left out")
+        return RenderedStub("", parts.function, found, left_out=True)
+    return RenderedStub(source, parts.function, found)
 
 
 def _minimal(parts: StubParts, raw: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ one message).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -27,6 +28,12 @@ from tool_tree.redact import longest_secret, redact
 from tool_tree.stdio import stdio_client
 
 MAX_LIST_PAGES = 1000
+MAX_LIST_TOOLS = 100_000
+"""Tools one server may list, over all pages: five times what the generator renders for one server, so a
+big server narrowed by ``include`` still lists (`MAX_LIST_BYTES` bounds the memory either way)."""
+MAX_LIST_BYTES = 64 * 1024 * 1024
+"""Bytes of tool definitions (as UTF-8 JSON) one server may list, over all pages: the stdio cap on one
+message bounds a page, this the whole list (a server can page its way past the memory of the host)."""
 
 
 class _RawResult(BaseModel):
@@ -121,11 +128,13 @@ async def list_tools_raw(client: mcp.Client) -> list[dict[str, Any]]:
 
     Raises:
         mcp.MCPError: the server answered with an error.
-        ValueError: the server's pagination does not end or its result is malformed.
+        ValueError: the server's pagination does not end, its result is malformed, or it lists more than
+            `MAX_LIST_TOOLS` tools or `MAX_LIST_BYTES` of them.
     """
     tools: list[dict[str, Any]] = []
     cursor: str | None = None
     seen: set[str] = set()
+    size = 0
     for _ in range(MAX_LIST_PAGES):
         params = mt.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
         page = (await client.session.send_request(mt.ListToolsRequest(params=params), _RawResult)).model_dump()
@@ -133,6 +142,14 @@ async def list_tools_raw(client: mcp.Client) -> list[dict[str, Any]]:
         if not isinstance(page_tools, list):
             raise ValueError("tools/list result has no `tools` list")
         tools.extend(t for t in page_tools if isinstance(t, dict))
+        if len(tools) > MAX_LIST_TOOLS:
+            raise ValueError(f"tools/list holds more than {MAX_LIST_TOOLS:,} tools, the limit for one server")
+        size += len(json.dumps(page_tools, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        if size > MAX_LIST_BYTES:
+            raise ValueError(
+                f"tools/list holds more than {MAX_LIST_BYTES // 2**20} MiB of tool definitions, the limit for "
+                f"one server (reached on page {len(seen) + 1})"
+            )
         next_cursor = page.get("nextCursor")
         if next_cursor is None:
             return tools

@@ -39,9 +39,16 @@ class TreeError(Exception):
     """A tree on disk is missing or malformed."""
 
 
-def canonical_json(value: Any) -> str:
-    """Deterministic JSON: sorted keys, no whitespace, non-ASCII kept."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+def canonical_json(value: Any, *, allow_nan: bool = False) -> str:
+    """Deterministic JSON: sorted keys, no whitespace, non-ASCII kept.
+
+    ``allow_nan`` writes NaN and the infinities as ``NaN``, ``Infinity`` and ``-Infinity``, which
+    are not JSON: use it only for text that is hashed, never for text that is written.
+
+    Raises:
+        ValueError: ``value`` holds NaN or an infinity, and ``allow_nan`` is false.
+    """
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan)
 
 
 def content_hash(data: bytes) -> str:
@@ -49,8 +56,14 @@ def content_hash(data: bytes) -> str:
 
 
 def schema_hash(raw_tool: dict[str, Any]) -> str:
-    """Hash of everything a stub is generated from: the whole raw tool definition."""
-    return "sha256:" + hashlib.sha256(canonical_json(raw_tool).encode("utf-8")).hexdigest()
+    """Hash of everything a stub is generated from: the whole raw tool definition.
+
+    NaN and the infinities (the SDK parses them; JSON has no such values) do not make it raise:
+    they are hashed under their Python spelling, so a live definition that holds one at call time
+    hashes unlike any tool in a tree (the generator leaves such tools out) and the call is refused
+    as a changed tool. A finite definition hashes as it always has.
+    """
+    return "sha256:" + hashlib.sha256(canonical_json(raw_tool, allow_nan=True).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

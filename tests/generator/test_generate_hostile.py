@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,12 @@ from typing import Any
 
 import pytest
 
+import generator.render
+import tool_tree.connect
 import tool_tree.runtime as runtime
+from generator.layout import MAX_TOOL_NAME
+from tool_tree.tree import schema_hash
+from tooltree_cli.generate_cmd import EXIT_OK, EXIT_SERVERS
 from tooltree_cli.main import main
 
 RAW = Path(__file__).resolve().parents[1] / "servers" / "raw_server.py"
@@ -27,7 +33,7 @@ HOSTILE_NAMES = [
     "call_tool",
     "Foo",
     "foo",
-    "x" * 5000,
+    "x" * MAX_TOOL_NAME,
     "class",
     "2fa",
     "dup",
@@ -153,3 +159,135 @@ def test_a_symlink_planted_in_the_tree_is_refused_not_followed(
     assert code == 2
     assert "refusing" in capsys.readouterr().err
     assert victim.read_text(encoding="utf-8") == "precious"
+
+
+def raw_servers(tmp_path: Path, specs: dict[str, dict[str, Any]]) -> Path:
+    """A config starting `raw_server.py` once per spec; specs are written by `json.dumps`, so NaN stays NaN."""
+    lines = ["servers:"]
+    for name, spec in specs.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(spec), encoding="utf-8")
+        args = f"[{json.dumps(str(RAW))}, {json.dumps(str(path))}]"
+        lines += [f"  {name}:", f"    command: {json.dumps(sys.executable)}", f"    args: {args}"]
+    config = tmp_path / "c.yaml"
+    config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return config
+
+
+def generate_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    code = main(["generate-tree", *args, "--json", "--embeddings", "off"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def number_tool(name: str, default: float) -> dict[str, Any]:
+    return {
+        "name": name,
+        "inputSchema": {"type": "object", "properties": {"x": {"type": "number", "default": default}}},
+    }
+
+
+def strict_json(text: str) -> Any:
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_tool_holding_nan_or_infinity_is_left_out_with_a_warning_and_every_other_stub_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    evil = [number_tool("nan_tool", math.nan), number_tool("ok", 0), number_tool("inf_tool", float("1e400"))]
+    config = raw_servers(tmp_path, {"good": {"pages": [[number_tool("fine", 1.5)]]}, "evil": {"pages": [evil]}})
+    out = tmp_path / "tree"
+    code, summary = generate_json(["--config", str(config), "--out", str(out)], capsys)
+    assert code == EXIT_OK
+    assert {s["name"]: s["status"] for s in summary["servers"]} == {"good": "ok", "evil": "ok"}
+    assert summary["warnings"] == [
+        f"evil: left out tool {name!r}: its definition holds NaN or Infinity, which JSON cannot carry"
+        for name in ("nan_tool", "inf_tool")
+    ]
+    manifest = strict_json((out / "manifest.json").read_text(encoding="utf-8"))
+    assert sorted((t["server"], t["tool"]) for t in manifest["tools"]) == [("evil", "ok"), ("good", "fine")]
+    stubs = sorted(p.relative_to(out).as_posix() for p in (out / "servers").rglob("*.py") if p.stem != "__init__")
+    assert stubs == ["servers/evil/ok.py", "servers/good/fine.py"]
+    for stub in stubs:
+        assert_only_definitions((out / stub).read_text(encoding="utf-8"))
+
+
+def test_a_definition_holding_nan_still_hashes_so_a_live_check_refuses_it_as_changed() -> None:
+    # The bridge hashes the live definition at call time; NaN there must give a mismatch, not an exception.
+    nan = schema_hash(number_tool("t", math.nan))
+    assert nan == schema_hash(number_tool("t", math.nan)) != schema_hash(number_tool("t", 0))
+    assert schema_hash(number_tool("t", math.inf)) not in {nan, schema_hash(number_tool("t", -math.inf))}
+
+
+def test_a_tool_name_over_the_limit_is_left_out_with_a_warning_and_the_rest_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    longest, over, far_over = "n" * MAX_TOOL_NAME, "o" * (MAX_TOOL_NAME + 1), "p" * 1_500
+    tools = [hostile_tool(name) for name in (over, longest, "fine", far_over)]
+    config = raw_servers(tmp_path, {"svc": {"pages": [tools[:2], tools[2:]]}})
+    out = tmp_path / "tree"
+    code, summary = generate_json(["--config", str(config), "--out", str(out)], capsys)
+    assert code == EXIT_OK and summary["servers"][0]["status"] == "ok"
+    assert summary["warnings"] == [
+        f"svc: left out tool '{name[:79]}…': its name is {len(name):,} characters (the limit is {MAX_TOOL_NAME})"
+        for name in (over, far_over)
+    ]
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert sorted(t["tool"] for t in manifest["tools"]) == sorted([longest, "fine"])
+    for t in manifest["tools"]:
+        assert_only_definitions((out / t["path"]).read_text(encoding="utf-8"))
+
+
+def test_a_tool_whose_minimal_stub_is_over_the_size_limit_is_left_out_and_the_rest_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With the real limit only a name far past MAX_TOOL_NAME makes even the minimal stub too big
+    # (test_render_hostile.py has that case): a lower limit shows what the tree does with one.
+    monkeypatch.setattr(generator.render, "MAX_SOURCE", 4_000)
+    big = {"name": "big", "description": "Words. " * 1_000, "inputSchema": {"type": "object"}}
+    small = {"name": "small", "description": "Short.", "inputSchema": {"type": "object"}}
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    (snaps / "svc.json").write_text(json.dumps({"server": "svc", "tools": [big, small]}), encoding="utf-8")
+    out = tmp_path / "tree"
+    code, summary = generate_json(["--from-snapshot", str(snaps), "--out", str(out)], capsys)
+    assert code == EXIT_OK
+    assert summary["warnings"][0].startswith("svc: tool 'big': the stub would be ")
+    assert summary["warnings"][1].startswith("svc: tool 'big': even the minimal stub would be ")
+    assert summary["warnings"][1].endswith(" characters (the limit is 4,000); left out")
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert [t["tool"] for t in manifest["tools"]] == ["small"]
+    assert sorted(p.name for p in (out / "servers" / "svc").iterdir()) == ["README.md", "__init__.py", "small.py"]
+    assert "big" not in (out / "servers" / "svc" / "__init__.py").read_text(encoding="utf-8")
+
+
+def test_a_server_listing_past_the_byte_or_tool_cap_fails_alone_with_the_cap_in_its_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The real caps (64 MiB, 100,000 tools) take a server process that much to reach: lower ones behave alike.
+    monkeypatch.setattr(tool_tree.connect, "MAX_LIST_BYTES", 1 << 20)
+    monkeypatch.setattr(tool_tree.connect, "MAX_LIST_TOOLS", 3)
+    page = [{"name": f"t{i}", "description": "x" * 400_000, "inputSchema": {"type": "object"}} for i in range(3)]
+    config = raw_servers(
+        tmp_path,
+        {
+            "large": {"pages": [page[:1], page[1:2], page[2:]]},
+            "many": {"pages": [[hostile_tool("a"), hostile_tool("b")], [hostile_tool("c"), hostile_tool("d")]]},
+            "fine": {"pages": [[hostile_tool("alpha")]]},
+        },
+    )
+    out = tmp_path / "tree"
+    code, summary = generate_json(["--config", str(config), "--out", str(out)], capsys)
+    assert code == EXIT_SERVERS
+    servers = {s["name"]: s for s in summary["servers"]}
+    assert [servers[name]["status"] for name in ("large", "many", "fine")] == ["failed", "failed", "ok"]
+    assert (
+        "tools/list holds more than 1 MiB of tool definitions, the limit for one server (reached on page 3)"
+        in (servers["large"]["error"])
+    )
+    assert "tools/list holds more than 3 tools, the limit for one server" in servers["many"]["error"]
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert [(t["server"], t["tool"]) for t in manifest["tools"]] == [("fine", "alpha")]
+    assert (out / "servers" / "fine" / "alpha.py").is_file()

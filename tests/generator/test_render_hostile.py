@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from generator.naming import to_identifier
-from generator.render import RenderedStub, render_stub
+from generator.render import MAX_SOURCE, RenderedStub, render_stub
 from generator.stub_check import check_stub
 from generator.type_expr import import_alias
 from tool_tree.runtime import set_transport
@@ -529,3 +529,10 @@ def test_a_stub_that_would_be_huge_becomes_the_minimal_stub() -> None:
     assert "def t(**arguments: Any) -> ToolResult:" in stub.source
     assert any("using the minimal stub" in w for w in stub.warnings)
     assert len(stub.source) < 20_000
+
+
+def test_a_tool_whose_minimal_stub_is_still_over_the_limit_gets_no_stub() -> None:
+    stub = render_stub(server="srv", tool={"name": "n" * MAX_SOURCE, "inputSchema": {"type": "object"}}, function="t")
+    assert stub.left_out and stub.source == ""
+    assert stub.warnings[0].startswith(f"tool '{'n' * 79}…': the stub would be ")
+    assert stub.warnings[1].endswith(f" characters (the limit is {MAX_SOURCE:,}); left out")
