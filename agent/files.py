@@ -9,7 +9,9 @@ anywhere under the tree are refused.
 Names and contents are untrusted (a script or a server wrote them): a listed name shows its control,
 bidi and zero-width characters (and backslashes) escaped as in a Python literal (``\\x1b``, ``\\n``,
 ``\\u202e``), so it stays on its line and can still be told apart; text read is cleaned line by line
-like a script's output (`sandbox.results.clean_text`).
+like a script's output (`sandbox.results.clean_text`). Lines end at ``\\n`` only, so their numbers are
+the ones ``sed -n``, ``grep -n`` and ``wc -l`` give a script (``\\x0c``, ``\\x1c`` or ``\\u2028`` inside a
+line do not split it).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ DEFAULT_LINES = 2000
 MAX_CHARS = 60_000
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_ENTRIES = 500
+_BLOCK = 1 << 16
+"""Bytes whose newlines are counted at once when skipping to a line."""
 _HIDDEN = {"__pycache__"}
 
 
@@ -79,10 +83,31 @@ def shown_name(name: str) -> str:
 
 
 def _clean_line(line: str) -> str:
-    """One line of a file (as `str.splitlines` keeps it) cleaned on its own, ending with ``\\n`` if it ended:
-    an escape sequence left open cannot take the next lines with it."""
-    body = line.splitlines()[0]
-    return clean_text(body) + ("\n" if len(body) < len(line) else "")
+    """One line of a file (up to and with its ``\\n``) cleaned on its own, ending with ``\\n`` if it ended:
+    an escape sequence left open cannot take the next lines with it. A CR before the ``\\n`` goes with
+    it; one inside the line becomes a space, so the line stays one line."""
+    body = line.removesuffix("\n")
+    ended = len(body) < len(line)
+    if ended:
+        body = body.removesuffix("\r")
+    return clean_text(body.replace("\r", " ")) + ("\n" if ended else "")
+
+
+def _line_start(data: bytes, line: int) -> int:
+    """The offset in ``data`` where its 1-based ``line`` begins, lines ending at ``b"\\n"`` only (as ``wc``,
+    ``sed`` and ``grep -n`` count them), found by counting newlines a block at a time: the lines before
+    are never split out."""
+    pos, skip = 0, line - 1
+    while skip > 0 and pos < len(data):
+        end = min(len(data), pos + _BLOCK)
+        n = data.count(b"\n", pos, end)
+        if n < skip:
+            pos, skip = end, skip - n
+            continue
+        for _ in range(skip):
+            pos = data.index(b"\n", pos, end) + 1
+        skip = 0
+    return pos
 
 
 class FileView:
@@ -197,15 +222,21 @@ class FileView:
         data = self._read_tree(parts) if parts[0] == TREE_DIR else self._read_workspace(parts)
         if b"\x00" in data[:8192]:
             raise FileAccessError(f"{_display(parts)}: a binary file ({size(len(data))}); open it from a script")
-        text = data.decode("utf-8", errors="replace")
-        lines = text.splitlines(keepends=True)
+        # Lines end at "\n" only, and only the lines shown are decoded: a file of millions of short lines
+        # costs no list of them (8 MiB of "a\n" took 305 MB to split), and b"\n" is never inside a
+        # UTF-8 sequence, so each line decodes as it would in the whole text.
+        n_lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         start = max(1, offset)
-        if lines and start > len(lines):
-            raise FileAccessError(f"{_display(parts)}: offset {offset} is past the end ({len(lines)} lines)")
+        if n_lines and start > n_lines:
+            raise FileAccessError(f"{_display(parts)}: offset {offset} is past the end ({n_lines} lines)")
         shown: list[str] = []
         total = 0
-        for line in lines[start - 1 : start - 1 + max(1, limit)]:
-            shown.append(_clean_line(line))
+        pos = _line_start(data, start)
+        while pos < len(data) and len(shown) < max(1, limit):
+            nl = data.find(b"\n", pos)
+            stop = len(data) if nl < 0 else nl + 1
+            shown.append(_clean_line(data[pos:stop].decode("utf-8", errors="replace")))
+            pos = stop
             total += len(shown[-1])
             if total > MAX_CHARS:  # cut below; no need to clean what will not be shown
                 break
@@ -218,6 +249,6 @@ class FileView:
                 end = start - 1 + out.count("\n")
             else:  # one enormous line: show its start and move past it
                 out, end = cut + f"\n[line {start} is cut at {MAX_CHARS} characters]", start
-        if end < len(lines) or len(data) >= MAX_FILE_BYTES:
-            out += f"\n[lines {start}–{end} of {len(lines)}; call read_file with offset={end + 1} for more]"
+        if end < n_lines or len(data) >= MAX_FILE_BYTES:
+            out += f"\n[lines {start}–{end} of {n_lines}; call read_file with offset={end + 1} for more]"
         return out

@@ -163,12 +163,38 @@ def test_text_read_is_cleaned_of_escapes_line_by_line(tree: Path, workspace: Fol
     payload = (
         "hello\x1b]52;c;cHduZWQ=\x07\x1b[2J\x1b[31mRED\u202eexe.txt\x9b2J\x07end\r\n"
         "open osc\x1b]0;title\n"  # an escape left open ends with its line
-        "next\x0cline\n"
+        "next\x0cline\rover\n"  # a form feed is dropped; a CR inside a line shows as a space
     )
     (workspace.root / "payload.txt").write_text(payload, encoding="utf-8", newline="")
     view = FileView(tree, workspace=lambda: workspace)
-    assert view.read_file("payload.txt") == "helloREDexe.txtend\nopen osc\nnext\nline\n"
+    assert view.read_file("payload.txt") == "helloREDexe.txtend\nopen osc\nnextline over\n"
     assert (
-        view.read_file("payload.txt", offset=3, limit=1)
-        == "next\n\n[lines 3–3 of 4; call read_file with offset=4 for more]"
+        view.read_file("payload.txt", offset=2, limit=1)
+        == "open osc\n\n[lines 2–2 of 3; call read_file with offset=3 for more]"
     )
+
+
+def test_a_large_file_is_read_at_the_window_asked_for_and_lines_end_only_at_newlines(
+    tree: Path, workspace: FolderWorkspace
+) -> None:
+    lines = [f"line {i}" for i in range(1, 500_001)]
+    lines[5] = "six\u2028still six\x1cand\x85six"  # separators str.splitlines would break at
+    lines[9] = "ten \u00e9\u6f22"
+    (workspace.root / "big.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    view = FileView(tree, workspace=lambda: workspace)
+    assert view.read_file("big.txt", offset=5, limit=3) == (
+        "line 5\nsix\u2028still sixandsix\nline 7\n\n[lines 5–7 of 500000; call read_file with offset=8 for more]"
+    )
+    assert view.read_file("big.txt", offset=10, limit=1).startswith("ten \u00e9\u6f22\n\n[lines 10–10 of 500000;")
+    assert view.read_file("big.txt", offset=499_999) == "line 499999\nline 500000\n"
+    assert view.read_file("big.txt", offset=250_001, limit=1).startswith("line 250001\n\n[lines 250001–250001 of")
+    with pytest.raises(FileAccessError, match="offset 500001 is past the end \\(500000 lines\\)"):
+        view.read_file("big.txt", offset=500_001)
+
+
+def test_a_last_line_without_a_newline_is_counted_and_shown(tree: Path, workspace: FolderWorkspace) -> None:
+    (workspace.root / "tail.txt").write_bytes(b"one\ntwo\r\nthree")
+    view = FileView(tree, workspace=lambda: workspace)
+    assert view.read_file("tail.txt") == "one\ntwo\nthree"
+    assert view.read_file("tail.txt", offset=3) == "three"
+    assert view.read_file("tail.txt", limit=2) == "one\ntwo\n\n[lines 1–2 of 3; call read_file with offset=3 for more]"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tool_tree.search._blas import query_threads
-from tool_tree.search._docs import SearchDoc
+from tool_tree.search._docs import MAX_NAME, SearchDoc, capped_params
 from tool_tree.search._encoder import Encoder, ModelInfo, _numpy
 from tool_tree.search._errors import SearchError
 from tool_tree.search._text import split_words
@@ -44,11 +44,12 @@ EmbeddingNotice = Callable[[int], "Progress | None"]
 
 
 def embed_text(doc: SearchDoc) -> str:
-    """The text of a tool that is embedded: its name in words, server, description, parameters."""
-    params = ", ".join(" ".join(split_words(name)) for name, _ in doc.params)
-    name = split_words(doc.tool)
+    """The text of a tool that is embedded: its name in words, server, description, parameters (each
+    capped as ``_docs`` says, then all at ``MAX_EMBED_CHARS``)."""
+    params = ", ".join(" ".join(split_words(name)) for name, _ in capped_params(doc.params))
+    name = split_words(doc.tool[:MAX_NAME])
     server = [w for w in split_words(doc.server) if w not in name]
-    text = f"{' '.join(name)}{f' ({doc.server})' if server else ''}: {doc.description}"
+    text = f"{' '.join(name)}{f' ({doc.server})' if server else ''}: {doc.description[:MAX_EMBED_CHARS]}"
     return (f"{text} Parameters: {params}." if params else text)[:MAX_EMBED_CHARS]
 
 

@@ -30,7 +30,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tool_tree.search._docs import SearchDoc
+from tool_tree.search._docs import MAX_DESCRIPTION, MAX_NAME, SearchDoc, capped_params
 from tool_tree.search._text import tokens
 from tool_tree.text import first_sentence
 
@@ -81,20 +81,22 @@ def _lead(description: str) -> str:
 
 
 def doc_fields(doc: SearchDoc, config: RankingConfig) -> dict[str, list[str]]:
-    """The terms of each field of one tool."""
+    """The terms of each field of one tool, each field capped as ``_docs`` says."""
     stem = config.stem
+    name = doc.tool[:MAX_NAME]
+    description = doc.description[:MAX_DESCRIPTION]
     if config.plain:
-        return {"description": tokens(f"{doc.tool} {doc.description}", stem=stem)}
+        return {"description": tokens(f"{name} {description}", stem=stem)}
     server_words = doc.server if doc.package.lower() == doc.server.lower() else f"{doc.server} {doc.package}"
     fields = {
-        "name": tokens(doc.tool, stem=stem),
+        "name": tokens(name, stem=stem),
         "server": tokens(server_words, stem=stem),
-        "description": tokens(doc.description, stem=stem),
-        "params": tokens(" ".join(f"{n} {d}" for n, d in doc.params), stem=stem),
-        "server_description": tokens(doc.server_description, stem=stem),
+        "description": tokens(description, stem=stem),
+        "params": tokens(" ".join(f"{n} {d}" for n, d in capped_params(doc.params)), stem=stem),
+        "server_description": tokens(doc.server_description[:MAX_DESCRIPTION], stem=stem),
     }
     if config.w_lead:
-        fields["lead"] = tokens(_lead(doc.description), stem=stem)
+        fields["lead"] = tokens(_lead(description), stem=stem)
     return fields
 
 
