@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,23 +88,21 @@ def _bounded_int(text: str, low: int) -> int:
 
 def probability(text: str) -> float:
     """An argparse type: a number in (0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a probability above 0 and at most 1, got {text!r}")
-    return value
+    return _float_in(text, lambda v: 0 < v <= 1, "a probability above 0 and at most 1")
 
 
 def positive_seconds(text: str) -> float:
     """An argparse type: a positive, finite number of seconds (``nan``, ``inf``, 0 and less are refused)."""
+    return _float_in(text, lambda v: 0 < v < math.inf, "a positive number of seconds")
+
+
+def _float_in(text: str, ok: Callable[[float], bool], expected: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        value = math.nan
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+        value = math.nan  # refused below with the text as given
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
 
 
