@@ -183,13 +183,19 @@ def exits_at_start(name: str, stderr: str) -> ServerConfig:
     return ServerConfig(name=name, command=sys.executable, args=("-c", code))
 
 
-def test_a_server_that_fails_to_start_is_refused_with_the_last_lines_of_its_stderr(tree: Path) -> None:
-    with BackgroundPool([exits_at_start("crm", "loading settings\ncrm: CRM_TOKEN is not set\n")]) as broken:
+def refused_by_broken(tree: Path, server: ServerConfig) -> ToolCallRefused:
+    """The refusal of a call to ``server`` (one that fails to start) through the bridge."""
+    with BackgroundPool([server]) as broken:
         bridge = McpBridge(tree, broken.pool)
         with pytest.raises(ToolCallRefused) as info:
             call(bridge, broken, "crm", "list_leads", {"limit": 1})
-    assert info.value.code == "server_unavailable"
-    assert info.value.message == (
+    return info.value
+
+
+def test_a_server_that_fails_to_start_is_refused_with_the_last_lines_of_its_stderr(tree: Path) -> None:
+    refusal = refused_by_broken(tree, exits_at_start("crm", "loading settings\ncrm: CRM_TOKEN is not set\n"))
+    assert refusal.code == "server_unavailable"
+    assert refusal.message == (
         "server 'crm' is unavailable: the server exited during start-up; the last lines of its stderr:\n"
         "    loading settings\n"
         "    crm: CRM_TOKEN is not set"
@@ -199,11 +205,8 @@ def test_a_server_that_fails_to_start_is_refused_with_the_last_lines_of_its_stde
 def test_a_hostile_servers_stderr_reaches_the_script_as_short_plain_text(tree: Path) -> None:
     noise = "".join(f"noise {i}\n" for i in range(40))
     stderr = noise + "x" * 50_000 + "\n\x1b[2J\x1b]0;owned\x07\u202eesrever\nlast words\n"
-    with BackgroundPool([exits_at_start("crm", stderr)]) as broken:
-        bridge = McpBridge(tree, broken.pool)
-        with pytest.raises(ToolCallRefused) as info:
-            call(bridge, broken, "crm", "list_leads", {"limit": 1})
-    message = info.value.message
+    refusal = refused_by_broken(tree, exits_at_start("crm", stderr))
+    message = refusal.message
     assert message.endswith("\n    last words")
     assert "noise 0" not in message  # only the last lines
     assert all(c.isprintable() for c in message.replace("\n", ""))  # no escape sequence, no bidi override
@@ -224,12 +227,9 @@ def names_its_key_at_start(name: str) -> ServerConfig:
 
 
 def test_a_refusal_shows_a_failed_servers_stderr_without_the_secret_from_its_env(tree: Path) -> None:
-    with BackgroundPool([names_its_key_at_start("crm")]) as broken:
-        bridge = McpBridge(tree, broken.pool)
-        with pytest.raises(ToolCallRefused) as info:
-            call(bridge, broken, "crm", "list_leads", {"limit": 1})
-    assert info.value.code == "server_unavailable"
-    assert info.value.message == (
+    refusal = refused_by_broken(tree, names_its_key_at_start("crm"))
+    assert refusal.code == "server_unavailable"
+    assert refusal.message == (
         "server 'crm' is unavailable: the server exited during start-up; the last lines of its stderr:\n"
         "    authentication failed (401) for API key [redacted CRM_API_KEY]"
     )
