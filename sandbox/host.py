@@ -73,7 +73,9 @@ class Runtime:
         self._direct: McpBridge | None = None
         self._direct_lock = threading.Lock()
         self._sandbox: Sandbox | None = None
-        self._sandbox_lock = threading.Lock()
+        self._sandbox_lock = threading.Lock()  # one thread starts the sandbox
+        self._handover = threading.Lock()  # a started sandbox is kept, or closed if the runtime closed meanwhile
+        self._closed = threading.Event()
         self._audit: AuditLog | None = None
 
     def __enter__(self) -> Runtime:
@@ -90,6 +92,7 @@ class Runtime:
 
         if self._pool is not None:
             return self
+        self._closed.clear()
         wanted = {s.name for s in Manifest.load(self.tree).servers}
         servers = [s for s in self.config.enabled_servers if s.name in wanted]
         self._audit = AuditLog(self.audit_path) if self.audit_path is not None else None
@@ -119,17 +122,19 @@ class Runtime:
             return self._start_sandbox()
 
     def _start_sandbox(self) -> Sandbox:
-        if self._sandbox is None:
-            from sandbox.config import SandboxConfig
-            from sandbox.session import Sandbox
+        if self._sandbox is not None:
+            return self._sandbox
+        from sandbox.config import SandboxConfig
+        from sandbox.errors import SandboxError
+        from sandbox.session import Sandbox
 
-            bridge = self.bridge
-            assert self._pool is not None
-            if self.sandbox_pool is not None:
-                self._sandbox = self.sandbox_pool.acquire(
-                    tools=bridge, workspace=self.workspace, tool_loop=self._pool.loop
-                )
-                return self._sandbox
+        if self._closed.is_set():
+            raise SandboxError("the runtime is closed")
+        bridge = self.bridge
+        assert self._pool is not None
+        if self.sandbox_pool is not None:
+            session = self.sandbox_pool.acquire(tools=bridge, workspace=self.workspace, tool_loop=self._pool.loop)
+        else:
             settings = self.sandbox_config
             if settings is None:
                 settings = SandboxConfig.from_config(self.config)
@@ -137,8 +142,13 @@ class Runtime:
                 config=settings, tree=self.tree, tools=bridge, tool_loop=self._pool.loop, workspace=self.workspace
             )
             session.start()
-            self._sandbox = session
-        return self._sandbox
+        with self._handover:
+            if not self._closed.is_set():
+                self._sandbox = session
+                return session
+        # `close` ran while the container started (a client that left meanwhile): nobody else would stop it
+        session.close()
+        raise SandboxError("the runtime was closed while its sandbox started")
 
     @property
     def sandbox_started(self) -> bool:
@@ -173,12 +183,17 @@ class Runtime:
             return self._direct
 
     def close(self) -> None:
-        """Save the workspace (when one was given), stop the sandbox and the servers."""
+        """Save the workspace (when one was given), stop the sandbox and the servers.
+
+        From any thread: a sandbox still starting in another is stopped by that thread once it has started.
+        """
+        with self._handover:
+            self._closed.set()
+            sandbox, self._sandbox = self._sandbox, None
         try:
-            if self._sandbox is not None:
-                self._sandbox.close()
+            if sandbox is not None:
+                sandbox.close()
         finally:
-            self._sandbox = None
             if self._pool is not None:
                 self._pool.__exit__(None, None, None)
                 self._pool = None

@@ -6,6 +6,8 @@ A real container and a real MCP server (tests/servers/raw_server.py, which count
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -72,3 +74,37 @@ def test_a_call_of_the_runtime_during_a_script_neither_resets_nor_spends_its_bud
         assert (int(calls), code) == (Budgets().calls, "budget_exhausted")
         assert int(others) >= 2
         assert served() - before == Budgets().calls + polls + 3  # the script's calls, and the host's own
+
+
+def test_a_runtime_closed_while_its_sandbox_starts_leaves_no_container(
+    tmp_path: Path, test_config: SandboxConfig, docker_engine: EngineWithCLI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A serve client that leaves while its first script's container starts: `close` finds no sandbox yet, so
+    the thread starting it must stop it. Before, the container ran on with nobody to stop it."""
+    from sandbox.errors import SandboxError
+    from sandbox.session import Sandbox
+    from tooltree_cli.common import load
+
+    label = f"tooltree.test=host-close-{tmp_path.name}"
+    settings = dataclasses.replace(test_config, labels={"tooltree.test": f"host-close-{tmp_path.name}"})
+    entered, proceed = threading.Event(), threading.Event()
+    start = Sandbox.start
+
+    def held_start(self: Sandbox) -> None:
+        entered.set()
+        assert proceed.wait(60)
+        start(self)
+
+    monkeypatch.setattr(Sandbox, "start", held_start)
+    tree, _ = raw_server_tree(tmp_path, TOOLS)
+    runtime = Runtime(load(tmp_path / "tooltree.yaml"), tree, sandbox_config=settings).open()
+    with ThreadPoolExecutor(1) as pool:
+        starting = pool.submit(lambda: runtime.sandbox)
+        assert entered.wait(60)
+        runtime.close()  # the sandbox is not there yet
+        proceed.set()
+        with pytest.raises(SandboxError, match="closed while its sandbox started"):
+            starting.result(timeout=120)
+    assert docker_engine.text(["ps", "--all", "--quiet", "--filter", f"label={label}"]).split() == []
+    with pytest.raises(SandboxError, match="the runtime is closed"):
+        _ = runtime.sandbox
