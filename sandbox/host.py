@@ -158,8 +158,8 @@ class Runtime:
         """Call one tool through a bridge, from a thread that is not the pool's loop.
 
         Not the sandbox's bridge: that one holds the budgets of the script running there, which a call
-        made here must neither reset nor spend. This one (same pool, manifest and audit log) counts
-        each call on its own.
+        made here must neither reset nor spend. Its companion (same pool, manifest, audit log and
+        schema validators) counts each call on its own.
 
         Raises:
             ToolCallRefused: the bridge refused the call or the server is unavailable.
@@ -172,14 +172,10 @@ class Runtime:
         return resolve(bridge.call_tool(server, tool, arguments), self._pool.loop)
 
     def _direct_bridge(self) -> McpBridge:
-        """The bridge of `call_tool`, made on its first call."""
-        from sandbox.mcp_bridge import McpBridge
-
+        """The bridge of `call_tool`, made on its first call (it shares the sandbox bridge's checked schemas)."""
         with self._direct_lock:
             if self._direct is None:
-                audit = self.bridge.audit  # opens the runtime if needed
-                assert self._pool is not None
-                self._direct = McpBridge(self.tree, self._pool.pool, audit=audit, session=self.session)
+                self._direct = self.bridge.companion()  # opens the runtime if needed
             return self._direct
 
     def close(self) -> None:

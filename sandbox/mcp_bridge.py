@@ -22,6 +22,7 @@ Secrets (server env, headers) live in the pool on the host; nothing of them ente
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import itertools
 import json
@@ -130,6 +131,16 @@ class McpBridge(ToolBridge):
         self._bytes = 0
         self._validators: dict[tuple[str, str], Validator | None] = {}
         self._verified: set[tuple[str, str]] = set()
+
+    def companion(self) -> McpBridge:
+        """A bridge on the same pool, manifest and audit log, with budgets of its own.
+
+        It shares what was checked once for all: each tool's schema validator and its live definition.
+        """
+        other = copy.copy(self)  # shallow: the validators and the verified set are the same objects
+        other._lock = threading.Lock()
+        other._calls = other._bytes = 0
+        return other
 
     def begin_execution(self) -> None:
         """Reset the per-execution budgets (the session calls this before each execution)."""
