@@ -4,7 +4,7 @@ The official SDK owns the protocol; this module maps a `ServerConfig` onto it an
 long-running host needs around it: the server's stderr kept in a file (so a failure can show
 its last lines), a raw ``tools/list`` that keeps every field the server sent, and, for stdio,
 our own transport (`tool_tree.stdio`: the SDK's, but linear in what it reads and with a cap on
-one message).
+one message); for HTTP, a client that holds one message to the same cap (`tool_tree.http_client`).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import Any, TextIO
 
 import mcp
 import mcp.types as mt
-from mcp.shared._httpx_utils import create_mcp_http_client
 from pydantic import BaseModel, ConfigDict
 
 from tool_tree.config import ServerConfig
+from tool_tree.http_client import http_client
 from tool_tree.redact import longest_secret, redact
-from tool_tree.stdio import stdio_client
+from tool_tree.stdio import MAX_MESSAGE_BYTES, stdio_client
 
 MAX_LIST_PAGES = 1000
 MAX_LIST_TOOLS = 100_000
@@ -92,7 +92,8 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
 
     The caller bounds the time (``anyio.fail_after(server.timeout)``). For stdio servers the
     process runs in its own process group and the whole group is killed on exit; a message longer
-    than `tool_tree.stdio.MAX_MESSAGE_BYTES` ends the server and fails the requests in flight.
+    than `tool_tree.stdio.MAX_MESSAGE_BYTES` ends the server and fails the requests in flight. Over
+    HTTP, a reply (or one event) past the same cap fails the request it answers.
 
     Raises:
         OSError: the command cannot be started.
@@ -115,8 +116,8 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
             assert server.url is not None
             from mcp.client.streamable_http import streamable_http_client
 
-            http = await stack.enter_async_context(create_mcp_http_client(headers=dict(server.headers) or None))
-            target = streamable_http_client(server.url, http_client=http)
+            http = await stack.enter_async_context(http_client(server.headers))
+            target = streamable_http_client(server.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES)
         client = await stack.enter_async_context(
             mcp.Client(target, read_timeout_seconds=server.timeout, client_info=_CLIENT_INFO)
         )

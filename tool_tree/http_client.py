@@ -1,0 +1,93 @@
+"""The HTTP client of a Streamable HTTP server: the SDK's, with one message bounded as over stdio.
+
+The SDK bounds one server-sent event (``max_sse_event_size``, 1 MiB by default) but reads a JSON reply
+whole, however long: one reply of 1.5 GB took the host to 9.6 GB of memory. Here both are bounded by
+`tool_tree.stdio.MAX_MESSAGE_BYTES`, the cap of a stdio message, so a result a stdio server may send
+(a 3 MB spreadsheet) also arrives from an HTTP one, and nothing bigger is held.
+
+Replies are asked for uncompressed (``Accept-Encoding: identity``): a JSON body is counted as it
+arrives, and a compressed one could unpack to any size. A server that compresses anyway is refused
+with a message saying so (events are counted by the SDK after decoding, so they need no such rule).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+
+import httpx2
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+
+from tool_tree.stdio import MAX_MESSAGE_BYTES
+
+
+class MessageTooLarge(httpx2.StreamError):
+    """A reply past the limit, or compressed: the SDK fails the request it answers with this message."""
+
+
+class _Refusals(logging.Filter):
+    """Keeps the SDK from logging a traceback for a reply refused here: the call's error says it all."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], MessageTooLarge))
+
+
+logging.getLogger("mcp.client.streamable_http").addFilter(_Refusals())
+
+
+class _Bounded(httpx2.AsyncByteStream):
+    def __init__(self, stream: httpx2.AsyncByteStream, limit: int, problem: str | None) -> None:
+        self._stream, self._limit, self._problem = stream, limit, problem
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._problem is not None:
+            raise MessageTooLarge(self._problem)
+        seen = 0
+        async for chunk in self._stream:
+            seen += len(chunk)
+            if seen > self._limit:
+                raise MessageTooLarge(_too_large(self._limit))
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+def _too_large(limit: int) -> str:
+    return f"the server's reply is larger than {limit // 2**20} MiB, the limit for one message"
+
+
+class BoundedTransport(httpx2.AsyncBaseTransport):
+    """httpx's transport, with each reply that is not an event stream bounded to ``limit`` bytes."""
+
+    def __init__(self, limit: int = MAX_MESSAGE_BYTES) -> None:
+        self.limit = limit
+        self._inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
+            return response  # the SDK bounds each event (`max_sse_event_size`)
+        problem = None
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            problem = f"the server compressed its reply ({encoding}) though asked not to; it is not read"
+        elif (length := response.headers.get("content-length", "")).isdigit() and int(length) > self.limit:
+            problem = _too_large(self.limit)
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        response.stream = _Bounded(response.stream, self.limit, problem)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def http_client(headers: Mapping[str, str] | None = None, *, limit: int = MAX_MESSAGE_BYTES) -> httpx2.AsyncClient:
+    """An HTTP client for one server: the SDK's timeouts, the configured ``headers``, replies bounded."""
+    sent = httpx2.Headers(dict(headers or {}))
+    sent["accept-encoding"] = "identity"
+    return httpx2.AsyncClient(
+        headers=sent,
+        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+        transport=BoundedTransport(limit),
+    )
