@@ -1,8 +1,10 @@
 """Content for the model: MCP tool results and sandbox executions as Anthropic content blocks.
 
 Images stay images (``{"type": "image", "source": {"type": "base64", ...}}``), never base64
-text. MCP content the Messages API cannot carry (audio, binary resources) becomes a one-line
-note saying what was left out.
+text. MCP content the Messages API cannot carry (audio, binary resources, an image over the API's
+5 MB) becomes a one-line note saying what was left out. A server's result is untrusted in size
+too: its text is cut to `MAX_RESULT_CHARS` (head and tail kept) and its images to `MAX_IMAGES`,
+so one call can neither fill the host's memory nor make every later request too large.
 """
 
 from __future__ import annotations
@@ -13,11 +15,16 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from sandbox._supervisor.limits import MAX_IMAGE_BYTES, MAX_IMAGES, base64_size
 from sandbox.results import ExecutionResult, ToolCallRecord, image_type_matches
 from tool_tree.text import size
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 LEDGER_LINES = 8
+MAX_RESULT_CHARS = 500_000
+"""Characters of text one MCP tool result brings into the conversation (about 125,000 tokens: room
+left in a 200,000-token context, and a 200 KB document still arrives whole); a longer text keeps its
+head and tail, with a note. Past it, a result would fill the context and go out with every request."""
 
 
 def text_block(text: str) -> dict[str, Any]:
@@ -30,6 +37,9 @@ def image_block(data_b64: str, mime_type: str) -> dict[str, Any]:
 
 def _mcp_image(block: dict[str, Any]) -> dict[str, Any]:
     data, mime = block.get("data"), block.get("mimeType")
+    if isinstance(data, str) and len(data) > base64_size(MAX_IMAGE_BYTES):
+        over = size(len(data) * 3 // 4)
+        return text_block(f"[an image of {over} was left out: the API takes at most {size(MAX_IMAGE_BYTES)}]")
     if isinstance(data, str) and mime in IMAGE_TYPES:
         try:
             raw = base64.b64decode(data[:64], validate=False)
@@ -49,18 +59,23 @@ def _mcp_resource(block: dict[str, Any]) -> dict[str, Any]:
     return text_block("[a malformed resource was left out]")
 
 
-def mcp_result_blocks(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """A ``tools/call`` result (wire format) as content blocks for a ``tool_result``."""
+def mcp_result_blocks(result: dict[str, Any], max_chars: int = MAX_RESULT_CHARS) -> list[dict[str, Any]]:
+    """A ``tools/call`` result (wire format) as content blocks for a ``tool_result``: at most
+    ``max_chars`` of text and `MAX_IMAGES` images."""
     blocks: list[dict[str, Any]] = []
     content = result.get("content")
+    images = 0
     for block in content if isinstance(content, list) else []:
         if not isinstance(block, dict):
             continue
         kind = block.get("type")
         if kind == "text":
             blocks.append(text_block(str(block.get("text", ""))))
+        elif kind == "image" and images >= MAX_IMAGES:
+            blocks.append(text_block(f"[an image past the first {MAX_IMAGES} was left out]"))
         elif kind == "image":
             blocks.append(_mcp_image(block))
+            images += blocks[-1]["type"] == "image"
         elif kind == "resource":
             blocks.append(_mcp_resource(block))
         elif kind == "resource_link":
@@ -72,7 +87,36 @@ def mcp_result_blocks(result: dict[str, Any]) -> list[dict[str, Any]]:
         blocks.append(text_block(json.dumps(structured, ensure_ascii=False)))
     if not blocks:
         blocks.append(text_block("(the tool returned no content)"))
-    return blocks
+    return cap_text(blocks, max_chars)
+
+
+def cap_text(blocks: list[dict[str, Any]], max_chars: int) -> list[dict[str, Any]]:
+    """``blocks`` with at most ``max_chars`` characters of text: the block that crosses the limit keeps
+    its head and tail, the text blocks after it are left out, and a last block says what is missing."""
+    total = sum(len(b["text"]) for b in blocks if b.get("type") == "text")
+    if total <= max_chars:
+        return blocks
+    out: list[dict[str, Any]] = []
+    left = max_chars
+    for block in blocks:
+        if block.get("type") != "text":
+            out.append(block)
+            continue
+        text = str(block["text"])
+        if len(text) <= left:
+            out.append(block)
+            left -= len(text)
+        elif left > 0:
+            head, tail = text[: left - left // 2], text[len(text) - left // 2 :]
+            out.append(text_block(f"{head}\n[... {len(text) - left:,} characters left out ...]\n{tail}"))
+            left = 0
+    out.append(
+        text_block(
+            f"[the tool returned {total:,} characters of text; {max_chars:,} are shown (head and tail). "
+            "Ask it for less: a filter, a page, fewer fields.]"
+        )
+    )
+    return out
 
 
 def ledger(calls: Sequence[ToolCallRecord]) -> str:

@@ -12,7 +12,9 @@ never reordered — and is byte-identical after the last growth), runs every ``t
 reply (at the same time when all of them are independent: MCP tools, reads of the tree) and
 sends the results back, until the model ends its turn, a reply stops for another reason
 (``max_tokens``, ``refusal``), or the turn limit or token budget is reached. Requests stream (so
-large ``max_tokens`` work); the SDK retries rate limits, overloads and server errors with back-off.
+large ``max_tokens`` work); the SDK retries rate limits, overloads and server errors with back-off,
+and the loop retries the same errors when they arrive inside a stream (an ``error`` event after the
+200), which the SDK does not.
 """
 
 from __future__ import annotations
@@ -42,12 +44,15 @@ from agent.prefilter.options import PrefilterOptions
 from agent.request import answer_text, block_param, cached_system, cached_tools, with_last_breakpoint
 from agent.summary import PrefilterSummary, RunResult, RunSummary, TokenUsage
 from agent.toolsets import make_toolset
-from agent.toolsets.base import ToolOutcome
+from agent.toolsets.base import ToolOutcome, error
 from agent.transcript import Transcript, fingerprint
 from tool_tree.config import Config
 
 MAX_CONCURRENT_TOOLS = 8
 """Most tool calls of one reply run at the same time."""
+STREAM_RETRY_DELAY = 0.5
+"""Seconds before the first retry of an error that arrived inside a stream (doubling, as the SDK backs off)."""
+RETRYABLE_STREAM_ERRORS = ("overloaded_error", "rate_limit_error", "api_error")
 
 if TYPE_CHECKING:
     import anthropic
@@ -207,7 +212,7 @@ class Agent:
         summary = RunSummary(mode=self.mode, model=self.model)
         if self.prefilter is not None:
             summary.prefilter = PrefilterSummary(self.prefilter.classifier.name, catalog=len(self.prefilter.catalog))
-        messages: list[dict[str, Any]] = [*(history or ()), _user_text(task)]
+        messages: list[dict[str, Any]] = [*(history or ()), _next_user_turn(task, history or ())]
         started = time.monotonic()
         log = Transcript(self.transcript)
         log.write("run_start", mode=self.mode, model=self.model, task=task, system=self.system, tools=self.tools)
@@ -244,7 +249,12 @@ class Agent:
                     summary.usage.add(usage)
                     content = [block_param(b) for b in message.content]
                     stop = str(message.stop_reason or "end_turn")
-                    log.write("response", turn=turn, seconds=round(seconds, 3), message=message.model_dump(mode="json"))
+                    log.write(
+                        "response",
+                        turn=turn,
+                        seconds=round(seconds, 3),
+                        message=message.model_dump(mode="json", warnings=False),
+                    )
                     self._emit(ModelReplied(turn, stop, usage, replace(summary.usage), seconds))
                     messages.append({"role": "assistant", "content": content})
                     summary.answer = answer_text(content) or summary.answer
@@ -278,6 +288,8 @@ class Agent:
         p.admitted = step.admitted
         if step.fail_open:
             p.fail_open.append(f"{step.fail_kind}: {step.fail_open}")
+        if step.state_error:
+            p.state_errors.append(step.state_error)
         log.write("prefilter", turn=turn, **step.to_json())
         if step.added:
             p.growths += 1
@@ -298,31 +310,41 @@ class Agent:
         import anthropic
 
         t0 = time.monotonic()
-        try:
-            with client.messages.stream(**params) as stream:
-                message = stream.get_final_message()
-        except anthropic.APIStatusError as e:
-            log.write("api_error", turn=summary.turns, status=e.status_code, message=str(e))
-            summary.stop_reason = "api_error"
-            summary.duration_s = time.monotonic() - started
-            partial = RunResult(summary.answer, "api_error", summary, messages, self.transcript)
-            raise ModelAPIError(
-                f"the Messages API answered {e.status_code}: {_api_message(e)}",
-                status_code=e.status_code,
-                result=partial,
-            ) from None
-        except anthropic.APIConnectionError as e:
-            log.write("api_error", turn=summary.turns, status=None, message=str(e))
-            summary.stop_reason = "api_error"
-            summary.duration_s = time.monotonic() - started
-            partial = RunResult(summary.answer, "api_error", summary, messages, self.transcript)
-            raise ModelAPIError(f"cannot reach the Messages API: {e}", result=partial) from None
+        retries = 0
+        while True:
+            try:
+                with client.messages.stream(**params) as stream:
+                    message = stream.get_final_message()
+                break
+            except anthropic.APIStatusError as e:
+                kind = _error_type(e)
+                in_stream = e.status_code == 200  # an `error` event after the 200: the SDK did not retry it
+                log.write("api_error", turn=summary.turns, status=e.status_code, message=str(e))
+                if in_stream and kind in RETRYABLE_STREAM_ERRORS and retries < client.max_retries:
+                    time.sleep(STREAM_RETRY_DELAY * 2**retries)
+                    retries += 1
+                    continue
+                summary.stop_reason = "api_error"
+                summary.duration_s = time.monotonic() - started
+                partial = RunResult(summary.answer, "api_error", summary, messages, self.transcript)
+                answered = f"failed inside its stream ({kind or 'error'})" if in_stream else f"answered {e.status_code}"
+                raise ModelAPIError(
+                    f"the Messages API {answered}: {_api_message(e)}", status_code=e.status_code, result=partial
+                ) from None
+            except anthropic.APIConnectionError as e:
+                log.write("api_error", turn=summary.turns, status=None, message=str(e))
+                summary.stop_reason = "api_error"
+                summary.duration_s = time.monotonic() - started
+                partial = RunResult(summary.answer, "api_error", summary, messages, self.transcript)
+                raise ModelAPIError(f"cannot reach the Messages API: {e}", result=partial) from None
         return message, time.monotonic() - t0
 
     def _call(self, block: dict[str, Any], runtime: Runtime) -> tuple[ToolOutcome, float]:
-        arguments = block.get("input")
+        name, arguments = str(block.get("name")), block.get("input")
+        if not isinstance(arguments, dict):  # never run a tool on arguments the model did not give
+            return error(f"the input of {name} must be an object, not {type(arguments).__name__}"), 0.0
         t0 = time.monotonic()
-        outcome = self.toolset.call(str(block.get("name")), arguments if isinstance(arguments, dict) else {}, runtime)
+        outcome = self.toolset.call(name, arguments, runtime)
         return outcome, time.monotonic() - t0
 
     def _call_all(self, blocks: list[dict[str, Any]], runtime: Runtime) -> list[tuple[ToolOutcome, float]]:
@@ -374,6 +396,33 @@ class Agent:
 
 def _user_text(task: str) -> dict[str, Any]:
     return {"role": "user", "content": [{"type": "text", "text": task}]}
+
+
+def _next_user_turn(task: str, history: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The user turn of ``task`` after ``history``. A run that stopped on a reply with tool calls (cut by
+    ``max_tokens``, a refusal) left them unanswered, which the API refuses: they are answered as not run."""
+    turn = _user_text(task)
+    last = history[-1] if history else None
+    if last is None or last.get("role") != "assistant" or not isinstance(last.get("content"), list):
+        return turn
+    unanswered = [b for b in last["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+    results = [
+        {
+            "type": "tool_result",
+            "tool_use_id": b.get("id"),
+            "content": [{"type": "text", "text": "not run: the reply ended before the call was made"}],
+            "is_error": True,
+        }
+        for b in unanswered
+    ]
+    return {"role": "user", "content": [*results, *turn["content"]]}
+
+
+def _error_type(e: Any) -> str:
+    """The API's error type (``overloaded_error``, ...) in an error's body, or ""."""
+    body = getattr(e, "body", None)
+    details = body.get("error") if isinstance(body, dict) else None
+    return str(details.get("type", "")) if isinstance(details, dict) else ""
 
 
 def _api_message(e: Any) -> str:

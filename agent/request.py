@@ -27,8 +27,11 @@ _PARAM_FIELDS: dict[str, tuple[str, ...]] = {
 
 def block_param(block: Any) -> dict[str, Any]:
     """A response content block (SDK model or dict) as a request param block."""
+    # warnings off: a block that does not match the SDK's types (an input that is not an object) is kept as sent
     data: dict[str, Any] = (
-        block.model_dump(mode="json", exclude_none=True) if hasattr(block, "model_dump") else dict(block)
+        block.model_dump(mode="json", exclude_none=True, warnings=False)
+        if hasattr(block, "model_dump")
+        else dict(block)
     )
     keep = _PARAM_FIELDS.get(str(data.get("type")))
     if keep is not None:

@@ -67,6 +67,7 @@ class PrefilterSummary:
         catalog: tools in the catalog.
         growths: requests before which the admitted set grew.
         fail_open: why every tool was sent, one entry per failure (empty when it never failed).
+        state_errors: why the admitted set could not be saved to the state file, once per failed save.
     """
 
     classifier: str
@@ -78,6 +79,7 @@ class PrefilterSummary:
     catalog: int = 0
     growths: int = 0
     fail_open: list[str] = field(default_factory=list)
+    state_errors: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -140,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
     if args.prefilter not in (None, "off") and args.mode in ("direct", "tool-search"):
         error(f"--prefilter works in code and filtered modes, not in {args.mode}")
         return EXIT_USAGE
+    if args.prefilter_state and Path(args.prefilter_state).is_dir():  # a typo, not a state to fail open on
+        error(f"--prefilter-state: {args.prefilter_state} is a folder, not a file")
+        return EXIT_USAGE
     if args.transcript:  # before any run starts (under --compare, not once the first run is over)
         for mode in modes:
             path = _transcript(args.transcript, mode, len(modes) > 1)
@@ -276,6 +279,8 @@ def _summary_line(result: RunResult) -> str:
         )
         for reason in p.fail_open:
             line += f"\ntooltree: pre-filter failed open (every tool sent): {reason}"
+        for reason in p.state_errors:
+            line += f"\ntooltree: pre-filter state not saved: {reason}"
     return line
 
 

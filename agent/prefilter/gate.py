@@ -5,15 +5,16 @@ The rules it keeps:
 - each tool is judged on its own; a tool is admitted when its probability reaches the threshold,
   with its siblings (see ``catalog``);
 - the set only grows, in admission order, so the tools array only ever gets tools appended;
-- anything that goes wrong (the classifier fails, times out, has no model; the persisted state
-  is corrupt) admits the whole catalog and records why: a filter that cannot decide never
-  removes a capability;
+- anything that goes wrong (the classifier fails or raises anything at all, times out, has no
+  model; the persisted state is corrupt) admits the whole catalog and records why: a filter that
+  cannot decide never removes a capability;
 - it asks again whenever the text it judges changes (a new user turn, the model's next step),
   so a change of subject is noticed.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,8 +25,10 @@ from typing import Any
 
 from agent.prefilter.base import CatalogTool, FilterError, ToolFilter, Verdicts
 from agent.prefilter.catalog import Siblings, sibling_map
-from agent.prefilter.state import AdmittedSet, load_state, save_state
+from agent.prefilter.state import AdmittedSet, load_state, update_state
 from agent.summary import TokenUsage
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds a classifier may take before the request goes out with every tool."""
@@ -57,6 +60,8 @@ class FilterStep:
     above: int = 0
     """Tools at or above the threshold (before siblings were added)."""
     note: str = ""
+    state_error: str = ""
+    """Why the admitted set could not be saved to the state file (empty when it was, or need not be)."""
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in vars(self).items() if k != "usage"}
@@ -215,6 +220,12 @@ class PreFilter:
                 raise FilterError(
                     f"the {self.classifier.name} classifier took longer than {self.timeout:g} s", kind="timeout"
                 ) from None
+            except FilterError:
+                raise
+            except Exception as e:  # the fail-open boundary: a classifier's bug never removes a capability
+                # The reason goes into the run's summary; the traceback only to a configured log, not the CLI.
+                logger.debug("the %s pre-filter failed", self.classifier.name, exc_info=True)
+                raise FilterError(f"the {self.classifier.name} classifier failed: {e!r}") from None
         finally:
             executor.shutdown(wait=False)
 
@@ -227,8 +238,7 @@ class PreFilter:
     def _save(self, step: FilterStep) -> None:
         if not step.added or not self._persist or self.state_path is None:
             return
-        keep = AdmittedSet([*self.decided.keys(), *self._unknown])
         try:
-            save_state(self.state_path, keep)
+            update_state(self.state_path, [*self.decided.keys(), *self._unknown])
         except FilterError as e:
-            step.note = f"{step.note}; {e}" if step.note else str(e)
+            step.state_error = str(e)

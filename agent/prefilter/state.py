@@ -7,13 +7,19 @@ Kept in admission order, because the tools array appends each newly admitted too
     {"format": "tooltree-prefilter-state", "version": 1, "admitted": ["crm.get_record", ...]}
 
 Keys that are not in the current catalog (a server was removed) are kept in the file and not
-offered. A file that cannot be read is never overwritten: the run fails open and says so.
+offered. A file that cannot be read (not JSON, not a regular file, larger than `MAX_STATE_BYTES`) is
+never overwritten: the run fails open and says so. Saving merges with what the file holds then,
+under a lock, so two runs sharing a profile never drop each other's tools; a symlinked file is
+written through to its target.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import stat
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -21,6 +27,8 @@ from agent.prefilter.base import FilterError
 
 STATE_FORMAT = "tooltree-prefilter-state"
 STATE_VERSION = 1
+MAX_STATE_BYTES = 4 * 1024 * 1024
+"""The largest state file read (a set of tool names: a few kilobytes for hundreds of tools)."""
 
 
 class AdmittedSet:
@@ -64,13 +72,29 @@ def load_state(path: Path) -> AdmittedSet:
     Raises:
         FilterError: (``corrupt_state``) the file cannot be read or is not a state file.
     """
+    fix = "fix or delete the file; until then every tool is offered"
     try:
-        text = path.read_text(encoding="utf-8")
+        # Non-blocking, so that a FIFO or a device does not hang the run; checked before reading.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return AdmittedSet()
+    except OSError as e:
+        raise FilterError(f"{path}: cannot read the pre-filter state ({e})", kind="corrupt_state") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            what = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise FilterError(f"{path}: the pre-filter state is {what}; {fix}", kind="corrupt_state")
+        with os.fdopen(fd, "rb") as f:
+            data_bytes = f.read(MAX_STATE_BYTES + 1)
+        if len(data_bytes) > MAX_STATE_BYTES:
+            raise FilterError(
+                f"{path}: larger than {MAX_STATE_BYTES:,} bytes, not a pre-filter state; {fix}", kind="corrupt_state"
+            )
+        text = data_bytes.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise FilterError(f"{path}: cannot read the pre-filter state ({e})", kind="corrupt_state") from None
-    fix = "fix or delete the file; until then every tool is offered"
     try:
         data = json.loads(text)
     except ValueError as e:
@@ -84,16 +108,50 @@ def load_state(path: Path) -> AdmittedSet:
 
 
 def save_state(path: Path, admitted: AdmittedSet) -> None:
-    """Write the set to ``path`` atomically (a temporary file, then a rename).
+    """Write the set to ``path`` atomically (a temporary file of its own, then a rename), through a
+    symlink to its target.
 
     Raises:
         FilterError: (``error``) the file cannot be written.
     """
     data = {"format": STATE_FORMAT, "version": STATE_VERSION, "admitted": admitted.keys()}
-    tmp = path.with_name(f".{path.name}.tmp")
+    target = path.resolve()
+    tmp: str | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(data, ensure_ascii=False, indent=1) + "\n")
+        os.replace(tmp, target)
+        tmp = None
     except OSError as e:
         raise FilterError(f"{path}: cannot write the pre-filter state ({e})") from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def update_state(path: Path, keys: Iterable[str]) -> AdmittedSet:
+    """Add ``keys`` to the set persisted at ``path`` and return the result: what the file holds now
+    (another run may have saved since this one loaded it) grown by ``keys``. An exclusive lock on the
+    file's folder keeps two runs from writing at once.
+
+    Raises:
+        FilterError: the file has become unreadable (``corrupt_state``; it is left as it is) or
+            cannot be written (``error``).
+    """
+    target = path.resolve()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        folder = os.open(target.parent, os.O_RDONLY)
+    except OSError as e:
+        raise FilterError(f"{path}: cannot write the pre-filter state ({e})") from None
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        current = load_state(path)
+        if not current.grow(keys):
+            return current
+        save_state(path, current)
+        return current
+    finally:
+        os.close(folder)  # releases the lock

@@ -23,13 +23,16 @@ class ApiError:
     """An HTTP error answer, in the API's error format.
 
     ``retry_after`` (seconds) is sent as ``retry-after`` and ``retry-after-ms`` headers, which
-    the SDK honours between its retries.
+    the SDK honours between its retries. With ``in_stream`` a streamed request gets a 200 whose stream
+    starts a message and then carries the error as an ``error`` event, as the API does when it is
+    overloaded mid-answer (the SDK does not retry those).
     """
 
     status: int
     message: str = "scripted error"
     type: str = ""
     retry_after: float | None = None
+    in_stream: bool = False
 
     @property
     def error_type(self) -> str:
@@ -44,9 +47,10 @@ class ApiError:
         return cls(429, "Number of request tokens has exceeded your per-minute rate limit", retry_after=retry_after)
 
     @classmethod
-    def overloaded(cls, retry_after: float | None = None) -> ApiError:
-        """529 overloaded (without ``retry_after`` the SDK backs off exponentially, from 0.5 s)."""
-        return cls(529, "Overloaded", retry_after=retry_after)
+    def overloaded(cls, retry_after: float | None = None, *, in_stream: bool = False) -> ApiError:
+        """529 overloaded (without ``retry_after`` the SDK backs off exponentially, from 0.5 s); with
+        ``in_stream``, an ``overloaded_error`` event inside a streamed answer."""
+        return cls(529, "Overloaded", retry_after=retry_after, in_stream=in_stream)
 
     @classmethod
     def server_error(cls, retry_after: float | None = None) -> ApiError:

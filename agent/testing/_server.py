@@ -132,6 +132,8 @@ class FakeMessagesAPI:
             item = self._replies.popleft()
         while callable(item):
             item = item(body)
+        if isinstance(item, ApiError) and item.in_stream and body.get("stream") is True:
+            return 200, {}, item
         if isinstance(item, ApiError):
             extra: dict[str, str] = {}
             if item.retry_after is not None:
@@ -210,6 +212,14 @@ def _events(message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     yield "message_stop", {"type": "message_stop"}
 
 
+def _error_events(error: ApiError) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A stream that starts a message, then fails with ``error`` (as an ``error`` event)."""
+    usage = {"input_tokens": 0, "output_tokens": 0}
+    start = {"id": "msg_fake_failed", "type": "message", "role": "assistant", "model": "", "content": []}
+    yield "message_start", {"type": "message_start", "message": {**start, "stop_reason": None, "usage": usage}}
+    yield "error", error.body()
+
+
 def _start(index: int, block: dict[str, Any]) -> dict[str, Any]:
     return {"type": "content_block_start", "index": index, "content_block": block}
 
@@ -230,12 +240,13 @@ def _handler_for(api: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _send_stream(self, message: dict[str, Any]) -> None:
+        def _send_stream(self, message: dict[str, Any] | ApiError) -> None:
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("cache-control", "no-cache")
             self.end_headers()
-            for event, data in _events(message):
+            events = _error_events(message) if isinstance(message, ApiError) else _events(message)
+            for event, data in events:
                 payload = json.dumps(data, ensure_ascii=False)
                 self.wfile.write(f"event: {event}\ndata: {payload}\n\n".encode())
             self.wfile.flush()

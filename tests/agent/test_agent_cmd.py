@@ -270,3 +270,31 @@ def test_bad_numbers_are_refused_when_the_arguments_are_parsed(
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_a_prefilter_state_that_is_a_folder_exits_2_before_any_request(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main([*argv(project)[:-1], "filtered", "--prefilter-state", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"tooltree: error: --prefilter-state: {tmp_path} is a folder, not a file"
+    assert api.requests == []
+
+
+def test_a_prefilter_state_that_cannot_be_saved_is_said_in_the_summary(
+    project: Project,
+    api: FakeMessagesAPI,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def full_disk(**_: object) -> tuple[int, str]:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("agent.prefilter.state.tempfile.mkstemp", full_disk)  # root ignores an unwritable folder
+    verdicts = {"verdicts": [{"tool": "crm__get_record", "needed": True, "probability": 0.9}]}
+    api.add(reply(tool_use("record_tool_verdicts", verdicts)), reply("Negotiation."))
+    state = tmp_path / "admitted.json"
+    assert main([*argv(project)[:-1], "filtered", "--prefilter", "claude", "--prefilter-state", str(state)]) == 0
+    err = capsys.readouterr().err
+    assert f"tooltree: pre-filter state not saved: {state}: cannot write the pre-filter state" in err
+    assert not state.exists()

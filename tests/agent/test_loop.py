@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from agent import Agent, ModelAPIError, ModelReplied, RunFinished, ToolFinished, read_transcript
+from agent.content import MAX_RESULT_CHARS
 from agent.events import Event
 from agent.testing import ApiError, FakeMessagesAPI, reply, server_tool_use, tool_search_result, tool_use
 from sandbox.host import Runtime
@@ -247,3 +248,65 @@ def test_the_default_client_comes_from_the_environment(
         result = Agent(project.config, tree=project.tree, mode="direct", runtime=live).run("Hello")
     assert result.answer == "Hi."
     assert "sk-from-env" in (api.headers[0].get("x-api-key") or api.headers[0].get("authorization", ""))
+
+
+def test_an_enormous_tool_result_reaches_the_model_as_its_head_and_tail(project: Project, live: Runtime) -> None:
+    huge = "HEAD" + "x" * 2_000_000 + "TAIL"  # a server may answer with megabytes; each request would resend them
+    with FakeMessagesAPI([reply(tool_use("media__slow_echo", {"text": huge, "seconds": 0})), reply("ok")]) as api:
+        result = agent(project, api, live).run("Echo it")
+    (answer,) = tool_results(api.requests[1])
+    texts = [b["text"] for b in answer["content"]]
+    assert texts[0].startswith("HEAD") and texts[0].endswith("TAIL") and "characters left out" in texts[0]
+    assert f"2,000,008 characters of text; {MAX_RESULT_CHARS:,} are shown" in texts[-1]
+    assert sum(len(t) for t in texts) < MAX_RESULT_CHARS + 1000 and len(json.dumps(answer)) < MAX_RESULT_CHARS + 10_000
+    assert result.summary.model_bytes < MAX_RESULT_CHARS + 1000
+
+
+@pytest.mark.parametrize("value", [[1, 2], "{}", None])
+def test_a_tool_use_whose_input_is_not_an_object_is_refused_and_not_run(
+    project: Project, live: Runtime, value: Any
+) -> None:
+    call = {"type": "tool_use", "name": "crm__create_task", "input": value}  # all-default arguments would not run
+    with FakeMessagesAPI([reply(call), reply("ok")]) as api:
+        result = agent(project, api, live).run("Make a task")
+    (answer,) = tool_results(api.requests[1])
+    assert answer["is_error"] and answer["content"][0]["text"].startswith("the input of crm__create_task must be")
+    assert result.summary.tool_errors == 1
+
+
+@pytest.mark.parametrize("stop", ["max_tokens", "refusal"])
+def test_a_conversation_cut_in_the_middle_of_a_tool_call_can_go_on(project: Project, live: Runtime, stop: str) -> None:
+    cut = reply("Let me look", tool_use("crm__create_task", {"subject": "half"}), stop_reason=stop)
+    with FakeMessagesAPI([cut, reply("Carrying on.")]) as api:
+        bot = agent(project, api, live)
+        first = bot.run("Make a task")
+        second = bot.run("Go on", history=first.messages)
+    assert first.stop_reason == stop and first.summary.tool_calls == 0
+    assert second.completed and second.answer == "Carrying on."
+    last = api.requests[1]["messages"][-1]
+    assert last["content"][0]["type"] == "tool_result" and last["content"][0]["is_error"] is True
+    assert last["content"][0]["tool_use_id"] == api.responses[0]["content"][1]["id"]
+    assert last["content"][-1]["text"] == "Go on"
+
+
+def test_an_overload_inside_the_stream_is_retried(
+    project: Project, live: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("agent.loop.STREAM_RETRY_DELAY", 0.0)
+    script = [ApiError.overloaded(in_stream=True), reply(tool_use("media__list_gallery")), reply("Listed.")]
+    with FakeMessagesAPI(script) as api:
+        result = agent(project, api, live).run("List the gallery")
+    assert result.completed and result.summary.turns == 2 and len(api.requests) == 3
+
+
+def test_an_overload_inside_the_stream_past_the_retries_says_what_happened(
+    project: Project, live: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("agent.loop.STREAM_RETRY_DELAY", 0.0)
+    with (
+        FakeMessagesAPI([ApiError.overloaded(in_stream=True)] * 4) as api,
+        pytest.raises(ModelAPIError) as info,
+    ):
+        agent(project, api, live).run("List the gallery")
+    assert str(info.value) == "the Messages API failed inside its stream (overloaded_error): Overloaded"
+    assert len(api.requests) == 4  # the first try and max_retries=3

@@ -120,7 +120,7 @@ def test_the_set_is_persisted_and_carries_over_to_the_next_conversation(project:
     f.start()
     f.decide([user("read the doc")])
     saved = json.loads(state.read_text(encoding="utf-8"))["admitted"]
-    assert saved[0] == "docs.get_document" and "gone.tool" in saved  # an unknown tool is kept, not offered
+    assert saved[:2] == ["gone.tool", "docs.get_document"]  # an unknown tool is kept (not offered); new ones appended
     f.start()  # the next conversation starts from the file
     assert f.admitted.keys()[0] == "docs.get_document" and "gone.tool" not in f.admitted
 
@@ -148,3 +148,48 @@ def test_a_corrupt_state_file_admits_every_tool_and_is_left_untouched(project: P
 def test_a_threshold_outside_zero_to_one_is_refused(project: Project) -> None:
     with pytest.raises(ValueError, match=r"threshold must be in \(0, 1\]"):
         gate(project, [], threshold=1.5)
+
+
+class _Broken:
+    """A classifier with a bug: it raises something other than `FilterError`."""
+
+    name = "broken"
+    default_threshold = 0.5
+
+    def classify(self, text: str, catalog: object) -> object:
+        raise KeyError("no such column")
+
+
+def test_a_classifier_that_raises_anything_admits_every_tool_and_says_why(project: Project) -> None:
+    f = PreFilter(_Broken(), catalog(project.tree))  # type: ignore[arg-type]
+    f.start()
+    step = f.decide([user("read the deal")])
+    assert step.fail_kind == "error" and "KeyError('no such column')" in step.fail_open
+    assert len(f.admitted) == len(f.catalog) and f.failed_open
+
+
+def test_two_runs_sharing_a_state_file_keep_each_others_tools(project: Project, tmp_path: Path) -> None:
+    state = tmp_path / "shared.json"
+    first = gate(project, [{"crm.list_leads": 0.9}], state=state)
+    second = gate(project, [{"media.list_gallery": 0.9}], state=state)
+    first.start()
+    second.start()  # both loaded the empty set before either saved
+    first.decide([user("leads")])
+    second.decide([user("gallery")])
+    saved = json.loads(state.read_text(encoding="utf-8"))["admitted"]
+    assert "crm.list_leads" in saved and "media.list_gallery" in saved
+
+
+def test_a_state_that_cannot_be_saved_is_reported_in_the_step(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full_disk(**_: object) -> tuple[int, str]:
+        raise OSError(28, "No space left on device")
+
+    # A full disk stands in for an unwritable folder: the tests may run as root, whom permissions do not stop.
+    monkeypatch.setattr("agent.prefilter.state.tempfile.mkstemp", full_disk)
+    f = gate(project, [{"crm.list_leads": 0.9}], state=tmp_path / "state.json")
+    f.start()
+    step = f.decide([user("leads")])
+    assert step.added and not step.fail_open
+    assert "cannot write the pre-filter state" in step.state_error and "No space left" in step.state_error
