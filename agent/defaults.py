@@ -33,7 +33,9 @@ SETTINGS: dict[str, Setting] = {
         choices=CLASSIFIERS,
     ),
     "prefilter_threshold": Setting(
-        float, "admit a tool whose probability is at least this (0-1; default per classifier)"
+        float,
+        "admit a tool whose probability is at least this (0-1; default per classifier)",
+        check=lambda v: None if 0 < v <= 1 else f"a probability above 0 and at most 1, got {v}",
     ),
     "prefilter_siblings": Setting(
         str,
