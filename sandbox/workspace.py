@@ -47,7 +47,7 @@ from sandbox._supervisor.transfer import (
     read_item,
 )
 from sandbox.errors import ProtocolError, WorkspaceError
-from sandbox.workspace_merge import RestoreRecord, host_entry, merge
+from sandbox.workspace_merge import RestoreRecord, entries_below, merge, move_out, remove_tree, shown
 
 __all__ = [
     "BATCH_BYTES",
@@ -119,14 +119,21 @@ class WorkspaceReceiver:
     def __init__(
         self, dest: Path, *, max_bytes: int, max_entries: int = MAX_ENTRIES, record: RestoreRecord | None = None
     ) -> None:
-        self.dest = dest
+        # Its real path: ``.`` or ``..`` has no name to stage beside, and cannot be moved aside.
+        self.dest = dest = Path(os.path.realpath(dest))
         self.max_bytes = max_bytes
         self.max_entries = max_entries
         self.record = record
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_staging(dest)
-        self.staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.incoming-{os.getpid()}-", dir=dest.parent))
-        self.staging.chmod(0o755)
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            _remove_stale_staging(dest)
+            self.staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.incoming-{os.getpid()}-", dir=dest.parent))
+            self.staging.chmod(0o755)
+        except OSError as e:
+            raise WorkspaceError(
+                f"cannot save the workspace into {dest}: a save is received beside it, in {dest.parent}, "
+                f"and that failed: {e.strerror}"
+            ) from None
         self._writer = TreeWriter(self.staging, exclusive=True)
         self.counts = {"files": 0, "dirs": 0, "bytes": 0}
         self._charged = 0
@@ -234,7 +241,7 @@ class WorkspaceReceiver:
         old = Path(tempfile.mkdtemp(prefix=f".{self.dest.name}.old-", dir=self.dest.parent))
         previous = old / "w"
         try:
-            os.rename(self.dest, previous)
+            _move_aside(self.dest, old)
         except OSError as e:
             old.rmdir()
             raise WorkspaceError(f"could not put the saved workspace in place at {self.dest}: {e.strerror}") from None
@@ -245,6 +252,8 @@ class WorkspaceReceiver:
         except OSError as e:
             if not self.dest.exists():
                 os.rename(previous, self.dest)
+                old.rmdir()
+            self._keep_staging()
             raise WorkspaceError(
                 f"could not merge the saved workspace into {self.dest} ({e}); the host folder is back in place "
                 f"(without what was already moved into the saved copy) and the saved copy is in {self.staging}"
@@ -252,20 +261,26 @@ class WorkspaceReceiver:
         self.notes = merged.notes
         left = merged.left(previous)
         if left:
-            shown = ", ".join(os.fsdecode(rel) for rel in left[:5]) + (", …" if len(left) > 5 else "")
+            names = ", ".join(shown(rel) for rel in left[:5]) + (", …" if len(left) > 5 else "")
             self.notes.append(f"{len(left)} host file(s) could not be merged into {self.dest} and are kept in "
-                              f"{previous}: {shown}")  # fmt: skip
+                              f"{previous}: {names}")  # fmt: skip
         else:
-            shutil.rmtree(old, ignore_errors=True)
+            remove_tree(old)
+
+    def _keep_staging(self) -> None:
+        """Give a staging folder that host files may have moved into a name no later save removes as stale."""
+        kept = tempfile.mkdtemp(prefix=f".{self.dest.name}.unmerged-", dir=self.dest.parent)
+        try:
+            os.rename(self.staging, kept)  # over the empty folder just made
+        except OSError:
+            os.rmdir(kept)
+            return
+        self.staging = Path(kept)
 
     def _record_of_save(self, digests: dict[bytes, bytes]) -> RestoreRecord:
         """What the sandbox holds now, as a restore record: a later save merges against it."""
         record = RestoreRecord(root_mode=None)
-        for rel in (*self._dirs, *digests):
-            try:
-                entry = host_entry(os.lstat(os.path.join(os.fsencode(self.dest), rel)))
-            except OSError:
-                continue
+        for rel, entry in entries_below(self.dest, (*self._dirs, *digests)).items():
             if (entry.kind == "dir") == (rel in self._dirs) and entry.kind != "other":
                 record.entries[rel] = entry
         record.digests = {rel: d for rel, d in digests.items() if rel in record.entries}
@@ -285,6 +300,20 @@ def _remove_stale_staging(dest: Path) -> None:
         pid = stale.name[len(prefix) :].partition("-")[0]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
+
+
+def _move_aside(dest: Path, old: Path) -> None:
+    """Rename ``dest`` to ``old/w`` (also when the host made it read-only: its mode is set again by the merge).
+
+    Raises:
+        OSError: the rename failed.
+    """
+    src, dst = os.open(dest.parent, os.O_RDONLY | os.O_DIRECTORY), os.open(old, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        move_out(src, os.fsencode(dest.name), dst, b"w")
+    finally:
+        os.close(src)
+        os.close(dst)
 
 
 def _alive(pid: int) -> bool:

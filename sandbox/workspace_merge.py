@@ -21,22 +21,30 @@ with these rules, path by path:
   a file neither side changed stays the host's very file (its inode and times too).
 
 Modes are kept too: a file or folder the sandbox brings back gets the mode its host copy had
-(permission bits only), so a save never widens ``0600`` to ``0644`` nor drops an execute bit. An
-entry that cannot be placed is left in the previous copy, which is then kept and named in a note.
+(permission bits only), so a save never widens ``0600`` to ``0644`` nor drops an execute bit. Modes
+are set last, so a folder the host made read-only still takes what is kept in it. An entry that
+cannot be placed is left in the previous copy, which is then kept and named in a note.
+
+Every entry is reached from its root folder's descriptor one component at a time (`_Tree`), never
+by a full path: a saved path may be up to 4,096 bytes, and with the host folder's path in front of it
+longer than ``PATH_MAX``. Names in notes are shown escaped (`shown`): they come from the sandbox.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import errno
 import hashlib
 import os
+import shutil
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandbox._supervisor.fswalk import split_path
+from sandbox._supervisor.fswalk import MAX_NAME_BYTES, DirCursor, split_path
 
 SKIP_TOP_LEVEL = b"servers"
 """The tree's place in the container: never workspace content, so a host entry of that name is kept."""
@@ -97,6 +105,66 @@ class RestoreRecord:
         self.digests.update({rel: h.digest() for rel, h in hashes.items()})
 
 
+def shown(rel: bytes) -> str:
+    """A path for a note: undecodable bytes as ``\\xNN``, and control, bidi and zero-width characters and
+    backslashes escaped as in a Python literal, so a name from the sandbox cannot move the terminal's
+    cursor, start an escape sequence or forge a line, and names still tell apart."""
+    text = rel.decode("utf-8", errors="surrogateescape")
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(_shown_char(c) for c in text)
+
+
+def _shown_char(c: str) -> str:
+    if 0xDC80 <= ord(c) <= 0xDCFF:  # a byte that is not UTF-8
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return c if c.isprintable() and c != "\\" else repr(c)[1:-1]
+
+
+class _Tree:
+    """Entries below a root folder, reached from its descriptor one component at a time, never
+    following a link on the way (so a path longer than ``PATH_MAX`` with the root in front works).
+    Folders of the last path stay open (`DirCursor`): paths in walk order cost one ``open`` each."""
+
+    def __init__(self, root: bytes) -> None:
+        self.root = root
+        self._cursor = DirCursor(root)
+
+    def folder(self, rel: bytes) -> int:
+        """The open folder ``rel`` (``b""``: the root), valid until the next call.
+
+        Raises:
+            OSError: it is missing, a link, or not a folder, or one on the way is.
+        """
+        return self._cursor.open(rel.split(b"/") if rel else [], create=False)
+
+    def at(self, rel: bytes) -> tuple[int, bytes]:
+        """The open parent folder of ``rel`` (valid until the next call) and ``rel``'s last name.
+
+        Raises:
+            OSError: as `folder`, for the parent.
+        """
+        parent, _, name = rel.rpartition(b"/")
+        return self.folder(parent), name
+
+    def lstat(self, rel: bytes) -> os.stat_result | None:
+        """``rel``'s own ``lstat``; None when there is nothing there, or a link or a file is on the way.
+
+        Raises:
+            OSError: any other failure (a folder that cannot be searched).
+        """
+        try:
+            fd, name = self.at(rel)
+            return os.lstat(name, dir_fd=fd)
+        except OSError as e:
+            if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                return None
+            raise
+
+    def close(self) -> None:
+        self._cursor.close()
+
+
 def _lstat_walk(
     root: bytes, limit: int | None, *, skip_top: bool = True, strict: bool = True
 ) -> Iterator[tuple[bytes, os.stat_result]]:
@@ -106,38 +174,58 @@ def _lstat_walk(
     Raises:
         OSError: an entry could not be listed or read (``strict``; else it is passed over).
     """
-    stack = [b""]
-    count = 0
-    while stack:
-        rel = stack.pop()
-        try:
-            names = sorted(os.listdir(os.path.join(root, rel) if rel else root))
-        except OSError:
-            if strict:
-                raise
-            continue
-        for name in names:
-            if skip_top and not rel and name == SKIP_TOP_LEVEL:
-                continue
-            child = rel + b"/" + name if rel else name
+    try:
+        tree = _Tree(root)
+    except OSError:
+        if strict:
+            raise
+        return
+    try:
+        stack = [b""]
+        count = 0
+        while stack:
+            rel = stack.pop()
             try:
-                st = os.lstat(os.path.join(root, child))
+                fd = tree.folder(rel)
+                names = sorted(os.fsencode(n) for n in os.listdir(fd))
             except OSError:
                 if strict:
                     raise
                 continue
-            count += 1
-            if limit is not None and count > limit:
-                return
-            yield child, st
-            if stat.S_ISDIR(st.st_mode):
-                stack.append(child)
+            for name in names:
+                if skip_top and not rel and name == SKIP_TOP_LEVEL:
+                    continue
+                try:
+                    st = os.lstat(name, dir_fd=fd)
+                except OSError:
+                    if strict:
+                        raise
+                    continue
+                count += 1
+                if limit is not None and count > limit:
+                    return
+                child = rel + b"/" + name if rel else name
+                yield child, st
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(child)
+    finally:
+        tree.close()
 
 
-def _digest(path: bytes) -> bytes | None:
+def entries_below(root: Path, rels: Iterable[bytes]) -> dict[bytes, HostEntry]:
+    """The `HostEntry` of each of ``rels`` (relative to ``root``) that is there, reached without a link."""
+    tree = _Tree(os.fsencode(root))
+    try:
+        return {rel: host_entry(st) for rel in rels if (st := tree.lstat(rel)) is not None}
+    finally:
+        tree.close()
+
+
+def _digest(tree: _Tree, rel: bytes) -> bytes | None:
     h = hashlib.sha256()
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        dir_fd, name = tree.at(rel)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError:
         return None
     try:
@@ -158,6 +246,10 @@ class Merge:
     """Host entries moved into the saved copy."""
     dropped: set[bytes] = field(default_factory=set)
     """Host files the sandbox's copy (or its deletion) replaces: unchanged since they were sent."""
+    modes: dict[bytes, int] = field(default_factory=dict)
+    """Permission bits to give entries of the saved copy once everything is in it (``b""``: its root)."""
+    placed: set[bytes] = field(default_factory=set)
+    """Paths of the saved copy that now hold a host entry (which keeps its own mode)."""
 
     def left(self, previous: Path) -> list[bytes]:
         """Files still in ``previous`` that the merge did not mean to drop (none, unless a move failed)."""
@@ -180,59 +272,84 @@ def merge(previous: Path, staging: Path, record: RestoreRecord | None, sandbox_d
         OSError: a move or a mode change failed (both folders are then left as they are).
     """
     out = Merge()
-    prev, stage = os.fsencode(previous), os.fsencode(staging)
-    if record is not None:
-        _restore_modes(stage, record)
-    else:
-        os.chmod(stage, stat.S_IMODE(os.stat(prev).st_mode))
-    if os.path.lexists(os.path.join(prev, SKIP_TOP_LEVEL)):
-        _carry(prev, SKIP_TOP_LEVEL, stage, out)
-    for rel, st in list(_lstat_walk(prev, None)):
-        src = os.path.join(prev, rel)
-        if not os.path.lexists(src):
-            continue  # moved with its folder
-        dst = os.path.join(stage, rel)
-        sent = record.entries.get(rel) if record is not None else None
-        if stat.S_ISDIR(st.st_mode):
-            if record is not None and sent is None and not os.path.lexists(dst):
-                _carry(prev, rel, stage, out)  # a folder made on the host meanwhile: kept whole
-            continue
-        if sent is not None and sent.kind == "file" and host_entry(st).identity == sent.identity:
-            sent_digest = record.digests.get(rel) if record is not None else None
-            if sent_digest is not None and sandbox_digests.get(rel) == sent_digest and os.path.isfile(dst):
-                os.unlink(dst)  # unchanged on both sides: the host's file stays as it was (inode, times)
-                os.rename(src, dst)
-            else:
-                out.dropped.add(rel)  # unchanged on the host since it was sent: the sandbox decides
-            continue
-        if not stat.S_ISREG(st.st_mode) or not os.path.lexists(dst):
-            _carry(prev, rel, stage, out)
-            continue
-        sent_digest = record.digests.get(rel) if record is not None else None
-        if sent_digest is not None and sandbox_digests.get(rel) == sent_digest and os.path.isfile(dst):
-            os.unlink(dst)  # the sandbox left its copy as sent; the host changed it
-            _carry(prev, rel, stage, out)
-        elif os.path.isfile(dst) and _digest(src) == sandbox_digests.get(rel):
-            out.dropped.add(rel)  # the same content on both sides
+    prev, stage = _Tree(os.fsencode(previous)), _Tree(os.fsencode(staging))
+    try:
+        _merge(prev, stage, record, sandbox_digests, out)
+        if record is None:
+            out.modes[b""] = stat.S_IMODE(os.stat(previous).st_mode)
         else:
-            _carry(prev, rel, stage, out, beside=True)
+            _sandbox_modes(stage, record, out)
+        # Deepest first, the root last: a folder that becomes read-only has everything in it already.
+        for rel in sorted(out.modes, key=lambda r: (r.count(b"/"), bool(r)), reverse=True):
+            mode = out.modes[rel] & 0o777  # never setuid, setgid or sticky
+            if rel:
+                fd, name = stage.at(rel)
+                os.chmod(name, mode, dir_fd=fd)
+            else:
+                os.chmod(stage.folder(b""), mode)
+    finally:
+        prev.close()
+        stage.close()
     return out
 
 
-def _restore_modes(stage: bytes, record: RestoreRecord) -> None:
-    if record.root_mode is not None:
-        os.chmod(stage, record.root_mode & 0o777)
-    for rel, entry in record.entries.items():
-        path = os.path.join(stage, rel)
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
+def _merge(
+    prev: _Tree, stage: _Tree, record: RestoreRecord | None, sandbox_digests: dict[bytes, bytes], out: Merge
+) -> None:
+    if prev.lstat(SKIP_TOP_LEVEL) is not None:
+        _carry(prev, SKIP_TOP_LEVEL, stage, out)
+    for rel, st in list(_lstat_walk(prev.root, None)):
+        if prev.lstat(rel) is None:
+            continue  # moved with its folder
+        dst = stage.lstat(rel)
+        sandbox_file = dst is not None and stat.S_ISREG(dst.st_mode)
+        sent = record.entries.get(rel) if record is not None else None
+        sent_digest = record.digests.get(rel) if record is not None else None
+        left_as_sent = sent_digest is not None and sandbox_digests.get(rel) == sent_digest and sandbox_file
+        if stat.S_ISDIR(st.st_mode):
+            if record is not None and sent is None and dst is None:
+                _carry(prev, rel, stage, out)  # a folder made on the host meanwhile: kept whole
             continue
-        if host_entry(st).kind == entry.kind != "other":
-            os.chmod(path, entry.mode & 0o777)  # never setuid, setgid or sticky on what the sandbox wrote
+        if sent is not None and sent.kind == "file" and host_entry(st).identity == sent.identity:
+            if left_as_sent:
+                _replace(prev, rel, stage, out)  # unchanged on both sides: the host's file stays as it was
+            else:
+                out.dropped.add(rel)  # unchanged on the host since it was sent: the sandbox decides
+            continue
+        if not stat.S_ISREG(st.st_mode) or dst is None:
+            _carry(prev, rel, stage, out)
+        elif left_as_sent:
+            _replace(prev, rel, stage, out)  # the sandbox left its copy as sent; the host changed it
+        elif sandbox_file and _digest(prev, rel) == sandbox_digests.get(rel):
+            out.dropped.add(rel)  # the same content on both sides
+        else:
+            _carry(prev, rel, stage, out, beside=True)
 
 
-def _carry(prev: bytes, rel: bytes, stage: bytes, out: Merge, *, beside: bool = False) -> None:
+def _sandbox_modes(stage: _Tree, record: RestoreRecord, out: Merge) -> None:
+    """The host modes of the sandbox's own entries, into ``out.modes`` (host entries keep theirs)."""
+    if record.root_mode is not None:
+        out.modes.setdefault(b"", record.root_mode)
+    for rel, entry in record.entries.items():
+        if rel in out.placed or rel in out.modes:
+            continue
+        st = stage.lstat(rel)
+        if st is not None and host_entry(st).kind == entry.kind != "other":
+            out.modes[rel] = entry.mode
+
+
+def _replace(prev: _Tree, rel: bytes, stage: _Tree, out: Merge) -> None:
+    """Put the host's ``rel`` in place of the sandbox's copy of it (its inode, times and mode).
+
+    Raises:
+        OSError: the move failed.
+    """
+    fd, name = stage.at(rel)
+    os.unlink(name, dir_fd=fd)
+    _carry(prev, rel, stage, out)
+
+
+def _carry(prev: _Tree, rel: bytes, stage: _Tree, out: Merge, *, beside: bool = False) -> None:
     """Move ``rel`` from ``prev`` to the same place in ``stage``, or beside the sandbox's copy when
     ``beside`` or when the sandbox has an entry there. Folders on the way are made; where the sandbox
     has a file instead of one of them, the entry stays in ``prev`` (`Merge.left` finds it).
@@ -241,28 +358,89 @@ def _carry(prev: bytes, rel: bytes, stage: bytes, out: Merge, *, beside: bool = 
         OSError: the move failed.
     """
     parts = rel.split(b"/")
-    parent = stage
-    for i, name in enumerate(parts[:-1]):
-        parent = os.path.join(parent, name)
-        if not os.path.lexists(parent):
-            os.mkdir(parent, 0o700)  # the sandbox deleted the folder: it comes back with its host mode
-            os.chmod(parent, stat.S_IMODE(os.lstat(os.path.join(prev, *parts[: i + 1])).st_mode) & 0o777)
-        elif os.path.islink(parent) or not os.path.isdir(parent):
+    for i in range(1, len(parts)):
+        folder = b"/".join(parts[:i])
+        st = stage.lstat(folder)
+        if st is None:
+            fd, name = stage.at(folder)
+            os.mkdir(name, 0o700, dir_fd=fd)  # the sandbox deleted the folder: it comes back with its host mode
+            host = prev.lstat(folder)
+            out.modes[folder] = stat.S_IMODE(host.st_mode) if host is not None else 0o755
+            out.placed.add(folder)
+        elif not stat.S_ISDIR(st.st_mode):
             return
-    dst = os.path.join(parent, parts[-1])
-    if beside or os.path.lexists(dst):
-        dst = _free_name(parent, parts[-1])
-        shown, kept = os.fsdecode(rel), os.fsdecode(os.path.relpath(dst, stage))
-        out.notes.append(f"{shown}: both the host and the sandbox changed it; the sandbox's copy is saved as "
-                         f"{shown} and the host's is kept as {kept}")  # fmt: skip
-    os.rename(os.path.join(prev, rel), dst)
+    dst_fd, name = stage.at(rel)
+    src_fd, src_name = prev.at(rel)  # two cursors: both stay open
+    if beside or _lexists(name, dst_fd):
+        name = _free_name(name, dst_fd, src_fd)
+        kept = b"/".join([*parts[:-1], name])
+        out.notes.append(f"{shown(rel)}: both the host and the sandbox changed it; the sandbox's copy is saved as "
+                         f"{shown(rel)} and the host's is kept as {shown(kept)}")  # fmt: skip
+    else:
+        out.placed.add(rel)
+    move_out(src_fd, src_name, dst_fd, name)
     out.carried.add(rel)
 
 
-def _free_name(parent: bytes, name: bytes) -> bytes:
+def move_out(src_fd: int, src_name: bytes, dst_fd: int, dst_name: bytes) -> None:
+    """Rename an entry of a host folder into another folder, also when the host made its folder (or the
+    folder moved itself) read-only: write permission is added for the move, then taken away again.
+
+    Raises:
+        OSError: the move failed (or permission could not be added: a folder of another user).
+    """
+    try:
+        os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+        return
+    except PermissionError:
+        pass
+    folder_mode = stat.S_IMODE(os.fstat(src_fd).st_mode)
+    st = os.lstat(src_name, dir_fd=src_fd)
+    own_mode = stat.S_IMODE(st.st_mode) if stat.S_ISDIR(st.st_mode) else None  # a folder's ``..`` changes too
+    os.chmod(src_fd, folder_mode | stat.S_IRWXU)
+    try:
+        if own_mode is not None:
+            os.chmod(src_name, own_mode | stat.S_IRWXU, dir_fd=src_fd)
+        os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+        if own_mode is not None:
+            os.chmod(dst_name, own_mode, dir_fd=dst_fd)
+    finally:
+        os.chmod(src_fd, folder_mode)
+
+
+def remove_tree(root: Path) -> None:
+    """Remove a folder and everything in it, read-only folders too (best effort: what cannot go stays)."""
+    try:
+        folders = [b""] + [rel for rel, st in _lstat_walk(os.fsencode(root), None, skip_top=False, strict=False)
+                           if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IRWXU != stat.S_IRWXU]  # fmt: skip
+        tree = _Tree(os.fsencode(root))
+    except OSError:
+        folders = []
+    else:
+        try:
+            for rel in folders:
+                with contextlib.suppress(OSError):
+                    os.chmod(tree.folder(rel), 0o700)
+        finally:
+            tree.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _lexists(name: bytes, dir_fd: int) -> bool:
+    try:
+        os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _free_name(name: bytes, *dir_fds: int) -> bytes:
+    """``name.host`` (``.host-2``, …) taken in none of ``dir_fds`` (the saved copy's folder, and the host's,
+    whose entries are still to be merged); a long name is cut to make room for the suffix."""
     n = 1
     while True:
-        candidate = os.path.join(parent, name + (b".host" if n == 1 else b".host-%d" % n))
-        if not os.path.lexists(candidate):
+        suffix = b".host" if n == 1 else b".host-%d" % n
+        candidate = name[: MAX_NAME_BYTES - len(suffix)] + suffix
+        if not any(_lexists(candidate, fd) for fd in dir_fds):
             return candidate
         n += 1

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from sandbox._supervisor.fswalk import DirCursor
 from sandbox._supervisor.transfer import CHUNK_BYTES
 from sandbox.errors import ProtocolError, WorkspaceError
 from sandbox.workspace import (
@@ -386,3 +387,146 @@ def test_a_save_killed_midway_leaves_nothing_and_its_leftovers_are_removed_by_th
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["ws", live.staging.name])
     live.discard()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+
+
+# ---- the merge against hostile shapes and awkward host folders --------------------------------------
+
+
+def test_a_folder_the_sandbox_replaced_with_a_file_is_saved(tmp_path: Path) -> None:
+    # Before: every save failed ("Not a directory") once a script replaced a restored folder with a file.
+    dest = tmp_path / "ws"
+    (dest / "notes").mkdir(parents=True)
+    (dest / "notes" / "a.txt").write_bytes(b"v1")
+    (dest / "edited").mkdir()
+    (dest / "edited" / "b.txt").write_bytes(b"v1")
+    record = restored(dest)
+    (dest / "edited" / "b.txt").write_bytes(b"edited on the host")
+    receiver = save(dest, record, {"notes": b"now a file", "edited": b"also a file"})
+    assert tree_of(dest) == {"edited": b"also a file", "notes": b"now a file"}
+    (note,) = receiver.notes
+    assert note.startswith("1 host file(s) could not be merged") and note.endswith(": edited/b.txt")
+    kept = next(tmp_path.glob(".ws.old-*"))
+    assert (kept / "w" / "edited" / "b.txt").read_bytes() == b"edited on the host"
+
+
+def test_paths_longer_than_path_max_below_the_host_folder_are_merged(tmp_path: Path) -> None:
+    # Before: a saved path of 4,000 bytes under a host folder whose own path is long went over PATH_MAX,
+    # and every later save of that folder failed with "File name too long".
+    dest = tmp_path / ("p" * 200) / "ws"
+    dest.mkdir(parents=True)
+    parts = [b"x" * 250] * 16
+    with DirCursor(dest) as cursor:  # the path is too long to make by name
+        fd = os.open("f.txt", os.O_WRONLY | os.O_CREAT, dir_fd=cursor.open(parts, create=True))
+        os.write(fd, b"deep")
+        os.close(fd)
+    assert len(os.fsencode(dest)) + 1 + len(b"/".join([*parts, b"f.txt"])) > 4096
+    record = restored(dest)
+    dirs = tuple("/".join(["x" * 250] * n) for n in range(1, 17))
+    receiver = save(dest, record, {f"{dirs[-1]}/f.txt": b"deep", "new.txt": b"n"}, dirs)
+    assert receiver.notes == [] and (dest / "new.txt").read_bytes() == b"n"
+    with DirCursor(dest) as cursor:
+        fd = os.open("f.txt", os.O_RDONLY, dir_fd=cursor.open(parts, create=False))
+        assert os.read(fd, 100) == b"deep"
+        os.close(fd)
+    save(dest, receiver.next_record, {"new.txt": b"n"})  # the script deleted the deep tree
+    assert tree_of(dest) == {"new.txt": b"n"}
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["ws"]
+
+
+def test_names_in_notes_are_escaped_and_conflict_copies_never_take_a_host_name(tmp_path: Path) -> None:
+    dest = tmp_path / "ws"
+    dest.mkdir()
+    hostile = b"e\x1b]52;c;SGk=\x07\nforged \xe9\xe2\x80\xae"
+    for name in (hostile, b"a"):
+        with open(os.fsencode(dest) + b"/" + name, "wb") as f:
+            f.write(b"v1")
+    record = restored(dest)
+    for name in (hostile, b"a"):
+        with open(os.fsencode(dest) + b"/" + name, "wb") as f:
+            f.write(b"host v2")
+    (dest / "a.host").write_bytes(b"the user's own a.host")
+    receiver = WorkspaceReceiver(dest, max_bytes=100_000, record=record)
+    send(receiver, piece({"b64": b64(hostile)}, b"sandbox v2"), piece("a", b"sandbox v2"))
+    receiver.check({"files": 2, "dirs": 0, "bytes": 20})
+    receiver.commit()
+    shown = "e\\x1b]52;c;SGk=\\x07\\nforged \\xe9\\u202e"
+    assert receiver.notes == [
+        "a: both the host and the sandbox changed it; the sandbox's copy is saved as a and the host's is kept as "
+        "a.host-2",
+        f"{shown}: both the host and the sandbox changed it; the sandbox's copy is saved as {shown} and the "
+        f"host's is kept as {shown}.host",
+    ]
+    assert (dest / "a.host").read_bytes() == b"the user's own a.host"
+    assert (dest / "a.host-2").read_bytes() == b"host v2"
+    with open(os.fsencode(dest) + b"/" + hostile + b".host", "rb") as f:
+        assert f.read() == b"host v2"
+
+
+def test_a_workspace_named_by_a_relative_path_like_dot_is_saved_into_that_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: `tooltree exec --workspace .` staged the save inside the workspace, then could not move
+    # "." aside: every save failed ("Device or resource busy") and the session's files were lost.
+    dest = tmp_path / "ws"
+    (dest / "sub").mkdir(parents=True)
+    (dest / "mine.txt").write_bytes(b"mine")
+    monkeypatch.chdir(dest / "sub")
+    save(Path(".."), restored(Path("..")), {"mine.txt": b"mine", "new.txt": b"n"})
+    assert tree_of(dest) == {"mine.txt": b"mine", "new.txt": b"n"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+
+
+def test_a_save_that_cannot_be_staged_beside_the_folder_is_a_workspace_error(tmp_path: Path) -> None:
+    # Before: a bare OSError, which `tooltree exec` did not catch: a traceback, and the output never printed.
+    (tmp_path / "file").write_bytes(b"x")
+    with pytest.raises(WorkspaceError, match=r"cannot save the workspace into .*file/ws"):
+        WorkspaceReceiver(tmp_path / "file" / "ws", max_bytes=1000)
+
+
+def test_a_failed_merge_keeps_the_saved_copy_where_no_later_save_removes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the saved copy (and host files already moved into it) stayed in the staging folder, which
+    # the next save removed as left over by a dead process.
+    dest = tmp_path / "ws"
+    dest.mkdir()
+    (dest / "mine.txt").write_bytes(b"mine")
+
+    def broken_merge(*args: Any) -> Any:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr("sandbox.workspace.merge", broken_merge)
+    with pytest.raises(WorkspaceError, match="the saved copy is in") as raised:
+        save(dest, restored(dest), {"work.txt": b"the session's work"})
+    kept = Path(str(raised.value).rpartition("the saved copy is in ")[2])
+    monkeypatch.setattr("sandbox.workspace._alive", lambda pid: False)  # as seen by a later process
+    WorkspaceReceiver(dest, max_bytes=1000).discard()
+    assert (kept / "work.txt").read_bytes() == b"the session's work"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["ws", kept.name])
+    assert tree_of(dest) == {"mine.txt": b"mine"}
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root moves entries out of read-only folders anyway")
+def test_folders_the_host_made_read_only_are_merged_and_stay_read_only(tmp_path: Path) -> None:
+    # Before (as any user but root): the saved copy's folder was made read-only before host entries
+    # moved into it, and host entries could not move out of a read-only host folder: the save failed.
+    dest = tmp_path / "ws"
+    (dest / "docs").mkdir(parents=True)
+    (dest / "docs" / "a.txt").write_bytes(b"a")
+    os.symlink("/etc/hostname", dest / "docs" / "link")
+    os.chmod(dest / "docs", 0o555)
+    os.chmod(dest, 0o555)
+    record = restored(dest)
+    try:
+        save(dest, record, {"docs/a.txt": b"a", "docs/new.txt": b"n"}, ("docs",))
+        assert tree_of(dest) == {
+            "docs": "dir",
+            "docs/a.txt": b"a",
+            "docs/link": "-> /etc/hostname",
+            "docs/new.txt": b"n",
+        }
+        assert [(dest / p).stat().st_mode & 0o777 for p in ("", "docs")] == [0o555, 0o555]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+    finally:
+        for folder in (dest, dest / "docs"):
+            os.chmod(folder, 0o755)

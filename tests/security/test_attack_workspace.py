@@ -272,3 +272,35 @@ def test_a_workspace_that_is_a_file_is_refused_before_anything_starts(
     with pytest.raises(WorkspaceError, match="not a folder"):
         Sandbox(bare_backend, workspace=notes)
     assert notes.read_bytes() == b"my notes"
+
+
+SWAP_AND_GROW = """\
+import os, shutil
+shutil.rmtree('notes')
+open('notes', 'w').write('a file now')
+path = '/workspace'
+for level in range(15):
+    path += '/' + 'x' * 250
+    os.mkdir(path)
+open(path + '/f.txt', 'w').write('deep')
+"""
+
+
+def test_a_folder_swapped_for_a_file_and_paths_past_path_max_on_the_host_are_saved_again_and_again(
+    bare_backend: DockerBackend, tmp_path: Path
+) -> None:
+    # Before: the first save failed ("Not a directory": a restored folder became a file), and once paths of
+    # 3,800 bytes were saved under a host folder with a long path, every later save failed over PATH_MAX.
+    workspace = tmp_path / ("p" * 200) / "ws"
+    (workspace / "notes").mkdir(parents=True)
+    (workspace / "notes" / "a.txt").write_bytes(b"v1")
+    with Sandbox(bare_backend, workspace=workspace) as sb:
+        run_ok(sb, SWAP_AND_GROW)
+    assert (workspace / "notes").read_bytes() == b"a file now"
+    with Sandbox(bare_backend, workspace=workspace) as sb:
+        run_ok(sb, "open('second.txt', 'w').write('2')\n")
+    assert sb.workspace_notes == [] and (workspace / "second.txt").read_bytes() == b"2"
+    with Sandbox(bare_backend, workspace=workspace) as sb:
+        out = run_ok(sb, "import os\nprint(sum(len(d) for _, d, _ in os.walk('/workspace/' + 'x' * 250)))\n")
+    assert out == "14\n"
+    assert sorted(p.name for p in workspace.parent.iterdir()) == ["ws"]
