@@ -79,7 +79,7 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "timeout": _positive,
     "output_chars": _output_chars,
     "start_timeout": _positive,
-    "workspace_max_bytes": _count,
+    "workspace_max_bytes": lambda v: None if v is None else _count(v),
 }
 """Each limited field of `SandboxConfig` and what is wrong with a value of it (checked one by one)."""
 
@@ -121,7 +121,9 @@ class SandboxConfig:
         owner: the ``tooltree.owner`` label of every container (cleanup selects on it).
         labels: extra labels for every container.
         start_timeout: seconds to wait for a new container's supervisor to report ready.
-        workspace_max_bytes: most bytes a workspace may hold when saved or restored.
+        workspace_max_bytes: most bytes a workspace may hold when saved or restored, counting 4 KiB
+            per file or folder; None (default): what fills ``workspace_size`` with the most entries a
+            save takes, so whatever fits the container's workspace can be saved (`workspace_bytes`).
     """
 
     image: str | None = None
@@ -138,7 +140,7 @@ class SandboxConfig:
     owner: str = "tooltree"
     labels: dict[str, str] = field(default_factory=dict)
     start_timeout: float = 30.0
-    workspace_max_bytes: int = 256 * 1024 * 1024
+    workspace_max_bytes: int | None = None
 
     def __post_init__(self) -> None:
         """Raises: SandboxError: a limit is out of range (the first one, by name: ``timeout: expected …``)."""
@@ -158,6 +160,15 @@ class SandboxConfig:
         settings: dict[str, Any] = config.section("sandbox").read(SETTINGS) if config is not None else {}
         settings.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**settings)
+
+    @property
+    def workspace_bytes(self) -> int:
+        """The bytes a workspace may hold when saved or restored (``workspace_max_bytes``, or derived)."""
+        from sandbox._supervisor.transfer import ENTRY_BYTES, MAX_ENTRIES
+
+        if self.workspace_max_bytes is not None:
+            return self.workspace_max_bytes
+        return parse_size(self.workspace_size) + MAX_ENTRIES * ENTRY_BYTES
 
     @property
     def memory_bytes(self) -> int:

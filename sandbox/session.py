@@ -164,7 +164,7 @@ class Sandbox:
             self._restored = RestoreRecord()
         if self.workspace is not None and self.workspace.is_dir():
             self._restored = RestoreRecord.before_restore(self.workspace)
-            batches = iter_restore_batches(self.workspace, max_bytes=self.config.workspace_max_bytes)
+            batches = iter_restore_batches(self.workspace, max_bytes=self.config.workspace_bytes)
             try:
                 for method, params in self._restored.sent(batches):
                     channel.request(method, params, timeout=_OP_TIMEOUT)
@@ -172,8 +172,8 @@ class Sandbox:
                 self.kill()  # nothing is saved from a partial restore: the folder on the host stays as it is
                 raise WorkspaceError(
                     f"could not restore the workspace {self.workspace}: {e}. Nothing in it was changed; "
-                    f"make it fit (at most {MAX_ENTRIES} files and folders, {self.config.workspace_max_bytes} bytes) "
-                    "or start without it"
+                    f"make it fit (at most {MAX_ENTRIES} files and folders, {self.config.workspace_size} of data: "
+                    "sandbox setting workspace_size) or start without it"
                 ) from None
 
     def __enter__(self) -> Sandbox:
@@ -339,7 +339,7 @@ class Sandbox:
         if target is None:
             raise WorkspaceError("no workspace directory to save into")
         own = target == self.workspace
-        limits = {"max_bytes": self.config.workspace_max_bytes, "max_entries": MAX_ENTRIES}
+        limits = {"max_bytes": self.config.workspace_bytes, "max_entries": MAX_ENTRIES}
         record = self._restored if own else None
         receiver = WorkspaceReceiver(target, max_bytes=limits["max_bytes"], max_entries=MAX_ENTRIES, record=record)
         try:

@@ -142,6 +142,38 @@ def test_filling_the_workspace_stops_at_its_quota_and_what_fits_is_saved(
     assert saved.stat().st_size == int(written)
 
 
+FILL_PAGES = """\
+import errno, os
+page = b'p' * 4096
+made = 0
+try:
+    for i in range(6000):
+        with open(f'p{i:05}', 'wb') as f:
+            f.write(page)
+        made += 1
+except OSError as e:
+    print(errno.errorcode[e.errno], made)
+"""
+
+
+@pytest.mark.parametrize("size", ["16m", "300m"])
+def test_whatever_fills_the_workspace_is_saved_whole(docker_engine: EngineWithCLI, tmp_path: Path, size: str) -> None:
+    # Before: the save's cap was 256 MiB counting 4 KiB per entry, whatever the workspace's size, so a
+    # workspace of 300m could not save more than 256 MiB, and one of 256m filled with page-sized files
+    # (4 KiB of data, 4 KiB counted per entry) not at all: the whole session's work was refused.
+    config = SandboxConfig(owner=TEST_OWNER, workspace_size=size)
+    fills = "p" if size == "16m" else "fill.bin"
+    with Sandbox(DockerBackend(config, docker=docker_engine), workspace=tmp_path / "ws") as sb:
+        code, written = run_ok(sb, FILL_PAGES if fills == "p" else FILL.format(path=fills)).split()
+        assert code == "ENOSPC"
+    saved = {p.name: p for p in (tmp_path / "ws").iterdir() if p.name.startswith(fills)}
+    if fills == "p":  # the files written whole, and the one the disk ran out in, empty
+        pages = [p for p in saved.values() if p.stat().st_size]
+        assert len(pages) == int(written) > 3500 and all(p.read_bytes() == b"p" * 4096 for p in pages[::500])
+    else:
+        assert int(written) > 299 * MiB and saved["fill.bin"].stat().st_size == int(written)
+
+
 def test_many_small_files_are_listed_within_the_limit_and_saved(bare_backend: DockerBackend, tmp_path: Path) -> None:
     with Sandbox(bare_backend, workspace=tmp_path / "ws") as sb:
         run_ok(sb, "import os\nos.mkdir('many')\nfor i in range(5000):\n    open(f'many/{i:05}', 'w').write(str(i))\n")

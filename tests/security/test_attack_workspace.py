@@ -109,8 +109,8 @@ def test_empty_folders_count_against_the_workspace_cap_and_bound_the_hosts_disk(
         run_ok(sb, "import os\nfor i in range(100):\n    os.rmdir(f'd{i}')\n")
     saved = snapshot(workspace)
     assert len(saved) <= MAX_ENTRIES and b"d100" in saved and b"d99" not in saved
-    assert disk_bytes(workspace) <= bare_backend.config.workspace_max_bytes
-    assert len(saved) * ENTRY_BYTES <= bare_backend.config.workspace_max_bytes
+    assert disk_bytes(workspace) <= bare_backend.config.workspace_bytes
+    assert len(saved) * ENTRY_BYTES <= bare_backend.config.workspace_bytes
     # A later session restores all of it.
     sb = Sandbox(bare_backend, workspace=workspace).start()
     try:
