@@ -1,7 +1,7 @@
 """Opening an MCP client session to one configured server, stdio or Streamable HTTP.
 
 The official SDK owns the protocol; this module maps a `ServerConfig` onto it and adds what a
-long-running host needs around it: the server's stderr kept in a file (so a failure can show
+long-running host needs around it: the end of the server's stderr kept (so a failure can show
 its last lines), a raw ``tools/list`` that keeps every field the server sent, and, for stdio,
 our own transport (`tool_tree.stdio`: the SDK's, but linear in what it reads and with a cap on
 one message); for HTTP, a client that holds one message to the same cap (`tool_tree.http_client`).
@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 from tool_tree.config import ServerConfig
 from tool_tree.http_client import http_client
 from tool_tree.redact import longest_secret, redact
-from tool_tree.stdio import MAX_MESSAGE_BYTES, stdio_client
+from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, stdio_client
 
 MAX_LIST_PAGES = 1000
 MAX_LIST_TOOLS = 100_000
@@ -43,38 +44,64 @@ class _RawResult(BaseModel):
 
 
 class StderrLog:
-    """A temporary file that receives a stdio server's stderr; keeps only what is needed to report.
+    """The last `KEEP_BYTES` a stdio server wrote to stderr: what is needed to report a failure.
 
-    Its tail leaves with the secrets of ``server``'s configuration redacted (`tool_tree.redact`);
-    `connect` gives a log made without a server the one it connects to.
+    `connect` feeds it from a pipe (`tool_tree.stdio`), so a server that writes without end costs the
+    host no disk and at most twice `KEEP_BYTES` of memory. Its tail leaves with the secrets of
+    ``server``'s configuration redacted (`tool_tree.redact`); `connect` gives a log made without a
+    server the one it connects to. Thread-safe: fed on the pool's loop, read from any thread.
     """
+
+    KEEP_BYTES = 64 * 1024
 
     def __init__(self, server: ServerConfig | None = None) -> None:
         self.server = server
-        # Closed by close(); it must outlive this call, so no `with`.
-        self.file: TextIO = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self._lock = threading.Lock()
+        self._kept = bytearray()
+        self._cut = False  # the start of what was written is gone
+        self._file: TextIO | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        with self._lock:
+            self._kept += chunk
+            if len(self._kept) > 2 * self.KEEP_BYTES:
+                del self._kept[: -self.KEEP_BYTES]
+                self._cut = True
+
+    @property
+    def file(self) -> TextIO:
+        """A file for a transport that needs one (the SDK's, when tooltree's cannot be used): unbounded."""
+        if self._file is None:
+            # Closed by close(); it must outlive this call, so no `with`.
+            self._file = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        return self._file
 
     def tail(self, lines: int = 20, max_chars: int = 4000) -> str:
         """The last lines the server wrote to stderr, its configured secrets replaced by markers."""
-        try:
-            self.file.flush()
-            size = self.file.seek(0, os.SEEK_END)
-            start = max(0, size - max_chars * 2)
-            self.file.seek(start)
-            text = self.file.read()
-        except (OSError, ValueError):
-            return ""
+        with self._lock:
+            data, cut = bytes(self._kept[-max_chars * 2 :]), self._cut or len(self._kept) > max_chars * 2
+        text = data.decode("utf-8", errors="replace")
+        if self._file is not None:
+            try:
+                self._file.flush()
+                size = self._file.seek(0, os.SEEK_END)
+                self._file.seek(max(0, size - max_chars * 2))
+                text, cut = self._file.read(), size > max_chars * 2
+            except (OSError, ValueError):
+                return ""
         if self.server is not None:
             longest = longest_secret(self.server)
-            if start > 0 and longest:
-                # The read began inside the text, maybe inside a secret, whose piece would not be recognised:
-                # drop as much as a secret holds, and 3 more for the replacement characters of a cut character.
+            if cut and longest:
+                # The text begins inside what was written, maybe inside a secret, whose piece would not be
+                # recognised: drop as much as a secret holds, and 3 more for the replacement characters of a
+                # cut character.
                 text = text[longest + 3 :]
             text = redact(text, self.server)
         return "\n".join(text.rstrip("\n").splitlines()[-lines:])[-max_chars:]
 
     def close(self) -> None:
-        self.file.close()
+        if self._file is not None:
+            self._file.close()
 
 
 @dataclass
@@ -111,7 +138,12 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
                 cwd=server.cwd,
                 encoding_error_handler="replace",
             )
-            target = stdio_client(params, errlog=stderr.file if stderr is not None else sys.stderr, name=server.name)
+            if stderr is None:
+                target = stdio_client(params, errlog=sys.stderr, name=server.name)
+            elif LINEAR:
+                target = stdio_client(params, name=server.name, stderr_sink=stderr.feed)
+            else:  # the SDK's transport writes stderr to a file
+                target = stdio_client(params, errlog=stderr.file, name=server.name)
         else:
             assert server.url is not None
             from mcp.client.streamable_http import streamable_http_client

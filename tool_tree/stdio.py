@@ -11,14 +11,20 @@ which keeps the partial line as bytes, scans only each new chunk for a newline a
 complete line once. A message longer than ``max_message_bytes`` is never buffered whole: the reader
 stops, ends the server's process group, fails every request in flight with an error naming the
 server and the limit, and closes the session's read stream; no other server is touched.
+
+Given a ``stderr_sink``, the server's stderr is a pipe read on the loop and handed to it chunk by
+chunk (`tool_tree.connect.StderrLog` keeps the last 64 KiB), instead of a file that grows as long as
+the server writes: a server that logs each call's arguments wrote as much to the host's disk as the
+calls a script made.
 """
 
 from __future__ import annotations
 
 import codecs
 import logging
+import subprocess
 import sys
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import TextIO
 
@@ -56,6 +62,11 @@ result cap (`sandbox.calls.MAX_RESULT_BYTES`, 8 MiB, measured as UTF-8 JSON with
 A server that escapes everything non-ASCII (Python's ``json.dumps`` default) spends up to 3× that on
 the wire (``é``, 2 bytes, is ``\\u00e9``, 6); the fourth 8 MiB is headroom for the envelope and fields
 the SDK drops. A result that needs more would be refused by the bridge anyway."""
+
+
+_STDERR_DRAIN_TIMEOUT = 1.0
+"""Seconds the end of a session waits for the rest of an ended server's stderr (a process it left
+behind may hold the pipe open)."""
 
 
 class _LineSplitter:
@@ -101,13 +112,16 @@ async def stdio_client(
     *,
     name: str | None = None,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
+    stderr_sink: Callable[[bytes], None] | None = None,
 ) -> AsyncGenerator[TransportStreams, None]:
     """Spawns an MCP server subprocess and connects to it over stdin/stdout.
 
     As `mcp.client.stdio.stdio_client` (same process group, environment, stderr and shutdown), but a
     message longer than ``max_message_bytes`` ends the server: the requests in flight fail with an
     error naming the server (``name``, default its command) and the limit, and the session sees the
-    connection close.
+    connection close. With ``stderr_sink``, what the server writes to stderr goes to it (``errlog`` is
+    then unused), all of it by the time the context exits, unless a process the server left behind
+    still holds its stderr open a second after the server ended.
 
     Raises:
         OSError: If the server process cannot be spawned.
@@ -128,7 +142,7 @@ async def stdio_client(
         command=command,
         args=server.args,
         env=get_default_environment() | (server.env or {}),
-        errlog=errlog,
+        errlog=subprocess.PIPE if stderr_sink is not None else errlog,  # type: ignore[arg-type]
         cwd=server.cwd,
     )
 
@@ -139,6 +153,7 @@ async def stdio_client(
 
     shutting_down = False
     writer_done = anyio.Event()
+    stderr_done = anyio.Event()
     # Requests sent and not yet answered: what fails, with the reason, when a message is too long.
     in_flight: set[types.RequestId | None] = set()
 
@@ -196,6 +211,17 @@ async def stdio_client(
             if not shutting_down:
                 logger.exception("Reading from the MCP server's stdout failed mid-session")
 
+    async def stderr_reader() -> None:
+        stream = getattr(process, "stderr", None)  # an anyio process (POSIX)
+        assert stream is not None and stderr_sink is not None
+        try:
+            async for chunk in stream:
+                stderr_sink(chunk)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            pass
+        finally:
+            stderr_done.set()
+
     async def stdin_writer() -> None:
         assert process.stdin, "Opened process is missing stdin"
 
@@ -229,6 +255,9 @@ async def stdio_client(
         if flush_scope.cancelled_caught:
             await anyio.lowlevel.cancel_shielded_checkpoint()  # resync coverage on 3.11 (gh-106749)
         await _stop_server_process(process)
+        if stderr_sink is not None:  # the last lines of a server that just ended, before anyone asks for them
+            with anyio.move_on_after(_STDERR_DRAIN_TIMEOUT):
+                await stderr_done.wait()
         await _aclose_all(read_stream, write_stream, read_stream_writer, write_stream_reader)
         # One pass so unblocked tasks exit via their except paths before the cancel.
         await anyio.lowlevel.checkpoint()
@@ -236,6 +265,8 @@ async def stdio_client(
     async with anyio.create_task_group() as tg:
         tg.start_soon(stdout_reader)
         tg.start_soon(stdin_writer)
+        if stderr_sink is not None:
+            tg.start_soon(stderr_reader)
         try:
             yield read_stream, write_stream
         finally:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.support import alive
 from tool_tree.config import ServerConfig
+from tool_tree.connect import StderrLog
 from tool_tree.pool import ServerPool, ServerUnavailable, UnknownServerError
 
 pytestmark = pytest.mark.anyio
@@ -209,3 +210,32 @@ async def test_a_running_server_does_not_hold_a_start_slot(tmp_path: Path) -> No
         for s in servers:  # each stays running; the next still starts
             assert text(await pool.call(s.name, "pid", {})).isdigit()
         assert [pool.state(s.name) for s in servers] == ["running"] * 3
+
+
+async def test_a_server_flooding_stderr_costs_no_disk_and_its_last_words_are_reported() -> None:
+    # Before: stderr went to an unlinked temporary file that grew as long as the server wrote (a server
+    # logging each call's arguments wrote to the host's disk as much as the calls a script made).
+    secret = "sk-live-flood-0b1c2d3e4f"
+    code = (
+        "import os, sys\nline = 'debug ' * 100 + '\\n'\nfor _ in range(100_000):\n    sys.stderr.write(line)\n"
+        "sys.stderr.write('key ' + os.environ['FLOOD_KEY'] + ' refused\\n')\nsys.exit(1)"
+    )  # 60 MB, then the reason
+    flood = ServerConfig(name="flood", command=sys.executable, args=("-c", code), env={"FLOOD_KEY": secret}, timeout=60)
+    async with ServerPool([flood]) as pool:
+        with pytest.raises(ServerUnavailable) as info:
+            await pool.call("flood", "anything", {})
+        log = pool._slots["flood"].stderr
+        assert log is not None and log._file is None and len(log._kept) <= 2 * StderrLog.KEEP_BYTES
+    assert info.value.stderr_tail.endswith("key [redacted FLOOD_KEY] refused")
+    assert secret not in str(info.value)
+
+
+def test_the_stderr_log_keeps_its_end_and_never_shows_a_piece_of_a_secret_it_cut() -> None:
+    server = ServerConfig(name="s", command="x", env={"KEY": "s3cr3t-value-123456"})
+    log = StderrLog(server)
+    log.feed(b"a" * (StderrLog.KEEP_BYTES * 2 - 5) + b"s3cr3t-value-123456 is the key\n")  # cut inside it
+    log.feed(b"b" * 10)
+    log.feed(b"\nlast line\n")
+    assert len(log._kept) <= 2 * StderrLog.KEEP_BYTES
+    tail = log.tail(lines=3, max_chars=20)  # read from inside the secret
+    assert tail.endswith("last line") and "123456" not in tail and "s3cr3t" not in tail
