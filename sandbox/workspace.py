@@ -10,9 +10,10 @@ every message stays under `BATCH_BYTES` however many or long the paths are.
 Restore (host → container) reads the host directory in batches of ``workspace.put`` requests.
 
 Save (container → host) receives ``workspace.entries`` notifications — hostile input — into a
-fresh staging directory next to the destination, then swaps it in. Each path is checked, every
-directory on the way is opened with ``O_NOFOLLOW``, files are created new without following
-links, and the caps are counted as items arrive. An item that breaks the rules is a
+fresh staging directory next to the destination (inside it, in `WORK_FOLDER`, when it is a mount
+point), then moves its entries into the destination, which itself stays (`WorkspaceReceiver.commit`).
+Each path is checked, every directory on the way is opened with ``O_NOFOLLOW``, files are created
+new without following links, and the caps are counted as items arrive. An item that breaks the rules is a
 `ProtocolError` (the channel then ends that sandbox); a failure on the host's side (a full disk) is
 kept and reported by `WorkspaceReceiver.check`; at the end the receiver's counts must equal what
 the sandbox says it sent. On any failure the staging directory is dropped and the previous copy
@@ -25,11 +26,13 @@ saved or restored.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import glob
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -67,7 +70,12 @@ TMPFS_INODES = MAX_ENTRIES + 16
 the tree's link, ``skills/`` and an execution's output files. A script that fills them all holds a few
 more entries than a save accepts: that save fails, and says so."""
 
+WORK_FOLDER = ".tooltree-save"
+"""Where saves into a folder that is a mount point are received and merged: inside it (a rename cannot cross
+a mount), at its top level. Never restored, never moved by a save."""
+
 _SKIP = frozenset(name.encode() for name in SKIP_TOP_LEVEL)
+_RESTORE_SKIP = _SKIP | {WORK_FOLDER.encode()}
 
 
 def check_relative_path(path: Any) -> list[bytes]:
@@ -93,7 +101,7 @@ def iter_restore_batches(
         WorkspaceError: the folder is over a cap, holds a path that cannot cross, or cannot be read
             (the message says which, relative to ``root``).
     """
-    reader = TreeReader(root, skip=_SKIP, max_bytes=max_bytes, max_entries=max_entries)
+    reader = TreeReader(root, skip=_RESTORE_SKIP, max_bytes=max_bytes, max_entries=max_entries)
     try:
         for batch in reader.batches():
             yield "workspace.put", {"entries": batch}
@@ -124,14 +132,16 @@ class WorkspaceReceiver:
         self.max_bytes = max_bytes
         self.max_entries = max_entries
         self.record = record
+        self.beside = dest / WORK_FOLDER if os.path.ismount(dest) else dest.parent
+        """The folder of the staging folder (and of the previous copy while merging): on ``dest``'s mount."""
         try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            _remove_stale_staging(dest)
-            self.staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.incoming-{os.getpid()}-", dir=dest.parent))
+            self.beside.mkdir(0o700, parents=True, exist_ok=True)
+            _remove_stale_staging(dest, self.beside)
+            self.staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.incoming-{os.getpid()}-", dir=self.beside))
             self.staging.chmod(0o755)
         except OSError as e:
             raise WorkspaceError(
-                f"cannot save the workspace into {dest}: a save is received beside it, in {dest.parent}, "
+                f"cannot save the workspace into {dest}: a save is received beside it, in {self.beside}, "
                 f"and that failed: {e.strerror}"
             ) from None
         self._writer = TreeWriter(self.staging, exclusive=True)
@@ -215,12 +225,14 @@ class WorkspaceReceiver:
     def commit(self) -> None:
         """Merge what was received into the destination (`sandbox.workspace_merge`) and put it in place.
 
-        The host folder is moved aside first, so nothing written to it meanwhile can be missed;
-        what the merge keeps is moved into the saved copy, which then takes the folder's place.
+        The destination folder itself stays (its inode, its mount; a shell inside it stays inside it): its
+        entries are moved aside first, so nothing written to them meanwhile can be missed; what the merge
+        keeps is moved into the saved copy, whose entries then move into the folder, never over an entry
+        another process made there meanwhile; last the folder gets the mode the merge decided.
 
         Raises:
-            WorkspaceError: the merge or the swap failed; the message says where both copies are
-                (nothing is deleted).
+            WorkspaceError: the merge or a move failed; the message says where every entry that is not in
+                the destination is (nothing is deleted).
         """
         self._writer.close()
         digests = {rel: h.digest() for rel, h in self._hashes.items()}
@@ -238,38 +250,93 @@ class WorkspaceReceiver:
                 return
             except OSError:
                 pass  # made meanwhile: merged below
-        old = Path(tempfile.mkdtemp(prefix=f".{self.dest.name}.old-", dir=self.dest.parent))
-        previous = old / "w"
         try:
-            _move_aside(self.dest, old)
+            dest_fd = _open_folder(self.dest)
         except OSError as e:
-            old.rmdir()
             raise WorkspaceError(f"could not put the saved workspace in place at {self.dest}: {e.strerror}") from None
-        self.merging = True  # from here on, host entries may move into it
         try:
-            merged = merge(previous, self.staging, self.record, digests)
-            os.rename(self.staging, self.dest)
+            self._swap_into(dest_fd, digests)
+        finally:
+            os.close(dest_fd)
+
+    def _swap_into(self, dest_fd: int, digests: dict[bytes, bytes]) -> None:
+        mode = stat.S_IMODE(os.fstat(dest_fd).st_mode)
+        try:
+            old = Path(tempfile.mkdtemp(prefix=f".{self.dest.name}.old-", dir=self.beside))
+            previous = old / "w"
+            os.mkdir(previous, 0o700)
+            prev_fd, stage_fd = _open_folder(previous), _open_folder(self.staging)
         except OSError as e:
-            if not self.dest.exists():
-                os.rename(previous, self.dest)
-                old.rmdir()
-            self._keep_staging()
-            raise WorkspaceError(
-                f"could not merge the saved workspace into {self.dest} ({e}); the host folder is back in place "
-                f"(without what was already moved into the saved copy) and the saved copy is in {self.staging}"
-            ) from None
+            raise WorkspaceError(f"could not put the saved workspace in place at {self.dest}: {e.strerror}") from None
+        try:
+            try:
+                _open_up(dest_fd, mode)  # the host may have made it read-only: entries move out and in
+                # A top-level ``servers`` (the merge keeps it) and the work folder stay where they are.
+                _move_entries(dest_fd, prev_fd, skip=_RESTORE_SKIP)
+                os.fchmod(prev_fd, mode)  # the root's mode as a merge without a record reads it
+            except OSError as e:
+                where = self._put_back(prev_fd, dest_fd, mode, old)
+                raise WorkspaceError(f"could not put the saved workspace in place at {self.dest}: {e.strerror}"
+                                     f"{where}") from None  # fmt: skip
+            self.merging = True  # from here on, host entries may move into the saved copy
+            try:
+                merged = merge(previous, self.staging, self.record, digests)
+            except OSError as e:
+                where = self._put_back(prev_fd, dest_fd, mode, old)
+                self._keep_staging()
+                raise WorkspaceError(
+                    f"could not merge the saved workspace into {self.dest} ({e}); the host folder's entries are "
+                    f"back in place (without what was already moved into the saved copy){where} and the saved copy "
+                    f"is in {self.staging}"
+                ) from None
+            try:
+                _move_entries(stage_fd, dest_fd)
+                taken = sorted(os.fsencode(n) for n in os.listdir(stage_fd))  # names made meanwhile in ``dest``
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    os.fchmod(dest_fd, mode)
+                self._keep_staging()
+                raise WorkspaceError(
+                    f"could not move the saved workspace into {self.dest} ({e}); what was not moved is in "
+                    f"{self.staging}{_left_note(merged.left(previous), previous)}"
+                ) from None
+            os.fchmod(dest_fd, merged.modes.get(b"", mode) & 0o777)
+        finally:
+            os.close(prev_fd)
+            os.close(stage_fd)
         self.notes = merged.notes
+        if taken:
+            self._keep_staging()
+            self.notes.append(f"{len(taken)} saved entr{'y' if len(taken) == 1 else 'ies'} took a name another "
+                              f"process gave an entry of {self.dest} during the save, which stays; the saved "
+                              f"one is kept in {self.staging}: {_names(taken)}")  # fmt: skip
+        else:
+            os.rmdir(self.staging)  # empty
         left = merged.left(previous)
         if left:
-            names = ", ".join(shown(rel) for rel in left[:5]) + (", …" if len(left) > 5 else "")
             self.notes.append(f"{len(left)} host file(s) could not be merged into {self.dest} and are kept in "
-                              f"{previous}: {names}")  # fmt: skip
+                              f"{previous}: {_names(left)}")  # fmt: skip
         else:
             remove_tree(old)
 
+    def _put_back(self, prev_fd: int, dest_fd: int, mode: int, old: Path) -> str:
+        """Move the host entries moved aside back into the destination, and give it its mode again; what
+        cannot go back (a name taken meanwhile, a failed move) is kept in ``old``, which the result names."""
+        try:
+            stuck = _move_entries(prev_fd, dest_fd)
+        except OSError:
+            stuck = [os.fsencode(n) for n in os.listdir(prev_fd)]
+        with contextlib.suppress(OSError):
+            os.fchmod(dest_fd, mode)
+        if stuck:
+            return f"; {len(stuck)} host entr{'y' if len(stuck) == 1 else 'ies'} could not be put back and are " \
+                   f"kept in {old / 'w'}: {_names(stuck)}"  # fmt: skip
+        remove_tree(old)
+        return ""
+
     def _keep_staging(self) -> None:
         """Give a staging folder that host files may have moved into a name no later save removes as stale."""
-        kept = tempfile.mkdtemp(prefix=f".{self.dest.name}.unmerged-", dir=self.dest.parent)
+        kept = tempfile.mkdtemp(prefix=f".{self.dest.name}.unmerged-", dir=self.beside)
         try:
             os.rename(self.staging, kept)  # over the empty folder just made
         except OSError:
@@ -293,27 +360,51 @@ class WorkspaceReceiver:
             shutil.rmtree(self.staging, ignore_errors=True)
 
 
-def _remove_stale_staging(dest: Path) -> None:
-    """Remove the staging folders of saves into ``dest`` whose process is gone (killed mid-save)."""
+def _remove_stale_staging(dest: Path, beside: Path) -> None:
+    """Remove the staging folders (in ``beside``) of saves into ``dest`` whose process is gone (killed mid-save)."""
     prefix = f".{dest.name}.incoming-"
-    for stale in dest.parent.glob(f"{glob.escape(prefix)}*"):
+    for stale in beside.glob(f"{glob.escape(prefix)}*"):
         pid = stale.name[len(prefix) :].partition("-")[0]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
 
 
-def _move_aside(dest: Path, old: Path) -> None:
-    """Rename ``dest`` to ``old/w`` (also when the host made it read-only: its mode is set again by the merge).
+def _open_folder(path: Path) -> int:
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+def _open_up(fd: int, mode: int) -> None:
+    """Give the owner of the open folder ``fd`` full access, if its ``mode`` lacks it."""
+    if mode & stat.S_IRWXU != stat.S_IRWXU:
+        os.fchmod(fd, mode | stat.S_IRWXU)
+
+
+def _move_entries(src_fd: int, dst_fd: int, *, skip: frozenset[bytes] = frozenset()) -> list[bytes]:
+    """Move the entries of one open folder into another (`move_out`), never over an entry there; the
+    names already taken in ``dst_fd`` are left in ``src_fd`` and returned.
 
     Raises:
-        OSError: the rename failed.
+        OSError: a move failed (those before it are done).
     """
-    src, dst = os.open(dest.parent, os.O_RDONLY | os.O_DIRECTORY), os.open(old, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        move_out(src, os.fsencode(dest.name), dst, b"w")
-    finally:
-        os.close(src)
-        os.close(dst)
+    taken = []
+    for name in sorted(os.fsencode(n) for n in os.listdir(src_fd)):
+        if name in skip:
+            continue
+        try:
+            move_out(src_fd, name, dst_fd, name)
+        except FileExistsError:
+            taken.append(name)
+        except FileNotFoundError:
+            pass  # removed meanwhile
+    return taken
+
+
+def _names(rels: list[bytes]) -> str:
+    return ", ".join(shown(rel) for rel in rels[:5]) + (", …" if len(rels) > 5 else "")
+
+
+def _left_note(left: list[bytes], previous: Path) -> str:
+    return f"; {len(left)} host file(s) are kept in {previous}: {_names(left)}" if left else ""
 
 
 def _alive(pid: int) -> bool:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ctypes
 import errno
 import hashlib
 import os
@@ -383,14 +384,16 @@ def _carry(prev: _Tree, rel: bytes, stage: _Tree, out: Merge, *, beside: bool = 
 
 
 def move_out(src_fd: int, src_name: bytes, dst_fd: int, dst_name: bytes) -> None:
-    """Rename an entry of a host folder into another folder, also when the host made its folder (or the
-    folder moved itself) read-only: write permission is added for the move, then taken away again.
+    """Rename an entry of a host folder into another folder, never over an entry there, also when the host
+    made its folder (or the folder moved itself) read-only: write permission is added for the move, then
+    taken away again.
 
     Raises:
+        FileExistsError: ``dst_name`` is taken (made meanwhile by another process): nothing moved.
         OSError: the move failed (or permission could not be added: a folder of another user).
     """
     try:
-        os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+        _rename_new(src_fd, src_name, dst_fd, dst_name)
         return
     except PermissionError:
         pass
@@ -401,11 +404,42 @@ def move_out(src_fd: int, src_name: bytes, dst_fd: int, dst_name: bytes) -> None
     try:
         if own_mode is not None:
             os.chmod(src_name, own_mode | stat.S_IRWXU, dir_fd=src_fd)
-        os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
-        if own_mode is not None:
-            os.chmod(dst_name, own_mode, dir_fd=dst_fd)
+        moved = False
+        try:
+            _rename_new(src_fd, src_name, dst_fd, dst_name)
+            moved = True
+        finally:
+            if own_mode is not None:
+                fd, name = (dst_fd, dst_name) if moved else (src_fd, src_name)
+                os.chmod(name, own_mode, dir_fd=fd)
     finally:
         os.chmod(src_fd, folder_mode)
+
+
+_RENAME_NOREPLACE = 1
+_renameat2: Any = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+if _renameat2 is not None:
+    _renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    _renameat2.restype = ctypes.c_int
+
+
+def _rename_new(src_fd: int, src_name: bytes, dst_fd: int, dst_name: bytes) -> None:
+    """``renameat2(RENAME_NOREPLACE)``: an entry another process made at ``dst_name`` is never replaced. Where
+    the filesystem cannot (EINVAL), a check just before the rename leaves a window of microseconds.
+
+    Raises:
+        FileExistsError: ``dst_name`` is taken.
+        OSError: the rename failed.
+    """
+    if _renameat2 is not None:
+        if _renameat2(src_fd, src_name, dst_fd, dst_name, _RENAME_NOREPLACE) == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS):
+            raise OSError(err, os.strerror(err), dst_name)  # the subclass of ``err`` (PermissionError, …)
+    if _lexists(dst_name, dst_fd):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst_name)
+    os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
 
 
 def remove_tree(root: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from sandbox.workspace import (
     check_relative_path,
     iter_restore_batches,
 )
-from sandbox.workspace_merge import RestoreRecord
+from sandbox.workspace_merge import RestoreRecord, merge, move_out
 
 
 def b64(data: bytes) -> str:
@@ -530,3 +531,116 @@ def test_folders_the_host_made_read_only_are_merged_and_stay_read_only(tmp_path:
     finally:
         for folder in (dest, dest / "docs"):
             os.chmod(folder, 0o755)
+
+
+# ---- the folder itself stays: its inode, its mount, whatever another process holds of it ---------------
+
+
+def test_a_save_keeps_the_folder_itself_so_a_shell_inside_it_sees_the_saved_files(tmp_path: Path) -> None:
+    # Before: the folder was renamed aside and the saved copy renamed in its place, so `cd ws; tooltree exec
+    # --workspace . s.py` left the shell in a deleted folder where `ls` showed nothing.
+    dest = tmp_path / "ws"
+    dest.mkdir()
+    (dest / "mine.txt").write_bytes(b"mine")
+    before = dest.stat()
+    lister = "import os, sys; sys.stdin.readline(); print(sorted(os.listdir('.')))"
+    shell = subprocess.Popen(
+        [sys.executable, "-c", lister], cwd=dest, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )  # its cwd is taken when it starts: before the save
+    save(dest, restored(dest), {"mine.txt": b"mine", "new.txt": b"n"})
+    out, _ = shell.communicate("go\n", timeout=30)
+    assert out.strip() == "['mine.txt', 'new.txt']"
+    assert (dest.stat().st_ino, dest.stat().st_dev) == (before.st_ino, before.st_dev)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+
+
+def test_files_another_process_makes_in_the_folder_during_the_save_stay_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: a file made through the folder's descriptor (a process whose cwd it was) after the merge had
+    # read the host folder went into the copy moved aside: kept there, but gone from the folder.
+    dest = tmp_path / "ws"
+    dest.mkdir()
+    (dest / "mine.txt").write_bytes(b"mine")
+    fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY)
+    real_merge = merge
+
+    def merge_while_another_process_writes(*args: Any) -> Any:
+        merged = real_merge(*args)  # the host folder has been read: these come too late for the merge
+        for name, data in ((b"during.txt", b"written meanwhile"), (b"clash.txt", b"the host's, meanwhile")):
+            out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fd)
+            os.write(out, data)
+            os.close(out)
+        return merged
+
+    monkeypatch.setattr("sandbox.workspace.merge", merge_while_another_process_writes)
+    try:
+        receiver = save(dest, restored(dest), {"mine.txt": b"mine", "clash.txt": b"the sandbox's"})
+    finally:
+        os.close(fd)
+    assert tree_of(dest) == {
+        "clash.txt": b"the host's, meanwhile",
+        "during.txt": b"written meanwhile",
+        "mine.txt": b"mine",
+    }
+    (kept,) = tmp_path.glob(".ws.unmerged-*")
+    assert (kept / "clash.txt").read_bytes() == b"the sandbox's"
+    assert receiver.notes == [
+        f"1 saved entry took a name another process gave an entry of {dest} during the save, which stays; the "
+        f"saved one is kept in {kept}: clash.txt"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["ws", kept.name])
+
+
+def test_a_save_that_cannot_move_the_host_entries_aside_puts_them_back_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dest = tmp_path / "ws"
+    (dest / "sub").mkdir(parents=True)
+    (dest / "a.txt").write_bytes(b"a")
+    (dest / "sub" / "b.txt").write_bytes(b"b")
+    os.chmod(dest, 0o750)
+    record = restored(dest)
+    real_move_out = move_out
+
+    def move_out_failing_on_sub(src_fd: int, src_name: bytes, dst_fd: int, dst_name: bytes) -> None:
+        if src_name == b"sub":
+            raise OSError(16, "Device or resource busy")  # as for a mount point inside the folder
+        real_move_out(src_fd, src_name, dst_fd, dst_name)
+
+    monkeypatch.setattr("sandbox.workspace.move_out", move_out_failing_on_sub)
+    receiver = WorkspaceReceiver(dest, max_bytes=100_000, record=record)
+    send(receiver, piece("a.txt", b"changed"))
+    receiver.check({"files": 1, "dirs": 0, "bytes": 7})
+    with pytest.raises(
+        WorkspaceError, match=f"could not put the saved workspace in place at {re.escape(str(dest))}: Dev"
+    ):
+        receiver.commit()
+    assert not receiver.merging  # so the session drops the saved copy: no host entry is in it
+    receiver.discard()
+    assert tree_of(dest) == {"a.txt": b"a", "sub": "dir", "sub/b.txt": b"b"}
+    assert dest.stat().st_mode & 0o777 == 0o750
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+
+
+def test_a_folder_that_is_a_mount_point_is_saved_into_and_stays_mounted(tmp_path: Path) -> None:
+    # Before: the save renamed the folder aside, which a mount point refuses ("Device or resource busy").
+    dest = tmp_path / "ws"
+    dest.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(dest)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
+    try:
+        (dest / "mine.txt").write_bytes(b"mine")
+        (dest / "gone.txt").write_bytes(b"deleted by the script")
+        before = dest.stat()
+        first = save(dest, restored(dest), {"mine.txt": b"mine", "new.txt": b"n"}, ("sub",))
+        second = save(dest, first.next_record, {"mine.txt": b"mine v2", "new.txt": b"n"}, ("sub",))
+        assert first.notes == second.notes == []
+        assert os.path.ismount(dest) and dest.stat().st_dev == before.st_dev
+        assert tree_of(dest) == {".tooltree-save": "dir", "mine.txt": b"mine v2", "new.txt": b"n", "sub": "dir"}
+        _, files = _flatten(list(iter_restore_batches(dest, max_bytes=100_000)))  # its work folder is never sent
+        assert sorted(f["path"] for f in files) == ["mine.txt", "new.txt"]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+    finally:
+        subprocess.run(["umount", str(dest)], check=True)
