@@ -259,10 +259,12 @@ def generate(
         on_rendered=None if check else _early_writer(out, seen, early),
     )
     _carry_kept_files(out, plan, keep)
+    counts = {s.name: s.tool_count for s in plan.manifest.servers}
+    kept_names = {k.name for k in keep}
     for o in outcomes:
         if o.status == "ok":
-            o.tools = next((s.tool_count for s in plan.manifest.servers if s.name == o.name), 0)
-        elif any(k.name == o.name for k in keep):
+            o.tools = counts.get(o.name, 0)
+        elif o.name in kept_names:
             o.kept_previous = True
 
     result = GenerateResult(out=out, servers=sorted(outcomes, key=lambda o: o.name), warnings=plan.warnings)

@@ -212,6 +212,9 @@ def plan_tree(
     fingerprint = generator_fingerprint()
     before = previous.tools if previous is not None else ()
     given = {(t.server, t.tool): t for t in before}  # names once given are given again
+    functions_before: dict[str, dict[str, str]] = {}
+    for t in before:
+        functions_before.setdefault(t.server, {})[t.tool] = t.function
     reusable: dict[tuple[str, str], ToolEntry] = {}
     if previous is not None and previous.generator == fingerprint:
         reusable = {key: t for key, t in given.items() if t.stub_hash}
@@ -249,7 +252,7 @@ def plan_tree(
             fallback="tool",
             reserved=_RESERVED_MODULES,
             case_insensitive=True,
-            previous={t.tool: t.function for t in before if t.server == listing.name},
+            previous=functions_before.get(listing.name, {}),
         )
         chosen = []
         for raw in selected:

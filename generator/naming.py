@@ -137,12 +137,15 @@ def _assign(
     for name in distinct:  # 2. names that are their own identifier
         if name not in out and convert(name) == name and key(name) not in taken:
             give(name, name)
+    tried: dict[str, int] = {}  # base → the last suffix it took: `taken` only grows, so none below is free
     for name in distinct:  # 3. the rest, in sorted order
         if name not in out:
             base = convert(name)
-            candidate, n = base, 1
+            n = tried.get(base, 1)
+            candidate = base if n == 1 else f"{base}_{n}"
             while key(candidate) in taken:
                 n += 1
                 candidate = f"{base}_{n}"
+            tried[base] = n
             give(name, candidate)
     return out

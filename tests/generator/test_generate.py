@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
+import generator.generate
 from generator.generate import generate
+from tests.generator.work import lines_run
 from tests.support import alive, sample_config_yaml
 from tool_tree.config import load_config
 from tool_tree.pool import BackgroundPool
@@ -534,3 +536,16 @@ def test_a_large_catalog_renders_in_workers_and_writes_while_rendering(tmp_path:
     assert generate(None, out, snapshots=snapshots, check=True).drift == []
     second = generate(None, out, snapshots=snapshots, embeddings="off")
     assert second.report is not None and second.report.written == []
+
+
+def test_many_servers_are_generated_and_counted_in_work_linear_in_their_number(tmp_path: Path) -> None:
+    # Each server's tool count used to be looked up among all servers: quadratic (0.3 s at 3,000 servers).
+    snapshots = tmp_path / "snapshots"
+    snapshots.mkdir()
+    for n in range(300):
+        snap = {"server": f"s{n:03d}", "tools": [tool("get_record"), tool("list_records")]}
+        (snapshots / f"s{n:03d}.json").write_text(json.dumps(snap), encoding="utf-8")
+    with lines_run(generator.generate) as lines:
+        result = generate(None, tmp_path / "tree", snapshots=snapshots, embeddings="off")
+    assert [(s.name, s.status, s.tools) for s in result.servers] == [(f"s{n:03d}", "ok", 2) for n in range(300)]
+    assert lines.count < 100 * len(result.servers)  # was 200 per server at 300 servers, and growing with them

@@ -6,7 +6,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import generator.naming
 from generator.naming import assign_identifiers, assign_parameters, to_identifier, to_parameter
+from tests.generator.work import lines_run
 
 
 def test_keywords_soft_keywords_builtins_and_dunders_never_come_through() -> None:
@@ -46,6 +48,17 @@ def test_assigned_identifiers_are_unique_safe_and_ascii(names: list[str]) -> Non
     for v in values:
         assert v.isascii() and v.isidentifier() and not keyword.iskeyword(v)
         assert not keyword.issoftkeyword(v) and not v.startswith("__") and v != "README"
+
+
+def test_many_names_mapping_to_one_identifier_are_numbered_in_work_linear_in_their_number() -> None:
+    # The names differ only in a character that is not ASCII, so all map to get_item. Each used to try
+    # every suffix from _2 up, which is quadratic: 20,000 such tools took a minute (bench/scale_shapes.py).
+    names = [f"get_item_{chr(0x4E00 + i)}" for i in range(1000)]
+    with lines_run(generator.naming) as lines:
+        assigned = assign_identifiers([*names, "get_item_3"], fallback="tool", case_insensitive=True)
+    assert assigned.pop("get_item_3") == "get_item_3"  # its own name: the derived ones go round it
+    assert assigned == {name: "get_item" if i == 0 else f"get_item_{i + 1 + (i >= 2)}" for i, name in enumerate(names)}
+    assert lines.count < 100 * len(names)  # was 2,000 per name
 
 
 def test_an_exact_identifier_wins_over_a_derived_one_whatever_sorts_first() -> None:
