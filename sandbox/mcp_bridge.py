@@ -5,7 +5,8 @@ For every call from a script it:
 1. refuses arguments past the per-call limits of `sandbox.call_limits` (values, depth, bytes),
    before hashing or validating them;
 2. accepts only a tool in the tree's manifest (exact match on server and original tool name;
-   anything else is refused and audited);
+   anything else is refused and audited), and refuses one that can only run as an MCP task
+   (``execution.taskSupport: "required"``): calls go out as plain ``tools/call`` requests;
 3. refuses a tool whose live definition no longer matches the schema hash it was generated
    from (a server that changed its tools since generation, possibly maliciously);
 4. validates the arguments against the tool's input schema on the host (``jsonschema``, with a
@@ -129,13 +130,15 @@ class McpBridge(ToolBridge):
         self._lock = threading.Lock()
         self._calls = 0
         self._bytes = 0
+        self._definitions: dict[tuple[str, str], dict[str, Any] | None] = {}
         self._validators: dict[tuple[str, str], Validator | None] = {}
         self._verified: set[tuple[str, str]] = set()
 
     def companion(self) -> McpBridge:
         """A bridge on the same pool, manifest and audit log, with budgets of its own.
 
-        It shares what was checked once for all: each tool's schema validator and its live definition.
+        It shares what was checked once for all: each tool's stored definition, its schema validator and its
+        live definition.
         """
         other = copy.copy(self)  # shallow: the validators and the verified set are the same objects
         other._lock = threading.Lock()
@@ -185,6 +188,14 @@ class McpBridge(ToolBridge):
         if entry is None:
             raise ToolCallRefused(
                 f"{server}.{tool} is not in this tree's manifest (only generated tools can be called)", "not_allowed"
+            )
+        if _requires_task(self._definition(entry)):
+            # Such a server answers a plain call with an error of its own (server-everything: "MCP error -32601:
+            # ... requires task augmentation"), which reads as the tool having failed: retrying cannot help.
+            raise ToolCallRefused(
+                "the tool runs only as an MCP task (its definition says execution.taskSupport: 'required'); "
+                "tooltree calls tools directly, not as tasks, so it cannot be called",
+                "unsupported",
             )
         with self._lock:
             if self._calls >= self.budgets.calls:
@@ -239,22 +250,33 @@ class McpBridge(ToolBridge):
             )
         self._verified.add((entry.server, entry.tool))
 
+    def _definition(self, entry: ToolEntry) -> dict[str, Any] | None:
+        """The tool's raw definition as stored in its server's snapshot (None: not readable there)."""
+        key = (entry.server, entry.tool)
+        if key in self._definitions:
+            return self._definitions[key]
+        raw: dict[str, Any] | None = None
+        server = self._servers.get(entry.server)
+        try:
+            if server is not None:
+                raw = next((t for t in load_snapshot(self.tree, server) if t.get("name") == entry.tool), None)
+        except TreeError as e:
+            # Unchecked here, then; the live definition is still compared to the manifest's hash before a call.
+            logger.warning("cannot read the definition of %s.%s from the tree: %s", entry.server, entry.tool, e)
+        self._definitions[key] = raw
+        return raw
+
     def _validator(self, entry: ToolEntry) -> Validator | None:
         key = (entry.server, entry.tool)
         if key in self._validators:
             return self._validators[key]
         validator: Validator | None = None
-        server = self._servers.get(entry.server)
         try:
-            raw = (
-                next((t for t in load_snapshot(self.tree, server) if t.get("name") == entry.tool), None)
-                if server
-                else None
-            )
+            raw = self._definition(entry)
             schema = raw.get("inputSchema") if raw else None
             if isinstance(schema, dict):
                 validator = tool_validator(schema, f"{entry.server}.{entry.tool}")
-        except (TreeError, jsonschema.exceptions.SchemaError, RecursionError) as e:
+        except (jsonschema.exceptions.SchemaError, RecursionError) as e:
             # An unusable schema is not checked here; the server still validates its own input.
             logger.warning("not validating %s.%s on the host: %s", entry.server, entry.tool, e)
         self._validators[key] = validator
@@ -288,6 +310,12 @@ def with_stderr(message: str, stderr_tail: str) -> str:
     if len(excerpt) > STDERR_CHARS:
         excerpt = "…" + excerpt[-(STDERR_CHARS - 1) :]
     return f"{message}; the last lines of its stderr:\n" + "\n".join(f"    {line}" for line in excerpt.splitlines())
+
+
+def _requires_task(raw_tool: dict[str, Any] | None) -> bool:
+    """Whether a tool definition says it runs only as a task (MCP 2025-11-25 ``execution.taskSupport``)."""
+    execution = raw_tool.get("execution") if raw_tool else None
+    return isinstance(execution, dict) and execution.get("taskSupport") == "required"
 
 
 def _describe(error: jsonschema.ValidationError) -> str:
