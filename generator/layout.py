@@ -7,6 +7,7 @@ import fnmatch
 import json
 import multiprocessing
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -169,9 +170,17 @@ def server_description(listing: ServerListing) -> str:
         listing.info.get("instructions"),
         listing.info.get("title"),
     ):
-        if isinstance(candidate, str) and candidate.strip():
-            return first_sentence(candidate, 140)
+        if isinstance(candidate, str) and (text := _without_headings(candidate)):
+            return first_sentence(text, 140)
     return ""
+
+
+def _without_headings(text: str) -> str:
+    """``text`` without its Markdown heading lines (instructions often open with ``# Name – Instructions``)."""
+    return "\n".join(line for line in text.splitlines() if not _HEADING.match(line)).strip()
+
+
+_HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
 
 
 def _snapshot_bytes(listing: ServerListing) -> bytes:

@@ -66,3 +66,21 @@ def test_a_rerun_of_many_servers_reuses_every_stub_in_work_linear_in_the_servers
         again = plan_tree(listings, previous=first.manifest, existing=first.files.get)
     assert again.files == first.files and again.manifest == first.manifest
     assert lines.count < 250 * len(listings)  # was 425 per server at 300 servers, and growing with them
+
+
+@pytest.mark.parametrize(
+    ("info", "line"),
+    [
+        # server-everything's instructions: a heading first, which was the line INDEX.md showed
+        (
+            {"instructions": "# Everything Server – Server Instructions\n\nThis server exercises all MCP features."},
+            "This server exercises all MCP features.",
+        ),
+        ({"instructions": "## Usage\n", "title": "Everything Reference Server"}, "Everything Reference Server"),
+        ({"description": "#1 tool for invoices."}, "#1 tool for invoices."),  # not a heading
+    ],
+)
+def test_a_servers_line_skips_markdown_headings(info: dict[str, Any], line: str) -> None:
+    from generator.layout import server_description
+
+    assert server_description(ServerListing(name="s", tools=[], info=info)) == line
