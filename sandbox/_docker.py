@@ -211,6 +211,23 @@ class DockerEngine:
         """
         return self._exists("volume inspect", lambda: self.api.inspect_volume(name))
 
+    def volume_labels(self, name: str) -> dict[str, str] | None:
+        """The labels of a volume, or None when there is no volume of that name.
+
+        Raises:
+            EngineUnavailableError: no engine answers.
+        """
+        try:
+            with translated("volume inspect"):
+                found = self.api.inspect_volume(name)
+        except EngineUnavailableError:
+            raise
+        except EngineError as e:
+            if e.returncode == 404:
+                return None
+            raise
+        return {str(k): str(v) for k, v in ((found or {}).get("Labels") or {}).items()}
+
     @staticmethod
     def _exists(what: str, call: Callable[[], Any]) -> bool:
         try:
