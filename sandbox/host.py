@@ -93,13 +93,15 @@ class Runtime:
         if self._pool is not None:
             return self
         self._closed.clear()
-        wanted = {s.name for s in Manifest.load(self.tree).servers}
+        manifest = Manifest.load(self.tree)
+        wanted = {s.name for s in manifest.servers}
         servers = [s for s in self.config.enabled_servers if s.name in wanted]
         self._audit = AuditLog(self.audit_path) if self.audit_path is not None else None
         pool = BackgroundPool(servers, start_jobs=start_jobs(self.config))
         pool.__enter__()
         self._pool = pool
-        self._bridge = McpBridge(self.tree, pool.pool, audit=self._audit or self._shared_audit, session=self.session)
+        audit = self._audit or self._shared_audit
+        self._bridge = McpBridge(self.tree, pool.pool, audit=audit, session=self.session, manifest=manifest)
         return self
 
     @property

@@ -103,6 +103,7 @@ class McpBridge(ToolBridge):
         audit: where to write one line per call (None: no audit).
         session: the session id written into audit lines.
         verify_live: compare each tool's live definition to the manifest before its first call.
+        manifest: the tree's manifest, when the caller has loaded it already.
 
     Raises:
         TreeError: the tree has no readable manifest.
@@ -117,9 +118,10 @@ class McpBridge(ToolBridge):
         audit: AuditLog | None = None,
         session: str = "",
         verify_live: bool = True,
+        manifest: Manifest | None = None,
     ) -> None:
         self.tree = tree
-        self.manifest = Manifest.load(tree)
+        self.manifest = manifest if manifest is not None else Manifest.load(tree)
         self._tools = {(t.server, t.tool): t for t in self.manifest.tools}
         self._servers = {s.name: s for s in self.manifest.servers}
         self.pool = pool
