@@ -325,6 +325,8 @@ class CallServer:
         if error is None:
             error, response_bytes = _check_result(value)
             result = value if error is None else None
+            if error is not None:
+                response_bytes = 0  # refused here: none of it reached the sandbox (the message says how big)
         elapsed_ms = (time.monotonic() - started) * 1000
         ok = error is None and not (result or {}).get("isError")
         message = error["message"] if error else (None if ok else "the tool reported an error")
