@@ -17,11 +17,16 @@ A search costs the host far more than its frame (up to about 0.5 s of CPU to emb
 a session runs one at a time, a search whose execution has ended by its turn is dropped unrun, and
 the CPU each takes on its thread is charged to the session's search budget
 (`sandbox.request_budget`); once that is spent, searches are refused until it refills.
+
+When an execution ends (the script returned, timed out or was cancelled), the tool calls still
+waiting for their server are cancelled (their answer has no reader any more, and a slow call must
+not hold the server's slots for the next script) and go into the ledger as cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import json
@@ -89,6 +94,9 @@ class CallServer:
         self.arguments_in_flight = InFlight()
         self._ledger: list[ToolCallRecord] = []
         self._tasks: set[asyncio.Task[None]] = set()  # touched on the loop only; keeps running calls referenced
+        self._waiting: dict[int, tuple[str, str, int, float]] = {}
+        """Tool calls of this execution not answered yet, by the identity of their params (a call id comes
+        from the script, which may give two calls the same): server, tool, request bytes, start."""
 
     # ---- executions ---------------------------------------------------------------------------
 
@@ -104,10 +112,25 @@ class CallServer:
             self._execution += 1
 
     def end(self) -> list[ToolCallRecord]:
-        """The execution ended: calls are refused from now on; the ledger of its calls."""
+        """The execution ended: calls are refused from now on, those still waiting for their server are
+        cancelled; the ledger of its calls, the cancelled ones last."""
+        now = time.monotonic()
         with self._lock:
             self._executing = False
-            return list(self._ledger)
+            waiting, self._waiting = self._waiting, {}
+            ledger = list(self._ledger)
+        for server, tool, request_bytes, started in waiting.values():
+            elapsed = round((now - started) * 1000, 1)
+            ledger.append(ToolCallRecord(server, tool, False, request_bytes, 0, elapsed, _CANCELLED))
+        if waiting and self._on_loop:
+            loop = self.tool_loop or shared_loop()
+            with contextlib.suppress(RuntimeError):  # a closed loop runs nothing any more
+                loop.call_soon_threadsafe(self._cancel_tasks)
+        return ledger
+
+    def _cancel_tasks(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
 
     def close(self) -> None:
         """Stop serving: queued calls are dropped (the channel is going away)."""
@@ -122,6 +145,10 @@ class CallServer:
             channel.respond(call_id, error={"code": refusal[0], "message": refusal[1]})
             return
         assert params is not None  # refused above
+        if method == "tool_call":
+            with self._lock:
+                request_bytes = size.bytes if size is not None else 0
+                self._waiting[id(params)] = (params["server"], params["tool"], request_bytes, time.monotonic())
         try:
             if method == "tool_call" and self._on_loop:
                 loop = self.tool_loop or shared_loop()
@@ -130,6 +157,8 @@ class CallServer:
                 self._executor.submit(self._serve_in_thread, channel, call_id, method, params, size, execution)
         except RuntimeError:  # the pool is shut down, or the loop closed
             self._release(size)
+            with self._lock:
+                self._waiting.pop(id(params), None)
             channel.respond(call_id, error={"code": "closed", "message": "the session is closing"})
 
     def _admit(self, method: str, params: dict[str, Any] | None) -> tuple[Refusal | None, CallSize | None, int]:
@@ -334,9 +363,12 @@ class CallServer:
         server, tool = params["server"], params["tool"]
         record = ToolCallRecord(server, tool, ok, request_bytes, response_bytes, round(elapsed_ms, 1), message)
         with self._lock:
-            if self._executing:
+            if self._executing and self._waiting.pop(id(params), None) is not None:
                 self._ledger.append(record)
         channel.respond(call_id, result=result, error=error)
+
+
+_CANCELLED = "cancelled: the execution ended before the server answered"
 
 
 def _malformed(params: dict[str, Any]) -> Refusal | None:

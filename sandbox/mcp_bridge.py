@@ -165,6 +165,9 @@ class McpBridge(ToolBridge):
         except ToolCallRefused as e:
             record.update(outcome="refused", code=e.code, error=e.message)
             raise
+        except anyio.get_cancelled_exc_class():
+            record.update(outcome="cancelled", error="the call was cancelled before the server answered")
+            raise
         else:
             record.update(outcome="error" if result.get("isError") else "ok", bytes=size)
             return result

@@ -435,3 +435,28 @@ def test_an_audit_log_that_cannot_be_opened_is_a_sandbox_error_naming_it(tmp_pat
         AuditLog(missing)
     assert str(info.value) == f"audit log {missing}: cannot append to it (No such file or directory)"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.docker
+def test_calls_in_flight_when_an_execution_times_out_are_cancelled_ledgered_and_free_their_server(
+    docker_engine: object, test_config: SandboxConfig, tree: Path
+) -> None:
+    # Before: such a call ran on to its end, holding one of its server's slots (here the only one) while the
+    # next script waited; it was missing from the ledger, and the audit blamed the server when the pool closed.
+    stream = io.StringIO()
+    with BackgroundPool(servers(), concurrency=1) as one_slot:
+        bridge = McpBridge(tree, one_slot.pool, audit=AuditLog(stream))
+        with Sandbox(config=test_config, tree=tree, tools=bridge, tool_loop=one_slot.loop) as sb:
+            stuck = sb.execute("from servers.media import slow_echo\nslow_echo(text='x', seconds=60)\n", timeout=3)
+            assert stuck.error is not None and "timed out" in stuck.error
+            (call,) = stuck.tool_calls
+            assert (call.tool, call.ok, call.error) == (
+                "slow_echo",
+                False,
+                "cancelled: the execution ended before the server answered",
+            )
+            # The slot is free: this call is served within its execution's limit, long before the first would end.
+            after = sb.execute("from servers.media import slow_echo\nprint(slow_echo(text='y', seconds=0).text)\n")
+            assert after.error is None and after.stdout.strip().endswith("y"), after.traceback
+    outcomes = [(line["tool"], line["outcome"]) for line in audit_lines(stream)]
+    assert outcomes == [("slow_echo", "cancelled"), ("slow_echo", "ok")]
