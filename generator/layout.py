@@ -30,6 +30,7 @@ from tool_tree.tree import (
     ServerEntry,
     ToolEntry,
     content_hash,
+    requires_task,
     schema_hash,
 )
 
@@ -99,8 +100,9 @@ def selected_tools(listing: ServerListing) -> tuple[list[dict[str, Any]], list[s
     """The tools that pass include/exclude, de-duplicated by name (first wins), with warnings.
 
     Left out with a warning: a tool without a name, one whose name is over `MAX_TOOL_NAME`
-    characters, and one whose definition holds NaN or an infinity (the SDK parses them; JSON, and so
-    the manifest, the bridge's argument check and the model's tool list, cannot carry them).
+    characters, one whose definition holds NaN or an infinity (the SDK parses them; JSON, and so
+    the manifest, the bridge's argument check and the model's tool list, cannot carry them), and one
+    that runs only as an MCP task (`tool_tree.tree.requires_task`: tooltree cannot call it).
     """
     warnings: list[str] = []
     out: list[dict[str, Any]] = []
@@ -130,6 +132,12 @@ def selected_tools(listing: ServerListing) -> tuple[list[dict[str, Any]], list[s
         if not _is_json(raw):
             warnings.append(
                 f"{listing.name}: left out tool {name!r}: its definition holds NaN or Infinity, which JSON cannot carry"
+            )
+            continue
+        if requires_task(raw):
+            warnings.append(
+                f"{listing.name}: left out tool {name!r}: it runs only as an MCP task (execution.taskSupport: "
+                "required), and tooltree calls tools directly"
             )
             continue
         out.append(raw)

@@ -44,7 +44,7 @@ from sandbox.call_limits import ArgumentsRefused, is_small, measure
 from sandbox.schema_check import tool_validator
 from tool_tree.pool import PoolError, ServerPool, ServerUnavailable
 from tool_tree.text import clean
-from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot, schema_hash
+from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot, requires_task, schema_hash
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ class McpBridge(ToolBridge):
             raise ToolCallRefused(
                 f"{server}.{tool} is not in this tree's manifest (only generated tools can be called)", "not_allowed"
             )
-        if _requires_task(self._definition(entry)):
+        if requires_task(self._definition(entry)):
             # Such a server answers a plain call with an error of its own (server-everything: "MCP error -32601:
             # ... requires task augmentation"), which reads as the tool having failed: retrying cannot help.
             raise ToolCallRefused(
@@ -315,12 +315,6 @@ def with_stderr(message: str, stderr_tail: str) -> str:
     if len(excerpt) > STDERR_CHARS:
         excerpt = "…" + excerpt[-(STDERR_CHARS - 1) :]
     return f"{message}; the last lines of its stderr:\n" + "\n".join(f"    {line}" for line in excerpt.splitlines())
-
-
-def _requires_task(raw_tool: dict[str, Any] | None) -> bool:
-    """Whether a tool definition says it runs only as a task (MCP 2025-11-25 ``execution.taskSupport``)."""
-    execution = raw_tool.get("execution") if raw_tool else None
-    return isinstance(execution, dict) and execution.get("taskSupport") == "required"
 
 
 def _describe(error: jsonschema.ValidationError) -> str:

@@ -55,6 +55,13 @@ def content_hash(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+def requires_task(raw_tool: Mapping[str, Any] | None) -> bool:
+    """Whether a tool definition says it runs only as an MCP task (``execution.taskSupport: "required"``),
+    which a plain ``tools/call`` (all tooltree makes) cannot run."""
+    execution = raw_tool.get("execution") if raw_tool else None
+    return isinstance(execution, dict) and execution.get("taskSupport") == "required"
+
+
 def schema_hash(raw_tool: dict[str, Any]) -> str:
     """Hash of everything a stub is generated from: the whole raw tool definition.
 

@@ -84,3 +84,14 @@ def test_a_servers_line_skips_markdown_headings(info: dict[str, Any], line: str)
     from generator.layout import server_description
 
     assert server_description(ServerListing(name="s", tools=[], info=info)) == line
+
+
+def test_a_tool_that_runs_only_as_a_task_is_left_out_with_a_warning() -> None:
+    listing = ServerListing("lab", [*tools("echo"), {**tools("research")[0], "execution": {"taskSupport": "required"}}])
+    listing.tools.append({**tools("maybe")[0], "execution": {"taskSupport": "optional"}})
+    selected, warnings = selected_tools(listing)
+    assert [t["name"] for t in selected] == ["echo", "maybe"]
+    assert warnings == [
+        "lab: left out tool 'research': it runs only as an MCP task (execution.taskSupport: required), and "
+        "tooltree calls tools directly"
+    ]

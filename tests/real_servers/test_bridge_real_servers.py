@@ -50,22 +50,24 @@ def _call(bridge: McpBridge, pool: BackgroundPool, tool: str, arguments: dict[st
     return asyncio.run_coroutine_threadsafe(bridge.call_tool("everything", tool, arguments), pool.loop).result(60)
 
 
-def test_a_tool_that_runs_only_as_a_task_is_refused_as_unsupported_before_the_server_is_asked(
+def test_a_tool_that_runs_only_as_a_task_is_left_out_of_the_tree_and_refused_before_the_server_is_asked(
     everything: tuple[Path, BackgroundPool],
 ) -> None:
+    # Called plainly, the server answers isError "MCP error -32601: ... requires task augmentation": a tool
+    # error, which a script would take for a failure worth retrying. The stub promised a tool nobody can call.
     tree, pool = everything
-    stream = io.StringIO()
-    bridge = McpBridge(tree, pool.pool, audit=AuditLog(stream))
     snapshot = json.loads((tree / "snapshots" / "everything.json").read_text(encoding="utf-8"))
     tasks_only = [t["name"] for t in snapshot["tools"] if (t.get("execution") or {}).get("taskSupport") == "required"]
     assert tasks_only == ["simulate-research-query"]
-    # Called plainly, the server answers isError "MCP error -32601: ... requires task augmentation": a tool
-    # error, which a script would take for a failure worth retrying.
+    manifest = json.loads((tree / "manifest.json").read_text(encoding="utf-8"))
+    assert "simulate-research-query" not in [t["tool"] for t in manifest["tools"]]
+    assert not (tree / "servers" / "everything" / "simulate_research_query.py").exists()
+    stream = io.StringIO()
+    bridge = McpBridge(tree, pool.pool, audit=AuditLog(stream))
     with pytest.raises(ToolCallRefused) as info:
         _call(bridge, pool, "simulate-research-query", {"topic": "bees"})
-    assert info.value.code == "unsupported"
-    assert "execution.taskSupport: 'required'" in info.value.message
+    assert info.value.code == "not_allowed"
     (line,) = [json.loads(x) for x in stream.getvalue().splitlines()]
-    assert (line["outcome"], line["code"], line["tool"]) == ("refused", "unsupported", "simulate-research-query")
+    assert (line["outcome"], line["code"], line["tool"]) == ("refused", "not_allowed", "simulate-research-query")
     # A tool that allows plain calls still goes through.
     assert _call(bridge, pool, "echo", {"message": "hi"})["content"] == [{"type": "text", "text": "Echo: hi"}]

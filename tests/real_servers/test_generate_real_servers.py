@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tool_tree.tree import requires_task
 from tooltree_cli.main import main
 
 pytestmark = pytest.mark.real_servers
@@ -38,7 +39,8 @@ def test_every_tool_of_every_real_server_gets_a_stub(real_tree: Path) -> None:
     assert sorted(s["name"] for s in manifest["servers"]) == sorted(NAMES)
     for server in manifest["servers"]:
         snapshot = json.loads((real_tree / server["snapshot"]).read_text(encoding="utf-8"))
-        listed = sorted(t["name"] for t in snapshot["tools"])
+        # Every tool but those that run only as MCP tasks, which a plain call cannot run (left out, with a warning).
+        listed = sorted(t["name"] for t in snapshot["tools"] if not requires_task(t))
         stubs = sorted(t["tool"] for t in manifest["tools"] if t["server"] == server["name"])
         assert listed == stubs and listed, server["name"]
         for t in manifest["tools"]:

@@ -136,6 +136,25 @@ def test_a_companion_bridge_counts_its_own_budget_and_reuses_the_checked_schemas
     assert [line["session"] for line in audit_lines(stream)] == ["s1"] * 6
 
 
+def test_a_tool_its_snapshot_says_runs_only_as_a_task_is_refused_as_unsupported(
+    tree: Path, pool: BackgroundPool, tmp_path: Path
+) -> None:
+    # generate-tree leaves such a tool out; a tree made before it did still lists it.
+    import shutil
+
+    old = tmp_path / "tree"
+    shutil.copytree(tree, old)
+    snapshot = old / "snapshots" / "media.json"
+    data = json.loads(snapshot.read_text(encoding="utf-8"))
+    for tool in data["tools"]:
+        if tool["name"] == "slow_echo":
+            tool["execution"] = {"taskSupport": "required"}
+    snapshot.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ToolCallRefused) as info:
+        call(McpBridge(old, pool.pool), pool, "media", "slow_echo", {"text": "x", "seconds": 0})
+    assert info.value.code == "unsupported" and "runs only as an MCP task" in info.value.message
+
+
 def test_a_tool_that_changed_since_generation_is_refused(tree: Path, pool: BackgroundPool, tmp_path: Path) -> None:
     import shutil
 
