@@ -1,10 +1,12 @@
-"""The README's snippets work as written."""
+"""The README's snippets work as written, and its options, defaults, limits, exit codes and files are the code's."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +15,7 @@ import pytest
 
 from tests.support import TEST_OWNER, sample_config_yaml
 from tool_tree.config import parse_config
-from tooltree_cli.main import main
+from tooltree_cli.main import build_parser, main
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -94,3 +96,177 @@ def test_the_python_client_snippet_runs_against_tooltree_serve(docker_engine: ob
     names, count, *ledger = done.stdout.splitlines()
     assert names == "['list_files', 'read_file', 'search_tools', 'execute_python']" and count == "10000 leads"
     assert any("crm.list_leads ok" in line for line in ledger)
+
+
+# --- claims about the command line and the defaults, checked against the code -------------------------------------
+
+FOREIGN_OPTIONS = {"--no-deps", "--require-hashes", "--cli", "--header", "--method"}
+"""Options the README shows for other programs (pip, the MCP inspector)."""
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def code_spans() -> list[str]:
+    return re.findall(r"`([^`\n]+)`", README)
+
+
+def all_parsers() -> list[argparse.ArgumentParser]:
+    found, todo = [], [build_parser()]
+    while todo:
+        parser = todo.pop()
+        found.append(parser)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(action.choices.values())
+    return found
+
+
+def tooltree_command_lines() -> list[str]:
+    """Every `tooltree ...` command the README shows: in bash blocks (continuations joined), in code spans, and the
+    arguments of the Claude Desktop config."""
+    lines = []
+    for block in blocks("bash"):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):  # VAR=value before the command
+                words.pop(0)
+            if words[:1] == ["tooltree"]:
+                lines.append(shlex.join(words))
+            elif "--" in words and words[words.index("--") + 1 : words.index("--") + 2] == ["tooltree"]:
+                lines.append(shlex.join(words[words.index("--") + 1 :]))  # claude mcp add tooltree -- tooltree ...
+    for span in code_spans():
+        command = span.split(" -- ", 1)[-1]  # claude mcp add tooltree -- tooltree ...
+        if command.startswith("tooltree ") and "--" in command:
+            lines.append(command)
+    (desktop,) = blocks("json")
+    lines.append(shlex.join(["tooltree", *json.loads(desktop)["mcpServers"]["tooltree"]["args"]]))
+    return lines
+
+
+def test_every_tooltree_command_line_in_the_readme_parses(capsys: pytest.CaptureFixture[str]) -> None:
+    lines = tooltree_command_lines()
+    assert len(lines) >= 15
+    for line in lines:
+        try:
+            build_parser().parse_args(shlex.split(line)[1:])
+        except SystemExit:
+            pytest.fail(f"the README's `{line}` does not parse: {capsys.readouterr().err}")
+
+
+def test_every_option_the_readme_names_is_an_option_of_tooltree() -> None:
+    known = {s for parser in all_parsers() for action in parser._actions for s in action.option_strings}
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", README)) - FOREIGN_OPTIONS
+    assert named - known == set()
+
+
+def test_the_commands_the_readme_names_exist() -> None:
+    commands = {parser.prog.split()[1] for parser in all_parsers() if parser.prog.count(" ") == 1}
+    shown = " ".join(code_spans() + blocks("bash"))
+    named = set(re.findall(r"(?<![\w/-])tooltree ([a-z][a-z-]+)", shown))
+    assert {"generate-tree", "search", "exec", "image", "sandbox", "agent", "serve"} <= named
+    assert named <= commands, named - commands
+
+
+def exit_codes(command: str) -> dict[int, str]:
+    (listed,) = re.findall(rf"Exit codes of `{command}`: (.*?)\.", flat(README))
+    return {int(n): meaning for n, meaning in re.findall(r"(\d+) ([^,]+)", listed)}
+
+
+def test_the_documented_exit_codes_are_the_commands_own() -> None:
+    from tooltree_cli import exec_cmd, generate_cmd
+
+    assert list(exit_codes("generate-tree")) == [
+        generate_cmd.EXIT_OK, generate_cmd.EXIT_DRIFT, generate_cmd.EXIT_CONFIG, generate_cmd.EXIT_SERVERS,
+    ]  # fmt: skip
+    assert "--check" in exit_codes("generate-tree")[generate_cmd.EXIT_DRIFT]
+    codes = exit_codes("exec")
+    assert list(codes) == [exec_cmd.EXIT_OK, exec_cmd.EXIT_SCRIPT, exec_cmd.EXIT_USAGE, exec_cmd.EXIT_SANDBOX]
+    assert "workspace" in codes[exec_cmd.EXIT_SANDBOX]
+
+
+def test_every_config_key_is_named_in_the_readme() -> None:
+    from tool_tree.config import _SERVER_KEYS
+    from tooltree_cli.common import config_sections
+
+    spans = " ".join(code_spans() + blocks("yaml"))
+    keys = set(_SERVER_KEYS) | {key for settings in config_sections().values() for key in settings}
+    missing = {key for key in keys if not re.search(rf"(?<![\w.]){key}(?!\w)", spans)}
+    assert missing == set()
+
+
+def test_the_sandbox_keys_listed_are_the_sandbox_section() -> None:
+    from sandbox.config import SETTINGS
+
+    (paragraph,) = re.findall(r"Sandbox settings go in .*?\)\.", flat(README))
+    assert set(re.findall(r"`([a-z_]+)[`:]", paragraph)) - {"sandbox"} == set(SETTINGS)
+
+
+def test_the_config_section_table_names_every_section_and_its_module() -> None:
+    from tooltree_cli.common import config_sections
+
+    rows = re.findall(r"^\| `(\w+):` \| .*? \| `([\w/]+\.py)` \|$", README, flags=re.M)
+    assert {section for section, _ in rows} == {"servers", *config_sections()}
+    for section, module in rows:
+        source = (REPO / module).read_text(encoding="utf-8")
+        assert "SETTINGS" in source or section == "servers", module
+
+
+def test_the_defaults_and_limits_the_readme_quotes_are_the_codes() -> None:
+    from agent.content import MAX_RESULT_CHARS
+    from agent.defaults import DEFAULT_BATCH_MAX, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_MODEL, MODES
+    from agent.serve.http import SSE_EVENT_LIMIT
+    from agent.serve.settings import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, DEFAULT_PROGRESS_INTERVAL, DEFAULT_WARM
+    from agent.serve.stdio import MAX_MESSAGE_BYTES
+    from sandbox._supervisor.limits import MAX_IMAGES
+    from sandbox._supervisor.transfer import ENTRY_BYTES, MAX_ENTRIES
+    from sandbox.config import SandboxConfig
+    from tool_tree.config import DEFAULT_TIMEOUT
+    from tool_tree.search import MAX_LIMIT, MIN_LIMIT
+    from tool_tree.search._static import STATIC_WEIGHT
+
+    sandbox = SandboxConfig()
+    options = {a.dest: a.default for p in all_parsers() if p.prog == "tooltree serve" for a in p._actions}
+    search = {a.dest: a.default for p in all_parsers() if p.prog == "tooltree search" for a in p._actions}
+    text = flat(README)
+    claims = [
+        f"`timeout` (seconds) defaults to {DEFAULT_TIMEOUT:g}",
+        f"`--limit` {MIN_LIMIT}–{MAX_LIMIT}, default {search['limit']}",
+        f"added to MiniLM's with weight {STATIC_WEIGHT}",
+        f"at most {MAX_ENTRIES:,} files and folders",
+        f"plus {ENTRY_BYTES // 1024} KiB per file",
+        f"(`workspace_size`, {sandbox.workspace_size}) plus {MAX_ENTRIES * ENTRY_BYTES // 2**20} MiB",
+        f"`memory` {sandbox.memory}, `cpus` {sandbox.cpus:g}, `pids_limit` {sandbox.pids_limit}, "
+        f"`nofile` {sandbox.nofile}, `tmp_size` {sandbox.tmp_size}, `timeout` {sandbox.timeout:g} s, "
+        f"`output_chars` {sandbox.output_chars:,}, `workspace_size` {sandbox.workspace_size};",
+        f"with at most {MAX_RESULT_CHARS:,} characters of text (head and tail, with a note) and {MAX_IMAGES} images",
+        f"`mode` {MODES[0]}, `model` {DEFAULT_MODEL}, `max_turns` {DEFAULT_MAX_TURNS}, "
+        f"`max_tokens` {DEFAULT_MAX_TOKENS:,},",
+        f"at most `batch_max`, {DEFAULT_BATCH_MAX})",
+        f"client reads none over {SSE_EVENT_LIMIT // 2**20} MiB",
+        f"A client's message may be {MAX_MESSAGE_BYTES // 2**20} MiB",
+        f"default {DEFAULT_IDLE_TIMEOUT:g}), `progress_interval` (default {DEFAULT_PROGRESS_INTERVAL:g} s), "
+        f"`warm` (sandboxes kept started; default {DEFAULT_WARM}) and `max_sessions` (default {DEFAULT_MAX_SESSIONS})",
+        f"`--host` (default {options['host']}), `--port` (default {options['port']}; 0 picks one)",
+    ]
+    assert [claim for claim in claims if claim not in text] == []
+
+
+def test_the_environment_variables_the_readme_names_are_read_by_the_code() -> None:
+    sources = "".join(
+        path.read_text(encoding="utf-8")
+        for package in ("tool_tree", "generator", "sandbox", "agent", "tooltree_cli")
+        for path in (REPO / package).rglob("*.py")
+    )
+    named = set(re.findall(r"TOOLTREE_[A-Z_]+", README))
+    assert named and {name for name in named if name not in sources} == set()
+
+
+def test_the_tree_layout_lists_what_generate_tree_writes(project: Path) -> None:
+    (layout,) = re.findall(r"```\n(tree/\n.*?)```", README, flags=re.S)
+    listed = [line.split()[0].replace("<server>", "crm") for line in layout.splitlines()[1:] if line[2:3] != " "]
+    tree = project / "tree"
+    assert [path for path in listed if not (tree / path).exists()] == []
+    top = {path.split("/")[0] for path in listed}
+    assert {entry.name for entry in tree.iterdir()} <= top

@@ -36,7 +36,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "agent",
         help="run a task with Claude over the tree's tools",
         description="Run a task with Claude. In code mode it browses the stub tree and runs scripts in the sandbox; "
-        "direct and tool-search are the baselines (every MCP tool as a native tool; deferred behind tool search). "
+        "direct, tool-search and filtered are the baselines (every MCP tool as a native tool; deferred behind tool "
+        "search; native tools narrowed by the pre-filter). "
         f"Needs {API_KEY_ENV}; honours ANTHROPIC_BASE_URL. Exit 0 when the model finished, 1 when a limit, a "
         "refusal or max_tokens ended the run, 2 for usage errors, 3 when the API failed, 4 when the sandbox failed.",
     )
@@ -83,7 +84,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         nargs="?",
         const=",".join(MODES),
         metavar="MODES",
-        help="run the task once in each mode (default: all three) and print a table of the tokens each used; "
+        help=f"run the task once in each of these modes (comma-separated; default: {','.join(MODES)}) and print "
+        "a table of the tokens each used; "
         "the task really runs that many times, so use it on tasks whose effects can be repeated",
     )
     p.add_argument(

@@ -25,7 +25,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "exec",
         help="run a Python script in the sandbox, with the tree's tools",
         description="Run a script in a hardened container; its tool calls go through the bridge to the real "
-        "servers. Exit 0 when the script succeeded, 1 when it failed or timed out.",
+        f"servers. Exit {EXIT_OK} when the script succeeded, {EXIT_SCRIPT} when it failed or timed out, {EXIT_USAGE} "
+        f"for usage errors, {EXIT_SANDBOX} when the sandbox failed or the workspace could not be saved (the script's "
+        "output is printed first).",
     )
     p.add_argument("script", nargs="?", help="the script file ('-' for standard input)")
     p.add_argument("-c", dest="code", metavar="CODE", help="the code to run, instead of a file")

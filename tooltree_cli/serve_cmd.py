@@ -45,13 +45,16 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from agent.serve.settings import DEFAULT_IDLE_TIMEOUT, DEFAULT_WARM
+
     p = subparsers.add_parser(
         "serve",
         help="offer the tree, search and sandbox to any MCP client (Claude Code, Claude Desktop, ...)",
         description="An MCP server with the four tools of code mode (list_files, read_file, search_tools, "
         "execute_python) over the tree, one sandbox session per client session. stdio by default; --http for "
         f"Streamable HTTP at /mcp, which requires a bearer token (${TOKEN_ENV}, or one generated and printed "
-        "once). The tree is regenerated from the servers first when it is missing or stale. Exit 0 when the "
+        "once). A missing tree is generated first; an existing one is served at once and brought up to date from "
+        "the servers in the background (see --regenerate-first, --no-regenerate). Exit 0 when the "
         "client disconnected or a signal stopped it, 2 for usage errors, 3 when the tree could not be "
         "generated, 4 when the sandbox cannot run.",
     )
@@ -82,12 +85,22 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                    "saved back when the session ends (files and skills/ persist across sessions)")  # fmt: skip
     p.add_argument("--audit", metavar="FILE", help="append one JSON line per tool call (every session) to this file")
     p.add_argument(
-        "--timeout", type=positive_seconds, help="wall-clock limit of one execution in seconds (default: 30)"
+        "--timeout",
+        type=positive_seconds,
+        help="wall-clock limit of one execution in seconds (default: sandbox.timeout in the config, or 30)",
     )
     p.add_argument(
-        "--idle-timeout", type=positive_seconds, help="seconds without a call before a client's session ends"
+        "--idle-timeout",
+        type=positive_seconds,
+        help="seconds without a call before a client's session ends (default: serve.idle_timeout in the config, "
+        f"or {DEFAULT_IDLE_TIMEOUT:g})",
     )
-    p.add_argument("--warm", type=count, help="sandboxes kept started for the next client (default: 1; 0: none)")
+    p.add_argument(
+        "--warm",
+        type=count,
+        help=f"sandboxes kept started for the next client (default: serve.warm in the config, or {DEFAULT_WARM}; "
+        "0: none)",
+    )
     p.add_argument(
         "--passthrough",
         action="append",

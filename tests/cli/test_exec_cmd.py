@@ -255,3 +255,18 @@ def test_exec_keeps_host_files_it_never_held_and_says_when_both_sides_changed_on
     assert (workspace / "servers" / "notes.txt").read_text(encoding="utf-8") == "mine"
     assert (workspace / "latest.csv").is_symlink() and os.readlink(workspace / "latest.csv") == str(data)
     assert "tooltree: workspace: report.txt: both the host and the sandbox changed it" in err
+
+
+def test_exec_help_names_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    from tooltree_cli import exec_cmd
+
+    with pytest.raises(SystemExit):
+        main(["exec", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for code, meaning in (
+        (exec_cmd.EXIT_OK, "when the script succeeded"),
+        (exec_cmd.EXIT_SCRIPT, "when it failed or timed out"),
+        (exec_cmd.EXIT_USAGE, "for usage errors"),
+        (exec_cmd.EXIT_SANDBOX, "when the sandbox failed or the workspace could not be saved"),
+    ):
+        assert f"{code} {meaning}" in text

@@ -40,3 +40,16 @@ def test_generate_tree_script_takes_the_same_options(tmp_path: object, capsys: p
         generate_tree_main(["--help"])
     assert info.value.code == 0
     assert "--from-snapshot" in capsys.readouterr().out
+
+
+def test_agent_compare_help_names_every_mode_it_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.defaults import MODES
+
+    with pytest.raises(SystemExit):
+        main(["agent", "--help"])
+    text = " ".join(capsys.readouterr().out.split()).replace("- ", "-")
+    assert f"default: {','.join(MODES)})" in text
+    for mode in MODES:
+        assert mode in text.split("Run a task with Claude.")[1].split("Needs ANTHROPIC_API_KEY")[0]
+    args = build_parser().parse_args(["agent", "t", "--compare"])
+    assert args.compare.split(",") == list(MODES)

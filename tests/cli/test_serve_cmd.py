@@ -149,3 +149,18 @@ def test_an_audit_path_that_is_a_folder_or_a_workspace_that_is_a_file_is_one_lin
     assert main(["serve", "--no-regenerate", "--workspace", str(notes)]) == 2
     assert capsys.readouterr().err == f"tooltree: error: --workspace: {notes} is a file, not a folder\n"
     assert notes.read_text(encoding="utf-8") == "mine"
+
+
+def test_help_says_an_existing_tree_is_refreshed_in_the_background_and_gives_the_defaults(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from agent.serve.settings import DEFAULT_IDLE_TIMEOUT, DEFAULT_WARM
+
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split()).replace("- ", "-")
+    assert "an existing one is served at once and brought up to date from the servers in the background" in text
+    assert "regenerated from the servers first when it is missing or stale" not in text
+    assert f"(default: serve.idle_timeout in the config, or {DEFAULT_IDLE_TIMEOUT:g})" in text
+    assert f"(default: serve.warm in the config, or {DEFAULT_WARM}; 0: none)" in text
+    assert "(default: sandbox.timeout in the config, or 30)" in text
