@@ -34,6 +34,12 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("tooltree: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of stdout left (`tooltree search --json ... | head`): nothing to say
+        # Python flushes stdout once more at exit, which would fail again: point it at nothing first.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 141  # as a shell reports a command ended by SIGPIPE
     except Exception as e:  # the top level: one clear line unless --debug
         if debug:
             raise

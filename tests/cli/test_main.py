@@ -53,3 +53,17 @@ def test_agent_compare_help_names_every_mode_it_runs(capsys: pytest.CaptureFixtu
         assert mode in text.split("Run a task with Claude.")[1].split("Needs ANTHROPIC_API_KEY")[0]
     args = build_parser().parse_args(["agent", "t", "--compare"])
     assert args.compare.split(",") == list(MODES)
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly() -> None:
+    # `tooltree search ... | head`: before, "tooltree: error: BrokenPipeError: [Errno 32] Broken pipe" and exit 1.
+    code = (
+        "import argparse, sys\nfrom tooltree_cli.main import _dispatch\n"
+        "def flood(args):\n    for _ in range(1000):\n        print('x' * 1000)\n    return 0\n"
+        "sys.exit(_dispatch(argparse.ArgumentParser(), argparse.Namespace(handler=flood)))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and err == ""
