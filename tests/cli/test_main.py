@@ -62,8 +62,8 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly() -> None:
         "def flood(args):\n    for _ in range(1000):\n        print('x' * 1000)\n    return 0\n"
         "sys.exit(_dispatch(argparse.ArgumentParser(), argparse.Namespace(handler=flood)))\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stderr is not None
-    proc.stdout.close()  # the reader is gone before the first line
-    err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == 141 and err == ""
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # the reader is gone before the first line
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 141 and err == ""
