@@ -41,7 +41,17 @@ from agent.defaults import (
 from agent.errors import AgentSetupError, ModelAPIError
 from agent.events import EventHandler, ModelReplied, RunFinished, ToolFinished
 from agent.prefilter.options import PrefilterOptions
-from agent.request import answer_text, block_param, cached_system, cached_tools, with_last_breakpoint
+from agent.request import (
+    answer_text,
+    api_failure,
+    block_param,
+    cached_system,
+    cached_tools,
+    next_user_turn,
+    stream_message,
+    user_text,
+    with_last_breakpoint,
+)
 from agent.summary import PrefilterSummary, RunResult, RunSummary, TokenUsage
 from agent.toolsets import make_toolset
 from agent.toolsets.base import ToolOutcome, error
@@ -50,9 +60,6 @@ from tool_tree.config import Config
 
 MAX_CONCURRENT_TOOLS = 8
 """Most tool calls of one reply run at the same time."""
-STREAM_RETRY_DELAY = 0.5
-"""Seconds before the first retry of an error that arrived inside a stream (doubling, as the SDK backs off)."""
-RETRYABLE_STREAM_ERRORS = ("overloaded_error", "rate_limit_error", "api_error")
 
 if TYPE_CHECKING:
     import anthropic
@@ -168,7 +175,7 @@ class Agent:
     def first_request(self, task: str) -> dict[str, Any]:
         """The first request of a run of ``task`` (built offline: nothing is started; a pre-filter
         decides on ``task`` first, which for the ``claude`` classifier is one request to its model)."""
-        messages = [_user_text(task)]
+        messages = [user_text(task)]
         self.toolset.start_conversation()
         if self.toolset.before_request(messages) is not None:
             self.system, self.tools = self.toolset.system_prompt(), self.toolset.tools()
@@ -212,7 +219,7 @@ class Agent:
         summary = RunSummary(mode=self.mode, model=self.model)
         if self.prefilter is not None:
             summary.prefilter = PrefilterSummary(self.prefilter.classifier.name, catalog=len(self.prefilter.catalog))
-        messages: list[dict[str, Any]] = [*(history or ()), _next_user_turn(task, history or ())]
+        messages: list[dict[str, Any]] = [*(history or ()), next_user_turn(task, history or ())]
         started = time.monotonic()
         log = Transcript(self.transcript)
         log.write("run_start", mode=self.mode, model=self.model, task=task, system=self.system, tools=self.tools)
@@ -310,33 +317,21 @@ class Agent:
         import anthropic
 
         t0 = time.monotonic()
-        retries = 0
-        while True:
-            try:
-                with client.messages.stream(**params) as stream:
-                    message = stream.get_final_message()
-                break
-            except anthropic.APIStatusError as e:
-                kind = _error_type(e)
-                in_stream = e.status_code == 200  # an `error` event after the 200: the SDK did not retry it
-                log.write("api_error", turn=summary.turns, status=e.status_code, message=str(e))
-                if in_stream and kind in RETRYABLE_STREAM_ERRORS and retries < client.max_retries:
-                    time.sleep(STREAM_RETRY_DELAY * 2**retries)
-                    retries += 1
-                    continue
-                summary.stop_reason = "api_error"
-                summary.duration_s = time.monotonic() - started
-                partial = RunResult(summary.answer, "api_error", summary, messages, self.transcript)
-                answered = f"failed inside its stream ({kind or 'error'})" if in_stream else f"answered {e.status_code}"
-                raise ModelAPIError(
-                    f"the Messages API {answered}: {_api_message(e)}", status_code=e.status_code, result=partial
-                ) from None
-            except anthropic.APIConnectionError as e:
-                log.write("api_error", turn=summary.turns, status=None, message=str(e))
-                summary.stop_reason = "api_error"
-                summary.duration_s = time.monotonic() - started
-                partial = RunResult(summary.answer, "api_error", summary, messages, self.transcript)
+
+        def logged(status: int | None, text: str) -> None:
+            log.write("api_error", turn=summary.turns, status=status, message=text)
+
+        try:
+            message = stream_message(client, params, on_error=logged)
+        except (anthropic.APIStatusError, anthropic.APIConnectionError) as e:
+            summary.stop_reason = "api_error"
+            summary.duration_s = time.monotonic() - started
+            partial = RunResult(summary.answer, "api_error", summary, messages, self.transcript)
+            if isinstance(e, anthropic.APIConnectionError):
                 raise ModelAPIError(f"cannot reach the Messages API: {e}", result=partial) from None
+            raise ModelAPIError(
+                f"the Messages API {api_failure(e)}", status_code=e.status_code, result=partial
+            ) from None
         return message, time.monotonic() - t0
 
     def _call(self, block: dict[str, Any], runtime: Runtime) -> tuple[ToolOutcome, float]:
@@ -392,41 +387,3 @@ class Agent:
                 )
             )
         return results
-
-
-def _user_text(task: str) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "text", "text": task}]}
-
-
-def _next_user_turn(task: str, history: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The user turn of ``task`` after ``history``. A run that stopped on a reply with tool calls (cut by
-    ``max_tokens``, a refusal) left them unanswered, which the API refuses: they are answered as not run."""
-    turn = _user_text(task)
-    last = history[-1] if history else None
-    if last is None or last.get("role") != "assistant" or not isinstance(last.get("content"), list):
-        return turn
-    unanswered = [b for b in last["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
-    results = [
-        {
-            "type": "tool_result",
-            "tool_use_id": b.get("id"),
-            "content": [{"type": "text", "text": "not run: the reply ended before the call was made"}],
-            "is_error": True,
-        }
-        for b in unanswered
-    ]
-    return {"role": "user", "content": [*results, *turn["content"]]}
-
-
-def _error_type(e: Any) -> str:
-    """The API's error type (``overloaded_error``, ...) in an error's body, or ""."""
-    body = getattr(e, "body", None)
-    details = body.get("error") if isinstance(body, dict) else None
-    return str(details.get("type", "")) if isinstance(details, dict) else ""
-
-
-def _api_message(e: Any) -> str:
-    body = getattr(e, "body", None)
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        return str(body["error"].get("message", e))
-    return str(getattr(e, "message", e))

@@ -1,4 +1,5 @@
-"""Building Messages requests: fixed prefix with cache breakpoints, and blocks sent back as params.
+"""Building Messages requests: fixed prefix with cache breakpoints, blocks sent back as params, user
+turns (answering tool calls a cut reply left open), and reading the API's errors.
 
 Breakpoints (``cache_control: {"type": "ephemeral"}``) go on the last tool and on the system
 prompt — the part that is byte-identical in every request of a run — and on the last block of
@@ -10,10 +11,14 @@ API's 4).
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 EPHEMERAL = {"type": "ephemeral"}
+STREAM_RETRY_DELAY = 0.5
+"""Seconds before the first retry of an error that arrived inside a stream (doubling, as the SDK backs off)."""
+RETRYABLE_STREAM_ERRORS = ("overloaded_error", "rate_limit_error", "api_error")
 
 # Fields of response blocks that may be sent back; anything else the SDK parsed is dropped.
 _PARAM_FIELDS: dict[str, tuple[str, ...]] = {
@@ -74,3 +79,77 @@ def with_last_breakpoint(messages: Sequence[dict[str, Any]]) -> list[dict[str, A
 def answer_text(content: Sequence[dict[str, Any]]) -> str:
     """The text blocks of a reply, joined."""
     return "\n".join(str(b.get("text", "")) for b in content if b.get("type") == "text").strip()
+
+
+def user_text(task: str) -> dict[str, Any]:
+    """A user turn of one text block."""
+    return {"role": "user", "content": [{"type": "text", "text": task}]}
+
+
+def next_user_turn(task: str, history: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The user turn of ``task`` after ``history``. A run that stopped on a reply with tool calls (cut by
+    ``max_tokens``, a refusal) left them unanswered, which the API refuses: they are answered as not run."""
+    turn = user_text(task)
+    last = history[-1] if history else None
+    if last is None or last.get("role") != "assistant" or not isinstance(last.get("content"), list):
+        return turn
+    unanswered = [b for b in last["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+    results = [
+        {
+            "type": "tool_result",
+            "tool_use_id": b.get("id"),
+            "content": [{"type": "text", "text": "not run: the reply ended before the call was made"}],
+            "is_error": True,
+        }
+        for b in unanswered
+    ]
+    return {"role": "user", "content": [*results, *turn["content"]]}
+
+
+def error_type(e: Any) -> str:
+    """The API's error type (``overloaded_error``, ...) in an error's body, or ""."""
+    body = getattr(e, "body", None)
+    details = body.get("error") if isinstance(body, dict) else None
+    return str(details.get("type", "")) if isinstance(details, dict) else ""
+
+
+def api_message(e: Any) -> str:
+    """The message of an API error, from its body when it has one."""
+    body = getattr(e, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return str(body["error"].get("message", e))
+    return str(getattr(e, "message", e))
+
+
+def stream_message(client: Any, params: dict[str, Any], *, on_error: Callable[[int | None, str], None]) -> Any:
+    """The final message of one streamed request. The SDK retries rate limits, overloads and server errors
+    answered before the stream; the same errors arriving inside it (an ``error`` event after the 200) are
+    retried here, as many times, each one given to ``on_error`` first.
+
+    Raises:
+        anthropic.APIStatusError, anthropic.APIConnectionError: as the SDK raises them, once retries are spent.
+    """
+    import anthropic
+
+    retries = 0
+    while True:
+        try:
+            with client.messages.stream(**params) as stream:
+                return stream.get_final_message()
+        except anthropic.APIStatusError as e:
+            on_error(e.status_code, str(e))
+            in_stream = e.status_code == 200  # an `error` event after the 200: the SDK did not retry it
+            if not (in_stream and error_type(e) in RETRYABLE_STREAM_ERRORS and retries < client.max_retries):
+                raise
+            time.sleep(STREAM_RETRY_DELAY * 2**retries)
+            retries += 1
+        except anthropic.APIConnectionError as e:
+            on_error(None, str(e))
+            raise
+
+
+def api_failure(e: Any) -> str:
+    """What an API status error says, after "the Messages API": where it failed, and its message."""
+    if e.status_code == 200:
+        return f"failed inside its stream ({error_type(e) or 'error'}): {api_message(e)}"
+    return f"answered {e.status_code}: {api_message(e)}"

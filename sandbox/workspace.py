@@ -27,14 +27,12 @@ saved or restored.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import glob
 import hashlib
 import os
 import shutil
 import stat
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,7 +48,8 @@ from sandbox._supervisor.transfer import (
     read_item,
 )
 from sandbox.errors import ProtocolError, WorkspaceError
-from sandbox.workspace_merge import RestoreRecord, entries_below, merge, move_out, remove_tree, shown
+from sandbox.host_folders import alive, lock_folder, move_entries, open_folder, open_up, remove_tree, shown
+from sandbox.workspace_merge import RestoreRecord, entries_below, merge
 
 __all__ = [
     "BATCH_BYTES",
@@ -236,7 +235,7 @@ class WorkspaceReceiver:
         """
         self._writer.close()
         digests = {rel: h.digest() for rel, h in self._hashes.items()}
-        lock = _lock_folder(self.dest.parent)
+        lock = lock_folder(self.dest.parent, LOCK_TIMEOUT)
         try:
             self._swap(digests)
         finally:
@@ -251,7 +250,7 @@ class WorkspaceReceiver:
             except OSError:
                 pass  # made meanwhile: merged below
         try:
-            dest_fd = _open_folder(self.dest)
+            dest_fd = open_folder(self.dest)
         except OSError as e:
             raise WorkspaceError(f"could not put the saved workspace in place at {self.dest}: {e.strerror}") from None
         try:
@@ -265,14 +264,14 @@ class WorkspaceReceiver:
             old = Path(tempfile.mkdtemp(prefix=f".{self.dest.name}.old-", dir=self.beside))
             previous = old / "w"
             os.mkdir(previous, 0o700)
-            prev_fd, stage_fd = _open_folder(previous), _open_folder(self.staging)
+            prev_fd, stage_fd = open_folder(previous), open_folder(self.staging)
         except OSError as e:
             raise WorkspaceError(f"could not put the saved workspace in place at {self.dest}: {e.strerror}") from None
         try:
             try:
-                _open_up(dest_fd, mode)  # the host may have made it read-only: entries move out and in
+                open_up(dest_fd, mode)  # the host may have made it read-only: entries move out and in
                 # A top-level ``servers`` (the merge keeps it) and the work folder stay where they are.
-                _move_entries(dest_fd, prev_fd, skip=_RESTORE_SKIP)
+                move_entries(dest_fd, prev_fd, skip=_RESTORE_SKIP)
                 os.fchmod(prev_fd, mode)  # the root's mode as a merge without a record reads it
             except OSError as e:
                 where = self._put_back(prev_fd, dest_fd, mode, old)
@@ -290,7 +289,7 @@ class WorkspaceReceiver:
                     f"is in {self.staging}"
                 ) from None
             try:
-                _move_entries(stage_fd, dest_fd)
+                move_entries(stage_fd, dest_fd)
                 taken = sorted(os.fsencode(n) for n in os.listdir(stage_fd))  # names made meanwhile in ``dest``
             except OSError as e:
                 with contextlib.suppress(OSError):
@@ -323,7 +322,7 @@ class WorkspaceReceiver:
         """Move the host entries moved aside back into the destination, and give it its mode again; what
         cannot go back (a name taken meanwhile, a failed move) is kept in ``old``, which the result names."""
         try:
-            stuck = _move_entries(prev_fd, dest_fd)
+            stuck = move_entries(prev_fd, dest_fd)
         except OSError:
             stuck = [os.fsencode(n) for n in os.listdir(prev_fd)]
         with contextlib.suppress(OSError):
@@ -365,38 +364,8 @@ def _remove_stale_staging(dest: Path, beside: Path) -> None:
     prefix = f".{dest.name}.incoming-"
     for stale in beside.glob(f"{glob.escape(prefix)}*"):
         pid = stale.name[len(prefix) :].partition("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
-
-
-def _open_folder(path: Path) -> int:
-    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-
-
-def _open_up(fd: int, mode: int) -> None:
-    """Give the owner of the open folder ``fd`` full access, if its ``mode`` lacks it."""
-    if mode & stat.S_IRWXU != stat.S_IRWXU:
-        os.fchmod(fd, mode | stat.S_IRWXU)
-
-
-def _move_entries(src_fd: int, dst_fd: int, *, skip: frozenset[bytes] = frozenset()) -> list[bytes]:
-    """Move the entries of one open folder into another (`move_out`), never over an entry there; the
-    names already taken in ``dst_fd`` are left in ``src_fd`` and returned.
-
-    Raises:
-        OSError: a move failed (those before it are done).
-    """
-    taken = []
-    for name in sorted(os.fsencode(n) for n in os.listdir(src_fd)):
-        if name in skip:
-            continue
-        try:
-            move_out(src_fd, name, dst_fd, name)
-        except FileExistsError:
-            taken.append(name)
-        except FileNotFoundError:
-            pass  # removed meanwhile
-    return taken
 
 
 def _names(rels: list[bytes]) -> str:
@@ -405,32 +374,3 @@ def _names(rels: list[bytes]) -> str:
 
 def _left_note(left: list[bytes], previous: Path) -> str:
     return f"; {len(left)} host file(s) are kept in {previous}: {_names(left)}" if left else ""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _lock_folder(folder: Path, timeout: float = LOCK_TIMEOUT) -> int:
-    """An exclusive ``flock`` on ``folder`` (its open descriptor; closing it releases the lock).
-
-    Raises:
-        WorkspaceError: another save into that folder held it for ``timeout`` seconds.
-    """
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                os.close(fd)
-                raise WorkspaceError(f"another workspace save into {folder} did not end within {timeout:g} s") from None
-            time.sleep(0.05)  # polling a lock another process holds: flock has no timed wait

@@ -25,7 +25,7 @@ Modes are kept too: a file or folder the sandbox brings back gets the mode its h
 are set last, so a folder the host made read-only still takes what is kept in it. An entry that
 cannot be placed is left in the previous copy, which is then kept and named in a note.
 
-Every entry is reached from its root folder's descriptor one component at a time (`_Tree`), never
+Every entry is reached from its root folder's descriptor one component at a time (`FolderTree`), never
 by a full path: a saved path may be up to 4,096 bytes, and with the host folder's path in front of it
 longer than ``PATH_MAX``. Names in notes are shown escaped (`shown`): they come from the sandbox.
 """
@@ -33,19 +33,16 @@ longer than ``PATH_MAX``. Names in notes are shown escaped (`shown`): they come 
 from __future__ import annotations
 
 import base64
-import contextlib
-import ctypes
-import errno
 import hashlib
 import os
-import shutil
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandbox._supervisor.fswalk import MAX_NAME_BYTES, DirCursor, split_path
+from sandbox._supervisor.fswalk import MAX_NAME_BYTES, split_path
+from sandbox.host_folders import FolderTree, lexists, lstat_walk, move_out, shown
 
 SKIP_TOP_LEVEL = b"servers"
 """The tree's place in the container: never workspace content, so a host entry of that name is kept."""
@@ -88,7 +85,7 @@ class RestoreRecord:
             record.root_mode = stat.S_IMODE(os.stat(root).st_mode)
         except OSError:
             return record
-        for rel, st in _lstat_walk(os.fsencode(root), MAX_RECORDED, strict=False):
+        for rel, st in lstat_walk(os.fsencode(root), MAX_RECORDED, skip_top=SKIP_TOP_LEVEL, strict=False):
             record.entries[rel] = host_entry(st)
         return record
 
@@ -106,123 +103,16 @@ class RestoreRecord:
         self.digests.update({rel: h.digest() for rel, h in hashes.items()})
 
 
-def shown(rel: bytes) -> str:
-    """A path for a note: undecodable bytes as ``\\xNN``, and control, bidi and zero-width characters and
-    backslashes escaped as in a Python literal, so a name from the sandbox cannot move the terminal's
-    cursor, start an escape sequence or forge a line, and names still tell apart."""
-    text = rel.decode("utf-8", errors="surrogateescape")
-    if text.isprintable() and "\\" not in text:
-        return text
-    return "".join(_shown_char(c) for c in text)
-
-
-def _shown_char(c: str) -> str:
-    if 0xDC80 <= ord(c) <= 0xDCFF:  # a byte that is not UTF-8
-        return f"\\x{ord(c) - 0xDC00:02x}"
-    return c if c.isprintable() and c != "\\" else repr(c)[1:-1]
-
-
-class _Tree:
-    """Entries below a root folder, reached from its descriptor one component at a time, never
-    following a link on the way (so a path longer than ``PATH_MAX`` with the root in front works).
-    Folders of the last path stay open (`DirCursor`): paths in walk order cost one ``open`` each."""
-
-    def __init__(self, root: bytes) -> None:
-        self.root = root
-        self._cursor = DirCursor(root)
-
-    def folder(self, rel: bytes) -> int:
-        """The open folder ``rel`` (``b""``: the root), valid until the next call.
-
-        Raises:
-            OSError: it is missing, a link, or not a folder, or one on the way is.
-        """
-        return self._cursor.open(rel.split(b"/") if rel else [], create=False)
-
-    def at(self, rel: bytes) -> tuple[int, bytes]:
-        """The open parent folder of ``rel`` (valid until the next call) and ``rel``'s last name.
-
-        Raises:
-            OSError: as `folder`, for the parent.
-        """
-        parent, _, name = rel.rpartition(b"/")
-        return self.folder(parent), name
-
-    def lstat(self, rel: bytes) -> os.stat_result | None:
-        """``rel``'s own ``lstat``; None when there is nothing there, or a link or a file is on the way.
-
-        Raises:
-            OSError: any other failure (a folder that cannot be searched).
-        """
-        try:
-            fd, name = self.at(rel)
-            return os.lstat(name, dir_fd=fd)
-        except OSError as e:
-            if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-                return None
-            raise
-
-    def close(self) -> None:
-        self._cursor.close()
-
-
-def _lstat_walk(
-    root: bytes, limit: int | None, *, skip_top: bool = True, strict: bool = True
-) -> Iterator[tuple[bytes, os.stat_result]]:
-    """``(relative path, lstat)`` of every entry below ``root`` without following links, a folder
-    before its content; top-level ``servers`` left out (``skip_top``); at most ``limit`` entries.
-
-    Raises:
-        OSError: an entry could not be listed or read (``strict``; else it is passed over).
-    """
-    try:
-        tree = _Tree(root)
-    except OSError:
-        if strict:
-            raise
-        return
-    try:
-        stack = [b""]
-        count = 0
-        while stack:
-            rel = stack.pop()
-            try:
-                fd = tree.folder(rel)
-                names = sorted(os.fsencode(n) for n in os.listdir(fd))
-            except OSError:
-                if strict:
-                    raise
-                continue
-            for name in names:
-                if skip_top and not rel and name == SKIP_TOP_LEVEL:
-                    continue
-                try:
-                    st = os.lstat(name, dir_fd=fd)
-                except OSError:
-                    if strict:
-                        raise
-                    continue
-                count += 1
-                if limit is not None and count > limit:
-                    return
-                child = rel + b"/" + name if rel else name
-                yield child, st
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append(child)
-    finally:
-        tree.close()
-
-
 def entries_below(root: Path, rels: Iterable[bytes]) -> dict[bytes, HostEntry]:
     """The `HostEntry` of each of ``rels`` (relative to ``root``) that is there, reached without a link."""
-    tree = _Tree(os.fsencode(root))
+    tree = FolderTree(os.fsencode(root))
     try:
         return {rel: host_entry(st) for rel in rels if (st := tree.lstat(rel)) is not None}
     finally:
         tree.close()
 
 
-def _digest(tree: _Tree, rel: bytes) -> bytes | None:
+def _digest(tree: FolderTree, rel: bytes) -> bytes | None:
     h = hashlib.sha256()
     try:
         dir_fd, name = tree.at(rel)
@@ -256,7 +146,7 @@ class Merge:
         """Files still in ``previous`` that the merge did not mean to drop (none, unless a move failed)."""
         return [
             rel
-            for rel, st in _lstat_walk(os.fsencode(previous), None, skip_top=False)
+            for rel, st in lstat_walk(os.fsencode(previous), None)
             if not stat.S_ISDIR(st.st_mode) and rel not in self.dropped
         ]
 
@@ -273,7 +163,7 @@ def merge(previous: Path, staging: Path, record: RestoreRecord | None, sandbox_d
         OSError: a move or a mode change failed (both folders are then left as they are).
     """
     out = Merge()
-    prev, stage = _Tree(os.fsencode(previous)), _Tree(os.fsencode(staging))
+    prev, stage = FolderTree(os.fsencode(previous)), FolderTree(os.fsencode(staging))
     try:
         _merge(prev, stage, record, sandbox_digests, out)
         if record is None:
@@ -295,11 +185,11 @@ def merge(previous: Path, staging: Path, record: RestoreRecord | None, sandbox_d
 
 
 def _merge(
-    prev: _Tree, stage: _Tree, record: RestoreRecord | None, sandbox_digests: dict[bytes, bytes], out: Merge
+    prev: FolderTree, stage: FolderTree, record: RestoreRecord | None, sandbox_digests: dict[bytes, bytes], out: Merge
 ) -> None:
     if prev.lstat(SKIP_TOP_LEVEL) is not None:
         _carry(prev, SKIP_TOP_LEVEL, stage, out)
-    for rel, st in list(_lstat_walk(prev.root, None)):
+    for rel, st in list(lstat_walk(prev.root, None, skip_top=SKIP_TOP_LEVEL)):
         if prev.lstat(rel) is None:
             continue  # moved with its folder
         dst = stage.lstat(rel)
@@ -327,7 +217,7 @@ def _merge(
             _carry(prev, rel, stage, out, beside=True)
 
 
-def _sandbox_modes(stage: _Tree, record: RestoreRecord, out: Merge) -> None:
+def _sandbox_modes(stage: FolderTree, record: RestoreRecord, out: Merge) -> None:
     """The host modes of the sandbox's own entries, into ``out.modes`` (host entries keep theirs)."""
     if record.root_mode is not None:
         out.modes.setdefault(b"", record.root_mode)
@@ -339,7 +229,7 @@ def _sandbox_modes(stage: _Tree, record: RestoreRecord, out: Merge) -> None:
             out.modes[rel] = entry.mode
 
 
-def _replace(prev: _Tree, rel: bytes, stage: _Tree, out: Merge) -> None:
+def _replace(prev: FolderTree, rel: bytes, stage: FolderTree, out: Merge) -> None:
     """Put the host's ``rel`` in place of the sandbox's copy of it (its inode, times and mode).
 
     Raises:
@@ -350,7 +240,7 @@ def _replace(prev: _Tree, rel: bytes, stage: _Tree, out: Merge) -> None:
     _carry(prev, rel, stage, out)
 
 
-def _carry(prev: _Tree, rel: bytes, stage: _Tree, out: Merge, *, beside: bool = False) -> None:
+def _carry(prev: FolderTree, rel: bytes, stage: FolderTree, out: Merge, *, beside: bool = False) -> None:
     """Move ``rel`` from ``prev`` to the same place in ``stage``, or beside the sandbox's copy when
     ``beside`` or when the sandbox has an entry there. Folders on the way are made; where the sandbox
     has a file instead of one of them, the entry stays in ``prev`` (`Merge.left` finds it).
@@ -372,7 +262,7 @@ def _carry(prev: _Tree, rel: bytes, stage: _Tree, out: Merge, *, beside: bool = 
             return
     dst_fd, name = stage.at(rel)
     src_fd, src_name = prev.at(rel)  # two cursors: both stay open
-    if beside or _lexists(name, dst_fd):
+    if beside or lexists(name, dst_fd):
         name = _free_name(name, dst_fd, src_fd)
         kept = b"/".join([*parts[:-1], name])
         out.notes.append(f"{shown(rel)}: both the host and the sandbox changed it; the sandbox's copy is saved as "
@@ -383,91 +273,6 @@ def _carry(prev: _Tree, rel: bytes, stage: _Tree, out: Merge, *, beside: bool = 
     out.carried.add(rel)
 
 
-def move_out(src_fd: int, src_name: bytes, dst_fd: int, dst_name: bytes) -> None:
-    """Rename an entry of a host folder into another folder, never over an entry there, also when the host
-    made its folder (or the folder moved itself) read-only: write permission is added for the move, then
-    taken away again.
-
-    Raises:
-        FileExistsError: ``dst_name`` is taken (made meanwhile by another process): nothing moved.
-        OSError: the move failed (or permission could not be added: a folder of another user).
-    """
-    try:
-        _rename_new(src_fd, src_name, dst_fd, dst_name)
-        return
-    except PermissionError:
-        pass
-    folder_mode = stat.S_IMODE(os.fstat(src_fd).st_mode)
-    st = os.lstat(src_name, dir_fd=src_fd)
-    own_mode = stat.S_IMODE(st.st_mode) if stat.S_ISDIR(st.st_mode) else None  # a folder's ``..`` changes too
-    os.chmod(src_fd, folder_mode | stat.S_IRWXU)
-    try:
-        if own_mode is not None:
-            os.chmod(src_name, own_mode | stat.S_IRWXU, dir_fd=src_fd)
-        moved = False
-        try:
-            _rename_new(src_fd, src_name, dst_fd, dst_name)
-            moved = True
-        finally:
-            if own_mode is not None:
-                fd, name = (dst_fd, dst_name) if moved else (src_fd, src_name)
-                os.chmod(name, own_mode, dir_fd=fd)
-    finally:
-        os.chmod(src_fd, folder_mode)
-
-
-_RENAME_NOREPLACE = 1
-_renameat2: Any = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
-if _renameat2 is not None:
-    _renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    _renameat2.restype = ctypes.c_int
-
-
-def _rename_new(src_fd: int, src_name: bytes, dst_fd: int, dst_name: bytes) -> None:
-    """``renameat2(RENAME_NOREPLACE)``: an entry another process made at ``dst_name`` is never replaced. Where
-    the filesystem cannot (EINVAL), a check just before the rename leaves a window of microseconds.
-
-    Raises:
-        FileExistsError: ``dst_name`` is taken.
-        OSError: the rename failed.
-    """
-    if _renameat2 is not None:
-        if _renameat2(src_fd, src_name, dst_fd, dst_name, _RENAME_NOREPLACE) == 0:
-            return
-        err = ctypes.get_errno()
-        if err not in (errno.EINVAL, errno.ENOSYS):
-            raise OSError(err, os.strerror(err), dst_name)  # the subclass of ``err`` (PermissionError, …)
-    if _lexists(dst_name, dst_fd):
-        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst_name)
-    os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
-
-
-def remove_tree(root: Path) -> None:
-    """Remove a folder and everything in it, read-only folders too (best effort: what cannot go stays)."""
-    try:
-        folders = [b""] + [rel for rel, st in _lstat_walk(os.fsencode(root), None, skip_top=False, strict=False)
-                           if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IRWXU != stat.S_IRWXU]  # fmt: skip
-        tree = _Tree(os.fsencode(root))
-    except OSError:
-        folders = []
-    else:
-        try:
-            for rel in folders:
-                with contextlib.suppress(OSError):
-                    os.chmod(tree.folder(rel), 0o700)
-        finally:
-            tree.close()
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def _lexists(name: bytes, dir_fd: int) -> bool:
-    try:
-        os.lstat(name, dir_fd=dir_fd)
-    except FileNotFoundError:
-        return False
-    return True
-
-
 def _free_name(name: bytes, *dir_fds: int) -> bytes:
     """``name.host`` (``.host-2``, …) taken in none of ``dir_fds`` (the saved copy's folder, and the host's,
     whose entries are still to be merged); a long name is cut to make room for the suffix."""
@@ -475,6 +280,6 @@ def _free_name(name: bytes, *dir_fds: int) -> bytes:
     while True:
         suffix = b".host" if n == 1 else b".host-%d" % n
         candidate = name[: MAX_NAME_BYTES - len(suffix)] + suffix
-        if not any(_lexists(candidate, fd) for fd in dir_fds):
+        if not any(lexists(candidate, fd) for fd in dir_fds):
             return candidate
         n += 1

@@ -292,7 +292,7 @@ def test_a_conversation_cut_in_the_middle_of_a_tool_call_can_go_on(project: Proj
 def test_an_overload_inside_the_stream_is_retried(
     project: Project, live: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("agent.loop.STREAM_RETRY_DELAY", 0.0)
+    monkeypatch.setattr("agent.request.STREAM_RETRY_DELAY", 0.0)
     script = [ApiError.overloaded(in_stream=True), reply(tool_use("media__list_gallery")), reply("Listed.")]
     with FakeMessagesAPI(script) as api:
         result = agent(project, api, live).run("List the gallery")
@@ -302,7 +302,7 @@ def test_an_overload_inside_the_stream_is_retried(
 def test_an_overload_inside_the_stream_past_the_retries_says_what_happened(
     project: Project, live: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("agent.loop.STREAM_RETRY_DELAY", 0.0)
+    monkeypatch.setattr("agent.request.STREAM_RETRY_DELAY", 0.0)
     with (
         FakeMessagesAPI([ApiError.overloaded(in_stream=True)] * 4) as api,
         pytest.raises(ModelAPIError) as info,

@@ -15,6 +15,7 @@ import pytest
 from sandbox._supervisor.fswalk import DirCursor
 from sandbox._supervisor.transfer import CHUNK_BYTES
 from sandbox.errors import ProtocolError, WorkspaceError
+from sandbox.host_folders import move_out
 from sandbox.workspace import (
     BATCH_BYTES,
     ENTRY_BYTES,
@@ -22,7 +23,7 @@ from sandbox.workspace import (
     check_relative_path,
     iter_restore_batches,
 )
-from sandbox.workspace_merge import RestoreRecord, merge, move_out
+from sandbox.workspace_merge import RestoreRecord, merge
 
 
 def b64(data: bytes) -> str:
@@ -500,7 +501,7 @@ def test_a_failed_merge_keeps_the_saved_copy_where_no_later_save_removes_it(
     with pytest.raises(WorkspaceError, match="the saved copy is in") as raised:
         save(dest, restored(dest), {"work.txt": b"the session's work"})
     kept = Path(str(raised.value).rpartition("the saved copy is in ")[2])
-    monkeypatch.setattr("sandbox.workspace._alive", lambda pid: False)  # as seen by a later process
+    monkeypatch.setattr("sandbox.workspace.alive", lambda pid: False)  # as seen by a later process
     WorkspaceReceiver(dest, max_bytes=1000).discard()
     assert (kept / "work.txt").read_bytes() == b"the session's work"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["ws", kept.name])
@@ -608,7 +609,7 @@ def test_a_save_that_cannot_move_the_host_entries_aside_puts_them_back_and_says_
             raise OSError(16, "Device or resource busy")  # as for a mount point inside the folder
         real_move_out(src_fd, src_name, dst_fd, dst_name)
 
-    monkeypatch.setattr("sandbox.workspace.move_out", move_out_failing_on_sub)
+    monkeypatch.setattr("sandbox.host_folders.move_out", move_out_failing_on_sub)
     receiver = WorkspaceReceiver(dest, max_bytes=100_000, record=record)
     send(receiver, piece("a.txt", b"changed"))
     receiver.check({"files": 1, "dirs": 0, "bytes": 7})

@@ -1,0 +1,277 @@
+"""Host folders reached through descriptors: what a workspace save needs to touch a folder the user owns.
+
+Every entry is reached from its root folder's descriptor one component at a time (`FolderTree`),
+never by a full path and never through a link: a saved path may be up to 4,096 bytes, and with the
+host folder's path in front of it longer than ``PATH_MAX``. A move never replaces an entry another
+process made meanwhile (`move_out`, ``renameat2(RENAME_NOREPLACE)``) and works in folders the host
+made read-only. Names from the sandbox are shown escaped (`shown`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import os
+import shutil
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sandbox._supervisor.fswalk import DirCursor
+from sandbox.errors import WorkspaceError
+
+
+def shown(rel: bytes) -> str:
+    """A path for a note: undecodable bytes as ``\\xNN``, and control, bidi and zero-width characters and
+    backslashes escaped as in a Python literal, so a name from the sandbox cannot move the terminal's
+    cursor, start an escape sequence or forge a line, and names still tell apart."""
+    text = rel.decode("utf-8", errors="surrogateescape")
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(_shown_char(c) for c in text)
+
+
+def _shown_char(c: str) -> str:
+    if 0xDC80 <= ord(c) <= 0xDCFF:  # a byte that is not UTF-8
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return c if c.isprintable() and c != "\\" else repr(c)[1:-1]
+
+
+class FolderTree:
+    """Entries below a root folder, reached from its descriptor one component at a time, never
+    following a link on the way (so a path longer than ``PATH_MAX`` with the root in front works).
+    Folders of the last path stay open (`DirCursor`): paths in walk order cost one ``open`` each."""
+
+    def __init__(self, root: bytes) -> None:
+        self.root = root
+        self._cursor = DirCursor(root)
+
+    def folder(self, rel: bytes) -> int:
+        """The open folder ``rel`` (``b""``: the root), valid until the next call.
+
+        Raises:
+            OSError: it is missing, a link, or not a folder, or one on the way is.
+        """
+        return self._cursor.open(rel.split(b"/") if rel else [], create=False)
+
+    def at(self, rel: bytes) -> tuple[int, bytes]:
+        """The open parent folder of ``rel`` (valid until the next call) and ``rel``'s last name.
+
+        Raises:
+            OSError: as `folder`, for the parent.
+        """
+        parent, _, name = rel.rpartition(b"/")
+        return self.folder(parent), name
+
+    def lstat(self, rel: bytes) -> os.stat_result | None:
+        """``rel``'s own ``lstat``; None when there is nothing there, or a link or a file is on the way.
+
+        Raises:
+            OSError: any other failure (a folder that cannot be searched).
+        """
+        try:
+            fd, name = self.at(rel)
+            return os.lstat(name, dir_fd=fd)
+        except OSError as e:
+            if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                return None
+            raise
+
+    def close(self) -> None:
+        self._cursor.close()
+
+
+def lstat_walk(
+    root: bytes, limit: int | None, *, skip_top: bytes | None = None, strict: bool = True
+) -> Iterator[tuple[bytes, os.stat_result]]:
+    """``(relative path, lstat)`` of every entry below ``root`` without following links, a folder
+    before its content; a top-level entry named ``skip_top`` left out; at most ``limit`` entries.
+
+    Raises:
+        OSError: an entry could not be listed or read (``strict``; else it is passed over).
+    """
+    try:
+        tree = FolderTree(root)
+    except OSError:
+        if strict:
+            raise
+        return
+    try:
+        stack = [b""]
+        count = 0
+        while stack:
+            rel = stack.pop()
+            try:
+                fd = tree.folder(rel)
+                names = sorted(os.fsencode(n) for n in os.listdir(fd))
+            except OSError:
+                if strict:
+                    raise
+                continue
+            for name in names:
+                if not rel and name == skip_top:
+                    continue
+                try:
+                    st = os.lstat(name, dir_fd=fd)
+                except OSError:
+                    if strict:
+                        raise
+                    continue
+                count += 1
+                if limit is not None and count > limit:
+                    return
+                child = rel + b"/" + name if rel else name
+                yield child, st
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(child)
+    finally:
+        tree.close()
+
+
+def move_out(src_fd: int, src_name: bytes, dst_fd: int, dst_name: bytes) -> None:
+    """Rename an entry of a host folder into another folder, never over an entry there, also when the host
+    made its folder (or the folder moved itself) read-only: write permission is added for the move, then
+    taken away again.
+
+    Raises:
+        FileExistsError: ``dst_name`` is taken (made meanwhile by another process): nothing moved.
+        OSError: the move failed (or permission could not be added: a folder of another user).
+    """
+    try:
+        _rename_new(src_fd, src_name, dst_fd, dst_name)
+        return
+    except PermissionError:
+        pass
+    folder_mode = stat.S_IMODE(os.fstat(src_fd).st_mode)
+    st = os.lstat(src_name, dir_fd=src_fd)
+    own_mode = stat.S_IMODE(st.st_mode) if stat.S_ISDIR(st.st_mode) else None  # a folder's ``..`` changes too
+    os.chmod(src_fd, folder_mode | stat.S_IRWXU)
+    try:
+        if own_mode is not None:
+            os.chmod(src_name, own_mode | stat.S_IRWXU, dir_fd=src_fd)
+        moved = False
+        try:
+            _rename_new(src_fd, src_name, dst_fd, dst_name)
+            moved = True
+        finally:
+            if own_mode is not None:
+                fd, name = (dst_fd, dst_name) if moved else (src_fd, src_name)
+                os.chmod(name, own_mode, dir_fd=fd)
+    finally:
+        os.chmod(src_fd, folder_mode)
+
+
+_RENAME_NOREPLACE = 1
+_renameat2: Any = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+if _renameat2 is not None:
+    _renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    _renameat2.restype = ctypes.c_int
+
+
+def _rename_new(src_fd: int, src_name: bytes, dst_fd: int, dst_name: bytes) -> None:
+    """``renameat2(RENAME_NOREPLACE)``: an entry another process made at ``dst_name`` is never replaced. Where
+    the filesystem cannot (EINVAL), a check just before the rename leaves a window of microseconds.
+
+    Raises:
+        FileExistsError: ``dst_name`` is taken.
+        OSError: the rename failed.
+    """
+    if _renameat2 is not None:
+        if _renameat2(src_fd, src_name, dst_fd, dst_name, _RENAME_NOREPLACE) == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS):
+            raise OSError(err, os.strerror(err), dst_name)  # the subclass of ``err`` (PermissionError, …)
+    if lexists(dst_name, dst_fd):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst_name)
+    os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+
+
+def remove_tree(root: Path) -> None:
+    """Remove a folder and everything in it, read-only folders too (best effort: what cannot go stays)."""
+    try:
+        folders = [b""] + [rel for rel, st in lstat_walk(os.fsencode(root), None, strict=False)
+                           if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IRWXU != stat.S_IRWXU]  # fmt: skip
+        tree = FolderTree(os.fsencode(root))
+    except OSError:
+        folders = []
+    else:
+        try:
+            for rel in folders:
+                with contextlib.suppress(OSError):
+                    os.chmod(tree.folder(rel), 0o700)
+        finally:
+            tree.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def lexists(name: bytes, dir_fd: int) -> bool:
+    try:
+        os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def open_folder(path: Path) -> int:
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+def open_up(fd: int, mode: int) -> None:
+    """Give the owner of the open folder ``fd`` full access, if its ``mode`` lacks it."""
+    if mode & stat.S_IRWXU != stat.S_IRWXU:
+        os.fchmod(fd, mode | stat.S_IRWXU)
+
+
+def move_entries(src_fd: int, dst_fd: int, *, skip: frozenset[bytes] = frozenset()) -> list[bytes]:
+    """Move the entries of one open folder into another (`move_out`), never over an entry there; the
+    names already taken in ``dst_fd`` are left in ``src_fd`` and returned.
+
+    Raises:
+        OSError: a move failed (those before it are done).
+    """
+    taken = []
+    for name in sorted(os.fsencode(n) for n in os.listdir(src_fd)):
+        if name in skip:
+            continue
+        try:
+            move_out(src_fd, name, dst_fd, name)
+        except FileExistsError:
+            taken.append(name)
+        except FileNotFoundError:
+            pass  # removed meanwhile
+    return taken
+
+
+def alive(pid: int) -> bool:
+    """Whether a process of that id exists (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def lock_folder(folder: Path, timeout: float) -> int:
+    """An exclusive ``flock`` on ``folder`` (its open descriptor; closing it releases the lock).
+
+    Raises:
+        WorkspaceError: another save into that folder held it for ``timeout`` seconds.
+    """
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise WorkspaceError(f"another workspace save into {folder} did not end within {timeout:g} s") from None
+            time.sleep(0.05)  # polling a lock another process holds: flock has no timed wait
