@@ -35,6 +35,7 @@ from tool_tree.tree import (
     Manifest,
     ServerEntry,
     TreeError,
+    tree_lock,
 )
 
 if TYPE_CHECKING:
@@ -175,8 +176,9 @@ def generate(
 
     mode = embeddings_mode(embeddings)
     model = None if check else embedding_model(mode)
-    previous = load_previous(out)
-    check_out(out, previous, owned=OWNED_DIRS, writing=not check)
+    with tree_lock(out, shared=True):  # a run writing the tree now: judge the tree it leaves, not half of it
+        previous = load_previous(out)
+        check_out(out, previous, owned=OWNED_DIRS, writing=not check)
     listings: list[ServerListing] = []
     outcomes: list[ServerOutcome] = []
 
@@ -239,6 +241,37 @@ def generate(
         if cancel is not None:
             cancel.check()
 
+    if not check:
+        out.mkdir(parents=True, exist_ok=True)
+    # Another run may write this tree at the same time: take turns from reading the previous tree on.
+    with tree_lock(out, shared=check):
+        result = _plan_and_write(
+            out,
+            listings,
+            outcomes,
+            only=only,
+            check=check,
+            mode=mode,
+            model_id=model.model_id if model is not None else None,
+            on_embedding=on_embedding,
+        )
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _plan_and_write(
+    out: Path,
+    listings: list[ServerListing],
+    outcomes: list[ServerOutcome],
+    *,
+    only: Sequence[str],
+    check: bool,
+    mode: str,
+    model_id: str | None,
+    on_embedding: EmbeddingNotice | None,
+) -> GenerateResult:
+    """Plan the tree from the listings and the tree on disk, and write it (``check``: compare it)."""
+    previous = load_previous(out)
     listings.sort(key=lambda listing: listing.name)
     ok_names = {listing.name for listing in listings}
     failed_names = {o.name for o in outcomes if o.status == "failed"}
@@ -274,9 +307,8 @@ def generate(
             result.drift.append(SEARCH_INDEX_FILE)  # e.g. generation interrupted while embedding
     else:
         result.report = write_plan(out, plan.files, OWNED_DIRS, known=seen, written=early)
-        result.embedding_model = model.model_id if model is not None else None
+        result.embedding_model = model_id
         _write_search_index(out, result, mode, result.embedding_model, on_embedding)
-    result.seconds = time.perf_counter() - start
     return result
 
 

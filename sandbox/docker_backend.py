@@ -34,6 +34,7 @@ from sandbox.config import SandboxConfig
 from sandbox.errors import EngineError, HardeningError, ImageError, SandboxError
 from sandbox.hardening import OWNER_LABEL, check_hardening, check_process_status, container_spec
 from sandbox.image import build_derived_image, build_image, derived_image_name, image_name
+from tool_tree.tree import tree_lock
 
 TREE_VOLUME_PREFIX = "tooltree-tree-"
 TREE_KNOWN_PREFIX = "tooltree-treestat-"
@@ -249,16 +250,18 @@ class DockerBackend(SandboxBackend):
         recorded under the tree's `tree_fingerprint` (its files' identities and times, no content read):
         a tree unchanged since finds its volume with two lookups.
         """
-        known = TREE_KNOWN_PREFIX + tree_fingerprint(tree)
-        name = (self.docker.volume_labels(known) or {}).get(TREE_VOLUME_LABEL, "")
-        if name.startswith(TREE_VOLUME_PREFIX) and self.docker.volume_exists(name):
-            return name
-        name = self._fill_tree_volume(tree)
+        # `generate-tree` may be rewriting the tree: wait for it, and read one whole generation.
+        with tree_lock(tree, shared=True):
+            known = TREE_KNOWN_PREFIX + tree_fingerprint(tree)
+            name = (self.docker.volume_labels(known) or {}).get(TREE_VOLUME_LABEL, "")
+            if name.startswith(TREE_VOLUME_PREFIX) and self.docker.volume_exists(name):
+                return name
+            data = pack_tree(tree)
+        name = self._fill_tree_volume(data)
         self.docker.create_volume(known, {OWNER_LABEL: self.config.owner, TREE_VOLUME_LABEL: name})
         return name
 
-    def _fill_tree_volume(self, tree: Path) -> str:
-        data = pack_tree(tree)
+    def _fill_tree_volume(self, data: bytes) -> str:
         name = TREE_VOLUME_PREFIX + hashlib.sha256(data).hexdigest()[:20]
         self.docker.create_volume(name, {OWNER_LABEL: self.config.owner})
         spec = {

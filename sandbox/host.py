@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tool_tree.config import Config
-from tool_tree.tree import Manifest
+from tool_tree.tree import Manifest, tree_lock
 
 if TYPE_CHECKING:
     from sandbox.config import SandboxConfig
@@ -93,7 +93,8 @@ class Runtime:
         if self._pool is not None:
             return self
         self._closed.clear()
-        manifest = Manifest.load(self.tree)
+        with tree_lock(self.tree, shared=True):  # not half of a generation `generate-tree` is writing
+            manifest = Manifest.load(self.tree)
         wanted = {s.name for s in manifest.servers}
         servers = [s for s in self.config.enabled_servers if s.name in wanted]
         self._audit = AuditLog(self.audit_path) if self.audit_path is not None else None

@@ -20,9 +20,12 @@ on the next run, so regenerating never breaks a script that imports a stub.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
-from collections.abc import Mapping
+import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -218,3 +221,26 @@ def load_snapshot(tree: Path, server: ServerEntry) -> list[dict[str, Any]]:
         raise TreeError(f"{path}: snapshot missing; regenerate the tree") from None
     except (ValueError, KeyError, TypeError) as e:
         raise TreeError(f"{path}: malformed snapshot ({e})") from None
+
+
+@contextlib.contextmanager
+def tree_lock(root: Path, *, shared: bool = False) -> Iterator[None]:
+    """Hold a ``flock`` on the tree folder ``root``: exclusive to write the tree, shared to read all of it.
+
+    `generate` holds it exclusively from reading the previous tree to writing the new one, so two
+    runs on one tree take turns (each file of a run is written exclusively or replaced, and its
+    stale files deleted, which would otherwise fail on, or delete, the other run's files); a reader
+    holding it shared (the Docker backend packing the tree) sees one whole generation. Waits for
+    the holder; the kernel releases the lock when the holder's process ends. A ``root`` that is
+    missing or not a folder holds no tree: nothing to lock (`generator.files.check_out` says what is wrong with it).
+    """
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -4,12 +4,16 @@ Run once per tree, as root (without capabilities) in a throwaway container with 
 mounted read-write; sandboxes then mount it read-only. Only directories and regular files are
 written; files become 0444 and directories 0555, owned by root, so the sandbox user can
 neither change nor add anything. Modules are precompiled. A marker file written last makes a
-second run a no-op and an interrupted one redo the work.
+second run a no-op and an interrupted one redo the work. Runs on one volume take turns (an
+exclusive ``flock`` on its folder): sessions started together on a new tree each run this, and
+without turns a run that finds no marker deletes what another is writing, and that other run
+then marks complete a tree with half its files gone.
 """
 
 from __future__ import annotations
 
 import compileall
+import fcntl
 import os
 import shutil
 import sys
@@ -26,7 +30,21 @@ def _safe_parts(name: str) -> list[str] | None:
 
 
 def populate(dest: str) -> int:
-    """Extract stdin into ``dest`` unless it is already complete; returns the exit status."""
+    """Extract stdin into ``dest`` unless it is already complete; returns the exit status.
+
+    Waits while another run fills ``dest`` (the lock is the folder's; the kernel releases it when that
+    run's container ends, however it ends). The volume lives on the engine's host, so every container
+    mounting it shares one kernel and the lock holds for a remote engine too.
+    """
+    fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return _populate(dest)
+    finally:
+        os.close(fd)
+
+
+def _populate(dest: str) -> int:
     if os.path.exists(os.path.join(dest, MARKER)):
         while sys.stdin.buffer.read(1 << 20):
             pass

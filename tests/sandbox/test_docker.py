@@ -170,3 +170,108 @@ def test_an_unchanged_tree_finds_its_volume_without_packing_and_a_changed_one_is
     with Sandbox(DockerBackend(test_config, tree=tree, docker=docker_engine)) as sb:
         result = sb.execute("print(open('/workspace/servers/crm/list_leads.py').read().count('= \"shut\"'))")
     assert result.stdout == "1\n"
+
+
+@pytest.mark.docker
+def test_sessions_started_together_on_a_new_tree_all_see_the_whole_tree(
+    docker_engine: EngineWithCLI, test_config: SandboxConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: each session's copy container, finding no marker, deleted what the other was writing; one of
+    # them failed, or marked complete a volume missing half its stubs, and every later session got ImportError.
+    from sandbox import docker_backend
+
+    tree = write_sample_tree(tmp_path / "tree")
+    (tree / "servers" / "bulk").mkdir()
+    for i in range(1000):
+        (tree / "servers" / "bulk" / f"m{i}.py").write_text(f"X = {i}\n" + "# padding\n" * 40, encoding="utf-8")
+    first_half_sent, second_started = threading.Event(), threading.Event()
+    feed, calls, lock = docker_backend._feed, [], threading.Lock()
+
+    def interleaved(attached: Any, data: bytes) -> None:
+        """The first copy stops halfway until the second copy's container runs, then both go on."""
+        with lock:
+            calls.append(data)
+            first = len(calls) == 1
+        if not first:
+            second_started.set()
+            return feed(attached, data)
+        attached.stdin.write(data[: len(data) // 2])
+        first_half_sent.set()
+        assert second_started.wait(60)
+        return feed(attached, data[len(data) // 2 :])
+
+    monkeypatch.setattr(docker_backend, "_feed", interleaved)
+    volumes: list[str] = []
+    errors: list[BaseException] = []
+
+    def prepare() -> None:
+        backend = DockerBackend(test_config, tree=tree, docker=docker_engine)
+        try:
+            backend.prepare()
+        except BaseException as e:
+            errors.append(e)
+        volumes.append(backend.tree_volume or "")
+
+    threads = [threading.Thread(target=prepare) for _ in range(2)]
+    threads[0].start()
+    assert first_half_sent.wait(60)
+    threads[1].start()
+    for t in threads:
+        t.join(120)
+    assert errors == [] and len(calls) == 2 and len(set(volumes)) == 1
+    with Sandbox(DockerBackend(test_config, tree=tree, docker=docker_engine)) as sb:
+        result = sb.execute(
+            "import os\nfrom servers.bulk import m999\n"
+            "print(sum(n.endswith('.py') for n in os.listdir('/opt/tooltree/tree/servers/bulk')))"
+        )
+    assert (result.stdout, result.error) == ("1000\n", None)
+
+
+@pytest.mark.docker
+def test_a_session_started_while_generate_tree_writes_the_tree_gets_the_whole_new_tree(
+    docker_engine: EngineWithCLI, test_config: SandboxConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the volume was packed from whatever the tree held at that moment (the old manifest, some new
+    # stubs), or the packing failed on a stub deleted under it.
+    import fcntl
+
+    from generator.generate import generate
+    from tests.generator.paused import paused_generate, write_snapshots
+
+    tree = tmp_path / "tree"
+    generate(None, tree, snapshots=write_snapshots(tmp_path / "prior", "prior"))
+    reached = threading.Event()  # the backend waits for the tree's lock, or is done without one
+    flock = fcntl.flock
+
+    def reporting(fd: Any, operation: int) -> None:
+        reached.set()
+        flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", reporting)
+    backend = DockerBackend(test_config, tree=tree, docker=docker_engine)
+    errors: list[BaseException] = []
+
+    def prepare() -> None:
+        try:
+            backend.prepare()
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            reached.set()
+
+    with paused_generate(write_snapshots(tmp_path / "new", "new"), tree) as run:
+        thread = threading.Thread(target=prepare)
+        thread.start()
+        assert reached.wait(60)
+        assert run.resume()[0] == 0
+        thread.join(120)
+    assert errors == []
+    code = (
+        "import json, os\nroot = '/opt/tooltree/tree'\n"
+        "listed = sorted(t['path'] for t in json.load(open(root + '/manifest.json'))['tools'])\n"
+        "stubs = sorted('servers/alpha/' + n for n in os.listdir(root + '/servers/alpha') if n.endswith('.py'))\n"
+        "print(listed == [s for s in stubs if not s.endswith('__init__.py')], len(listed), listed[0])"
+    )
+    with Sandbox(backend) as sb:
+        result = sb.execute(code)
+    assert (result.stdout, result.error) == ("True 200 servers/alpha/new_0.py\n", None)

@@ -1,0 +1,74 @@
+"""Two `generate-tree` runs on one tree at once (real processes): they take turns; the tree is one generation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from generator.generate import generate
+from tests.generator.paused import paused_generate, wait_readable, write_snapshots
+from tests.support import REPO
+
+# Reports when it is about to take a lock (or, by ending, that it finished without waiting for one).
+_SECOND_RUN = """
+import fcntl, os, sys
+from tooltree_cli.main import main
+
+report, flock = int(sys.argv[1]), fcntl.flock
+
+def hooked(fd, operation):
+    os.write(report, b"l")
+    return flock(fd, operation)
+
+fcntl.flock = hooked
+raise SystemExit(main(["generate-tree", "--from-snapshot", sys.argv[2], "--out", sys.argv[3], "--json"]))
+"""
+
+
+def stubs_and_manifest(out: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The stubs on disk and the stubs the manifest lists, each as path → hash."""
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    listed = {t["path"]: t["stub_hash"] for t in manifest["tools"]}
+    on_disk = {
+        p.relative_to(out).as_posix(): "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in (out / "servers" / "alpha").glob("*.py")
+        if p.name != "__init__.py"
+    }
+    return on_disk, listed
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new-tree", "existing-tree"])
+def test_a_second_run_waits_for_the_first_and_the_tree_is_whole_after_both(tmp_path: Path, existing: bool) -> None:
+    # Before: on a new tree, the second run refused it (it held the first's stubs but no manifest yet); on an
+    # existing one, it wrote its tree while the first was halfway, and the first then deleted its stubs as
+    # stale and wrote a manifest naming stubs the second had deleted.
+    first, second = write_snapshots(tmp_path / "first", "old"), write_snapshots(tmp_path / "second", "new")
+    out = tmp_path / "tree"
+    if existing:
+        generate(None, out, snapshots=write_snapshots(tmp_path / "prior", "prior"))
+    report_r, report_w = os.pipe()
+    with paused_generate(first, out) as a:
+        b = subprocess.Popen(
+            [sys.executable, "-c", _SECOND_RUN, str(report_w), str(second), str(out)],
+            cwd=REPO, pass_fds=(report_w,), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        os.close(report_w)
+        try:
+            wait_readable(report_r)  # b"l": it waits for the lock; b"": it ended without waiting
+            a_status, a_err = a.resume()
+            _, b_err = b.communicate(timeout=60)
+        finally:
+            os.close(report_r)
+            if b.poll() is None:
+                b.kill()
+                b.communicate()
+    assert (a_status, b.returncode) == (0, 0), (a_err[-2000:], b_err.decode()[-2000:])
+    on_disk, listed = stubs_and_manifest(out)
+    assert on_disk == listed
+    assert sorted(listed) == sorted(f"servers/alpha/new_{i}.py" for i in range(200))  # the second run wrote last
