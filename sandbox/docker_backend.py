@@ -37,6 +37,9 @@ from sandbox.image import build_derived_image, build_image, derived_image_name, 
 from tool_tree.tree import tree_lock
 
 TREE_VOLUME_PREFIX = "tooltree-tree-"
+FILL_VERSION = b"2\n"
+"""Part of a tree volume's name: volumes filled before copies took turns may be marked complete with files
+missing, so they are not used again (`tooltree sandbox prune` removes them)."""
 TREE_KNOWN_PREFIX = "tooltree-treestat-"
 """An empty volume whose `TREE_VOLUME_LABEL` names the filled volume of one unchanged tree (`tree_fingerprint`)."""
 TREE_VOLUME_LABEL = "tooltree.tree-volume"
@@ -262,7 +265,7 @@ class DockerBackend(SandboxBackend):
         return name
 
     def _fill_tree_volume(self, data: bytes) -> str:
-        name = TREE_VOLUME_PREFIX + hashlib.sha256(data).hexdigest()[:20]
+        name = TREE_VOLUME_PREFIX + hashlib.sha256(FILL_VERSION + data).hexdigest()[:20]
         self.docker.create_volume(name, {OWNER_LABEL: self.config.owner})
         spec = {
             "image": self.image,
