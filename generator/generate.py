@@ -245,15 +245,12 @@ def generate(
     # Another run may write this tree at the same time: take turns from reading the previous tree on.
     with tree_lock(out, shared=check):
         result = _plan_and_write(
-            out,
-            listings,
-            outcomes,
-            only=only,
-            check=check,
-            mode=mode,
-            model_id=model.model_id if model is not None else None,
-            on_embedding=on_embedding,
+            out, listings, outcomes, only=only, check=check, model_id=model.model_id if model is not None else None
         )
+    if not check:
+        # After the lock: embedding a big catalog takes minutes, sessions starting on the tree need not wait
+        # for it, and the index is replaced whole (a reader sees the old one or the new one).
+        write_search_index(out, result, mode, result.embedding_model, on_embedding)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -265,9 +262,7 @@ def _plan_and_write(
     *,
     only: Sequence[str],
     check: bool,
-    mode: str,
     model_id: str | None,
-    on_embedding: EmbeddingNotice | None,
 ) -> GenerateResult:
     """Plan the tree from the listings and the tree on disk, and write it (``check``: compare it)."""
     previous = load_previous(out)
@@ -307,7 +302,6 @@ def _plan_and_write(
     else:
         result.report = write_plan(out, plan.files, OWNED_DIRS, known=seen, written=early)
         result.embedding_model = model_id
-        write_search_index(out, result, mode, result.embedding_model, on_embedding)
     return result
 
 

@@ -72,3 +72,32 @@ def test_a_second_run_waits_for_the_first_and_the_tree_is_whole_after_both(tmp_p
     on_disk, listed = stubs_and_manifest(out)
     assert on_disk == listed
     assert sorted(listed) == sorted(f"servers/alpha/new_{i}.py" for i in range(200))  # the second run wrote last
+
+
+def test_the_search_index_is_written_after_the_tree_lock_is_released(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Embedding a big catalog takes minutes: sessions starting on the tree (which read it under a shared
+    # lock) must not wait for it, only for the stubs and the manifest.
+    import fcntl
+
+    import generator.generate
+
+    out = tmp_path / "tree"
+    write = generator.generate.write_search_index
+    readable: list[bool] = []
+
+    def index_while_trying_to_read(tree: Path, *args: object, **kwargs: object) -> None:
+        fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # another open file: conflicts like another process
+            readable.append(True)
+        except BlockingIOError:
+            readable.append(False)
+        finally:
+            os.close(fd)
+        write(tree, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(generator.generate, "write_search_index", index_while_trying_to_read)
+    result = generate(None, out, snapshots=write_snapshots(tmp_path / "snap", "one"))
+    assert readable == [True] and result.report is not None and "search_index.json" in result.report.written
