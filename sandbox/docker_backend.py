@@ -69,18 +69,29 @@ def pack_tree(tree: Path, *, max_bytes: int = MAX_TREE_BYTES) -> bytes:
                 info.type, info.mode = tarfile.DIRTYPE, 0o755
                 tar.addfile(info)
             for name in sorted(filenames):
-                path = Path(dirpath, name)
-                st = path.lstat()
-                if not stat.S_ISREG(st.st_mode):
+                if _transient(name):
                     continue
-                total += st.st_size
-                if total > max_bytes:
-                    raise SandboxError(f"{tree}: the tree is larger than {max_bytes} bytes")
-                info = tarfile.TarInfo(os.path.normpath(os.path.join(rel_dir, name)))
-                info.size, info.mode, info.mtime = st.st_size, 0o644, 0
-                with path.open("rb") as f:
+                try:  # opened first, then measured: a file replaced meanwhile is read whole, old or new
+                    fd = os.open(Path(dirpath, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                except OSError:
+                    continue  # gone since it was listed, or a link
+                with os.fdopen(fd, "rb") as f:
+                    st = os.fstat(fd)
+                    if not stat.S_ISREG(st.st_mode):
+                        continue
+                    total += st.st_size
+                    if total > max_bytes:
+                        raise SandboxError(f"{tree}: the tree is larger than {max_bytes} bytes")
+                    info = tarfile.TarInfo(os.path.normpath(os.path.join(rel_dir, name)))
+                    info.size, info.mode, info.mtime = st.st_size, 0o644, 0
                     tar.addfile(info, f)
     return buf.getvalue()
+
+
+def _transient(name: str) -> bool:
+    """A file being written by `generate-tree` or the search index (its hidden temporary name before the
+    atomic replace): not part of any generation of the tree."""
+    return name.startswith(".") and name.endswith((".part", ".tmp"))
 
 
 def tree_fingerprint(tree: Path) -> str:
@@ -101,7 +112,7 @@ def tree_fingerprint(tree: Path) -> str:
                 st = os.lstat(os.path.join(dirpath, name))
             except OSError:
                 continue
-            if name == "." or stat.S_ISREG(st.st_mode):
+            if name == "." or (stat.S_ISREG(st.st_mode) and not _transient(name)):
                 rel = os.path.normpath(os.path.relpath(os.path.join(dirpath, name), tree))
                 h.update(f"{rel}\0{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}\n".encode(
                     "utf-8", "surrogateescape"))  # fmt: skip

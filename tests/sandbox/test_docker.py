@@ -275,3 +275,33 @@ def test_a_session_started_while_generate_tree_writes_the_tree_gets_the_whole_ne
     with Sandbox(backend) as sb:
         result = sb.execute(code)
     assert (result.stdout, result.error) == ("True 200 servers/alpha/new_0.py\n", None)
+
+
+def test_packing_skips_files_being_written_and_files_gone_since_they_were_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: a search index replaced while a session packed the tree failed that session with FileNotFoundError
+    # (its temporary name was listed, then renamed away); a half-written temporary file went into the volume.
+    import io
+    import os
+    import tarfile
+
+    from sandbox import docker_backend
+
+    def names(data: bytes) -> list[str]:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            return sorted(tar.getnames())
+
+    tree = write_sample_tree(tmp_path / "tree")
+    clean = names(docker_backend.pack_tree(tree))
+    (tree / ".search_index.json.tmp").write_text("{half", encoding="utf-8")
+    (tree / "servers" / ".tmp-abc.part").write_text("half", encoding="utf-8")
+    assert names(docker_backend.pack_tree(tree)) == clean
+    walk = os.walk
+
+    def listing_a_vanished_file(top: Any, **kwargs: Any) -> Any:
+        for dirpath, dirnames, filenames in walk(top, **kwargs):
+            yield dirpath, dirnames, [*filenames, "gone.py"]
+
+    monkeypatch.setattr(docker_backend.os, "walk", listing_a_vanished_file)
+    assert names(docker_backend.pack_tree(tree)) == clean
