@@ -286,22 +286,22 @@ def test_packing_skips_files_being_written_and_files_gone_since_they_were_listed
     import os
     import tarfile
 
-    from sandbox import docker_backend
+    from sandbox import tree_pack
 
     def names(data: bytes) -> list[str]:
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             return sorted(tar.getnames())
 
     tree = write_sample_tree(tmp_path / "tree")
-    clean = names(docker_backend.pack_tree(tree))
+    clean = names(tree_pack.pack_tree(tree))
     (tree / ".search_index.json.tmp").write_text("{half", encoding="utf-8")
     (tree / "servers" / ".tmp-abc.part").write_text("half", encoding="utf-8")
-    assert names(docker_backend.pack_tree(tree)) == clean
+    assert names(tree_pack.pack_tree(tree)) == clean
     walk = os.walk
 
     def listing_a_vanished_file(top: Any, **kwargs: Any) -> Any:
         for dirpath, dirnames, filenames in walk(top, **kwargs):
             yield dirpath, dirnames, [*filenames, "gone.py"]
 
-    monkeypatch.setattr(docker_backend.os, "walk", listing_a_vanished_file)
-    assert names(docker_backend.pack_tree(tree)) == clean
+    monkeypatch.setattr(tree_pack.os, "walk", listing_a_vanished_file)
+    assert names(tree_pack.pack_tree(tree)) == clean
