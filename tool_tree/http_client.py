@@ -13,7 +13,7 @@ with a message saying so (events are counted by the SDK after decoding, so they 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import httpx2
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
@@ -57,29 +57,27 @@ def _too_large(limit: int) -> str:
     return f"the server's reply is larger than {limit // 2**20} MiB, the limit for one message"
 
 
-class BoundedTransport(httpx2.AsyncBaseTransport):
-    """httpx's transport, with each reply that is not an event stream bounded to ``limit`` bytes."""
+def bounding(limit: int) -> Callable[[httpx2.Response], Awaitable[None]]:
+    """A response hook bounding each reply that is not an event stream to ``limit`` bytes.
 
-    def __init__(self, limit: int = MAX_MESSAGE_BYTES) -> None:
-        self.limit = limit
-        self._inner = httpx2.AsyncHTTPTransport()
+    A hook, not a transport: a client given a transport of its own no longer honours the proxy the
+    environment names (``HTTPS_PROXY``), and the SDK's client does. It runs once the headers are in,
+    before the body is read.
+    """
 
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        response = await self._inner.handle_async_request(request)
+    async def bound(response: httpx2.Response) -> None:
         if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
-            return response  # the SDK bounds each event (`max_sse_event_size`)
+            return  # the SDK bounds each event (`max_sse_event_size`)
         problem = None
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
             problem = f"the server compressed its reply ({encoding}) though asked not to; it is not read"
-        elif (length := response.headers.get("content-length", "")).isdigit() and int(length) > self.limit:
-            problem = _too_large(self.limit)
+        elif (length := response.headers.get("content-length", "")).isdigit() and int(length) > limit:
+            problem = _too_large(limit)
         assert isinstance(response.stream, httpx2.AsyncByteStream)
-        response.stream = _Bounded(response.stream, self.limit, problem)
-        return response
+        response.stream = _Bounded(response.stream, limit, problem)
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+    return bound
 
 
 def http_client(headers: Mapping[str, str] | None = None, *, limit: int = MAX_MESSAGE_BYTES) -> httpx2.AsyncClient:
@@ -89,5 +87,5 @@ def http_client(headers: Mapping[str, str] | None = None, *, limit: int = MAX_ME
     return httpx2.AsyncClient(
         headers=sent,
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-        transport=BoundedTransport(limit),
+        event_hooks={"response": [bounding(limit)]},
     )

@@ -161,3 +161,12 @@ async def test_a_compressed_reply_is_refused_since_it_could_unpack_to_any_size(
     async with ServerPool([config]) as pool:
         result = await pool.call("big", "big", {"chars": 1000, "form": "gzip"})
     assert result.get("isError") and "compressed its reply (gzip) though asked not to" in text(result)
+
+
+def test_the_client_still_goes_through_the_proxy_the_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A client given a transport of its own ignores HTTP_PROXY: the bound is a response hook instead.
+    from tool_tree.http_client import http_client
+
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
+    client = http_client()
+    assert any(pattern.scheme == "http" for pattern in client._mounts)
