@@ -3,14 +3,16 @@
 Before, the SDK read a JSON reply whole (one of 1.5 GB took the host to 9.6 GB) and refused any event over
 1 MiB, so a 3 MB result a stdio server may send never arrived from an HTTP one. The server here is a
 minimal MCP server on `http.server` whose one tool answers with a text of the size asked, as JSON (with a
-length, or chunked without one), gzip-compressed JSON, or one server-sent event.
+length, or chunked without one), compressed JSON (gzip, deflate with and without its zlib header, or an
+encoding tooltree does not unpack), or one server-sent event (plain or gzip-compressed).
 """
 
 from __future__ import annotations
 
-import gzip
 import json
+import resource
 import threading
+import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -24,6 +26,21 @@ from tool_tree.stdio import MAX_MESSAGE_BYTES
 pytestmark = pytest.mark.anyio
 
 CHUNK = b"x" * (1 << 20)
+
+
+WBITS = {  # form of a reply → how its body is packed (the content-encoding is the form up to "-")
+    "gzip": 16 + zlib.MAX_WBITS,
+    "gzip-sse": 16 + zlib.MAX_WBITS,
+    "deflate": zlib.MAX_WBITS,
+    "deflate-raw": -zlib.MAX_WBITS,
+    "br": zlib.MAX_WBITS,  # not brotli, but named so: an encoding tooltree does not unpack
+}
+
+
+def pack(form: str, parts: list[bytes]) -> bytes:
+    """``parts`` compressed as ``form`` says, one part at a time (2 GiB of letters is never held whole)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, WBITS[form])
+    return b"".join(packer.compress(p) for p in parts) + packer.flush()
 
 
 class Replies(BaseHTTPRequestHandler):
@@ -73,19 +90,20 @@ class Replies(BaseHTTPRequestHandler):
     def _big(self, request_id: int, *, chars: int, form: str) -> None:
         reply = {"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": "<>"}]}}
         head, tail = (part.encode() for part in json.dumps(reply).split("<>"))
-        if form == "sse":
+        events = form.endswith("sse")
+        if events:
             head, tail = b"event: message\ndata: " + head, tail + b"\n\n"
         self.send_response(200)
-        self.send_header("content-type", "text/event-stream" if form == "sse" else "application/json")
-        if form == "gzip":
-            body = gzip.compress(head + b"x" * chars + tail)
-            self.send_header("content-encoding", "gzip")
+        self.send_header("content-type", "text/event-stream" if events else "application/json")
+        parts = [head, *[CHUNK] * (chars // len(CHUNK)), CHUNK[: chars % len(CHUNK)], tail]
+        if form in WBITS:
+            body = pack(form, parts)
+            self.send_header("content-encoding", form.split("-")[0])
             self.send_header("content-length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
             self.sent.append(len(body))
             return
-        parts = [head, *[CHUNK] * (chars // len(CHUNK)), CHUNK[: chars % len(CHUNK)], tail]
         if form == "chunked":
             self.send_header("transfer-encoding", "chunked")
             parts = [b"%x\r\n%s\r\n" % (len(p), p) for p in parts if p] + [b"0\r\n\r\n"]
@@ -154,13 +172,41 @@ async def test_an_event_past_the_cap_is_refused(http_server: tuple[ServerConfig,
     assert result.get("isError") and f"exceeded the {MAX_MESSAGE_BYTES} byte limit" in text(result)
 
 
-async def test_a_compressed_reply_is_refused_since_it_could_unpack_to_any_size(
+@pytest.mark.parametrize("form", ["gzip", "deflate", "deflate-raw", "gzip-sse"])
+async def test_a_reply_compressed_though_asked_not_to_is_unpacked_whole(
+    http_server: tuple[ServerConfig, type[Replies]], form: str
+) -> None:
+    config, _ = http_server
+    chars = 3 * 2**20 + 7
+    async with ServerPool([config]) as pool:
+        result = await pool.call("big", "big", {"chars": chars, "form": form})
+    assert not result.get("isError") and text(result) == "x" * chars
+
+
+async def test_a_compressed_reply_that_unpacks_past_the_cap_is_refused_a_step_past_it(
+    http_server: tuple[ServerConfig, type[Replies]],
+) -> None:
+    # 2 GiB of one letter packs into ~2 MB: unpacked whole it would take gigabytes of the host's memory.
+    config, handler = http_server
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    async with ServerPool([config]) as pool:
+        result = await pool.call("big", "big", {"chars": 2 * 2**30, "form": "gzip"})
+        assert result.get("isError")
+        assert f"the server's reply is larger than {MAX_MESSAGE_BYTES // 2**20} MiB" in text(result)
+        assert handler.sent[-1] < 4 * 2**20  # it was small on the wire
+        ok = await pool.call("big", "big", {"chars": 10, "form": "gzip"})  # the server is still usable
+        assert text(ok) == "x" * 10
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 512 * 1024  # the cap (32 MiB) and a few copies of it, not 2 GiB
+
+
+async def test_a_reply_in_an_encoding_not_unpacked_here_is_refused_with_its_name(
     http_server: tuple[ServerConfig, type[Replies]],
 ) -> None:
     config, _ = http_server
     async with ServerPool([config]) as pool:
-        result = await pool.call("big", "big", {"chars": 1000, "form": "gzip"})
-    assert result.get("isError") and "compressed its reply (gzip) though asked not to" in text(result)
+        result = await pool.call("big", "big", {"chars": 1000, "form": "br"})
+    assert result.get("isError") and "compressed its reply (br) though asked not to" in text(result)
 
 
 def test_the_client_still_goes_through_the_proxy_the_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
