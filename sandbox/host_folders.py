@@ -4,7 +4,8 @@ Every entry is reached from its root folder's descriptor one component at a time
 never by a full path and never through a link: a saved path may be up to 4,096 bytes, and with the
 host folder's path in front of it longer than ``PATH_MAX``. A move never replaces an entry another
 process made meanwhile (`move_out`, ``renameat2(RENAME_NOREPLACE)``) and works in folders the host
-made read-only. Names from the sandbox are shown escaped (`shown`).
+made read-only; where a rename cannot reach (another mount: ``EXDEV``) a saved entry is copied
+(`copy_new`), again never over an entry. Names from the sandbox are shown escaped (`shown`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import ctypes
 import errno
 import fcntl
 import os
+import re
 import shutil
 import stat
 import time
@@ -21,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sandbox._supervisor.fswalk import DirCursor
+from sandbox._supervisor.fswalk import DIR_FLAGS, MAX_NAME_BYTES, READ_FLAGS, DirCursor
 from sandbox.errors import WorkspaceError
 
 
@@ -209,6 +211,82 @@ def remove_tree(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
+def fd_path(fd: int) -> bytes:
+    """A path naming the open folder ``fd`` (for APIs that take a path; what is below it is still reached
+    one component at a time)."""
+    return b"/proc/self/fd/%d" % fd
+
+
+def free_name(name: bytes, suffix: bytes, *dir_fds: int) -> bytes:
+    """``name`` + ``suffix`` (then ``suffix-2``, …) taken in none of ``dir_fds``; a long name is cut to make room."""
+    n = 1
+    while True:
+        end = suffix if n == 1 else b"%s-%d" % (suffix, n)
+        candidate = name[: MAX_NAME_BYTES - len(end)] + end
+        if not any(lexists(candidate, fd) for fd in dir_fds):
+            return candidate
+        n += 1
+
+
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def copy_new(src_fd: int, name: bytes, dst_fd: int, dst_name: bytes) -> None:
+    """Copy a folder or regular file of a folder we made (a staging folder: nothing else is in it) into another
+    folder, where a rename cannot reach it (another mount), never over an entry there; modes and file times
+    are copied. A partial copy is removed.
+
+    Raises:
+        FileExistsError: ``dst_name`` is taken (made meanwhile by another process): nothing copied.
+        OSError: the copy failed.
+    """
+    st = os.lstat(name, dir_fd=src_fd)
+    if stat.S_ISDIR(st.st_mode):
+        os.mkdir(dst_name, 0o700, dir_fd=dst_fd)
+        try:
+            src, dst = os.open(name, DIR_FLAGS, dir_fd=src_fd), os.open(dst_name, DIR_FLAGS, dir_fd=dst_fd)
+            try:
+                for child in sorted(os.fsencode(n) for n in os.listdir(src)):
+                    copy_new(src, child, dst, child)
+                os.fchmod(dst, stat.S_IMODE(st.st_mode))
+            finally:
+                os.close(src)
+                os.close(dst)
+        except BaseException:
+            shutil.rmtree(fd_path(dst_fd) + b"/" + dst_name, ignore_errors=True)
+            raise
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a folder or a regular file", name)
+    src = os.open(name, READ_FLAGS, dir_fd=src_fd)
+    try:
+        dst = os.open(dst_name, _NEW_FILE, 0o600, dir_fd=dst_fd)
+        try:
+            while chunk := os.read(src, 1 << 20):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(dst, view) :]
+            os.fchmod(dst, stat.S_IMODE(st.st_mode))
+            os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+        except BaseException:
+            os.unlink(dst_name, dir_fd=dst_fd)
+            raise
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+
+
+def remove_entry(dir_fd: int, name: bytes) -> None:
+    """Remove a file, or a folder and everything in it (`remove_tree`), from an open folder (best effort)."""
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except IsADirectoryError:
+        remove_tree(Path(os.fsdecode(fd_path(dir_fd) + b"/" + name)))
+    except OSError:
+        pass
+
+
 def lexists(name: bytes, dir_fd: int) -> bool:
     try:
         os.lstat(name, dir_fd=dir_fd)
@@ -227,24 +305,18 @@ def open_up(fd: int, mode: int) -> None:
         os.fchmod(fd, mode | stat.S_IRWXU)
 
 
-def move_entries(src_fd: int, dst_fd: int, *, skip: frozenset[bytes] = frozenset()) -> list[bytes]:
-    """Move the entries of one open folder into another (`move_out`), never over an entry there; the
-    names already taken in ``dst_fd`` are left in ``src_fd`` and returned.
-
-    Raises:
-        OSError: a move failed (those before it are done).
-    """
-    taken = []
-    for name in sorted(os.fsencode(n) for n in os.listdir(src_fd)):
-        if name in skip:
-            continue
-        try:
-            move_out(src_fd, name, dst_fd, name)
-        except FileExistsError:
-            taken.append(name)
-        except FileNotFoundError:
-            pass  # removed meanwhile
-    return taken
+def is_mount_point(path: Path) -> bool:
+    """Whether ``path`` (a real path) is a mount point, a bind mount of a folder of the same filesystem too
+    (which `os.path.ismount` cannot tell: a rename across it fails all the same)."""
+    if os.path.ismount(path):
+        return True
+    want = os.fsencode(path)
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            points = [line.split(b" ")[4] for line in f if line.count(b" ") >= 4]
+    except OSError:
+        return False
+    return any(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), p) == want for p in points)
 
 
 def alive(pid: int) -> bool:

@@ -11,14 +11,15 @@ Restore (host → container) reads the host directory in batches of ``workspace.
 
 Save (container → host) receives ``workspace.entries`` notifications — hostile input — into a
 fresh staging directory next to the destination (inside it, in `WORK_FOLDER`, when it is a mount
-point), then moves its entries into the destination, which itself stays (`WorkspaceReceiver.commit`).
+point), then merges it into the destination in place: the folder and every folder in it that stays a
+folder keep their inode and mount (`WorkspaceReceiver.commit`).
 Each path is checked, every directory on the way is opened with ``O_NOFOLLOW``, files are created
 new without following links, and the caps are counted as items arrive. An item that breaks the rules is a
 `ProtocolError` (the channel then ends that sandbox); a failure on the host's side (a full disk) is
 kept and reported by `WorkspaceReceiver.check`; at the end the receiver's counts must equal what
 the sandbox says it sent. On any failure the staging directory is dropped and the previous copy
 stays. A complete save is merged with the host folder rather than put in its place, so what the
-sandbox never held or never changed is kept (`sandbox.workspace_merge`).
+sandbox never held or never changed is kept (`sandbox.workspace_merge`, `sandbox.workspace_inplace`).
 
 The top-level ``servers`` entry is the read-only tree, not workspace content: it is never
 saved or restored.
@@ -31,7 +32,6 @@ import glob
 import hashlib
 import os
 import shutil
-import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,8 +48,9 @@ from sandbox._supervisor.transfer import (
     read_item,
 )
 from sandbox.errors import ProtocolError, WorkspaceError
-from sandbox.host_folders import alive, lock_folder, move_entries, open_folder, open_up, remove_tree, shown
-from sandbox.workspace_merge import RestoreRecord, entries_below, merge
+from sandbox.host_folders import alive, is_mount_point, lock_folder, open_folder, remove_tree, shown
+from sandbox.workspace_inplace import AsideArea, Merge, merge
+from sandbox.workspace_merge import RestoreRecord, entries_below
 
 __all__ = [
     "BATCH_BYTES",
@@ -70,8 +71,8 @@ the tree's link, ``skills/`` and an execution's output files. A script that fill
 more entries than a save accepts: that save fails, and says so."""
 
 WORK_FOLDER = ".tooltree-save"
-"""Where saves into a folder that is a mount point are received and merged: inside it (a rename cannot cross
-a mount), at its top level. Never restored, never moved by a save."""
+"""Where saves into a folder that is a mount point are received: inside it (a rename cannot cross a mount), at
+its top level; removed when a save leaves it empty. Never restored, never touched by a merge."""
 
 _SKIP = frozenset(name.encode() for name in SKIP_TOP_LEVEL)
 _RESTORE_SKIP = _SKIP | {WORK_FOLDER.encode()}
@@ -131,13 +132,10 @@ class WorkspaceReceiver:
         self.max_bytes = max_bytes
         self.max_entries = max_entries
         self.record = record
-        self.beside = dest / WORK_FOLDER if os.path.ismount(dest) else dest.parent
+        self.beside = dest / WORK_FOLDER if is_mount_point(dest) else dest.parent
         """The folder of the staging folder (and of the previous copy while merging): on ``dest``'s mount."""
         try:
-            self.beside.mkdir(0o700, parents=True, exist_ok=True)
-            _remove_stale_staging(dest, self.beside)
-            self.staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.incoming-{os.getpid()}-", dir=self.beside))
-            self.staging.chmod(0o755)
+            self.staging = self._make_staging()
         except OSError as e:
             raise WorkspaceError(
                 f"cannot save the workspace into {dest}: a save is received beside it, in {self.beside}, "
@@ -156,6 +154,19 @@ class WorkspaceReceiver:
         """What the user should know about the merge (`commit`)."""
         self.next_record: RestoreRecord | None = None
         """After `commit`: the record a later save of the same session merges against."""
+
+    def _make_staging(self) -> Path:
+        for _ in range(2):  # an empty work folder that a save ending meanwhile removed is made again
+            with contextlib.suppress(FileNotFoundError):
+                return self._try_staging()
+        return self._try_staging()
+
+    def _try_staging(self) -> Path:
+        self.beside.mkdir(0o700, parents=True, exist_ok=True)
+        _remove_stale_staging(self.dest, self.beside)
+        staging = Path(tempfile.mkdtemp(prefix=f".{self.dest.name}.incoming-{os.getpid()}-", dir=self.beside))
+        staging.chmod(0o755)
+        return staging
 
     def _charge(self, size: int, *, entry: bool) -> None:
         if entry and self.counts["files"] + self.counts["dirs"] >= self.max_entries:
@@ -222,27 +233,28 @@ class WorkspaceReceiver:
             raise WorkspaceError(f"the sandbox reported sending {sent} but {self.counts} arrived")
 
     def commit(self) -> None:
-        """Merge what was received into the destination (`sandbox.workspace_merge`) and put it in place.
+        """Merge what was received into the destination in place (`sandbox.workspace_inplace`).
 
-        The destination folder itself stays (its inode, its mount; a shell inside it stays inside it): its
-        entries are moved aside first, so nothing written to them meanwhile can be missed; what the merge
-        keeps is moved into the saved copy, whose entries then move into the folder, never over an entry
-        another process made there meanwhile; last the folder gets the mode the merge decided.
+        The destination folder itself stays, and so does every folder in it that is a folder in the result
+        (its inode, its mode, its mount: a shell or an editor inside it stays inside it): only the entries that
+        change move, never over an entry another process made meanwhile (the saved one is kept, with a note).
+        A work folder in a mount point (`WORK_FOLDER`) is removed when it is left empty.
 
         Raises:
-            WorkspaceError: the merge or a move failed; the message says where every entry that is not in
-                the destination is (nothing is deleted).
+            WorkspaceError: the merge failed; the message says where every entry that is not in the
+                destination is (nothing is deleted).
         """
         self._writer.close()
         digests = {rel: h.digest() for rel, h in self._hashes.items()}
         lock = lock_folder(self.dest.parent, LOCK_TIMEOUT)
         try:
-            self._swap(digests)
+            self._merge_in(digests)
         finally:
+            self._drop_work_folder()
             os.close(lock)
         self.next_record = self._record_of_save(digests)
 
-    def _swap(self, digests: dict[bytes, bytes]) -> None:
+    def _merge_in(self, digests: dict[bytes, bytes]) -> None:
         if not self.dest.exists() and not self.dest.is_symlink():
             try:
                 os.rename(self.staging, self.dest)
@@ -253,88 +265,47 @@ class WorkspaceReceiver:
             dest_fd = open_folder(self.dest)
         except OSError as e:
             raise WorkspaceError(f"could not put the saved workspace in place at {self.dest}: {e.strerror}") from None
+        aside, merged = AsideArea(self.beside, f".{self.dest.name}.old-"), Merge()
+        self.merging = True  # from here on, the host folder may change: the saved copy is no longer dropped
         try:
-            self._swap_into(dest_fd, digests)
-        finally:
-            os.close(dest_fd)
-
-    def _swap_into(self, dest_fd: int, digests: dict[bytes, bytes]) -> None:
-        mode = stat.S_IMODE(os.fstat(dest_fd).st_mode)
-        try:
-            old = Path(tempfile.mkdtemp(prefix=f".{self.dest.name}.old-", dir=self.beside))
-            previous = old / "w"
-            os.mkdir(previous, 0o700)
-            prev_fd, stage_fd = open_folder(previous), open_folder(self.staging)
+            merge(dest_fd, self.staging, self.record, digests, aside, merged, skip_top=_RESTORE_SKIP)
         except OSError as e:
-            raise WorkspaceError(f"could not put the saved workspace in place at {self.dest}: {e.strerror}") from None
-        try:
-            try:
-                open_up(dest_fd, mode)  # the host may have made it read-only: entries move out and in
-                # A top-level ``servers`` (the merge keeps it) and the work folder stay where they are.
-                move_entries(dest_fd, prev_fd, skip=_RESTORE_SKIP)
-                os.fchmod(prev_fd, mode)  # the root's mode as a merge without a record reads it
-            except OSError as e:
-                where = self._put_back(prev_fd, dest_fd, mode, old)
-                raise WorkspaceError(f"could not put the saved workspace in place at {self.dest}: {e.strerror}"
-                                     f"{where}") from None  # fmt: skip
-            self.merging = True  # from here on, host entries may move into the saved copy
-            try:
-                merged = merge(previous, self.staging, self.record, digests)
-            except OSError as e:
-                where = self._put_back(prev_fd, dest_fd, mode, old)
-                self._keep_staging()
-                raise WorkspaceError(
-                    f"could not merge the saved workspace into {self.dest} ({e}); the host folder's entries are "
-                    f"back in place (without what was already moved into the saved copy){where} and the saved copy "
-                    f"is in {self.staging}"
-                ) from None
-            try:
-                move_entries(stage_fd, dest_fd)
-                taken = sorted(os.fsencode(n) for n in os.listdir(stage_fd))  # names made meanwhile in ``dest``
-            except OSError as e:
-                with contextlib.suppress(OSError):
-                    os.fchmod(dest_fd, mode)
-                self._keep_staging()
-                raise WorkspaceError(
-                    f"could not move the saved workspace into {self.dest} ({e}); what was not moved is in "
-                    f"{self.staging}{_left_note(merged.left(previous), previous)}"
-                ) from None
-            os.fchmod(dest_fd, merged.modes.get(b"", mode) & 0o777)
-        finally:
-            os.close(prev_fd)
-            os.close(stage_fd)
-        self.notes = merged.notes
-        if taken:
             self._keep_staging()
-            self.notes.append(f"{len(taken)} saved entr{'y' if len(taken) == 1 else 'ies'} took a name another "
-                              f"process gave an entry of {self.dest} during the save, which stays; the saved "
-                              f"one is kept in {self.staging}: {_names(taken)}")  # fmt: skip
+            kept = f"; host entries it took out are in {aside.kept}" if aside.kept is not None else ""
+            raise WorkspaceError(f"could not merge the saved workspace into {self.dest} ({e}): it was merged in "
+                                 f"part{kept}; the rest of the saved copy is in {self.staging}") from None  # fmt: skip
+        finally:
+            aside.close()
+            os.close(dest_fd)
+        self.notes = merged.notes
+        if merged.taken or merged.blocked:
+            self._keep_staging()
         else:
-            os.rmdir(self.staging)  # empty
-        left = merged.left(previous)
+            remove_tree(self.staging)
+        if merged.taken:
+            self.notes.append(f"{_entries(merged.taken)} took a name another process gave an entry of {self.dest} "
+                              f"during the save, which stays; the saved one is kept in {self.staging}: "
+                              f"{_names(merged.taken)}")  # fmt: skip
+        if merged.blocked:
+            self.notes.append(f"{_entries(merged.blocked)} could not take the place of a host entry that cannot "
+                              f"move (a mount point), which stays; the saved one is kept in {self.staging}: "
+                              f"{_names(merged.blocked)}")  # fmt: skip
+        left = aside.left(merged.dropped)
         if left:
             self.notes.append(f"{len(left)} host file(s) could not be merged into {self.dest} and are kept in "
-                              f"{previous}: {_names(left)}")  # fmt: skip
+                              f"{aside.kept}: {_names(left)}")  # fmt: skip
         else:
-            remove_tree(old)
+            aside.remove()
 
-    def _put_back(self, prev_fd: int, dest_fd: int, mode: int, old: Path) -> str:
-        """Move the host entries moved aside back into the destination, and give it its mode again; what
-        cannot go back (a name taken meanwhile, a failed move) is kept in ``old``, which the result names."""
-        try:
-            stuck = move_entries(prev_fd, dest_fd)
-        except OSError:
-            stuck = [os.fsencode(n) for n in os.listdir(prev_fd)]
-        with contextlib.suppress(OSError):
-            os.fchmod(dest_fd, mode)
-        if stuck:
-            return f"; {len(stuck)} host entr{'y' if len(stuck) == 1 else 'ies'} could not be put back and are " \
-                   f"kept in {old / 'w'}: {_names(stuck)}"  # fmt: skip
-        remove_tree(old)
-        return ""
+    def _drop_work_folder(self) -> None:
+        """Remove the work folder inside a mount point when nothing is left in it (a save still receiving, or
+        a kept copy, is)."""
+        if self.beside.name == WORK_FOLDER and self.beside.parent == self.dest:
+            with contextlib.suppress(OSError):
+                os.rmdir(self.beside)
 
     def _keep_staging(self) -> None:
-        """Give a staging folder that host files may have moved into a name no later save removes as stale."""
+        """Give a saved copy that was not merged whole a name no later save removes as stale."""
         kept = tempfile.mkdtemp(prefix=f".{self.dest.name}.unmerged-", dir=self.beside)
         try:
             os.rename(self.staging, kept)  # over the empty folder just made
@@ -353,10 +324,11 @@ class WorkspaceReceiver:
         return record
 
     def discard(self) -> None:
-        """Drop what was received; the destination is untouched."""
+        """Drop what was received (unless `commit` began merging it: then it is kept, named in its error)."""
         self._writer.close()
         if not self.merging:
             shutil.rmtree(self.staging, ignore_errors=True)
+        self._drop_work_folder()
 
 
 def _remove_stale_staging(dest: Path, beside: Path) -> None:
@@ -372,5 +344,5 @@ def _names(rels: list[bytes]) -> str:
     return ", ".join(shown(rel) for rel in rels[:5]) + (", …" if len(rels) > 5 else "")
 
 
-def _left_note(left: list[bytes], previous: Path) -> str:
-    return f"; {len(left)} host file(s) are kept in {previous}: {_names(left)}" if left else ""
+def _entries(rels: list[bytes]) -> str:
+    return f"{len(rels)} saved entr{'y' if len(rels) == 1 else 'ies'}"

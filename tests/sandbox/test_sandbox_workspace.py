@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import sandbox.workspace_inplace as inplace
 from sandbox._supervisor.fswalk import DirCursor
 from sandbox._supervisor.transfer import CHUNK_BYTES
 from sandbox.errors import ProtocolError, WorkspaceError
@@ -25,7 +26,7 @@ from sandbox.workspace import (
     check_relative_path,
     iter_restore_batches,
 )
-from sandbox.workspace_merge import RestoreRecord, merge
+from sandbox.workspace_merge import RestoreRecord
 
 
 def b64(data: bytes) -> str:
@@ -496,7 +497,7 @@ def test_a_failed_merge_keeps_the_saved_copy_where_no_later_save_removes_it(
     dest.mkdir()
     (dest / "mine.txt").write_bytes(b"mine")
 
-    def broken_merge(*args: Any) -> Any:
+    def broken_merge(*args: Any, **kwargs: Any) -> Any:
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr("sandbox.workspace.merge", broken_merge)
@@ -585,17 +586,17 @@ def test_files_another_process_makes_in_the_folder_during_the_save_stay_there(
     dest.mkdir()
     (dest / "mine.txt").write_bytes(b"mine")
     fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY)
-    real_merge = merge
+    real_snapshot = inplace._snapshot
 
-    def merge_while_another_process_writes(*args: Any) -> Any:
-        merged = real_merge(*args)  # the host folder has been read: these come too late for the merge
+    def snapshot_then_another_process_writes(host_fd: int, stage_fd: int | None) -> Any:
+        listed = real_snapshot(host_fd, stage_fd)  # the host folder has been read: these come too late for the merge
         for name, data in ((b"during.txt", b"written meanwhile"), (b"clash.txt", b"the host's, meanwhile")):
             out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fd)
             os.write(out, data)
             os.close(out)
-        return merged
+        return listed
 
-    monkeypatch.setattr("sandbox.workspace.merge", merge_while_another_process_writes)
+    monkeypatch.setattr(inplace, "_snapshot", snapshot_then_another_process_writes)
     try:
         receiver = save(dest, restored(dest), {"mine.txt": b"mine", "clash.txt": b"the sandbox's"})
     finally:
@@ -606,7 +607,7 @@ def test_files_another_process_makes_in_the_folder_during_the_save_stay_there(
         "mine.txt": b"mine",
     }
     (kept,) = tmp_path.glob(".ws.unmerged-*")
-    assert (kept / "clash.txt").read_bytes() == b"the sandbox's"
+    assert tree_of(kept) == {"clash.txt": b"the sandbox's"}
     assert receiver.notes == [
         f"1 saved entry took a name another process gave an entry of {dest} during the save, which stays; the "
         f"saved one is kept in {kept}: clash.txt"
@@ -614,35 +615,39 @@ def test_files_another_process_makes_in_the_folder_during_the_save_stay_there(
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["ws", kept.name])
 
 
-def test_a_save_that_cannot_move_the_host_entries_aside_puts_them_back_and_says_so(
+def test_a_merge_that_fails_midway_says_where_every_entry_is_and_loses_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dest = tmp_path / "ws"
     (dest / "sub").mkdir(parents=True)
     (dest / "a.txt").write_bytes(b"a")
     (dest / "sub" / "b.txt").write_bytes(b"b")
-    os.chmod(dest, 0o750)
+    (dest / "sub" / "mine.txt").write_bytes(b"mine")
+    os.chmod(dest, 0o550)
     record = restored(dest)
     real_move_out = move_out
 
-    def move_out_failing_on_sub(src_fd: int, src_name: bytes, dst_fd: int, dst_name: bytes) -> None:
-        if src_name == b"sub":
-            raise OSError(16, "Device or resource busy")  # as for a mount point inside the folder
+    def move_out_failing_on_the_saved_b(src_fd: int, src_name: bytes, dst_fd: int, dst_name: bytes) -> None:
+        if src_name == dst_name == b"b.txt" and os.path.samestat(os.fstat(dst_fd), (dest / "sub").stat()):
+            raise OSError(5, "Input/output error")  # the host's b.txt is already set aside
         real_move_out(src_fd, src_name, dst_fd, dst_name)
 
-    monkeypatch.setattr("sandbox.host_folders.move_out", move_out_failing_on_sub)
+    monkeypatch.setattr("sandbox.workspace_inplace.move_out", move_out_failing_on_the_saved_b)
     receiver = WorkspaceReceiver(dest, max_bytes=100_000, record=record)
-    send(receiver, piece("a.txt", b"changed"))
-    receiver.check({"files": 1, "dirs": 0, "bytes": 7})
-    with pytest.raises(
-        WorkspaceError, match=f"could not put the saved workspace in place at {re.escape(str(dest))}: Dev"
-    ):
+    send(receiver, piece("a.txt", b"a2"), piece("sub/b.txt", b"b2"), piece("sub/mine.txt", b"mine"))
+    receiver.check({"files": 3, "dirs": 0, "bytes": 8})
+    with pytest.raises(WorkspaceError, match=f"could not merge the saved workspace into {re.escape(str(dest))}") as e:
         receiver.commit()
-    assert not receiver.merging  # so the session drops the saved copy: no host entry is in it
+    assert receiver.merging  # so the session keeps the saved copy, which the message names
     receiver.discard()
-    assert tree_of(dest) == {"a.txt": b"a", "sub": "dir", "sub/b.txt": b"b"}
-    assert dest.stat().st_mode & 0o777 == 0o750
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+    (old,) = tmp_path.glob(".ws.old-*")
+    (kept,) = tmp_path.glob(".ws.unmerged-*")
+    assert f"host entries it took out are in {old / 'w'}; the rest of the saved copy is in {kept}" in str(e.value)
+    assert tree_of(dest) == {"a.txt": b"a2", "sub": "dir", "sub/mine.txt": b"mine"}
+    assert tree_of(old / "w") == {"a.txt": b"a", "sub": "dir", "sub/b.txt": b"b"}
+    assert tree_of(kept) == {"sub": "dir", "sub/b.txt": b"b2", "sub/mine.txt": b"mine"}
+    assert dest.stat().st_mode & 0o777 == 0o550
+    os.chmod(dest, 0o755)
 
 
 def test_a_folder_that_is_a_mount_point_is_saved_into_and_stays_mounted(tmp_path: Path) -> None:
@@ -660,7 +665,7 @@ def test_a_folder_that_is_a_mount_point_is_saved_into_and_stays_mounted(tmp_path
         second = save(dest, first.next_record, {"mine.txt": b"mine v2", "new.txt": b"n"}, ("sub",))
         assert first.notes == second.notes == []
         assert os.path.ismount(dest) and dest.stat().st_dev == before.st_dev
-        assert tree_of(dest) == {".tooltree-save": "dir", "mine.txt": b"mine v2", "new.txt": b"n", "sub": "dir"}
+        assert tree_of(dest) == {"mine.txt": b"mine v2", "new.txt": b"n", "sub": "dir"}
         _, files = _flatten(list(iter_restore_batches(dest, max_bytes=100_000)))  # its work folder is never sent
         assert sorted(f["path"] for f in files) == ["mine.txt", "new.txt"]
         assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]

@@ -1,0 +1,357 @@
+"""Merging a saved copy into the host folder in place, by the rules of `sandbox.workspace_merge`.
+
+The merge happens in place (`merge`): every host folder that is a folder in the result stays (its inode,
+its mode, its mount: a shell or an editor inside it keeps it), and only the entries that change move.
+Each folder is listed once (`_snapshot`); then a saved entry is moved in never over an entry another
+process made meanwhile (it stays in the saved copy, named in a note), and a host file the sandbox
+replaced or deleted is first moved out (`AsideArea`), looked at again and only then dropped, so a write
+that came after the listing is kept. Where a rename cannot reach (a mount inside the folder), saved
+entries are copied in and host files are set aside under a temporary name in their own folder.
+
+A host folder the sandbox replaced by a file is set aside whole; what in it is not dropped stays there,
+and is named in a note. Every entry is reached from its folder's descriptor one component at a time, never
+by a full path: a saved path may be up to 4,096 bytes, and with the host folder's path in front of it
+longer than ``PATH_MAX``. Names in notes are shown escaped (`shown`): they come from the sandbox.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sandbox._supervisor.fswalk import DIR_FLAGS, MAX_DEPTH, DirCursor
+from sandbox.host_folders import (
+    FolderTree,
+    copy_new,
+    fd_path,
+    free_name,
+    lexists,
+    lstat_walk,
+    move_out,
+    open_folder,
+    open_up,
+    remove_entry,
+    remove_tree,
+    shown,
+)
+from sandbox.workspace_merge import RestoreRecord, decide, host_entry, unchanged
+
+
+class AsideArea:
+    """Where host entries a merge takes out of the folder go: ``<beside>/<prefix>*/w/<their path>``, made
+    when first needed, on the folder's own mount."""
+
+    def __init__(self, beside: Path, prefix: str) -> None:
+        self.beside, self.prefix = beside, prefix
+        self.path: Path | None = None
+        self._cursor: DirCursor | None = None
+
+    @property
+    def kept(self) -> Path | None:
+        """The folder holding what was set aside (None: nothing was)."""
+        return None if self.path is None else self.path / "w"
+
+    def _folder(self, rel: bytes) -> int:
+        if self._cursor is None:
+            path = Path(tempfile.mkdtemp(prefix=self.prefix, dir=self.beside))
+            self.path = path
+            os.mkdir(path / "w", 0o700)
+            self._cursor = DirCursor(path / "w")
+        return self._cursor.open(rel.split(b"/") if rel else [], create=True)
+
+    def put(self, host_fd: int, name: bytes, rel: bytes, *, temporary: bool) -> tuple[int, bytes, bool] | None:
+        """Move the host entry ``name`` (at ``rel``) aside: ``(folder, name, temporary)`` where it is now
+        (the folder valid until the next call), or None when it is gone. Where the area cannot be reached
+        by a rename (another mount), ``temporary`` allows a free temporary name in the entry's own folder.
+
+        Raises:
+            OSError: the move failed (``EXDEV`` when the area is on another mount and no ``temporary``).
+        """
+        try:
+            fd = self._folder(rel.rpartition(b"/")[0])
+            move_out(host_fd, name, fd, name)
+            return fd, name, False
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            if e.errno != errno.EXDEV or not temporary:
+                raise
+        now = free_name(b"." + name, b".tooltree-drop", host_fd)
+        try:
+            move_out(host_fd, name, host_fd, now)
+        except FileNotFoundError:
+            return None
+        return host_fd, now, True
+
+    def left(self, dropped: set[bytes]) -> list[bytes]:
+        """Files set aside that the merge did not mean to drop."""
+        if self.kept is None:
+            return []
+        return [
+            rel
+            for rel, st in lstat_walk(os.fsencode(self.kept), None)
+            if not stat.S_ISDIR(st.st_mode) and rel not in dropped
+        ]
+
+    def close(self) -> None:
+        if self._cursor is not None:
+            self._cursor.close()
+            self._cursor = None
+
+    def remove(self) -> None:
+        self.close()
+        if self.path is not None:
+            remove_tree(self.path)
+
+
+@dataclass
+class Merge:
+    """The outcome of `merge`, filled as it goes (so a merge that failed midway still says what it did)."""
+
+    notes: list[str] = field(default_factory=list)
+    """Conflicts, in the order met."""
+    dropped: set[bytes] = field(default_factory=set)
+    """Host files set aside that the merge drops (unchanged since they were sent)."""
+    taken: list[bytes] = field(default_factory=list)
+    """Saved entries left in the saved copy: another process made an entry of that name meanwhile."""
+    blocked: list[bytes] = field(default_factory=list)
+    """Saved entries left in the saved copy: the host entry in their place cannot move (a mount point)."""
+
+
+def merge(
+    dest_fd: int,
+    staging: Path,
+    record: RestoreRecord | None,
+    sandbox_digests: dict[bytes, bytes],
+    aside: AsideArea,
+    out: Merge,
+    *,
+    skip_top: frozenset[bytes],
+) -> None:
+    """Merge ``staging`` (the saved copy) into the open host folder ``dest_fd`` in place (see the module's
+    rules); host entries that go are moved into ``aside``. Top-level names in ``skip_top`` are never touched
+    on the host (a saved entry of that name stays in ``staging``).
+
+    ``record`` is None when the save goes to a folder nothing was restored from: then every host entry is
+    kept (the sandbox's copy takes the name where both hold a different file). ``sandbox_digests`` are the
+    SHA-256 of the files the save wrote, by path.
+
+    Raises:
+        OSError: a move failed; ``out`` says what was done (nothing is deleted: set aside, or in ``staging``).
+    """
+    stage_fd = open_folder(staging)
+    try:
+        if record is not None:
+            _sandbox_modes(dest_fd, stage_fd, record)
+        _Merger(record, sandbox_digests, aside, out, skip_top).folder(dest_fd, stage_fd, b"", 0)
+    finally:
+        os.close(stage_fd)
+
+
+def _sandbox_modes(dest_fd: int, stage_fd: int, record: RestoreRecord) -> None:
+    """Give the saved copy's entries the modes their host copies had, deepest first (a folder the host has
+    now is left alone: it stays, with its own mode)."""
+    stage, host = FolderTree(fd_path(stage_fd)), FolderTree(fd_path(dest_fd))
+    try:
+        for rel in sorted(record.entries, key=lambda r: r.count(b"/"), reverse=True):
+            entry, st = record.entries[rel], stage.lstat(rel)
+            if st is None or host_entry(st).kind != entry.kind or entry.kind == "other":
+                continue
+            if entry.kind == "dir" and _is_folder(host, rel):
+                continue
+            fd, name = stage.at(rel)
+            os.chmod(name, entry.mode & 0o777, dir_fd=fd)  # never setuid, setgid or sticky
+    finally:
+        stage.close()
+        host.close()
+
+
+def _is_folder(tree: FolderTree, rel: bytes) -> bool:
+    try:
+        st = tree.lstat(rel)
+    except OSError:  # a host folder this process cannot search
+        return False
+    return st is not None and stat.S_ISDIR(st.st_mode)
+
+
+def _lstat(name: bytes, dir_fd: int | None) -> os.stat_result | None:
+    if dir_fd is None:
+        return None
+    try:
+        return os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+
+
+def _snapshot(host_fd: int, stage_fd: int | None) -> list[tuple[bytes, os.stat_result | None, os.stat_result | None]]:
+    """``(name, host lstat, saved lstat)`` of every name in either folder, sorted: what the merge decides on."""
+    names = {os.fsencode(n) for n in os.listdir(host_fd)}
+    if stage_fd is not None:
+        names.update(os.fsencode(n) for n in os.listdir(stage_fd))
+    return [(name, _lstat(name, host_fd), _lstat(name, stage_fd)) for name in sorted(names)]
+
+
+class _Merger:
+    def __init__(
+        self,
+        record: RestoreRecord | None,
+        digests: dict[bytes, bytes],
+        aside: AsideArea,
+        out: Merge,
+        skip_top: frozenset[bytes],
+    ) -> None:
+        self.record, self.digests, self.aside, self.out, self.skip_top = record, digests, aside, out, skip_top
+
+    def folder(self, host_fd: int, stage_fd: int | None, rel: bytes, depth: int) -> None:
+        """Merge the open saved folder ``stage_fd`` (None: the sandbox deleted it) into the open host folder."""
+        mode = stat.S_IMODE(os.fstat(host_fd).st_mode)
+        open_up(host_fd, mode)  # the host may have made it read-only: entries move out and in
+        try:
+            for name, host, saved in _snapshot(host_fd, stage_fd):
+                path = rel + b"/" + name if rel else name
+                if not rel and name in self.skip_top:
+                    if saved is not None:
+                        if host is None:
+                            self._move_in(stage_fd, name, host_fd, path)
+                        else:
+                            self.out.taken.append(path)
+                    continue
+                self._entry(host_fd, stage_fd, name, path, host, saved, depth)
+        finally:
+            if mode & stat.S_IRWXU != stat.S_IRWXU:
+                os.fchmod(host_fd, mode)
+
+    def _entry(
+        self,
+        host_fd: int,
+        stage_fd: int | None,
+        name: bytes,
+        rel: bytes,
+        host: os.stat_result | None,
+        saved: os.stat_result | None,
+        depth: int,
+    ) -> None:
+        action = decide(rel, host, saved, self.record, self.digests, host_fd)
+        if action == "keep":
+            if saved is not None and stat.S_ISREG(saved.st_mode) and stage_fd is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=stage_fd)  # the sandbox's copy is not needed
+            return
+        if action in ("into", "descend"):
+            self._descend(host_fd, stage_fd if action == "into" else None, name, rel, depth)
+            return
+        if action in ("drop", "replace"):
+            self._drop(host_fd, stage_fd, name, rel, replaced=action == "replace")
+        if action == "beside":
+            room = self._beside(host_fd, stage_fd, name, rel)
+        elif action == "evict":
+            room = self._evict(host_fd, stage_fd, name, rel, depth)
+        else:
+            room = action in ("move", "replace")
+        if room:
+            self._move_in(stage_fd, name, host_fd, rel)
+
+    def _descend(self, host_fd: int, stage_fd: int | None, name: bytes, rel: bytes, depth: int) -> None:
+        """Merge a folder in place; one the sandbox deleted (``stage_fd`` None) goes when nothing in it stays."""
+        if stage_fd is None and depth >= MAX_DEPTH:
+            return  # deeper than any restore sends: kept as it is
+        try:
+            sub_host = os.open(name, DIR_FLAGS, dir_fd=host_fd)
+        except OSError:  # replaced meanwhile by another process: it stays; so does the saved folder
+            if stage_fd is not None:
+                self.out.taken.append(rel)
+            return
+        try:
+            sub_stage = os.open(name, DIR_FLAGS, dir_fd=stage_fd) if stage_fd is not None else None
+            try:
+                self.folder(sub_host, sub_stage, rel, depth + 1)
+            finally:
+                if sub_stage is not None:
+                    os.close(sub_stage)
+        finally:
+            os.close(sub_host)
+        with contextlib.suppress(OSError):  # not empty (something stays, or a saved entry waits), or a mount
+            os.rmdir(name, dir_fd=host_fd if stage_fd is None else stage_fd)
+
+    def _drop(self, host_fd: int, stage_fd: int | None, name: bytes, rel: bytes, *, replaced: bool) -> None:
+        """Set aside a host file unchanged since it was sent; one written since the merge looked is kept."""
+        where = self.aside.put(host_fd, name, rel, temporary=True)
+        if where is None:
+            return  # removed meanwhile
+        fd, now, temporary = where
+        st = os.lstat(now, dir_fd=fd)
+        if unchanged(rel, st, self.record):
+            if temporary:
+                os.unlink(now, dir_fd=fd)
+            else:
+                self.out.dropped.add(rel)
+            return
+        if not replaced:
+            try:
+                move_out(fd, now, host_fd, name)  # the host's edit beats the sandbox's deletion
+                return
+            except FileExistsError:
+                pass
+        kept = free_name(name, b".host", host_fd, *([stage_fd] if stage_fd is not None else []))
+        move_out(fd, now, host_fd, kept)
+        self._conflict(rel, kept)
+
+    def _beside(self, host_fd: int, stage_fd: int | None, name: bytes, rel: bytes) -> bool:
+        """Keep the host's entry as ``<name>.host``; False when it cannot move (a mount point)."""
+        kept = free_name(name, b".host", host_fd, *([stage_fd] if stage_fd is not None else []))
+        try:
+            move_out(host_fd, name, host_fd, kept)
+        except FileNotFoundError:
+            return True  # removed meanwhile
+        except OSError as e:
+            if e.errno != errno.EBUSY:
+                raise
+            self.out.blocked.append(rel)
+            return False
+        self._conflict(rel, kept)
+        return True
+
+    def _evict(self, host_fd: int, stage_fd: int | None, name: bytes, rel: bytes, depth: int) -> bool:
+        """Set aside a host folder the saved copy has a file in place of; False when it has to stay."""
+        try:
+            where = self.aside.put(host_fd, name, rel, temporary=False)
+        except OSError as e:
+            if e.errno not in (errno.EXDEV, errno.EBUSY):
+                raise
+            # On another mount, or a mount point: what the sandbox deleted in it goes, what is left stays beside.
+            self._descend(host_fd, None, name, rel, depth)
+            return not lexists(name, host_fd) or self._beside(host_fd, stage_fd, name, rel)
+        if where is not None and self.record is not None:
+            fd, now, _ = where
+            for sub, st in lstat_walk(fd_path(fd) + b"/" + now, None):
+                if unchanged(rel + b"/" + sub, st, self.record):
+                    self.out.dropped.add(rel + b"/" + sub)
+        return True
+
+    def _move_in(self, stage_fd: int | None, name: bytes, host_fd: int, rel: bytes) -> None:
+        """Move a saved entry into the host folder, never over an entry there (copied across a mount)."""
+        if stage_fd is None:
+            return
+        try:
+            move_out(stage_fd, name, host_fd, name)
+        except FileExistsError:
+            self.out.taken.append(rel)
+        except OSError as e:
+            if e.errno != errno.EXDEV:
+                raise
+            try:
+                copy_new(stage_fd, name, host_fd, name)
+            except FileExistsError:
+                self.out.taken.append(rel)
+            else:
+                remove_entry(stage_fd, name)
+
+    def _conflict(self, rel: bytes, kept: bytes) -> None:
+        shown_kept = shown(rel.rpartition(b"/")[0] + b"/" + kept if b"/" in rel else kept)
+        self.out.notes.append(f"{shown(rel)}: both the host and the sandbox changed it; the sandbox's copy is saved "
+                              f"as {shown(rel)} and the host's is kept as {shown_kept}")  # fmt: skip
