@@ -11,10 +11,13 @@ whole transcript it received as the input of ``crm__update_record``).
 - ``leads``: among the 10,000 leads, the five hot qualified EMEA leads worth most, and the total.
 
 ``filtered`` runs the direct trajectory with only the tools the ``local`` pre-filter admits, and
-``code+prefilter`` the ``code+pinned`` one with the signatures the pre-filter admits in the prompt
-instead of pinned ones (no tool named by hand). Each task also has ``+pinned`` variants: the same
-task for a user who keeps the task's tools pinned (``Agent(pinned=...)``), so ``code`` mode has
-their signatures in the prompt and ``tool-search`` does not defer them. ``direct`` loads every
+``code+prefilter`` the ``code+pinned`` one with what the pre-filter admits in the prompt instead of
+pinned signatures (no tool named by hand): the prompt shows some admitted tools as a signature and
+others as one line or a name only, so that trajectory first reads the stub of each tool its script
+calls whose signature the prompt does not show (`after_reading_missing_stubs`). Each task also has
+``+pinned`` variants: the same task for a user who keeps the task's tools pinned
+(``Agent(pinned=...)``), so ``code`` mode has their signatures in the prompt and ``tool-search``
+does not defer them. ``direct`` loads every
 tool anyway and has no such variant. ``code+search`` (Drive → CRM) finds the two signatures with
 ``search_tools`` instead of reading the stubs.
 """
@@ -70,6 +73,43 @@ def last_tool_text(body: dict[str, Any]) -> str:
             content = block["content"]
             return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
     raise ValueError("the request has no tool result")
+
+
+def _system_text(body: dict[str, Any]) -> str:
+    system = body.get("system") or ""
+    return system if isinstance(system, str) else "".join(b.get("text", "") for b in system)
+
+
+def _last_tools_called(body: dict[str, Any]) -> list[str]:
+    """The names of the tools the model called in its last reply (what the tool results answer)."""
+    replies = [m for m in body["messages"] if m["role"] == "assistant"]
+    content = replies[-1]["content"] if replies else []
+    return [b["name"] for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+def after_reading_missing_stubs(
+    script: str, stubs: dict[str, str], answer: Callable[[dict[str, Any]], dict[str, Any]]
+) -> list[Reply]:
+    """A trajectory that runs ``script`` as soon as the system prompt shows the signature of every
+    tool it calls (``stubs``: function name → stub path), and otherwise first reads the stubs of
+    those shown without one (as a line or a name, or not at all), as a model would."""
+
+    def first(body: dict[str, Any]) -> dict[str, Any]:
+        system = _system_text(body)
+        missing = [path for function, path in stubs.items() if f"def {function}(" not in system]
+        if not missing:
+            return reply(tool_use("execute_python", {"code": script}))
+        return reply(
+            "The prompt shows no signature for these tools; I'll read their stubs.",
+            *(tool_use("read_file", {"path": path}) for path in missing),
+        )
+
+    def second(body: dict[str, Any]) -> dict[str, Any]:
+        if "execute_python" in _last_tools_called(body):
+            return answer(body)
+        return reply(tool_use("execute_python", {"code": script}))
+
+    return [first, second, answer]  # the last is left over when the script ran first
 
 
 PINNED = "+pinned"
@@ -169,10 +209,11 @@ DRIVE_TO_CRM = Task(
             reply(tool_use("execute_python", {"code": COPY_SCRIPT})),
             _drive_to_crm_done,
         ],
-        "code+prefilter": [  # the pre-filter put the signatures in the prompt: straight to the script
-            reply(tool_use("execute_python", {"code": COPY_SCRIPT})),
+        "code+prefilter": after_reading_missing_stubs(  # straight to the script when both signatures are shown
+            COPY_SCRIPT,
+            {"get_document": "servers/docs/get_document.py", "update_record": "servers/crm/update_record.py"},
             _drive_to_crm_done,
-        ],
+        ),
         "direct": [
             reply(tool_use("docs__get_document", {"document_id": DOC_ID})),
             lambda body: reply(_write_description(body)),
@@ -267,10 +308,9 @@ LEADS = Task(
             reply(tool_use("execute_python", {"code": LEADS_SCRIPT})),
             _answer_from_printout,
         ],
-        "code+prefilter": [
-            reply(tool_use("execute_python", {"code": LEADS_SCRIPT})),
-            _answer_from_printout,
-        ],
+        "code+prefilter": after_reading_missing_stubs(
+            LEADS_SCRIPT, {"list_leads": "servers/crm/list_leads.py"}, _answer_from_printout
+        ),
         "direct": [
             reply(tool_use("crm__list_leads", LEADS_FILTER)),
             _answer_from_rows,

@@ -59,12 +59,15 @@ class FilterStep:
     """The highest probabilities (at most `SHOWN`)."""
     above: int = 0
     """Tools at or above the threshold (before siblings were added)."""
+    chosen: list[str] = field(default_factory=list)
+    """Of `added`, the tools admitted for their own probability, highest first (the rest came as
+    siblings). Not in the transcript: `added` lists them all."""
     note: str = ""
     state_error: str = ""
     """Why the admitted set could not be saved to the state file (empty when it was, or need not be)."""
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: v for k, v in vars(self).items() if k != "usage"}
+        out = {k: v for k, v in vars(self).items() if k not in ("usage", "chosen")}
         out["seconds"] = round(self.seconds, 4)
         out["usage"] = vars(self.usage).copy()
         return out
@@ -200,12 +203,16 @@ class PreFilter:
         step.top = {k: round(p, 4) for k, p in ranked[:SHOWN]}
         threshold = self.threshold or verdicts.threshold or self.classifier.default_threshold
         wanted: list[str] = []
+        above: list[str] = []
         for key, p in ranked:
             if p >= threshold:
-                step.above += 1
+                above.append(key)
                 wanted += [key, *self.siblings.get(key, ())]
+        step.above = len(above)
         self.decided.grow(wanted)
         step.added = self.admitted.grow(wanted)
+        added = set(step.added)
+        step.chosen = [k for k in above if k in added]
         step.admitted = len(self.admitted)
         self._save(step)
         return step

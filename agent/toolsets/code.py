@@ -18,7 +18,7 @@ from agent.prompts import render
 from agent.toolsets.base import ToolOutcome, Toolset, error
 from tool_tree.search import SearchError, SearchHit, render_hits, search_tools
 from tool_tree.text import one_line, size
-from tool_tree.tree import INDEX_FILE
+from tool_tree.tree import INDEX_FILE, ToolEntry
 
 if TYPE_CHECKING:
     from sandbox.host import Runtime
@@ -72,6 +72,11 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 
+def stub_hit(tool: ToolEntry) -> SearchHit:
+    """``tool`` as a search hit, to render its signature like ``search_tools`` does."""
+    return SearchHit(tool.server, tool.tool, tool.function, tool.path.split("/")[1], tool.path, 0.0, tool.summary)
+
+
 def _int(arguments: Mapping[str, Any], key: str, default: int) -> int:
     value = arguments.get(key, default)
     if value is None:
@@ -114,7 +119,7 @@ class CodeToolset(Toolset):
         `system_prompt` is ``system_code.md.j2``; ``tooltree serve`` sends ``serve.md.j2`` as its
         MCP ``instructions``. Both include ``_code.md.j2``, the part that explains the tools.
         """
-        return render(template, index=self._index(), pinned=self._pinned_text())
+        return render(template, index=self._index(), pinned=self._pinned_text(), picked=self._picked_text())
 
     def _index(self) -> str:
         try:
@@ -150,10 +155,11 @@ class CodeToolset(Toolset):
     def _pinned_text(self) -> str:
         if not self.pinned:
             return ""
-        hits = [
-            SearchHit(t.server, t.tool, t.function, t.path.split("/")[1], t.path, 0.0, t.summary) for t in self.pinned
-        ]
-        return render_hits(self.tree, hits, "summary").strip()
+        return render_hits(self.tree, [stub_hit(t) for t in self.pinned], "summary").strip()
+
+    def _picked_text(self) -> str:
+        """The tools picked for the task besides the pinned ones (a pre-filter's; none here)."""
+        return ""
 
     # ---- handlers ---------------------------------------------------------------------------
 
