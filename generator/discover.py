@@ -72,8 +72,8 @@ async def discover_one(
         result.error = f"timed out after {server.timeout:g} s"
     except mcp.MCPError as e:
         result.error = f"server error: {e}"
-    except OSError as e:
-        result.error = f"cannot start: {e}"
+    except OSError as e:  # `connect` words it in the configuration's terms
+        result.error = f"cannot start: {e}" if server.command is not None else str(e)
     except ValueError as e:
         result.error = f"bad response: {e}"
     except Exception as e:

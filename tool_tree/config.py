@@ -52,6 +52,9 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_TIMEOUT = 30.0
+MAX_VALUES = 1_000_000
+"""Values (mappings, lists, scalars) a configuration may hold, its YAML aliases expanded: 50 times a config of
+ten thousand servers, and a bound on what a file of nested aliases (a "billion laughs") can make the reader build."""
 
 
 class ConfigError(Exception):
@@ -213,6 +216,7 @@ class _Reader:
         self.file = file
         self.environ = environ
         self.folder = folder
+        self.values = 0  # values read so far (`to_node`), aliases counted each time they are used
 
     def error(self, message: str, node: _Node | None, key: str | None = None) -> ConfigError:
         return ConfigError(message, file=self.file, line=node.line if node else None, key=key)
@@ -227,6 +231,14 @@ class _Reader:
         from yaml.constructor import ConstructorError, SafeConstructor
 
         line = yn.start_mark.line + 1
+        self.values += 1
+        if self.values > MAX_VALUES:
+            # Aliases are expanded here: a few lines of `&a [*b, *b, …]` can stand for billions of values.
+            raise self.error(
+                f"the file holds more than {MAX_VALUES:,} values once its YAML aliases (*name) are expanded",
+                _Node(None, line),
+                key,
+            )
         if isinstance(yn, yaml.MappingNode):
             out: dict[str, tuple[_Node, _Node]] = {}
             for k, v in yn.value:
@@ -234,7 +246,7 @@ class _Reader:
                 if not isinstance(knode.value, str):
                     raise self.error(f"keys must be strings, got {knode.value!r}", knode, key)
                 if knode.value in out:
-                    raise self.error("duplicate key", knode, knode.value)
+                    raise self.error("duplicate key", knode, f"{key}.{knode.value}" if key else knode.value)
                 out[knode.value] = (knode, self.to_node(v, f"{key}.{knode.value}" if key else knode.value))
             return _Node(out, line)
         if isinstance(yn, yaml.SequenceNode):
@@ -284,7 +296,7 @@ class _Reader:
 
     def number(self, node: _Node, key: str) -> float:
         v = node.value
-        if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < math.inf:
             raise self.error(f"expected a positive number of seconds, got {_shown(v)}", node, key)
         return float(v)
 
@@ -313,11 +325,13 @@ class _Reader:
             kw["command"] = self.string(n, f"{where}.command")
         if (n := get("url")) is not None:
             kw["url"] = self.string(n, f"{where}.url")
+        if "command" in kw and not kw["command"].strip():
+            raise self.error("expected the program to start, got an empty string", get("command"), f"{where}.command")
         if ("command" in kw) == ("url" in kw):
             problem = "has both `command` and `url`" if "command" in kw else "needs `command` (stdio) or `url` (HTTP)"
             raise self.error(f"server {problem}", body, where)
-        if "url" in kw and not re.match(r"^https?://", kw["url"]):
-            raise self.error(f"expected an http:// or https:// URL, got {kw['url']!r}", get("url"), f"{where}.url")
+        if "url" in kw and (bad_url := _url_problem(kw["url"])) is not None:
+            raise self.error(bad_url, get("url"), f"{where}.url")
         if json_format and (n := get("type")) is not None:
             kind = self.string(n, f"{where}.type")
             if kind == "sse":
@@ -349,6 +363,24 @@ class _Reader:
             if "/" in kw["command"] and not os.path.isabs(kw["command"]):
                 kw["command"] = str((self.folder / kw["command"]).resolve())
         return ServerConfig(**kw)
+
+
+def _url_problem(url: str) -> str | None:
+    """What is wrong with ``url`` as a server's address, or None."""
+    from urllib.parse import urlsplit
+
+    if not re.match(r"^https?://", url):
+        return f"expected an http:// or https:// URL, got {url!r}"
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return f"expected a URL without spaces or control characters, got {url!r}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- reading it checks it: a port out of range raises ValueError
+    except ValueError as e:
+        return f"not a valid URL ({e}): {url!r}"
+    if not parts.hostname:
+        return f"expected a URL with a host (http://host:port/path), got {url!r}"
+    return None
 
 
 def _kind(v: Any) -> str:
@@ -479,9 +511,20 @@ def load_config(
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        data = p.read_bytes()
     except FileNotFoundError:
         raise ConfigError("no such file (create one, or pass --config PATH)", file=str(p)) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read: {e}", file=str(p)) from None
+    except IsADirectoryError:
+        raise ConfigError("is a folder; --config names the configuration file", file=str(p)) from None
+    except OSError as e:
+        raise ConfigError(f"cannot read: {e.strerror or e}", file=str(p)) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line, column = data.count(b"\n", 0, e.start) + 1, e.start - data.rfind(b"\n", 0, e.start)
+        raise ConfigError(
+            f"not UTF-8 text: byte 0x{data[e.start]:02x} in column {column} (save the file as UTF-8)",
+            file=str(p),
+            line=line,
+        ) from None
     return parse_config(text, source=str(p), environ=environ, folder=p.parent, sections=sections)

@@ -5,12 +5,19 @@ long-running host needs around it: the end of the server's stderr kept (so a fai
 its last lines), a raw ``tools/list`` that keeps every field the server sent, and, for stdio,
 our own transport (`tool_tree.stdio`: the SDK's, but linear in what it reads and with a cap on
 one message); for HTTP, a client that holds one message to the same cap (`tool_tree.http_client`).
+
+What goes wrong while a session opens is said in words a user can act on: a stdio server's stdout
+lines that are not JSON-RPC (a start-up banner, a stray ``print``) are kept with its stderr instead of
+being logged as a traceback; an HTTP server's refusal keeps its status (``HTTP 401 Unauthorized``, with
+what to set), a web page answering instead of MCP is named, and a connection that fails says why.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import ssl
 import sys
 import tempfile
 import threading
@@ -19,9 +26,10 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+import httpx2
 import mcp
 import mcp.types as mt
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tool_tree.config import ServerConfig
 from tool_tree.http_client import http_client
@@ -35,6 +43,26 @@ big server narrowed by ``include`` still lists (`MAX_LIST_BYTES` bounds the memo
 MAX_LIST_BYTES = 64 * 1024 * 1024
 """Bytes of tool definitions (as UTF-8 JSON) one server may list, over all pages: the stdio cap on one
 message bounds a page, this the whole list (a server can page its way past the memory of the host)."""
+
+
+NOISE_LINES = 3
+"""Lines that are not JSON-RPC a stdio server's stdout may leave in its `StderrLog` (the first ones: a banner)."""
+NOISE_CHARS = 200
+"""Characters kept of each such line."""
+
+
+class _Reported(logging.Filter):
+    """Drops the SDK's log records of what `connect` reports itself (with the server's name, in its error or
+    with its stderr): a stdout line that is not JSON-RPC (logged with a traceback) and an HTTP reply that is
+    not MCP."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = str(record.msg)
+        return not message.startswith(("Failed to parse JSONRPC message", "Unexpected content type"))
+
+
+logging.getLogger("mcp.client.stdio").addFilter(_Reported())
+logging.getLogger("mcp.client.streamable_http").addFilter(_Reported())
 
 
 class _RawResult(BaseModel):
@@ -60,6 +88,15 @@ class StderrLog:
         self._kept = bytearray()
         self._cut = False  # the start of what was written is gone
         self._file: TextIO | None = None
+        self._noise: list[str] = []  # the first stdout lines that were not JSON-RPC
+        self._noise_count = 0
+
+    def stdout_noise(self, line: str) -> None:
+        """Note a line the server wrote to stdout that is not JSON-RPC; `tail` ends with the first few."""
+        with self._lock:
+            self._noise_count += 1
+            if len(self._noise) < NOISE_LINES:
+                self._noise.append(line if len(line) <= NOISE_CHARS else line[:NOISE_CHARS] + "…")
 
     def feed(self, chunk: bytes) -> None:
         with self._lock:
@@ -97,7 +134,19 @@ class StderrLog:
                 # cut character.
                 text = text[longest + 3 :]
             text = redact(text, self.server)
-        return "\n".join(text.rstrip("\n").splitlines()[-lines:])[-max_chars:]
+        tail = "\n".join(text.rstrip("\n").splitlines()[-lines:])[-max_chars:]
+        return "\n".join(filter(None, (tail, self._noise_note())))
+
+    def _noise_note(self) -> str:
+        with self._lock:
+            noise, count = list(self._noise), self._noise_count
+        if not noise:
+            return ""
+        shown = "\n".join(f"  {line!r}" for line in noise)
+        if self.server is not None:
+            shown = redact(shown, self.server)
+        more = f" (and {count - len(noise)} more)" if count > len(noise) else ""
+        return f"[tooltree] the server wrote to stdout what is not JSON-RPC{more} (logs belong on stderr):\n{shown}"
 
     def close(self) -> None:
         if self._file is not None:
@@ -123,13 +172,15 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
     HTTP, a reply (or one event) past the same cap fails the request it answers.
 
     Raises:
-        OSError: the command cannot be started.
-        mcp.MCPError: the server refused the session.
+        OSError: the command cannot be started (``str()`` says why in the configuration's terms), or the
+            HTTP server cannot be reached (``ConnectionError``: "cannot connect to host:port: why").
+        mcp.MCPError: the server refused the session (over HTTP, with the status it answered).
     """
     if stderr is not None and stderr.server is None:
         stderr.server = server  # its tail is redacted with this server's secrets
     async with AsyncExitStack() as stack:
         target: Any
+        replies: _Replies | None = None
         if server.command is not None:
             params = mcp.StdioServerParameters(
                 command=server.command,
@@ -149,11 +200,134 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
             from mcp.client.streamable_http import streamable_http_client
 
             http = await stack.enter_async_context(http_client(server.headers))
+            replies = _Replies()
+            http.event_hooks["response"].append(replies.hook)
             target = streamable_http_client(server.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES)
-        client = await stack.enter_async_context(
-            mcp.Client(target, read_timeout_seconds=server.timeout, client_info=_CLIENT_INFO)
-        )
+
+        async def on_message(message: object) -> None:
+            if stderr is not None and isinstance(message, ValueError):  # a stdout line the transport could not parse
+                stderr.stdout_noise(_unparsed(message))
+
+        try:
+            client = await stack.enter_async_context(
+                mcp.Client(
+                    target, read_timeout_seconds=server.timeout, client_info=_CLIENT_INFO, message_handler=on_message
+                )
+            )
+        except (mcp.MCPError, httpx2.TransportError, ExceptionGroup, OSError) as e:
+            if (explained := _explained(e, replies, server)) is None:
+                raise
+            raise explained from e
         yield Connection(client=client, server=server, stderr=stderr)
+
+
+def _unparsed(error: ValueError) -> str:
+    """The stdout line behind a parse error of the transport (as the server wrote it, or its JSON)."""
+    if isinstance(error, ValidationError):
+        for detail in error.errors():
+            value = detail.get("input")
+            if isinstance(value, str):
+                return value
+            if value is not None:
+                return json.dumps(value, ensure_ascii=False, default=str)[: NOISE_CHARS + 1]
+    return str(error).split("\n", 1)[0]
+
+
+_STAND_INS = ("Server returned an error response", "Not Found", "Unexpected content type")
+"""How the SDK words an HTTP reply that carries no JSON-RPC error, without its status."""
+
+_STATUS_HINTS = {
+    401: 'the server wants credentials: set them in its `headers` (e.g. Authorization: "Bearer ${TOKEN}")',
+    403: "the server refused the credentials in its `headers`",
+    404: "no MCP endpoint at this URL: check its path (often /mcp)",
+    405: "the URL does not take MCP requests: check that it is the Streamable HTTP endpoint (SSE is not supported)",
+}
+
+
+class _Replies:
+    """The first reply of an HTTP server that the SDK reports without its status: an error, or not MCP."""
+
+    def __init__(self) -> None:
+        self.problem: str | None = None
+
+    async def hook(self, response: httpx2.Response) -> None:
+        if self.problem is not None or response.request.method != "POST":
+            return
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if response.status_code >= 400:
+            status = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+            hint = _STATUS_HINTS.get(response.status_code)
+            self.problem = f"{status}: {hint}" if hint else f"the server answered {status}"
+        elif response.status_code not in (202, 204) and kind not in ("application/json", "text/event-stream"):
+            page = "a web page" if kind in ("text/html", "application/xhtml+xml") else "something else"
+            self.problem = (
+                f"the URL answered with {page} ({kind or 'no content type'}), not MCP: check that it is the "
+                "server's MCP endpoint"
+            )
+
+
+def _explained(e: BaseException, replies: _Replies | None, server: ServerConfig) -> Exception | None:
+    """A clearer exception for a failure to open a session (a process that cannot start, an HTTP status or
+    connection the SDK words vaguely), or None to keep ``e``."""
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
+    if isinstance(e, OSError) and not isinstance(e, TimeoutError) and server.command is not None:
+        return _not_started(e, server)
+    stand_in = isinstance(e, mcp.MCPError) and e.message.startswith(_STAND_INS)
+    if stand_in and isinstance(e, mcp.MCPError) and replies is not None and replies.problem is not None:
+        return mcp.MCPError(e.code, replies.problem)
+    if isinstance(e, httpx2.ConnectError) and server.url is not None:
+        return ConnectionError(f"cannot connect to {_host(server.url)}: {_reason(e)}")
+    return None
+
+
+def _not_started(e: OSError, server: ServerConfig) -> OSError | None:
+    """Why a stdio server's process could not be started, in its configuration's terms (``str()`` is the text);
+    None when there is nothing to add to ``e``."""
+    assert server.command is not None
+    command, missing = server.command, isinstance(e, FileNotFoundError)
+    if server.cwd is not None and e.filename == server.cwd and not os.path.isdir(server.cwd):
+        return type(e)(f"the working folder {server.cwd} does not exist (`cwd`)")
+    if missing and e.filename in (command, None) and "/" not in command:
+        return type(e)(f"command not found: {command!r} is not on PATH")
+    if missing and os.path.isfile(command):  # it exists: what its first line names does not
+        return type(e)(f"{command}: the interpreter its #! line names was not found")
+    if missing:
+        return type(e)(f"{command}: no such file")
+    if os.path.isdir(command):
+        return type(e)(f"{command} is a folder, not a program")
+    if isinstance(e, PermissionError) and os.path.isfile(command) and not os.access(command, os.X_OK):
+        return type(e)(f"{command} is not executable (chmod +x it, or run it through its interpreter)")
+    return None
+
+
+def _host(url: str) -> str:
+    """``host:port`` of a URL (no path, query or credentials: they may hold secrets)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.hostname}:{port}"
+
+
+def _reason(e: BaseException) -> str:
+    """Why a connection failed, from the innermost operating-system error (httpx words it vaguely)."""
+    reason = str(e) or type(e).__name__
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, BaseExceptionGroup) and cause.exceptions:
+            cause = cause.exceptions[0]
+            continue
+        if isinstance(cause, ssl.SSLError):
+            return f"TLS handshake failed: {cause.strerror or cause}"
+        if isinstance(cause, OSError) and cause.errno is not None and cause.errno > 0:
+            reason = os.strerror(cause.errno)
+        elif isinstance(cause, OSError) and cause.strerror:
+            reason = cause.strerror
+        cause = cause.__cause__ or cause.__context__
+    return reason
 
 
 async def list_tools_raw(client: mcp.Client) -> list[dict[str, Any]]:

@@ -111,6 +111,8 @@ def file_problem(option: str, path: str | Path, *, makes_folders: bool = False) 
 
     ``makes_folders``: the writer creates the missing folders above the file (else they must exist).
     """
+    if not str(path):
+        return f"{option}: the path is empty"
     p = Path(path)
     try:
         if p.is_dir():
@@ -129,6 +131,8 @@ def file_problem(option: str, path: str | Path, *, makes_folders: bool = False) 
 def folder_problem(option: str, path: str | Path, *, writable: bool = True) -> str | None:
     """Why ``path`` cannot be used (or created) as the folder ``option`` names, or None; checked before any
     work starts. ``writable``: files will be written into it."""
+    if not str(path):  # Path("") is ".": `--out "$UNSET"` would write into the working folder
+        return f"{option}: the path is empty"
     p = Path(path)
     try:
         existing = next((q for q in (p, *p.parents) if q.exists()), None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,14 +55,67 @@ def _path_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _read_code(args: argparse.Namespace) -> str | None:
+class _UsageError(Exception):
+    """A mistake in what the command was given; ``str()`` is the line to print."""
+
+
+_ENVELOPE_BYTES = 1024
+"""What the execute request adds to the script's text on the wire (method, id, limits)."""
+
+
+def _read_code(args: argparse.Namespace) -> str:
+    """The code to run, checked before any sandbox starts: readable, UTF-8, and small enough to send.
+
+    Raises:
+        _UsageError: neither or both of SCRIPT and -c, a script that cannot be read, is not UTF-8 or is too big.
+    """
+    from sandbox._supervisor.wire import MAX_FRAME_BYTES
+
     if (args.code is None) == (args.script is None):
-        return None
+        raise _UsageError("give a SCRIPT or -c CODE (one of them)")
     if args.code is not None:
-        return str(args.code)
-    if args.script == "-":
-        return sys.stdin.read()
-    return Path(args.script).read_text(encoding="utf-8")
+        name, code = "-c CODE", str(args.code)
+    elif args.script == "-":
+        name = "standard input"
+        stream = getattr(sys.stdin, "buffer", None)
+        code = _decoded(stream.read(), name) if stream is not None else sys.stdin.read()
+    else:
+        name, path = args.script, Path(args.script)
+        try:
+            if path.is_dir():
+                raise _UsageError(f"{name}: is a folder, not a script")
+            if path.stat().st_size > MAX_FRAME_BYTES:  # refused unread: it could be gigabytes
+                raise _UsageError(_too_big(name, path.stat().st_size, MAX_FRAME_BYTES))
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise _UsageError(f"{name}: no such file") from None
+        except OSError as e:
+            raise _UsageError(f"{name}: cannot read: {e.strerror or e}") from None
+        code = _decoded(data, name)
+    try:
+        wire = len(json.dumps(code, ensure_ascii=False).encode("utf-8")) + _ENVELOPE_BYTES
+    except UnicodeEncodeError:  # -c with bytes that are not UTF-8 (kept by Python as lone surrogates)
+        raise _UsageError(f"{name}: not UTF-8 text") from None
+    if wire > MAX_FRAME_BYTES:
+        raise _UsageError(_too_big(name, wire, MAX_FRAME_BYTES))
+    return code
+
+
+def _decoded(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line, column = data.count(b"\n", 0, e.start) + 1, e.start - data.rfind(b"\n", 0, e.start)
+        raise _UsageError(
+            f"{name}: not UTF-8 text: byte 0x{data[e.start]:02x} at line {line}, column {column} (save it as UTF-8)"
+        ) from None
+
+
+def _too_big(name: str, length: int, limit: int) -> str:
+    return (
+        f"{name}: {size(length)} is more than the sandbox takes in one execution ({size(limit)}); put the data "
+        "in a file in --workspace and read it from the script"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,9 +125,6 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         code = _read_code(args)
-        if code is None:
-            print("tooltree: error: give a SCRIPT or -c CODE (one of them)", file=sys.stderr)
-            return EXIT_USAGE
         if (problem := _path_problem(args)) is not None:
             print(f"tooltree: error: {problem}", file=sys.stderr)
             return EXIT_USAGE
@@ -81,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         tree = Path(args.tree)
         Manifest.load(tree)  # a missing or broken tree is a usage error, before anything starts
         settings = sandbox_config(config, timeout=args.timeout)
-    except (OSError, ConfigError, TreeError, SandboxError) as e:
+    except (_UsageError, OSError, ConfigError, TreeError, SandboxError) as e:
         print(f"tooltree: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     try:

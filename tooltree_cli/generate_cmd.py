@@ -99,10 +99,10 @@ def run(args: argparse.Namespace) -> int:
     from tooltree_cli.common import folder_problem, load
     from tooltree_cli.progress import ServerProgress
 
-    out = Path(args.out)
-    if (problem := folder_problem("--out", out, writable=not args.check)) is not None:  # before any server starts
+    if (problem := folder_problem("--out", args.out, writable=not args.check)) is not None:  # before any server starts
         error(problem)
         return EXIT_CONFIG
+    out = Path(args.out)
     snapshots: Path | None = None
     if args.from_snapshot is not None:
         snapshots = Path(args.from_snapshot) if args.from_snapshot else out / SNAPSHOTS_DIR
@@ -139,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     except (TreeError, UnsafePathError) as e:
         error(str(e))
+        return EXIT_CONFIG
+    except OSError as e:  # the disk refused a write (full, read-only, a path that cannot hold files)
+        where = e.filename if e.filename is not None else out
+        error(f"--out: cannot write the tree: {where}: {e.strerror or e}")
         return EXIT_CONFIG
     return report(result, args)
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 
 from tooltree_cli.common import load_optional_config
+from tooltree_cli.output import error
+
+EXIT_OK, EXIT_CONFIG, EXIT_ENGINE = 0, 2, 4  # as `tooltree exec`: 2 a usage or config error, 4 the sandbox failed
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,15 +34,25 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run_build(args: argparse.Namespace) -> int:
     from sandbox.config import SandboxConfig
+    from sandbox.errors import SandboxError
     from sandbox.image import build_derived_image, build_image
+    from tool_tree.config import ConfigError
 
-    config = load_optional_config(args.config)
-    name = build_image(offline_base=args.offline_base, mirror=args.debian_mirror, force=args.force)
-    packages = list(SandboxConfig.from_config(config).pip_packages)
-    if packages:
-        name = build_derived_image(None, name, packages)
+    try:
+        config = load_optional_config(args.config)
+        packages = list(SandboxConfig.from_config(config).pip_packages)
+    except ConfigError as e:  # before a build of minutes, not after it
+        error(str(e))
+        return EXIT_CONFIG
+    try:
+        name = build_image(offline_base=args.offline_base, mirror=args.debian_mirror, force=args.force)
+        if packages:
+            name = build_derived_image(None, name, packages)
+    except SandboxError as e:
+        error(str(e))
+        return EXIT_ENGINE
     print(name)
-    return 0
+    return EXIT_OK
 
 
 def run_name(args: argparse.Namespace) -> int:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from tooltree_cli.output import error
+
+EXIT_ENGINE = 4  # as `tooltree exec`: the sandbox (its engine) failed
+
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("sandbox", help="manage sandbox containers", description="Manage sandbox containers.")
@@ -15,9 +19,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run_prune(args: argparse.Namespace) -> int:
     from sandbox.docker_backend import remove_containers, remove_volumes
+    from sandbox.errors import SandboxError
 
     label = f"tooltree.owner={args.owner}"
-    containers = remove_containers(label=label)
-    volumes = remove_volumes(label=label)
+    try:
+        containers = remove_containers(label=label)
+        volumes = remove_volumes(label=label)
+    except SandboxError as e:  # no engine answers, or it refused
+        error(str(e))
+        return EXIT_ENGINE
     print(f"removed {containers} container(s) and {volumes} volume(s) labelled {label}")
     return 0

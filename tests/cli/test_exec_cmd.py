@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -270,3 +271,56 @@ def test_exec_help_names_every_exit_code(capsys: pytest.CaptureFixture[str]) -> 
         (exec_cmd.EXIT_SANDBOX, "when the sandbox failed or the workspace could not be saved"),
     ):
         assert f"{code} {meaning}" in text
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"print('caf\xe9')\n", "not UTF-8 text: byte 0xe9 at line 1, column 11 (save it as UTF-8)"),
+        (b"import os\n\x9f\x00\xff", "not UTF-8 text: byte 0x9f at line 2, column 1 (save it as UTF-8)"),
+    ],
+)
+def test_exec_a_script_that_is_not_utf8_exits_2_naming_line_and_column(
+    content: bytes, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "tooltree: error: UnicodeDecodeError: … (run with --debug …)", exit 1 (as if the script had failed).
+    script = tmp_path / "s.py"
+    script.write_bytes(content)
+    assert main(["exec", str(script), "--tree", str(tmp_path / "no-tree")]) == 2
+    assert capsys.readouterr().err == f"tooltree: error: {script}: {expected}\n"
+
+
+def test_exec_a_script_from_stdin_that_is_not_utf8_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "in.py").write_bytes(b"x = 1\nprint('\xff')\n")
+    with (tmp_path / "in.py").open(encoding="utf-8") as stdin:  # as a shell's `< in.py` gives it
+        monkeypatch.setattr(sys, "stdin", stdin)
+        assert main(["exec", "-", "--tree", str(tmp_path / "no-tree")]) == 2
+    assert "standard input: not UTF-8 text: byte 0xff at line 2, column 8" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda p: None, "{p}: no such file"),
+        (lambda p: p.mkdir(), "{p}: is a folder, not a script"),
+        # 9 MB of backslashes: 18 MB once escaped for the wire, past its 16 MiB frame.
+        (lambda p: p.write_text("x = '" + "\\" * 9_000_000 + "'\n", encoding="utf-8"), "{p}: 17.2 MB is more than"),
+        (lambda p: p.write_bytes(b"#" * (17 << 20)), "{p}: 17.0 MB is more than"),
+    ],
+)
+def test_exec_a_script_that_cannot_be_sent_exits_2_before_any_sandbox_starts(
+    make: Callable[[Path], object],
+    expected: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before: the container started, then "the sandbox failed: … over the 16777216-byte frame cap", exit 4.
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")  # nothing may reach an engine
+    script = tmp_path / "s.py"
+    make(script)
+    assert main(["exec", str(script), "--tree", str(tmp_path / "no-tree")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tooltree: error: " + expected.format(p=script)) and err.count("\n") == 1

@@ -322,3 +322,61 @@ def test_a_config_mistake_exits_2_naming_file_line_and_key(
     assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree")]) == 2
     assert capsys.readouterr().err == f"tooltree: error: {tmp_path}/{expected}\n"
     assert not (tmp_path / "tree").exists()
+
+
+def test_an_empty_out_exits_2_instead_of_writing_into_the_working_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, snapshots: Path
+) -> None:
+    # `--out "$TREE"` with TREE unset: Path("") is ".", and the tree went into the working folder.
+    monkeypatch.chdir(tmp_path)
+    assert main(["generate-tree", "--from-snapshot", str(snapshots), "--out", ""]) == 2
+    assert capsys.readouterr().err == "tooltree: error: --out: the path is empty\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["snaps"]
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self").is_dir() or os.geteuid() != 0,
+    reason="needs /proc, which root may write to but where nothing new can be created",
+)
+def test_a_tree_the_disk_refuses_exits_2_in_one_line(snapshots: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: "tooltree: error: FileNotFoundError: … (run with --debug …)" and exit 1, which under --check means drift.
+    out = "/proc/tooltree-no-such-tree"
+    assert main(["generate-tree", "--from-snapshot", str(snapshots), "--out", out]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == f"tooltree: error: --out: cannot write the tree: {out}: No such file or directory"
+    assert not any("Traceback" in line or "--debug" in line for line in err)
+
+
+def test_a_server_that_prints_to_stdout_shows_it_with_its_stderr_and_no_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: the SDK's pydantic traceback ("Failed to parse JSONRPC message from server") on the terminal,
+    # and nothing in the report saying what the server had printed.
+    script = tmp_path / "talker.py"
+    script.write_text("import sys\nprint('Listening on stdio…')\nprint('oops', file=sys.stderr)\n", encoding="utf-8")
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(
+        f"servers:\n  talker: {{command: {json.dumps(sys.executable)}, args: [{json.dumps(str(script))}]}}\n",
+        encoding="utf-8",
+    )
+    assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree")]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "JSONRPC" not in err
+    assert (
+        "--- last lines of talker's stderr ---\noops\n"
+        "[tooltree] the server wrote to stdout what is not JSON-RPC (logs belong on stderr):\n"
+        "  'Listening on stdio…'\n"
+    ) in err
+
+
+def test_an_http_server_that_wants_credentials_is_reported_with_its_status(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.tool_tree.test_connect import serving
+
+    config = tmp_path / "tooltree.yaml"
+    with serving(401, "application/json", b'{"error": "invalid_token"}') as url:
+        config.write_text(f"servers:\n  drive: {{url: {json.dumps(url)}}}\n", encoding="utf-8")
+        assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree")]) == 3
+    line = next(ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("drive "))
+    assert "HTTP 401 Unauthorized: the server wants credentials: set them in its `headers`" in line

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sandbox.image import image_name
@@ -27,3 +29,25 @@ def test_image_name_is_the_content_hash_tag(capsys: pytest.CaptureFixture[str]) 
     assert main(["image", "name"]) == 0
     assert capsys.readouterr().out.strip() == image_name()
     assert image_name().startswith("tooltree-sandbox:")
+
+
+@pytest.mark.parametrize("argv", [["image", "build"], ["sandbox", "prune"]])
+def test_without_an_engine_image_and_sandbox_commands_exit_4_in_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Before: "tooltree: error: EngineUnavailableError: … (run with --debug for the traceback)", exit 1.
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    assert main(argv) == 4
+    err = capsys.readouterr().err
+    assert err.startswith("tooltree: error: no Docker engine answers at") and err.count("\n") == 1
+
+
+def test_image_build_with_a_config_mistake_exits_2_before_building(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")  # it must not get as far as the engine
+    config = tmp_path / "tooltree.yaml"
+    config.write_text("servers: {}\nsandbox:\n  pip_pakages: [pandas]\n", encoding="utf-8")
+    assert main(["image", "build", "--config", str(config)]) == 2
+    expected = f"tooltree: error: {config}:3: sandbox.pip_pakages: unknown key (did you mean 'pip_packages'?)\n"
+    assert capsys.readouterr().err == expected

@@ -70,7 +70,7 @@ def test_unknown_top_level_key_is_an_error() -> None:
         ("servers:\n  a: {url: 'ftp://h'}\n", "2: servers.a.url: expected an http:// or https:// URL"),
         ("servers:\n  a: {url: 'http://h', args: [x]}\n", "servers.a.args: `args` only applies to `command` servers"),
         ("servers:\n  a: {command: x, enabled: yes please}\n", "servers.a.enabled: expected true or false"),
-        ("servers:\n  a: {command: x}\n  a: {command: y}\n", "3: a: duplicate key"),
+        ("servers:\n  a: {command: x}\n  a: {command: y}\n", "3: servers.a: duplicate key"),
         ("servers: [a, b]\n", "1: servers: expected a mapping of server names, got a list"),
         ("servers:\n  a: {command: [x\n", "invalid YAML"),
         ("", "the file is empty"),
@@ -268,3 +268,56 @@ def test_a_float_setting_must_be_positive_and_finite(value: str) -> None:
     sections = {"tool": {"rate": Setting(float, "a rate")}}
     e = error_of(f"servers: {{}}\ntool:\n  rate: {value}\n", sections=sections)
     assert str(e).startswith("tooltree.yaml:3: tool.rate: expected a rate, got ")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("servers:\n  a:\n    command: x\n    timeout: .inf\n", "4: servers.a.timeout: expected a positive number"),
+        ("servers:\n  a: {command: ''}\n", "2: servers.a.command: expected the program to start, got an empty string"),
+        ("servers:\n  a: {command: '${EMPTY}'}\n", "servers.a.command: expected the program to start"),
+        ("servers:\n  a: {url: 'http://'}\n", "2: servers.a.url: expected a URL with a host"),
+        ("servers:\n  a: {url: 'https:///mcp'}\n", "2: servers.a.url: expected a URL with a host"),
+        ("servers:\n  a: {url: 'http://h:99999/mcp'}\n", "2: servers.a.url: not a valid URL (Port out of range"),
+        ("servers:\n  a: {url: 'http://[::1/mcp'}\n", "2: servers.a.url: not a valid URL"),
+        ("servers:\n  a: {url: 'http://ex ample.com/mcp'}\n", "2: servers.a.url: expected a URL without spaces"),
+        ('{"mcpServers": {"a": {"url": "http://"}}}', "1: mcpServers.a.url: expected a URL with a host"),
+        ("servers:\n  a: {command: x}\n  b: {command: y}\n  a: {command: z}\n", "4: servers.a: duplicate key"),
+    ],
+)
+def test_a_value_that_could_never_work_is_refused_while_loading(text: str, expected: str) -> None:
+    e = error_of(text.replace("${EMPTY}", "${EMPTY:-}"))
+    assert expected in str(e)
+
+
+def test_a_good_url_with_port_and_variables_is_accepted() -> None:
+    config = parse_config("servers:\n  a: {url: 'http://${HOST}:8765/mcp'}\n", environ={"HOST": "127.0.0.1"})
+    assert config.servers[0].url == "http://127.0.0.1:8765/mcp"
+
+
+def test_nested_aliases_that_expand_past_the_limit_are_refused_not_built() -> None:
+    # Nine levels of ten: 10**9 values if expanded (a "billion laughs"); refused after a million.
+    lines = ["a0: &a0 [" + ", ".join(["x"] * 10) + "]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    e = error_of("\n".join(lines) + "\nservers: {}\n")
+    assert "more than 1,000,000 values once its YAML aliases (*name) are expanded" in str(e)
+    assert e.file == "tooltree.yaml" and e.line is not None
+
+
+def test_a_few_aliases_are_fine() -> None:
+    config = parse_config("servers:\n  a: &s {command: x, args: [y]}\n  b: *s\n", environ={})
+    assert [(s.name, s.args) for s in config.servers] == [("a", ("y",)), ("b", ("y",))]
+
+
+def test_a_file_that_is_not_utf8_names_the_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "tooltree.yaml"
+    path.write_bytes(b"servers:\n  a:\n    command: caf\xe9\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert str(info.value) == f"{path}:3: not UTF-8 text: byte 0xe9 in column 17 (save the file as UTF-8)"
+
+
+def test_a_folder_given_as_the_config_says_so(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path, environ={})
+    assert str(info.value) == f"{tmp_path}: is a folder; --config names the configuration file"

@@ -1,0 +1,197 @@
+"""`tool_tree.connect`: a session that cannot open says why in words a user can act on (real processes and sockets).
+
+Before, a server printing a start-up banner on stdout put the SDK's pydantic traceback on the user's terminal
+(even when the server then worked) and left no trace in the failure; an HTTP server's 401 or 500 became
+"Server returned an error response"; a refused connection "All connection attempts failed"; a missing command
+"[Errno 2] No such file or directory: 'x'".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp
+import pytest
+
+from tool_tree.config import ServerConfig
+from tool_tree.connect import NOISE_LINES, StderrLog, connect, list_tools_raw
+
+pytestmark = pytest.mark.anyio
+
+# A stdio MCP server in plain Python (no SDK import: it answers at once) that first writes ``BANNER`` lines to
+# stdout, then answers `initialize` and `tools/list`; with EXIT set it exits after the banner instead.
+SERVER = r"""
+import json, os, sys
+for line in json.loads(os.environ["BANNER"]):
+    print(line, flush=True)
+print("starting", file=sys.stderr, flush=True)
+if os.environ.get("EXIT"):
+    sys.exit(1)
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg["method"] == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "b", "version": "1"}}
+    else:
+        result = {"tools": [{"name": "hi", "inputSchema": {"type": "object"}}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"""
+
+
+def banner_server(tmp_path: Path, banner: list[str], *, exits: bool = False) -> ServerConfig:
+    script = tmp_path / "banner.py"
+    script.write_text(SERVER, encoding="utf-8")
+    env = {"BANNER": json.dumps(banner), "PATH": os.environ.get("PATH", "")} | ({"EXIT": "1"} if exits else {})
+    return ServerConfig(name="b", command=sys.executable, args=(str(script),), env=env, timeout=20)
+
+
+async def open_and_list(server: ServerConfig, stderr: StderrLog | None = None) -> list[dict[str, Any]]:
+    with anyio.fail_after(20):
+        async with connect(server, stderr=stderr) as conn:
+            return await list_tools_raw(conn.client)
+
+
+async def test_a_banner_on_stdout_logs_no_traceback_and_is_kept_with_the_stderr(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    stderr = StderrLog()
+    with caplog.at_level(logging.DEBUG):
+        tools = await open_and_list(banner_server(tmp_path, ["Starting my server v1.0 ...", '{"not": "rpc"}']), stderr)
+    assert [t["name"] for t in tools] == ["hi"]
+    assert not [r for r in caplog.records if r.exc_info or "JSONRPC" in r.getMessage()]
+    assert stderr.tail() == (
+        "starting\n[tooltree] the server wrote to stdout what is not JSON-RPC (logs belong on stderr):\n"
+        "  'Starting my server v1.0 ...'\n"
+        '  \'{"not": "rpc"}\''
+    )
+
+
+async def test_a_server_that_prints_and_exits_shows_what_it_printed_and_only_the_first_lines(tmp_path: Path) -> None:
+    stderr = StderrLog()
+    banner = [f"line {i}" for i in range(NOISE_LINES + 2)] + ["x" * 1000]
+    with pytest.raises(Exception):  # noqa: B017 -- the connection closes; its exact type is the SDK's
+        await open_and_list(banner_server(tmp_path, banner, exits=True), stderr)
+    tail = stderr.tail()
+    assert "what is not JSON-RPC (and 3 more)" in tail
+    assert tail.endswith("\n  'line 0'\n  'line 1'\n  'line 2'")
+
+
+async def test_the_stdout_note_is_redacted_like_the_stderr(tmp_path: Path) -> None:
+    server = banner_server(tmp_path, ["token=s3cr3t-value-123"])
+    server = ServerConfig(**{**server.__dict__, "env": {**server.env, "API_TOKEN": "s3cr3t-value-123"}})
+    stderr = StderrLog()
+    await open_and_list(server, stderr)
+    assert "s3cr3t-value-123" not in stderr.tail() and "token=" in stderr.tail()
+
+
+@pytest.mark.parametrize(
+    ("status", "content_type", "body", "expected"),
+    [
+        (401, "application/json", b'{"error": "invalid_token"}', "HTTP 401 Unauthorized: the server wants credentials"),
+        (403, "text/plain", b"no", "HTTP 403 Forbidden: the server refused the credentials in its `headers`"),
+        (404, "text/plain", b"not found", "HTTP 404 Not Found: no MCP endpoint at this URL"),
+        (500, "text/plain", b"boom", "the server answered HTTP 500 Internal Server Error"),
+        (200, "text/html", b"<html>login</html>", "the URL answered with a web page (text/html), not MCP"),
+    ],
+)
+async def test_an_http_refusal_says_what_the_server_answered(
+    status: int, content_type: str, body: bytes, expected: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with serving(status, content_type, body) as url, pytest.raises(mcp.MCPError) as info:
+        await open_and_list(ServerConfig(name="h", url=url, timeout=20))
+    assert info.value.message.startswith(expected)
+    assert not [r for r in caplog.records if "Unexpected content type" in r.getMessage()]
+
+
+async def test_a_json_rpc_error_sent_with_an_error_status_is_kept_as_the_server_wrote_it() -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32602, "message": "bad version"}}).encode()
+    with serving(400, "application/json", body) as url, pytest.raises(Exception) as info:  # a group
+        await open_and_list(ServerConfig(name="h", url=url, timeout=20))
+    error: BaseException = info.value
+    while isinstance(error, BaseExceptionGroup):  # left as the SDK raised it: nothing to explain
+        error = error.exceptions[0]
+    assert isinstance(error, mcp.MCPError) and error.message == "bad version"
+
+
+async def test_a_refused_connection_names_host_port_and_reason() -> None:
+    with socket.socket() as s:  # a port nobody listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ConnectionError) as info:
+        await open_and_list(ServerConfig(name="h", url=f"http://127.0.0.1:{port}/mcp?key=secret", timeout=20))
+    assert str(info.value) == f"cannot connect to 127.0.0.1:{port}: Connection refused"
+
+
+async def test_a_process_that_cannot_start_is_named_in_the_configurations_terms(tmp_path: Path) -> None:
+    script = tmp_path / "server.sh"
+    script.write_text("#!/no/such/interpreter\n", encoding="utf-8")
+    script.chmod(0o755)
+    plain = tmp_path / "plain.sh"
+    plain.write_text("#!/bin/sh\n", encoding="utf-8")  # no execute bit: refused even to root
+    cases = {
+        "no-such-command-xyz": "command not found: 'no-such-command-xyz' is not on PATH",
+        str(tmp_path / "gone"): f"{tmp_path / 'gone'}: no such file",
+        str(tmp_path): f"{tmp_path} is a folder, not a program",
+        str(script): f"{script}: the interpreter its #! line names was not found",
+        str(plain): f"{plain} is not executable (chmod +x it, or run it through its interpreter)",
+    }
+    for command, expected in cases.items():
+        assert await start_error(ServerConfig(name="s", command=command)) == expected
+    missing_cwd = str(tmp_path / "nowhere")
+    assert await start_error(ServerConfig(name="s", command=sys.executable, cwd=missing_cwd)) == (
+        f"the working folder {missing_cwd} does not exist (`cwd`)"
+    )
+
+
+async def start_error(server: ServerConfig) -> str:
+    try:
+        await open_and_list(server)
+    except OSError as e:
+        return str(e)
+    return "started"
+
+
+class _Fixed(BaseHTTPRequestHandler):
+    status = 200
+    content_type = "text/plain"
+    body = b""
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.send_response(self.status)
+        self.send_header("content-type", self.content_type)
+        self.send_header("content-length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    do_GET = do_DELETE = do_POST
+
+
+class serving:  # used as a context manager, like `open`
+    """An HTTP server on a free port answering every request with one fixed reply; yields its MCP URL."""
+
+    def __init__(self, status: int, content_type: str, body: bytes) -> None:
+        handler = type("Handler", (_Fixed,), {"status": status, "content_type": content_type, "body": body})
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+
+    def __enter__(self) -> str:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}/mcp"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
