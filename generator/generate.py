@@ -148,6 +148,7 @@ def generate(
     jobs: int | None = None,
     on_server_start: Callable[[str], None] | None = None,
     cancel: Cancel | None = None,
+    on_wait: Callable[[], None] | None = None,
 ) -> GenerateResult:
     """Generate (or, with ``check``, compare) the tree at ``out``.
 
@@ -159,7 +160,8 @@ def generate(
     embeddings; see ``tool_tree.search.embedding_model``. ``jobs`` is how many servers may be
     starting at once (default: the config's ``pool.start_jobs``, else the number of cores);
     ``on_server_start`` is told each server's name when it leaves that queue and starts.
-    ``cancel``, set from another thread, stops the run (see `Cancel`).
+    ``cancel``, set from another thread, stops the run (see `Cancel`). ``on_wait`` is called when the
+    run has to wait for another process writing the same tree (`tool_tree.tree.tree_lock`), before it waits.
 
     Raises:
         generator.cancel.GenerateCancelled: ``cancel`` was set during discovery (nothing was written).
@@ -175,7 +177,8 @@ def generate(
 
     mode = embeddings_mode(embeddings)
     model = None if check else embedding_model(mode)
-    with tree_lock(out, shared=True):  # a run writing the tree now: judge the tree it leaves, not half of it
+    # A run writing the tree now: judge the tree it leaves, not half of it.
+    with tree_lock(out, shared=True, on_wait=on_wait):
         previous = load_previous(out)
         check_out(out, previous, owned=OWNED_DIRS, writing=not check)
     listings: list[ServerListing] = []
@@ -243,7 +246,7 @@ def generate(
     if not check:
         out.mkdir(parents=True, exist_ok=True)
     # Another run may write this tree at the same time: take turns from reading the previous tree on.
-    with tree_lock(out, shared=check):
+    with tree_lock(out, shared=check, on_wait=on_wait):
         result = _plan_and_write(
             out, listings, outcomes, only=only, check=check, model_id=model.model_id if model is not None else None
         )

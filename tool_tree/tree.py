@@ -25,7 +25,7 @@ import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -224,7 +224,7 @@ def load_snapshot(tree: Path, server: ServerEntry) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def tree_lock(root: Path, *, shared: bool = False) -> Iterator[None]:
+def tree_lock(root: Path, *, shared: bool = False, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold a ``flock`` on the tree folder ``root``: exclusive to write the tree, shared to read all of it.
 
     `generate` holds it exclusively from reading the previous tree to writing the new one, so two
@@ -233,6 +233,7 @@ def tree_lock(root: Path, *, shared: bool = False) -> Iterator[None]:
     holding it shared (the Docker backend packing the tree) sees one whole generation. Waits for
     the holder; the kernel releases the lock when the holder's process ends. A ``root`` that is
     missing or not a folder holds no tree: nothing to lock (`generator.files.check_out` says what is wrong with it).
+    ``on_wait`` is called once, before waiting, when another process holds the lock.
     """
     try:
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -240,7 +241,13 @@ def tree_lock(root: Path, *, shared: bool = False) -> Iterator[None]:
         yield
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(fd, mode)
         yield
     finally:
         os.close(fd)

@@ -133,6 +133,9 @@ def run(args: argparse.Namespace) -> int:
                 on_embedding=None if args.json else _embedding,
                 embeddings=args.embeddings,
                 jobs=args.jobs,
+                on_wait=lambda: print(
+                    f"tooltree: another generate-tree is writing {out}; waiting for it to finish …", file=sys.stderr
+                ),
             )
     except (ConfigError, SearchError) as e:
         error(str(e))

@@ -101,3 +101,43 @@ def test_the_search_index_is_written_after_the_tree_lock_is_released(
     monkeypatch.setattr(generator.generate, "write_search_index", index_while_trying_to_read)
     result = generate(None, out, snapshots=write_snapshots(tmp_path / "snap", "one"))
     assert readable == [True] and result.report is not None and "search_index.json" in result.report.written
+
+
+def test_a_run_that_has_to_wait_for_another_says_so_then_writes_the_tree(tmp_path: Path) -> None:
+    # Before: a run waiting for another on the same tree printed nothing while it waited.
+    from tool_tree.tree import tree_lock
+
+    snapshots, out = write_snapshots(tmp_path / "snaps", "new"), tmp_path / "tree"
+    out.mkdir()
+    with tree_lock(out):  # another run writing this tree
+        run = subprocess.Popen(
+            [sys.executable, "-m", "tooltree_cli.main", "generate-tree", "--from-snapshot", str(snapshots),
+             "--out", str(out)],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            assert run.stderr is not None
+            said = b""
+            while b"waiting for it" not in said:
+                byte = wait_readable(run.stderr.fileno())
+                assert byte, f"ended without saying it waits: {said.decode()}"
+                said += byte
+            assert f"another generate-tree is writing {out}".encode() in said
+            assert not (out / "manifest.json").exists()  # it waits: nothing written yet
+        except BaseException:
+            run.kill()
+            run.communicate()
+            raise
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 0, err.decode()[-2000:]
+    assert len(json.loads((out / "manifest.json").read_text(encoding="utf-8"))["tools"]) == 200
+
+
+def test_a_run_that_need_not_wait_says_nothing_of_waiting(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tooltree_cli.main", "generate-tree", "--from-snapshot",
+         str(write_snapshots(tmp_path / "snaps", "new")), "--out", str(tmp_path / "tree")],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "another generate-tree is writing" not in proc.stderr and " written, 0 deleted" in proc.stderr
