@@ -69,6 +69,18 @@ def _output_chars(value: Any) -> str | None:
     return None
 
 
+PIP_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],<>=!~ ]*$")
+"""A pip requirement ``pip_packages`` may hold: a name with extras and version bounds, never a pip option."""
+
+
+def _pip_packages(value: Any) -> str | None:
+    """What is wrong with ``pip_packages`` (None: nothing): an entry that is not a requirement."""
+    for spec in value:
+        if not isinstance(spec, str) or not PIP_SPEC.match(spec):
+            return f"not a pip requirement: {spec!r} (a name with optional extras and versions, such as pandas==2.2)"
+    return None
+
+
 _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "memory": _size,
     "cpus": _positive,
@@ -80,12 +92,13 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "output_chars": _output_chars,
     "start_timeout": _positive,
     "workspace_max_bytes": lambda v: None if v is None else _count(v),
+    "pip_packages": _pip_packages,
 }
 """Each limited field of `SandboxConfig` and what is wrong with a value of it (checked one by one)."""
 
 SETTINGS: dict[str, Setting] = {
     "image": Setting(str, "the image to run instead of the one built from the sources"),
-    "pip_packages": Setting(list, "a list of pip requirements baked into a derived image"),
+    "pip_packages": Setting(list, "a list of pip requirements baked into a derived image", check=_pip_packages),
     "memory": Setting(str, "a memory limit such as 512m or 2g", check=_size),
     "cpus": Setting(float, "a CPU limit (fractions allowed)"),
     "pids_limit": Setting(int, "the most processes and threads"),

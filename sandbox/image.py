@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from sandbox._docker import DockerEngine, default_engine
+from sandbox.config import PIP_SPEC
 from sandbox.errors import EngineError, ImageError, SandboxError
 
 DEFAULT_BASE = "python:3.12-slim"
@@ -45,7 +46,6 @@ DEFAULT_SUITE = "bookworm"
 _HERE = Path(__file__).parent
 _RUNTIME_DIR = _HERE.parent / "tool_tree" / "runtime"
 _TOOL_TREE_INIT = b'"""tooltree: the parts that run inside the sandbox (the stub runtime)."""\n'
-_PIP_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],<>=!~ ]*$")
 
 
 def context_files() -> dict[str, bytes]:
@@ -246,7 +246,7 @@ def derived_dockerfile(parent: str, packages: Sequence[str], *, ca_bundle: bool 
         ImageError: a package spec contains characters a requirement cannot.
     """
     for spec in packages:
-        if not _PIP_SPEC.match(spec):
+        if not PIP_SPEC.match(spec):
             raise ImageError(f"not a pip requirement: {spec!r}")
     quoted = " ".join(shlex.quote(p) for p in packages)
     cert = (

@@ -37,6 +37,11 @@ def section_error(body: str) -> str:
         ("  timeout: .inf\n", "tooltree.yaml:3: sandbox.timeout: expected seconds one execution may run, got inf"),
         ("  timeout:\n", "tooltree.yaml:3: sandbox.timeout: expected seconds one execution may run, got nothing"),
         ("  cpus: .inf\n", "tooltree.yaml:3: sandbox.cpus: expected a CPU limit (fractions allowed), got inf"),
+        (  # before: accepted here, refused only by `image build` (exit 4, no line)
+            "  pip_packages: [pandas, --index-url=http://mirror.example/simple]\n",
+            "tooltree.yaml:3: sandbox.pip_packages: not a pip requirement: '--index-url=http://mirror.example/simple'"
+            " (a name with optional extras and versions, such as pandas==2.2)",
+        ),
     ],
 )
 def test_each_bad_sandbox_setting_is_named_with_file_line_and_key(body: str, expected: str) -> None:
@@ -65,6 +70,12 @@ def test_a_section_read_after_loading_is_checked_the_same_way() -> None:
         ("output_chars", 10, "output_chars: expected at least 100 characters, got 10"),
         ("memory", "lots", "memory: not a size: 'lots' (use e.g. 512m or 2g)"),
         ("tmp_size", "0", "tmp_size: expected more than 0, got '0' (0 would mean no limit)"),
+        (
+            "pip_packages",
+            ("requests; os_name=='posix'",),
+            "pip_packages: not a pip requirement: \"requests; os_name=='posix'\""
+            " (a name with optional extras and versions, such as pandas==2.2)",
+        ),
     ],
 )
 def test_each_out_of_range_field_is_named_on_its_own(field: str, value: object, expected: str) -> None:
@@ -79,3 +90,10 @@ def test_an_out_of_range_override_names_the_field_not_another() -> None:
         SandboxConfig.from_config(config, timeout=math.nan)
     assert str(info.value) == "timeout: expected a positive number, got nan"
     assert SandboxConfig.from_config(config, timeout=5.0).timeout == 5.0
+
+
+def test_pip_requirements_with_extras_and_versions_are_accepted() -> None:
+    config = parse_config(
+        "servers: {}\nsandbox:\n  pip_packages: [pandas==2.2.3, 'httpx[http2]>=0.27,<1', numpy]\n", environ={}
+    )
+    assert SandboxConfig.from_config(config).pip_packages == ("pandas==2.2.3", "httpx[http2]>=0.27,<1", "numpy")
