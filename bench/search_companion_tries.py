@@ -32,6 +32,7 @@ import numpy as np
 import search_models
 import search_recall as sr
 from _common import write_json
+from search_experiments import per_text
 from search_sets import Catalog, livemcpbench, metatool, recall, with_bfcl
 
 import tool_tree.search._index as index_module
@@ -116,7 +117,7 @@ def main() -> int:
             cos = np.maximum(full, short) if how == "max" else (1 - w) * full + w * short
             return _dense.fuse(lexical, cos.reshape(-1, 1).astype(np.float32), np.ones(1, np.float32), alpha)
 
-        with patched("fuse", fuse):
+        with patched("fuse_units", per_text(fuse)):
             label = f"second vector, {how}" + (f" {weight}" if how == "mix" else "")
             report["second vector"][label] = run(catalogs, encoder, label, add_short_vectors)
 

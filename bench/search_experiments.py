@@ -37,6 +37,20 @@ from tool_tree.search import SearchIndex, _dense, build_index
 
 Fuse = Callable[[dict[int, float], Any, Any, float], dict[int, float]]
 REAL_FUSE: Fuse = _dense.fuse
+REAL_FUSE_UNITS = _dense.fuse_units
+
+
+def per_text(fuse: Fuse) -> Callable[[list[dict[int, float]], Any, Any, float], Any]:
+    """`_dense.fuse_units` (what `SearchIndex` calls: every text of a query at once) made of a one-text ``fuse``."""
+
+    def fuse_units(lexical: list[dict[int, float]], matrix: Any, vectors: Any, alpha: float) -> Any:
+        rows = np.zeros((len(lexical), matrix.shape[0]), dtype=np.float64)
+        for row, lex, vector in zip(rows, lexical, vectors, strict=True):
+            for d, score in fuse(lex, matrix, vector, alpha).items():
+                row[d] = score
+        return rows
+
+    return fuse_units
 
 
 def z_fuse(alpha: float, beta: float = 0.0, m: int = 3) -> Fuse:
@@ -116,7 +130,7 @@ def main() -> int:
     experiments += [(f"mmr lambda={lam}", None, lam) for lam in (0.95, 0.9, 0.85, 0.8, 0.7)]
     results: dict[str, dict[str, float]] = {}
     for label, fuse, lam in experiments:
-        index_module.fuse = fuse or REAL_FUSE  # type: ignore[assignment]
+        index_module.fuse_units = per_text(fuse or REAL_FUSE)  # type: ignore[assignment]
         row: dict[str, float] = {}
         for catalog in catalogs:
             index = sr.with_vectors(
@@ -129,7 +143,7 @@ def main() -> int:
                     row[f"{catalog.name} {name}"] = recall(rank, qs)["R@5"]
         results[label] = row
         print(f"  {label:36s} " + " ".join(f"{v:.3f}" for v in row.values()), flush=True)
-    index_module.fuse = REAL_FUSE  # type: ignore[assignment]
+    index_module.fuse_units = REAL_FUSE_UNITS  # type: ignore[assignment]
     write_json("search_experiments.json", results)
     return 0
 

@@ -173,19 +173,61 @@ def query_vectors(dense: DenseVectors, queries: Sequence[str]) -> tuple[Any, Any
 
 def fuse(lexical: dict[int, float], matrix: Any, vector: Any, alpha: float) -> dict[int, float]:
     """Hybrid scores of every tool: ``alpha · z(lexical) + (1 − alpha) · z(cosine)``, shifted positive."""
+    return dict(enumerate(fuse_units([lexical], matrix, vector[None], alpha)[0].tolist()))
+
+
+def fuse_units(lexical: Sequence[dict[int, float]], matrix: Any, vectors: Any, alpha: float) -> Any:
+    """``fuse`` of several texts at once (a query and its clauses): a ``(texts, tools)`` float64 array whose
+    row i holds ``fuse(lexical[i], matrix, vectors[i], alpha)``'s scores, bit for bit."""
     np = _numpy()
-    n = matrix.shape[0]
-    cos = matrix @ vector
-    lex = np.zeros(n, dtype=np.float64)
-    if lexical:
-        found = len(lexical)
-        lex[np.fromiter(lexical.keys(), np.int64, found)] = np.fromiter(lexical.values(), np.float64, found)
-
-    def z(v: Any) -> Any:
-        sd = float(v.std())
-        return (v - v.mean()) / sd if sd > 0 else v * 0.0
-
-    fused = alpha * z(lex) + (1.0 - alpha) * z(cos.astype(np.float64))
+    lex = np.zeros((len(lexical), matrix.shape[0]), dtype=np.float64)
+    for row, scores in zip(lex, lexical, strict=True):
+        if scores:
+            found = len(scores)
+            row[np.fromiter(scores.keys(), np.int64, found)] = np.fromiter(scores.values(), np.float64, found)
+    # one matrix-vector product per text, as ``fuse`` did: a matrix product would wake OpenBLAS's threads,
+    # which wait for a core when the machine is busy (``_blas``)
+    cos = np.stack([matrix @ v for v in vectors]).astype(np.float64)
+    fused = _z(np, lex)
+    fused *= alpha
+    fused += (1.0 - alpha) * _z(np, cos)
     # shift so every score is positive: callers drop tools scored 0
-    fused = fused - float(fused.min()) + 1e-6
-    return dict(enumerate(fused.tolist()))
+    fused -= fused.min(axis=1, keepdims=True)
+    fused += 1e-6
+    return fused
+
+
+def _z(np: Any, rows: Any) -> Any:
+    """Each row standardised (0 where it is constant)."""
+    sd = rows.std(axis=1, keepdims=True)
+    out = rows - rows.mean(axis=1, keepdims=True)
+    flat = sd[:, 0] <= 0
+    sd[flat] = 1.0
+    out /= sd
+    out[flat] = 0.0
+    return out
+
+
+def fuse_by_rank(scores: Any, weights: Sequence[float], k: float) -> Any:
+    """``_query.fuse_rankings(..., how="maxrank")`` over the rows of ``scores`` (``fuse_units``), as one array
+    over the tools (0: reached by none): each tool keeps its best ``weight / (k + rank)``, a row's rank
+    ordered by score, ties by tool number."""
+    np = _numpy()
+    fused = np.zeros(scores.shape[1], dtype=np.float64)
+    ranks = np.arange(1, scores.shape[1] + 1, dtype=np.float64)
+    ranks += k
+    for row, weight in zip(scores, weights, strict=True):
+        if weight <= 0.0:
+            continue
+        order = np.argsort(-row, kind="stable")  # stable: ties keep tool order
+        order = order[: int(np.count_nonzero(row > 0.0))]  # the tools the row reaches, a prefix of its order
+        fused[order] = np.maximum(fused[order], weight / ranks[: len(order)])
+    return fused
+
+
+def best(scores: Any, tie: Any, limit: int) -> list[tuple[int, float]]:
+    """The first ``limit`` tools with a positive score, by score, then by ``tie`` (each tool's place in the
+    catalog's order of server and tool name): ``(tool, score)``."""
+    np = _numpy()
+    order = np.lexsort((tie, -scores))[:limit]
+    return [(d, s) for d, s in zip(order.tolist(), scores[order].tolist(), strict=True) if s > 0.0]

@@ -10,17 +10,13 @@ with mean pooling), found in this order:
    sentence-transformers is not needed here).
 
 Nothing is downloaded, ever: the forward pass (embeddings, 6 post-LN transformer layers,
-mean pooling, L2 normalisation) is written out below, and the weights are read from the
+mean pooling, L2 normalisation) is written out in ``_bert``, and the weights are read from the
 safetensors file directly. numpy is imported through ``importlib`` so the core package keeps
 no hard dependency on it; its values are typed ``Any``. ``model_info`` tells whether a model is
 there and which one without importing numpy or reading the weights.
 
-The forward pass works on ``(tokens, hidden)`` matrices so each linear map is one matrix
-product, runs texts in batches of similar length, and computes GELU in its tanh form (see
-``Encoder._gelu``); encoding the 527-tool catalog takes less than half the time the direct
-transcription did (bench/RESULTS.md). A query and its clauses run packed into one sequence,
-each attending only to itself (``Encoder._forward_packed``), so each clause costs its own
-length rather than the whole query's.
+``Encoder`` extends ``_bert.BertPass`` (the arithmetic: matrices of ``(tokens, hidden)``, texts
+batched by length, a query and its clauses packed into one sequence) with the loading and the API.
 
 When WordLlama's static model is installed too (``_static``), the encoder returns the two
 embeddings concatenated, and can still embed a query for an index built with the sentence
@@ -37,11 +33,12 @@ import json
 import math
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tool_tree.search._bert import BertPass, padded_batches
 from tool_tree.search._blas import blas_threads
 from tool_tree.search._errors import SearchError
 from tool_tree.search._static import STATIC_WEIGHT, StaticEncoder, StaticInfo, static_info
@@ -165,30 +162,7 @@ def read_safetensors(path: Path, *, float32: bool = True) -> dict[str, Any]:
     return tensors
 
 
-def padded_batches(
-    np: Any, ids: list[list[int]], max_batch_tokens: int, pad: int = 0
-) -> Iterator[tuple[list[int], Any, Any]]:
-    """The texts' token ids in batches of similar length, each up to about ``max_batch_tokens``
-    tokens once padded: ``(positions in ids, (n, width) ids padded with pad, (n, width) mask)``."""
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    start = 0
-    while start < len(order):
-        end = start + 1
-        # sorted by length, so the last text of a batch sets its width
-        while end < len(order) and (end - start + 1) * len(ids[order[end]]) <= max_batch_tokens:
-            end += 1
-        chunk = order[start:end]
-        width = len(ids[chunk[-1]])
-        batch = np.full((len(chunk), width), pad, dtype=np.int64)
-        mask = np.zeros((len(chunk), width), dtype=np.float32)
-        for row, i in enumerate(chunk):
-            batch[row, : len(ids[i])] = ids[i]
-            mask[row, : len(ids[i])] = 1.0
-        yield chunk, batch, mask
-        start = end
-
-
-class Encoder:
+class Encoder(BertPass):
     """Sentence embeddings: text → unit-length float32 vectors."""
 
     def __init__(self, model_dir: Path | None = None, *, max_tokens: int = 256, static: bool = True) -> None:
@@ -219,22 +193,6 @@ class Encoder:
                 raise SearchError(f"{info.static.weights}: cannot load the static embedding model ({e})") from None
             self._static = StaticEncoder(info.static, self._np, table)
         self.model_id, self.encoder_id, self.dim = info.model_id, info.encoder_id, info.dim
-
-    def _prepare(self, w: dict[str, Any]) -> dict[str, Any]:
-        """The weights laid out for the forward pass: each linear map as a contiguous ``(in, out)``
-        matrix, query, key and value fused into one, the attention scale folded into the query."""
-        np = self._np
-        scale = 1.0 / math.sqrt(self._hidden // self._heads)
-        for i in range(self._layers):
-            p = f"encoder.layer.{i}"
-            q, k, v = (f"{p}.attention.self.{name}" for name in ("query", "key", "value"))
-            weights = [w.pop(f"{q}.weight") * scale, w.pop(f"{k}.weight"), w.pop(f"{v}.weight")]
-            biases = [w.pop(f"{q}.bias") * scale, w.pop(f"{k}.bias"), w.pop(f"{v}.bias")]
-            w[f"{p}.qkv.weight"] = np.ascontiguousarray(np.concatenate(weights).T)
-            w[f"{p}.qkv.bias"] = np.concatenate(biases)
-            for name in ("attention.output.dense", "intermediate.dense", "output.dense"):
-                w[f"{p}.{name}.weight"] = np.ascontiguousarray(w[f"{p}.{name}.weight"].T)
-        return w
 
     def encode(
         self,
@@ -287,97 +245,3 @@ class Encoder:
             if on_progress is not None:
                 on_progress(done)
         return out
-
-    def _ln(self, x: Any, prefix: str) -> Any:
-        """Layer norm, in place over ``x``."""
-        np = self._np
-        x -= x.mean(-1, keepdims=True)
-        var = np.einsum("ij,ij->i", x, x)[:, None]
-        var /= x.shape[-1]
-        var += self._eps
-        x /= np.sqrt(var, out=var)
-        x *= self._w[f"{prefix}.weight"]
-        x += self._w[f"{prefix}.bias"]
-        return x
-
-    def _linear(self, x: Any, prefix: str) -> Any:
-        y = x @ self._w[f"{prefix}.weight"]
-        y += self._w[f"{prefix}.bias"]
-        return y
-
-    def _gelu(self, x: Any) -> Any:
-        """GELU in its tanh form, ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), in place over ``x``.
-
-        The exact x·Φ(x) needs erf, which numpy lacks; its polynomial approximation took as
-        long as all the matrix products. The tanh form is within 5e-4 of it, which moves the
-        final embeddings by less than 4e-4 (cosine to the exact ones > 0.99999).
-        """
-        np = self._np
-        c = math.sqrt(2.0 / math.pi)
-        u = np.square(x)
-        u *= 0.044715 * c
-        u += c
-        u *= x
-        np.tanh(u, out=u)
-        u += 1.0
-        u *= 0.5
-        x *= u
-        return x
-
-    def _forward(self, ids: Any, mask: Any) -> Any:
-        """Embeddings of a batch of texts padded to one width (``mask`` marks the real tokens)."""
-        np = self._np
-        width = ids.shape[1]
-        bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
-        x = self._transform(ids, np.arange(width), bias)
-        pooled = np.einsum("ntd,nt->nd", x, mask) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-
-    def _forward_packed(self, ids: list[list[int]]) -> Any:
-        """Embeddings of a few short texts run as one sequence, each attending only to itself.
-
-        Each text keeps its own positions (from 0) and an attention mask confines it to its own
-        tokens, so its embedding is the one it gets on its own (within float rounding); a query
-        and its clauses then cost the sum of their lengths instead of their number times the
-        longest, as padding them to one width would.
-        """
-        np = self._np
-        lengths = [len(t) for t in ids]
-        segment = np.repeat(np.arange(len(ids)), lengths)
-        positions = np.concatenate([np.arange(n) for n in lengths])
-        same = segment[:, None] == segment[None, :]
-        bias = np.where(same, np.float32(0.0), np.float32(-1e9))[None, None, :, :]
-        x = self._transform(np.asarray([t for text in ids for t in text], dtype=np.int64)[None, :], positions, bias)
-        pool = (np.arange(len(ids))[:, None] == segment[None, :]).astype(np.float32)
-        pooled = (pool @ x[0]) / pool.sum(1, keepdims=True)
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-
-    def _transform(self, ids: Any, positions: Any, bias: Any) -> Any:
-        """The last hidden states ``(texts, width, hidden)`` of ``ids`` ``(texts, width)``; ``bias`` is
-        added to the attention scores (0 where a token may attend, -1e9 where not)."""
-        np, w = self._np, self._w
-        n, width = ids.shape
-        dim, heads = self._hidden, self._heads
-        head = dim // heads
-        x = w["embeddings.word_embeddings.weight"][ids]
-        x += w["embeddings.position_embeddings.weight"][positions][None, :, :]
-        x += w["embeddings.token_type_embeddings.weight"][0][None, None, :]
-        # token-wise steps run on a (tokens, dim) matrix: one large matrix product per linear map
-        x = self._ln(x.reshape(n * width, dim), "embeddings.LayerNorm")
-        for i in range(self._layers):
-            p = f"encoder.layer.{i}"
-            qkv = self._linear(x, f"{p}.qkv").reshape(n, width, 3, heads, head).transpose(2, 0, 3, 1, 4)
-            q, k, v = qkv[0], qkv[1], qkv[2]
-            att = q @ k.transpose(0, 1, 3, 2)
-            att += bias
-            att -= att.max(-1, keepdims=True)
-            np.exp(att, out=att)
-            att /= att.sum(-1, keepdims=True)
-            ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n * width, dim)
-            h = self._linear(ctx, f"{p}.attention.output.dense")
-            h += x
-            x = self._ln(h, f"{p}.attention.output.LayerNorm")
-            h = self._linear(self._gelu(self._linear(x, f"{p}.intermediate.dense")), f"{p}.output.dense")
-            h += x
-            x = self._ln(h, f"{p}.output.LayerNorm")
-        return x.reshape(n, width, dim)

@@ -21,9 +21,17 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from tool_tree.search._dense import DenseVectors, EmbeddingNotice, encode_docs, fuse, query_vectors
+from tool_tree.search._dense import (
+    DenseVectors,
+    EmbeddingNotice,
+    best,
+    encode_docs,
+    fuse_by_rank,
+    fuse_units,
+    query_vectors,
+)
 from tool_tree.search._docs import SearchDoc
-from tool_tree.search._encoder import model_info
+from tool_tree.search._encoder import _numpy, model_info
 from tool_tree.search._errors import SearchError
 from tool_tree.search._mode import embeddings_mode
 from tool_tree.search._query import fuse_rankings, split_clauses
@@ -114,6 +122,7 @@ class SearchIndex:
         self._related = related
         self._config = config
         self._dense = dense
+        self._ties: Any = None
         servers = {name: i for i, name in enumerate(sorted({e.server for e in entries}))}
         self._server_of = [servers[e.server] for e in entries]
         self._server_tools: list[list[int]] = [[] for _ in servers]
@@ -153,7 +162,9 @@ class SearchIndex:
         check_limit(limit)
         if not query.strip():
             raise SearchError("query is empty")
-        scores = regex_scores(query, self._entries) if regex else self.rank(query)
+        scores = regex_scores(query, self._entries) if regex else self._rank(query)
+        if not isinstance(scores, dict):  # the hybrid's array over all tools
+            return [self._hit(d, s) for d, s in best(scores, self._tie_order(), limit)]
         entries = self._entries
         # the first ``limit`` of the full order (best score, then server and tool name), without sorting all
         ranked = heapq.nsmallest(
@@ -172,17 +183,42 @@ class SearchIndex:
         Raises:
             SearchError: ``TOOLTREE_SEARCH_EMBEDDINGS`` has an unknown value.
         """
+        scores = self._rank(query)
+        if isinstance(scores, dict):
+            return scores
+        return {d: s for d, s in enumerate(scores.tolist()) if s > 0.0}
+
+    def _rank(self, query: str) -> dict[int, float] | Any:
+        """``rank``'s scores; in the hybrid a float64 array over all tools (0: not reached), which
+        ``search`` takes its first results from without a Python step per tool."""
         cfg = self._config
         units = self.units(query)
         rankings = [self.lexical(u) for u in units]
+        weights = [1.0] + [cfg.clause_weight] * (len(units) - 1)
         if self._dense is not None and embeddings_mode() != "off":
             found = query_vectors(self._dense, units)
             if found is not None:
                 matrix, vectors = found
-                rankings = [fuse(lex, matrix, v, cfg.dense_alpha) for lex, v in zip(rankings, vectors, strict=True)]
+                hybrid = fuse_units(rankings, matrix, vectors, cfg.dense_alpha)
+                if len(units) == 1:
+                    return hybrid[0]
+                if cfg.fusion == "maxrank":
+                    return fuse_by_rank(hybrid, weights, cfg.fusion_k)
+                rankings = [dict(enumerate(row.tolist())) for row in hybrid]
         if len(rankings) == 1:
             return rankings[0]
-        return fuse_rankings(rankings, [1.0] + [cfg.clause_weight] * (len(rankings) - 1), cfg.fusion_k, cfg.fusion)
+        return fuse_rankings(rankings, weights, cfg.fusion_k, cfg.fusion)
+
+    def _tie_order(self) -> Any:
+        """Each tool's place in the order of server and tool name (``search``'s tie-break), as an array."""
+        if self._ties is None:
+            entries = self._entries
+            order = sorted(range(len(entries)), key=lambda d: (entries[d].server, entries[d].tool))
+            ties = [0] * len(order)
+            for place, d in enumerate(order):
+                ties[d] = place
+            self._ties = _numpy().asarray(ties, dtype=_numpy().int64)
+        return self._ties
 
     def units(self, query: str, clauses: str | None = None) -> list[str]:
         """The texts ``rank`` scores for ``query``: the query (its first ``MAX_QUERY`` characters), then

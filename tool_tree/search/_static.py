@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import itertools
 import json
 import os
 import struct
@@ -35,6 +36,8 @@ TOKENIZER = "tokenizers/l2_supercat_tokenizer_config.json"
 STATIC_WEIGHT = 0.35
 """The static cosine's weight against MiniLM's (1) in the combined cosine."""
 MAX_TOKENS = 256
+LOOKUP_TOKENS = 65_536
+"""Most tokens whose rows one lookup gathers (64 MiB of float32 rows): a catalog is embedded in several."""
 
 
 def has_static(model_id: str) -> bool:
@@ -105,15 +108,28 @@ class StaticEncoder:
         self.dim = info.dim
 
     def encode(self, texts: list[str]) -> Any:
-        np = self._np
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        top = len(self._table) - 1
-        for i, text in enumerate(texts):
-            # one text at a time: ``encode_batch`` would start a pool of threads (as many as cores) for
-            # no gain at these sizes (2,000 texts: 0.09 s against 0.07 s)
-            enc = self._tokenizer.encode(text, add_special_tokens=False)
-            ids = np.clip(np.asarray(enc.ids[:MAX_TOKENS], dtype=np.int64), 0, top)
-            if len(ids):
-                v = self._table[ids].astype(np.float32).mean(0)
-                out[i] = v / max(float(np.linalg.norm(v)), 1e-12)
+        out = self._np.zeros((len(texts), self.dim), dtype=self._np.float32)
+        # one text at a time: ``encode_batch`` would start a pool of threads (as many as cores) for
+        # no gain at these sizes (2,000 texts: 0.09 s against 0.07 s)
+        ids = [self._tokenizer.encode(text, add_special_tokens=False).ids[:MAX_TOKENS] for text in texts]
+        found = [i for i, text_ids in enumerate(ids) if text_ids]
+        start = 0
+        while start < len(found):  # texts of at most LOOKUP_TOKENS tokens together per lookup (a catalog's are many)
+            end, tokens = start + 1, len(ids[found[start]])
+            while end < len(found) and tokens + len(ids[found[end]]) <= LOOKUP_TOKENS:
+                tokens += len(ids[found[end]])
+                end += 1
+            out[found[start:end]] = self._means([ids[i] for i in found[start:end]])
+            start = end
         return out
+
+    def _means(self, ids: list[list[int]]) -> Any:
+        """The unit mean of each text's rows (``ids``: each text's token ids, none empty), in one lookup."""
+        np = self._np
+        lengths = np.asarray([len(text_ids) for text_ids in ids])
+        flat = np.fromiter(itertools.chain.from_iterable(ids), np.int64, int(lengths.sum()))
+        rows = self._table[np.clip(flat, 0, len(self._table) - 1)].astype(np.float32)
+        means = np.add.reduceat(rows, np.cumsum(lengths) - lengths, axis=0)
+        means /= lengths.astype(np.float32)[:, None]
+        means /= np.maximum(np.linalg.norm(means, axis=1, keepdims=True), np.float32(1e-12))
+        return means

@@ -6,10 +6,18 @@ model's own ``vocab.txt``, so the optional embedding ranker needs no tokenizer p
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from pathlib import Path
 
 MAX_WORD_CHARS = 100
+MAX_CACHED_WORDS = 20_000
+"""Words whose sub-word ids ``WordPiece`` keeps (a query's clauses repeat its words); then it starts over."""
+
+_ASCII_DROPPED = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+"""The ASCII control characters ``basic_split`` drops (tab, newline and carriage return are spaces)."""
+_ASCII_WORDS = re.compile(r"[^\s!-/:-@\[-`{-~]+|[!-/:-@\[-`{-~]")
+"""An ASCII word is a run of anything but white space and punctuation; each punctuation mark is a word."""
 
 
 def _is_punctuation(ch: str) -> bool:
@@ -32,6 +40,13 @@ def _is_cjk(cp: int) -> bool:
 
 def basic_split(text: str) -> list[str]:
     """Lowercase, strip accents, drop control characters, split on white space and punctuation."""
+    if text.isascii():  # the same steps, for the common case, in two regular expressions
+        return _ASCII_WORDS.findall(_ASCII_DROPPED.sub("", text).lower())
+    return split_unicode(text)
+
+
+def split_unicode(text: str) -> list[str]:
+    """``basic_split`` for any text, a character at a time."""
     chars: list[str] = []
     for ch in text:
         cp = ord(ch)
@@ -71,6 +86,7 @@ class WordPiece:
         self.unk = vocab["[UNK]"]
         self.cls = vocab["[CLS]"]
         self.sep = vocab["[SEP]"]
+        self._cache: dict[str, tuple[int, ...]] = {}
 
     @classmethod
     def from_file(cls, path: Path) -> WordPiece:
@@ -78,7 +94,18 @@ class WordPiece:
         lines = path.read_text(encoding="utf-8").splitlines()
         return cls({tok: i for i, tok in enumerate(lines)})
 
-    def word_ids(self, word: str) -> list[int]:
+    def word_ids(self, word: str) -> tuple[int, ...]:
+        """The ids of one word of ``basic_split``'s (``[UNK]`` alone when a piece is not in the vocabulary)."""
+        if len(word) > MAX_WORD_CHARS:
+            return (self.unk,)  # not cached: the cache holds at most MAX_CACHED_WORDS short words
+        found = self._cache.get(word)
+        if found is None:
+            if len(self._cache) >= MAX_CACHED_WORDS:
+                self._cache = {}
+            found = self._cache[word] = tuple(self._word_ids(word))
+        return found
+
+    def _word_ids(self, word: str) -> list[int]:
         if len(word) > MAX_WORD_CHARS:
             return [self.unk]
         out: list[int] = []
