@@ -178,3 +178,12 @@ def test_a_regex_scan_checks_its_budget_before_every_tool() -> None:
     with pytest.raises(SearchError, match=r"took longer than -1 s over 3 tools"):
         regex_scores("entry", entries, budget_s=-1.0)
     assert regex_scores("entry", entries) == {0: 1.0, 1: 1.0, 2: 1.0}
+
+
+def test_a_parameter_is_searched_by_its_description_not_its_enum_values() -> None:
+    # Enum values as parameter text were tried and not taken (bench/RESULTS.md, "Every variant tried":
+    # one tuning need lost, nothing gained); they once reached the index in an unrelated commit.
+    tool = _raw_tool({"city": "The city."})
+    tool["inputSchema"]["properties"]["city"]["enum"] = ["Chicago", "Lisbon"]
+    tool["inputSchema"]["properties"]["tags"] = {"type": "array", "items": {"enum": ["urgent", "later"]}}
+    assert params_of(tool) == [("city", "The city."), ("tags", "")]

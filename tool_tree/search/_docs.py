@@ -83,27 +83,7 @@ def params_of(raw_tool: dict[str, Any]) -> list[tuple[str, str]]:
 def _properties(props: dict[Any, Any]) -> Iterator[tuple[str, str]]:
     for name, prop in props.items():
         desc = prop.get("description") if isinstance(prop, dict) else None
-        text = desc if isinstance(desc, str) else ""
-        values = _enum_text(prop)
-        yield str(name), f"{text} ({values})" if text and values else text or values
-
-
-MAX_ENUM_VALUES = 30
-MAX_ENUM_TEXT = 300
-
-
-def _enum_text(prop: Any) -> str:
-    """The string values a property (or the items of an array property) may take, as words a user may use
-    for what they want (a city, a format, a status): at most `MAX_ENUM_VALUES`, `MAX_ENUM_TEXT` characters."""
-    if not isinstance(prop, dict):
-        return ""
-    values = prop.get("enum")
-    if values is None and isinstance(prop.get("items"), dict):
-        values = prop["items"].get("enum")
-    if not isinstance(values, list):
-        return ""
-    words = [v for v in values[:MAX_ENUM_VALUES] if isinstance(v, str) and v.strip()]
-    return ", ".join(words)[:MAX_ENUM_TEXT]
+        yield str(name), desc if isinstance(desc, str) else ""
 
 
 def description_of(raw_tool: dict[str, Any]) -> str:
