@@ -33,6 +33,11 @@ class Cancel:
     def is_set(self) -> bool:
         return self._set
 
+    def listening(self) -> bool:
+        """Whether a run is in the part that `set` stops (its discovery has a hook on this)."""
+        with self._lock:
+            return bool(self._hooks)
+
     def on_set(self, hook: Callable[[], None]) -> Callable[[], None] | None:
         """Call ``hook`` (from the thread that sets it) on `set`; returns the function that unhooks it,
         or None, hooking nothing, when it is set already."""

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,6 +15,7 @@ from tooltree_cli.common import positive_int
 from tooltree_cli.output import error, print_json, table
 
 if TYPE_CHECKING:
+    from generator.cancel import Cancel
     from generator.generate import GenerateResult
     from tool_tree.config import Config
 
@@ -21,6 +25,30 @@ EMBEDDINGS_MODES = ("auto", "on", "off")  # as tool_tree.search.EMBEDDINGS_MODES
 
 DEFAULT_CONFIG = "tooltree.yaml"
 EXIT_OK, EXIT_DRIFT, EXIT_CONFIG, EXIT_SERVERS = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # as a shell reports a command ended by SIGINT (and `tooltree_cli.main`)
+
+
+@contextlib.contextmanager
+def ctrl_c_cancels(cancel: Cancel) -> Iterator[None]:
+    """While servers are being listed, Ctrl-C sets ``cancel`` (which stops the listing and closes every
+    server it started, the way `tooltree serve` stops a refresh) instead of interrupting the event loop
+    wherever it is; at any other moment, or pressed again, it interrupts as usual. Only on the main thread.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if cancel.is_set() or not cancel.listening():
+            raise KeyboardInterrupt
+        # `Cancel.set` waits for the event loop, which runs on this thread: set it from another one.
+        threading.Thread(target=cancel.set, name="tooltree-ctrl-c", daemon=True).start()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -91,6 +119,7 @@ def _embedding(count: int) -> Callable[[int], None] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from generator.cancel import Cancel, GenerateCancelled
     from generator.files import UnsafePathError
     from generator.generate import generate
     from tool_tree.config import ConfigError
@@ -121,7 +150,8 @@ def run(args: argparse.Namespace) -> int:
             source = f"snapshots in {snapshots}" if snapshots is not None else f"{n} server(s)"
             print(f"tooltree: listing tools from {source} …", file=sys.stderr)
         show = not args.json and snapshots is None  # progress of live servers; a terminal gets a live line
-        with ServerProgress(n, live=None if show else False) as progress:
+        cancel = Cancel()
+        with ServerProgress(n, live=None if show else False) as progress, ctrl_c_cancels(cancel):
             result = generate(
                 config,
                 out,
@@ -133,10 +163,14 @@ def run(args: argparse.Namespace) -> int:
                 on_embedding=None if args.json else _embedding,
                 embeddings=args.embeddings,
                 jobs=args.jobs,
+                cancel=cancel,
                 on_wait=lambda: print(
                     f"tooltree: another generate-tree is writing {out}; waiting for it to finish …", file=sys.stderr
                 ),
             )
+    except GenerateCancelled:  # Ctrl-C while servers were listed: they are closed, nothing was written
+        print("tooltree: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (ConfigError, SearchError) as e:
         error(str(e))
         return EXIT_CONFIG

@@ -380,3 +380,29 @@ def test_an_http_server_that_wants_credentials_is_reported_with_its_status(
         assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree")]) == 3
     line = next(ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("drive "))
     assert "HTTP 401 Unauthorized: the server wants credentials: set them in its `headers`" in line
+
+
+def test_ctrl_c_while_servers_are_listed_sets_the_cancel_and_otherwise_interrupts() -> None:
+    # Ctrl-C used to reach the event loop as a bare interrupt of whatever task ran; while servers are
+    # listed it now stops the listing the way `tooltree serve` stops a refresh (every server closed).
+    import os
+    import signal
+    import threading
+
+    from generator.cancel import Cancel
+    from tooltree_cli.generate_cmd import ctrl_c_cancels
+
+    cancel, stopped = Cancel(), threading.Event()
+    before = signal.getsignal(signal.SIGINT)
+    with ctrl_c_cancels(cancel):
+        with pytest.raises(KeyboardInterrupt):  # nothing listening: an interrupt as usual
+            os.kill(os.getpid(), signal.SIGINT)
+            signal.sigtimedwait([], 0)  # let the handler run here (never waits)
+        unhook = cancel.on_set(stopped.set)
+        assert unhook is not None and cancel.listening()
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stopped.wait(10) and cancel.is_set()
+        with pytest.raises(KeyboardInterrupt):  # pressed again: an interrupt as usual
+            os.kill(os.getpid(), signal.SIGINT)
+            signal.sigtimedwait([], 0)
+    assert signal.getsignal(signal.SIGINT) is before

@@ -501,6 +501,7 @@ def test_ctrl_c_stops_generation_and_leaves_no_server_running(tmp_path: Path) ->
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
+    assert "tooltree: interrupted" in err and not (tmp_path / "tree" / "manifest.json").exists()
     deadline = time.monotonic() + 10
     while alive(server_pid):
         assert time.monotonic() < deadline, "the server process outlived generate-tree"
