@@ -219,8 +219,11 @@ class Sandbox:
 
     # ---- executions -----------------------------------------------------------------------
 
-    def execute(self, code: str, *, timeout: float | None = None) -> ExecutionResult:
+    def execute(self, code: str, *, timeout: float | None = None, filename: str | None = None) -> ExecutionResult:
         """Run ``code`` in the session and return what happened.
+
+        ``filename`` names the code in its traceback (a script's path as the user gave it); the
+        sandbox uses ``<cell-N>`` when it is None or not one line of plain text.
 
         A script that raises, exits non-zero or times out gives a result with ``error`` set, not
         an exception; after a timeout the session stays usable (with fresh interpreter state).
@@ -236,9 +239,12 @@ class Sandbox:
             self._calls.begin()
             started = time.monotonic()
             try:
+                params: dict[str, Any] = {"code": code, "timeout": limit, "max_chars": self.config.output_chars}
+                if filename is not None:
+                    params["filename"] = filename
                 raw = channel.request(
                     "execute",
-                    {"code": code, "timeout": limit, "max_chars": self.config.output_chars},
+                    params,
                     timeout=limit + _GRACE_SECONDS,
                 )
             except SessionTimeoutError:
@@ -269,13 +275,15 @@ class Sandbox:
         except SessionError:
             return False
 
-    async def aexecute(self, code: str, *, timeout: float | None = None) -> ExecutionResult:
+    async def aexecute(
+        self, code: str, *, timeout: float | None = None, filename: str | None = None
+    ) -> ExecutionResult:
         """`execute` for async callers (runs in a worker thread).
 
         Raises:
             SessionError: as `execute`.
         """
-        return await asyncio.to_thread(self.execute, code, timeout=timeout)
+        return await asyncio.to_thread(self.execute, code, timeout=timeout, filename=filename)
 
     def reset(self, *, workspace: bool = False) -> None:
         """Start clean: a fresh interpreter; with ``workspace=True`` also an empty workspace.

@@ -63,8 +63,12 @@ _ENVELOPE_BYTES = 1024
 """What the execute request adds to the script's text on the wire (method, id, limits)."""
 
 
-def _read_code(args: argparse.Namespace) -> str:
-    """The code to run, checked before any sandbox starts: readable, UTF-8, and small enough to send.
+def _read_code(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The code to run and its name, checked before any sandbox starts: readable, UTF-8, small enough to send.
+
+    The name is what its traceback calls it: the script's path as given, ``<string>`` for -c and
+    ``<stdin>`` for ``-`` (as ``python`` does); None for a path that is not UTF-8 (the sandbox then
+    says ``<cell-N>``).
 
     Raises:
         _UsageError: neither or both of SCRIPT and -c, a script that cannot be read, is not UTF-8 or is too big.
@@ -73,14 +77,16 @@ def _read_code(args: argparse.Namespace) -> str:
 
     if (args.code is None) == (args.script is None):
         raise _UsageError("give a SCRIPT or -c CODE (one of them)")
+    filename: str | None
     if args.code is not None:
-        name, code = "-c CODE", str(args.code)
+        name, code, filename = "-c CODE", str(args.code), "<string>"
     elif args.script == "-":
-        name = "standard input"
+        name, filename = "standard input", "<stdin>"
         stream = getattr(sys.stdin, "buffer", None)
         code = _decoded(stream.read(), name) if stream is not None else sys.stdin.read()
     else:
         name, path = args.script, Path(args.script)
+        filename = name if _is_utf8(name) else None
         try:
             if path.is_dir():
                 raise _UsageError(f"{name}: is a folder, not a script")
@@ -93,12 +99,20 @@ def _read_code(args: argparse.Namespace) -> str:
             raise _UsageError(f"{name}: cannot read: {e.strerror or e}") from None
         code = _decoded(data, name)
     try:
-        wire = len(json.dumps(code, ensure_ascii=False).encode("utf-8")) + _ENVELOPE_BYTES
+        wire = len(json.dumps([code, filename], ensure_ascii=False).encode("utf-8")) + _ENVELOPE_BYTES
     except UnicodeEncodeError:  # -c with bytes that are not UTF-8 (kept by Python as lone surrogates)
         raise _UsageError(f"{name}: not UTF-8 text") from None
     if wire > MAX_FRAME_BYTES:
         raise _UsageError(_too_big(name, wire, MAX_FRAME_BYTES))
-    return code
+    return code, filename
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8, kept by Python as lone surrogates
+        return False
+    return True
 
 
 def _decoded(data: bytes, name: str) -> str:
@@ -124,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     from tool_tree.tree import Manifest, TreeError
 
     try:
-        code = _read_code(args)
+        code, filename = _read_code(args)
         if (problem := _path_problem(args)) is not None:
             print(f"tooltree: error: {problem}", file=sys.stderr)
             return EXIT_USAGE
@@ -136,7 +150,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"tooltree: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        result, unsaved, notes = execute(code, tree, config, settings, workspace=args.workspace, audit=args.audit)
+        result, unsaved, notes = execute(
+            code, tree, config, settings, workspace=args.workspace, audit=args.audit, filename=filename
+        )
     except (EngineUnavailableError, ImageError) as e:
         print(f"tooltree: error: {e}", file=sys.stderr)
         return EXIT_SANDBOX
@@ -164,12 +180,14 @@ def execute(
     *,
     workspace: str | None = None,
     audit: str | None = None,
+    filename: str | None = None,
 ) -> tuple[ExecutionResult, str | None, list[str]]:
     """One execution in a fresh sandbox session with live servers; the servers stop afterwards.
 
     Returns the result, why the workspace could not be saved (None when it was, or when there is
     none: a failed save does not lose the result), and what the save has to say (a file changed on
-    both sides and kept beside the other, links the script made that were not saved).
+    both sides and kept beside the other, links the script made that were not saved). ``filename``
+    names the code in its traceback.
 
     Raises:
         SandboxError: the sandbox could not be started or broke.
@@ -181,7 +199,7 @@ def execute(
 
     with Runtime(config or Config(servers=()), tree, sandbox_config=settings, workspace=workspace, audit=audit) as rt:
         session = rt.sandbox
-        result = session.execute(code)
+        result = session.execute(code, filename=filename)
         try:
             rt.close()  # saves the workspace
         except WorkspaceError as e:

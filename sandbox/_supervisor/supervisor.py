@@ -6,6 +6,7 @@ Protocol with the host (JSON-RPC 2.0 shaped, one object per frame, ``jsonrpc`` o
         execute {code, timeout, max_chars}     → {exit_status, error, traceback, timed_out, state_reset,
                                                   stdout: {head, tail, truncated, bytes, path}, stderr: {...},
                                                   images: [{mime, data}]}
+                 (and optionally filename: the name the traceback gives the code; the worker checks it)
         reset {workspace}                      → {}
         cancel {}                              → {cancelled}: stop the running execution (its reply says
                                                   ``cancelled: true``); false when none was running
@@ -559,7 +560,10 @@ class Supervisor:
             ex.timer = threading.Timer(ex.timeout, self.on_timeout, args=(ex, worker))
             ex.timer.daemon = True
             ex.timer.start()
-        if not self.to_worker(worker, {"type": "exec", "exec": n, "code": str(params.get("code", ""))}):
+        request = {"type": "exec", "exec": n, "code": str(params.get("code", ""))}
+        if isinstance(filename := params.get("filename"), str):  # the worker checks it before use
+            request["filename"] = filename
+        if not self.to_worker(worker, request):
             too_large = {"exit_status": 1, "error": "the code is too large to run", "traceback": None}
             self.finish(ex, {**too_large, "timed_out": False, "state_reset": False})
 

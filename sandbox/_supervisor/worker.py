@@ -7,7 +7,7 @@ a fresh worker, so nothing survives them (the result says so).
 
 The worker talks to the supervisor over two pipes of frames (``--ctl-in`` / ``--ctl-out``):
 
-    supervisor → worker   {"type": "exec", "exec": N, "code": "..."}
+    supervisor → worker   {"type": "exec", "exec": N, "code": "...", "filename": "..."}   (filename optional)
                           {"type": "reply", "id": K, "result": {...}} | {"type": "reply", "id": K, "error": {...}}
     worker → supervisor   {"type": "ready"}
                           {"type": "call", "id": K, "method": "tool_call" | "search_tools", "params": {...}}
@@ -262,6 +262,28 @@ def show_image(image: Any) -> None:
 _OWN_CODE = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
 
 
+MAX_FILENAME_CHARS = 1024
+
+
+def cell_filename(exec_id: int, requested: object = None) -> str:
+    """The name a cell's frames carry: ``requested`` (a script's name, for the user) when it is plain text.
+
+    Anything else — not a string, empty, over `MAX_FILENAME_CHARS`, holding a newline, another
+    unprintable character or a double quote (it would end the name in ``File "..."``), padded with
+    spaces, or naming a file of our own code (whose frames are hidden) — gives ``<cell-N>``.
+    """
+    if (
+        isinstance(requested, str)
+        and 0 < len(requested) <= MAX_FILENAME_CHARS
+        and requested.isprintable()
+        and '"' not in requested
+        and requested.strip() == requested
+        and not requested.startswith(_OWN_CODE)
+    ):
+        return requested
+    return f"<cell-{exec_id}>"
+
+
 _in_cell = False
 """True while a cell runs: only then does SIGINT (the host's cancel) raise KeyboardInterrupt."""
 
@@ -279,9 +301,10 @@ class Runner:
         self.namespace["show_image"] = show_image
         self.namespace["search_tools"] = search_tools
         self.user_roots = user_roots
+        self.cell_names: set[str] = set()  # every name a cell ran under: its frames are the user's
 
     def _is_user_frame(self, filename: str) -> bool:
-        return filename.startswith("<cell-") or filename.startswith(self.user_roots)
+        return filename in self.cell_names or filename.startswith(self.user_roots)
 
     def _trim(self, te: traceback.TracebackException) -> None:
         frames = list(te.stack)
@@ -312,6 +335,7 @@ class Runner:
     def run(self, code: str, filename: str) -> tuple[int, str | None, str | None]:
         """Run one cell; returns ``(exit status, error line, traceback)``."""
         global _in_cell
+        self.cell_names.add(filename)
         lines = code.splitlines(keepends=True)
         linecache.cache[filename] = (len(code), None, lines, filename)
         _in_cell = True
@@ -417,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
         exec_id = int(request.get("exec", 0))
         conn.current_exec = exec_id
         conn.images_sent = conn.image_bytes_sent = 0
-        status, error, tb = runner.run(str(request.get("code", "")), f"<cell-{exec_id}>")
+        filename = cell_filename(exec_id, request.get("filename"))
+        status, error, tb = runner.run(str(request.get("code", "")), filename)
         _flush_std()
         error = None if error is None else error[:MAX_ERROR_CHARS]  # so the report always fits a frame
         tb = None if tb is None else tb[-MAX_TRACEBACK_CHARS:]

@@ -66,6 +66,27 @@ def test_exec_failing_script_exits_1_with_its_traceback(
 
 
 @pytest.mark.docker
+def test_exec_traceback_names_the_script_as_given_with_its_lines(
+    docker_engine: object,
+    project: tuple[Path, Path],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before: every frame said File "<cell-1>", whatever the script was called.
+    config, tree = project
+    (tmp_path / "bad.py").write_text("def f():\n    return 1/0\nf()\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["exec", "bad.py", "--config", str(config), "--tree", str(tree)]) == 1
+    err = capsys.readouterr().err
+    assert '  File "bad.py", line 3, in <module>\n    f()\n' in err
+    assert '  File "bad.py", line 2, in f\n    return 1/0\n' in err
+    assert "<cell-" not in err and "ZeroDivisionError: division by zero" in err
+    assert main(["exec", "-c", "x = 1\nraise KeyError(x)\n", "--config", str(config), "--tree", str(tree)]) == 1
+    assert '  File "<string>", line 2, in <module>\n    raise KeyError(x)\n' in capsys.readouterr().err
+
+
+@pytest.mark.docker
 def test_exec_shows_the_stderr_of_a_server_that_failed_to_start(
     docker_engine: object, project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -207,6 +207,48 @@ def test_a_traceback_shows_only_the_users_frames(shared: Sandbox) -> None:
     assert "raise ValueError(f'bad file {path}')" in result.traceback
 
 
+def test_a_traceback_names_the_code_by_the_filename_given_and_still_shows_only_the_users_frames(
+    shared: Sandbox,
+) -> None:
+    # Before: the filename was not sent, and every frame said File "<cell-N>".
+    shared.execute("def parse(text):\n    import json\n    return json.loads(text)\n", filename="lib/parse.py")
+    code = "def main():\n    parse('{')\n\nmain()\n"
+    result = shared.execute(code, filename="jobs/run job.py")
+    assert result.traceback is not None and result.error is not None and "JSONDecodeError" in result.error
+    assert "tooltree_supervisor" not in result.traceback
+    frames = [line.strip() for line in result.traceback.splitlines() if line.strip().startswith("File ")]
+    assert frames[:3] == [
+        'File "jobs/run job.py", line 4, in <module>',
+        'File "jobs/run job.py", line 2, in main',
+        'File "lib/parse.py", line 3, in parse',
+    ]
+    assert len(frames) == 4 and "json" in frames[3]  # where it was raised, in the library
+    assert "    parse('{')\n" in result.traceback and "    return json.loads(text)\n" in result.traceback
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        'bad.py", line 1, in <module>\n  File "evil.py',
+        "x" * 10_000,
+        "a\x1b[31mred.py",
+        "a\x00b.py",
+        "a\rb.py",
+        'a".py',
+        "",
+        " padded.py ",
+        "/opt/tooltree/lib/tooltree_supervisor/worker.py",
+    ],
+)
+def test_a_filename_that_is_not_one_plain_line_falls_back_to_the_cell_name(shared: Sandbox, name: str) -> None:
+    result = shared.execute("def f():\n    return 1/0\nf()\n", filename=name)
+    assert result.traceback is not None and result.error == "ZeroDivisionError: division by zero"
+    frames = [line.strip() for line in result.traceback.splitlines() if line.strip().startswith("File ")]
+    assert len(frames) == 2 and all(f.startswith('File "<cell-') for f in frames), result.traceback
+    assert "    return 1/0\n" in result.traceback
+    assert not any(bit in result.traceback for bit in ("evil", "xxxx", "red.py", "padded", "tooltree_supervisor"))
+
+
 def test_a_syntax_error_points_at_the_line(shared: Sandbox) -> None:
     result = shared.execute("x = (1,\nprint(x")
     assert result.error == "SyntaxError: '(' was never closed (line 2)"
