@@ -42,6 +42,7 @@ from sandbox.bridge import ToolBridge, ToolCallRefused, resolve, shared_loop
 from sandbox.call_limits import ArgumentsRefused, CallSize, InFlight, is_small, measure
 from sandbox.request_budget import SEARCH_BURST_SECONDS, SEARCH_RATE, RequestBudget
 from sandbox.results import ToolCallRecord
+from tool_tree.search import on_this_thread
 
 logger = logging.getLogger(__name__)
 
@@ -277,10 +278,12 @@ class CallServer:
 
     def _serve_search(self, channel: Responder, call_id: str, params: dict[str, Any], execution: int) -> None:
         # Whatever its outcome, a search is charged the CPU this thread spent on it, the search itself
-        # included (a synchronous bridge searches on this thread; waiting for a turn costs nothing).
+        # included (a synchronous bridge searches on this thread; waiting for a turn costs nothing). Its
+        # query is embedded on this thread alone (one BLAS thread), so that CPU is all of the search's.
         started = time.thread_time()
         try:
-            self._search_in_turn(channel, call_id, params, execution)
+            with on_this_thread():
+                self._search_in_turn(channel, call_id, params, execution)
         finally:
             self.search_budget.charge(time.thread_time() - started)
 

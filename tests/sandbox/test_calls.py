@@ -195,6 +195,30 @@ def test_a_search_is_charged_at_least_the_cpu_it_took_and_past_the_budget_search
     calls.close()
 
 
+def test_a_scripts_search_embeds_its_query_on_the_charged_thread_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: on a machine below full load, OpenBLAS's helper threads embedded the query, and their CPU
+    # was not on the thread the search budget charges.
+    import os
+
+    from tool_tree.search import _blas
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # an idle machine: OpenBLAS's own threads
+    seen: list[int | None] = []
+
+    class Policy(Searches):
+        def search_tools(self, query: str, *, detail: str = "summary", limit: int = 5, regex: bool = False) -> str:
+            seen.append(_blas.query_threads())
+            return super().search_tools(query, detail=detail, limit=limit, regex=regex)
+
+    tools, channel = Policy(), Answers()
+    calls = CallServer(tools, None)
+    calls.begin()
+    calls.on_request(channel, "s1", "search_tools", search("leads"))
+    assert channel.wait("s1")[:2] == ({"text": "found leads"}, None)
+    assert seen == [1] and _blas.query_threads() is None  # one thread inside; the host's own searches unchanged
+    calls.close()
+
+
 def test_a_sessions_second_search_waits_for_its_first_while_another_sessions_search_runs() -> None:
     release = threading.Event()
     tools, channel = Searches(release=release), Answers()

@@ -4,6 +4,7 @@ process's thread count is put back afterwards."""
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -63,6 +64,22 @@ def test_a_query_gets_one_thread_only_when_the_load_reaches_the_cores(
     monkeypatch.setattr(os, "getloadavg", lambda: (load, 0.0, 0.0))
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
     assert _blas.query_threads() == expected
+
+
+def test_queries_on_this_thread_get_one_blas_thread_whatever_the_load_and_other_threads_do_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    elsewhere: list[int | None] = []
+    with _blas.on_this_thread():
+        assert _blas.query_threads() == 1
+        with _blas.on_this_thread():
+            assert _blas.query_threads() == 1
+        assert _blas.query_threads() == 1  # the inner block ends, the outer still holds
+        other = threading.Thread(target=lambda: elsewhere.append(_blas.query_threads()))
+        other.start()
+        other.join()
+    assert elsewhere == [None] and _blas.query_threads() is None
 
 
 def test_without_a_load_average_the_blas_setting_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:

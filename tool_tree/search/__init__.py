@@ -11,6 +11,7 @@ the optional hybrid ranking (``_dense``) imports numpy only when it runs.
 
 from __future__ import annotations
 
+from tool_tree.search._blas import on_this_thread
 from tool_tree.search._dense import EmbeddingNotice, Progress
 from tool_tree.search._docs import SearchDoc, docs_from_tree
 from tool_tree.search._errors import SearchError
@@ -63,6 +64,7 @@ __all__ = [
     "index_embeds_with",
     "load_index",
     "meaning_only_note",
+    "on_this_thread",
     "render_hits",
     "score_tools",
     "search_records",

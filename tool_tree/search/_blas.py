@@ -8,7 +8,9 @@ with OpenBLAS's threads and 26 ms with one; near idle, the threads saved about a
 query (bench/RESULTS.md, "Tool search", "Speed"). So a query is embedded with one BLAS thread
 when the machine is saturated — its load average over the last minute is at least its number
 of cores — and with OpenBLAS's own setting otherwise (``query_threads``). Catalogs (the
-embeddings generate-tree stores) are embedded with OpenBLAS's own setting.
+embeddings generate-tree stores) are embedded with OpenBLAS's own setting. A search made for a
+sandbox's script runs inside `on_this_thread`: its queries use one BLAS thread, the caller's, so
+all the CPU they take is on the thread that the sandbox's search budget charges.
 
 The thread count is OpenBLAS's process-wide setting, changed through the library numpy already
 loaded (``ctypes``, no dependency): lowered when the first limited call starts and put back when
@@ -37,8 +39,25 @@ _inside = 0
 _restore = 0
 
 
+_local = threading.local()
+
+
+@contextmanager
+def on_this_thread() -> Iterator[None]:
+    """Queries embedded inside the body use one BLAS thread, this one (so its CPU time counts all their work)."""
+    previous = getattr(_local, "own", False)
+    _local.own = True
+    try:
+        yield
+    finally:
+        _local.own = previous
+
+
 def query_threads() -> int | None:
-    """BLAS threads for embedding a query: 1 when the machine is saturated, else None (OpenBLAS's own)."""
+    """BLAS threads for embedding a query: 1 inside `on_this_thread` or when the machine is saturated, else
+    None (OpenBLAS's own)."""
+    if getattr(_local, "own", False):
+        return 1
     if not hasattr(os, "getloadavg"):  # Windows has no load average
         return None
     try:
