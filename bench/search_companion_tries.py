@@ -74,25 +74,31 @@ def run(
     return row
 
 
-def main() -> int:
+def tuning_setup(variants: list[sr.Variant]) -> tuple[list[Catalog], Any, sr.CachedEncoder] | None:
+    """The tuning catalogs, the combined encoder and a cache of the ``variants``' query vectors (None, said
+    why, when the model is not installed)."""
     catalogs = with_bfcl([metatool(4), livemcpbench()])
     candidate = next(c for c in search_models.CANDIDATES if c.name == MODEL)
     why = search_models.missing(candidate)
     if why is not None:
         print(f"{MODEL}: {why}")
-        return 2
+        return None
     inner = search_models.load(candidate)
+    vectors, _, _ = sr.embed_all(inner, MODEL, sr.unit_texts(catalogs, variants))
+    print("R@5 on the tuning sets: " + ", ".join(f"{c.name} {n}" for c in catalogs for n in c.sets if n[:4] == "tune"))
+    return catalogs, inner, sr.CachedEncoder(inner, vectors)
+
+
+def main() -> int:
     variants: list[sr.Variant] = [("default", sr.DEFAULT, MODEL)]
     for splitter in ("chains", "sentences", "and"):
         for w, k in ((0.7, 10.0), (0.8, 10.0), (0.9, 10.0), (1.0, 10.0), (0.8, 3.0), (0.8, 20.0), (0.9, 20.0)):
             cfg = replace(sr.DEFAULT, clauses=splitter, clause_weight=w, fusion_k=k)
             variants.append((f"clauses {splitter} maxrank w={w} k={k:g}", cfg, MODEL))
-    vectors, _, _ = sr.embed_all(inner, MODEL, sr.unit_texts(catalogs, variants))
-    encoder = sr.CachedEncoder(inner, vectors)
-    print(
-        "R@5 on the tuning sets: "
-        + ", ".join(f"{c.name} {n}" for c in catalogs for n in c.sets if n.startswith("tune"))
-    )
+    setup = tuning_setup(variants)
+    if setup is None:
+        return 2
+    catalogs, inner, encoder = setup
     report: dict[str, Any] = {"clauses": {}, "second vector": {}, "static clauses": {}}
 
     print("clause fusion with the combined vectors")

@@ -32,11 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-import search_models
 import search_recall as sr
 from _common import write_json
-from search_companion_tries import MINILM_DIM, MODEL, patched, run
-from search_sets import livemcpbench, metatool, with_bfcl
+from search_companion_tries import MINILM_DIM, MODEL, patched, run, tuning_setup
 
 from tool_tree.search._static import STATIC_WEIGHT
 
@@ -82,16 +80,10 @@ def clauses_static_only(real: QueryVectors) -> QueryVectors:
 def main() -> int:
     import tool_tree.search._index as index_module
 
-    catalogs = with_bfcl([metatool(4), livemcpbench()])
-    candidate = next(c for c in search_models.CANDIDATES if c.name == MODEL)
-    why = search_models.missing(candidate)
-    if why is not None:
-        print(f"{MODEL}: {why}")
+    setup = tuning_setup([("default", sr.DEFAULT, MODEL)])
+    if setup is None:
         return 2
-    inner = search_models.load(candidate)
-    vectors, _, _ = sr.embed_all(inner, MODEL, sr.unit_texts(catalogs, [("default", sr.DEFAULT, MODEL)]))
-    encoder = sr.CachedEncoder(inner, vectors)
-    print("R@5 on the tuning sets: " + ", ".join(f"{c.name} {n}" for c in catalogs for n in c.sets if n[:4] == "tune"))
+    catalogs, inner, encoder = setup
     report: dict[str, Any] = {"default": run(catalogs, encoder, "default")}
     real = index_module.query_vectors
 
