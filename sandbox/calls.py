@@ -15,8 +15,8 @@ the ledger of the execution's calls itself.
 
 A search costs the host far more than its frame (up to about 0.5 s of CPU to embed a long query), so
 a session runs one at a time, a search whose execution has ended by its turn is dropped unrun, and
-the CPU each takes on its thread is charged to the session's search budget
-(`sandbox.request_budget`); once that is spent, searches are refused until it refills.
+the CPU each takes on its thread (its query embedded there alone: one BLAS thread) is charged to the
+session's search budget (`sandbox.request_budget`); once spent, searches are refused until it refills.
 
 When an execution ends (the script returned, timed out or was cancelled), the tool calls still
 waiting for their server are cancelled (their answer has no reader any more, and a slow call must
@@ -278,8 +278,7 @@ class CallServer:
 
     def _serve_search(self, channel: Responder, call_id: str, params: dict[str, Any], execution: int) -> None:
         # Whatever its outcome, a search is charged the CPU this thread spent on it, the search itself
-        # included (a synchronous bridge searches on this thread; waiting for a turn costs nothing). Its
-        # query is embedded on this thread alone (one BLAS thread), so that CPU is all of the search's.
+        # included (a synchronous bridge searches on this thread; waiting for a turn costs nothing).
         started = time.thread_time()
         try:
             with on_this_thread():
@@ -372,6 +371,7 @@ class CallServer:
 
 
 _CANCELLED = "cancelled: the execution ended before the server answered"
+_UNSENT = "the tool result cannot be sent as UTF-8 JSON (a non-finite number, a lone surrogate or too deep nesting)"
 
 
 def _malformed(params: dict[str, Any]) -> Refusal | None:
@@ -394,10 +394,7 @@ def _check_result(value: Any) -> tuple[dict[str, Any] | None, int]:
         logger.error("the bridge returned a result that is not JSON: %s", e)
         return {"code": "internal", "message": "the tool call failed on the host"}, 0
     except (ValueError, RecursionError):  # NaN, a lone surrogate, absurd nesting: from a hostile server
-        reason = (
-            "the tool result cannot be sent as UTF-8 JSON (a non-finite number, a lone surrogate or too deep nesting)"
-        )
-        return {"code": "invalid_result", "message": reason}, -1
+        return {"code": "invalid_result", "message": _UNSENT}, -1
     if size > MAX_RESULT_BYTES:
         return {"code": "result_too_large", "message": f"the result is {size} bytes (limit {MAX_RESULT_BYTES})"}, size
     return None, size

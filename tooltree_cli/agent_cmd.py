@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from tool_tree.text import size
 from tooltree_cli.common import (
     file_problem,
+    folder_problem,
     load_optional_config,
     positive_int,
     positive_seconds,
@@ -142,9 +143,13 @@ def run(args: argparse.Namespace) -> int:
     if args.prefilter not in (None, "off") and args.mode in ("direct", "tool-search"):
         error(f"--prefilter works in code and filtered modes, not in {args.mode}")
         return EXIT_USAGE
-    if args.prefilter_state and Path(args.prefilter_state).is_dir():  # a typo, not a state to fail open on
-        error(f"--prefilter-state: {args.prefilter_state} is a folder, not a file")
-        return EXIT_USAGE
+    for problem in (
+        _state_problem("--prefilter-state", args.prefilter_state) if args.prefilter_state is not None else None,
+        folder_problem("--workspace", args.workspace) if args.workspace is not None else None,
+    ):  # before the model is asked: the sandbox would fail only after a script ran, and lose its files
+        if problem is not None:
+            error(problem)
+            return EXIT_USAGE
     if args.transcript:  # before any run starts (under --compare, not once the first run is over)
         for mode in modes:
             path = _transcript(args.transcript, mode, len(modes) > 1)
@@ -160,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
             from tool_tree.config import Config
 
             config = Config(servers=())
+        _check_config_state(config)
         agents = [_agent(args, config, mode, len(modes) > 1) for mode in modes]
     except (ConfigError, AgentSetupError, SandboxError, OSError) as e:
         error(str(e))
@@ -208,6 +214,36 @@ def _prefilter_options(args: argparse.Namespace, config: Config) -> PrefilterOpt
         "timeout": args.prefilter_timeout,
     }
     return replace(options, **{k: v for k, v in given.items() if v is not None})
+
+
+def _state_problem(option: str, path: str | Path) -> str | None:
+    """Why ``path`` cannot be a pre-filter state file, or None. A typo is reported rather than failed open on
+    (every tool offered, the admitted set never saved); a file that is merely unwritable is allowed (the run
+    says it was not saved)."""
+    if not str(path):
+        return f"{option}: the path is empty"
+    p = Path(path)
+    try:
+        if p.is_dir():
+            return f"{option}: {p} is a folder, not a file"
+    except OSError as e:  # a parent that may not be searched
+        return f"{option}: cannot reach {p}: {e.strerror or e}"
+    problem = folder_problem(option, p.parent, writable=False)
+    return None if problem is None else f"{option}: cannot keep {p}: {problem.removeprefix(f'{option}: ')}"
+
+
+def _check_config_state(config: Config) -> None:
+    """Raises: ConfigError: ``agent.prefilter_state`` names a path that cannot be a file (file, line, key)."""
+    from agent.defaults import agent_settings
+    from agent.prefilter.options import PrefilterOptions
+    from tool_tree.config import ConfigError
+
+    path = PrefilterOptions.from_settings(agent_settings(config), config).state
+    if path is not None and (problem := _state_problem("prefilter_state", path)) is not None:
+        section = config.section("agent")
+        where = section.lines.get("prefilter_state")
+        raise ConfigError(problem.removeprefix("prefilter_state: "), file=section.source, line=where,
+                          key="agent.prefilter_state")  # fmt: skip
 
 
 def _transcript(transcript: str, mode: str | None, several: bool) -> str:

@@ -27,7 +27,14 @@ SETTINGS: dict[str, Setting] = {
     "passthrough": Setting(list, "a list of tools (server.tool) also offered as ordinary MCP tools"),
     "idle_timeout": Setting(float, "seconds without a call before a client's sandbox session ends"),
     "progress_interval": Setting(float, "seconds between progress notifications of a running execution"),
-    "warm": Setting(int, "how many sandboxes to keep started ahead of the next client"),
+    # Read as text, because the config's whole numbers start at 1 and 0 (start each sandbox on demand) is valid here.
+    "warm": Setting(
+        str,
+        "how many sandboxes to keep started ahead of the next client (0: none)",
+        check=lambda v: (
+            None if _count(v) is not None else f"expected a whole number of sandboxes (0 or more), got {v!r}"
+        ),
+    ),
     "max_sessions": Setting(int, "the most client sessions at once"),
 }
 """The ``serve:`` section: defaults of `tooltree serve`; its command-line options take precedence."""
@@ -67,5 +74,13 @@ class ServeSettings:
         pinned = agent_settings(config).get("pinned")
         if pinned:
             values["pinned"] = tuple(pinned)
+        if "warm" in values:
+            values["warm"] = _count(values["warm"])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+
+def _count(text: str) -> int | None:
+    """``text`` as a whole number of at least 0, or None."""
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() else None

@@ -298,3 +298,45 @@ def test_a_prefilter_state_that_cannot_be_saved_is_said_in_the_summary(
     err = capsys.readouterr().err
     assert f"tooltree: pre-filter state not saved: {state}: cannot write the pre-filter state" in err
     assert not state.exists()
+
+
+@pytest.mark.parametrize("given", ["", "notes.txt/admitted.json"])
+def test_a_prefilter_state_that_cannot_be_a_file_exits_2_before_any_request(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path, given: str
+) -> None:
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    state = str(tmp_path / given) if given else ""
+    assert main([*argv(project)[:-1], "filtered", "--prefilter-state", state]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tooltree: error: --prefilter-state: ")
+    assert ("the path is empty" if not given else "notes.txt is a file, not a folder") in err[0]
+    assert api.requests == [] and (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_an_agent_prefilter_state_under_a_file_names_file_line_and_key(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    config = tmp_path / "tooltree.yaml"
+    text = project.config_path.read_text(encoding="utf-8")
+    config.write_text(f"{text}agent:\n  prefilter_state: {tmp_path / 'notes.txt' / 'state.json'}\n", encoding="utf-8")
+    line = len(text.splitlines()) + 2
+    args = ["agent", "task", "--config", str(config), "--tree", str(project.tree), "--mode", "filtered"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"tooltree: error: {config}:{line}: agent.prefilter_state: cannot keep ")
+    assert api.requests == []
+
+
+@pytest.mark.parametrize("below_a_file", [False, True])
+def test_a_workspace_that_cannot_be_a_folder_exits_2_before_any_request(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path, below_a_file: bool
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine", encoding="utf-8")
+    workspace = notes / "ws" if below_a_file else notes
+    assert main([*argv(project, "--quiet"), "--workspace", str(workspace)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tooltree: error: --workspace: ")
+    assert f"{notes} is a file, not a folder" in err[0]
+    assert api.requests == [] and notes.read_text(encoding="utf-8") == "mine"

@@ -151,6 +151,22 @@ def test_an_audit_path_that_is_a_folder_or_a_workspace_that_is_a_file_is_one_lin
     assert notes.read_text(encoding="utf-8") == "mine"
 
 
+@pytest.mark.parametrize("below_a_file", [False, True])
+def test_a_tree_that_cannot_be_a_folder_is_one_line_and_a_usage_error_before_any_server_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], below_a_file: bool
+) -> None:
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(sample_config_yaml("crm"), encoding="utf-8")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine", encoding="utf-8")
+    tree = notes / "tree" if below_a_file else notes
+    assert main(["serve", "--config", str(config), "--tree", str(tree)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("tooltree: error: --tree: ")
+    assert f"{notes} is a file, not a folder" in err[0]
+    assert notes.read_text(encoding="utf-8") == "mine"
+
+
 def test_help_says_an_existing_tree_is_refreshed_in_the_background_and_gives_the_defaults(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -37,3 +37,16 @@ def test_an_unknown_serve_key_names_file_line_and_key(tmp_path: Path) -> None:
         load(path)
     assert str(caught.value).startswith(f"{path}:3: serve.passthru: unknown key")
     assert "passthrough" in str(caught.value)
+
+
+def test_warm_zero_in_the_config_means_no_sandbox_started_ahead(tmp_path: Path) -> None:
+    assert ServeSettings.from_config(load(write(tmp_path, "serve:\n  warm: 0\n"))).warm == 0
+    assert ServeSettings.from_config(load(write(tmp_path, "serve:\n  warm: 3\n"))).warm == 3
+
+
+@pytest.mark.parametrize("value", ["-1", "1.5", "many", "[1]"])
+def test_a_warm_that_is_not_a_count_names_file_line_and_key(tmp_path: Path, value: str) -> None:
+    path = write(tmp_path, f"serve:\n  warm: {value}\n")
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    assert str(caught.value).startswith(f"{path}:3: serve.warm: expected ")
