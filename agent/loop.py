@@ -42,6 +42,7 @@ from agent.errors import AgentSetupError, ModelAPIError
 from agent.events import EventHandler, ModelReplied, RunFinished, ToolFinished
 from agent.prefilter.options import PrefilterOptions
 from agent.request import (
+    NoMessage,
     answer_text,
     api_failure,
     block_param,
@@ -323,10 +324,13 @@ class Agent:
 
         try:
             message = stream_message(client, params, on_error=logged)
-        except (anthropic.APIStatusError, anthropic.APIConnectionError) as e:
+        except (anthropic.APIStatusError, anthropic.APIConnectionError, NoMessage) as e:
             summary.stop_reason = "api_error"
             summary.duration_s = time.monotonic() - started
             partial = RunResult(summary.answer, "api_error", summary, messages, self.transcript)
+            if isinstance(e, NoMessage):
+                logged(200, str(e))
+                raise ModelAPIError(f"the Messages API {e}", status_code=200, result=partial) from None
             if isinstance(e, anthropic.APIConnectionError):
                 raise ModelAPIError(f"cannot reach the Messages API: {e}", result=partial) from None
             raise ModelAPIError(

@@ -121,6 +121,10 @@ def api_message(e: Any) -> str:
     return str(getattr(e, "message", e))
 
 
+class NoMessage(Exception):
+    """A request was answered 200 but its stream held no message (an address that is not the Messages API)."""
+
+
 def stream_message(client: Any, params: dict[str, Any], *, on_error: Callable[[int | None, str], None]) -> Any:
     """The final message of one streamed request. The SDK retries rate limits, overloads and server errors
     answered before the stream; the same errors arriving inside it (an ``error`` event after the 200) are
@@ -128,6 +132,7 @@ def stream_message(client: Any, params: dict[str, Any], *, on_error: Callable[[i
 
     Raises:
         anthropic.APIStatusError, anthropic.APIConnectionError: as the SDK raises them, once retries are spent.
+        NoMessage: the answer was 200 without a message in it.
     """
     import anthropic
 
@@ -135,7 +140,12 @@ def stream_message(client: Any, params: dict[str, Any], *, on_error: Callable[[i
     while True:
         try:
             with client.messages.stream(**params) as stream:
-                return stream.get_final_message()
+                try:
+                    return stream.get_final_message()
+                except AssertionError:  # the SDK asserts that the stream held a message: none came
+                    kind = stream.response.headers.get("content-type", "") or "no content type"
+                    raise NoMessage(f"sent no message (its answer was {kind.split(';')[0]}, not an event "
+                                    "stream: is ANTHROPIC_BASE_URL the Messages API?)") from None  # fmt: skip
         except anthropic.APIStatusError as e:
             on_error(e.status_code, str(e))
             in_stream = e.status_code == 200  # an `error` event after the 200: the SDK did not retry it

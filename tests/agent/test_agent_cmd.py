@@ -340,3 +340,39 @@ def test_a_workspace_that_cannot_be_a_folder_exits_2_before_any_request(
     assert len(err) == 1 and err[0].startswith("tooltree: error: --workspace: ")
     assert f"{notes} is a file, not a folder" in err[0]
     assert api.requests == [] and notes.read_text(encoding="utf-8") == "mine"
+
+
+def test_an_address_that_answers_200_with_a_web_page_exits_3_with_one_line(
+    project: Project, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "tooltree: error: AssertionError: (run with --debug ...)", exit 1 (which means "a limit ended it").
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Page(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            body = b"<html><body>Welcome to the proxy</body></html>"
+            self.send_response(200)
+            self.send_header("content-type", "text/html; charset=utf-8")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        assert main(argv(project, "--quiet")) == 3
+    finally:
+        server.shutdown()
+        server.server_close()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "tooltree: error: the Messages API sent no message (its answer was text/html, not an event stream: "
+        "is ANTHROPIC_BASE_URL the Messages API?)"
+    ]
