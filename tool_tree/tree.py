@@ -145,8 +145,11 @@ class Manifest:
         """Raises: TreeError: the text is not a manifest this version understands."""
         try:
             data = json.loads(text)
-            if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION:
-                raise TreeError(f"{source}: not a version-{MANIFEST_VERSION} tooltree manifest")
+            found = data.get("version") if isinstance(data, dict) else None
+            if type(found) is not int or found != MANIFEST_VERSION:  # `true` is not 1 here
+                which = f"version {found}" if type(found) is int else "no version"
+                raise TreeError(f"{source}: not a version-{MANIFEST_VERSION} tooltree manifest ({which}); regenerate "
+                                "the tree with `tooltree generate-tree`")  # fmt: skip
             return cls(
                 servers=[
                     ServerEntry(**{**s, "include": tuple(s.get("include", ())), "exclude": tuple(s.get("exclude", ()))})

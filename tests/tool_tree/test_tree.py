@@ -29,6 +29,18 @@ def test_a_missing_unreadable_or_undecodable_manifest_is_a_tree_error(tmp_path: 
     assert load_error(tmp_path).startswith(f"{tmp_path / MANIFEST_FILE}: malformed manifest (")
 
 
+@pytest.mark.parametrize(
+    ("text", "which"),
+    [('{"version": 2, "tools": []}', "version 2"), ("[]", "no version"), ('{"version": true}', "no version")],
+)
+def test_a_manifest_of_another_version_says_which_and_to_regenerate(tmp_path: Path, text: str, which: str) -> None:
+    (tmp_path / MANIFEST_FILE).write_text(text, encoding="utf-8")
+    assert load_error(tmp_path) == (
+        f"{tmp_path / MANIFEST_FILE}: not a version-1 tooltree manifest ({which}); regenerate the tree with "
+        "`tooltree generate-tree`"
+    )
+
+
 def test_a_manifest_round_trips(tmp_path: Path) -> None:
     (tmp_path / MANIFEST_FILE).write_text(Manifest(generator="g").to_json(), encoding="utf-8")
     assert Manifest.load(tmp_path) == Manifest(generator="g")
