@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import ssl
 import sys
 import tempfile
@@ -298,6 +299,14 @@ def _not_started(e: OSError, server: ServerConfig) -> OSError | None:
         return type(e)(f"{command} is a folder, not a program")
     if isinstance(e, PermissionError) and os.path.isfile(command) and not os.access(command, os.X_OK):
         return type(e)(f"{command} is not executable (chmod +x it, or run it through its interpreter)")
+    if isinstance(e, PermissionError) and "/" not in command:  # the search of PATH met a refusal
+        path = server.env.get("PATH") or os.environ.get("PATH") or os.defpath
+        for folder in filter(None, path.split(os.pathsep)):
+            found = os.path.join(folder, command)
+            if os.path.isfile(found) and not os.access(found, os.X_OK):
+                return type(e)(f"{command!r} on PATH is {found}, which is not executable (chmod +x it)")
+        if shutil.which(command, path=path) is None:
+            return type(e)(f"command not found: {command!r} is not on PATH (and a folder on PATH cannot be searched)")
     return None
 
 

@@ -148,6 +148,20 @@ async def test_a_process_that_cannot_start_is_named_in_the_configurations_terms(
     }
     for command, expected in cases.items():
         assert await start_error(ServerConfig(name="s", command=command)) == expected
+    on_path = tmp_path / "bin"
+    on_path.mkdir()
+    (on_path / "tooltree-no-exec").write_text("#!/bin/sh\n", encoding="utf-8")  # found on PATH, no execute bit
+    env = {"PATH": f"{on_path}{os.pathsep}{os.environ.get('PATH', '')}"}
+    assert await start_error(ServerConfig(name="s", command="tooltree-no-exec", env=env)) == (
+        f"'tooltree-no-exec' on PATH is {on_path / 'tooltree-no-exec'}, which is not executable (chmod +x it)"
+    )
+    if os.geteuid() != 0:  # root searches any folder
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o000)
+        env = {"PATH": f"{locked}{os.pathsep}{os.environ.get('PATH', '')}"}
+        assert await start_error(ServerConfig(name="s", command="no-such-command-xyz", env=env)) == (
+            "command not found: 'no-such-command-xyz' is not on PATH (and a folder on PATH cannot be searched)"
+        )
     missing_cwd = str(tmp_path / "nowhere")
     assert await start_error(ServerConfig(name="s", command=sys.executable, cwd=missing_cwd)) == (
         f"the working folder {missing_cwd} does not exist (`cwd`)"
