@@ -146,8 +146,9 @@ async def test_a_process_that_cannot_start_is_named_in_the_configurations_terms(
         str(script): f"{script}: the interpreter its #! line names was not found",
         str(plain): f"{plain} is not executable (chmod +x it, or run it through its interpreter)",
     }
+    searchable = {"PATH": "/usr/local/bin:/usr/bin:/bin"}  # the tests' own PATH may hold folders a user cannot search
     for command, expected in cases.items():
-        assert await start_error(ServerConfig(name="s", command=command)) == expected
+        assert await start_error(ServerConfig(name="s", command=command, env=searchable)) == expected
     on_path = tmp_path / "bin"
     on_path.mkdir()
     (on_path / "tooltree-no-exec").write_text("#!/bin/sh\n", encoding="utf-8")  # found on PATH, no execute bit
