@@ -23,7 +23,15 @@ class AgentError(Exception):
 
 
 class AgentSetupError(AgentError):
-    """The run cannot start as configured."""
+    """The run cannot start as configured.
+
+    Attributes:
+        setting: the config key whose value is wrong (``agent.pinned``), when it is one.
+    """
+
+    def __init__(self, message: str, *, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 class ModelAPIError(AgentError):

@@ -13,6 +13,7 @@ from tooltree_cli.common import (
     file_problem,
     folder_problem,
     load_optional_config,
+    located,
     positive_int,
     positive_seconds,
     probability,
@@ -166,7 +167,10 @@ def run(args: argparse.Namespace) -> int:
 
             config = Config(servers=())
         _check_config_state(config)
-        agents = [_agent(args, config, mode, len(modes) > 1) for mode in modes]
+        try:
+            agents = [_agent(args, config, mode, len(modes) > 1) for mode in modes]
+        except AgentSetupError as e:  # a pinned tool of the config: its file, line and key
+            raise located(e, config, given=("agent.pinned",) if args.pin else ()) from None
     except (ConfigError, AgentSetupError, SandboxError, OSError) as e:
         error(str(e))
         return EXIT_USAGE

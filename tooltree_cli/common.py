@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -147,3 +147,19 @@ def folder_problem(option: str, path: str | Path, *, writable: bool = True) -> s
     if writable and not os.access(existing, os.W_OK | os.X_OK):
         return f"{option}: the folder {existing} is not writable"
     return None
+
+
+def located(e: Exception, config: Config | None, *, given: Sequence[str] = ()) -> Exception:
+    """``e`` as a `ConfigError` at its setting's file, line and key when it is about a config value (an
+    `AgentSetupError` with a ``setting``) that came from ``config``, not from an option (``given``: the
+    settings the command line set); else ``e``."""
+    from tool_tree.config import ConfigError
+
+    setting = getattr(e, "setting", None)
+    if not isinstance(setting, str) or config is None or setting in given:
+        return e
+    name, _, key = setting.partition(".")
+    section = config.section(name)
+    if key not in section.values:
+        return e
+    return ConfigError(str(e), file=section.source, line=section.lines.get(key), key=setting)

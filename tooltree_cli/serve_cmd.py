@@ -29,6 +29,7 @@ from tooltree_cli.common import (
     file_problem,
     folder_problem,
     load_optional_config,
+    located,
     positive_seconds,
     sandbox_config,
 )
@@ -187,8 +188,11 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
         limits = sandbox_config(config, timeout=args.timeout)
         from agent.serve.server import ToolServer
 
-        app = ToolServer(config, tree, settings=settings, sandbox_config=limits, workspace=args.workspace,
-                         audit=args.audit)  # fmt: skip
+        try:
+            app = ToolServer(config, tree, settings=settings, sandbox_config=limits, workspace=args.workspace,
+                             audit=args.audit)  # fmt: skip
+        except AgentSetupError as e:  # a pinned or passthrough tool of the config: its file, line and key
+            raise located(e, config, given=("serve.passthrough",) if args.passthrough else ()) from None
     except (ConfigError, AgentSetupError, SandboxError, OSError) as e:
         error(str(e))
         return EXIT_USAGE

@@ -48,7 +48,8 @@ class Passthrough:
         from agent.toolsets.direct import DirectToolset
 
         direct = DirectToolset(tree)
-        wanted = {(e.server, e.tool) for e in direct.resolve_pinned(names, what="passthrough tool")}
+        entries = direct.resolve_pinned(names, what="passthrough tool", setting="serve.passthrough")
+        wanted = {(e.server, e.tool) for e in entries}
         for native in direct.tools():
             entry = direct.names[native["name"]]
             if (entry.server, entry.tool) in wanted:

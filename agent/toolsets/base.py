@@ -74,9 +74,12 @@ class Toolset(ABC):
         decides here (and may grow its tools or prompt) and returns what it did."""
         return None
 
-    def resolve_pinned(self, pinned: Sequence[str], *, what: str = "pinned tool") -> list[ToolEntry]:
+    def resolve_pinned(
+        self, pinned: Sequence[str], *, what: str = "pinned tool", setting: str = "agent.pinned"
+    ) -> list[ToolEntry]:
         """The manifest entries for ``pinned`` names (``crm.update_record``, ``crm/update_record``
-        or the original ``<server>.<tool>``); ``what`` names them in the error.
+        or the original ``<server>.<tool>``); ``what`` names them in the error, ``setting`` is the
+        config key they come from when they come from the config.
 
         Raises:
             AgentSetupError: a name matches no tool of the tree.
@@ -86,7 +89,7 @@ class Toolset(ABC):
             wanted = name.replace("/", ".")
             match = next((t for t in self.manifest.tools if wanted in (t.qualified_name, f"{t.server}.{t.tool}")), None)
             if match is None:
-                raise AgentSetupError(f"{what} {name!r} is not in the tree (use <server>.<tool>)")
+                raise AgentSetupError(f"{what} {name!r} is not in the tree (use <server>.<tool>)", setting=setting)
             if match not in out:
                 out.append(match)
         return out

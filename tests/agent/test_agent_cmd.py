@@ -83,6 +83,26 @@ def test_setup_errors_exit_2(
     assert message in capsys.readouterr().err
 
 
+def test_a_pinned_tool_of_the_config_that_is_not_in_the_tree_names_file_line_and_key(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "tooltree.yaml"
+    text = project.config_path.read_text(encoding="utf-8")
+    config.write_text(text + "agent:\n  pinned: [crm.nope]\n", encoding="utf-8")
+    base = ["agent", "Read the Northwind deal", "--config", str(config), "--tree", str(project.tree), "--quiet"]
+    assert main(base) == 2
+    line = text.count("\n") + 2
+    assert capsys.readouterr().err.strip() == (
+        f"tooltree: error: {config}:{line}: agent.pinned: pinned tool 'crm.nope' is not in the tree "
+        "(use <server>.<tool>)"
+    )
+    assert main([*base, "--pin", "crm.nope"]) == 2  # given as an option: said as before, no line of the config
+    assert (
+        capsys.readouterr().err.strip()
+        == "tooltree: error: pinned tool 'crm.nope' is not in the tree (use <server>.<tool>)"
+    )
+
+
 def test_the_configs_agent_section_sets_defaults_and_options_override_them(
     project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -106,6 +106,27 @@ def test_a_passthrough_tool_that_is_not_in_the_tree_is_a_usage_error(
     assert "passthrough tool 'crm.nope' is not in the tree" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("section", "setting", "what"),
+    [("serve:\n  passthrough: [crm.nope]\n", "serve.passthrough", "passthrough"),
+     ("agent:\n  pinned: [crm.nope]\n", "agent.pinned", "pinned")],
+)  # fmt: skip
+def test_a_tool_of_the_config_that_is_not_in_the_tree_names_file_line_and_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], section: str, setting: str, what: str
+) -> None:
+    # Before: "pinned tool 'crm.nope' is not in the tree" without saying where it was written.
+    config = tmp_path / "tooltree.yaml"
+    text = sample_config_yaml("crm")
+    config.write_text(text + section, encoding="utf-8")
+    tree = tmp_path / "tree"
+    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
+    capsys.readouterr()
+    assert main(["serve", "--config", str(config), "--tree", str(tree), "--no-regenerate"]) == 2
+    line = text.count("\n") + 2  # the key's line, under its section's
+    expected = f"{config}:{line}: {setting}: {what} tool 'crm.nope' is not in the tree (use <server>.<tool>)"
+    assert capsys.readouterr().err.strip() == f"tooltree: error: {expected}"
+
+
 @pytest.mark.docker
 def test_serve_generates_a_missing_tree_then_ends_when_stdin_closes(docker_engine: object, tmp_path: Path) -> None:
     config = tmp_path / "tooltree.yaml"
