@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -27,11 +28,13 @@ from sandbox._attach import AttachSocket
 from sandbox._docker import DockerEngine, default_engine
 from sandbox.backend import Connection, SandboxBackend
 from sandbox.config import SandboxConfig
-from sandbox.errors import EngineError, HardeningError, ImageError, SandboxError
+from sandbox.errors import EngineError, EngineUnavailableError, HardeningError, ImageError, SandboxError
 from sandbox.hardening import OWNER_LABEL, check_hardening, check_process_status, container_spec
 from sandbox.image import build_derived_image, build_image, derived_image_name, image_name
 from sandbox.tree_pack import pack_tree, tree_fingerprint
 from tool_tree.tree import tree_lock
+
+logger = logging.getLogger(__name__)
 
 TREE_VOLUME_PREFIX = "tooltree-tree-"
 FILL_VERSION = b"2\n"
@@ -82,8 +85,18 @@ class DockerConnection:
         self._removed.set()
         self.engine.unwatch(self.container_id)
         self.attached.close()  # first: the engine must never be left writing to a socket nobody reads
-        with contextlib.suppress(EngineError):
-            self.engine.remove_container(self.container_id)
+        problem: EngineError | None = None
+        for _attempt in range(2):  # a busy engine may not answer in time once: ask again before leaving it
+            try:
+                self.engine.remove_container(self.container_id)
+                return
+            except EngineUnavailableError as e:
+                problem = e
+                break
+            except EngineError as e:
+                problem = e
+        logger.warning("could not remove sandbox container %s (%s); `tooltree sandbox prune` removes it",
+                       self.name, problem)  # fmt: skip
 
     def close(self, timeout: float = 5.0) -> None:
         """Close the supervisor's stdin (it exits, and the container with it), then make sure."""

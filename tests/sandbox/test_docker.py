@@ -305,3 +305,50 @@ def test_packing_skips_files_being_written_and_files_gone_since_they_were_listed
 
     monkeypatch.setattr(tree_pack.os, "walk", listing_a_vanished_file)
     assert names(tree_pack.pack_tree(tree)) == clean
+
+
+class _Attached:
+    stdin = stderr = stdout = None
+
+    def abort(self, reason: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _SlowEngine:
+    """An engine whose removal of a container fails ``failures`` times (it did not answer in time)."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures, self.asked = failures, 0
+
+    def unwatch(self, container: str) -> None:
+        pass
+
+    def remove_container(self, container: str) -> None:
+        from sandbox.errors import EngineError
+
+        self.asked += 1
+        if self.asked <= self.failures:
+            raise EngineError("container remove: the Docker engine did not answer in time")
+
+
+@pytest.mark.parametrize("failures", [1, 2])
+def test_a_container_the_engine_did_not_remove_in_time_is_asked_for_again_then_named(
+    failures: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: one removal that failed (a busy engine) left the container running, and nothing said so.
+    engine = _SlowEngine(failures)
+    connection = DockerConnection(engine, "c0ffee", "tooltree-sbx-test", _Attached())  # type: ignore[arg-type]
+    with caplog.at_level("WARNING", logger="sandbox.docker_backend"):
+        connection.kill()
+    assert engine.asked == 2
+    warned = [r.getMessage() for r in caplog.records if r.name == "sandbox.docker_backend"]
+    if failures == 1:
+        assert warned == []
+    else:
+        assert warned == [
+            "could not remove sandbox container tooltree-sbx-test (container remove: the Docker engine did not answer "
+            "in time); `tooltree sandbox prune` removes it"
+        ]
