@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -577,6 +578,28 @@ def test_a_save_keeps_the_folder_itself_so_a_shell_inside_it_sees_the_saved_file
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
 
 
+def after_listing(monkeypatch: pytest.MonkeyPatch, folder: Path, then: Callable[[int], None]) -> None:
+    """Make the merge call ``then(descriptor of folder)`` right after it lists ``folder``: what ``then`` does
+    comes too late for the merge to see (another process writing through the folder meanwhile)."""
+    real_snapshot = inplace._snapshot
+
+    def listed_then(host_fd: int, stage_fd: int | None) -> Any:
+        names = real_snapshot(host_fd, stage_fd)
+        if os.path.samestat(os.fstat(host_fd), folder.stat()):
+            then(host_fd)
+        return names
+
+    monkeypatch.setattr(inplace, "_snapshot", listed_then)
+
+
+def write_meanwhile(folder_fd: int) -> None:
+    """Another process makes ``during.txt`` and ``clash.txt`` in the folder."""
+    for name, data in ((b"during.txt", b"written meanwhile"), (b"clash.txt", b"the host's, meanwhile")):
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=folder_fd)
+        os.write(out, data)
+        os.close(out)
+
+
 def test_files_another_process_makes_in_the_folder_during_the_save_stay_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -585,22 +608,8 @@ def test_files_another_process_makes_in_the_folder_during_the_save_stay_there(
     dest = tmp_path / "ws"
     dest.mkdir()
     (dest / "mine.txt").write_bytes(b"mine")
-    fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY)
-    real_snapshot = inplace._snapshot
-
-    def snapshot_then_another_process_writes(host_fd: int, stage_fd: int | None) -> Any:
-        listed = real_snapshot(host_fd, stage_fd)  # the host folder has been read: these come too late for the merge
-        for name, data in ((b"during.txt", b"written meanwhile"), (b"clash.txt", b"the host's, meanwhile")):
-            out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fd)
-            os.write(out, data)
-            os.close(out)
-        return listed
-
-    monkeypatch.setattr(inplace, "_snapshot", snapshot_then_another_process_writes)
-    try:
-        receiver = save(dest, restored(dest), {"mine.txt": b"mine", "clash.txt": b"the sandbox's"})
-    finally:
-        os.close(fd)
+    after_listing(monkeypatch, dest, write_meanwhile)  # too late for the merge to see them
+    receiver = save(dest, restored(dest), {"mine.txt": b"mine", "clash.txt": b"the sandbox's"})
     assert tree_of(dest) == {
         "clash.txt": b"the host's, meanwhile",
         "during.txt": b"written meanwhile",

@@ -8,14 +8,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-import sandbox.workspace_inplace as inplace
 from sandbox.errors import WorkspaceError
 from sandbox.workspace import WorkspaceReceiver
-from tests.sandbox.test_sandbox_workspace import piece, restored, save, send, tree_of
+from tests.sandbox.test_sandbox_workspace import after_listing, piece, restored, save, send, tree_of, write_meanwhile
 
 
 def is_mount(path: Path) -> bool:
@@ -89,18 +87,7 @@ def test_entries_another_process_makes_in_a_sub_folder_during_the_save_stay_ther
     (dest / "sub").mkdir(parents=True)
     (dest / "sub" / "mine.txt").write_bytes(b"mine")
     record = restored(dest)
-    real_snapshot = inplace._snapshot
-
-    def listing_then_another_process_writes(h_fd: int, s_fd: int | None) -> Any:
-        names = real_snapshot(h_fd, s_fd)
-        if os.path.samestat(os.fstat(h_fd), (dest / "sub").stat()):  # the folder was listed: too late to merge
-            for name, data in ((b"during.txt", b"written meanwhile"), (b"clash.txt", b"the host's, meanwhile")):
-                out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=h_fd)
-                os.write(out, data)
-                os.close(out)
-        return names
-
-    monkeypatch.setattr(inplace, "_snapshot", listing_then_another_process_writes)
+    after_listing(monkeypatch, dest / "sub", write_meanwhile)  # the folder was listed: too late to merge
     receiver = save(dest, record, {"sub/mine.txt": b"mine", "sub/clash.txt": b"the sandbox's"}, ("sub",))
     assert tree_of(dest) == {
         "sub": "dir",
@@ -224,15 +211,10 @@ def test_a_host_file_written_after_the_merge_listed_its_folder_is_never_dropped(
     (dest / "sub").mkdir(parents=True)
     (dest / "sub" / "notes.txt").write_bytes(b"v1")
     record = restored(dest)
-    real_snapshot = inplace._snapshot
-
-    def snapshot_then_the_user_writes(h_fd: int, s_fd: int | None) -> Any:
-        listed = real_snapshot(h_fd, s_fd)  # notes.txt looks unchanged since it was sent: the sandbox decides
-        if os.path.samestat(os.fstat(h_fd), (dest / "sub").stat()):
-            (dest / "sub" / "notes.txt").write_bytes(b"the user's late edit")
-        return listed
-
-    monkeypatch.setattr(inplace, "_snapshot", snapshot_then_the_user_writes)
+    # notes.txt looks unchanged since it was sent when its folder is listed: the sandbox decides
+    after_listing(
+        monkeypatch, dest / "sub", lambda _: (dest / "sub" / "notes.txt").write_bytes(b"the user's late edit")
+    )
     files = {"sub/notes.txt": b"sandbox v2"} if sandbox_keeps_it else {}
     receiver = save(dest, record, files, ("sub",))
     if sandbox_keeps_it:
