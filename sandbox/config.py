@@ -100,7 +100,7 @@ SETTINGS: dict[str, Setting] = {
     "image": Setting(str, "the image to run instead of the one built from the sources"),
     "pip_packages": Setting(list, "a list of pip requirements baked into a derived image", check=_pip_packages),
     "memory": Setting(str, "a memory limit such as 512m or 2g", check=_size),
-    "cpus": Setting(float, "a CPU limit (fractions allowed)"),
+    "cpus": Setting(float, "a CPU limit; fractions allowed"),
     "pids_limit": Setting(int, "the most processes and threads"),
     "nofile": Setting(int, "the open-file limit"),
     "tmp_size": Setting(str, "the size of /tmp, such as 64m", check=_size),

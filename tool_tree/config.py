@@ -148,7 +148,8 @@ class Section:
             elif kind is int and not isinstance(v, bool) and isinstance(v, int) and v > 0:
                 out[k] = v
             else:
-                raise ConfigError(f"expected {meaning}, got {_shown(v)}", file=self.source, line=line, key=key)
+                expected = f"expected {_expected(kind, meaning)}, got {_shown(v)}"
+                raise ConfigError(expected, file=self.source, line=line, key=key)
             if setting.check is not None and (problem := setting.check(out[k])) is not None:
                 raise ConfigError(problem, file=self.source, line=line, key=key)
         return out
@@ -391,6 +392,15 @@ def _kind(v: Any) -> str:
     if isinstance(v, list):
         return "a list"
     return f"{type(v).__name__} {v!r}"
+
+
+def _expected(kind: type, meaning: str) -> str:
+    """What a setting of ``kind`` takes, said with its meaning: "a whole number, at least 1 (…)"."""
+    if kind is int:
+        return f"a whole number, at least 1 ({meaning})"
+    if kind is float:
+        return f"a positive number ({meaning})"
+    return meaning
 
 
 def _shown(v: Any) -> str:

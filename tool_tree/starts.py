@@ -26,7 +26,7 @@ from tool_tree.config import Config, Setting
 
 SECTION = "pool"
 SETTINGS: dict[str, Setting] = {
-    "start_jobs": Setting(int, "how many servers may be starting at once (default: the number of cores)"),
+    "start_jobs": Setting(int, "servers starting at once; default: the number of cores"),
 }
 """The ``pool:`` section of tooltree.yaml."""
 

@@ -173,7 +173,8 @@ def test_sandbox_section_is_read_and_checked_by_the_sandbox_package() -> None:
     e = error_of("servers: {}\nsandbox:\n  memroy: 1g\n", sections=config_sections())
     assert str(e) == "tooltree.yaml:3: sandbox.memroy: unknown key (did you mean 'memory'?)"
     e = error_of("servers: {}\nsandbox:\n  cpus: lots\n", sections=config_sections())
-    assert str(e) == "tooltree.yaml:3: sandbox.cpus: expected a CPU limit (fractions allowed), got 'lots'"
+    expected = "expected a positive number (a CPU limit; fractions allowed), got 'lots'"
+    assert str(e) == f"tooltree.yaml:3: sandbox.cpus: {expected}"
 
 
 def test_agent_section_is_read_and_checked_by_the_agent_package() -> None:
@@ -187,7 +188,9 @@ def test_agent_section_is_read_and_checked_by_the_agent_package() -> None:
     e = error_of("servers: {}\nagent:\n  pin: [crm.update_record]\n", sections=config_sections())
     assert str(e) == "tooltree.yaml:3: agent.pin: unknown key (did you mean 'pinned'?)"
     e = error_of("servers: {}\nagent:\n  max_turns: 0\n", sections=config_sections())
-    assert str(e) == "tooltree.yaml:3: agent.max_turns: expected the most requests per run, got 0"
+    assert str(e) == (
+        "tooltree.yaml:3: agent.max_turns: expected a whole number, at least 1 (the most requests per run), got 0"
+    )
     e = error_of("servers: {}\nagent:\n  mode: fast\n", sections=config_sections())
     assert str(e) == "tooltree.yaml:3: agent.mode: expected one of code, direct, tool-search, filtered, got 'fast'"
     e = error_of("servers: {}\nagent:\n  prefilter_threshold: 1.5\n", sections=config_sections())
@@ -267,7 +270,7 @@ def test_a_settings_own_check_names_file_line_and_key() -> None:
 def test_a_float_setting_must_be_positive_and_finite(value: str) -> None:
     sections = {"tool": {"rate": Setting(float, "a rate")}}
     e = error_of(f"servers: {{}}\ntool:\n  rate: {value}\n", sections=sections)
-    assert str(e).startswith("tooltree.yaml:3: tool.rate: expected a rate, got ")
+    assert str(e).startswith("tooltree.yaml:3: tool.rate: expected a positive number (a rate), got ")
 
 
 @pytest.mark.parametrize(

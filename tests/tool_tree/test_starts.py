@@ -22,7 +22,11 @@ def test_a_bad_pool_section_is_a_config_error_naming_file_line_and_key() -> None
 
     for text, message in [
         ("pool:\n  start_job: 2\n", "tooltree.yaml:3: pool.start_job: unknown key (did you mean 'start_jobs'?)"),
-        ("pool:\n  start_jobs: 0\n", "tooltree.yaml:3: pool.start_jobs: expected how many servers may be starting"),
+        (
+            "pool:\n  start_jobs: 0\n",
+            "tooltree.yaml:3: pool.start_jobs: expected a whole number, at least 1 (servers starting at once; "
+            "default: the number of cores), got 0",
+        ),
     ]:
         with pytest.raises(ConfigError) as info:
             parse_config("servers: {}\n" + text, source="tooltree.yaml", environ={}, sections=config_sections())
