@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import shutil
 import ssl
 import sys
-import tempfile
 import threading
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -75,8 +75,9 @@ class _RawResult(BaseModel):
 class StderrLog:
     """The last `KEEP_BYTES` a stdio server wrote to stderr: what is needed to report a failure.
 
-    `connect` feeds it from a pipe (`tool_tree.stdio`), so a server that writes without end costs the
-    host no disk and at most twice `KEEP_BYTES` of memory. Its tail leaves with the secrets of
+    `connect` feeds it from a pipe (`tool_tree.stdio`; with the SDK's own transport, the pipe behind
+    `file`), so a server that writes without end costs the host no disk and at most twice `KEEP_BYTES`
+    of memory. Its tail leaves with the secrets of
     ``server``'s configuration redacted (`tool_tree.redact`); `connect` gives a log made without a
     server the one it connects to. Thread-safe: fed on the pool's loop, read from any thread.
     """
@@ -88,7 +89,9 @@ class StderrLog:
         self._lock = threading.Lock()
         self._kept = bytearray()
         self._cut = False  # the start of what was written is gone
-        self._file: TextIO | None = None
+        self._file: TextIO | None = None  # the write end of `_pipe`, for a transport that needs a file
+        self._pipe: int | None = None
+        self._pipe_lock = threading.Lock()
         self._noise: list[str] = []  # the first stdout lines that were not JSON-RPC
         self._noise_count = 0
 
@@ -108,25 +111,50 @@ class StderrLog:
 
     @property
     def file(self) -> TextIO:
-        """A file for a transport that needs one (the SDK's, when tooltree's cannot be used): unbounded."""
+        """A file for a transport that hands the server its stderr itself (the SDK's, when tooltree's cannot
+        be used): the write end of a pipe whose read end a thread feeds into the kept tail, so that stderr
+        costs no disk and is bounded as when `connect` reads it."""
         if self._file is None:
+            read_fd, write_fd = os.pipe()
+            os.set_blocking(read_fd, False)
+            self._pipe = read_fd
+            threading.Thread(target=self._drain, name="tooltree-stderr", daemon=True).start()
             # Closed by close(); it must outlive this call, so no `with`.
-            self._file = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+            self._file = open(write_fd, "w", encoding="utf-8", errors="replace")  # noqa: SIM115
         return self._file
+
+    def _drain(self) -> None:
+        """Feed the pipe's bytes as they come, until every writer (the server, `close`) has closed it."""
+        poll = select.poll()
+        with self._pipe_lock:
+            if self._pipe is None:
+                return
+            poll.register(self._pipe, select.POLLIN)
+        while self._take():
+            poll.poll()
+
+    def _take(self) -> bool:
+        """Feed what the pipe holds now; False once it has ended (and is closed)."""
+        with self._pipe_lock:
+            if self._pipe is None:
+                return False
+            while True:
+                try:
+                    chunk = os.read(self._pipe, 64 * 1024)
+                except BlockingIOError:
+                    return True
+                if not chunk:
+                    os.close(self._pipe)
+                    self._pipe = None
+                    return False
+                self.feed(chunk)
 
     def tail(self, lines: int = 20, max_chars: int = 4000) -> str:
         """The last lines the server wrote to stderr, its configured secrets replaced by markers."""
+        self._take()  # what the server wrote to a pipe before it ended is in the tail
         with self._lock:
             data, cut = bytes(self._kept[-max_chars * 2 :]), self._cut or len(self._kept) > max_chars * 2
         text = data.decode("utf-8", errors="replace")
-        if self._file is not None:
-            try:
-                self._file.flush()
-                size = self._file.seek(0, os.SEEK_END)
-                self._file.seek(max(0, size - max_chars * 2))
-                text, cut = self._file.read(), size > max_chars * 2
-            except (OSError, ValueError):
-                return ""
         if self.server is not None:
             longest = longest_secret(self.server)
             if cut and longest:

@@ -6,7 +6,8 @@ the whole again (``(buffer + chunk).split("\\n")``), on the event loop every ses
 in a line's length (a 30 MiB line cost 8.5 s of CPU; a 100 MiB result outlived its call's timeout).
 `stdio_client` here is the same transport (the SDK's process start, stderr handling, pipe tasks and
 shutdown, reused from `mcp.client.stdio`, private helpers included: should an SDK release rename them,
-`LINEAR` is false and the SDK's own transport is used, with a warning) except for its reader,
+`LINEAR` is false and the SDK's own transport is used, with a warning, its stderr still a bounded
+pipe: `tool_tree.connect.StderrLog.file`) except for its reader,
 which keeps the partial line as bytes, scans only each new chunk for a newline and decodes each
 complete line once. A message longer than ``max_message_bytes`` is never buffered whole: the reader
 stops, ends the server's process group, fails every request in flight with an error naming the

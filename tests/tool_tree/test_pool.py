@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -228,6 +230,27 @@ async def test_a_server_flooding_stderr_costs_no_disk_and_its_last_words_are_rep
         assert log is not None and log._file is None and len(log._kept) <= 2 * StderrLog.KEEP_BYTES
     assert info.value.stderr_tail.endswith("key [redacted FLOOD_KEY] refused")
     assert secret not in str(info.value)
+
+
+async def test_with_the_sdks_own_transport_a_stderr_flood_is_bounded_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The SDK's transport (used when an SDK release moves the helpers tooltree's reuses) takes a file for the
+    # server's stderr. Before: an unlinked temporary file that grew as long as the server wrote. Now: a pipe
+    # whose other end feeds the same bounded tail.
+    monkeypatch.setattr("tool_tree.connect.LINEAR", False)
+    monkeypatch.setattr("tool_tree.stdio.LINEAR", False)
+    code = (
+        "import sys\nline = 'debug ' * 100 + '\\n'\nfor _ in range(20_000):\n    sys.stderr.write(line)\n"
+        "sys.stderr.write('the last words\\n')\nsys.exit(1)"
+    )  # 12 MB, then the reason
+    flood = ServerConfig(name="flood", command=sys.executable, args=("-c", code), timeout=60)
+    async with ServerPool([flood]) as pool:
+        with pytest.raises(ServerUnavailable) as info:
+            await pool.call("flood", "anything", {})
+        log = pool._slots["flood"].stderr
+        assert log is not None and log._file is not None
+        assert stat.S_ISFIFO(os.fstat(log._file.fileno()).st_mode)
+        assert len(log._kept) <= 2 * StderrLog.KEEP_BYTES and log._cut
+    assert info.value.stderr_tail.endswith("debug \nthe last words")
 
 
 def test_the_stderr_log_keeps_its_end_and_never_shows_a_piece_of_a_secret_it_cut() -> None:
