@@ -19,6 +19,9 @@ def section_error(body: str) -> str:
     return str(info.value)
 
 
+POSITIVE = "expected a positive number"
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
@@ -33,10 +36,10 @@ def section_error(body: str) -> str:
             "tooltree.yaml:3: sandbox.workspace_size: expected more than 0, got '0m' (0 would mean no limit)",
         ),
         ("  output_chars: 10\n", "tooltree.yaml:3: sandbox.output_chars: expected at least 100 characters, got 10"),
-        ("  timeout: .nan\n", "tooltree.yaml:3: sandbox.timeout: expected a positive number (seconds one execution may run), got nan"),
-        ("  timeout: .inf\n", "tooltree.yaml:3: sandbox.timeout: expected a positive number (seconds one execution may run), got inf"),
-        ("  timeout:\n", "tooltree.yaml:3: sandbox.timeout: expected a positive number (seconds one execution may run), got nothing"),
-        ("  cpus: .inf\n", "tooltree.yaml:3: sandbox.cpus: expected a positive number (a CPU limit; fractions allowed), got inf"),
+        ("  timeout: .nan\n", f"tooltree.yaml:3: sandbox.timeout: {POSITIVE} (seconds one execution may run), got nan"),
+        ("  timeout: .inf\n", f"tooltree.yaml:3: sandbox.timeout: {POSITIVE} (seconds one execution may run), got inf"),
+        ("  timeout:\n", f"tooltree.yaml:3: sandbox.timeout: {POSITIVE} (seconds one execution may run), got nothing"),
+        ("  cpus: .inf\n", f"tooltree.yaml:3: sandbox.cpus: {POSITIVE} (a CPU limit; fractions allowed), got inf"),
         (  # before: accepted here, refused only by `image build` (exit 4, no line)
             "  pip_packages: [pandas, --index-url=http://mirror.example/simple]\n",
             "tooltree.yaml:3: sandbox.pip_packages: not a pip requirement: '--index-url=http://mirror.example/simple'"
