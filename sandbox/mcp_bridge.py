@@ -41,7 +41,7 @@ from jsonschema.protocols import Validator
 
 from sandbox.bridge import ToolBridge, ToolCallRefused
 from sandbox.call_limits import ArgumentsRefused, is_small, measure
-from sandbox.schema_check import tool_validator
+from sandbox.schema_check import matches_patterns, tool_validator
 from tool_tree.pool import PoolError, ServerPool, ServerUnavailable
 from tool_tree.text import clean
 from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot, requires_task, schema_hash
@@ -134,6 +134,7 @@ class McpBridge(ToolBridge):
         self._bytes = 0
         self._definitions: dict[tuple[str, str], dict[str, Any] | None] = {}
         self._validators: dict[tuple[str, str], Validator | None] = {}
+        self._patterned: dict[tuple[str, str], bool] = {}
         self._verified: set[tuple[str, str]] = set()
 
     def companion(self) -> McpBridge:
@@ -157,9 +158,10 @@ class McpBridge(ToolBridge):
         started = time.monotonic()
         record: dict[str, Any] = {"session": self.session, "server": server, "tool": tool}
         try:
-            if is_small(arguments):  # admitted on the event loop; larger ones in a worker thread
+            if is_small(arguments) and not self._matches_patterns(server, tool):  # admitted on the event loop
                 entry, record["args_sha256"] = self._admit(server, tool, arguments)
-            else:  # hashing and validating large arguments must not hold up every session's calls on this loop
+            else:  # hashing and validating large arguments, or matching patterns (RE2 releases the GIL), must
+                # not hold up every session's calls on this loop
                 entry, record["args_sha256"] = await anyio.to_thread.run_sync(self._admit, server, tool, arguments)
             result, size = await self._call(entry, arguments)
         except ToolCallRefused as e:
@@ -270,6 +272,15 @@ class McpBridge(ToolBridge):
             logger.warning("cannot read the definition of %s.%s from the tree: %s", entry.server, entry.tool, e)
         self._definitions[key] = raw
         return raw
+
+    def _matches_patterns(self, server: str, tool: str) -> bool:
+        """Whether validating the tool's arguments may match schema patterns (costly: see `schema_check`)."""
+        key = (server, tool)
+        if key not in self._patterned:
+            entry = self._tools.get(key)
+            raw = self._definition(entry) if entry is not None else None
+            self._patterned[key] = raw is not None and matches_patterns(raw.get("inputSchema"))
+        return self._patterned[key]
 
     def _validator(self, entry: ToolEntry) -> Validator | None:
         key = (entry.server, entry.tool)

@@ -31,7 +31,7 @@ import re2  # type: ignore[import-untyped]
 from jsonschema.protocols import Validator
 from jsonschema_specifications import REGISTRY as LOCAL_REFS  # type: ignore[import-untyped]
 
-__all__ = ["LOCAL_REFS", "tool_validator"]
+__all__ = ["LOCAL_REFS", "matches_patterns", "tool_validator"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,8 +40,9 @@ PATTERN_MEMORY = 1 << 20
 REGEX_BURST_STEPS = 128 << 20
 REGEX_STEPS_PER_S = 12 << 20
 """RE2 work the patterns of one tool's schema may do on the host at once, then each second: bytes matched times
-the pattern's program size, RE2's linear worst case (about 4 ns a step where its DFA gives up for its NFA:
-``(\\w+\\s?){1000}z`` over 8 MiB took 260 s), so at most about 0.5 s at once, then 5% of a core. Past it a
+the pattern's program size, RE2's linear worst case (4–5 ns of CPU a step where its DFA gives up for its NFA:
+``(\\w+\\s?){1000}z`` over 8 MiB took 260 s), so at most about 0.5–0.7 s at once, then 5–8% of a core, in a
+worker thread (`sandbox.mcp_bridge` matches patterns off its event loop; RE2 releases the GIL). Past it a
 pattern is not checked here."""
 
 
@@ -67,6 +68,12 @@ def tool_validator(schema: dict[str, Any], name: str) -> Validator:
             logger.warning("not checking unevaluatedProperties of %s on the host: it has patterns", name)
     linear = jsonschema.validators.extend(cls, keywords)  # type: ignore[no-untyped-call]
     return linear(schema, format_checker=None, registry=LOCAL_REFS)  # type: ignore[no-any-return]
+
+
+def matches_patterns(schema: Any) -> bool:
+    """Whether validating against ``schema`` may match patterns (RE2 work up to the tool's budget: about 0.5 s of
+    CPU at once, with the GIL released, so it belongs off an event loop)."""
+    return _mentions(schema, "pattern") or _mentions(schema, "patternProperties")
 
 
 def _unique_items(

@@ -15,7 +15,7 @@ import pytest
 from sandbox import Sandbox, SandboxConfig
 from sandbox.bridge import ToolCallRefused
 from sandbox.mcp_bridge import AuditLog, Budgets, McpBridge
-from tests.support import sample_config_yaml
+from tests.support import raw_server_tree, sample_config_yaml
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool
 from tooltree_cli.main import main
@@ -423,6 +423,45 @@ def test_large_arguments_are_admitted_off_the_event_loop_and_small_ones_on_it(
     big = call(bridge, pool, "media", "slow_echo", {"text": "y" * 300_000, "seconds": 0})
     assert big["content"][0]["text"] == "y" * 300_000
     assert admitted_on[0] == "tooltree-server-pool" and admitted_on[1] != "tooltree-server-pool"
+
+
+def test_a_costly_pattern_is_matched_off_the_event_loop_every_sessions_calls_share(tmp_path: Path) -> None:
+    # Before: small arguments were validated on the pool's loop, patterns included; a 12 KB value against
+    # (\w+\s?){1000}z (within the tool's RE2 budget) held that loop, and every session's calls, for ~0.5 s.
+    import asyncio
+    import time
+
+    long = r"(\w+\s?){1000}z"
+    schema = {"type": "object", "properties": {"text": {"type": "string", "pattern": long}}}
+    tree, server = raw_server_tree(tmp_path, [{"name": "long", "inputSchema": schema}])
+    with BackgroundPool([server]) as pool:
+        bridge = McpBridge(tree, pool.pool)
+        assert call(bridge, pool, "raw", "long", {"text": "a" * 1000 + "z"})["content"][0]["text"]  # server started
+        gaps: list[float] = []
+
+        async def tick_until(done: asyncio.Event) -> None:
+            last = time.monotonic()
+            while not done.is_set():
+                await asyncio.sleep(0.005)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+
+        async def both() -> float:
+            done = asyncio.Event()
+            ticker = asyncio.ensure_future(tick_until(done))
+            started = time.monotonic()
+            with pytest.raises(ToolCallRefused) as info:
+                await bridge.call_tool("raw", "long", {"text": "ab " * 4000})  # no z: a full scan, refused
+            took = time.monotonic() - started
+            done.set()
+            await ticker
+            assert info.value.code == "invalid_arguments"
+            return took
+
+        took = asyncio.run_coroutine_threadsafe(both(), pool.loop).result(timeout=60)
+    assert took > 0.1  # the match did cost something (~0.5 s of CPU)
+    assert max(gaps) < took / 2, (max(gaps), took)  # before: one gap as long as the match
 
 
 def test_unique_items_compares_json_values_in_linear_time() -> None:
