@@ -84,7 +84,8 @@ def listed_alone(config: Path) -> dict[str, str | None]:
     import anyio
 
     from tool_tree.config import load_config
-    from tool_tree.connect import StderrLog, connect, list_tools_raw
+    from tool_tree.connect import connect, list_tools_raw
+    from tool_tree.stderr_log import StderrLog
 
     async def one(server: Any) -> str | None:
         log = StderrLog()  # keeps the servers' start-up chatter off this terminal

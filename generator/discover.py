@@ -18,8 +18,9 @@ import anyio
 import mcp
 
 from tool_tree.config import ServerConfig
-from tool_tree.connect import StderrLog, connect, list_tools_raw, server_info
+from tool_tree.connect import connect, list_tools_raw, server_info
 from tool_tree.starts import StartGate, default_start_jobs
+from tool_tree.stderr_log import StderrLog
 
 
 @dataclass

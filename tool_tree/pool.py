@@ -41,9 +41,10 @@ import mcp
 from anyio.abc import TaskGroup
 
 from tool_tree.config import ServerConfig
-from tool_tree.connect import StderrLog, connect, list_tools_raw
+from tool_tree.connect import connect, list_tools_raw
 from tool_tree.redact import redact
 from tool_tree.starts import StartGate, StartSlot, default_start_jobs
+from tool_tree.stderr_log import StderrLog
 
 logger = logging.getLogger(__name__)
 

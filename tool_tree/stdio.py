@@ -7,14 +7,14 @@ in a line's length (a 30 MiB line cost 8.5 s of CPU; a 100 MiB result outlived i
 `stdio_client` here is the same transport (the SDK's process start, stderr handling, pipe tasks and
 shutdown, reused from `mcp.client.stdio`, private helpers included: should an SDK release rename them,
 `LINEAR` is false and the SDK's own transport is used, with a warning, its stderr still a bounded
-pipe: `tool_tree.connect.StderrLog.file`) except for its reader,
+pipe: `tool_tree.stderr_log.StderrLog.file`) except for its reader,
 which keeps the partial line as bytes, scans only each new chunk for a newline and decodes each
 complete line once. A message longer than ``max_message_bytes`` is never buffered whole: the reader
 stops, ends the server's process group, fails every request in flight with an error naming the
 server and the limit, and closes the session's read stream; no other server is touched.
 
 Given a ``stderr_sink``, the server's stderr is a pipe read on the loop and handed to it chunk by
-chunk (`tool_tree.connect.StderrLog` keeps the last 64 KiB), instead of a file that grows as long as
+chunk (`tool_tree.stderr_log.StderrLog` keeps the last 64 KiB), instead of a file that grows as long as
 the server writes: a server that logs each call's arguments wrote as much to the host's disk as the
 calls a script made.
 """

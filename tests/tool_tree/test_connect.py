@@ -23,7 +23,8 @@ import mcp
 import pytest
 
 from tool_tree.config import ServerConfig
-from tool_tree.connect import NOISE_LINES, StderrLog, connect, list_tools_raw
+from tool_tree.connect import connect, list_tools_raw
+from tool_tree.stderr_log import NOISE_LINES, StderrLog
 
 pytestmark = pytest.mark.anyio
 

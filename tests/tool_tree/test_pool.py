@@ -16,8 +16,8 @@ import pytest
 
 from tests.support import alive
 from tool_tree.config import ServerConfig
-from tool_tree.connect import StderrLog
 from tool_tree.pool import ServerPool, ServerUnavailable, UnknownServerError
+from tool_tree.stderr_log import StderrLog
 
 pytestmark = pytest.mark.anyio
 REPO = Path(__file__).resolve().parents[2]

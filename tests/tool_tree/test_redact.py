@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 from tool_tree.config import ServerConfig
-from tool_tree.connect import StderrLog
 from tool_tree.redact import MIN_SECRET_CHARS, redact, secrets
+from tool_tree.stderr_log import StderrLog
 
 SECRET = "sk-live-0123456789abcdefghijkl"
 
