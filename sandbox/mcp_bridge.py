@@ -41,7 +41,8 @@ from jsonschema.protocols import Validator
 
 from sandbox.bridge import ToolBridge, ToolCallRefused
 from sandbox.call_limits import ArgumentsRefused, is_small, measure
-from sandbox.schema_check import matches_patterns, tool_validator
+from sandbox.request_budget import RequestBudget
+from sandbox.schema_check import VALIDATION_CALL_SECONDS, TooCostly, cpu_deadline, matches_patterns, tool_validator
 from tool_tree.pool import PoolError, ServerPool, ServerUnavailable
 from tool_tree.text import clean
 from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot, requires_task, schema_hash
@@ -50,6 +51,14 @@ logger = logging.getLogger(__name__)
 
 MAX_VALIDATION_ERRORS = 100
 """Validation errors looked at to pick the one reported (an array of a million wrong items has a million)."""
+VALIDATION_BURST_SECONDS = 1.0
+VALIDATION_RATE = 0.05
+"""Host CPU a session's argument validations may take: 1 s at once, then 5% of a core (each call at most
+`schema_check.VALIDATION_CALL_SECONDS`, the one that overdraws it included). Past it, calls go to their servers
+unchecked here until it refills: the servers validate their own input."""
+PATH_KEY_CHARS = 40
+PATH_CHARS = 200
+"""How much of a refused value's place (``items[3].name``) an error shows: each key cut at 40 characters, all at 200."""
 STDERR_LINES = 8
 STDERR_CHARS = 1500
 """How much of a failed server's stderr an error shows: its last lines, at most this many characters."""
@@ -135,6 +144,8 @@ class McpBridge(ToolBridge):
         self._definitions: dict[tuple[str, str], dict[str, Any] | None] = {}
         self._validators: dict[tuple[str, str], Validator | None] = {}
         self._patterned: dict[tuple[str, str], bool] = {}
+        self._validation_budget = RequestBudget(burst=VALIDATION_BURST_SECONDS, rate=VALIDATION_RATE)
+        self._unchecked_logged: set[tuple[str, str]] = set()
         self._verified: set[tuple[str, str]] = set()
 
     def companion(self) -> McpBridge:
@@ -146,6 +157,7 @@ class McpBridge(ToolBridge):
         other = copy.copy(self)  # shallow: the validators and the verified set are the same objects
         other._lock = threading.Lock()
         other._calls = other._bytes = 0
+        other._validation_budget = RequestBudget(burst=VALIDATION_BURST_SECONDS, rate=VALIDATION_RATE)
         return other
 
     def begin_execution(self) -> None:
@@ -215,18 +227,46 @@ class McpBridge(ToolBridge):
                     "budget_exhausted",
                 )
             self._calls += 1
-        validator = self._validator(entry)
-        if validator is not None:
-            try:
-                errors = itertools.islice(validator.iter_errors(arguments), MAX_VALIDATION_ERRORS)
-                error = jsonschema.exceptions.best_match(errors)
-            except referencing.exceptions.Unresolvable as e:  # a "$ref" outside the schema: left to the server
-                logger.warning("not validating %s.%s on the host: %s", entry.server, entry.tool, e)
-                self._validators[(entry.server, entry.tool)] = None
-                error = None
-            if error is not None:
-                raise ToolCallRefused(f"invalid arguments: {_describe(error)}", "invalid_arguments")
+        error = self._validate(entry, arguments)
+        if error is not None:
+            raise ToolCallRefused(f"invalid arguments: {_describe(error)}", "invalid_arguments")
         return entry, digest
+
+    def _validate(self, entry: ToolEntry, arguments: dict[str, Any]) -> jsonschema.ValidationError | None:
+        """The error the host reports for ``arguments`` (None: valid, or left to the server), within the
+        session's validation budget: each validation is charged the CPU it took on this thread."""
+        validator = self._validator(entry)
+        if validator is None:
+            return None
+        if self._validation_budget.charge(0.0) > 0:
+            budget = f"{VALIDATION_BURST_SECONDS:g} s at once, then {VALIDATION_RATE:.0%} of a core"
+            self._unchecked(entry, f"past the session's budget of host CPU for validation ({budget})")
+            return None
+        started = time.thread_time()
+        try:
+            with cpu_deadline(VALIDATION_CALL_SECONDS):
+                errors = itertools.islice(validator.iter_errors(arguments), MAX_VALIDATION_ERRORS)
+                best: jsonschema.ValidationError | None = jsonschema.exceptions.best_match(errors)
+                return best
+        except TooCostly:
+            self._unchecked(entry, f"arguments that take over {VALIDATION_CALL_SECONDS:g} s of host CPU to validate")
+            return None
+        except referencing.exceptions.Unresolvable as e:  # a "$ref" outside the schema: left to the server
+            logger.warning("not validating %s.%s on the host: %s", entry.server, entry.tool, e)
+            self._validators[(entry.server, entry.tool)] = None
+            return None
+        finally:
+            self._validation_budget.charge(time.thread_time() - started)
+
+    def _unchecked(self, entry: ToolEntry, why: str) -> None:
+        """Log once per tool (and session) that some of its calls go to the server unchecked here, and why."""
+        key = (entry.server, entry.tool)
+        with self._lock:
+            first = key not in self._unchecked_logged
+            self._unchecked_logged.add(key)
+        if first:
+            logger.warning("not validating some calls of %s.%s on the host: %s; the server validates them",
+                           entry.server, entry.tool, why)  # fmt: skip
 
     async def _call(self, entry: ToolEntry, arguments: dict[str, Any]) -> tuple[dict[str, Any], int]:
         """The call itself; returns the result and its size as JSON text."""
@@ -329,6 +369,14 @@ def with_stderr(message: str, stderr_tail: str) -> str:
 
 
 def _describe(error: jsonschema.ValidationError) -> str:
-    where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+    """``place: message``, both bounded (the place is made of the script's keys: a key of 8 MB was repeated whole)."""
+    where = "".join(
+        f"[{p!r}]" if isinstance(p, int) else f".{_cut(str(p), PATH_KEY_CHARS)}" for p in error.absolute_path
+    )
+    where = _cut(where.lstrip("."), PATH_CHARS)
     message = error.message if len(error.message) <= 300 else error.message[:297] + "…"
     return f"{where or 'arguments'}: {message}"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -13,17 +13,28 @@ replaced:
   a reference to a URL is never fetched, where jsonschema's default registry would fetch it from
   an address the server chose (the call then fails with ``referencing.exceptions.Unresolvable``,
   and `sandbox.mcp_bridge` leaves that tool to the server);
+- ``anyOf`` and ``oneOf`` keep at most `BRANCH_ERRORS` errors of each branch (jsonschema keeps every
+  one, and repeats the whole value in each message: ``[0] * 99000`` against an ``anyOf`` of pydantic's
+  ``Optional`` took 3.7 s and 550 MiB to refuse);
 - no ``format`` checks.
+
+Whatever the schema, one validation stops once it has taken `VALIDATION_CALL_SECONDS` of its thread's
+CPU (`cpu_deadline`, checked as keywords are applied): `TooCostly` is raised, and `sandbox.mcp_bridge`
+leaves those arguments to the server (valid arguments can cost as much: 33,000 objects through a
+``$ref`` took 1.75 s).
 
 What the host does not check, the server still validates: each exception is logged once.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+import reprlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import jsonschema
@@ -31,7 +42,7 @@ import re2  # type: ignore[import-untyped]
 from jsonschema.protocols import Validator
 from jsonschema_specifications import REGISTRY as LOCAL_REFS  # type: ignore[import-untyped]
 
-__all__ = ["LOCAL_REFS", "matches_patterns", "tool_validator"]
+__all__ = ["LOCAL_REFS", "TooCostly", "cpu_deadline", "matches_patterns", "tool_validator"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +56,49 @@ the pattern's program size, RE2's linear worst case (4–5 ns of CPU a step wher
 worker thread (`sandbox.mcp_bridge` matches patterns off its event loop; RE2 releases the GIL). Past it a
 pattern is not checked here."""
 
+VALIDATION_CALL_SECONDS = 0.25
+"""Host CPU (of the validating thread) one call's validation may take; past it the call is left to the server."""
+BRANCH_ERRORS = 10
+"""Errors of one ``anyOf`` / ``oneOf`` branch kept (to pick the one reported); a branch with any is not taken."""
+_CHECK_EVERY = 64
+"""Keyword applications between two looks at the thread's CPU time (a look costs about a microsecond)."""
+
+_short = reprlib.Repr()
+_short.maxstring = _short.maxother = 60
+_short.maxlist = _short.maxdict = _short.maxtuple = 6
+_short.maxlevel = 3
+
+
+class TooCostly(Exception):
+    """A validation ran past its `cpu_deadline`."""
+
+
+_deadline = threading.local()
+
+
+@contextmanager
+def cpu_deadline(seconds: float) -> Iterator[None]:
+    """Validations in this block on this thread raise `TooCostly` once they have taken ``seconds`` of its CPU."""
+    _deadline.at, _deadline.count = time.thread_time() + seconds, 0
+    try:
+        yield
+    finally:
+        _deadline.at = None
+
+
+def _timed(keyword: Callable[..., Any]) -> Callable[..., Any]:
+    """``keyword`` (a jsonschema keyword function), looking at the `cpu_deadline` every `_CHECK_EVERY` uses."""
+
+    def timed(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        at = getattr(_deadline, "at", None)
+        if at is not None:
+            _deadline.count += 1
+            if _deadline.count % _CHECK_EVERY == 0 and time.thread_time() > at:
+                raise TooCostly
+        return keyword(validator, value, instance, schema)
+
+    return timed
+
 
 def tool_validator(schema: dict[str, Any], name: str) -> Validator:
     """The validator of ``schema`` (the input schema of the tool ``name``, for the log), its costly
@@ -57,15 +111,20 @@ def tool_validator(schema: dict[str, Any], name: str) -> Validator:
     cls.check_schema(schema)
     patterns = _Patterns(name)
     keywords: dict[str, Any] = {
+        **cls.VALIDATORS,
         "uniqueItems": _unique_items,
         "pattern": patterns.pattern,
         "patternProperties": patterns.pattern_properties,
         "additionalProperties": patterns.additional_properties,
     }
+    for keyword, bounded in (("anyOf", _any_of), ("oneOf", _one_of)):
+        if keyword in keywords:
+            keywords[keyword] = bounded
     if "unevaluatedProperties" in cls.VALIDATORS and _mentions(schema, "patternProperties"):
         keywords["unevaluatedProperties"] = _not_checked
         if _mentions(schema, "unevaluatedProperties"):
             logger.warning("not checking unevaluatedProperties of %s on the host: it has patterns", name)
+    keywords = {k: _timed(f) for k, f in keywords.items()}
     linear = jsonschema.validators.extend(cls, keywords)  # type: ignore[no-untyped-call]
     return linear(schema, format_checker=None, registry=LOCAL_REFS)  # type: ignore[no-any-return]
 
@@ -74,6 +133,44 @@ def matches_patterns(schema: Any) -> bool:
     """Whether validating against ``schema`` may match patterns (RE2 work up to the tool's budget: about 0.5 s of
     CPU at once, with the GIL released, so it belongs off an event loop)."""
     return _mentions(schema, "pattern") or _mentions(schema, "patternProperties")
+
+
+def _branch_errors(validator: Any, instance: Any, subschema: Any, index: int) -> list[jsonschema.ValidationError]:
+    return list(itertools.islice(validator.descend(instance, subschema, schema_path=index), BRANCH_ERRORS))
+
+
+def _any_of(validator: Any, any_of: list[Any], instance: Any, schema: Any) -> Iterator[jsonschema.ValidationError]:
+    """jsonschema's ``anyOf``, keeping at most `BRANCH_ERRORS` of each branch and a short form of the value."""
+    context: list[jsonschema.ValidationError] = []
+    for index, subschema in enumerate(any_of):
+        errors = _branch_errors(validator, instance, subschema, index)
+        if not errors:
+            return
+        context.extend(errors)
+    yield jsonschema.ValidationError(
+        f"{_short.repr(instance)} is not valid under any of the given schemas", context=context
+    )
+
+
+def _one_of(validator: Any, one_of: list[Any], instance: Any, schema: Any) -> Iterator[jsonschema.ValidationError]:
+    """jsonschema's ``oneOf``, bounded as `_any_of`."""
+    context: list[jsonschema.ValidationError] = []
+    branches = enumerate(one_of)
+    for index, subschema in branches:
+        errors = _branch_errors(validator, instance, subschema, index)
+        if not errors:
+            break
+        context.extend(errors)
+    else:
+        yield jsonschema.ValidationError(
+            f"{_short.repr(instance)} is not valid under any of the given schemas", context=context
+        )
+        return
+    more = [i for i, each in branches if validator.evolve(schema=each).is_valid(instance)]
+    if more:
+        yield jsonschema.ValidationError(
+            f"{_short.repr(instance)} is valid under more than one of the given schemas ({index} and {more[0]})"
+        )
 
 
 def _unique_items(
