@@ -14,15 +14,18 @@ fresh staging directory next to the destination (inside it, in `WORK_FOLDER`, wh
 point), then merges it into the destination in place: the folder and every folder in it that stays a
 folder keep their inode and mount (`WorkspaceReceiver.commit`).
 Each path is checked, every directory on the way is opened with ``O_NOFOLLOW``, files are created
-new without following links, and the caps are counted as items arrive. An item that breaks the rules is a
-`ProtocolError` (the channel then ends that sandbox); a failure on the host's side (a full disk) is
-kept and reported by `WorkspaceReceiver.check`; at the end the receiver's counts must equal what
-the sandbox says it sent. On any failure the staging directory is dropped and the previous copy
-stays. A complete save is merged with the host folder rather than put in its place, so what the
-sandbox never held or never changed is kept (`sandbox.workspace_merge`, `sandbox.workspace_inplace`).
+new without following links, and the caps are counted as items arrive. A folder is sent before what it
+holds: an item whose folder was not sent is refused, never made on the way uncounted. An item that
+breaks the rules is a `ProtocolError` (the channel then ends that sandbox); a failure on the host's
+side (a full disk) is kept and reported by `WorkspaceReceiver.check`; at the end the receiver's counts
+must equal what the sandbox says it sent. On any failure the staging directory is dropped and the
+previous copy stays. A complete save is merged with the host folder rather than put in its place, so
+what the sandbox never held or never changed is kept (`sandbox.workspace_merge`, `sandbox.workspace_inplace`).
 
-The top-level ``servers`` entry is the read-only tree, not workspace content: it is never
-saved or restored.
+The top-level names in `RESERVED` are tooltree's own, not workspace content: the read-only tree's
+``servers`` and the work folder `WORK_FOLDER`. They are never restored, and never merged into the host
+folder either way: what a sandbox sends under them is counted against the caps but never written,
+and a note says it was not saved; a host entry of that name stays as it is.
 """
 
 from __future__ import annotations
@@ -62,7 +65,6 @@ __all__ = [
     "iter_restore_batches",
 ]
 
-SKIP_TOP_LEVEL = frozenset({"servers"})
 LOCK_TIMEOUT = 120.0
 """Seconds a save waits for another save into the same folder to end."""
 TMPFS_INODES = MAX_ENTRIES + 16
@@ -72,10 +74,11 @@ more entries than a save accepts: that save fails, and says so."""
 
 WORK_FOLDER = ".tooltree-save"
 """Where saves into a folder that is a mount point are received: inside it (a rename cannot cross a mount), at
-its top level; removed when a save leaves it empty. Never restored, never touched by a merge."""
+its top level; removed when a save leaves it empty. Never restored, never saved, never touched by a merge."""
 
-_SKIP = frozenset(name.encode() for name in SKIP_TOP_LEVEL)
-_RESTORE_SKIP = _SKIP | {WORK_FOLDER.encode()}
+RESERVED = {"servers": "the read-only tree of servers", WORK_FOLDER: "where saves are received"}
+"""Top-level names that are never workspace content, and what tooltree holds there."""
+_RESERVED = frozenset(name.encode() for name in RESERVED)
 
 
 def check_relative_path(path: Any) -> list[bytes]:
@@ -101,7 +104,7 @@ def iter_restore_batches(
         WorkspaceError: the folder is over a cap, holds a path that cannot cross, or cannot be read
             (the message says which, relative to ``root``).
     """
-    reader = TreeReader(root, skip=_RESTORE_SKIP, max_bytes=max_bytes, max_entries=max_entries)
+    reader = TreeReader(root, skip=_RESERVED, max_bytes=max_bytes, max_entries=max_entries)
     try:
         for batch in reader.batches():
             yield "workspace.put", {"entries": batch}
@@ -148,6 +151,7 @@ class WorkspaceReceiver:
         self._open_file: list[bytes] | None = None
         self._hashes: dict[bytes, Any] = {}
         self._dirs: set[bytes] = set()
+        self._left_out: dict[bytes, int] = {}  # entries sent under each reserved name: counted, never written
         self.merging = False
         """Host entries may have moved into the staging folder: it is no longer dropped."""
         self.notes: list[str] = []
@@ -189,10 +193,11 @@ class WorkspaceReceiver:
                 parts, data, append = read_item(item)
             except PathError as e:
                 raise ProtocolError(f"while saving the workspace: {e}") from None
-            if parts[0] in _SKIP:
-                continue  # the tree's place: never workspace content
             if append and self._open_file != parts:
                 raise ProtocolError(f"data appended to {show(parts)}, which is not the file being saved")
+            reserved = parts[0] in _RESERVED
+            if not append and not reserved and len(parts) > 1 and b"/".join(parts[:-1]) not in self._dirs:
+                raise ProtocolError(f"{show(parts)} arrived before its folder was sent, while saving the workspace")
             self._charge(len(data or b""), entry=not append)
             if data is None:
                 self.counts["dirs"] += 1
@@ -200,6 +205,9 @@ class WorkspaceReceiver:
                 self.counts["files"] += 1
             self._open_file = parts if data is not None else None
             self.counts["bytes"] += len(data or b"")
+            if reserved:  # tooltree's own name: never workspace content, never written (noted by `commit`)
+                self._left_out[parts[0]] = self._left_out.get(parts[0], 0) + (0 if append else 1)
+                continue
             rel = b"/".join(parts)
             if data is None:
                 self._dirs.add(rel)
@@ -252,6 +260,11 @@ class WorkspaceReceiver:
         finally:
             self._drop_work_folder()
             os.close(lock)
+        self.notes[:0] = [
+            f"the sandbox's {shown(name)} ({_entries_count(count)}) was not saved: that name at the top of a "
+            f"workspace is tooltree's own ({RESERVED[name.decode()]}); give it another name to keep it"
+            for name, count in sorted(self._left_out.items())
+        ]
         self.next_record = self._record_of_save(digests)
 
     def _merge_in(self, digests: dict[bytes, bytes]) -> None:
@@ -268,7 +281,7 @@ class WorkspaceReceiver:
         aside, merged = AsideArea(self.beside, f".{self.dest.name}.old-"), Merge()
         self.merging = True  # from here on, the host folder may change: the saved copy is no longer dropped
         try:
-            merge(dest_fd, self.staging, self.record, digests, aside, merged, skip_top=_RESTORE_SKIP)
+            merge(dest_fd, self.staging, self.record, digests, aside, merged, skip_top=_RESERVED)
         except OSError as e:
             self._keep_staging()
             kept = f"; host entries it took out are in {aside.kept}" if aside.kept is not None else ""
@@ -346,3 +359,7 @@ def _names(rels: list[bytes]) -> str:
 
 def _entries(rels: list[bytes]) -> str:
     return f"{len(rels)} saved entr{'y' if len(rels) == 1 else 'ies'}"
+
+
+def _entries_count(count: int) -> str:
+    return f"{count} entr{'y' if count == 1 else 'ies'}"

@@ -135,7 +135,7 @@ def merge(
 ) -> None:
     """Merge ``staging`` (the saved copy) into the open host folder ``dest_fd`` in place (see the module's
     rules); host entries that go are moved into ``aside``. Top-level names in ``skip_top`` are never touched
-    on the host (a saved entry of that name stays in ``staging``).
+    on the host, nor moved in (the receiver never writes one into ``staging``).
 
     ``record`` is None when the save goes to a folder nothing was restored from: then every host entry is
     kept (the sandbox's copy takes the name where both hold a different file). ``sandbox_digests`` are the
@@ -215,12 +215,7 @@ class _Merger:
             for name, host, saved in _snapshot(host_fd, stage_fd):
                 path = rel + b"/" + name if rel else name
                 if not rel and name in self.skip_top:
-                    if saved is not None:
-                        if host is None:
-                            self._move_in(stage_fd, name, host_fd, path)
-                        else:
-                            self.out.taken.append(path)
-                    continue
+                    continue  # tooltree's own: the host's stays, and a save never stages one
                 self._entry(host_fd, stage_fd, name, path, host, saved, depth)
         finally:
             if mode & stat.S_IRWXU != stat.S_IRWXU:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import errno
 import json
 import os
 import stat
@@ -134,7 +136,11 @@ class TreeReader:
 
 
 class TreeWriter:
-    """Writes items below a root, never following a link; a file's pieces are appended in order."""
+    """Writes items below a root, never following a link; a file's pieces are appended in order.
+
+    A folder comes before what it holds (as `TreeReader` sends it): an item whose folder is not there is
+    refused, never made on the way, so every folder a tree holds crossed as an item and was counted.
+    """
 
     def __init__(self, root: str | os.PathLike[str], *, exclusive: bool) -> None:
         """``exclusive``: a file may not exist before its first piece (a save into a fresh folder)."""
@@ -145,12 +151,18 @@ class TreeWriter:
         """Create the folder ``parts`` (``data`` None) or write a piece of the file ``parts``.
 
         Raises:
-            OSError: a link or a file on the way, an existing file (``exclusive``), or a write error.
+            OSError: the folder it is in is missing (``ENOENT``), a link or a file on the way, an existing
+                file (``exclusive``), or a write error.
         """
+        try:
+            dir_fd = self._cursor.open(parts[:-1], create=False)
+        except FileNotFoundError:
+            raise FileNotFoundError(errno.ENOENT, "the folder it is in was not sent before it") from None
         if data is None:
-            self._cursor.open(parts, create=True)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(parts[-1], 0o755, dir_fd=dir_fd)
+            self._cursor.open(parts, create=False)  # a link or a file of that name is refused
             return
-        dir_fd = self._cursor.open(parts[:-1], create=True)
         fd = os.open(parts[-1], WRITE_FLAGS | (os.O_APPEND if append else self._new_file), 0o644, dir_fd=dir_fd)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):

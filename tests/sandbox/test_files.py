@@ -57,8 +57,15 @@ def test_a_restore_recreates_names_and_folders_but_never_follows_a_link(tmp_path
         folder.mkdir()
     os.symlink(outside, root / "link")
     ws = Workspace(str(root))
+    with pytest.raises(FileOpError, match="cannot restore 'a/b': the folder it is in was not sent before it"):
+        ws.put_entries([{"path": "a/b", "dir": True}])
+    assert sorted(os.listdir(root)) == ["link"]
     ws.put_entries(
-        [{"path": "a/b", "dir": True}, {"path": {"b64": base64.b64encode(b"caf\xe9").decode()}, "dir": True}]
+        [
+            {"path": "a", "dir": True},
+            {"path": "a/b", "dir": True},
+            {"path": {"b64": base64.b64encode(b"caf\xe9").decode()}, "dir": True},
+        ]
     )
     ws.put_entries([{"path": "a/b/f", "data": base64.b64encode(b"one").decode(), "append": False}])
     ws.put_entries([{"path": "a/b/f", "data": base64.b64encode(b"two").decode(), "append": True}])

@@ -57,10 +57,13 @@ def restored(root: Path) -> RestoreRecord:
 def save(
     dest: Path, record: RestoreRecord | None, files: dict[str, bytes], dirs: tuple[str, ...] = ()
 ) -> WorkspaceReceiver:
-    """A save of ``files`` and ``dirs`` (what the sandbox holds at its end) into ``dest``, committed."""
+    """A save of ``files`` and ``dirs`` (what the sandbox holds at its end) into ``dest``, committed; the folders
+    the files are in are sent too, each before what it holds, as the sandbox sends them."""
+    parents = {"/".join(p.split("/")[:n]) for p in files for n in range(1, p.count("/") + 1)}
+    folders = sorted({*dirs, *parents}, key=lambda d: d.count("/"))
     receiver = WorkspaceReceiver(dest, max_bytes=10_000_000, record=record)
-    send(receiver, *(folder(d) for d in dirs), *(piece(p, data) for p, data in files.items()))
-    receiver.check({"files": len(files), "dirs": len(dirs), "bytes": sum(map(len, files.values()))})
+    send(receiver, *(folder(d) for d in folders), *(piece(p, data) for p, data in files.items()))
+    receiver.check({"files": len(files), "dirs": len(folders), "bytes": sum(map(len, files.values()))})
     receiver.commit()
     return receiver
 
@@ -82,10 +85,10 @@ def test_received_files_replace_the_destination_on_commit(tmp_path: Path) -> Non
     dest.mkdir()
     (dest / "stale.txt").write_text("old", encoding="utf-8")
     receiver = WorkspaceReceiver(dest, max_bytes=100_000, record=restored(dest))
-    send(receiver, folder("empty"))
+    send(receiver, folder("empty"), folder("notes"))
     send(receiver, piece("notes/a.txt", b"hello "))
     send(receiver, piece("notes/a.txt", b"world", append=True))
-    receiver.check({"files": 1, "dirs": 1, "bytes": 11})
+    receiver.check({"files": 1, "dirs": 2, "bytes": 11})
     receiver.commit()
     assert (dest / "notes" / "a.txt").read_bytes() == b"hello world"
     assert (dest / "empty").is_dir()
@@ -96,8 +99,8 @@ def test_received_files_replace_the_destination_on_commit(tmp_path: Path) -> Non
 def test_a_name_that_is_not_utf8_is_received_byte_for_byte(tmp_path: Path) -> None:
     dest = tmp_path / "ws"
     receiver = WorkspaceReceiver(dest, max_bytes=100_000)
-    send(receiver, piece({"b64": b64(b"dir\xff/caf\xe9.txt")}, b"x"))
-    receiver.check({"files": 1, "dirs": 0, "bytes": 1})
+    send(receiver, folder({"b64": b64(b"dir\xff")}), piece({"b64": b64(b"dir\xff/caf\xe9.txt")}, b"x"))
+    receiver.check({"files": 1, "dirs": 1, "bytes": 1})
     receiver.commit()
     assert os.listdir(os.fsencode(dest)) == [b"dir\xff"]
     assert os.listdir(os.fsencode(dest) + b"/dir\xff") == [b"caf\xe9.txt"]
@@ -138,8 +141,8 @@ def test_a_symlink_on_the_way_is_never_followed(tmp_path: Path) -> None:
     outside.mkdir()
     receiver = WorkspaceReceiver(tmp_path / "ws", max_bytes=100_000)
     os.symlink(outside, receiver.staging / "link")
-    with pytest.raises(ProtocolError, match=r"link/x\.txt"):
-        send(receiver, piece("link/x.txt", b"x"))
+    with pytest.raises(ProtocolError, match="'link'"):
+        send(receiver, folder("link"), piece("link/x.txt", b"x"))
     os.symlink(outside / "target.txt", receiver.staging / "file-link")
     with pytest.raises(ProtocolError, match="file-link"):
         send(receiver, piece("file-link", b"x"))
@@ -196,6 +199,28 @@ def test_a_file_sent_twice_or_inside_a_file_is_a_protocol_violation(tmp_path: Pa
     receiver.discard()
 
 
+def test_an_entry_whose_folder_was_not_sent_before_it_is_a_protocol_violation(tmp_path: Path) -> None:
+    # Before: the folders on the way were made, neither counted nor charged: 2,000 files 63 folders deep, sent
+    # with no folder, were saved as 2,000 files and 0 folders and put 124,001 folders (485 MB) into the host folder.
+    dest = tmp_path / "ws"
+    dest.mkdir()
+    (dest / "kept.txt").write_bytes(b"previous")
+    deep = "/".join(["d0", *["a"] * 61, "f"])
+    for entries, received in (
+        ([piece(deep, b"")], {}),
+        ([folder("d1/a")], {}),
+        ([folder("d2"), piece("d2/a/f", b"x")], {"d2": "dir"}),
+        ([piece("d3", b"a file"), piece("d3/f", b"x")], {"d3": b"a file"}),
+    ):
+        receiver = WorkspaceReceiver(dest, max_bytes=100_000)
+        with pytest.raises(ProtocolError, match="before its folder was sent"):
+            send(receiver, *entries)
+        assert tree_of(receiver.staging) == received  # no folder made on the way
+        receiver.discard()
+    assert tree_of(dest) == {"kept.txt": b"previous"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+
+
 def test_a_save_whose_counts_differ_from_the_sandbox_summary_is_refused(tmp_path: Path) -> None:
     dest = tmp_path / "ws"
     dest.mkdir()
@@ -209,12 +234,39 @@ def test_a_save_whose_counts_differ_from_the_sandbox_summary_is_refused(tmp_path
     assert sorted(os.listdir(tmp_path)) == ["ws"]
 
 
-def test_the_tree_entry_is_never_workspace_content(tmp_path: Path) -> None:
-    receiver = WorkspaceReceiver(tmp_path / "ws", max_bytes=100_000)
-    send(receiver, piece("servers/crm/evil.py", b"x"))
-    receiver.check({"files": 0, "dirs": 0, "bytes": 0})
-    receiver.commit()
-    assert not (tmp_path / "ws" / "servers").exists()
+def test_the_reserved_top_level_names_are_never_saved_and_nothing_piles_up_beside_the_folder(tmp_path: Path) -> None:
+    # Before: a sandbox's `servers/` was dropped but its `.tooltree-save/` (the work folder's name) was received:
+    # the first save moved it into the host folder, and every later save left a full copy of it beside the folder
+    # in `.ws.unmerged-*`, never removed, with a note that another process had taken the name.
+    dest = tmp_path / "ws"
+    (dest / ".tooltree-save").mkdir(parents=True)
+    (dest / ".tooltree-save" / "mine.txt").write_bytes(b"the user's own")
+    record = restored(dest)
+    for _ in range(3):
+        receiver = WorkspaceReceiver(dest, max_bytes=100_000, record=record)
+        send(
+            receiver,
+            folder(".tooltree-save"),
+            piece(".tooltree-save/blob", b"12345"),
+            piece(".tooltree-save/blob", b"678", append=True),
+            piece("servers/crm/evil.py", b"x"),
+            piece("work.txt", b"w"),
+        )
+        receiver.check({"files": 3, "dirs": 1, "bytes": 10})  # what the sandbox sent, all counted
+        receiver.commit()
+        record = receiver.next_record
+        assert receiver.notes == [
+            "the sandbox's .tooltree-save (2 entries) was not saved: that name at the top of a workspace is "
+            "tooltree's own (where saves are received); give it another name to keep it",
+            "the sandbox's servers (1 entry) was not saved: that name at the top of a workspace is tooltree's own "
+            "(the read-only tree of servers); give it another name to keep it",
+        ]
+        assert tree_of(dest) == {
+            ".tooltree-save": "dir",
+            ".tooltree-save/mine.txt": b"the user's own",
+            "work.txt": b"w",
+        }
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
 
 
 def _flatten(batches: list[tuple[str, dict[str, Any]]]) -> tuple[list[Any], list[dict[str, Any]]]:
@@ -643,8 +695,8 @@ def test_a_merge_that_fails_midway_says_where_every_entry_is_and_loses_none(
 
     monkeypatch.setattr("sandbox.workspace_inplace.move_out", move_out_failing_on_the_saved_b)
     receiver = WorkspaceReceiver(dest, max_bytes=100_000, record=record)
-    send(receiver, piece("a.txt", b"a2"), piece("sub/b.txt", b"b2"), piece("sub/mine.txt", b"mine"))
-    receiver.check({"files": 3, "dirs": 0, "bytes": 8})
+    send(receiver, piece("a.txt", b"a2"), folder("sub"), piece("sub/b.txt", b"b2"), piece("sub/mine.txt", b"mine"))
+    receiver.check({"files": 3, "dirs": 1, "bytes": 8})
     with pytest.raises(WorkspaceError, match=f"could not merge the saved workspace into {re.escape(str(dest))}") as e:
         receiver.commit()
     assert receiver.merging  # so the session keeps the saved copy, which the message names

@@ -64,6 +64,7 @@ def test_batches_hold_at_most_their_item_count_however_small_the_items(
 
 def test_a_fresh_save_refuses_a_file_twice_and_a_restore_overwrites_it(tmp_path: Path) -> None:
     with TreeWriter(tmp_path, exclusive=True) as writer:
+        writer.write([b"d"], None, append=False)
         writer.write([b"d", b"f"], b"one", append=False)
         writer.write([b"d", b"f"], b"two", append=True)
         with pytest.raises(FileExistsError):
@@ -73,3 +74,20 @@ def test_a_fresh_save_refuses_a_file_twice_and_a_restore_overwrites_it(tmp_path:
         writer.write([b"d", b"f"], b"new", append=False)
         writer.write([b"e"], None, append=False)
     assert (tmp_path / "d" / "f").read_bytes() == b"new" and os.path.isdir(tmp_path / "e")
+
+
+@pytest.mark.parametrize("exclusive", [True, False])
+def test_an_item_whose_folder_was_not_written_before_it_is_refused_and_no_folder_is_made(
+    tmp_path: Path, exclusive: bool
+) -> None:
+    # Before: the folders on the way were made, so an item 63 folders deep made 62 folders no item had sent.
+    with TreeWriter(tmp_path, exclusive=exclusive) as writer:
+        for parts, data in (([b"d", *[b"a"] * 61, b"f"], b""), ([b"d", b"a"], None)):
+            with pytest.raises(FileNotFoundError, match="the folder it is in was not sent before it"):
+                writer.write(parts, data, append=False)
+        writer.write([b"d"], None, append=False)
+        writer.write([b"d"], None, append=False)  # a folder that is there already is no error
+        writer.write([b"d", b"f"], b"x", append=False)
+        with pytest.raises(NotADirectoryError):
+            writer.write([b"d", b"f", b"g"], b"x", append=False)
+    assert [(d, sorted(f)) for d, _, f in os.walk(tmp_path)] == [(str(tmp_path), []), (str(tmp_path / "d"), ["f"])]

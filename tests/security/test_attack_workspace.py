@@ -304,3 +304,42 @@ def test_a_folder_swapped_for_a_file_and_paths_past_path_max_on_the_host_are_sav
         out = run_ok(sb, "import os\nprint(sum(len(d) for _, d, _ in os.walk('/workspace/' + 'x' * 250)))\n")
     assert out == "14\n"
     assert sorted(p.name for p in workspace.parent.iterdir()) == ["ws"]
+
+
+WORK_FOLDER_NAME = """\
+import os
+os.makedirs('/workspace/.tooltree-save/sub', exist_ok=True)
+open('/workspace/.tooltree-save/sub/blob', 'wb').write(os.urandom(1 << 20))
+open('/workspace/work.txt', 'w').write('the work')
+"""
+
+
+def test_a_tooltree_save_folder_made_by_a_script_is_never_saved_and_leaves_no_copy_beside_the_folder(
+    bare_backend: DockerBackend, tmp_path: Path
+) -> None:
+    # Before: the sandbox's `.tooltree-save/` (the work folder's name) was received and moved into the host folder,
+    # and every later save left a full copy of it beside the folder in `.ws.unmerged-*`, never removed, with a note
+    # that another process had taken the name (100 MB a session: 101M, 201M, 301M); a host folder of that name
+    # made every save do so.
+    workspace = tmp_path / "ws"
+    (workspace / ".tooltree-save").mkdir(parents=True)
+    (workspace / ".tooltree-save" / "mine.txt").write_bytes(b"the user's own")
+    note = (
+        "the sandbox's .tooltree-save (3 entries) was not saved: that name at the top of a workspace is tooltree's "
+        "own (where saves are received); give it another name to keep it"
+    )
+    with Sandbox(bare_backend, workspace=workspace) as sb:
+        run_ok(sb, WORK_FOLDER_NAME)
+        sb.save_workspace()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+    assert sb.workspace_notes == [note, note]
+    with Sandbox(bare_backend, workspace=workspace) as sb:  # never restored: the script's copy is gone with it
+        assert run_ok(sb, "import os\nprint(os.path.exists('.tooltree-save'))\n") == "False\n"
+    assert sb.workspace_notes == []
+    assert snapshot(workspace) == {
+        b".tooltree-save": None,
+        b".tooltree-save/mine.txt": b"the user's own",
+        b"work.txt": b"the work",
+        **{k: v for k, v in snapshot(workspace).items() if k.startswith(b"skills")},
+    }
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
