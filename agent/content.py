@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +20,9 @@ from tool_tree.text import size
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 LEDGER_LINES = 8
+LEDGER_GROUPS = 20
+"""Tools the short ledger names one line each when there are many calls (a script may call thousands of
+distinct names, refused ones included); the rest are one line."""
 MAX_RESULT_CHARS = 500_000
 """Characters of text one MCP tool result brings into the conversation (about 125,000 tokens: room
 left in a 200,000-token context, and a 200 KB document still arrives whole); a longer text keeps its
@@ -119,22 +121,29 @@ def cap_text(blocks: list[dict[str, Any]], max_chars: int) -> list[dict[str, Any
     return out
 
 
-def ledger(calls: Sequence[ToolCallRecord]) -> str:
-    """The short call ledger: one line per call, or per tool when there are many calls."""
+def ledger(calls: Sequence[ToolCallRecord], omitted: int = 0) -> str:
+    """The short call ledger: one line per call, or per tool when there are many calls (at most
+    `LEDGER_GROUPS` tools, those called most first); ``omitted`` calls past the listed ones are counted."""
     if not calls:
         return ""
     total = sum(c.response_bytes for c in calls)
-    head = f"tool calls from the script: {len(calls)}, {size(total)} of results kept in the sandbox"
+    head = f"tool calls from the script: {len(calls) + omitted}, {size(total)} of results kept in the sandbox"
+    more = [f"  … {omitted} more call(s) not listed"] if omitted else []
     if len(calls) <= LEDGER_LINES:
-        return head + "\n" + "\n".join(f"  {c.line()}" for c in calls)
-    counts = Counter(f"{c.server}.{c.tool}" for c in calls)
+        return "\n".join([head, *(f"  {c.line()}" for c in calls), *more])
+    groups: dict[str, list[ToolCallRecord]] = {}
+    for c in calls:
+        groups.setdefault(f"{c.server}.{c.tool}", []).append(c)
+    named = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
     lines = [head]
-    for name, n in sorted(counts.items()):
-        group = [c for c in calls if f"{c.server}.{c.tool}" == name]
+    for name, group in sorted(named[:LEDGER_GROUPS]):
         failed = [c for c in group if not c.ok]
         status = "all ok" if not failed else f"{len(failed)} failed, first: {failed[0].error or 'error'}"
-        lines.append(f"  {name} ×{n}: {status} ({size(sum(c.response_bytes for c in group))})")
-    return "\n".join(lines)
+        lines.append(f"  {name} ×{len(group)}: {status} ({size(sum(c.response_bytes for c in group))})")
+    if rest := named[LEDGER_GROUPS:]:
+        failures = sum(1 for _, group in rest for c in group if not c.ok)
+        lines.append(f"  … {len(rest)} more tools, {sum(len(g) for _, g in rest)} calls ({failures} failed)")
+    return "\n".join(lines + more)
 
 
 def execution_blocks(result: ExecutionResult) -> list[dict[str, Any]]:
@@ -153,7 +162,7 @@ def execution_blocks(result: ExecutionResult) -> list[dict[str, Any]]:
     if result.state_reset:
         parts.append("[the interpreter was restarted: variables and imports are gone; files remain]")
     if result.tool_calls:
-        parts.append(ledger(result.tool_calls))
+        parts.append(ledger(result.tool_calls, result.tool_calls_omitted))
     if not parts:
         parts.append("(the script printed nothing)")
     blocks = [text_block("\n\n".join(parts))]

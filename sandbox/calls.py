@@ -11,7 +11,8 @@ holds the MCP sessions) becomes a task on that loop, and its answer is written f
 write that never blocks (`sandbox._supervisor.wire.FrameSender`) — unless the result is too large
 to encode there without holding up every other session's calls (`sandbox.call_limits.SMALL`). A
 call to a synchronous bridge, and a search, run on a small thread pool. Either way the host keeps
-the ledger of the execution's calls itself.
+the ledger of the execution's calls itself, the names (the script's) and errors (which may quote them)
+cleaned and cut short as they go in (`sandbox.results.ledger_name`, `ledger_error`).
 
 A search costs the host far more than its frame (up to about 0.5 s of CPU to embed a long query), so
 a session runs one at a time, a search whose execution has ended by its turn is dropped unrun, and
@@ -21,6 +22,9 @@ session's search budget (`sandbox.request_budget`); once spent, searches are ref
 When an execution ends (the script returned, timed out or was cancelled), the tool calls still
 waiting for their server are cancelled (their answer has no reader any more, and a slow call must
 not hold the server's slots for the next script) and go into the ledger as cancelled.
+
+(Over 400 lines: one class, whose call, search and ledger paths share its lock and the state of the
+execution running.)
 """
 
 from __future__ import annotations
@@ -41,14 +45,17 @@ from sandbox._supervisor.wire import MAX_FRAME_VALUES
 from sandbox.bridge import ToolBridge, ToolCallRefused, resolve, shared_loop
 from sandbox.call_limits import ArgumentsRefused, CallSize, InFlight, is_small, measure
 from sandbox.request_budget import SEARCH_BURST_SECONDS, SEARCH_RATE, RequestBudget
-from sandbox.results import ToolCallRecord
+from sandbox.results import LEDGER_NAME_CHARS, ToolCallRecord, ledger_error, ledger_name
 from tool_tree.search import on_this_thread
 
 logger = logging.getLogger(__name__)
 
 MAX_CALLS_IN_FLIGHT = 64
+MAX_LEDGER = 2_000
+"""Calls of one execution the ledger lists (the bridge's default budget of calls); the rest are only counted
+(refused calls cost no budget: a script made 21,000 of them, about 1 KB each, in 30 s)."""
 MAX_RESULT_BYTES = 8 * 1024 * 1024
-NAME_CHARS = 256
+NAME_CHARS = LEDGER_NAME_CHARS  # the longest server or tool name a call may give: a longer one is refused
 _SEARCH_ANSWER_CHARS = 256 * 1024
 """tool_tree.search renders at most 64,000 characters; another bridge may not."""
 
@@ -94,6 +101,7 @@ class CallServer:
         self._in_flight = 0
         self.arguments_in_flight = InFlight()
         self._ledger: list[ToolCallRecord] = []
+        self._omitted = 0  # calls of this execution past `MAX_LEDGER`, not in the ledger
         self._tasks: set[asyncio.Task[None]] = set()  # touched on the loop only; keeps running calls referenced
         self._waiting: dict[int, tuple[str, str, int, float]] = {}
         """Tool calls of this execution not answered yet, by the identity of their params (a call id comes
@@ -109,12 +117,18 @@ class CallServer:
     def begin(self) -> None:
         """An execution starts: calls are accepted, into a fresh ledger."""
         with self._lock:
-            self._executing, self._ledger = True, []
+            self._executing, self._ledger, self._omitted = True, [], 0
             self._execution += 1
+
+    @property
+    def omitted(self) -> int:
+        """Calls of the execution (the one running, or the last) past `MAX_LEDGER`: counted, not listed."""
+        with self._lock:
+            return self._omitted
 
     def end(self) -> list[ToolCallRecord]:
         """The execution ended: calls are refused from now on, those still waiting for their server are
-        cancelled; the ledger of its calls, the cancelled ones last."""
+        cancelled; the ledger of its calls (the first `MAX_LEDGER`, see `omitted`), the cancelled ones last."""
         now = time.monotonic()
         with self._lock:
             self._executing = False
@@ -147,9 +161,10 @@ class CallServer:
             return
         assert params is not None  # refused above
         if method == "tool_call":
+            server, tool = ledger_name(params["server"]), ledger_name(params["tool"])
             with self._lock:
-                request_bytes = size.bytes if size is not None else 0
-                self._waiting[id(params)] = (params["server"], params["tool"], request_bytes, time.monotonic())
+                request_bytes = size.bytes if size is not None else 0  # as they travel: UTF-8 JSON
+                self._waiting[id(params)] = (server, tool, request_bytes, time.monotonic())
         try:
             if method == "tool_call" and self._on_loop:
                 loop = self.tool_loop or shared_loop()
@@ -234,7 +249,7 @@ class CallServer:
             except ToolCallRefused as e:
                 error = {"code": e.code, "message": e.message}
             except Exception:  # the bridge is foreign code: its bug must not kill the session
-                logger.exception("tool call %s.%s failed in the bridge", params["server"], params["tool"])
+                logger.exception("tool call %r.%r failed in the bridge", params["server"], params["tool"])
                 error = {"code": "internal", "message": "the tool call failed on the host"}
             answer = functools.partial(self._answer, channel, call_id, params, size, started, value, error)
             if error is None and not (isinstance(value, dict) and is_small(value)):
@@ -270,7 +285,7 @@ class CallServer:
             except ToolCallRefused as e:
                 error = {"code": e.code, "message": e.message}
             except Exception:  # the bridge is foreign code: its bug must not kill the session
-                logger.exception("tool call %s.%s failed in the bridge", params["server"], params["tool"])
+                logger.exception("tool call %r.%r failed in the bridge", params["server"], params["tool"])
                 error = {"code": "internal", "message": "the tool call failed on the host"}
             self._answer(channel, call_id, params, size, started, value, error)
         finally:
@@ -358,15 +373,16 @@ class CallServer:
             result = value if error is None else None
             if error is not None:
                 response_bytes = 0  # refused here: none of it reached the sandbox (the message says how big)
-        elapsed_ms = (time.monotonic() - started) * 1000
+        elapsed_ms = round((time.monotonic() - started) * 1000, 1)
         ok = error is None and not (result or {}).get("isError")
-        message = error["message"] if error else (None if ok else "the tool reported an error")
-        request_bytes = size.bytes if size is not None else 0  # as they travel, UTF-8 JSON (measured on arrival)
-        server, tool = params["server"], params["tool"]
-        record = ToolCallRecord(server, tool, ok, request_bytes, response_bytes, round(elapsed_ms, 1), message)
-        with self._lock:
-            if self._executing and self._waiting.pop(id(params), None) is not None:
-                self._ledger.append(record)
+        message = ledger_error(error["message"]) if error else (None if ok else "the tool reported an error")
+        with self._lock:  # server, tool and request bytes as the call arrived: its names already cleaned
+            if self._executing and (waiting := self._waiting.pop(id(params), None)) is not None:
+                server, tool, sent, _ = waiting
+                if len(self._ledger) < MAX_LEDGER:
+                    self._ledger.append(ToolCallRecord(server, tool, ok, sent, response_bytes, elapsed_ms, message))
+                else:
+                    self._omitted += 1
         channel.respond(call_id, result=result, error=error)
 
 

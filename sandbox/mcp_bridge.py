@@ -92,7 +92,9 @@ class AuditLog:
             self._stream, self._owned = target, False
 
     def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, sort_keys=True)
+        """Append ``record``: ASCII JSON, so a line shown in a terminal carries none of the script's control or
+        bidi characters (names and errors come from it; U+202E and 8-bit controls went out raw)."""
+        line = json.dumps(record, ensure_ascii=True, sort_keys=True)
         with self._lock:
             self._stream.write(line + "\n")
             self._stream.flush()

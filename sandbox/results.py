@@ -27,6 +27,14 @@ _ESCAPES = re.compile(
 )
 _CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
+LEDGER_NAME_CHARS = 256
+"""The most of a server or tool name a ledger entry shows (as long as a call's name may be)."""
+LEDGER_ERROR_CHARS = MAX_ERROR_CHARS
+"""The most of an error a ledger entry shows: as much as of an execution's own error, which holds whole the
+longest message the bridge writes itself (a failed server's last stderr lines, at most 1,500 characters, under
+its reason); only a runaway or hostile message is cut."""
+_INDENT = "    "
+
 _MAGIC = {
     "image/png": (b"\x89PNG\r\n\x1a\n",),
     "image/jpeg": (b"\xff\xd8\xff",),
@@ -39,6 +47,35 @@ def clean_text(text: str) -> str:
     text = _ESCAPES.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return _CONTROLS.sub("", text)
+
+
+def ledger_name(name: str) -> str:
+    """A server or tool name as the ledger shows it: cleaned (`clean_text`), on one line (white space runs
+    become one space), at most `LEDGER_NAME_CHARS` characters (the first ones, and ``…``)."""
+    window = 2 * LEDGER_NAME_CHARS
+    return _cut(" ".join(clean_text(name[:window]).split()), LEDGER_NAME_CHARS, len(name) > window)
+
+
+def ledger_error(message: Any) -> str:
+    """An error as the ledger shows it: cleaned (`clean_text`), each line after the first indented by at
+    least four spaces (so none passes for a line of the ledger, or of what prints it; the bridge's own
+    indented lines stay as they are), at most `LEDGER_ERROR_CHARS` characters (the first ones, and ``…``).
+
+    Only the first ``2 × LEDGER_ERROR_CHARS`` characters are looked at: a message of any size costs the
+    same (this may run on the event loop every session's calls share).
+    """
+    text = message if isinstance(message, str) else str(message)
+    window = 2 * LEDGER_ERROR_CHARS
+    first, *rest = clean_text(text[:window]).rstrip().split("\n")
+    lines = [first, *(line if line.startswith(_INDENT) else _INDENT + line for line in rest)]
+    return _cut("\n".join(lines), LEDGER_ERROR_CHARS, len(text) > window)
+
+
+def _cut(text: str, limit: int, longer: bool) -> str:
+    """``text`` in at most ``limit`` characters, ending in ``…`` when cut (or when the original was ``longer``)."""
+    if len(text) <= limit and not longer:
+        return text
+    return text[: limit - 1].rstrip() + "…"
 
 
 def image_type_matches(data: bytes, mime: str) -> bool:
@@ -61,7 +98,8 @@ class ShownImage:
 
 @dataclass(frozen=True)
 class ToolCallRecord:
-    """One line of the tool-call ledger, as the host saw the call."""
+    """One line of the tool-call ledger, as the host saw the call (`sandbox.calls` cleans the names and
+    error a script gave, with `ledger_name` and `ledger_error`)."""
 
     server: str
     tool: str
@@ -93,7 +131,8 @@ class ExecutionResult:
         state_reset: the interpreter was restarted (timeout or crash): variables and imports are gone.
         cancelled: `Sandbox.cancel` stopped the run.
         images: images shown with ``show_image``.
-        tool_calls: the ledger of tool calls the script made.
+        tool_calls: the ledger of tool calls the script made (the first `sandbox.calls.MAX_LEDGER`).
+        tool_calls_omitted: calls made past those, counted only.
         stdout_path / stderr_path: the workspace file holding the whole output, when truncated.
     """
 
@@ -108,6 +147,7 @@ class ExecutionResult:
     cancelled: bool = False
     images: list[ShownImage] = field(default_factory=list)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    tool_calls_omitted: int = 0
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     stdout_path: str | None = None
@@ -120,7 +160,8 @@ class ExecutionResult:
 
     def ledger(self) -> str:
         """The tool-call ledger, one call per line."""
-        return "\n".join(c.line() for c in self.tool_calls)
+        more = [f"… {self.tool_calls_omitted} more call(s) not listed"] if self.tool_calls_omitted else []
+        return "\n".join([*(c.line() for c in self.tool_calls), *more])
 
 
 def _str(value: Any, cap: int) -> str | None:
@@ -160,7 +201,12 @@ def _images(raw: Any) -> list[ShownImage]:
 
 
 def parse_execution(
-    raw: dict[str, Any], *, max_chars: int, duration: float, tool_calls: list[ToolCallRecord]
+    raw: dict[str, Any],
+    *,
+    max_chars: int,
+    duration: float,
+    tool_calls: list[ToolCallRecord],
+    tool_calls_omitted: int = 0,
 ) -> ExecutionResult:
     """Build a result from the supervisor's (untrusted) report."""
     stdout, out_cut, out_path = _preview(raw.get("stdout"), max_chars, "stdout")
@@ -183,6 +229,7 @@ def parse_execution(
         cancelled=raw.get("cancelled") is True,
         images=_images(raw.get("images")),
         tool_calls=tool_calls,
+        tool_calls_omitted=tool_calls_omitted,
         stdout_truncated=out_cut,
         stderr_truncated=err_cut,
         stdout_path=out_path,

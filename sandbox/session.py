@@ -255,7 +255,11 @@ class Sandbox:
             finally:
                 ledger = self._calls.end()
             return parse_execution(
-                raw, max_chars=self.config.output_chars, duration=time.monotonic() - started, tool_calls=ledger
+                raw,
+                max_chars=self.config.output_chars,
+                duration=time.monotonic() - started,
+                tool_calls=ledger,
+                tool_calls_omitted=self._calls.omitted,
             )
 
     def cancel(self) -> bool:

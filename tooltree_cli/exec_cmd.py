@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import base64
+import errno
 import json
+import os
+import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +31,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="run a Python script in the sandbox, with the tree's tools",
         description="Run a script in a hardened container; its tool calls go through the bridge to the real "
         f"servers. Exit {EXIT_OK} when the script succeeded, {EXIT_SCRIPT} when it failed or timed out, {EXIT_USAGE} "
-        f"for usage errors, {EXIT_SANDBOX} when the sandbox failed or the workspace could not be saved (the script's "
-        "output is printed first).",
+        f"for usage errors, {EXIT_SANDBOX} when the sandbox failed or the workspace or an image could not be saved "
+        "(the script's output is printed first).",
     )
     p.add_argument("script", nargs="?", help="the script file ('-' for standard input)")
     p.add_argument("-c", dest="code", metavar="CODE", help="the code to run, instead of a file")
@@ -38,7 +42,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument(
         "--timeout", type=positive_seconds, help="wall-clock limit in seconds (default: the config's, or 30)"
     )
-    p.add_argument("--images", metavar="DIR", help="save images the script shows into this folder")
+    p.add_argument(
+        "--images",
+        metavar="DIR",
+        help="save images the script shows into this folder, as image-N.png (or .jpg, .gif, .webp) numbered on from "
+        "the highest image-N already there: no file is ever overwritten, nor a link followed",
+    )
     p.add_argument("--audit", metavar="FILE", help="append one JSON line per tool call to this file")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.set_defaults(handler=run)
@@ -61,6 +70,8 @@ class _UsageError(Exception):
 
 _ENVELOPE_BYTES = 1024
 """What the execute request adds to the script's text on the wire (method, id, limits)."""
+LEDGER_LINES = 100
+"""Calls the printout lists one line each (``--json`` lists every one the ledger holds)."""
 
 
 def _read_code(args: argparse.Namespace) -> tuple[str, str | None]:
@@ -154,22 +165,46 @@ def run(args: argparse.Namespace) -> int:
             code, tree, config, settings, workspace=args.workspace, audit=args.audit, filename=filename
         )
     except (EngineUnavailableError, ImageError) as e:
-        print(f"tooltree: error: {e}", file=sys.stderr)
+        print(f"tooltree: error: {_shown(str(e))}", file=sys.stderr)
         return EXIT_SANDBOX
-    except SandboxError as e:
-        print(f"tooltree: error: the sandbox failed: {e}", file=sys.stderr)
+    except SandboxError as e:  # may quote the container's own words (its stderr, an error it sent)
+        print(f"tooltree: error: the sandbox failed: {_shown(str(e))}", file=sys.stderr)
         return EXIT_SANDBOX
-    saved = _save_images(result, Path(args.images)) if args.images else []
+    # A save's message and notes may name what the script made (files, errors the sandbox sent): cleaned.
+    unsaved = _shown(unsaved) if unsaved is not None else None
+    notes = [_shown(note) for note in notes]
+    saved, image_problem = _save_images(result, Path(args.images)) if args.images else ([], None)
     if args.json:
-        print_json({**result_json(result), "workspace_error": unsaved, "workspace_notes": notes})
+        print_json({**result_json(result, saved), "workspace_error": unsaved, "workspace_notes": notes})
     else:
-        _print_human(result, saved)
+        _print_human(result, saved, asked=args.images is not None)
         for note in notes:
             print(f"tooltree: workspace: {note}", file=sys.stderr)
-    if unsaved is not None:  # after the output: a failed save never hides what the script printed
+    # After the output: a failed save never hides what the script printed.
+    if image_problem is not None:
+        print(f"tooltree: error: --images: {image_problem}", file=sys.stderr)
+    if unsaved is not None:
         print(f"tooltree: error: {unsaved}", file=sys.stderr)
+    if unsaved is not None or image_problem is not None:
         return EXIT_SANDBOX
     return EXIT_OK if result.error is None else EXIT_SCRIPT
+
+
+_MESSAGE_CHARS = 4_000
+"""The most of one message from the sandbox's side that is printed: twice what the host keeps of the
+container's words in any one (`sandbox.channel` quotes at most 2,000 characters of them), so only a runaway
+message is cut."""
+
+
+def _shown(text: str) -> str:
+    """A message that may quote the sandbox, as printed: cleaned of terminal escapes and control characters
+    (as the script's output is) and at most `_MESSAGE_CHARS` characters."""
+    from sandbox.results import clean_text
+
+    cleaned = clean_text(text[: 2 * _MESSAGE_CHARS]).rstrip()
+    if len(text) > 2 * _MESSAGE_CHARS or len(cleaned) > _MESSAGE_CHARS:
+        return cleaned[: _MESSAGE_CHARS - 1] + "…"
+    return cleaned
 
 
 def execute(
@@ -207,7 +242,8 @@ def execute(
     return result, None, session.workspace_notes
 
 
-def result_json(result: ExecutionResult) -> dict[str, Any]:
+def result_json(result: ExecutionResult, saved: Sequence[Path] = ()) -> dict[str, Any]:
+    """The result as ``--json`` prints it; ``saved``: where ``--images`` wrote each image (the first ones)."""
     tool_bytes = sum(c.response_bytes for c in result.tool_calls)
     return {
         "stdout": result.stdout,
@@ -232,27 +268,73 @@ def result_json(result: ExecutionResult) -> dict[str, Any]:
             }
             for c in result.tool_calls
         ],
+        "calls_not_listed": result.tool_calls_omitted,
         "images": [
-            {"mime_type": i.mime_type, "bytes": len(i.data), "data": base64.b64encode(i.data).decode("ascii")}
-            for i in result.images
+            {
+                "mime_type": i.mime_type,
+                "bytes": len(i.data),
+                "data": base64.b64encode(i.data).decode("ascii"),
+                "saved_to": str(saved[n]) if n < len(saved) else None,
+            }
+            for n, i in enumerate(result.images)
         ],
         "tool_result_bytes": tool_bytes,
         "printed_bytes": len(result.stdout.encode("utf-8")) + len(result.stderr.encode("utf-8")),
     }
 
 
-def _save_images(result: ExecutionResult, folder: Path) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    saved = []
+_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
+_IMAGE_NAME = re.compile(r"image-(\d{1,18})\.[^.]+")
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+"""A new file or nothing: an existing name, a link (even one to nowhere) included, is refused, never followed."""
+_TRIES = 1_000
+"""Names tried for one image when others keep taking them meanwhile."""
+
+
+def _save_images(result: ExecutionResult, folder: Path) -> tuple[list[Path], str | None]:
+    """Write each image into a new file of ``folder``: the files written, in order, and why the rest were not.
+
+    The files are ``image-N.EXT``, numbered on from the highest ``image-N.*`` already in the folder (the
+    first run writes image-1, image-2, ...; the next one carries on), so the images of one run are numbered
+    in order and after the older ones. Each file is created exclusively: a name taken meanwhile, or a link,
+    is never written through; the next number is used.
+    """
+    if not result.images:
+        return [], None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with os.scandir(folder) as entries:
+            taken = [int(m[1]) for e in entries if (m := _IMAGE_NAME.fullmatch(e.name))]
+    except OSError as e:
+        return [], f"cannot write into {folder}: {e.strerror or e}"
+    number, saved = max(taken, default=0), list[Path]()
     for n, image in enumerate(result.images, 1):
-        ext = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}.get(image.mime_type)
-        path = folder / f"image-{n}.{ext or 'bin'}"
-        path.write_bytes(image.data)
-        saved.append(path)
-    return saved
+        for _ in range(_TRIES):
+            number += 1
+            path = folder / f"image-{number}.{_EXTENSIONS.get(image.mime_type, 'bin')}"
+            try:
+                fd = os.open(path, _CREATE, 0o666)
+            except FileExistsError:
+                continue
+            except OSError as e:
+                if e.errno == errno.ELOOP:  # a link in the way (O_NOFOLLOW): taken as well
+                    continue
+                return saved, f"image {n} could not be saved as {path}: {e.strerror or e}"
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(image.data)
+            except OSError as e:
+                path.unlink(missing_ok=True)  # the file this run just created: nothing half-written is left
+                return saved, f"image {n} could not be saved as {path}: {e.strerror or e}"
+            saved.append(path)
+            break
+        else:
+            return saved, f"image {n} could not be saved: {_TRIES} names in {folder} were taken meanwhile"
+    return saved, None
 
 
-def _print_human(result: ExecutionResult, saved: list[Path]) -> None:
+def _print_human(result: ExecutionResult, saved: list[Path], *, asked: bool = False) -> None:
+    """The result for a person; ``saved``: the files ``--images`` wrote (``asked``: it was given)."""
     if result.stdout:
         sys.stdout.write(result.stdout if result.stdout.endswith("\n") else result.stdout + "\n")
     if result.stderr:
@@ -261,17 +343,24 @@ def _print_human(result: ExecutionResult, saved: list[Path]) -> None:
         sys.stderr.write(result.traceback.rstrip("\n") + "\n")
     elif result.error:
         print(f"error: {result.error}", file=sys.stderr)
-    for c in result.tool_calls:
+    for c in result.tool_calls[:LEDGER_LINES]:
         status = "ok" if c.ok else f"error: {c.error}"
         print(
             f"  call {c.server}.{c.tool}  {status}  {size(c.response_bytes)}  {c.duration_ms:.0f} ms", file=sys.stderr
         )
+    if more := len(result.tool_calls[LEDGER_LINES:]) + result.tool_calls_omitted:
+        listed = f"the first {len(result.tool_calls)}" if result.tool_calls_omitted else "them"
+        print(f"  … {more} more call(s) (--json lists {listed})", file=sys.stderr)
     for n, image in enumerate(result.images):
-        where = f" saved to {saved[n]}" if n < len(saved) else " (use --images DIR to save)"
+        if n < len(saved):
+            where = f" saved to {saved[n]}"
+        else:
+            where = " not saved (see below)" if asked else " (use --images DIR to save)"
         print(f"  image {n + 1}: {image.mime_type}, {size(len(image.data))}{where}", file=sys.stderr)
     info = result_json(result)
     print(
-        f"tooltree: exit {result.exit_status} in {result.duration:.2f} s · {len(result.tool_calls)} tool call(s) · "
+        f"tooltree: exit {result.exit_status} in {result.duration:.2f} s · "
+        f"{len(result.tool_calls) + result.tool_calls_omitted} tool call(s) · "
         f"{size(info['tool_result_bytes'])} of tool results stayed in the sandbox · "
         f"{size(info['printed_bytes'])} printed",
         file=sys.stderr,

@@ -29,3 +29,28 @@ def test_an_image_over_the_apis_limit_and_images_past_the_count_are_left_out_wit
     assert blocks[0]["type"] == "text" and "was left out: the API takes at most 5.0 MB" in blocks[0]["text"]
     assert [b["type"] for b in blocks[1:]] == ["image"] * MAX_IMAGES + ["text", "text"]
     assert blocks[-1]["text"] == f"[an image past the first {MAX_IMAGES} was left out]"
+
+
+def test_the_short_ledger_names_at_most_its_groups_of_tools_and_counts_the_rest() -> None:
+    # Before: one line per distinct tool name, so a script calling 21,000 made-up names (each refused) put
+    # 21,000 lines into the model's context.
+    from agent.content import LEDGER_GROUPS, ledger
+    from sandbox.results import ToolCallRecord
+
+    def record(tool: str, ok: bool = True) -> ToolCallRecord:
+        return ToolCallRecord("crm", tool, ok, 10, 100, 1.0, None if ok else "not in the manifest")
+
+    calls = [record("get_record")] * 30 + [record(f"made_up_{i}", ok=False) for i in range(500)]
+    text = ledger(calls, omitted=7)
+    lines = text.splitlines()
+    assert lines[0] == "tool calls from the script: 537, 51.8 KB of results kept in the sandbox"
+    assert lines[1] == "  crm.get_record ×30: all ok (2.9 KB)"  # the tool called most comes first
+    assert len(lines) == 1 + LEDGER_GROUPS + 2
+    assert lines[-2] == f"  … {500 - LEDGER_GROUPS + 1} more tools, {500 - LEDGER_GROUPS + 1} calls ({481} failed)"
+    assert lines[-1] == "  … 7 more call(s) not listed"
+    few = ledger([record("get_record")], omitted=2).splitlines()
+    assert few == [
+        "tool calls from the script: 3, 100 B of results kept in the sandbox",
+        "  crm.get_record ok (100 B, 1 ms)",
+        "  … 2 more call(s) not listed",
+    ]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import errno
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -108,10 +111,13 @@ def test_exec_shows_the_stderr_of_a_server_that_failed_to_start(
 
 
 @pytest.mark.docker
-def test_exec_saves_images_the_script_shows(
+def test_exec_saves_images_the_script_shows_in_new_files_beside_the_users(
     docker_engine: object, project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    # Before: the user's image-1.png was replaced by the script's image.
     config, tree = project
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "image-1.png").write_bytes(b"my photo")
     code = main(
         [
             "exec",
@@ -125,8 +131,11 @@ def test_exec_saves_images_the_script_shows(
             str(tmp_path / "img"),
         ]
     )
-    assert code == 0, capsys.readouterr().err
-    assert (tmp_path / "img" / "image-1.png").read_bytes().startswith(b"\x89PNG")
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert (tmp_path / "img" / "image-1.png").read_bytes() == b"my photo"
+    assert (tmp_path / "img" / "image-2.png").read_bytes().startswith(b"\x89PNG")
+    assert "  image 1: image/png, " in err and f" saved to {tmp_path / 'img' / 'image-2.png'}\n" in err
 
 
 def test_exec_without_an_engine_says_so_in_one_line(
@@ -289,7 +298,7 @@ def test_exec_help_names_every_exit_code(capsys: pytest.CaptureFixture[str]) -> 
         (exec_cmd.EXIT_OK, "when the script succeeded"),
         (exec_cmd.EXIT_SCRIPT, "when it failed or timed out"),
         (exec_cmd.EXIT_USAGE, "for usage errors"),
-        (exec_cmd.EXIT_SANDBOX, "when the sandbox failed or the workspace could not be saved"),
+        (exec_cmd.EXIT_SANDBOX, "when the sandbox failed or the workspace or an image could not be saved"),
     ):
         assert f"{code} {meaning}" in text
 
@@ -345,3 +354,145 @@ def test_exec_a_script_that_cannot_be_sent_exits_2_before_any_sandbox_starts(
     assert main(["exec", str(script), "--tree", str(tmp_path / "no-tree")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("tooltree: error: " + expected.format(p=script)) and err.count("\n") == 1
+
+
+# What a script can put in a terminal: an OSC 52 clipboard write, clear screen and cursor home, a bidi override,
+# colours, a carriage return (a line of its own over the real one) and an 8-bit CSI.
+OSC52_CLEAR = "\x1b]52;c;cm0gLXJmIH4K\x07\x1b[2J\x1b[H\u202e"
+RED_CR = "\x1b[31mred\x1b[0m\rforged"
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
+@pytest.mark.docker
+def test_exec_prints_the_ledger_of_a_scripts_hostile_call_names_cleaned(
+    docker_engine: object, project: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: the refused call's line went to the terminal as the script wrote its names: the clipboard was
+    # written, the screen cleared, the text reversed, and "forged" printed over the start of the line.
+    config, tree = project
+    script = (
+        "from tool_tree.runtime import call_tool\n"
+        f"try:\n    call_tool({OSC52_CLEAR!r}, {RED_CR!r}, {{}})\n"
+        "except Exception as e:\n    print(type(e).__name__)\n"
+    )
+    argv = ["exec", "-c", script, "--config", str(config), "--tree", str(tree)]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert out == "ToolCallError\n"
+    assert not UNSAFE.search(err), err
+    assert "  call .red forged  error: .red\n    forged is not in this tree's manifest (only generated" in err
+    assert main([*argv, "--json"]) == 0
+    (call,) = json.loads(capsys.readouterr().out)["calls"]
+    assert (call["server"], call["tool"]) == ("", "red forged") and not UNSAFE.search(call["error"])
+
+
+def test_exec_prints_what_the_sandbox_side_said_cleaned(
+    project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A failed save quotes the sandbox's words, a note names what the script made, a broken sandbox quotes its
+    # stderr: all printed cleaned. Before: as they came.
+    from sandbox.errors import SandboxError
+    from sandbox.results import ExecutionResult
+    from tooltree_cli import exec_cmd
+
+    config, tree = project
+    said = f"{OSC52_CLEAR}{RED_CR}\x9b2J" + "x" * 100_000
+    result = ExecutionResult(stdout="", stderr="", exit_status=0, duration=0.1)
+    monkeypatch.setattr(exec_cmd, "execute", lambda *a, **k: (result, f"could not save: {said}", [f"note {said}"]))
+    argv = ["exec", "-c", "print(1)", "--config", str(config), "--tree", str(tree)]
+    assert main(argv) == 4
+    err = capsys.readouterr().err
+    assert not UNSAFE.search(err)
+    assert "tooltree: workspace: note red\nforged" in err and "tooltree: error: could not save: red\nforged" in err
+    assert err.count("x") < 2 * 4_000 and "x…\n" in err  # each cut short
+    assert main([*argv, "--json"]) == 4
+    printed = json.loads(capsys.readouterr().out)
+    assert not UNSAFE.search(printed["workspace_error"] + printed["workspace_notes"][0])
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise SandboxError(f"the sandbox failed to start: {said}")
+
+    monkeypatch.setattr(exec_cmd, "execute", broken)
+    assert main(argv) == 4
+    err = capsys.readouterr().err
+    assert err.startswith("tooltree: error: the sandbox failed: the sandbox failed to start: red\nforged")
+    assert not UNSAFE.search(err)
+
+
+def _shows(monkeypatch: pytest.MonkeyPatch, images: int) -> None:
+    """`tooltree exec` runs no sandbox: the script printed "out" and showed ``images`` PNGs."""
+    from sandbox.results import ExecutionResult, ShownImage
+    from tooltree_cli import exec_cmd
+
+    result = ExecutionResult("out\n", "", 0, 0.1, images=[ShownImage(PNG, "image/png")] * images)
+    monkeypatch.setattr(exec_cmd, "execute", lambda *a, **k: (result, None, []))
+
+
+def test_exec_images_never_overwrite_a_file_or_follow_a_link_even_one_made_after_the_folder_was_read(
+    project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Before: image-1.png was written over the user's file, and image-2.png through the link, wherever it led.
+    from tooltree_cli import exec_cmd
+
+    config, tree = project
+    pics, elsewhere = tmp_path / "pics", tmp_path / "elsewhere"
+    pics.mkdir()
+    (pics / "image-1.png").write_bytes(b"my photo")
+    (pics / "image-2.png").symlink_to(elsewhere)  # to nowhere yet: writing through it would create it
+    monkeypatch.setattr(exec_cmd, "_IMAGE_NAME", re.compile("(?!)"))  # as if both appeared once pics was read
+    _shows(monkeypatch, 2)
+    assert main(["exec", "-c", "pass", "--config", str(config), "--tree", str(tree), "--images", str(pics)]) == 0
+    err = capsys.readouterr().err
+    assert (pics / "image-1.png").read_bytes() == b"my photo" and not elsewhere.exists()
+    assert (pics / "image-3.png").read_bytes() == PNG and (pics / "image-4.png").read_bytes() == PNG
+    assert f"  image 1: image/png, 70 B saved to {pics / 'image-3.png'}\n" in err
+    assert f"  image 2: image/png, 70 B saved to {pics / 'image-4.png'}\n" in err
+
+
+def test_exec_an_image_that_cannot_be_written_is_reported_after_the_output_and_exits_4(
+    project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Before: an OSError before anything was printed: the script's output was lost, and "tooltree: error:
+    # OSError: ..." exited 1, as if the script had failed.
+    config, tree = project
+    real_open = os.open
+
+    def full_disk(path: str | os.PathLike[str], flags: int, mode: int = 0o777) -> int:
+        if str(path).endswith("image-2.png"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real_open(path, flags, mode)
+
+    _shows(monkeypatch, 3)
+    monkeypatch.setattr(os, "open", full_disk)
+    argv = ["exec", "-c", "pass", "--config", str(config), "--tree", str(tree), "--images", str(tmp_path / "pics")]
+    assert main(argv) == 4
+    out, err = capsys.readouterr()
+    assert out == "out\n"
+    assert (
+        f"saved to {tmp_path / 'pics' / 'image-1.png'}\n" in err
+        and "image 2: image/png, 70 B not saved (see below)" in err
+    )
+    assert err.endswith(
+        f"tooltree: error: --images: image 2 could not be saved as {tmp_path / 'pics' / 'image-2.png'}: "
+        "No space left on device\n"
+    )
+    assert sorted(p.name for p in (tmp_path / "pics").iterdir()) == ["image-1.png"]
+
+
+def test_exec_lists_at_most_its_ledger_lines_and_counts_the_other_calls(capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: one line per call however many: a script's 21,000 refused calls were 21,000 lines.
+    from sandbox.results import ExecutionResult, ToolCallRecord
+    from tooltree_cli.exec_cmd import LEDGER_LINES, _print_human, result_json
+
+    calls = [ToolCallRecord("crm", f"t{i}", False, 10, 0, 1.0, "not in the manifest") for i in range(LEDGER_LINES + 5)]
+    result = ExecutionResult(stdout="", stderr="", exit_status=0, duration=1.0, tool_calls=calls, tool_calls_omitted=40)
+    _print_human(result, [])
+    err = capsys.readouterr().err.splitlines()
+    assert sum(line.startswith("  call crm.t") for line in err) == LEDGER_LINES
+    assert f"  … 45 more call(s) (--json lists the first {LEDGER_LINES + 5})" in err
+    assert err[-1].startswith(f"tooltree: exit 0 in 1.00 s · {LEDGER_LINES + 45} tool call(s) · ")
+    info = result_json(result)
+    assert len(info["calls"]) == LEDGER_LINES + 5 and info["calls_not_listed"] == 40

@@ -518,3 +518,13 @@ def test_calls_in_flight_when_an_execution_times_out_are_cancelled_ledgered_and_
             assert after.error is None and after.stdout.strip().endswith("y"), after.traceback
     outcomes = [(line["tool"], line["outcome"]) for line in audit_lines(stream)]
     assert outcomes == [("slow_echo", "cancelled"), ("slow_echo", "ok")]
+
+
+def test_an_audit_line_is_ascii_whatever_the_script_named() -> None:
+    # Before: json.dumps(ensure_ascii=False) left U+202E (bidi override) and 8-bit controls (CSI) raw in the
+    # file a user reads with cat or tail.
+    stream = io.StringIO()
+    AuditLog(stream).write({"server": "crm\u202e", "tool": "x\x9b2Jy", "error": "caf\u00e9 \x1b[31m"})
+    line = stream.getvalue()
+    assert line.isascii() and "\x1b" not in line and line.endswith("\n")
+    assert json.loads(line) == {"error": "caf\u00e9 \x1b[31m", "server": "crm\u202e", "tool": "x\x9b2Jy"}
