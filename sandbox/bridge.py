@@ -16,6 +16,7 @@ A plain function ``(server, tool, arguments) -> result`` works wherever a bridge
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
@@ -39,7 +40,15 @@ class ToolCallRefused(SandboxError):
 
 
 class ToolBridge(ABC):
-    """Carries a script's tool calls to real tools."""
+    """Carries a script's tool calls to real tools.
+
+    Attributes:
+        loop_bound: the bridge's async methods use what lives on one event loop (`McpBridge`: the MCP
+            sessions of its pool), so a session must be given that loop as ``tool_loop``; with none,
+            they would run on the shared background loop, where those things cannot work.
+    """
+
+    loop_bound = False
 
     @abstractmethod
     def call_tool(
@@ -97,12 +106,27 @@ class NoToolsBridge(ToolBridge):
 
 
 def as_bridge(tools: ToolBridge | ToolHandler | None) -> ToolBridge:
-    """A `ToolBridge` for a bridge, a handler function, or None (no tools)."""
+    """A `ToolBridge` for a bridge, a handler function, or None (no tools).
+
+    Raises:
+        TypeError: ``tools`` is none of these (a config file's name, say), which would fail every call.
+    """
     if tools is None:
         return NoToolsBridge()
     if isinstance(tools, ToolBridge):
         return tools
+    if not callable(tools):
+        raise TypeError(
+            f"tools must be a ToolBridge (such as sandbox.mcp_bridge.McpBridge), a function "
+            f"(server, tool, arguments) -> result, or None; got {type(tools).__name__} {_shown(tools)}"
+        )
     return FunctionBridge(tools)
+
+
+def _shown(value: object) -> str:
+    """``value`` as an error message quotes it: its repr, cut at 40 characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 _loop_lock = threading.Lock()
@@ -124,12 +148,32 @@ async def _await(value: Awaitable[T]) -> T:
     return await value
 
 
+LOOP_CLOSED = (
+    "the tools' event loop is closed (the session's tool_loop): the server pool it ran has ended, as when "
+    "its `with BackgroundPool(...)` block is left; use the sandbox inside that block"
+)
+"""Why a tool call (or search) is refused when ``tool_loop`` was closed under a session (code ``tools_closed``)."""
+
+
 def resolve(value: T | Awaitable[T], loop: asyncio.AbstractEventLoop | None) -> T:
     """The value itself, or the result of awaiting it on ``loop`` (or the shared loop).
 
     Must be called from a thread that is not running ``loop``.
+
+    Raises:
+        ToolCallRefused: ``loop`` is closed (`LOOP_CLOSED`, code ``tools_closed``).
     """
-    if isinstance(value, Awaitable):
-        future = asyncio.run_coroutine_threadsafe(_await(cast(Awaitable[T], value)), loop or shared_loop())
-        return future.result()
-    return value
+    if not isinstance(value, Awaitable):
+        return value
+    target = loop or shared_loop()
+    coroutine = _await(cast(Awaitable[T], value))
+    try:
+        future = asyncio.run_coroutine_threadsafe(coroutine, target)
+    except RuntimeError:
+        if not target.is_closed():
+            raise
+        coroutine.close()  # never run, so neither awaited: no "never awaited" warnings
+        if inspect.iscoroutine(value):
+            value.close()
+        raise ToolCallRefused(LOOP_CLOSED, "tools_closed") from None
+    return future.result()

@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from sandbox._supervisor.limits import too_many_values
 from sandbox._supervisor.wire import MAX_FRAME_VALUES
-from sandbox.bridge import ToolBridge, ToolCallRefused, resolve, shared_loop
+from sandbox.bridge import LOOP_CLOSED, ToolBridge, ToolCallRefused, resolve, shared_loop
 from sandbox.call_limits import ArgumentsRefused, CallSize, InFlight, is_small, measure
 from sandbox.request_budget import SEARCH_BURST_SECONDS, SEARCH_RATE, RequestBudget
 from sandbox.results import LEDGER_NAME_CHARS, ToolCallRecord, ledger_error, ledger_name
@@ -165,17 +165,20 @@ class CallServer:
             with self._lock:
                 request_bytes = size.bytes if size is not None else 0  # as they travel: UTF-8 JSON
                 self._waiting[id(params)] = (server, tool, request_bytes, time.monotonic())
+        on_loop = method == "tool_call" and self._on_loop
+        loop = (self.tool_loop or shared_loop()) if on_loop else None
         try:
-            if method == "tool_call" and self._on_loop:
-                loop = self.tool_loop or shared_loop()
+            if loop is not None:
                 loop.call_soon_threadsafe(self._start_call, loop, channel, call_id, params, size)
             else:
                 self._executor.submit(self._serve_in_thread, channel, call_id, method, params, size, execution)
-        except RuntimeError:  # the pool is shut down, or the loop closed
+        except RuntimeError:  # the loop is closed (its pool has ended), or the thread pool shut down (closing)
             self._release(size)
-            with self._lock:
-                self._waiting.pop(id(params), None)
-            channel.respond(call_id, error={"code": "closed", "message": "the session is closing"})
+            if loop is not None and loop.is_closed():
+                error = {"code": "tools_closed", "message": LOOP_CLOSED}
+            else:
+                error = {"code": "closed", "message": "the session is closing"}
+            self._answer(channel, call_id, params, None, time.monotonic(), None, error)  # into the ledger, refused
 
     def _admit(self, method: str, params: dict[str, Any] | None) -> tuple[Refusal | None, CallSize | None, int]:
         """A refusal, or the call counted in flight (with its arguments' size for a tool call); and the

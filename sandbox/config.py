@@ -51,6 +51,23 @@ def _positive(value: Any) -> str | None:
     return None
 
 
+MAX_TIMEOUT = 7 * 24 * 3600.0
+"""The most seconds ``timeout`` and ``start_timeout`` may set (and `Sandbox.execute`'s ``timeout``): a week.
+
+The host waits an execution's timeout plus a grace, and the supervisor arms a timer for it; neither can wait
+longer than `threading.TIMEOUT_MAX` (about 292 years on Linux): past it the wait raises OverflowError."""
+
+
+def _seconds(value: Any) -> str | None:
+    """What is wrong with a number of seconds: positive, finite, at most `MAX_TIMEOUT` (None: nothing)."""
+    return _positive(value) or _at_most_a_week(value)
+
+
+def _at_most_a_week(value: Any) -> str | None:
+    """What is wrong with a positive number of seconds (None: nothing): more than `MAX_TIMEOUT`."""
+    return None if value <= MAX_TIMEOUT else f"expected at most {MAX_TIMEOUT:g} seconds (a week), got {value!r}"
+
+
 def _count(value: Any) -> str | None:
     """What is wrong with a whole number that must be positive (None: nothing)."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -88,9 +105,9 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "nofile": _count,
     "tmp_size": _size,
     "workspace_size": _size,
-    "timeout": _positive,
+    "timeout": _seconds,
     "output_chars": _output_chars,
-    "start_timeout": _positive,
+    "start_timeout": _seconds,
     "workspace_max_bytes": lambda v: None if v is None else _count(v),
     "pip_packages": _pip_packages,
 }
@@ -105,7 +122,7 @@ SETTINGS: dict[str, Setting] = {
     "nofile": Setting(int, "the open-file limit"),
     "tmp_size": Setting(str, "the size of /tmp, such as 64m", check=_size),
     "workspace_size": Setting(str, "the workspace quota, such as 256m", check=_size),
-    "timeout": Setting(float, "seconds one execution may run"),
+    "timeout": Setting(float, "seconds one execution may run", check=_at_most_a_week),
     "output_chars": Setting(int, "characters of output returned per execution", check=_output_chars),
     "runtime": Setting(str, "an OCI runtime such as runsc (gVisor)"),
 }
@@ -127,13 +144,13 @@ class SandboxConfig:
         nofile: open-file limit.
         tmp_size: size of the ``/tmp`` tmpfs (noexec).
         workspace_size: size of the ``/workspace`` tmpfs (the workspace quota).
-        timeout: default wall-clock limit of one execution, in seconds.
+        timeout: default wall-clock limit of one execution, in seconds (at most a week: `MAX_TIMEOUT`).
         output_chars: characters of stdout (and of stderr) returned in a result; more is
             previewed as head and tail, with the whole text in a workspace file.
         runtime: an OCI runtime such as ``runsc`` (gVisor); None for the engine's default.
         owner: the ``tooltree.owner`` label of every container (cleanup selects on it).
         labels: extra labels for every container.
-        start_timeout: seconds to wait for a new container's supervisor to report ready.
+        start_timeout: seconds to wait for a new container's supervisor to report ready (at most a week).
         workspace_max_bytes: most bytes a workspace may hold when saved or restored, counting 4 KiB
             per file or folder; None (default): what fills ``workspace_size`` with the most entries a
             save takes, so whatever fits the container's workspace can be saved (`workspace_bytes`).

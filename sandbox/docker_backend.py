@@ -242,6 +242,9 @@ class DockerBackend(SandboxBackend):
     def launch(self, session_id: str) -> DockerConnection:
         """Create, verify, attach to and start one container.
 
+        However this fails or is interrupted (Ctrl-C) from the create on, the container is removed: by
+        its name when the create's reply never arrived (the engine may have made it all the same).
+
         Raises:
             HardeningError: the created container lacks a required setting (it was removed).
             EngineError: the engine failed.
@@ -251,9 +254,10 @@ class DockerBackend(SandboxBackend):
         spec = container_spec(
             self.config, name=name, session_id=session_id, image=self.image, tree_volume=self.tree_volume
         )
-        container_id = self.docker.create_container(spec)
+        container_id: str | None = None
         attached: AttachSocket | None = None
         try:
+            container_id = self.docker.create_container(spec)
             violations = check_hardening(
                 self.docker.inspect_container(container_id), self.config, tree_volume=self.tree_volume
             )
@@ -264,12 +268,15 @@ class DockerBackend(SandboxBackend):
             self.docker.watch_death(container_id, connection.on_death)
             self.docker.start(container_id)
             return connection
-        except BaseException:
-            self.docker.unwatch(container_id)
+        except BaseException as e:
+            if container_id is None and _refused(e):
+                raise  # the engine answered the create with an error: it made nothing
+            if container_id is not None:
+                self.docker.unwatch(container_id)
             if attached is not None:
                 attached.close()
             with contextlib.suppress(EngineError):
-                self.docker.remove_container(container_id)
+                self.docker.remove_container(container_id or name)
             raise
 
     def verify_ready(self, connection: Connection, status: Mapping[str, Any]) -> None:
@@ -280,16 +287,31 @@ class DockerBackend(SandboxBackend):
             raise HardeningError(connection.name, violations)
 
 
+def _refused(error: BaseException) -> bool:
+    """Whether ``error`` is the engine's answer to a call (an HTTP error status), not a call cut short."""
+    return isinstance(error, EngineError) and error.returncode is not None
+
+
 def run_with_input(engine: DockerEngine, spec: Mapping[str, Any], data: bytes, *, timeout: float) -> tuple[int, str]:
     """Run a throwaway container with ``data`` on its stdin; its exit status and the end of its output.
+
+    The container is named ``spec["name"]``, or ``tooltree-run-<random>``, so that it is removed
+    however this ends, even when interrupted before the create's reply arrived.
 
     Raises:
         EngineError: the engine failed, or the container did not finish within ``timeout`` seconds.
     """
-    container_id = engine.create_container(spec)
+    name = str(spec.get("name") or f"tooltree-run-{uuid.uuid4().hex[:16]}")
+    container_id: str | None = None
     attached: AttachSocket | None = None
     deadline: threading.Timer | None = None
+    refused = False  # the engine answered the create with an error: it made nothing
     try:
+        try:
+            container_id = engine.create_container({**spec, "name": name})
+        except EngineError as e:
+            refused = _refused(e)
+            raise
         attached = engine.attach(container_id)
         deadline = threading.Timer(timeout, attached.abort, args=(f"the container ran longer than {timeout:g} s",))
         deadline.daemon = True
@@ -311,8 +333,9 @@ def run_with_input(engine: DockerEngine, spec: Mapping[str, Any], data: bytes, *
             deadline.cancel()
         if attached is not None:
             attached.close()
-        with contextlib.suppress(EngineError):
-            engine.remove_container(container_id)
+        if not refused:
+            with contextlib.suppress(EngineError):
+                engine.remove_container(container_id or name)
 
 
 def _feed(attached: AttachSocket, data: bytes) -> None:

@@ -28,6 +28,7 @@ import hashlib
 import itertools
 import json
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -109,7 +110,9 @@ class McpBridge(ToolBridge):
 
     Args:
         tree: the generated tree whose manifest is the allowlist.
-        pool: live sessions to the servers (its coroutines run on the session's ``tool_loop``).
+        pool: live sessions to the servers. Its coroutines must run on the loop it was entered on, so a
+            session using this bridge is given that loop: ``Sandbox(tools=bridge, tool_loop=background_pool.loop)``
+            (`loop_bound`: refused without one).
         budgets: per-execution limits; `begin_execution` resets the counters.
         audit: where to write one line per call (None: no audit).
         session: the session id written into audit lines.
@@ -120,9 +123,11 @@ class McpBridge(ToolBridge):
         TreeError: the tree has no readable manifest.
     """
 
+    loop_bound = True
+
     def __init__(
         self,
-        tree: Path,
+        tree: str | os.PathLike[str],
         pool: ServerPool,
         *,
         budgets: Budgets | None = None,
@@ -131,8 +136,8 @@ class McpBridge(ToolBridge):
         verify_live: bool = True,
         manifest: Manifest | None = None,
     ) -> None:
-        self.tree = tree
-        self.manifest = manifest if manifest is not None else Manifest.load(tree)
+        self.tree = Path(tree)
+        self.manifest = manifest if manifest is not None else Manifest.load(self.tree)
         self._tools = {(t.server, t.tool): t for t in self.manifest.tools}
         self._servers = {s.name: s for s in self.manifest.servers}
         self.pool = pool

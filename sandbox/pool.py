@@ -157,8 +157,9 @@ class SandboxPool:
             raise SessionError("the pool is closed")
         if self._thread is None:
             self.start()
-        channel = self._take(timeout)
+        # Made first: arguments it refuses must not cost a warm sandbox.
         sandbox = Sandbox(self.backend, tools=tools, workspace=workspace, tool_loop=tool_loop)
+        channel = self._take(timeout)
         sandbox.attach(channel)
         return sandbox
 

@@ -33,12 +33,13 @@ from typing import Any
 
 from sandbox._supervisor.limits import MAX_LIST_ENTRIES
 from sandbox.backend import SandboxBackend
-from sandbox.bridge import ToolBridge, ToolHandler, as_bridge
+from sandbox.bridge import ToolBridge, ToolHandler
 from sandbox.calls import NAME_CHARS, CallServer
 from sandbox.channel import SessionTimeoutError, SupervisorChannel
-from sandbox.config import WORKSPACE, SandboxConfig
+from sandbox.config import SandboxConfig
 from sandbox.errors import SandboxError, SessionError, WorkspaceError
 from sandbox.results import ExecutionResult, parse_execution
+from sandbox.session_args import check_code, timeout_seconds, tool_bridge, workspace_folder, workspace_relative
 from sandbox.workspace import MAX_ENTRIES, WorkspaceReceiver, iter_restore_batches
 from sandbox.workspace_merge import RestoreRecord
 
@@ -46,28 +47,6 @@ logger = logging.getLogger(__name__)
 
 _GRACE_SECONDS = 15.0
 _OP_TIMEOUT = 120.0
-
-
-def _workspace_folder(path: str | Path) -> Path:
-    """The folder a workspace is restored from and saved into: a link to a folder is followed
-    (the save goes into the folder, and the link stays).
-
-    Raises:
-        WorkspaceError: the path exists and is not a folder.
-    """
-    folder = Path(path)
-    if folder.is_symlink():
-        folder = folder.resolve()
-    if folder.exists() and not folder.is_dir():
-        raise WorkspaceError(f"{path}: not a folder; a workspace is a folder (created when missing)")
-    return folder
-
-
-def _relative(path: str) -> str:
-    """A workspace path as the supervisor wants it: relative (``/workspace/a`` → ``a``)."""
-    if path in (WORKSPACE, WORKSPACE + "/"):
-        return ""
-    return path[len(WORKSPACE) + 1 :] if path.startswith(WORKSPACE + "/") else path
 
 
 def open_channel(backend: SandboxBackend, session_id: str) -> SupervisorChannel:
@@ -79,12 +58,16 @@ def open_channel(backend: SandboxBackend, session_id: str) -> SupervisorChannel:
         SandboxError: the backend could not launch it.
     """
     connection = backend.launch(session_id)
-    channel = SupervisorChannel(connection, session_id)
+    channel: SupervisorChannel | None = None
     try:
+        channel = SupervisorChannel(connection, session_id)
         status = channel.wait_ready(backend.config.start_timeout)
         backend.verify_ready(connection, status)
-    except BaseException:
-        channel.kill()
+    except BaseException:  # an interrupt (Ctrl-C) too: the container is never left behind
+        if channel is not None:
+            channel.kill()
+        else:
+            connection.kill()
         raise
     return channel
 
@@ -98,7 +81,14 @@ class Sandbox:
         workspace: a host directory restored into ``/workspace`` at start and saved back on close.
         config: used only to build the default backend.
         tree: used only to build the default backend.
-        tool_loop: the event loop on which async bridge methods run.
+        tool_loop: the event loop on which async bridge methods run; for an `McpBridge`, the loop of
+            its server pool (``BackgroundPool.loop``): required.
+
+    Raises:
+        TypeError: ``tools`` is not a `ToolBridge`, a function or None.
+        ValueError: ``tools`` is an `McpBridge` (a bridge whose ``loop_bound`` is true) and ``tool_loop``
+            is None.
+        WorkspaceError: ``workspace`` exists and is not a folder.
     """
 
     def __init__(
@@ -111,14 +101,15 @@ class Sandbox:
         tree: str | Path | None = None,
         tool_loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
+        bridge = tool_bridge(tools, tool_loop)
         if backend is None:
             from sandbox.docker_backend import DockerBackend
 
             backend = DockerBackend(config, tree=tree)
         self.backend = backend
         self.config = backend.config
-        self.bridge = as_bridge(tools)
-        self.workspace = _workspace_folder(workspace) if workspace is not None else None
+        self.bridge = bridge
+        self.workspace = workspace_folder(workspace) if workspace is not None else None
         self.workspace_notes: list[str] = []
         """What the user should know about the saves so far (conflicts kept beside, links not saved)."""
         self._restored: RestoreRecord | None = None
@@ -145,8 +136,16 @@ class Sandbox:
             WorkspaceError: the workspace could not be restored.
             SandboxError: anything else the backend raises.
         """
+        if self._closed:
+            raise SessionError("the sandbox session is closed")
         if self._channel is None:
-            self.attach(open_channel(self.backend, self.session_id))
+            channel = open_channel(self.backend, self.session_id)
+            try:
+                self.attach(channel)
+            except BaseException:  # an interrupt during the restore too: the container goes, the folder stays
+                self._channel = channel
+                self.kill()
+                raise
         return self
 
     def attach(self, channel: SupervisorChannel) -> None:
@@ -175,6 +174,9 @@ class Sandbox:
                     f"make it fit (at most {MAX_ENTRIES} files and folders, {self.config.workspace_size} of data: "
                     "sandbox setting workspace_size) or start without it"
                 ) from None
+            except BaseException:  # interrupted (Ctrl-C): likewise, nothing saved and the container destroyed
+                self.kill()
+                raise
 
     def __enter__(self) -> Sandbox:
         return self.start()
@@ -228,11 +230,17 @@ class Sandbox:
         A script that raises, exits non-zero or times out gives a result with ``error`` set, not
         an exception; after a timeout the session stays usable (with fresh interpreter state).
 
+        ``timeout`` is in seconds, more than 0 and at most a week (`sandbox.config.MAX_TIMEOUT`); None: the config's.
+
         Raises:
+            TypeError: ``code`` is not a str, ``timeout`` not a number, or ``filename`` not a str
+                (checked before anything runs or changes).
+            ValueError: ``timeout`` is not more than 0 and at most a week (NaN and infinity included).
             SessionError: the session is closed or broken, or the sandbox stopped answering
                 (it is then destroyed).
         """
-        limit = self.config.timeout if timeout is None else timeout
+        check_code(code, filename)
+        limit = self.config.timeout if timeout is None else timeout_seconds(timeout)
         with self._lock:
             channel = self._require_channel()
             self.bridge.begin_execution()
@@ -285,7 +293,7 @@ class Sandbox:
         """`execute` for async callers (runs in a worker thread).
 
         Raises:
-            SessionError: as `execute`.
+            TypeError, ValueError, SessionError: as `execute`.
         """
         return await asyncio.to_thread(self.execute, code, timeout=timeout, filename=filename)
 
@@ -311,7 +319,7 @@ class Sandbox:
         """
         with self._lock:
             raw = self._require_channel().request(
-                "workspace.read", {"path": _relative(path), "max_bytes": max_bytes}, timeout=_OP_TIMEOUT
+                "workspace.read", {"path": workspace_relative(path), "max_bytes": max_bytes}, timeout=_OP_TIMEOUT
             )
         try:
             data = base64.b64decode(str(raw.get("data", "")), validate=True)
@@ -329,7 +337,7 @@ class Sandbox:
         limit = min(limit, MAX_LIST_ENTRIES)
         with self._lock:
             raw = self._require_channel().request(
-                "workspace.list", {"path": _relative(path), "limit": limit}, timeout=_OP_TIMEOUT
+                "workspace.list", {"path": workspace_relative(path), "limit": limit}, timeout=_OP_TIMEOUT
             )
         entries = raw.get("entries")
         out: list[dict[str, Any]] = []
@@ -347,7 +355,7 @@ class Sandbox:
         Raises:
             WorkspaceError: no destination, or the copy was refused or failed.
         """
-        target = _workspace_folder(dest) if dest is not None else self.workspace
+        target = workspace_folder(dest) if dest is not None else self.workspace
         if target is None:
             raise WorkspaceError("no workspace directory to save into")
         own = target == self.workspace

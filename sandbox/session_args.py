@@ -1,0 +1,86 @@
+"""The checks of `sandbox.session.Sandbox`'s arguments: each wrong one refused by name, before anything
+runs or changes (a wrong one used to fail later, and elsewhere: every tool call, or the session's state)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from sandbox.bridge import ToolBridge, ToolHandler, as_bridge
+from sandbox.config import MAX_TIMEOUT, WORKSPACE
+from sandbox.errors import WorkspaceError
+
+
+def shown(value: object) -> str:
+    """``value`` as an error message quotes it: its repr, cut at 40 characters."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int of more digits than Python prints
+        return "(an integer too long to print)"
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def tool_bridge(tools: ToolBridge | ToolHandler | None, tool_loop: asyncio.AbstractEventLoop | None) -> ToolBridge:
+    """The session's bridge for ``tools`` (`as_bridge`), checked against ``tool_loop``.
+
+    Raises:
+        TypeError: ``tools`` is not a `ToolBridge`, a function or None.
+        ValueError: the bridge is ``loop_bound`` (`McpBridge`) and ``tool_loop`` is None.
+    """
+    bridge = as_bridge(tools)
+    if bridge.loop_bound and tool_loop is None:
+        # Its calls would run on the shared background loop: they worked, but the servers they started were
+        # tied to that loop, so the pool's loop could not stop them (leaving the pool waited 60 s for them).
+        raise ValueError(
+            f"tools: {type(bridge).__name__} calls servers whose sessions live on its pool's event loop; "
+            "pass that loop too: Sandbox(..., tools=bridge, tool_loop=pool.loop) with pool the BackgroundPool"
+        )
+    return bridge
+
+
+def check_code(code: object, filename: object) -> None:
+    """Raises: TypeError: ``code`` is not a str, or ``filename`` neither a str nor None."""
+    if not isinstance(code, str):
+        raise TypeError(f"code must be a str (the Python source to run), got {type(code).__name__} {shown(code)}")
+    if filename is not None and not isinstance(filename, str):
+        raise TypeError(f"filename must be a str or None, got {type(filename).__name__} {shown(filename)}")
+
+
+def timeout_seconds(timeout: object) -> float:
+    """`Sandbox.execute`'s ``timeout``, checked as `SandboxConfig` checks its own.
+
+    Raises:
+        TypeError: not an int or float.
+        ValueError: not more than 0 and at most `MAX_TIMEOUT` (NaN and infinity included).
+    """
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(
+            f"timeout must be a number of seconds (int or float) or None, got {type(timeout).__name__} {shown(timeout)}"
+        )
+    if not 0 < timeout <= MAX_TIMEOUT:
+        raise ValueError(
+            f"timeout must be more than 0 and at most {MAX_TIMEOUT:g} seconds (a week), got {shown(timeout)}"
+        )
+    return float(timeout)
+
+
+def workspace_folder(path: str | Path) -> Path:
+    """The folder a workspace is restored from and saved into: a link to a folder is followed
+    (the save goes into the folder, and the link stays).
+
+    Raises:
+        WorkspaceError: the path exists and is not a folder.
+    """
+    folder = Path(path)
+    if folder.is_symlink():
+        folder = folder.resolve()
+    if folder.exists() and not folder.is_dir():
+        raise WorkspaceError(f"{path}: not a folder; a workspace is a folder (created when missing)")
+    return folder
+
+
+def workspace_relative(path: str) -> str:
+    """A workspace path as the supervisor wants it: relative (``/workspace/a`` → ``a``)."""
+    if path in (WORKSPACE, WORKSPACE + "/"):
+        return ""
+    return path[len(WORKSPACE) + 1 :] if path.startswith(WORKSPACE + "/") else path
