@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.errors import AgentSetupError
 from tool_tree.config import Config, Setting
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
@@ -58,3 +59,31 @@ def agent_settings(config: Config | None) -> dict[str, Any]:
         ConfigError: an unknown key or a value of the wrong type (file, line, key).
     """
     return config.section("agent").read(SETTINGS) if config is not None else {}
+
+
+COUNT_MINIMUMS = {"max_turns": 1, "token_budget": 1, "max_tokens": 1, "max_retries": 0}
+"""The least each count of `Agent` may be (as the command line's options take them)."""
+
+
+def check_arguments(config: object, **counts: object) -> None:
+    """Check what `Agent` is given: ``config`` is a `Config`, each of ``counts`` (named as in
+    `COUNT_MINIMUMS`) is None or a whole number of at least its minimum.
+
+    Raises:
+        TypeError: ``config`` is not a `Config` (a path must be loaded first), or a count is not a whole number.
+        AgentSetupError: a count is below its minimum.
+    """
+    if not isinstance(config, Config):
+        raise TypeError(
+            f"config: expected a Config, got {type(config).__name__} {config!r:.80}; load the file first: "
+            "Agent(load_config(path), ...), with load_config from tool_tree.config"
+        )
+    for name, value in counts.items():
+        low = COUNT_MINIMUMS[name]
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            kind = type(value).__name__
+            raise TypeError(f"{name}: expected a whole number, at least {low}, got {kind} {value!r:.40}")
+        if value < low:
+            raise AgentSetupError(f"{name} must be at least {low}, got {value}")

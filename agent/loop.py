@@ -19,6 +19,7 @@ and the loop retries the same errors when they arrive inside a stream (an ``erro
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,7 @@ from agent.defaults import (
     DEFAULT_RETRIES,
     MODES,
     agent_settings,
+    check_arguments,
 )
 from agent.errors import AgentSetupError, ModelAPIError
 from agent.events import EventHandler, ModelReplied, RunFinished, ToolFinished
@@ -101,15 +103,18 @@ class Agent:
         batch: offer ``batch_tool`` in ``direct``, ``tool-search`` and ``filtered`` modes (default on).
 
     Raises:
-        AgentSetupError: an unknown mode, a tree without manifest, an unknown pinned tool, or a
-            pre-filter setting that cannot be used.
+        TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``), or a number
+            (``max_turns``, ``token_budget``, ``max_tokens``, ``max_retries``) is not a whole number.
+        AgentSetupError: an unknown mode, a number out of range (``max_retries`` may be 0, the others
+            must be at least 1, as on the command line), a tree without manifest, an unknown pinned
+            tool, or a pre-filter setting that cannot be used.
     """
 
     def __init__(
         self,
         config: Config,
         *,
-        tree: str | Path = "tree",
+        tree: str | os.PathLike[str] = "tree",
         mode: str | None = None,
         model: str | None = None,
         max_turns: int | None = None,
@@ -127,14 +132,15 @@ class Agent:
         prefilter_options: PrefilterOptions | None = None,
         batch: bool | None = None,
     ) -> None:
+        check_arguments(
+            config, max_turns=max_turns, token_budget=token_budget, max_tokens=max_tokens, max_retries=max_retries
+        )
         # An argument left out takes the config's `agent:` setting, then the default.
         settings = agent_settings(config)
         mode = mode if mode is not None else str(settings.get("mode", "code"))
         max_turns = max_turns if max_turns is not None else int(settings.get("max_turns", DEFAULT_MAX_TURNS))
         if mode not in MODES:
             raise AgentSetupError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
-        if max_turns < 1:
-            raise AgentSetupError("max_turns must be at least 1")
         self.config = config
         self.tree = Path(tree)
         self.mode = mode

@@ -148,6 +148,9 @@ def write_plan(
 ) -> WriteReport:
     """Make the tree under ``root`` match ``files``; stale files in ``owned_dirs`` are deleted.
 
+    ``manifest.json`` is written after every other file and before the deletions, so a run stopped
+    halfway never leaves a manifest naming a stub or snapshot that is not written yet.
+
     ``known`` holds files already read from ``root`` in this run (they are not read again);
     ``written`` are files of the plan this run already wrote with `write_file` (reported as
     written, not touched again).
@@ -159,7 +162,7 @@ def write_plan(
     report = WriteReport()
     root.mkdir(parents=True, exist_ok=True)
     root = root.resolve()
-    for rel in sorted(files):
+    for rel in sorted(files, key=lambda rel: (rel == MANIFEST_FILE, rel)):
         if rel in written or write_file(root, rel, files[rel], known=known):
             report.written.append(rel)
         else:

@@ -28,6 +28,7 @@ from generator.layout import Plan, ServerListing, plan_tree
 from generator.search_index import write_search_index
 from tool_tree.config import Config, ConfigError, ServerConfig
 from tool_tree.tree import (
+    MANIFEST_FILE,
     SEARCH_INDEX_FILE,
     SERVERS_DIR,
     SNAPSHOTS_DIR,
@@ -72,6 +73,7 @@ class GenerateResult:
     warnings: list[str] = field(default_factory=list)
     drift: list[str] = field(default_factory=list)
     report: WriteReport | None = None
+    """What was written; None with ``check``, or when every server failed (nothing was written)."""
     seconds: float = 0.0
     index_seconds: float = 0.0
     """Time spent rebuilding the search index (0 when it was current)."""
@@ -163,6 +165,10 @@ def generate(
     ``cancel``, set from another thread, stops the run (see `Cancel`). ``on_wait`` is called when the
     run has to wait for another process writing the same tree (`tool_tree.tree.tree_lock`), before it waits.
 
+    A run in which every server failed writes nothing (``report`` is None): no tree without tools is
+    made, and an existing tree is left as it was. The search index is written last, after the
+    manifest, and records the manifest it was built from (`generator.search_index`).
+
     Raises:
         generator.cancel.GenerateCancelled: ``cancel`` was set during discovery (nothing was written).
         ConfigError: ``only`` names a server that is not configured, or the ``pool:`` section is invalid.
@@ -243,6 +249,14 @@ def generate(
         if cancel is not None:
             cancel.check()
 
+    if not check and outcomes and not listings:
+        # Every server failed: a new tree would hold no tool (and be served as if fine), and an existing one
+        # keeps every stub anyway. Write nothing; the next run tries again.
+        in_tree = {s.name for s in previous.servers} if previous is not None else set()
+        for o in outcomes:
+            o.kept_previous = o.name in in_tree
+        servers = sorted(outcomes, key=lambda o: o.name)
+        return GenerateResult(out=out, servers=servers, seconds=time.perf_counter() - start)
     if not check:
         out.mkdir(parents=True, exist_ok=True)
     # Another run may write this tree at the same time: take turns from reading the previous tree on.
@@ -299,9 +313,11 @@ def _plan_and_write(
 
     result = GenerateResult(out=out, servers=sorted(outcomes, key=lambda o: o.name), warnings=plan.warnings)
     if check:
+        from tool_tree.search._store import index_matches_manifest
+
         result.drift = diff_plan(out, plan.files, OWNED_DIRS, known=seen)
-        if plan.files and not (out / SEARCH_INDEX_FILE).is_file():
-            result.drift.append(SEARCH_INDEX_FILE)  # e.g. generation interrupted while embedding
+        if plan.files and not index_matches_manifest(out, plan.files[MANIFEST_FILE]):
+            result.drift.append(SEARCH_INDEX_FILE)  # missing, or left by a generation interrupted while embedding
     else:
         result.report = write_plan(out, plan.files, OWNED_DIRS, known=seen, written=early)
         result.embedding_model = model_id

@@ -51,10 +51,17 @@ def test_the_python_snippets_run(docker_engine: object, project: Path, monkeypat
     (project / "script.py").write_text(script, encoding="utf-8")
     monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", TEST_OWNER)
     monkeypatch.chdir(project)
+    with (project / "tooltree.yaml").open("a", encoding="utf-8") as f:
+        f.write("sandbox:\n  timeout: 17\npool:\n  start_jobs: 1\n")  # the snippet must honour both
     assert main(["exec", "script.py", "--json"]) == 0
-    # The API snippet, in a fresh interpreter started in the project folder.
-    api = api.replace("Sandbox(tree=", f"Sandbox(config=SandboxConfig(owner={TEST_OWNER!r}), tree=")
-    api = "from sandbox import SandboxConfig\n" + api
+    # The API snippet, in a fresh interpreter started in the project folder. Before, it ran every sandbox with
+    # the default limits, whatever the file's `sandbox:` section said.
+    limits = "SandboxConfig.from_config(config)"
+    assert limits in api, "the API snippet takes its sandbox limits from the config"
+    api = api.replace(limits, f"SandboxConfig.from_config(config, owner={TEST_OWNER!r})")
+    last = "        print(result.stdout, result.tool_calls)\n"
+    assert api.endswith(last)
+    api += "        print('limits:', sandbox.config.timeout, servers.pool.start_jobs)\n"
     done = subprocess.run(
         [sys.executable, "-c", api],
         cwd=project,
@@ -66,6 +73,7 @@ def test_the_python_snippets_run(docker_engine: object, project: Path, monkeypat
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count('"id"') >= 3 and "list_leads" in done.stdout
+    assert done.stdout.endswith("limits: 17.0 1\n")
 
 
 def test_the_claude_desktop_block_is_an_mcp_servers_config_that_starts_serve(tmp_path: Path) -> None:

@@ -19,11 +19,14 @@ Two file formats are read:
       agent:                # optional: defaults of agent runs (owned by `agent.defaults`)
         pinned: [drive.get_document, crm.update_record]
 
-  The core reads ``servers:`` only. Every other top-level mapping is a `Section`, handed on
-  unread with the line of each key; the package that owns it declares its keys as `Setting` values
-  and reads it with `Section.read` (``SandboxConfig.from_config``, ``agent.defaults``), so an
-  option lives in one file. ``load_config(path, sections=...)`` also checks that every section
-  is one of those named (the CLI passes all of them), so a misspelt section is an error too.
+  The core reads ``servers:``. Every other top-level mapping is a `Section`, handed on with the
+  line of each key; the package that owns it declares its keys as `Setting` values and reads it
+  with `Section.read` (``SandboxConfig.from_config``, ``agent.defaults``), so an option lives in
+  one file. A section must be one of `SECTIONS` (a misspelt one is an error naming file, line and
+  key); its keys are checked where its owner reads it. ``load_config(path, sections=...)`` names
+  the sections allowed instead and checks the keys of those given with their settings while
+  loading: the CLI passes every section's (``tooltree_cli.common.config_sections()``), so a
+  misspelt key is an error at once.
 
 - a Claude Desktop / Claude Code style JSON file with a top-level ``mcpServers`` object
   (``.mcp.json``, ``claude_desktop_config.json``, ``~/.claude.json``), read unchanged: keys
@@ -153,6 +156,17 @@ class Section:
             if setting.check is not None and (problem := setting.check(out[k])) is not None:
                 raise ConfigError(problem, file=self.source, line=line, key=key)
         return out
+
+
+SECTIONS: tuple[str, ...] = ("pool", "sandbox", "agent", "serve")
+"""The sections a tooltree.yaml may have besides ``servers`` (what `load_config` allows by default), by name
+only: their keys are declared, and checked when read, by the modules that own them (``pool``
+`tool_tree.starts`, ``sandbox`` ``sandbox.config``, ``agent`` ``agent.defaults``, ``serve``
+``agent.serve.settings``), which the core does not import."""
+
+SectionSettings = Mapping[str, Mapping[str, Setting] | None]
+"""Sections allowed besides ``servers``: each name with its settings (checked while loading), or with
+None (handed on; its owner checks its keys when it reads it)."""
 
 
 def _scalar(v: Any) -> bool:
@@ -419,14 +433,16 @@ def parse_config(
     source: str = "<config>",
     environ: Mapping[str, str] | None = None,
     folder: str | Path | None = None,
-    sections: Mapping[str, Mapping[str, Setting]] | None = None,
+    sections: SectionSettings | None = None,
 ) -> Config:
     """Parse configuration text; the format (YAML or mcpServers JSON) is detected from the content.
 
     Args:
         folder: where relative paths resolve (`load_config` passes the file's folder); None keeps them.
-        sections: the sections allowed besides ``servers`` and their settings; each is read (checked)
-            here. None hands every section on unchecked (its owner reads it with `Section.read`).
+        sections: the sections allowed besides ``servers``, each with its settings, read (checked) here,
+            or with None, handed on for its owner to read (`Section.read`). Default: tooltree's
+            `SECTIONS`, each with None; ``tooltree_cli.common.config_sections()`` has the settings of
+            every one. A section of another name is an error.
 
     Raises:
         ConfigError: the text is not a valid configuration.
@@ -435,6 +451,7 @@ def parse_config(
 
     env = dict(os.environ if environ is None else environ)
     reader = _Reader(source, env, Path(folder).resolve() if folder is not None else None)
+    allowed: SectionSettings = dict.fromkeys(SECTIONS) if sections is None else sections
     stripped = text.lstrip()
     is_json = stripped.startswith("{")
     if is_json:
@@ -462,11 +479,10 @@ def parse_config(
         servers_node = top["mcpServers"][1]
         json_format = True
     else:
-        if sections is not None:
-            known = {"servers", *sections}
-            for k, (knode, _) in top.items():
-                if k not in known:
-                    raise reader.error(f"unknown key{_did_you_mean(k, known)}", knode, k)
+        known = {"servers", *allowed}
+        for k, (knode, _) in top.items():
+            if k not in known:
+                raise reader.error(f"unknown key{_did_you_mean(k, known)}", knode, k)
         if "servers" not in top:
             raise reader.error("expected a `servers:` mapping", root)
         servers_node = top["servers"][1]
@@ -489,8 +505,8 @@ def parse_config(
             lines={k: kn.line for k, (kn, _) in items.items()},
             environ=env,
         )
-        if sections is not None:
-            handed_on[name].read(sections[name])
+        if (settings := allowed[name]) is not None:
+            handed_on[name].read(settings)
     servers = []
     for name, (name_node, body) in servers_node.value.items():
         if not name.strip():
@@ -512,9 +528,14 @@ def load_config(
     path: str | Path,
     *,
     environ: Mapping[str, str] | None = None,
-    sections: Mapping[str, Mapping[str, Setting]] | None = None,
+    sections: SectionSettings | None = None,
 ) -> Config:
     """Read and parse a configuration file (relative paths in it resolve against its folder).
+
+    A section other than ``servers`` and tooltree's `SECTIONS` is an error; a section's keys are checked
+    where it is read (``SandboxConfig.from_config(config)``, ``BackgroundPool(config)``, ``Agent(config)``).
+    To check every key now, as the CLI does, pass ``sections=tooltree_cli.common.config_sections()``;
+    ``sections`` is as for `parse_config`.
 
     Raises:
         ConfigError: the file cannot be read or is not a valid configuration.

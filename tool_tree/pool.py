@@ -32,7 +32,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -40,10 +40,11 @@ import anyio
 import mcp
 from anyio.abc import TaskGroup
 
-from tool_tree.config import ServerConfig
+from tool_tree.config import Config, ServerConfig
 from tool_tree.connect import connect, list_tools_raw
 from tool_tree.redact import redact
 from tool_tree.starts import StartGate, StartSlot, default_start_jobs
+from tool_tree.starts import start_jobs as configured_start_jobs
 from tool_tree.stderr_log import StderrLog
 
 logger = logging.getLogger(__name__)
@@ -93,23 +94,87 @@ class _Slot:
     """Waiting for a start slot (other servers are starting)."""
 
 
+def _pool_settings(
+    servers: Sequence[ServerConfig] | Config, concurrency: int, start_jobs: int | None
+) -> tuple[list[ServerConfig], int]:
+    """The servers and the start limit a pool is given, checked; a `Config` gives its enabled servers and
+    its ``pool:`` section's ``start_jobs``.
+
+    Raises:
+        TypeError: ``servers`` is not a Config or a sequence of `ServerConfig`, or a number is not a whole number.
+        ValueError: ``concurrency`` or ``start_jobs`` is less than 1.
+        ConfigError: the Config's ``pool:`` section is invalid.
+    """
+    for name, value in (("concurrency", concurrency), ("start_jobs", start_jobs)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name}: expected a whole number, at least 1, got {value!r}")
+        if value < 1:
+            raise ValueError(f"{name}: expected at least 1, got {value}")
+    if isinstance(servers, Config):
+        return list(servers.enabled_servers), configured_start_jobs(servers, start_jobs)
+    if isinstance(servers, str | bytes | Mapping) or not isinstance(servers, Iterable):
+        raise TypeError(
+            f"servers: expected a Config or a list of ServerConfig (config.servers), got {type(servers).__name__}"
+        )
+    listed = list(servers)
+    for s in listed:
+        if not isinstance(s, ServerConfig):
+            raise TypeError(
+                f"servers: expected a Config or a list of ServerConfig (config.servers), got a list holding "
+                f"{type(s).__name__} {s!r:.60}"
+            )
+    return listed, start_jobs if start_jobs is not None else default_start_jobs()
+
+
+def _check_call(tool: str, arguments: dict[str, Any], timeout: float | None) -> None:
+    """Check a call's arguments before anything waits, so a mistake is reported where it was made.
+
+    Raises:
+        TypeError: ``tool`` is not a string, ``arguments`` not a dict, or ``timeout`` not a number.
+        ValueError: ``timeout`` is not a positive, finite number of seconds.
+    """
+    if not isinstance(tool, str):
+        raise TypeError(f"tool: expected the tool's name as a string, got {type(tool).__name__} {tool!r:.60}")
+    if not isinstance(arguments, dict):
+        raise TypeError(
+            f"arguments: expected a dict of the tool's arguments by name (e.g. {{'limit': 3}}; {{}} for none), "
+            f"got {type(arguments).__name__} {arguments!r:.60}"
+        )
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout: expected a positive number of seconds (or None), got {type(timeout).__name__}")
+    if not 0 < timeout < math.inf:
+        raise ValueError(f"timeout: expected a positive number of seconds (or None), got {timeout!r}")
+
+
 class ServerPool:
     """Live sessions to many servers. Use as ``async with ServerPool(servers) as pool:``.
 
     Args:
-        concurrency: calls in flight to one server at most.
+        servers: the servers (``config.servers``), or a `Config`: its enabled servers, and its ``pool:``
+            section's ``start_jobs`` unless ``start_jobs`` is given.
+        concurrency: calls in flight to one server at most (at least 1); a call waiting for its turn
+            counts against its timeout.
         start_jobs: servers starting at once at most (default: the number of cores).
+
+    Raises:
+        TypeError, ValueError: a wrong argument, named.
+        ConfigError: the Config's ``pool:`` section is invalid.
     """
 
     def __init__(
         self,
-        servers: Sequence[ServerConfig],
+        servers: Sequence[ServerConfig] | Config,
         *,
         concurrency: int = DEFAULT_CONCURRENCY,
         start_jobs: int | None = None,
     ) -> None:
-        self._slots = {s.name: _Slot(s, anyio.CapacityLimiter(concurrency)) for s in servers}
-        self._gate = StartGate(start_jobs if start_jobs is not None else default_start_jobs())
+        listed, jobs = _pool_settings(servers, concurrency, start_jobs)
+        self._slots = {s.name: _Slot(s, anyio.CapacityLimiter(concurrency)) for s in listed}
+        self._gate = StartGate(jobs)
         self._tg: TaskGroup | None = None
         self._closing = False
 
@@ -277,16 +342,29 @@ class ServerPool:
         A tool that fails returns ``isError: true`` (not an exception); so does a protocol error
         the server sends for the call (unknown tool, invalid params) and a call timeout.
 
+        ``timeout`` (default: the server's) runs while the call waits for its turn (``concurrency``
+        calls in flight to the server) and while the server answers; not while the server starts,
+        which has its own start-up timeout.
+
         Raises:
             UnknownServerError: ``server`` is not in the pool.
             ServerUnavailable: the server cannot be started or died during the call.
+            TypeError, ValueError: ``tool`` is not a string, ``arguments`` not a dict, or ``timeout`` not positive.
         """
+        _check_call(tool, arguments, timeout)
         slot = self._slot(server)
         limit = timeout if timeout is not None else slot.config.timeout
-        async with slot.limiter:
+        queued = anyio.current_time()
+        with anyio.move_on_after(limit) as turn:
+            await slot.limiter.acquire()
+        if turn.cancelled_caught:
+            busy = f"{slot.limiter.total_tokens:g} call(s) in flight to {server!r}"
+            return _error_result(f"the call timed out after {limit:g} s waiting for its turn ({busy})")
+        waited = anyio.current_time() - queued
+        try:
             client = await self._ensure(slot)
             try:
-                with anyio.fail_after(limit):
+                with anyio.fail_after(max(0.0, limit - waited)):
                     result = await client.call_tool(tool, arguments)
             except TimeoutError:
                 if not await _answers_ping(client, min(PING_TIMEOUT, limit)):
@@ -308,6 +386,8 @@ class ServerPool:
             dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
             dumped.pop("resultType", None)
             return dumped
+        finally:
+            slot.limiter.release()
 
 
 async def _answers_ping(client: mcp.Client, timeout: float) -> bool:
@@ -358,23 +438,30 @@ class BackgroundPool:
     """A `ServerPool` running on its own event loop in a background thread, for synchronous callers.
 
     ``with BackgroundPool(servers) as bg:`` then ``bg.call(server, tool, args)`` from any thread,
-    or hand ``bg.loop`` and ``bg.pool`` to code that schedules coroutines itself. ``concurrency``
-    and ``start_jobs`` are as for `ServerPool`.
+    or hand ``bg.loop`` and ``bg.pool`` to code that schedules coroutines itself. ``servers``,
+    ``concurrency`` and ``start_jobs`` are as for `ServerPool` (checked here). A pool runs once:
+    ``loop``, ``pool`` and ``call`` work only inside its ``with`` block, and entering it a second
+    time is an error (make a new one).
+
+    Raises (on creation):
+        TypeError, ValueError: a wrong argument, named.
+        ConfigError: the Config's ``pool:`` section is invalid.
 
     Raises (on enter):
-        PoolError: the loop did not start.
+        PoolError: the pool was entered before, or its loop did not start.
     """
 
     def __init__(
         self,
-        servers: Sequence[ServerConfig],
+        servers: Sequence[ServerConfig] | Config,
         *,
         concurrency: int = DEFAULT_CONCURRENCY,
         start_jobs: int | None = None,
     ) -> None:
-        self._servers = list(servers)
+        self._servers, self._start_jobs = _pool_settings(servers, concurrency, start_jobs)
         self._concurrency = concurrency
-        self._start_jobs = start_jobs
+        self._state: Literal["new", "running", "closed"] = "new"
+        self._state_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -382,14 +469,26 @@ class BackgroundPool:
         self._stop: asyncio.Event | None = None
         self._error: BaseException | None = None
 
+    def _not_running(self) -> PoolError:
+        if self._state == "closed":
+            return PoolError(
+                "the pool is not running (its `with` block has ended): use it inside "
+                "`with BackgroundPool(...) as pool:`, or make a new one"
+            )
+        return PoolError("the pool is not running: use it inside `with BackgroundPool(...) as pool:`")
+
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
-        assert self._loop is not None, "the background pool is not running"
+        """The pool's event loop. Raises: PoolError: outside the pool's ``with`` block."""
+        if self._state != "running" or self._loop is None:
+            raise self._not_running()
         return self._loop
 
     @property
     def pool(self) -> ServerPool:
-        assert self._pool is not None, "the background pool is not running"
+        """The running `ServerPool`. Raises: PoolError: outside the pool's ``with`` block."""
+        if self._state != "running" or self._pool is None:
+            raise self._not_running()
         return self._pool
 
     def _run(self) -> None:
@@ -414,14 +513,28 @@ class BackgroundPool:
             self._ready.set()
 
     def __enter__(self) -> BackgroundPool:
+        with self._state_lock:  # two threads entering one pool: one of them starts it
+            if self._state != "new":
+                which = "is running" if self._state == "running" else "has run"
+                raise PoolError(
+                    f"this BackgroundPool was already entered (it {which}): a pool runs once; "
+                    "make a new BackgroundPool(...) for another `with`"
+                )
+            self._state = "running"
         self._thread = threading.Thread(target=self._run, name="tooltree-server-pool", daemon=True)
         self._thread.start()
         self._ready.wait()
         if self._pool is None:
+            self._state = "closed"
+            self._thread.join()  # the loop has ended already: nothing is left running
             raise PoolError(f"the server pool did not start: {self._error!r}")
         return self
 
     def __exit__(self, *exc: object) -> None:
+        with self._state_lock:
+            if self._state != "running":
+                return
+            self._state = "closed"
         if self._loop is not None and self._stop is not None and self._thread is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
             self._thread.join(timeout=60)
@@ -433,6 +546,9 @@ class BackgroundPool:
 
         Raises:
             UnknownServerError, ServerUnavailable: as `ServerPool.call`.
+            TypeError, ValueError: as `ServerPool.call`: ``tool``, ``arguments`` or ``timeout`` is wrong.
+            PoolError: outside the pool's ``with`` block.
         """
+        _check_call(tool, arguments, timeout)
         future = asyncio.run_coroutine_threadsafe(self.pool.call(server, tool, arguments, timeout=timeout), self.loop)
         return future.result()

@@ -165,8 +165,13 @@ class Manifest:
             raise TreeError(f"{source}: malformed manifest ({e})") from None
 
     @classmethod
-    def load(cls, tree: Path) -> Manifest:
-        """Raises: TreeError: no manifest, an unreadable or malformed one, or ``tree`` is not a folder."""
+    def load(cls, tree: str | os.PathLike[str]) -> Manifest:
+        """The manifest of the tree folder ``tree``.
+
+        Raises:
+            TreeError: no manifest, an unreadable or malformed one, or ``tree`` is not a folder.
+        """
+        tree = Path(tree)
         path = tree / MANIFEST_FILE
         try:
             text = path.read_text(encoding="utf-8")
@@ -207,13 +212,13 @@ def _plain(entry: Any) -> dict[str, Any]:
     return {f.name: getattr(entry, f.name) for f in fields(entry)}
 
 
-def load_snapshot(tree: Path, server: ServerEntry) -> list[dict[str, Any]]:
-    """The raw tool definitions of one server, as listed at generation time.
+def load_snapshot(tree: str | os.PathLike[str], server: ServerEntry) -> list[dict[str, Any]]:
+    """The raw tool definitions of one server, as listed at generation time, from the tree folder ``tree``.
 
     Raises:
         TreeError: the snapshot is missing or malformed.
     """
-    path = tree / (server.snapshot or f"{SNAPSHOTS_DIR}/{server.package}.json")
+    path = Path(tree) / (server.snapshot or f"{SNAPSHOTS_DIR}/{server.package}.json")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         tools = data["tools"]
@@ -227,7 +232,9 @@ def load_snapshot(tree: Path, server: ServerEntry) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def tree_lock(root: Path, *, shared: bool = False, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+def tree_lock(
+    root: str | os.PathLike[str], *, shared: bool = False, on_wait: Callable[[], None] | None = None
+) -> Iterator[None]:
     """Hold a ``flock`` on the tree folder ``root``: exclusive to write the tree, shared to read all of it.
 
     `generate` holds it exclusively from reading the previous tree to writing the new one, so two

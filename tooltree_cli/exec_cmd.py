@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tool_tree.text import size
+from tool_tree.text import one_line, size
 from tooltree_cli.common import file_problem, folder_problem, load_optional_config, positive_seconds, sandbox_config
 from tooltree_cli.output import print_json
 
@@ -160,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
     except (_UsageError, OSError, ConfigError, TreeError, SandboxError) as e:
         print(f"tooltree: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    if config is None:  # a script may compute, or search the tree, without the servers
+        print(f"tooltree: {NO_CONFIG}", file=sys.stderr)
     try:
         result, unsaved, notes = execute(
             code, tree, config, settings, workspace=args.workspace, audit=args.audit, filename=filename
@@ -174,10 +176,11 @@ def run(args: argparse.Namespace) -> int:
     unsaved = _shown(unsaved) if unsaved is not None else None
     notes = [_shown(note) for note in notes]
     saved, image_problem = _save_images(result, Path(args.images)) if args.images else ([], None)
+    exit_code, why = _outcome(result, unsaved=unsaved, image_problem=image_problem)
     if args.json:
         print_json({**result_json(result, saved), "workspace_error": unsaved, "workspace_notes": notes})
     else:
-        _print_human(result, saved, asked=args.images is not None)
+        _print_human(result, saved, asked=args.images is not None, code=exit_code, why=why)
         for note in notes:
             print(f"tooltree: workspace: {note}", file=sys.stderr)
     # After the output: a failed save never hides what the script printed.
@@ -185,9 +188,34 @@ def run(args: argparse.Namespace) -> int:
         print(f"tooltree: error: --images: {image_problem}", file=sys.stderr)
     if unsaved is not None:
         print(f"tooltree: error: {unsaved}", file=sys.stderr)
-    if unsaved is not None or image_problem is not None:
-        return EXIT_SANDBOX
-    return EXIT_OK if result.error is None else EXIT_SCRIPT
+    return exit_code
+
+
+NO_CONFIG = (
+    "no tooltree.yaml here, so no servers: the script runs without its tools (a tool call fails; search_tools "
+    "works); pass --config PATH to use them"
+)
+"""The note `exec` prints when it found no config."""
+
+
+def _outcome(result: ExecutionResult, *, unsaved: str | None, image_problem: str | None) -> tuple[int, str]:
+    """tooltree's exit code after ``result`` and why it is not 0 (empty when it is)."""
+    if unsaved is not None:
+        return EXIT_SANDBOX, "the workspace was not saved (below)"
+    if image_problem is not None:
+        return EXIT_SANDBOX, "an image was not saved (below)"
+    if result.error is None:
+        return EXIT_OK, ""
+    if result.timed_out:
+        return EXIT_SCRIPT, f"the script {result.error}"
+    return EXIT_SCRIPT, f"the script failed ({one_line(result.error, 200)})"
+
+
+def _script_status(result: ExecutionResult) -> str:
+    """How the script's process ended: ``script exited 0``, ``script killed by signal 9``."""
+    if result.exit_status < 0:
+        return f"script killed by signal {-result.exit_status}"
+    return f"script exited {result.exit_status}"
 
 
 _MESSAGE_CHARS = 4_000
@@ -333,8 +361,12 @@ def _save_images(result: ExecutionResult, folder: Path) -> tuple[list[Path], str
     return saved, None
 
 
-def _print_human(result: ExecutionResult, saved: list[Path], *, asked: bool = False) -> None:
-    """The result for a person; ``saved``: the files ``--images`` wrote (``asked``: it was given)."""
+def _print_human(
+    result: ExecutionResult, saved: list[Path], *, asked: bool = False, code: int = EXIT_OK, why: str = ""
+) -> None:
+    """The result for a person; ``saved``: the files ``--images`` wrote (``asked``: it was given). The last
+    line says how the script ended and tooltree's exit ``code`` (with ``why``, when it is not 0): they differ
+    when the script's process exited 0 but the run failed, or it was killed."""
     if result.stdout:
         sys.stdout.write(result.stdout if result.stdout.endswith("\n") else result.stdout + "\n")
     if result.stderr:
@@ -359,9 +391,9 @@ def _print_human(result: ExecutionResult, saved: list[Path], *, asked: bool = Fa
         print(f"  image {n + 1}: {image.mime_type}, {size(len(image.data))}{where}", file=sys.stderr)
     info = result_json(result)
     print(
-        f"tooltree: exit {result.exit_status} in {result.duration:.2f} s · "
+        f"tooltree: {_script_status(result)} in {result.duration:.2f} s · "
         f"{len(result.tool_calls) + result.tool_calls_omitted} tool call(s) · "
         f"{size(info['tool_result_bytes'])} of tool results stayed in the sandbox · "
-        f"{size(info['printed_bytes'])} printed",
+        f"{size(info['printed_bytes'])} printed · tooltree exit {code}" + (f" because {why}" if why else ""),
         file=sys.stderr,
     )

@@ -171,6 +171,11 @@ def run(args: argparse.Namespace) -> int:
     except GenerateCancelled:  # Ctrl-C while servers were listed: they are closed, nothing was written
         print("tooltree: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except KeyboardInterrupt:  # Ctrl-C while the tree or its search index was written
+        print("tooltree: interrupted", file=sys.stderr)
+        if not args.check and (note := _index_left_behind(out)) is not None:
+            print(f"tooltree: {note}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (ConfigError, SearchError) as e:
         error(str(e))
         return EXIT_CONFIG
@@ -182,6 +187,23 @@ def run(args: argparse.Namespace) -> int:
         error(f"--out: cannot write the tree: {where}: {e.strerror or e}")
         return EXIT_CONFIG
     return report(result, args)
+
+
+def _index_left_behind(out: Path) -> str | None:
+    """What to do about the search index of ``out`` when a run stopped after writing the manifest and
+    before the index (None: the index matches the manifest, or there is no manifest)."""
+    from tool_tree.search._store import index_matches_manifest
+    from tool_tree.tree import MANIFEST_FILE, SEARCH_INDEX_FILE
+
+    index = out / SEARCH_INDEX_FILE
+    if not (out / MANIFEST_FILE).is_file() or index_matches_manifest(out):
+        return None
+    if not index.is_file():
+        return f"{index} was not written; run `tooltree generate-tree` again to build it (search needs it)"
+    return (
+        f"{index} was not rebuilt for the tree's new manifest; until you run `tooltree generate-tree` again, "
+        "search warns and matches the tree's tools by their words only"
+    )
 
 
 def report(result: GenerateResult, args: argparse.Namespace) -> int:
@@ -229,7 +251,9 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
                 print(f"  {rel}")
         else:
             print(f"\n{result.out}: up to date", file=sys.stderr)
-    elif result.report is not None:
+    elif result.report is None:
+        print(f"\n{result.out}: nothing written: every server failed (see above)", file=sys.stderr)
+    else:
         r = result.report
         print(
             f"\n{result.out}: {len(r.written)} written, {len(r.deleted)} deleted, {r.unchanged} unchanged "

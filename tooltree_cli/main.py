@@ -9,17 +9,30 @@ from collections.abc import Sequence
 
 from tooltree_cli import agent_cmd, exec_cmd, generate_cmd, image_cmd, sandbox_cmd, search_cmd, serve_cmd
 
+DEBUG_HELP = "show tracebacks for unexpected errors"
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tooltree",
         description="Turn MCP servers into a browsable tree of typed Python stubs.",
     )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in (generate_cmd, search_cmd, exec_cmd, agent_cmd, serve_cmd, image_cmd, sandbox_cmd):
         module.add_parser(sub)
+    _debug_everywhere(sub)
     return parser
+
+
+def _debug_everywhere(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Give every subcommand (and theirs) ``--debug`` too, so ``tooltree exec ... --debug`` works as well as
+    ``tooltree --debug exec ...``. Left out, it sets nothing: a ``--debug`` given before the command stays."""
+    for parser in sub.choices.values():
+        parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _debug_everywhere(action)
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -56,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def generate_tree_main(argv: Sequence[str] | None = None) -> int:
     """The standalone `generate-tree` command: the same options as `tooltree generate-tree`."""
     parser = argparse.ArgumentParser(prog="generate-tree", description="Write the MCP stub tree.")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     generate_cmd.add_arguments(parser)
     return _dispatch(parser, parser.parse_args(argv))
 

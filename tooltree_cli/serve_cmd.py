@@ -8,8 +8,10 @@ and 120 servers take ~40 s on two cores), so the client connects at once. Its fi
 tools see each refreshed file as it is replaced, and a sandbox session started after the refresh
 can call the tools it added; client sessions that start after it get its ``instructions`` (the
 tools offered never change). When serving ends the refresh is cancelled and every server it
-started is closed. ``--regenerate-first`` waits for it instead. Everything this command prints
-goes to stderr: over stdio, stdout is the MCP channel.
+started is closed. ``--regenerate-first`` waits for it instead. When every server fails, nothing
+is written: a tree generated before serving (missing, or ``--regenerate-first``) is not served
+(exit 3), and a background refresh leaves the served tree as it was. Everything this command
+prints goes to stderr: over stdio, stdout is the MCP channel.
 """
 
 from __future__ import annotations
@@ -55,18 +57,21 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "execute_python) over the tree, one sandbox session per client session. stdio by default; --http for "
         f"Streamable HTTP at /mcp, which requires a bearer token (${TOKEN_ENV}, or one generated and printed "
         "once). A missing tree is generated first; an existing one is served at once and brought up to date from "
-        "the servers in the background (see --regenerate-first, --no-regenerate). Exit 0 when the "
-        "client disconnected or a signal stopped it, 2 for usage errors, 3 when the tree could not be "
-        "generated, 4 when the sandbox cannot run.",
+        "the servers in the background (see --regenerate-first, --no-regenerate). A server that fails is named "
+        "with its error and keeps its stubs from before (a new tree has none of its tools); when every server "
+        "fails while the tree is generated before serving (missing, or --regenerate-first), nothing is written "
+        "or served. Exit 0 when the client disconnected or a signal stopped it, 2 for usage "
+        "errors, 3 when the tree could not be generated or every server failed, 4 when the sandbox cannot run.",
     )
     p.add_argument("--config", default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)")
     p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")
-    p.add_argument(
+    when = p.add_mutually_exclusive_group()
+    when.add_argument(
         "--no-regenerate",
         action="store_true",
         help="serve the tree as it is: start no server to check it (a missing tree is then an error)",
     )
-    p.add_argument(
+    when.add_argument(
         "--regenerate-first",
         action="store_true",
         help="bring an existing tree up to date before answering the client, instead of in the background "
@@ -258,7 +263,9 @@ class Refresh:
 
 
 def _regenerate(config: Config, tree: Path, *, cancel: Cancel | None = None, background: bool = False) -> int:
-    """Bring the tree up to date from the servers (nothing is written when nothing changed)."""
+    """Bring the tree up to date from the servers (nothing is written when nothing changed); report each
+    server that failed. EXIT_SERVERS when the tree could not be generated or every server failed (the
+    tree, if any, is then left as it was: `generate` writes nothing), else EXIT_OK."""
     from generator.files import UnsafePathError
     from generator.generate import generate
     from sandbox.mcp_bridge import with_stderr
@@ -277,8 +284,18 @@ def _regenerate(config: Config, tree: Path, *, cancel: Cancel | None = None, bac
         error(f"could not generate {tree}: {e}")
         return EXIT_SERVERS
     for s in result.failed:
-        failed = f"tooltree serve: {s.name} failed to list its tools ({s.error}); its stubs are kept"
+        kept = "its stubs are kept" if s.kept_previous else "its tools are not in the tree"
+        failed = f"tooltree serve: {s.name} failed to list its tools ({s.error}); {kept}"
         print(with_stderr(failed, s.stderr_tail), file=sys.stderr)
+    if result.failed and len(result.failed) == len(result.servers):  # `generate` wrote nothing
+        if background:
+            print(f"tooltree serve: {tree} is not up to date: every server failed (see above); it is served as it "
+                  "was", file=sys.stderr, flush=True)  # fmt: skip
+        elif _usable(tree):
+            error(f"could not bring {tree} up to date: every server failed (see above); it is left as it was")
+        else:
+            error(f"could not generate {tree}: every server failed (see above); nothing was written or served")
+        return EXIT_SERVERS
     try:
         Manifest.load(tree)
     except TreeError as e:

@@ -239,6 +239,31 @@ def test_the_first_request_is_built_without_starting_anything(project: Project) 
     }
 
 
+def test_the_agent_is_given_a_config_and_counts_the_command_line_would_take(project: Project) -> None:
+    # Before: Agent("tooltree.yaml") was "AttributeError: 'str' object has no attribute 'section'", and
+    # max_tokens=0 or token_budget=-1 were taken (the CLI refuses both).
+    from agent.errors import AgentSetupError
+
+    with pytest.raises(TypeError) as info:
+        Agent("tooltree.yaml", tree=project.tree)  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "config: expected a Config, got str 'tooltree.yaml'; load the file first: Agent(load_config(path), ...), "
+        "with load_config from tool_tree.config"
+    )
+    for name, value, low in [
+        ("max_tokens", 0, 1),
+        ("token_budget", -1, 1),
+        ("max_turns", 0, 1),
+        ("max_retries", -1, 0),
+    ]:
+        with pytest.raises(AgentSetupError) as setup:
+            Agent(project.config, tree=project.tree, **{name: value})
+        assert str(setup.value) == f"{name} must be at least {low}, got {value}"
+    with pytest.raises(TypeError, match=r"^max_tokens: expected a whole number, at least 1, got str '100'$"):
+        Agent(project.config, tree=project.tree, max_tokens="100")  # type: ignore[arg-type]
+    assert Agent(project.config, tree=str(project.tree), max_tokens=1, token_budget=1, max_retries=0).max_tokens == 1
+
+
 def test_the_default_client_comes_from_the_environment(
     project: Project, live: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -493,6 +493,106 @@ def test_exec_lists_at_most_its_ledger_lines_and_counts_the_other_calls(capsys: 
     err = capsys.readouterr().err.splitlines()
     assert sum(line.startswith("  call crm.t") for line in err) == LEDGER_LINES
     assert f"  … 45 more call(s) (--json lists the first {LEDGER_LINES + 5})" in err
-    assert err[-1].startswith(f"tooltree: exit 0 in 1.00 s · {LEDGER_LINES + 45} tool call(s) · ")
+    assert err[-1].startswith(f"tooltree: script exited 0 in 1.00 s · {LEDGER_LINES + 45} tool call(s) · ")
+    assert err[-1].endswith(" printed · tooltree exit 0")
     info = result_json(result)
     assert len(info["calls"]) == LEDGER_LINES + 5 and info["calls_not_listed"] == 40
+
+
+def _ends(monkeypatch: pytest.MonkeyPatch, result: object, unsaved: str | None = None) -> list[object]:
+    """`tooltree exec` runs no sandbox: its execution ends as ``result``; the config it was given is appended."""
+    from tooltree_cli import exec_cmd
+
+    given: list[object] = []
+
+    def execute(code: str, tree: Path, config: object, *args: object, **kwargs: object) -> tuple[object, ...]:
+        given.append(config)
+        return result, unsaved, []
+
+    monkeypatch.setattr(exec_cmd, "execute", execute)
+    return given
+
+
+@pytest.mark.parametrize(
+    ("outcome", "code", "last"),
+    [
+        (
+            {"exit_status": 0, "error": "the Python process exited with status 0"},  # os._exit(0)
+            1,
+            "tooltree: script exited 0 in 0.10 s · 0 tool call(s) · 0 B of tool results stayed in the sandbox · 0 B "
+            "printed · tooltree exit 1 because the script failed (the Python process exited with status 0)",
+        ),
+        (
+            {"exit_status": -9, "error": "timed out after 2 s", "timed_out": True},
+            1,
+            "tooltree: script killed by signal 9 in 0.10 s · 0 tool call(s) · 0 B of tool results stayed in the "
+            "sandbox · 0 B printed · tooltree exit 1 because the script timed out after 2 s",
+        ),
+        (
+            {"exit_status": 3, "error": "SystemExit: 3"},
+            1,
+            "tooltree: script exited 3 in 0.10 s · 0 tool call(s) · 0 B of tool results stayed in the sandbox · 0 B "
+            "printed · tooltree exit 1 because the script failed (SystemExit: 3)",
+        ),
+    ],
+)
+def test_exec_last_line_says_how_the_script_ended_and_the_exit_code_without_contradiction(
+    project: tuple[Path, Path],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    outcome: dict[str, object],
+    code: int,
+    last: str,
+) -> None:
+    # Before: "tooltree: exit 0" for a script that ended with os._exit(0), and "tooltree: exit -9" for one that
+    # timed out, each as tooltree exited 1.
+    from sandbox.results import ExecutionResult
+
+    config, tree = project
+    _ends(monkeypatch, ExecutionResult(stdout="", stderr="", duration=0.1, **outcome))  # type: ignore[arg-type]
+    assert main(["exec", "-c", "pass", "--config", str(config), "--tree", str(tree)]) == code
+    assert capsys.readouterr().err.splitlines()[-1] == last
+
+
+def test_exec_last_line_names_the_unsaved_workspace_as_the_reason_for_exit_4(
+    project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandbox.results import ExecutionResult
+
+    config, tree = project
+    _ends(monkeypatch, ExecutionResult("out\n", "", 0, 0.1), unsaved="could not save the workspace: disk full")
+    assert main(["exec", "-c", "pass", "--config", str(config), "--tree", str(tree)]) == 4
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2].startswith("tooltree: script exited 0 in 0.10 s · ")
+    assert err[-2].endswith(" · tooltree exit 4 because the workspace was not saved (below)")
+    assert err[-1] == "tooltree: error: could not save the workspace: disk full"
+
+
+def test_exec_without_a_config_says_it_runs_without_the_servers(
+    project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Before: nothing said so; the script's first tool call failed with "no server named 'crm' in the pool".
+    from sandbox.results import ExecutionResult
+    from tooltree_cli.exec_cmd import NO_CONFIG
+
+    _, tree = project
+    given = _ends(monkeypatch, ExecutionResult("1\n", "", 0, 0.1))
+    monkeypatch.chdir(tmp_path)  # no tooltree.yaml here
+    assert main(["exec", "-c", "print(1)", "--tree", str(tree)]) == 0
+    assert capsys.readouterr().err.splitlines()[0] == f"tooltree: {NO_CONFIG}"
+    assert NO_CONFIG.startswith("no tooltree.yaml here, so no servers: the script runs without its tools")
+    assert given == [None]
+    (tmp_path / "tooltree.yaml").write_text("servers: {}\n", encoding="utf-8")
+    assert main(["exec", "-c", "print(1)", "--tree", str(tree)]) == 0
+    assert NO_CONFIG not in capsys.readouterr().err
+
+
+@pytest.mark.docker
+def test_exec_a_script_that_ends_its_process_with_status_0_exits_1_and_says_why(
+    docker_engine: object, project: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, tree = project
+    assert main(["exec", "-c", "import os; os._exit(0)", "--config", str(config), "--tree", str(tree)]) == 1
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith("tooltree: script exited 0 in ")
+    assert last.endswith(" · tooltree exit 1 because the script failed (the Python process exited with status 0)")

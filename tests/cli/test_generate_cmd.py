@@ -406,3 +406,32 @@ def test_ctrl_c_while_servers_are_listed_sets_the_cancel_and_otherwise_interrupt
             os.kill(os.getpid(), signal.SIGINT)
             signal.sigtimedwait([], 0)
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_ctrl_c_while_the_index_is_rebuilt_says_so_and_search_still_finds_the_new_tools(
+    snapshots: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    # Before: exit 130 with the new stubs and manifest but the old index, and `tooltree search` then missed
+    # the new tools without a word (exit 0).
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "calendar.json").write_bytes((snapshots / "calendar.json").read_bytes())
+    out = tmp_path / "tree"
+    assert generate(first, out, "--embeddings", "off", capsys=capsys)[0] == 0
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(search, "write_index", interrupted)
+        code = main(["generate-tree", "--from-snapshot", str(snapshots), "--out", str(out), "--embeddings", "off"])
+    err = capsys.readouterr().err
+    assert code == generate_cmd.EXIT_INTERRUPTED and (out / "servers/mail/send_email.py").is_file()
+    assert err.endswith(
+        f"tooltree: interrupted\ntooltree: {out / 'search_index.json'} was not rebuilt for the tree's new manifest; "
+        "until you run `tooltree generate-tree` again, search warns and matches the tree's tools by their words only\n"
+    )
+    assert main(["search", "send an email message", "--tree", str(out), "--detail", "name", "--limit", "1"]) == 0
+    assert capsys.readouterr().out == "mail.send_email\n"
+    assert "built from another manifest.json than the tree's" in caplog.text

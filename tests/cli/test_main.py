@@ -67,3 +67,34 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly() -> None:
         proc.stdout.close()  # the reader is gone before the first line
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=60) == 141 and err == ""
+
+
+def test_debug_is_taken_after_any_command_too(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: an error said "run with --debug for the traceback", and `tooltree exec ... --debug` was refused as an
+    # unrecognized argument (only `tooltree --debug exec ...` worked).
+    import argparse
+
+    from tooltree_cli import exec_cmd
+
+    def unexpected(args: argparse.Namespace) -> int:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(exec_cmd, "run", unexpected)
+    assert main(["exec", "-c", "pass"]) == 1
+    assert capsys.readouterr().err == "tooltree: error: RuntimeError: a bug (run with --debug for the traceback)\n"
+    for argv in (["exec", "-c", "pass", "--debug"], ["--debug", "exec", "-c", "pass"]):
+        with pytest.raises(RuntimeError, match="a bug"):
+            main(argv)
+    found, todo = [], [build_parser()]
+    while todo:  # every command and subcommand has it
+        parser = todo.pop()
+        found.append(parser)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(action.choices.values())
+    assert len(found) > 8 and [p.prog for p in found if "--debug" not in p._option_string_actions] == []
+    assert build_parser().parse_args(["image", "build", "--debug"]).debug is True
+    assert build_parser().parse_args(["--debug", "image", "build"]).debug is True  # not undone by the subcommand
+    assert build_parser().parse_args(["image", "build"]).debug is False

@@ -79,13 +79,75 @@ def test_a_refresh_with_failed_servers_says_which_and_why_not_up_to_date(
     assert _regenerate(load_config(config_file), tree, background=True) == 0
     err = capsys.readouterr().err
     assert (
-        "tooltree serve: billing failed to list its tools (the server exited during start-up); its stubs are kept; "
-        "the last lines of its stderr:\n"
+        "tooltree serve: billing failed to list its tools (the server exited during start-up); its tools are not in "
+        "the tree; the last lines of its stderr:\n"
     ) in err
     assert "\n    ModuleNotFoundError: No module named 'tooltree_no_such_module'\n" in err
     assert f"tooltree serve: {tree} is not up to date: 1 of 2 server(s) failed (billing; see above)" in err
     assert "is up to date" not in err
     assert (tree / "servers" / "crm" / "list_leads.py").is_file()
+
+
+def _failing(tmp_path: Path) -> Path:
+    """A config of one server, ``billing``, that exits at start-up saying why on stderr."""
+    script = json.dumps("import sys; sys.stderr.write('billing: no licence key\\n'); sys.exit(3)")
+    config = tmp_path / "failing.yaml"
+    config.write_text(f"servers:\n  billing:\n    command: {json.dumps(sys.executable)}\n    args: [-c, {script}]\n",
+                      encoding="utf-8")  # fmt: skip
+    return config
+
+
+def test_serve_on_a_missing_tree_whose_servers_all_fail_exits_3_with_their_errors_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: it wrote a tree of 0 tools, served it and exited 0; later runs served that tree at once.
+    tree = tmp_path / "tree"
+    assert main(["serve", "--config", str(_failing(tmp_path)), "--tree", str(tree)]) == 3
+    err = capsys.readouterr().err
+    assert (
+        "tooltree serve: billing failed to list its tools (the server exited during start-up); its tools are not in "
+        "the tree; the last lines of its stderr:\n    billing: no licence key\n"
+    ) in err
+    assert err.endswith(
+        f"tooltree: error: could not generate {tree}: every server failed (see above); nothing was written or served\n"
+    )
+    assert not tree.exists()
+
+
+def test_regenerate_first_when_every_server_fails_exits_3_and_leaves_the_tree_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = tmp_path / "tree"
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    tools = [{"name": "charge", "description": "Charge a card.", "inputSchema": {"type": "object"}}]
+    (snaps / "billing.json").write_text(json.dumps({"server": "billing", "tools": tools}), encoding="utf-8")
+    assert main(["generate-tree", "--from-snapshot", str(snaps), "--out", str(tree), "--embeddings", "off"]) == 0
+    before = {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["serve", "--config", str(_failing(tmp_path)), "--tree", str(tree), "--regenerate-first"]) == 3
+    err = capsys.readouterr().err
+    assert (
+        "tooltree serve: billing failed to list its tools (the server exited during start-up); its stubs are kept;"
+        in err
+    )
+    assert err.endswith(
+        f"tooltree: error: could not bring {tree} up to date: every server failed (see above); it is left as it was\n"
+    )
+    assert {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()} == before
+    # In the background, serving goes on with the tree as it was, and says so.
+    assert _regenerate(load_config(_failing(tmp_path)), tree, background=True) == 3
+    assert f"tooltree serve: {tree} is not up to date: every server failed (see above); it is served as it was" in (
+        capsys.readouterr().err
+    )
+
+
+def test_no_regenerate_with_regenerate_first_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: accepted, and --no-regenerate won without a word.
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", "--no-regenerate", "--regenerate-first"])
+    assert exit_info.value.code == 2
+    assert "argument --regenerate-first: not allowed with argument --no-regenerate" in capsys.readouterr().err
 
 
 def test_no_regenerate_without_a_tree_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -197,6 +259,7 @@ def test_help_says_an_existing_tree_is_refreshed_in_the_background_and_gives_the
         main(["serve", "--help"])
     text = " ".join(capsys.readouterr().out.split()).replace("- ", "-")
     assert "an existing one is served at once and brought up to date from the servers in the background" in text
+    assert "3 when the tree could not be generated or every server failed" in text
     assert "regenerated from the servers first when it is missing or stale" not in text
     assert f"(default: serve.idle_timeout in the config, or {DEFAULT_IDLE_TIMEOUT:g})" in text
     assert f"(default: serve.warm in the config, or {DEFAULT_WARM}; 0: none)" in text

@@ -76,3 +76,23 @@ def test_write_file_writes_only_changes_and_write_plan_reports_early_writes(tmp_
     report = write_plan(root, {"servers/a/x.py": b"2", "servers/a/y.py": b"3"}, ["servers"], written={"servers/a/x.py"})
     assert report.written == ["servers/a/x.py", "servers/a/y.py"] and report.unchanged == 0
     assert stub.stat().st_mtime == 1_000_000  # written earlier in the run, not again
+
+
+def test_the_manifest_is_written_after_every_other_file_of_the_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: files were written in name order, and manifest.json sorts before servers/ and snapshots/: a run
+    # stopped halfway left a manifest naming stubs and snapshots that were not written yet.
+    import generator.files
+
+    write, order = generator.files.write_file, []
+
+    def recording(root: Path, rel: str, data: bytes, **kwargs: object) -> bool:
+        order.append(rel)
+        return write(root, rel, data, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(generator.files, "write_file", recording)
+    plan = {"manifest.json": b"{}\n", "servers/a/x.py": b"1", "snapshots/a.json": b"{}", "servers/INDEX.md": b"-"}
+    report = write_plan(tmp_path, plan, ["servers", "snapshots"])
+    assert order[-1] == "manifest.json" and sorted(order) == sorted(plan)
+    assert report.written == order

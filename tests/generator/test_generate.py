@@ -348,6 +348,28 @@ def test_a_server_that_fails_keeps_its_previous_stubs(tmp_path: Path, capsys: py
     assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["tools"][0]["tool"] == "keep_me"
 
 
+def test_a_run_in_which_every_server_failed_makes_no_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: it wrote a tree of 0 tools, which `tooltree serve` then served at once as if it were fine.
+    config = tmp_path / "c.yaml"
+    config.write_text("servers:\n" + raw_server(tmp_path, "down", {"behavior": "exit_at_start"}), encoding="utf-8")
+    out = tmp_path / "tree"
+    assert main(["generate-tree", "--config", str(config), "--out", str(out)]) == 3
+    assert f"\n{out}: nothing written: every server failed (see above)\n" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_run_in_which_every_server_failed_leaves_the_tree_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, out = _svc_config(tmp_path), tmp_path / "tree"
+    assert run_cli("--config", str(config), "--out", str(out), capsys=capsys)[0] == 0
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()}
+    config.write_text("servers:\n" + raw_server(tmp_path, "svc", {"behavior": "exit_at_start"}), encoding="utf-8")
+    code, summary = run_cli("--config", str(config), "--out", str(out), capsys=capsys)
+    assert code == 3 and summary["written"] == 0 and summary["servers"][0]["status"] == "failed"
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()} == before
+
+
 def test_server_option_regenerates_one_server_and_keeps_the_rest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from tool_tree.config import SECTIONS as SECTIONS_BY_DEFAULT
 from tool_tree.config import ConfigError, Setting, load_config, parse_config
 
 GOOD = """\
@@ -143,11 +144,16 @@ def test_dollar_dollar_is_a_literal_dollar() -> None:
 SECTIONS = {"tool": {"name": Setting(str, "a name"), "tags": Setting(list, "a list of tags")}}
 
 
+UNREAD = {"tool": None}
+"""A section allowed and handed on unread, for its owner to read."""
+
+
 def test_sections_are_handed_on_with_the_line_of_each_key() -> None:
-    config = parse_config("servers: {}\ntool:\n  name: ${WHO}\n  tags: [a, b]\n", environ={"WHO": "x"})
+    text = "servers: {}\ntool:\n  name: ${WHO}\n  tags: [a, b]\n"
+    config = parse_config(text, environ={"WHO": "x"}, sections=UNREAD)
     assert config.section("tool").read(SECTIONS["tool"]) == {"name": "x", "tags": ("a", "b")}
     assert config.section("absent").read(SECTIONS["tool"]) == {}
-    bad = parse_config("servers: {}\ntool:\n  nmae: x\n", source="tooltree.yaml", environ={})
+    bad = parse_config("servers: {}\ntool:\n  nmae: x\n", source="tooltree.yaml", environ={}, sections=UNREAD)
     with pytest.raises(ConfigError) as info:
         bad.section("tool").read(SECTIONS["tool"])
     assert str(info.value) == "tooltree.yaml:3: tool.nmae: unknown key (did you mean 'name'?)"
@@ -158,8 +164,41 @@ def test_named_sections_are_checked_while_loading_and_others_refused() -> None:
     assert str(e) == "tooltree.yaml:3: tool.tags: expected a list of tags, got 3"
     e = error_of("servers: {}\ntols:\n  tags: []\n", sections=SECTIONS)
     assert str(e) == "tooltree.yaml:2: tols: unknown key (did you mean 'tool'?)"
-    e = error_of("servers: {}\ntool: [code]\n")
+    e = error_of("servers: {}\ntool: [code]\n", sections=UNREAD)
     assert str(e) == "tooltree.yaml:2: tool: expected a mapping of tool settings, got a list"
+
+
+def test_by_default_tooltrees_sections_are_allowed_and_a_misspelt_one_is_an_error() -> None:
+    # Before: without `sections=` (the Python API) any section loaded, `agnet:` and all, while the CLI refused it.
+    text = "servers: {}\nsandbox:\n  timout: 2\nagnet:\n  mode: code\n"
+    assert str(error_of(text)) == "tooltree.yaml:4: agnet: unknown key (did you mean 'agent'?)"
+    config = parse_config(text.split("agnet")[0] + "pool: {start_jobs: 2}\nagent: {mode: code}\nserve: {}\n")
+    assert sorted(config.sections) == ["agent", "pool", "sandbox", "serve"]
+    from sandbox.config import SandboxConfig
+
+    with pytest.raises(ConfigError) as info:  # a section's keys: where its owner reads it
+        SandboxConfig.from_config(config)
+    assert str(info.value) == "<config>:3: sandbox.timout: unknown key (did you mean 'timeout'?)"
+
+
+def test_the_default_sections_are_the_ones_the_cli_checks() -> None:
+    from tooltree_cli.common import config_sections
+
+    assert sorted(SECTIONS_BY_DEFAULT) == sorted(config_sections())
+
+
+def test_load_config_checks_the_sections_of_a_file_too(tmp_path: Path) -> None:
+    path = tmp_path / "typo.yaml"
+    path.write_text("servers: {}\nsandbox:\n  timout: 2\nagnet:\n  mode: code\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}:4: agnet: unknown key (did you mean 'agent'?)"
+    from tooltree_cli.common import config_sections
+
+    path.write_text("servers: {}\nsandbox:\n  timout: 2\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, sections=config_sections())  # every key at once, as the CLI checks them
+    assert str(info.value) == f"{path}:3: sandbox.timout: unknown key (did you mean 'timeout'?)"
 
 
 def test_sandbox_section_is_read_and_checked_by_the_sandbox_package() -> None:
@@ -248,7 +287,7 @@ def test_a_value_the_loader_cannot_take_names_file_line_and_key(value: str, expe
 
 def test_plain_values_keep_their_yaml_types() -> None:
     text = "servers: {}\ntool:\n  name: ~\n  tags: [1, 0x1f, .5, yes, null, '', 2020-01-02]\n"
-    values = parse_config(text, environ={}).section("tool").values
+    values = parse_config(text, environ={}, sections=UNREAD).section("tool").values
     assert values["name"] is None
     assert values["tags"][:6] == [1, 31, 0.5, True, None, ""]
     assert str(values["tags"][6]) == "2020-01-02"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import stat
 import sys
 from collections.abc import Callable
@@ -262,3 +264,102 @@ def test_the_stderr_log_keeps_its_end_and_never_shows_a_piece_of_a_secret_it_cut
     assert len(log._kept) <= 2 * StderrLog.KEEP_BYTES
     tail = log.tail(lines=3, max_chars=20)  # read from inside the secret
     assert tail.endswith("last line") and "123456" not in tail and "s3cr3t" not in tail
+
+
+# --- what the pools are given, and BackgroundPool's life ------------------------------------------------------------
+
+
+def test_a_background_pool_is_used_inside_its_with_and_runs_once(tmp_path: Path) -> None:
+    # Before: a call before `with` or after it was an AssertionError (an AttributeError under -O), and entering the
+    # pool again raised "the server pool did not start: None" while a second pool started and ran on to exit.
+    import threading
+
+    from tool_tree.pool import BackgroundPool, PoolError
+
+    before = set(threading.enumerate())
+    bg = BackgroundPool([raw(tmp_path)])
+    for use in (lambda: bg.call("raw", "pid", {}), lambda: bg.loop, lambda: bg.pool):
+        with pytest.raises(PoolError) as info:
+            use()
+        assert str(info.value) == "the pool is not running: use it inside `with BackgroundPool(...) as pool:`"
+    with bg:
+        pid = int(text(bg.call("raw", "pid", {})))
+        with pytest.raises(PoolError, match=r"^this BackgroundPool was already entered \(it is running\)"), bg:
+            pass
+        assert alive(pid)  # the failed enter left the running pool as it was
+    with pytest.raises(PoolError, match=r"^the pool is not running \(its `with` block has ended\): use it inside"):
+        bg.call("raw", "pid", {})
+    with pytest.raises(PoolError) as again, bg:
+        pass
+    assert str(again.value) == (
+        "this BackgroundPool was already entered (it has run): a pool runs once; make a new BackgroundPool(...) "
+        "for another `with`"
+    )
+    assert not alive(pid)
+    assert [t.name for t in set(threading.enumerate()) - before if t.is_alive()] == []
+
+
+def test_a_pool_is_given_a_config_or_its_servers_and_a_concurrency_of_at_least_one(tmp_path: Path) -> None:
+    # Before: BackgroundPool(config) was "TypeError: 'Config' object is not iterable"; concurrency=0 was taken,
+    # and every call then waited for ever, whatever its timeout.
+    from tool_tree.config import parse_config
+    from tool_tree.pool import BackgroundPool
+
+    server = raw(tmp_path)
+    text_ = f"servers:\n  raw: {{command: {json.dumps(server.command)}, args: {json.dumps(list(server.args))}}}\n"
+    text_ += "  spare: {command: x, enabled: false}\npool: {start_jobs: 2}\n"
+    config = parse_config(text_, environ={})
+    with BackgroundPool(config) as bg:
+        assert bg.pool.names == ["raw"] and bg.pool.start_jobs == 2  # the enabled servers; `pool:` applies
+        assert text(bg.call("raw", "pid", {})).isdigit()
+    assert ServerPool(config, start_jobs=3).start_jobs == 3  # an argument wins over the section
+    for wrong, message in [
+        (["raw"], "servers: expected a Config or a list of ServerConfig (config.servers), got a list holding str"),
+        ("raw", "servers: expected a Config or a list of ServerConfig (config.servers), got str"),
+    ]:
+        with pytest.raises(TypeError, match=re.escape(message)):
+            BackgroundPool(wrong)  # type: ignore[arg-type]
+    for kwargs, message in [
+        ({"concurrency": 0}, "concurrency: expected at least 1, got 0"),
+        ({"start_jobs": 0}, "start_jobs: expected at least 1, got 0"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            BackgroundPool([server], **kwargs)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            ServerPool([server], **kwargs)
+    with pytest.raises(TypeError, match=r"^concurrency: expected a whole number, at least 1, got 2\.5$"):
+        BackgroundPool([server], concurrency=2.5)  # type: ignore[arg-type]
+
+
+def test_arguments_that_are_not_a_dict_are_a_type_error_naming_them(tmp_path: Path) -> None:
+    # Before: a pydantic ValidationError from deep in the SDK, 11 frames down.
+    from tool_tree.pool import BackgroundPool
+
+    with BackgroundPool([raw(tmp_path)]) as bg:
+        with pytest.raises(TypeError) as info:
+            bg.call("raw", "pid", [1])  # type: ignore[arg-type]
+        assert str(info.value) == (
+            "arguments: expected a dict of the tool's arguments by name (e.g. {'limit': 3}; {} for none), got list [1]"
+        )
+        with pytest.raises(TypeError, match=r"^tool: expected the tool's name as a string, got int 5"):
+            bg.call("raw", 5, {})  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"^timeout: expected a positive number of seconds \(or None\), got 0"):
+            bg.call("raw", "pid", {}, timeout=0)
+        assert text(bg.call("raw", "pid", {})).isdigit()  # nothing was sent, the pool goes on
+
+
+async def test_a_call_waiting_for_its_turn_times_out_within_its_own_timeout() -> None:
+    # Before: the timeout ran only once the call had its turn, so behind a slow call it waited as long as that.
+    async with ServerPool([sample("media")], concurrency=1) as pool:
+        await pool.start("media")
+        slow = functools.partial(pool.call, "media", "slow_echo", {"text": "x", "seconds": 60}, timeout=60)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow)
+            await anyio.wait_all_tasks_blocked()  # it holds the server's one call slot
+            with anyio.fail_after(20):
+                waited = await pool.call("media", "slow_echo", {"text": "y", "seconds": 0}, timeout=0.5)
+            tg.cancel_scope.cancel()
+        assert waited["isError"] is True
+        assert text(waited) == "the call timed out after 0.5 s waiting for its turn (1 call(s) in flight to 'media')"
+        after = await pool.call("media", "slow_echo", {"text": "free", "seconds": 0}, timeout=10)
+        assert text(after) == "free"  # the cancelled call gave its slot back

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -25,6 +27,7 @@ from tool_tree.search import (
     has_static,
     index_embeds_with,
     render_hits,
+    search_records,
     search_tools,
     split_words,
     stem_word,
@@ -32,6 +35,7 @@ from tool_tree.search import (
     write_index,
 )
 from tool_tree.search._static import STATIC_ENV, STATIC_WEIGHT
+from tool_tree.search._store import index_matches_manifest
 from tool_tree.search._wordpiece import WordPiece, basic_split
 from tooltree_cli import search_cmd
 
@@ -287,6 +291,29 @@ def test_summary_detail_survives_a_missing_stub(tree: Path) -> None:
     assert out.startswith("weather.air_quality — Air quality index")
 
 
+def test_every_function_taking_a_tree_takes_it_as_a_str_too(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: TypeError: unsupported operand type(s) for /: 'str' and 'str', from search_tools("tree", ...) and the
+    # rest, as from McpBridge("tree", pool).
+    from sandbox.mcp_bridge import McpBridge
+    from tool_tree.pool import ServerPool
+    from tool_tree.search import load_index
+    from tool_tree.tree import Manifest, load_snapshot, tree_lock
+
+    monkeypatch.chdir(tree.parent)
+    for given in (tree.name, str(tree)):
+        assert search_tools(given, "pollen", limit=1) == search_tools(tree, "pollen", limit=1)
+        assert search_records(given, "pollen", limit=1) == search_records(tree, "pollen", limit=1)
+        hits = load_index(given).search("pollen", limit=1)
+        assert render_hits(given, hits, "full") == render_hits(tree, hits, "full")
+        manifest = Manifest.load(given)
+        assert manifest.tools == Manifest.load(tree).tools
+        assert load_snapshot(given, manifest.servers[0]) == load_snapshot(tree, manifest.servers[0])
+        with tree_lock(given, shared=True):
+            pass
+        bridge = McpBridge(given, ServerPool([]))
+        assert bridge.tree == Path(given) and bridge.manifest.tools == manifest.tools
+
+
 def test_render_never_reads_outside_the_tree(tmp_path: Path) -> None:
     (tmp_path / "secret.py").write_text("TOKEN = 'hunter2'\n", encoding="utf-8")
     root = tmp_path / "tree"
@@ -382,6 +409,68 @@ def test_corrupt_index_is_an_error_that_says_to_rebuild(tmp_path: Path, text: st
 def test_tree_without_manifest_cannot_be_indexed(tmp_path: Path) -> None:
     with pytest.raises(SearchError, match="no manifest"):
         write_index(tmp_path)
+
+
+def test_the_index_records_the_hash_of_the_manifest_it_was_built_from(tree: Path) -> None:
+    manifest = (tree / "manifest.json").read_bytes()
+    text = (tree / INDEX_FILE).read_text(encoding="utf-8")
+    assert text.startswith('{"built_for_manifest":"sha256:' + hashlib.sha256(manifest).hexdigest() + '",')
+    assert json.loads(text)["format"] == "tooltree-search-index"  # still one JSON object, keys sorted
+    assert index_matches_manifest(tree) and index_embeds_with(tree, None)
+    (tree / "manifest.json").write_bytes(manifest + b"\n")
+    assert not index_matches_manifest(tree)
+
+
+def _left_behind(root: Path) -> Path:
+    """A tree of the whole catalog holding the index of the catalog without its weather server."""
+    catalog = json.loads(CATALOG.read_text(encoding="utf-8"))
+    catalog["servers"] = [s for s in catalog["servers"] if s["name"] != "weather"]
+    old = (write_tree(root, catalog) / INDEX_FILE).read_bytes()
+    write_tree(root)
+    (root / INDEX_FILE).write_bytes(old)
+    return root
+
+
+def test_an_index_built_from_another_manifest_is_not_used_the_tree_is_searched_and_a_warning_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: the stale index was used, and the weather tools the tree holds were never found.
+    tree = _left_behind(tmp_path / "tree")
+    with caplog.at_level(logging.WARNING, logger="tool_tree.search._render"):
+        assert search_tools(tree, "ultraviolet air quality", detail="name", limit=1) == "weather.air_quality\n"
+        assert search_records(tree, "air quality", limit=1)[0]["name"] == "weather.air_quality"
+    (warning,) = [r.getMessage() for r in caplog.records]  # once: the in-memory index is kept while nothing changes
+    assert f"{(tree / INDEX_FILE).resolve()}: built from another manifest.json than the tree's" in warning
+    assert "by their words only until you run `tooltree generate-tree` to rebuild it" in warning
+    write_index(tree)
+    caplog.clear()
+    assert search_tools(tree, "ultraviolet air quality", detail="name", limit=1) == "weather.air_quality\n"
+    assert caplog.records == []
+
+
+def test_an_index_built_from_another_manifest_of_a_tree_missing_a_snapshot_is_an_error_saying_to_regenerate(
+    tmp_path: Path,
+) -> None:
+    tree = _left_behind(tmp_path / "tree")
+    (tree / "snapshots" / "weather.json").unlink()
+    with pytest.raises(SearchError) as raised:
+        search_tools(tree, "air quality")
+    message = str(raised.value)
+    assert "built from another manifest.json than the tree's; run `tooltree generate-tree` to rebuild it" in message
+    assert "weather.json: snapshot missing; regenerate the tree" in message
+
+
+def test_an_index_that_records_no_manifest_is_used_as_it_is(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Written by a tooltree before indexes recorded their manifest: nothing tells whether it is current.
+    tree = _left_behind(tmp_path / "tree")
+    text = (tree / INDEX_FILE).read_text(encoding="utf-8")
+    (tree / INDEX_FILE).write_text("{" + text[text.index('"config"') :], encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        assert (
+            search_tools(tree, "ultraviolet air quality", detail="name")
+            == "No tools matched 'ultraviolet air quality'."
+        )
+    assert caplog.records == [] and not index_matches_manifest(tree)  # generate-tree rebuilds it
 
 
 # --- WordPiece (the optional embedding ranker's tokenizer; stdlib) --------------------------

@@ -14,15 +14,19 @@ is bounded: at most ``MAX_CONCURRENT`` searches run at once in a process (the ot
 from __future__ import annotations
 
 import ast
+import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
+from tool_tree.search._docs import docs_from_tree
 from tool_tree.search._errors import SearchError
-from tool_tree.search._index import INDEX_FILE, SearchHit, SearchIndex, check_limit
+from tool_tree.search._index import INDEX_FILE, SearchHit, SearchIndex, build_index, check_limit
+from tool_tree.search._store import built_for, manifest_hash
 from tool_tree.search._text import one_line
+from tool_tree.tree import MANIFEST_FILE
 
 Detail = Literal["name", "summary", "full"]
 DETAILS: tuple[str, ...] = get_args(Detail)
@@ -34,10 +38,12 @@ QUEUE_TIMEOUT_S = 10.0
 MAX_RESULT_CHARS = 64_000
 """Longest rendered result; the hits that do not fit are named in a last line instead."""
 
-_cache: dict[Path, tuple[int, int, SearchIndex]] = {}
+_FileId = tuple[int, int, int] | None
+_cache: dict[Path, tuple[tuple[_FileId, _FileId], SearchIndex]] = {}
 _cache_lock = threading.Lock()
 _gate = threading.BoundedSemaphore(MAX_CONCURRENT)
 _T = TypeVar("_T")
+logger = logging.getLogger(__name__)
 
 
 def _bounded(work: Callable[[], _T]) -> _T:
@@ -96,13 +102,14 @@ def signature(source: str, function: str) -> str | None:
     return None
 
 
-def render_hits(tree: Path, hits: list[SearchHit], detail: Detail) -> str:
-    """Render ``hits`` for the model at the given detail level.
+def render_hits(tree: str | os.PathLike[str], hits: list[SearchHit], detail: Detail) -> str:
+    """Render ``hits`` (of the tree folder ``tree``) for the model at the given detail level.
 
     Raises:
         SearchError: ``detail`` is not one of ``name``, ``summary``, ``full``.
     """
     detail = check_detail(detail)
+    tree = Path(tree)
     if not hits:
         return "No tools matched."
     if detail == "name":
@@ -142,12 +149,20 @@ def _capped(blocks: list[str], hits: Sequence[SearchHit]) -> str:
     return "\n".join(out)
 
 
-def load_index(tree: Path) -> SearchIndex:
-    """The tree's index, reloaded only when the file on disk changes.
+def load_index(tree: str | os.PathLike[str]) -> SearchIndex:
+    """The index of the tree folder ``tree``, reloaded only when the file on disk (or the tree's manifest) changes.
+
+    An index built from another manifest than the tree's (a generation interrupted or failed after
+    writing the manifest, or still writing the index) would miss the tools added since and find
+    the ones removed. It is not used: the tree's tools are indexed in memory instead, by their
+    words only (no embeddings), and a warning says to run ``tooltree generate-tree``. An index
+    that records no manifest (written by an older tooltree) is used as it is.
 
     Raises:
-        SearchError: the index is missing, unreadable or corrupt.
+        SearchError: the index is missing, unreadable or corrupt, or it disagrees with the tree and
+            the tree's manifest or a snapshot is missing or malformed.
     """
+    tree = Path(tree)
     path = (tree / INDEX_FILE).resolve()
     try:
         st = os.stat(path)
@@ -155,19 +170,56 @@ def load_index(tree: Path) -> SearchIndex:
         raise SearchError(f"{path}: no search index; run `tooltree generate-tree` to build it") from None
     except OSError as e:
         raise SearchError(f"{path}: cannot read search index ({e})") from None
+    key = (_identity(st), _identity(path.with_name(MANIFEST_FILE)))
     with _cache_lock:  # one load per file change, however many callers arrive at once
         cached = _cache.get(path)
-        if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
-            return cached[2]
-        index = SearchIndex.load(tree)
-        _cache[path] = (st.st_mtime_ns, st.st_size, index)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise SearchError(f"{path}: cannot read search index ({e})") from None
+        index = SearchIndex.from_json(text, source=str(path))
+        stored = built_for(text)
+        if stored is not None and stored != manifest_hash(path.parent):
+            index = _index_of_tree(path)
+        _cache[path] = (key, index)
         return index
 
 
+def _identity(file: os.stat_result | Path) -> _FileId:
+    """What tells one version of a file from the next (each is written anew or replaced); None: no file."""
+    try:
+        st = file if isinstance(file, os.stat_result) else os.stat(file)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _index_of_tree(path: Path) -> SearchIndex:
+    """The tools of the tree holding the index at ``path`` (built from another manifest), indexed in memory.
+
+    Raises:
+        SearchError: the tree's manifest or a snapshot is missing or malformed.
+    """
+    regenerate = "run `tooltree generate-tree` to rebuild it"
+    try:
+        index = build_index(docs_from_tree(path.parent))
+    except SearchError as e:
+        raise SearchError(f"{path}: built from another {MANIFEST_FILE} than the tree's; {regenerate} ({e})") from None
+    logger.warning(
+        "%s: built from another %s than the tree's (its generation was interrupted or failed, or is still "
+        "writing it); searching the tree's %d tools by their words only until you %s",
+        path, MANIFEST_FILE, len(index), regenerate,
+    )  # fmt: skip
+    return index
+
+
 def search_tools(
-    tree: Path, query: str, *, detail: Detail | str = "summary", limit: int = 5, regex: bool = False
+    tree: str | os.PathLike[str], query: str, *, detail: Detail | str = "summary", limit: int = 5, regex: bool = False
 ) -> str:
-    """Search the tree's tools and render the hits: what the agent tool and the sandbox call return.
+    """Search the tools of the tree folder ``tree`` and render the hits: what the agent tool and the sandbox
+    call return.
 
     Raises:
         SearchError: bad ``detail`` or ``limit``, blank query, rejected regex, or a missing or
@@ -175,6 +227,7 @@ def search_tools(
     """
     level = check_detail(detail)
     check_limit(limit)
+    tree = Path(tree)
 
     def run() -> str:
         index = load_index(tree)
@@ -194,7 +247,9 @@ def meaning_only_note(index: SearchIndex, query: str, hits: Sequence[SearchHit],
     return f"No tool has the words of {one_line(query, 80)!r}; the nearest by meaning:\n\n"
 
 
-def search_records(tree: Path, query: str, *, limit: int = 5, regex: bool = False) -> list[dict[str, Any]]:
+def search_records(
+    tree: str | os.PathLike[str], query: str, *, limit: int = 5, regex: bool = False
+) -> list[dict[str, Any]]:
     """The same search as ``search_tools``, as JSON-ready records (for ``search_tools`` in a script).
 
     Each record: ``name`` (the qualified name a script imports), ``server``, ``tool`` (the
@@ -204,6 +259,7 @@ def search_records(tree: Path, query: str, *, limit: int = 5, regex: bool = Fals
         SearchError: bad ``limit``, blank query, rejected regex, or a missing or corrupt index.
     """
     check_limit(limit)
+    tree = Path(tree)
     hits = _bounded(lambda: load_index(tree).search(query, limit=limit, regex=regex))
     records: list[dict[str, Any]] = []
     for h in hits:

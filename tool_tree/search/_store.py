@@ -2,8 +2,11 @@
 
 ``write_index`` builds the index of a tree and stores it atomically, and only when its bytes
 change; tool vectors whose text did not change are taken from the previous file, so the model
-loads only for new or changed tools. ``index_embeds_with`` tells which model's vectors a file
-stores from its first few kilobytes.
+loads only for new or changed tools. The file records the hash of the ``manifest.json`` it was
+built from (its first key, ``built_for_manifest``): ``generate-tree`` writes the manifest first
+and the index after it, so an index left behind by a generation that was interrupted or failed
+in between records another manifest, and ``index_matches_manifest`` (and ``load_index``) tell.
+``index_embeds_with`` tells which model's vectors a file stores from its first few kilobytes.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from tool_tree.search._docs import docs_from_tree
 from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, SearchIndex, build_index
 from tool_tree.search._mode import embedding_model, embeddings_mode
+from tool_tree.tree import MANIFEST_FILE, content_hash
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +37,40 @@ def _reusable_vectors(path: Path, model: str) -> dict[str, str]:
     if dense is None or dense.model != model:
         return {}
     return {e.hash: v for e, v in zip(previous.entries, dense.encoded, strict=True)}
+
+
+BUILT_FOR_KEY = "built_for_manifest"
+"""The index's first key: ``sha256:<hex>`` of the ``manifest.json`` it was built from."""
+_BUILT_FOR = re.compile(r'\{"built_for_manifest":"(sha256:[0-9a-f]{64})"')
+
+
+def manifest_hash(tree: Path) -> str | None:
+    """``sha256:<hex>`` of the tree's ``manifest.json``, or None when it cannot be read."""
+    try:
+        return content_hash((tree / MANIFEST_FILE).read_bytes())
+    except OSError:
+        return None
+
+
+def built_for(text: str) -> str | None:
+    """The manifest hash that the text of an index records (at its start), or None when it records
+    none (an index written before tooltree recorded it, or not an index)."""
+    found = _BUILT_FOR.match(text)
+    return found.group(1) if found is not None else None
+
+
+def index_matches_manifest(tree: Path, manifest: bytes | None = None) -> bool:
+    """Whether the index of ``tree`` was built from its ``manifest.json`` (or, given ``manifest``, from
+    those bytes: the manifest a run is about to write). False when the index is missing, unreadable or
+    records no manifest, or the manifest cannot be read."""
+    try:
+        with (tree / INDEX_FILE).open("rb") as f:
+            head = f.read(256).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    stored = built_for(head)
+    wanted = content_hash(manifest) if manifest is not None else manifest_hash(tree)
+    return stored is not None and stored == wanted
 
 
 _STORED_MODEL = re.compile(r'"dense":(?:null|\{"dim":\d+,"model":("(?:[^"\\]|\\.)*"))')
@@ -63,8 +101,10 @@ def index_embeds_with(tree: Path, model_id: str | None) -> bool:
 def write_index(tree: Path, *, embeddings: str | None = None, on_embedding: EmbeddingNotice | None = None) -> Path:
     """Build the index of the tree at ``tree`` and store it as ``<tree>/search_index.json``.
 
-    The file is written atomically, and only when its content changes. ``embeddings`` is
-    ``auto``, ``on`` or ``off`` (default: ``TOOLTREE_SEARCH_EMBEDDINGS``, else ``auto``; see
+    The file is written atomically, and only when its content changes. It records the hash of the
+    manifest it was built from, read before the tools are (a manifest replaced meanwhile makes the
+    index disagree with the tree, which ``load_index`` notices, rather than pass for current).
+    ``embeddings`` is ``auto``, ``on`` or ``off`` (default: ``TOOLTREE_SEARCH_EMBEDDINGS``, else ``auto``; see
     ``embedding_model``). Vectors of tools whose text did not change are taken from the
     previous index, so the model is loaded only when some tool is new or changed. In ``auto``
     mode a model that is installed but cannot be loaded gives an index without vectors and a
@@ -79,7 +119,10 @@ def write_index(tree: Path, *, embeddings: str | None = None, on_embedding: Embe
     path = tree / INDEX_FILE
     mode = embeddings_mode(embeddings)
     model = embedding_model(mode)
-    docs = docs_from_tree(tree)
+    manifest = manifest_hash(tree)
+    docs = docs_from_tree(tree)  # raises the clear error when the manifest cannot be read
+    if manifest is None:
+        raise SearchError(f"{tree / MANIFEST_FILE}: the manifest cannot be read; regenerate the tree")
     try:
         reuse = _reusable_vectors(path, model.model_id) if model is not None else {}
         index = build_index(docs, embeddings=model is not None, reuse=reuse, on_embedding=on_embedding)
@@ -88,7 +131,8 @@ def write_index(tree: Path, *, embeddings: str | None = None, on_embedding: Embe
             raise
         logger.warning("search index written without embeddings: %s", e)
         index = build_index(docs)
-    text = index.to_json()
+    # First (``to_json`` sorts its keys, and this one sorts before them all), where a short read finds it.
+    text = f'{{"{BUILT_FOR_KEY}":"{manifest}",{index.to_json()[1:]}'
     try:
         if path.read_text(encoding="utf-8") == text:
             return path
