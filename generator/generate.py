@@ -313,7 +313,7 @@ def _plan_and_write(
 
     result = GenerateResult(out=out, servers=sorted(outcomes, key=lambda o: o.name), warnings=plan.warnings)
     if check:
-        from tool_tree.search._store import index_matches_manifest
+        from tool_tree.search import index_matches_manifest
 
         result.drift = diff_plan(out, plan.files, OWNED_DIRS, known=seen)
         if plan.files and not index_matches_manifest(out, plan.files[MANIFEST_FILE]):

@@ -33,8 +33,7 @@ def write_search_index(
     nothing, the index was built from the manifest on disk and holds the wanted embeddings, it is
     current: a no-op rerun does not pay for rebuilding it.
     """
-    from tool_tree.search import INDEX_FILE, SearchError, index_embeds_with, write_index
-    from tool_tree.search._store import index_matches_manifest
+    from tool_tree.search import INDEX_FILE, SearchError, index_embeds_with, index_matches_manifest, write_index
 
     report = result.report
     if (

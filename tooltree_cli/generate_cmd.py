@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
 def _index_left_behind(out: Path) -> str | None:
     """What to do about the search index of ``out`` when a run stopped after writing the manifest and
     before the index (None: the index matches the manifest, or there is no manifest)."""
-    from tool_tree.search._store import index_matches_manifest
+    from tool_tree.search import index_matches_manifest
     from tool_tree.tree import MANIFEST_FILE, SEARCH_INDEX_FILE
 
     index = out / SEARCH_INDEX_FILE

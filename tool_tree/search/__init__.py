@@ -32,7 +32,7 @@ from tool_tree.search._render import (
 )
 from tool_tree.search._scores import ToolScores, score_tools
 from tool_tree.search._static import has_static
-from tool_tree.search._store import index_embeds_with, write_index
+from tool_tree.search._store import index_embeds_with, index_matches_manifest, write_index
 from tool_tree.search._text import split_words, stem_word, tokens
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "embeddings_mode",
     "has_static",
     "index_embeds_with",
+    "index_matches_manifest",
     "load_index",
     "meaning_only_note",
     "on_this_thread",
