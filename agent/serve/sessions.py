@@ -48,6 +48,9 @@ CALL_THREADS = 8
 """Worker threads one client session's tool calls hold at most; its further calls wait for one of them."""
 CLOSE_THREADS = 4
 """Worker threads that end sessions (disconnects, idle ones, the server stopping)."""
+QUEUED_EXECUTIONS = 8
+"""``execute_python`` calls of one client session that may wait behind its running one; more are refused at once
+(each held its script meanwhile: 150 of 3.9 MB took serve from 83 to 662 MiB)."""
 HANDOVER_RETRY = 0.05
 """Seconds between tries to stop a script handed to the sandbox that has not begun there yet."""
 _EXPIRED_KEPT = 1024
@@ -88,6 +91,7 @@ class ClientSession:
         self.note = ""
         """Said once, in front of the first result (e.g. that an earlier session of this client ended)."""
         self.executions = anyio.Lock()
+        self._queued = 0  # execute_python calls waiting for `executions` (touched on the event loop only)
         self.limiter = anyio.CapacityLimiter(CALL_THREADS)
         """The worker threads of this client's tool calls (pass it to ``anyio.to_thread.run_sync``)."""
         self._waits = anyio.CapacityLimiter(2)  # an execution's wait for its script, and its cancel
@@ -135,40 +139,58 @@ class ClientSession:
         script and waits for it to end, so the next execution of this session never overlaps it;
         cancelled while the sandbox is still starting, the script never runs.
         """
-        async with self.executions:
-            run = _Execution()
-            box: list[ToolOutcome] = []
-            with self._state:
-                self._execution = run
+        if self._queued >= QUEUED_EXECUTIONS:
+            return error(
+                f"execute_python: busy, {self._queued} executions of this session are already waiting for the one "
+                "running; wait for their results (a session runs one script at a time)"
+            )
+        self._queued += 1
+        try:
+            await self.executions.acquire()
+        finally:
+            self._queued -= 1
+        try:
+            return await self._execute_held(toolset, arguments, progress, interval)
+        finally:
+            self.executions.release()
 
-            def work() -> None:
-                try:
-                    box.append(self._execute(toolset, arguments, run))
-                finally:
-                    with self._state:
-                        if self._execution is run:
-                            self._execution = None
-                    run.done.set()
+    async def _execute_held(
+        self, toolset: CodeToolset, arguments: Mapping[str, Any], progress: Progress, interval: float
+    ) -> ToolOutcome:
+        """`execute`, holding ``executions``."""
+        run = _Execution()
+        box: list[ToolOutcome] = []
+        with self._state:
+            self._execution = run
 
-            threading.Thread(target=work, name=f"serve-execute-{self.key[:8]}", daemon=True).start()
-            started = time.monotonic()
+        def work() -> None:
             try:
-                while not await anyio.to_thread.run_sync(
-                    run.done.wait, interval, abandon_on_cancel=True, limiter=self._waits
-                ):
-                    await progress(time.monotonic() - started)
-            except anyio.get_cancelled_exc_class():
-                with self._state:  # at once, before any wait for a thread
-                    run.cancelled = True
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self.cancel, limiter=self._waits)
-                    stopped = await anyio.to_thread.run_sync(
-                        run.done.wait, CANCEL_WAIT, abandon_on_cancel=True, limiter=self._waits
-                    )
-                    if not stopped:
-                        logger.warning("session %s: a cancelled execution is still running", self.key[:16])
-                raise
-            return box[0] if box else error("the execution ended without a result")
+                box.append(self._execute(toolset, arguments, run))
+            finally:
+                with self._state:
+                    if self._execution is run:
+                        self._execution = None
+                run.done.set()
+
+        threading.Thread(target=work, name=f"serve-execute-{self.key[:8]}", daemon=True).start()
+        started = time.monotonic()
+        try:
+            while not await anyio.to_thread.run_sync(
+                run.done.wait, interval, abandon_on_cancel=True, limiter=self._waits
+            ):
+                await progress(time.monotonic() - started)
+        except anyio.get_cancelled_exc_class():
+            with self._state:  # at once, before any wait for a thread
+                run.cancelled = True
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.cancel, limiter=self._waits)
+                stopped = await anyio.to_thread.run_sync(
+                    run.done.wait, CANCEL_WAIT, abandon_on_cancel=True, limiter=self._waits
+                )
+                if not stopped:
+                    logger.warning("session %s: a cancelled execution is still running", self.key[:16])
+            raise
+        return box[0] if box else error("the execution ended without a result")
 
     def _execute(self, toolset: CodeToolset, arguments: Mapping[str, Any], run: _Execution) -> ToolOutcome:
         """``execute_python`` in its own thread: the sandbox is started first, so that a cancel that

@@ -182,3 +182,50 @@ async def test_a_cancel_while_the_sandbox_starts_keeps_the_script_from_running(
     assert busy.is_error and "busy" in busy.content[0].text
     assert not after.is_error and after.content[0].text == "False"  # the script never wrote its file
     assert not servers  # nor called its tool: the docs server never started
+
+
+async def test_a_sessions_executions_waiting_behind_its_running_one_are_bounded(
+    make_serve: Callable[..., Serve],
+) -> None:
+    # Before: every execute_python call waited with its script however many there were (150 of 3.9 MB took
+    # serve from 83 to 662 MiB). Now QUEUED_EXECUTIONS wait; the others are refused at once.
+    from agent.serve.sessions import QUEUED_EXECUTIONS
+
+    serve = make_serve()
+    serve.start_http()
+    running, refused_all = anyio.Event(), anyio.Event()
+    results: list[Any] = []
+    extra = 3
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        running.set()
+
+    async def long_script(client: Any) -> None:
+        await client.call_tool("execute_python", {"code": "import time\ntime.sleep(600)"}, progress_callback=progress)
+
+    async def one(client: Any, n: int) -> None:
+        results.append(await client.call_tool("execute_python", {"code": f"print({n})"}))
+        if sum(r.is_error for r in results) >= extra:
+            refused_all.set()
+
+    async with (
+        http_client(serve.url, read_timeout_seconds=WAIT) as c,
+        anyio.create_task_group() as waiting,  # ends after the long script's group: its calls then run
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(long_script, c)
+        with anyio.fail_after(WAIT):
+            await running.wait()
+        for n in range(QUEUED_EXECUTIONS + extra):
+            waiting.start_soon(one, c, n)
+        with anyio.fail_after(WAIT):  # those past the bound are answered while the script still runs
+            await refused_all.wait()
+        refused = list(results)
+        tg.cancel_scope.cancel()  # stops the long script; the waiting ones then run
+    assert len(refused) == extra
+    for r in refused:
+        assert r.is_error and f"busy, {QUEUED_EXECUTIONS} executions of this session are already waiting" in (
+            r.content[0].text
+        )
+    ran = sorted(r.content[0].text for r in results if not r.is_error)
+    assert len(ran) == QUEUED_EXECUTIONS and len(results) == QUEUED_EXECUTIONS + extra
