@@ -1,24 +1,32 @@
 """Content for the model: MCP tool results and sandbox executions as Anthropic content blocks.
 
 Images stay images (``{"type": "image", "source": {"type": "base64", ...}}``), never base64
-text. MCP content the Messages API cannot carry (audio, binary resources, an image over the API's
-5 MB) becomes a one-line note saying what was left out. A server's result is untrusted in size
-too: its text is cut to `MAX_RESULT_CHARS` (head and tail kept) and its images to `MAX_IMAGES`,
+text. MCP content the Messages API cannot carry (audio, binary resources) becomes a one-line note
+saying what was left out. A server's result is untrusted in size and in content, as a script's
+output is:
+
+- its first `MAX_BLOCKS` content blocks are looked at, the rest only counted (a note says how many);
+- its images are held to the rules of a script's images (`sandbox.results.ImageBudget`: the first
+  `MAX_IMAGES` looked at, each strict base64 of a PNG, JPEG, GIF or WebP that is one, at most 5 MB,
+  8 MiB together); an image that fails one becomes a note saying why, those past the count one note;
+- every string that reaches the model (text, a resource's URI and text, a link's name and URI, the
+  structured content's JSON) is cleaned of terminal escapes and control characters like a script's
+  output (`sandbox.results.clean_text`) and counted against `MAX_RESULT_CHARS` (head and tail kept);
+  nothing is cleaned or copied before it is cut, so the work is bounded by the caps, not the result;
+
 so one call can neither fill the host's memory nor make every later request too large.
 """
 
 from __future__ import annotations
 
-import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sandbox._supervisor.limits import MAX_IMAGE_BYTES, MAX_IMAGES, base64_size
-from sandbox.results import ExecutionResult, ToolCallRecord, image_type_matches
+from sandbox._supervisor.limits import MAX_IMAGES
+from sandbox.results import ExecutionResult, ImageBudget, ToolCallRecord, clean_text, note_label
 from tool_tree.text import size
 
-IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 LEDGER_LINES = 8
 LEDGER_GROUPS = 20
 """Tools the short ledger names one line each when there are many calls (a script may call thousands of
@@ -27,6 +35,11 @@ MAX_RESULT_CHARS = 500_000
 """Characters of text one MCP tool result brings into the conversation (about 125,000 tokens: room
 left in a 200,000-token context, and a 200 KB document still arrives whole); a longer text keeps its
 head and tail, with a note. Past it, a result would fill the context and go out with every request."""
+MAX_BLOCKS = 1_000
+"""Content blocks of one MCP tool result that are looked at (here and in `tooltree serve`'s passthrough);
+later ones are counted in a note. Ample for a result listing its items one block each; what bounds
+the work and the blocks sent when each block is empty (a million ``{"type": "text", "text": ""}`` cost
+nothing against a character cap)."""
 
 
 def text_block(text: str) -> dict[str, Any]:
@@ -37,88 +50,207 @@ def image_block(data_b64: str, mime_type: str) -> dict[str, Any]:
     return {"type": "image", "source": {"type": "base64", "media_type": mime_type, "data": data_b64}}
 
 
-def _mcp_image(block: dict[str, Any]) -> dict[str, Any]:
-    data, mime = block.get("data"), block.get("mimeType")
-    if isinstance(data, str) and len(data) > base64_size(MAX_IMAGE_BYTES):
-        over = size(len(data) * 3 // 4)
-        return text_block(f"[an image of {over} was left out: the API takes at most {size(MAX_IMAGE_BYTES)}]")
-    if isinstance(data, str) and mime in IMAGE_TYPES:
-        try:
-            raw = base64.b64decode(data[:64], validate=False)
-        except ValueError:
-            raw = b""
-        if image_type_matches(raw, str(mime)):
-            return image_block(data, str(mime))
-    return text_block(f"[an image of type {mime!s} that is not PNG, JPEG, GIF or WebP was left out]")
+Pieces = list[str]
+"""One text block to be, as the strings it is made of (server strings uncut, uncleaned, uncopied)."""
 
 
-def _mcp_resource(block: dict[str, Any]) -> dict[str, Any]:
-    resource = block.get("resource")
-    if isinstance(resource, dict):
+def _strings(*values: Any) -> Pieces:
+    """The non-empty strings among ``values``, a space between them (a missing field is no string)."""
+    pieces: Pieces = []
+    for value in values:
+        if isinstance(value, str) and value:
+            pieces += [" ", value] if pieces else [value]
+    return pieces
+
+
+def _mcp_block(block: dict[str, Any], images: ImageBudget) -> dict[str, Any] | Pieces | None:
+    """One MCP content block as an image block, as the pieces of a text block, or None (an image past the
+    count, counted in ``images``)."""
+    kind = block.get("type")
+    if kind == "text":
+        text = block.get("text", "")
+        return [text] if isinstance(text, str) else ["[a malformed text block was left out]"]
+    if kind == "image":
+        data, mime = block.get("data"), block.get("mimeType")
+        taken = images.take(data, mime)
+        if taken is None:
+            return None
+        return [taken] if isinstance(taken, str) else image_block(str(data), str(mime))
+    if kind == "resource":
+        resource = block.get("resource")
+        if not isinstance(resource, dict):
+            return ["[a malformed resource was left out]"]
+        uri = resource.get("uri")
         if isinstance(resource.get("text"), str):
-            return text_block(f"[resource {resource.get('uri', '')}]\n{resource['text']}")
-        return text_block(f"[binary resource {resource.get('uri', '')} ({resource.get('mimeType', '?')}) left out]")
-    return text_block("[a malformed resource was left out]")
+            return ["[resource ", *_strings(uri), "]\n", resource["text"]]
+        mime = note_label(resource.get("mimeType"))
+        return [f"[binary resource {note_label(uri, 200)} ({mime}) left out]"]
+    if kind == "resource_link":
+        return _strings("[resource link]", block.get("name"), block.get("uri"))
+    return [f"[content of type {note_label(kind)} left out]"]
 
 
 def mcp_result_blocks(result: dict[str, Any], max_chars: int = MAX_RESULT_CHARS) -> list[dict[str, Any]]:
-    """A ``tools/call`` result (wire format) as content blocks for a ``tool_result``: at most
-    ``max_chars`` of text and `MAX_IMAGES` images."""
-    blocks: list[dict[str, Any]] = []
+    """A ``tools/call`` result (wire format) as content blocks for a ``tool_result``: its first `MAX_BLOCKS`
+    blocks, at most ``max_chars`` characters of cleaned text and the images `ImageBudget` lets through."""
     content = result.get("content")
-    images = 0
-    for block in content if isinstance(content, list) else []:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text":
-            blocks.append(text_block(str(block.get("text", ""))))
-        elif kind == "image" and images >= MAX_IMAGES:
-            blocks.append(text_block(f"[an image past the first {MAX_IMAGES} was left out]"))
-        elif kind == "image":
-            blocks.append(_mcp_image(block))
-            images += blocks[-1]["type"] == "image"
-        elif kind == "resource":
-            blocks.append(_mcp_resource(block))
-        elif kind == "resource_link":
-            blocks.append(text_block(f"[resource link] {block.get('name', '')} {block.get('uri', '')}".strip()))
-        else:
-            blocks.append(text_block(f"[content of type {kind!s} left out]"))
+    items: list[Any] = content if isinstance(content, list) else []
+    images = ImageBudget()
+    blocks = (_mcp_block(block, images) for block in items[:MAX_BLOCKS] if isinstance(block, dict))
+    parts = [part for part in blocks if part is not None]
+    notes: list[str] = []
     structured = result.get("structuredContent")
-    if structured is not None and not any(b["type"] == "text" for b in blocks):
-        blocks.append(text_block(json.dumps(structured, ensure_ascii=False)))
-    if not blocks:
-        blocks.append(text_block("(the tool returned no content)"))
-    return cap_text(blocks, max_chars)
+    if structured is not None and not any(isinstance(part, list) and any(part) for part in parts):  # no text
+        text, cut = json_head(structured, max_chars)
+        parts.append([text])
+        if cut:
+            notes.append(f"the structured content is longer than {max_chars:,} characters: its start is shown")
+    if images.past:
+        notes.append(f"{images.past:,} images past the first {MAX_IMAGES} were left out")
+    if len(items) > MAX_BLOCKS:
+        notes.append(f"{len(items) - MAX_BLOCKS:,} content blocks past the first {MAX_BLOCKS:,} were left out")
+    out = _fit_text(parts, max_chars)
+    if notes:
+        out.append(text_block(f"[{'; '.join(notes)}. Ask the tool for less: a filter, a page, fewer fields.]"))
+    return out or [text_block("(the tool returned no content)")]
 
 
-def cap_text(blocks: list[dict[str, Any]], max_chars: int) -> list[dict[str, Any]]:
-    """``blocks`` with at most ``max_chars`` characters of text: the block that crosses the limit keeps
-    its head and tail, the text blocks after it are left out, and a last block says what is missing."""
-    total = sum(len(b["text"]) for b in blocks if b.get("type") == "text")
-    if total <= max_chars:
-        return blocks
+def _fit_text(parts: list[dict[str, Any] | Pieces], max_chars: int) -> list[dict[str, Any]]:
+    """The blocks, their text cleaned and at most ``max_chars`` characters of it: the block that crosses the
+    limit keeps its head and tail, the text blocks after it are left out, and a last block says what is
+    missing. Only what is kept is joined and cleaned."""
+    total = sum(len(piece) for part in parts if isinstance(part, list) for piece in part)
     out: list[dict[str, Any]] = []
     left = max_chars
-    for block in blocks:
-        if block.get("type") != "text":
-            out.append(block)
+    for part in parts:
+        if isinstance(part, dict):
+            out.append(part)
             continue
-        text = str(block["text"])
-        if len(text) <= left:
-            out.append(block)
-            left -= len(text)
+        n = sum(map(len, part))
+        if n <= left:
+            text = clean_text("".join(part))
+            if text:  # the API refuses an empty text block
+                out.append(text_block(text))
+            left -= n
         elif left > 0:
-            head, tail = text[: left - left // 2], text[len(text) - left // 2 :]
-            out.append(text_block(f"{head}\n[... {len(text) - left:,} characters left out ...]\n{tail}"))
+            head, tail = _head(part, left - left // 2), _tail(part, left // 2)
+            out.append(
+                text_block(f"{clean_text(head)}\n[... {n - left:,} characters left out ...]\n{clean_text(tail)}")
+            )
             left = 0
-    out.append(
-        text_block(
-            f"[the tool returned {total:,} characters of text; {max_chars:,} are shown (head and tail). "
-            "Ask it for less: a filter, a page, fewer fields.]"
+    if total > max_chars:
+        out.append(
+            text_block(
+                f"[the tool returned {total:,} characters of text; {max_chars:,} are shown (head and tail). "
+                "Ask it for less: a filter, a page, fewer fields.]"
+            )
         )
-    )
     return out
+
+
+def _head(pieces: Pieces, n: int) -> str:
+    """The first ``n`` characters of the pieces joined, joining no more than those."""
+    out: Pieces = []
+    for piece in pieces:
+        if n <= 0:
+            break
+        out.append(piece[:n])
+        n -= len(out[-1])
+    return "".join(out)
+
+
+def _tail(pieces: Pieces, n: int) -> str:
+    """The last ``n`` characters of the pieces joined, joining no more than those."""
+    out: Pieces = []
+    for piece in reversed(pieces):
+        if n <= 0:
+            break
+        out.append(piece[-n:])
+        n -= len(out[-1])
+    return "".join(reversed(out))
+
+
+def json_head(value: Any, limit: int) -> tuple[str, bool]:
+    """The first ``limit`` characters of ``value`` as JSON (as ``json.dumps`` writes it, non-ASCII unescaped)
+    with its strings and keys cleaned (`clean_text`), and whether there was more.
+
+    Written without recursion, a token at a time, each string cut before it is cleaned and encoded:
+    however large or deep the value, the work is bounded by ``limit``.
+    """
+    out: list[str] = []
+    n = 0
+    stack: list[Iterator[Any]] = [iter((value,))]
+    while stack and n <= limit:
+        item = next(stack[-1], _END)
+        if item is _END:
+            stack.pop()
+            continue
+        if isinstance(item, dict):
+            stack.append(_dict_tokens(item))
+            continue
+        if isinstance(item, list):
+            stack.append(_list_tokens(item))
+            continue
+        cut = False
+        if isinstance(item, _Key):
+            piece, cut = _json_string(item.text, limit - n)
+            piece += "" if cut else ": "
+        elif isinstance(item, _Token):
+            piece = item.text
+        elif isinstance(item, str):
+            piece, cut = _json_string(item, limit - n)
+        else:
+            piece = json.dumps(item)
+        out.append(piece)
+        n += len(piece)
+        if cut:
+            return "".join(out)[:limit], True
+    return "".join(out)[:limit], n > limit
+
+
+def _json_string(text: str, room: int) -> tuple[str, bool]:
+    """``text`` cleaned, as a JSON string, and whether it was cut: a text longer than ``room`` characters
+    has only those cleaned and is left open (no closing quote)."""
+    if len(text) <= room:
+        return json.dumps(clean_text(text), ensure_ascii=False), False
+    return json.dumps(clean_text(text[:room]), ensure_ascii=False)[:-1], True
+
+
+class _Token:
+    """JSON punctuation to write as it is."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class _Key(_Token):
+    """A key of an object, to write as a string and a colon."""
+
+    __slots__ = ()
+
+
+_END = _Token("")
+
+
+def _dict_tokens(value: dict[Any, Any]) -> Iterator[Any]:
+    yield _Token("{")
+    for i, (key, item) in enumerate(value.items()):
+        if i:
+            yield _Token(", ")
+        yield _Key(key if isinstance(key, str) else str(key))
+        yield item
+    yield _Token("}")
+
+
+def _list_tokens(value: list[Any]) -> Iterator[Any]:
+    yield _Token("[")
+    for i, item in enumerate(value):
+        if i:
+            yield _Token(", ")
+        yield item
+    yield _Token("]")
 
 
 def ledger(calls: Sequence[ToolCallRecord], omitted: int = 0) -> str:

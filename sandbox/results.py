@@ -3,7 +3,8 @@
 The container's report is hostile input: every field is type-checked and capped, text is
 cleaned of terminal escape sequences and control characters (invalid UTF-8 was already
 replaced by the supervisor's decoder, and JSON cannot carry invalid UTF-8 past the frame
-parser), images are decoded strictly and must be the image type their bytes say they are.
+parser), images are decoded strictly and must be the image type their bytes say they are
+(`ImageBudget`: the rules an MCP tool's images are held to as well, in direct mode and passthrough).
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox._supervisor.limits import MAX_ERROR_CHARS, MAX_IMAGE_BYTES, MAX_IMAGES, MAX_TRACEBACK_CHARS, base64_size
+from sandbox._supervisor.limits import (
+    MAX_ERROR_CHARS,
+    MAX_IMAGE_BYTES,
+    MAX_IMAGES,
+    MAX_IMAGES_TOTAL_BYTES,
+    MAX_TRACEBACK_CHARS,
+    base64_size,
+)
+from tool_tree.text import size
 
 _OUTPUT_PATH = re.compile(r"^/workspace/\.tooltree/outputs/\d{1,9}-std(out|err)\.txt$")
 
@@ -83,6 +92,76 @@ def image_type_matches(data: bytes, mime: str) -> bool:
     if mime == "image/webp":
         return data[:4] == b"RIFF" and data[8:12] == b"WEBP"
     return any(data.startswith(m) for m in _MAGIC.get(mime, ()))
+
+
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+"""The image types a result may carry: the Messages API's."""
+
+
+def note_label(value: Any, limit: int = 60) -> str:
+    """A value a server or script sent, as a note names it: a string cleaned (`clean_text`), on one line, at
+    most ``limit`` characters (only twice as many are looked at); anything else by its type."""
+    if not isinstance(value, str):
+        return "none" if value is None else type(value).__name__
+    return _cut(" ".join(clean_text(value[: 2 * limit]).split()), limit, len(value) > 2 * limit)
+
+
+class ImageBudget:
+    """The images of one result, held to an execution's limits (`sandbox._supervisor.limits`), wherever they
+    come from (a script's ``show_image``, an MCP tool's result in direct mode or through passthrough).
+
+    The first `MAX_IMAGES` images are looked at. Each must be strict base64 (``validate=True``) of at most
+    `MAX_IMAGE_BYTES` (the Messages API's limit per image), of a type in `IMAGE_TYPES`, whose bytes start as
+    that type's must; all of a result's together at most `MAX_IMAGES_TOTAL_BYTES`, charged before decoding
+    (so a result decodes at most that much, valid or not). Other binary data (audio, a resource's blob) is
+    charged to the same total (`take_binary`). What is refused comes back as a one-line note saying why;
+    images past the first `MAX_IMAGES` are only counted (`past`, for one note saying how many).
+    """
+
+    def __init__(self) -> None:
+        self.images = 0
+        self.past = 0
+        self.bytes = 0
+
+    def take(self, data: Any, mime: Any) -> bytes | str | None:
+        """The image's bytes, a note saying why it was left out, or None past the first `MAX_IMAGES` (counted)."""
+        if self.images >= MAX_IMAGES:
+            self.past += 1
+            return None
+        self.images += 1
+        if mime not in IMAGE_TYPES:
+            return f"[an image of type {note_label(mime)} that is not PNG, JPEG, GIF or WebP was left out]"
+        too_big = "was left out: the API takes at most " + size(MAX_IMAGE_BYTES)
+        if isinstance(data, str) and len(data) > base64_size(MAX_IMAGE_BYTES):
+            return f"[an image of {size(len(data) * 3 // 4)} {too_big}]"
+        raw = self._decode(data, "an image")
+        if isinstance(raw, str):
+            return raw
+        if len(raw) > MAX_IMAGE_BYTES:
+            return f"[an image of {size(len(raw))} {too_big}]"
+        if not image_type_matches(raw, str(mime)):
+            return f"[an image whose bytes are not {mime} was left out]"
+        return raw
+
+    def take_binary(self, data: Any, what: str) -> bytes | str:
+        """Other binary data (``what``: "audio", "a binary resource"): its bytes, or a note saying why it was
+        left out."""
+        return self._decode(data, what)
+
+    def _decode(self, data: Any, what: str) -> bytes | str:
+        if not isinstance(data, str):
+            return f"[{what} without base64 data was left out]"
+        charged = len(data) * 3 // 4 - data[-2:].count("=")  # exact for valid base64
+        if self.bytes + charged > MAX_IMAGES_TOTAL_BYTES:
+            return (
+                f"[{what} of {size(charged)} was left out: the images and binary data of one result "
+                f"take at most {size(MAX_IMAGES_TOTAL_BYTES)}]"
+            )
+        self.bytes += charged
+        try:
+            return base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            return f"[{what} whose data is not valid base64 was left out]"
 
 
 @dataclass(frozen=True)
@@ -186,16 +265,10 @@ def _preview(stream: Any, max_chars: int, name: str) -> tuple[str, bool, str | N
 
 def _images(raw: Any) -> list[ShownImage]:
     images: list[ShownImage] = []
+    budget = ImageBudget()
     for item in raw[:MAX_IMAGES] if isinstance(raw, list) else []:
-        if not isinstance(item, dict) or not isinstance(item.get("data"), str) or not isinstance(item.get("mime"), str):
-            continue
-        if len(item["data"]) > base64_size(MAX_IMAGE_BYTES):
-            continue
-        try:
-            data = base64.b64decode(item["data"], validate=True)
-        except (binascii.Error, ValueError):
-            continue
-        if len(data) <= MAX_IMAGE_BYTES and image_type_matches(data, item["mime"]):
+        data = budget.take(item.get("data"), item.get("mime")) if isinstance(item, dict) else None
+        if isinstance(data, bytes):
             images.append(ShownImage(data, item["mime"]))
     return images
 

@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import base64
+import json
+from typing import Any
 
-from agent.content import MAX_RESULT_CHARS, mcp_result_blocks
-from sandbox._supervisor.limits import MAX_IMAGE_BYTES, MAX_IMAGES
+import pytest
+
+from agent import content as content_module
+from agent.content import MAX_BLOCKS, MAX_RESULT_CHARS, mcp_result_blocks
+from sandbox._supervisor.limits import MAX_IMAGE_BYTES, MAX_IMAGES, MAX_IMAGES_TOTAL_BYTES, base64_size
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(64)).decode()
+ESCAPES = "A\x1b]52;c;cHduZWQ=\x07B\x1b[2J\x1b[31mRED\u202eevil\x9b31m\r\x08\x08fake"
+CLEANED = "ABREDevil\nfake"
 
 
 def test_thousands_of_text_blocks_are_cut_to_the_limit_with_a_note() -> None:
-    blocks = mcp_result_blocks({"content": [{"type": "text", "text": "y" * 1000}] * 5000})
+    blocks = mcp_result_blocks({"content": [{"type": "text", "text": "y" * 10_000}] * 500})
     assert sum(len(b["text"]) for b in blocks[:-1]) <= MAX_RESULT_CHARS + 100
-    assert len(blocks) <= MAX_RESULT_CHARS // 1000 + 2
+    assert len(blocks) <= MAX_RESULT_CHARS // 10_000 + 2
     shown = f"[the tool returned 5,000,000 characters of text; {MAX_RESULT_CHARS:,} are shown"
     assert blocks[-1]["text"].startswith(shown)
 
@@ -27,8 +34,101 @@ def test_an_image_over_the_apis_limit_and_images_past_the_count_are_left_out_wit
     small = {"type": "image", "mimeType": "image/png", "data": PNG}
     blocks = mcp_result_blocks({"content": [big, *[small] * (MAX_IMAGES + 2)]})
     assert blocks[0]["type"] == "text" and "was left out: the API takes at most 5.0 MB" in blocks[0]["text"]
-    assert [b["type"] for b in blocks[1:]] == ["image"] * MAX_IMAGES + ["text", "text"]
-    assert blocks[-1]["text"] == f"[an image past the first {MAX_IMAGES} was left out]"
+    # as a script's: the first MAX_IMAGES images are looked at, the one refused among them
+    assert [b["type"] for b in blocks[1:]] == ["image"] * (MAX_IMAGES - 1) + ["text"]
+    assert blocks[-1]["text"].startswith(f"[3 images past the first {MAX_IMAGES} were left out. Ask the tool for less")
+
+
+def test_images_are_held_to_the_rules_of_a_scripts_images() -> None:
+    # Before: five images of 5,000,008 bytes all went to the model (33 MB of base64, over the API's 32 MB
+    # request), and so did base64 valid only in its first 64 characters (only those were decoded).
+    large = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(5_000_000)).decode()
+    blocks = mcp_result_blocks({"content": [{"type": "image", "mimeType": "image/png", "data": large}] * 5})
+    assert [b["type"] for b in blocks] == ["image"] + ["text"] * 4
+    assert sum(len(b["source"]["data"]) for b in blocks if b["type"] == "image") <= base64_size(MAX_IMAGES_TOTAL_BYTES)
+    total = "[an image of 4.8 MB was left out: the images and binary data of one result take at most 8.0 MB]"
+    assert [b["text"] for b in blocks[1:]] == [total] * 4
+
+    def image(data: str, mime: str = "image/png") -> dict[str, Any]:
+        return {"type": "image", "mimeType": mime, "data": data}
+
+    garbage = PNG[:64] + "!" * 1000
+    html = base64.b64encode(b"<svg onload=alert(1)>").decode()
+    blocks = mcp_result_blocks(
+        {"content": [image(garbage), image(html, "text/html"), image(html), image(PNG, ESCAPES)]}
+    )
+    assert [b["text"] for b in blocks] == [
+        "[an image whose data is not valid base64 was left out]",
+        "[an image of type text/html that is not PNG, JPEG, GIF or WebP was left out]",
+        "[an image whose bytes are not image/png was left out]",
+        f"[an image of type {CLEANED.replace(chr(10), ' ')} that is not PNG, JPEG, GIF or WebP was left out]",
+    ]
+
+
+def test_blocks_past_the_count_are_counted_not_sent() -> None:
+    # Before: 1,200,000 empty text blocks all went into the tool_result.
+    blocks = mcp_result_blocks({"content": [{"type": "text", "text": ""}] * 1_200_000})
+    assert blocks == [
+        {
+            "type": "text",
+            "text": f"[{1_200_000 - MAX_BLOCKS:,} content blocks past the first {MAX_BLOCKS:,} were left out. "
+            "Ask the tool for less: a filter, a page, fewer fields.]",
+        }
+    ]
+    links = mcp_result_blocks({"content": [{"type": "resource_link", "name": "n", "uri": "a:"}] * 5_000})
+    assert len(links) == MAX_BLOCKS + 1 and links[0] == {"type": "text", "text": "[resource link] n a:"}
+
+
+def test_escapes_are_cleaned_from_every_string_that_reaches_the_model() -> None:
+    # Before: ESC, OSC 52, clear screen, U+202E, U+009B, CR and BS reached the model raw (a script's output,
+    # and the same content through passthrough, were cleaned).
+    result = {
+        "content": [
+            {"type": "text", "text": ESCAPES},
+            {"type": "resource_link", "name": ESCAPES, "uri": "file:///etc/" + ESCAPES},
+            {"type": "resource", "resource": {"uri": "x:" + ESCAPES, "text": ESCAPES}},
+            {"type": "resource", "resource": {"uri": "y:" + ESCAPES, "blob": "AAAA", "mimeType": ESCAPES}},
+            {"type": ESCAPES},
+        ]
+    }
+    blocks = mcp_result_blocks(result)
+    one_line = CLEANED.replace("\n", " ")
+    assert [b["text"] for b in blocks] == [
+        CLEANED,
+        f"[resource link] {CLEANED} file:///etc/{CLEANED}",
+        f"[resource x:{CLEANED}]\n{CLEANED}",
+        f"[binary resource y:{one_line} ({one_line}) left out]",
+        f"[content of type {one_line} left out]",
+    ]
+    structured = mcp_result_blocks({"content": [], "structuredContent": {ESCAPES: [ESCAPES, 1]}})
+    assert structured == [{"type": "text", "text": json.dumps({CLEANED: [CLEANED, 1]}, ensure_ascii=False)}]
+
+
+def test_a_text_past_the_cap_is_cut_before_it_is_cleaned(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only what is kept is joined and cleaned: a link's 2,000,000-character URI costs what the cap lets through.
+    cleaned: list[int] = []
+    clean_text = content_module.clean_text
+    monkeypatch.setattr(content_module, "clean_text", lambda text: cleaned.append(len(text)) or clean_text(text))
+    long = "\x1b[2J" + "x" * 2_000_000 + "\u202eEND"
+    blocks = mcp_result_blocks({"content": [{"type": "resource_link", "name": "n", "uri": long}] * 3})
+    assert max(cleaned) <= MAX_RESULT_CHARS // 2 + 1
+    assert blocks[0]["text"].startswith("[resource link] n xxx") and blocks[0]["text"].endswith("xxxEND")
+    assert len(blocks) == 2 and "6,000,078 characters of text" in blocks[1]["text"]
+
+
+def test_structured_content_is_shown_to_the_cap_however_large_or_deep() -> None:
+    # Before: json.dumps of the whole value (a RecursionError for one nested 100,000 deep).
+    deep: Any = 1
+    for _ in range(100_000):
+        deep = {"a": deep}
+    (text, note) = mcp_result_blocks({"content": [], "structuredContent": deep}, max_chars=1_000)
+    assert text["text"] == ('{"a": ' * 1_000)[:1_000]
+    assert note["text"].startswith("[the structured content is longer than 1,000 characters: its start is shown.")
+    empty = mcp_result_blocks({"content": [{"type": "text", "text": ""}], "structuredContent": {"a": 1}})
+    assert empty == [{"type": "text", "text": '{"a": 1}'}]  # an empty text block (the API refuses it) says nothing
+    wide = {"rows": ["y" * 10_000_000] * 100}
+    (text, note) = mcp_result_blocks({"content": [], "structuredContent": wide}, max_chars=1_000)
+    assert text["text"] == '{"rows": ["' + "y" * 989
 
 
 def test_the_short_ledger_names_at_most_its_groups_of_tools_and_counts_the_rest() -> None:

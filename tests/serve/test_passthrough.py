@@ -1,20 +1,33 @@
 """`Passthrough`: an upstream tool offered as a tool of `tooltree serve`, its definition and result cleaned
 like the tree's stubs and a script's output, and its text capped like a script's output.
 
-In process, with a real upstream (tests/servers/raw_server.py) behind a real `Runtime` (no sandbox is started:
-a passthrough call goes from the runtime's bridge to the server).
+In process, with a real upstream (tests/servers/raw_server.py, and tests/serve/hostile_results.py for results
+built to break the caps) behind a real `Runtime` (no sandbox is started: a passthrough call goes from the
+runtime's bridge to the server).
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import sys
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
+import mcp_types as types
 import pytest
 
+from agent.content import MAX_BLOCKS
+from agent.serve import passthrough as passthrough_module
 from agent.serve.passthrough import Passthrough, capped
+from sandbox._supervisor.limits import MAX_IMAGES, MAX_IMAGES_TOTAL_BYTES
 from sandbox.config import SandboxConfig
 from sandbox.host import Runtime
 from tests.support import raw_server_tree
+
+HOSTILE = Path(__file__).with_name("hostile_results.py")
+PNG = b"\x89PNG\r\n\x1a\n"
 
 ESCAPES = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x1b[1;31mRED\x1b[0m\u202etxt.exe\x9b2J"
 TOOLS = [
@@ -76,20 +89,133 @@ def test_a_huge_result_is_capped_like_a_scripts_output_with_a_note(upstream: tup
 
 
 def test_text_blocks_share_the_cap_and_large_structured_content_is_left_out() -> None:
+    image = {"type": "image", "data": base64.b64encode(PNG).decode(), "mimeType": "image/png"}
     raw = {
         "content": [
             {"type": "text", "text": "a" * 6},
-            {"type": "image", "data": "AAAA", "mimeType": "image/png"},
-            {"type": "resource", "resource": {"uri": "file:///r", "text": "b" * 6}},
+            image,
+            {"type": "resource", "resource": {"uri": "r:", "text": "b" * 20}},
             {"type": "text", "text": "c" * 6},
         ],
-        "structuredContent": {"rows": "d" * 10},
+        "structuredContent": {"rows": "d" * 30},
     }
-    out = capped(raw, 10)
-    assert [b.get("text") or b.get("resource", {}).get("text") for b in out["content"][:3]] == ["a" * 6, None, "bbbb"]
+    out = capped(raw, 20)
+    assert out is not None
+    # the resource's URI counts too: 1 for the value, 3 for its key, 1 + 2 for "r:" (`copy_json`)
+    assert out["content"][:3] == [
+        {"type": "text", "text": "a" * 6},
+        image,
+        {"type": "resource", "resource": {"uri": "r:", "text": "b" * 7}},
+    ]
     assert "structuredContent" not in out
-    assert "8 of 18 characters of text cut; the structured content left out" in out["content"][-1]["text"]
+    assert "19 of 32 characters of text cut; the structured content left out" in out["content"][-1]["text"]
     assert capped({"content": [{"type": "text", "text": "short"}], "structuredContent": {}}, 10) == {
         "content": [{"type": "text", "text": "short"}],
         "structuredContent": {},
     }
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Passthrough, Runtime]]:
+    from tooltree_cli.common import load
+    from tooltree_cli.main import main
+
+    folder = tmp_path_factory.mktemp("hostile")
+    config = folder / "tooltree.yaml"
+    config.write_text(
+        f"servers:\n  hostile:\n    command: {json.dumps(sys.executable)}\n    args: [{json.dumps(str(HOSTILE))}]\n"
+    )
+    assert main(["generate-tree", "--config", str(config), "--out", str(folder / "tree")]) == 0
+    with Runtime(load(config), folder / "tree", sandbox_config=SandboxConfig()) as runtime:
+        yield Passthrough(folder / "tree", ["hostile.send"]), runtime
+
+
+def send(hostile: tuple[Passthrough, Runtime], recipe: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The hostile server's result for ``recipe`` through passthrough as the client reads it: its content, and all."""
+    passthrough, runtime = hostile
+    result = passthrough.call("hostile__send", {"recipe": recipe}, runtime)
+    assert not result.is_error, result
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return dumped["content"], dumped
+
+
+def test_images_are_held_to_the_rules_of_a_scripts_images(hostile: tuple[Passthrough, Runtime]) -> None:
+    # Before: each was forwarded as the server sent it (an HTML "image", base64 that is not, 6 MB, 500 images).
+    assert send(hostile, "html_image")[0] == [
+        {"type": "text", "text": "[an image of type text/html that is not PNG, JPEG, GIF or WebP was left out]"}
+    ]
+    assert send(hostile, "bad_base64")[0] == [
+        {"type": "text", "text": "[an image whose data is not valid base64 was left out]"}
+    ]
+    assert send(hostile, "big_image")[0] == [
+        {"type": "text", "text": "[an image of 5.7 MB was left out: the API takes at most 5.0 MB]"}
+    ]
+    content, _ = send(hostile, "many_images")
+    assert [b["type"] for b in content] == ["image"] * MAX_IMAGES + ["text"]
+    assert all(base64.b64decode(b["data"], validate=True).startswith(PNG) for b in content[:-1])
+    assert f"{500 - MAX_IMAGES} images past the first {MAX_IMAGES} left out" in content[-1]["text"]
+
+
+def test_images_are_kept_up_to_the_total_of_a_scripts_images() -> None:
+    # Before: all three kept here, and the result (16 MiB of JSON) then refused whole; a script may show 8 MiB.
+    half = base64.b64encode(PNG + bytes(MAX_IMAGES_TOTAL_BYTES // 2 - len(PNG))).decode()
+    image = {"type": "image", "data": half, "mimeType": "image/png"}
+    out = capped({"content": [image, image, image]}, 100)
+    assert out is not None
+    assert out["content"][:2] == [image, image]
+    assert out["content"][2]["text"] == (
+        "[an image of 4.0 MB was left out: the images and binary data of one result take at most 8.0 MB]"
+    )
+
+
+def test_blocks_past_the_count_are_counted_not_sent(hostile: tuple[Passthrough, Runtime]) -> None:
+    # Before: 20,000 empty text blocks and 5,000 links went out whole (they hold no text to count).
+    content, whole = send(hostile, "empty_blocks")
+    assert len(content) == MAX_BLOCKS + 1
+    assert f"{20_000 - MAX_BLOCKS:,} content blocks past the first {MAX_BLOCKS:,} left out" in content[-1]["text"]
+    content, whole = send(hostile, "links")
+    assert [b["type"] for b in content] == ["resource_link"] * MAX_BLOCKS + ["text"]
+    assert len(json.dumps(whole)) < MAX_BLOCKS * 60
+
+
+def test_every_field_counts_against_the_cap_and_nothing_longer_is_cleaned(
+    hostile: tuple[Passthrough, Runtime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: a link's 2,000,000-character URI (or description, or a block's _meta) went out whole, every string
+    # of the result cleaned before anything was cut.
+    cleaned: list[int] = []
+    clean_text = passthrough_module.clean_text
+    monkeypatch.setattr(passthrough_module, "clean_text", lambda text: cleaned.append(len(text)) or clean_text(text))
+    cap = SandboxConfig().output_chars
+    content, whole = send(hostile, "long_fields")
+    assert max(cleaned) <= cap
+    assert len(json.dumps(whole)) < 2 * cap
+    assert content[:-1] == [{"type": "text", "text": "ok"}, {"type": "text", "text": "after"}]
+    assert "3 content blocks left out (malformed, or too long for what was left)" in content[-1]["text"]
+    assert "the annotations or _meta of 1 content blocks left out" in content[-1]["text"]
+
+
+def test_escapes_are_cleaned_from_every_field(hostile: tuple[Passthrough, Runtime]) -> None:
+    content, whole = send(hostile, "escapes")
+    shown = json.dumps(whole, ensure_ascii=False)
+    for bad in ("\x1b", "\x07", "\x9b", "\u202e", "\r", "\x08"):
+        assert bad not in shown and json.dumps(bad)[1:-1] not in shown
+    assert content[0] == {"type": "text", "text": "ABREDevil\nfake"}
+    assert (
+        content[1]["uri"] == "file:///etc/ABREDevil\nfake" and content[2]["resource"]["mimeType"] == "ABREDevil\nfake"
+    )
+    assert content[3] == {
+        "type": "text",
+        "text": "[an image of type ABREDevil fake that is not PNG, JPEG, GIF or WebP was left out]",
+    }
+    assert whole["structuredContent"] == {"ABREDevil\nfake": "ABREDevil\nfake"}
+
+
+def test_structured_content_nested_deeper_than_the_sdk_writes_is_left_out() -> None:
+    # Before: kept, and the SDK failed to write the answer ("Maximum serialization depth exceeded").
+    deep: Any = 1
+    for _ in range(1_000):
+        deep = {"a": deep}
+    out = capped({"content": [], "structuredContent": deep}, 20_000)
+    assert out is not None and "structuredContent" not in out
+    types.CallToolResult.model_validate(out, by_name=False).model_dump_json()
