@@ -3,8 +3,9 @@
 The official SDK owns the protocol; this module maps a `ServerConfig` onto it and adds what a
 long-running host needs around it: the end of the server's stderr kept (so a failure can show
 its last lines), a raw ``tools/list`` that keeps every field the server sent, and, for stdio,
-our own transport (`tool_tree.stdio`: the SDK's, but linear in what it reads and with a cap on
-one message); for HTTP, a client that holds one message to the same cap (`tool_tree.http_client`).
+our own transport (`tool_tree.stdio`: the SDK's, but linear in what it reads and with caps on
+one message); for HTTP, a client that holds one message to the same caps (`tool_tree.http_client`) and
+the session to the same budgets of requests from the server and notifications (`tool_tree.budget.guard`).
 
 What goes wrong while a session opens is said in words a user can act on: a stdio server's stdout
 lines that are not JSON-RPC (a start-up banner, a stray ``print``) are kept with its stderr instead of
@@ -30,10 +31,11 @@ import mcp
 import mcp.types as mt
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from tool_tree.budget import NotificationBudget, guarded
 from tool_tree.config import ServerConfig
 from tool_tree.http_client import http_client
 from tool_tree.stderr_log import NOISE_CHARS, StderrLog
-from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, stdio_client
+from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, NotJSONRPC, stdio_client
 
 MAX_LIST_PAGES = 1000
 MAX_LIST_TOOLS = 100_000
@@ -79,8 +81,11 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
 
     The caller bounds the time (``anyio.fail_after(server.timeout)``). For stdio servers the
     process runs in its own process group and the whole group is killed on exit; a message longer
-    than `tool_tree.stdio.MAX_MESSAGE_BYTES` ends the server and fails the requests in flight. Over
-    HTTP, a reply (or one event) past the same cap fails the request it answers.
+    than `tool_tree.stdio.MAX_MESSAGE_BYTES` or of more than `tool_tree.budget.MAX_MESSAGE_VALUES`
+    values, or more than `tool_tree.budget.MAX_SERVER_REQUESTS` requests from the server not answered
+    yet, end the server and fail the requests in flight. Over HTTP, a reply (or one event) past the same
+    caps fails the request it answers, and too many requests from the server close the session.
+    Notifications past the server's budget are dropped unread (`tool_tree.budget.NotificationBudget`).
 
     Raises:
         OSError: the command cannot be started (``str()`` says why in the configuration's terms), or the
@@ -110,10 +115,14 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
             assert server.url is not None
             from mcp.client.streamable_http import streamable_http_client
 
-            http = await stack.enter_async_context(http_client(server.headers))
+            notifications = NotificationBudget(server.name)  # charged unparsed, then (a twin) parsed
+            http = await stack.enter_async_context(
+                http_client(server.headers, name=server.name, notifications=notifications)
+            )
             replies = _Replies()
             http.event_hooks["response"].append(replies.hook)
-            target = streamable_http_client(server.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES)
+            transport = streamable_http_client(server.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES)
+            target = guarded(transport, server.name, notifications.twin())
 
         async def on_message(message: object) -> None:
             if stderr is not None and isinstance(message, ValueError):  # a stdout line the transport could not parse
@@ -134,7 +143,9 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
 
 def _unparsed(error: ValueError) -> str:
     """The stdout line behind a parse error of the transport (as the server wrote it, or its JSON)."""
-    if isinstance(error, ValidationError):
+    if isinstance(error, NotJSONRPC):
+        return error.line
+    if isinstance(error, ValidationError):  # the SDK's transport (`tool_tree.stdio.LINEAR` false)
         for detail in error.errors():
             value = detail.get("input")
             if isinstance(value, str):

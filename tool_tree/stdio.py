@@ -13,6 +13,18 @@ complete line once. A message longer than ``max_message_bytes`` is never buffere
 stops, ends the server's process group, fails every request in flight with an error naming the
 server and the limit, and closes the session's read stream; no other server is touched.
 
+The reader also holds the server to the budgets of `tool_tree.budget`, deciding on a line's bytes before
+the SDK parses it where it can. A line whose values (`tool_tree.budget.count_values`) are more than
+``max_message_values`` is refused as one over the byte cap is: parsed, 10 million empty objects in a
+30 MB line took the host to 3.4 GB and blocked the pool's loop for 6 s. The message's id can be anywhere
+in it, and finding it means parsing it, so the server is ended rather than the one request failed. More
+than `tool_tree.budget.MAX_SERVER_REQUESTS` requests from the server whose answers are not written yet
+(a server that stops reading its stdin) end it too: the SDK keeps a task for each. Notifications, and
+lines that are not JSON-RPC, past the server's `tool_tree.budget.NotificationBudget` are dropped unread:
+a line with no ``"id"`` and no backslash (so no ``"id"`` key written with escapes either) cannot be a
+request or a response, and is dropped before it is counted or parsed; any other is charged once parsed,
+before the SDK dispatches it. Responses are never dropped.
+
 Given a ``stderr_sink``, the server's stderr is a pipe read on the loop and handed to it chunk by
 chunk (`tool_tree.stderr_log.StderrLog` keeps the last 64 KiB), instead of a file that grows as long as
 the server writes: a server that logs each call's arguments wrote as much to the host's disk as the
@@ -44,7 +56,6 @@ try:
         _create_platform_compatible_process,
         _drain_stdout,
         _get_executable_command,
-        _parse_line,
         _stop_server_process,
         _terminate_process_tree,
     )
@@ -54,6 +65,16 @@ else:
     LINEAR = True
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
+
+from tool_tree.budget import (
+    MAX_MESSAGE_VALUES,
+    NotificationBudget,
+    ServerRequests,
+    count_values,
+    guard,
+    too_many_values,
+    unaddressed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +86,29 @@ the wire (``é``, 2 bytes, is ``\\u00e9``, 6); the fourth 8 MiB is headroom for 
 the SDK drops. A result that needs more would be refused by the bridge anyway."""
 
 
+_ENDED = "; tooltree stopped reading, closed the connection and ended the server"
+"""How a refusal that ends the server ends (the pool reads "closed the connection" as the connection lost)."""
+
+_NOISE_KEPT = 1000
+"""Characters kept of a stdout line that is not JSON-RPC, for the server's `tool_tree.stderr_log.StderrLog`."""
+
+
+class NotJSONRPC(ValueError):
+    """A stdout line that is not a JSON-RPC message; ``line`` is its start, as the server wrote it."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__("a stdout line is not a JSON-RPC message")
+        self.line = line[:_NOISE_KEPT]
+
+
+def _parse(line: str) -> SessionMessage | NotJSONRPC:
+    """One stdout line as a message, or what to report of it (not the parser's error: it holds what was parsed)."""
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError:
+        return NotJSONRPC(line)
+
+
 _STDERR_DRAIN_TIMEOUT = 1.0
 """Seconds the end of a session waits for the rest of an ended server's stderr (a process it left
 behind may hold the pipe open)."""
@@ -74,27 +118,27 @@ class _LineSplitter:
     """Cuts a byte stream into lines in time linear in its length; a line over ``limit`` bytes raises.
 
     Only the new chunk is scanned for a newline; the partial line waits in a bytearray that never
-    grows past ``limit``, and a line is decoded once, when complete. A newline byte is always a
-    newline in UTF-8 (no multi-byte sequence contains 0x0A), so cutting before decoding is exact.
+    grows past ``limit``, and a line is copied out once, when complete, for the reader to check and
+    decode. A newline byte is always a newline in UTF-8 (no multi-byte sequence contains 0x0A), so
+    cutting before decoding is exact.
     """
 
-    def __init__(self, limit: int, errors: str) -> None:
+    def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._errors = errors
         self._partial = bytearray()
 
-    def feed(self, chunk: bytes) -> list[str]:
-        """The lines ``chunk`` completes, decoded, without their newline.
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines ``chunk`` completes, without their newline.
 
         Raises:
             OverflowError: a line is longer than the limit (no more may be fed).
         """
         view = memoryview(chunk)
-        lines: list[str] = []
+        lines: list[bytes] = []
         start = 0
         while (end := chunk.find(b"\n", start)) != -1:
             self._add(view[start:end])
-            lines.append(self._partial.decode("utf-8", self._errors))
+            lines.append(bytes(self._partial))
             self._partial.clear()
             start = end + 1
         self._add(view[start:])
@@ -113,14 +157,17 @@ async def stdio_client(
     *,
     name: str | None = None,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
+    max_message_values: int = MAX_MESSAGE_VALUES,
     stderr_sink: Callable[[bytes], None] | None = None,
 ) -> AsyncGenerator[TransportStreams, None]:
     """Spawns an MCP server subprocess and connects to it over stdin/stdout.
 
     As `mcp.client.stdio.stdio_client` (same process group, environment, stderr and shutdown), but a
-    message longer than ``max_message_bytes`` ends the server: the requests in flight fail with an
-    error naming the server (``name``, default its command) and the limit, and the session sees the
-    connection close. With ``stderr_sink``, what the server writes to stderr goes to it (``errlog`` is
+    message longer than ``max_message_bytes`` or of more than ``max_message_values`` values, or more
+    than `tool_tree.budget.MAX_SERVER_REQUESTS` requests from the server not answered yet, end the
+    server: the requests in flight fail with an error naming the server (``name``, default its command)
+    and the limit, and the session sees the connection close. Notifications past the server's budget
+    are dropped. With ``stderr_sink``, what the server writes to stderr goes to it (``errlog`` is
     then unused), all of it by the time the context exits, unless a process the server left behind
     still holds its stderr open a second after the server ended.
 
@@ -130,9 +177,9 @@ async def stdio_client(
     """
     if not LINEAR:
         logger.warning("this mcp SDK moved the stdio helpers tooltree reuses: reading %s with the SDK's reader, "
-                       "without the message cap", name or server.command)  # fmt: skip
+                       "without the caps on one message", name or server.command)  # fmt: skip
         async with sdk_stdio_client(server, errlog) as streams:
-            yield streams
+            yield guard(streams, name or server.command)  # the request and notification budgets, after parsing
         return
     if codecs.lookup(server.encoding).name != "utf-8":
         raise ValueError(f"the stdio transport reads UTF-8 only, not {server.encoding!r}")
@@ -153,18 +200,22 @@ async def stdio_client(
     write_stream, write_stream_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
     shutting_down = False
+    refusing = False  # the reader is ending the server and failing the requests in flight itself
     writer_done = anyio.Event()
     stderr_done = anyio.Event()
-    # Requests sent and not yet answered: what fails, with the reason, when a message is too long.
+    # Requests sent and not yet answered: what fails, with the reason, when the server is refused.
     in_flight: set[types.RequestId | None] = set()
+    notifications = NotificationBudget(label)
+    requests = ServerRequests(label)  # from the server, their answers not written yet
 
-    async def refuse_oversized() -> None:
-        """Ends the server that sent a message over the limit and fails the requests waiting on it."""
+    async def refuse(reason: str) -> None:
+        """Ends the server that broke a limit and fails the requests waiting on it with ``reason``."""
         assert process.stdout, "Opened process is missing stdout"
-        reason = (
-            f"server {label!r} sent a message longer than {max_message_bytes:,} bytes, the limit for one "
-            "message; tooltree stopped reading, closed the connection and ended the server"
-        )
+        nonlocal refusing
+        # A write blocked on the server's full stdin fails once it is ended: the writer then leaves the
+        # session's stream open for the errors below.
+        refusing = True
+        reason += _ENDED
         logger.warning("%s", reason)
         # Not the polite shutdown (stdin closed, a grace period): the server is still writing, and
         # nothing of what it sends is read any more.
@@ -181,7 +232,7 @@ async def stdio_client(
     async def stdout_reader() -> None:
         assert process.stdout, "Opened process is missing stdout"
 
-        splitter = _LineSplitter(max_message_bytes, server.encoding_error_handler)
+        splitter = _LineSplitter(max_message_bytes)
         try:
             async with read_stream_writer:
                 try:
@@ -190,14 +241,29 @@ async def stdio_client(
                         try:
                             lines = splitter.feed(chunk)
                         except OverflowError:
-                            await refuse_oversized()
+                            await refuse(
+                                f"server {label!r} sent a message longer than {max_message_bytes:,} bytes, the "
+                                "limit for one message"
+                            )
                             return
                         for line in lines:
-                            item = _parse_line(line)
-                            if isinstance(item, SessionMessage) and isinstance(
-                                item.message, types.JSONRPCResponse | types.JSONRPCError
-                            ):
-                                in_flight.discard(item.message.id)
+                            charged = unaddressed(line)  # a notification or noise: charged before anything
+                            if charged and not notifications.take():
+                                continue
+                            if count_values(line, max_message_values) > max_message_values:
+                                await refuse(too_many_values(label, max_message_values))
+                                return
+                            item = _parse(line.decode("utf-8", server.encoding_error_handler))
+                            message = item.message if isinstance(item, SessionMessage) else None
+                            if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                                in_flight.discard(message.id)
+                            elif isinstance(message, types.JSONRPCRequest):
+                                if (reason := requests.received(message.id)) is not None:
+                                    await refuse(reason)
+                                    return
+                                item = SessionMessage(message, metadata=requests.metadata(message.id))
+                            elif not charged and not notifications.take():
+                                continue
                             try:
                                 await read_stream_writer.send(item)
                             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -237,10 +303,13 @@ async def stdio_client(
                     json = message.model_dump_json(by_alias=True, exclude_unset=True)
                     data = (json + "\n").encode(encoding=server.encoding, errors=server.encoding_error_handler)
                     await process.stdin.send(data)
+                    if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                        requests.answered(message.id)  # its answer is in the pipe
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             # The server may still be alive: close the read stream so the session
             # sees the connection end instead of a request hanging forever.
-            await read_stream_writer.aclose()
+            if not refusing:  # else the reader closes it, once the requests in flight have their error
+                await read_stream_writer.aclose()
         finally:
             writer_done.set()
 

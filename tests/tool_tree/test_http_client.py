@@ -1,26 +1,46 @@
-"""`tool_tree.http_client`: a reply of a Streamable HTTP server is held to the stdio cap on one message.
+"""`tool_tree.http_client`: a reply of a Streamable HTTP server is held to the stdio caps on one message, and
+the session to the stdio budgets of requests from the server and notifications.
 
 Before, the SDK read a JSON reply whole (one of 1.5 GB took the host to 9.6 GB) and refused any event over
-1 MiB, so a 3 MB result a stdio server may send never arrived from an HTTP one. The server here is a
-minimal MCP server on `http.server` whose one tool answers with a text of the size asked, as JSON (with a
-length, or chunked without one), compressed JSON (gzip, deflate with and without its zlib header, or an
-encoding tooltree does not unpack), or one server-sent event (plain or gzip-compressed).
+1 MiB, so a 3 MB result a stdio server may send never arrived from an HTTP one; and it parsed whatever a
+message under the cap held (30 MB of empty objects: 3.4 GB). The server here is a minimal MCP server on
+`http.server` whose tool ``big`` answers with a text of the size asked, as JSON (with a length, or chunked
+without one), compressed JSON (gzip, deflate with and without its zlib header, or an encoding tooltree
+does not unpack), or one server-sent event (plain or gzip-compressed); and whose tool ``flood`` answers
+with structured content of many values, or first sends requests or notifications on the reply's stream.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
+import logging
+import random
 import resource
+import sys
 import threading
 import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import anyio
+import mcp_types as types
 import pytest
+from httpx2._sse import _SSEParser
+from mcp.shared.message import SessionMessage
 
+from tool_tree.budget import (
+    MAX_MESSAGE_VALUES,
+    MAX_SERVER_REQUESTS,
+    NOTIFICATION_BURST,
+    NotificationBudget,
+    count_values,
+    guard,
+)
 from tool_tree.config import ServerConfig
-from tool_tree.pool import ServerPool
+from tool_tree.http_client import EventRefused, _Events
+from tool_tree.pool import ServerPool, ServerUnavailable
 from tool_tree.stdio import MAX_MESSAGE_BYTES
 
 pytestmark = pytest.mark.anyio
@@ -47,6 +67,8 @@ class Replies(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     sent: list[int]  # body bytes each `tools/call` reply got out before it ended
     done: threading.Semaphore  # released when such a reply ends, written whole or cut off
+    answers: threading.Event  # the client's answers to the server's requests are taken once it is set
+    taken: threading.Semaphore  # released for each answer taken
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -59,8 +81,14 @@ class Replies(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         message = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        if "id" not in message:
+        if "method" not in message:  # the client answers a request of the server's
+            self.answers.wait()
             self._plain(202, b"")
+            self.taken.release()
+        elif "id" not in message:
+            self._plain(202, b"")
+        elif message["method"] == "tools/call" and message["params"]["name"] == "flood":
+            self._flood(message["id"], **message["params"]["arguments"])
         elif message["method"] == "tools/call":
             try:
                 self._big(message["id"], **message["params"]["arguments"])
@@ -75,7 +103,7 @@ class Replies(BaseHTTPRequestHandler):
                     "serverInfo": {"name": "big", "version": "1"},
                 }
             elif message["method"] == "tools/list":
-                result = {"tools": [{"name": "big", "inputSchema": {"type": "object"}}]}
+                result = {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in ("big", "flood")]}
             body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
             self._plain(200, body, "application/json")
 
@@ -86,6 +114,35 @@ class Replies(BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def _flood(
+        self, request_id: int, *, form: str, values: int = 0, pings: int = 0, notifications: int = 0, wait: bool = False
+    ) -> None:
+        """Structured content of ``values`` empty objects, after ``pings`` requests (each answer taken before
+        the next is sent, with ``wait``) and ``notifications`` notifications on the reply's event stream."""
+        objects = b",".join([b"{}"] * values)
+        result = b'{"content":[],"structuredContent":{"a":[%s]}}' % objects
+        reply = b'{"jsonrpc":"2.0","id":%d,"result":%s}' % (request_id, result)
+        if form == "json":
+            self._plain(200, reply, "application/json")
+            return
+        progress = b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":%d}}'
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        events = [b'{"jsonrpc":"2.0","id":"ping-%d","method":"ping"}' % i for i in range(pings)]
+        events += [progress % i for i in range(notifications)]
+        try:
+            for i, message in enumerate([*events, reply]):
+                event = b"event: message\r\ndata: %s\r\n\r\n" % message
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                if wait and i < pings:
+                    self.wfile.flush()
+                    assert self.taken.acquire(timeout=20)
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client closed the stream
+            self.close_connection = True
 
     def _big(self, request_id: int, *, chars: int, form: str) -> None:
         reply = {"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": "<>"}]}}
@@ -121,15 +178,25 @@ class Replies(BaseHTTPRequestHandler):
             self.sent.append(written)
 
 
+class Quiet(ThreadingHTTPServer):
+    """Says nothing of a client that closed its connection mid-reply (as tooltree does to a refused one)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @pytest.fixture
 def http_server() -> Iterator[tuple[ServerConfig, type[Replies]]]:
-    handler = type("Handler", (Replies,), {"sent": [], "done": threading.Semaphore(0)})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    shared = {"sent": [], "done": threading.Semaphore(0), "answers": threading.Event(), "taken": threading.Semaphore(0)}
+    handler = type("Handler", (Replies,), shared)
+    server = Quiet(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
         yield ServerConfig(name="big", url=url, timeout=60), handler
     finally:
+        handler.answers.set()
         server.shutdown()
         server.server_close()
 
@@ -216,3 +283,183 @@ def test_the_client_still_goes_through_the_proxy_the_environment_names(monkeypat
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
     client = http_client()
     assert any(pattern.scheme == "http" for pattern in client._mounts)
+
+
+# --- the budgets: values in one message, requests to the client, notifications ---------------------------------------
+
+
+@pytest.mark.parametrize("form", ["json", "sse"])
+async def test_a_reply_of_more_values_than_the_cap_fails_its_call_unparsed(
+    http_server: tuple[ServerConfig, type[Replies]], form: str
+) -> None:
+    config, handler = http_server
+    handler.answers.set()
+    async with ServerPool([config]) as pool:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        result = await pool.call("big", "flood", {"values": 3_000_000, "form": form})  # 9 MB of empty objects
+        grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        assert result.get("isError")
+        assert (
+            f"server 'big' sent a message of more than {MAX_MESSAGE_VALUES:,} JSON values, the limit for one message"
+            in text(result)
+        )
+        # The server building its reply in this process, the reply and copies of it, never its values (before:
+        # parsing them took about 1 GB more).
+        assert grown_kib < 320 * 1024
+        within = await pool.call("big", "flood", {"values": MAX_MESSAGE_VALUES - 100, "form": form})
+        assert within["structuredContent"] == {"a": [{}] * (MAX_MESSAGE_VALUES - 100)}
+
+
+async def test_a_server_sending_requests_without_taking_the_answers_has_its_session_closed_at_the_limit(
+    http_server: tuple[ServerConfig, type[Replies]],
+) -> None:
+    # 1,000 pings on the call's event stream; the POST of the first answer is never answered, so each later
+    # ping holds a task of the SDK's (before: all 1,000, and the call went on as if nothing happened).
+    config, handler = http_server
+    async with ServerPool([config]) as pool:
+        with pytest.raises(ServerUnavailable) as refused:
+            await pool.call("big", "flood", {"pings": 1000, "form": "sse"})
+        assert (
+            f"server 'big' sent more than {MAX_SERVER_REQUESTS} requests to tooltree without taking their answers, "
+            "the limit for one server; tooltree closed the connection" in str(refused.value)
+        )
+        handler.answers.set()  # a server that takes each answer before it sends the next request: any number
+        result = await pool.call("big", "flood", {"pings": 3 * MAX_SERVER_REQUESTS, "wait": True, "form": "sse"})
+        assert result["structuredContent"] == {"a": []}
+
+
+async def test_notifications_past_the_budget_are_dropped_and_the_call_answered(
+    http_server: tuple[ServerConfig, type[Replies]], caplog: pytest.LogCaptureFixture
+) -> None:
+    config, _ = http_server
+    with caplog.at_level(logging.WARNING, logger="tool_tree.budget"):
+        async with ServerPool([config]) as pool:
+            result = await pool.call("big", "flood", {"notifications": 3 * NOTIFICATION_BURST, "form": "sse"})
+    assert result["structuredContent"] == {"a": []}
+    assert [r.getMessage() for r in caplog.records if "notifications" in r.getMessage()] == [
+        f"server 'big' sent more than {NOTIFICATION_BURST:,} notifications at once (then 100 a second), the budget "
+        "for one server: tooltree drops the rest unread (it uses none of them)"
+    ]
+
+
+async def test_the_guard_drops_notifications_past_the_budget_never_a_response() -> None:
+    # What the SDK's HTTP transport parsed, read through the guard as the session reads it.
+    inner_send, inner_receive = anyio.create_memory_object_stream[SessionMessage | Exception](10_000)
+    out_send, out_receive = anyio.create_memory_object_stream[SessionMessage](10)
+    read, write = guard((inner_receive, out_send), "chatty")
+    async with inner_send, out_receive, read, write:
+        await write.send(SessionMessage(types.JSONRPCRequest(jsonrpc="2.0", id=1, method="tools/call")))
+        for i in range(5000):
+            note = types.JSONRPCNotification(jsonrpc="2.0", method="notifications/progress", params={"progress": i})
+            inner_send.send_nowait(SessionMessage(note))
+        inner_send.send_nowait(SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=1, result={})))
+        inner_send.close()
+        received = [item async for item in read]
+    notes = [i for i in received if isinstance(i, SessionMessage) and isinstance(i.message, types.JSONRPCNotification)]
+    assert NOTIFICATION_BURST <= len(notes) < 2500  # the burst, and what the rate refilled meanwhile
+    last = received[-1]
+    assert isinstance(last, SessionMessage) and isinstance(last.message, types.JSONRPCResponse)
+
+
+# --- counting an event stream's events as the SDK's parser cuts them --------------------------------------------------
+
+
+def values_of(data: str) -> int:
+    def count(value: Any) -> int:
+        if isinstance(value, list):
+            return 1 + sum(map(count, value))
+        if isinstance(value, dict):
+            return 1 + sum(map(count, value.values()))
+        return 1
+
+    return count(json.loads(data))
+
+
+def events_seen(chunks: list[bytes], *, ended: bool = True) -> list[str]:
+    """The data of each event the SDK's parser makes of ``chunks`` (decoded as it decodes them); at the end of
+    the stream (``ended``: not cut short by an error) it flushes what it holds."""
+    parser, decoder = _SSEParser(None), codecs.getincrementaldecoder("utf-8")("replace")
+    events = [sse.data for chunk in chunks for sse in parser.decode(decoder.decode(chunk))]
+    return events + [sse.data for sse in parser.flush()] if ended else events
+
+
+def counted(
+    chunks: list[bytes], limit: int, notifications: NotificationBudget | None = None
+) -> tuple[list[bytes], bool]:
+    """What `_Events` passes on of ``chunks`` before it refuses an event, and whether it refused one."""
+    events, passed = _Events(limit, MAX_MESSAGE_BYTES, "s", notifications), []
+    try:
+        for chunk in chunks:
+            passed += events.feed(chunk)
+        passed += events.close()
+    except EventRefused:
+        return passed, True
+    return passed, False
+
+
+def random_stream(rng: random.Random) -> bytes:
+    """Events of JSON data over one or more ``data`` lines, with comments, other fields and every line ending."""
+    parts = []
+    for _ in range(rng.randint(1, 6)):
+        value = [{"k,[": 'v",{'}] * rng.randint(0, 4) + [[]] * rng.randint(0, 3) + ["é,"] * rng.randint(0, 3)
+        lines = json.dumps(value, indent=rng.choice([None, 1]), ensure_ascii=False).split("\n")
+        fields = [f"data: {line}" if rng.random() < 0.8 else f"data:{line}" for line in lines]
+        for other in rng.sample([": keep, [alive] {", "event: message", "id: 7,[", "retry: 10"], rng.randint(0, 2)):
+            fields.insert(rng.randint(0, len(fields)), other)  # the data lines stay in order
+        end = rng.choice(["\n", "\r", "\r\n"])
+        blank = rng.choice(["\r", "\r\n"] if end == "\r" else ["\n", "\r", "\r\n"])  # "\r" then "\n" is one ending
+        parts.append(end.join(fields) + end + blank)
+    return "".join(parts).encode()
+
+
+def test_an_event_over_the_limit_is_refused_before_the_bytes_that_end_it_are_passed_on() -> None:
+    rng = random.Random(7)
+    for _ in range(400):
+        stream = random_stream(rng)
+        values = [values_of(data) for data in events_seen([stream])]
+        for limit in {1, min(values), max(values) - 1, max(values)} - {0}:
+            for _ in range(5):
+                cuts = sorted(rng.sample(range(len(stream) + 1), min(len(stream), rng.randint(0, 8))))
+                chunks = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+                passed, refused = counted(chunks, limit)
+                assert all(values_of(data) <= limit for data in events_seen(passed, ended=not refused))
+                assert refused == (max(values) > limit)  # exact for compact data: no event refused wrongly
+
+
+def test_an_event_is_counted_whole_wherever_the_stream_is_cut() -> None:
+    stream = b"data: [{},\r\ndata: {}]\r\r: c\n\ndata: [1,2]\n\r"  # two events: 3 values, then 3
+    for cut in range(len(stream) + 1):
+        passed, refused = counted([stream[:cut], stream[cut:]], 3)
+        assert b"".join(passed) == stream and not refused
+        passed, refused = counted([stream[:cut], stream[cut:]], 2)
+        assert refused and not events_seen(passed, ended=False)
+
+
+def test_events_that_can_only_be_notifications_are_dropped_past_the_budget_the_rest_pass_as_they_were() -> None:
+    rng = random.Random(11)
+    note = 'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":%d}}'
+    answer = 'data: {"jsonrpc":"2.0","id":%d,"result":{}}'
+    for _ in range(300):
+        kinds = [rng.choice(["note", "note", "answer", "comment"]) for _ in range(rng.randint(1, 12))]
+        stream = ""
+        for i, kind in enumerate(kinds):
+            lines = {"note": [note % i], "answer": [answer % i], "comment": [": ping"]}[kind]
+            end = rng.choice(["\n", "\r", "\r\n"])
+            blank = rng.choice(["\r", "\r\n"] if end == "\r" else ["\n", "\r", "\r\n"])
+            stream += end.join(["event: message", *lines]) + end + blank
+        data = stream.encode()
+        cuts = sorted(rng.sample(range(len(data) + 1), min(len(data), rng.randint(0, 6))))
+        chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+        budget = NotificationBudget("s", burst=2, rate=0.0)
+        passed, refused = counted(chunks, 10**6, budget)
+        seen = [json.loads(event) for event in events_seen(passed) if event]  # a comment's event has no data
+        everything = [json.loads(event) for event in events_seen([data]) if event]
+        assert not refused
+        assert [m for m in seen if "id" in m] == [m for m in everything if "id" in m]  # every answer, in order
+        assert [m for m in seen if "id" not in m] == [m for m in everything if "id" not in m][:2]  # the burst
+
+
+def test_a_json_reply_and_an_event_count_as_the_stdio_line_would() -> None:
+    body = b'{"a":[' + b",".join([b"{}"] * 10) + b"]}"
+    assert count_values(body, 5) == 12 and counted([b"data: " + body + b"\n\n"], 11)[1]
+    assert not counted([b"data: " + body + b"\n\n"], 12)[1]

@@ -1,9 +1,18 @@
-"""`tool_tree.stdio`: the stdio transport reads in time linear in a message's length and caps one message."""
+"""`tool_tree.stdio`: the stdio transport reads in time linear in a message's length, caps one message's bytes
+and values, and holds a server to its budgets of requests to the client and of notifications.
+
+The budget tests run `tests/servers/flood_server.py`, a hostile server in plain Python. Before the budgets,
+30 MB of empty objects in one message took the host to 3.4 GB and 8 s of CPU; 100,000 pings from a server
+that stopped reading its stdin kept 1 GB; 200,000 notifications cost the host 22 s of CPU.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
+import resource
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +23,22 @@ from mcp import StdioServerParameters
 from mcp.shared.message import SessionMessage
 
 from tests.support import alive
+from tool_tree.budget import MAX_MESSAGE_VALUES, MAX_SERVER_REQUESTS, NOTIFICATION_BURST, NOTIFICATION_RATE
 from tool_tree.config import ServerConfig
 from tool_tree.pool import ServerPool, ServerUnavailable
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, _LineSplitter, stdio_client
 
 REPO = Path(__file__).resolve().parents[2]
 RAW = REPO / "tests" / "servers" / "raw_server.py"
+FLOOD = REPO / "tests" / "servers" / "flood_server.py"
+
+
+def flood(name: str) -> ServerConfig:
+    return ServerConfig(name=name, command=sys.executable, args=(str(FLOOD),), timeout=30)
+
+
+def peak_mib() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
 def raw(tmp_path: Path, name: str) -> ServerConfig:
@@ -38,11 +57,11 @@ def notification(data: str) -> str:
     return json.dumps(message, separators=(",", ":"))
 
 
-def split_every_way(stream: bytes, limit: int) -> list[list[str]]:
+def split_every_way(stream: bytes, limit: int) -> list[list[bytes]]:
     """What the splitter makes of ``stream`` cut into two chunks at every offset (and whole)."""
     outcomes = []
     for cut in range(len(stream) + 1):
-        splitter = _LineSplitter(limit, "replace")
+        splitter = _LineSplitter(limit)
         outcomes.append(splitter.feed(stream[:cut]) + splitter.feed(stream[cut:]))
     return outcomes
 
@@ -55,18 +74,18 @@ def test_the_installed_sdk_has_the_helpers_the_linear_transport_reuses() -> None
 
 def test_lines_are_cut_at_each_newline_wherever_the_chunks_end() -> None:
     stream = "première\n\n{ü€😀}\r\nlast".encode() + b" \xff\n" + b"unfinished"
-    expected = ["première", "", "{ü€😀}\r", "last \ufffd"]
+    expected = ["première".encode(), b"", "{ü€😀}\r".encode(), b"last \xff"]
     assert all(lines == expected for lines in split_every_way(stream, 100))
 
 
 def test_a_line_of_exactly_the_limit_passes_and_one_byte_more_raises_before_its_newline_arrives() -> None:
-    assert split_every_way(b"a" * 10 + b"\n", 10) == [["a" * 10]] * 12
-    splitter = _LineSplitter(10, "replace")
+    assert split_every_way(b"a" * 10 + b"\n", 10) == [[b"a" * 10]] * 12
+    splitter = _LineSplitter(10)
     assert splitter.feed(b"b" * 10) == []
     with pytest.raises(OverflowError, match="longer than 10 bytes"):
         splitter.feed(b"b")  # no newline yet: the partial line alone is over the limit
     with pytest.raises(OverflowError):
-        _LineSplitter(10, "replace").feed(b"ok\n" + b"c" * 11 + b"\n")
+        _LineSplitter(10).feed(b"ok\n" + b"c" * 11 + b"\n")
 
 
 def test_the_message_cap_leaves_room_for_any_result_the_bridge_accepts() -> None:
@@ -150,3 +169,120 @@ async def test_a_message_over_the_cap_ends_that_server_with_a_clear_error_and_th
         assert not alive(flood_pid)
         assert text(await pool.call("steady", "pid", {})) == steady_pid
         assert pool.restarts("flood") == 1 and int(text(await pool.call("flood", "pid", {}))) != flood_pid
+
+
+# --- the budgets: values in one message, requests to the client, notifications ---------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("tool", "n"),
+    [
+        ("values", 3_000_000),  # 9 MB of empty objects: before, the host grew by 1 GB and spent 2 s parsing it
+        ("values", MAX_MESSAGE_VALUES),  # with its envelope, just over the cap
+        ("blocks", MAX_MESSAGE_VALUES // 3 + 1),  # a block is three values: an object and two strings
+        ("noise", MAX_MESSAGE_VALUES + 1),  # a stdout line that is not JSON-RPC is counted too
+    ],
+)
+async def test_a_message_of_more_values_than_the_cap_ends_that_server_unparsed_and_the_others_keep_answering(
+    tool: str, n: int
+) -> None:
+    async with ServerPool([flood("flood"), flood("steady")]) as pool:
+        flood_pid, steady_pid = [int(text(await pool.call(name, "pid", {}))) for name in ("flood", "steady")]
+        before = peak_mib()
+        with pytest.raises(ServerUnavailable) as refused:
+            await pool.call("flood", tool, {"n": n})
+        grown = peak_mib() - before
+        assert (
+            f"server 'flood' sent a message of more than {MAX_MESSAGE_VALUES:,} JSON values, the limit for one "
+            "message" in str(refused.value)
+        )
+        assert not alive(flood_pid)
+        assert grown < 128  # the line and a copy of it, never its values
+        assert int(text(await pool.call("steady", "pid", {}))) == steady_pid
+        assert pool.restarts("flood") == 1 and int(text(await pool.call("flood", "pid", {}))) != flood_pid
+
+
+@pytest.mark.anyio
+async def test_a_message_just_within_the_value_cap_arrives_whole() -> None:
+    async with ServerPool([flood("flood")]) as pool:
+        result = await pool.call("flood", "values", {"n": MAX_MESSAGE_VALUES - 100})
+    assert result["structuredContent"] == {"a": [{}] * (MAX_MESSAGE_VALUES - 100)}
+
+
+@pytest.mark.anyio
+async def test_a_server_sending_requests_without_reading_the_answers_is_ended_at_the_limit() -> None:
+    # 10,000 pings answered into a stdin nobody reads: the pipe takes the first ~1,600 answers, then each
+    # ping held a task of the SDK's until the call's answer (before: 100,000 kept 1 GB for good).
+    async with ServerPool([flood("flood"), flood("steady")]) as pool:
+        flood_pid, steady_pid = [int(text(await pool.call(name, "pid", {}))) for name in ("flood", "steady")]
+        with pytest.raises(ServerUnavailable) as refused:
+            await pool.call("flood", "pings", {"n": 10_000})
+        assert (
+            f"server 'flood' sent more than {MAX_SERVER_REQUESTS} requests to tooltree without taking their "
+            "answers, the limit for one server" in str(refused.value)
+        )
+        assert not alive(flood_pid)
+        assert int(text(await pool.call("steady", "pid", {}))) == steady_pid
+        assert int(text(await pool.call("flood", "pid", {}))) != flood_pid  # restarted
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tool", ["pings", "cancelled"])
+async def test_a_server_that_takes_its_answers_may_send_any_number_of_requests(tool: str) -> None:
+    # Ten times the limit, one after the other: each answered before the next, or each cancelled by the
+    # server as soon as sent (answered anyway, or settled without an answer: either way no longer counted).
+    async with ServerPool([flood("polite")]) as pool:
+        result = await pool.call("polite", tool, {"n": 10 * MAX_SERVER_REQUESTS, "wait": True})
+        assert not result.get("isError")
+        if tool == "pings":
+            assert text(result) == str(10 * MAX_SERVER_REQUESTS)  # every answer was read by the server
+        assert text(await pool.call("polite", "ok", {})) == "ok"
+
+
+@pytest.mark.anyio
+async def test_notifications_past_the_budget_are_dropped_responses_never(caplog: pytest.LogCaptureFixture) -> None:
+    # 20,000 progress notifications, then the answer; half of them hold "id" and a backslash, so they are
+    # parsed before they are charged; the rest are dropped unparsed.
+    params = StdioServerParameters(command=sys.executable, args=[str(FLOOD)])
+    call = types.JSONRPCRequest(
+        jsonrpc="2.0", id=1, method="tools/call", params={"name": "notify", "arguments": {"n": 20_000}}
+    )
+    seen = {"done": 0, "escaped": 0}
+    with caplog.at_level(logging.WARNING, logger="tool_tree.budget"):
+        async with stdio_client(params, name="chatty") as (read, write):
+            started = time.monotonic()
+            await write.send(SessionMessage(call))
+            with anyio.fail_after(60):
+                while True:
+                    item = await read.receive()
+                    assert isinstance(item, SessionMessage)
+                    if not isinstance(item.message, types.JSONRPCNotification):
+                        break
+                    assert item.message.params is not None
+                    seen["done" if item.message.params["message"] == "done" else "escaped"] += 1
+            elapsed = time.monotonic() - started
+    assert isinstance(item.message, types.JSONRPCResponse) and item.message.id == 1
+    assert NOTIFICATION_BURST <= sum(seen.values()) <= NOTIFICATION_BURST + NOTIFICATION_RATE * elapsed + 1
+    assert seen["done"] and seen["escaped"]  # both ways in are charged to the one budget
+    warnings = [r.getMessage() for r in caplog.records if "notifications" in r.getMessage()]
+    assert warnings == [
+        f"server 'chatty' sent more than {NOTIFICATION_BURST:,} notifications at once (then {NOTIFICATION_RATE:g} a "
+        "second), the budget for one server: tooltree drops the rest unread (it uses none of them)"
+    ]
+
+
+@pytest.mark.anyio
+async def test_with_the_sdks_own_transport_the_request_budget_still_ends_the_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The SDK's reader parses every message itself (no value count), but the budgets on what it parsed hold.
+    monkeypatch.setattr("tool_tree.connect.LINEAR", False)
+    monkeypatch.setattr("tool_tree.stdio.LINEAR", False)
+    async with ServerPool([flood("flood")]) as pool:
+        flood_pid = int(text(await pool.call("flood", "pid", {})))
+        with pytest.raises(ServerUnavailable) as refused:
+            await pool.call("flood", "pings", {"n": 10_000})
+        assert f"server 'flood' sent more than {MAX_SERVER_REQUESTS} requests to tooltree" in str(refused.value)
+        assert int(text(await pool.call("flood", "pid", {}))) != flood_pid
+    assert not alive(flood_pid)

@@ -1,0 +1,118 @@
+"""A hostile MCP server in raw JSON-RPC over stdio (no SDK) whose tools flood the client, for the budget tests.
+
+    python flood_server.py
+
+It answers ``initialize``, ``tools/list`` and ``ping`` as any server; ``tools/call`` by tool name, with
+``n`` from the arguments:
+
+    pid        answers this process's pid
+    values     answers structured content {"a": [{}, {}, …]} of ``n`` empty objects, compact, on one line
+    blocks     answers ``n`` empty text blocks
+    noise      writes a stdout line of valid JSON that is not JSON-RPC (``[{}, …]``, ``n`` objects), then answers
+    pings      sends ``n`` ``ping`` requests, then answers the call; with ``wait``, it reads each ping's answer
+               before the next and answers how many it read, otherwise it never reads its stdin again
+    cancelled  sends ``n`` ``ping`` requests, each followed by its ``notifications/cancelled``, still reading
+               its stdin, then answers
+    notify     sends ``n`` ``notifications/progress`` (every other one's message holds ``"id"`` and a
+               backslash), then answers
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+
+out = threading.Lock()
+
+
+def send_line(line: str) -> None:
+    with out:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def send(message: dict[str, object]) -> None:
+    send_line(json.dumps(message, separators=(",", ":")))
+
+
+def answer(request_id: object, text: str) -> None:
+    send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}]}})
+
+
+def call(request_id: object, name: str, n: int, wait: bool) -> None:
+    rid = json.dumps(request_id)
+    if name == "pid":
+        answer(request_id, str(os.getpid()))
+    elif name == "values":
+        objects = ",".join(["{}"] * n)
+        send_line(f'{{"jsonrpc":"2.0","id":{rid},"result":{{"content":[],"structuredContent":{{"a":[{objects}]}}}}}}')
+    elif name == "blocks":
+        blocks = ",".join(['{"type":"text","text":""}'] * n)
+        send_line(f'{{"jsonrpc":"2.0","id":{rid},"result":{{"content":[{blocks}]}}}}')
+    elif name == "noise":
+        send_line("[" + ",".join(["{}"] * n) + "]")
+        answer(request_id, "after the noise")
+    elif name == "pings":
+        answers = 0
+        for i in range(n):
+            send({"jsonrpc": "2.0", "id": f"ping-{i}", "method": "ping"})
+            while wait:  # a well-behaved server waits for the answer
+                reply = json.loads(sys.stdin.readline())
+                if reply.get("id") == f"ping-{i}":
+                    answers += 1
+                    break
+        answer(request_id, str(answers))
+        if not wait:
+            time.sleep(3600)  # never reads its stdin again: the client's answers pile up
+    elif name == "cancelled":
+        for i in range(n):
+            send({"jsonrpc": "2.0", "id": f"ping-{i}", "method": "ping"})
+            send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": f"ping-{i}"}})
+        answer(request_id, "cancelled them all")
+    elif name == "notify":
+        for i in range(n):
+            message = 'item "id" \\ done' if i % 2 else "done"
+            params = {"progressToken": "t", "progress": i, "message": message}
+            send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        answer(request_id, "notified")
+    else:
+        answer(request_id, "ok")
+
+
+def main() -> None:
+    for line in sys.stdin:
+        message = json.loads(line)
+        method, request_id = message.get("method"), message.get("id")
+        if method is None or request_id is None:
+            continue  # an answer to one of our requests, or a notification
+        if method == "initialize":
+            result = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "flood", "version": "1"},
+            }
+            send({"jsonrpc": "2.0", "id": request_id, "result": result})
+        elif method == "tools/list":
+            tools = ["pid", "values", "blocks", "noise", "pings", "cancelled", "notify", "ok"]
+            listed = [{"name": name, "inputSchema": {"type": "object"}} for name in tools]
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": listed}})
+        elif method == "tools/call":
+            params = message["params"]
+            arguments = params.get("arguments") or {}
+            n, wait = int(arguments.get("n", 0)), bool(arguments.get("wait"))
+            if params["name"] == "cancelled":  # its stdin is read on meanwhile, by this loop
+                threading.Thread(target=call, args=(request_id, "cancelled", n, wait), daemon=True).start()
+            else:
+                call(request_id, params["name"], n, wait)
+        elif method == "ping":
+            send({"jsonrpc": "2.0", "id": request_id, "result": {}})
+        else:
+            error = {"code": -32601, "message": f"method not found: {method}"}
+            send({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+
+if __name__ == "__main__":
+    main()
