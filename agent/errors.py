@@ -35,7 +35,8 @@ class AgentSetupError(AgentError):
 
 
 class ModelAPIError(AgentError):
-    """The Messages API failed (after retries) during a run.
+    """The Messages API failed (after retries) during a run, or its reply could not be read (a tool input the SDK
+    cannot parse: ``stop_reason`` "unreadable_reply").
 
     Attributes:
         status_code: the HTTP status, when there was a response.

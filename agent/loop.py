@@ -8,10 +8,12 @@
 
 Each turn sends the same system prompt and tools array (with cache breakpoints) plus the
 conversation (with a pre-filter, the tools array may grow before a request — tools appended,
-never reordered — and is byte-identical after the last growth), runs every ``tool_use`` of the
-reply (at the same time when all of them are independent: MCP tools, reads of the tree) and
-sends the results back, until the model ends its turn, a reply stops for another reason
-(``max_tokens``, ``refusal``), or the turn limit or token budget is reached. Requests stream (so
+never reordered — and is byte-identical after the last growth), runs the ``tool_use`` blocks of
+the reply (at the same time when all of them are independent: MCP tools, reads of the tree; at most
+`agent.calls.MAX_TOOL_USES`, their results sharing the caps of one result) and sends the results
+back, until the model ends its turn, a reply stops for another reason (``max_tokens``, ``refusal``),
+the turn limit or token budget is reached, or a reply cannot be read (``unreadable_reply``: the
+SDK could not parse a tool call's input; `ModelAPIError`). Requests stream (so
 large ``max_tokens`` work); the SDK retries rate limits, overloads and server errors with back-off,
 and the loop retries the same errors when they arrive inside a stream (an ``error`` event after the
 200), which the SDK does not.
@@ -22,13 +24,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.content import blocks_bytes
+from agent.calls import run_tool_uses
 from agent.defaults import (
     BATCH_MODES,
     DEFAULT_BATCH_MAX,
@@ -45,6 +46,7 @@ from agent.events import EventHandler, ModelReplied, RunFinished, ToolFinished
 from agent.prefilter.options import PrefilterOptions
 from agent.request import (
     NoMessage,
+    UnreadableReply,
     answer_text,
     api_failure,
     block_param,
@@ -57,12 +59,8 @@ from agent.request import (
 )
 from agent.summary import PrefilterSummary, RunResult, RunSummary, TokenUsage
 from agent.toolsets import make_toolset
-from agent.toolsets.base import ToolOutcome, error
 from agent.transcript import Transcript, fingerprint
 from tool_tree.config import Config
-
-MAX_CONCURRENT_TOOLS = 8
-"""Most tool calls of one reply run at the same time."""
 
 if TYPE_CHECKING:
     import anthropic
@@ -209,7 +207,8 @@ class Agent:
         conversation starts.
 
         Raises:
-            ModelAPIError: the Messages API failed after retries (``.result`` has the run so far).
+            ModelAPIError: the Messages API failed after retries, or its reply could not be read
+                (``.result`` has the run so far, its ``stop_reason`` ``api_error`` or ``unreadable_reply``).
             SandboxError: the sandbox could not be started (no engine, no image).
             PoolError: the server pool could not start.
         """
@@ -277,7 +276,7 @@ class Agent:
                     if stop != "tool_use":
                         summary.stop_reason = stop
                         break
-                    results = self._run_tools(content, runtime, turn, summary, log)
+                    results = run_tool_uses(self.toolset, content, runtime, turn, summary, log, self._emit)
                     if not results:  # "tool_use" without a tool_use block: nothing to answer
                         summary.stop_reason = "end_turn"
                         break
@@ -330,10 +329,15 @@ class Agent:
 
         try:
             message = stream_message(client, params, on_error=logged)
-        except (anthropic.APIStatusError, anthropic.APIConnectionError, NoMessage) as e:
-            summary.stop_reason = "api_error"
+        except (anthropic.APIStatusError, anthropic.APIConnectionError, NoMessage, UnreadableReply) as e:
+            summary.stop_reason = "unreadable_reply" if isinstance(e, UnreadableReply) else "api_error"
             summary.duration_s = time.monotonic() - started
-            partial = RunResult(summary.answer, "api_error", summary, messages, self.transcript)
+            partial = RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
+            if isinstance(e, UnreadableReply):
+                if e.usage is not None:
+                    summary.usage.add(TokenUsage.from_api(e.usage))
+                logged(200, str(e))
+                raise ModelAPIError(str(e), status_code=200, result=partial) from None
             if isinstance(e, NoMessage):
                 logged(200, str(e))
                 raise ModelAPIError(f"the Messages API {e}", status_code=200, result=partial) from None
@@ -343,57 +347,3 @@ class Agent:
                 f"the Messages API {api_failure(e)}", status_code=e.status_code, result=partial
             ) from None
         return message, time.monotonic() - t0
-
-    def _call(self, block: dict[str, Any], runtime: Runtime) -> tuple[ToolOutcome, float]:
-        name, arguments = str(block.get("name")), block.get("input")
-        if not isinstance(arguments, dict):  # never run a tool on arguments the model did not give
-            return error(f"the input of {name} must be an object, not {type(arguments).__name__}"), 0.0
-        t0 = time.monotonic()
-        outcome = self.toolset.call(name, arguments, runtime)
-        return outcome, time.monotonic() - t0
-
-    def _call_all(self, blocks: list[dict[str, Any]], runtime: Runtime) -> list[tuple[ToolOutcome, float]]:
-        """Run the calls of one reply: at the same time when every one of them may overlap, else in order."""
-        if len(blocks) > 1 and all(self.toolset.concurrent(str(b.get("name"))) for b in blocks):
-            with ThreadPoolExecutor(max_workers=min(len(blocks), MAX_CONCURRENT_TOOLS)) as pool:
-                return list(pool.map(lambda b: self._call(b, runtime), blocks))
-        return [self._call(b, runtime) for b in blocks]
-
-    def _run_tools(
-        self, content: list[dict[str, Any]], runtime: Runtime, turn: int, summary: RunSummary, log: Transcript
-    ) -> list[dict[str, Any]]:
-        results: list[dict[str, Any]] = []
-        blocks = [b for b in content if b.get("type") == "tool_use"]
-        for block, (outcome, seconds) in zip(blocks, self._call_all(blocks, runtime), strict=True):
-            name, arguments = str(block.get("name")), block.get("input")
-            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.get("id"), "content": outcome.content}
-            if outcome.is_error:
-                result["is_error"] = True
-            results.append(result)
-            model_bytes = blocks_bytes(outcome.content)
-            kept = sum(c.response_bytes for c in outcome.script_calls)
-            summary.tool_calls += 1
-            summary.tool_errors += outcome.is_error
-            summary.script_tool_calls += len(outcome.script_calls)
-            summary.sandbox_bytes += kept
-            summary.model_bytes += model_bytes
-            log.write(
-                "tool",
-                turn=turn,
-                name=name,
-                input=arguments,
-                seconds=round(seconds, 3),
-                is_error=outcome.is_error,
-                model_bytes=model_bytes,
-                script_calls=[
-                    {"server": c.server, "tool": c.tool, "ok": c.ok, "bytes": c.response_bytes, "ms": c.duration_ms}
-                    for c in outcome.script_calls
-                ],
-                sandbox_bytes=kept,
-            )
-            self._emit(
-                ToolFinished(
-                    turn, name, outcome.note, outcome.is_error, seconds, len(outcome.script_calls), kept, model_bytes
-                )
-            )
-        return results

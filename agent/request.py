@@ -125,6 +125,41 @@ class NoMessage(Exception):
     """A request was answered 200 but its stream held no message (an address that is not the Messages API)."""
 
 
+class UnreadableReply(Exception):
+    """A reply arrived but the SDK could not read it: most often a tool call's input it cannot parse (nested
+    deeper than its parser goes, an integer of thousands of digits). Its message is one short line.
+
+    Attributes:
+        usage: the reply's ``usage`` as its start reported it (the input tokens it cost), or None.
+    """
+
+    def __init__(self, message: str, usage: Any = None) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+UNREADABLE_DETAIL = 200
+"""The most characters of the SDK's own reason an `UnreadableReply` quotes (never the input itself)."""
+
+
+def unreadable(e: ValueError, usage: Any = None) -> UnreadableReply:
+    """The SDK's ``ValueError`` about a reply as an `UnreadableReply`: what could not be read and the parser's
+    reason, cleaned and cut, without the JSON the SDK's message carries (it can be megabytes)."""
+    from sandbox.results import note_label
+
+    text = str(e)
+    if text.startswith("Unable to parse tool parameter JSON"):
+        reason = text.partition("Error: ")[2][: 4 * UNREADABLE_DETAIL].partition(". JSON: ")[0]
+        what = "the input of one of its tool calls is JSON the SDK cannot parse"
+    else:
+        reason, what = text, "the SDK could not parse it"
+    return UnreadableReply(
+        f"the model's reply could not be read: {what} ({note_label(reason, UNREADABLE_DETAIL)}); the run stopped "
+        "there, run the task again",
+        usage,
+    )
+
+
 def stream_message(client: Any, params: dict[str, Any], *, on_error: Callable[[int | None, str], None]) -> Any:
     """The final message of one streamed request. The SDK retries rate limits, overloads and server errors
     answered before the stream; the same errors arriving inside it (an ``error`` event after the 200) are
@@ -133,6 +168,7 @@ def stream_message(client: Any, params: dict[str, Any], *, on_error: Callable[[i
     Raises:
         anthropic.APIStatusError, anthropic.APIConnectionError: as the SDK raises them, once retries are spent.
         NoMessage: the answer was 200 without a message in it.
+        UnreadableReply: the SDK could not read the reply it streamed (a tool call's input it cannot parse).
     """
     import anthropic
 
@@ -140,12 +176,18 @@ def stream_message(client: Any, params: dict[str, Any], *, on_error: Callable[[i
     while True:
         try:
             with client.messages.stream(**params) as stream:
+                usage = None
                 try:
+                    for event in stream:  # the start's usage is kept: a reply that cannot be read still cost it
+                        if event.type == "message_start":
+                            usage = event.message.usage
                     return stream.get_final_message()
                 except AssertionError:  # the SDK asserts that the stream held a message: none came
                     kind = stream.response.headers.get("content-type", "") or "no content type"
                     raise NoMessage(f"sent no message (its answer was {kind.split(';')[0]}, not an event "
                                     "stream: is ANTHROPIC_BASE_URL the Messages API?)") from None  # fmt: skip
+                except ValueError as e:  # the SDK parses each tool input as it streams; it raises on what it cannot
+                    raise unreadable(e, usage) from None
         except anthropic.APIStatusError as e:
             on_error(e.status_code, str(e))
             in_stream = e.status_code == 200  # an `error` event after the 200: the SDK did not retry it

@@ -14,6 +14,8 @@ STOP_REASONS = (
     "model_context_window_exceeded",
     "max_turns",  # the turn limit
     "token_budget",  # the run's token budget
+    "api_error",  # the Messages API failed after retries (`ModelAPIError`)
+    "unreadable_reply",  # the SDK could not read a reply: a tool call's input it cannot parse (`ModelAPIError`)
 )
 
 
@@ -90,6 +92,8 @@ class RunSummary:
         turns: requests to the Messages API.
         tool_calls: ``tool_use`` blocks the loop ran (model-facing tools).
         tool_errors: of those, the ones that came back with ``is_error``.
+        refused_tool_calls: ``tool_use`` blocks not run because their reply held more than
+            `agent.calls.MAX_TOOL_USES` (each answered with an error).
         script_tool_calls: MCP calls made from scripts inside the sandbox.
         sandbox_bytes: bytes of MCP tool results that stayed in the sandbox.
         model_bytes: bytes of tool results that reached the model (text, plus base64 of images).
@@ -106,6 +110,7 @@ class RunSummary:
     usage: TokenUsage = field(default_factory=TokenUsage)
     tool_calls: int = 0
     tool_errors: int = 0
+    refused_tool_calls: int = 0
     script_tool_calls: int = 0
     sandbox_bytes: int = 0
     model_bytes: int = 0

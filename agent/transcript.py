@@ -13,9 +13,12 @@ Records (``type``):
   rebuilt by concatenating them);
 - ``response``: turn, the message as returned (content, stop reason, usage incl.
   ``cache_creation_input_tokens`` and ``cache_read_input_tokens``), seconds;
-- ``tool``: turn, tool name, input, seconds, ``is_error``, bytes to the model, calls from the
-  script and bytes that stayed in the sandbox;
-- ``api_error``: status and message of a failed request;
+- ``tool``: turn, tool name, input, seconds, ``is_error``, bytes to the model, what the reply's shared
+  budget left out of its result (``left_out``: characters and images, only when something was), calls
+  from the script and bytes that stayed in the sandbox;
+- ``tools_refused``: turn, how many ``tool_use`` blocks of the reply were not run (past
+  `agent.calls.MAX_TOOL_USES`), how many ran, and what each refused one was answered;
+- ``api_error``: status and message of a failed request, or of a reply that could not be read;
 - ``run_end``: the run summary.
 """
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -101,14 +103,49 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.set_defaults(handler=run)
 
 
+LABEL_CHARS = 80
+"""The most characters of a tool name or a stop reason the live view prints."""
+NOTE_CHARS = 120
+"""The most characters of a tool call's note the live view prints."""
+REASON_CHARS = 500
+"""The most characters of a reason the summary quotes (why the pre-filter failed open, or did not save)."""
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_label(value: object, limit: int) -> str:
+    """A value from the model, a server or the API as one line for the terminal: cleaned of escape
+    sequences and control characters (`sandbox.results.clean_text`), at most ``limit`` characters."""
+    from sandbox.results import note_label
+
+    return note_label(value if isinstance(value, str) else str(value), limit)
+
+
+def terminal_text(text: str) -> str:
+    """Text for the terminal, lines kept: escape sequences and control characters removed
+    (`sandbox.results.clean_text`; tabs and newlines stay, a carriage return ends a line)."""
+    from sandbox.results import clean_text
+
+    return clean_text(text)
+
+
+def print_json_safely(value: object) -> None:
+    """``value`` as JSON on stdout (as `print_json` writes it) with the characters a terminal may act on
+    that JSON leaves raw (C1 controls such as the 8-bit CSI, bidi overrides) escaped as ``\\uXXXX``: the
+    same JSON, nothing lost."""
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    print(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
+
+
 def live_view(event: Event) -> None:
-    """One line per model reply and per tool call, on stderr."""
+    """One line per model reply and per tool call, on stderr; what the model, a server or the API wrote
+    in it is cleaned and cut (`terminal_label`)."""
     from agent.events import ModelReplied, ToolFinished
 
     if isinstance(event, ModelReplied):
         u = event.usage
+        stop = terminal_label(event.stop_reason, LABEL_CHARS)
         print(
-            f"[turn {event.turn}] {event.stop_reason} · in {u.sent:,} (cache read {u.cache_read_input_tokens:,}, "
+            f"[turn {event.turn}] {stop} · in {u.sent:,} (cache read {u.cache_read_input_tokens:,}, "
             f"write {u.cache_creation_input_tokens:,}) · out {u.output_tokens:,} · total {event.total.total:,} "
             f"· {event.seconds:.1f} s",
             file=sys.stderr,
@@ -116,9 +153,10 @@ def live_view(event: Event) -> None:
         )
     elif isinstance(event, ToolFinished):
         status = "error" if event.is_error else "ok"
-        note = f" {event.note}" if event.note else ""
+        name, note = terminal_label(event.name, LABEL_CHARS), terminal_label(event.note, NOTE_CHARS)
+        note = f" {note}" if note else ""
         print(
-            f"  {event.name}{note} [{status}] · {size(event.model_bytes)} to the model · {event.seconds:.1f} s",
+            f"  {name}{note} [{status}] · {size(event.model_bytes)} to the model · {event.seconds:.1f} s",
             file=sys.stderr,
             flush=True,
         )
@@ -184,7 +222,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             result = agent.run(task)
         except ModelAPIError as e:
-            error(f"{agent.mode}: {e}" if len(agents) > 1 else str(e))
+            error(terminal_text(f"{agent.mode}: {e}" if len(agents) > 1 else str(e)))
+            if not args.quiet and e.result is not None:
+                print(_summary_line(e.result), file=sys.stderr)
             return EXIT_API
         except (SandboxError, PoolError) as e:
             error(f"the sandbox failed: {e}")
@@ -196,9 +236,10 @@ def run(args: argparse.Namespace) -> int:
         _print_comparison(results, as_json=args.json)
     elif args.json:
         (result,) = results
-        print_json({**result.summary.to_json(), "transcript": str(result.transcript) if result.transcript else None})
+        transcript = str(result.transcript) if result.transcript else None
+        print_json_safely({**result.summary.to_json(), "transcript": transcript})
     elif results[0].answer:
-        print(results[0].answer)
+        print(terminal_text(results[0].answer))
     return EXIT_OK if all(r.completed for r in results) else EXIT_INCOMPLETE
 
 
@@ -306,11 +347,14 @@ def _print_first_requests(agents: list[Agent], task: str, *, as_json: bool) -> N
 
 
 def _summary_line(result: RunResult) -> str:
+    """The run in a few lines for stderr: each reason it quotes on one line, cleaned and cut (`terminal_label`)."""
     s = result.summary
+    refused = f" ({s.refused_tool_calls} more not run: too many in one reply)" if s.refused_tool_calls else ""
+    stop = terminal_label(result.stop_reason, LABEL_CHARS)
     line = (
-        f"tooltree: {result.stop_reason} after {s.turns} turn(s) · {s.usage.sent:,} tokens sent, "
-        f"{s.usage.output_tokens:,} received · {s.tool_calls} tool call(s), {s.script_tool_calls} from scripts · "
-        f"{size(s.sandbox_bytes)} stayed in the sandbox, {size(s.model_bytes)} reached the model"
+        f"tooltree: {stop} after {s.turns} turn(s) · {s.usage.sent:,} tokens sent, "
+        f"{s.usage.output_tokens:,} received · {s.tool_calls} tool call(s){refused}, {s.script_tool_calls} from "
+        f"scripts · {size(s.sandbox_bytes)} stayed in the sandbox, {size(s.model_bytes)} reached the model"
     )
     p = s.prefilter
     if p is not None:
@@ -320,10 +364,10 @@ def _summary_line(result: RunResult) -> str:
             f"{p.seconds * 1000:.0f} ms, {p.usage.total:,} tokens"
         )
         for reason in p.fail_open:
-            line += f"\ntooltree: pre-filter failed open (every tool sent): {reason}"
+            line += f"\ntooltree: pre-filter failed open (every tool sent): {terminal_label(reason, REASON_CHARS)}"
         for reason in p.state_errors:
-            line += f"\ntooltree: pre-filter state not saved: {reason}"
-    return line
+            line += f"\ntooltree: pre-filter state not saved: {terminal_label(reason, REASON_CHARS)}"
+    return terminal_text(line)
 
 
 def _print_comparison(results: list[RunResult], *, as_json: bool) -> None:
@@ -331,7 +375,7 @@ def _print_comparison(results: list[RunResult], *, as_json: bool) -> None:
     direct = next((r.summary.usage.total for r in results if r.summary.mode == "direct"), None)
     if as_json:
         runs = [{**r.summary.to_json(), "transcript": str(r.transcript) if r.transcript else None} for r in results]
-        print_json({"runs": runs})
+        print_json_safely({"runs": runs})
         return
     header = ["mode", "stop", "turns", "sent", "received", "total", "of direct", "tool calls", "kept", "to model"]
     rows = []
@@ -342,6 +386,6 @@ def _print_comparison(results: list[RunResult], *, as_json: bool) -> None:
             s.mode, r.stop_reason, str(s.turns), f"{u.sent:,}", f"{u.output_tokens:,}", f"{u.total:,}", share,
             f"{s.tool_calls} ({s.script_tool_calls} from scripts)", size(s.sandbox_bytes), size(s.model_bytes),
         ])  # fmt: skip
-    print(table(rows, header))
+    print(terminal_text(table(rows, header)))
     for r in results:
-        print(f"\n[{r.summary.mode}] {r.answer}")
+        print(f"\n[{r.summary.mode}] {terminal_text(r.answer)}")

@@ -6,8 +6,10 @@ The rules it keeps:
   with its siblings (see ``catalog``);
 - the set only grows, in admission order, so the tools array only ever gets tools appended;
 - anything that goes wrong (the classifier fails or raises anything at all, times out, has no
-  model; the persisted state is corrupt) admits the whole catalog and records why: a filter that
-  cannot decide never removes a capability;
+  model; the persisted state is corrupt or its load raises anything at all) admits the whole catalog
+  and records why: a filter that cannot decide never removes a capability;
+- a save that fails (whatever it raises, or its lock busy past `state.LOCK_WAIT`) is skipped and
+  recorded, and the run goes on;
 - it asks again whenever the text it judges changes (a new user turn, the model's next step),
   so a change of subject is noticed.
 """
@@ -25,7 +27,7 @@ from typing import Any
 
 from agent.prefilter.base import CatalogTool, FilterError, ToolFilter, Verdicts
 from agent.prefilter.catalog import Siblings, sibling_map
-from agent.prefilter.state import AdmittedSet, load_state, update_state
+from agent.prefilter.state import LOCK_WAIT, AdmittedSet, load_state, update_state
 from agent.summary import TokenUsage
 
 logger = logging.getLogger(__name__)
@@ -158,9 +160,14 @@ class PreFilter:
             return
         try:
             loaded = load_state(self.state_path)
-        except FilterError as e:
+        except Exception as e:  # the fail-open boundary: a state that cannot be loaded never stops the run
+            problem = e if isinstance(e, FilterError) else None
+            if problem is None:
+                logger.debug("loading the pre-filter state failed", exc_info=True)
+                message = f"{self.state_path}: cannot load the pre-filter state ({_short(e)})"
+                problem = FilterError(message, kind="corrupt_state")
             self._persist = False  # never overwrite what could not be read
-            self._pending = self._fail_open(FilterStep(self.classifier.name, catalog=len(self.catalog)), e)
+            self._pending = self._fail_open(FilterStep(self.classifier.name, catalog=len(self.catalog)), problem)
             return
         self.decided.grow(k for k in loaded if k in self.by_key)
         self.admitted.grow(self.decided.keys())
@@ -246,6 +253,17 @@ class PreFilter:
         if not step.added or not self._persist or self.state_path is None:
             return
         try:
-            update_state(self.state_path, [*self.decided.keys(), *self._unknown])
+            update_state(
+                self.state_path, [*self.decided.keys(), *self._unknown], lock_wait=min(self.timeout, LOCK_WAIT)
+            )
         except FilterError as e:
             step.state_error = str(e)
+        except Exception as e:  # a save that fails is recorded; the run goes on with the set it has
+            logger.debug("saving the pre-filter state failed", exc_info=True)
+            step.state_error = f"{self.state_path}: cannot save the pre-filter state ({_short(e)})"
+
+
+def _short(e: BaseException) -> str:
+    """An unexpected error in a few words: its type and the start of its message."""
+    message = str(e)
+    return f"{type(e).__name__}: {message[:200]}" if message else type(e).__name__

@@ -7,10 +7,12 @@ Kept in admission order, because the tools array appends each newly admitted too
     {"format": "tooltree-prefilter-state", "version": 1, "admitted": ["crm.get_record", ...]}
 
 Keys that are not in the current catalog (a server was removed) are kept in the file and not
-offered. A file that cannot be read (not JSON, not a regular file, larger than `MAX_STATE_BYTES`) is
-never overwritten: the run fails open and says so. Saving merges with what the file holds then,
-under a lock, so two runs sharing a profile never drop each other's tools; a symlinked file is
-written through to its target.
+offered. A file that cannot be read (not JSON, nested too deep to parse, not a regular file, larger
+than `MAX_STATE_BYTES`) is never overwritten: the run fails open and says so. Saving merges with what
+the file holds then, under a lock on its folder, so two runs sharing a profile never drop each
+other's tools; a symlinked file is written through to its target. A save never writes what a load
+would refuse (a set over `MAX_STATE_BYTES` as compact JSON is not saved), and waits at most
+`LOCK_WAIT` for the lock; either way the file is kept as it was and the caller is told why.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import os
 import stat
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -28,7 +31,11 @@ from agent.prefilter.base import FilterError
 STATE_FORMAT = "tooltree-prefilter-state"
 STATE_VERSION = 1
 MAX_STATE_BYTES = 4 * 1024 * 1024
-"""The largest state file read (a set of tool names: a few kilobytes for hundreds of tools)."""
+"""The largest state file read (a set of tool names: a few kilobytes for hundreds of tools), and written."""
+LOCK_WAIT = 1.0
+"""Seconds a save waits for another run's lock on the state file's folder (a run holds it while it reads
+and writes a few kilobytes: milliseconds); past it, the save is skipped and the run says so."""
+_LOCK_POLL = 0.01
 
 
 class AdmittedSet:
@@ -99,6 +106,9 @@ def load_state(path: Path) -> AdmittedSet:
         data = json.loads(text)
     except ValueError as e:
         raise FilterError(f"{path}: corrupt pre-filter state ({e}); {fix}", kind="corrupt_state") from None
+    except RecursionError:  # brackets nested deeper than the parser recurses: not a state file
+        raise FilterError(f"{path}: corrupt pre-filter state (nested too deep to parse); {fix}",
+                          kind="corrupt_state") from None  # fmt: skip
     admitted = data.get("admitted") if isinstance(data, dict) else None
     if not isinstance(data, dict) or data.get("format") != STATE_FORMAT or data.get("version") != STATE_VERSION:
         raise FilterError(f"{path}: not a version-{STATE_VERSION} pre-filter state file; {fix}", kind="corrupt_state")
@@ -109,19 +119,27 @@ def load_state(path: Path) -> AdmittedSet:
 
 def save_state(path: Path, admitted: AdmittedSet) -> None:
     """Write the set to ``path`` atomically (a temporary file of its own, then a rename), through a
-    symlink to its target.
+    symlink to its target, as compact JSON.
 
     Raises:
-        FilterError: (``error``) the file cannot be written.
+        FilterError: (``error``) the file cannot be written, or the set is larger than a load reads
+            (`MAX_STATE_BYTES`); the file is kept as it was.
     """
     data = {"format": STATE_FORMAT, "version": STATE_VERSION, "admitted": admitted.keys()}
+    encoded = (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    if len(encoded) > MAX_STATE_BYTES:
+        raise FilterError(
+            f"{path}: not saved: the admitted set ({len(admitted):,} tools) is {len(encoded):,} bytes, over the "
+            f"{MAX_STATE_BYTES:,} a state file may hold; the file was kept as it was (use a new state file to "
+            "keep saving)"
+        )
     target = path.resolve()
     tmp: str | None = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(data, ensure_ascii=False, indent=1) + "\n")
+        with os.fdopen(fd, "wb") as f:
+            f.write(encoded)
         os.replace(tmp, target)
         tmp = None
     except OSError as e:
@@ -131,14 +149,14 @@ def save_state(path: Path, admitted: AdmittedSet) -> None:
             Path(tmp).unlink(missing_ok=True)
 
 
-def update_state(path: Path, keys: Iterable[str]) -> AdmittedSet:
+def update_state(path: Path, keys: Iterable[str], *, lock_wait: float = LOCK_WAIT) -> AdmittedSet:
     """Add ``keys`` to the set persisted at ``path`` and return the result: what the file holds now
     (another run may have saved since this one loaded it) grown by ``keys``. An exclusive lock on the
-    file's folder keeps two runs from writing at once.
+    file's folder keeps two runs from writing at once; it is waited for at most ``lock_wait`` seconds.
 
     Raises:
-        FilterError: the file has become unreadable (``corrupt_state``; it is left as it is) or
-            cannot be written (``error``).
+        FilterError: the file has become unreadable (``corrupt_state``; it is left as it is), cannot be
+            written, or its lock was not free within ``lock_wait`` (``error``; nothing was written).
     """
     target = path.resolve()
     try:
@@ -147,7 +165,7 @@ def update_state(path: Path, keys: Iterable[str]) -> AdmittedSet:
     except OSError as e:
         raise FilterError(f"{path}: cannot write the pre-filter state ({e})") from None
     try:
-        fcntl.flock(folder, fcntl.LOCK_EX)
+        _lock(folder, path, lock_wait)
         current = load_state(path)
         if not current.grow(keys):
             return current
@@ -155,3 +173,28 @@ def update_state(path: Path, keys: Iterable[str]) -> AdmittedSet:
         return current
     finally:
         os.close(folder)  # releases the lock
+
+
+def _lock(folder: int, path: Path, wait: float) -> None:
+    """Take the exclusive lock on ``folder`` (an open descriptor), trying until ``wait`` seconds have passed.
+
+    Raises:
+        FilterError: (``error``) another process held it all that time, or it cannot be taken.
+    """
+    deadline = time.monotonic() + wait
+    pause = _LOCK_POLL / 10
+    while True:
+        try:
+            fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise FilterError(
+                    f"{path}: not saved this time: another process held the lock on its folder for more than "
+                    f"{wait:g} s; the next save tries again"
+                ) from None
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, _LOCK_POLL)
+        except OSError as e:
+            raise FilterError(f"{path}: cannot lock the pre-filter state's folder ({e})") from None

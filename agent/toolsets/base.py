@@ -32,8 +32,12 @@ class ToolOutcome:
     is_error: bool = False
     script_calls: Sequence[ToolCallRecord] = field(default_factory=list)
     """Tool calls a script made (``execute_python``); their results stayed in the sandbox."""
+    labels: frozenset[int] = frozenset()
+    """Indexes of ``content`` blocks that are the toolset's own short labels (a batch's per-invocation status
+    lines and notes): a budget that cuts the result keeps them whole (`agent.budget.ContentBudget.take`)."""
     note: str = ""
-    """One line for the live view."""
+    """One line for the live view: cleaned of terminal escapes and control characters, at most `NOTE_CHARS`
+    characters (`note_text`), since it may quote the model's input."""
 
 
 class Toolset(ABC):
@@ -95,6 +99,18 @@ class Toolset(ABC):
         return out
 
 
+NOTE_CHARS = 120
+"""The most characters of a `ToolOutcome` note."""
+
+
+def note_text(value: str) -> str:
+    """``value`` as a note: its first line, cleaned of terminal escapes and control characters
+    (`sandbox.results.clean_text`), at most `NOTE_CHARS` characters (only the first few hundred are looked at)."""
+    from sandbox.results import note_label
+
+    return note_label(value[: 4 * NOTE_CHARS].split("\n", 1)[0], NOTE_CHARS)
+
+
 def error(message: str) -> ToolOutcome:
-    """An error outcome with one text block."""
-    return ToolOutcome([{"type": "text", "text": message}], is_error=True, note=message.splitlines()[0][:120])
+    """An error outcome with one text block; its note is the message's first line (`note_text`)."""
+    return ToolOutcome([{"type": "text", "text": message}], is_error=True, note=note_text(message))

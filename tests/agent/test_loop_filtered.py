@@ -169,18 +169,20 @@ def test_a_classifier_timeout_sends_the_full_catalog(project: Project, live: Run
     assert p is not None and p.fail_open[0].startswith("timeout: ")
 
 
+@pytest.mark.parametrize("text", ['{"format": "something else"}', "[" * 1000 + "]" * 1000])
 def test_a_corrupt_state_file_sends_the_full_catalog_and_is_kept(
-    project: Project, live: Runtime, tmp_path: Path
+    project: Project, live: Runtime, tmp_path: Path, text: str
 ) -> None:
+    # Nested too deep to parse: before, Agent() raised RecursionError.
     state = tmp_path / "state.json"
-    state.write_text('{"format": "something else"}', encoding="utf-8")
+    state.write_text(text, encoding="utf-8")
     options = PrefilterOptions(state=state)
     with FakeMessagesAPI([reply("Done.")]) as api:
         result = filtered(project, api, live, "local", prefilter_options=options).run("Draw a chart")
     assert sorted(n for n in names(api.requests[0]) if n != "batch_tool") == every_tool(project)
     p = result.summary.prefilter
     assert p is not None and p.fail_open[0].startswith("corrupt_state: ")
-    assert state.read_text(encoding="utf-8") == '{"format": "something else"}'
+    assert state.read_text(encoding="utf-8") == text
 
 
 def test_a_tree_without_search_index_makes_the_local_filter_fail_open(project: Project, tmp_path: Path) -> None:

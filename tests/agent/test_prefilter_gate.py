@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -193,3 +196,73 @@ def test_a_state_that_cannot_be_saved_is_reported_in_the_step(
     step = f.decide([user("leads")])
     assert step.added and not step.fail_open
     assert "cannot write the pre-filter state" in step.state_error and "No space left" in step.state_error
+
+
+NESTED = "[" * 1000 + "]" * 1000  # deeper than the JSON parser recurses
+
+
+def test_a_state_file_nested_too_deep_admits_every_tool_and_is_left_untouched(project: Project, tmp_path: Path) -> None:
+    # Before: the parser's RecursionError escaped `start` (only FilterError was caught): Agent() raised.
+    state = tmp_path / "admitted.json"
+    state.write_text(NESTED, encoding="utf-8")
+    f = gate(project, [{"crm.get_record": 0.9}], state=state)
+    f.start()
+    step = f.decide([user("read the record")])
+    assert step.fail_kind == "corrupt_state" and "nested too deep to parse" in step.fail_open
+    assert len(f.admitted) == len(f.catalog) and state.read_text(encoding="utf-8") == NESTED
+
+
+def test_a_state_file_rewritten_mid_run_is_not_saved_over_and_the_run_goes_on(project: Project, tmp_path: Path) -> None:
+    # Before: the next save raised RecursionError out of `decide`, and the run died.
+    state = tmp_path / "admitted.json"
+    f = gate(project, [{"crm.list_leads": 0.9}, {"media.list_gallery": 0.9}], state=state)
+    f.start()
+    f.decide([user("leads")])
+    state.write_text(NESTED, encoding="utf-8")  # another program, mid-run
+    step = f.decide([user("the gallery")])
+    assert "media.list_gallery" in step.added and not step.fail_open
+    assert "nested too deep to parse" in step.state_error and state.read_text(encoding="utf-8") == NESTED
+
+
+def test_a_state_that_raises_anything_on_load_or_save_fails_open_and_says_why(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_: object, **__: object) -> None:
+        raise MemoryError("out of memory")
+
+    state = tmp_path / "admitted.json"
+    monkeypatch.setattr("agent.prefilter.gate.load_state", broken)
+    f = gate(project, [{"crm.list_leads": 0.9}], state=state)
+    f.start()
+    step = f.decide([user("leads")])
+    assert step.fail_kind == "corrupt_state" and "cannot load the pre-filter state (MemoryError: out of memory)" in (
+        step.fail_open
+    )
+    monkeypatch.undo()
+    monkeypatch.setattr("agent.prefilter.gate.update_state", broken)
+    f = gate(project, [{"crm.list_leads": 0.9}], state=state)
+    f.start()
+    step = f.decide([user("leads")])
+    assert step.added and step.state_error.endswith("cannot save the pre-filter state (MemoryError: out of memory)")
+
+
+def test_a_state_folder_locked_by_another_process_delays_a_decision_at_most_the_timeout(
+    project: Project, tmp_path: Path
+) -> None:
+    # Before: the save waited on the lock without a limit (14.4 s with a 2 s pre-filter timeout).
+    state = tmp_path / "admitted.json"
+    holder = os.open(tmp_path, os.O_RDONLY)  # another open of the folder: its lock conflicts, as another process's
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    release = threading.Timer(10, fcntl.flock, (holder, fcntl.LOCK_UN))  # so that a wait without limit ends
+    release.start()
+    try:
+        f = gate(project, [{"crm.list_leads": 0.9}], state=state, timeout=0.1)
+        f.start()
+        started = time.monotonic()
+        step = f.decide([user("leads")])
+        assert time.monotonic() - started < 5
+    finally:
+        release.cancel()
+        os.close(holder)
+    assert step.added and not step.fail_open and "held the lock on its folder for more than 0.1 s" in step.state_error
+    assert not state.exists()

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -91,3 +95,56 @@ def test_a_state_that_became_unreadable_is_not_overwritten(tmp_path: Path) -> No
     with pytest.raises(FilterError) as caught:
         update_state(path, ["a.b"])
     assert caught.value.kind == "corrupt_state" and path.read_text(encoding="utf-8") == "{half a file"
+
+
+NESTED = "[" * 100_000 + "]" * 100_000  # deeper than the JSON parser recurses
+
+
+def test_a_file_nested_too_deep_to_parse_is_a_corrupt_state_and_is_kept(tmp_path: Path) -> None:
+    # Before: the parser's RecursionError escaped (only ValueError was caught): the run died.
+    path = tmp_path / "s.json"
+    path.write_text(NESTED, encoding="utf-8")
+    for attempt in (lambda: load_state(path), lambda: update_state(path, ["a.b"])):
+        with pytest.raises(FilterError, match="nested too deep to parse") as caught:
+            attempt()
+        assert caught.value.kind == "corrupt_state"
+    assert path.read_text(encoding="utf-8") == NESTED
+
+
+def test_a_save_writes_compact_json_and_never_what_a_load_would_refuse(tmp_path: Path) -> None:
+    # Before: written with indent=1, a set of 4,125,062 bytes became a 4,950,205-byte file every later run
+    # refused (and never rewrote).
+    name = "srv." + "t" * 96  # keys of 107 characters: 110 bytes each in compact JSON, 113 with indent=1
+    fits = AdmittedSet(f"{name}{i:07d}" for i in range(MAX_STATE_BYTES // 112))
+    path = tmp_path / "s.json"
+    save_state(path, fits)
+    assert path.stat().st_size <= MAX_STATE_BYTES and load_state(path).keys() == fits.keys()
+    assert json.dumps(json.loads(path.read_bytes()), ensure_ascii=False, separators=(",", ":")) + "\n" == (
+        path.read_text(encoding="utf-8")
+    )
+    before = path.read_bytes()
+    too_many = AdmittedSet([*fits, *(f"{name}{i:07d}" for i in range(MAX_STATE_BYTES // 112, MAX_STATE_BYTES // 90))])
+    with pytest.raises(FilterError, match=f"over the {MAX_STATE_BYTES:,} a state file may hold") as caught:
+        update_state(path, too_many)
+    assert caught.value.kind == "error" and "the file was kept as it was" in str(caught.value)
+    assert path.read_bytes() == before and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_save_waits_for_a_held_lock_only_so_long_then_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    # Before: a blocking lock with no timeout: another process holding it stalled a run for as long as it held it.
+    path = tmp_path / "s.json"
+    save_state(path, AdmittedSet(["a.b"]))
+    holder = os.open(tmp_path, os.O_RDONLY)  # another open of the folder: its lock conflicts, as another process's
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    release = threading.Timer(10, fcntl.flock, (holder, fcntl.LOCK_UN))  # so that a wait without limit ends
+    release.start()
+    try:
+        started = time.monotonic()
+        with pytest.raises(FilterError, match=re.escape("held the lock on its folder for more than 0.05 s")) as caught:
+            update_state(path, ["c.d"], lock_wait=0.05)
+        assert time.monotonic() - started < 5 and caught.value.kind == "error"
+        assert load_state(path).keys() == ["a.b"]
+    finally:
+        release.cancel()
+        os.close(holder)
+    assert update_state(path, ["c.d"]).keys() == ["a.b", "c.d"]  # free again: the next save goes through

@@ -10,8 +10,10 @@ import pytest
 from agent.errors import AgentSetupError
 from agent.naming import NAME_PATTERN
 from agent.toolsets import TOOL_SEARCH_NAME, CodeToolset, DirectToolset, ToolSearchToolset, make_toolset
+from agent.toolsets.base import NOTE_CHARS, error
 from agent.toolsets.code import MORE_ROOM
 from sandbox.host import Runtime
+from sandbox.results import clean_text
 from tests.agent.conftest import Project
 from tool_tree.tree import INDEX_FILE, Manifest
 
@@ -118,3 +120,26 @@ def test_bad_tool_input_is_an_error_the_model_can_read(
     outcome = CodeToolset(project.tree).call(name, arguments, live)
     assert outcome.is_error
     assert message in outcome.content[0]["text"]
+
+
+ESCAPES = "\x1b]52;c;Y3VybCBldmlsfHNo\x07\x1b[2K\r\x9b8m\u202e"
+"""OSC 52 (writes the clipboard), erase the line, a carriage return, an 8-bit CSI, a bidi override."""
+
+
+@pytest.mark.parametrize(("name", "found"), [("read_file", "INDEX.md"), ("list_files", "crm")])
+def test_the_live_view_note_of_a_code_tool_is_one_clean_bounded_line(
+    project: Project, live: Runtime, name: str, found: str
+) -> None:
+    # Before: the model's path as it gave it, escapes and all, of any length (the note the live view prints).
+    toolset = CodeToolset(project.tree)
+    long = toolset.call(name, {"path": "servers/" + "./" * 5000 + found}, live)
+    escaped = toolset.call(name, {"path": f"servers/{ESCAPES}x"}, live)
+    assert not long.is_error and escaped.is_error
+    for note in (long.note, escaped.note):
+        assert len(note) <= NOTE_CHARS and note == " ".join(clean_text(note).split())
+
+
+def test_an_error_note_is_the_first_line_cleaned_and_cut() -> None:
+    note = error(f"servers/{ESCAPES}" + "x" * 1000 + "\nsecond line").note
+    assert note.startswith("servers/") and note.endswith("…") and len(note) == NOTE_CHARS
+    assert note == " ".join(clean_text(note).split()) and "second line" not in note

@@ -1,0 +1,133 @@
+"""The tool calls of one reply: at most `MAX_TOOL_USES` run, and their results share one budget.
+
+A reply's ``tool_use`` blocks are the model's, and the model may be prompt-injected. Unbounded, a
+reply of 200 calls, each result at its own cap, brought 100 MB into the next request (and kept it in
+every later one). So:
+
+- the first `MAX_TOOL_USES` blocks run (at the same time when every one of them may overlap); each
+  later block is answered with an error ``tool_result`` saying it was not run (the API needs an
+  answer to every ``tool_use``), and the run counts them (``RunSummary.refused_tool_calls``);
+- what the results bring into the conversation together is held to the caps of one result
+  (`agent.budget.ContentBudget`: 500,000 characters of text and room for a result's notes, 8 images
+  of 8 MiB together), shared in order; a result that lost text or images says so in a note. One
+  result's caps are sized to what one turn can take (about 125,000 tokens of a 200,000-token context;
+  images well under the API's 32 MB request): results arriving in one turn must fit the same room, and
+  a larger multiple would only let one reply fill the context (two results at the cap already do).
+
+The transcript records each call (input, seconds, bytes that reached the model, what was left out)
+and one ``tools_refused`` record for the blocks that did not run; a result itself is recorded once,
+as it entered the conversation, in the next ``request`` record.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from agent.budget import ContentBudget
+from agent.content import blocks_bytes
+from agent.events import ToolFinished
+from agent.toolsets.base import ToolOutcome, Toolset, error
+
+if TYPE_CHECKING:
+    from agent.summary import RunSummary
+    from agent.transcript import Transcript
+    from sandbox.host import Runtime
+
+MAX_CONCURRENT_TOOLS = 8
+"""Most tool calls of one reply run at the same time."""
+MAX_TOOL_USES = 20
+"""Most ``tool_use`` blocks of one reply that run. An honest parallel reply holds a handful of calls
+(Claude rarely emits more than five); twice ``batch_tool``'s default limit (10) leaves room for a reply
+that reads many stubs at once, while a hostile reply can start no more work than this. More calls can
+go in the next turn, or into ``batch_tool``."""
+
+
+def refused_text(count: int) -> str:
+    """What a ``tool_use`` past `MAX_TOOL_USES` is answered with."""
+    return (
+        f"not run: one reply may make at most {MAX_TOOL_USES} tool calls and this one made {count:,}; "
+        "make the calls still needed in your next reply"
+    )
+
+
+def call_one(toolset: Toolset, block: dict[str, Any], runtime: Runtime) -> tuple[ToolOutcome, float]:
+    """Run one ``tool_use`` block; its outcome and seconds."""
+    name, arguments = str(block.get("name")), block.get("input")
+    if not isinstance(arguments, dict):  # never run a tool on arguments the model did not give
+        return error(f"the input of {name} must be an object, not {type(arguments).__name__}"), 0.0
+    t0 = time.monotonic()
+    outcome = toolset.call(name, arguments, runtime)
+    return outcome, time.monotonic() - t0
+
+
+def call_all(toolset: Toolset, blocks: list[dict[str, Any]], runtime: Runtime) -> Iterator[tuple[ToolOutcome, float]]:
+    """The outcomes of ``blocks``, in order, as they are ready: run at the same time when every one of
+    them may overlap, else one after another (each outcome given before the next call starts)."""
+    if len(blocks) > 1 and all(toolset.concurrent(str(b.get("name"))) for b in blocks):
+        with ThreadPoolExecutor(max_workers=min(len(blocks), MAX_CONCURRENT_TOOLS)) as pool:
+            yield from pool.map(lambda b: call_one(toolset, b, runtime), blocks)
+        return
+    for block in blocks:
+        yield call_one(toolset, block, runtime)
+
+
+def run_tool_uses(
+    toolset: Toolset,
+    content: list[dict[str, Any]],
+    runtime: Runtime,
+    turn: int,
+    summary: RunSummary,
+    log: Transcript,
+    emit: Callable[[ToolFinished], None],
+) -> list[dict[str, Any]]:
+    """The ``tool_result`` blocks answering every ``tool_use`` of the reply ``content``, in order: the
+    first `MAX_TOOL_USES` run (their results sharing one `ContentBudget`), the rest refused. Counts them
+    in ``summary``, records them in ``log`` and reports each call that ran to ``emit``."""
+    blocks = [b for b in content if b.get("type") == "tool_use"]
+    ran, refused = blocks[:MAX_TOOL_USES], blocks[MAX_TOOL_USES:]
+    budget = ContentBudget()
+    results: list[dict[str, Any]] = []
+    for block, (outcome, seconds) in zip(ran, call_all(toolset, ran, runtime), strict=True):
+        name, arguments = str(block.get("name")), block.get("input")
+        blocks_in, cut = budget.take(outcome.content, keep=outcome.labels)
+        if cut:
+            blocks_in.append(budget.cut_note(cut, "the results of one reply"))
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.get("id"), "content": blocks_in}
+        if outcome.is_error:
+            result["is_error"] = True
+        results.append(result)
+        model_bytes = blocks_bytes(blocks_in)
+        kept = sum(c.response_bytes for c in outcome.script_calls)
+        summary.tool_calls += 1
+        summary.tool_errors += outcome.is_error
+        summary.script_tool_calls += len(outcome.script_calls)
+        summary.sandbox_bytes += kept
+        summary.model_bytes += model_bytes
+        log.write(
+            "tool",
+            turn=turn,
+            name=name,
+            input=arguments,
+            seconds=round(seconds, 3),
+            is_error=outcome.is_error,
+            model_bytes=model_bytes,
+            **({"left_out": {"chars": cut.chars, "images": cut.images}} if cut else {}),
+            script_calls=[
+                {"server": c.server, "tool": c.tool, "ok": c.ok, "bytes": c.response_bytes, "ms": c.duration_ms}
+                for c in outcome.script_calls
+            ],
+            sandbox_bytes=kept,
+        )
+        calls = len(outcome.script_calls)
+        emit(ToolFinished(turn, name, outcome.note, outcome.is_error, seconds, calls, kept, model_bytes))
+    if refused:
+        text = refused_text(len(blocks))
+        for b in refused:
+            answer = [{"type": "text", "text": text}]
+            results.append({"type": "tool_result", "tool_use_id": b.get("id"), "content": answer, "is_error": True})
+        summary.refused_tool_calls += len(refused)
+        log.write("tools_refused", turn=turn, count=len(refused), ran=len(ran), reason=text)
+    return results
