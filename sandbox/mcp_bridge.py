@@ -43,6 +43,7 @@ from jsonschema.protocols import Validator
 from sandbox.bridge import ToolBridge, ToolCallRefused
 from sandbox.call_limits import ArgumentsRefused, is_small, measure
 from sandbox.request_budget import RequestBudget
+from sandbox.results import cut
 from sandbox.schema_check import VALIDATION_CALL_SECONDS, TooCostly, cpu_deadline, matches_patterns, tool_validator
 from tool_tree.pool import PoolError, ServerPool, ServerUnavailable
 from tool_tree.text import clean
@@ -378,12 +379,8 @@ def with_stderr(message: str, stderr_tail: str) -> str:
 def _describe(error: jsonschema.ValidationError) -> str:
     """``place: message``, both bounded (the place is made of the script's keys: a key of 8 MB was repeated whole)."""
     where = "".join(
-        f"[{p!r}]" if isinstance(p, int) else f".{_cut(str(p), PATH_KEY_CHARS)}" for p in error.absolute_path
+        f"[{p!r}]" if isinstance(p, int) else f".{cut(str(p), PATH_KEY_CHARS)}" for p in error.absolute_path
     )
-    where = _cut(where.lstrip("."), PATH_CHARS)
+    where = cut(where.lstrip("."), PATH_CHARS)
     message = error.message if len(error.message) <= 300 else error.message[:297] + "…"
     return f"{where or 'arguments'}: {message}"
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

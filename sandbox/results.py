@@ -62,7 +62,7 @@ def ledger_name(name: str) -> str:
     """A server or tool name as the ledger shows it: cleaned (`clean_text`), on one line (white space runs
     become one space), at most `LEDGER_NAME_CHARS` characters (the first ones, and ``…``)."""
     window = 2 * LEDGER_NAME_CHARS
-    return _cut(" ".join(clean_text(name[:window]).split()), LEDGER_NAME_CHARS, len(name) > window)
+    return cut(" ".join(clean_text(name[:window]).split()), LEDGER_NAME_CHARS, len(name) > window)
 
 
 def ledger_error(message: Any) -> str:
@@ -77,10 +77,10 @@ def ledger_error(message: Any) -> str:
     window = 2 * LEDGER_ERROR_CHARS
     first, *rest = clean_text(text[:window]).rstrip().split("\n")
     lines = [first, *(line if line.startswith(_INDENT) else _INDENT + line for line in rest)]
-    return _cut("\n".join(lines), LEDGER_ERROR_CHARS, len(text) > window)
+    return cut("\n".join(lines), LEDGER_ERROR_CHARS, len(text) > window)
 
 
-def _cut(text: str, limit: int, longer: bool) -> str:
+def cut(text: str, limit: int, longer: bool = False) -> str:
     """``text`` in at most ``limit`` characters, ending in ``…`` when cut (or when the original was ``longer``)."""
     if len(text) <= limit and not longer:
         return text
@@ -103,7 +103,7 @@ def note_label(value: Any, limit: int = 60) -> str:
     most ``limit`` characters (only twice as many are looked at); anything else by its type."""
     if not isinstance(value, str):
         return "none" if value is None else type(value).__name__
-    return _cut(" ".join(clean_text(value[: 2 * limit]).split()), limit, len(value) > 2 * limit)
+    return cut(" ".join(clean_text(value[: 2 * limit]).split()), limit, len(value) > 2 * limit)
 
 
 class ImageBudget:

@@ -227,12 +227,10 @@ message is cut."""
 def _shown(text: str) -> str:
     """A message that may quote the sandbox, as printed: cleaned of terminal escapes and control characters
     (as the script's output is) and at most `_MESSAGE_CHARS` characters."""
-    from sandbox.results import clean_text
+    from sandbox.results import clean_text, cut
 
-    cleaned = clean_text(text[: 2 * _MESSAGE_CHARS]).rstrip()
-    if len(text) > 2 * _MESSAGE_CHARS or len(cleaned) > _MESSAGE_CHARS:
-        return cleaned[: _MESSAGE_CHARS - 1] + "…"
-    return cleaned
+    window = 2 * _MESSAGE_CHARS
+    return cut(clean_text(text[:window]).rstrip(), _MESSAGE_CHARS, len(text) > window)
 
 
 def execute(

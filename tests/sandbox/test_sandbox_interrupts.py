@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -27,6 +28,19 @@ def containers_named(docker_engine: EngineWithCLI, name: str) -> str:
     return docker_engine.text(["ps", "--all", "--filter", f"name={name}", "--format", "{{.Names}} {{.Status}}"])
 
 
+def create_then_ctrl_c(engine: EngineWithCLI, names: list[str]) -> Callable[..., Any]:
+    """docker-py's create, which makes the container, notes its name in ``names``, then is interrupted
+    before its reply reaches tooltree (as a Ctrl-C at that moment would)."""
+    create = engine.api.create_container
+
+    def interrupted(**spec: Any) -> Any:
+        create(**spec)
+        names.append(spec["name"])
+        raise KeyboardInterrupt
+
+    return interrupted
+
+
 @pytest.mark.parametrize("where", ["before_the_reply", "after_the_reply"])
 def test_ctrl_c_just_after_the_engine_created_the_container_leaves_none_behind(
     docker_engine: EngineWithCLI, backend: DockerBackend, monkeypatch: pytest.MonkeyPatch, where: str
@@ -35,14 +49,7 @@ def test_ctrl_c_just_after_the_engine_created_the_container_leaves_none_behind(
     ``after_the_reply``: the id came back, and the interrupt lands before the create's caller gets it."""
     names: list[str] = []
     if where == "before_the_reply":
-        create = docker_engine.api.create_container
-
-        def create_then_ctrl_c(**spec: Any) -> Any:
-            create(**spec)
-            names.append(spec["name"])
-            raise KeyboardInterrupt
-
-        monkeypatch.setattr(docker_engine.api, "create_container", create_then_ctrl_c)
+        monkeypatch.setattr(docker_engine.api, "create_container", create_then_ctrl_c(docker_engine, names))
     else:
         engine_create = docker_engine.create_container
 
@@ -68,14 +75,7 @@ def test_ctrl_c_while_a_throwaway_container_is_created_leaves_none_behind(
 ) -> None:
     # As when a tree volume is filled: the container gets a name, so it can be removed without its id.
     names: list[str] = []
-    create = docker_engine.api.create_container
-
-    def create_then_ctrl_c(**spec: Any) -> Any:
-        create(**spec)
-        names.append(spec["name"])
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(docker_engine.api, "create_container", create_then_ctrl_c)
+    monkeypatch.setattr(docker_engine.api, "create_container", create_then_ctrl_c(docker_engine, names))
     spec = {"image": backend.image, "command": ["true"], "labels": {OWNER_LABEL: TEST_OWNER}}
     try:
         with pytest.raises(KeyboardInterrupt):
