@@ -4,9 +4,12 @@ A reply's ``tool_use`` blocks are the model's, and the model may be prompt-injec
 reply of 200 calls, each result at its own cap, brought 100 MB into the next request (and kept it in
 every later one). So:
 
-- the first `MAX_TOOL_USES` blocks run (at the same time when every one of them may overlap); each
-  later block is answered with an error ``tool_result`` saying it was not run (the API needs an
-  answer to every ``tool_use``), and the run counts them (``RunSummary.refused_tool_calls``);
+- the blocks run while the reply's calls number at most `MAX_TOOL_USES` (at the same time when every
+  one of them may overlap); a ``batch_tool`` block counts each invocation it runs
+  (`agent.toolsets.base.Toolset.calls_in`), so two batches of 10 fill a reply as 20 single calls do,
+  and a reply of batches cannot start 20 times the work; each later block is answered with an error
+  ``tool_result`` saying it was not run (the API needs an answer to every ``tool_use``), and the run
+  counts them (``RunSummary.refused_tool_calls``);
 - what the results bring into the conversation together is held to the caps of one result
   (`agent.budget.ContentBudget`: 500,000 characters of text and room for a result's notes, 8 images
   of 8 MiB together), shared in order; a result that lost text or images says so in a note. One
@@ -24,10 +27,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from agent.budget import ContentBudget
 from agent.content import blocks_bytes
+from agent.defaults import MAX_TOOL_USES
 from agent.events import ToolFinished
 from agent.toolsets.base import ToolOutcome, Toolset, error
 
@@ -38,19 +43,20 @@ if TYPE_CHECKING:
 
 MAX_CONCURRENT_TOOLS = 8
 """Most tool calls of one reply run at the same time."""
-MAX_TOOL_USES = 20
-"""Most ``tool_use`` blocks of one reply that run. An honest parallel reply holds a handful of calls
-(Claude rarely emits more than five); twice ``batch_tool``'s default limit (10) leaves room for a reply
-that reads many stubs at once, while a hostile reply can start no more work than this. More calls can
-go in the next turn, or into ``batch_tool``."""
 
 
 def refused_text(count: int) -> str:
     """What a ``tool_use`` past `MAX_TOOL_USES` is answered with."""
     return (
-        f"not run: one reply may make at most {MAX_TOOL_USES} tool calls and this one made {count:,}; "
-        "make the calls still needed in your next reply"
+        f"not run: one reply may make at most {MAX_TOOL_USES} tool calls (each invocation of a batch_tool "
+        f"counts) and this one made {count:,}; make the calls still needed in your next reply"
     )
+
+
+def calls_in(toolset: Toolset, block: dict[str, Any]) -> int:
+    """How many tool calls the ``tool_use`` ``block`` makes (a batch: one per invocation it runs)."""
+    arguments = block.get("input")
+    return toolset.calls_in(str(block.get("name")), arguments) if isinstance(arguments, dict) else 1
 
 
 def call_one(toolset: Toolset, block: dict[str, Any], runtime: Runtime) -> tuple[ToolOutcome, float]:
@@ -83,11 +89,13 @@ def run_tool_uses(
     log: Transcript,
     emit: Callable[[ToolFinished], None],
 ) -> list[dict[str, Any]]:
-    """The ``tool_result`` blocks answering every ``tool_use`` of the reply ``content``, in order: the
-    first `MAX_TOOL_USES` run (their results sharing one `ContentBudget`), the rest refused. Counts them
+    """The ``tool_result`` blocks answering every ``tool_use`` of the reply ``content``, in order: those
+    whose calls fit in `MAX_TOOL_USES` run (their results sharing one `ContentBudget`), the rest refused. Counts them
     in ``summary``, records them in ``log`` and reports each call that ran to ``emit``."""
     blocks = [b for b in content if b.get("type") == "tool_use"]
-    ran, refused = blocks[:MAX_TOOL_USES], blocks[MAX_TOOL_USES:]
+    made = [calls_in(toolset, b) for b in blocks]
+    fit = next((i for i, total in enumerate(accumulate(made)) if total > MAX_TOOL_USES), len(blocks))
+    ran, refused = blocks[:fit], blocks[fit:]
     budget = ContentBudget()
     results: list[dict[str, Any]] = []
     for block, (outcome, seconds) in zip(ran, call_all(toolset, ran, runtime), strict=True):
@@ -124,7 +132,7 @@ def run_tool_uses(
         calls = len(outcome.script_calls)
         emit(ToolFinished(turn, name, outcome.note, outcome.is_error, seconds, calls, kept, model_bytes))
     if refused:
-        text = refused_text(len(blocks))
+        text = refused_text(sum(made))
         for b in refused:
             answer = [{"type": "text", "text": text}]
             results.append({"type": "tool_result", "tool_use_id": b.get("id"), "content": answer, "is_error": True})

@@ -19,6 +19,11 @@ SIBLING_MODES = ("named", "server")
 BATCH_MODES = ("direct", "tool-search", "filtered")
 """Modes that offer ``batch_tool``."""
 DEFAULT_BATCH_MAX = 10
+MAX_TOOL_USES = 20
+"""Most tool calls one reply of the model makes (`agent.calls`; each invocation of a ``batch_tool``
+counts). An honest parallel reply holds a handful of calls (Claude rarely emits more than five);
+twice ``batch_tool``'s default limit leaves room for a reply that reads many stubs at once, while a
+hostile reply can start no more work than this. More calls go in the next turn."""
 
 SETTINGS: dict[str, Setting] = {
     "mode": Setting(str, f"one of {', '.join(MODES)}", choices=MODES),
@@ -47,7 +52,11 @@ SETTINGS: dict[str, Setting] = {
     "prefilter_timeout": Setting(float, "seconds the pre-filter may take before every tool is sent"),
     "prefilter_state": Setting(str, "a file the admitted set is kept in between conversations"),
     "batch": Setting(bool, "offer batch_tool in direct, tool-search and filtered modes (default true)"),
-    "batch_max": Setting(int, f"most invocations in one batch_tool call (default {DEFAULT_BATCH_MAX})"),
+    "batch_max": Setting(
+        int,
+        f"most invocations in one batch_tool call (default {DEFAULT_BATCH_MAX}, at most {MAX_TOOL_USES})",
+        check=lambda v: None if v <= MAX_TOOL_USES else f"at most {MAX_TOOL_USES} (the calls of one reply), got {v}",
+    ),
 }
 """The ``agent:`` section: defaults of `tooltree agent` and `Agent`; their arguments take precedence."""
 

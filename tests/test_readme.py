@@ -224,7 +224,14 @@ def test_the_config_section_table_names_every_section_and_its_module() -> None:
 
 def test_the_defaults_and_limits_the_readme_quotes_are_the_codes() -> None:
     from agent.content import MAX_RESULT_CHARS
-    from agent.defaults import DEFAULT_BATCH_MAX, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_MODEL, MODES
+    from agent.defaults import (
+        DEFAULT_BATCH_MAX,
+        DEFAULT_MAX_TOKENS,
+        DEFAULT_MAX_TURNS,
+        DEFAULT_MODEL,
+        MAX_TOOL_USES,
+        MODES,
+    )
     from agent.serve.http import SSE_EVENT_LIMIT
     from agent.serve.settings import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, DEFAULT_PROGRESS_INTERVAL, DEFAULT_WARM
     from agent.serve.stdio import MAX_MESSAGE_BYTES
@@ -252,7 +259,8 @@ def test_the_defaults_and_limits_the_readme_quotes_are_the_codes() -> None:
         f"with at most {MAX_RESULT_CHARS:,} characters of text (head and tail, with a note) and {MAX_IMAGES} images",
         f"`mode` {MODES[0]}, `model` {DEFAULT_MODEL}, `max_turns` {DEFAULT_MAX_TURNS}, "
         f"`max_tokens` {DEFAULT_MAX_TOKENS:,},",
-        f"at most `batch_max`, {DEFAULT_BATCH_MAX})",
+        f"at most `batch_max`, {DEFAULT_BATCH_MAX}, no more than {MAX_TOOL_USES})",
+        f"a reply runs at most {MAX_TOOL_USES} tool calls, each invocation of a `batch_tool`",
         f"client reads none over {SSE_EVENT_LIMIT // 2**20} MiB",
         f"A client's message may be {MAX_MESSAGE_BYTES // 2**20} MiB",
         f"default {DEFAULT_IDLE_TIMEOUT:g}), `progress_interval` (default {DEFAULT_PROGRESS_INTERVAL:g} s), "

@@ -70,6 +70,11 @@ class Toolset(ABC):
         """Whether calls of ``name`` may run at the same time as the other calls of one reply."""
         return False
 
+    def calls_in(self, name: str, arguments: Mapping[str, Any]) -> int:
+        """How many tool calls one ``tool_use`` of ``name`` makes (a batch makes one per invocation it
+        would run), counted against a reply's `agent.calls.MAX_TOOL_USES`."""
+        return 1
+
     def start_conversation(self) -> None:  # noqa: B027 - a hook: most toolsets have nothing to reset
         """A new conversation begins (a pre-filter's admitted set starts over)."""
 

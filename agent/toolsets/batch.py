@@ -10,6 +10,8 @@ of them concurrently; the result lists each one in order with its tool name and 
 followed by that call's content blocks (an image stays an image). One failure never hides the
 others. A batch inside a batch is refused, as are arguments given as a JSON string.
 
+Each invocation counts as one of the calls a reply may make (`agent.calls.MAX_TOOL_USES`, see
+`batch_calls`), so a reply of several batches starts no more work than a reply of single calls.
 The batch is one result: its invocations share the caps of one result (`agent.budget.ContentBudget`),
 in order, and an invocation that lost text or images to them says so after its content.
 """
@@ -70,6 +72,13 @@ def _one(call: Callable[[str, Mapping[str, Any]], ToolOutcome], item: Any) -> To
     if not isinstance(arguments, Mapping):
         return error(f"arguments of {name} must be an object")
     return call(name, arguments)
+
+
+def batch_calls(arguments: Mapping[str, Any], max_calls: int) -> int:
+    """How many calls one ``batch_tool`` call with ``arguments`` makes: one per invocation when it would
+    run them, else 1 (a malformed or too long batch runs none and is answered with one error)."""
+    items = arguments.get("invocations")
+    return len(items) if isinstance(items, list) and 1 <= len(items) <= max_calls else 1
 
 
 def run_batch(

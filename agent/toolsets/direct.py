@@ -24,7 +24,7 @@ from agent.errors import AgentSetupError
 from agent.naming import native_names
 from agent.prompts import render
 from agent.toolsets.base import ToolOutcome, Toolset, error
-from agent.toolsets.batch import BATCH_NAME, batch_definition, run_batch
+from agent.toolsets.batch import BATCH_NAME, batch_calls, batch_definition, run_batch
 from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot
 
 if TYPE_CHECKING:
@@ -107,6 +107,11 @@ class DirectToolset(Toolset):
     def concurrent(self, name: str) -> bool:
         # Several tool_use blocks in one reply are independent calls (parallel tool use).
         return name in self.names or (name == BATCH_NAME and bool(self.batch_max))
+
+    def calls_in(self, name: str, arguments: Mapping[str, Any]) -> int:
+        if name == BATCH_NAME and self.batch_max:
+            return batch_calls(arguments, self.batch_max)
+        return 1
 
     def call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
         if name == BATCH_NAME and self.batch_max:

@@ -59,6 +59,40 @@ def test_a_reply_runs_at_most_max_tool_uses_calls_and_answers_each_other_one_wit
     assert refused["count"] == 5 and refused["ran"] == MAX_TOOL_USES and refused["reason"] == refused_text(n)
 
 
+def gallery_batch(n: int) -> dict[str, Any]:
+    return tool_use("batch_tool", {"invocations": [{"name": "media__list_gallery", "arguments": {}}] * n})
+
+
+def test_each_invocation_of_a_batch_counts_against_the_calls_of_a_reply(
+    project: Project, live: Runtime, tmp_path: Path
+) -> None:
+    # Before: batches were one call each, so 20 batches of 10 ran 200 calls from one reply.
+    transcript = tmp_path / "run.jsonl"
+    replies = [
+        reply(*[gallery_batch(10) for _ in range(20)]),  # 200 calls asked for: the first two batches run
+        reply(*[tool_use("media__list_gallery") for _ in range(15)], gallery_batch(6), tool_use("media__list_gallery")),
+        reply(gallery_batch(11), tool_use("media__list_gallery")),  # too long for a batch: one call, one error
+        reply("Listed."),
+    ]
+    with FakeMessagesAPI(replies) as api:
+        result = agent(project, api, live, transcript=transcript).run("List the gallery")
+
+    first = tool_results(api.requests[1])
+    assert [a.get("is_error", False) for a in first] == [False] * 2 + [True] * 18
+    assert [sum(t.endswith(": ok") for t in texts(a)) for a in first[:2]] == [10, 10]
+    assert texts(first[2]) == [refused_text(200)]
+    assert refused_text(200).startswith(f"not run: one reply may make at most {MAX_TOOL_USES} tool calls (each")
+    second = tool_results(api.requests[2])  # 15 + 6 is past 20: the batch and everything after it wait
+    assert [a.get("is_error", False) for a in second] == [False] * 15 + [True] * 2
+    assert texts(second[15]) == [refused_text(22)]
+    third = tool_results(api.requests[3])
+    assert texts(third[0]) == ["a batch holds at most 10 invocations, got 11; split it"] and "is_error" not in third[1]
+    s = result.summary
+    assert (s.tool_calls, s.refused_tool_calls) == (2 + 15 + 2, 18 + 2)
+    refusals = [(r["ran"], r["count"]) for r in read_transcript(transcript) if r["type"] == "tools_refused"]
+    assert refusals == [(2, 18), (15, 2)]
+
+
 def test_the_results_of_one_reply_share_the_caps_of_one_result(project: Project, live: Runtime, tmp_path: Path) -> None:
     leads = reply(*[tool_use("crm__list_leads") for _ in range(4)])  # megabytes each, cut to 500,000 on its own
     charts = reply(*[tool_use("media__render_chart", {"title": f"c{i}", "values": [1, 2, i]}) for i in range(10)])

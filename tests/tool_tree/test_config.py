@@ -234,6 +234,8 @@ def test_agent_section_is_read_and_checked_by_the_agent_package() -> None:
     assert str(e) == "tooltree.yaml:3: agent.mode: expected one of code, direct, tool-search, filtered, got 'fast'"
     e = error_of("servers: {}\nagent:\n  prefilter_threshold: 1.5\n", sections=config_sections())
     assert str(e) == "tooltree.yaml:3: agent.prefilter_threshold: a probability above 0 and at most 1, got 1.5"
+    e = error_of("servers: {}\nagent:\n  batch_max: 21\n", sections=config_sections())
+    assert str(e) == "tooltree.yaml:3: agent.batch_max: at most 20 (the calls of one reply), got 21"
 
 
 def test_relative_command_and_args_resolve_against_the_config_folder(tmp_path: Path) -> None:
