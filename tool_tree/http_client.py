@@ -11,27 +11,49 @@ step at a time and counts what it unpacked, so a small compressed body cannot un
 before the count sees it; any other encoding is refused with a message saying so.
 
 The values of each message are counted before the SDK parses it, as over stdio
-(`tool_tree.budget.count_values`, `tool_tree.budget.MAX_MESSAGE_VALUES`): a JSON reply is held until its
+(`tool_tree.unparsed.count_values`, `tool_tree.budget.MAX_MESSAGE_VALUES`): a JSON reply is held until its
 last byte and handed on only if within the limit; an event stream is scanned as it arrives, each event
 ending at a blank line (as the SDK's parser ends it) counted before its bytes are handed on, and read
 as UTF-8 whatever charset it names, as the count assumes. A reply over the limit fails the request it
 answers, naming the server and the limit. Events that can only be notifications are charged to the
-connection's notification budget as they arrive, and past it dropped before the SDK parses them (at
-about 100 µs of the host's CPU each, parsed: 200,000 took 36 s).
+connection's notification budget by their values, and past it dropped before the SDK parses them (200,000
+small ones, parsed, took 36 s). Every event but a request's answer is charged to the connection's
+`tool_tree.budget.ReaderBudget` (its cutting out, measured; the SDK's parsing and dispatch, estimated), past
+which the stream is read on only after a wait. tooltree uses no message a server sends unasked, so the SDK's
+GET for a stream of them is refused unsent (a server answering it with ``retry: 0`` had it reconnect 22 times
+a second, for good); a GET resuming a request's stream is paced (`RESUMES_AT_ONCE`, then one a second).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
+import anyio
 import httpx2
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
-from tool_tree.budget import MAX_MESSAGE_VALUES, NotificationBudget, count_values, too_many_values, unaddressed
+from tool_tree.budget import (
+    HANDED_ON_SECONDS,
+    MAX_MESSAGE_VALUES,
+    NotificationBudget,
+    ReaderBudget,
+    TokenBucket,
+    notification_cost,
+    too_many_values,
+)
 from tool_tree.stdio import MAX_MESSAGE_BYTES
+from tool_tree.unparsed import count_values, peek, unaddressed
+
+PARSE_SECONDS_PER_VALUE = 1.1e-6
+"""What the SDK's parser is estimated to spend on one value of an event: the costliest shape measured, a
+million values as annotated text blocks, took 1.1 s (`tool_tree.budget.MAX_MESSAGE_VALUES`)."""
+RESUMES_AT_ONCE = 10
+"""GETs resuming a request's stream sent without a wait; then one a second (the SDK waits what the server's
+``retry`` says, 0 included)."""
 
 
 class MessageTooLarge(httpx2.StreamError):
@@ -42,11 +64,16 @@ class EventRefused(httpx2.SSEError):
     """An event past the value limit: the SDK fails the request whose stream it is in with this message."""
 
 
+class StreamRefused(httpx2.RequestError):
+    """The SDK's GET for the messages a server sends unasked, refused before it is sent (tooltree uses none)."""
+
+
 class _Refusals(logging.Filter):
     """Keeps the SDK from logging a traceback for a reply refused here: the call's error says it all."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], MessageTooLarge | EventRefused))
+        refused = MessageTooLarge | EventRefused | StreamRefused
+        return not (record.exc_info and isinstance(record.exc_info[1], refused))
 
 
 logging.getLogger("mcp.client.streamable_http").addFilter(_Refusals())
@@ -154,8 +181,8 @@ parser ends an event."""
 _BLANK_LINES = (b"\n\n", b"\n\r", b"\r\r")
 _DATA = re.compile(rb"^data(?::\x20?(.*))?$", re.MULTILINE)
 """A ``data`` field's line, its value without the one space after the colon (as the SDK's parser reads it)."""
-_SMALL = 64 * 1024
-"""The longest event looked at for a notification to drop (a flood's cost is per event, not per byte)."""
+_HEAD = 1024
+"""Bytes of an event looked at for its data's id (`tool_tree.unparsed.peek`)."""
 
 
 class _Events:
@@ -168,9 +195,11 @@ class _Events:
     a piece over the limit that way has its ``data`` lines joined as the SDK joins them and counted exactly.
     A piece is held until its end (to be counted, or dropped) up to ``hold`` bytes: one longer is no event
     the SDK takes (it refuses events over the byte cap) unless it is mostly comments; it is passed on as it
-    comes and judged by its ``,[{`` alone. A piece of at most `_SMALL` bytes with an object in it (``{``)
-    and no ``"id"`` nor backslash (`tool_tree.budget.unaddressed`) is a notification (or not JSON-RPC) and
-    is charged to ``notifications``; past the budget it is dropped.
+    comes and judged by its ``,[{`` alone. A piece with an object in it (``{``) and no ``"id"`` nor backslash
+    (`tool_tree.unparsed.unaddressed`) is a notification (or not JSON-RPC) and is charged to
+    ``notifications`` by its values (`tool_tree.budget.notification_cost`); past the budget it is dropped.
+    Each piece passed on but an answer (its data opening with its id and result or error:
+    `tool_tree.unparsed.peek`) adds what the SDK is estimated to spend on it to `owed`.
     """
 
     def __init__(self, limit: int, hold: int, server: str | None, notifications: NotificationBudget | None) -> None:
@@ -178,6 +207,7 @@ class _Events:
         self._held: list[bytes] | None = []  # the event in progress; None once past ``hold``
         self._size = self._rough = 0
         self._last = b""  # the last byte fed: a blank line may straddle two chunks
+        self.owed = 0.0  # estimated seconds of the SDK's CPU for the events passed on, not yet charged
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Take the next bytes of the stream; what to pass on to the SDK's parser now.
@@ -236,24 +266,42 @@ class _Events:
             if values > self._limit:
                 raise EventRefused(too_many_values(self._server, self._limit))
         if held is None:
+            self.owed += HANDED_ON_SECONDS + (1 + rough) * PARSE_SECONDS_PER_VALUE
             return
-        if self._notifications is not None and size <= _SMALL:
-            event = b"".join(held)
-            if b"{" in event and unaddressed(event) and not self._notifications.take():
+        event = b"".join(held)
+        if b"{" in event and unaddressed(event):
+            if self._notifications is not None and not self._notifications.take(notification_cost(1 + rough)):
                 return
-        out += held
+        elif _is_answer(event):  # a request's answer: not charged
+            out.append(event)
+            return
+        if b"{" in event:
+            self.owed += HANDED_ON_SECONDS + (1 + rough) * PARSE_SECONDS_PER_VALUE
+        out.append(event)
+
+
+def _is_answer(event: bytes) -> bool:
+    """Whether an event's data opens with its id and a result or an error (`tool_tree.unparsed.peek`)."""
+    head = peek(data[1] or b"") if (data := _DATA.search(event, 0, _HEAD)) is not None else None
+    return head is not None and head[0] == "response"
 
 
 class _CountedEvents(httpx2.AsyncByteStream):
-    """An event stream passed on an event at a time, as `_Events` lets each through."""
+    """An event stream passed on an event at a time, as `_Events` lets each through, its cost charged to
+    ``budget`` (which may make it wait before it reads on)."""
 
-    def __init__(self, stream: httpx2.AsyncByteStream, events: _Events) -> None:
-        self._stream, self._events = stream, events
+    def __init__(self, stream: httpx2.AsyncByteStream, events: _Events, budget: ReaderBudget) -> None:
+        self._stream, self._events, self._budget = stream, events, budget
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self._stream:
-            for piece in self._events.feed(chunk):
+            started = time.thread_time()
+            pieces = self._events.feed(chunk)
+            spent, self._events.owed = time.thread_time() - started + self._events.owed, 0.0
+            for piece in pieces:
                 yield piece
+            if wait := self._budget.charge(spent):
+                await anyio.sleep(wait)
         for piece in self._events.close():
             yield piece
 
@@ -273,8 +321,10 @@ def bounding(
 
     A hook, not a transport: a client given a transport of its own no longer honours the proxy the
     environment names (``HTTPS_PROXY``), and the SDK's client does. It runs once the headers are in,
-    before the body is read. ``server`` names the server in the errors of the value limit.
+    before the body is read. ``server`` names the server in the errors of the value limit; every event stream
+    of the client shares one `tool_tree.budget.ReaderBudget`.
     """
+    budget = ReaderBudget(server)
 
     async def bound(response: httpx2.Response) -> None:
         events = response.headers.get("content-type", "").lower().startswith("text/event-stream")
@@ -300,11 +350,32 @@ def bounding(
             response.stream = stream
         elif events:
             response.encoding = "utf-8"  # the bytes counted are the text parsed, whatever charset it names
-            response.stream = _CountedEvents(stream, _Events(max_values, limit, server, notifications))
+            cutter = _Events(max_values, limit, server, notifications)
+            response.stream = _CountedEvents(stream, cutter, budget)
         else:
             response.stream = _Counted(stream, max_values, server)
 
     return bound
+
+
+def unasked_streams_refused() -> Callable[[httpx2.Request], Awaitable[None]]:
+    """A request hook refusing the SDK's GET for the messages a server sends unasked (no ``Last-Event-ID``; the
+    SDK gives the stream up after its second try) and pacing those that resume a request's stream.
+
+    Raises:
+        StreamRefused: from the hook, for such a GET.
+    """
+    resumes = TokenBucket(RESUMES_AT_ONCE, 1.0, time.monotonic)
+
+    async def hook(request: httpx2.Request) -> None:
+        if request.method != "GET":
+            return
+        if "last-event-id" not in request.headers:
+            raise StreamRefused("tooltree opens no stream for messages a server sends unasked", request=request)
+        if wait := resumes.charge(1.0):
+            await anyio.sleep(wait)
+
+    return hook
 
 
 def http_client(
@@ -315,12 +386,15 @@ def http_client(
     name: str | None = None,
     notifications: NotificationBudget | None = None,
 ) -> httpx2.AsyncClient:
-    """An HTTP client for server ``name``: the SDK's timeouts, the configured ``headers``, replies bounded,
-    notifications charged to ``notifications`` as they arrive (`bounding`)."""
+    """An HTTP client for server ``name``: the SDK's timeouts, the configured ``headers``, replies bounded and
+    charged (`bounding`, to ``notifications`` too), no stream of unasked messages (`unasked_streams_refused`)."""
     sent = httpx2.Headers(dict(headers or {}))
     sent["accept-encoding"] = "identity"
     return httpx2.AsyncClient(
         headers=sent,
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-        event_hooks={"response": [bounding(limit, max_values, name, notifications)]},
+        event_hooks={
+            "request": [unasked_streams_refused()],
+            "response": [bounding(limit, max_values, name, notifications)],
+        },
     )

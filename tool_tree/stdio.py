@@ -14,16 +14,24 @@ stops, ends the server's process group, fails every request in flight with an er
 server and the limit, and closes the session's read stream; no other server is touched.
 
 The reader also holds the server to the budgets of `tool_tree.budget`, deciding on a line's bytes before
-the SDK parses it where it can. A line whose values (`tool_tree.budget.count_values`) are more than
-``max_message_values`` is refused as one over the byte cap is: parsed, 10 million empty objects in a
+the SDK parses it where it can (`tool_tree.stdio_lines.Lines`, `tool_tree.unparsed`). A line whose values
+are more than ``max_message_values`` is refused as one over the byte cap is: parsed, 10 million empty objects in a
 30 MB line took the host to 3.4 GB and blocked the pool's loop for 6 s. The message's id can be anywhere
 in it, and finding it means parsing it, so the server is ended rather than the one request failed. More
 than `tool_tree.budget.MAX_SERVER_REQUESTS` requests from the server whose answers are not written yet
-(a server that stops reading its stdin) end it too: the SDK keeps a task for each. Notifications, and
-lines that are not JSON-RPC, past the server's `tool_tree.budget.NotificationBudget` are dropped unread:
-a line with no ``"id"`` and no backslash (so no ``"id"`` key written with escapes either) cannot be a
-request or a response, and is dropped before it is counted or parsed; any other is charged once parsed,
-before the SDK dispatches it. Responses are never dropped.
+(a server that stops reading its stdin) end it too: the SDK keeps a task for each; a request of more
+than `tool_tree.budget.MAX_REQUEST_VALUES` values is answered with an error, unread. An answer to no
+request in flight is dropped (unread when it opens with its id, as the SDKs write it), and past a small
+allowance ends the server; late answers to requests given up on are dropped without a count.
+Notifications, and lines that are not JSON-RPC, past the server's `tool_tree.budget.NotificationBudget`
+(charged by their values) are dropped unread: a line with no ``"id"`` and no backslash cannot be a request
+or a response, and is dropped once counted; any other is charged once parsed, before the SDK dispatches
+it. The answers to the client's requests are never dropped.
+
+Everything else the reader does for a line (counting, parsing, dropping, and the SDK's dispatch after it,
+estimated) is charged to the server's `tool_tree.budget.ReaderBudget`; past it the reader waits before it
+reads on, and the server, its stdout pipe full, waits too. A reply nested deeper than the SDK's parser
+takes (about 200 levels) fails its request at once, naming the limit, when its id can be read unparsed.
 
 Given a ``stderr_sink``, the server's stderr is a pipe read on the loop and handed to it chunk by
 chunk (`tool_tree.stderr_log.StderrLog` keeps the last 64 KiB), instead of a file that grows as long as
@@ -37,6 +45,7 @@ import codecs
 import logging
 import subprocess
 import sys
+import time
 from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import TextIO
@@ -66,15 +75,9 @@ else:
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
 
-from tool_tree.budget import (
-    MAX_MESSAGE_VALUES,
-    NotificationBudget,
-    ServerRequests,
-    count_values,
-    guard,
-    too_many_values,
-    unaddressed,
-)
+from tool_tree.budget import HANDED_ON_SECONDS, MAX_MESSAGE_VALUES, Outstanding, ReaderBudget, guarded, refusal
+from tool_tree.stdio_lines import End, Lines, LineSplitter, Refuse
+from tool_tree.stdio_lines import NotJSONRPC as NotJSONRPC  # connect reports the lines it holds
 
 logger = logging.getLogger(__name__)
 
@@ -89,65 +92,9 @@ the SDK drops. A result that needs more would be refused by the bridge anyway.""
 _ENDED = "; tooltree stopped reading, closed the connection and ended the server"
 """How a refusal that ends the server ends (the pool reads "closed the connection" as the connection lost)."""
 
-_NOISE_KEPT = 1000
-"""Characters kept of a stdout line that is not JSON-RPC, for the server's `tool_tree.stderr_log.StderrLog`."""
-
-
-class NotJSONRPC(ValueError):
-    """A stdout line that is not a JSON-RPC message; ``line`` is its start, as the server wrote it."""
-
-    def __init__(self, line: str) -> None:
-        super().__init__("a stdout line is not a JSON-RPC message")
-        self.line = line[:_NOISE_KEPT]
-
-
-def _parse(line: str) -> SessionMessage | NotJSONRPC:
-    """One stdout line as a message, or what to report of it (not the parser's error: it holds what was parsed)."""
-    try:
-        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError:
-        return NotJSONRPC(line)
-
-
 _STDERR_DRAIN_TIMEOUT = 1.0
 """Seconds the end of a session waits for the rest of an ended server's stderr (a process it left
 behind may hold the pipe open)."""
-
-
-class _LineSplitter:
-    """Cuts a byte stream into lines in time linear in its length; a line over ``limit`` bytes raises.
-
-    Only the new chunk is scanned for a newline; the partial line waits in a bytearray that never
-    grows past ``limit``, and a line is copied out once, when complete, for the reader to check and
-    decode. A newline byte is always a newline in UTF-8 (no multi-byte sequence contains 0x0A), so
-    cutting before decoding is exact.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._partial = bytearray()
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The lines ``chunk`` completes, without their newline.
-
-        Raises:
-            OverflowError: a line is longer than the limit (no more may be fed).
-        """
-        view = memoryview(chunk)
-        lines: list[bytes] = []
-        start = 0
-        while (end := chunk.find(b"\n", start)) != -1:
-            self._add(view[start:end])
-            lines.append(bytes(self._partial))
-            self._partial.clear()
-            start = end + 1
-        self._add(view[start:])
-        return lines
-
-    def _add(self, piece: memoryview) -> None:
-        if len(self._partial) + len(piece) > self._limit:
-            raise OverflowError(f"a message is longer than {self._limit:,} bytes")
-        self._partial += piece
 
 
 @asynccontextmanager
@@ -159,6 +106,7 @@ async def stdio_client(
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     max_message_values: int = MAX_MESSAGE_VALUES,
     stderr_sink: Callable[[bytes], None] | None = None,
+    cpu: ReaderBudget | None = None,
 ) -> AsyncGenerator[TransportStreams, None]:
     """Spawns an MCP server subprocess and connects to it over stdin/stdout.
 
@@ -166,10 +114,14 @@ async def stdio_client(
     message longer than ``max_message_bytes`` or of more than ``max_message_values`` values, or more
     than `tool_tree.budget.MAX_SERVER_REQUESTS` requests from the server not answered yet, end the
     server: the requests in flight fail with an error naming the server (``name``, default its command)
-    and the limit, and the session sees the connection close. Notifications past the server's budget
-    are dropped. With ``stderr_sink``, what the server writes to stderr goes to it (``errlog`` is
-    then unused), all of it by the time the context exits, unless a process the server left behind
-    still holds its stderr open a second after the server ended.
+    and the limit, and the session sees the connection close; so do answers to no request in flight
+    past their allowance. Notifications past the server's budget are dropped; a request of more than
+    `tool_tree.budget.MAX_REQUEST_VALUES` values is answered with an error, unread. What the reader spends
+    on all but the answers to the session's requests is charged to ``cpu`` (default: a
+    `tool_tree.budget.ReaderBudget` of its own), which makes it wait past its budget. With ``stderr_sink``,
+    what the server writes to stderr goes to it (``errlog`` is then unused), all of it by the time the
+    context exits, unless a process the server left behind still holds its stderr open a second after the
+    server ended.
 
     Raises:
         OSError: If the server process cannot be spawned.
@@ -178,8 +130,9 @@ async def stdio_client(
     if not LINEAR:
         logger.warning("this mcp SDK moved the stdio helpers tooltree reuses: reading %s with the SDK's reader, "
                        "without the caps on one message", name or server.command)  # fmt: skip
-        async with sdk_stdio_client(server, errlog) as streams:
-            yield guard(streams, name or server.command)  # the request and notification budgets, after parsing
+        # The request, answer and notification budgets, after parsing.
+        async with guarded(sdk_stdio_client(server, errlog), name or server.command) as streams:
+            yield streams
         return
     if codecs.lookup(server.encoding).name != "utf-8":
         raise ValueError(f"the stdio transport reads UTF-8 only, not {server.encoding!r}")
@@ -204,9 +157,9 @@ async def stdio_client(
     writer_done = anyio.Event()
     stderr_done = anyio.Event()
     # Requests sent and not yet answered: what fails, with the reason, when the server is refused.
-    in_flight: set[types.RequestId | None] = set()
-    notifications = NotificationBudget(label)
-    requests = ServerRequests(label)  # from the server, their answers not written yet
+    outstanding = Outstanding(label)
+    lines_of = Lines(label, max_message_values, server.encoding_error_handler, outstanding)
+    cpu = cpu if cpu is not None else ReaderBudget(label)
 
     async def refuse(reason: str) -> None:
         """Ends the server that broke a limit and fails the requests waiting on it with ``reason``."""
@@ -223,21 +176,27 @@ async def stdio_client(
         await _close_pipe(process.stdout)  # ends the reader's drain at once
         error = types.ErrorData(code=types.CONNECTION_CLOSED, message=reason)
         with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):  # the session is gone: nobody waits
-            for request_id in list(in_flight):
+            for request_id in outstanding.pending():
                 await read_stream_writer.send(
                     SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
                 )
-        in_flight.clear()
+
+    async def answer_refused(request_id: types.RequestId) -> None:
+        """Answers a request `Lines` refused unread (in a task: the server may be slow to take it)."""
+        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await write_stream.send(refusal(request_id, label))
 
     async def stdout_reader() -> None:
         assert process.stdout, "Opened process is missing stdout"
 
-        splitter = _LineSplitter(max_message_bytes)
+        splitter = LineSplitter(max_message_bytes)
         try:
             async with read_stream_writer:
                 try:
                     # One line at a time; no read-ahead while a delivery is blocked.
+                    carried = 0.0  # CPU spent cutting the line in progress: charged with it
                     async for chunk in process.stdout:
+                        mark = time.thread_time()  # what the reader spends from here to its next await is charged
                         try:
                             lines = splitter.feed(chunk)
                         except OverflowError:
@@ -246,28 +205,28 @@ async def stdio_client(
                                 "limit for one message"
                             )
                             return
+                        if not lines:
+                            carried += time.thread_time() - mark
+                            continue
+                        mark, carried = mark - carried, 0.0
                         for line in lines:
-                            charged = unaddressed(line)  # a notification or noise: charged before anything
-                            if charged and not notifications.take():
-                                continue
-                            if count_values(line, max_message_values) > max_message_values:
-                                await refuse(too_many_values(label, max_message_values))
+                            item = lines_of.judge(line)
+                            if isinstance(item, End):
+                                await refuse(item.reason)
                                 return
-                            item = _parse(line.decode("utf-8", server.encoding_error_handler))
-                            message = item.message if isinstance(item, SessionMessage) else None
-                            if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-                                in_flight.discard(message.id)
-                            elif isinstance(message, types.JSONRPCRequest):
-                                if (reason := requests.received(message.id)) is not None:
-                                    await refuse(reason)
-                                    return
-                                item = SessionMessage(message, metadata=requests.metadata(message.id))
-                            elif not charged and not notifications.take():
-                                continue
-                            try:
-                                await read_stream_writer.send(item)
-                            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                                return  # the session is gone; only the drain below remains
+                            # The answer to one of the session's requests is not charged, nor the cutting of it.
+                            spent = time.thread_time() - mark + (HANDED_ON_SECONDS if item is not None else 0.0)
+                            wait = cpu.charge(0.0 if lines_of.asked else spent)
+                            if isinstance(item, Refuse):
+                                tg.start_soon(answer_refused, item.request_id)
+                            elif item is not None:
+                                try:
+                                    await read_stream_writer.send(item)
+                                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                                    return  # the session is gone; only the drain below remains
+                            if wait:
+                                await anyio.sleep(wait)  # the server's pipe fills: it waits too
+                            mark = time.thread_time()
                 finally:
                     await _drain_stdout(process)
         except anyio.ClosedResourceError:
@@ -297,14 +256,14 @@ async def stdio_client(
                 async for session_message in write_stream_reader:
                     message = session_message.message
                     if isinstance(message, types.JSONRPCRequest):
-                        in_flight.add(message.id)  # before sending: the answer may come at once
+                        outstanding.sent(message.id)  # before sending: the answer may come at once
                     elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
-                        in_flight.discard(cancelled_request_id_from_params(message.params))
+                        outstanding.given_up(cancelled_request_id_from_params(message.params))
                     json = message.model_dump_json(by_alias=True, exclude_unset=True)
                     data = (json + "\n").encode(encoding=server.encoding, errors=server.encoding_error_handler)
                     await process.stdin.send(data)
                     if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-                        requests.answered(message.id)  # its answer is in the pipe
+                        lines_of.requests.answered(message.id)  # its answer is in the pipe
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             # The server may still be alive: close the read stream so the session
             # sees the connection end instead of a request hanging forever.

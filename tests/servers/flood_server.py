@@ -9,12 +9,17 @@ It answers ``initialize``, ``tools/list`` and ``ping`` as any server; ``tools/ca
     values     answers structured content {"a": [{}, {}, …]} of ``n`` empty objects, compact, on one line
     blocks     answers ``n`` empty text blocks
     noise      writes a stdout line of valid JSON that is not JSON-RPC (``[{}, …]``, ``n`` objects), then answers
-    pings      sends ``n`` ``ping`` requests, then answers the call; with ``wait``, it reads each ping's answer
-               before the next and answers how many it read, otherwise it never reads its stdin again
+    pings      sends ``n`` ``ping`` requests (with ``values``, each holding that many numbers in its params), then
+               answers the call; with ``wait``, it reads each ping's answer before the next and answers how many
+               it read (with ``values``: {"answers": …, "errors": [the error messages]} as JSON), otherwise it
+               never reads its stdin again
     cancelled  sends ``n`` ``ping`` requests, each followed by its ``notifications/cancelled``, still reading
                its stdin, then answers
     notify     sends ``n`` ``notifications/progress`` (every other one's message holds ``"id"`` and a
-               backslash), then answers
+               backslash; with ``values``, none does, and each holds that many numbers), then answers
+    strays     sends ``n`` answers to requests the client never made (every other one an error with ``data``),
+               then answers the call
+    deep       answers with structured content nested ``n`` arrays deep; with ``last``, its id written last
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ def answer(request_id: object, text: str) -> None:
     send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}]}})
 
 
-def call(request_id: object, name: str, n: int, wait: bool) -> None:
+def call(request_id: object, name: str, n: int, wait: bool, values: int = 0, last: bool = False) -> None:
     rid = json.dumps(request_id)
     if name == "pid":
         answer(request_id, str(os.getpid()))
@@ -56,15 +61,20 @@ def call(request_id: object, name: str, n: int, wait: bool) -> None:
         send_line("[" + ",".join(["{}"] * n) + "]")
         answer(request_id, "after the noise")
     elif name == "pings":
-        answers = 0
+        answers, errors = 0, []
         for i in range(n):
-            send({"jsonrpc": "2.0", "id": f"ping-{i}", "method": "ping"})
+            ping: dict[str, object] = {"jsonrpc": "2.0", "id": f"ping-{i}", "method": "ping"}
+            if values:
+                ping["params"] = {"pad": [0] * values}
+            send(ping)
             while wait:  # a well-behaved server waits for the answer
                 reply = json.loads(sys.stdin.readline())
                 if reply.get("id") == f"ping-{i}":
                     answers += 1
+                    if "error" in reply:
+                        errors.append(reply["error"]["message"])
                     break
-        answer(request_id, str(answers))
+        answer(request_id, json.dumps({"answers": answers, "errors": errors}) if values else str(answers))
         if not wait:
             time.sleep(3600)  # never reads its stdin again: the client's answers pile up
     elif name == "cancelled":
@@ -74,10 +84,26 @@ def call(request_id: object, name: str, n: int, wait: bool) -> None:
         answer(request_id, "cancelled them all")
     elif name == "notify":
         for i in range(n):
-            message = 'item "id" \\ done' if i % 2 else "done"
+            message = 'item "id" \\ done' if i % 2 and not values else "done"
             params = {"progressToken": "t", "progress": i, "message": message}
+            if values:
+                params["data"] = [0] * values
             send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
         answer(request_id, "notified")
+    elif name == "strays":
+        for i in range(n):
+            if i % 2:
+                send({"jsonrpc": "2.0", "id": f"nobody-{i}", "error": {"code": 1, "message": "x", "data": [0, 1]}})
+            else:
+                send({"jsonrpc": "2.0", "id": f"nobody-{i}", "result": {}})
+        answer(request_id, "strayed")
+    elif name == "deep":
+        nested = "[" * n + "]" * n
+        result = f'"result":{{"content":[],"structuredContent":{{"a":{nested}}}}}'
+        if last:
+            send_line(f'{{"jsonrpc":"2.0",{result},"id":{rid}}}')
+        else:
+            send_line(f'{{"jsonrpc":"2.0","id":{rid},{result}}}')
     else:
         answer(request_id, "ok")
 
@@ -96,17 +122,18 @@ def main() -> None:
             }
             send({"jsonrpc": "2.0", "id": request_id, "result": result})
         elif method == "tools/list":
-            tools = ["pid", "values", "blocks", "noise", "pings", "cancelled", "notify", "ok"]
+            tools = ["pid", "values", "blocks", "noise", "pings", "cancelled", "notify", "strays", "deep", "ok"]
             listed = [{"name": name, "inputSchema": {"type": "object"}} for name in tools]
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": listed}})
         elif method == "tools/call":
             params = message["params"]
             arguments = params.get("arguments") or {}
             n, wait = int(arguments.get("n", 0)), bool(arguments.get("wait"))
+            values, last = int(arguments.get("values", 0)), bool(arguments.get("last"))
             if params["name"] == "cancelled":  # its stdin is read on meanwhile, by this loop
                 threading.Thread(target=call, args=(request_id, "cancelled", n, wait), daemon=True).start()
             else:
-                call(request_id, params["name"], n, wait)
+                call(request_id, params["name"], n, wait, values, last)
         elif method == "ping":
             send({"jsonrpc": "2.0", "id": request_id, "result": {}})
         else:

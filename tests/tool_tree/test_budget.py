@@ -1,90 +1,25 @@
-"""`tool_tree.budget`: the value count of a server's message, and the notification and request budgets.
+"""`tool_tree.budget`: the notification, request, answer and CPU ledgers.
 
 The transports' tests (`test_stdio.py`, `test_http_client.py`) show each budget against a real hostile
-server; these pin down the count (an upper bound for any bytes, exact for compact JSON, the same as the
-container supervisor's copy) and the two ledgers.
+server; these pin down the ledgers themselves.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import random
-from typing import Any
 
 import pytest
 
-from sandbox._supervisor import wire
-from tool_tree import budget
-from tool_tree.budget import NotificationBudget, ServerRequests, count_values
-
-TRICKY = ["a", '"', "\\", ",", "[", "]", "{", "}", ":", "é", "\n", " ", "\\u0022"]
-
-
-def hostile_string(rng: random.Random) -> str:
-    return "".join(rng.choice(TRICKY) for _ in range(rng.randint(0, 6)))
-
-
-def hostile_value(rng: random.Random, depth: int = 0) -> Any:
-    roll = rng.random()
-    if depth > 4 or roll < 0.3:
-        return rng.choice([1, 2.5, None, True, hostile_string(rng)])
-    if roll < 0.65:
-        return [hostile_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
-    return {hostile_string(rng): hostile_value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
-
-
-def values(value: Any) -> int:
-    """What parsing builds, keys not counted."""
-    if isinstance(value, list):
-        return 1 + sum(map(values, value))
-    if isinstance(value, dict):
-        return 1 + sum(map(values, value.values()))
-    return 1
-
-
-@pytest.mark.parametrize("window", [1 << 20, 7, 2])  # whole, and windows cut anywhere (in strings, escapes, `[]`)
-def test_the_count_is_exact_for_compact_json_and_never_under_for_any_other(
-    monkeypatch: pytest.MonkeyPatch, window: int
-) -> None:
-    monkeypatch.setattr(budget, "_WINDOW", window)
-    rng = random.Random(window)
-    for _ in range(3000):
-        value = hostile_value(rng)
-        true = values(value)
-        compact = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-        spaced = json.dumps(value, indent=1).encode()
-        for limit in (0, 1, true - 1, true, 10**6):
-            for body in (compact, spaced):
-                counted = count_values(body, limit)
-                assert (counted > limit) if true > limit else (counted >= true)  # never lets more through
-        if window == 1 << 20:
-            assert budget._outside_strings(compact, 10**6) == true
-
-
-def test_the_count_matches_the_container_supervisors_copy_on_compact_json() -> None:
-    rng = random.Random(1)
-    for _ in range(3000):
-        body = json.dumps(hostile_value(rng), separators=(",", ":"), ensure_ascii=False).encode()
-        supervisors = wire._structure(wire._STRING.sub(b'""', body))  # its exact pass, every string blanked
-        assert budget._outside_strings(body, 10**6) == supervisors == values(json.loads(body))
-
-
-def test_strings_are_blanked_so_commas_in_text_do_not_count() -> None:
-    body = json.dumps({"csv": "1,2,3," * 100_000, "rows": [[1, 2]] * 10}).encode()  # 300,000 commas in one text
-    assert count_values(body, 1000) == 3 + 10 * 3
-
-
-def test_a_body_of_more_strings_than_twice_the_limit_is_over_it_without_being_split() -> None:
-    body = json.dumps(["", "a"] * 1000).encode()
-    assert count_values(body, 999) > 999 and count_values(body, 2000) == 2001
-
-
-def test_bytes_that_are_not_json_are_bounded_too() -> None:
-    # The parser stops at the first error; what it built before is at most what is counted.
-    assert count_values(b"[{}" + b",{}" * 50, 10) > 10  # never closed
-    assert count_values(b'["a\\"' + b",x" * 50, 10) == 2  # a string (its quote escaped) never closed
-    assert count_values(b"\\" + b"[{}," * 50, 10) > 10  # a stray backslash may only add
+from tool_tree.budget import (
+    GIVEN_UP_KEPT,
+    LEAST_WAIT,
+    NotificationBudget,
+    Outstanding,
+    ReaderBudget,
+    ServerRequests,
+    more_values_than,
+    notification_cost,
+)
 
 
 def test_the_notification_budget_lets_a_burst_through_then_a_rate_and_says_so_once(
@@ -121,3 +56,64 @@ async def test_requests_from_a_server_count_until_answered_or_settled_unanswered
     await hook()  # what the SDK calls when it settles a request without an answer (the server cancelled it)
     assert requests.received(5) is None and requests.received(6) is None
     assert requests.received(7) is not None
+
+
+def test_a_notification_is_charged_one_and_one_more_for_each_thousand_values() -> None:
+    assert [notification_cost(v) for v in (1, 999, 1000, 1_000_000)] == [1, 1, 2, 1001]
+    notes = NotificationBudget("big", burst=2000, rate=100.0, clock=lambda: 0.0)
+    assert [notes.take(notification_cost(1_000_000)) for _ in range(2)] == [True, False]
+    assert notes.take(notification_cost(900_000))  # what is left still takes a smaller one
+
+
+def test_the_reader_budget_lets_a_burst_through_then_a_rate_and_asks_only_for_waits_worth_a_sleep(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [0.0]
+    cpu = ReaderBudget("busy", burst=1.0, rate=0.1, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="tool_tree.budget"):
+        assert cpu.charge(1.0) == 0.0  # the burst
+        assert cpu.charge(LEAST_WAIT * 0.1 / 2) == 0.0  # a debt too small to sleep for is carried
+        assert cpu.charge(LEAST_WAIT * 0.1 / 2) == pytest.approx(LEAST_WAIT)
+        now[0] += LEAST_WAIT  # the reader slept: the debt is paid
+        assert cpu.charge(0.0) == 0.0
+        assert cpu.charge(0.5) == pytest.approx(5.0)  # half a second of CPU at 10% of a core
+    assert cpu.charged == pytest.approx(1.5 + LEAST_WAIT * 0.1) and cpu.waited == pytest.approx(5.0 + LEAST_WAIT)
+    assert [r.getMessage() for r in caplog.records] == [
+        "server 'busy' sent more than 1 s of the host's CPU of messages tooltree did not ask for (then 10% of a "
+        "core), the budget for one server: tooltree reads it more slowly"
+    ]
+
+
+def test_answers_are_awaited_late_or_stray_and_strays_have_a_small_allowance() -> None:
+    now = [0.0]
+    outstanding = Outstanding("s", burst=2, rate=1.0, clock=lambda: now[0])
+    for request_id in (1, "two", 3):
+        outstanding.sent(request_id)
+    outstanding.given_up("3")  # cancelled as "3": its answer, as 3, is late
+    assert outstanding.awaits("1") and not outstanding.awaits(3)
+    assert [outstanding.answer(i) for i in ("1", "two", 3, 3, 1, None)] == [
+        "awaited", "awaited", "late", "stray", "stray", "stray",
+    ]  # fmt: skip
+    assert outstanding.stray() is None and outstanding.stray() is None
+    assert outstanding.stray() == (
+        "server 's' sent more than 2 answers to requests tooltree did not make or had answered (then 1 a second), "
+        "the limit for one server"
+    )
+    now[0] = 1.0
+    assert outstanding.stray() is None  # one a second goes on
+    outstanding.sent(5)
+    assert outstanding.pending() == [5] and outstanding.pending() == []
+
+
+def test_the_requests_given_up_on_are_kept_up_to_a_bound() -> None:
+    outstanding = Outstanding("s")
+    for request_id in range(GIVEN_UP_KEPT + 10):
+        outstanding.sent(request_id)
+        outstanding.given_up(request_id)
+    assert outstanding.answer(0) == "stray" and outstanding.answer(GIVEN_UP_KEPT + 9) == "late"
+
+
+def test_a_parsed_value_is_counted_no_further_than_the_limit() -> None:
+    assert not more_values_than({"_meta": {"progressToken": 1}}, 3)
+    assert more_values_than({"_meta": {"progressToken": 1}, "x": [1]}, 3)
+    assert more_values_than({"pad": list(range(10**6))}, 1000)

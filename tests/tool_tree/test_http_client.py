@@ -7,7 +7,8 @@ message under the cap held (30 MB of empty objects: 3.4 GB). The server here is 
 `http.server` whose tool ``big`` answers with a text of the size asked, as JSON (with a length, or chunked
 without one), compressed JSON (gzip, deflate with and without its zlib header, or an encoding tooltree
 does not unpack), or one server-sent event (plain or gzip-compressed); and whose tool ``flood`` answers
-with structured content of many values, or first sends requests or notifications on the reply's stream.
+with structured content of many values (or nested deep), or first sends requests or notifications on the
+reply's stream. It refuses the GET stream (405) and records each GET, and records the client's answers.
 """
 
 from __future__ import annotations
@@ -31,17 +32,20 @@ from httpx2._sse import _SSEParser
 from mcp.shared.message import SessionMessage
 
 from tool_tree.budget import (
+    HANDED_ON_SECONDS,
     MAX_MESSAGE_VALUES,
+    MAX_REQUEST_VALUES,
     MAX_SERVER_REQUESTS,
     NOTIFICATION_BURST,
+    STRAY_ANSWERS,
     NotificationBudget,
-    count_values,
     guard,
 )
 from tool_tree.config import ServerConfig
-from tool_tree.http_client import EventRefused, _Events
+from tool_tree.http_client import EventRefused, StreamRefused, _Events, http_client
 from tool_tree.pool import ServerPool, ServerUnavailable
 from tool_tree.stdio import MAX_MESSAGE_BYTES
+from tool_tree.unparsed import count_values
 
 pytestmark = pytest.mark.anyio
 
@@ -69,11 +73,14 @@ class Replies(BaseHTTPRequestHandler):
     done: threading.Semaphore  # released when such a reply ends, written whole or cut off
     answers: threading.Event  # the client's answers to the server's requests are taken once it is set
     taken: threading.Semaphore  # released for each answer taken
+    answered: list[dict[str, Any]]  # the client's answers to the server's requests
+    gets: list[str | None]  # the Last-Event-ID of each GET
 
     def log_message(self, *args: Any) -> None:
         pass
 
     def do_GET(self) -> None:  # no stream for server-initiated messages
+        self.gets.append(self.headers.get("last-event-id"))
         self._plain(405, b"")
 
     def do_DELETE(self) -> None:
@@ -82,6 +89,7 @@ class Replies(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         message = json.loads(self.rfile.read(int(self.headers["content-length"])))
         if "method" not in message:  # the client answers a request of the server's
+            self.answered.append(message)
             self.answers.wait()
             self._plain(202, b"")
             self.taken.release()
@@ -116,11 +124,13 @@ class Replies(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _flood(
-        self, request_id: int, *, form: str, values: int = 0, pings: int = 0, notifications: int = 0, wait: bool = False
-    ) -> None:
-        """Structured content of ``values`` empty objects, after ``pings`` requests (each answer taken before
-        the next is sent, with ``wait``) and ``notifications`` notifications on the reply's event stream."""
-        objects = b",".join([b"{}"] * values)
+        self, request_id: int, *, form: str, values: int = 0, pings: int = 0, notifications: int = 0,
+        wait: bool = False, ping_values: int = 0, depth: int = 0,
+    ) -> None:  # fmt: skip
+        """Structured content of ``values`` empty objects (or arrays nested ``depth`` deep), after ``pings``
+        requests (of ``ping_values`` numbers each; each answer taken before the next is sent, with ``wait``) and
+        ``notifications`` notifications on the reply's event stream."""
+        objects = b",".join([b"{}"] * values) if not depth else b"[" * depth + b"]" * depth
         result = b'{"content":[],"structuredContent":{"a":[%s]}}' % objects
         reply = b'{"jsonrpc":"2.0","id":%d,"result":%s}' % (request_id, result)
         if form == "json":
@@ -131,7 +141,8 @@ class Replies(BaseHTTPRequestHandler):
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
-        events = [b'{"jsonrpc":"2.0","id":"ping-%d","method":"ping"}' % i for i in range(pings)]
+        params = b',"params":{"pad":[%s]}' % b",".join([b"0"] * ping_values) if ping_values else b""
+        events = [b'{"jsonrpc":"2.0","id":"ping-%d","method":"ping"%s}' % (i, params) for i in range(pings)]
         events += [progress % i for i in range(notifications)]
         try:
             for i, message in enumerate([*events, reply]):
@@ -188,7 +199,10 @@ class Quiet(ThreadingHTTPServer):
 
 @pytest.fixture
 def http_server() -> Iterator[tuple[ServerConfig, type[Replies]]]:
-    shared = {"sent": [], "done": threading.Semaphore(0), "answers": threading.Event(), "taken": threading.Semaphore(0)}
+    shared = {
+        "sent": [], "done": threading.Semaphore(0), "answers": threading.Event(), "taken": threading.Semaphore(0),
+        "answered": [], "gets": [],
+    }  # fmt: skip
     handler = type("Handler", (Replies,), shared)
     server = Quiet(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -278,8 +292,6 @@ async def test_a_reply_in_an_encoding_not_unpacked_here_is_refused_with_its_name
 
 def test_the_client_still_goes_through_the_proxy_the_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
     # A client given a transport of its own ignores HTTP_PROXY: the bound is a response hook instead.
-    from tool_tree.http_client import http_client
-
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
     client = http_client()
     assert any(pattern.scheme == "http" for pattern in client._mounts)
@@ -359,6 +371,91 @@ async def test_the_guard_drops_notifications_past_the_budget_never_a_response() 
     assert NOTIFICATION_BURST <= len(notes) < 2500  # the burst, and what the rate refilled meanwhile
     last = received[-1]
     assert isinstance(last, SessionMessage) and isinstance(last.message, types.JSONRPCResponse)
+
+
+async def test_no_stream_of_unasked_messages_is_opened_and_a_resumed_one_is_sent(
+    http_server: tuple[ServerConfig, type[Replies]],
+) -> None:
+    # Before: the SDK opened it after the handshake and, answered with `retry: 0` and closed, reopened it 22 times
+    # a second for good. tooltree uses no message a server sends unasked.
+    config, handler = http_server
+    assert config.url is not None
+    async with http_client() as client:
+        with pytest.raises(StreamRefused):
+            await client.get(config.url)
+        resumed = await client.get(config.url, headers={"last-event-id": "7"})  # a request's stream, resumed
+    assert resumed.status_code == 405 and handler.gets == ["7"]
+    async with ServerPool([config]) as pool:
+        assert text(await pool.call("big", "big", {"chars": 10, "form": "sse"})) == "x" * 10
+    assert handler.gets == ["7"]  # the session never sent its GET
+
+
+async def test_a_request_of_more_values_than_the_limit_is_answered_with_an_error_never_dispatched(
+    http_server: tuple[ServerConfig, type[Replies]],
+) -> None:
+    config, handler = http_server
+    handler.answers.set()
+    async with ServerPool([config]) as pool:
+        large = await pool.call("big", "flood", {"pings": 3, "ping_values": 5000, "wait": True, "form": "sse"})
+        small = await pool.call("big", "flood", {"pings": 2, "ping_values": 10, "wait": True, "form": "sse"})
+    assert large["structuredContent"] == small["structuredContent"] == {"a": []}
+    assert [answer["id"] for answer in handler.answered] == ["ping-0", "ping-1", "ping-2", "ping-0", "ping-1"]
+    assert all(
+        answer["error"]["message"].startswith(
+            f"tooltree refused a request of server 'big': it holds more than {MAX_REQUEST_VALUES:,} JSON values"
+        )
+        for answer in handler.answered[:3]
+    )
+    assert [answer.get("result") for answer in handler.answered[3:]] == [{}, {}]  # a small ping is answered
+
+
+async def test_the_guard_ends_the_session_past_the_allowance_of_stray_answers_and_counts_no_late_one() -> None:
+    inner_send, inner_receive = anyio.create_memory_object_stream[SessionMessage | Exception](100)
+    out_send, out_receive = anyio.create_memory_object_stream[SessionMessage](100)
+    read, write = guard((inner_receive, out_send), "stray")
+
+    def answer(request_id: types.RequestId) -> SessionMessage:
+        return SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result={}))
+
+    async with inner_send, inner_receive, out_receive, read, write:  # a failing guard leaves its inner stream open
+        for request_id in (1, 2, 3):
+            await write.send(SessionMessage(types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method="tools/list")))
+        cancel = types.JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params={"requestId": 1})
+        await write.send(SessionMessage(cancel))
+        inner_send.send_nowait(answer("1"))  # late: the client gave request 1 up (and "1" answers 1)
+        for i in range(STRAY_ANSWERS):
+            inner_send.send_nowait(answer(f"nobody-{i}"))  # the allowance
+        inner_send.send_nowait(answer(2))
+        with anyio.fail_after(10):
+            first = await read.receive()
+        inner_send.send_nowait(answer("nobody-more"))  # one past the allowance
+        inner_send.close()
+        rest = [item async for item in read]
+    assert isinstance(first, SessionMessage) and isinstance(first.message, types.JSONRPCResponse)
+    assert first.message.id == 2
+    assert len(rest) == 1 and isinstance(rest[0], SessionMessage) and isinstance(rest[0].message, types.JSONRPCError)
+    assert rest[0].message.id == 3
+    assert rest[0].message.error.message == (
+        f"server 'stray' sent more than {STRAY_ANSWERS} answers to requests tooltree did not make or had answered "
+        "(then 1 a second), the limit for one server; tooltree closed the connection"
+    )
+
+
+@pytest.mark.parametrize("form", ["json", "sse"])
+async def test_an_answer_nested_deeper_than_the_parser_takes_fails_its_call_naming_the_limit_in_one_line(
+    http_server: tuple[ServerConfig, type[Replies]], form: str
+) -> None:
+    # Before: "Failed to parse JSON response: 1 validation error for union[…]" and pydantic's dump of it.
+    config, _ = http_server
+    async with ServerPool([config]) as pool:
+        result = await pool.call("big", "flood", {"depth": 250, "form": form})
+        assert result.get("isError")
+        assert "server 'big' sent an answer nested more than 200 levels deep, the limit of the JSON parser" in text(
+            result
+        )
+        assert "\n" not in text(result) and "validation error" not in text(result)
+        within = await pool.call("big", "flood", {"depth": 150, "form": form})
+    assert not within.get("isError")
 
 
 # --- counting an event stream's events as the SDK's parser cuts them --------------------------------------------------
@@ -463,3 +560,23 @@ def test_a_json_reply_and_an_event_count_as_the_stdio_line_would() -> None:
     body = b'{"a":[' + b",".join([b"{}"] * 10) + b"]}"
     assert count_values(body, 5) == 12 and counted([b"data: " + body + b"\n\n"], 11)[1]
     assert not counted([b"data: " + body + b"\n\n"], 12)[1]
+
+
+def test_large_notification_events_are_charged_by_their_values_and_dropped_past_the_budget() -> None:
+    # Before: an event over 64 KiB was never charged, so a million-value notification was parsed at each turn.
+    zeros = b",".join([b"0"] * 100_000)
+    note = b'data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":[%s]}}\n\n'
+    answer = b'data: {"jsonrpc":"2.0","id":1,"result":{"a":[%s]}}\n\n' % zeros
+    budget = NotificationBudget("s", burst=250, rate=0.0)
+    passed, refused = counted([note % zeros] * 5 + [answer], 10**6, budget)
+    seen = [json.loads(event) for event in events_seen(passed)]
+    assert not refused
+    assert [m.get("id") for m in seen] == [None, None, 1]  # two notifications of 101 each, then the answer
+
+
+def test_events_passed_on_are_charged_to_the_reader_answers_are_not() -> None:
+    events = _Events(10**6, MAX_MESSAGE_BYTES, "s", NotificationBudget("s"))
+    note = b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1,"id":2}}\n\n'
+    answer = b'event: message\r\ndata: {"jsonrpc": "2.0", "id": "7", "result": {"a": [1, 2, 3]}}\r\n\r\n'
+    assert events.feed(answer) == [answer] and events.owed == 0
+    assert events.feed(note * 10) == [note] * 10 and events.owed >= 10 * HANDED_ON_SECONDS

@@ -23,10 +23,20 @@ from mcp import StdioServerParameters
 from mcp.shared.message import SessionMessage
 
 from tests.support import alive
-from tool_tree.budget import MAX_MESSAGE_VALUES, MAX_SERVER_REQUESTS, NOTIFICATION_BURST, NOTIFICATION_RATE
+from tool_tree.budget import (
+    MAX_MESSAGE_VALUES,
+    MAX_REQUEST_VALUES,
+    MAX_SERVER_REQUESTS,
+    NOTIFICATION_BURST,
+    NOTIFICATION_RATE,
+    NOTIFICATION_VALUES,
+    STRAY_ANSWERS,
+    ReaderBudget,
+)
 from tool_tree.config import ServerConfig
 from tool_tree.pool import ServerPool, ServerUnavailable
-from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, _LineSplitter, stdio_client
+from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, stdio_client
+from tool_tree.stdio_lines import LineSplitter
 
 REPO = Path(__file__).resolve().parents[2]
 RAW = REPO / "tests" / "servers" / "raw_server.py"
@@ -61,7 +71,7 @@ def split_every_way(stream: bytes, limit: int) -> list[list[bytes]]:
     """What the splitter makes of ``stream`` cut into two chunks at every offset (and whole)."""
     outcomes = []
     for cut in range(len(stream) + 1):
-        splitter = _LineSplitter(limit)
+        splitter = LineSplitter(limit)
         outcomes.append(splitter.feed(stream[:cut]) + splitter.feed(stream[cut:]))
     return outcomes
 
@@ -80,12 +90,12 @@ def test_lines_are_cut_at_each_newline_wherever_the_chunks_end() -> None:
 
 def test_a_line_of_exactly_the_limit_passes_and_one_byte_more_raises_before_its_newline_arrives() -> None:
     assert split_every_way(b"a" * 10 + b"\n", 10) == [[b"a" * 10]] * 12
-    splitter = _LineSplitter(10)
+    splitter = LineSplitter(10)
     assert splitter.feed(b"b" * 10) == []
     with pytest.raises(OverflowError, match="longer than 10 bytes"):
         splitter.feed(b"b")  # no newline yet: the partial line alone is over the limit
     with pytest.raises(OverflowError):
-        _LineSplitter(10).feed(b"ok\n" + b"c" * 11 + b"\n")
+        LineSplitter(10).feed(b"ok\n" + b"c" * 11 + b"\n")
 
 
 def test_the_message_cap_leaves_room_for_any_result_the_bridge_accepts() -> None:
@@ -286,3 +296,182 @@ async def test_with_the_sdks_own_transport_the_request_budget_still_ends_the_ses
         assert f"server 'flood' sent more than {MAX_SERVER_REQUESTS} requests to tooltree" in str(refused.value)
         assert int(text(await pool.call("flood", "pid", {}))) != flood_pid
     assert not alive(flood_pid)
+
+
+# --- answers to no request, sizes of requests and notifications, the reader's CPU, nesting ---------------------------
+
+
+@pytest.mark.anyio
+async def test_answers_to_no_request_in_flight_end_that_server_past_the_allowance_and_the_others_keep_answering() -> (
+    None
+):
+    # Before: each was parsed whole on the loop every server shares and dropped by the SDK, forever (1,300 small
+    # ones a second kept the loop at 93% of a core; one of a million values cost a second).
+    async with ServerPool([flood("flood"), flood("steady")]) as pool:
+        flood_pid, steady_pid = [int(text(await pool.call(name, "pid", {}))) for name in ("flood", "steady")]
+        assert text(await pool.call("flood", "strays", {"n": STRAY_ANSWERS // 2})) == "strayed"  # a few: dropped
+        with pytest.raises(ServerUnavailable) as refused:
+            await pool.call("flood", "strays", {"n": 1000})
+        assert (
+            f"server 'flood' sent more than {STRAY_ANSWERS} answers to requests tooltree did not make or had answered"
+            in str(refused.value)
+        )
+        assert not alive(flood_pid)
+        assert int(text(await pool.call("steady", "pid", {}))) == steady_pid
+        assert int(text(await pool.call("flood", "pid", {}))) != flood_pid  # restarted
+
+
+def scripted(body: str) -> StdioServerParameters:
+    """A stdio server running ``body`` with ``send(line)`` and ``requests(n)`` (the next n lines, parsed)."""
+    prelude = (
+        "import json, sys\n"
+        "def send(line):\n    sys.stdout.write(line + '\\n'); sys.stdout.flush()\n"
+        "def requests(n):\n    return [json.loads(sys.stdin.readline()) for _ in range(n)]\n"
+    )
+    return StdioServerParameters(command=sys.executable, args=["-c", prelude + body])
+
+
+@pytest.mark.anyio
+async def test_an_answer_to_no_request_that_opens_with_its_id_is_dropped_unparsed() -> None:
+    # Its body is not JSON: parsed, it would reach the session as a line that is not JSON-RPC.
+    server = scripted(
+        'send(\'{"jsonrpc":"2.0","id":"nobody","result": this is never parsed\')\n'
+        f"send({notification('after')!r})\n"
+        "sys.stdin.read()\n"
+    )
+    async with stdio_client(server, name="stray") as (read, _write):
+        with anyio.fail_after(20):
+            item = await read.receive()
+    assert isinstance(item, SessionMessage) and isinstance(item.message, types.JSONRPCNotification)
+    assert item.message.params is not None and item.message.params["data"] == "after"
+
+
+@pytest.mark.anyio
+async def test_late_answers_to_requests_given_up_on_are_dropped_without_a_count() -> None:
+    # 40 requests, each cancelled by the client, then answered by the server: honest, however many.
+    n = 40
+    server = scripted(
+        f"for r in requests({2 * n}):\n"
+        "    if 'id' in r: send(json.dumps({'jsonrpc': '2.0', 'id': r['id'], 'result': {}}))\n"
+        f"send({notification('alive')!r})\n"
+        "last = requests(1)[0]\n"
+        "send(json.dumps({'jsonrpc': '2.0', 'id': last['id'], 'result': {'last': True}}))\n"
+        "sys.stdin.read()\n"
+    )
+    async with stdio_client(server, name="late") as (read, write):
+        for i in range(n):
+            await write.send(SessionMessage(types.JSONRPCRequest(jsonrpc="2.0", id=i, method="tools/list")))
+        for i in range(n):
+            cancel = types.JSONRPCNotification(
+                jsonrpc="2.0",
+                method="notifications/cancelled",
+                params={"requestId": str(i)},  # "7" cancels 7
+            )
+            await write.send(SessionMessage(cancel))
+        with anyio.fail_after(20):
+            alive_note = await read.receive()
+            await write.send(SessionMessage(types.JSONRPCRequest(jsonrpc="2.0", id=n, method="tools/list")))
+            last = await read.receive()
+    assert isinstance(alive_note, SessionMessage) and isinstance(alive_note.message, types.JSONRPCNotification)
+    assert isinstance(last, SessionMessage) and isinstance(last.message, types.JSONRPCResponse)
+    assert last.message.id == n and last.message.result == {"last": True}
+
+
+@pytest.mark.anyio
+async def test_notifications_are_charged_by_their_values() -> None:
+    # 60 notifications of 100,000 values each, then the answer: each is charged 101 (before: 1, so all 60 were
+    # parsed, and a flood of them at the budget's rate cost the host a second of CPU each).
+    per = 1 + 100_000 // NOTIFICATION_VALUES
+    call = types.JSONRPCRequest(
+        jsonrpc="2.0", id=1, method="tools/call", params={"name": "notify", "arguments": {"n": 60, "values": 100_000}}
+    )
+    delivered = 0
+    async with stdio_client(StdioServerParameters(command=sys.executable, args=[str(FLOOD)]), name="big") as streams:
+        read, write = streams
+        started = time.monotonic()
+        await write.send(SessionMessage(call))
+        with anyio.fail_after(60):
+            while isinstance((item := await read.receive()), SessionMessage) and isinstance(
+                item.message, types.JSONRPCNotification
+            ):
+                delivered += 1
+        elapsed = time.monotonic() - started
+    assert isinstance(item, SessionMessage) and isinstance(item.message, types.JSONRPCResponse)
+    assert NOTIFICATION_BURST // per <= delivered <= (NOTIFICATION_BURST + NOTIFICATION_RATE * elapsed) // per + 1
+
+
+@pytest.mark.anyio
+async def test_a_request_of_more_values_than_the_limit_is_answered_with_an_error_unread() -> None:
+    async with ServerPool([flood("asker")]) as pool:
+        large = json.loads(text(await pool.call("asker", "pings", {"n": 3, "wait": True, "values": 5000})))
+        small = json.loads(text(await pool.call("asker", "pings", {"n": 3, "wait": True, "values": 10})))
+    assert large["answers"] == 3 and len(large["errors"]) == 3
+    assert all(
+        f"tooltree refused a request of server 'asker': it holds more than {MAX_REQUEST_VALUES:,} JSON values" in error
+        for error in large["errors"]
+    )
+    assert small == {"answers": 3, "errors": []}  # a ping with a little in it is answered as ever
+
+
+@pytest.mark.anyio
+async def test_the_reader_waits_once_unasked_messages_spend_its_budget() -> None:
+    # 20,000 progress notifications, half of them holding "id" (so parsed before they are dropped), then the
+    # answer: what the reader spends on them is charged, and past a small budget it waits before reading on.
+    cpu = ReaderBudget("chatty", burst=0.01, rate=1.0)
+    call = types.JSONRPCRequest(
+        jsonrpc="2.0", id=1, method="tools/call", params={"name": "notify", "arguments": {"n": 20_000}}
+    )
+    async with stdio_client(StdioServerParameters(command=sys.executable, args=[str(FLOOD)]), cpu=cpu) as streams:
+        read, write = streams
+        await write.send(SessionMessage(call))
+        with anyio.fail_after(60):
+            while not isinstance((item := await read.receive()), SessionMessage) or not isinstance(
+                item.message, types.JSONRPCResponse
+            ):
+                pass
+    assert cpu.charged > cpu.burst and cpu.waited > 0
+
+
+@pytest.mark.anyio
+async def test_an_honest_8_mib_result_and_a_burst_of_progress_cost_the_reader_no_wait(tmp_path: Path) -> None:
+    from sandbox.calls import MAX_RESULT_BYTES
+
+    cpu = ReaderBudget("honest")
+    params = StdioServerParameters(command=sys.executable, args=[str(FLOOD)])
+    big = {"name": "values", "arguments": {"n": 700_000}}  # 8 MiB of rows holds about 700,000 values
+    progress = {"name": "notify", "arguments": {"n": NOTIFICATION_BURST, "values": 10}}
+    notes = 0
+    async with stdio_client(params, cpu=cpu) as (read, write):
+        await write.send(SessionMessage(types.JSONRPCRequest(jsonrpc="2.0", id=1, method="tools/call", params=big)))
+        with anyio.fail_after(60):
+            answer = await read.receive()
+        assert isinstance(answer, SessionMessage) and isinstance(answer.message, types.JSONRPCResponse)
+        assert len(answer.message.result["structuredContent"]["a"]) == 700_000
+        assert cpu.charged == 0  # the answer to the session's request is never charged
+        request = types.JSONRPCRequest(jsonrpc="2.0", id=2, method="tools/call", params=progress)
+        await write.send(SessionMessage(request))
+        with anyio.fail_after(60):
+            while isinstance((item := await read.receive()), SessionMessage) and isinstance(
+                item.message, types.JSONRPCNotification
+            ):
+                notes += 1
+    assert MAX_RESULT_BYTES >= 2 * 700_000 + 100  # the result above fits the bridge's cap
+    assert notes == NOTIFICATION_BURST and 0 < cpu.charged < cpu.burst and cpu.waited == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("last", [False, True], ids=["id_first", "id_last"])
+async def test_an_answer_nested_deeper_than_the_parser_takes_fails_its_call_at_once_naming_the_limit(
+    last: bool,
+) -> None:
+    # Before: dropped as a stdout line that is not JSON-RPC, the call waited out its timeout.
+    config = ServerConfig(name="deep", command=sys.executable, args=(str(FLOOD),), timeout=10)
+    async with ServerPool([config]) as pool:
+        result = await pool.call("deep", "deep", {"n": 250, "last": last})
+        assert result.get("isError")
+        assert "server 'deep' sent an answer nested more than 200 levels deep, the limit of the JSON parser" in text(
+            result
+        )
+        assert "\n" not in text(result)
+        assert text(await pool.call("deep", "ok", {})) == "ok"  # the server goes on
+        assert pool.restarts("deep") == 0

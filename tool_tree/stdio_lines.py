@@ -1,0 +1,163 @@
+"""A stdio server's stdout, a line at a time: cut into lines in linear time, and each judged (`Lines`) on its
+bytes where they tell (`tool_tree.unparsed`), else once parsed, against the budgets of `tool_tree.budget`.
+
+`tool_tree.stdio` reads the pipe and acts on each verdict: hands the item to the session, drops the line,
+ends the server (`End`) or answers a request unread (`Refuse`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import mcp_types as types
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from tool_tree.budget import (
+    MAX_REQUEST_VALUES,
+    Answer,
+    NotificationBudget,
+    Outstanding,
+    ServerRequests,
+    notification_cost,
+    too_deep,
+    too_many_values,
+)
+from tool_tree.unparsed import count_values, peek, tail_id, unaddressed
+
+_NOISE_KEPT = 1000
+"""Characters kept of a stdout line that is not JSON-RPC, for the server's `tool_tree.stderr_log.StderrLog`."""
+
+
+class NotJSONRPC(ValueError):
+    """A stdout line that is not a JSON-RPC message; ``line`` is its start, as the server wrote it; ``too_deep``:
+    the parser refused it for its nesting (JSON-RPC or not)."""
+
+    def __init__(self, line: str, *, deep: bool = False) -> None:
+        super().__init__("a stdout line is not a JSON-RPC message")
+        self.line = line[:_NOISE_KEPT]
+        self.too_deep = deep
+
+
+def _parse(line: str) -> SessionMessage | NotJSONRPC:
+    """One stdout line as a message, or what to report of it (not the parser's error: it holds what was parsed)."""
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValidationError as e:
+        errors = e.errors(include_input=False, include_url=False)
+        return NotJSONRPC(line, deep=any("recursion limit exceeded" in error["msg"] for error in errors))
+    except ValueError:
+        return NotJSONRPC(line)
+
+
+class End(NamedTuple):
+    """The server broke a limit: end it, failing the requests in flight with ``reason``."""
+
+    reason: str
+
+
+class Refuse(NamedTuple):
+    """A request of the server's (counted as received) to answer with `tool_tree.budget.refusal`, unread."""
+
+    request_id: types.RequestId
+
+
+class Lines:
+    """What to do with each line a server wrote, decided on its bytes where they tell, else once parsed.
+
+    `judge` returns the item to hand to the session, None to drop the line, `End` or `Refuse`; ``asked`` says
+    whether the line was the answer to a request in flight (the one thing the reader does not charge).
+    """
+
+    def __init__(self, server: str, max_values: int, errors: str, outstanding: Outstanding) -> None:
+        self.server, self.max_values, self.errors = server, max_values, errors
+        self.outstanding = outstanding
+        self.notifications = NotificationBudget(server)
+        self.requests = ServerRequests(server)  # from the server, their answers not written yet
+        self.asked = False
+
+    def judge(self, line: bytes) -> SessionMessage | NotJSONRPC | End | Refuse | None:
+        self.asked = False
+        values = count_values(line, self.max_values)
+        if values > self.max_values:
+            return End(too_many_values(self.server, self.max_values))
+        if unaddressed(line):  # a notification or noise
+            return self._parse(line) if self.notifications.take(notification_cost(values)) else None
+        head = peek(line)
+        if head is not None:
+            kind, request_id = head
+            if kind == "response" and not self.outstanding.awaits(request_id):
+                return self._stray(self.outstanding.answer(request_id))
+            if kind == "request" and self._large(line, values):
+                return self._refuse(request_id)
+        item = self._parse(line)
+        if isinstance(item, NotJSONRPC):
+            answered = head[1] if head is not None else tail_id(line)
+            if item.too_deep and answered is not None and self.outstanding.answer(answered) == "awaited":
+                self.asked = True  # failed at once, naming the limit, rather than left to time out
+                error = types.ErrorData(code=types.PARSE_ERROR, message=too_deep(self.server))
+                return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=answered, error=error))
+            return item if self.notifications.take(notification_cost(values)) else None
+        message = item.message
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            answer = self.outstanding.answer(message.id)
+            self.asked = answer == "awaited"
+            return item if self.asked else self._stray(answer)
+        if isinstance(message, types.JSONRPCRequest):
+            if self._large(line, values):
+                return self._refuse(message.id)
+            if (reason := self.requests.received(message.id)) is not None:
+                return End(reason)
+            return SessionMessage(message, metadata=self.requests.metadata(message.id))
+        return item if self.notifications.take(notification_cost(values)) else None
+
+    def _parse(self, line: bytes) -> SessionMessage | NotJSONRPC:
+        return _parse(line.decode("utf-8", self.errors))
+
+    @staticmethod
+    def _large(line: bytes, values: int) -> bool:
+        return values > MAX_REQUEST_VALUES and count_values(line, MAX_REQUEST_VALUES) > MAX_REQUEST_VALUES
+
+    def _refuse(self, request_id: types.RequestId) -> Refuse | End:
+        reason = self.requests.received(request_id)
+        return Refuse(request_id) if reason is None else End(reason)
+
+    def _stray(self, answer: Answer) -> End | None:
+        reason = self.outstanding.stray() if answer == "stray" else None
+        return None if reason is None else End(reason)
+
+
+class LineSplitter:
+    """Cuts a byte stream into lines in time linear in its length; a line over ``limit`` bytes raises.
+
+    Only the new chunk is scanned for a newline; the partial line waits in a bytearray that never
+    grows past ``limit``, and a line is copied out once, when complete, for the reader to check and
+    decode. A newline byte is always a newline in UTF-8 (no multi-byte sequence contains 0x0A), so
+    cutting before decoding is exact.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._partial = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines ``chunk`` completes, without their newline.
+
+        Raises:
+            OverflowError: a line is longer than the limit (no more may be fed).
+        """
+        view = memoryview(chunk)
+        lines: list[bytes] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            self._add(view[start:end])
+            lines.append(bytes(self._partial))
+            self._partial.clear()
+            start = end + 1
+        self._add(view[start:])
+        return lines
+
+    def _add(self, piece: memoryview) -> None:
+        if len(self._partial) + len(piece) > self._limit:
+            raise OverflowError(f"a message is longer than {self._limit:,} bytes")
+        self._partial += piece
