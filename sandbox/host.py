@@ -98,7 +98,8 @@ class Runtime:
         wanted = {s.name for s in manifest.servers}
         servers = [s for s in self.config.enabled_servers if s.name in wanted]
         self._audit = AuditLog(self.audit_path) if self.audit_path is not None else None
-        pool = BackgroundPool(servers, start_jobs=start_jobs(self.config))
+        source = self.config.source if self.config.source != "<config>" else None  # parse_config's: no file
+        pool = BackgroundPool(servers, start_jobs=start_jobs(self.config), source=source)
         pool.__enter__()
         self._pool = pool
         audit = self._audit or self._shared_audit

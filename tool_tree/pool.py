@@ -3,8 +3,12 @@
 Each server is owned by one background task that opens the connection, keeps it open and closes
 it (the SDK's transports are anyio context managers and must be entered and left by the same
 task). Calls come from any task. A server whose connection died is re-opened on the next call,
-after a back-off that grows with consecutive failures; a stdio server's process group is killed
-when the pool closes. Each server has a concurrency limit and a per-call timeout.
+after a back-off that grows with consecutive failures: before that call is sent when the session
+already knew the connection had closed (a server killed between calls), else after the call that
+found it dead fails (it may have reached the server, and tools act for real, so it is never sent
+again). A stdio server's process group is killed when the pool closes. Each server has a
+concurrency limit and a per-call timeout; a call that runs out of the server's own timeout says
+which setting it was (``servers.NAME.timeout`` in the config file).
 
 Servers start on their first call, at most ``start_jobs`` at once (`tool_tree.starts.StartGate`,
 default the number of cores): a call to a server that is queued behind others waits its turn, and
@@ -40,7 +44,7 @@ import anyio
 import mcp
 from anyio.abc import TaskGroup
 
-from tool_tree.config import Config, ServerConfig
+from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from tool_tree.connect import connect, list_tools_raw
 from tool_tree.redact import redact
 from tool_tree.starts import StartGate, StartSlot, default_start_jobs
@@ -54,6 +58,9 @@ BACKOFF_START = 0.2
 BACKOFF_MAX = 10.0
 PING_TIMEOUT = 5.0
 """After a call times out, how long the server has to answer a request before it counts as hung."""
+SDK_TIMEOUT_MARGIN = 1.0
+"""How much later than the pool's own deadline the SDK's read timeout of a call is set, so the pool's fires
+first (and the SDK's default, the server's ``timeout``, never cuts short a longer ``timeout`` of a call)."""
 
 
 ServerState = Literal["stopped", "queued", "starting", "running"]
@@ -68,7 +75,8 @@ class UnknownServerError(PoolError):
 
 
 class ServerUnavailable(PoolError):
-    """The server could not be reached; the call did not happen."""
+    """The server could not be reached: the call did not happen, or (``the server died during the call``)
+    it was sent and its outcome is unknown."""
 
     def __init__(self, server: str, reason: str, stderr_tail: str = "") -> None:
         super().__init__(f"server {server!r} is unavailable: {reason}")
@@ -95,16 +103,18 @@ class _Slot:
 
 
 def _pool_settings(
-    servers: Sequence[ServerConfig] | Config, concurrency: int, start_jobs: int | None
-) -> tuple[list[ServerConfig], int]:
-    """The servers and the start limit a pool is given, checked; a `Config` gives its enabled servers and
-    its ``pool:`` section's ``start_jobs``.
+    servers: Sequence[ServerConfig] | Config, concurrency: int, start_jobs: int | None, source: str | None
+) -> tuple[list[ServerConfig], int, str | None]:
+    """The servers, the start limit and the config file a pool is given, checked; a `Config` gives its enabled
+    servers, its ``pool:`` section's ``start_jobs`` and (unless ``source`` is given) its file.
 
     Raises:
         TypeError: ``servers`` is not a Config or a sequence of `ServerConfig`, or a number is not a whole number.
         ValueError: ``concurrency`` or ``start_jobs`` is less than 1.
         ConfigError: the Config's ``pool:`` section is invalid.
     """
+    if source is not None and not isinstance(source, str):
+        raise TypeError(f"source: expected the config file's path as a string (or None), got {type(source).__name__}")
     for name, value in (("concurrency", concurrency), ("start_jobs", start_jobs)):
         if value is None:
             continue
@@ -113,7 +123,9 @@ def _pool_settings(
         if value < 1:
             raise ValueError(f"{name}: expected at least 1, got {value}")
     if isinstance(servers, Config):
-        return list(servers.enabled_servers), configured_start_jobs(servers, start_jobs)
+        if source is None and servers.source != "<config>":  # parse_config's default: no file
+            source = servers.source
+        return list(servers.enabled_servers), configured_start_jobs(servers, start_jobs), source
     if isinstance(servers, str | bytes | Mapping) or not isinstance(servers, Iterable):
         raise TypeError(
             f"servers: expected a Config or a list of ServerConfig (config.servers), got {type(servers).__name__}"
@@ -125,7 +137,7 @@ def _pool_settings(
                 f"servers: expected a Config or a list of ServerConfig (config.servers), got a list holding "
                 f"{type(s).__name__} {s!r:.60}"
             )
-    return listed, start_jobs if start_jobs is not None else default_start_jobs()
+    return listed, start_jobs if start_jobs is not None else default_start_jobs(), source
 
 
 def _check_call(tool: str, arguments: dict[str, Any], timeout: float | None) -> None:
@@ -159,6 +171,8 @@ class ServerPool:
         concurrency: calls in flight to one server at most (at least 1); a call waiting for its turn
             counts against its timeout.
         start_jobs: servers starting at once at most (default: the number of cores).
+        source: the config file the servers come from, named when a call runs out of a server's ``timeout``
+            (default: a `Config`'s own file).
 
     Raises:
         TypeError, ValueError: a wrong argument, named.
@@ -171,8 +185,9 @@ class ServerPool:
         *,
         concurrency: int = DEFAULT_CONCURRENCY,
         start_jobs: int | None = None,
+        source: str | None = None,
     ) -> None:
-        listed, jobs = _pool_settings(servers, concurrency, start_jobs)
+        listed, jobs, self._source = _pool_settings(servers, concurrency, start_jobs, source)
         self._slots = {s.name: _Slot(s, anyio.CapacityLimiter(concurrency)) for s in listed}
         self._gate = StartGate(jobs)
         self._tg: TaskGroup | None = None
@@ -210,7 +225,7 @@ class ServerPool:
         """
         slot = self._slot(server)
         if slot.client is not None:
-            return "running"
+            return "stopped" if _closed(slot.client) else "running"
         if slot.queued:
             return "queued"
         if slot.closed is not None and not slot.closed.is_set():
@@ -302,7 +317,7 @@ class ServerPool:
             return client
 
     async def _discard(self, slot: _Slot, client: mcp.Client) -> None:
-        """Forget a dead connection so the next call re-opens it."""
+        """Forget a dead connection so the next call re-opens it; returns once its owner task has ended."""
         async with slot.lock:
             if slot.client is client and slot.stop is not None:
                 slot.stop.set()
@@ -310,9 +325,16 @@ class ServerPool:
                 slot.failures += 1
                 slot.restarts += 1
                 slot.last_failure = time.monotonic()
-        if slot.closed is not None:
+            # The owner task of this connection, not of one another call has started since.
+            closed = slot.closed if slot.client is None else None
+        if closed is not None:
             with anyio.move_on_after(10):
-                await slot.closed.wait()
+                await closed.wait()
+
+    def _timeout_setting(self, slot: _Slot) -> str:
+        """Where a server's call timeout is set, for the message of a call that ran out of it."""
+        where = f" in {self._source}" if self._source is not None else ""
+        return f"servers.{slot.config.name}.timeout{where}, default {DEFAULT_TIMEOUT:g}"
 
     async def start(self, server: str) -> list[dict[str, Any]]:
         """Open the server now (instead of on its first call); returns its raw tool list.
@@ -357,21 +379,31 @@ class ServerPool:
         queued = anyio.current_time()
         with anyio.move_on_after(limit) as turn:
             await slot.limiter.acquire()
+        setting = "" if timeout is not None else self._timeout_setting(slot)
         if turn.cancelled_caught:
             busy = f"{slot.limiter.total_tokens:g} call(s) in flight to {server!r}"
+            busy += f"; {setting}" if setting else ""
             return _error_result(f"the call timed out after {limit:g} s waiting for its turn ({busy})")
         waited = anyio.current_time() - queued
         try:
             client = await self._ensure(slot)
+            if _closed(client):
+                # It died since its last call (killed, crashed idle): nothing is sent on a closed session, so
+                # restart it and send the call once, rather than fail a call the server never saw.
+                await self._discard(slot, client)
+                client = await self._ensure(slot)
+            remaining = max(0.0, limit - waited)
             try:
-                with anyio.fail_after(max(0.0, limit - waited)):
-                    result = await client.call_tool(tool, arguments)
+                with anyio.fail_after(remaining):
+                    result = await client.call_tool(
+                        tool, arguments, read_timeout_seconds=remaining + SDK_TIMEOUT_MARGIN
+                    )
             except TimeoutError:
                 if not await _answers_ping(client, min(PING_TIMEOUT, limit)):
                     # Not just a slow call: the server is hung, and every later call would time out
                     # too. Drop the connection (its process is stopped) so the next call restarts it.
                     await self._discard(slot, client)
-                return _error_result(f"the call timed out after {limit:g} s")
+                return _error_result(f"the call timed out after {limit:g} s" + (f" ({setting})" if setting else ""))
             except mcp.MCPError as e:
                 if _is_connection_loss(e):
                     await self._discard(slot, client)
@@ -413,6 +445,15 @@ def _client_of(slot: _Slot) -> mcp.Client | None:
     return slot.client
 
 
+def _closed(client: mcp.Client) -> bool:
+    """Whether the session already knows its connection closed (the server's stdout ended, the HTTP stream
+    broke), so the SDK would fail a request unsent. Read from the SDK's dispatcher, which has no public
+    flag for it; an SDK release that renames it reads as open: the call then fails as "died during the call"
+    and the next one restarts the server, as before."""
+    dispatcher = getattr(client.session, "_dispatcher", None)
+    return getattr(dispatcher, "_closed", False) is True
+
+
 def _is_connection_loss(e: mcp.MCPError) -> bool:
     text = str(e).lower()
     return "connection closed" in text or ("closed" in text and "connection" in text)
@@ -439,7 +480,7 @@ class BackgroundPool:
 
     ``with BackgroundPool(servers) as bg:`` then ``bg.call(server, tool, args)`` from any thread,
     or hand ``bg.loop`` and ``bg.pool`` to code that schedules coroutines itself. ``servers``,
-    ``concurrency`` and ``start_jobs`` are as for `ServerPool` (checked here). A pool runs once:
+    ``concurrency``, ``start_jobs`` and ``source`` are as for `ServerPool` (checked here). A pool runs once:
     ``loop``, ``pool`` and ``call`` work only inside its ``with`` block, and entering it a second
     time is an error (make a new one).
 
@@ -457,8 +498,9 @@ class BackgroundPool:
         *,
         concurrency: int = DEFAULT_CONCURRENCY,
         start_jobs: int | None = None,
+        source: str | None = None,
     ) -> None:
-        self._servers, self._start_jobs = _pool_settings(servers, concurrency, start_jobs)
+        self._servers, self._start_jobs, self._source = _pool_settings(servers, concurrency, start_jobs, source)
         self._concurrency = concurrency
         self._state: Literal["new", "running", "closed"] = "new"
         self._state_lock = threading.Lock()
@@ -497,7 +539,7 @@ class BackgroundPool:
             self._stop = asyncio.Event()
             try:
                 async with ServerPool(
-                    self._servers, concurrency=self._concurrency, start_jobs=self._start_jobs
+                    self._servers, concurrency=self._concurrency, start_jobs=self._start_jobs, source=self._source
                 ) as pool:
                     self._pool = pool
                     self._ready.set()

@@ -6,6 +6,7 @@ import functools
 import json
 import os
 import re
+import signal
 import stat
 import sys
 from collections.abc import Callable
@@ -17,7 +18,7 @@ import anyio
 import pytest
 
 from tests.support import alive
-from tool_tree.config import ServerConfig
+from tool_tree.config import Config, ServerConfig
 from tool_tree.pool import ServerPool, ServerUnavailable, UnknownServerError
 from tool_tree.stderr_log import StderrLog
 
@@ -110,6 +111,54 @@ async def test_a_crashed_server_is_restarted_on_the_next_call(tmp_path: Path) ->
         second_pid = text(await pool.call("raw", "pid", {}))
         assert second_pid != first_pid
         assert pool.restarts("raw") == 1
+
+
+async def test_a_server_killed_between_calls_is_restarted_before_the_next_call_which_goes_through(
+    tmp_path: Path,
+) -> None:
+    # Before: the next call failed, "the server died during the call (Connection closed)", though it was never
+    # sent (the session knew the connection had closed); only the call after that restarted the server.
+    async with ServerPool([raw(tmp_path)]) as pool:
+        first_pid = int(text(await pool.call("raw", "pid", {})))
+        os.kill(first_pid, signal.SIGKILL)
+        with anyio.move_on_after(5):  # until the session has read the end of its stdout (old code: never says so)
+            while pool.state("raw") != "stopped":
+                await anyio.sleep(0.02)
+        second_pid = int(text(await pool.call("raw", "pid", {})))
+        assert second_pid != first_pid
+        assert text(await pool.call("raw", "count", {})) == "2"  # the new process got the call once
+        assert pool.restarts("raw") == 1 and pool.state("raw") == "running"
+
+
+async def test_a_call_the_server_died_during_is_not_sent_again(tmp_path: Path) -> None:
+    log = tmp_path / "starts.log"
+    async with ServerPool([raw(tmp_path, log_file=str(log))]) as pool:
+        with pytest.raises(ServerUnavailable, match="died during the call"):
+            await pool.call("raw", "crash", {})  # it may have acted: neither resent nor followed by a restart
+        assert log.read_text(encoding="utf-8").count("start") == 1
+        assert text(await pool.call("raw", "count", {})) == "1"
+        assert log.read_text(encoding="utf-8").count("start") == 2
+
+
+@pytest.mark.parametrize("given", ["config", "list_and_source"])
+async def test_a_call_out_of_its_servers_timeout_names_the_setting_and_the_config_file(
+    tmp_path: Path, given: str
+) -> None:
+    # Before: "the call timed out after 1 s", read as the tool's own failure, though a longer execution
+    # timeout (`serve --timeout 120`) was in force: the server's `timeout` had cut it short.
+    server, source = replace(raw(tmp_path), timeout=1), str(tmp_path / "tooltree.yaml")
+    pool = ServerPool(Config(servers=(server,), source=source)) if given == "config" else None
+    async with pool or ServerPool([server], source=source) as pool:
+        hung = await pool.call("raw", "hang", {})
+        assert text(hung) == f"the call timed out after 1 s (servers.raw.timeout in {source}, default 30)"
+        assert hung["isError"] is True
+
+
+async def test_a_call_given_a_longer_timeout_than_its_servers_is_not_cut_short_by_it(tmp_path: Path) -> None:
+    # Before: the SDK's read timeout (the server's) ended it: "server error -32001: Request 'tools/call' timed out".
+    async with ServerPool([replace(raw(tmp_path), timeout=1)]) as pool:
+        slow = await pool.call("raw", "sleep", {"seconds": 1.5}, timeout=20)
+        assert not slow.get("isError"), text(slow)
 
 
 async def test_a_server_that_cannot_start_reports_its_stderr(tmp_path: Path) -> None:
