@@ -5,6 +5,11 @@ default the number of cores); the others wait in config order, and each server's
 from its own start, so a server that is merely queued never times out. One that fails to start,
 crashes, hangs or sends garbage is reported with the last lines of its stderr, and the others
 carry on. Every process started is stopped and reaped before this returns, also on Ctrl-C.
+
+The reason and the stderr tail leave with the secrets of the server's configuration redacted
+(`tool_tree.redact`): a server that refuses ``initialize`` often names the key it was given
+("invalid API key sk-…"), and httpx names a header value it cannot send. generate-tree prints them,
+serve's refresh too, and both come from here.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import mcp
 
 from tool_tree.config import ServerConfig
 from tool_tree.connect import connect, list_tools_raw, server_info
+from tool_tree.redact import redact
 from tool_tree.starts import StartGate, default_start_jobs
 from tool_tree.stderr_log import StderrLog
 
@@ -49,7 +55,7 @@ async def discover_one(
 
     With a ``gate``, wait for a start slot first; the timeout runs from the moment it is taken
     (``on_start`` is told then), and the slot is given back as soon as the listing is done
-    (stopping the server does not hold it).
+    (stopping the server does not hold it). ``error`` holds no secret of the server's configuration.
     """
     result = Discovery(server=server)
     queued_at = time.perf_counter()
@@ -91,6 +97,8 @@ async def discover_one(
         result.error = (
             "the server exited during start-up" if phase == "start-up" else f"the server exited while {phase}"
         )
+    if result.error is not None:
+        result.error = redact(result.error, server)  # the tail is redacted by its log, which knows the server
     return result
 
 

@@ -86,15 +86,65 @@ def _output_chars(value: Any) -> str | None:
     return None
 
 
-PIP_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],<>=!~ ]*$")
-"""A pip requirement ``pip_packages`` may hold: a name with extras and version bounds, never a pip option."""
+PIP_SPEC = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-\[\],<>=!~ ]*\Z")
+"""A pip requirement ``pip_packages`` may hold: a name with extras and version bounds, never a pip option. It
+ends at ``\\Z``, not ``$``, which also matches before a final newline (``"six\\n"`` passed, and broke the
+derived image's Dockerfile)."""
+
+MAX_PIP_PACKAGES = 200
+"""Requirements ``pip_packages`` may list. The derived image's Dockerfile installs them on one line, which the
+engine's parser refuses past 64 KiB ("dockerfile line greater than max allowed size"): 200 of `MAX_PIP_SPEC`
+characters, quoted, take 41 KB."""
+MAX_PIP_SPEC = 200
+"""Characters of one requirement (``pandas[excel,performance]>=2.2,<3`` has 34)."""
 
 
 def _pip_packages(value: Any) -> str | None:
-    """What is wrong with ``pip_packages`` (None: nothing): an entry that is not a requirement."""
+    """What is wrong with ``pip_packages`` (None: nothing): too many, or an entry that is not a requirement."""
+    if len(value) > MAX_PIP_PACKAGES:
+        return f"{len(value):,} requirements; at most {MAX_PIP_PACKAGES} (they go on one line of a Dockerfile)"
     for spec in value:
         if not isinstance(spec, str) or not PIP_SPEC.match(spec):
             return f"not a pip requirement: {spec!r} (a name with optional extras and versions, such as pandas==2.2)"
+        if len(spec) > MAX_PIP_SPEC:
+            return f"a requirement of {len(spec):,} characters; at most {MAX_PIP_SPEC}: {spec[:40]!r}…"
+    return None
+
+
+_IMAGE_NAME = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_HOST = (
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])"
+)
+IMAGE_REFERENCE = re.compile(
+    rf"(?:{_IMAGE_HOST}(?::[0-9]+)?/)?{_IMAGE_NAME}(?:/{_IMAGE_NAME})*"  # [registry[:port]/]path
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"  # :tag
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,})?",  # @digest
+    re.ASCII,
+)
+"""A Docker image reference, ``[registry[:port]/]path[:tag][@digest]``, as the engine's grammar has it
+(``distribution/reference``): a path of lowercase components, a tag of at most 128 word characters, dots and
+dashes. ``image`` is written into a Dockerfile's ``FROM`` line, so nothing else may pass (before:
+``"a\\nRUN id"`` did)."""
+MAX_IMAGE_NAME = 255
+"""Characters of the path with its registry, as the engine allows."""
+MAX_IMAGE_REFERENCE = 512
+"""Characters of a whole reference: the name's 255, a tag's 128 and a SHA-512 digest's 135 fit."""
+
+
+def image_problem(value: Any) -> str | None:
+    """What is wrong with ``value`` as an image reference (None: nothing)."""
+    if isinstance(value, str) and len(value) > MAX_IMAGE_REFERENCE:  # before the pattern, which backtracks
+        return f"an image reference of {len(value):,} characters; at most {MAX_IMAGE_REFERENCE}"
+    if not isinstance(value, str) or IMAGE_REFERENCE.fullmatch(value) is None:
+        return (
+            f"not a Docker image reference: {value!r} (such as python:3.12-slim, "
+            "registry.example.com:5000/team/sandbox:1, or name@sha256:<digest>; lowercase)"
+        )
+    name = value.split("@")[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name.rsplit(":", 1)[0]
+    if len(name) > MAX_IMAGE_NAME:
+        return f"an image name of {len(name):,} characters; at most {MAX_IMAGE_NAME}"
     return None
 
 
@@ -110,11 +160,12 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "start_timeout": _seconds,
     "workspace_max_bytes": lambda v: None if v is None else _count(v),
     "pip_packages": _pip_packages,
+    "image": lambda v: None if v is None else image_problem(v),
 }
 """Each limited field of `SandboxConfig` and what is wrong with a value of it (checked one by one)."""
 
 SETTINGS: dict[str, Setting] = {
-    "image": Setting(str, "the image to run instead of the one built from the sources"),
+    "image": Setting(str, "the image to run instead of the one built from the sources", check=image_problem),
     "pip_packages": Setting(list, "a list of pip requirements baked into a derived image", check=_pip_packages),
     "memory": Setting(str, "a memory limit such as 512m or 2g", check=_size),
     "cpus": Setting(float, "a CPU limit; fractions allowed"),

@@ -32,46 +32,85 @@ Two file formats are read:
   (``.mcp.json``, ``claude_desktop_config.json``, ``~/.claude.json``), read unchanged: keys
   tooltree does not use are ignored there, because the file belongs to another program.
 
-``${VAR}`` and ``${VAR:-default}`` are expanded from the environment in ``command``, ``args``,
-``env``, ``cwd``, ``url`` and ``headers``, and in string settings of sections; ``$$`` is a literal
-``$``. Relative paths (``cwd``, a ``command`` with a ``/``) resolve against the config file's folder,
+``${VAR}``, ``${VAR:-default}`` (the default when VAR is unset or empty, as in the shell) and
+``${VAR-default}`` (only when unset) are expanded from the environment in ``command``, ``args``, ``env``,
+``cwd``, ``url`` and ``headers``, and in string settings of sections; ``$$`` is a literal ``$``. Any other
+``${`` (a default holding ``${B}``, ``${1}``, ``${VAR:?message}``) is an error rather than text left as it
+was. YAML merge keys (``<<: *common``) merge a mapping, or a list of mappings, into theirs; keys written
+beside them win. Relative paths (``cwd``, a ``command`` with a ``/``) resolve against the config file's folder,
 and a stdio server without ``cwd`` starts in that folder, so relative ``args`` do too. Every
-problem is a `ConfigError` whose text names the file, the line and the key.
+problem is a `ConfigError` whose text names the file, the line and the key. A YAML file over
+`MAX_CONFIG_BYTES`, nested deeper than `MAX_DEPTH` or holding more than `MAX_NODES` values (`MAX_VALUES` with
+aliases expanded) is refused before it costs the reader much. Of a JSON file (up to `MAX_JSON_CONFIG_BYTES`,
+as a ``~/.claude.json`` grown with Claude Code's history may be) only the ``mcpServers`` value is read, with
+the file's lines, within those same bounds (`tool_tree.config_json`); the rest is only checked to be JSON.
 
-(Over 400 lines: both formats go through one reader that keeps every value's line, so every error
-can name it; the sections' own keys live in the packages that own them.)
+(Over 400 lines: what a configuration holds (servers, sections, settings) is checked here, key by key,
+for both formats; how its values are read, with their lines and within bounds, is `tool_tree.config_read`'s,
+and the sections' own keys live in the packages that own them.)
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import math
 import os
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tool_tree.config_json import mcp_servers_span
+from tool_tree.config_read import (
+    MAX_DEPTH,
+    MAX_NODES,
+    MAX_VALUES,
+    ConfigError,
+    Node,
+    Reader,
+    compose,
+    did_you_mean,
+    kind_of,
+    value_shown,
+)
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "MAX_CONFIG_BYTES",
+    "MAX_DEPTH",
+    "MAX_DESCRIPTION",
+    "MAX_JSON_CONFIG_BYTES",
+    "MAX_NODES",
+    "MAX_VALUES",
+    "SECTIONS",
+    "Config",
+    "ConfigError",
+    "Section",
+    "SectionSettings",
+    "ServerConfig",
+    "Setting",
+    "load_config",
+    "parse_config",
+]
+
 DEFAULT_TIMEOUT = 30.0
-MAX_VALUES = 1_000_000
-"""Values (mappings, lists, scalars) a configuration may hold, its YAML aliases expanded: 50 times a config of
-ten thousand servers, and a bound on what a file of nested aliases (a "billion laughs") can make the reader build."""
-
-
-class ConfigError(Exception):
-    """The configuration is invalid. ``str()`` is one line: ``file:line: key: problem``."""
-
-    def __init__(self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None):
-        self.message = message
-        self.file = file
-        self.line = line
-        self.key = key
-        where = file or "<config>"
-        if line is not None:
-            where += f":{line}"
-        super().__init__(f"{where}: {key}: {message}" if key else f"{where}: {message}")
+MAX_CONFIG_BYTES = 2 * 1024 * 1024
+"""The largest YAML configuration file read, and the largest ``mcpServers`` value of a JSON one, checked before
+they are parsed. A config of 10,000 servers, each with its args and env, is about 1.1 MiB (the 70 servers of
+LiveMCPBench's catalog: 9 KB, 127 bytes a server); the YAML reader, in pure Python to keep every value's line,
+takes about 2 s a MiB of such text (before: a 10 MB file took 31 s and 870 MB before the value cap refused it)."""
+MAX_JSON_CONFIG_BYTES = 128 * 1024 * 1024
+"""The largest JSON configuration file read, checked before it is read: a ``~/.claude.json`` grows with Claude
+Code's history to 8–100 MB. Only its ``mcpServers`` value goes through the YAML reader (`MAX_CONFIG_BYTES` and
+the other bounds apply to it); the rest is checked to be JSON by the json module's C scanner and let go
+(`tool_tree.config_json`). The cost is reading the file and holding its text: a 50 MB one takes 0.2–0.3 s and
+107 MB at peak when ASCII, 153 MB with some CJK, 247 MB with one emoji (Python then keeps 4 bytes a
+character); one at this limit, about 2.5 times that."""
+MAX_DESCRIPTION = 2000
+"""Characters a server's ``description`` may have. It is one line saying what the server is for, copied into
+INDEX.md, the manifest, the search index and the agent's tool list (the longest of LiveMCPBench's 70
+servers has 429); a 50 MB one went into all of them."""
 
 
 @dataclass(frozen=True)
@@ -135,13 +174,13 @@ class Section:
             key, line = f"{self.name}.{k}", self.lines.get(k)
             setting = settings.get(k)
             if setting is None:
-                raise ConfigError(f"unknown key{_did_you_mean(k, settings)}", file=self.source, line=line, key=key)
+                raise ConfigError(f"unknown key{did_you_mean(k, settings)}", file=self.source, line=line, key=key)
             kind, meaning = setting.kind, setting.meaning
             if kind is list and isinstance(v, list) and all(_scalar(x) for x in v):
                 out[k] = tuple(str(x) for x in v)
             elif kind is str and _scalar(v):
-                reader = _Reader(self.source, self.environ)
-                out[k] = reader.expand(str(v), _Node(v, line), key)
+                reader = Reader(self.source, self.environ)
+                out[k] = reader.expand(str(v), Node(v, line), key)
                 if setting.choices and out[k] not in setting.choices:
                     raise ConfigError(f"expected {meaning}, got {v!r}", file=self.source, line=line, key=key)
             elif kind is bool and isinstance(v, bool):
@@ -150,8 +189,14 @@ class Section:
                 out[k] = float(v)
             elif kind is int and not isinstance(v, bool) and isinstance(v, int) and v > 0:
                 out[k] = v
+            elif kind is list and isinstance(v, list):  # an item is not a string: say which, and what it is
+                i, item = next((i, x) for i, x in enumerate(v) if not _scalar(x))
+                shown = "null" if item is None else value_shown(item)
+                raise ConfigError(
+                    f"expected {meaning}; item {i} is {shown}, not a string", file=self.source, line=line, key=key
+                )
             else:
-                expected = f"expected {_expected(kind, meaning)}, got {_shown(v)}"
+                expected = f"expected {_expected(kind, meaning)}, got {value_shown(v)}"
                 raise ConfigError(expected, file=self.source, line=line, key=key)
             if setting.check is not None and (problem := setting.check(out[k])) is not None:
                 raise ConfigError(problem, file=self.source, line=line, key=key)
@@ -190,7 +235,7 @@ class Config:
             if s.name == name:
                 return s
         raise ConfigError(
-            f"no server named {name!r}{_did_you_mean(name, [s.name for s in self.servers])}", file=self.source
+            f"no server named {name!r}{did_you_mean(name, [s.name for s in self.servers])}", file=self.source
         )
 
     @property
@@ -215,169 +260,70 @@ _SERVER_KEYS = {
 }
 # Keys of the mcpServers JSON format that tooltree reads; others there are ignored.
 _JSON_SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "timeout", "disabled"}
-_VAR = re.compile(r"\$(\$|\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\})")
 
 
-@dataclass
-class _Node:
-    """A parsed value with the line it came from (1-based)."""
+def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> ServerConfig:
+    where = f"servers.{name}" if not json_format else f"mcpServers.{name}"
+    if not isinstance(body.value, dict):
+        raise reader.error(f"expected a mapping with `command` or `url`, got {kind_of(body.value)}", body, where)
+    items: dict[str, tuple[Node, Node]] = body.value
+    if not json_format:
+        for k, (knode, _) in items.items():
+            if k not in _SERVER_KEYS:
+                raise reader.error(f"unknown key{did_you_mean(k, _SERVER_KEYS)}", knode, f"{where}.{k}")
+    else:
+        items = {k: v for k, v in items.items() if k in _JSON_SERVER_KEYS}
 
-    value: Any
-    line: int | None
+    def get(k: str) -> Node | None:
+        return items[k][1] if k in items else None
 
-
-class _Reader:
-    def __init__(self, file: str, environ: Mapping[str, str], folder: Path | None = None):
-        self.file = file
-        self.environ = environ
-        self.folder = folder
-        self.values = 0  # values read so far (`to_node`), aliases counted each time they are used
-
-    def error(self, message: str, node: _Node | None, key: str | None = None) -> ConfigError:
-        return ConfigError(message, file=self.file, line=node.line if node else None, key=key)
-
-    def to_node(self, yn: Any, key: str | None = None) -> _Node:
-        """A composed YAML node as `_Node` values, each with its line; ``key`` names it in errors.
-
-        Raises:
-            ConfigError: a key that is not a string, a duplicate key, or a tag no safe loader knows.
-        """
-        import yaml
-        from yaml.constructor import ConstructorError, SafeConstructor
-
-        line = yn.start_mark.line + 1
-        self.values += 1
-        if self.values > MAX_VALUES:
-            # Aliases are expanded here: a few lines of `&a [*b, *b, …]` can stand for billions of values.
-            raise self.error(
-                f"the file holds more than {MAX_VALUES:,} values once its YAML aliases (*name) are expanded",
-                _Node(None, line),
-                key,
-            )
-        if isinstance(yn, yaml.MappingNode):
-            out: dict[str, tuple[_Node, _Node]] = {}
-            for k, v in yn.value:
-                knode = self.to_node(k, key)
-                if not isinstance(knode.value, str):
-                    raise self.error(f"keys must be strings, got {knode.value!r}", knode, key)
-                if knode.value in out:
-                    raise self.error("duplicate key", knode, f"{key}.{knode.value}" if key else knode.value)
-                out[knode.value] = (knode, self.to_node(v, f"{key}.{knode.value}" if key else knode.value))
-            return _Node(out, line)
-        if isinstance(yn, yaml.SequenceNode):
-            return _Node([self.to_node(v, f"{key}[{i}]" if key else f"[{i}]") for i, v in enumerate(yn.value)], line)
-        assert isinstance(yn, yaml.ScalarNode)
-        if yn.tag == "tag:yaml.org,2002:str":
-            return _Node(yn.value, line)
-        # Constructed directly, not re-serialized and loaded: an empty value (`servers:` and nothing
-        # after it) has no text of its own, and serializing it alone is not valid YAML.
-        try:
-            value = SafeConstructor().construct_object(yn, deep=True)
-        except ConstructorError as e:
-            raise self.error(f"invalid YAML: {e.problem or e}", _Node(None, line), key) from None
-        except (ValueError, TypeError, KeyError, AttributeError):  # an explicit tag on text it does not fit
-            tag = yn.tag.removeprefix("tag:yaml.org,2002:")
-            raise self.error(f"invalid YAML: {yn.value!r} is not a valid !!{tag}", _Node(None, line), key) from None
-        return _Node(value, line)
-
-    def expand(self, text: str, node: _Node, key: str) -> str:
-        def sub(m: re.Match[str]) -> str:
-            if m.group(1) == "$":
-                return "$"
-            name, default = m.group(2), m.group(3)
-            if name in self.environ:
-                return self.environ[name]
-            if default is not None:
-                return default
-            raise self.error(f"environment variable ${{{name}}} is not set", node, key)
-
-        return _VAR.sub(sub, text)
-
-    def string(self, node: _Node, key: str, *, expand: bool = True) -> str:
-        v = node.value
-        if isinstance(v, bool) or not isinstance(v, str | int | float):
-            raise self.error(f"expected a string, got {_kind(v)}", node, key)
-        return self.expand(str(v), node, key) if expand else str(v)
-
-    def string_list(self, node: _Node, key: str, *, expand: bool = True) -> tuple[str, ...]:
-        if not isinstance(node.value, list):
-            raise self.error(f"expected a list of strings, got {_kind(node.value)}", node, key)
-        return tuple(self.string(item, f"{key}[{i}]", expand=expand) for i, item in enumerate(node.value))
-
-    def string_map(self, node: _Node, key: str) -> dict[str, str]:
-        if not isinstance(node.value, dict):
-            raise self.error(f"expected a mapping of strings, got {_kind(node.value)}", node, key)
-        return {k: self.string(v, f"{key}.{k}") for k, (_, v) in node.value.items()}
-
-    def number(self, node: _Node, key: str) -> float:
-        v = node.value
-        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < math.inf:
-            raise self.error(f"expected a positive number of seconds, got {_shown(v)}", node, key)
-        return float(v)
-
-    def boolean(self, node: _Node, key: str) -> bool:
-        if not isinstance(node.value, bool):
-            raise self.error(f"expected true or false, got {_shown(node.value)}", node, key)
-        return node.value
-
-    def server(self, name: str, name_node: _Node, body: _Node, *, json_format: bool) -> ServerConfig:
-        where = f"servers.{name}" if not json_format else f"mcpServers.{name}"
-        if not isinstance(body.value, dict):
-            raise self.error(f"expected a mapping with `command` or `url`, got {_kind(body.value)}", body, where)
-        items: dict[str, tuple[_Node, _Node]] = body.value
-        if not json_format:
-            for k, (knode, _) in items.items():
-                if k not in _SERVER_KEYS:
-                    raise self.error(f"unknown key{_did_you_mean(k, _SERVER_KEYS)}", knode, f"{where}.{k}")
-        else:
-            items = {k: v for k, v in items.items() if k in _JSON_SERVER_KEYS}
-
-        def get(k: str) -> _Node | None:
-            return items[k][1] if k in items else None
-
-        kw: dict[str, Any] = {"name": name}
-        if (n := get("command")) is not None:
-            kw["command"] = self.string(n, f"{where}.command")
-        if (n := get("url")) is not None:
-            kw["url"] = self.string(n, f"{where}.url")
-        if "command" in kw and not kw["command"].strip():
-            raise self.error("expected the program to start, got an empty string", get("command"), f"{where}.command")
-        if ("command" in kw) == ("url" in kw):
-            problem = "has both `command` and `url`" if "command" in kw else "needs `command` (stdio) or `url` (HTTP)"
-            raise self.error(f"server {problem}", body, where)
-        if "url" in kw and (bad_url := _url_problem(kw["url"])) is not None:
-            raise self.error(bad_url, get("url"), f"{where}.url")
-        if json_format and (n := get("type")) is not None:
-            kind = self.string(n, f"{where}.type")
-            if kind == "sse":
-                raise self.error("SSE servers are not supported; use Streamable HTTP", n, f"{where}.type")
-        for k, conv in (("args", self.string_list), ("include", self.string_list), ("exclude", self.string_list)):
-            if (n := get(k)) is not None:
-                kw[k] = conv(n, f"{where}.{k}", expand=k == "args")
-        for k in ("env", "headers"):
-            if (n := get(k)) is not None:
-                kw[k] = self.string_map(n, f"{where}.{k}")
-        if (n := get("cwd")) is not None:
-            kw["cwd"] = self.string(n, f"{where}.cwd")
-        if (n := get("description")) is not None:
-            kw["description"] = self.string(n, f"{where}.description", expand=False)
-        if (n := get("timeout")) is not None:
-            kw["timeout"] = self.number(n, f"{where}.timeout")
-        if (n := get("enabled")) is not None:
-            kw["enabled"] = self.boolean(n, f"{where}.enabled")
-        if json_format and (n := get("disabled")) is not None:
-            kw["enabled"] = not self.boolean(n, f"{where}.disabled")
-        if "command" in kw and ("url" in kw or "headers" in kw):
-            raise self.error("`headers` only applies to `url` servers", body, f"{where}.headers")
-        if "url" in kw and any(k in kw for k in ("args", "env", "cwd")):
-            bad = next(k for k in ("args", "env", "cwd") if k in kw)
-            raise self.error(f"`{bad}` only applies to `command` servers", get(bad), f"{where}.{bad}")
-        if self.folder is not None and "command" in kw:
-            # Relative to the config file, not to the shell's working directory.
-            kw["cwd"] = str((self.folder / kw.get("cwd", ".")).resolve())
-            if "/" in kw["command"] and not os.path.isabs(kw["command"]):
-                kw["command"] = str((self.folder / kw["command"]).resolve())
-        return ServerConfig(**kw)
+    kw: dict[str, Any] = {"name": name}
+    if (n := get("command")) is not None:
+        kw["command"] = reader.string(n, f"{where}.command")
+    if (n := get("url")) is not None:
+        kw["url"] = reader.string(n, f"{where}.url")
+    if "command" in kw and not kw["command"].strip():
+        raise reader.error("expected the program to start, got an empty string", get("command"), f"{where}.command")
+    if ("command" in kw) == ("url" in kw):
+        problem = "has both `command` and `url`" if "command" in kw else "needs `command` (stdio) or `url` (HTTP)"
+        raise reader.error(f"server {problem}", body, where)
+    if "url" in kw and (bad_url := _url_problem(kw["url"])) is not None:
+        raise reader.error(bad_url, get("url"), f"{where}.url")
+    if json_format and (n := get("type")) is not None:
+        kind = reader.string(n, f"{where}.type")
+        if kind == "sse":
+            raise reader.error("SSE servers are not supported; use Streamable HTTP", n, f"{where}.type")
+    for k, conv in (("args", reader.string_list), ("include", reader.string_list), ("exclude", reader.string_list)):
+        if (n := get(k)) is not None:
+            kw[k] = conv(n, f"{where}.{k}", expand=k == "args")
+    for k in ("env", "headers"):
+        if (n := get(k)) is not None:
+            kw[k] = reader.string_map(n, f"{where}.{k}")
+    if (n := get("cwd")) is not None:
+        kw["cwd"] = reader.string(n, f"{where}.cwd")
+    if (n := get("description")) is not None:
+        kw["description"] = reader.string(n, f"{where}.description", expand=False)
+        if len(kw["description"]) > MAX_DESCRIPTION:
+            count = len(kw["description"])
+            problem = f"{count:,} characters; at most {MAX_DESCRIPTION:,} (one line saying what the server is for)"
+            raise reader.error(problem, n, f"{where}.description")
+    if (n := get("timeout")) is not None:
+        kw["timeout"] = reader.number(n, f"{where}.timeout")
+    if (n := get("enabled")) is not None:
+        kw["enabled"] = reader.boolean(n, f"{where}.enabled")
+    if json_format and (n := get("disabled")) is not None:
+        kw["enabled"] = not reader.boolean(n, f"{where}.disabled")
+    if "command" in kw and ("url" in kw or "headers" in kw):
+        raise reader.error("`headers` only applies to `url` servers", body, f"{where}.headers")
+    if "url" in kw and any(k in kw for k in ("args", "env", "cwd")):
+        bad = next(k for k in ("args", "env", "cwd") if k in kw)
+        raise reader.error(f"`{bad}` only applies to `command` servers", get(bad), f"{where}.{bad}")
+    if reader.folder is not None and "command" in kw:
+        # Relative to the config file, not to the shell's working directory.
+        kw["cwd"] = str((reader.folder / kw.get("cwd", ".")).resolve())
+        if "/" in kw["command"] and not os.path.isabs(kw["command"]):
+            kw["command"] = str((reader.folder / kw["command"]).resolve())
+    return ServerConfig(**kw)
 
 
 def _url_problem(url: str) -> str | None:
@@ -398,16 +344,6 @@ def _url_problem(url: str) -> str | None:
     return None
 
 
-def _kind(v: Any) -> str:
-    if v is None:
-        return "nothing"
-    if isinstance(v, dict):
-        return "a mapping"
-    if isinstance(v, list):
-        return "a list"
-    return f"{type(v).__name__} {v!r}"
-
-
 def _expected(kind: type, meaning: str) -> str:
     """What a setting of ``kind`` takes, said with its meaning: "a whole number, at least 1 (…)"."""
     if kind is int:
@@ -415,16 +351,6 @@ def _expected(kind: type, meaning: str) -> str:
     if kind is float:
         return f"a positive number ({meaning})"
     return meaning
-
-
-def _shown(v: Any) -> str:
-    """A value as an error shows it: a scalar as written, a mapping or list (or nothing) by its kind."""
-    return _kind(v) if v is None or isinstance(v, dict | list) else repr(v)
-
-
-def _did_you_mean(word: str, options: Any) -> str:
-    close = difflib.get_close_matches(word, sorted(options), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def parse_config(
@@ -447,56 +373,51 @@ def parse_config(
     Raises:
         ConfigError: the text is not a valid configuration.
     """
-    import yaml  # here, not at module level: commands that read no config start faster
-
     env = dict(os.environ if environ is None else environ)
-    reader = _Reader(source, env, Path(folder).resolve() if folder is not None else None)
+    reader = Reader(source, env, Path(folder).resolve() if folder is not None else None)
     allowed: SectionSettings = dict.fromkeys(SECTIONS) if sections is None else sections
-    stripped = text.lstrip()
-    is_json = stripped.startswith("{")
-    if is_json:
-        try:
-            json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"invalid JSON: {e.msg} (column {e.colno})", file=source, line=e.lineno) from None
-    try:
-        root_yaml = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as e:
-        line = e.problem_mark.line + 1 if e.problem_mark else None
-        raise ConfigError(f"invalid YAML: {e.problem or e}", file=source, line=line) from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"invalid YAML: {e}", file=source) from None
-    if root_yaml is None:
-        raise ConfigError("the file is empty; expected a `servers:` mapping", file=source)
-    root = reader.to_node(root_yaml)
-    if not isinstance(root.value, dict):
-        raise reader.error(f"expected a mapping at the top level, got {_kind(root.value)}", root)
-    top: dict[str, tuple[_Node, _Node]] = root.value
-
-    if is_json or ("mcpServers" in top and "servers" not in top):
-        if "mcpServers" not in top:
-            raise reader.error("expected a top-level `mcpServers` object", root)
-        servers_node = top["mcpServers"][1]
+    top: dict[str, tuple[Node, Node]] = {}
+    if re.match(r"\s*\{", text):  # JSON: its mcpServers alone is read, and bounded as a whole YAML file is
+        if len(text) > MAX_JSON_CONFIG_BYTES:
+            raise ConfigError(_too_large_json(f"{len(text):,} characters", source), file=source)
+        span = mcp_servers_span(text, source)
+        if span.end - span.start > MAX_CONFIG_BYTES:
+            size = f"{span.end - span.start:,} characters"
+            raise ConfigError(_too_large(size, "its servers"), file=source, line=span.line, key="mcpServers")
+        value = compose(text[span.start : span.end], source, line=span.line, column=span.column, depth=1)
+        servers_node = reader.to_node(value, "mcpServers", depth=2)
         json_format = True
     else:
-        known = {"servers", *allowed}
-        for k, (knode, _) in top.items():
-            if k not in known:
-                raise reader.error(f"unknown key{_did_you_mean(k, known)}", knode, k)
-        if "servers" not in top:
-            raise reader.error("expected a `servers:` mapping", root)
-        servers_node = top["servers"][1]
-        json_format = False
+        if len(text) > MAX_CONFIG_BYTES:  # characters: a text within the limit in bytes is within it here
+            raise ConfigError(_too_large(f"{len(text):,} characters"), file=source)
+        root_yaml = compose(text, source)
+        if root_yaml is None:
+            raise ConfigError("the file is empty; expected a `servers:` mapping", file=source)
+        root = reader.to_node(root_yaml)
+        if not isinstance(root.value, dict):
+            raise reader.error(f"expected a mapping at the top level, got {kind_of(root.value)}", root)
+        top = root.value
+        json_format = "mcpServers" in top and "servers" not in top
+        if json_format:
+            servers_node = top["mcpServers"][1]
+        else:
+            known = {"servers", *allowed}
+            for k, (knode, _) in top.items():
+                if k not in known:
+                    raise reader.error(f"unknown key{did_you_mean(k, known)}", knode, k)
+            if "servers" not in top:
+                raise reader.error("expected a `servers:` mapping", root)
+            servers_node = top["servers"][1]
     if not isinstance(servers_node.value, dict):
         key = "mcpServers" if json_format else "servers"
-        raise reader.error(f"expected a mapping of server names, got {_kind(servers_node.value)}", servers_node, key)
+        raise reader.error(f"expected a mapping of server names, got {kind_of(servers_node.value)}", servers_node, key)
     handed_on: dict[str, Section] = {}
     for name, (knode, vnode) in top.items() if not json_format else ():
         if name == "servers":
             continue
         if not isinstance(vnode.value, dict):
-            raise reader.error(f"expected a mapping of {name} settings, got {_kind(vnode.value)}", vnode, name)
-        items: dict[str, tuple[_Node, _Node]] = vnode.value
+            raise reader.error(f"expected a mapping of {name} settings, got {kind_of(vnode.value)}", vnode, name)
+        items: dict[str, tuple[Node, Node]] = vnode.value
         handed_on[name] = Section(
             name,
             source,
@@ -511,17 +432,30 @@ def parse_config(
     for name, (name_node, body) in servers_node.value.items():
         if not name.strip():
             raise reader.error("server names must not be empty", name_node, "servers")
-        servers.append(reader.server(name, name_node, body, json_format=json_format))
+        servers.append(_server(reader, name, body, json_format=json_format))
     return Config(servers=tuple(servers), source=source, sections=handed_on)
 
 
-def _plain(node: _Node) -> Any:
+def _plain(node: Node) -> Any:
     """A node's value without line numbers."""
     if isinstance(node.value, dict):
         return {k: _plain(v) for k, (_, v) in node.value.items()}
     if isinstance(node.value, list):
         return [_plain(v) for v in node.value]
     return node.value
+
+
+def _too_large(size: str, what: str = "a configuration") -> str:
+    limit = MAX_CONFIG_BYTES // 2**20
+    return f"too large: {size}, over the {limit} MiB {what} may have (10,000 servers take about 1.1 MiB)"
+
+
+def _too_large_json(size: str, source: str) -> str:
+    return (
+        f"too large: {size}, over the {MAX_JSON_CONFIG_BYTES // 2**20} MiB a JSON configuration may have (and "
+        f"{MAX_CONFIG_BYTES // 2**20} MiB its mcpServers); to keep its servers alone: "
+        f"jq '{{mcpServers}}' {shlex.quote(source)} > .mcp.json"
+    )
 
 
 def load_config(
@@ -541,16 +475,37 @@ def load_config(
         ConfigError: the file cannot be read or is not a valid configuration.
     """
     p = Path(path)
+    text = _read(p)
+    return parse_config(text, source=str(p), environ=environ, folder=p.parent, sections=sections)
+
+
+def _read(p: Path) -> str:
+    """The text of the file ``p``, read only when within the limits (its bytes are let go on return).
+
+    Raises:
+        ConfigError: the file cannot be read, is larger than its format may be, or is not UTF-8.
+    """
     try:
-        data = p.read_bytes()
+        with p.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size  # 0 for a pipe
+            if size > MAX_JSON_CONFIG_BYTES:
+                raise ConfigError(_too_large_json(f"{size:,} bytes", str(p)), file=str(p))
+            data = f.read(MAX_CONFIG_BYTES + 1)  # no more unless it is JSON: a YAML file past it is refused
+            is_json = re.match(rb"[ \t\r\n]*\{", data) is not None
+            if len(data) > MAX_CONFIG_BYTES and is_json:
+                data += f.read(MAX_JSON_CONFIG_BYTES + 1 - len(data))
     except FileNotFoundError:
         raise ConfigError("no such file (create one, or pass --config PATH)", file=str(p)) from None
     except IsADirectoryError:
         raise ConfigError("is a folder; --config names the configuration file", file=str(p)) from None
     except OSError as e:
         raise ConfigError(f"cannot read: {e.strerror or e}", file=str(p)) from None
+    limit = MAX_JSON_CONFIG_BYTES if is_json else MAX_CONFIG_BYTES
+    if len(data) > limit:
+        shown = f"{size:,} bytes" if size > limit else f"more than {limit:,} bytes"
+        raise ConfigError(_too_large_json(shown, str(p)) if is_json else _too_large(shown), file=str(p))
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line, column = data.count(b"\n", 0, e.start) + 1, e.start - data.rfind(b"\n", 0, e.start)
         raise ConfigError(
@@ -558,4 +513,3 @@ def load_config(
             file=str(p),
             line=line,
         ) from None
-    return parse_config(text, source=str(p), environ=environ, folder=p.parent, sections=sections)

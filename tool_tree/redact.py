@@ -14,8 +14,10 @@ configuration with a marker naming where it came from:
 
 A value shorter than `MIN_SECRET_CHARS` is left alone: ``env: {DEBUG: "1"}`` would otherwise turn
 every 1 in the text into a marker, and so short a value is no secret. A value of several lines is
-also matched line by line. Only the text as configured is matched: this keeps a server from
-leaking its secret by accident, not one that means to (it could encode it, or send it in a result).
+also matched line by line; each value also without the whitespace around it, and as a Python ``repr``
+shows it (an exception quoting it: ``Illegal header value b'Bearer sk-…\\r'``). Only the text as
+configured is matched: this keeps a server from leaking its secret by accident, not one that means to (it
+could encode it, or send it in a result).
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ def secrets(server: ServerConfig) -> dict[str, str]:
     def add(value: str, where: str) -> None:
         lines = [line.strip() for line in value.splitlines()] if "\n" in value else []
         for v in (value, *lines):
-            if len(v) >= MIN_SECRET_CHARS:
-                found.setdefault(v, f"[redacted {where}]")
+            for form in _forms(v):
+                if len(form) >= MIN_SECRET_CHARS:
+                    found.setdefault(form, f"[redacted {where}]")
 
     for name, value in server.env.items():
         add(value, name)
@@ -59,6 +62,16 @@ def secrets(server: ServerConfig) -> dict[str, str]:
             add(value, f"url query {unquote_plus(name)}")
             add(unquote_plus(value), f"url query {unquote_plus(name)}")
     return found
+
+
+def _forms(value: str) -> tuple[str, ...]:
+    """``value`` as written, without the whitespace around it (a token read from a file ending in ``\\r``),
+    and each of those as a Python ``repr`` shows it between its quotes, as text and as UTF-8 bytes: an error
+    quoting the value escapes it (httpx: ``Illegal header value b'Bearer sk-…\\r'``)."""
+    forms = [value, value.strip()]
+    for v in (value, value.strip()):
+        forms += [repr(v)[1:-1], repr(v.encode("utf-8", "backslashreplace"))[2:-1]]
+    return tuple(dict.fromkeys(forms))
 
 
 def redact(text: str, server: ServerConfig) -> str:

@@ -312,6 +312,11 @@ def test_out_that_is_a_file_exits_2_before_any_server_starts(
             "servers: {}\nsandbox:\n  memory: lots\n",
             "tooltree.yaml:3: sandbox.memory: not a size: 'lots' (use e.g. 512m or 2g)",
         ),
+        (  # before: RecursionError, exit 1
+            "servers: {}\nsandbox:\n  pip_packages: " + "[" * 20_000 + "]" * 20_000 + "\n",
+            "tooltree.yaml:3: nested too deep: more than 64 levels of mappings and lists"
+            " (tooltree's settings go 4 deep)",
+        ),
     ],
 )
 def test_a_config_mistake_exits_2_naming_file_line_and_key(
@@ -380,6 +385,32 @@ def test_an_http_server_that_wants_credentials_is_reported_with_its_status(
         assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree")]) == 3
     line = next(ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("drive "))
     assert "HTTP 401 Unauthorized: the server wants credentials: set them in its `headers`" in line
+
+
+def test_a_server_that_names_its_key_in_its_refusal_is_reported_without_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: "FAILED  crm: MCPError: invalid API key sk-crm-…" in the progress line and the table (the stderr tail
+    # below them was redacted).
+    from tests.generator.test_discover import REFUSER
+
+    secret = "sk-crm-91b2c3d4e5f6"
+    monkeypatch.setenv("CRM_KEY", secret)
+    script = tmp_path / "refuser.py"
+    script.write_text(REFUSER, encoding="utf-8")
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(
+        f"servers:\n  crm:\n    command: {json.dumps(sys.executable)}\n    args: [{json.dumps(str(script))}]\n"
+        "    env: {API_KEY: '${CRM_KEY}'}\n",
+        encoding="utf-8",
+    )
+    assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree")]) == 3
+    err = capsys.readouterr().err
+    assert secret not in err
+    assert "FAILED  crm: MCPError: invalid API key [redacted API_KEY]" in err
+    assert "crm     failed  -" in err and err.count("invalid API key [redacted API_KEY]") == 2
+    assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree"), "--json"]) == 3
+    assert json.loads(capsys.readouterr().out)["servers"][0]["error"] == "MCPError: invalid API key [redacted API_KEY]"
 
 
 def test_ctrl_c_while_servers_are_listed_sets_the_cancel_and_otherwise_interrupts() -> None:

@@ -81,3 +81,35 @@ async def test_the_stderr_of_a_server_that_failed_comes_back_without_its_env_sec
     bad = replace(raw(tmp_path, "bad", 10, behavior="exit_at_start", stderr=f"bad key {secret}"), env={"KEY": secret})
     (result,) = await discover_all([bad], jobs=1)
     assert result.stderr_tail == "bad key [redacted KEY]"  # what generate-tree and serve's refresh show
+
+
+REFUSER = """\
+import json, os, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("id") is not None:
+        error = {"code": -32001, "message": "invalid API key " + os.environ["API_KEY"]}
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": error}), flush=True)
+"""
+
+
+async def test_a_server_refusing_initialize_with_its_key_is_reported_without_the_key(tmp_path: Path) -> None:
+    # Before: "MCPError: invalid API key sk-crm-…" in generate-tree's progress line and table, and in serve's.
+    secret = "sk-crm-91b2c3d4e5f6"
+    script = tmp_path / "refuser.py"
+    script.write_text(REFUSER, encoding="utf-8")
+    server = ServerConfig(name="crm", command=sys.executable, args=(str(script),), env={"API_KEY": secret}, timeout=10)
+    (result,) = await discover_all([server], jobs=1)
+    assert result.error == "MCPError: invalid API key [redacted API_KEY]"
+
+
+async def test_a_header_httpx_cannot_send_is_reported_without_its_value(tmp_path: Path) -> None:
+    # A token read from a file with a Windows line end: httpx quotes the whole value in its error, as bytes.
+    from tests.tool_tree.test_connect import serving
+
+    secret = "sk-live-5f3a9c1e7d2b4a68"
+    with serving(200, "application/json", b"{}") as url:
+        server = ServerConfig(name="drive", url=url, headers={"Authorization": f"Bearer {secret}\r"}, timeout=10)
+        (result,) = await discover_all([server], jobs=1)
+    assert result.error is not None and "Illegal header value" in result.error
+    assert secret not in result.error and "[redacted header Authorization]" in result.error

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from sandbox.config import SandboxConfig
+from sandbox.config import MAX_PIP_PACKAGES, MAX_PIP_SPEC, SandboxConfig, image_problem
 from sandbox.errors import SandboxError
 from tool_tree.config import ConfigError, parse_config
 from tooltree_cli.common import config_sections
@@ -44,6 +44,36 @@ POSITIVE = "expected a positive number"
             "  pip_packages: [pandas, --index-url=http://mirror.example/simple]\n",
             "tooltree.yaml:3: sandbox.pip_packages: not a pip requirement: '--index-url=http://mirror.example/simple'"
             " (a name with optional extras and versions, such as pandas==2.2)",
+        ),
+        (  # before: accepted (`$` matches before a final newline); the build failed parsing the Dockerfile
+            '  pip_packages: ["six\\n"]\n',
+            "tooltree.yaml:3: sandbox.pip_packages: not a pip requirement: 'six\\n'"
+            " (a name with optional extras and versions, such as pandas==2.2)",
+        ),
+        (  # before: "expected a list of …, got a list"
+            "  pip_packages: [six, null]\n",
+            "tooltree.yaml:3: sandbox.pip_packages: expected a list of pip requirements baked into a derived image;"
+            " item 1 is null, not a string",
+        ),
+        (  # before: accepted; the engine refused the Dockerfile ("dockerfile line greater than max allowed size")
+            f"  pip_packages: [{', '.join(f'p{i}' for i in range(MAX_PIP_PACKAGES + 1))}]\n",
+            "tooltree.yaml:3: sandbox.pip_packages: 201 requirements; at most 200"
+            " (they go on one line of a Dockerfile)",
+        ),
+        (
+            f"  pip_packages: [{'p' * (MAX_PIP_SPEC + 1)}]\n",
+            "tooltree.yaml:3: sandbox.pip_packages: a requirement of 201 characters; at most 200: 'pppppppppppppppppppp"
+            "pppppppppppppppppppp'…",
+        ),
+        (  # before: accepted, and written into the derived image's `FROM` line
+            '  memory: 1g\n  image: "python:3.12\\nRUN id"\n',
+            "tooltree.yaml:4: sandbox.image: not a Docker image reference: 'python:3.12\\nRUN id' (such as "
+            "python:3.12-slim, registry.example.com:5000/team/sandbox:1, or name@sha256:<digest>; lowercase)",
+        ),
+        (
+            "  image: Python:3.12\n",
+            "tooltree.yaml:3: sandbox.image: not a Docker image reference: 'Python:3.12' (such as "
+            "python:3.12-slim, registry.example.com:5000/team/sandbox:1, or name@sha256:<digest>; lowercase)",
         ),
     ],
 )
@@ -100,3 +130,29 @@ def test_pip_requirements_with_extras_and_versions_are_accepted() -> None:
         "servers: {}\nsandbox:\n  pip_packages: [pandas==2.2.3, 'httpx[http2]>=0.27,<1', numpy]\n", environ={}
     )
     assert SandboxConfig.from_config(config).pip_packages == ("pandas==2.2.3", "httpx[http2]>=0.27,<1", "numpy")
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "python:3.12-slim",
+        "tooltree-sandbox:0123abcd",
+        "registry.example.com:5000/team/sand_box:v1.2-rc",
+        "[::1]:5000/sandbox",
+        "docker.io/library/debian@sha256:" + "0a" * 32,
+        "debian:bookworm@sha256:" + "0a" * 32,
+    ],
+)
+def test_an_image_reference_of_the_engines_grammar_is_accepted(image: str) -> None:
+    config = parse_config(f"servers: {{}}\nsandbox:\n  image: '{image}'\n", environ={}, sections=config_sections())
+    assert SandboxConfig.from_config(config).image == image
+
+
+@pytest.mark.parametrize(
+    "image", ["a b", "name:", "-name", "a//b", "a___b", "name:" + "t" * 129, "a@sha256:short", "x" * 600]
+)
+def test_an_image_reference_outside_the_grammar_is_refused_also_when_passed_directly(image: str) -> None:
+    assert image_problem(image) is not None
+    with pytest.raises(SandboxError) as info:
+        SandboxConfig(image=image)
+    assert str(info.value).startswith("image: ")

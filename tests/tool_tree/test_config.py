@@ -365,3 +365,68 @@ def test_a_folder_given_as_the_config_says_so(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(tmp_path, environ={})
     assert str(info.value) == f"{tmp_path}: is a folder; --config names the configuration file"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("${SET:-d}", "set"),
+        ("${EMPTY:-d}", "d"),  # before: "" (the shell and docker compose use the default)
+        ("${UNSET:-d}", "d"),
+        ("${SET-d}", "set"),
+        ("${EMPTY-d}", ""),  # `-` alone: the default only when unset, as in the shell
+        ("${UNSET-d}", "d"),  # before: "${UNSET-d}", left as written
+        ("${UNSET:-}", ""),
+        ("a${EMPTY}b", "ab"),
+    ],
+)
+def test_a_default_applies_when_unset_or_empty_with_colon_dash_and_only_when_unset_with_dash(
+    value: str, expected: str
+) -> None:
+    text = f"servers:\n  a: {{command: x, args: ['{value}']}}\n"
+    config = parse_config(text, environ={"SET": "set", "EMPTY": ""})
+    assert config.servers[0].args == (expected,)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        # Before: `}` (with A set but empty), or the text left as written.
+        ("${A:-${B}}", "a default may not hold a brace or another ${...}: '${A:-${B}}'"),
+        ("${A:-{}}", "a default may not hold a brace or another ${...}: '${A:-{}}'"),
+        ("x ${A:?set A} y", "not a variable reference: '${A:?set A}'"),
+        ("${1}", "not a variable reference: '${1}'"),
+        ("${A", "not a variable reference: '${A'"),
+    ],
+)
+def test_a_variable_reference_of_another_form_is_an_error_naming_it(value: str, expected: str) -> None:
+    e = error_of(f"servers:\n  a:\n    command: x\n    args: ['{value}']\n")
+    forms = "(use ${VAR}, ${VAR:-default} or ${VAR-default}, and $$ for a literal $)"
+    assert str(e) == f"tooltree.yaml:4: servers.a.args[0]: {expected} {forms}"
+
+
+def test_yaml_merge_keys_merge_mappings_and_keys_written_beside_them_win() -> None:
+    # Before: "could not determine a constructor for the tag 'tag:yaml.org,2002:merge'".
+    text = """\
+servers:
+  crm: &base
+    command: python
+    args: [crm.py]
+    env: {LEVEL: info}
+  crm2:
+    <<: *base
+    args: [crm2.py]
+  both:
+    <<: [{command: node, timeout: 5}, *base]
+"""
+    crm, crm2, both = parse_config(text, environ={}).servers
+    assert (crm2.command, crm2.args, crm2.env) == ("python", ("crm2.py",), {"LEVEL": "info"})
+    assert (both.command, both.args, both.timeout) == ("node", ("crm.py",), 5.0)  # the first mapping merged wins
+    assert crm.args == ("crm.py",)
+
+
+def test_a_merge_key_naming_something_other_than_mappings_is_an_error_with_its_line() -> None:
+    e = error_of("servers:\n  a:\n    command: x\n  b:\n    <<: [x]\n")
+    assert str(e) == (
+        "tooltree.yaml:5: servers.b: a merge key (<<) takes a mapping or a list of mappings, such as <<: *common"
+    )

@@ -84,3 +84,13 @@ def test_the_stderr_tail_is_redacted_and_a_secret_cut_by_its_window_leaves_no_pi
         assert log.tail().endswith("failed with [redacted API_KEY]")
     finally:
         log.close()
+
+
+def test_a_value_is_also_matched_trimmed_and_as_a_python_repr_quotes_it() -> None:
+    server = ServerConfig(
+        name="h", url="https://mcp.example.com/mcp", headers={"Authorization": "Bearer tok\\9f8e'7d\r"}
+    )
+    assert redact('Illegal header value b"Bearer tok\\\\9f8e\'7d\\r"', server) == (
+        'Illegal header value b"[redacted header Authorization]"'
+    )
+    assert redact("invalid key sk-live-0123", stdio(KEY="sk-live-0123\r\n")) == "invalid key [redacted KEY]"

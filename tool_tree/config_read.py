@@ -1,0 +1,293 @@
+"""The reader under `tool_tree.config`: YAML (and JSON, which it reads as YAML) with every value's line.
+
+PyYAML's safe composer builds the nodes (`compose`, stopped past `MAX_DEPTH` levels or `MAX_NODES` nodes);
+`Reader` turns them into `Node` values that keep their line, expanding aliases and merge keys (at most
+`MAX_VALUES` values once expanded), and reads them as strings (``${VAR}`` expanded), lists, mappings,
+numbers and booleans. Every problem is a `ConfigError` naming the file, the line and the key. What a
+configuration holds is `tool_tree.config`'s; import `ConfigError` and the bounds from there.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MAX_VALUES = 1_000_000
+"""Values (mappings, lists, scalars) a configuration may hold, its YAML aliases expanded: 50 times a config of
+ten thousand servers, and a bound on what a file of nested aliases (a "billion laughs") can make the reader build."""
+MAX_NODES = 200_000
+"""Values the YAML composer may build, before aliases are expanded (`MAX_VALUES` counts them after): PyYAML
+takes about 22 µs and 750 bytes for each, and 2 MiB of ``[a,a,a,…]`` is a million of them. A config of 10,000
+servers, each with args and env, has 130,000 (2.8 s); 200,000 take 4.5 s and 150 MB."""
+MAX_DEPTH = 64
+"""Levels of mappings and lists a configuration may nest (tooltree's own settings go 4 deep): the readers
+recurse once a level, and 20,000 ``[`` ended in RecursionError."""
+
+
+class ConfigError(Exception):
+    """The configuration is invalid. ``str()`` is one line: ``file:line: key: problem``."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None):
+        self.message = message
+        self.file = file
+        self.line = line
+        self.key = key
+        where = file or "<config>"
+        if line is not None:
+            where += f":{line}"
+        super().__init__(f"{where}: {key}: {message}" if key else f"{where}: {message}")
+
+
+_VAR = re.compile(r"\$(\$|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^{}]*))?\}|\{)")
+"""``$$``, ``${VAR}``, ``${VAR:-default}`` or ``${VAR-default}`` (a default holds no brace); else a bare ``${``,
+which `Reader.expand` refuses."""
+
+
+class _TooBig(Exception):
+    """The YAML composer stopped: the document nests deeper than `MAX_DEPTH` or holds more than `MAX_NODES` nodes."""
+
+    def __init__(self, problem: str, line: int) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.line = line
+
+
+@functools.cache
+def _loader() -> type:
+    """PyYAML's safe loader, composing at most `MAX_DEPTH` levels and `MAX_NODES` nodes (its composer recurses
+    once a level, and builds every node before `Reader.to_node` counts them)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        depth = nodes = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            self.depth += 1
+            self.nodes += 1
+            try:
+                if self.depth > MAX_DEPTH:
+                    raise _TooBig(too_deep(), self._line())
+                if self.nodes > MAX_NODES:
+                    raise _TooBig(f"the file holds more than {MAX_NODES:,} values", self._line())
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+        def _line(self) -> int:
+            event: Any = self.peek_event()  # type: ignore[no-untyped-call]
+            return int(event.start_mark.line) + 1
+
+    return Loader
+
+
+def too_deep() -> str:
+    return f"nested too deep: more than {MAX_DEPTH} levels of mappings and lists (tooltree's settings go 4 deep)"
+
+
+def _too_many() -> str:
+    return f"the file holds more than {MAX_VALUES:,} values once its YAML aliases (*name) are expanded"
+
+
+def compose(text: str, source: str, *, line: int = 1, column: int = 0, depth: int = 0) -> Any:
+    """The YAML node of ``text``, or None when it holds none. ``line`` and ``column`` say where ``text`` starts
+    in its file (so a part of a file keeps the file's lines) and ``depth`` how many levels hold it.
+
+    Raises:
+        ConfigError: the text is not valid YAML, nests deeper than `MAX_DEPTH` or holds more than `MAX_NODES` nodes.
+    """
+    import yaml  # here, not at module level: commands that read no config start faster
+
+    loader = _loader()(text)
+    # PyYAML's reader counts its marks from these (0-based); nothing has been read yet.
+    loader.line, loader.column, loader.depth = line - 1, column, depth
+    try:
+        return loader.get_single_node()
+    except _TooBig as e:
+        raise ConfigError(e.problem, file=source, line=e.line) from None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark.line + 1 if e.problem_mark else None
+        raise ConfigError(f"invalid YAML: {e.problem or e}", file=source, line=mark) from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"invalid YAML: {e}", file=source) from None
+    finally:
+        loader.dispose()
+
+
+@dataclass
+class Node:
+    """A parsed value with the line it came from (1-based)."""
+
+    value: Any
+    line: int | None
+
+
+class Reader:
+    """Reads composed nodes of the file ``file`` as `Node` values, and those as a configuration's values."""
+
+    def __init__(self, file: str, environ: Mapping[str, str], folder: Path | None = None):
+        self.file = file
+        self.environ = environ
+        self.folder = folder
+        self.values = 0  # values read so far (`to_node`), aliases counted each time they are used
+
+    def error(self, message: str, node: Node | None, key: str | None = None) -> ConfigError:
+        return ConfigError(message, file=self.file, line=node.line if node else None, key=key)
+
+    def to_node(self, yn: Any, key: str | None = None, depth: int = 1) -> Node:
+        """A composed YAML node as `Node` values, each with its line; ``key`` names it in errors.
+
+        Raises:
+            ConfigError: a key that is not a string, a duplicate key, a tag no safe loader knows, a merge
+                key (``<<``) that does not name mappings, or more than `MAX_DEPTH` levels or `MAX_VALUES`
+                values once aliases are expanded.
+        """
+        import yaml
+        from yaml.constructor import ConstructorError, SafeConstructor
+
+        line = yn.start_mark.line + 1
+        self.values += 1
+        if self.values > MAX_VALUES:
+            # Aliases are expanded here: a few lines of `&a [*b, *b, …]` can stand for billions of values.
+            raise self.error(_too_many(), Node(None, line), key)
+        if depth > MAX_DEPTH:  # the composer checked the text; aliases nested in aliases go deeper
+            raise self.error(too_deep(), Node(None, line), key)
+        if isinstance(yn, yaml.MappingNode):
+            out: dict[str, tuple[Node, Node]] = {}
+            merged: dict[str, tuple[Node, Node]] = {}
+            for k, v in yn.value:
+                if k.tag == "tag:yaml.org,2002:merge":
+                    merged = {**self.merge(v, key, depth), **merged}  # the first mapping merged wins
+                    continue
+                knode = self.to_node(k, key, depth + 1)
+                if not isinstance(knode.value, str):
+                    raise self.error(f"keys must be strings, got {knode.value!r}", knode, key)
+                if knode.value in out:
+                    raise self.error("duplicate key", knode, f"{key}.{knode.value}" if key else knode.value)
+                out[knode.value] = (knode, self.to_node(v, f"{key}.{knode.value}" if key else knode.value, depth + 1))
+            return Node({**merged, **out}, line)  # keys written beside `<<` win
+        if isinstance(yn, yaml.SequenceNode):
+            items = [self.to_node(v, f"{key}[{i}]" if key else f"[{i}]", depth + 1) for i, v in enumerate(yn.value)]
+            return Node(items, line)
+        assert isinstance(yn, yaml.ScalarNode)
+        if yn.tag == "tag:yaml.org,2002:str":
+            return Node(yn.value, line)
+        # Constructed directly, not re-serialized and loaded: an empty value (`servers:` and nothing
+        # after it) has no text of its own, and serializing it alone is not valid YAML.
+        try:
+            value = SafeConstructor().construct_object(yn, deep=True)
+        except ConstructorError as e:
+            raise self.error(f"invalid YAML: {e.problem or e}", Node(None, line), key) from None
+        except (ValueError, TypeError, KeyError, AttributeError):  # an explicit tag on text it does not fit
+            tag = yn.tag.removeprefix("tag:yaml.org,2002:")
+            raise self.error(f"invalid YAML: {yn.value!r} is not a valid !!{tag}", Node(None, line), key) from None
+        return Node(value, line)
+
+    def merge(self, yn: Any, key: str | None, depth: int) -> dict[str, tuple[Node, Node]]:
+        """The keys a YAML merge key (``<<: *a`` or ``<<: [*a, *b]``) brings in; of a list, the first mapping's win.
+
+        Raises:
+            ConfigError: the merge key names something other than a mapping or a list of mappings.
+        """
+        import yaml
+
+        sources = yn.value if isinstance(yn, yaml.SequenceNode) else [yn]
+        merged: dict[str, tuple[Node, Node]] = {}
+        for source in sources:
+            if not isinstance(source, yaml.MappingNode):
+                where = Node(None, source.start_mark.line + 1)
+                raise self.error(
+                    "a merge key (<<) takes a mapping or a list of mappings, such as <<: *common", where, key
+                )
+            mapping: dict[str, tuple[Node, Node]] = self.to_node(source, key, depth).value
+            merged = {**mapping, **merged}
+        return merged
+
+    def expand(self, text: str, node: Node, key: str) -> str:
+        """``text`` with ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}`` and ``$$`` replaced.
+
+        Raises:
+            ConfigError: a variable without a default is not set, or a ``${`` is none of these forms.
+        """
+
+        def sub(m: re.Match[str]) -> str:
+            if m.group(1) == "$":
+                return "$"
+            if m.group(1) == "{":
+                raise self.error(_bad_reference(text, m.start()), node, key)
+            name, dash, default = m.group(2), m.group(3), m.group(4)
+            value = self.environ.get(name)
+            if value is not None and not (dash == ":-" and value == ""):
+                return value
+            if dash is not None:  # `:-` when unset or empty, `-` when unset: as the shell and docker compose
+                return default
+            raise self.error(f"environment variable ${{{name}}} is not set", node, key)
+
+        return _VAR.sub(sub, text)
+
+    def string(self, node: Node, key: str, *, expand: bool = True) -> str:
+        v = node.value
+        if isinstance(v, bool) or not isinstance(v, str | int | float):
+            raise self.error(f"expected a string, got {kind_of(v)}", node, key)
+        return self.expand(str(v), node, key) if expand else str(v)
+
+    def string_list(self, node: Node, key: str, *, expand: bool = True) -> tuple[str, ...]:
+        if not isinstance(node.value, list):
+            raise self.error(f"expected a list of strings, got {kind_of(node.value)}", node, key)
+        return tuple(self.string(item, f"{key}[{i}]", expand=expand) for i, item in enumerate(node.value))
+
+    def string_map(self, node: Node, key: str) -> dict[str, str]:
+        if not isinstance(node.value, dict):
+            raise self.error(f"expected a mapping of strings, got {kind_of(node.value)}", node, key)
+        return {k: self.string(v, f"{key}.{k}") for k, (_, v) in node.value.items()}
+
+    def number(self, node: Node, key: str) -> float:
+        v = node.value
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < math.inf:
+            raise self.error(f"expected a positive number of seconds, got {value_shown(v)}", node, key)
+        return float(v)
+
+    def boolean(self, node: Node, key: str) -> bool:
+        if not isinstance(node.value, bool):
+            raise self.error(f"expected true or false, got {value_shown(node.value)}", node, key)
+        return node.value
+
+
+def _bad_reference(text: str, at: int) -> str:
+    """Why the ``${`` at ``at`` in ``text`` is not a reference `Reader.expand` can replace."""
+    rest, depth, end = text[at:], 0, min(len(text) - at, 80)
+    for i, c in enumerate(rest[:80]):  # as far as its braces close, if they do soon
+        depth += (c == "{") - (c == "}")
+        if depth == 0 and c == "}":
+            end = i + 1
+            break
+    shown = rest[:end] + ("…" if len(rest) > end and depth else "")
+    forms = "use ${VAR}, ${VAR:-default} or ${VAR-default}, and $$ for a literal $"
+    if re.match(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?-[^{}]*\{", rest):
+        return f"a default may not hold a brace or another ${{...}}: {shown!r} ({forms})"
+    return f"not a variable reference: {shown!r} ({forms})"
+
+
+def kind_of(v: Any) -> str:
+    if v is None:
+        return "nothing"
+    if isinstance(v, dict):
+        return "a mapping"
+    if isinstance(v, list):
+        return "a list"
+    return f"{type(v).__name__} {v!r}"
+
+
+def value_shown(v: Any) -> str:
+    """A value as an error shows it: a scalar as written, a mapping or list (or nothing) by its kind."""
+    return kind_of(v) if v is None or isinstance(v, dict | list) else repr(v)
+
+
+def did_you_mean(word: str, options: Any) -> str:
+    close = difflib.get_close_matches(word, sorted(options), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
