@@ -11,19 +11,20 @@ engine's explanation attached) or `EngineUnavailableError` (no engine answers: s
 set ``DOCKER_HOST``).
 
 (Over 400 lines: one class around one docker-py client — the Engine API calls the sandbox makes,
-each with its error translation; the attach channel is `_attach`.)
+each with its error translation, and the build's deadline and log tail; the attach channel is `_attach`.)
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import io
 import json
 import logging
 import math
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -32,6 +33,7 @@ import docker
 import docker.errors
 import docker.transport.unixconn
 import requests.exceptions
+import urllib3.exceptions
 
 from sandbox._attach import AttachSocket
 from sandbox.errors import EngineError, EngineUnavailableError
@@ -90,8 +92,11 @@ def translated(what: str) -> Iterator[None]:
         raise EngineError(
             f"{what} failed: {explanation[-2000:]}", command=[what], returncode=e.status_code, stderr=explanation
         ) from None
-    except requests.exceptions.Timeout:
+    except (requests.exceptions.Timeout, urllib3.exceptions.ReadTimeoutError):
+        # urllib3's own error escapes requests when a streamed response (a build, a pull) is read.
         raise EngineError(f"{what}: the Docker engine at {engine_address()} did not answer in time") from None
+    except urllib3.exceptions.ProtocolError as e:
+        raise EngineError(f"{what}: the connection to the Docker engine at {engine_address()} broke ({e})") from None
     except requests.exceptions.ConnectionError as e:
         raise EngineUnavailableError(
             f"{what}: no Docker engine answers at {engine_address()} ({e}); start Docker or set DOCKER_HOST"
@@ -100,16 +105,60 @@ def translated(what: str) -> Iterator[None]:
         raise EngineError(f"{what} failed: {e}") from None
 
 
-def _collect(item: Any, log: list[str], what: str) -> None:
+LOG_TAIL_CHARS = 3000
+"""How much of the end of a build log is kept (the rest is read and dropped) and reported on failure."""
+
+
+class LogTail:
+    """The last ``limit`` characters of a stream of text, without keeping the rest in memory."""
+
+    def __init__(self, limit: int = LOG_TAIL_CHARS) -> None:
+        self.limit = limit
+        self._parts: collections.deque[str] = collections.deque()
+        self._size = 0
+
+    def append(self, text: str) -> None:
+        """Add ``text`` at the end, dropping what falls out of the tail."""
+        text = text[-self.limit :]
+        self._parts.append(text)
+        self._size += len(text)
+        while self._size - len(self._parts[0]) >= self.limit:
+            self._size -= len(self._parts.popleft())
+
+    def text(self) -> str:
+        """The tail: at most ``limit`` characters."""
+        return "".join(self._parts)[-self.limit :]
+
+
+def _collect(item: Any, log: LogTail | None, what: str) -> None:
     """One decoded line of a build, pull or import stream: its text kept, its error raised."""
     if not isinstance(item, dict):
         return
     if item.get("error"):
         raise EngineError(
-            f"{what} failed: {str(item['error'])[-2000:]}", command=[what], output="".join(log) + str(item["error"])
+            f"{what} failed: {str(item['error'])[-2000:]}", command=[what], output=log.text() if log else ""
         )
-    if isinstance(item.get("stream"), str):
+    if log is not None and isinstance(item.get("stream"), str):
         log.append(item["stream"])
+
+
+def _shut(response: requests.Response) -> None:
+    """Shut a streamed response's connection, waking the thread blocked reading it (which alone may
+    close the response: two threads closing it race). The engine then cancels the request: a build
+    kills its running step's container and removes it."""
+    raw: Any = response.raw
+    sock: Any = getattr(getattr(getattr(raw, "_fp", None), "fp", None), "raw", None)  # http.client's SocketIO
+    sock = getattr(sock, "_sock", sock)  # the socket under it (unix, tcp, tls)
+    with contextlib.suppress(OSError, AttributeError):
+        sock.shutdown(socket.SHUT_RDWR)  # close() would not wake a blocked recv
+
+
+_STREAM_BROKE = (
+    urllib3.exceptions.HTTPError, requests.exceptions.RequestException, docker.errors.StreamParseError, OSError,
+    ValueError,
+)  # fmt: skip
+"""What reading a streamed response raises when its connection is shut, times out or breaks."""
+_TIMEOUTS = (urllib3.exceptions.ReadTimeoutError, requests.exceptions.Timeout, TimeoutError)
 
 
 def _bound_idle_connections(client: docker.DockerClient) -> None:
@@ -242,21 +291,65 @@ class DockerEngine:
         return True
 
     def build_image(
-        self, context: bytes, tag: str, *, build_args: Mapping[str, str], labels: Mapping[str, str], timeout: float
+        self, context: bytes, tag: str, *, build_args: Mapping[str, str], labels: Mapping[str, str], deadline: float
     ) -> str:
-        """Build an image from a tar of its context (Dockerfile at the top), never pulling; the build log.
+        """Build an image from a tar of its context (Dockerfile at the top), never pulling; the end of its log.
+
+        The whole build gets ``deadline`` seconds: then its connection is closed, which makes the
+        engine stop it (kill and remove the running step's container). Only the last
+        `LOG_TAIL_CHARS` of the log are kept.
 
         Raises:
-            EngineError: the build failed (``output`` holds the log).
+            EngineError: the build failed or passed its deadline (``output`` holds the end of the log).
         """
-        log: list[str] = []
-        with translated(f"image build {tag}"):
-            for item in self.api.build(
-                fileobj=io.BytesIO(context), custom_context=True, tag=tag, buildargs=dict(build_args),
-                labels=dict(labels), pull=False, rm=True, forcerm=True, decode=True, timeout=int(timeout),
-            ):  # fmt: skip
-                _collect(item, log, f"image build {tag}")
-        return "".join(log)
+        what = f"image build {tag}"
+        params = {
+            "t": tag, "buildargs": json.dumps(dict(build_args)), "labels": json.dumps(dict(labels)),
+            "pull": False, "rm": True, "forcerm": True, "q": False, "nocache": False,
+        }  # fmt: skip
+        headers = {"Content-Type": "application/tar"}
+        # docker-py's `build` posts the same, but hides the response this needs to close at the deadline.
+        api: Any = self.api
+        log = LogTail()
+        started = time.monotonic()
+        with translated(what):
+            api._set_auth_headers(headers)
+            response = api._post(
+                api._url("/build"), data=context, params=params, headers=headers, stream=True, timeout=deadline
+            )
+        passed = threading.Event()
+
+        def stop() -> None:
+            passed.set()
+            _shut(response)
+
+        timer = threading.Timer(max(0.0, deadline - (time.monotonic() - started)), stop)
+        timer.daemon = True
+        timer.start()
+        try:
+            with translated(what):
+                try:
+                    for item in api._stream_helper(response, decode=True):
+                        _collect(item, log, what)
+                except docker.errors.APIError:
+                    raise  # the engine refused the build: `translated` says why
+                except _STREAM_BROKE as e:
+                    if not (passed.is_set() or isinstance(e, _TIMEOUTS)):
+                        raise EngineError(
+                            f"{what}: the connection to the Docker engine at {engine_address()} broke ({e})",
+                            command=[what], output=log.text(),
+                        ) from None  # fmt: skip
+                    passed.set()  # shut at the deadline, or one read waited as long: the build is past it
+        finally:
+            timer.cancel()
+            _shut(response)
+            with contextlib.suppress(OSError, AttributeError, requests.exceptions.RequestException):
+                response.close()
+        if passed.is_set():
+            raise EngineError(
+                f"{what} did not finish within {deadline:.0f} s and was stopped", command=[what], output=log.text()
+            )
+        return log.text()
 
     def import_image(self, tarball: Path, name: str, *, changes: list[str]) -> None:
         """Import a root filesystem tarball as image ``name`` (``repository:tag``), with Dockerfile ``changes``.
@@ -269,7 +362,7 @@ class DockerEngine:
             output = self.api.import_image(src=str(tarball), repository=repository, tag=tag or None, changes=changes)
         for line in str(output).splitlines():
             with contextlib.suppress(ValueError):
-                _collect(json.loads(line), [], f"image import {name}")
+                _collect(json.loads(line), None, f"image import {name}")
 
     def pull_image(self, name: str) -> None:
         """Pull ``name`` from its registry.
@@ -280,7 +373,7 @@ class DockerEngine:
         repository, _, tag = name.partition(":")
         with translated(f"image pull {name}"):
             for item in self.api.pull(repository, tag=tag or None, stream=True, decode=True):
-                _collect(item, [], f"image pull {name}")
+                _collect(item, None, f"image pull {name}")
 
     # ---- containers ---------------------------------------------------------------------------
 

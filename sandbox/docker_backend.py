@@ -28,9 +28,9 @@ from sandbox._attach import AttachSocket
 from sandbox._docker import DockerEngine, default_engine
 from sandbox.backend import Connection, SandboxBackend
 from sandbox.config import SandboxConfig
-from sandbox.errors import EngineError, EngineUnavailableError, HardeningError, ImageError, SandboxError
+from sandbox.errors import EngineError, EngineUnavailableError, HardeningError, SandboxError
 from sandbox.hardening import OWNER_LABEL, check_hardening, check_process_status, container_spec
-from sandbox.image import build_derived_image, build_image, derived_image_name, image_name
+from sandbox.image import ensure_image, session_image
 from sandbox.tree_pack import pack_tree, tree_fingerprint
 from tool_tree.tree import tree_lock
 
@@ -154,7 +154,7 @@ class DockerBackend(SandboxBackend):
         self.tree = Path(tree) if tree is not None else None
         self.docker = docker or default_engine()
         self.build = build
-        self.image = self.config.image or image_name()
+        self.image = session_image(self.config.image, self.config.pip_packages)[1]
         self.tree_volume: str | None = None
         self._prepared = False
         self._lock = threading.Lock()
@@ -171,26 +171,7 @@ class DockerBackend(SandboxBackend):
             if self._prepared:
                 return
             self.docker.ping()
-            if not self.docker.image_exists(self.image):
-                if self.build and self.config.image is None:
-                    build_image(self.docker)
-                else:
-                    raise ImageError(
-                        f"the sandbox image {self.image} is not built: run `tooltree image build` "
-                        "(or python -m sandbox.image build)"
-                    )
-            if self.config.pip_packages:
-                packages = list(self.config.pip_packages)
-                derived = derived_image_name(self.image, packages)
-                if self.build:
-                    build_derived_image(self.docker, self.image, packages)
-                elif not self.docker.image_exists(derived):
-                    raise ImageError(
-                        f"the sandbox image with {', '.join(packages)} is not built: run "
-                        "`tooltree image build --config tooltree.yaml` (the config that lists them), or "
-                        f"python -m sandbox.image build --pip {' '.join(packages)}"
-                    )
-                self.image = derived
+            self.image = ensure_image(self.docker, self.config.image, self.config.pip_packages, build=self.build)
             if self.tree is not None:
                 self.tree_volume = self._ensure_tree_volume(self.tree)
             self._prepared = True

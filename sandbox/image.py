@@ -9,11 +9,17 @@ build bootstraps a Debian base instead: ``mmdebstrap`` from the mirror that the 
 apt sources name (read at run time) writes a root filesystem tarball, which the Engine API
 imports (``POST /images/create?fromSrc=-``, what ``docker import`` does). ``--offline-base``
 asks for that directly. Users add pip packages with a derived image (`build_derived_image`),
-cached by the package list. Every engine step goes through the Engine API (`sandbox._docker`);
-builds use the engine's classic builder, which needs no ``buildx``.
+cached by its parent and the package list; `session_image` names the image a session runs for
+``sandbox.image`` and ``sandbox.pip_packages``, and `ensure_image` builds it (or says what to run),
+so what is built is what a session looks for. Every engine step goes through the Engine API
+(`sandbox._docker`); builds use the engine's classic builder, which needs no ``buildx``, and each
+build is stopped at `BUILD_DEADLINE`.
 
-Command line: ``python -m sandbox.image build [--offline-base] [--pip PKG ...]`` and
-``python -m sandbox.image name``.
+Command line: ``python -m sandbox.image build [--offline-base] [--image IMAGE] [--pip PKG ...]``
+and ``python -m sandbox.image name``.
+
+(Over 400 lines: one job, building the images a session runs — the sources' image, the offline
+base it may stand on, and the derived image with pip packages — and the command that does it.)
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import io
+import math
 import os
 import re
 import shlex
@@ -32,7 +39,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from sandbox._docker import DockerEngine, default_engine
+from sandbox._docker import LOG_TAIL_CHARS, DockerEngine, default_engine
 from sandbox.config import PIP_SPEC
 from sandbox.errors import EngineError, ImageError, SandboxError
 
@@ -42,6 +49,13 @@ DERIVED_REPOSITORY = "tooltree-sandbox-custom"
 OFFLINE_BASE_REPOSITORY = "tooltree-base"
 OWNER_LABEL = "tooltree.owner"
 DEFAULT_SUITE = "bookworm"
+BUILD_DEADLINE = 1800.0
+"""Seconds one image build may take in all before it is stopped. The slow case is a derived image:
+pip downloads every wheel once, uncached, and the largest common stack (torch with its CUDA
+wheels) is about 3 GB, some 20 minutes at 2.5 MB/s; 30 minutes covers that on a modest link,
+while a build hung on a dead mirror still ends. ``--timeout`` changes it."""
+_ONE_WORD = re.compile(r"[^\s-]\S*")
+"""A parent a ``FROM`` line can name alone: one word, not an option (`sandbox.config` checks the grammar)."""
 
 _HERE = Path(__file__).parent
 _RUNTIME_DIR = _HERE.parent / "tool_tree" / "runtime"
@@ -185,12 +199,18 @@ def bootstrap_base(docker: DockerEngine, *, suite: str = DEFAULT_SUITE, mirror: 
 
 
 def _build(
-    docker: DockerEngine, files: Mapping[str, bytes], tag: str, build_args: dict[str, str], labels: dict[str, str]
+    docker: DockerEngine,
+    files: Mapping[str, bytes],
+    tag: str,
+    build_args: dict[str, str],
+    labels: dict[str, str],
+    deadline: float = BUILD_DEADLINE,
 ) -> None:
     try:
-        docker.build_image(context_tar(files), tag, build_args=build_args, labels=labels, timeout=1800)
+        docker.build_image(context_tar(files), tag, build_args=build_args, labels=labels, deadline=deadline)
     except EngineError as e:
-        raise ImageError(f"building {tag} failed:\n{e.output[-3000:] or e}") from None
+        tail = e.output[-LOG_TAIL_CHARS:]
+        raise ImageError(str(e) + (f"\nthe end of its log:\n{tail}" if tail else "")) from None
 
 
 def _base_available(docker: DockerEngine, base: str) -> bool:
@@ -212,11 +232,12 @@ def build_image(
     mirror: str | None = None,
     suite: str = DEFAULT_SUITE,
     force: bool = False,
+    deadline: float = BUILD_DEADLINE,
 ) -> str:
     """Build the sandbox image unless it exists; returns its name.
 
     With ``offline_base`` — or automatically when ``base`` cannot be pulled — the base is
-    bootstrapped with mmdebstrap (see `bootstrap_base`).
+    bootstrapped with mmdebstrap (see `bootstrap_base`). The build is stopped after ``deadline`` seconds.
 
     Raises:
         ImageError: the base cannot be had or the build failed.
@@ -232,7 +253,8 @@ def build_image(
         _log("falling back to a base bootstrapped from the Debian mirror (--offline-base)")
         base = bootstrap_base(docker, suite=suite, mirror=mirror)
     _log(f"building {name} from {base}")
-    _build(docker, context_files(), name, {"BASE": base}, {OWNER_LABEL: "tooltree", "tooltree.base": base})
+    labels = {OWNER_LABEL: "tooltree", "tooltree.base": base}
+    _build(docker, context_files(), name, {"BASE": base}, labels, deadline)
     return name
 
 
@@ -243,8 +265,10 @@ def derived_dockerfile(parent: str, packages: Sequence[str], *, ca_bundle: bool 
     whose TLS goes through an inspecting proxy).
 
     Raises:
-        ImageError: a package spec contains characters a requirement cannot.
+        ImageError: ``parent`` is not an image name, or a package spec contains characters a requirement cannot.
     """
+    if not _ONE_WORD.fullmatch(parent):
+        raise ImageError(f"not an image name: {parent!r}")
     for spec in packages:
         if not PIP_SPEC.match(spec):
             raise ImageError(f"not a pip requirement: {spec!r}")
@@ -275,12 +299,18 @@ def derived_image_name(parent: str, packages: Sequence[str]) -> str:
 
 
 def build_derived_image(
-    docker: DockerEngine | None, parent: str, packages: Sequence[str], *, ca_bundle: Path | None = None
+    docker: DockerEngine | None,
+    parent: str,
+    packages: Sequence[str],
+    *,
+    ca_bundle: Path | None = None,
+    force: bool = False,
+    deadline: float = BUILD_DEADLINE,
 ) -> str:
-    """Build (once) an image with extra pip packages on top of ``parent``; returns its name.
+    """Build (once, or again with ``force``) an image with extra pip packages on top of ``parent``; its name.
 
     ``ca_bundle`` (default: the file named by ``PIP_CERT``, if any) is the CA bundle pip trusts
-    during the build.
+    during the build, which is stopped after ``deadline`` seconds.
 
     Raises:
         ImageError: a bad package spec, or the build failed.
@@ -290,7 +320,7 @@ def build_derived_image(
     if not packages:
         return parent
     name = derived_image_name(parent, packages)
-    if docker.image_exists(name):
+    if not force and docker.image_exists(name):
         return name
     _log(f"building {name}: {parent} + {', '.join(packages)}")
     if ca_bundle is None and os.environ.get("PIP_CERT") and Path(os.environ["PIP_CERT"]).is_file():
@@ -298,8 +328,65 @@ def build_derived_image(
     files = {"Dockerfile": derived_dockerfile(parent, packages, ca_bundle=ca_bundle is not None).encode("utf-8")}
     if ca_bundle is not None:
         files["ca-bundle.crt"] = ca_bundle.read_bytes()
-    _build(docker, files, name, {}, {OWNER_LABEL: "tooltree"})
+    _build(docker, files, name, {}, {OWNER_LABEL: "tooltree"}, deadline)
     return name
+
+
+def session_image(image: str | None, packages: Sequence[str]) -> tuple[str, str]:
+    """The images a session runs for ``sandbox.image`` and ``sandbox.pip_packages``: ``(parent, name)``.
+
+    The parent is ``image``, or the image of the current sources (`image_name`) when it is None;
+    the session runs the parent itself without ``packages``, else `derived_image_name` of the two.
+    Building (`ensure_image`) and running (`sandbox.docker_backend`) both ask here.
+    """
+    parent = image or image_name()
+    return parent, (derived_image_name(parent, packages) if packages else parent)
+
+
+def ensure_image(
+    docker: DockerEngine | None,
+    image: str | None,
+    packages: Sequence[str],
+    *,
+    build: bool,
+    force: bool = False,
+    deadline: float = BUILD_DEADLINE,
+    base: str = DEFAULT_BASE,
+    offline_base: bool = False,
+    mirror: str | None = None,
+    suite: str = DEFAULT_SUITE,
+) -> str:
+    """The image a session runs for ``sandbox.image`` and ``packages`` (see `session_image`), there; its name.
+
+    With ``build``, what is missing is built (all of it with ``force``): the sources' image when
+    ``image`` is None (``base`` to ``suite`` as in `build_image`), then the derived image with
+    ``packages``. A given ``image`` is never built here: it is the user's, to pull or build.
+
+    Raises:
+        ImageError: an image is missing and not to be built (the message says what to run), or a build failed.
+        EngineUnavailableError: no engine answers.
+    """
+    docker = docker or default_engine()
+    parent, name = session_image(image, packages)
+    if image is None and build:
+        build_image(docker, base=base, offline_base=offline_base, mirror=mirror, suite=suite, force=force,
+                    deadline=deadline)  # fmt: skip
+    elif not docker.image_exists(parent):
+        if image is not None:
+            raise ImageError(f"the sandbox image {image} (sandbox.image) is not there: pull or build it")
+        raise ImageError(
+            f"the sandbox image {parent} is not built: run `tooltree image build` (or python -m sandbox.image build)"
+        )
+    if not packages or (not force and docker.image_exists(name)):
+        return name
+    if not build:
+        given = f"--image {shlex.quote(image)} " if image is not None else ""
+        raise ImageError(
+            f"the sandbox image with {', '.join(packages)} is not built: run `tooltree image build --config "
+            f"tooltree.yaml` (the config that lists them), or python -m sandbox.image build {given}--pip "
+            + " ".join(shlex.quote(p) for p in packages)
+        )
+    return build_derived_image(docker, parent, packages, force=force, deadline=deadline)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -316,22 +403,26 @@ def main(argv: list[str] | None = None) -> int:
         "--suite", default=DEFAULT_SUITE, help=f"Debian suite for --offline-base (default {DEFAULT_SUITE})"
     )
     build.add_argument("--pip", nargs="*", default=[], metavar="PKG", help="also build a derived image with these")
+    build.add_argument(
+        "--image", default=None, help="add the --pip packages to this image (sandbox.image), not the sources' image"
+    )
     build.add_argument("--force", action="store_true", help="rebuild even if the image exists")
+    build.add_argument(
+        "--timeout", type=float, default=BUILD_DEADLINE, metavar="SECONDS",
+        help=f"stop a build that takes longer (default {BUILD_DEADLINE:.0f})",
+    )  # fmt: skip
     sub.add_parser("name", help="print the image name for the current sources")
     args = parser.parse_args(argv)
+    if args.command == "build" and not 0 < args.timeout < math.inf:
+        parser.error(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
     if args.command == "name":
         print(image_name())
         return 0
     try:
-        name = build_image(
-            base=args.base,
-            offline_base=args.offline_base,
-            mirror=args.debian_mirror,
-            suite=args.suite,
-            force=args.force,
-        )
-        if args.pip:
-            name = build_derived_image(None, name, args.pip)
+        name = ensure_image(
+            None, args.image, args.pip, build=True, force=args.force, deadline=args.timeout, base=args.base,
+            offline_base=args.offline_base, mirror=args.debian_mirror, suite=args.suite,
+        )  # fmt: skip
     except SandboxError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from tooltree_cli.common import load_optional_config
 from tooltree_cli.output import error
@@ -25,7 +26,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     build.add_argument("--force", action="store_true", help="rebuild even if the image exists")
     build.add_argument(
-        "--config", "-c", default=None, help="also build the derived image with the config's sandbox.pip_packages"
+        "--config",
+        "-c",
+        default=None,
+        help="build the image the config's sandbox runs: its sandbox.pip_packages on top of its sandbox.image "
+        "(when set, that image must be there) or of the sources' image",
+    )
+    build.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop a build that takes longer (default 1800: a large pip install on a modest link)",
     )
     build.set_defaults(handler=run_build)
     name = sub.add_parser("name", help="print the image name for the current sources")
@@ -35,19 +47,23 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def run_build(args: argparse.Namespace) -> int:
     from sandbox.config import SandboxConfig
     from sandbox.errors import SandboxError
-    from sandbox.image import build_derived_image, build_image
+    from sandbox.image import BUILD_DEADLINE, ensure_image
     from tool_tree.config import ConfigError
 
+    if args.timeout is not None and not 0 < args.timeout < math.inf:
+        error(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
+        return EXIT_CONFIG
     try:
         config = load_optional_config(args.config)
-        packages = list(SandboxConfig.from_config(config).pip_packages)
+        sandbox = SandboxConfig.from_config(config)
     except ConfigError as e:  # before a build of minutes, not after it
         error(str(e))
         return EXIT_CONFIG
     try:
-        name = build_image(offline_base=args.offline_base, mirror=args.debian_mirror, force=args.force)
-        if packages:
-            name = build_derived_image(None, name, packages)
+        name = ensure_image(
+            None, sandbox.image, sandbox.pip_packages, build=True, force=args.force,
+            deadline=args.timeout or BUILD_DEADLINE, offline_base=args.offline_base, mirror=args.debian_mirror,
+        )  # fmt: skip
     except SandboxError as e:
         error(str(e))
         return EXIT_ENGINE

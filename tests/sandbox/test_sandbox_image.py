@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import io
 import tarfile
+import time
+import uuid
 from pathlib import Path
 
 import pytest
+import urllib3.exceptions
 
+from sandbox import DockerBackend, SandboxConfig
+from sandbox._docker import LOG_TAIL_CHARS, LogTail, translated
 from sandbox.errors import EngineError, ImageError
 from sandbox.image import (
+    _build,
     apt_mirror,
     context_files,
     context_tar,
     derived_dockerfile,
     derived_image_name,
+    ensure_image,
     image_name,
     image_tag,
+    session_image,
 )
 from tests.docker_cli import EngineWithCLI
 from tests.support import TEST_OWNER
@@ -124,6 +132,95 @@ def test_a_failing_build_says_why_with_the_end_of_its_log(docker_engine: EngineW
     files = {"Dockerfile": f"FROM {image_name()}\nRUN echo about to fail && exit 3\n".encode()}
     with pytest.raises(EngineError) as info:
         docker_engine.build_image(
-            context_tar(files), f"tooltree-failing-probe:{TEST_OWNER}", build_args={}, labels={}, timeout=300
+            context_tar(files), f"tooltree-failing-probe:{TEST_OWNER}", build_args={}, labels={}, deadline=300
         )
     assert "returned a non-zero code: 3" in str(info.value) and "about to fail" in info.value.output
+
+
+def test_a_session_runs_the_derived_image_of_the_configured_image() -> None:
+    # Before: `tooltree image build --config` put the packages on the sources' image whatever sandbox.image said,
+    # while a session looked for them on sandbox.image. Both now ask `session_image`.
+    assert session_image("rt/sandbox:1", ["six"]) == ("rt/sandbox:1", derived_image_name("rt/sandbox:1", ["six"]))
+    assert session_image(None, ["six"]) == (image_name(), derived_image_name(image_name(), ["six"]))
+    assert session_image("rt/sandbox:1", []) == ("rt/sandbox:1", "rt/sandbox:1")
+    config = SandboxConfig(image="rt/sandbox:1", pip_packages=("six",))
+    assert DockerBackend(config).image == session_image("rt/sandbox:1", ["six"])[1]
+
+
+@pytest.mark.parametrize("parent", ["x\nRUN id", "img:1 AS evil", "", "-x"])
+def test_a_derived_image_refuses_a_parent_that_is_not_an_image_name(parent: str) -> None:
+    with pytest.raises(ImageError, match="not an image name"):
+        derived_dockerfile(parent, ["six"])
+
+
+@pytest.mark.docker
+def test_a_missing_derived_image_names_the_command_that_builds_it_on_the_configured_image(
+    docker_engine: EngineWithCLI,
+) -> None:
+    packages = [f"tooltree-never-built-{TEST_OWNER}"]
+    with pytest.raises(ImageError) as info:
+        ensure_image(docker_engine, image_name(), packages, build=False)
+    assert f"python -m sandbox.image build --image {image_name()} --pip {packages[0]}" in str(info.value)
+    assert "tooltree image build --config" in str(info.value)
+
+
+@pytest.mark.docker
+def test_a_given_image_that_is_missing_is_never_built_over(docker_engine: EngineWithCLI) -> None:
+    with pytest.raises(ImageError, match=r"sandbox\.image\) is not there: pull or build it"):
+        ensure_image(docker_engine, f"tooltree-test-missing:{TEST_OWNER}", ["six"], build=True)
+
+
+def test_the_log_tail_keeps_the_last_characters_and_no_more() -> None:
+    tail = LogTail(100)
+    pieces = [f"line {i}\n" for i in range(10_000)] + ["x" * 250, "end\n"]
+    for piece in pieces:
+        tail.append(piece)
+        assert sum(len(p) for p in tail._parts) < 2 * 100
+    assert tail.text() == "".join(pieces)[-100:]
+
+
+def test_a_read_timeout_of_a_stream_is_the_engines_clear_error() -> None:
+    # Before: urllib3's ReadTimeoutError, raised while a build's stream is read, went through as itself.
+    with pytest.raises(EngineError, match=r"image build t: the Docker engine at .* did not answer in time"):  # noqa: SIM117
+        with translated("image build t"):
+            raise urllib3.exceptions.ReadTimeoutError(None, "/build", "Read timed out.")  # type: ignore[arg-type]
+
+
+@pytest.mark.docker
+def test_a_build_keeps_only_the_end_of_its_log(docker_engine: EngineWithCLI) -> None:
+    # Before: the whole log was kept (a 600 MB log took 1.18 GB of the host's memory); now its last 3,000 characters.
+    run = "seq 1 2000000; echo the last line"  # 15 MB of log
+    files = {"Dockerfile": f"FROM {image_name()}\nRUN {run} # {uuid.uuid4().hex}\n".encode()}
+    tag = f"tooltree-log-probe:{TEST_OWNER}"
+    try:
+        log = docker_engine.build_image(context_tar(files), tag, build_args={}, labels={}, deadline=300)
+    finally:
+        docker_engine.run(["rmi", "--force", tag], check=False)
+    assert len(log) <= LOG_TAIL_CHARS and "\n1999999\n2000000\nthe last line\n" in log
+
+
+def _build_containers(docker: EngineWithCLI, marker: str) -> list[str]:
+    lines = docker.text(["ps", "--all", "--no-trunc", "--format", "{{.ID}} {{.Command}}"]).splitlines()
+    return [line for line in lines if marker in line]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(
+    "run", ["echo before the silence; sleep 120", "for i in $(seq 1200); do echo before the silence; sleep 0.1; done"]
+)
+def test_a_build_past_its_deadline_is_stopped_with_the_end_of_its_log(docker_engine: EngineWithCLI, run: str) -> None:
+    # Before: the limit was a per-read socket timeout: a chatty build ran on past it, a silent one raised urllib3's
+    # ReadTimeoutError with no log, and the engine went on building either way.
+    marker = uuid.uuid4().hex
+    files = {"Dockerfile": f"FROM {image_name()}\nRUN {run} # {marker}\n".encode()}
+    tag = f"tooltree-deadline-probe:{TEST_OWNER}"
+    with pytest.raises(ImageError) as info:
+        _build(docker_engine, files, tag, {}, {}, deadline=3)
+    message = str(info.value)
+    assert message.startswith(f"image build {tag} did not finish within 3 s and was stopped\nthe end of its log:\n")
+    assert "before the silence" in message
+    gone_by = time.monotonic() + 30
+    while _build_containers(docker_engine, marker) and time.monotonic() < gone_by:  # the engine kills the step
+        time.sleep(0.1)
+    assert _build_containers(docker_engine, marker) == []
+    assert not docker_engine.image_exists(tag)
