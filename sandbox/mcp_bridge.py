@@ -84,7 +84,9 @@ class AuditLog:
         self._lock = threading.Lock()
         if isinstance(target, str | Path):
             try:
-                self._stream: IO[str] = open(target, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+                # Created readable by its owner only: it names every call's tool, session and error.
+                fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                self._stream: IO[str] = os.fdopen(fd, "a", encoding="utf-8")
             except IsADirectoryError:
                 raise SandboxError(f"audit log {target}: a folder, not a file; give a file to append to") from None
             except OSError as e:

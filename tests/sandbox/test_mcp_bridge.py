@@ -495,6 +495,16 @@ def test_an_audit_log_that_cannot_be_opened_is_a_sandbox_error_naming_it(tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_audit_log_is_created_readable_by_its_owner_only_and_appended_to(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    for n in (1, 2):
+        log = AuditLog(path)
+        log.write({"n": n})
+        log.close()
+    assert path.stat().st_mode & 0o777 == 0o600  # before: 0644, and it names every call's session and error
+    assert [json.loads(line)["n"] for line in path.read_text().splitlines()] == [1, 2]
+
+
 @pytest.mark.docker
 def test_calls_in_flight_when_an_execution_times_out_are_cancelled_ledgered_and_free_their_server(
     docker_engine: object, test_config: SandboxConfig, tree: Path
