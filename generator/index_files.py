@@ -48,7 +48,8 @@ def _fit(text: str, limit: int) -> str:
 
 
 def _capabilities(tools: Sequence[ToolEntry], limit: int) -> str:
-    """The tool names of a server, as many as fit in ``limit`` characters."""
+    """The tool names of a server, as many as fit in ``limit`` characters; the last one too when it alone is left
+    (its name says more than ``… (+1)``)."""
     names = sorted(t.function for t in tools)
     shown: list[str] = []
     used = 0
@@ -57,6 +58,8 @@ def _capabilities(tools: Sequence[ToolEntry], limit: int) -> str:
             break
         shown.append(n)
         used += len(n) + 2
+    if len(names) - len(shown) == 1:
+        shown.append(names[-1])
     more = len(names) - len(shown)
     return ", ".join(shown) + (f", … (+{more})" if more else "")
 

@@ -258,9 +258,9 @@ def _preview(stream: Any, max_chars: int, name: str) -> tuple[str, bool, str | N
     tail = _str(stream.get("tail"), half) or ""
     path = stream.get("path") if isinstance(stream.get("path"), str) and _OUTPUT_PATH.match(stream["path"]) else None
     total = stream.get("bytes") if isinstance(stream.get("bytes"), int) and stream["bytes"] >= 0 else None
-    where = f"the whole {name} is in {path}" if path else f"the rest of {name} could not be saved"
-    size = f" of {total} bytes" if total is not None else ""
-    return f"{head}\n\n[... {name} truncated{size}: {where} ...]\n\n{tail}", True, path
+    where = f"the whole {name} is in {path}" if path else "the rest could not be saved"
+    size = f": {total:,} bytes in all" if total is not None else ""
+    return f"{head}\n\n[... {name} cut{size}; {where} ...]\n\n{tail}", True, path
 
 
 def _images(raw: Any) -> list[ShownImage]:

@@ -181,7 +181,7 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
         refresh = None
         if not args.no_regenerate:
             if args.regenerate_first or not _usable(tree):
-                code = _regenerate(config, tree)
+                code, _ = _regenerate(config, tree)
                 if code != EXIT_OK:
                     return code
             else:
@@ -203,6 +203,7 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
         return EXIT_USAGE
     if refresh is not None:
         refresh.start(app.reload_tree)
+        app.stop_on_close(refresh.stop)  # while the sessions close, under the same signal handling
     try:
         return _serve(app, args, sockets)
     except SandboxError as e:
@@ -210,7 +211,7 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
         return EXIT_SANDBOX
     finally:
         if refresh is not None:
-            refresh.stop()
+            refresh.stop()  # already stopped, unless the server never opened
 
 
 def _usable(tree: Path) -> bool:
@@ -244,7 +245,8 @@ class Refresh:
         from generator.cancel import GenerateCancelled
 
         try:
-            if _regenerate(self.config, self.tree, cancel=self.cancel, background=True) == EXIT_OK:
+            code, changed = _regenerate(self.config, self.tree, cancel=self.cancel, background=True)
+            if code == EXIT_OK and changed:  # else the tree is as it was, and so are the instructions
                 try:
                     if self.on_refreshed is not None:
                         self.on_refreshed()
@@ -262,10 +264,13 @@ class Refresh:
         self.thread.join()
 
 
-def _regenerate(config: Config, tree: Path, *, cancel: Cancel | None = None, background: bool = False) -> int:
+def _regenerate(
+    config: Config, tree: Path, *, cancel: Cancel | None = None, background: bool = False
+) -> tuple[int, bool]:
     """Bring the tree up to date from the servers (nothing is written when nothing changed); report each
-    server that failed. EXIT_SERVERS when the tree could not be generated or every server failed (the
-    tree, if any, is then left as it was: `generate` writes nothing), else EXIT_OK."""
+    server that failed. The exit code, EXIT_SERVERS when the tree could not be generated or every server
+    failed (the tree, if any, is then left as it was: `generate` writes nothing), else EXIT_OK; and
+    whether any file of the tree was written or deleted."""
     from generator.files import UnsafePathError
     from generator.generate import generate
     from sandbox.mcp_bridge import with_stderr
@@ -273,16 +278,19 @@ def _regenerate(config: Config, tree: Path, *, cancel: Cancel | None = None, bac
     from tool_tree.tree import Manifest, TreeError
 
     count = len(config.enabled_servers)
+    existed = _usable(tree)
     if background:
         print(f"tooltree serve: serving {tree} as it is; refreshing it from {count} server(s) meanwhile …",
               file=sys.stderr)  # fmt: skip
-    else:
+    elif existed:
         print(f"tooltree serve: checking {tree} against {count} server(s) …", file=sys.stderr)
+    else:
+        print(f"tooltree serve: generating {tree} from {count} server(s) …", file=sys.stderr)
     try:
         result = generate(config, tree, cancel=cancel)
     except (TreeError, UnsafePathError, SearchError) as e:
         error(f"could not generate {tree}: {e}")
-        return EXIT_SERVERS
+        return EXIT_SERVERS, False
     for s in result.failed:
         kept = "its stubs are kept" if s.kept_previous else "its tools are not in the tree"
         failed = f"tooltree serve: {s.name} failed to list its tools ({s.error}); {kept}"
@@ -291,25 +299,32 @@ def _regenerate(config: Config, tree: Path, *, cancel: Cancel | None = None, bac
         if background:
             print(f"tooltree serve: {tree} is not up to date: every server failed (see above); it is served as it "
                   "was", file=sys.stderr, flush=True)  # fmt: skip
-        elif _usable(tree):
+        elif existed:
             error(f"could not bring {tree} up to date: every server failed (see above); it is left as it was")
         else:
             error(f"could not generate {tree}: every server failed (see above); nothing was written or served")
-        return EXIT_SERVERS
+        return EXIT_SERVERS, False
     try:
         Manifest.load(tree)
     except TreeError as e:
         error(f"no usable tree at {tree}: {e}")
-        return EXIT_SERVERS
+        return EXIT_SERVERS, False
     r = result.report
-    changed = f"{len(r.written)} written, {len(r.deleted)} deleted" if r is not None else "nothing written"
-    if result.failed:
-        names = ", ".join(s.name for s in result.failed)
+    changed = r is not None and bool(r.written or r.deleted)
+    changes = f"{len(r.written)} written, {len(r.deleted)} deleted" if r is not None and changed else "nothing changed"
+    made = f"{len(r.written) if r is not None else 0} file(s) written"
+    names = ", ".join(s.name for s in result.failed)
+    if result.failed and existed:
         print(f"tooltree serve: {tree} is not up to date: {len(result.failed)} of {count} server(s) failed "
-              f"({names}; see above); {changed} for the others", file=sys.stderr, flush=True)  # fmt: skip
-    elif background or (r is not None and (r.written or r.deleted)):
-        print(f"tooltree serve: {tree} is up to date ({changed})", file=sys.stderr, flush=True)
-    return EXIT_OK
+              f"({names}; see above); {changes} for the others", file=sys.stderr, flush=True)  # fmt: skip
+    elif result.failed:
+        print(f"tooltree serve: generated {tree} without the {len(result.failed)} of {count} server(s) that failed "
+              f"({names}; see above): {made}", file=sys.stderr, flush=True)  # fmt: skip
+    elif not existed:
+        print(f"tooltree serve: generated {tree} ({made})", file=sys.stderr, flush=True)
+    elif background or changed:
+        print(f"tooltree serve: {tree} is up to date ({changes})", file=sys.stderr, flush=True)
+    return EXIT_OK, changed
 
 
 def _serve(app: ToolServer, args: argparse.Namespace, sockets: list[socket.socket]) -> int:

@@ -18,6 +18,7 @@ use the handshake) and other 2026-07-28 requests are refused with the versions i
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import TracebackType
@@ -111,7 +112,7 @@ class ToolServer:
         self.sandbox_config = sandbox_config
         self.workspace = Path(workspace) if workspace is not None else None
         self.audit_path = Path(audit) if audit is not None else None
-        self.toolset = CodeToolset(self.tree, pinned=settings.pinned)
+        self.toolset = CodeToolset(self.tree, pinned=settings.pinned, timeout=sandbox_config.timeout)
         self.passthrough = Passthrough(self.tree, settings.passthrough)
         self.instructions = self.toolset.prompt("serve.md.j2")
         self._servers: list[Server[Any]] = []
@@ -124,6 +125,7 @@ class ToolServer:
         self.sandbox_pool: SandboxPool | None = None
         self._audit: AuditLog | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
+        self._also_stop: list[Callable[[], None]] = []
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -147,6 +149,12 @@ class ToolServer:
         self._tasks.start_soon(self.registry.expire_idle)
         return self
 
+    def stop_on_close(self, stop: Callable[[], None]) -> None:
+        """Have leaving the ``async with`` block also call ``stop`` (blocking, on a worker thread) while the
+        sessions close: `tooltree serve` stops its background refresh there, so that it ends (and the servers it
+        started with it) under the same signal handling as the sessions. It should not raise."""
+        self._also_stop.append(stop)
+
     async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         try:
             if self._tasks is not None:
@@ -156,7 +164,10 @@ class ToolServer:
             self._tasks = None
             with anyio.CancelScope(shield=True):
                 try:
-                    await self.registry.aclose()
+                    async with anyio.create_task_group() as closing:
+                        for stop in self._also_stop:
+                            closing.start_soon(anyio.to_thread.run_sync, stop)
+                        await self.registry.aclose()
                 finally:
                     pool, self.sandbox_pool = self.sandbox_pool, None
                     if pool is not None:
@@ -210,7 +221,7 @@ class ToolServer:
         Raises:
             AgentSetupError: the tree has no manifest now, or a pinned tool left it (nothing changes).
         """
-        toolset = CodeToolset(self.tree, pinned=self.settings.pinned)
+        toolset = CodeToolset(self.tree, pinned=self.settings.pinned, timeout=self.sandbox_config.timeout)
         instructions = toolset.prompt("serve.md.j2")
         self.toolset, self.instructions = toolset, instructions
         for server in self._servers:

@@ -1,9 +1,16 @@
-"""``tooltree serve`` over stdio: one client per process; it ends when stdin closes or on SIGTERM/SIGINT.
+"""``tooltree serve`` over stdio: one client per process; it ends when stdin closes or on SIGTERM/SIGINT/SIGHUP.
 
 The SDK's stdio transport reads stdin through a worker thread that cannot be cancelled, so on
 SIGTERM the server would wait for the client's next line before it could stop. Here a daemon
 thread reads stdin into a memory stream instead: a signal ends the server at once, and the
 client's session (its container and upstream servers) is closed before the process exits.
+
+Signals are handled from before the server opens until after it has closed (`StopSignals`): a client
+that leaves closes stdin, and the SDK's client sends SIGTERM 2 s later and SIGKILL 2 s after that. So the
+upstream servers get `CLOSE_GRACE` seconds to exit once stdin has closed (one busy with a call may never
+do so), then SIGTERM, and SIGKILL `KILL_WAIT` seconds later; a signal, also one during the close, sends
+SIGTERM at once (SIGKILL as well `KILL_WAIT` seconds later) and the close goes on. So no server or container
+is left behind when this process ends, whenever the signal comes.
 
 The reader is linear in what it reads (`LineSplitter`) and caps one message at
 `MAX_MESSAGE_BYTES`, the 4 MiB the SDK's Streamable HTTP transport accepts in one request body. A
@@ -23,6 +30,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any, cast
 
 import anyio
@@ -39,7 +47,14 @@ from agent.serve.server import ToolServer
 
 logger = logging.getLogger(__name__)
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+CLOSE_GRACE = 1.0
+"""Seconds the upstream servers have to exit on their own once the client has closed stdin, before SIGTERM:
+the SDK's client waits 2 s (``PROCESS_TERMINATION_TIMEOUT``) before it sends this process SIGTERM, and
+the close (the sandbox's takes a tenth of a second) should be over by then."""
+KILL_WAIT = 1.0
+"""Seconds from SIGTERM to SIGKILL for upstream servers still running: the SDK's client sends this process
+SIGKILL 2 s after its SIGTERM (``FORCE_KILL_TIMEOUT``), and the close has to end before that."""
 MAX_MESSAGE_BYTES = DEFAULT_MAX_REQUEST_BODY_SIZE
 """The longest message a client may send over stdio (one line, without its newline): what the SDK's
 Streamable HTTP transport accepts in one request body (4 MiB), so both transports take the same."""
@@ -211,18 +226,66 @@ def claim_stdin() -> int:
     return fd
 
 
-async def stop_on_signals(stop: Callable[[], None]) -> None:
-    """On the first SIGTERM or SIGINT, signal the upstream servers (`terminate_children`), then call
-    ``stop`` (run as a task; cancel it when done)."""
-    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        async for _ in signals:
-            terminate_children()
-            stop()
-            return
+class StopSignals:
+    """Handle SIGTERM, SIGINT and SIGHUP while inside: enter it before the server opens, leave it after it closed.
+
+    The first signal calls ``stop``; each one sends this process's children (the upstream servers, and
+    those of a refresh) SIGTERM at once and SIGKILL `KILL_WAIT` seconds later if they are still there.
+    The process is never ended by the signal itself, so a signal during the close (the SDK's client
+    sends one 2 s after closing stdin) lets the close finish: the sessions' containers are removed and
+    no server outlives it. A body's exception comes out as it was (no exception group).
+
+    Args:
+        stop: what stops serving (called once, on the event loop).
+    """
+
+    def __init__(self, stop: Callable[[], None]) -> None:
+        self._stop: Callable[[], None] | None = stop
+        self._receiver: contextlib.AbstractContextManager[AsyncIterator[int]] | None = None
+        self._tasks: anyio.abc.TaskGroup | None = None
+
+    async def __aenter__(self) -> StopSignals:
+        receiver = anyio.open_signal_receiver(*STOP_SIGNALS)
+        signals = receiver.__enter__()
+        self._receiver = receiver
+        self._tasks = anyio.create_task_group()
+        await self._tasks.__aenter__()
+        self._tasks.start_soon(self._watch, signals)
+        return self
+
+    async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        tasks, receiver, self._tasks, self._receiver = self._tasks, self._receiver, None, None
+        try:
+            if tasks is not None:
+                tasks.cancel_scope.cancel()
+                await tasks.__aexit__(None, None, None)
+        finally:
+            if receiver is not None:
+                receiver.__exit__(None, None, None)
+
+    def end_children(self, after: float) -> None:
+        """SIGTERM this process's children in ``after`` seconds, and SIGKILL those left `KILL_WAIT` seconds later
+        (unless this is left first)."""
+        if self._tasks is not None:
+            self._tasks.start_soon(self._end_children, after)
+
+    async def _end_children(self, after: float) -> None:
+        await anyio.sleep(after)
+        if terminate_children():
+            await anyio.sleep(KILL_WAIT)
+            terminate_children(signal.SIGKILL)
+
+    async def _watch(self, signals: AsyncIterator[int]) -> None:
+        async for signum in signals:
+            logger.info("%s: stopping", signal.Signals(signum).name)
+            self.end_children(0)
+            stop, self._stop = self._stop, None
+            if stop is not None:
+                stop()
 
 
-def terminate_children() -> list[int]:
-    """SIGTERM every child process of this one (and its process group, when it leads one); their pids.
+def terminate_children(signum: signal.Signals = signal.SIGTERM) -> list[int]:
+    """Send ``signum`` to every child process of this one (to its process group, when it leads one); their pids.
 
     The children are the upstream MCP servers (each in its own session, as the SDK starts them).
     A client may kill this process soon after it asks it to stop (Claude Code sends SIGINT, then
@@ -238,30 +301,35 @@ def terminate_children() -> list[int]:
     for pid in pids:
         with contextlib.suppress(OSError):
             if os.getpgid(pid) == pid:
-                os.killpg(pid, signal.SIGTERM)
+                os.killpg(pid, signum)
             else:
-                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signum)
     return pids
 
 
 async def serve_stdio(app: ToolServer, *, stdin: int | None = None) -> None:
     """Serve one client on stdin (or the descriptor ``stdin``) and stdout until stdin closes or a
-    signal comes; then end its session.
+    signal comes; then end its session (see the module for how fast, and what a signal does).
 
     Raises:
         SandboxError: the warm sandboxes cannot start (raised before anything is served).
     """
     server = app.mcp_server(http=False)
     lines = StdinLines(stdin if stdin is not None else claim_stdin())
+    serving = anyio.CancelScope()
     with contextlib.closing(lines):
-        async with app, anyio.create_task_group() as tg:
-            tg.start_soon(stop_on_signals, tg.cancel_scope.cancel)
-            async with (
-                stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream),
-                server.lifespan(server) as state,
-            ):
-                tg.start_soon(_answer_refused, lines.refused, write_stream)
-                # As `Server.run`, but the handshake's options are built when the client asks, not now:
-                # a tree refreshed in the meantime gives its instructions.
-                await serve_dual_era_loop(server, read_stream, write_stream, lifespan_state=state)
-            tg.cancel_scope.cancel()
+        async with StopSignals(serving.cancel) as signals, app:
+            with serving:
+                async with anyio.create_task_group() as tg:
+                    async with (
+                        stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream),
+                        server.lifespan(server) as state,
+                    ):
+                        tg.start_soon(_answer_refused, lines.refused, write_stream)
+                        # As `Server.run`, but the handshake's options are built when the client asks, not now:
+                        # a tree refreshed in the meantime gives its instructions.
+                        await serve_dual_era_loop(server, read_stream, write_stream, lifespan_state=state)
+                    tg.cancel_scope.cancel()
+            # The client is gone (or a signal came); `app` closes its session as this block ends. An upstream
+            # server busy with a call may not exit when its stdin closes: it is ended before the client's SIGTERM.
+            signals.end_children(after=CLOSE_GRACE)

@@ -66,10 +66,25 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "execute_python",
-        "description": "Run Python in the sandbox; returns output, errors, images and the tool calls made.",
+        "description": "Run Python in the sandbox; returns output, errors, images and the tool calls made. "
+        "The tools are functions: `from servers.<server> import <tool>`, called with keyword arguments (find them "
+        "with search_tools, or list_files and read_file in servers/). Variables and files in /workspace persist "
+        "between calls; show_image(path_or_bytes) adds an image to the result.",
         "input_schema": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
     },
 ]
+"""The four tools; `CodeToolset.tools` adds the time limit of one run to ``execute_python``'s description
+when it is given (clients that ignore the server's instructions read only these)."""
+
+
+def tools_with_time_limit(timeout: float | None) -> list[dict[str, Any]]:
+    """`TOOLS` (copies), with ``execute_python`` saying that a run stops after ``timeout`` seconds (when not None)."""
+    tools = [dict(t) for t in TOOLS]
+    if timeout is not None:
+        for tool in tools:
+            if tool["name"] == "execute_python":
+                tool["description"] += f" A run stops after {timeout:g} s."
+    return tools
 
 
 def stub_hit(tool: ToolEntry) -> SearchHit:
@@ -93,6 +108,7 @@ class CodeToolset(Toolset):
         tree: the generated tree.
         pinned: tools whose signatures go into the system prompt.
         index_chars: the longest ``INDEX.md`` inlined as is.
+        timeout: the time limit of one execution in seconds, said in ``execute_python``'s description.
 
     Raises:
         AgentSetupError: no manifest, or a pinned tool is not in the tree.
@@ -101,14 +117,22 @@ class CodeToolset(Toolset):
     mode = "code"
     needs_sandbox = True
 
-    def __init__(self, tree: str | Path, *, pinned: Sequence[str] = (), index_chars: int = INDEX_CHARS) -> None:
+    def __init__(
+        self,
+        tree: str | Path,
+        *,
+        pinned: Sequence[str] = (),
+        index_chars: int = INDEX_CHARS,
+        timeout: float | None = None,
+    ) -> None:
         super().__init__(tree)
         self.pinned = self.resolve_pinned(pinned)
         self.index_chars = index_chars
+        self.timeout = timeout
         self._system = self.prompt("system_code.md.j2")
 
     def tools(self) -> list[dict[str, Any]]:
-        return [dict(t) for t in TOOLS]
+        return tools_with_time_limit(self.timeout)
 
     def system_prompt(self) -> str:
         return self._system

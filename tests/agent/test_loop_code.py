@@ -104,7 +104,7 @@ def test_a_failing_script_returns_its_traceback_and_long_output_stays_readable(
     assert "line 3, in lookup" in traceback and "ToolError" in traceback and "006000000000000" in traceback
     assert "crm.get_record error" in traceback
     (long,) = tool_results(api.requests[2])
-    assert "stdout truncated" in text_of(long) and "row 04999" in text_of(long)
+    assert "[... stdout cut: " in text_of(long) and "row 04999" in text_of(long)
     (tail,) = tool_results(api.requests[3])
     assert text_of(tail) == "row 04998 " + "x" * 40 + "\nrow 04999 " + "x" * 40 + "\n"
     assert result.summary.tool_errors == 1

@@ -13,7 +13,7 @@ import pytest
 from tests.support import REPO, TEST_OWNER, sample_config_yaml
 from tool_tree.config import load_config
 from tooltree_cli.main import main
-from tooltree_cli.serve_cmd import _regenerate
+from tooltree_cli.serve_cmd import Refresh, _regenerate
 
 
 def test_a_non_loopback_host_needs_allow_remote(capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,24 +68,75 @@ def test_a_port_out_of_range_is_refused_when_the_arguments_are_parsed(
     assert message in err and "Traceback" not in err
 
 
-def test_a_refresh_with_failed_servers_says_which_and_why_not_up_to_date(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _billing_fails(tmp_path: Path) -> Path:
+    """A config of the crm sample server and ``billing``, which exits at start-up saying why on stderr."""
     missing = json.dumps("import sys; sys.stderr.write('starting\\n'); import tooltree_no_such_module")
     billing = f"  billing:\n    command: {json.dumps(sys.executable)}\n    args: [-c, {missing}]\n"
     config_file = tmp_path / "tooltree.yaml"
     config_file.write_text(sample_config_yaml("crm") + billing, encoding="utf-8")
+    return config_file
+
+
+def test_a_refresh_with_failed_servers_says_which_and_why_not_up_to_date(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    crm_only = tmp_path / "crm.yaml"
+    crm_only.write_text(sample_config_yaml("crm"), encoding="utf-8")
     tree = tmp_path / "tree"
-    assert _regenerate(load_config(config_file), tree, background=True) == 0
+    assert main(["generate-tree", "--config", str(crm_only), "--out", str(tree), "--embeddings", "off"]) == 0
+    capsys.readouterr()
+    assert _regenerate(load_config(_billing_fails(tmp_path)), tree, background=True) == (0, False)
     err = capsys.readouterr().err
     assert (
         "tooltree serve: billing failed to list its tools (the server exited during start-up); its tools are not in "
         "the tree; the last lines of its stderr:\n"
     ) in err
     assert "\n    ModuleNotFoundError: No module named 'tooltree_no_such_module'\n" in err
-    assert f"tooltree serve: {tree} is not up to date: 1 of 2 server(s) failed (billing; see above)" in err
+    assert f"tooltree serve: {tree} is not up to date: 1 of 2 server(s) failed (billing; see above); nothing changed " \
+        "for the others\n" in err  # fmt: skip
     assert "is up to date" not in err
     assert (tree / "servers" / "crm" / "list_leads.py").is_file()
+
+
+def test_a_tree_generated_without_a_server_that_failed_is_said_to_be_generated_not_out_of_date(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "<tree> is not up to date: 1 of 2 server(s) failed (billing; see above); 9 written, 0 deleted for the
+    # others", of a tree that did not exist a moment before.
+    tree = tmp_path / "tree"
+    code, changed = _regenerate(load_config(_billing_fails(tmp_path)), tree)
+    assert (code, changed) == (0, True)
+    err = capsys.readouterr().err
+    assert f"tooltree serve: generating {tree} from 2 server(s) …\n" in err
+    written = len([p for p in tree.rglob("*") if p.is_file()])
+    assert f"tooltree serve: generated {tree} without the 1 of 2 server(s) that failed (billing; see above): " \
+        f"{written} file(s) written\n" in err  # fmt: skip
+    assert "up to date" not in err
+
+
+def test_a_refresh_that_changes_nothing_says_so_and_reloads_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "sessions from now on get the refreshed tree's instructions" after a refresh that wrote nothing.
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(sample_config_yaml("crm"), encoding="utf-8")
+    tree = tmp_path / "tree"
+    assert _regenerate(load_config(config), tree) == (0, True)
+    assert f"tooltree serve: generated {tree} (" in capsys.readouterr().err
+    refresh, reloaded = Refresh(load_config(config), tree), []
+    refresh.start(lambda: reloaded.append(True))
+    refresh.thread.join(timeout=60)  # the refresh ends on its own
+    err = capsys.readouterr().err
+    assert f"tooltree serve: {tree} is up to date (nothing changed)\n" in err
+    assert "sessions from now on" not in err and reloaded == []
+
+    (tree / "servers" / "crm" / "list_leads.py").unlink()
+    refresh = Refresh(load_config(config), tree)
+    refresh.start(lambda: reloaded.append(True))
+    refresh.thread.join(timeout=60)  # the refresh ends on its own
+    err = capsys.readouterr().err
+    assert f"tooltree serve: {tree} is up to date (1 written, 0 deleted)\n" in err
+    assert "tooltree serve: sessions from now on get the refreshed tree's instructions\n" in err and reloaded == [True]
 
 
 def _failing(tmp_path: Path) -> Path:
@@ -136,7 +187,7 @@ def test_regenerate_first_when_every_server_fails_exits_3_and_leaves_the_tree_as
     )
     assert {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()} == before
     # In the background, serving goes on with the tree as it was, and says so.
-    assert _regenerate(load_config(_failing(tmp_path)), tree, background=True) == 3
+    assert _regenerate(load_config(_failing(tmp_path)), tree, background=True) == (3, False)
     assert f"tooltree serve: {tree} is not up to date: every server failed (see above); it is served as it was" in (
         capsys.readouterr().err
     )

@@ -77,3 +77,22 @@ def test_package_init_reexports_every_function_and_compiles() -> None:
     source = render_package_init(server, tools)
     compile(source, "init", "exec")
     assert "from .a import a\nfrom .b import b\n" in source and "__all__ = [\n    'a',\n    'b',\n]" in source
+
+
+def _one_server(names: list[str]) -> Manifest:
+    server = ServerEntry(name="svc", package="svc", tool_count=len(names))
+    tools = [ToolEntry(server="svc", tool=n, function=n, path=f"servers/svc/{n}.py", schema_hash="h") for n in names]
+    return Manifest(servers=[server], tools=tools)
+
+
+def test_a_single_tool_name_left_over_is_shown_rather_than_counted() -> None:
+    # Before: "- svc (12 tools) — tool_00_…, …, tool_10_…, … (+1)": eleven names and one hidden behind "(+1)".
+    names = [f"tool_{i:02}_" + "x" * 14 for i in range(12)]
+    (line,) = [ln for ln in render_index(_one_server(names)).splitlines() if ln.startswith("- svc")]
+    assert line == "- svc (12 tools) — " + ", ".join(names)
+
+
+def test_two_or_more_names_left_over_are_counted() -> None:
+    names = [f"tool_{i:02}_" + "x" * 14 for i in range(13)]
+    (line,) = [ln for ln in render_index(_one_server(names)).splitlines() if ln.startswith("- svc")]
+    assert line == "- svc (13 tools) — " + ", ".join(names[:11]) + ", … (+2)"

@@ -55,7 +55,8 @@ def test_truncated_output_shows_head_tail_and_the_file_with_everything() -> None
     assert result.stdout_truncated
     assert result.stdout_path == "/workspace/.tooltree/outputs/3-stdout.txt"
     assert result.stdout.startswith("H" * 50) and result.stdout.endswith("T" * 50)
-    assert "5000 bytes" in result.stdout and "/workspace/.tooltree/outputs/3-stdout.txt" in result.stdout
+    note = "[... stdout cut: 5,000 bytes in all; the whole stdout is in /workspace/.tooltree/outputs/3-stdout.txt ...]"
+    assert result.stdout == f"{'H' * 50}\n\n{note}\n\n{'T' * 50}"
 
 
 def test_a_hostile_report_is_capped_and_its_odd_path_dropped() -> None:
@@ -67,6 +68,7 @@ def test_a_hostile_report_is_capped_and_its_odd_path_dropped() -> None:
         tool_calls=[],
     )
     assert len(result.stdout) < 1200
+    assert "\n\n[... stdout cut; the rest could not be saved ...]\n\n" in result.stdout
     assert result.stdout_path is None
     assert result.exit_status == 1 and result.error == "exit status 1"
     assert result.traceback is not None and len(result.traceback) <= 20_000

@@ -51,6 +51,22 @@ async def test_the_sdk_client_runs_the_four_tools_and_variables_persist(make_ser
         assert "ZeroDivisionError: division by zero" in text and 'File "<cell-' in text and "return 1 / 0" in text
 
 
+async def test_execute_python_says_how_to_call_tools_what_persists_and_the_time_limit_given(
+    make_serve: Callable[..., Serve],
+) -> None:
+    import mcp
+
+    # For clients that ignore the server's instructions: the description is all they read about the sandbox.
+    serve = make_serve(serve={"warm": 0}, extra=["--timeout", "45"])
+    async with mcp.Client(serve.stdio_params(), read_timeout_seconds=WAIT) as client:
+        listed = await client.list_tools()
+    (description,) = [t.description for t in listed.tools if t.name == "execute_python"]
+    assert description is not None and description.startswith("Run Python in the sandbox")
+    for said in ("`from servers.<server> import <tool>`", "keyword arguments", "search_tools", "Variables and files",
+                 "/workspace persist between calls", "show_image(", "A run stops after 45 s."):  # fmt: skip
+        assert said in description
+
+
 async def test_a_cancelled_execution_stops_and_the_session_keeps_its_variables(
     make_serve: Callable[..., Serve],
 ) -> None:
