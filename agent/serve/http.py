@@ -1,9 +1,13 @@
 """``tooltree serve --http``: Streamable HTTP on the SDK's session manager, behind a bearer token.
 
-Every request must carry ``Authorization: Bearer <token>``; anything else is answered ``401``
-before the MCP layer sees it, so nothing runs. A client's ``DELETE`` (the end of its MCP session)
-ends its sandbox session at once; an abandoned one ends after ``idle_timeout``, as the SDK's
-own session does. Uvicorn serves it; SIGTERM or SIGINT stop it after every session was closed.
+Every request to ``/mcp`` must carry ``Authorization: Bearer <token>``; anything else is answered ``401``
+before the MCP layer sees it, so nothing runs. Every other path is ``404`` without a challenge: a client
+that looks for OAuth metadata (``/.well-known/oauth-protected-resource``, as the MCP Inspector does on a
+``401`` there) finds none and uses the header it was given instead of starting an interactive login.
+Behind the token, `agent.serve.http_gate.SessionGate` admits client sessions (ending the longest idle one
+when a new client needs its place), bounds what each request may cost, ends a sandbox session when the SDK
+ended its MCP session, and cancels a request whose client's connection closed. Uvicorn serves it, with the
+connection limits of `agent.serve.http_limits`; SIGTERM or SIGINT stop it after every session was closed.
 
 A ``tools/call`` result goes back as one server-sent event, and the official Python SDK client
 reads none over 1 MiB (``max_sse_event_size``): a bigger result would be lost, the script having
@@ -18,13 +22,14 @@ where no client limits a message, results are sent whole.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hmac
 import json
 import logging
 import secrets
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -33,8 +38,17 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent.serve.content import fit_result
-from agent.serve.server import SESSION_HEADER, ToolServer
-from agent.serve.stdio import stop_on_signals
+from agent.serve.http_gate import SessionGate
+from agent.serve.http_limits import (
+    BACKLOG,
+    KEEP_ALIVE,
+    connection_cap,
+    limited_protocol,
+    quiet_accept_errors,
+    raise_open_files_limit,
+)
+from agent.serve.server import ToolServer
+from agent.serve.stdio import StopSignals
 
 logger = logging.getLogger(__name__)
 
@@ -62,51 +76,50 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 class BearerGuard:
-    """ASGI middleware: ``401`` without the right bearer token; ends the sandbox session of a ``DELETE``d MCP session.
+    """ASGI middleware: ``404`` off `MCP_PATH`; ``401`` there without the right bearer token.
 
     Args:
         app: the MCP app behind the guard.
         token: the token every request must carry.
-        on_end: called with the ``Mcp-Session-Id`` of a session the client ended.
     """
 
-    def __init__(self, app: ASGIApp, token: str, on_end: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(self, app: ASGIApp, token: str) -> None:
         if not token:
             raise ValueError("the bearer token is empty")
         self.app = app
         self._expected = f"Bearer {token}".encode()
-        self.on_end = on_end
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":  # lifespan
             await self.app(scope, receive, send)
             return
+        if scope.get("path") != MCP_PATH:
+            await _answer(send, 404, {"error": "not_found", "error_description": f"the MCP endpoint is {MCP_PATH}"})
+            return
         given = (_header(scope, b"authorization") or "").encode("latin-1", errors="replace")
         if not hmac.compare_digest(given, self._expected):
-            await _unauthorized(send, "missing bearer token" if not given else "wrong bearer token")
+            reason = "missing bearer token" if not given else "wrong bearer token"
+            description = f"{reason}: send Authorization: Bearer <token>"
+            await _answer(send, 401, {"error": "unauthorized", "error_description": description},
+                          [(b"www-authenticate", b'Bearer realm="tooltree"')])  # fmt: skip
             return
         await self.app(scope, receive, send)
-        session = _header(scope, SESSION_HEADER.encode())
-        if scope.get("method") == "DELETE" and session:
-            await self.on_end(session)
 
 
-async def _unauthorized(send: Send, reason: str) -> None:
-    body = json.dumps({"error": "unauthorized", "error_description": f"{reason}: send Authorization: Bearer <token>"})
+async def _answer(
+    send: Send, status: int, content: dict[str, str], headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    body = json.dumps(content).encode()
     await send({
         "type": "http.response.start",
-        "status": 401,
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"www-authenticate", b'Bearer realm="tooltree"'),
-            (b"content-length", str(len(body)).encode()),
-        ],
+        "status": status,
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
     })  # fmt: skip
-    await send({"type": "http.response.body", "body": body.encode()})
+    await send({"type": "http.response.body", "body": body})
 
 
 def http_app(app: ToolServer, *, token: str, host: str = "127.0.0.1") -> ASGIApp:
-    """The ASGI app: the SDK's Streamable HTTP app at ``/mcp`` behind `BearerGuard`.
+    """The ASGI app: the SDK's Streamable HTTP app at ``/mcp`` behind `SessionGate`, behind `BearerGuard`.
 
     On loopback the SDK's DNS-rebinding protection stays on (Host and Origin must be local); on
     another address the token is the protection.
@@ -121,7 +134,13 @@ def http_app(app: ToolServer, *, token: str, host: str = "127.0.0.1") -> ASGIApp
         session_idle_timeout=app.settings.idle_timeout,
         max_sessions=app.settings.max_sessions,
     )
-    return BearerGuard(inner, token, app.registry.end)
+    gate = SessionGate(
+        inner,
+        max_sessions=app.settings.max_sessions,
+        idle_timeout=app.settings.idle_timeout,
+        on_end=app.registry.end,
+    )
+    return BearerGuard(gate, token)
 
 
 async def _fit_results(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -162,7 +181,18 @@ async def serve_http(
 
             return contextlib.nullcontext()
 
-    config = uvicorn.Config(http_app(app, token=token, host=host), host=host, port=port, log_level="warning")
+    cap = connection_cap(raise_open_files_limit())
+    config = uvicorn.Config(
+        http_app(app, token=token, host=host),
+        host=host,
+        port=port,
+        log_level="warning",
+        http=limited_protocol(cap),
+        # Uvicorn answers requests 503 past this many tasks; a task outlives its connection while its handler runs.
+        limit_concurrency=cap + 1,
+        timeout_keep_alive=KEEP_ALIVE,
+        backlog=BACKLOG,
+    )
     server = Server(config)
     # Bound here, not by uvicorn: uvicorn reports a busy port by logging it and calling sys.exit.
     sockets = bind(host, port) if sockets is None else sockets
@@ -180,9 +210,11 @@ async def serve_http(
             shown = f"[{host}]" if ":" in host else host
             on_ready(f"http://{shown}:{bound[1]}{MCP_PATH}")
 
+    quiet_accept_errors(asyncio.get_running_loop())
     try:
-        async with app, anyio.create_task_group() as tg:
-            tg.start_soon(stop_on_signals, stop)
+        # Signals are handled until the sessions have closed (a signal during the close still ends every
+        # upstream server and lets the containers be removed), as over stdio.
+        async with StopSignals(stop), app, anyio.create_task_group() as tg:
             tg.start_soon(announce)
             await server.serve(sockets=sockets)
             tg.cancel_scope.cancel()

@@ -263,3 +263,33 @@ async def test_a_client_leaving_mid_execution_ends_its_session_container_and_ser
         assert time.monotonic() < deadline, "the session outlived its client"
         await anyio.sleep(0.1)
     assert serve.proc is not None and serve.proc.poll() is None  # the server itself keeps serving
+
+
+async def test_a_delete_the_server_refuses_leaves_the_session_and_its_sandbox(served: Serve) -> None:
+    # Before: every DELETE ended the sandbox session, also one the SDK refused (its MCP session lived on).
+    import httpx2
+
+    auth = {**ACCEPT, "Authorization": f"Bearer {TOKEN}"}
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=WAIT)) as http:
+        init = await http.post(served.url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                                 "params": HANDSHAKE}, headers=auth)  # fmt: skip
+        session = {**auth, "Mcp-Session-Id": init.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+        await http.post(served.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+
+        async def run(code: str) -> str:
+            call = {"name": "execute_python", "arguments": {"code": code}}
+            answer = await http.post(served.url, json={"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                                                       "params": call}, headers=session)  # fmt: skip
+            return str(data_lines(answer.text)[-1]["result"]["content"][0]["text"])
+
+        assert await run("x = 41\nprint('set')") == "set"
+        refused = [
+            await http.delete(served.url, headers={**session, "MCP-Protocol-Version": "1999-01-01"}),
+            await http.delete(served.url, headers={**session, "Origin": "http://evil.example"}),
+        ]
+        after = await run("print(x + 1)")
+        ended = await http.delete(served.url, headers=session)
+        gone = await http.post(served.url, json={"jsonrpc": "2.0", "id": 6, "method": "tools/list"}, headers=session)
+    assert all(r.status_code >= 400 for r in refused), [r.status_code for r in refused]
+    assert after == "42"  # the variable outlived both refused DELETEs
+    assert ended.status_code == 200 and gone.status_code == 404

@@ -1,0 +1,344 @@
+"""`SessionGate`: which client sessions ``tooltree serve --http`` keeps, what their requests may cost, and what
+happens to a request whose client left; in front of the SDK's Streamable HTTP session manager, behind the token.
+
+**Sessions.** The SDK refuses a new client with ``503`` once ``max_sessions`` are open, and ends a session only on
+its client's ``DELETE`` or after ``idle_timeout`` with no request in flight, an open ``GET`` stream counting as
+one. So 16 clients that never said goodbye (one that crashed; the MCP Inspector CLI, which never sends ``DELETE``)
+locked every other client out for 30 minutes, and 16 open ``GET`` streams for ever. Here a new client's
+``initialize`` that finds every place taken ends the session that has gone longest without a request in flight (an
+open ``GET`` stream does not count): its client's next request gets ``404`` and, as the MCP spec says, it
+initializes again. Only when every session has a request in flight is the new client refused, with a ``503`` that
+names ``serve.max_sessions`` and ``idle_timeout``. The session is ended through the SDK's own door (a ``DELETE`` of
+it, sent from here), and its sandbox session with it. Its sandbox session also ends when the SDK ended the session
+on a ``DELETE`` or answers that it does not know it (``404``); never on a ``DELETE`` the SDK refused (a foreign
+``Origin``).
+
+**Requests.** What each may cost (its body, its JSON values counted before parsing, the requests a session
+and the server may have in flight) is `agent.serve.http_requests`'s.
+
+**Disconnects.** The SDK goes on serving a request whose client's connection closed (a killed client; a
+dropped network): a script ran to its timeout. When the connection of a ``POST`` closes before its answer,
+the gate sends the session a ``notifications/cancelled`` for it, as the client would have, so the script
+stops and the session lives on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agent.serve.http_requests import (
+    SMALL_BODY,
+    SMALL_VALUES,
+    InFlight,
+    Places,
+    Refusal,
+    check_values,
+    content_length,
+    read_body,
+    refuse,
+)
+
+logger = logging.getLogger(__name__)
+
+SESSION_HEADER = "mcp-session-id"
+VERSION_HEADER = "mcp-protocol-version"
+SAY_EVERY = 10.0
+"""Seconds between two log lines of one kind (refusals, evictions, cancels): a client cannot flood the log."""
+
+Ended = Callable[[str], Awaitable[None]]
+HeaderList = list[tuple[bytes, bytes]]
+
+
+@dataclass
+class _Session:
+    key: str
+    host: bytes
+    """The ``Host`` header its ``initialize`` came with (the SDK's DNS-rebinding check passed it)."""
+    active: float
+    """When its last ``POST`` began or ended (monotonic)."""
+    in_flight: InFlight = field(default_factory=InFlight)
+
+
+class SessionGate:
+    """ASGI middleware in front of the SDK's Streamable HTTP app (see the module).
+
+    Args:
+        app: the SDK's app.
+        max_sessions: the most client sessions at once (``serve.max_sessions``).
+        idle_timeout: seconds after which an idle session ends (named when a client is refused).
+        on_end: called with the session id of a session that ended (its sandbox session ends).
+    """
+
+    def __init__(self, app: ASGIApp, *, max_sessions: int, idle_timeout: float, on_end: Ended) -> None:
+        self.app = app
+        self.max_sessions = max_sessions
+        self.idle_timeout = idle_timeout
+        self.on_end = on_end
+        self._sessions: dict[str, _Session] = {}
+        self._opening = 0  # requests without a session that the SDK may be opening one for
+        self._admission = anyio.Lock()
+        self._in_flight = InFlight()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        key = _header(scope, SESSION_HEADER)
+        if scope.get("method") == "POST":
+            await self._post(key, scope, receive, send)
+            return
+        status = await _answered(self.app, scope, receive, send)
+        if key is not None and (status == 404 or (scope.get("method") == "DELETE" and status == 200)):
+            await self._ended(key)
+
+    async def _ended(self, key: str) -> None:
+        self._sessions.pop(key, None)
+        await self.on_end(key)
+
+    async def _end(self, key: str) -> None:
+        await self.on_end(key)
+
+    # ---- POST -----------------------------------------------------------------------------------
+
+    async def _post(self, key: str | None, scope: Scope, receive: Receive, send: Send) -> None:
+        session = self._sessions.get(key) if key is not None else None
+        if key is not None and session is None:  # unknown here, so to the SDK too: it answers 404 unread
+            await self.app(scope, receive, send)
+            return
+        length = content_length(scope)
+        large = length is None or length > SMALL_BODY
+        places = Places(self._in_flight, session.in_flight if session is not None else None)
+        try:
+            places.take(large)
+            if session is not None:
+                session.active = time.monotonic()
+            body = await read_body(receive, length)
+            if check_values(body) > SMALL_VALUES and not large:
+                places.take(True)
+            if session is None and not _modern(scope):
+                await self._open(scope, body, receive, send)
+                return
+            await self._forward(key, scope, body, receive, send)
+        except Refusal as e:
+            if e.status != 499:
+                _say(str(e.status), f"tooltree serve: refused a request ({e.status}): {e}")
+            await refuse(send, e.status, str(e))
+        finally:
+            places.release()
+            if session is not None:
+                session.active = time.monotonic()
+
+    async def _forward(self, key: str | None, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
+        """Hand the request to the SDK; if its connection closes before the answer, cancel it in its session."""
+        answered = False
+        base = _base_scope(scope)
+
+        async def watch(message: Message) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                answered = True
+            await send(message)
+
+        async with anyio.create_task_group() as tg:
+
+            def left() -> None:
+                request_id = _request_id(body)
+                if key is not None and not answered and request_id is not None:
+                    tg.start_soon(self._cancel, base, key, request_id)
+
+            status = await _answered(self.app, scope, _replay(body, receive, left), watch)
+        if key is not None and status == 404:
+            await self._ended(key)
+
+    async def _cancel(self, base: Scope, key: str, request_id: Any) -> None:
+        """What the client would send: ``notifications/cancelled`` for its request, in its session."""
+        message = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": {"requestId": request_id, "reason": "the client's connection closed"}}  # fmt: skip
+        headers = [(b"content-type", b"application/json"), (b"accept", b"application/json, text/event-stream")]
+        version = _header(base, VERSION_HEADER)
+        if version is not None:
+            headers.append((VERSION_HEADER.encode(), version.encode("latin-1")))
+        host = (_header(base, "host") or "").encode("latin-1")
+        status = await self._inside(base, "POST", key, host, headers, json.dumps(message).encode())
+        _say("cancel", "tooltree serve: a request's connection closed before its answer; it was cancelled in its "
+             f"session, as its client would have ({status})")  # fmt: skip
+
+    async def _inside(
+        self, base: Scope, method: str, key: str, host: bytes, headers: HeaderList, body: bytes
+    ) -> int | None:
+        """A request of our own to the SDK in session ``key`` (``host``: a ``Host`` header it accepted); its status."""
+        own = [(b"host", host), (SESSION_HEADER.encode(), key.encode()), *headers]
+        scope = {**base, "method": method, "query_string": b"", "state": {}, "headers": own}
+        return await _answered(self.app, scope, _replay(body, None, None), _discard)
+
+    # ---- a new session -------------------------------------------------------------------------
+
+    async def _open(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
+        """A request without a session id (an ``initialize``): make room for it if need be, then hand it over."""
+        initialize = _method(body) == "initialize"
+        async with self._admission:
+            evicted: _Session | None = None
+            if len(self._sessions) + self._opening >= self.max_sessions:
+                evicted = self._victim() if initialize else None
+                if evicted is None:
+                    raise Refusal(503, self._full())
+                del self._sessions[evicted.key]
+            self._opening += 1
+        opening = True
+        host = (_header(scope, "host") or "").encode("latin-1")
+
+        async def watch(message: Message) -> None:
+            nonlocal opening
+            if message["type"] == "http.response.start" and opening:
+                opening = False
+                self._opening -= 1
+                key = _response_header(message, SESSION_HEADER)
+                if message["status"] < 400 and key is not None:
+                    self._sessions[key] = _Session(key, host, time.monotonic())
+            await send(message)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                if evicted is not None:
+                    await self._evict(scope, evicted)
+                    tg.start_soon(self._end, evicted.key)  # its sandbox closes while the new client starts
+                await _answered(self.app, scope, _replay(body, receive, None), watch)
+        finally:
+            if opening:
+                self._opening -= 1
+
+    def _victim(self) -> _Session | None:
+        """The session to end for a new one: of those with no request in flight, the one whose last request is
+        oldest (a crashed client's, or one's that never said goodbye, before long)."""
+        idle = [s for s in self._sessions.values() if s.in_flight.requests == 0]
+        return min(idle, key=lambda s: s.active, default=None)
+
+    async def _evict(self, scope: Scope, session: _Session) -> None:
+        status = await self._inside(_base_scope(scope), "DELETE", session.key, session.host, [], b"")
+        idle = time.monotonic() - session.active
+        _say(
+            "evict",
+            f"tooltree serve: ended a session without a request for {idle:.0f} s to make room for a new "
+            f"client: {self.max_sessions} sessions are open, the most serve.max_sessions allows ({status})",
+        )
+
+    def _full(self) -> str:
+        return (
+            f"Too many open sessions: all {self.max_sessions} (serve.max_sessions) have a request in flight, so "
+            "none can be ended to make room. Try again when one has been answered, or raise serve.max_sessions "
+            "in tooltree.yaml. A session with no request in flight is ended when a new client needs its place, "
+            f"or after serve.idle_timeout ({self.idle_timeout:g} s, --idle-timeout) without a request."
+        )
+
+
+_said: dict[str, tuple[float, int]] = {}
+
+
+def _say(kind: str, text: str) -> None:
+    """Log ``text`` as a warning, at most once every `SAY_EVERY` seconds for each ``kind`` (with how many were not)."""
+    now = time.monotonic()
+    last, unsaid = _said.get(kind, (-SAY_EVERY, 0))
+    if now - last < SAY_EVERY:
+        _said[kind] = (last, unsaid + 1)
+        return
+    _said[kind] = (now, 0)
+    logger.warning("%s%s", text, f" (and {unsaid} more like it since the last)" if unsaid else "")
+
+
+# ---- ASGI helpers -------------------------------------------------------------------------------
+
+
+def _header(scope: Scope, name: str) -> str | None:
+    wanted = name.encode()
+    for key, value in scope.get("headers", []):
+        if key.lower() == wanted:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def _response_header(message: Message, name: str) -> str | None:
+    wanted = name.encode()
+    for key, value in message.get("headers", []):
+        if bytes(key).lower() == wanted:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def _modern(scope: Scope) -> bool:
+    """A request of the session-less protocol era (the SDK serves it without a session)."""
+    version = _header(scope, VERSION_HEADER)
+    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+def _base_scope(scope: Scope) -> Scope:
+    """The parts of a request's scope a request of our own reuses (not what the app added to it)."""
+    keep = ("type", "asgi", "http_version", "scheme", "server", "client", "root_path", "path", "raw_path", "headers")
+    return {k: scope[k] for k in keep if k in scope}
+
+
+def _replay(body: bytes, receive: Receive | None, on_disconnect: Callable[[], None] | None) -> Receive:
+    """A ``receive`` that gives ``body`` once, then what the connection says (its disconnect is reported)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        if receive is None:
+            return {"type": "http.disconnect"}
+        message = await receive()
+        if message["type"] == "http.disconnect" and on_disconnect is not None:
+            on_disconnect()
+        return message
+
+    return replay
+
+
+async def _discard(message: Message) -> None:
+    pass
+
+
+async def _answered(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> int | None:
+    """Run ``app`` for one request; the status it answered with (None: none)."""
+    status: int | None = None
+
+    async def watch(message: Message) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = int(message["status"])
+        await send(message)
+
+    await app(scope, receive, watch)
+    return status
+
+
+def _parsed(body: bytes) -> dict[str, Any] | None:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _method(body: bytes) -> str | None:
+    message = _parsed(body)
+    method = message.get("method") if message is not None else None
+    return method if isinstance(method, str) else None
+
+
+def _request_id(body: bytes) -> Any:
+    """The id of a JSON-RPC request to cancel (not of ``initialize``, which may not be); None for others."""
+    message = _parsed(body)
+    if message is None or "id" not in message or not isinstance(message.get("method"), str):
+        return None
+    return None if message["method"] == "initialize" else message["id"]
