@@ -112,7 +112,7 @@ class ToolServer:
         self.sandbox_config = sandbox_config
         self.workspace = Path(workspace) if workspace is not None else None
         self.audit_path = Path(audit) if audit is not None else None
-        self.toolset = CodeToolset(self.tree, pinned=settings.pinned, timeout=sandbox_config.timeout)
+        self.toolset = CodeToolset(self.tree, pinned=settings.pinned, standalone=True, timeout=sandbox_config.timeout)
         self.passthrough = Passthrough(self.tree, settings.passthrough)
         self.instructions = self.toolset.prompt("serve.md.j2")
         self._servers: list[Server[Any]] = []
@@ -221,7 +221,9 @@ class ToolServer:
         Raises:
             AgentSetupError: the tree has no manifest now, or a pinned tool left it (nothing changes).
         """
-        toolset = CodeToolset(self.tree, pinned=self.settings.pinned, timeout=self.sandbox_config.timeout)
+        toolset = CodeToolset(
+            self.tree, pinned=self.settings.pinned, standalone=True, timeout=self.sandbox_config.timeout
+        )
         instructions = toolset.prompt("serve.md.j2")
         self.toolset, self.instructions = toolset, instructions
         for server in self._servers:

@@ -66,24 +66,29 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "execute_python",
-        "description": "Run Python in the sandbox; returns output, errors, images and the tool calls made. "
-        "The tools are functions: `from servers.<server> import <tool>`, called with keyword arguments (find them "
-        "with search_tools, or list_files and read_file in servers/). Variables and files in /workspace persist "
-        "between calls; show_image(path_or_bytes) adds an image to the result.",
+        "description": "Run Python in the sandbox; returns output, errors, images and the tool calls made.",
         "input_schema": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
     },
 ]
-"""The four tools; `CodeToolset.tools` adds the time limit of one run to ``execute_python``'s description
-when it is given (clients that ignore the server's instructions read only these)."""
+"""The four tools, as the agent offers them: its system prompt says how to use them."""
+
+HOW_TO_RUN = (
+    " The tools are functions: `from servers.<server> import <tool>`, called with keyword arguments (find them "
+    "with search_tools, or list_files and read_file in servers/). Variables and files in /workspace persist "
+    "between calls; show_image(path_or_bytes) adds an image to the result."
+)
+"""What ``execute_python``'s description adds where the system prompt may not be read: `tooltree serve`'s
+clients get it as the server's instructions, which some clients do not show the model (about 70 tokens, which
+the agent, whose system prompt says it, does not pay)."""
 
 
 def tools_with_time_limit(timeout: float | None) -> list[dict[str, Any]]:
-    """`TOOLS` (copies), with ``execute_python`` saying that a run stops after ``timeout`` seconds (when not None)."""
+    """`TOOLS` (copies) for a client that may not read the instructions: ``execute_python`` says how to call
+    tools, what persists and (when ``timeout`` is not None) that a run stops after ``timeout`` seconds."""
     tools = [dict(t) for t in TOOLS]
-    if timeout is not None:
-        for tool in tools:
-            if tool["name"] == "execute_python":
-                tool["description"] += f" A run stops after {timeout:g} s."
+    for tool in tools:
+        if tool["name"] == "execute_python":
+            tool["description"] += HOW_TO_RUN + (f" A run stops after {timeout:g} s." if timeout is not None else "")
     return tools
 
 
@@ -108,7 +113,9 @@ class CodeToolset(Toolset):
         tree: the generated tree.
         pinned: tools whose signatures go into the system prompt.
         index_chars: the longest ``INDEX.md`` inlined as is.
-        timeout: the time limit of one execution in seconds, said in ``execute_python``'s description.
+        standalone: the tools must stand without the system prompt (`tooltree serve`, whose instructions a
+            client may not show): ``execute_python``'s description says how to call tools and what persists.
+        timeout: with ``standalone``, the time limit of one execution in seconds, said in that description.
 
     Raises:
         AgentSetupError: no manifest, or a pinned tool is not in the tree.
@@ -123,16 +130,18 @@ class CodeToolset(Toolset):
         *,
         pinned: Sequence[str] = (),
         index_chars: int = INDEX_CHARS,
+        standalone: bool = False,
         timeout: float | None = None,
     ) -> None:
         super().__init__(tree)
         self.pinned = self.resolve_pinned(pinned)
         self.index_chars = index_chars
+        self.standalone = standalone
         self.timeout = timeout
         self._system = self.prompt("system_code.md.j2")
 
     def tools(self) -> list[dict[str, Any]]:
-        return tools_with_time_limit(self.timeout)
+        return tools_with_time_limit(self.timeout) if self.standalone else [dict(t) for t in TOOLS]
 
     def system_prompt(self) -> str:
         return self._system

@@ -25,6 +25,16 @@ def test_code_mode_offers_exactly_four_tools(project: Project) -> None:
     assert all("cache_control" not in t for t in toolset.tools())
 
 
+def test_execute_python_says_how_to_call_tools_only_where_the_system_prompt_may_not_be_read(project: Project) -> None:
+    def description(toolset: CodeToolset) -> str:
+        return next(str(t["description"]) for t in toolset.tools() if t["name"] == "execute_python")
+
+    # The agent's system prompt says it (before: every request carried it twice, ~70 tokens more).
+    assert "from servers." not in description(CodeToolset(project.tree))
+    served = description(CodeToolset(project.tree, standalone=True, timeout=45))
+    assert "`from servers.<server> import <tool>`" in served and served.endswith(" A run stops after 45 s.")
+
+
 def test_the_code_prompt_carries_the_root_index_and_how_to_import(project: Project) -> None:
     prompt = CodeToolset(project.tree).system_prompt()
     index = (project.tree / INDEX_FILE).read_text(encoding="utf-8").strip()
