@@ -24,6 +24,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from tool_tree.budget import TokenBucket
+
 BURST_SECONDS = 2.0
 RATE = 0.05
 """Seconds of host CPU per second of wall time a sandbox may keep asking for once its burst is spent."""
@@ -37,23 +39,17 @@ SEARCH_RATE = 0.01
 overdraws it."""
 
 
-class RequestBudget:
-    """A token bucket of host CPU seconds. Thread-safe: a channel's reader and a session's searches charge it."""
+class RequestBudget(TokenBucket):
+    """A token bucket of host CPU seconds (`tool_tree.budget.TokenBucket`, whose arithmetic it shares with the
+    budgets of MCP servers' messages). Thread-safe: a channel's reader and a session's searches charge it."""
 
     def __init__(
         self, *, burst: float = BURST_SECONDS, rate: float = RATE, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self.burst = burst
-        self.rate = rate
-        self._clock = clock
+        super().__init__(burst, rate, clock)
         self._lock = threading.Lock()
-        self._balance = burst
-        self._at = clock()
 
     def charge(self, seconds: float) -> float:
         """Spend ``seconds`` of host CPU; how long to wait before serving more (0 while within the budget)."""
         with self._lock:
-            now = self._clock()
-            self._balance = min(self.burst, self._balance + (now - self._at) * self.rate) - seconds
-            self._at = now
-            return 0.0 if self._balance >= 0 else -self._balance / self.rate
+            return super().charge(seconds)

@@ -149,11 +149,21 @@ def limited_protocol(max_connections: int) -> type[LimitedH11Protocol]:
     return type("LimitedH11Protocol", (LimitedH11Protocol,), attributes)
 
 
-def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> None:
+class AcceptErrors:
+    """The accept loop's out-of-descriptors errors a loop has had (`refused`: one a try), counted by
+    `quiet_accept_errors`."""
+
+    def __init__(self) -> None:
+        self.refused = 0
+        self.since = 0  # since the last report
+        self.said = -_LOG_EVERY  # when the last report was made
+
+
+def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> AcceptErrors:
     """Log the accept loop's out-of-descriptors errors as one line a minute (with how many there were), not
-    a traceback each; every other error goes to the handler there was."""
+    a traceback each; every other error goes to the handler there was. Returns their count."""
     previous = loop.get_exception_handler()
-    state = {"said": -_LOG_EVERY, "since": 0}
+    state = AcceptErrors()
 
     def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         if context.get("message") != _ACCEPT_ERROR:
@@ -162,14 +172,16 @@ def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> None:
             else:
                 loop.default_exception_handler(context)
             return
-        state["since"] += 1
+        state.refused += 1
+        state.since += 1
         now = time.monotonic()
-        if now - state["said"] >= _LOG_EVERY:
+        if now - state.said >= _LOG_EVERY:
             soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
             logger.warning(
                 "tooltree serve: cannot accept connections: %s (open files limit %d; %d time(s) since the last "
-                "report; said once a minute)", context.get("exception"), soft, state["since"],
+                "report; said once a minute)", context.get("exception"), soft, state.since,
             )  # fmt: skip
-            state["said"], state["since"] = now, 0
+            state.said, state.since = now, 0
 
     loop.set_exception_handler(handler)
+    return state
