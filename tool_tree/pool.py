@@ -6,9 +6,10 @@ task). Calls come from any task. A server whose connection died is re-opened on 
 after a back-off that grows with consecutive failures: before that call is sent when the session
 already knew the connection had closed (a server killed between calls), else after the call that
 found it dead fails (it may have reached the server, and tools act for real, so it is never sent
-again). A stdio server's process group is killed when the pool closes. Each server has a
-concurrency limit and a per-call timeout; a call that runs out of the server's own timeout says
-which setting it was (``servers.NAME.timeout`` in the config file).
+again). Restarts of a server that keeps ending back off (`tool_tree.restarts`): a call meanwhile is
+refused at once, naming why it ended last and when it may start again. A stdio server's process group
+is killed when the pool closes. Each server has a concurrency limit and a per-call timeout; a call that
+runs out of the server's own timeout says which setting it was (``servers.NAME.timeout`` in the config file).
 
 Servers start on their first call, at most ``start_jobs`` at once (`tool_tree.starts.StartGate`,
 default the number of cores): a call to a server that is queued behind others waits its turn, and
@@ -47,6 +48,8 @@ from anyio.abc import TaskGroup
 from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from tool_tree.connect import connect, list_tools_raw
 from tool_tree.redact import redact
+from tool_tree.restarts import RestartBackoff
+from tool_tree.run_loop import run_to_the_end
 from tool_tree.starts import StartGate, StartSlot, default_start_jobs
 from tool_tree.starts import start_jobs as configured_start_jobs
 from tool_tree.stderr_log import StderrLog
@@ -98,6 +101,7 @@ class _Slot:
     failures: int = 0
     last_failure: float = -math.inf
     restarts: int = 0
+    backoff: RestartBackoff = field(default_factory=RestartBackoff)
     queued: bool = False
     """Waiting for a start slot (other servers are starting)."""
 
@@ -284,6 +288,8 @@ class ServerPool:
                 return slot.client
             if self._tg is None:
                 raise PoolError("the pool is not open (use `async with ServerPool(...)`)")
+            if (held := slot.backoff.refusal()) is not None:
+                raise _unavailable(slot, held)
             wait = min(BACKOFF_MAX, BACKOFF_START * 2 ** (slot.failures - 1)) if slot.failures else 0.0
             remaining = slot.last_failure + wait - time.monotonic()
             if remaining > 0:
@@ -313,15 +319,19 @@ class ServerPool:
             if box or client is None:
                 slot.failures += 1
                 slot.last_failure = time.monotonic()
-                raise _unavailable(slot, _reason(box[0]) if box else "the connection closed")
+                reason = _reason(box[0]) if box else "the connection closed"
+                slot.backoff.failed(reason)
+                raise _unavailable(slot, reason)
+            slot.backoff.ended = None
             return client
 
-    async def _discard(self, slot: _Slot, client: mcp.Client) -> None:
-        """Forget a dead connection so the next call re-opens it; returns once its owner task has ended."""
+    async def _discard(self, slot: _Slot, client: mcp.Client, reason: str) -> None:
+        """Forget a dead connection (ended for ``reason``) so the next call re-opens it, once its owner task ends."""
         async with slot.lock:
             if slot.client is client and slot.stop is not None:
                 slot.stop.set()
                 slot.client = None
+                slot.backoff.ended = reason
                 slot.failures += 1
                 slot.restarts += 1
                 slot.last_failure = time.monotonic()
@@ -390,7 +400,7 @@ class ServerPool:
             if _closed(client):
                 # It died since its last call (killed, crashed idle): nothing is sent on a closed session, so
                 # restart it and send the call once, rather than fail a call the server never saw.
-                await self._discard(slot, client)
+                await self._discard(slot, client, "its connection closed while no call was in flight")
                 client = await self._ensure(slot)
             remaining = max(0.0, limit - waited)
             try:
@@ -402,17 +412,17 @@ class ServerPool:
                 if not await _answers_ping(client, min(PING_TIMEOUT, limit)):
                     # Not just a slow call: the server is hung, and every later call would time out
                     # too. Drop the connection (its process is stopped) so the next call restarts it.
-                    await self._discard(slot, client)
+                    await self._discard(slot, client, "it stopped answering (hung)")
                 return _error_result(f"the call timed out after {limit:g} s" + (f" ({setting})" if setting else ""))
             except mcp.MCPError as e:
                 if _is_connection_loss(e):
-                    await self._discard(slot, client)
+                    await self._discard(slot, client, f"it died during a call ({e})")
                     raise _unavailable(slot, f"the server died during the call ({e})") from None
                 return _error_result(f"server error {e.code}: {e}" if hasattr(e, "code") else str(e))
             except RuntimeError as e:  # the SDK's output-schema check
                 return _error_result(f"invalid result from the server: {e}")
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as e:
-                await self._discard(slot, client)
+                await self._discard(slot, client, f"the connection closed ({type(e).__name__})")
                 raise _unavailable(slot, f"the connection closed ({type(e).__name__})") from None
             slot.failures = 0
             dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -548,7 +558,7 @@ class BackgroundPool:
                 self._pool = None
 
         try:
-            asyncio.run(main())
+            run_to_the_end(main())  # calls handed to the loop as it ends are ended too, not destroyed pending
         except BaseException as e:
             self._error = e
         finally:
