@@ -348,6 +348,40 @@ def test_a_background_pool_is_used_inside_its_with_and_runs_once(tmp_path: Path)
     assert [t.name for t in set(threading.enumerate()) - before if t.is_alive()] == []
 
 
+def test_a_task_started_on_a_background_pools_loop_as_it_ends_is_cancelled_and_run_to_its_end(tmp_path: Path) -> None:
+    # Before: a task started while the loop ended (a script's tool call arriving as its session closed) was
+    # destroyed pending, its coroutine closed unrun or with GeneratorExit ("Task was destroyed but it is
+    # pending!", which failed an unrelated test's setup).
+    import asyncio
+
+    from tool_tree.pool import BackgroundPool
+
+    seen: list[type[BaseException]] = []
+    held: list[asyncio.Task[None]] = []
+
+    async def waits_for_ever() -> None:
+        try:
+            await asyncio.Event().wait()
+        except BaseException as e:
+            seen.append(type(e))
+            raise
+
+    async def starts_one_as_it_ends() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:  # cancelled as the loop ends: hand the loop another task, as another thread would
+            loop = asyncio.get_running_loop()
+            loop.call_soon(lambda: held.append(loop.create_task(waits_for_ever())))
+
+    async def start() -> None:
+        held.append(asyncio.get_running_loop().create_task(starts_one_as_it_ends()))
+
+    with BackgroundPool([raw(tmp_path)]) as bg:
+        asyncio.run_coroutine_threadsafe(start(), bg.loop).result(timeout=10)
+    assert len(held) == 2 and seen == [asyncio.CancelledError]
+    assert all(task.done() for task in held)
+
+
 def test_a_pool_is_given_a_config_or_its_servers_and_a_concurrency_of_at_least_one(tmp_path: Path) -> None:
     # Before: BackgroundPool(config) was "TypeError: 'Config' object is not iterable"; concurrency=0 was taken,
     # and every call then waited for ever, whatever its timeout.

@@ -1,0 +1,52 @@
+"""`run_to_the_end`: `asyncio.run` for a loop that other threads hand work to, ended so that no task is left pending.
+
+`BackgroundPool`'s loop takes calls from other threads (``call_soon_threadsafe``, ``run_coroutine_threadsafe``:
+a sandbox session's tool calls). `asyncio.run` cancels the tasks there are when its coroutine returns, then
+awaits the shutdown of async generators and of the default executor, then closes the loop: a task another
+thread started meanwhile (a script's call arriving as its session closed) was destroyed pending, its coroutine
+never run ("Task was destroyed but it is pending!", "coroutine … was never awaited", which failed an unrelated
+test's setup). Here, after the same shutdown, the tasks started meanwhile are cancelled and run to their end,
+until none is left; once the loop no longer runs, work handed to it is never started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+ROUNDS = 100
+"""Most rounds of cancelling what was started meanwhile (each round runs the loop only until the tasks it
+cancelled have ended, so a thread that keeps handing work cannot hold the end for ever)."""
+
+
+def run_to_the_end(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on a new event loop in this thread, then end every task left (cancelled, each run to its end)
+    before the loop closes.
+
+    Raises:
+        BaseException: what ``main`` raised.
+    """
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(main)
+    finally:
+        try:
+            _end_tasks(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            _end_tasks(loop)
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+
+def _end_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    for _ in range(ROUNDS):
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        if not pending:
+            return
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
