@@ -486,8 +486,10 @@ def _read(p: Path) -> str:
         ConfigError: the file cannot be read, is larger than its format may be, or is not UTF-8.
     """
     try:
+        if (size := p.stat().st_size) > MAX_JSON_CONFIG_BYTES:  # refused before it is opened
+            raise ConfigError(_too_large_json(f"{size:,} bytes", str(p)), file=str(p))
         with p.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size  # 0 for a pipe
+            size = os.fstat(f.fileno()).st_size  # 0 for a pipe; checked again: it may have grown
             if size > MAX_JSON_CONFIG_BYTES:
                 raise ConfigError(_too_large_json(f"{size:,} bytes", str(p)), file=str(p))
             data = f.read(MAX_CONFIG_BYTES + 1)  # no more unless it is JSON: a YAML file past it is refused

@@ -129,7 +129,7 @@ def test_a_json_file_over_the_json_limit_is_refused_unread_naming_the_limit(tmp_
     with path.open("wb") as f:  # sparse: no 128 MiB written
         f.write(b'{"mcpServers": {}, "history": "')
         f.truncate(MAX_JSON_CONFIG_BYTES + 1)
-    path.chmod(0o200)  # write-only: reading it would be "cannot read", so this shows it is not read
+    path.chmod(0o200)  # write-only: opening it would be "cannot read" (unless root), so this shows it is not opened
     with pytest.raises(ConfigError) as info:
         load_config(path, environ={})
     assert str(info.value) == (
