@@ -2,12 +2,12 @@
 
 Each server is owned by one background task that opens the connection, keeps it open and closes
 it (the SDK's transports are anyio context managers and must be entered and left by the same
-task). Calls come from any task. A server whose connection died is re-opened on the next call,
-after a back-off that grows with consecutive failures: before that call is sent when the session
-already knew the connection had closed (a server killed between calls), else after the call that
-found it dead fails (it may have reached the server, and tools act for real, so it is never sent
-again). Restarts of a server that keeps ending back off (`tool_tree.restarts`): a call meanwhile is
-refused at once, naming why it ended last and when it may start again. A stdio server's process group
+task). Calls come from any task. A server whose connection died is re-opened on the next call:
+before that call is sent when the session already knew the connection had closed (a server killed
+between calls), else after the call that found it dead fails (it may have reached the server, and
+tools act for real, so it is never sent again). Restarts of a server that keeps ending or failing to
+start back off (`tool_tree.restarts`): a call meanwhile is refused at once, naming why it ended last
+and when it may start again. A stdio server's process group
 is killed when the pool closes. Each server has a concurrency limit and a per-call timeout; a call that
 runs out of the server's own timeout says which setting it was (``servers.NAME.timeout`` in the config file).
 
@@ -36,7 +36,6 @@ import asyncio
 import logging
 import math
 import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -57,8 +56,6 @@ from tool_tree.stderr_log import StderrLog
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONCURRENCY = 16
-BACKOFF_START = 0.2
-BACKOFF_MAX = 10.0
 PING_TIMEOUT = 5.0
 """After a call times out, how long the server has to answer a request before it counts as hung."""
 SDK_TIMEOUT_MARGIN = 1.0
@@ -98,8 +95,6 @@ class _Slot:
     stop: anyio.Event | None = None
     closed: anyio.Event | None = None
     stderr: StderrLog | None = None
-    failures: int = 0
-    last_failure: float = -math.inf
     restarts: int = 0
     backoff: RestartBackoff = field(default_factory=RestartBackoff)
     queued: bool = False
@@ -290,10 +285,6 @@ class ServerPool:
                 raise PoolError("the pool is not open (use `async with ServerPool(...)`)")
             if (held := slot.backoff.refusal()) is not None:
                 raise _unavailable(slot, held)
-            wait = min(BACKOFF_MAX, BACKOFF_START * 2 ** (slot.failures - 1)) if slot.failures else 0.0
-            remaining = slot.last_failure + wait - time.monotonic()
-            if remaining > 0:
-                await anyio.sleep(remaining)  # back-off before restarting a server that keeps dying
             slot.queued = True
             try:
                 start = await self._gate.acquire()  # behind other starting servers: no deadline runs yet
@@ -317,8 +308,6 @@ class ServerPool:
             await ready.wait()
             client = _client_of(slot)  # set by the owner task meanwhile
             if box or client is None:
-                slot.failures += 1
-                slot.last_failure = time.monotonic()
                 reason = _reason(box[0]) if box else "the connection closed"
                 slot.backoff.failed(reason)
                 raise _unavailable(slot, reason)
@@ -332,9 +321,7 @@ class ServerPool:
                 slot.stop.set()
                 slot.client = None
                 slot.backoff.ended = reason
-                slot.failures += 1
                 slot.restarts += 1
-                slot.last_failure = time.monotonic()
             # The owner task of this connection, not of one another call has started since.
             closed = slot.closed if slot.client is None else None
         if closed is not None:
@@ -424,7 +411,6 @@ class ServerPool:
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as e:
                 await self._discard(slot, client, f"the connection closed ({type(e).__name__})")
                 raise _unavailable(slot, f"the connection closed ({type(e).__name__})") from None
-            slot.failures = 0
             dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
             dumped.pop("resultType", None)
             return dumped

@@ -8,7 +8,8 @@ within `QUIET` seconds of the previous one waits `FIRST_DELAY`, then twice as lo
 `MAX_DELAY`, counted from the previous restart; a call meanwhile is refused at once (`ServerPool` says why the
 server ended last and when it may start again). Any restart counts, whatever ended the server: the pool cannot
 always tell (a budget broken with no call in flight shows only as a connection that closed), and a crash loop
-costs the same process starts.
+costs the same process starts. A start that failed counts as an ending too, so a server that cannot start is
+tried again at once once, then backs off the same way.
 """
 
 from __future__ import annotations
@@ -53,9 +54,9 @@ class RestartBackoff:
         return 0.0
 
     def failed(self, reason: str) -> None:
-        """A start failed for ``reason``: if it was a restart, that is now why the server last ended."""
-        if self.ended is not None:
-            self.ended = f"it failed to restart: {reason}"
+        """A start failed for ``reason``: that is now why the server last ended, so the next start is a
+        restart (a server that cannot start backs off like one that keeps ending)."""
+        self.ended = f"it failed to {'re' if self.ended is not None else ''}start: {reason}"
 
     def refusal(self) -> str | None:
         """Before a start: None if it may start now (a restart is recorded), else why not, for the caller."""

@@ -59,13 +59,12 @@ def test_the_first_restart_is_at_once_then_each_waits_twice_as_long_up_to_a_minu
     assert backoff.admit() == 0.0 and backoff.streak == 1
 
 
-def test_a_first_start_is_never_held_and_a_restart_that_failed_is_named_as_the_reason(clock: Clock) -> None:
+def test_a_first_start_is_never_held_and_a_failed_start_counts_as_an_ending(clock: Clock) -> None:
     backoff = RestartBackoff()
     assert backoff.refusal() is None and backoff.streak == 0
-    backoff.failed("cannot start")  # a first start that failed is no restart
-    assert backoff.ended is None
-    backoff.ended = "it died during a call"
-    assert backoff.refusal() is None and backoff.streak == 1
+    backoff.failed("cannot start")  # a first start that failed: the next start is a restart
+    assert backoff.ended == "it failed to start: cannot start"
+    assert backoff.refusal() is None and backoff.streak == 1  # tried again at once, once
     backoff.failed("the server exited during start-up")
     refusal = backoff.refusal()
     assert refusal is not None
@@ -119,3 +118,30 @@ async def test_a_server_ended_now_and_then_is_restarted_at_once_each_time(clock:
             clock.now += MAX_DELAY  # as long as the longest wait since its last restart
             pids.append(int(text(await pool.call("flood", "pid", {}))))
         assert len(set(pids)) == 4 and pool.restarts("flood") == 3
+
+
+@pytest.mark.anyio
+async def test_a_server_that_cannot_start_is_tried_again_once_at_once_then_backs_off(
+    clock: Clock, tmp_path: Path
+) -> None:
+    # Before: each call started its process again after a sleep of 0.2 s, 0.4 s … held inside the call.
+    starts = tmp_path / "starts"
+    script = f"open({str(starts)!r}, 'a').write('x'); import sys; sys.exit('no such database: crm.db')"
+    broken = ServerConfig(name="broken", command=sys.executable, args=("-c", script), timeout=30)
+    async with ServerPool([broken]) as pool:
+        for _ in range(2):  # its first start, then one more at once: both carry what it printed
+            with pytest.raises(ServerUnavailable, match="exited during start-up") as failed:
+                await pool.call("broken", "pid", {})
+            assert "no such database: crm.db" in failed.value.stderr_tail
+        assert starts.read_text() == "xx"
+        with pytest.raises(ServerUnavailable) as held:
+            await pool.call("broken", "pid", {})
+        message = str(held.value)
+        assert "not restarted for 1.0 s more" in message
+        assert "because it failed to restart: the server exited during start-up" in message
+        assert "no such database: crm.db" in held.value.stderr_tail  # its last start's stderr
+        assert starts.read_text() == "xx"  # refused without starting a process
+        clock.now += 1.0
+        with pytest.raises(ServerUnavailable, match="exited during start-up"):
+            await pool.call("broken", "pid", {})
+        assert starts.read_text() == "xxx"
