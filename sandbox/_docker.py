@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import docker
 import docker.errors
@@ -67,9 +67,20 @@ _close_socket_when_connect_fails()
 API_TIMEOUT = 120.0
 """Seconds any one API call may take (builds and imports pass their own)."""
 _CONNECTION_POOLS = 4
+CREATE_REPLY_WAIT = 30.0
+"""Seconds an interrupted container create waits for the engine's reply, to remove what it made."""
 
 DeathHandler = Callable[[Mapping[str, Any]], None]
 """Called with a container's ``die`` event (``Actor.Attributes`` holds ``exitCode``)."""
+
+
+class ImageEntry(NamedTuple):
+    """An image as the engine lists it."""
+
+    id: str
+    names: list[str]
+    """Its ``repository:tag`` names."""
+    labels: dict[str, str]
 
 
 def engine_address() -> str:
@@ -250,7 +261,52 @@ class DockerEngine:
         Raises:
             EngineUnavailableError: no engine answers.
         """
-        return self._exists("image inspect", lambda: cast(Any, self.api).inspect_image(name))
+        return self._found("image inspect", lambda: cast(Any, self.api).inspect_image(name)) is not None
+
+    def image_id(self, name: str) -> str | None:
+        """The ID (``sha256:…``) of the image called ``name``, or None when there is none.
+
+        Raises:
+            EngineUnavailableError: no engine answers.
+        """
+        found = self._found("image inspect", lambda: cast(Any, self.api).inspect_image(name))
+        return None if found is None else str(found.get("Id") or "") or None
+
+    def images(self, label: str) -> list[ImageEntry]:
+        """Every image carrying ``label`` (``key=value`` or ``key``).
+
+        Raises:
+            EngineUnavailableError: no engine answers.
+        """
+        with translated("image list"):
+            found = self.api.images(filters={"label": [label]})
+        return [
+            ImageEntry(
+                str(i.get("Id", "")),
+                [str(t) for t in i.get("RepoTags") or []],
+                {str(k): str(v) for k, v in (i.get("Labels") or {}).items()},
+            )
+            for i in found or []
+        ]
+
+    def remove_image(self, name: str) -> bool:
+        """Remove the name ``name`` (and the image, when it was its last name), never by force; False when the
+        engine keeps it (a container uses it, or another image is built on it) or it is gone already.
+
+        Raises:
+            EngineUnavailableError: no engine answers.
+            EngineError: the engine failed otherwise.
+        """
+        try:
+            with translated("image remove"):
+                self.api.remove_image(name, force=False)
+        except EngineUnavailableError:
+            raise
+        except EngineError as e:
+            if _is_gone(e):
+                return False
+            raise
+        return True
 
     def volume_exists(self, name: str) -> bool:
         """Whether a volume of that name exists.
@@ -258,7 +314,7 @@ class DockerEngine:
         Raises:
             EngineUnavailableError: no engine answers.
         """
-        return self._exists("volume inspect", lambda: self.api.inspect_volume(name))
+        return self._found("volume inspect", lambda: self.api.inspect_volume(name)) is not None
 
     def volume_labels(self, name: str) -> dict[str, str] | None:
         """The labels of a volume, or None when there is no volume of that name.
@@ -266,29 +322,21 @@ class DockerEngine:
         Raises:
             EngineUnavailableError: no engine answers.
         """
+        found = self._found("volume inspect", lambda: self.api.inspect_volume(name))
+        return None if found is None else {str(k): str(v) for k, v in (found.get("Labels") or {}).items()}
+
+    @staticmethod
+    def _found(what: str, call: Callable[[], Any]) -> Any:
+        """What ``call`` returns, or None when the engine has no such object (404)."""
         try:
-            with translated("volume inspect"):
-                found = self.api.inspect_volume(name)
+            with translated(what):
+                return call()
         except EngineUnavailableError:
             raise
         except EngineError as e:
             if e.returncode == 404:
                 return None
             raise
-        return {str(k): str(v) for k, v in ((found or {}).get("Labels") or {}).items()}
-
-    @staticmethod
-    def _exists(what: str, call: Callable[[], Any]) -> bool:
-        try:
-            with translated(what):
-                call()
-        except EngineUnavailableError:
-            raise
-        except EngineError as e:
-            if e.returncode == 404:
-                return False
-            raise
-        return True
 
     def build_image(
         self, context: bytes, tag: str, *, build_args: Mapping[str, str], labels: Mapping[str, str], deadline: float
@@ -380,12 +428,39 @@ class DockerEngine:
     def create_container(self, spec: Mapping[str, Any]) -> str:
         """Create (not start) a container from `sandbox.hardening.container_spec`-style arguments; its id.
 
+        Interrupted (Ctrl-C) while the engine has the request, this waits for the reply (up to
+        `CREATE_REPLY_WAIT` seconds, or a second interrupt), removes the container it names, and raises
+        the interrupt: the engine may make the container after anything the caller could do without its id.
+
         Raises:
             EngineError: the engine refused it.
         """
-        with translated("container create"):
-            created = self.api.create_container(**spec)
-        return str(created["Id"])
+        outcome: list[Any] = []
+        replied = threading.Event()
+
+        def create() -> None:
+            try:
+                with translated("container create"):
+                    outcome.append(str(self.api.create_container(**spec)["Id"]))
+            except BaseException as e:  # handed to the caller's thread
+                outcome.append(e)
+            finally:
+                replied.set()
+
+        try:
+            # Started inside: the thread may send the request before `start` returns here.
+            threading.Thread(target=create, name="docker-create", daemon=True).start()
+            replied.wait()
+        except BaseException:
+            with contextlib.suppress(BaseException):  # a second interrupt stops the wait; the first is raised
+                replied.wait(CREATE_REPLY_WAIT)
+            if outcome and isinstance(outcome[0], str):
+                with contextlib.suppress(EngineError):
+                    self.remove_container(outcome[0])
+            raise
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return str(outcome[0])
 
     def inspect_container(self, container: str) -> dict[str, Any]:
         """The engine's view of a container (the shape ``docker inspect`` prints).

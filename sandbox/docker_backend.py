@@ -154,7 +154,9 @@ class DockerBackend(SandboxBackend):
         self.tree = Path(tree) if tree is not None else None
         self.docker = docker or default_engine()
         self.build = build
-        self.image = session_image(self.config.image, self.config.pip_packages)[1]
+        self.image = session_image(self.config.image, ())[0]
+        """The image sessions run: its parent until `prepare` finds the derived image of ``config.pip_packages``
+        (named by the parent's ID, which takes the engine)."""
         self.tree_volume: str | None = None
         self._prepared = False
         self._lock = threading.Lock()

@@ -9,7 +9,8 @@ build bootstraps a Debian base instead: ``mmdebstrap`` from the mirror that the 
 apt sources name (read at run time) writes a root filesystem tarball, which the Engine API
 imports (``POST /images/create?fromSrc=-``, what ``docker import`` does). ``--offline-base``
 asks for that directly. Users add pip packages with a derived image (`build_derived_image`),
-cached by its parent and the package list; `session_image` names the image a session runs for
+named by its parent's image ID and the package list (a parent rebuilt under its old name gets a
+new one, and the old one is removed); `session_image` names the image a session runs for
 ``sandbox.image`` and ``sandbox.pip_packages``, and `ensure_image` builds it (or says what to run),
 so what is built is what a session looks for. Every engine step goes through the Engine API
 (`sandbox._docker`); builds use the engine's classic builder, which needs no ``buildx``, and each
@@ -27,7 +28,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import io
-import math
 import os
 import re
 import shlex
@@ -42,6 +42,7 @@ from pathlib import Path
 from sandbox._docker import LOG_TAIL_CHARS, DockerEngine, default_engine
 from sandbox.config import PIP_SPEC
 from sandbox.errors import EngineError, ImageError, SandboxError
+from tool_tree.text import clean
 
 DEFAULT_BASE = "python:3.12-slim"
 IMAGE_REPOSITORY = "tooltree-sandbox"
@@ -54,6 +55,8 @@ BUILD_DEADLINE = 1800.0
 pip downloads every wheel once, uncached, and the largest common stack (torch with its CUDA
 wheels) is about 3 GB, some 20 minutes at 2.5 MB/s; 30 minutes covers that on a modest link,
 while a build hung on a dead mirror still ends. ``--timeout`` changes it."""
+MAX_BUILD_DEADLINE = 7 * 86400.0
+"""The most ``--timeout`` may give a build (a week): more is beyond what a socket's timeout can hold."""
 _ONE_WORD = re.compile(r"[^\s-]\S*")
 """A parent a ``FROM`` line can name alone: one word, not an option (`sandbox.config` checks the grammar)."""
 
@@ -198,6 +201,14 @@ def bootstrap_base(docker: DockerEngine, *, suite: str = DEFAULT_SUITE, mirror: 
 # ---- building ----------------------------------------------------------------------------
 
 
+def deadline_problem(seconds: float) -> str | None:
+    """Why ``seconds`` cannot be a build's ``--timeout`` (one line), or None."""
+    if not 0 < seconds <= MAX_BUILD_DEADLINE:  # NaN too
+        limit = f"at most {MAX_BUILD_DEADLINE:.0f} (a week)"
+        return f"--timeout must be a positive number of seconds, {limit}, not {seconds:g}"
+    return None
+
+
 def _build(
     docker: DockerEngine,
     files: Mapping[str, bytes],
@@ -209,8 +220,18 @@ def _build(
     try:
         docker.build_image(context_tar(files), tag, build_args=build_args, labels=labels, deadline=deadline)
     except EngineError as e:
-        tail = e.output[-LOG_TAIL_CHARS:]
-        raise ImageError(str(e) + (f"\nthe end of its log:\n{tail}" if tail else "")) from None
+        tail = _printable(e.output[-LOG_TAIL_CHARS:])
+        raise ImageError(_printable(str(e)) + (f"\nthe end of its log:\n{tail}" if tail else "")) from None
+
+
+_TERMINAL_SEQUENCE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[ -/]*[0-~])")
+"""An escape sequence a terminal acts on (colours, cursor moves, titles, clipboard writes)."""
+
+
+def _printable(log: str) -> str:
+    """A build's log as it may reach a terminal: what its steps (a package's setup script) print is theirs, so its
+    escape sequences and control characters go (a carriage return, which could hide a line, becomes a line end)."""
+    return clean(_TERMINAL_SEQUENCE.sub("", log))
 
 
 def _base_available(docker: DockerEngine, base: str) -> bool:
@@ -292,10 +313,37 @@ def derived_dockerfile(parent: str, packages: Sequence[str], *, ca_bundle: bool 
     )
 
 
-def derived_image_name(parent: str, packages: Sequence[str]) -> str:
-    """``tooltree-sandbox-custom:<hash of parent and packages>``."""
-    key = "\n".join([parent, *sorted(packages)]).encode()
-    return f"{DERIVED_REPOSITORY}:{hashlib.sha256(key).hexdigest()[:16]}"
+DERIVED_KEY_LABEL = "tooltree.derived-key"
+"""On a derived image: `derived_key` of its parent's name and its packages, shared by every build of them."""
+PARENT_ID_LABEL = "tooltree.parent-id"
+"""On a derived image: the ID of the parent it was built on."""
+
+
+def derived_key(parent: str, packages: Sequence[str]) -> str:
+    """The hash of a parent's name and a package list, which every derived image built for the two shares."""
+    return hashlib.sha256("\n".join([parent, *sorted(packages)]).encode()).hexdigest()[:16]
+
+
+def derived_image_name(parent_id: str, packages: Sequence[str]) -> str:
+    """``tooltree-sandbox-custom:<hash of the parent's image ID and the packages>``.
+
+    The parent's ID, not its name: a parent rebuilt under the same name (``myorg/base:latest``) gives
+    another derived image, and the one built on the old parent is never run again.
+    """
+    return f"{DERIVED_REPOSITORY}:{derived_key(parent_id, packages)}"
+
+
+def parent_id(docker: DockerEngine, parent: str) -> str:
+    """The image ID of ``parent``.
+
+    Raises:
+        ImageError: there is no image of that name.
+        EngineUnavailableError: no engine answers.
+    """
+    found = docker.image_id(parent)
+    if found is None:
+        raise ImageError(f"the image {parent} is not there: pull or build it")
+    return found
 
 
 def build_derived_image(
@@ -307,40 +355,112 @@ def build_derived_image(
     force: bool = False,
     deadline: float = BUILD_DEADLINE,
 ) -> str:
-    """Build (once, or again with ``force``) an image with extra pip packages on top of ``parent``; its name.
+    """Build (once per ID of ``parent``, or again with ``force``) an image with extra pip packages on top of
+    ``parent``; its name (`derived_image_name`).
 
     ``ca_bundle`` (default: the file named by ``PIP_CERT``, if any) is the CA bundle pip trusts
-    during the build, which is stopped after ``deadline`` seconds.
+    during the build, which is stopped after ``deadline`` seconds. Images built for an earlier
+    ``parent`` of the same name and the same packages are removed, unless a container still uses them.
 
     Raises:
-        ImageError: a bad package spec, or the build failed.
+        ImageError: ``parent`` is missing, a bad package spec, or the build failed.
         EngineUnavailableError: no engine answers.
     """
     docker = docker or default_engine()
     if not packages:
         return parent
-    name = derived_image_name(parent, packages)
+    return _build_derived(docker, parent, parent_id(docker, parent), packages, ca_bundle, force, deadline)
+
+
+def _build_derived(
+    docker: DockerEngine,
+    parent: str,
+    parent_id: str,
+    packages: Sequence[str],
+    ca_bundle: Path | None,
+    force: bool,
+    deadline: float,
+) -> str:
+    name = derived_image_name(parent_id, packages)
     if not force and docker.image_exists(name):
         return name
-    _log(f"building {name}: {parent} + {', '.join(packages)}")
+    _log(f"building {name}: {parent} ({parent_id[:19]}) + {', '.join(packages)}")
     if ca_bundle is None and os.environ.get("PIP_CERT") and Path(os.environ["PIP_CERT"]).is_file():
         ca_bundle = Path(os.environ["PIP_CERT"])
-    files = {"Dockerfile": derived_dockerfile(parent, packages, ca_bundle=ca_bundle is not None).encode("utf-8")}
+    # FROM the ID, not the name: what is built is what the name says, even if the parent is re-tagged meanwhile.
+    dockerfile = derived_dockerfile(parent_id, packages, ca_bundle=ca_bundle is not None)
+    files = {"Dockerfile": dockerfile.encode("utf-8")}
     if ca_bundle is not None:
         files["ca-bundle.crt"] = ca_bundle.read_bytes()
-    _build(docker, files, name, {}, {OWNER_LABEL: "tooltree"}, deadline)
+    key = derived_key(parent, packages)
+    labels = {OWNER_LABEL: "tooltree", DERIVED_KEY_LABEL: key, PARENT_ID_LABEL: parent_id, "tooltree.parent": parent}
+    _build(docker, files, name, {}, labels, deadline)
+    _remove_stale_derived(docker, key, keep=name)
     return name
 
 
-def session_image(image: str | None, packages: Sequence[str]) -> tuple[str, str]:
+def _remove_stale_derived(docker: DockerEngine, key: str, *, keep: str) -> None:
+    """Remove the derived images of an earlier parent of the same name (and packages): their names alone, in
+    `DERIVED_REPOSITORY`, never by force; the engine keeps one a container uses. Images built on them inherit
+    the label but have other names, which are left alone."""
+    stale = {f"{DERIVED_REPOSITORY}:{key}"}  # the name the same parent and packages had before names followed IDs
+    for entry in docker.images(f"{DERIVED_KEY_LABEL}={key}"):
+        stale.update(n for n in entry.names if n.startswith(f"{DERIVED_REPOSITORY}:"))
+    for old in sorted(stale - {keep}):
+        if _remove_quietly(docker, old):
+            _log(f"removed {old}, built on an earlier image of that name")
+
+
+def _remove_quietly(docker: DockerEngine, name: str) -> bool:
+    try:
+        return docker.remove_image(name)
+    except EngineError as e:
+        _log(f"kept {name}: {str(e).splitlines()[0][:200]}")
+        return False
+
+
+def remove_stale_derived_images(docker: DockerEngine | None = None) -> list[str]:
+    """Remove the derived images no session runs any more, by their names in `DERIVED_REPOSITORY`: those built
+    on an image that is no longer (or no longer there as) the image of its parent's name. The engine keeps one
+    a container uses. Returns the names removed.
+
+    Raises:
+        EngineUnavailableError: no engine answers.
+    """
+    docker = docker or default_engine()
+    current: dict[str, str | None] = {}
+    removed = []
+    for entry in docker.images(DERIVED_KEY_LABEL):
+        parent, built_on = entry.labels.get("tooltree.parent"), entry.labels.get(PARENT_ID_LABEL)
+        if not parent or not built_on:
+            continue
+        if parent not in current:
+            current[parent] = docker.image_id(parent)
+        if current[parent] == built_on:
+            continue
+        for name in entry.names:
+            if name.startswith(f"{DERIVED_REPOSITORY}:") and _remove_quietly(docker, name):
+                removed.append(name)
+    return removed
+
+
+def session_image(image: str | None, packages: Sequence[str], parent_id: str | None = None) -> tuple[str, str]:
     """The images a session runs for ``sandbox.image`` and ``sandbox.pip_packages``: ``(parent, name)``.
 
-    The parent is ``image``, or the image of the current sources (`image_name`) when it is None;
-    the session runs the parent itself without ``packages``, else `derived_image_name` of the two.
-    Building (`ensure_image`) and running (`sandbox.docker_backend`) both ask here.
+    The parent is ``image``, or the image of the current sources (`image_name`) when it is None.
+    Without ``packages`` the session runs the parent itself; with them, `derived_image_name` of the
+    parent's ID, ``parent_id``, which must then be given (`ensure_image` looks it up). Building
+    (`ensure_image`) and running (`sandbox.docker_backend`) both ask here.
+
+    Raises:
+        ValueError: ``packages`` without ``parent_id``.
     """
     parent = image or image_name()
-    return parent, (derived_image_name(parent, packages) if packages else parent)
+    if not packages:
+        return parent, parent
+    if parent_id is None:
+        raise ValueError("the derived image is named by its parent's ID: pass parent_id")
+    return parent, derived_image_name(parent_id, packages)
 
 
 def ensure_image(
@@ -360,33 +480,46 @@ def ensure_image(
 
     With ``build``, what is missing is built (all of it with ``force``): the sources' image when
     ``image`` is None (``base`` to ``suite`` as in `build_image`), then the derived image with
-    ``packages``. A given ``image`` is never built here: it is the user's, to pull or build.
+    ``packages`` on the parent's current ID. A given ``image`` is never built here: it is the user's,
+    to pull or build.
 
     Raises:
         ImageError: an image is missing and not to be built (the message says what to run), or a build failed.
         EngineUnavailableError: no engine answers.
     """
     docker = docker or default_engine()
-    parent, name = session_image(image, packages)
+    parent = image or image_name()
     if image is None and build:
         build_image(docker, base=base, offline_base=offline_base, mirror=mirror, suite=suite, force=force,
                     deadline=deadline)  # fmt: skip
-    elif not docker.image_exists(parent):
-        if image is not None:
-            raise ImageError(f"the sandbox image {image} (sandbox.image) is not there: pull or build it")
-        raise ImageError(
-            f"the sandbox image {parent} is not built: run `tooltree image build` (or python -m sandbox.image build)"
-        )
-    if not packages or (not force and docker.image_exists(name)):
+        if not packages:
+            return parent
+    elif not packages:  # the fast path: the parent alone, looked up by its name
+        if not docker.image_exists(parent):
+            raise _missing_parent(image, parent)
+        return parent
+    found = docker.image_id(parent)
+    if found is None:
+        raise _missing_parent(image, parent)
+    name = session_image(image, packages, found)[1]
+    if not force and docker.image_exists(name):
         return name
     if not build:
         given = f"--image {shlex.quote(image)} " if image is not None else ""
         raise ImageError(
-            f"the sandbox image with {', '.join(packages)} is not built: run `tooltree image build --config "
-            f"tooltree.yaml` (the config that lists them), or python -m sandbox.image build {given}--pip "
-            + " ".join(shlex.quote(p) for p in packages)
+            f"the sandbox image with {', '.join(packages)} on {parent} as it is now (image {found[:19]}) is not "
+            f"built: run `tooltree image build --config tooltree.yaml` (the config that lists them), or python -m "
+            f"sandbox.image build {given}--pip " + " ".join(shlex.quote(p) for p in packages)
         )
-    return build_derived_image(docker, parent, packages, force=force, deadline=deadline)
+    return _build_derived(docker, parent, found, packages, None, force, deadline)
+
+
+def _missing_parent(image: str | None, parent: str) -> ImageError:
+    if image is not None:
+        return ImageError(f"the sandbox image {image} (sandbox.image) is not there: pull or build it")
+    return ImageError(
+        f"the sandbox image {parent} is not built: run `tooltree image build` (or python -m sandbox.image build)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -413,8 +546,8 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     sub.add_parser("name", help="print the image name for the current sources")
     args = parser.parse_args(argv)
-    if args.command == "build" and not 0 < args.timeout < math.inf:
-        parser.error(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
+    if args.command == "build" and (problem := deadline_problem(args.timeout)):
+        parser.error(problem)
     if args.command == "name":
         print(image_name())
         return 0

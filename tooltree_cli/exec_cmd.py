@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import errno
 import json
 import os
 import re
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
     from tool_tree.config import Config
 
 EXIT_OK, EXIT_SCRIPT, EXIT_USAGE, EXIT_SANDBOX = 0, 1, 2, 4
+EXIT_TERMINATED = 128 + signal.SIGTERM  # as a shell reports a command ended by SIGTERM (Ctrl-C: 130)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,7 +36,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Run a script in a hardened container; its tool calls go through the bridge to the real "
         f"servers. Exit {EXIT_OK} when the script succeeded, {EXIT_SCRIPT} when it failed or timed out, {EXIT_USAGE} "
         f"for usage errors, {EXIT_SANDBOX} when the sandbox failed or the workspace or an image could not be saved "
-        "(the script's output is printed first).",
+        f"(the script's output is printed first); 130 when interrupted, {EXIT_TERMINATED} when terminated (SIGTERM): "
+        "the container is stopped and nothing of the workspace is saved.",
     )
     p.add_argument("script", nargs="?", help="the script file ('-' for standard input)")
     p.add_argument("-c", dest="code", metavar="CODE", help="the code to run, instead of a file")
@@ -40,7 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")
     p.add_argument("--workspace", metavar="DIR", help="a host folder restored into /workspace and saved back")
     p.add_argument(
-        "--timeout", type=positive_seconds, help="wall-clock limit in seconds (default: the config's, or 30)"
+        "--timeout", type=_seconds, help="wall-clock limit in seconds, at most a week (default: the config's, or 30)"
     )
     p.add_argument(
         "--images",
@@ -51,6 +56,16 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--audit", metavar="FILE", help="append one JSON line per tool call to this file")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.set_defaults(handler=run)
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a positive number of seconds, at most what a sandbox takes (a week)."""
+    from sandbox.config import MAX_TIMEOUT
+
+    value = positive_seconds(text)
+    if value > MAX_TIMEOUT:  # else refused later as "timeout: …", not naming the option
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_TIMEOUT:g} seconds (a week), got {text!r}")
+    return value
 
 
 def _path_problem(args: argparse.Namespace) -> str | None:
@@ -163,9 +178,13 @@ def run(args: argparse.Namespace) -> int:
     if config is None:  # a script may compute, or search the tree, without the servers
         print(f"tooltree: {NO_CONFIG}", file=sys.stderr)
     try:
-        result, unsaved, notes = execute(
-            code, tree, config, settings, workspace=args.workspace, audit=args.audit, filename=filename
-        )
+        with _sigterm_stops_like_ctrl_c():
+            result, unsaved, notes = execute(
+                code, tree, config, settings, workspace=args.workspace, audit=args.audit, filename=filename
+            )
+    except _Terminated:
+        print("tooltree: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except (EngineUnavailableError, ImageError) as e:
         print(f"tooltree: error: {_shown(str(e))}", file=sys.stderr)
         return EXIT_SANDBOX
@@ -189,6 +208,29 @@ def run(args: argparse.Namespace) -> int:
     if unsaved is not None:
         print(f"tooltree: error: {unsaved}", file=sys.stderr)
     return exit_code
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the run is, so that it stops as Ctrl-C stops it."""
+
+
+@contextlib.contextmanager
+def _sigterm_stops_like_ctrl_c() -> Iterator[None]:
+    """While the script runs, SIGTERM (``timeout``, ``docker stop``, a CI job cancelled) stops it as Ctrl-C does:
+    the container and the servers are stopped. Before, it ended the process at once: a container whose create
+    request was with the engine was made all the same and left behind. Only on the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum: int, frame: object) -> None:
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 NO_CONFIG = (

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 
 from tooltree_cli.common import load_optional_config
 from tooltree_cli.output import error
@@ -47,11 +46,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def run_build(args: argparse.Namespace) -> int:
     from sandbox.config import SandboxConfig
     from sandbox.errors import SandboxError
-    from sandbox.image import BUILD_DEADLINE, ensure_image
+    from sandbox.image import BUILD_DEADLINE, deadline_problem, ensure_image
     from tool_tree.config import ConfigError
 
-    if args.timeout is not None and not 0 < args.timeout < math.inf:
-        error(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
+    if args.timeout is not None and (problem := deadline_problem(args.timeout)):
+        error(problem)
         return EXIT_CONFIG
     try:
         config = load_optional_config(args.config)

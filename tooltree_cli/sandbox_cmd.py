@@ -12,7 +12,11 @@ EXIT_ENGINE = 4  # as `tooltree exec`: the sandbox (its engine) failed
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("sandbox", help="manage sandbox containers", description="Manage sandbox containers.")
     sub = p.add_subparsers(dest="sandbox_command", required=True, metavar="ACTION")
-    prune = sub.add_parser("prune", help="remove every tooltree container and unused tree volume")
+    prune = sub.add_parser(
+        "prune",
+        help="remove every tooltree container (running sessions too) and unused tree volume, and the images "
+        "with pip packages built on an image its name no longer names",
+    )
     prune.add_argument("--owner", default="tooltree", help="the tooltree.owner label to select (default: tooltree)")
     prune.set_defaults(handler=run_prune)
 
@@ -20,13 +24,16 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def run_prune(args: argparse.Namespace) -> int:
     from sandbox.docker_backend import remove_containers, remove_volumes
     from sandbox.errors import SandboxError
+    from sandbox.image import remove_stale_derived_images
 
     label = f"tooltree.owner={args.owner}"
     try:
         containers = remove_containers(label=label)
         volumes = remove_volumes(label=label)
+        images = remove_stale_derived_images()  # after the containers, which may have used them
     except SandboxError as e:  # no engine answers, or it refused
         error(str(e))
         return EXIT_ENGINE
-    print(f"removed {containers} container(s) and {volumes} volume(s) labelled {label}")
+    print(f"removed {containers} container(s) and {volumes} volume(s) labelled {label}", end="")
+    print(f", and {len(images)} stale image(s) with pip packages: {', '.join(images)}" if images else "")
     return 0

@@ -7,12 +7,16 @@ import errno
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.docker_cli import EngineWithCLI
 from tests.support import TEST_OWNER, sample_config_yaml
 from tooltree_cli.main import main
 
@@ -190,6 +194,15 @@ def test_exec_timeout_must_be_a_positive_finite_number(value: str, capsys: pytes
     assert f"argument --timeout: expected a positive number of seconds, got {value!r}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["604801", "1e308"])
+def test_exec_timeout_past_a_week_is_refused_naming_the_option(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: "tooltree: error: timeout: expected at most 604800 seconds (a week), got 1e+308", naming no option.
+    with pytest.raises(SystemExit) as info:
+        main(["exec", "-c", "print(1)", f"--timeout={value}"])
+    assert info.value.code == 2
+    assert f"argument --timeout: expected at most 604800 seconds (a week), got {value!r}" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
@@ -286,6 +299,33 @@ def test_exec_keeps_host_files_it_never_held_and_says_when_both_sides_changed_on
     assert (workspace / "servers" / "notes.txt").read_text(encoding="utf-8") == "mine"
     assert (workspace / "latest.csv").is_symlink() and os.readlink(workspace / "latest.csv") == str(data)
     assert "tooltree: workspace: report.txt: both the host and the sandbox changed it" in err
+
+
+@pytest.mark.docker
+def test_sigterm_stops_exec_as_ctrl_c_does_and_leaves_no_container(
+    docker_engine: EngineWithCLI, project: tuple[Path, Path]
+) -> None:
+    # Before: SIGTERM ended the process at once (exit -15); a container whose create was with the engine stayed.
+    config, tree = project
+    running = ["ps", "--quiet", "--no-trunc", "--filter", f"label=tooltree.owner={TEST_OWNER}", "--filter",
+               "status=running"]  # fmt: skip
+    before = set(docker_engine.text(running).split())  # other tests' sessions may be running
+    code = "import time\ntime.sleep(120)"
+    argv = [sys.executable, "-m", "tooltree_cli.main", "exec", "--config", str(config), "--tree", str(tree), "-c", code]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline, ours = time.monotonic() + 60, set[str]()
+        while not ours and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)  # the container as `docker ps` shows it: running once the script is
+            ours = set(docker_engine.text(running).split()) - before
+        assert len(ours) == 1, "the script's container never ran"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 143 and err.decode().endswith("tooltree: terminated\n")
+    assert docker_engine.run(["inspect", ours.pop()], check=False).returncode != 0  # removed, not left
 
 
 def test_exec_help_names_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:

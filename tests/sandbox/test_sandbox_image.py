@@ -140,11 +140,14 @@ def test_a_failing_build_says_why_with_the_end_of_its_log(docker_engine: EngineW
 def test_a_session_runs_the_derived_image_of_the_configured_image() -> None:
     # Before: `tooltree image build --config` put the packages on the sources' image whatever sandbox.image said,
     # while a session looked for them on sandbox.image. Both now ask `session_image`.
-    assert session_image("rt/sandbox:1", ["six"]) == ("rt/sandbox:1", derived_image_name("rt/sandbox:1", ["six"]))
-    assert session_image(None, ["six"]) == (image_name(), derived_image_name(image_name(), ["six"]))
+    pid = "sha256:" + "1" * 64
+    assert session_image("rt/sandbox:1", ["six"], pid) == ("rt/sandbox:1", derived_image_name(pid, ["six"]))
+    assert session_image(None, ["six"], pid) == (image_name(), derived_image_name(pid, ["six"]))
     assert session_image("rt/sandbox:1", []) == ("rt/sandbox:1", "rt/sandbox:1")
+    with pytest.raises(ValueError, match="parent_id"):
+        session_image("rt/sandbox:1", ["six"])
     config = SandboxConfig(image="rt/sandbox:1", pip_packages=("six",))
-    assert DockerBackend(config).image == session_image("rt/sandbox:1", ["six"])[1]
+    assert DockerBackend(config).image == "rt/sandbox:1"  # until `prepare` asks the engine for the parent's ID
 
 
 @pytest.mark.parametrize("parent", ["x\nRUN id", "img:1 AS evil", "", "-x"])
