@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -191,7 +192,10 @@ def test_the_documented_exit_codes_are_the_commands_own() -> None:
     ]  # fmt: skip
     assert "--check" in exit_codes("generate-tree")[generate_cmd.EXIT_DRIFT]
     codes = exit_codes("exec")
-    assert list(codes) == [exec_cmd.EXIT_OK, exec_cmd.EXIT_SCRIPT, exec_cmd.EXIT_USAGE, exec_cmd.EXIT_SANDBOX]
+    assert list(codes) == [
+        exec_cmd.EXIT_OK, exec_cmd.EXIT_SCRIPT, exec_cmd.EXIT_USAGE, exec_cmd.EXIT_SANDBOX, 128 + signal.SIGINT,
+        exec_cmd.EXIT_TERMINATED,
+    ]  # fmt: skip
     assert "workspace" in codes[exec_cmd.EXIT_SANDBOX]
 
 
