@@ -16,6 +16,9 @@ MODES = ("code", "direct", "tool-search", "filtered")
 CLASSIFIERS = ("off", "local", "claude")
 """Pre-filter classifiers (``off``: none; ``filtered`` mode needs one)."""
 SIBLING_MODES = ("named", "server")
+MAX_PREFILTER_TIMEOUT = 3600.0
+"""The most seconds the pre-filter may be given (a classifier takes milliseconds, or one small request); past
+about 292 years a thread's wait cannot be set, and every decision failed open on the overflow."""
 BATCH_MODES = ("direct", "tool-search", "filtered")
 """Modes that offer ``batch_tool``."""
 DEFAULT_BATCH_MAX = 10
@@ -49,7 +52,11 @@ SETTINGS: dict[str, Setting] = {
         choices=SIBLING_MODES,
     ),
     "prefilter_model": Setting(str, "the model of the claude pre-filter (default claude-haiku-5-5)"),
-    "prefilter_timeout": Setting(float, "seconds the pre-filter may take before every tool is sent"),
+    "prefilter_timeout": Setting(
+        float,
+        "seconds the pre-filter may take before every tool is sent",
+        check=lambda v: None if v <= MAX_PREFILTER_TIMEOUT else f"at most {MAX_PREFILTER_TIMEOUT:g} seconds, got {v}",
+    ),
     "prefilter_state": Setting(str, "a file the admitted set is kept in between conversations"),
     "batch": Setting(bool, "offer batch_tool in direct, tool-search and filtered modes (default true)"),
     "batch_max": Setting(

@@ -16,7 +16,8 @@ the turn limit or token budget is reached, or a reply cannot be read (``unreadab
 SDK could not parse a tool call's input; `ModelAPIError`). Requests stream (so
 large ``max_tokens`` work); the SDK retries rate limits, overloads and server errors with back-off,
 and the loop retries the same errors when they arrive inside a stream (an ``error`` event after the
-200), which the SDK does not.
+200), and a stream that ends before its message does (``api_error`` once retries are spent: a cut
+reply is never taken as the answer), which the SDK does not.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from agent.errors import AgentSetupError, ModelAPIError
 from agent.events import EventHandler, ModelReplied, RunFinished, ToolFinished
 from agent.prefilter.options import PrefilterOptions
 from agent.request import (
+    CutReply,
     NoMessage,
     UnreadableReply,
     answer_text,
@@ -59,7 +61,7 @@ from agent.request import (
 )
 from agent.summary import PrefilterSummary, RunResult, RunSummary, TokenUsage
 from agent.toolsets import make_toolset
-from agent.transcript import Transcript, fingerprint
+from agent.transcript import Transcript, check_paths, fingerprint
 from tool_tree.config import Config
 
 if TYPE_CHECKING:
@@ -83,7 +85,8 @@ class Agent:
             or ``filtered`` (native tools narrowed per request by the pre-filter).
         model: the model id.
         max_turns: most requests per run.
-        token_budget: stop before the next request once input (all kinds) plus output tokens reach this.
+        token_budget: stop before the next request once input (all kinds) plus output tokens reach this,
+            the ``claude`` pre-filter's requests counted too (`RunSummary.spent`).
         max_tokens: ``max_tokens`` of each request.
         client: an ``anthropic.Anthropic`` client; default one made from the environment
             (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``) with ``max_retries`` retries.
@@ -101,11 +104,14 @@ class Agent:
         batch: offer ``batch_tool`` in ``direct``, ``tool-search`` and ``filtered`` modes (default on).
 
     Raises:
-        TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``), or a number
-            (``max_turns``, ``token_budget``, ``max_tokens``, ``max_retries``) is not a whole number.
+        TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``), a number
+            (``max_turns``, ``token_budget``, ``max_tokens``, ``max_retries``) is not a whole number, or
+            ``pinned`` is a string rather than a list of them.
         AgentSetupError: an unknown mode, a number out of range (``max_retries`` may be 0, the others
             must be at least 1, as on the command line), a tree without manifest, an unknown pinned
-            tool, or a pre-filter setting that cannot be used.
+            tool, a workspace that is a file, a pre-filter setting that cannot be used, a transcript that
+            is the pre-filter state or the config file, or a transcript or pre-filter state inside
+            ``workspace``.
     """
 
     def __init__(
@@ -146,7 +152,11 @@ class Agent:
         self.max_turns = max_turns
         self.token_budget = token_budget if token_budget is not None else settings.get("token_budget")
         self.max_tokens = max_tokens if max_tokens is not None else int(settings.get("max_tokens", DEFAULT_MAX_TOKENS))
+        if isinstance(pinned, str):  # iterated, it was one "tool" per character: "pinned tool 'c' is not in the tree"
+            raise TypeError(f"pinned: expected a list of server.tool names, got the string {pinned!r:.80}")
         pinned = pinned if pinned is not None else tuple(settings.get("pinned", ()))
+        if workspace is not None and os.path.exists(workspace) and not os.path.isdir(workspace):
+            raise AgentSetupError(f"the workspace {workspace} is a file, not a folder")  # else found after a script ran
         self.client = client
         self.max_retries = max_retries
         self.sandbox_config = sandbox_config
@@ -159,6 +169,8 @@ class Agent:
         )
         options = prefilter_options or PrefilterOptions.from_settings(settings, config)
         self.prefilter = None if chosen == "off" else options.build(self.tree, chosen)
+        state = self.prefilter.state_path if self.prefilter is not None else None
+        check_paths(self.transcript, state=state, config=Path(config.source), workspace=workspace)
         batch = batch if batch is not None else bool(settings.get("batch", True))
         batch_max = int(settings.get("batch_max", DEFAULT_BATCH_MAX)) if batch and mode in BATCH_MODES else None
         self.toolset = make_toolset(mode, self.tree, pinned=pinned, prefilter=self.prefilter, batch_max=batch_max)
@@ -206,7 +218,11 @@ class Agent:
         turn of that conversation: a pre-filter's admitted set carries on growing. Without it a new
         conversation starts.
 
+        A transcript that cannot be written on (a full disk) stops there and the run goes on
+        (``summary.transcript_error`` says why).
+
         Raises:
+            AgentSetupError: the transcript cannot be opened, or another run is writing it (nothing started).
             ModelAPIError: the Messages API failed after retries, or its reply could not be read
                 (``.result`` has the run so far, its ``stop_reason`` ``api_error`` or ``unreadable_reply``).
             SandboxError: the sandbox could not be started (no engine, no image).
@@ -227,7 +243,7 @@ class Agent:
             summary.prefilter = PrefilterSummary(self.prefilter.classifier.name, catalog=len(self.prefilter.catalog))
         messages: list[dict[str, Any]] = [*(history or ()), next_user_turn(task, history or ())]
         started = time.monotonic()
-        log = Transcript(self.transcript)
+        log = Transcript(self.transcript)  # before the runtime starts: a path that cannot be written stops nothing
         log.write("run_start", mode=self.mode, model=self.model, task=task, system=self.system, tools=self.tools)
         sent = len(messages) - 1
         prints: tuple[str, str] | None = None
@@ -237,7 +253,7 @@ class Agent:
                     if summary.turns >= self.max_turns:
                         summary.stop_reason = "max_turns"
                         break
-                    if self.token_budget is not None and summary.usage.total >= self.token_budget:
+                    if self.token_budget is not None and summary.spent >= self.token_budget:
                         summary.stop_reason = "token_budget"
                         break
                     summary.turns += 1
@@ -285,6 +301,7 @@ class Agent:
             summary.duration_s = time.monotonic() - started
             log.write("run_end", summary=summary.to_json())
             log.close()
+            summary.transcript_error = log.error
         self._emit(RunFinished(summary))
         return RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
 
@@ -329,7 +346,7 @@ class Agent:
 
         try:
             message = stream_message(client, params, on_error=logged)
-        except (anthropic.APIStatusError, anthropic.APIConnectionError, NoMessage, UnreadableReply) as e:
+        except (anthropic.APIStatusError, anthropic.APIConnectionError, NoMessage, CutReply, UnreadableReply) as e:
             summary.stop_reason = "unreadable_reply" if isinstance(e, UnreadableReply) else "api_error"
             summary.duration_s = time.monotonic() - started
             partial = RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
@@ -341,6 +358,8 @@ class Agent:
             if isinstance(e, NoMessage):
                 logged(200, str(e))
                 raise ModelAPIError(f"the Messages API {e}", status_code=200, result=partial) from None
+            if isinstance(e, CutReply):  # logged by stream_message, as each retry was
+                raise ModelAPIError(f"the Messages API failed: {e}", status_code=200, result=partial) from None
             if isinstance(e, anthropic.APIConnectionError):
                 raise ModelAPIError(f"cannot reach the Messages API: {e}", result=partial) from None
             raise ModelAPIError(

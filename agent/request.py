@@ -138,6 +138,11 @@ class UnreadableReply(Exception):
         self.usage = usage
 
 
+class CutReply(Exception):
+    """A reply's stream ended before the message did (no ``message_stop``: the connection dropped, a proxy
+    timed out); what arrived is not the model's whole reply and is never taken as its answer."""
+
+
 UNREADABLE_DETAIL = 200
 """The most characters of the SDK's own reason an `UnreadableReply` quotes (never the input itself)."""
 
@@ -162,12 +167,14 @@ def unreadable(e: ValueError, usage: Any = None) -> UnreadableReply:
 
 def stream_message(client: Any, params: dict[str, Any], *, on_error: Callable[[int | None, str], None]) -> Any:
     """The final message of one streamed request. The SDK retries rate limits, overloads and server errors
-    answered before the stream; the same errors arriving inside it (an ``error`` event after the 200) are
-    retried here, as many times, each one given to ``on_error`` first.
+    answered before the stream; the same errors arriving inside it (an ``error`` event after the 200), and a
+    stream that ends before its message does, are retried here, as many times, each one given to
+    ``on_error`` first.
 
     Raises:
         anthropic.APIStatusError, anthropic.APIConnectionError: as the SDK raises them, once retries are spent.
         NoMessage: the answer was 200 without a message in it.
+        CutReply: the stream ended before the message did (no ``message_stop``), every retry too.
         UnreadableReply: the SDK could not read the reply it streamed (a tool call's input it cannot parse).
     """
     import anthropic
@@ -177,17 +184,29 @@ def stream_message(client: Any, params: dict[str, Any], *, on_error: Callable[[i
         try:
             with client.messages.stream(**params) as stream:
                 usage = None
+                stopped = False
                 try:
                     for event in stream:  # the start's usage is kept: a reply that cannot be read still cost it
                         if event.type == "message_start":
                             usage = event.message.usage
-                    return stream.get_final_message()
+                        stopped = event.type == "message_stop"
+                    message = stream.get_final_message()
                 except AssertionError:  # the SDK asserts that the stream held a message: none came
                     kind = stream.response.headers.get("content-type", "") or "no content type"
                     raise NoMessage(f"sent no message (its answer was {kind.split(';')[0]}, not an event "
                                     "stream: is ANTHROPIC_BASE_URL the Messages API?)") from None  # fmt: skip
                 except ValueError as e:  # the SDK parses each tool input as it streams; it raises on what it cannot
                     raise unreadable(e, usage) from None
+            if stopped:
+                return message
+            # The SDK hands over a cut stream's partial message (its stop_reason None): half a sentence, or a
+            # tool call without its input, taken as the model's last word. Nothing ran on it: ask again.
+            text = f"the stream ended before the reply did (after {len(message.content)} content block(s))"
+            on_error(200, text)
+            if retries >= client.max_retries:
+                raise CutReply(text)
+            time.sleep(STREAM_RETRY_DELAY * 2**retries)
+            retries += 1
         except anthropic.APIStatusError as e:
             on_error(e.status_code, str(e))
             in_stream = e.status_code == 200  # an `error` event after the 200: the SDK did not retry it

@@ -51,7 +51,7 @@ class TokenUsage:
 
     @property
     def total(self) -> int:
-        """Input (all kinds) plus output: what the token budget counts."""
+        """Input (all kinds) plus output; with the pre-filter's, what the token budget counts (`RunSummary.spent`)."""
         return self.sent + self.output_tokens
 
 
@@ -100,6 +100,8 @@ class RunSummary:
         cache_invalidations: requests whose tools array or system prompt differed from the
             previous request's (the prompt cache could not be read past that point).
         prefilter: what the pre-filter did and cost, when the run had one.
+        transcript_error: why the transcript stopped before the run ended (a full disk: the file keeps
+            the records before it), or "".
     """
 
     mode: str
@@ -117,11 +119,19 @@ class RunSummary:
     duration_s: float = 0.0
     cache_invalidations: int = 0
     prefilter: PrefilterSummary | None = None
+    transcript_error: str = ""
+
+    @property
+    def spent(self) -> int:
+        """Every token the run paid for: the model's (``usage.total``) and the pre-filter's requests'; what the
+        token budget counts."""
+        return self.usage.total + (self.prefilter.usage.total if self.prefilter is not None else 0)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["usage"] = {**asdict(self.usage), "sent": self.usage.sent, "total": self.usage.total}
         data["duration_s"] = round(self.duration_s, 3)
+        data["spent"] = self.spent
         if self.prefilter is not None:
             data["prefilter"]["seconds"] = round(self.prefilter.seconds, 4)
         return data

@@ -24,41 +24,137 @@ Records (``type``):
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
+import stat
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import Any
+
+from agent.errors import AgentSetupError
 
 
 class Transcript:
-    """Appends records to a JSONL file; with no path, records nothing."""
+    """Appends records to a JSONL file; with no path, records nothing.
+
+    The file is locked while a run writes it: a second run given the same file is refused
+    (`AgentSetupError`) rather than truncating the first one's records and interleaving its own.
+    A write that fails (a full disk) stops the transcript, never the run: the file keeps the whole
+    records written before it (never half a line) and `error` says why.
+
+    Raises:
+        AgentSetupError: the file cannot be opened, or another run is writing it.
+    """
 
     def __init__(self, path: str | Path | None) -> None:
         self.path = Path(path) if path is not None else None
-        self._file: IO[str] | None = None
-        if self.path is not None:
+        self.error = ""
+        """Why the transcript stopped before the run ended (empty while every record was written)."""
+        self._fd: int | None = None
+        self._regular = False
+        self._written = 0
+        self._records = 0
+        if self.path is None:
+            return
+        try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as e:
+            raise AgentSetupError(f"cannot write the transcript {self.path}: {e.strerror or e}") from None
+        try:
+            self._regular = stat.S_ISREG(os.fstat(fd).st_mode)
+            if self._regular:  # locked before it is emptied: another run's records are not cut from under it
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                os.ftruncate(fd, 0)
+        except BlockingIOError:
+            os.close(fd)
+            raise AgentSetupError(
+                f"another run is writing the transcript {self.path}; give each run a file of its own"
+            ) from None
+        except OSError as e:
+            os.close(fd)
+            raise AgentSetupError(f"cannot write the transcript {self.path}: {e.strerror or e}") from None
+        self._fd = fd
 
     def write(self, kind: str, **fields: Any) -> None:
-        if self._file is None:
+        if self._fd is None:
             return
         record = {"type": kind, "ts": round(time.time(), 3), **fields}
-        self._file.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
-        self._file.flush()
+        try:
+            data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (a model's or a server's text): kept as a \u escape
+            data = (json.dumps(record, default=str) + "\n").encode("utf-8")
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as e:
+            self._stop(e)
+            return
+        self._written += len(data)
+        self._records += 1
+
+    def _stop(self, e: OSError) -> None:
+        """Stop writing after a failed write: cut the partial record off, say why, close."""
+        assert self._fd is not None
+        self.error = (
+            f"{self.path}: the transcript stopped after {self._records:,} record(s), the run went on: {e.strerror or e}"
+        )
+        if self._regular:
+            try:
+                os.ftruncate(self._fd, self._written)
+            except OSError:
+                self.error += " (its last line may be cut)"
+        self.close()
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fd is not None:
+            os.close(self._fd)  # releases the lock
+            self._fd = None
 
     def __enter__(self) -> Transcript:
         return self
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
+
+
+def check_paths(
+    transcript: Path | None, *, state: Path | None, config: Path, workspace: str | os.PathLike[str] | None
+) -> None:
+    """Check where a run's files go before it starts.
+
+    Raises:
+        AgentSetupError: the transcript is the pre-filter ``state`` or the ``config`` file (opening it for
+            the run would empty that file), or the transcript or the state is inside the ``workspace`` (a
+            script could rewrite it, and the workspace saved back would put the script's copy in its place).
+    """
+    if workspace is not None:
+        folder = os.path.realpath(workspace)
+        for what, path in (("transcript", transcript), ("pre-filter state", state)):
+            if path is not None and Path(os.path.realpath(path)).is_relative_to(folder):
+                raise AgentSetupError(
+                    f"the {what} {path} is inside the workspace {workspace}: a script could rewrite it, and the "
+                    "workspace saved back would replace it; keep it outside"
+                )
+    others = {"the pre-filter state file": state, "the config file": config if config.is_file() else None}
+    for what, other in others.items():
+        if transcript is not None and other is not None and _same_file(transcript, other):
+            raise AgentSetupError(
+                f"the transcript {transcript} is {what}; writing it would empty that file, give the transcript a "
+                "path of its own"
+            )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` are one file (through links), or would be once made."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def fingerprint(value: Any) -> str:

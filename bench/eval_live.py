@@ -26,7 +26,7 @@ from agent import Agent, ModelAPIError
 from agent.defaults import DEFAULT_MODEL, MODES
 from sandbox.host import Runtime
 from tool_tree.config import Config, load_config
-from tooltree_cli.agent_cmd import live_view
+from tooltree_cli.agent_view import live_view
 
 if TYPE_CHECKING:
     import anthropic

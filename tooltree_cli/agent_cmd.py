@@ -1,16 +1,26 @@
-"""`tooltree agent`: run a task with Claude over the tree's tools, with a live view on stderr."""
+"""`tooltree agent`: run a task with Claude over the tree's tools, with a live view on stderr.
+
+Its options and the checks made before any request are here; what it prints (the live view, the summary
+lines, the comparison and dry-run tables) is `tooltree_cli.agent_view`.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tool_tree.text import size
+from tooltree_cli.agent_view import (
+    live_view,
+    print_comparison,
+    print_first_requests,
+    print_json_safely,
+    summary_line,
+    terminal_text,
+    transcript_warning,
+)
 from tooltree_cli.common import (
     file_problem,
     folder_problem,
@@ -21,11 +31,11 @@ from tooltree_cli.common import (
     probability,
     sandbox_config,
 )
-from tooltree_cli.output import error, print_json, table
+from tooltree_cli.output import error
+from tooltree_cli.signals import EXIT_TERMINATED, Terminated, sigterm_stops_like_ctrl_c
 
 if TYPE_CHECKING:
     from agent import Agent, RunResult
-    from agent.events import Event
     from agent.prefilter.options import PrefilterOptions
     from tool_tree.config import Config
 
@@ -34,7 +44,15 @@ API_KEY_ENV = "ANTHROPIC_API_KEY"
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from agent.defaults import CLASSIFIERS, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_MODEL, MODES, SIBLING_MODES
+    from agent.defaults import (
+        CLASSIFIERS,
+        DEFAULT_MAX_TOKENS,
+        DEFAULT_MAX_TURNS,
+        DEFAULT_MODEL,
+        MAX_PREFILTER_TIMEOUT,
+        MODES,
+        SIBLING_MODES,
+    )
 
     p = subparsers.add_parser(
         "agent",
@@ -52,7 +70,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--mode", choices=MODES, help="code (default), direct, tool-search or filtered")
     p.add_argument("--model", help=f"the model (default: {DEFAULT_MODEL})")
     p.add_argument("--max-turns", type=positive_int, help=f"most requests to the model (default: {DEFAULT_MAX_TURNS})")
-    p.add_argument("--token-budget", type=positive_int, help="stop once this many tokens (input + output) were used")
+    p.add_argument(
+        "--token-budget",
+        type=positive_int,
+        help="stop once this many tokens (input + output, the claude pre-filter's too) were used",
+    )
     p.add_argument(
         "--max-tokens", type=positive_int, help=f"max_tokens of each request (default: {DEFAULT_MAX_TOKENS})"
     )
@@ -76,7 +98,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--prefilter-state", metavar="FILE", help="keep the admitted set in FILE between conversations")
     p.add_argument("--prefilter-model", help="the claude pre-filter's model (default: claude-haiku-5-5)")
     p.add_argument(
-        "--prefilter-timeout", type=positive_seconds, metavar="SECONDS", help="send every tool when it takes longer"
+        "--prefilter-timeout",
+        type=_prefilter_seconds,
+        metavar="SECONDS",
+        help=f"send every tool when it takes longer (at most {MAX_PREFILTER_TIMEOUT:g})",
     )
     p.add_argument(
         "--no-batch", action="store_true", help="do not offer batch_tool (direct, tool-search and filtered modes)"
@@ -103,75 +128,28 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.set_defaults(handler=run)
 
 
-LABEL_CHARS = 80
-"""The most characters of a tool name or a stop reason the live view prints."""
-NOTE_CHARS = 120
-"""The most characters of a tool call's note the live view prints."""
-REASON_CHARS = 500
-"""The most characters of a reason the summary quotes (why the pre-filter failed open, or did not save)."""
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+def _prefilter_seconds(text: str) -> float:
+    """An argparse type: seconds for the pre-filter, above 0 and at most `MAX_PREFILTER_TIMEOUT`."""
+    from agent.defaults import MAX_PREFILTER_TIMEOUT
 
-
-def terminal_label(value: object, limit: int) -> str:
-    """A value from the model, a server or the API as one line for the terminal: cleaned of escape
-    sequences and control characters (`sandbox.results.clean_text`), at most ``limit`` characters."""
-    from sandbox.results import note_label
-
-    return note_label(value if isinstance(value, str) else str(value), limit)
-
-
-def terminal_text(text: str) -> str:
-    """Text for the terminal, lines kept: escape sequences and control characters removed
-    (`sandbox.results.clean_text`; tabs and newlines stay, a carriage return ends a line)."""
-    from sandbox.results import clean_text
-
-    return clean_text(text)
-
-
-def print_json_safely(value: object) -> None:
-    """``value`` as JSON on stdout (as `print_json` writes it) with the characters a terminal may act on
-    that JSON leaves raw (C1 controls such as the 8-bit CSI, bidi overrides) escaped as ``\\uXXXX``: the
-    same JSON, nothing lost."""
-    text = json.dumps(value, indent=2, ensure_ascii=False)
-    print(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
-
-
-def live_view(event: Event) -> None:
-    """One line per model reply and per tool call, on stderr; what the model, a server or the API wrote
-    in it is cleaned and cut (`terminal_label`)."""
-    from agent.events import ModelReplied, ToolFinished
-
-    if isinstance(event, ModelReplied):
-        u = event.usage
-        stop = terminal_label(event.stop_reason, LABEL_CHARS)
-        print(
-            f"[turn {event.turn}] {stop} · in {u.sent:,} (cache read {u.cache_read_input_tokens:,}, "
-            f"write {u.cache_creation_input_tokens:,}) · out {u.output_tokens:,} · total {event.total.total:,} "
-            f"· {event.seconds:.1f} s",
-            file=sys.stderr,
-            flush=True,
-        )
-    elif isinstance(event, ToolFinished):
-        status = "error" if event.is_error else "ok"
-        name, note = terminal_label(event.name, LABEL_CHARS), terminal_label(event.note, NOTE_CHARS)
-        note = f" {note}" if note else ""
-        print(
-            f"  {name}{note} [{status}] · {size(event.model_bytes)} to the model · {event.seconds:.1f} s",
-            file=sys.stderr,
-            flush=True,
-        )
+    value = positive_seconds(text)
+    if value > MAX_PREFILTER_TIMEOUT:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_PREFILTER_TIMEOUT:g} seconds, got {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent import AgentSetupError, ModelAPIError
+    from agent import AgentSetupError
     from sandbox.errors import SandboxError
     from tool_tree.config import ConfigError
-    from tool_tree.pool import PoolError
 
     if not args.dry_run and not os.environ.get(API_KEY_ENV):
         error(f"{API_KEY_ENV} is not set; export your Anthropic API key to run the agent")
         return EXIT_USAGE
-    task = sys.stdin.read() if args.task == "-" else str(args.task)
+    task, unreadable = _read_task(args.task)
+    if unreadable:
+        error(unreadable)
+        return EXIT_USAGE
     if not task.strip():
         error("the task is empty")
         return EXIT_USAGE
@@ -212,28 +190,54 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, AgentSetupError, SandboxError, OSError) as e:
         error(str(e))
         return EXIT_USAGE
+    unused = [f"--prefilter-{k}" for k in PREFILTER_OPTIONS if getattr(args, f"prefilter_{k}") is not None]
+    if unused and all(a.prefilter is None for a in agents):  # else the state would be silently never kept
+        error(f"{', '.join(unused)}: no pre-filter runs in {' or '.join(a.mode for a in agents)} mode (it runs in "
+              "filtered mode, and in code mode with --prefilter local or claude)")  # fmt: skip
+        return EXIT_USAGE
     if args.dry_run:
-        _print_first_requests(agents, task, as_json=args.json)
+        print_first_requests(agents, task, as_json=args.json)
         return EXIT_OK
+    try:
+        with sigterm_stops_like_ctrl_c():
+            return _run_all(agents, task, args)
+    except Terminated:
+        print("tooltree: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
+
+
+def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
+    """Run ``task`` with each agent in turn; print the answer, the summary or the comparison."""
+    from agent import AgentSetupError, ModelAPIError
+    from sandbox.errors import SandboxError
+    from tool_tree.pool import PoolError
+
     results: list[RunResult] = []
     for agent in agents:
         if len(agents) > 1 and not args.quiet:
             print(f"== {agent.mode}", file=sys.stderr, flush=True)
         try:
             result = agent.run(task)
+        except AgentSetupError as e:  # the transcript cannot be opened, or another run writes it: nothing ran
+            error(str(e))
+            return EXIT_USAGE
         except ModelAPIError as e:
             error(terminal_text(f"{agent.mode}: {e}" if len(agents) > 1 else str(e)))
             if not args.quiet and e.result is not None:
-                print(_summary_line(e.result), file=sys.stderr)
+                print(summary_line(e.result), file=sys.stderr)
+            if e.result is not None and e.result.summary.transcript_error:
+                transcript_warning(e.result)
             return EXIT_API
         except (SandboxError, PoolError) as e:
             error(f"the sandbox failed: {e}")
             return EXIT_SANDBOX
         if not args.quiet:
-            print(_summary_line(result), file=sys.stderr)
+            print(summary_line(result), file=sys.stderr)
+        if result.summary.transcript_error:  # even with --quiet: a file the user asked for is incomplete
+            transcript_warning(result)
         results.append(result)
     if len(results) > 1:
-        _print_comparison(results, as_json=args.json)
+        print_comparison(results, as_json=args.json)
     elif args.json:
         (result,) = results
         transcript = str(result.transcript) if result.transcript else None
@@ -241,6 +245,27 @@ def run(args: argparse.Namespace) -> int:
     elif results[0].answer:
         print(terminal_text(results[0].answer))
     return EXIT_OK if all(r.completed for r in results) else EXIT_INCOMPLETE
+
+
+PREFILTER_OPTIONS = ("threshold", "siblings", "state", "model", "timeout")
+"""The ``--prefilter-*`` options that set how a pre-filter decides (refused where none runs)."""
+MAX_TASK_BYTES = 32 * 1024 * 1024
+"""The largest task read from standard input: the Messages API takes no larger request."""
+
+
+def _read_task(given: str) -> tuple[str, str]:
+    """The task (``-``: read from standard input, at most `MAX_TASK_BYTES`), or why it cannot be sent."""
+    if given != "-":
+        data = given.encode("utf-8", errors="surrogateescape")  # bytes of the argument that are not UTF-8
+    else:
+        data = sys.stdin.buffer.read(MAX_TASK_BYTES + 1)
+        if len(data) > MAX_TASK_BYTES:
+            return "", f"the task on standard input is larger than {MAX_TASK_BYTES:,} bytes (the API's request limit)"
+    try:
+        return data.decode("utf-8"), ""
+    except UnicodeDecodeError as e:
+        where = "on standard input" if given == "-" else "given"
+        return "", f"the task {where} is not UTF-8 text (byte {e.start:,} cannot be read)"
 
 
 def _prefilter_options(args: argparse.Namespace, config: Config) -> PrefilterOptions:
@@ -300,9 +325,16 @@ def _transcript(transcript: str, mode: str | None, several: bool) -> str:
 
 
 def _agent(args: argparse.Namespace, config: Config, mode: str | None, several: bool) -> Agent:
-    from agent import Agent
+    """Raises: AgentSetupError: see `Agent`; or --prefilter in a mode of the config that has none."""
+    from agent import Agent, AgentSetupError
+    from agent.defaults import agent_settings
 
     transcript = _transcript(args.transcript, mode, several) if args.transcript else None
+    # The mode this agent runs in: left out, the config's. Before, a --prefilter went only to an agent given
+    # --mode, so `tooltree agent TASK --prefilter local` ran code mode with no pre-filter at all.
+    effective = mode or str(agent_settings(config).get("mode", "code"))
+    if args.prefilter not in (None, "off") and effective in ("direct", "tool-search") and not several:
+        raise AgentSetupError(f"--prefilter works in code and filtered modes, not in {effective}")
     return Agent(
         config,
         tree=args.tree,
@@ -316,76 +348,7 @@ def _agent(args: argparse.Namespace, config: Config, mode: str | None, several: 
         workspace=args.workspace,
         transcript=transcript,
         on_event=None if args.quiet else live_view,
-        prefilter=args.prefilter if mode in ("code", "filtered") else None,
+        prefilter=args.prefilter if effective in ("code", "filtered") else None,
         prefilter_options=_prefilter_options(args, config),
         batch=False if args.no_batch else None,
     )
-
-
-def _print_first_requests(agents: list[Agent], task: str, *, as_json: bool) -> None:
-    """What each mode sends before any tool runs: system prompt, tools and the task, in tokens."""
-    from agent.tokens import APPROXIMATION, request_tokens, system_tokens, tools_tokens
-
-    keys = ("tools", "deferred", "system_tokens", "tools_tokens", "first_request_tokens")
-    counts: dict[str, dict[str, int]] = {}
-    for agent in agents:
-        request = agent.first_request(task)
-        tools = request["tools"]
-        values = (len(tools), sum(1 for t in tools if t.get("defer_loading")), system_tokens(request["system"]),
-                  tools_tokens(tools), request_tokens(request))  # fmt: skip
-        counts[agent.mode] = dict(zip(keys, values, strict=True))
-    if as_json:
-        print_json({"token_count": APPROXIMATION, "modes": [{"mode": m, **c} for m, c in counts.items()]})
-        return
-    direct = counts.get("direct", {}).get("first_request_tokens")
-    rows = [
-        [mode, *(f"{c[k]:,}" for k in keys), f"{100 * c['first_request_tokens'] / direct:.1f} %" if direct else "-"]
-        for mode, c in counts.items()
-    ]
-    print(table(rows, ["mode", "tools", "deferred", "system", "tools tokens", "first request", "of direct"]))
-    print(f"\ntokens: {APPROXIMATION}")
-
-
-def _summary_line(result: RunResult) -> str:
-    """The run in a few lines for stderr: each reason it quotes on one line, cleaned and cut (`terminal_label`)."""
-    s = result.summary
-    refused = f" ({s.refused_tool_calls} more not run: too many in one reply)" if s.refused_tool_calls else ""
-    stop = terminal_label(result.stop_reason, LABEL_CHARS)
-    line = (
-        f"tooltree: {stop} after {s.turns} turn(s) · {s.usage.sent:,} tokens sent, "
-        f"{s.usage.output_tokens:,} received · {s.tool_calls} tool call(s){refused}, {s.script_tool_calls} from "
-        f"scripts · {size(s.sandbox_bytes)} stayed in the sandbox, {size(s.model_bytes)} reached the model"
-    )
-    p = s.prefilter
-    if p is not None:
-        line += (
-            f"\ntooltree: pre-filter {p.classifier}: {p.admitted} of {p.catalog} tools offered, grew {p.growths} "
-            f"time(s), {s.cache_invalidations} cache invalidation(s) · asked {p.asked} time(s), "
-            f"{p.seconds * 1000:.0f} ms, {p.usage.total:,} tokens"
-        )
-        for reason in p.fail_open:
-            line += f"\ntooltree: pre-filter failed open (every tool sent): {terminal_label(reason, REASON_CHARS)}"
-        for reason in p.state_errors:
-            line += f"\ntooltree: pre-filter state not saved: {terminal_label(reason, REASON_CHARS)}"
-    return terminal_text(line)
-
-
-def _print_comparison(results: list[RunResult], *, as_json: bool) -> None:
-    """The runs of one task side by side: tokens, and each as a share of ``direct`` when it ran."""
-    direct = next((r.summary.usage.total for r in results if r.summary.mode == "direct"), None)
-    if as_json:
-        runs = [{**r.summary.to_json(), "transcript": str(r.transcript) if r.transcript else None} for r in results]
-        print_json_safely({"runs": runs})
-        return
-    header = ["mode", "stop", "turns", "sent", "received", "total", "of direct", "tool calls", "kept", "to model"]
-    rows = []
-    for r in results:
-        s, u = r.summary, r.summary.usage
-        share = f"{100 * u.total / direct:.1f} %" if direct else "-"
-        rows.append([
-            s.mode, r.stop_reason, str(s.turns), f"{u.sent:,}", f"{u.output_tokens:,}", f"{u.total:,}", share,
-            f"{s.tool_calls} ({s.script_tool_calls} from scripts)", size(s.sandbox_bytes), size(s.model_bytes),
-        ])  # fmt: skip
-    print(terminal_text(table(rows, header)))
-    for r in results:
-        print(f"\n[{r.summary.mode}] {terminal_text(r.answer)}")

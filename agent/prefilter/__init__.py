@@ -59,8 +59,8 @@ def make_prefilter(
     """A `PreFilter` over the tools of ``tree`` with the ``local`` or ``claude`` classifier (or one given).
 
     Raises:
-        AgentSetupError: an unknown classifier or siblings mode, a threshold outside (0, 1], or a
-            tree without manifest or snapshots.
+        AgentSetupError: an unknown classifier or siblings mode, a threshold outside (0, 1], a timeout
+            outside (0, `agent.defaults.MAX_PREFILTER_TIMEOUT`], or a tree without manifest or snapshots.
     """
     tree = Path(tree)
     if isinstance(classifier, str):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.defaults import MAX_PREFILTER_TIMEOUT
 from agent.prefilter.base import CatalogTool, FilterError, ToolFilter, Verdicts
 from agent.prefilter.catalog import Siblings, sibling_map
 from agent.prefilter.state import LOCK_WAIT, AdmittedSet, load_state, update_state
@@ -103,13 +104,16 @@ def _texts(message: dict[str, Any]) -> list[str]:
 class PreFilter:
     """Narrows a catalog per request with a `ToolFilter`; grow-only, fail-open.
 
+    Raises:
+        ValueError: a threshold outside (0, 1] or a timeout outside (0, `MAX_PREFILTER_TIMEOUT`].
+
     Args:
         classifier: the `ToolFilter` asked before each request.
         catalog: the tools it decides about (in the order a fail-open admits them).
         threshold: admit tools whose probability is at least this (default: the classifier's).
         siblings: ``named`` (the tools of the same server an admitted tool names or that name it)
             or ``server`` (the whole server).
-        timeout: seconds the classifier may take.
+        timeout: seconds the classifier may take (above 0, at most `MAX_PREFILTER_TIMEOUT`).
         state: a file the admitted set is loaded from at the start of each conversation and
             saved to whenever it grows (None: every conversation starts empty).
     """
@@ -128,6 +132,9 @@ class PreFilter:
         self.catalog = list(catalog)
         if threshold is not None and not 0.0 < threshold <= 1.0:
             raise ValueError(f"the pre-filter threshold must be in (0, 1], got {threshold}")
+        if not 0.0 < timeout <= MAX_PREFILTER_TIMEOUT:  # nan too
+            raise ValueError(f"the pre-filter timeout must be above 0 and at most {MAX_PREFILTER_TIMEOUT:g} s, "
+                             f"got {timeout}")  # fmt: skip
         self.threshold = threshold
         """The user's threshold; None: the classifier's default (per answer)."""
         self.siblings_mode: Siblings = siblings

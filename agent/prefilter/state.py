@@ -20,8 +20,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import secrets
 import stat
-import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -119,7 +119,8 @@ def load_state(path: Path) -> AdmittedSet:
 
 def save_state(path: Path, admitted: AdmittedSet) -> None:
     """Write the set to ``path`` atomically (a temporary file of its own, then a rename), through a
-    symlink to its target, as compact JSON.
+    symlink to its target, as compact JSON. The file keeps its permission bits; a new one gets those of any
+    new file (0666 less the umask).
 
     Raises:
         FilterError: (``error``) the file cannot be written, or the set is larger than a load reads
@@ -137,8 +138,11 @@ def save_state(path: Path, admitted: AdmittedSet) -> None:
     tmp: str | None = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        mode = _mode(target)
+        fd, tmp = _temporary(target)
         with os.fdopen(fd, "wb") as f:
+            if mode is not None:  # mkstemp's 0600 would lock a group out of a profile it shares
+                os.fchmod(f.fileno(), mode)
             f.write(encoded)
         os.replace(tmp, target)
         tmp = None
@@ -147,6 +151,25 @@ def save_state(path: Path, admitted: AdmittedSet) -> None:
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
+
+
+def _mode(target: Path) -> int | None:
+    """The permission bits of ``target``, or None when it does not exist yet."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        return None
+
+
+def _temporary(target: Path) -> tuple[int, str]:
+    """A new file next to ``target``, open for writing, and its path; made as any new file is (0666 less the
+    umask), which a save then sets to the mode ``target`` has."""
+    while True:
+        tmp = str(target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:
+            continue
 
 
 def update_state(path: Path, keys: Iterable[str], *, lock_wait: float = LOCK_WAIT) -> AdmittedSet:

@@ -12,7 +12,8 @@
     assert api.requests[1]["messages"][-1]["content"][0]["type"] == "tool_result"
 
 `FakeMessagesAPI` is a real local HTTP server; the real ``anthropic`` SDK talks to it. It
-replays scripted replies (messages, `ApiError` answers, or functions of the request), computes
+replays scripted replies (messages, `ApiError` answers, `CutStream` answers that stop before the
+message is over, or functions of the request), computes
 ``usage`` with the approximation in `agent.tokens` and a simulated prompt cache, and records
 every request.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 from agent.testing._accounting import PromptCache, Usage, check_request
 from agent.testing._replies import (
     ApiError,
+    CutStream,
     Reply,
     reply,
     server_tool_use,
@@ -33,6 +35,7 @@ from agent.testing._server import FakeMessagesAPI
 
 __all__ = [
     "ApiError",
+    "CutStream",
     "FakeMessagesAPI",
     "PromptCache",
     "Reply",

@@ -58,9 +58,19 @@ class ApiError:
         return cls(500, "Internal server error", retry_after=retry_after)
 
 
-Reply: TypeAlias = "dict[str, Any] | ApiError | Callable[[dict[str, Any]], Reply]"
-"""One scripted answer: an assistant message (see `reply`), an `ApiError`, or a function of the
-request body that returns one of those (to build a reply from what the loop sent)."""
+@dataclass(frozen=True)
+class CutStream:
+    """A reply (see `reply`) whose answer stops after its first ``events`` server-sent events, the
+    connection closed before the message is over, as a dropped connection or a proxy's timeout cuts it
+    (``message_start`` is the first event; each block then takes a start, its deltas and a stop)."""
+
+    reply: dict[str, Any]
+    events: int = 2
+
+
+Reply: TypeAlias = "dict[str, Any] | ApiError | CutStream | Callable[[dict[str, Any]], Reply]"
+"""One scripted answer: an assistant message (see `reply`), an `ApiError`, a `CutStream`, or a function
+of the request body that returns one of those (to build a reply from what the loop sent)."""
 
 
 def text(value: str) -> dict[str, Any]:

@@ -10,17 +10,20 @@ through ``base_url``, so retries, streaming and parsing are the SDK's own.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import math
+import sys
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from agent.testing._accounting import PromptCache, check_request
-from agent.testing._replies import ApiError, Reply
+from agent.testing._replies import ApiError, CutStream, Reply
 from agent.tokens import content_tokens, request_tokens
 
 if TYPE_CHECKING:
@@ -64,7 +67,7 @@ class FakeMessagesAPI:
     def start(self) -> FakeMessagesAPI:
         """Start serving on a free port (idempotent)."""
         if self._server is None:
-            server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+            server = _Server(("127.0.0.1", 0), _handler_for(self))
             server.daemon_threads = True
             self._server = server
             self._thread = threading.Thread(
@@ -140,10 +143,11 @@ class FakeMessagesAPI:
                 extra["retry-after"] = str(max(1, math.ceil(item.retry_after)))
                 extra["retry-after-ms"] = str(max(1, round(item.retry_after * 1000)))
             return item.status, extra, item.body()
+        cut = item.events if isinstance(item, CutStream) else None
         with self._lock:
-            completed = self._complete(item, body)
+            completed = self._complete(item.reply if isinstance(item, CutStream) else item, body)
             self.responses.append(completed)
-        return 200, {}, completed
+        return 200, {}, completed if cut is None else _Cut(completed, cut)
 
     def _complete(self, partial: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
         content = copy.deepcopy(partial.get("content", []))
@@ -184,6 +188,22 @@ class FakeMessagesAPI:
         with self._lock:
             self.count_requests.append(body)
         return {"input_tokens": request_tokens(body)}
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that left before its answer was written (a run stopped, a request given up on) is not an
+        error of the fake; anything else is printed as `socketserver` does."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """A message to answer with only its first ``events`` events (or half its JSON), then a closed connection."""
+
+    message: dict[str, Any]
+    events: int
 
 
 def _events(message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -240,12 +260,16 @@ def _handler_for(api: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _send_stream(self, message: dict[str, Any] | ApiError) -> None:
+        def _send_stream(self, message: dict[str, Any] | ApiError | _Cut) -> None:
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("cache-control", "no-cache")
             self.end_headers()
-            events = _error_events(message) if isinstance(message, ApiError) else _events(message)
+            events: Iterable[tuple[str, dict[str, Any]]]
+            if isinstance(message, _Cut):
+                events = itertools.islice(_events(message.message), message.events)
+            else:
+                events = _error_events(message) if isinstance(message, ApiError) else _events(message)
             for event, data in events:
                 payload = json.dumps(data, ensure_ascii=False)
                 self.wfile.write(f"event: {event}\ndata: {payload}\n\n".encode())
@@ -270,6 +294,14 @@ def _handler_for(api: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
                 status, extra, answer = api.answer(body, headers)
                 if status == 200 and isinstance(body, dict) and body.get("stream") is True:
                     self._send_stream(answer)
+                elif isinstance(answer, _Cut):  # half of the JSON, then the connection closes
+                    data = json.dumps(answer.message, ensure_ascii=False).encode("utf-8")
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data[: len(data) // 2])
+                    self.close_connection = True
                 else:
                     self._send_json(status, answer, extra)
             else:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,8 +14,10 @@ import pytest
 
 from agent import read_transcript
 from agent.calls import MAX_TOOL_USES
-from agent.testing import ApiError, FakeMessagesAPI, reply, tool_use
+from agent.testing import ApiError, CutStream, FakeMessagesAPI, reply, tool_use
+from agent.transcript import Transcript
 from tests.agent.conftest import Project
+from tooltree_cli.agent_cmd import MAX_TASK_BYTES
 from tooltree_cli.main import main
 
 
@@ -156,12 +162,12 @@ def test_compare_runs_the_task_in_each_mode_and_tabulates_the_tokens(
     out, err = capsys.readouterr()
     assert "== direct" in err and "== tool-search" in err
     lines = out.splitlines()
-    assert lines[0].split() == ["mode", "stop", "turns", "sent", "received", "total", "of", "direct", "tool", "calls",
-                                "kept", "to", "model"]  # fmt: skip
+    assert lines[0].split() == ["mode", "stop", "turns", "sent", "received", "pre-filter", "total", "of", "direct",
+                                "tool", "calls", "kept", "to", "model"]  # fmt: skip
     direct, tool_search = lines[2].split(), lines[3].split()
-    assert direct[:3] == ["direct", "end_turn", "2"] and direct[6:8] == ["100.0", "%"]
+    assert direct[:3] == ["direct", "end_turn", "2"] and direct[5] == "-" and direct[7:9] == ["100.0", "%"]
     assert tool_search[:3] == ["tool-search", "end_turn", "1"]
-    assert float(tool_search[6]) < 10  # one turn with every tool deferred: a small share of direct
+    assert float(tool_search[7]) < 10  # one turn with every tool deferred: a small share of direct
     assert "[direct] Negotiation (direct)." in out and "[tool-search] Negotiation (tool-search)." in out
     assert (tmp_path / "run.direct.jsonl").is_file() and (tmp_path / "run.tool-search.jsonl").is_file()
     assert [r["tools"][0].get("defer_loading", False) for r in api.requests] == [False, False, True]
@@ -281,6 +287,8 @@ def test_a_transcript_path_mistake_exits_2_before_any_request(
         (["--token-budget", "0"], "argument --token-budget: expected at least 1, got 0"),
         (["--max-turns", "two"], "argument --max-turns: expected a whole number, got 'two'"),
         (["--prefilter-timeout", "nan"], "argument --prefilter-timeout: expected a positive number of seconds"),
+        # Before: accepted; past a thread's longest wait every decision failed open on an OverflowError.
+        (["--prefilter-timeout", "1e10"], "argument --prefilter-timeout: expected at most 3600 seconds, got '1e10'"),
         (["--prefilter-threshold", "7"], "argument --prefilter-threshold: expected a probability above 0"),
     ],
 )
@@ -309,10 +317,10 @@ def test_a_prefilter_state_that_cannot_be_saved_is_said_in_the_summary(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def full_disk(**_: object) -> tuple[int, str]:
+    def full_disk(*_: object) -> tuple[int, str]:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("agent.prefilter.state.tempfile.mkstemp", full_disk)  # root ignores an unwritable folder
+    monkeypatch.setattr("agent.prefilter.state._temporary", full_disk)  # root ignores an unwritable folder
     verdicts = {"verdicts": [{"tool": "crm__get_record", "needed": True, "probability": 0.9}]}
     api.add(reply(tool_use("record_tool_verdicts", verdicts)), reply("Negotiation."))
     state = tmp_path / "admitted.json"
@@ -451,3 +459,258 @@ def test_the_summary_says_how_many_calls_of_a_reply_were_not_run(
     assert main(argv(project)) == 0
     err = capsys.readouterr().err
     assert f"· {MAX_TOOL_USES} tool call(s) (2 more not run: too many in one reply), " in err
+
+
+def test_a_prefilter_timeout_of_the_config_past_the_longest_names_file_line_and_key(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "tooltree.yaml"
+    text = project.config_path.read_text(encoding="utf-8")
+    config.write_text(text + "agent:\n  mode: filtered\n  prefilter_timeout: 1.0e+10\n", encoding="utf-8")
+    assert main(["agent", "Hi", "--config", str(config), "--tree", str(project.tree), "--quiet"]) == 2
+    line = text.count("\n") + 3
+    assert capsys.readouterr().err.strip() == (
+        f"tooltree: error: {config}:{line}: agent.prefilter_timeout: at most 3600 seconds, got 10000000000.0"
+    )
+    assert api.requests == []
+
+
+def test_a_full_disk_stops_the_transcript_not_the_run_and_it_is_said_even_when_quiet(
+    project: Project,
+    api: FakeMessagesAPI,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before: the tool had run, then the OSError ended the run: exit 1, no answer, half a line in the file.
+    real_write, calls = os.write, [0]
+
+    def write(fd: int, data: bytes | memoryview) -> int:
+        calls[0] += 1
+        if calls[0] > 3:  # run_start, request and response fit; the disk is full from the tool's record on
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr("agent.transcript.os.write", write)
+    api.add(reply(tool_use("crm__get_record", {"object_type": "opportunity", "record_id": "0065e000009Q3PR"})),
+            reply("It is in Negotiation."))  # fmt: skip
+    transcript = tmp_path / "run.jsonl"
+    assert main(argv(project, "--quiet", "--transcript", str(transcript))) == 0
+    out, err = capsys.readouterr()
+    assert out == "It is in Negotiation.\n" and len(api.requests) == 2
+    assert err == (
+        f"tooltree: warning: transcript incomplete: {transcript}: the transcript stopped after 3 record(s), the run "
+        "went on: No space left on device\n"
+    )
+    assert [r["type"] for r in read_transcript(transcript)] == ["run_start", "request", "response"]
+
+
+def test_a_transcript_that_is_the_prefilter_state_or_the_config_exits_2_and_keeps_the_file(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Before: the transcript emptied the state file (or the config) and wrote its records over it.
+    state = tmp_path / "admitted.json"
+    text = '{"format":"tooltree-prefilter-state","version":1,"admitted":["crm.get_record"]}\n'
+    state.write_text(text, encoding="utf-8")
+    filtered = [*argv(project)[:-1], "filtered", "--quiet", "--prefilter-state", str(state)]
+    assert main([*filtered, "--transcript", str(state)]) == 2
+    assert capsys.readouterr().err == (
+        f"tooltree: error: the transcript {state} is the pre-filter state file; writing it would empty that file, "
+        "give the transcript a path of its own\n"
+    )
+    config_text = project.config_path.read_text(encoding="utf-8")
+    assert main(argv(project, "--quiet", "--transcript", str(project.config_path))) == 2
+    assert "is the config file; writing it would empty that file" in capsys.readouterr().err
+    assert state.read_text(encoding="utf-8") == text and api.requests == []
+    assert project.config_path.read_text(encoding="utf-8") == config_text
+
+
+def test_a_transcript_another_run_is_writing_exits_2_and_its_records_stay(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Before: the second run truncated the first one's transcript and interleaved its records with it.
+    transcript = tmp_path / "run.jsonl"
+    with Transcript(transcript) as other:
+        other.write("run_start", task="the other run")
+        assert main(argv(project, "--quiet", "--transcript", str(transcript))) == 2
+        other.write("run_end", summary={})
+    assert capsys.readouterr().err == (
+        f"tooltree: error: another run is writing the transcript {transcript}; give each run a file of its own\n"
+    )
+    assert [r["type"] for r in read_transcript(transcript)] == ["run_start", "run_end"] and api.requests == []
+
+
+def test_a_reply_cut_short_on_every_try_exits_3(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the half sentence was printed as the answer and the run exited 0.
+    monkeypatch.setattr("agent.request.STREAM_RETRY_DELAY", 0.0)
+    api.add(*[CutStream(reply("The deal is in"), events=2)] * 5)
+    assert main(argv(project, "--quiet")) == 3
+    out, err = capsys.readouterr()
+    assert out == "" and err == (
+        "tooltree: error: the Messages API failed: the stream ended before the reply did (after 1 content block(s))\n"
+    )
+    assert len(api.requests) == 5  # the first try and the CLI's 4 retries
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does_and_exits_143(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Before: SIGTERM ended the process at once: no run_end, the workspace's new files never saved back.
+    def terminated(request: dict[str, object]) -> dict[str, object]:
+        os.kill(os.getpid(), signal.SIGTERM)  # handled on the main thread, which waits for this answer
+        return reply("never read")
+
+    caught: list[int] = []
+
+    def guard(signum: int, frame: object) -> None:  # the test session's own: where the command set none
+        caught.append(signum)
+
+    before = signal.signal(signal.SIGTERM, guard)
+    try:
+        api.add(terminated)
+        transcript = tmp_path / "run.jsonl"
+        code = main(argv(project, "--quiet", "--transcript", str(transcript)))
+        assert signal.getsignal(signal.SIGTERM) is guard  # put back once the run is over
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    out, err = capsys.readouterr()
+    assert (code, out, err, caught) == (143, "", "tooltree: terminated\n", [])
+    records = read_transcript(transcript)
+    assert records[-1]["type"] == "run_end" and records[-1]["summary"]["turns"] == 1
+
+
+@pytest.mark.parametrize(
+    ("option", "inside", "what"),
+    [("--transcript", "run.jsonl", "transcript"), ("--prefilter-state", "profiles/admitted.json", "pre-filter state")],
+)
+def test_a_transcript_or_prefilter_state_inside_the_workspace_exits_2_before_any_request(
+    project: Project,
+    api: FakeMessagesAPI,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    option: str,
+    inside: str,
+    what: str,
+) -> None:
+    # Before: a script could rewrite the file; the workspace saved back then put the script's copy in its place
+    # (the run's own transcript went on into run.jsonl.host).
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    path = workspace / inside
+    base = ["agent", "Hi", "--config", str(project.config_path), "--tree", str(project.tree), "--quiet"]
+    assert (
+        main([*base, "--mode", "code", "--prefilter", "local", "--workspace", str(workspace), option, str(path)]) == 2
+    )
+    assert capsys.readouterr().err == (
+        f"tooltree: error: the {what} {path} is inside the workspace {workspace}: a script could rewrite it, and the "
+        "workspace saved back would replace it; keep it outside\n"
+    )
+    assert api.requests == [] and list(workspace.iterdir()) == []
+
+
+def stdin_of(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+def test_a_task_on_standard_input_is_read_as_utf8_text(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stdin_of(monkeypatch, "Read the Northwind deal — qu’il soit\n".encode())
+    api.add(reply("Negotiation."))
+    base = ["agent", "-", "--config", str(project.config_path), "--tree", str(project.tree), "--mode", "direct"]
+    assert main([*base, "--quiet"]) == 0
+    assert api.requests[0]["messages"][0]["content"][0]["text"] == "Read the Northwind deal — qu’il soit\n"
+
+
+@pytest.mark.parametrize(
+    ("task", "data", "expected"),
+    [
+        ("-", b"\xff\xfe a task", "the task on standard input is not UTF-8 text (byte 0 cannot be read)"),
+        ("a\udcffb", b"", "the task given is not UTF-8 text (byte 1 cannot be read)"),  # argv's undecodable byte
+        (
+            "-",
+            b"a" * (MAX_TASK_BYTES + 1),
+            f"the task on standard input is larger than {MAX_TASK_BYTES:,} bytes (the API's request limit)",
+        ),
+    ],
+)
+def test_a_task_that_is_not_utf8_text_or_too_large_exits_2_before_any_request(
+    project: Project,
+    api: FakeMessagesAPI,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    task: str,
+    data: bytes,
+    expected: str,
+) -> None:
+    # Before: "UnicodeEncodeError: ... surrogates not allowed" and exit 1; standard input was read whole.
+    stdin_of(monkeypatch, data)
+    base = ["agent", task, "--config", str(project.config_path), "--tree", str(project.tree), "--mode", "direct"]
+    assert main([*base, "--quiet"]) == 2
+    assert capsys.readouterr().err == f"tooltree: error: {expected}\n" and api.requests == []
+
+
+def test_prefilter_reaches_the_mode_of_the_config_or_the_default_code_mode(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Before: --prefilter went only to a run given --mode: `tooltree agent TASK --prefilter local` (the README's
+    # example) ran code mode without a pre-filter, and a config's filtered mode kept its local classifier.
+    base = ["agent", "Read the Northwind opportunity record", "--tree", str(project.tree), "--quiet"]
+    transcript = tmp_path / "code.jsonl"
+    api.add(reply("Negotiation."))
+    assert (
+        main([*base, "--config", str(project.config_path), "--prefilter", "local", "--transcript", str(transcript)])
+        == 0
+    )
+    steps = [r for r in read_transcript(transcript) if r["type"] == "prefilter"]
+    assert [(r["classifier"], r["asked"]) for r in steps] == [("local", True)]
+    assert read_transcript(transcript)[0]["mode"] == "code"
+
+    config = tmp_path / "tooltree.yaml"
+    text = project.config_path.read_text(encoding="utf-8")
+    config.write_text(text + "agent:\n  mode: filtered\n", encoding="utf-8")
+    verdicts = {"verdicts": [{"tool": "crm__get_record", "needed": True, "probability": 0.9}]}
+    api.add(reply(tool_use("record_tool_verdicts", verdicts)), reply("Negotiation."))
+    assert main([*base, "--config", str(config), "--prefilter", "claude"]) == 0
+    assert api.requests[1]["tool_choice"] == {"type": "tool", "name": "record_tool_verdicts"}
+    assert "crm__get_record" in [t["name"] for t in api.requests[2]["tools"]]  # with its siblings
+    assert len(api.requests[2]["tools"]) < 18  # narrowed by the claude classifier, not the catalog of 18 tools
+
+    config.write_text(text + "agent:\n  mode: direct\n", encoding="utf-8")
+    assert main([*base, "--config", str(config), "--prefilter", "local"]) == 2
+    assert capsys.readouterr().err == "tooltree: error: --prefilter works in code and filtered modes, not in direct\n"
+    assert len(api.requests) == 3
+
+
+@pytest.mark.parametrize(
+    ("extra", "modes"),
+    [
+        (["--mode", "direct", "--prefilter-state", "admitted.json"], "direct"),
+        (["--prefilter-threshold", "0.3"], "code"),  # code mode without --prefilter
+        (
+            ["--compare", "direct,tool-search", "--prefilter-model", "m", "--prefilter-timeout", "5"],
+            "direct or tool-search",
+        ),
+    ],
+)
+def test_a_prefilter_option_where_no_prefilter_runs_exits_2_before_any_request(
+    project: Project,
+    api: FakeMessagesAPI,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    extra: list[str],
+    modes: str,
+) -> None:
+    # Before: taken and ignored: a --prefilter-state never kept anything, and nothing said so.
+    monkeypatch.chdir(tmp_path)
+    base = ["agent", "Hi", "--config", str(project.config_path), "--tree", str(project.tree), "--quiet"]
+    assert main([*base, *extra]) == 2
+    given = ", ".join(a for a in extra if a.startswith("--prefilter-"))
+    assert capsys.readouterr().err == (
+        f"tooltree: error: {given}: no pre-filter runs in {modes} mode (it runs in filtered mode, and in code mode "
+        "with --prefilter local or claude)\n"
+    )
+    assert api.requests == [] and list(tmp_path.iterdir()) == []

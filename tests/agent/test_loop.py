@@ -11,7 +11,7 @@ import pytest
 from agent import Agent, ModelAPIError, ModelReplied, RunFinished, ToolFinished, read_transcript
 from agent.content import MAX_RESULT_CHARS
 from agent.events import Event
-from agent.testing import ApiError, FakeMessagesAPI, reply, server_tool_use, tool_search_result, tool_use
+from agent.testing import ApiError, CutStream, FakeMessagesAPI, reply, server_tool_use, tool_search_result, tool_use
 from sandbox.host import Runtime
 from tests.agent.conftest import Project
 
@@ -264,6 +264,25 @@ def test_the_agent_is_given_a_config_and_counts_the_command_line_would_take(proj
     assert Agent(project.config, tree=str(project.tree), max_tokens=1, token_budget=1, max_retries=0).max_tokens == 1
 
 
+def test_pinned_given_as_one_string_or_a_workspace_that_is_a_file_is_refused_before_any_run(
+    project: Project, tmp_path: Path
+) -> None:
+    # Before: "pinned tool 'c' is not in the tree" (the string iterated), and a file as the workspace was
+    # taken, to fail once the model had asked for its first script.
+    from agent.errors import AgentSetupError
+
+    with pytest.raises(TypeError) as info:
+        Agent(project.config, tree=project.tree, pinned="crm.get_record")
+    assert str(info.value) == "pinned: expected a list of server.tool names, got the string 'crm.get_record'"
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine", encoding="utf-8")
+    with pytest.raises(AgentSetupError) as setup:
+        Agent(project.config, tree=project.tree, workspace=notes)
+    assert str(setup.value) == f"the workspace {notes} is a file, not a folder"
+    assert notes.read_text(encoding="utf-8") == "mine"
+    assert Agent(project.config, tree=project.tree, pinned=["crm.get_record"], workspace=tmp_path / "new").workspace
+
+
 def test_the_default_client_comes_from_the_environment(
     project: Project, live: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -335,3 +354,33 @@ def test_an_overload_inside_the_stream_past_the_retries_says_what_happened(
         agent(project, api, live).run("List the gallery")
     assert str(info.value) == "the Messages API failed inside its stream (overloaded_error): Overloaded"
     assert len(api.requests) == 4  # the first try and max_retries=3
+
+
+def test_a_reply_whose_stream_is_cut_is_asked_again_and_never_taken_as_the_answer(
+    project: Project, live: Runtime, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Before: the cut reply's half sentence was the answer, its tool call was dropped, and the run "completed".
+    monkeypatch.setattr("agent.request.STREAM_RETRY_DELAY", 0.0)
+    cut = CutStream(reply("I will read the record and then", tool_use("crm__get_record", OPPORTUNITY)), events=3)
+    with FakeMessagesAPI([cut, reply(tool_use("crm__get_record", OPPORTUNITY)), reply("Negotiation.")]) as api:
+        result = agent(project, api, live, transcript=tmp_path / "run.jsonl").run("Read the deal")
+    assert result.completed and result.answer == "Negotiation." and result.summary.tool_calls == 1
+    assert len(api.requests) == 3 and api.requests[0] == api.requests[1]
+    errors = [r for r in read_transcript(tmp_path / "run.jsonl") if r["type"] == "api_error"]
+    assert [(e["status"], e["message"]) for e in errors] == [
+        (200, "the stream ended before the reply did (after 1 content block(s))")
+    ]
+
+
+def test_a_stream_cut_past_the_retries_is_an_api_error_with_the_run_so_far(
+    project: Project, live: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("agent.request.STREAM_RETRY_DELAY", 0.0)
+    cut = CutStream(reply("Half a"), events=2)
+    with FakeMessagesAPI([cut] * 4) as api, pytest.raises(ModelAPIError) as info:
+        agent(project, api, live).run("Read the deal")
+    assert (
+        str(info.value) == "the Messages API failed: the stream ended before the reply did (after 1 content block(s))"
+    )
+    assert info.value.result is not None and info.value.result.stop_reason == "api_error"
+    assert info.value.result.answer == "" and len(api.requests) == 4

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent import Agent, read_transcript
+from agent import Agent, RunResult, read_transcript
 from agent.prefilter import ClaudeFilter
 from agent.prefilter.claude import VERDICT_TOOL
 from agent.prefilter.options import PrefilterOptions
@@ -105,6 +105,22 @@ def test_growth_within_a_run_is_logged_and_counted_as_one_cache_invalidation(
     p = result.summary.prefilter
     assert p is not None and p.requests == 2 and p.usage.sent > 0 and p.seconds > 0
     assert result.summary.to_json()["prefilter"]["usage"]["input_tokens"] == p.usage.input_tokens
+
+
+def test_the_token_budget_counts_the_claude_prefilters_tokens_too(project: Project, live: Runtime) -> None:
+    # Before: only the model's tokens counted: a run spent its budget and the pre-filter's requests on top.
+    def run(**limits: int) -> RunResult:
+        judge = [verdicts("media__render_chart")] * 3
+        model = [reply("Drawing it.", tool_use("media__render_chart", CHART)), reply("Drawn.")]
+        with FakeMessagesAPI(judge) as judge_api, FakeMessagesAPI(model) as api:
+            return filtered(project, api, live, ClaudeFilter(judge_api.client()), **limits).run("Draw the pipeline")
+
+    one_turn = run(max_turns=1).summary
+    p = one_turn.prefilter
+    assert p is not None and p.usage.total > 0 and one_turn.spent == one_turn.usage.total + p.usage.total
+    result = run(token_budget=one_turn.usage.total + 1)  # the model's tokens alone stay below it after turn 1
+    assert result.stop_reason == "token_budget" and result.summary.turns == 1
+    assert result.summary.to_json()["spent"] == result.summary.spent == one_turn.spent
 
 
 def test_an_image_reaches_the_model_as_an_image_in_filtered_mode(project: Project, live: Runtime) -> None:

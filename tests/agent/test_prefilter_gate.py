@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.prefilter import FilterError, PreFilter, request_text
+from agent.errors import AgentSetupError
+from agent.prefilter import FilterError, PreFilter, make_prefilter, request_text
 from tests.agent.conftest import Project
 from tests.agent.prefilter_support import ScriptedFilter, catalog, user
 
@@ -153,6 +154,18 @@ def test_a_threshold_outside_zero_to_one_is_refused(project: Project) -> None:
         gate(project, [], threshold=1.5)
 
 
+@pytest.mark.parametrize("timeout", [0.0, -1.0, float("nan"), 1e10])
+def test_a_timeout_that_is_not_a_positive_number_of_seconds_up_to_an_hour_is_refused(
+    project: Project, timeout: float
+) -> None:
+    # Before: 1e10 was taken, and every decision failed open ("OverflowError: timestamp out of range").
+    with pytest.raises(ValueError, match=r"timeout must be above 0 and at most 3600 s"):
+        gate(project, [], timeout=timeout)
+    with pytest.raises(AgentSetupError, match=r"timeout must be above 0 and at most 3600 s"):
+        make_prefilter(project.tree, "local", timeout=timeout)
+    assert gate(project, [{"crm.list_leads": 0.9}], timeout=3600.0).decide([user("leads")]).fail_open == ""
+
+
 class _Broken:
     """A classifier with a bug: it raises something other than `FilterError`."""
 
@@ -186,11 +199,11 @@ def test_two_runs_sharing_a_state_file_keep_each_others_tools(project: Project, 
 def test_a_state_that_cannot_be_saved_is_reported_in_the_step(
     project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def full_disk(**_: object) -> tuple[int, str]:
+    def full_disk(*_: object) -> tuple[int, str]:
         raise OSError(28, "No space left on device")
 
     # A full disk stands in for an unwritable folder: the tests may run as root, whom permissions do not stop.
-    monkeypatch.setattr("agent.prefilter.state.tempfile.mkstemp", full_disk)
+    monkeypatch.setattr("agent.prefilter.state._temporary", full_disk)
     f = gate(project, [{"crm.list_leads": 0.9}], state=tmp_path / "state.json")
     f.start()
     step = f.decide([user("leads")])

@@ -6,6 +6,7 @@ import fcntl
 import json
 import os
 import re
+import stat
 import threading
 import time
 from pathlib import Path
@@ -148,3 +149,18 @@ def test_a_save_waits_for_a_held_lock_only_so_long_then_leaves_the_file_as_it_wa
         release.cancel()
         os.close(holder)
     assert update_state(path, ["c.d"]).keys() == ["a.b", "c.d"]  # free again: the next save goes through
+
+
+def test_a_save_keeps_the_permission_bits_of_the_file_and_a_new_file_gets_the_umasks(tmp_path: Path) -> None:
+    shared = tmp_path / "team.json"
+    save_state(shared, AdmittedSet(["a.b"]))
+    shared.chmod(0o664)  # a profile a group shares
+    save_state(shared, AdmittedSet(["a.b", "c.d"]))
+    assert load_state(shared).keys() == ["a.b", "c.d"] and stat.S_IMODE(shared.stat().st_mode) == 0o664
+    old = os.umask(0o027)
+    try:
+        save_state(tmp_path / "new.json", AdmittedSet(["a.b"]))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o640
+    assert not list(tmp_path.glob(".*.tmp"))

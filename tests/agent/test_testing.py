@@ -8,7 +8,7 @@ import anthropic
 import pytest
 
 import agent.testing
-from agent.testing import ApiError, FakeMessagesAPI, reply, server_tool_use, tool_search_result, tool_use
+from agent.testing import ApiError, CutStream, FakeMessagesAPI, reply, server_tool_use, tool_search_result, tool_use
 
 MODEL = "claude-sonnet-5-5"
 
@@ -71,6 +71,18 @@ def test_an_error_past_the_retries_reaches_the_caller_with_its_status() -> None:
     with FakeMessagesAPI([ApiError.overloaded(0.01)] * 2) as api, pytest.raises(anthropic.APIStatusError) as info:
         ask(api.client(max_retries=1), [{"role": "user", "content": "hi"}])
     assert info.value.status_code == 529
+
+
+def test_a_cut_stream_ends_the_answer_before_the_message_does() -> None:
+    with FakeMessagesAPI([CutStream(reply("The deal is in Negotiation."), events=3)] * 2) as api:
+        client = api.client(max_retries=0)
+        with client.messages.stream(model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}]) as s:
+            events = [e.type for e in s]
+            message = s.get_final_message()
+        with pytest.raises(anthropic.APIConnectionError):  # not streamed: half the JSON, then the connection closes
+            ask(client, [{"role": "user", "content": "hi"}])
+    assert "message_stop" not in events and message.stop_reason is None
+    assert [b.text for b in message.content] == ["The deal is in Negotiation."]  # type: ignore[union-attr]
 
 
 def test_a_tool_use_without_a_tool_result_is_refused_like_the_real_api() -> None:
