@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
-import errno
 import json
-import os
-import re
-import signal
 import sys
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tool_tree.text import one_line, size
 from tooltree_cli.common import file_problem, folder_problem, load_optional_config, positive_seconds, sandbox_config
+from tooltree_cli.exec_images import save_images
 from tooltree_cli.output import print_json
+from tooltree_cli.signals import EXIT_TERMINATED, Terminated, sigterm_stops_like_ctrl_c
 
 if TYPE_CHECKING:
     from sandbox.config import SandboxConfig
@@ -26,7 +22,6 @@ if TYPE_CHECKING:
     from tool_tree.config import Config
 
 EXIT_OK, EXIT_SCRIPT, EXIT_USAGE, EXIT_SANDBOX = 0, 1, 2, 4
-EXIT_TERMINATED = 128 + signal.SIGTERM  # as a shell reports a command ended by SIGTERM (Ctrl-C: 130)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -178,11 +173,11 @@ def run(args: argparse.Namespace) -> int:
     if config is None:  # a script may compute, or search the tree, without the servers
         print(f"tooltree: {NO_CONFIG}", file=sys.stderr)
     try:
-        with _sigterm_stops_like_ctrl_c():
+        with sigterm_stops_like_ctrl_c():
             result, unsaved, notes = execute(
                 code, tree, config, settings, workspace=args.workspace, audit=args.audit, filename=filename
             )
-    except _Terminated:
+    except Terminated:
         print("tooltree: terminated", file=sys.stderr)
         return EXIT_TERMINATED
     except (EngineUnavailableError, ImageError) as e:
@@ -194,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     # A save's message and notes may name what the script made (files, errors the sandbox sent): cleaned.
     unsaved = _shown(unsaved) if unsaved is not None else None
     notes = [_shown(note) for note in notes]
-    saved, image_problem = _save_images(result, Path(args.images)) if args.images else ([], None)
+    saved, image_problem = save_images(result, Path(args.images)) if args.images else ([], None)
     exit_code, why = _outcome(result, unsaved=unsaved, image_problem=image_problem)
     if args.json:
         print_json({**result_json(result, saved), "workspace_error": unsaved, "workspace_notes": notes})
@@ -208,29 +203,6 @@ def run(args: argparse.Namespace) -> int:
     if unsaved is not None:
         print(f"tooltree: error: {unsaved}", file=sys.stderr)
     return exit_code
-
-
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the run is, so that it stops as Ctrl-C stops it."""
-
-
-@contextlib.contextmanager
-def _sigterm_stops_like_ctrl_c() -> Iterator[None]:
-    """While the script runs, SIGTERM (``timeout``, ``docker stop``, a CI job cancelled) stops it as Ctrl-C does:
-    the container and the servers are stopped. Before, it ended the process at once: a container whose create
-    request was with the engine was made all the same and left behind. Only on the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_term(signum: int, frame: object) -> None:
-        raise _Terminated
-
-    previous = signal.signal(signal.SIGTERM, on_term)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 NO_CONFIG = (
@@ -349,56 +321,6 @@ def result_json(result: ExecutionResult, saved: Sequence[Path] = ()) -> dict[str
         "tool_result_bytes": tool_bytes,
         "printed_bytes": len(result.stdout.encode("utf-8")) + len(result.stderr.encode("utf-8")),
     }
-
-
-_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
-_IMAGE_NAME = re.compile(r"image-(\d{1,18})\.[^.]+")
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-"""A new file or nothing: an existing name, a link (even one to nowhere) included, is refused, never followed."""
-_TRIES = 1_000
-"""Names tried for one image when others keep taking them meanwhile."""
-
-
-def _save_images(result: ExecutionResult, folder: Path) -> tuple[list[Path], str | None]:
-    """Write each image into a new file of ``folder``: the files written, in order, and why the rest were not.
-
-    The files are ``image-N.EXT``, numbered on from the highest ``image-N.*`` already in the folder (the
-    first run writes image-1, image-2, ...; the next one carries on), so the images of one run are numbered
-    in order and after the older ones. Each file is created exclusively: a name taken meanwhile, or a link,
-    is never written through; the next number is used.
-    """
-    if not result.images:
-        return [], None
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with os.scandir(folder) as entries:
-            taken = [int(m[1]) for e in entries if (m := _IMAGE_NAME.fullmatch(e.name))]
-    except OSError as e:
-        return [], f"cannot write into {folder}: {e.strerror or e}"
-    number, saved = max(taken, default=0), list[Path]()
-    for n, image in enumerate(result.images, 1):
-        for _ in range(_TRIES):
-            number += 1
-            path = folder / f"image-{number}.{_EXTENSIONS.get(image.mime_type, 'bin')}"
-            try:
-                fd = os.open(path, _CREATE, 0o666)
-            except FileExistsError:
-                continue
-            except OSError as e:
-                if e.errno == errno.ELOOP:  # a link in the way (O_NOFOLLOW): taken as well
-                    continue
-                return saved, f"image {n} could not be saved as {path}: {e.strerror or e}"
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(image.data)
-            except OSError as e:
-                path.unlink(missing_ok=True)  # the file this run just created: nothing half-written is left
-                return saved, f"image {n} could not be saved as {path}: {e.strerror or e}"
-            saved.append(path)
-            break
-        else:
-            return saved, f"image {n} could not be saved: {_TRIES} names in {folder} were taken meanwhile"
-    return saved, None
 
 
 def _print_human(

@@ -475,14 +475,14 @@ def test_exec_images_never_overwrite_a_file_or_follow_a_link_even_one_made_after
     project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # Before: image-1.png was written over the user's file, and image-2.png through the link, wherever it led.
-    from tooltree_cli import exec_cmd
+    from tooltree_cli import exec_images
 
     config, tree = project
     pics, elsewhere = tmp_path / "pics", tmp_path / "elsewhere"
     pics.mkdir()
     (pics / "image-1.png").write_bytes(b"my photo")
     (pics / "image-2.png").symlink_to(elsewhere)  # to nowhere yet: writing through it would create it
-    monkeypatch.setattr(exec_cmd, "_IMAGE_NAME", re.compile("(?!)"))  # as if both appeared once pics was read
+    monkeypatch.setattr(exec_images, "_IMAGE_NAME", re.compile("(?!)"))  # as if both appeared once pics was read
     _shows(monkeypatch, 2)
     assert main(["exec", "-c", "pass", "--config", str(config), "--tree", str(tree), "--images", str(pics)]) == 0
     err = capsys.readouterr().err
