@@ -8,8 +8,9 @@ every later one). So:
   one of them may overlap); a ``batch_tool`` block counts each invocation it runs
   (`agent.toolsets.base.Toolset.calls_in`), so two batches of 10 fill a reply as 20 single calls do,
   and a reply of batches cannot start 20 times the work; each later block is answered with an error
-  ``tool_result`` saying it was not run (the API needs an answer to every ``tool_use``), and the run
-  counts them (``RunSummary.refused_tool_calls``);
+  ``tool_result`` saying it was not run (the API needs an answer to every ``tool_use``): the first with
+  the reason, the others in a few words (`REFUSED_AGAIN`); the run counts them
+  (``RunSummary.refused_tool_calls``);
 - what the results bring into the conversation together is held to the caps of one result
   (`agent.budget.ContentBudget`: 500,000 characters of text and room for a result's notes, 8 images
   of 8 MiB together), shared in order; a result that lost text or images says so in a note. One
@@ -51,6 +52,11 @@ def refused_text(count: int) -> str:
         f"not run: one reply may make at most {MAX_TOOL_USES} tool calls (each invocation of a batch_tool "
         f"counts) and this one made {count:,}; make the calls still needed in your next reply"
     )
+
+
+REFUSED_AGAIN = "not run: too many calls in one reply (as the first call not run was told)"
+"""What each ``tool_use`` past the first one refused is answered with: a reply of thousands of blocks (a large
+``max_tokens`` allows it) would otherwise bring the full reason back thousands of times, in every later request."""
 
 
 def calls_in(toolset: Toolset, block: dict[str, Any]) -> int:
@@ -133,8 +139,8 @@ def run_tool_uses(
         emit(ToolFinished(turn, name, outcome.note, outcome.is_error, seconds, calls, kept, model_bytes))
     if refused:
         text = refused_text(sum(made))
-        for b in refused:
-            answer = [{"type": "text", "text": text}]
+        for i, b in enumerate(refused):
+            answer = [{"type": "text", "text": text if i == 0 else REFUSED_AGAIN}]
             results.append({"type": "tool_result", "tool_use_id": b.get("id"), "content": answer, "is_error": True})
         summary.refused_tool_calls += len(refused)
         log.write("tools_refused", turn=turn, count=len(refused), ran=len(ran), reason=text)

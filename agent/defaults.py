@@ -28,9 +28,14 @@ counts). An honest parallel reply holds a handful of calls (Claude rarely emits 
 twice ``batch_tool``'s default limit leaves room for a reply that reads many stubs at once, while a
 hostile reply can start no more work than this. More calls go in the next turn."""
 
+
+def _not_empty(value: str) -> str | None:
+    return None if value.strip() else "an empty string; leave the key out for the default"
+
+
 SETTINGS: dict[str, Setting] = {
     "mode": Setting(str, f"one of {', '.join(MODES)}", choices=MODES),
-    "model": Setting(str, "the model id"),
+    "model": Setting(str, "the model id", check=_not_empty),
     "pinned": Setting(list, "a list of tools (server.tool) whose signatures stay in the prompt"),
     "max_turns": Setting(int, "the most requests per run"),
     "max_tokens": Setting(int, "max_tokens of each request"),
@@ -51,13 +56,13 @@ SETTINGS: dict[str, Setting] = {
         "with a tool, admit the tools of its server it names or that name it (named) or all of them (server)",
         choices=SIBLING_MODES,
     ),
-    "prefilter_model": Setting(str, "the model of the claude pre-filter (default claude-haiku-5-5)"),
+    "prefilter_model": Setting(str, "the model of the claude pre-filter (default claude-haiku-5-5)", check=_not_empty),
     "prefilter_timeout": Setting(
         float,
         "seconds the pre-filter may take before every tool is sent",
         check=lambda v: None if v <= MAX_PREFILTER_TIMEOUT else f"at most {MAX_PREFILTER_TIMEOUT:g} seconds, got {v}",
     ),
-    "prefilter_state": Setting(str, "a file the admitted set is kept in between conversations"),
+    "prefilter_state": Setting(str, "a file the admitted set is kept in between conversations", check=_not_empty),
     "batch": Setting(bool, "offer batch_tool in direct, tool-search and filtered modes (default true)"),
     "batch_max": Setting(
         int,

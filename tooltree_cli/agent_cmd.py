@@ -157,6 +157,11 @@ def run(args: argparse.Namespace) -> int:
     if args.compare is not None and (args.mode or not modes or len(set(modes)) != len(modes)):
         error("--compare takes distinct modes (e.g. code,direct) and replaces --mode")
         return EXIT_USAGE
+    from agent.defaults import MODES
+
+    if args.compare is not None and (unknown := [m for m in modes if m not in MODES]):
+        error(f"--compare: unknown mode {unknown[0]!r}; use some of {', '.join(MODES)}")
+        return EXIT_USAGE
     if args.prefilter not in (None, "off") and args.mode in ("direct", "tool-search"):
         error(f"--prefilter works in code and filtered modes, not in {args.mode}")
         return EXIT_USAGE
@@ -227,6 +232,10 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
                 print(summary_line(e.result), file=sys.stderr)
             if e.result is not None and e.result.summary.transcript_error:
                 transcript_warning(e.result)
+            if args.json:  # what ran, and why it stopped, for a caller that reads stdout only
+                failed = {**_run_json(e.result), "mode": agent.mode, "error": str(e), "status_code": e.status_code}
+                runs = [*(_run_json(r) for r in results), failed]
+                print_json_safely({"runs": runs} if len(agents) > 1 else failed)
             return EXIT_API
         except (SandboxError, PoolError) as e:
             error(f"the sandbox failed: {e}")
@@ -239,12 +248,17 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
     if len(results) > 1:
         print_comparison(results, as_json=args.json)
     elif args.json:
-        (result,) = results
-        transcript = str(result.transcript) if result.transcript else None
-        print_json_safely({**result.summary.to_json(), "transcript": transcript})
+        print_json_safely(_run_json(results[0]))
     elif results[0].answer:
         print(terminal_text(results[0].answer))
     return EXIT_OK if all(r.completed for r in results) else EXIT_INCOMPLETE
+
+
+def _run_json(result: RunResult | None) -> dict[str, object]:
+    """A run's summary as ``--json`` prints it (empty when the run never started)."""
+    if result is None:
+        return {}
+    return {**result.summary.to_json(), "transcript": str(result.transcript) if result.transcript else None}
 
 
 PREFILTER_OPTIONS = ("threshold", "siblings", "state", "model", "timeout")

@@ -80,6 +80,18 @@ def test_an_api_failure_exits_3_with_one_line(
     assert err == ["tooltree: error: the Messages API answered 401: invalid x-api-key"]
 
 
+def test_an_api_failure_under_json_prints_what_ran_and_why_it_stopped_on_stdout(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: stdout was empty, so a caller reading the JSON had nothing to parse.
+    api.add(reply(tool_use("crm__get_record", {"object_type": "lead", "record_id": "L-1"})))
+    api.add(ApiError(401, "invalid x-api-key"))
+    assert main(argv(project, "--quiet", "--json")) == 3
+    out = json.loads(capsys.readouterr().out)
+    assert out["error"] == "the Messages API answered 401: invalid x-api-key" and out["status_code"] == 401
+    assert out["mode"] == "direct" and out["tool_calls"] == 1 and out["stop_reason"] == "api_error"
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [(["--pin", "crm.nope"], "pinned tool 'crm.nope' is not in the tree"), (["--tree", "/nonexistent"], "no manifest")],
@@ -184,6 +196,26 @@ def test_compare_needs_distinct_modes_without_mode(
 ) -> None:
     assert main(["agent", "Hi", "--config", str(project.config_path), "--tree", str(project.tree), *extra]) == 2
     assert "--compare takes distinct modes" in capsys.readouterr().err
+    assert api.requests == []
+
+
+def test_an_unknown_mode_in_compare_names_the_option(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv_ = [
+        "agent",
+        "Hi",
+        "--config",
+        str(project.config_path),
+        "--tree",
+        str(project.tree),
+        "--compare",
+        "code,bogus",
+    ]
+    assert main(argv_) == 2
+    assert capsys.readouterr().err.strip() == (
+        "tooltree: error: --compare: unknown mode 'bogus'; use some of code, direct, tool-search, filtered"
+    )
     assert api.requests == []
 
 
@@ -471,6 +503,22 @@ def test_a_prefilter_timeout_of_the_config_past_the_longest_names_file_line_and_
     line = text.count("\n") + 3
     assert capsys.readouterr().err.strip() == (
         f"tooltree: error: {config}:{line}: agent.prefilter_timeout: at most 3600 seconds, got 10000000000.0"
+    )
+    assert api.requests == []
+
+
+@pytest.mark.parametrize("key", ["model", "prefilter_model", "prefilter_state"])
+def test_an_empty_model_or_state_in_the_config_names_file_line_and_key(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path, key: str
+) -> None:
+    # Before: `model: ''` failed only at the API, and `prefilter_state: ''` silently kept no state.
+    config = tmp_path / "tooltree.yaml"
+    text = project.config_path.read_text(encoding="utf-8")
+    config.write_text(text + f"agent:\n  mode: filtered\n  {key}: ' '\n", encoding="utf-8")
+    assert main(["agent", "Hi", "--config", str(config), "--tree", str(project.tree), "--quiet"]) == 2
+    line = text.count("\n") + 3
+    assert capsys.readouterr().err.strip() == (
+        f"tooltree: error: {config}:{line}: agent.{key}: an empty string; leave the key out for the default"
     )
     assert api.requests == []
 

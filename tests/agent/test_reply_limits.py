@@ -14,7 +14,7 @@ import pytest
 
 from agent import Agent, ModelAPIError, read_transcript
 from agent.budget import IMAGE_DATA, NOTE_ROOM
-from agent.calls import MAX_TOOL_USES, refused_text
+from agent.calls import MAX_TOOL_USES, REFUSED_AGAIN, refused_text
 from agent.content import MAX_RESULT_CHARS
 from agent.testing import FakeMessagesAPI, reply, tool_use
 from sandbox._supervisor.limits import MAX_IMAGES
@@ -49,7 +49,10 @@ def test_a_reply_runs_at_most_max_tool_uses_calls_and_answers_each_other_one_wit
     answers = tool_results(api.requests[1])
     assert [a["tool_use_id"] for a in answers] == [b["id"] for b in api.responses[0]["content"]]  # each answered
     assert not any(a.get("is_error") for a in answers[:MAX_TOOL_USES])
-    assert [(a["is_error"], texts(a)) for a in answers[MAX_TOOL_USES:]] == [(True, [refused_text(n)])] * 5
+    # The reason once; the others in a few words (before: the whole reason in each of thousands of answers).
+    refused_answers = [(a["is_error"], texts(a)) for a in answers[MAX_TOOL_USES:]]
+    assert refused_answers == [(True, [refused_text(n)])] + [(True, [REFUSED_AGAIN])] * 4
+    assert len(REFUSED_AGAIN) < len(refused_text(n)) / 2
     assert refused_text(n).startswith(f"not run: one reply may make at most {MAX_TOOL_USES} tool calls")
     s = result.summary
     assert result.completed and s.tool_calls == MAX_TOOL_USES and s.refused_tool_calls == 5 and s.tool_errors == 0
@@ -84,7 +87,7 @@ def test_each_invocation_of_a_batch_counts_against_the_calls_of_a_reply(
     assert refused_text(200).startswith(f"not run: one reply may make at most {MAX_TOOL_USES} tool calls (each")
     second = tool_results(api.requests[2])  # 15 + 6 is past 20: the batch and everything after it wait
     assert [a.get("is_error", False) for a in second] == [False] * 15 + [True] * 2
-    assert texts(second[15]) == [refused_text(22)]
+    assert texts(second[15]) == [refused_text(22)] and texts(second[16]) == [REFUSED_AGAIN]
     third = tool_results(api.requests[3])
     assert texts(third[0]) == ["a batch holds at most 10 invocations, got 11; split it"] and "is_error" not in third[1]
     s = result.summary
