@@ -2,22 +2,30 @@
 
 A plan is a mapping of relative POSIX paths to bytes. Writing it changes only files whose bytes
 differ (an unchanged file keeps its mtime), replaces files atomically, refuses any path that
-would pass through a symbolic link or out of the root, and deletes stale generated files only
-inside the folders the plan owns.
+would pass through a symbolic link or out of the root, and deletes stale files only inside the
+folders the plan owns, and only those the caller says it may (`generator.kept` says which: the
+files tooltree wrote).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from tool_tree.tree import MANIFEST_FILE, SEARCH_INDEX_FILE, Manifest, TreeError
+
+OnReplace = Callable[[str, bytes, bool], None]
+"""Called with a file's path, its current bytes and whether it is to be deleted (else replaced), before
+the writer replaces or deletes it (to keep a copy)."""
+TEMP_PREFIX, TEMP_SUFFIX = ".tmp-", ".part"
+"""The name of a file `write_file` is writing (left behind only by a run killed midway)."""
 
 
 class UnsafePathError(Exception):
@@ -62,7 +70,7 @@ def read_existing(root: Path, rel: str) -> bytes | None:
     """The bytes of a regular file in the tree, or None; never follows a symlink."""
     path = os.path.join(root, _check(rel))
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO: refused below, never waited on
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as e:  # ELOOP: the last component is a symlink
@@ -73,15 +81,31 @@ def read_existing(root: Path, rel: str) -> bytes | None:
         return f.read()
 
 
+def read_remembered(root: Path, rel: str, seen: dict[str, bytes | None]) -> bytes | None:
+    """`read_existing`, remembered in ``seen`` (so a later step does not read it again); None for a path that
+    passes through a symlink (rendered afresh: writing it then refuses the unsafe path with a clear error)."""
+    try:
+        seen[rel] = read_existing(root, rel)
+    except UnsafePathError:
+        return None
+    return seen[rel]
+
+
 def diff_plan(
-    root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str], *, known: Mapping[str, bytes | None] = {}
+    root: Path,
+    files: Mapping[str, bytes],
+    owned_dirs: Iterable[str],
+    *,
+    known: Mapping[str, bytes | None] = {},
+    deletable: Callable[[str], bool] = lambda _: True,
 ) -> list[str]:
     """Paths that writing the plan would create, change or delete (sorted), without writing.
 
-    ``known`` holds files already read from ``root`` in this run (they are not read again).
+    ``known`` holds files already read from ``root`` in this run (they are not read again);
+    ``deletable`` as `write_plan` takes it.
     """
     drift = [rel for rel, data in files.items() if _current(root, rel, known) != data]
-    drift += _stale(root, files, owned_dirs)
+    drift += _stale(root, files, owned_dirs, deletable)
     return sorted(drift)
 
 
@@ -97,19 +121,36 @@ def files_under(root: Path, rel_dir: str) -> list[str]:
     return out
 
 
-def _stale(root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str]) -> list[str]:
-    return [rel for d in owned_dirs for rel in files_under(root, d) if rel not in files]
+def _stale(
+    root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str], deletable: Callable[[str], bool]
+) -> list[str]:
+    return [rel for d in owned_dirs for rel in files_under(root, d) if rel not in files and deletable(rel)]
+
+
+def is_temporary(rel: str) -> bool:
+    """Whether ``rel`` names a file `write_file` was writing when its run was killed."""
+    name = rel.rsplit("/", 1)[-1]
+    return name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)
 
 
 def _current(root: Path, rel: str, known: Mapping[str, bytes | None]) -> bytes | None:
     return known[rel] if rel in known else read_existing(root, rel)
 
 
-def write_file(root: Path, rel: str, data: bytes, *, known: Mapping[str, bytes | None] = {}) -> bool:
+def write_file(
+    root: Path,
+    rel: str,
+    data: bytes,
+    *,
+    known: Mapping[str, bytes | None] = {},
+    on_replace: OnReplace | None = None,
+    created: set[str] | None = None,
+) -> bool:
     """Make the file ``rel`` under ``root`` (an existing, resolved folder) hold ``data``.
 
-    Only a file whose bytes differ is written; a new file is created exclusively, an existing one
-    replaced atomically. Returns whether it wrote. ``known`` holds files already read from
+    Only a file whose bytes differ is written; a new file is created exclusively (and added to
+    ``created``; a write that fails removes it), an existing one replaced atomically (``on_replace``
+    is given its bytes first). Returns whether it wrote. ``known`` holds files already read from
     ``root`` in this run (they are not read again).
 
     Raises:
@@ -117,16 +158,25 @@ def write_file(root: Path, rel: str, data: bytes, *, known: Mapping[str, bytes |
         OSError: the file system refused the write.
     """
     p = check_relpath(rel)
-    if _current(root, rel, known) == data:
+    current = _current(root, rel, known)
+    if current == data:
         return False
+    if current is not None and on_replace is not None:
+        on_replace(rel, current, False)
     parent = _ensure_dir(root, p.parent)
     if not os.path.lexists(parent / p.name):
         # A new file: create it exclusively (never through a link planted meanwhile).
         fd = os.open(parent / p.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        except BaseException:  # a disk that filled up midway: no half-written file stays under its real name
+            (parent / p.name).unlink(missing_ok=True)
+            raise
+        if created is not None:
+            created.add(rel)
         return True
-    fd, tmp = tempfile.mkstemp(dir=parent, prefix=".tmp-", suffix=".part")
+    fd, tmp = tempfile.mkstemp(dir=parent, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -145,15 +195,20 @@ def write_plan(
     *,
     known: Mapping[str, bytes | None] = {},
     written: Collection[str] = (),
+    deletable: Callable[[str], bool] = lambda _: True,
+    on_replace: OnReplace | None = None,
+    created: set[str] | None = None,
 ) -> WriteReport:
-    """Make the tree under ``root`` match ``files``; stale files in ``owned_dirs`` are deleted.
+    """Make the tree under ``root`` match ``files``; stale files in ``owned_dirs`` are deleted when
+    ``deletable`` says so (the others stay as they are).
 
     ``manifest.json`` is written after every other file and before the deletions, so a run stopped
     halfway never leaves a manifest naming a stub or snapshot that is not written yet.
 
     ``known`` holds files already read from ``root`` in this run (they are not read again);
     ``written`` are files of the plan this run already wrote with `write_file` (reported as
-    written, not touched again).
+    written, not touched again). ``on_replace`` is given the bytes of every file before it is replaced
+    or deleted; ``created`` collects the files it made (as `write_file`'s does).
 
     Raises:
         UnsafePathError: a path is unsafe or passes through a symlink.
@@ -163,16 +218,31 @@ def write_plan(
     root.mkdir(parents=True, exist_ok=True)
     root = root.resolve()
     for rel in sorted(files, key=lambda rel: (rel == MANIFEST_FILE, rel)):
-        if rel in written or write_file(root, rel, files[rel], known=known):
+        if rel in written or write_file(root, rel, files[rel], known=known, on_replace=on_replace, created=created):
             report.written.append(rel)
         else:
             report.unchanged += 1
-    for rel in _stale(root, files, owned_dirs):
+    for rel in _stale(root, files, owned_dirs, deletable):
+        if on_replace is not None and not (root / rel).is_symlink():  # a link is deleted, never followed
+            current = _current(root, rel, known)
+            if current is not None:
+                on_replace(rel, current, True)
         (root / rel).unlink()
         report.deleted.append(rel)
     for d in owned_dirs:
         _remove_empty_dirs(root / d)
     return report
+
+
+def remove_created(root: Path, created: Iterable[str], owned_dirs: Iterable[str]) -> None:
+    """Undo a run that failed midway on a folder that held no tree: remove the files it made (``created``)
+    and the folders left empty, so the folder is as it was (and not a half tree no later run would take)."""
+    for rel in created:
+        (root / check_relpath(rel)).unlink(missing_ok=True)
+    for d in owned_dirs:
+        _remove_empty_dirs(root / d)
+        with contextlib.suppress(OSError):  # not empty: it holds files this run did not make
+            (root / d).rmdir()
 
 
 def _remove_empty_dirs(base: Path) -> None:
@@ -195,10 +265,11 @@ def _remove_empty_dirs(base: Path) -> None:
 def check_out(out: Path, previous: Manifest | None, *, owned: Collection[str], writing: bool = True) -> None:
     """Refuse a tree folder that is not a folder, and (``writing``) one holding files tooltree did not write.
 
-    A tree's writer replaces ``manifest.json`` and ``search_index.json`` and deletes whatever
-    under the ``owned`` folders the new tree does not hold, so ``out`` must be a new or
-    empty folder, or one holding a tooltree tree (a manifest of any version, so a tree from
-    another tooltree release is regenerated in place). Other files beside them are never touched.
+    A tree's writer replaces ``manifest.json`` and ``search_index.json`` and writes and deletes files
+    under the ``owned`` folders, so ``out`` must be a new or empty folder, or one holding a tooltree
+    tree (a manifest of any version, so a tree from another tooltree release is regenerated in place;
+    a file of that tree that is not tooltree's is copied aside before it is replaced or deleted,
+    `generator.kept`). Other files beside them are never touched.
 
     Raises:
         TreeError: ``out`` is not a folder, or (``writing``) a folder whose ``manifest.json`` is not
@@ -211,7 +282,7 @@ def check_out(out: Path, previous: Manifest | None, *, owned: Collection[str], w
     if not writing:
         return
     held = [name for name in (MANIFEST_FILE, SEARCH_INDEX_FILE, *owned) if os.path.lexists(out / name)]
-    if not held or _tooltree_manifest(out / MANIFEST_FILE):
+    if not held or tooltree_manifest(out / MANIFEST_FILE):
         return
     raise TreeError(
         f"{out}: holds {', '.join(held)} but no tooltree manifest, so writing the tree there would replace or "
@@ -219,7 +290,7 @@ def check_out(out: Path, previous: Manifest | None, *, owned: Collection[str], w
     )
 
 
-def _tooltree_manifest(path: Path) -> bool:
+def tooltree_manifest(path: Path) -> bool:
     """Whether ``path`` is a manifest written by some tooltree release (whatever its version)."""
     if path.is_symlink() or not path.is_file():
         return False

@@ -6,7 +6,6 @@ This is the whole of ``tooltree generate-tree`` minus argument parsing and print
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -15,17 +14,21 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from generator.cancel import Cancel
 from generator.files import (
-    UnsafePathError,
     WriteReport,
     check_out,
     diff_plan,
     files_under,
     read_existing,
+    read_remembered,
+    remove_created,
+    tooltree_manifest,
     write_file,
     write_plan,
 )
+from generator.kept import Keeper
 from generator.layout import Plan, ServerListing, plan_tree
 from generator.search_index import write_search_index
+from generator.snapshots import read_snapshots
 from tool_tree.config import Config, ConfigError, ServerConfig
 from tool_tree.tree import (
     MANIFEST_FILE,
@@ -91,32 +94,6 @@ def load_previous(out: Path) -> Manifest | None:
         return Manifest.load(out)
     except (TreeError, OSError):  # OSError: ``out`` is a file, or unreadable (`check_out` says which)
         return None
-
-
-def read_snapshots(directory: Path) -> dict[str, dict[str, Any]]:
-    """Snapshot files in ``directory``, keyed by the server name stored inside each.
-
-    Raises:
-        TreeError: a snapshot file is not valid JSON of the expected shape.
-    """
-    found: dict[str, dict[str, Any]] = {}
-    if not directory.is_dir():
-        raise TreeError(f"{directory}: no snapshots folder (generate the tree from live servers first)")
-    for path in sorted(directory.glob("*.json")):
-        if path.is_symlink() or not path.is_file():
-            continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, OSError) as e:
-            raise TreeError(f"{path}: unreadable snapshot ({e})") from None
-        if (
-            not isinstance(data, dict)
-            or not isinstance(data.get("server"), str)
-            or not isinstance(data.get("tools"), list)
-        ):
-            raise TreeError(f"{path}: not a tooltree snapshot (needs `server` and `tools`)")
-        found[data["server"]] = data
-    return found
 
 
 def _listing(server: ServerConfig, tools: list[dict[str, Any]], info: dict[str, Any]) -> ServerListing:
@@ -281,8 +258,35 @@ def _plan_and_write(
     check: bool,
     model_id: str | None,
 ) -> GenerateResult:
-    """Plan the tree from the listings and the tree on disk, and write it (``check``: compare it)."""
+    """Plan the tree from the listings and the tree on disk, and write it (``check``: compare it).
+
+    A first generation into a folder (no tree there yet) that fails midway (a full disk, Ctrl-C) removes
+    the files it made: a half tree has no manifest, and no later run would write into it.
+    """
     previous = load_previous(out)
+    created: set[str] = set()
+    try:
+        return _plan_and_write_over(
+            out, previous, listings, outcomes, only=only, check=check, model_id=model_id, created=created
+        )
+    except BaseException:
+        if previous is None and created:
+            remove_created(out.resolve(), created, OWNED_DIRS)
+        raise
+
+
+def _plan_and_write_over(
+    out: Path,
+    previous: Manifest | None,
+    listings: list[ServerListing],
+    outcomes: list[ServerOutcome],
+    *,
+    only: Sequence[str],
+    check: bool,
+    model_id: str | None,
+    created: set[str],
+) -> GenerateResult:
+    """`_plan_and_write` over the ``previous`` tree; ``created`` collects the files it makes."""
     listings.sort(key=lambda listing: listing.name)
     ok_names = {listing.name for listing in listings}
     failed_names = {o.name for o in outcomes if o.status == "failed"}
@@ -295,12 +299,14 @@ def _plan_and_write(
     ]
     seen: dict[str, bytes | None] = {}  # files read from the tree in this run, so none is read twice
     early: set[str] = set()  # stubs written while the rest still rendered (not with --check)
+    # A file edited, or not tooltree's, is copied aside, never lost.
+    keeper = Keeper(out.resolve(), previous, other_release=previous is None and tooltree_manifest(out / MANIFEST_FILE))
     plan = plan_tree(
         listings,
         keep=keep,
         previous=previous,
-        existing=lambda rel: _existing(out, rel, seen),
-        on_rendered=None if check else _early_writer(out, seen, early),
+        existing=lambda rel: read_remembered(out, rel, seen),
+        on_rendered=None if check else _early_writer(out, seen, early, keeper, created),
     )
     _carry_kept_files(out, plan, keep)
     counts = {s.name: s.tool_count for s in plan.manifest.servers}
@@ -315,22 +321,34 @@ def _plan_and_write(
     if check:
         from tool_tree.search import index_matches_manifest
 
-        result.drift = diff_plan(out, plan.files, OWNED_DIRS, known=seen)
+        result.drift = diff_plan(out, plan.files, OWNED_DIRS, known=seen, deletable=keeper.ours)
         if plan.files and not index_matches_manifest(out, plan.files[MANIFEST_FILE]):
             result.drift.append(SEARCH_INDEX_FILE)  # missing, or left by a generation interrupted while embedding
     else:
-        result.report = write_plan(out, plan.files, OWNED_DIRS, known=seen, written=early)
+        result.report = write_plan(
+            out,
+            plan.files,
+            OWNED_DIRS,
+            known=seen,
+            written=early,
+            deletable=keeper.ours,
+            on_replace=keeper.before_replace,
+            created=created,
+        )
+        result.warnings += keeper.warnings()
         result.embedding_model = model_id
     return result
 
 
-def _early_writer(out: Path, seen: dict[str, bytes | None], early: set[str]) -> Callable[[str, bytes], None]:
+def _early_writer(
+    out: Path, seen: dict[str, bytes | None], early: set[str], keeper: Keeper, created: set[str]
+) -> Callable[[str, bytes], None]:
     """Write each stub as it is rendered, so writing overlaps rendering; ``early`` collects them."""
     out.mkdir(parents=True, exist_ok=True)
     root = out.resolve()
 
     def write(rel: str, data: bytes) -> None:
-        if write_file(root, rel, data, known=seen):
+        if write_file(root, rel, data, known=seen, on_replace=keeper.before_replace, created=created):
             early.add(rel)
 
     return write
@@ -366,14 +384,6 @@ async def _discover(
         finally:
             if unhook is not None:
                 unhook()
-
-
-def _existing(out: Path, rel: str, seen: dict[str, bytes | None]) -> bytes | None:
-    try:
-        seen[rel] = read_existing(out, rel)
-    except UnsafePathError:
-        return None  # rendered afresh; writing it will refuse the unsafe path with a clear error
-    return seen[rel]
 
 
 def _carry_kept_files(out: Path, plan: Plan, keep: Sequence[ServerEntry]) -> None:

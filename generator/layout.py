@@ -341,5 +341,23 @@ def plan_tree(
     manifest = Manifest(servers=sorted(servers, key=lambda s: s.name), tools=tools, generator=fingerprint)
     files[f"{SERVERS_DIR}/{INDEX_FILE_NAME}"] = render_index(manifest).encode("utf-8")
     files[f"{SERVERS_DIR}/__init__.py"] = render_servers_init().encode("utf-8")
+    manifest.files = _file_hashes(files, tools, keep, previous)
     files[MANIFEST_FILE] = manifest.to_json().encode("utf-8")
     return Plan(files=files, manifest=manifest, owned_dirs=sorted(owned), warnings=warnings)
+
+
+def _file_hashes(
+    files: dict[str, bytes], tools: Sequence[ToolEntry], keep: Sequence[ServerEntry], previous: Manifest | None
+) -> dict[str, str]:
+    """The manifest's ``files``: the hash of every planned file but the stubs (their ``stub_hash`` says it),
+    and of the files of ``keep``'s servers as the previous manifest recorded them (they are not planned)."""
+    stubs = {t.path for t in tools}
+    hashes = {rel: content_hash(data) for rel, data in files.items() if rel not in stubs}
+    if previous is not None and keep:
+        kept = {entry.package for entry in keep}
+        snapshots = {entry.snapshot for entry in keep}
+        for rel, digest in previous.files.items():
+            parts = rel.split("/")
+            if (len(parts) > 2 and parts[0] == SERVERS_DIR and parts[1] in kept) or rel in snapshots:
+                hashes.setdefault(rel, digest)
+    return hashes

@@ -1,6 +1,7 @@
 """A tree as the sandbox gets it: packed into a tar for its volume, and fingerprinted without reading it.
 
-Only directories and regular files cross; links, caches (``__pycache__``, ``.git``) and files under
+Only directories and regular files cross; links, caches (``__pycache__``, ``.git``), the copies a rerun of
+`generate-tree` kept of a user's files (``.tooltree-kept``: the user's, not the tree's) and files under
 their temporary names (written by `generate-tree` or the search index just then) are left out, and a
 file gone since it was listed is passed over.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 from sandbox.errors import SandboxError
 
 MAX_TREE_BYTES = 256 << 20
-_SKIP_DIRS = frozenset({"__pycache__", ".git"})
+_SKIP_DIRS = frozenset({"__pycache__", ".git", ".tooltree-kept"})  # the last: `generator.kept.KEPT_DIR`
 
 
 def pack_tree(tree: Path, *, max_bytes: int = MAX_TREE_BYTES) -> bytes:

@@ -188,7 +188,7 @@ def test_the_documented_exit_codes_are_the_commands_own() -> None:
 
     assert list(exit_codes("generate-tree")) == [
         generate_cmd.EXIT_OK, generate_cmd.EXIT_DRIFT, generate_cmd.EXIT_CONFIG, generate_cmd.EXIT_SERVERS,
-        generate_cmd.EXIT_INTERRUPTED,
+        generate_cmd.EXIT_INTERRUPTED, generate_cmd.EXIT_TERMINATED,
     ]  # fmt: skip
     assert "--check" in exit_codes("generate-tree")[generate_cmd.EXIT_DRIFT]
     codes = exit_codes("exec")

@@ -4,13 +4,16 @@
 
     <tree>/search_index.json              the tool search index (tool_tree.search)
     <tree>/manifest.json                  every stub ↔ server ↔ original tool name ↔ schema hash,
-                                          and the parameters whose name is not the wire name
+                                          the parameters whose name is not the wire name, and
+                                          the hash of every other file the generator wrote
     <tree>/snapshots/<package>.json       the raw ``tools/list`` result of each server (lossless)
     <tree>/servers/INDEX.md               one line per server
     <tree>/servers/__init__.py
     <tree>/servers/<package>/README.md    one line per tool
     <tree>/servers/<package>/__init__.py  re-exports every tool function
     <tree>/servers/<package>/<module>.py  one stub per tool
+    <tree>/.tooltree-kept/<path>          a file a rerun replaced or deleted that did not hold what tooltree
+                                          wrote there (edited, or the user's), kept (``generator.kept``)
 
 The bridge uses the manifest as its allowlist and the snapshots for argument validation, so
 both are read here, in the core, not in the generator. The names in the manifest (packages,
@@ -21,10 +24,12 @@ on the next run, so regenerating never breaks a script that imports a stub.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -52,6 +57,26 @@ def canonical_json(value: Any, *, allow_nan: bool = False) -> str:
         ValueError: ``value`` holds NaN or an infinity, and ``allow_nan`` is false.
     """
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=allow_nan)
+
+
+def read_regular(path: str | os.PathLike[str], limit: int = -1) -> bytes:
+    """The bytes of the regular file ``path`` (its first ``limit`` bytes, when given).
+
+    Never waits: a FIFO (or a device) put where a tree file belongs would otherwise block the reader
+    for as long as no one writes to it (`tooltree search` and `generate-tree` hung there).
+
+    Raises:
+        OSError: the file is missing or unreadable; IsADirectoryError: a folder; another OSError (EINVAL):
+            not a regular file.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        return f.read(limit)
 
 
 def content_hash(data: bytes) -> str:
@@ -128,6 +153,10 @@ class Manifest:
     generator: str = ""
     """Fingerprint of the generator that wrote the tree; stubs are re-rendered when it changes."""
     version: int = MANIFEST_VERSION
+    files: Mapping[str, str] = field(default_factory=dict)
+    """Path → `content_hash` of every other file the generator wrote (package ``__init__.py`` and
+    ``README.md``, ``INDEX.md``, snapshots; a stub's is its ``stub_hash``): a rerun replaces or deletes
+    only files that still hold these bytes without keeping a copy (`generator.files.KEPT_DIR`)."""
 
     def to_json(self) -> str:
         """One server or tool per line (diffable; written by the C encoder, which matters at 10,000 tools)."""
@@ -138,7 +167,13 @@ class Manifest:
         servers = entries(sorted(self.servers, key=lambda s: s.name))
         tools = entries(sorted(self.tools, key=lambda t: (t.server, t.tool)))
         head = json.dumps({"generator": self.generator, "version": self.version}, ensure_ascii=False)[1:-1]
-        return f'{{{head},\n  "servers": [\n{servers}\n  ],\n  "tools": [\n{tools}\n  ]\n}}\n'
+        files = ""
+        if self.files:
+            lines = ",\n".join(
+                f"    {json.dumps(k, ensure_ascii=False)}: {json.dumps(v)}" for k, v in sorted(self.files.items())
+            )
+            files = f',\n  "files": {{\n{lines}\n  }}'
+        return f'{{{head},\n  "servers": [\n{servers}\n  ],\n  "tools": [\n{tools}\n  ]{files}\n}}\n'
 
     @classmethod
     def from_json(cls, text: str, *, source: str = MANIFEST_FILE) -> Manifest:
@@ -160,6 +195,7 @@ class Manifest:
                     for t in data["tools"]
                 ],
                 generator=str(data.get("generator", "")),
+                files=_hashes(data.get("files", {})),
             )
         except (ValueError, KeyError, TypeError) as e:
             raise TreeError(f"{source}: malformed manifest ({e})") from None
@@ -174,7 +210,7 @@ class Manifest:
         tree = Path(tree)
         path = tree / MANIFEST_FILE
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_regular(path).decode("utf-8")
         except FileNotFoundError:
             raise TreeError(f"{path}: no manifest; run `tooltree generate-tree` first") from None
         except NotADirectoryError:
@@ -207,6 +243,17 @@ def _names(tool: dict[str, Any]) -> dict[str, str]:
     return dict(names)
 
 
+def _hashes(files: Any) -> dict[str, str]:
+    """The ``files`` map of a manifest (string to string only).
+
+    Raises:
+        TypeError: it is not an object of strings.
+    """
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise TypeError("files is not an object of strings")
+    return dict(files)
+
+
 def _plain(entry: Any) -> dict[str, Any]:
     """A flat dataclass as a dict (faster than `dataclasses.asdict`, which deep-copies)."""
     return {f.name: getattr(entry, f.name) for f in fields(entry)}
@@ -220,13 +267,15 @@ def load_snapshot(tree: str | os.PathLike[str], server: ServerEntry) -> list[dic
     """
     path = Path(tree) / (server.snapshot or f"{SNAPSHOTS_DIR}/{server.package}.json")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path).decode("utf-8"))
         tools = data["tools"]
         if not isinstance(tools, list):
             raise TypeError("tools is not a list")
         return [t for t in tools if isinstance(t, dict)]
     except FileNotFoundError:
         raise TreeError(f"{path}: snapshot missing; regenerate the tree") from None
+    except OSError as e:
+        raise TreeError(f"{path}: cannot read the snapshot ({e.strerror or e}); regenerate the tree") from None
     except (ValueError, KeyError, TypeError) as e:
         raise TreeError(f"{path}: malformed snapshot ({e})") from None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from tooltree_cli.common import positive_int
 from tooltree_cli.output import error, print_json, table
+from tooltree_cli.signals import EXIT_TERMINATED
 
 if TYPE_CHECKING:
     from generator.cancel import Cancel
@@ -29,26 +31,43 @@ EXIT_INTERRUPTED = 130  # as a shell reports a command ended by SIGINT (and `too
 
 
 @contextlib.contextmanager
-def ctrl_c_cancels(cancel: Cancel) -> Iterator[None]:
-    """While servers are being listed, Ctrl-C sets ``cancel`` (which stops the listing and closes every
-    server it started, the way `tooltree serve` stops a refresh) instead of interrupting the event loop
-    wherever it is; at any other moment, or pressed again, it interrupts as usual. Only on the main thread.
+def ctrl_c_cancels(cancel: Cancel, received: list[int] | None = None) -> Iterator[None]:
+    """While servers are being listed, Ctrl-C (or SIGTERM) sets ``cancel`` (which stops the listing and
+    closes every server it started, the way `tooltree serve` stops a refresh) instead of interrupting the
+    event loop wherever it is; at any other moment, or sent again, it interrupts as usual
+    (`KeyboardInterrupt`, so a first tree written halfway is removed). ``received`` collects the signals.
+    Only on the main thread.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def on_sigint(signum: int, frame: object) -> None:
+    def on_signal(signum: int, frame: object) -> None:
+        if received is not None:
+            received.append(signum)
         if cancel.is_set() or not cancel.listening():
             raise KeyboardInterrupt
         # `Cancel.set` waits for the event loop, which runs on this thread: set it from another one.
         threading.Thread(target=cancel.set, name="tooltree-ctrl-c", daemon=True).start()
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Signals that stop a generation: before, SIGTERM ended it at once and left the servers it had started
+running."""
+
+
+def _stopped(received: list[int]) -> int:
+    """Say the run was stopped; the exit code a shell gives a command ended by the signal (130, 143)."""
+    term = bool(received) and received[-1] == signal.SIGTERM
+    print(f"tooltree: {'terminated' if term else 'interrupted'}", file=sys.stderr)
+    return EXIT_TERMINATED if term else EXIT_INTERRUPTED
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -128,10 +147,12 @@ def run(args: argparse.Namespace) -> int:
     from tooltree_cli.common import folder_problem, load
     from tooltree_cli.progress import ServerProgress
 
-    if (problem := folder_problem("--out", args.out, writable=not args.check)) is not None:  # before any server starts
+    # Checked before any server starts.
+    if (problem := _risky_out(args.out) or folder_problem("--out", args.out, writable=not args.check)) is not None:
         error(problem)
         return EXIT_CONFIG
     out = Path(args.out)
+    received: list[int] = []  # the signals that stopped the run
     snapshots: Path | None = None
     if args.from_snapshot is not None:
         snapshots = Path(args.from_snapshot) if args.from_snapshot else out / SNAPSHOTS_DIR
@@ -151,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"tooltree: listing tools from {source} …", file=sys.stderr)
         show = not args.json and snapshots is None  # progress of live servers; a terminal gets a live line
         cancel = Cancel()
-        with ServerProgress(n, live=None if show else False) as progress, ctrl_c_cancels(cancel):
+        with ServerProgress(n, live=None if show else False) as progress, ctrl_c_cancels(cancel, received):
             result = generate(
                 config,
                 out,
@@ -169,13 +190,12 @@ def run(args: argparse.Namespace) -> int:
                 ),
             )
     except GenerateCancelled:  # Ctrl-C while servers were listed: they are closed, nothing was written
-        print("tooltree: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _stopped(received)
     except KeyboardInterrupt:  # Ctrl-C while the tree or its search index was written
-        print("tooltree: interrupted", file=sys.stderr)
+        code = _stopped(received)
         if not args.check and (note := _index_left_behind(out)) is not None:
             print(f"tooltree: {note}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return code
     except (ConfigError, SearchError) as e:
         error(str(e))
         return EXIT_CONFIG
@@ -184,9 +204,33 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     except OSError as e:  # the disk refused a write (full, read-only, a path that cannot hold files)
         where = e.filename if e.filename is not None else out
-        error(f"--out: cannot write the tree: {where}: {e.strerror or e}")
+        error(f"--out: cannot write the tree: {where}: {e.strerror or e}{_left_as(out) if not args.check else ''}")
         return EXIT_CONFIG
     return report(result, args)
+
+
+def _left_as(out: Path) -> str:
+    """What a run that could not write the tree left (the manifest is written last, and a first tree is
+    removed): said after the error."""
+    from tool_tree.tree import MANIFEST_FILE
+
+    if (out / MANIFEST_FILE).is_file():
+        return "; the tree keeps its previous manifest (stubs written before the error may be new): run it again"
+    return "; no tree was left there"
+
+
+def _risky_out(out: str) -> str | None:
+    """Why ``out`` is refused: it starts with a ``~`` the shell left as it is (quoted, or in ``--out=~/t``), so
+    it would make a folder named ``~`` in the working folder, which ``rm -rf ~`` then meant to remove; or
+    it is the root of the file system (``--out "$UNSET/"``)."""
+    if out and os.path.realpath(out) == "/":
+        return f"--out: {out} is the root of the file system; give the tree a folder of its own"
+    if not out.startswith("~") or Path(out).exists():
+        return None
+    return (
+        f"--out: {out} starts with `~`, which the shell did not expand (it was quoted, or written after `=`), "
+        f"so it would make a folder named {out.split('/')[0]!r} here; give the full path (e.g. $HOME/…)"
+    )
 
 
 def _index_left_behind(out: Path) -> str | None:
@@ -260,6 +304,8 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
             f"({result.seconds:.2f} s)",
             file=sys.stderr,
         )
+        if r.deleted:
+            print(f"deleted: {deleted_summary(r.deleted)}", file=sys.stderr)
         if result.embedding_model and result.index_seconds >= SLOW_INDEX_S:
             print(
                 f"search index: {result.index_seconds:.1f} s embedding new or changed tools for hybrid search "
@@ -267,3 +313,18 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     return code
+
+
+DELETED_SHOWN = 10
+"""Folders or files named in the line saying what a run deleted; the rest are counted."""
+
+
+def deleted_summary(deleted: list[str]) -> str:
+    """What a run deleted, by folder: ``servers/media/ (8 files), snapshots/media.json``."""
+    groups: dict[str, list[str]] = {}
+    for rel in sorted(deleted):
+        parts = rel.split("/")
+        groups.setdefault(f"{parts[0]}/{parts[1]}/" if len(parts) > 2 else rel, []).append(rel)
+    shown = [f"{key} ({len(rels)} files)" if len(rels) > 1 else rels[0] for key, rels in groups.items()]
+    more = f", and {len(shown) - DELETED_SHOWN} more" if len(shown) > DELETED_SHOWN else ""
+    return ", ".join(shown[:DELETED_SHOWN]) + more

@@ -20,8 +20,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = subparsers.add_parser(
         "search",
         help="find tools in a generated tree",
-        description="Rank the tree's tools for a query (BM25 over names, descriptions and parameters), "
-        "or match a regular expression against names and descriptions.",
+        description="Rank the tree's tools for a query (BM25 over names, descriptions and parameters, fused with "
+        "embedding similarity when the tree stores embeddings), or match a regular expression against names and "
+        "descriptions.",
     )
     parser.add_argument("query", help="what the tool should do, in words (or a pattern with --regex)")
     parser.add_argument("--tree", type=Path, default=Path("tree"), help="the generated tree (default: ./tree)")

@@ -339,6 +339,32 @@ def test_an_empty_out_exits_2_instead_of_writing_into_the_working_folder(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["snaps"]
 
 
+@pytest.mark.parametrize("out", ["/", "//", "/tmp/.."])
+def test_an_out_that_is_the_root_of_the_file_system_exits_2(
+    capsys: pytest.CaptureFixture[str], snapshots: Path, out: str
+) -> None:
+    # `--out "$TREE/"` with TREE unset: before, the tree went into `/` (as root: /servers, /manifest.json …).
+    assert main(["generate-tree", "--from-snapshot", str(snapshots), "--out", out, "--check"]) == 2
+    assert capsys.readouterr().err == (
+        f"tooltree: error: --out: {out} is the root of the file system; give the tree a folder of its own\n"
+    )
+
+
+@pytest.mark.parametrize("out", ["~/tree", "~", "~someone/tree"])
+def test_an_out_starting_with_a_tilde_the_shell_left_exits_2_and_makes_no_folder_named_tilde(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, snapshots: Path, out: str
+) -> None:
+    # `--out=~/tree` (bash expands no `~` after `=`) or a quoted `"~/tree"`: before, a folder named `~` was made
+    # in the working folder, the one `rm -rf ~` then meant to remove.
+    monkeypatch.chdir(tmp_path)
+    assert main(["generate-tree", "--from-snapshot", str(snapshots), f"--out={out}"]) == 2
+    assert capsys.readouterr().err == (
+        f"tooltree: error: --out: {out} starts with `~`, which the shell did not expand (it was quoted, or written "
+        f"after `=`), so it would make a folder named {out.split('/')[0]!r} here; give the full path (e.g. $HOME/…)\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["snaps"]
+
+
 @pytest.mark.skipif(
     not Path("/proc/self").is_dir() or os.geteuid() != 0,
     reason="needs /proc, which root may write to but where nothing new can be created",
@@ -348,7 +374,9 @@ def test_a_tree_the_disk_refuses_exits_2_in_one_line(snapshots: Path, capsys: py
     out = "/proc/tooltree-no-such-tree"
     assert main(["generate-tree", "--from-snapshot", str(snapshots), "--out", out]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err[-1] == f"tooltree: error: --out: cannot write the tree: {out}: No such file or directory"
+    assert err[-1] == (
+        f"tooltree: error: --out: cannot write the tree: {out}: No such file or directory; no tree was left there"
+    )
     assert not any("Traceback" in line or "--debug" in line for line in err)
 
 

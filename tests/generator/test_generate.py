@@ -112,7 +112,7 @@ def test_check_is_clean_then_reports_an_edited_stub(
     (copy / "servers" / "crm" / "stray.py").write_text("x = 1\n", encoding="utf-8")
     code, summary = run_cli("--from-snapshot", "--out", str(copy), "--check", capsys=capsys)
     assert code == 1
-    assert summary["drift"] == ["servers/crm/list_leads.py", "servers/crm/stray.py"]
+    assert summary["drift"] == ["servers/crm/list_leads.py"]  # a file tooltree did not write is never deleted
     assert stub.read_text(encoding="utf-8").endswith("# edited\n")
 
 
@@ -456,6 +456,9 @@ def test_out_may_hold_other_files_or_a_tree_of_another_release(
     (out / "servers/svc/old_tool.py").write_text("# from an older release\n", encoding="utf-8")
     code, summary = run_cli("--config", str(config), "--out", str(out), capsys=capsys)
     assert code == 0 and summary["deleted"] == 1 and not (out / "servers/svc/old_tool.py").exists()
+    # it is not marked as generated, so a copy is kept (the files marked are not copied)
+    kept = sorted(p.relative_to(out).as_posix() for p in (out / ".tooltree-kept").rglob("*") if p.is_file())
+    assert kept == [".tooltree-kept/servers/svc/old_tool.py"]
 
 
 def test_out_that_is_a_file_is_refused_before_any_server_starts(
@@ -492,7 +495,16 @@ def test_streamable_http_server_generates_the_same_stubs_as_stdio(
         assert (tmp_path / "tree/servers/crm" / stub.name).read_bytes() == stub.read_bytes()
 
 
-def test_ctrl_c_stops_generation_and_leaves_no_server_running(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sent", "code", "said"),
+    [(signal.SIGINT, 130, "tooltree: interrupted"), (signal.SIGTERM, 143, "tooltree: terminated")],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_ctrl_c_or_sigterm_stops_generation_and_leaves_no_server_running(
+    tmp_path: Path, sent: signal.Signals, code: int, said: str
+) -> None:
+    # Before, SIGTERM ended generate-tree at once (-15) and a server that did not stop at the end of its
+    # stdin ran on.
     pid_file = tmp_path / "server.pid"
     config = tmp_path / "c.yaml"
     config.write_text(
@@ -520,10 +532,10 @@ def test_ctrl_c_stops_generation_and_leaves_no_server_running(tmp_path: Path) ->
         assert time.monotonic() < deadline and proc.poll() is None, "the server never started"
         time.sleep(0.02)
     server_pid = int(pid_file.read_text(encoding="utf-8"))
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sent)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
-    assert "tooltree: interrupted" in err and not (tmp_path / "tree" / "manifest.json").exists()
+    assert proc.returncode == code, err
+    assert said in err and not (tmp_path / "tree" / "manifest.json").exists()
     deadline = time.monotonic() + 10
     while alive(server_pid):
         assert time.monotonic() < deadline, "the server process outlived generate-tree"

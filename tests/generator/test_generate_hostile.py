@@ -161,6 +161,26 @@ def test_a_symlink_planted_in_the_tree_is_refused_not_followed(
     assert victim.read_text(encoding="utf-8") == "precious"
 
 
+def test_a_symlink_planted_where_the_search_index_was_written_first_is_never_written_through(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before, the index was written to `.search_index.json.tmp` by name, through a link found there: the file it
+    # pointed to (outside the tree) was overwritten with the index, and the index became a link to it.
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    (snaps / "svc.json").write_text(json.dumps({"server": "svc", "tools": [hostile_tool("alpha")]}), encoding="utf-8")
+    out = tmp_path / "tree"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious", encoding="utf-8")
+    (out / ".search_index.json.tmp").symlink_to(victim)
+    assert main(["generate-tree", "--from-snapshot", str(snaps), "--out", str(out), "--embeddings", "off"]) == 0
+    assert victim.read_text(encoding="utf-8") == "precious"
+    index = out / "search_index.json"
+    assert not index.is_symlink() and json.loads(index.read_text(encoding="utf-8"))["format"]
+    assert sorted(p.name for p in out.iterdir() if p.name.endswith(".tmp")) == [".search_index.json.tmp"]
+
+
 def raw_servers(tmp_path: Path, specs: dict[str, dict[str, Any]]) -> Path:
     """A config starting `raw_server.py` once per spec; specs are written by `json.dumps`, so NaN stays NaN."""
     lines = ["servers:"]
@@ -291,3 +311,26 @@ def test_a_server_listing_past_the_byte_or_tool_cap_fails_alone_with_the_cap_in_
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert [(t["server"], t["tool"]) for t in manifest["tools"]] == [("fine", "alpha")]
     assert (out / "servers" / "fine" / "alpha.py").is_file()
+
+
+def test_a_snapshot_holding_a_lone_surrogate_is_refused_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Valid JSON (`"\ud800"`) that no UTF-8 file can hold. Before: "tooltree: error: UnicodeEncodeError: …" and
+    # exit 1, with no file named. A pair of surrogate escapes is one character, and is read as it.
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    tool = '{"name": "t", "description": "lone \\udcff here", "inputSchema": {"type": "object"}}'
+    (snaps / "s.json").write_text('{"server": "s", "info": {}, "tools": [' + tool + "]}", encoding="utf-8")
+    out = tmp_path / "tree"
+    assert main(["generate-tree", "--from-snapshot", str(snaps), "--out", str(out), "--embeddings", "off"]) == 2
+    assert capsys.readouterr().err.endswith(
+        f"tooltree: error: {snaps / 's.json'}: unreadable snapshot (it holds an escape of a lone surrogate, such as "
+        "\\ud800, which is no character and cannot be written)\n"
+    )
+    assert not out.exists()
+    (snaps / "s.json").write_text(
+        '{"server": "s", "info": {}, "tools": [' + tool.replace("\\udcff", "\\ud83d\\ude00") + "]}", encoding="utf-8"
+    )
+    assert main(["generate-tree", "--from-snapshot", str(snaps), "--out", str(out), "--embeddings", "off"]) == 0
+    assert "lone \U0001f600 here" in (out / "servers/s/t.py").read_text(encoding="utf-8")

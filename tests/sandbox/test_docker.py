@@ -277,7 +277,7 @@ def test_a_session_started_while_generate_tree_writes_the_tree_gets_the_whole_ne
     assert (result.stdout, result.error) == ("True 200 servers/alpha/new_0.py\n", None)
 
 
-def test_packing_skips_files_being_written_and_files_gone_since_they_were_listed(
+def test_packing_skips_files_being_written_kept_copies_and_files_gone_since_they_were_listed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Before: a search index replaced while a session packed the tree failed that session with FileNotFoundError
@@ -296,6 +296,8 @@ def test_packing_skips_files_being_written_and_files_gone_since_they_were_listed
     clean = names(tree_pack.pack_tree(tree))
     (tree / ".search_index.json.tmp").write_text("{half", encoding="utf-8")
     (tree / "servers" / ".tmp-abc.part").write_text("half", encoding="utf-8")
+    (tree / ".tooltree-kept" / "servers" / "crm").mkdir(parents=True)  # a user's edited stub, kept by a rerun
+    (tree / ".tooltree-kept" / "servers" / "crm" / "list_leads.py").write_text("# mine", encoding="utf-8")
     assert names(tree_pack.pack_tree(tree)) == clean
     walk = os.walk
 

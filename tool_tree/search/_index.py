@@ -35,10 +35,19 @@ from tool_tree.search._encoder import _numpy, model_info
 from tool_tree.search._errors import SearchError
 from tool_tree.search._mode import embeddings_mode
 from tool_tree.search._query import fuse_rankings, split_clauses
-from tool_tree.search._rank import Postings, RankingConfig, doc_fields, impacts, related_terms, score, server_scores
+from tool_tree.search._rank import (
+    Postings,
+    RankingConfig,
+    doc_fields,
+    impacts,
+    ranking_config,
+    related_terms,
+    score,
+    server_scores,
+)
 from tool_tree.search._regex import MAX_REGEX_TEXT, regex_scores
 from tool_tree.search._text import first_sentence, one_line, tokens
-from tool_tree.tree import SEARCH_INDEX_FILE
+from tool_tree.tree import SEARCH_INDEX_FILE, read_regular
 
 INDEX_FILE = SEARCH_INDEX_FILE
 INDEX_FORMAT = "tooltree-search-index"
@@ -292,8 +301,7 @@ class SearchIndex:
 
     @classmethod
     def _from_data(cls, data: dict[str, Any]) -> SearchIndex:
-        known = {f.name for f in fields(RankingConfig)}
-        config = RankingConfig(**{k: v for k, v in data["config"].items() if k in known})
+        config = ranking_config(data["config"])
         entries = [_Entry(**{k: _str(v) for k, v in e.items()}) for e in data["tools"]]
         n = len(entries)
         postings: Postings = {}
@@ -316,7 +324,7 @@ class SearchIndex:
         """
         path = tree / INDEX_FILE
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_regular(path).decode("utf-8")
         except FileNotFoundError:
             raise SearchError(f"{path}: no search index; run `tooltree generate-tree` to build it") from None
         except (OSError, UnicodeDecodeError) as e:

@@ -28,9 +28,11 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from tool_tree.search._docs import MAX_DESCRIPTION, MAX_NAME, SearchDoc, capped_params
+from tool_tree.search._query import FUSIONS, SPLITTERS
 from tool_tree.search._text import tokens
 from tool_tree.text import first_sentence
 
@@ -74,6 +76,38 @@ class RankingConfig:
 
     def weight(self, field: str) -> float:
         return float(getattr(self, f"w_{field}"))
+
+
+_KINDS = {bool: "true or false", int: "a whole number", float: "a finite number", str: "a string"}
+
+
+def ranking_config(data: dict[str, Any]) -> RankingConfig:
+    """The ranking settings an index was built with, each of its default's type (a hand-edited index
+    would otherwise fail mid-query).
+
+    Raises:
+        ValueError: a setting is of another type, not finite, or names no splitter or fusion.
+    """
+    if not isinstance(data, dict):
+        raise ValueError("config is not an object")
+    values: dict[str, Any] = {}
+    for f in fields(RankingConfig):
+        if f.name not in data:
+            continue
+        value, default = data[f.name], f.default
+        if isinstance(default, (bool, str, int)):
+            ok = type(value) is type(default)
+        else:  # a float: a whole number is one too, and it must be finite
+            ok = type(value) in (int, float) and math.isfinite(value)
+        if not ok:
+            raise ValueError(f"config.{f.name} is {value!r}, not {_KINDS[type(default)]}")
+        values[f.name] = float(value) if isinstance(default, float) else value
+    config = RankingConfig(**values)
+    if config.clauses not in SPLITTERS:
+        raise ValueError(f"config.clauses is {config.clauses!r}, not one of {', '.join(sorted(SPLITTERS))}")
+    if config.fusion not in FUSIONS:
+        raise ValueError(f"config.fusion is {config.fusion!r}, not one of {', '.join(FUSIONS)}")
+    return config
 
 
 def _lead(description: str) -> str:

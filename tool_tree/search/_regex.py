@@ -65,13 +65,18 @@ def compile_pattern(pattern: str) -> Matcher:
     and lookaround).
 
     Raises:
-        SearchError: the pattern is empty, longer than ``MAX_PATTERN``, or RE2 refuses it (bad
-            syntax, an unsupported feature, or a program too large); the message names RE2's reason.
+        SearchError: the pattern is empty, longer than ``MAX_PATTERN``, holds a lone surrogate (no
+            character), or RE2 refuses it (bad syntax, an unsupported feature, or a program too large);
+            the message names RE2's reason.
     """
     if not pattern:
         raise SearchError("regex pattern is empty")
     if len(pattern) > MAX_PATTERN:
         raise SearchError(f"regex pattern is {len(pattern)} characters; the limit is {MAX_PATTERN}")
+    try:
+        pattern.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate: bytes that were not UTF-8 on a command line, or `\ud800`
+        raise SearchError(f"bad regex {pattern!r}: {pattern[e.start]!r} at {e.start} is not a character") from None
     re2 = _re2()
     options = re2.Options()
     options.case_sensitive = False

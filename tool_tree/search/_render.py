@@ -26,7 +26,7 @@ from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, SearchHit, SearchIndex, build_index, check_limit
 from tool_tree.search._store import built_for, manifest_hash
 from tool_tree.search._text import one_line
-from tool_tree.tree import MANIFEST_FILE
+from tool_tree.tree import MANIFEST_FILE, read_regular
 
 Detail = Literal["name", "summary", "full"]
 DETAILS: tuple[str, ...] = get_args(Detail)
@@ -83,7 +83,7 @@ def _read_stub(tree: Path, hit: SearchHit) -> str | None:
     if path is None:
         return None
     try:
-        return path.read_text(encoding="utf-8")
+        return read_regular(path).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
 
@@ -176,7 +176,7 @@ def load_index(tree: str | os.PathLike[str]) -> SearchIndex:
         if cached is not None and cached[0] == key:
             return cached[1]
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_regular(path).decode("utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise SearchError(f"{path}: cannot read search index ({e})") from None
         index = SearchIndex.from_json(text, source=str(path))

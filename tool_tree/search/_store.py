@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import re
+import tempfile
 from pathlib import Path
 
 from tool_tree.search._dense import EmbeddingNotice
@@ -22,7 +23,7 @@ from tool_tree.search._docs import docs_from_tree
 from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, SearchIndex, build_index
 from tool_tree.search._mode import embedding_model, embeddings_mode
-from tool_tree.tree import MANIFEST_FILE, content_hash
+from tool_tree.tree import MANIFEST_FILE, content_hash, read_regular
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ logger = logging.getLogger(__name__)
 def _reusable_vectors(path: Path, model: str) -> dict[str, str]:
     """``tool hash → vector`` from the index already at ``path``, if it used the same model."""
     try:
-        previous = SearchIndex.from_json(path.read_text(encoding="utf-8"), source=str(path))
+        previous = SearchIndex.from_json(read_regular(path).decode("utf-8"), source=str(path))
     except (OSError, UnicodeDecodeError, SearchError):
         return {}
     dense = previous.dense
@@ -47,7 +48,7 @@ _BUILT_FOR = re.compile(r'\{"built_for_manifest":"(sha256:[0-9a-f]{64})"')
 def manifest_hash(tree: Path) -> str | None:
     """``sha256:<hex>`` of the tree's ``manifest.json``, or None when it cannot be read."""
     try:
-        return content_hash((tree / MANIFEST_FILE).read_bytes())
+        return content_hash(read_regular(tree / MANIFEST_FILE))
     except OSError:
         return None
 
@@ -64,8 +65,7 @@ def index_matches_manifest(tree: Path, manifest: bytes | None = None) -> bool:
     those bytes: the manifest a run is about to write). False when the index is missing, unreadable or
     records no manifest, or the manifest cannot be read."""
     try:
-        with (tree / INDEX_FILE).open("rb") as f:
-            head = f.read(256).decode("utf-8", errors="replace")
+        head = read_regular(tree / INDEX_FILE, 256).decode("utf-8", errors="replace")
     except OSError:
         return False
     stored = built_for(head)
@@ -83,8 +83,7 @@ def index_embeds_with(tree: Path, model_id: str | None) -> bool:
     its model come right after the small ``config``. False when the file is missing or unclear.
     """
     try:
-        with (tree / INDEX_FILE).open("rb") as f:
-            head = f.read(4096).decode("utf-8", errors="replace")
+        head = read_regular(tree / INDEX_FILE, 4096).decode("utf-8", errors="replace")
     except OSError:
         return False
     found = _STORED_MODEL.search(head)
@@ -134,16 +133,26 @@ def write_index(tree: Path, *, embeddings: str | None = None, on_embedding: Embe
     # First (``to_json`` sorts its keys, and this one sorts before them all), where a short read finds it.
     text = f'{{"{BUILT_FOR_KEY}":"{manifest}",{index.to_json()[1:]}'
     try:
-        if path.read_text(encoding="utf-8") == text:
+        if read_regular(path).decode("utf-8") == text:
             return path
     except (FileNotFoundError, UnicodeDecodeError):
         pass
     except OSError as e:
         raise SearchError(f"{path}: cannot read the previous search index ({e})") from None
-    tmp = path.with_name(f".{INDEX_FILE}.tmp")
+    # A name of its own, made exclusively: a fixed one was written through a symlink planted there (out of the
+    # tree), and two runs writing at once wrote into one file.
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{INDEX_FILE}.", suffix=".tmp")
     except OSError as e:
         raise SearchError(f"{path}: cannot write the search index ({e})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), 0o644)
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException as e:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise SearchError(f"{path}: cannot write the search index ({e})") from None
+        raise
     return path

@@ -1,0 +1,174 @@
+"""A rerun of `generate-tree` never loses a file the user wrote or edited in the tree (from snapshots: no servers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from generator.files import TEMP_PREFIX, TEMP_SUFFIX
+from generator.kept import KEPT_DIR
+from tests.support import REPO
+from tool_tree.tree import Manifest, content_hash
+from tooltree_cli.generate_cmd import deleted_summary
+from tooltree_cli.main import main
+
+
+def tool(name: str) -> dict[str, Any]:
+    return {"name": name, "description": f"Does {name}.", "inputSchema": {"type": "object", "properties": {}}}
+
+
+def generate(tmp: Path, servers: dict[str, list[str]], capsys: pytest.CaptureFixture[str]) -> tuple[Path, str]:
+    """Regenerate ``tmp/tree`` from snapshots of exactly ``servers`` (name → tool names); the tree and stderr."""
+    snaps = tmp / "snaps"
+    snaps.mkdir(exist_ok=True)
+    for old in snaps.glob("*.json"):
+        old.unlink()
+    for server, tools in servers.items():
+        snapshot = {"server": server, "info": {}, "tools": [tool(t) for t in tools]}
+        (snaps / f"{server}.json").write_text(json.dumps(snapshot), encoding="utf-8")
+    out = tmp / "tree"
+    code = main(["generate-tree", "--from-snapshot", str(snaps), "--out", str(out), "--embeddings", "off"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    return out, err
+
+
+def test_files_the_user_added_survive_a_rerun_and_the_removal_of_their_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, _ = generate(tmp_path, {"svc": ["alpha", "beta"], "other": ["gamma"]}, capsys)
+    mine = {
+        "servers/svc/NOTES.md": "what I learnt about svc\n",
+        "servers/helpers.py": "def helper() -> int:\n    return 1\n",
+        "snapshots/mine.txt": "x\n",
+    }
+    for rel, text in mine.items():
+        (out / rel).write_text(text, encoding="utf-8")
+    generate(tmp_path, {"svc": ["alpha", "beta"], "other": ["gamma"]}, capsys)
+    assert {rel: (out / rel).read_text(encoding="utf-8") for rel in mine} == mine
+    _, err = generate(tmp_path, {"other": ["gamma"]}, capsys)  # svc removed from the configuration
+    assert {rel: (out / rel).read_text(encoding="utf-8") for rel in mine} == mine
+    assert sorted(p.name for p in (out / "servers/svc").iterdir()) == ["NOTES.md"]  # its stubs are gone
+    assert not (out / "snapshots/svc.json").exists()
+    assert "deleted: servers/svc/ (4 files), snapshots/svc.json" in err
+    assert not (out / KEPT_DIR).exists()  # nothing was replaced that tooltree did not write
+
+
+def test_an_edited_stub_and_readme_are_copied_aside_before_they_are_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, _ = generate(tmp_path, {"svc": ["alpha", "beta"]}, capsys)
+    stub, readme = out / "servers/svc/alpha.py", out / "servers/svc/README.md"
+    generated = stub.read_text(encoding="utf-8")
+    stub.write_text(generated + "# my patch\n", encoding="utf-8")
+    readme.write_text(readme.read_text(encoding="utf-8") + "my notes\n", encoding="utf-8")
+    _, err = generate(tmp_path, {"svc": ["alpha", "beta"]}, capsys)
+    assert stub.read_text(encoding="utf-8") == generated
+    assert (out / KEPT_DIR / "servers/svc/alpha.py").read_text(encoding="utf-8") == generated + "# my patch\n"
+    assert (out / KEPT_DIR / "servers/svc/README.md").read_text(encoding="utf-8").endswith("my notes\n")
+    assert (
+        "warning: servers/svc/alpha.py was edited, or not written by tooltree: the new tree replaces it; "
+        f"a copy of it is in {KEPT_DIR}/servers/svc/alpha.py"
+    ) in err
+    stub.write_text(generated + "# my second patch\n", encoding="utf-8")
+    _, err = generate(tmp_path, {"svc": ["alpha", "beta"]}, capsys)  # an earlier copy is never overwritten
+    assert (out / KEPT_DIR / "servers/svc/alpha.py").read_text(encoding="utf-8") == generated + "# my patch\n"
+    assert (out / KEPT_DIR / "servers/svc/alpha.py.2").read_text(encoding="utf-8").endswith("# my second patch\n")
+    _, err = generate(tmp_path, {"svc": ["alpha", "beta"]}, capsys)
+    assert "warning" not in err  # an ordinary rerun copies nothing
+
+
+def test_an_edited_stub_of_a_removed_tool_is_copied_aside_before_it_is_deleted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, _ = generate(tmp_path, {"svc": ["alpha", "beta"]}, capsys)
+    beta = out / "servers/svc/beta.py"
+    beta.write_text(beta.read_text(encoding="utf-8") + "# my patch\n", encoding="utf-8")
+    _, err = generate(tmp_path, {"svc": ["alpha"]}, capsys)
+    assert not beta.exists()
+    assert (out / KEPT_DIR / "servers/svc/beta.py").read_text(encoding="utf-8").endswith("# my patch\n")
+    assert "servers/svc/beta.py was edited, or not written by tooltree: the new tree deletes it" in err
+
+
+def test_a_file_the_user_wrote_where_a_new_tools_stub_goes_is_copied_aside(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, _ = generate(tmp_path, {"svc": ["alpha"]}, capsys)
+    (out / "servers/svc/gamma.py").write_text("MINE = True\n", encoding="utf-8")
+    _, err = generate(tmp_path, {"svc": ["alpha", "gamma"]}, capsys)
+    assert "def gamma(" in (out / "servers/svc/gamma.py").read_text(encoding="utf-8")
+    assert (out / KEPT_DIR / "servers/svc/gamma.py").read_text(encoding="utf-8") == "MINE = True\n"
+    assert "servers/svc/gamma.py was edited, or not written by tooltree" in err
+
+
+def test_a_temporary_file_left_by_a_killed_run_is_deleted_without_a_copy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, _ = generate(tmp_path, {"svc": ["alpha"]}, capsys)
+    leftover = out / "servers/svc" / f"{TEMP_PREFIX}abc{TEMP_SUFFIX}"
+    leftover.write_bytes(b"half a stub")
+    generate(tmp_path, {"svc": ["alpha"]}, capsys)
+    assert not leftover.exists() and not (out / KEPT_DIR).exists()
+
+
+def test_the_manifest_records_the_hash_of_every_file_but_the_stubs_and_reads_it_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, _ = generate(tmp_path, {"svc": ["alpha"]}, capsys)
+    manifest = Manifest.load(out)
+    assert sorted(manifest.files) == [
+        "servers/INDEX.md",
+        "servers/__init__.py",
+        "servers/svc/README.md",
+        "servers/svc/__init__.py",
+        "snapshots/svc.json",
+    ]
+    assert all(digest == content_hash((out / rel).read_bytes()) for rel, digest in manifest.files.items())
+    assert Manifest.from_json(manifest.to_json()) == manifest
+
+
+def test_a_tree_whose_manifest_records_no_file_hashes_is_regenerated_in_place_without_copies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, _ = generate(tmp_path, {"svc": ["alpha"], "other": ["beta"]}, capsys)
+    manifest = Manifest.load(out)
+    manifest.files = {}  # as an earlier release wrote it
+    (out / "manifest.json").write_text(manifest.to_json(), encoding="utf-8")
+    (out / "servers/svc/README.md").write_text("an older README\n", encoding="utf-8")
+    _, err = generate(tmp_path, {"svc": ["alpha"]}, capsys)
+    assert "warning" not in err and not (out / KEPT_DIR).exists()
+    assert not (out / "servers/other").exists() and not (out / "snapshots/other.json").exists()
+    assert Manifest.load(out).files
+
+
+def test_the_deleted_line_names_folders_and_counts_past_its_limit() -> None:
+    assert deleted_summary(["snapshots/a.json", "servers/a/x.py", "servers/a/y.py", "servers/b/z.py"]) == (
+        "servers/a/ (2 files), servers/b/z.py, snapshots/a.json"
+    )
+    many = [f"snapshots/s{i:02}.json" for i in range(12)]
+    assert deleted_summary(many).endswith("snapshots/s09.json, and 2 more")
+
+
+def test_a_fifo_where_a_stub_belongs_is_refused_not_waited_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before, generate-tree opened it to compare it with the new stub and waited for ever for a writer.
+    out, _ = generate(tmp_path, {"svc": ["alpha"]}, capsys)
+    (out / "servers/svc/alpha.py").unlink()
+    os.mkfifo(out / "servers/svc/alpha.py")
+    args = ["generate-tree", "--from-snapshot", str(tmp_path / "snaps"), "--out", str(out), "--embeddings", "off"]
+    done = subprocess.run(
+        [sys.executable, "-m", "tooltree_cli.main", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.endswith(f"refusing to read {out.resolve()}/servers/svc/alpha.py: not a regular file\n")

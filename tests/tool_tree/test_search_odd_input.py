@@ -1,0 +1,91 @@
+"""`tooltree search` given odd input (a search index edited by hand, a tree file that is not a file, a pattern
+that is not text): one error line, exit 2, never a traceback or a hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import REPO
+from tests.tool_tree.test_search import write_tree
+from tool_tree.search import INDEX_FILE, SearchError, SearchIndex
+from tooltree_cli.main import main
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tree(tmp_path_factory.mktemp("edited") / "tree")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("clauses", "nope", "config.clauses is 'nope', not one of and, chains, none, sentences"),
+        ("clauses", None, "config.clauses is None, not a string"),
+        ("fusion", "best", "config.fusion is 'best', not one of rrf, max, maxrank"),
+        ("expansion", None, "config.expansion is None, not a finite number"),
+        ("b", 1e999, "config.b is inf, not a finite number"),
+        ("k1", "2", "config.k1 is '2', not a finite number"),
+        ("stem", 1, "config.stem is 1, not true or false"),
+        ("expansion_terms", 2.5, "config.expansion_terms is 2.5, not a whole number"),
+    ],
+)
+def test_a_ranking_setting_edited_by_hand_is_a_corrupt_index_and_the_cli_exits_2(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str, value: Any, said: str
+) -> None:
+    data = json.loads((tree / INDEX_FILE).read_text(encoding="utf-8"))
+    data["config"][key] = value
+    edited = tmp_path / "tree"
+    edited.mkdir()
+    (edited / INDEX_FILE).write_text(json.dumps(data), encoding="utf-8")
+    assert main(["search", "--tree", str(edited), "list leads"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tooltree search: error: {edited / INDEX_FILE}: corrupt search index (ValueError: {said})")
+    assert "rebuild it" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_a_whole_number_for_a_float_setting_is_read_as_that_float(tree: Path, tmp_path: Path) -> None:
+    data = json.loads((tree / INDEX_FILE).read_text(encoding="utf-8"))
+    data["config"]["k1"] = 2
+    (tmp_path / INDEX_FILE).write_text(json.dumps(data), encoding="utf-8")
+    assert SearchIndex.load(tmp_path).config.k1 == 2.0
+
+
+@pytest.mark.parametrize("name", [INDEX_FILE, "manifest.json"])
+def test_a_fifo_in_place_of_the_index_or_manifest_is_an_error_not_a_hang(tree: Path, tmp_path: Path, name: str) -> None:
+    # Before, `tooltree search` waited for ever for a writer to open the FIFO.
+    edited = tmp_path / "tree"
+    shutil.copytree(tree, edited)
+    (edited / name).unlink()
+    os.mkfifo(edited / name)
+    done = subprocess.run(
+        [sys.executable, "-m", "tooltree_cli.main", "search", "--tree", str(edited), "list leads"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "not a regular file" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("pattern", ["\udcff", "(\udcff", "a\ud800b"])
+def test_a_regex_holding_a_lone_surrogate_is_refused_naming_it(
+    tree: Path, capsys: pytest.CaptureFixture[str], pattern: str
+) -> None:
+    # A byte that is not UTF-8 on a command line (Python gives it as a lone surrogate), or `\ud800` in a
+    # script's JSON. Before: "tooltree: error: UnicodeEncodeError: …" and exit 1, and the script got no reason.
+    with pytest.raises(SearchError, match=r"is not a character"):
+        SearchIndex.load(tree).search(pattern, regex=True)
+    assert main(["search", "--tree", str(tree), "--regex", pattern]) == 2
+    bad = next(c for c in pattern if 0xD800 <= ord(c) <= 0xDFFF)
+    assert capsys.readouterr().err == (
+        f"tooltree search: error: bad regex {pattern!r}: {bad!r} at {pattern.index(bad)} is not a character\n"
+    )
