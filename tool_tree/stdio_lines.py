@@ -31,12 +31,17 @@ _NOISE_KEPT = 1000
 
 class NotJSONRPC(ValueError):
     """A stdout line that is not a JSON-RPC message; ``line`` is its start, as the server wrote it; ``too_deep``:
-    the parser refused it for its nesting (JSON-RPC or not)."""
+    the parser refused it for its nesting (JSON-RPC or not); ``why``: what was wrong, in a few words."""
 
-    def __init__(self, line: str, *, deep: bool = False) -> None:
+    def __init__(self, line: str, *, deep: bool = False, why: str = "not a JSON-RPC message") -> None:
         super().__init__("a stdout line is not a JSON-RPC message")
         self.line = line[:_NOISE_KEPT]
         self.too_deep = deep
+        self.why = why
+
+
+_WHY_CHARS = 200
+"""The most characters of the parser's reason an answer that could not be read quotes."""
 
 
 def _parse(line: str) -> SessionMessage | NotJSONRPC:
@@ -45,9 +50,16 @@ def _parse(line: str) -> SessionMessage | NotJSONRPC:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValidationError as e:
         errors = e.errors(include_input=False, include_url=False)
-        return NotJSONRPC(line, deep=any("recursion limit exceeded" in error["msg"] for error in errors))
+        deep = any("recursion limit exceeded" in error["msg"] for error in errors)
+        invalid = next((str(error["msg"]) for error in errors if error["type"] == "json_invalid"), None)
+        return NotJSONRPC(line, deep=deep, why=(invalid or "valid JSON, not a JSON-RPC message")[:_WHY_CHARS])
     except ValueError:
         return NotJSONRPC(line)
+
+
+def unreadable_answer(server: str, why: str) -> str:
+    """Why an answer that could not be parsed fails its request at once (rather than at its timeout)."""
+    return f"server {server!r} sent an answer that could not be read ({why}); it was not used"
 
 
 class End(NamedTuple):
@@ -93,9 +105,13 @@ class Lines:
         item = self._parse(line)
         if isinstance(item, NotJSONRPC):
             answered = head[1] if head is not None else tail_id(line)
-            if item.too_deep and answered is not None and self.outstanding.answer(answered) == "awaited":
-                self.asked = True  # failed at once, naming the limit, rather than left to time out
-                error = types.ErrorData(code=types.PARSE_ERROR, message=too_deep(self.server))
+            if answered is not None and self.outstanding.awaits(answered):
+                # The answer to a request in flight that cannot be read (nested too deep, a lone surrogate, not
+                # JSON-RPC): its request fails at once, saying why, rather than waiting out its timeout.
+                self.outstanding.answer(answered)
+                self.asked = True
+                why = too_deep(self.server) if item.too_deep else unreadable_answer(self.server, item.why)
+                error = types.ErrorData(code=types.PARSE_ERROR, message=why)
                 return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=answered, error=error))
             return item if self.notifications.take(notification_cost(values)) else None
         message = item.message

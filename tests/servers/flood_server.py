@@ -20,6 +20,8 @@ It answers ``initialize``, ``tools/list`` and ``ping`` as any server; ``tools/ca
     strays     sends ``n`` answers to requests the client never made (every other one an error with ``data``),
                then answers the call
     deep       answers with structured content nested ``n`` arrays deep; with ``last``, its id written last
+    unreadable answers with a line that cannot be parsed: with ``n`` 0 a text holding a lone surrogate's escape
+               (``\\udcff``), 1 a value that is not JSON (``tru``)
 """
 
 from __future__ import annotations
@@ -104,6 +106,12 @@ def call(request_id: object, name: str, n: int, wait: bool, values: int = 0, las
             send_line(f'{{"jsonrpc":"2.0",{result},"id":{rid}}}')
         else:
             send_line(f'{{"jsonrpc":"2.0","id":{rid},{result}}}')
+    elif name == "unreadable":
+        body = [
+            '"result":{"content":[{"type":"text","text":"lone \\udcff here"}]}',
+            '"result":{"content":[],"isError":tru}',
+        ][n]
+        send_line(f'{{"jsonrpc":"2.0","id":{rid},{body}}}')
     else:
         answer(request_id, "ok")
 
@@ -122,7 +130,8 @@ def main() -> None:
             }
             send({"jsonrpc": "2.0", "id": request_id, "result": result})
         elif method == "tools/list":
-            tools = ["pid", "values", "blocks", "noise", "pings", "cancelled", "notify", "strays", "deep", "ok"]
+            tools = ["pid", "values", "blocks", "noise", "pings", "cancelled", "notify", "strays", "deep"]
+            tools += ["unreadable", "ok"]
             listed = [{"name": name, "inputSchema": {"type": "object"}} for name in tools]
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": listed}})
         elif method == "tools/call":

@@ -475,3 +475,27 @@ async def test_an_answer_nested_deeper_than_the_parser_takes_fails_its_call_at_o
         assert "\n" not in text(result)
         assert text(await pool.call("deep", "ok", {})) == "ok"  # the server goes on
         assert pool.restarts("deep") == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("n", "why"),
+    [
+        (0, "Invalid JSON: lone leading surrogate in hex escape"),
+        (1, "Invalid JSON: expected ident"),
+    ],
+    ids=["lone_surrogate", "not_json"],
+)
+async def test_an_answer_that_cannot_be_read_fails_its_call_at_once_saying_why(n: int, why: str) -> None:
+    # Before: dropped as a stdout line that is not JSON-RPC, the call (or generate-tree's listing) waited out
+    # its whole timeout.
+    config = ServerConfig(name="odd", command=sys.executable, args=(str(FLOOD),), timeout=30)
+    async with ServerPool([config]) as pool:
+        with anyio.fail_after(10):
+            result = await pool.call("odd", "unreadable", {"n": n})
+        assert result.get("isError")
+        message = text(result)
+        assert message.startswith("server error -32700: server 'odd' sent an answer that could not be read (")
+        assert why in message and message.endswith("); it was not used") and "\n" not in message
+        assert text(await pool.call("odd", "ok", {})) == "ok"  # the server goes on
+        assert pool.restarts("odd") == 0
