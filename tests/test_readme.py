@@ -237,7 +237,16 @@ def test_the_defaults_and_limits_the_readme_quotes_are_the_codes() -> None:
         MODES,
     )
     from agent.serve.http import SSE_EVENT_LIMIT
-    from agent.serve.settings import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, DEFAULT_PROGRESS_INTERVAL, DEFAULT_WARM
+    from agent.serve.sessions import GONE_GRACE
+    from agent.serve.settings import (
+        DEFAULT_IDLE_TIMEOUT,
+        DEFAULT_MAX_SESSIONS,
+        DEFAULT_PROGRESS_INTERVAL,
+        DEFAULT_WARM,
+        MAX_SESSIONS,
+        MAX_WARM,
+        MIN_PROGRESS_INTERVAL,
+    )
     from agent.serve.stdio import MAX_MESSAGE_BYTES
     from sandbox._supervisor.limits import MAX_IMAGES
     from sandbox._supervisor.transfer import ENTRY_BYTES, MAX_ENTRIES
@@ -267,8 +276,10 @@ def test_the_defaults_and_limits_the_readme_quotes_are_the_codes() -> None:
         f"a reply runs at most {MAX_TOOL_USES} tool calls, each invocation of a `batch_tool`",
         f"client reads none over {SSE_EVENT_LIMIT // 2**20} MiB",
         f"A client's message may be {MAX_MESSAGE_BYTES // 2**20} MiB",
-        f"default {DEFAULT_IDLE_TIMEOUT:g}), `progress_interval` (default {DEFAULT_PROGRESS_INTERVAL:g} s), "
-        f"`warm` (sandboxes kept started; default {DEFAULT_WARM}) and `max_sessions` (default {DEFAULT_MAX_SESSIONS})",
+        f"default {DEFAULT_IDLE_TIMEOUT:g}), `progress_interval` (default {DEFAULT_PROGRESS_INTERVAL:g} s, at least "
+        f"{MIN_PROGRESS_INTERVAL:g}), `warm` (sandboxes kept started; default {DEFAULT_WARM}, at most {MAX_WARM}) and "
+        f"`max_sessions` (default {DEFAULT_MAX_SESSIONS}, at most {MAX_SESSIONS})",
+        f"sends nothing for {GONE_GRACE:g} s ends too",
         f"`--host` (default {options['host']}), `--port` (default {options['port']}; 0 picks one)",
     ]
     assert [claim for claim in claims if claim not in text] == []

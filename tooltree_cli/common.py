@@ -96,6 +96,17 @@ def positive_seconds(text: str) -> float:
     return _float_in(text, lambda v: 0 < v < math.inf, "a positive number of seconds")
 
 
+def sandbox_seconds(text: str) -> float:
+    """An argparse type: a positive number of seconds, at most what a sandbox takes (a week); else refused
+    naming the option (not later, as ``timeout: …``)."""
+    from sandbox.config import MAX_TIMEOUT
+
+    value = positive_seconds(text)
+    if value > MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_TIMEOUT:g} seconds (a week), got {text!r}")
+    return value
+
+
 def _float_in(text: str, ok: Callable[[float], bool], expected: str) -> float:
     try:
         value = float(text)

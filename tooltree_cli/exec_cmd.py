@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tool_tree.text import one_line, size
-from tooltree_cli.common import file_problem, folder_problem, load_optional_config, positive_seconds, sandbox_config
+from tooltree_cli.common import file_problem, folder_problem, load_optional_config, sandbox_config, sandbox_seconds
 from tooltree_cli.exec_images import save_images
 from tooltree_cli.output import print_json
 from tooltree_cli.signals import EXIT_TERMINATED, Terminated, sigterm_stops_like_ctrl_c
@@ -40,7 +40,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")
     p.add_argument("--workspace", metavar="DIR", help="a host folder restored into /workspace and saved back")
     p.add_argument(
-        "--timeout", type=_seconds, help="wall-clock limit in seconds, at most a week (default: the config's, or 30)"
+        "--timeout",
+        type=sandbox_seconds,
+        help="wall-clock limit in seconds, at most a week (default: the config's, or 30)",
     )
     p.add_argument(
         "--images",
@@ -51,16 +53,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--audit", metavar="FILE", help="append one JSON line per tool call to this file")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.set_defaults(handler=run)
-
-
-def _seconds(text: str) -> float:
-    """An argparse type: a positive number of seconds, at most what a sandbox takes (a week)."""
-    from sandbox.config import MAX_TIMEOUT
-
-    value = positive_seconds(text)
-    if value > MAX_TIMEOUT:  # else refused later as "timeout: …", not naming the option
-        raise argparse.ArgumentTypeError(f"expected at most {MAX_TIMEOUT:g} seconds (a week), got {text!r}")
-    return value
 
 
 def _path_problem(args: argparse.Namespace) -> str | None:

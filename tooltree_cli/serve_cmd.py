@@ -34,6 +34,7 @@ from tooltree_cli.common import (
     located,
     positive_seconds,
     sandbox_config,
+    sandbox_seconds,
 )
 from tooltree_cli.output import error
 
@@ -92,8 +93,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--audit", metavar="FILE", help="append one JSON line per tool call (every session) to this file")
     p.add_argument(
         "--timeout",
-        type=positive_seconds,
-        help="wall-clock limit of one execution in seconds (default: sandbox.timeout in the config, or 30)",
+        type=sandbox_seconds,
+        help="wall-clock limit of one execution in seconds, at most a week (default: sandbox.timeout in the config, "
+        "or 30)",
     )
     p.add_argument(
         "--idle-timeout",
@@ -103,7 +105,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument(
         "--warm",
-        type=count,
+        type=_warm,
         help=f"sandboxes kept started for the next client (default: serve.warm in the config, or {DEFAULT_WARM}; "
         "0: none)",
     )
@@ -114,6 +116,16 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="also offer this tool as an ordinary MCP tool (repeat; replaces serve.passthrough)",
     )
     p.set_defaults(handler=run)
+
+
+def _warm(text: str) -> int:
+    from agent.serve.settings import warm_problem
+
+    value = count(text)
+    problem = warm_problem(value, text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
 
 
 def _port(text: str) -> int:

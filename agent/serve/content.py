@@ -128,3 +128,20 @@ def _shorten(block: dict[str, Any], target: int, why: str) -> dict[str, Any]:
         if excess <= 0 or cut == len(text):
             return shorter
         cut = min(len(text), cut + excess + 16)
+
+
+NEW_SESSION_HINT = (
+    "[this was the first script of this sandbox session: names defined by scripts before it (in a session that "
+    "ended, or before tooltree serve restarted, after which the client reconnects silently) are not here; files "
+    "saved in /workspace remain]"
+)
+
+
+def new_session_hint(outcome: ToolOutcome) -> ToolOutcome:
+    """``outcome`` of a session's first script, with `NEW_SESSION_HINT` after a ``NameError`` it raised: the model
+    may have counted on variables of a sandbox session that is gone (over HTTP nothing else tells it so)."""
+    first = outcome.content[0] if outcome.content else {}
+    text = first.get("text") if first.get("type") == "text" else None
+    if outcome.is_error and isinstance(text, str) and "\nNameError: " in text:
+        outcome.content.insert(1, {"type": "text", "text": NEW_SESSION_HINT})
+    return outcome

@@ -60,6 +60,11 @@ SSE_EVENT_LIMIT = 1024 * 1024
 RESULT_LIMIT = SSE_EVENT_LIMIT - 16 * 1024
 """The most bytes of JSON a ``tools/call`` result is sent with: one event, less room for the
 event's own lines and the JSON-RPC envelope around the result (its id is the client's)."""
+STOP_GRACE = 3.0
+"""Seconds requests in flight are given to be answered once serve is told to stop; then they are cancelled (their
+scripts stopped, as on a client's cancel), and open ``GET`` streams are ended at once (`SessionGate.stop`). Before,
+uvicorn waited for every connection to close: the ``GET`` stream every SDK client and Claude Code hold kept a
+stopped serve running for as long as its client stayed."""
 _WHY = "over HTTP one result must fit in 1 MiB, the most the MCP SDK client reads at once"
 
 
@@ -124,6 +129,11 @@ def http_app(app: ToolServer, *, token: str, host: str = "127.0.0.1") -> ASGIApp
     On loopback the SDK's DNS-rebinding protection stays on (Host and Origin must be local); on
     another address the token is the protection.
     """
+    return BearerGuard(http_gate(app, host=host), token)
+
+
+def http_gate(app: ToolServer, *, host: str = "127.0.0.1") -> SessionGate:
+    """The SDK's Streamable HTTP app at ``/mcp`` behind `SessionGate` (`http_app` without the token)."""
     server = app.mcp_server(http=True)
     server.middleware.append(_fit_results)
     security = None if host in LOOPBACK else TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -134,13 +144,13 @@ def http_app(app: ToolServer, *, token: str, host: str = "127.0.0.1") -> ASGIApp
         session_idle_timeout=app.settings.idle_timeout,
         max_sessions=app.settings.max_sessions,
     )
-    gate = SessionGate(
+    return SessionGate(
         inner,
         max_sessions=app.settings.max_sessions,
         idle_timeout=app.settings.idle_timeout,
         on_end=app.registry.end,
+        on_stream=lambda key, opened: app.registry.stream(key, opened=opened),
     )
-    return BearerGuard(gate, token)
 
 
 async def _fit_results(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -182,8 +192,9 @@ async def serve_http(
             return contextlib.nullcontext()
 
     cap = connection_cap(raise_open_files_limit())
+    gate = http_gate(app, host=host)
     config = uvicorn.Config(
-        http_app(app, token=token, host=host),
+        BearerGuard(gate, token),
         host=host,
         port=port,
         log_level="warning",
@@ -191,6 +202,7 @@ async def serve_http(
         # Uvicorn answers requests 503 past this many tasks; a task outlives its connection while its handler runs.
         limit_concurrency=cap + 1,
         timeout_keep_alive=KEEP_ALIVE,
+        timeout_graceful_shutdown=round(2 * STOP_GRACE),  # a backstop: the gate has ended every request by then
         backlog=BACKLOG,
     )
     server = Server(config)
@@ -199,6 +211,7 @@ async def serve_http(
 
     def stop() -> None:
         server.should_exit = True
+        gate.stop(STOP_GRACE)
 
     async def announce() -> None:
         while not server.started:

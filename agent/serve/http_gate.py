@@ -13,6 +13,20 @@ it, sent from here), and its sandbox session with it. Its sandbox session also e
 on a ``DELETE`` or answers that it does not know it (``404``); never on a ``DELETE`` the SDK refused (a foreign
 ``Origin``).
 
+**Clients that left.** Claude Code never sends ``DELETE``: it keeps a ``GET`` stream open and just exits. Its
+sandbox session (a container that may hold a script's variables, up to the sandbox's memory, and the upstream
+servers it started) was then held for ``idle_timeout``, 30 minutes, after every ``claude -p`` run. So the gate
+tells the sessions (``on_stream``) when a session's ``GET`` stream opens and closes: a session whose stream closed
+and whose client sends nothing for `agent.serve.sessions.GONE_GRACE` seconds ends (the client's next call, if it
+comes back after all, starts a new one and is told so).
+
+**Stopping.** `stop` ends every open ``GET`` stream at once and gives the other requests in flight a grace, then
+cancels them too (each answered, or its stream ended, cleanly). Left to uvicorn, a stop waited for every connection
+to close: with a client's ``GET`` stream open, SIGTERM did nothing for as long as the client stayed.
+
+(Over 400 lines: sessions, clients that left, stopping and disconnects are one gate's, each deciding what
+happens to the same requests and sessions.)
+
 **Requests.** What each may cost (its body, its JSON values counted before parsing, the requests a session
 and the server may have in flight) is `agent.serve.http_requests`'s.
 
@@ -55,6 +69,8 @@ SAY_EVERY = 10.0
 """Seconds between two log lines of one kind (refusals, evictions, cancels): a client cannot flood the log."""
 
 Ended = Callable[[str], Awaitable[None]]
+Stream = Callable[[str, bool], None]
+"""Called with a session id and whether its ``GET`` stream opened (True) or closed (False)."""
 HeaderList = list[tuple[bytes, bytes]]
 
 
@@ -76,28 +92,90 @@ class SessionGate:
         max_sessions: the most client sessions at once (``serve.max_sessions``).
         idle_timeout: seconds after which an idle session ends (named when a client is refused).
         on_end: called with the session id of a session that ended (its sandbox session ends).
+        on_stream: called when a session's ``GET`` stream opens or closes (see the module).
     """
 
-    def __init__(self, app: ASGIApp, *, max_sessions: int, idle_timeout: float, on_end: Ended) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_sessions: int, idle_timeout: float, on_end: Ended, on_stream: Stream | None = None
+    ) -> None:
         self.app = app
         self.max_sessions = max_sessions
         self.idle_timeout = idle_timeout
         self.on_end = on_end
+        self.on_stream = on_stream
         self._sessions: dict[str, _Session] = {}
+        self._requests: dict[anyio.CancelScope, bool] = {}  # each request in flight: whether it is a GET stream
+        self._stopping: float | None = None  # the grace given to requests in flight by `stop`
         self._opening = 0  # requests without a session that the SDK may be opening one for
         self._admission = anyio.Lock()
         self._in_flight = InFlight()
+
+    def stop(self, grace: float) -> None:
+        """Serving stops: end every ``GET`` stream now and every other request in flight after ``grace`` seconds;
+        refuse new requests (on the event loop)."""
+        self._stopping = grace
+        now = anyio.current_time()
+        for request, stream in self._requests.items():
+            request.deadline = min(request.deadline, now if stream else now + grace)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
+        if self._stopping is not None:
+            await refuse(send, 503, "tooltree serve is stopping")
+            return
+        started = finished = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started, finished
+            if message["type"] == "http.response.start":
+                started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                finished = True
+            await send(message)
+
+        with anyio.CancelScope() as request:
+            self._requests[request] = scope.get("method") == "GET"
+            try:
+                await self._request(scope, receive, watch)
+            finally:
+                del self._requests[request]
+        if request.cancelled_caught and not finished:  # `stop` ended it
+            if started:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            else:
+                await refuse(send, 503, "tooltree serve is stopping")
+
+    async def _request(self, scope: Scope, receive: Receive, send: Send) -> None:
         key = _header(scope, SESSION_HEADER)
         if scope.get("method") == "POST":
             await self._post(key, scope, receive, send)
             return
+        if scope.get("method") == "GET" and key is not None and key in self._sessions:
+            await self._get(key, scope, receive, send)
+            return
         status = await _answered(self.app, scope, receive, send)
         if key is not None and (status == 404 or (scope.get("method") == "DELETE" and status == 200)):
+            await self._ended(key)
+
+    async def _get(self, key: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """A session's ``GET`` stream: `on_stream` hears when it opens and when it closes."""
+        opened = False
+
+        async def watch(message: Message) -> None:
+            nonlocal opened
+            if message["type"] == "http.response.start" and message["status"] == 200 and self.on_stream is not None:
+                opened = True
+                self.on_stream(key, True)
+            await send(message)
+
+        try:
+            status = await _answered(self.app, scope, receive, watch)
+        finally:
+            if opened and self.on_stream is not None:
+                self.on_stream(key, False)
+        if status == 404:
             await self._ended(key)
 
     async def _ended(self, key: str) -> None:

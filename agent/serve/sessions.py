@@ -4,7 +4,9 @@ A `ClientSession` owns one `Runtime`: the upstream servers (started on their fir
 bridge, and a sandbox session taken from the warm pool on first use. Its variables persist
 between ``execute_python`` calls of that client and of no other. It ends when the client
 disconnects (stdio: stdin closes; HTTP: ``DELETE``), when it has been idle for
-``idle_timeout`` seconds, or when the server stops; ending it stops its container and upstream
+``idle_timeout`` seconds, when its HTTP client's ``GET`` stream closed and nothing came from it for
+``gone_grace`` seconds (Claude Code exits without a ``DELETE``; its stream's close is the one sign it left),
+or when the server stops; ending it stops its container and upstream
 servers and saves the workspace (one save at a time, so two sessions of one workspace never
 write it at once). A client that calls again after its session ended gets a new one, and its
 first result says so.
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from agent.serve.content import new_session_hint
 from agent.toolsets.base import ToolOutcome, error
 
 if TYPE_CHECKING:
@@ -53,6 +56,9 @@ QUEUED_EXECUTIONS = 8
 (each held its script meanwhile: 150 of 3.9 MB took serve from 83 to 662 MiB)."""
 HANDOVER_RETRY = 0.05
 """Seconds between tries to stop a script handed to the sandbox that has not begun there yet."""
+GONE_GRACE = 60.0
+"""Seconds a client whose ``GET`` stream closed (and that sent nothing since) may take to come back before its
+sandbox session ends: a client that lost its connection reopens the stream within seconds."""
 _EXPIRED_KEPT = 1024
 _WORKSPACE_READS = ("list_files", "read_file")
 
@@ -88,6 +94,8 @@ class ClientSession:
         self.runtime = runtime
         self.last_used = time.monotonic()
         self.busy = 0
+        self.gone_since: float | None = None
+        """When its client's ``GET`` stream closed, if it has not come back since."""
         self.note = ""
         """Said once, in front of the first result (e.g. that an earlier session of this client ended)."""
         self.executions = anyio.Lock()
@@ -98,6 +106,7 @@ class ClientSession:
         self._open_lock = threading.Lock()
         self._state = threading.Lock()
         self._execution: _Execution | None = None
+        self._scripts = 0  # scripts handed to the sandbox so far
 
     def opened(self) -> Runtime:
         """The runtime, opened (from a worker thread): its server pool runs, servers start on first call."""
@@ -208,7 +217,10 @@ class ClientSession:
             if run.cancelled:
                 return error("execute_python was cancelled before its script started; nothing ran")
             run.handed_over = True
-        return self.call(toolset, "execute_python", arguments)
+            first = self._scripts == 0 and not self.note  # a note says already that the session is new
+            self._scripts += 1
+        outcome = self.call(toolset, "execute_python", arguments)
+        return new_session_hint(outcome) if first else outcome
 
     def cancel(self) -> bool:
         """Stop this session's execution (the session stays), from any thread: one whose sandbox is still
@@ -244,14 +256,24 @@ class SessionRegistry:
         make_runtime: a new (unopened) runtime for a client session key.
         idle_timeout: seconds without a call after which a session ends.
         max_sessions: the most sessions at once.
+        gone_grace: seconds after its client's ``GET`` stream closed (with nothing from it since) that a session
+            ends, if sooner than ``idle_timeout``.
     """
 
-    def __init__(self, make_runtime: Callable[[str], Runtime], *, idle_timeout: float, max_sessions: int) -> None:
+    def __init__(
+        self,
+        make_runtime: Callable[[str], Runtime],
+        *,
+        idle_timeout: float,
+        max_sessions: int,
+        gone_grace: float = GONE_GRACE,
+    ) -> None:
         self._make_runtime = make_runtime
         self.idle_timeout = idle_timeout
+        self.gone_grace = gone_grace
         self.max_sessions = max_sessions
         self._sessions: dict[str, ClientSession] = {}
-        self._expired: OrderedDict[str, float] = OrderedDict()
+        self._expired: OrderedDict[str, str] = OrderedDict()
         self._close_lock = threading.Lock()
         self._closing = anyio.CapacityLimiter(CLOSE_THREADS)
 
@@ -276,10 +298,11 @@ class SessionRegistry:
             ended = self._expired.pop(key, None)
             if ended is not None:
                 session.note = (
-                    f"a new sandbox session: the previous one ended after {ended:g} s without a call; "
+                    f"a new sandbox session: the previous one ended {ended}; "
                     "variables and imports are gone, saved workspace files remain"
                 )
             self._sessions[key] = session
+        session.gone_since = None
         session.busy += 1
         session.last_used = time.monotonic()
         try:
@@ -287,6 +310,12 @@ class SessionRegistry:
         finally:
             session.busy -= 1
             session.last_used = time.monotonic()
+
+    def stream(self, key: str, *, opened: bool) -> None:
+        """The HTTP client of ``key`` opened (it is there) or closed (it may have gone) its ``GET`` stream."""
+        session = self._sessions.get(key)
+        if session is not None:
+            session.gone_since = None if opened else time.monotonic()
 
     async def end(self, key: str) -> None:
         """End one session (the client disconnected); nothing when there is none."""
@@ -310,19 +339,30 @@ class SessionRegistry:
 
     async def expire_idle(self) -> None:
         """End sessions idle for ``idle_timeout`` seconds, forever (run it as a task)."""
-        check = max(0.05, min(30.0, self.idle_timeout / 4))
+        check = max(0.05, min(30.0, self.idle_timeout / 4, self.gone_grace / 4))
         while True:
             await anyio.sleep(check)
             now = time.monotonic()
-            idle = [s for s in self._sessions.values() if s.busy == 0 and now - s.last_used >= self.idle_timeout]
-            for session in idle:
+            ended = [(s, why) for s in list(self._sessions.values()) if (why := self._why_end(s, now)) is not None]
+            for session, why in ended:
                 if self._sessions.get(session.key) is session:
                     del self._sessions[session.key]
-                    self._expired[session.key] = self.idle_timeout
+                    self._expired[session.key] = why
                     while len(self._expired) > _EXPIRED_KEPT:
                         self._expired.popitem(last=False)
-                    logger.info("session %s ended after %g s idle", session.key[:16], self.idle_timeout)
+                    logger.info("session %s ended %s", session.key[:16], why)
                     await self._close(session)
+
+    def _why_end(self, session: ClientSession, now: float) -> str | None:
+        """Why ``session`` ends now (the words the client's next result is told), or None: it stays."""
+        if session.busy:
+            return None
+        if now - session.last_used >= self.idle_timeout:
+            return f"after {self.idle_timeout:g} s without a call"
+        gone = session.gone_since
+        if gone is not None and now - max(gone, session.last_used) >= self.gone_grace:
+            return f"{self.gone_grace:g} s after its client's connection closed"
+        return None
 
     async def aclose(self) -> None:
         """End every session (the server stops): running scripts are cancelled first."""

@@ -22,20 +22,34 @@ DEFAULT_IDLE_TIMEOUT = 1800.0
 DEFAULT_PROGRESS_INTERVAL = 5.0
 DEFAULT_WARM = 1
 DEFAULT_MAX_SESSIONS = 16
+MAX_WARM = 16
+"""The most sandboxes kept warm: each is a started container (with its memory reserved to the limit)."""
+MAX_SESSIONS = 256
+"""The most client sessions at once: each may hold a container and its upstream servers."""
+MIN_PROGRESS_INTERVAL = 0.1
+"""The shortest time between progress notifications (a shorter one floods the client and spins the host)."""
 
 SETTINGS: dict[str, Setting] = {
     "passthrough": Setting(list, "a list of tools (server.tool) also offered as ordinary MCP tools"),
     "idle_timeout": Setting(float, "seconds without a call before a client's sandbox session ends"),
-    "progress_interval": Setting(float, "seconds between progress notifications of a running execution"),
+    "progress_interval": Setting(
+        float,
+        "seconds between progress notifications of a running execution",
+        check=lambda v: (
+            None if v >= MIN_PROGRESS_INTERVAL else f"expected at least {MIN_PROGRESS_INTERVAL:g} s, got {v:g}"
+        ),
+    ),
     # Read as text, because the config's whole numbers start at 1 and 0 (start each sandbox on demand) is valid here.
     "warm": Setting(
         str,
         "how many sandboxes to keep started ahead of the next client (0: none)",
-        check=lambda v: (
-            None if _count(v) is not None else f"expected a whole number of sandboxes (0 or more), got {v!r}"
-        ),
+        check=lambda v: warm_problem(_count(v), v),
     ),
-    "max_sessions": Setting(int, "the most client sessions at once"),
+    "max_sessions": Setting(
+        int,
+        "the most client sessions at once",
+        check=lambda v: None if v <= MAX_SESSIONS else f"expected at most {MAX_SESSIONS}, got {v}",
+    ),
 }
 """The ``serve:`` section: defaults of `tooltree serve`; its command-line options take precedence."""
 
@@ -78,6 +92,15 @@ class ServeSettings:
             values["warm"] = _count(values["warm"])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+
+def warm_problem(count: int | None, given: object) -> str | None:
+    """What is wrong with ``count`` warm sandboxes (None when not a whole number), or None."""
+    if count is None:
+        return f"expected a whole number of sandboxes (0 or more), got {given!r}"
+    if count > MAX_WARM:
+        return f"expected at most {MAX_WARM} sandboxes (each is a started container), got {count}"
+    return None
 
 
 def _count(text: str) -> int | None:

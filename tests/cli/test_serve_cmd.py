@@ -261,6 +261,9 @@ def test_serve_generates_a_missing_tree_then_ends_when_stdin_closes(docker_engin
         (["--timeout", "nan"], "argument --timeout: expected a positive number of seconds, got 'nan'"),
         (["--idle-timeout", "0"], "argument --idle-timeout: expected a positive number of seconds, got '0'"),
         (["--warm", "-1"], "argument --warm: expected at least 0, got -1"),
+        # Before: "tooltree: error: timeout: expected at most 604800 seconds (a week), got 1000000000.0", no option.
+        (["--timeout", "1e9"], "argument --timeout: expected at most 604800 seconds (a week), got '1e9'"),
+        (["--warm", "1000"], "argument --warm: expected at most 16 sandboxes (each is a started container), got 1000"),
     ],
 )
 def test_bad_numbers_are_refused_when_the_arguments_are_parsed(

@@ -50,3 +50,25 @@ def test_a_warm_that_is_not_a_count_names_file_line_and_key(tmp_path: Path, valu
     with pytest.raises(ConfigError) as caught:
         load(path)
     assert str(caught.value).startswith(f"{path}:3: serve.warm: expected ")
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        # Each would start (or allow) that many containers, or spin the host on notifications.
+        ("warm: 1000", "serve.warm: expected at most 16 sandboxes (each is a started container), got 1000"),
+        ("max_sessions: 100000", "serve.max_sessions: expected at most 256, got 100000"),
+        ("progress_interval: 0.000001", "serve.progress_interval: expected at least 0.1 s, got 1e-06"),
+    ],
+)
+def test_a_number_past_its_bound_names_file_line_key_and_the_bound(tmp_path: Path, line: str, message: str) -> None:
+    path = write(tmp_path, f"serve:\n  {line}\n")
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    assert str(caught.value) == f"{path}:3: {message}"
+
+
+def test_the_bounds_themselves_are_accepted(tmp_path: Path) -> None:
+    config = load(write(tmp_path, "serve:\n  warm: 16\n  max_sessions: 256\n  progress_interval: 0.1\n"))
+    settings = ServeSettings.from_config(config)
+    assert (settings.warm, settings.max_sessions, settings.progress_interval) == (16, 256, 0.1)
