@@ -148,6 +148,13 @@ def image_problem(value: Any) -> str | None:
     return None
 
 
+def _runtime(value: str | None) -> str | None:
+    """An empty runtime (``runtime: "${RT:-}"`` with RT unset) would run the engine's default in silence."""
+    if value is not None and not value.strip():
+        return "an empty runtime: the engine would run its default (leave the key out for that)"
+    return None
+
+
 _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "memory": _size,
     "cpus": _positive,
@@ -161,6 +168,7 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
     "workspace_max_bytes": lambda v: None if v is None else _count(v),
     "pip_packages": _pip_packages,
     "image": lambda v: None if v is None else image_problem(v),
+    "runtime": _runtime,
 }
 """Each limited field of `SandboxConfig` and what is wrong with a value of it (checked one by one)."""
 
@@ -175,7 +183,7 @@ SETTINGS: dict[str, Setting] = {
     "workspace_size": Setting(str, "the workspace quota, such as 256m", check=_size),
     "timeout": Setting(float, "seconds one execution may run", check=_at_most_a_week),
     "output_chars": Setting(int, "characters of output returned per execution", check=_output_chars),
-    "runtime": Setting(str, "an OCI runtime such as runsc (gVisor)"),
+    "runtime": Setting(str, "an OCI runtime such as runsc (gVisor)", check=lambda v: _runtime(v)),
 }
 """The ``sandbox:`` section of tooltree.yaml: each key is the `SandboxConfig` field of that name."""
 

@@ -77,7 +77,7 @@ class DockerConnection:
         self.exit_status = str(attributes.get("exitCode", "unknown"))[:20]
         self.exited.set()
         self.ended.set()
-        self.attached.abort(f"the sandbox closed its channel: its container exited with status {self.exit_status}")
+        self.attached.abort(closed_channel(self.exit_status))
 
     def _remove(self) -> None:
         if self._removed.is_set():
@@ -110,6 +110,19 @@ class DockerConnection:
         self._remove()
 
 
+def closed_channel(status: str | None) -> str:
+    """Why a session ended when its container did: its exit status, and for 137 (killed) the likeliest cause."""
+    reason = f"the sandbox closed its channel: its container exited with status {status}"
+    if status == "137":
+        # Under runc the kernel kills the interpreter alone and the supervisor says so; a killed container is most
+        # often past its memory limit as a whole: under gVisor the host's OOM killer ends its kernel, the Sentry.
+        reason += (
+            " (killed: most likely past its memory limit, sandbox.memory; under gVisor the whole sandbox ends there, "
+            "with the output not yet returned and the workspace not saved)"
+        )
+    return reason
+
+
 class _ExitReportingStdout:
     """The container's stdout; at its end, the container's exit status (from the engine's events) as the reason."""
 
@@ -122,9 +135,7 @@ class _ExitReportingStdout:
             self._connection.ended.set()
         # After we closed its stdin, the end is the one we asked for: no reason to wait for.
         if not data and not self._connection.stdin.closed and self._connection.exited.wait(_EXIT_REPORT_WAIT):
-            raise ConnectionAbortedError(
-                f"the sandbox closed its channel: its container exited with status {self._connection.exit_status}"
-            )
+            raise ConnectionAbortedError(closed_channel(self._connection.exit_status))
         return data
 
     def close(self) -> None:

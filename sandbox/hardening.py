@@ -14,6 +14,13 @@ none``; an open-file ulimit; private IPC and cgroup namespaces; no devices, bind
 ports or host namespaces; the owner and session labels; the tree volume, if any, mounted read-only; the requested OCI
 runtime (e.g. ``runsc``) when configured.
 
+Under gVisor (`GVISOR_RUNTIMES`) the engine's pids limit counts the host threads of the Sentry,
+not the script's processes: about five host threads for each process of the sandbox (ptrace
+platform), and the Sentry dies (the whole session with it) when it cannot start one. There the
+sandbox's processes and threads are bounded by an ``nproc`` ulimit of ``pids_limit`` instead,
+which the Sentry enforces for the sandbox user (``fork`` fails with ``EAGAIN``, as under runc),
+and the engine's pids limit is `host_pids_limit`: room for the Sentry's threads at that count.
+
 One deliberate difference from a plain ``docker run``: no ``--init``. The supervisor itself is
 the container's init (pid 1), because the container's stdio is the channel and whichever
 process is pid 1 holds it: with docker-init there, code running as the sandbox user can open
@@ -37,6 +44,39 @@ from sandbox.workspace import TMPFS_INODES
 OWNER_LABEL = "tooltree.owner"
 SESSION_LABEL = "tooltree.session"
 SUPERVISOR_COMMAND = ["python3", "-I", "-m", "tooltree_supervisor", "--kill-all-on-timeout"]
+GVISOR_RUNTIMES = frozenset({"runsc"})
+"""Runtime names that are gVisor: its kernel answers the sandbox's system calls (see the module's text)."""
+SENTRY_THREADS_PER_TASK = 8
+"""Host threads the engine's pids limit allows the Sentry for each task of the sandbox (about 5.3 measured)."""
+SENTRY_THREADS_BASE = 256
+"""Host threads the engine's pids limit allows the Sentry and its gofer besides (about 50 measured)."""
+
+
+def is_gvisor(runtime: str | None) -> bool:
+    """Whether ``runtime`` names gVisor (`GVISOR_RUNTIMES`)."""
+    return runtime in GVISOR_RUNTIMES
+
+
+def host_pids_limit(config: SandboxConfig) -> int:
+    """The engine's pids limit: ``pids_limit``, or under gVisor room for the Sentry's host threads.
+
+    Under gVisor ``pids_limit`` bounds the sandbox's tasks through the ``nproc`` ulimit instead.
+    """
+    if is_gvisor(config.runtime):
+        return config.pids_limit * SENTRY_THREADS_PER_TASK + SENTRY_THREADS_BASE
+    return config.pids_limit
+
+
+def _ulimits(config: SandboxConfig) -> list[dict[str, Any]]:
+    ulimits: list[dict[str, Any]] = [
+        {"Name": "nofile", "Soft": config.nofile, "Hard": config.nofile},
+        {"Name": "core", "Soft": 0, "Hard": 0},
+    ]
+    if is_gvisor(config.runtime):
+        # Counted per uid by the Sentry's own kernel: this sandbox's tasks alone. (Under runc the host
+        # kernel would count every container's processes of uid 10001 together, so it is never set there.)
+        ulimits.append({"Name": "nproc", "Soft": config.pids_limit, "Hard": config.pids_limit})
+    return ulimits
 
 
 def container_spec(
@@ -67,14 +107,11 @@ def container_spec(
         "SecurityOpt": ["no-new-privileges", f"seccomp={profile}"],
         "IpcMode": "private",
         "CgroupnsMode": "private",
-        "PidsLimit": config.pids_limit,
+        "PidsLimit": host_pids_limit(config),
         "Memory": config.memory_bytes,
         "MemorySwap": config.memory_bytes,
         "NanoCpus": round(config.cpus * 1e9),
-        "Ulimits": [
-            {"Name": "nofile", "Soft": config.nofile, "Hard": config.nofile},
-            {"Name": "core", "Soft": 0, "Hard": 0},
-        ],
+        "Ulimits": _ulimits(config),
         "LogConfig": {"Type": "none", "Config": {}},
         "AutoRemove": auto_remove,
     }
@@ -184,8 +221,9 @@ def check_hardening(inspect: Mapping[str, Any], config: SandboxConfig, *, tree_v
         v.append("docker-init would be pid 1 and hold the channel (--init); the supervisor must be the init")
     if cfg.get("Entrypoint") or list(cfg.get("Cmd") or [])[: len(SUPERVISOR_COMMAND)] != SUPERVISOR_COMMAND:
         v.append("the container does not run the supervisor as its init process")
-    if not isinstance(host.get("PidsLimit"), int) or not 0 < host["PidsLimit"] <= config.pids_limit:
-        v.append(f"pids limit is {host.get('PidsLimit')!r}, not {config.pids_limit}")
+    pids = host_pids_limit(config)
+    if not isinstance(host.get("PidsLimit"), int) or not 0 < host["PidsLimit"] <= pids:
+        v.append(f"pids limit is {host.get('PidsLimit')!r}, not {pids}")
     memory = config.memory_bytes
     if host.get("Memory") != memory:
         v.append(f"memory limit is {host.get('Memory')!r}, not {memory}")
@@ -200,6 +238,11 @@ def check_hardening(inspect: Mapping[str, Any], config: SandboxConfig, *, tree_v
     nofile = ulimits.get("nofile")
     if not nofile or nofile.get("Hard") != config.nofile:
         v.append(f"no nofile ulimit of {config.nofile}")
+    nproc = ulimits.get("nproc")
+    if is_gvisor(config.runtime) and not (
+        nproc and isinstance(nproc.get("Hard"), int) and 0 < nproc["Hard"] <= config.pids_limit
+    ):
+        v.append(f"no nproc ulimit of {config.pids_limit} (under gVisor it is what bounds the sandbox's processes)")
     if host.get("IpcMode") not in ("private", "none"):
         v.append(f"IPC mode is {host.get('IpcMode')!r}, not private")
     for key in ("PidMode", "UTSMode", "UsernsMode", "CgroupnsMode"):
@@ -211,7 +254,7 @@ def check_hardening(inspect: Mapping[str, Any], config: SandboxConfig, *, tree_v
         v.append("host paths are bind-mounted")
     if host.get("PortBindings") or host.get("PublishAllPorts"):
         v.append("ports are published")
-    if config.runtime and host.get("Runtime") != config.runtime:
+    if config.runtime and host.get("Runtime") != config.runtime:  # an empty one is refused by `SandboxConfig`
         v.append(f"runtime is {host.get('Runtime')!r}, not {config.runtime!r}")
 
     mounts = [m for m in inspect.get("Mounts") or [] if isinstance(m, dict)]
@@ -253,6 +296,6 @@ def check_process_status(status: Mapping[str, Any], *, runtime: str | None = Non
             v.append(f"the supervisor did not report {key}")
     if str(status.get("NoNewPrivs")) != "1":
         v.append("no_new_privs is not set on the supervisor")
-    if str(status.get("Seccomp")) != "2" and runtime != "runsc":
+    if str(status.get("Seccomp")) != "2" and not is_gvisor(runtime):
         v.append("the supervisor is not under a seccomp filter")
     return v

@@ -22,6 +22,7 @@ from tool_tree.tree import Manifest, tree_lock
 
 if TYPE_CHECKING:
     from sandbox.config import SandboxConfig
+    from sandbox.errors import SandboxError
     from sandbox.mcp_bridge import AuditLog, McpBridge
     from sandbox.pool import SandboxPool
     from sandbox.session import Sandbox
@@ -137,15 +138,21 @@ class Runtime:
         bridge = self.bridge
         assert self._pool is not None
         if self.sandbox_pool is not None:
-            session = self.sandbox_pool.acquire(tools=bridge, workspace=self.workspace, tool_loop=self._pool.loop)
+            settings = self.sandbox_pool.backend.config
         else:
-            settings = self.sandbox_config
-            if settings is None:
-                settings = SandboxConfig.from_config(self.config)
-            session = Sandbox(
-                config=settings, tree=self.tree, tools=bridge, tool_loop=self._pool.loop, workspace=self.workspace
-            )
-            session.start()
+            settings = self.sandbox_config or SandboxConfig.from_config(self.config)
+        try:
+            if self.sandbox_pool is not None:
+                session = self.sandbox_pool.acquire(tools=bridge, workspace=self.workspace, tool_loop=self._pool.loop)
+            else:
+                session = Sandbox(
+                    config=settings, tree=self.tree, tools=bridge, tool_loop=self._pool.loop, workspace=self.workspace
+                )
+                session.start()
+        except SandboxError as e:
+            if (named := runtime_problem(e, settings.runtime, self.config)) is not None:
+                raise named from e
+            raise
         with self._handover:
             if not self._closed.is_set():
                 self._sandbox = session
@@ -202,3 +209,26 @@ class Runtime:
             if self._audit is not None:
                 self._audit.close()
                 self._audit = None
+
+
+def runtime_problem(error: SandboxError, runtime: str | None, config: Config) -> SandboxError | None:
+    """``error`` naming where ``runtime`` was configured, when the engine's words blame the runtime; else None.
+
+    The engine refuses a runtime it has not registered ("Unknown runtime specified nosuch") and reports
+    one that fails to start ("OCI runtime create failed: ..."): either way the fix is ``sandbox.runtime``
+    in the config (or registering the runtime), so the message names the file, the line and the key.
+    """
+    from sandbox.errors import SandboxError
+
+    text = str(error)
+    if runtime is None or (runtime not in text and "runtime" not in text.lower()):
+        return None
+    where = config.source if config.source != "<config>" else "the sandbox settings"
+    line = config.section("sandbox").lines.get("runtime")
+    if line is not None:
+        where += f":{line}"
+    return SandboxError(
+        f"{where}: sandbox.runtime: the engine could not run the sandbox under the runtime {runtime!r}: {text} "
+        "(`docker info` lists the runtimes registered with the engine; SECURITY.md, "
+        '"Optional stronger boundary: gVisor", says how to register runsc)'
+    )

@@ -94,3 +94,48 @@ def test_a_fork_bomb_is_contained_under_gvisor(runsc: EngineWithCLI, test_config
             return
         assert result.timed_out and result.stdout == "fork failed with EAGAIN\n"
         assert run_ok(sb, OTHER_PROCESSES) == "[]\n"
+
+
+# The calls our seccomp profile removes are answered by the Sentry's own implementations under gVisor:
+# runsc applies an OCI seccomp profile only with --oci-seccomp, which SECURITY.md says not to set. They
+# reach no host kernel code; SECURITY.md lists them. If one starts failing, this fails and the doc must change.
+SENTRY_ANSWERS = {
+    "io_uring_setup": "syscall(425, 4, ctypes.create_string_buffer(120))",
+    "ptrace_attach_own_child": "attach_to_a_child()",
+}
+_ATTACH = """
+def attach_to_a_child():
+    import time
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    try:
+        syscall(101, 16, pid, 0, 0)  # PTRACE_ATTACH
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.parametrize("name", list(SENTRY_ANSWERS))
+def test_calls_our_seccomp_profile_removes_are_answered_by_the_sentry(gvisor: Sandbox, name: str) -> None:
+    assert probe(gvisor, name, SENTRY_ANSWERS[name], setup=_ATTACH) == f"{name}: OK"
+
+
+def test_past_its_memory_limit_the_whole_gvisor_sandbox_ends(runsc: EngineWithCLI, test_config: SandboxConfig) -> None:
+    """Under runc the kernel kills the interpreter alone; under gVisor the host's OOM killer kills the Sentry.
+
+    The session ends (its output and unsaved workspace with it), and no container is left (SECURITY.md, Known
+    limits). If this starts to behave as under runc, this fails and the doc must change.
+    """
+    config = SandboxConfig(owner=test_config.owner, runtime="runsc", memory="256m")
+    sb = Sandbox(DockerBackend(config, docker=runsc))
+    with sb:
+        with pytest.raises(SessionError, match="exited with status 137") as ended:
+            sb.execute("chunks = [bytearray(1 << 20) for _ in range(1024)]", timeout=20)
+        assert "most likely past its memory limit, sandbox.memory; under gVisor the whole sandbox ends" in str(
+            ended.value
+        )
+        left = runsc.text(["ps", "--all", "--quiet", "--filter", f"name={sb.name}"])
+        assert left == ""

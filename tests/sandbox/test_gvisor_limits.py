@@ -1,0 +1,156 @@
+"""Limits and settings that gVisor (``runtime: runsc``) needs told differently, and a misconfigured runtime.
+
+Under gVisor the engine's pids limit counts the Sentry's host threads (about five for each process of
+the sandbox), so the sandbox's own processes are bounded by an ``nproc`` ulimit, which the Sentry
+enforces. The tests that run containers under runsc skip where the engine has no such runtime (a
+failure under ``REQUIRE_GVISOR=1``, as on CI).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox import DockerBackend, Sandbox, SandboxConfig, SandboxError
+from sandbox.hardening import check_hardening, container_spec, host_pids_limit
+from sandbox.host import Runtime, runtime_problem
+from tests.docker_cli import EngineWithCLI
+from tests.sandbox.test_hardening import compliant_inspect
+from tests.support import TEST_OWNER
+from tool_tree.config import ConfigError, load_config
+
+GVISOR = SandboxConfig(owner=TEST_OWNER, runtime="runsc")
+
+
+def _ulimits(spec_or_host: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    items = spec_or_host["Ulimits"]
+    assert isinstance(items, list)
+    return {u["Name"]: (u["Soft"], u["Hard"]) for u in items}
+
+
+def test_under_gvisor_the_sandbox_processes_are_bounded_by_nproc_and_the_sentry_has_room() -> None:
+    host = container_spec(GVISOR, name="n", session_id="s", image="img")["host_config"]
+    assert _ulimits(host)["nproc"] == (256, 256)
+    assert host["PidsLimit"] == host_pids_limit(GVISOR) == 256 * 8 + 256
+    plain = container_spec(SandboxConfig(owner=TEST_OWNER), name="n", session_id="s", image="img")["host_config"]
+    # Under runc the host kernel would count every container's uid 10001 together: never an nproc there.
+    assert plain["PidsLimit"] == 256 and "nproc" not in _ulimits(plain)
+
+
+def _gvisor_inspect() -> dict[str, Any]:
+    details = copy.deepcopy(compliant_inspect(GVISOR))
+    host = details["HostConfig"]
+    host.update(Runtime="runsc", PidsLimit=host_pids_limit(GVISOR))
+    host["Ulimits"] = [*host["Ulimits"], {"Name": "nproc", "Soft": 256, "Hard": 256}]
+    return details
+
+
+def test_the_hardening_check_requires_the_nproc_ulimit_under_gvisor() -> None:
+    assert check_hardening(_gvisor_inspect(), GVISOR) == []
+    without = _gvisor_inspect()
+    without["HostConfig"]["Ulimits"] = [u for u in without["HostConfig"]["Ulimits"] if u["Name"] != "nproc"]
+    assert any("no nproc ulimit of 256" in v for v in check_hardening(without, GVISOR))
+    too_many = _gvisor_inspect()
+    too_many["HostConfig"]["PidsLimit"] = host_pids_limit(GVISOR) + 1
+    assert any("pids limit" in v for v in check_hardening(too_many, GVISOR))
+
+
+def test_an_empty_runtime_is_refused_rather_than_the_default_run(tmp_path: Path) -> None:
+    # `runtime: "${RUNTIME:-}"` with RUNTIME unset: the user asked for a runtime and must not get runc silently.
+    with pytest.raises(SandboxError, match="runtime: an empty runtime: the engine would run its default"):
+        SandboxConfig(owner=TEST_OWNER, runtime="")
+    with pytest.raises(ConfigError) as raised:
+        SandboxConfig.from_config(load_config(_config_with_runtime(tmp_path, "''")))
+    assert str(raised.value).startswith(f"{tmp_path / 'tooltree.yaml'}:4: sandbox.runtime: an empty runtime")
+
+
+def _config_with_runtime(tmp_path: Path, runtime: str) -> Path:
+    path = tmp_path / "tooltree.yaml"
+    path.write_text(f"servers: {{}}\nsandbox:\n  memory: 512m\n  runtime: {runtime}\n", encoding="utf-8")
+    return path
+
+
+def test_an_engine_error_about_the_runtime_names_the_config_file_line_and_key(tmp_path: Path) -> None:
+    config = load_config(_config_with_runtime(tmp_path, "nosuch"))
+    error = SandboxError("container create failed: Unknown runtime specified nosuch")
+    named = runtime_problem(error, "nosuch", config)
+    assert named is not None
+    assert str(named).startswith(f"{tmp_path / 'tooltree.yaml'}:4: sandbox.runtime: ")
+    assert "Unknown runtime specified nosuch" in str(named) and "docker info" in str(named)
+    # Other failures are left as they are.
+    assert runtime_problem(SandboxError("no such image: x"), "nosuch", config) is None
+    assert runtime_problem(error, None, config) is None
+
+
+@pytest.mark.docker
+def test_an_unknown_runtime_fails_naming_the_config_and_leaves_no_container(
+    docker_engine: EngineWithCLI, sample_tree: Path, tmp_path: Path
+) -> None:
+    config = load_config(_config_with_runtime(tmp_path, "nosuch-runtime"))
+    settings = SandboxConfig.from_config(config, owner=TEST_OWNER)
+    mine = ["ps", "--all", "--quiet", "--no-trunc", "--filter", f"label=tooltree.owner={TEST_OWNER}"]
+    before = set(docker_engine.text(mine).split())
+    with Runtime(config, sample_tree, sandbox_config=settings) as rt, pytest.raises(SandboxError) as caught:
+        rt.sandbox.execute("print(1)")
+    assert str(caught.value).startswith(f"{tmp_path / 'tooltree.yaml'}:4: sandbox.runtime: ")
+    assert "'nosuch-runtime'" in str(caught.value)
+    assert set(docker_engine.text(mine).split()) <= before
+
+
+@pytest.fixture(scope="module")
+def runsc(docker_engine: EngineWithCLI) -> EngineWithCLI:
+    """The engine, when it has the ``runsc`` runtime; otherwise skip (fail with ``REQUIRE_GVISOR=1``, as on CI)."""
+    if '"runsc"' not in docker_engine.text(["info", "--format", "{{json .Runtimes}}"]):
+        if os.environ.get("REQUIRE_GVISOR") == "1":
+            pytest.fail("REQUIRE_GVISOR=1 but the engine has no runsc runtime (.ci/docker-setup.sh registers it)")
+        pytest.skip("the engine has no runsc (gVisor) runtime; .ci/docker-setup.sh installs and registers it")
+    return docker_engine
+
+
+CHILDREN = """
+import os, time
+kids = []
+for _ in range({n}):
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(1)
+        os._exit(0)
+    kids.append(pid)
+print(sum(os.waitpid(k, 0)[1] == 0 for k in kids), "children ran")
+"""
+
+
+@pytest.mark.docker
+def test_a_script_with_thirty_child_processes_runs_under_gvisor(runsc: EngineWithCLI) -> None:
+    """Before, the engine's pids limit of 256 counted the Sentry's threads: about 30 processes killed the sandbox."""
+    with Sandbox(DockerBackend(GVISOR, docker=runsc)) as sb:
+        result = sb.execute(CHILDREN.format(n=30), timeout=20)
+        assert (result.stdout, result.error) == ("30 children ran\n", None)
+
+
+FORK_UNTIL_REFUSED = """
+import os, time
+n = 0
+try:
+    while True:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print("fork failed with", e.errno == 11 and "EAGAIN")
+print(n < 40)
+"""
+
+
+@pytest.mark.docker
+def test_forking_past_pids_limit_fails_with_eagain_under_gvisor_and_the_session_lives_on(runsc: EngineWithCLI) -> None:
+    config = SandboxConfig(owner=TEST_OWNER, runtime="runsc", pids_limit=40)
+    with Sandbox(DockerBackend(config, docker=runsc)) as sb:
+        result = sb.execute(FORK_UNTIL_REFUSED, timeout=20)
+        assert (result.stdout, result.error) == ("fork failed with EAGAIN\nTrue\n", None)
+        assert sb.execute("print(2)").stdout == "2\n"
