@@ -105,8 +105,9 @@ class Agent:
 
     Raises:
         TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``), a number
-            (``max_turns``, ``token_budget``, ``max_tokens``, ``max_retries``) is not a whole number, or
-            ``pinned`` is a string rather than a list of them.
+            (``max_turns``, ``token_budget``, ``max_tokens``, ``max_retries``) is not a whole number,
+            ``pinned`` is a string rather than a list of them, or ``on_event`` is not callable.
+        ValueError: ``workspace`` is an empty string (it is not taken as the working folder).
         AgentSetupError: an unknown mode, a number out of range (``max_retries`` may be 0, the others
             must be at least 1, as on the command line), a tree without manifest, an unknown pinned
             tool, a workspace that is a file, a pre-filter setting that cannot be used, a transcript that
@@ -155,6 +156,10 @@ class Agent:
         if isinstance(pinned, str):  # iterated, it was one "tool" per character: "pinned tool 'c' is not in the tree"
             raise TypeError(f"pinned: expected a list of server.tool names, got the string {pinned!r:.80}")
         pinned = pinned if pinned is not None else tuple(settings.get("pinned", ()))
+        if on_event is not None and not callable(on_event):  # else found at the first reply, its tokens spent
+            raise TypeError(f"on_event: expected a function of one event (or None), got {type(on_event).__name__}")
+        if workspace is not None and os.fspath(workspace) == "":  # Path("") is the working folder: saved into
+            raise ValueError('workspace is an empty path; name a folder ("." for the working folder) or pass None')
         if workspace is not None and os.path.exists(workspace) and not os.path.isdir(workspace):
             raise AgentSetupError(f"the workspace {workspace} is a file, not a folder")  # else found after a script ran
         self.client = client
@@ -222,6 +227,8 @@ class Agent:
         (``summary.transcript_error`` says why).
 
         Raises:
+            TypeError: ``task`` is not a string, or ``history`` not a list of messages (nothing started).
+            ValueError: ``task`` is empty or only white space, which the API refuses (nothing started).
             AgentSetupError: the transcript cannot be opened, or another run is writing it (nothing started).
             ModelAPIError: the Messages API failed after retries, or its reply could not be read
                 (``.result`` has the run so far, its ``stop_reason`` ``api_error`` or ``unreadable_reply``).
@@ -230,6 +237,7 @@ class Agent:
         """
         from sandbox.host import Runtime
 
+        _check_task(task, history)
         client = self._client()
         own = self.runtime is None
         runtime = self.runtime or Runtime(
@@ -366,3 +374,24 @@ class Agent:
                 f"the Messages API {api_failure(e)}", status_code=e.status_code, result=partial
             ) from None
         return message, time.monotonic() - t0
+
+
+def _check_task(task: object, history: object) -> None:
+    """`Agent.run`'s arguments, before anything starts (they used to reach the API: ``None`` as the task's text).
+
+    Raises:
+        TypeError: ``task`` is not a str, or ``history`` not a list of message dicts (or None).
+        ValueError: ``task`` is empty or only white space.
+    """
+    if not isinstance(task, str):
+        raise TypeError(f"task: expected the task as a string, got {type(task).__name__} {task!r:.60}")
+    if not task.strip():
+        raise ValueError("task: the task is empty")
+    if history is None:
+        return
+    if isinstance(history, str | bytes) or not isinstance(history, Sequence):
+        raise TypeError(
+            f"history: expected the messages of the previous RunResult (result.messages), got {type(history).__name__}"
+        )
+    if not all(isinstance(m, dict) for m in history):
+        raise TypeError("history: expected the messages of the previous RunResult (result.messages), a list of dicts")

@@ -180,6 +180,12 @@ class McpBridge(ToolBridge):
         started = time.monotonic()
         record: dict[str, Any] = {"session": self.session, "server": server, "tool": tool}
         try:
+            if not isinstance(arguments, dict):  # a host caller's mistake (Runtime.call_tool): was "no len()"
+                raise ToolCallRefused(
+                    f"invalid arguments: expected a dict of the tool's arguments by name ({{}} for none), "
+                    f"got {type(arguments).__name__}",
+                    "invalid_arguments",
+                )
             if is_small(arguments) and not self._matches_patterns(server, tool):  # admitted on the event loop
                 entry, record["args_sha256"] = self._admit(server, tool, arguments)
             else:  # hashing and validating large arguments, or matching patterns (RE2 releases the GIL), must

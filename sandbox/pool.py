@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 import uuid
@@ -34,6 +35,10 @@ class SandboxPool:
     Args:
         backend: what runs containers; default a `DockerBackend` from ``config`` and ``tree``.
         size: how many started sandboxes to keep ready.
+
+    A pool serves the process that made it: in a fork of that process, `acquire` and `wait_ready` raise
+    `SessionError` (the child would take the parent's warm containers, whose connections it shares) and `close`
+    leaves the parent's sandboxes alone.
     """
 
     def __init__(
@@ -57,6 +62,17 @@ class SandboxPool:
         self._closed = False
         self._last_error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+
+    def _check_process(self) -> None:
+        """Raises: SessionError: this is a fork of the process that made the pool."""
+        if self._pid != os.getpid():
+            # Before: the child took a warm container the parent still held; its answer reached the parent's
+            # reader (a "protocol violation" that destroyed the container) and the child waited out its timeout.
+            raise SessionError(
+                f"this SandboxPool belongs to process {self._pid}, not to this one (a fork of it shares its warm "
+                "sandboxes' connections): make a new SandboxPool here"
+            )
 
     def start(self) -> SandboxPool:
         """Prepare the backend and start filling the pool.
@@ -111,8 +127,9 @@ class SandboxPool:
         """Wait until ``count`` (default: all) sandboxes are warm.
 
         Raises:
-            SessionError: not within ``timeout``.
+            SessionError: not within ``timeout``, or this is a fork of the process that made the pool.
         """
+        self._check_process()
         want = self.size if count is None else min(count, self.size)
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -150,9 +167,11 @@ class SandboxPool:
         """A started session from the pool (waiting up to ``timeout`` if none is warm).
 
         Raises:
-            SessionError: the pool is closed or nothing became ready in time.
+            SessionError: the pool is closed, nothing became ready in time, or this is a fork of the process that
+                made the pool.
             WorkspaceError: the workspace could not be restored.
         """
+        self._check_process()
         if self._closed:
             raise SessionError("the pool is closed")
         if self._thread is None:
@@ -164,7 +183,11 @@ class SandboxPool:
         return sandbox
 
     def close(self) -> None:
-        """Stop refilling and destroy the idle sandboxes (acquired sessions stay open)."""
+        """Stop refilling and destroy the idle sandboxes (acquired sessions stay open); in a fork of the process
+        that made the pool, only mark it closed."""
+        if self._pid != os.getpid():
+            self._closed = True
+            return
         with self._cond:
             self._closed = True
             idle, self._ready = self._ready, []

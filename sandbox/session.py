@@ -15,6 +15,10 @@ workspace). A timeout or crash restarts the worker as well; the result says
 The workspace, when a host directory is given, is restored into the container's tmpfs at
 start and saved back on `close`. Tool calls from the script go to the session's `ToolBridge`,
 many at once, served by its `CallServer` (`sandbox.calls`); the host keeps the ledger of them itself.
+
+(Over 400 lines: the session's lifecycle, its executions and its workspace operations share one channel,
+one lock and the checks that guard them: its arguments (`sandbox.session_args`), the thread running its
+tool loop, a forked child.)
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import base64
 import binascii
 import functools
 import logging
+import os
 import threading
 import time
 import uuid
@@ -39,7 +44,16 @@ from sandbox.channel import SessionTimeoutError, SupervisorChannel
 from sandbox.config import SandboxConfig
 from sandbox.errors import SandboxError, SessionError, WorkspaceError
 from sandbox.results import ExecutionResult, parse_execution
-from sandbox.session_args import check_code, timeout_seconds, tool_bridge, workspace_folder, workspace_relative
+from sandbox.session_args import (
+    check_code,
+    count,
+    refuse_on_loop,
+    shown,
+    timeout_seconds,
+    tool_bridge,
+    workspace_folder,
+    workspace_path,
+)
 from sandbox.workspace import MAX_ENTRIES, WorkspaceReceiver, iter_restore_batches
 from sandbox.workspace_merge import RestoreRecord
 
@@ -85,9 +99,10 @@ class Sandbox:
             its server pool (``BackgroundPool.loop``): required.
 
     Raises:
-        TypeError: ``tools`` is not a `ToolBridge`, a function or None.
+        TypeError: ``tools`` is not a `ToolBridge`, a function or None; ``config`` is not a `SandboxConfig`
+            or None; ``workspace`` is not a path or None.
         ValueError: ``tools`` is an `McpBridge` (a bridge whose ``loop_bound`` is true) and ``tool_loop``
-            is None.
+            is None; ``workspace`` is an empty string.
         WorkspaceError: ``workspace`` exists and is not a folder.
     """
 
@@ -102,6 +117,12 @@ class Sandbox:
         tool_loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         bridge = tool_bridge(tools, tool_loop)
+        given: object = config  # typed, but a caller may hand a dict or tooltree's Config
+        if given is not None and not isinstance(given, SandboxConfig):
+            hint = " (a tooltree.yaml's: SandboxConfig.from_config(config))" if hasattr(config, "servers") else ""
+            raise TypeError(
+                f"config must be a SandboxConfig{hint} or None, got {type(config).__name__} {shown(config)}"
+            )
         if backend is None:
             from sandbox.docker_backend import DockerBackend
 
@@ -119,6 +140,8 @@ class Sandbox:
         self._lock = threading.Lock()
         self._calls = CallServer(self.bridge, tool_loop)
         self._closed = False
+        self._pid = os.getpid()
+        """The process whose threads read the channel; a fork of it has the connection but not them."""
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -158,6 +181,7 @@ class Sandbox:
             raise SessionError("the sandbox session is closed")
         self.session_id = channel.session_id
         self._channel = channel
+        self._pid = os.getpid()
         channel.on_request = functools.partial(self._calls.on_request, channel)
         if self.workspace is not None:
             self._restored = RestoreRecord()
@@ -189,10 +213,28 @@ class Sandbox:
     def _require_channel(self) -> SupervisorChannel:
         if self._channel is None:
             raise SessionError("the sandbox session is not started (use it as a context manager or call start())")
+        self._refuse_in_fork()
         return self._channel
+
+    def _refuse_in_fork(self) -> None:
+        """Raises: SessionError: this is a fork of the process that started the session (checked before the
+        session's lock, which the parent may have held at the fork)."""
+        if self._forked():
+            # Its request went out on the shared connection, its answer reached the parent's reader, which took it
+            # for a protocol violation and destroyed the parent's container; the child waited out its timeout.
+            raise SessionError(
+                f"this sandbox session runs in process {self._pid}, not in this one (a fork of it shares the "
+                "container's connection but not the threads that read it): start a new Sandbox here"
+            )
+
+    def _forked(self) -> bool:
+        return self._channel is not None and self._pid != os.getpid()
 
     def close(self) -> None:
         """Save the workspace (when one was given) and destroy the container.
+
+        In a forked child of the process that started it, this only closes the session there: the container
+        and the workspace are left to that process.
 
         Raises:
             WorkspaceError: the workspace could not be saved (the container is destroyed anyway).
@@ -200,6 +242,8 @@ class Sandbox:
         if self._closed:
             return
         self._closed = True
+        if self._forked():
+            return
         channel = self._channel
         try:
             if channel is not None and self.workspace is not None:
@@ -213,8 +257,10 @@ class Sandbox:
             self._calls.close()
 
     def kill(self) -> None:
-        """Destroy the container without saving anything."""
+        """Destroy the container without saving anything (in a forked child: as `close`)."""
         self._closed = True
+        if self._forked():
+            return
         if self._channel is not None:
             self._channel.kill()
         self._calls.close()
@@ -235,12 +281,15 @@ class Sandbox:
         Raises:
             TypeError: ``code`` is not a str, ``timeout`` not a number, or ``filename`` not a str
                 (checked before anything runs or changes).
-            ValueError: ``timeout`` is not more than 0 and at most a week (NaN and infinity included).
-            SessionError: the session is closed or broken, or the sandbox stopped answering
-                (it is then destroyed).
+            ValueError: ``timeout`` is not more than 0 and at most a week (NaN and infinity included), or ``code``
+                or ``filename`` has a character UTF-8 cannot encode (a lone surrogate).
+            SessionError: the session is closed or broken, the sandbox stopped answering (it is then
+                destroyed), or this is the thread that runs ``tool_loop`` (use `aexecute` there).
         """
         check_code(code, filename)
         limit = self.config.timeout if timeout is None else timeout_seconds(timeout)
+        refuse_on_loop(self.tool_loop)
+        self._refuse_in_fork()
         with self._lock:
             channel = self._require_channel()
             self.bridge.begin_execution()
@@ -278,7 +327,7 @@ class Sandbox:
         The running `execute` returns a result with ``cancelled=True``. Returns False when no
         execution was running (or the session is closed or broken).
         """
-        channel = self._channel if self._calls.executing else None
+        channel = self._channel if self._calls.executing and not self._forked() else None
         if channel is None:
             return False
         try:
@@ -292,17 +341,30 @@ class Sandbox:
     ) -> ExecutionResult:
         """`execute` for async callers (runs in a worker thread).
 
+        Cancelling the awaiting task (``asyncio.wait_for``, a task group) cancels the execution in the sandbox
+        too, as `cancel` does, so the session's next execution does not wait for it.
+
         Raises:
             TypeError, ValueError, SessionError: as `execute`.
         """
-        return await asyncio.to_thread(self.execute, code, timeout=timeout, filename=filename)
+        try:
+            return await asyncio.to_thread(self.execute, code, timeout=timeout, filename=filename)
+        except asyncio.CancelledError:
+            # The worker thread runs on: stop the script (before, it ran to its timeout, holding the session).
+            # Not awaited: the task is being cancelled, and the round trip may take as long as the sandbox wants.
+            asyncio.get_running_loop().run_in_executor(None, self.cancel)
+            raise
 
     def reset(self, *, workspace: bool = False) -> None:
         """Start clean: a fresh interpreter; with ``workspace=True`` also an empty workspace.
 
         Raises:
+            TypeError: ``workspace`` is not a bool.
             SessionError: the session is closed or broken.
         """
+        if not isinstance(workspace, bool):  # "no" was true: the workspace was emptied
+            raise TypeError(f"workspace must be True or False, got {type(workspace).__name__} {shown(workspace)}")
+        self._refuse_in_fork()
         with self._lock:
             self._require_channel().request("reset", {"workspace": workspace}, timeout=_OP_TIMEOUT)
 
@@ -315,11 +377,14 @@ class Sandbox:
         files). Symlinks are never followed.
 
         Raises:
+            TypeError, ValueError: ``path`` is not a str, or ``max_bytes`` not a whole number of at least 1.
             SessionError: no such regular file, or the session is unusable.
         """
+        relative, max_bytes = workspace_path(path), count(max_bytes, "max_bytes")
+        self._refuse_in_fork()
         with self._lock:
             raw = self._require_channel().request(
-                "workspace.read", {"path": workspace_relative(path), "max_bytes": max_bytes}, timeout=_OP_TIMEOUT
+                "workspace.read", {"path": relative, "max_bytes": max_bytes}, timeout=_OP_TIMEOUT
             )
         try:
             data = base64.b64decode(str(raw.get("data", "")), validate=True)
@@ -332,12 +397,14 @@ class Sandbox:
         `MAX_LIST_ENTRIES`, 32,768, so the answer fits a frame's value budget).
 
         Raises:
+            TypeError, ValueError: ``path`` is not a str, or ``limit`` not a whole number of at least 1.
             SessionError: not a directory, or the session is unusable.
         """
-        limit = min(limit, MAX_LIST_ENTRIES)
+        relative, limit = workspace_path(path), min(count(limit, "limit"), MAX_LIST_ENTRIES)
+        self._refuse_in_fork()
         with self._lock:
             raw = self._require_channel().request(
-                "workspace.list", {"path": workspace_relative(path), "limit": limit}, timeout=_OP_TIMEOUT
+                "workspace.list", {"path": relative, "limit": limit}, timeout=_OP_TIMEOUT
             )
         entries = raw.get("entries")
         out: list[dict[str, Any]] = []
@@ -353,9 +420,10 @@ class Sandbox:
         byte. The copy is complete or not made: on any failure the previous copy stays as it was.
 
         Raises:
+            TypeError, ValueError: ``dest`` is not a path, or is an empty string.
             WorkspaceError: no destination, or the copy was refused or failed.
         """
-        target = workspace_folder(dest) if dest is not None else self.workspace
+        target = workspace_folder(dest, "dest") if dest is not None else self.workspace
         if target is None:
             raise WorkspaceError("no workspace directory to save into")
         own = target == self.workspace
@@ -363,6 +431,7 @@ class Sandbox:
         record = self._restored if own else None
         receiver = WorkspaceReceiver(target, max_bytes=limits["max_bytes"], max_entries=MAX_ENTRIES, record=record)
         try:
+            self._refuse_in_fork()
             with self._lock:
                 summary = self._require_channel().request("workspace.save", limits, timeout=_OP_TIMEOUT, sink=receiver)
             receiver.check(summary)

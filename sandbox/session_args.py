@@ -4,11 +4,12 @@ runs or changes (a wrong one used to fail later, and elsewhere: every tool call,
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 from sandbox.bridge import ToolBridge, ToolHandler, as_bridge
 from sandbox.config import MAX_TIMEOUT, WORKSPACE
-from sandbox.errors import WorkspaceError
+from sandbox.errors import SessionError, WorkspaceError
 
 
 def shown(value: object) -> str:
@@ -38,12 +39,42 @@ def tool_bridge(tools: ToolBridge | ToolHandler | None, tool_loop: asyncio.Abstr
     return bridge
 
 
+def refuse_on_loop(tool_loop: asyncio.AbstractEventLoop | None) -> None:
+    """Refuse to block the thread that runs ``tool_loop`` with an execution: the script's tool calls run there, so
+    each would wait, and the script with it, until the execution timed out, having done nothing.
+
+    Raises:
+        SessionError: this thread runs ``tool_loop``.
+    """
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if tool_loop is not None and running is tool_loop:
+        raise SessionError(
+            "execute was called on the thread that runs tool_loop, which the script's tool calls need: "
+            "use `await sandbox.aexecute(...)` there"
+        )
+
+
 def check_code(code: object, filename: object) -> None:
-    """Raises: TypeError: ``code`` is not a str, or ``filename`` neither a str nor None."""
+    """
+    Raises:
+        TypeError: ``code`` is not a str, or ``filename`` neither a str nor None.
+        ValueError: either has a character UTF-8 cannot encode (a lone surrogate), so it cannot be sent.
+    """
     if not isinstance(code, str):
         raise TypeError(f"code must be a str (the Python source to run), got {type(code).__name__} {shown(code)}")
     if filename is not None and not isinstance(filename, str):
         raise TypeError(f"filename must be a str or None, got {type(filename).__name__} {shown(filename)}")
+    for name, text in (("code", code), ("filename", filename or "")):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:  # was a SessionError ("cannot send execute"), the session being fine
+            raise ValueError(
+                f"{name} cannot be sent: it has {text[e.start]!r} at position {e.start}, which UTF-8 cannot encode "
+                "(a lone surrogate, as from decoding bytes with errors='surrogateescape')"
+            ) from None
 
 
 def timeout_seconds(timeout: object) -> float:
@@ -64,13 +95,21 @@ def timeout_seconds(timeout: object) -> float:
     return float(timeout)
 
 
-def workspace_folder(path: str | Path) -> Path:
+def workspace_folder(path: str | Path, name: str = "workspace") -> Path:
     """The folder a workspace is restored from and saved into: a link to a folder is followed
-    (the save goes into the folder, and the link stays).
+    (the save goes into the folder, and the link stays). ``name`` is the argument's, for the errors.
 
     Raises:
+        TypeError: ``path`` is not a str or a path.
+        ValueError: ``path`` is empty (``Path("")`` is the working folder, which it used to restore and save into).
         WorkspaceError: the path exists and is not a folder.
     """
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(
+            f"{name} must be a folder's path (str or Path) or None, got {type(path).__name__} {shown(path)}"
+        )
+    if os.fspath(path) in ("", b""):
+        raise ValueError(f'{name} is an empty path; name a folder ("." for the working folder) or pass None')
     folder = Path(path)
     if folder.is_symlink():
         folder = folder.resolve()
@@ -84,3 +123,28 @@ def workspace_relative(path: str) -> str:
     if path in (WORKSPACE, WORKSPACE + "/"):
         return ""
     return path[len(WORKSPACE) + 1 :] if path.startswith(WORKSPACE + "/") else path
+
+
+def workspace_path(path: object) -> str:
+    """A path in the workspace as the supervisor wants it (`workspace_relative`).
+
+    Raises:
+        TypeError: ``path`` is not a str.
+    """
+    if not isinstance(path, str):
+        raise TypeError(f"path must be a str (a path in the workspace), got {type(path).__name__} {shown(path)}")
+    return workspace_relative(path)
+
+
+def count(value: object, name: str) -> int:
+    """A whole number of at least 1 (``max_bytes``, ``limit``).
+
+    Raises:
+        TypeError: not an int (a bool neither).
+        ValueError: less than 1.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be a whole number, at least 1, got {type(value).__name__} {shown(value)}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+    return value

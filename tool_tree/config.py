@@ -371,9 +371,12 @@ def parse_config(
             every one. A section of another name is an error.
 
     Raises:
+        TypeError: ``text`` is not a str, or ``environ`` not a mapping (or None).
         ConfigError: the text is not a valid configuration.
     """
-    env = dict(os.environ if environ is None else environ)
+    if not isinstance(text, str):
+        raise TypeError(f"text: expected the configuration's text as a str, got {type(text).__name__}")
+    env = dict(os.environ if environ is None else _environ(environ))
     reader = Reader(source, env, Path(folder).resolve() if folder is not None else None)
     allowed: SectionSettings = dict.fromkeys(SECTIONS) if sections is None else sections
     top: dict[str, tuple[Node, Node]] = {}
@@ -472,11 +475,23 @@ def load_config(
     ``sections`` is as for `parse_config`.
 
     Raises:
+        TypeError: ``path`` is not a str or a path (``None``, bytes), or ``environ`` not a mapping.
         ConfigError: the file cannot be read or is not a valid configuration.
     """
+    given: object = path
+    if not isinstance(given, str | os.PathLike) or isinstance(os.fspath(given), bytes):
+        raise TypeError(f"path: expected the configuration file's path (str or Path), got {type(given).__name__}")
     p = Path(path)
+    env = _environ(environ) if environ is not None else None  # checked before the file is read
     text = _read(p)
-    return parse_config(text, source=str(p), environ=environ, folder=p.parent, sections=sections)
+    return parse_config(text, source=str(p), environ=env, folder=p.parent, sections=sections)
+
+
+def _environ(environ: object) -> Mapping[str, str]:
+    """Raises: TypeError: ``environ`` is not a mapping (it was "'int' object is not iterable")."""
+    if not isinstance(environ, Mapping):
+        raise TypeError(f"environ: expected a mapping of variable names to values, got {type(environ).__name__}")
+    return environ
 
 
 def _read(p: Path) -> str:

@@ -15,9 +15,11 @@ Servers start on their first call, at most ``start_jobs`` at once (`tool_tree.st
 default the number of cores): a call to a server that is queued behind others waits its turn, and
 the server's start-up timeout runs from its own start.
 
-`BackgroundPool` runs one on its own thread for synchronous callers. (Over 400 lines with it: the
-two share their errors and lifecycle, and ``from tool_tree.pool import BackgroundPool`` is the
-documented import.)
+`BackgroundPool` (`tool_tree.background_pool`, imported from here as documented) runs one on its own thread
+for synchronous callers.
+
+(Over 400 lines: a server's start, its calls, their failures and restarts change one slot's state under
+one lock, and the checks of who may await the pool (the loop that entered it) guard them all.)
 
 Errors::
 
@@ -38,17 +40,17 @@ import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import mcp
+import pydantic_core
 from anyio.abc import TaskGroup
 
 from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from tool_tree.connect import connect, list_tools_raw
 from tool_tree.redact import redact
 from tool_tree.restarts import RestartBackoff
-from tool_tree.run_loop import run_to_the_end
 from tool_tree.starts import StartGate, StartSlot, default_start_jobs
 from tool_tree.starts import start_jobs as configured_start_jobs
 from tool_tree.stderr_log import StderrLog
@@ -173,6 +175,10 @@ class ServerPool:
         source: the config file the servers come from, named when a call runs out of a server's ``timeout``
             (default: a `Config`'s own file).
 
+    A pool runs once: entering it again, inside its block or after, raises `PoolError` (make a new one), and
+    leaving it twice does nothing the second time. Its methods are awaited on the event loop that entered it; on
+    another, they raise `PoolError` (from another thread, use a `BackgroundPool`).
+
     Raises:
         TypeError, ValueError: a wrong argument, named.
         ConfigError: the Config's ``pool:`` section is invalid.
@@ -191,14 +197,27 @@ class ServerPool:
         self._gate = StartGate(jobs)
         self._tg: TaskGroup | None = None
         self._closing = False
+        self._entered = False
+        self._home: object = None
+        """The event loop that entered the pool: its sessions, streams and task group belong to it."""
 
     async def __aenter__(self) -> ServerPool:
+        if self._entered:
+            # Before: a second task group replaced the first, which was never left (its servers' owner tasks were
+            # orphaned), and leaving the outer block was an AssertionError.
+            which = "is running" if self._tg is not None else "has run"
+            raise PoolError(
+                f"this ServerPool was already entered (it {which}): a pool runs once; make a new ServerPool(...)"
+            )
+        self._entered = True
+        self._home = _current_loop()
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        assert self._tg is not None
+        if self._tg is None:  # left already
+            return
         self._closing = True
         for slot in self._slots.values():
             if slot.stop is not None:
@@ -307,6 +326,8 @@ class ServerPool:
                 raise
             await ready.wait()
             client = _client_of(slot)  # set by the owner task meanwhile
+            if (box or client is None) and self._closing:  # not the server's failure: no back-off
+                raise PoolError("the pool closed while the server started (its `with` block ended meanwhile)")
             if box or client is None:
                 reason = _reason(box[0]) if box else "the connection closed"
                 slot.backoff.failed(reason)
@@ -333,12 +354,25 @@ class ServerPool:
         where = f" in {self._source}" if self._source is not None else ""
         return f"servers.{slot.config.name}.timeout{where}, default {DEFAULT_TIMEOUT:g}"
 
+    def _check_loop(self) -> None:
+        """Raises: PoolError: this is not the event loop that entered the pool."""
+        if self._home is not None and _current_loop() != self._home:
+            # Before: a call from another loop hung past its own timeout on streams of the pool's loop, and a
+            # server it started was an owner task begun from the wrong thread; the pool then refused every call.
+            raise PoolError(
+                "this ServerPool runs on the event loop that entered it (`async with`), not on this one: from "
+                "another thread, use a BackgroundPool's call, or asyncio.run_coroutine_threadsafe(pool.call(...), "
+                "background_pool.loop)"
+            )
+
     async def start(self, server: str) -> list[dict[str, Any]]:
         """Open the server now (instead of on its first call); returns its raw tool list.
 
         Raises:
             ServerUnavailable: it cannot be started.
+            PoolError: not on the event loop that entered the pool.
         """
+        self._check_loop()
         slot = self._slot(server)
         await self._ensure(slot)
         return slot.tools
@@ -347,8 +381,9 @@ class ServerPool:
         """The tool's raw definition as the running server lists it now (None: not listed).
 
         Raises:
-            UnknownServerError, ServerUnavailable: as `call`.
+            UnknownServerError, ServerUnavailable, PoolError: as `call`.
         """
+        self._check_loop()
         slot = self._slot(server)
         await self._ensure(slot)
         return next((t for t in slot.tools if t.get("name") == tool), None)
@@ -368,9 +403,13 @@ class ServerPool:
         Raises:
             UnknownServerError: ``server`` is not in the pool.
             ServerUnavailable: the server cannot be started or died during the call.
-            TypeError, ValueError: ``tool`` is not a string, ``arguments`` not a dict, or ``timeout`` not positive.
+            PoolError: the pool closed during the call (its outcome is unknown), or this is not the event loop that
+                entered the pool.
+            TypeError, ValueError: ``tool`` is not a string, ``arguments`` not a dict (or not JSON: nothing is
+                sent), or ``timeout`` not positive.
         """
         _check_call(tool, arguments, timeout)
+        self._check_loop()
         slot = self._slot(server)
         limit = timeout if timeout is not None else slot.config.timeout
         queued = anyio.current_time()
@@ -395,6 +434,8 @@ class ServerPool:
                     result = await client.call_tool(
                         tool, arguments, read_timeout_seconds=remaining + SDK_TIMEOUT_MARGIN
                     )
+            except pydantic_core.PydanticSerializationError as e:  # nothing was sent: the session is as it was
+                raise TypeError(f"arguments: cannot be sent as JSON ({e})") from None
             except TimeoutError:
                 if not await _answers_ping(client, min(PING_TIMEOUT, limit)):
                     # Not just a slow call: the server is hung, and every later call would time out
@@ -402,6 +443,8 @@ class ServerPool:
                     await self._discard(slot, client, "it stopped answering (hung)")
                 return _error_result(f"the call timed out after {limit:g} s" + (f" ({setting})" if setting else ""))
             except mcp.MCPError as e:
+                if _is_connection_loss(e) and self._closing:
+                    raise _closed_during_call() from None
                 if _is_connection_loss(e):
                     await self._discard(slot, client, f"it died during a call ({e})")
                     raise _unavailable(slot, f"the server died during the call ({e})") from None
@@ -409,6 +452,8 @@ class ServerPool:
             except RuntimeError as e:  # the SDK's output-schema check
                 return _error_result(f"invalid result from the server: {e}")
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as e:
+                if self._closing:
+                    raise _closed_during_call() from None
                 await self._discard(slot, client, f"the connection closed ({type(e).__name__})")
                 raise _unavailable(slot, f"the connection closed ({type(e).__name__})") from None
             dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -435,6 +480,14 @@ def _unavailable(slot: _Slot, reason: str) -> ServerUnavailable:
     """The error for a server that cannot be reached, without the secrets of its configuration."""
     tail = slot.stderr.tail() if slot.stderr else ""  # redacted by the log, which knows the server
     return ServerUnavailable(slot.config.name, redact(reason, slot.config), tail)
+
+
+def _current_loop() -> object:
+    """The running asyncio loop (another anyio backend's: the thread running it)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return threading.get_ident()
 
 
 def _client_of(slot: _Slot) -> mcp.Client | None:
@@ -467,126 +520,25 @@ def _reason(e: BaseException) -> str:
     return str(e) or type(e).__name__
 
 
+def _closed_during_call() -> PoolError:
+    return PoolError(
+        "the pool closed during the call (its `with` block ended meanwhile); the call may have reached the server"
+    )
+
+
 def _error_result(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
-class BackgroundPool:
-    """A `ServerPool` running on its own event loop in a background thread, for synchronous callers.
+if TYPE_CHECKING:
+    from tool_tree.background_pool import BackgroundPool as BackgroundPool
 
-    ``with BackgroundPool(servers) as bg:`` then ``bg.call(server, tool, args)`` from any thread,
-    or hand ``bg.loop`` and ``bg.pool`` to code that schedules coroutines itself. ``servers``,
-    ``concurrency``, ``start_jobs`` and ``source`` are as for `ServerPool` (checked here). A pool runs once:
-    ``loop``, ``pool`` and ``call`` work only inside its ``with`` block, and entering it a second
-    time is an error (make a new one).
 
-    Raises (on creation):
-        TypeError, ValueError: a wrong argument, named.
-        ConfigError: the Config's ``pool:`` section is invalid.
+def __getattr__(name: str) -> Any:
+    """``from tool_tree.pool import BackgroundPool``, the documented import, of a class in its own module
+    (imported on first use: that module builds on this one)."""
+    if name == "BackgroundPool":
+        from tool_tree.background_pool import BackgroundPool
 
-    Raises (on enter):
-        PoolError: the pool was entered before, or its loop did not start.
-    """
-
-    def __init__(
-        self,
-        servers: Sequence[ServerConfig] | Config,
-        *,
-        concurrency: int = DEFAULT_CONCURRENCY,
-        start_jobs: int | None = None,
-        source: str | None = None,
-    ) -> None:
-        self._servers, self._start_jobs, self._source = _pool_settings(servers, concurrency, start_jobs, source)
-        self._concurrency = concurrency
-        self._state: Literal["new", "running", "closed"] = "new"
-        self._state_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._pool: ServerPool | None = None
-        self._stop: asyncio.Event | None = None
-        self._error: BaseException | None = None
-
-    def _not_running(self) -> PoolError:
-        if self._state == "closed":
-            return PoolError(
-                "the pool is not running (its `with` block has ended): use it inside "
-                "`with BackgroundPool(...) as pool:`, or make a new one"
-            )
-        return PoolError("the pool is not running: use it inside `with BackgroundPool(...) as pool:`")
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        """The pool's event loop. Raises: PoolError: outside the pool's ``with`` block."""
-        if self._state != "running" or self._loop is None:
-            raise self._not_running()
-        return self._loop
-
-    @property
-    def pool(self) -> ServerPool:
-        """The running `ServerPool`. Raises: PoolError: outside the pool's ``with`` block."""
-        if self._state != "running" or self._pool is None:
-            raise self._not_running()
-        return self._pool
-
-    def _run(self) -> None:
-        async def main() -> None:
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-            try:
-                async with ServerPool(
-                    self._servers, concurrency=self._concurrency, start_jobs=self._start_jobs, source=self._source
-                ) as pool:
-                    self._pool = pool
-                    self._ready.set()
-                    await self._stop.wait()
-            finally:
-                self._pool = None
-
-        try:
-            run_to_the_end(main())  # calls handed to the loop as it ends are ended too, not destroyed pending
-        except BaseException as e:
-            self._error = e
-        finally:
-            self._ready.set()
-
-    def __enter__(self) -> BackgroundPool:
-        with self._state_lock:  # two threads entering one pool: one of them starts it
-            if self._state != "new":
-                which = "is running" if self._state == "running" else "has run"
-                raise PoolError(
-                    f"this BackgroundPool was already entered (it {which}): a pool runs once; "
-                    "make a new BackgroundPool(...) for another `with`"
-                )
-            self._state = "running"
-        self._thread = threading.Thread(target=self._run, name="tooltree-server-pool", daemon=True)
-        self._thread.start()
-        self._ready.wait()
-        if self._pool is None:
-            self._state = "closed"
-            self._thread.join()  # the loop has ended already: nothing is left running
-            raise PoolError(f"the server pool did not start: {self._error!r}")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        with self._state_lock:
-            if self._state != "running":
-                return
-            self._state = "closed"
-        if self._loop is not None and self._stop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-            self._thread.join(timeout=60)
-
-    def call(
-        self, server: str, tool: str, arguments: dict[str, Any], *, timeout: float | None = None
-    ) -> dict[str, Any]:
-        """`ServerPool.call`, from a synchronous caller.
-
-        Raises:
-            UnknownServerError, ServerUnavailable: as `ServerPool.call`.
-            TypeError, ValueError: as `ServerPool.call`: ``tool``, ``arguments`` or ``timeout`` is wrong.
-            PoolError: outside the pool's ``with`` block.
-        """
-        _check_call(tool, arguments, timeout)
-        future = asyncio.run_coroutine_threadsafe(self.pool.call(server, tool, arguments, timeout=timeout), self.loop)
-        return future.result()
+        return BackgroundPool
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

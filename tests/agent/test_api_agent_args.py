@@ -1,0 +1,52 @@
+"""`Agent` and `Agent.run` given what a developer gets wrong: refused by name before a server starts or a request
+is sent (a wrong task used to reach the API, a wrong ``on_event`` to fail at the first reply, its tokens spent)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent import Agent
+from agent.testing import FakeMessagesAPI, reply
+from tests.agent.conftest import Project
+
+
+def test_a_task_that_is_not_a_non_empty_string_is_refused_before_anything_starts(project: Project) -> None:
+    # Before: run(None), run(5) and run("") each started the servers and sent the task to the API (None as the
+    # text of the user's turn); a history that was a string was an AttributeError.
+    before = set(threading.enumerate())
+    with FakeMessagesAPI([reply("Done.")]) as api:
+        agent = Agent(project.config, tree=project.tree, mode="direct", client=api.client())
+        wrong: list[tuple[type[Exception], str, Any]] = [
+            (TypeError, r"^task: expected the task as a string, got NoneType None$", lambda: agent.run(None)),
+            (TypeError, r"^task: expected the task as a string, got int 5$", lambda: agent.run(5)),
+            (ValueError, r"^task: the task is empty$", lambda: agent.run(" \n")),
+            (
+                TypeError,
+                r"^history: expected the messages of the previous RunResult",
+                lambda: agent.run("hi", history="x"),
+            ),
+            (TypeError, r"^history: .*a list of dicts$", lambda: agent.run("hi", history=["x"])),
+        ]
+        for error, message, mistake in wrong:
+            with pytest.raises(error, match=message):
+                mistake()
+        assert api.requests == []
+        assert [t for t in set(threading.enumerate()) - before if t.is_alive() and "pool" in t.name] == []
+        assert agent.run("hi").answer == "Done."  # the same agent still runs
+
+
+def test_an_on_event_that_cannot_be_called_and_an_empty_workspace_are_refused_when_the_agent_is_made(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: on_event=5 was taken and the run failed at its first reply ("'int' object is not callable"), and
+    # workspace="" was the working folder, restored into the sandbox and saved back into.
+    with pytest.raises(TypeError, match=r"^on_event: expected a function of one event \(or None\), got int$"):
+        Agent(project.config, tree=project.tree, on_event=5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^workspace is an empty path; name a folder"):
+        Agent(project.config, tree=project.tree, workspace="")
+    monkeypatch.chdir(tmp_path)
+    assert Agent(project.config, tree=project.tree, workspace=".").workspace == "."  # said, so taken

@@ -1,0 +1,137 @@
+"""`BackgroundPool` used as a developer embedding it would, mistakes included: a fork, a call from the pool's own
+loop, a call cut by the pool closing or by Ctrl-C, arguments that are not JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tool_tree.config import ServerConfig
+from tool_tree.pool import BackgroundPool, PoolError
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample_servers"
+
+
+def media() -> ServerConfig:
+    return ServerConfig(name="media", command=sys.executable, args=(str(SAMPLE / "media.py"),), timeout=30)
+
+
+def text(result: dict[str, Any]) -> str:
+    return "".join(b["text"] for b in result["content"] if b["type"] == "text")
+
+
+def wait_until(done: Any, what: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_a_forked_child_gets_a_pool_error_at_once_instead_of_waiting_for_ever() -> None:
+    # Before: the child's call was handed to a loop no thread runs there, and waited for ever, whatever its timeout.
+    read, write = os.pipe()
+    with BackgroundPool([media()]) as bg:
+        assert text(bg.call("media", "slow_echo", {"text": "parent", "seconds": 0})) == "parent"
+        pid = os.fork()
+        if pid == 0:  # the child: report what the call did, then leave without running the parent's clean-up
+            try:
+                bg.call("media", "slow_echo", {"text": "child", "seconds": 0}, timeout=5)
+                outcome = "returned"
+            except BaseException as e:
+                outcome = f"{type(e).__name__}: {e}"
+            os.write(write, outcome.encode())
+            os._exit(0)
+        os.close(write)
+        deadline = time.monotonic() + 30
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                pytest.fail("the forked child's call hung")
+            time.sleep(0.01)
+        outcome = os.read(read, 4096).decode()
+        os.close(read)
+        assert outcome.startswith(f"PoolError: this BackgroundPool runs in process {os.getpid()}, not in this one")
+        assert "make a new BackgroundPool(...) here" in outcome
+        assert text(bg.call("media", "slow_echo", {"text": "still", "seconds": 0})) == "still"  # the parent's is fine
+
+
+def test_a_call_from_the_pools_own_loop_is_refused_rather_than_waiting_for_itself() -> None:
+    # Before: bg.call in a coroutine on bg.loop blocked that loop, which was the one to run the call: it hung.
+    with BackgroundPool([media()]) as bg:
+
+        async def inside() -> dict[str, Any]:
+            return bg.call("media", "slow_echo", {"text": "x", "seconds": 0}, timeout=3)
+
+        with pytest.raises(PoolError, match=r"on the pool's own event loop.*await bg\.pool\.call"):
+            asyncio.run_coroutine_threadsafe(inside(), bg.loop).result(timeout=30)
+
+        async def awaited() -> dict[str, Any]:
+            return await bg.pool.call("media", "slow_echo", {"text": "awaited", "seconds": 0})
+
+        assert text(asyncio.run_coroutine_threadsafe(awaited(), bg.loop).result(timeout=30)) == "awaited"
+
+
+def test_calls_in_flight_when_the_pool_closes_raise_a_pool_error_saying_so() -> None:
+    # Before: they raised concurrent.futures.CancelledError with no message (or "server 'media' is unavailable:
+    # the connection closed"), neither of them the documented PoolError.
+    outcomes: list[BaseException | dict[str, Any]] = []
+    bg = BackgroundPool([media()]).__enter__()
+    bg.call("media", "slow_echo", {"text": "x", "seconds": 0})
+
+    def call() -> None:
+        try:
+            outcomes.append(bg.call("media", "slow_echo", {"text": "x", "seconds": 30}))
+        except BaseException as e:
+            outcomes.append(e)
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for t in threads:
+        t.start()
+    # All four sent: the sample server answers nothing for 30 s.
+    wait_until(lambda: bg.pool._slots["media"].limiter.borrowed_tokens == 4, "the calls were never sent")
+    bg.__exit__(None, None, None)
+    for t in threads:
+        t.join(timeout=30)
+    assert len(outcomes) == 4
+    for outcome in outcomes:
+        assert isinstance(outcome, PoolError), outcome
+        assert str(outcome).startswith("the pool closed during the call (its `with` block ended meanwhile)")
+
+
+def test_ctrl_c_during_a_call_gives_the_call_up_on_the_pools_loop() -> None:
+    # Before: the KeyboardInterrupt reached the caller, but the call went on holding its server's only slot, so
+    # the next call waited for it (here: timed out waiting for its turn).
+    with BackgroundPool([media()], concurrency=1) as bg:
+        main = threading.main_thread().ident
+        assert main is not None
+
+        def interrupt_once_sent() -> None:
+            # The server starts on this first call: running means the call holds the slot and is being sent.
+            wait_until(lambda: bg.pool.state("media") == "running", "the server never started")
+            signal.pthread_kill(main, signal.SIGINT)
+
+        helper = threading.Thread(target=interrupt_once_sent)
+        helper.start()
+        with pytest.raises(KeyboardInterrupt):
+            bg.call("media", "slow_echo", {"text": "slow", "seconds": 30})
+        helper.join(timeout=30)
+        after = bg.call("media", "slow_echo", {"text": "next", "seconds": 0}, timeout=10)
+        assert text(after) == "next", after
+
+
+def test_arguments_that_are_not_json_are_a_type_error_naming_them_and_the_session_goes_on() -> None:
+    # Before: pydantic_core.PydanticSerializationError, an exception of the SDK's no docstring names.
+    with BackgroundPool([media()]) as bg:
+        with pytest.raises(TypeError, match=r"^arguments: cannot be sent as JSON \(Unable to serialize unknown type"):
+            bg.call("media", "slow_echo", {"text": object()})
+        assert text(bg.call("media", "slow_echo", {"text": "fine", "seconds": 0})) == "fine"
+        assert bg.pool.restarts("media") == 0

@@ -1,0 +1,173 @@
+"""`BackgroundPool`: a `ServerPool` on its own event loop in a background thread, for synchronous callers.
+
+Documented as ``from tool_tree.pool import BackgroundPool``; its errors and settings are the pool's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from tool_tree.config import Config, ServerConfig
+from tool_tree.pool import (
+    DEFAULT_CONCURRENCY,
+    PoolError,
+    ServerPool,
+    _check_call,
+    _closed_during_call,
+    _pool_settings,
+)
+from tool_tree.run_loop import run_to_the_end
+
+
+class BackgroundPool:
+    """A `ServerPool` running on its own event loop in a background thread, for synchronous callers.
+
+    ``with BackgroundPool(servers) as bg:`` then ``bg.call(server, tool, args)`` from any thread,
+    or hand ``bg.loop`` and ``bg.pool`` to code that schedules coroutines itself. ``servers``,
+    ``concurrency``, ``start_jobs`` and ``source`` are as for `ServerPool` (checked here). A pool runs once:
+    ``loop``, ``pool`` and ``call`` work only inside its ``with`` block, in the process that entered it (a
+    forked child has no copy of its thread: make a new pool there), and entering it a second time is an
+    error (make a new one). On the pool's own loop, ``await bg.pool.call(...)`` rather than ``bg.call``.
+
+    Raises (on creation):
+        TypeError, ValueError: a wrong argument, named.
+        ConfigError: the Config's ``pool:`` section is invalid.
+
+    Raises (on enter):
+        PoolError: the pool was entered before, or its loop did not start.
+    """
+
+    def __init__(
+        self,
+        servers: Sequence[ServerConfig] | Config,
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        start_jobs: int | None = None,
+        source: str | None = None,
+    ) -> None:
+        self._servers, self._start_jobs, self._source = _pool_settings(servers, concurrency, start_jobs, source)
+        self._concurrency = concurrency
+        self._state: Literal["new", "running", "closed"] = "new"
+        self._state_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pool: ServerPool | None = None
+        self._stop: asyncio.Event | None = None
+        self._error: BaseException | None = None
+        self._pid = os.getpid()
+
+    def _not_running(self) -> PoolError:
+        if self._pid != os.getpid():
+            # Only the forking thread lives on in a child: the pool's loop runs in no thread there, and a call
+            # handed to it waited for ever, whatever its timeout.
+            return PoolError(
+                f"this BackgroundPool runs in process {self._pid}, not in this one (a fork of it, which has no "
+                "copy of the pool's thread): make a new BackgroundPool(...) here"
+            )
+        if self._state == "closed":
+            return PoolError(
+                "the pool is not running (its `with` block has ended): use it inside "
+                "`with BackgroundPool(...) as pool:`, or make a new one"
+            )
+        return PoolError("the pool is not running: use it inside `with BackgroundPool(...) as pool:`")
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The pool's event loop. Raises: PoolError: outside the pool's ``with`` block (or its process)."""
+        if self._state != "running" or self._loop is None or self._pid != os.getpid():
+            raise self._not_running()
+        return self._loop
+
+    @property
+    def pool(self) -> ServerPool:
+        """The running `ServerPool`. Raises: PoolError: outside the pool's ``with`` block (or its process)."""
+        if self._state != "running" or self._pool is None or self._pid != os.getpid():
+            raise self._not_running()
+        return self._pool
+
+    def _run(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            try:
+                async with ServerPool(
+                    self._servers, concurrency=self._concurrency, start_jobs=self._start_jobs, source=self._source
+                ) as pool:
+                    self._pool = pool
+                    self._ready.set()
+                    await self._stop.wait()
+            finally:
+                self._pool = None
+
+        try:
+            run_to_the_end(main())  # calls handed to the loop as it ends are ended too, not destroyed pending
+        except BaseException as e:
+            self._error = e
+        finally:
+            self._ready.set()
+
+    def __enter__(self) -> BackgroundPool:
+        with self._state_lock:  # two threads entering one pool: one of them starts it
+            if self._state != "new":
+                which = "is running" if self._state == "running" else "has run"
+                raise PoolError(
+                    f"this BackgroundPool was already entered (it {which}): a pool runs once; "
+                    "make a new BackgroundPool(...) for another `with`"
+                )
+            self._state = "running"
+            self._pid = os.getpid()
+        self._thread = threading.Thread(target=self._run, name="tooltree-server-pool", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._pool is None:
+            self._state = "closed"
+            self._thread.join()  # the loop has ended already: nothing is left running
+            raise PoolError(f"the server pool did not start: {self._error!r}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._state_lock:
+            if self._state != "running":
+                return
+            self._state = "closed"
+        if self._pid != os.getpid():  # a forked child leaving the `with`: the pool is its parent's to close
+            return
+        if self._loop is not None and self._stop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(timeout=60)
+
+    def call(
+        self, server: str, tool: str, arguments: dict[str, Any], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """`ServerPool.call`, from a synchronous caller.
+
+        An interrupt (Ctrl-C) while it waits gives the call up: it is cancelled on the pool's loop.
+
+        Raises:
+            UnknownServerError, ServerUnavailable: as `ServerPool.call`.
+            TypeError, ValueError: as `ServerPool.call`: ``tool``, ``arguments`` or ``timeout`` is wrong.
+            PoolError: outside the pool's ``with`` block or the process that entered it, on the pool's own
+                thread (it would wait for itself: ``await bg.pool.call(...)`` there), or the pool closed
+                during the call.
+        """
+        _check_call(tool, arguments, timeout)
+        pool, loop = self.pool, self.loop
+        if threading.current_thread() is self._thread:
+            raise PoolError(
+                "BackgroundPool.call was called on the pool's own event loop, where it would wait for itself for "
+                "ever: there, use `await bg.pool.call(...)`"
+            )
+        future = asyncio.run_coroutine_threadsafe(pool.call(server, tool, arguments, timeout=timeout), loop)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:  # the loop ended with the call in flight
+            raise _closed_during_call() from None
+        except BaseException:
+            future.cancel()  # an interrupt: nothing waits for the call any more (a no-op once it is done)
+            raise
