@@ -161,9 +161,10 @@ def main() -> None:
         assert pipe.stdin is not None and pipe.stdout is not None
         attach_rtt: list[float] = []
         pipe_rtt: list[float] = []
+        per_round = max(1, args.runs // 10)  # --runs under 10 still times one round trip of each
         for _ in range(10):  # alternating, so load from elsewhere falls on both alike
-            attach_rtt += echo_round_trips(attached.stdin.write, attached.stdout.read, args.runs // 10)
-            pipe_rtt += echo_round_trips(pipe.stdin.write, pipe.stdout.read, args.runs // 10)
+            attach_rtt += echo_round_trips(attached.stdin.write, attached.stdout.read, per_round)
+            pipe_rtt += echo_round_trips(pipe.stdin.write, pipe.stdout.read, per_round)
         attached.close()
         pipe.stdin.close()
         pipe.wait()

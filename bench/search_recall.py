@@ -200,14 +200,20 @@ def _key(text: str) -> str:
 
 
 def embed_all(encoder: Any, name: str, texts: Sequence[str]) -> tuple[dict[str, Any], float, int]:
-    """Vectors of ``texts``; those not in ``bench/out/embed_<name>.npz`` are computed (seconds, count)."""
+    """Vectors of ``texts``; those not in ``bench/out/embed_<name>.npz`` are computed (seconds, count).
+
+    The cache records the encoder's ``model_id`` and is used only by the same model: another model
+    (new weights, another companion weight) under the same name starts it afresh, instead of ranking
+    its tools' new vectors against the old model's query vectors.
+    """
     import numpy as np
 
     path = OUT / f"embed_{name}.npz"
     cached: dict[str, Any] = {}
     if path.is_file():
         data = np.load(path)
-        cached = dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
+        if "model" in data.files and str(data["model"]) == encoder.model_id:
+            cached = dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
     todo = sorted({t for t in texts if _key(t) not in cached})
     t0 = time.perf_counter()
     if todo:
@@ -215,7 +221,8 @@ def embed_all(encoder: Any, name: str, texts: Sequence[str]) -> tuple[dict[str, 
         cached.update({_key(t): v for t, v in zip(todo, vectors, strict=True)})
         OUT.mkdir(parents=True, exist_ok=True)
         keys = sorted(cached)
-        np.savez(path, keys=np.array(keys), vectors=np.stack([cached[k] for k in keys]))
+        stacked = np.stack([cached[k] for k in keys])
+        np.savez(path, keys=np.array(keys), vectors=stacked, model=np.array(encoder.model_id))
     seconds = time.perf_counter() - t0
     return {t: cached[_key(t)] for t in set(texts)}, seconds, len(todo)
 
