@@ -12,6 +12,7 @@ across runs to keep containers few), and a run given no runtime makes its own an
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from types import TracebackType
@@ -42,6 +43,10 @@ class Runtime:
         sandbox_pool: take the session from these warm sandboxes instead of starting a container.
         session: the session id written into audit lines.
 
+    Raises:
+        TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``).
+        ValueError: ``workspace`` is an empty path.
+
     Raises (on enter):
         TreeError: the tree has no readable manifest.
         ConfigError: the config's ``pool:`` section is invalid.
@@ -61,6 +66,13 @@ class Runtime:
     ) -> None:
         from sandbox.mcp_bridge import AuditLog
 
+        given: object = config  # typed, but a caller may hand a path
+        if not isinstance(given, Config):
+            raise TypeError(
+                f"config: expected a Config (load_config(path) reads a tooltree.yaml), got {type(given).__name__}"
+            )
+        if workspace is not None and os.fspath(workspace) == "":  # Path("") is the working folder: saved into
+            raise ValueError('workspace is an empty path; name a folder ("." for the working folder) or pass None')
         self.config = config
         self.tree = Path(tree)
         self.sandbox_config = sandbox_config
@@ -109,7 +121,17 @@ class Runtime:
 
     @property
     def bridge(self) -> McpBridge:
+        """The sandbox's bridge, the runtime opened on first use.
+
+        Raises:
+            SandboxError: the runtime was closed (before: it opened again, its servers left running; `open` it
+                again explicitly to use it once more).
+        """
         if self._bridge is None:
+            if self._closed.is_set():
+                from sandbox.errors import SandboxError
+
+                raise SandboxError("the runtime is closed: open() it again (or use a new one) to call its tools")
             self.open()
         assert self._bridge is not None
         return self._bridge
@@ -174,6 +196,7 @@ class Runtime:
 
         Raises:
             ToolCallRefused: the bridge refused the call or the server is unavailable.
+            SandboxError: the runtime was closed.
         """
         from sandbox.bridge import resolve
 

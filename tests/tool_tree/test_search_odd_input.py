@@ -89,3 +89,22 @@ def test_a_regex_holding_a_lone_surrogate_is_refused_naming_it(
     assert capsys.readouterr().err == (
         f"tooltree search: error: bad regex {pattern!r}: {bad!r} at {pattern.index(bad)} is not a character\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("query", "regex", "message"),
+    [
+        (None, False, "query: expected a string, got NoneType"),
+        (5, False, "query: expected a string, got int"),
+        ("crm", "no", "regex: expected True or False, got str 'no'"),
+    ],
+)
+def test_a_query_that_is_not_text_or_a_regex_flag_that_is_not_a_bool_is_a_type_error(
+    tree: Path, query: Any, regex: Any, message: str
+) -> None:
+    # Before: AttributeError ('NoneType' object has no attribute 'strip'), and regex="no" searched as a regex.
+    from tool_tree.search import search_records, search_tools
+
+    for search in (search_tools, search_records):
+        with pytest.raises(TypeError, match=message):
+            search(tree, query, regex=regex)

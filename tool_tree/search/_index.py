@@ -165,10 +165,15 @@ class SearchIndex:
         descriptions; a match in a name ranks above one in a description.
 
         Raises:
+            TypeError: ``query`` is not a string, or ``regex`` not a bool (``"no"`` would be true).
             SearchError: the limit is not 1–50, the query is blank, the regex is rejected or ran
                 too long, or ``TOOLTREE_SEARCH_EMBEDDINGS`` has an unknown value.
         """
         check_limit(limit)
+        if not isinstance(query, str):
+            raise TypeError(f"query: expected a string, got {type(query).__name__}")
+        if not isinstance(regex, bool):
+            raise TypeError(f"regex: expected True or False, got {type(regex).__name__} {regex!r:.40}")
         if not query.strip():
             raise SearchError("query is empty")
         scores = regex_scores(query, self._entries) if regex else self._rank(query)

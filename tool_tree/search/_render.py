@@ -222,6 +222,7 @@ def search_tools(
     call return.
 
     Raises:
+        TypeError: ``query`` is not a string, or ``regex`` not a bool.
         SearchError: bad ``detail`` or ``limit``, blank query, rejected regex, or a missing or
             corrupt index.
     """
@@ -256,6 +257,7 @@ def search_records(
     original MCP name), ``path``, ``summary``, ``signature`` (or None) and ``score``.
 
     Raises:
+        TypeError: ``query`` is not a string, or ``regex`` not a bool.
         SearchError: bad ``limit``, blank query, rejected regex, or a missing or corrupt index.
     """
     check_limit(limit)
