@@ -21,7 +21,7 @@ from sandbox.backend import SandboxBackend
 from sandbox.bridge import ToolBridge, ToolHandler
 from sandbox.channel import SupervisorChannel
 from sandbox.config import SandboxConfig
-from sandbox.errors import SandboxError, SessionError
+from sandbox.errors import EngineError, SandboxError, SessionError
 from sandbox.session import Sandbox, open_channel
 
 logger = logging.getLogger(__name__)
@@ -151,6 +151,8 @@ class SandboxPool:
                     if channel.broken is None and not channel.closed:
                         return channel
                     channel.kill()
+                if _refused(self._last_error):  # every retry would be refused the same: say it now
+                    raise SessionError(f"no pooled sandbox can start: {self._last_error}")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise SessionError(f"no pooled sandbox became ready in {timeout:g} s: {self._last_error}")
@@ -196,3 +198,9 @@ class SandboxPool:
             channel.kill()
         if self._thread is not None:
             self._thread.join(timeout=60)
+
+
+def _refused(error: BaseException | None) -> bool:
+    """Whether the engine refused the last start as a bad request (``400``: an unknown runtime, a bad setting),
+    which no retry changes (before: a caller waited out its whole timeout, 60 s, for the same refusal)."""
+    return isinstance(error, EngineError) and error.returncode == 400

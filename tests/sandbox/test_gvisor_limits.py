@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,24 @@ def test_an_unknown_runtime_fails_naming_the_config_and_leaves_no_container(
     assert str(caught.value).startswith(f"{tmp_path / 'tooltree.yaml'}:4: sandbox.runtime: ")
     assert "'nosuch-runtime'" in str(caught.value)
     assert set(docker_engine.text(mine).split()) <= before
+
+
+def test_a_pool_of_sandboxes_under_an_unknown_runtime_fails_at_once_naming_the_config(
+    docker_engine: EngineWithCLI, sample_tree: Path, tmp_path: Path
+) -> None:
+    # Before: `tooltree serve`'s warm pool retried the refused create, and the first client waited 60 s for it.
+    from sandbox import SandboxPool
+
+    config = load_config(_config_with_runtime(tmp_path, "nosuch-runtime"))
+    settings = SandboxConfig.from_config(config, owner=TEST_OWNER)
+    pool = SandboxPool(DockerBackend(settings, tree=sample_tree), size=1)
+    with pool, Runtime(config, sample_tree, sandbox_config=settings, sandbox_pool=pool) as rt:
+        started = time.monotonic()
+        with pytest.raises(SandboxError) as caught:
+            rt.sandbox.execute("print(1)")
+        assert time.monotonic() - started < 20
+    assert str(caught.value).startswith(f"{tmp_path / 'tooltree.yaml'}:4: sandbox.runtime: ")
+    assert "no pooled sandbox can start" in str(caught.value) and "'nosuch-runtime'" in str(caught.value)
 
 
 @pytest.fixture(scope="module")
