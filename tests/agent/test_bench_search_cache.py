@@ -1,0 +1,50 @@
+"""The tool-search benchmark's cache of query vectors (``bench/search_recall.py``'s ``embed_all``)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+class Encoder:
+    """An encoder whose every vector is ``[value, value]``, counting the texts it was asked for."""
+
+    def __init__(self, model_id: str, value: float) -> None:
+        self.model_id, self.value, self.encoded = model_id, value, 0
+
+    def encode(self, texts: list[str], **_: Any) -> Any:
+        self.encoded += len(texts)
+        return np.full((len(texts), 2), self.value)
+
+
+@pytest.fixture
+def search_recall(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> ModuleType:
+    monkeypatch.setattr(sys, "path", [str(BENCH), *sys.path])  # the module adds to sys.path; undone after
+    module = importlib.import_module("search_recall")
+    monkeypatch.setattr(module, "OUT", tmp_path)
+    return module
+
+
+def test_cached_query_vectors_are_reused_by_the_same_model_only(search_recall: ModuleType) -> None:
+    old, new = Encoder("minilm@1", 1.0), Encoder("minilm@2", 2.0)
+    vectors, _, computed = search_recall.embed_all(old, "minilm", ["a query", "another"])
+    assert computed == 2 and vectors["a query"].tolist() == [1.0, 1.0]
+
+    vectors, _, computed = search_recall.embed_all(Encoder("minilm@1", 9.0), "minilm", ["a query"])
+    assert computed == 0 and vectors["a query"].tolist() == [1.0, 1.0]
+
+    # the same benchmark name, another model (new weights, another companion weight): not the old vectors
+    vectors, _, computed = search_recall.embed_all(new, "minilm", ["a query", "another"])
+    assert (computed, new.encoded) == (2, 2)
+    assert vectors["a query"].tolist() == [2.0, 2.0] and vectors["another"].tolist() == [2.0, 2.0]
+
+    vectors, _, computed = search_recall.embed_all(Encoder("minilm@2", 9.0), "minilm", ["another"])
+    assert computed == 0 and vectors["another"].tolist() == [2.0, 2.0]
