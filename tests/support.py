@@ -266,3 +266,36 @@ def raw_server_tree(folder: Path, tools: list[dict[str, Any]], **server: Any) ->
     tree = folder / "tree"
     assert main(["generate-tree", "--config", str(config), "--out", str(tree)]) == 0
     return tree, ServerConfig(name="raw", command=sys.executable, args=(str(RAW_SERVER), str(spec)), **server)
+
+
+def in_a_fork(child: Callable[[], str], timeout: float = 30.0) -> str:
+    """What ``child()`` returns (or raises, as ``"Type: message"``) when run in a forked child, within ``timeout``
+    seconds: the pipe it writes to is waited on (its end comes when the child exits); a child that hangs is
+    killed and fails the test. The child leaves without running the parent's clean-up."""
+    import select
+    import signal
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            outcome = child()
+        except BaseException as e:
+            outcome = f"{type(e).__name__}: {e}"
+        os.write(write, outcome.encode())
+        os._exit(0)
+    os.close(write)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while (left := deadline - time.monotonic()) > 0 and select.select([read], [], [], left)[0]:
+            chunk = os.read(read, 4096)
+            if not chunk:  # the child exited
+                os.waitpid(pid, 0)
+                return b"".join(chunks).decode()
+            chunks.append(chunk)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail(f"the forked child hung for {timeout:g} s")
+    finally:
+        os.close(read)

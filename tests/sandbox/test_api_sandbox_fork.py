@@ -11,43 +11,14 @@ from __future__ import annotations
 
 import base64
 import os
-import signal
 import threading
-import time
-from collections.abc import Callable
-
-import pytest
 
 from sandbox import Sandbox, SandboxPool
 from sandbox.bridge import FunctionBridge
 from sandbox.results import ExecutionResult
 from tests.sandbox.test_api_sandbox_args import next_request, no_tools
 from tests.security.test_bridge_input import CONFIG, EMPTY_RESULT, PipeBackend, PipeSupervisor
-
-
-def in_a_fork(child: Callable[[], str]) -> str:
-    """What ``child()`` returns (or raises) when run in a forked child, within 30 s."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            outcome = child()
-        except BaseException as e:
-            outcome = f"{type(e).__name__}: {e}"
-        os.write(write, outcome.encode())
-        os._exit(0)
-    os.close(write)
-    deadline = time.monotonic() + 30
-    while os.waitpid(pid, os.WNOHANG) == (0, 0):
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            os.close(read)
-            pytest.fail("the forked child hung")
-        time.sleep(0.01)
-    outcome = os.read(read, 4096).decode()
-    os.close(read)
-    return outcome
+from tests.support import in_a_fork
 
 
 def test_a_forked_child_cannot_use_or_destroy_its_parents_session() -> None:

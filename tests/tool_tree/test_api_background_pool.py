@@ -8,12 +8,12 @@ import os
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support import in_a_fork, wait_until
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool, PoolError
 
@@ -28,37 +28,16 @@ def text(result: dict[str, Any]) -> str:
     return "".join(b["text"] for b in result["content"] if b["type"] == "text")
 
 
-def wait_until(done: Any, what: str, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not done():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
-
-
 def test_a_forked_child_gets_a_pool_error_at_once_instead_of_waiting_for_ever() -> None:
     # Before: the child's call was handed to a loop no thread runs there, and waited for ever, whatever its timeout.
-    read, write = os.pipe()
     with BackgroundPool([media()]) as bg:
         assert text(bg.call("media", "slow_echo", {"text": "parent", "seconds": 0})) == "parent"
-        pid = os.fork()
-        if pid == 0:  # the child: report what the call did, then leave without running the parent's clean-up
-            try:
-                bg.call("media", "slow_echo", {"text": "child", "seconds": 0}, timeout=5)
-                outcome = "returned"
-            except BaseException as e:
-                outcome = f"{type(e).__name__}: {e}"
-            os.write(write, outcome.encode())
-            os._exit(0)
-        os.close(write)
-        deadline = time.monotonic() + 30
-        while os.waitpid(pid, os.WNOHANG) == (0, 0):
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                pytest.fail("the forked child's call hung")
-            time.sleep(0.01)
-        outcome = os.read(read, 4096).decode()
-        os.close(read)
+
+        def child() -> str:  # what the call did in the child
+            bg.call("media", "slow_echo", {"text": "child", "seconds": 0}, timeout=5)
+            return "returned"
+
+        outcome = in_a_fork(child)
         assert outcome.startswith(f"PoolError: this BackgroundPool runs in process {os.getpid()}, not in this one")
         assert "make a new BackgroundPool(...) here" in outcome
         assert text(bg.call("media", "slow_echo", {"text": "still", "seconds": 0})) == "still"  # the parent's is fine
