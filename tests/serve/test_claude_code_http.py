@@ -6,16 +6,14 @@ image, a script that raises as an error result, a missing file as an error. Skip
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from tests.serve.conftest import TOKEN, Serve, clean_up, new_serve
-from tests.serve.test_real_clients import RUN_WAIT, claude, claude_env, clients
+from tests.serve.test_real_clients import claude_headless, clients
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_servers, pytest.mark.anyio]
 
@@ -55,24 +53,9 @@ def _blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
 async def test_claude_code_over_http_gets_images_as_images_and_errors_as_errors(
     clients: Path, served: Serve, tmp_path: Path
 ) -> None:
-    from agent.testing import FakeMessagesAPI
 
     entry = {"type": "http", "url": served.url, "headers": {"Authorization": f"Bearer {TOKEN}"}}
-    mcp_config = tmp_path / "mcp.json"
-    mcp_config.write_text(json.dumps({"mcpServers": {"tooltree": entry}}), encoding="utf-8")
-    allowed = ",".join(["ToolSearch", *(f"mcp__tooltree__{name}" for name in TOOLS)])
-    with FakeMessagesAPI([scripted_model] * 20) as api:
-        env = claude_env(tmp_path / "home", ANTHROPIC_BASE_URL=api.base_url, ANTHROPIC_API_KEY="sk-fake")
-        argv = [claude(clients), "-p", "draw it", "--mcp-config", str(mcp_config), "--strict-mcp-config",
-                "--allowedTools", allowed]  # fmt: skip
-
-        def headless() -> subprocess.CompletedProcess[str]:
-            return subprocess.run(
-                argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=RUN_WAIT, check=False
-            )
-
-        run = await anyio.to_thread.run_sync(headless)
-        requests = list(api.requests)
+    run, requests = await claude_headless(clients, tmp_path, entry, TOOLS, "draw it", scripted_model, 20)
     assert run.returncode == 0, run.stderr[-3000:]
     results = [b for b in _blocks(requests[-1]) if b.get("type") == "tool_result"][1:]  # after ToolSearch's
     drawn, raised, missing = results

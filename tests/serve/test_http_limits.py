@@ -135,6 +135,8 @@ async def test_when_every_connection_has_a_request_under_way_a_new_one_is_answer
     assert refused.startswith(b"HTTP/1.1 503") and b"too many connections" in refused
     assert serve.process is not None
     lines = serve.process.stderr_lines
+    # Logged as the 503 goes out: read from serve's stderr by another thread, maybe after the answer arrived.
+    wait_until(lambda: any("refused connections past" in line for line in lines), "the refusal's log line")
     assert sum("refused connections past" in line for line in lines) == 1, lines
 
 

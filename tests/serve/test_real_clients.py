@@ -14,10 +14,11 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from tests.serve.conftest import TOKEN, Serve, clean_up, new_serve
@@ -120,6 +121,31 @@ def claude_env(home: Path, **extra: str) -> dict[str, str]:
     return {**os.environ, **QUIET, "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude"), **extra}
 
 
+async def claude_headless(
+    clients: Path, tmp_path: Path, entry: dict[str, Any], tools: Sequence[str], prompt: str, model: Any, replies: int
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """``claude -p prompt`` with tooltree as its one MCP server (``entry`` of its MCP config), its ``tools`` allowed,
+    against the fake Messages API answering with ``model`` (at most ``replies`` times): the run, and the requests
+    the model got."""
+    from agent.testing import FakeMessagesAPI
+
+    mcp_config = tmp_path / "mcp.json"
+    mcp_config.write_text(json.dumps({"mcpServers": {"tooltree": entry}}), encoding="utf-8")
+    allowed = ",".join(["ToolSearch", *(f"mcp__tooltree__{name}" for name in tools)])
+    with FakeMessagesAPI([model] * replies) as api:
+        env = claude_env(tmp_path / "home", ANTHROPIC_BASE_URL=api.base_url, ANTHROPIC_API_KEY="sk-fake")
+        argv = [claude(clients), "-p", prompt, "--mcp-config", str(mcp_config), "--strict-mcp-config",
+                "--allowedTools", allowed]  # fmt: skip
+
+        def headless() -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=RUN_WAIT, check=False
+            )
+
+        run = await anyio.to_thread.run_sync(headless)
+        return run, list(api.requests)
+
+
 def claude_mcp_add_and_list(clients: Path, serve: Serve, argv: list[str], env: dict[str, str]) -> str:
     """``claude mcp add tooltree -- argv``, then ``claude mcp list``; tooltree's line of that list."""
     cwd = Path(env["HOME"]).parent
@@ -213,28 +239,11 @@ async def expected_top_five() -> list[str]:
 async def test_claude_code_completes_the_top_leads_task_through_tooltree(
     clients: Path, make_serve: Callable[..., Serve], tmp_path: Path
 ) -> None:
-    import anyio
-
-    from agent.testing import FakeMessagesAPI
 
     serve = make_serve()
     argv = serve.argv()
-    mcp_config = tmp_path / "mcp.json"
     entry = {"command": argv[0], "args": argv[1:], "env": {"TOOLTREE_SANDBOX_OWNER": serve.owner}}
-    mcp_config.write_text(json.dumps({"mcpServers": {"tooltree": entry}}), encoding="utf-8")
-    allowed = ",".join(["ToolSearch", *(f"mcp__tooltree__{name}" for name in USED)])
-    with FakeMessagesAPI([scripted_model] * 40) as api:
-        env = claude_env(tmp_path / "home", ANTHROPIC_BASE_URL=api.base_url, ANTHROPIC_API_KEY="sk-fake")
-        argv = [claude(clients), "-p", TASK, "--mcp-config", str(mcp_config), "--strict-mcp-config",
-                "--allowedTools", allowed]  # fmt: skip
-
-        def headless() -> subprocess.CompletedProcess[str]:
-            return subprocess.run(
-                argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=RUN_WAIT, check=False
-            )
-
-        run = await anyio.to_thread.run_sync(headless)
-        requests = list(api.requests)
+    run, requests = await claude_headless(clients, tmp_path, entry, USED, TASK, scripted_model, 40)
     assert run.returncode == 0, run.stderr[-3000:]
     expected = await expected_top_five()
     answer = run.stdout
