@@ -19,6 +19,7 @@ alone) they are ``HYBRID``.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections.abc import Sequence
@@ -117,6 +118,7 @@ def report(p: Any, y: Any, t: float, singles: int) -> dict[str, float]:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0]).parse_args()  # --help; no options
     cal, _ = metatool_halves()
     print(f"calibration half: {len(cal.docs)} tools, {len(cal.queries)} queries ({cal.singles} single-tool)")
     t0 = time.perf_counter()

@@ -26,6 +26,7 @@ Writes bench/out/prefilter_recall.json.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -265,7 +266,9 @@ def latency_only() -> int:
 
 
 def main() -> int:
-    if sys.argv[1:] == ["--latency"]:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--latency", action="store_true", help="only the per-request latency of the classifier")
+    if parser.parse_args().latency:
         return latency_only()
     print(f"tokens: {APPROXIMATION}")
     held = metatool_held_out()

@@ -18,6 +18,7 @@ Run:  .venv/bin/python bench/search_adapter.py   (writes bench/out/search_adapte
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import sys
 import time
@@ -123,6 +124,7 @@ def score(
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0]).parse_args()  # --help; no options
     catalogs = with_bfcl([metatool(1), livemcpbench()])
     candidate = next(c for c in search_models.CANDIDATES if c.name == MODEL)
     inner = search_models.load(candidate)

@@ -18,6 +18,7 @@ Run:  .venv/bin/python bench/search_companion_tries.py   (reuses bench/search_re
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -90,6 +91,7 @@ def tuning_setup(variants: list[sr.Variant]) -> tuple[list[Catalog], Any, sr.Cac
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0]).parse_args()  # --help; no options
     variants: list[sr.Variant] = [("default", sr.DEFAULT, MODEL)]
     for splitter in ("chains", "sentences", "and"):
         for w, k in ((0.7, 10.0), (0.8, 10.0), (0.9, 10.0), (1.0, 10.0), (0.8, 3.0), (0.8, 20.0), (0.9, 20.0)):

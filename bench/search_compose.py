@@ -22,6 +22,7 @@ Run:  TOOLTREE_CORPORA=../shared/corpora .venv/bin/python bench/search_compose.p
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -78,6 +79,7 @@ def clauses_static_only(real: QueryVectors) -> QueryVectors:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0]).parse_args()  # --help; no options
     import tool_tree.search._index as index_module
 
     setup = tuning_setup([("default", sr.DEFAULT, MODEL)])

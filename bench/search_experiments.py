@@ -17,6 +17,7 @@ Run:  .venv/bin/python bench/search_experiments.py   (after bench/search_recall.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -115,6 +116,7 @@ def mmr_ranker(index: SearchIndex, lam: float) -> Callable[[str], list[str]]:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0]).parse_args()  # --help; no options
     catalogs = [metatool(4), livemcpbench()]
     config = replace(sr.OLD_DEFAULT, dense_alpha=0.2)
     encoder = load(CANDIDATES[0])
