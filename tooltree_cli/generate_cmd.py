@@ -264,6 +264,7 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
                 "drift": result.drift if args.check else None,
                 "written": len(result.report.written) if result.report else 0,
                 "deleted": len(result.report.deleted) if result.report else 0,
+                "deleted_paths": sorted(result.report.deleted) if result.report else [],
                 "warnings": result.warnings,
                 "index_seconds": round(result.index_seconds, 3),
                 "embedding_model": result.embedding_model,

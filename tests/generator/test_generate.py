@@ -195,7 +195,7 @@ def test_removed_tools_lose_their_files_and_new_ones_appear(tmp_path: Path, caps
     snap["tools"] = [tool("alpha"), tool("gamma")]
     (snaps / "svc.json").write_text(json.dumps(snap), encoding="utf-8")
     code, summary = run_cli("--from-snapshot", str(snaps), "--out", str(out), capsys=capsys)
-    assert code == 0 and summary["deleted"] == 1
+    assert code == 0 and summary["deleted"] == 1 and summary["deleted_paths"] == ["servers/svc/beta.py"]
     assert not (out / "servers/svc/beta.py").exists()
     assert (out / "servers/svc/gamma.py").is_file()
     assert "gamma" in (out / "servers/svc/__init__.py").read_text(encoding="utf-8")
