@@ -353,7 +353,9 @@ class Agent:
             log.write("api_error", turn=summary.turns, status=status, message=text)
 
         try:
-            message = stream_message(client, params, on_error=logged)
+            message = stream_message(
+                client, params, on_error=logged, on_spent=lambda usage: summary.usage.add(TokenUsage.from_api(usage))
+            )
         except (anthropic.APIStatusError, anthropic.APIConnectionError, NoMessage, CutReply, UnreadableReply) as e:
             summary.stop_reason = "unreadable_reply" if isinstance(e, UnreadableReply) else "api_error"
             summary.duration_s = time.monotonic() - started

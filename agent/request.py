@@ -165,11 +165,17 @@ def unreadable(e: ValueError, usage: Any = None) -> UnreadableReply:
     )
 
 
-def stream_message(client: Any, params: dict[str, Any], *, on_error: Callable[[int | None, str], None]) -> Any:
+def stream_message(
+    client: Any,
+    params: dict[str, Any],
+    *,
+    on_error: Callable[[int | None, str], None],
+    on_spent: Callable[[Any], None] = lambda usage: None,
+) -> Any:
     """The final message of one streamed request. The SDK retries rate limits, overloads and server errors
     answered before the stream; the same errors arriving inside it (an ``error`` event after the 200), and a
     stream that ends before its message does, are retried here, as many times, each one given to
-    ``on_error`` first.
+    ``on_error`` first; what a cut stream cost (its usage, as far as it came) is given to ``on_spent``.
 
     Raises:
         anthropic.APIStatusError, anthropic.APIConnectionError: as the SDK raises them, once retries are spent.
@@ -202,6 +208,7 @@ def stream_message(client: Any, params: dict[str, Any], *, on_error: Callable[[i
             # The SDK hands over a cut stream's partial message (its stop_reason None): half a sentence, or a
             # tool call without its input, taken as the model's last word. Nothing ran on it: ask again.
             text = f"the stream ended before the reply did (after {len(message.content)} content block(s))"
+            on_spent(message.usage)  # its input was read all the same
             on_error(200, text)
             if retries >= client.max_retries:
                 raise CutReply(text)

@@ -12,6 +12,7 @@ from agent import Agent, ModelAPIError, ModelReplied, RunFinished, ToolFinished,
 from agent.content import MAX_RESULT_CHARS
 from agent.events import Event
 from agent.testing import ApiError, CutStream, FakeMessagesAPI, reply, server_tool_use, tool_search_result, tool_use
+from agent.tokens import request_tokens
 from sandbox.host import Runtime
 from tests.agent.conftest import Project
 
@@ -366,6 +367,8 @@ def test_a_reply_whose_stream_is_cut_is_asked_again_and_never_taken_as_the_answe
         result = agent(project, api, live, transcript=tmp_path / "run.jsonl").run("Read the deal")
     assert result.completed and result.answer == "Negotiation." and result.summary.tool_calls == 1
     assert len(api.requests) == 3 and api.requests[0] == api.requests[1]
+    # The cut reply's input was read and billed: counted too (before: only the two whole replies were).
+    assert result.summary.usage.sent == sum(request_tokens(r) for r in api.requests)
     errors = [r for r in read_transcript(tmp_path / "run.jsonl") if r["type"] == "api_error"]
     assert [(e["status"], e["message"]) for e in errors] == [
         (200, "the stream ended before the reply did (after 1 content block(s))")
