@@ -86,6 +86,26 @@ def open_channel(backend: SandboxBackend, session_id: str) -> SupervisorChannel:
     return channel
 
 
+class _Turn:
+    """One `aexecute`'s script: sent to the sandbox, or abandoned before it was (its task cancelled)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sent = self._abandoned = False
+
+    def start(self) -> bool:
+        """Just before the script is sent: whether it still may be."""
+        with self._lock:
+            self._sent = not self._abandoned
+            return self._sent
+
+    def abandon(self) -> bool:
+        """The task was cancelled: no script is sent from now on; whether one was (and is to be cancelled)."""
+        with self._lock:
+            self._abandoned = True
+            return self._sent
+
+
 class Sandbox:
     """A sandbox session. Use as a context manager, or call `start` and `close`.
 
@@ -286,6 +306,10 @@ class Sandbox:
             SessionError: the session is closed or broken, the sandbox stopped answering (it is then
                 destroyed), or this is the thread that runs ``tool_loop`` (use `aexecute` there).
         """
+        return self._execute(code, timeout, filename, None)
+
+    def _execute(self, code: str, timeout: float | None, filename: str | None, turn: _Turn | None) -> ExecutionResult:
+        """`execute`; ``turn``: an `aexecute`'s, which its cancelling may abandon before the script is sent."""
         check_code(code, filename)
         limit = self.config.timeout if timeout is None else timeout_seconds(timeout)
         refuse_on_loop(self.tool_loop)
@@ -294,6 +318,9 @@ class Sandbox:
             channel = self._require_channel()
             self.bridge.begin_execution()
             self._calls.begin()
+            if turn is not None and not turn.start():
+                self._calls.end()
+                raise SessionError("the execution was cancelled before its script was sent; nothing ran")
             started = time.monotonic()
             try:
                 params: dict[str, Any] = {"code": code, "timeout": limit, "max_chars": self.config.output_chars}
@@ -342,17 +369,21 @@ class Sandbox:
         """`execute` for async callers (runs in a worker thread).
 
         Cancelling the awaiting task (``asyncio.wait_for``, a task group) cancels the execution in the sandbox
-        too, as `cancel` does, so the session's next execution does not wait for it.
+        too, as `cancel` does, so the session's next execution does not wait for it; one still waiting for
+        its turn (another execution runs) is never sent, and the running one goes on.
 
         Raises:
             TypeError, ValueError, SessionError: as `execute`.
         """
+        turn = _Turn()
         try:
-            return await asyncio.to_thread(self.execute, code, timeout=timeout, filename=filename)
+            return await asyncio.to_thread(self._execute, code, timeout, filename, turn)
         except asyncio.CancelledError:
-            # The worker thread runs on: stop the script (before, it ran to its timeout, holding the session).
-            # Not awaited: the task is being cancelled, and the round trip may take as long as the sandbox wants.
-            asyncio.get_running_loop().run_in_executor(None, self.cancel)
+            # The worker thread runs on. Its script, if sent, is stopped (before, it ran to its timeout, holding the
+            # session); if not sent yet (waiting for another execution to end), it never is: cancelling the running
+            # one would stop another caller's script. Not awaited: the task is being cancelled.
+            if turn.abandon():
+                asyncio.get_running_loop().run_in_executor(None, self.cancel)
             raise
 
     def reset(self, *, workspace: bool = False) -> None:
