@@ -543,6 +543,16 @@ class DockerEngine:
             found = self.api.containers(all=True, quiet=True, filters={"label": [label]})
         return [str(c["Id"]) for c in found]
 
+    def container_labels(self, label: str) -> dict[str, dict[str, str]]:
+        """The labels of every container, running or not, that carries ``label``, by container id.
+
+        Raises:
+            EngineUnavailableError: no engine answers.
+        """
+        with translated("container list"):
+            found = self.api.containers(all=True, filters={"label": [label]})
+        return {str(c["Id"]): {str(k): str(v) for k, v in (c.get("Labels") or {}).items()} for c in found}
+
     def volumes(self, label: str) -> list[str]:
         """The names of every volume that carries ``label``.
 

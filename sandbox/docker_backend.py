@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
+import socket
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -29,7 +31,7 @@ from sandbox._docker import DockerEngine, default_engine
 from sandbox.backend import Connection, SandboxBackend
 from sandbox.config import SandboxConfig
 from sandbox.errors import EngineError, EngineUnavailableError, HardeningError, SandboxError
-from sandbox.hardening import OWNER_LABEL, check_hardening, check_process_status, container_spec
+from sandbox.hardening import HOST_LABEL, OWNER_LABEL, check_hardening, check_process_status, container_spec
 from sandbox.image import ensure_image, session_image
 from sandbox.tree_pack import pack_tree, tree_fingerprint
 from tool_tree.tree import tree_lock
@@ -353,6 +355,39 @@ def remove_containers(docker: DockerEngine | None = None, *, label: str = f"{OWN
     """
     engine = docker or default_engine()
     return _remove_each(engine.containers(label), engine.remove_container)
+
+
+def prune_containers(
+    docker: DockerEngine | None = None, *, label: str = f"{OWNER_LABEL}=tooltree", live_too: bool = False
+) -> tuple[int, list[str]]:
+    """Remove the containers with ``label`` but those of a tooltree process running on this host (`HOST_LABEL`;
+    all with ``live_too``): how many were removed, and the ``HOSTNAME:PID`` of each process whose were kept.
+
+    Raises:
+        EngineUnavailableError: no engine answers.
+    """
+    engine = docker or default_engine()
+    here = socket.gethostname()
+    removed, kept = [], set()
+    for container, labels in engine.container_labels(label).items():
+        maker = labels.get(HOST_LABEL, "")
+        host, _, pid = maker.rpartition(":")
+        if not live_too and host == here and pid.isdigit() and _running(int(pid)):
+            kept.add(maker)
+        else:
+            removed.append(container)
+    return _remove_each(removed, engine.remove_container), sorted(kept)
+
+
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host (another user's counts too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
 
 
 def remove_volumes(docker: DockerEngine | None = None, *, label: str = f"{OWNER_LABEL}=tooltree") -> int:

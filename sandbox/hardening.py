@@ -33,6 +33,8 @@ and a self-report of pid 1, not dumpable).
 from __future__ import annotations
 
 import json
+import os
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,9 @@ from sandbox.workspace import TMPFS_INODES
 
 OWNER_LABEL = "tooltree.owner"
 SESSION_LABEL = "tooltree.session"
+HOST_LABEL = "tooltree.host"
+"""``HOSTNAME:PID`` of the process that made the container: `tooltree sandbox prune` spares the containers of a
+tooltree process still running on this host (a `tooltree serve`'s live sessions)."""
 SUPERVISOR_COMMAND = ["python3", "-I", "-m", "tooltree_supervisor", "--kill-all-on-timeout"]
 GVISOR_RUNTIMES = frozenset({"runsc"})
 """Runtime names that are gVisor: its kernel answers the sandbox's system calls (see the module's text)."""
@@ -50,6 +55,11 @@ SENTRY_THREADS_PER_TASK = 8
 """Host threads the engine's pids limit allows the Sentry for each task of the sandbox (about 5.3 measured)."""
 SENTRY_THREADS_BASE = 256
 """Host threads the engine's pids limit allows the Sentry and its gofer besides (about 50 measured)."""
+
+
+def host_label() -> str:
+    """`HOST_LABEL`'s value for a container this process makes."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def is_gvisor(runtime: str | None) -> bool:
@@ -129,7 +139,12 @@ def container_spec(
             }
         ]
         command += ["--tree", TREE_MOUNT]
-    labels = {**dict(sorted(config.labels.items())), OWNER_LABEL: config.owner, SESSION_LABEL: session_id}
+    labels = {
+        **dict(sorted(config.labels.items())),
+        OWNER_LABEL: config.owner,
+        SESSION_LABEL: session_id,
+        HOST_LABEL: host_label(),
+    }
     return {
         "image": image,
         "command": command,

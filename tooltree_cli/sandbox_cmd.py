@@ -14,21 +14,26 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     sub = p.add_subparsers(dest="sandbox_command", required=True, metavar="ACTION")
     prune = sub.add_parser(
         "prune",
-        help="remove every tooltree container (running sessions too) and unused tree volume, and the images "
-        "with pip packages built on an image its name no longer names",
+        help="remove the tooltree containers no running tooltree process uses (a serve's live sessions stay), "
+        "unused tree volumes, and the images with pip packages built on an image its name no longer names",
     )
     prune.add_argument("--owner", default="tooltree", help="the tooltree.owner label to select (default: tooltree)")
+    prune.add_argument(
+        "--all",
+        action="store_true",
+        help="also remove the containers of tooltree processes still running on this host (their sessions end)",
+    )
     prune.set_defaults(handler=run_prune)
 
 
 def run_prune(args: argparse.Namespace) -> int:
-    from sandbox.docker_backend import remove_containers, remove_volumes
+    from sandbox.docker_backend import prune_containers, remove_volumes
     from sandbox.errors import SandboxError
     from sandbox.image import remove_stale_derived_images
 
     label = f"tooltree.owner={args.owner}"
     try:
-        containers = remove_containers(label=label)
+        containers, kept = prune_containers(label=label, live_too=args.all)
         volumes = remove_volumes(label=label)
         images = remove_stale_derived_images()  # after the containers, which may have used them
     except SandboxError as e:  # no engine answers, or it refused
@@ -36,4 +41,7 @@ def run_prune(args: argparse.Namespace) -> int:
         return EXIT_ENGINE
     print(f"removed {containers} container(s) and {volumes} volume(s) labelled {label}", end="")
     print(f", and {len(images)} stale image(s) with pip packages: {', '.join(images)}" if images else "")
+    if kept:
+        print(f"kept the containers of tooltree processes still running here ({', '.join(kept)}); --all removes "
+              "them too, ending their sessions")  # fmt: skip
     return 0

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,6 +26,38 @@ def test_prune_removes_every_container_with_the_owner_label(
     assert "removed 2 container(s)" in capsys.readouterr().out
     left = docker_engine.text(["ps", "--all", "--quiet", "--filter", f"label={label}"]).split()
     assert left == []
+
+
+@pytest.mark.docker
+def test_prune_keeps_the_containers_of_a_running_tooltree_process_unless_all(
+    docker_engine: EngineWithCLI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: prune removed a running `tooltree serve`'s live sessions too (their variables and unsaved files).
+    finished = subprocess.Popen(["true"])  # only its pid matters, once it has exited
+    finished.wait()
+    here = socket.gethostname()
+    label = f"tooltree.owner={TEST_OWNER}"
+
+    def create(maker: str) -> str:
+        argv = ["create", "--label", label, "--label", f"tooltree.host={maker}", "--network", "none", image_name()]
+        return docker_engine.text([*argv, "true"]).strip()
+
+    live = create(f"{here}:{os.getpid()}")
+    dead = create(f"{here}:{finished.pid}")
+    elsewhere = create(f"another-host:{os.getpid()}")
+    unlabelled = docker_engine.text(["create", "--label", label, "--network", "none", image_name(), "true"]).strip()
+
+    def left() -> set[str]:
+        ids = docker_engine.text(["ps", "--all", "--quiet", "--no-trunc", "--filter", f"label={label}"]).split()
+        return set(ids)
+
+    assert main(["sandbox", "prune", "--owner", TEST_OWNER]) == 0
+    out = capsys.readouterr().out
+    assert "removed 3 container(s)" in out
+    assert f"kept the containers of tooltree processes still running here ({here}:{os.getpid()})" in out
+    assert left() == {live} and {dead, elsewhere, unlabelled}.isdisjoint(left())
+    assert main(["sandbox", "prune", "--owner", TEST_OWNER, "--all"]) == 0
+    assert "removed 1 container(s)" in capsys.readouterr().out and left() == set()
 
 
 def test_image_name_is_the_content_hash_tag(capsys: pytest.CaptureFixture[str]) -> None:

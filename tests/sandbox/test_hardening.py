@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -183,14 +185,17 @@ def test_the_container_spec_asks_for_every_setting() -> None:
     assert host["Mounts"] == [
         {"Type": "volume", "Source": "vol", "Target": TREE_MOUNT, "ReadOnly": True, "VolumeOptions": {"NoCopy": True}}
     ]
-    assert spec["user"] == "10001:10001" and spec["labels"] == {"tooltree.owner": TEST_OWNER, "tooltree.session": "s"}
+    maker = f"{socket.gethostname()}:{os.getpid()}"
+    assert spec["user"] == "10001:10001"
+    assert spec["labels"] == {"tooltree.owner": TEST_OWNER, "tooltree.session": "s", "tooltree.host": maker}
     assert spec["stdin_open"] is True and spec["command"] == [*SUPERVISOR_COMMAND, "--tree", TREE_MOUNT]
 
 
 def test_extra_labels_never_replace_the_owner_or_session_label() -> None:
     config = SandboxConfig(owner=TEST_OWNER, labels={"tooltree.owner": "someone-else", "team": "a"})
     labels = container_spec(config, name="n", session_id="s", image="img")["labels"]
-    assert labels == {"team": "a", "tooltree.owner": TEST_OWNER, "tooltree.session": "s"}
+    maker = f"{socket.gethostname()}:{os.getpid()}"
+    assert labels == {"team": "a", "tooltree.owner": TEST_OWNER, "tooltree.session": "s", "tooltree.host": maker}
 
 
 @pytest.mark.docker
