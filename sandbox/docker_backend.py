@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
 import socket
 import threading
 import uuid
@@ -366,28 +365,19 @@ def prune_containers(
     Raises:
         EngineUnavailableError: no engine answers.
     """
+    from sandbox.host_folders import alive
+
     engine = docker or default_engine()
     here = socket.gethostname()
     removed, kept = [], set()
     for container, labels in engine.container_labels(label).items():
         maker = labels.get(HOST_LABEL, "")
         host, _, pid = maker.rpartition(":")
-        if not live_too and host == here and pid.isdigit() and _running(int(pid)):
+        if not live_too and host == here and pid.isdigit() and int(pid) > 0 and alive(int(pid)):
             kept.add(maker)
         else:
             removed.append(container)
     return _remove_each(removed, engine.remove_container), sorted(kept)
-
-
-def _running(pid: int) -> bool:
-    """Whether a process ``pid`` runs on this host (another user's counts too)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid > 0
 
 
 def remove_volumes(docker: DockerEngine | None = None, *, label: str = f"{OWNER_LABEL}=tooltree") -> int:
