@@ -17,6 +17,7 @@ from tooltree_cli.agent_view import (
     print_comparison,
     print_first_requests,
     print_json_safely,
+    run_json,
     summary_line,
     terminal_text,
     transcript_warning,
@@ -233,8 +234,8 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
             if e.result is not None and e.result.summary.transcript_error:
                 transcript_warning(e.result)
             if args.json:  # what ran, and why it stopped, for a caller that reads stdout only
-                failed = {**_run_json(e.result), "mode": agent.mode, "error": str(e), "status_code": e.status_code}
-                runs = [*(_run_json(r) for r in results), failed]
+                failed = {**run_json(e.result), "mode": agent.mode, "error": str(e), "status_code": e.status_code}
+                runs = [*(run_json(r) for r in results), failed]
                 print_json_safely({"runs": runs} if len(agents) > 1 else failed)
             return EXIT_API
         except (SandboxError, PoolError) as e:
@@ -248,17 +249,10 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
     if len(results) > 1:
         print_comparison(results, as_json=args.json)
     elif args.json:
-        print_json_safely(_run_json(results[0]))
+        print_json_safely(run_json(results[0]))
     elif results[0].answer:
         print(terminal_text(results[0].answer))
     return EXIT_OK if all(r.completed for r in results) else EXIT_INCOMPLETE
-
-
-def _run_json(result: RunResult | None) -> dict[str, object]:
-    """A run's summary as ``--json`` prints it (empty when the run never started)."""
-    if result is None:
-        return {}
-    return {**result.summary.to_json(), "transcript": str(result.transcript) if result.transcript else None}
 
 
 PREFILTER_OPTIONS = ("threshold", "siblings", "state", "model", "timeout")

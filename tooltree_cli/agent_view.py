@@ -51,6 +51,13 @@ def print_json_safely(value: object) -> None:
     print(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
+def run_json(result: RunResult | None) -> dict[str, object]:
+    """A run's summary as ``--json`` prints it (empty when the run never started)."""
+    if result is None:
+        return {}
+    return {**result.summary.to_json(), "transcript": str(result.transcript) if result.transcript else None}
+
+
 def live_view(event: Event) -> None:
     """One line per model reply and per tool call, on stderr; what the model, a server or the API wrote
     in it is cleaned and cut (`terminal_label`)."""
@@ -136,7 +143,7 @@ def print_comparison(results: list[RunResult], *, as_json: bool) -> None:
     pre-filter's tokens counted: a filtered run's ``claude`` classifier is paid for too)."""
     direct = next((r.summary.spent for r in results if r.summary.mode == "direct"), None)
     if as_json:
-        runs = [{**r.summary.to_json(), "transcript": str(r.transcript) if r.transcript else None} for r in results]
+        runs = [run_json(r) for r in results]
         print_json_safely({"runs": runs})
         return
     header = ["mode", "stop", "turns", "sent", "received", "pre-filter", "total", "of direct", "tool calls", "kept",
