@@ -349,8 +349,9 @@ class Sandbox:
     def cancel(self) -> bool:
         """Stop the execution running now, from any thread; the session stays usable.
 
-        The script gets a KeyboardInterrupt, so variables and imports survive; one that does not
-        stop within a few seconds has its interpreter restarted (the result says ``state_reset``).
+        The script gets one KeyboardInterrupt (its ``except``/``finally`` clean-up is not interrupted again), so
+        variables and imports survive; one that does not stop within a few seconds has its interpreter restarted
+        (the result says ``state_reset``).
         The running `execute` returns a result with ``cancelled=True``. Returns False when no
         execution was running (or the session is closed or broken).
         """

@@ -49,6 +49,8 @@ class Execution:
         self.cancelled = False
         """The host asked to stop it (``cancel``): interrupted, or killed when it ignored the interrupt."""
         self.finished = False
+        self.ended = threading.Event()
+        """Set when it finished (as ``finished``): what a cancel's repeated interrupts wait on."""
         self.timer: threading.Timer | None = None
 
 

@@ -77,6 +77,11 @@ frame (``"result":…}`` or ``"error":…}``) is handed to the worker as it came
 REAP_INTERVAL = 1.0
 CANCEL_GRACE = 3.0
 """Seconds a cancelled execution has to end after its KeyboardInterrupt before the worker is killed."""
+INTERRUPT_AGAIN = 0.25
+"""Seconds between the SIGINTs of one cancel. A signal that lands just before a blocking call (``time.sleep``,
+a read) sets Python's flag without waking that call, so the script slept through its only interrupt and was
+killed; the next one wakes it. The worker raises KeyboardInterrupt once per cell, so the repeats never cut
+short the script's own clean-up."""
 
 
 class Supervisor:
@@ -582,17 +587,27 @@ class Supervisor:
             if ex is None or ex.finished or worker is None or ex.cancelled:
                 return ex is not None and ex.cancelled and not ex.finished
             ex.cancelled = True
-        worker.interrupt()
-        timer = threading.Timer(CANCEL_GRACE, self.on_timeout, args=(ex, worker, False))
-        timer.daemon = True
-        timer.start()
+        threading.Thread(target=self.interrupt_until_ended, args=(ex, worker), name="cancel", daemon=True).start()
         return True
+
+    def interrupt_until_ended(self, ex: Execution, worker: Worker) -> None:
+        """SIGINT the worker every `INTERRUPT_AGAIN` seconds until ``ex`` ends; kill it after `CANCEL_GRACE`."""
+        deadline = time.monotonic() + CANCEL_GRACE
+        while (left := deadline - time.monotonic()) > 0:
+            with self.lock:  # never once it ended: the signal could reach the next execution
+                if ex.finished:
+                    return
+                worker.interrupt()
+            if ex.ended.wait(min(INTERRUPT_AGAIN, left)):
+                return
+        self.on_timeout(ex, worker, False)
 
     def finish(self, ex: Execution, result: dict[str, Any], *, respawn: bool = False) -> None:
         with self.lock:
             if ex.finished:
                 return
             ex.finished = True
+            ex.ended.set()
             if ex.timer is not None:
                 ex.timer.cancel()
             self.current = None

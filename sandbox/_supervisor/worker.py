@@ -122,6 +122,9 @@ class Connection:
         self._writer.send(message)
 
     def _read_loop(self) -> None:
+        # The host's cancel (SIGINT to this process) must reach the thread running the cell: taken here, it would
+        # leave the cell asleep (in time.sleep, a lock) and the cancel would end in a restart.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             while (message := self._reader.read()) is not None:
                 kind = message.get("type")
@@ -286,10 +289,14 @@ def cell_filename(exec_id: int, requested: object = None) -> str:
 
 _in_cell = False
 """True while a cell runs: only then does SIGINT (the host's cancel) raise KeyboardInterrupt."""
+_interrupted = False
+"""The running cell got its KeyboardInterrupt: the cancel's later SIGINTs only wake blocking calls."""
 
 
 def _interrupt(signum: int, frame: Any) -> None:
-    if _in_cell:
+    global _interrupted
+    if _in_cell and not _interrupted:
+        _interrupted = True
         raise KeyboardInterrupt
 
 
@@ -334,11 +341,11 @@ class Runner:
 
     def run(self, code: str, filename: str) -> tuple[int, str | None, str | None]:
         """Run one cell; returns ``(exit status, error line, traceback)``."""
-        global _in_cell
+        global _in_cell, _interrupted
         self.cell_names.add(filename)
         lines = code.splitlines(keepends=True)
         linecache.cache[filename] = (len(code), None, lines, filename)
-        _in_cell = True
+        _in_cell, _interrupted = True, False
         try:
             return self._run(code, filename)
         finally:

@@ -69,6 +69,42 @@ def test_a_script_that_swallows_the_interrupt_is_killed_and_the_session_survives
         assert sb.execute("print('alive')").stdout == "alive\n"
 
 
+def test_a_cancel_whose_first_interrupt_lands_before_a_blocking_call_still_interrupts_it(
+    backend: DockerBackend,
+) -> None:
+    # A SIGINT that arrives just before a blocking call (time.sleep, a read) sets Python's flag without waking the
+    # call. Before, the cancel sent one and the script slept through it: killed, its variables gone (seen once in
+    # 360 cancels on a busy machine). Here the script takes the first SIGINT itself, as that race loses it.
+    bridge = StartSignal()
+    with Sandbox(backend, tools=bridge) as sb:
+        sb.execute("kept = 41")
+        code = (
+            "import signal, time\nkept += 1\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+            + SIGNAL
+            + "signal.sigwait({signal.SIGINT})\nsignal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
+            "time.sleep(600)\n"
+        )
+        result, cancelled = run_and_cancel(sb, bridge, code)
+        assert cancelled and result.cancelled and not result.state_reset
+        assert result.error == "cancelled (KeyboardInterrupt)"
+        assert sb.execute("print(kept)").stdout == "42\n"
+
+
+def test_the_repeated_interrupts_of_a_cancel_do_not_cut_short_the_scripts_clean_up(backend: DockerBackend) -> None:
+    bridge = StartSignal()
+    with Sandbox(backend, tools=bridge) as sb:
+        code = (
+            "import time\ntry:\n    "
+            + SIGNAL.replace("\n", "\n    ")
+            + "time.sleep(600)\nexcept KeyboardInterrupt:\n    started = time.monotonic()\n"
+            "    time.sleep(1.0)\n    print('slept a whole second:', time.monotonic() - started >= 1.0)\n    raise\n"
+        )
+        result, cancelled = run_and_cancel(sb, bridge, code)
+        assert cancelled and result.cancelled and not result.state_reset
+        assert result.stdout == "slept a whole second: True\n"
+        assert result.error == "cancelled (KeyboardInterrupt)"
+
+
 def test_cancel_stops_a_script_waiting_on_a_tool_call(backend: DockerBackend) -> None:
     bridge = StartSignal()
     with Sandbox(backend, tools=bridge) as sb:
