@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -48,6 +49,17 @@ def proc_status(key: str, pid: int | str = "self") -> int:
         if line.startswith(key + ":"):
             return int(line.split()[1]) * 1024
     return 0
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (a count of runs or sessions)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def summary(values: Sequence[float]) -> dict[str, float]:

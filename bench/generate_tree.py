@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, corpus, print_table, summary, time_process, write_json
+from _common import ROOT, corpus, positive_int, print_table, summary, time_process, write_json
 
 sys.path.insert(0, str(ROOT))
 from tests.support import sample_config_yaml
@@ -82,7 +82,7 @@ def sizes(tree: Path, snapshots: Path) -> dict[str, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=positive_int, default=5)
     parser.add_argument("--live", action="store_true", help="also time the six real servers (make real-servers)")
     args = parser.parse_args()
     results: dict[str, Any] = {}

@@ -25,7 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import write_json
+from _common import positive_int, write_json
 
 
 def child(client: str, mib: int) -> dict[str, Any]:
@@ -67,7 +67,7 @@ def child(client: str, mib: int) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="3,300,1500", help="reply sizes in MiB, comma-separated")
-    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--runs", type=positive_int, default=1)
     parser.add_argument("--child", nargs=2, metavar=("CLIENT", "MIB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

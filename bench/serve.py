@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, print_table, summary, write_json
+from _common import ROOT, positive_int, print_table, summary, write_json
 
 sys.path.insert(0, str(ROOT))
 
@@ -197,10 +197,10 @@ def latency(work: Path, runs: int, sessions: int) -> dict[str, Any]:
     http_times: list[float] = []
     server = ServeProcess(serve_argv(config, tree, "--http", "--port", "0"), env())
     try:
-        for _ in range(2):
-            sandbox_times += warm_execute(tree, runs // 2)
-            anyio.run(_stdio_session, serve_argv(config, tree), runs // 2, stdio_times)
-            anyio.run(_http_client_session, server.url, runs // 2, http_times)
+        for half in (runs // 2, runs - runs // 2):  # an odd --runs times all of them
+            sandbox_times += warm_execute(tree, half)
+            anyio.run(_stdio_session, serve_argv(config, tree), half, stdio_times)
+            anyio.run(_http_client_session, server.url, half, http_times)
         starts = []
         for _ in range(sessions):
             time.sleep(3)  # let the pool put a warm sandbox back (bench only: the client cannot see the pool)
@@ -218,8 +218,8 @@ def latency(work: Path, runs: int, sessions: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=200, help="executions to time per path")
-    parser.add_argument("--sessions", type=int, default=20, help="session starts to time")
+    parser.add_argument("--runs", type=positive_int, default=200, help="executions to time per path")
+    parser.add_argument("--sessions", type=positive_int, default=20, help="session starts to time")
     parser.add_argument("--tokens-only", action="store_true", help="only the token comparison (no Docker)")
     args = parser.parse_args()
 

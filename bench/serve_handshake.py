@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from _catalog import write_config
-from _common import ROOT, print_table, summary, write_json
+from _common import ROOT, positive_int, print_table, summary, write_json
 
 CLIENT_TIMEOUT = 30.0
 
@@ -96,7 +96,7 @@ def run_once(config: Path, tree: Path, first: bool, env: dict[str, str]) -> dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--servers", type=int, default=120)
-    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--runs", type=positive_int, default=2)
     args = parser.parse_args()
     env = {**os.environ, "TOOLTREE_SEARCH_EMBEDDINGS": "0", "TOOLTREE_SANDBOX_OWNER": "tooltree-bench-handshake"}
     results = []

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from _catalog import write_config
-from _common import ROOT, print_table, write_json
+from _common import ROOT, positive_int, print_table, write_json
 
 
 def machine_cpu() -> tuple[float, float]:
@@ -155,7 +155,7 @@ def run_once(config: Path, out: Path, jobs: int | None) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--servers", type=int, default=120)
-    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--runs", type=positive_int, default=1)
     parser.add_argument("--jobs", type=int, default=None, help="pass --jobs N (default: generate-tree's default)")
     parser.add_argument("--sweep", default="", help="comma-separated start limits to run in turn instead")
     parser.add_argument("--out", default="start_servers.json", help="file name under bench/out/")

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import anyio
-from _common import write_json
+from _common import positive_int, write_json
 from mcp import StdioServerParameters
 from mcp.client.stdio import stdio_client as sdk_client
 
@@ -51,7 +51,7 @@ async def read_once(client: Any, mib: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1,10,30", help="message sizes in MiB")
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=positive_int, default=3)
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     print(f"{'MiB':>5}  {'SDK reader, CPU s':>18}  {'tooltree reader, CPU s':>22}  ratio")
