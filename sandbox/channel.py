@@ -43,6 +43,8 @@ RequestHandler = Callable[[str, str, dict[str, Any] | None], None]
 NotificationSink = Callable[[str, dict[str, Any]], None]
 
 _STDERR_KEEP = 8192
+_SIGNAL_CHECK = 0.5
+"""Seconds a request's wait lasts at most before Python may run a signal handler (see `wait_for`)."""
 _MAX_ID_CHARS = 64
 _REQUEST_HEAD = re.compile(
     rb'\{"id":"([A-Za-z0-9_.-]{1,%d})","method":"([A-Za-z_.]{1,40})","params":\{' % _MAX_ID_CHARS
@@ -54,6 +56,20 @@ budget is known for a request, and answered, without parsing it."""
 def _close_quietly(stream: ByteSink | ByteSource) -> None:
     with contextlib.suppress(OSError, ValueError):
         stream.close()
+
+
+def wait_for(event: threading.Event, timeout: float) -> bool:
+    """``event.wait(timeout)`` in slices of `_SIGNAL_CHECK` seconds; True when it was set.
+
+    A Ctrl-C or SIGTERM that lands just before a long wait sets Python's flag without waking it: waited in one
+    piece, an execution's wait ran on to the script's end or its timeout (30 s by default) before the handler
+    ran. Between slices it runs at once.
+    """
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        if event.wait(min(left, _SIGNAL_CHECK)):
+            return True
+    return event.is_set()
 
 
 class SessionTimeoutError(SessionError):
@@ -289,7 +305,7 @@ class SupervisorChannel:
         with self._lock:
             self._pending[request_id] = pending
         self.send({"id": request_id, "method": method, "params": params})
-        if not pending.event.wait(timeout):
+        if not wait_for(pending.event, timeout):
             with self._lock:
                 self._pending.pop(request_id, None)
             raise SessionTimeoutError(f"the sandbox did not answer {method} within {timeout:g} s")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import _thread
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -125,3 +127,20 @@ def test_cancel_with_nothing_running_does_nothing(backend: DockerBackend) -> Non
         assert sb.cancel() is False
         result = sb.execute("print(x)")
         assert result.stdout == "1\n" and not result.cancelled
+
+
+def test_a_ctrl_c_that_lands_just_before_executes_wait_is_raised_at_once(backend: DockerBackend) -> None:
+    # interrupt_main sets Python's flag as a signal does, without waking a blocking call: as a Ctrl-C (or the
+    # SIGTERM of `tooltree exec`) landing just before the wait. Before, the wait ran on to the script's end (60 s).
+    bridge = StartSignal()
+
+    def interrupt_when_started() -> None:
+        if bridge.started.wait(WAIT):
+            _thread.interrupt_main()
+
+    with Sandbox(backend, tools=bridge) as sb:
+        threading.Thread(target=interrupt_when_started, daemon=True).start()
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            sb.execute(SIGNAL + "import time\ntime.sleep(60)\n", timeout=90)
+        assert time.monotonic() - started < 30
