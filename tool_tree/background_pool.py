@@ -165,9 +165,23 @@ class BackgroundPool:
             )
         future = asyncio.run_coroutine_threadsafe(pool.call(server, tool, arguments, timeout=timeout), loop)
         try:
-            return future.result()
+            return _result(future)
         except concurrent.futures.CancelledError:  # the loop ended with the call in flight
             raise _closed_during_call() from None
         except BaseException:
             future.cancel()  # an interrupt: nothing waits for the call any more (a no-op once it is done)
             raise
+
+
+def _result(future: concurrent.futures.Future[dict[str, Any]]) -> dict[str, Any]:
+    """``future.result()`` waited for in half-second slices.
+
+    A Ctrl-C that lands just before a wait sets Python's flag without waking it: waited in one piece, the
+    KeyboardInterrupt came only when the call ended (its timeout, 60 s by default). Between slices it comes at once.
+    """
+    while True:
+        try:
+            return future.result(timeout=0.5)
+        except TimeoutError:
+            if future.done():  # it ended as the wait did, or the call itself timed out: its own outcome
+                return future.result()

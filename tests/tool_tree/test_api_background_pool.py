@@ -3,11 +3,13 @@ loop, a call cut by the pool closing or by Ctrl-C, arguments that are not JSON."
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +107,24 @@ def test_ctrl_c_during_a_call_gives_the_call_up_on_the_pools_loop() -> None:
         helper.join(timeout=30)
         after = bg.call("media", "slow_echo", {"text": "next", "seconds": 0}, timeout=10)
         assert text(after) == "next", after
+
+
+def test_a_ctrl_c_that_lands_just_before_the_calls_wait_is_raised_at_once() -> None:
+    # interrupt_main sets Python's flag as a signal does, without waking a blocking call: as a Ctrl-C landing just
+    # before the wait. Before, the KeyboardInterrupt came only when the call ended (here after 40 s).
+    with BackgroundPool([media()], concurrency=1) as bg:
+
+        def interrupt_once_sent() -> None:
+            wait_until(lambda: bg.pool.state("media") == "running", "the server never started")
+            _thread.interrupt_main()
+
+        helper = threading.Thread(target=interrupt_once_sent)
+        helper.start()
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            bg.call("media", "slow_echo", {"text": "slow", "seconds": 40}, timeout=60)
+        assert time.monotonic() - started < 20
+        helper.join(timeout=30)
 
 
 def test_arguments_that_are_not_json_are_a_type_error_naming_them_and_the_session_goes_on() -> None:
