@@ -7,8 +7,9 @@ Kept in admission order, because the tools array appends each newly admitted too
     {"format": "tooltree-prefilter-state", "version": 1, "admitted": ["crm.get_record", ...]}
 
 Keys that are not in the current catalog (a server was removed) are kept in the file and not
-offered. A file that cannot be read (not JSON, nested too deep to parse, not a regular file, larger
-than `MAX_STATE_BYTES`) is never overwritten: the run fails open and says so. Saving merges with what
+offered; so are top-level entries this version does not know (a later version's, a user's note). A
+file that cannot be read (not JSON, nested too deep to parse, not a regular file, larger than
+`MAX_STATE_BYTES`) is never overwritten: the run fails open and says so. Saving merges with what
 the file holds then, under a lock on its folder, so two runs sharing a profile never drop each
 other's tools; a symlinked file is written through to its target. A save never writes what a load
 would refuse (a set over `MAX_STATE_BYTES` as compact JSON is not saved), and waits at most
@@ -36,14 +37,17 @@ LOCK_WAIT = 1.0
 """Seconds a save waits for another run's lock on the state file's folder (a run holds it while it reads
 and writes a few kilobytes: milliseconds); past it, the save is skipped and the run says so."""
 _LOCK_POLL = 0.01
+_OWN_KEYS = frozenset({"format", "version", "admitted"})
 
 
 class AdmittedSet:
     """Tool keys in the order they were admitted; ``grow`` is the only way to change it."""
 
-    def __init__(self, keys: Iterable[str] = ()) -> None:
+    def __init__(self, keys: Iterable[str] = (), *, extra: dict[str, object] | None = None) -> None:
         self._order: list[str] = []
         self._seen: set[str] = set()
+        self.extra: dict[str, object] = dict(extra or {})
+        """The state file's other top-level entries, written back as they were read."""
         self.grow(keys)
 
     def grow(self, keys: Iterable[str]) -> list[str]:
@@ -70,7 +74,7 @@ class AdmittedSet:
         return list(self._order)
 
     def copy(self) -> AdmittedSet:
-        return AdmittedSet(self._order)
+        return AdmittedSet(self._order, extra=self.extra)
 
 
 def load_state(path: Path) -> AdmittedSet:
@@ -114,7 +118,7 @@ def load_state(path: Path) -> AdmittedSet:
         raise FilterError(f"{path}: not a version-{STATE_VERSION} pre-filter state file; {fix}", kind="corrupt_state")
     if not isinstance(admitted, list) or not all(isinstance(k, str) for k in admitted):
         raise FilterError(f"{path}: 'admitted' must be a list of server.tool names; {fix}", kind="corrupt_state")
-    return AdmittedSet(admitted)
+    return AdmittedSet(admitted, extra={k: v for k, v in data.items() if k not in _OWN_KEYS})
 
 
 def save_state(path: Path, admitted: AdmittedSet) -> None:
@@ -126,7 +130,7 @@ def save_state(path: Path, admitted: AdmittedSet) -> None:
         FilterError: (``error``) the file cannot be written, or the set is larger than a load reads
             (`MAX_STATE_BYTES`); the file is kept as it was.
     """
-    data = {"format": STATE_FORMAT, "version": STATE_VERSION, "admitted": admitted.keys()}
+    data = {**admitted.extra, "format": STATE_FORMAT, "version": STATE_VERSION, "admitted": admitted.keys()}
     encoded = (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
     if len(encoded) > MAX_STATE_BYTES:
         raise FilterError(

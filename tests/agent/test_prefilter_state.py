@@ -78,6 +78,20 @@ def test_an_update_keeps_what_another_run_saved_since(tmp_path: Path) -> None:
     assert load_state(path).keys() == ["mine.first", "theirs.tool", "mine.second"]
 
 
+def test_top_level_entries_this_version_does_not_know_are_kept_by_a_save(tmp_path: Path) -> None:
+    # Before: a save wrote back only format, version and admitted: a later version's entries, or a note a user
+    # put there, were dropped in silence.
+    path = tmp_path / "s.json"
+    data = {"format": "tooltree-prefilter-state", "version": 1, "admitted": ["a.b"], "note": "team profile",
+            "later": {"weights": [1, 2]}}  # fmt: skip
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert update_state(path, ["c.d"]).keys() == ["a.b", "c.d"]
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    assert saved == {**data, "admitted": ["a.b", "c.d"]}
+    save_state(path, load_state(path).copy())
+    assert json.loads(path.read_text(encoding="utf-8")) == saved
+
+
 def test_a_folder_a_fifo_or_a_huge_file_is_a_corrupt_state_and_nothing_blocks(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)  # no writer: reading it would wait forever
