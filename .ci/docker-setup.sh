@@ -3,8 +3,8 @@
 #
 #   1. installs docker.io and mmdebstrap with apt-get when they are missing;
 #   2. starts dockerd when no engine answers, and waits for it (at most 60 s);
-#   3. installs gVisor (Debian's runsc) and registers it with the engine as the runtime "runsc",
-#      so the gVisor tests run instead of skipping (CI sets REQUIRE_GVISOR=1);
+#   3. installs gVisor (Debian's runsc) and registers it with the engine as the runtimes "runsc" and
+#      "runsc-alias", so the gVisor tests run instead of skipping (CI sets REQUIRE_GVISOR=1);
 #   4. builds the sandbox image (skipped when current), bootstrapping the base from the Debian
 #      mirror that this machine's apt sources name, because no image registry can be reached.
 set -euo pipefail
@@ -33,22 +33,25 @@ if ! command -v runsc >/dev/null 2>&1; then
   log "installing runsc (gVisor)"
   apt_install runsc
 fi
-# Register runsc before the engine starts (or reload a running engine): SECURITY.md, "gVisor".
+# Register runsc before the engine starts (or reload a running engine): SECURITY.md, "gVisor". Also as
+# "runsc-alias", the way `runsc install --runtime runsc-kvm` adds names: tooltree tells gVisor by the binary the
+# engine registered, not by the name (tests/sandbox/test_gvisor_names.py). Entries already there are kept.
 daemon_json=/etc/docker/daemon.json
-if ! grep -q '"runsc"' "$daemon_json" 2>/dev/null; then
-  log "registering runsc in $daemon_json"
+if ! grep -q '"runsc"' "$daemon_json" 2>/dev/null || ! grep -q '"runsc-alias"' "$daemon_json" 2>/dev/null; then
+  log "registering runsc and runsc-alias in $daemon_json"
   mkdir -p /etc/docker
   "$PYTHON" - "$daemon_json" "$(command -v runsc)" <<'PY'
 import json, sys
 from pathlib import Path
 path, runsc = Path(sys.argv[1]), sys.argv[2]
 config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() and path.read_text(encoding="utf-8").strip() else {}
-config.setdefault("runtimes", {})["runsc"] = {"path": runsc, "runtimeArgs": ["--network=none"]}
+for name in ("runsc", "runsc-alias"):
+    config.setdefault("runtimes", {}).setdefault(name, {"path": runsc, "runtimeArgs": ["--network=none"]})
 path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 PY
   if pid=$(pidof dockerd); then
     kill -HUP $pid  # runtimes are reloaded without a restart
-    for _ in $(seq 1 30); do docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q runsc && break; sleep 1; done
+    for _ in $(seq 1 30); do docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc-alias"' && break; sleep 1; done
   fi
 fi
 

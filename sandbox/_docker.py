@@ -253,6 +253,17 @@ class DockerEngine:
         except EngineError as e:
             raise EngineUnavailableError(f"the Docker engine at {engine_address()} does not answer: {e}") from None
 
+    def info(self) -> dict[str, Any]:
+        """The engine's ``GET /info``: among the rest its runtimes (``Runtimes``) and ``DefaultRuntime``.
+
+        Raises:
+            EngineUnavailableError: no engine answers.
+            EngineError: the engine failed the call.
+        """
+        with translated("docker info"):
+            found = self.api.info()
+        return dict(found) if isinstance(found, dict) else {}
+
     # ---- images and volumes -----------------------------------------------------------------
 
     def image_exists(self, name: str) -> bool:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sandbox import hardening
 from sandbox._attach import AttachSocket
 from sandbox._docker import DockerEngine, default_engine
 from sandbox.backend import Connection, SandboxBackend
@@ -170,21 +171,25 @@ class DockerBackend(SandboxBackend):
         """The image sessions run: its parent until `prepare` finds the derived image of ``config.pip_packages``
         (named by the parent's ID, which takes the engine)."""
         self.tree_volume: str | None = None
+        self.gvisor = False
+        """Whether the engine runs ``config.runtime`` under gVisor (`engine_runs_gvisor`), found by `prepare`."""
         self._prepared = False
         self._lock = threading.Lock()
 
     def prepare(self) -> None:
-        """Check the engine, the image and the tree volume (once).
+        """Check the engine (and whether its runtime is gVisor), the image and the tree volume (once).
 
         Raises:
             EngineUnavailableError: no engine answers.
             ImageError: the image is missing (build it: ``tooltree image build``).
-            SandboxError: the tree cannot be packed or copied.
+            SandboxError: the tree cannot be packed or copied, or the engine failed otherwise.
         """
         with self._lock:
             if self._prepared:
                 return
             self.docker.ping()
+            # By the engine's registration, not the name alone; a name it lacks fails at the create (`sandbox.host`).
+            self.gvisor = hardening.engine_runs_gvisor(self.docker.info(), self.config.runtime)
             self.image = ensure_image(self.docker, self.config.image, self.config.pip_packages, build=self.build)
             if self.tree is not None:
                 self.tree_volume = self._ensure_tree_volume(self.tree)
@@ -247,15 +252,19 @@ class DockerBackend(SandboxBackend):
         self.prepare()
         name = f"tooltree-{uuid.uuid4().hex[:16]}"
         spec = container_spec(
-            self.config, name=name, session_id=session_id, image=self.image, tree_volume=self.tree_volume
+            self.config,
+            name=name,
+            session_id=session_id,
+            image=self.image,
+            tree_volume=self.tree_volume,
+            gvisor=self.gvisor,
         )
         container_id: str | None = None
         attached: AttachSocket | None = None
         try:
             container_id = self.docker.create_container(spec)
-            violations = check_hardening(
-                self.docker.inspect_container(container_id), self.config, tree_volume=self.tree_volume
-            )
+            inspected = self.docker.inspect_container(container_id)
+            violations = check_hardening(inspected, self.config, tree_volume=self.tree_volume, gvisor=self.gvisor)
             if violations:
                 raise HardeningError(name, violations)
             attached = self.docker.attach(container_id)
@@ -276,7 +285,7 @@ class DockerBackend(SandboxBackend):
 
     def verify_ready(self, connection: Connection, status: Mapping[str, Any]) -> None:
         """Raises: HardeningError: the supervisor reports privileges it must not have."""
-        violations = check_process_status(status, runtime=self.config.runtime)
+        violations = check_process_status(status, gvisor=self.gvisor)
         if violations:
             connection.kill()
             raise HardeningError(connection.name, violations)

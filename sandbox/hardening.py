@@ -14,7 +14,8 @@ none``; an open-file ulimit; private IPC and cgroup namespaces; no devices, bind
 ports or host namespaces; the owner and session labels; the tree volume, if any, mounted read-only; the requested OCI
 runtime (e.g. ``runsc``) when configured.
 
-Under gVisor (`GVISOR_RUNTIMES`) the engine's pids limit counts the host threads of the Sentry,
+Under gVisor (`engine_runs_gvisor`: the runtime ``runsc``, or any name the engine registered for the runsc binary
+or its containerd shim) the engine's pids limit counts the host threads of the Sentry,
 not the script's processes: about five host threads for each process of the sandbox (ptrace
 platform), and the Sentry dies (the whole session with it) when it cannot start one. There the
 sandbox's processes and threads are bounded by an ``nproc`` ulimit of ``pids_limit`` instead,
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -50,7 +52,10 @@ HOST_LABEL = "tooltree.host"
 tooltree process still running on this host (a `tooltree serve`'s live sessions)."""
 SUPERVISOR_COMMAND = ["python3", "-I", "-m", "tooltree_supervisor", "--kill-all-on-timeout"]
 GVISOR_RUNTIMES = frozenset({"runsc"})
-"""Runtime names that are gVisor: its kernel answers the sandbox's system calls (see the module's text)."""
+"""Runtime names that are gVisor whatever the engine says of them: its kernel answers the sandbox's system calls (see
+the module's text). Other names are gVisor when the engine registered them as runsc (`engine_runs_gvisor`)."""
+_RUNSC = re.compile(r"runsc|io\.containerd\.runsc\.v\d+|containerd-shim-runsc-v\d+")
+"""The runsc binary, its containerd shim's runtime type, or the shim's binary (a path's last part)."""
 SENTRY_THREADS_PER_TASK = 8
 """Host threads the engine's pids limit allows the Sentry for each task of the sandbox (about 5.3 measured)."""
 SENTRY_THREADS_BASE = 256
@@ -63,26 +68,54 @@ def host_label() -> str:
 
 
 def is_gvisor(runtime: str | None) -> bool:
-    """Whether ``runtime`` names gVisor (`GVISOR_RUNTIMES`)."""
+    """Whether ``runtime`` names gVisor by its name alone (`GVISOR_RUNTIMES`); `engine_runs_gvisor` asks the engine."""
     return runtime in GVISOR_RUNTIMES
 
 
-def host_pids_limit(config: SandboxConfig) -> int:
+def _names_runsc(value: object) -> bool:
+    return isinstance(value, str) and _RUNSC.fullmatch(value.rsplit("/", 1)[-1]) is not None
+
+
+def engine_runs_gvisor(info: Mapping[str, Any], runtime: str | None) -> bool:
+    """Whether the engine runs a container of ``runtime`` (None: the engine's default runtime) under gVisor.
+
+    ``info`` is the engine's ``GET /info``. Its ``Runtimes`` maps each registered name to its ``path`` and
+    ``runtimeArgs`` (``runsc install --runtime runsc-kvm -- --platform=kvm`` registers ``/usr/bin/runsc`` as
+    ``runsc-kvm``) or to a containerd shim's ``runtimeType`` (``io.containerd.runsc.v1``). The runtime is gVisor
+    when its name is in `GVISOR_RUNTIMES`, or its name, path or runtime type names runsc. A runtime whose kind
+    cannot be told is not: its container must pass every check of runc (fail closed).
+    """
+    name = runtime if runtime is not None else info.get("DefaultRuntime")
+    if not isinstance(name, str) or not name:
+        return False
+    if is_gvisor(name) or _names_runsc(name):  # a shim's type is a runtime name too (Docker 23 and later)
+        return True
+    runtimes = info.get("Runtimes")
+    entry = runtimes.get(name) if isinstance(runtimes, Mapping) else None
+    return isinstance(entry, Mapping) and (_names_runsc(entry.get("path")) or _names_runsc(entry.get("runtimeType")))
+
+
+def _gvisor(config: SandboxConfig, gvisor: bool | None) -> bool:
+    return is_gvisor(config.runtime) if gvisor is None else gvisor
+
+
+def host_pids_limit(config: SandboxConfig, *, gvisor: bool | None = None) -> int:
     """The engine's pids limit: ``pids_limit``, or under gVisor room for the Sentry's host threads.
 
-    Under gVisor ``pids_limit`` bounds the sandbox's tasks through the ``nproc`` ulimit instead.
+    Under gVisor ``pids_limit`` bounds the sandbox's tasks through the ``nproc`` ulimit instead. ``gvisor``
+    is `engine_runs_gvisor`'s answer for ``config.runtime``; None judges by the name alone (`is_gvisor`).
     """
-    if is_gvisor(config.runtime):
+    if _gvisor(config, gvisor):
         return config.pids_limit * SENTRY_THREADS_PER_TASK + SENTRY_THREADS_BASE
     return config.pids_limit
 
 
-def _ulimits(config: SandboxConfig) -> list[dict[str, Any]]:
+def _ulimits(config: SandboxConfig, gvisor: bool) -> list[dict[str, Any]]:
     ulimits: list[dict[str, Any]] = [
         {"Name": "nofile", "Soft": config.nofile, "Hard": config.nofile},
         {"Name": "core", "Soft": 0, "Hard": 0},
     ]
-    if is_gvisor(config.runtime):
+    if gvisor:
         # Counted per uid by the Sentry's own kernel: this sandbox's tasks alone. (Under runc the host
         # kernel would count every container's processes of uid 10001 together, so it is never set there.)
         ulimits.append({"Name": "nproc", "Soft": config.pids_limit, "Hard": config.pids_limit})
@@ -98,12 +131,14 @@ def container_spec(
     tree_volume: str | None = None,
     seccomp_profile: Path = PROFILE_PATH,
     auto_remove: bool = True,
+    gvisor: bool | None = None,
 ) -> dict[str, Any]:
     """The arguments of docker-py's ``APIClient.create_container`` for one sandbox container.
 
     ``host_config`` is written in the Engine API's own terms, the same ones `check_hardening`
-    reads back from the inspected container.
+    reads back from the inspected container. ``gvisor``: as for `host_pids_limit`.
     """
+    gvisor = _gvisor(config, gvisor)
     ids = f"uid={SANDBOX_UID},gid={SANDBOX_UID}"
     profile = json.dumps(json.loads(seccomp_profile.read_text(encoding="utf-8")), separators=(",", ":"))
     host_config: dict[str, Any] = {
@@ -117,11 +152,11 @@ def container_spec(
         "SecurityOpt": ["no-new-privileges", f"seccomp={profile}"],
         "IpcMode": "private",
         "CgroupnsMode": "private",
-        "PidsLimit": host_pids_limit(config),
+        "PidsLimit": host_pids_limit(config, gvisor=gvisor),
         "Memory": config.memory_bytes,
         "MemorySwap": config.memory_bytes,
         "NanoCpus": round(config.cpus * 1e9),
-        "Ulimits": _ulimits(config),
+        "Ulimits": _ulimits(config, gvisor),
         "LogConfig": {"Type": "none", "Config": {}},
         "AutoRemove": auto_remove,
     }
@@ -196,12 +231,15 @@ def _check_seccomp(security_opts: list[str]) -> list[str]:
     return problems
 
 
-def check_hardening(inspect: Mapping[str, Any], config: SandboxConfig, *, tree_volume: str | None = None) -> list[str]:
+def check_hardening(
+    inspect: Mapping[str, Any], config: SandboxConfig, *, tree_volume: str | None = None, gvisor: bool | None = None
+) -> list[str]:
     """Every way in which an inspected container differs from the required confinement.
 
     ``inspect`` is the engine's inspection of the container (``GET /containers/{id}/json``). An empty list means the
-    container may run.
+    container may run. ``gvisor``: as for `host_pids_limit`.
     """
+    gvisor = _gvisor(config, gvisor)
     v: list[str] = []
     host = inspect.get("HostConfig") or {}
     cfg = inspect.get("Config") or {}
@@ -236,7 +274,7 @@ def check_hardening(inspect: Mapping[str, Any], config: SandboxConfig, *, tree_v
         v.append("docker-init would be pid 1 and hold the channel (--init); the supervisor must be the init")
     if cfg.get("Entrypoint") or list(cfg.get("Cmd") or [])[: len(SUPERVISOR_COMMAND)] != SUPERVISOR_COMMAND:
         v.append("the container does not run the supervisor as its init process")
-    pids = host_pids_limit(config)
+    pids = host_pids_limit(config, gvisor=gvisor)
     if not isinstance(host.get("PidsLimit"), int) or not 0 < host["PidsLimit"] <= pids:
         v.append(f"pids limit is {host.get('PidsLimit')!r}, not {pids}")
     memory = config.memory_bytes
@@ -254,9 +292,7 @@ def check_hardening(inspect: Mapping[str, Any], config: SandboxConfig, *, tree_v
     if not nofile or nofile.get("Hard") != config.nofile:
         v.append(f"no nofile ulimit of {config.nofile}")
     nproc = ulimits.get("nproc")
-    if is_gvisor(config.runtime) and not (
-        nproc and isinstance(nproc.get("Hard"), int) and 0 < nproc["Hard"] <= config.pids_limit
-    ):
+    if gvisor and not (nproc and isinstance(nproc.get("Hard"), int) and 0 < nproc["Hard"] <= config.pids_limit):
         v.append(f"no nproc ulimit of {config.pids_limit} (under gVisor it is what bounds the sandbox's processes)")
     if host.get("IpcMode") not in ("private", "none"):
         v.append(f"IPC mode is {host.get('IpcMode')!r}, not private")
@@ -290,11 +326,12 @@ def check_hardening(inspect: Mapping[str, Any], config: SandboxConfig, *, tree_v
     return v
 
 
-def check_process_status(status: Mapping[str, Any], *, runtime: str | None = None) -> list[str]:
+def check_process_status(status: Mapping[str, Any], *, gvisor: bool = False) -> list[str]:
     """What the supervisor's own process reports (from ``/proc/self/status``), checked.
 
     The report is read before any user code runs, so it can be trusted at that moment. Under
-    gVisor (``runsc``) the sandbox kernel filters system calls itself and may report no seccomp.
+    gVisor (``gvisor``, `engine_runs_gvisor`'s answer) the sandbox kernel filters system calls itself
+    and may report no seccomp.
     """
     v: list[str] = []
     if status.get("uid") != SANDBOX_UID:
@@ -311,6 +348,6 @@ def check_process_status(status: Mapping[str, Any], *, runtime: str | None = Non
             v.append(f"the supervisor did not report {key}")
     if str(status.get("NoNewPrivs")) != "1":
         v.append("no_new_privs is not set on the supervisor")
-    if str(status.get("Seccomp")) != "2" and not is_gvisor(runtime):
+    if str(status.get("Seccomp")) != "2" and not gvisor:
         v.append("the supervisor is not under a seccomp filter")
     return v

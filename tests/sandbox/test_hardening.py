@@ -170,7 +170,7 @@ def test_the_supervisor_self_report_must_show_no_privileges() -> None:
     assert check_process_status({**good, "CapEff": "00000000a80425fb"})
     assert check_process_status({**good, "NoNewPrivs": "0"})
     assert check_process_status({**good, "Seccomp": "0"})
-    assert check_process_status({**good, "Seccomp": "0"}, runtime="runsc") == []
+    assert check_process_status({**good, "Seccomp": "0"}, gvisor=True) == []
     assert check_process_status({"uid": 10001})
 
 
