@@ -11,6 +11,8 @@ Nothing on the host is mounted. The tree goes in through a named volume
 ``tooltree-tree-<content hash>``, filled once per distinct tree by a throwaway container that
 reads a tar from its stdin, and mounted read-only; the workspace travels over the channel. So
 the same code works with a local engine, Docker Desktop or a remote ``DOCKER_HOST``.
+
+Over 400 lines: a container's whole life on the engine (start, checks, channel, removal, tree volumes, prune).
 """
 
 from __future__ import annotations
@@ -71,7 +73,9 @@ class DockerConnection:
         """The container is dead, or its output ended (whichever is known first)."""
         self.exit_status: str | None = None
         """The container's exit status as the engine reported it (None while it runs)."""
-        self._removed = threading.Event()
+        self._removed = False
+        self._removing = threading.Lock()
+        """Held while removing: a second remover (a kill, the reader) waits, so it never returns with it running."""
 
     def on_death(self, event: Mapping[str, Any]) -> None:
         """The engine reported the container dead (called on the events thread)."""
@@ -82,9 +86,12 @@ class DockerConnection:
         self.attached.abort(closed_channel(self.exit_status))
 
     def _remove(self) -> None:
-        if self._removed.is_set():
-            return
-        self._removed.set()
+        with self._removing:
+            if not self._removed:
+                self._removed = True
+                self._remove_now()
+
+    def _remove_now(self) -> None:
         self.engine.unwatch(self.container_id)
         self.attached.close()  # first: the engine must never be left writing to a socket nobody reads
         problem: EngineError | None = None

@@ -354,3 +354,35 @@ def test_a_container_the_engine_did_not_remove_in_time_is_asked_for_again_then_n
             "could not remove sandbox container tooltree-sbx-test (container remove: the Docker engine did not answer "
             "in time); `tooltree sandbox prune` removes it"
         ]
+
+
+class _GatedEngine(_SlowEngine):
+    """An engine whose removal of a container takes until ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.removing, self.release = threading.Event(), threading.Event()
+
+    def remove_container(self, container: str) -> None:
+        self.asked += 1
+        self.removing.set()
+        self.release.wait(30)
+
+
+def test_a_second_kill_returns_only_once_the_first_ones_removal_is_done() -> None:
+    # Before: a kill that found a removal under way (the channel's reader had started one) returned at once, with
+    # the container still running; a HardeningError could leave it behind for a moment, seen by the leak check.
+    engine = _GatedEngine()
+    connection = DockerConnection(engine, "c0ffee", "tooltree-sbx-test", _Attached())  # type: ignore[arg-type]
+    first = threading.Thread(target=connection.kill)
+    first.start()
+    try:
+        assert engine.removing.wait(10)
+        second_done = threading.Event()
+        second = threading.Thread(target=lambda: (connection.kill(), second_done.set()))
+        second.start()
+        assert not second_done.wait(0.5), "the second kill returned while the container was still being removed"
+    finally:
+        engine.release.set()
+    first.join(10)
+    assert second_done.wait(10) and engine.asked == 1
