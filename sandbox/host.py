@@ -12,6 +12,9 @@ across runs to keep containers few), and a run given no runtime makes its own an
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import os
 import threading
 from pathlib import Path
@@ -82,6 +85,7 @@ class Runtime:
         self.sandbox_pool = sandbox_pool
         self.session = session
         self._pool: BackgroundPool | None = None
+        self._open_lock = threading.Lock()  # one thread opens (or closes) the server pool; the others wait for it
         self._bridge: McpBridge | None = None
         self._direct: McpBridge | None = None
         self._direct_lock = threading.Lock()
@@ -103,21 +107,45 @@ class Runtime:
         from tool_tree.pool import BackgroundPool
         from tool_tree.starts import start_jobs
 
-        if self._pool is not None:
-            return self
-        self._closed.clear()
-        with tree_lock(self.tree, shared=True):  # not half of a generation `generate-tree` is writing
-            manifest = Manifest.load(self.tree)
-        wanted = {s.name for s in manifest.servers}
-        servers = [s for s in self.config.enabled_servers if s.name in wanted]
-        self._audit = AuditLog(self.audit_path) if self.audit_path is not None else None
-        source = self.config.source if self.config.source != "<config>" else None  # parse_config's: no file
-        pool = BackgroundPool(servers, start_jobs=start_jobs(self.config), source=source)
-        pool.__enter__()
-        self._pool = pool
-        audit = self._audit or self._shared_audit
-        self._bridge = McpBridge(self.tree, pool.pool, audit=audit, session=self.session, manifest=manifest)
+        # Before: threads opening it at once (the first `call_tool` beside the first `sandbox`) each started a server
+        # pool, one never closed; one that found the pool but not yet the bridge failed an assertion.
+        with self._open_lock:
+            if self._pool is not None:
+                return self
+            self._closed.clear()
+            with tree_lock(self.tree, shared=True):  # not half of a generation `generate-tree` is writing
+                manifest = Manifest.load(self.tree)
+            wanted = {s.name for s in manifest.servers}
+            servers = [s for s in self.config.enabled_servers if s.name in wanted]
+            source = self.config.source if self.config.source != "<config>" else None  # parse_config's: no file
+            pool = BackgroundPool(servers, start_jobs=start_jobs(self.config), source=source)
+            own_audit = AuditLog(self.audit_path) if self.audit_path is not None else None
+            try:
+                pool.__enter__()
+                audit = own_audit or self._shared_audit
+                bridge = McpBridge(self.tree, pool.pool, audit=audit, session=self.session, manifest=manifest)
+            except BaseException:
+                pool.__exit__(None, None, None)  # a no-op when it did not start
+                if own_audit is not None:
+                    own_audit.close()
+                raise
+            self._audit, self._bridge, self._pool = own_audit, bridge, pool
         return self
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        """The server pool's loop.
+
+        Raises:
+            SandboxError: the runtime is closed (or was closed meanwhile, by another thread).
+        """
+        from sandbox.errors import SandboxError
+        from tool_tree.pool import PoolError
+
+        pool = self._pool
+        if pool is not None:
+            with contextlib.suppress(PoolError):  # its `with` block ended since: closed by another thread
+                return pool.loop
+        raise SandboxError("the runtime is closed: open() it again (or use a new one) to call its tools")
 
     @property
     def bridge(self) -> McpBridge:
@@ -127,14 +155,17 @@ class Runtime:
             SandboxError: the runtime was closed (before: it opened again, its servers left running; `open` it
                 again explicitly to use it once more).
         """
+        from sandbox.errors import SandboxError
+
+        closed = SandboxError("the runtime is closed: open() it again (or use a new one) to call its tools")
         if self._bridge is None:
             if self._closed.is_set():
-                from sandbox.errors import SandboxError
-
-                raise SandboxError("the runtime is closed: open() it again (or use a new one) to call its tools")
+                raise closed
             self.open()
-        assert self._bridge is not None
-        return self._bridge
+        bridge = self._bridge
+        if bridge is None:  # closed by another thread meanwhile
+            raise closed
+        return bridge
 
     @property
     def sandbox(self) -> Sandbox:
@@ -158,17 +189,17 @@ class Runtime:
         if self._closed.is_set():
             raise SandboxError("the runtime is closed")
         bridge = self.bridge
-        assert self._pool is not None
+        loop = self._running_loop()
         if self.sandbox_pool is not None:
             settings = self.sandbox_pool.backend.config
         else:
             settings = self.sandbox_config or SandboxConfig.from_config(self.config)
         try:
             if self.sandbox_pool is not None:
-                session = self.sandbox_pool.acquire(tools=bridge, workspace=self.workspace, tool_loop=self._pool.loop)
+                session = self.sandbox_pool.acquire(tools=bridge, workspace=self.workspace, tool_loop=loop)
             else:
                 session = Sandbox(
-                    config=settings, tree=self.tree, tools=bridge, tool_loop=self._pool.loop, workspace=self.workspace
+                    config=settings, tree=self.tree, tools=bridge, tool_loop=loop, workspace=self.workspace
                 )
                 session.start()
         except SandboxError as e:
@@ -196,14 +227,18 @@ class Runtime:
 
         Raises:
             ToolCallRefused: the bridge refused the call or the server is unavailable.
-            SandboxError: the runtime was closed.
+            SandboxError: the runtime was closed (by another thread: before or during the call).
         """
         from sandbox.bridge import resolve
+        from sandbox.errors import SandboxError
 
         bridge = self._direct_bridge()
-        assert self._pool is not None
+        loop = self._running_loop()  # not an AssertionError when another thread closed the runtime meanwhile
         bridge.begin_execution()
-        return resolve(bridge.call_tool(server, tool, arguments), self._pool.loop)
+        try:
+            return resolve(bridge.call_tool(server, tool, arguments), loop)
+        except concurrent.futures.CancelledError:  # before: that error itself, undocumented
+            raise SandboxError("the runtime was closed during the call (its outcome is unknown)") from None
 
     def _direct_bridge(self) -> McpBridge:
         """The bridge of `call_tool`, made on its first call (it shares the sandbox bridge's checked schemas)."""
@@ -224,14 +259,17 @@ class Runtime:
             if sandbox is not None:
                 sandbox.close()
         finally:
-            if self._pool is not None:
-                self._pool.__exit__(None, None, None)
-                self._pool = None
-            self._bridge = None
-            self._direct = None
-            if self._audit is not None:
-                self._audit.close()
-                self._audit = None
+            with self._open_lock:  # a close from another thread meanwhile returns once the servers are stopped
+                pool, self._pool = self._pool, None
+                self._bridge = None
+                self._direct = None
+                try:
+                    if pool is not None:
+                        pool.__exit__(None, None, None)
+                finally:
+                    if self._audit is not None:
+                        self._audit.close()
+                        self._audit = None
 
 
 def runtime_problem(error: SandboxError, runtime: str | None, config: Config) -> SandboxError | None:

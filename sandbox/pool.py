@@ -81,9 +81,10 @@ class SandboxPool:
             SandboxError: the backend cannot run sandboxes (engine, image, tree).
         """
         self.backend.prepare()
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._fill, name="sandbox-pool", daemon=True)
-            self._thread.start()
+        with self._cond:  # one filling thread, however many threads start the pool (`acquire` does) at once
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._fill, name="sandbox-pool", daemon=True)
+                self._thread.start()
         return self
 
     def __enter__(self) -> SandboxPool:

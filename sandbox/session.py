@@ -17,7 +17,7 @@ start and saved back on `close`. Tool calls from the script go to the session's 
 many at once, served by its `CallServer` (`sandbox.calls`); the host keeps the ledger of them itself.
 
 (Over 400 lines: the session's lifecycle, its executions and its workspace operations share one channel,
-one lock and the checks that guard them: its arguments (`sandbox.session_args`), the thread running its
+its locks and the checks that guard them: its arguments (`sandbox.session_args`), the thread running its
 tool loop, a forked child.)
 """
 
@@ -32,6 +32,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -91,7 +92,7 @@ class _Turn:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._sent = self._abandoned = False
+        self._sent = self._abandoned = self._ended = False
 
     def start(self) -> bool:
         """Just before the script is sent: whether it still may be."""
@@ -104,6 +105,20 @@ class _Turn:
         with self._lock:
             self._abandoned = True
             return self._sent
+
+    def end(self) -> None:
+        """Its script's answer came (or none will): the session's next script may be sent once this returns."""
+        with self._lock:
+            self._ended = True
+
+    def cancel(self, stop: Callable[[], object]) -> None:
+        """``stop()`` its script if it has not ended; `end` waits meanwhile, so the stop cannot reach the next one.
+
+        Before: a task cancelled as its script ended stopped the session's next script, another caller's.
+        """
+        with self._lock:
+            if self._sent and not self._ended:
+                stop()
 
 
 class Sandbox:
@@ -158,6 +173,8 @@ class Sandbox:
         self.session_id = uuid.uuid4().hex
         self._channel: SupervisorChannel | None = None
         self._lock = threading.Lock()
+        self._life = threading.Lock()
+        """Held by `start` and `close`: one container per session, and a close waits for a start under way."""
         self._calls = CallServer(self.bridge, tool_loop)
         self._closed = False
         self._pid = os.getpid()
@@ -179,16 +196,19 @@ class Sandbox:
             WorkspaceError: the workspace could not be restored.
             SandboxError: anything else the backend raises.
         """
-        if self._closed:
-            raise SessionError("the sandbox session is closed")
-        if self._channel is None:
-            channel = open_channel(self.backend, self.session_id)
-            try:
-                self.attach(channel)
-            except BaseException:  # an interrupt during the restore too: the container goes, the folder stays
-                self._channel = channel
-                self.kill()
-                raise
+        # Before: two threads starting one session each launched a container; the session kept the last, and the
+        # other ran on after close. A close meanwhile returned while the container still started.
+        with self._life:
+            if self._closed:
+                raise SessionError("the sandbox session is closed")
+            if self._channel is None:
+                channel = open_channel(self.backend, self.session_id)
+                try:
+                    self.attach(channel)
+                except BaseException:  # an interrupt during the restore too: the container goes, the folder stays
+                    self._channel = channel
+                    self.kill()
+                    raise
         return self
 
     def attach(self, channel: SupervisorChannel) -> None:
@@ -202,6 +222,9 @@ class Sandbox:
         self.session_id = channel.session_id
         self._channel = channel
         self._pid = os.getpid()
+        if self._closed_meanwhile():  # a `kill` from another thread since the check: it may not have seen this channel
+            self.kill()
+            raise SessionError("the sandbox session was killed while it started")
         channel.on_request = functools.partial(self._calls.on_request, channel)
         if self.workspace is not None:
             self._restored = RestoreRecord()
@@ -221,6 +244,9 @@ class Sandbox:
             except BaseException:  # interrupted (Ctrl-C): likewise, nothing saved and the container destroyed
                 self.kill()
                 raise
+
+    def _closed_meanwhile(self) -> bool:
+        return self._closed
 
     def __enter__(self) -> Sandbox:
         return self.start()
@@ -259,6 +285,13 @@ class Sandbox:
         Raises:
             WorkspaceError: the workspace could not be saved (the container is destroyed anyway).
         """
+        if self._pid != os.getpid():  # before the lock, which the parent may have held (starting it) at the fork
+            self._closed = True
+            return
+        with self._life:  # a second close returns once the first one's save and removal are done
+            self._close()
+
+    def _close(self) -> None:
         if self._closed:
             return
         self._closed = True
@@ -337,6 +370,8 @@ class Sandbox:
                     f"the sandbox did not report back within {limit + _GRACE_SECONDS:g} s and was destroyed"
                 ) from None
             finally:
+                if turn is not None:
+                    turn.end()  # first: a cancel of this turn under way is sent while this script still runs
                 ledger = self._calls.end()
             return parse_execution(
                 raw,
@@ -384,7 +419,7 @@ class Sandbox:
             # session); if not sent yet (waiting for another execution to end), it never is: cancelling the running
             # one would stop another caller's script. Not awaited: the task is being cancelled.
             if turn.abandon():
-                asyncio.get_running_loop().run_in_executor(None, self.cancel)
+                asyncio.get_running_loop().run_in_executor(None, turn.cancel, self.cancel)
             raise
 
     def reset(self, *, workspace: bool = False) -> None:

@@ -133,14 +133,19 @@ class BackgroundPool:
 
     def __exit__(self, *exc: object) -> None:
         with self._state_lock:
-            if self._state != "running":
-                return
-            self._state = "closed"
+            first = self._state == "running"
+            if first:
+                self._state = "closed"
         if self._pid != os.getpid():  # a forked child leaving the `with`: the pool is its parent's to close
             return
-        if self._loop is not None and self._stop is not None and self._thread is not None:
+        thread = self._thread
+        if thread is None:
+            return
+        if first and self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
-            self._thread.join(timeout=60)
+        # A second leave (another thread's) returns, like the first, once the servers are stopped: before, at once.
+        if thread is not threading.current_thread():  # the pool's own loop cannot wait for itself
+            thread.join(timeout=60)
 
     def call(
         self, server: str, tool: str, arguments: dict[str, Any], *, timeout: float | None = None
@@ -163,25 +168,42 @@ class BackgroundPool:
                 "BackgroundPool.call was called on the pool's own event loop, where it would wait for itself for "
                 "ever: there, use `await bg.pool.call(...)`"
             )
-        future = asyncio.run_coroutine_threadsafe(pool.call(server, tool, arguments, timeout=timeout), loop)
+        thread = self._thread
+        assert thread is not None  # set before the pool runs
+        coroutine = pool.call(server, tool, arguments, timeout=timeout)
         try:
-            return _result(future)
+            future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+        except RuntimeError:  # the `with` block ended since the check above and the loop is closed
+            coroutine.close()
+            raise _closed_during_call() from None
+        try:
+            return _result(future, thread)
         except concurrent.futures.CancelledError:  # the loop ended with the call in flight
+            if not thread.is_alive():  # or before it ran the call, which it dropped: no "never awaited" warning
+                coroutine.close()
             raise _closed_during_call() from None
         except BaseException:
             future.cancel()  # an interrupt: nothing waits for the call any more (a no-op once it is done)
             raise
 
 
-def _result(future: concurrent.futures.Future[dict[str, Any]]) -> dict[str, Any]:
-    """``future.result()`` waited for in half-second slices.
+def _result(future: concurrent.futures.Future[dict[str, Any]], thread: threading.Thread) -> dict[str, Any]:
+    """``future.result()`` waited for in half-second slices, until the pool's ``thread`` has ended.
 
     A Ctrl-C that lands just before a wait sets Python's flag without waking it: waited in one piece, the
     KeyboardInterrupt came only when the call ended (its timeout, 60 s by default). Between slices it comes at once.
+
+    Raises:
+        concurrent.futures.CancelledError: the call was cancelled, or the loop ended without running it (a call
+            handed to it as the pool closed, after its last round of tasks: before, it waited for ever).
     """
     while True:
         try:
             return future.result(timeout=0.5)
         except TimeoutError:
+            ended = not thread.is_alive()  # before looking at the future: nothing changes it once the loop is gone
             if future.done():  # it ended as the wait did, or the call itself timed out: its own outcome
                 return future.result()
+            if ended:
+                future.cancel()
+                raise concurrent.futures.CancelledError from None
