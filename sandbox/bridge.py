@@ -16,6 +16,7 @@ A plain function ``(server, tool, arguments) -> result`` works wherever a bridge
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import threading
 from abc import ABC, abstractmethod
@@ -176,4 +177,18 @@ def resolve(value: T | Awaitable[T], loop: asyncio.AbstractEventLoop | None) -> 
         if inspect.iscoroutine(value):
             value.close()
         raise ToolCallRefused(LOOP_CLOSED, "tools_closed") from None
-    return future.result()
+    # In slices: a loop closed after taking the call but before running it drops it (before: a wait for ever, its
+    # worker thread and call slot held for good); and a Ctrl-C that lands just before a wait is raised at once.
+    while True:
+        try:
+            return future.result(timeout=0.5)
+        except concurrent.futures.TimeoutError:
+            closed = target.is_closed()  # before looking at the future: nothing changes it once the loop is closed
+            if future.done():
+                return future.result()
+            if closed:
+                future.cancel()
+                coroutine.close()
+                if inspect.iscoroutine(value):
+                    value.close()
+                raise ToolCallRefused(LOOP_CLOSED, "tools_closed") from None

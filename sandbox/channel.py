@@ -303,7 +303,13 @@ class SupervisorChannel:
         request_id = next(self._ids)
         pending = _Pending(sink)
         with self._lock:
-            self._pending[request_id] = pending
+            # A close or failure since the check above has already woken every waiter: this one would wait its timeout.
+            usable = self.broken is None
+            if usable:
+                self._pending[request_id] = pending
+        if not usable:
+            self._check_usable()  # raises: it is closed or broken
+            raise SessionError(f"the sandbox session is unusable: {self.broken}")
         self.send({"id": request_id, "method": method, "params": params})
         if not wait_for(pending.event, timeout):
             with self._lock:

@@ -219,3 +219,25 @@ def test_a_peer_that_dies_before_ready_fails_the_start() -> None:
     with pytest.raises(SessionError, match="failed to start"):
         channel.wait_ready(10)
     assert peer.killed.is_set(), "a channel that ended must remove what is left of its container"
+
+
+def test_a_request_that_meets_a_close_just_after_its_check_fails_at_once() -> None:
+    # Before: a close (from another thread) between the request's check and its registration had already woken
+    # every waiter, so this one waited out its whole timeout (120 s for a file operation; here 30 s).
+    peer = PipePeer()
+    channel = ready_channel(peer)
+    check = channel._check_usable
+    closed_once: list[bool] = []
+
+    def check_then_close() -> None:
+        check()
+        if not closed_once:
+            closed_once.append(True)
+            closer = threading.Thread(target=channel.close)
+            closer.start()
+            closer.join(10)
+
+    channel._check_usable = check_then_close  # type: ignore[method-assign]
+    with pytest.raises(SessionError, match="closed") as caught:
+        channel.request("workspace.list", {"path": "", "limit": 1}, timeout=30)
+    assert not isinstance(caught.value, SessionTimeoutError)

@@ -58,3 +58,30 @@ def test_an_async_bridge_runs_on_the_loop_it_is_given() -> None:
 
 def test_plain_values_pass_through_resolve() -> None:
     assert resolve({"a": 1}, None) == {"a": 1}
+
+
+def test_a_call_handed_to_a_loop_that_closes_before_running_it_is_refused_not_waited_for_ever() -> None:
+    # The window: a BackgroundPool's loop between its last round of tasks and its close (a script's tool call, or
+    # Runtime.call_tool, arriving as the runtime closes). Before: resolve waited for ever, holding its thread.
+    from sandbox.bridge import LOOP_CLOSED
+    from tests.support import wait_until
+
+    async def tool() -> str:
+        return "never"
+
+    loop = asyncio.new_event_loop()  # not running: the call is queued on it, never run
+    outcome: list[object] = []
+    done = threading.Event()
+
+    def caller() -> None:
+        try:
+            outcome.append(resolve(tool(), loop))
+        except ToolCallRefused as e:
+            outcome.append(e)
+        done.set()
+
+    threading.Thread(target=caller, daemon=True).start()
+    wait_until(lambda: len(loop._ready) == 1, "the call to be queued on the loop")  # type: ignore[attr-defined]
+    loop.close()  # drops the queued call
+    assert done.wait(10), "resolve still waits for a call the closed loop will never run"
+    assert isinstance(outcome[0], ToolCallRefused) and str(outcome[0]) == LOOP_CLOSED
