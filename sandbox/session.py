@@ -232,8 +232,9 @@ class Sandbox:
             self._restored = RestoreRecord.before_restore(self.workspace)
             batches = iter_restore_batches(self.workspace, max_bytes=self.config.workspace_bytes)
             try:
-                for method, params in self._restored.sent(batches):
-                    channel.request(method, params, timeout=_OP_TIMEOUT)
+                with self._lock:  # an execute from another thread waits for the whole workspace (it saw half of it)
+                    for method, params in self._restored.sent(batches):
+                        channel.request(method, params, timeout=_OP_TIMEOUT)
             except SandboxError as e:
                 self.kill()  # nothing is saved from a partial restore: the folder on the host stays as it is
                 raise WorkspaceError(
