@@ -6,12 +6,12 @@ its client's ``DELETE`` or after ``idle_timeout`` with no request in flight, an 
 one. So 16 clients that never said goodbye (one that crashed; the MCP Inspector CLI, which never sends ``DELETE``)
 locked every other client out for 30 minutes, and 16 open ``GET`` streams for ever. Here a new client's
 ``initialize`` that finds every place taken ends the session that has gone longest without a request in flight (an
-open ``GET`` stream does not count): its client's next request gets ``404`` and, as the MCP spec says, it
-initializes again. Only when every session has a request in flight is the new client refused, with a ``503`` that
-names ``serve.max_sessions`` and ``idle_timeout``. The session is ended through the SDK's own door (a ``DELETE`` of
-it, sent from here), and its sandbox session with it. Its sandbox session also ends when the SDK ended the session
-on a ``DELETE`` or answers that it does not know it (``404``); never on a ``DELETE`` the SDK refused (a foreign
-``Origin``).
+open ``GET`` stream does not count; one whose client left, its ``GET`` stream closed, goes first): its client's next
+request gets ``404`` and, as the MCP spec says, it initializes again. Only when every session has a request in
+flight is the new client refused, with a ``503`` that names ``serve.max_sessions`` and ``idle_timeout``. The session
+is ended through the SDK's own door (a ``DELETE`` of it, sent from here), and its sandbox session with it. Its
+sandbox session also ends when the SDK ended the session on a ``DELETE`` or answers that it does not know it
+(``404``); never on a ``DELETE`` the SDK refused (a foreign ``Origin``).
 
 **Clients that left.** Claude Code never sends ``DELETE``: it keeps a ``GET`` stream open and just exits. Its
 sandbox session (a container that may hold a script's variables, up to the sandbox's memory, and the upstream
@@ -82,6 +82,10 @@ class _Session:
     active: float
     """When its last ``POST`` began or ended (monotonic)."""
     in_flight: InFlight = field(default_factory=InFlight)
+    streams: int = 0
+    """Its ``GET`` streams open now."""
+    left: bool = False
+    """Its client left: its ``GET`` stream closed, and no request came from it since."""
 
 
 class SessionGate:
@@ -162,19 +166,26 @@ class SessionGate:
     async def _get(self, key: str, scope: Scope, receive: Receive, send: Send) -> None:
         """A session's ``GET`` stream: `on_stream` hears when it opens and when it closes."""
         opened = False
+        session = self._sessions[key]
 
         async def watch(message: Message) -> None:
             nonlocal opened
-            if message["type"] == "http.response.start" and message["status"] == 200 and self.on_stream is not None:
+            if message["type"] == "http.response.start" and message["status"] == 200:
                 opened = True
-                self.on_stream(key, True)
+                session.streams += 1
+                session.left = False
+                if self.on_stream is not None:
+                    self.on_stream(key, True)
             await send(message)
 
         try:
             status = await _answered(self.app, scope, receive, watch)
         finally:
-            if opened and self.on_stream is not None:
-                self.on_stream(key, False)
+            if opened:
+                session.streams -= 1
+                session.left = session.streams == 0
+                if self.on_stream is not None:
+                    self.on_stream(key, False)
         if status == 404:
             await self._ended(key)
 
@@ -199,6 +210,7 @@ class SessionGate:
             places.take(large)
             if session is not None:
                 session.active = time.monotonic()
+                session.left = False
             body = await read_body(receive, length)
             if check_values(body) > SMALL_VALUES and not large:
                 places.take(True)
@@ -296,9 +308,12 @@ class SessionGate:
 
     def _victim(self) -> _Session | None:
         """The session to end for a new one: of those with no request in flight, the one whose last request is
-        oldest (a crashed client's, or one's that never said goodbye, before long)."""
+        oldest (a crashed client's, or one's that never said goodbye, before long); one whose client left (its
+        ``GET`` stream closed, nothing since) before any other. Such sessions stay until ``idle_timeout`` (their
+        sandboxes end sooner), so where clients come and go without a ``DELETE`` they take every place: before, a
+        connected client idle a little longer than them was ended instead (its variables lost)."""
         idle = [s for s in self._sessions.values() if s.in_flight.requests == 0]
-        return min(idle, key=lambda s: s.active, default=None)
+        return min(idle, key=lambda s: (not s.left, s.active), default=None)
 
     async def _evict(self, scope: Scope, session: _Session) -> None:
         status = await self._inside(_base_scope(scope), "DELETE", session.key, session.host, [], b"")

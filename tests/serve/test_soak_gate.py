@@ -1,0 +1,144 @@
+"""What a long-running ``tooltree serve --http`` accumulates: clients that left without a ``DELETE`` (Claude Code
+after every ``claude -p``, a crashed client) leave their MCP sessions in the gate and the SDK until
+``idle_timeout``, their sandboxes gone after `agent.serve.sessions.GONE_GRACE`. In a soak of 300 sessions (one in six
+abandoned, `bench/serve_soak.py`) they filled every place of ``serve.max_sessions``, so each new client ended one.
+The session ended for a new client must then be one whose client left, not a connected client's that was idle a
+little longer (its variables lost while stale sessions stayed).
+
+In process: the gate with a stand-in for the SDK's app.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+from starlette.types import Message, Receive, Scope, Send
+
+from agent.serve.http_gate import SessionGate
+
+pytestmark = pytest.mark.anyio
+
+WAIT = 30.0
+HOUR = 3600.0
+
+
+class App:
+    """The SDK's app as far as the gate sees it: each ``initialize`` opens session ``s1``, ``s2``, ...; a ``DELETE``
+    ends one; a ``GET`` is a stream that lasts until its client disconnects."""
+
+    def __init__(self) -> None:
+        self.opened = 0
+        self.deleted: list[str] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        key = dict(scope["headers"]).get(b"mcp-session-id", b"").decode()
+        if scope["method"] in ("POST", "DELETE"):
+            await receive()
+            headers = [(b"content-type", b"application/json")]
+            if scope["method"] == "DELETE":
+                self.deleted.append(key)
+            elif not key:
+                self.opened += 1
+                headers.append((b"mcp-session-id", f"s{self.opened}".encode()))
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": b"{}"})
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        await send({"type": "http.response.body", "body": b""})
+
+
+def request(method: str, headers: dict[str, str]) -> Scope:
+    raw = [(k.lower().encode(), v.encode()) for k, v in {"host": "127.0.0.1:1", **headers}.items()]
+    return {"type": "http", "method": method, "path": "/mcp", "headers": raw, "query_string": b""}
+
+
+class Harness:
+    def __init__(self, max_sessions: int) -> None:
+        self.app = App()
+        self.ended: list[str] = []
+        self.streams: list[tuple[str, bool]] = []
+        self.changed = anyio.Event()
+        self.gate = SessionGate(self.app, max_sessions=max_sessions, idle_timeout=HOUR, on_end=self.on_end,
+                                on_stream=self.on_stream)  # fmt: skip
+
+    async def on_end(self, key: str) -> None:
+        self.ended.append(key)
+        self.changed.set()
+
+    def on_stream(self, key: str, opened: bool) -> None:
+        self.streams.append((key, opened))
+        self.changed.set()
+
+    async def until(self, what: Any) -> None:
+        with anyio.fail_after(WAIT):
+            while not what():
+                self.changed = anyio.Event()
+                await self.changed.wait()
+
+    async def post(self, method: str, key: str | None = None) -> int:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": {}}).encode()
+        headers = {"content-length": str(len(body)), "content-type": "application/json"}
+        if key is not None:
+            headers["mcp-session-id"] = key
+        given = iter([{"type": "http.request", "body": body, "more_body": False}])
+        sent: list[Message] = []
+
+        async def receive() -> Message:
+            return next(given, {"type": "http.disconnect"})
+
+        async def send(message: Message) -> None:
+            sent.append(message)
+
+        await self.gate(request("POST", headers), receive, send)
+        return int(sent[0]["status"])
+
+    async def stream(self, key: str, leave: anyio.Event) -> None:
+        """A client's ``GET`` stream of ``key``, open until ``leave`` is set."""
+        first = True
+
+        async def receive() -> Message:
+            nonlocal first
+            if first:
+                first = False
+                return {"type": "http.request", "body": b"", "more_body": False}
+            await leave.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: Message) -> None:
+            pass
+
+        await self.gate(request("GET", {"mcp-session-id": key}), receive, send)
+
+
+async def test_a_new_client_ends_the_session_of_a_client_that_left_not_a_connected_one() -> None:
+    h = Harness(max_sessions=2)
+    desktop_leaves, code_leaves = anyio.Event(), anyio.Event()
+    async with anyio.create_task_group() as tg:
+        assert await h.post("initialize") == 200  # s1: a connected client (Claude Desktop), idle longest
+        tg.start_soon(h.stream, "s1", desktop_leaves)
+        await h.until(lambda: ("s1", True) in h.streams)
+        assert await h.post("initialize") == 200  # s2: a client that exits without a DELETE (claude -p)
+        assert await h.post("tools/call", "s2") == 200
+        tg.start_soon(h.stream, "s2", code_leaves)
+        await h.until(lambda: ("s2", True) in h.streams)
+        code_leaves.set()
+        await h.until(lambda: ("s2", False) in h.streams)
+
+        assert await h.post("initialize") == 200  # s3: every place is taken, one session must end
+        await h.until(lambda: h.ended)
+        assert h.ended == ["s2"] and h.app.deleted == ["s2"]  # before: s1, the connected client's
+        assert ("s1", False) not in h.streams  # the connected client's stream is still open
+
+        # A client whose stream closed but that sent a request since is there again: the oldest idle one goes.
+        assert await h.post("tools/call", "s3") == 200
+        tg.start_soon(h.stream, "s3", anyio.Event())
+        await h.until(lambda: ("s3", True) in h.streams)
+        assert await h.post("initialize") == 200  # s4
+        await h.until(lambda: len(h.ended) == 2)
+        assert h.ended == ["s2", "s1"]
+        tg.cancel_scope.cancel()
