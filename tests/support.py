@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +41,22 @@ def alive(pid: int) -> bool:
         return stat.read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def in_thread(action: Callable[[], object]) -> tuple[threading.Event, list[BaseException]]:
+    """Run ``action`` in a daemon thread: an event set once it has ended, and what it raised (if anything)."""
+    done, errors = threading.Event(), []
+
+    def run() -> None:
+        try:
+            action()
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    return done, errors
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 90.0) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,29 +17,13 @@ import sandbox.mcp_bridge as mcp_bridge
 import tool_tree.pool as tool_pool
 from sandbox.errors import SandboxError
 from sandbox.host import Runtime
-from tests.support import raw_server_tree
+from tests.support import in_thread, raw_server_tree
 from tool_tree.config import load_config
 from tool_tree.pool import BackgroundPool
 
 
 def pool_threads() -> int:
     return sum(t.name == "tooltree-server-pool" for t in threading.enumerate())
-
-
-def in_thread(action: Callable[[], object]) -> tuple[threading.Event, list[object]]:
-    """Runs ``action``; its outcome (what it returned, or raised) lands in the list."""
-    done, outcome = threading.Event(), []
-
-    def run() -> None:
-        try:
-            outcome.append(action())
-        except BaseException as e:
-            outcome.append(e)
-        finally:
-            done.set()
-
-    threading.Thread(target=run, daemon=True).start()
-    return done, outcome
 
 
 @pytest.fixture
@@ -65,15 +48,16 @@ def test_threads_opening_a_runtime_at_once_start_one_server_pool(
 
     monkeypatch.setattr(tool_pool, "BackgroundPool", Gated, raising=False)
     before = pool_threads()
-    first_done, first = in_thread(runtime.open)
+    opened: list[Runtime] = []
+    first_done, first = in_thread(lambda: opened.append(runtime.open()))
     try:
         assert entering.wait(30)
-        second_done, second = in_thread(runtime.open)
+        second_done, second = in_thread(lambda: opened.append(runtime.open()))
         assert not second_done.wait(0.5)  # waiting: before, in a second pool's start; now, for the first one's
     finally:
         release.set()
     assert first_done.wait(30) and second_done.wait(30)
-    assert first == [runtime] and second == [runtime]
+    assert first == second == [] and opened == [runtime, runtime]
     runtime.close()
     assert len(entered) == 1
     assert pool_threads() == before
@@ -95,13 +79,14 @@ def test_the_bridge_asked_for_while_another_thread_opens_the_runtime_is_that_run
     opened, _ = in_thread(runtime.open)
     try:
         assert making.wait(30)
-        asked, outcome = in_thread(lambda: runtime.bridge)
-        assert not asked.wait(0.5), f"it did not wait for the runtime to open: {outcome}"
+        outcome: list[object] = []
+        asked, errors = in_thread(lambda: outcome.append(runtime.bridge))
+        assert not asked.wait(0.5), f"it did not wait for the runtime to open: {outcome} {errors}"
     finally:
         release.set()
     try:
         assert opened.wait(30) and asked.wait(30)
-        assert len(outcome) == 1 and isinstance(outcome[0], Gated) and outcome[0] is runtime.bridge
+        assert not errors and len(outcome) == 1 and isinstance(outcome[0], Gated) and outcome[0] is runtime.bridge
     finally:
         runtime.close()
 

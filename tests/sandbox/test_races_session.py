@@ -21,6 +21,7 @@ from sandbox.bridge import FunctionBridge
 from sandbox.results import ExecutionResult
 from tests.sandbox.test_api_sandbox_args import no_tools
 from tests.security.test_bridge_input import CONFIG, EMPTY_RESULT, PipeBackend, PipeSupervisor
+from tests.support import in_thread
 
 
 class Ended(PipeSupervisor):
@@ -56,21 +57,6 @@ class GatedLaunches(PipeBackend):
         assert self.release.wait(30)
         self.peer = peer
         return super().launch(session_id)  # type: ignore[return-value]
-
-
-def in_thread(action: Callable[[], object]) -> tuple[threading.Event, list[BaseException]]:
-    done, errors = threading.Event(), []
-
-    def run() -> None:
-        try:
-            action()
-        except BaseException as e:
-            errors.append(e)
-        finally:
-            done.set()
-
-    threading.Thread(target=run, daemon=True).start()
-    return done, errors
 
 
 def test_two_threads_starting_one_session_launch_one_container() -> None:

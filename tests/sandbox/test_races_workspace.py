@@ -10,7 +10,7 @@ import pytest
 
 from sandbox import DockerBackend, ExecutionResult, Sandbox
 from sandbox.channel import SupervisorChannel
-from tests.sandbox.test_races_session import in_thread
+from tests.support import in_thread
 
 pytestmark = pytest.mark.docker
 

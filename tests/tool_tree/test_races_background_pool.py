@@ -15,23 +15,13 @@ from typing import Any
 import pytest
 
 import tool_tree.run_loop as run_loop
+from tests.support import in_thread
 from tests.tool_tree.test_api_background_pool import media
 from tool_tree.pool import BackgroundPool, PoolError
 
 
 def call_in_thread(bg: BackgroundPool) -> tuple[threading.Event, list[BaseException]]:
-    done, errors = threading.Event(), []
-
-    def run() -> None:
-        try:
-            bg.call("media", "slow_echo", {"text": "late", "seconds": 0}, timeout=10)
-        except BaseException as e:
-            errors.append(e)
-        finally:
-            done.set()
-
-    threading.Thread(target=run, daemon=True).start()
-    return done, errors
+    return in_thread(lambda: bg.call("media", "slow_echo", {"text": "late", "seconds": 0}, timeout=10))
 
 
 def loop_read_then(monkeypatch: pytest.MonkeyPatch, action: Callable[[asyncio.AbstractEventLoop], None]) -> None:
