@@ -16,14 +16,14 @@ A plain function ``(server, tool, arguments) -> result`` works wherever a bridge
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, cast
+from typing import Any, NoReturn, TypeVar, cast
 
 from sandbox.errors import SandboxError
+from tool_tree.run_loop import wait_handed
 
 T = TypeVar("T")
 
@@ -177,18 +177,11 @@ def resolve(value: T | Awaitable[T], loop: asyncio.AbstractEventLoop | None) -> 
         if inspect.iscoroutine(value):
             value.close()
         raise ToolCallRefused(LOOP_CLOSED, "tools_closed") from None
-    # In slices: a loop closed after taking the call but before running it drops it (before: a wait for ever, its
-    # worker thread and call slot held for good); and a Ctrl-C that lands just before a wait is raised at once.
-    while True:
-        try:
-            return future.result(timeout=0.5)
-        except concurrent.futures.TimeoutError:
-            closed = target.is_closed()  # before looking at the future: nothing changes it once the loop is closed
-            if future.done():
-                return future.result()
-            if closed:
-                future.cancel()
-                coroutine.close()
-                if inspect.iscoroutine(value):
-                    value.close()
-                raise ToolCallRefused(LOOP_CLOSED, "tools_closed") from None
+
+    def refuse() -> NoReturn:  # the loop closed after taking the call, before running it: it dropped it
+        coroutine.close()
+        if inspect.iscoroutine(value):
+            value.close()
+        raise ToolCallRefused(LOOP_CLOSED, "tools_closed") from None
+
+    return wait_handed(future, target.is_closed, refuse)

@@ -247,6 +247,7 @@ class Sandbox:
                 raise
 
     def _closed_meanwhile(self) -> bool:
+        """``_closed`` read again (a method: after a check of it, mypy would take it as unchanged)."""
         return self._closed
 
     def __enter__(self) -> Sandbox:

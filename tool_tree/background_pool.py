@@ -10,7 +10,7 @@ import concurrent.futures
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from tool_tree.config import Config, ServerConfig
 from tool_tree.pool import (
@@ -21,7 +21,7 @@ from tool_tree.pool import (
     _closed_during_call,
     _pool_settings,
 )
-from tool_tree.run_loop import run_to_the_end
+from tool_tree.run_loop import run_to_the_end, wait_handed
 
 
 class BackgroundPool:
@@ -177,7 +177,7 @@ class BackgroundPool:
             coroutine.close()
             raise _closed_during_call() from None
         try:
-            return _result(future, thread)
+            return wait_handed(future, lambda: not thread.is_alive(), _cancelled)
         except concurrent.futures.CancelledError:  # the loop ended with the call in flight
             if not thread.is_alive():  # or before it ran the call, which it dropped: no "never awaited" warning
                 coroutine.close()
@@ -187,23 +187,6 @@ class BackgroundPool:
             raise
 
 
-def _result(future: concurrent.futures.Future[dict[str, Any]], thread: threading.Thread) -> dict[str, Any]:
-    """``future.result()`` waited for in half-second slices, until the pool's ``thread`` has ended.
-
-    A Ctrl-C that lands just before a wait sets Python's flag without waking it: waited in one piece, the
-    KeyboardInterrupt came only when the call ended (its timeout, 60 s by default). Between slices it comes at once.
-
-    Raises:
-        concurrent.futures.CancelledError: the call was cancelled, or the loop ended without running it (a call
-            handed to it as the pool closed, after its last round of tasks: before, it waited for ever).
-    """
-    while True:
-        try:
-            return future.result(timeout=0.5)
-        except TimeoutError:
-            ended = not thread.is_alive()  # before looking at the future: nothing changes it once the loop is gone
-            if future.done():  # it ended as the wait did, or the call itself timed out: its own outcome
-                return future.result()
-            if ended:
-                future.cancel()
-                raise concurrent.futures.CancelledError from None
+def _cancelled() -> NoReturn:
+    """The loop ended without running the call (handed to it as the pool closed, after its last round of tasks)."""
+    raise concurrent.futures.CancelledError from None

@@ -12,8 +12,11 @@ until none is left; once the loop no longer runs, work handed to it is never sta
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from typing import Any
+import concurrent.futures
+from collections.abc import Callable, Coroutine
+from typing import Any, NoReturn, TypeVar
+
+T = TypeVar("T")
 
 ROUNDS = 100
 """Most rounds of cancelling what was started meanwhile (each round runs the loop only until the tasks it
@@ -50,3 +53,23 @@ def _end_tasks(loop: asyncio.AbstractEventLoop) -> None:
         for task in pending:
             task.cancel()
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+
+def wait_handed(future: concurrent.futures.Future[T], gone: Callable[[], bool], refuse: Callable[[], NoReturn]) -> T:
+    """``future.result()`` of work handed to such a loop from another thread, waited for in half-second slices.
+
+    A Ctrl-C that lands just before a wait sets Python's flag without waking it: waited in one piece, it came only
+    when the work ended. And a loop that ends after taking the work but before running it drops it: once ``gone()``
+    (the loop closed, its thread ended) and the work is not done, it is cancelled and ``refuse()`` raises (before:
+    a wait for ever).
+    """
+    while True:
+        try:
+            return future.result(timeout=0.5)
+        except concurrent.futures.TimeoutError:
+            ended = gone()  # before looking at the future: nothing changes it once the loop is gone
+            if future.done():  # it ended as the wait did, or the work itself timed out: its own outcome
+                return future.result()
+            if ended:
+                future.cancel()
+                refuse()
