@@ -12,7 +12,9 @@
 3. The 527-tool LiveMCPBench catalog, generated into a tree from snapshots (with embeddings):
    the 40 multi-step tasks of ``prefilter_tasks_527.json`` (written for this benchmark; each need
    lists the tools that can meet it), through the real `PreFilter` + `LocalFilter` (siblings
-   ``named`` and ``server``). Recall counts needs met.
+   ``named`` and ``server``). Recall counts needs met. The same for the 64 tasks worded as users word
+   them (``search_sets.USER_TASKS``, each half on its own; siblings ``named``), at the default
+   threshold and four others.
 4. Latency of one decision (``PreFilter.decide``) for 527 tools: every task 3 times with a new
    text each time (median, p90), with embeddings and lexical only; and ``score_tools`` alone on
    one text, for comparison. ``--latency`` runs only this part (and updates it in the JSON).
@@ -43,7 +45,7 @@ from _common import OUT, ROOT, print_table, write_json
 from _prefilter_data import metatool_halves, raw_scores
 from agent_tasks import generate
 from generate_tree import livemcpbench_snapshots
-from search_sets import BFCL_PIP, bfcl
+from search_sets import BFCL_PIP, USER_TASKS, bfcl
 
 from agent.prefilter import ClaudeFilter, LocalFilter, PreFilter, load_catalog
 from agent.prefilter.claude import VERDICT_TOOL
@@ -155,8 +157,18 @@ def tree527(work: Path) -> Path:
     return generate(None, work / "tree527", snapshots=work / "snap527", embeddings="on")
 
 
-def catalog527(tree: Path, siblings: str, threshold: float | None = None) -> list[dict[str, Any]]:
-    tasks = json.loads(TASKS.read_text(encoding="utf-8"))["tasks"]
+def user_tasks() -> dict[str, list[dict[str, Any]]]:
+    """The search benchmark's tasks worded as users word them (``search_sets.USER_TASKS``), by half, as
+    ``catalog527`` takes them. The pre-filter was never calibrated on either half."""
+    data = json.loads(USER_TASKS.read_text(encoding="utf-8"))
+    return {half: [{"task": t["query"], "needs": t["needs"]} for t in data[half]] for half in ("tuning", "held_out")}
+
+
+def catalog527(
+    tree: Path, siblings: str, threshold: float | None = None, tasks: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    if tasks is None:
+        tasks = json.loads(TASKS.read_text(encoding="utf-8"))["tasks"]
     catalog = load_catalog(tree, Manifest.load(tree))
     f = PreFilter(LocalFilter(tree), catalog, siblings=siblings, threshold=threshold)  # type: ignore[arg-type]
     runs = []
@@ -300,6 +312,11 @@ def main() -> int:
         tree = tree527(Path(tmp))
         by_siblings = {s: catalog527(tree, s) for s in ("named", "server")}
         sweep = {t: catalog527(tree, "named", t) for t in SWEEP}
+        users = {
+            (half, t): catalog527(tree, "named", t, tasks)
+            for half, tasks in user_tasks().items()
+            for t in (None, 0.002, 0.005, 0.01, 0.02)
+        }
         speed = {"hybrid": latency(tree, lexical=False), "lexical": latency(tree, lexical=True)}
         costs = cost(tree, by_siblings["named"])
     rows = []
@@ -328,6 +345,17 @@ def main() -> int:
         rows.append([f"{t:g}", f"{met / needs:.3f}", f"{100 * statistics.mean(r['share'] for r in runs):.1f} %"])
     print_table("527-tool catalog, other thresholds (siblings named; not used to choose the default)",
                 ["threshold", "recall", "catalog shown"], rows)  # fmt: skip
+    rows = []
+    for (half, t), runs in users.items():
+        needs, met = sum(r["needs"] for r in runs), sum(r["met"] for r in runs)
+        share = statistics.mean(r["share"] for r in runs)
+        rows.append([half, "default" if t is None else f"{t:g}", f"{met / needs:.3f} ({met}/{needs})",
+                     f"{100 * share:.1f} %", f"{statistics.median(r['admitted'] for r in runs):.0f}"])  # fmt: skip
+    print_table(
+        "527-tool catalog, tasks worded as users word them (siblings named; never used to calibrate)",
+        ["half", "threshold", "recall", "catalog shown (mean)", "admitted (median)"],
+        rows,
+    )
     print_latency(speed)
     c = costs
     first, later = c["claude_first_call"], c["claude_later_call_median"]
@@ -346,7 +374,9 @@ def main() -> int:
         ],
     )  # fmt: skip
     data = {"token_count": APPROXIMATION, "metatool_held_out": held, "bfcl_held_out": turns,
-            "catalog527": by_siblings, "catalog527_sweep": sweep, "latency": speed, "cost": costs}  # fmt: skip
+            "catalog527": by_siblings, "catalog527_sweep": sweep,
+            "catalog527_user_tasks": {f"{half} {t or 'default'}": runs for (half, t), runs in users.items()},
+            "latency": speed, "cost": costs}  # fmt: skip
     write_json("prefilter_recall.json", data)
     return 0
 

@@ -18,6 +18,10 @@ is met when any of its acceptable tools is in the first k. A second held-out set
 catalog is the pre-filter benchmark's 40 tasks (``bench/prefilter_tasks_527.json``), written
 later and never used to choose a search setting. These tasks were written by someone
 who had read the tool names, so they lean towards the catalog's words more than a user's would.
+``bench/data/livemcp_user_tasks.json`` holds 64 more (156 needs), worded as users word them: written
+from the servers' names, categories and descriptions alone, frozen, and only then annotated against
+the catalog's tools. They are split by the SHA-256 of the query text into a tuning half (35 tasks, 87
+needs) and a held-out half (29 tasks, 69 needs).
 
 BFCL's multi-turn tasks (``bfcl()``) are a third kind: users' requests, turn by turn, to
 REST-style APIs with many tools each — 162 tools in 12 "servers" (the API classes of
@@ -49,6 +53,8 @@ from tool_tree.search import SearchDoc
 from tool_tree.search._docs import description_of, params_of
 
 TASKS = ROOT / "bench" / "data" / "livemcp_tasks.json"
+USER_TASKS = ROOT / "bench" / "data" / "livemcp_user_tasks.json"
+"""Tasks worded as users word them, written without seeing the catalog's tools (see the module docstring)."""
 PREFILTER_TASKS = ROOT / "bench" / "prefilter_tasks_527.json"
 """A second held-out set: the pre-filter benchmark's 40 tasks, written later and never used to tune the search."""
 KS = (1, 5, 10)
@@ -149,6 +155,9 @@ def livemcpbench() -> Catalog:
         label: _tasks(label, TASKS, data[part], known)
         for part, label in (("tuning", "tune tasks"), ("held_out", "held tasks"))
     }
+    users = json.loads(USER_TASKS.read_text(encoding="utf-8"))
+    for part, label in (("tuning", "tune user tasks"), ("held_out", "held user tasks")):
+        sets[label] = _tasks(label, USER_TASKS, users[part], known)
     second = json.loads(PREFILTER_TASKS.read_text(encoding="utf-8"))["tasks"]
     sets["held tasks, pre-filter's 40"] = _tasks("held tasks, pre-filter's 40", PREFILTER_TASKS, second, known)
     return Catalog("LiveMCPBench", docs, sets)
