@@ -1104,6 +1104,26 @@ def test_split_clauses_cuts_at_sentences_and_chaining_words() -> None:
     ]
 
 
+def test_split_clauses_cuts_chinese_and_japanese_at_full_width_punctuation_and_chaining_words() -> None:
+    from tool_tree.search._query import split_clauses
+
+    # no space follows 。 or ，; "顺便" (while at it) and "帮我" (help me) chain requests after a full-width comma
+    trip = "我下周五要从北京去上海出差，帮我看看那天的高铁票还有没有，顺便看看上海那几天天气怎么样，要不要带伞。"
+    assert split_clauses(trip, "chains") == [
+        "我下周五要从北京去上海出差",
+        "帮我看看那天的高铁票还有没有",
+        "顺便看看上海那几天天气怎么样，要不要带伞。",
+    ]
+    assert split_clauses("東京の天気を教えて。それから円をドルに換算して。", "sentences") == [
+        "東京の天気を教えて。",
+        "それから円をドルに換算して。",
+    ]
+    assert split_clauses("上海天气，要不要带伞", "chains") == []  # a comma alone does not chain requests
+    assert split_clauses("天气。好", "sentences") == []  # one CJK character is not a word: joined to the one before
+    mixed = "查一下北京天气。Also, convert 100 yuan to euros."
+    assert split_clauses(mixed, "chains") == ["查一下北京天气。", "convert 100 yuan to euros."]
+
+
 def test_a_query_is_scored_whole_and_clause_by_clause_as_the_index_is_configured(tree: Path) -> None:
     from tool_tree.search._index import MAX_QUERY
     from tool_tree.search._query import MAX_CLAUSES

@@ -3,7 +3,8 @@
 "Find the cheapest flight, convert the price to euros and email it to Ana" needs three tools.
 Ranked as one bag of words, the need with the most words fills every slot. Here the query is
 cut into clauses at sentence ends, semicolons and the words that chain requests ("then",
-"also", "and" after a comma, ...); each clause is ranked on its own, and the rankings of the
+"also", "and" after a comma, ...; in Chinese and Japanese the full-width 。！？； and a full-width
+comma before 然后, 顺便, 还有, ...); each clause is ranked on its own, and the rankings of the
 whole query and of every clause are fused by weighted reciprocal rank (Cormack et al. 2009)::
 
     fused(d) = w_full / (k + rank_full(d)) + Σ_clauses w_clause / (k + rank_clause(d))
@@ -21,15 +22,22 @@ MAX_CLAUSES = 4
 """Clauses ranked on their own at most: the first three, then the rest of the query as one; the
 whole query is always ranked."""
 MIN_CLAUSE_WORDS = 2
-"""Shorter pieces are joined to the clause before them: "and also" alone asks for nothing."""
+"""Shorter pieces are joined to the clause before them: "and also" alone asks for nothing. Two CJK
+characters count as one word (the index reads them as character bigrams)."""
+_CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
-_SENTENCE = r"(?<=[.!?;])\s+"
+_SENTENCE = r"(?<=[.!?;])\s+|(?<=[。！？；])\s*"
+"""A sentence end: ASCII punctuation before a space, or the full-width punctuation of Chinese and Japanese,
+which no space follows."""
 _CHAIN_WORD = r"(?:and\s+)?(?:then|afterwards|after\s+that|also|additionally|as\s+well\s+as|plus)\b"
 _REQUEST = (
     r"(?:then\s+)?(?:please\s+)?(?:can|could|would|will|tell|give|show|find|get|send|check|recommend|suggest|let"
     r"|help|make|create|convert|save|email|book|search|look)\b"
 )
-_CHAIN = rf"{_SENTENCE}(?:{_CHAIN_WORD})?|,?\s+{_CHAIN_WORD}|,\s+and\s+|\s+and\s+(?={_REQUEST})"
+_CJK_CHAIN = r"，\s*(?=然后|再|顺便|并|还有|另外|同时|最后|帮我)"
+"""A full-width comma before a word that chains requests in Chinese ("then", "again", "while at it", "and", "also",
+"besides", "at the same time", "finally", "help me"); the word stays in its clause."""
+_CHAIN = rf"(?:{_SENTENCE})(?:{_CHAIN_WORD})?|,?\s+{_CHAIN_WORD}|,\s+and\s+|\s+and\s+(?={_REQUEST})|{_CJK_CHAIN}"
 SPLITTERS = {
     "none": None,
     "sentences": re.compile(_SENTENCE),
@@ -50,19 +58,24 @@ def split_clauses(query: str, splitter: str = "chains") -> list[str]:
         return []
     clauses: list[str] = []
     for piece in pattern.split(" ".join(query.split())):  # single spaces: the patterns never rescan a long run
-        piece = piece.strip(" ,;:-\n\t")
+        piece = piece.strip(" ,;:-\n\t，")
         if not piece:
             continue
-        if clauses and len(piece.split()) < MIN_CLAUSE_WORDS:
+        if clauses and _words(piece) < MIN_CLAUSE_WORDS:
             clauses[-1] = f"{clauses[-1]} {piece}"
         else:
             clauses.append(piece)
-    if len(clauses) > 1 and len(clauses[0].split()) < MIN_CLAUSE_WORDS:
+    if len(clauses) > 1 and _words(clauses[0]) < MIN_CLAUSE_WORDS:
         clauses[1] = f"{clauses[0]} {clauses[1]}"
         del clauses[0]
     if len(clauses) > MAX_CLAUSES:  # the rest is one clause: a request's later needs are not dropped
         clauses[MAX_CLAUSES - 1 :] = [" ".join(clauses[MAX_CLAUSES - 1 :])]
     return clauses if len(clauses) > 1 else []
+
+
+def _words(piece: str) -> int:
+    """Words of ``piece``: those between spaces, plus one for every two CJK characters."""
+    return len(piece.split()) + len(_CJK_CHAR.findall(piece)) // 2
 
 
 FUSIONS = ("rrf", "max", "maxrank")
