@@ -128,15 +128,22 @@ class SandboxPool:
         """Wait until ``count`` (default: all) sandboxes are warm.
 
         Raises:
-            SessionError: not within ``timeout``, or this is a fork of the process that made the pool.
+            SessionError: not within ``timeout``; at once when the pool was never started or is closed, or the
+                engine refuses every start (as `acquire` says); or this is a fork of the process that made the pool.
         """
         self._check_process()
         want = self.size if count is None else min(count, self.size)
         deadline = time.monotonic() + timeout
         with self._cond:
             while len(self._ready) < want:
+                if self._closed:
+                    raise SessionError("the pool is closed")
+                if self._thread is None:  # before: waited out the whole timeout, then "...: None"
+                    raise SessionError("the pool is not started: call start() or use it in a with block first")
+                if _refused(self._last_error):
+                    raise SessionError(f"no pooled sandbox can start: {self._last_error}")
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._closed:
+                if remaining <= 0:
                     raise SessionError(f"the pool did not warm {want} sandboxes in {timeout:g} s: {self._last_error}")
                 self._cond.wait(remaining)
 

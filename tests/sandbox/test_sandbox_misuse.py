@@ -176,6 +176,34 @@ def test_a_pool_refuses_bad_arguments_without_spending_a_warm_sandbox(tmp_path: 
         pool.close()
 
 
+def test_waiting_on_a_pool_that_cannot_warm_says_why_at_once() -> None:
+    import time
+
+    from sandbox.errors import EngineError
+    from sandbox.pool import SandboxPool
+
+    class Refused(PipeBackend):
+        def __init__(self) -> None:
+            self.config = CONFIG
+
+        def launch(self, session_id: str) -> PipeSupervisor:
+            raise EngineError("unknown runtime specified bogus", command=["create"], returncode=400)
+
+    pool = SandboxPool(Refused(), size=1)
+    started = time.monotonic()
+    with pytest.raises(SessionError, match=r"^the pool is not started: call start\(\)"):
+        pool.wait_ready(timeout=60)  # before: waited the whole 60 s, then "did not warm 1 sandboxes ...: None"
+    pool.start()
+    try:
+        with pytest.raises(SessionError, match=r"no pooled sandbox can start: .*unknown runtime specified bogus"):
+            pool.wait_ready(timeout=60)  # before: 60 s of retries of the same refusal
+    finally:
+        pool.close()
+    with pytest.raises(SessionError, match=r"^the pool is closed$"):
+        pool.wait_ready(timeout=60)
+    assert time.monotonic() - started < 30
+
+
 def test_an_mcp_bridge_without_its_pools_loop_is_refused_naming_tool_loop(tmp_path: Path) -> None:
     # Its calls would run on the shared background loop: they worked, but the servers they started were
     # tied to that loop, so leaving the BackgroundPool waited 60 s for them and they ran on until exit.
