@@ -78,9 +78,12 @@ def test_only_loopback_exists_and_there_is_no_route(shared: Sandbox) -> None:
         "import socket\n"
         "print(socket.if_nameindex())\n"
         "print(open('/proc/net/route').read().splitlines()[1:])\n"
-        "print([l.split()[-1] for l in open('/proc/net/if_inet6')])\n"
+        "print(sorted({(l.split()[0], l.split()[-1]) for l in open('/proc/net/if_inet6')}))\n"
     )
-    assert run_ok(shared, code) == "[(1, 'lo')]\n[]\n[]\n"  # no IPv6 address at all
+    names, routes, addresses = run_ok(shared, code).splitlines()
+    assert (names, routes) == ("[(1, 'lo')]", "[]")
+    # Docker 20.10 takes IPv6 off a `--network none` container; 26 and later, and gVisor, leave ::1 on lo
+    assert addresses in ("[]", "[('00000000000000000000000000000001', 'lo')]")
 
 
 @pytest.fixture
