@@ -8,7 +8,8 @@ locked every other client out for 30 minutes, and 16 open ``GET`` streams for ev
 ``initialize`` that finds every place taken ends the session that has gone longest without a request in flight (an
 open ``GET`` stream does not count; one whose client left, its ``GET`` stream closed, goes first): its client's next
 request gets ``404`` and, as the MCP spec says, it initializes again. Only when every session has a request in
-flight is the new client refused, with a ``503`` that names ``serve.max_sessions`` and ``idle_timeout``. The session
+flight (still, after `ADMISSION_GRACE`) is the new client refused, with a ``503`` that names ``serve.max_sessions`` and
+``idle_timeout``. The session
 is ended through the SDK's own door (a ``DELETE`` of it, sent from here), and its sandbox session with it. Its
 sandbox session also ends when the SDK ended the session on a ``DELETE`` or answers that it does not know it
 (``404``); never on a ``DELETE`` the SDK refused (a foreign ``Origin``).
@@ -66,6 +67,10 @@ logger = logging.getLogger(__name__)
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
 SAY_EVERY = 10.0
+ADMISSION_GRACE = 1.0
+"""Seconds a new client waits for a session's request to finish when every session has one in flight, before its
+``503``. A client has its answer a moment before the gate counts its request finished (the answer's last bytes are
+still being sent), so one that sent its next ``initialize`` at once was refused (a test saw it under load)."""
 """Seconds between two log lines of one kind (refusals, evictions, cancels): a client cannot flood the log."""
 
 Ended = Callable[[str], Awaitable[None]]
@@ -113,6 +118,7 @@ class SessionGate:
         self._opening = 0  # requests without a session that the SDK may be opening one for
         self._admission = anyio.Lock()
         self._in_flight = InFlight()
+        self._finished: anyio.Event | None = None  # set when a session's request finishes (`_open` waits on it)
 
     def stop(self, grace: float) -> None:
         """Serving stops: end every ``GET`` stream now and every other request in flight after ``grace`` seconds;
@@ -226,6 +232,9 @@ class SessionGate:
             places.release()
             if session is not None:
                 session.active = time.monotonic()
+                if self._finished is not None:
+                    self._finished.set()
+                    self._finished = None
 
     async def _forward(self, key: str | None, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
         """Hand the request to the SDK; if its connection closes before the answer, cancel it in its session."""
@@ -277,11 +286,19 @@ class SessionGate:
         initialize = _method(body) == "initialize"
         async with self._admission:
             evicted: _Session | None = None
-            if len(self._sessions) + self._opening >= self.max_sessions:
+            deadline = anyio.current_time() + ADMISSION_GRACE
+            while len(self._sessions) + self._opening >= self.max_sessions:
                 evicted = self._victim() if initialize else None
-                if evicted is None:
+                if evicted is not None:
+                    del self._sessions[evicted.key]
+                    break
+                remaining = deadline - anyio.current_time()
+                if not initialize or remaining <= 0:
                     raise Refusal(503, self._full())
-                del self._sessions[evicted.key]
+                if self._finished is None:
+                    self._finished = anyio.Event()
+                with anyio.move_on_after(remaining):
+                    await self._finished.wait()
             self._opening += 1
         opening = True
         host = (_header(scope, "host") or "").encode("latin-1")

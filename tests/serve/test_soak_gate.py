@@ -11,6 +11,7 @@ In process: the gate with a stand-in for the SDK's app.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -80,7 +81,11 @@ class Harness:
                 self.changed = anyio.Event()
                 await self.changed.wait()
 
-    async def post(self, method: str, key: str | None = None) -> int:
+    async def post(
+        self, method: str, key: str | None = None, answered: Callable[[], Awaitable[None]] | None = None
+    ) -> int:
+        """The status of a ``POST`` of ``method`` (in session ``key``); ``answered`` runs when its client has the
+        answer's last bytes (before the gate's own bookkeeping of the request, as with a real client)."""
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": {}}).encode()
         headers = {"content-length": str(len(body)), "content-type": "application/json"}
         if key is not None:
@@ -93,6 +98,8 @@ class Harness:
 
         async def send(message: Message) -> None:
             sent.append(message)
+            if answered is not None and message["type"] == "http.response.body" and not message.get("more_body"):
+                await answered()
 
         await self.gate(request("POST", headers), receive, send)
         return int(sent[0]["status"])
@@ -142,3 +149,25 @@ async def test_a_new_client_ends_the_session_of_a_client_that_left_not_a_connect
         await h.until(lambda: len(h.ended) == 2)
         assert h.ended == ["s2", "s1"]
         tg.cancel_scope.cancel()
+
+
+async def test_a_client_that_initializes_the_moment_the_last_busy_session_is_answered_is_admitted() -> None:
+    # Its previous request's answer has reached it, but the gate has not yet counted that request finished: before,
+    # every session still had "a request in flight" and the new client got 503 (seen under load in the HTTP tests).
+    h = Harness(max_sessions=1)
+    statuses: list[int] = []
+    async with anyio.create_task_group() as tg:
+        assert await h.post("initialize") == 200  # s1
+
+        async def next_client() -> None:
+            statuses.append(await h.post("initialize"))
+
+        async def answered() -> None:  # s1's client has its answer: a new client initializes at once
+            tg.start_soon(next_client)
+            with anyio.fail_after(WAIT):  # until the new client is refused (before) or waits for a place (now)
+                while not statuses and h.gate._finished is None:
+                    await anyio.sleep(0)
+
+        assert await h.post("tools/call", "s1", answered) == 200
+        await h.until(lambda: h.ended)
+    assert statuses == [200] and h.ended == ["s1"]
