@@ -308,16 +308,7 @@ class DockerEngine:
             EngineUnavailableError: no engine answers.
             EngineError: the engine failed otherwise.
         """
-        try:
-            with translated("image remove"):
-                self.api.remove_image(name, force=False)
-        except EngineUnavailableError:
-            raise
-        except EngineError as e:
-            if _is_gone(e):
-                return False
-            raise
-        return True
+        return self._removed("image remove", lambda: self.api.remove_image(name, force=False))
 
     def volume_exists(self, name: str) -> bool:
         """Whether a volume of that name exists.
@@ -589,9 +580,14 @@ class DockerEngine:
         Raises:
             EngineUnavailableError: no engine answers.
         """
+        return self._removed("volume remove", lambda: self.api.remove_volume(name, force=True))
+
+    @staticmethod
+    def _removed(what: str, remove: Callable[[], object]) -> bool:
+        """Whether ``remove`` removed its object: False when the engine keeps it (in use) or it is gone already."""
         try:
-            with translated("volume remove"):
-                self.api.remove_volume(name, force=True)
+            with translated(what):
+                remove()
         except EngineUnavailableError:
             raise
         except EngineError as e:
