@@ -67,11 +67,11 @@ logger = logging.getLogger(__name__)
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
 SAY_EVERY = 10.0
+"""Seconds between two log lines of one kind (refusals, evictions, cancels): a client cannot flood the log."""
 ADMISSION_GRACE = 1.0
 """Seconds a new client waits for a session's request to finish when every session has one in flight, before its
 ``503``. A client has its answer a moment before the gate counts its request finished (the answer's last bytes are
 still being sent), so one that sent its next ``initialize`` at once was refused (a test saw it under load)."""
-"""Seconds between two log lines of one kind (refusals, evictions, cancels): a client cannot flood the log."""
 
 Ended = Callable[[str], Awaitable[None]]
 Stream = Callable[[str, bool], None]
