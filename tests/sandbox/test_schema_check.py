@@ -22,7 +22,8 @@ import jsonschema
 import pytest
 
 from sandbox.bridge import ToolCallRefused
-from sandbox.mcp_bridge import PATH_CHARS, VALIDATION_BURST_SECONDS, McpBridge
+from sandbox.mcp_bridge import PATH_CHARS, VALIDATION_BURST_SECONDS, VALIDATION_RATE, McpBridge
+from sandbox.request_budget import RequestBudget
 from sandbox.schema_check import BRANCH_ERRORS, TooCostly, cpu_deadline, tool_validator
 from tests.support import raw_server_tree
 from tool_tree.pool import BackgroundPool
@@ -118,6 +119,9 @@ def test_arguments_too_costly_to_validate_go_to_the_server_and_a_session_spends_
 ) -> None:
     tree, pool = raw
     bridge = McpBridge(tree, pool.pool)
+    # The session's budget, on a clock that stands still: on the wall clock a busy host's slow calls refilled it
+    # (5% of a core for each second they took; 2 runs in 15 under load had 0.5 s to spare after them).
+    bridge._validation_budget = RequestBudget(burst=VALIDATION_BURST_SECONDS, rate=VALIDATION_RATE, clock=lambda: 0.0)
     with caplog.at_level(logging.WARNING):
         for _ in range(3):
             assert call(bridge, pool, "log", COSTLY)["content"][0]["text"].startswith('{"attendees": [{"name": "a"')
