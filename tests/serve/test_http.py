@@ -253,8 +253,9 @@ async def test_a_client_leaving_mid_execution_ends_its_session_container_and_ser
         tg.start_soon(call, c)
         with anyio.fail_after(WAIT):
             await running.wait()
-        while not marked_processes(serve.mark):  # the docs server starts on the script's first call
-            await anyio.sleep(0.1)
+        with anyio.fail_after(WAIT):
+            while not marked_processes(serve.mark):  # the docs server starts on the script's first call
+                await anyio.sleep(0.1)
         assert len(containers(serve.owner)) >= 1
         tg.cancel_scope.cancel()
     # Leaving sent notifications/cancelled and DELETE: the session's servers and container go.
