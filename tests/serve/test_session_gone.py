@@ -12,11 +12,12 @@ from typing import Any
 
 import anyio
 import pytest
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Message
 
 from agent.serve.http_gate import SessionGate
 from agent.serve.sessions import ClientSession, SessionRegistry
 from agent.toolsets.base import ToolOutcome
+from tests.serve.test_soak_gate import App, request
 
 pytestmark = pytest.mark.anyio
 
@@ -99,28 +100,6 @@ async def test_a_call_or_a_reopened_stream_clears_the_sign_that_the_client_left(
     assert left == [True, False, True, False]
 
 
-class StandIn:
-    """The SDK's app as far as the gate sees it: ``initialize`` opens session ``s1``; a ``GET`` of it is a stream
-    that lasts until its client disconnects."""
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] == "POST":
-            await receive()
-            headers = [(b"content-type", b"application/json"), (b"mcp-session-id", b"s1")]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await send({"type": "http.response.body", "body": b"{}"})
-            return
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        await send({"type": "http.response.body", "body": b""})
-
-
-def request(method: str, headers: dict[str, str]) -> Scope:
-    raw = [(k.lower().encode(), v.encode()) for k, v in {"host": "127.0.0.1:1", **headers}.items()]
-    return {"type": "http", "method": method, "path": "/mcp", "headers": raw, "query_string": b""}
-
-
 async def test_the_gate_tells_when_a_sessions_get_stream_opens_and_when_it_closes() -> None:
     heard: list[tuple[str, bool]] = []
     changed = anyio.Event()
@@ -132,7 +111,7 @@ async def test_the_gate_tells_when_a_sessions_get_stream_opens_and_when_it_close
     async def on_end(key: str) -> None:
         pass
 
-    gate = SessionGate(StandIn(), max_sessions=4, idle_timeout=HOUR, on_end=on_end, on_stream=on_stream)
+    gate = SessionGate(App(), max_sessions=4, idle_timeout=HOUR, on_end=on_end, on_stream=on_stream)
     sent: list[Message] = []
 
     async def send(message: Message) -> None:
