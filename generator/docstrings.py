@@ -29,6 +29,8 @@ MAX_FIELD_DESCRIPTION = 300
 MAX_RAW_SCHEMA = 8_000
 """Characters of pretty JSON shown for a schema that could not be converted."""
 MAX_RETURN_FIELDS = 30
+MAX_PATTERNS = 10
+"""``patternProperties`` patterns named in the docstring."""
 MAX_SUMMARY_LINE = 110
 """Characters of a first sentence put on a docstring's first line of its own."""
 _WIDTH = LINE - 4
@@ -110,7 +112,11 @@ def _args_doc(parts: StubParts) -> list[str]:
         out += wrap(text, _WIDTH, "    ")
     elif parts.extra is not None:
         more = "more arguments" if parts.params else "the tool's arguments"
-        out += wrap(f"**arguments: {more}, by their wire names (any keys).", _WIDTH, "    ")
+        keys = "any keys"
+        if parts.extra_patterns:
+            shown = ", ".join(repr(one_line(p, 60)) for p in parts.extra_patterns[:MAX_PATTERNS])
+            keys = f"keys matching {shown}{', …' if len(parts.extra_patterns) > MAX_PATTERNS else ''}"
+        out += wrap(f"**arguments: {more}, by their wire names ({keys}).", _WIDTH, "    ")
     return out
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from generator.fingerprint import generator_fingerprint
 from generator.index_files import render_index, render_package_init, render_readme, render_servers_init
 from generator.naming import assign_identifiers
+from generator.parts import tool_title
 from tool_tree.text import first_sentence, one_line
 
 if TYPE_CHECKING:
@@ -170,6 +171,13 @@ def _unmatched_patterns(listing: ServerListing, names: Sequence[str]) -> list[st
     return warnings
 
 
+def tool_summary(raw: dict[str, Any]) -> str:
+    """The first sentence of a tool's description, else its title, as the stub's docstrings have it (many
+    servers give a tool a title and no description)."""
+    description = raw.get("description")
+    return first_sentence(description if isinstance(description, str) else "", 200) or one_line(tool_title(raw), 200)
+
+
 def server_description(listing: ServerListing) -> str:
     """One line saying what the server is for: config, then what the server says about itself."""
     for candidate in (
@@ -307,7 +315,6 @@ def plan_tree(
                 stub_warnings, parameters = list(reused.warnings), dict(reused.parameters)
             data = files[path]
             warnings += [f"{listing.name}: {msg}" for msg in stub_warnings]
-            description = raw.get("description") if isinstance(raw.get("description"), str) else ""
             server_tools.append(
                 ToolEntry(
                     server=listing.name,
@@ -315,7 +322,7 @@ def plan_tree(
                     function=function,
                     path=path,
                     schema_hash=digest,
-                    summary=first_sentence(description or "", 200),
+                    summary=tool_summary(raw),
                     stub_hash=content_hash(data),
                     warnings=tuple(stub_warnings),
                     parameters=parameters,

@@ -35,6 +35,8 @@ class StubParts:
     params: list[Param] = field(default_factory=list)
     extra: PyType | None = None
     """Type of ``**arguments`` (keys beyond the properties, or the fallback); None for none."""
+    extra_patterns: tuple[str, ...] = ()
+    """The patterns the keys of ``**arguments`` must match (none: any key)."""
     raw_input: Any = None
     fallback_reason: str = ""
     output: PyType | None = None
@@ -45,3 +47,9 @@ class StubParts:
 def text_of(value: Any) -> str:
     """``value`` when it is a string, else empty (server data is untrusted in type too)."""
     return value if isinstance(value, str) else ""
+
+
+def tool_title(raw: dict[str, Any]) -> str:
+    """A tool's display title (MCP 2025-06-18): its own ``title``, else the one in its ``annotations``."""
+    annotations = raw.get("annotations")
+    return text_of(raw.get("title")) or (text_of(annotations.get("title")) if isinstance(annotations, dict) else "")

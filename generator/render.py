@@ -10,7 +10,8 @@ Parameters follow the input schema's properties, under the names the server gave
 (:func:`generator.naming.assign_parameters`): keyword-only, required ones first, optional ones
 defaulting to ``NOT_GIVEN``, which the runtime leaves out of the call (``None`` is sent as
 ``null``, and the types allow it only where the schema allows null). Keys beyond the properties
-(an object without ``properties``, or with ``additionalProperties``) come in as ``**arguments``.
+(an object without ``properties``, or with ``additionalProperties`` or ``patternProperties``)
+come in as ``**arguments``.
 A tool whose input schema cannot be taken apart gets ``def f(**arguments: Any) -> ToolResult``,
 the raw schema in its docstring, and a warning.
 """
@@ -25,7 +26,7 @@ from typing import Any
 from generator.docstrings import LINE, function_docstring, module_docstring, typed_dict_docstring
 from generator.literals import docstring_literal, preferred_literal, string_literal
 from generator.naming import assign_parameters
-from generator.parts import Param, StubParts, text_of
+from generator.parts import Param, StubParts, text_of, tool_title
 from generator.schema_types import SchemaConversionError, TypeBuilder
 from generator.stub_check import BUILTIN_TYPES, RUNTIME_MODULE, check_stub
 from generator.type_defs import FieldDef, InputShape, TypedDictDef, camel
@@ -100,7 +101,7 @@ def render_stub(
         tool=name if isinstance(name, str) else "",
         function=function,
         description=text_of(raw.get("description")),
-        title=text_of(raw.get("title")) or text_of(annotations.get("title")),
+        title=tool_title(raw),
         hints=[text for key, value, text in _HINTS if annotations.get(key) is value],
     )
     try:
@@ -143,7 +144,7 @@ def _convert(parts: StubParts, raw: dict[str, Any], warn: Callable[[str], None],
         parts.raw_input = raw.get("inputSchema")
         parts.extra = ANY
     else:
-        parts.extra = shape.extra
+        parts.extra, parts.extra_patterns = shape.extra, shape.patterns
 
     if output_schema is not None and not isinstance(output_schema, dict):
         warn("the output schema is not a JSON object; returning ToolResult")

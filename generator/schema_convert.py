@@ -100,6 +100,29 @@ def _decode_pointer_token(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
 
 
+_SHAPE_KEYS = frozenset(
+    {"type", "properties", "patternProperties", "additionalProperties", "items", "prefixItems", "anyOf", "oneOf"}
+    | {"enum", "const"}
+)
+"""Keys that say something about a schema's type (beside them an ``allOf`` is more than a wrapper)."""
+
+
+def _lone_all_of_ref(schema: dict[str, Any]) -> str | None:
+    """The reference in ``{"allOf": [{"$ref": …}], "description": …}``, else None.
+
+    pydantic v1 and FastAPI wrap a reference to give it a description or a default: it is the
+    referenced type, under its definition's name. Merging it as an ``allOf`` would make a new TypedDict
+    for every use, and unroll a recursive definition to the depth cap.
+    """
+    members = schema.get("allOf")
+    if not (isinstance(members, list) and len(members) == 1 and isinstance(members[0], dict)):
+        return None
+    ref = members[0].get("$ref")
+    if not isinstance(ref, str) or len(members[0]) != 1 or not schema.keys().isdisjoint(_SHAPE_KEYS):
+        return None
+    return ref
+
+
 class Converter:
     """Converts the schemas of one document (the input or the output schema)."""
 
@@ -224,6 +247,8 @@ class Converter:
         if not isinstance(schema, dict):
             return ANY
         ref = schema.get("$ref")
+        if not isinstance(ref, str):
+            ref = _lone_all_of_ref(schema)
         if isinstance(ref, str):
             t = self._convert_ref(ref, hint, depth)
             return make_union([t, NONE]) if schema.get("nullable") is True else t

@@ -13,8 +13,10 @@ What maps to what:
 - ``array`` → ``list[T]`` (tuple forms → ``list[Any]``);
 - an object with ``properties`` → a TypedDict (``NotRequired`` for optional keys); with only an
   ``additionalProperties`` schema → ``dict[str, T]``; otherwise ``dict[str, Any]`` (a free-form
-  object); the input schema's own root becomes parameters instead (:meth:`TypeBuilder.input_shape`);
-- ``anyOf`` / ``oneOf`` → a union; ``allOf`` of objects → one merged TypedDict;
+  object); the input schema's own root becomes parameters instead (:meth:`TypeBuilder.input_shape`),
+  and keys its ``additionalProperties`` or ``patternProperties`` allow become ``**arguments``;
+- ``anyOf`` / ``oneOf`` → a union; ``allOf`` of objects → one merged TypedDict (``allOf`` of one
+  ``$ref`` beside only notes, as pydantic v1 and FastAPI write a described reference: the reference);
   ``nullable: true`` → ``T | None``;
 - local ``$ref`` (``#``, ``#/$defs/X``, ``#/definitions/X``, any JSON pointer) → resolved, a
   referenced object becomes a named TypedDict, so recursive definitions work;
@@ -40,7 +42,7 @@ from generator.schema_convert import (
     required_of,
 )
 from generator.type_defs import InputShape, NameRegistry, Property, TypedDictDef
-from generator.type_expr import ANY, IMPORTABLE_NAMES, Atom, DictOf, PyType
+from generator.type_expr import ANY, IMPORTABLE_NAMES, Atom, DictOf, PyType, make_union
 
 
 class SchemaConversionError(Exception):
@@ -96,10 +98,17 @@ class TypeBuilder:
         if len(props) > MAX_PROPERTIES:
             raise SchemaConversionError(f"more than {MAX_PROPERTIES} properties")
         extra = root.get("additionalProperties")
+        # Keys matching a pattern are arguments too, whatever `additionalProperties` says of the others.
+        patterns = root.get("patternProperties")
+        patterns = {k: v for k, v in patterns.items() if isinstance(k, str)} if isinstance(patterns, dict) else {}
+        by_pattern = [conv.convert(sub, hint=hint + "Value", depth=1) for sub in patterns.values()]
+        only: tuple[str, ...] = ()  # the patterns, when only keys matching them are allowed
         if isinstance(extra, dict):
-            extra_type: PyType | None = conv.convert(extra, hint=hint + "Value", depth=1)
+            extra_type: PyType | None = make_union([conv.convert(extra, hint=hint + "Value", depth=1), *by_pattern])
         elif extra is True or (extra is None and "properties" not in root):
             extra_type = ANY
+        elif by_pattern:
+            extra_type, only = make_union(by_pattern), tuple(patterns)
         else:
             extra_type = None
         required = set(required_of(root))
@@ -117,7 +126,7 @@ class TypeBuilder:
                     schema=doc_schema,
                 )
             )
-        return InputShape(tuple(out), extra_type)
+        return InputShape(tuple(out), extra_type, only)
 
     def output_type(self, schema: Any, *, name: str) -> PyType:
         """The type of the structured result; ``name`` (already reserved) names its TypedDict.

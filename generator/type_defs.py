@@ -72,6 +72,8 @@ class InputShape:
     properties: tuple[Property, ...]
     extra: PyType | None
     """Type of ``**arguments`` when the schema allows keys beyond its properties; else None."""
+    patterns: tuple[str, ...] = ()
+    """The ``patternProperties`` patterns the extra keys must match (none: any key that ``extra`` allows)."""
 
 
 _PLAIN_NAME = re.compile(rf"[A-Za-z][A-Za-z0-9_]{{0,{MAX_IDENTIFIER - 1}}}")
