@@ -30,11 +30,17 @@ class FilterError(AgentError):
         kind: ``error`` (the classifier failed or answered nonsense), ``timeout``,
             ``missing_model`` (no such model, no index, or an embedding model that is not installed),
             ``corrupt_state`` (the persisted admitted set cannot be read).
+        usage: tokens a model-based classifier spent on an answer it could not use (they are still paid for).
+        requests: requests it sent before failing.
     """
 
-    def __init__(self, message: str, *, kind: FailKind = "error") -> None:
+    def __init__(
+        self, message: str, *, kind: FailKind = "error", usage: TokenUsage | None = None, requests: int = 0
+    ) -> None:
         super().__init__(message)
         self.kind: FailKind = kind
+        self.usage = usage if usage is not None else TokenUsage()
+        self.requests = requests
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,9 @@ class CatalogTool:
     """One tool the pre-filter decides about."""
 
     key: str
-    """``<server>.<tool>`` with the original names: what the admitted set stores."""
+    """``<server>.<tool>`` with the original names: what the admitted set stores (a JSON array
+    ``["<server>", "<tool>"]`` when two tools of the catalog would join to the same text:
+    `agent.prefilter.catalog.tool_keys`)."""
     name: str
     """The native tool name the model sees (``<server>__<tool>``)."""
     server: str

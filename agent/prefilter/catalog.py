@@ -7,9 +7,10 @@ tools of its server that it names or that name it (``named``), or the whole serv
 
 from __future__ import annotations
 
+import json
 import re
-from collections import defaultdict
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -22,8 +23,28 @@ MIN_NAME = 4
 """Tool names shorter than this (``get``, ``run``) are too common as words to count as a mention."""
 
 
+def tool_keys(tools: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """``(server, tool) → key``: ``<server>.<tool>``, unless another of ``tools`` joins to the same text
+    (server ``a`` offering ``b.c``, server ``a.b`` offering ``c``): then each of them is the JSON array
+    ``["<server>", "<tool>"]``, which no other pair gives. Distinct pairs always get distinct keys, so a
+    server cannot name a tool to hide another's (or take its place in a state file)."""
+    pairs = list(dict.fromkeys(tools))
+    keys = {pair: f"{pair[0]}.{pair[1]}" for pair in pairs}
+    while True:  # a dotted key equal to an array key is switched too; each pass only switches more
+        counts = Counter(keys.values())
+        shared = [pair for pair, key in keys.items() if counts[key] > 1 and key != _array(pair)]
+        if not shared:
+            return keys
+        for pair in shared:
+            keys[pair] = _array(pair)
+
+
+def _array(pair: tuple[str, str]) -> str:
+    return json.dumps(list(pair), ensure_ascii=False)
+
+
 def load_catalog(tree: Path, manifest: Manifest) -> list[CatalogTool]:
-    """Every tool of the tree, in native-name order, with its description.
+    """Every tool of the tree, in native-name order, with its description and its key (`tool_keys`).
 
     Raises:
         AgentSetupError: a snapshot is missing or malformed.
@@ -31,13 +52,13 @@ def load_catalog(tree: Path, manifest: Manifest) -> list[CatalogTool]:
     from agent.toolsets.direct import native_tools
 
     names, definitions = native_tools(tree, manifest)
+    keys = tool_keys((e.server, e.tool) for e in names.values())
     out: list[CatalogTool] = []
     for definition in definitions:
         entry = names[definition["name"]]
         description = str(definition.get("description", ""))
-        out.append(
-            CatalogTool(f"{entry.server}.{entry.tool}", definition["name"], entry.server, entry.tool, description)
-        )
+        key = keys[(entry.server, entry.tool)]
+        out.append(CatalogTool(key, definition["name"], entry.server, entry.tool, description))
     return out
 
 

@@ -137,9 +137,20 @@ class ClaudeFilter:
             raise FilterError(f"cannot reach the Messages API for the pre-filter: {e}") from None
         usage = TokenUsage.from_api(message.usage)
         answer = next((b for b in message.content if b.type == "tool_use" and b.name == VERDICT_TOOL), None)
+        if message.stop_reason == "max_tokens":  # the verdict list may be cut short: tools left out would count 0
+            raise FilterError(
+                f"the pre-filter model's answer was cut off at max_tokens ({self.max_tokens}); raise it for a catalog "
+                f"of {len(catalog)} tools",
+                usage=usage,
+                requests=1,
+            )
         if answer is None:
-            raise FilterError(f"the pre-filter model answered without calling {VERDICT_TOOL}")
-        return Verdicts(parse_verdicts(answer.input, catalog), usage=usage, requests=1, note=self.model)
+            raise FilterError(f"the pre-filter model answered without calling {VERDICT_TOOL}", usage=usage, requests=1)
+        try:
+            probabilities = parse_verdicts(answer.input, catalog)
+        except FilterError as e:
+            raise FilterError(str(e), usage=usage, requests=1) from None
+        return Verdicts(probabilities, usage=usage, requests=1, note=self.model)
 
 
 def parse_verdicts(data: Any, catalog: Sequence[CatalogTool]) -> dict[str, float]:

@@ -5,8 +5,9 @@ The rules it keeps:
 - each tool is judged on its own; a tool is admitted when its probability reaches the threshold,
   with its siblings (see ``catalog``);
 - the set only grows, in admission order, so the tools array only ever gets tools appended;
-- anything that goes wrong (the classifier fails or raises anything at all, times out, has no
-  model; the persisted state is corrupt or its load raises anything at all) admits the whole catalog
+- anything that goes wrong (the classifier fails or raises anything at all, answers something that
+  is not `Verdicts` of probabilities in [0, 1], times out, has no model; the persisted state is
+  corrupt or its load raises anything at all) admits the whole catalog
   and records why: a filter that cannot decide never removes a capability;
 - a save that fails (whatever it raises, or its lock busy past `state.LOCK_WAIT`) is skipped and
   recorded, and the run goes on;
@@ -17,10 +18,10 @@ The rules it keeps:
 from __future__ import annotations
 
 import logging
+import numbers
+import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,10 @@ class PreFilter:
         self.timeout = timeout
         self.state_path = Path(state) if state is not None else None
         self.by_key = {t.key: t for t in self.catalog}
+        if len(self.by_key) < len(self.catalog):  # one tool would hide another, even when failing open
+            raise ValueError("two tools of the pre-filter's catalog share a key (build it with load_catalog)")
+        self.key_of = {(t.server, t.tool): t.key for t in self.catalog}
+        """``(server, tool) → key``."""
         self.admitted = AdmittedSet()
         """What the model is offered: decided tools, then everything once the filter failed open."""
         self.decided = AdmittedSet()
@@ -209,6 +214,7 @@ class PreFilter:
             verdicts = self._classify(text)
         except FilterError as e:
             step.seconds = time.monotonic() - t0
+            step.usage, step.requests = e.usage, e.requests  # a failed answer's tokens are still paid for
             return self._fail_open(step, e)
         step.seconds = time.monotonic() - t0
         step.usage, step.requests, step.note = verdicts.usage, verdicts.requests, verdicts.note
@@ -232,23 +238,59 @@ class PreFilter:
         return step
 
     def _classify(self, text: str) -> Verdicts:
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tooltree-prefilter")
-        try:
-            future = executor.submit(self.classifier.classify, text, self.catalog)
+        # A daemon thread, not an executor's: the interpreter joins executor threads at exit, so a classifier that
+        # never answers would keep the process alive after the run (it is abandoned here once the timeout passed).
+        done = threading.Event()
+        outcome: list[Verdicts | BaseException] = []
+
+        def work() -> None:
             try:
-                return future.result(timeout=self.timeout)
-            except FutureTimeout:
-                raise FilterError(
-                    f"the {self.classifier.name} classifier took longer than {self.timeout:g} s", kind="timeout"
-                ) from None
-            except FilterError:
-                raise
-            except Exception as e:  # the fail-open boundary: a classifier's bug never removes a capability
-                # The reason goes into the run's summary; the traceback only to a configured log, not the CLI.
-                logger.debug("the %s pre-filter failed", self.classifier.name, exc_info=True)
-                raise FilterError(f"the {self.classifier.name} classifier failed: {e!r}") from None
-        finally:
-            executor.shutdown(wait=False)
+                outcome.append(self.classifier.classify(text, self.catalog))
+            except BaseException as e:  # handed to the caller below
+                outcome.append(e)
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="tooltree-prefilter", daemon=True).start()
+        if not done.wait(self.timeout):
+            raise FilterError(
+                f"the {self.classifier.name} classifier took longer than {self.timeout:g} s", kind="timeout"
+            )
+        (result,) = outcome
+        if isinstance(result, FilterError):
+            raise result
+        if isinstance(result, Exception):  # the fail-open boundary: a classifier's bug never removes a capability
+            # The reason goes into the run's summary; the traceback only to a configured log, not the CLI.
+            logger.debug("the %s pre-filter failed", self.classifier.name, exc_info=result)
+            raise FilterError(f"the {self.classifier.name} classifier failed: {result!r}") from None
+        if isinstance(result, BaseException):  # KeyboardInterrupt, SystemExit: not the classifier's to swallow
+            raise result
+        return self._checked(result)
+
+    def key(self, server: str, tool: str) -> str:
+        """The key of a tool (`catalog.tool_keys`: never another tool's, even when their names join to the same
+        text); ``<server>.<tool>`` for a tool not in the catalog."""
+        return self.key_of.get((server, tool), f"{server}.{tool}")
+
+    def _checked(self, verdicts: object) -> Verdicts:
+        """``verdicts`` when it is an answer (probabilities by key, numbers; a threshold in (0, 1] if any).
+
+        Raises:
+            FilterError: the classifier answered something else (a third-party one may): deciding on it would
+                crash the run or admit (and persist) tools nobody chose.
+        """
+        what = f"the {self.classifier.name} classifier answered"
+        if not isinstance(verdicts, Verdicts):
+            raise FilterError(f"{what} {type(verdicts).__name__}, not Verdicts")
+        if not isinstance(verdicts.probabilities, Mapping):
+            raise FilterError(f"{what} probabilities that are {type(verdicts.probabilities).__name__}, not a mapping")
+        bad = [k for k, p in verdicts.probabilities.items() if not _probability(p)]
+        if bad:
+            raise FilterError(f"{what} a probability for {str(bad[0])[:100]!r} that is not a number from 0 to 1")
+        threshold = verdicts.threshold
+        if threshold is not None and not (_probability(threshold) and threshold > 0):
+            raise FilterError(f"{what} a threshold ({threshold!r}) outside (0, 1]")
+        return verdicts
 
     def _fail_open(self, step: FilterStep, error: FilterError) -> FilterStep:
         step.fail_open, step.fail_kind = str(error), error.kind
@@ -268,6 +310,11 @@ class PreFilter:
         except Exception as e:  # a save that fails is recorded; the run goes on with the set it has
             logger.debug("saving the pre-filter state failed", exc_info=True)
             step.state_error = f"{self.state_path}: cannot save the pre-filter state ({_short(e)})"
+
+
+def _probability(value: object) -> bool:
+    """Whether ``value`` is a real number from 0 to 1 (not a bool, not NaN; numpy's floats count)."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and 0.0 <= float(value) <= 1.0
 
 
 def _short(e: BaseException) -> str:

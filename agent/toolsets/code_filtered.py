@@ -75,12 +75,12 @@ class PrefilteredCodeToolset(CodeToolset):
         self.prefilter = prefilter
         self.signature_chars = signature_chars
         self.line_chars = line_chars
-        self._entries = {f"{t.server}.{t.tool}": t for t in self.manifest.tools}
+        self._entries = {self.prefilter.key(t.server, t.tool): t for t in self.manifest.tools}
         self.start_conversation()
 
     def start_conversation(self) -> None:
         self.prefilter.start()
-        self._shown: dict[str, str] = {f"{t.server}.{t.tool}": "pinned" for t in self.pinned}
+        self._shown: dict[str, str] = {self.prefilter.key(t.server, t.tool): "pinned" for t in self.pinned}
         """Key → how the tool is shown: ``pinned``, ``signature``, ``line`` or ``name``."""
         self._picked = []
         self._spent = {"signature": 0, "line": 0}

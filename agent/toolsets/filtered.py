@@ -48,7 +48,7 @@ class FilteredToolset(DirectToolset):
 
     def start_conversation(self) -> None:
         self.prefilter.start()
-        self.prefilter.pin([f"{t.server}.{t.tool}" for t in self.pinned])
+        self.prefilter.pin([self.prefilter.key(t.server, t.tool) for t in self.pinned])
 
     def before_request(self, messages: Sequence[dict[str, Any]]) -> FilterStep:
         return self.prefilter.decide(messages)
@@ -59,6 +59,6 @@ class FilteredToolset(DirectToolset):
 
     def call_native(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
         entry = self.names.get(name)
-        if entry is None or f"{entry.server}.{entry.tool}" not in self.prefilter.admitted:
+        if entry is None or self.prefilter.key(entry.server, entry.tool) not in self.prefilter.admitted:
             return error(f"unknown tool {name!r}")
         return super().call_native(name, arguments, runtime)
