@@ -41,9 +41,13 @@ class ModelAPIError(AgentError):
     Attributes:
         status_code: the HTTP status, when there was a response.
         result: the run up to the failure (turns, tokens, transcript), when one had started.
+        advice: what to do about it, on one line (check the API key, the model id; start a new conversation), or "".
     """
 
-    def __init__(self, message: str, *, status_code: int | None = None, result: RunResult | None = None) -> None:
+    def __init__(
+        self, message: str, *, status_code: int | None = None, result: RunResult | None = None, advice: str = ""
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.result = result
+        self.advice = advice

@@ -16,8 +16,10 @@ the turn limit or token budget is reached, or a reply cannot be read (``unreadab
 SDK could not parse a tool call's input; `ModelAPIError`). Requests stream (so
 large ``max_tokens`` work); the SDK retries rate limits, overloads and server errors with back-off,
 and the loop retries the same errors when they arrive inside a stream (an ``error`` event after the
-200), and a stream that ends before its message does (``api_error`` once retries are spent: a cut
-reply is never taken as the answer), which the SDK does not.
+200), and a stream that ends before its message does — its body ends early, its connection is reset,
+no data comes for the client's read timeout — (``api_error`` once retries are spent: a cut reply is
+never taken as the answer), which the SDK does not. A `ModelAPIError` says what failed, and its
+``advice`` what to do. Ctrl-C ends the transcript with a ``run_end`` whose stop reason is ``interrupted``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import os
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,10 +52,11 @@ from agent.request import (
     NoMessage,
     UnreadableReply,
     answer_text,
-    api_failure,
+    api_error_text,
     block_param,
     cached_system,
     cached_tools,
+    default_client,
     next_user_turn,
     stream_message,
     user_text,
@@ -205,9 +208,7 @@ class Agent:
 
     def _client(self) -> anthropic.Anthropic:
         if self.client is None:
-            import anthropic
-
-            self.client = anthropic.Anthropic(max_retries=self.max_retries)
+            self.client = default_client(self.max_retries)
         return self.client
 
     def _emit(self, event: ModelReplied | ToolFinished | RunFinished) -> None:
@@ -293,7 +294,8 @@ class Agent:
                         message=message.model_dump(mode="json", warnings=False),
                     )
                     self._emit(ModelReplied(turn, stop, usage, replace(summary.usage), seconds))
-                    messages.append({"role": "assistant", "content": content})
+                    if content:  # the API refuses an empty message anywhere but last: the next turn would fail
+                        messages.append({"role": "assistant", "content": content})
                     summary.answer = answer_text(content) or summary.answer
                     if stop == "pause_turn":  # a server tool paused the turn: send it back to continue
                         continue
@@ -305,6 +307,9 @@ class Agent:
                         summary.stop_reason = "end_turn"
                         break
                     messages.append({"role": "user", "content": results})
+        except KeyboardInterrupt:  # Ctrl-C (or the CLI's SIGTERM): the transcript's run_end says so
+            summary.stop_reason = summary.stop_reason or "interrupted"
+            raise
         finally:
             summary.duration_s = time.monotonic() - started
             log.write("run_end", summary=summary.to_json())
@@ -349,32 +354,28 @@ class Agent:
 
         t0 = time.monotonic()
 
-        def logged(status: int | None, text: str) -> None:
-            log.write("api_error", turn=summary.turns, status=status, message=text)
+        def logged(status: int | None, text: str, usage: Any = None) -> None:
+            """Record a failed attempt, and count what it cost (in the record too: the transcript sums to the run)."""
+            spent = TokenUsage.from_api(usage) if usage is not None else None
+            if spent is not None:
+                summary.usage.add(spent)
+            log.write("api_error", turn=summary.turns, status=status, message=text,
+                      **({"usage": asdict(spent)} if spent is not None else {}))  # fmt: skip
 
         try:
-            message = stream_message(
-                client, params, on_error=logged, on_spent=lambda usage: summary.usage.add(TokenUsage.from_api(usage))
-            )
+            message = stream_message(client, params, on_error=logged)
         except (anthropic.APIStatusError, anthropic.APIConnectionError, NoMessage, CutReply, UnreadableReply) as e:
             summary.stop_reason = "unreadable_reply" if isinstance(e, UnreadableReply) else "api_error"
             summary.duration_s = time.monotonic() - started
             partial = RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
             if isinstance(e, UnreadableReply):
-                if e.usage is not None:
-                    summary.usage.add(TokenUsage.from_api(e.usage))
-                logged(200, str(e))
+                logged(200, str(e), e.usage)
                 raise ModelAPIError(str(e), status_code=200, result=partial) from None
             if isinstance(e, NoMessage):
                 logged(200, str(e))
                 raise ModelAPIError(f"the Messages API {e}", status_code=200, result=partial) from None
-            if isinstance(e, CutReply):  # logged by stream_message, as each retry was
-                raise ModelAPIError(f"the Messages API failed: {e}", status_code=200, result=partial) from None
-            if isinstance(e, anthropic.APIConnectionError):
-                raise ModelAPIError(f"cannot reach the Messages API: {e}", result=partial) from None
-            raise ModelAPIError(
-                f"the Messages API {api_failure(e)}", status_code=e.status_code, result=partial
-            ) from None
+            text, status, advice = api_error_text(e, client, model=self.model)
+            raise ModelAPIError(text, status_code=status, result=partial, advice=advice) from None
         return message, time.monotonic() - t0
 
 

@@ -18,6 +18,9 @@ from typing import Any
 EPHEMERAL = {"type": "ephemeral"}
 STREAM_RETRY_DELAY = 0.5
 """Seconds before the first retry of an error that arrived inside a stream (doubling, as the SDK backs off)."""
+STREAM_RETRY_MAX_DELAY = 8.0
+"""The longest wait between two such retries (the SDK's own cap): doubling unbounded, ``max_retries=12`` waited
+34 minutes in all, 17 before its last try."""
 RETRYABLE_STREAM_ERRORS = ("overloaded_error", "rate_limit_error", "api_error")
 
 # Fields of response blocks that may be sent back; anything else the SDK parsed is dropped.
@@ -169,13 +172,14 @@ def stream_message(
     client: Any,
     params: dict[str, Any],
     *,
-    on_error: Callable[[int | None, str], None],
-    on_spent: Callable[[Any], None] = lambda usage: None,
+    on_error: Callable[[int | None, str, Any], None],
 ) -> Any:
     """The final message of one streamed request. The SDK retries rate limits, overloads and server errors
     answered before the stream; the same errors arriving inside it (an ``error`` event after the 200), and a
-    stream that ends before its message does, are retried here, as many times, each one given to
-    ``on_error`` first; what a cut stream cost (its usage, as far as it came) is given to ``on_spent``.
+    stream that ends before its message does (the body ends early, the connection is reset, no data comes for
+    the client's read timeout: errors of the HTTP client the SDK neither wraps nor retries inside a stream), are
+    retried here, as many times, each one given to ``on_error`` first with what it cost (its ``usage`` as far as
+    it came, or None).
 
     Raises:
         anthropic.APIStatusError, anthropic.APIConnectionError: as the SDK raises them, once retries are spent.
@@ -184,6 +188,7 @@ def stream_message(
         UnreadableReply: the SDK could not read the reply it streamed (a tool call's input it cannot parse).
     """
     import anthropic
+    import httpx2
 
     retries = 0
     while True:
@@ -191,10 +196,13 @@ def stream_message(
             with client.messages.stream(**params) as stream:
                 usage = None
                 stopped = False
+                blocks = 0
+                broken = ""
                 try:
                     for event in stream:  # the start's usage is kept: a reply that cannot be read still cost it
                         if event.type == "message_start":
                             usage = event.message.usage
+                        blocks += event.type == "content_block_start"
                         stopped = event.type == "message_stop"
                     message = stream.get_final_message()
                 except AssertionError:  # the SDK asserts that the stream held a message: none came
@@ -203,27 +211,72 @@ def stream_message(
                                     "stream: is ANTHROPIC_BASE_URL the Messages API?)") from None  # fmt: skip
                 except ValueError as e:  # the SDK parses each tool input as it streams; it raises on what it cannot
                     raise unreadable(e, usage) from None
+                except httpx2.TransportError as e:  # the HTTP client's, raised as the SDK reads the stream
+                    broken = broken_stream(e, client)
             if stopped:
                 return message
             # The SDK hands over a cut stream's partial message (its stop_reason None): half a sentence, or a
             # tool call without its input, taken as the model's last word. Nothing ran on it: ask again.
-            text = f"the stream ended before the reply did (after {len(message.content)} content block(s))"
-            on_spent(message.usage)  # its input was read all the same
-            on_error(200, text)
+            if broken:
+                text = f"{broken} (after {blocks} content block(s))"
+            else:
+                text = f"the stream ended before the reply did (after {len(message.content)} content block(s))"
+                usage = message.usage
+            on_error(200, text, usage)  # its input was read all the same
             if retries >= client.max_retries:
                 raise CutReply(text)
-            time.sleep(STREAM_RETRY_DELAY * 2**retries)
+            time.sleep(retry_delay(retries))
             retries += 1
         except anthropic.APIStatusError as e:
-            on_error(e.status_code, str(e))
+            on_error(e.status_code, str(e), None)
             in_stream = e.status_code == 200  # an `error` event after the 200: the SDK did not retry it
             if not (in_stream and error_type(e) in RETRYABLE_STREAM_ERRORS and retries < client.max_retries):
                 raise
-            time.sleep(STREAM_RETRY_DELAY * 2**retries)
+            time.sleep(retry_delay(retries))
             retries += 1
         except anthropic.APIConnectionError as e:
-            on_error(None, str(e))
+            on_error(None, str(e), None)
             raise
+
+
+def default_client(max_retries: int) -> Any:
+    """An ``anthropic.Anthropic`` client configured from the environment.
+
+    Raises:
+        AgentSetupError: the environment gives no credentials (else found by the SDK at the first request,
+            once the servers and the sandbox had started, as a ``TypeError``).
+    """
+    import anthropic
+
+    from agent.errors import AgentSetupError
+
+    client = anthropic.Anthropic(max_retries=max_retries)
+    if not any(getattr(client, name, None) for name in ("api_key", "auth_token", "credentials")):
+        raise AgentSetupError("no Anthropic API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), or pass client=")
+    return client
+
+
+def retry_delay(retries: int) -> float:
+    """Seconds to wait before the retry after ``retries`` retries: doubling from `STREAM_RETRY_DELAY`, at most
+    `STREAM_RETRY_MAX_DELAY`."""
+    return min(STREAM_RETRY_DELAY * (1 << min(retries, 32)), STREAM_RETRY_MAX_DELAY)
+
+
+def broken_stream(e: Exception, client: Any) -> str:
+    """What broke a stream, from the HTTP client's error ``e``: a reset, an early end, or a stall."""
+    import httpx2
+
+    from sandbox.results import note_label
+
+    if isinstance(e, httpx2.TimeoutException):
+        timeout = getattr(client, "timeout", None)
+        seconds = getattr(timeout, "read", timeout)
+        waited = f"{seconds:g} s" if isinstance(seconds, int | float) else "the client's read timeout"
+        return f"the stream stalled: no data came for {waited} before the reply was over"
+    reset = isinstance(e.__cause__ or e.__context__, ConnectionResetError) or "reset by peer" in str(e)
+    what = "was reset" if reset else "broke"
+    detail = note_label(str(e), UNREADABLE_DETAIL)
+    return f"the connection {what} before the reply was over ({type(e).__name__}: {detail})"
 
 
 def api_failure(e: Any) -> str:
@@ -231,3 +284,46 @@ def api_failure(e: Any) -> str:
     if e.status_code == 200:
         return f"failed inside its stream ({error_type(e) or 'error'}): {api_message(e)}"
     return f"answered {e.status_code}: {api_message(e)}"
+
+
+def api_error_text(e: Exception, client: Any, *, model: str) -> tuple[str, int | None, str]:
+    """What a `ModelAPIError` says of ``e`` (an ``APIStatusError``, an ``APIConnectionError`` or a `CutReply`),
+    once retries are spent: ``(message, status code or None, advice)``."""
+    import anthropic
+
+    if isinstance(e, CutReply):
+        return f"the Messages API failed: {e}", 200, api_advice(e, model=model, retries=client.max_retries)
+    if isinstance(e, anthropic.APITimeoutError):  # reached, but it did not answer in time
+        timeout = getattr(client.timeout, "read", client.timeout)
+        within = f" within {timeout:g} s" if isinstance(timeout, int | float) else ""
+        advice = "run the task again; give the client a longer timeout if its replies are long"
+        return f"the Messages API did not answer{within}, every retry too", None, advice
+    if isinstance(e, anthropic.APIConnectionError):
+        return f"cannot reach the Messages API: {e}", None, "check the network, and ANTHROPIC_BASE_URL when it is set"
+    status = getattr(e, "status_code", None)
+    return f"the Messages API {api_failure(e)}", status, api_advice(e, model=model, retries=client.max_retries)
+
+
+def api_advice(e: Any, *, model: str, retries: int) -> str:
+    """What to do about an API error that retrying did not fix (``e``: an ``APIStatusError`` or a `CutReply`), or ""
+    when there is nothing to say past "run it again"."""
+    if isinstance(e, CutReply):
+        return "check the connection to the API (a proxy that cuts long answers?), then run the task again"
+    status, message = getattr(e, "status_code", None), api_message(e)
+    if status in (401, 403):
+        what = "was not accepted" if status == 401 else "may not use this model or a feature the request asks for"
+        return f"check ANTHROPIC_API_KEY (or the client's api_key): the key {what}"
+    if status == 404:
+        return f"is the model id {model!r} right? (--model, or agent.model in the config)"
+    if status == 413:
+        return "the request is over the API's size limit (large tool results or images): start a new conversation"
+    if status == 400 and "prompt is too long" in message:
+        return (
+            "the conversation outgrew the model's context window: start a new conversation (without history), or ask "
+            "for less per call (a filter, a page)"
+        )
+    if status == 429:
+        return f"still rate-limited after {retries} retries: wait a minute, then run the task again"
+    if status in (500, 502, 503, 504, 529) or error_type(e) in RETRYABLE_STREAM_ERRORS:
+        return f"the API is failing or overloaded (after {retries} retries): run the task again later"
+    return ""

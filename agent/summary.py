@@ -16,6 +16,7 @@ STOP_REASONS = (
     "token_budget",  # the run's token budget
     "api_error",  # the Messages API failed after retries (`ModelAPIError`)
     "unreadable_reply",  # the SDK could not read a reply: a tool call's input it cannot parse (`ModelAPIError`)
+    "interrupted",  # Ctrl-C (KeyboardInterrupt) stopped the run: in the transcript's run_end; the exception goes on
 )
 
 

@@ -229,12 +229,15 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
             return EXIT_USAGE
         except ModelAPIError as e:
             error(terminal_text(f"{agent.mode}: {e}" if len(agents) > 1 else str(e)))
+            if e.advice:
+                print(f"tooltree: what to do: {terminal_text(e.advice)}", file=sys.stderr)
             if not args.quiet and e.result is not None:
                 print(summary_line(e.result), file=sys.stderr)
             if e.result is not None and e.result.summary.transcript_error:
                 transcript_warning(e.result)
             if args.json:  # what ran, and why it stopped, for a caller that reads stdout only
                 failed = {**run_json(e.result), "mode": agent.mode, "error": str(e), "status_code": e.status_code}
+                failed["advice"] = e.advice
                 runs = [*(run_json(r) for r in results), failed]
                 print_json_safely({"runs": runs} if len(agents) > 1 else failed)
             return EXIT_API

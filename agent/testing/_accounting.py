@@ -136,6 +136,11 @@ def _check_messages(messages: Any) -> str | None:
             return f"messages.{n}: role must be user, assistant or system"
         content = message.get("content")
         blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+        if not content and not (n == len(messages) - 1 and message["role"] == "assistant"):
+            return (
+                f"messages.{n}: all messages must have non-empty content except for the optional final assistant "
+                "message"
+            )
         if message["role"] == "system":
             # Mid-conversation system text (Claude Code 2.1 sends it under the per-turn-control beta): text
             # only, and it stands outside the pairing of tool uses with their results.

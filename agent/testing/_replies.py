@@ -58,14 +58,28 @@ class ApiError:
         return cls(500, "Internal server error", retry_after=retry_after)
 
 
+CUT_ENDINGS = ("close", "reset", "stall")
+
+
 @dataclass(frozen=True)
 class CutStream:
     """A reply (see `reply`) whose answer stops after its first ``events`` server-sent events, the
     connection closed before the message is over, as a dropped connection or a proxy's timeout cuts it
-    (``message_start`` is the first event; each block then takes a start, its deltas and a stop)."""
+    (``message_start`` is the first event; each block then takes a start, its deltas and a stop).
+
+    ``ending`` is how it stops: ``close`` (a clean end of the body, which the SDK takes as the end of the
+    stream), ``reset`` (chunked, as the API streams, then a TCP reset: the SDK's HTTP client raises a
+    read error mid-stream) or ``stall`` (chunked, then nothing more until the client gives up on its read
+    timeout, or the fake stops).
+    """
 
     reply: dict[str, Any]
     events: int = 2
+    ending: str = "close"
+
+    def __post_init__(self) -> None:
+        if self.ending not in CUT_ENDINGS:
+            raise ValueError(f"ending: expected one of {', '.join(CUT_ENDINGS)}, got {self.ending!r}")
 
 
 Reply: TypeAlias = "dict[str, Any] | ApiError | CutStream | Callable[[dict[str, Any]], Reply]"

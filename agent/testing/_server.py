@@ -13,6 +13,8 @@ import copy
 import itertools
 import json
 import math
+import socket
+import struct
 import sys
 import threading
 from collections import deque
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 
 _CHUNK = 4096
 _MAX_BODY = 64 * 1024 * 1024
+_STALL_MAX = 60.0
+"""Seconds a stalled stream (`CutStream` ending ``stall``) waits at most for its client to leave."""
 
 
 class FakeMessagesAPI:
@@ -61,6 +65,7 @@ class FakeMessagesAPI:
         self._ids = {"msg": 0, "toolu": 0, "srvtoolu": 0}
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     # ---- lifecycle --------------------------------------------------------------------------
 
@@ -69,6 +74,7 @@ class FakeMessagesAPI:
         if self._server is None:
             server = _Server(("127.0.0.1", 0), _handler_for(self))
             server.daemon_threads = True
+            self._stopping.clear()
             self._server = server
             self._thread = threading.Thread(
                 target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-messages-api", daemon=True
@@ -77,6 +83,7 @@ class FakeMessagesAPI:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()  # a stalled stream lets go
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -143,11 +150,11 @@ class FakeMessagesAPI:
                 extra["retry-after"] = str(max(1, math.ceil(item.retry_after)))
                 extra["retry-after-ms"] = str(max(1, round(item.retry_after * 1000)))
             return item.status, extra, item.body()
-        cut = item.events if isinstance(item, CutStream) else None
+        cut, ending = (item.events, item.ending) if isinstance(item, CutStream) else (None, "close")
         with self._lock:
             completed = self._complete(item.reply if isinstance(item, CutStream) else item, body)
             self.responses.append(completed)
-        return 200, {}, completed if cut is None else _Cut(completed, cut)
+        return 200, {}, completed if cut is None else _Cut(completed, cut, ending)
 
     def _complete(self, partial: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
         content = copy.deepcopy(partial.get("content", []))
@@ -204,6 +211,7 @@ class _Cut:
 
     message: dict[str, Any]
     events: int
+    ending: str = "close"
 
 
 def _events(message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -261,9 +269,13 @@ def _handler_for(api: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _send_stream(self, message: dict[str, Any] | ApiError | _Cut) -> None:
+            ending = message.ending if isinstance(message, _Cut) else "close"
+            chunked = ending != "close"  # as the API streams: a body cut short is then one the client can tell
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("cache-control", "no-cache")
+            if chunked:
+                self.send_header("transfer-encoding", "chunked")
             self.end_headers()
             events: Iterable[tuple[str, dict[str, Any]]]
             if isinstance(message, _Cut):
@@ -271,10 +283,15 @@ def _handler_for(api: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
             else:
                 events = _error_events(message) if isinstance(message, ApiError) else _events(message)
             for event, data in events:
-                payload = json.dumps(data, ensure_ascii=False)
-                self.wfile.write(f"event: {event}\ndata: {payload}\n\n".encode())
+                payload = f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload) if chunked else payload)
             self.wfile.flush()
             self.close_connection = True
+            if ending == "stall":
+                api._stopping.wait(_STALL_MAX)
+            elif ending == "reset":  # closed with SO_LINGER 0: a TCP reset, not an orderly end
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
 
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)

@@ -71,13 +71,16 @@ def test_the_answer_goes_to_stdout_and_an_unfinished_run_exits_1(
     assert out == "Half an answer\n" and err == ""
 
 
-def test_an_api_failure_exits_3_with_one_line(
+def test_an_api_failure_exits_3_with_one_line_and_what_to_do(
     project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str]
 ) -> None:
     api.add(ApiError(401, "invalid x-api-key"))
     assert main(argv(project, "--quiet")) == 3
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["tooltree: error: the Messages API answered 401: invalid x-api-key"]
+    assert err == [
+        "tooltree: error: the Messages API answered 401: invalid x-api-key",
+        "tooltree: what to do: check ANTHROPIC_API_KEY (or the client's api_key): the key was not accepted",
+    ]
 
 
 def test_an_api_failure_under_json_prints_what_ran_and_why_it_stopped_on_stdout(
@@ -89,6 +92,7 @@ def test_an_api_failure_under_json_prints_what_ran_and_why_it_stopped_on_stdout(
     assert main(argv(project, "--quiet", "--json")) == 3
     out = json.loads(capsys.readouterr().out)
     assert out["error"] == "the Messages API answered 401: invalid x-api-key" and out["status_code"] == 401
+    assert out["advice"].startswith("check ANTHROPIC_API_KEY")
     assert out["mode"] == "direct" and out["tool_calls"] == 1 and out["stop_reason"] == "api_error"
 
 
@@ -598,6 +602,8 @@ def test_a_reply_cut_short_on_every_try_exits_3(
     out, err = capsys.readouterr()
     assert out == "" and err == (
         "tooltree: error: the Messages API failed: the stream ended before the reply did (after 1 content block(s))\n"
+        "tooltree: what to do: check the connection to the API (a proxy that cuts long answers?), then run the task "
+        "again\n"
     )
     assert len(api.requests) == 5  # the first try and the CLI's 4 retries
 
