@@ -28,6 +28,10 @@ VERDICT_TOOL = "record_tool_verdicts"
 REPORT_FLOOR = 0.05
 DESCRIPTION_CHARS = 300
 """Characters of each tool's description in the catalog block."""
+VERDICT_TOKENS = 32
+"""Output tokens allowed per tool of the catalog (one verdict entry takes about 25), so that an answer listing
+every tool is never cut off at ``max_tokens`` (which fails open: the whole catalog is sent)."""
+MIN_MAX_TOKENS, MAX_MAX_TOKENS = 4096, 32_000
 
 VERDICT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -68,13 +72,19 @@ def catalog_text(catalog: Sequence[CatalogTool]) -> str:
     return "\n".join(lines)
 
 
+def verdict_budget(tools: int) -> int:
+    """The default ``max_tokens`` for a catalog of ``tools`` tools."""
+    return min(MAX_MAX_TOKENS, max(MIN_MAX_TOKENS, VERDICT_TOKENS * tools))
+
+
 class ClaudeFilter:
     """The ``claude`` classifier.
 
     Args:
         client: an ``anthropic.Anthropic`` client (default: one from the environment, made on first use).
         model: the model asked (default ``claude-haiku-5-5``).
-        max_tokens: ``max_tokens`` of its request.
+        max_tokens: ``max_tokens`` of its request (default: `VERDICT_TOKENS` per tool of the catalog, 4,096 to
+            32,000).
         timeout: seconds the SDK waits for the answer (the pre-filter has its own timeout too).
     """
 
@@ -86,7 +96,7 @@ class ClaudeFilter:
         client: anthropic.Anthropic | None = None,
         *,
         model: str = DEFAULT_FILTER_MODEL,
-        max_tokens: int = 4096,
+        max_tokens: int | None = None,
         timeout: float = 30.0,
     ) -> None:
         self.client = client
@@ -103,7 +113,7 @@ class ClaudeFilter:
             self._catalog_key, self._catalog_block = key, catalog_text(catalog)
         return {
             "model": self.model,
-            "max_tokens": self.max_tokens,
+            "max_tokens": self.max_tokens or verdict_budget(len(catalog)),
             "tools": [{"name": VERDICT_TOOL, "description": "Record the verdicts.", "input_schema": VERDICT_SCHEMA}],
             "tool_choice": {"type": "tool", "name": VERDICT_TOOL},
             "system": [
@@ -139,7 +149,8 @@ class ClaudeFilter:
         answer = next((b for b in message.content if b.type == "tool_use" and b.name == VERDICT_TOOL), None)
         if message.stop_reason == "max_tokens":  # the verdict list may be cut short: tools left out would count 0
             raise FilterError(
-                f"the pre-filter model's answer was cut off at max_tokens ({self.max_tokens}); raise it for a catalog "
+                f"the pre-filter model's answer was cut off at max_tokens "
+                f"({self.max_tokens or verdict_budget(len(catalog))}); raise it for a catalog "
                 f"of {len(catalog)} tools",
                 usage=usage,
                 requests=1,

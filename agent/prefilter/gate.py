@@ -102,6 +102,22 @@ def _texts(message: dict[str, Any]) -> list[str]:
     return [str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"]
 
 
+def called_names(messages: Sequence[dict[str, Any]]) -> list[str]:
+    """The native names of the tools the model called in ``messages`` (``tool_use`` blocks, and the invocations
+    of a ``batch_tool`` call), first call first."""
+    names: list[str] = []
+    for message in messages:
+        content = message.get("content") if message.get("role") == "assistant" else None
+        for block in content if isinstance(content, list) else ():
+            if not (isinstance(block, dict) and block.get("type") == "tool_use"):
+                continue
+            names.append(str(block.get("name", "")))
+            invocations = block.get("input", {}).get("invocations") if isinstance(block.get("input"), dict) else None
+            if isinstance(invocations, list):
+                names += [str(i["name"]) for i in invocations if isinstance(i, dict) and isinstance(i.get("name"), str)]
+    return names
+
+
 class PreFilter:
     """Narrows a catalog per request with a `ToolFilter`; grow-only, fail-open.
 
@@ -143,6 +159,7 @@ class PreFilter:
         self.timeout = timeout
         self.state_path = Path(state) if state is not None else None
         self.by_key = {t.key: t for t in self.catalog}
+        self.by_name = {t.name: t.key for t in self.catalog}
         if len(self.by_key) < len(self.catalog):  # one tool would hide another, even when failing open
             raise ValueError("two tools of the pre-filter's catalog share a key (build it with load_catalog)")
         self.key_of = {(t.server, t.tool): t.key for t in self.catalog}
@@ -154,6 +171,7 @@ class PreFilter:
         self._pending: FilterStep | None = None
         self._last_text: str | None = None
         self._persist = self.state_path is not None
+        self._resumed = False
         self._unknown: list[str] = []
         """Keys of the state file that are not in this catalog: kept in the file, not offered."""
 
@@ -168,6 +186,8 @@ class PreFilter:
         self._pending = None
         self._persist = self.state_path is not None
         self._unknown = []
+        self._resumed = False
+        """Whether the conversation's earlier calls have been admitted (`decide`, once per conversation)."""
         if self.state_path is None:
             return
         try:
@@ -203,8 +223,15 @@ class PreFilter:
         """Ask about every tool for the request ``messages`` is about to make; grow the set."""
         step = self._pending or FilterStep(self.classifier.name, catalog=len(self.catalog))
         self._pending = None
+        resumed: list[str] = []
+        if not self._resumed:  # a conversation continued (``history``): the tools it called stay offered
+            self._resumed = True
+            called = [self.by_name[n] for n in called_names(messages) if n in self.by_name]
+            self.decided.grow(called)
+            resumed = self.admitted.grow(called)
         text = request_text(messages)
         if step.fail_open or len(self.admitted) >= len(self.catalog) or text == self._last_text or not text.strip():
+            step.added = [*step.added, *resumed]
             step.admitted = len(self.admitted)
             return step
         self._last_text = text
@@ -230,7 +257,7 @@ class PreFilter:
                 wanted += [key, *self.siblings.get(key, ())]
         step.above = len(above)
         self.decided.grow(wanted)
-        step.added = self.admitted.grow(wanted)
+        step.added = [*resumed, *self.admitted.grow(wanted)]
         added = set(step.added)
         step.chosen = [k for k in above if k in added]
         step.admitted = len(self.admitted)

@@ -144,6 +144,31 @@ def test_a_tool_that_was_not_admitted_cannot_be_called(project: Project, live: R
     assert answer["is_error"] and answer["content"][0]["text"] == "unknown tool 'crm__list_leads'"
 
 
+def test_a_conversation_continued_by_another_agent_keeps_offering_the_tools_it_called(
+    project: Project, live: Runtime
+) -> None:
+    # Before: a new Agent given ``history`` started from an empty set, so the tool the conversation had called
+    # (its tool_use and tool_result blocks still in the messages) was no longer offered: the set shrank.
+    model = [
+        reply(tool_use("media__render_chart", CHART)),
+        reply("Here is the chart."),
+        reply(tool_use("crm__get_record", OPPORTUNITY)),
+        reply("It is in negotiation."),
+    ]
+    with (
+        FakeMessagesAPI([verdicts("media__render_chart")]) as first_judge,
+        FakeMessagesAPI([verdicts("crm__get_record")]) as second_judge,
+        FakeMessagesAPI(model) as api,
+    ):
+        first = filtered(project, api, live, ClaudeFilter(first_judge.client())).run("Draw the pipeline as a chart")
+        again = filtered(project, api, live, ClaudeFilter(second_judge.client()))
+        second = again.run("What stage is the Northwind opportunity in?", history=first.messages)
+    offered = [names(r) for r in api.requests]
+    assert "media__render_chart" in offered[2] and "crm__get_record" in offered[2]
+    assert offered[2].index("media__render_chart") < offered[2].index("crm__get_record")
+    assert second.summary.stop_reason == "end_turn"
+
+
 def every_tool(project: Project) -> list[str]:
     return sorted(t.name for t in catalog(project.tree))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -91,3 +92,16 @@ def test_a_slow_answer_is_a_timeout(project: Project) -> None:
 def test_an_answer_that_is_not_a_verdict_list_is_a_failure(project: Project, answer: Any, problem: str) -> None:
     with FakeMessagesAPI([answer]) as api, pytest.raises(FilterError, match=problem):
         ClaudeFilter(api.client()).classify("x", catalog(project.tree))
+
+
+def test_max_tokens_leaves_room_for_a_verdict_on_every_tool_of_a_big_catalog(project: Project) -> None:
+    # Before: 4,096 for any catalog, about 160 verdicts: an answer on a 527-tool catalog could be cut off, and a cut
+    # answer fails open (the whole catalog is sent).
+    small = catalog(project.tree)
+    big = [replace(small[0], key=f"s.t{i}", name=f"s__t{i}", tool=f"t{i}") for i in range(527)]
+    answer = verdicts(("s__t1", True, 0.9))
+    with FakeMessagesAPI([answer] * 3) as api:
+        ClaudeFilter(api.client()).classify("anything", small)
+        ClaudeFilter(api.client()).classify("anything", big)
+        ClaudeFilter(api.client(), max_tokens=900).classify("anything", big)
+    assert [r["max_tokens"] for r in api.requests] == [4096, 527 * 32, 900]

@@ -279,3 +279,17 @@ def test_a_state_folder_locked_by_another_process_delays_a_decision_at_most_the_
         os.close(holder)
     assert step.added and not step.fail_open and "held the lock on its folder for more than 0.1 s" in step.state_error
     assert not state.exists()
+
+
+def test_a_continued_conversation_admits_the_tools_it_called_directly_and_in_a_batch_once(project: Project) -> None:
+    f = gate(project, [{"crm.list_leads": 0.9}, {}])
+    f.start()
+    called = {"type": "tool_use", "id": "t1", "name": "media__list_gallery", "input": {}}
+    invocations = [{"name": "docs__get_document", "arguments": {}}, {"name": "nope__x"}]
+    batch = {"type": "tool_use", "id": "t2", "name": "batch_tool", "input": {"invocations": invocations}}
+    history = [user("show the gallery"), {"role": "assistant", "content": [called, batch]}]
+    step = f.decide([*history, user("and the leads?")])
+    assert step.added[:2] == ["media.list_gallery", "docs.get_document"] and "crm.list_leads" in step.added
+    guessed = {"type": "tool_use", "id": "t3", "name": "crm__update_record", "input": {}}  # not offered: refused
+    later = [*history, user("and the leads?"), {"role": "assistant", "content": [guessed]}, user("more")]
+    assert f.decide(later).added == [] and "crm.update_record" not in f.admitted  # only a conversation's start is read
