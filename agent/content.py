@@ -7,8 +7,12 @@ output is:
 
 - its first `MAX_BLOCKS` content blocks are looked at, the rest only counted (a note says how many);
 - its images are held to the rules of a script's images (`sandbox.results.ImageBudget`: the first
-  `MAX_IMAGES` looked at, each strict base64 of a PNG, JPEG, GIF or WebP that is one, at most 5 MB,
-  8 MiB together); an image that fails one becomes a note saying why, those past the count one note;
+  `MAX_IMAGES` looked at, each strict base64 of a PNG, JPEG, GIF or WebP that is one, at most 5 MB of
+  base64 and 8,000 pixels a side, 8 MiB together); an image that fails one becomes a note saying why,
+  those past the count one note; its MIME type is read as the API spells it (`media_type`); an image
+  sent as an embedded resource is shown as an image;
+- audio and other binary resources become a note with their type and size; a text block of white
+  space only is left out (the API refuses one with a 400, on every later request too);
 - every string that reaches the model (text, a resource's URI and text, a link's name and URI, the
   structured content's JSON) is cleaned of terminal escapes and control characters like a script's
   output (`sandbox.results.clean_text`) and counted against `MAX_RESULT_CHARS` (head and tail kept);
@@ -24,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sandbox._supervisor.limits import MAX_IMAGES
-from sandbox.results import ExecutionResult, ImageBudget, ToolCallRecord, clean_text, note_label
+from sandbox.results import IMAGE_TYPES, ExecutionResult, ImageBudget, ToolCallRecord, clean_text, note_label
 from tool_tree.text import size
 
 LEDGER_LINES = 8
@@ -63,6 +67,21 @@ def _strings(*values: Any) -> Pieces:
     return pieces
 
 
+def media_type(mime: Any) -> Any:
+    """A MIME type as the Messages API spells it: lower case, without parameters (``IMAGE/PNG; x=y`` is
+    ``image/png``), ``image/jpg`` as ``image/jpeg``; anything but a string as it is (`ImageBudget` names it)."""
+    if not isinstance(mime, str):
+        return mime
+    bare = mime[:100].split(";", 1)[0].strip().lower()
+    return "image/jpeg" if bare == "image/jpg" else bare
+
+
+def _binary_note(what: str, data: Any, mime: Any, why: str) -> str:
+    """A note for binary content the model is not given: what it was, its type and size, and why."""
+    known = f"{size(len(data) * 3 // 4)}, " if isinstance(data, str) else ""
+    return f"[{what} ({known}{note_label(mime)}) not shown: {why}]"
+
+
 def _mcp_block(block: dict[str, Any], images: ImageBudget) -> dict[str, Any] | Pieces | None:
     """One MCP content block as an image block, as the pieces of a text block, or None (an image past the
     count, counted in ``images``)."""
@@ -71,11 +90,9 @@ def _mcp_block(block: dict[str, Any], images: ImageBudget) -> dict[str, Any] | P
         text = block.get("text", "")
         return [text] if isinstance(text, str) else ["[a malformed text block was left out]"]
     if kind == "image":
-        data, mime = block.get("data"), block.get("mimeType")
-        taken = images.take(data, mime)
-        if taken is None:
-            return None
-        return [taken] if isinstance(taken, str) else image_block(str(data), str(mime))
+        return _image(block.get("data"), block.get("mimeType"), images)
+    if kind == "audio":
+        return [_binary_note("audio", block.get("data"), block.get("mimeType"), "the model cannot hear audio")]
     if kind == "resource":
         resource = block.get("resource")
         if not isinstance(resource, dict):
@@ -83,11 +100,25 @@ def _mcp_block(block: dict[str, Any], images: ImageBudget) -> dict[str, Any] | P
         uri = resource.get("uri")
         if isinstance(resource.get("text"), str):
             return ["[resource ", *_strings(uri), "]\n", resource["text"]]
-        mime = note_label(resource.get("mimeType"))
-        return [f"[binary resource {note_label(uri, 200)} ({mime}) left out]"]
+        mime = media_type(resource.get("mimeType"))
+        if isinstance(mime, str) and mime.startswith("image/"):  # an image sent as a resource is shown as one
+            return _image(resource.get("blob"), resource.get("mimeType"), images)
+        what = f"binary resource {note_label(uri, 200)}"
+        return [_binary_note(what, resource.get("blob"), resource.get("mimeType"), "the model reads only text")]
     if kind == "resource_link":
         return _strings("[resource link]", block.get("name"), block.get("uri"))
     return [f"[content of type {note_label(kind)} left out]"]
+
+
+def _image(data: Any, mime: Any, images: ImageBudget) -> dict[str, Any] | Pieces | None:
+    """An image block, a note saying why not, or None (past the count); a type the API does not take is named
+    as the server sent it."""
+    if media_type(mime) in IMAGE_TYPES:
+        mime = media_type(mime)
+    taken = images.take(data, mime)
+    if taken is None:
+        return None
+    return [taken] if isinstance(taken, str) else image_block(str(data), str(mime))
 
 
 def mcp_result_blocks(result: dict[str, Any], max_chars: int = MAX_RESULT_CHARS) -> list[dict[str, Any]]:
@@ -100,7 +131,7 @@ def mcp_result_blocks(result: dict[str, Any], max_chars: int = MAX_RESULT_CHARS)
     parts = [part for part in blocks if part is not None]
     notes: list[str] = []
     structured = result.get("structuredContent")
-    if structured is not None and not any(isinstance(part, list) and any(part) for part in parts):  # no text
+    if structured is not None and not any(isinstance(part, list) and _says(part) for part in parts):  # no text
         text, cut = json_head(structured, max_chars)
         parts.append([text])
         if cut:
@@ -113,6 +144,11 @@ def mcp_result_blocks(result: dict[str, Any], max_chars: int = MAX_RESULT_CHARS)
     if notes:
         out.append(text_block(f"[{'; '.join(notes)}. Ask the tool for less: a filter, a page, fewer fields.]"))
     return out or [text_block("(the tool returned no content)")]
+
+
+def _says(pieces: Pieces) -> bool:
+    """Whether the pieces hold more than white space (looked at without copying them)."""
+    return any(piece and not piece.isspace() for piece in pieces)
 
 
 def _fit_text(parts: list[dict[str, Any] | Pieces], max_chars: int) -> list[dict[str, Any]]:
@@ -129,7 +165,7 @@ def _fit_text(parts: list[dict[str, Any] | Pieces], max_chars: int) -> list[dict
         n = sum(map(len, part))
         if n <= left:
             text = clean_text("".join(part))
-            if text:  # the API refuses an empty text block
+            if text.strip():  # the API refuses a text block that is empty or only white space
                 out.append(text_block(text))
             left -= n
         elif left > 0:
@@ -295,9 +331,11 @@ def execution_blocks(result: ExecutionResult) -> list[dict[str, Any]]:
         parts.append("[the interpreter was restarted: variables and imports are gone; files remain]")
     if result.tool_calls:
         parts.append(ledger(result.tool_calls, result.tool_calls_omitted))
-    if not parts:
-        parts.append("(the script printed nothing)")
-    blocks = [text_block("\n\n".join(parts))]
+    parts += result.image_notes
+    text = "\n\n".join(parts)
+    if not text.strip():  # the API refuses a text block of white space only
+        text = "(the script printed nothing)" if not text else "(the script printed only white space)"
+    blocks = [text_block(text)]
     blocks += [image_block(image.base64(), image.mime_type) for image in result.images]
     return blocks
 

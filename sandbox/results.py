@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +35,9 @@ _ESCAPES = re.compile(
     r"|\x1b[ -/]*[0-~]?"  # any other escape
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
 )
-_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+"""Control characters, bidi overrides, and surrogates (a lone one, which ``json.loads`` lets through, makes the
+request body invalid JSON to the Messages API: a 400 on every later request)."""
 
 LEDGER_NAME_CHARS = 256
 """The most of a server or tool name a ledger entry shows (as long as a call's name may be)."""
@@ -96,6 +99,64 @@ def image_type_matches(data: bytes, mime: str) -> bool:
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 """The image types a result may carry: the Messages API's."""
+API_MAX_IMAGE_BASE64 = 5 * 1024 * 1024
+"""The Messages API's limit per image, counted on its base64 text ("image exceeds 5 MB maximum: 6278112 bytes >
+5242880 bytes"): an image of more than 3.75 MiB is refused with a 400, on that request and every later one."""
+API_MAX_IMAGE_SIDE = 8000
+"""The most pixels on either side of an image the Messages API takes (2000 once a request holds more than 20
+images)."""
+
+
+def image_size(data: bytes, mime: str) -> tuple[int, int] | None:
+    """The width and height a PNG, GIF, WebP or JPEG header states; None when it cannot be read."""
+    try:
+        if mime == "image/png" and data[12:16] == b"IHDR":
+            width, height = struct.unpack(">II", data[16:24])
+            return int(width), int(height)
+        if mime == "image/gif":
+            width, height = struct.unpack("<HH", data[6:10])
+            return int(width), int(height)
+        if mime == "image/webp":
+            return _webp_size(data)
+        if mime == "image/jpeg":
+            return _jpeg_size(data)
+    except struct.error:  # a header cut short
+        return None
+    return None
+
+
+def _webp_size(data: bytes) -> tuple[int, int] | None:
+    chunk = data[12:16]
+    if chunk == b"VP8 ":
+        width, height = struct.unpack("<HH", data[26:30])
+        return width & 0x3FFF, height & 0x3FFF
+    if chunk == b"VP8L":
+        (bits,) = struct.unpack("<I", data[21:25])
+        return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+    if chunk == b"VP8X":
+        return 1 + int.from_bytes(data[24:27], "little"), 1 + int.from_bytes(data[27:30], "little")
+    return None
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """The size in the first start-of-frame marker, found by walking the segments (each jump at least 2 bytes)."""
+    i = 2
+    while i + 9 <= len(data):
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            height, width = struct.unpack(">HH", data[i + 5 : i + 9])
+            return int(width), int(height)
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:  # markers without a length
+            i += 2
+            continue
+        (length,) = struct.unpack(">H", data[i + 2 : i + 4])
+        i += 2 + max(length, 2)
+    return None
 
 
 def note_label(value: Any, limit: int = 60) -> str:
@@ -111,8 +172,9 @@ class ImageBudget:
     come from (a script's ``show_image``, an MCP tool's result in direct mode or through passthrough).
 
     The first `MAX_IMAGES` images are looked at. Each must be strict base64 (``validate=True``) of at most
-    `MAX_IMAGE_BYTES` (the Messages API's limit per image), of a type in `IMAGE_TYPES`, whose bytes start as
-    that type's must; all of a result's together at most `MAX_IMAGES_TOTAL_BYTES`, charged before decoding
+    `API_MAX_IMAGE_BASE64` characters (the Messages API's limit per image), of a type in `IMAGE_TYPES`, whose
+    bytes start as that type's must, at most `API_MAX_IMAGE_SIDE` pixels a side when its header says; all
+    of a result's together at most `MAX_IMAGES_TOTAL_BYTES`, charged before decoding
     (so a result decodes at most that much, valid or not). Other binary data (audio, a resource's blob) is
     charged to the same total (`take_binary`). What is refused comes back as a one-line note saying why;
     images past the first `MAX_IMAGES` are only counted (`past`, for one note saying how many).
@@ -131,16 +193,24 @@ class ImageBudget:
         self.images += 1
         if mime not in IMAGE_TYPES:
             return f"[an image of type {note_label(mime)} that is not PNG, JPEG, GIF or WebP was left out]"
-        too_big = "was left out: the API takes at most " + size(MAX_IMAGE_BYTES)
-        if isinstance(data, str) and len(data) > base64_size(MAX_IMAGE_BYTES):
-            return f"[an image of {size(len(data) * 3 // 4)} {too_big}]"
+        limit = min(API_MAX_IMAGE_BASE64, base64_size(MAX_IMAGE_BYTES))
+        if isinstance(data, str) and len(data) > limit:
+            return (
+                f"[an image of {size(len(data) * 3 // 4)} ({size(len(data))} as base64) was left out: the API takes "
+                f"at most {size(limit)} of base64 ({size(limit * 3 // 4)} of image); show it smaller (fewer pixels, "
+                "or as JPEG)]"
+            )
         raw = self._decode(data, "an image")
         if isinstance(raw, str):
             return raw
-        if len(raw) > MAX_IMAGE_BYTES:
-            return f"[an image of {size(len(raw))} {too_big}]"
         if not image_type_matches(raw, str(mime)):
             return f"[an image whose bytes are not {mime} was left out]"
+        dims = image_size(raw, str(mime))
+        if dims is not None and max(dims) > API_MAX_IMAGE_SIDE:
+            return (
+                f"[an image of {dims[0]:,}×{dims[1]:,} pixels was left out: the API takes at most "
+                f"{API_MAX_IMAGE_SIDE:,} on a side; show it smaller]"
+            )
         return raw
 
     def take_binary(self, data: Any, what: str) -> bytes | str:
@@ -210,6 +280,7 @@ class ExecutionResult:
         state_reset: the interpreter was restarted (timeout or crash): variables and imports are gone.
         cancelled: `Sandbox.cancel` stopped the run.
         images: images shown with ``show_image``.
+        image_notes: one line for each image shown that the Messages API would refuse (and was left out).
         tool_calls: the ledger of tool calls the script made (the first `sandbox.calls.MAX_LEDGER`).
         tool_calls_omitted: calls made past those, counted only.
         stdout_path / stderr_path: the workspace file holding the whole output, when truncated.
@@ -231,6 +302,7 @@ class ExecutionResult:
     stderr_truncated: bool = False
     stdout_path: str | None = None
     stderr_path: str | None = None
+    image_notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -263,14 +335,19 @@ def _preview(stream: Any, max_chars: int, name: str) -> tuple[str, bool, str | N
     return f"{head}\n\n[... {name} cut{size}; {where} ...]\n\n{tail}", True, path
 
 
-def _images(raw: Any) -> list[ShownImage]:
+def _images(raw: Any) -> tuple[list[ShownImage], list[str]]:
+    """The images a report carries that the API takes, and a note for each of the others (none is dropped
+    unsaid: the script saw ``show_image`` succeed)."""
     images: list[ShownImage] = []
+    notes: list[str] = []
     budget = ImageBudget()
     for item in raw[:MAX_IMAGES] if isinstance(raw, list) else []:
-        data = budget.take(item.get("data"), item.get("mime")) if isinstance(item, dict) else None
+        data = budget.take(item.get("data"), item.get("mime")) if isinstance(item, dict) else "[a malformed image]"
         if isinstance(data, bytes):
             images.append(ShownImage(data, item["mime"]))
-    return images
+        elif isinstance(data, str):
+            notes.append(data.replace("[an image", "[a shown image", 1))
+    return images, notes
 
 
 def parse_execution(
@@ -290,6 +367,7 @@ def parse_execution(
     error = _str(raw.get("error"), MAX_ERROR_CHARS)
     if exit_status != 0 and error is None:
         error = f"exit status {exit_status}"
+    images, image_notes = _images(raw.get("images"))
     return ExecutionResult(
         stdout=stdout,
         stderr=stderr,
@@ -300,7 +378,8 @@ def parse_execution(
         timed_out=timed_out,
         state_reset=raw.get("state_reset") is True,
         cancelled=raw.get("cancelled") is True,
-        images=_images(raw.get("images")),
+        images=images,
+        image_notes=image_notes,
         tool_calls=tool_calls,
         tool_calls_omitted=tool_calls_omitted,
         stdout_truncated=out_cut,

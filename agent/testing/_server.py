@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from agent.testing._accounting import PromptCache, check_request
+from agent.testing._content import check_content
 from agent.testing._replies import ApiError, CutStream, Reply
 from agent.tokens import content_tokens, request_tokens
 
@@ -134,6 +135,7 @@ class FakeMessagesAPI:
             self.requests.append(body)
             self.headers.append(headers)
             problem = check_request(body) if self.validate else None
+            problem = problem or (check_content(body) if self.validate else None)
             if problem is not None:
                 return 400, {}, ApiError(400, problem).body()
             if not self._replies:

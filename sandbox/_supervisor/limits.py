@@ -31,8 +31,9 @@ from __future__ import annotations
 
 MAX_IMAGES = 8
 """Images one execution may show."""
-MAX_IMAGE_BYTES = 5 * 1024 * 1024
-"""The largest single image (the Messages API's own limit per image)."""
+MAX_IMAGE_BYTES = 5 * 1024 * 1024 * 3 // 4
+"""The largest single image: the Messages API takes at most 5 MiB of base64 per image (3.75 MiB of image), so
+``show_image`` refuses a bigger one where the script can still act on it."""
 MAX_IMAGES_TOTAL_BYTES = 8 * 1024 * 1024
 """All images of one execution together."""
 MAX_OUTPUT_CHARS = 200_000

@@ -40,14 +40,14 @@ def test_an_image_over_the_apis_limit_and_images_past_the_count_are_left_out_wit
 
 
 def test_images_are_held_to_the_rules_of_a_scripts_images() -> None:
-    # Before: five images of 5,000,008 bytes all went to the model (33 MB of base64, over the API's 32 MB
+    # Before: five images of 3,900,008 bytes all went to the model (26 MB of base64, near the API's 32 MB
     # request), and so did base64 valid only in its first 64 characters (only those were decoded).
-    large = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(5_000_000)).decode()
+    large = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(3_900_000)).decode()
     blocks = mcp_result_blocks({"content": [{"type": "image", "mimeType": "image/png", "data": large}] * 5})
-    assert [b["type"] for b in blocks] == ["image"] + ["text"] * 4
+    assert [b["type"] for b in blocks] == ["image"] * 2 + ["text"] * 3
     assert sum(len(b["source"]["data"]) for b in blocks if b["type"] == "image") <= base64_size(MAX_IMAGES_TOTAL_BYTES)
-    total = "[an image of 4.8 MB was left out: the images and binary data of one result take at most 8.0 MB]"
-    assert [b["text"] for b in blocks[1:]] == [total] * 4
+    total = "[an image of 3.7 MB was left out: the images and binary data of one result take at most 8.0 MB]"
+    assert [b["text"] for b in blocks[2:]] == [total] * 3
 
     def image(data: str, mime: str = "image/png") -> dict[str, Any]:
         return {"type": "image", "mimeType": mime, "data": data}
@@ -97,7 +97,7 @@ def test_escapes_are_cleaned_from_every_string_that_reaches_the_model() -> None:
         CLEANED,
         f"[resource link] {CLEANED} file:///etc/{CLEANED}",
         f"[resource x:{CLEANED}]\n{CLEANED}",
-        f"[binary resource y:{one_line} ({one_line}) left out]",
+        f"[binary resource y:{one_line} (3 B, {one_line}) not shown: the model reads only text]",
         f"[content of type {one_line} left out]",
     ]
     structured = mcp_result_blocks({"content": [], "structuredContent": {ESCAPES: [ESCAPES, 1]}})

@@ -334,6 +334,17 @@ def test_show_image_refuses_what_is_not_an_image(shared: Sandbox) -> None:
     assert result.images == []
 
 
+def test_show_image_refuses_an_image_the_api_would_refuse_for_its_size(shared: Sandbox) -> None:
+    # The API's 5 MB per image is counted on the base64: a PNG of 4 MiB passed show_image and was then left out
+    # on the host with a note, where the script could no longer make it smaller.
+    code = "show_image(b'\\x89PNG\\r\\n\\x1a\\n' + bytes({n}))"
+    refused = shared.execute(code.format(n=4 * 1024 * 1024))
+    assert refused.error == "ValueError: show_image(): 4194312 bytes is over the 3932160-byte limit"
+    assert refused.images == []
+    taken = shared.execute(code.format(n=3 * 1024 * 1024))
+    assert taken.error is None and len(taken.images) == 1
+
+
 def test_the_network_is_unreachable(shared: Sandbox) -> None:
     # Interfaces are checked first: the connection attempts run only when loopback is all there is.
     code = (

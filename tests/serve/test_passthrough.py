@@ -148,7 +148,11 @@ def test_images_are_held_to_the_rules_of_a_scripts_images(hostile: tuple[Passthr
         {"type": "text", "text": "[an image whose data is not valid base64 was left out]"}
     ]
     assert send(hostile, "big_image")[0] == [
-        {"type": "text", "text": "[an image of 5.7 MB was left out: the API takes at most 5.0 MB]"}
+        {
+            "type": "text",
+            "text": "[an image of 5.7 MB (7.6 MB as base64) was left out: the API takes at most 5.0 MB of base64 "
+            "(3.8 MB of image); show it smaller (fewer pixels, or as JPEG)]",
+        }
     ]
     content, _ = send(hostile, "many_images")
     assert [b["type"] for b in content] == ["image"] * MAX_IMAGES + ["text"]
@@ -158,13 +162,13 @@ def test_images_are_held_to_the_rules_of_a_scripts_images(hostile: tuple[Passthr
 
 def test_images_are_kept_up_to_the_total_of_a_scripts_images() -> None:
     # Before: all three kept here, and the result (16 MiB of JSON) then refused whole; a script may show 8 MiB.
-    half = base64.b64encode(PNG + bytes(MAX_IMAGES_TOTAL_BYTES // 2 - len(PNG))).decode()
+    half = base64.b64encode(PNG + bytes(MAX_IMAGES_TOTAL_BYTES * 45 // 100 - len(PNG))).decode()  # 5 MB as base64
     image = {"type": "image", "data": half, "mimeType": "image/png"}
     out = capped({"content": [image, image, image]}, 100)
     assert out is not None
     assert out["content"][:2] == [image, image]
     assert out["content"][2]["text"] == (
-        "[an image of 4.0 MB was left out: the images and binary data of one result take at most 8.0 MB]"
+        "[an image of 3.6 MB was left out: the images and binary data of one result take at most 8.0 MB]"
     )
 
 

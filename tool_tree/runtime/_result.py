@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,11 +56,26 @@ class ToolResult:
 
     @property
     def images(self) -> list[Image]:
-        """The image blocks, decoded."""
+        """The image blocks, decoded.
+
+        Raises:
+            ValueError: an image block's data is not valid base64 (``content`` holds every block as it was sent).
+        """
         out: list[Image] = []
-        for b in self.content:
-            if b.get("type") == "image" and isinstance(b.get("data"), str):
-                out.append(Image(base64.b64decode(b["data"]), str(b.get("mimeType", "application/octet-stream"))))
+        for i, b in enumerate(self.content):
+            if b.get("type") != "image":
+                continue
+            data = b.get("data")
+            try:
+                raw = base64.b64decode(data, validate=True) if isinstance(data, str) else None
+            except (binascii.Error, ValueError):
+                raw = None
+            if raw is None:
+                raise ValueError(
+                    f"content block {i} is an image whose data is not valid base64 (see .content[{i}] for what the "
+                    "server sent)"
+                )
+            out.append(Image(raw, str(b.get("mimeType", "application/octet-stream"))))
         return out
 
     def json(self) -> Any:

@@ -1,0 +1,59 @@
+"""An MCP server built with the official SDK (``MCPServer``) whose one tool answers hostile content of every kind.
+
+    python content_server.py
+
+``show(case)`` answers the result named by ``case`` (see `CASES`) as a ``CallToolResult``, so what the
+client gets is what the SDK writes for that content: images the Messages API refuses (over 5 MB of base64,
+wider than 8,000 pixels), a text of white space only, audio, an image sent as an embedded resource, a MIME
+type with parameters and in upper case.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+import zlib
+
+from mcp.server.mcpserver import MCPServer
+from mcp_types import (
+    AudioContent,
+    BlobResourceContents,
+    CallToolResult,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    TextContent,
+)
+
+server = MCPServer("content", log_level="WARNING")
+
+
+def png(width: int, height: int, padding: int = 0) -> str:
+    """Base64 of a PNG signature and header stating ``width`` × ``height``, then ``padding`` zero bytes."""
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    chunk = struct.pack(">I", 13) + b"IHDR" + header + struct.pack(">I", zlib.crc32(b"IHDR" + header))
+    return base64.b64encode(b"\x89PNG\r\n\x1a\n" + chunk + bytes(padding)).decode()
+
+
+SMALL = png(10, 10)
+CASES: dict[str, list[ContentBlock]] = {
+    # 4.5 MB of image, 6 MB of base64: under the old 5 MiB raw cap, over the API's 5 MB of base64
+    "big_image": [ImageContent(data=png(10, 10, 4_500_000), mime_type="image/png")],
+    "wide_image": [ImageContent(data=png(9_000, 10), mime_type="image/png")],
+    "blank_text": [TextContent(text=" \n\t "), ImageContent(data=SMALL, mime_type="image/png")],
+    "audio": [AudioContent(data=base64.b64encode(bytes(3_000)).decode(), mime_type="audio/wav")],
+    "resource_image": [
+        EmbeddedResource(resource=BlobResourceContents(uri="file:///chart.png", blob=SMALL, mime_type="image/png"))
+    ],
+    "mime_params": [ImageContent(data=SMALL, mime_type="IMAGE/PNG; charset=x")],
+}
+
+
+@server.tool(name="show")
+def show(case: str) -> CallToolResult:
+    """Answer the hostile content named ``case``."""
+    return CallToolResult(content=CASES[case])
+
+
+if __name__ == "__main__":
+    server.run()
