@@ -12,9 +12,10 @@ never reordered — and is byte-identical after the last growth), runs the ``too
 the reply (at the same time when all of them are independent: MCP tools, reads of the tree; at most
 `agent.calls.MAX_TOOL_USES`, their results sharing the caps of one result) and sends the results
 back, until the model ends its turn, a reply stops for another reason (``max_tokens``, ``refusal``),
-the turn limit or token budget is reached, or a reply cannot be read (``unreadable_reply``: the
-SDK could not parse a tool call's input; `ModelAPIError`). Requests stream (so
-large ``max_tokens`` work); the SDK retries rate limits, overloads and server errors with back-off,
+the turn limit or token budget is reached, or a reply cannot be read (``unreadable_reply``: the SDK could
+not parse a tool call's input; `ModelAPIError`). A request's images are kept within the API's limits
+(`agent.images`). Requests stream (so large ``max_tokens`` work); the SDK retries rate limits, overloads
+and server errors with back-off,
 and the loop retries the same errors when they arrive inside a stream (an ``error`` event after the
 200), and a stream that ends before its message does — its body ends early, its connection is reset,
 no data comes for the client's read timeout — (``api_error`` once retries are spent: a cut reply is
@@ -46,6 +47,7 @@ from agent.defaults import (
 )
 from agent.errors import AgentSetupError, ModelAPIError
 from agent.events import EventHandler, ModelReplied, RunFinished, ToolFinished
+from agent.images import within_image_limits
 from agent.prefilter.options import PrefilterOptions
 from agent.request import (
     CutReply,
@@ -194,7 +196,7 @@ class Agent:
             "max_tokens": self.max_tokens,
             "system": cached_system(self.system),
             "tools": cached_tools(self.tools),
-            "messages": with_last_breakpoint(messages),
+            "messages": with_last_breakpoint(within_image_limits(messages)),
         }
 
     def first_request(self, task: str) -> dict[str, Any]:
@@ -220,12 +222,10 @@ class Agent:
     def run(self, task: str, *, history: Sequence[dict[str, Any]] | None = None) -> RunResult:
         """Run ``task`` to the end.
 
-        With ``history`` (the ``messages`` of the previous `RunResult`), ``task`` is the next user
-        turn of that conversation: a pre-filter's admitted set carries on growing. Without it a new
-        conversation starts.
-
-        A transcript that cannot be written on (a full disk) stops there and the run goes on
-        (``summary.transcript_error`` says why).
+        With ``history`` (the ``messages`` of the previous `RunResult`), ``task`` is the next user turn of that
+        conversation: a pre-filter's admitted set carries on growing (and keeps the tools it called). Without it a
+        new conversation starts. A transcript that cannot be written on (a full disk) stops there and the run goes
+        on (``summary.transcript_error`` says why).
 
         Raises:
             TypeError: ``task`` is not a string, or ``history`` not a list of messages (nothing started).
