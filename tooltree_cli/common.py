@@ -174,3 +174,18 @@ def located(e: Exception, config: Config | None, *, given: Sequence[str] = ()) -
     if key not in section.values:
         return e
     return ConfigError(str(e), file=section.source, line=section.lines.get(key), key=setting)
+
+
+class HttpOption(argparse.Action):
+    """Stores the value and notes in ``http_options`` that the option was given: `tooltree serve` refuses it without
+    --http rather than ignoring it."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.http_options = (*namespace.http_options, option_string or self.dest)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 from collections.abc import Sequence
@@ -10,6 +11,8 @@ from collections.abc import Sequence
 from tooltree_cli import agent_cmd, exec_cmd, generate_cmd, image_cmd, sandbox_cmd, search_cmd, serve_cmd
 
 DEBUG_HELP = "show tracebacks for unexpected errors"
+# The positionals a user may forget to quote (`tooltree search export leads`): the words past the first are told so.
+QUOTED = ("query", "task")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,10 +63,48 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return 1
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, but an argument nobody knows is reported by the (sub)command it was given to, with
+    that command's usage and a hint (argparse reports it from the top-level parser, with ``tooltree``'s usage)."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        command = _command_parser(parser, args)
+        hint = _hint(command, command is not parser, args, extras)
+        command.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+    return args
+
+
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost (sub)command parser ``args`` chose (``parser`` itself when no command was given)."""
+    while True:
+        chooser = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        name = getattr(args, chooser.dest, None) if chooser is not None else None
+        if chooser is None or not isinstance(name, str) or name not in chooser.choices:
+            return parser
+        parser = chooser.choices[name]
+
+
+def _hint(command: argparse.ArgumentParser, sub: bool, args: argparse.Namespace, extras: list[str]) -> str:
+    """What the first unrecognized argument probably meant: an option of the command put before it, a
+    misspelt option, or the rest of a query or task that was not quoted."""
+    options = [e.split("=", 1)[0] for e in extras if e.startswith("--")]
+    if options:
+        if sub and options[0] in command._option_string_actions:  # it would have been taken after the command
+            return f" (an option of `{command.prog}`: put it after the command)"
+        known = [o for o in command._option_string_actions if o.startswith("--")]
+        close = difflib.get_close_matches(options[0], known, n=1)
+        return f" (did you mean {close[0]}?)" if close else ""
+    words = [e for e in extras if not e.startswith("-")]
+    quoted = next((a.dest for a in command._actions if not a.option_strings and a.dest in QUOTED), None)
+    first = getattr(args, quoted, None) if quoted is not None else None
+    if words and isinstance(first, str):
+        return f' (a {quoted} of several words goes in quotes: "{" ".join([first, *words])}")'
+    return ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    return _dispatch(parser, args)
+    return _dispatch(parser, _parse(parser, argv))
 
 
 def generate_tree_main(argv: Sequence[str] | None = None) -> int:
@@ -71,7 +112,7 @@ def generate_tree_main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="generate-tree", description="Write the MCP stub tree.")
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     generate_cmd.add_arguments(parser)
-    return _dispatch(parser, parser.parse_args(argv))
+    return _dispatch(parser, _parse(parser, argv))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tooltree_cli.common import (
+    HttpOption,
     count,
     file_problem,
     folder_problem,
@@ -46,6 +47,11 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_USAGE, EXIT_SERVERS, EXIT_SANDBOX = 0, 2, 3, 4
 TOKEN_ENV = "TOOLTREE_SERVE_TOKEN"  # as agent.serve.http.TOKEN_ENV (not imported: help text only)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
+STDIO_AT_A_TERMINAL = (
+    "tooltree serve: waiting for an MCP client on stdin (an MCP client starts this command itself, e.g. "
+    "`claude mcp add tooltree -- tooltree serve ...`; to try it by hand, add --http); Ctrl-C stops it"
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,8 +85,19 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "(a client that waits only so long for its handshake may give up on a big config)",
     )
     p.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
-    p.add_argument("--host", default="127.0.0.1", help="the address to bind with --http (default: 127.0.0.1)")
-    p.add_argument("--port", type=_port, default=8765, help="the port with --http (default: 8765; 0 picks one)")
+    p.add_argument(
+        "--host",
+        action=HttpOption,
+        default=DEFAULT_HOST,
+        help="the address to bind with --http (default: %(default)s)",
+    )
+    p.add_argument(
+        "--port",
+        action=HttpOption,
+        type=_port,
+        default=DEFAULT_PORT,
+        help=f"the port with --http (default: {DEFAULT_PORT}; 0 picks one)",
+    )
     p.add_argument(
         "--allow-remote",
         action="store_true",
@@ -115,7 +132,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="SERVER.TOOL",
         help="also offer this tool as an ordinary MCP tool (repeat; replaces serve.passthrough)",
     )
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, http_options=())
 
 
 def _warm(text: str) -> int:
@@ -139,6 +156,13 @@ def _port(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    given = [*args.http_options, *(["--allow-remote"] if args.allow_remote else [])]
+    if given and not args.http:  # `serve --port 8765` would serve stdio and wait on the terminal
+        error(
+            f"{given[0]} is an option of --http; add --http to serve Streamable HTTP (without it, serve speaks MCP "
+            "over stdin and stdout)"
+        )
+        return EXIT_USAGE
     if args.http and args.host not in LOOPBACK and not args.allow_remote:
         error(f"--host {args.host} is not loopback; add --allow-remote if you mean it (see --help for what it exposes)")
         return EXIT_USAGE
@@ -347,6 +371,8 @@ def _serve(app: ToolServer, args: argparse.Namespace, sockets: list[socket.socke
     from agent.serve.stdio import serve_stdio
 
     if not args.http:
+        if sys.stdin.isatty():  # typed at a terminal, it would wait there without a word
+            print(STDIO_AT_A_TERMINAL, file=sys.stderr, flush=True)
         anyio.run(serve_stdio, app)
         return EXIT_OK
     token = os.environ.get(ENV) or ""
