@@ -240,6 +240,7 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
     if refresh is not None:
         refresh.start(app.reload_tree)
         app.stop_on_close(refresh.stop)  # while the sessions close, under the same signal handling
+        app.on_stop_signal.append(refresh.cancel.set)  # before a signal kills the servers it started
     try:
         return _serve(app, args, sockets)
     except SandboxError as e:

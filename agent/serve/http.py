@@ -227,7 +227,7 @@ async def serve_http(
     try:
         # Signals are handled until the sessions have closed (a signal during the close still ends every
         # upstream server and lets the containers be removed), as over stdio.
-        async with StopSignals(stop), app, anyio.create_task_group() as tg:
+        async with StopSignals(stop, first=app.on_stop_signal), app, anyio.create_task_group() as tg:
             tg.start_soon(announce)
             await server.serve(sockets=sockets)
             tg.cancel_scope.cancel()

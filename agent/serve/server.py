@@ -126,6 +126,10 @@ class ToolServer:
         self._audit: AuditLog | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         self._also_stop: list[Callable[[], None]] = []
+        self.on_stop_signal: list[Callable[[], None]] = []
+        """Called at the first SIGTERM, SIGINT or SIGHUP, before the upstream servers are signalled (`StopSignals`'
+        ``first``): `tooltree serve` cancels its background refresh there, which would otherwise report the servers
+        it started, killed by the signal, as failed, and could write a tree from what was left."""
 
     # ---- lifecycle ------------------------------------------------------------------------------
 

