@@ -15,7 +15,7 @@ from typing import Any
 from generator.parts import Param, StubParts, text_of
 from generator.schema_convert import measure
 from generator.type_defs import TypedDictDef
-from generator.type_expr import Atom, ImportNames, Lit, PyType, Union, render_type
+from generator.type_expr import Atom, ImportNames, Lit, OpenDict, PyType, TupleOf, Union, render_type
 from generator.wrap import dedent, paragraphs, wrap
 from tool_tree.text import clean, first_sentence, one_line, split_sentence
 
@@ -31,6 +31,8 @@ MAX_RAW_SCHEMA = 8_000
 MAX_RETURN_FIELDS = 30
 MAX_PATTERNS = 10
 """``patternProperties`` patterns named in the docstring."""
+MAX_KEYS = 20
+"""Keys of an object with more keys than its properties (a ``dict[str, V]``) named in the docstring."""
 MAX_SUMMARY_LINE = 110
 """Characters of a first sentence put on a docstring's first line of its own."""
 _WIDTH = LINE - 4
@@ -58,11 +60,14 @@ def typed_dict_docstring(d: TypedDictDef) -> str:
     Module and function docstrings keep them (escaped by the literal writer).
     """
     lines = paragraphs(d.description, MAX_TYPE_DESCRIPTION, width=_WIDTH)
-    documented = [f for f in d.fields if f.description.strip()]
+    documented = [(f.key, one_line(f.description, MAX_FIELD_DESCRIPTION), shape_notes(f.type)) for f in d.fields]
+    documented = [(key, text, notes) for key, text, notes in documented if text.strip() or notes]
     if documented:
         lines += ["", "Attributes:"] if lines else [f"The {d.name} object.", "", "Attributes:"]
-        for f in documented:
-            lines += wrap(f"{f.key}: {one_line(f.description, MAX_FIELD_DESCRIPTION)}", _WIDTH, "    ")
+        for key, text, notes in documented:
+            lines += wrap(
+                f"{key}: {' '.join(x for x in [_sentence(text) if notes else text, *notes] if x)}", _WIDTH, "    "
+            )
     return _SURROGATE.sub("\ufffd", "\n".join(lines))
 
 
@@ -123,10 +128,43 @@ def _args_doc(parts: StubParts) -> list[str]:
 def _param_doc(param: Param) -> str:
     p = param.prop
     text = one_line(text_of(p.schema.get("description")), MAX_ARG_DESCRIPTION)
-    notes = _constraints(p.schema, shows_enum=_shows_literal(p.type))
+    notes = shape_notes(p.type) + _constraints(p.schema, shows_enum=_shows_literal(p.type))
     if param.renamed:
         notes.append(f"Sent as {_json_preview(p.wire, 100)}.")
     return " ".join(x for x in [_sentence(text), *notes] if x)
+
+
+def shape_notes(t: PyType) -> list[str]:
+    """What the annotation of a tuple or of an object with more keys than its properties leaves out."""
+    notes = []
+    for m in t.members if isinstance(t, Union) else (t,):
+        if isinstance(m, TupleOf):
+            notes.append(_tuple_note(m))
+        elif isinstance(m, OpenDict):
+            notes.append(_keys_note(m))
+    return notes
+
+
+def _type_text(t: PyType) -> str:
+    return one_line(render_type(t, ImportNames()), 80)
+
+
+def _tuple_note(t: TupleOf) -> str:
+    items = ", ".join(_type_text(m) for m in t.items)
+    if t.rest is None:
+        count = f"{len(t.items)} item{'' if len(t.items) == 1 else 's'}"
+        return f"A JSON array of {count} ({items}): pass a tuple or a list."
+    return f"A JSON array: {items}, then any number of {_type_text(t.rest)}; pass a tuple or a list."
+
+
+def _keys_note(d: OpenDict) -> str:
+    shown = [f"{one_line(k, 60)!r} ({_type_text(t)}{'' if req else ', optional'})" for k, t, req in d.keys[:MAX_KEYS]]
+    keys = ", ".join(shown) + (", …" if len(d.keys) > MAX_KEYS else "")
+    more = "more keys"
+    if d.patterns:
+        patterns = ", ".join(repr(one_line(p, 60)) for p in d.patterns[:MAX_PATTERNS])
+        more += f" matching {patterns}{', …' if len(d.patterns) > MAX_PATTERNS else ''}"
+    return f"Keys: {keys}; {more} ({_type_text(d.more)})."
 
 
 def _returns_doc(output: PyType, fields: list[tuple[str, str, str]]) -> list[str]:

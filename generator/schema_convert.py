@@ -4,6 +4,14 @@ A :class:`Converter` serves one document (a tool's input or output schema) for t
 :class:`generator.schema_types.TypeBuilder` that owns the stub module's names and definitions;
 every cap here turns what is past it into ``Any`` (or ``dict[str, Any]``) with a warning, so a
 hostile schema costs bounded work. :func:`measure` refuses a raw schema too big to walk at all.
+
+A tuple array (``prefixItems``, or the older ``items: [...]``) is an argument a caller may pass as a tuple
+or a list (``tuple[int, str] | list[int | str]``; an open one ``tuple[int | str, ...] | list[int | str]``,
+since ``tuple[int, *tuple[str, ...]]`` does not parse on Python 3.10); in a result it is the list JSON
+gives. An argument whose ``patternProperties`` or ``additionalProperties`` allow keys beyond its
+``properties`` is a ``dict[str, V]`` (:class:`generator.type_expr.OpenDict`): a TypedDict would refuse them
+in the caller's dict. A result keeps its TypedDict: reading the known keys typed is what a caller wants, and
+a TypedDict value may hold more keys (PEP 589 subtyping).
 """
 
 from __future__ import annotations
@@ -11,7 +19,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from generator.type_defs import FieldDef, TypedDictDef
-from generator.type_expr import ANY, MAX_LITERALS, NONE, Atom, DictOf, ListOf, Lit, PyType, make_union
+from generator.type_expr import (
+    ANY,
+    MAX_LITERALS,
+    MAX_UNION,
+    NONE,
+    Atom,
+    DictOf,
+    ListOf,
+    Lit,
+    OpenDict,
+    PyType,
+    TupleOf,
+    make_union,
+)
 
 if TYPE_CHECKING:
     from generator.schema_types import TypeBuilder
@@ -96,6 +117,15 @@ def props_of(schema: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in props.items() if isinstance(k, str)}
 
 
+def is_open(obj: dict[str, Any]) -> bool:
+    """Whether an object schema with ``properties`` allows further keys by saying so: a non-empty
+    ``patternProperties``, or ``additionalProperties`` that is a schema or ``true`` (left out, it is
+    taken as closed, as nearly every schema writer means it)."""
+    extra = obj.get("additionalProperties")
+    patterns = obj.get("patternProperties")
+    return extra is True or isinstance(extra, dict) or (isinstance(patterns, dict) and bool(patterns))
+
+
 def _decode_pointer_token(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
 
@@ -126,8 +156,10 @@ def _lone_all_of_ref(schema: dict[str, Any]) -> str | None:
 class Converter:
     """Converts the schemas of one document (the input or the output schema)."""
 
-    def __init__(self, builder: TypeBuilder, root: Any, label: str, root_hint: str) -> None:
+    def __init__(self, builder: TypeBuilder, root: Any, label: str, root_hint: str, *, output: bool = False) -> None:
         self._b = builder
+        self._output = output
+        """Types of a result (JSON as read) rather than of arguments (what a caller may pass)."""
         self._root = root
         self._label = label
         self._root_hint = root_hint
@@ -222,7 +254,13 @@ class Converter:
             return ANY
         def_hint = _decode_pointer_token(ref.rsplit("/", 1)[-1]) if ref != "#" else self._root_hint
         obj = self.object_view(target)
-        if obj is not None and props_of(obj) and len(props_of(obj)) <= MAX_PROPERTIES and self._b.can_define():
+        if (
+            obj is not None
+            and props_of(obj)
+            and len(props_of(obj)) <= MAX_PROPERTIES
+            and not (is_open(obj) and not self._output)
+            and self._b.can_define()
+        ):
             name = self._b.names.allocate(def_hint)
             self._ref_types[ref] = Atom(name)
             self.typed_dict(obj, name, depth)
@@ -307,13 +345,30 @@ class Converter:
         if name == "null":
             return NONE
         if name == "array":
-            items = schema.get("items")
-            if "prefixItems" in schema or not isinstance(items, dict):
-                return ListOf(ANY)
-            return ListOf(self.convert(items, hint=hint + "Item", depth=depth + 1))
+            return self._array(schema, hint, depth)
         if name == "object":
             return self._object(schema, hint, depth)
         return ANY
+
+    def _array(self, schema: dict[str, Any], hint: str, depth: int) -> PyType:
+        items, prefix = schema.get("items"), schema.get("prefixItems")
+        rest = items
+        if not isinstance(prefix, list) and isinstance(items, list):
+            prefix, rest = items, schema.get("additionalItems")  # the tuple form before 2020-12
+        if not isinstance(prefix, list) or not prefix:
+            return ListOf(self.convert(rest, hint=hint + "Item", depth=depth + 1) if isinstance(rest, dict) else ANY)
+        positions = [self.convert(p, hint=hint + "Item", depth=depth + 1) for p in prefix]
+        most = schema.get("maxItems")
+        if isinstance(most, int) and not isinstance(most, bool) and most < len(positions):
+            positions = positions[: max(most, 0)]
+        closed = rest is False or (isinstance(most, int) and not isinstance(most, bool) and most <= len(prefix))
+        if closed and not positions:
+            return ListOf(ANY)
+        exact = TupleOf(tuple(positions), None if closed else self.convert(rest, hint=hint + "Item", depth=depth + 1))
+        one = make_union(positions) if exact.each is None else exact.each
+        if self._output or len(positions) > MAX_UNION:
+            return ListOf(one)
+        return make_union([exact, ListOf(one)])
 
     def _object(self, schema: dict[str, Any], hint: str, depth: int) -> PyType:
         obj = self.object_view(schema) or schema
@@ -327,6 +382,8 @@ class Converter:
             if not self._b.can_define():
                 self._b.warn(f"{self._label}: more than {MAX_DEFINITIONS} nested object types; using dict[str, Any]")
                 return DictOf(ANY)
+            if is_open(obj) and not self._output:
+                return self._open_dict(obj, hint, depth)
             title = obj.get("title")
             name = self._b.names.allocate(title if isinstance(title, str) and title.strip() else hint)
             self.typed_dict(obj, name, depth)
@@ -335,6 +392,25 @@ class Converter:
         if isinstance(extra, dict) and extra:
             return DictOf(self.convert(extra, hint=hint + "Value", depth=depth + 1))
         return DictOf(ANY)
+
+    def _open_dict(self, obj: dict[str, Any], hint: str, depth: int) -> OpenDict:
+        """``dict[str, V]`` for an object with properties that allows more keys (V: every value type)."""
+        required = set(required_of(obj))
+        keys = tuple(
+            (key, self.convert(sub, hint=key, depth=depth + 1), key in required) for key, sub in props_of(obj).items()
+        )
+        extra = obj.get("additionalProperties")
+        patterns = obj.get("patternProperties")
+        patterns = {k: v for k, v in patterns.items() if isinstance(k, str)} if isinstance(patterns, dict) else {}
+        by_pattern = [self.convert(sub, hint=hint + "Value", depth=depth + 1) for sub in patterns.values()]
+        only: tuple[str, ...] = ()  # as for the input root: with no other keys allowed, only the patterns'
+        if isinstance(extra, dict):
+            more = make_union([self.convert(extra, hint=hint + "Value", depth=depth + 1), *by_pattern])
+        elif extra is True:
+            more = ANY
+        else:
+            more, only = make_union(by_pattern), tuple(patterns)
+        return OpenDict(make_union([*(t for _, t, _ in keys), more]), keys, more, only)
 
     def _all_of(self, schema: dict[str, Any], hint: str, depth: int) -> PyType:
         obj = self.object_view(schema)

@@ -10,8 +10,12 @@ What maps to what:
   ``bool`` / ``None``; ``type: [..]`` → a union;
 - ``enum`` / ``const`` of strings, ints, bools and null → ``Literal[...]`` (other values: the
   base type);
-- ``array`` → ``list[T]`` (tuple forms → ``list[Any]``);
-- an object with ``properties`` → a TypedDict (``NotRequired`` for optional keys); with only an
+- ``array`` → ``list[T]``; a tuple (``prefixItems``, or ``items: [...]`` with ``additionalItems``) →
+  ``tuple[A, B] | list[A | B]`` as an argument (open: ``tuple[A | B | T, ...] | list[A | B | T]``),
+  ``list[A | B]`` in a result;
+- an object with ``properties`` → a TypedDict (``NotRequired`` for optional keys); an argument whose
+  ``patternProperties`` or ``additionalProperties`` (a schema or ``true``) allow more keys →
+  ``dict[str, V]``, V every value type, the keys in the docstring; with only an
   ``additionalProperties`` schema → ``dict[str, T]``; otherwise ``dict[str, Any]`` (a free-form
   object); the input schema's own root becomes parameters instead (:meth:`TypeBuilder.input_shape`),
   and keys its ``additionalProperties`` or ``patternProperties`` allow become ``**arguments``;
@@ -134,7 +138,7 @@ class TypeBuilder:
         Raises:
             SchemaConversionError: the schema is too big or not an object schema.
         """
-        conv, root = self._root(schema, "output schema", name)
+        conv, root = self._root(schema, "output schema", name, output=True)
         props = props_of(root)
         if not props:
             extra = root.get("additionalProperties")
@@ -145,7 +149,7 @@ class TypeBuilder:
         conv.typed_dict(root, name, 0)
         return Atom(name)
 
-    def _root(self, schema: Any, label: str, hint: str) -> tuple[Converter, dict[str, Any]]:
+    def _root(self, schema: Any, label: str, hint: str, *, output: bool = False) -> tuple[Converter, dict[str, Any]]:
         """A converter for one schema document and its root as one object schema.
 
         Raises:
@@ -154,7 +158,7 @@ class TypeBuilder:
         problem = measure(schema)
         if problem is not None:
             raise SchemaConversionError(problem)
-        conv = Converter(self, schema, label, hint)
+        conv = Converter(self, schema, label, hint, output=output)
         root = conv.object_view(conv.deref(schema))
         if root is None:
             raise SchemaConversionError("it is not an object schema")

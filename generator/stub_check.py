@@ -9,7 +9,7 @@ renderer writes, where nothing at module level runs except imports from ``typing
     from __future__ import annotations
     from typing import ...                      (only names in TYPING_NAMES)
     from tool_tree.runtime import ...           (ToolResult, NotGiven, NOT_GIVEN, call_tool, structured)
-    class X(TypedDict): <annotated names>       (types made of known names, [], |, constants)
+    class X(TypedDict): <annotated names>       (types made of known names, [], |, constants, ...)
     Y = TypedDict("Y", {"key": "type", ...})
     def <function>(*, <params> = NOT_GIVEN, **arguments: T) -> T:
         return call_tool(<server>, <tool>, {"wire": param, ..., **arguments})   (or: arguments, {})
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from generator.type_expr import IMPORTABLE_NAMES, TYPING_NAMES, import_alias, import_aliases
 
 RUNTIME_MODULE = "tool_tree.runtime"
-BUILTIN_TYPES = frozenset({"str", "int", "float", "bool", "list", "dict"})
+BUILTIN_TYPES = frozenset({"str", "int", "float", "bool", "list", "tuple", "dict"})
 
 
 class _Reject(Exception):
@@ -191,7 +191,7 @@ def _check_type(node: ast.expr, allowed: set[str]) -> None:
         _check_type(node.value, allowed)
         _check_type(node.slice, allowed)
     elif isinstance(node, ast.Constant):
-        if not (node.value is None or isinstance(node.value, (str, int))):
+        if not (node.value is None or node.value is Ellipsis or isinstance(node.value, (str, int))):
             raise _Reject("unexpected constant in a type")
     elif isinstance(node, ast.Tuple):
         for elt in node.elts:

@@ -1,7 +1,7 @@
 """The small language of Python types the schema converter produces, and how it is written.
 
-Types are values (``Atom("str")``, ``Lit(("a", "b"))``, ``ListOf(...)``, ``DictOf(...)``,
-``Union(...)``) until :func:`render_type` writes them; every string Literal value goes through
+Types are values (``Atom("str")``, ``Lit(("a", "b"))``, ``ListOf(...)``, ``TupleOf(...)``, ``DictOf(...)``,
+``OpenDict(...)``, ``Union(...)``) until :func:`render_type` writes them; every string Literal value goes through
 :mod:`generator.literals`. :class:`ImportNames` records which ``typing`` names a stub uses and
 what it calls them (``Any_`` when the stub's own function is called ``Any``).
 """
@@ -79,8 +79,38 @@ class ListOf:
 
 
 @dataclass(frozen=True, slots=True)
+class TupleOf:
+    """``tuple[A, B]``; with ``rest`` (the type of any further items) ``tuple[A | B | R, ...]``."""
+
+    items: tuple[PyType, ...]
+    rest: PyType | None = None
+
+    @property
+    def each(self) -> PyType | None:
+        """The one item type of an open tuple (None for a closed one)."""
+        return None if self.rest is None else make_union([*self.items, self.rest])
+
+
+@dataclass(frozen=True, slots=True)
 class DictOf:
     value: PyType
+
+
+@dataclass(frozen=True, slots=True)
+class OpenDict:
+    """An object with known keys and more (``properties`` beside ``patternProperties`` or
+    ``additionalProperties``), written ``dict[str, V]``: no TypedDict can take the extra keys.
+
+    ``value`` is every value type together; the rest only documents the object.
+    """
+
+    value: PyType
+    keys: tuple[tuple[str, PyType, bool], ...]
+    """(key, type, required) of each property."""
+    more: PyType
+    """The type of the other keys' values."""
+    patterns: tuple[str, ...] = ()
+    """The patterns the other keys must match (none: any key)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +118,7 @@ class Union:
     members: tuple[PyType, ...]
 
 
-PyType = Atom | Lit | ListOf | DictOf | Union
+PyType = Atom | Lit | ListOf | TupleOf | DictOf | OpenDict | Union
 
 ANY = Atom("Any")
 NONE = Atom("None")
@@ -158,7 +188,9 @@ def type_names(t: PyType) -> set[str]:
         return {"Literal"}
     if isinstance(t, ListOf):
         return {"list"} | type_names(t.item)
-    if isinstance(t, DictOf):
+    if isinstance(t, TupleOf):
+        return {"tuple"}.union(*(type_names(m) for m in ([t.each] if t.each is not None else t.items)))
+    if isinstance(t, DictOf | OpenDict):
         return {"dict", "str"} | type_names(t.value)
     return set().union(*(type_names(m) for m in t.members))
 
@@ -179,6 +211,11 @@ def render_type(t: PyType, names: ImportNames, *, quote: str | None = None, wrap
         return names.use("Literal") + "[\n" + "".join(f"{wrap}    {v},\n" for v in values) + wrap + "]"
     if isinstance(t, ListOf):
         return f"list[{render_type(t.item, names, quote=quote, wrap=wrap)}]"
-    if isinstance(t, DictOf):
+    if isinstance(t, TupleOf):
+        each = t.each
+        if each is not None:
+            return f"tuple[{render_type(each, names, quote=quote, wrap=wrap)}, ...]"
+        return "tuple[" + ", ".join(render_type(m, names, quote=quote, wrap=wrap) for m in t.items) + "]"
+    if isinstance(t, DictOf | OpenDict):
         return f"dict[str, {render_type(t.value, names, quote=quote, wrap=wrap)}]"
     return " | ".join(render_type(m, names, quote=quote, wrap=wrap) for m in t.members)

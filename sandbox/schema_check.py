@@ -125,7 +125,9 @@ def tool_validator(schema: dict[str, Any], name: str) -> Validator:
         if _mentions(schema, "unevaluatedProperties"):
             logger.warning("not checking unevaluatedProperties of %s on the host: it has patterns", name)
     keywords = {k: _timed(f) for k, f in keywords.items()}
-    linear = jsonschema.validators.extend(cls, keywords)  # type: ignore[no-untyped-call]
+    # a tuple is sent as a JSON array (stubs type tuple schemas `tuple[...] | list[...]`): it is one here too
+    arrays = cls.TYPE_CHECKER.redefine("array", lambda _, instance: isinstance(instance, list | tuple))
+    linear = jsonschema.validators.extend(cls, keywords, type_checker=arrays)  # type: ignore[no-untyped-call]
     return linear(schema, format_checker=None, registry=LOCAL_REFS)  # type: ignore[no-any-return]
 
 

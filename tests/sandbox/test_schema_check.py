@@ -154,3 +154,13 @@ def test_a_refused_values_place_is_cut_however_long_the_scripts_keys(raw: tuple[
     # Before: the whole key, 1 MB, in the message (and so in the audit log, the ledger and the printout).
     assert message.startswith("invalid arguments: " + "k" * 39 + "…: 'x' is not of type 'integer'")
     assert len(message) < 19 + PATH_CHARS + 2 + 300
+
+
+def test_a_tuple_is_an_array_as_it_is_sent() -> None:
+    # Stubs type a tuple schema `tuple[int, str] | list[int | str]`; before, a host-side call with the tuple was
+    # refused here ("(1, 'a') is not of type 'array'") though it is sent as a JSON array.
+    pair = {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False}
+    check = tool_validator({"type": "object", "properties": {"pair": pair}}, "t")
+    assert [e.message for e in check.iter_errors({"pair": (1, "a")})] == []
+    assert [e.message for e in check.iter_errors({"pair": (1, 2)})] == ["2 is not of type 'string'"]
+    assert [e.message for e in check.iter_errors({"pair": ("a", 1)})] != []
