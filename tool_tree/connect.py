@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from tool_tree.budget import NotificationBudget, guarded
 from tool_tree.config import ServerConfig
 from tool_tree.http_client import http_client
+from tool_tree.http_errors import Answers, not_mcp, status_problem
 from tool_tree.stderr_log import NOISE_CHARS, StderrLog
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, NotJSONRPC, stdio_client
 
@@ -46,14 +47,22 @@ MAX_LIST_BYTES = 64 * 1024 * 1024
 message bounds a page, this the whole list (a server can page its way past the memory of the host)."""
 
 
+_REPORTED = (
+    "Failed to parse JSONRPC message",
+    "Unexpected content type",
+    "Error parsing JSON response",
+    "Session termination failed: 404",  # closing a session the server ended already (`tool_tree.http_errors`)
+)
+
+
 class _Reported(logging.Filter):
     """Drops the SDK's log records of what `connect` reports itself (with the server's name, in its error or
     with its stderr): a stdout line that is not JSON-RPC (logged with a traceback) and an HTTP reply that is
-    not MCP."""
+    not MCP, or not JSON (logged with a traceback; its request fails saying why)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = str(record.msg)
-        return not message.startswith(("Failed to parse JSONRPC message", "Unexpected content type"))
+        return not message.startswith(_REPORTED)
 
 
 logging.getLogger("mcp.client.stdio").addFilter(_Reported())
@@ -97,6 +106,7 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
     async with AsyncExitStack() as stack:
         target: Any
         replies: _Replies | None = None
+        answers: Answers | None = None
         if server.command is not None:
             params = mcp.StdioServerParameters(
                 command=server.command,
@@ -119,8 +129,8 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
             http = await stack.enter_async_context(
                 http_client(server.headers, name=server.name, notifications=notifications)
             )
-            replies = _Replies()
-            http.event_hooks["response"].append(replies.hook)
+            replies, answers = _Replies(), Answers()
+            http.event_hooks["response"] += [replies.hook, answers.hook]
             transport = streamable_http_client(server.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES)
             target = guarded(transport, server.name, notifications.twin())
 
@@ -138,6 +148,8 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
             if (explained := _explained(e, replies, server)) is None:
                 raise
             raise explained from e
+        if answers is not None:
+            answers.open = True  # from now on an HTTP error is said in the error of the request it answers
         yield Connection(client=client, server=server, stderr=stderr)
 
 
@@ -158,13 +170,6 @@ def _unparsed(error: ValueError) -> str:
 _STAND_INS = ("Server returned an error response", "Not Found", "Unexpected content type")
 """How the SDK words an HTTP reply that carries no JSON-RPC error, without its status."""
 
-_STATUS_HINTS = {
-    401: 'the server wants credentials: set them in its `headers` (e.g. Authorization: "Bearer ${TOKEN}")',
-    403: "the server refused the credentials in its `headers`",
-    404: "no MCP endpoint at this URL: check its path (often /mcp)",
-    405: "the URL does not take MCP requests: check that it is the Streamable HTTP endpoint (SSE is not supported)",
-}
-
 
 class _Replies:
     """The first reply of an HTTP server that the SDK reports without its status: an error, or not MCP."""
@@ -177,15 +182,9 @@ class _Replies:
             return
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if response.status_code >= 400:
-            status = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
-            hint = _STATUS_HINTS.get(response.status_code)
-            self.problem = f"{status}: {hint}" if hint else f"the server answered {status}"
+            self.problem = status_problem(response)
         elif response.status_code not in (202, 204) and kind not in ("application/json", "text/event-stream"):
-            page = "a web page" if kind in ("text/html", "application/xhtml+xml") else "something else"
-            self.problem = (
-                f"the URL answered with {page} ({kind or 'no content type'}), not MCP: check that it is the "
-                "server's MCP endpoint"
-            )
+            self.problem = not_mcp(kind)
 
 
 def _explained(e: BaseException, replies: _Replies | None, server: ServerConfig) -> Exception | None:
@@ -288,7 +287,7 @@ async def list_tools_raw(client: mcp.Client) -> list[dict[str, Any]]:
                 f"one server (reached on page {len(seen) + 1})"
             )
         next_cursor = page.get("nextCursor")
-        if next_cursor is None:
+        if next_cursor is None or next_cursor == "":  # "" ends it too, as other clients read it (`while (cursor)`)
             return tools
         if not isinstance(next_cursor, str) or next_cursor in seen:
             raise ValueError(f"tools/list pagination repeats or is malformed (cursor {next_cursor!r})")

@@ -5,11 +5,14 @@ it (the SDK's transports are anyio context managers and must be entered and left
 task). Calls come from any task. A server whose connection died is re-opened on the next call:
 before that call is sent when the session already knew the connection had closed (a server killed
 between calls), else after the call that found it dead fails (it may have reached the server, and
-tools act for real, so it is never sent again). Restarts of a server that keeps ending or failing to
-start back off (`tool_tree.restarts`): a call meanwhile is refused at once, naming why it ended last
-and when it may start again. A stdio server's process group
-is killed when the pool closes. Each server has a concurrency limit and a per-call timeout; a call that
-runs out of the server's own timeout says which setting it was (``servers.NAME.timeout`` in the config file).
+tools act for real, so it is never sent again). An HTTP server that answers a call with 404 for its session
+(it restarted, or let the session expire) did not run it: its session is re-opened and the call sent once more
+(`tool_tree.http_errors`); a second 404 fails it, saying it ran neither time. A 400 naming the session (as many
+servers answer instead) fails the call, not sent again, and the next call opens a new session. Restarts of a
+server that keeps ending or failing to start back off (`tool_tree.restarts`): a call meanwhile is refused at once,
+naming why it ended last and when it may start again. A stdio server's process group is killed when the pool
+closes. Each server has a concurrency limit and a per-call timeout; a call that runs out of the server's own
+timeout says which setting it was (``servers.NAME.timeout`` in the config file).
 
 Servers start on their first call, at most ``start_jobs`` at once (`tool_tree.starts.StartGate`,
 default the number of cores): a call to a server that is queued behind others waits its turn, and
@@ -44,11 +47,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import mcp
+import mcp.types as mt
 import pydantic_core
 from anyio.abc import TaskGroup
 
 from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from tool_tree.connect import connect, list_tools_raw
+from tool_tree.http_errors import resendable, session_ended, stream_cut
+from tool_tree.in_flight import InFlight
 from tool_tree.redact import redact
 from tool_tree.restarts import RestartBackoff
 from tool_tree.starts import StartGate, StartSlot, default_start_jobs
@@ -101,6 +107,7 @@ class _Slot:
     backoff: RestartBackoff = field(default_factory=RestartBackoff)
     queued: bool = False
     """Waiting for a start slot (other servers are starting)."""
+    in_flight: InFlight = field(default_factory=InFlight)
 
 
 def _pool_settings(
@@ -349,6 +356,12 @@ class ServerPool:
             with anyio.move_on_after(10):
                 await closed.wait()
 
+    async def _retire(self, slot: _Slot, client: mcp.Client, reason: str, within: float) -> None:
+        """`_discard` a session the server ended, once the other calls sent on it have their answers (at most
+        ``within`` seconds): closing it first would cut them off before their 404 says they never ran."""
+        await slot.in_flight.drained(client, within)
+        await self._discard(slot, client, reason)
+
     def _timeout_setting(self, slot: _Slot) -> str:
         """Where a server's call timeout is set, for the message of a call that ran out of it."""
         where = f" in {self._source}" if self._source is not None else ""
@@ -430,10 +443,18 @@ class ServerPool:
                 client = await self._ensure(slot)
             remaining = max(0.0, limit - waited)
             try:
-                with anyio.fail_after(remaining):
-                    result = await client.call_tool(
-                        tool, arguments, read_timeout_seconds=remaining + SDK_TIMEOUT_MARGIN
-                    )
+                sent, resent = anyio.current_time(), False
+                try:
+                    result = await _send(slot, client, tool, arguments, remaining)
+                except mcp.MCPError as e:
+                    if not resendable(e):
+                        raise
+                    # The server restarted or let the session expire (HTTP 404 to its id): it did not run the call.
+                    # Open a new session, as the MCP spec says, and send the call once more on it.
+                    await self._retire(slot, client, e.message, max(0.0, remaining - (anyio.current_time() - sent)))
+                    remaining = max(0.0, remaining - (anyio.current_time() - sent))  # the start is not counted
+                    client, resent = await self._ensure(slot), True
+                    result = await _send(slot, client, tool, arguments, remaining)
             except pydantic_core.PydanticSerializationError as e:  # nothing was sent: the session is as it was
                 raise TypeError(f"arguments: cannot be sent as JSON ({e})") from None
             except TimeoutError:
@@ -448,6 +469,14 @@ class ServerPool:
                 if _is_connection_loss(e):
                     await self._discard(slot, client, f"it died during a call ({e})")
                     raise _unavailable(slot, f"the server died during the call ({e})") from None
+                if session_ended(e):  # not to be sent again, or again on the new session: the next call opens one
+                    await self._retire(slot, client, e.message, PING_TIMEOUT)
+                    again = " (nor on a new session: it was sent twice, run neither time)" if resent else ""
+                    return _error_result(e.message + again)
+                if stream_cut(e):
+                    return _error_result(
+                        f"the server's reply ended before its answer ({e.message}): the call may have run"
+                    )
                 return _error_result(f"server error {e.code}: {e}" if hasattr(e, "code") else str(e))
             except RuntimeError as e:  # the SDK's output-schema check
                 return _error_result(f"invalid result from the server: {e}")
@@ -461,6 +490,14 @@ class ServerPool:
             return dumped
         finally:
             slot.limiter.release()
+
+
+async def _send(
+    slot: _Slot, client: mcp.Client, tool: str, arguments: dict[str, Any], timeout: float
+) -> mt.CallToolResult:
+    """The call, within ``timeout`` seconds (the SDK's own read timeout set a little later, so this one fires)."""
+    with slot.in_flight.call(client), anyio.fail_after(timeout):
+        return await client.call_tool(tool, arguments, read_timeout_seconds=timeout + SDK_TIMEOUT_MARGIN)
 
 
 async def _answers_ping(client: mcp.Client, timeout: float) -> bool:

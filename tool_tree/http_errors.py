@@ -1,0 +1,216 @@
+"""What an HTTP server answered, said in a request's error once the session is open.
+
+The SDK reports an HTTP error answering a request as "Server returned an error response" (a 401 of a token that
+expired mid-session, a 502 of a proxy), without the status; a web page as "Unexpected content type"; an empty JSON
+reply with the parser's traceback in the log. `Answers` rewrites such a reply, before the SDK reads it, into a
+JSON-RPC error that says what came back and what to do (`status_problem`, `not_mcp`), with the server's own words
+when it gave some; a JSON-RPC error the server sent with its status is kept as it was.
+
+A 404 answering a request sent with a session id means the server no longer knows the session (it restarted, or
+let it expire): it did not run the request, and the MCP spec has the client open a new session. Its error is
+marked (`session_ended`, `resendable`) with a mark only this process knows, so no server can have a call it ran
+sent twice by writing the same error; `tool_tree.pool.ServerPool` then re-opens the session and sends the call
+once more. Many servers (the TypeScript SDK's examples, ``server-everything``) answer a 400 naming the session
+instead: a new session is opened for the next call, but the call is not sent again (a 400 promises nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx2
+import mcp
+
+_MARK = secrets.token_hex(16)
+"""Marks the error of a session the server ended; never sent anywhere, so no server can write it."""
+INTERNAL_ERROR = -32603
+CONNECTION_CLOSED = -32000
+INVALID_REQUEST = -32600
+
+STATUS_HINTS = {
+    401: 'the server wants credentials: set them in its `headers` (e.g. Authorization: "Bearer ${TOKEN}")',
+    403: "the server refused the credentials in its `headers`",
+    404: "no MCP endpoint at this URL: check its path (often /mcp)",
+    405: "the URL does not take MCP requests: check that it is the Streamable HTTP endpoint (SSE is not supported)",
+}
+
+
+def status_problem(response: httpx2.Response) -> str:
+    """An HTTP error status in words a user can act on: the status, and what to set or check."""
+    status = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+    hint = STATUS_HINTS.get(response.status_code)
+    if response.status_code == 401:
+        oauth = "tooltree does not sign in with OAuth: get a token and set it there"
+        if "authorization" in response.request.headers:
+            hint = f"the server refused the credentials in its `headers` (expired or revoked?); {oauth}"
+        elif "www-authenticate" in response.headers:
+            hint = f"{hint}; {oauth}"
+    return f"{status}: {hint}" if hint else f"the server answered {status}"
+
+
+def not_mcp(kind: str, *, opened: bool = False) -> str:
+    """A reply of content type ``kind`` that is not MCP, in words: to open a session (a wrong URL?), or once
+    ``opened`` (a proxy's sign-in or error page?)."""
+    page = "a web page" if kind in ("text/html", "application/xhtml+xml") else "something else"
+    said = f"{page} ({kind or 'no content type'}), not MCP"
+    if opened:
+        return f"the server answered the request with {said} (a proxy's sign-in or error page?)"
+    return f"the URL answered with {said}: check that it is the server's MCP endpoint"
+
+
+def session_ended(error: mcp.MCPError) -> bool:
+    """Whether ``error`` says the server no longer knows the session (it restarted, or let it expire): a new
+    session is needed (`resendable` says whether the request may be sent again on it)."""
+    data = error.data
+    return isinstance(data, dict) and data.get("tooltree") == _MARK
+
+
+def resendable(error: mcp.MCPError) -> bool:
+    """Whether the request ``error`` answers was surely not run, so a new session may run it: an HTTP 404 to a
+    request sent with a session id (the MCP spec's word for a session the server ended)."""
+    return session_ended(error) and error.data.get("resend") is True
+
+
+def stream_cut(error: mcp.MCPError) -> bool:
+    """Whether ``error`` is the SDK's word for a reply stream that ended before the answer (the server closed it,
+    or it could not be resumed): the request was sent, and may have been run."""
+    return error.code == CONNECTION_CLOSED and error.message.startswith("SSE stream ended")
+
+
+class Answers:
+    """A response hook rewriting, once `open` is set, the replies to requests that the SDK would report without
+    their status (or with a traceback) into JSON-RPC errors saying what the server answered."""
+
+    def __init__(self) -> None:
+        self.open = False
+
+    async def hook(self, response: httpx2.Response) -> None:
+        if not self.open or response.request.method != "POST":
+            return
+        request_id = _request_id(response.request)
+        if request_id is None:  # a notification or an answer: the SDK reports nothing for it
+            return
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        if response.status_code >= 400:
+            said = _Said(request_id, response, kind)
+            response.stream = _Rewritten(response.stream, said.error)
+        elif response.status_code in (202, 204) or kind == "text/event-stream":
+            return
+        elif kind == "application/json":
+            empty = _error(request_id, INTERNAL_ERROR, "the server answered the request with an empty body")
+            response.stream = _NotEmpty(response.stream, empty)
+            return
+        else:
+            error = _error(request_id, INTERNAL_ERROR, not_mcp(kind, opened=True))
+            response.stream = _Rewritten(response.stream, lambda body: error)
+        response.headers["content-type"] = "application/json"
+        response.headers.pop("content-length", None)
+
+
+class _Said:
+    """The JSON-RPC error a request's HTTP error reply is given on as, once its body is in."""
+
+    def __init__(self, request_id: Any, response: httpx2.Response, kind: str) -> None:
+        self._id, self._kind, self._code = request_id, kind, response.status_code
+        self._status = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+        self._problem = status_problem(response)
+        self._session = "mcp-session-id" in response.request.headers
+
+    def error(self, body: bytes) -> bytes:
+        try:
+            message = json.loads(body) if self._kind == "application/json" else None
+        except ValueError:
+            message = None
+        words = _words(message, body, self._kind)
+        ended = f"the server no longer knows this session ({self._status}"
+        if self._session and self._code == 404:  # the spec's answer to a session id the server does not know
+            ended += ": it restarted or ended the session); it did not run the request"
+            return _error(self._id, INVALID_REQUEST, ended, {"tooltree": _MARK, "resend": True})
+        if self._session and self._code == 400 and "session" in words.lower():  # how many servers say it instead
+            ended += f": {words}); the request was not sent again: the next one opens a new session"
+            return _error(self._id, INVALID_REQUEST, ended, {"tooltree": _MARK, "resend": False})
+        if isinstance(message, dict) and "id" in message and _is_rpc_error(message):
+            return body  # the server's own JSON-RPC error, as it wrote it
+        return _error(self._id, INTERNAL_ERROR, f"{self._problem} ({words})" if words else self._problem)
+
+
+WORDS = 300
+"""Characters of what the server said with an error status kept in the request's error."""
+
+
+def _words(message: Any, body: bytes, kind: str) -> str:
+    """What the server said with its error status, on one line (a JSON-RPC or OAuth error's message, or a short
+    plain text); "" for anything else (a web page)."""
+    said: Any = None
+    if isinstance(message, dict) and _is_rpc_error(message):
+        said = message["error"]["message"]
+    elif isinstance(message, dict) and isinstance(message.get("error"), str):  # OAuth (RFC 6750)
+        said = message.get("error_description") or message["error"]
+    elif kind == "text/plain":
+        said = body.decode("utf-8", "replace")
+    if not isinstance(said, str):
+        return ""
+    line = " ".join(said.split())
+    return line if len(line) <= WORDS else line[: WORDS - 1] + "…"
+
+
+def _request_id(request: httpx2.Request) -> Any:
+    """The id of the JSON-RPC request a POST carries (None: not a request, or not read)."""
+    try:
+        message = json.loads(request.content)
+    except (httpx2.RequestNotRead, ValueError):
+        return None
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    return message.get("id")
+
+
+def _error(request_id: Any, code: int, message: str, data: Any = None) -> bytes:
+    error: dict[str, Any] = {"code": code, "message": message} | ({"data": data} if data is not None else {})
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+
+
+def _is_rpc_error(message: dict[str, Any]) -> bool:
+    error = message.get("error")
+    return isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str)
+
+
+class _Rewritten(httpx2.AsyncByteStream):
+    """An error reply read whole (bounded by `tool_tree.http_client.bounding`) and given on as ``rewrite`` makes it."""
+
+    def __init__(self, stream: httpx2.AsyncByteStream, rewrite: Callable[[bytes], bytes]) -> None:
+        self._stream, self._rewrite = stream, rewrite
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        chunks: list[bytes] = []
+        try:
+            async for chunk in self._stream:
+                chunks.append(chunk)
+        except httpx2.StreamError:  # too large, or cut off: nothing the server said is kept
+            chunks = []
+        yield self._rewrite(b"".join(chunks))
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class _NotEmpty(httpx2.AsyncByteStream):
+    """A JSON reply passed on as it comes; one with nothing in it but blanks is given on as ``error``."""
+
+    def __init__(self, stream: httpx2.AsyncByteStream, error: bytes) -> None:
+        self._stream, self._error = stream, error
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        empty = True
+        async for chunk in self._stream:
+            empty = empty and not chunk.strip()
+            yield chunk
+        if empty:
+            yield self._error
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
