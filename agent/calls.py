@@ -18,6 +18,11 @@ every later one). So:
   images well under the API's 32 MB request): results arriving in one turn must fit the same room, and
   a larger multiple would only let one reply fill the context (two results at the cap already do).
 
+A ``tool_use`` whose id an earlier block of the same reply already has (a model or proxy bug) is not run: the
+API refuses a request that repeats a ``tool_use`` id, or answers one twice, so every later request of the run
+would fail. It gets a fresh id in the reply as the conversation keeps it (``<id>_2``, ...) and an error
+``tool_result`` saying so; the first block of that id runs. The run counts these as refused too.
+
 The transcript records each call (input, seconds, bytes that reached the model, what was left out)
 and one ``tools_refused`` record for the blocks that did not run; a result itself is recorded once,
 as it entered the conversation, in the next ``request`` record.
@@ -52,6 +57,34 @@ def refused_text(count: int) -> str:
         f"not run: one reply may make at most {MAX_TOOL_USES} tool calls (each invocation of a batch_tool "
         f"counts) and this one made {count:,}; make the calls still needed in your next reply"
     )
+
+
+def duplicate_text(original: str, renamed: str) -> str:
+    """What a ``tool_use`` that repeated the id of an earlier one of its reply is answered with."""
+    return (
+        f"not run: this call repeated the id {original!r} of an earlier call in the same reply (each call needs "
+        f"its own id, so it was renamed {renamed!r}); make it again in your next reply if it is still needed"
+    )
+
+
+def rename_duplicates(blocks: list[dict[str, Any]]) -> dict[int, str]:
+    """Give each of the ``tool_use`` ``blocks`` whose id an earlier one has a fresh id, in place (``<id>_2``, ...,
+    unused in the reply); the indexes of those blocks and the ids they repeated."""
+    taken = {str(b.get("id")) for b in blocks}
+    first: set[str] = set()
+    repeated: dict[int, str] = {}
+    for i, block in enumerate(blocks):
+        original = str(block.get("id"))
+        if original not in first:
+            first.add(original)
+            continue
+        n = 2
+        while f"{original}_{n}" in taken:
+            n += 1
+        block["id"] = f"{original}_{n}"
+        taken.add(block["id"])
+        repeated[i] = original
+    return repeated
 
 
 REFUSED_AGAIN = "not run: too many calls in one reply (as the first call not run was told)"
@@ -96,9 +129,12 @@ def run_tool_uses(
     emit: Callable[[ToolFinished], None],
 ) -> list[dict[str, Any]]:
     """The ``tool_result`` blocks answering every ``tool_use`` of the reply ``content``, in order: those
-    whose calls fit in `MAX_TOOL_USES` run (their results sharing one `ContentBudget`), the rest refused. Counts them
-    in ``summary``, records them in ``log`` and reports each call that ran to ``emit``."""
-    blocks = [b for b in content if b.get("type") == "tool_use"]
+    whose calls fit in `MAX_TOOL_USES` run (their results sharing one `ContentBudget`), the rest refused, as is a
+    block repeating an earlier one's id (renamed in ``content``: `rename_duplicates`). Counts them in ``summary``,
+    records them in ``log`` and reports each call that ran to ``emit``."""
+    every = [b for b in content if b.get("type") == "tool_use"]
+    repeated = rename_duplicates(every)
+    blocks = [b for i, b in enumerate(every) if i not in repeated]
     made = [calls_in(toolset, b) for b in blocks]
     fit = next((i for i, total in enumerate(accumulate(made)) if total > MAX_TOOL_USES), len(blocks))
     ran, refused = blocks[:fit], blocks[fit:]
@@ -144,4 +180,21 @@ def run_tool_uses(
             results.append({"type": "tool_result", "tool_use_id": b.get("id"), "content": answer, "is_error": True})
         summary.refused_tool_calls += len(refused)
         log.write("tools_refused", turn=turn, count=len(refused), ran=len(ran), reason=text)
+    if repeated:
+        answers = iter(results)
+        results = [
+            next(answers)
+            if i not in repeated
+            else {
+                "type": "tool_result",
+                "tool_use_id": b["id"],
+                "content": [{"type": "text", "text": duplicate_text(repeated[i], b["id"])}],
+                "is_error": True,
+            }
+            for i, b in enumerate(every)
+        ]
+        summary.refused_tool_calls += len(repeated)
+        first = next(iter(repeated.values()))
+        reason = f"repeated the id of an earlier tool_use of the reply (the first: {first!r})"
+        log.write("tools_refused", turn=turn, count=len(repeated), ran=len(ran), reason=reason)
     return results

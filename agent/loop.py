@@ -14,13 +14,12 @@ the reply (at the same time when all of them are independent: MCP tools, reads o
 back, until the model ends its turn, a reply stops for another reason (``max_tokens``, ``refusal``),
 the turn limit or token budget is reached, or a reply cannot be read (``unreadable_reply``: the SDK could
 not parse a tool call's input; `ModelAPIError`). A request's images are kept within the API's limits
-(`agent.images`). Requests stream (so large ``max_tokens`` work); the SDK retries rate limits, overloads
-and server errors with back-off,
-and the loop retries the same errors when they arrive inside a stream (an ``error`` event after the
-200), and a stream that ends before its message does — its body ends early, its connection is reset,
-no data comes for the client's read timeout — (``api_error`` once retries are spent: a cut reply is
-never taken as the answer), which the SDK does not. A `ModelAPIError` says what failed, and its
-``advice`` what to do. Ctrl-C ends the transcript with a ``run_end`` whose stop reason is ``interrupted``.
+(`agent.images`). Requests stream (so large ``max_tokens`` work); the SDK retries rate limits, overloads and server
+errors with back-off, and the loop retries the same errors when they arrive inside a stream (an ``error`` event
+after the 200), and a stream that ends before its message does — its body ends early, its connection is reset, no
+data comes for the client's read timeout — (``api_error`` once retries are spent: a cut reply is never taken as the
+answer), which the SDK does not. A `ModelAPIError` says what failed, and its ``advice`` what to do. Ctrl-C ends the
+transcript with a ``run_end`` whose stop reason is ``interrupted``.
 """
 
 from __future__ import annotations
@@ -223,9 +222,10 @@ class Agent:
         """Run ``task`` to the end.
 
         With ``history`` (the ``messages`` of the previous `RunResult`), ``task`` is the next user turn of that
-        conversation: a pre-filter's admitted set carries on growing (and keeps the tools it called). Without it a
-        new conversation starts. A transcript that cannot be written on (a full disk) stops there and the run goes
-        on (``summary.transcript_error`` says why).
+        conversation: a pre-filter's admitted set carries on growing (and keeps the tools it called). Without it a new
+        conversation starts. The calls of the last reply run even when the turn limit or token budget then stops the
+        run: their results end ``messages``, so ``history`` goes on from them. A transcript that cannot be written on (a
+        full disk) stops there and the run goes on (``summary.transcript_error`` says why).
 
         Raises:
             TypeError: ``task`` is not a string, or ``history`` not a list of messages (nothing started).

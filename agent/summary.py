@@ -94,7 +94,7 @@ class RunSummary:
         tool_calls: ``tool_use`` blocks the loop ran (model-facing tools).
         tool_errors: of those, the ones that came back with ``is_error``.
         refused_tool_calls: ``tool_use`` blocks not run because their reply held more than
-            `agent.calls.MAX_TOOL_USES` (each answered with an error).
+            `agent.calls.MAX_TOOL_USES`, or because they repeated an earlier block's id (each answered with an error).
         script_tool_calls: MCP calls made from scripts inside the sandbox.
         sandbox_bytes: bytes of MCP tool results that stayed in the sandbox.
         model_bytes: bytes of tool results that reached the model (text, plus base64 of images).

@@ -17,7 +17,8 @@ Records (``type``):
   budget left out of its result (``left_out``: characters and images, only when something was), calls
   from the script and bytes that stayed in the sandbox;
 - ``tools_refused``: turn, how many ``tool_use`` blocks of the reply were not run (past
-  `agent.calls.MAX_TOOL_USES`), how many ran, and what each refused one was answered;
+  `agent.calls.MAX_TOOL_USES`, or repeating an earlier ``tool_use`` id), how many ran, and what each refused one
+  was answered;
 - ``api_error``: status and message of a failed request, or of a reply that could not be read, and what
   it cost (``usage``: a reply cut short or unreadable was billed for its input) when it cost something:
   the ``usage`` of the responses and of these records sum to the summary's;

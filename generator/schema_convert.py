@@ -4,6 +4,8 @@ A :class:`Converter` serves one document (a tool's input or output schema) for t
 :class:`generator.schema_types.TypeBuilder` that owns the stub module's names and definitions;
 every cap here turns what is past it into ``Any`` (or ``dict[str, Any]``) with a warning, so a
 hostile schema costs bounded work. :func:`measure` refuses a raw schema too big to walk at all.
+(Over 400 lines: one recursion over every keyword family a stub types — references, combinators, literals,
+arrays and tuples, objects open and closed — whose methods call one another and share the caps.)
 
 A tuple array (``prefixItems``, or the older ``items: [...]``) is an argument a caller may pass as a tuple
 or a list (``tuple[int, str] | list[int | str]``; an open one ``tuple[int | str, ...] | list[int | str]``,

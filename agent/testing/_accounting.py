@@ -131,6 +131,7 @@ def _check_messages(messages: Any) -> str | None:
     if not isinstance(messages[0], Mapping) or messages[0].get("role") != "user":
         return "messages: the first message must use the user role"
     pending: set[str] = set()
+    used: set[str] = set()  # tool_use ids of the whole request
     for n, message in enumerate(messages):
         if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant", "system"):
             return f"messages.{n}: role must be user, assistant or system"
@@ -147,6 +148,15 @@ def _check_messages(messages: Any) -> str | None:
             if n == 0 or any(b.get("type") != "text" for b in blocks) or not isinstance(content, str | list):
                 return f"messages.{n}: a system message holds text and cannot open the conversation"
             continue
+        repeated = _repeated_id(content, "tool_result" if message["role"] == "user" else "tool_use", used)
+        if repeated is not None and message["role"] == "user":
+            m, extra = repeated
+            return (
+                f"messages.{n}.content.{m}: each tool_use must have a single result. Found multiple `tool_result` "
+                f"blocks with id: {extra}"
+            )
+        if repeated is not None and message["role"] == "assistant":
+            return f"messages.{n}.content.{repeated[0]}: `tool_use` ids must be unique"
         if message["role"] == "user":
             results = {str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"}
             if pending - results:
@@ -167,4 +177,18 @@ def _check_messages(messages: Any) -> str | None:
             if pending:
                 return f"messages.{n}: tool_use blocks of the previous assistant message have no tool_result"
             pending = {str(b.get("id")) for b in blocks if b.get("type") == "tool_use"}
+    return None
+
+
+def _repeated_id(content: Any, kind: str, used: set[str]) -> tuple[int, str] | None:
+    """The index and id of the first ``kind`` block of ``content`` whose id came before: in ``content`` for a
+    ``tool_result`` (one result per ``tool_use``), anywhere in the request (``used``, grown here) for a ``tool_use``."""
+    key = "tool_use_id" if kind == "tool_result" else "id"
+    seen = used if kind == "tool_use" else set()
+    for m, block in enumerate(content if isinstance(content, list) else []):
+        if isinstance(block, Mapping) and block.get("type") == kind:
+            value = str(block.get(key))
+            if value in seen:
+                return m, value
+            seen.add(value)
     return None

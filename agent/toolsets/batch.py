@@ -8,7 +8,9 @@ per turn. This ordinary tool takes a list of calls, so grouping them is one obvi
 Each invocation goes through the toolset's own routing (the same checks as a single call), all
 of them concurrently; the result lists each one in order with its tool name and its own status,
 followed by that call's content blocks (an image stays an image). One failure never hides the
-others. A batch inside a batch is refused, as are arguments given as a JSON string.
+others, nor does one that raises: its exception becomes its error, named. ``arguments`` left out or ``null``
+mean no arguments (``{}``), which the tool's input schema then accepts or refuses (naming what it requires).
+A batch inside a batch is refused, as are arguments given as a JSON string.
 
 Each invocation counts as one of the calls a reply may make (`agent.calls.MAX_TOOL_USES`, see
 `batch_calls`), so a reply of several batches starts no more work than a reply of single calls.
@@ -18,6 +20,7 @@ in order, and an invocation that lost text or images to them says so after its c
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -25,9 +28,13 @@ from typing import Any
 from agent.budget import ContentBudget
 from agent.toolsets.base import ToolOutcome, error
 
+logger = logging.getLogger(__name__)
+
 BATCH_NAME = "batch_tool"
 DEFAULT_BATCH_MAX = 10
 MAX_WORKERS = 8
+ERROR_CHARS = 1000
+"""Most characters of an exception's message in the error of the invocation that raised it."""
 
 
 def batch_definition(max_calls: int) -> dict[str, Any]:
@@ -64,14 +71,27 @@ def batch_definition(max_calls: int) -> dict[str, Any]:
 def _one(call: Callable[[str, Mapping[str, Any]], ToolOutcome], item: Any) -> ToolOutcome:
     if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
         return error("each invocation needs a name (a string) and arguments (an object)")
-    name, arguments = item["name"], item.get("arguments", {})
+    name, arguments = item["name"], item.get("arguments")
     if name == BATCH_NAME:
         return error("a batch inside a batch is refused: list the calls in one batch_tool")
+    if arguments is None:  # left out or null: no arguments, as a tool without required parameters takes
+        arguments = {}
     if isinstance(arguments, str):
         return error(f"arguments of {name} must be an object, not a JSON string")
     if not isinstance(arguments, Mapping):
-        return error(f"arguments of {name} must be an object")
-    return call(name, arguments)
+        return error(f"arguments of {name} must be an object, not {_json_type(arguments)}")
+    try:
+        return call(name, arguments)
+    except Exception as e:  # one invocation's boundary: its failure must not take the others' results with it
+        logger.exception("batch_tool: the call of %s raised", name)
+        return error(f"the call of {name} failed: {type(e).__name__}: {str(e)[:ERROR_CHARS] or 'no message'}")
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of ``value``'s type (the model wrote JSON, not Python)."""
+    if isinstance(value, bool):
+        return "a boolean"
+    return {list: "an array", int: "a number", float: "a number"}.get(type(value), type(value).__name__)
 
 
 def batch_calls(arguments: Mapping[str, Any], max_calls: int) -> int:

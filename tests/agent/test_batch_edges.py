@@ -1,0 +1,85 @@
+"""``batch_tool`` edges: an invocation that raises, and invocations without arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from agent import Agent
+from agent.testing import FakeMessagesAPI, reply, tool_use
+from agent.toolsets.base import ToolOutcome
+from sandbox.host import Runtime
+from tests.agent.conftest import Project
+
+DEAL = {"object_type": "opportunity", "record_id": "0065e000009Q3PR"}
+ACCOUNT = {"object_type": "account", "id": "0015e000003NWTR"}
+
+
+def agent(project: Project, api: FakeMessagesAPI, runtime: Runtime) -> Agent:
+    return Agent(project.config, tree=project.tree, mode="direct", client=api.client(max_retries=0), runtime=runtime)
+
+
+def batch(*invocations: dict[str, Any]) -> dict[str, Any]:
+    return tool_use("batch_tool", {"invocations": list(invocations)})
+
+
+def texts(request: dict[str, Any]) -> list[str]:
+    (answer,) = [b for b in request["messages"][-1]["content"] if b["type"] == "tool_result"]
+    assert not answer.get("is_error")
+    return [b["text"] for b in answer["content"] if b["type"] == "text"]
+
+
+def test_an_invocation_that_raises_is_its_own_error_and_the_others_keep_their_results(
+    project: Project, live: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    subject = "Follow up (batch that raised)"
+    task = {"subject": subject, "related_to": ACCOUNT, "due": {"date": "2027-02-01"}}
+    calls = batch(
+        {"name": "crm__get_record", "arguments": DEAL},
+        {"name": "media__list_gallery", "arguments": {}},
+        {"name": "crm__create_task", "arguments": task},
+    )
+    with FakeMessagesAPI([reply(calls), reply("Done.")]) as api:
+        runner = agent(project, api, live)
+        real = runner.toolset.call_native  # type: ignore[attr-defined]
+
+        def call_native(name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
+            if name == "media__list_gallery":  # a toolset's bug, or a runtime closed by another thread
+                raise RuntimeError("the gallery index is corrupt")
+            outcome: ToolOutcome = real(name, arguments, runtime)
+            return outcome
+
+        runner.toolset.call_native = call_native  # type: ignore[attr-defined]
+        result = runner.run("Read the deal, list the gallery and set a follow-up")
+    assert result.completed and result.answer == "Done."
+    got = texts(api.requests[1])
+    assert got[0] == "[1] crm__get_record: ok" and "0065e000009Q3PR" in got[1]
+    assert got[2:4] == [
+        "[2] media__list_gallery: error",
+        "the call of media__list_gallery failed: RuntimeError: the gallery index is corrupt",
+    ]
+    assert got[4] == "[3] crm__create_task: ok"
+    found = live.call_tool("crm", "get_record", {"object_type": "account", "record_id": ACCOUNT["id"]})
+    assert subject in [t["subject"] for t in found["structuredContent"]["open_tasks"]]
+    assert "the call of media__list_gallery raised" in caplog.text  # the trace is logged for the developer
+
+
+def test_arguments_left_out_or_null_both_mean_no_arguments_and_the_tool_schema_decides(
+    project: Project, live: Runtime
+) -> None:
+    calls = batch(
+        {"name": "media__list_gallery"},
+        {"name": "media__list_gallery", "arguments": None},
+        {"name": "crm__get_record", "arguments": None},
+        {"name": "crm__get_record", "arguments": [DEAL]},
+    )
+    with FakeMessagesAPI([reply(calls), reply("ok")]) as api:
+        agent(project, api, live).run("List the gallery")
+    got = texts(api.requests[1])
+    assert got[0] == "[1] media__list_gallery: ok" and got[2] == "[2] media__list_gallery: ok"
+    assert got[1] == got[3] and "img_" in got[1]  # the same real result both ways
+    assert got[4] == "[3] crm__get_record: error"
+    assert "'object_type' is a required property" in got[5]
+    assert got[6:] == ["[4] crm__get_record: error", "arguments of crm__get_record must be an object, not an array"]
