@@ -40,7 +40,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from sandbox._supervisor.limits import too_many_values
+from sandbox._supervisor.limits import MAX_CALLS_IN_FLIGHT, too_many_values
 from sandbox._supervisor.wire import MAX_FRAME_VALUES
 from sandbox.bridge import LOOP_CLOSED, ToolBridge, ToolCallRefused, resolve, shared_loop
 from sandbox.call_limits import ArgumentsRefused, CallSize, InFlight, is_small, measure
@@ -50,7 +50,6 @@ from tool_tree.search import on_this_thread
 
 logger = logging.getLogger(__name__)
 
-MAX_CALLS_IN_FLIGHT = 64
 MAX_LEDGER = 2_000
 """Calls of one execution the ledger lists (the bridge's default budget of calls); the rest are only counted
 (refused calls cost no budget: a script made 21,000 of them, about 1 KB each, in 30 s)."""

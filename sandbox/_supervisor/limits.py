@@ -46,6 +46,9 @@ MAX_READ_BYTES = 8 * 1024 * 1024
 """The most bytes of one workspace file a read returns."""
 MAX_CALL_VALUES = 100_000
 """Values one tool call's arguments may hold (the host counts them as parsed: `sandbox.call_limits`)."""
+MAX_CALLS_IN_FLIGHT = 64
+"""Tool calls and searches of one session in flight at once: the host refuses more (`sandbox.calls`), so the
+worker holds a call past them until one returns."""
 MAX_LIST_ENTRIES = 32_768
 """Entries one directory listing returns."""
 

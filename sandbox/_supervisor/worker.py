@@ -35,10 +35,12 @@ import signal
 import stat
 import sys
 import threading
+import time
 import traceback
 from typing import Any
 
 from .limits import (
+    MAX_CALLS_IN_FLIGHT,
     MAX_ERROR_CHARS,
     MAX_IMAGE_BYTES,
     MAX_IMAGES,
@@ -103,6 +105,10 @@ class HostError(Exception):
         self.code = code
 
 
+BUSY_RETRIES = 100
+"""Tries of a call the host refused as one too many in flight (it still counted an answered one) before failing."""
+
+
 class Connection:
     """The worker's end of the control pipes."""
 
@@ -112,6 +118,7 @@ class Connection:
         self._ids = itertools.count(1)
         self._pending: dict[int, tuple[threading.Event, list[dict[str, Any]]]] = {}
         self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(MAX_CALLS_IN_FLIGHT)
         self.executions: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.current_exec = 0
         self.images_sent = 0
@@ -142,11 +149,24 @@ class Connection:
         os._exit(0)
 
     def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Send a request to the host and wait for its result.
+        """Send a request to the host and wait for its result; past `MAX_CALLS_IN_FLIGHT`, wait for a turn first.
 
         Raises:
             HostError: the host answered with an error.
         """
+        with self._slots:
+            for attempt in itertools.count():
+                try:
+                    return self._request_once(method, params)
+                except HostError as e:
+                    if e.code != "too_many_calls" or attempt >= BUSY_RETRIES:  # about 10 s of a full host: say so
+                        raise
+                # Never sent on: the host still counts a call that was answered a moment ago (or one a cancelled
+                # cell left), so try again shortly rather than fail a call the script made within the limit.
+                time.sleep(min(0.001 * 2**attempt, 0.1))
+        raise AssertionError("unreachable")
+
+    def _request_once(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         call_id = next(self._ids)
         event = threading.Event()
         box: list[dict[str, Any]] = []
@@ -155,20 +175,18 @@ class Connection:
         try:
             # A call the supervisor (and the host) would refuse unparsed is refused here, with the host's words.
             message = {"type": "call", "id": call_id, "method": method, "params": params}
-            self._writer.send(message, max_values=MAX_FRAME_VALUES)
-        except TooManyValues:
+            try:
+                self._writer.send(message, max_values=MAX_FRAME_VALUES)
+            except TooManyValues:
+                raise HostError(too_many_values(), "arguments_too_large") from None
+            except FrameTooLarge as e:
+                raise HostError(f"the arguments are too large to send: {e}", "too_large") from None
+            except (ValueError, TypeError) as e:
+                raise HostError(f"the arguments cannot be sent as JSON: {e}", "invalid_arguments") from None
+            event.wait()
+        finally:  # also when the wait is interrupted (KeyboardInterrupt, a script's own alarm)
             with self._lock:
                 self._pending.pop(call_id, None)
-            raise HostError(too_many_values(), "arguments_too_large") from None
-        except FrameTooLarge as e:
-            with self._lock:
-                self._pending.pop(call_id, None)
-            raise HostError(f"the arguments are too large to send: {e}", "too_large") from None
-        except (ValueError, TypeError) as e:
-            with self._lock:
-                self._pending.pop(call_id, None)
-            raise HostError(f"the arguments cannot be sent as JSON: {e}", "invalid_arguments") from None
-        event.wait()
         reply = box[0]
         error = reply.get("error")
         if isinstance(error, dict):

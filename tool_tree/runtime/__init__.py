@@ -7,11 +7,16 @@ by the installed *transport*: inside the sandbox the supervisor installs one tha
 call to the host bridge; on the host, a program (or a test) can install one that calls a live
 MCP session directly.
 
+Stubs are synchronous: a call blocks its thread until the result is back. Calls from several threads
+(`parallel`, or ``asyncio.to_thread`` under top-level ``await``) are in flight at once; inside the
+sandbox, past 64 at a time a call waits for a turn.
+
 Exceptions::
 
     ToolError            the tool ran and reported an error (``isError: true``); the script may retry
-    ToolCallError        the call never reached the tool: refused by the bridge, unknown tool,
-                         invalid arguments, budget exhausted, server down
+    ToolCallError        the call failed outside the tool (``code``): refused before it was sent
+                         (invalid arguments, unknown tool, budget exhausted), or sent without a usable
+                         answer (server down or timed out, result too large: the tool may have run)
     NoTransportError     no transport is installed (the stub was called outside ``tooltree exec``)
 """
 

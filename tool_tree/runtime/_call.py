@@ -40,7 +40,12 @@ class ToolError(_CallFailed):
 
 
 class ToolCallError(_CallFailed):
-    """The call did not reach the tool (refused, invalid arguments, budget, server unavailable)."""
+    """The call failed outside the tool; ``code`` says how.
+
+    Refused before it was sent (``invalid_arguments``, a tool not in the tree, a budget spent): the tool did not
+    run. Sent but no usable answer came back (``server_unavailable``: the server is down or the call timed out;
+    ``result_too_large``): the tool may have run.
+    """
 
     __module__ = "tool_tree.runtime"
 

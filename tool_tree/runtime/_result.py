@@ -8,6 +8,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+_EXCERPT_CHARS = 200
+"""Characters of a result's text an error quotes."""
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
+
 
 @dataclass(frozen=True)
 class Image:
@@ -82,14 +93,48 @@ class ToolResult:
         """The structured content if present, else the text parsed as JSON.
 
         Raises:
-            ValueError: the result has no structured content and its text is not JSON.
+            ValueError: the result has no structured content and its text is not JSON; the message shows the
+                start of what came back (``.text`` has the text as it is, ``.content`` every block).
         """
         if self.structured_content is not None:
             return self.structured_content
+        texts = [b for b in self.content if b.get("type") == "text"]
+        if not texts:
+            raise ValueError(
+                f"the tool result has no structured content and no text block to parse as JSON: {self._kinds()}"
+            )
+        text = self.text
         try:
-            return json.loads(self.text)
+            return json.loads(text)
         except json.JSONDecodeError as e:
-            raise ValueError(f"tool result text is not JSON: {e}") from None
+            reason = f"{e.msg} at line {e.lineno} column {e.colno}"
+        if len(text) <= _EXCERPT_CHARS:
+            came = f"it is {text!r}"
+        else:
+            came = f"it begins {text[:_EXCERPT_CHARS]!r}… ({len(text):,} characters)"
+        message = (
+            f"the tool result has no structured content and its text is not JSON ({reason}): {came}; "
+            "use .text for plain text"
+        )
+        if len(texts) < len(self.content):
+            message += f"; {self._kinds()}"
+        if len(texts) > 1 and all(_is_json(str(b.get("text", ""))) for b in texts):
+            message += (
+                f"; each of its {len(texts)} text blocks is JSON: "
+                "[json.loads(b['text']) for b in result.content if b['type'] == 'text']"
+            )
+        raise ValueError(message)
+
+    def _kinds(self) -> str:
+        """What the content holds, for an error message: ``it has no content`` or ``its content is 1 image, …``."""
+        if not self.content:
+            return "it has no content"
+        counts: dict[str, int] = {}
+        for b in self.content:
+            kind = str(b.get("type", "?"))[:40]
+            counts[kind] = counts.get(kind, 0) + 1
+        listed = ", ".join(f"{n} {kind}" for kind, n in counts.items())
+        return f"its content is {listed} (.images has the images, .content every block as sent)"
 
     def __str__(self) -> str:
         return self.text
