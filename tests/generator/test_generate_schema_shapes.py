@@ -24,16 +24,20 @@ TITLED = REPO / "tests" / "servers" / "titled_server.py"
 MYPY = [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--config-file", os.devnull]
 
 
+def tree_of(folder: Path, name: str, script: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """The tree `generate-tree` writes in ``folder`` for one server: ``script`` run with this Python."""
+    config = folder / "c.yaml"
+    args = f"[{json.dumps(str(script))}]"
+    config.write_text(f"servers:\n  {name}:\n    command: {json.dumps(sys.executable)}\n    args: {args}\n", "utf-8")
+    out = folder / "tree"
+    assert run_cli("--config", str(config), "--out", str(out), capsys=capsys)[0] == 0
+    return out
+
+
 def test_a_tool_with_only_a_title_is_summarised_by_it_in_the_readme_and_manifest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = tmp_path / "c.yaml"
-    config.write_text(
-        f"servers:\n  titled:\n    command: {json.dumps(sys.executable)}\n    args: [{json.dumps(str(TITLED))}]\n",
-        encoding="utf-8",
-    )
-    out = tmp_path / "tree"
-    assert run_cli("--config", str(config), "--out", str(out), capsys=capsys)[0] == 0
+    out = tree_of(tmp_path, "titled", TITLED, capsys)
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert {t["tool"]: t["summary"] for t in manifest["tools"]} == {
         "ping_hosts": "Ping every host on the network",  # the tool's own title

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from generator.render import render_stub
-from tests.generator.test_generate import run_cli
+from tests.generator.test_generate_schema_shapes import tree_of
 from tool_tree.config import load_config
 from tool_tree.pool import BackgroundPool
 from tool_tree.runtime import set_transport
@@ -190,13 +190,7 @@ def test_an_open_object_in_a_structured_result_keeps_its_typeddict() -> None:
 def test_a_pydantic_tuple_argument_is_sent_as_an_array_and_its_call_type_checks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = tmp_path / "c.yaml"
-    config.write_text(
-        f"servers:\n  tuples:\n    command: {json.dumps(sys.executable)}\n    args: [{json.dumps(str(TUPLES))}]\n",
-        encoding="utf-8",
-    )
-    out = tmp_path / "tree"
-    assert run_cli("--config", str(config), "--out", str(out), capsys=capsys)[0] == 0
+    out = tree_of(tmp_path, "tuples", TUPLES, capsys)
     move_to = (out / "servers/tuples/move_to.py").read_text(encoding="utf-8")
     assert "point: tuple[int, int] | list[int]," in move_to
     assert "label: tuple[str, float] | list[str | float] | None | NotGiven = NOT_GIVEN," in move_to
@@ -219,7 +213,7 @@ def test_a_pydantic_tuple_argument_is_sent_as_an_array_and_its_call_type_checks(
     sys.path.insert(0, str(out))
     try:
         namespace: dict[str, Any] = {}
-        with BackgroundPool(load_config(config).enabled_servers) as pool:
+        with BackgroundPool(load_config(tmp_path / "c.yaml").enabled_servers) as pool:
             previous = set_transport(pool.call)
             try:
                 exec(compile(script, "use.py", "exec"), namespace)  # the type-checked script, run for real

@@ -51,15 +51,26 @@ def crm_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tree
 
 
-def test_the_handshake_does_not_wait_for_a_server_that_hangs_and_leaving_closes_it(
-    docker_engine: object, crm_tree: Path, tmp_path: Path
-) -> None:
-    hung_entry, pid_file = hung_server_yaml(tmp_path, timeout=600)
-    config, tree = _setup(tmp_path, crm_tree, sample_config_yaml("crm") + hung_entry)
+def _refreshing(folder: Path, crm_tree: Path) -> tuple[RawStdio, Path, Path]:
+    """`tooltree serve` over stdio whose background refresh is waiting on a server that never answers: the
+    process, the file holding that server's pid, and the tree."""
+    hung_entry, pid_file = hung_server_yaml(folder, timeout=600)
+    config, tree = _setup(folder, crm_tree, sample_config_yaml("crm") + hung_entry)
     raw = RawStdio(_argv(config, tree), _env())
     try:
         raw.wait_for_stderr("refreshing it from 2 server(s) meanwhile")
         wait_until(pid_file.exists, "the refresh to start the hung server")
+    except BaseException:
+        raw.close()
+        raise
+    return raw, pid_file, tree
+
+
+def test_the_handshake_does_not_wait_for_a_server_that_hangs_and_leaving_closes_it(
+    docker_engine: object, crm_tree: Path, tmp_path: Path
+) -> None:
+    raw, pid_file, tree = _refreshing(tmp_path, crm_tree)
+    try:
         answer = raw.initialize()
         assert "servers/crm" in json.dumps(answer["result"]) or "crm" in answer["result"].get("instructions", "")
         raw.send({"id": 2, "method": "tools/call", "params": {"name": "list_files", "arguments": {"path": "servers"}}})
@@ -80,12 +91,8 @@ def test_sigterm_during_the_refresh_stops_it_before_its_servers_are_killed(
 ) -> None:
     # Before: the signal killed the servers first, so the refresh reported them as failed ("failed to list its
     # tools ... the server exited during start-up", "not up to date") and could write a tree from what was left.
-    hung_entry, pid_file = hung_server_yaml(tmp_path, timeout=600)
-    config, tree = _setup(tmp_path, crm_tree, sample_config_yaml("crm") + hung_entry)
-    raw = RawStdio(_argv(config, tree), _env())
+    raw, pid_file, tree = _refreshing(tmp_path, crm_tree)
     try:
-        raw.wait_for_stderr("refreshing it from 2 server(s) meanwhile")
-        wait_until(pid_file.exists, "the refresh to start the hung server")
         hung = int(pid_file.read_text(encoding="utf-8"))
         raw.proc.send_signal(signal.SIGTERM)
         assert raw.proc.wait(timeout=30) == 0
