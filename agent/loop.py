@@ -328,7 +328,7 @@ class Agent:
         p.requests += step.requests
         p.seconds += step.seconds
         p.usage.add(step.usage)
-        p.admitted = step.admitted
+        p.admitted, p.saved = step.admitted, (step.saved if step.saved is not None else p.saved)
         if step.fail_open:
             p.fail_open.append(f"{step.fail_kind}: {step.fail_open}")
         if step.state_error:

@@ -71,6 +71,8 @@ class PrefilterSummary:
         growths: requests before which the admitted set grew.
         fail_open: why every tool was sent, one entry per failure (empty when it never failed).
         state_errors: why the admitted set could not be saved to the state file, once per failed save.
+        saved: tools the state file holds at the end of the run (other catalogs' and runs' included): how big the
+            persisted set has grown; None without a state file.
     """
 
     classifier: str
@@ -83,6 +85,7 @@ class PrefilterSummary:
     growths: int = 0
     fail_open: list[str] = field(default_factory=list)
     state_errors: list[str] = field(default_factory=list)
+    saved: int | None = None
 
 
 @dataclass

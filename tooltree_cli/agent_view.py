@@ -124,6 +124,7 @@ def summary_line(result: RunResult) -> str:
             f"\ntooltree: pre-filter {p.classifier}: {p.admitted} of {p.catalog} tools offered, grew {p.growths} "
             f"time(s), {s.cache_invalidations} cache invalidation(s) · asked {p.asked} time(s), "
             f"{p.seconds * 1000:.0f} ms, {p.usage.total:,} tokens"
+            + (f" · the state file holds {p.saved} tool(s)" if p.saved is not None else "")
         )
         for reason in p.fail_open:
             line += f"\ntooltree: pre-filter failed open (every tool sent): {terminal_label(reason, REASON_CHARS)}"

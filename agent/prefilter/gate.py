@@ -69,6 +69,9 @@ class FilterStep:
     note: str = ""
     state_error: str = ""
     """Why the admitted set could not be saved to the state file (empty when it was, or need not be)."""
+    saved: int | None = None
+    """Tools the state file holds after this step (other catalogs' and other runs' included): how big the persisted
+    set has grown; None without a state file, or one that could not be read."""
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in vars(self).items() if k not in ("usage", "chosen")}
@@ -172,6 +175,8 @@ class PreFilter:
         self._last_text: str | None = None
         self._persist = self.state_path is not None
         self._resumed = False
+        self.held: int | None = None
+        """`FilterStep.saved`: what the state file holds, as last loaded or saved."""
         self._unknown: list[str] = []
         """Keys of the state file that are not in this catalog: kept in the file, not offered."""
 
@@ -186,6 +191,7 @@ class PreFilter:
         self._pending = None
         self._persist = self.state_path is not None
         self._unknown = []
+        self.held = None
         self._resumed = False
         """Whether the conversation's earlier calls have been admitted (`decide`, once per conversation)."""
         if self.state_path is None:
@@ -204,6 +210,7 @@ class PreFilter:
         self.decided.grow(k for k in loaded if k in self.by_key)
         self.admitted.grow(self.decided.keys())
         self._unknown = [k for k in loaded if k not in self.by_key]
+        self.held = len(loaded)
 
     def offered(self) -> list[CatalogTool]:
         """The admitted tools, in admission order."""
@@ -232,7 +239,7 @@ class PreFilter:
         text = request_text(messages)
         if step.fail_open or len(self.admitted) >= len(self.catalog) or text == self._last_text or not text.strip():
             step.added = [*step.added, *resumed]
-            step.admitted = len(self.admitted)
+            step.admitted, step.saved = len(self.admitted), self.held
             return step
         self._last_text = text
         step.asked = True
@@ -262,6 +269,7 @@ class PreFilter:
         step.chosen = [k for k in above if k in added]
         step.admitted = len(self.admitted)
         self._save(step)
+        step.saved = self.held
         return step
 
     def _classify(self, text: str) -> Verdicts:
@@ -322,16 +330,15 @@ class PreFilter:
     def _fail_open(self, step: FilterStep, error: FilterError) -> FilterStep:
         step.fail_open, step.fail_kind = str(error), error.kind
         step.added = self.admitted.grow(t.key for t in self.catalog)
-        step.admitted = len(self.admitted)
+        step.admitted, step.saved = len(self.admitted), self.held
         return step  # not persisted: a failure is not a decision
 
     def _save(self, step: FilterStep) -> None:
         if not step.added or not self._persist or self.state_path is None:
             return
         try:
-            update_state(
-                self.state_path, [*self.decided.keys(), *self._unknown], lock_wait=min(self.timeout, LOCK_WAIT)
-            )
+            keys = [*self.decided.keys(), *self._unknown]
+            self.held = len(update_state(self.state_path, keys, lock_wait=min(self.timeout, LOCK_WAIT)))
         except FilterError as e:
             step.state_error = str(e)
         except Exception as e:  # a save that fails is recorded; the run goes on with the set it has

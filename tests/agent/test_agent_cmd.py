@@ -366,6 +366,20 @@ def test_a_prefilter_state_that_cannot_be_saved_is_said_in_the_summary(
     assert not state.exists()
 
 
+def test_the_summary_says_how_big_the_prefilter_state_has_grown(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    state = tmp_path / "admitted.json"
+    saved = {"format": "tooltree-prefilter-state", "version": 1, "admitted": ["other.tool"]}  # another catalog's
+    state.write_text(json.dumps(saved), encoding="utf-8")
+    verdicts = {"verdicts": [{"tool": "crm__get_record", "needed": True, "probability": 0.9}]}
+    api.add(reply(tool_use("record_tool_verdicts", verdicts)), reply("Negotiation."))
+    assert main([*argv(project)[:-1], "filtered", "--prefilter", "claude", "--prefilter-state", str(state)]) == 0
+    held = json.loads(state.read_text(encoding="utf-8"))["admitted"]
+    assert held[0] == "other.tool" and "crm.get_record" in held  # siblings of get_record too
+    assert f"· the state file holds {len(held)} tool(s)" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("given", ["", "notes.txt/admitted.json"])
 def test_a_prefilter_state_that_cannot_be_a_file_exits_2_before_any_request(
     project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path, given: str

@@ -245,7 +245,11 @@ def test_the_state_file_carries_the_set_into_the_next_conversation(
         judge = ClaudeFilter(judge_api.client())
         with FakeMessagesAPI([reply("Many leads."), reply("Hello.")]) as api:
             agent = filtered(project, api, live, judge, prefilter_options=options)
-            agent.run("How many leads do we have?")
-            agent.run("Hello")  # a new conversation: starts from the file, nothing new to admit
+            first = agent.run("How many leads do we have?")
+            second = agent.run("Hello")  # a new conversation: starts from the file, nothing new to admit
     assert "crm__list_leads" in names(api.requests[1])
     assert json.loads(state.read_text(encoding="utf-8"))["admitted"] == ["crm.list_leads"]
+    # how big the persisted set has grown, in the summary (before: only the tools offered)
+    assert first.summary.prefilter is not None and second.summary.prefilter is not None
+    assert (first.summary.prefilter.saved, second.summary.prefilter.saved) == (1, 1)
+    assert first.summary.to_json()["prefilter"]["saved"] == 1
