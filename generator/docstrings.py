@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from generator.parts import Param, StubParts, text_of
@@ -117,10 +118,7 @@ def _args_doc(parts: StubParts) -> list[str]:
         out += wrap(text, _WIDTH, "    ")
     elif parts.extra is not None:
         more = "more arguments" if parts.params else "the tool's arguments"
-        keys = "any keys"
-        if parts.extra_patterns:
-            shown = ", ".join(repr(one_line(p, 60)) for p in parts.extra_patterns[:MAX_PATTERNS])
-            keys = f"keys matching {shown}{', …' if len(parts.extra_patterns) > MAX_PATTERNS else ''}"
+        keys = f"keys matching {_patterns_text(parts.extra_patterns)}" if parts.extra_patterns else "any keys"
         out += wrap(f"**arguments: {more}, by their wire names ({keys}).", _WIDTH, "    ")
     return out
 
@@ -162,9 +160,14 @@ def _keys_note(d: OpenDict) -> str:
     keys = ", ".join(shown) + (", …" if len(d.keys) > MAX_KEYS else "")
     more = "more keys"
     if d.patterns:
-        patterns = ", ".join(repr(one_line(p, 60)) for p in d.patterns[:MAX_PATTERNS])
-        more += f" matching {patterns}{', …' if len(d.patterns) > MAX_PATTERNS else ''}"
+        more += f" matching {_patterns_text(d.patterns)}"
     return f"Keys: {keys}; {more} ({_type_text(d.more)})."
+
+
+def _patterns_text(patterns: Sequence[str]) -> str:
+    """The first `MAX_PATTERNS` of ``patterns``, quoted, with an ellipsis for the rest."""
+    shown = ", ".join(repr(one_line(p, 60)) for p in patterns[:MAX_PATTERNS])
+    return shown + (", …" if len(patterns) > MAX_PATTERNS else "")
 
 
 def _returns_doc(output: PyType, fields: list[tuple[str, str, str]]) -> list[str]:

@@ -401,18 +401,28 @@ class Converter:
         keys = tuple(
             (key, self.convert(sub, hint=key, depth=depth + 1), key in required) for key, sub in props_of(obj).items()
         )
+        more, only = self.extra_keys(obj, hint, depth + 1)
+        more = ANY if more is None else more  # not reached: an open object allows some
+        return OpenDict(make_union([*(t for _, t, _ in keys), more]), keys, more, only)
+
+    def extra_keys(self, obj: dict[str, Any], hint: str, depth: int) -> tuple[PyType | None, tuple[str, ...]]:
+        """The type of the keys an object with ``properties`` allows beyond them (None: none), and the patterns
+        they must match when only ``patternProperties`` allows them (else ``()``: any key).
+
+        Keys matching a pattern are allowed whatever ``additionalProperties`` says of the others; without it the
+        object is taken as closed but for them (see `is_open`).
+        """
         extra = obj.get("additionalProperties")
         patterns = obj.get("patternProperties")
         patterns = {k: v for k, v in patterns.items() if isinstance(k, str)} if isinstance(patterns, dict) else {}
-        by_pattern = [self.convert(sub, hint=hint + "Value", depth=depth + 1) for sub in patterns.values()]
-        only: tuple[str, ...] = ()  # as for the input root: with no other keys allowed, only the patterns'
+        by_pattern = [self.convert(sub, hint=hint + "Value", depth=depth) for sub in patterns.values()]
         if isinstance(extra, dict):
-            more = make_union([self.convert(extra, hint=hint + "Value", depth=depth + 1), *by_pattern])
-        elif extra is True:
-            more = ANY
-        else:
-            more, only = make_union(by_pattern), tuple(patterns)
-        return OpenDict(make_union([*(t for _, t, _ in keys), more]), keys, more, only)
+            return make_union([self.convert(extra, hint=hint + "Value", depth=depth), *by_pattern]), ()
+        if extra is True:
+            return ANY, ()
+        if by_pattern:
+            return make_union(by_pattern), tuple(patterns)
+        return None, ()
 
     def _all_of(self, schema: dict[str, Any], hint: str, depth: int) -> PyType:
         obj = self.object_view(schema)

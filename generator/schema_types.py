@@ -46,7 +46,7 @@ from generator.schema_convert import (
     required_of,
 )
 from generator.type_defs import InputShape, NameRegistry, Property, TypedDictDef
-from generator.type_expr import ANY, IMPORTABLE_NAMES, Atom, DictOf, PyType, make_union
+from generator.type_expr import ANY, IMPORTABLE_NAMES, Atom, DictOf, PyType
 
 
 class SchemaConversionError(Exception):
@@ -101,20 +101,12 @@ class TypeBuilder:
         props = props_of(root)
         if len(props) > MAX_PROPERTIES:
             raise SchemaConversionError(f"more than {MAX_PROPERTIES} properties")
-        extra = root.get("additionalProperties")
-        # Keys matching a pattern are arguments too, whatever `additionalProperties` says of the others.
-        patterns = root.get("patternProperties")
-        patterns = {k: v for k, v in patterns.items() if isinstance(k, str)} if isinstance(patterns, dict) else {}
-        by_pattern = [conv.convert(sub, hint=hint + "Value", depth=1) for sub in patterns.values()]
-        only: tuple[str, ...] = ()  # the patterns, when only keys matching them are allowed
-        if isinstance(extra, dict):
-            extra_type: PyType | None = make_union([conv.convert(extra, hint=hint + "Value", depth=1), *by_pattern])
-        elif extra is True or (extra is None and "properties" not in root):
-            extra_type = ANY
-        elif by_pattern:
-            extra_type, only = make_union(by_pattern), tuple(patterns)
+        extra_type: PyType | None
+        only: tuple[str, ...]
+        if root.get("additionalProperties") is None and "properties" not in root:  # a free-form object
+            extra_type, only = ANY, ()
         else:
-            extra_type = None
+            extra_type, only = conv.extra_keys(root, hint, 1)
         required = set(required_of(root))
         out: list[Property] = []
         for key, sub in props.items():

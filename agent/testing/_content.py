@@ -7,6 +7,8 @@ import binascii
 import re
 from typing import Any
 
+# The API's numbers, written here again on purpose: the fake is the oracle the tests hold tooltree's own limits
+# (`sandbox.results`, `agent.images`) to, so it does not read them from there.
 _IMAGE_BASE64_MAX = 5 * 1024 * 1024
 _IMAGE_SIDE_MAX, _MANY_IMAGES, _MANY_IMAGES_SIDE_MAX, _IMAGES_MAX = 8000, 20, 2000, 100
 _SURROGATE = re.compile("[\ud800-\udfff]")
