@@ -23,6 +23,10 @@ API refuses a request that repeats a ``tool_use`` id, or answers one twice, so e
 would fail. It gets a fresh id in the reply as the conversation keeps it (``<id>_2``, ...) and an error
 ``tool_result`` saying so; the first block of that id runs. The run counts these as refused too.
 
+A call that raises (a toolset's bug, an error of the runtime not turned into a result where it is known) is
+that block's error ``tool_result``, the exception named (`agent.toolsets.base.raised`), as a ``batch_tool``
+invocation's is: the reply's other results are kept and the run goes on.
+
 The transcript records each call (input, seconds, bytes that reached the model, what was left out)
 and one ``tools_refused`` record for the blocks that did not run; a result itself is recorded once,
 as it entered the conversation, in the next ``request`` record.
@@ -30,6 +34,7 @@ as it entered the conversation, in the next ``request`` record.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -40,12 +45,14 @@ from agent.budget import ContentBudget
 from agent.content import blocks_bytes
 from agent.defaults import MAX_TOOL_USES
 from agent.events import ToolFinished
-from agent.toolsets.base import ToolOutcome, Toolset, error
+from agent.toolsets.base import ToolOutcome, Toolset, error, raised
 
 if TYPE_CHECKING:
     from agent.summary import RunSummary
     from agent.transcript import Transcript
     from sandbox.host import Runtime
+
+logger = logging.getLogger(__name__)
 
 MAX_CONCURRENT_TOOLS = 8
 """Most tool calls of one reply run at the same time."""
@@ -104,7 +111,11 @@ def call_one(toolset: Toolset, block: dict[str, Any], runtime: Runtime) -> tuple
     if not isinstance(arguments, dict):  # never run a tool on arguments the model did not give
         return error(f"the input of {name} must be an object, not {type(arguments).__name__}"), 0.0
     t0 = time.monotonic()
-    outcome = toolset.call(name, arguments, runtime)
+    try:
+        outcome = toolset.call(name, arguments, runtime)
+    except Exception as e:  # one call's boundary, as in a batch: the reply's other results and the run go on
+        logger.exception("the call of %s raised", name)
+        outcome = raised(name, e)
     return outcome, time.monotonic() - t0
 
 

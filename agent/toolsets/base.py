@@ -119,3 +119,14 @@ def note_text(value: str) -> str:
 def error(message: str) -> ToolOutcome:
     """An error outcome with one text block; its note is the message's first line (`note_text`)."""
     return ToolOutcome([{"type": "text", "text": message}], is_error=True, note=note_text(message))
+
+
+RAISED_CHARS = 1000
+"""Most characters of an exception's message in the error of the call that raised it (`raised`)."""
+
+
+def raised(name: str, exception: Exception) -> ToolOutcome:
+    """The error outcome of a call of ``name`` that raised ``exception`` (named, its message cut short): one call's
+    failure, which must not take the other calls of the reply, or the run, with it."""
+    message = str(exception)[:RAISED_CHARS] or "no message"
+    return error(f"the call of {name} failed: {type(exception).__name__}: {message}")

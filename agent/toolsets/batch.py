@@ -26,15 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agent.budget import ContentBudget
-from agent.toolsets.base import ToolOutcome, error
+from agent.toolsets.base import ToolOutcome, error, raised
 
 logger = logging.getLogger(__name__)
 
 BATCH_NAME = "batch_tool"
 DEFAULT_BATCH_MAX = 10
 MAX_WORKERS = 8
-ERROR_CHARS = 1000
-"""Most characters of an exception's message in the error of the invocation that raised it."""
 
 
 def batch_definition(max_calls: int) -> dict[str, Any]:
@@ -84,7 +82,7 @@ def _one(call: Callable[[str, Mapping[str, Any]], ToolOutcome], item: Any) -> To
         return call(name, arguments)
     except Exception as e:  # one invocation's boundary: its failure must not take the others' results with it
         logger.exception("batch_tool: the call of %s raised", name)
-        return error(f"the call of {name} failed: {type(e).__name__}: {str(e)[:ERROR_CHARS] or 'no message'}")
+        return raised(name, e)
 
 
 def _json_type(value: Any) -> str:

@@ -1,4 +1,5 @@
-"""``batch_tool`` edges: an invocation that raises, and invocations without arguments."""
+"""``batch_tool`` edges: an invocation that raises, and invocations without arguments; a ``tool_use`` block that
+raises outside a batch."""
 
 from __future__ import annotations
 
@@ -64,6 +65,36 @@ def test_an_invocation_that_raises_is_its_own_error_and_the_others_keep_their_re
     found = live.call_tool("crm", "get_record", {"object_type": "account", "record_id": ACCOUNT["id"]})
     assert subject in [t["subject"] for t in found["structuredContent"]["open_tasks"]]
     assert "the call of media__list_gallery raised" in caplog.text  # the trace is logged for the developer
+
+
+@pytest.mark.parametrize("concurrent", [True, False], ids=["run-together", "one-by-one"])
+def test_a_tool_use_block_that_raises_is_its_own_error_and_the_run_goes_on(
+    project: Project, live: Runtime, caplog: pytest.LogCaptureFixture, concurrent: bool
+) -> None:
+    # Before: the exception left Agent.run, the other blocks' results were lost and the run ended without an answer.
+    blocks = [tool_use("crm__get_record", DEAL), tool_use("media__list_gallery", {}), tool_use("crm__get_record", DEAL)]
+    with FakeMessagesAPI([reply(*blocks), reply("Done.")]) as api:
+        runner = agent(project, api, live)
+        real = runner.toolset.call_native  # type: ignore[attr-defined]
+
+        def call_native(name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
+            if name == "media__list_gallery":
+                raise RuntimeError("the gallery index is corrupt")
+            outcome: ToolOutcome = real(name, arguments, runtime)
+            return outcome
+
+        runner.toolset.call_native = call_native  # type: ignore[attr-defined]
+        runner.toolset.concurrent = lambda name: concurrent  # type: ignore[method-assign]
+        result = runner.run("Read the deal twice and list the gallery")
+    assert result.completed and result.answer == "Done."
+    answers = [b for b in api.requests[1]["messages"][-1]["content"] if b["type"] == "tool_result"]
+    assert [bool(a.get("is_error")) for a in answers] == [False, True, False]
+    assert all("0065e000009Q3PR" in a["content"][0]["text"] for a in (answers[0], answers[2]))
+    assert answers[1]["content"] == [
+        {"type": "text", "text": "the call of media__list_gallery failed: RuntimeError: the gallery index is corrupt"}
+    ]
+    assert result.summary.tool_errors == 1
+    assert "the call of media__list_gallery raised" in caplog.text
 
 
 def test_arguments_left_out_or_null_both_mean_no_arguments_and_the_tool_schema_decides(
