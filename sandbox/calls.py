@@ -19,6 +19,10 @@ a session runs one at a time, a search whose execution has ended by its turn is 
 the CPU each takes on its thread (its query embedded there alone: one BLAS thread) is charged to the
 session's search budget (`sandbox.request_budget`); once spent, searches are refused until it refills.
 
+An admitted request's place in flight is given back just before its answer is written (`_Slot`): the
+container's worker sends its next call as soon as it reads an answer, and must find the place free
+(given back after, a script at the limit had calls refused as "too many" that it had not made).
+
 When an execution ends (the script returned, timed out or was cancelled), the tool calls still
 waiting for their server are cancelled (their answer has no reader any more, and a slow call must
 not hold the server's slots for the next script) and go into the ledger as cancelled.
@@ -37,6 +41,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -68,6 +73,26 @@ class Responder(Protocol):
     def respond(
         self, call_id: str, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None
     ) -> None: ...
+
+
+class _Slot:
+    """The `Responder` of one admitted request: gives the request's place in flight back (``free``, once) just
+    before its answer is written, then writes it; ``free`` also ends a request that is never answered."""
+
+    def __init__(self, channel: Responder, free: Callable[[], None]) -> None:
+        self._channel, self._free, self._lock, self._held = channel, free, threading.Lock(), True
+
+    def free(self) -> None:
+        with self._lock:
+            held, self._held = self._held, False
+        if held:
+            self._free()
+
+    def respond(
+        self, call_id: str, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None
+    ) -> None:
+        self.free()
+        self._channel.respond(call_id, result=result, error=error)
 
 
 class CallServer:
@@ -158,6 +183,7 @@ class CallServer:
         if refusal is not None:
             channel.respond(call_id, error={"code": refusal[0], "message": refusal[1]})
             return
+        slot = _Slot(channel, functools.partial(self._release, size))
         assert params is not None  # refused above
         if method == "tool_call":
             server, tool = ledger_name(params["server"]), ledger_name(params["tool"])
@@ -168,16 +194,16 @@ class CallServer:
         loop = (self.tool_loop or shared_loop()) if on_loop else None
         try:
             if loop is not None:
-                loop.call_soon_threadsafe(self._start_call, loop, channel, call_id, params, size)
+                loop.call_soon_threadsafe(self._start_call, loop, slot, call_id, params)
             else:
-                self._executor.submit(self._serve_in_thread, channel, call_id, method, params, size, execution)
+                self._executor.submit(self._serve_in_thread, slot, call_id, method, params, execution)
         except RuntimeError:  # the loop is closed (its pool has ended), or the thread pool shut down (closing)
-            self._release(size)
+            slot.free()
             if loop is not None and loop.is_closed():
                 error = {"code": "tools_closed", "message": LOOP_CLOSED}
             else:
                 error = {"code": "closed", "message": "the session is closing"}
-            self._answer(channel, call_id, params, None, time.monotonic(), None, error)  # into the ledger, refused
+            self._answer(slot, call_id, params, time.monotonic(), None, error)  # into the ledger, refused
 
     def _admit(self, method: str, params: dict[str, Any] | None) -> tuple[Refusal | None, CallSize | None, int]:
         """A refusal, or the call counted in flight (with its arguments' size for a tool call); and the
@@ -221,25 +247,16 @@ class CallServer:
 
     # ---- tool calls on the bridge's event loop ----------------------------------------------------
 
-    def _start_call(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        channel: Responder,
-        call_id: str,
-        params: dict[str, Any],
-        size: CallSize | None,
-    ) -> None:
-        task = loop.create_task(self._call_on_loop(loop, channel, call_id, params, size))
+    def _start_call(self, loop: asyncio.AbstractEventLoop, slot: _Slot, call_id: str, params: dict[str, Any]) -> None:
+        task = loop.create_task(self._call_on_loop(loop, slot, call_id, params))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        # Also when the task is cancelled before its first step (the execution ended just as the call
+        # arrived), which runs none of the coroutine: its place in flight was never given back.
+        task.add_done_callback(lambda _: slot.free())
 
     async def _call_on_loop(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        channel: Responder,
-        call_id: str,
-        params: dict[str, Any],
-        size: CallSize | None,
+        self, loop: asyncio.AbstractEventLoop, slot: _Slot, call_id: str, params: dict[str, Any]
     ) -> None:
         started = time.monotonic()
         try:
@@ -253,30 +270,20 @@ class CallServer:
             except Exception:  # the bridge is foreign code: its bug must not kill the session
                 logger.exception("tool call %r.%r failed in the bridge", params["server"], params["tool"])
                 error = {"code": "internal", "message": "the tool call failed on the host"}
-            answer = functools.partial(self._answer, channel, call_id, params, size, started, value, error)
+            answer = functools.partial(self._answer, slot, call_id, params, started, value, error)
             if error is None and not (isinstance(value, dict) and is_small(value)):
                 await loop.run_in_executor(self._executor, answer)  # encoding it would hold up the loop
             else:
                 answer()
         except RuntimeError:  # the thread pool is shut down: the session is closing, nobody to answer
             pass
-        finally:
-            self._release(size)
 
     # ---- calls on the thread pool ---------------------------------------------------------------
 
-    def _serve_in_thread(
-        self,
-        channel: Responder,
-        call_id: str,
-        method: str,
-        params: dict[str, Any],
-        size: CallSize | None,
-        execution: int,
-    ) -> None:
+    def _serve_in_thread(self, slot: _Slot, call_id: str, method: str, params: dict[str, Any], execution: int) -> None:
         try:
             if method == "search_tools":
-                self._serve_search(channel, call_id, params, execution)
+                self._serve_search(slot, call_id, params, execution)
                 return
             started = time.monotonic()
             value: Any = None
@@ -289,9 +296,9 @@ class CallServer:
             except Exception:  # the bridge is foreign code: its bug must not kill the session
                 logger.exception("tool call %r.%r failed in the bridge", params["server"], params["tool"])
                 error = {"code": "internal", "message": "the tool call failed on the host"}
-            self._answer(channel, call_id, params, size, started, value, error)
+            self._answer(slot, call_id, params, started, value, error)
         finally:
-            self._release(size)
+            slot.free()
 
     def _serve_search(self, channel: Responder, call_id: str, params: dict[str, Any], execution: int) -> None:
         # Whatever its outcome, a search is charged the CPU this thread spent on it, the search itself
@@ -362,7 +369,6 @@ class CallServer:
         channel: Responder,
         call_id: str,
         params: dict[str, Any],
-        size: CallSize | None,
         started: float,
         value: Any,
         error: dict[str, Any] | None,

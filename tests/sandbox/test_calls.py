@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from sandbox._supervisor.limits import MAX_CALLS_IN_FLIGHT
 from sandbox.bridge import FunctionBridge, ToolBridge, ToolCallRefused
 from sandbox.calls import NAME_CHARS, CallServer
 from sandbox.request_budget import RequestBudget
@@ -381,4 +382,88 @@ def test_the_ledger_lists_an_executions_first_calls_and_counts_the_rest(
     calls.on_request(channel, "d", "tool_call", call())
     channel.wait("d")
     assert len(calls.end()) == 1 and calls.omitted == 0
+    calls.close()
+
+
+class HeldTools(ToolBridge):
+    """Calls of the tool ``hold`` wait on the loop until ``let_go``; the others answer at once."""
+
+    def __init__(self) -> None:
+        self.held = 0
+        self._go: asyncio.Event | None = None
+
+    async def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if tool == "hold":
+            self._go = self._go or asyncio.Event()
+            self.held += 1
+            await self._go.wait()
+        return {"content": [{"type": "text", "text": tool}]}
+
+    def let_go(self, loop: asyncio.AbstractEventLoop) -> None:
+        loop.call_soon_threadsafe(lambda: self._go and self._go.set())
+
+
+class SendsOnAnswer(Answers):
+    """A channel that, as the answer to ``first`` is written, sends the next call at once (as the container's
+    worker does when a script waits for a free place in flight)."""
+
+    def __init__(self, calls_of: list[CallServer], first: str) -> None:
+        super().__init__()
+        self.calls_of, self.first = calls_of, first
+
+    def respond(
+        self, call_id: str, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None
+    ) -> None:
+        if call_id == self.first:
+            self.calls_of[0].on_request(self, "next", "tool_call", call(tool="next"))
+        super().respond(call_id, result=result, error=error)
+
+
+def test_a_call_sent_as_the_answer_that_frees_its_place_arrives_is_admitted_at_the_limit(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    # The worker sends its next call as soon as it reads an answer: the place must be free by then, else a script
+    # keeping the most calls in flight had calls refused as "too many" that it had not made.
+    tools = HeldTools()
+    calls = CallServer(tools, loop)
+    channel = SendsOnAnswer([calls], first="last")
+    calls.begin()
+    for i in range(MAX_CALLS_IN_FLIGHT - 1):
+        calls.on_request(channel, f"h{i}", "tool_call", call(tool="hold"))
+    calls.on_request(channel, "last", "tool_call", call(tool="quick"))
+    assert channel.wait("last")[1] is None
+    assert channel.wait("next") == ({"content": [{"type": "text", "text": "next"}]}, None, "tool-loop")
+    tools.let_go(loop)
+    assert all(channel.wait(f"h{i}")[1] is None for i in range(MAX_CALLS_IN_FLIGHT - 1))
+    calls.close()
+
+
+def pause(loop: asyncio.AbstractEventLoop) -> threading.Event:
+    """Hold ``loop`` inside one step until the event returned is set."""
+    paused, go = threading.Event(), threading.Event()
+    loop.call_soon_threadsafe(lambda: (paused.set(), go.wait(10)))
+    assert paused.wait(10)
+    return go
+
+
+async def steps(count: int) -> None:
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+def test_calls_cancelled_before_their_first_step_give_their_places_back(loop: asyncio.AbstractEventLoop) -> None:
+    # A call arriving as its execution ends: its task is cancelled before it starts, so none of its coroutine runs.
+    # Each such call once kept its place in flight: after 64 of them, every later call was refused as too many.
+    channel, calls = Answers(), CallServer(AsyncTools(), loop)
+    for _ in range(MAX_CALLS_IN_FLIGHT + 1):
+        calls.begin()
+        go = pause(loop)
+        calls.on_request(channel, "c", "tool_call", call())  # its task is made at the next step ...
+        calls.end()  # ... and cancelled in the same one, before it starts
+        go.set()
+    asyncio.run_coroutine_threadsafe(steps(5), loop).result(10)  # the cancelled tasks end, then their callbacks
+    assert calls.arguments_in_flight.bytes == 0 and calls.arguments_in_flight.nodes == 0
+    calls.begin()
+    calls.on_request(channel, "after", "tool_call", call())
+    assert channel.wait("after") == ({"content": [{"type": "text", "text": "list {'a': 1}"}]}, None, "tool-loop")
     calls.close()
