@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 from .capture import OutputCapture
+from .clock import Alarm
 from .wire import HEADER, MAX_FRAME_BYTES, FrameSender, encode_frame
 
 
@@ -49,9 +50,7 @@ class Execution:
         self.cancelled = False
         """The host asked to stop it (``cancel``): interrupted, or killed when it ignored the interrupt."""
         self.finished = False
-        self.ended = threading.Event()
-        """Set when it finished (as ``finished``): what a cancel's repeated interrupts wait on."""
-        self.timer: threading.Timer | None = None
+        self.timer: Alarm | None = None
 
 
 _OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
@@ -78,20 +77,40 @@ class Worker:
         self.generation = generation
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
-        self.proc = subprocess.Popen(
-            [*argv, "--ctl-in", str(to_worker_r), "--ctl-out", str(from_worker_w)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(to_worker_r, from_worker_w),
-            cwd=workspace,
-            env=env,
-            start_new_session=True,
-        )
-        os.close(to_worker_r)
-        os.close(from_worker_w)
         self.ctl_write_fd = to_worker_w
         self.ctl_read_fd = from_worker_r
+        # Written at once when the pipe has room; a worker too busy to drain it never blocks the
+        # supervisor's host reader: the rest is finished by the sender's thread. Its thread is started
+        # first: when the sandbox's limit refuses it (RuntimeError), there is no process to end.
+        try:
+            self._sender = FrameSender(
+                self._write_all,
+                try_write=self._try_write,
+                on_close=lambda: os.close(self.ctl_write_fd),
+                name=f"to-worker-{generation}",
+            )
+        except RuntimeError:
+            for fd in (to_worker_r, to_worker_w, from_worker_r, from_worker_w):
+                os.close(fd)
+            raise
+        try:
+            self.proc = subprocess.Popen(
+                [*argv, "--ctl-in", str(to_worker_r), "--ctl-out", str(from_worker_w)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(to_worker_r, from_worker_w),
+                cwd=workspace,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError:  # EAGAIN: the sandbox's process limit
+            self._sender.close()  # closes ctl_write_fd
+            os.close(from_worker_r)
+            raise
+        finally:
+            os.close(to_worker_r)
+            os.close(from_worker_w)
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self.out_fd = self.proc.stdout.fileno()
         self.err_fd = self.proc.stderr.fileno()
@@ -101,14 +120,17 @@ class Worker:
         self.dead = False
         self.bad_frame: str | None = None
         """Why the supervisor stopped reading the worker (a frame it refused), if it did."""
-        # Written at once when the pipe has room; a worker too busy to drain it never blocks the
-        # supervisor's host reader: the rest is finished by the sender's thread.
-        self._sender = FrameSender(
-            self._write_all,
-            try_write=self._try_write,
-            on_close=lambda: os.close(self.ctl_write_fd),
-            name=f"to-worker-{generation}",
-        )
+
+    def abandon(self) -> None:
+        """End a worker whose pump never started (no thread for it): kill it, collect it, close its pipes."""
+        self.dead = True
+        self.kill()
+        self.proc.wait()
+        os.close(self.ctl_read_fd)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+        self.close_control()
 
     def _try_write(self, data: bytes | memoryview) -> int:
         try:

@@ -41,6 +41,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import functools
 import os
 import re
 import selectors
@@ -51,6 +52,7 @@ import time
 from typing import Any
 
 from .capture import OutputCapture
+from .clock import Clock
 from .files import FileOpError, Workspace
 from .limits import (
     MAX_ERROR_CHARS,
@@ -84,6 +86,11 @@ killed; the next one wakes it. The worker raises KeyboardInterrupt once per cell
 short the script's own clean-up."""
 
 
+SPAWN_WAIT = 5.0
+"""Seconds a worker's start waits for room under the sandbox's pids limit (or ``nproc`` ulimit, which counts the
+supervisor's threads too): the processes a kill just ended still hold their places for a moment."""
+
+
 class Supervisor:
     def __init__(self, *, workspace: str, tree: str | None, kill_all: bool, channel_in: int, channel_out: int):
         self.workspace = Workspace(workspace)
@@ -102,6 +109,8 @@ class Supervisor:
         self.pending_calls: dict[str, tuple[int, int]] = {}  # host call id -> (generation, worker call id)
         self.broken: str | None = None
         self.unreaped: set[int] = set()  # workers whose exit status subprocess collects itself
+        self.clock = Clock()
+        """Every timeout and cancel: no thread to start once a script may hold every one the sandbox allows."""
         self.worker_argv = [sys.executable, *self._python_flags(), "-m", f"{__package__}.worker"]
         self.worker_argv += ["--workspace", workspace]
         if tree:
@@ -151,10 +160,10 @@ class Supervisor:
     def serve(self) -> int:
         self.link_tree()
         self.spawn_worker()
-        assert self.worker is not None
-        self.worker.ready.wait(60)
+        if self.worker is not None:
+            self.worker.ready.wait(60)
         status = self.status()
-        if self.broken or not self.worker.ready.is_set():
+        if self.broken or self.worker is None or not self.worker.ready.is_set():
             status["error"] = self.broken or "the Python worker did not start within 60 s"
         self.send({"method": "ready", "params": status})
         while True:
@@ -175,23 +184,26 @@ class Supervisor:
         return 0
 
     def reap_orphans(self) -> None:
-        """As init: collect the exit status of orphaned processes (never of a worker)."""
+        """As init: collect the exit status of orphaned processes (never of a worker), every `REAP_INTERVAL` s."""
         while True:
             time.sleep(REAP_INTERVAL)
-            with self.lock:
-                keep = set(self.unreaped)
-            for entry in os.listdir("/proc"):
-                if not entry.isdigit() or int(entry) in keep or int(entry) == os.getpid():
-                    continue
-                try:
-                    with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
-                        stat = f.read()
-                except OSError:
-                    continue
-                fields = stat[stat.rfind(")") + 2 :].split()
-                if len(fields) > 1 and fields[0] == "Z" and fields[1] == str(os.getpid()):
-                    with contextlib.suppress(ChildProcessError):
-                        os.waitpid(int(entry), os.WNOHANG)
+            self.reap_zombies()
+
+    def reap_zombies(self) -> None:
+        with self.lock:
+            keep = set(self.unreaped)
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in keep or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2 :].split()
+            if len(fields) > 1 and fields[0] == "Z" and fields[1] == str(os.getpid()):
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(int(entry), os.WNOHANG)
 
     def status(self) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -273,15 +285,51 @@ class Supervisor:
     # ---- workers ----------------------------------------------------------------------------
 
     def spawn_worker(self) -> None:
+        """Start a worker and its pump thread; when none can start, set ``broken`` (never raises).
+
+        Under the sandbox's pids limit a script may hold every place: a fork or a thread start then fails
+        (EAGAIN) until the processes a kill ended are gone, so it is tried again, reaping orphans between, for
+        `SPAWN_WAIT` seconds; then, in a container, after a kill of every process of the sandbox user (the
+        interpreter state is lost anyway), once more.
+        """
+        swept = False
+        deadline = time.monotonic() + SPAWN_WAIT
+        pause = 0.002
+        while True:
+            try:
+                self._spawn_worker_once()
+                return
+            except (OSError, RuntimeError) as e:  # a fork or a thread refused
+                problem = e
+            self.reap_zombies()
+            if time.monotonic() >= deadline:
+                if swept or not self.kill_all:
+                    break
+                swept = True
+                deadline = time.monotonic() + SPAWN_WAIT
+                with self.sweeping, contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(-1, signal.SIGKILL)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+        self.broken = f"the Python worker cannot start: {problem} (the sandbox's processes fill its pids limit)"
+
+    def _spawn_worker_once(self) -> None:
         # The old worker's death (``pump`` → ``on_worker_exit`` → ``finish``) can respawn while the
         # thread that killed it has yet to send kill(-1): that signal would kill the new worker
         # before it is ready ("failed to start", and a broken session). Wait for the sweep to end.
         with self.sweeping, self.lock:
-            self.generation += 1
-            worker = Worker(self.generation, self.worker_argv, self.workspace.root, self.worker_env)
-            self.worker = worker
+            worker = Worker(self.generation + 1, self.worker_argv, self.workspace.root, self.worker_env)
             self.unreaped.add(worker.proc.pid)
-        threading.Thread(target=self.pump, args=(worker,), name=f"worker-{worker.generation}", daemon=True).start()
+            try:  # under the lock: the pump finds ``self.worker`` set
+                threading.Thread(
+                    target=self.pump, args=(worker,), name=f"worker-{worker.generation}", daemon=True
+                ).start()
+            except RuntimeError:
+                worker.abandon()
+                self.unreaped.discard(worker.proc.pid)
+                raise
+            self.generation = worker.generation
+            self.worker = worker
 
     def kill_everything(self, worker: Worker) -> None:
         with self.sweeping:
@@ -305,6 +353,8 @@ class Supervisor:
             self.workspace.wipe(keep=self.top_level_skip())
         self.link_tree()
         self.spawn_worker()
+        if self.broken:
+            raise ValueError(self.broken)
         assert self.worker is not None
         self.worker.ready.wait(60)
 
@@ -540,7 +590,7 @@ class Supervisor:
                 return
             worker = self.worker
         if worker is None:
-            self.reply_error(host_id, "no worker", "broken")
+            self.reply_error(host_id, self.broken or "no worker", "broken")
             return
         worker.ready.wait(60)
         with self.lock:
@@ -562,9 +612,7 @@ class Supervisor:
                 oom_kills=oom_kill_count(),
             )
             self.current = ex
-            ex.timer = threading.Timer(ex.timeout, self.on_timeout, args=(ex, worker))
-            ex.timer.daemon = True
-            ex.timer.start()
+            ex.timer = self.clock.call_later(ex.timeout, functools.partial(self.on_timeout, ex, worker))
         request = {"type": "exec", "exec": n, "code": str(params.get("code", ""))}
         if isinstance(filename := params.get("filename"), str):  # the worker checks it before use
             request["filename"] = filename
@@ -587,27 +635,29 @@ class Supervisor:
             if ex is None or ex.finished or worker is None or ex.cancelled:
                 return ex is not None and ex.cancelled and not ex.finished
             ex.cancelled = True
-        threading.Thread(target=self.interrupt_until_ended, args=(ex, worker), name="cancel", daemon=True).start()
+        self.interrupt_until_ended(ex, worker, time.monotonic() + CANCEL_GRACE)
         return True
 
-    def interrupt_until_ended(self, ex: Execution, worker: Worker) -> None:
-        """SIGINT the worker every `INTERRUPT_AGAIN` seconds until ``ex`` ends; kill it after `CANCEL_GRACE`."""
-        deadline = time.monotonic() + CANCEL_GRACE
-        while (left := deadline - time.monotonic()) > 0:
-            with self.lock:  # never once it ended: the signal could reach the next execution
-                if ex.finished:
-                    return
-                worker.interrupt()
-            if ex.ended.wait(min(INTERRUPT_AGAIN, left)):
+    def interrupt_until_ended(self, ex: Execution, worker: Worker, deadline: float) -> None:
+        """SIGINT the worker now and every `INTERRUPT_AGAIN` seconds (on the clock) until ``ex`` ends; kill it at
+        ``deadline``."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            self.on_timeout(ex, worker, False)
+            return
+        with self.lock:  # never once it ended: the signal could reach the next execution
+            if ex.finished:
                 return
-        self.on_timeout(ex, worker, False)
+            worker.interrupt()
+        self.clock.call_later(
+            min(INTERRUPT_AGAIN, left), functools.partial(self.interrupt_until_ended, ex, worker, deadline)
+        )
 
     def finish(self, ex: Execution, result: dict[str, Any], *, respawn: bool = False) -> None:
         with self.lock:
             if ex.finished:
                 return
             ex.finished = True
-            ex.ended.set()
             if ex.timer is not None:
                 ex.timer.cancel()
             self.current = None

@@ -166,10 +166,56 @@ print(n < 40)
 """
 
 
+FORKED_TO_THE_LIMIT = SandboxConfig(owner=TEST_OWNER, runtime="runsc", pids_limit=40)
+
+TAKE_EVERY_PROCESS = """
+import os, time
+try:
+    while True:
+        if os.fork() == 0:
+            time.sleep(120)
+            os._exit(0)
+except OSError as e:
+    assert e.errno == 11, e
+"""
+"""Fork until refused, the children left running: the sandbox user then holds every place the limit allows."""
+
+
 @pytest.mark.docker
 def test_forking_past_pids_limit_fails_with_eagain_under_gvisor_and_the_session_lives_on(runsc: EngineWithCLI) -> None:
-    config = SandboxConfig(owner=TEST_OWNER, runtime="runsc", pids_limit=40)
-    with Sandbox(DockerBackend(config, docker=runsc)) as sb:
+    # The nproc ulimit counts the supervisor's threads too (it runs as the sandbox user). Before, each execution
+    # started a timer thread, in the place the previous one's freed only once that thread had ended: the next
+    # execution often came first, "can't start new thread", and the supervisor exited with status 1 (once in 5
+    # CI runs here, where the test ran one execution after the fork bomb; within 60 of them back to back).
+    with Sandbox(DockerBackend(FORKED_TO_THE_LIMIT, docker=runsc)) as sb:
         result = sb.execute(FORK_UNTIL_REFUSED, timeout=20)
         assert (result.stdout, result.error) == ("fork failed with EAGAIN\nTrue\n", None)
+        outputs = [sb.execute(f"print({i})").stdout for i in range(200)]
+        assert outputs == [f"{i}\n" for i in range(200)]
+
+
+@pytest.mark.docker
+def test_a_cancel_while_the_script_holds_every_process_the_limit_allows_interrupts_it(runsc: EngineWithCLI) -> None:
+    # Before, the cancel started a thread in the supervisor, which the limit refused: the session ended.
+    from tests.sandbox.test_sandbox_cancel import SIGNAL, StartSignal, run_and_cancel
+
+    bridge = StartSignal()
+    with Sandbox(DockerBackend(FORKED_TO_THE_LIMIT, docker=runsc), tools=bridge) as sb:
+        result, cancelled = run_and_cancel(sb, bridge, TAKE_EVERY_PROCESS + SIGNAL + "time.sleep(600)\n")
+        assert cancelled and result.cancelled and not result.state_reset
+        assert result.error == "cancelled (KeyboardInterrupt)"
         assert sb.execute("print(2)").stdout == "2\n"
+
+
+@pytest.mark.docker
+def test_a_reset_after_a_script_took_every_process_the_limit_allows_starts_a_fresh_interpreter(
+    runsc: EngineWithCLI,
+) -> None:
+    # Before, the new interpreter's process and threads raced the end of the processes the reset had killed: "can't
+    # start new thread", and the supervisor exited (about one reset in two).
+    with Sandbox(DockerBackend(FORKED_TO_THE_LIMIT, docker=runsc)) as sb:
+        for i in range(3):  # each fork bomb leaves the Sentry about 130 host threads (runsc 2022-12): 4 reach 576
+            result = sb.execute(f"x = {i}\n" + TAKE_EVERY_PROCESS, timeout=20)
+            assert (result.error, result.timed_out) == (None, False)
+            sb.reset()
+            assert sb.execute("print('x' in globals())").stdout == "False\n"
