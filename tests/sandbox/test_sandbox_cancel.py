@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _thread
+import dataclasses
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -10,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from sandbox import DockerBackend, ExecutionResult, Sandbox, ToolBridge
+from sandbox import DockerBackend, ExecutionResult, Sandbox, SandboxConfig, ToolBridge
+from tests.docker_cli import EngineWithCLI
 
 pytestmark = pytest.mark.docker
 
@@ -144,3 +146,30 @@ def test_a_ctrl_c_that_lands_just_before_executes_wait_is_raised_at_once(backend
         with pytest.raises(KeyboardInterrupt):
             sb.execute(SIGNAL + "import time\ntime.sleep(60)\n", timeout=90)
         assert time.monotonic() - started < 30
+
+
+TAKE_EVERY_PROCESS = """
+import os, time
+try:
+    while True:
+        if os.fork() == 0:
+            time.sleep(120)
+            os._exit(0)
+except OSError as e:
+    assert e.errno == 11, e
+"""
+"""Fork until refused, the children left running: the container's pids limit is then full."""
+
+
+def test_a_cancel_and_executions_after_a_fork_bomb_need_no_new_supervisor_thread_under_runc(
+    docker_engine: EngineWithCLI, test_config: SandboxConfig
+) -> None:
+    # The pids cgroup counts the supervisor's threads. Before, the cancel started a thread, which the full limit
+    # refused ("can't start new thread"), and the supervisor exited: the session ended. So did, about once in 60, an
+    # execution after the fork bomb (its timeout's thread).
+    bridge = StartSignal()
+    config = dataclasses.replace(test_config, pids_limit=40)
+    with Sandbox(DockerBackend(config, docker=docker_engine), tools=bridge) as sb:
+        result, cancelled = run_and_cancel(sb, bridge, TAKE_EVERY_PROCESS + SIGNAL + "time.sleep(600)\n")
+        assert cancelled and result.cancelled and result.error == "cancelled (KeyboardInterrupt)"
+        assert [sb.execute(f"print({i})").stdout for i in range(100)] == [f"{i}\n" for i in range(100)]
