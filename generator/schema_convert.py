@@ -5,7 +5,8 @@ A :class:`Converter` serves one document (a tool's input or output schema) for t
 every cap here turns what is past it into ``Any`` (or ``dict[str, Any]``) with a warning, so a
 hostile schema costs bounded work. :func:`measure` refuses a raw schema too big to walk at all.
 (Over 400 lines: one recursion over every keyword family a stub types — references, combinators, literals,
-arrays and tuples, objects open and closed — whose methods call one another and share the caps.)
+arrays and tuples, objects open and closed, the key rules of merged ``allOf`` members — whose methods call one
+another and share the caps.)
 
 A tuple array (``prefixItems``, or the older ``items: [...]``) is an argument a caller may pass as a tuple
 or a list (``tuple[int, str] | list[int | str]``; an open one ``tuple[int | str, ...] | list[int | str]``,
@@ -13,11 +14,18 @@ since ``tuple[int, *tuple[str, ...]]`` does not parse on Python 3.10); in a resu
 gives. An argument whose ``patternProperties`` or ``additionalProperties`` allow keys beyond its
 ``properties`` is a ``dict[str, V]`` (:class:`generator.type_expr.OpenDict`): a TypedDict would refuse them
 in the caller's dict. A result keeps its TypedDict: reading the known keys typed is what a caller wants, and
-a TypedDict value may hold more keys (PEP 589 subtyping).
+a TypedDict value may hold more keys (PEP 589 subtyping). ``unevaluatedProperties`` counts as
+``additionalProperties`` where that is absent. The members of an ``allOf`` keep what each says of further keys
+(`merged_extra_keys`: JSON Schema's reading, which the host's check shares).
+
+An argument object that allows more keys and refers to itself has ``Any`` at the self-reference: its
+``dict[str, V]`` would need a recursive alias (``Node = dict[str, "list[Node] | str"]``, which mypy accepts),
+and a stub names nothing but TypedDicts (:mod:`generator.stub_check` admits no other definition).
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from generator.type_defs import FieldDef, TypedDictDef
@@ -35,6 +43,7 @@ from generator.type_expr import (
     TupleOf,
     make_union,
 )
+from tool_tree.text import one_line
 
 if TYPE_CHECKING:
     from generator.schema_types import TypeBuilder
@@ -123,9 +132,98 @@ def is_open(obj: dict[str, Any]) -> bool:
     """Whether an object schema with ``properties`` allows further keys by saying so: a non-empty
     ``patternProperties``, or ``additionalProperties`` that is a schema or ``true`` (left out, it is
     taken as closed, as nearly every schema writer means it)."""
+    extra = additional_of(obj)
+    return extra is True or isinstance(extra, dict) or bool(_patterns_of(obj))
+
+
+def additional_of(obj: dict[str, Any]) -> Any:
+    """``additionalProperties``, else ``unevaluatedProperties``: the same thing in an object schema without
+    subschemas (an ``allOf``'s ``unevaluatedProperties`` is read where its members are merged)."""
     extra = obj.get("additionalProperties")
+    return obj.get("unevaluatedProperties") if extra is None else extra
+
+
+def _patterns_of(obj: dict[str, Any]) -> dict[str, Any]:
     patterns = obj.get("patternProperties")
-    return extra is True or isinstance(extra, dict) or (isinstance(patterns, dict) and bool(patterns))
+    return {k: v for k, v in patterns.items() if isinstance(k, str)} if isinstance(patterns, dict) else {}
+
+
+def _speaks(scope: dict[str, Any]) -> bool:
+    """Whether an object schema says anything of keys beyond its properties (silent: it allows them)."""
+    return additional_of(scope) is not None or bool(_patterns_of(scope))
+
+
+_JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "null", "array", "object"})
+
+
+def _json_types(schema: Any) -> set[str] | None:
+    """The JSON types a schema's ``type`` allows (``number`` includes ``integer``); None when it does not say."""
+    t = schema.get("type") if isinstance(schema, dict) else None
+    names = {t} if isinstance(t, str) else set(t) if isinstance(t, list) else None
+    if names is None or not names <= _JSON_TYPES:
+        return None
+    return names | {"integer"} if "number" in names else names
+
+
+def _constraint(schemas: list[Any]) -> Any:
+    """A schema every value must match: each of ``schemas`` (``{}``: none; several: their ``allOf``)."""
+    kept: dict[str, Any] = {}  # by canonical JSON: comparing each to each could take long
+    for s in schemas:
+        if s != {} and s is not True:
+            kept.setdefault(json.dumps(s, sort_keys=True, default=repr), s)
+    values = list(kept.values())
+    return {} if not values else values[0] if len(values) == 1 else {"allOf": values}
+
+
+def merged_extra_keys(scopes: list[dict[str, Any]], props: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """What an ``allOf``'s merged object allows beyond its properties, as keywords `extra_keys` reads, and
+    the properties it refuses.
+
+    ``scopes`` are the object schemas whose key rules the object must meet: each member, the ``allOf``'s own
+    keys, and its ``unevaluatedProperties`` (over every member's properties and patterns). A scope that says
+    nothing allows any key (JSON Schema); when none says anything the object is taken as closed, as `is_open`
+    takes an object that does not say. Otherwise a key beyond the properties is allowed only if every scope
+    that speaks allows it: a scope closed by ``additionalProperties: false`` closes the object, scopes open to
+    patterns only leave the patterns they all name, and value schemas add up as an ``allOf``. A property is
+    refused when a scope closed to every other key (no patterns) does not list it, or when a scope whose
+    ``additionalProperties`` schema it must meet instead allows none of its JSON types: JSON Schema's reading,
+    and the host's check (``jsonschema``) refuses such a key, so the stub leaves it out. Otherwise a property
+    keeps its own type (the other member's value schema is not intersected with it), and one outside a scope
+    with patterns is kept: matching a server's pattern here could take without bound (the host uses RE2).
+    """
+    speaking = [s for s in scopes if _speaks(s)]
+    if not speaking:
+        return {}, []
+    closed = [s for s in speaking if additional_of(s) is False and not _patterns_of(s)]
+    allowed = set(props).intersection(*(props_of(s) for s in closed))
+    # (own properties, JSON types of the value schema) of each scope whose schema the other keys must meet
+    typed = {
+        (frozenset(props_of(s)), frozenset(types))
+        for s in speaking
+        if isinstance(additional_of(s), dict) and not _patterns_of(s) and (types := _json_types(additional_of(s)))
+    }
+    refused = []
+    for k, sub in props.items():
+        own = _json_types(sub)
+        if k not in allowed or (own and any(k not in keys and not own & types for keys, types in typed)):
+            refused.append(k)
+    if closed:
+        return {"additionalProperties": False}, refused
+    values: list[Any] = []  # what every extra key's value must match
+    only: list[dict[str, Any]] = []  # the patterns of each scope open to patterned keys only
+    for s in speaking:
+        extra, patterns = additional_of(s), _patterns_of(s)
+        if isinstance(extra, dict):
+            values.append({"anyOf": [extra, *patterns.values()]} if patterns else extra)
+        elif extra is not True:
+            only.append(patterns)
+    if not only:
+        return {"additionalProperties": _constraint(values) or True}, refused
+    common = [p for p in only[0] if all(p in o for o in only[1:])]
+    return {
+        "additionalProperties": False,
+        "patternProperties": {p: _constraint([o[p] for o in only] + values) for p in common},
+    }, refused
 
 
 def _decode_pointer_token(token: str) -> str:
@@ -222,6 +320,8 @@ class Converter:
         required: list[str] = list(required_of(schema))
         title = schema.get("title")
         description = _description(schema)
+        own = {k: schema[k] for k in ("properties", "additionalProperties", "patternProperties") if k in schema}
+        scopes = [own]
         for member in all_of:
             target = self.deref(member)
             if not isinstance(target, dict):
@@ -236,7 +336,20 @@ class Converter:
             required += [r for r in required_of(target) if r not in required]
             title = title if isinstance(title, str) else target.get("title")
             description = description or _description(target)
-        merged: dict[str, Any] = {"type": "object", "properties": merged_props, "required": required}
+            scopes.append(target)
+        unevaluated = schema.get("unevaluatedProperties")
+        if unevaluated is not None and not any(additional_of(s) not in (None, False) for s in scopes):
+            seen: dict[str, Any] = {p: {} for s in scopes for p in _patterns_of(s)}  # keys a member evaluates
+            scopes.append({"properties": merged_props, "additionalProperties": unevaluated, "patternProperties": seen})
+        extra, refused = merged_extra_keys(scopes, merged_props)
+        if refused:
+            self._b.warn(
+                f"{self._label}: in an allOf, additionalProperties judges keys by its own schema's properties only, "
+                f"so JSON Schema refuses {', '.join(repr(one_line(k, 60)) for k in refused[:10])}; leaving them out"
+            )
+            merged_props = {k: v for k, v in merged_props.items() if k not in refused}
+            required = [r for r in required if r not in refused]
+        merged: dict[str, Any] = {"type": "object", "properties": merged_props, "required": required, **extra}
         if isinstance(title, str):
             merged["title"] = title
         if description:
@@ -252,7 +365,12 @@ class Converter:
             self._b.warn(f"{self._label}: $ref {ref!r} cannot be resolved (only local references are); using Any")
             return ANY
         if ref in self._resolving:
-            self._b.warn(f"{self._label}: $ref {ref!r} refers to itself through a non-object; using Any")
+            # A stub names only TypedDicts (generator.stub_check admits no type alias), and an argument
+            # object that allows more keys is a dict[str, V], no TypedDict: its self-reference has no name.
+            self._b.warn(
+                f"{self._label}: $ref {ref!r} refers to itself through a non-object or an object that allows more "
+                "keys (a stub can name neither); using Any there"
+            )
             return ANY
         def_hint = _decode_pointer_token(ref.rsplit("/", 1)[-1]) if ref != "#" else self._root_hint
         obj = self.object_view(target)
@@ -390,7 +508,7 @@ class Converter:
             name = self._b.names.allocate(title if isinstance(title, str) and title.strip() else hint)
             self.typed_dict(obj, name, depth)
             return Atom(name)
-        extra = obj.get("additionalProperties")
+        extra = additional_of(obj)
         if isinstance(extra, dict) and extra:
             return DictOf(self.convert(extra, hint=hint + "Value", depth=depth + 1))
         return DictOf(ANY)
@@ -412,9 +530,8 @@ class Converter:
         Keys matching a pattern are allowed whatever ``additionalProperties`` says of the others; without it the
         object is taken as closed but for them (see `is_open`).
         """
-        extra = obj.get("additionalProperties")
-        patterns = obj.get("patternProperties")
-        patterns = {k: v for k, v in patterns.items() if isinstance(k, str)} if isinstance(patterns, dict) else {}
+        extra = additional_of(obj)
+        patterns = _patterns_of(obj)
         by_pattern = [self.convert(sub, hint=hint + "Value", depth=depth) for sub in patterns.values()]
         if isinstance(extra, dict):
             return make_union([self.convert(extra, hint=hint + "Value", depth=depth), *by_pattern]), ()

@@ -19,8 +19,12 @@ What maps to what:
   ``additionalProperties`` schema → ``dict[str, T]``; otherwise ``dict[str, Any]`` (a free-form
   object); the input schema's own root becomes parameters instead (:meth:`TypeBuilder.input_shape`),
   and keys its ``additionalProperties`` or ``patternProperties`` allow become ``**arguments``;
-- ``anyOf`` / ``oneOf`` → a union; ``allOf`` of objects → one merged TypedDict (``allOf`` of one
-  ``$ref`` beside only notes, as pydantic v1 and FastAPI write a described reference: the reference);
+- ``unevaluatedProperties`` → as ``additionalProperties`` (where that is absent);
+- ``anyOf`` / ``oneOf`` → a union; ``allOf`` of objects → one merged object (``allOf`` of one
+  ``$ref`` beside only notes, as pydantic v1 and FastAPI write a described reference: the reference); the
+  merged object allows a further key only if every member (and the ``allOf``'s own keys) that says anything
+  of further keys allows it, and leaves out a property that a member's ``additionalProperties`` refuses
+  (``false``, or a schema of other JSON types): in an ``allOf`` it judges keys by its own member's properties;
   ``nullable: true`` → ``T | None``;
 - local ``$ref`` (``#``, ``#/$defs/X``, ``#/definitions/X``, any JSON pointer) → resolved, a
   referenced object becomes a named TypedDict, so recursive definitions work;
@@ -41,6 +45,7 @@ from generator.schema_convert import (
     MAX_PROPERTIES,
     MAX_STEPS,
     Converter,
+    additional_of,
     measure,
     props_of,
     required_of,
@@ -103,7 +108,7 @@ class TypeBuilder:
             raise SchemaConversionError(f"more than {MAX_PROPERTIES} properties")
         extra_type: PyType | None
         only: tuple[str, ...]
-        if root.get("additionalProperties") is None and "properties" not in root:  # a free-form object
+        if additional_of(root) is None and "properties" not in root:  # a free-form object
             extra_type, only = ANY, ()
         else:
             extra_type, only = conv.extra_keys(root, hint, 1)
@@ -133,7 +138,7 @@ class TypeBuilder:
         conv, root = self._root(schema, "output schema", name, output=True)
         props = props_of(root)
         if not props:
-            extra = root.get("additionalProperties")
+            extra = additional_of(root)
             return DictOf(conv.convert(extra, hint=name + "Value", depth=1) if isinstance(extra, dict) else ANY)
         if len(props) > MAX_PROPERTIES:
             raise SchemaConversionError(f"more than {MAX_PROPERTIES} properties")
