@@ -19,25 +19,29 @@ import json
 import logging
 import os
 import shutil
-import ssl
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
 
+import anyio
 import httpx2
 import mcp
 import mcp.types as mt
+from mcp.client._transport import ReadStream, TransportStreams
+from mcp.shared.message import SessionMessage
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tool_tree.budget import NotificationBudget, guarded
 from tool_tree.config import ServerConfig
 from tool_tree.http_client import http_client
-from tool_tree.http_errors import Answers, not_mcp, status_problem
+from tool_tree.http_errors import Answers, host, not_mcp, reason, status_problem
 from tool_tree.stderr_log import NOISE_CHARS, StderrLog
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, NotJSONRPC, stdio_client
 
+TOOLS_CHANGED = "notifications/tools/list_changed"
 MAX_LIST_PAGES = 1000
 MAX_LIST_TOOLS = 100_000
 """Tools one server may list, over all pages: five times what the generator renders for one server, so a
@@ -76,12 +80,21 @@ class _RawResult(BaseModel):
 
 
 @dataclass
+class Changes:
+    """What the server said changed on a session: `tools` counts its ``notifications/tools/list_changed``, as they
+    are read (in the stream's order: one the server sent before a reply is counted before the reply is handed on)."""
+
+    tools: int = 0
+
+
+@dataclass
 class Connection:
     """A live client session and what we learned while opening it."""
 
     client: mcp.Client
     server: ServerConfig
     stderr: StderrLog | None
+    changes: Changes = field(default_factory=Changes)
 
 
 @asynccontextmanager
@@ -107,6 +120,7 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
         target: Any
         replies: _Replies | None = None
         answers: Answers | None = None
+        changes = Changes()
         if server.command is not None:
             params = mcp.StdioServerParameters(
                 command=server.command,
@@ -129,10 +143,12 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
             http = await stack.enter_async_context(
                 http_client(server.headers, name=server.name, notifications=notifications)
             )
-            replies, answers = _Replies(), Answers()
+            http.url = server.url
+            replies, answers = _Replies(), Answers(http.ended)
             http.event_hooks["response"] += [replies.hook, answers.hook]
             transport = streamable_http_client(server.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES)
             target = guarded(transport, server.name, notifications.twin())
+        target = _watched(target, changes)
 
         async def on_message(message: object) -> None:
             if stderr is not None and isinstance(message, ValueError):  # a stdout line the transport could not parse
@@ -149,8 +165,53 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
                 raise
             raise explained from e
         if answers is not None:
-            answers.open = True  # from now on an HTTP error is said in the error of the request it answers
-        yield Connection(client=client, server=server, stderr=stderr)
+            answers.open = http.open = True  # from now on an HTTP error is said in the error of the request it answers
+        yield Connection(client=client, server=server, stderr=stderr, changes=changes)
+
+
+@asynccontextmanager
+async def _watched(transport: Any, changes: Changes) -> AsyncIterator[TransportStreams]:
+    """``transport`` with its server's ``notifications/tools/list_changed`` counted in ``changes`` as they are read."""
+    async with transport as (read, write):
+        yield _Watching(read, changes), write
+
+
+class _Watching:
+    """A transport's read stream, counting the server's ``notifications/tools/list_changed`` (`Changes`). Counted
+    here, not in the SDK's message handler, which runs in a task of its own, maybe after the reply read next."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], changes: Changes) -> None:
+        self._inner, self._changes = inner, changes
+
+    @property
+    def last_context(self) -> object:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        item = await self._inner.receive()
+        if isinstance(item, SessionMessage) and getattr(item.message, "method", None) == TOOLS_CHANGED:
+            self._changes.tools += 1
+        return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
 
 
 def _unparsed(error: ValueError) -> str:
@@ -198,7 +259,7 @@ def _explained(e: BaseException, replies: _Replies | None, server: ServerConfig)
     if stand_in and isinstance(e, mcp.MCPError) and replies is not None and replies.problem is not None:
         return mcp.MCPError(e.code, replies.problem)
     if isinstance(e, httpx2.ConnectError) and server.url is not None:
-        return ConnectionError(f"cannot connect to {_host(server.url)}: {_reason(e)}")
+        return ConnectionError(f"cannot connect to {host(server.url)}: {reason(e)}")
     return None
 
 
@@ -228,35 +289,6 @@ def _not_started(e: OSError, server: ServerConfig) -> OSError | None:
         if shutil.which(command, path=path) is None:
             return type(e)(f"command not found: {command!r} is not on PATH (and a folder on PATH cannot be searched)")
     return None
-
-
-def _host(url: str) -> str:
-    """``host:port`` of a URL (no path, query or credentials: they may hold secrets)."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return f"{parts.hostname}:{port}"
-
-
-def _reason(e: BaseException) -> str:
-    """Why a connection failed, from the innermost operating-system error (httpx words it vaguely)."""
-    reason = str(e) or type(e).__name__
-    seen: set[int] = set()
-    cause: BaseException | None = e
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, BaseExceptionGroup) and cause.exceptions:
-            cause = cause.exceptions[0]
-            continue
-        if isinstance(cause, ssl.SSLError):
-            return f"TLS handshake failed: {cause.strerror or cause}"
-        if isinstance(cause, OSError) and cause.errno is not None and cause.errno > 0:
-            reason = os.strerror(cause.errno)
-        elif isinstance(cause, OSError) and cause.strerror:
-            reason = cause.strerror
-        cause = cause.__cause__ or cause.__context__
-    return reason
 
 
 async def list_tools_raw(client: mcp.Client) -> list[dict[str, Any]]:

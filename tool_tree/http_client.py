@@ -45,6 +45,7 @@ from tool_tree.budget import (
     notification_cost,
     too_many_values,
 )
+from tool_tree.http_errors import ReachingClient
 from tool_tree.stdio import MAX_MESSAGE_BYTES
 from tool_tree.unparsed import count_values, peek, unaddressed
 
@@ -385,13 +386,12 @@ def http_client(
     max_values: int = MAX_MESSAGE_VALUES,
     name: str | None = None,
     notifications: NotificationBudget | None = None,
-) -> httpx2.AsyncClient:
+) -> ReachingClient:
     """An HTTP client for server ``name``: the SDK's timeouts, the configured ``headers``, replies bounded and
-    charged (`bounding`, to ``notifications`` too), no stream of unasked messages (`unasked_streams_refused`)."""
-    sent = httpx2.Headers(dict(headers or {}))
-    sent["accept-encoding"] = "identity"
-    return httpx2.AsyncClient(
-        headers=sent,
+    charged (`bounding`, to ``notifications`` too), no stream of unasked messages (`unasked_streams_refused`),
+    a request that cannot reach the server failed alone (`tool_tree.http_errors.ReachingClient`)."""
+    return ReachingClient(
+        headers=httpx2.Headers(dict(headers or {})) | {"accept-encoding": "identity"},
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
         event_hooks={
             "request": [unasked_streams_refused()],

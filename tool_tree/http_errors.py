@@ -12,17 +12,29 @@ marked (`session_ended`, `resendable`) with a mark only this process knows, so n
 sent twice by writing the same error; `tool_tree.pool.ServerPool` then re-opens the session and sends the call
 once more. Many servers (the TypeScript SDK's examples, ``server-everything``) answer a 400 naming the session
 instead: a new session is opened for the next call, but the call is not sent again (a 400 promises nothing).
+Either way no ``DELETE`` is sent for that session when it is closed: the server ended it already (it answered
+the ``DELETE`` with a 400, which the SDK logged as "Session termination failed: 400").
+
+A request that cannot reach the server once the session is open (connection refused, name not resolved, connect
+timed out: nothing was sent) fails alone, with an error saying so (`unreached`): the SDK would end the session
+over it, failing every request in flight as "Connection closed", as if the server had died during them.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import secrets
+import socket
+import ssl
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx2
 import mcp
+
+logger = logging.getLogger(__name__)
 
 _MARK = secrets.token_hex(16)
 """Marks the error of a session the server ended; never sent anywhere, so no server can write it."""
@@ -65,7 +77,13 @@ def session_ended(error: mcp.MCPError) -> bool:
     """Whether ``error`` says the server no longer knows the session (it restarted, or let it expire): a new
     session is needed (`resendable` says whether the request may be sent again on it)."""
     data = error.data
-    return isinstance(data, dict) and data.get("tooltree") == _MARK
+    return isinstance(data, dict) and data.get("tooltree") == _MARK and "resend" in data
+
+
+def unreached(error: mcp.MCPError) -> bool:
+    """Whether ``error`` says the request could not reach the server (`ReachingClient`): it was not sent."""
+    data = error.data
+    return isinstance(data, dict) and data.get("tooltree") == _MARK and data.get("unreached") is True
 
 
 def resendable(error: mcp.MCPError) -> bool:
@@ -80,12 +98,82 @@ def stream_cut(error: mcp.MCPError) -> bool:
     return error.code == CONNECTION_CLOSED and error.message.startswith("SSE stream ended")
 
 
+class ReachingClient(httpx2.AsyncClient):
+    """The HTTP client of one session. Once `open` is set, a request that cannot reach the server is answered here
+    with an error saying so, not sent (`unreached`). A ``DELETE`` ending a session the server said it ended
+    (`ended`), or once the server could not be reached, is not sent; one that cannot reach it is not retried. Either
+    is answered 204 here, so the SDK logs no "Session termination failed" (any other failure it still logs)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.open = False
+        self.url = ""
+        """The server's URL, named (host and port only) in the error of a request that cannot reach it."""
+        self.ended: set[str] = set()
+        """Session ids the server said it no longer knows (`Answers` adds them)."""
+        self.unreached: str | None = None
+        """Why the last request that could not reach the server failed."""
+
+    async def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
+        session = request.headers.get("mcp-session-id")
+        if request.method == "DELETE" and (session in self.ended or self.unreached is not None):
+            return httpx2.Response(204, request=request)  # nothing the server would end, or could hear
+        try:
+            return await super().send(request, **kwargs)
+        except (httpx2.ConnectError, httpx2.ConnectTimeout) as e:
+            # No connection was made, so nothing was sent. Raised, the SDK would end the whole session over it.
+            if request.method == "DELETE":  # a server gone at close: its session went with it, or cannot be ended
+                logger.debug("session of %s not ended: %s", host(self.url), reason(e))
+                return httpx2.Response(204, request=request)
+            if not self.open or request.method != "POST" or (request_id := _request_id(request)) is None:
+                raise
+            self.unreached = reason(e)
+            said = f"could not reach the server at its URL ({host(self.url)}: {self.unreached})"
+            body = _error(request_id, CONNECTION_CLOSED, said, {"tooltree": _MARK, "unreached": True})
+            return httpx2.Response(200, headers={"content-type": "application/json"}, content=body, request=request)
+
+
+def host(url: str) -> str:
+    """``host:port`` of a URL (no path, query or credentials: they may hold secrets)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.hostname}:{port}"
+
+
+def reason(e: BaseException) -> str:
+    """Why a connection failed, from the innermost operating-system error (httpx words it vaguely)."""
+    if isinstance(e, httpx2.ConnectTimeout):
+        return "timed out connecting"
+    said = str(e) or type(e).__name__
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, BaseExceptionGroup) and cause.exceptions:
+            cause = cause.exceptions[0]
+            continue
+        if isinstance(cause, socket.gaierror):
+            return f"host name not resolved: {cause.strerror or cause}"
+        if isinstance(cause, ssl.SSLError):
+            return f"TLS handshake failed: {cause.strerror or cause}"
+        if isinstance(cause, OSError) and cause.errno is not None and cause.errno > 0:
+            said = os.strerror(cause.errno)
+        elif isinstance(cause, OSError) and cause.strerror:
+            said = cause.strerror
+        cause = cause.__cause__ or cause.__context__
+    return said
+
+
 class Answers:
     """A response hook rewriting, once `open` is set, the replies to requests that the SDK would report without
     their status (or with a traceback) into JSON-RPC errors saying what the server answered."""
 
-    def __init__(self) -> None:
+    def __init__(self, ended: set[str] | None = None) -> None:
         self.open = False
+        self.ended = ended if ended is not None else set()
+        """Where the ids of the sessions the server said it ended are added."""
 
     async def hook(self, response: httpx2.Response) -> None:
         if not self.open or response.request.method != "POST":
@@ -96,7 +184,7 @@ class Answers:
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         if response.status_code >= 400:
-            said = _Said(request_id, response, kind)
+            said = _Said(request_id, response, kind, self.ended)
             response.stream = _Rewritten(response.stream, said.error)
         elif response.status_code in (202, 204) or kind == "text/event-stream":
             return
@@ -114,11 +202,11 @@ class Answers:
 class _Said:
     """The JSON-RPC error a request's HTTP error reply is given on as, once its body is in."""
 
-    def __init__(self, request_id: Any, response: httpx2.Response, kind: str) -> None:
-        self._id, self._kind, self._code = request_id, kind, response.status_code
+    def __init__(self, request_id: Any, response: httpx2.Response, kind: str, ended: set[str]) -> None:
+        self._id, self._kind, self._code, self._ended = request_id, kind, response.status_code, ended
         self._status = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
         self._problem = status_problem(response)
-        self._session = "mcp-session-id" in response.request.headers
+        self._session = response.request.headers.get("mcp-session-id")
 
     def error(self, body: bytes) -> bytes:
         try:
@@ -128,9 +216,11 @@ class _Said:
         words = _words(message, body, self._kind)
         ended = f"the server no longer knows this session ({self._status}"
         if self._session and self._code == 404:  # the spec's answer to a session id the server does not know
+            self._ended.add(self._session)
             ended += ": it restarted or ended the session); it did not run the request"
             return _error(self._id, INVALID_REQUEST, ended, {"tooltree": _MARK, "resend": True})
         if self._session and self._code == 400 and "session" in words.lower():  # how many servers say it instead
+            self._ended.add(self._session)
             ended += f": {words}); the request was not sent again: the next one opens a new session"
             return _error(self._id, INVALID_REQUEST, ended, {"tooltree": _MARK, "resend": False})
         if isinstance(message, dict) and "id" in message and _is_rpc_error(message):

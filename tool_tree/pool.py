@@ -8,7 +8,9 @@ between calls), else after the call that found it dead fails (it may have reache
 tools act for real, so it is never sent again). An HTTP server that answers a call with 404 for its session
 (it restarted, or let the session expire) did not run it: its session is re-opened and the call sent once more
 (`tool_tree.http_errors`); a second 404 fails it, saying it ran neither time. A 400 naming the session (as many
-servers answer instead) fails the call, not sent again, and the next call opens a new session. Restarts of a
+servers answer instead) fails the call, not sent again, and the next call opens a new session. An HTTP server that
+cannot be reached when a call is sent (connection refused, host name not resolved, connect timed out) fails it
+saying so, and that it was not sent; the next call opens a new session. Restarts of a
 server that keeps ending or failing to start back off (`tool_tree.restarts`): a call meanwhile is refused at once,
 naming why it ended last and when it may start again. A stdio server's process group is killed when the pool
 closes. Each server has a concurrency limit and a per-call timeout; a call that runs out of the server's own
@@ -53,7 +55,7 @@ from anyio.abc import TaskGroup
 
 from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from tool_tree.connect import connect, list_tools_raw
-from tool_tree.http_errors import resendable, session_ended, stream_cut
+from tool_tree.http_errors import resendable, session_ended, stream_cut, unreached
 from tool_tree.in_flight import InFlight
 from tool_tree.redact import redact
 from tool_tree.restarts import RestartBackoff
@@ -336,19 +338,23 @@ class ServerPool:
             if (box or client is None) and self._closing:  # not the server's failure: no back-off
                 raise PoolError("the pool closed while the server started (its `with` block ended meanwhile)")
             if box or client is None:
-                reason = _reason(box[0]) if box else "the connection closed"
+                reason = _reason(box[0], http=slot.config.url is not None) if box else "the connection closed"
+                if box and slot.config.url is not None and isinstance(_first(box[0]), ConnectionError | TimeoutError):
+                    reason += f"; no call was sent: {self._check_url(slot)}"
                 slot.backoff.failed(reason)
                 raise _unavailable(slot, reason)
             slot.backoff.ended = None
             return client
 
-    async def _discard(self, slot: _Slot, client: mcp.Client, reason: str) -> None:
-        """Forget a dead connection (ended for ``reason``) so the next call re-opens it, once its owner task ends."""
+    async def _discard(self, slot: _Slot, client: mcp.Client, reason: str, *, ended: bool = True) -> None:
+        """Forget a dead connection (ended for ``reason``) so the next call re-opens it, once its owner task ends.
+        Not ``ended``: the server did not end it (it could not be reached at all), so re-opening it is a first
+        start, not a restart that backs off."""
         async with slot.lock:
             if slot.client is client and slot.stop is not None:
                 slot.stop.set()
                 slot.client = None
-                slot.backoff.ended = reason
+                slot.backoff.ended = reason if ended else None
                 slot.restarts += 1
             # The owner task of this connection, not of one another call has started since.
             closed = slot.closed if slot.client is None else None
@@ -366,6 +372,12 @@ class ServerPool:
         """Where a server's call timeout is set, for the message of a call that ran out of it."""
         where = f" in {self._source}" if self._source is not None else ""
         return f"servers.{slot.config.name}.timeout{where}, default {DEFAULT_TIMEOUT:g}"
+
+    def _check_url(self, slot: _Slot) -> str:
+        """What to check when an HTTP server cannot be reached."""
+        where = f" in {self._source}" if self._source is not None else ""
+        setting = f"servers.{slot.config.name}.url{where}"
+        return f"check that the server is running and listening there, and its URL ({setting})"
 
     def _check_loop(self) -> None:
         """Raises: PoolError: this is not the event loop that entered the pool."""
@@ -464,6 +476,9 @@ class ServerPool:
                     await self._discard(slot, client, "it stopped answering (hung)")
                 return _error_result(f"the call timed out after {limit:g} s" + (f" ({setting})" if setting else ""))
             except mcp.MCPError as e:
+                if unreached(e):  # no connection was made: the call was not sent, and this session is of no use
+                    await self._discard(slot, client, e.message, ended=False)
+                    raise _unavailable(slot, f"{e.message}; the call was not sent: {self._check_url(slot)}") from None
                 if _is_connection_loss(e) and self._closing:
                     raise _closed_during_call() from None
                 if _is_connection_loss(e):
@@ -545,11 +560,18 @@ def _is_connection_loss(e: mcp.MCPError) -> bool:
     return "connection closed" in text or ("closed" in text and "connection" in text)
 
 
-def _reason(e: BaseException) -> str:
-    if isinstance(e, BaseExceptionGroup) and e.exceptions:
-        return _reason(e.exceptions[0])
+def _first(e: BaseException) -> BaseException:
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
+    return e
+
+
+def _reason(e: BaseException, *, http: bool = False) -> str:
+    e = _first(e)
     if isinstance(e, TimeoutError):
         return "timed out while starting (its own start-up, not the wait for its turn)"
+    if http and isinstance(e, ConnectionError):  # `connect` says "cannot connect to host:port: why"
+        return f"could not reach the server at its URL ({str(e).removeprefix('cannot connect to ')})"
     if isinstance(e, OSError):
         return f"cannot start: {e}"
     if isinstance(e, mcp.MCPError) and _is_connection_loss(e):

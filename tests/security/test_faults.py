@@ -137,7 +137,10 @@ def test_an_http_server_that_disappears_fails_calls_clearly_until_it_is_back(
             proc.terminate()
             proc.wait(timeout=10)
             gone = sb.execute(script).stdout
-            assert gone.startswith("server_unavailable server 'crm' is unavailable: the server died during the call")
+            assert gone.startswith(
+                "server_unavailable server 'crm' is unavailable: could not reach the server at its URL "
+                f"(127.0.0.1:{port}: Connection refused); the call was not sent"
+            )
             still_gone = sb.execute(script).stdout
             assert still_gone.startswith("server_unavailable server 'crm' is unavailable: "), still_gone
             proc = _start_http_crm(port)
