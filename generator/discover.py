@@ -10,10 +10,16 @@ The reason and the stderr tail leave with the secrets of the server's configurat
 (`tool_tree.redact`): a server that refuses ``initialize`` often names the key it was given
 ("invalid API key sk-…"), and httpx names a header value it cannot send. generate-tree prints them,
 serve's refresh too, and both come from here.
+
+A server that says its tools changed (``notifications/tools/list_changed``, read between the ``tools/list`` request
+and its answer, whenever the server sent it) is listed again, up to `MAX_RELISTS` more times; if it is still
+changing then, the last listing is kept and `Discovery.warning` (also logged) names the server. A notice read
+before the listing began needs none: the listing is newer. (One a server sends after its answer is not waited for.)
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,10 +29,15 @@ import anyio
 import mcp
 
 from tool_tree.config import ServerConfig
-from tool_tree.connect import connect, list_tools_raw, server_info
+from tool_tree.connect import Connection, connect, list_tools_raw, server_info
 from tool_tree.redact import redact
 from tool_tree.starts import StartGate, default_start_jobs
 from tool_tree.stderr_log import StderrLog
+
+logger = logging.getLogger(__name__)
+
+MAX_RELISTS = 3
+"""Listings of a server after the first, each because it said its tools changed during the one before."""
 
 
 @dataclass
@@ -42,6 +53,8 @@ class Discovery:
     """From its own start to its stop (the wait for a start slot is not counted)."""
     queued_seconds: float = 0.0
     """How long it waited for a start slot."""
+    warning: str | None = None
+    """Listed, but maybe not as the server has its tools now (it kept changing them while listed)."""
 
     @property
     def ok(self) -> bool:
@@ -72,7 +85,7 @@ async def discover_one(
             async with connect(server, stderr=stderr) as conn:
                 phase = "listing tools"
                 result.info = server_info(conn.client)
-                result.tools = await list_tools_raw(conn.client)
+                result.tools = await _settled_tools(conn, result)
                 if slot is not None:
                     slot.release()
     except TimeoutError:
@@ -100,6 +113,21 @@ async def discover_one(
     if result.error is not None:
         result.error = redact(result.error, server)  # the tail is redacted by its log, which knows the server
     return result
+
+
+async def _settled_tools(conn: Connection, result: Discovery) -> list[dict[str, Any]]:
+    """The server's tools, listed again while it says they changed since the listing began (`MAX_RELISTS`)."""
+    for _ in range(1 + MAX_RELISTS):
+        before = conn.changes.tools
+        tools = await list_tools_raw(conn.client)
+        if conn.changes.tools == before:  # counted as read: a notice sent before the answer is counted
+            return tools
+    result.warning = (
+        f"server {conn.server.name!r} said its tools changed during each of {1 + MAX_RELISTS} listings in a row; "
+        "the last listing is used, and may be out of date (generate again once it settles)"
+    )
+    logger.warning(result.warning)
+    return tools
 
 
 def _describe(e: BaseException) -> str:

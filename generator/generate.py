@@ -166,6 +166,7 @@ def generate(
         check_out(out, previous, owned=OWNED_DIRS, writing=not check)
     listings: list[ServerListing] = []
     outcomes: list[ServerOutcome] = []
+    noted: list[str] = []  # said of a server that was listed (it kept changing its tools while listed)
 
     def record(outcome: ServerOutcome) -> None:
         outcomes.append(outcome)
@@ -211,6 +212,8 @@ def generate(
         def done(d: Discovery) -> None:
             if d.ok:
                 listings.append(_listing(d.server, d.tools, d.info))
+            if d.warning is not None:
+                noted.append(d.warning)
             record(
                 ServerOutcome(
                     d.server.name,
@@ -241,6 +244,7 @@ def generate(
         result = _plan_and_write(
             out, listings, outcomes, only=only, check=check, model_id=model.model_id if model is not None else None
         )
+    result.warnings[:0] = noted
     if not check:
         # After the lock: embedding a big catalog takes minutes, sessions starting on the tree need not wait
         # for it, and the index is replaced whole (a reader sees the old one or the new one).
