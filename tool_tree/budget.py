@@ -381,15 +381,54 @@ def _shortened(error: types.ErrorData, server: str) -> types.ErrorData:
     return types.ErrorData(code=types.PARSE_ERROR, message=" ".join(line.strip() for line in lines[:2])[:300])
 
 
-class _GuardedRead:
-    """The read half of `guard`: drops notifications past the budget, counts requests, fails on a violation."""
+class _Closes:
+    """A stream that is its own async context manager, closed (``aclose``) at its end."""
 
-    def __init__(self, inner: ReadStream[SessionMessage | Exception], state: _Guard) -> None:
-        self._inner, self._state = inner, state
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class ReadWrapper(_Closes):
+    """A transport's read stream wrapped: the stream protocol around a subclass's ``receive`` (which reads
+    ``_inner``); ``aclose`` closes the stream wrapped."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception]) -> None:
+        self._inner = inner
 
     @property
     def last_context(self) -> object:
         return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        return await self._inner.receive()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+
+class _GuardedRead(ReadWrapper):
+    """The read half of `guard`: drops notifications past the budget, counts requests, fails on a violation."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], state: _Guard) -> None:
+        super().__init__(inner)
+        self._state = state
 
     async def receive(self) -> SessionMessage | Exception:
         state = self._state
@@ -427,25 +466,8 @@ class _GuardedRead:
         if self._state.failing is None:  # else left open: the transport, still sending, ends with the session
             await self._inner.aclose()
 
-    def __aiter__(self) -> Self:
-        return self
 
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-
-class _GuardedWrite:
+class _GuardedWrite(_Closes):
     """The write half of `guard`: notes the client's requests in flight and the answers it sends."""
 
     def __init__(self, inner: WriteStream[SessionMessage], state: _Guard) -> None:
@@ -463,14 +485,6 @@ class _GuardedWrite:
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
 
 class _Guard:

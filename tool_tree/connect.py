@@ -23,10 +23,8 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
-import anyio
 import httpx2
 import mcp
 import mcp.types as mt
@@ -34,7 +32,7 @@ from mcp.client._transport import ReadStream, TransportStreams
 from mcp.shared.message import SessionMessage
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from tool_tree.budget import NotificationBudget, guarded
+from tool_tree.budget import NotificationBudget, ReadWrapper, guarded
 from tool_tree.config import ServerConfig
 from tool_tree.http_client import http_client
 from tool_tree.http_errors import Answers, host, not_mcp, reason, status_problem
@@ -176,42 +174,19 @@ async def _watched(transport: Any, changes: Changes) -> AsyncIterator[TransportS
         yield _Watching(read, changes), write
 
 
-class _Watching:
+class _Watching(ReadWrapper):
     """A transport's read stream, counting the server's ``notifications/tools/list_changed`` (`Changes`). Counted
     here, not in the SDK's message handler, which runs in a task of its own, maybe after the reply read next."""
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], changes: Changes) -> None:
-        self._inner, self._changes = inner, changes
-
-    @property
-    def last_context(self) -> object:
-        return getattr(self._inner, "last_context", None)
+        super().__init__(inner)
+        self._changes = changes
 
     async def receive(self) -> SessionMessage | Exception:
         item = await self._inner.receive()
         if isinstance(item, SessionMessage) and getattr(item.message, "method", None) == TOOLS_CHANGED:
             self._changes.tools += 1
         return item
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
 
 def _unparsed(error: ValueError) -> str:

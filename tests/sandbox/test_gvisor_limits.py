@@ -21,6 +21,7 @@ from sandbox.hardening import check_hardening, container_spec, host_pids_limit
 from sandbox.host import Runtime, runtime_problem
 from tests.docker_cli import EngineWithCLI
 from tests.sandbox.test_hardening import compliant_inspect
+from tests.sandbox.test_sandbox_cancel import SIGNAL, TAKE_EVERY_PROCESS, StartSignal, run_and_cancel
 from tests.support import TEST_OWNER
 from tool_tree.config import ConfigError, load_config
 
@@ -168,18 +169,6 @@ print(n < 40)
 
 FORKED_TO_THE_LIMIT = SandboxConfig(owner=TEST_OWNER, runtime="runsc", pids_limit=40)
 
-TAKE_EVERY_PROCESS = """
-import os, time
-try:
-    while True:
-        if os.fork() == 0:
-            time.sleep(120)
-            os._exit(0)
-except OSError as e:
-    assert e.errno == 11, e
-"""
-"""Fork until refused, the children left running: the sandbox user then holds every place the limit allows."""
-
 
 @pytest.mark.docker
 def test_forking_past_pids_limit_fails_with_eagain_under_gvisor_and_the_session_lives_on(runsc: EngineWithCLI) -> None:
@@ -197,7 +186,6 @@ def test_forking_past_pids_limit_fails_with_eagain_under_gvisor_and_the_session_
 @pytest.mark.docker
 def test_a_cancel_while_the_script_holds_every_process_the_limit_allows_interrupts_it(runsc: EngineWithCLI) -> None:
     # Before, the cancel started a thread in the supervisor, which the limit refused: the session ended.
-    from tests.sandbox.test_sandbox_cancel import SIGNAL, StartSignal, run_and_cancel
 
     bridge = StartSignal()
     with Sandbox(DockerBackend(FORKED_TO_THE_LIMIT, docker=runsc), tools=bridge) as sb:
