@@ -18,6 +18,10 @@ import time
 from collections.abc import Callable
 
 
+def _nothing() -> None:
+    pass
+
+
 class Alarm:
     """One scheduled call; `cancel` stops it unless it has started."""
 
@@ -27,7 +31,10 @@ class Alarm:
         self.cancelled = False
 
     def cancel(self) -> None:
+        # The call is dropped now, not when its time comes (it stays in the clock's queue until then): an
+        # execution's timeout holds the execution, its output and its images, for up to a week.
         self.cancelled = True
+        self.action = _nothing
 
 
 class Clock:

@@ -118,6 +118,8 @@ class Worker:
             os.set_blocking(fd, False)
         self.ready = threading.Event()
         self.dead = False
+        self.exited = False
+        """Its process ended and was collected (its pump set it; a new worker replaces it unless ``dead``)."""
         self.bad_frame: str | None = None
         """Why the supervisor stopped reading the worker (a frame it refused), if it did."""
 

@@ -99,6 +99,8 @@ class Supervisor:
         self.host = FrameWriter(channel_out)
         self.host_in = FrameReader(channel_in, strict=False)  # the host is the trusted side
         self.lock = threading.RLock()
+        self.replaced = threading.Condition(self.lock)
+        """Notified when a worker starts (``worker`` changes) or none can (``broken`` is set)."""
         self.sweeping = threading.Lock()
         """Held while ``kill_everything`` kills: a worker is spawned only when no kill is under way."""
         self.worker: Worker | None = None
@@ -311,7 +313,12 @@ class Supervisor:
                     os.kill(-1, signal.SIGKILL)
             time.sleep(pause)
             pause = min(pause * 2, 0.1)
-        self.broken = f"the Python worker cannot start: {problem} (the sandbox's processes fill its pids limit)"
+        self.break_session(f"the Python worker cannot start: {problem} (the sandbox's processes fill its pids limit)")
+
+    def break_session(self, why: str) -> None:
+        with self.lock:
+            self.broken = why
+            self.replaced.notify_all()
 
     def _spawn_worker_once(self) -> None:
         # The old worker's death (``pump`` → ``on_worker_exit`` → ``finish``) can respawn while the
@@ -330,6 +337,7 @@ class Supervisor:
                 raise
             self.generation = worker.generation
             self.worker = worker
+            self.replaced.notify_all()
 
     def kill_everything(self, worker: Worker) -> None:
         with self.sweeping:
@@ -383,6 +391,7 @@ class Supervisor:
         returncode = worker.proc.wait()
         with self.lock:
             self.unreaped.discard(worker.proc.pid)
+            worker.exited = True
         self.drain_output(worker)
         os.close(worker.ctl_read_fd)
         for stream in (worker.proc.stdout, worker.proc.stderr):
@@ -539,7 +548,7 @@ class Supervisor:
             return  # a reset replaced it
         if not worker.ready.is_set():
             # It died before it could run anything: respawning would only loop.
-            self.broken = f"the Python worker failed to start (exit status {returncode})"
+            self.break_session(f"the Python worker failed to start (exit status {returncode})")
             worker.ready.set()
             if ex is not None:
                 self.finish(
@@ -594,8 +603,11 @@ class Supervisor:
             return
         worker.ready.wait(60)
         with self.lock:
-            if self.broken or self.worker is None:
-                self.reply_error(host_id, self.broken or "no worker", "broken")
+            # A worker that exited between executions is being replaced by its pump thread (under a full pids
+            # limit that takes up to twice `SPAWN_WAIT`): handed to it, the script would go nowhere and never end.
+            self.replaced.wait_for(lambda: self.broken or self.worker is None or not self.worker.exited, timeout=60)
+            if self.broken or self.worker is None or self.worker.exited:
+                self.reply_error(host_id, self.broken or "no worker (the last one exited)", "broken")
                 return
             worker = self.worker
             self.exec_counter += 1
