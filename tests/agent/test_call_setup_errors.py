@@ -1,0 +1,31 @@
+"""A tool call that fails for the developer's setup (the sandbox cannot start: no engine, no image, a hardening
+check failed) ends the run with that error, as before tool calls that raise became error results: the model
+cannot fix the setup, and the developer must see why (a run that "completed" hid it, and showed the model the
+engine's words about the host)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent import Agent
+from agent.testing import FakeMessagesAPI, reply, tool_use
+from sandbox import SandboxConfig
+from sandbox.errors import ImageError
+from sandbox.host import Runtime
+from tests.agent.conftest import Project
+from tests.support import TEST_OWNER
+
+MISSING = "tooltree-test-no-such-image:never-built"
+
+
+@pytest.mark.docker
+def test_a_sandbox_whose_image_is_missing_ends_the_run_with_the_image_error(
+    project: Project, docker_engine: object
+) -> None:
+    settings = SandboxConfig(owner=TEST_OWNER, timeout=20.0, image=MISSING)
+    script = [reply(tool_use("execute_python", {"code": "print(1)"})), reply("Done.")]
+    with Runtime(project.config, project.tree, sandbox_config=settings) as runtime, FakeMessagesAPI(script) as api:
+        agent = Agent(project.config, tree=project.tree, mode="code", client=api.client(), runtime=runtime)
+        with pytest.raises(ImageError, match="tooltree-test-no-such-image"):
+            agent.run("Print 1")
+    assert len(api.requests) == 1  # the model was not told, and not asked again
