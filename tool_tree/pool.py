@@ -40,6 +40,7 @@ secrets of the server's configuration are redacted from the reason and the stder
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import threading
@@ -362,11 +363,22 @@ class ServerPool:
             with anyio.move_on_after(10):
                 await closed.wait()
 
-    async def _retire(self, slot: _Slot, client: mcp.Client, reason: str, within: float) -> None:
+    async def _retire(self, slot: _Slot, client: mcp.Client, reason: str, within: float, *, ended: bool = True) -> None:
         """`_discard` a session the server ended, once the other calls sent on it have their answers (at most
         ``within`` seconds): closing it first would cut them off before their 404 says they never ran."""
         await slot.in_flight.drained(client, within)
-        await self._discard(slot, client, reason)
+        await self._discard(slot, client, reason, ended=ended)
+
+    async def _drop_unreached(self, slot: _Slot, client: mcp.Client, reason: str) -> None:
+        """`_discard` a session whose server a call could not reach, once the calls sent on it before have their
+        answers, in the background (the call that could not connect fails at once). A server shutting down, or a
+        proxy at its connection limit, refuses new connections and finishes the requests it took: closed at once,
+        the session cut them off, and they failed as if the server had died under them."""
+        if slot.limiter.borrowed_tokens <= 1 or self._tg is None or self._closing:  # no other call in flight
+            await self._discard(slot, client, reason, ended=False)
+            return
+        within = max(slot.config.timeout, PING_TIMEOUT)  # the calls in flight end by then
+        self._tg.start_soon(functools.partial(self._retire, slot, client, reason, within, ended=False))
 
     def _timeout_setting(self, slot: _Slot) -> str:
         """Where a server's call timeout is set, for the message of a call that ran out of it."""
@@ -477,7 +489,7 @@ class ServerPool:
                 return _error_result(f"the call timed out after {limit:g} s" + (f" ({setting})" if setting else ""))
             except mcp.MCPError as e:
                 if unreached(e):  # no connection was made: the call was not sent, and this session is of no use
-                    await self._discard(slot, client, e.message, ended=False)
+                    await self._drop_unreached(slot, client, e.message)
                     raise _unavailable(slot, f"{e.message}; the call was not sent: {self._check_url(slot)}") from None
                 if _is_connection_loss(e) and self._closing:
                     raise _closed_during_call() from None
