@@ -10,6 +10,7 @@ a cancel need no new thread.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import sys
@@ -67,4 +68,5 @@ class Clock:
                 try:
                     alarm.action()
                 except Exception as e:  # the top of the thread: one failed call must not stop every later timeout
-                    print(f"supervisor: a timer failed: {e!r}", file=sys.stderr)
+                    with contextlib.suppress(Exception):  # nor may saying so (a closed stderr, a repr that raises)
+                        print(f"supervisor: a timer failed: {e!r}", file=sys.stderr)

@@ -66,3 +66,19 @@ def test_a_hundred_executions_that_print_megabytes_each_do_not_fill_the_sandboxs
     with Sandbox(backend) as sb:
         errors = [sb.execute(LOUD).error for _ in range(100)]
         assert errors == [None] * 100
+
+
+class _Unsayable(Exception):
+    def __repr__(self) -> str:
+        raise RuntimeError("no words for it")
+
+
+def test_a_call_that_fails_and_cannot_even_be_reported_leaves_the_clock_running() -> None:
+    # Every later timeout and cancel of the session runs on this one thread: it must outlive any call's failure.
+    def fail() -> None:
+        raise _Unsayable
+
+    clock, after = Clock(name="test-clock"), threading.Event()
+    clock.call_later(0.0, fail)
+    clock.call_later(0.0, after.set)
+    assert after.wait(10)
