@@ -10,7 +10,8 @@ tools act for real, so it is never sent again). An HTTP server that answers a ca
 (`tool_tree.http_errors`); a second 404 fails it, saying it ran neither time. A 400 naming the session (as many
 servers answer instead) fails the call, not sent again, and the next call opens a new session. An HTTP server that
 cannot be reached when a call is sent (connection refused, host name not resolved, connect timed out) fails it
-saying so, and that it was not sent; the next call opens a new session. Restarts of a
+saying so, and that it was not sent; the calls sent on that session before are left to finish (a server shutting
+down refuses new connections and answers what it took), and once they have, the next call opens a new session. Restarts of a
 server that keeps ending or failing to start back off (`tool_tree.restarts`): a call meanwhile is refused at once,
 naming why it ended last and when it may start again. A stdio server's process group is killed when the pool
 closes. Each server has a concurrency limit and a per-call timeout; a call that runs out of the server's own
