@@ -11,11 +11,11 @@ tools act for real, so it is never sent again). An HTTP server that answers a ca
 servers answer instead) fails the call, not sent again, and the next call opens a new session. An HTTP server that
 cannot be reached when a call is sent (connection refused, host name not resolved, connect timed out) fails it
 saying so, and that it was not sent; the calls sent on that session before are left to finish (a server shutting
-down refuses new connections and answers what it took), and once they have, the next call opens a new session. Restarts of a
-server that keeps ending or failing to start back off (`tool_tree.restarts`): a call meanwhile is refused at once,
-naming why it ended last and when it may start again. A stdio server's process group is killed when the pool
-closes. Each server has a concurrency limit and a per-call timeout; a call that runs out of the server's own
-timeout says which setting it was (``servers.NAME.timeout`` in the config file).
+down refuses new connections and answers what it took), and once they have, the next call opens a new session.
+Restarts of a server that keeps ending or failing to start back off (`tool_tree.restarts`): a call meanwhile is
+refused at once, naming why it ended last and when it may start again. A stdio server's process group is killed
+when the pool closes. Each server has a concurrency limit and a per-call timeout; a call that runs out of the
+server's own timeout says which setting it was (``servers.NAME.timeout`` in the config file).
 
 Servers start on their first call, at most ``start_jobs`` at once (`tool_tree.starts.StartGate`,
 default the number of cores): a call to a server that is queued behind others waits its turn, and
