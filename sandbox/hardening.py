@@ -57,7 +57,12 @@ the module's text). Other names are gVisor when the engine registered them as ru
 _RUNSC = re.compile(r"runsc|io\.containerd\.runsc\.v\d+|containerd-shim-runsc-v\d+")
 """The runsc binary, its containerd shim's runtime type, or the shim's binary (a path's last part)."""
 SENTRY_THREADS_PER_TASK = 8
-"""Host threads the engine's pids limit allows the Sentry for each task of the sandbox (about 5.3 measured)."""
+"""Host threads the engine's pids limit allows the Sentry for each task of the sandbox (about 5.3 measured).
+
+Room for one burst to ``pids_limit``, not for many: the ptrace platform (runsc 2022-12) never ends a stub process, it
+keeps it for the next address space, with one host thread for each Sentry thread that ever ran a task in it. So each
+later burst leaves about 3 x ``pids_limit`` more host threads (measured at 40, 128 and 256), toward a ceiling near
+2 x ``pids_limit`` squared; the default's 2,304 holds the first fork bomb (1,731) but not the second (2,511)."""
 SENTRY_THREADS_BASE = 256
 """Host threads the engine's pids limit allows the Sentry and its gofer besides (about 50 measured)."""
 

@@ -89,6 +89,10 @@ short the script's own clean-up."""
 SPAWN_WAIT = 5.0
 """Seconds a worker's start waits for room under the sandbox's pids limit (or ``nproc`` ulimit, which counts the
 supervisor's threads too): the processes a kill just ended still hold their places for a moment."""
+SWEEP_WAIT = 5.0
+"""Seconds a kill of every process of the sandbox user waits for them to be gone and collected. Each holds its place
+under the sandbox's process limit until then: an orphan's zombie until this init reaps it (the reaper's round comes
+up to `REAP_INTERVAL` later), and under gVisor the killed processes end one after another over half a second."""
 
 
 class Supervisor:
@@ -191,9 +195,12 @@ class Supervisor:
             time.sleep(REAP_INTERVAL)
             self.reap_zombies()
 
-    def reap_zombies(self) -> None:
+    def reap_zombies(self) -> int:
+        """Collect the exit status of this process's zombie children but the workers; how many other processes are
+        left (running, dying, or zombies of another parent)."""
         with self.lock:
             keep = set(self.unreaped)
+        left = 0
         for entry in os.listdir("/proc"):
             if not entry.isdigit() or int(entry) in keep or int(entry) == os.getpid():
                 continue
@@ -204,8 +211,11 @@ class Supervisor:
                 continue
             fields = stat[stat.rfind(")") + 2 :].split()
             if len(fields) > 1 and fields[0] == "Z" and fields[1] == str(os.getpid()):
-                with contextlib.suppress(ChildProcessError):
+                with contextlib.suppress(ChildProcessError):  # the reaper thread was first
                     os.waitpid(int(entry), os.WNOHANG)
+            else:
+                left += 1
+        return left
 
     def status(self) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -340,13 +350,28 @@ class Supervisor:
             self.replaced.notify_all()
 
     def kill_everything(self, worker: Worker) -> None:
+        """Kill the worker and, in a container, every other process of the sandbox user; return once they are gone.
+
+        As pid 1 in the container, kill(-1) reaches every process of the sandbox user, including any that left the
+        worker's session. Before, the reset (or the timeout's result) came back while the killed processes still held
+        their places under the process limit, as zombies for up to `REAP_INTERVAL`: 81 of 128 under gVisor, and the
+        next script's forks failed with EAGAIN. So the sweep reaps them at once and waits (`SWEEP_WAIT` at most) until
+        none is left but the workers (whose status their pump collects), killing again what came to life meanwhile (a
+        fork that raced the first kill). No worker starts until then (``sweeping``).
+        """
         with self.sweeping:
             worker.kill()
-            if self.kill_all:
-                # As pid 1 in the container, kill(-1) reaches every other process of the sandbox
-                # user, including any that left the worker's session.
+            if not self.kill_all:
+                return
+            deadline = time.monotonic() + SWEEP_WAIT
+            pause = 0.001
+            while True:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(-1, signal.SIGKILL)
+                if not self.reap_zombies() or time.monotonic() >= deadline:
+                    return
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
 
     def reset(self, wipe_workspace: bool) -> None:
         with self.lock:
