@@ -319,8 +319,8 @@ class Supervisor:
                     break
                 swept = True
                 deadline = time.monotonic() + SPAWN_WAIT
-                with self.sweeping, contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(-1, signal.SIGKILL)
+                with self.sweeping:
+                    self._sweep()
             time.sleep(pause)
             pause = min(pause * 2, 0.1)
         self.break_session(f"the Python worker cannot start: {problem} (the sandbox's processes fill its pids limit)")
@@ -361,17 +361,21 @@ class Supervisor:
         """
         with self.sweeping:
             worker.kill()
-            if not self.kill_all:
+            if self.kill_all:
+                self._sweep()
+
+    def _sweep(self) -> None:
+        """kill(-1) and reap until no process of the sandbox user is left but the workers (`SWEEP_WAIT` at most);
+        the caller holds ``sweeping``."""
+        deadline = time.monotonic() + SWEEP_WAIT
+        pause = 0.001
+        while True:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(-1, signal.SIGKILL)
+            if not self.reap_zombies() or time.monotonic() >= deadline:
                 return
-            deadline = time.monotonic() + SWEEP_WAIT
-            pause = 0.001
-            while True:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(-1, signal.SIGKILL)
-                if not self.reap_zombies() or time.monotonic() >= deadline:
-                    return
-                time.sleep(pause)
-                pause = min(pause * 2, 0.05)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
     def reset(self, wipe_workspace: bool) -> None:
         with self.lock:
