@@ -26,7 +26,8 @@ would fail. It gets a fresh id in the reply as the conversation keeps it (``<id>
 A call that raises (a toolset's bug, an error of the runtime not turned into a result where it is known) is
 that block's error ``tool_result``, the exception named (`agent.toolsets.base.raised`), as a ``batch_tool``
 invocation's is: the reply's other results are kept and the run goes on. An error of the setup (the sandbox
-cannot start, the runtime was closed: `for_the_developer`) still ends the run: the model cannot fix it.
+cannot start, the runtime was closed: `agent.toolsets.base.for_the_developer`) still ends the run, in a batch too:
+the model cannot fix it.
 
 The transcript records each call (input, seconds, bytes that reached the model, what was left out)
 and one ``tools_refused`` record for the blocks that did not run; a result itself is recorded once,
@@ -45,9 +46,8 @@ from typing import TYPE_CHECKING, Any
 from agent.budget import ContentBudget
 from agent.content import blocks_bytes
 from agent.defaults import MAX_TOOL_USES
-from agent.errors import AgentError
 from agent.events import ToolFinished
-from agent.toolsets.base import ToolOutcome, Toolset, error, raised
+from agent.toolsets.base import ToolOutcome, Toolset, error, for_the_developer, raised
 
 if TYPE_CHECKING:
     from agent.summary import RunSummary
@@ -121,19 +121,6 @@ def call_one(toolset: Toolset, block: dict[str, Any], runtime: Runtime) -> tuple
         logger.exception("the call of %s raised", name)
         outcome = raised(name, e)
     return outcome, time.monotonic() - t0
-
-
-def for_the_developer(e: Exception) -> bool:
-    """Whether ``e`` is an error of the setup, which ends the run, not a call's error the model is told: the sandbox
-    cannot start (no engine, no image, a hardening check failed), the runtime was closed, the agent's setup. The
-    model cannot fix those, and the engine's words about the host are not for it. A broken session
-    (`sandbox.errors.SessionError`) and a refused call stay the model's: the next call may succeed."""
-    from sandbox.bridge import ToolCallRefused
-    from sandbox.errors import SandboxError, SessionError
-
-    if isinstance(e, SessionError | ToolCallRefused):
-        return False
-    return isinstance(e, SandboxError | AgentError)
 
 
 def call_all(toolset: Toolset, blocks: list[dict[str, Any]], runtime: Runtime) -> Iterator[tuple[ToolOutcome, float]]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 import os
 import threading
 from pathlib import Path
@@ -31,6 +32,12 @@ if TYPE_CHECKING:
     from sandbox.pool import SandboxPool
     from sandbox.session import Sandbox
     from tool_tree.pool import BackgroundPool
+
+
+logger = logging.getLogger(__name__)
+
+_WHY_CHARS = 600
+"""Most characters of why a sandbox ended in the note that says it was replaced."""
 
 
 class Runtime:
@@ -91,6 +98,9 @@ class Runtime:
         self._direct_lock = threading.Lock()
         self._sandbox: Sandbox | None = None
         self._sandbox_lock = threading.Lock()  # one thread starts the sandbox
+        self._sandbox_note = ""
+        self.sandbox_replacements = 0
+        """How many sessions whose sandbox ended on its own were replaced by a new one."""
         self._handover = threading.Lock()  # a started sandbox is kept, or closed if the runtime closed meanwhile
         self._closed = threading.Event()
         self._audit: AuditLog | None = None
@@ -171,17 +181,57 @@ class Runtime:
     def sandbox(self) -> Sandbox:
         """The session, started on first use (by one thread, when several ask at once).
 
+        A session whose sandbox ended on its own (`Sandbox.ended`: its container exited or was killed, the engine
+        restarted) is closed and replaced by a new one here, and `take_sandbox_note` says so once: before, every
+        later use failed with the first one's error, for as long as the runtime lived (a ``tooltree serve`` client
+        session: until the client restarted).
+
         Raises:
             SandboxError: the container could not be started (no engine, no image, ...).
         """
-        if self._sandbox is not None:
-            return self._sandbox
+        current = self._sandbox
+        if current is not None and current.ended is None:
+            return current
         with self._sandbox_lock:
             return self._start_sandbox()
 
+    @property
+    def running_sandbox(self) -> Sandbox | None:
+        """The session if one is started and has not ended (never starts one)."""
+        current = self._sandbox
+        return current if current is not None and current.ended is None else None
+
+    def take_sandbox_note(self) -> str:
+        """What the user of this runtime's sandbox should hear once: that it was replaced, and why ("" if not)."""
+        with self._handover:
+            note, self._sandbox_note = self._sandbox_note, ""
+        return note
+
+    def _retire(self, ended: Sandbox, why: str) -> None:
+        """Close a session whose sandbox ended, and keep the note that says a new one replaces it."""
+        from sandbox.errors import SandboxError
+
+        with self._handover:
+            if self._sandbox is ended:
+                self._sandbox = None
+        self.sandbox_replacements += 1
+        logger.warning("sandbox %s ended (%s); the next use starts a new one", ended.name, why)
+        lost = "its variables, imports and workspace files are gone"
+        if ended.workspace is not None:
+            lost += " (the new one has the workspace's host folder as it was: what the old one wrote was not saved)"
+        note = f"a new sandbox was started: the previous one ended ({why[:_WHY_CHARS]}); {lost}"
+        with self._handover:
+            self._sandbox_note = note
+        with contextlib.suppress(SandboxError):  # nothing to save (its workspace cannot be read), only to remove
+            ended.close()
+
     def _start_sandbox(self) -> Sandbox:
-        if self._sandbox is not None:
-            return self._sandbox
+        current = self._sandbox
+        if current is not None:
+            why = current.ended
+            if why is None:
+                return current
+            self._retire(current, why)
         from sandbox.config import SandboxConfig
         from sandbox.errors import SandboxError
         from sandbox.session import Sandbox

@@ -177,6 +177,7 @@ class Sandbox:
         """Held by `start` and `close`: one container per session, and a close waits for a start under way."""
         self._calls = CallServer(self.bridge, tool_loop)
         self._closed = False
+        self._ended: str | None = None  # why the session destroyed its own sandbox (it stopped answering)
         self._pid = os.getpid()
         """The process whose threads read the channel; a fork of it has the connection but not them."""
 
@@ -186,6 +187,17 @@ class Sandbox:
     def name(self) -> str:
         """The container's name (empty before start)."""
         return self._channel.connection.name if self._channel else ""
+
+    @property
+    def ended(self) -> str | None:
+        """Why this session can run nothing more, when its sandbox ended without `close` or `kill`: its container
+        exited or was killed (past ``sandbox.memory`` under gVisor, ``docker kill``), the engine restarted, it broke
+        the protocol, or it stopped answering and was destroyed. None while usable, before `start`, after `close`.
+        """
+        if self._ended is not None:
+            return self._ended
+        channel = self._channel
+        return channel.broken if channel is not None and not self._closed else None
 
     def start(self) -> Sandbox:
         """Start the container (if not started) and restore the workspace.
@@ -367,10 +379,9 @@ class Sandbox:
                     timeout=limit + _GRACE_SECONDS,
                 )
             except SessionTimeoutError:
+                self._ended = f"the sandbox did not report back within {limit + _GRACE_SECONDS:g} s and was destroyed"
                 self.kill()
-                raise SessionError(
-                    f"the sandbox did not report back within {limit + _GRACE_SECONDS:g} s and was destroyed"
-                ) from None
+                raise SessionError(self._ended) from None
             finally:
                 if turn is not None:
                     turn.end()  # first: a cancel of this turn under way is sent while this script still runs

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agent.serve.content import new_session_hint
-from agent.toolsets.base import ToolOutcome, error
+from agent.toolsets.base import ToolOutcome, error, with_note
 
 if TYPE_CHECKING:
     from agent.toolsets.code import CodeToolset
@@ -115,10 +115,7 @@ class ClientSession:
 
     def _with_note(self, outcome: ToolOutcome) -> ToolOutcome:
         note, self.note = self.note, ""
-        if note and outcome.content and outcome.content[0].get("type") == "text":
-            first = outcome.content[0]
-            outcome.content[0] = {**first, "text": f"[{note}]\n\n{first['text']}"}
-        return outcome
+        return with_note(outcome, note)
 
     def call(self, toolset: CodeToolset, name: str, arguments: Mapping[str, Any]) -> ToolOutcome:
         """One of the four tools, from a worker thread; a server or sandbox that cannot start is an error outcome.
@@ -242,7 +239,8 @@ class ClientSession:
         return True
 
     def _cancel_in_sandbox(self) -> bool:
-        return self.runtime.sandbox_started and self.runtime.sandbox.cancel()
+        sandbox = self.runtime.running_sandbox  # never one started (or one that ended replaced) only to cancel
+        return sandbox is not None and sandbox.cancel()
 
     def close(self) -> None:
         """Stop the sandbox and the upstream servers; save the workspace (from a worker thread)."""

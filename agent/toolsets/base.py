@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import AgentSetupError
+from agent.errors import AgentError, AgentSetupError
 from tool_tree.tree import Manifest, ToolEntry, TreeError
 
 if TYPE_CHECKING:
@@ -119,6 +119,27 @@ def note_text(value: str) -> str:
 def error(message: str) -> ToolOutcome:
     """An error outcome with one text block; its note is the message's first line (`note_text`)."""
     return ToolOutcome([{"type": "text", "text": message}], is_error=True, note=note_text(message))
+
+
+def with_note(outcome: ToolOutcome, note: str) -> ToolOutcome:
+    """``outcome`` with ``note`` in brackets in front of its first text block (as is, when it has none or no note)."""
+    if note and outcome.content and outcome.content[0].get("type") == "text":
+        first = outcome.content[0]
+        outcome.content[0] = {**first, "text": f"[{note}]\n\n{first['text']}"}
+    return outcome
+
+
+def for_the_developer(e: Exception) -> bool:
+    """Whether ``e`` is an error of the setup, which ends the run, not a call's error the model is told: the sandbox
+    cannot start (no engine, no image, a hardening check failed), the runtime was closed, the agent's setup. The
+    model cannot fix those, and the engine's words about the host are not for it. A broken session
+    (`sandbox.errors.SessionError`) and a refused call stay the model's: the next call may succeed."""
+    from sandbox.bridge import ToolCallRefused
+    from sandbox.errors import SandboxError, SessionError
+
+    if isinstance(e, SessionError | ToolCallRefused):
+        return False
+    return isinstance(e, SandboxError | AgentError)
 
 
 RAISED_CHARS = 1000

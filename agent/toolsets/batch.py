@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agent.budget import ContentBudget
-from agent.toolsets.base import ToolOutcome, error, raised
+from agent.toolsets.base import ToolOutcome, error, for_the_developer, raised
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +81,8 @@ def _one(call: Callable[[str, Mapping[str, Any]], ToolOutcome], item: Any) -> To
     try:
         return call(name, arguments)
     except Exception as e:  # one invocation's boundary: its failure must not take the others' results with it
+        if for_the_developer(e):  # the setup's error ends the run, as a single call's does
+            raise
         logger.exception("batch_tool: the call of %s raised", name)
         return raised(name, e)
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from agent.content import execution_blocks
 from agent.files import FileAccessError, FileView
 from agent.prompts import render
-from agent.toolsets.base import NOTE_CHARS, ToolOutcome, Toolset, error, note_text
+from agent.toolsets.base import NOTE_CHARS, ToolOutcome, Toolset, error, note_text, with_note
 from tool_tree.search import SearchError, SearchHit, render_hits, search_tools
 from tool_tree.text import one_line, size
 from tool_tree.tree import INDEX_FILE, ToolEntry
@@ -27,6 +27,8 @@ INDEX_CHARS = 4_000
 """Inline ``INDEX.md`` when it is at most this long; otherwise a compact list of the servers."""
 MORE_ROOM = 64
 """Kept free at the end of the compact list for the line that says how many servers it left out."""
+NEXT_IS_NEW = "the next execute_python starts a new sandbox, without this one's variables, imports and workspace files"
+"""Said when a script's sandbox ended under it (`sandbox.Sandbox.ended`)."""
 
 TOOLS: list[dict[str, Any]] = [
     {
@@ -201,6 +203,10 @@ class CodeToolset(Toolset):
         return name in ("list_files", "read_file", "search_tools")
 
     def call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
+        # A sandbox that ended on its own is replaced on the call's first use of it: the call's result says so.
+        return with_note(self._call(name, arguments, runtime), runtime.take_sandbox_note())
+
+    def _call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
         files = FileView(self.tree, workspace=lambda: runtime.sandbox)
         try:
             if name == "list_files":
@@ -240,9 +246,14 @@ class CodeToolset(Toolset):
         if not isinstance(code, str) or not code.strip():
             return error("execute_python needs code (a string)")
         try:
-            result = runtime.sandbox.execute(code)
-        except SessionError as e:
+            sandbox = runtime.sandbox
+        except SessionError as e:  # it did not start
             return error(f"the sandbox session failed: {e}")
+        try:
+            result = sandbox.execute(code)
+        except SessionError as e:
+            then = f"; {NEXT_IS_NEW}" if sandbox.ended is not None else ""
+            return error(f"the sandbox session failed: {e}{then}")
         kept = sum(c.response_bytes for c in result.tool_calls)
         status = "ok" if result.ok else note_text(result.error or "failed")
         note = f"{status} · {len(result.tool_calls)} call(s) from the script · {size(kept)} kept in the sandbox"

@@ -10,7 +10,7 @@ import pytest
 from agent import Agent
 from agent.testing import FakeMessagesAPI, reply, tool_use
 from sandbox import SandboxConfig
-from sandbox.errors import ImageError
+from sandbox.errors import ImageError, SandboxError
 from sandbox.host import Runtime
 from tests.agent.conftest import Project
 from tests.support import TEST_OWNER
@@ -29,3 +29,17 @@ def test_a_sandbox_whose_image_is_missing_ends_the_run_with_the_image_error(
         with pytest.raises(ImageError, match="tooltree-test-no-such-image"):
             agent.run("Print 1")
     assert len(api.requests) == 1  # the model was not told, and not asked again
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["alone", "in-a-batch"])
+def test_a_call_on_a_closed_runtime_ends_the_run_alone_or_in_a_batch(project: Project, batched: bool) -> None:
+    # Before, in a batch: each invocation's "[1] crm__list_leads: error" went to the model, and the run went on.
+    calls = [{"name": "crm__list_leads", "arguments": {}}, {"name": "docs__list_documents", "arguments": {}}]
+    used = tool_use("batch_tool", {"invocations": calls}) if batched else tool_use("crm__list_leads", {})
+    runtime = Runtime(project.config, project.tree).open()
+    runtime.close()
+    with FakeMessagesAPI([reply(used), reply("Done.")]) as api:
+        agent = Agent(project.config, tree=project.tree, mode="direct", client=api.client(), runtime=runtime)
+        with pytest.raises(SandboxError, match="the runtime is closed"):
+            agent.run("List the leads and the documents")
+    assert len(api.requests) == 1

@@ -217,3 +217,24 @@ def test_a_reset_under_gvisor_answers_once_the_processes_it_killed_are_gone(runs
     # Before, they were zombies until the reaper's next round: 81 of 128 places were taken right after a reset.
     with Sandbox(DockerBackend(GVISOR, docker=runsc)) as sb:
         assert_a_reset_leaves_nothing_behind(sb)
+
+
+def test_a_gvisor_sandbox_that_ended_past_its_memory_limit_is_replaced_at_the_next_execution(
+    runsc: EngineWithCLI, test_config: SandboxConfig, sample_tree: Path
+) -> None:
+    """The whole gVisor sandbox ends past its memory limit (tests/security/test_gvisor.py): that no longer ends the
+    run, the next execution starts a new sandbox and says so."""
+    from agent.toolsets.code import NEXT_IS_NEW, CodeToolset
+    from sandbox.host import Runtime
+    from tool_tree.config import Config
+
+    config = SandboxConfig(owner=test_config.owner, runtime="runsc", memory="256m")
+    toolset = CodeToolset(sample_tree)
+    with Runtime(Config(servers=()), sample_tree, sandbox_config=config) as rt:
+        grown = toolset.call("execute_python", {"code": "chunks = [bytearray(1 << 20) for _ in range(1024)]"}, rt)
+        text = str(grown.content[0]["text"])
+        assert grown.is_error and "exited with status 137" in text and text.endswith(NEXT_IS_NEW)
+        after = toolset.call("execute_python", {"code": "print('chunks' in dir())"}, rt)
+        text = str(after.content[0]["text"])
+        assert not after.is_error and text.startswith("[a new sandbox was started: the previous one ended (")
+        assert text.endswith("\n\nFalse") and rt.sandbox_replacements == 1

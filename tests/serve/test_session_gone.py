@@ -28,7 +28,7 @@ HOUR = 3600.0
 class RecordedRuntime:
     """What a session needs of a runtime here: no sandbox started, and a close that is recorded."""
 
-    sandbox_started = False
+    running_sandbox = None
 
     def __init__(self, closed: list[str], key: str, event: anyio.Event) -> None:
         self.closed, self.key, self.event = closed, key, event
