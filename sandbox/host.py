@@ -218,7 +218,8 @@ class Runtime:
         logger.warning("sandbox %s ended (%s); the next use starts a new one", ended.name, why)
         lost = "its variables, imports and workspace files are gone"
         if ended.workspace is not None:
-            lost += " (the new one has the workspace's host folder as it was: what the old one wrote was not saved)"
+            lost += " (the new one restores the workspace's host folder: what the old one wrote since its last save is"
+            lost += " lost)"
         note = f"a new sandbox was started: the previous one ended ({why[:_WHY_CHARS]}); {lost}"
         with self._handover:
             self._sandbox_note = note

@@ -169,6 +169,8 @@ class Sandbox:
         self.workspace_notes: list[str] = []
         """What the user should know about the saves so far (conflicts kept beside, links not saved)."""
         self._restored: RestoreRecord | None = None
+        self._saved_stamp: str | None = None
+        """The workspace's `workspace.stamp` when it was restored or last saved into its folder."""
         self.tool_loop = tool_loop
         self.session_id = uuid.uuid4().hex
         self._channel: SupervisorChannel | None = None
@@ -257,6 +259,9 @@ class Sandbox:
             except BaseException:  # interrupted (Ctrl-C): likewise, nothing saved and the container destroyed
                 self.kill()
                 raise
+        if self.workspace is not None:
+            with self._lock:
+                self._saved_stamp = self._stamp(channel)
 
     def _closed_meanwhile(self) -> bool:
         """``_closed`` read again (a method: after a check of it, mypy would take it as unchanged)."""
@@ -493,6 +498,37 @@ class Sandbox:
                 out.append({"name": e["name"][:NAME_CHARS], "type": str(e.get("type"))[:10], "size": e["size"]})
         return out
 
+    def save_workspace_if_changed(self) -> bool:
+        """`save_workspace` into the session's workspace folder, when anything in the workspace was made, written,
+        moved or deleted since it was restored or last saved there; whether it saved.
+
+        What changed is told by each entry's path, mode, size, mtime and inode (`workspace.stamp`, a walk without
+        reading any file); a script that restores a file's mtime after writing it hides that write from it, until
+        the next save or the one at `close`, which always saves.
+
+        Raises:
+            WorkspaceError: the session has no workspace folder, or the save failed (as `save_workspace`).
+            SessionError: the session is unusable.
+        """
+        if self.workspace is None:
+            raise WorkspaceError("no workspace directory to save into")
+        self._refuse_in_fork()
+        with self._lock:
+            stamp = self._stamp(self._require_channel())
+        if stamp is not None and stamp == self._saved_stamp:
+            return False
+        self.save_workspace()
+        return True
+
+    def _stamp(self, channel: SupervisorChannel) -> str | None:
+        """The workspace's stamp, or None when the sandbox could not take it (hold ``_lock``)."""
+        try:
+            raw = channel.request("workspace.stamp", {"max_entries": MAX_ENTRIES}, timeout=_OP_TIMEOUT)
+        except SessionError:
+            return None
+        stamp = raw.get("stamp")
+        return stamp if isinstance(stamp, str) else None
+
     def save_workspace(self, dest: str | Path | None = None) -> Path:
         """Copy the workspace out to ``dest`` (default: the session's workspace directory).
 
@@ -513,7 +549,9 @@ class Sandbox:
         try:
             self._refuse_in_fork()
             with self._lock:
-                summary = self._require_channel().request("workspace.save", limits, timeout=_OP_TIMEOUT, sink=receiver)
+                channel = self._require_channel()
+                summary = channel.request("workspace.save", limits, timeout=_OP_TIMEOUT, sink=receiver)
+                stamp = self._stamp(channel) if own else None  # of what was saved: nothing ran since
             receiver.check(summary)
             receiver.commit()
         except SandboxError as e:
@@ -525,7 +563,7 @@ class Sandbox:
             receiver.discard()
             raise
         if own:
-            self._restored = receiver.next_record
+            self._restored, self._saved_stamp = receiver.next_record, stamp
         notes = list(receiver.notes)
         skipped = summary.get("skipped")
         if isinstance(skipped, int) and skipped > 0:

@@ -8,8 +8,8 @@ disconnects (stdio: stdin closes; HTTP: ``DELETE``), when it has been idle for
 ``gone_grace`` seconds (Claude Code exits without a ``DELETE``; its stream's close is the one sign it left),
 or when the server stops; ending it stops its container and upstream
 servers and saves the workspace (one save at a time, so two sessions of one workspace never
-write it at once). A client that calls again after its session ended gets a new one, and its
-first result says so.
+write it at once); the workspace is saved after each script that changed it too. A client that calls again
+after its session ended gets a new one, and its first result says so.
 
 Runtimes are synchronous (threads); everything here runs them in worker threads so the MCP
 event loop never blocks. Each client session has worker threads of its own (`CALL_THREADS` for its
@@ -20,6 +20,9 @@ answered at once (the sandbox reads files only between executions) instead of wa
 
 A cancel that arrives while the sandbox of an execution is still starting is kept: the script is
 never handed to the sandbox.
+
+(Over 400 lines: a client session's executions, their cancels and workspace saves, and the registry that starts
+and ends the sessions, share the sessions' state and the one lock for saves.)
 """
 
 from __future__ import annotations
@@ -89,9 +92,10 @@ class ClientSession:
         runtime: its runtime, not yet opened.
     """
 
-    def __init__(self, key: str, runtime: Runtime) -> None:
+    def __init__(self, key: str, runtime: Runtime, *, saves: threading.Lock | None = None) -> None:
         self.key = key
         self.runtime = runtime
+        self._saves = saves or threading.Lock()  # the registry's: one workspace save at a time
         self.last_used = time.monotonic()
         self.busy = 0
         self.gone_since: float | None = None
@@ -216,8 +220,29 @@ class ClientSession:
             run.handed_over = True
             first = self._scripts == 0 and not self.note  # a note says already that the session is new
             self._scripts += 1
-        outcome = self.call(toolset, "execute_python", arguments)
+        outcome = self._save_workspace(self.call(toolset, "execute_python", arguments))
         return new_session_hint(outcome) if first else outcome
+
+    def _save_workspace(self, outcome: ToolOutcome) -> ToolOutcome:
+        """After a script: the workspace saved into its host folder if the script changed it, so that what it wrote
+        is there at once (before: only when the session ended, after the client left); what the save had to say
+        (a file both sides changed, kept beside; a save that failed) follows the script's output."""
+        from sandbox.errors import SandboxError
+
+        sandbox = self.runtime.running_sandbox
+        if sandbox is None or sandbox.workspace is None:
+            return outcome
+        said = len(sandbox.workspace_notes)
+        try:
+            with self._saves:
+                sandbox.save_workspace_if_changed()
+        except SandboxError as e:
+            notes = [f"{e}; it is saved again after the next script and when the session ends"]
+        else:
+            notes = sandbox.workspace_notes[said:]
+        if notes:
+            outcome.content.append({"type": "text", "text": "\n".join(f"[workspace: {n}]" for n in notes)})
+        return outcome
 
     def cancel(self) -> bool:
         """Stop this session's execution (the session stays), from any thread: one whose sandbox is still
@@ -292,7 +317,7 @@ class SessionRegistry:
         if session is None:
             if len(self._sessions) >= self.max_sessions:
                 raise SessionLimitError(f"{self.max_sessions} client sessions are open (serve.max_sessions)")
-            session = ClientSession(key, self._make_runtime(key))
+            session = ClientSession(key, self._make_runtime(key), saves=self._close_lock)
             ended = self._expired.pop(key, None)
             if ended is not None:
                 session.note = (

@@ -13,13 +13,14 @@ summary counts them as ``skipped``.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import stat
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .fswalk import DIR_FLAGS, READ_FLAGS, DirCursor, PathError, show, split_path
+from .fswalk import DIR_FLAGS, READ_FLAGS, DirCursor, PathError, show, split_path, walk
 from .transfer import TreeReader, TreeWriter, read_item
 
 
@@ -146,6 +147,22 @@ class Workspace:
         except OSError as e:
             raise FileOpError(f"the workspace cannot be saved: {show(reader.where)}: {e.strerror}") from None
         return reader.counts
+
+    def stamp(self, *, skip: frozenset[str], max_entries: int) -> str | None:
+        """A digest of every entry's path, kind, mode, size, mtime and inode (never a file's content): it changes
+        when anything in the workspace is made, written, moved or deleted. None when the workspace cannot be
+        walked (over ``max_entries``, an entry that cannot be read): then it is to be saved, which says why.
+        """
+        names = frozenset(os.fsencode(name) for name in skip)
+        digest = hashlib.sha256()
+        try:
+            for entry in walk(self.root, skip=names, max_entries=max_entries):
+                info = os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False)
+                digest.update(b"/".join(entry.parts) + b"\0")
+                digest.update(b"%o %d %d %d\0" % (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino))
+        except (PathError, OSError):
+            return None
+        return digest.hexdigest()
 
     # ---- reset --------------------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ Protocol with the host (JSON-RPC 2.0 shaped, one object per frame, ``jsonrpc`` o
         workspace.put {entries}                → {}        (entries: see transfer)
         workspace.save {max_bytes, max_entries} → workspace.entries {entries} notifications, then
                                                   {files, dirs, bytes, skipped}
+        workspace.stamp {max_entries}          → {stamp}: a digest of every entry's path, mode, size, mtime
+                                                  and inode, or null when it cannot be walked
         workspace.read {path, max_bytes}       → {data, size}
         workspace.list {path, limit}           → {entries}
         ping                                   → {}
@@ -265,6 +267,9 @@ class Supervisor:
                     max_entries=int(params.get("max_entries", 0)),
                 )
                 self.reply(host_id, summary)
+            elif method == "workspace.stamp":
+                stamp = self.workspace.stamp(skip=self.top_level_skip(), max_entries=int(params.get("max_entries", 0)))
+                self.reply(host_id, {"stamp": stamp})
             elif method == "workspace.read":
                 data, size = self.workspace.read(
                     str(params.get("path")), min(int(params.get("max_bytes", 0)), MAX_READ_BYTES)

@@ -159,9 +159,10 @@ class Scripted:
 
 
 class Opened:
-    """A runtime already open, whose sandbox starts at once."""
+    """A runtime already open, whose sandbox starts at once (and has no workspace to save)."""
 
     sandbox_started = True
+    running_sandbox = None
 
     def __init__(self) -> None:
         self.sandbox = self

@@ -192,3 +192,29 @@ def test_a_message_over_the_cap_is_answered_with_an_error_and_the_next_request_i
         raw.close()
     assert refused["error"]["code"] == -32600 and "at most 4,194,304 bytes" in refused["error"]["message"]
     assert answered["result"]["content"][0]["text"] == "next"
+
+
+async def test_what_a_script_writes_in_the_workspace_is_in_its_host_folder_when_the_call_returns(
+    make_serve: Callable[..., Serve], tmp_path: Path
+) -> None:
+    # Before, the files came back only when the session ended: after the client (Claude Code, Claude Desktop) left.
+    import mcp
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.md").write_text("the user's", encoding="utf-8")
+    serve = make_serve(extra=["--workspace", str(workspace)])
+    async with mcp.Client(serve.stdio_params(), read_timeout_seconds=WAIT) as client:
+        wrote = await client.call_tool("execute_python", {"code": "open('report.csv', 'w').write('a,b\\n1,2\\n')"})
+        assert not wrote.is_error and len(wrote.content) == 1  # nothing to say about the save
+        assert (workspace / "report.csv").read_text(encoding="utf-8") == "a,b\n1,2\n"
+
+        (workspace / "notes.md").write_text("the user's edit", encoding="utf-8")
+        both = await client.call_tool("execute_python", {"code": "open('notes.md', 'w').write('the script')"})
+        said = both.content[-1].text  # type: ignore[union-attr]
+        assert said.startswith("[workspace: ") and "notes.md" in said and "both the host and the sandbox" in said
+        assert (workspace / "notes.md").read_text(encoding="utf-8") == "the script"
+        assert (workspace / "notes.md.host").read_text(encoding="utf-8") == "the user's edit"
+
+        await client.call_tool("execute_python", {"code": "import os\nos.remove('report.csv')"})
+        assert not (workspace / "report.csv").exists()
