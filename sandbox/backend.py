@@ -70,6 +70,14 @@ class SandboxBackend(ABC):
             SandboxError: something needed is missing.
         """
 
+    def refresh_tree(self) -> bool:
+        """Take the tree again after it was regenerated, for the sandboxes launched from now on; whether it changed.
+
+        Raises:
+            SandboxError: the tree cannot be taken (the sandboxes launched from now on keep the old one).
+        """
+        return False
+
     @abstractmethod
     def launch(self, session_id: str) -> Connection:
         """Start one confined supervisor for ``session_id``.

@@ -202,6 +202,21 @@ class DockerBackend(SandboxBackend):
                 self.tree_volume = self._ensure_tree_volume(self.tree)
             self._prepared = True
 
+    def refresh_tree(self) -> bool:
+        """Copy the tree into a volume again if it changed since `prepare` (``tooltree serve`` regenerated it while
+        serving); containers launched from now on mount that volume, those running keep theirs. Whether it changed.
+
+        Raises:
+            SandboxError: the tree cannot be packed or copied (containers keep mounting the old volume).
+        """
+        self.prepare()
+        if self.tree is None:
+            return False
+        with self._lock:
+            volume = self._ensure_tree_volume(self.tree)
+            changed, self.tree_volume = volume != self.tree_volume, volume
+        return changed
+
     def _ensure_tree_volume(self, tree: Path) -> str:
         """The volume holding ``tree``, copied into one first unless a volume already holds this very tree.
 

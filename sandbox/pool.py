@@ -63,6 +63,7 @@ class SandboxPool:
         self._last_error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
+        self._generation = 0  # of the backend's tree: a sandbox started on an older one is not handed out
 
     def _check_process(self) -> None:
         """Raises: SessionError: this is a fork of the process that made the pool."""
@@ -102,6 +103,7 @@ class SandboxPool:
                     self._cond.wait()
                 if self._closed:
                     return
+                generation = self._generation
             try:
                 channel = open_channel(self.backend, uuid.uuid4().hex)
             except SandboxError as e:
@@ -115,9 +117,29 @@ class SandboxPool:
                 if self.closed:  # closed while this one was starting
                     channel.kill()
                     return
+                if generation != self._generation:  # started on the tree before a refresh: start another
+                    channel.kill()
+                    continue
                 self._ready.append(channel)
                 self._last_error = None
                 self._cond.notify_all()
+
+    def refresh_tree(self) -> bool:
+        """Have the backend take the regenerated tree (`SandboxBackend.refresh_tree`) and, when it changed, replace
+        the warm sandboxes started on the old one; sessions already taken keep theirs. Whether it changed.
+
+        Raises:
+            SandboxError: as the backend's (the warm sandboxes are kept).
+        """
+        if not self.backend.refresh_tree():
+            return False
+        with self._cond:
+            self._generation += 1
+            stale, self._ready = self._ready, []
+            self._cond.notify_all()
+        for channel in stale:
+            channel.kill()
+        return True
 
     @property
     def closed(self) -> bool:

@@ -219,8 +219,10 @@ class ToolServer:
         return server
 
     def reload_tree(self) -> None:
-        """Read the tree again after it was regenerated: client sessions that start from now on get
-        its instructions. The tools offered never change, and sessions already open keep theirs.
+        """Read the tree again after it was regenerated: client sessions that start from now on get its instructions
+        and a sandbox that mounts it (warm ones started before are replaced). A session opened before, at its next
+        call: without a sandbox yet, it is replaced by a new one; with one, it keeps its tree and is told so. The
+        tools offered never change.
 
         Raises:
             AgentSetupError: the tree has no manifest now, or a pinned tool left it (nothing changes).
@@ -232,6 +234,15 @@ class ToolServer:
         self.toolset, self.instructions = toolset, instructions
         for server in self._servers:
             server.instructions = instructions
+        from sandbox.errors import SandboxError
+
+        pool = self.sandbox_pool
+        try:
+            if pool is not None:  # warm sandboxes mount the tree they were started with: new ones mount this one
+                pool.refresh_tree()
+        except SandboxError as e:
+            logger.warning("the warm sandboxes keep the tree as it was at start: %s", e)
+        self.registry.tree_refreshed()
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

@@ -57,6 +57,12 @@ CLOSE_THREADS = 4
 QUEUED_EXECUTIONS = 8
 """``execute_python`` calls of one client session that may wait behind its running one; more are refused at once
 (each held its script meanwhile: 150 of 3.9 MB took serve from 83 to 662 MiB)."""
+STALE_TREE = (
+    "the tree was regenerated from the servers since this session's sandbox started: search_tools and read_file "
+    "show the regenerated tree, while this session's scripts keep the tree they started with (a tool added since "
+    "cannot be imported or called here; it can in a new session: reconnect the client)"
+)
+"""Said once to a session whose sandbox started before the tree was regenerated."""
 HANDOVER_RETRY = 0.05
 """Seconds between tries to stop a script handed to the sandbox that has not begun there yet."""
 GONE_GRACE = 60.0
@@ -111,6 +117,8 @@ class ClientSession:
         self._state = threading.Lock()
         self._execution: _Execution | None = None
         self._scripts = 0  # scripts handed to the sandbox so far
+        self.tree_generation = 0
+        """The registry's `SessionRegistry.tree_generation` this session's tree belongs to."""
 
     def opened(self) -> Runtime:
         """The runtime, opened (from a worker thread): its server pool runs, servers start on first call."""
@@ -298,6 +306,8 @@ class SessionRegistry:
         self._sessions: dict[str, ClientSession] = {}
         self._expired: OrderedDict[str, str] = OrderedDict()
         self._close_lock = threading.Lock()
+        self.tree_generation = 0
+        """How many times the tree was regenerated while serving (`tree_refreshed`)."""
         self._closing = anyio.CapacityLimiter(CLOSE_THREADS)
 
     def __len__(self) -> int:
@@ -314,10 +324,13 @@ class SessionRegistry:
             SessionLimitError: it would be one session too many.
         """
         session = self._sessions.get(key)
+        if session is not None and session.tree_generation != self.tree_generation and session.busy == 0:
+            session = await self._on_refreshed_tree(key, session)
         if session is None:
             if len(self._sessions) >= self.max_sessions:
                 raise SessionLimitError(f"{self.max_sessions} client sessions are open (serve.max_sessions)")
             session = ClientSession(key, self._make_runtime(key), saves=self._close_lock)
+            session.tree_generation = self.tree_generation
             ended = self._expired.pop(key, None)
             if ended is not None:
                 session.note = (
@@ -333,6 +346,22 @@ class SessionRegistry:
         finally:
             session.busy -= 1
             session.last_used = time.monotonic()
+
+    def tree_refreshed(self) -> None:
+        """The tree was regenerated (from any thread): each session learns it at its next call (`use`)."""
+        self.tree_generation += 1
+
+    async def _on_refreshed_tree(self, key: str, session: ClientSession) -> ClientSession | None:
+        """A session opened before the tree was regenerated, at a call that finds it idle: without a sandbox yet, it
+        ends, so that a new one takes the regenerated tree (its manifest, its servers, a sandbox that mounts it);
+        with one, it goes on with the tree its sandbox mounted and is told so once."""
+        if not session.runtime.sandbox_started:
+            del self._sessions[key]
+            await self._close(session)
+            return None
+        session.tree_generation = self.tree_generation
+        session.note = "; ".join(filter(None, [session.note, STALE_TREE]))
+        return session
 
     def stream(self, key: str, *, opened: bool) -> None:
         """The HTTP client of ``key`` opened (it is there) or closed (it may have gone) its ``GET`` stream."""

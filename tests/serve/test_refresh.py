@@ -17,7 +17,7 @@ import pytest
 
 from tests.serve.conftest import TOKEN, http_client
 from tests.serve.raw_stdio import RawStdio
-from tests.support import TEST_OWNER, ServeProcess, alive, hung_server_yaml, sample_config_yaml, wait_until
+from tests.support import RAW_SERVER, TEST_OWNER, ServeProcess, alive, hung_server_yaml, sample_config_yaml, wait_until
 from tooltree_cli.main import main
 
 pytestmark = pytest.mark.docker
@@ -186,3 +186,74 @@ async def test_over_http_sessions_opened_after_the_refresh_get_its_instructions(
         assert "docs" in instructions and "crm" in instructions
     finally:
         assert served.stop() == 0
+
+
+def _gated(folder: Path, crm_tree: Path, *, warm: str) -> tuple[RawStdio, Path]:
+    """`tooltree serve` over stdio (``--warm``) of the crm tree, whose config adds docs and a server whose listing
+    waits for a gate file: the refresh ends when the test makes that file. The process, and the gate."""
+    gate = folder / "gate"
+    spec = folder / "gated.json"
+    spec.write_text(json.dumps({"pages": [[{"name": "ping", "inputSchema": {"type": "object"}}]],
+                                "list_gate": str(gate)}), encoding="utf-8")  # fmt: skip
+    gated = f"  gated:\n    command: {json.dumps(sys.executable)}\n    args: [{json.dumps(str(RAW_SERVER))}, "
+    gated += f"{json.dumps(str(spec))}]\n"
+    config, tree = _setup(folder, crm_tree, sample_config_yaml("crm", "docs") + gated)
+    argv = [*_argv(config, tree)]
+    argv[argv.index("--warm") + 1] = warm
+    raw = RawStdio(argv, _env())
+    raw.wait_for_stderr("refreshing it from 3 server(s) meanwhile")
+    return raw, gate
+
+
+def _call(raw: RawStdio, request_id: int, name: str, arguments: dict[str, object]) -> dict[str, object]:
+    raw.send({"id": request_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+    result = raw.wait_for(lambda m: m.get("id") == request_id, f"the result of {name}")["result"]
+    assert isinstance(result, dict)
+    return result
+
+
+DOCS = "from servers.docs import list_documents\nlisted = list_documents()\nprint('listed')"
+
+
+@pytest.mark.parametrize("warm", ["1", "0"], ids=["warm-pool", "no-pool"])
+def test_a_session_without_a_sandbox_yet_takes_the_tree_the_refresh_brought(
+    docker_engine: object, crm_tree: Path, tmp_path: Path, warm: str
+) -> None:
+    # Before: search and read_file showed the added server's tools, and the script could not import them
+    # (ModuleNotFoundError: the warm sandboxes mounted the tree of the start) nor call them (the session's runtime
+    # had the old manifest and servers).
+    raw, gate = _gated(tmp_path, crm_tree, warm=warm)
+    try:
+        raw.initialize()
+        before = _call(raw, 2, "search_tools", {"query": "list documents", "detail": "name"})  # opens the session
+        assert "docs." not in json.dumps(before)
+        gate.touch()
+        raw.wait_for_stderr("sessions from now on get the refreshed tree's instructions")
+        ran = _call(raw, 3, "execute_python", {"code": DOCS})
+        assert ran.get("isError") is not True, ran
+        assert ran["content"][0]["text"].startswith("listed\n") and "docs.list_documents ok" in json.dumps(ran)  # type: ignore[index]
+        pinged = _call(raw, 4, "execute_python", {"code": "from servers.gated import ping\nprint('called')"})
+        assert pinged.get("isError") is not True and "called" in json.dumps(pinged), pinged
+        assert raw.close_stdin() == 0
+    finally:
+        raw.close()
+
+
+def test_a_session_whose_sandbox_started_before_the_refresh_keeps_it_and_is_told_once(
+    docker_engine: object, crm_tree: Path, tmp_path: Path
+) -> None:
+    raw, gate = _gated(tmp_path, crm_tree, warm="1")
+    try:
+        raw.initialize()
+        assert _call(raw, 2, "execute_python", {"code": "kept = 41"}).get("isError") is not True
+        gate.touch()
+        raw.wait_for_stderr("sessions from now on get the refreshed tree's instructions")
+        told = _call(raw, 3, "execute_python", {"code": "print(kept + 1)"})
+        text = told["content"][0]["text"]  # type: ignore[index]
+        assert text.startswith("[the tree was regenerated from the servers since this session's sandbox started")
+        assert text.endswith("\n\n42") and "reconnect the client" in text
+        again = _call(raw, 4, "execute_python", {"code": "print(kept)"})
+        assert again["content"][0]["text"] == "41"  # type: ignore[index]  # said once
+        assert raw.close_stdin() == 0
+    finally:
+        raw.close()

@@ -16,6 +16,7 @@ SPEC keys (all optional):
     log_file:  path to append "start <t>" (on start) and "listed <t>" (on answering tools/list) to, where
                <t> is the system-wide monotonic clock
     start_delay: seconds to sleep before answering anything
+    list_gate: path of a file tools/list waits for (made by the test when the listing may go on)
     server_info: dict merged into serverInfo
     instructions: string
 """
@@ -79,6 +80,8 @@ def main() -> None:
                 result["instructions"] = spec["instructions"]
             send({"jsonrpc": "2.0", "id": mid, "result": result})
         elif method == "tools/list":
+            while spec.get("list_gate") and not os.path.exists(str(spec["list_gate"])):
+                time.sleep(0.02)  # the test's gate: it decides when the listing answers
             if behavior == "hang_on_list":
                 time.sleep(3600)
             if behavior == "crash_on_list":
