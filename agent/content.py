@@ -13,6 +13,11 @@ output is:
   sent as an embedded resource is shown as an image;
 - audio and other binary resources become a note with their type and size; a text block of white
   space only is left out (the API refuses one with a 400, on every later request too);
+- its structured content is for programs (the spec has a text block repeat it for the model): it is shown,
+  as JSON, only when the content gives the model nothing, no image and no text but white space (a server
+  that sends structured content alone); a string in it that is binary data as base64 (`BASE64_RUN`
+  characters or more, a ``data:`` URI's too) is a note with its size instead, so an image a server repeats
+  there (server-filesystem's ``read_media_file`` does) is never sent again as text;
 - every string that reaches the model (text, a resource's URI and text, a link's name and URI, the
   structured content's JSON) is cleaned of terminal escapes and control characters like a script's
   output (`sandbox.results.clean_text`) and counted against `MAX_RESULT_CHARS` (head and tail kept);
@@ -24,6 +29,7 @@ so one call can neither fill the host's memory nor make every later request too 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -44,6 +50,15 @@ MAX_BLOCKS = 1_000
 later ones are counted in a note. Ample for a result listing its items one block each; what bounds
 the work and the blocks sent when each block is empty (a million ``{"type": "text", "text": ""}`` cost
 nothing against a character cap)."""
+BASE64_RUN = 1_000
+"""Characters from which a string of structured content that is base64 (standard or URL-safe, line breaks
+allowed: its first `BASE64_RUN` characters, with upper case, lower case and digits, so not a hex digest or a
+DNA sequence, and its last ones, padding included) is taken for binary data (750 bytes or more): a note with
+its size replaces it in the JSON the model gets."""
+_BASE64 = re.compile(r"[A-Za-z0-9+/_\-\r\n]*")
+_BASE64_END = re.compile(r"[A-Za-z0-9+/_\-\r\n]*(?:={1,2}[\r\n]*)?")
+_BASE64_KINDS = (re.compile("[A-Z]"), re.compile("[a-z]"), re.compile("[0-9]"))
+_DATA_URI = re.compile(r"data:([^,;]{0,100})(?:;[^,;]{0,100})*;base64,", re.IGNORECASE)
 
 
 def text_block(text: str) -> dict[str, Any]:
@@ -131,7 +146,9 @@ def mcp_result_blocks(result: dict[str, Any], max_chars: int = MAX_RESULT_CHARS)
     parts = [part for part in blocks if part is not None]
     notes: list[str] = []
     structured = result.get("structuredContent")
-    if structured is not None and not any(isinstance(part, list) and _says(part) for part in parts):  # no text
+    # Shown only when the content gives the model nothing: an image counts (server-filesystem repeats its base64
+    # there), and so does a note of ours (it says what was there).
+    if structured is not None and not any(isinstance(part, dict) or _says(part) for part in parts):
         text, cut = json_head(structured, max_chars)
         parts.append([text])
         if cut:
@@ -208,7 +225,8 @@ def _tail(pieces: Pieces, n: int) -> str:
 
 def json_head(value: Any, limit: int) -> tuple[str, bool]:
     """The first ``limit`` characters of ``value`` as JSON (as ``json.dumps`` writes it, non-ASCII unescaped)
-    with its strings and keys cleaned (`clean_text`), and whether there was more.
+    with its strings and keys cleaned (`clean_text`), a string that is binary data as base64 replaced by a note
+    (`BASE64_RUN`), and whether there was more.
 
     Written without recursion, a token at a time, each string cut before it is cleaned and encoded:
     however large or deep the value, the work is bounded by ``limit``.
@@ -234,7 +252,7 @@ def json_head(value: Any, limit: int) -> tuple[str, bool]:
         elif isinstance(item, _Token):
             piece = item.text
         elif isinstance(item, str):
-            piece, cut = _json_string(item, limit - n)
+            piece, cut = _json_string(_base64_note(item) or item, limit - n)
         else:
             piece = json.dumps(item)
         out.append(piece)
@@ -242,6 +260,27 @@ def json_head(value: Any, limit: int) -> tuple[str, bool]:
         if cut:
             return "".join(out)[:limit], True
     return "".join(out)[:limit], n > limit
+
+
+def _base64_note(text: str) -> str | None:
+    """A note saying how large ``text`` is, when it is binary data as base64: its first `BASE64_RUN` characters
+    (after a ``data:`` URI's header) are base64 with upper case, lower case and digits, and so are its last ones,
+    padding included; else None. At most `BASE64_RUN` and 100 characters of it are looked at."""
+    start, mime = 0, ""
+    if text[:5].lower() == "data:":
+        uri = _DATA_URI.match(text, 0, 500)
+        if uri is None:
+            return None
+        start, mime = uri.end(), uri.group(1)
+    head = start + BASE64_RUN
+    if len(text) < head or _BASE64.fullmatch(text, start, head) is None:
+        return None
+    if _BASE64_END.fullmatch(text, max(head, len(text) - 100)) is None:
+        return None
+    if not all(kind.search(text, start, head) for kind in _BASE64_KINDS):
+        return None
+    label = f", {note_label(mime)}" if mime else ""
+    return f"[base64 data ({size((len(text) - start) * 3 // 4)}{label}) left out]"
 
 
 def _json_string(text: str, room: int) -> tuple[str, bool]:
