@@ -328,12 +328,13 @@ class WorkspaceReceiver:
         self.staging = Path(kept)
 
     def _record_of_save(self, digests: dict[bytes, bytes]) -> RestoreRecord:
-        """What the sandbox holds now, as a restore record: a later save merges against it."""
-        record = RestoreRecord(root_mode=None)
+        """What the sandbox holds now, as a restore record: a later save merges against it. Its files and folders
+        the host has not (deleted there, and left deleted by this save) are in it too, so the next save leaves
+        them deleted unless the sandbox changes them."""
+        record = RestoreRecord(root_mode=None, digests=digests, folders=set(self._dirs))
         for rel, entry in entries_below(self.dest, (*self._dirs, *digests)).items():
             if (entry.kind == "dir") == (rel in self._dirs) and entry.kind != "other":
                 record.entries[rel] = entry
-        record.digests = {rel: d for rel, d in digests.items() if rel in record.entries}
         return record
 
     def discard(self) -> None:

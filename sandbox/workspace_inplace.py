@@ -8,6 +8,9 @@ replaced or deleted is first moved out (`AsideArea`), looked at again and only t
 that came after the listing is kept. Where a rename cannot reach (a mount inside the folder), saved
 entries are copied in and host files are set aside under a temporary name in their own folder.
 
+Where the host deleted what the sandbox left as it was sent, nothing is moved in (`_sift` takes such files
+out of a saved folder the host deleted, and the folder when nothing else is in it).
+
 A host folder the sandbox replaced by a file is set aside whole; what in it is not dropped stays there,
 and is named in a note. Every entry is reached from its folder's descriptor one component at a time, never
 by a full path: a saved path may be up to 4,096 bytes, and with the host folder's path in front of it
@@ -232,10 +235,13 @@ class _Merger:
         depth: int,
     ) -> None:
         action = decide(rel, host, saved, self.record, self.digests, host_fd)
-        if action == "keep":
+        if action in ("keep", "gone"):
             if saved is not None and stat.S_ISREG(saved.st_mode) and stage_fd is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(name, dir_fd=stage_fd)  # the sandbox's copy is not needed
+            return
+        if action in ("revive", "sift"):
+            self._bring_back(stage_fd, name, host_fd, rel, depth, folder=action == "sift")
             return
         if action in ("into", "descend"):
             self._descend(host_fd, stage_fd if action == "into" else None, name, rel, depth)
@@ -272,6 +278,43 @@ class _Merger:
             os.close(sub_host)
         with contextlib.suppress(OSError):  # not empty (something stays, or a saved entry waits), or a mount
             os.rmdir(name, dir_fd=host_fd if stage_fd is None else stage_fd)
+
+    def _bring_back(
+        self, stage_fd: int | None, name: bytes, host_fd: int, rel: bytes, depth: int, *, folder: bool
+    ) -> None:
+        """Move in, with a note, a saved entry the sandbox changed and the host deleted (of a ``folder``: only
+        what the sandbox made or changed in it)."""
+        if stage_fd is None or (folder and not self._sift(stage_fd, name, rel, depth)):
+            return  # nothing in the folder is the sandbox's own: the host's deletion stands
+        if self._move_in(stage_fd, name, host_fd, rel):
+            what = (
+                "made or changed entries in it: it is made again with only those"
+                if folder
+                else "changed it: the sandbox's copy is saved"
+            )
+            self.out.notes.append(f"{shown(rel)}: the host deleted it during the session, but the sandbox {what}")
+
+    def _sift(self, stage_fd: int, name: bytes, rel: bytes, depth: int) -> bool:
+        """Remove from the saved folder ``name`` (one the host deleted) what the sandbox left as it was sent, and
+        the folder itself when that leaves it empty; whether it is still there (the sandbox made or changed
+        something in it)."""
+        if depth >= MAX_DEPTH:
+            return True  # deeper than any save sends
+        sub = os.open(name, DIR_FLAGS, dir_fd=stage_fd)
+        try:
+            for child, saved, _ in _snapshot(sub, None):  # the saved folder's entries
+                path = rel + b"/" + child
+                action = decide(path, None, saved, self.record, self.digests, sub)
+                if action == "gone":
+                    os.unlink(child, dir_fd=sub)
+                elif action == "sift":
+                    self._sift(sub, child, path, depth + 1)
+            left = bool(os.listdir(sub))
+        finally:
+            os.close(sub)
+        if not left:
+            os.rmdir(name, dir_fd=stage_fd)
+        return left
 
     def _drop(self, host_fd: int, stage_fd: int | None, name: bytes, rel: bytes, *, replaced: bool) -> None:
         """Set aside a host file unchanged since it was sent; one written since the merge looked is kept."""
@@ -328,14 +371,16 @@ class _Merger:
                     self.out.dropped.add(rel + b"/" + sub)
         return True
 
-    def _move_in(self, stage_fd: int | None, name: bytes, host_fd: int, rel: bytes) -> None:
-        """Move a saved entry into the host folder, never over an entry there (copied across a mount)."""
+    def _move_in(self, stage_fd: int | None, name: bytes, host_fd: int, rel: bytes) -> bool:
+        """Move a saved entry into the host folder, never over an entry there (copied across a mount); whether
+        it went in."""
         if stage_fd is None:
-            return
+            return False
         try:
             move_out(stage_fd, name, host_fd, name)
         except FileExistsError:
             self.out.taken.append(rel)
+            return False
         except OSError as e:
             if e.errno != errno.EXDEV:
                 raise
@@ -343,8 +388,9 @@ class _Merger:
                 copy_new(stage_fd, name, host_fd, name)
             except FileExistsError:
                 self.out.taken.append(rel)
-            else:
-                remove_entry(stage_fd, name)
+                return False
+            remove_entry(stage_fd, name)
+        return True
 
     def _conflict(self, rel: bytes, kept: bytes) -> None:
         shown_kept = shown(rel.rpartition(b"/")[0] + b"/" + kept if b"/" in rel else kept)

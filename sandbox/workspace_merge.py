@@ -7,7 +7,7 @@ while the session ran (by the user, or by another session of the same folder tha
 Replacing the folder wholesale would delete them. So a save is a three-way merge of
 
 - what the restore sent (`RestoreRecord`: each entry's ``lstat`` taken before it was read, each
-  file's SHA-256 as sent),
+  file's SHA-256 and each folder as sent; after a save, the sandbox's files and folders at that save),
 - what the sandbox holds now (the staging folder the save was received into), and
 - what the host folder holds now,
 
@@ -17,6 +17,12 @@ with these rules, path by path (`decide`):
 - a host file the restore did not send, or changed since it was sent, is kept: it stays instead of the
   sandbox's copy when the sandbox left its copy as sent, and when both changed it the sandbox's copy
   takes the name and the host's is kept beside it as ``<name>.host`` (``.host-2``, …), with a note;
+- likewise a host deletion stands when the sandbox left the entry as it was sent: a file the host deleted
+  (or renamed) is not brought back when the sandbox's copy is the one sent; when the sandbox changed it,
+  the sandbox's copy is saved, with a note that the host had deleted it; of a folder the host deleted,
+  only what the sandbox made or changed in it comes back (the folder is made again only for that, with a
+  note). The record a save leaves for the next one (`WorkspaceReceiver.next_record`) still holds what
+  the sandbox had, so the next save does not bring the deleted entries back either;
 - everything else follows the sandbox: what it changed is saved, what it deleted is deleted, and
   a file neither side changed stays the host's very file (its inode and times too).
 
@@ -65,12 +71,17 @@ def host_entry(st: os.stat_result) -> HostEntry:
 
 @dataclass
 class RestoreRecord:
-    """What a restore sent from a host folder: ``entries`` (``lstat`` before reading) and ``digests``
-    (SHA-256 of each file as sent), keyed by the path relative to the folder (``b"a/b"``)."""
+    """What a restore sent from a host folder: ``entries`` (``lstat`` before reading), ``digests`` (SHA-256 of
+    each file as sent) and ``folders`` (each folder sent), keyed by the path relative to the folder (``b"a/b"``).
+
+    ``digests`` and ``folders`` are what the sandbox started from, ``entries`` what the host had then: after a
+    save (`WorkspaceReceiver.next_record`) the first two hold what the sandbox saved, the host holding it or not.
+    """
 
     root_mode: int | None = None
     entries: dict[bytes, HostEntry] = field(default_factory=dict)
     digests: dict[bytes, bytes] = field(default_factory=dict)
+    folders: set[bytes] = field(default_factory=set)
 
     @classmethod
     def before_restore(cls, root: Path) -> RestoreRecord:
@@ -86,7 +97,7 @@ class RestoreRecord:
         return record
 
     def sent(self, batches: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[tuple[str, dict[str, Any]]]:
-        """``batches`` passed through, each file's digest recorded on the way."""
+        """``batches`` passed through, each file's digest and each folder recorded on the way."""
         hashes: dict[bytes, Any] = {}
         for method, params in batches:
             for item in params.get("entries", ()):
@@ -95,6 +106,8 @@ class RestoreRecord:
                     if not item.get("append"):
                         hashes[rel] = hashlib.sha256()
                     hashes[rel].update(base64.b64decode(item["data"]))
+                elif item.get("dir") is True:
+                    self.folders.add(b"/".join(split_path(item["path"])))
             yield method, params
         self.digests.update({rel: h.digest() for rel, h in hashes.items()})
 
@@ -142,9 +155,12 @@ def decide(
     ``into`` (a folder on both sides: merged in place), ``descend`` (a host folder the sandbox deleted: what
     in it is kept stays), ``drop`` / ``replace`` (a host file unchanged since it was sent goes; the saved
     entry, if any, takes its place), ``beside`` (both changed: the host's is kept as ``<name>.host``),
-    ``evict`` (a host folder where the saved copy has a file: it is set aside)."""
+    ``evict`` (a host folder where the saved copy has a file: it is set aside); where the host has nothing
+    but the sandbox started from an entry (a host deletion): ``gone`` (a file the sandbox left as sent: it
+    stays deleted), ``revive`` (the sandbox changed it: moved in, with a note), ``sift`` (a folder the sandbox
+    started from and still holds: only what it made or changed inside is moved in)."""
     if host is None:
-        return "move"
+        return _after_host_deletion(rel, saved, record, sandbox_digests)
     if stat.S_ISDIR(host.st_mode):
         sent = record.entries.get(rel) if record is not None else None
         if saved is None:
@@ -166,3 +182,17 @@ def decide(
     if saved_file and _digest_at(host_fd, rel.rpartition(b"/")[2]) == sandbox_digests.get(rel):
         return "keep"  # the same content on both sides
     return "beside"
+
+
+def _after_host_deletion(
+    rel: bytes, saved: os.stat_result | None, record: RestoreRecord | None, sandbox_digests: dict[bytes, bytes]
+) -> str:
+    """`decide` where the host has no entry: ``move`` unless the sandbox started from one (the host deleted it)."""
+    if record is None or saved is None:
+        return "move"
+    sent_digest, sent_folder = record.digests.get(rel), rel in record.folders
+    if stat.S_ISDIR(saved.st_mode):
+        return "sift" if sent_folder else "revive" if sent_digest is not None else "move"
+    if sent_digest is not None and sandbox_digests.get(rel) == sent_digest:
+        return "gone"  # the sandbox left it as sent: the host's deletion stands
+    return "revive" if sent_digest is not None or sent_folder else "move"
