@@ -7,9 +7,10 @@ one. So 16 clients that never said goodbye (one that crashed; the MCP Inspector 
 locked every other client out for 30 minutes, and 16 open ``GET`` streams for ever. Here a new client's
 ``initialize`` that finds every place taken ends the session that has gone longest without a request in flight (an
 open ``GET`` stream does not count; one whose client left, its ``GET`` stream closed, goes first): its client's next
-request gets ``404`` and, as the MCP spec says, it initializes again. Only when every session has a request in
-flight (still, after `ADMISSION_GRACE`) is the new client refused, with a ``503`` that names ``serve.max_sessions`` and
-``idle_timeout``. The session
+request gets ``404`` and, as the MCP spec says, it initializes again. A session whose client is still in its
+handshake (initialized under `FIRST_REQUEST_GRACE` seconds ago, no request yet) is never ended. Only when every
+session has a request in flight or is that new (still, after `ADMISSION_GRACE`) is the new client refused, with a
+``503`` that names ``serve.max_sessions`` and ``idle_timeout``. The session
 is ended through the SDK's own door (a ``DELETE`` of it, sent from here), and its sandbox session with it. Its
 sandbox session also ends when the SDK ended the session on a ``DELETE`` or answers that it does not know it
 (``404``); never on a ``DELETE`` the SDK refused (a foreign ``Origin``).
@@ -72,6 +73,11 @@ ADMISSION_GRACE = 1.0
 """Seconds a new client waits for a session's request to finish when every session has one in flight, before its
 ``503``. A client has its answer a moment before the gate counts its request finished (the answer's last bytes are
 still being sent), so one that sent its next ``initialize`` at once was refused (a test saw it under load)."""
+FIRST_REQUEST_GRACE = 5.0
+"""Seconds after its ``initialize`` during which a session that has not yet sent a request (a notification is none)
+is never ended for a new client: its client is still in its handshake, with its first call about to come. Before,
+such a session was the one to end when every other had a request in flight: of 20 MCP Inspector CLI runs at once
+against 16 places, 4 failed with ``404 Session not found`` on their first call instead of a ``503`` that says why."""
 
 Ended = Callable[[str], Awaitable[None]]
 Stream = Callable[[str, bool], None]
@@ -91,6 +97,15 @@ class _Session:
     """Its ``GET`` streams open now."""
     left: bool = False
     """Its client left: its ``GET`` stream closed, and no request came from it since."""
+    opened: float = field(default_factory=time.monotonic)
+    """When its ``initialize`` was answered (monotonic)."""
+    asked: bool = False
+    """It has sent a request since (a ``POST`` of a JSON-RPC request, not a notification nor a response)."""
+
+    def new(self, now: float) -> bool:
+        """Its client may still be in its handshake: it has sent no request in the `FIRST_REQUEST_GRACE` seconds
+        since its ``initialize``."""
+        return not self.asked and now - self.opened < FIRST_REQUEST_GRACE
 
 
 class SessionGate:
@@ -218,6 +233,8 @@ class SessionGate:
                 session.active = time.monotonic()
                 session.left = False
             body = await read_body(receive, length)
+            if session is not None and _request_id(body) is not None:
+                session.asked = True
             if check_values(body) > SMALL_VALUES and not large:
                 places.take(True)
             if session is None and not _modern(scope):
@@ -310,7 +327,8 @@ class SessionGate:
                 self._opening -= 1
                 key = _response_header(message, SESSION_HEADER)
                 if message["status"] < 400 and key is not None:
-                    self._sessions[key] = _Session(key, host, time.monotonic())
+                    now = time.monotonic()
+                    self._sessions[key] = _Session(key, host, now, opened=now)
             await send(message)
 
         try:
@@ -328,8 +346,10 @@ class SessionGate:
         oldest (a crashed client's, or one's that never said goodbye, before long); one whose client left (its
         ``GET`` stream closed, nothing since) before any other. Such sessions stay until ``idle_timeout`` (their
         sandboxes end sooner), so where clients come and go without a ``DELETE`` they take every place: before, a
-        connected client idle a little longer than them was ended instead (its variables lost)."""
-        idle = [s for s in self._sessions.values() if s.in_flight.requests == 0]
+        connected client idle a little longer than them was ended instead (its variables lost). Never a `_Session.new`
+        one: its client is still in its handshake (before, it got ``404`` on its first call)."""
+        now = time.monotonic()
+        idle = [s for s in self._sessions.values() if s.in_flight.requests == 0 and not s.new(now)]
         return min(idle, key=lambda s: (not s.left, s.active), default=None)
 
     async def _evict(self, scope: Scope, session: _Session) -> None:
@@ -343,10 +363,11 @@ class SessionGate:
 
     def _full(self) -> str:
         return (
-            f"Too many open sessions: all {self.max_sessions} (serve.max_sessions) have a request in flight, so "
-            "none can be ended to make room. Try again when one has been answered, or raise serve.max_sessions "
-            "in tooltree.yaml. A session with no request in flight is ended when a new client needs its place, "
-            f"or after serve.idle_timeout ({self.idle_timeout:g} s, --idle-timeout) without a request."
+            f"Too many open sessions: all {self.max_sessions} (serve.max_sessions) have a request in flight or have "
+            f"just begun (a session is kept for {FIRST_REQUEST_GRACE:g} s after its initialize for its first "
+            "request), so none can be ended to make room. Try again when one has been answered, or raise "
+            "serve.max_sessions in tooltree.yaml. A session with no request in flight is ended when a new client "
+            f"needs its place, or after serve.idle_timeout ({self.idle_timeout:g} s, --idle-timeout) without a request."
         )
 
 

@@ -3,7 +3,9 @@
 The SDK's stdio transport reads stdin through a worker thread that cannot be cancelled, so on
 SIGTERM the server would wait for the client's next line before it could stop. Here a daemon
 thread reads stdin into a memory stream instead: a signal ends the server at once, and the
-client's session (its container and upstream servers) is closed before the process exits.
+client's session (its container and upstream servers) is closed before the process exits. Stdout is written
+the same way (`StdoutWriter`): a write that finds the pipe broken (a client killed during a call, whose stdin
+may not even have been read to its end yet) ends the session as stdin's closing does, not with an error.
 
 Signals are handled from before the server opens until after it has closed (`StopSignals`): a client
 that leaves closes stdin, and the SDK's client sends SIGTERM 2 s later and SIGKILL 2 s after that. So the
@@ -229,6 +231,46 @@ def claim_stdin() -> int:
     return fd
 
 
+def claim_stdout() -> int:
+    """A private descriptor for the client's stdout; fd 1 then writes to stderr (a stray print misses the wire)."""
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    return fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class StdoutWriter:
+    """Writes the client's messages to a file descriptor, for the SDK's stdio transport (its ``stdout``).
+
+    A write that fails (the pipe is broken: the client was killed, or closed its end) is the client's leaving, as
+    stdin's closing is: ``gone`` is called once, and what is written after it is dropped. (The SDK's own writer lets
+    the error out of its task group, which ended ``tooltree serve`` with an error and skipped part of the close.)
+    Each message is written whole (unbuffered, on a worker thread), so nothing is left to flush at exit.
+    """
+
+    def __init__(self, fd: int, gone: Callable[[], None]) -> None:
+        self._fd = fd
+        self._gone: Callable[[], None] | None = gone
+
+    async def write(self, text: str) -> None:
+        if self._gone is None:
+            return
+        try:
+            await anyio.to_thread.run_sync(_write_all, self._fd, text.encode("utf-8"))
+        except OSError as e:
+            gone, self._gone = self._gone, None
+            logger.info("the client's end of stdout is closed (%s): the client has left", e.strerror or e)
+            gone()
+
+    async def flush(self) -> None:
+        """Nothing to do: `write` leaves nothing buffered."""
+
+
 class StopSignals:
     """Handle SIGTERM, SIGINT and SIGHUP while inside: enter it before the server opens, leave it after it closed.
 
@@ -321,9 +363,10 @@ def terminate_children(signum: signal.Signals = signal.SIGTERM) -> list[int]:
     return pids
 
 
-async def serve_stdio(app: ToolServer, *, stdin: int | None = None) -> None:
-    """Serve one client on stdin (or the descriptor ``stdin``) and stdout until stdin closes or a
-    signal comes; then end its session (see the module for how fast, and what a signal does).
+async def serve_stdio(app: ToolServer, *, stdin: int | None = None, stdout: int | None = None) -> None:
+    """Serve one client on stdin and stdout (or the descriptors ``stdin`` and ``stdout``) until stdin closes, stdout
+    breaks (the client was killed) or a signal comes; then end its session (see the module for how fast, and what a
+    signal does).
 
     Raises:
         SandboxError: the warm sandboxes cannot start (raised before anything is served).
@@ -331,12 +374,13 @@ async def serve_stdio(app: ToolServer, *, stdin: int | None = None) -> None:
     server = app.mcp_server(http=False)
     lines = StdinLines(stdin if stdin is not None else claim_stdin())
     serving = anyio.CancelScope()
+    out = StdoutWriter(stdout if stdout is not None else claim_stdout(), serving.cancel)
     with contextlib.closing(lines):
         async with StopSignals(serving.cancel, first=app.on_stop_signal) as signals, app:
             with serving:
                 async with anyio.create_task_group() as tg:
                     async with (
-                        stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream),
+                        stdio_server(stdin=cast(Any, lines), stdout=cast(Any, out)) as (read_stream, write_stream),
                         server.lifespan(server) as state,
                     ):
                         tg.start_soon(_answer_refused, lines.refused, write_stream)

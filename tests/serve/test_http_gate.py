@@ -149,6 +149,7 @@ async def test_a_new_client_takes_the_place_of_an_idle_session_even_one_holding_
     stream_ended = anyio.Event()
     async with listening(upstream), httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=None)) as http:
         streaming = await initialize(http, url)  # the older session, which holds a GET stream open
+        assert await list_tools(http, url, streaming) == 200  # past its handshake (a session in it is never ended)
         opened = anyio.Event()
 
         async def hold_stream() -> None:

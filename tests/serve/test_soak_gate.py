@@ -127,6 +127,7 @@ async def test_a_new_client_ends_the_session_of_a_client_that_left_not_a_connect
     desktop_leaves, code_leaves = anyio.Event(), anyio.Event()
     async with anyio.create_task_group() as tg:
         assert await h.post("initialize") == 200  # s1: a connected client (Claude Desktop), idle longest
+        assert await h.post("tools/list", "s1") == 200  # past its handshake (a session in it is never ended)
         tg.start_soon(h.stream, "s1", desktop_leaves)
         await h.until(lambda: ("s1", True) in h.streams)
         assert await h.post("initialize") == 200  # s2: a client that exits without a DELETE (claude -p)
