@@ -8,6 +8,9 @@
 
 Failures meant for the model (a tool failed, a script raised, a path was refused) are not
 exceptions: they go back to the model as ``tool_result`` blocks with ``is_error: true``.
+
+Ctrl-C is not turned into an error of this package: the ``KeyboardInterrupt`` goes on out of `Agent.run` as it
+came (a caller's ``except KeyboardInterrupt`` still stops), carrying the run so far (`interrupted_result`).
 """
 
 from __future__ import annotations
@@ -51,3 +54,28 @@ class ModelAPIError(AgentError):
         self.status_code = status_code
         self.result = result
         self.advice = advice
+
+
+def interrupted_result(interrupt: BaseException) -> RunResult | None:
+    """The run a Ctrl-C stopped, as far as it went (``stop_reason`` ``interrupted``, its turns and tokens), taken
+    from the ``KeyboardInterrupt`` that `Agent.run` let go on; None when the interrupt came from elsewhere or before
+    the run started. As `ModelAPIError.result` is for a failed request::
+
+        try:
+            result = agent.run(task)
+        except KeyboardInterrupt as e:
+            if (stopped := interrupted_result(e)) is not None:
+                print(stopped.summary.usage.total, "tokens spent before Ctrl-C")
+            raise
+
+    Its ``messages`` may end with a reply whose tool calls got no results: to go on from them, start a new
+    conversation (the API refuses a ``tool_use`` left unanswered).
+    """
+    from agent.summary import RunResult
+
+    result = getattr(interrupt, INTERRUPTED_RESULT, None)
+    return result if isinstance(result, RunResult) else None
+
+
+INTERRUPTED_RESULT = "result"
+"""The attribute of the ``KeyboardInterrupt`` out of `Agent.run` that holds the run so far (`interrupted_result`)."""

@@ -19,7 +19,8 @@ errors with back-off, and the loop retries the same errors when they arrive insi
 after the 200), and a stream that ends before its message does — its body ends early, its connection is reset, no
 data comes for the client's read timeout — (``api_error`` once retries are spent: a cut reply is never taken as the
 answer), which the SDK does not. A `ModelAPIError` says what failed, and its ``advice`` what to do. Ctrl-C ends the
-transcript with a ``run_end`` whose stop reason is ``interrupted``.
+transcript with a ``run_end`` whose stop reason is ``interrupted``, and the ``KeyboardInterrupt`` goes on carrying
+the run so far (`agent.errors.interrupted_result`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.calls import run_tool_uses
+from agent.conversation import NewSandboxNote, check_task
 from agent.defaults import (
     BATCH_MODES,
     DEFAULT_BATCH_MAX,
@@ -44,7 +46,7 @@ from agent.defaults import (
     agent_settings,
     check_arguments,
 )
-from agent.errors import AgentSetupError, ModelAPIError
+from agent.errors import INTERRUPTED_RESULT, AgentSetupError, ModelAPIError
 from agent.events import EventHandler, ModelReplied, RunFinished, ToolFinished
 from agent.images import within_image_limits
 from agent.prefilter.options import PrefilterOptions
@@ -99,7 +101,11 @@ class Agent:
         sandbox_config: limits of the sandbox session (default: the config's ``sandbox:`` section).
         workspace: a host folder restored into ``/workspace`` and saved back after the run.
         transcript: write the run's JSONL transcript here.
-        runtime: a running `Runtime` to use (and leave open) instead of one per run.
+        runtime: a running `Runtime` to use (and leave open) instead of one per run. Without it each run makes
+            its own and closes it at its end, so a run that goes on from ``history`` scripts in a new sandbox:
+            the variables and imports of the earlier runs are gone, and their files too unless ``workspace``
+            restores them. The model is told so in front of the run's first ``execute_python`` result
+            (`agent.conversation`). To keep them for a conversation, pass one (``with Runtime(config, tree) as rt``).
         on_event: called with `ModelReplied`, `ToolFinished` and `RunFinished` as the run goes.
         prefilter: ``local``, ``claude``, ``off`` or a `ToolFilter`; narrows ``filtered`` mode (default
             ``local``) and in ``code`` mode inlines the admitted tools' signatures (default ``off``).
@@ -222,8 +228,9 @@ class Agent:
         """Run ``task`` to the end.
 
         With ``history`` (the ``messages`` of the previous `RunResult`), ``task`` is the next user turn of that
-        conversation: a pre-filter's admitted set carries on growing (and keeps the tools it called). Without it a new
-        conversation starts. The calls of the last reply run even when the turn limit or token budget then stops the
+        conversation: a pre-filter's admitted set carries on growing (and keeps the tools it called); an agent without
+        ``runtime`` scripts in a new sandbox, which the model is told (see `Agent`). Without it a new conversation
+        starts. The calls of the last reply run even when the turn limit or token budget then stops the
         run: their results end ``messages``, so ``history`` goes on from them. A transcript that cannot be written on (a
         full disk) stops there and the run goes on (``summary.transcript_error`` says why).
 
@@ -235,15 +242,18 @@ class Agent:
                 (``.result`` has the run so far, its ``stop_reason`` ``api_error`` or ``unreadable_reply``).
             SandboxError: the sandbox could not be started (no engine, no image).
             PoolError: the server pool could not start.
+            KeyboardInterrupt: Ctrl-C stopped the run; it goes on as it came, carrying the run so far
+                (`agent.errors.interrupted_result`: ``stop_reason`` ``interrupted``, its turns and tokens).
         """
         from sandbox.host import Runtime
 
-        _check_task(task, history)
+        check_task(task, history)
         client = self._client()
         own = self.runtime is None
         runtime = self.runtime or Runtime(
             self.config, self.tree, sandbox_config=self.sandbox_config, workspace=self.workspace
         )
+        new_sandbox = NewSandboxNote(history, fresh=own, workspace=self.workspace is not None)
         if history is None:
             self.toolset.start_conversation()
             self.system, self.tools = self.toolset.system_prompt(), self.toolset.tools()
@@ -306,9 +316,12 @@ class Agent:
                     if not results:  # "tool_use" without a tool_use block: nothing to answer
                         summary.stop_reason = "end_turn"
                         break
+                    new_sandbox.add(content, results)
                     messages.append({"role": "user", "content": results})
-        except KeyboardInterrupt:  # Ctrl-C (or the CLI's SIGTERM): the transcript's run_end says so
+        except KeyboardInterrupt as e:  # Ctrl-C (or the CLI's SIGTERM): the transcript's run_end says so
             summary.stop_reason = summary.stop_reason or "interrupted"
+            so_far = RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
+            setattr(e, INTERRUPTED_RESULT, so_far)  # for `interrupted_result`: the interrupt itself goes on
             raise
         finally:
             summary.duration_s = time.monotonic() - started
@@ -377,24 +390,3 @@ class Agent:
             text, status, advice = api_error_text(e, client, model=self.model)
             raise ModelAPIError(text, status_code=status, result=partial, advice=advice) from None
         return message, time.monotonic() - t0
-
-
-def _check_task(task: object, history: object) -> None:
-    """`Agent.run`'s arguments, before anything starts (they used to reach the API: ``None`` as the task's text).
-
-    Raises:
-        TypeError: ``task`` is not a str, or ``history`` not a list of message dicts (or None).
-        ValueError: ``task`` is empty or only white space.
-    """
-    if not isinstance(task, str):
-        raise TypeError(f"task: expected the task as a string, got {type(task).__name__} {task!r:.60}")
-    if not task.strip():
-        raise ValueError("task: the task is empty")
-    if history is None:
-        return
-    if isinstance(history, str | bytes) or not isinstance(history, Sequence):
-        raise TypeError(
-            f"history: expected the messages of the previous RunResult (result.messages), got {type(history).__name__}"
-        )
-    if not all(isinstance(m, dict) for m in history):
-        raise TypeError("history: expected the messages of the previous RunResult (result.messages), a list of dicts")

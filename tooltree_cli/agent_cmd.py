@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tooltree_cli.agent_view import (
+    REASON_CHARS,
     live_view,
     print_comparison,
     print_first_requests,
     print_json_safely,
     run_json,
     summary_line,
+    terminal_label,
     terminal_text,
     transcript_warning,
 )
@@ -36,7 +38,7 @@ from tooltree_cli.output import error
 from tooltree_cli.signals import EXIT_TERMINATED, Terminated, sigterm_stops_like_ctrl_c
 
 if TYPE_CHECKING:
-    from agent import Agent, RunResult
+    from agent import Agent, ModelAPIError, RunResult
     from agent.prefilter.options import PrefilterOptions
     from tool_tree.config import Config
 
@@ -116,7 +118,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="MODES",
         help=f"run the task once in each of these modes (comma-separated; default: {','.join(MODES)}) and print "
         "a table of the tokens each used; "
-        "the task really runs that many times, so use it on tasks whose effects can be repeated",
+        "the task really runs that many times, so use it on tasks whose effects can be repeated; a mode whose "
+        "request to the API fails is a row of the table and the others still run (exit 3)",
     )
     p.add_argument(
         "--dry-run",
@@ -213,49 +216,81 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
-    """Run ``task`` with each agent in turn; print the answer, the summary or the comparison."""
+    """Run ``task`` with each agent in turn; print the answer, the summary or the comparison.
+
+    Under ``--compare`` a mode whose request failed (`ModelAPIError`) is a row of the table and the other modes
+    still run; the exit status is then `EXIT_API`. Ctrl-C prints what ran (the interrupted run's summary, its stop
+    reason ``interrupted``) before the interrupt goes on (`tooltree_cli.main`: ``tooltree: interrupted``, 130).
+    """
     from agent import AgentSetupError, ModelAPIError
+    from agent.errors import interrupted_result
     from sandbox.errors import SandboxError
     from tool_tree.pool import PoolError
 
-    results: list[RunResult] = []
-    for agent in agents:
-        if len(agents) > 1 and not args.quiet:
-            print(f"== {agent.mode}", file=sys.stderr, flush=True)
-        try:
-            result = agent.run(task)
-        except AgentSetupError as e:  # the transcript cannot be opened, or another run writes it: nothing ran
-            error(str(e))
-            return EXIT_USAGE
-        except ModelAPIError as e:
-            error(terminal_text(f"{agent.mode}: {e}" if len(agents) > 1 else str(e)))
-            if e.advice:
-                print(f"tooltree: what to do: {terminal_text(e.advice)}", file=sys.stderr)
-            if not args.quiet and e.result is not None:
-                print(summary_line(e.result), file=sys.stderr)
-            if e.result is not None and e.result.summary.transcript_error:
-                transcript_warning(e.result)
-            if args.json:  # what ran, and why it stopped, for a caller that reads stdout only
-                failed = {**run_json(e.result), "mode": agent.mode, "error": str(e), "status_code": e.status_code}
-                failed["advice"] = e.advice
-                runs = [*(run_json(r) for r in results), failed]
-                print_json_safely({"runs": runs} if len(agents) > 1 else failed)
-            return EXIT_API
-        except (SandboxError, PoolError) as e:
-            error(f"the sandbox failed: {e}")
-            return EXIT_SANDBOX
-        if not args.quiet:
-            print(summary_line(result), file=sys.stderr)
-        if result.summary.transcript_error:  # even with --quiet: a file the user asked for is incomplete
-            transcript_warning(result)
-        results.append(result)
-    if len(results) > 1:
-        print_comparison(results, as_json=args.json)
-    elif args.json:
-        print_json_safely(run_json(results[0]))
-    elif results[0].answer:
-        print(terminal_text(results[0].answer))
-    return EXIT_OK if all(r.completed for r in results) else EXIT_INCOMPLETE
+    several = len(agents) > 1
+    runs: list[tuple[RunResult, ModelAPIError | None]] = []
+    try:
+        for agent in agents:
+            if several and not args.quiet:
+                print(f"== {agent.mode}", file=sys.stderr, flush=True)
+            failure = None
+            try:
+                result = agent.run(task)
+            except AgentSetupError as e:  # the transcript cannot be opened, or another run writes it: nothing ran
+                error(str(e))
+                return EXIT_USAGE
+            except ModelAPIError as e:
+                error(terminal_text(f"{agent.mode}: {e}" if several else str(e)))
+                if e.advice:
+                    print(f"tooltree: what to do: {terminal_text(e.advice)}", file=sys.stderr)
+                if e.result is None:  # not from Agent.run, whose error always holds the run so far
+                    return EXIT_API
+                result, failure = e.result, e
+            except (SandboxError, PoolError) as e:
+                error(f"the sandbox failed: {e}")
+                return EXIT_SANDBOX
+            _ran(result, args.quiet)
+            runs.append((result, failure))
+    except KeyboardInterrupt as e:  # what ran, then the interrupt goes on (`tooltree: interrupted`, 130)
+        if (stopped := interrupted_result(e)) is not None:
+            _ran(stopped, args.quiet)
+            runs.append((stopped, None))
+        if runs:
+            _print_runs(runs, args, several)
+        raise
+    _print_runs(runs, args, several)
+    if failed := [r.summary.mode for r, e in runs if e is not None]:
+        if several:
+            error(f"--compare: the Messages API failed in {', '.join(failed)} mode{'s' if len(failed) > 1 else ''} "
+                  "(see above); each mode ran")  # fmt: skip
+        return EXIT_API
+    return EXIT_OK if all(r.completed for r, _ in runs) else EXIT_INCOMPLETE
+
+
+def _ran(result: RunResult, quiet: bool) -> None:
+    """A run is over: its summary line on stderr (unless ``quiet``), and whether its transcript is whole."""
+    if not quiet:
+        print(summary_line(result), file=sys.stderr)
+    if result.summary.transcript_error:  # even with --quiet: a file the user asked for is incomplete
+        transcript_warning(result)
+
+
+def _print_runs(runs: list[tuple[RunResult, ModelAPIError | None]], args: argparse.Namespace, several: bool) -> None:
+    """What stdout gets: the comparison (a failed run a row of it, its error in its answer's place), or the one
+    run's answer; under ``--json`` the summaries, a failed run's with why (``error``, ``status_code``, ``advice``)."""
+    from dataclasses import replace
+
+    if args.json:
+        entries = [{**run_json(r), **({"error": str(e), "status_code": e.status_code, "advice": e.advice} if e else {})}
+                   for r, e in runs]  # fmt: skip
+        print_json_safely({"runs": entries} if several else entries[0])
+    elif several:
+        print_comparison([r if e is None else replace(r, answer=f"failed: {terminal_label(e, REASON_CHARS)}")
+                          for r, e in runs], as_json=False)  # fmt: skip
+    else:
+        (result, failure) = runs[0]
+        if failure is None and result.stop_reason != "interrupted" and result.answer:
+            print(terminal_text(result.answer))
 
 
 PREFILTER_OPTIONS = ("threshold", "siblings", "state", "model", "timeout")

@@ -1,0 +1,87 @@
+"""A conversation over several runs (`Agent.run` with ``history``): its arguments checked, and what the model is
+told when its sandbox did not carry over.
+
+A run given no ``runtime=`` makes its own `Runtime` and closes it when it ends (an agent kept open would leave its
+container running for a caller that never closes it). The next run of the conversation then scripts in a new
+sandbox: its variables, imports and (without a workspace folder) files are gone. Before, nothing said so: the model's
+``print(x)`` met a ``NameError`` it could only guess at. Now the first ``execute_python`` result of such a run starts
+with a note that says it (`NewSandboxNote`), once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+NEW_SANDBOX = "a new sandbox: variables, imports and workspace files of the earlier turns are gone"
+"""The note of a run whose conversation scripted in a sandbox it no longer has."""
+NEW_SANDBOX_WITH_WORKSPACE = (
+    "a new sandbox: variables and imports of the earlier turns are gone; /workspace was restored from its host "
+    "folder (as the earlier run saved it)"
+)
+"""The same, when a workspace folder carries the files over."""
+SCRIPT_TOOL = "execute_python"
+"""The tool whose calls use (and leave things in) the sandbox."""
+
+
+def check_task(task: object, history: object) -> None:
+    """`Agent.run`'s arguments, before anything starts (they used to reach the API: ``None`` as the task's text).
+
+    Raises:
+        TypeError: ``task`` is not a str, or ``history`` not a list of message dicts (or None).
+        ValueError: ``task`` is empty or only white space.
+    """
+    if not isinstance(task, str):
+        raise TypeError(f"task: expected the task as a string, got {type(task).__name__} {task!r:.60}")
+    if not task.strip():
+        raise ValueError("task: the task is empty")
+    if history is None:
+        return
+    if isinstance(history, str | bytes) or not isinstance(history, Sequence):
+        raise TypeError(
+            f"history: expected the messages of the previous RunResult (result.messages), got {type(history).__name__}"
+        )
+    if not all(isinstance(m, dict) for m in history):
+        raise TypeError("history: expected the messages of the previous RunResult (result.messages), a list of dicts")
+
+
+def ran_scripts(messages: Sequence[dict[str, Any]]) -> bool:
+    """Whether a reply among ``messages`` called ``execute_python``."""
+    return any(
+        isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") == SCRIPT_TOOL
+        for m in messages
+        if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+        for b in m["content"]
+    )
+
+
+class NewSandboxNote:
+    """Puts the note that the sandbox is new in front of a run's first ``execute_python`` result, once.
+
+    Args:
+        history: the conversation the run goes on from.
+        fresh: the run's runtime is new (made by the run), not the one the earlier runs used.
+        workspace: a workspace folder restores the files of the earlier runs.
+    """
+
+    def __init__(self, history: Sequence[dict[str, Any]] | None, *, fresh: bool, workspace: bool) -> None:
+        due = fresh and history is not None and ran_scripts(history)
+        self.note = (NEW_SANDBOX_WITH_WORKSPACE if workspace else NEW_SANDBOX) if due else ""
+
+    def add(self, reply: Sequence[dict[str, Any]], results: list[dict[str, Any]]) -> None:
+        """Note the result answering the first ``execute_python`` call of ``reply`` (in place), if still due."""
+        if not self.note:
+            return
+        ids = {b.get("id") for b in reply if b.get("type") == "tool_use" and b.get("name") == SCRIPT_TOOL}
+        result = next((r for r in results if r.get("tool_use_id") in ids), None)
+        if result is None:
+            return
+        content = result.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]
+        first = blocks[0] if blocks else None
+        if first is not None and first.get("type") == "text":  # as `agent.toolsets.base.with_note` writes a note
+            blocks = [{**first, "text": f"[{self.note}]\n\n{first['text']}"}, *blocks[1:]]
+        else:
+            blocks = [{"type": "text", "text": f"[{self.note}]"}, *blocks]
+        result["content"] = blocks
+        self.note = ""
