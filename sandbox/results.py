@@ -26,7 +26,7 @@ from sandbox._supervisor.limits import (
 )
 from tool_tree.text import size
 
-_OUTPUT_PATH = re.compile(r"^/workspace/\.tooltree/outputs/\d{1,9}-std(out|err)\.txt$")
+_OUTPUT_PATH = re.compile(r"^/workspace/\.tooltree/outputs/\d{1,9}-[0-9a-f]{6}-std(out|err)\.txt$")
 
 _ESCAPES = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement, ...

@@ -112,6 +112,10 @@ class Supervisor:
         self.worker: Worker | None = None
         self.generation = 0
         self.exec_counter = 0
+        self.output_tag = os.urandom(3).hex()
+        """In the names of this sandbox's output files: those of the sessions that share a workspace folder (or
+        follow one another in it) never take one another's names (before: each counted from 1, and a save put the
+        second session's ``1-stdout.txt`` over the first's, or beside it as a conflict)."""
         self.current: Execution | None = None
         self.call_seq = 0
         self.pending_calls: dict[str, tuple[int, int]] = {}  # host call id -> (generation, worker call id)
@@ -653,8 +657,8 @@ class Supervisor:
                 started=time.monotonic(),
                 timeout=float(params.get("timeout", 30.0)),
                 max_chars=min(int(params.get("max_chars", 20_000)), MAX_OUTPUT_CHARS),
-                stdout=OutputCapture(os.path.join(out_dir, f"{n}-stdout.txt")),
-                stderr=OutputCapture(os.path.join(out_dir, f"{n}-stderr.txt")),
+                stdout=OutputCapture(os.path.join(out_dir, f"{n}-{self.output_tag}-stdout.txt")),
+                stderr=OutputCapture(os.path.join(out_dir, f"{n}-{self.output_tag}-stderr.txt")),
                 oom_kills=oom_kill_count(),
             )
             self.current = ex

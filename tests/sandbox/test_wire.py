@@ -174,7 +174,7 @@ def test_the_largest_execution_result_fits_one_frame() -> None:
             "timed_out": True,
             "state_reset": True,
             "stdout": {"head": worst_text[: MAX_OUTPUT_CHARS // 2], "tail": worst_text[: MAX_OUTPUT_CHARS // 2],
-                       "truncated": True, "bytes": 2**62, "path": "/workspace/.tooltree/outputs/999999999-stdout.txt"},
+                       "truncated": True, "bytes": 2**62, "path": "/workspace/.tooltree/outputs/999999999-0a1b2c-stdout.txt"},
             "stderr": {"head": worst_text, "tail": "", "truncated": False, "bytes": 2**62, "path": None},
             "images": [{"mime": "image/webp", "data": "A" * (4 * ((image_bytes + 2) // 3))}] * MAX_IMAGES,
             "duration": 123456.123456,

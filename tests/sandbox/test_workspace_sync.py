@@ -85,3 +85,21 @@ def test_a_workspace_over_the_entry_cap_is_saved_and_the_save_says_why_it_failed
         assert sb.execute("open('one.txt', 'w').write('1')").ok
         assert sb.save_workspace_if_changed() is True
     assert (folder / "one.txt").read_text(encoding="utf-8") == "1"
+
+
+def test_two_sessions_of_one_folder_keep_their_cut_outputs_apart(backend: DockerBackend, tmp_path: Path) -> None:
+    # Before: each sandbox named its first cut output 1-stdout.txt; the second session's save put its own over the
+    # first's, or (after a save in the middle of both) beside it as a conflict, with a note on every script.
+    folder = tmp_path / "ws"
+    with Sandbox(backend, workspace=folder) as first, Sandbox(backend, workspace=folder) as second:
+        paths = []
+        for sb in (first, second):
+            result = sb.execute("print('x' * 30_000)")
+            assert result.stdout_truncated and result.stdout_path is not None
+            paths.append(result.stdout_path)
+            assert sb.save_workspace_if_changed() is True
+        assert paths[0] != paths[1]
+        notes = first.workspace_notes + second.workspace_notes
+    saved = sorted(p.name for p in (folder / ".tooltree" / "outputs").iterdir())
+    assert saved == sorted(path.rsplit("/", 1)[1] for path in paths) and notes == []
+    assert all(p.read_text(encoding="utf-8") == "x" * 30_000 + "\n" for p in (folder / ".tooltree/outputs").iterdir())
