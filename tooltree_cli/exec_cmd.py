@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import json
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,15 +15,18 @@ from typing import TYPE_CHECKING, Any
 from tool_tree.text import one_line, size
 from tooltree_cli.common import file_problem, folder_problem, load_optional_config, sandbox_config, sandbox_seconds
 from tooltree_cli.exec_images import save_images
+from tooltree_cli.exec_stop import CANCEL_WAIT, CtrlCStopsTheScript, notes_not_logged
 from tooltree_cli.output import print_json
 from tooltree_cli.signals import EXIT_TERMINATED, Terminated, sigterm_stops_like_ctrl_c
 
 if TYPE_CHECKING:
     from sandbox.config import SandboxConfig
     from sandbox.results import ExecutionResult
+    from sandbox.session import Sandbox
     from tool_tree.config import Config
 
 EXIT_OK, EXIT_SCRIPT, EXIT_USAGE, EXIT_SANDBOX = 0, 1, 2, 4
+EXIT_INTERRUPTED = 128 + signal.SIGINT
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,8 +36,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Run a script in a hardened container; its tool calls go through the bridge to the real "
         f"servers. Exit {EXIT_OK} when the script succeeded, {EXIT_SCRIPT} when it failed or timed out, {EXIT_USAGE} "
         f"for usage errors, {EXIT_SANDBOX} when the sandbox failed or the workspace or an image could not be saved "
-        f"(the script's output is printed first); 130 when interrupted, {EXIT_TERMINATED} when terminated (SIGTERM): "
-        "the container is stopped and nothing of the workspace is saved.",
+        f"(the script's output is printed first); {EXIT_INTERRUPTED} when interrupted (Ctrl-C stops the script and "
+        f"prints what it did so far; Ctrl-C again quits at once), {EXIT_TERMINATED} when terminated (SIGTERM): the "
+        "container is stopped and nothing of the workspace is saved.",
     )
     p.add_argument("script", nargs="?", help="the script file ('-' for standard input)")
     p.add_argument("-c", dest="code", metavar="CODE", help="the code to run, instead of a file")
@@ -181,14 +187,15 @@ def run(args: argparse.Namespace) -> int:
     # A save's message and notes may name what the script made (files, errors the sandbox sent): cleaned.
     unsaved = _shown(unsaved) if unsaved is not None else None
     notes = [_shown(note) for note in notes]
+    if args.workspace is None:
+        result = _outputs_not_kept(result)
     saved, image_problem = save_images(result, Path(args.images)) if args.images else ([], None)
     exit_code, why = _outcome(result, unsaved=unsaved, image_problem=image_problem)
     if args.json:
         print_json({**result_json(result, saved), "workspace_error": unsaved, "workspace_notes": notes})
     else:
         _print_human(result, saved, asked=args.images is not None, code=exit_code, why=why)
-        for note in notes:
-            print(f"tooltree: workspace: {note}", file=sys.stderr)
+    _print_notes(notes)
     # After the output: a failed save never hides what the script printed.
     if image_problem is not None:
         print(f"tooltree: error: --images: {image_problem}", file=sys.stderr)
@@ -206,6 +213,8 @@ NO_CONFIG = (
 
 def _outcome(result: ExecutionResult, *, unsaved: str | None, image_problem: str | None) -> tuple[int, str]:
     """tooltree's exit code after ``result`` and why it is not 0 (empty when it is)."""
+    if result.cancelled:  # the first Ctrl-C stopped it (a second one, or no result in time, prints nothing)
+        return EXIT_INTERRUPTED, "the script was interrupted (Ctrl-C)"
     if unsaved is not None:
         return EXIT_SANDBOX, "the workspace was not saved (below)"
     if image_problem is not None:
@@ -264,14 +273,49 @@ def execute(
     from sandbox.host import Runtime
     from tool_tree.config import Config
 
-    with Runtime(config or Config(servers=()), tree, sandbox_config=settings, workspace=workspace, audit=audit) as rt:
-        session = rt.sandbox
-        result = session.execute(code, filename=filename)
+    session: Sandbox | None = None
+    runtime = Runtime(config or Config(servers=()), tree, sandbox_config=settings, workspace=workspace, audit=audit)
+    with notes_not_logged():
         try:
-            rt.close()  # saves the workspace
-        except WorkspaceError as e:
-            return result, str(e), session.workspace_notes
+            with runtime as rt:
+                session = rt.sandbox
+                with CtrlCStopsTheScript(session, CANCEL_WAIT):
+                    result = session.execute(code, filename=filename)
+                try:
+                    rt.close()  # saves the workspace
+                except WorkspaceError as e:
+                    return result, str(e), session.workspace_notes
+        except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM: the workspace was saved on the way out
+            if session is not None:
+                _print_notes([_shown(note) for note in session.workspace_notes])
+            raise
     return result, None, session.workspace_notes
+
+
+def _print_notes(notes: Sequence[str]) -> None:
+    """The workspace's notes (already cleaned), on stderr (with ``--json`` too: they are in its output as well)."""
+    for note in notes:
+        print(f"tooltree: workspace: {note}", file=sys.stderr)
+
+
+def _outputs_not_kept(result: ExecutionResult) -> ExecutionResult:
+    """``result`` as printed when there is no ``--workspace``: the sandbox's file with the whole of an output that
+    was cut went with its container, so the marker in the output says how to keep it instead of naming it, and the
+    result names no file (``stdout_path``, ``stderr_path``).
+
+    Every copy of the marker's words is rewritten: one the script printed itself names that same lost file.
+    """
+    changes: dict[str, Any] = {}
+    outputs = (("stdout", result.stdout, result.stdout_path), ("stderr", result.stderr, result.stderr_path))
+    for name, text, path in outputs:
+        if path is None:
+            continue
+        kept = path.removeprefix("/workspace/")
+        lost = f"the whole {name} is in {path} ...]"
+        changes[name] = text.replace(lost, f"the whole {name} was not kept: run with --workspace DIR to keep it "
+                                           f"(as DIR/{kept}) ...]")  # fmt: skip
+        changes[f"{name}_path"] = None
+    return dataclasses.replace(result, **changes) if changes else result
 
 
 def result_json(result: ExecutionResult, saved: Sequence[Path] = ()) -> dict[str, Any]:
@@ -282,6 +326,7 @@ def result_json(result: ExecutionResult, saved: Sequence[Path] = ()) -> dict[str
         "stderr": result.stderr,
         "exit_code": result.exit_status,
         "timed_out": result.timed_out,
+        "interrupted": result.cancelled,
         "duration_ms": round(result.duration * 1000, 1),
         "error": result.error,
         "traceback": result.traceback,

@@ -1,0 +1,180 @@
+"""Ctrl-C during `tooltree exec`, in a real `tooltree exec` process with a real container: the first one stops
+the script and prints what it did until then; a second one quits at once. Neither leaves a container."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from tests.docker_cli import EngineWithCLI
+from tests.support import TEST_OWNER, sample_config_yaml
+from tooltree_cli.main import main
+
+WAIT = 60.0
+"""Seconds any one step may take at most (a container start on a busy machine included)."""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("exec-interrupt")
+    config = tmp / "tooltree.yaml"
+    config.write_text(sample_config_yaml("crm") + "sandbox:\n  timeout: 120\n", encoding="utf-8")
+    tree = tmp / "tree"
+    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
+    return config, tree
+
+
+@pytest.fixture
+def owner(docker_engine: EngineWithCLI) -> Iterator[str]:
+    """An owner label for this test's containers alone (others may run meanwhile); its leftovers removed after."""
+    from sandbox.docker_backend import remove_containers
+
+    name = f"{TEST_OWNER}-{uuid.uuid4().hex[:8]}"
+    yield name
+    remove_containers(docker_engine, label=f"tooltree.owner={name}")
+
+
+def _containers(docker: EngineWithCLI, owner: str) -> list[str]:
+    """The containers (running or not) labelled with ``owner``."""
+    return docker.text(["ps", "--all", "--quiet", "--filter", f"label=tooltree.owner={owner}"]).split()
+
+
+def _start(owner: str, *argv: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "TOOLTREE_SANDBOX_OWNER": owner}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tooltree_cli.main", "exec", *argv],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8", env=env,
+    )  # fmt: skip
+
+
+def _wait_for_call(proc: subprocess.Popen[str], audit: Path) -> None:
+    """Until the script's tool call is in the audit file: the script runs, and printed what it prints before it."""
+    deadline = time.monotonic() + WAIT
+    while not (audit.exists() and audit.read_text(encoding="utf-8").strip()):
+        assert proc.poll() is None, f"tooltree exec ended first: {proc.communicate()}"
+        assert time.monotonic() < deadline, "the script's tool call never came"
+        time.sleep(0.05)  # a poll of the host-side event, bounded by the deadline
+
+
+def _lines(stream: IO[str]) -> tuple[queue.Queue[str | None], threading.Thread]:
+    """The lines ``stream`` gives, as they come (None at its end), and the thread that reads them."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return lines, reader
+
+
+def _read_until(lines: queue.Queue[str | None], text: str) -> list[str]:
+    """The lines read until one holding ``text`` (it included); fails when the stream ends first or it is late."""
+    seen: list[str] = []
+    deadline = time.monotonic() + WAIT
+    while True:
+        line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+        assert line is not None, f"no line with {text!r}; stderr was: {''.join(seen)!r}"
+        seen.append(line)
+        if text in line:
+            return seen
+
+
+# The script prints, makes a tool call (which the test waits for) and sleeps far longer than the test waits.
+SCRIPT = """\
+import pathlib, time
+from servers.crm import list_leads
+print("first", flush=True)
+pathlib.Path("partial.txt").write_text("made before the interrupt")
+list_leads(limit=1)
+time.sleep(100)
+print("never")
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "human"])
+def test_ctrl_c_stops_the_script_and_prints_what_it_did_saves_the_workspace_and_exits_130(
+    docker_engine: EngineWithCLI, project: tuple[Path, Path], owner: str, tmp_path: Path, as_json: bool
+) -> None:
+    # Before: Ctrl-C printed only "tooltree: interrupted" (--json: nothing on stdout); output and ledger were lost.
+    config, tree = project
+    audit, workspace = tmp_path / "audit.jsonl", tmp_path / "ws"
+    workspace.mkdir()
+    argv = ["-c", SCRIPT, "--config", str(config), "--tree", str(tree), "--audit", str(audit)]
+    proc = _start(owner, *argv, "--workspace", str(workspace), *(["--json"] if as_json else []))
+    try:
+        _wait_for_call(proc, audit)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=WAIT)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130, err
+    assert "tooltree: interrupted: stopping the script (Ctrl-C again quits at once)\n" in err
+    if as_json:
+        printed = json.loads(out)
+        assert printed["stdout"] == "first\n" and printed["interrupted"] is True
+        assert printed["error"] == "cancelled (KeyboardInterrupt)" and "time.sleep(100)" in printed["traceback"]
+        assert [(c["server"], c["tool"], c["ok"]) for c in printed["calls"]] == [("crm", "list_leads", True)]
+    else:
+        assert out == "first\n"
+        assert "    time.sleep(100)\nKeyboardInterrupt\n" in err and "  call crm.list_leads  ok  " in err
+        assert err.endswith("· tooltree exit 130 because the script was interrupted (Ctrl-C)\n")
+    assert (workspace / "partial.txt").read_text(encoding="utf-8") == "made before the interrupt"
+    assert _containers(docker_engine, owner) == []
+
+
+STUBBORN = """\
+import time
+from servers.crm import list_leads
+list_leads(limit=1)
+while True:
+    try:
+        time.sleep(100)
+    except KeyboardInterrupt:
+        pass
+"""
+
+
+@pytest.mark.docker
+def test_a_second_ctrl_c_quits_at_once_and_leaves_no_container(
+    docker_engine: EngineWithCLI, project: tuple[Path, Path], owner: str, tmp_path: Path
+) -> None:
+    # The script ignores its KeyboardInterrupt: the sandbox would restart its interpreter in 3 s; the user does not
+    # wait for that. Before: the first Ctrl-C quit at once, never saying it stops the script.
+    config, tree = project
+    audit = tmp_path / "audit.jsonl"
+    proc = _start(owner, "-c", STUBBORN, "--config", str(config), "--tree", str(tree), "--audit", str(audit))
+    assert proc.stdout is not None and proc.stderr is not None
+    lines, reader = _lines(proc.stderr)
+    with proc:  # closes the pipes after
+        try:
+            _wait_for_call(proc, audit)
+            proc.send_signal(signal.SIGINT)
+            said = _read_until(lines, "stopping the script")
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=WAIT)
+            err = "".join([*said, *iter(lambda: lines.get(timeout=WAIT), None)])
+            out = proc.stdout.read()
+        finally:
+            proc.kill()
+            proc.wait()
+            reader.join(WAIT)
+    assert proc.returncode == 130, err
+    assert err.endswith("tooltree: interrupted\n") and "tooltree exit" not in err and out == ""
+    assert _containers(docker_engine, owner) == []

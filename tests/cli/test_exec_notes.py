@@ -1,0 +1,95 @@
+"""What `tooltree exec` says beside the script's output: the workspace's notes once, and, without --workspace,
+how to keep the whole of an output that was cut (its file in the sandbox goes with the container)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import TEST_OWNER, sample_config_yaml
+from tooltree_cli.main import main
+
+
+@pytest.fixture(autouse=True)
+def test_owner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Containers and volumes of these runs carry the test label, which the engine fixture removes."""
+    monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", TEST_OWNER)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A config whose sandbox returns at most 200 characters of each output, and its tree."""
+    tmp = tmp_path_factory.mktemp("exec-notes")
+    config = tmp / "tooltree.yaml"
+    config.write_text(sample_config_yaml("crm") + "sandbox:\n  timeout: 60\n  output_chars: 200\n", encoding="utf-8")
+    tree = tmp / "tree"
+    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
+    return config, tree
+
+
+NOTE = "1 link(s) or special file(s) made in the sandbox's workspace were not saved (they never leave the sandbox)"
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("as_json", [False, True], ids=["human", "json"])
+def test_exec_prints_each_workspace_note_once(
+    docker_engine: object, project: tuple[Path, Path], tmp_path: Path, as_json: bool
+) -> None:
+    # Its own process: Python's last-resort log handler, which printed each note a second time, is not pytest's.
+    # Before: "workspace DIR: NOTE" then "tooltree: workspace: NOTE" (with --json: only the first).
+    config, tree = project
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = "import os\nos.symlink('/etc/passwd', 'passwd')\nprint('done')\n"
+    argv = ["exec", "-c", script, "--config", str(config), "--tree", str(tree), "--workspace", str(workspace)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "tooltree_cli.main", *argv, *(["--json"] if as_json else [])],
+        capture_output=True, text=True, encoding="utf-8", timeout=120, env={**os.environ},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count(NOTE) == 1 and f"tooltree: workspace: {NOTE}\n" in proc.stderr
+    if as_json:
+        assert json.loads(proc.stdout)["workspace_notes"] == [NOTE]
+    else:
+        assert proc.stdout == "done\n"
+    assert not (workspace / "passwd").exists()
+
+
+SPILL = "print('a' * 150 + 'b' * 700 + 'c' * 150)\nimport sys\nprint('e' * 1000, file=sys.stderr)\n"
+
+
+@pytest.mark.docker
+def test_exec_without_a_workspace_says_how_to_keep_the_whole_output_not_where_it_was(
+    docker_engine: object, project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Before: "[... stdout cut: ...; the whole stdout is in /workspace/.tooltree/outputs/1-stdout.txt ...]", a file
+    # gone with the container once exec ends.
+    config, tree = project
+    argv = ["exec", "-c", SPILL, "--config", str(config), "--tree", str(tree)]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "/workspace/" not in out + err
+    for name, said in (("stdout", out), ("stderr", err)):
+        note = f"[... {name} cut: 1,001 bytes in all; the whole {name} was not kept: run with --workspace DIR to keep"
+        kept = rf"DIR/\.tooltree/outputs/1-[0-9a-f]{{6}}-{name}\.txt"
+        assert re.search(rf"{re.escape(note)} it \(as {kept}\) \.\.\.\]", said)
+    assert out.startswith("a" * 100) and out.endswith("c" * 99 + "\n")
+    assert main([*argv, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["stdout_path"] is None and printed["stderr_path"] is None
+    assert "the whole stdout was not kept: run with --workspace DIR to keep it" in printed["stdout"]
+    assert "/workspace/" not in printed["stdout"] + printed["stderr"]
+    # The advice holds: with --workspace DIR the whole output is in that file (and the note names the sandbox's).
+    assert main([*argv, "--workspace", str(tmp_path), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    path = printed["stdout_path"]
+    assert re.fullmatch(r"/workspace/\.tooltree/outputs/1-[0-9a-f]{6}-stdout\.txt", path)
+    assert f"the whole stdout is in {path} ...]" in printed["stdout"]
+    kept = tmp_path / path.removeprefix("/workspace/")
+    assert kept.read_text(encoding="utf-8") == "a" * 150 + "b" * 700 + "c" * 150 + "\n"

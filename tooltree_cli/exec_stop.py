@@ -1,0 +1,108 @@
+"""Around one `tooltree exec` execution: the first Ctrl-C stops the script, not the command (`CtrlCStopsTheScript`),
+and the sandbox's workspace notes are not logged, since `exec` prints them itself (`notes_not_logged`)."""
+
+from __future__ import annotations
+
+import _thread
+import contextlib
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sandbox.session import Sandbox
+
+CANCEL_WAIT = 15.0
+"""Seconds the first Ctrl-C waits for the result of the script it stops (the sandbox gives a script 3 s to end after
+its KeyboardInterrupt, then restarts its interpreter) before it gives up, as a second Ctrl-C does."""
+
+
+class CtrlCStopsTheScript:
+    """Within it, the first Ctrl-C stops the script ``session`` runs (`Sandbox.cancel`), not the command: the
+    session's ``execute`` returns what the script did until then (``cancelled``), to be printed as usual.
+
+    A second Ctrl-C, or no result within ``wait`` seconds, raises KeyboardInterrupt where the main thread is
+    (in ``execute``), as the first one did before: the runtime then closes, the result is lost. The handler
+    only sets an event (the main thread is the one waiting in ``execute``); a thread of its own stops the script.
+    Only on the main thread, and only while Ctrl-C has Python's own handler (not ignored, as a shell does for
+    a background job); else it does nothing.
+    """
+
+    def __init__(self, session: Sandbox, wait: float) -> None:
+        self._session = session
+        self._wait = wait
+        self._pressed = threading.Event()
+        self._over = threading.Event()
+        self._lock = threading.Lock()  # `_over` is set, or a Ctrl-C raised for a script that did not stop: not both
+        self._previous: Any = None
+
+    def __enter__(self) -> None:
+        main = threading.current_thread() is threading.main_thread()
+        if not main or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return
+        threading.Thread(target=self._stop_script, name="tooltree-exec-ctrl-c", daemon=True).start()
+        self._previous = signal.signal(signal.SIGINT, self._on_ctrl_c)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._previous is None:
+            return
+        with self._lock:
+            self._over.set()
+        self._pressed.set()  # ends `_stop_script` if it still waits
+        # A Ctrl-C `_give_up` raised just before may still reach the handler: ignored now that `_over` is set.
+        signal.signal(signal.SIGINT, self._previous)
+
+    def _on_ctrl_c(self, signum: int, frame: FrameType | None) -> None:
+        if self._over.is_set():
+            return
+        if self._pressed.is_set():
+            raise KeyboardInterrupt
+        self._pressed.set()
+
+    def _stop_script(self) -> None:
+        self._pressed.wait()
+        if self._over.is_set():
+            return
+        give_up = threading.Timer(self._wait, self._give_up)
+        give_up.daemon = True
+        give_up.start()
+        with contextlib.suppress(OSError, ValueError):
+            print("tooltree: interrupted: stopping the script (Ctrl-C again quits at once)", file=sys.stderr,
+                  flush=True)  # fmt: skip
+        if not self._session.cancel():  # no script was running: not sent yet, or just ended
+            self._give_up()
+        if self._over.is_set():
+            give_up.cancel()
+
+    def _give_up(self) -> None:
+        """A Ctrl-C again (unless the result came): ``execute`` raises KeyboardInterrupt."""
+        with self._lock:
+            if not self._over.is_set():
+                _thread.interrupt_main(signal.SIGINT)
+
+
+_NOTE_LOG = "workspace %s: %s"
+"""How `Sandbox.save_workspace` logs each note it also keeps in ``workspace_notes``."""
+
+
+class _NoteRecords(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != _NOTE_LOG
+
+
+@contextlib.contextmanager
+def notes_not_logged() -> Iterator[None]:
+    """Within it the sandbox does not log the workspace's notes: `exec` prints them itself, once and cleaned.
+
+    Before, each came out twice on stderr: from Python's last-resort log handler, then as ``tooltree: workspace:``.
+    """
+    logger, records = logging.getLogger("sandbox.session"), _NoteRecords()
+    logger.addFilter(records)
+    try:
+        yield
+    finally:
+        logger.removeFilter(records)
