@@ -12,7 +12,9 @@ write that never blocks (`sandbox._supervisor.wire.FrameSender`) — unless the 
 to encode there without holding up every other session's calls (`sandbox.call_limits.SMALL`). A
 call to a synchronous bridge, and a search, run on a small thread pool. Either way the host keeps
 the ledger of the execution's calls itself, the names (the script's) and errors (which may quote them)
-cleaned and cut short as they go in (`sandbox.results.ledger_name`, `ledger_error`).
+cleaned and cut short as they go in (`sandbox.results.ledger_name`, `ledger_error`). A result that says the call
+got no usable answer (`tool_tree.pool.CallFailure`: a timeout, a protocol error) is answered as the failed call it is
+(the script's ``ToolCallError``, with its code), not as the tool's own error, whichever bridge handed it on.
 
 A search costs the host far more than its frame (up to about 0.5 s of CPU to embed a long query), so
 a session runs one at a time, a search whose execution has ended by its turn is dropped unrun, and
@@ -51,6 +53,7 @@ from sandbox.bridge import LOOP_CLOSED, ToolBridge, ToolCallRefused, resolve, sh
 from sandbox.call_limits import ArgumentsRefused, CallSize, InFlight, is_small, measure
 from sandbox.request_budget import SEARCH_BURST_SECONDS, SEARCH_RATE, RequestBudget
 from sandbox.results import LEDGER_NAME_CHARS, ToolCallRecord, ledger_error, ledger_name
+from tool_tree.pool import CallFailure
 from tool_tree.search import on_this_thread
 
 logger = logging.getLogger(__name__)
@@ -376,6 +379,8 @@ class CallServer:
         """Check the bridge's result, record the call in the ledger and answer it (any thread)."""
         result: dict[str, Any] | None = None
         response_bytes = 0
+        if error is None and isinstance(value, CallFailure):  # a bridge that hands on `ServerPool.call`'s result
+            error = {"code": value.code, "message": value.message}  # a timeout, say: not the tool's error
         if error is None:
             error, response_bytes = _check_result(value)
             result = value if error is None else None

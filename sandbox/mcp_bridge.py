@@ -5,7 +5,10 @@ For every call from a script it:
 1. refuses arguments past the per-call limits of `sandbox.call_limits` (values, depth, bytes),
    before hashing or validating them;
 2. accepts only a tool in the tree's manifest (exact match on server and original tool name;
-   anything else is refused and audited), and refuses one that can only run as an MCP task
+   anything else is refused and audited) whose server the pool was started with (a tree generated
+   before its server left the configuration, or was disabled there, says so and to regenerate), and
+   refuses one that the configuration's ``include``/``exclude`` for its server now leaves out (a
+   tree generated before the filter; say to regenerate), and one that can only run as an MCP task
    (``execution.taskSupport: "required"``): calls go out as plain ``tools/call`` requests;
 3. refuses a tool whose live definition no longer matches the schema hash it was generated
    from (a server that changed its tools since generation, possibly maliciously);
@@ -15,10 +18,14 @@ For every call from a script it:
    considered) and returns the precise error to the script; unknown properties are refused only
    where the schema says so;
 5. enforces per-execution budgets (number of calls, bytes of results);
-6. calls the tool through the `ServerPool` and returns the result unflattened;
+6. calls the tool through the `ServerPool` and returns the result unflattened (a call that got no usable
+   answer, a `CallFailure` such as a timeout, fails with its code instead: it is not the tool's error);
 7. writes one JSON audit line: session, server, tool, argument digest, outcome, bytes, ms.
 
 Secrets (server env, headers) live in the pool on the host; nothing of them enters the sandbox.
+
+(Over 400 lines: the one gate every call of a script passes, whose steps above share its allowlist, its checked
+schemas, its budgets and its audit log.)
 """
 
 from __future__ import annotations
@@ -45,7 +52,8 @@ from sandbox.call_limits import ArgumentsRefused, is_small, measure
 from sandbox.request_budget import RequestBudget
 from sandbox.results import cut
 from sandbox.schema_check import VALIDATION_CALL_SECONDS, TooCostly, cpu_deadline, matches_patterns, tool_validator
-from tool_tree.pool import PoolError, ServerPool, ServerUnavailable
+from tool_tree.config import Config
+from tool_tree.pool import CallFailure, PoolError, ServerPool, ServerUnavailable
 from tool_tree.text import clean
 from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot, requires_task, schema_hash
 
@@ -121,6 +129,9 @@ class McpBridge(ToolBridge):
         session: the session id written into audit lines.
         verify_live: compare each tool's live definition to the manifest before its first call.
         manifest: the tree's manifest, when the caller has loaded it already.
+        config: the configuration the pool's servers come from: a tool its ``include``/``exclude`` leaves out
+            is refused, and it is named when a call goes to a server of the tree that the pool does not have
+            (None: the manifest alone decides, and no file is named).
 
     Raises:
         TreeError: the tree has no readable manifest.
@@ -138,12 +149,16 @@ class McpBridge(ToolBridge):
         session: str = "",
         verify_live: bool = True,
         manifest: Manifest | None = None,
+        config: Config | None = None,
     ) -> None:
         self.tree = Path(tree)
         self.manifest = manifest if manifest is not None else Manifest.load(self.tree)
         self._tools = {(t.server, t.tool): t for t in self.manifest.tools}
         self._servers = {s.name: s for s in self.manifest.servers}
         self.pool = pool
+        self.config = config
+        self._pooled: frozenset[str] | None = None  # the pool's servers, read at the first call
+        self._configured = {s.name: s for s in config.servers} if config is not None else {}
         self.budgets = budgets or Budgets()
         self.audit = audit
         self.session = session
@@ -224,6 +239,12 @@ class McpBridge(ToolBridge):
             raise ToolCallRefused(
                 f"{server}.{tool} is not in this tree's manifest (only generated tools can be called)", "not_allowed"
             )
+        if self._pooled is None:
+            self._pooled = frozenset(self.pool.names)
+        if server not in self._pooled:
+            # Before: each call failed with "no server named 'time' in the pool", which did not say why.
+            raise ToolCallRefused(self._not_configured(server), "not_allowed")
+        self._check_filters(server, tool)
         if requires_task(self._definition(entry)):
             # Such a server answers a plain call with an error of its own (server-everything: "MCP error -32601:
             # ... requires task augmentation"), which reads as the tool having failed: retrying cannot help.
@@ -247,6 +268,35 @@ class McpBridge(ToolBridge):
         if error is not None:
             raise ToolCallRefused(f"invalid arguments: {_describe(error)}", "invalid_arguments")
         return entry, digest
+
+    def _check_filters(self, server: str, tool: str) -> None:
+        """Raises: ToolCallRefused: the configuration's include/exclude for ``server`` leaves ``tool`` out."""
+        configured = self._configured.get(server)
+        if configured is None or (key := configured.leaves_out(tool)) is None:
+            return
+        source = self.config.source if self.config is not None else "<config>"
+        where = "" if source == "<config>" else f" in {source}"
+        raise ToolCallRefused(
+            f"{server}.{tool} is left out by servers.{server}.{key}{where}, but this tree was generated before "
+            "that: regenerate the tree (tooltree generate-tree)",
+            "not_allowed",
+        )
+
+    def _not_configured(self, server: str) -> str:
+        """Why a server of the tree has no place in the pool: its configuration lacks it, or disables it."""
+        config = self.config
+        if config is None:
+            lacks = "the configuration the server pool was started from does not have it (or disables it)"
+        else:
+            named = "the configuration" if config.source == "<config>" else config.source
+            if any(s.name == server and not s.enabled for s in config.servers):
+                lacks = f"{named} disables it (servers.{server}.enabled: false)"
+            else:
+                lacks = f"{named} does not have it"
+        return (
+            f"the tree has server {server!r} but {lacks}: the tree was generated from another configuration; "
+            "regenerate the tree (tooltree generate-tree), or configure the server again"
+        )
 
     def _validate(self, entry: ToolEntry, arguments: dict[str, Any]) -> jsonschema.ValidationError | None:
         """The error the host reports for ``arguments`` (None: valid, or left to the server), within the
@@ -294,6 +344,8 @@ class McpBridge(ToolBridge):
             raise ToolCallRefused(with_stderr(str(e), e.stderr_tail), "server_unavailable") from None
         except PoolError as e:
             raise ToolCallRefused(str(e), "server_unavailable") from None
+        if isinstance(result, CallFailure):  # no usable answer (a timeout, a protocol error): not the tool's error
+            raise ToolCallRefused(result.message, result.code)
         size = len(json.dumps(result, ensure_ascii=False))
         with self._lock:
             self._bytes += size

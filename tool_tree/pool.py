@@ -33,6 +33,11 @@ Errors::
     ├── UnknownServerError  no server of that name in the pool
     └── ServerUnavailable   the server could not be started or died; ``stderr_tail`` says why
 
+A call that got no usable answer from the tool (it timed out, the server answered a protocol error or ended the
+session, its reply was cut, the SDK refused the result) is no exception: it returns an ``isError: true`` result, as
+a tool's own error does, but of its own type, `CallFailure`, whose ``code`` says what failed and whose ``message``
+says whether the tool may have run.
+
 Their texts leave the host process (to the script in the sandbox, serve's clients, logs), so the
 secrets of the server's configuration are redacted from the reason and the stderr tail
 (`tool_tree.redact`).
@@ -95,6 +100,34 @@ class ServerUnavailable(PoolError):
         self.server = server
         self.reason = reason
         self.stderr_tail = stderr_tail
+
+
+class CallFailure(dict[str, Any]):
+    """The result `ServerPool.call` returns for a call that got no usable answer from the tool: an ``isError: true``
+    result whose text says what failed (so a caller that reads it as a tool's error still sees why), of its own
+    type so that a caller can tell it from the tool's own error (`sandbox.mcp_bridge.McpBridge` fails the call
+    with ``code`` and ``message``, which the script sees as ``ToolCallError``).
+
+    A type, not a key of the result: a result's ``_meta`` is the server's to write, so a server could make its own
+    errors pass for the pool's.
+
+    Attributes:
+        code: ``timeout`` (no answer within the call's timeout), ``server_unavailable`` (the server ended the
+            session, or its reply ended before the answer), ``server_error`` (the server answered with a JSON-RPC
+            error, not a result), ``invalid_result`` (the result does not match the tool's output schema).
+        message: the text, and whether the tool may have run.
+    """
+
+    def __init__(self, text: str, code: str, ran: str = "") -> None:
+        super().__init__(content=[{"type": "text", "text": text}], isError=True)
+        self.code = code
+        self.message = f"{text}; {ran}" if ran else text
+
+
+_NOT_SENT = "it was not sent: the tool did not run"
+_SENT = "it was sent: the tool may have run, or be running still"
+_SENT_TO_HUNG = "it was sent: the tool may have run; the server stopped answering and is restarted at the next call"
+_PROTOCOL_ERROR = "the server answered the call with an error of the protocol, not a result of the tool"
 
 
 @dataclass
@@ -431,8 +464,9 @@ class ServerPool:
     ) -> dict[str, Any]:
         """Call a tool; returns the ``tools/call`` result in wire format (camelCase keys).
 
-        A tool that fails returns ``isError: true`` (not an exception); so does a protocol error
-        the server sends for the call (unknown tool, invalid params) and a call timeout.
+        A tool that fails returns ``isError: true`` (not an exception); so does a call that got no usable answer
+        from the tool (a protocol error the server sends for the call, such as an unknown tool or invalid params;
+        a call timeout; a session the server ended or a reply it cut): a `CallFailure`, whose ``code`` says which.
 
         ``timeout`` (default: the server's) runs while the call waits for its turn (``concurrency``
         calls in flight to the server) and while the server answers; not while the server starts,
@@ -457,7 +491,9 @@ class ServerPool:
         if turn.cancelled_caught:
             busy = f"{slot.limiter.total_tokens:g} call(s) in flight to {server!r}"
             busy += f"; {setting}" if setting else ""
-            return _error_result(f"the call timed out after {limit:g} s waiting for its turn ({busy})")
+            return CallFailure(
+                f"the call timed out after {limit:g} s waiting for its turn ({busy})", "timeout", _NOT_SENT
+            )
         waited = anyio.current_time() - queued
         try:
             client = await self._ensure(slot)
@@ -483,11 +519,14 @@ class ServerPool:
             except pydantic_core.PydanticSerializationError as e:  # nothing was sent: the session is as it was
                 raise TypeError(f"arguments: cannot be sent as JSON ({e})") from None
             except TimeoutError:
+                ran = _SENT
                 if not await _answers_ping(client, min(PING_TIMEOUT, limit)):
                     # Not just a slow call: the server is hung, and every later call would time out
                     # too. Drop the connection (its process is stopped) so the next call restarts it.
                     await self._discard(slot, client, "it stopped answering (hung)")
-                return _error_result(f"the call timed out after {limit:g} s" + (f" ({setting})" if setting else ""))
+                    ran = _SENT_TO_HUNG
+                timed_out = f"the call timed out after {limit:g} s" + (f" ({setting})" if setting else "")
+                return CallFailure(timed_out, "timeout", ran)
             except mcp.MCPError as e:
                 if unreached(e):  # no connection was made: the call was not sent, and this session is of no use
                     await self._drop_unreached(slot, client, e.message)
@@ -500,14 +539,19 @@ class ServerPool:
                 if session_ended(e):  # not to be sent again, or again on the new session: the next call opens one
                     await self._retire(slot, client, e.message, PING_TIMEOUT)
                     again = " (nor on a new session: it was sent twice, run neither time)" if resent else ""
-                    return _error_result(e.message + again)
+                    # A 404 says the server did not run it (its message says so); a 400 naming the session, nothing.
+                    ran = "" if resendable(e) else "the server did not say whether the tool ran"
+                    return CallFailure(e.message + again, "server_unavailable", ran)
                 if stream_cut(e):
-                    return _error_result(
-                        f"the server's reply ended before its answer ({e.message}): the call may have run"
+                    return CallFailure(
+                        f"the server's reply ended before its answer ({e.message}): the call may have run",
+                        "server_unavailable",
                     )
-                return _error_result(f"server error {e.code}: {e}" if hasattr(e, "code") else str(e))
+                if e.code == mt.REQUEST_TIMEOUT:  # the SDK's read timeout, set to fire after the pool's own
+                    return CallFailure(f"server error {e.code}: {e}", "timeout", _SENT)
+                return CallFailure(f"server error {e.code}: {e}", "server_error", _PROTOCOL_ERROR)
             except RuntimeError as e:  # the SDK's output-schema check
-                return _error_result(f"invalid result from the server: {e}")
+                return CallFailure(f"invalid result from the server: {e}", "invalid_result", "the tool ran")
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as e:
                 if self._closing:
                     raise _closed_during_call() from None
@@ -596,10 +640,6 @@ def _closed_during_call() -> PoolError:
     return PoolError(
         "the pool closed during the call (its `with` block ended meanwhile); the call may have reached the server"
     )
-
-
-def _error_result(message: str) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
 if TYPE_CHECKING:

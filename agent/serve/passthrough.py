@@ -87,7 +87,7 @@ class Passthrough:
         try:
             raw = runtime.call_tool(entry.server, entry.tool, dict(arguments))
         except ToolCallRefused as e:
-            return error_result(f"{entry.server}.{entry.tool} refused: {e.message}")
+            return error_result(f"{entry.server}.{entry.tool} failed ({e.code}): {e.message}")
         settings = runtime.sandbox_config or SandboxConfig.from_config(runtime.config)
         result = capped(raw, settings.output_chars)
         if result is None:

@@ -128,7 +128,8 @@ class DirectToolset(Toolset):
         try:
             result = runtime.call_tool(entry.server, entry.tool, dict(arguments))
         except ToolCallRefused as e:
-            return error(f"{entry.server}.{entry.tool} refused: {e.message}")
+            # Refused before it was sent, or sent and no usable answer came back (the message says which).
+            return error(f"{entry.server}.{entry.tool} failed ({e.code}): {e.message}")
         is_error = result.get("isError") is True
         return ToolOutcome(
             mcp_result_blocks(result), is_error=is_error, note="the tool reported an error" if is_error else ""

@@ -60,8 +60,8 @@ print(before, call_tool('raw', 'pid', {{}}).text)
 
 EXPECTED = {
     "crash": "refused: server_unavailable server 'raw' is unavailable: the server died during the call",
-    "hang": f"tool error: the call timed out after {CALL_TIMEOUT:g} s",
-    "garbage": f"tool error: the call timed out after {CALL_TIMEOUT:g} s",
+    "hang": f"refused: timeout the call timed out after {CALL_TIMEOUT:g} s",
+    "garbage": f"refused: timeout the call timed out after {CALL_TIMEOUT:g} s",
     "half_then_exit": "refused: server_unavailable server 'raw' is unavailable: the server died during the call",
 }
 

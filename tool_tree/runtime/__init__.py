@@ -15,8 +15,9 @@ Exceptions::
 
     ToolError            the tool ran and reported an error (``isError: true``); the script may retry
     ToolCallError        the call failed outside the tool (``code``): refused before it was sent
-                         (invalid arguments, unknown tool, budget exhausted), or sent without a usable
-                         answer (server down or timed out, result too large: the tool may have run)
+                         (invalid arguments, unknown tool, budget exhausted), or without a usable answer
+                         (``timeout``, ``server_unavailable``, ``server_error``, ``result_too_large``: its
+                         message says whether the tool may have run)
     NoTransportError     no transport is installed (the stub was called outside ``tooltree exec``)
 """
 
