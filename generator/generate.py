@@ -66,6 +66,8 @@ class ServerOutcome:
             "tools": self.tools,
             "seconds": round(self.seconds, 3),
             "error": self.error,
+            "stderr_tail": self.stderr_tail,  # as the human output shows it (`StderrLog.tail`: last 20 lines)
+            "kept_previous": self.kept_previous,
         }
 
 
@@ -230,8 +232,7 @@ def generate(
             cancel.check()
 
     if not check and outcomes and not listings:
-        # Every server failed: a new tree would hold no tool (and be served as if fine), and an existing one
-        # keeps every stub anyway. Write nothing; the next run tries again.
+        # Every server failed: a new tree would hold no tool (served as if fine); write nothing, try again next run.
         in_tree = {s.name for s in previous.servers} if previous is not None else set()
         for o in outcomes:
             o.kept_previous = o.name in in_tree
@@ -294,8 +295,7 @@ def _plan_and_write_over(
     listings.sort(key=lambda listing: listing.name)
     ok_names = {listing.name for listing in listings}
     failed_names = {o.name for o in outcomes if o.status == "failed"}
-    # Keep what is not regenerated now: servers filtered out by --server, and servers that failed
-    # this time (a server that is down must not lose its stubs). Others not listed are removed.
+    # Kept: servers filtered out by --server, and ones that failed now (down, not lost). Others not listed go.
     keep = [
         entry
         for entry in (previous.servers if previous is not None else [])

@@ -18,6 +18,7 @@ from generator.fingerprint import generator_fingerprint
 from generator.index_files import render_index, render_package_init, render_readme, render_servers_init
 from generator.naming import assign_identifiers
 from generator.parts import tool_title
+from tool_tree.config import filtered_out
 from tool_tree.text import first_sentence, one_line
 
 if TYPE_CHECKING:
@@ -126,9 +127,7 @@ def selected_tools(listing: ServerListing) -> tuple[list[dict[str, Any]], list[s
             warnings.append(f"{listing.name}: tool {name!r} is listed twice; keeping the first")
             continue
         seen.add(name)
-        if listing.include and not any(fnmatch.fnmatchcase(name, pat) for pat in listing.include):
-            continue
-        if any(fnmatch.fnmatchcase(name, pat) for pat in listing.exclude):
+        if filtered_out(name, listing.include, listing.exclude) is not None:
             continue
         if not _is_json(raw):
             warnings.append(

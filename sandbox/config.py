@@ -44,6 +44,21 @@ def _size(value: Any) -> str | None:
     return None if size > 0 else f"expected more than 0, got {value!r} (0 would mean no limit)"
 
 
+MIN_MEMORY = "6m"
+"""The least ``memory`` may set: the engine refuses a container under 6 MiB ("Minimum memory limit allowed is
+6MB"), which was seen only when a session started, without the file, line or key. (It takes a ``/tmp`` or
+workspace tmpfs of any size, rounded up to a page.)"""
+
+
+def _memory(value: Any) -> str | None:
+    """What is wrong with a memory limit (None: nothing): not a size, or less than `MIN_MEMORY`."""
+    if (problem := _size(value)) is not None:
+        return problem
+    if parse_size(value) < parse_size(MIN_MEMORY):
+        return f"expected at least {MIN_MEMORY} (the engine's least memory limit), got {value!r}"
+    return None
+
+
 def _positive(value: Any) -> str | None:
     """What is wrong with a number that must be positive and finite (None: nothing)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
@@ -156,7 +171,7 @@ def _runtime(value: str | None) -> str | None:
 
 
 _CHECKS: dict[str, Callable[[Any], str | None]] = {
-    "memory": _size,
+    "memory": _memory,
     "cpus": _positive,
     "pids_limit": _count,
     "nofile": _count,
@@ -175,7 +190,7 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
 SETTINGS: dict[str, Setting] = {
     "image": Setting(str, "the image to run instead of the one built from the sources", check=image_problem),
     "pip_packages": Setting(list, "a list of pip requirements baked into a derived image", check=_pip_packages),
-    "memory": Setting(str, "a memory limit such as 512m or 2g", check=_size),
+    "memory": Setting(str, "a memory limit such as 512m or 2g", check=_memory),
     "cpus": Setting(float, "a CPU limit; fractions allowed"),
     "pids_limit": Setting(int, "the most processes and threads"),
     "nofile": Setting(int, "the open-file limit"),

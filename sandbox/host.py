@@ -133,7 +133,9 @@ class Runtime:
             try:
                 pool.__enter__()
                 audit = own_audit or self._shared_audit
-                bridge = McpBridge(self.tree, pool.pool, audit=audit, session=self.session, manifest=manifest)
+                bridge = McpBridge(
+                    self.tree, pool.pool, audit=audit, session=self.session, manifest=manifest, config=self.config
+                )
             except BaseException:
                 pool.__exit__(None, None, None)  # a no-op when it did not start
                 if own_audit is not None:

@@ -52,11 +52,12 @@ and the sections' own keys live in the packages that own them.)
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import os
 import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,9 +131,24 @@ class ServerConfig:
     exclude: tuple[str, ...] = ()
     description: str = ""
 
+    def leaves_out(self, tool: str) -> str | None:
+        """Which of this server's filters leaves ``tool`` out (`filtered_out`), or None: it is offered."""
+        return filtered_out(tool, self.include, self.exclude)
+
     @property
     def transport(self) -> str:
         return "stdio" if self.command is not None else "http"
+
+
+def filtered_out(tool: str, include: Sequence[str], exclude: Sequence[str]) -> str | None:
+    """Which of a server's tool filters leaves ``tool`` out: ``"include"`` (there are patterns and none
+    matches), ``"exclude"`` (a pattern matches), or None (the tool is kept). Patterns are shell-style
+    (``search_*``), matched case-sensitively; the generator and the bridge both decide with this."""
+    if include and not any(fnmatch.fnmatchcase(tool, pattern) for pattern in include):
+        return "include"
+    if any(fnmatch.fnmatchcase(tool, pattern) for pattern in exclude):
+        return "exclude"
+    return None
 
 
 @dataclass(frozen=True)

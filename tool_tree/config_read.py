@@ -16,7 +16,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from yaml import MarkedYAMLError
 
 MAX_VALUES = 1_000_000
 """Values (mappings, lists, scalars) a configuration may hold, its YAML aliases expanded: 50 times a config of
@@ -111,12 +114,33 @@ def compose(text: str, source: str, *, line: int = 1, column: int = 0, depth: in
     except _TooBig as e:
         raise ConfigError(e.problem, file=source, line=e.line) from None
     except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark.line + 1 if e.problem_mark else None
-        raise ConfigError(f"invalid YAML: {e.problem or e}", file=source, line=mark) from None
+        raise _syntax_error(e, source) from None
     except yaml.YAMLError as e:
         raise ConfigError(f"invalid YAML: {e}", file=source) from None
     finally:
         loader.dispose()
+
+
+def _syntax_error(e: MarkedYAMLError, source: str) -> ConfigError:
+    """A `ConfigError` for PyYAML's ``MarkedYAMLError`` ``e``, at the line of the mistake.
+
+    PyYAML finds an unclosed quote or bracket only where the text ends (``found unexpected end of stream``, at a
+    line past the last): its context (``while scanning a quoted scalar``) marks where the quote or bracket
+    opened, which is the line to fix. A block mapping's or sequence's context marks only where it began, lines
+    before an entry indented wrong, and a duplicate anchor's its first use: there the problem's own line is the
+    one to fix. Both lines are said.
+    """
+    problem = e.problem or str(e)
+    line = e.problem_mark.line + 1 if e.problem_mark else None
+    context = e.context
+    if not context or e.context_mark is None:
+        return ConfigError(f"invalid YAML: {problem}", file=source, line=line)
+    opened = e.context_mark.line + 1
+    if not context.startswith("while ") or context.startswith("while parsing a block") or "indentless" in context:
+        # A block collection, or the composer's "found duplicate anchor 'x'; first occurrence": the problem's line.
+        return ConfigError(f"invalid YAML: {context} (at line {opened}): {problem}", file=source, line=line)
+    found = f" (at line {line})" if line is not None and line != opened else ""
+    return ConfigError(f"invalid YAML: {context}: {problem}{found}", file=source, line=opened)
 
 
 @dataclass

@@ -1,0 +1,48 @@
+"""``sandbox.memory`` below the engine's minimum (6 MiB) is a config error at read time, not at container create."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandbox.config import SandboxConfig
+from sandbox.errors import SandboxError
+from tool_tree.config import ConfigError, parse_config
+from tooltree_cli.common import config_sections
+from tooltree_cli.main import main
+
+TOO_SMALL = "expected at least 6m (the engine's least memory limit)"
+
+
+@pytest.mark.parametrize("value", ["10k", "5m", "6291455"])
+def test_a_memory_limit_under_6m_is_refused_naming_file_line_and_key(value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(
+            f"servers: {{}}\nsandbox:\n  timeout: 10\n  memory: {value}\n",
+            source="tooltree.yaml",
+            environ={},
+            sections=config_sections(),
+        )
+    assert str(info.value) == f"tooltree.yaml:4: sandbox.memory: {TOO_SMALL}, got {value!r}"
+
+
+@pytest.mark.parametrize("value", ["6m", "6291456", "1g"])
+def test_a_memory_limit_of_6m_or_more_is_taken(value: str) -> None:
+    config = parse_config(f"servers: {{}}\nsandbox:\n  memory: {value}\n", environ={}, sections=config_sections())
+    assert SandboxConfig.from_config(config).memory == value
+
+
+def test_a_memory_override_under_6m_is_refused_by_name() -> None:
+    with pytest.raises(SandboxError) as info:
+        SandboxConfig(memory="1m")
+    assert str(info.value) == f"memory: {TOO_SMALL}, got '1m'"
+
+
+def test_exec_with_a_memory_limit_under_6m_exits_2_before_any_container(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "tooltree.yaml"
+    config.write_text("servers: {}\nsandbox:\n  memory: 10k\n", encoding="utf-8")
+    assert main(["exec", "-c", "print(1)", "--config", str(config), "--tree", str(tmp_path / "tree")]) == 2
+    assert capsys.readouterr().err == f"tooltree: error: {config}:3: sandbox.memory: {TOO_SMALL}, got '10k'\n"

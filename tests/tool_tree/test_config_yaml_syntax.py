@@ -1,0 +1,61 @@
+"""A YAML syntax error points at the line to fix, not at the end of the file where PyYAML noticed it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tool_tree.config import ConfigError, load_config
+
+
+def error_of(tmp_path: Path, text: str) -> ConfigError:
+    path = tmp_path / "y2.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    return info.value
+
+
+def test_an_unclosed_quote_is_reported_on_its_own_line_with_where_the_file_ended(tmp_path: Path) -> None:
+    error = error_of(tmp_path, 'servers:\n  a:\n    command: "python\n    args: []\n')
+    assert error.line == 3
+    assert str(error) == (
+        f"{tmp_path / 'y2.yaml'}:3: invalid YAML: while scanning a quoted scalar: found unexpected end of stream "
+        "(at line 5)"
+    )
+
+
+def test_an_unclosed_bracket_is_reported_on_the_line_that_opened_it(tmp_path: Path) -> None:
+    error = error_of(tmp_path, "servers:\n  a:\n    command: python\n    args: [x, y\n")
+    assert error.line == 4
+    assert error.message == (
+        "invalid YAML: while parsing a flow sequence: expected ',' or ']', but got '<stream end>' (at line 5)"
+    )
+
+
+def test_an_unclosed_brace_followed_by_more_lines_is_reported_where_it_opened(tmp_path: Path) -> None:
+    error = error_of(tmp_path, "servers:\n  a: {command: python\n  b:\n    command: x\n")
+    assert error.line == 2
+    assert error.message.startswith("invalid YAML: while parsing a flow mapping: ")
+
+
+def test_a_key_indented_wrong_is_reported_on_its_own_line_naming_where_its_mapping_began(tmp_path: Path) -> None:
+    # A block mapping's context marks where it began: the line to fix is the problem's.
+    error = error_of(tmp_path, "servers:\n  a:\n    command: python\n   bad: 1\n")
+    assert error.line == 4
+    assert error.message == (
+        "invalid YAML: while parsing a block mapping (at line 2): expected <block end>, but found "
+        "'<block mapping start>'"
+    )
+
+
+def test_a_duplicate_anchor_is_reported_on_its_second_use_naming_the_first(tmp_path: Path) -> None:
+    error = error_of(tmp_path, "servers:\n  a: &x {command: p}\n  b: &x {command: q}\n")
+    assert error.line == 3
+    assert error.message == "invalid YAML: found duplicate anchor 'x'; first occurrence (at line 2): second occurrence"
+
+
+def test_a_syntax_error_without_a_context_keeps_the_problems_line(tmp_path: Path) -> None:
+    error = error_of(tmp_path, "servers:\n  a: b: c\n")
+    assert error.line == 2 and error.message == "invalid YAML: mapping values are not allowed here"
