@@ -157,7 +157,7 @@ class Workspace:
         digest = hashlib.sha256()
         try:
             for entry in walk(self.root, skip=names, max_entries=max_entries):
-                info = os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False)
+                info = entry.info or os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False)
                 digest.update(b"/".join(entry.parts) + b"\0")
                 digest.update(b"%o %d %d %d\0" % (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino))
         except (PathError, OSError):

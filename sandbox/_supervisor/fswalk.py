@@ -138,6 +138,8 @@ class Entry:
     parts: tuple[bytes, ...]
     kind: str  # "dir", "file" or "other" (a link, a FIFO, a socket, a device)
     dir_fd: int
+    info: os.stat_result | None = None
+    """Its ``lstat``, taken as the walk reached it."""
 
     @property
     def name(self) -> bytes:
@@ -179,11 +181,12 @@ def walk(root: str | bytes | os.PathLike[str], *, skip: frozenset[bytes], max_en
                 continue
             parts = (*prefix, name)
             check_parts(parts)
-            mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            mode = info.st_mode
             if not stat.S_ISDIR(mode):
-                yield Entry(parts, "file" if stat.S_ISREG(mode) else "other", fd)
+                yield Entry(parts, "file" if stat.S_ISREG(mode) else "other", fd, info)
                 continue
-            yield Entry(parts, "dir", fd)
+            yield Entry(parts, "dir", fd, info)
             descend(os.open(name, DIR_FLAGS, dir_fd=fd), parts)
     finally:
         for fd, _, _ in stack:

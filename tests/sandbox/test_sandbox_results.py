@@ -55,7 +55,8 @@ def test_truncated_output_shows_head_tail_and_the_file_with_everything() -> None
     assert result.stdout_truncated
     assert result.stdout_path == "/workspace/.tooltree/outputs/3-0a1b2c-stdout.txt"
     assert result.stdout.startswith("H" * 50) and result.stdout.endswith("T" * 50)
-    note = "[... stdout cut: 5,000 bytes in all; the whole stdout is in /workspace/.tooltree/outputs/3-0a1b2c-stdout.txt ...]"
+    path = "/workspace/.tooltree/outputs/3-0a1b2c-stdout.txt"
+    note = f"[... stdout cut: 5,000 bytes in all; the whole stdout is in {path} ...]"
     assert result.stdout == f"{'H' * 50}\n\n{note}\n\n{'T' * 50}"
 
 
