@@ -108,6 +108,8 @@ the other bounds apply to it); the rest is checked to be JSON by the json module
 (`tool_tree.config_json`). The cost is reading the file and holding its text: a 50 MB one takes 0.2–0.3 s and
 107 MB at peak when ASCII, 153 MB with some CJK, 247 MB with one emoji (Python then keeps 4 bytes a
 character); one at this limit, about 2.5 times that."""
+MAX_CONCURRENCY = 1024
+"""The most calls in flight to one server a config may allow (``servers.NAME.concurrency``)."""
 MAX_DESCRIPTION = 2000
 """Characters a server's ``description`` may have. It is one line saying what the server is for, copied into
 INDEX.md, the manifest, the search index and the agent's tool list (the longest of LiveMCPBench's 70
@@ -126,6 +128,9 @@ class ServerConfig:
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float = DEFAULT_TIMEOUT
+    concurrency: int | None = None
+    """Calls in flight to this server at most; None: the pool's (16). 1 for a server that is not safe to call
+    while another of its calls runs (one that reads, changes and writes a file per call)."""
     enabled: bool = True
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
@@ -269,6 +274,7 @@ _SERVER_KEYS = {
     "url": "the Streamable HTTP endpoint",
     "headers": "a mapping of HTTP headers",
     "timeout": "seconds",
+    "concurrency": "calls in flight to the server at most (default 16; 1: one at a time)",
     "enabled": "true or false",
     "include": "a list of tool name patterns",
     "exclude": "a list of tool name patterns",
@@ -325,6 +331,8 @@ def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> Serv
             raise reader.error(problem, n, f"{where}.description")
     if (n := get("timeout")) is not None:
         kw["timeout"] = reader.number(n, f"{where}.timeout")
+    if (n := get("concurrency")) is not None and not json_format:
+        kw["concurrency"] = reader.whole(n, f"{where}.concurrency", most=MAX_CONCURRENCY)
     if (n := get("enabled")) is not None:
         kw["enabled"] = reader.boolean(n, f"{where}.enabled")
     if json_format and (n := get("disabled")) is not None:

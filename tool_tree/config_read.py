@@ -276,6 +276,13 @@ class Reader:
             raise self.error(f"expected a positive number of seconds, got {value_shown(v)}", node, key)
         return float(v)
 
+    def whole(self, node: Node, key: str, *, most: int) -> int:
+        """A whole number from 1 to ``most``."""
+        v = node.value
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= most:
+            raise self.error(f"expected a whole number from 1 to {most:,}, got {value_shown(v)}", node, key)
+        return v
+
     def boolean(self, node: Node, key: str) -> bool:
         if not isinstance(node.value, bool):
             raise self.error(f"expected true or false, got {value_shown(node.value)}", node, key)

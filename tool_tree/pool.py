@@ -213,8 +213,8 @@ class ServerPool:
     Args:
         servers: the servers (``config.servers``), or a `Config`: its enabled servers, and its ``pool:``
             section's ``start_jobs`` unless ``start_jobs`` is given.
-        concurrency: calls in flight to one server at most (at least 1); a call waiting for its turn
-            counts against its timeout.
+        concurrency: calls in flight to one server at most (at least 1), unless the server's own
+            ``concurrency`` says otherwise; a call waiting for its turn counts against its timeout.
         start_jobs: servers starting at once at most (default: the number of cores).
         source: the config file the servers come from, named when a call runs out of a server's ``timeout``
             (default: a `Config`'s own file).
@@ -237,7 +237,7 @@ class ServerPool:
         source: str | None = None,
     ) -> None:
         listed, jobs, self._source = _pool_settings(servers, concurrency, start_jobs, source)
-        self._slots = {s.name: _Slot(s, anyio.CapacityLimiter(concurrency)) for s in listed}
+        self._slots = {s.name: _Slot(s, anyio.CapacityLimiter(s.concurrency or concurrency)) for s in listed}
         self._gate = StartGate(jobs)
         self._tg: TaskGroup | None = None
         self._closing = False
