@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -137,6 +137,26 @@ def _embedding(count: int) -> Callable[[int], None] | None:
     return embedding_progress(count) if count >= EMBED_NOTICE_TOOLS else None
 
 
+def _disabled_problem(config: Config, only: Sequence[str], out: Path, snapshots: Path | None) -> str | None:
+    """Why a run over disabled servers must not go on: ``--server`` names one (a full run deletes its stubs, so
+    listing it would write what the next run deletes), or every server is disabled while ``out`` has tools (the run
+    would delete every stub, as a slip of ``enabled: false``, not an intent to empty the tree)."""
+    from tool_tree.tree import Manifest, TreeError
+
+    if off := [name for name in dict.fromkeys(only) if not config.server(name).enabled]:
+        return f"{config.source}: servers.{off[0]}.enabled is false: enable it to list it (--server {off[0]})"
+    if only or snapshots is not None or config.enabled_servers or not config.servers:
+        return None
+    try:
+        tools = len(Manifest.load(out).tools)
+    except TreeError:
+        return None
+    return (
+        f"{config.source}: every server is disabled (enabled: false), so this run would delete all {tools} tools of "
+        f"{out}; enable a server, or delete the tree yourself if that is what you want"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from generator.cancel import Cancel, GenerateCancelled
     from generator.files import UnsafePathError
@@ -166,6 +186,9 @@ def run(args: argparse.Namespace) -> int:
         if config is not None:
             for name in args.server:
                 config.server(name)  # an unknown name is a config error, before anything starts
+            if (problem := _disabled_problem(config, args.server, out, snapshots)) is not None:
+                error(problem)
+                return EXIT_CONFIG
         n = len(set(args.server)) if args.server else (len(config.enabled_servers) if config else 0)
         if not args.json:
             source = f"snapshots in {snapshots}" if snapshots is not None else f"{n} server(s)"
