@@ -24,6 +24,31 @@ SCRIPT_TOOL = "execute_python"
 """The tool whose calls use (and leave things in) the sandbox."""
 
 
+def check_sandbox_args(runtime: object, *, workspace: object, sandbox_config: object, batch: object) -> None:
+    """`Agent`'s arguments about its sandbox, before anything starts.
+
+    Raises:
+        TypeError: ``runtime`` is not a `Runtime` or None, ``batch`` not a bool or None (``"no"`` turned it on).
+        AgentSetupError: ``workspace`` or ``sandbox_config`` given with ``runtime``: they are the runtime's to
+            set, and were ignored (a script's files never reached the folder, silently).
+    """
+    from agent.errors import AgentSetupError
+    from sandbox.host import Runtime
+
+    if runtime is not None and not isinstance(runtime, Runtime):
+        raise TypeError(f"runtime: expected a sandbox.host.Runtime (or None), got {type(runtime).__name__}")
+    if batch is not None and not isinstance(batch, bool):
+        raise TypeError(f"batch: expected True, False or None, got {type(batch).__name__} {batch!r:.40}")
+    given = [
+        name for name, value in (("workspace", workspace), ("sandbox_config", sandbox_config)) if value is not None
+    ]
+    if runtime is not None and given:
+        raise AgentSetupError(
+            f"{given[0]}= is for the runtime an Agent makes itself; with runtime=, give it to that Runtime instead "
+            f"(Runtime(config, tree, {given[0]}=...)): here it would be ignored"
+        )
+
+
 def check_task(task: object, history: object) -> None:
     """`Agent.run`'s arguments, before anything starts (they used to reach the API: ``None`` as the task's text).
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.calls import run_tool_uses
-from agent.conversation import NewSandboxNote, check_task
+from agent.conversation import NewSandboxNote, check_sandbox_args, check_task
 from agent.defaults import (
     BATCH_MODES,
     DEFAULT_BATCH_MAX,
@@ -98,8 +98,9 @@ class Agent:
             (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``) with ``max_retries`` retries.
         pinned: tools to keep at hand: their signatures go into the code-mode prompt; in
             tool-search mode they are not deferred.
-        sandbox_config: limits of the sandbox session (default: the config's ``sandbox:`` section).
-        workspace: a host folder restored into ``/workspace`` and saved back after the run.
+        sandbox_config: limits of the sandbox session (default: the config's ``sandbox:`` section); not with
+            ``runtime`` (give it to that `Runtime`).
+        workspace: a host folder restored into ``/workspace`` and saved back after the run; not with ``runtime``.
         transcript: write the run's JSONL transcript here.
         runtime: a running `Runtime` to use (and leave open) instead of one per run. Without it each run makes
             its own and closes it at its end, so a run that goes on from ``history`` scripts in a new sandbox:
@@ -116,13 +117,14 @@ class Agent:
     Raises:
         TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``), a number
             (``max_turns``, ``token_budget``, ``max_tokens``, ``max_retries``) is not a whole number,
-            ``pinned`` is a string rather than a list of them, or ``on_event`` is not callable.
+            ``pinned`` is a string rather than a list of them, ``on_event`` is not callable, ``runtime`` is not a
+            `Runtime`, or ``batch`` not a bool.
         ValueError: ``workspace`` is an empty string (it is not taken as the working folder).
         AgentSetupError: an unknown mode, a number out of range (``max_retries`` may be 0, the others
             must be at least 1, as on the command line), a tree without manifest, an unknown pinned
-            tool, a workspace that is a file, a pre-filter setting that cannot be used, a transcript that
-            is the pre-filter state or the config file, or a transcript or pre-filter state inside
-            ``workspace``.
+            tool, a workspace that is a file, ``workspace`` or ``sandbox_config`` with ``runtime``, a pre-filter
+            setting that cannot be used, a transcript that is the pre-filter state or the config file, or a
+            transcript or pre-filter state inside ``workspace``.
     """
 
     def __init__(
@@ -168,6 +170,7 @@ class Agent:
         pinned = pinned if pinned is not None else tuple(settings.get("pinned", ()))
         if on_event is not None and not callable(on_event):  # else found at the first reply, its tokens spent
             raise TypeError(f"on_event: expected a function of one event (or None), got {type(on_event).__name__}")
+        check_sandbox_args(runtime, workspace=workspace, sandbox_config=sandbox_config, batch=batch)
         if workspace is not None and os.fspath(workspace) == "":  # Path("") is the working folder: saved into
             raise ValueError('workspace is an empty path; name a folder ("." for the working folder) or pass None')
         if workspace is not None and os.path.exists(workspace) and not os.path.isdir(workspace):

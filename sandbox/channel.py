@@ -290,9 +290,19 @@ class SupervisorChannel:
         self._sender.send(frame)
 
     def request(
-        self, method: str, params: dict[str, Any], *, timeout: float, sink: NotificationSink | None = None
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        timeout: float,
+        sink: NotificationSink | None = None,
+        on_interrupt: Callable[[], object] | None = None,
+        interrupt_wait: float = 0.0,
     ) -> dict[str, Any]:
         """Send a request and wait for its result; ``sink`` receives notifications meanwhile.
+
+        A KeyboardInterrupt (Ctrl-C) during the wait calls ``on_interrupt`` and waits up to ``interrupt_wait``
+        seconds more for the answer (which is then dropped) before it goes on.
 
         Raises:
             SessionTimeoutError: no answer within ``timeout`` (the caller decides what to do).
@@ -311,7 +321,16 @@ class SupervisorChannel:
             self._check_usable()  # raises: it is closed or broken
             raise SessionError(f"the sandbox session is unusable: {self.broken}")
         self.send({"id": request_id, "method": method, "params": params})
-        if not wait_for(pending.event, timeout):
+        try:
+            answered = wait_for(pending.event, timeout)
+        except KeyboardInterrupt:
+            if on_interrupt is not None:  # e.g. stop the script, and wait (bounded) for its answer before going on
+                on_interrupt()
+                wait_for(pending.event, interrupt_wait)  # a second Ctrl-C here goes on at once
+            with self._lock:
+                self._pending.pop(request_id, None)
+            raise
+        if not answered:
             with self._lock:
                 self._pending.pop(request_id, None)
             raise SessionTimeoutError(f"the sandbox did not answer {method} within {timeout:g} s")

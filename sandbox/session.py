@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import functools
 import logging
 import os
@@ -62,6 +63,9 @@ logger = logging.getLogger(__name__)
 
 _GRACE_SECONDS = 15.0
 _OP_TIMEOUT = 120.0
+_INTERRUPT_WAIT = 10.0
+"""Seconds a Ctrl-C in `Sandbox.execute` waits for the script it stops (the sandbox gives it 3 s, then restarts the
+interpreter) before the KeyboardInterrupt goes on; a second Ctrl-C goes on at once."""
 
 
 def open_channel(backend: SandboxBackend, session_id: str) -> SupervisorChannel:
@@ -355,6 +359,8 @@ class Sandbox:
                 (checked before anything runs or changes).
             ValueError: ``timeout`` is not more than 0 and at most a week (NaN and infinity included), or ``code``
                 or ``filename`` has a character UTF-8 cannot encode (a lone surrogate).
+            KeyboardInterrupt: Ctrl-C during the wait; the script is stopped as by `cancel` (waited for up to 10 s)
+                and the session stays usable, its variables kept; the interrupted script's result is lost.
             SessionError: the session is closed or broken, the sandbox stopped answering (it is then
                 destroyed), or this is the thread that runs ``tool_loop`` (use `aexecute` there).
         """
@@ -382,6 +388,10 @@ class Sandbox:
                     "execute",
                     params,
                     timeout=limit + _GRACE_SECONDS,
+                    # Ctrl-C stops the script too, and returns once it has ended (before: it ran on to its timeout,
+                    # and every execute of the session meanwhile failed, "an execution is already running").
+                    on_interrupt=functools.partial(self._interrupted, channel),
+                    interrupt_wait=_INTERRUPT_WAIT,
                 )
             except SessionTimeoutError:
                 self._ended = f"the sandbox did not report back within {limit + _GRACE_SECONDS:g} s and was destroyed"
@@ -398,6 +408,12 @@ class Sandbox:
                 tool_calls=ledger,
                 tool_calls_omitted=self._calls.omitted,
             )
+
+    @staticmethod
+    def _interrupted(channel: SupervisorChannel) -> None:
+        """Ctrl-C in `execute`: stop its script (the sandbox's answer to the cancel comes at once)."""
+        with contextlib.suppress(SessionError):
+            channel.request("cancel", {}, timeout=_INTERRUPT_WAIT)
 
     def cancel(self) -> bool:
         """Stop the execution running now, from any thread; the session stays usable.

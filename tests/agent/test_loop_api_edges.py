@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -201,15 +202,21 @@ def test_the_token_budget_stops_exactly_when_it_is_reached(
 # ---- Ctrl-C ---------------------------------------------------------------------------------------
 
 
-def test_ctrl_c_during_a_request_keeps_the_transcript_and_records_the_interruption(
-    project: Project, live: Runtime, tmp_path: Path
-) -> None:
+def interrupting() -> Callable[[dict[str, Any]], CutStream]:
+    """A reply that sends a real SIGINT to the calling (main) thread, blocked on its read of it."""
     main = threading.get_ident()
 
-    def interrupt(body: dict[str, Any]) -> CutStream:  # a real SIGINT to the main thread, blocked on its read
+    def interrupt(body: dict[str, Any]) -> CutStream:
         signal.pthread_kill(main, signal.SIGINT)
         return CutStream(reply("never"), events=1, ending="stall")
 
+    return interrupt
+
+
+def test_ctrl_c_during_a_request_keeps_the_transcript_and_records_the_interruption(
+    project: Project, live: Runtime, tmp_path: Path
+) -> None:
+    interrupt = interrupting()
     transcript = tmp_path / "run.jsonl"
     with FakeMessagesAPI([reply(tool_use("media__list_gallery")), interrupt]) as api, pytest.raises(KeyboardInterrupt):
         agent(project, api, live, transcript=transcript).run("List the gallery")

@@ -5,18 +5,16 @@ The real SDK against the fake API, the real sample servers (direct mode: no cont
 
 from __future__ import annotations
 
-import signal
-import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from agent import Agent, read_transcript
 from agent.errors import interrupted_result
-from agent.testing import CutStream, FakeMessagesAPI, reply, tool_use
+from agent.testing import FakeMessagesAPI, reply, tool_use
 from sandbox.host import Runtime
 from tests.agent.conftest import Project
+from tests.agent.test_loop_api_edges import interrupting
 
 USAGE = {"input_tokens": 900, "output_tokens": 40, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 
@@ -25,12 +23,7 @@ def test_ctrl_c_goes_on_as_a_keyboard_interrupt_that_carries_the_run_so_far(
     project: Project, live: Runtime, tmp_path: Path
 ) -> None:
     # Before: only the transcript's run_end held the summary; a caller (the CLI's --json) had nothing to print.
-    main = threading.get_ident()
-
-    def interrupt(body: dict[str, Any]) -> CutStream:  # a real SIGINT to the main thread, blocked on its read
-        signal.pthread_kill(main, signal.SIGINT)
-        return CutStream(reply("never"), events=1, ending="stall")
-
+    interrupt = interrupting()
     transcript = tmp_path / "run.jsonl"
     with FakeMessagesAPI([reply(tool_use("media__list_gallery"), usage=USAGE), interrupt]) as api:
         agent = Agent(project.config, tree=project.tree, mode="direct", client=api.client(timeout=2.0),

@@ -1,0 +1,32 @@
+"""Ctrl-C (a real SIGINT) while `Sandbox.execute` waits: the script is stopped too, and the session's next execution
+runs with its variables. Before, the script ran on to its timeout and every execution meanwhile failed with "an
+execution is already running" (through `Agent(runtime=...)`, the model's next script too)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+
+from sandbox import DockerBackend, Sandbox
+
+pytestmark = pytest.mark.docker
+
+LONG = "import time\nkept = 'still here'\nfor _ in range(600):\n    time.sleep(0.05)\nprint('ran to its end')"
+
+
+def test_ctrl_c_in_execute_stops_the_script_and_the_session_goes_on(backend: DockerBackend) -> None:
+    with Sandbox(backend) as sb:
+        assert sb.execute("before = 41").ok
+        main = threading.get_ident()
+        timer = threading.Timer(1.5, signal.pthread_kill, (main, signal.SIGINT))
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            sb.execute(LONG, timeout=60)
+        timer.join()
+        assert time.monotonic() - started < 15  # not the script's 30 s, nor its 60 s timeout
+        after = sb.execute("print(before + 1, kept)")
+        assert after.ok and after.stdout == "42 still here\n", after.error
