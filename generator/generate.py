@@ -25,6 +25,7 @@ from generator.files import (
     write_file,
     write_plan,
 )
+from generator.generate_args import checked_args
 from generator.kept import Keeper
 from generator.layout import Plan, ServerListing, plan_tree
 from generator.search_index import write_search_index
@@ -118,7 +119,7 @@ def select_servers(config: Config, only: Sequence[str]) -> list[ServerConfig]:
 
 def generate(
     config: Config | None,
-    out: Path,
+    out: str | Path,
     *,
     only: Sequence[str] = (),
     check: bool = False,
@@ -133,31 +134,30 @@ def generate(
 ) -> GenerateResult:
     """Generate (or, with ``check``, compare) the tree at ``out``.
 
-    ``snapshots`` regenerates from stored ``tools/list`` results instead of connecting; with no
-    ``config`` every snapshot there is used. ``on_embedding`` is told how many tools the search
-    index is about to embed (none: not called); the callback it may return is told how many are
-    done after each batch. ``embeddings`` (``auto``, ``on``, ``off``; default
-    ``TOOLTREE_SEARCH_EMBEDDINGS``, else ``auto``) decides whether the search index stores tool
-    embeddings; see ``tool_tree.search.embedding_model``. ``jobs`` is how many servers may be
-    starting at once (default: the config's ``pool.start_jobs``, else the number of cores);
-    ``on_server_start`` is told each server's name when it leaves that queue and starts.
-    ``cancel``, set from another thread, stops the run (see `Cancel`). ``on_wait`` is called when the
-    run has to wait for another process writing the same tree (`tool_tree.tree.tree_lock`), before it waits.
+    ``snapshots`` regenerates from stored ``tools/list`` results instead of connecting; with no ``config`` every
+    snapshot there is used. ``on_embedding`` is told how many tools the search index is about to embed (none: not
+    called); the callback it may return is told how many are done after each batch. ``embeddings`` (``auto``, ``on``,
+    ``off``; default ``TOOLTREE_SEARCH_EMBEDDINGS``, else ``auto``) decides whether the search index stores tool
+    embeddings; see ``tool_tree.search.embedding_model``. ``jobs`` is how many servers may be starting at once
+    (default: the config's ``pool.start_jobs``, else the number of cores); ``on_server_start`` is told each server's
+    name when it leaves that queue and starts. ``cancel``, set from another thread, stops the run (see `Cancel`).
+    ``on_wait`` is called before the run waits for another process writing the same tree (`tree_lock`).
 
-    A run in which every server failed writes nothing (``report`` is None): no tree without tools is
-    made, and an existing tree is left as it was. The search index is written last, after the
-    manifest, and records the manifest it was built from (`generator.search_index`).
+    A run in which every server failed writes nothing (``report`` is None): no tree without tools is made, and an
+    existing tree is left as it was. The search index is written last, after the manifest, and records the manifest
+    it was built from (`generator.search_index`).
 
     Raises:
+        TypeError: ``config`` is not a `Config` or None, ``only`` is a string, or ``out`` is not a path.
         generator.cancel.GenerateCancelled: ``cancel`` was set during discovery (nothing was written).
         ConfigError: ``only`` names a server that is not configured, or the ``pool:`` section is invalid.
-        SearchError: ``embeddings`` is ``on`` but the embeddings extra is missing, or the mode
-            is unknown (checked before any server is contacted).
-        TreeError: ``snapshots`` is missing or holds a malformed file, or ``out`` is not a folder or
-            holds files tooltree did not write (`check_out`; checked before any server is contacted).
+        SearchError: ``embeddings`` is ``on`` but the embeddings extra is missing, or the mode is unknown (first).
+        TreeError: ``snapshots`` is missing or holds a malformed file, or ``out`` is refused (empty, ``/``, an
+            unexpanded ``~``: `risky_out`), not a folder, or holds files tooltree did not write (`check_out`; first).
         generator.files.UnsafePathError: the tree on disk contains a symlink where a file goes.
     """
     start = time.perf_counter()
+    out = checked_args(config, out, only)
     from tool_tree.search import embedding_model, embeddings_mode
 
     mode = embeddings_mode(embeddings)

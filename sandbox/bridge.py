@@ -159,7 +159,8 @@ LOOP_CLOSED = (
 def resolve(value: T | Awaitable[T], loop: asyncio.AbstractEventLoop | None) -> T:
     """The value itself, or the result of awaiting it on ``loop`` (or the shared loop).
 
-    Must be called from a thread that is not running ``loop``.
+    Must be called from a thread that is not running ``loop``. Interrupted while waiting (Ctrl-C: a
+    ``KeyboardInterrupt``), it cancels the call on ``loop`` before the interrupt goes on.
 
     Raises:
         ToolCallRefused: ``loop`` is closed (`LOOP_CLOSED`, code ``tools_closed``).
@@ -184,4 +185,10 @@ def resolve(value: T | Awaitable[T], loop: asyncio.AbstractEventLoop | None) -> 
             value.close()
         raise ToolCallRefused(LOOP_CLOSED, "tools_closed") from None
 
-    return wait_handed(future, target.is_closed, refuse)
+    try:
+        return wait_handed(future, target.is_closed, refuse)
+    except BaseException:
+        # Ctrl-C (or any error) while waiting: nobody waits for the call any more, so it is cancelled on its loop
+        # (the server is told) rather than run on to its end (a no-op once it is done).
+        future.cancel()
+        raise

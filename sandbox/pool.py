@@ -23,6 +23,7 @@ from sandbox.channel import SupervisorChannel
 from sandbox.config import SandboxConfig
 from sandbox.errors import EngineError, SandboxError, SessionError
 from sandbox.session import Sandbox, open_channel
+from sandbox.session_args import shown
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,10 @@ class SandboxPool:
     Args:
         backend: what runs containers; default a `DockerBackend` from ``config`` and ``tree``.
         size: how many started sandboxes to keep ready.
+
+    Raises:
+        TypeError: ``backend`` is a `SandboxConfig` (pass it as ``config=``), or ``size`` is not an int.
+        SandboxError: ``size`` is below 1.
 
     A pool serves the process that made it: in a fork of that process, `acquire` and `wait_ready` raise
     `SessionError` (the child would take the parent's warm containers, whose connections it shares) and `close`
@@ -49,12 +54,23 @@ class SandboxPool:
         config: SandboxConfig | None = None,
         tree: str | Path | None = None,
     ) -> None:
+        given: object = backend  # typed, but a caller may hand the config first (before: AttributeError on start)
+        if isinstance(given, SandboxConfig):
+            raise TypeError(
+                "SandboxPool's first argument is the backend, not a SandboxConfig: pass it as config=… "
+                "(SandboxPool(config=cfg, tree=…))"
+            )
+        count: object = size
+        if isinstance(count, bool) or not isinstance(count, int):  # before: "'<' not supported" for "2"
+            raise TypeError(
+                f"size: expected a whole number of sandboxes (an int), got {type(count).__name__} {shown(count)}"
+            )
+        if size < 1:
+            raise SandboxError("a pool needs a size of at least 1")
         if backend is None:
             from sandbox.docker_backend import DockerBackend
 
             backend = DockerBackend(config, tree=tree)
-        if size < 1:
-            raise SandboxError("a pool needs a size of at least 1")
         self.backend = backend
         self.size = size
         self._ready: list[SupervisorChannel] = []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import signal
 import sys
 import threading
@@ -161,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
     from generator.cancel import Cancel, GenerateCancelled
     from generator.files import UnsafePathError
     from generator.generate import generate
+    from generator.generate_args import risky_out
     from tool_tree.config import ConfigError
     from tool_tree.search import SearchError
     from tool_tree.tree import TreeError
@@ -168,7 +168,8 @@ def run(args: argparse.Namespace) -> int:
     from tooltree_cli.progress import ServerProgress
 
     # Checked before any server starts.
-    if (problem := _risky_out(args.out) or folder_problem("--out", args.out, writable=not args.check)) is not None:
+    risky = risky_out(args.out, name="--out", shell=True)  # the generator refuses it too, said for a command line
+    if (problem := risky or folder_problem("--out", args.out, writable=not args.check)) is not None:
         error(problem)
         return EXIT_CONFIG
     out = Path(args.out)
@@ -240,20 +241,6 @@ def _left_as(out: Path) -> str:
     if (out / MANIFEST_FILE).is_file():
         return "; the tree keeps its previous manifest (stubs written before the error may be new): run it again"
     return "; no tree was left there"
-
-
-def _risky_out(out: str) -> str | None:
-    """Why ``out`` is refused: it starts with a ``~`` the shell left as it is (quoted, or in ``--out=~/t``), so
-    it would make a folder named ``~`` in the working folder, which ``rm -rf ~`` then meant to remove; or
-    it is the root of the file system (``--out "$UNSET/"``)."""
-    if out and os.path.realpath(out) == "/":
-        return f"--out: {out} is the root of the file system; give the tree a folder of its own"
-    if not out.startswith("~") or Path(out).exists():
-        return None
-    return (
-        f"--out: {out} starts with `~`, which the shell did not expand (it was quoted, or written after `=`), "
-        f"so it would make a folder named {out.split('/')[0]!r} here; give the full path (e.g. $HOME/…)"
-    )
 
 
 def _index_left_behind(out: Path) -> str | None:

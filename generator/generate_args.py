@@ -1,0 +1,93 @@
+"""The checks of `generator.generate.generate`'s arguments: each wrong one refused by name, before any server
+starts or any file is written (before, the Python API had none of the CLI's guards: a tree was written into ``/``,
+a ``~/tree`` made a folder named ``~``, and a wrong type failed later as an ``AttributeError``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection
+from pathlib import Path
+
+from tool_tree.config import Config
+from tool_tree.tree import TreeError
+
+
+def risky_out(out: str | os.PathLike[str], *, name: str = "out", shell: bool = False) -> str | None:
+    """Why ``out`` is refused as the folder of a tree, or None.
+
+    It is the root of the file system (``--out "$UNSET/"``); or it starts with a ``~`` nothing expanded (the shell
+    left it, quoted or in ``--out=~/t``; Python never expands it), so it would make a folder named ``~`` in the
+    working folder, which ``rm -rf ~`` then meant to remove. A ``~…`` folder that exists is taken as it is.
+    ``name`` is what the message calls ``out``; ``shell``: it came from a command line (the message says so).
+    """
+    text = os.fspath(out)
+    if text and os.path.realpath(text) == "/":
+        return f"{name}: {text} is the root of the file system; give the tree a folder of its own"
+    if not text.startswith("~") or Path(text).exists():
+        return None
+    folder = text.split("/")[0]
+    if shell:
+        return (
+            f"{name}: {text} starts with `~`, which the shell did not expand (it was quoted, or written after `=`), "
+            f"so it would make a folder named {folder!r} here; give the full path (e.g. $HOME/…)"
+        )
+    return (
+        f"{name}: {text} starts with `~`, which a path does not expand, so it would make a folder named {folder!r} "
+        f"here; expand it first (Path({text!r}).expanduser()) or give the full path"
+    )
+
+
+def checked_args(config: object, out: object, only: object) -> Path:
+    """``out`` as a `Path`, once ``config``, ``out`` and ``only`` are known to be what `generate` takes.
+
+    Raises:
+        TypeError: ``config`` is not a `Config` or None; ``only`` is a string (not a sequence of names); ``out`` is
+            not a str or a path.
+        TreeError: ``out`` is empty, the root of the file system, or starts with an unexpanded ``~``.
+    """
+    check_config(config)
+    check_only(only)
+    return checked_out(out)
+
+
+def checked_out(out: object) -> Path:
+    """``out`` (a str or a path) as a `Path`, once it is known to be a folder a tree may go to.
+
+    Raises:
+        TypeError: ``out`` is not a str or a path.
+        TreeError: ``out`` is empty, the root of the file system, or starts with an unexpanded ``~`` (`risky_out`).
+    """
+    if not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"out: expected a path (str or Path), got {type(out).__name__} {_shown(out)}")
+    text = os.fspath(out)
+    if not isinstance(text, str):  # a bytes path-like
+        raise TypeError(f"out: expected a path (str or Path), got {type(out).__name__} {_shown(out)}")
+    if not text:  # Path("") is ".": a `$UNSET` would write the tree into the working folder
+        raise TreeError("out: the path is empty; name the tree's folder")
+    if (problem := risky_out(text)) is not None:
+        raise TreeError(problem)
+    return Path(text)
+
+
+def check_config(config: object) -> None:
+    """Raises: TypeError: ``config`` is neither a `Config` nor None (a path: load it with ``load_config``)."""
+    if config is not None and not isinstance(config, Config):
+        raise TypeError(
+            f"config: expected a Config or None (load_config(path) reads a tooltree.yaml), got "
+            f"{type(config).__name__} {_shown(config)}"
+        )
+
+
+def check_only(only: object) -> None:
+    """Raises: TypeError: ``only`` is a single string (its characters would be taken as names) or holds a
+    name that is not a string."""
+    if isinstance(only, (str, bytes)):
+        raise TypeError(f"only: expected a sequence of server names, got the string {_shown(only)}: write [{only!r}]")
+    if not isinstance(only, Collection) or not all(isinstance(name, str) for name in only):
+        raise TypeError(f"only: expected a sequence of server names (str), got {type(only).__name__} {_shown(only)}")
+
+
+def _shown(value: object) -> str:
+    """``value`` as an error message quotes it: its repr, cut at 40 characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"

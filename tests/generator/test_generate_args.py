@@ -1,0 +1,123 @@
+"""`generator.generate.generate` (the Python API behind ``tooltree generate-tree``) refuses what the CLI refuses, and
+wrong argument types by name, before any server starts or any file is written.
+
+Before: ``generate(config, Path("/"))`` wrote a tree into ``/``; ``Path("~/x")`` made a folder named ``~`` in the
+working folder; a str ``out`` failed with ``AttributeError: 'str' object has no attribute 'exists'``; ``only="crm"``
+was taken letter by letter ("no snapshot for server 'c'"); a config file's name failed with an ``AttributeError``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from generator.generate import generate
+from tool_tree.config import load_config
+from tool_tree.tree import TreeError
+
+
+@pytest.fixture
+def snapshots(tmp_path: Path) -> Path:
+    """Two servers' stored tools/list results, enough to generate a tree offline."""
+    folder = tmp_path / "snaps"
+    folder.mkdir()
+    for server, tool in {"calendar": "move_event", "mail": "send_email"}.items():
+        snap = {
+            "server": server,
+            "info": {},
+            "tools": [{"name": tool, "description": f"Does {tool}.", "inputSchema": {"type": "object"}}],
+        }
+        (folder / f"{server}.json").write_text(json.dumps(snap), encoding="utf-8")
+    return folder
+
+
+def test_out_given_as_a_str_is_taken_as_a_path(tmp_path: Path, snapshots: Path) -> None:
+    out = tmp_path / "tree"
+    result = generate(None, str(out), snapshots=snapshots, embeddings="off")
+    assert result.out == out and result.report is not None
+    assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["servers"][0]["name"] == "calendar"
+    assert (out / "servers" / "mail" / "send_email.py").is_file()
+
+
+@pytest.mark.parametrize("out", ["/", "//", "/tmp/..", Path("/")])
+def test_an_out_that_is_the_root_of_the_file_system_is_refused(snapshots: Path, out: str | Path) -> None:
+    # ``check``: the old code, which took "/", compares rather than writing a tree there.
+    with pytest.raises(TreeError) as info:
+        generate(None, out, snapshots=snapshots, check=True, embeddings="off")
+    assert str(info.value) == f"out: {out} is the root of the file system; give the tree a folder of its own"
+
+
+@pytest.mark.parametrize("out", ["~/tree", "~", "~someone/tree", Path("~/tree")])
+def test_an_out_starting_with_a_tilde_is_refused_saying_to_expand_it_and_makes_no_folder_named_tilde(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, snapshots: Path, out: str | Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TreeError) as info:
+        generate(None, out, snapshots=snapshots, embeddings="off")
+    folder = str(out).split("/")[0]
+    assert str(info.value) == (
+        f"out: {out} starts with `~`, which a path does not expand, so it would make a folder named {folder!r} here; "
+        f"expand it first (Path({str(out)!r}).expanduser()) or give the full path"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["snaps"]
+
+
+def test_an_existing_folder_whose_name_starts_with_a_tilde_is_taken_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, snapshots: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "~tree").mkdir()  # made on purpose: as the CLI does, it is used
+    generate(None, Path("~tree"), snapshots=snapshots, embeddings="off")
+    assert (tmp_path / "~tree" / "manifest.json").is_file()
+
+
+def test_an_empty_out_is_refused_rather_than_taken_as_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, snapshots: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TreeError, match="out: the path is empty; name the tree's folder"):
+        generate(None, "", snapshots=snapshots, embeddings="off")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["snaps"]
+
+
+@pytest.mark.parametrize("out", [None, 3, b"/tmp/tree"])
+def test_an_out_that_is_not_a_path_is_a_type_error(snapshots: Path, out: object) -> None:
+    with pytest.raises(TypeError, match=rf"out: expected a path \(str or Path\), got {type(out).__name__} "):
+        generate(None, out, snapshots=snapshots, embeddings="off")  # type: ignore[arg-type]
+
+
+def test_only_given_a_single_name_as_a_str_is_a_type_error_saying_to_write_a_list(
+    tmp_path: Path, snapshots: Path
+) -> None:
+    with pytest.raises(TypeError) as info:
+        generate(None, tmp_path / "tree", only="calendar", snapshots=snapshots, embeddings="off")
+    assert str(info.value) == "only: expected a sequence of server names, got the string 'calendar': write ['calendar']"
+    assert not (tmp_path / "tree").exists()
+
+
+def test_only_holding_something_other_than_names_is_a_type_error(tmp_path: Path, snapshots: Path) -> None:
+    with pytest.raises(TypeError, match=r"only: expected a sequence of server names \(str\), got list"):
+        generate(None, tmp_path / "tree", only=[Path("calendar")], snapshots=snapshots)  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("config", ["tooltree.yaml", Path("tooltree.yaml"), {"servers": {}}])
+def test_a_config_that_is_not_a_config_is_a_type_error_saying_to_load_it(
+    tmp_path: Path, snapshots: Path, config: object
+) -> None:
+    with pytest.raises(TypeError) as info:
+        generate(config, tmp_path / "tree", snapshots=snapshots, embeddings="off")  # type: ignore[arg-type]
+    assert str(info.value).startswith(
+        f"config: expected a Config or None (load_config(path) reads a tooltree.yaml), got {type(config).__name__} "
+    )
+    assert not (tmp_path / "tree").exists()
+
+
+def test_a_loaded_config_and_a_tuple_of_names_still_generate(tmp_path: Path, snapshots: Path) -> None:
+    config_file = tmp_path / "tooltree.yaml"
+    config_file.write_text("servers:\n  calendar:\n    command: unused\n  mail:\n    command: unused\n", "utf-8")
+    out = tmp_path / "tree"
+    generate(load_config(config_file), out, only=("mail",), snapshots=snapshots, embeddings="off")
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert [s["name"] for s in manifest["servers"]] == ["mail"]
