@@ -324,7 +324,7 @@ class Sandbox:
         try:
             if channel is not None and self.workspace is not None:
                 if channel.broken is None:
-                    self.save_workspace()
+                    self.save_workspace_if_changed()  # a save after each script (`tooltree serve`) left nothing
                 else:
                     logger.warning("sandbox %s: workspace not saved: %s", channel.connection.name, channel.broken)
         finally:
@@ -518,9 +518,8 @@ class Sandbox:
         """`save_workspace` into the session's workspace folder, when anything in the workspace was made, written,
         moved or deleted since it was restored or last saved there; whether it saved.
 
-        What changed is told by each entry's path, mode, size, mtime and inode (`workspace.stamp`, a walk without
-        reading any file); a script that restores a file's mtime after writing it hides that write from it, until
-        the next save or the one at `close`, which always saves.
+        What changed is told by each entry's path, mode, size, mtime, ctime and inode (`workspace.stamp`, a walk
+        without reading any file; a script cannot set a ctime back). `close` saves with it too.
 
         Raises:
             WorkspaceError: the session has no workspace folder, or the save failed (as `save_workspace`).

@@ -102,6 +102,7 @@ class ClientSession:
         self.key = key
         self.runtime = runtime
         self._saves = saves or threading.Lock()  # the registry's: one workspace save at a time
+        self._save_failed = False  # a save after a script failed: the next is the one at the end
         self.last_used = time.monotonic()
         self.busy = 0
         self.gone_since: float | None = None
@@ -238,14 +239,15 @@ class ClientSession:
         from sandbox.errors import SandboxError
 
         sandbox = self.runtime.running_sandbox
-        if sandbox is None or sandbox.workspace is None:
+        if sandbox is None or sandbox.workspace is None or self._save_failed:
             return outcome
         said = len(sandbox.workspace_notes)
         try:
             with self._saves:
                 sandbox.save_workspace_if_changed()
-        except SandboxError as e:
-            notes = [f"{e}; it is saved again after the next script and when the session ends"]
+        except SandboxError as e:  # tried again only at the end (before: after each script, each failed merge
+            self._save_failed = True  # leaving one more whole copy of the workspace beside the folder)
+            notes = [f"{e}; it is saved again when the session ends, not after each script"]
         else:
             notes = sandbox.workspace_notes[said:]
         if notes:
@@ -274,6 +276,16 @@ class ClientSession:
     def _cancel_in_sandbox(self) -> bool:
         sandbox = self.runtime.running_sandbox  # never one started (or one that ended replaced) only to cancel
         return sandbox is not None and sandbox.cancel()
+
+    def save_workspace(self) -> None:
+        """Save the workspace if anything changed since its last save (from a worker thread; hold the save lock).
+
+        Raises:
+            SandboxError: the save failed (`close` tries again).
+        """
+        sandbox = self.runtime.running_sandbox
+        if sandbox is not None and sandbox.workspace is not None:
+            sandbox.save_workspace_if_changed()
 
     def close(self) -> None:
         """Stop the sandbox and the upstream servers; save the workspace (from a worker thread)."""
@@ -383,11 +395,12 @@ class SessionRegistry:
         from sandbox.errors import SandboxError
 
         session.cancel()  # a running script would hold the sandbox until its timeout
-        with self._close_lock:  # one workspace save at a time
-            try:
-                session.close()
-            except (SandboxError, OSError) as e:
-                logger.warning("session %s did not close cleanly: %s", session.key[:16], e)
+        try:
+            with self._close_lock:  # one workspace save at a time, only the save: not the container's removal or
+                session.save_workspace()  # the servers' stop (before: a slow one held every session's results)
+            session.close()
+        except (SandboxError, OSError) as e:
+            logger.warning("session %s did not close cleanly: %s", session.key[:16], e)
 
     async def expire_idle(self) -> None:
         """End sessions idle for ``idle_timeout`` seconds, forever (run it as a task)."""

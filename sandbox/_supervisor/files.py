@@ -149,8 +149,9 @@ class Workspace:
         return reader.counts
 
     def stamp(self, *, skip: frozenset[str], max_entries: int) -> str | None:
-        """A digest of every entry's path, kind, mode, size, mtime and inode (never a file's content): it changes
-        when anything in the workspace is made, written, moved or deleted. None when the workspace cannot be
+        """A digest of every entry's path, kind, mode, size, mtime, ctime and inode (never a file's content): it
+        changes when anything in the workspace is made, written, moved or deleted, even by a script that sets a
+        file's mtime back (nothing sets the ctime back). None when the workspace cannot be
         walked (over ``max_entries``, an entry that cannot be read): then it is to be saved, which says why.
         """
         names = frozenset(os.fsencode(name) for name in skip)
@@ -159,7 +160,8 @@ class Workspace:
             for entry in walk(self.root, skip=names, max_entries=max_entries):
                 info = entry.info or os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False)
                 digest.update(b"/".join(entry.parts) + b"\0")
-                digest.update(b"%o %d %d %d\0" % (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino))
+                times = (info.st_mtime_ns, info.st_ctime_ns)  # the ctime too: a script cannot set it back
+                digest.update(b"%o %d %d %d %d\0" % (info.st_mode, info.st_size, *times, info.st_ino))
         except (PathError, OSError):
             return None
         return digest.hexdigest()

@@ -23,6 +23,8 @@ CHANGES = {
     "an empty folder": "import os\nos.mkdir('empty')",
     "a file deep down": "import os\nos.makedirs('a/b/c')\nopen('a/b/c/d.txt', 'w').write('x')",
     "a link (never saved, but looked at)": "import os\nos.symlink('kept.txt', 'link')",
+    "a write with its mtime set back": "import os\nst = os.stat('kept.txt')\nopen('kept.txt', 'w').write('HOST')\n"
+    "os.utime('kept.txt', ns=(st.st_atime_ns, st.st_mtime_ns))",
 }
 
 
@@ -103,3 +105,21 @@ def test_two_sessions_of_one_folder_keep_their_cut_outputs_apart(backend: Docker
     saved = sorted(p.name for p in (folder / ".tooltree" / "outputs").iterdir())
     assert saved == sorted(path.rsplit("/", 1)[1] for path in paths) and notes == []
     assert all(p.read_text(encoding="utf-8") == "x" * 30_000 + "\n" for p in (folder / ".tooltree/outputs").iterdir())
+
+
+def test_close_saves_only_what_changed_since_the_last_save(backend: DockerBackend, tmp_path: Path) -> None:
+    # Before: a close always sent the whole workspace again, after `tooltree serve` had saved each script's changes
+    # (a normal client exit with 200 MB took 4 s and was killed midway, leaving its copy beside the folder).
+    folder = tmp_path / "ws"
+    sb = Sandbox(backend, workspace=folder).start()
+    saves: list[object] = []
+    save = sb.save_workspace
+    sb.save_workspace = lambda dest=None: saves.append(dest) or save(dest)  # type: ignore[method-assign]
+    sb.execute("open('a.txt', 'w').write('1')")
+    assert sb.save_workspace_if_changed() is True and len(saves) == 1
+    sb.close()
+    assert len(saves) == 1 and (folder / "a.txt").read_text(encoding="utf-8") == "1"
+    again = Sandbox(backend, workspace=folder).start()
+    again.execute("open('b.txt', 'w').write('2')")
+    again.close()  # changed since its restore: saved
+    assert (folder / "b.txt").read_text(encoding="utf-8") == "2"

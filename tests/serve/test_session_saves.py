@@ -1,0 +1,93 @@
+"""Workspace saves of `tooltree serve`'s sessions: one at a time, but only the save holds the others up (before: a
+session's whole close — its container's removal, its upstream servers' stop — held every other session's result
+behind the lock of saves), and a save that failed is not tried again after each script.
+
+In process: the registry with runtimes whose sandbox records its saves and whose close waits for the test.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agent.serve.sessions import ClientSession, SessionRegistry
+from agent.toolsets.base import ToolOutcome
+from sandbox.errors import WorkspaceError
+
+pytestmark = pytest.mark.anyio
+
+WAIT = 30.0
+
+
+class RecordingSandbox:
+    """What a session needs of a sandbox here: a workspace folder, and saves that are recorded (or fail)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.workspace = Path("/nowhere")
+        self.workspace_notes: list[str] = []
+        self.saves = 0
+        self.fail = fail
+
+    def cancel(self) -> bool:
+        return False  # no script runs
+
+    def save_workspace_if_changed(self) -> bool:
+        self.saves += 1
+        if self.fail:
+            raise WorkspaceError("could not save the workspace: a merge failed")
+        return True
+
+
+class SlowClosingRuntime:
+    """A runtime whose close (the container's removal, the servers' stop) waits until the test lets it go."""
+
+    def __init__(self, sandbox: RecordingSandbox) -> None:
+        self.running_sandbox = sandbox
+        self.sandbox_started = True
+        self.closing = threading.Event()
+        self.may_close = threading.Event()
+
+    def close(self) -> None:
+        self.closing.set()
+        self.may_close.wait(WAIT)
+
+
+def outcome() -> ToolOutcome:
+    return ToolOutcome([{"type": "text", "text": "ran"}])
+
+
+async def test_a_slow_close_does_not_hold_up_another_sessions_save() -> None:
+    runtimes: dict[str, SlowClosingRuntime] = {}
+
+    def make(key: str) -> Any:
+        runtimes[key] = SlowClosingRuntime(RecordingSandbox())
+        return runtimes[key]
+
+    sessions = SessionRegistry(make, idle_timeout=3600, max_sessions=4)
+    for key in ("leaving", "working"):
+        async with sessions.use(key):
+            pass
+    working = sessions.get("working")
+    assert working is not None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sessions.end, "leaving")
+        with anyio.fail_after(WAIT):
+            await anyio.to_thread.run_sync(runtimes["leaving"].closing.wait, WAIT, abandon_on_cancel=True)
+        assert runtimes["leaving"].running_sandbox.saves == 1  # its last save, before the close
+        with anyio.fail_after(5):  # before: waited for the other session's whole close
+            await anyio.to_thread.run_sync(working._save_workspace, outcome())
+        runtimes["leaving"].may_close.set()
+    assert runtimes["working"].running_sandbox.saves == 1
+
+
+def test_a_save_that_failed_after_a_script_is_tried_again_only_at_the_end() -> None:
+    sandbox = RecordingSandbox(fail=True)
+    session = ClientSession("k", SlowClosingRuntime(sandbox))  # type: ignore[arg-type]
+    first = session._save_workspace(outcome())
+    assert first.content[-1]["text"].endswith("it is saved again when the session ends, not after each script]")
+    second = session._save_workspace(outcome())
+    assert sandbox.saves == 1 and len(second.content) == 1  # before: one more failed merge (and copy) per script
