@@ -138,7 +138,8 @@ class Sandbox:
             its server pool (``BackgroundPool.loop``): required.
 
     Raises:
-        TypeError: ``tools`` is not a `ToolBridge`, a function or None; ``config`` is not a `SandboxConfig`
+        TypeError: ``backend`` is a `SandboxConfig` (it goes as ``config=``); ``tools`` is not a `ToolBridge`, a
+            function or None; ``config`` is not a `SandboxConfig`
             or None; ``workspace`` is not a path or None.
         ValueError: ``tools`` is an `McpBridge` (a bridge whose ``loop_bound`` is true) and ``tool_loop``
             is None; ``workspace`` is an empty string.
@@ -155,6 +156,9 @@ class Sandbox:
         tree: str | Path | None = None,
         tool_loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
+        if isinstance(backend, SandboxConfig):  # before: "'SandboxConfig' object has no attribute 'config'"
+            raise TypeError("Sandbox's first argument is the backend, not a SandboxConfig: pass it as config=… "
+                            "(Sandbox(config=cfg, tree=…))")  # fmt: skip
         bridge = tool_bridge(tools, tool_loop)
         given: object = config  # typed, but a caller may hand a dict or tooltree's Config
         if given is not None and not isinstance(given, SandboxConfig):

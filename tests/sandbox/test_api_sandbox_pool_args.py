@@ -28,3 +28,10 @@ def test_a_size_that_is_not_a_whole_number_is_a_type_error_naming_size(size: obj
 def test_a_size_below_one_is_still_refused_as_before() -> None:
     with pytest.raises(SandboxError, match="a pool needs a size of at least 1"):
         SandboxPool(size=0)
+
+
+def test_a_sandbox_given_its_config_where_the_backend_goes_says_to_pass_it_by_keyword() -> None:
+    from sandbox import Sandbox
+
+    with pytest.raises(TypeError, match=r"Sandbox's first argument is the backend, not a SandboxConfig"):
+        Sandbox(SandboxConfig(owner="test"))  # type: ignore[arg-type]
