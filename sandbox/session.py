@@ -178,7 +178,8 @@ class Sandbox:
         """What the user should know about the saves so far (conflicts kept beside, links not saved)."""
         self._restored: RestoreRecord | None = None
         self._saved_stamp: str | None = None
-        """The workspace's `workspace.stamp` when it was restored or last saved into its folder."""
+        """The workspace's `workspace.stamp` when it was last saved into its folder; None before the first save,
+        which always happens: the sandbox adds to what it restored (``skills/``), and the folder gets that too."""
         self.tool_loop = tool_loop
         self.session_id = uuid.uuid4().hex
         self._channel: SupervisorChannel | None = None
@@ -267,9 +268,6 @@ class Sandbox:
             except BaseException:  # interrupted (Ctrl-C): likewise, nothing saved and the container destroyed
                 self.kill()
                 raise
-        if self.workspace is not None:
-            with self._lock:
-                self._saved_stamp = self._stamp(channel)
 
     def _closed_meanwhile(self) -> bool:
         """``_closed`` read again (a method: after a check of it, mypy would take it as unchanged)."""
@@ -520,7 +518,7 @@ class Sandbox:
 
     def save_workspace_if_changed(self) -> bool:
         """`save_workspace` into the session's workspace folder, when anything in the workspace was made, written,
-        moved or deleted since it was restored or last saved there; whether it saved.
+        moved or deleted since it was last saved there (the first call always saves); whether it saved.
 
         What changed is told by each entry's path, mode, size, mtime, ctime and inode (`workspace.stamp`, a walk
         without reading any file; a script cannot set a ctime back). `close` saves with it too.

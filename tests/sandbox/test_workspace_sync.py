@@ -34,7 +34,7 @@ def test_every_kind_of_change_is_saved_and_nothing_else_is(backend: DockerBacken
     folder.mkdir()
     (folder / "kept.txt").write_text("host", encoding="utf-8")
     with Sandbox(backend, workspace=folder) as sb:
-        assert sb.save_workspace_if_changed() is False  # as restored
+        assert sb.save_workspace_if_changed() is True  # the first always: the sandbox's skills/ reach the folder
         assert sb.execute("print(open('kept.txt').read())").stdout == "host\n"  # read only
         assert sb.save_workspace_if_changed() is False
         assert sb.execute(change).ok
@@ -83,7 +83,7 @@ def test_a_workspace_over_the_entry_cap_is_saved_and_the_save_says_why_it_failed
             sb.save_workspace_if_changed()
         assert not folder.exists()  # left as it was
         assert sb.execute("import shutil\nshutil.rmtree('many')").ok
-        assert sb.save_workspace_if_changed() is False  # as it was restored: nothing to save
+        assert sb.save_workspace_if_changed() is True  # no save succeeded yet: this is the first
         assert sb.execute("open('one.txt', 'w').write('1')").ok
         assert sb.save_workspace_if_changed() is True
     assert (folder / "one.txt").read_text(encoding="utf-8") == "1"

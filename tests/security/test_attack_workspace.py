@@ -332,7 +332,7 @@ def test_a_tooltree_save_folder_made_by_a_script_is_never_saved_and_leaves_no_co
         run_ok(sb, WORK_FOLDER_NAME)
         sb.save_workspace()
         assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
-    assert sb.workspace_notes == [note, note]
+    assert sb.workspace_notes == [note]  # the close saves only what changed since the save above: nothing
     with Sandbox(bare_backend, workspace=workspace) as sb:  # never restored: the script's copy is gone with it
         assert run_ok(sb, "import os\nprint(os.path.exists('.tooltree-save'))\n") == "False\n"
     assert sb.workspace_notes == []
