@@ -9,6 +9,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from tool_tree.config import Config
+from tool_tree.text import shown
 from tool_tree.tree import TreeError
 
 
@@ -58,10 +59,10 @@ def checked_out(out: object) -> Path:
         TreeError: ``out`` is empty, the root of the file system, or starts with an unexpanded ``~`` (`risky_out`).
     """
     if not isinstance(out, (str, os.PathLike)):
-        raise TypeError(f"out: expected a path (str or Path), got {type(out).__name__} {_shown(out)}")
+        raise TypeError(f"out: expected a path (str or Path), got {type(out).__name__} {shown(out)}")
     text = os.fspath(out)
     if not isinstance(text, str):  # a bytes path-like
-        raise TypeError(f"out: expected a path (str or Path), got {type(out).__name__} {_shown(out)}")
+        raise TypeError(f"out: expected a path (str or Path), got {type(out).__name__} {shown(out)}")
     if not text:  # Path("") is ".": a `$UNSET` would write the tree into the working folder
         raise TreeError("out: the path is empty; name the tree's folder")
     if (problem := risky_out(text)) is not None:
@@ -74,7 +75,7 @@ def check_config(config: object) -> None:
     if config is not None and not isinstance(config, Config):
         raise TypeError(
             f"config: expected a Config or None (load_config(path) reads a tooltree.yaml), got "
-            f"{type(config).__name__} {_shown(config)}"
+            f"{type(config).__name__} {shown(config)}"
         )
 
 
@@ -82,12 +83,6 @@ def check_only(only: object) -> None:
     """Raises: TypeError: ``only`` is a single string (its characters would be taken as names) or holds a
     name that is not a string."""
     if isinstance(only, (str, bytes)):
-        raise TypeError(f"only: expected a sequence of server names, got the string {_shown(only)}: write [{only!r}]")
+        raise TypeError(f"only: expected a sequence of server names, got the string {shown(only)}: write [{only!r}]")
     if not isinstance(only, Collection) or not all(isinstance(name, str) for name in only):
-        raise TypeError(f"only: expected a sequence of server names (str), got {type(only).__name__} {_shown(only)}")
-
-
-def _shown(value: object) -> str:
-    """``value`` as an error message quotes it: its repr, cut at 40 characters."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:39] + "…"
+        raise TypeError(f"only: expected a sequence of server names (str), got {type(only).__name__} {shown(only)}")

@@ -213,18 +213,16 @@ class Runtime:
         """Close a session whose sandbox ended, and keep the note that says a new one replaces it."""
         from sandbox.errors import SandboxError
 
-        with self._handover:
-            if self._sandbox is ended:
-                self._sandbox = None
-        self.sandbox_replacements += 1
-        logger.warning("sandbox %s ended (%s); the next use starts a new one", ended.name, why)
         lost = "its variables, imports and workspace files are gone"
         if ended.workspace is not None:
             lost += " (the new one restores the workspace's host folder: what the old one wrote since its last save is"
             lost += " lost)"
-        note = f"a new sandbox was started: the previous one ended ({why[:_WHY_CHARS]}); {lost}"
         with self._handover:
-            self._sandbox_note = note
+            if self._sandbox is ended:
+                self._sandbox = None
+            self._sandbox_note = f"a new sandbox was started: the previous one ended ({why[:_WHY_CHARS]}); {lost}"
+        self.sandbox_replacements += 1
+        logger.warning("sandbox %s ended (%s); the next use starts a new one", ended.name, why)
         with contextlib.suppress(SandboxError):  # nothing to save (its workspace cannot be read), only to remove
             ended.close()
 

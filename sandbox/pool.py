@@ -23,7 +23,7 @@ from sandbox.channel import SupervisorChannel
 from sandbox.config import SandboxConfig
 from sandbox.errors import EngineError, SandboxError, SessionError
 from sandbox.session import Sandbox, open_channel
-from sandbox.session_args import shown
+from tool_tree.text import shown
 
 logger = logging.getLogger(__name__)
 

@@ -50,7 +50,6 @@ from sandbox.session_args import (
     check_code,
     count,
     refuse_on_loop,
-    shown,
     timeout_seconds,
     tool_bridge,
     workspace_folder,
@@ -58,6 +57,7 @@ from sandbox.session_args import (
 )
 from sandbox.workspace import MAX_ENTRIES, WorkspaceReceiver, iter_restore_batches
 from sandbox.workspace_merge import RestoreRecord
+from tool_tree.text import shown
 
 logger = logging.getLogger(__name__)
 

@@ -10,15 +10,7 @@ from pathlib import Path
 from sandbox.bridge import ToolBridge, ToolHandler, as_bridge
 from sandbox.config import MAX_TIMEOUT, WORKSPACE
 from sandbox.errors import SessionError, WorkspaceError
-
-
-def shown(value: object) -> str:
-    """``value`` as an error message quotes it: its repr, cut at 40 characters."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int of more digits than Python prints
-        return "(an integer too long to print)"
-    return text if len(text) <= 40 else text[:39] + "…"
+from tool_tree.text import shown
 
 
 def tool_bridge(tools: ToolBridge | ToolHandler | None, tool_loop: asyncio.AbstractEventLoop | None) -> ToolBridge:

@@ -55,6 +55,15 @@ def clean(text: str) -> str:
     return _AS_SPACE.sub(" ", _DROPPED.sub("", text))
 
 
+def shown(value: object) -> str:
+    """``value`` as an error message about an argument quotes it: its repr, cut at 40 characters."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int of more digits than Python prints
+        return "(an integer too long to print)"
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
 def one_line(text: str, limit: int = 160) -> str:
     """:func:`clean` text with all white space collapsed to single spaces, capped at ``limit`` with ``…``."""
     flat = " ".join(clean(text).split())
