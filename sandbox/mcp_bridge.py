@@ -289,7 +289,7 @@ class McpBridge(ToolBridge):
             lacks = "the configuration the server pool was started from does not have it (or disables it)"
         else:
             named = "the configuration" if config.source == "<config>" else config.source
-            if any(s.name == server and not s.enabled for s in config.servers):
+            if (configured := self._configured.get(server)) is not None and not configured.enabled:
                 lacks = f"{named} disables it (servers.{server}.enabled: false)"
             else:
                 lacks = f"{named} does not have it"
