@@ -7,8 +7,11 @@ session whose workspace folder is a temporary folder on the host:
 
 - ``unchanged``: `Sandbox.save_workspace_if_changed` when nothing changed since the last save (the sandbox walks the
   workspace's names, modes, sizes and times: `workspace.stamp`), the cost every script pays;
-- ``one file written``: the same after a script rewrote one small file, which saves the whole workspace;
-- ``save_workspace``: a plain save, for comparison.
+- ``one file written``: the same after a script rewrote one small file, which saves that file (a save after the
+  session's first into its folder sends only the files changed since the last one);
+- ``save_workspace``: a plain save into the session's folder (nothing changed: every file goes as unchanged);
+- ``whole save``: a save into a new folder, which sends every file (what each save cost before saves sent only
+  the changed files).
 
 Medians (and p90) over ``--runs``; writes ``bench/out/workspace_sync[_<runtime>].json``. Needs a Docker engine and
 the image (``python -m sandbox.image build``); containers carry ``tooltree.owner=tooltree-bench-<pid>``.
@@ -17,6 +20,7 @@ the image (``python -m sandbox.image build``); containers carry ``tooltree.owner
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import sys
@@ -49,7 +53,7 @@ def timed(action: object) -> float:
 
 def measure(config: SandboxConfig, make: str, runs: int) -> dict[str, list[float]]:
     folder = Path(tempfile.mkdtemp(prefix="tooltree-bench-ws-"))
-    times: dict[str, list[float]] = {"unchanged": [], "one file written": [], "save_workspace": []}
+    times: dict[str, list[float]] = {"unchanged": [], "one file written": [], "save_workspace": [], "whole save": []}
     try:
         with Sandbox(config=config, workspace=folder) as sb:
             made = sb.execute(f"import os\nos.makedirs('w', exist_ok=True)\n{make}", timeout=300)
@@ -61,6 +65,11 @@ def measure(config: SandboxConfig, make: str, runs: int) -> dict[str, list[float
                 assert sb.execute(f"open('changed.txt', 'w').write('{n}')").ok
                 times["one file written"].append(timed(sb.save_workspace_if_changed))
                 times["save_workspace"].append(timed(sb.save_workspace))
+                elsewhere = Path(tempfile.mkdtemp(prefix="tooltree-bench-ws-whole-"))
+                try:
+                    times["whole save"].append(timed(functools.partial(sb.save_workspace, elsewhere / "ws")))
+                finally:
+                    shutil.rmtree(elsewhere, ignore_errors=True)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return times
@@ -84,7 +93,7 @@ def main() -> None:
     runtime = args.runtime or "default"
     print_table(
         f"workspace saves after a script, ms (median of {args.runs}; runtime {runtime})",
-        ["workspace", "unchanged (stamp only)", "one file written (stamp + save)", "save_workspace"],
+        ["workspace", "unchanged (stamp only)", "one file written (stamp + save)", "save_workspace", "whole save"],
         rows,
     )
     name = "workspace_sync.json" if args.runtime is None else f"workspace_sync_{args.runtime}.json"

@@ -180,6 +180,12 @@ class Sandbox:
         self._saved_stamp: str | None = None
         """The workspace's `workspace.stamp` when it was last saved into its folder; None before the first save,
         which always happens: the sandbox adds to what it restored (``skills/``), and the folder gets that too."""
+        self.last_save: dict[str, int] = {}
+        """What the last save (`save_workspace`) moved: ``files`` (sent with their data), ``same`` (left as the
+        session's previous save into its folder sent them: not sent again), ``dirs`` and ``bytes`` of data."""
+        self._saved_as: str | None = None
+        """The id of the save that left ``_restored`` (the sandbox's answer): the next save into the folder continues
+        it, sending only what changed since (``since``). None before the first save, which sends everything."""
         self.tool_loop = tool_loop
         self.session_id = uuid.uuid4().hex
         self._channel: SupervisorChannel | None = None
@@ -551,6 +557,8 @@ class Sandbox:
 
         Only directories and regular files come out, within the caps, with their names byte for
         byte. The copy is complete or not made: on any failure the previous copy stays as it was.
+        Into the session's own folder, a save after the first sends only the files changed since the last one
+        (a file is unchanged while its inode, size, mtime and ctime are).
 
         Raises:
             TypeError, ValueError: ``dest`` is not a path, or is an empty string.
@@ -560,15 +568,20 @@ class Sandbox:
         if target is None:
             raise WorkspaceError("no workspace directory to save into")
         own = target == self.workspace
-        limits = {"max_bytes": self.config.workspace_bytes, "max_entries": MAX_ENTRIES}
+        params: dict[str, Any] = {"max_bytes": self.config.workspace_bytes, "max_entries": MAX_ENTRIES}
         record = self._restored if own else None
-        receiver = WorkspaceReceiver(target, max_bytes=limits["max_bytes"], max_entries=MAX_ENTRIES, record=record)
+        since = self._saved_as if own else None
+        if own:
+            params["keep"] = True  # the next save into the folder continues this one
+        if since is not None:
+            params["since"] = since  # files left as that save sent them come without their data
+        receiver = WorkspaceReceiver(
+            target, max_bytes=params["max_bytes"], max_entries=MAX_ENTRIES, record=record, continues=since is not None
+        )
         try:
             self._refuse_in_fork()
             with self._lock:
-                channel = self._require_channel()
-                summary = channel.request("workspace.save", limits, timeout=_OP_TIMEOUT, sink=receiver)
-                stamp = self._stamp(channel) if own else None  # of what was saved: nothing ran since
+                summary = self._require_channel().request("workspace.save", params, timeout=_OP_TIMEOUT, sink=receiver)
             receiver.check(summary)
             receiver.commit()
         except SandboxError as e:
@@ -579,8 +592,12 @@ class Sandbox:
         except BaseException:  # an interrupt: nothing of the half-received copy is left behind
             receiver.discard()
             raise
-        if own:
-            self._restored, self._saved_stamp = receiver.next_record, stamp
+        self.last_save = dict(receiver.counts)
+        if own:  # the stamp of what was walked and saved, and the save's id for the next one to continue
+            saved_as, stamp = summary.get("save"), summary.get("stamp")
+            self._restored = receiver.next_record
+            self._saved_as = saved_as if isinstance(saved_as, str) and len(saved_as) <= 64 else None
+            self._saved_stamp = stamp if isinstance(stamp, str) else None
         notes = list(receiver.notes)
         skipped = summary.get("skipped")
         if isinstance(skipped, int) and skipped > 0:

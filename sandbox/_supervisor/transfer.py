@@ -2,7 +2,9 @@
 
 A tree crosses as *items* in batches: ``{"path": <wire path>, "dir": true}`` for a folder, and
 ``{"path": <wire path>, "data": <base64>, "append": <bool>}`` for a piece of a regular file (a
-file of more than `CHUNK_BYTES` takes several, the first with ``append`` false). A restore sends
+file of more than `CHUNK_BYTES` takes several, the first with ``append`` false), and, in a save that
+continues an earlier one (``TreeReader(known=…)``), ``{"path": <wire path>, "same": true}`` for a file
+left as that save sent it (the host has its content: it is not sent again). A restore sends
 them in ``workspace.put {entries}`` requests, a save in ``workspace.entries {entries}``
 notifications; every batch stays under `BATCH_BYTES` of JSON and `BATCH_ITEMS` items, so the number
 and length of the paths never decide the size of a frame, nor its values.
@@ -20,6 +22,7 @@ import base64
 import binascii
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import stat
@@ -34,6 +37,20 @@ BATCH_BYTES = 4 << 20
 CHUNK_BYTES = 2 << 20  # under 3 MiB in base64: one item always fits a batch
 BATCH_ITEMS = 16_384
 """Items in one batch: at most five values each (a file, its path in base64), well within a frame's budget."""
+
+Identity = tuple[int, int, int, int]
+"""A file's inode, size, mtime and ctime (ns): a write, a replacement or a ``touch`` changes it, and nothing
+a script does sets a ctime back."""
+
+
+def identity(info: os.stat_result) -> Identity:
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def stamp_line(parts: Sequence[bytes], info: os.stat_result) -> bytes:
+    """One entry's part of a workspace stamp: its path, mode, size, mtime, ctime and inode (no content)."""
+    times = (info.st_mtime_ns, info.st_ctime_ns)
+    return b"/".join(parts) + b"\0" + b"%o %d %d %d %d\0" % (info.st_mode, info.st_size, *times, info.st_ino)
 
 
 def over_bytes(max_bytes: int) -> str:
@@ -64,18 +81,34 @@ def read_item(item: Any) -> tuple[list[bytes], bytes | None, bool]:
 class TreeReader:
     """Reads a tree as batches of items, within the caps, without following a link.
 
+    A file whose identity is the one ``known`` holds for its path is sent as ``same`` (no data).
+
     Attributes:
-        counts: ``files``, ``dirs``, ``bytes`` (of data) and ``skipped`` (links, special files) so far.
+        counts: ``files`` (sent with their data), ``same``, ``dirs``, ``bytes`` (of data) and ``skipped``
+            (links, special files) so far.
         where: the parts of the entry being read (for error messages).
+        identities: each file's `Identity` as it was before it was read, by path (``b"a/b"``).
+        stamp: the SHA-256 of every entry's `stamp_line` (``Workspace.stamp`` of the tree as it was walked).
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, skip: frozenset[bytes], max_bytes: int, max_entries: int):
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        skip: frozenset[bytes],
+        max_bytes: int,
+        max_entries: int,
+        known: dict[bytes, Identity] | None = None,
+    ):
         self.root = root
         self.skip = skip
         self.max_bytes = max_bytes
         self.max_entries = max_entries
-        self.counts = {"files": 0, "dirs": 0, "bytes": 0, "skipped": 0}
+        self.known = known or {}
+        self.counts = {"files": 0, "same": 0, "dirs": 0, "bytes": 0, "skipped": 0}
         self.where: tuple[bytes, ...] = ()
+        self.identities: dict[bytes, Identity] = {}
+        self.stamp = hashlib.sha256()
         self._charged = 0
 
     def _charge(self, size: int) -> None:
@@ -92,6 +125,8 @@ class TreeReader:
         """
         for entry in walk(self.root, skip=self.skip, max_entries=self.max_entries):
             self.where = entry.parts
+            assert entry.info is not None  # `walk` always gives it
+            self.stamp.update(stamp_line(entry.parts, entry.info))
             if entry.kind == "other":
                 self.counts["skipped"] += 1
                 continue
@@ -101,11 +136,19 @@ class TreeReader:
                 self.counts["dirs"] += 1
                 yield {"path": path, "dir": True}
                 continue
-            self.counts["files"] += 1
+            rel = b"/".join(entry.parts)
+            if self.known and self.known.get(rel) == identity(entry.info):  # told by the walk's lstat: not opened
+                self.identities[rel] = self.known[rel]
+                self.counts["same"] += 1
+                yield {"path": path, "same": True}
+                continue
             fd = os.open(entry.name, READ_FLAGS, dir_fd=entry.dir_fd)
             try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode):
                     raise PathError(f"{show(entry.parts)} changed while it was being read")
+                self.identities[rel] = identity(info)  # before reading: a write meanwhile changes it for next time
+                self.counts["files"] += 1
                 first = True
                 while (chunk := os.read(fd, CHUNK_BYTES)) or first:
                     self._charge(len(chunk))

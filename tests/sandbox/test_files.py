@@ -30,7 +30,56 @@ def test_a_save_sends_every_folder_and_file_and_counts_what_it_left_out(tmp_path
     assert {m["method"] for m in sent} == {"workspace.entries"}
     files = [e["path"] for m in sent for e in m["params"]["entries"] if not e.get("dir")]
     assert len(files) == 1500 and files[-1] == "f1499/x.txt"
-    assert summary == {"files": 1500, "dirs": 1500, "bytes": sum(len(str(i)) for i in range(1500)), "skipped": 1}
+    counts = {k: summary[k] for k in ("files", "same", "dirs", "bytes", "skipped")}
+    assert counts == {
+        "files": 1500,
+        "same": 0,
+        "dirs": 1500,
+        "bytes": sum(len(str(i)) for i in range(1500)),
+        "skipped": 1,
+    }
+    # the stamp of what it walked, as `workspace.stamp` takes it: the host needs no second walk after a save
+    assert summary["stamp"] == Workspace(str(tmp_path)).stamp(skip=frozenset({"servers"}), max_entries=100_000)
+
+
+def _items(sent: list[dict[str, Any]]) -> dict[str, str]:
+    """Each file's path and how it was sent: ``data`` or ``same``."""
+    items = (e for m in sent for e in m["params"]["entries"] if not e.get("dir") and not e.get("append"))
+    return {e["path"]: "same" if e.get("same") else "data" for e in items}
+
+
+def test_a_save_since_an_earlier_one_sends_only_the_files_changed_since(tmp_path: Path) -> None:
+    for name in ("kept", "written", "touched", "renamed", "deleted"):
+        (tmp_path / name).write_text(name, encoding="utf-8")
+    workspace, caps = Workspace(str(tmp_path)), {"max_bytes": 1 << 30, "max_entries": 1000}
+    first: list[dict[str, Any]] = []
+    save1 = workspace.export(first.append, skip=frozenset(), keep=True, **caps)
+    assert set(_items(first).values()) == {"data"}
+
+    before = os.stat(tmp_path / "touched")
+    (tmp_path / "written").write_text("WRITTEN", encoding="utf-8")
+    (tmp_path / "touched").write_text("TOUCHED", encoding="utf-8")  # same size, then its mtime set back:
+    os.utime(tmp_path / "touched", ns=(before.st_atime_ns, before.st_mtime_ns))  # the ctime still tells
+    (tmp_path / "renamed").rename(tmp_path / "moved")
+    (tmp_path / "deleted").unlink()
+    (tmp_path / "new").write_text("new", encoding="utf-8")
+    second: list[dict[str, Any]] = []
+    save2 = workspace.export(second.append, skip=frozenset(), since=save1["save"], keep=True, **caps)
+    assert _items(second) == {"kept": "same", "moved": "data", "new": "data", "touched": "data", "written": "data"}
+    assert (save2["files"], save2["same"]) == (4, 1) and save2["save"] != save1["save"]
+
+    # a copy into another folder (not kept) leaves the saves kept as they are
+    elsewhere = workspace.export([].append, skip=frozenset(), **caps)
+    assert elsewhere["save"] is None and elsewhere["same"] == 0
+    # the host may not have put the second save in place: it asks since the first, which is still known
+    again: list[dict[str, Any]] = []
+    workspace.export(again.append, skip=frozenset(), since=save1["save"], keep=True, **caps)
+    assert _items(again) == _items(second)
+    # a save id the sandbox does not know (or none) sends everything
+    for since in ("not-a-save", None, 7):
+        full: list[dict[str, Any]] = []
+        workspace.export(full.append, skip=frozenset(), since=since, **caps)
+        assert set(_items(full).values()) == {"data"}, since
 
 
 def test_a_save_over_a_cap_fails_and_says_which(tmp_path: Path) -> None:

@@ -63,7 +63,7 @@ def save(
     folders = sorted({*dirs, *parents}, key=lambda d: d.count("/"))
     receiver = WorkspaceReceiver(dest, max_bytes=10_000_000, record=record)
     send(receiver, *(folder(d) for d in folders), *(piece(p, data) for p, data in files.items()))
-    receiver.check({"files": len(files), "dirs": len(folders), "bytes": sum(map(len, files.values()))})
+    receiver.check({"files": len(files), "same": 0, "dirs": len(folders), "bytes": sum(map(len, files.values()))})
     receiver.commit()
     return receiver
 
@@ -88,7 +88,7 @@ def test_received_files_replace_the_destination_on_commit(tmp_path: Path) -> Non
     send(receiver, folder("empty"), folder("notes"))
     send(receiver, piece("notes/a.txt", b"hello "))
     send(receiver, piece("notes/a.txt", b"world", append=True))
-    receiver.check({"files": 1, "dirs": 2, "bytes": 11})
+    receiver.check({"files": 1, "same": 0, "dirs": 2, "bytes": 11})
     receiver.commit()
     assert (dest / "notes" / "a.txt").read_bytes() == b"hello world"
     assert (dest / "empty").is_dir()
@@ -100,7 +100,7 @@ def test_a_name_that_is_not_utf8_is_received_byte_for_byte(tmp_path: Path) -> No
     dest = tmp_path / "ws"
     receiver = WorkspaceReceiver(dest, max_bytes=100_000)
     send(receiver, folder({"b64": b64(b"dir\xff")}), piece({"b64": b64(b"dir\xff/caf\xe9.txt")}, b"x"))
-    receiver.check({"files": 1, "dirs": 1, "bytes": 1})
+    receiver.check({"files": 1, "same": 0, "dirs": 1, "bytes": 1})
     receiver.commit()
     assert os.listdir(os.fsencode(dest)) == [b"dir\xff"]
     assert os.listdir(os.fsencode(dest) + b"/dir\xff") == [b"caf\xe9.txt"]
@@ -228,7 +228,7 @@ def test_a_save_whose_counts_differ_from_the_sandbox_summary_is_refused(tmp_path
     receiver = WorkspaceReceiver(dest, max_bytes=100_000)
     send(receiver, piece("a", b"x"))
     with pytest.raises(WorkspaceError, match="arrived"):
-        receiver.check({"files": 1500, "dirs": 1500, "bytes": 1})
+        receiver.check({"files": 1500, "same": 0, "dirs": 1500, "bytes": 1})
     receiver.discard()
     assert os.listdir(dest) == ["kept.txt"]
     assert sorted(os.listdir(tmp_path)) == ["ws"]
@@ -252,7 +252,7 @@ def test_the_reserved_top_level_names_are_never_saved_and_nothing_piles_up_besid
             piece("servers/crm/evil.py", b"x"),
             piece("work.txt", b"w"),
         )
-        receiver.check({"files": 3, "dirs": 1, "bytes": 10})  # what the sandbox sent, all counted
+        receiver.check({"files": 3, "same": 0, "dirs": 1, "bytes": 10})  # what the sandbox sent, all counted
         receiver.commit()
         record = receiver.next_record
         assert receiver.notes == [
@@ -505,7 +505,7 @@ def test_names_in_notes_are_escaped_and_conflict_copies_never_take_a_host_name(t
     (dest / "a.host").write_bytes(b"the user's own a.host")
     receiver = WorkspaceReceiver(dest, max_bytes=100_000, record=record)
     send(receiver, piece({"b64": b64(hostile)}, b"sandbox v2"), piece("a", b"sandbox v2"))
-    receiver.check({"files": 2, "dirs": 0, "bytes": 20})
+    receiver.check({"files": 2, "same": 0, "dirs": 0, "bytes": 20})
     receiver.commit()
     shown = "e\\x1b]52;c;SGk=\\x07\\nforged \\xe9\\u202e"
     assert receiver.notes == [
@@ -696,7 +696,7 @@ def test_a_merge_that_fails_midway_says_where_every_entry_is_and_loses_none(
     monkeypatch.setattr("sandbox.workspace_inplace.move_out", move_out_failing_on_the_saved_b)
     receiver = WorkspaceReceiver(dest, max_bytes=100_000, record=record)
     send(receiver, piece("a.txt", b"a2"), folder("sub"), piece("sub/b.txt", b"b2"), piece("sub/mine.txt", b"mine"))
-    receiver.check({"files": 3, "dirs": 1, "bytes": 8})
+    receiver.check({"files": 3, "same": 0, "dirs": 1, "bytes": 8})
     with pytest.raises(WorkspaceError, match=f"could not merge the saved workspace into {re.escape(str(dest))}") as e:
         receiver.commit()
     assert receiver.merging  # so the session keeps the saved copy, which the message names
@@ -732,3 +732,55 @@ def test_a_folder_that_is_a_mount_point_is_saved_into_and_stays_mounted(tmp_path
         assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
     finally:
         subprocess.run(["umount", str(dest)], check=True)
+
+
+def test_a_save_of_deep_folder_chains_opens_each_folder_a_few_times_not_once_per_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 20 chains of 40 folders: looked up in any order but a walk's, each entry reopens its whole path (62 opens an
+    # entry here; at the entry cap, 32,760 folders 63 deep, 30 s of host CPU per save).
+    dest = tmp_path / "ws"
+    items = []
+    for c in range(20):
+        rel = f"c{c}"
+        items.append(folder(rel))
+        for _ in range(40):
+            rel += "/a"
+            items.append(folder(rel))
+        (dest / rel).mkdir(parents=True)
+        (dest / rel / "f.txt").write_text("x", encoding="utf-8")
+        items.append(piece(rel + "/f.txt", b"changed" if c == 0 else b"x"))
+    record = restored(dest)
+    receiver = WorkspaceReceiver(dest, max_bytes=10_000_000, record=record)
+    send(receiver, *items)
+    opens = 0
+    real_open = os.open
+
+    def counting_open(*args: Any, **kwargs: Any) -> int:
+        nonlocal opens
+        opens += 1
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(os, "open", counting_open)
+    receiver.commit()
+    monkeypatch.undo()
+    assert (dest / "c0" / "/".join(["a"] * 40) / "f.txt").read_text(encoding="utf-8") == "changed"
+    assert opens < 8 * len(record.entries), opens
+
+
+def test_a_hosts_link_or_fifo_in_the_way_of_a_saved_entry_is_kept_beside_and_the_note_says_what_it_is(
+    tmp_path: Path,
+) -> None:
+    dest = tmp_path / "ws"
+    dest.mkdir()
+    (tmp_path / "target").mkdir()
+    os.symlink("../target", dest / "data")
+    os.mkfifo(dest / "pipe")
+    receiver = save(dest, restored(dest), {"data/x.txt": b"x", "pipe": b"p"})
+    assert os.readlink(dest / "data.host") == "../target" and (dest / "data" / "x.txt").read_bytes() == b"x"
+    assert (dest / "pipe").read_bytes() == b"p" and (dest / "pipe.host").is_fifo()
+    assert sorted(receiver.notes) == [
+        f"{name}: the host has a link or special file of that name (never sent to the sandbox), and the sandbox made "
+        f"an entry there; the sandbox's copy is saved as {name} and the host's is kept as {name}.host"
+        for name in ("data", "pipe")
+    ]

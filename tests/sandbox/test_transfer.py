@@ -49,7 +49,7 @@ def test_batches_stay_under_a_frame_however_many_and_long_the_paths(tmp_path: Pa
     items = [item for batch in batches for item in batch]
     assert len([i for i in items if i.get("dir")]) == 300 * 15
     assert sum(len(base64.b64decode(i.get("data", ""))) for i in items) == 300 * 1000 + 3 * CHUNK_BYTES
-    assert reader.counts == {"files": 301, "dirs": 4500, "bytes": 300 * 1000 + 3 * CHUNK_BYTES, "skipped": 0}
+    assert reader.counts == {"files": 301, "same": 0, "dirs": 4500, "bytes": 300 * 1000 + 3 * CHUNK_BYTES, "skipped": 0}
 
 
 def test_batches_hold_at_most_their_item_count_however_small_the_items(
