@@ -25,6 +25,7 @@ tool anyway and has no such variant. ``code+search`` (Drive → CRM) finds the t
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -55,12 +56,18 @@ def sample_config(folder: Path) -> Path:
     return path
 
 
+def _with_root_on_path() -> dict[str, str]:
+    """The environment with the checkout first on ``PYTHONPATH`` (``-m tooltree_cli.main`` from another folder)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
 def generate(config: Path | None, out: Path, *, snapshots: Path | None = None, embeddings: str = "auto") -> Path:
     """Run ``generate-tree`` (from live servers, or offline from snapshot files) into ``out``."""
     source = ["--from-snapshot", str(snapshots)] if snapshots is not None else ["--config", str(config)]
     argv = [sys.executable, "-m", "tooltree_cli.main", "generate-tree", *source, "--out", str(out)]
     argv += ["--embeddings", embeddings]
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, check=False)
+    # From the output's folder: in the checkout, a user's ./tooltree.yaml would narrow --from-snapshot to its servers.
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=out.parent, check=False, env=_with_root_on_path())
     if proc.returncode != 0:
         sys.exit(f"generate-tree failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return out

@@ -44,9 +44,16 @@ class StubParts:
     """(key, annotation, description) of the output TypedDict's fields."""
 
 
+MAX_TEXT = 20_000
+"""Characters of a server's text (a description, a title) the generator reads at most: five times what a stub
+shows of a description, so a cut there still finds its sentence ends; the rest is never looked at (a 10 MB
+description took 4–6 s to render, nearly all of it spent on text a stub never shows)."""
+
+
 def text_of(value: Any) -> str:
-    """``value`` when it is a string, else empty (server data is untrusted in type too)."""
-    return value if isinstance(value, str) else ""
+    """``value`` (its first `MAX_TEXT` characters) when it is a string, else empty (server data is untrusted in type
+    too)."""
+    return value[:MAX_TEXT] if isinstance(value, str) else ""
 
 
 def tool_title(raw: dict[str, Any]) -> str:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from generator.parts import text_of
 from generator.type_defs import FieldDef, TypedDictDef
 from generator.type_expr import (
     ANY,
@@ -117,8 +118,7 @@ def required_of(schema: dict[str, Any]) -> list[str]:
 
 
 def _description(schema: Any) -> str:
-    d = schema.get("description") if isinstance(schema, dict) else None
-    return d if isinstance(d, str) else ""
+    return text_of(schema.get("description")) if isinstance(schema, dict) else ""
 
 
 def props_of(schema: dict[str, Any]) -> dict[str, Any]:

@@ -81,16 +81,17 @@ def test_the_claude_desktop_block_is_an_mcp_servers_config_that_starts_serve(tmp
     (snippet,) = blocks("json")
     path = tmp_path / "claude_desktop_config.json"
     path.write_text(snippet, encoding="utf-8")
-    from tool_tree.config import load_config
+    from tool_tree.config import ServerConfig, load_config, starts_tooltree_serve
 
-    (server,) = load_config(path).servers
-    assert server.name == "tooltree" and server.args[:1] == ("serve",)
-    assert json.loads(snippet)["mcpServers"]["tooltree"]["args"][1:3] == ["--config", "/path/to/tooltree.yaml"]
+    entry = json.loads(snippet)["mcpServers"]["tooltree"]
+    assert starts_tooltree_serve(ServerConfig(name="tooltree", command=entry["command"], args=tuple(entry["args"])))
+    assert entry["args"][1:3] == ["--config", "/path/to/tooltree.yaml"]
+    assert load_config(path).servers == ()  # read as tooltree's own config, it lists tooltree itself: left out
 
 
 def test_the_claude_code_line_adds_the_serve_command() -> None:
     line = next(x for b in blocks("bash") for x in b.splitlines() if x.startswith("claude mcp add"))
-    assert line.startswith("claude mcp add tooltree -- tooltree serve --config ")
+    assert line.startswith("claude mcp add tooltree -- /path/to/tooltree/.venv/bin/tooltree serve --config ")
 
 
 @pytest.mark.docker
@@ -288,7 +289,7 @@ def test_the_defaults_and_limits_the_readme_quotes_are_the_codes() -> None:
 def test_the_environment_variables_the_readme_names_are_read_by_the_code() -> None:
     sources = "".join(
         path.read_text(encoding="utf-8")
-        for package in ("tool_tree", "generator", "sandbox", "agent", "tooltree_cli")
+        for package in ("tool_tree", "generator", "sandbox", "agent", "tooltree_cli", "bench")
         for path in (REPO / package).rglob("*.py")
     )
     named = set(re.findall(r"TOOLTREE_[A-Z_]+", README))

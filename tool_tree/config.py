@@ -53,6 +53,7 @@ and the sections' own keys live in the packages that own them.)
 from __future__ import annotations
 
 import fnmatch
+import logging
 import math
 import os
 import re
@@ -75,6 +76,8 @@ from tool_tree.config_read import (
     kind_of,
     value_shown,
 )
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -459,8 +462,35 @@ def parse_config(
     for name, (name_node, body) in servers_node.value.items():
         if not name.strip():
             raise reader.error("server names must not be empty", name_node, "servers")
-        servers.append(_server(reader, name, body, json_format=json_format))
+        server = _server(reader, name, body, json_format=json_format)
+        if starts_tooltree_serve(server):  # a client's config (`claude mcp add` wrote it) listing tooltree itself
+            logger.warning(
+                "%s:%d: %s starts `tooltree serve` itself; it is left out (tooltree would list and proxy a copy of "
+                "itself)",
+                source,
+                name_node.line,
+                name,
+            )
+            continue
+        servers.append(server)
     return Config(servers=tuple(servers), source=source, sections=handed_on)
+
+
+_TOOLTREE_MODULES = (("-m", "tooltree_cli.main"), ("-m", "tooltree_cli"))
+
+
+def starts_tooltree_serve(server: ServerConfig) -> bool:
+    """Whether ``server`` is a stdio entry that runs ``tooltree serve`` (``tooltree`` or ``python -m tooltree_cli``)."""
+    if server.command is None:
+        return False
+    program = os.path.basename(server.command).removesuffix(".exe")
+    if program == "tooltree":
+        rest = server.args
+    elif re.fullmatch(r"python[0-9.]*", program) and server.args[:2] in _TOOLTREE_MODULES:
+        rest = server.args[2:]
+    else:
+        return False
+    return rest[:1] == ("serve",)
 
 
 def _plain(node: Node) -> Any:

@@ -15,6 +15,7 @@ what to set), a web page answering instead of MCP is named, and a connection tha
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -38,6 +39,7 @@ from tool_tree.http_client import http_client
 from tool_tree.http_errors import Answers, host, not_mcp, reason, status_problem
 from tool_tree.stderr_log import NOISE_CHARS, StderrLog
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, NotJSONRPC, stdio_client
+from tool_tree.text import shown
 
 TOOLS_CHANGED = "notifications/tools/list_changed"
 MAX_LIST_PAGES = 1000
@@ -47,6 +49,9 @@ big server narrowed by ``include`` still lists (`MAX_LIST_BYTES` bounds the memo
 MAX_LIST_BYTES = 64 * 1024 * 1024
 """Bytes of tool definitions (as UTF-8 JSON) one server may list, over all pages: the stdio cap on one
 message bounds a page, this the whole list (a server can page its way past the memory of the host)."""
+MAX_CURSOR_CHARS = 64 * 1024
+"""Characters of one ``nextCursor``: an opaque token, each sent back once (a 30 MB cursor per page grew the host
+by that much a page, uncounted)."""
 
 
 _REPORTED = (
@@ -276,7 +281,7 @@ async def list_tools_raw(client: mcp.Client) -> list[dict[str, Any]]:
     """
     tools: list[dict[str, Any]] = []
     cursor: str | None = None
-    seen: set[str] = set()
+    seen: set[bytes] = set()  # the cursors' digests: a server's cursors are not kept (30 MB each grew it to 3.6 GB)
     size = 0
     for _ in range(MAX_LIST_PAGES):
         params = mt.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
@@ -296,9 +301,15 @@ async def list_tools_raw(client: mcp.Client) -> list[dict[str, Any]]:
         next_cursor = page.get("nextCursor")
         if next_cursor is None or next_cursor == "":  # "" ends it too, as other clients read it (`while (cursor)`)
             return tools
-        if not isinstance(next_cursor, str) or next_cursor in seen:
-            raise ValueError(f"tools/list pagination repeats or is malformed (cursor {next_cursor!r})")
-        seen.add(next_cursor)
+        if not isinstance(next_cursor, str) or len(next_cursor) > MAX_CURSOR_CHARS:
+            raise ValueError(
+                f"tools/list pagination is malformed (a cursor must be a string of at most {MAX_CURSOR_CHARS:,} "
+                f"characters; got {shown(next_cursor)})"
+            )
+        digest = hashlib.sha256(next_cursor.encode("utf-8", "surrogatepass")).digest()
+        if digest in seen:
+            raise ValueError(f"tools/list pagination repeats (cursor {shown(next_cursor)})")
+        seen.add(digest)
         cursor = next_cursor
     raise ValueError(f"tools/list did not finish after {MAX_LIST_PAGES} pages")
 

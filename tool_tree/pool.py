@@ -59,6 +59,7 @@ import mcp
 import mcp.types as mt
 import pydantic_core
 from anyio.abc import TaskGroup
+from pydantic import ValidationError
 
 from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from tool_tree.connect import connect, list_tools_raw
@@ -69,6 +70,7 @@ from tool_tree.restarts import RestartBackoff
 from tool_tree.starts import StartGate, StartSlot, default_start_jobs
 from tool_tree.starts import start_jobs as configured_start_jobs
 from tool_tree.stderr_log import StderrLog
+from tool_tree.text import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +116,8 @@ class CallFailure(dict[str, Any]):
     Attributes:
         code: ``timeout`` (no answer within the call's timeout), ``server_unavailable`` (the server ended the
             session, or its reply ended before the answer), ``server_error`` (the server answered with a JSON-RPC
-            error, not a result), ``invalid_result`` (the result does not match the tool's output schema).
+            error, not a result), ``invalid_result`` (the result does not match the tool's output schema, or is not
+            a result the protocol allows: no content, an unknown content type, …).
         message: the text, and whether the tool may have run.
     """
 
@@ -552,6 +555,8 @@ class ServerPool:
                 return CallFailure(f"server error {e.code}: {e}", "server_error", _PROTOCOL_ERROR)
             except RuntimeError as e:  # the SDK's output-schema check
                 return CallFailure(f"invalid result from the server: {e}", "invalid_result", "the tool ran")
+            except ValidationError as e:  # a result the SDK's model refuses (no content, an unknown block type, …)
+                return CallFailure(f"invalid result from the server: {_refused(e)}", "invalid_result", "the tool ran")
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as e:
                 if self._closing:
                     raise _closed_during_call() from None
@@ -583,6 +588,23 @@ async def _answers_ping(client: mcp.Client, timeout: float) -> bool:
     except (TimeoutError, mcp.MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
         return False
     return True
+
+
+def _refused(e: ValidationError) -> str:
+    """What a validation of a server's result found, in one line of at most a few hundred characters."""
+    errors = e.errors()
+    if not errors:
+        return "malformed"
+    loc = [str(part) for part in errors[0]["loc"]]
+    member = next((i for i, part in enumerate(loc) if part[:1].isupper()), None)  # a model of a union: none fit
+    if member is not None:
+        value = errors[0]["input"]
+        kind = f" (type {value.get('type')!r})" if isinstance(value, dict) and "type" in value else ""
+        found = f"{'.'.join(loc[:member]) or 'the result'}: none of the shapes the protocol allows there{kind}"
+    else:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        found = f"{'.'.join(loc) or 'the result'}: {errors[0]['msg']}{more}"
+    return one_line(found, 300)
 
 
 def _unavailable(slot: _Slot, reason: str) -> ServerUnavailable:

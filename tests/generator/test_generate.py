@@ -311,6 +311,7 @@ def test_pagination_is_followed_and_unknown_fields_are_kept(tmp_path: Path, caps
         ("hang_on_list", "timed out after 2 s", "starting up"),
         ("garbage", "timed out after 2 s", "starting up"),
         ("loop_cursor", "pagination repeats", ""),
+        ("big_cursor", "a cursor must be a string of at most 65,536 characters; got 'p1xxxx", ""),
     ],
 )
 def test_a_failing_server_is_reported_with_its_stderr_and_others_still_generate(

@@ -536,3 +536,17 @@ def test_a_tool_whose_minimal_stub_is_still_over_the_limit_gets_no_stub() -> Non
     assert stub.left_out and stub.source == ""
     assert stub.warnings[0].startswith(f"tool '{'n' * 79}…': the stub would be ")
     assert stub.warnings[1].endswith(f" characters (the limit is {MAX_SOURCE:,}); left out")
+
+
+def test_only_the_first_max_text_characters_of_a_servers_text_are_read() -> None:
+    # A 10 MB description took 4-6 s to render, nearly all of it on text no stub shows; now the generator reads
+    # the first MAX_TEXT characters of a description, a title or a parameter's description, and nothing after.
+    from generator.parts import MAX_TEXT, text_of
+    from generator.schema_convert import _description
+
+    huge = "Lists files. " + "word " * 2_000_000
+    assert text_of(huge) == huge[:MAX_TEXT] and _description({"description": huge}) == huge[:MAX_TEXT]
+    assert text_of(None) == "" and _description({"description": 7}) == ""
+    schema = {"type": "object", "properties": {"x": {"description": huge}}}
+    stub = render_stub(server="srv", tool={"name": "t", "description": huge, "inputSchema": schema}, function="t")
+    assert "Lists files." in stub.source and not stub.left_out and len(stub.source) < 3 * MAX_TEXT

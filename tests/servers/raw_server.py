@@ -8,10 +8,12 @@ SPEC keys (all optional):
     tools/call: "pid" and "count" answer this process's pid and call count, "crash" exits, "hang" never
                answers, "sleep" waits ``seconds`` (one call at a time) and answers how many bytes its
                arguments were as JSON, "garbage" writes lines that are not JSON-RPC and never answers,
-               "half_then_exit" writes half an answer and exits, "big" answers a text of ``chars`` "x"s, "say"
+               "half_then_exit" writes half an answer and exits, "answer" answers its ``result`` as the result,
+               "big" answers a text of ``chars`` "x"s, "say"
                answers its ``text`` as it is (and ``structured`` as structured content), anything else
                echoes its arguments as JSON text
     behavior:  "ok" | "exit_at_start" | "garbage" | "hang_on_list" | "crash_on_list" | "loop_cursor"
+               | "big_cursor" (a 100,000-character cursor)
     pid_file:  path to write this process's pid to
     log_file:  path to append "start <t>" (on start) and "listed <t>" (on answering tools/list) to, where
                <t> is the system-wide monotonic clock
@@ -89,10 +91,12 @@ def main() -> None:
                 sys.stderr.flush()
                 os._exit(7)
             cursor = (msg.get("params") or {}).get("cursor")
-            index = int(cursor[1:]) if isinstance(cursor, str) else 0
+            index = int(cursor[1:].rstrip("x") or 0) if isinstance(cursor, str) else 0
             page: dict[str, object] = {"tools": pages[index]}
             if behavior == "loop_cursor":
                 page["nextCursor"] = "p0"
+            elif behavior == "big_cursor":
+                page["nextCursor"] = "p1" + "x" * 100_000
             elif index + 1 < len(pages):
                 page["nextCursor"] = f"p{index + 1}"
             log(spec, "listed")
@@ -113,6 +117,9 @@ def main() -> None:
             if name == "garbage":
                 sys.stdout.write('this is not json\n{"jsonrpc": "2.0", "id": "nobody"}\n\x00\xff{]\n')
                 sys.stdout.flush()
+                continue
+            if name == "answer":  # its ``result`` as the whole result, however malformed
+                send({"jsonrpc": "2.0", "id": mid, "result": args.get("result")})
                 continue
             if name == "half_then_exit":
                 sys.stdout.write('{"jsonrpc": "2.0", "id": ' + json.dumps(mid) + ', "result": {"cont')

@@ -102,6 +102,30 @@ def test_mcp_servers_json_is_read_unchanged_and_foreign_keys_are_ignored(tmp_pat
     assert config.servers[0].args == ("-y", "x")
 
 
+def test_a_client_config_that_lists_tooltree_itself_leaves_that_entry_out_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # `claude mcp add --scope project` writes tooltree into the .mcp.json that `--config` reads: before, serve
+    # started a copy of itself to list it, and scripts could call that copy's execute_python through the bridge.
+    path = tmp_path / ".mcp.json"
+    path.write_text(
+        '{"mcpServers": {\n'
+        '  "fs": {"command": "npx", "args": ["-y", "x"]},\n'
+        '  "tooltree": {"command": "/u/tooltree/.venv/bin/tooltree", "args": ["serve", "--config", ".mcp.json"]},\n'
+        '  "tt-module": {"command": "python3.11", "args": ["-m", "tooltree_cli.main", "serve"]},\n'
+        '  "tt-search": {"command": "tooltree", "args": ["search", "x"]}}}\n',
+        encoding="utf-8",
+    )
+    config = load_config(path, environ={})
+    assert [s.name for s in config.servers] == ["fs", "tt-search"]  # only a `serve` is tooltree proxying itself
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}:3: tooltree starts `tooltree serve` itself; it is left out (tooltree would list and proxy a copy "
+        "of itself)",
+        f"{path}:4: tt-module starts `tooltree serve` itself; it is left out (tooltree would list and proxy a copy "
+        "of itself)",
+    ]
+
+
 def test_json_syntax_error_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "claude.json"
     path.write_text('{\n  "mcpServers": {\n    "a": {"command": "x",}\n  }\n}\n', encoding="utf-8")

@@ -19,7 +19,7 @@ import pytest
 
 from tests.support import alive
 from tool_tree.config import Config, ServerConfig
-from tool_tree.pool import ServerPool, ServerUnavailable, UnknownServerError
+from tool_tree.pool import CallFailure, ServerPool, ServerUnavailable, UnknownServerError
 from tool_tree.stderr_log import StderrLog
 
 pytestmark = pytest.mark.anyio
@@ -138,6 +138,32 @@ async def test_a_call_the_server_died_during_is_not_sent_again(tmp_path: Path) -
         assert log.read_text(encoding="utf-8").count("start") == 1
         assert text(await pool.call("raw", "count", {})) == "1"
         assert log.read_text(encoding="utf-8").count("start") == 2
+
+
+MALFORMED = {
+    "an error with no content": ({"isError": True}, "content: Field required"),
+    "structured content not an object": (
+        {"content": [], "structuredContent": [1]},
+        "structuredContent: Input should be a valid dictionary",
+    ),
+    "an unknown content type": (
+        {"content": [{"type": "video", "data": "xx"}]},
+        "content.0: none of the shapes the protocol allows there (type 'video')",
+    ),
+}
+
+
+@pytest.mark.parametrize(("result", "found"), MALFORMED.values(), ids=MALFORMED.keys())
+async def test_a_result_the_protocol_does_not_allow_is_an_invalid_result_the_tool_ran(
+    tmp_path: Path, result: dict[str, Any], found: str
+) -> None:
+    # Before: the SDK's ValidationError escaped the pool, and the script saw "the tool call failed on the host"
+    # (`internal`), a client of serve's passthrough "Invalid request parameters", as if its arguments were wrong.
+    async with ServerPool([raw(tmp_path)]) as pool:
+        failure = await pool.call("raw", "answer", {"result": result})
+        assert isinstance(failure, CallFailure) and failure.code == "invalid_result"
+        assert failure.message == f"invalid result from the server: {found}; the tool ran"
+        assert text(await pool.call("raw", "count", {})) == "2"  # the session goes on
 
 
 @pytest.mark.parametrize("given", ["config", "list_and_source"])
