@@ -28,6 +28,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,8 +67,9 @@ def generate(config: Path | None, out: Path, *, snapshots: Path | None = None, e
     source = ["--from-snapshot", str(snapshots)] if snapshots is not None else ["--config", str(config)]
     argv = [sys.executable, "-m", "tooltree_cli.main", "generate-tree", *source, "--out", str(out)]
     argv += ["--embeddings", embeddings]
-    # From the output's folder: in the checkout, a user's ./tooltree.yaml would narrow --from-snapshot to its servers.
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=out.parent, check=False, env=_with_root_on_path())
+    # From an empty folder: a ./tooltree.yaml (a user's in the checkout) would narrow --from-snapshot to its servers.
+    with tempfile.TemporaryDirectory(prefix="tooltree-bench-cwd-") as cwd:
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, check=False, env=_with_root_on_path())
     if proc.returncode != 0:
         sys.exit(f"generate-tree failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return out

@@ -35,9 +35,13 @@ _ESCAPES = re.compile(
     r"|\x1b[ -/]*[0-~]?"  # any other escape
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
 )
-_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-"""Control characters, bidi overrides, and surrogates (a lone one, which ``json.loads`` lets through, makes the
-request body invalid JSON to the Messages API: a 400 on every later request)."""
+_CONTROLS = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff\U000e0000-\U000e007f]"
+)
+"""Control characters, bidi overrides, surrogates (a lone one, which ``json.loads`` lets through, makes the
+request body invalid JSON to the Messages API: a 400 on every later request), and tag characters (U+E0000–U+E007F:
+invisible, yet a model reads them as the ASCII they shadow, "ASCII smuggling"; `tool_tree.text.clean` drops them
+too)."""
 
 LEDGER_NAME_CHARS = 256
 """The most of a server or tool name a ledger entry shows (as long as a call's name may be)."""
@@ -55,7 +59,8 @@ _MAGIC = {
 
 
 def clean_text(text: str) -> str:
-    """Strip terminal escape sequences and control characters (tabs and newlines stay; CR ends a line)."""
+    """Strip terminal escape sequences, control characters, bidi overrides, lone surrogates and tag characters
+    (tabs and newlines stay; CR ends a line)."""
     text = _ESCAPES.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return _CONTROLS.sub("", text)

@@ -1,6 +1,6 @@
 """Text from servers, made safe and short for people and models: the one place that decides
 
-- what untrusted text keeps (:func:`clean`: control, bidi and zero-width characters go; line
+- what untrusted text keeps (:func:`clean`: control, bidi, zero-width and tag characters go; line
   separators and unicode spaces become plain spaces; line ends become ``\\n``);
 - how it fits on one line (:func:`one_line`);
 - where its first sentence ends (:func:`split_sentence`, :func:`first_sentence`): at ``.``,
@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import re
 
-_DROPPED = re.compile("[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
-"""Control, zero-width, bidi and byte-order characters: removed."""
+_DROPPED = re.compile(
+    "[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\U000e0000-\U000e007f]"
+)
+"""Control, zero-width, bidi, byte-order and tag characters: removed. Tag characters (U+E0000–U+E007F) are
+invisible, yet a model reads them as the ASCII they shadow ("ASCII smuggling")."""
 _AS_SPACE = re.compile("[\x0b\x0c\x1c-\x1f\x85\u2028\u2029\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
 """Separators other than ``\\n`` (vertical tab, form feed, NEL, line and paragraph separators) and
 every Unicode space separator (category Zs) but the space itself: a plain space each."""
@@ -45,7 +48,7 @@ _HEADING = re.compile(rf"[#\s]*{_SECTION}")
 
 
 def clean(text: str) -> str:
-    """Drop control, bidi and zero-width characters; line separators and unicode spaces become a space.
+    """Drop control, bidi, zero-width and tag characters; line separators and unicode spaces become a space.
 
     Line ends become ``\\n`` and a tab becomes four spaces, so the text keeps its lines and indentation.
     """

@@ -17,11 +17,8 @@ from tooltree_cli.agent_view import (
     live_view,
     print_comparison,
     print_first_requests,
-    print_json_safely,
     run_json,
     summary_line,
-    terminal_label,
-    terminal_text,
     transcript_warning,
 )
 from tooltree_cli.common import (
@@ -34,7 +31,7 @@ from tooltree_cli.common import (
     probability,
     sandbox_config,
 )
-from tooltree_cli.output import error
+from tooltree_cli.output import error, print_json, terminal_label, terminal_text
 from tooltree_cli.signals import EXIT_TERMINATED, Terminated, sigterm_stops_like_ctrl_c
 
 if TYPE_CHECKING:
@@ -283,7 +280,7 @@ def _print_runs(runs: list[tuple[RunResult, ModelAPIError | None]], args: argpar
     if args.json:
         entries = [{**run_json(r), **({"error": str(e), "status_code": e.status_code, "advice": e.advice} if e else {})}
                    for r, e in runs]  # fmt: skip
-        print_json_safely({"runs": entries} if several else entries[0])
+        print_json({"runs": entries} if several else entries[0])
     elif several:
         print_comparison([r if e is None else replace(r, answer=f"failed: {terminal_label(e, REASON_CHARS)}")
                           for r, e in runs], as_json=False)  # fmt: skip

@@ -1,18 +1,17 @@
 """What `tooltree agent` prints: the live view, the summary lines, the comparison and dry-run tables.
 
 Everything in them that the model, a server or the API wrote is cleaned of escape sequences and control
-characters and cut (`terminal_label`, `terminal_text`) before it reaches the terminal.
+characters and cut (`tooltree_cli.output.terminal_label`, `terminal_text`) before it reaches the terminal;
+``--json`` output is escaped where a terminal would act on it (`tooltree_cli.output.print_json`).
 """
 
 from __future__ import annotations
 
-import json
-import re
 import sys
 from typing import TYPE_CHECKING
 
 from tool_tree.text import size
-from tooltree_cli.output import print_json, table
+from tooltree_cli.output import print_json, table, terminal_label, terminal_text
 
 if TYPE_CHECKING:
     from agent import Agent, RunResult
@@ -24,31 +23,6 @@ NOTE_CHARS = 120
 """The most characters of a tool call's note the live view prints."""
 REASON_CHARS = 500
 """The most characters of a reason the summary quotes (why the pre-filter failed open, or did not save)."""
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def terminal_label(value: object, limit: int) -> str:
-    """A value from the model, a server or the API as one line for the terminal: cleaned of escape
-    sequences and control characters (`sandbox.results.clean_text`), at most ``limit`` characters."""
-    from sandbox.results import note_label
-
-    return note_label(value if isinstance(value, str) else str(value), limit)
-
-
-def terminal_text(text: str) -> str:
-    """Text for the terminal, lines kept: escape sequences and control characters removed
-    (`sandbox.results.clean_text`; tabs and newlines stay, a carriage return ends a line)."""
-    from sandbox.results import clean_text
-
-    return clean_text(text)
-
-
-def print_json_safely(value: object) -> None:
-    """``value`` as JSON on stdout (as `print_json` writes it) with the characters a terminal may act on
-    that JSON leaves raw (C1 controls such as the 8-bit CSI, bidi overrides) escaped as ``\\uXXXX``: the
-    same JSON, nothing lost."""
-    text = json.dumps(value, indent=2, ensure_ascii=False)
-    print(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
 def run_json(result: RunResult | None) -> dict[str, object]:
@@ -145,7 +119,7 @@ def print_comparison(results: list[RunResult], *, as_json: bool) -> None:
     direct = next((r.summary.spent for r in results if r.summary.mode == "direct"), None)
     if as_json:
         runs = [run_json(r) for r in results]
-        print_json_safely({"runs": runs})
+        print_json({"runs": runs})
         return
     header = ["mode", "stop", "turns", "sent", "received", "pre-filter", "total", "of direct", "tool calls", "kept",
               "to model"]  # fmt: skip

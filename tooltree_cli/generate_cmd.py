@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tooltree_cli.common import positive_int
-from tooltree_cli.output import error, print_json, table
+from tooltree_cli.output import error, print_json, table, terminal_text
 from tooltree_cli.signals import EXIT_TERMINATED
 
 if TYPE_CHECKING:
     from generator.cancel import Cancel
-    from generator.generate import GenerateResult
+    from generator.generate import GenerateResult, ServerOutcome
     from tool_tree.config import Config
 
 SNAPSHOTS_DIR = "snapshots"  # as tool_tree.tree.SNAPSHOTS_DIR (imported lazily: it is only help text here)
@@ -260,7 +260,26 @@ def _index_left_behind(out: Path) -> str | None:
     )
 
 
+JSON_ERROR_CHARS = 4000
+"""The most characters of a server's error ``--json`` holds (the table shows `progress.ERROR_CHARS`)."""
+
+
+def _server_json(s: ServerOutcome) -> dict[str, object]:
+    """A server's outcome as ``--json`` prints it: its error cut at `JSON_ERROR_CHARS` (`print_json` escapes what
+    a terminal would act on)."""
+    from sandbox.results import cut
+
+    entry = s.to_json()
+    if s.error is not None and len(s.error) > JSON_ERROR_CHARS:
+        entry["error"] = cut(s.error[:JSON_ERROR_CHARS], JSON_ERROR_CHARS, longer=True)
+    return entry
+
+
 def report(result: GenerateResult, args: argparse.Namespace) -> int:
+    """The run's summary: ``--json`` on stdout, else a table on stderr. What the servers wrote (their errors,
+    their stderr) is cleaned of escape sequences and control characters, and each error is one line, cut."""
+    from tooltree_cli.progress import shown_error
+
     code = EXIT_OK
     if args.check and result.drift:
         code = EXIT_DRIFT
@@ -270,7 +289,7 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
         print_json(
             {
                 "out": str(result.out),
-                "servers": [s.to_json() for s in result.servers],
+                "servers": [_server_json(s) for s in result.servers],
                 "drift": result.drift if args.check else None,
                 "written": len(result.report.written) if result.report else 0,
                 "deleted": len(result.report.deleted) if result.report else 0,
@@ -287,16 +306,16 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
             s.status,
             str(s.tools) if s.status == "ok" else "-",
             f"{s.seconds:.2f}",
-            (s.error or "") + (" (kept previous stubs)" if s.kept_previous else ""),
+            shown_error(s.error) + (" (kept previous stubs)" if s.kept_previous else ""),
         ]
         for s in result.servers
     ]
     print(table(rows, ["server", "status", "tools", "seconds", "error"]), file=sys.stderr)
     for s in result.failed:
         if s.stderr_tail:
-            print(f"\n--- last lines of {s.name}'s stderr ---\n{s.stderr_tail}", file=sys.stderr)
+            print(f"\n--- last lines of {s.name}'s stderr ---\n{terminal_text(s.stderr_tail)}", file=sys.stderr)
     for w in result.warnings[:50]:
-        print(f"warning: {w}", file=sys.stderr)
+        print("warning: " + " ".join(terminal_text(w).splitlines()), file=sys.stderr)
     if len(result.warnings) > 50:
         print(f"warning: … {len(result.warnings) - 50} more warnings (see --json)", file=sys.stderr)
     if args.check:

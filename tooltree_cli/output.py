@@ -1,11 +1,25 @@
-"""Small printing helpers shared by subcommands."""
+"""Small printing helpers shared by subcommands.
+
+Text a server, a script, the model or the API wrote is untrusted: what the human output quotes of it goes through
+`terminal_label` (one line, cut) or `terminal_text` (lines kept), which drop escape sequences and control
+characters; ``--json`` output goes through `json_text`, which escapes what JSON itself leaves raw and a terminal
+may act on.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+_JSON_UNSAFE = re.compile(
+    "[\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff\U000e0000-\U000e007f]"
+)
+"""Characters `json.dumps` (``ensure_ascii=False``) leaves raw that a terminal may act on or that hide text: DEL
+and the C1 controls (the 8-bit CSI ``\\x9b``), bidi marks and overrides, zero-width and invisible characters, line
+and paragraph separators, lone surrogates (which cannot even be printed as UTF-8) and tag characters."""
 
 
 def error(message: str) -> None:
@@ -13,8 +27,41 @@ def error(message: str) -> None:
     print(f"tooltree: error: {message}", file=sys.stderr)
 
 
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code > 0xFFFF:  # JSON spells a character past the BMP as its UTF-16 surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def json_text(value: Any) -> str:
+    """``value`` as indented JSON, safe to print on a terminal: the characters a terminal may act on that JSON
+    leaves raw (C1 controls such as the 8-bit CSI, bidi overrides, tag characters) are escaped as ``\\uXXXX``
+    (JSON escapes the C0 controls itself): the same JSON, nothing lost."""
+    return _JSON_UNSAFE.sub(_escaped, json.dumps(value, indent=2, ensure_ascii=False))
+
+
 def print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False))
+    """``value`` as JSON on stdout (`json_text`): every ``--json`` output of the command line."""
+    print(json_text(value))
+
+
+def terminal_label(value: object, limit: int) -> str:
+    """A value from a server, a script, the model or the API as one line for the terminal: cleaned of escape
+    sequences and control characters (`sandbox.results.clean_text`), white space runs (line ends too) one space,
+    at most ``limit`` characters (only twice as many are looked at: a message of any size costs the same)."""
+    from sandbox.results import note_label
+
+    return note_label(value if isinstance(value, str) else str(value), limit)
+
+
+def terminal_text(text: str) -> str:
+    """Text for the terminal, lines kept: escape sequences and control characters removed
+    (`sandbox.results.clean_text`; tabs and newlines stay, a carriage return ends a line)."""
+    from sandbox.results import clean_text
+
+    return clean_text(text)
 
 
 def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:

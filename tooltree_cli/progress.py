@@ -7,6 +7,7 @@ terminal one line counts the tools up in place, elsewhere a plain line at each q
 redrawn in place five times a second (``listing tools: 37 listed, 1 failed, 2 starting, 80 queued of 120 (12.3 s)``),
 with each failure printed above it as it happens; elsewhere (a pipe, a CI log) one plain line per
 server that finished, numbered. Nothing is printed under ``--json`` (the caller does not make one).
+A failed server's error is shown by `shown_error`: on one line, cleaned of escape sequences, cut.
 """
 
 from __future__ import annotations
@@ -17,12 +18,23 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
+from tooltree_cli.output import terminal_label
+
 if TYPE_CHECKING:
     from generator.generate import ServerOutcome
 
 _CLEAR = "\r\x1b[K"
 REDRAW_EVERY = 0.2
 """Seconds between redraws of the live line (a thread redraws it, so the clock moves while servers start)."""
+ERROR_CHARS = 500
+"""The most characters of a server's error a progress line or the summary table shows (``--json`` holds more)."""
+
+
+def shown_error(error: str | None) -> str:
+    """A failed server's error as the terminal shows it: the server wrote it, so it is cleaned of escape sequences
+    and control characters and kept on one line (no line it holds passes for one of ours), at most `ERROR_CHARS`
+    characters (an error quoting a 15 MB cursor was printed whole, and sized the table's rule)."""
+    return terminal_label(error or "", ERROR_CHARS)
 
 
 class ServerProgress:
@@ -84,7 +96,7 @@ class ServerProgress:
                 text = f"  ok      {outcome.name}  ({outcome.seconds:.2f} s)"
             else:
                 self.failed += 1
-                text = f"  FAILED  {outcome.name}: {outcome.error}"
+                text = f"  FAILED  {outcome.name}: {shown_error(outcome.error)}"
             if not self.live:
                 self._print(f"{text}  [{self.listed + self.failed}/{self.total}]")
             elif outcome.status != "ok":  # failures stay on screen, above the live line

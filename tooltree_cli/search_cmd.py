@@ -6,7 +6,6 @@ Exit codes: 0 results printed (possibly none matched), 2 bad arguments or no usa
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -49,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
         0 on success, 2 on a bad limit, detail or regex, or a missing or corrupt index.
     """
     from tool_tree.search import SearchError, check_detail, load_index, meaning_only_note, render_hits
+    from tooltree_cli.output import json_text
 
     tree: Path = args.tree
     try:
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.json:
         rows = [{"server": h.server, "tool": h.tool, "path": h.path, "score": h.score} for h in hits]
-        sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text(rows) + "\n")
     else:
         sys.stdout.write(meaning_only_note(index, args.query, hits, regex=args.regex) + render_hits(tree, hits, detail))
         if not hits:

@@ -37,7 +37,7 @@ from tooltree_cli.common import (
     sandbox_config,
     sandbox_seconds,
 )
-from tooltree_cli.output import error
+from tooltree_cli.output import error, terminal_text
 
 if TYPE_CHECKING:
     from agent.serve.server import ToolServer
@@ -313,6 +313,7 @@ def _regenerate(
     from sandbox.mcp_bridge import with_stderr
     from tool_tree.search import SearchError
     from tool_tree.tree import Manifest, TreeError
+    from tooltree_cli.progress import shown_error  # the server wrote the error: one line, cleaned, cut
 
     count = len(config.enabled_servers)
     existed = _usable(tree)
@@ -330,8 +331,8 @@ def _regenerate(
         return EXIT_SERVERS, False
     for s in result.failed:
         kept = "its stubs are kept" if s.kept_previous else "its tools are not in the tree"
-        failed = f"tooltree serve: {s.name} failed to list its tools ({s.error}); {kept}"
-        print(with_stderr(failed, s.stderr_tail), file=sys.stderr)
+        failed = f"tooltree serve: {s.name} failed to list its tools ({shown_error(s.error)}); {kept}"
+        print(with_stderr(failed, terminal_text(s.stderr_tail)), file=sys.stderr)  # escape sequences go whole
     if result.failed and len(result.failed) == len(result.servers):  # `generate` wrote nothing
         if background:
             print(f"tooltree serve: {tree} is not up to date: every server failed (see above); it is served as it "

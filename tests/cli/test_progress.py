@@ -6,7 +6,7 @@ import io
 import threading
 
 from generator.generate import ServerOutcome
-from tooltree_cli.progress import ServerProgress, embedding_progress
+from tooltree_cli.progress import ERROR_CHARS, ServerProgress, embedding_progress, shown_error
 
 
 class Terminal(io.StringIO):
@@ -44,6 +44,20 @@ def test_on_a_terminal_one_line_shows_the_counts_and_failures_stay_above_it() ->
     shown = term.getvalue()
     assert shown.endswith("\r\x1b[K")  # the live line is gone when the work is done
     assert "  ok      a" not in shown  # successes only move the counts
+
+
+def test_a_failed_servers_error_is_shown_on_one_cleaned_line_cut_at_500_characters() -> None:
+    # Before: the error raw above the live line: a title set, the screen cleared, a line forged by a line feed.
+    error = "MCPError: no \x1b]0;TITLE\x07\x1b[2J\x9b31mway\r\ntooltree: forged\U000e0041 " + "x" * 10_000
+    term = Terminal()
+    with ServerProgress(2, stream=term) as progress:
+        progress.server_started("a")
+        progress.server_done(ServerOutcome("a", "failed", error=error))
+        assert term.wait_for("1 failed")
+    shown = term.getvalue().replace("\r\x1b[K", "")  # the live line's own redraws
+    line = "  FAILED  a: " + ("MCPError: no way tooltree: forged " + "x" * 10_000)[: ERROR_CHARS - 1] + "…\n"
+    assert shown.startswith(line) and "\x1b" not in shown and "\r" not in shown and "\x9b" not in shown
+    assert shown_error(None) == "" and shown_error("x" * ERROR_CHARS) == "x" * ERROR_CHARS
 
 
 def test_off_a_terminal_each_finished_server_is_one_numbered_line_and_nothing_is_redrawn() -> None:
