@@ -13,11 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tooltree_cli.agent_view import (
-    REASON_CHARS,
     live_view,
-    print_comparison,
     print_first_requests,
-    run_json,
+    print_runs,
     summary_line,
     transcript_warning,
 )
@@ -31,7 +29,7 @@ from tooltree_cli.common import (
     probability,
     sandbox_config,
 )
-from tooltree_cli.output import error, print_json, terminal_label, terminal_text
+from tooltree_cli.output import error, terminal_text
 from tooltree_cli.signals import EXIT_TERMINATED, Terminated, sigterm_stops_like_ctrl_c
 
 if TYPE_CHECKING:
@@ -216,8 +214,10 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
     """Run ``task`` with each agent in turn; print the answer, the summary or the comparison.
 
     Under ``--compare`` a mode whose request failed (`ModelAPIError`) is a row of the table and the other modes
-    still run; the exit status is then `EXIT_API`. Ctrl-C prints what ran (the interrupted run's summary, its stop
-    reason ``interrupted``) before the interrupt goes on (`tooltree_cli.main`: ``tooltree: interrupted``, 130).
+    still run; the exit status is then `EXIT_API`. A mode whose sandbox or servers failed did not run: the others
+    still do, what ran is printed (``--json``: with the failure), and the exit status is `EXIT_SANDBOX`. Ctrl-C
+    prints what ran (the interrupted run's summary, its stop reason ``interrupted``) before the interrupt goes on
+    (`tooltree_cli.main`: ``tooltree: interrupted``, 130).
     """
     from agent import AgentSetupError, ModelAPIError
     from agent.errors import interrupted_result
@@ -226,6 +226,7 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
 
     several = len(agents) > 1
     runs: list[tuple[RunResult, ModelAPIError | None]] = []
+    broken: list[tuple[str, str]] = []  # (mode, why) of the modes whose sandbox or servers failed
     try:
         for agent in agents:
             if several and not args.quiet:
@@ -244,18 +245,24 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
                     return EXIT_API
                 result, failure = e.result, e
             except (SandboxError, PoolError) as e:
-                error(f"the sandbox failed: {e}")
-                return EXIT_SANDBOX
+                broken.append((agent.mode, f"the sandbox failed: {e}"))
+                error(terminal_text(f"{agent.mode}: {broken[-1][1]}" if several else broken[-1][1]))
+                continue
             _ran(result, args.quiet)
             runs.append((result, failure))
     except KeyboardInterrupt as e:  # what ran, then the interrupt goes on (`tooltree: interrupted`, 130)
         if (stopped := interrupted_result(e)) is not None:
             _ran(stopped, args.quiet)
             runs.append((stopped, None))
-        if runs:
-            _print_runs(runs, args, several)
+        if runs or broken:
+            print_runs(runs, broken, as_json=args.json, several=several)
         raise
-    _print_runs(runs, args, several)
+    print_runs(runs, broken, as_json=args.json, several=several)
+    if broken:
+        if several:
+            modes = ", ".join(m for m, _ in broken)
+            error(f"--compare: the sandbox failed in {modes} (see above); the other modes ran")
+        return EXIT_SANDBOX
     if failed := [r.summary.mode for r, e in runs if e is not None]:
         if several:
             error(f"--compare: the Messages API failed in {', '.join(failed)} mode{'s' if len(failed) > 1 else ''} "
@@ -270,24 +277,6 @@ def _ran(result: RunResult, quiet: bool) -> None:
         print(summary_line(result), file=sys.stderr)
     if result.summary.transcript_error:  # even with --quiet: a file the user asked for is incomplete
         transcript_warning(result)
-
-
-def _print_runs(runs: list[tuple[RunResult, ModelAPIError | None]], args: argparse.Namespace, several: bool) -> None:
-    """What stdout gets: the comparison (a failed run a row of it, its error in its answer's place), or the one
-    run's answer; under ``--json`` the summaries, a failed run's with why (``error``, ``status_code``, ``advice``)."""
-    from dataclasses import replace
-
-    if args.json:
-        entries = [{**run_json(r), **({"error": str(e), "status_code": e.status_code, "advice": e.advice} if e else {})}
-                   for r, e in runs]  # fmt: skip
-        print_json({"runs": entries} if several else entries[0])
-    elif several:
-        print_comparison([r if e is None else replace(r, answer=f"failed: {terminal_label(e, REASON_CHARS)}")
-                          for r, e in runs], as_json=False)  # fmt: skip
-    else:
-        (result, failure) = runs[0]
-        if failure is None and result.stop_reason != "interrupted" and result.answer:
-            print(terminal_text(result.answer))
 
 
 PREFILTER_OPTIONS = ("threshold", "siblings", "state", "model", "timeout")

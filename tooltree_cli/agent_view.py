@@ -14,7 +14,7 @@ from tool_tree.text import size
 from tooltree_cli.output import print_json, table, terminal_label, terminal_text
 
 if TYPE_CHECKING:
-    from agent import Agent, RunResult
+    from agent import Agent, ModelAPIError, RunResult
     from agent.events import Event
 
 LABEL_CHARS = 80
@@ -135,3 +135,24 @@ def print_comparison(results: list[RunResult], *, as_json: bool) -> None:
     print(terminal_text(table(rows, header)))
     for r in results:
         print(f"\n[{r.summary.mode}] {terminal_text(r.answer)}")
+
+
+def print_runs(
+    runs: list[tuple[RunResult, ModelAPIError | None]], broken: list[tuple[str, str]], *, as_json: bool, several: bool
+) -> None:
+    """What stdout gets: the comparison (a failed run a row of it, its error in its answer's place), or the one
+    run's answer; under ``--json`` the summaries, a failed run's with why (``error``, ``status_code``, ``advice``),
+    and each mode that could not run (``broken``: its sandbox or servers failed) as ``{"mode", "error"}``."""
+    from dataclasses import replace
+
+    if as_json:
+        entries = [{**run_json(r), **({"error": str(e), "status_code": e.status_code, "advice": e.advice} if e else {})}
+                   for r, e in runs] + [{"mode": mode, "error": why} for mode, why in broken]  # fmt: skip
+        print_json({"runs": entries} if several else entries[0])
+    elif several and runs:
+        print_comparison([r if e is None else replace(r, answer=f"failed: {terminal_label(e, REASON_CHARS)}")
+                          for r, e in runs], as_json=False)  # fmt: skip
+    elif runs:
+        (result, failure) = runs[0]
+        if failure is None and result.stop_reason != "interrupted" and result.answer:
+            print(terminal_text(result.answer))

@@ -194,6 +194,31 @@ def test_compare_runs_the_task_in_each_mode_and_tabulates_the_tokens(
     assert [(r["mode"], r["answer"]) for r in runs] == [("direct", "A."), ("tool-search", "B.")]
 
 
+def test_under_compare_a_mode_whose_sandbox_fails_is_reported_and_the_other_modes_still_run(
+    project: Project,
+    api: FakeMessagesAPI,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    # Before: exit 4 with nothing on stdout (not even under --json), and the modes after the failed one never ran.
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    api.add(reply(tool_use("execute_python", {"code": "print(1)"})), reply("Negotiation (direct)."))
+    base = ["agent", "Read the Northwind deal", "--config", str(project.config_path), "--tree", str(project.tree)]
+    assert main([*base, "--compare", "code,direct", "--json", "--quiet"]) == 4
+    out, err = capsys.readouterr()
+    runs = json.loads(out)["runs"]
+    assert [(r["mode"], r.get("answer")) for r in runs] == [("direct", "Negotiation (direct)."), ("code", None)]
+    assert runs[1]["error"].startswith("the sandbox failed: no Docker engine answers at")
+    assert "tooltree: error: code: the sandbox failed: no Docker engine answers at" in err
+    assert "--compare: the sandbox failed in code (see above); the other modes ran" in err
+
+    api.add(reply(tool_use("execute_python", {"code": "print(1)"})))
+    assert main([*base, "--mode", "code", "--json", "--quiet"]) == 4  # one mode: its failure is the JSON
+    out = capsys.readouterr().out
+    assert json.loads(out)["mode"] == "code" and json.loads(out)["error"].startswith("the sandbox failed: ")
+
+
 @pytest.mark.parametrize("extra", [["--compare", "direct,direct"], ["--compare", "direct", "--mode", "code"]])
 def test_compare_needs_distinct_modes_without_mode(
     project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], extra: list[str]
