@@ -2,6 +2,9 @@
 
 Its options and the checks made before any request are here; what it prints (the live view, the summary
 lines, the comparison and dry-run tables) is `tooltree_cli.agent_view`.
+
+(Over 400 lines: one command's options, each checked before any request is sent, and how each mode of
+``--compare`` is set up from them.)
 """
 
 from __future__ import annotations
@@ -367,6 +370,7 @@ def _agent(args: argparse.Namespace, config: Config, mode: str | None, several: 
     effective = mode or str(agent_settings(config).get("mode", "code"))
     if args.prefilter not in (None, "off") and effective in ("direct", "tool-search") and not several:
         raise AgentSetupError(f"--prefilter works in code and filtered modes, not in {effective}")
+    options = _prefilter_options(args, config)
     return Agent(
         config,
         tree=args.tree,
@@ -381,6 +385,24 @@ def _agent(args: argparse.Namespace, config: Config, mode: str | None, several: 
         transcript=transcript,
         on_event=None if args.quiet else live_view,
         prefilter=args.prefilter if effective in ("code", "filtered") else None,
-        prefilter_options=_prefilter_options(args, config),
+        prefilter_options=_compared(options, mode) if several else options,
         batch=False if args.no_batch else None,
     )
+
+
+def _compared(options: PrefilterOptions, mode: str | None) -> PrefilterOptions:
+    """``options`` for one mode of ``--compare``: its state file a copy of the file as it is now (each mode starts
+    from the same tools, not those of the modes before it, and the user's file is left as it was)."""
+    import atexit
+    import shutil
+    import tempfile
+    from dataclasses import replace
+
+    if options.state is None:
+        return options
+    folder = Path(tempfile.mkdtemp(prefix="tooltree-compare-state-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    copy = folder / f"{mode}.json"
+    if options.state.is_file():
+        shutil.copyfile(options.state, copy)
+    return replace(options, state=copy)

@@ -405,6 +405,24 @@ def test_the_summary_says_how_big_the_prefilter_state_has_grown(
     assert f"· the state file holds {len(held)} tool(s)" in capsys.readouterr().err
 
 
+def test_a_comparison_starts_each_mode_from_the_state_file_as_it_is_and_leaves_it_so(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Before: every mode of --compare read and grew the one file, so a mode started with the tools the modes
+    # before it had admitted, and the comparison wrote them into the user's profile.
+    state = tmp_path / "admitted.json"
+    saved = {"format": "tooltree-prefilter-state", "version": 1, "admitted": ["other.tool"]}
+    state.write_text(json.dumps(saved), encoding="utf-8")
+    before = state.read_bytes()
+    api.add(reply("Negotiation (direct)."), reply("Negotiation (filtered)."))
+    base = ["agent", "Read the Northwind deal", "--config", str(project.config_path), "--tree", str(project.tree)]
+    args = ["--compare", "direct,filtered", "--prefilter", "local", "--prefilter-state", str(state), "--json"]
+    assert main([*base, *args, "--quiet"]) == 0
+    filtered = json.loads(capsys.readouterr().out)["runs"][1]
+    assert filtered["mode"] == "filtered" and filtered["prefilter"]["admitted"] > 0
+    assert state.read_bytes() == before
+
+
 @pytest.mark.parametrize("given", ["", "notes.txt/admitted.json"])
 def test_a_prefilter_state_that_cannot_be_a_file_exits_2_before_any_request(
     project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path, given: str
