@@ -11,7 +11,8 @@ output is:
   base64 and 8,000 pixels a side, 8 MiB together); an image that fails one becomes a note saying why,
   those past the count one note; its MIME type is read as the API spells it (`media_type`); an image
   sent as an embedded resource is shown as an image;
-- audio and other binary resources become a note with their type and size; a text block of white
+- a text resource sent as base64 (a ``text/*``, JSON, XML, … blob) is decoded and shown as text; audio and other
+  binary resources become a note with their type and size; a text block of white
   space only is left out (the API refuses one with a 400, on every later request too);
 - its structured content is for programs (the spec has a text block repeat it for the model): it is shown,
   as JSON, only when the content gives the model nothing, no image and no text but white space (a server
@@ -35,7 +36,7 @@ from typing import Any
 
 from sandbox._supervisor.limits import MAX_IMAGES
 from sandbox.results import IMAGE_TYPES, ExecutionResult, ImageBudget, ToolCallRecord, clean_text, note_label
-from tool_tree.text import size
+from tool_tree.text import is_text_type, size, text_of_blob
 
 LEDGER_LINES = 8
 LEDGER_GROUPS = 20
@@ -45,6 +46,8 @@ MAX_RESULT_CHARS = 500_000
 """Characters of text one MCP tool result brings into the conversation (about 125,000 tokens: room
 left in a 200,000-token context, and a 200 KB document still arrives whole); a longer text keeps its
 head and tail, with a note. Past it, a result would fill the context and go out with every request."""
+BLOB_CHARS = 1 << 20
+"""Base64 characters of a text resource sent as a blob that are decoded (768 KB of text: past the result's cap)."""
 MAX_BLOCKS = 1_000
 """Content blocks of one MCP tool result that are looked at (here and in `tooltree serve`'s passthrough);
 later ones are counted in a note. Ample for a result listing its items one block each; what bounds
@@ -93,7 +96,7 @@ def media_type(mime: Any) -> Any:
 
 def _binary_note(what: str, data: Any, mime: Any, why: str) -> str:
     """A note for binary content the model is not given: what it was, its type and size, and why."""
-    known = f"{size(len(data) * 3 // 4)}, " if isinstance(data, str) else ""
+    known = f"{size(len(data) * 3 // 4 - data[-2:].count('='))}, " if isinstance(data, str) else ""
     return f"[{what} ({known}{note_label(mime)}) not shown: {why}]"
 
 
@@ -118,6 +121,8 @@ def _mcp_block(block: dict[str, Any], images: ImageBudget) -> dict[str, Any] | P
         mime = media_type(resource.get("mimeType"))
         if isinstance(mime, str) and mime.startswith("image/"):  # an image sent as a resource is shown as one
             return _image(resource.get("blob"), resource.get("mimeType"), images)
+        if is_text_type(resource.get("mimeType")) and (text := text_of_blob(resource.get("blob"), BLOB_CHARS)):
+            return ["[resource ", *_strings(uri), "]\n", text]  # text sent as a blob (server-everything's)
         what = f"binary resource {note_label(uri, 200)}"
         return [_binary_note(what, resource.get("blob"), resource.get("mimeType"), "the model reads only text")]
     if kind == "resource_link":

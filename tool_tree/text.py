@@ -122,3 +122,33 @@ def size(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} B"
+
+
+_TEXT_TYPES = frozenset(
+    {"application/json", "application/xml", "application/yaml", "application/x-yaml", "application/javascript",
+     "application/sql", "application/toml", "application/x-ndjson"}
+)  # fmt: skip
+
+
+def is_text_type(mime: object) -> bool:
+    """Whether a MIME type names text (``text/*``, JSON, XML, YAML, …, ``+json`` and ``+xml`` types)."""
+    if not isinstance(mime, str):
+        return False
+    kind = mime.split(";", 1)[0].strip().lower()
+    return kind.startswith("text/") or kind in _TEXT_TYPES or kind.endswith(("+json", "+xml"))
+
+
+def text_of_blob(blob: object, max_chars: int) -> str | None:
+    """A base64 blob of UTF-8 text, decoded from its first ``max_chars`` characters at most (a note says how much
+    was left); None when it is not strict base64 or not UTF-8."""
+    import base64
+    import binascii
+
+    if not isinstance(blob, str):
+        return None
+    head = blob[: max_chars - max_chars % 4]
+    try:
+        text = base64.b64decode(head, validate=True).decode("utf-8", errors="strict" if head == blob else "ignore")
+    except (binascii.Error, ValueError):
+        return None
+    return text if head == blob else f"{text}\n[… {size(len(blob) * 3 // 4 - len(text.encode()))} more not shown]"

@@ -154,3 +154,36 @@ def test_the_short_ledger_names_at_most_its_groups_of_tools_and_counts_the_rest(
         "  crm.get_record ok (100 B, 1 ms)",
         "  … 2 more call(s) not listed",
     ]
+
+
+def test_a_text_resource_sent_as_a_blob_is_shown_as_text_and_a_binary_one_as_a_note() -> None:
+    # server-everything's "Blob" resources are text/plain in base64: before, "[binary resource … not shown: the
+    # model reads only text]", though it was text.
+    import base64
+
+    def blob(data: bytes, mime: str) -> dict[str, Any]:
+        return {
+            "type": "resource",
+            "resource": {"uri": "demo://r", "blob": base64.b64encode(data).decode(), "mimeType": mime},
+        }
+
+    blocks = [blob("héllo\x1b[2J".encode(), "text/plain"), blob(b'{"a": 1}', "application/json; charset=utf-8"),
+              blob(b"\xff\xfe", "text/plain"), blob(b"PK\x03\x04", "application/zip")]  # fmt: skip
+    result = {"content": blocks}
+    assert [b["text"] for b in mcp_result_blocks(result)] == [
+        "[resource demo://r]\nhéllo",
+        '[resource demo://r]\n{"a": 1}',
+        "[binary resource demo://r (2 B, text/plain) not shown: the model reads only text]",  # not UTF-8
+        "[binary resource demo://r (4 B, application/zip) not shown: the model reads only text]",
+    ]
+
+
+def test_a_huge_text_blob_is_decoded_from_its_start_only() -> None:
+    import base64
+
+    from tool_tree.text import text_of_blob
+
+    data = base64.b64encode(b"x" * 3_000_000).decode()
+    text = text_of_blob(data, 1 << 20)
+    assert text is not None and text.startswith("x" * 786_432 + "\n[… ") and text.endswith(" more not shown]")
+    assert text_of_blob("not base64!", 100) is None and text_of_blob(None, 100) is None
