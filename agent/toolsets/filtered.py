@@ -59,6 +59,9 @@ class FilteredToolset(DirectToolset):
 
     def call_native(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
         entry = self.names.get(name)
-        if entry is None or self.prefilter.key(entry.server, entry.tool) not in self.prefilter.admitted:
+        if entry is None:
             return error(f"unknown tool {name!r}")
+        if self.prefilter.key(entry.server, entry.tool) not in self.prefilter.admitted:  # a tool of the tree
+            return error(f"tool {name!r} is not among the tools offered in this conversation (the pre-filter left "
+                         "it out, and it is not run); use one that is")  # fmt: skip
         return super().call_native(name, arguments, runtime)

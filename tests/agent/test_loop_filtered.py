@@ -141,7 +141,10 @@ def test_a_tool_that_was_not_admitted_cannot_be_called(project: Project, live: R
     with FakeMessagesAPI(judge) as judge_api, FakeMessagesAPI(script) as api:
         filtered(project, api, live, ClaudeFilter(judge_api.client())).run("Draw the pipeline")
     (answer,) = [b for b in api.requests[1]["messages"][-1]["content"] if b["type"] == "tool_result"]
-    assert answer["is_error"] and answer["content"][0]["text"] == "unknown tool 'crm__list_leads'"
+    assert answer["is_error"] and answer["content"][0]["text"] == (
+        "tool 'crm__list_leads' is not among the tools offered in this conversation (the pre-filter left it out, "
+        "and it is not run); use one that is"
+    )
 
 
 def test_a_conversation_continued_by_another_agent_keeps_offering_the_tools_it_called(

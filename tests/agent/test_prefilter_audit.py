@@ -65,7 +65,7 @@ def test_admitting_one_of_two_tools_that_would_share_a_key_neither_offers_nor_le
     toolset.before_request([user("the real one")])
     assert [t["name"] for t in toolset.tools()] == ["a_b__c"]
     shadow = toolset.call("a__b_c", {}, runtime=None)  # type: ignore[arg-type]  # refused before any runtime use
-    assert shadow.is_error and "unknown tool" in shadow.content[0]["text"]
+    assert shadow.is_error and "is not among the tools offered in this conversation" in shadow.content[0]["text"]
     # the next conversation reads back the same tool, not the other one
     again = PreFilter(ScriptedFilter([]), catalog(shadowed), state=state)
     again.start()
