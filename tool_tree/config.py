@@ -414,7 +414,7 @@ def parse_config(
         if span.end - span.start > MAX_CONFIG_BYTES:
             size = f"{span.end - span.start:,} characters"
             raise ConfigError(_too_large(size, "its servers"), file=source, line=span.line, key="mcpServers")
-        value = compose(text[span.start : span.end], source, line=span.line, column=span.column, depth=1)
+        value = compose(_as_yaml(text[span.start : span.end]), source, line=span.line, column=span.column, depth=1)
         servers_node = reader.to_node(value, "mcpServers", depth=2)
         json_format = True
     else:
@@ -474,6 +474,25 @@ def parse_config(
             continue
         servers.append(server)
     return Config(servers=tuple(servers), source=source, sections=handed_on)
+
+
+_SURROGATE_PAIR = re.compile(r"(\\+)u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})", re.IGNORECASE)
+_YAML_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def _as_yaml(json_text: str) -> str:
+    """JSON text the YAML reader reads as JSON does: a character past U+FFFF escaped as a surrogate pair (Python's
+    ``json.dump`` writes an emoji so) is that character, not two lone surrogates; NEL, U+2028 and U+2029, which
+    YAML takes for line breaks (a key broken, a value's NEL a space), are escaped. Lines stay where they were."""
+
+    def joined(m: re.Match[str]) -> str:
+        slashes = m.group(1)
+        if len(slashes) % 2 == 0:  # the backslash before ``u`` is itself escaped: text, not an escape
+            return m.group(0)
+        pair = chr(0x10000 + ((int(m.group(2), 16) - 0xD800) << 10) + (int(m.group(3), 16) - 0xDC00))
+        return slashes[:-1] + pair
+
+    return _SURROGATE_PAIR.sub(joined, json_text).translate(_YAML_LINE_BREAKS)
 
 
 _TOOLTREE_MODULES = (("-m", "tooltree_cli.main"), ("-m", "tooltree_cli"))

@@ -126,6 +126,20 @@ def test_a_client_config_that_lists_tooltree_itself_leaves_that_entry_out_and_sa
     ]
 
 
+def test_a_json_config_is_read_as_json_reads_it_emoji_escapes_and_unicode_line_breaks(tmp_path: Path) -> None:
+    # Read by a YAML reader, Python's json.dump of an emoji ("\\ud83d\\ude00") was two lone surrogates (the
+    # server then failed: "surrogates not allowed"), a raw U+2028 in a key a syntax error, a NEL in a value a space.
+    import json
+
+    path = tmp_path / ".mcp.json"
+    servers = {"emoji\U0001f600": {"command": "x", "args": ["\U0001f600", "\\ud83d"]}, "a\u2028b": {"command": "y"},
+               "nel": {"command": "z", "args": ["p\x85q", "r\u2029s"]}}  # fmt: skip
+    for ascii_only in (True, False):
+        path.write_text(json.dumps({"mcpServers": servers}, ensure_ascii=ascii_only, indent=1), encoding="utf-8")
+        config = load_config(path, environ={})
+        assert {s.name: s.args for s in config.servers} == {k: tuple(v.get("args", ())) for k, v in servers.items()}
+
+
 def test_json_syntax_error_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "claude.json"
     path.write_text('{\n  "mcpServers": {\n    "a": {"command": "x",}\n  }\n}\n', encoding="utf-8")
