@@ -75,7 +75,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "-c",
         default=None,
         help="tooltree.yaml, or a JSON file with `mcpServers` (default: ./tooltree.yaml; with "
-        "--from-snapshot and no config, every stored snapshot is used)",
+        "--from-snapshot, no --config and no ./tooltree.yaml, every stored snapshot is used)",
     )
     p.add_argument("--out", "-o", default="tree", help="the tree to write (default: ./tree)")
     p.add_argument(

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.errors import AgentSetupError
-from agent.prefilter.base import CatalogTool, FilterError, ToolFilter, Verdicts
+from agent.prefilter.base import Attempt, CatalogTool, FilterError, ToolFilter, Verdicts, current_attempt
 from agent.prefilter.catalog import SIBLINGS, Siblings, load_catalog, sibling_map
 from agent.prefilter.claude import DEFAULT_FILTER_MODEL, ClaudeFilter
 from agent.prefilter.gate import DEFAULT_TIMEOUT, FilterStep, PreFilter, request_text
@@ -28,6 +28,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "SIBLINGS",
     "AdmittedSet",
+    "Attempt",
     "CatalogTool",
     "ClaudeFilter",
     "FilterError",
@@ -37,6 +38,7 @@ __all__ = [
     "Siblings",
     "ToolFilter",
     "Verdicts",
+    "current_attempt",
     "load_catalog",
     "load_state",
     "make_prefilter",
@@ -66,7 +68,7 @@ def make_prefilter(
     if isinstance(classifier, str):
         if classifier == "local":
             classifier = LocalFilter(tree)
-        elif classifier == "claude":  # its own requests give up when the pre-filter would
+        elif classifier == "claude":  # sends no request once the pre-filter gave up (see `Attempt`)
             classifier = ClaudeFilter(model=model or DEFAULT_FILTER_MODEL, timeout=timeout)
         else:
             raise AgentSetupError(f"unknown pre-filter {classifier!r}; use local or claude")

@@ -9,12 +9,20 @@ pre-filter then sends the full catalog (fail open).
 
     FilterError             the classifier could not decide; ``kind`` says why
     (kinds: "error", "timeout", "missing_model", "corrupt_state")
+
+The pre-filter gives a classifier a deadline (its timeout) and gives up on it past that. A classifier
+that sends requests to a model reads the `Attempt` it runs under (`current_attempt`): it sends a
+request only when `Attempt.send` allows (never once the gate gave up), and reports each answer's
+tokens to `Attempt.spent`, so what it sent is counted even when the gate no longer waits for it.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from agent.errors import AgentError
@@ -89,3 +97,68 @@ class ToolFilter(Protocol):
             FilterError: the classifier cannot decide (any kind); the caller sends every tool.
         """
         ...
+
+
+class Attempt:
+    """One `ToolFilter.classify` call under a deadline, and what it has sent (thread-safe).
+
+    The pre-filter makes one per question and gives up at ``deadline`` (`abandon`); the classifier sends a
+    request only when `send` returns True, and reports the tokens of every answer it gets to `spent`.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+        """`time.monotonic` time by which the answer is needed."""
+        self.requests = 0
+        """Requests sent so far."""
+        self.usage = TokenUsage()
+        """Tokens of the answers received before the pre-filter gave up."""
+        self.abandoned = threading.Event()
+        """Set when the pre-filter gave up waiting: a classifier's backoff can wait on it."""
+        self.done = threading.Event()
+        """Set by the pre-filter when ``classify`` returned or raised."""
+        self._late = TokenUsage()
+        self._lock = threading.Lock()
+
+    def left(self) -> float:
+        """Seconds until the deadline (negative past it)."""
+        return self.deadline - time.monotonic()
+
+    def send(self) -> bool:
+        """Whether a request may be sent now (counted when it may): False past the deadline or once abandoned."""
+        with self._lock:
+            if self.abandoned.is_set() or self.left() <= 0:
+                return False
+            self.requests += 1
+            return True
+
+    def spent(self, usage: TokenUsage) -> None:
+        """Count the tokens of an answer (one that arrives after `abandon` is kept for `late`)."""
+        with self._lock:
+            (self._late if self.abandoned.is_set() else self.usage).add(usage)
+
+    def abandon(self) -> tuple[int, TokenUsage]:
+        """Give up waiting: no request is sent from now on. Returns the requests sent and the tokens counted so far."""
+        with self._lock:
+            self.abandoned.set()
+            return self.requests, replace(self.usage)
+
+    def late(self) -> TokenUsage:
+        """The tokens of answers that arrived after `abandon` and were not taken yet (taken now)."""
+        with self._lock:
+            late, self._late = self._late, TokenUsage()
+            return late
+
+
+_current: ContextVar[Attempt | None] = ContextVar("tooltree_prefilter_attempt", default=None)
+
+
+def current_attempt() -> Attempt | None:
+    """The `Attempt` the running ``classify`` is under (None when called outside the pre-filter)."""
+    return _current.get()
+
+
+def set_current_attempt(attempt: Attempt) -> None:
+    """Make ``attempt`` the current one in this thread (the pre-filter's worker thread, before ``classify``)."""
+    _current.set(attempt)

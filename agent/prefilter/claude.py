@@ -13,10 +13,11 @@ not needed. Its tokens and time are counted in the run's cost report.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agent.prefilter.base import CatalogTool, FilterError, Verdicts
+from agent.prefilter.base import Attempt, CatalogTool, FilterError, Verdicts, current_attempt
 from agent.request import EPHEMERAL
 from agent.summary import TokenUsage
 
@@ -85,7 +86,8 @@ class ClaudeFilter:
         model: the model asked (default ``claude-haiku-5-5``).
         max_tokens: ``max_tokens`` of its request (default: `VERDICT_TOKENS` per tool of the catalog, 4,096 to
             32,000).
-        timeout: seconds the SDK waits for the answer (the pre-filter has its own timeout too).
+        timeout: seconds the answer may take, retries included (under the pre-filter, its timeout bounds it too:
+            no request is sent after the pre-filter gave up).
     """
 
     name = "claude"
@@ -124,8 +126,14 @@ class ClaudeFilter:
         }
 
     def classify(self, text: str, catalog: Sequence[CatalogTool]) -> Verdicts:
-        """Raises: FilterError: the model does not exist (``missing_model``), the request timed out
-        (``timeout``) or failed, or the answer is not a verdict list (``error``)."""
+        """Raises: FilterError: the model does not exist (``missing_model``), no answer came within the timeout
+        (``timeout``) or the request failed, or the answer is not a verdict list (``error``); each with the
+        requests it sent.
+
+        Under the pre-filter, the deadline is the pre-filter's (`current_attempt`); else ``timeout`` from now. A
+        failure the SDK would retry is retried, as often as the client's ``max_retries``, only while the backoff
+        ends before the deadline, and no request is sent past the deadline: each waits at most until then.
+        """
         import anthropic
 
         if self.client is None:
@@ -133,19 +141,25 @@ class ClaudeFilter:
                 self.client = anthropic.Anthropic()
             except anthropic.AnthropicError as e:  # no API key
                 raise FilterError(f"the claude pre-filter has no client: {e}") from None
-        try:
-            message = self.client.messages.create(**self.request(text, catalog), timeout=self.timeout)
-        except anthropic.NotFoundError as e:
-            raise FilterError(f"the pre-filter model {self.model!r} was not found: {e}", kind="missing_model") from None
-        except anthropic.APITimeoutError:
-            raise FilterError(
-                f"the pre-filter model did not answer within {self.timeout:g} s", kind="timeout"
-            ) from None
-        except anthropic.APIStatusError as e:
-            raise FilterError(f"the pre-filter request failed ({e.status_code}): {e}") from None
-        except anthropic.APIConnectionError as e:
-            raise FilterError(f"cannot reach the Messages API for the pre-filter: {e}") from None
+        attempt = current_attempt() or Attempt(self.timeout)
+        retries, client = self.client.max_retries, self.client.with_options(max_retries=0)
+        params = self.request(text, catalog)
+        tried = 0
+        while True:
+            if not attempt.send():
+                raise self._failure(None, attempt)  # the deadline passed, or the pre-filter gave up
+            try:
+                message = client.messages.create(**params, timeout=max(min(self.timeout, attempt.left()), 0.001))
+                break
+            except (anthropic.APIStatusError, anthropic.APIConnectionError) as e:
+                wait = _backoff(e, tried) if tried < retries else None
+                if wait is None or wait >= attempt.left():
+                    raise self._failure(e, attempt) from None
+            attempt.abandoned.wait(wait)  # woken when the pre-filter gives up (then nothing more is sent)
+            tried += 1
         usage = TokenUsage.from_api(message.usage)
+        attempt.spent(usage)
+        requests = attempt.requests
         answer = next((b for b in message.content if b.type == "tool_use" and b.name == VERDICT_TOOL), None)
         if message.stop_reason == "max_tokens":  # the verdict list may be cut short: tools left out would count 0
             raise FilterError(
@@ -153,22 +167,42 @@ class ClaudeFilter:
                 f"({self.max_tokens or verdict_budget(len(catalog))}); raise it for a catalog "
                 f"of {len(catalog)} tools",
                 usage=usage,
-                requests=1,
+                requests=requests,
             )
         if answer is None:
-            raise FilterError(f"the pre-filter model answered without calling {VERDICT_TOOL}", usage=usage, requests=1)
+            raise FilterError(
+                f"the pre-filter model answered without calling {VERDICT_TOOL}", usage=usage, requests=requests
+            )
         try:
             probabilities = parse_verdicts(answer.input, catalog)
         except FilterError as e:
-            raise FilterError(str(e), usage=usage, requests=1) from None
-        return Verdicts(probabilities, usage=usage, requests=1, note=self.model)
+            raise FilterError(str(e), usage=usage, requests=requests) from None
+        return Verdicts(probabilities, usage=usage, requests=requests, note=self.model)
+
+    def _failure(self, error: Exception | None, attempt: Attempt) -> FilterError:
+        """The `FilterError` for a request that failed (a timeout, a refusal, no connection), or (None) for the
+        deadline that passed before a request could be sent."""
+        import anthropic
+
+        sent = attempt.requests
+        if isinstance(error, anthropic.NotFoundError):
+            return FilterError(f"the pre-filter model {self.model!r} was not found: {error}", kind="missing_model",
+                               requests=sent)  # fmt: skip
+        if error is None or isinstance(error, anthropic.APITimeoutError):
+            seconds = min(self.timeout, attempt.seconds)
+            return FilterError(f"the pre-filter model did not answer within {seconds:g} s", kind="timeout",
+                               requests=sent)  # fmt: skip
+        if isinstance(error, anthropic.APIStatusError):
+            return FilterError(f"the pre-filter request failed ({error.status_code}): {error}", requests=sent)
+        return FilterError(f"cannot reach the Messages API for the pre-filter: {error}", requests=sent)
 
 
 def parse_verdicts(data: Any, catalog: Sequence[CatalogTool]) -> dict[str, float]:
     """``key → probability`` from the verdict tool's input; entries naming no catalog tool are skipped.
 
     Raises:
-        FilterError: the input does not follow the schema.
+        FilterError: the input does not follow the schema (a probability that is not a number from 0 to 1, a bool
+            included, is not replaced by a guess).
     """
     verdicts = data.get("verdicts") if isinstance(data, Mapping) else None
     if not isinstance(verdicts, list):
@@ -178,13 +212,36 @@ def parse_verdicts(data: Any, catalog: Sequence[CatalogTool]) -> dict[str, float
     for v in verdicts:
         if not isinstance(v, Mapping) or not isinstance(v.get("needed"), bool):
             raise FilterError(f"a pre-filter verdict is malformed: {str(v)[:200]}")
+        p = v.get("probability")
+        if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:  # NaN too
+            raise FilterError(f"a pre-filter verdict's probability is not a number from 0 to 1: {str(v)[:200]}")
         key = by_name.get(str(v.get("tool")))
         if key is None:
             continue
-        p = v.get("probability")
-        if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
-            p = 1.0 if v["needed"] else 0.0
         # "needed" is the typed answer; the probability only ranks within it
         p = max(float(p), 0.5) if v["needed"] else min(float(p), 0.4999)
         out[key] = max(out.get(key, 0.0), p)
     return out
+
+
+def _backoff(error: Exception, tried: int) -> float | None:
+    """Seconds to wait before retrying a request that failed with ``error`` after ``tried`` retries, as the SDK
+    would (its ``retry-after``, else exponential backoff from 0.5 s); None when the SDK would not retry it."""
+    import anthropic
+
+    if isinstance(error, anthropic.APIStatusError):
+        headers = error.response.headers
+        should = headers.get("x-should-retry")
+        retried = error.status_code in (408, 409, 429) or error.status_code >= 500
+        if should == "false" or (should != "true" and not retried):
+            return None
+        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+            try:
+                after = float(headers.get(name, "")) * scale
+            except ValueError:
+                continue
+            if after > 0:
+                return after
+    elif not isinstance(error, anthropic.APIConnectionError):  # a timeout is one; anything else is not retried
+        return None
+    return min(0.5 * 2.0**tried, 8.0) * (1 - 0.25 * random.random())

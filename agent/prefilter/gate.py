@@ -9,6 +9,8 @@ The rules it keeps:
   is not `Verdicts` of probabilities in [0, 1], times out, has no model; the persisted state is
   corrupt or its load raises anything at all) admits the whole catalog
   and records why: a filter that cannot decide never removes a capability;
+- a classifier given up on sends no more requests (`base.Attempt`); the requests it sent count in the
+  step, and so do the tokens of an answer that still arrives (in the next step);
 - a save that fails (whatever it raises, or its lock busy past `state.LOCK_WAIT`) is skipped and
   recorded, and the run goes on;
 - it asks again whenever the text it judges changes (a new user turn, the model's next step),
@@ -22,12 +24,12 @@ import numbers
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from agent.defaults import MAX_PREFILTER_TIMEOUT
-from agent.prefilter.base import CatalogTool, FilterError, ToolFilter, Verdicts
+from agent.prefilter.base import Attempt, CatalogTool, FilterError, ToolFilter, Verdicts, set_current_attempt
 from agent.prefilter.catalog import Siblings, sibling_map
 from agent.prefilter.state import LOCK_WAIT, AdmittedSet, load_state, update_state
 from agent.summary import TokenUsage
@@ -179,6 +181,9 @@ class PreFilter:
         """`FilterStep.saved`: what the state file holds, as last loaded or saved."""
         self._unknown: list[str] = []
         """Keys of the state file that are not in this catalog: kept in the file, not offered."""
+        self._abandoned: list[Attempt] = []
+        """Questions given up on whose classifier has not finished: the tokens of an answer that still arrives
+        are counted with the next step."""
 
     # ---- conversation -------------------------------------------------------------------
 
@@ -227,7 +232,25 @@ class PreFilter:
         return len(self.admitted) > len(self.decided)
 
     def decide(self, messages: Sequence[dict[str, Any]]) -> FilterStep:
-        """Ask about every tool for the request ``messages`` is about to make; grow the set."""
+        """Ask about every tool for the request ``messages`` is about to make; grow the set. The step's usage
+        includes the tokens of answers that arrived since for questions given up on earlier."""
+        late = self._late()
+        step = self._decide(messages)
+        if late.total:
+            step.usage = replace(step.usage)
+            step.usage.add(late)
+        return step
+
+    def _late(self) -> TokenUsage:
+        late = TokenUsage()
+        for attempt in list(self._abandoned):
+            finished = attempt.done.is_set()  # before taking: whatever it spent before finishing is taken now
+            late.add(attempt.late())
+            if finished:
+                self._abandoned.remove(attempt)
+        return late
+
+    def _decide(self, messages: Sequence[dict[str, Any]]) -> FilterStep:
         step = self._pending or FilterStep(self.classifier.name, catalog=len(self.catalog))
         self._pending = None
         resumed: list[str] = []
@@ -275,22 +298,29 @@ class PreFilter:
     def _classify(self, text: str) -> Verdicts:
         # A daemon thread, not an executor's: the interpreter joins executor threads at exit, so a classifier that
         # never answers would keep the process alive after the run (it is abandoned here once the timeout passed).
-        done = threading.Event()
+        # The classifier runs under an `Attempt`: past its deadline it may send no more requests, and what it sent
+        # before is counted in the step (a model-based classifier reports each request it sends).
+        attempt = Attempt(self.timeout)
         outcome: list[Verdicts | BaseException] = []
 
         def work() -> None:
+            set_current_attempt(attempt)  # this thread's context only
             try:
                 outcome.append(self.classifier.classify(text, self.catalog))
             except BaseException as e:  # handed to the caller below
                 outcome.append(e)
             finally:
-                done.set()
+                attempt.done.set()
 
         threading.Thread(target=work, name="tooltree-prefilter", daemon=True).start()
-        if not done.wait(self.timeout):
-            raise FilterError(
-                f"the {self.classifier.name} classifier took longer than {self.timeout:g} s", kind="timeout"
-            )
+        if not attempt.done.wait(max(attempt.left(), 0.0)):
+            requests, usage = attempt.abandon()
+            if not attempt.done.is_set():  # (it may have answered just now: then its answer is used)
+                self._abandoned.append(attempt)
+                message = f"the {self.classifier.name} classifier took longer than {self.timeout:g} s"
+                if requests:
+                    message += f" ({requests} request(s) abandoned unanswered; tokens count for answers that arrive)"
+                raise FilterError(message, kind="timeout", usage=usage, requests=requests)
         (result,) = outcome
         if isinstance(result, FilterError):
             raise result

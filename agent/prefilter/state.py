@@ -114,11 +114,25 @@ def load_state(path: Path) -> AdmittedSet:
         raise FilterError(f"{path}: corrupt pre-filter state (nested too deep to parse); {fix}",
                           kind="corrupt_state") from None  # fmt: skip
     admitted = data.get("admitted") if isinstance(data, dict) else None
-    if not isinstance(data, dict) or data.get("format") != STATE_FORMAT or data.get("version") != STATE_VERSION:
-        raise FilterError(f"{path}: not a version-{STATE_VERSION} pre-filter state file; {fix}", kind="corrupt_state")
+    wrong = _not_a_state(data)
+    if wrong is not None:
+        raise FilterError(f"{path}: not a version-{STATE_VERSION} pre-filter state file ({wrong}); {fix}",
+                          kind="corrupt_state")  # fmt: skip
     if not isinstance(admitted, list) or not all(isinstance(k, str) for k in admitted):
         raise FilterError(f"{path}: 'admitted' must be a list of server.tool names; {fix}", kind="corrupt_state")
     return AdmittedSet(admitted, extra={k: v for k, v in data.items() if k not in _OWN_KEYS})
+
+
+def _not_a_state(data: object) -> str | None:
+    """Why the JSON value ``data`` is not a version-`STATE_VERSION` state file (None when it is one)."""
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    if data.get("format") != STATE_FORMAT:
+        return f"format {json.dumps(data.get('format'))[:80]}" if "format" in data else "no format"
+    version = data.get("version")
+    if type(version) is not int or version != STATE_VERSION:  # `true` and `1.0` are not 1 here
+        return f"version {json.dumps(version)[:80]}" if "version" in data else "no version"
+    return None
 
 
 def save_state(path: Path, admitted: AdmittedSet) -> None:

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from agent.prefilter import ClaudeFilter, FilterError
+from agent.prefilter import ClaudeFilter, FilterError, PreFilter
 from agent.prefilter.claude import VERDICT_TOOL
 from agent.testing import ApiError, FakeMessagesAPI, reply, tool_use
 from tests.agent.conftest import Project
-from tests.agent.prefilter_support import catalog
+from tests.agent.prefilter_support import catalog, user
 
 
 def verdicts(*entries: tuple[str, bool, float]) -> dict[str, Any]:
@@ -105,3 +105,34 @@ def test_max_tokens_leaves_room_for_a_verdict_on_every_tool_of_a_big_catalog(pro
         ClaudeFilter(api.client()).classify("anything", big)
         ClaudeFilter(api.client(), max_tokens=900).classify("anything", big)
     assert [r["max_tokens"] for r in api.requests] == [4096, 527 * 32, 900]
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        [("docs__get_document", True, 7), ("crm__get_record", True, "high")],  # the audit's answer
+        [("docs__get_document", True, 1.5)],
+        [("docs__get_document", False, -0.1)],
+        [("docs__get_document", True, True)],  # a bool is not a number
+        [("docs__get_document", False, None)],
+        [("docs__get_document", True, 0.9), ("nope__x", True, "high")],  # a malformed entry, whatever it names
+    ],
+)
+def test_a_probability_that_is_not_a_number_from_0_to_1_fails_open_with_the_reason(
+    project: Project, entries: list[tuple[str, bool, Any]]
+) -> None:
+    # Before: 7, "high", true and null were replaced by 1.0 or 0.0 from "needed", and the tools admitted (and
+    # persisted) as if the model had decided.
+    with FakeMessagesAPI([verdicts(*entries)]) as api:
+        prefilter = PreFilter(ClaudeFilter(api.client()), catalog(project.tree))
+        prefilter.start()
+        step = prefilter.decide([user("read the onboarding document")])
+    assert step.fail_kind == "error" and "probability is not a number from 0 to 1" in step.fail_open
+    assert len(prefilter.offered()) == len(prefilter.catalog) and len(prefilter.decided) == 0
+    assert step.requests == 1 and step.usage.output_tokens > 0  # the answer's tokens still count
+
+
+def test_a_verdict_without_a_probability_is_a_failure(project: Project) -> None:
+    answer = reply(tool_use(VERDICT_TOOL, {"verdicts": [{"tool": "docs__get_document", "needed": True}]}))
+    with FakeMessagesAPI([answer]) as api, pytest.raises(FilterError, match="not a number from 0 to 1"):
+        ClaudeFilter(api.client()).classify("x", catalog(project.tree))

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.prefilter import AdmittedSet, FilterError, load_state, save_state
+from agent.prefilter import AdmittedSet, FilterError, PreFilter, load_state, save_state
 from agent.prefilter.state import MAX_STATE_BYTES, update_state
+from tests.agent.conftest import Project
+from tests.agent.prefilter_support import ScriptedFilter, catalog, user
 
 
 def test_growing_appends_only_new_keys_in_order() -> None:
@@ -41,6 +43,11 @@ def test_a_missing_file_is_an_empty_set(tmp_path: Path) -> None:
         ('{"format": "x", "version": 1, "admitted": []}', "not a version-1 pre-filter state file"),
         ('{"format": "tooltree-prefilter-state", "version": 1, "admitted": [1]}', "must be a list of server.tool"),
         ("[]", "not a version-1"),
+        # Before: true and 1.0 were taken as version 1 (True == 1.0 == 1 in Python)
+        ('{"format": "tooltree-prefilter-state", "version": true, "admitted": []}', r"\(version true\)"),
+        ('{"format": "tooltree-prefilter-state", "version": 1.0, "admitted": []}', r"\(version 1\.0\)"),
+        ('{"format": "tooltree-prefilter-state", "version": "1", "admitted": []}', r'\(version "1"\)'),
+        ('{"format": "tooltree-prefilter-state", "admitted": []}', r"\(no version\)"),
     ],
 )
 def test_an_unreadable_file_is_a_corrupt_state(tmp_path: Path, text: str, problem: str) -> None:
@@ -49,6 +56,22 @@ def test_an_unreadable_file_is_a_corrupt_state(tmp_path: Path, text: str, proble
     with pytest.raises(FilterError, match=problem) as caught:
         load_state(path)
     assert caught.value.kind == "corrupt_state" and str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize("version", ["true", "1.0"])
+def test_a_state_whose_version_is_not_the_integer_1_fails_open_and_is_kept(
+    project: Project, tmp_path: Path, version: str
+) -> None:
+    path = tmp_path / "state.json"
+    text = f'{{"format": "tooltree-prefilter-state", "version": {version}, "admitted": ["crm.get_record"]}}'
+    path.write_text(text, encoding="utf-8")
+    scripted = ScriptedFilter([{"docs.get_document": 0.9}])
+    prefilter = PreFilter(scripted, catalog(project.tree), state=path)
+    prefilter.start()
+    step = prefilter.decide([user("read the doc")])
+    assert step.fail_kind == "corrupt_state" and f"(version {version})" in step.fail_open
+    assert len(prefilter.offered()) == len(prefilter.catalog) and scripted.texts == []
+    assert path.read_text(encoding="utf-8") == text
 
 
 def test_the_file_format_is_plain_json(tmp_path: Path) -> None:
