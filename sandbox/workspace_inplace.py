@@ -179,6 +179,11 @@ def _sandbox_modes(dest_fd: int, stage_fd: int, record: RestoreRecord) -> None:
         host.close()
 
 
+def _read_only_file(host: os.stat_result | None) -> bool:
+    """Whether ``host`` is a regular file its owner may not write: the user's protection, which a save keeps."""
+    return host is not None and stat.S_ISREG(host.st_mode) and not host.st_mode & stat.S_IWUSR
+
+
 def _is_folder(tree: FolderTree, rel: bytes) -> bool:
     try:
         st = tree.lstat(rel)
@@ -253,6 +258,9 @@ class _Merger:
             return
         if action in ("into", "descend"):
             self._descend(host_fd, stage_fd if action == "into" else None, name, rel, depth)
+            return
+        if action in ("drop", "replace", "beside") and _read_only_file(host):
+            self._protected(stage_fd, name, host_fd, rel, deleted=action == "drop")
             return
         if action in ("drop", "replace"):
             self._drop(host_fd, stage_fd, name, rel, replaced=action == "replace")
@@ -381,13 +389,28 @@ class _Merger:
                     self.out.dropped.add(rel + b"/" + sub)
         return True
 
-    def _move_in(self, stage_fd: int | None, name: bytes, host_fd: int, rel: bytes) -> bool:
-        """Move a saved entry into the host folder, never over an entry there (copied across a mount); whether
-        it went in."""
+    def _protected(self, stage_fd: int | None, name: bytes, host_fd: int, rel: bytes, *, deleted: bool) -> None:
+        """A host file without write permission the sandbox changed or deleted: it stays as it is; the sandbox's
+        copy, if any, is saved beside it as ``<name>.sandbox``."""
+        if deleted or stage_fd is None:
+            self.out.notes.append(f"{shown(rel)}: read-only on the host, so it is kept (the sandbox deleted it)")
+            return
+        beside = free_name(name, b".sandbox", host_fd, stage_fd)
+        if self._move_in(stage_fd, name, host_fd, rel, as_name=beside):
+            shown_beside = shown(rel.rpartition(b"/")[0] + b"/" + beside if b"/" in rel else beside)
+            self.out.notes.append(f"{shown(rel)}: read-only on the host, so it is kept; the sandbox's copy is saved "
+                                  f"as {shown_beside}")  # fmt: skip
+
+    def _move_in(
+        self, stage_fd: int | None, name: bytes, host_fd: int, rel: bytes, *, as_name: bytes | None = None
+    ) -> bool:
+        """Move a saved entry into the host folder (as ``as_name``, default its own), never over an entry there
+        (copied across a mount); whether it went in."""
         if stage_fd is None:
             return False
+        to = as_name or name
         try:
-            move_out(stage_fd, name, host_fd, name)
+            move_out(stage_fd, name, host_fd, to)
         except FileExistsError:
             self.out.taken.append(rel)
             return False
@@ -395,7 +418,7 @@ class _Merger:
             if e.errno != errno.EXDEV:
                 raise
             try:
-                copy_new(stage_fd, name, host_fd, name)
+                copy_new(stage_fd, name, host_fd, to)
             except FileExistsError:
                 self.out.taken.append(rel)
                 return False

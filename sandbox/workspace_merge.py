@@ -23,6 +23,8 @@ with these rules, path by path (`decide`):
   only what the sandbox made or changed in it comes back (the folder is made again only for that, with a
   note). The record a save leaves for the next one (`WorkspaceReceiver.next_record`) still holds what
   the sandbox had, so the next save does not bring the deleted entries back either;
+- a host file its owner may not write (read-only: the user's protection) is never replaced nor deleted: the
+  sandbox's copy, when it changed it, is saved beside it as ``<name>.sandbox``, with a note;
 - everything else follows the sandbox: what it changed is saved, what it deleted is deleted, and
   a file neither side changed stays the host's very file (its inode and times too).
 

@@ -17,11 +17,44 @@ import hashlib
 import os
 import stat
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .fswalk import DIR_FLAGS, READ_FLAGS, DirCursor, PathError, show, split_path, walk
 from .transfer import Identity, TreeReader, TreeWriter, read_item, stamp_line
+
+
+def mapped_for_writing(root: str, pids: Sequence[str] | None = None) -> frozenset[bytes] | None:
+    """The files below ``root`` (relative paths) that a process maps shared and writable, from ``/proc/*/maps``.
+
+    A write through such a mapping changes the file's mtime and ctime only at its first fault: the workspace is
+    a tmpfs, which never writes pages back, so later writes (a ``numpy.memmap`` kept in a variable from one
+    execution to the next) leave the file looking unchanged. None when that cannot be told (``/proc`` unreadable,
+    a process that may not be looked into, a mapped path it escapes): every file then counts as changed.
+    ``pids``: the processes to look at (default: all).
+    """
+    prefix = os.fsencode(os.path.abspath(root)) + b"/"
+    found: set[bytes] = set()
+    try:
+        pids = pids if pids is not None else [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps", "rb") as maps:
+                lines = maps.read().splitlines()
+        except PermissionError:  # a process this one may not look into: what it maps is unknown
+            return None
+        except OSError:  # ended meanwhile
+            continue
+        for line in lines:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and fields[1][1:2] == b"w" and fields[1][3:4] == b"s" and fields[5].startswith(prefix):
+                path = fields[5][len(prefix) :]
+                if b"\\" in path:  # the kernel escapes a newline in a name (``\\012``): not matched, so unknown
+                    return None
+                found.add(path)  # (a file deleted since is " (deleted)" here, and matches no file left)
+    return frozenset(found)
 
 
 class FileOpError(Exception):
@@ -31,8 +64,9 @@ class FileOpError(Exception):
 class Workspace:
     """The workspace directory of one container."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, mapped: Callable[[str], frozenset[bytes] | None] = mapped_for_writing) -> None:
         self.root = root
+        self._mapped = mapped
         self._saves: dict[str, dict[bytes, Identity]] = {}
         """The files' identities at the last two saves, by the id each save reported: a save ``since`` one of
         them sends only what changed (the host may not have put the last one in place: then it names the one
@@ -153,7 +187,10 @@ class Workspace:
             FileOpError: the workspace is over a cap, or an entry could not be read; nothing is skipped.
         """
         names = frozenset(os.fsencode(name) for name in skip)
-        known = self._saves.get(since) if isinstance(since, str) else None
+        mapped = self._mapped(self.root)
+        known = self._saves.get(since) if isinstance(since, str) and mapped is not None else None
+        if known is not None and mapped:  # a file mapped for writing may have changed unseen: its data goes
+            known = {rel: ident for rel, ident in known.items() if rel not in mapped}
         reader = TreeReader(self.root, skip=names, max_bytes=max_bytes, max_entries=max_entries, known=known)
         try:
             for batch in reader.batches():
@@ -165,15 +202,26 @@ class Workspace:
         save = uuid.uuid4().hex if keep else None
         if save is not None:  # a save elsewhere (a copy into another folder) leaves the ones kept as they are
             kept = {since: known} if known is not None and isinstance(since, str) else {}
-            self._saves = {**kept, save: reader.identities}
-        return {**reader.counts, "save": save, "stamp": reader.stamp.hexdigest()}
+            # A file mapped for writing now may change unseen before it is unmapped: never taken as unchanged later.
+            seen = (
+                {rel: ident for rel, ident in reader.identities.items() if rel not in mapped}
+                if mapped is not None
+                else {}
+            )
+            self._saves = {**kept, save: seen}
+        stamp = reader.stamp.hexdigest() if mapped == frozenset() else None  # mapped files: always saved again
+        return {**reader.counts, "save": save, "stamp": stamp}
 
     def stamp(self, *, skip: frozenset[str], max_entries: int) -> str | None:
         """A digest of every entry's path, kind, mode, size, mtime, ctime and inode (never a file's content): it
         changes when anything in the workspace is made, written, moved or deleted, even by a script that sets a
         file's mtime back (nothing sets the ctime back). None when the workspace cannot be
-        walked (over ``max_entries``, an entry that cannot be read): then it is to be saved, which says why.
+        walked (over ``max_entries``, an entry that cannot be read): then it is to be saved, which says why; and
+        None while a file in it is mapped for writing (`mapped_for_writing`: a write through the mapping shows in
+        no time), so that it is saved again each time.
         """
+        if self._mapped(self.root) != frozenset():
+            return None
         names = frozenset(os.fsencode(name) for name in skip)
         digest = hashlib.sha256()
         try:

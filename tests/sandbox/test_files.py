@@ -9,14 +9,19 @@ from typing import Any
 
 import pytest
 
-from sandbox._supervisor.files import FileOpError, Workspace
+from sandbox._supervisor.files import FileOpError, Workspace, mapped_for_writing
 from sandbox._supervisor.transfer import ENTRY_BYTES
+
+
+def unmapped(root: str) -> frozenset[bytes]:
+    """No file of the workspace is mapped (on the host, another user's processes cannot be looked into)."""
+    return frozenset()
 
 
 def export(root: Path, **limits: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
     sent: list[dict[str, Any]] = []
     caps = {"max_bytes": 1 << 30, "max_entries": 100_000, **limits}
-    summary = Workspace(str(root)).export(sent.append, skip=frozenset({"servers"}), **caps)
+    summary = Workspace(str(root), mapped=unmapped).export(sent.append, skip=frozenset({"servers"}), **caps)
     return sent, summary
 
 
@@ -39,7 +44,8 @@ def test_a_save_sends_every_folder_and_file_and_counts_what_it_left_out(tmp_path
         "skipped": 1,
     }
     # the stamp of what it walked, as `workspace.stamp` takes it: the host needs no second walk after a save
-    assert summary["stamp"] == Workspace(str(tmp_path)).stamp(skip=frozenset({"servers"}), max_entries=100_000)
+    stamp = Workspace(str(tmp_path), mapped=unmapped).stamp(skip=frozenset({"servers"}), max_entries=100_000)
+    assert summary["stamp"] == stamp is not None
 
 
 def _items(sent: list[dict[str, Any]]) -> dict[str, str]:
@@ -51,7 +57,9 @@ def _items(sent: list[dict[str, Any]]) -> dict[str, str]:
 def test_a_save_since_an_earlier_one_sends_only_the_files_changed_since(tmp_path: Path) -> None:
     for name in ("kept", "written", "touched", "renamed", "deleted"):
         (tmp_path / name).write_text(name, encoding="utf-8")
-    workspace, caps = Workspace(str(tmp_path)), {"max_bytes": 1 << 30, "max_entries": 1000}
+    mapped: set[bytes] = set()
+    workspace = Workspace(str(tmp_path), mapped=lambda root: frozenset(mapped))
+    caps = {"max_bytes": 1 << 30, "max_entries": 1000}
     first: list[dict[str, Any]] = []
     save1 = workspace.export(first.append, skip=frozenset(), keep=True, **caps)
     assert set(_items(first).values()) == {"data"}
@@ -143,3 +151,49 @@ def test_resetting_the_workspace_empties_a_tree_of_any_depth_and_keeps_the_tree_
     (tmp_path / "read-only").chmod(0o500)
     Workspace(str(tmp_path)).wipe(keep=frozenset({"servers"}))
     assert os.listdir(tmp_path) == ["servers"]
+
+
+def test_a_file_mapped_for_writing_is_sent_with_its_data_and_not_taken_as_unchanged_after(tmp_path: Path) -> None:
+    # A write through a shared mapping changes no time after the first (tmpfs never writes back): while a file is
+    # mapped, and at the save after, its data goes, and the stamp never says "unchanged".
+    for name in ("mapped.bin", "plain.bin"):
+        (tmp_path / name).write_bytes(b"\0" * 4096)
+    mapped: set[bytes] = set()
+    workspace = Workspace(str(tmp_path), mapped=lambda root: frozenset(mapped))
+    caps = {"max_bytes": 1 << 30, "max_entries": 1000}
+    first = workspace.export([].append, skip=frozenset(), keep=True, **caps)
+    mapped.add(b"mapped.bin")
+    assert workspace.stamp(skip=frozenset(), max_entries=1000) is None
+    second: list[dict[str, Any]] = []
+    summary = workspace.export(second.append, skip=frozenset(), since=first["save"], keep=True, **caps)
+    assert _items(second) == {"mapped.bin": "data", "plain.bin": "same"} and summary["stamp"] is None
+    mapped.clear()  # unmapped since, its last writes showing in no time: still sent once more
+    third: list[dict[str, Any]] = []
+    workspace.export(third.append, skip=frozenset(), since=summary["save"], keep=True, **caps)
+    assert _items(third) == {"mapped.bin": "data", "plain.bin": "same"}
+
+
+def test_mapped_for_writing_finds_shared_writable_mappings_only(tmp_path: Path) -> None:
+    import mmap
+
+    for name in ("shared.bin", "private.bin", "readonly.bin", "outside.bin"):
+        (tmp_path / name).write_bytes(b"\0" * 4096)
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "sub").mkdir()
+    (tmp_path / "ws" / "sub" / "in.bin").write_bytes(b"\0" * 4096)
+    files = [open(tmp_path / n, "r+b") for n in ("ws/sub/in.bin", "private.bin", "readonly.bin")]  # noqa: SIM115
+    try:
+        maps = [
+            mmap.mmap(files[0].fileno(), 4096),  # shared, writable
+            mmap.mmap(files[1].fileno(), 4096, flags=mmap.MAP_PRIVATE),
+            mmap.mmap(files[2].fileno(), 4096, prot=mmap.PROT_READ),
+        ]
+        assert mapped_for_writing(str(tmp_path / "ws"), pids=[str(os.getpid())]) == {b"sub/in.bin"}
+        assert mapped_for_writing(str(tmp_path), pids=[str(os.getpid())]) == {b"ws/sub/in.bin"}
+        assert mapped_for_writing(str(tmp_path / "ws"), pids=["999999999"]) == frozenset()  # ended meanwhile
+        for m in maps:
+            m.close()
+        assert mapped_for_writing(str(tmp_path / "ws"), pids=[str(os.getpid())]) == frozenset()
+    finally:
+        for f in files:
+            f.close()

@@ -784,3 +784,25 @@ def test_a_hosts_link_or_fifo_in_the_way_of_a_saved_entry_is_kept_beside_and_the
         f"an entry there; the sandbox's copy is saved as {name} and the host's is kept as {name}.host"
         for name in ("data", "pipe")
     ]
+
+
+def test_a_read_only_host_file_the_sandbox_changed_or_deleted_is_kept_and_its_copy_saved_beside(
+    tmp_path: Path,
+) -> None:
+    # Before: the sandbox's copy replaced it (and took its 0444), and a deletion deleted it.
+    dest = tmp_path / "ws"
+    (dest / "sub").mkdir(parents=True)
+    for name in ("sub/contract.txt", "gone.txt", "same.txt"):
+        (dest / name).write_text("signed", encoding="utf-8")
+        (dest / name).chmod(0o444)
+    receiver = save(dest, restored(dest), {"sub/contract.txt": b"rewritten", "same.txt": b"signed"})
+    assert (dest / "sub" / "contract.txt").read_text(encoding="utf-8") == "signed"
+    assert (dest / "sub" / "contract.txt").stat().st_mode & 0o777 == 0o444
+    assert (dest / "sub" / "contract.txt.sandbox").read_text(encoding="utf-8") == "rewritten"
+    assert (dest / "gone.txt").read_text(encoding="utf-8") == "signed"
+    assert (dest / "same.txt").read_text(encoding="utf-8") == "signed" and not (dest / "same.txt.sandbox").exists()
+    assert sorted(receiver.notes) == [
+        "gone.txt: read-only on the host, so it is kept (the sandbox deleted it)",
+        "sub/contract.txt: read-only on the host, so it is kept; the sandbox's copy is saved as "
+        "sub/contract.txt.sandbox",
+    ]

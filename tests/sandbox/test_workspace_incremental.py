@@ -129,3 +129,25 @@ def test_a_save_that_continues_none_takes_no_file_as_unchanged(tmp_path: Path) -
     with pytest.raises(ProtocolError, match="no save of this session sent it"):
         send(receiver, {"path": "a.txt", "same": True})
     receiver.discard()
+
+
+@pytest.mark.docker
+def test_writes_through_a_mapping_kept_between_executions_are_saved(backend: DockerBackend, tmp_path: Path) -> None:
+    # On the workspace's tmpfs a write through a shared mapping changes the file's times at its first fault only:
+    # before, a mapping kept in a variable (a numpy.memmap) made later writes invisible to the stamp and the save.
+    ws = tmp_path / "ws"
+    with Sandbox(backend, workspace=ws) as sb:
+        opened = (
+            "import mmap\nf = open('grid.bin', 'w+b')\nf.write(bytes(4096))\nf.flush()\nm = mmap.mmap(f.fileno(), 4096)"
+        )
+        assert sb.execute(opened).ok
+        assert sb.execute("m[0:5] = b'first'").ok
+        assert sb.save_workspace_if_changed() is True
+        assert (ws / "grid.bin").read_bytes()[:5] == b"first"
+        assert sb.execute("m[0:6] = b'second'").ok
+        assert sb.save_workspace_if_changed() is True
+        assert (ws / "grid.bin").read_bytes()[:6] == b"second"
+        assert sb.execute("m[0:5] = b'third'\nm.close()\nf.close()").ok  # its last write, then unmapped
+        assert sb.save_workspace_if_changed() is True
+        assert (ws / "grid.bin").read_bytes()[:6] == b"thirdd"
+        assert sb.save_workspace_if_changed() is False  # unmapped and saved: nothing changes unseen any more
