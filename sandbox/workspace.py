@@ -170,6 +170,7 @@ class WorkspaceReceiver:
         """Host entries may have moved into the staging folder: it is no longer dropped."""
         self.notes: list[str] = []
         """What the user should know about the merge (`commit`)."""
+        self._foreign: set[bytes] = set()
         self.next_record: RestoreRecord | None = None
         """After `commit`: the record a later save of the same session merges against."""
 
@@ -295,7 +296,7 @@ class WorkspaceReceiver:
             f"workspace is tooltree's own ({RESERVED[name.decode()]}); give it another name to keep it"
             for name, count in sorted(self._left_out.items())
         ]
-        self.next_record = self._record_of_save(digests)
+        self.next_record = self._record_of_save(digests, self._foreign)
 
     def _merge_in(self, digests: dict[bytes, bytes]) -> None:
         if not self.dest.exists() and not self.dest.is_symlink():
@@ -321,6 +322,7 @@ class WorkspaceReceiver:
             aside.close()
             os.close(dest_fd)
         self.notes = merged.notes
+        self._foreign = merged.foreign | set(merged.taken) | set(merged.blocked)
         if merged.taken or merged.blocked:
             self._keep_staging()
         else:
@@ -357,13 +359,14 @@ class WorkspaceReceiver:
             return
         self.staging = Path(kept)
 
-    def _record_of_save(self, digests: dict[bytes, bytes]) -> RestoreRecord:
+    def _record_of_save(self, digests: dict[bytes, bytes], foreign: set[bytes]) -> RestoreRecord:
         """What the sandbox holds now, as a restore record: a later save merges against it. Its files and folders
         the host has not (deleted there, and left deleted by this save) are in it too, so the next save leaves
-        them deleted unless the sandbox changes them."""
+        them deleted unless the sandbox changes them. A host file that is not the sandbox's (``foreign``: the
+        merge kept the host's own) is left out of its entries, so the next save sees it as the host's change."""
         record = RestoreRecord(root_mode=None, digests=digests, folders=set(self._dirs))
         for rel, entry in entries_below(self.dest, (*self._dirs, *digests)).items():
-            if (entry.kind == "dir") == (rel in self._dirs) and entry.kind != "other":
+            if (entry.kind == "dir") == (rel in self._dirs) and entry.kind != "other" and rel not in foreign:
                 record.entries[rel] = entry
         return record
 

@@ -45,7 +45,7 @@ from sandbox.host_folders import (
     remove_tree,
     shown,
 )
-from sandbox.workspace_merge import RestoreRecord, decide, host_entry, unchanged, walk_order
+from sandbox.workspace_merge import RestoreRecord, decide, digest_at, host_entry, unchanged, walk_order
 
 
 class AsideArea:
@@ -127,6 +127,10 @@ class Merge:
     """Saved entries left in the saved copy: another process made an entry of that name meanwhile."""
     blocked: list[bytes] = field(default_factory=list)
     """Saved entries left in the saved copy: the host entry in their place cannot move (a mount point)."""
+    foreign: set[bytes] = field(default_factory=set)
+    """Files the sandbox holds whose host file, kept, is not the sandbox's: changed on the host (or by another
+    session's save) or read-only there. The next save takes the host's as changed (a change of the sandbox's is
+    then a conflict, never a replacement)."""
 
 
 def merge(
@@ -248,6 +252,13 @@ class _Merger:
     ) -> None:
         # A file the sandbox left as it was sent: the host's entry stays, whatever it is now (as `decide` keeps it).
         action = "keep" if rel in self.same else decide(rel, host, saved, self.record, self.digests, host_fd)
+        if (
+            action == "keep"
+            and rel in self.digests
+            and host is not None
+            and not self._holds_ours(host_fd, name, rel, host)
+        ):
+            self.out.foreign.add(rel)
         if action in ("keep", "gone"):
             if saved is not None and stat.S_ISREG(saved.st_mode) and stage_fd is not None:
                 with contextlib.suppress(OSError):
@@ -261,6 +272,7 @@ class _Merger:
             return
         if action in ("drop", "replace", "beside") and _read_only_file(host):
             self._protected(stage_fd, name, host_fd, rel, deleted=action == "drop")
+            self.out.foreign.add(rel)
             return
         if action in ("drop", "replace"):
             self._drop(host_fd, stage_fd, name, rel, replaced=action == "replace")
@@ -272,6 +284,13 @@ class _Merger:
             room = action in ("move", "replace")
         if room:
             self._move_in(stage_fd, name, host_fd, rel)
+
+    def _holds_ours(self, host_fd: int, name: bytes, rel: bytes, host: os.stat_result) -> bool:
+        """Whether the host file ``rel`` the merge keeps holds what the sandbox holds: the very file sent (or saved)
+        and unchanged since, or one of the same content (read only for a host file changed since)."""
+        if not stat.S_ISREG(host.st_mode):
+            return False
+        return unchanged(rel, host, self.record) or digest_at(host_fd, name) == self.digests.get(rel)
 
     def _descend(self, host_fd: int, stage_fd: int | None, name: bytes, rel: bytes, depth: int) -> None:
         """Merge a folder in place; one the sandbox deleted (``stage_fd`` None) goes when nothing in it stays."""

@@ -130,7 +130,7 @@ def entries_below(root: Path, rels: Iterable[bytes]) -> dict[bytes, HostEntry]:
         tree.close()
 
 
-def _digest_at(dir_fd: int, name: bytes) -> bytes | None:
+def digest_at(dir_fd: int, name: bytes) -> bytes | None:
     h = hashlib.sha256()
     try:
         fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
@@ -188,7 +188,7 @@ def decide(
         return "beside"
     if left_as_sent:
         return "keep"  # the sandbox left its copy as sent; the host changed it
-    if saved_file and _digest_at(host_fd, rel.rpartition(b"/")[2]) == sandbox_digests.get(rel):
+    if saved_file and digest_at(host_fd, rel.rpartition(b"/")[2]) == sandbox_digests.get(rel):
         return "keep"  # the same content on both sides
     return "beside"
 

@@ -24,37 +24,46 @@ from .fswalk import DIR_FLAGS, READ_FLAGS, DirCursor, PathError, show, split_pat
 from .transfer import Identity, TreeReader, TreeWriter, read_item, stamp_line
 
 
-def mapped_for_writing(root: str, pids: Sequence[str] | None = None) -> frozenset[bytes] | None:
-    """The files below ``root`` (relative paths) that a process maps shared and writable, from ``/proc/*/maps``.
+def mapped_for_writing(pids: Sequence[str] | None = None) -> frozenset[int] | None:
+    """The inodes of the files that a process maps shared and writable, from ``/proc/*/maps`` (by inode, not by
+    path: a file mapped under one name may be linked under another, or renamed since).
 
     A write through such a mapping changes the file's mtime and ctime only at its first fault: the workspace is
     a tmpfs, which never writes pages back, so later writes (a ``numpy.memmap`` kept in a variable from one
-    execution to the next) leave the file looking unchanged. None when that cannot be told (``/proc`` unreadable,
-    a process that may not be looked into, a mapped path it escapes): every file then counts as changed.
-    ``pids``: the processes to look at (default: all).
+    execution to the next) leave the file looking unchanged. None when that cannot be told (``/proc``
+    unreadable, a process that may not be looked into): every file then counts as changed. A process whose
+    first thread ended shows its mappings under its other threads only (``/proc/PID/task/TID/maps``).
+    ``pids``: the processes to look at (default: all). An inode of another file system that a workspace file
+    happens to share only costs that file a save of its data.
     """
-    prefix = os.fsencode(os.path.abspath(root)) + b"/"
-    found: set[bytes] = set()
+    found: set[int] = set()
     try:
         pids = pids if pids is not None else [name for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
         return None
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/maps", "rb") as maps:
-                lines = maps.read().splitlines()
+            lines = _maps(f"/proc/{pid}/maps")
+            if not lines:  # no mapping, or a first thread that ended while others run on: ask those
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    lines += _maps(f"/proc/{pid}/task/{task}/maps")
         except PermissionError:  # a process this one may not look into: what it maps is unknown
             return None
         except OSError:  # ended meanwhile
             continue
         for line in lines:
             fields = line.split(maxsplit=5)
-            if len(fields) == 6 and fields[1][1:2] == b"w" and fields[1][3:4] == b"s" and fields[5].startswith(prefix):
-                path = fields[5][len(prefix) :]
-                if b"\\" in path:  # the kernel escapes a newline in a name (``\\012``): not matched, so unknown
-                    return None
-                found.add(path)  # (a file deleted since is " (deleted)" here, and matches no file left)
+            if len(fields) >= 5 and fields[1][1:2] == b"w" and fields[1][3:4] == b"s" and fields[4] != b"0":
+                found.add(int(fields[4]))
     return frozenset(found)
+
+
+def _maps(path: str) -> list[bytes]:
+    try:
+        with open(path, "rb") as maps:
+            return maps.read().splitlines()
+    except FileNotFoundError:
+        return []
 
 
 class FileOpError(Exception):
@@ -64,7 +73,7 @@ class FileOpError(Exception):
 class Workspace:
     """The workspace directory of one container."""
 
-    def __init__(self, root: str, mapped: Callable[[str], frozenset[bytes] | None] = mapped_for_writing) -> None:
+    def __init__(self, root: str, mapped: Callable[[], frozenset[int] | None] = mapped_for_writing) -> None:
         self.root = root
         self._mapped = mapped
         self._saves: dict[str, dict[bytes, Identity]] = {}
@@ -187,10 +196,10 @@ class Workspace:
             FileOpError: the workspace is over a cap, or an entry could not be read; nothing is skipped.
         """
         names = frozenset(os.fsencode(name) for name in skip)
-        mapped = self._mapped(self.root)
+        mapped = self._mapped()
         known = self._saves.get(since) if isinstance(since, str) and mapped is not None else None
         if known is not None and mapped:  # a file mapped for writing may have changed unseen: its data goes
-            known = {rel: ident for rel, ident in known.items() if rel not in mapped}
+            known = {rel: ident for rel, ident in known.items() if ident[0] not in mapped}
         reader = TreeReader(self.root, skip=names, max_bytes=max_bytes, max_entries=max_entries, known=known)
         try:
             for batch in reader.batches():
@@ -199,17 +208,16 @@ class Workspace:
             raise FileOpError(f"the workspace cannot be saved: {e}") from None
         except OSError as e:
             raise FileOpError(f"the workspace cannot be saved: {show(reader.where)}: {e.strerror}") from None
+        # A file mapped for writing, before the walk or since, may change unseen: never taken as unchanged later.
+        after = self._mapped()
+        unseen = None if mapped is None or after is None else mapped | after
         save = uuid.uuid4().hex if keep else None
         if save is not None:  # a save elsewhere (a copy into another folder) leaves the ones kept as they are
             kept = {since: known} if known is not None and isinstance(since, str) else {}
-            # A file mapped for writing now may change unseen before it is unmapped: never taken as unchanged later.
-            seen = (
-                {rel: ident for rel, ident in reader.identities.items() if rel not in mapped}
-                if mapped is not None
-                else {}
-            )
+            seen = {r: i for r, i in reader.identities.items() if i[0] not in unseen} if unseen is not None else {}
             self._saves = {**kept, save: seen}
-        stamp = reader.stamp.hexdigest() if mapped == frozenset() else None  # mapped files: always saved again
+        mapped_here = unseen is None or any(i[0] in unseen for i in reader.identities.values())
+        stamp = None if mapped_here else reader.stamp.hexdigest()  # mapped files: saved again each time
         return {**reader.counts, "save": save, "stamp": stamp}
 
     def stamp(self, *, skip: frozenset[str], max_entries: int) -> str | None:
@@ -220,13 +228,16 @@ class Workspace:
         None while a file in it is mapped for writing (`mapped_for_writing`: a write through the mapping shows in
         no time), so that it is saved again each time.
         """
-        if self._mapped(self.root) != frozenset():
+        mapped = self._mapped()
+        if mapped is None:
             return None
         names = frozenset(os.fsencode(name) for name in skip)
         digest = hashlib.sha256()
         try:
             for entry in walk(self.root, skip=names, max_entries=max_entries):
                 info = entry.info or os.stat(entry.name, dir_fd=entry.dir_fd, follow_symlinks=False)
+                if entry.kind == "file" and info.st_ino in mapped:
+                    return None
                 digest.update(stamp_line(entry.parts, info))  # the ctime too: a script cannot set it back
         except (PathError, OSError):
             return None

@@ -13,7 +13,7 @@ from sandbox._supervisor.files import FileOpError, Workspace, mapped_for_writing
 from sandbox._supervisor.transfer import ENTRY_BYTES
 
 
-def unmapped(root: str) -> frozenset[bytes]:
+def unmapped() -> frozenset[int]:
     """No file of the workspace is mapped (on the host, another user's processes cannot be looked into)."""
     return frozenset()
 
@@ -57,8 +57,8 @@ def _items(sent: list[dict[str, Any]]) -> dict[str, str]:
 def test_a_save_since_an_earlier_one_sends_only_the_files_changed_since(tmp_path: Path) -> None:
     for name in ("kept", "written", "touched", "renamed", "deleted"):
         (tmp_path / name).write_text(name, encoding="utf-8")
-    mapped: set[bytes] = set()
-    workspace = Workspace(str(tmp_path), mapped=lambda root: frozenset(mapped))
+    mapped: set[int] = set()
+    workspace = Workspace(str(tmp_path), mapped=lambda: frozenset(mapped))
     caps = {"max_bytes": 1 << 30, "max_entries": 1000}
     first: list[dict[str, Any]] = []
     save1 = workspace.export(first.append, skip=frozenset(), keep=True, **caps)
@@ -158,11 +158,11 @@ def test_a_file_mapped_for_writing_is_sent_with_its_data_and_not_taken_as_unchan
     # mapped, and at the save after, its data goes, and the stamp never says "unchanged".
     for name in ("mapped.bin", "plain.bin"):
         (tmp_path / name).write_bytes(b"\0" * 4096)
-    mapped: set[bytes] = set()
-    workspace = Workspace(str(tmp_path), mapped=lambda root: frozenset(mapped))
+    mapped: set[int] = set()
+    workspace = Workspace(str(tmp_path), mapped=lambda: frozenset(mapped))
     caps = {"max_bytes": 1 << 30, "max_entries": 1000}
     first = workspace.export([].append, skip=frozenset(), keep=True, **caps)
-    mapped.add(b"mapped.bin")
+    mapped.add(os.stat(tmp_path / "mapped.bin").st_ino)
     assert workspace.stamp(skip=frozenset(), max_entries=1000) is None
     second: list[dict[str, Any]] = []
     summary = workspace.export(second.append, skip=frozenset(), since=first["save"], keep=True, **caps)
@@ -173,27 +173,30 @@ def test_a_file_mapped_for_writing_is_sent_with_its_data_and_not_taken_as_unchan
     assert _items(third) == {"mapped.bin": "data", "plain.bin": "same"}
 
 
-def test_mapped_for_writing_finds_shared_writable_mappings_only(tmp_path: Path) -> None:
+def test_mapped_for_writing_finds_the_inodes_of_shared_writable_mappings_only(tmp_path: Path) -> None:
     import mmap
 
-    for name in ("shared.bin", "private.bin", "readonly.bin", "outside.bin"):
+    for name in ("shared.bin", "private.bin", "readonly.bin"):
         (tmp_path / name).write_bytes(b"\0" * 4096)
-    (tmp_path / "ws").mkdir()
-    (tmp_path / "ws" / "sub").mkdir()
-    (tmp_path / "ws" / "sub" / "in.bin").write_bytes(b"\0" * 4096)
-    files = [open(tmp_path / n, "r+b") for n in ("ws/sub/in.bin", "private.bin", "readonly.bin")]  # noqa: SIM115
+    os.link(tmp_path / "shared.bin", tmp_path / "linked.bin")  # another name of the mapped file: the same inode
+    inode = {name: os.stat(tmp_path / name).st_ino for name in ("shared.bin", "private.bin", "readonly.bin")}
+    files = [open(tmp_path / n, "r+b") for n in ("shared.bin", "private.bin", "readonly.bin")]  # noqa: SIM115
+    me = [str(os.getpid())]
     try:
         maps = [
             mmap.mmap(files[0].fileno(), 4096),  # shared, writable
             mmap.mmap(files[1].fileno(), 4096, flags=mmap.MAP_PRIVATE),
             mmap.mmap(files[2].fileno(), 4096, prot=mmap.PROT_READ),
         ]
-        assert mapped_for_writing(str(tmp_path / "ws"), pids=[str(os.getpid())]) == {b"sub/in.bin"}
-        assert mapped_for_writing(str(tmp_path), pids=[str(os.getpid())]) == {b"ws/sub/in.bin"}
-        assert mapped_for_writing(str(tmp_path / "ws"), pids=["999999999"]) == frozenset()  # ended meanwhile
+        found = mapped_for_writing(me)
+        assert found is not None and inode["shared.bin"] in found
+        assert inode["private.bin"] not in found and inode["readonly.bin"] not in found
+        os.unlink(tmp_path / "shared.bin")  # mapped under a name that is gone: still found by its inode
+        assert inode["shared.bin"] in (mapped_for_writing(me) or ())
+        assert mapped_for_writing(["999999999"]) == frozenset()  # a process that ended meanwhile
         for m in maps:
             m.close()
-        assert mapped_for_writing(str(tmp_path / "ws"), pids=[str(os.getpid())]) == frozenset()
+        assert inode["shared.bin"] not in (mapped_for_writing(me) or ())
     finally:
         for f in files:
             f.close()

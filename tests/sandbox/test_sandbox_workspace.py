@@ -806,3 +806,32 @@ def test_a_read_only_host_file_the_sandbox_changed_or_deleted_is_kept_and_its_co
         "sub/contract.txt: read-only on the host, so it is kept; the sandbox's copy is saved as "
         "sub/contract.txt.sandbox",
     ]
+
+
+@pytest.mark.parametrize("as_same", [False, True], ids=["sent whole", "sent as unchanged"])
+def test_a_hosts_edit_kept_by_one_save_is_not_replaced_by_the_next_without_a_note(
+    tmp_path: Path, as_same: bool
+) -> None:
+    # Before: the save that kept the user's edit recorded the edited file as the sandbox's, so the next save of a
+    # change the script made to its own older copy replaced the edit with no note (found by an audit; serve saves
+    # after every script, and two sessions of one folder did the same to each other's saves).
+    dest = tmp_path / "ws"
+    dest.mkdir()
+    (dest / "notes.md").write_text("original", encoding="utf-8")
+    first = save(dest, restored(dest), {"notes.md": b"original"}).next_record
+    (dest / "notes.md").write_text("the user's edit", encoding="utf-8")  # during the session
+    if as_same:
+        receiver = WorkspaceReceiver(dest, max_bytes=10_000_000, record=first, continues=True)
+        send(receiver, {"path": "notes.md", "same": True}, piece("other.txt", b"x"))
+        receiver.check({"files": 1, "same": 1, "dirs": 0, "bytes": 1})
+        receiver.commit()
+    else:
+        receiver = save(dest, first, {"notes.md": b"original", "other.txt": b"x"})
+    assert (dest / "notes.md").read_text(encoding="utf-8") == "the user's edit" and receiver.notes == []
+    third = save(dest, receiver.next_record, {"notes.md": b"original + the script's line", "other.txt": b"x"})
+    assert (dest / "notes.md").read_bytes() == b"original + the script's line"
+    assert (dest / "notes.md.host").read_text(encoding="utf-8") == "the user's edit"
+    assert third.notes == [
+        "notes.md: both the host and the sandbox changed it; the sandbox's copy is saved as notes.md and the host's "
+        "is kept as notes.md.host"
+    ]

@@ -151,3 +151,20 @@ def test_writes_through_a_mapping_kept_between_executions_are_saved(backend: Doc
         assert sb.save_workspace_if_changed() is True
         assert (ws / "grid.bin").read_bytes()[:6] == b"thirdd"
         assert sb.save_workspace_if_changed() is False  # unmapped and saved: nothing changes unseen any more
+
+
+@pytest.mark.docker
+def test_a_mapped_file_is_known_by_its_inode_under_another_name_too(backend: DockerBackend, tmp_path: Path) -> None:
+    # Found by an audit: mappings were matched by the path /proc/PID/maps shows, so a file mapped as `a` and since
+    # linked as `b` and unlinked as `a` ("/workspace/a (deleted)") was sent as unchanged, its writes lost.
+    ws = tmp_path / "ws"
+    with Sandbox(backend, workspace=ws) as sb:
+        setup = (
+            "import mmap, os\nwith open('a', 'wb') as f:\n    f.write(b'v1' * 2048)\nfd = os.open('a', os.O_RDWR)\n"
+            "M = mmap.mmap(fd, 4096)\nM[0:2] = b'v1'\nos.link('a', 'b')\nos.unlink('a')"
+        )
+        assert sb.execute(setup).ok
+        assert sb.save_workspace_if_changed() is True
+        assert sb.execute("M[0:4] = b'V2V2'").ok
+        assert sb.save_workspace_if_changed() is True
+        assert (ws / "b").read_bytes()[:4] == b"V2V2" and not (ws / "a").exists()
