@@ -49,6 +49,10 @@ big server narrowed by ``include`` still lists (`MAX_LIST_BYTES` bounds the memo
 MAX_LIST_BYTES = 64 * 1024 * 1024
 """Bytes of tool definitions (as UTF-8 JSON) one server may list, over all pages: the stdio cap on one
 message bounds a page, this the whole list (a server can page its way past the memory of the host)."""
+UPSTREAM_ENV = "TOOLTREE_UPSTREAM"
+"""Set in the environment of every stdio server tooltree starts: a ``tooltree serve`` that finds it was started as
+a server of a tooltree (a config listing tooltree itself through a wrapper such as ``sh -c`` or ``uv run``) refuses
+to run, instead of starting another copy of itself for each level, without end."""
 MAX_CURSOR_CHARS = 64 * 1024
 """Characters of one ``nextCursor``: an opaque token, each sent back once (a 30 MB cursor per page grew the host
 by that much a page, uncounted)."""
@@ -128,7 +132,7 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
             params = mcp.StdioServerParameters(
                 command=server.command,
                 args=list(server.args),
-                env=dict(server.env) or None,
+                env={**server.env, UPSTREAM_ENV: "1"},  # on top of the SDK's default environment
                 cwd=server.cwd,
                 encoding_error_handler="replace",
             )

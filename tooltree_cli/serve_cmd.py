@@ -105,8 +105,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "and call every tool of every configured server with your credentials, from anywhere that reaches the "
         "address; the token travels in clear text unless a TLS proxy sits in front",
     )
-    p.add_argument("--workspace", metavar="DIR", help="a host folder restored into each session's /workspace and "
-                   "saved back when the session ends (files and skills/ persist across sessions)")  # fmt: skip
+    p.add_argument("--workspace", metavar="DIR", help="a host folder restored into each session's /workspace; what "
+                   "a script changed is saved back before its result returns (files and skills/ persist)")  # fmt: skip
     p.add_argument("--audit", metavar="FILE", help="append one JSON line per tool call (every session) to this file")
     p.add_argument(
         "--timeout",
@@ -156,6 +156,14 @@ def _port(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tool_tree.connect import UPSTREAM_ENV
+
+    if os.environ.get(UPSTREAM_ENV):  # a tooltree started this serve as one of its servers: it would start another
+        error(
+            "tooltree serve was started by tooltree as one of its MCP servers (the config lists tooltree serve itself, "
+            "through a wrapper command); it does not serve itself: remove that entry from the config"
+        )
+        return EXIT_USAGE
     given = [*args.http_options, *(["--allow-remote"] if args.allow_remote else [])]
     if given and not args.http:  # `serve --port 8765` would serve stdio and wait on the terminal
         error(

@@ -318,3 +318,23 @@ def test_help_says_an_existing_tree_is_refreshed_in_the_background_and_gives_the
     assert f"(default: serve.idle_timeout in the config, or {DEFAULT_IDLE_TIMEOUT:g})" in text
     assert f"(default: serve.warm in the config, or {DEFAULT_WARM}; 0: none)" in text
     assert "(default: sandbox.timeout in the config, or 30)" in text
+
+
+def test_a_config_listing_serve_itself_through_a_wrapper_stops_at_the_first_level(tmp_path: Path) -> None:
+    # Found by an audit: an entry `sh -c "exec tooltree serve --config .mcp.json …"` (or `uv run tooltree serve`) is
+    # not recognised as tooltree by its command; each serve started the next, without end, and they outlived the
+    # client. Every stdio server tooltree starts gets TOOLTREE_UPSTREAM; a serve started so refuses to run.
+    config = tmp_path / "tooltree.yaml"
+    nested = f"exec {sys.executable} -m tooltree_cli.main serve --config {config} --tree {tmp_path / 'tree'}"
+    config.write_text(
+        sample_config_yaml("crm") + f"  myself:\n    command: /bin/sh\n    args: [-c, {json.dumps(nested)}]\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tooltree_cli.main", "generate-tree", "--config", str(config), "--out",
+         str(tmp_path / "tree"), "--embeddings", "off"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr  # one server failed, the other was generated
+    assert "tooltree: error: tooltree serve was started by tooltree as one of its MCP servers" in done.stderr
+    assert (tmp_path / "tree" / "servers" / "crm").is_dir() and not (tmp_path / "tree" / "servers" / "myself").exists()
