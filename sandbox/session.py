@@ -183,6 +183,8 @@ class Sandbox:
         self.last_save: dict[str, int] = {}
         """What the last save (`save_workspace`) moved: ``files`` (sent with their data), ``same`` (left as the
         session's previous save into its folder sent them: not sent again), ``dirs`` and ``bytes`` of data."""
+        self._links_said: int | None = None
+        """How many links or special files the last save into the session's folder left out (its note says so)."""
         self._saved_as: str | None = None
         """The id of the save that left ``_restored`` (the sandbox's answer): the next save into the folder continues
         it, sending only what changed since (``since``). None before the first save, which sends everything."""
@@ -600,7 +602,8 @@ class Sandbox:
             self._saved_stamp = stamp if isinstance(stamp, str) else None
         notes = list(receiver.notes)
         skipped = summary.get("skipped")
-        if isinstance(skipped, int) and skipped > 0:
+        said, self._links_said = self._links_said, skipped if own and isinstance(skipped, int) else self._links_said
+        if isinstance(skipped, int) and skipped > 0 and (skipped != said or not own):  # said once, not every save
             notes.append(f"{skipped} link(s) or special file(s) made in the sandbox's workspace were not saved "
                          "(they never leave the sandbox)")  # fmt: skip
         for note in notes:

@@ -168,3 +168,20 @@ def test_a_mapped_file_is_known_by_its_inode_under_another_name_too(backend: Doc
         assert sb.execute("M[0:4] = b'V2V2'").ok
         assert sb.save_workspace_if_changed() is True
         assert (ws / "b").read_bytes()[:4] == b"V2V2" and not (ws / "a").exists()
+
+
+@pytest.mark.docker
+def test_the_note_on_links_left_out_is_said_once_until_their_count_changes(
+    backend: DockerBackend, tmp_path: Path
+) -> None:
+    # Before: every save said it again (serve, saving after each script, printed it after every call).
+    link_note = "link(s) or special file(s) made in the sandbox's workspace were not saved"
+    with Sandbox(backend, workspace=tmp_path / "ws") as sb:
+        sb.execute("import os\nos.symlink('/etc/passwd', 'pw')")
+        sb.save_workspace_if_changed()
+        sb.execute("open('a.txt', 'w').write('a')")
+        sb.save_workspace_if_changed()
+        sb.execute("os.symlink('/etc/hosts', 'hosts')")
+        sb.save_workspace_if_changed()
+        said = [n for n in sb.workspace_notes if link_note in n]
+    assert said == [f"1 {link_note} (they never leave the sandbox)", f"2 {link_note} (they never leave the sandbox)"]
