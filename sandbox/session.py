@@ -601,11 +601,12 @@ class Sandbox:
             self._saved_as = saved_as if isinstance(saved_as, str) and len(saved_as) <= 64 else None
             self._saved_stamp = stamp if isinstance(stamp, str) else None
         notes = list(receiver.notes)
-        skipped = summary.get("skipped")
-        said, self._links_said = self._links_said, skipped if own and isinstance(skipped, int) else self._links_said
-        if isinstance(skipped, int) and skipped > 0 and (skipped != said or not own):  # said once, not every save
+        skipped = summary["skipped"] if isinstance(summary.get("skipped"), int) else 0
+        if skipped > 0 and (not own or skipped != self._links_said):  # said once, not every save
             notes.append(f"{skipped} link(s) or special file(s) made in the sandbox's workspace were not saved "
                          "(they never leave the sandbox)")  # fmt: skip
+        if own:
+            self._links_said = skipped
         for note in notes:
             logger.warning("workspace %s: %s", target, note)
         self.workspace_notes += notes

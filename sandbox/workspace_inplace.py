@@ -252,12 +252,7 @@ class _Merger:
     ) -> None:
         # A file the sandbox left as it was sent: the host's entry stays, whatever it is now (as `decide` keeps it).
         action = "keep" if rel in self.same else decide(rel, host, saved, self.record, self.digests, host_fd)
-        if (
-            action == "keep"
-            and rel in self.digests
-            and host is not None
-            and not self._holds_ours(host_fd, name, rel, host)
-        ):
+        if action == "keep" and rel in self.digests and not self._holds_ours(host_fd, name, rel, host):
             self.out.foreign.add(rel)
         if action in ("keep", "gone"):
             if saved is not None and stat.S_ISREG(saved.st_mode) and stage_fd is not None:
@@ -285,10 +280,10 @@ class _Merger:
         if room:
             self._move_in(stage_fd, name, host_fd, rel)
 
-    def _holds_ours(self, host_fd: int, name: bytes, rel: bytes, host: os.stat_result) -> bool:
+    def _holds_ours(self, host_fd: int, name: bytes, rel: bytes, host: os.stat_result | None) -> bool:
         """Whether the host file ``rel`` the merge keeps holds what the sandbox holds: the very file sent (or saved)
         and unchanged since, or one of the same content (read only for a host file changed since)."""
-        if not stat.S_ISREG(host.st_mode):
+        if host is None or not stat.S_ISREG(host.st_mode):
             return False
         return unchanged(rel, host, self.record) or digest_at(host_fd, name) == self.digests.get(rel)
 
