@@ -30,6 +30,7 @@ import mcp
 
 from tool_tree.config import ServerConfig
 from tool_tree.connect import Connection, connect, list_tools_raw, server_info
+from tool_tree.listing_check import LeftOut
 from tool_tree.redact import redact
 from tool_tree.starts import StartGate, default_start_jobs
 from tool_tree.stderr_log import StderrLog
@@ -55,10 +56,18 @@ class Discovery:
     """How long it waited for a start slot."""
     warning: str | None = None
     """Listed, but maybe not as the server has its tools now (it kept changing them while listed)."""
+    left_out: list[LeftOut] = field(default_factory=list)
+    """The tools of the listing left out as malformed (`tool_tree.listing_check`)."""
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def warnings(self) -> list[str]:
+        """`warning` and a line per tool `left_out`, each naming the server."""
+        lines = [self.warning] if self.warning is not None else []
+        return lines + [f"{self.server.name}: left out {left}" for left in self.left_out]
 
 
 async def discover_one(
@@ -118,8 +127,9 @@ async def discover_one(
 async def _settled_tools(conn: Connection, result: Discovery) -> list[dict[str, Any]]:
     """The server's tools, listed again while it says they changed since the listing began (`MAX_RELISTS`)."""
     for _ in range(1 + MAX_RELISTS):
-        before = conn.changes.tools
+        before, mark = conn.changes.tools, len(conn.left_out)
         tools = await list_tools_raw(conn.client)
+        result.left_out = conn.left_out[mark:]
         if conn.changes.tools == before:  # counted as read: a notice sent before the answer is counted
             return tools
     result.warning = (

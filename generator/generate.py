@@ -214,8 +214,7 @@ def generate(
         def done(d: Discovery) -> None:
             if d.ok:
                 listings.append(_listing(d.server, d.tools, d.info))
-            if d.warning is not None:
-                noted.append(d.warning)
+            noted.extend(d.warnings)
             record(
                 ServerOutcome(
                     d.server.name,

@@ -354,6 +354,12 @@ class McpBridge(ToolBridge):
     async def _verify(self, entry: ToolEntry) -> None:
         live = await self.pool.live_tool(entry.server, entry.tool)
         if live is None:
+            if (reason := self.pool.malformed(entry.server, entry.tool)) is not None:
+                raise ToolCallRefused(
+                    f"{entry.server}.{entry.tool} is now listed by the server with a malformed definition ({reason}); "
+                    "tooltree leaves it out until the server fixes it",
+                    "tool_changed",
+                )
             raise ToolCallRefused(
                 f"{entry.server}.{entry.tool} is no longer offered by the server; regenerate the tree", "tool_changed"
             )

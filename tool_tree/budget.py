@@ -467,11 +467,26 @@ class _GuardedRead(ReadWrapper):
             await self._inner.aclose()
 
 
-class _GuardedWrite(_Closes):
+class WriteWrapper(_Closes):
+    """A transport's write stream wrapped: ``send`` hands on to ``_inner`` (a subclass's adds to it); ``aclose``
+    closes the stream wrapped."""
+
+    def __init__(self, inner: WriteStream[SessionMessage]) -> None:
+        self._inner = inner
+
+    async def send(self, item: SessionMessage, /) -> None:
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _GuardedWrite(WriteWrapper):
     """The write half of `guard`: notes the client's requests in flight and the answers it sends."""
 
     def __init__(self, inner: WriteStream[SessionMessage], state: _Guard) -> None:
-        self._inner, self._state = inner, state
+        super().__init__(inner)
+        self._state = state
 
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
@@ -482,9 +497,6 @@ class _GuardedWrite(_Closes):
         await self._inner.send(item)
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
             self._state.requests.answered(message.id)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 class _Guard:

@@ -119,6 +119,13 @@ INDEX.md, the manifest, the search index and the agent's tool list (the longest 
 servers has 429); a 50 MB one went into all of them."""
 
 
+PROTOCOLS = ("auto", "legacy")
+"""The values of ``servers.NAME.protocol`` (`ServerConfig.protocol`)."""
+PROBE_SECONDS = 10.0
+"""How long the SDK waits for an answer to ``server/discover`` before it falls back to the ``initialize`` handshake
+(``mcp.client.session.DISCOVER_TIMEOUT_SECONDS``, not imported here: the config is read without the SDK)."""
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     """One MCP server. Exactly one of ``command`` (stdio) and ``url`` (Streamable HTTP) is set."""
@@ -134,6 +141,10 @@ class ServerConfig:
     concurrency: int | None = None
     """Calls in flight to this server at most; None: the pool's (16). 1 for a server that is not safe to call
     while another of its calls runs (one that reads, changes and writes a file per call)."""
+    protocol: str = "auto"
+    """How the session agrees on its protocol version: ``"auto"`` (ask ``server/discover``, then fall back to the
+    ``initialize`` handshake) or ``"legacy"`` (the handshake only: for a server that leaves requests it does not
+    know unanswered, which makes the question cost `PROBE_SECONDS` at every start)."""
     enabled: bool = True
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
@@ -278,6 +289,7 @@ _SERVER_KEYS = {
     "headers": "a mapping of HTTP headers",
     "timeout": "seconds",
     "concurrency": "calls in flight to the server at most (default 16; 1: one at a time)",
+    "protocol": "auto (the default) or legacy (for a server that never answers requests it does not know)",
     "enabled": "true or false",
     "include": "a list of tool name patterns",
     "exclude": "a list of tool name patterns",
@@ -336,6 +348,10 @@ def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> Serv
         kw["timeout"] = reader.number(n, f"{where}.timeout")
     if (n := get("concurrency")) is not None and not json_format:
         kw["concurrency"] = reader.whole(n, f"{where}.concurrency", most=MAX_CONCURRENCY)
+    if (n := get("protocol")) is not None and not json_format:
+        kw["protocol"] = reader.string(n, f"{where}.protocol")
+        if kw["protocol"] not in PROTOCOLS:
+            raise reader.error(f"expected {_SERVER_KEYS['protocol']}, got {kw['protocol']!r}", n, f"{where}.protocol")
     if (n := get("enabled")) is not None:
         kw["enabled"] = reader.boolean(n, f"{where}.enabled")
     if json_format and (n := get("disabled")) is not None:

@@ -26,6 +26,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import httpx2
 import mcp
 import mcp.types as mt
@@ -34,9 +35,10 @@ from mcp.shared.message import SessionMessage
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tool_tree.budget import NotificationBudget, ReadWrapper, guarded
-from tool_tree.config import ServerConfig
+from tool_tree.config import PROBE_SECONDS, ServerConfig
 from tool_tree.http_client import http_client
 from tool_tree.http_errors import Answers, host, not_mcp, reason, status_problem
+from tool_tree.listing_check import PROBE, LeftOut, ListingCheck, checked
 from tool_tree.stderr_log import NOISE_CHARS, StderrLog
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, NotJSONRPC, stdio_client
 from tool_tree.text import shown
@@ -78,6 +80,7 @@ class _Reported(logging.Filter):
 
 logging.getLogger("mcp.client.stdio").addFilter(_Reported())
 logging.getLogger("mcp.client.streamable_http").addFilter(_Reported())
+logger = logging.getLogger(__name__)
 
 
 class _RawResult(BaseModel):
@@ -102,6 +105,13 @@ class Connection:
     server: ServerConfig
     stderr: StderrLog | None
     changes: Changes = field(default_factory=Changes)
+    listing: ListingCheck | None = None
+    """The tools left out of this session's listings as malformed (`tool_tree.listing_check`)."""
+
+    @property
+    def left_out(self) -> list[LeftOut]:
+        """The tools left out of this session's listings so far, as malformed."""
+        return [] if self.listing is None else self.listing.left_out
 
 
 @asynccontextmanager
@@ -155,7 +165,8 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
             http.event_hooks["response"] += [replies.hook, answers.hook]
             transport = streamable_http_client(server.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES)
             target = guarded(transport, server.name, notifications.twin())
-        target = _watched(target, changes)
+        listing = ListingCheck(server.name)
+        target = _watched(target, changes, listing)
 
         async def on_message(message: object) -> None:
             if stderr is not None and isinstance(message, ValueError):  # a stdout line the transport could not parse
@@ -164,23 +175,49 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
         try:
             client = await stack.enter_async_context(
                 mcp.Client(
-                    target, read_timeout_seconds=server.timeout, client_info=_CLIENT_INFO, message_handler=on_message
+                    target,
+                    read_timeout_seconds=server.timeout,
+                    client_info=_CLIENT_INFO,
+                    message_handler=on_message,
+                    mode=server.protocol,
                 )
             )
         except (mcp.MCPError, httpx2.TransportError, ExceptionGroup, OSError) as e:
             if (explained := _explained(e, replies, server)) is None:
                 raise
             raise explained from e
+        except anyio.get_cancelled_exc_class():  # the start-up timeout (`timeout` under the SDK's wait) or a stop
+            if listing.probe_unanswered:
+                logger.warning("%s", probe_unanswered(server, waited=False))
+            raise
+        if listing.probe_unanswered:
+            logger.warning("%s", probe_unanswered(server, waited=True))
         if answers is not None:
             answers.open = http.open = True  # from now on an HTTP error is said in the error of the request it answers
-        yield Connection(client=client, server=server, stderr=stderr, changes=changes)
+        listing.version = lambda: client.session.protocol_version
+        yield Connection(client=client, server=server, stderr=stderr, changes=changes, listing=listing)
+
+
+def probe_unanswered(server: ServerConfig, *, waited: bool) -> str:
+    """What to say of a server that left the protocol probe unanswered (`tool_tree.listing_check.PROBE`): ``waited``
+    out (the session then opened the older way), or not (its start was stopped meanwhile)."""
+    then = (
+        f"was asked the older way after {PROBE_SECONDS:g} s"
+        if waited
+        else f"its start was stopped while tooltree waited (up to {PROBE_SECONDS:g} s) for the answer"
+    )
+    return (
+        f"server {server.name!r} did not answer `{PROBE}` (the protocol's first question) and {then}; "
+        f"`protocol: legacy` in its entry (servers.{server.name}) skips that question"
+    )
 
 
 @asynccontextmanager
-async def _watched(transport: Any, changes: Changes) -> AsyncIterator[TransportStreams]:
-    """``transport`` with its server's ``notifications/tools/list_changed`` counted in ``changes`` as they are read."""
+async def _watched(transport: Any, changes: Changes, listing: ListingCheck) -> AsyncIterator[TransportStreams]:
+    """``transport`` with its server's ``notifications/tools/list_changed`` counted in ``changes`` as they are read,
+    and the malformed tools of its listings left out (``listing``)."""
     async with transport as (read, write):
-        yield _Watching(read, changes), write
+        yield checked(_Watching(read, changes), write, listing)
 
 
 class _Watching(ReadWrapper):

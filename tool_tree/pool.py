@@ -140,6 +140,8 @@ class _Slot:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     client: mcp.Client | None = None
     tools: list[dict[str, Any]] = field(default_factory=list)
+    left_out: dict[str, str] = field(default_factory=dict)
+    """The tools its listing held malformed, by name: why each was left out (`tool_tree.listing_check`)."""
     stop: anyio.Event | None = None
     closed: anyio.Event | None = None
     stderr: StderrLog | None = None
@@ -321,7 +323,11 @@ class ServerPool:
                 async with connect(slot.config, stderr=slot.stderr) as conn:
                     try:
                         # The SDK must see the listing (output schemas, 2026 header maps) before calls.
+                        mark = len(conn.left_out)
                         slot.tools = await list_tools_raw(conn.client)
+                        slot.left_out = {left.name: left.reason for left in conn.left_out[mark:] if left.name}
+                        for left in conn.left_out[mark:]:  # said by generate-tree; a call of one says it too
+                            logger.info("%s: left out %s", conn.server.name, left)
                         await conn.client.list_tools()
                         scope.deadline = math.inf
                         start.release()
@@ -461,6 +467,11 @@ class ServerPool:
         slot = self._slot(server)
         await self._ensure(slot)
         return next((t for t in slot.tools if t.get("name") == tool), None)
+
+    def malformed(self, server: str, tool: str) -> str | None:
+        """Why the running server's listing of ``tool`` was left out as malformed (None: it was not)."""
+        slot = self._slots.get(server)
+        return None if slot is None else slot.left_out.get(tool)
 
     async def call(
         self, server: str, tool: str, arguments: dict[str, Any], *, timeout: float | None = None

@@ -41,6 +41,9 @@ def test_yaml_config_expands_variables_and_reads_every_key() -> None:
     assert drive.headers == {"Authorization": "Bearer t"}
     assert drive.transport == "http"
     assert [s.name for s in config.enabled_servers] == ["crm"]
+    assert crm.protocol == drive.protocol == "auto"
+    legacy = parse_config("servers:\n  a: {command: x, protocol: legacy}\n", source="tooltree.yaml", environ={})
+    assert legacy.servers[0].protocol == "legacy"
 
 
 def test_missing_variable_is_named_with_file_line_and_key() -> None:
@@ -365,6 +368,11 @@ def test_a_float_setting_must_be_positive_and_finite(value: str) -> None:
         ("servers:\n  a: {url: 'http://ex ample.com/mcp'}\n", "2: servers.a.url: expected a URL without spaces"),
         ('{"mcpServers": {"a": {"url": "http://"}}}', "1: mcpServers.a.url: expected a URL with a host"),
         ("servers:\n  a: {command: x}\n  b: {command: y}\n  a: {command: z}\n", "4: servers.a: duplicate key"),
+        (
+            "servers:\n  a:\n    command: x\n    protocol: old\n",
+            "4: servers.a.protocol: expected auto (the default) or legacy (for a server that never answers requests it "
+            "does not know), got 'old'",
+        ),
     ],
 )
 def test_a_value_that_could_never_work_is_refused_while_loading(text: str, expected: str) -> None:

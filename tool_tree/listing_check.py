@@ -1,0 +1,165 @@
+"""What a session's requests got: tools of a ``tools/list`` answer that the protocol's schema refuses, left out one
+by one; and whether the server answered the protocol probe.
+
+The SDK validates a ``tools/list`` result whole, so one tool with ``annotations.readOnlyHint: "maybe"``, or
+without an ``inputSchema``, failed the listing of every tool of its server. `ListingCheck` sits on a
+connection's streams (`tool_tree.connect`): it notes the ids of the client's ``tools/list`` requests, and in the
+answer to one whose result the session's protocol version refuses, it validates each tool alone (with the
+result's other fields) and leaves out those refused, recording each in `ListingCheck.left_out` for the caller to
+report. A result refused for something other than its tools (a cursor that is not a string, no ``tools`` list)
+is handed on as it is: the SDK's error says what is wrong.
+
+The SDK opens a session (``servers.NAME.protocol: auto``) by asking ``server/discover``; a server that leaves
+requests it does not know unanswered costs the SDK's wait for that answer (10 s) at every start. `ListingCheck`
+notes whether the probe went unanswered (`ListingCheck.probe_unanswered`), so `tool_tree.connect` can say so and
+name the setting that skips it (``protocol: legacy``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import mcp_types as types
+from mcp.client._transport import ReadStream, WriteStream
+from mcp.shared.message import SessionMessage
+from mcp_types import methods
+from pydantic import ValidationError
+
+from tool_tree.budget import ReadWrapper, WriteWrapper
+from tool_tree.text import one_line
+
+logger = logging.getLogger(__name__)
+
+PROBE = "server/discover"
+"""The request the SDK opens a session with (``mode="auto"``), answered by servers of the 2026 protocol."""
+
+FALLBACK_VERSION = "2025-11-25"
+"""The protocol version a result is validated against before the session knows its own (as the SDK does)."""
+
+MAX_REASON_CHARS = 200
+"""Characters of the reason recorded for one tool left out (the schema's first complaint, without the value)."""
+
+
+class LeftOut(NamedTuple):
+    """A tool left out of a listing: its name (None: it has none that is a string), its place in the answer
+    (from 1), and the schema's first complaint about it."""
+
+    name: str | None
+    number: int
+    reason: str
+
+    def __str__(self) -> str:
+        what = f"tool {one_line(self.name, 80)!r}" if self.name else f"tool #{self.number} (no name)"
+        return f"{what}, malformed: {self.reason}"
+
+
+class ListingCheck:
+    """The ``tools/list`` requests of one session in flight, and the tools left out of their answers."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.version: Callable[[], str | None] = lambda: None
+        """The session's negotiated protocol version (set by `tool_tree.connect` once the session exists)."""
+        self.left_out: list[LeftOut] = []
+        """The tools left out of each answer, in the order read (a tool listed again is there again); the callers
+        report them (``str()``: ``"tool 'x', malformed: annotations.readOnlyHint: Input should be a valid …"``)."""
+        self._listing: set[types.RequestId] = set()
+        self._probes: set[types.RequestId] = set()
+
+    @property
+    def probe_unanswered(self) -> bool:
+        """Whether a ``server/discover`` request of the client's has had no answer (yet)."""
+        return bool(self._probes)
+
+    def sent(self, message: object) -> None:
+        if isinstance(message, types.JSONRPCRequest):
+            if message.method == "tools/list":
+                self._listing.add(message.id)
+            elif message.method == PROBE:
+                self._probes.add(message.id)
+
+    def received(self, item: SessionMessage | Exception) -> SessionMessage | Exception:
+        """``item``, or, for an answer to ``tools/list`` with malformed tools, the answer without them."""
+        if not isinstance(item, SessionMessage) or not (self._listing or self._probes):
+            return item
+        message = item.message
+        if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            return item
+        self._probes.discard(message.id)
+        if message.id not in self._listing:
+            return item
+        self._listing.discard(message.id)
+        if isinstance(message, types.JSONRPCError):
+            return item
+        result = message.result
+        tools = result.get("tools") if isinstance(result, dict) else None
+        if not isinstance(tools, list):
+            return item
+        version = self.version() or FALLBACK_VERSION
+        try:
+            methods.validate_server_result("tools/list", version, result)
+            return item
+        except (ValidationError, KeyError, ValueError):
+            pass
+        if _refusal(version, {**result, "tools": []}) is not None:  # refused for more than its tools
+            return item
+        kept: list[Any] = []
+        for number, tool in enumerate(tools, 1):
+            reason = _refusal(version, {**result, "tools": [tool]})
+            if reason is None:
+                kept.append(tool)
+                continue
+            name = tool.get("name") if isinstance(tool, dict) else None
+            left = LeftOut(name if isinstance(name, str) and name else None, number, reason)
+            self.left_out.append(left)
+            logger.debug("%s: left out %s", self.server, left)
+        if len(kept) == len(tools):  # refused for something else: the SDK says what
+            return item
+        answer = types.JSONRPCResponse(jsonrpc="2.0", id=message.id, result={**result, "tools": kept})
+        return SessionMessage(answer, metadata=item.metadata)
+
+
+def _refusal(version: str, result: dict[str, Any]) -> str | None:
+    """Why the schema of ``version`` refuses a one-tool ``result`` (its first complaint, in one line), or None."""
+    try:
+        methods.validate_server_result("tools/list", version, result)
+    except ValidationError as e:
+        errors = e.errors()
+        if not errors:
+            return "malformed"
+        loc = [str(part) for part in errors[0]["loc"]]
+        if loc[:2] == ["tools", "0"]:
+            loc = loc[2:]
+        where, text = ".".join(loc), str(errors[0]["msg"])
+        return one_line(f"{where}: {text}" if where else text, MAX_REASON_CHARS)  # a key in ``loc`` is the server's
+    except (KeyError, ValueError):  # a version the SDK does not know: nothing to tell
+        return None
+    return None
+
+
+class _CheckedRead(ReadWrapper):
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], check: ListingCheck) -> None:
+        super().__init__(inner)
+        self._check = check
+
+    async def receive(self) -> SessionMessage | Exception:
+        return self._check.received(await self._inner.receive())
+
+
+class _CheckedWrite(WriteWrapper):
+    def __init__(self, inner: WriteStream[SessionMessage], check: ListingCheck) -> None:
+        super().__init__(inner)
+        self._check = check
+
+    async def send(self, item: SessionMessage, /) -> None:
+        self._check.sent(item.message)  # before sending: the answer may come at once
+        await self._inner.send(item)
+
+
+def checked(
+    read: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage], check: ListingCheck
+) -> tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]:
+    """A transport's streams with ``check`` applied to its ``tools/list`` requests and their answers."""
+    return _CheckedRead(read, check), _CheckedWrite(write, check)
