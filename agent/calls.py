@@ -40,6 +40,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +48,7 @@ from agent.budget import ContentBudget
 from agent.content import blocks_bytes
 from agent.defaults import MAX_TOOL_USES
 from agent.events import ToolFinished
-from agent.toolsets.base import ToolOutcome, Toolset, error, for_the_developer, raised
+from agent.toolsets.base import INTERRUPTED_OUTCOME, ToolOutcome, Toolset, error, for_the_developer, raised
 
 if TYPE_CHECKING:
     from agent.summary import RunSummary
@@ -127,8 +128,11 @@ def call_all(toolset: Toolset, blocks: list[dict[str, Any]], runtime: Runtime) -
     """The outcomes of ``blocks``, in order, as they are ready: run at the same time when every one of
     them may overlap, else one after another (each outcome given before the next call starts)."""
     if len(blocks) > 1 and all(toolset.concurrent(str(b.get("name"))) for b in blocks):
-        with ThreadPoolExecutor(max_workers=min(len(blocks), MAX_CONCURRENT_TOOLS)) as pool:
+        pool = ThreadPoolExecutor(max_workers=min(len(blocks), MAX_CONCURRENT_TOOLS))
+        try:
             yield from pool.map(lambda b: call_one(toolset, b, runtime), blocks)
+        finally:  # all done; or Ctrl-C, which waits for no call (before: for the slowest, up to its timeout)
+            pool.shutdown(wait=False, cancel_futures=True)
         return
     for block in blocks:
         yield call_one(toolset, block, runtime)
@@ -155,39 +159,12 @@ def run_tool_uses(
     ran, refused = blocks[:fit], blocks[fit:]
     budget = ContentBudget()
     results: list[dict[str, Any]] = []
-    for block, (outcome, seconds) in zip(ran, call_all(toolset, ran, runtime), strict=True):
-        name, arguments = str(block.get("name")), block.get("input")
-        blocks_in, cut = budget.take(outcome.content, keep=outcome.labels)
-        if cut:
-            blocks_in.append(budget.cut_note(cut, "the results of one reply"))
-        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.get("id"), "content": blocks_in}
-        if outcome.is_error:
-            result["is_error"] = True
-        results.append(result)
-        model_bytes = blocks_bytes(blocks_in)
-        kept = sum(c.response_bytes for c in outcome.script_calls)
-        summary.tool_calls += 1
-        summary.tool_errors += outcome.is_error
-        summary.script_tool_calls += len(outcome.script_calls)
-        summary.sandbox_bytes += kept
-        summary.model_bytes += model_bytes
-        log.write(
-            "tool",
-            turn=turn,
-            name=name,
-            input=arguments,
-            seconds=round(seconds, 3),
-            is_error=outcome.is_error,
-            model_bytes=model_bytes,
-            **({"left_out": {"chars": cut.chars, "images": cut.images}} if cut else {}),
-            script_calls=[
-                {"server": c.server, "tool": c.tool, "ok": c.ok, "bytes": c.response_bytes, "ms": c.duration_ms}
-                for c in outcome.script_calls
-            ],
-            sandbox_bytes=kept,
-        )
-        calls = len(outcome.script_calls)
-        emit(ToolFinished(turn, name, outcome.note, outcome.is_error, seconds, calls, kept, model_bytes))
+    try:
+        for block, (outcome, seconds) in zip(ran, call_all(toolset, ran, runtime), strict=True):
+            results.append(_recorded(block, outcome, seconds, budget, turn, summary, log, emit))
+    except KeyboardInterrupt as e:  # every tool_use still gets its answer: the conversation may go on from here
+        setattr(e, INTERRUPTED_RESULTS, _stopped(toolset, every, ran, results, e, budget, turn, summary, log, emit))
+        raise
     if refused:
         text = refused_text(sum(made))
         for i, b in enumerate(refused):
@@ -213,3 +190,84 @@ def run_tool_uses(
         reason = f"repeated the id of an earlier tool_use of the reply (the first: {first!r})"
         log.write("tools_refused", turn=turn, count=len(repeated), ran=len(ran), reason=reason)
     return results
+
+
+def _recorded(
+    block: dict[str, Any], outcome: ToolOutcome, seconds: float, budget: ContentBudget, turn: int,
+    summary: RunSummary, log: Transcript, emit: Callable[[ToolFinished], None],
+) -> dict[str, Any]:  # fmt: skip
+    """The ``tool_result`` of one call that ran, its content taken from ``budget``; counted in ``summary``,
+    recorded in ``log`` and reported to ``emit``."""
+    name, arguments = str(block.get("name")), block.get("input")
+    blocks_in, cut = budget.take(outcome.content, keep=outcome.labels)
+    if cut:
+        blocks_in.append(budget.cut_note(cut, "the results of one reply"))
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.get("id"), "content": blocks_in}
+    if outcome.is_error:
+        result["is_error"] = True
+    model_bytes = blocks_bytes(blocks_in)
+    kept = sum(c.response_bytes for c in outcome.script_calls)
+    summary.tool_calls += 1
+    summary.tool_errors += outcome.is_error
+    summary.script_tool_calls += len(outcome.script_calls)
+    summary.sandbox_bytes += kept
+    summary.model_bytes += model_bytes
+    log.write(
+        "tool",
+        turn=turn,
+        name=name,
+        input=arguments,
+        seconds=round(seconds, 3),
+        is_error=outcome.is_error,
+        model_bytes=model_bytes,
+        **({"left_out": {"chars": cut.chars, "images": cut.images}} if cut else {}),
+        script_calls=[
+            {"server": c.server, "tool": c.tool, "ok": c.ok, "bytes": c.response_bytes, "ms": c.duration_ms}
+            for c in outcome.script_calls
+        ],
+        sandbox_bytes=kept,
+    )
+    calls = len(outcome.script_calls)
+    emit(ToolFinished(turn, name, outcome.note, outcome.is_error, seconds, calls, kept, model_bytes))
+    return result
+
+
+INTERRUPTED_RESULTS = "tool_results"
+"""The attribute of a ``KeyboardInterrupt`` out of `run_tool_uses` holding a ``tool_result`` for every ``tool_use`` of
+the reply (`_stopped`)."""
+STOPPED_WHILE_RUNNING = (
+    "stopped by the user (Ctrl-C) while it ran, before its result came: it may have run in part or in whole"
+)
+STOPPED_WITH_OUTPUT = "stopped by the user (Ctrl-C) while it ran: the above is what it did until then"
+NOT_RUN_STOPPED = "not run: the user stopped the run (Ctrl-C) before this call"
+
+
+def _stopped(
+    toolset: Toolset, every: list[dict[str, Any]], ran: list[dict[str, Any]], results: list[dict[str, Any]],
+    interrupt: BaseException, budget: ContentBudget, turn: int, summary: RunSummary, log: Transcript,
+    emit: Callable[[ToolFinished], None],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """A ``tool_result`` for every ``tool_use`` of the reply when Ctrl-C stopped its calls: those done as they
+    ran; the one running (every one not done, when they ran at the same time) with what it did so far when its
+    toolset told it (`INTERRUPTED_OUTCOME`), else said to have maybe run; the others not run. Before: the reply's
+    calls were left unanswered, and a conversation going on from it told the model none of them had run."""
+    done = {r["tool_use_id"]: r for r in results}
+    left = [b for b in ran if b.get("id") not in done]
+    together = len(ran) > 1 and all(toolset.concurrent(str(b.get("name"))) for b in ran)
+    running = left if together else left[:1]
+    so_far = getattr(interrupt, INTERRUPTED_OUTCOME, None)
+    if len(running) == 1 and isinstance(so_far, ToolOutcome):
+        note = {"type": "text", "text": STOPPED_WITH_OUTPUT}
+        stopped = replace(so_far, content=[*so_far.content, note], is_error=True)
+        done[running[0].get("id")] = _recorded(running[0], stopped, 0.0, budget, turn, summary, log, emit)
+    answers: list[dict[str, Any]] = []
+    for block in every:
+        key = block.get("id")
+        if key in done:
+            answers.append(done[key])
+            continue
+        text = STOPPED_WHILE_RUNNING if any(b is block for b in running) else NOT_RUN_STOPPED
+        content = [{"type": "text", "text": text}]
+        answers.append({"type": "tool_result", "tool_use_id": key, "content": content, "is_error": True})
+    log.write("tools_interrupted", turn=turn, done=len(results), running=len(running), results=answers)
+    return answers

@@ -68,8 +68,8 @@ def interrupted_result(interrupt: BaseException) -> RunResult | None:
                 print(stopped.summary.usage.total, "tokens spent before Ctrl-C")
             raise
 
-    Its ``messages`` may end with a reply whose tool calls got no results: to go on from them, start a new
-    conversation (the API refuses a ``tool_use`` left unanswered).
+    Its ``messages`` can go on as the ``history`` of a later run: a reply whose calls Ctrl-C stopped has their
+    results after it (the one running with what it did until then, the others not run).
     """
     from agent.summary import RunResult
 

@@ -33,7 +33,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.calls import run_tool_uses
+from agent.calls import INTERRUPTED_RESULTS, run_tool_uses
 from agent.conversation import NewSandboxNote, check_sandbox_args, check_task
 from agent.defaults import (
     BATCH_MODES,
@@ -322,6 +322,8 @@ class Agent:
                     new_sandbox.add(content, results)
                     messages.append({"role": "user", "content": results})
         except KeyboardInterrupt as e:  # Ctrl-C (or the CLI's SIGTERM): the transcript's run_end says so
+            if isinstance(answered := getattr(e, INTERRUPTED_RESULTS, None), list):  # the stopped reply's calls
+                messages.append({"role": "user", "content": answered})
             summary.stop_reason = summary.stop_reason or "interrupted"
             so_far = RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
             setattr(e, INTERRUPTED_RESULT, so_far)  # for `interrupted_result`: the interrupt itself goes on

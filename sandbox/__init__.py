@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         SandboxError,
         SessionError,
         WorkspaceError,
+        interrupted_execution,
     )
     from sandbox.hardening import check_hardening
     from sandbox.image import build_image, image_name
@@ -64,6 +65,7 @@ _EXPORTS = {
     "SandboxError": "sandbox.errors",
     "SessionError": "sandbox.errors",
     "WorkspaceError": "sandbox.errors",
+    "interrupted_execution": "sandbox.errors",
     "check_hardening": "sandbox.hardening",
     "build_image": "sandbox.image",
     "image_name": "sandbox.image",
@@ -99,6 +101,7 @@ __all__ = [
     "build_image",
     "check_hardening",
     "image_name",
+    "interrupted_execution",
     "remove_containers",
     "remove_volumes",
 ]

@@ -76,6 +76,11 @@ class SessionTimeoutError(SessionError):
     """The supervisor did not answer a request in time."""
 
 
+INTERRUPTED_ANSWER = "answer"
+"""The attribute of a ``KeyboardInterrupt`` out of `SupervisorChannel.request` holding the answer's result (a dict,
+not checked) when it came within the interrupt's wait."""
+
+
 class _Pending:
     def __init__(self, sink: NotificationSink | None) -> None:
         self.event = threading.Event()
@@ -302,7 +307,7 @@ class SupervisorChannel:
         """Send a request and wait for its result; ``sink`` receives notifications meanwhile.
 
         A KeyboardInterrupt (Ctrl-C) during the wait calls ``on_interrupt`` and waits up to ``interrupt_wait``
-        seconds more for the answer (which is then dropped) before it goes on.
+        seconds more for the answer before it goes on, that answer's result (unchecked) in its `INTERRUPTED_ANSWER`.
 
         Raises:
             SessionTimeoutError: no answer within ``timeout`` (the caller decides what to do).
@@ -323,12 +328,15 @@ class SupervisorChannel:
         self.send({"id": request_id, "method": method, "params": params})
         try:
             answered = wait_for(pending.event, timeout)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             if on_interrupt is not None:  # e.g. stop the script, and wait (bounded) for its answer before going on
                 on_interrupt()
                 wait_for(pending.event, interrupt_wait)  # a second Ctrl-C here goes on at once
             with self._lock:
                 self._pending.pop(request_id, None)
+            answer = pending.message.get("result") if pending.message is not None else None
+            if isinstance(answer, dict):
+                setattr(e, INTERRUPTED_ANSWER, answer)  # the caller may read it (`Sandbox.execute`)
             raise
         if not answered:
             with self._lock:

@@ -18,6 +18,11 @@ the `ExecutionResult`, so the model can read them and try again.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sandbox.results import ExecutionResult
+
 
 class SandboxError(Exception):
     """Base class of every exception the sandbox package raises."""
@@ -76,3 +81,17 @@ class SessionError(SandboxError):
 
 class WorkspaceError(SandboxError):
     """The workspace could not be restored into, or saved out of, the container."""
+
+
+INTERRUPTED_EXECUTION = "execution"
+"""The attribute of a ``KeyboardInterrupt`` out of `Sandbox.execute` holding the stopped script's result."""
+
+
+def interrupted_execution(interrupt: BaseException) -> ExecutionResult | None:
+    """What the script a Ctrl-C stopped did before it stopped (its output so far, ``cancelled=True``, its tool
+    calls), taken from the ``KeyboardInterrupt`` that `Sandbox.execute` let go on; None when the interrupt came from
+    elsewhere, or the sandbox did not report the script within the wait (10 s, or a second Ctrl-C)."""
+    from sandbox.results import ExecutionResult
+
+    result = getattr(interrupt, INTERRUPTED_EXECUTION, None)
+    return result if isinstance(result, ExecutionResult) else None

@@ -42,9 +42,9 @@ from sandbox._supervisor.limits import MAX_LIST_ENTRIES
 from sandbox.backend import SandboxBackend
 from sandbox.bridge import ToolBridge, ToolHandler
 from sandbox.calls import NAME_CHARS, CallServer
-from sandbox.channel import SessionTimeoutError, SupervisorChannel
+from sandbox.channel import INTERRUPTED_ANSWER, SessionTimeoutError, SupervisorChannel
 from sandbox.config import SandboxConfig
-from sandbox.errors import SandboxError, SessionError, WorkspaceError
+from sandbox.errors import INTERRUPTED_EXECUTION, ProtocolError, SandboxError, SessionError, WorkspaceError
 from sandbox.results import ExecutionResult, parse_execution
 from sandbox.session_args import (
     check_code,
@@ -370,7 +370,8 @@ class Sandbox:
             ValueError: ``timeout`` is not more than 0 and at most a week (NaN and infinity included), or ``code``
                 or ``filename`` has a character UTF-8 cannot encode (a lone surrogate).
             KeyboardInterrupt: Ctrl-C during the wait; the script is stopped as by `cancel` (waited for up to 10 s)
-                and the session stays usable, its variables kept; the interrupted script's result is lost.
+                and the session stays usable, its variables kept; the stopped script's result (``cancelled``) goes
+                on with the interrupt when it came within that wait (`sandbox.errors.interrupted_execution`).
             SessionError: the session is closed or broken, the sandbox stopped answering (it is then
                 destroyed), or this is the thread that runs ``tool_loop`` (use `aexecute` there).
         """
@@ -390,6 +391,8 @@ class Sandbox:
                 self._calls.end()
                 raise SessionError("the execution was cancelled before its script was sent; nothing ran")
             started = time.monotonic()
+            interrupted: KeyboardInterrupt | None = None
+            answer: object = None
             try:
                 params: dict[str, Any] = {"code": code, "timeout": limit, "max_chars": self.config.output_chars}
                 if filename is not None:
@@ -407,17 +410,31 @@ class Sandbox:
                 self._ended = f"the sandbox did not report back within {limit + _GRACE_SECONDS:g} s and was destroyed"
                 self.kill()
                 raise SessionError(self._ended) from None
+            except KeyboardInterrupt as e:  # the stopped script's result goes on with it, when it came in time
+                interrupted, answer = e, getattr(e, INTERRUPTED_ANSWER, None)
             finally:
                 if turn is not None:
                     turn.end()  # first: a cancel of this turn under way is sent while this script still runs
                 ledger = self._calls.end()
-            return parse_execution(
-                raw,
-                max_chars=self.config.output_chars,
-                duration=time.monotonic() - started,
-                tool_calls=ledger,
-                tool_calls_omitted=self._calls.omitted,
-            )
+            if interrupted is None:
+                return parse_execution(
+                    raw,
+                    max_chars=self.config.output_chars,
+                    duration=time.monotonic() - started,
+                    tool_calls=ledger,
+                    tool_calls_omitted=self._calls.omitted,
+                )
+            if isinstance(answer, dict):
+                with contextlib.suppress(ProtocolError):  # a malformed answer: the interrupt goes on without it
+                    stopped = parse_execution(
+                        answer,
+                        max_chars=self.config.output_chars,
+                        duration=time.monotonic() - started,
+                        tool_calls=ledger,
+                        tool_calls_omitted=self._calls.omitted,
+                    )
+                    setattr(interrupted, INTERRUPTED_EXECUTION, stopped)  # `sandbox.errors.interrupted_execution`
+            raise interrupted
 
     @staticmethod
     def _interrupted(channel: SupervisorChannel) -> None:

@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from sandbox.results import ToolCallRecord
 
 
+INTERRUPTED_OUTCOME = "tool_outcome"
+"""The attribute of a ``KeyboardInterrupt`` out of a toolset's call holding what the stopped call did so far (a
+`ToolOutcome`: a script's output until Ctrl-C); `agent.calls` answers the call with it."""
+
+
 @dataclass
 class ToolOutcome:
     """What one tool call gives back to the model, and what the run summary counts."""

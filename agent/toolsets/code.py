@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 from agent.content import execution_blocks
 from agent.files import FileAccessError, FileView
 from agent.prompts import render
-from agent.toolsets.base import NOTE_CHARS, ToolOutcome, Toolset, error, note_text, with_note
+from agent.toolsets.base import INTERRUPTED_OUTCOME, NOTE_CHARS, ToolOutcome, Toolset, error, note_text, with_note
 from tool_tree.search import SearchError, SearchHit, render_hits, search_tools
 from tool_tree.text import one_line, size
 from tool_tree.tree import INDEX_FILE, ToolEntry
 
 if TYPE_CHECKING:
     from sandbox.host import Runtime
+    from sandbox.results import ExecutionResult
 
 INDEX_CHARS = 4_000
 """Inline ``INDEX.md`` when it is at most this long; otherwise a compact list of the servers."""
@@ -240,7 +241,7 @@ class CodeToolset(Toolset):
         return ToolOutcome([{"type": "text", "text": text}], note=note_text(repr(query[: 2 * NOTE_CHARS])))
 
     def _execute(self, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
-        from sandbox.errors import SessionError
+        from sandbox.errors import SessionError, interrupted_execution
 
         code = arguments.get("code")
         if not isinstance(code, str) or not code.strip():
@@ -254,6 +255,15 @@ class CodeToolset(Toolset):
         except SessionError as e:
             then = f"; {NEXT_IS_NEW}" if sandbox.ended is not None else ""
             return error(f"the sandbox session failed: {e}{then}")
+        except KeyboardInterrupt as e:  # what the stopped script did goes on with the interrupt (`agent.calls`)
+            if (stopped := interrupted_execution(e)) is not None:
+                setattr(e, INTERRUPTED_OUTCOME, self._outcome(stopped))
+            raise
+        return self._outcome(result)
+
+    @staticmethod
+    def _outcome(result: ExecutionResult) -> ToolOutcome:
+        """What an execution gives back to the model."""
         kept = sum(c.response_bytes for c in result.tool_calls)
         status = "ok" if result.ok else note_text(result.error or "failed")
         note = f"{status} · {len(result.tool_calls)} call(s) from the script · {size(kept)} kept in the sandbox"

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from sandbox import DockerBackend, Sandbox
+from sandbox import DockerBackend, Sandbox, interrupted_execution
 
 pytestmark = pytest.mark.docker
 
@@ -30,3 +30,18 @@ def test_ctrl_c_in_execute_stops_the_script_and_the_session_goes_on(backend: Doc
         assert time.monotonic() - started < 15  # not the script's 30 s, nor its 60 s timeout
         after = sb.execute("print(before + 1, kept)")
         assert after.ok and after.stdout == "42 still here\n", after.error
+
+
+def test_the_interrupt_carries_what_the_stopped_script_printed(backend: DockerBackend) -> None:
+    # Before: the stopped script's result was dropped; a caller (the agent's transcript, the model) never saw it.
+    with Sandbox(backend) as sb:
+        assert sb.execute("pass").ok
+        timer = threading.Timer(1.5, signal.pthread_kill, (threading.get_ident(), signal.SIGINT))
+        timer.start()
+        with pytest.raises(KeyboardInterrupt) as caught:
+            sb.execute("print('sent the first mail', flush=True)\n" + LONG, timeout=60)
+        timer.join()
+    stopped = interrupted_execution(caught.value)
+    assert stopped is not None and stopped.cancelled and not stopped.ok
+    assert stopped.stdout == "sent the first mail\n" and "KeyboardInterrupt" in (stopped.traceback or "")
+    assert interrupted_execution(KeyboardInterrupt()) is None  # an interrupt from elsewhere carries nothing

@@ -15,8 +15,8 @@ SPEC keys (all optional):
     behavior:  "ok" | "exit_at_start" | "garbage" | "hang_on_list" | "crash_on_list" | "loop_cursor"
                | "big_cursor" (a 100,000-character cursor)
     pid_file:  path to write this process's pid to
-    log_file:  path to append "start <t>" (on start) and "listed <t>" (on answering tools/list) to, where
-               <t> is the system-wide monotonic clock
+    log_file:  path to append "start <t>" (on start), "listed <t>" (on answering tools/list) and
+               "called:<tool> <t>" (on taking a call) to, where <t> is the system-wide monotonic clock
     start_delay: seconds to sleep before answering anything
     list_gate: path of a file tools/list waits for (made by the test when the listing may go on)
     server_info: dict merged into serverInfo
@@ -106,6 +106,7 @@ def main() -> None:
             params = msg.get("params") or {}
             name, args = params.get("name"), params.get("arguments") or {}
             calls += 1
+            log(spec, f"called:{name}")
             if name == "crash":
                 sys.stderr.write("crashing on purpose\n")
                 sys.stderr.flush()

@@ -1,0 +1,133 @@
+"""Ctrl-C while a reply's tool calls run: every ``tool_use`` gets its answer, and the conversation can go on.
+
+Before: the calls were left unanswered, so a run going on from the interrupted one told the model that none of
+them had run ("not run: the reply ended before the call was made"), though a script may have done its work (sent
+the mail, written the file) until Ctrl-C; a script's output until then was lost; and with calls running at the
+same time, Ctrl-C waited for the slowest of them, up to its timeout.
+
+The real SDK against the fake API, a real stdio server (`tests/servers/raw_server.py`), a real SIGINT sent once
+the server has taken the call (read from its log, a bounded wait); code mode with a real sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent import Agent, read_transcript
+from agent.calls import NOT_RUN_STOPPED, STOPPED_WHILE_RUNNING, STOPPED_WITH_OUTPUT
+from agent.errors import interrupted_result
+from agent.summary import RunResult
+from agent.testing import FakeMessagesAPI, reply, tool_use
+from sandbox.host import Runtime
+from tests.support import raw_server_tree
+from tool_tree.config import load_config
+
+SCHEMA = {"type": "object", "properties": {"seconds": {"type": "number"}}}
+TOOLS = [{"name": "sleep", "inputSchema": SCHEMA}, {"name": "echo", "inputSchema": {"type": "object"}}]
+
+
+@pytest.fixture
+def raw(tmp_path: Path) -> Iterator[tuple[Path, Path, Runtime]]:
+    """The raw server's tree, the log it writes each call it takes to, and a runtime on them."""
+    tree, _ = raw_server_tree(tmp_path, TOOLS)
+    log = tmp_path / "calls.log"
+    spec = tmp_path / "raw.json"
+    spec.write_text(json.dumps({"pages": [TOOLS], "log_file": str(log)}), encoding="utf-8")
+    with Runtime(load_config(tmp_path / "tooltree.yaml"), tree) as runtime:
+        yield tree, log, runtime
+
+
+def interrupt_when_called(log: Path, tool: str) -> threading.Thread:
+    """A thread sending SIGINT to this (main) thread once the server has logged taking a call of ``tool``."""
+    main = threading.get_ident()
+
+    def watch() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if log.exists() and f"called:{tool} " in log.read_text(encoding="utf-8"):
+                signal.pthread_kill(main, signal.SIGINT)
+                return
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def interrupted(agent: Agent, task: str) -> RunResult:
+    with pytest.raises(KeyboardInterrupt) as caught:
+        agent.run(task)
+    result = interrupted_result(caught.value)
+    assert result is not None and result.stop_reason == "interrupted"
+    return result
+
+
+def texts(block: dict[str, Any]) -> list[str]:
+    return [b["text"] for b in block["content"] if b["type"] == "text"]
+
+
+def test_calls_running_together_are_answered_at_once_and_the_conversation_goes_on(
+    raw: tuple[Path, Path, Runtime], tmp_path: Path
+) -> None:
+    tree, log, runtime = raw
+    config = load_config(tmp_path / "tooltree.yaml")
+    transcript = tmp_path / "run.jsonl"
+    first = reply(
+        tool_use("raw__sleep", {"seconds": 30}, id="toolu_sleep"), tool_use("raw__echo", {"a": 1}, id="toolu_echo")
+    )
+    with FakeMessagesAPI([first, reply("Stopped; the sleep may have run.")]) as api:
+        agent = Agent(config, tree=tree, mode="direct", client=api.client(timeout=5.0), runtime=runtime,
+                      transcript=transcript)  # fmt: skip
+        watcher = interrupt_when_called(log, "sleep")
+        started = time.monotonic()
+        result = interrupted(agent, "Sleep and echo")
+        assert time.monotonic() - started < 20  # not the sleep's 30 s (the pool waited for it)
+        watcher.join()
+        last = result.messages[-1]
+        assert last["role"] == "user" and [b["tool_use_id"] for b in last["content"]] == ["toolu_sleep", "toolu_echo"]
+        assert [texts(b) for b in last["content"]] == [[STOPPED_WHILE_RUNNING], [STOPPED_WHILE_RUNNING]]
+        assert all(b["is_error"] for b in last["content"])
+        records = read_transcript(transcript)
+        assert [r["type"] for r in records][-2:] == ["tools_interrupted", "run_end"]
+        assert records[-2]["results"] == last["content"]
+        # Going on from it: the results, then the new task (the API takes the two user turns as one).
+        again = agent.run("What happened?", history=result.messages)
+        assert again.answer == "Stopped; the sleep may have run."
+        sent = api.requests[-1]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user", "user"]
+    assert [b["tool_use_id"] for b in sent[-2]["content"]] == ["toolu_sleep", "toolu_echo"]
+    assert [b["text"] for b in sent[-1]["content"]] == ["What happened?"]
+
+
+@pytest.mark.docker
+def test_a_script_stopped_by_ctrl_c_is_answered_with_its_output_and_the_calls_after_it_as_not_run(
+    raw: tuple[Path, Path, Runtime], tmp_path: Path, docker_engine: object
+) -> None:
+    tree, log, runtime = raw
+    config = load_config(tmp_path / "tooltree.yaml")
+    script = (
+        "from servers.raw import sleep\nprint('sent the first mail', flush=True)\nsleep(seconds=30)\nprint('never')"
+    )
+    first = reply(
+        tool_use("execute_python", {"code": script}, id="toolu_script"),
+        tool_use("execute_python", {"code": "print('second')"}, id="toolu_next"),
+    )
+    with FakeMessagesAPI([first]) as api:
+        agent = Agent(config, tree=tree, mode="code", client=api.client(timeout=5.0), runtime=runtime)
+        watcher = interrupt_when_called(log, "sleep")
+        result = interrupted(agent, "Send the mails")
+        watcher.join()
+    stopped, after = result.messages[-1]["content"]
+    assert stopped["tool_use_id"] == "toolu_script" and stopped["is_error"]
+    shown = "\n".join(texts(stopped))
+    assert "sent the first mail" in shown and "never" not in shown and texts(stopped)[-1] == STOPPED_WITH_OUTPUT
+    assert after["tool_use_id"] == "toolu_next" and texts(after) == [NOT_RUN_STOPPED]
+    assert result.summary.tool_calls == 1  # the script that ran in part; the one after it never started
