@@ -295,11 +295,18 @@ _SERVER_KEYS = {
     "exclude": "a list of tool name patterns",
     "description": "one line saying what the server is for",
 }
-# Keys of the mcpServers JSON format that tooltree reads; others there are ignored.
-_JSON_SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "timeout", "disabled"}
+# Keys of the mcpServers JSON format that tooltree reads: the format's own, and tooltree's (but ``enabled``, which is
+# ``disabled`` there). Others are other clients' (``autoApprove``): ignored, with a warning when close to one of these.
+_JSON_SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "timeout", "disabled"} | (
+    _SERVER_KEYS.keys() - {"enabled"}
+)
+_JSON_TYPES = ("stdio", "http", "streamable-http", "streamableHttp")
+"""The values of an ``mcpServers`` entry's ``type`` that tooltree connects to (``sse`` and others are left out)."""
 
 
-def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> ServerConfig:
+def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> ServerConfig | None:
+    """The server ``name`` of the config, or None for an ``mcpServers`` entry of a type tooltree does not connect to
+    (left out with a warning)."""
     where = f"servers.{name}" if not json_format else f"mcpServers.{name}"
     if not isinstance(body.value, dict):
         raise reader.error(f"expected a mapping with `command` or `url`, got {kind_of(body.value)}", body, where)
@@ -309,11 +316,25 @@ def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> Serv
             if k not in _SERVER_KEYS:
                 raise reader.error(f"unknown key{did_you_mean(k, _SERVER_KEYS)}", knode, f"{where}.{k}")
     else:
+        for k, (knode, _) in items.items():
+            if k not in _JSON_SERVER_KEYS and (close := did_you_mean(k, _JSON_SERVER_KEYS)):
+                logger.warning(
+                    "%s:%d: %s.%s: not a key tooltree reads; ignored%s", reader.file, knode.line, where, k, close
+                )
         items = {k: v for k, v in items.items() if k in _JSON_SERVER_KEYS}
 
     def get(k: str) -> Node | None:
         return items[k][1] if k in items else None
 
+    if json_format and (n := get("type")) is not None:
+        kind = reader.string(n, f"{where}.type")
+        if kind not in _JSON_TYPES:  # one entry tooltree cannot connect to: the file's others are still served
+            why = "an SSE server, which tooltree does not connect to (use its Streamable HTTP endpoint)"
+            logger.warning(
+                "%s:%d: %s.type: %s; the server is left out",
+                reader.file, n.line, where, why if kind == "sse" else f"{kind!r} is not a type tooltree knows",
+            )  # fmt: skip
+            return None
     kw: dict[str, Any] = {"name": name}
     if (n := get("command")) is not None:
         kw["command"] = reader.string(n, f"{where}.command")
@@ -326,10 +347,6 @@ def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> Serv
         raise reader.error(f"server {problem}", body, where)
     if "url" in kw and (bad_url := _url_problem(kw["url"])) is not None:
         raise reader.error(bad_url, get("url"), f"{where}.url")
-    if json_format and (n := get("type")) is not None:
-        kind = reader.string(n, f"{where}.type")
-        if kind == "sse":
-            raise reader.error("SSE servers are not supported; use Streamable HTTP", n, f"{where}.type")
     for k, conv in (("args", reader.string_list), ("include", reader.string_list), ("exclude", reader.string_list)):
         if (n := get(k)) is not None:
             kw[k] = conv(n, f"{where}.{k}", expand=k == "args")
@@ -346,9 +363,9 @@ def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> Serv
             raise reader.error(problem, n, f"{where}.description")
     if (n := get("timeout")) is not None:
         kw["timeout"] = reader.number(n, f"{where}.timeout")
-    if (n := get("concurrency")) is not None and not json_format:
+    if (n := get("concurrency")) is not None:
         kw["concurrency"] = reader.whole(n, f"{where}.concurrency", most=MAX_CONCURRENCY)
-    if (n := get("protocol")) is not None and not json_format:
+    if (n := get("protocol")) is not None:
         kw["protocol"] = reader.string(n, f"{where}.protocol")
         if kw["protocol"] not in PROTOCOLS:
             raise reader.error(f"expected {_SERVER_KEYS['protocol']}, got {kw['protocol']!r}", n, f"{where}.protocol")
@@ -479,6 +496,8 @@ def parse_config(
         if not name.strip():
             raise reader.error("server names must not be empty", name_node, "servers")
         server = _server(reader, name, body, json_format=json_format)
+        if server is None:
+            continue
         if starts_tooltree_serve(server):  # a client's config (`claude mcp add` wrote it) listing tooltree itself
             logger.warning(
                 "%s:%d: %s starts `tooltree serve` itself; it is left out (tooltree would list and proxy a copy of "

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tooltree_cli.common import positive_int
-from tooltree_cli.output import error, print_json, table, terminal_text
+from tooltree_cli.output import error, print_json, table, terminal_label, terminal_text
 from tooltree_cli.signals import EXIT_TERMINATED
 
 if TYPE_CHECKING:
@@ -137,22 +137,44 @@ def _embedding(count: int) -> Callable[[int], None] | None:
 
 
 def _disabled_problem(config: Config, only: Sequence[str], out: Path, snapshots: Path | None) -> str | None:
-    """Why a run over disabled servers must not go on: ``--server`` names one (a full run deletes its stubs, so
-    listing it would write what the next run deletes), or every server is disabled while ``out`` has tools (the run
-    would delete every stub, as a slip of ``enabled: false``, not an intent to empty the tree)."""
+    """Why a run over disabled servers, or none, must not go on: ``--server`` names a disabled one (a full run deletes
+    its stubs, so listing it would write what the next run deletes); or no server is left to list (every one
+    disabled, the config's servers empty, or each left out as tooltree itself or of a type it cannot connect to):
+    the run would delete every stub of ``out``, as a slip rather than an intent to empty the tree, or make a tree of
+    no tools."""
     from tool_tree.tree import Manifest, TreeError
 
     if off := [name for name in dict.fromkeys(only) if not config.server(name).enabled]:
         return f"{config.source}: servers.{off[0]}.enabled is false: enable it to list it (--server {off[0]})"
-    if only or snapshots is not None or config.enabled_servers or not config.servers:
+    if only or snapshots is not None or config.enabled_servers:
         return None
+    why = "every server is disabled (enabled: false)" if config.servers else "it lists no server tooltree can start"
     try:
         tools = len(Manifest.load(out).tools)
     except TreeError:
+        return f"{config.source}: {why}: there is nothing to list; add or enable a server"
+    return (
+        f"{config.source}: {why}, so this run would delete all {tools} tools of {out}; add or enable a server, or "
+        "delete the tree yourself if that is what you want"
+    )
+
+
+def _other_generator(out: Path) -> str | None:
+    """What to say when the tree ``out`` was written by another build of tooltree: its files may differ for that
+    alone (the manifest records the build, the search index the manifest), not because a server changed."""
+    from generator.fingerprint import generator_fingerprint
+    from tool_tree.tree import Manifest, TreeError
+
+    try:
+        written_by = Manifest.load(out).generator
+    except TreeError:
+        return None
+    now = generator_fingerprint()
+    if written_by == now:
         return None
     return (
-        f"{config.source}: every server is disabled (enabled: false), so this run would delete all {tools} tools of "
-        f"{out}; enable a server, or delete the tree yourself if that is what you want"
+        f"(the tree was written by tooltree {terminal_label(written_by, 80)} and this is {now}: files may differ"
+        " for that alone; a run without --check brings them up to date)"
     )
 
 
@@ -323,6 +345,8 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
             print(f"\n{len(result.drift)} file(s) differ from the servers:", file=sys.stderr)
             for rel in result.drift:
                 print(f"  {rel}")
+            if (note := _other_generator(result.out)) is not None:
+                print(note, file=sys.stderr)
         else:
             print(f"\n{result.out}: up to date", file=sys.stderr)
     elif result.report is None:

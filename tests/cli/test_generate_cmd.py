@@ -494,3 +494,23 @@ def test_ctrl_c_while_the_index_is_rebuilt_says_so_and_search_still_finds_the_ne
     assert main(["search", "send an email message", "--tree", str(out), "--detail", "name", "--limit", "1"]) == 0
     assert capsys.readouterr().out == "mail.send_email\n"
     assert "built from another manifest.json than the tree's" in caplog.text
+
+
+def test_check_on_a_tree_another_build_of_tooltree_wrote_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], snapshots: Path
+) -> None:
+    # Before: "2 file(s) differ from the servers: manifest.json, search_index.json" after an upgrade of tooltree,
+    # though no server had changed.
+    tree = tmp_path / "tree"
+    assert main(["generate-tree", "--from-snapshot", str(snapshots), "--out", str(tree), "--embeddings", "off"]) == 0
+    assert main(["generate-tree", "--from-snapshot", str(snapshots), "--out", str(tree), "--check"]) == 0
+    assert "written by tooltree" not in capsys.readouterr().err
+    manifest = tree / "manifest.json"
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    data["generator"] = "0.1.0+older\x1b[2J"
+    manifest.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["generate-tree", "--from-snapshot", str(snapshots), "--out", str(tree), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "differ from the servers:" in err
+    assert "(the tree was written by tooltree 0.1.0+older and this is 0.1.0+" in err
+    assert "files may differ for that alone; a run without --check brings them up to date)" in err

@@ -1,5 +1,5 @@
-"""`generate-tree` and disabled servers: a config whose every server is disabled does not empty an existing tree,
-and ``--server`` does not list a disabled one (a full run deletes its stubs)."""
+"""`generate-tree` and disabled servers: a config whose every server is disabled, or that lists none it can start, does
+not empty an existing tree, and ``--server`` does not list a disabled one (a full run deletes its stubs)."""
 
 from __future__ import annotations
 
@@ -55,3 +55,30 @@ def test_server_naming_a_disabled_server_is_refused(
     _disable(config, "docs")
     assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--server", "docs"]) == 2
     assert "servers.docs.enabled is false: enable it to list it (--server docs)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "servers: {}\n",
+        '{"mcpServers": {"linear": {"type": "sse", "url": "http://h/sse"}}}',
+        '{"mcpServers": {"tooltree": {"command": "tooltree", "args": ["serve"]}}}',
+    ],
+)
+def test_a_config_with_no_server_to_list_leaves_the_tree_as_it_is_and_makes_none(
+    generated: tuple[Path, Path], capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    # Before: "… 5 deleted", exit 0, every stub gone; into a new folder, a tree of no tools.
+    config, tree = generated
+    before = len(Manifest.load(tree).tools)
+    config.write_text(text, encoding="utf-8")
+    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 2
+    said = capsys.readouterr().err
+    assert f"it lists no server tooltree can start, so this run would delete all {before} tools of" in said
+    assert len(Manifest.load(tree).tools) == before and (tree / "servers" / "crm" / "list_leads.py").is_file()
+    new = tree.parent / "new"
+    assert main(["generate-tree", "--config", str(config), "--out", str(new), "--embeddings", "off"]) == 2
+    assert "it lists no server tooltree can start: there is nothing to list; add or enable a server" in (
+        capsys.readouterr().err
+    )
+    assert not new.exists()

@@ -161,9 +161,43 @@ def test_json_type_error_names_the_line_and_key(tmp_path: Path) -> None:
         load_config(path, environ={})
 
 
-def test_sse_servers_are_refused_with_a_reason() -> None:
-    with pytest.raises(ConfigError, match="SSE servers are not supported"):
-        parse_config('{"mcpServers": {"a": {"type": "sse", "url": "http://h/sse"}}}', environ={})
+def test_an_entry_tooltree_cannot_connect_to_is_left_out_with_a_warning_and_the_others_are_read(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Before: one SSE entry made the whole client config an error, even for `--server` naming another.
+    text = (
+        '{"mcpServers": {\n  "a": {"type": "sse", "url": "http://h/sse"},\n  "b": {"command": "x"},\n'
+        '  "c": {"type": "websocket", "url": "ws://h/"},\n  "d": {"type": "http", "url": "http://h/mcp"}\n}}'
+    )
+    config = parse_config(text, source=".mcp.json", environ={})
+    assert [s.name for s in config.servers] == ["b", "d"]
+    assert caplog.messages == [
+        ".mcp.json:2: mcpServers.a.type: an SSE server, which tooltree does not connect to (use its Streamable HTTP "
+        "endpoint); the server is left out",
+        ".mcp.json:4: mcpServers.c.type: 'websocket' is not a type tooltree knows; the server is left out",
+    ]
+
+
+def test_a_json_config_reads_tooltrees_own_keys_and_warns_of_a_misspelt_one(caplog: pytest.LogCaptureFixture) -> None:
+    # Before: `concurrency`, `include`, `exclude` and `description` were dropped without a word (the memory server
+    # then lost entities to concurrent calls), and a misspelt `arsg` ran the server without its arguments.
+    text = """{"mcpServers": {
+  "memory": {"command": "mcp-server-memory", "concurrency": 1, "include": ["read_*"], "exclude": ["read_x"],
+             "description": "what we know", "protocol": "legacy", "timeout": 9, "autoApprove": ["read_graph"]},
+  "fs": {"command": "mcp-server-filesystem",
+         "arsg": ["/data"],
+         "enabled": false}
+}}"""
+    memory, fs = parse_config(text, source="claude.json", environ={}).servers
+    assert (memory.concurrency, memory.include, memory.exclude) == (1, ("read_*",), ("read_x",))
+    assert (memory.description, memory.protocol, memory.timeout) == ("what we know", "legacy", 9.0)
+    assert fs.args == () and fs.enabled
+    assert caplog.messages == [  # `autoApprove` (another client's key) is ignored without a word
+        "claude.json:5: mcpServers.fs.arsg: not a key tooltree reads; ignored (did you mean 'args'?)",
+        "claude.json:6: mcpServers.fs.enabled: not a key tooltree reads; ignored (did you mean 'disabled'?)",
+    ]
+    bad = error_of('{"mcpServers": {"a": {"command": "x", "concurrency": 0}}}')
+    assert "1: mcpServers.a.concurrency: expected" in str(bad)
 
 
 def test_missing_file_says_what_to_do(tmp_path: Path) -> None:
