@@ -158,6 +158,8 @@ class Agent:
         max_turns = max_turns if max_turns is not None else int(settings.get("max_turns", DEFAULT_MAX_TURNS))
         if mode not in MODES:
             raise AgentSetupError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+        if not isinstance(tree, str | os.PathLike):  # before: os.fspath's error, naming no argument
+            raise TypeError(f"tree: expected the path (str or os.PathLike) of a tree, got {type(tree).__name__}")
         self.config = config
         self.tree = Path(tree)
         self.mode = mode

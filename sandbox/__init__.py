@@ -5,7 +5,7 @@
     from sandbox import Sandbox
 
     with Sandbox(tree="tree", tools=bridge) as sb:
-        result = sb.execute("from servers.crm import list_leads\\nprint(len(list_leads()))")
+        result = sb.execute("from servers.crm import list_leads\\nprint(len(list_leads().json()['leads']))")
 
 `Sandbox` is one session (interpreter state and workspace persist across `Sandbox.execute`
 calls); `SandboxPool` keeps sandboxes warm; `SandboxBackend` is the seam behind both, with

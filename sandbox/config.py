@@ -10,6 +10,7 @@ from typing import Any
 
 from sandbox.errors import SandboxError
 from tool_tree.config import Config, Setting
+from tool_tree.text import shown
 
 SANDBOX_UID = 10001
 """The unprivileged user (and group) that everything in the container runs as."""
@@ -257,10 +258,17 @@ class SandboxConfig:
         """The settings of the config's ``sandbox:`` section, then ``overrides`` (None values are ignored).
 
         Raises:
+            TypeError: ``config`` is not a `Config` (a path: read it with ``load_config`` first).
             ConfigError: the section has an unknown key or a value of the wrong type or out of range
                 (file, line, key).
             SandboxError: an override is out of range (named as in ``__post_init__``).
         """
+        given: object = config  # typed, but a caller may hand the path (before: "'str' object has no attribute …")
+        if given is not None and not isinstance(given, Config):
+            raise TypeError(
+                "config: expected a tool_tree.config.Config (load_config(path) reads a tooltree.yaml) or None, "
+                f"got {type(given).__name__} {shown(given)}"
+            )
         settings: dict[str, Any] = config.section("sandbox").read(SETTINGS) if config is not None else {}
         settings.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**settings)

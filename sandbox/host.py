@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tool_tree.config import Config
+from tool_tree.text import shown
 from tool_tree.tree import Manifest, tree_lock
 
 if TYPE_CHECKING:
@@ -54,13 +55,17 @@ class Runtime:
         session: the session id written into audit lines.
 
     Raises:
-        TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``).
+        TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``), ``tree`` or ``workspace``
+            not a path, ``audit`` neither a path nor an `AuditLog`, ``sandbox_config`` or ``sandbox_pool`` not one.
         ValueError: ``workspace`` is an empty path.
 
     Raises (on enter):
         TreeError: the tree has no readable manifest.
         ConfigError: the config's ``pool:`` section is invalid.
         PoolError: the server pool did not start.
+
+    A runtime serves the process that opened it: in a fork of that process, its calls, ``bridge``, ``sandbox``
+    and ``open`` raise `SandboxError` saying so (the child has no copy of the server pool's thread).
     """
 
     def __init__(
@@ -81,17 +86,19 @@ class Runtime:
             raise TypeError(
                 f"config: expected a Config (load_config(path) reads a tooltree.yaml), got {type(given).__name__}"
             )
+        _check_types(tree, workspace, audit, sandbox_config, sandbox_pool)
         if workspace is not None and os.fspath(workspace) == "":  # Path("") is the working folder: saved into
             raise ValueError('workspace is an empty path; name a folder ("." for the working folder) or pass None')
         self.config = config
         self.tree = Path(tree)
         self.sandbox_config = sandbox_config
         self.workspace = Path(workspace) if workspace is not None else None
-        self.audit_path = Path(audit) if isinstance(audit, str | Path) else None
+        self.audit_path = Path(audit) if isinstance(audit, str | os.PathLike) else None
         self._shared_audit = audit if isinstance(audit, AuditLog) else None
         self.sandbox_pool = sandbox_pool
         self.session = session
         self._pool: BackgroundPool | None = None
+        self._opened_in = os.getpid()  # the process whose thread runs `_pool`
         self._open_lock = threading.Lock()  # one thread opens (or closes) the server pool; the others wait for it
         self._bridge: McpBridge | None = None
         self._direct: McpBridge | None = None
@@ -117,6 +124,7 @@ class Runtime:
         from tool_tree.pool import BackgroundPool
         from tool_tree.starts import start_jobs
 
+        self._refuse_in_fork()  # before: returned at once (the parent's pool set), every call then "closed"
         # Before: threads opening it at once (the first `call_tool` beside the first `sandbox`) each started a server
         # pool, one never closed; one that found the pool but not yet the bridge failed an assertion.
         with self._open_lock:
@@ -142,17 +150,30 @@ class Runtime:
                     own_audit.close()
                 raise
             self._audit, self._bridge, self._pool = own_audit, bridge, pool
+            self._opened_in = os.getpid()
         return self
+
+    def _refuse_in_fork(self) -> None:
+        """Raises: SandboxError: the runtime is open in the process this one is a fork of (checked before any of
+        the runtime's locks, which a thread of the parent may have held at the fork)."""
+        from sandbox.errors import SandboxError
+
+        if self._pool is not None and self._opened_in != os.getpid():
+            raise SandboxError(
+                f"this Runtime was opened in process {self._opened_in}, not in this one (a fork of it has no copy "
+                "of its server pool's thread): make a new Runtime(config, tree) in the forked process"
+            )
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         """The server pool's loop.
 
         Raises:
-            SandboxError: the runtime is closed (or was closed meanwhile, by another thread).
+            SandboxError: the runtime is closed (or was closed meanwhile, by another thread), or in a fork.
         """
         from sandbox.errors import SandboxError
         from tool_tree.pool import PoolError
 
+        self._refuse_in_fork()
         pool = self._pool
         if pool is not None:
             with contextlib.suppress(PoolError):  # its `with` block ended since: closed by another thread
@@ -165,10 +186,11 @@ class Runtime:
 
         Raises:
             SandboxError: the runtime was closed (before: it opened again, its servers left running; `open` it
-                again explicitly to use it once more).
+                again explicitly to use it once more), or this is a fork of the process that opened it.
         """
         from sandbox.errors import SandboxError
 
+        self._refuse_in_fork()
         closed = SandboxError("the runtime is closed: open() it again (or use a new one) to call its tools")
         if self._bridge is None:
             if self._closed.is_set():
@@ -189,8 +211,9 @@ class Runtime:
         session: until the client restarted).
 
         Raises:
-            SandboxError: the container could not be started (no engine, no image, ...).
+            SandboxError: the container could not be started (no engine, no image, ...), or in a fork.
         """
+        self._refuse_in_fork()
         current = self._sandbox
         if current is not None and current.ended is None:
             return current
@@ -278,11 +301,12 @@ class Runtime:
 
         Raises:
             ToolCallRefused: the bridge refused the call or the server is unavailable.
-            SandboxError: the runtime was closed (by another thread: before or during the call).
+            SandboxError: the runtime was closed (by another thread: before or during the call), or in a fork.
         """
         from sandbox.bridge import resolve
         from sandbox.errors import SandboxError
 
+        self._refuse_in_fork()  # before the direct bridge's lock, which the parent may have held at the fork
         bridge = self._direct_bridge()
         loop = self._running_loop()  # not an AssertionError when another thread closed the runtime meanwhile
         bridge.begin_execution()
@@ -321,6 +345,36 @@ class Runtime:
                     if self._audit is not None:
                         self._audit.close()
                         self._audit = None
+
+
+def _check_types(tree: object, workspace: object, audit: object, sandbox_config: object, sandbox_pool: object) -> None:
+    """Raises: TypeError: an argument of `Runtime` is of the wrong type, named (before: ``audit`` was ignored, no
+    line written; a path ``os.fspath`` refused, unnamed; ``sandbox_pool`` an AttributeError at first use)."""
+    from sandbox.config import SandboxConfig
+    from sandbox.mcp_bridge import AuditLog
+
+    def got(value: object) -> str:
+        return f"got {type(value).__name__} {shown(value)}"
+
+    if not isinstance(tree, str | os.PathLike):
+        raise TypeError(f"tree: expected the path (str or os.PathLike) of a generated tree's folder, {got(tree)}")
+    if workspace is not None and not isinstance(workspace, str | os.PathLike):
+        raise TypeError(f"workspace: expected the path (str or os.PathLike) of a host folder or None, {got(workspace)}")
+    if audit is not None and not isinstance(audit, str | os.PathLike | AuditLog):
+        raise TypeError(
+            "audit: expected the path (str or os.PathLike) of a file to append audit lines to, or an AuditLog "
+            f"(AuditLog(stream) writes to a stream), or None, {got(audit)}"
+        )
+    if sandbox_config is not None and not isinstance(sandbox_config, SandboxConfig):
+        raise TypeError(
+            "sandbox_config: expected a SandboxConfig (SandboxConfig.from_config(config) reads the sandbox: "
+            f"section), or None, {got(sandbox_config)}"
+        )
+    if sandbox_pool is not None:
+        from sandbox.pool import SandboxPool  # only then: it imports the whole session machinery
+
+        if not isinstance(sandbox_pool, SandboxPool):
+            raise TypeError(f"sandbox_pool: expected a SandboxPool, or None, {got(sandbox_pool)}")
 
 
 def runtime_problem(error: SandboxError, runtime: str | None, config: Config) -> SandboxError | None:

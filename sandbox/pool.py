@@ -29,17 +29,24 @@ logger = logging.getLogger(__name__)
 
 _RETRY_DELAY = 2.0
 
+MAX_SIZE = 64
+"""The most sandboxes a pool keeps warm. Each is a started container holding its memory limit (64 at the default
+512m is 32 GiB), and the pool starts them with nobody asking: a mistyped size (``1_000_000``) started containers
+until the engine or the host gave out. ``tooltree serve`` keeps at most 16 warm; a host built for more can run
+several pools."""
+
 
 class SandboxPool:
     """Keeps ``size`` sandboxes warm.
 
     Args:
         backend: what runs containers; default a `DockerBackend` from ``config`` and ``tree``.
-        size: how many started sandboxes to keep ready.
+        size: how many started sandboxes to keep ready (1 to `MAX_SIZE`).
 
     Raises:
         TypeError: ``backend`` is a `SandboxConfig` (pass it as ``config=``), or ``size`` is not an int.
         SandboxError: ``size`` is below 1.
+        ValueError: ``size`` is above `MAX_SIZE`.
 
     A pool serves the process that made it: in a fork of that process, `acquire` and `wait_ready` raise
     `SessionError` (the child would take the parent's warm containers, whose connections it shares) and `close`
@@ -67,6 +74,11 @@ class SandboxPool:
             )
         if size < 1:
             raise SandboxError("a pool needs a size of at least 1")
+        if size > MAX_SIZE:
+            raise ValueError(
+                f"size: at most {MAX_SIZE} warm sandboxes (each is a started container holding its memory limit), "
+                f"got {size}: use a smaller size, or several pools on a host made for that many"
+            )
         if backend is None:
             from sandbox.docker_backend import DockerBackend
 

@@ -166,6 +166,8 @@ class Sandbox:
             raise TypeError(
                 f"config must be a SandboxConfig{hint} or None, got {type(config).__name__} {shown(config)}"
             )
+        if tree is not None and not isinstance(tree, str | os.PathLike):  # before: os.fspath's error, unnamed
+            raise TypeError(f"tree must be the path (str or os.PathLike) of a tree or None, got {shown(tree)}")
         if backend is None:
             from sandbox.docker_backend import DockerBackend
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from sandbox.errors import SandboxError
 from sandbox.host import Runtime
-from tests.support import raw_server_tree
+from tests.support import in_a_fork, raw_server_tree
 from tool_tree.config import Config, load_config
 
 
@@ -46,3 +47,33 @@ def test_a_runtime_given_something_other_than_a_config_is_a_type_error(config: o
 def test_an_empty_workspace_path_is_refused_not_taken_as_the_working_folder(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="workspace is an empty path"):
         Runtime(Config(servers=()), tmp_path, workspace="")
+
+
+def test_a_forked_child_is_told_to_make_its_own_runtime_not_that_the_runtime_is_closed(tmp_path: Path) -> None:
+    # Before: "the runtime is closed: open() it again", and open() returned at once (the parent's pool was set), so
+    # nothing the child did helped; `bridge` handed the child the parent's bridge, bound to a loop it has no thread of.
+    tree, _ = raw_server_tree(tmp_path, [{"name": "echo", "inputSchema": {"type": "object"}}])
+    with Runtime(load_config(tmp_path / "tooltree.yaml"), tree) as runtime:
+        assert runtime.call_tool("raw", "echo", {})["content"]
+
+        def child() -> str:
+            said = []
+            for use in (lambda: runtime.call_tool("raw", "echo", {}), runtime.open, lambda: runtime.bridge):
+                try:
+                    use()
+                    said.append("taken")
+                except SandboxError as e:
+                    said.append(str(e))
+            try:
+                _ = runtime.sandbox
+            except SandboxError as e:
+                said.append(str(e))
+            return "\n".join(said)
+
+        said = in_a_fork(child).splitlines()
+        assert runtime.call_tool("raw", "echo", {})["content"]  # the parent's runtime is left working
+    fork = (
+        f"this Runtime was opened in process {os.getpid()}, not in this one (a fork of it has no copy of its server "
+        "pool's thread): make a new Runtime(config, tree) in the forked process"
+    )
+    assert said == [fork] * 4

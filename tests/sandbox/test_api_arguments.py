@@ -1,0 +1,159 @@
+"""`Runtime`, `SandboxConfig.from_config` and `SandboxPool` given arguments of the wrong type or size, as the Python API
+allows: a `TypeError` or `ValueError` naming the parameter, raised when the object is made.
+
+Before, ``Runtime(config, tree, audit=b"audit.jsonl")`` (or ``123``, or ``True``) was ignored: no audit line was
+written and nothing said so; a wrong ``sandbox_pool`` failed at first use (``'int' object has no attribute
+'backend'``); a wrong ``tree`` or ``workspace`` gave ``os.fspath``'s message, naming no parameter;
+``SandboxConfig.from_config("tooltree.yaml")`` raised ``AttributeError: 'str' object has no attribute 'section'``;
+and ``SandboxPool(size=1_000_000)`` was taken, to start containers until the engine or the host gave out.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox import SandboxConfig, SandboxPool
+from sandbox.backend import Connection, SandboxBackend
+from sandbox.host import Runtime
+from sandbox.mcp_bridge import AuditLog
+from sandbox.pool import MAX_SIZE
+from tests.support import raw_server_tree
+from tool_tree.config import Config, load_config
+
+NO_SERVERS = Config(servers=())
+
+
+class FsPath:
+    """A path-like object that is not a `Path` (what ``os.PathLike`` allows)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+
+@pytest.mark.parametrize("audit", [b"audit.jsonl", 123, True, io.StringIO()])
+def test_an_audit_that_is_neither_a_path_nor_an_audit_log_is_a_type_error_naming_audit(
+    audit: object, tmp_path: Path
+) -> None:
+    said = (
+        r"audit: expected the path \(str or os.PathLike\) of a file to append audit lines to, or an AuditLog "
+        rf"\(AuditLog\(stream\) writes to a stream\), or None, got {type(audit).__name__} "
+    )
+    with pytest.raises(TypeError, match=said):
+        Runtime(NO_SERVERS, tmp_path, audit=audit)  # type: ignore[arg-type]
+
+
+def test_an_audit_path_given_as_any_path_like_gets_one_line_per_call(tmp_path: Path) -> None:
+    # Before: only a str or a Path was taken; any other path-like was dropped, and no line written.
+    tree, _ = raw_server_tree(tmp_path, [{"name": "echo", "inputSchema": {"type": "object"}}])
+    log = tmp_path / "audit.jsonl"
+    with Runtime(load_config(tmp_path / "tooltree.yaml"), tree, audit=FsPath(log)) as runtime:  # type: ignore[arg-type]
+        assert runtime.call_tool("raw", "echo", {})["content"]
+    lines = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    assert [(line["server"], line["tool"], line["outcome"]) for line in lines] == [("raw", "echo", "ok")]
+
+
+@pytest.mark.parametrize("sandbox_config", [{"memory": "1g"}, NO_SERVERS])
+def test_a_sandbox_config_that_is_not_a_sandbox_config_is_a_type_error_naming_it(
+    sandbox_config: object, tmp_path: Path
+) -> None:
+    said = rf"sandbox_config: expected a SandboxConfig .*, or None, got {type(sandbox_config).__name__} "
+    with pytest.raises(TypeError, match=said):
+        Runtime(NO_SERVERS, tmp_path, sandbox_config=sandbox_config)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("sandbox_pool", [123, SandboxConfig(owner="test")])
+def test_a_sandbox_pool_that_is_not_a_sandbox_pool_is_a_type_error_when_the_runtime_is_made(
+    sandbox_pool: object, tmp_path: Path
+) -> None:
+    said = rf"sandbox_pool: expected a SandboxPool, or None, got {type(sandbox_pool).__name__} "
+    with pytest.raises(TypeError, match=said):
+        Runtime(NO_SERVERS, tmp_path, sandbox_pool=sandbox_pool)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("tree", [None, 123])
+def test_a_tree_that_is_not_a_path_is_a_type_error_naming_tree(tree: object) -> None:
+    said = rf"tree: expected the path \(str or os.PathLike\) of a generated tree's folder, got {type(tree).__name__} "
+    with pytest.raises(TypeError, match=said):
+        Runtime(NO_SERVERS, tree)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("workspace", [123, b"workspace"])
+def test_a_workspace_that_is_not_a_path_is_a_type_error_naming_workspace(workspace: object, tmp_path: Path) -> None:
+    said = r"workspace: expected the path \(str or os.PathLike\) of a host folder or None, "
+    said += f"got {type(workspace).__name__} "
+    with pytest.raises(TypeError, match=said):
+        Runtime(NO_SERVERS, tmp_path, workspace=workspace)  # type: ignore[arg-type]
+
+
+def test_arguments_of_the_documented_types_are_taken(tmp_path: Path) -> None:
+    shared = AuditLog(io.StringIO())
+    settings = SandboxConfig(owner="test")
+    tree: Any = FsPath(tmp_path)  # an os.PathLike, which the signature's `str | Path` leaves out
+    workspace: Any = FsPath(tmp_path / "ws")
+    runtime = Runtime(NO_SERVERS, tree, workspace=workspace, audit=shared, sandbox_config=settings)
+    assert (runtime.tree, runtime.workspace, runtime.audit_path) == (tmp_path, tmp_path / "ws", None)
+    assert runtime.sandbox_config is settings
+
+
+@pytest.mark.parametrize("config", ["tooltree.yaml", Path("tooltree.yaml"), {"sandbox": {}}])
+def test_sandbox_config_from_a_path_is_a_type_error_saying_to_load_the_config_first(config: object) -> None:
+    said = (
+        r"config: expected a tool_tree.config.Config \(load_config\(path\) reads a tooltree.yaml\) or None, "
+        rf"got {type(config).__name__} "
+    )
+    with pytest.raises(TypeError, match=said):
+        SandboxConfig.from_config(config)  # type: ignore[arg-type]
+
+
+def test_sandbox_config_from_no_config_is_still_the_defaults_with_the_overrides() -> None:
+    assert SandboxConfig.from_config(None, memory="1g") == SandboxConfig(memory="1g")
+
+
+class NoLaunches(SandboxBackend):
+    """A backend for a pool that is made but never started."""
+
+    config = SandboxConfig(owner="test")
+
+    def prepare(self) -> None:
+        raise AssertionError("not started in these tests")
+
+    def launch(self, session_id: str) -> Connection:
+        raise AssertionError("not started in these tests")
+
+    def verify_ready(self, connection: Connection, status: Mapping[str, Any]) -> None:
+        raise AssertionError("not started in these tests")
+
+
+@pytest.mark.parametrize("size", [MAX_SIZE + 1, 1_000_000])
+def test_a_pool_size_above_the_maximum_is_a_value_error_naming_the_limit(size: int) -> None:
+    said = rf"size: at most {MAX_SIZE} warm sandboxes \(each is a started container holding its memory limit\), "
+    with pytest.raises(ValueError, match=said + f"got {size}: use a smaller size"):
+        SandboxPool(NoLaunches(), size=size)
+
+
+def test_a_pool_of_the_maximum_size_is_taken_and_holds_what_tooltree_serve_may_keep_warm() -> None:
+    from agent.serve.settings import MAX_WARM
+
+    assert SandboxPool(NoLaunches(), size=MAX_SIZE).size == MAX_SIZE
+    assert MAX_WARM <= MAX_SIZE
+
+
+@pytest.mark.parametrize("tree", [123, b"tree"])
+def test_a_sandbox_or_agent_given_a_tree_that_is_not_a_path_names_the_argument(tree: object) -> None:
+    from agent import Agent
+    from sandbox import Sandbox
+    from tool_tree.config import parse_config
+
+    with pytest.raises(TypeError, match=r"^tree must be the path \(str or os.PathLike\) of a tree or None, got "):
+        Sandbox(tree=tree)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^tree: expected the path \(str or os.PathLike\) of a tree, got "):
+        Agent(parse_config("servers: {}\n", environ={}), tree=tree)  # type: ignore[arg-type]
