@@ -35,13 +35,15 @@ from tool_tree.runtime._call import (
 )
 from tool_tree.runtime._concurrency import parallel
 from tool_tree.runtime._not_given import NOT_GIVEN, NotGiven
-from tool_tree.runtime._result import Image, ToolResult
+from tool_tree.runtime._result import Image, Resource, ResourceLink, ToolResult
 
 __all__ = [
     "NOT_GIVEN",
     "Image",
     "NoTransportError",
     "NotGiven",
+    "Resource",
+    "ResourceLink",
     "ToolCallError",
     "ToolError",
     "ToolResult",

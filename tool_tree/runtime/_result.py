@@ -1,4 +1,9 @@
-"""`ToolResult`: what a tool call returns when the tool declares no output schema."""
+"""`ToolResult`: what a tool call returns when the tool declares no output schema.
+
+Besides the raw blocks (``content``) a result offers them by kind: ``text`` (what ``print(result)`` shows),
+``images``, ``resource_links`` and ``resources`` (embedded resources). Every ``repr`` here is bounded, so that
+printing a result, or a list of its images, shows what it holds rather than every byte of it.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,16 @@ from typing import Any
 
 _EXCERPT_CHARS = 200
 """Characters of a result's text an error quotes."""
+_REPR_TEXT_CHARS = 60
+"""Characters of a text block a result's ``repr`` quotes (of its structured content, `_EXCERPT_CHARS`)."""
+_REPR_BLOCKS = 10
+"""Content blocks a result's ``repr`` lists; the rest are counted."""
+_URI_CHARS = 300
+"""Characters of a URI shown in ``.text`` (a ``data:`` URI can be megabytes); the objects keep it whole."""
+_NAME_CHARS = 120
+"""Characters of a resource's name or title shown in ``.text`` and ``repr`` (and likewise the next two)."""
+_DESCRIPTION_CHARS = 200
+_MIME_CHARS = 80
 
 
 def _is_json(text: str) -> bool:
@@ -20,7 +35,42 @@ def _is_json(text: str) -> bool:
     return True
 
 
-@dataclass(frozen=True)
+def _one_line(value: object, limit: int) -> str:
+    """``value`` as one line of printable characters, capped at ``limit`` with ``…``: a server's name may hold
+    newlines or terminal escapes. (`tool_tree.text.one_line` does this on the host; the sandbox has only this
+    package.)"""
+    flat = " ".join("".join(c if c.isprintable() else " " for c in str(value)).split())
+    return flat if len(flat) <= limit else flat[: max(limit - 1, 0)].rstrip() + "…"
+
+
+def _quoted(text: str, limit: int) -> str:
+    """``repr`` of ``text``, cut to its first ``limit`` characters with a count of them all when longer."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text):,} characters)"
+
+
+def _cut_repr(value: object) -> str:
+    """``repr(value)`` cut to its first `_EXCERPT_CHARS` characters, with its full length when longer."""
+    shown = repr(value)
+    if len(shown) <= _EXCERPT_CHARS:
+        return shown
+    return f"{shown[:_EXCERPT_CHARS]}… ({len(shown):,} characters)"
+
+
+def _decode(data: object) -> bytes | None:
+    """The bytes of a base64 string, or None when it is not one."""
+    try:
+        return base64.b64decode(data, validate=True) if isinstance(data, str) else None
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _optional_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, repr=False)
 class Image:
     """An image a tool returned. ``data`` is the decoded bytes."""
 
@@ -33,8 +83,113 @@ class Image:
             f.write(self.data)
         return path
 
+    def __repr__(self) -> str:
+        return f"Image({_one_line(self.mime_type, _MIME_CHARS)}, {len(self.data):,} bytes)"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
+class ResourceLink:
+    """A link to a resource that a tool returned (a ``resource_link`` block): where it is, not what it holds.
+
+    A script cannot read the resource itself (the sandbox reaches tools only); a tool of the same server may take
+    its ``uri``. ``mime_type``, ``title``, ``description`` and ``size`` (in bytes) are None when the server left
+    them out.
+    """
+
+    uri: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+
+    def __repr__(self) -> str:
+        parts = [_one_line(self.uri, _URI_CHARS), _quoted(self.title or self.name, _NAME_CHARS)]
+        parts += [_one_line(self.mime_type, _MIME_CHARS)] if self.mime_type else []
+        return f"ResourceLink({', '.join(parts)})"
+
+
+@dataclass(frozen=True, repr=False)
+class Resource:
+    """A resource a tool embedded in its result (a ``resource`` block): its ``text``, or the decoded ``data`` of a
+    binary (blob) resource. The other of the two is None, as is ``mime_type`` when the server left it out."""
+
+    uri: str
+    mime_type: str | None = None
+    text: str | None = None
+    data: bytes | None = None
+
+    def save(self, path: str) -> str:
+        """Write the resource's bytes (its text as UTF-8) to ``path`` and return the path."""
+        with open(path, "wb") as f:
+            f.write(self.data if self.data is not None else (self.text or "").encode("utf-8"))
+        return path
+
+    def __repr__(self) -> str:
+        parts = [_one_line(self.uri, _URI_CHARS)]
+        parts += [_one_line(self.mime_type, _MIME_CHARS)] if self.mime_type else []
+        if self.data is not None:
+            parts.append(f"{len(self.data):,} bytes")
+        elif self.text is not None:
+            parts.append(f"{len(self.text):,} characters")
+        return f"Resource({', '.join(parts)})"
+
+
+def _link_of(block: dict[str, Any]) -> ResourceLink:
+    size = block.get("size")
+    return ResourceLink(
+        uri=str(block.get("uri", "")),
+        name=str(block.get("name", "")),
+        title=_optional_str(block.get("title")),
+        description=_optional_str(block.get("description")),
+        mime_type=_optional_str(block.get("mimeType")),
+        size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+    )
+
+
+def _embedded(block: dict[str, Any]) -> dict[str, Any]:
+    """The ``resource`` object of an embedded-resource block (empty when the server sent none)."""
+    inner = block.get("resource")
+    return inner if isinstance(inner, dict) else {}
+
+
+def _link_line(link: ResourceLink) -> str:
+    """A resource link as one line of ``.text``: ``Resource link: NAME <URI> (MIME, SIZE) — DESCRIPTION``."""
+    line = f"Resource link: {_one_line(link.title or link.name, _NAME_CHARS)} <{_one_line(link.uri, _URI_CHARS)}>"
+    facts = [_one_line(link.mime_type, _MIME_CHARS)] if link.mime_type else []
+    facts += [f"{link.size:,} bytes"] if link.size is not None else []
+    line += f" ({', '.join(facts)})" if facts else ""
+    description = _one_line(link.description or "", _DESCRIPTION_CHARS)
+    return line + (f" — {description}" if description else "")
+
+
+def _resource_of(block: dict[str, Any]) -> Resource | None:
+    """The embedded resource of a ``resource`` block; None when its blob is not valid base64."""
+    inner = _embedded(block)
+    uri, mime, text = str(inner.get("uri", "")), _optional_str(inner.get("mimeType")), inner.get("text")
+    if isinstance(text, str) or "blob" not in inner:
+        return Resource(uri, mime, text=text if isinstance(text, str) else None)
+    data = _decode(inner["blob"])
+    return None if data is None else Resource(uri, mime, data=data)
+
+
+def _resource_text(block: dict[str, Any]) -> str:
+    """An embedded resource in ``.text``: a line naming it, then its text; for a blob, that line alone with its size
+    (the bytes are in ``.resources``)."""
+    resource = _resource_of(block)
+    if resource is None:
+        return f"Resource <{_one_line(_embedded(block).get('uri', ''), _URI_CHARS)}> (data not valid base64)"
+    head = f"Resource <{_one_line(resource.uri, _URI_CHARS)}>"
+    facts = [_one_line(resource.mime_type, _MIME_CHARS)] if resource.mime_type else []
+    if resource.text is not None:
+        return f"{head} ({', '.join(facts)}):\n{resource.text}" if facts else f"{head}:\n{resource.text}"
+    facts.append(
+        "no text or data" if resource.data is None else f"{len(resource.data):,} bytes; .resources has its data"
+    )
+    return f"{head} ({', '.join(facts)})"
+
+
+@dataclass(frozen=True, repr=False)
 class ToolResult:
     """The result of one MCP tool call, with nothing flattened away.
 
@@ -62,8 +217,22 @@ class ToolResult:
 
     @property
     def text(self) -> str:
-        """All text blocks joined with newlines."""
-        return "\n".join(str(b.get("text", "")) for b in self.content if b.get("type") == "text")
+        """What the result says, as ``print(result)`` shows it: its blocks in order, joined with newlines.
+
+        A text block is its text; a resource link one line (name, ``<URI>``, MIME type, size, the start of its
+        description); an embedded resource a line with its URI and MIME type, then its text, or for a binary
+        resource that line alone with its size. Images are left out (``.images`` has them).
+        """
+        parts: list[str] = []
+        for b in self.content:
+            kind = b.get("type")
+            if kind == "text":
+                parts.append(str(b.get("text", "")))
+            elif kind == "resource_link":
+                parts.append(_link_line(_link_of(b)))
+            elif kind == "resource":
+                parts.append(_resource_text(b))
+        return "\n".join(parts)
 
     @property
     def images(self) -> list[Image]:
@@ -76,11 +245,7 @@ class ToolResult:
         for i, b in enumerate(self.content):
             if b.get("type") != "image":
                 continue
-            data = b.get("data")
-            try:
-                raw = base64.b64decode(data, validate=True) if isinstance(data, str) else None
-            except (binascii.Error, ValueError):
-                raw = None
+            raw = _decode(b.get("data"))
             if raw is None:
                 raise ValueError(
                     f"content block {i} is an image whose data is not valid base64 (see .content[{i}] for what the "
@@ -89,8 +254,33 @@ class ToolResult:
             out.append(Image(raw, str(b.get("mimeType", "application/octet-stream"))))
         return out
 
+    @property
+    def resource_links(self) -> list[ResourceLink]:
+        """The resource links (``resource_link`` blocks): each resource's URI, name and what the server said of it."""
+        return [_link_of(b) for b in self.content if b.get("type") == "resource_link"]
+
+    @property
+    def resources(self) -> list[Resource]:
+        """The embedded resources (``resource`` blocks): each one's URI with its text, or its data decoded.
+
+        Raises:
+            ValueError: a binary resource's data is not valid base64 (``content`` holds every block as it was sent).
+        """
+        out: list[Resource] = []
+        for i, b in enumerate(self.content):
+            if b.get("type") != "resource":
+                continue
+            resource = _resource_of(b)
+            if resource is None:
+                raise ValueError(
+                    f"content block {i} is a resource whose data is not valid base64 (see .content[{i}] for what "
+                    "the server sent)"
+                )
+            out.append(resource)
+        return out
+
     def json(self) -> Any:
-        """The structured content if present, else the text parsed as JSON.
+        """The structured content if present, else the text blocks parsed as JSON.
 
         Raises:
             ValueError: the result has no structured content and its text is not JSON; the message shows the
@@ -103,7 +293,8 @@ class ToolResult:
             raise ValueError(
                 f"the tool result has no structured content and no text block to parse as JSON: {self._kinds()}"
             )
-        text = self.text
+        # Only the text blocks: a resource's line in `.text` would make a JSON text block unparsable.
+        text = "\n".join(str(b.get("text", "")) for b in texts)
         try:
             return json.loads(text)
         except json.JSONDecodeError as e:
@@ -134,7 +325,38 @@ class ToolResult:
             kind = str(b.get("type", "?"))[:40]
             counts[kind] = counts.get(kind, 0) + 1
         listed = ", ".join(f"{n} {kind}" for kind, n in counts.items())
-        return f"its content is {listed} (.images has the images, .content every block as sent)"
+        where = [".images has the images"] if "image" in counts else []
+        where += [".resource_links the resource links"] if "resource_link" in counts else []
+        where += [".resources the embedded resources"] if "resource" in counts else []
+        return f"its content is {listed} ({', '.join([*where, '.content every block as sent'])})"
+
+    def _block_repr(self, b: dict[str, Any]) -> str:
+        """One content block for ``repr``: short, whatever its size."""
+        kind = b.get("type")
+        if kind == "text":
+            return f"text {_quoted(str(b.get('text', '')), _REPR_TEXT_CHARS)}"
+        if kind == "image":
+            data = _decode(b.get("data"))
+            image_mime = _one_line(b.get("mimeType", "application/octet-stream"), _MIME_CHARS)
+            return repr(Image(data, image_mime)) if data is not None else f"Image({image_mime}, data not valid base64)"
+        if kind == "resource_link":
+            return repr(_link_of(b))
+        if kind == "resource":
+            resource = _resource_of(b)
+            if resource is None:
+                return f"Resource({_one_line(_embedded(b).get('uri', ''), _URI_CHARS)}, data not valid base64)"
+            return repr(resource)
+        return f"{_one_line(b.get('type', '?'), 40)} block"
+
+    def __repr__(self) -> str:
+        blocks = [self._block_repr(b) for b in self.content[:_REPR_BLOCKS]]
+        if len(self.content) > _REPR_BLOCKS:
+            blocks.append(f"… {len(self.content) - _REPR_BLOCKS:,} more blocks")
+        parts = [f"[{', '.join(blocks)}]"]
+        if self.structured_content is not None:
+            parts.append(f"structured_content={_cut_repr(self.structured_content)}")
+        parts += ["is_error=True"] if self.is_error else []
+        return f"ToolResult({', '.join(parts)})"
 
     def __str__(self) -> str:
         return self.text
