@@ -284,9 +284,15 @@ def check_out(out: Path, previous: Manifest | None, *, owned: Collection[str], w
     held = [name for name in (MANIFEST_FILE, SEARCH_INDEX_FILE, *owned) if os.path.lexists(out / name)]
     if not held or tooltree_manifest(out / MANIFEST_FILE):
         return
+    damaged = (
+        f" ({MANIFEST_FILE} is there but is not one tooltree wrote, or is damaged: if this is a tree tooltree wrote, "
+        "rename the folder and generate a new one, then copy back what you changed by hand)"
+        if os.path.lexists(out / MANIFEST_FILE)
+        else ""
+    )
     raise TreeError(
         f"{out}: holds {', '.join(held)} but no tooltree manifest, so writing the tree there would replace or "
-        "delete files tooltree did not write; choose a new or empty folder for --out, or move them away"
+        f"delete files tooltree did not write; choose a new or empty folder for --out, or move them away{damaged}"
     )
 
 

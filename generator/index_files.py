@@ -91,7 +91,7 @@ def render_index(manifest: Manifest) -> str:
             body = f"{purpose}: {names}" if names else purpose
         else:
             body = _capabilities(tools, room)
-        lines.append(head + body)
+        lines.append(head + body if body else head.removesuffix(" — "))  # a server of no tools: no dangling dash
     return "\n".join(lines) + "\n"
 
 

@@ -215,7 +215,9 @@ def run(args: argparse.Namespace) -> int:
         n = len(set(args.server)) if args.server else (len(config.enabled_servers) if config else 0)
         if not args.json:
             source = f"snapshots in {snapshots}" if snapshots is not None else f"{n} server(s)"
-            print(f"tooltree: listing tools from {source} …", file=sys.stderr)
+            off = [s.name for s in config.servers if not s.enabled] if config is not None and not args.server else []
+            skipped = f" ({len(off)} disabled: {terminal_label(', '.join(off), 200)})" if off else ""
+            print(f"tooltree: listing tools from {source}{skipped} …", file=sys.stderr)
         show = not args.json and snapshots is None  # progress of live servers; a terminal gets a live line
         cancel = Cancel()
         with ServerProgress(n, live=None if show else False) as progress, ctrl_c_cancels(cancel, received):

@@ -41,11 +41,15 @@ def test_every_server_disabled_leaves_the_tree_as_it_is_and_says_why(
     assert len(Manifest.load(tree).tools) == before and (tree / "servers" / "crm" / "list_leads.py").is_file()
 
 
-def test_one_server_disabled_is_still_removed_from_the_tree(generated: tuple[Path, Path]) -> None:
+def test_one_server_disabled_is_still_removed_from_the_tree(
+    generated: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     config, tree = generated
     _disable(config, "docs")
+    capsys.readouterr()
     assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
     assert {s.name for s in Manifest.load(tree).servers} == {"crm"}
+    assert "tooltree: listing tools from 1 server(s) (1 disabled: docs) …" in capsys.readouterr().err
 
 
 def test_server_naming_a_disabled_server_is_refused(

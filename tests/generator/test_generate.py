@@ -437,6 +437,8 @@ def test_out_holding_files_tooltree_did_not_write_is_refused_and_left_as_it_was(
     assert main(["generate-tree", "--config", str(config), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"{out}: holds {held} but no tooltree manifest" in err and "choose a new or empty folder" in err
+    damaged = "manifest.json is there but is not one tooltree wrote, or is damaged: if this is a tree tooltree wrote"
+    assert (damaged in err) == ("manifest.json" in files)
     assert {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()} == set(files)
     assert all((out / rel).read_text(encoding="utf-8") == text for rel, text in files.items())
     # comparing writes nothing, so --check may still look at such a folder

@@ -55,6 +55,19 @@ def test_small_trees_keep_whole_purposes_and_every_tool_name() -> None:
     assert "Supports OAuth and API keys: do_thing_0, do_thing_1, do_thing_2, do_thing_3" in index
 
 
+def test_a_server_whose_filters_leave_no_tool_has_a_line_without_a_dangling_dash() -> None:
+    # Before: "- time (0 tools) — ".
+    manifest = Manifest(
+        servers=[
+            ServerEntry(name="time", package="time", tool_count=0),
+            ServerEntry(name="x", package="x", tool_count=0, description="Does x."),
+        ],
+        tools=[],
+    )
+    lines = [ln for ln in render_index(manifest).splitlines() if ln.startswith("- ")]
+    assert lines == ["- time (0 tools)", "- x (0 tools) — Does x"]
+
+
 def test_readme_lists_each_tool_with_its_mcp_name_when_renamed() -> None:
     server = ServerEntry(name="svc", package="svc", tool_count=1, description="Things.")
     tool = ToolEntry(
