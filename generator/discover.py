@@ -57,7 +57,8 @@ class Discovery:
     warning: str | None = None
     """Listed, but maybe not as the server has its tools now (it kept changing them while listed)."""
     left_out: list[LeftOut] = field(default_factory=list)
-    """The tools of the listing left out as malformed (`tool_tree.listing_check`)."""
+    """The tools of the listing left out as malformed (`tool_tree.listing_check`), and how many more."""
+    more_left_out: int = 0
 
     @property
     def ok(self) -> bool:
@@ -67,7 +68,9 @@ class Discovery:
     def warnings(self) -> list[str]:
         """`warning` and a line per tool `left_out`, each naming the server."""
         lines = [self.warning] if self.warning is not None else []
-        return lines + [f"{self.server.name}: left out {left}" for left in self.left_out]
+        lines += [f"{self.server.name}: left out {left}" for left in self.left_out]
+        more = self.more_left_out
+        return [*lines, f"{self.server.name}: left out {more:,} more malformed tools"] if more else lines
 
 
 async def discover_one(
@@ -127,9 +130,9 @@ async def discover_one(
 async def _settled_tools(conn: Connection, result: Discovery) -> list[dict[str, Any]]:
     """The server's tools, listed again while it says they changed since the listing began (`MAX_RELISTS`)."""
     for _ in range(1 + MAX_RELISTS):
-        before, mark = conn.changes.tools, len(conn.left_out)
+        before = conn.changes.tools
         tools = await list_tools_raw(conn.client)
-        result.left_out = conn.left_out[mark:]
+        result.left_out, result.more_left_out = list(conn.left_out), conn.more_left_out
         if conn.changes.tools == before:  # counted as read: a notice sent before the answer is counted
             return tools
     result.warning = (

@@ -110,8 +110,13 @@ class Connection:
 
     @property
     def left_out(self) -> list[LeftOut]:
-        """The tools left out of this session's listings so far, as malformed."""
+        """The tools left out of this session's latest listing, as malformed (`ListingCheck.left_out`)."""
         return [] if self.listing is None else self.listing.left_out
+
+    @property
+    def more_left_out(self) -> int:
+        """How many more tools than `left_out` holds the latest listing left out."""
+        return 0 if self.listing is None else self.listing.more_left_out
 
 
 @asynccontextmanager

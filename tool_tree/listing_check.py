@@ -38,6 +38,8 @@ PROBE = "server/discover"
 FALLBACK_VERSION = "2025-11-25"
 """The protocol version a result is validated against before the session knows its own (as the SDK does)."""
 
+MAX_LEFT_OUT = 1_000
+"""Tools left out of one listing that are recorded one by one; the others are counted (`ListingCheck.more_left_out`)."""
 MAX_REASON_CHARS = 200
 """Characters of the reason recorded for one tool left out (the schema's first complaint, without the value)."""
 
@@ -63,8 +65,10 @@ class ListingCheck:
         self.version: Callable[[], str | None] = lambda: None
         """The session's negotiated protocol version (set by `tool_tree.connect` once the session exists)."""
         self.left_out: list[LeftOut] = []
-        """The tools left out of each answer, in the order read (a tool listed again is there again); the callers
-        report them (``str()``: ``"tool 'x', malformed: annotations.readOnlyHint: Input should be a valid …"``)."""
+        """The tools left out of the latest listing (from its first page, a request without a cursor), in the order
+        read, at most `MAX_LEFT_OUT`; the callers report them (``str()``: ``"tool 'x', malformed: …"``)."""
+        self.more_left_out = 0
+        """How many more the latest listing left out, past `MAX_LEFT_OUT`."""
         self._listing: set[types.RequestId] = set()
         self._probes: set[types.RequestId] = set()
 
@@ -77,6 +81,8 @@ class ListingCheck:
         if isinstance(message, types.JSONRPCRequest):
             if message.method == "tools/list":
                 self._listing.add(message.id)
+                if not (message.params or {}).get("cursor"):  # a new listing: its first page
+                    self.left_out, self.more_left_out = [], 0
             elif message.method == PROBE:
                 self._probes.add(message.id)
 
@@ -112,6 +118,9 @@ class ListingCheck:
                 kept.append(tool)
                 continue
             name = tool.get("name") if isinstance(tool, dict) else None
+            if len(self.left_out) >= MAX_LEFT_OUT:
+                self.more_left_out += 1
+                continue
             left = LeftOut(name if isinstance(name, str) and name else None, number, reason)
             self.left_out.append(left)
             logger.debug("%s: left out %s", self.server, left)

@@ -323,10 +323,9 @@ class ServerPool:
                 async with connect(slot.config, stderr=slot.stderr) as conn:
                     try:
                         # The SDK must see the listing (output schemas, 2026 header maps) before calls.
-                        mark = len(conn.left_out)
                         slot.tools = await list_tools_raw(conn.client)
-                        slot.left_out = {left.name: left.reason for left in conn.left_out[mark:] if left.name}
-                        for left in conn.left_out[mark:]:  # said by generate-tree; a call of one says it too
+                        slot.left_out = {left.name: left.reason for left in conn.left_out if left.name}
+                        for left in conn.left_out:  # said by generate-tree; a call of one says it too
                             logger.info("%s: left out %s", conn.server.name, left)
                         await conn.client.list_tools()
                         scope.deadline = math.inf

@@ -229,3 +229,18 @@ def test_generate_tree_says_which_server_made_it_wait_for_the_protocol_probe(
         "server 'older' did not answer `server/discover` (the protocol's first question) and was asked the older way "
         "after 10 s; `protocol: legacy` in its entry (servers.older) skips that question"
     ]
+
+
+def test_each_listing_records_its_own_left_out_tools_at_most_max_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tool_tree import listing_check
+
+    monkeypatch.setattr(listing_check, "MAX_LEFT_OUT", 2)
+    check = ListingCheck("raw")
+    bad = [{**MALFORMED[0], "name": f"vague_{i}"} for i in range(5)]
+    answer(check, {"tools": [*GOOD, *bad]})
+    assert [x.name for x in check.left_out] == ["vague_0", "vague_1"] and check.more_left_out == 3
+    check.sent(types.JSONRPCRequest(jsonrpc="2.0", id=8, method="tools/list", params={"cursor": "p1"}))
+    check.received(SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=8, result={"tools": bad[:1]})))
+    assert check.more_left_out == 4  # a later page of the same listing adds to it
+    answer(check, {"tools": GOOD})  # a new listing (no cursor) starts over: a long session does not grow
+    assert check.left_out == [] and check.more_left_out == 0
