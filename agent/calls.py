@@ -129,8 +129,16 @@ def call_all(toolset: Toolset, blocks: list[dict[str, Any]], runtime: Runtime) -
     them may overlap, else one after another (each outcome given before the next call starts)."""
     if len(blocks) > 1 and all(toolset.concurrent(str(b.get("name"))) for b in blocks):
         pool = ThreadPoolExecutor(max_workers=min(len(blocks), MAX_CONCURRENT_TOOLS))
+        futures = [pool.submit(call_one, toolset, b, runtime) for b in blocks]
         try:
-            yield from pool.map(lambda b: call_one(toolset, b, runtime), blocks)
+            for future in futures:
+                yield future.result()
+        except KeyboardInterrupt as e:  # the calls that ended meanwhile keep their results (`_stopped`)
+            ended = {
+                i: f.result() for i, f in enumerate(futures) if f.done() and not f.cancelled() and not f.exception()
+            }
+            setattr(e, FINISHED_CALLS, ended)
+            raise
         finally:  # all done; or Ctrl-C, which waits for no call (before: for the slowest, up to its timeout)
             pool.shutdown(wait=False, cancel_futures=True)
         return
@@ -240,6 +248,9 @@ STOPPED_WHILE_RUNNING = (
 )
 STOPPED_WITH_OUTPUT = "stopped by the user (Ctrl-C) while it ran: the above is what it did until then"
 NOT_RUN_STOPPED = "not run: the user stopped the run (Ctrl-C) before this call"
+FINISHED_CALLS = "finished_calls"
+"""The attribute of a ``KeyboardInterrupt`` out of `call_all` holding, by index, the outcomes of the calls running at
+the same time that had ended (their outcome and seconds)."""
 
 
 def _stopped(
@@ -249,9 +260,15 @@ def _stopped(
 ) -> list[dict[str, Any]]:  # fmt: skip
     """A ``tool_result`` for every ``tool_use`` of the reply when Ctrl-C stopped its calls: those done as they
     ran; the one running (every one not done, when they ran at the same time) with what it did so far when its
-    toolset told it (`INTERRUPTED_OUTCOME`), else said to have maybe run; the others not run. Before: the reply's
-    calls were left unanswered, and a conversation going on from it told the model none of them had run."""
+    toolset told it (`INTERRUPTED_OUTCOME`), else said to have maybe run; the others not run. Calls running at the
+    same time that had ended keep their results (`FINISHED_CALLS`). Before: the reply's calls were left unanswered,
+    and a conversation going on from it told the model none of them had run."""
     done = {r["tool_use_id"]: r for r in results}
+    ended: dict[int, tuple[ToolOutcome, float]] = getattr(interrupt, FINISHED_CALLS, {})
+    for i, block in enumerate(ran):  # calls running at the same time that ended before Ctrl-C: their results
+        if block.get("id") not in done and i in ended:
+            outcome, seconds = ended[i]
+            done[block.get("id")] = _recorded(block, outcome, seconds, budget, turn, summary, log, emit)
     left = [b for b in ran if b.get("id") not in done]
     together = len(ran) > 1 and all(toolset.concurrent(str(b.get("name"))) for b in ran)
     running = left if together else left[:1]

@@ -77,7 +77,7 @@ class SandboxPool:
         if size > MAX_SIZE:
             raise ValueError(
                 f"size: at most {MAX_SIZE} warm sandboxes (each is a started container holding its memory limit), "
-                f"got {size}: use a smaller size, or several pools on a host made for that many"
+                f"got {shown(size)}: use a smaller size, or several pools on a host made for that many"
             )
         if backend is None:
             from sandbox.docker_backend import DockerBackend

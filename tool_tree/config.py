@@ -76,6 +76,7 @@ from tool_tree.config_read import (
     kind_of,
     value_shown,
 )
+from tool_tree.text import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -300,8 +301,18 @@ _SERVER_KEYS = {
 _JSON_SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "timeout", "disabled"} | (
     _SERVER_KEYS.keys() - {"enabled"}
 )
+_JSON_TOOL_LISTS = {"includeTools": "include", "excludeTools": "exclude", "disabledTools": "exclude"}
+"""Other clients' lists of tool names in an ``mcpServers`` entry, read as tooltree's patterns (with its own): a shared
+config's exclusions keep the tools out of the tree too."""
+_FOREIGN_KEYS = {"autoApprove", "alwaysAllow", "envFile", "networkTimeout", "trust", "oauth", "authProviderType"}
+"""Other clients' keys of an ``mcpServers`` entry that tooltree ignores without a word (not misspellings of its own)."""
 _JSON_TYPES = ("stdio", "http", "streamable-http", "streamableHttp")
 """The values of an ``mcpServers`` entry's ``type`` that tooltree connects to (``sse`` and others are left out)."""
+
+
+def _literal_pattern(name: str) -> str:
+    """A tool name as a pattern matching it alone (``*``, ``?`` and ``[`` in it taken as themselves)."""
+    return re.sub(r"([*?\[])", r"[\1]", name)
 
 
 def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> ServerConfig | None:
@@ -316,12 +327,22 @@ def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> Serv
             if k not in _SERVER_KEYS:
                 raise reader.error(f"unknown key{did_you_mean(k, _SERVER_KEYS)}", knode, f"{where}.{k}")
     else:
+        foreign = {k: v for k, v in items.items() if k in _JSON_TOOL_LISTS}
         for k, (knode, _) in items.items():
-            if k not in _JSON_SERVER_KEYS and (close := did_you_mean(k, _JSON_SERVER_KEYS)):
+            if k in _JSON_SERVER_KEYS or k in _JSON_TOOL_LISTS or k in _FOREIGN_KEYS:
+                continue
+            if close := did_you_mean(k, _JSON_SERVER_KEYS):
+                shown_key = one_line(f"{where}.{k}", 200)  # the file's text: no escape reaches the terminal
                 logger.warning(
-                    "%s:%d: %s.%s: not a key tooltree reads; ignored%s", reader.file, knode.line, where, k, close
+                    "%s:%d: %s: not a key tooltree reads; ignored%s", reader.file, knode.line, shown_key, close
                 )
         items = {k: v for k, v in items.items() if k in _JSON_SERVER_KEYS}
+        for k, (_, vnode) in foreign.items():  # after tooltree's own: their patterns and these names together
+            ours = _JSON_TOOL_LISTS[k]
+            names = reader.string_list(vnode, f"{where}.{k}", expand=False)
+            own = reader.string_list(items[ours][1], f"{where}.{ours}", expand=False) if ours in items else ()
+            merged = [*own, *(_literal_pattern(n) for n in names)]
+            items[ours] = (vnode, Node([Node(p, vnode.line) for p in merged], vnode.line))
 
     def get(k: str) -> Node | None:
         return items[k][1] if k in items else None
@@ -331,8 +352,8 @@ def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> Serv
         if kind not in _JSON_TYPES:  # one entry tooltree cannot connect to: the file's others are still served
             why = "an SSE server, which tooltree does not connect to (use its Streamable HTTP endpoint)"
             logger.warning(
-                "%s:%d: %s.type: %s; the server is left out",
-                reader.file, n.line, where, why if kind == "sse" else f"{kind!r} is not a type tooltree knows",
+                "%s:%d: %s.type: %s; the server is left out", reader.file, n.line, one_line(where, 200),
+                why if kind == "sse" else f"{one_line(repr(kind), 80)} is not a type tooltree knows",
             )  # fmt: skip
             return None
     kw: dict[str, Any] = {"name": name}

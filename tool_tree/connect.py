@@ -41,7 +41,7 @@ from tool_tree.http_errors import Answers, host, not_mcp, reason, status_problem
 from tool_tree.listing_check import PROBE, LeftOut, ListingCheck, checked
 from tool_tree.stderr_log import NOISE_CHARS, StderrLog
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, NotJSONRPC, stdio_client
-from tool_tree.text import shown
+from tool_tree.text import one_line, shown
 
 TOOLS_CHANGED = "notifications/tools/list_changed"
 MAX_LIST_PAGES = 1000
@@ -205,15 +205,19 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
 
 def probe_unanswered(server: ServerConfig, *, waited: bool) -> str:
     """What to say of a server that left the protocol probe unanswered (`tool_tree.listing_check.PROBE`): ``waited``
-    out (the session then opened the older way), or not (its start was stopped meanwhile)."""
-    then = (
-        f"was asked the older way after {PROBE_SECONDS:g} s"
-        if waited
-        else f"its start was stopped while tooltree waited (up to {PROBE_SECONDS:g} s) for the answer"
-    )
+    out (the session then opened the older way: it answers what it knows, not this), or not (its start was stopped
+    meanwhile: an older server, or one slow to start, which only a longer ``timeout`` helps)."""
+    name = one_line(server.name, 80)
+    if waited:
+        return (
+            f"server {name!r} did not answer `{PROBE}` (the protocol's first question) and was asked the older way "
+            f"after {PROBE_SECONDS:g} s; `protocol: legacy` in its entry (servers.{name}) skips that question"
+        )
     return (
-        f"server {server.name!r} did not answer `{PROBE}` (the protocol's first question) and {then}; "
-        f"`protocol: legacy` in its entry (servers.{server.name}) skips that question"
+        f"server {name!r} had not answered `{PROBE}` (the protocol's first question) when its start was stopped: "
+        f"if it is slow to start, raise its `timeout` (servers.{name}.timeout); if it is an older server that never "
+        f"answers a request it does not know, `protocol: legacy` skips that question (tooltree waits up to "
+        f"{PROBE_SECONDS:g} s for the answer)"
     )
 
 

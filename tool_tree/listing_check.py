@@ -107,13 +107,15 @@ class ListingCheck:
         try:
             methods.validate_server_result("tools/list", version, result)
             return item
-        except (ValidationError, KeyError, ValueError):
-            pass
-        if _refusal(version, {**result, "tools": []}) is not None:  # refused for more than its tools
+        except ValidationError as e:  # its errors name each tool refused: one validation, whatever their count
+            refused = _refused_tools(e)
+        except (KeyError, ValueError):  # a version the SDK does not know: nothing to tell
+            return item
+        if refused is None or not refused:  # refused for more than its tools: the SDK says what
             return item
         kept: list[Any] = []
         for number, tool in enumerate(tools, 1):
-            reason = _refusal(version, {**result, "tools": [tool]})
+            reason = refused.get(number - 1)
             if reason is None:
                 kept.append(tool)
                 continue
@@ -124,28 +126,26 @@ class ListingCheck:
             left = LeftOut(name if isinstance(name, str) and name else None, number, reason)
             self.left_out.append(left)
             logger.debug("%s: left out %s", self.server, left)
-        if len(kept) == len(tools):  # refused for something else: the SDK says what
-            return item
         answer = types.JSONRPCResponse(jsonrpc="2.0", id=message.id, result={**result, "tools": kept})
         return SessionMessage(answer, metadata=item.metadata)
 
 
-def _refusal(version: str, result: dict[str, Any]) -> str | None:
-    """Why the schema of ``version`` refuses a one-tool ``result`` (its first complaint, in one line), or None."""
-    try:
-        methods.validate_server_result("tools/list", version, result)
-    except ValidationError as e:
-        errors = e.errors()
-        if not errors:
-            return "malformed"
-        loc = [str(part) for part in errors[0]["loc"]]
-        if loc[:2] == ["tools", "0"]:
-            loc = loc[2:]
-        where, text = ".".join(loc), str(errors[0]["msg"])
-        return one_line(f"{where}: {text}" if where else text, MAX_REASON_CHARS)  # a key in ``loc`` is the server's
-    except (KeyError, ValueError):  # a version the SDK does not know: nothing to tell
-        return None
-    return None
+def _refused_tools(error: ValidationError) -> dict[int, str] | None:
+    """The index of each tool a listing's validation refused, with its first complaint in one line; None when it
+    refused something besides its tools (a cursor, a field of the result), which leaving tools out cannot mend."""
+    refused: dict[int, str] = {}
+    for detail in error.errors(include_url=False, include_input=False):
+        loc = detail["loc"]
+        if len(loc) < 2 or loc[0] != "tools" or not isinstance(loc[1], int):
+            return None
+        if loc[1] in refused:
+            continue
+        if len(refused) >= MAX_LEFT_OUT:  # counted, not recorded: no reason needed
+            refused[loc[1]] = ""
+            continue
+        where, text = ".".join(str(part) for part in loc[2:]), str(detail["msg"])
+        refused[loc[1]] = one_line(f"{where}: {text}" if where else text, MAX_REASON_CHARS)  # keys: the server's
+    return refused
 
 
 class _CheckedRead(ReadWrapper):

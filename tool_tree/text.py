@@ -64,6 +64,10 @@ def shown(value: object) -> str:
         text = repr(value)
     except ValueError:  # an int of more digits than Python prints
         return "(an integer too long to print)"
+    except Exception:  # a caller's object whose repr fails: the error about it, not the repr's, goes on
+        return f"(a {type(value).__name__} whose repr failed)"
+    if not text.isprintable():  # a caller's repr may hold escapes and line breaks
+        text = one_line(text, 200)
     return text if len(text) <= 40 else text[:39] + "…"
 
 

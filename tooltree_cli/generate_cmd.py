@@ -142,11 +142,18 @@ def _disabled_problem(config: Config, only: Sequence[str], out: Path, snapshots:
     disabled, the config's servers empty, or each left out as tooltree itself or of a type it cannot connect to):
     the run would delete every stub of ``out``, as a slip rather than an intent to empty the tree, or make a tree of
     no tools."""
-    from tool_tree.tree import Manifest, TreeError
-
     if off := [name for name in dict.fromkeys(only) if not config.server(name).enabled]:
         return f"{config.source}: servers.{off[0]}.enabled is false: enable it to list it (--server {off[0]})"
-    if only or snapshots is not None or config.enabled_servers:
+    if only or snapshots is not None:
+        return None
+    return nothing_to_list(config, out)
+
+
+def nothing_to_list(config: Config, out: Path) -> str | None:
+    """Why a run of every server must not go on when none is left to list (`_disabled_problem`); None when one is."""
+    from tool_tree.tree import Manifest, TreeError
+
+    if config.enabled_servers:
         return None
     why = "every server is disabled (enabled: false)" if config.servers else "it lists no server tooltree can start"
     try:

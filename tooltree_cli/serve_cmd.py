@@ -10,8 +10,12 @@ can call the tools it added; client sessions that start after it get its ``instr
 tools offered never change). When serving ends the refresh is cancelled and every server it
 started is closed. ``--regenerate-first`` waits for it instead. When every server fails, nothing
 is written: a tree generated before serving (missing, or ``--regenerate-first``) is not served
-(exit 3), and a background refresh leaves the served tree as it was. Everything this command
-prints goes to stderr: over stdio, stdout is the MCP channel.
+(exit 3), and a background refresh leaves the served tree as it was. A config that lists no server
+tooltree can start is refused (the refresh would empty the tree). Everything this command prints goes
+to stderr: over stdio, stdout is the MCP channel.
+
+Over 400 lines: the command, its background refresh and the regeneration both share, which report to the
+one stderr in the same words.
 """
 
 from __future__ import annotations
@@ -224,6 +228,11 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
             config = Config(servers=())
         refresh = None
         if not args.no_regenerate:
+            from tooltree_cli.generate_cmd import nothing_to_list
+
+            if (problem := nothing_to_list(config, tree)) is not None:  # before: the refresh emptied the tree
+                error(f"{problem} (or --no-regenerate to serve the tree as it is)")
+                return EXIT_USAGE
             if args.regenerate_first or not _usable(tree):
                 code, _ = _regenerate(config, tree)
                 if code != EXIT_OK:
@@ -257,6 +266,10 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
     finally:
         if refresh is not None:
             refresh.stop()  # already stopped, unless the server never opened
+
+
+MAX_WARNINGS = 50
+"""Warnings of a generation printed one per line (as `generate-tree` prints them); the rest are counted."""
 
 
 def _usable(tree: Path) -> bool:
@@ -337,6 +350,10 @@ def _regenerate(
     except (TreeError, UnsafePathError, SearchError) as e:
         error(f"could not generate {tree}: {e}")
         return EXIT_SERVERS, False
+    for w in result.warnings[:MAX_WARNINGS]:  # a tool left out as malformed, a server that kept changing its tools
+        print("tooltree serve: warning: " + " ".join(terminal_text(w).splitlines()), file=sys.stderr)
+    if len(result.warnings) > MAX_WARNINGS:
+        print(f"tooltree serve: warning: … {len(result.warnings) - MAX_WARNINGS} more", file=sys.stderr)
     for s in result.failed:
         kept = "its stubs are kept" if s.kept_previous else "its tools are not in the tree"
         failed = f"tooltree serve: {s.name} failed to list its tools ({shown_error(s.error)}); {kept}"

@@ -131,3 +131,40 @@ def test_a_script_stopped_by_ctrl_c_is_answered_with_its_output_and_the_calls_af
     assert "sent the first mail" in shown and "never" not in shown and texts(stopped)[-1] == STOPPED_WITH_OUTPUT
     assert after["tool_use_id"] == "toolu_next" and texts(after) == [NOT_RUN_STOPPED]
     assert result.summary.tool_calls == 1  # the script that ran in part; the one after it never started
+
+
+def test_calls_running_together_that_ended_before_ctrl_c_keep_their_results(tmp_path: Path) -> None:
+    # Before: with the slow call first in the reply, a call after it that had ended was answered "may have run",
+    # its result dropped (the results were taken in order).
+    from agent.budget import ContentBudget
+    from agent.calls import FINISHED_CALLS, _stopped
+    from agent.summary import RunSummary
+    from agent.toolsets.base import ToolOutcome, Toolset
+    from agent.transcript import Transcript
+
+    class Together(Toolset):
+        def tools(self) -> list[dict[str, Any]]:
+            return []
+
+        def system_prompt(self) -> str:
+            return ""
+
+        def call(self, name: str, arguments: Any, runtime: Any) -> ToolOutcome:
+            raise AssertionError("not called")
+
+        def concurrent(self, name: str) -> bool:
+            return True
+
+    blocks = [tool_use(n, {}, id=f"toolu_{n}") for n in ("slow", "fast", "late")]
+    interrupt = KeyboardInterrupt()
+    setattr(interrupt, FINISHED_CALLS, {1: (ToolOutcome([{"type": "text", "text": "record 42 made"}]), 0.2)})
+    summary, log = RunSummary(mode="direct", model="m"), Transcript(tmp_path / "t.jsonl")
+    toolset = Together(raw_server_tree(tmp_path, TOOLS)[0])
+    answers = _stopped(toolset, blocks, blocks, [], interrupt, ContentBudget(), 1, summary, log, lambda _: None)
+    log.close()
+    assert [(a["tool_use_id"], texts(a)) for a in answers] == [
+        ("toolu_slow", [STOPPED_WHILE_RUNNING]),
+        ("toolu_fast", ["record 42 made"]),
+        ("toolu_late", [STOPPED_WHILE_RUNNING]),
+    ]
+    assert "is_error" not in answers[1] and summary.tool_calls == 1

@@ -157,3 +157,21 @@ def test_a_sandbox_or_agent_given_a_tree_that_is_not_a_path_names_the_argument(t
         Sandbox(tree=tree)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^tree: expected the path \(str or os.PathLike\) of a tree, got "):
         Agent(parse_config("servers: {}\n", environ={}), tree=tree)  # type: ignore[arg-type]
+
+
+def test_an_argument_whose_repr_fails_or_holds_escapes_still_gets_the_type_error() -> None:
+    class Hostile:
+        def __repr__(self) -> str:
+            raise RuntimeError("boom")
+
+    class Loud:
+        def __repr__(self) -> str:
+            return "\x1b[2Jloud\nline"
+
+    with pytest.raises(TypeError, match=r"got Hostile \(a Hostile whose repr failed\)"):
+        SandboxConfig.from_config(Hostile())  # type: ignore[arg-type]
+    with pytest.raises(TypeError) as info:
+        SandboxConfig.from_config(Loud())  # type: ignore[arg-type]
+    assert "\x1b" not in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(ValueError, match=r"got \(an integer too long to print\)"):
+        SandboxPool(size=10**5000)

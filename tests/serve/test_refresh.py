@@ -257,3 +257,39 @@ def test_a_session_whose_sandbox_started_before_the_refresh_keeps_it_and_is_told
         assert raw.close_stdin() == 0
     finally:
         raw.close()
+
+
+@pytest.mark.parametrize(
+    "text", ["servers: {}\n", '{"mcpServers": {"linear": {"type": "sse", "url": "http://h/sse"}}}']
+)
+def test_a_config_with_no_server_to_list_is_refused_and_the_tree_left_as_it_was(
+    crm_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    # Before: "tree is up to date (3 written, 4 deleted)": the background refresh emptied the served tree.
+    config, tree = _setup(tmp_path, crm_tree, text)
+    before = sorted(p.relative_to(tree) for p in tree.rglob("*"))
+    assert main(["serve", "--config", str(config), "--tree", str(tree), "--warm", "0"]) == 2
+    said = capsys.readouterr().err
+    assert "it lists no server tooltree can start, so this run would delete all" in said
+    assert said.rstrip().endswith("(or --no-regenerate to serve the tree as it is)")
+    assert sorted(p.relative_to(tree) for p in tree.rglob("*")) == before
+
+
+def test_serve_says_which_tools_it_left_out_as_malformed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: generate-tree named them; serve's regeneration said nothing (the pool logged them below warnings).
+    from tool_tree.config import load_config
+    from tooltree_cli.serve_cmd import _regenerate
+
+    spec = tmp_path / "raw.json"
+    tools = [{"name": "good", "inputSchema": {"type": "object"}}, {"name": "vague\x1b[2J", "annotations": {}}]
+    spec.write_text(json.dumps({"pages": [tools]}), encoding="utf-8")
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(
+        f"servers:\n  raw:\n    command: {json.dumps(sys.executable)}\n"
+        f"    args: [{json.dumps(str(RAW_SERVER))}, {json.dumps(str(spec))}]\n",
+        encoding="utf-8",
+    )
+    assert _regenerate(load_config(config), tmp_path / "tree") == (0, True)
+    said = capsys.readouterr().err
+    assert "tooltree serve: warning: raw: left out tool 'vague[2J', malformed: inputSchema: Field required\n" in said
+    assert "\x1b" not in said

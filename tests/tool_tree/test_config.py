@@ -510,3 +510,31 @@ def test_a_merge_key_naming_something_other_than_mappings_is_an_error_with_its_l
     assert str(e) == (
         "tooltree.yaml:5: servers.b: a merge key (<<) takes a mapping or a list of mappings, such as <<: *common"
     )
+
+
+def test_other_clients_tool_lists_in_a_json_config_keep_their_tools_out_and_their_keys_are_not_misspellings(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Before: Gemini CLI's `excludeTools` was "not a key tooltree reads; ignored (did you mean 'exclude'?)", and the
+    # tools it excluded were in the tree.
+    text = """{"mcpServers": {
+  "fs": {"command": "x", "exclude": ["write_*"], "excludeTools": ["delete_file"],
+         "includeTools": ["read_file", "delete_file"], "envFile": ".env", "networkTimeout": 5, "trust": true},
+  "git": {"command": "y", "disabledTools": ["git_reset", "odd*name"]}
+}}"""
+    fs, git = parse_config(text, source="gemini.json", environ={}).servers
+    assert fs.exclude == ("write_*", "delete_file") and fs.include == ("read_file", "delete_file")
+    assert fs.leaves_out("delete_file") == "exclude" and fs.leaves_out("read_file") is None
+    assert fs.leaves_out("list_dir") == "include"
+    assert git.exclude == ("git_reset", "odd[*]name")  # a name, not a pattern: `*` is itself
+    assert git.leaves_out("odd*name") == "exclude" and git.leaves_out("odd_name") is None
+    assert caplog.messages == []
+
+
+def test_a_json_servers_name_with_escapes_reaches_a_warning_cleaned(caplog: pytest.LogCaptureFixture) -> None:
+    text = (
+        '{"mcpServers": {"evil\\u001b[2J\\nFAKE": {"type": "sse", "url": "http://h/"}, '
+        '"b\\u001b]0;x\\u0007": {"command": "x", "arsg": []}}}'
+    )
+    parse_config(text, source="c.json", environ={})
+    assert all("\x1b" not in m and "\n" not in m for m in caplog.messages) and len(caplog.messages) == 2
