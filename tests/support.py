@@ -266,20 +266,28 @@ def hung_server_yaml(folder: Path, *, timeout: float) -> tuple[str, Path]:
     return entry, pid_file
 
 
+def raw_server_config(folder: Path, spec: dict[str, Any]) -> Path:
+    """``folder``/tooltree.yaml with one server, ``raw``: `tests/servers/raw_server.py` following ``spec`` (written
+    to ``folder``/raw.json)."""
+    path = folder / "raw.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    config = folder / "tooltree.yaml"
+    config.write_text(
+        f"servers:\n  raw:\n    command: {json.dumps(sys.executable)}\n"
+        f"    args: [{json.dumps(str(RAW_SERVER))}, {json.dumps(str(path))}]\n",
+        encoding="utf-8",
+    )
+    return config
+
+
 def raw_server_tree(folder: Path, tools: list[dict[str, Any]], **server: Any) -> tuple[Path, Any]:
     """A tree generated (by the real CLI) from `tests/servers/raw_server.py` offering ``tools``, and the
     `ServerConfig` that starts that server (``server`` adds its fields, e.g. ``timeout``)."""
     from tool_tree.config import ServerConfig
     from tooltree_cli.main import main
 
+    config = raw_server_config(folder, {"pages": [tools]})
     spec = folder / "raw.json"
-    spec.write_text(json.dumps({"pages": [tools]}), encoding="utf-8")
-    config = folder / "tooltree.yaml"
-    config.write_text(
-        f"servers:\n  raw:\n    command: {json.dumps(sys.executable)}\n"
-        f"    args: [{json.dumps(str(RAW_SERVER))}, {json.dumps(str(spec))}]\n",
-        encoding="utf-8",
-    )
     tree = folder / "tree"
     assert main(["generate-tree", "--config", str(config), "--out", str(tree)]) == 0
     return tree, ServerConfig(name="raw", command=sys.executable, args=(str(RAW_SERVER), str(spec)), **server)

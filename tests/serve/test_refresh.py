@@ -17,7 +17,16 @@ import pytest
 
 from tests.serve.conftest import TOKEN, http_client
 from tests.serve.raw_stdio import RawStdio
-from tests.support import RAW_SERVER, TEST_OWNER, ServeProcess, alive, hung_server_yaml, sample_config_yaml, wait_until
+from tests.support import (
+    RAW_SERVER,
+    TEST_OWNER,
+    ServeProcess,
+    alive,
+    hung_server_yaml,
+    raw_server_config,
+    sample_config_yaml,
+    wait_until,
+)
 from tooltree_cli.main import main
 
 pytestmark = pytest.mark.docker
@@ -280,15 +289,8 @@ def test_serve_says_which_tools_it_left_out_as_malformed(tmp_path: Path, capsys:
     from tool_tree.config import load_config
     from tooltree_cli.serve_cmd import _regenerate
 
-    spec = tmp_path / "raw.json"
     tools = [{"name": "good", "inputSchema": {"type": "object"}}, {"name": "vague\x1b[2J", "annotations": {}}]
-    spec.write_text(json.dumps({"pages": [tools]}), encoding="utf-8")
-    config = tmp_path / "tooltree.yaml"
-    config.write_text(
-        f"servers:\n  raw:\n    command: {json.dumps(sys.executable)}\n"
-        f"    args: [{json.dumps(str(RAW_SERVER))}, {json.dumps(str(spec))}]\n",
-        encoding="utf-8",
-    )
+    config = raw_server_config(tmp_path, {"pages": [tools]})
     assert _regenerate(load_config(config), tmp_path / "tree") == (0, True)
     said = capsys.readouterr().err
     assert "tooltree serve: warning: raw: left out tool 'vague[2J', malformed: inputSchema: Field required\n" in said

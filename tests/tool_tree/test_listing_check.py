@@ -24,7 +24,7 @@ from mcp.shared.message import SessionMessage
 
 from sandbox.bridge import ToolCallRefused
 from sandbox.host import Runtime
-from tests.support import RAW_SERVER, raw_server_tree
+from tests.support import RAW_SERVER, raw_server_config, raw_server_tree
 from tool_tree.config import ServerConfig, load_config
 from tool_tree.listing_check import ListingCheck
 from tool_tree.pool import ServerPool, ServerUnavailable
@@ -49,14 +49,7 @@ LEFT_OUT = [
 
 
 def generate(folder: Path, pages: list[list[Any]], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    spec = folder / "raw.json"
-    spec.write_text(json.dumps({"pages": pages}), encoding="utf-8")
-    config = folder / "tooltree.yaml"
-    config.write_text(
-        f"servers:\n  raw:\n    command: {json.dumps(sys.executable)}\n"
-        f"    args: [{json.dumps(str(RAW_SERVER))}, {json.dumps(str(spec))}]\n",
-        encoding="utf-8",
-    )
+    config = raw_server_config(folder, {"pages": pages})
     capsys.readouterr()
     code = main(["generate-tree", "--config", str(config), "--out", str(folder / "tree"), "--json"])
     report: dict[str, Any] = json.loads(capsys.readouterr().out)
