@@ -10,8 +10,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 _EXCERPT_CHARS = 200
 """Characters of a result's text an error quotes."""
@@ -135,6 +138,12 @@ class Resource:
         return f"Resource({', '.join(parts)})"
 
 
+def _image_of(block: dict[str, Any]) -> Image | None:
+    """The image of an ``image`` block; None when its data is not valid base64."""
+    data = _decode(block.get("data"))
+    return None if data is None else Image(data, str(block.get("mimeType", "application/octet-stream")))
+
+
 def _link_of(block: dict[str, Any]) -> ResourceLink:
     size = block.get("size")
     return ResourceLink(
@@ -241,18 +250,7 @@ class ToolResult:
         Raises:
             ValueError: an image block's data is not valid base64 (``content`` holds every block as it was sent).
         """
-        out: list[Image] = []
-        for i, b in enumerate(self.content):
-            if b.get("type") != "image":
-                continue
-            raw = _decode(b.get("data"))
-            if raw is None:
-                raise ValueError(
-                    f"content block {i} is an image whose data is not valid base64 (see .content[{i}] for what the "
-                    "server sent)"
-                )
-            out.append(Image(raw, str(b.get("mimeType", "application/octet-stream"))))
-        return out
+        return self._decoded("image", "an image", _image_of)
 
     @property
     def resource_links(self) -> list[ResourceLink]:
@@ -266,17 +264,21 @@ class ToolResult:
         Raises:
             ValueError: a binary resource's data is not valid base64 (``content`` holds every block as it was sent).
         """
-        out: list[Resource] = []
+        return self._decoded("resource", "a resource", _resource_of)
+
+    def _decoded(self, kind: str, what: str, decoded: Callable[[dict[str, Any]], _T | None]) -> list[_T]:
+        """The blocks of type ``kind``, each ``decoded`` (None: its base64 data is not valid, a ValueError)."""
+        out: list[_T] = []
         for i, b in enumerate(self.content):
-            if b.get("type") != "resource":
+            if b.get("type") != kind:
                 continue
-            resource = _resource_of(b)
-            if resource is None:
+            item = decoded(b)
+            if item is None:
                 raise ValueError(
-                    f"content block {i} is a resource whose data is not valid base64 (see .content[{i}] for what "
-                    "the server sent)"
+                    f"content block {i} is {what} whose data is not valid base64 (see .content[{i}] for what the "
+                    "server sent)"
                 )
-            out.append(resource)
+            out.append(item)
         return out
 
     def json(self) -> Any:
