@@ -116,6 +116,9 @@ def call_one(toolset: Toolset, block: dict[str, Any], runtime: Runtime) -> tuple
     t0 = time.monotonic()
     try:
         outcome = toolset.call(name, arguments, runtime)
+    except KeyboardInterrupt as e:  # how long the call ran until Ctrl-C, for its record (`_stopped`)
+        setattr(e, STOPPED_AFTER, time.monotonic() - t0)
+        raise
     except Exception as e:  # one call's boundary, as in a batch: the reply's other results and the run go on
         if for_the_developer(e):
             raise
@@ -248,6 +251,8 @@ STOPPED_WHILE_RUNNING = (
 )
 STOPPED_WITH_OUTPUT = "stopped by the user (Ctrl-C) while it ran: the above is what it did until then"
 NOT_RUN_STOPPED = "not run: the user stopped the run (Ctrl-C) before this call"
+STOPPED_AFTER = "stopped_after"
+"""The attribute of a ``KeyboardInterrupt`` out of `call_one` holding the seconds its call ran."""
 FINISHED_CALLS = "finished_calls"
 """The attribute of a ``KeyboardInterrupt`` out of `call_all` holding, by index, the outcomes of the calls running at
 the same time that had ended (their outcome and seconds)."""
@@ -276,7 +281,8 @@ def _stopped(
     if len(running) == 1 and isinstance(so_far, ToolOutcome):
         note = {"type": "text", "text": STOPPED_WITH_OUTPUT}
         stopped = replace(so_far, content=[*so_far.content, note], is_error=True)
-        done[running[0].get("id")] = _recorded(running[0], stopped, 0.0, budget, turn, summary, log, emit)
+        seconds = getattr(interrupt, STOPPED_AFTER, 0.0)
+        done[running[0].get("id")] = _recorded(running[0], stopped, seconds, budget, turn, summary, log, emit)
     answers: list[dict[str, Any]] = []
     for block in every:
         key = block.get("id")

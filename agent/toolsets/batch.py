@@ -16,6 +16,11 @@ Each invocation counts as one of the calls a reply may make (`agent.calls.MAX_TO
 `batch_calls`), so a reply of several batches starts no more work than a reply of single calls.
 The batch is one result: its invocations share the caps of one result (`agent.budget.ContentBudget`),
 in order, and an invocation that lost text or images to them says so after its content.
+
+Ctrl-C while a batch runs stops waiting at once (before: the pool waited for its slowest invocation, up to its
+timeout) and the ``KeyboardInterrupt`` carries the batch's outcome so far (`agent.toolsets.base.INTERRUPTED_OUTCOME`):
+the invocations that had ended with their results, the others said to have maybe run (before: the whole batch was
+answered "may have run", the results of those that had ended lost).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agent.budget import ContentBudget
-from agent.toolsets.base import ToolOutcome, error, for_the_developer, raised
+from agent.toolsets.base import INTERRUPTED_OUTCOME, ToolOutcome, error, for_the_developer, raised
 
 logger = logging.getLogger(__name__)
 
@@ -116,8 +121,28 @@ def run_batch(
         return error("batch_tool needs invocations: a non-empty list of {name, arguments} objects")
     if len(items) > max_calls:
         return error(f"a batch holds at most {max_calls} invocations, got {len(items)}; split it")
-    with ThreadPoolExecutor(max_workers=min(len(items), MAX_WORKERS), thread_name_prefix="tooltree-batch") as pool:
-        outcomes = list(pool.map(lambda item: _one(call, item), items))
+    pool = ThreadPoolExecutor(max_workers=min(len(items), MAX_WORKERS), thread_name_prefix="tooltree-batch")
+    futures = [pool.submit(_one, call, item) for item in items]
+    try:
+        outcomes = [future.result() for future in futures]
+    except KeyboardInterrupt as e:  # the invocations that ended keep their results; the others may have run
+        so_far = [
+            f.result() if f.done() and not f.cancelled() and not f.exception() else error(STOPPED_INVOCATION)
+            for f in futures
+        ]
+        setattr(e, INTERRUPTED_OUTCOME, _combined(items, so_far))
+        raise
+    finally:  # all done; or Ctrl-C, which waits for no invocation
+        pool.shutdown(wait=False, cancel_futures=True)
+    return _combined(items, outcomes)
+
+
+STOPPED_INVOCATION = "stopped by the user (Ctrl-C) before its result came: it may have run in part or in whole"
+"""What an invocation of a batch stopped by Ctrl-C that had not ended is answered with."""
+
+
+def _combined(items: list[Any], outcomes: list[ToolOutcome]) -> ToolOutcome:
+    """One outcome listing each invocation of ``items`` with its status and content, sharing one result's caps."""
     content: list[dict[str, Any]] = []
     labels: list[int] = []
     budget = ContentBudget()

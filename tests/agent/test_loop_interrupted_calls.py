@@ -15,7 +15,8 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ from agent.calls import NOT_RUN_STOPPED, STOPPED_WHILE_RUNNING, STOPPED_WITH_OUT
 from agent.errors import interrupted_result
 from agent.summary import RunResult
 from agent.testing import FakeMessagesAPI, reply, tool_use
+from agent.toolsets import batch
+from agent.toolsets.batch import STOPPED_INVOCATION
 from sandbox.host import Runtime
 from tests.support import raw_server_tree
 from tool_tree.config import load_config
@@ -45,14 +48,15 @@ def raw(tmp_path: Path) -> Iterator[tuple[Path, Path, Runtime]]:
         yield tree, log, runtime
 
 
-def interrupt_when_called(log: Path, tool: str) -> threading.Thread:
-    """A thread sending SIGINT to this (main) thread once the server has logged taking a call of ``tool``."""
+def interrupt_when_called(log: Path, tool: str, also: Callable[[], bool] = lambda: True) -> threading.Thread:
+    """A thread sending SIGINT to this (main) thread once the server has logged taking a call of ``tool`` (and
+    ``also()`` holds)."""
     main = threading.get_ident()
 
     def watch() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if log.exists() and f"called:{tool} " in log.read_text(encoding="utf-8"):
+            if log.exists() and f"called:{tool} " in log.read_text(encoding="utf-8") and also():
                 signal.pthread_kill(main, signal.SIGINT)
                 return
             time.sleep(0.02)
@@ -121,9 +125,12 @@ def test_a_script_stopped_by_ctrl_c_is_answered_with_its_output_and_the_calls_af
         tool_use("execute_python", {"code": "print('second')"}, id="toolu_next"),
     )
     with FakeMessagesAPI([first]) as api:
-        agent = Agent(config, tree=tree, mode="code", client=api.client(timeout=5.0), runtime=runtime)
+        agent = Agent(config, tree=tree, mode="code", client=api.client(timeout=5.0), runtime=runtime,
+                      transcript=tmp_path / "run.jsonl")  # fmt: skip
         watcher = interrupt_when_called(log, "sleep")
+        started = time.monotonic()
         result = interrupted(agent, "Send the mails")
+        took = time.monotonic() - started
         watcher.join()
     stopped, after = result.messages[-1]["content"]
     assert stopped["tool_use_id"] == "toolu_script" and stopped["is_error"]
@@ -131,6 +138,44 @@ def test_a_script_stopped_by_ctrl_c_is_answered_with_its_output_and_the_calls_af
     assert "sent the first mail" in shown and "never" not in shown and texts(stopped)[-1] == STOPPED_WITH_OUTPUT
     assert after["tool_use_id"] == "toolu_next" and texts(after) == [NOT_RUN_STOPPED]
     assert result.summary.tool_calls == 1  # the script that ran in part; the one after it never started
+    (record,) = [r for r in read_transcript(tmp_path / "run.jsonl") if r["type"] == "tool"]
+    assert 0 < record["seconds"] <= took  # how long it ran until Ctrl-C (before: 0.0)
+
+
+def test_ctrl_c_during_a_batch_answers_at_once_keeping_the_invocations_that_ended(
+    raw: tuple[Path, Path, Runtime], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the batch's pool waited for its slowest invocation (the sleep's 30 s), and the whole batch was then
+    # answered "may have run", the result of the invocation that had ended lost.
+    futures: list[Future[Any]] = []
+
+    class Recorded(ThreadPoolExecutor):
+        def submit(self, *args: Any, **kwargs: Any) -> Future[Any]:
+            future = super().submit(*args, **kwargs)
+            futures.append(future)
+            return future
+
+    monkeypatch.setattr(batch, "ThreadPoolExecutor", Recorded)
+    tree, log, runtime = raw
+    invocations = [{"name": "raw__sleep", "arguments": {"seconds": 30}}, {"name": "raw__nope", "arguments": {}}]
+    first = reply(tool_use("batch_tool", {"invocations": invocations}, id="toolu_batch"))
+    with FakeMessagesAPI([first]) as api:
+        agent = Agent(load_config(tmp_path / "tooltree.yaml"), tree=tree, mode="direct",
+                      client=api.client(timeout=5.0), runtime=runtime)  # fmt: skip
+        watcher = interrupt_when_called(log, "sleep", also=lambda: len(futures) == 2 and futures[1].done())
+        started = time.monotonic()
+        result = interrupted(agent, "Sleep, and call a tool that does not exist")
+        assert time.monotonic() - started < 20
+        watcher.join()
+    (answer,) = result.messages[-1]["content"]
+    assert answer["tool_use_id"] == "toolu_batch" and answer["is_error"]
+    assert texts(answer) == [
+        "[1] raw__sleep: error",
+        STOPPED_INVOCATION,
+        "[2] raw__nope: error",
+        "unknown tool 'raw__nope'",
+        STOPPED_WITH_OUTPUT,
+    ]
 
 
 def test_calls_running_together_that_ended_before_ctrl_c_keep_their_results(tmp_path: Path) -> None:
