@@ -23,7 +23,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tool_tree.config import Config
-from tool_tree.text import shown
 from tool_tree.tree import Manifest, tree_lock
 
 if TYPE_CHECKING:
@@ -57,7 +56,7 @@ class Runtime:
     Raises:
         TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``), ``tree`` or ``workspace``
             not a path, ``audit`` neither a path nor an `AuditLog`, ``sandbox_config`` or ``sandbox_pool`` not one.
-        ValueError: ``workspace`` is an empty path.
+        ValueError: ``workspace`` or ``audit`` is an empty path.
 
     Raises (on enter):
         TreeError: the tree has no readable manifest.
@@ -86,9 +85,9 @@ class Runtime:
             raise TypeError(
                 f"config: expected a Config (load_config(path) reads a tooltree.yaml), got {type(given).__name__}"
             )
-        _check_types(tree, workspace, audit, sandbox_config, sandbox_pool)
-        if workspace is not None and os.fspath(workspace) == "":  # Path("") is the working folder: saved into
-            raise ValueError('workspace is an empty path; name a folder ("." for the working folder) or pass None')
+        from sandbox.session_args import runtime_args
+
+        runtime_args(tree, workspace, audit, sandbox_config, sandbox_pool)
         self.config = config
         self.tree = Path(tree)
         self.sandbox_config = sandbox_config
@@ -345,36 +344,6 @@ class Runtime:
                     if self._audit is not None:
                         self._audit.close()
                         self._audit = None
-
-
-def _check_types(tree: object, workspace: object, audit: object, sandbox_config: object, sandbox_pool: object) -> None:
-    """Raises: TypeError: an argument of `Runtime` is of the wrong type, named (before: ``audit`` was ignored, no
-    line written; a path ``os.fspath`` refused, unnamed; ``sandbox_pool`` an AttributeError at first use)."""
-    from sandbox.config import SandboxConfig
-    from sandbox.mcp_bridge import AuditLog
-
-    def got(value: object) -> str:
-        return f"got {type(value).__name__} {shown(value)}"
-
-    if not isinstance(tree, str | os.PathLike):
-        raise TypeError(f"tree: expected the path (str or os.PathLike) of a generated tree's folder, {got(tree)}")
-    if workspace is not None and not isinstance(workspace, str | os.PathLike):
-        raise TypeError(f"workspace: expected the path (str or os.PathLike) of a host folder or None, {got(workspace)}")
-    if audit is not None and not isinstance(audit, str | os.PathLike | AuditLog):
-        raise TypeError(
-            "audit: expected the path (str or os.PathLike) of a file to append audit lines to, or an AuditLog "
-            f"(AuditLog(stream) writes to a stream), or None, {got(audit)}"
-        )
-    if sandbox_config is not None and not isinstance(sandbox_config, SandboxConfig):
-        raise TypeError(
-            "sandbox_config: expected a SandboxConfig (SandboxConfig.from_config(config) reads the sandbox: "
-            f"section), or None, {got(sandbox_config)}"
-        )
-    if sandbox_pool is not None:
-        from sandbox.pool import SandboxPool  # only then: it imports the whole session machinery
-
-        if not isinstance(sandbox_pool, SandboxPool):
-            raise TypeError(f"sandbox_pool: expected a SandboxPool, or None, {got(sandbox_pool)}")
 
 
 def runtime_problem(error: SandboxError, runtime: str | None, config: Config) -> SandboxError | None:

@@ -1,5 +1,6 @@
-"""The checks of `sandbox.session.Sandbox`'s arguments: each wrong one refused by name, before anything
-runs or changes (a wrong one used to fail later, and elsewhere: every tool call, or the session's state)."""
+"""The checks of `sandbox.session.Sandbox`'s arguments (and `sandbox.host.Runtime`'s): each wrong one refused by
+name, before anything runs or changes (a wrong one used to fail later, and elsewhere: every tool call, or the
+session's state)."""
 
 from __future__ import annotations
 
@@ -140,3 +141,43 @@ def count(value: object, name: str) -> int:
     if value < 1:
         raise ValueError(f"{name} must be at least 1, got {value}")
     return value
+
+
+def runtime_args(tree: object, workspace: object, audit: object, sandbox_config: object, sandbox_pool: object) -> None:
+    """The checks of `sandbox.host.Runtime`'s arguments.
+
+    Raises:
+        TypeError: an argument is of the wrong type, named (before: ``audit`` was ignored, no line written; a path
+            ``os.fspath`` refused, unnamed; ``sandbox_pool`` an AttributeError at first use).
+        ValueError: ``workspace`` or ``audit`` is an empty path (``Path("")`` is the working folder: a workspace
+            saved into it; an audit log refused only when the runtime opened, "audit log .: a folder").
+    """
+    from sandbox.config import SandboxConfig
+    from sandbox.mcp_bridge import AuditLog
+
+    def got(value: object) -> str:
+        return f"got {type(value).__name__} {shown(value)}"
+
+    if not isinstance(tree, str | os.PathLike):
+        raise TypeError(f"tree: expected the path (str or os.PathLike) of a generated tree's folder, {got(tree)}")
+    if workspace is not None and not isinstance(workspace, str | os.PathLike):
+        raise TypeError(f"workspace: expected the path (str or os.PathLike) of a host folder or None, {got(workspace)}")
+    if audit is not None and not isinstance(audit, str | os.PathLike | AuditLog):
+        raise TypeError(
+            "audit: expected the path (str or os.PathLike) of a file to append audit lines to, or an AuditLog "
+            f"(AuditLog(stream) writes to a stream), or None, {got(audit)}"
+        )
+    for name, path in (("workspace", workspace), ("audit", audit)):
+        if isinstance(path, str | os.PathLike) and os.fspath(path) in ("", b""):
+            what = 'a folder ("." for the working folder)' if name == "workspace" else "a file"
+            raise ValueError(f"{name} is an empty path; name {what} or pass None")
+    if sandbox_config is not None and not isinstance(sandbox_config, SandboxConfig):
+        raise TypeError(
+            "sandbox_config: expected a SandboxConfig (SandboxConfig.from_config(config) reads the sandbox: "
+            f"section), or None, {got(sandbox_config)}"
+        )
+    if sandbox_pool is not None:
+        from sandbox.pool import SandboxPool  # only then: it imports the whole session machinery
+
+        if not isinstance(sandbox_pool, SandboxPool):
+            raise TypeError(f"sandbox_pool: expected a SandboxPool, or None, {got(sandbox_pool)}")

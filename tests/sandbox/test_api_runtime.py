@@ -49,6 +49,12 @@ def test_an_empty_workspace_path_is_refused_not_taken_as_the_working_folder(tmp_
         Runtime(Config(servers=()), tmp_path, workspace="")
 
 
+def test_an_empty_audit_path_is_refused_when_the_runtime_is_made(tmp_path: Path) -> None:
+    # Before: taken as the working folder, refused only when the runtime opened ("audit log .: a folder").
+    with pytest.raises(ValueError, match=r"^audit is an empty path; name a file or pass None$"):
+        Runtime(Config(servers=()), tmp_path, audit="")
+
+
 def test_a_forked_child_is_told_to_make_its_own_runtime_not_that_the_runtime_is_closed(tmp_path: Path) -> None:
     # Before: "the runtime is closed: open() it again", and open() returned at once (the parent's pool was set), so
     # nothing the child did helped; `bridge` handed the child the parent's bridge, bound to a loop it has no thread of.
