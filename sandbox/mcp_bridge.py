@@ -51,9 +51,9 @@ from sandbox.bridge import ToolBridge, ToolCallRefused
 from sandbox.call_limits import ArgumentsRefused, is_small, measure
 from sandbox.request_budget import RequestBudget
 from sandbox.results import cut
-from sandbox.schema_check import VALIDATION_CALL_SECONDS, TooCostly, cpu_deadline, matches_patterns, tool_validator
 from tool_tree.config import Config
 from tool_tree.pool import CallFailure, PoolError, ServerPool, ServerUnavailable
+from tool_tree.schema_check import VALIDATION_CALL_SECONDS, TooCostly, cpu_deadline, matches_patterns, tool_validator
 from tool_tree.text import clean
 from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot, requires_task, schema_hash
 
@@ -388,7 +388,7 @@ class McpBridge(ToolBridge):
         return raw
 
     def _matches_patterns(self, server: str, tool: str) -> bool:
-        """Whether validating the tool's arguments may match schema patterns (costly: see `schema_check`)."""
+        """Whether validating the tool's arguments may match schema patterns (costly: see `tool_tree.schema_check`)."""
         key = (server, tool)
         if key not in self._patterned:
             entry = self._tools.get(key)

@@ -65,6 +65,7 @@ from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from tool_tree.connect import connect, list_tools_raw
 from tool_tree.http_errors import resendable, session_ended, stream_cut, unreached
 from tool_tree.in_flight import InFlight
+from tool_tree.output_check import OutputCheck
 from tool_tree.redact import redact
 from tool_tree.restarts import RestartBackoff
 from tool_tree.starts import StartGate, StartSlot, default_start_jobs
@@ -324,6 +325,7 @@ class ServerPool:
                     try:
                         # The SDK must see the listing (output schemas, 2026 header maps) before calls.
                         slot.tools = await list_tools_raw(conn.client)
+                        OutputCheck(slot.config.name, slot.tools).install(conn.client)  # bounded, off the loop
                         slot.left_out = {left.name: left.reason for left in conn.left_out if left.name}
                         for left in conn.left_out:  # said by generate-tree; a call of one says it too
                             logger.info("%s: left out %s", conn.server.name, left)
@@ -563,7 +565,7 @@ class ServerPool:
                 if e.code == mt.REQUEST_TIMEOUT:  # the SDK's read timeout, set to fire after the pool's own
                     return CallFailure(f"server error {e.code}: {e}", "timeout", _SENT)
                 return CallFailure(f"server error {e.code}: {e}", "server_error", _PROTOCOL_ERROR)
-            except RuntimeError as e:  # the SDK's output-schema check
+            except RuntimeError as e:  # the output-schema check (`OutputCheck`)
                 return CallFailure(f"invalid result from the server: {e}", "invalid_result", "the tool ran")
             except ValidationError as e:  # a result the SDK's model refuses (no content, an unknown block type, …)
                 return CallFailure(f"invalid result from the server: {_refused(e)}", "invalid_result", "the tool ran")

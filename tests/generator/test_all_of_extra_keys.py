@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.render import render_stub
-from sandbox.schema_check import tool_validator
+from tool_tree.schema_check import tool_validator
 
 REPO = Path(__file__).resolve().parents[2]
 MYPY = [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--config-file", os.devnull]

@@ -467,7 +467,7 @@ def test_a_costly_pattern_is_matched_off_the_event_loop_every_sessions_calls_sha
 def test_unique_items_compares_json_values_in_linear_time() -> None:
     import jsonschema
 
-    from sandbox.schema_check import _unique_items
+    from tool_tree.schema_check import _unique_items
 
     cls = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"uniqueItems": _unique_items})
     validator = cls({"type": "array", "uniqueItems": True})

@@ -1,6 +1,6 @@
 """The host's check of a script's arguments is bounded in CPU, memory and what it reports (no container).
 
-A red-team run found three ways past the bounds of `sandbox.schema_check` and `McpBridge`: jsonschema's
+A red-team run found three ways past the bounds of `tool_tree.schema_check` and `McpBridge`: jsonschema's
 ``anyOf`` kept every error of every branch and repeated the whole value in its message (``[0] * 99000``
 against pydantic's ``Optional[list[str]]`` took 3.7 s and 550 MiB, six such calls 30 CPU-s and 1.5 GB of
 host memory); valid arguments through a ``$ref`` per item took 1.75 s a call, uncharged; and a refused
@@ -24,9 +24,9 @@ import pytest
 from sandbox.bridge import ToolCallRefused
 from sandbox.mcp_bridge import PATH_CHARS, VALIDATION_BURST_SECONDS, VALIDATION_RATE, McpBridge
 from sandbox.request_budget import RequestBudget
-from sandbox.schema_check import BRANCH_ERRORS, TooCostly, cpu_deadline, tool_validator
 from tests.support import raw_server_tree
 from tool_tree.pool import BackgroundPool
+from tool_tree.schema_check import BRANCH_ERRORS, TooCostly, cpu_deadline, tool_validator
 
 # What pydantic writes for `filters: Filters | None` with `mime_types: list[str] | None` inside.
 FILTERS = {

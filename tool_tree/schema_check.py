@@ -42,7 +42,7 @@ import re2  # type: ignore[import-untyped]
 from jsonschema.protocols import Validator
 from jsonschema_specifications import REGISTRY as LOCAL_REFS  # type: ignore[import-untyped]
 
-__all__ = ["LOCAL_REFS", "TooCostly", "cpu_deadline", "matches_patterns", "tool_validator"]
+__all__ = ["LOCAL_REFS", "TooCostly", "cpu_deadline", "matches_patterns", "short_message", "tool_validator"]
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +129,15 @@ def tool_validator(schema: dict[str, Any], name: str) -> Validator:
     arrays = cls.TYPE_CHECKER.redefine("array", lambda _, instance: isinstance(instance, list | tuple))
     linear = jsonschema.validators.extend(cls, keywords, type_checker=arrays)  # type: ignore[no-untyped-call]
     return linear(schema, format_checker=None, registry=LOCAL_REFS)  # type: ignore[no-any-return]
+
+
+def short_message(error: jsonschema.ValidationError) -> str:
+    """``error``'s message with the value it names in a short form (jsonschema repeats the whole value, so a
+    refused 3 MB string filled the message and a cut one lost what was wrong with it)."""
+    whole = repr(error.instance)
+    if len(whole) <= _short.maxstring:
+        return error.message
+    return error.message.replace(whole, _short.repr(error.instance), 1)
 
 
 def matches_patterns(schema: Any) -> bool:
