@@ -31,6 +31,7 @@ their ledgers and limits; ``tool_tree.connect`` imports both from here.
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -360,8 +361,24 @@ class Outstanding:
 
 
 def connection_closed(reason: str) -> str:
-    """``reason`` as the error of the requests it fails: the pool reads "closed the connection" as a loss."""
+    """``reason`` as the error of the requests it fails."""
     return f"{reason}; tooltree closed the connection"
+
+
+_CLOSED_MARK = secrets.token_hex(16)
+"""Marks the errors of the requests tooltree failed when it closed a connection; never sent anywhere, so no
+server can write it."""
+
+
+def closed_error(message: str) -> types.ErrorData:
+    """The error of a request in flight on a connection tooltree closed (a server that broke a limit), marked so
+    that `ServerPool` knows the connection is lost (`closed_here`) whatever a server writes in its own errors."""
+    return types.ErrorData(code=types.CONNECTION_CLOSED, message=message, data={"tooltree": _CLOSED_MARK})
+
+
+def closed_here(data: object) -> bool:
+    """Whether an error's ``data`` is `closed_error`'s: tooltree closed the connection."""
+    return isinstance(data, dict) and data.get("tooltree") == _CLOSED_MARK
 
 
 def refusal(request_id: types.RequestId, server: str) -> SessionMessage:
@@ -514,7 +531,7 @@ class _Guard:
     def fail(self, reason: str) -> None:
         """Stop reading: the requests in flight fail with ``reason``, then the stream ends."""
         logger.warning("%s", reason)
-        error = types.ErrorData(code=types.CONNECTION_CLOSED, message=connection_closed(reason))
+        error = closed_error(connection_closed(reason))
         pending = self.outstanding.pending()
         self.failing = [SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=i, error=error)) for i in pending]
 

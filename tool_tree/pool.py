@@ -61,6 +61,7 @@ import pydantic_core
 from anyio.abc import TaskGroup
 from pydantic import ValidationError
 
+from tool_tree.budget import closed_here
 from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from tool_tree.connect import connect, list_tools_raw
 from tool_tree.http_errors import resendable, session_ended, stream_cut, unreached
@@ -546,9 +547,10 @@ class ServerPool:
                 if unreached(e):  # no connection was made: the call was not sent, and this session is of no use
                     await self._drop_unreached(slot, client, e.message)
                     raise _unavailable(slot, f"{e.message}; the call was not sent: {self._check_url(slot)}") from None
-                if _is_connection_loss(e) and self._closing:
+                lost = await _connection_lost(e, client)
+                if lost and self._closing:
                     raise _closed_during_call() from None
-                if _is_connection_loss(e):
+                if lost:
                     await self._discard(slot, client, f"it died during a call ({e})")
                     raise _unavailable(slot, f"the server died during the call ({e})") from None
                 if session_ended(e):  # not to be sent again, or again on the new session: the next call opens one
@@ -644,6 +646,18 @@ def _closed(client: mcp.Client) -> bool:
     and the next one restarts the server, as before."""
     dispatcher = getattr(client.session, "_dispatcher", None)
     return getattr(dispatcher, "_closed", False) is True
+
+
+async def _connection_lost(e: mcp.MCPError, client: mcp.Client) -> bool:
+    """Whether the error ``e`` of a call on ``client`` means its connection is lost: tooltree closed it
+    (`closed_here`), or ``e`` reads as the SDK's word that it closed and the session knows it closed, or the
+    server does not answer a request now. A server may write the SDK's words as its own error (before, an error
+    saying "Connection closed" had the pool kill the live server and fail its other calls in flight)."""
+    if closed_here(e.data):
+        return True
+    if e.code != mt.CONNECTION_CLOSED or not _is_connection_loss(e):
+        return False
+    return _closed(client) or not await _answers_ping(client, PING_TIMEOUT)
 
 
 def _is_connection_loss(e: mcp.MCPError) -> bool:

@@ -75,7 +75,15 @@ else:
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
 
-from tool_tree.budget import HANDED_ON_SECONDS, MAX_MESSAGE_VALUES, Outstanding, ReaderBudget, guarded, refusal
+from tool_tree.budget import (
+    HANDED_ON_SECONDS,
+    MAX_MESSAGE_VALUES,
+    Outstanding,
+    ReaderBudget,
+    closed_error,
+    guarded,
+    refusal,
+)
 from tool_tree.stdio_lines import End, Lines, LineSplitter, Refuse
 from tool_tree.stdio_lines import NotJSONRPC as NotJSONRPC  # connect reports the lines it holds
 
@@ -174,7 +182,7 @@ async def stdio_client(
         # nothing of what it sends is read any more.
         await _terminate_process_tree(process)
         await _close_pipe(process.stdout)  # ends the reader's drain at once
-        error = types.ErrorData(code=types.CONNECTION_CLOSED, message=reason)
+        error = closed_error(reason)
         with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):  # the session is gone: nobody waits
             for request_id in outstanding.pending():
                 await read_stream_writer.send(

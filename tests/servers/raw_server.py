@@ -9,7 +9,7 @@ SPEC keys (all optional):
                answers, "sleep" waits ``seconds`` (one call at a time) and answers how many bytes its
                arguments were as JSON, "garbage" writes lines that are not JSON-RPC and never answers,
                "half_then_exit" writes half an answer and exits, "answer" answers its ``result`` as the result,
-               "big" answers a text of ``chars`` "x"s, "say"
+               "big" answers a text of ``chars`` "x"s, "fail" answers a JSON-RPC error of ``code`` and ``message``, "say"
                answers its ``text`` as it is (and ``structured`` as structured content), anything else
                echoes its arguments as JSON text
     behavior:  "ok" | "exit_at_start" | "garbage" | "hang_on_list" | "crash_on_list" | "loop_cursor"
@@ -119,6 +119,10 @@ def main() -> None:
             if name == "garbage":
                 sys.stdout.write('this is not json\n{"jsonrpc": "2.0", "id": "nobody"}\n\x00\xff{]\n')
                 sys.stdout.flush()
+                continue
+            if name == "fail":  # a JSON-RPC error, in the server's own words
+                error = {"code": args.get("code", -32000), "message": str(args.get("message", ""))}
+                send({"jsonrpc": "2.0", "id": mid, "error": error})
                 continue
             if name == "answer":  # its ``result`` as the whole result, however malformed
                 send({"jsonrpc": "2.0", "id": mid, "result": args.get("result")})

@@ -130,6 +130,21 @@ async def test_a_server_killed_between_calls_is_restarted_before_the_next_call_w
         assert pool.restarts("raw") == 1 and pool.state("raw") == "running"
 
 
+@pytest.mark.parametrize("message", ["Connection closed", "the upstream connection was closed"])
+async def test_an_error_in_the_words_of_a_lost_connection_from_a_live_server_is_its_error(
+    tmp_path: Path, message: str
+) -> None:
+    # Before: read as the connection lost, so the pool killed the live server (losing its state) and its other
+    # calls in flight failed "the server died during the call".
+    async with ServerPool([raw(tmp_path)]) as pool:
+        pid = text(await pool.call("raw", "pid", {}))
+        failure = await pool.call("raw", "fail", {"code": -32000, "message": message})
+        assert isinstance(failure, CallFailure) and failure.code == "server_error"
+        assert failure.message.startswith(f"server error -32000: {message}")
+        assert text(await pool.call("raw", "pid", {})) == pid and pool.restarts("raw") == 0
+        assert text(await pool.call("raw", "count", {})) == "4"  # the same process took every call
+
+
 async def test_a_call_the_server_died_during_is_not_sent_again(tmp_path: Path) -> None:
     log = tmp_path / "starts.log"
     async with ServerPool([raw(tmp_path, log_file=str(log))]) as pool:
