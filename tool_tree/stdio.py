@@ -48,7 +48,7 @@ import sys
 import time
 from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 import anyio.lowlevel
@@ -68,6 +68,7 @@ try:
         _stop_server_process,
         _terminate_process_tree,
     )
+    from mcp.os.posix.utilities import terminate_posix_process_tree
 except ImportError:  # an SDK release whose private helpers moved: its own transport is used instead
     LINEAR = False
 else:
@@ -292,6 +293,7 @@ async def stdio_client(
         if flush_scope.cancelled_caught:
             await anyio.lowlevel.cancel_shielded_checkpoint()  # resync coverage on 3.11 (gh-106749)
         await _stop_server_process(process)
+        await _end_group(process)
         if stderr_sink is not None:  # the last lines of a server that just ended, before anyone asks for them
             with anyio.move_on_after(_STDERR_DRAIN_TIMEOUT):
                 await stderr_done.wait()
@@ -316,3 +318,16 @@ async def stdio_client(
             tg.cancel_scope.cancel()
     # The cancel lands via throw(); one yield resyncs 3.11 coverage (gh-106749).
     await anyio.lowlevel.cancel_shielded_checkpoint()
+
+
+async def _end_group(process: Any) -> None:
+    """End what is left of the server's process group once the server is stopped: the SDK kills the group only
+    when the server outlives its grace period, so the helpers of a server that exited in time (a child it
+    started, a ``sleep 600``) ran on after tooltree ended. SIGTERM, then SIGKILL 2 s later to any left (a group
+    already gone costs nothing). A process that left the group (``setsid``) is out of reach."""
+    if sys.platform != "win32":
+        with suppress(OSError):
+            await terminate_posix_process_tree(process, _GROUP_KILL_TIMEOUT)
+
+
+_GROUP_KILL_TIMEOUT = 2.0

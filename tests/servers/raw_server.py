@@ -9,8 +9,9 @@ SPEC keys (all optional):
                answers, "sleep" waits ``seconds`` (one call at a time) and answers how many bytes its
                arguments were as JSON, "garbage" writes lines that are not JSON-RPC and never answers,
                "half_then_exit" writes half an answer and exits, "answer" answers its ``result`` as the result,
-               "big" answers a text of ``chars`` "x"s, "fail" answers a JSON-RPC error of ``code`` and ``message``, "say"
-               answers its ``text`` as it is (and ``structured`` as structured content), anything else
+               "big" answers a text of ``chars`` "x"s, "fail" answers a JSON-RPC error of ``code`` and
+               ``message``, "spawn" starts a child that sleeps 600 s in the server's process group and answers
+               its pid, "say" answers its ``text`` as it is (and ``structured`` as structured content), anything else
                echoes its arguments as JSON text
     behavior:  "ok" | "exit_at_start" | "garbage" | "hang_on_list" | "crash_on_list" | "loop_cursor"
                | "big_cursor" (a 100,000-character cursor)
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -119,6 +121,13 @@ def main() -> None:
             if name == "garbage":
                 sys.stdout.write('this is not json\n{"jsonrpc": "2.0", "id": "nobody"}\n\x00\xff{]\n')
                 sys.stdout.flush()
+                continue
+            if name == "spawn":  # a helper left behind: it outlives the server unless its group is ended
+                child = subprocess.Popen(
+                    [sys.executable, "-c", "import time; time.sleep(600)"],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                )  # fmt: skip
+                send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": str(child.pid)}]}})
                 continue
             if name == "fail":  # a JSON-RPC error, in the server's own words
                 error = {"code": args.get("code", -32000), "message": str(args.get("message", ""))}

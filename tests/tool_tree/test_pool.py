@@ -145,6 +145,16 @@ async def test_an_error_in_the_words_of_a_lost_connection_from_a_live_server_is_
         assert text(await pool.call("raw", "count", {})) == "4"  # the same process took every call
 
 
+async def test_a_child_the_server_left_running_is_ended_with_it(tmp_path: Path) -> None:
+    # Before: the SDK ended the server's process group only when the server outlived its grace period; a server
+    # that exited in time (its stdin closed) left its child running after tooltree ended.
+    async with ServerPool([raw(tmp_path)]) as pool:
+        server = int(text(await pool.call("raw", "pid", {})))
+        child = int(text(await pool.call("raw", "spawn", {})))
+        assert alive(child)
+    assert not alive(server) and not alive(child)
+
+
 async def test_a_call_the_server_died_during_is_not_sent_again(tmp_path: Path) -> None:
     log = tmp_path / "starts.log"
     async with ServerPool([raw(tmp_path, log_file=str(log))]) as pool:
