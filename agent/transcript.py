@@ -83,13 +83,17 @@ class Transcript:
         self._fd = fd
 
     def write(self, kind: str, **fields: Any) -> None:
+        """Append one record as ASCII JSON (every other character a ``\\u`` escape, nothing lost), as the audit log
+        does: a transcript shown in a terminal (``cat``, ``tail -f``) carries none of the characters it acts on.
+
+        Before, it was UTF-8 with only what JSON escapes itself escaped (the C0 controls): a server's 8-bit CSI
+        (U+009B), bidi override (U+202E) or tag characters, in a tool's description in direct mode or in its
+        error, went into the file raw.
+        """
         if self._fd is None:
             return
         record = {"type": kind, "ts": round(time.time(), 3), **fields}
-        try:
-            data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate (a model's or a server's text): kept as a \u escape
-            data = (json.dumps(record, default=str) + "\n").encode("utf-8")
+        data = (json.dumps(record, default=str) + "\n").encode("ascii")
         try:
             view = memoryview(data)
             while view:

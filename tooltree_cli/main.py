@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tooltree_cli import agent_cmd, exec_cmd, generate_cmd, image_cmd, sandbox_cmd, search_cmd, serve_cmd
+from tooltree_cli import agent_cmd, exec_cmd, generate_cmd, image_cmd, logs, sandbox_cmd, search_cmd, serve_cmd
 
 DEBUG_HELP = "show tracebacks for unexpected errors"
 # The positionals a user may forget to quote (`tooltree search export leads`): the words past the first are told so.
@@ -44,6 +44,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.print_help(sys.stderr)
         return 2
     debug = bool(getattr(args, "debug", False)) or os.environ.get("TOOLTREE_DEBUG") == "1"
+    logs.install()  # before: log records went out raw (a server's escape sequences), a traceback per notification
     try:
         code: int = handler(args)
         return code

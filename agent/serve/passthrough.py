@@ -16,7 +16,8 @@ argument validation against the schema, audit) and its result comes back as the 
   and binary resources); what fails becomes a one-line note, and images past the count are counted;
 - structured content is kept only when it fits in ``output_chars`` characters on its own.
 
-A note at the end says what was cut. Nothing is cleaned or copied before it is counted, so the work
+A note at the end says what was cut. An error (a refusal, a server's JSON-RPC error, a result that is not
+one) is held to the same rules (`failed`). Nothing is cleaned or copied before it is counted, so the work
 is bounded by the caps, not by the result. The descriptions in the definitions (the tool's, and those
 of its schema) are cleaned as in the tree's stubs (`tool_tree.text.clean`).
 """
@@ -84,18 +85,33 @@ class Passthrough:
         from sandbox.config import SandboxConfig
 
         entry = self.entries[name]
+        max_chars = (runtime.sandbox_config or SandboxConfig.from_config(runtime.config)).output_chars
         try:
             raw = runtime.call_tool(entry.server, entry.tool, dict(arguments))
         except ToolCallRefused as e:
-            return error_result(f"{entry.server}.{entry.tool} failed ({e.code}): {e.message}")
-        settings = runtime.sandbox_config or SandboxConfig.from_config(runtime.config)
-        result = capped(raw, settings.output_chars)
+            return failed(f"{entry.server}.{entry.tool} failed ({e.code}): {e.message}", max_chars)
+        result = capped(raw, max_chars)
         if result is None:
             return error_result(f"{entry.server}.{entry.tool} sent a result that is not a valid MCP result: no content")
         try:
             return types.CallToolResult.model_validate(result, by_name=False)
         except ValidationError as e:
-            return error_result(f"{entry.server}.{entry.tool} sent a result that is not a valid MCP result: {e}")
+            return failed(f"{entry.server}.{entry.tool} sent a result that is not a valid MCP result: {e}", max_chars)
+
+
+def failed(message: str, max_chars: int) -> types.CallToolResult:
+    """An error result whose text, which quotes the server, is held to a result's rules: cleaned
+    (`sandbox.results.clean_text`) and at most ``max_chars`` characters, with a note when it was cut.
+
+    Before, it went out whole and raw: a server's JSON-RPC error of 300,000 emoji came back to the client as
+    300,160 characters with its escape sequences (``\\x1b[31m``) in them.
+    """
+    if len(message) <= max_chars:
+        return error_result(clean_text(message))
+    return error_result(
+        f"{clean_text(message[:max_chars])}\n[... {len(message) - max_chars:,} of {len(message):,} characters of the "
+        f"error cut: a passthrough result is capped at {max_chars:,} characters ...]"
+    )
 
 
 MAX_DEPTH = 100

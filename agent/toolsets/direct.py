@@ -4,7 +4,7 @@ BM25 tool search (`tool-search`).
 Definitions come from the tree's snapshots (the servers' raw ``tools/list``), filtered by the
 manifest, so they are exactly what the servers offer. Calls go through the same bridge as a
 sandboxed script (allowlist, argument validation, audit); results go straight into the
-context, images as images.
+context, images as images. A call that fails shows its error as code mode's ledger does (`ledger_error`).
 
 The tool search tool is ``{"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}``
 (as typed by the ``anthropic`` SDK 2.14, ``ToolSearchToolBm25_20251119Param``). The API runs
@@ -25,6 +25,7 @@ from agent.naming import native_names
 from agent.prompts import render
 from agent.toolsets.base import ToolOutcome, Toolset, error
 from agent.toolsets.batch import BATCH_NAME, batch_calls, batch_definition, run_batch
+from sandbox.results import ledger_error
 from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot
 
 if TYPE_CHECKING:
@@ -128,8 +129,10 @@ class DirectToolset(Toolset):
         try:
             result = runtime.call_tool(entry.server, entry.tool, dict(arguments))
         except ToolCallRefused as e:
-            # Refused before it was sent, or sent and no usable answer came back (the message says which).
-            return error(f"{entry.server}.{entry.tool} failed ({e.code}): {e.message}")
+            # Refused before it was sent, or sent and no usable answer came back (the message says which). It
+            # quotes the server: shown as code mode's ledger shows the same call's error, cleaned and at most
+            # 2,000 characters (before: raw, escapes and all, and cut only by the reply's 500,000-character budget).
+            return error(ledger_error(f"{entry.server}.{entry.tool} failed ({e.code}): {e.message}"))
         is_error = result.get("isError") is True
         return ToolOutcome(
             mcp_result_blocks(result), is_error=is_error, note="the tool reported an error" if is_error else ""
