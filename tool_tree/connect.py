@@ -177,6 +177,7 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
             if stderr is not None and isinstance(message, ValueError):  # a stdout line the transport could not parse
                 stderr.stdout_noise(_unparsed(message))
 
+        opening = anyio.current_time()
         try:
             client = await stack.enter_async_context(
                 mcp.Client(
@@ -192,7 +193,10 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
                 raise
             raise explained from e
         except anyio.get_cancelled_exc_class():  # the start-up timeout (`timeout` under the SDK's wait) or a stop
-            if listing.probe_unanswered:
+            # Only a stop at the server's timeout is one: a stop before it (a client leaving serve, Ctrl-C, a refresh
+            # given up) is no reason to advise a longer timeout or another protocol (before: said at every stop).
+            timed_out = anyio.current_time() - opening >= server.timeout * 0.9
+            if listing.probe_unanswered and timed_out:
                 logger.warning("%s", probe_unanswered(server, waited=False))
             raise
         if listing.probe_unanswered:

@@ -22,7 +22,8 @@ SPEC keys (all optional):
     list_gate: path of a file tools/list waits for (made by the test when the listing may go on)
     server_info: dict merged into serverInfo
     instructions: string
-    ignore_unknown: true: a request of a method not named above gets no answer (an older server's way)
+    ignore_unknown: true: a request of a method not named above gets no answer (an older server's way), logged
+               "ignored:<method> <t>"
 """
 
 from __future__ import annotations
@@ -152,7 +153,9 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": mid, "result": answer})
         elif method == "ping":
             send({"jsonrpc": "2.0", "id": mid, "result": {}})
-        elif not spec.get("ignore_unknown"):
+        elif spec.get("ignore_unknown"):
+            log(spec, f"ignored:{method}")
+        else:
             send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": f"method not found: {method}"}})
 
 

@@ -210,6 +210,34 @@ async def test_an_older_server_that_leaves_the_protocol_probe_unanswered_starts_
     ) in caplog.messages
 
 
+@pytest.mark.anyio
+async def test_a_start_stopped_while_the_probe_waits_advises_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: every stop while the probe waited (a client leaving `tooltree serve`, which stops its refresh; Ctrl-C)
+    # logged the advice to raise the server's timeout or set `protocol: legacy`.
+    import anyio
+
+    server = older_server(tmp_path, timeout=30)
+    log = tmp_path / "older.log"
+    spec = json.loads((tmp_path / "older.json").read_text(encoding="utf-8"))
+    (tmp_path / "older.json").write_text(json.dumps({**spec, "log_file": str(log)}), encoding="utf-8")
+    from generator.discover import discover_one
+
+    async with anyio.create_task_group() as tasks:  # as `tooltree serve` stops its refresh when its client leaves
+
+        async def stop_once_asked() -> None:
+            with anyio.fail_after(20):
+                while not (log.exists() and "ignored:server/discover" in log.read_text(encoding="utf-8")):
+                    await anyio.sleep(0.02)
+            tasks.cancel_scope.cancel()
+
+        tasks.start_soon(stop_once_asked)
+        await discover_one(server)
+    assert "ignored:server/discover" in log.read_text(encoding="utf-8")
+    assert not [m for m in caplog.messages if "server/discover" in m]
+
+
 def test_generate_tree_says_which_server_made_it_wait_for_the_protocol_probe(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
