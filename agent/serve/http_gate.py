@@ -52,6 +52,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent.serve.http_requests import (
+    SESSION_NOT_FOUND,
     SMALL_BODY,
     SMALL_VALUES,
     InFlight,
@@ -221,8 +222,8 @@ class SessionGate:
 
     async def _post(self, key: str | None, scope: Scope, receive: Receive, send: Send) -> None:
         session = self._sessions.get(key) if key is not None else None
-        if key is not None and session is None:  # unknown here, so to the SDK too: it answers 404 unread
-            await self.app(scope, receive, send)
+        if key is not None and session is None:  # unknown here, so to the SDK too: answered 404 unread
+            await refuse(send, 404, "Session not found", SESSION_NOT_FOUND)  # the code clients initialize again on
             return
         length = content_length(scope)
         large = length is None or length > SMALL_BODY
@@ -358,7 +359,9 @@ class SessionGate:
         _say(
             "evict",
             f"tooltree serve: ended a session without a request for {idle:.0f} s to make room for a new "
-            f"client: {self.max_sessions} sessions are open, the most serve.max_sessions allows ({status})",
+            f"client: {self.max_sessions} session{'s are' if self.max_sessions != 1 else ' is'} open, the most "
+            f"serve.max_sessions allows"
+            + ("" if status == 200 else f" (the session's end was answered {status}, not 200)"),
         )
 
     def _full(self) -> str:

@@ -158,11 +158,17 @@ def check_values(body: bytes) -> int:
     return values
 
 
-async def refuse(send: Send, status: int, text: str) -> None:
-    """A JSON-RPC error without an id (the SDK client gives it its request's) at HTTP ``status``."""
+SESSION_NOT_FOUND = -32001
+"""The JSON-RPC code of a ``404`` answering a request in a session the server does not know: the TypeScript SDK's
+servers' (the SDK here answers ``-32600``, and Claude Code initializes again only on ``-32001``: after a restart of
+serve, or a session it ended, every later call of the conversation failed "MCP server is not connected")."""
+
+
+async def refuse(send: Send, status: int, text: str, code: int = -32600) -> None:
+    """A JSON-RPC error of ``code`` without an id (the SDK client gives it its request's) at HTTP ``status``."""
     if status == 499:  # the client is gone
         return
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": text}}).encode()
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": text}}).encode()
     await send({
         "type": "http.response.start",
         "status": status,

@@ -294,3 +294,6 @@ async def test_a_delete_the_server_refuses_leaves_the_session_and_its_sandbox(se
     assert all(r.status_code >= 400 for r in refused), [r.status_code for r in refused]
     assert after == "42"  # the variable outlived both refused DELETEs
     assert ended.status_code == 200 and gone.status_code == 404
+    # The code a client initializes again on (before: -32600, the SDK's; Claude Code then failed every later call
+    # of the conversation "MCP server is not connected").
+    assert gone.json()["error"] == {"code": -32001, "message": "Session not found"}
