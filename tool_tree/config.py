@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tool_tree.config_json import mcp_servers_span
+from tool_tree.config_json import mcp_servers_spans
 from tool_tree.config_read import (
     MAX_DEPTH,
     MAX_NODES,
@@ -464,12 +464,24 @@ def parse_config(
     if re.match(r"\s*\{", text):  # JSON: its mcpServers alone is read, and bounded as a whole YAML file is
         if len(text) > MAX_JSON_CONFIG_BYTES:
             raise ConfigError(_too_large_json(f"{len(text):,} characters", source), file=source)
-        span = mcp_servers_span(text, source)
-        if span.end - span.start > MAX_CONFIG_BYTES:
-            size = f"{span.end - span.start:,} characters"
-            raise ConfigError(_too_large(size, "its servers"), file=source, line=span.line, key="mcpServers")
-        value = compose(_as_yaml(text[span.start : span.end]), source, line=span.line, column=span.column, depth=1)
-        servers_node = reader.to_node(value, "mcpServers", depth=2)
+        spans = mcp_servers_spans(text, source)
+        if (size := sum(span.end - span.start for span in spans)) > MAX_CONFIG_BYTES:
+            too_large = _too_large(f"{size:,} characters", "its servers")
+            raise ConfigError(too_large, file=source, line=spans[0].line, key="mcpServers")
+        nodes = [  # a user's (top-level), then a project's (`claude mcp add`'s local scope), which wins
+            reader.to_node(
+                compose(_as_yaml(text[span.start : span.end]), source, line=span.line, column=span.column, depth=1),
+                "mcpServers",
+                depth=2,
+            )
+            for span in spans
+        ]
+        servers_node = nodes[0]
+        for node in nodes[1:]:
+            if isinstance(servers_node.value, dict) and isinstance(node.value, dict):
+                servers_node.value.update(node.value)
+            else:  # the one that is not a mapping is named below
+                servers_node = node if isinstance(servers_node.value, dict) else servers_node
         json_format = True
     else:
         if len(text) > MAX_CONFIG_BYTES:  # characters: a text within the limit in bytes is within it here

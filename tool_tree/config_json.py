@@ -1,7 +1,7 @@
-"""Where a JSON configuration's ``mcpServers`` value lies, so that the reader reads it alone.
+"""Where a JSON configuration's ``mcpServers`` values lie, so that the reader reads them alone.
 
 A ``~/.claude.json`` keeps Claude Code's history beside its ``mcpServers``, and grows with it to 8–100 MB.
-tooltree's reader keeps every value's line but is pure Python (about 2 s a MiB), so `mcp_servers_span` walks
+tooltree's reader keeps every value's line but is pure Python (about 2 s a MiB), so `mcp_servers_spans` walks
 the top-level object with the json module's C scanner instead, which checks that the whole file is JSON and
 drops each object once scanned: on a 50 MB ``~/.claude.json``-like file, 0.14 s and nothing held beyond the
 text (building the values took 0.28 s and 76 MB more; handing the reader the value behind as many blank lines
@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tool_tree.config_read import MAX_DEPTH, ConfigError, too_deep
@@ -40,46 +42,81 @@ class Span:
     column: int
 
 
-def mcp_servers_span(text: str, source: str) -> Span:
-    """Where the value of the top-level ``mcpServers`` key of the JSON object ``text`` lies.
+def mcp_servers_spans(text: str, source: str, project: Path | None = None) -> list[Span]:
+    """Where the server maps of the JSON object ``text`` lie: its top-level ``mcpServers`` and, in a Claude Code
+    ``~/.claude.json``, ``projects[<folder>].mcpServers`` of ``project`` (default: the working folder) or of the
+    nearest folder above it that has an entry, in that order: the servers `claude mcp add` adds by default (local
+    scope; before, they were not read, and a file with none at the top level was refused). A server of both is
+    the local one (it comes last).
 
     Raises:
-        ConfigError: the text is not JSON, its object has no ``mcpServers`` key or has two, or a value nests
-            deeper than the json module can scan (with the file and line).
+        ConfigError: the text is not JSON, it has neither map, an object has two of a key read here, or a value
+            nests deeper than the json module can scan (with the file and line).
     """
-    span: Span | None = None
     first = _skip(text, 0)
     try:
-        at = _skip(text, _expect(text, first, "{", "Expecting value"))
-        if text[at : at + 1] == "}":
-            at += 1
-        else:
-            while True:
-                if text[at : at + 1] != '"':
-                    raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, at)
-                key_at = at
-                key, at = _SCANNER.raw_decode(text, at)
-                start = _skip(text, _expect(text, _skip(text, at), ":", "Expecting ':' delimiter"))
-                try:
-                    _, at = _SCANNER.raw_decode(text, start)
-                except RecursionError:
-                    raise ConfigError(too_deep(), file=source, line=_line(text, _past_max_depth(text, start))) from None
-                if key == "mcpServers":
-                    if span is not None:
-                        raise ConfigError("duplicate key", file=source, line=_line(text, key_at), key=key)
-                    span = Span(start, at, _line(text, start), start - text.rfind("\n", 0, start) - 1)
-                at = _skip(text, at)
-                if text[at : at + 1] != ",":
-                    at = _expect(text, at, "}", "Expecting ',' delimiter")
-                    break
-                at = _skip(text, at + 1)
-        if (at := _skip(text, at)) != len(text):
+        top = _members(text, first, source, lambda key: key in ("mcpServers", "projects"))
+        if (at := _skip(text, top.end)) != len(text):
             raise json.JSONDecodeError("Extra data", text, at)
     except json.JSONDecodeError as e:
         raise ConfigError(f"invalid JSON: {e.msg} (column {e.colno})", file=source, line=e.lineno) from None
-    if span is None:
-        raise ConfigError("expected a top-level `mcpServers` object", file=source, line=_line(text, first))
-    return span
+    spans = [top.found["mcpServers"]] if "mcpServers" in top.found else []
+    folders: list[str] = []
+    if (projects := top.found.get("projects")) is not None and text[projects.start] == "{":
+        here = (project if project is not None else Path.cwd()).resolve()
+        folders = [str(folder) for folder in (here, *here.parents)]
+        entries = _members(text, projects.start, source, lambda key: key in folders).found
+        entry = next((entries[f] for f in folders if f in entries), None)
+        if entry is not None and text[entry.start] == "{":
+            local = _members(text, entry.start, source, lambda key: key == "mcpServers").found.get("mcpServers")
+            spans += [local] if local is not None else []
+    if not spans:
+        problem = "expected a top-level `mcpServers` object"
+        if folders:
+            problem += (
+                f", or one in `projects` for this folder ({folders[0]}) or one above it: Claude Code keeps a server "
+                "`claude mcp add` added (its local scope) under the folder it was added in; run tooltree there, or "
+                "add the server with `--scope user`"
+            )
+        raise ConfigError(problem, file=source, line=_line(text, first))
+    return spans
+
+
+@dataclass(frozen=True)
+class _Scanned:
+    found: dict[str, Span]
+    end: int
+
+
+def _members(text: str, first: int, source: str, wanted: Callable[[str], bool]) -> _Scanned:
+    """Where the values of the ``wanted`` keys of the JSON object at ``first`` lie, and where the object ends.
+
+    Raises:
+        json.JSONDecodeError: the object is not JSON.
+        ConfigError: a wanted key comes twice, or a value nests deeper than the json module can scan.
+    """
+    found: dict[str, Span] = {}
+    at = _skip(text, _expect(text, first, "{", "Expecting value"))
+    if text[at : at + 1] == "}":
+        return _Scanned(found, at + 1)
+    while True:
+        if text[at : at + 1] != '"':
+            raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, at)
+        key_at = at
+        key, at = _SCANNER.raw_decode(text, at)
+        start = _skip(text, _expect(text, _skip(text, at), ":", "Expecting ':' delimiter"))
+        try:
+            _, at = _SCANNER.raw_decode(text, start)
+        except RecursionError:
+            raise ConfigError(too_deep(), file=source, line=_line(text, _past_max_depth(text, start))) from None
+        if wanted(key):
+            if key in found:
+                raise ConfigError("duplicate key", file=source, line=_line(text, key_at), key=key)
+            found[key] = Span(start, at, _line(text, start), start - text.rfind("\n", 0, start) - 1)
+        at = _skip(text, at)
+        if text[at : at + 1] != ",":
+            return _Scanned(found, _expect(text, at, "}", "Expecting ',' delimiter"))
+        at = _skip(text, at + 1)
 
 
 def _skip(text: str, at: int) -> int:

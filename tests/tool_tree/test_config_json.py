@@ -136,3 +136,41 @@ def test_a_json_file_over_the_json_limit_is_refused_unread_naming_the_limit(tmp_
         f"{path}: too large: {MAX_JSON_CONFIG_BYTES + 1:,} bytes, over the 128 MiB a JSON configuration may have"
         f" (and 2 MiB its mcpServers); to keep its servers alone: jq '{{mcpServers}}' {path} > .mcp.json"
     )
+
+
+def test_servers_claude_code_keeps_for_the_working_folder_are_read_with_the_users(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `claude mcp add` adds a server to the folder it is run in by default (its local scope), under
+    # projects[<folder>].mcpServers. Before: not read: a file with only those was refused ("expected a top-level
+    # `mcpServers` object"), and beside a user-scope server they were left out without a word.
+    project = tmp_path / "proj"
+    (project / "src").mkdir(parents=True)
+    local = {"time": {"command": "mcp-server-time"}, "fs": {"command": "local-fs", "args": ["--here"]}}
+    projects = {"/elsewhere": {"mcpServers": {"other": {"command": "x"}}}, str(project): {"mcpServers": local}}
+    doc = {"projects": projects, "mcpServers": {"fs": {"command": "user-fs"}, "mem": {"command": "mem"}}}
+    path = tmp_path / ".claude.json"
+    text = json.dumps(doc, indent=2)
+    path.write_text(text, encoding="utf-8")
+    monkeypatch.chdir(project / "src")  # below the project's folder, as Claude Code is run from anywhere in it
+    config = load_config(path, environ={})
+    assert [(s.name, s.command, s.args) for s in config.servers] == [
+        ("fs", "local-fs", ("--here",)),  # the local one wins, as in Claude Code
+        ("mem", "mem", ()),
+        ("time", "mcp-server-time", ()),
+    ]
+    path.write_text(text.replace('"local-fs"', '["local-fs"]'), encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert str(info.value).startswith(f"{path}:{line_of(text, 'local-fs')}: mcpServers.fs.command: expected")
+    del doc["mcpServers"]
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    assert [s.name for s in load_config(path, environ={}).servers] == ["time", "fs"]
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert str(info.value) == (
+        f"{path}:1: expected a top-level `mcpServers` object, or one in `projects` for this folder "
+        f"({tmp_path.resolve()}) or one above it: Claude Code keeps a server `claude mcp add` added (its local "
+        "scope) under the folder it was added in; run tooltree there, or add the server with `--scope user`"
+    )
