@@ -125,9 +125,12 @@ def closed_channel(status: str | None) -> str:
     if status == "137":
         # Under runc the kernel kills the interpreter alone and the supervisor says so; a killed container is most
         # often past its memory limit as a whole: under gVisor the host's OOM killer ends its kernel, the Sentry.
+        # A kill from outside (`docker kill`, `docker rm -f`, the host) ends it with the same status: both are named
+        # (before: only the memory limit, with gVisor's case, also under runc).
         reason += (
-            " (killed: most likely past its memory limit, sandbox.memory; under gVisor the whole sandbox ends there, "
-            "with the output not yet returned and the workspace not saved)"
+            " (killed: under gVisor most likely past its memory limit, sandbox.memory, which ends the whole sandbox, "
+            "with the output not yet returned and the workspace not saved; under runc, where that limit ends only "
+            "the script, most likely stopped from outside: `docker kill`, `docker rm -f`)"
         )
     return reason
 

@@ -137,7 +137,7 @@ def test_past_its_memory_limit_the_whole_gvisor_sandbox_ends(runsc: EngineWithCL
     with sb:
         with pytest.raises(SessionError, match="exited with status 137") as ended:
             sb.execute("chunks = [bytearray(1 << 20) for _ in range(1024)]", timeout=20)
-        assert "most likely past its memory limit, sandbox.memory; under gVisor the whole sandbox ends" in str(
+        assert "under gVisor most likely past its memory limit, sandbox.memory, which ends the whole sandbox" in str(
             ended.value
         )
         left = runsc.text(["ps", "--all", "--quiet", "--filter", f"name={sb.name}"])
