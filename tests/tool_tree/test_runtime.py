@@ -41,3 +41,17 @@ def test_not_given_is_falsy_reads_as_its_name_and_survives_copies() -> None:
     assert copy.deepcopy(NOT_GIVEN) is NOT_GIVEN
     assert pickle.loads(pickle.dumps(NOT_GIVEN)) is NOT_GIVEN
     assert NotGiven.__module__ == "tool_tree.runtime"
+
+
+def test_parallel_takes_calls_as_arguments_or_a_list_and_refuses_what_it_cannot_call(sent: Sent) -> None:
+    # Before: a list of lambdas failed "'list' object is not callable"; calls written without lambda: ran one
+    # after another as parallel's arguments, then failed "'ToolResult' object is not callable".
+    from tool_tree.runtime import parallel
+
+    calls = [lambda i=i: call_tool("s", "t", {"i": i}).text for i in range(3)]
+    assert parallel(*calls) == ["ok"] * 3 and parallel(calls) == ["ok"] * 3
+    assert sorted(a["i"] for a in sent) == [0, 0, 1, 1, 2, 2]
+    made = call_tool("s", "t", {"i": 9})
+    with pytest.raises(TypeError, match=r"^parallel: argument 2 is a ToolResult, not a function to call: pass each"):
+        parallel(calls[0], made)
+    assert len(sent) == 7  # nothing more ran

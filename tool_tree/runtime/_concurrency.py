@@ -10,9 +10,24 @@ from typing import Any
 def parallel(*calls: Callable[[], Any], max_workers: int = 16) -> list[Any]:
     """Run zero-argument callables concurrently and return their results in order.
 
-    ``parallel(lambda: get_doc(id="a"), lambda: get_doc(id="b"))`` makes both calls at once.
-    The first exception raised by any call is re-raised after all calls finish.
+    ``parallel(lambda: get_doc(id="a"), lambda: get_doc(id="b"))`` makes both calls at once; a list of them
+    (``parallel([lambda: ..., lambda: ...])``) works too. The first exception raised by any call is re-raised
+    after all calls finish.
+
+    Raises:
+        TypeError: something given is not a function to call, before any is called (before: a list was called
+            and failed "'list' object is not callable"; ``parallel(get_doc(id="a"), ...)`` made its calls one
+            after another, as its arguments, then failed "'ToolResult' object is not callable").
     """
+    if len(calls) == 1 and isinstance(calls[0], list | tuple):
+        calls = tuple(calls[0])
+    for n, call in enumerate(calls, 1):
+        if not callable(call):
+            raise TypeError(
+                f"parallel: argument {n} is a {type(call).__name__}, not a function to call: pass each call as "
+                "lambda: tool(...), e.g. parallel(lambda: get_doc(id='a'), lambda: get_doc(id='b')) (a call written "
+                "without lambda: has already run, before parallel)"
+            )
     if not calls:
         return []
     with ThreadPoolExecutor(max_workers=min(max_workers, len(calls))) as pool:
