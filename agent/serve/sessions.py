@@ -63,6 +63,12 @@ STALE_TREE = (
     "cannot be imported or called here; it can in a new session: reconnect the client)"
 )
 """Said once to a session whose sandbox started before the tree was regenerated."""
+STALE_IMPORT = (
+    "[this session's scripts keep the tree its sandbox started with: a server or tool the tree's regeneration "
+    "added since cannot be imported here; reconnect the client for a session on the regenerated tree]"
+)
+"""Said after the output of such a session's script that failed to import from ``servers`` (before: only the one
+note, at its next call, whatever it was; the import error itself said nothing of why)."""
 HANDOVER_RETRY = 0.05
 """Seconds between tries to stop a script handed to the sandbox that has not begun there yet."""
 GONE_GRACE = 60.0
@@ -120,6 +126,8 @@ class ClientSession:
         self._scripts = 0  # scripts handed to the sandbox so far
         self.tree_generation = 0
         """The registry's `SessionRegistry.tree_generation` this session's tree belongs to."""
+        self.stale_tree = False
+        """Its sandbox mounts a tree that was regenerated since."""
 
     def opened(self) -> Runtime:
         """The runtime, opened (from a worker thread): its server pool runs, servers start on first call."""
@@ -230,6 +238,8 @@ class ClientSession:
             first = self._scripts == 0 and not self.note  # a note says already that the session is new
             self._scripts += 1
         outcome = self._save_workspace(self.call(toolset, "execute_python", arguments))
+        if self.stale_tree and _missed_servers(outcome):
+            outcome.content.append({"type": "text", "text": STALE_IMPORT})
         return new_session_hint(outcome) if first else outcome
 
     def _save_workspace(self, outcome: ToolOutcome) -> ToolOutcome:
@@ -372,6 +382,7 @@ class SessionRegistry:
             await self._close(session)
             return None
         session.tree_generation = self.tree_generation
+        session.stale_tree = True
         session.note = "; ".join(filter(None, [session.note, STALE_TREE]))
         return session
 
@@ -450,3 +461,9 @@ def _reads_workspace(arguments: Mapping[str, Any]) -> bool:
     except FileAccessError:
         return False
     return not parts or parts[0] != TREE_DIR
+
+
+def _missed_servers(outcome: ToolOutcome) -> bool:
+    """Whether a script's output says an import from ``servers`` failed (a module, or a name in one)."""
+    text = "\n".join(b.get("text", "") for b in outcome.content if b.get("type") == "text")
+    return "No module named 'servers." in text or ("cannot import name" in text and "from 'servers." in text)

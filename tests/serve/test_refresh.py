@@ -263,6 +263,9 @@ def test_a_session_whose_sandbox_started_before_the_refresh_keeps_it_and_is_told
         assert text.endswith("\n\n42") and "reconnect the client" in text
         again = _call(raw, 4, "execute_python", {"code": "print(kept)"})
         assert again["content"][0]["text"] == "41"  # type: ignore[index]  # said once
+        # A server the regeneration added cannot be imported here: the failed import says why and what to do.
+        missed = json.dumps(_call(raw, 5, "execute_python", {"code": "from servers.gated import ping"}))
+        assert "No module named 'servers.gated'" in missed and "reconnect the client for a session on" in missed
         assert raw.close_stdin() == 0
     finally:
         raw.close()

@@ -19,17 +19,18 @@ def parallel(*calls: Callable[[], Any], max_workers: int = 16) -> list[Any]:
             and failed "'list' object is not callable"; ``parallel(get_doc(id="a"), ...)`` made its calls one
             after another, as its arguments, then failed "'ToolResult' object is not callable").
     """
-    if len(calls) == 1 and isinstance(calls[0], list | tuple):
-        calls = tuple(calls[0])
-    for n, call in enumerate(calls, 1):
+    given: tuple[Any, ...] = calls
+    if len(given) == 1 and isinstance(given[0], list | tuple):
+        given = tuple(given[0])
+    for n, call in enumerate(given, 1):
         if not callable(call):
             raise TypeError(
                 f"parallel: argument {n} is a {type(call).__name__}, not a function to call: pass each call as "
                 "lambda: tool(...), e.g. parallel(lambda: get_doc(id='a'), lambda: get_doc(id='b')) (a call written "
                 "without lambda: has already run, before parallel)"
             )
-    if not calls:
+    if not given:
         return []
-    with ThreadPoolExecutor(max_workers=min(max_workers, len(calls))) as pool:
-        futures = [pool.submit(c) for c in calls]
+    with ThreadPoolExecutor(max_workers=min(max_workers, len(given))) as pool:
+        futures = [pool.submit(c) for c in given]
         return [f.result() for f in futures]
