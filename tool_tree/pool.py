@@ -565,8 +565,8 @@ class ServerPool:
                         "server_unavailable",
                     )
                 if e.code == mt.REQUEST_TIMEOUT:  # the SDK's read timeout, set to fire after the pool's own
-                    return CallFailure(f"server error {e.code}: {e}", "timeout", _SENT)
-                return CallFailure(f"server error {e.code}: {e}", "server_error", _PROTOCOL_ERROR)
+                    return CallFailure(f"server error {e.code}: {_said(e)}", "timeout", _SENT)
+                return CallFailure(f"server error {e.code}: {_said(e)}", "server_error", _PROTOCOL_ERROR)
             except RuntimeError as e:  # the output-schema check (`OutputCheck`)
                 return CallFailure(f"invalid result from the server: {e}", "invalid_result", "the tool ran")
             except ValidationError as e:  # a result the SDK's model refuses (no content, an unknown block type, …)
@@ -619,6 +619,17 @@ def _refused(e: ValidationError) -> str:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         found = f"{'.'.join(loc) or 'the result'}: {errors[0]['msg']}{more}"
     return one_line(found, 300)
+
+
+SAID_CHARS = 2_000
+"""The most of a server's JSON-RPC error message a call's failure quotes (before: all of it, 8 MB for an error of
+2,000,000 emoji, into the script's exception at each call)."""
+
+
+def _said(e: mcp.MCPError) -> str:
+    """The server's error message, at most `SAID_CHARS` characters (how many more were left out said)."""
+    text = str(e)
+    return text if len(text) <= SAID_CHARS else f"{text[:SAID_CHARS]}… ({len(text) - SAID_CHARS:,} characters more)"
 
 
 def _unavailable(slot: _Slot, reason: str) -> ServerUnavailable:

@@ -145,6 +145,15 @@ async def test_an_error_in_the_words_of_a_lost_connection_from_a_live_server_is_
         assert text(await pool.call("raw", "count", {})) == "4"  # the same process took every call
 
 
+async def test_a_servers_huge_error_is_quoted_in_part(tmp_path: Path) -> None:
+    # Before: whole, 8 MB for an error of 2,000,000 emoji, into the script's exception at each call.
+    async with ServerPool([raw(tmp_path)]) as pool:
+        failure = await pool.call("raw", "fail", {"code": -32603, "message": "🙂" * 2_000_000})
+    assert isinstance(failure, CallFailure) and failure.code == "server_error"
+    assert failure.message.startswith("server error -32603: 🙂🙂") and len(failure.message) < 2_300
+    assert "… (1,998,000 characters more)" in failure.message
+
+
 async def test_a_child_the_server_left_running_is_ended_with_it(tmp_path: Path) -> None:
     # Before: the SDK ended the server's process group only when the server outlived its grace period; a server
     # that exited in time (its stdin closed) left its child running after tooltree ended.
