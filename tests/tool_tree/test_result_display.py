@@ -105,6 +105,17 @@ def test_text_of_text_and_image_blocks_is_unchanged() -> None:
     assert result.text == "a\n\nb\n" and str(result) == result.text
 
 
+def test_printing_a_result_of_images_alone_says_what_it_holds_and_where() -> None:
+    # Before: an empty line (its .text is empty).
+    result = ToolResult([image(PNG), {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}, image(PNG)])
+    assert str(result) == (
+        f"[Image(image/png, {len(PNG):,} bytes): result.images[0]]\n"
+        "[a block of type 'audio': result.content[1]]\n"
+        f"[Image(image/png, {len(PNG):,} bytes): result.images[1]]"
+    )
+    assert str(ToolResult([text("")])) == "" and str(ToolResult([])) == ""
+
+
 def test_a_server_cannot_break_a_resource_link_over_several_lines() -> None:
     link = {
         "type": "resource_link",

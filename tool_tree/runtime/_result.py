@@ -361,4 +361,20 @@ class ToolResult:
         return f"ToolResult({', '.join(parts)})"
 
     def __str__(self) -> str:
-        return self.text
+        """``.text``; for a result without any, what its blocks are (before: an image alone printed an empty line)."""
+        text = self.text
+        if text or not self.content:
+            return text
+        lines = []
+        for n, b in enumerate(self.content[:_REPR_BLOCKS]):
+            kind = _one_line(str(b.get("type")), _MIME_CHARS)
+            if kind in ("text", "resource_link", "resource"):  # said in .text, empty here
+                continue
+            if kind == "image":
+                images = sum(1 for c in self.content[:n] if c.get("type") == "image")
+                lines.append(f"[{self._block_repr(b)}: result.images[{images}]]")
+            else:
+                lines.append(f"[a block of type {kind!r}: result.content[{n}]]")
+        if len(self.content) > _REPR_BLOCKS:
+            lines.append(f"[… {len(self.content) - _REPR_BLOCKS:,} more blocks]")
+        return "\n".join(lines)
