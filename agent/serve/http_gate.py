@@ -175,6 +175,12 @@ class SessionGate:
 
     async def _request(self, scope: Scope, receive: Receive, send: Send) -> None:
         key = _header(scope, SESSION_HEADER)
+        if key is not None and key not in self._sessions:  # unknown here, so to the SDK too: answered 404 unread
+            # -32001, the code the TypeScript SDK's servers answer a session they do not know with (the SDK's: -32600)
+            await refuse(send, 404, "Session not found", SESSION_NOT_FOUND)
+            if scope.get("method") != "POST":
+                await self._ended(key)
+            return
         if scope.get("method") == "POST":
             await self._post(key, scope, receive, send)
             return
@@ -222,9 +228,6 @@ class SessionGate:
 
     async def _post(self, key: str | None, scope: Scope, receive: Receive, send: Send) -> None:
         session = self._sessions.get(key) if key is not None else None
-        if key is not None and session is None:  # unknown here, so to the SDK too: answered 404 unread
-            await refuse(send, 404, "Session not found", SESSION_NOT_FOUND)  # the code clients initialize again on
-            return
         length = content_length(scope)
         large = length is None or length > SMALL_BODY
         places = Places(self._in_flight, session.in_flight if session is not None else None)

@@ -159,9 +159,9 @@ def check_values(body: bytes) -> int:
 
 
 SESSION_NOT_FOUND = -32001
-"""The JSON-RPC code of a ``404`` answering a request in a session the server does not know: the TypeScript SDK's
-servers' (the SDK here answers ``-32600``, and Claude Code initializes again only on ``-32001``: after a restart of
-serve, or a session it ended, every later call of the conversation failed "MCP server is not connected")."""
+"""The JSON-RPC code of a ``404`` answering a request in a session the server does not know, as the TypeScript SDK's
+servers answer it (the Python SDK's is ``-32600``, the code of a malformed request): a client reading the code
+learns that it should initialize again."""
 
 
 async def refuse(send: Send, status: int, text: str, code: int = -32600) -> None:
