@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agent.errors import AgentError
+from sandbox._supervisor.limits import MAX_LIST_ENTRIES
 from sandbox.results import clean_text
 from tool_tree.text import size
 
@@ -30,8 +31,17 @@ WORKSPACE = "/workspace"
 TREE_DIR = "servers"
 DEFAULT_LINES = 2000
 MAX_CHARS = 60_000
+MAX_LINE_CHARS = 20_000
+"""The most of one line ``read_file`` shows: as much as a script's printed output shows by default (``output_chars``,
+20,000), since the rest of the line is read from a script, so a long line is read in steps of one size; and a third
+of a read's `MAX_CHARS`, so one long line leaves room for the lines around it. Before: a line was shown up to 60,000
+characters and the note sent the model to the next line, so the rest of it could not be read."""
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_ENTRIES = 500
+LIST_LIMIT = MAX_LIST_ENTRIES
+"""Workspace entries asked of the sandbox for one listing: as many as one answer carries, more than the workspace's
+tmpfs holds files (`sandbox.workspace.TMPFS_INODES`), so the count shown is the folder's; the sandbox keeps only
+the first ones in the order shown, however big the folder."""
 _BLOCK = 1 << 16
 """Bytes whose newlines are counted at once when skipping to a line."""
 _HIDDEN = {"__pycache__"}
@@ -173,7 +183,7 @@ class FileView:
         from sandbox.errors import SessionError
 
         try:
-            entries = self._session(parts).list_files("/".join(parts), limit=MAX_ENTRIES + 1)
+            entries = self._session(parts).list_files("/".join(parts), limit=LIST_LIMIT)
         except SessionError as e:
             raise FileAccessError(f"{_display(parts)}: {e}") from None
         return [(str(e["name"]), e.get("type") == "dir", int(e.get("size", 0))) for e in entries]
@@ -189,7 +199,12 @@ class FileView:
     # ---- what the tools call ----------------------------------------------------------------
 
     def list_files(self, path: str = "") -> str:
-        """One line per entry (folders end with ``/``), sorted.
+        """One line per entry (folders end with ``/``): the first `MAX_ENTRIES`, folders first, then by name, and
+        when there are more, how many in all and how to see the others.
+
+        Before: the workspace listing was an arbitrary `MAX_ENTRIES` + 1 entries of a bigger folder, sorted (a
+        folder of 3,000 files and a subfolder showed f2499..f2998 and no subfolder), and the note pointed at
+        search_tools, which searches tools, not files.
 
         Raises:
             FileAccessError: the path is refused, missing or not a folder.
@@ -207,15 +222,30 @@ class FileView:
             for name, is_dir, n in entries[:MAX_ENTRIES]
         ]
         if len(entries) > MAX_ENTRIES:
-            lines.append(f"[... more than {MAX_ENTRIES} entries; list a subfolder or use search_tools]")
+            some = "more than " if len(entries) >= LIST_LIMIT and not (parts and parts[0] == TREE_DIR) else ""
+            folder = "/".join((WORKSPACE, *parts))
+            lines.append(
+                f"[... the first {MAX_ENTRIES} of {some}{len(entries):,} entries (folders first, then by name); "
+                f"list a subfolder, or list them from a script in execute_python, such as "
+                f"sorted(os.listdir({folder!r}))]"
+            )
         return "\n".join(lines) if lines else "(empty folder)"
 
     def read_file(self, path: str, offset: int = 1, limit: int = DEFAULT_LINES) -> str:
         """Lines ``offset`` .. ``offset + limit - 1`` (1-based) of a text file, with a note when more remain.
 
+        A line longer than `MAX_LINE_CHARS` shows its start and a note with the script that prints the rest
+        (before: the note sent the model on to the next line, and the rest could not be read).
+
         Raises:
+            ValueError: ``offset`` or ``limit`` is below 1 (before: taken as 1, although the tool's schema
+                says its minimum is 1).
             FileAccessError: the path is refused, missing, not a file, or not text.
         """
+        if offset < 1:
+            raise ValueError(f"offset must be at least 1 (the first line is line 1), got {offset}")
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1 (a number of lines), got {limit}")
         parts = normalize(path)
         if not parts:
             raise FileAccessError("/workspace: is a folder (use list_files)")
@@ -226,29 +256,43 @@ class FileView:
         # costs no list of them (8 MiB of "a\n" took 305 MB to split), and b"\n" is never inside a
         # UTF-8 sequence, so each line decodes as it would in the whole text.
         n_lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-        start = max(1, offset)
+        start = offset
         if n_lines and start > n_lines:
             raise FileAccessError(f"{_display(parts)}: offset {offset} is past the end ({n_lines} lines)")
         shown: list[str] = []
         total = 0
         pos = _line_start(data, start)
-        while pos < len(data) and len(shown) < max(1, limit):
+        while pos < len(data) and len(shown) < limit:
             nl = data.find(b"\n", pos)
             stop = len(data) if nl < 0 else nl + 1
-            shown.append(_clean_line(data[pos:stop].decode("utf-8", errors="replace")))
-            pos = stop
-            total += len(shown[-1])
-            if total > MAX_CHARS:  # cut below; no need to clean what will not be shown
+            line = self._line(parts, start + len(shown), data[pos:stop])
+            if shown and total + len(line) > MAX_CHARS:  # whole lines only (one is at most a third of a read)
                 break
+            shown.append(line)
+            total += len(line)
+            pos = stop
         out = "".join(shown)
         end = start - 1 + len(shown)
-        if len(out) > MAX_CHARS:
-            cut = out[:MAX_CHARS]
-            if "\n" in cut:
-                out = cut[: cut.rfind("\n") + 1]
-                end = start - 1 + out.count("\n")
-            else:  # one enormous line: show its start and move past it
-                out, end = cut + f"\n[line {start} is cut at {MAX_CHARS} characters]", start
         if end < n_lines or len(data) >= MAX_FILE_BYTES:
             out += f"\n[lines {start}–{end} of {n_lines}; call read_file with offset={end + 1} for more]"
         return out
+
+    @staticmethod
+    def _line(parts: tuple[str, ...], number: int, raw: bytes) -> str:
+        """Line ``number`` of the file at ``parts`` as shown: cleaned, and cut at `MAX_LINE_CHARS` with a note
+        that says how long it is and how to read the rest."""
+        line = raw.decode("utf-8", errors="replace")
+        body = line.removesuffix("\n")
+        if len(body) <= MAX_LINE_CHARS:
+            return _clean_line(line)
+        path, a, b = f"{WORKSPACE}/{'/'.join(parts)}", MAX_LINE_CHARS, 2 * MAX_LINE_CHARS
+        the_line = "f.readline()" if number == 1 else f"next(itertools.islice(f, {number - 1}, None))"
+        script = (
+            f"{'import itertools; ' if number > 1 else ''}"
+            f"f = open({path!r}, encoding='utf-8', errors='replace', newline='\\n'); print({the_line}[{a}:{b}])"
+        )
+        cut = clean_text(body[:MAX_LINE_CHARS].replace("\r", " "))
+        return (
+            f"{cut}\n[... line {number} is cut at {MAX_LINE_CHARS:,} of its {len(body):,} characters; "
+            f"read the rest from a script in execute_python, {MAX_LINE_CHARS:,} at a time: {script}]\n"
+        )

@@ -324,7 +324,9 @@ def _str(value: Any, cap: int) -> str | None:
     return clean_text(value[:cap]) if isinstance(value, str) else None
 
 
-def _preview(stream: Any, max_chars: int, name: str) -> tuple[str, bool, str | None]:
+def _preview(stream: Any, max_chars: int, name: str, outputs: Any = None) -> tuple[str, bool, str | None]:
+    """A stream as the result shows it: whole, or its head and tail around a note of where the whole is (and, when
+    the supervisor said so, ``outputs``, that the saved outputs keep the newest within their budget)."""
     if not isinstance(stream, dict):
         return "", False, None
     half = max_chars // 2 + 1
@@ -337,7 +339,12 @@ def _preview(stream: Any, max_chars: int, name: str) -> tuple[str, bool, str | N
     total = stream.get("bytes") if isinstance(stream.get("bytes"), int) and stream["bytes"] >= 0 else None
     where = f"the whole {name} is in {path}" if path else "the rest could not be saved"
     size = f": {total:,} bytes in all" if total is not None else ""
-    return f"{head}\n\n[... {name} cut{size}; {where} ...]\n\n{tail}", True, path
+    kept = ""
+    if isinstance(outputs, dict) and isinstance(budget := outputs.get("budget"), int) and budget > 0:
+        dropped = n if isinstance(n := outputs.get("dropped"), int) else 0
+        gone = f" ({dropped:,} older one{'s' if dropped != 1 else ''} deleted)" if dropped > 0 else ""
+        kept = f"; saved outputs keep the newest {budget / (1 << 20):,.0f} MiB{gone}"
+    return f"{head}\n\n[... {name} cut{size}{kept}; {where} ...]\n\n{tail}", True, path
 
 
 def _images(raw: Any) -> tuple[list[ShownImage], list[str]]:
@@ -364,8 +371,8 @@ def parse_execution(
     tool_calls_omitted: int = 0,
 ) -> ExecutionResult:
     """Build a result from the supervisor's (untrusted) report."""
-    stdout, out_cut, out_path = _preview(raw.get("stdout"), max_chars, "stdout")
-    stderr, err_cut, err_path = _preview(raw.get("stderr"), max_chars, "stderr")
+    stdout, out_cut, out_path = _preview(raw.get("stdout"), max_chars, "stdout", raw.get("outputs"))
+    stderr, err_cut, err_path = _preview(raw.get("stderr"), max_chars, "stderr", raw.get("outputs"))
     status = raw.get("exit_status")
     exit_status = status if isinstance(status, int) and not isinstance(status, bool) and -255 <= status <= 255 else 1
     timed_out = raw.get("timed_out") is True

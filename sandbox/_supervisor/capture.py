@@ -2,13 +2,16 @@
 
 The first ``memory_bytes`` are kept in memory. Past that, the capture spills everything to a
 file in the workspace and keeps only the last ``memory_bytes`` in memory, so a script that
-prints gigabytes costs bounded memory; the file stops growing at ``file_bytes``.
+prints gigabytes costs bounded memory; the file stops growing at ``file_bytes``. With a ``folder``, the
+file grows only after the folder made room for it (`OutputFolder`: the oldest saved outputs are deleted).
 """
 
 from __future__ import annotations
 
 import os
 from typing import Any
+
+from .outputs import OutputFolder
 
 MEMORY_BYTES = 1 << 20
 FILE_BYTES = 64 << 20
@@ -17,8 +20,16 @@ FILE_BYTES = 64 << 20
 class OutputCapture:
     """Collects the bytes one stream produced during one execution."""
 
-    def __init__(self, spill_path: str, *, memory_bytes: int = MEMORY_BYTES, file_bytes: int = FILE_BYTES) -> None:
+    def __init__(
+        self,
+        spill_path: str,
+        *,
+        memory_bytes: int = MEMORY_BYTES,
+        file_bytes: int = FILE_BYTES,
+        folder: OutputFolder | None = None,
+    ) -> None:
         self.spill_path = spill_path
+        self.folder = folder
         self.memory_bytes = memory_bytes
         self.file_bytes = file_bytes
         self.total = 0
@@ -46,6 +57,8 @@ class OutputCapture:
         if room <= 0:
             return
         data = data[:room]
+        if self.folder is not None:
+            self.folder.grow(len(data))
         try:
             view = memoryview(data)
             while view:

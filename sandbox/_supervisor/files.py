@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import heapq
 import os
 import stat
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .fswalk import DIR_FLAGS, READ_FLAGS, DirCursor, PathError, show, split_path, walk
@@ -145,32 +146,41 @@ class Workspace:
         finally:
             os.close(fd)
 
-    def listdir(self, path: str, limit: int) -> list[dict[str, Any]]:
-        """Entries of a directory (``path`` empty for the root): name, type and size.
+    def listdir(self, path: str, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """The first ``limit`` entries of a directory (``path`` empty for the root) in the order the model's
+        ``list_files`` shows them, folders first, then by name, each with its name, type and size; and how many
+        entries the directory holds in all.
+
+        Before: the first ``limit`` in directory order were sorted, so a folder of 3,000 files and a subfolder
+        listed an arbitrary 500 of them, often without the subfolder. Only the ``limit`` first are kept while
+        the directory is read (a heap), and only they are stat'ed: a folder of any size costs ``limit`` entries
+        of memory.
 
         Raises:
             FileOpError: a bad path or not a directory.
         """
         fd = self._open_dir(self._parts(path) if path else [])
         try:
+            total = 0
+
+            def scan() -> Iterator[tuple[bool, str, os.DirEntry[str]]]:
+                nonlocal total
+                with os.scandir(fd) as it:
+                    for entry in it:
+                        total += 1
+                        name = os.fsencode(entry.name).decode("utf-8", errors="replace")
+                        yield not entry.is_dir(follow_symlinks=False), name, entry
+
+            kept = heapq.nsmallest(limit, scan(), key=lambda e: (e[0], e[1]))
             entries: list[dict[str, Any]] = []
-            with os.scandir(fd) as it:
-                for entry in it:
-                    if len(entries) >= limit:
-                        break
+            for _, name, entry in kept:
+                try:
                     info = entry.stat(follow_symlinks=False)
-                    kind = (
-                        "dir"
-                        if stat.S_ISDIR(info.st_mode)
-                        else "file"
-                        if stat.S_ISREG(info.st_mode)
-                        else "symlink"
-                        if stat.S_ISLNK(info.st_mode)
-                        else "other"
-                    )
-                    name = os.fsencode(entry.name).decode("utf-8", errors="replace")
-                    entries.append({"name": name, "type": kind, "size": info.st_size})
-            return sorted(entries, key=lambda e: str(e["name"]))
+                except FileNotFoundError:  # removed since it was listed
+                    total -= 1
+                    continue
+                entries.append({"name": name, "type": _kind(info.st_mode), "size": info.st_size})
+            return entries, total
         finally:
             os.close(fd)
 
@@ -281,3 +291,11 @@ class Workspace:
         finally:
             os.close(fd)
         os.rmdir(name, dir_fd=root)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "symlink" if stat.S_ISLNK(mode) else "other"

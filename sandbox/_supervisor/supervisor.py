@@ -5,7 +5,9 @@ Protocol with the host (JSON-RPC 2.0 shaped, one object per frame, ``jsonrpc`` o
     host → supervisor  requests with integer ids:
         execute {code, timeout, max_chars}     → {exit_status, error, traceback, timed_out, state_reset,
                                                   stdout: {head, tail, truncated, bytes, path}, stderr: {...},
-                                                  images: [{mime, data}]}
+                                                  images: [{mime, data}], and when an output was saved
+                                                  outputs: {budget, dropped}: the most the saved outputs
+                                                  hold, how many older ones this execution deleted}
                  (and optionally filename: the name the traceback gives the code; the worker checks it)
         reset {workspace}                      → {}
         cancel {}                              → {cancelled}: stop the running execution (its reply says
@@ -18,7 +20,8 @@ Protocol with the host (JSON-RPC 2.0 shaped, one object per frame, ``jsonrpc`` o
         workspace.stamp {max_entries}          → {stamp}: a digest of every entry's path, mode, size, mtime
                                                   and inode, or null when it cannot be walked
         workspace.read {path, max_bytes}       → {data, size}
-        workspace.list {path, limit}           → {entries}
+        workspace.list {path, limit}           → {entries, total}: the first ``limit`` entries, folders first,
+                                                  then by name; ``total``: how many the folder holds
         ping                                   → {}
     supervisor → host  a ``ready`` notification once the first worker is up (with the process's
         uid, capabilities, no_new_privs and seccomp mode, read before any user code runs), and
@@ -37,7 +40,7 @@ signalled from inside the container, and reaps orphaned processes the way an ini
 
 (Over 400 lines: one class, the container's init process, whose handlers share one state — the
 worker, the running execution, the relayed calls; the parts that stand on their own are the
-modules beside it: wire, capture, files, fswalk, transfer, processes, limits, populate.)
+modules beside it: wire, capture, outputs, files, fswalk, transfer, processes, limits, populate.)
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ import threading
 import time
 from typing import Any
 
-from .capture import OutputCapture
+from .capture import FILE_BYTES, OutputCapture
 from .clock import Clock
 from .files import FileOpError, Workspace
 from .limits import (
@@ -70,6 +73,7 @@ from .limits import (
     base64_size,
 )
 from .options import parse_options
+from .outputs import OutputFolder, output_budget
 from .processes import Execution, Worker, oom_kill_count
 from .wire import FrameDecoder, FrameReader, FrameTooLarge, FrameWriter, WireError
 
@@ -114,6 +118,9 @@ class Supervisor:
         self.worker: Worker | None = None
         self.generation = 0
         self.exec_counter = 0
+        self.outputs = OutputFolder(os.path.join(self.workspace.root, OUTPUT_DIR), output_budget(self.workspace.root))
+        """Where cut outputs are saved whole, the oldest deleted while they hold more than a quarter of the
+        workspace (before: never deleted, they filled it and the user's folder it is saved into)."""
         self.output_tag = os.urandom(3).hex()
         """In the names of this sandbox's output files: those of the sessions that share a workspace folder (or
         follow one another in it) never take one another's names (before: each counted from 1, and a save put the
@@ -143,7 +150,10 @@ class Supervisor:
 
     @staticmethod
     def _python_flags() -> list[str]:
-        flags = ["-u"]
+        """``-B``: no bytecode beside a module a script imports from the workspace. ``PYTHONDONTWRITEBYTECODE``
+        alone is ignored under ``-I`` (as the container runs): before, importing ``skills/x.py`` wrote
+        ``skills/__pycache__/`` into /workspace, and the save put it in the user's folder."""
+        flags = ["-u", "-B"]
         if sys.flags.isolated:
             flags.append("-I")
         return flags
@@ -285,8 +295,8 @@ class Supervisor:
                 self.reply(host_id, {"data": base64.b64encode(data).decode("ascii"), "size": size})
             elif method == "workspace.list":
                 limit = min(int(params.get("limit", 1000)), MAX_LIST_ENTRIES)
-                entries = self.workspace.listdir(str(params.get("path", "")), limit)
-                self.reply(host_id, {"entries": entries})
+                entries, total = self.workspace.listdir(str(params.get("path", "")), limit)
+                self.reply(host_id, {"entries": entries, "total": total})
             else:
                 self.reply_error(host_id, f"unknown method {method!r:.80}", "unknown_method")
         except (FileOpError, binascii.Error, ValueError, TypeError, AttributeError, OSError) as e:
@@ -654,15 +664,16 @@ class Supervisor:
             worker = self.worker
             self.exec_counter += 1
             n = self.exec_counter
-            out_dir = os.path.join(self.workspace.root, OUTPUT_DIR)
+            names = (f"{n}-{self.output_tag}-stdout.txt", f"{n}-{self.output_tag}-stderr.txt")
+            self.outputs.start(names, prune=n == 1)
             ex = Execution(
                 exec_id=n,
                 host_id=host_id,
                 started=time.monotonic(),
                 timeout=float(params.get("timeout", 30.0)),
                 max_chars=min(int(params.get("max_chars", 20_000)), MAX_OUTPUT_CHARS),
-                stdout=OutputCapture(os.path.join(out_dir, f"{n}-{self.output_tag}-stdout.txt")),
-                stderr=OutputCapture(os.path.join(out_dir, f"{n}-{self.output_tag}-stderr.txt")),
+                stdout=self._capture(names[0]),
+                stderr=self._capture(names[1]),
                 oom_kills=oom_kill_count(),
             )
             self.current = ex
@@ -673,6 +684,10 @@ class Supervisor:
         if not self.to_worker(worker, request):
             too_large = {"exit_status": 1, "error": "the code is too large to run", "traceback": None}
             self.finish(ex, {**too_large, "timed_out": False, "state_reset": False})
+
+    def _capture(self, name: str) -> OutputCapture:
+        path = os.path.join(self.outputs.path, name)
+        return OutputCapture(path, file_bytes=min(FILE_BYTES, self.outputs.budget), folder=self.outputs)
 
     def on_timeout(self, ex: Execution, worker: Worker, timed_out: bool = True) -> None:
         with self.lock:
@@ -723,6 +738,8 @@ class Supervisor:
             result["traceback"] = str(result["traceback"])[-MAX_TRACEBACK_CHARS:]
         result["stdout"] = ex.stdout.finish(ex.max_chars)
         result["stderr"] = ex.stderr.finish(ex.max_chars)
+        if result["stdout"]["path"] or result["stderr"]["path"] or self.outputs.dropped:
+            result["outputs"] = {"budget": self.outputs.budget, "dropped": self.outputs.dropped}
         result["images"] = ex.images
         result["duration"] = round(duration, 6)
         # A cancel that arrived as the script ended cleanly changed nothing: not reported.

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agent.files import MAX_CHARS, FileAccessError, FileView, normalize
+from agent.files import MAX_CHARS, MAX_ENTRIES, MAX_LINE_CHARS, FileAccessError, FileView, normalize
 from sandbox.errors import SessionError
 
 
@@ -198,3 +198,69 @@ def test_a_last_line_without_a_newline_is_counted_and_shown(tree: Path, workspac
     assert view.read_file("tail.txt") == "one\ntwo\nthree"
     assert view.read_file("tail.txt", offset=3) == "three"
     assert view.read_file("tail.txt", limit=2) == "one\ntwo\n\n[lines 1–2 of 3; call read_file with offset=3 for more]"
+
+
+def test_a_big_folder_lists_its_first_entries_folders_first_and_says_how_many_and_how_to_list_them_all(
+    tree: Path, workspace: FolderWorkspace
+) -> None:
+    # Before: 501 entries were asked for in the session's order and sorted, so a folder of 3,000 files and a
+    # subfolder showed some 500 files and not the subfolder, and the note pointed at search_tools (tools, not files).
+    folder = workspace.root / "d"
+    (folder / "sub").mkdir(parents=True)
+    for i in range(3000):
+        (folder / f"f{i}.txt").write_text("q", encoding="utf-8")
+    lines = FileView(tree, workspace=lambda: workspace).list_files("d").splitlines()
+    shown = sorted(f"f{i}.txt" for i in range(3000))[: MAX_ENTRIES - 1]
+    assert lines[:-1] == ["sub/", *(f"{name}  (1 B)" for name in shown)]
+    assert lines[-1] == (
+        "[... the first 500 of 3,001 entries (folders first, then by name); list a subfolder, or list them from a "
+        "script in execute_python, such as sorted(os.listdir('/workspace/d'))]"
+    )
+    assert "search_tools" not in lines[-1]
+
+
+def run_the_note(note: str, workspace: Path) -> str:
+    """Run the script a cut line's note gives, with ``/workspace`` as the test's workspace folder."""
+    script = note.split(" at a time: ", 1)[1].removesuffix("]\n").replace("'/workspace/", f"'{workspace}/")
+    output: list[str] = []
+    names: dict[str, object] = {"print": output.append}
+    exec(script, names)  # the model would run it with execute_python
+    names["f"].close()  # type: ignore[attr-defined]  # the script's file (the sandbox's worker would keep it)
+    return "".join(output)
+
+
+def test_a_line_longer_than_the_line_cap_shows_its_start_and_a_script_that_reads_the_rest(
+    tree: Path, workspace: FolderWorkspace
+) -> None:
+    # Before: a 100,000-character line showed 60,000 characters, then "call read_file with offset=2", and the
+    # other 40,000 could not be read.
+    one = "".join(chr(ord("a") + i % 26) for i in range(100_000))
+    (workspace.root / "one.txt").write_text(one, encoding="utf-8")
+    view = FileView(tree, workspace=lambda: workspace)
+    text = view.read_file("one.txt")
+    start, note = text.split("\n", 1)
+    assert start == one[:MAX_LINE_CHARS] and MAX_LINE_CHARS == 20_000
+    assert note.startswith("[... line 1 is cut at 20,000 of its 100,000 characters; read the rest from a script")
+    assert run_the_note(note, workspace.root) == one[20_000:40_000]
+    assert view.read_file("one.txt", offset=1, limit=1) == text
+
+
+def test_a_long_line_among_others_is_cut_alone_and_the_lines_after_it_are_shown(
+    tree: Path, workspace: FolderWorkspace
+) -> None:
+    long = "é" * 30_000 + "\x1b[2Kend"
+    (workspace.root / "mixed.txt").write_text(f"one\ntwo\n{long}\nfour\n", encoding="utf-8")
+    text = FileView(tree, workspace=lambda: workspace).read_file("mixed.txt")
+    first, note, after = text.split("\n", 2)[2].split("\n", 2)
+    assert text.startswith("one\ntwo\n") and first == "é" * 20_000 and after == "four\n"
+    assert note.startswith("[... line 3 is cut at 20,000 of its 30,007 characters;")
+    assert run_the_note(note + "\n", workspace.root) == long[20_000:40_000] + "\n"
+
+
+def test_an_offset_or_a_limit_below_1_is_refused(tree: Path, workspace: FolderWorkspace) -> None:
+    # Before: both were read as 1, although the tool's schema says their minimum is 1.
+    view = FileView(tree, workspace=lambda: workspace)
+    with pytest.raises(ValueError, match=r"^offset must be at least 1 \(the first line is line 1\), got 0$"):
+        view.read_file("notes.txt", offset=0)
+    with pytest.raises(ValueError, match=r"^limit must be at least 1 \(a number of lines\), got -3$"):
+        view.read_file("notes.txt", limit=-3)

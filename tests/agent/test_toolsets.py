@@ -118,6 +118,9 @@ def test_code_tools_browse_and_search_the_tree_without_a_container(project: Proj
     [
         ("read_file", {}, "read_file needs a path"),
         ("read_file", {"path": "servers/crm/update_record.py", "offset": "x"}, "offset must be an integer"),
+        # Before: offset 0 and limit 0 were read as 1, although the schema says their minimum is 1.
+        ("read_file", {"path": "servers/crm/update_record.py", "offset": 0}, "offset must be at least 1"),
+        ("read_file", {"path": "servers/crm/update_record.py", "limit": 0}, "limit must be at least 1"),
         ("search_tools", {"query": "x", "limit": 500}, "limit must be an integer from 1 to 50"),
         ("search_tools", {"query": "x", "detail": "everything"}, "detail must be one of"),
         ("execute_python", {"code": "  "}, "execute_python needs code"),

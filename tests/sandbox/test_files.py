@@ -200,3 +200,24 @@ def test_mapped_for_writing_finds_the_inodes_of_shared_writable_mappings_only(tm
     finally:
         for f in files:
             f.close()
+
+
+def test_a_listing_is_the_first_entries_folders_first_and_counts_them_all(tmp_path: Path) -> None:
+    # Before: the first entries in directory order, sorted: a folder of 3,000 files and a subfolder gave an
+    # arbitrary 500 of them, often without the subfolder, and no count.
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "zz").mkdir()
+    for i in range(3000):
+        (tmp_path / f"f{i}.txt").write_bytes(b"q" * (i % 3))
+    (tmp_path / "link").symlink_to("sub")
+    entries, total = Workspace(str(tmp_path)).listdir("", 5)
+    assert total == 3003
+    assert entries == [
+        {"name": "sub", "type": "dir", "size": entries[0]["size"]},
+        {"name": "zz", "type": "dir", "size": entries[1]["size"]},
+        {"name": "f0.txt", "type": "file", "size": 0},
+        {"name": "f1.txt", "type": "file", "size": 1},
+        {"name": "f10.txt", "type": "file", "size": 1},
+    ]
+    everything, total = Workspace(str(tmp_path)).listdir("", 10_000)
+    assert total == len(everything) == 3003 and everything[-1] == {"name": "link", "type": "symlink", "size": 3}

@@ -69,6 +69,22 @@ def test_truncated_output_shows_head_tail_and_the_file_with_everything() -> None
     assert result.stdout == f"{'H' * 50}\n\n{note}\n\n{'T' * 50}"
 
 
+def test_the_note_of_a_cut_output_says_the_saved_outputs_keep_the_newest() -> None:
+    # Before: nothing said so; saved outputs are deleted oldest first to stay within their budget.
+    stream = {
+        "head": "H",
+        "tail": "T",
+        "truncated": True,
+        "bytes": 5000,
+        "path": "/workspace/.tooltree/outputs/3-0a1b2c-stdout.txt",
+    }
+    raw = {**report(stdout=stream), "outputs": {"budget": 64 << 20, "dropped": 2}}
+    result = parse_execution(raw, max_chars=100, duration=0.1, tool_calls=[])
+    assert "[... stdout cut: 5,000 bytes in all; saved outputs keep the newest 64 MiB (2 older ones deleted); " in (
+        result.stdout
+    )
+
+
 def test_a_hostile_report_is_capped_and_its_odd_path_dropped() -> None:
     stream = {"head": "x" * 1_000_000, "tail": "y" * 1_000_000, "truncated": True, "bytes": -5, "path": "/etc/passwd"}
     result = parse_execution(
