@@ -325,8 +325,7 @@ def _str(value: Any, cap: int) -> str | None:
 
 
 def _preview(stream: Any, max_chars: int, name: str, outputs: Any = None) -> tuple[str, bool, str | None]:
-    """A stream as the result shows it: whole, or its head and tail around a note of where the whole is (and, when
-    the supervisor said so, ``outputs``, that the saved outputs keep the newest within their budget)."""
+    """A stream, whole or its head and tail around a note of where it is saved (``outputs``: within what budget)."""
     if not isinstance(stream, dict):
         return "", False, None
     half = max_chars // 2 + 1
