@@ -29,7 +29,7 @@ import os
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,22 +46,18 @@ from agent.defaults import (
     agent_settings,
     check_arguments,
 )
-from agent.errors import INTERRUPTED_RESULT, AgentSetupError, ModelAPIError
+from agent.errors import INTERRUPTED_RESULT, AgentSetupError
 from agent.events import EventHandler, ModelReplied, RunFinished, ToolFinished
 from agent.images import within_image_limits
 from agent.prefilter.options import PrefilterOptions
 from agent.request import (
-    CutReply,
-    NoMessage,
-    UnreadableReply,
     answer_text,
-    api_error_text,
     block_param,
     cached_system,
     cached_tools,
     default_client,
     next_user_turn,
-    stream_message,
+    send,
     user_text,
     with_last_breakpoint,
 )
@@ -101,7 +97,8 @@ class Agent:
         sandbox_config: limits of the sandbox session (default: the config's ``sandbox:`` section); not with
             ``runtime`` (give it to that `Runtime`).
         workspace: a host folder restored into ``/workspace`` and saved back after the run; not with ``runtime``.
-        transcript: write the run's JSONL transcript here.
+        transcript: write the JSONL transcript here: the agent's first run empties the file, its later runs append
+            to it (`agent.transcript`).
         runtime: a running `Runtime` to use (and leave open) instead of one per run. Without it each run makes
             its own and closes it at its end, so a run that goes on from ``history`` scripts in a new sandbox:
             the variables and imports of the earlier runs are gone, and their files too unless ``workspace``
@@ -182,6 +179,10 @@ class Agent:
         self.sandbox_config = sandbox_config
         self.workspace = workspace
         self.transcript = Path(transcript) if transcript is not None else None
+        self._transcript_begun = False
+        """Whether a run of this agent has opened the transcript (its next runs append to it)."""
+        self.first_request_note = ""
+        """Why `first_request`'s tools may not be what a run would send (a pre-filter not asked in a dry run)."""
         self.runtime = runtime
         self.on_event = on_event
         chosen = (
@@ -210,12 +211,20 @@ class Agent:
         }
 
     def first_request(self, task: str) -> dict[str, Any]:
-        """The first request of a run of ``task`` (built offline: nothing is started; a pre-filter
-        decides on ``task`` first, which for the ``claude`` classifier is one request to its model)."""
+        """The first request of a run of ``task``, for a dry run: nothing is started, sent or written. An offline
+        pre-filter (``local``) decides on ``task`` in memory, saving nothing; another (``claude``) is not asked, and
+        `first_request_note` says the tools are the pinned and saved ones it would start from.
+
+        Before, the ``claude`` classifier's request was sent (without a key it failed open silently: the whole
+        catalog shown as "filtered"), and a decision was saved to the state file, which only grows."""
         messages = [user_text(task)]
+        self.first_request_note = ""
         self.toolset.start_conversation()
-        if self.toolset.before_request(messages) is not None:
+        with self.prefilter.dry_run() if self.prefilter is not None else nullcontext():
+            step = self.toolset.before_request(messages)
+        if step is not None:
             self.system, self.tools = self.toolset.system_prompt(), self.toolset.tools()
+            self.first_request_note = step.note if step.dry_run and not step.asked else ""
         return self.request(messages)
 
     def _client(self) -> anthropic.Anthropic:
@@ -234,10 +243,11 @@ class Agent:
 
         With ``history`` (the ``messages`` of the previous `RunResult`), ``task`` is the next user turn of that
         conversation: a pre-filter's admitted set carries on growing (and keeps the tools it called); an agent without
-        ``runtime`` scripts in a new sandbox, which the model is told (see `Agent`). Without it a new conversation
-        starts. The calls of the last reply run even when the turn limit or token budget then stops the
-        run: their results end ``messages``, so ``history`` goes on from them. A transcript that cannot be written on (a
-        full disk) stops there and the run goes on (``summary.transcript_error`` says why).
+        ``runtime`` scripts in a new sandbox, which the model is told (see `Agent`); the run's transcript records
+        hold the history it went on from. Without it a new conversation starts. The calls of the last reply run even
+        when the turn limit or token budget then stops the run: their results end ``messages`` (and the transcript's
+        ``tool_results`` record), so ``history`` goes on from them. A transcript that cannot be written on (a full disk)
+        stops there and the run goes on (``summary.transcript_error`` says why).
 
         Raises:
             TypeError: ``task`` is not a string, or ``history`` not a list of messages (nothing started).
@@ -267,22 +277,28 @@ class Agent:
             summary.prefilter = PrefilterSummary(self.prefilter.classifier.name, catalog=len(self.prefilter.catalog))
         messages: list[dict[str, Any]] = [*(history or ()), next_user_turn(task, history or ())]
         started = time.monotonic()
-        log = Transcript(self.transcript)  # before the runtime starts: a path that cannot be written stops nothing
-        log.write("run_start", mode=self.mode, model=self.model, task=task, system=self.system, tools=self.tools)
-        sent = len(messages) - 1
+        # Before the runtime starts: a path that cannot be written stops nothing. The agent's later runs append.
+        log = Transcript(self.transcript, append=self._transcript_begun)
+        self._transcript_begun = True
+        log.write("run_start", mode=self.mode, model=self.model, task=task, system=self.system, tools=self.tools,
+                  history=len(history or ()))  # fmt: skip
+        sent = 0  # the first request record holds the history too: the run's records are complete on their own
         prints: tuple[str, str] | None = None
+        unanswered = 0
         try:
             with runtime if own else nullcontext(runtime):
                 while True:
                     if summary.turns >= self.max_turns:
                         summary.stop_reason = "max_turns"
-                        break
-                    if self.token_budget is not None and summary.spent >= self.token_budget:
+                    elif self.token_budget is not None and summary.spent >= self.token_budget:
                         summary.stop_reason = "token_budget"
+                    if summary.stop_reason:  # the last reply's results are in no request record: here they are
+                        if summary.turns and len(messages) > sent and messages[-1].get("role") == "user":
+                            log.write("tool_results", turn=summary.turns, results=messages[-1]["content"])
                         break
                     summary.turns += 1
                     turn = summary.turns
-                    self._prefilter(messages, turn, summary, log)
+                    unanswered += self._prefilter(messages, turn, summary, log)
                     params = self.request(messages)
                     tools_print, system_print = fingerprint(params["tools"]), fingerprint(params["system"])
                     summary.cache_invalidations += prints is not None and prints != (tools_print, system_print)
@@ -297,7 +313,8 @@ class Agent:
                         messages=messages[sent:],
                     )
                     sent = len(messages)
-                    message, seconds = self._send(client, params, log, summary, messages, started)
+                    message, seconds = send(client, params, model=self.model, log=log, summary=summary,
+                                            so_far=lambda: self._so_far(summary, messages, started))  # fmt: skip
                     usage = TokenUsage.from_api(message.usage)
                     summary.usage.add(usage)
                     content = [block_param(b) for b in message.content]
@@ -332,23 +349,32 @@ class Agent:
             raise
         finally:
             summary.duration_s = time.monotonic() - started
-            log.write("run_end", summary=summary.to_json())
+            # Pre-filter requests given up on unanswered: their tokens are unknown, not 0 (before: not said).
+            unknown = {"prefilter_unanswered": unanswered} if unanswered else {}
+            log.write("run_end", summary=summary.to_json(), **unknown)
             log.close()
             summary.transcript_error = log.error
         self._emit(RunFinished(summary))
         return RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
 
-    def _prefilter(self, messages: list[dict[str, Any]], turn: int, summary: RunSummary, log: Transcript) -> None:
-        """Let the toolset's pre-filter decide before this request; log and count what it did."""
+    def _so_far(self, summary: RunSummary, messages: list[dict[str, Any]], started: float) -> RunResult:
+        """The run so far, for the error that ends it."""
+        summary.duration_s = time.monotonic() - started
+        return RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
+
+    def _prefilter(self, messages: list[dict[str, Any]], turn: int, summary: RunSummary, log: Transcript) -> int:
+        """Let the toolset's pre-filter decide before this request; log and count what it did. Returns how many of
+        its requests got no answer (`FilterStep.unanswered`)."""
         step = self.toolset.before_request(messages)
         if step is None or summary.prefilter is None:
-            return
+            return 0
         p = summary.prefilter
         p.asked += step.asked
         p.requests += step.requests
         p.seconds += step.seconds
         p.usage.add(step.usage)
-        p.admitted, p.saved = step.admitted, (step.saved if step.saved is not None else p.saved)
+        # A save that found the file unreadable makes what it holds unknown (before: the count last loaded stayed).
+        p.admitted, p.saved = step.admitted, step.saved
         if step.fail_open:
             p.fail_open.append(f"{step.fail_kind}: {step.fail_open}")
         if step.state_error:
@@ -360,40 +386,4 @@ class Agent:
             system, self.system, self.tools = self.system, self.toolset.system_prompt(), self.toolset.tools()
             appended = [t for t in self.tools if t.get("name") not in before]
             log.write("tools_grew", turn=turn, tools=appended, system=self.system if self.system != system else None)
-
-    def _send(
-        self,
-        client: anthropic.Anthropic,
-        params: dict[str, Any],
-        log: Transcript,
-        summary: RunSummary,
-        messages: list[dict[str, Any]],
-        started: float,
-    ) -> tuple[Any, float]:
-        import anthropic
-
-        t0 = time.monotonic()
-
-        def logged(status: int | None, text: str, usage: Any = None) -> None:
-            """Record a failed attempt, and count what it cost (in the record too: the transcript sums to the run)."""
-            spent = TokenUsage.from_api(usage) if usage is not None else None
-            if spent is not None:
-                summary.usage.add(spent)
-            log.write("api_error", turn=summary.turns, status=status, message=text,
-                      **({"usage": asdict(spent)} if spent is not None else {}))  # fmt: skip
-
-        try:
-            message = stream_message(client, params, on_error=logged)
-        except (anthropic.APIStatusError, anthropic.APIConnectionError, NoMessage, CutReply, UnreadableReply) as e:
-            summary.stop_reason = "unreadable_reply" if isinstance(e, UnreadableReply) else "api_error"
-            summary.duration_s = time.monotonic() - started
-            partial = RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
-            if isinstance(e, UnreadableReply):
-                logged(200, str(e), e.usage)
-                raise ModelAPIError(str(e), status_code=200, result=partial) from None
-            if isinstance(e, NoMessage):
-                logged(200, str(e))
-                raise ModelAPIError(f"the Messages API {e}", status_code=200, result=partial) from None
-            text, status, advice = api_error_text(e, client, model=self.model)
-            raise ModelAPIError(text, status_code=status, result=partial, advice=advice) from None
-        return message, time.monotonic() - t0
+        return step.unanswered

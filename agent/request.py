@@ -13,7 +13,15 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import asdict
+from time import monotonic
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import anthropic
+
+    from agent.summary import RunResult, RunSummary
+    from agent.transcript import Transcript
 
 EPHEMERAL = {"type": "ephemeral"}
 STREAM_RETRY_DELAY = 0.5
@@ -327,3 +335,50 @@ def api_advice(e: Any, *, model: str, retries: int) -> str:
     if status in (500, 502, 503, 504, 529) or error_type(e) in RETRYABLE_STREAM_ERRORS:
         return f"the API is failing or overloaded (after {retries} retries): run the task again later"
     return ""
+
+
+def send(
+    client: anthropic.Anthropic,
+    params: dict[str, Any],
+    *,
+    model: str,
+    log: Transcript,
+    summary: RunSummary,
+    so_far: Callable[[], RunResult],
+) -> tuple[Any, float]:
+    """Send one request of a run (`stream_message`): its message and seconds. Each failed attempt is an ``api_error``
+    record of ``log``, what it cost counted in ``summary`` and in the record (the transcript sums to the run).
+
+    Raises:
+        ModelAPIError: the request failed after retries, or its reply could not be read: ``summary.stop_reason`` is
+            ``api_error`` or ``unreadable_reply``, and ``.result`` is ``so_far()``.
+    """
+    import anthropic
+
+    from agent.errors import ModelAPIError
+    from agent.summary import TokenUsage
+
+    t0 = monotonic()
+
+    def logged(status: int | None, text: str, usage: Any = None) -> None:
+        """Record a failed attempt, and count what it cost (in the record too: the transcript sums to the run)."""
+        spent = TokenUsage.from_api(usage) if usage is not None else None
+        if spent is not None:
+            summary.usage.add(spent)
+        log.write("api_error", turn=summary.turns, status=status, message=text,
+                  **({"usage": asdict(spent)} if spent is not None else {}))  # fmt: skip
+
+    try:
+        message = stream_message(client, params, on_error=logged)
+    except (anthropic.APIStatusError, anthropic.APIConnectionError, NoMessage, CutReply, UnreadableReply) as e:
+        summary.stop_reason = "unreadable_reply" if isinstance(e, UnreadableReply) else "api_error"
+        partial = so_far()
+        if isinstance(e, UnreadableReply):
+            logged(200, str(e), e.usage)
+            raise ModelAPIError(str(e), status_code=200, result=partial) from None
+        if isinstance(e, NoMessage):
+            logged(200, str(e))
+            raise ModelAPIError(f"the Messages API {e}", status_code=200, result=partial) from None
+        text, status, advice = api_error_text(e, client, model=model)
+        raise ModelAPIError(text, status_code=status, result=partial, advice=advice) from None
+    return message, monotonic() - t0

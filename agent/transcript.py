@@ -1,8 +1,19 @@
 """The JSONL transcript of a run: one JSON object per line, in order.
 
+Each run's records go from its ``run_start`` to its ``run_end``, and are complete on their own: its conversation is
+rebuilt by concatenating the ``messages`` of its ``request`` records, then the results of a ``tool_results`` or
+``tools_interrupted`` record at its end. A run that goes on from ``history`` holds that history too: its first
+``request`` record carries every message sent (``run_start``'s ``history`` says how many came from earlier runs).
+Before, that record held only the new user turn, and the earlier runs' records were gone (see below).
+
+The runs of one `agent.Agent` go into one file, one after the other (each from its ``run_start``); the file is
+emptied when the agent's first run starts, so a new `Agent` (or a new ``tooltree agent``) given the same path starts
+it afresh. Before, each run emptied it: a conversation's second run erased the first's records.
+
 Records (``type``):
 
-- ``run_start``: mode, model, task, the system prompt and the tools array as they are at the start;
+- ``run_start``: mode, model, task, the system prompt and the tools array as they are at the start, and
+  ``history``: how many messages of earlier runs the run goes on from (0 for a new conversation);
 - ``prefilter``: turn, what the pre-filter decided before that request (tools added, the highest
   probabilities, why it failed open, seconds, tokens);
 - ``tools_grew``: turn, the tool definitions appended to the tools array and the system prompt
@@ -16,13 +27,16 @@ Records (``type``):
 - ``tool``: turn, tool name, input, seconds, ``is_error``, bytes to the model, what the reply's shared
   budget left out of its result (``left_out``: characters and images, only when something was), calls
   from the script and bytes that stayed in the sandbox;
+- ``tool_results``: turn, the results of the last reply's calls when the turn limit or token budget stopped the
+  run after they ran (``results``): no ``request`` record carries them (before, they were in no record);
 - ``tools_refused``: turn, how many ``tool_use`` blocks of the reply were not run (past
   `agent.calls.MAX_TOOL_USES`, or repeating an earlier ``tool_use`` id), how many ran, and what each refused one
   was answered;
 - ``api_error``: status and message of a failed request, or of a reply that could not be read, and what
   it cost (``usage``: a reply cut short or unreadable was billed for its input) when it cost something:
   the ``usage`` of the responses and of these records sum to the summary's;
-- ``run_end``: the run summary (its ``stop_reason`` ``interrupted`` when Ctrl-C stopped the run).
+- ``run_end``: the run summary (its ``stop_reason`` ``interrupted`` when Ctrl-C stopped the run); with
+  ``prefilter_unanswered`` when pre-filter requests got no answer (their tokens are unknown, not counted).
 """
 
 from __future__ import annotations
@@ -43,8 +57,9 @@ from agent.errors import AgentSetupError
 class Transcript:
     """Appends records to a JSONL file; with no path, records nothing.
 
-    The file is locked while a run writes it: a second run given the same file is refused
-    (`AgentSetupError`) rather than truncating the first one's records and interleaving its own.
+    The file is emptied when opened, unless ``append`` (the next run of the same `agent.Agent`). It is locked while
+    a run writes it: a second run given the same file is refused (`AgentSetupError`) rather than truncating the
+    first one's records and interleaving its own.
     A write that fails (a full disk) stops the transcript, never the run: the file keeps the whole
     records written before it (never half a line) and `error` says why.
 
@@ -52,7 +67,7 @@ class Transcript:
         AgentSetupError: the file cannot be opened, or another run is writing it.
     """
 
-    def __init__(self, path: str | Path | None) -> None:
+    def __init__(self, path: str | Path | None, *, append: bool = False) -> None:
         self.path = Path(path) if path is not None else None
         self.error = ""
         """Why the transcript stopped before the run ended (empty while every record was written)."""
@@ -71,7 +86,10 @@ class Transcript:
             self._regular = stat.S_ISREG(os.fstat(fd).st_mode)
             if self._regular:  # locked before it is emptied: another run's records are not cut from under it
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                os.ftruncate(fd, 0)
+                if append:
+                    self._written = os.lseek(fd, 0, os.SEEK_END)  # a failed write cuts back to here
+                else:
+                    os.ftruncate(fd, 0)
         except BlockingIOError:
             os.close(fd)
             raise AgentSetupError(

@@ -13,7 +13,12 @@ pre-filter then sends the full catalog (fail open).
 The pre-filter gives a classifier a deadline (its timeout) and gives up on it past that. A classifier
 that sends requests to a model reads the `Attempt` it runs under (`current_attempt`): it sends a
 request only when `Attempt.send` allows (never once the gate gave up), and reports each answer's
-tokens to `Attempt.spent`, so what it sent is counted even when the gate no longer waits for it.
+tokens to `Attempt.spent`, so what it sent is counted even when the gate no longer waits for it. A request that got
+no answer (timed out, abandoned) may still have been billed: its tokens are unknown, and are reported as unknown
+(`FilterError.unanswered`), never as 0.
+
+A classifier that sends nothing anywhere (no request, no cost) says so with ``offline = True``; a dry run
+(`agent.loop.Agent.first_request`) asks only such a classifier. One without the attribute counts as not offline.
 """
 
 from __future__ import annotations
@@ -40,15 +45,24 @@ class FilterError(AgentError):
             ``corrupt_state`` (the persisted admitted set cannot be read).
         usage: tokens a model-based classifier spent on an answer it could not use (they are still paid for).
         requests: requests it sent before failing.
+        unanswered: of ``requests``, those no answer came back for (timed out, abandoned): the API may have billed
+            them, their tokens are unknown (not counted in ``usage``, and not 0).
     """
 
     def __init__(
-        self, message: str, *, kind: FailKind = "error", usage: TokenUsage | None = None, requests: int = 0
+        self,
+        message: str,
+        *,
+        kind: FailKind = "error",
+        usage: TokenUsage | None = None,
+        requests: int = 0,
+        unanswered: int = 0,
     ) -> None:
         super().__init__(message)
         self.kind: FailKind = kind
         self.usage = usage if usage is not None else TokenUsage()
         self.requests = requests
+        self.unanswered = unanswered
 
 
 @dataclass(frozen=True)
@@ -112,6 +126,8 @@ class Attempt:
         """`time.monotonic` time by which the answer is needed."""
         self.requests = 0
         """Requests sent so far."""
+        self.answered = 0
+        """Requests whose answer arrived (`spent`), before or after `abandon`."""
         self.usage = TokenUsage()
         """Tokens of the answers received before the pre-filter gave up."""
         self.abandoned = threading.Event()
@@ -136,6 +152,7 @@ class Attempt:
     def spent(self, usage: TokenUsage) -> None:
         """Count the tokens of an answer (one that arrives after `abandon` is kept for `late`)."""
         with self._lock:
+            self.answered += 1
             (self._late if self.abandoned.is_set() else self.usage).add(usage)
 
     def abandon(self) -> tuple[int, TokenUsage]:
@@ -143,6 +160,11 @@ class Attempt:
         with self._lock:
             self.abandoned.set()
             return self.requests, replace(self.usage)
+
+    def unanswered(self) -> int:
+        """Requests sent that no answer has come back for (yet): their tokens are unknown."""
+        with self._lock:
+            return self.requests - self.answered
 
     def late(self) -> TokenUsage:
         """The tokens of answers that arrived after `abandon` and were not taken yet (taken now)."""

@@ -79,7 +79,7 @@ def verdict_budget(tools: int) -> int:
 
 
 class ClaudeFilter:
-    """The ``claude`` classifier.
+    """The ``claude`` classifier (not ``offline``: a dry run does not ask it).
 
     Args:
         client: an ``anthropic.Anthropic`` client (default: one from the environment, made on first use).
@@ -92,6 +92,7 @@ class ClaudeFilter:
 
     name = "claude"
     default_threshold = 0.5
+    offline = False
 
     def __init__(
         self,
@@ -152,6 +153,8 @@ class ClaudeFilter:
                 message = client.messages.create(**params, timeout=max(min(self.timeout, attempt.left()), 0.001))
                 break
             except (anthropic.APIStatusError, anthropic.APIConnectionError) as e:
+                if isinstance(e, anthropic.APIStatusError):  # answered with an error, which is not billed
+                    attempt.spent(TokenUsage())
                 wait = _backoff(e, tried) if tried < retries else None
                 if wait is None or wait >= attempt.left():
                     raise self._failure(e, attempt) from None
@@ -162,13 +165,7 @@ class ClaudeFilter:
         requests = attempt.requests
         answer = next((b for b in message.content if b.type == "tool_use" and b.name == VERDICT_TOOL), None)
         if message.stop_reason == "max_tokens":  # the verdict list may be cut short: tools left out would count 0
-            raise FilterError(
-                f"the pre-filter model's answer was cut off at max_tokens "
-                f"({self.max_tokens or verdict_budget(len(catalog))}); raise it for a catalog "
-                f"of {len(catalog)} tools",
-                usage=usage,
-                requests=requests,
-            )
+            raise FilterError(self._cut_off(len(catalog)), usage=usage, requests=requests)
         if answer is None:
             raise FilterError(
                 f"the pre-filter model answered without calling {VERDICT_TOOL}", usage=usage, requests=requests
@@ -178,6 +175,16 @@ class ClaudeFilter:
         except FilterError as e:
             raise FilterError(str(e), usage=usage, requests=requests) from None
         return Verdicts(probabilities, usage=usage, requests=requests, note=self.model)
+
+    def _cut_off(self, tools: int) -> str:
+        """Why an answer cut at ``max_tokens`` failed open, and what the user can do. Before, it advised to "raise it",
+        which no command-line option or ``agent:`` setting can."""
+        what = f"the pre-filter model's answer was cut off at max_tokens ({self.max_tokens or verdict_budget(tools):,})"
+        if self.max_tokens:
+            return f"{what}; give ClaudeFilter(max_tokens=...) more for a catalog of {tools:,} tools"
+        return (f"{what}, the most it is given for a catalog of {tools:,} tools ({VERDICT_TOKENS} per tool, "
+                f"{MIN_MAX_TOKENS:,} to {MAX_MAX_TOKENS:,}); use --prefilter local (agent.prefilter: local) for this "
+                "tree, or from Python a ClaudeFilter(max_tokens=...) with more")  # fmt: skip
 
     def _failure(self, error: Exception | None, attempt: Attempt) -> FilterError:
         """The `FilterError` for a request that failed (a timeout, a refusal, no connection), or (None) for the
@@ -190,8 +197,12 @@ class ClaudeFilter:
                                requests=sent)  # fmt: skip
         if error is None or isinstance(error, anthropic.APITimeoutError):
             seconds = min(self.timeout, attempt.seconds)
-            return FilterError(f"the pre-filter model did not answer within {seconds:g} s", kind="timeout",
-                               requests=sent)  # fmt: skip
+            unanswered = attempt.unanswered()  # given up on: billed or not, their tokens are unknown (not 0)
+            unknown = (
+                f" ({unanswered} request(s) unanswered: their tokens are unknown, not counted)" if unanswered else ""
+            )
+            return FilterError(f"the pre-filter model did not answer within {seconds:g} s{unknown}", kind="timeout",
+                               requests=sent, unanswered=unanswered)  # fmt: skip
         if isinstance(error, anthropic.APIStatusError):
             return FilterError(f"the pre-filter request failed ({error.status_code}): {error}", requests=sent)
         return FilterError(f"cannot reach the Messages API for the pre-filter: {error}", requests=sent)

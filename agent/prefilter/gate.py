@@ -12,7 +12,12 @@ The rules it keeps:
 - a classifier given up on sends no more requests (`base.Attempt`); the requests it sent count in the
   step, and so do the tokens of an answer that still arrives (in the next step);
 - a save that fails (whatever it raises, or its lock busy past `state.LOCK_WAIT`) is skipped and
-  recorded, and the run goes on;
+  recorded, and the run goes on with the set it has;
+- tools pinned by the user are offered but never saved as admitted: unpinned, they are gone from the next
+  conversation (before: saved as if decided, they stayed offered for good);
+- a dry run (`dry_run`) saves nothing, and asks only an offline classifier (``offline = True``, as ``local``); another
+  one (``claude``) is not asked and the step says so (before: the dry run sent the classifier's request, and grew
+  the state file);
 - it asks again whenever the text it judges changes (a new user turn, the model's next step),
   so a change of subject is noticed.
 """
@@ -23,7 +28,8 @@ import logging
 import numbers
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,14 +38,15 @@ from agent.defaults import MAX_PREFILTER_TIMEOUT
 from agent.prefilter.base import Attempt, CatalogTool, FilterError, ToolFilter, Verdicts, set_current_attempt
 from agent.prefilter.catalog import Siblings, sibling_map
 from agent.prefilter.state import LOCK_WAIT, AdmittedSet, load_state, update_state
+from agent.prefilter.text import MAX_TEXT, called_names, request_text
 from agent.summary import TokenUsage
+
+__all__ = ["MAX_TEXT", "FilterStep", "PreFilter", "called_names", "request_text"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds a classifier may take before the request goes out with every tool."""
-MAX_TEXT = 4000
-"""Characters of the conversation the classifier judges (the latest turn's text, its end kept)."""
 SHOWN = 20
 """Most probabilities a step records (the highest)."""
 
@@ -73,54 +80,18 @@ class FilterStep:
     """Why the admitted set could not be saved to the state file (empty when it was, or need not be)."""
     saved: int | None = None
     """Tools the state file holds after this step (other catalogs' and other runs' included): how big the persisted
-    set has grown; None without a state file, or one that could not be read."""
+    set has grown; None without a state file, or one that could not be read (at the start, or at this save)."""
+    unanswered: int = 0
+    """Classifier requests of this step no answer came back for (timed out, abandoned): the API may have billed them,
+    and their tokens are unknown (not in `usage`; before, they were reported as 0)."""
+    dry_run: bool = False
+    """Decided in a dry run: nothing was saved, and a classifier that is not offline was not asked (`note` says so)."""
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in vars(self).items() if k not in ("usage", "chosen")}
         out["seconds"] = round(self.seconds, 4)
         out["usage"] = vars(self.usage).copy()
         return out
-
-
-def request_text(messages: Sequence[dict[str, Any]]) -> str:
-    """What the next request is about: the text of the latest user turn (not tool results) and
-    the text of the model's reply since then, at most `MAX_TEXT` characters (the end kept)."""
-    user_at = -1
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].get("role") == "user" and _texts(messages[i]):
-            user_at = i
-            break
-    parts = _texts(messages[user_at]) if user_at >= 0 else []
-    for message in messages[user_at + 1 :]:
-        if message.get("role") == "assistant":
-            parts += _texts(message)
-    text = "\n".join(p for p in parts if p.strip())
-    return text[-MAX_TEXT:]
-
-
-def _texts(message: dict[str, Any]) -> list[str]:
-    content = message.get("content")
-    if isinstance(content, str):
-        return [content]
-    if not isinstance(content, list):
-        return []
-    return [str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"]
-
-
-def called_names(messages: Sequence[dict[str, Any]]) -> list[str]:
-    """The native names of the tools the model called in ``messages`` (``tool_use`` blocks, and the invocations
-    of a ``batch_tool`` call), first call first."""
-    names: list[str] = []
-    for message in messages:
-        content = message.get("content") if message.get("role") == "assistant" else None
-        for block in content if isinstance(content, list) else ():
-            if not (isinstance(block, dict) and block.get("type") == "tool_use"):
-                continue
-            names.append(str(block.get("name", "")))
-            invocations = block.get("input", {}).get("invocations") if isinstance(block.get("input"), dict) else None
-            if isinstance(invocations, list):
-                names += [str(i["name"]) for i in invocations if isinstance(i, dict) and isinstance(i.get("name"), str)]
-    return names
 
 
 class PreFilter:
@@ -184,6 +155,9 @@ class PreFilter:
         self._abandoned: list[Attempt] = []
         """Questions given up on whose classifier has not finished: the tokens of an answer that still arrives
         are counted with the next step."""
+        self._pin_only: set[str] = set()
+        """Keys offered only because they are pinned: never saved (unless a decision admits them too)."""
+        self._dry = False
 
     # ---- conversation -------------------------------------------------------------------
 
@@ -196,6 +170,7 @@ class PreFilter:
         self._pending = None
         self._persist = self.state_path is not None
         self._unknown = []
+        self._pin_only = set()
         self.held = None
         self._resumed = False
         """Whether the conversation's earlier calls have been admitted (`decide`, once per conversation)."""
@@ -222,9 +197,23 @@ class PreFilter:
         return [self.by_key[k] for k in self.admitted]
 
     def pin(self, keys: Sequence[str]) -> None:
-        """Admit ``keys`` (tools the user pinned) before anything is decided."""
-        self.decided.grow(k for k in keys if k in self.by_key)
+        """Admit ``keys`` (tools the user pinned) before anything is decided. They are not saved as admitted (unless
+        a decision admits them too): before, they were, and stayed offered once unpinned."""
+        known = [k for k in keys if k in self.by_key]
+        self._pin_only.update(k for k in known if k not in self.decided)
+        self.decided.grow(known)
         self.admitted.grow(self.decided.keys())
+
+    @contextmanager
+    def dry_run(self) -> Iterator[None]:
+        """Decide without effects while inside: nothing is saved, and only an offline classifier (one whose
+        ``offline`` is True, as ``local``) is asked; any other is not (no request, no cost), the step's `note` says
+        so and the set stays what it was (the pinned and saved tools): not narrowed, and not failed open either."""
+        self._dry = True
+        try:
+            yield
+        finally:
+            self._dry = False
 
     @property
     def failed_open(self) -> bool:
@@ -260,7 +249,14 @@ class PreFilter:
             self.decided.grow(called)
             resumed = self.admitted.grow(called)
         text = request_text(messages)
+        step.dry_run = self._dry
         if step.fail_open or len(self.admitted) >= len(self.catalog) or text == self._last_text or not text.strip():
+            step.added = [*step.added, *resumed]
+            step.admitted, step.saved = len(self.admitted), self.held
+            return step
+        if self._dry and getattr(self.classifier, "offline", False) is not True:
+            step.note = (f"not decided in a dry run: the {self.classifier.name} classifier would send a request; "
+                         f"these are the {len(self.admitted)} pinned and saved tool(s) it starts from")  # fmt: skip
             step.added = [*step.added, *resumed]
             step.admitted, step.saved = len(self.admitted), self.held
             return step
@@ -272,6 +268,7 @@ class PreFilter:
         except FilterError as e:
             step.seconds = time.monotonic() - t0
             step.usage, step.requests = e.usage, e.requests  # a failed answer's tokens are still paid for
+            step.unanswered = e.unanswered
             return self._fail_open(step, e)
         step.seconds = time.monotonic() - t0
         step.usage, step.requests, step.note = verdicts.usage, verdicts.requests, verdicts.note
@@ -287,11 +284,13 @@ class PreFilter:
                 wanted += [key, *self.siblings.get(key, ())]
         step.above = len(above)
         self.decided.grow(wanted)
+        confirmed = self._pin_only.intersection(wanted)  # pinned, and now decided too: to be saved
+        self._pin_only -= confirmed
         step.added = [*resumed, *self.admitted.grow(wanted)]
         added = set(step.added)
         step.chosen = [k for k in above if k in added]
         step.admitted = len(self.admitted)
-        self._save(step)
+        self._save(step, confirmed=bool(confirmed))
         step.saved = self.held
         return step
 
@@ -318,9 +317,11 @@ class PreFilter:
             if not attempt.done.is_set():  # (it may have answered just now: then its answer is used)
                 self._abandoned.append(attempt)
                 message = f"the {self.classifier.name} classifier took longer than {self.timeout:g} s"
-                if requests:
-                    message += f" ({requests} request(s) abandoned unanswered; tokens count for answers that arrive)"
-                raise FilterError(message, kind="timeout", usage=usage, requests=requests)
+                unanswered = attempt.unanswered()
+                if unanswered:  # before: "0 tokens", though the API may have billed them
+                    message += (f" ({unanswered} request(s) abandoned unanswered: their tokens are unknown, not "
+                                "counted; the API may have billed them)")  # fmt: skip
+                raise FilterError(message, kind="timeout", usage=usage, requests=requests, unanswered=unanswered)
         (result,) = outcome
         if isinstance(result, FilterError):
             raise result
@@ -363,14 +364,16 @@ class PreFilter:
         step.admitted, step.saved = len(self.admitted), self.held
         return step  # not persisted: a failure is not a decision
 
-    def _save(self, step: FilterStep) -> None:
-        if not step.added or not self._persist or self.state_path is None:
+    def _save(self, step: FilterStep, *, confirmed: bool = False) -> None:
+        if not (step.added or confirmed) or not self._persist or self.state_path is None or self._dry:
             return
         try:
-            keys = [*self.decided.keys(), *self._unknown]
+            keys = [*(k for k in self.decided if k not in self._pin_only), *self._unknown]
             self.held = len(update_state(self.state_path, keys, lock_wait=min(self.timeout, LOCK_WAIT)))
         except FilterError as e:
             step.state_error = str(e)
+            if e.kind == "corrupt_state":  # what it holds is not known (before: the count last loaded); left alone
+                self.held, self._persist = None, False  # for the rest of the conversation: said once, not per save
         except Exception as e:  # a save that fails is recorded; the run goes on with the set it has
             logger.debug("saving the pre-filter state failed", exc_info=True)
             step.state_error = f"{self.state_path}: cannot save the pre-filter state ({_short(e)})"

@@ -165,6 +165,8 @@ class LocalFilter:
     """
 
     name = "local"
+    offline = True
+    """It sends nothing anywhere: a dry run may ask it."""
 
     def __init__(self, tree: str | Path) -> None:
         self.tree = Path(tree)

@@ -14,6 +14,14 @@ the file holds then, under a lock on its folder, so two runs sharing a profile n
 other's tools; a symlinked file is written through to its target. A save never writes what a load
 would refuse (a set over `MAX_STATE_BYTES` as compact JSON is not saved), and waits at most
 `LOCK_WAIT` for the lock; either way the file is kept as it was and the caller is told why.
+
+A save also leaves alone (and says so):
+
+- a file without write permission for the run (``chmod 444``, or one the user cannot write): before, it was
+  replaced through a temporary file and a rename, which only needs the folder to be writable;
+- a link whose target's folder does not exist: no folder is made through a link (before, the target's
+  folders were made, wherever the link pointed). A path that is not a link gets its own missing folders, so a first
+  run on a new profile (``~/.config/tooltree/profiles/work.json``) works.
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ LOCK_WAIT = 1.0
 and writes a few kilobytes: milliseconds); past it, the save is skipped and the run says so."""
 _LOCK_POLL = 0.01
 _OWN_KEYS = frozenset({"format", "version", "admitted"})
+_FIX = "fix or delete the file; until then every tool is offered"
+"""What a load that failed advises (at the start of a run: the run offers every tool)."""
 
 
 class AdmittedSet:
@@ -83,7 +93,7 @@ def load_state(path: Path) -> AdmittedSet:
     Raises:
         FilterError: (``corrupt_state``) the file cannot be read or is not a state file.
     """
-    fix = "fix or delete the file; until then every tool is offered"
+    fix = _FIX
     try:
         # Non-blocking, so that a FIFO or a device does not hang the run; checked before reading.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -141,8 +151,8 @@ def save_state(path: Path, admitted: AdmittedSet) -> None:
     new file (0666 less the umask).
 
     Raises:
-        FilterError: (``error``) the file cannot be written, or the set is larger than a load reads
-            (`MAX_STATE_BYTES`); the file is kept as it was.
+        FilterError: (``error``) the file cannot be written (read-only included), or the set is larger than a load
+            reads (`MAX_STATE_BYTES`); the file is kept as it was.
     """
     data = {**admitted.extra, "format": STATE_FORMAT, "version": STATE_VERSION, "admitted": admitted.keys()}
     encoded = (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
@@ -152,11 +162,15 @@ def save_state(path: Path, admitted: AdmittedSet) -> None:
             f"{MAX_STATE_BYTES:,} a state file may hold; the file was kept as it was (use a new state file to "
             "keep saving)"
         )
-    target = path.resolve()
+    target = _target(path)
     tmp: str | None = None
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         mode = _mode(target)
+        if mode is not None and (not mode & 0o222 or not os.access(target, os.W_OK)):
+            raise FilterError(
+                f"{path}: not saved: the file is read-only (mode {mode:04o}) and was kept as it is; this run goes on "
+                "with the tools it offers (make the file writable to keep saving)"
+            )
         fd, tmp = _temporary(target)
         with os.fdopen(fd, "wb") as f:
             if mode is not None:  # mkstemp's 0600 would lock a group out of a profile it shares
@@ -169,6 +183,28 @@ def save_state(path: Path, admitted: AdmittedSet) -> None:
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
+
+
+def _target(path: Path) -> Path:
+    """The file a save writes: ``path``, or the target of the link ``path`` is. The folders of a path that is not a
+    link are made when missing; none are made through a link.
+
+    Raises:
+        FilterError: (``error``) ``path`` is a link whose target's folder does not exist, or its folder cannot be made.
+    """
+    if path.is_symlink():
+        target = path.resolve()
+        if not target.parent.is_dir():
+            raise FilterError(
+                f"{path}: not saved: it is a link to {target}, whose folder does not exist (no folder is made through "
+                "a link); create that folder or point the link at an existing one"
+            )
+        return target
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise FilterError(f"{path}: cannot write the pre-filter state ({e})") from None
+    return path.resolve()
 
 
 def _mode(target: Path) -> int | None:
@@ -197,17 +233,24 @@ def update_state(path: Path, keys: Iterable[str], *, lock_wait: float = LOCK_WAI
 
     Raises:
         FilterError: the file has become unreadable (``corrupt_state``; it is left as it is), cannot be
-            written, or its lock was not free within ``lock_wait`` (``error``; nothing was written).
+            written (read-only, a link into a missing folder), or its lock was not free within ``lock_wait``
+            (``error``; nothing was written).
     """
-    target = path.resolve()
+    target = _target(path)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         folder = os.open(target.parent, os.O_RDONLY)
     except OSError as e:
         raise FilterError(f"{path}: cannot write the pre-filter state ({e})") from None
     try:
         _lock(folder, path, lock_wait)
-        current = load_state(path)
+        try:
+            current = load_state(path)
+        except FilterError as e:  # before: the load's advice, "until then every tool is offered", untrue mid-run
+            raise FilterError(
+                f"{str(e).removesuffix('; ' + _FIX)}; not saved over: this run goes on with the tools it offers, and "
+                "the next run offers every tool until the file is fixed or deleted",
+                kind="corrupt_state",
+            ) from None
         if not current.grow(keys):
             return current
         save_state(path, current)

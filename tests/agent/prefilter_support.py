@@ -20,6 +20,7 @@ class ScriptedFilter:
 
     name = "scripted"
     default_threshold = 0.5
+    offline = True  # it sends nothing: a dry run (`Agent.first_request`) asks it
 
     def __init__(self, answers: Sequence[Answer]) -> None:
         self.answers = list(answers)

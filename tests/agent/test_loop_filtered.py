@@ -81,7 +81,10 @@ def test_the_set_grows_over_three_user_turns_and_the_tools_block_is_stable_after
     assert third.summary.prefilter is not None and third.summary.prefilter.growths == 0
     assert second.summary.prefilter is not None and second.summary.prefilter.growths == 1
     # the transcript fingerprints the tools block of every request
-    records = read_transcript(tmp_path / "t.jsonl")  # the last run's transcript (the file is rewritten)
+    records = read_transcript(tmp_path / "t.jsonl")  # the agent's three runs, one after the other: the last one's
+    starts = [i for i, r in enumerate(records) if r["type"] == "run_start"]
+    assert len(starts) == 3 and [records[i]["history"] for i in starts] == [0, 4, 8]
+    records = records[starts[-1] :]
     prints = [r["tools_sha256"] for r in records if r["type"] == "request"]
     assert len(prints) == 2 and len(set(prints)) == 1
     assert [r["asked"] for r in records if r["type"] == "prefilter"] == [True, False]
