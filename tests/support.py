@@ -280,6 +280,15 @@ def raw_server_config(folder: Path, spec: dict[str, Any]) -> Path:
     return config
 
 
+def hostile_text_config(folder: Path, *args: str) -> Path:
+    """``folder``/tooltree.yaml with one server, ``hostile``: `tests/servers/hostile_text_server.py` given ``args``."""
+    config = folder / "tooltree.yaml"
+    argv = ", ".join(json.dumps(a) for a in (str(REPO / "tests" / "servers" / "hostile_text_server.py"), *args))
+    config.write_text(f"servers:\n  hostile:\n    command: {json.dumps(sys.executable)}\n    args: [{argv}]\n",
+                      encoding="utf-8")  # fmt: skip
+    return config
+
+
 def raw_server_tree(folder: Path, tools: list[dict[str, Any]], **server: Any) -> tuple[Path, Any]:
     """A tree generated (by the real CLI) from `tests/servers/raw_server.py` offering ``tools``, and the
     `ServerConfig` that starts that server (``server`` adds its fields, e.g. ``timeout``)."""

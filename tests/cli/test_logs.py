@@ -23,22 +23,14 @@ import pytest
 
 from agent.testing import FakeMessagesAPI, reply, tool_use
 from agent.toolsets.direct import DirectToolset
+from tests.support import hostile_text_config
 from tooltree_cli.logs import RECORD_CHARS, REPEAT_SECONDS, CleanHandler, install
 from tooltree_cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
-HOSTILE = REPO / "tests" / "servers" / "hostile_text_server.py"
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]")
 """What must not reach the terminal: controls (but tab and line feed), C1, bidi overrides, tag characters."""
 RUN_WAIT = 120
-
-
-def hostile_config(folder: Path, *args: str) -> Path:
-    config = folder / "tooltree.yaml"
-    argv = ", ".join(json.dumps(a) for a in (str(HOSTILE), *args))
-    config.write_text(f"servers:\n  hostile:\n    command: {json.dumps(sys.executable)}\n    args: [{argv}]\n",
-                      encoding="utf-8")  # fmt: skip
-    return config
 
 
 def tooltree(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -50,14 +42,14 @@ def tooltree(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("logs")
-    config, out = hostile_config(folder), folder / "tree"
+    config, out = hostile_text_config(folder), folder / "tree"
     assert main(["generate-tree", "--config", str(config), "--out", str(out), "--embeddings", "off"]) == 0
     return out
 
 
 def test_a_flood_of_notifications_the_sdk_cannot_read_logs_one_line_without_a_traceback(tmp_path: Path) -> None:
     # Before: a 20-line traceback for each of the 300 notifications (460 KB of stderr; without end, 150 KB a second).
-    config = hostile_config(tmp_path, "300")
+    config = hostile_text_config(tmp_path, "300")
     done = tooltree("generate-tree", "--config", str(config), "--out", str(tmp_path / "tree"), "--embeddings", "off")
     assert done.returncode == 0, done.stderr
     (line,) = [line for line in done.stderr.splitlines() if "Failed to validate notification" in line]

@@ -9,7 +9,6 @@ of its own (``--warm 0``: no sandbox either) driven by the official MCP SDK clie
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Iterator
@@ -23,26 +22,19 @@ from agent.toolsets.direct import DirectToolset
 from sandbox.config import SandboxConfig
 from sandbox.host import Runtime
 from sandbox.results import LEDGER_ERROR_CHARS
+from tests.support import hostile_text_config
 from tool_tree.config import load_config
 from tooltree_cli.main import main
 
-HOSTILE = Path(__file__).resolve().parents[1] / "servers" / "hostile_text_server.py"
 EMOJI = 300_000
-OUTPUT_CHARS = 20_000
-
-
-def hostile_config(folder: Path, *args: str) -> Path:
-    config = folder / "tooltree.yaml"
-    argv = ", ".join(json.dumps(a) for a in (str(HOSTILE), *args))
-    config.write_text(f"servers:\n  hostile:\n    command: {json.dumps(sys.executable)}\n    args: [{argv}]\n",
-                      encoding="utf-8")  # fmt: skip
-    return config
+OUTPUT_CHARS = 1_000
+"""Under the 2,000 characters of a server's error the pool quotes (`tool_tree.pool.SAID_CHARS`): the cut shows."""
 
 
 @pytest.fixture(scope="module")
 def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
     folder = tmp_path_factory.mktemp("passthrough-errors")
-    config = hostile_config(folder)
+    config = hostile_text_config(folder)
     tree = folder / "tree"
     assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
     with Runtime(load_config(config), tree, sandbox_config=SandboxConfig(output_chars=OUTPUT_CHARS)) as live:
@@ -59,10 +51,10 @@ def test_a_servers_huge_error_comes_back_cleaned_and_cut_to_output_chars_with_a_
     shown, note = text.rsplit("\n", 1)
     assert OUTPUT_CHARS - 100 < len(shown) <= OUTPUT_CHARS and shown.endswith("😀")  # cut, then its escapes dropped
     cut = re.fullmatch(r"\[\.\.\. ([\d,]+) of ([\d,]+) characters of the error cut: a passthrough result is "
-                       r"capped at 20,000 characters \.\.\.\]", note)  # fmt: skip
+                       r"capped at 1,000 characters \.\.\.\]", note)  # fmt: skip
     assert cut is not None, note
     left_out, whole = (int(n.replace(",", "")) for n in cut.groups())
-    assert whole > EMOJI and whole - left_out == OUTPUT_CHARS
+    assert whole > 2_000 and whole - left_out == OUTPUT_CHARS  # the pool quotes 2,000 characters of it
     assert all(c.isprintable() for c in text.replace("\n", ""))
 
 
@@ -93,7 +85,7 @@ def test_serve_answers_an_sdk_client_the_error_cut_and_logs_a_notification_flood
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    config = hostile_config(tmp_path, "300")
+    config = hostile_text_config(tmp_path, "300")
     argv = ["-m", "tooltree_cli.main", "serve", "--config", str(config), "--tree", str(runtime.tree),
             "--no-regenerate", "--warm", "0", "--passthrough", "hostile.fail"]  # fmt: skip
     params = StdioServerParameters(command=sys.executable, args=argv, cwd=str(Path(__file__).resolve().parents[2]))
@@ -107,6 +99,6 @@ def test_serve_answers_an_sdk_client_the_error_cut_and_logs_a_notification_flood
         result = anyio.run(client, errlog)
     text = result.content[0].text  # type: ignore[union-attr]
     assert result.is_error and text.startswith("hostile.fail failed (server_error): server error -32000: REDevil\n")
-    assert len(text) < SandboxConfig().output_chars + 200 and "characters of the error cut" in text  # the default
+    assert len(text) < 2_300 and "characters more)" in text  # as the pool quotes it (under the default output_chars)
     err = log.read_text(encoding="utf-8")
     assert "Traceback" not in err and err.count("Failed to validate notification: notifications/progress") == 1
