@@ -97,6 +97,7 @@ class ContentBudget:
         """A text block saying what ``cut`` left out of one result and why (charged, as far as anything is
         left); ``shared_by`` names the group ("the results of one reply")."""
         chars, images, _ = self.limits
+        chars = chars - NOTE_ROOM if chars > NOTE_ROOM else chars  # the cap of text: the rest is the notes' room
         lost = [f"{cut.chars:,} characters"] if cut.chars else []
         lost += [f"{cut.images} image(s)"] if cut.images else []
         text = (

@@ -27,7 +27,13 @@ A call that raises (a toolset's bug, an error of the runtime not turned into a r
 that block's error ``tool_result``, the exception named (`agent.toolsets.base.raised`), as a ``batch_tool``
 invocation's is: the reply's other results are kept and the run goes on. An error of the setup (the sandbox
 cannot start, the runtime was closed: `agent.toolsets.base.for_the_developer`) still ends the run, in a batch too:
-the model cannot fix it.
+the model cannot fix it. A `SandboxError` leaves with the run's summary so far, its stop reason ``sandbox_error``
+(`agent.errors.failed_run`): before, the tokens the run had spent were reported nowhere, and the transcript's
+``run_end`` said the stop reason "".
+
+A ``batch_tool`` block counts each invocation it ran as a tool call (``RunSummary.tool_calls``, the ``tools_refused``
+record's ``ran``) and each failed one as an error (``tool_errors``): before, a batch of nine was one call and, its
+invocations failing inside it, no error.
 
 The transcript records each call (input, seconds, bytes that reached the model, what was left out)
 and one ``tools_refused`` record for the blocks that did not run; a result itself is recorded once,
@@ -47,8 +53,10 @@ from typing import TYPE_CHECKING, Any
 from agent.budget import ContentBudget
 from agent.content import blocks_bytes
 from agent.defaults import MAX_TOOL_USES
+from agent.errors import RUN_SO_FAR
 from agent.events import ToolFinished
 from agent.toolsets.base import INTERRUPTED_OUTCOME, ToolOutcome, Toolset, error, for_the_developer, raised
+from sandbox.errors import SandboxError
 
 if TYPE_CHECKING:
     from agent.summary import RunSummary
@@ -168,6 +176,7 @@ def run_tool_uses(
     made = [calls_in(toolset, b) for b in blocks]
     fit = next((i for i, total in enumerate(accumulate(made)) if total > MAX_TOOL_USES), len(blocks))
     ran, refused = blocks[:fit], blocks[fit:]
+    calls_ran = sum(made[:fit])  # the calls of the blocks that ran, a batch's invocations each one
     budget = ContentBudget()
     results: list[dict[str, Any]] = []
     try:
@@ -176,13 +185,17 @@ def run_tool_uses(
     except KeyboardInterrupt as e:  # every tool_use still gets its answer: the conversation may go on from here
         setattr(e, INTERRUPTED_RESULTS, _stopped(toolset, every, ran, results, e, budget, turn, summary, log, emit))
         raise
+    except SandboxError as e:  # the sandbox cannot start (`for_the_developer`): the run ends, its cost so far told
+        summary.stop_reason = summary.stop_reason or "sandbox_error"  # in the transcript's run_end too
+        setattr(e, RUN_SO_FAR, summary)
+        raise
     if refused:
         text = refused_text(sum(made))
         for i, b in enumerate(refused):
             answer = [{"type": "text", "text": text if i == 0 else REFUSED_AGAIN}]
             results.append({"type": "tool_result", "tool_use_id": b.get("id"), "content": answer, "is_error": True})
         summary.refused_tool_calls += len(refused)
-        log.write("tools_refused", turn=turn, count=len(refused), ran=len(ran), reason=text)
+        log.write("tools_refused", turn=turn, count=len(refused), ran=calls_ran, reason=text)
     if repeated:
         answers = iter(results)
         results = [
@@ -199,7 +212,7 @@ def run_tool_uses(
         summary.refused_tool_calls += len(repeated)
         first = next(iter(repeated.values()))
         reason = f"repeated the id of an earlier tool_use of the reply (the first: {first!r})"
-        log.write("tools_refused", turn=turn, count=len(repeated), ran=len(ran), reason=reason)
+        log.write("tools_refused", turn=turn, count=len(repeated), ran=calls_ran, reason=reason)
     return results
 
 
@@ -218,8 +231,10 @@ def _recorded(
         result["is_error"] = True
     model_bytes = blocks_bytes(blocks_in)
     kept = sum(c.response_bytes for c in outcome.script_calls)
-    summary.tool_calls += 1
-    summary.tool_errors += outcome.is_error
+    batch = outcome.invocations is not None  # each invocation a call, each failed one an error (`RunSummary`)
+    summary.tool_calls += outcome.invocations if outcome.invocations is not None else 1
+    summary.tool_errors += outcome.failed if batch else outcome.is_error
+    summary.batches += batch
     summary.script_tool_calls += len(outcome.script_calls)
     summary.sandbox_bytes += kept
     summary.model_bytes += model_bytes
@@ -230,6 +245,7 @@ def _recorded(
         input=arguments,
         seconds=round(seconds, 3),
         is_error=outcome.is_error,
+        **({"invocations": outcome.invocations, "failed": outcome.failed} if batch else {}),
         model_bytes=model_bytes,
         **({"left_out": {"chars": cut.chars, "images": cut.images}} if cut else {}),
         script_calls=[

@@ -10,7 +10,9 @@ Failures meant for the model (a tool failed, a script raised, a path was refused
 exceptions: they go back to the model as ``tool_result`` blocks with ``is_error: true``.
 
 Ctrl-C is not turned into an error of this package: the ``KeyboardInterrupt`` goes on out of `Agent.run` as it
-came (a caller's ``except KeyboardInterrupt`` still stops), carrying the run so far (`interrupted_result`).
+came (a caller's ``except KeyboardInterrupt`` still stops), carrying the run so far (`interrupted_result`). Nor is
+a sandbox that cannot start mid-run (no image, an engine that stopped answering): the `sandbox.errors.SandboxError`
+goes on out of `Agent.run`, carrying the run so far (`failed_run`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from agent.summary import RunResult
 
 
@@ -42,18 +46,41 @@ class ModelAPIError(AgentError):
     cannot parse: ``stop_reason`` "unreadable_reply").
 
     Attributes:
-        status_code: the HTTP status, when there was a response.
+        status_code: the HTTP status, when there was a response (200 when the failure came inside the answer: an
+            ``error`` event in its stream, a stream cut short, a reply that could not be read; `in_stream`).
         result: the run up to the failure (turns, tokens, transcript), when one had started.
         advice: what to do about it, on one line (check the API key, the model id; start a new conversation), or "".
     """
 
     def __init__(
-        self, message: str, *, status_code: int | None = None, result: RunResult | None = None, advice: str = ""
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        result: RunResult | None = None,
+        advice: str = "",
+        error_type: str = "",
     ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.result = result
         self.advice = advice
+        self._error_type = error_type
+
+    @property
+    def in_stream(self) -> bool:
+        """The API answered 200 and the failure came inside its answer: ``status_code`` is no error status."""
+        return self.status_code == 200
+
+    @property
+    def error_type(self) -> str:
+        """The API's error type (``overloaded_error``, ``invalid_request_error``, ...) when its answer named one, else
+        "": as given, or read from the SDK's error this one was raised while handling."""
+        if self._error_type:
+            return self._error_type
+        from agent.request import error_type
+
+        return error_type(self.__context__) if self.__context__ is not None else ""
 
 
 def interrupted_result(interrupt: BaseException) -> RunResult | None:
@@ -79,3 +106,36 @@ def interrupted_result(interrupt: BaseException) -> RunResult | None:
 
 INTERRUPTED_RESULT = "result"
 """The attribute of the ``KeyboardInterrupt`` out of `Agent.run` that holds the run so far (`interrupted_result`)."""
+
+
+RUN_SO_FAR = "run_summary"
+"""The attribute of the `sandbox.errors.SandboxError` out of `Agent.run` holding the run's `RunSummary` so far, its
+stop reason ``sandbox_error`` (set by `agent.calls.run_tool_uses`, where a call found the sandbox could not start)."""
+
+
+def failed_run(error: BaseException, *, transcript: Path | None = None) -> RunResult | None:
+    """The run a sandbox that could not start ended (``stop_reason`` ``sandbox_error``), as far as it went: its
+    turns, tokens and tool calls, taken from the `sandbox.errors.SandboxError` that `Agent.run` let go on; None when
+    the error came before any request (the server pool did not start) or from elsewhere. As
+    `interrupted_result` is for Ctrl-C::
+
+        try:
+            result = agent.run(task)
+        except SandboxError as e:
+            if (so_far := failed_run(e)) is not None:
+                print(so_far.summary.usage.total, "tokens spent before the sandbox failed")
+            raise
+
+    Before, those tokens were reported nowhere. The run's ``messages`` are not kept there (empty: the conversation
+    cannot go on from it), unless the error carries a whole `RunResult` as its ``result``, as `ModelAPIError` does.
+    ``transcript`` is the agent's transcript file, for the result to name it.
+    """
+    from agent.summary import RunResult, RunSummary
+
+    whole = getattr(error, "result", None)
+    if isinstance(whole, RunResult):
+        return whole
+    summary = getattr(error, RUN_SO_FAR, None)
+    if not isinstance(summary, RunSummary):
+        return None
+    return RunResult(summary.answer, summary.stop_reason or "sandbox_error", summary, [], transcript)

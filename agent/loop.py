@@ -255,12 +255,15 @@ class Agent:
             AgentSetupError: the transcript cannot be opened, or another run is writing it (nothing started).
             ModelAPIError: the Messages API failed after retries, or its reply could not be read
                 (``.result`` has the run so far, its ``stop_reason`` ``api_error`` or ``unreadable_reply``).
-            SandboxError: the sandbox could not be started (no engine, no image).
-            PoolError: the server pool could not start.
+            SandboxError: the sandbox could not be started (no engine, no image); it carries the run so far
+                (`agent.errors.failed_run`: ``stop_reason`` ``sandbox_error``, its turns and tokens).
+            PoolError: the server pool could not start; it carries the run so far too.
             KeyboardInterrupt: Ctrl-C stopped the run; it goes on as it came, carrying the run so far
                 (`agent.errors.interrupted_result`: ``stop_reason`` ``interrupted``, its turns and tokens).
         """
+        from sandbox.errors import SandboxError
         from sandbox.host import Runtime
+        from tool_tree.pool import PoolError
 
         check_task(task, history)
         client = self._client()
@@ -346,6 +349,10 @@ class Agent:
             summary.stop_reason = summary.stop_reason or "interrupted"
             so_far = RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
             setattr(e, INTERRUPTED_RESULT, so_far)  # for `interrupted_result`: the interrupt itself goes on
+            raise
+        except (SandboxError, PoolError) as e:  # the sandbox or the servers could not start: the run so far with it
+            summary.stop_reason = summary.stop_reason or "sandbox_error"  # `agent.errors.failed_run` gives it back
+            setattr(e, "result", RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript))  # noqa: B010
             raise
         finally:
             summary.duration_s = time.monotonic() - started

@@ -17,6 +17,7 @@ STOP_REASONS = (
     "api_error",  # the Messages API failed after retries (`ModelAPIError`)
     "unreadable_reply",  # the SDK could not read a reply: a tool call's input it cannot parse (`ModelAPIError`)
     "interrupted",  # Ctrl-C (KeyboardInterrupt) stopped the run: in the transcript's run_end; the exception goes on
+    "sandbox_error",  # the sandbox (or the server pool) could not start: `SandboxError` (`agent.errors.failed_run`)
 )
 
 
@@ -94,12 +95,17 @@ class RunSummary:
 
     Attributes:
         turns: requests to the Messages API.
-        tool_calls: ``tool_use`` blocks the loop ran (model-facing tools).
-        tool_errors: of those, the ones that came back with ``is_error``.
+        tool_calls: tool calls the loop ran (model-facing tools): one per ``tool_use`` block, but a ``batch_tool``
+            block counts each invocation it ran (before: a batch of nine was one call).
+        tool_errors: of those, the ones that failed: a block that came back with ``is_error``, each failed invocation
+            of a batch (before: a batch whose invocations failed counted none, the batch itself being ok).
+        batches: ``batch_tool`` blocks whose invocations ran (those are in ``tool_calls``); a batch refused whole (too
+            long, malformed) is one call of ``tool_calls`` and one error, not a batch.
         refused_tool_calls: ``tool_use`` blocks not run because their reply held more than
             `agent.calls.MAX_TOOL_USES`, or because they repeated an earlier block's id (each answered with an error).
         script_tool_calls: MCP calls made from scripts inside the sandbox.
-        sandbox_bytes: bytes of MCP tool results that stayed in the sandbox.
+        sandbox_bytes: bytes of MCP tool results the scripts received in the sandbox: what a script prints of
+            them reaches the model too (``model_bytes``), so this is not what stayed out of the context.
         model_bytes: bytes of tool results that reached the model (text, plus base64 of images).
         cache_invalidations: requests whose tools array or system prompt differed from the
             previous request's (the prompt cache could not be read past that point).
@@ -116,6 +122,7 @@ class RunSummary:
     usage: TokenUsage = field(default_factory=TokenUsage)
     tool_calls: int = 0
     tool_errors: int = 0
+    batches: int = 0
     refused_tool_calls: int = 0
     script_tool_calls: int = 0
     sandbox_bytes: int = 0

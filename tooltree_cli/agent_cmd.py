@@ -1,7 +1,7 @@
 """`tooltree agent`: run a task with Claude over the tree's tools, with a live view on stderr.
 
 Its options and the checks made before any request are here; what it prints (the live view, the summary
-lines, the comparison and dry-run tables) is `tooltree_cli.agent_view`.
+lines, the comparison and dry-run tables, and the four shapes of ``--json``) is `tooltree_cli.agent_view`.
 
 (Over 400 lines: one command's options, each checked before any request is sent, and how each mode of
 ``--compare`` is set up from them.)
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tooltree_cli.agent_view import (
+    Failure,
     live_view,
     print_first_requests,
     print_runs,
@@ -36,7 +37,7 @@ from tooltree_cli.output import error, terminal_text
 from tooltree_cli.signals import EXIT_TERMINATED, Terminated, sigterm_stops_like_ctrl_c
 
 if TYPE_CHECKING:
-    from agent import Agent, ModelAPIError, RunResult
+    from agent import Agent, RunResult
     from agent.prefilter.options import PrefilterOptions
     from tool_tree.config import Config
 
@@ -159,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     if args.compare is not None and (args.mode or not modes or len(set(modes)) != len(modes)):
         error("--compare takes distinct modes (e.g. code,direct) and replaces --mode")
         return EXIT_USAGE
-    from agent.defaults import MODES
+    from agent.defaults import BATCH_MODES, MODES
 
     if args.compare is not None and (unknown := [m for m in modes if m not in MODES]):
         error(f"--compare: unknown mode {unknown[0]!r}; use some of {', '.join(MODES)}")
@@ -202,6 +203,10 @@ def run(args: argparse.Namespace) -> int:
         error(f"{', '.join(unused)}: no pre-filter runs in {' or '.join(a.mode for a in agents)} mode (it runs in "
               "filtered mode, and in code mode with --prefilter local or claude)")  # fmt: skip
         return EXIT_USAGE
+    if args.no_batch and all(a.mode not in BATCH_MODES for a in agents):  # before: accepted, and it did nothing
+        error(f"--no-batch: batch_tool is not offered in {' or '.join(a.mode for a in agents)} mode (it is in "
+              f"{', '.join(BATCH_MODES)} modes)")  # fmt: skip
+        return EXIT_USAGE
     if args.dry_run:
         print_first_requests(agents, task, as_json=args.json)
         return EXIT_OK
@@ -217,25 +222,29 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
     """Run ``task`` with each agent in turn; print the answer, the summary or the comparison.
 
     Under ``--compare`` a mode whose request failed (`ModelAPIError`) is a row of the table and the other modes
-    still run; the exit status is then `EXIT_API`. A mode whose sandbox or servers failed did not run: the others
-    still do, what ran is printed (``--json``: with the failure), and the exit status is `EXIT_SANDBOX`. Ctrl-C
-    prints what ran (the interrupted run's summary, its stop reason ``interrupted``) before the interrupt goes on
-    (`tooltree_cli.main`: ``tooltree: interrupted``, 130).
+    still run; the exit status is then `EXIT_API`. A mode whose sandbox or servers failed is a row too (its stop
+    reason ``sandbox_error``, the tokens it spent before: `agent.errors.failed_run`; before, it was left out and its
+    tokens with it), the others still run, and the exit status is `EXIT_SANDBOX`. A mode that runs scripts has its
+    sandbox checked before its first request (`_sandbox_problem`). Ctrl-C prints what ran (the interrupted run's
+    summary, its stop reason ``interrupted``) before the interrupt goes on (`tooltree_cli.main`: ``tooltree:
+    interrupted``, 130).
     """
     from agent import AgentSetupError, ModelAPIError
-    from agent.errors import interrupted_result
+    from agent.errors import failed_run, interrupted_result
     from sandbox.errors import SandboxError
     from tool_tree.pool import PoolError
 
     several = len(agents) > 1
-    runs: list[tuple[RunResult, ModelAPIError | None]] = []
-    broken: list[tuple[str, str]] = []  # (mode, why) of the modes whose sandbox or servers failed
+    runs: list[tuple[RunResult, Failure | None]] = []
     try:
+        unstartable = {a.mode: problem for a in agents if (problem := _sandbox_problem(a)) is not None}
         for agent in agents:
             if several and not args.quiet:
                 print(f"== {agent.mode}", file=sys.stderr, flush=True)
             failure = None
             try:
+                if (problem := unstartable.get(agent.mode)) is not None:
+                    raise problem
                 result = agent.run(task)
             except AgentSetupError as e:  # the transcript cannot be opened, or another run writes it: nothing ran
                 error(str(e))
@@ -246,27 +255,27 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
                     print(f"tooltree: what to do: {terminal_text(e.advice)}", file=sys.stderr)
                 if e.result is None:  # not from Agent.run, whose error always holds the run so far
                     return EXIT_API
-                result, failure = e.result, e
+                result, failure = e.result, Failure.of_api(e)
             except (SandboxError, PoolError) as e:
-                broken.append((agent.mode, f"the sandbox failed: {e}"))
-                error(terminal_text(f"{agent.mode}: {broken[-1][1]}" if several else broken[-1][1]))
-                continue
-            _ran(result, args.quiet)
+                failure = Failure("sandbox", f"the sandbox failed: {e}")
+                error(terminal_text(f"{agent.mode}: {failure.message}" if several else failure.message))
+                ran = agent.mode not in unstartable  # Agent.run started, and wrote its transcript
+                result = failed_run(e, transcript=agent.transcript) or _not_run(agent, ran)
+            _ran(result, args.quiet, agent.max_tokens)
             runs.append((result, failure))
     except KeyboardInterrupt as e:  # what ran, then the interrupt goes on (`tooltree: interrupted`, 130)
         if (stopped := interrupted_result(e)) is not None:
-            _ran(stopped, args.quiet)
+            _ran(stopped, args.quiet, None)
             runs.append((stopped, None))
-        if runs or broken:
-            print_runs(runs, broken, as_json=args.json, several=several)
+        if runs:
+            print_runs(runs, as_json=args.json, several=several)
         raise
-    print_runs(runs, broken, as_json=args.json, several=several)
-    if broken:
+    print_runs(runs, as_json=args.json, several=several)
+    if broken := [r.summary.mode for r, f in runs if f is not None and f.kind == "sandbox"]:
         if several:
-            modes = ", ".join(m for m, _ in broken)
-            error(f"--compare: the sandbox failed in {modes} (see above); the other modes ran")
+            error(f"--compare: the sandbox failed in {', '.join(broken)} (see above); the other modes ran")
         return EXIT_SANDBOX
-    if failed := [r.summary.mode for r, e in runs if e is not None]:
+    if failed := [r.summary.mode for r, f in runs if f is not None]:
         if several:
             error(f"--compare: the Messages API failed in {', '.join(failed)} mode{'s' if len(failed) > 1 else ''} "
                   "(see above); each mode ran")  # fmt: skip
@@ -274,10 +283,36 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
     return EXIT_OK if all(r.completed for r, _ in runs) else EXIT_INCOMPLETE
 
 
-def _ran(result: RunResult, quiet: bool) -> None:
+def _sandbox_problem(agent: Agent) -> Exception | None:
+    """Why the sandbox of ``agent``'s mode cannot start (no engine answers, its image is missing or not built), or
+    None (also when the mode runs no scripts). Asked before the mode's first request: before, a missing image was
+    found at the first ``execute_python``, after a paid request."""
+    if not agent.toolset.needs_sandbox:
+        return None
+    from sandbox.docker_backend import DockerBackend
+    from sandbox.errors import SandboxError
+
+    try:
+        DockerBackend(agent.sandbox_config).prepare()  # the engine, and the image (not the tree: the run copies it)
+    except SandboxError as e:
+        return e
+    return None
+
+
+def _not_run(agent: Agent, ran: bool) -> RunResult:
+    """The run of ``agent`` that its sandbox or servers stopped before any request: no turns, no tokens, its stop
+    reason ``sandbox_error``; its transcript when `Agent.run` started (and wrote it)."""
+    from agent import RunResult
+    from agent.summary import RunSummary
+
+    summary = RunSummary(mode=agent.mode, model=agent.model, stop_reason="sandbox_error")
+    return RunResult("", "sandbox_error", summary, [], agent.transcript if ran else None)
+
+
+def _ran(result: RunResult, quiet: bool, max_tokens: int | None) -> None:
     """A run is over: its summary line on stderr (unless ``quiet``), and whether its transcript is whole."""
     if not quiet:
-        print(summary_line(result), file=sys.stderr)
+        print(summary_line(result, max_tokens=max_tokens), file=sys.stderr)
     if result.summary.transcript_error:  # even with --quiet: a file the user asked for is incomplete
         transcript_warning(result)
 

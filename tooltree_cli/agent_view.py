@@ -3,12 +3,31 @@
 Everything in them that the model, a server or the API wrote is cleaned of escape sequences and control
 characters and cut (`tooltree_cli.output.terminal_label`, `terminal_text`) before it reaches the terminal;
 ``--json`` output is escaped where a terminal would act on it (`tooltree_cli.output.print_json`).
+
+``--json`` prints one JSON object, of one of four shapes:
+
+- one run (``--mode``, or the config's mode): the run's summary (`agent.summary.RunSummary.to_json`: ``mode``,
+  ``stop_reason``, ``answer``, ``turns``, ``usage``, ``spent``, ``tool_calls``, ``tool_errors``, ``batches``, ...)
+  and ``transcript`` (its file, or null);
+- one run that failed: the same summary, its ``stop_reason`` ``api_error``, ``unreadable_reply`` or
+  ``sandbox_error`` (a sandbox that could not start: its tokens so far, or none when it was found before the first
+  request), and four keys more (`Failure`): ``error`` (what failed, one line), ``status_code`` (the API's HTTP
+  status; null when there was none, or when the failure came inside an answer of 200: an ``error`` event in its
+  stream, a stream cut short), ``error_type`` (the API's, such as ``overloaded_error``, or null) and ``advice``
+  (what to do, or "");
+- ``--compare``: ``{"runs": [...]}``, one entry per mode in the order given, each of the two shapes above;
+- ``--dry-run`` (with ``--compare`` or not): ``{"token_count": how tokens were counted, "modes": [{"mode", "tools",
+  "deferred", "system_tokens", "tools_tokens", "first_request_tokens"}, ...]}``.
+
+Ctrl-C prints the shape of what ran (the interrupted run's ``stop_reason`` ``interrupted``) before the interrupt
+goes on. Before, a mode whose sandbox failed was a fifth shape, ``{"mode", "error"}``, without its tokens.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from tool_tree.text import size
 from tooltree_cli.output import print_json, table, terminal_label, terminal_text
@@ -23,6 +42,36 @@ NOTE_CHARS = 120
 """The most characters of a tool call's note the live view prints."""
 REASON_CHARS = 500
 """The most characters of a reason the summary quotes (why the pre-filter failed open, or did not save)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a run ended before the model finished it: the Messages API failed (``kind`` ``api``), or the run's
+    sandbox or servers could not start (``sandbox``).
+
+    Attributes:
+        kind: ``api`` or ``sandbox``: the exit status is `tooltree_cli.agent_cmd.EXIT_API` or ``EXIT_SANDBOX``.
+        message: what failed, on one line.
+        status_code: the API's HTTP status; None when there was none, or when the API answered 200 and the failure
+            came inside its answer (before: ``--json`` said ``status_code: 200`` for an error).
+        error_type: the API's error type (``overloaded_error``, ...), or "".
+        advice: what to do, or "".
+    """
+
+    kind: str
+    message: str
+    status_code: int | None = None
+    error_type: str = ""
+    advice: str = ""
+
+    @classmethod
+    def of_api(cls, e: ModelAPIError) -> Failure:
+        status = None if e.in_stream else e.status_code
+        return cls("api", str(e), status, e.error_type, e.advice)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"error": self.message, "status_code": self.status_code, "error_type": self.error_type or None,
+                "advice": self.advice}  # fmt: skip
 
 
 def run_json(result: RunResult | None) -> dict[str, object]:
@@ -64,14 +113,18 @@ def print_first_requests(agents: list[Agent], task: str, *, as_json: bool) -> No
 
     keys = ("tools", "deferred", "system_tokens", "tools_tokens", "first_request_tokens")
     counts: dict[str, dict[str, int]] = {}
+    notes: dict[str, str] = {}  # a mode's pre-filter not asked in a dry run (`Agent.first_request_note`)
     for agent in agents:
         request = agent.first_request(task)
+        if agent.first_request_note:
+            notes[agent.mode] = agent.first_request_note
         tools = request["tools"]
         values = (len(tools), sum(1 for t in tools if t.get("defer_loading")), system_tokens(request["system"]),
                   tools_tokens(tools), request_tokens(request))  # fmt: skip
         counts[agent.mode] = dict(zip(keys, values, strict=True))
     if as_json:
-        print_json({"token_count": APPROXIMATION, "modes": [{"mode": m, **c} for m, c in counts.items()]})
+        modes = [{"mode": m, **c, **({"note": notes[m]} if m in notes else {})} for m, c in counts.items()]
+        print_json({"token_count": APPROXIMATION, "modes": modes})
         return
     direct = counts.get("direct", {}).get("first_request_tokens")
     rows = [
@@ -79,19 +132,37 @@ def print_first_requests(agents: list[Agent], task: str, *, as_json: bool) -> No
         for mode, c in counts.items()
     ]
     print(table(rows, ["mode", "tools", "deferred", "system", "tools tokens", "first request", "of direct"]))
+    for mode, note in notes.items():
+        print(f"{mode}: {note}")
     print(f"\ntokens: {APPROXIMATION}")
 
 
-def summary_line(result: RunResult) -> str:
-    """The run in a few lines for stderr: each reason it quotes on one line, cleaned and cut (`terminal_label`)."""
+def summary_line(result: RunResult, *, max_tokens: int | None = None) -> str:
+    """The run in a few lines for stderr: each reason it quotes on one line, cleaned and cut (`terminal_label`).
+
+    The tool calls count each invocation of a ``batch_tool`` (before: a batch was one call, its failures none); the
+    bytes of tool results the scripts received are said to be received in the sandbox, not to have stayed there
+    (before: "stayed in the sandbox", though what a script printed of them reached the model too). A run a reply's
+    ``max_tokens`` ended says to raise it (``max_tokens``: the run's, to name it).
+    """
     s = result.summary
-    refused = f" ({s.refused_tool_calls} more not run: too many in one reply)" if s.refused_tool_calls else ""
+    notes = [f"{s.tool_errors} failed"] if s.tool_errors else []
+    notes += [f"{s.batches} batch_tool call(s)"] if s.batches else []
+    notes += [f"{s.refused_tool_calls} more not run: too many in one reply"] if s.refused_tool_calls else []
+    said = f" ({'; '.join(notes)})" if notes else ""
     stop = terminal_label(result.stop_reason, LABEL_CHARS)
     line = (
         f"tooltree: {stop} after {s.turns} turn(s) · {s.usage.sent:,} tokens sent, "
-        f"{s.usage.output_tokens:,} received · {s.tool_calls} tool call(s){refused}, {s.script_tool_calls} from "
-        f"scripts · {size(s.sandbox_bytes)} stayed in the sandbox, {size(s.model_bytes)} reached the model"
+        f"{s.usage.output_tokens:,} received · {s.tool_calls} tool call(s){said}, {s.script_tool_calls} from "
+        f"scripts · {size(s.sandbox_bytes)} of tool results received in the sandbox, {size(s.model_bytes)} "
+        "reached the model"
     )
+    if result.stop_reason == "max_tokens":
+        limit = f" ({max_tokens:,} tokens)" if max_tokens is not None else ""
+        line += (
+            f"\ntooltree: the model's last reply reached max_tokens{limit} and was cut there: raise --max-tokens "
+            "(or agent.max_tokens in tooltree.yaml) and run the task again"
+        )
     p = s.prefilter
     if p is not None:
         line += (
@@ -115,43 +186,71 @@ def transcript_warning(result: RunResult) -> None:
 
 def print_comparison(results: list[RunResult], *, as_json: bool) -> None:
     """The runs of one task side by side: tokens, and each as a share of ``direct`` when it ran (the
-    pre-filter's tokens counted: a filtered run's ``claude`` classifier is paid for too)."""
-    direct = next((r.summary.spent for r in results if r.summary.mode == "direct"), None)
+    pre-filter's tokens counted: a filtered run's ``claude`` classifier is paid for too).
+
+    A share is shown only when both the direct run and the row's run completed (the model ended it): a run that
+    failed or hit a limit spent what it spent until then, not what the task costs in its mode. A line under the
+    table says which were left out and why. Before, a direct run the API failed on its second request was the
+    baseline (``100.0 %``), and the modes that finished were shown as 34 % and 139 % of it.
+    """
     if as_json:
         runs = [run_json(r) for r in results]
         print_json({"runs": runs})
         return
-    header = ["mode", "stop", "turns", "sent", "received", "pre-filter", "total", "of direct", "tool calls", "kept",
-              "to model"]  # fmt: skip
+    shares, why = _shares(results)
+    header = ["mode", "stop", "turns", "sent", "received", "pre-filter", "total", "of direct", "tool calls", "errors",
+              "in sandbox", "to model"]  # fmt: skip
     rows = []
-    for r in results:
+    for r, share in zip(results, shares, strict=True):
         s, u = r.summary, r.summary.usage
-        share = f"{100 * s.spent / direct:.1f} %" if direct else "-"
         prefilter = f"{s.prefilter.usage.total:,}" if s.prefilter is not None else "-"
         rows.append([
             s.mode, r.stop_reason, str(s.turns), f"{u.sent:,}", f"{u.output_tokens:,}", prefilter, f"{s.spent:,}",
-            share, f"{s.tool_calls} ({s.script_tool_calls} from scripts)", size(s.sandbox_bytes), size(s.model_bytes),
+            share, f"{s.tool_calls} ({s.script_tool_calls} from scripts)", str(s.tool_errors), size(s.sandbox_bytes),
+            size(s.model_bytes),
         ])  # fmt: skip
     print(terminal_text(table(rows, header)))
+    if why:
+        print(terminal_text(f"\nof direct: {why}"))
+    if any(r.summary.sandbox_bytes for r in results):
+        print("\nin sandbox: tool results the scripts received there; what they printed of them is in 'to model' too")
     for r in results:
         print(f"\n[{r.summary.mode}] {terminal_text(r.answer)}")
 
 
-def print_runs(
-    runs: list[tuple[RunResult, ModelAPIError | None]], broken: list[tuple[str, str]], *, as_json: bool, several: bool
-) -> None:
+def _shares(results: list[RunResult]) -> tuple[list[str], str]:
+    """Each run's tokens as a share of the direct run's ("-" where there is no share to give), and why some are
+    "-" (or "")."""
+    direct = next((r for r in results if r.summary.mode == "direct"), None)
+    if direct is None:
+        return ["-"] * len(results), ""
+    if not direct.completed or not direct.summary.spent:
+        why = (
+            f"none given: the direct run did not complete ({direct.stop_reason}), so its tokens are not what the "
+            "task costs in direct mode"
+        )
+        return ["-"] * len(results), why
+    shares = [f"{100 * r.summary.spent / direct.summary.spent:.1f} %" if r.completed else "-" for r in results]
+    unfinished = [f"{r.summary.mode} ({r.stop_reason})" for r in results if not r.completed]
+    why = f"none for {', '.join(unfinished)}: a run that did not complete is not compared" if unfinished else ""
+    return shares, why
+
+
+def print_runs(runs: list[tuple[RunResult, Failure | None]], *, as_json: bool, several: bool) -> None:
     """What stdout gets: the comparison (a failed run a row of it, its error in its answer's place), or the one
-    run's answer; under ``--json`` the summaries, a failed run's with why (``error``, ``status_code``, ``advice``),
-    and each mode that could not run (``broken``: its sandbox or servers failed) as ``{"mode", "error"}``."""
+    run's answer; under ``--json`` the summaries, a failed run's with why (`Failure.to_json`: the shapes are in this
+    module's docstring)."""
     from dataclasses import replace
 
     if as_json:
-        entries = [{**run_json(r), **({"error": str(e), "status_code": e.status_code, "advice": e.advice} if e else {})}
-                   for r, e in runs] + [{"mode": mode, "error": why} for mode, why in broken]  # fmt: skip
-        print_json({"runs": entries} if several else entries[0])
+        entries = [{**run_json(r), **(f.to_json() if f is not None else {})} for r, f in runs]
+        if several:
+            print_json({"runs": entries})
+        elif entries:
+            print_json(entries[0])
     elif several and runs:
-        print_comparison([r if e is None else replace(r, answer=f"failed: {terminal_label(e, REASON_CHARS)}")
-                          for r, e in runs], as_json=False)  # fmt: skip
+        print_comparison([r if f is None else replace(r, answer=f"failed: {terminal_label(f.message, REASON_CHARS)}")
+                          for r, f in runs], as_json=False)  # fmt: skip
     elif runs:
         (result, failure) = runs[0]
         if failure is None and result.stop_reason != "interrupted" and result.answer:

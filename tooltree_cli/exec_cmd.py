@@ -6,6 +6,7 @@ import argparse
 import base64
 import dataclasses
 import json
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -311,9 +312,10 @@ def _outputs_not_kept(result: ExecutionResult) -> ExecutionResult:
         if path is None:
             continue
         kept = path.removeprefix("/workspace/")
-        lost = f"the whole {name} is in {path} ...]"
-        changes[name] = text.replace(lost, f"the whole {name} was not kept: run with --workspace DIR to keep it "
-                                           f"(as DIR/{kept}) ...]")  # fmt: skip
+        said = r"(?:; saved outputs keep the newest [\d,]+ MiB(?: \([\d,]+ older ones? deleted\))?)?"  # kept nowhere
+        lost = re.compile(rf"{said}; the whole {name} is in {re.escape(path)} \.\.\.\]")
+        instead = f"; the whole {name} was not kept: run with --workspace DIR to keep it (as DIR/{kept}) ...]"
+        changes[name] = lost.sub(instead.replace("\\", "\\\\"), text)  # a replacement, its backslashes kept
         changes[f"{name}_path"] = None
     return dataclasses.replace(result, **changes) if changes else result
 

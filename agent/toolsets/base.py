@@ -36,7 +36,12 @@ class ToolOutcome:
     content: list[dict[str, Any]]
     is_error: bool = False
     script_calls: Sequence[ToolCallRecord] = field(default_factory=list)
-    """Tool calls a script made (``execute_python``); their results stayed in the sandbox."""
+    """Tool calls a script made (``execute_python``); their results went to the script, in the sandbox."""
+    invocations: int | None = None
+    """A ``batch_tool`` call's invocations that ran (each counts as a tool call: `agent.summary.RunSummary`); None
+    for any other call (one call)."""
+    failed: int = 0
+    """Of a batch's ``invocations``, those that failed (the batch itself is then no error)."""
     labels: frozenset[int] = frozenset()
     """Indexes of ``content`` blocks that are the toolset's own short labels (a batch's per-invocation status
     lines and notes): a budget that cuts the result keeps them whole (`agent.budget.ContentBudget.take`)."""

@@ -159,4 +159,4 @@ def _combined(items: list[Any], outcomes: list[ToolOutcome]) -> ToolOutcome:
             labels.append(len(content))
             content.append(budget.cut_note(cut, "the invocations of one batch"))
     note = f"{len(items)} call(s), {failed} failed"
-    return ToolOutcome(content, labels=frozenset(labels), note=note)
+    return ToolOutcome(content, labels=frozenset(labels), note=note, invocations=len(items), failed=failed)

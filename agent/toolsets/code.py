@@ -263,9 +263,10 @@ class CodeToolset(Toolset):
 
     @staticmethod
     def _outcome(result: ExecutionResult) -> ToolOutcome:
-        """What an execution gives back to the model."""
-        kept = sum(c.response_bytes for c in result.tool_calls)
+        """What an execution gives back to the model. Its note says how many bytes of tool results the script
+        received (before: "kept in the sandbox", though what it printed of them went to the model too)."""
+        received = sum(c.response_bytes for c in result.tool_calls)
         status = "ok" if result.ok else note_text(result.error or "failed")
-        note = f"{status} · {len(result.tool_calls)} call(s) from the script · {size(kept)} kept in the sandbox"
+        note = f"{status} · {len(result.tool_calls)} call(s) from the script · {size(received)} of results received"
         blocks = execution_blocks(result)
         return ToolOutcome(blocks, is_error=not result.ok, script_calls=result.tool_calls, note=note)

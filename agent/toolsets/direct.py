@@ -44,6 +44,28 @@ def _input_schema(raw: Mapping[str, Any]) -> dict[str, Any]:
     return dict(schema)
 
 
+SUGGESTIONS = 3
+"""The most tool names an unknown tool's error suggests."""
+CLOSE = 0.8
+"""How alike (`difflib.SequenceMatcher.ratio`) a name must be to be suggested: the server prefix the names share
+makes unrelated tools of one server about 0.6 alike (``crm__drop_tables``, ``crm__create_task``), a slip of one
+name 0.8 and more (``get_record`` for ``crm__get_record``, ``crm__get_recrod``)."""
+
+
+def unknown_tool(name: str, offered: Sequence[str]) -> str:
+    """The error of a call of ``name``, which is no tool: with the closest of the ``offered`` names, when some are
+    close (a model that wrote ``everything__get_tiny_image`` for ``everything__get-tiny-image``: before, the error
+    named no tool, and the model had to find the name in the tools array again)."""
+    import difflib
+
+    folded = {n.replace("-", "_").lower(): n for n in offered}  # - and _ alike: the commonest slip of a name
+    wanted = name.replace("-", "_").lower()
+    close = [wanted] if wanted in folded else difflib.get_close_matches(wanted, list(folded), SUGGESTIONS, CLOSE)
+    if not close:
+        return f"unknown tool {name!r}"
+    return f"unknown tool {name!r}; did you mean {' or '.join(repr(folded[c]) for c in close)}?"
+
+
 def native_tools(tree: Path, manifest: Manifest) -> tuple[dict[str, ToolEntry], list[dict[str, Any]]]:
     """Every tool of the tree under its native name, and its definition (in the same order).
 
@@ -119,13 +141,17 @@ class DirectToolset(Toolset):
             return run_batch(arguments, lambda n, a: self.call_native(n, a, runtime), self.batch_max)
         return self.call_native(name, arguments, runtime)
 
+    def offered_names(self) -> list[str]:
+        """The native names of the tools the model may call (every tool of the tree here)."""
+        return list(self.names)
+
     def call_native(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
         """One call of an MCP tool by its native name, through the bridge."""
         from sandbox.bridge import ToolCallRefused
 
         entry = self.names.get(name)
         if entry is None:
-            return error(f"unknown tool {name!r}")
+            return error(unknown_tool(name, self.offered_names()))
         try:
             result = runtime.call_tool(entry.server, entry.tool, dict(arguments))
         except ToolCallRefused as e:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.prefilter.gate import FilterStep, PreFilter
 from agent.toolsets.base import ToolOutcome, error
-from agent.toolsets.direct import DirectToolset
+from agent.toolsets.direct import DirectToolset, unknown_tool
 
 if TYPE_CHECKING:
     from sandbox.host import Runtime
@@ -57,10 +57,13 @@ class FilteredToolset(DirectToolset):
         offered = [dict(self._by_name[t.name]) for t in self.prefilter.offered()]
         return [*self._batch(), *offered]
 
+    def offered_names(self) -> list[str]:
+        return [t.name for t in self.prefilter.offered()]
+
     def call_native(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
         entry = self.names.get(name)
         if entry is None:
-            return error(f"unknown tool {name!r}")
+            return error(unknown_tool(name, self.offered_names()))
         if self.prefilter.key(entry.server, entry.tool) not in self.prefilter.admitted:  # a tool of the tree
             return error(f"tool {name!r} is not among the tools offered in this conversation (the pre-filter left "
                          "it out, and it is not run); use one that is")  # fmt: skip

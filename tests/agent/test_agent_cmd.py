@@ -179,7 +179,7 @@ def test_compare_runs_the_task_in_each_mode_and_tabulates_the_tokens(
     assert "== direct" in err and "== tool-search" in err
     lines = out.splitlines()
     assert lines[0].split() == ["mode", "stop", "turns", "sent", "received", "pre-filter", "total", "of", "direct",
-                                "tool", "calls", "kept", "to", "model"]  # fmt: skip
+                                "tool", "calls", "errors", "in", "sandbox", "to", "model"]  # fmt: skip
     direct, tool_search = lines[2].split(), lines[3].split()
     assert direct[:3] == ["direct", "end_turn", "2"] and direct[5] == "-" and direct[7:9] == ["100.0", "%"]
     assert tool_search[:3] == ["tool-search", "end_turn", "1"]
@@ -202,21 +202,27 @@ def test_under_compare_a_mode_whose_sandbox_fails_is_reported_and_the_other_mode
     tmp_path: Path,
 ) -> None:
     # Before: exit 4 with nothing on stdout (not even under --json), and the modes after the failed one never ran.
+    # Then: the failed mode was left out of the table, and {"mode", "error"} under --json, after a paid request.
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
-    api.add(reply(tool_use("execute_python", {"code": "print(1)"})), reply("Negotiation (direct)."))
+    api.add(reply("Negotiation (direct)."))
     base = ["agent", "Read the Northwind deal", "--config", str(project.config_path), "--tree", str(project.tree)]
     assert main([*base, "--compare", "code,direct", "--json", "--quiet"]) == 4
     out, err = capsys.readouterr()
     runs = json.loads(out)["runs"]
-    assert [(r["mode"], r.get("answer")) for r in runs] == [("direct", "Negotiation (direct)."), ("code", None)]
-    assert runs[1]["error"].startswith("the sandbox failed: no Docker engine answers at")
+    assert [(r["mode"], r["stop_reason"], r["answer"]) for r in runs] == [
+        ("code", "sandbox_error", ""), ("direct", "end_turn", "Negotiation (direct).")
+    ]  # fmt: skip
+    assert runs[0]["error"].startswith("the sandbox failed: no Docker engine answers at")
+    assert (runs[0]["turns"], runs[0]["spent"], runs[0]["status_code"]) == (0, 0, None)  # found before its request
     assert "tooltree: error: code: the sandbox failed: no Docker engine answers at" in err
     assert "--compare: the sandbox failed in code (see above); the other modes ran" in err
+    assert len(api.requests) == 1  # direct's: code mode sent none
 
-    api.add(reply(tool_use("execute_python", {"code": "print(1)"})))
-    assert main([*base, "--mode", "code", "--json", "--quiet"]) == 4  # one mode: its failure is the JSON
-    out = capsys.readouterr().out
-    assert json.loads(out)["mode"] == "code" and json.loads(out)["error"].startswith("the sandbox failed: ")
+    assert main([*base, "--mode", "code", "--json", "--quiet"]) == 4  # one mode: its summary, with the failure
+    out = json.loads(capsys.readouterr().out)
+    assert (out["mode"], out["stop_reason"], out["turns"]) == ("code", "sandbox_error", 0)
+    assert out["error"].startswith("the sandbox failed: ")
+    assert len(api.requests) == 1
 
 
 @pytest.mark.parametrize("extra", [["--compare", "direct,direct"], ["--compare", "direct", "--mode", "code"]])
@@ -763,9 +769,10 @@ def test_a_task_that_is_not_utf8_text_or_too_large_exits_2_before_any_request(
     assert capsys.readouterr().err == f"tooltree: error: {expected}\n" and api.requests == []
 
 
+@pytest.mark.docker
 def test_prefilter_reaches_the_mode_of_the_config_or_the_default_code_mode(
-    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path, docker_engine: object
+) -> None:  # code mode checks its sandbox (engine and image) before its first request
     # Before: --prefilter went only to a run given --mode: `tooltree agent TASK --prefilter local` (the README's
     # example) ran code mode without a pre-filter, and a config's filtered mode kept its local classifier.
     base = ["agent", "Read the Northwind opportunity record", "--tree", str(project.tree), "--quiet"]

@@ -60,6 +60,7 @@ def test_a_dry_run_with_the_claude_prefilter_and_no_key_does_not_claim_the_whole
     assert done.returncode == 0, done.stderr
     (filtered,) = json.loads(done.stdout)["modes"]
     assert filtered["tools"] < len(catalog(project.tree))
+    assert filtered["note"].startswith("not decided in a dry run: the claude classifier would send a request")
 
 
 def test_a_dry_run_with_the_local_prefilter_decides_but_writes_no_state(project: Project, tmp_path: Path) -> None:

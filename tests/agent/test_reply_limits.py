@@ -22,7 +22,8 @@ from sandbox.host import Runtime
 from tests.agent.conftest import Project
 from tests.agent.test_loop import tool_results
 
-SHARED = "of this result were left out: the results of one reply share at most"
+SHARED = "of this result were left out: the results of one reply share at most 500,000 characters"
+"""The cap the README states (before: the note said 510,000, the cap with the room kept for notes)."""
 
 
 def agent(project: Project, api: FakeMessagesAPI, runtime: Runtime, **kwargs: Any) -> Agent:
@@ -91,9 +92,10 @@ def test_each_invocation_of_a_batch_counts_against_the_calls_of_a_reply(
     third = tool_results(api.requests[3])
     assert texts(third[0]) == ["a batch holds at most 10 invocations, got 11; split it"] and "is_error" not in third[1]
     s = result.summary
-    assert (s.tool_calls, s.refused_tool_calls) == (2 + 15 + 2, 18 + 2)
+    # Each invocation that ran is a call (before: a batch was one, 2 + 15 + 2), the batch too long to run one error.
+    assert (s.tool_calls, s.tool_errors, s.batches, s.refused_tool_calls) == (20 + 15 + 2, 1, 2, 18 + 2)
     refusals = [(r["ran"], r["count"]) for r in read_transcript(transcript) if r["type"] == "tools_refused"]
-    assert refusals == [(2, 18), (15, 2)]
+    assert refusals == [(20, 18), (15, 2)]  # the calls that ran (before: the blocks, 2 batches)
 
 
 def test_the_results_of_one_reply_share_the_caps_of_one_result(project: Project, live: Runtime, tmp_path: Path) -> None:
