@@ -20,11 +20,10 @@ about 0.5 s of CPU for a hostile 1,000-character query, where the reader's share
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
-from tool_tree.budget import TokenBucket
+from tool_tree.budget import SharedBucket
 
 BURST_SECONDS = 2.0
 RATE = 0.05
@@ -39,17 +38,13 @@ SEARCH_RATE = 0.01
 overdraws it."""
 
 
-class RequestBudget(TokenBucket):
-    """A token bucket of host CPU seconds (`tool_tree.budget.TokenBucket`, whose arithmetic it shares with the
-    budgets of MCP servers' messages). Thread-safe: a channel's reader and a session's searches charge it."""
+class RequestBudget(SharedBucket):
+    """A token bucket of host CPU seconds (`tool_tree.budget.SharedBucket`, whose arithmetic it shares with the
+    budgets of MCP servers' messages), ``burst`` and ``rate`` by default a sandbox's. Thread-safe: a channel's reader
+    and a session's searches charge it. `charge` spends seconds of host CPU and says how long to wait before serving
+    more (0 while within the budget)."""
 
     def __init__(
         self, *, burst: float = BURST_SECONDS, rate: float = RATE, clock: Callable[[], float] = time.monotonic
     ) -> None:
         super().__init__(burst, rate, clock)
-        self._lock = threading.Lock()
-
-    def charge(self, seconds: float) -> float:
-        """Spend ``seconds`` of host CPU; how long to wait before serving more (0 while within the budget)."""
-        with self._lock:
-            return super().charge(seconds)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -180,6 +181,19 @@ class TokenBucket:
         """Spend ``cost``, into debt if need be; the seconds until the debt is paid (0 while within the bucket)."""
         self._tokens = self._refill() - cost
         return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
+
+
+class SharedBucket(TokenBucket):
+    """A `TokenBucket` several threads charge (a sandbox's channel reader and its searches; the checks of one
+    server session's results, each in a worker thread)."""
+
+    def __init__(self, burst: float, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(burst, rate, clock)
+        self._lock = threading.Lock()
+
+    def charge(self, cost: float) -> float:
+        with self._lock:
+            return super().charge(cost)
 
 
 class NotificationBudget(TokenBucket):

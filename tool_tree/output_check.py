@@ -34,7 +34,7 @@ import mcp.types as mt
 import referencing.exceptions
 from jsonschema.protocols import Validator
 
-from tool_tree.budget import TokenBucket
+from tool_tree.budget import SharedBucket
 from tool_tree.schema_check import VALIDATION_CALL_SECONDS, TooCostly, cpu_deadline, short_message, tool_validator
 from tool_tree.text import one_line
 
@@ -57,7 +57,7 @@ class OutputCheck:
             str(t.get("name")): t["outputSchema"] for t in tools if isinstance(t.get("outputSchema"), Mapping)
         }
         self._validators: dict[str, Validator | None] = {}
-        self._budget = TokenBucket(OUTPUT_BURST_SECONDS, OUTPUT_RATE, time.monotonic)
+        self._budget = SharedBucket(OUTPUT_BURST_SECONDS, OUTPUT_RATE)
         self._lock = threading.Lock()
         self._logged: set[str] = set()
 
@@ -80,9 +80,7 @@ class OutputCheck:
         validator = self._validator(name)
         if validator is None:
             return ""
-        with self._lock:
-            spent = self._budget.charge(0.0) > 0
-        if spent:
+        if self._budget.charge(0.0) > 0:
             budget = f"{OUTPUT_BURST_SECONDS:g} s at once, then {OUTPUT_RATE:.0%} of a core"
             self._unchecked(name, f"past the session's budget of host CPU for checking results ({budget})")
             return ""
@@ -98,8 +96,7 @@ class OutputCheck:
             self._validators[name] = None
             return ""
         finally:
-            with self._lock:
-                self._budget.charge(time.thread_time() - started)
+            self._budget.charge(time.thread_time() - started)
         if best is None:
             return ""
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{one_line(str(p), 40)}" for p in best.absolute_path)
