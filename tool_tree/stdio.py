@@ -87,6 +87,7 @@ from tool_tree.budget import (
 )
 from tool_tree.stdio_lines import End, Lines, LineSplitter, Refuse
 from tool_tree.stdio_lines import NotJSONRPC as NotJSONRPC  # connect reports the lines it holds
+from tool_tree.strays import MARK_ENV, end_marked, new_mark
 
 logger = logging.getLogger(__name__)
 
@@ -147,11 +148,12 @@ async def stdio_client(
         raise ValueError(f"the stdio transport reads UTF-8 only, not {server.encoding!r}")
     label = name if name is not None else server.command
     command = await _get_executable_command(server.command)
+    stray_mark = new_mark()
 
     process = await _create_platform_compatible_process(
         command=command,
         args=server.args,
-        env=get_default_environment() | (server.env or {}),
+        env=get_default_environment() | (server.env or {}) | {MARK_ENV: stray_mark},  # its strays are found by it
         errlog=subprocess.PIPE if stderr_sink is not None else errlog,  # type: ignore[arg-type]
         cwd=server.cwd,
     )
@@ -294,6 +296,7 @@ async def stdio_client(
             await anyio.lowlevel.cancel_shielded_checkpoint()  # resync coverage on 3.11 (gh-106749)
         await _stop_server_process(process)
         await _end_group(process)
+        await anyio.to_thread.run_sync(end_marked, stray_mark)  # and those that left it (`setsid`)
         if stderr_sink is not None:  # the last lines of a server that just ended, before anyone asks for them
             with anyio.move_on_after(_STDERR_DRAIN_TIMEOUT):
                 await stderr_done.wait()
@@ -324,7 +327,8 @@ async def _end_group(process: Any) -> None:
     """End what is left of the server's process group once the server is stopped: the SDK kills the group only
     when the server outlives its grace period, so the helpers of a server that exited in time (a child it
     started, a ``sleep 600``) ran on after tooltree ended. SIGTERM, then SIGKILL 2 s later to any left (a group
-    already gone costs nothing). A process that left the group (``setsid``) is out of reach."""
+    already gone costs nothing). A process that left the group (``setsid``) is ended by its mark after this
+    (`tool_tree.strays`)."""
     if sys.platform != "win32":
         with suppress(OSError):
             await terminate_posix_process_tree(process, _GROUP_KILL_TIMEOUT)

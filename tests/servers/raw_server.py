@@ -10,9 +10,10 @@ SPEC keys (all optional):
                arguments were as JSON, "garbage" writes lines that are not JSON-RPC and never answers,
                "half_then_exit" writes half an answer and exits, "answer" answers its ``result`` as the result,
                "big" answers a text of ``chars`` "x"s, "fail" answers a JSON-RPC error of ``code`` and
-               ``message``, "spawn" starts a child that sleeps 600 s in the server's process group and answers
-               its pid, "say" answers its ``text`` as it is (and ``structured`` as structured content), anything else
-               echoes its arguments as JSON text
+               ``message``, "spawn" starts a process that sleeps 600 s and answers its pid: ``how`` "child"
+               (default) in the server's process group, "setsid" in a session of its own, "daemon" double-forked
+               into a session of its own (its parent exits), "say" answers its ``text`` as it is (and
+               ``structured`` as structured content), anything else echoes its arguments as JSON text
     behavior:  "ok" | "exit_at_start" | "garbage" | "hang_on_list" | "crash_on_list" | "loop_cursor"
                | "big_cursor" (a 100,000-character cursor)
     pid_file:  path to write this process's pid to
@@ -33,6 +34,14 @@ import os
 import subprocess
 import sys
 import time
+
+_SLEEP = "import os, sys, time; print(os.getpid(), flush=True); sys.stdout.close(); time.sleep(600)"
+SPAWNED = {
+    "child": _SLEEP,
+    "setsid": _SLEEP,
+    # Forks, leaves the server's session and exits: the daemon's parent is then init (or a subreaper), not the server.
+    "daemon": "import os, sys\nif os.fork(): os._exit(0)\nos.setsid()\nif os.fork(): os._exit(0)\n" + _SLEEP,
+}
 
 
 def send(msg: dict[str, object]) -> None:
@@ -125,10 +134,13 @@ def main() -> None:
                 continue
             if name == "spawn":  # a helper left behind: it outlives the server unless its group is ended
                 child = subprocess.Popen(
-                    [sys.executable, "-c", "import time; time.sleep(600)"],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    [sys.executable, "-c", SPAWNED[args.get("how", "child")]],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                    start_new_session=args.get("how") == "setsid",
                 )  # fmt: skip
-                send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": str(child.pid)}]}})
+                assert child.stdout is not None
+                pid = child.stdout.readline().decode().strip()  # the daemon's, once it is one
+                send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": pid}]}})
                 continue
             if name == "fail":  # a JSON-RPC error, in the server's own words
                 error = {"code": args.get("code", -32000), "message": str(args.get("message", ""))}

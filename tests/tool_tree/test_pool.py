@@ -154,13 +154,15 @@ async def test_a_servers_huge_error_is_quoted_in_part(tmp_path: Path) -> None:
     assert "… (1,998,000 characters more)" in failure.message
 
 
-async def test_a_child_the_server_left_running_is_ended_with_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["child", "setsid", "daemon"])
+async def test_a_process_the_server_left_running_is_ended_with_it(tmp_path: Path, how: str) -> None:
     # Before: the SDK ended the server's process group only when the server outlived its grace period; a server
-    # that exited in time (its stdin closed) left its child running after tooltree ended.
+    # that exited in time (its stdin closed) left its child running after tooltree ended. Then a process that had
+    # left the group (`setsid`, or a daemon's double fork, whose parent is no longer the server) still did.
     async with ServerPool([raw(tmp_path)]) as pool:
         server = int(text(await pool.call("raw", "pid", {})))
-        child = int(text(await pool.call("raw", "spawn", {})))
-        assert alive(child)
+        child = int(text(await pool.call("raw", "spawn", {"how": how})))
+        assert alive(child) and (os.getpgid(child) == os.getpgid(server)) == (how == "child")
     assert not alive(server) and not alive(child)
 
 
