@@ -339,7 +339,7 @@ def ledger(calls: Sequence[ToolCallRecord], omitted: int = 0) -> str:
     if not calls:
         return ""
     total = sum(c.response_bytes for c in calls)
-    head = f"tool calls from the script: {len(calls) + omitted}, {size(total)} of results kept in the sandbox"
+    head = f"tool calls from the script: {len(calls) + omitted}, {size(total)} of results received in the sandbox"
     more = [f"  … {omitted} more call(s) not listed"] if omitted else []
     if len(calls) <= LEDGER_LINES:
         return "\n".join([head, *(f"  {c.line()}" for c in calls), *more])

@@ -394,7 +394,7 @@ def _print_human(
     print(
         f"tooltree: {_script_status(result)} in {result.duration:.2f} s · "
         f"{len(result.tool_calls) + result.tool_calls_omitted} tool call(s) · "
-        f"{size(info['tool_result_bytes'])} of tool results stayed in the sandbox · "
+        f"{size(info['tool_result_bytes'])} of tool results received in the sandbox · "
         f"{size(info['printed_bytes'])} printed · tooltree exit {code}" + (f" because {why}" if why else ""),
         file=sys.stderr,
     )

@@ -143,14 +143,14 @@ def test_the_short_ledger_names_at_most_its_groups_of_tools_and_counts_the_rest(
     calls = [record("get_record")] * 30 + [record(f"made_up_{i}", ok=False) for i in range(500)]
     text = ledger(calls, omitted=7)
     lines = text.splitlines()
-    assert lines[0] == "tool calls from the script: 537, 51.8 KB of results kept in the sandbox"
+    assert lines[0] == "tool calls from the script: 537, 51.8 KB of results received in the sandbox"
     assert lines[1] == "  crm.get_record ×30: all ok (2.9 KB)"  # the tool called most comes first
     assert len(lines) == 1 + LEDGER_GROUPS + 2
     assert lines[-2] == f"  … {500 - LEDGER_GROUPS + 1} more tools, {500 - LEDGER_GROUPS + 1} calls ({481} failed)"
     assert lines[-1] == "  … 7 more call(s) not listed"
     few = ledger([record("get_record")], omitted=2).splitlines()
     assert few == [
-        "tool calls from the script: 3, 100 B of results kept in the sandbox",
+        "tool calls from the script: 3, 100 B of results received in the sandbox",
         "  crm.get_record ok (100 B, 1 ms)",
         "  … 2 more call(s) not listed",
     ]

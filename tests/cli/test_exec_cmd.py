@@ -559,19 +559,19 @@ def _ends(monkeypatch: pytest.MonkeyPatch, result: object, unsaved: str | None =
         (
             {"exit_status": 0, "error": "the Python process exited with status 0"},  # os._exit(0)
             1,
-            "tooltree: script exited 0 in 0.10 s · 0 tool call(s) · 0 B of tool results stayed in the sandbox · 0 B "
+            "tooltree: script exited 0 in 0.10 s · 0 tool call(s) · 0 B of tool results received in the sandbox · 0 B "
             "printed · tooltree exit 1 because the script failed (the Python process exited with status 0)",
         ),
         (
             {"exit_status": -9, "error": "timed out after 2 s", "timed_out": True},
             1,
-            "tooltree: script killed by signal 9 in 0.10 s · 0 tool call(s) · 0 B of tool results stayed in the "
+            "tooltree: script killed by signal 9 in 0.10 s · 0 tool call(s) · 0 B of tool results received in the "
             "sandbox · 0 B printed · tooltree exit 1 because the script timed out after 2 s",
         ),
         (
             {"exit_status": 3, "error": "SystemExit: 3"},
             1,
-            "tooltree: script exited 3 in 0.10 s · 0 tool call(s) · 0 B of tool results stayed in the sandbox · 0 B "
+            "tooltree: script exited 3 in 0.10 s · 0 tool call(s) · 0 B of tool results received in the sandbox · 0 B "
             "printed · tooltree exit 1 because the script failed (SystemExit: 3)",
         ),
     ],
