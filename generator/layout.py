@@ -186,7 +186,9 @@ def server_description(listing: ServerListing) -> str:
         listing.info.get("title"),
     ):
         if isinstance(candidate, str) and (text := _without_headings(candidate)):
-            return first_sentence(text, 140)
+            line = first_sentence(text, 140)
+            if not _ABOUT_ITSELF.search(line):
+                return line
     return ""
 
 
@@ -196,6 +198,11 @@ def _without_headings(text: str) -> str:
 
 
 _HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
+_ABOUT_ITSELF = re.compile(
+    r"^(?:audience|note)\s*:|\b(?:these|this|the following)\s+(?:instructions|document|guide)\b", re.IGNORECASE
+)
+"""A first sentence about the text itself, not the server: server-everything's instructions open with "Audience: These
+instructions are written for an LLM or autonomous agent …", which was its line in INDEX.md."""
 
 
 def _snapshot_bytes(listing: ServerListing) -> bytes:

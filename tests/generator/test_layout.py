@@ -78,9 +78,21 @@ def test_a_rerun_of_many_servers_reuses_every_stub_in_work_linear_in_the_servers
         ),
         ({"instructions": "## Usage\n", "title": "Everything Reference Server"}, "Everything Reference Server"),
         ({"description": "#1 tool for invoices."}, "#1 tool for invoices."),  # not a heading
+        # server-everything 2.0's instructions open with a sentence about themselves, which was its line
+        (
+            {
+                "instructions": "# Everything Server – Server Instructions\n\nAudience: These instructions are "
+                "written for an LLM or autonomous agent integrating with the Everything MCP Server.\nFollow them.",
+                "title": "Everything Reference Server",
+            },
+            "Everything Reference Server",
+        ),
+        ({"instructions": "This guide explains the tools.\n\nMore."}, ""),
+        ({"instructions": "Note: requires a token. Searches the web."}, ""),
+        ({"instructions": "Manages the guide dogs' schedule."}, "Manages the guide dogs' schedule."),
     ],
 )
-def test_a_servers_line_skips_markdown_headings(info: dict[str, Any], line: str) -> None:
+def test_a_servers_line_skips_markdown_headings_and_sentences_about_the_text(info: dict[str, Any], line: str) -> None:
     from generator.layout import server_description
 
     assert server_description(ServerListing(name="s", tools=[], info=info)) == line

@@ -52,6 +52,15 @@ def test_every_tool_of_every_real_server_gets_a_stub(real_tree: Path) -> None:
     assert f'call_tool("everything", "{dashed[0]["tool"]}"' in stub
 
 
+def test_each_servers_line_in_the_index_says_what_it_is_not_what_its_instructions_are(real_tree: Path) -> None:
+    # Before: everything's line was its instructions' first sentence, "Audience: These instructions are written
+    # for an LLM or autonomous agent integrating with the Everything MCP Server".
+    lines = {line.split(" ", 2)[1]: line for line in (real_tree / "servers" / "INDEX.md").read_text().splitlines()
+             if line.startswith("- ")}  # fmt: skip
+    assert "Audience" not in lines["everything"] and "instructions" not in lines["everything"]
+    assert lines["everything"].startswith("- everything (") and "Everything Reference Server" in lines["everything"]
+
+
 def test_every_parameter_has_its_wire_name_unless_python_cannot_bind_it(real_tree: Path) -> None:
     manifest = json.loads((real_tree / "manifest.json").read_text(encoding="utf-8"))
     snapshots = {
