@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -52,10 +53,13 @@ class Runtime:
             runtimes (left open when this one closes).
         sandbox_pool: take the session from these warm sandboxes instead of starting a container.
         session: the session id written into audit lines.
+        on_tools_changed: called with a server's name when one of this runtime's server sessions says its tools
+            changed (`tool_tree.pool.ServerPool`); on the server pool's thread, so it must not block.
 
     Raises:
         TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``), ``tree`` or ``workspace``
-            not a path, ``audit`` neither a path nor an `AuditLog`, ``sandbox_config`` or ``sandbox_pool`` not one.
+            not a path, ``audit`` neither a path nor an `AuditLog`, ``sandbox_config`` or ``sandbox_pool`` not one,
+            ``on_tools_changed`` not callable.
         ValueError: ``workspace`` or ``audit`` is an empty path.
 
     Raises (on enter):
@@ -77,6 +81,7 @@ class Runtime:
         audit: str | Path | AuditLog | None = None,
         sandbox_pool: SandboxPool | None = None,
         session: str = "",
+        on_tools_changed: Callable[[str], None] | None = None,
     ) -> None:
         from sandbox.mcp_bridge import AuditLog
 
@@ -88,6 +93,9 @@ class Runtime:
         from sandbox.session_args import runtime_args
 
         runtime_args(tree, workspace, audit, sandbox_config, sandbox_pool)
+        from tool_tree.pool import checked_listener
+
+        self.on_tools_changed = checked_listener(on_tools_changed)
         self.config = config
         self.tree = Path(tree)
         self.sandbox_config = sandbox_config
@@ -135,7 +143,9 @@ class Runtime:
             wanted = {s.name for s in manifest.servers}
             servers = [s for s in self.config.enabled_servers if s.name in wanted]
             source = self.config.source if self.config.source != "<config>" else None  # parse_config's: no file
-            pool = BackgroundPool(servers, start_jobs=start_jobs(self.config), source=source)
+            pool = BackgroundPool(
+                servers, start_jobs=start_jobs(self.config), source=source, on_tools_changed=self.on_tools_changed
+            )
             own_audit = AuditLog(self.audit_path) if self.audit_path is not None else None
             try:
                 pool.__enter__()

@@ -9,7 +9,7 @@ import asyncio
 import concurrent.futures
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, NoReturn
 
 from tool_tree.config import Config, ServerConfig
@@ -20,6 +20,7 @@ from tool_tree.pool import (
     _check_call,
     _closed_during_call,
     _pool_settings,
+    checked_listener,
 )
 from tool_tree.run_loop import run_to_the_end, wait_handed
 
@@ -29,7 +30,8 @@ class BackgroundPool:
 
     ``with BackgroundPool(servers) as bg:`` then ``bg.call(server, tool, args)`` from any thread,
     or hand ``bg.loop`` and ``bg.pool`` to code that schedules coroutines itself. ``servers``,
-    ``concurrency``, ``start_jobs`` and ``source`` are as for `ServerPool` (checked here). A pool runs once:
+    ``concurrency``, ``start_jobs``, ``source`` and ``on_tools_changed`` are as for `ServerPool` (checked here; the
+    last is called on the pool's thread). A pool runs once:
     ``loop``, ``pool`` and ``call`` work only inside its ``with`` block, in the process that entered it (a
     forked child has no copy of its thread: make a new pool there), and entering it a second time is an
     error (make a new one). On the pool's own loop, ``await bg.pool.call(...)`` rather than ``bg.call``.
@@ -49,8 +51,10 @@ class BackgroundPool:
         concurrency: int = DEFAULT_CONCURRENCY,
         start_jobs: int | None = None,
         source: str | None = None,
+        on_tools_changed: Callable[[str], None] | None = None,
     ) -> None:
         self._servers, self._start_jobs, self._source = _pool_settings(servers, concurrency, start_jobs, source)
+        self._on_tools_changed = checked_listener(on_tools_changed)
         self._concurrency = concurrency
         self._state: Literal["new", "running", "closed"] = "new"
         self._state_lock = threading.Lock()
@@ -97,7 +101,11 @@ class BackgroundPool:
             self._stop = asyncio.Event()
             try:
                 async with ServerPool(
-                    self._servers, concurrency=self._concurrency, start_jobs=self._start_jobs, source=self._source
+                    self._servers,
+                    concurrency=self._concurrency,
+                    start_jobs=self._start_jobs,
+                    source=self._source,
+                    on_tools_changed=self._on_tools_changed,
                 ) as pool:
                     self._pool = pool
                     self._ready.set()

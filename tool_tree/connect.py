@@ -21,7 +21,7 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,9 +92,11 @@ class _RawResult(BaseModel):
 @dataclass
 class Changes:
     """What the server said changed on a session: `tools` counts its ``notifications/tools/list_changed``, as they
-    are read (in the stream's order: one the server sent before a reply is counted before the reply is handed on)."""
+    are read (in the stream's order: one the server sent before a reply is counted before the reply is handed on).
+    ``listener``, when set, is called after each is counted, on the session's event loop: it must not block."""
 
     tools: int = 0
+    listener: Callable[[], None] | None = None
 
 
 @dataclass
@@ -245,6 +247,8 @@ class _Watching(ReadWrapper):
         item = await self._inner.receive()
         if isinstance(item, SessionMessage) and getattr(item.message, "method", None) == TOOLS_CHANGED:
             self._changes.tools += 1
+            if self._changes.listener is not None:
+                self._changes.listener()
         return item
 
 

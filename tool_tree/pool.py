@@ -50,7 +50,7 @@ import functools
 import logging
 import math
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -192,6 +192,17 @@ def _pool_settings(
     return listed, start_jobs if start_jobs is not None else default_start_jobs(), source
 
 
+def checked_listener(on_tools_changed: object) -> Callable[[str], None] | None:
+    """``on_tools_changed`` as given, once it is callable or None.
+
+    Raises:
+        TypeError: it is neither.
+    """
+    if on_tools_changed is not None and not callable(on_tools_changed):
+        raise TypeError(f"on_tools_changed: expected a callable or None, got {type(on_tools_changed).__name__}")
+    return on_tools_changed
+
+
 def _check_call(tool: str, arguments: dict[str, Any], timeout: float | None) -> None:
     """Check a call's arguments before anything waits, so a mistake is reported where it was made.
 
@@ -225,6 +236,9 @@ class ServerPool:
         start_jobs: servers starting at once at most (default: the number of cores).
         source: the config file the servers come from, named when a call runs out of a server's ``timeout``
             (default: a `Config`'s own file).
+        on_tools_changed: called with a server's name when, once its session is open and listed, the server says
+            its tools changed (``notifications/tools/list_changed``); on the pool's event loop, so it must not
+            block. The pool itself goes on with the listing it read (`tooltree serve` regenerates the tree).
 
     A pool runs once: entering it again, inside its block or after, raises `PoolError` (make a new one), and
     leaving it twice does nothing the second time. Its methods are awaited on the event loop that entered it; on
@@ -242,8 +256,10 @@ class ServerPool:
         concurrency: int = DEFAULT_CONCURRENCY,
         start_jobs: int | None = None,
         source: str | None = None,
+        on_tools_changed: Callable[[str], None] | None = None,
     ) -> None:
         listed, jobs, self._source = _pool_settings(servers, concurrency, start_jobs, source)
+        self._on_tools_changed = checked_listener(on_tools_changed)
         self._slots = {s.name: _Slot(s, anyio.CapacityLimiter(s.concurrency or concurrency)) for s in listed}
         self._gate = StartGate(jobs)
         self._tg: TaskGroup | None = None
@@ -331,6 +347,8 @@ class ServerPool:
                         for left in conn.left_out:  # said by generate-tree; a call of one says it too
                             logger.info("%s: left out %s", conn.server.name, left)
                         await conn.client.list_tools()
+                        if (told := self._on_tools_changed) is not None:  # a change before now is in the listing
+                            conn.changes.listener = functools.partial(told, slot.config.name)
                         scope.deadline = math.inf
                         start.release()
                         if not self._closing:  # closing began while this server started: stop now

@@ -7,9 +7,10 @@ server can take longer than a client waits for its handshake (Claude Code gives 
 and 120 servers take ~40 s on two cores), so the client connects at once. Its file and search
 tools see each refreshed file as it is replaced, and a sandbox session started after the refresh
 can call the tools it added; client sessions that start after it get its ``instructions`` (the
-tools offered never change). When serving ends the refresh is cancelled and every server it
-started is closed. ``--regenerate-first`` waits for it instead. When every server fails, nothing
-is written: a tree generated before serving (missing, or ``--regenerate-first``) is not served
+tools offered never change). A server that later says its tools changed, in any client session, has its
+part of the tree regenerated the same way (`tooltree_cli.serve_follow`). When serving ends the refresh is
+cancelled and every server it started is closed. ``--regenerate-first`` waits for it instead. When every
+server fails, nothing is written: a tree generated before serving (missing, or ``--regenerate-first``) is not served
 (exit 3), and a background refresh leaves the served tree as it was. A config that lists no server
 tooltree can start is refused (the refresh would empty the tree). Everything this command prints goes
 to stderr: over stdio, stdout is the MCP channel.
@@ -26,7 +27,7 @@ import os
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from agent.serve.server import ToolServer
     from generator.cancel import Cancel
     from tool_tree.config import Config
+    from tooltree_cli.serve_follow import Follow
 
 EXIT_OK, EXIT_USAGE, EXIT_SERVERS, EXIT_SANDBOX = 0, 2, 3, 4
 TOKEN_ENV = "TOOLTREE_SERVE_TOKEN"  # as agent.serve.http.TOKEN_ENV (not imported: help text only)
@@ -258,14 +260,21 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
         refresh.start(app.reload_tree)
         app.stop_on_close(refresh.stop)  # while the sessions close, under the same signal handling
         app.on_stop_signal.append(refresh.cancel.set)  # before a signal kills the servers it started
+    follow = None if args.no_regenerate else _follow(config, tree, app)
+    if follow is not None:
+        follow.start(after=refresh.thread if refresh is not None else None)
+        app.on_tools_changed.append(follow.changed)
+        app.stop_on_close(follow.stop)
+        app.on_stop_signal.append(follow.cancel.set)
     try:
         return _serve(app, args, sockets)
     except SandboxError as e:
         error(f"the sandbox cannot run: {e}")
         return EXIT_SANDBOX
     finally:
-        if refresh is not None:
-            refresh.stop()  # already stopped, unless the server never opened
+        for stop in (refresh, follow):
+            if stop is not None:
+                stop.stop()  # already stopped, unless the server never opened
 
 
 MAX_WARNINGS = 50
@@ -299,19 +308,12 @@ class Refresh:
         self.thread.start()
 
     def _run(self) -> None:
-        from agent.errors import AgentSetupError
         from generator.cancel import GenerateCancelled
 
         try:
             code, changed = _regenerate(self.config, self.tree, cancel=self.cancel, background=True)
-            if code == EXIT_OK and changed:  # else the tree is as it was, and so are the instructions
-                try:
-                    if self.on_refreshed is not None:
-                        self.on_refreshed()
-                        print("tooltree serve: sessions from now on get the refreshed tree's instructions",
-                              file=sys.stderr, flush=True)  # fmt: skip
-                except AgentSetupError as e:
-                    error(f"the refreshed tree: {e}; new sessions keep the instructions of the tree at start")
+            if code == EXIT_OK and changed and self.on_refreshed is not None:  # else the tree is as it was
+                _serve_refreshed(self.on_refreshed)
         except GenerateCancelled:
             print("tooltree serve: the tree's refresh was stopped; the tree is as it was", file=sys.stderr)
         except Exception as e:  # serving goes on with the tree as it is
@@ -322,13 +324,37 @@ class Refresh:
         self.thread.join()
 
 
+def _serve_refreshed(reload: Callable[[], None], what: str = "the refreshed tree's instructions") -> None:
+    """Have the tree served as it is now (``reload``: `ToolServer.reload_tree`), and say so."""
+    from agent.errors import AgentSetupError
+
+    try:
+        reload()
+    except AgentSetupError as e:
+        error(f"the refreshed tree: {e}; new sessions keep the instructions of the tree at start")
+    else:
+        print(f"tooltree serve: sessions from now on get {what}", file=sys.stderr, flush=True)
+
+
+def _follow(config: Config, tree: Path, app: ToolServer) -> Follow:
+    """Regenerate a server's part of the tree when it says its tools changed (`tooltree_cli.serve_follow`)."""
+    from tooltree_cli.serve_follow import Follow
+
+    def regenerate(servers: Sequence[str], cancel: Cancel) -> None:
+        code, changed = _regenerate(config, tree, cancel=cancel, only=servers)
+        if code == EXIT_OK and changed:
+            _serve_refreshed(app.reload_tree, f"the tools of {', '.join(servers)} as they are now")
+
+    return Follow(regenerate, error)
+
+
 def _regenerate(
-    config: Config, tree: Path, *, cancel: Cancel | None = None, background: bool = False
+    config: Config, tree: Path, *, cancel: Cancel | None = None, background: bool = False, only: Sequence[str] = ()
 ) -> tuple[int, bool]:
-    """Bring the tree up to date from the servers (nothing is written when nothing changed); report each
-    server that failed. The exit code, EXIT_SERVERS when the tree could not be generated or every server
-    failed (the tree, if any, is then left as it was: `generate` writes nothing), else EXIT_OK; and
-    whether any file of the tree was written or deleted."""
+    """Bring the tree up to date from the servers (``only`` those named, when given: the others' stubs are kept;
+    nothing is written when nothing changed); report each server that failed. The exit code, EXIT_SERVERS when
+    the tree could not be generated or every server failed (the tree, if any, is then left as it was: `generate`
+    writes nothing), else EXIT_OK; and whether any file of the tree was written or deleted."""
     from generator.files import UnsafePathError
     from generator.generate import generate
     from sandbox.mcp_bridge import with_stderr
@@ -336,9 +362,13 @@ def _regenerate(
     from tool_tree.tree import Manifest, TreeError
     from tooltree_cli.progress import shown_error  # the server wrote the error: one line, cleaned, cut
 
-    count = len(config.enabled_servers)
+    count = len(only) or len(config.enabled_servers)
     existed = _usable(tree)
-    if background:
+    if only:
+        said = f"{only[0]} says its tools" if len(only) == 1 else f"{', '.join(only)} say their tools"
+        print(f"tooltree serve: {said} changed; regenerating {'its' if len(only) == 1 else 'their'} part of {tree} "
+              "…", file=sys.stderr, flush=True)  # fmt: skip
+    elif background:
         print(f"tooltree serve: serving {tree} as it is; refreshing it from {count} server(s) meanwhile …",
               file=sys.stderr)  # fmt: skip
     elif existed:
@@ -346,7 +376,7 @@ def _regenerate(
     else:
         print(f"tooltree serve: generating {tree} from {count} server(s) …", file=sys.stderr)
     try:
-        result = generate(config, tree, cancel=cancel)
+        result = generate(config, tree, cancel=cancel, only=only)
     except (TreeError, UnsafePathError, SearchError) as e:
         error(f"could not generate {tree}: {e}")
         return EXIT_SERVERS, False
@@ -359,7 +389,7 @@ def _regenerate(
         failed = f"tooltree serve: {s.name} failed to list its tools ({shown_error(s.error)}); {kept}"
         print(with_stderr(failed, terminal_text(s.stderr_tail)), file=sys.stderr)  # escape sequences go whole
     if result.failed and len(result.failed) == len(result.servers):  # `generate` wrote nothing
-        if background:
+        if background or only:
             print(f"tooltree serve: {tree} is not up to date: every server failed (see above); it is served as it "
                   "was", file=sys.stderr, flush=True)  # fmt: skip
         elif existed:
@@ -385,7 +415,7 @@ def _regenerate(
               f"({names}; see above): {made}", file=sys.stderr, flush=True)  # fmt: skip
     elif not existed:
         print(f"tooltree serve: generated {tree} ({made})", file=sys.stderr, flush=True)
-    elif background or changed:
+    elif background or changed or only:
         print(f"tooltree serve: {tree} is up to date ({changes})", file=sys.stderr, flush=True)
     return EXIT_OK, changed
 

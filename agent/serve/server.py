@@ -130,6 +130,10 @@ class ToolServer:
         """Called at the first SIGTERM, SIGINT or SIGHUP, before the upstream servers are signalled (`StopSignals`'
         ``first``): `tooltree serve` cancels its background refresh there, which would otherwise report the servers
         it started, killed by the signal, as failed, and could write a tree from what was left."""
+        self.on_tools_changed: list[Callable[[str], None]] = []
+        """Called with a server's name when it says, in any client session, that its tools changed (on that
+        session's server pool thread: it must not block). `tooltree serve` regenerates the server's part of the
+        tree there (`tooltree_cli.serve_follow`)."""
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -191,7 +195,12 @@ class ToolServer:
             audit=self._audit,
             sandbox_pool=self.sandbox_pool,
             session=key,
+            on_tools_changed=self._tools_changed,
         )
+
+    def _tools_changed(self, server: str) -> None:
+        for hook in self.on_tools_changed:
+            hook(server)
 
     # ---- the MCP server -------------------------------------------------------------------------
 

@@ -1,0 +1,97 @@
+"""`tooltree_cli.serve_follow.Follow`: notices coalesced, each server regenerated at most once per interval, stop."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+from generator.cancel import Cancel, GenerateCancelled
+from tooltree_cli.serve_follow import Follow
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.runs: list[tuple[list[str], float]] = []
+        self.reports: list[str] = []
+
+    def regenerate(self, servers: Sequence[str], cancel: Cancel) -> None:
+        self.runs.append((list(servers), time.monotonic()))
+
+
+def test_notices_that_come_together_make_one_regeneration_of_the_servers_named() -> None:
+    rec = Recorder()
+    follow = Follow(rec.regenerate, rec.reports.append, settle=0.2, min_interval=60)
+    follow.start()
+    try:
+        for server in ("b", "a", "b", "a", "b"):  # every session's copy of the server says so
+            follow.changed(server)
+        assert follow.wait_for(1, 10)
+        assert not follow.wait_for(2, 0.5)  # nothing more was due
+    finally:
+        follow.stop()
+    assert [servers for servers, _ in rec.runs] == [["a", "b"]]
+
+
+def test_a_server_is_regenerated_at_most_once_per_interval_others_are_not_held_back() -> None:
+    rec = Recorder()
+    follow = Follow(rec.regenerate, rec.reports.append, settle=0.01, min_interval=1.0)
+    follow.start()
+    try:
+        follow.changed("loop")
+        assert follow.wait_for(1, 10)
+        first = rec.runs[0][1]
+        for _ in range(100):  # a server that says so in a loop
+            follow.changed("loop")
+        follow.changed("other")
+        assert follow.wait_for(2, 10)
+        assert rec.runs[1][0] == ["other"] and rec.runs[1][1] - first < 0.9
+        assert follow.wait_for(3, 10)
+        assert rec.runs[2][0] == ["loop"] and rec.runs[2][1] - first >= 1.0
+        assert not follow.wait_for(4, 0.3)
+    finally:
+        follow.stop()
+
+
+def test_a_failed_regeneration_is_reported_and_following_goes_on() -> None:
+    reports: list[str] = []
+    calls: list[list[str]] = []
+
+    def regenerate(servers: Sequence[str], cancel: Cancel) -> None:
+        calls.append(list(servers))
+        if len(calls) == 1:
+            raise OSError("No space left on device")
+
+    follow = Follow(regenerate, reports.append, settle=0.01, min_interval=0.01)
+    follow.start()
+    try:
+        follow.changed("crm")
+        assert follow.wait_for(1, 10)
+        follow.changed("crm")
+        assert follow.wait_for(2, 10)
+    finally:
+        follow.stop()
+    assert reports == ["regenerating crm failed: OSError: No space left on device"] and calls == [["crm"], ["crm"]]
+
+
+def test_the_first_regeneration_waits_for_the_refresh_serve_started_with_and_stop_cancels_one_running() -> None:
+    refresh_may_end, running = threading.Event(), threading.Event()
+    refresh = threading.Thread(target=refresh_may_end.wait)
+    refresh.start()
+
+    def regenerate(servers: Sequence[str], cancel: Cancel) -> None:
+        stopped = threading.Event()
+        if cancel.on_set(stopped.set) is not None:
+            running.set()
+            assert stopped.wait(10)
+        raise GenerateCancelled
+
+    follow = Follow(regenerate, print, settle=0.01, min_interval=0.01)
+    follow.start(after=refresh)
+    follow.changed("crm")
+    assert not running.wait(0.3)  # the refresh still runs
+    refresh_may_end.set()
+    refresh.join()
+    assert running.wait(10)
+    follow.stop()  # returns: the regeneration was cancelled
+    assert follow.regenerations == 0

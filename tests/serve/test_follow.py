@@ -1,0 +1,62 @@
+"""`tooltree serve` follows a server that says its tools changed: it regenerates that server's part of the tree.
+
+Before, a tool a server added while serve ran stayed out of the tree (no stub, not found by search, not callable)
+until serve was restarted.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.serve.raw_stdio import RawStdio
+from tests.support import TEST_OWNER
+from tooltree_cli.main import main
+
+pytestmark = pytest.mark.docker
+
+GROWING = Path(__file__).resolve().parents[1] / "servers" / "growing_server.py"
+
+
+def _call(raw: RawStdio, request_id: int, name: str, arguments: dict[str, object]) -> dict[str, object]:
+    raw.send({"id": request_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+    result = raw.wait_for(lambda m: m.get("id") == request_id, f"the result of {name}")["result"]
+    assert isinstance(result, dict)
+    return result
+
+
+def test_a_tool_the_server_adds_while_serving_gets_a_stub_is_found_and_runs(
+    docker_engine: object, tmp_path: Path
+) -> None:
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(
+        f"servers:\n  growing:\n    command: {json.dumps(sys.executable)}\n"
+        f"    args: [{json.dumps(str(GROWING))}, {json.dumps(str(tmp_path / 'added.json'))}]\n",
+        encoding="utf-8",
+    )
+    tree = tmp_path / "tree"
+    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
+    argv = [sys.executable, "-m", "tooltree_cli.main", "serve", "--config", str(config), "--tree", str(tree),
+            "--warm", "0", "--passthrough", "growing.add_tool"]  # fmt: skip
+    raw = RawStdio(argv, {"TOOLTREE_SANDBOX_OWNER": TEST_OWNER, "PATH": "/usr/local/bin:/usr/bin:/bin"})
+    try:
+        raw.wait_for_stderr(f"{tree} is up to date")  # the refresh serve starts with (the first regeneration waits)
+        raw.initialize()
+        added = _call(raw, 2, "growing__add_tool", {"name": "fresh"})
+        assert added["content"] == [{"type": "text", "text": "added fresh"}]
+        raw.wait_for_stderr(f"tooltree serve: growing says its tools changed; regenerating its part of {tree} …")
+        raw.wait_for_stderr("tooltree serve: sessions from now on get the tools of growing as they are now")
+        assert (tree / "servers" / "growing" / "fresh.py").is_file()
+        found = json.dumps(_call(raw, 3, "search_tools", {"query": "fresh", "detail": "name"}))
+        assert "growing.fresh" in found
+        # This client session had no sandbox yet: it now runs on the regenerated tree.
+        ran = _call(raw, 4, "execute_python", {"code": "from servers.growing import fresh\nprint(fresh())"})
+        assert ran.get("isError") is not True and "fresh ran" in json.dumps(ran), ran
+        assert raw.close_stdin() == 0
+    finally:
+        raw.close()
+    log = "".join(raw.stderr)
+    assert log.count("says its tools changed") == 1, log

@@ -1,0 +1,50 @@
+"""A server pool tells its owner when a server says its tools changed after its session was listed."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tool_tree.config import ServerConfig
+from tool_tree.pool import BackgroundPool, ServerPool
+
+SERVERS = Path(__file__).resolve().parents[1] / "servers"
+
+
+def growing(tmp_path: Path) -> ServerConfig:
+    return ServerConfig(name="growing", command=sys.executable, args=(str(SERVERS / "growing_server.py"),
+                        str(tmp_path / "added.json")))  # fmt: skip
+
+
+def test_a_server_that_says_its_tools_changed_is_named_to_the_pools_owner(tmp_path: Path) -> None:
+    told: list[str] = []
+    heard = threading.Event()
+
+    def changed(server: str) -> None:
+        told.append(server)
+        heard.set()
+
+    with BackgroundPool([growing(tmp_path)], on_tools_changed=changed) as pool:
+        assert pool.call("growing", "add_tool", {"name": "fresh"})["content"][0]["text"] == "added fresh"
+        assert heard.wait(10)  # said before the answer; read in the stream's order
+    assert told == ["growing"]
+
+
+@pytest.mark.anyio
+async def test_a_change_said_while_the_pool_lists_the_server_is_in_its_listing_and_not_told(tmp_path: Path) -> None:
+    # changing_server says its tools changed during each of its first two listings: the pool's own two.
+    changing = ServerConfig(name="changing", command=sys.executable, args=(str(SERVERS / "changing_server.py"), "2"))
+    told: list[str] = []
+    async with ServerPool([changing], on_tools_changed=told.append) as pool:
+        await pool.start("changing")
+        await pool.call("changing", "tool_v2", {})  # a round trip: a notice sent before its answer was read
+    assert told == []
+
+
+def test_on_tools_changed_must_be_callable(tmp_path: Path) -> None:
+    for make in (ServerPool, BackgroundPool):
+        with pytest.raises(TypeError, match="on_tools_changed: expected a callable or None, got str"):
+            make([growing(tmp_path)], on_tools_changed="print")  # type: ignore[arg-type]

@@ -1,0 +1,132 @@
+"""`Follow`: `tooltree serve` regenerates a server's part of the tree when the server says its tools changed.
+
+A client session's server pool hears a server's ``notifications/tools/list_changed`` (one sent after its session
+was listed; `tool_tree.pool.ServerPool`'s ``on_tools_changed``) and tells `Follow.changed` the server's name, from
+the pool's thread. A worker thread then regenerates that server's part of the tree (`generate` with ``only``: its
+stubs, the index files, the manifest and the search index; the other servers' stubs are kept) and has the served
+tree read again (`agent.serve.server.ToolServer.reload_tree`). Client sessions that start after it get the new
+tree; those already running see it in ``search_tools`` and ``read_file``, while their scripts keep the tree their
+sandbox started with (they are told so, and to reconnect for the new one). The tools serve offers never change.
+
+Before, a server that added a tool while serve ran was followed by nothing: the tree kept its old stubs until serve
+was restarted.
+
+Bounded against a server that says so in a loop: notifications that come together (each session's copy of the
+server says it) make one regeneration, a server is regenerated at most once per ``min_interval`` seconds, and one
+regeneration runs at a time, never during the refresh that serve starts with (``after``).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from generator.cancel import Cancel
+
+SETTLE_SECONDS = 1.0
+"""How long a notification waits for others (the same server's, in other sessions) before its regeneration."""
+MIN_INTERVAL_SECONDS = 30.0
+"""The least time between two regenerations of one server: each starts the server once more."""
+
+
+class Follow:
+    """Regenerations of the servers that said their tools changed, on a thread of their own.
+
+    Args:
+        regenerate: regenerates the named servers' part of the tree (and has it served); stopped through the
+            `Cancel` it is given. What it raises is reported through ``report`` and following goes on.
+        report: says a line to the user (stderr).
+        settle, min_interval: see `SETTLE_SECONDS` and `MIN_INTERVAL_SECONDS`.
+    """
+
+    def __init__(
+        self,
+        regenerate: Callable[[Sequence[str], Cancel], None],
+        report: Callable[[str], None],
+        *,
+        settle: float = SETTLE_SECONDS,
+        min_interval: float = MIN_INTERVAL_SECONDS,
+    ) -> None:
+        from generator.cancel import Cancel
+
+        self._regenerate, self._report = regenerate, report
+        self.settle, self.min_interval = settle, min_interval
+        self.cancel = Cancel()
+        self._told: dict[str, float] = {}  # a server that said so and is not regenerated yet: when it first said so
+        self._last: dict[str, float] = {}  # when each server's last regeneration ended
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._after: threading.Thread | None = None
+        self._thread = threading.Thread(target=self._run, name="tooltree-follow", daemon=True)
+        self.regenerations = 0
+        """How many regenerations ran (each of one or more servers)."""
+
+    def start(self, *, after: threading.Thread | None = None) -> None:
+        """Start following; the first regeneration waits for ``after`` (the refresh serve starts with) to end."""
+        self._after = after
+        self._thread.start()
+
+    def changed(self, server: str) -> None:
+        """``server`` said its tools changed (from any thread; never blocks for long)."""
+        with self._cond:
+            if not self._stopped:
+                self._told.setdefault(server, time.monotonic())
+                self._cond.notify()
+
+    def stop(self) -> None:
+        """Stop following: a regeneration running is cancelled (nothing of it is written) and waited for."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        self.cancel.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _due(self, now: float) -> tuple[list[str], float | None]:
+        """The servers to regenerate now, and how long until the next one is due (None: none is waiting)."""
+        due, wait = [], math.inf
+        for name, told in self._told.items():
+            at = max(told + self.settle, self._last.get(name, -math.inf) + self.min_interval)
+            if at <= now:
+                due.append(name)
+            else:
+                wait = min(wait, at - now)
+        return sorted(due), (None if wait == math.inf else wait)
+
+    def _run(self) -> None:
+        from generator.cancel import GenerateCancelled
+
+        if self._after is not None:
+            self._after.join()
+        while True:
+            with self._cond:
+                while True:
+                    if self._stopped:
+                        return
+                    due, wait = self._due(time.monotonic())
+                    if due:
+                        break
+                    self._cond.wait(wait)
+                for name in due:
+                    del self._told[name]
+            try:
+                self._regenerate(due, self.cancel)
+            except GenerateCancelled:
+                return
+            except Exception as e:  # serving goes on with the tree as it is
+                self._report(f"regenerating {', '.join(due)} failed: {type(e).__name__}: {e}")
+            with self._cond:
+                self.regenerations += 1
+                ended = time.monotonic()
+                for name in due:
+                    self._last[name] = ended
+                self._cond.notify_all()
+
+    def wait_for(self, regenerations: int, timeout: float) -> bool:
+        """Wait until ``regenerations`` regenerations have run; whether they had within ``timeout`` seconds."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.regenerations >= regenerations, timeout)
