@@ -33,7 +33,8 @@ the model cannot fix it. A `SandboxError` leaves with the run's summary so far, 
 
 A ``batch_tool`` block counts each invocation it ran as a tool call (``RunSummary.tool_calls``, the ``tools_refused``
 record's ``ran``) and each failed one as an error (``tool_errors``): before, a batch of nine was one call and, its
-invocations failing inside it, no error.
+invocations failing inside it, no error. Its `agent.events.ToolFinished` carries the same two counts, for the live
+view's ``[2 of 5 failed]`` (before: ``[ok]``, the batch itself being no error).
 
 The transcript records each call (input, seconds, bytes that reached the model, what was left out)
 and one ``tools_refused`` record for the blocks that did not run; a result itself is recorded once,
@@ -255,7 +256,8 @@ def _recorded(
         sandbox_bytes=kept,
     )
     calls = len(outcome.script_calls)
-    emit(ToolFinished(turn, name, outcome.note, outcome.is_error, seconds, calls, kept, model_bytes))
+    emit(ToolFinished(turn, name, outcome.note, outcome.is_error, seconds, calls, kept, model_bytes,
+                      outcome.invocations, outcome.failed))  # fmt: skip
     return result
 
 

@@ -24,7 +24,13 @@ class ModelReplied:
 
 @dataclass(frozen=True)
 class ToolFinished:
-    """One ``tool_use`` handled by the loop."""
+    """One ``tool_use`` handled by the loop.
+
+    A ``batch_tool`` call has its ``invocations`` and how many of them ``failed``, as the run summary counts them
+    (`agent.summary.RunSummary`: ``tool_calls``, ``tool_errors``); the batch itself is no error when some of its
+    invocations failed. Before, the event had ``is_error`` alone, and the live view said ``[ok]`` for a batch of five
+    of which two failed.
+    """
 
     turn: int
     name: str
@@ -34,6 +40,10 @@ class ToolFinished:
     script_calls: int
     sandbox_bytes: int
     model_bytes: int
+    invocations: int | None = None
+    """A ``batch_tool`` call's invocations that ran; None for any other call."""
+    failed: int = 0
+    """Of a batch's ``invocations``, those that failed."""
 
 
 @dataclass(frozen=True)

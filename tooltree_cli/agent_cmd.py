@@ -142,10 +142,6 @@ def _prefilter_seconds(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent import AgentSetupError
-    from sandbox.errors import SandboxError
-    from tool_tree.config import ConfigError
-
     if not args.dry_run and not os.environ.get(API_KEY_ENV):
         error(f"{API_KEY_ENV} is not set; export your Anthropic API key to run the agent")
         return EXIT_USAGE
@@ -160,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     if args.compare is not None and (args.mode or not modes or len(set(modes)) != len(modes)):
         error("--compare takes distinct modes (e.g. code,direct) and replaces --mode")
         return EXIT_USAGE
-    from agent.defaults import BATCH_MODES, MODES
+    from agent.defaults import MODES
 
     if args.compare is not None and (unknown := [m for m in modes if m not in MODES]):
         error(f"--compare: unknown mode {unknown[0]!r}; use some of {', '.join(MODES)}")
@@ -182,6 +178,22 @@ def run(args: argparse.Namespace) -> int:
                 error(problem)
                 return EXIT_USAGE
     try:
+        with sigterm_stops_like_ctrl_c():  # from the config on: the agents are made, then run
+            return _set_up_and_run(args, task, modes)
+    except Terminated:
+        print("tooltree: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
+
+
+def _set_up_and_run(args: argparse.Namespace, task: str, modes: list[str | None]) -> int:
+    """Read the config, make an agent per mode (each setting checked before any request), then run them
+    (`_run_all`), or print their first requests (``--dry-run``)."""
+    from agent import AgentSetupError
+    from agent.defaults import BATCH_MODES
+    from sandbox.errors import SandboxError
+    from tool_tree.config import ConfigError
+
+    try:
         config = load_optional_config(args.config)
         if config is None and not args.dry_run:
             error("no tooltree.yaml here; pass --config PATH")
@@ -192,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
             config = Config(servers=())
         _check_config_state(config)
         try:
-            agents = [_agent(args, config, mode, len(modes) > 1) for mode in modes]
+            agents = _agents(args, config, modes)
         except AgentSetupError as e:  # a pinned tool of the config: its file, line and key
             raise located(e, config, given=("agent.pinned",) if args.pin else ()) from None
     except (ConfigError, AgentSetupError, SandboxError, OSError) as e:
@@ -210,12 +222,26 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_first_requests(agents, task, as_json=args.json)
         return EXIT_OK
-    try:
-        with sigterm_stops_like_ctrl_c():
-            return _run_all(agents, task, args)
-    except Terminated:
-        print("tooltree: terminated", file=sys.stderr)
-        return EXIT_TERMINATED
+    return _run_all(agents, task, args)
+
+
+def _agents(args: argparse.Namespace, config: Config, modes: list[str | None]) -> list[Agent]:
+    """An agent per mode. Ctrl-C while one is made (the tree's tools read, the pre-filter's catalog built) stops its
+    run before it began: said as `_run_all` says it (`_print_stopped`), then the interrupt goes on.
+
+    Raises:
+        AgentSetupError: see `_agent`.
+    """
+    agents: list[Agent] = []
+    for mode in modes:
+        try:
+            agents.append(_agent(args, config, mode, len(modes) > 1))
+        except KeyboardInterrupt:
+            stopped = _no_request(*_mode_and_model(args, config, mode), "interrupted")
+            if not args.dry_run:  # a dry run runs nothing: it has no run to print
+                _print_stopped([], stopped, args, several=len(modes) > 1)
+            raise
+    return agents
 
 
 def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
@@ -227,7 +253,9 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
     tokens with it), the others still run, and the exit status is `EXIT_SANDBOX`. A mode that runs scripts has its
     sandbox checked before its first request (`_sandbox_problem`). Ctrl-C prints what ran (the interrupted run's
     summary, its stop reason ``interrupted``) before the interrupt goes on (`tooltree_cli.main`: ``tooltree:
-    interrupted``, 130).
+    interrupted``, 130); a run it stopped before its first request (its sandbox being checked, its client or its
+    pre-filter's state being set up) is one with no turns and no tokens. Before, that stop printed nothing: under
+    ``--json``, no JSON to read.
     """
     from agent import AgentSetupError, ModelAPIError
     from agent.errors import failed_run, interrupted_result
@@ -236,9 +264,14 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
 
     several = len(agents) > 1
     runs: list[tuple[RunResult, Failure | None]] = []
+    current: Agent | None = None  # the agent whose sandbox is being checked, or whose run is under way
     try:
-        unstartable = {a.mode: problem for a in agents if (problem := _sandbox_problem(a)) is not None}
+        unstartable: dict[str, Exception] = {}
+        for current in agents:
+            if (problem := _sandbox_problem(current)) is not None:
+                unstartable[current.mode] = problem
         for agent in agents:
+            current = agent
             if several and not args.quiet:
                 print(f"== {agent.mode}", file=sys.stderr, flush=True)
             failure = None
@@ -259,16 +292,17 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
             except (SandboxError, PoolError) as e:
                 failure = Failure("sandbox", f"the sandbox failed: {e}")
                 error(terminal_text(f"{agent.mode}: {failure.message}" if several else failure.message))
-                ran = agent.mode not in unstartable  # Agent.run started, and wrote its transcript
-                result = failed_run(e, transcript=agent.transcript) or _not_run(agent, ran)
-            _ran(result, args.quiet, agent.max_tokens)
+                written = agent.transcript if agent.mode not in unstartable else None  # Agent.run started and wrote it
+                so_far = failed_run(e, transcript=agent.transcript)
+                result = so_far or _no_request(agent.mode, agent.model, "sandbox_error", written)
             runs.append((result, failure))
+            current = None
+            _ran(result, args.quiet, agent.max_tokens)
     except KeyboardInterrupt as e:  # what ran, then the interrupt goes on (`tooltree: interrupted`, 130)
-        if (stopped := interrupted_result(e)) is not None:
-            _ran(stopped, args.quiet, None)
-            runs.append((stopped, None))
-        if runs:
-            print_runs(runs, as_json=args.json, several=several)
+        stopped = interrupted_result(e)
+        if stopped is None and current is not None:  # before `Agent.run` sent anything, or began
+            stopped = _no_request(current.mode, current.model, "interrupted")
+        _print_stopped(runs, stopped, args, several=several)
         raise
     print_runs(runs, as_json=args.json, several=several)
     if broken := [r.summary.mode for r, f in runs if f is not None and f.kind == "sandbox"]:
@@ -299,14 +333,26 @@ def _sandbox_problem(agent: Agent) -> Exception | None:
     return None
 
 
-def _not_run(agent: Agent, ran: bool) -> RunResult:
-    """The run of ``agent`` that its sandbox or servers stopped before any request: no turns, no tokens, its stop
-    reason ``sandbox_error``; its transcript when `Agent.run` started (and wrote it)."""
+def _no_request(mode: str, model: str, stop_reason: str, transcript: Path | None = None) -> RunResult:
+    """A run that ended before its first request: no turns, no tokens. Its ``stop_reason``: ``sandbox_error`` (its
+    sandbox or servers could not start) or ``interrupted`` (Ctrl-C); its ``transcript`` when `Agent.run` wrote one."""
     from agent import RunResult
     from agent.summary import RunSummary
 
-    summary = RunSummary(mode=agent.mode, model=agent.model, stop_reason="sandbox_error")
-    return RunResult("", "sandbox_error", summary, [], agent.transcript if ran else None)
+    summary = RunSummary(mode=mode, model=model, stop_reason=stop_reason)
+    return RunResult("", stop_reason, summary, [], transcript)
+
+
+def _print_stopped(
+    runs: list[tuple[RunResult, Failure | None]], stopped: RunResult | None, args: argparse.Namespace, *, several: bool
+) -> None:
+    """Ctrl-C: the summary line of the run it ``stopped`` (None: it came between runs), then what ``runs`` ran and
+    that run on stdout (`print_runs`: under ``--json`` one record, or ``{"runs": [...]}``)."""
+    if stopped is not None:
+        _ran(stopped, args.quiet, None)
+        runs = [*runs, (stopped, None)]
+    if runs:
+        print_runs(runs, as_json=args.json, several=several)
 
 
 def _ran(result: RunResult, quiet: bool, max_tokens: int | None) -> None:
@@ -397,12 +443,11 @@ def _transcript(transcript: str, mode: str | None, several: bool) -> str:
 def _agent(args: argparse.Namespace, config: Config, mode: str | None, several: bool) -> Agent:
     """Raises: AgentSetupError: see `Agent`; or --prefilter in a mode of the config that has none."""
     from agent import Agent, AgentSetupError
-    from agent.defaults import agent_settings
 
     transcript = _transcript(args.transcript, mode, several) if args.transcript else None
     # The mode this agent runs in: left out, the config's. Before, a --prefilter went only to an agent given
     # --mode, so `tooltree agent TASK --prefilter local` ran code mode with no pre-filter at all.
-    effective = mode or str(agent_settings(config).get("mode", "code"))
+    effective, _ = _mode_and_model(args, config, mode)
     if args.prefilter not in (None, "off") and effective in ("direct", "tool-search") and not several:
         raise AgentSetupError(f"--prefilter works in code and filtered modes, not in {effective}")
     options = _prefilter_options(args, config)
@@ -423,6 +468,15 @@ def _agent(args: argparse.Namespace, config: Config, mode: str | None, several: 
         prefilter_options=_compared(options, mode) if several else options,
         batch=False if args.no_batch else None,
     )
+
+
+def _mode_and_model(args: argparse.Namespace, config: Config, mode: str | None) -> tuple[str, str]:
+    """The mode an agent made for ``mode`` runs in (left out: the config's) and its model, as `Agent` takes them."""
+    from agent.defaults import DEFAULT_MODEL, agent_settings
+
+    settings = agent_settings(config)
+    model = args.model if args.model is not None else str(settings.get("model", DEFAULT_MODEL))
+    return mode or str(settings.get("mode", "code")), model
 
 
 def _compared(options: PrefilterOptions, mode: str | None) -> PrefilterOptions:

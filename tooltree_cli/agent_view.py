@@ -20,7 +20,9 @@ characters and cut (`tooltree_cli.output.terminal_label`, `terminal_text`) befor
   "deferred", "system_tokens", "tools_tokens", "first_request_tokens"}, ...]}``.
 
 Ctrl-C prints the shape of what ran (the interrupted run's ``stop_reason`` ``interrupted``) before the interrupt
-goes on. Before, a mode whose sandbox failed was a fifth shape, ``{"mode", "error"}``, without its tokens.
+goes on, also when it came before the run's first request (its agent being made, its sandbox checked): that run with
+no turns and no tokens (before: nothing, so a caller of ``--json`` had nothing to read). Before, a mode whose
+sandbox failed was a fifth shape, ``{"mode", "error"}``, without its tokens.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from tooltree_cli.output import print_json, table, terminal_label, terminal_text
 
 if TYPE_CHECKING:
     from agent import Agent, ModelAPIError, RunResult
-    from agent.events import Event
+    from agent.events import Event, ToolFinished
 
 LABEL_CHARS = 80
 """The most characters of a tool name or a stop reason the live view prints."""
@@ -83,7 +85,8 @@ def run_json(result: RunResult | None) -> dict[str, object]:
 
 def live_view(event: Event) -> None:
     """One line per model reply and per tool call, on stderr; what the model, a server or the API wrote
-    in it is cleaned and cut (`terminal_label`)."""
+    in it is cleaned and cut (`terminal_label`). A call's status is ``[ok]`` or ``[error]``; a ``batch_tool`` call
+    some of whose invocations failed says how many (`tool_status`)."""
     from agent.events import ModelReplied, ToolFinished
 
     if isinstance(event, ModelReplied):
@@ -97,7 +100,7 @@ def live_view(event: Event) -> None:
             flush=True,
         )
     elif isinstance(event, ToolFinished):
-        status = "error" if event.is_error else "ok"
+        status = tool_status(event)
         name, note = terminal_label(event.name, LABEL_CHARS), terminal_label(event.note, NOTE_CHARS)
         note = f" {note}" if note else ""
         print(
@@ -105,6 +108,15 @@ def live_view(event: Event) -> None:
             file=sys.stderr,
             flush=True,
         )
+
+
+def tool_status(event: ToolFinished) -> str:
+    """The live view's status of one tool call: ``2 of 5 failed`` for a ``batch_tool`` call two of whose five
+    invocations failed (as the summary counts them: each invocation a tool call, each failed one an error), else
+    ``error`` or ``ok``. Before: ``ok`` for such a batch, the batch itself being no error."""
+    if event.invocations is not None and event.failed:
+        return f"{event.failed:,} of {event.invocations:,} failed"
+    return "error" if event.is_error else "ok"
 
 
 def print_first_requests(agents: list[Agent], task: str, *, as_json: bool) -> None:

@@ -1,0 +1,73 @@
+"""The live view of `tooltree agent` (`tooltree_cli.agent_view.live_view`) and the `ToolFinished` events it prints: a
+``batch_tool`` call says how many of its invocations failed, as ``--json`` and the summary line count them. The real
+CLI (``main``) and the real ``anthropic`` SDK against the fake API, the sample servers over stdio."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from agent import Agent, ToolFinished
+from agent.events import Event
+from agent.testing import FakeMessagesAPI, reply, tool_use
+from tests.agent.conftest import Project
+from tooltree_cli.main import main
+
+GET = {"object_type": "opportunity", "record_id": "0065e000009Q3PR"}
+GOOD = {"name": "crm__get_record", "arguments": GET}
+BAD = {"name": "crm__nope", "arguments": {}}
+FIVE_TWO_FAILED = [GOOD, BAD, GOOD, {"name": "media__nope", "arguments": {}}, GOOD]
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessagesAPI]:
+    with FakeMessagesAPI() as fake:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        yield fake
+
+
+def tool_lines(err: str) -> list[str]:
+    """The live view's lines of tool calls in ``err``."""
+    return [line for line in err.splitlines() if line.startswith("  ")]
+
+
+@pytest.mark.parametrize("mode", ["direct", "tool-search", "filtered"])
+def test_a_batch_with_failed_invocations_says_how_many_failed_as_the_json_and_summary_count(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
+    # Before: "  batch_tool 5 call(s), 2 failed [ok] · ...": the batch itself is no error, so the view said ok.
+    five = tool_use("batch_tool", {"invocations": FIVE_TWO_FAILED})
+    one = tool_use("batch_tool", {"invocations": [GOOD]})
+    api.add(reply(five, one, tool_use("crm__nope"), tool_use("crm__get_record", GET)), reply("Negotiation."))
+    argv = ["agent", "Read the Northwind deal", "--config", str(project.config_path), "--tree", str(project.tree),
+            "--mode", mode, "--json"]  # fmt: skip
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert [line.split(" · ")[0] for line in tool_lines(err)] == [
+        "  batch_tool 5 call(s), 2 failed [2 of 5 failed]",
+        "  batch_tool 1 call(s), 0 failed [ok]",  # a batch none of whose invocations failed, single calls: as before
+        "  crm__nope unknown tool 'crm__nope' [error]",
+        "  crm__get_record [ok]",
+    ]
+    summary = json.loads(out)
+    assert (summary["tool_calls"], summary["tool_errors"], summary["batches"]) == (8, 3, 2)
+    assert "· 8 tool call(s) (3 failed; 2 batch_tool call(s)), 0 from scripts" in err
+
+
+def test_the_tool_finished_event_of_a_batch_carries_its_invocations_and_failed_ones(
+    project: Project, api: FakeMessagesAPI
+) -> None:
+    # Before: the event had is_error (False for the batch) and no counts.
+    api.add(reply(tool_use("batch_tool", {"invocations": FIVE_TWO_FAILED}), tool_use("crm__get_record", GET)),
+            reply("Negotiation."))  # fmt: skip
+    events: list[Event] = []
+    agent = Agent(project.config, tree=project.tree, mode="direct", on_event=events.append)
+    result = agent.run("Read the Northwind deal")
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert [(e.name, e.is_error, e.invocations, e.failed) for e in finished] == [
+        ("batch_tool", False, 5, 2), ("crm__get_record", False, None, 0)
+    ]  # fmt: skip
+    assert (result.summary.tool_calls, result.summary.tool_errors) == (6, 2)
