@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agent.errors import AgentError
-from sandbox._supervisor.limits import MAX_LIST_ENTRIES
 from sandbox.results import clean_text
 from tool_tree.text import size
 
@@ -38,10 +37,10 @@ of a read's `MAX_CHARS`, so one long line leaves room for the lines around it. B
 characters and the note sent the model to the next line, so the rest of it could not be read."""
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_ENTRIES = 500
-LIST_LIMIT = MAX_LIST_ENTRIES
-"""Workspace entries asked of the sandbox for one listing: as many as one answer carries, more than the workspace's
-tmpfs holds files (`sandbox.workspace.TMPFS_INODES`), so the count shown is the folder's; the sandbox keeps only
-the first ones in the order shown, however big the folder."""
+LIST_LIMIT = MAX_ENTRIES + 1
+"""Workspace entries asked of the sandbox for one listing: the `MAX_ENTRIES` shown, and one for the workspace's own
+``servers`` link, which the root's listing replaces by the tree. The sandbox counts the folder's entries itself
+(`sandbox.Sandbox.list_folder`). Before: 32,768 were asked for, to count them, about 2 MB from a big folder."""
 _BLOCK = 1 << 16
 """Bytes whose newlines are counted at once when skipping to a line."""
 _HIDDEN = {"__pycache__"}
@@ -54,7 +53,9 @@ class FileAccessError(AgentError):
 class WorkspaceFiles(Protocol):
     """What `FileView` needs of a sandbox session (`sandbox.Sandbox` has both methods)."""
 
-    def list_files(self, path: str = "", *, limit: int = 1000) -> list[dict[str, Any]]: ...
+    def list_folder(self, path: str = "", *, limit: int = 1000) -> tuple[list[dict[str, Any]], int]:
+        """The first ``limit`` entries of a folder, folders first, then by name, and how many it holds in all."""
+        ...
 
     def read_file(self, path: str, *, max_bytes: int = 1 << 20) -> bytes: ...
 
@@ -179,14 +180,24 @@ class FileView:
             raise FileAccessError(f"{_display(parts)}: this run has no workspace; only servers/ can be read")
         return self._workspace()
 
-    def _list_workspace(self, parts: tuple[str, ...]) -> list[tuple[str, bool, int]]:
+    def _list_workspace(self, parts: tuple[str, ...]) -> tuple[list[tuple[str, bool, int]], int]:
+        """The first `LIST_LIMIT` entries of a workspace folder and how many it holds (the root's ``servers`` link
+        is the tree's, left out of both)."""
         from sandbox.errors import SessionError
 
         try:
-            entries = self._session(parts).list_files("/".join(parts), limit=LIST_LIMIT)
+            entries, total = self._session(parts).list_folder("/".join(parts), limit=LIST_LIMIT)
         except SessionError as e:
             raise FileAccessError(f"{_display(parts)}: {e}") from None
-        return [(str(e["name"]), e.get("type") == "dir", int(e.get("size", 0))) for e in entries]
+        listed = [(str(e["name"]), e.get("type") == "dir", int(e.get("size", 0))) for e in entries]
+        if parts:
+            return listed, total
+        own = [e for e in listed if e[0] != TREE_DIR]
+        # Not among those listed, ``servers`` may still be among the others: the sandbox links it there (and again
+        # when a script removed it, at its next restart), so it is counted out unless the listing shows it cannot
+        # be there (all of the folder was listed, or ``servers`` would sort before the last one listed).
+        beyond = total > len(listed) and (not listed or (not listed[-1][1], listed[-1][0]) < (True, TREE_DIR))
+        return own, total - (1 if len(own) < len(listed) or beyond else 0)
 
     def _read_workspace(self, parts: tuple[str, ...]) -> bytes:
         from sandbox.errors import SessionError
@@ -212,20 +223,22 @@ class FileView:
         parts = normalize(path)
         if parts and parts[0] == TREE_DIR:
             entries = self._list_tree(parts)
+            total = len(entries)
+        elif parts or self._workspace is not None:
+            entries, total = self._list_workspace(parts)
         else:
-            entries = self._list_workspace(parts) if (parts or self._workspace is not None) else []
-            if not parts:
-                entries = [e for e in entries if e[0] != TREE_DIR] + [(TREE_DIR, True, 0)]
+            entries, total = [], 0
+        if not parts:
+            entries, total = [*entries, (TREE_DIR, True, 0)], total + 1
         entries.sort(key=lambda e: (not e[1], e[0]))
         lines = [
             f"{shown_name(name)}/" if is_dir else f"{shown_name(name)}  ({size(n)})"
             for name, is_dir, n in entries[:MAX_ENTRIES]
         ]
-        if len(entries) > MAX_ENTRIES:
-            some = "more than " if len(entries) >= LIST_LIMIT and not (parts and parts[0] == TREE_DIR) else ""
+        if total > MAX_ENTRIES:
             folder = "/".join((WORKSPACE, *parts))
             lines.append(
-                f"[... the first {MAX_ENTRIES} of {some}{len(entries):,} entries (folders first, then by name); "
+                f"[... the first {MAX_ENTRIES} of {total:,} entries (folders first, then by name); "
                 f"list a subfolder, or list them from a script in execute_python, such as "
                 f"sorted(os.listdir({folder!r}))]"
             )

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from sandbox.image import build_image, image_name
     from sandbox.pool import SandboxPool
     from sandbox.results import ExecutionResult, ShownImage, ToolCallRecord
-    from sandbox.session import Sandbox
+    from sandbox.session import Listing, Sandbox
 
 _EXPORTS = {
     "Connection": "sandbox.backend",
@@ -73,6 +73,7 @@ _EXPORTS = {
     "ExecutionResult": "sandbox.results",
     "ShownImage": "sandbox.results",
     "ToolCallRecord": "sandbox.results",
+    "Listing": "sandbox.session",
     "Sandbox": "sandbox.session",
 }
 
@@ -85,6 +86,7 @@ __all__ = [
     "ExecutionResult",
     "HardeningError",
     "ImageError",
+    "Listing",
     "ProtocolError",
     "Sandbox",
     "SandboxBackend",

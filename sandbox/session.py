@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 from sandbox._supervisor.limits import MAX_LIST_ENTRIES
 from sandbox.backend import SandboxBackend
@@ -89,6 +89,15 @@ def open_channel(backend: SandboxBackend, session_id: str) -> SupervisorChannel:
             connection.kill()
         raise
     return channel
+
+
+class Listing(NamedTuple):
+    """What `Sandbox.list_folder` gives: ``entries, total = sandbox.list_folder(path, limit=500)``."""
+
+    entries: list[dict[str, Any]]
+    """The first entries, folders first, then by name: ``{"name", "type", "size"}`` each."""
+    total: int
+    """How many entries the folder holds in all (at least ``len(entries)``)."""
 
 
 class _Turn:
@@ -524,7 +533,21 @@ class Sandbox:
 
     def list_files(self, path: str = "", *, limit: int = 1000) -> list[dict[str, Any]]:
         """Entries of a workspace directory: ``{"name", "type", "size"}``, at most ``limit`` (and at most
-        `MAX_LIST_ENTRIES`, 32,768, so the answer fits a frame's value budget).
+        `MAX_LIST_ENTRIES`, 32,768, so the answer fits a frame's value budget): the first ones, folders first, then
+        by name. `list_folder` says how many the directory holds in all.
+
+        Raises:
+            TypeError, ValueError: ``path`` is not a str, or ``limit`` not a whole number of at least 1.
+            SessionError: not a directory, or the session is unusable.
+        """
+        return self.list_folder(path, limit=limit).entries
+
+    def list_folder(self, path: str = "", *, limit: int = 1000) -> Listing:
+        """The first ``limit`` entries of a workspace directory, as `list_files` gives them, and how many it holds in
+        all: a folder of any size is counted in one answer of at most ``limit`` entries.
+
+        Before: only `list_files`, without the count, so a caller that showed 500 entries and the count asked for
+        32,768 entries (about 2 MB from a big folder) to count them.
 
         Raises:
             TypeError, ValueError: ``path`` is not a str, or ``limit`` not a whole number of at least 1.
@@ -541,7 +564,10 @@ class Sandbox:
         for e in entries[:limit] if isinstance(entries, list) else []:
             if isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("size"), int):
                 out.append({"name": e["name"][:NAME_CHARS], "type": str(e.get("type"))[:10], "size": e["size"]})
-        return out
+        total = raw.get("total")  # the sandbox's word, like the entries: never fewer than those it sent
+        if isinstance(total, bool) or not isinstance(total, int) or total < len(out):
+            total = len(out)
+        return Listing(out, total)
 
     def save_workspace_if_changed(self) -> bool:
         """`save_workspace` into the session's workspace folder, when anything in the workspace was made, written,

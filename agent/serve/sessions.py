@@ -222,15 +222,19 @@ class ClientSession:
     def _execute(self, toolset: CodeToolset, arguments: Mapping[str, Any], run: _Execution) -> ToolOutcome:
         """``execute_python`` in its own thread: the sandbox is started first, so that a cancel that
         arrives while it starts is applied before the script would be handed over."""
+        from agent.toolsets.code import unknown_arguments
         from sandbox.errors import SandboxError
         from tool_tree.pool import PoolError
 
         code = arguments.get("code")
-        if isinstance(code, str) and code.strip():  # bad arguments are the toolset's to refuse
-            try:
-                self.opened().sandbox.start()  # a no-op once started
-            except (SandboxError, PoolError) as e:
-                return error(f"execute_python failed: the sandbox or the servers could not start: {e}")
+        if unknown_arguments("execute_python", arguments) is not None or not (isinstance(code, str) and code.strip()):
+            # The toolset's refusal, before a sandbox starts or a script is counted (before: an unknown argument
+            # beside good code started the sandbox first).
+            return self.call(toolset, "execute_python", arguments)
+        try:
+            self.opened().sandbox.start()  # a no-op once started
+        except (SandboxError, PoolError) as e:
+            return error(f"execute_python failed: the sandbox or the servers could not start: {e}")
         with self._state:
             if run.cancelled:
                 return error("execute_python was cancelled before its script started; nothing ran")

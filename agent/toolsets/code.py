@@ -17,7 +17,7 @@ from agent.files import FileAccessError, FileView
 from agent.prompts import render
 from agent.toolsets.base import INTERRUPTED_OUTCOME, NOTE_CHARS, ToolOutcome, Toolset, error, note_text, with_note
 from tool_tree.search import SearchError, SearchHit, render_hits, search_tools
-from tool_tree.text import one_line, size
+from tool_tree.text import one_line, shown, size
 from tool_tree.tree import INDEX_FILE, ToolEntry
 
 if TYPE_CHECKING:
@@ -73,7 +73,16 @@ TOOLS: list[dict[str, Any]] = [
         "input_schema": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
     },
 ]
-"""The four tools, as the agent offers them: its system prompt says how to use them."""
+"""The four tools, as the agent offers them: its system prompt says how to use them. `unknown_arguments` refuses a
+call with an argument its schema does not name (before: ignored, so ``execute_python {"code": ..., "timeout": 600}``
+ran with the usual time limit, the model none the wiser). The schemas do not say ``additionalProperties: false``:
+30 tokens in every request, for what the refusal already says when it matters."""
+ARGUMENTS: dict[str, tuple[str, ...]] = {t["name"]: tuple(t["input_schema"]["properties"]) for t in TOOLS}
+"""Each tool's arguments, in the order of its schema."""
+SEARCH_SIGNATURE = "search_tools(query: str, detail: 'name'|'summary'|'full', limit: int, regex: bool)"
+"""How search_tools is called, said when its query is missing."""
+UNKNOWN_SHOWN = 5
+"""The most unknown arguments one refusal names (a model may send dozens)."""
 
 HOW_TO_RUN = (
     " The tools are functions: `from servers.<server> import <tool>`, called with keyword arguments (find them "
@@ -100,12 +109,59 @@ def stub_hit(tool: ToolEntry) -> SearchHit:
     return SearchHit(tool.server, tool.tool, tool.function, tool.path.split("/")[1], tool.path, 0.0, tool.summary)
 
 
+def unknown_arguments(name: str, arguments: Mapping[str, Any]) -> str | None:
+    """Why a call of one of the four tools is refused before anything runs: the arguments its schema does not name,
+    and the ones it has (``execute_python has no argument 'timeout'; its arguments are: code``). None when every
+    argument is known, or ``name`` is not one of the four (the caller says so)."""
+    known = ARGUMENTS.get(name)
+    if known is None:
+        return None
+    unknown = [key for key in arguments if key not in known]
+    if not unknown:
+        return None
+    named = ", ".join(shown(key) for key in unknown[:UNKNOWN_SHOWN])
+    if len(unknown) > UNKNOWN_SHOWN:
+        named += f" and {len(unknown) - UNKNOWN_SHOWN} more"
+    what = "argument" if len(unknown) == 1 else "arguments"
+    nothing_ran = "; the script was not run" if name == "execute_python" else ""
+    return f"{name} has no {what} {named}; its arguments are: {', '.join(known)}{nothing_ran}"
+
+
+def _got(value: object) -> str:
+    """What a required argument was, for its error: ``; none was given`` (left out or null), or ``, got int 5``."""
+    return "; none was given" if value is None else f", got {type(value).__name__} {shown(value)}"
+
+
 def _int(arguments: Mapping[str, Any], key: str, default: int) -> int:
-    value = arguments.get(key, default)
+    """The integer ``key`` (``default`` when left out or null). Raises: ValueError: it is not an integer."""
+    value = arguments.get(key)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{key} must be an integer, got {value!r}")
+        raise ValueError(f"{key} must be an integer, got {type(value).__name__} {shown(value)}")
+    return value
+
+
+def _str(arguments: Mapping[str, Any], key: str, default: str) -> str:
+    """The string ``key`` (``default`` when left out or null). Raises: ValueError: it is not a string.
+
+    Before: ``list_files`` read a false value of any type (``0``, ``false``, ``[]``) as no path, and listed
+    ``/workspace``."""
+    value = arguments.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a string, got {type(value).__name__} {shown(value)}")
+    return value
+
+
+def _bool(arguments: Mapping[str, Any], key: str, default: bool) -> bool:
+    """The boolean ``key`` (``default`` when left out or null). Raises: ValueError: it is not true or false."""
+    value = arguments.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ValueError(f"{key} must be true or false, got {type(value).__name__} {shown(value)}")
     return value
 
 
@@ -208,32 +264,34 @@ class CodeToolset(Toolset):
         return with_note(self._call(name, arguments, runtime), runtime.take_sandbox_note())
 
     def _call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
+        if name not in ARGUMENTS:
+            return error(f"unknown tool {shown(name)}; the tools are {', '.join(ARGUMENTS)}")
+        if (refused := unknown_arguments(name, arguments)) is not None:
+            return error(refused)
         files = FileView(self.tree, workspace=lambda: runtime.sandbox)
         try:
             if name == "list_files":
-                path = arguments.get("path") or ""
-                if not isinstance(path, str):
-                    return error("path must be a string")
-                text = files.list_files(path)
-                return ToolOutcome([{"type": "text", "text": text}], note=note_text(path or "/workspace"))
+                folder = _str(arguments, "path", "")
+                text = files.list_files(folder)
+                return ToolOutcome([{"type": "text", "text": text}], note=note_text(folder or "/workspace"))
             if name == "read_file":
                 path = arguments.get("path")
                 if not isinstance(path, str):
-                    return error("read_file needs a path (a string)")
+                    return error(f"read_file needs a path (a string){_got(path)}")
                 text = files.read_file(path, _int(arguments, "offset", 1), _int(arguments, "limit", 2000))
                 return ToolOutcome([{"type": "text", "text": text}], note=note_text(path))
             if name == "search_tools":
                 return self._search(arguments)
-            if name == "execute_python":
-                return self._execute(arguments, runtime)
+            return self._execute(arguments, runtime)
         except (FileAccessError, ValueError) as e:
             return error(str(e))
-        return error(f"unknown tool {name!r}; the tools are list_files, read_file, search_tools, execute_python")
 
     def _search(self, arguments: Mapping[str, Any]) -> ToolOutcome:
-        query, detail, regex = arguments.get("query"), arguments.get("detail", "summary"), arguments.get("regex", False)
-        if not isinstance(query, str) or not isinstance(detail, str) or not isinstance(regex, bool):
-            return error("search_tools(query: str, detail: 'name'|'summary'|'full', limit: int, regex: bool)")
+        """Raises: ValueError: an argument of the wrong type."""
+        query = arguments.get("query")
+        if not isinstance(query, str):
+            return error(f"{SEARCH_SIGNATURE} needs a query (a string){_got(query)}")
+        detail, regex = _str(arguments, "detail", "summary"), _bool(arguments, "regex", False)
         try:
             text = search_tools(self.tree, query, detail=detail, limit=_int(arguments, "limit", 5), regex=regex)
         except SearchError as e:
@@ -245,7 +303,8 @@ class CodeToolset(Toolset):
 
         code = arguments.get("code")
         if not isinstance(code, str) or not code.strip():
-            return error("execute_python needs code (a string)")
+            got = ", got blank text" if isinstance(code, str) else _got(code)
+            return error(f"execute_python needs code (a string of Python){got}")
         try:
             sandbox = runtime.sandbox
         except SessionError as e:  # it did not start

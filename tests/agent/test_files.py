@@ -8,25 +8,28 @@ from typing import Any
 
 import pytest
 
-from agent.files import MAX_CHARS, MAX_ENTRIES, MAX_LINE_CHARS, FileAccessError, FileView, normalize
+from agent.files import MAX_CHARS, MAX_ENTRIES, MAX_LINE_CHARS, TREE_DIR, FileAccessError, FileView, normalize
+from sandbox._supervisor.files import FileOpError, Workspace
 from sandbox.errors import SessionError
 
 
 class FolderWorkspace:
     """A workspace over a host folder, with the session's contract (a stand-in for `Sandbox`, whose
-    own reads are tested in tests/sandbox; here only FileView's routing and formatting are under test)."""
+    own reads are tested in tests/sandbox; here only FileView's routing and formatting are under test).
+    Its listings are the sandbox's own (`sandbox._supervisor.files.Workspace.listdir`, run on the folder)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.calls: list[str] = []
+        self.limits: list[int] = []
 
-    def list_files(self, path: str = "", *, limit: int = 1000) -> list[dict[str, Any]]:
+    def list_folder(self, path: str = "", *, limit: int = 1000) -> tuple[list[dict[str, Any]], int]:
         self.calls.append(path)
-        folder = self.root / path
-        return [
-            {"name": p.name, "type": "dir" if p.is_dir() else "file", "size": p.stat().st_size}
-            for p in sorted(folder.iterdir())
-        ][:limit]
+        self.limits.append(limit)
+        try:
+            return Workspace(str(self.root)).listdir(path, limit)
+        except FileOpError as e:
+            raise SessionError(f"workspace.list failed in the sandbox: {e}") from None
 
     def read_file(self, path: str, *, max_bytes: int = 1 << 20) -> bytes:
         self.calls.append(path)
@@ -217,6 +220,40 @@ def test_a_big_folder_lists_its_first_entries_folders_first_and_says_how_many_an
         "script in execute_python, such as sorted(os.listdir('/workspace/d'))]"
     )
     assert "search_tools" not in lines[-1]
+
+
+def test_a_big_folder_is_counted_by_the_workspace_and_only_the_entries_shown_are_asked_for(
+    tree: Path, workspace: FolderWorkspace
+) -> None:
+    # Before: 32,768 entries were asked for, only to count them (about 2 MB from a big folder).
+    folder = workspace.root / "d"
+    folder.mkdir()
+    for i in range(3000):
+        (folder / f"f{i}.txt").write_text("q", encoding="utf-8")
+    lines = FileView(tree, workspace=lambda: workspace).list_files("d").splitlines()
+    assert len(lines) == MAX_ENTRIES + 1 and lines[-1].startswith("[... the first 500 of 3,000 entries")
+    assert workspace.limits == [MAX_ENTRIES + 1]
+
+
+@pytest.mark.parametrize("prefix", ["a", "z"])
+@pytest.mark.parametrize("linked", [True, False])
+def test_a_big_root_lists_the_tree_once_and_counts_it_once(
+    tree: Path, workspace: FolderWorkspace, prefix: str, linked: bool
+) -> None:
+    # The sandbox links ``servers`` to the tree in the workspace: listed as the tree, and counted once, whether the
+    # link sorts among the entries asked for (z0.., after it) or not (a0.., before it), and when it is not there.
+    if linked:
+        (workspace.root / TREE_DIR).symlink_to(tree / TREE_DIR)
+    for i in range(700):
+        (workspace.root / f"{prefix}{i}").write_text("q", encoding="utf-8")
+    lines = FileView(tree, workspace=lambda: workspace).list_files("").splitlines()
+    files = sorted([(f"{prefix}{i}", 1) for i in range(700)] + [("notes.txt", 71)])
+    assert lines[:-1] == ["servers/", "skills/", *(f"{n}  ({size} B)" for n, size in files)][:MAX_ENTRIES]
+    said = 703  # servers, skills, notes.txt and the 700
+    if prefix == "a" and not linked:  # not listed, and might be among the rest: taken as there (the sandbox links it)
+        said -= 1
+    assert lines[-1].startswith(f"[... the first 500 of {said:,} entries"), lines[-1]
+    assert workspace.limits == [MAX_ENTRIES + 1]
 
 
 def run_the_note(note: str, workspace: Path) -> str:
