@@ -299,9 +299,9 @@ class Agent:
                         if summary.turns and len(messages) > sent and messages[-1].get("role") == "user":
                             log.write("tool_results", turn=summary.turns, results=messages[-1]["content"])
                         break
-                    summary.turns += 1
-                    turn = summary.turns
+                    turn = summary.turns + 1
                     unanswered += self._prefilter(messages, turn, summary, log)
+                    summary.turns = turn  # a request goes out (before: counted first, a Ctrl-C in the pre-filter too)
                     params = self.request(messages)
                     tools_print, system_print = fingerprint(params["tools"]), fingerprint(params["system"])
                     summary.cache_invalidations += prints is not None and prints != (tools_print, system_print)

@@ -39,3 +39,17 @@ def test_ctrl_c_goes_on_as_a_keyboard_interrupt_that_carries_the_run_so_far(
     assert [m["role"] for m in result.messages] == ["user", "assistant", "user"]
     assert result.messages[-1]["content"][0]["type"] == "tool_result"
     assert interrupted_result(KeyboardInterrupt()) is None  # an interrupt from elsewhere carries no run
+
+
+def test_ctrl_c_while_the_prefilter_decides_is_no_turn(project: Project, live: Runtime) -> None:
+    # Before: 1 turn, though no request had gone to the Messages API (what `RunSummary.turns` counts).
+    from agent.prefilter import ClaudeFilter
+
+    with FakeMessagesAPI([interrupting()]) as judge_api, FakeMessagesAPI([reply("never")]) as api:
+        agent = Agent(project.config, tree=project.tree, mode="filtered", client=api.client(max_retries=0),
+                      runtime=live, prefilter=ClaudeFilter(judge_api.client(max_retries=0)))  # fmt: skip
+        with pytest.raises(KeyboardInterrupt) as caught:
+            agent.run("read the onboarding document")
+        assert len(judge_api.requests) == 1 and api.requests == []
+    result = interrupted_result(caught.value)
+    assert result is not None and result.stop_reason == "interrupted" and result.summary.turns == 0
