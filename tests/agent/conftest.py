@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.testing import FakeMessagesAPI
 from sandbox.host import Runtime
 from tests.support import TEST_OWNER, sample_config_yaml
 from tool_tree.config import Config, load_config
@@ -51,3 +52,12 @@ def sandboxed(project: Project, docker_engine: object) -> Iterator[Runtime]:
     settings = SandboxConfig(owner=TEST_OWNER, timeout=20.0)
     with Runtime(project.config, project.tree, sandbox_config=settings) as runtime:
         yield runtime
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessagesAPI]:
+    """A fake Messages API that `tooltree agent` (the CLI, reading the environment) talks to."""
+    with FakeMessagesAPI() as fake:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        yield fake

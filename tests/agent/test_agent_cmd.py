@@ -7,7 +7,6 @@ import io
 import json
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,14 +18,6 @@ from agent.transcript import Transcript
 from tests.agent.conftest import Project
 from tooltree_cli.agent_cmd import MAX_TASK_BYTES
 from tooltree_cli.main import main
-
-
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as fake:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-        yield fake
 
 
 def argv(project: Project, *extra: str) -> list[str]:

@@ -5,7 +5,6 @@ tool says. The real CLI (``main``) and the real ``anthropic`` SDK against the fa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +21,6 @@ GET = {"object_type": "opportunity", "record_id": "0065e000009Q3PR"}
 TOO_LONG = ApiError(400, "prompt is too long: 250000 tokens > 200000 maximum", type="invalid_request_error")
 SHARE = 7
 """The index of the "of direct" column in a row of the comparison split on white space."""
-
-
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as fake:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-        yield fake
 
 
 def base(project: Project, config: Path | None = None) -> list[str]:

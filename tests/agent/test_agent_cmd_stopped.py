@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,14 +33,6 @@ CLI = (
     "import signal, sys\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
     "from tooltree_cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
 )
-
-
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as fake:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-        yield fake
 
 
 def ctrl_c_while_waiting_for_the_second_reply(api: FakeMessagesAPI, argv: list[str]) -> tuple[int, str, str]:

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -29,14 +28,6 @@ from tooltree_cli.main import main
 
 TASK = "Read the Northwind deal"
 WAIT = 60.0
-
-
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as fake:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-        yield fake
 
 
 class SilentEngine:

@@ -5,7 +5,6 @@ CLI (``main``) and the real ``anthropic`` SDK against the fake API, the sample s
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,14 +18,6 @@ GET = {"object_type": "opportunity", "record_id": "0065e000009Q3PR"}
 GOOD = {"name": "crm__get_record", "arguments": GET}
 BAD = {"name": "crm__nope", "arguments": {}}
 FIVE_TWO_FAILED = [GOOD, BAD, GOOD, {"name": "media__nope", "arguments": {}}, GOOD]
-
-
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as fake:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-        yield fake
 
 
 def tool_lines(err: str) -> list[str]:
