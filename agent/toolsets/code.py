@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent.content import execution_blocks
 from agent.files import FileAccessError, FileView
@@ -132,36 +132,25 @@ def _got(value: object) -> str:
     return "; none was given" if value is None else f", got {type(value).__name__} {shown(value)}"
 
 
-def _int(arguments: Mapping[str, Any], key: str, default: int) -> int:
-    """The integer ``key`` (``default`` when left out or null). Raises: ValueError: it is not an integer."""
+T = TypeVar("T", int, str, bool)
+_KINDS = {int: "an integer", str: "a string", bool: "true or false"}
+
+
+def _arg(arguments: Mapping[str, Any], key: str, default: T) -> T:
+    """The argument ``key``, of the type of ``default`` (``default`` when left out or null).
+
+    Before: a wrong type went through unnamed, or, for ``list_files``, a false value of any type (``0``, ``false``,
+    ``[]``) was read as no path, and ``/workspace`` listed.
+
+    Raises:
+        ValueError: it is of another type (``True`` is no integer), named with what it was.
+    """
     value = arguments.get(key)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{key} must be an integer, got {type(value).__name__} {shown(value)}")
-    return value
-
-
-def _str(arguments: Mapping[str, Any], key: str, default: str) -> str:
-    """The string ``key`` (``default`` when left out or null). Raises: ValueError: it is not a string.
-
-    Before: ``list_files`` read a false value of any type (``0``, ``false``, ``[]``) as no path, and listed
-    ``/workspace``."""
-    value = arguments.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, str):
-        raise ValueError(f"{key} must be a string, got {type(value).__name__} {shown(value)}")
-    return value
-
-
-def _bool(arguments: Mapping[str, Any], key: str, default: bool) -> bool:
-    """The boolean ``key`` (``default`` when left out or null). Raises: ValueError: it is not true or false."""
-    value = arguments.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ValueError(f"{key} must be true or false, got {type(value).__name__} {shown(value)}")
+    kind = type(default)
+    if isinstance(value, bool) is not (kind is bool) or not isinstance(value, kind):
+        raise ValueError(f"{key} must be {_KINDS[kind]}, got {type(value).__name__} {shown(value)}")
     return value
 
 
@@ -271,14 +260,14 @@ class CodeToolset(Toolset):
         files = FileView(self.tree, workspace=lambda: runtime.sandbox)
         try:
             if name == "list_files":
-                folder = _str(arguments, "path", "")
+                folder = _arg(arguments, "path", "")
                 text = files.list_files(folder)
                 return ToolOutcome([{"type": "text", "text": text}], note=note_text(folder or "/workspace"))
             if name == "read_file":
                 path = arguments.get("path")
                 if not isinstance(path, str):
                     return error(f"read_file needs a path (a string){_got(path)}")
-                text = files.read_file(path, _int(arguments, "offset", 1), _int(arguments, "limit", 2000))
+                text = files.read_file(path, _arg(arguments, "offset", 1), _arg(arguments, "limit", 2000))
                 return ToolOutcome([{"type": "text", "text": text}], note=note_text(path))
             if name == "search_tools":
                 return self._search(arguments)
@@ -291,9 +280,9 @@ class CodeToolset(Toolset):
         query = arguments.get("query")
         if not isinstance(query, str):
             return error(f"{SEARCH_SIGNATURE} needs a query (a string){_got(query)}")
-        detail, regex = _str(arguments, "detail", "summary"), _bool(arguments, "regex", False)
+        detail, regex = _arg(arguments, "detail", "summary"), _arg(arguments, "regex", False)
         try:
-            text = search_tools(self.tree, query, detail=detail, limit=_int(arguments, "limit", 5), regex=regex)
+            text = search_tools(self.tree, query, detail=detail, limit=_arg(arguments, "limit", 5), regex=regex)
         except SearchError as e:
             return error(str(e))
         return ToolOutcome([{"type": "text", "text": text}], note=note_text(repr(query[: 2 * NOTE_CHARS])))
