@@ -8,8 +8,9 @@ disconnects (stdio: stdin closes; HTTP: ``DELETE``), when it has been idle for
 ``gone_grace`` seconds (Claude Code exits without a ``DELETE``; its stream's close is the one sign it left),
 or when the server stops; ending it stops its container and upstream
 servers and saves the workspace (one save at a time, so two sessions of one workspace never
-write it at once); the workspace is saved after each script that changed it too. A client that calls again
-after its session ended gets a new one, and its first result says so.
+write it at once); the workspace is saved after each script that changed it too, also after a save that failed
+(`ClientSession._save_workspace`). A client that calls again after its session ended gets a new one, and its first
+result says so.
 
 Runtimes are synchronous (threads); everything here runs them in worker threads so the MCP
 event loop never blocks. Each client session has worker threads of its own (`CALL_THREADS` for its
@@ -33,6 +34,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -42,6 +44,7 @@ from agent.toolsets.base import ToolOutcome, error, with_note
 
 if TYPE_CHECKING:
     from agent.toolsets.code import CodeToolset
+    from sandbox import Sandbox
     from sandbox.host import Runtime
 
 logger = logging.getLogger(__name__)
@@ -85,6 +88,19 @@ class SessionLimitError(Exception):
     """``max_sessions`` client sessions are open already."""
 
 
+@dataclass
+class _FailedSave:
+    """The last save after a script, when it failed."""
+
+    sandbox: Sandbox
+    """Whose save it was (a sandbox that replaced it, after a crash, saves afresh)."""
+    reason: str
+    retry: bool
+    """The folder was left as it was and nothing beside it: the next script tries again. A merge that failed
+    midway keeps the rest of its copy beside the folder, and so would each later try: only the session's end
+    tries again."""
+
+
 class _Execution:
     """One ``execute_python`` of a session, from before its sandbox is up until its script has ended."""
 
@@ -108,7 +124,7 @@ class ClientSession:
         self.key = key
         self.runtime = runtime
         self._saves = saves or threading.Lock()  # the registry's: one workspace save at a time
-        self._save_failed = False  # a save after a script failed: the next is the one at the end
+        self._failed_save: _FailedSave | None = None
         self.last_used = time.monotonic()
         self.busy = 0
         self.gone_since: float | None = None
@@ -249,24 +265,50 @@ class ClientSession:
     def _save_workspace(self, outcome: ToolOutcome) -> ToolOutcome:
         """After a script: the workspace saved into its host folder if the script changed it, so that what it wrote
         is there at once (before: only when the session ended, after the client left); what the save had to say
-        (a file both sides changed, kept beside; a save that failed) follows the script's output."""
+        (a file both sides changed, kept beside; a save that failed; one that works again) follows the output.
+
+        After a failed save each script tries again, and the first that succeeds says so (before: none did, and the
+        result promised a save at the session's end, which the client may kill midway: a momentary file over the
+        cap lost all the later work, without a word). A failure is told in full when its reason is new, else in a
+        line. A merge that failed midway is the exception (`_FailedSave.retry`)."""
         from sandbox.errors import SandboxError
 
         sandbox = self.runtime.running_sandbox
-        if sandbox is None or sandbox.workspace is None or self._save_failed:
+        if sandbox is None or sandbox.workspace is None:
+            return outcome
+        failed = self._failed_save if self._failed_save is not None and self._failed_save.sandbox is sandbox else None
+        if failed is not None and not failed.retry:
             return outcome
         said = len(sandbox.workspace_notes)
         try:
             with self._saves:
                 sandbox.save_workspace_if_changed()
-        except SandboxError as e:  # tried again only at the end (before: after each script, each failed merge
-            self._save_failed = True  # leaving one more whole copy of the workspace beside the folder)
-            notes = [f"{e}; it is saved again when the session ends, not after each script"]
+        except SandboxError as e:
+            notes = [self._save_failed(sandbox, str(e), failed)]
         else:
+            self._failed_save = None
             notes = sandbox.workspace_notes[said:]
+            if failed is not None:
+                logger.warning("session %s: the workspace is saved into %s again", self.key[:16], sandbox.workspace)
+                notes[:0] = [f"saved into {sandbox.workspace}: the save works again, the folder holds what the "
+                             "scripts wrote"]  # fmt: skip
         if notes:
             outcome.content.append({"type": "text", "text": "\n".join(f"[workspace: {n}]" for n in notes)})
         return outcome
+
+    def _save_failed(self, sandbox: Sandbox, reason: str, before: _FailedSave | None) -> str:
+        """Keep a failed save after a script (``before``: the one before it, if that failed too); what to tell."""
+        # The sandbox's word that the save failed before anything reached the folder (`Sandbox.save_workspace`).
+        retry = f"({sandbox.workspace} is left as it was)" in reason
+        self._failed_save = _FailedSave(sandbox, reason, retry)
+        if before is not None and before.reason == reason:
+            return f"still not saved into {sandbox.workspace}, for the reason above; the next script tries again"
+        logger.warning("session %s: %s", self.key[:16], reason)
+        if retry:
+            return f"{reason}; each later script tries again, and says when the save works"
+        return (f"{reason}; not tried again after each script (each failed merge keeps one more copy beside the "
+                "folder): the session's end tries once more, and until then what later scripts write is only in "
+                "the sandbox")  # fmt: skip
 
     def cancel(self) -> bool:
         """Stop this session's execution (the session stays), from any thread: one whose sandbox is still
@@ -295,11 +337,25 @@ class ClientSession:
         """Save the workspace if anything changed since its last save (from a worker thread; hold the save lock).
 
         Raises:
-            SandboxError: the save failed (`close` tries again).
+            SandboxError: the save failed (the registry then ends the sandbox without saving: `drop_sandbox`).
         """
         sandbox = self.runtime.running_sandbox
-        if sandbox is not None and sandbox.workspace is not None:
-            sandbox.save_workspace_if_changed()
+        if sandbox is None or sandbox.workspace is None:
+            return
+        failed = self._failed_save is not None and self._failed_save.sandbox is sandbox
+        if failed:  # said before the save: a client that kills this process midway leaves this line at least
+            logger.warning("session %s: saving the workspace into %s at the session's end, after a save that "
+                           "failed", self.key[:16], sandbox.workspace)  # fmt: skip
+        sandbox.save_workspace_if_changed()
+        if failed:
+            logger.warning("session %s: the workspace is saved into %s", self.key[:16], sandbox.workspace)
+
+    def drop_sandbox(self) -> None:
+        """Destroy the sandbox without saving its workspace (a save at the end failed: `close` would only try it
+        again)."""
+        sandbox = self.runtime.running_sandbox
+        if sandbox is not None:
+            sandbox.kill()
 
     def close(self) -> None:
         """Stop the sandbox and the upstream servers; save the workspace (from a worker thread)."""
@@ -413,6 +469,10 @@ class SessionRegistry:
         try:
             with self._close_lock:  # one workspace save at a time, only the save: not the container's removal or
                 session.save_workspace()  # the servers' stop (before: a slow one held every session's results)
+        except (SandboxError, OSError) as e:
+            logger.warning("session %s ended without saving its workspace: %s", session.key[:16], e)
+            session.drop_sandbox()  # its close would try the same save again, outside the lock of saves
+        try:  # also after a failed save (before: skipped, its container and servers stayed until serve stopped)
             session.close()
         except (SandboxError, OSError) as e:
             logger.warning("session %s did not close cleanly: %s", session.key[:16], e)

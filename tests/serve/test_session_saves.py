@@ -84,10 +84,10 @@ async def test_a_slow_close_does_not_hold_up_another_sessions_save() -> None:
     assert runtimes["working"].running_sandbox.saves == 1
 
 
-def test_a_save_that_failed_after_a_script_is_tried_again_only_at_the_end() -> None:
+def test_a_merge_that_failed_after_a_script_is_tried_again_only_at_the_end() -> None:
     sandbox = RecordingSandbox(fail=True)
     session = ClientSession("k", SlowClosingRuntime(sandbox))  # type: ignore[arg-type]
     first = session._save_workspace(outcome())
-    assert first.content[-1]["text"].endswith("it is saved again when the session ends, not after each script]")
+    assert first.content[-1]["text"].endswith("until then what later scripts write is only in the sandbox]")
     second = session._save_workspace(outcome())
     assert sandbox.saves == 1 and len(second.content) == 1  # before: one more failed merge (and copy) per script
