@@ -36,10 +36,13 @@ Two file formats are read:
 ``${VAR-default}`` (only when unset) are expanded from the environment in ``command``, ``args``, ``env``,
 ``cwd``, ``url`` and ``headers``, and in string settings of sections; ``$$`` is a literal ``$``. Any other
 ``${`` (a default holding ``${B}``, ``${1}``, ``${VAR:?message}``) is an error rather than text left as it
-was. YAML merge keys (``<<: *common``) merge a mapping, or a list of mappings, into theirs; keys written
-beside them win. Relative paths (``cwd``, a ``command`` with a ``/``) resolve against the config file's folder,
-and a stdio server without ``cwd`` starts in that folder, so relative ``args`` do too. Every
-problem is a `ConfigError` whose text names the file, the line and the key. A YAML file over
+was. A disabled server's variables are not looked up (its strings stay as written), and with ``using`` (the
+servers a run will use) another server's unset variable is an error only once `Config.server` picks it
+(`ServerConfig.unresolved`). YAML merge keys (``<<: *common``) merge a mapping, or a list of mappings, into theirs;
+keys written beside them win, and a top-level key starting with ``x-`` (``x-common: &common``) is ignored, a
+place to define them, as in docker compose. Relative paths (``cwd``, a ``command`` with a ``/``) resolve against
+the config file's folder, and a stdio server without ``cwd`` starts in that folder, so relative ``args`` do too.
+Every problem is a `ConfigError` whose text names the file, the line and the key. A YAML file over
 `MAX_CONFIG_BYTES`, nested deeper than `MAX_DEPTH` or holding more than `MAX_NODES` values (`MAX_VALUES` with
 aliases expanded) is refused before it costs the reader much. Of a JSON file (up to `MAX_JSON_CONFIG_BYTES`,
 as a ``~/.claude.json`` grown with Claude Code's history may be) only the ``mcpServers`` value is read, with
@@ -52,13 +55,15 @@ and the sections' own keys live in the packages that own them.)
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import fnmatch
 import logging
 import math
 import os
 import re
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,6 +102,7 @@ __all__ = [
     "Setting",
     "load_config",
     "parse_config",
+    "unmatched_filter",
 ]
 
 DEFAULT_TIMEOUT = 30.0
@@ -150,6 +156,15 @@ class ServerConfig:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     description: str = ""
+    named: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    """The patterns of ``include`` and ``exclude`` that stand for one exact tool name from another client's list in
+    an ``mcpServers`` entry, each with that list's key and the name as written: ``{"get_[*]": ("includeTools",
+    "get_*")}``. A warning about such a pattern words it with them (`unmatched_filter`)."""
+    unresolved: ConfigError | None = field(default=None, repr=False, compare=False)
+    """Why the server cannot be used yet: a variable one of its settings names is not set (the error names the
+    file, line and key; the reference is kept as written in the setting). Only a server `parse_config` was told is
+    not used (``using``) keeps it; `Config.server` and `Config.enabled_servers`, which pick the servers to use,
+    raise it (before: an unset variable of any server, even one not used, refused the whole file)."""
 
     def leaves_out(self, tool: str) -> str | None:
         """Which of this server's filters leaves ``tool`` out (`filtered_out`), or None: it is offered."""
@@ -266,17 +281,45 @@ class Config:
         return self.sections.get(name) or Section(name, self.source)
 
     def server(self, name: str) -> ServerConfig:
-        """Raises: ConfigError: no server has that name."""
+        """The server called ``name``, to use (or to say it is disabled: a disabled one needs no variable).
+
+        Raises:
+            ConfigError: no server has that name, or a variable it needs is not set (`ServerConfig.unresolved`).
+        """
         for s in self.servers:
             if s.name == name:
-                return s
+                return _usable(s)
         raise ConfigError(
             f"no server named {name!r}{did_you_mean(name, [s.name for s in self.servers])}", file=self.source
         )
 
     @property
     def enabled_servers(self) -> tuple[ServerConfig, ...]:
-        return tuple(s for s in self.servers if s.enabled)
+        """The servers to use when none is named: every one not disabled.
+
+        Raises:
+            ConfigError: a variable one of them needs is not set (the first such server's, in the file's order).
+        """
+        return tuple(_usable(s) for s in self.servers if s.enabled)
+
+
+def _usable(server: ServerConfig) -> ServerConfig:
+    """``server``, to be used. Raises: ConfigError: `ServerConfig.unresolved` (a new one at each use)."""
+    if (e := server.unresolved) is None:
+        return server
+    raise ConfigError(e.message, file=e.file, line=e.line, key=e.key)
+
+
+def unmatched_filter(kind: str, pattern: str, named: Mapping[str, tuple[str, str]]) -> str:
+    """What a warning says of the ``kind`` (``include`` or ``exclude``) pattern ``pattern`` of a server that matches
+    none of its tools. ``named`` is the server's `ServerConfig.named`: a pattern that stands for a tool name of another
+    client's list is said as that name, under that list's key (before: ``include pattern 'get_[*]' matches no tool``,
+    a pattern the user never wrote, for ``"includeTools": ["get_*"]``).
+    """
+    if (origin := named.get(pattern)) is None:
+        return f"{kind} pattern {pattern!r} matches no tool"
+    key, name = origin
+    return f"{key} lists exact tool names; {name!r} matches none (use {kind}: in tooltree.yaml for patterns)"
 
 
 # --- loading -------------------------------------------------------------------------------------------------------
@@ -315,13 +358,15 @@ def _literal_pattern(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
 
 
-def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> ServerConfig | None:
+def _server(reader: Reader, name: str, body: Node, *, json_format: bool, used: bool) -> ServerConfig | None:
     """The server ``name`` of the config, or None for an ``mcpServers`` entry of a type tooltree does not connect to
-    (left out with a warning)."""
+    (left out with a warning). A server that is not ``used`` keeps an unset variable's error on it
+    (`ServerConfig.unresolved`); a disabled one looks up no variable."""
     where = f"servers.{name}" if not json_format else f"mcpServers.{name}"
     if not isinstance(body.value, dict):
         raise reader.error(f"expected a mapping with `command` or `url`, got {kind_of(body.value)}", body, where)
     items: dict[str, tuple[Node, Node]] = body.value
+    named: dict[str, tuple[str, str]] = {}
     if not json_format:
         for k, (knode, _) in items.items():
             if k not in _SERVER_KEYS:
@@ -342,6 +387,7 @@ def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> Serv
             names = reader.string_list(vnode, f"{where}.{k}", expand=False)
             own = reader.string_list(items[ours][1], f"{where}.{ours}", expand=False) if ours in items else ()
             merged = [*own, *(_literal_pattern(n) for n in names)]
+            named.update((_literal_pattern(n), (k, n)) for n in names if _literal_pattern(n) not in own)
             items[ours] = (vnode, Node([Node(p, vnode.line) for p in merged], vnode.line))
 
     def get(k: str) -> Node | None:
@@ -356,7 +402,35 @@ def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> Serv
                 why if kind == "sse" else f"{one_line(repr(kind), 80)} is not a type tooltree knows",
             )  # fmt: skip
             return None
-    kw: dict[str, Any] = {"name": name}
+    kw: dict[str, Any] = {"name": name, "named": named}
+    if (n := get("enabled")) is not None:  # first: a disabled server's variables are not looked up
+        kw["enabled"] = reader.boolean(n, f"{where}.enabled")
+    if json_format and (n := get("disabled")) is not None:
+        kw["enabled"] = not reader.boolean(n, f"{where}.disabled")
+    enabled = kw.get("enabled", True)
+    deferred: contextlib.AbstractContextManager[list[ConfigError]] = (
+        reader.deferring(verbatim=not enabled) if not (used and enabled) else contextlib.nullcontext([])
+    )
+    with deferred as unset:
+        server = _server_settings(reader, where, body, get, kw, unset)
+    return dataclasses.replace(server, unresolved=unset[0]) if unset else server
+
+
+def _server_settings(
+    reader: Reader,
+    where: str,
+    body: Node,
+    get: Callable[[str], Node | None],
+    kw: dict[str, Any],
+    unset: list[ConfigError],
+) -> ServerConfig:
+    """The server of the entry ``body`` at ``where`` with its settings but ``enabled`` (already in ``kw``), read
+    within `Reader.deferring`: a string may keep a reference to a variable that is not set (``unset``), or, of a
+    disabled server, every reference as written."""
+
+    def kept(value: str) -> bool:  # a reference is left in the value: neither checked as a URL nor resolved as a path
+        return "${" in value and (not kw.get("enabled", True) or bool(unset))
+
     if (n := get("command")) is not None:
         kw["command"] = reader.string(n, f"{where}.command")
     if (n := get("url")) is not None:
@@ -366,7 +440,7 @@ def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> Serv
     if ("command" in kw) == ("url" in kw):
         problem = "has both `command` and `url`" if "command" in kw else "needs `command` (stdio) or `url` (HTTP)"
         raise reader.error(f"server {problem}", body, where)
-    if "url" in kw and (bad_url := _url_problem(kw["url"])) is not None:
+    if "url" in kw and not kept(kw["url"]) and (bad_url := _url_problem(kw["url"])) is not None:
         raise reader.error(bad_url, get("url"), f"{where}.url")
     for k, conv in (("args", reader.string_list), ("include", reader.string_list), ("exclude", reader.string_list)):
         if (n := get(k)) is not None:
@@ -388,12 +462,8 @@ def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> Serv
         kw["concurrency"] = reader.whole(n, f"{where}.concurrency", most=MAX_CONCURRENCY)
     if (n := get("protocol")) is not None:
         kw["protocol"] = reader.string(n, f"{where}.protocol")
-        if kw["protocol"] not in PROTOCOLS:
+        if kw["protocol"] not in PROTOCOLS and not kept(kw["protocol"]):
             raise reader.error(f"expected {_SERVER_KEYS['protocol']}, got {kw['protocol']!r}", n, f"{where}.protocol")
-    if (n := get("enabled")) is not None:
-        kw["enabled"] = reader.boolean(n, f"{where}.enabled")
-    if json_format and (n := get("disabled")) is not None:
-        kw["enabled"] = not reader.boolean(n, f"{where}.disabled")
     if "command" in kw and ("url" in kw or "headers" in kw):
         raise reader.error("`headers` only applies to `url` servers", body, f"{where}.headers")
     if "url" in kw and any(k in kw for k in ("args", "env", "cwd")):
@@ -401,8 +471,9 @@ def _server(reader: Reader, name: str, body: Node, *, json_format: bool) -> Serv
         raise reader.error(f"`{bad}` only applies to `command` servers", get(bad), f"{where}.{bad}")
     if reader.folder is not None and "command" in kw:
         # Relative to the config file, not to the shell's working directory.
-        kw["cwd"] = str((reader.folder / kw.get("cwd", ".")).resolve())
-        if "/" in kw["command"] and not os.path.isabs(kw["command"]):
+        if not kept(kw.get("cwd", "")):
+            kw["cwd"] = str((reader.folder / kw.get("cwd", ".")).resolve())
+        if "/" in kw["command"] and not os.path.isabs(kw["command"]) and not kept(kw["command"]):
             kw["command"] = str((reader.folder / kw["command"]).resolve())
     return ServerConfig(**kw)
 
@@ -441,11 +512,17 @@ def parse_config(
     environ: Mapping[str, str] | None = None,
     folder: str | Path | None = None,
     sections: SectionSettings | None = None,
+    using: Collection[str] | None = None,
 ) -> Config:
     """Parse configuration text; the format (YAML or mcpServers JSON) is detected from the content.
 
     Args:
         folder: where relative paths resolve (`load_config` passes the file's folder); None keeps them.
+        using: the names of the servers that will be used (``generate-tree --server NAME``): only their variables
+            must be set now; another server's unset one is kept on it (`ServerConfig.unresolved`) and raised when
+            `Config.server` or `Config.enabled_servers` picks it. None: every enabled server is used, so an unset
+            variable of any is an error here. A disabled server's variables are never looked up (its strings are
+            kept as written).
         sections: the sections allowed besides ``servers``, each with its settings, read (checked) here,
             or with None, handed on for its owner to read (`Section.read`). Default: tooltree's
             `SECTIONS`, each with None; ``tooltree_cli.common.config_sections()`` has the settings of
@@ -457,6 +534,9 @@ def parse_config(
     """
     if not isinstance(text, str):
         raise TypeError(f"text: expected the configuration's text as a str, got {type(text).__name__}")
+    if isinstance(using, str | bytes):  # else "time" would use every server whose name is a part of it
+        raise TypeError(f"using: expected a list of server names, got {type(using).__name__} {using!r:.60}")
+    used = None if using is None else frozenset(using)
     env = dict(os.environ if environ is None else _environ(environ))
     reader = Reader(source, env, Path(folder).resolve() if folder is not None else None)
     allowed: SectionSettings = dict.fromkeys(SECTIONS) if sections is None else sections
@@ -499,7 +579,7 @@ def parse_config(
         else:
             known = {"servers", *allowed}
             for k, (knode, _) in top.items():
-                if k not in known:
+                if k not in known and not k.startswith("x-"):
                     raise reader.error(f"unknown key{did_you_mean(k, known)}", knode, k)
             if "servers" not in top:
                 raise reader.error("expected a `servers:` mapping", root)
@@ -509,7 +589,7 @@ def parse_config(
         raise reader.error(f"expected a mapping of server names, got {kind_of(servers_node.value)}", servers_node, key)
     handed_on: dict[str, Section] = {}
     for name, (knode, vnode) in top.items() if not json_format else ():
-        if name == "servers":
+        if name == "servers" or name.startswith("x-"):  # `x-common: &common`: a place for anchors, as in compose
             continue
         if not isinstance(vnode.value, dict):
             raise reader.error(f"expected a mapping of {name} settings, got {kind_of(vnode.value)}", vnode, name)
@@ -528,7 +608,7 @@ def parse_config(
     for name, (name_node, body) in servers_node.value.items():
         if not name.strip():
             raise reader.error("server names must not be empty", name_node, "servers")
-        server = _server(reader, name, body, json_format=json_format)
+        server = _server(reader, name, body, json_format=json_format, used=used is None or name in used)
         if server is None:
             continue
         if starts_tooltree_serve(server):  # a client's config (`claude mcp add` wrote it) listing tooltree itself
@@ -607,13 +687,14 @@ def load_config(
     *,
     environ: Mapping[str, str] | None = None,
     sections: SectionSettings | None = None,
+    using: Collection[str] | None = None,
 ) -> Config:
     """Read and parse a configuration file (relative paths in it resolve against its folder).
 
     A section other than ``servers`` and tooltree's `SECTIONS` is an error; a section's keys are checked
     where it is read (``SandboxConfig.from_config(config)``, ``BackgroundPool(config)``, ``Agent(config)``).
     To check every key now, as the CLI does, pass ``sections=tooltree_cli.common.config_sections()``;
-    ``sections`` is as for `parse_config`.
+    ``sections`` and ``using`` (the servers whose variables must be set now) are as for `parse_config`.
 
     Raises:
         TypeError: ``path`` is not a str or a path (``None``, bytes), or ``environ`` not a mapping.
@@ -625,7 +706,7 @@ def load_config(
     p = Path(path)
     env = _environ(environ) if environ is not None else None  # checked before the file is read
     text = _read(p)
-    return parse_config(text, source=str(p), environ=env, folder=p.parent, sections=sections)
+    return parse_config(text, source=str(p), environ=env, folder=p.parent, sections=sections, using=using)
 
 
 def _environ(environ: object) -> Mapping[str, str]:
@@ -639,7 +720,9 @@ def _read(p: Path) -> str:
     """The text of the file ``p``, read only when within the limits (its bytes are let go on return).
 
     Raises:
-        ConfigError: the file cannot be read, is larger than its format may be, or is not UTF-8.
+        ConfigError: the file cannot be read, is larger than its format may be, or is not UTF-8. Of a file that is
+            missing or a folder, the ``OSError`` is its ``__cause__``: the message names no option (before: "create
+            one, or pass --config PATH" from Python too); the CLI adds what to do.
     """
     try:
         if (size := p.stat().st_size) > MAX_JSON_CONFIG_BYTES:  # refused before it is opened
@@ -652,10 +735,10 @@ def _read(p: Path) -> str:
             is_json = re.match(rb"[ \t\r\n]*\{", data) is not None
             if len(data) > MAX_CONFIG_BYTES and is_json:
                 data += f.read(MAX_JSON_CONFIG_BYTES + 1 - len(data))
-    except FileNotFoundError:
-        raise ConfigError("no such file (create one, or pass --config PATH)", file=str(p)) from None
-    except IsADirectoryError:
-        raise ConfigError("is a folder; --config names the configuration file", file=str(p)) from None
+    except FileNotFoundError as e:  # the cause stays: the CLI says what to do from it (`tooltree_cli.common.load`)
+        raise ConfigError("no such file", file=str(p)) from e
+    except IsADirectoryError as e:
+        raise ConfigError("is a folder, not a configuration file", file=str(p)) from e
     except OSError as e:
         raise ConfigError(f"cannot read: {e.strerror or e}", file=str(p)) from None
     limit = MAX_JSON_CONFIG_BYTES if is_json else MAX_CONFIG_BYTES

@@ -3,17 +3,19 @@
 PyYAML's safe composer builds the nodes (`compose`, stopped past `MAX_DEPTH` levels or `MAX_NODES` nodes);
 `Reader` turns them into `Node` values that keep their line, expanding aliases and merge keys (at most
 `MAX_VALUES` values once expanded), and reads them as strings (``${VAR}`` expanded), lists, mappings,
-numbers and booleans. Every problem is a `ConfigError` naming the file, the line and the key. What a
-configuration holds is `tool_tree.config`'s; import `ConfigError` and the bounds from there.
+numbers and booleans. Every problem is a `ConfigError` naming the file, the line and the key (within
+`Reader.deferring`, an unset variable's is kept for the caller instead: a server's variables are needed only when
+it is used). What a configuration holds is `tool_tree.config`'s; import `ConfigError` and the bounds from there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -159,6 +161,22 @@ class Reader:
         self.environ = environ
         self.folder = folder
         self.values = 0  # values read so far (`to_node`), aliases counted each time they are used
+        self._unset: list[ConfigError] | None = None  # within `deferring`: the unset variables' errors
+        self._verbatim = False  # within `deferring(verbatim=True)`: no variable is looked up
+
+    @contextlib.contextmanager
+    def deferring(self, *, verbatim: bool = False) -> Iterator[list[ConfigError]]:
+        """Within it, a variable that is not set is not an error at once: its reference is kept as written and its
+        error (file, line and key) added to the list yielded, for the caller to raise when the value is needed.
+        With ``verbatim``, no variable is looked up: every string is kept as written (its ``${`` still checked to
+        be a reference), for a server that is disabled. Any other problem is raised as outside it.
+        """
+        unset: list[ConfigError] = []
+        self._unset, self._verbatim = unset, verbatim
+        try:
+            yield unset
+        finally:
+            self._unset, self._verbatim = None, False
 
     def error(self, message: str, node: Node | None, key: str | None = None) -> ConfigError:
         return ConfigError(message, file=self.file, line=node.line if node else None, key=key)
@@ -233,24 +251,32 @@ class Reader:
         return merged
 
     def expand(self, text: str, node: Node, key: str) -> str:
-        """``text`` with ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}`` and ``$$`` replaced.
+        """``text`` with ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}`` and ``$$`` replaced (within
+        `deferring`, an unset variable's reference, or with ``verbatim`` the whole text, kept as written).
 
         Raises:
-            ConfigError: a variable without a default is not set, or a ``${`` is none of these forms.
+            ConfigError: a variable without a default is not set (outside `deferring`), or a ``${`` is none of
+                these forms.
         """
 
         def sub(m: re.Match[str]) -> str:
-            if m.group(1) == "$":
-                return "$"
             if m.group(1) == "{":
                 raise self.error(_bad_reference(text, m.start()), node, key)
+            if self._verbatim:
+                return m.group(0)
+            if m.group(1) == "$":
+                return "$"
             name, dash, default = m.group(2), m.group(3), m.group(4)
             value = self.environ.get(name)
             if value is not None and not (dash == ":-" and value == ""):
                 return value
             if dash is not None:  # `:-` when unset or empty, `-` when unset: as the shell and docker compose
                 return default
-            raise self.error(f"environment variable ${{{name}}} is not set", node, key)
+            unset = self.error(f"environment variable ${{{name}}} is not set", node, key)
+            if self._unset is None:
+                raise unset
+            self._unset.append(unset)
+            return m.group(0)
 
         return _VAR.sub(sub, text)
 

@@ -32,11 +32,19 @@ def load(path: str | Path) -> Config:
     """The config at ``path``, every section checked (an unknown section or key is an error).
 
     Raises:
-        ConfigError: the file is invalid or missing.
+        ConfigError: the file is invalid or missing (then saying what to do on a command line: the library's
+            error does not name an option).
     """
-    from tool_tree.config import load_config
+    from tool_tree.config import ConfigError, load_config
 
-    return load_config(path, sections=config_sections())
+    try:
+        return load_config(path, sections=config_sections())
+    except ConfigError as e:
+        if isinstance(e.__cause__, FileNotFoundError):
+            raise ConfigError(f"{e.message} (create one, or pass --config PATH)", file=e.file) from None
+        if isinstance(e.__cause__, IsADirectoryError):
+            raise ConfigError(f"{e.message}; --config names the configuration file", file=e.file) from None
+        raise
 
 
 def load_optional_config(path: str | None) -> Config | None:

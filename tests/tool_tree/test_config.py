@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from tool_tree.config import SECTIONS as SECTIONS_BY_DEFAULT
-from tool_tree.config import ConfigError, Setting, load_config, parse_config
+from tool_tree.config import ConfigError, Setting, load_config, parse_config, unmatched_filter
 
 GOOD = """\
 servers:
@@ -38,7 +38,7 @@ def test_yaml_config_expands_variables_and_reads_every_key() -> None:
     assert crm.include == ("search_*",)
     assert crm.transport == "stdio"
     assert drive.url == "https://drive.example/mcp"
-    assert drive.headers == {"Authorization": "Bearer t"}
+    assert drive.headers == {"Authorization": "Bearer ${DRIVE_TOKEN}"}  # disabled: its variables are not looked up
     assert drive.transport == "http"
     assert [s.name for s in config.enabled_servers] == ["crm"]
     assert crm.protocol == drive.protocol == "auto"
@@ -444,7 +444,7 @@ def test_a_file_that_is_not_utf8_names_the_line_and_column(tmp_path: Path) -> No
 def test_a_folder_given_as_the_config_says_so(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(tmp_path, environ={})
-    assert str(info.value) == f"{tmp_path}: is a folder; --config names the configuration file"
+    assert str(info.value) == f"{tmp_path}: is a folder, not a configuration file"  # the CLI adds its option
 
 
 @pytest.mark.parametrize(
@@ -529,6 +529,27 @@ def test_other_clients_tool_lists_in_a_json_config_keep_their_tools_out_and_thei
     assert git.exclude == ("git_reset", "odd[*]name")  # a name, not a pattern: `*` is itself
     assert git.leaves_out("odd*name") == "exclude" and git.leaves_out("odd_name") is None
     assert caplog.messages == []
+
+
+def test_a_name_of_another_clients_tool_list_that_matches_no_tool_is_said_as_written(tmp_path: Path) -> None:
+    # Before: the generator's warning could only say "include pattern 'get_[*]' matches no tool", a pattern the user
+    # never wrote: the config did not keep which patterns stand for a name of `includeTools` and the like.
+    path = tmp_path / "gemini.json"
+    path.write_text(
+        '{"mcpServers": {"fs": {"command": "x", "include": ["read_*"], "includeTools": ["get_*", "read_*"], '
+        '"disabledTools": ["rm"]}}}',
+        encoding="utf-8",
+    )
+    (fs,) = load_config(path, environ={}).servers
+    assert fs.include == ("read_*", "get_[*]", "read_[*]") and fs.exclude == ("rm",)
+    assert [unmatched_filter("include", p, fs.named) for p in fs.include] == [
+        "include pattern 'read_*' matches no tool",
+        "includeTools lists exact tool names; 'get_*' matches none (use include: in tooltree.yaml for patterns)",
+        "includeTools lists exact tool names; 'read_*' matches none (use include: in tooltree.yaml for patterns)",
+    ]
+    assert unmatched_filter("exclude", "rm", fs.named) == (
+        "disabledTools lists exact tool names; 'rm' matches none (use exclude: in tooltree.yaml for patterns)"
+    )
 
 
 def test_a_json_servers_name_with_escapes_reaches_a_warning_cleaned(caplog: pytest.LogCaptureFixture) -> None:

@@ -1,0 +1,112 @@
+"""`generate-tree` and what its configuration file holds besides the servers it lists: a disabled server's
+variables that are not set, a top-level ``x-`` key holding YAML anchors, and a file that is not there."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import SAMPLE_SERVERS, sample_config_yaml
+from tool_tree.config import ConfigError, load_config
+from tool_tree.tree import Manifest
+from tooltree_cli.main import main
+
+DRIVE_YAML = """\
+  drive:
+    url: https://drive.example.com/mcp
+    headers: {Authorization: "Bearer ${DRIVE_TOKEN}"}
+    enabled: false
+"""
+
+
+def _generate(config: Path, out: Path, *extra: str) -> int:
+    return main(["generate-tree", "--config", str(config), "--out", str(out), "--embeddings", "off", *extra])
+
+
+def test_a_disabled_servers_unset_variable_does_not_stop_the_run_and_is_an_error_once_it_is_enabled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: exit 2, "tooltree.yaml:6: servers.drive.headers.Authorization: environment variable ${DRIVE_TOKEN} is
+    # not set", though drive is disabled: variables were expanded before `enabled` was read.
+    monkeypatch.delenv("DRIVE_TOKEN", raising=False)
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(sample_config_yaml("crm") + DRIVE_YAML, encoding="utf-8")
+    assert _generate(config, tmp_path / "tree") == 0
+    assert "tooltree: listing tools from 1 server(s) (1 disabled: drive) …" in capsys.readouterr().err
+    assert {s.name for s in Manifest.load(tmp_path / "tree").servers} == {"crm"}
+
+    config.write_text(sample_config_yaml("crm") + DRIVE_YAML.replace("    enabled: false\n", ""), encoding="utf-8")
+    assert _generate(config, tmp_path / "tree") == 2
+    assert capsys.readouterr().err == (
+        f"tooltree: error: {config}:7: servers.drive.headers.Authorization: environment variable ${{DRIVE_TOKEN}} "
+        "is not set\n"
+    )
+
+
+def test_a_json_configs_disabled_servers_unset_variable_does_not_stop_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: exit 2, "mcp.json:1: mcpServers.drive.headers.Authorization: environment variable ${DRIVE_TOKEN} is not
+    # set" for an entry of "disabled": true.
+    monkeypatch.delenv("DRIVE_TOKEN", raising=False)
+    servers = {
+        "crm": {"command": sys.executable, "args": [str(SAMPLE_SERVERS / "crm.py")]},
+        "drive": {"url": "https://drive.example.com/mcp", "headers": {"Authorization": "Bearer ${DRIVE_TOKEN}"},
+                  "disabled": True},
+    }  # fmt: skip
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    assert _generate(config, tmp_path / "tree") == 0
+    assert "tooltree: listing tools from 1 server(s) (1 disabled: drive) …" in capsys.readouterr().err
+    assert {s.name for s in Manifest.load(tmp_path / "tree").servers} == {"crm"}
+
+
+def test_a_top_level_x_key_holds_anchors_for_merge_keys_and_another_unknown_key_is_still_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "tooltree.yaml:1: x-common: unknown key", exit 2: merge keys had nowhere to take their mapping from.
+    config = tmp_path / "tooltree.yaml"
+    common = "x-common: &common\n  timeout: 20\n  concurrency: 4\n"
+    crm = sample_config_yaml("crm").replace("  crm:\n", "  crm:\n    <<: *common\n")
+    config.write_text(common + crm, encoding="utf-8")
+    assert _generate(config, tmp_path / "tree") == 0
+    assert {s.name for s in Manifest.load(tmp_path / "tree").servers} == {"crm"}
+    (server,) = load_config(config).servers
+    assert (server.timeout, server.concurrency) == (20.0, 4)
+
+    capsys.readouterr()
+    config.write_text("servers: {}\n" + common.replace("x-common", "common"), encoding="utf-8")
+    assert _generate(config, tmp_path / "tree") == 2
+    assert capsys.readouterr().err == f"tooltree: error: {config}:2: common: unknown key\n"
+
+
+def test_a_missing_config_names_no_option_from_python_and_the_cli_says_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: load_config said "(create one, or pass --config PATH)" to a Python caller too.
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError) as info:
+        load_config(missing)
+    assert str(info.value) == f"{missing}: no such file"
+    assert _generate(missing, tmp_path / "tree") == 2
+    assert capsys.readouterr().err == f"tooltree: error: {missing}: no such file (create one, or pass --config PATH)\n"
+
+
+def test_a_folder_given_as_the_config_names_no_option_from_python_and_the_cli_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: load_config said "is a folder; --config names the configuration file" to a Python caller too.
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    with pytest.raises(ConfigError) as info:
+        load_config(folder)
+    assert str(info.value) == f"{folder}: is a folder, not a configuration file"
+    assert _generate(folder, tmp_path / "tree") == 2
+    said = capsys.readouterr().err
+    assert (
+        said
+        == f"tooltree: error: {folder}: is a folder, not a configuration file; --config names the configuration file\n"
+    )
