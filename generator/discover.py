@@ -34,6 +34,7 @@ from tool_tree.listing_check import LeftOut
 from tool_tree.redact import redact
 from tool_tree.starts import StartGate, default_start_jobs
 from tool_tree.stderr_log import StderrLog
+from tool_tree.text import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,8 @@ class Discovery:
     error: str | None = None
     stderr_tail: str = ""
     seconds: float = 0.0
-    """From its own start to its stop (the wait for a start slot is not counted)."""
+    """From its own start until it was listed, failed or ran out of time (neither the wait for a start slot nor the
+    stop is counted: before, a server timed out after 4 s showed 6.03, the SDK's wait for its exit included)."""
     queued_seconds: float = 0.0
     """How long it waited for a start slot."""
     warning: str | None = None
@@ -74,50 +76,69 @@ class Discovery:
 
 
 async def discover_one(
-    server: ServerConfig, *, gate: StartGate | None = None, on_start: Callable[[ServerConfig], None] | None = None
+    server: ServerConfig,
+    *,
+    gate: StartGate | None = None,
+    on_start: Callable[[ServerConfig], None] | None = None,
+    source: str | None = None,
 ) -> Discovery:
     """Connect to one server, list its tools (all pages) and disconnect. Never raises for server faults.
 
     With a ``gate``, wait for a start slot first; the timeout runs from the moment it is taken
-    (``on_start`` is told then), and the slot is given back as soon as the listing is done
-    (stopping the server does not hold it). ``error`` holds no secret of the server's configuration.
+    (``on_start`` is told then), and the slot is given back as soon as the listing is done, has failed or has
+    run out of time (stopping the server does not hold it: before, a timed-out server held it the ~2 s the SDK
+    waits for a process to exit). ``error`` holds no secret of the server's configuration; a timeout names the
+    phase and the setting (``servers.NAME.timeout``, in ``source``, the config file, when given).
     """
     result = Discovery(server=server)
     queued_at = time.perf_counter()
     slot = await gate.acquire() if gate is not None else None
     start = time.perf_counter()
     result.queued_seconds = start - queued_at
-    stderr: StderrLog | None = None
-    phase = "start-up"
-    try:
-        if on_start is not None:
-            on_start(server)
-        stderr = StderrLog() if server.command is not None else None
-        with anyio.fail_after(server.timeout):
-            async with connect(server, stderr=stderr) as conn:
-                phase = "listing tools"
-                result.info = server_info(conn.client)
-                result.tools = await _settled_tools(conn, result)
-                if slot is not None:
-                    slot.release()
-    except TimeoutError:
-        result.error = f"timed out after {server.timeout:g} s"
-    except mcp.MCPError as e:
-        result.error = f"server error: {e}"
-    except OSError as e:  # `connect` words it in the configuration's terms
-        result.error = f"cannot start: {e}" if server.command is not None else str(e)
-    except ValueError as e:
-        result.error = f"bad response: {e}"
-    except Exception as e:
-        result.error = _describe(e)
-    finally:
+    ended: list[float] = []
+
+    def over() -> None:
+        """The listing is over (listed, failed or out of time): what follows is the server's stop."""
+        if not ended:
+            ended.append(time.perf_counter())
         if slot is not None:
             slot.release()
-        result.seconds = time.perf_counter() - start
-        if stderr is not None:
-            if result.error is not None:
-                result.stderr_tail = stderr.tail()
-            stderr.close()
+
+    stderr: StderrLog | None = None
+    phase = "start-up"
+    async with anyio.create_task_group() as watch:  # every error is handled inside: leaving, it would be wrapped
+        deadline = anyio.current_time() + server.timeout
+        watch.start_soon(_call_at, deadline, over)  # a sibling, so the deadline does not cancel it
+        try:
+            if on_start is not None:
+                on_start(server)
+            stderr = StderrLog() if server.command is not None else None
+            with anyio.fail_after(deadline - anyio.current_time()):
+                async with connect(server, stderr=stderr) as conn:
+                    phase = "listing tools"
+                    try:
+                        result.info = server_info(conn.client)
+                        result.tools = await _settled_tools(conn, result)
+                    finally:
+                        over()  # before `connect` stops the server
+        except TimeoutError:
+            result.error = _timed_out(server, phase, source)
+        except mcp.MCPError as e:
+            result.error = f"server error: {e}"
+        except OSError as e:  # `connect` words it in the configuration's terms
+            result.error = f"cannot start: {e}" if server.command is not None else str(e)
+        except ValueError as e:
+            result.error = f"bad response: {e}"
+        except Exception as e:
+            result.error = _describe(e)
+        finally:
+            over()
+            watch.cancel_scope.cancel()
+            result.seconds = ended[0] - start
+            if stderr is not None:
+                if result.error is not None:
+                    result.stderr_tail = stderr.tail()
+                stderr.close()
     if result.error is not None and "connection closed" in result.error.lower() and server.command is not None:
         result.error = (
             "the server exited during start-up" if phase == "start-up" else f"the server exited while {phase}"
@@ -125,6 +146,19 @@ async def discover_one(
     if result.error is not None:
         result.error = redact(result.error, server)  # the tail is redacted by its log, which knows the server
     return result
+
+
+async def _call_at(deadline: float, call: Callable[[], None]) -> None:
+    await anyio.sleep_until(deadline)
+    call()
+
+
+def _timed_out(server: ServerConfig, phase: str, source: str | None) -> str:
+    """``timed out after 4 s listing its tools (servers.NAME.timeout in FILE)``: the phase and the setting.
+    Before: ``timed out after 4 s``, the same for a server that never started as for one that never listed."""
+    doing = "starting up" if phase == "start-up" else "listing its tools"
+    where = f" in {source}" if source is not None else ""
+    return f"timed out after {server.timeout:g} s {doing} (servers.{one_line(server.name, 80)}.timeout{where})"
 
 
 async def _settled_tools(conn: Connection, result: Discovery) -> list[dict[str, Any]]:
@@ -157,17 +191,19 @@ async def discover_all(
     jobs: int | None = None,
     on_start: Callable[[ServerConfig], None] | None = None,
     on_done: Callable[[Discovery], None] | None = None,
+    source: str | None = None,
 ) -> list[Discovery]:
     """Discover all servers, at most ``jobs`` starting at once (default: the number of cores).
 
     ``on_start`` is called when a server leaves the queue and starts, ``on_done`` when it is
-    listed or has failed. Results come back in the order given.
+    listed or has failed. Results come back in the order given. ``source``, the config file, is named in the
+    error of a server that timed out.
     """
     gate = StartGate(jobs if jobs is not None else default_start_jobs())
     results: list[Discovery | None] = [None] * len(servers)
 
     async def run(i: int, server: ServerConfig) -> None:
-        result = results[i] = await discover_one(server, gate=gate, on_start=on_start)
+        result = results[i] = await discover_one(server, gate=gate, on_start=on_start, source=source)
         if on_done is not None:
             on_done(result)
 

@@ -26,11 +26,14 @@ _BOILERPLATE = re.compile(
     r"(?:\s+(?:that|which|for|to|providing|offering))?\s*(?:(?:provides?|offers?|enables?|lets you|allows you to)\s+)?",
     re.IGNORECASE,
 )
+SERVER_NAME_CHARS = 60
+"""The most characters of a server's name an ``INDEX.md`` line shows (the name is the user's, of any length)."""
+_SEPARATORS = re.compile(r"[^0-9A-Za-z_]+")
 
 
-def _md(text: str) -> str:
+def _md(text: str, limit: int = 400) -> str:
     """Text safe for one Markdown line: no backticks or line breaks."""
-    return one_line(text, 400).replace("`", "'")
+    return one_line(text, limit).replace("`", "'")
 
 
 def _count(n: int, noun: str) -> str:
@@ -64,8 +67,21 @@ def _capabilities(tools: Sequence[ToolEntry], limit: int) -> str:
     return ", ".join(shown) + (f", … (+{more})" if more else "")
 
 
+def _server_named(server: ServerEntry) -> str:
+    """``server my-crm, `` for a package that is not its server's name with each run of other characters than ASCII
+    letters, digits and ``_`` as one ``_``: a name taken by another server (``my-crm`` → ``my_crm_2``), one of no
+    ASCII letters (``数据`` → ``server``), one starting with a digit; empty otherwise. ``my-shop`` → ``my_shop`` is
+    left unsaid: a reader maps it back alone, and most servers are named so (36 of LiveMCPBench's 70), which would
+    grow every prompt. Before: a line named the package alone, so which of ``my_crm`` and ``my_crm_2`` was
+    ``my-crm``, or what ``server`` was, was nowhere in the file the model reads first."""
+    if server.package == _SEPARATORS.sub("_", server.name):
+        return ""
+    return f"server {_md(server.name, SERVER_NAME_CHARS)}, "
+
+
 def render_index(manifest: Manifest) -> str:
-    """``servers/INDEX.md``: one line per server — package, tool count, purpose, tool names."""
+    """``servers/INDEX.md``: one line per server — package (its server's name, when the package does not say it;
+    see `_server_named`), tool count, purpose, tool names."""
     by_server: dict[str, list[ToolEntry]] = {}
     for t in manifest.tools:
         by_server.setdefault(t.server, []).append(t)
@@ -81,7 +97,7 @@ def render_index(manifest: Manifest) -> str:
     ]
     line_budget = max(MIN_LINE, min(MAX_LINE, INDEX_BUDGET // max(1, len(manifest.servers))))
     for s in sorted(manifest.servers, key=lambda s: s.package):
-        head = f"- {s.package} ({_count(s.tool_count, 'tool')}) — "
+        head = f"- {s.package} ({_server_named(s)}{_count(s.tool_count, 'tool')}) — "
         room = max(20, line_budget - len(head))
         purpose = _purpose(s.description) if s.description else ""
         tools = by_server.get(s.name, [])

@@ -368,7 +368,7 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         if r.deleted:
-            print(f"deleted: {deleted_summary(r.deleted)}", file=sys.stderr)
+            print(f"deleted: {deleted_summary(r.deleted, result.out)}", file=sys.stderr)
         if result.embedding_model and result.index_seconds >= SLOW_INDEX_S:
             print(
                 f"search index: {result.index_seconds:.1f} s embedding new or changed tools for hybrid search "
@@ -382,12 +382,19 @@ DELETED_SHOWN = 10
 """Folders or files named in the line saying what a run deleted; the rest are counted."""
 
 
-def deleted_summary(deleted: list[str]) -> str:
-    """What a run deleted, by folder: ``servers/media/ (8 files), snapshots/media.json``."""
+def deleted_summary(deleted: list[str], out: Path | None = None) -> str:
+    """What a run deleted: ``servers/media/ (8 files), 2 files in servers/crm/, snapshots/media.json``. A package
+    still in the tree ``out`` (its ``__init__.py``; none without ``out``) lost only the files counted. Before: excluding
+    two of a server's tools read ``servers/media/ (2 files)``, as if it had been removed."""
     groups: dict[str, list[str]] = {}
     for rel in sorted(deleted):
         parts = rel.split("/")
         groups.setdefault(f"{parts[0]}/{parts[1]}/" if len(parts) > 2 else rel, []).append(rel)
-    shown = [f"{key} ({len(rels)} files)" if len(rels) > 1 else rels[0] for key, rels in groups.items()]
+    shown = [
+        rels[0] if len(rels) == 1
+        else f"{len(rels)} files in {key}" if out is not None and (out / key / "__init__.py").is_file()
+        else f"{key} ({len(rels)} files)"
+        for key, rels in groups.items()
+    ]  # fmt: skip
     more = f", and {len(shown) - DELETED_SHOWN} more" if len(shown) > DELETED_SHOWN else ""
     return ", ".join(shown[:DELETED_SHOWN]) + more

@@ -1,5 +1,9 @@
 """``tooltree search QUERY``: find tools in a generated tree.
 
+``--json`` prints a list of records, one per hit, best first: the records ``tool_tree.search.search_records`` gives
+a script (``name``, the qualified name a script imports; ``server`` and ``tool``, the MCP names; ``path``;
+``summary``; ``signature``; ``score``), ``--detail`` deciding how much of each (`json_records`), and ``meaning_only``.
+
 Exit codes: 0 results printed (possibly none matched), 2 bad arguments or no usable index.
 """
 
@@ -8,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 # Kept in step with tool_tree.search (a test checks): importing it here would slow every `tooltree` command.
 DETAILS = ("name", "summary", "full")
@@ -37,7 +42,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_true",
         help="treat QUERY as a regular expression (RE2: no backreferences or lookaround)",
     )
-    parser.add_argument("--json", action="store_true", help="print a JSON list of {server, tool, path, score}")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON list, one record per tool: name (to import), server, tool (MCP names), path, score, "
+        "meaning_only (no tool had a word of the query); with --detail summary (default) or full, also summary "
+        "and signature; with full, also stub (its text)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -53,16 +64,56 @@ def run(args: argparse.Namespace) -> int:
     tree: Path = args.tree
     try:
         detail = check_detail(args.detail)
+        if args.json:
+            rows = json_records(tree, args.query, detail=detail, limit=args.limit, regex=args.regex)
+            sys.stdout.write(json_text(rows) + "\n")
+            return 0
         index = load_index(tree)
         hits = index.search(args.query, limit=args.limit, regex=args.regex)
     except SearchError as e:
         print(f"tooltree search: error: {e}", file=sys.stderr)
         return 2
-    if args.json:
-        rows = [{"server": h.server, "tool": h.tool, "path": h.path, "score": h.score} for h in hits]
-        sys.stdout.write(json_text(rows) + "\n")
-    else:
-        sys.stdout.write(meaning_only_note(index, args.query, hits, regex=args.regex) + render_hits(tree, hits, detail))
-        if not hits:
-            sys.stdout.write("\n")
+    sys.stdout.write(meaning_only_note(index, args.query, hits, regex=args.regex) + render_hits(tree, hits, detail))
+    if not hits:
+        sys.stdout.write("\n")
     return 0
+
+
+def json_records(tree: Path, query: str, *, detail: str, limit: int, regex: bool) -> list[dict[str, Any]]:
+    """The hits as ``--json`` prints them: `tool_tree.search.search_records`, what a script's ``search_tools`` gets,
+    cut or grown to ``detail`` (``name``: without ``summary`` and ``signature``; ``full``: with ``stub``, the stub's
+    text, null when missing), each with ``meaning_only``: true when no tool has a word of the query, so every hit
+    was found by embedding similarity alone (what the text output's "the nearest by meaning" note says) and its
+    score, relative to the other hits', says nothing of a match. Before: the MCP names alone (``my-shop``,
+    ``get-item``), nothing to import, ``--detail`` ignored, and no sign of that note: a guess and a word match
+    could both score 0.0.
+
+    Raises:
+        SearchError: bad limit, blank query, rejected regex, or a missing or corrupt index.
+    """
+    from tool_tree.search import load_index, search_records
+
+    records = search_records(tree, query, limit=limit, regex=regex)
+    # The condition of `tool_tree.search.meaning_only_note`; the index is the one just searched (cached).
+    meaning_only = bool(records) and not regex and not load_index(tree).scores(query)
+    for record in records:
+        if detail == "name":
+            del record["summary"], record["signature"]
+        elif detail == "full":
+            record["stub"] = _stub_text(tree, record["path"])
+        record["meaning_only"] = meaning_only
+    return records
+
+
+def _stub_text(tree: Path, rel: str) -> str | None:
+    """The text of the stub at ``rel`` in ``tree``; None when it is missing, unreadable or would leave the tree."""
+    from tool_tree.tree import read_regular
+
+    root = tree.resolve()
+    path = (root / rel).resolve()
+    if not path.is_relative_to(root) or path.suffix != ".py":
+        return None
+    try:
+        return read_regular(path).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None

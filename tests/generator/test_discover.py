@@ -64,9 +64,39 @@ async def test_a_server_queued_behind_a_hung_one_is_listed_and_only_the_hung_one
     hung = raw(tmp_path, "hung", 1, behavior="hang_on_list", pid_file=str(pid_file))
     fine = raw(tmp_path, "fine", 1)
     results = await discover_all([hung, fine], jobs=1)
-    assert results[0].error == "timed out after 1 s"
+    assert results[0].error == "timed out after 1 s listing its tools (servers.hung.timeout)"
     assert results[1].error is None and results[1].queued_seconds >= 1  # waited its own timeout, not timed out
     assert not alive(int(pid_file.read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize(
+    ("spec", "doing"),
+    [({"behavior": "hang_on_list"}, "listing its tools"), ({"start_delay": 3600}, "starting up")],
+    ids=["hung listing", "hung start-up"],
+)
+async def test_a_server_out_of_time_gives_its_start_slot_back_before_it_is_stopped(
+    tmp_path: Path, spec: dict[str, Any], doing: str
+) -> None:
+    # Before: the slot was held while the SDK stopped the server (it waits ~2 s for an exit the hung server never
+    # makes, then ends it), so the next server started after it was gone, and its seconds read 3.0 for a 1 s timeout.
+    pid_file = tmp_path / "hung.pid"
+    hung = raw(tmp_path, "hung", 1, pid_file=str(pid_file), **spec)
+    hung_alive_when_next_started: list[bool] = []
+
+    def started(server: ServerConfig) -> None:
+        if server.name == "fine":
+            hung_alive_when_next_started.append(alive(int(pid_file.read_text(encoding="utf-8"))))
+
+    results = await discover_all([hung, raw(tmp_path, "fine", 10)], jobs=1, on_start=started)
+    assert hung_alive_when_next_started == [True]  # given back at its timeout, its stop still running
+    assert [r.error for r in results] == [f"timed out after 1 s {doing} (servers.hung.timeout)", None]
+    assert not alive(int(pid_file.read_text(encoding="utf-8")))  # stopped all the same, before discover_all returned
+
+
+async def test_a_timeout_names_the_config_file_holding_its_setting_when_given(tmp_path: Path) -> None:
+    hung = raw(tmp_path, "hung", 1, behavior="hang_on_list")
+    (result,) = await discover_all([hung], source=str(tmp_path / "tooltree.yaml"))
+    assert result.error == f"timed out after 1 s listing its tools (servers.hung.timeout in {tmp_path}/tooltree.yaml)"
 
 
 async def test_the_start_slot_is_given_back_when_a_server_fails_to_start(tmp_path: Path) -> None:

@@ -497,8 +497,10 @@ def test_cli_json_output_lists_server_tool_path_and_score(tree: Path, capsys: py
     args = _parse(["search", "send an email", "--tree", str(tree), "--json", "--limit", "2"])
     assert args.handler(args) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [set(r) for r in rows] == [{"server", "tool", "path", "score"}] * 2
-    assert rows[0] == {
+    keys = {"name", "server", "tool", "path", "summary", "signature", "score", "meaning_only"}
+    assert [set(r) for r in rows] == [keys] * 2
+    assert {k: rows[0][k] for k in ("name", "server", "tool", "path", "score")} == {
+        "name": "mail.send_email",
         "server": "mail",
         "tool": "send_email",
         "path": "servers/mail/send_email.py",

@@ -1,0 +1,77 @@
+"""What `tooltree generate-tree` says after a run (`tooltree_cli.generate_cmd.report`): what it deleted, and why a
+server failed, through the real CLI with real servers (`tests/servers/raw_server.py`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import RAW_SERVER
+from tooltree_cli.main import main
+
+
+def tool(name: str) -> dict[str, Any]:
+    return {"name": name, "description": f"Does {name}.", "inputSchema": {"type": "object"}}
+
+
+def entry(folder: Path, name: str, spec: dict[str, Any], **settings: object) -> str:
+    """A ``servers:`` entry for a raw server following ``spec``."""
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    lines = [f"  {name}:", f"    command: {json.dumps(sys.executable)}"]
+    lines.append(f"    args: [{json.dumps(str(RAW_SERVER))}, {json.dumps(str(path))}]")
+    lines += [f"    {key}: {json.dumps(value)}" for key, value in settings.items()]
+    return "\n".join(lines) + "\n"
+
+
+def generate(config: Path, out: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["generate-tree", "--config", str(config), "--out", str(out), "--embeddings", "off", *args])
+    return code, capsys.readouterr().err
+
+
+def test_tools_left_out_of_a_server_are_counted_in_its_folder_and_a_server_removed_names_its_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    media = {"pages": [[tool("resize"), tool("crop"), tool("slow_echo"), tool("long_task")]]}
+    config, out = tmp_path / "tooltree.yaml", tmp_path / "tree"
+    config.write_text("servers:\n" + entry(tmp_path, "media", media) + entry(tmp_path, "docs", media), encoding="utf-8")
+    assert generate(config, out, capsys)[0] == 0
+
+    # Before: "deleted: servers/media/ (2 files)", as if the package had been removed.
+    left_out = entry(tmp_path, "media", media, exclude=["slow_echo", "long_task"])
+    config.write_text("servers:\n" + left_out + entry(tmp_path, "docs", media), encoding="utf-8")
+    code, err = generate(config, out, capsys, "--from-snapshot")
+    assert code == 0 and "\ndeleted: 2 files in servers/media/\n" in err
+    assert sorted(p.name for p in (out / "servers/media").iterdir()) == [
+        "README.md",
+        "__init__.py",
+        "crop.py",
+        "resize.py",
+    ]
+
+    config.write_text("servers:\n" + entry(tmp_path, "docs", media), encoding="utf-8")
+    code, err = generate(config, out, capsys, "--from-snapshot")
+    assert code == 0 and "\ndeleted: servers/media/ (4 files), snapshots/media.json\n" in err
+    assert not (out / "servers/media").exists()
+
+
+def test_a_server_that_never_answers_its_listing_times_out_naming_the_phase_and_the_setting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "timed out after 2 s", the same as a server that never started, and no word of the setting.
+    config, out = tmp_path / "tooltree.yaml", tmp_path / "tree"
+    hung = entry(tmp_path, "hanglist", {"behavior": "hang_on_list", "pages": [[tool("t1")]]}, timeout=2)
+    config.write_text("servers:\n" + hung + entry(tmp_path, "fine", {"pages": [[tool("t2")]]}), encoding="utf-8")
+    capsys.readouterr()
+    code = main(["generate-tree", "--config", str(config), "--out", str(out), "--embeddings", "off", "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 3
+    assert {s["name"]: (s["status"], s["error"]) for s in summary["servers"]} == {
+        "hanglist": ("failed", "timed out after 2 s listing its tools (servers.hanglist.timeout)"),
+        "fine": ("ok", None),
+    }
