@@ -100,14 +100,8 @@ def load_previous(out: Path) -> Manifest | None:
 
 
 def _listing(server: ServerConfig, tools: list[dict[str, Any]], info: dict[str, Any]) -> ServerListing:
-    return ServerListing(
-        name=server.name,
-        tools=tools,
-        info=info,
-        description=server.description,
-        include=server.include,
-        exclude=server.exclude,
-    )
+    s = server
+    return ServerListing(s.name, tools, info, s.description, s.include, s.exclude, s.named)
 
 
 def select_servers(config: Config, only: Sequence[str]) -> list[ServerConfig]:
@@ -226,7 +220,7 @@ def generate(
             )
 
         started = None if on_server_start is None else (lambda server: on_server_start(server.name))
-        anyio.run(_discover, chosen, limit, started, done, cancel)
+        anyio.run(_discover, chosen, limit, started, done, cancel, config.file)
         if cancel is not None:
             cancel.check()
 
@@ -363,6 +357,7 @@ async def _discover(
     started: Callable[[ServerConfig], None] | None,
     done: Callable[[Discovery], None],
     cancel: Cancel | None = None,
+    source: str | None = None,
 ) -> None:
     import anyio
     import anyio.from_thread
@@ -383,7 +378,7 @@ async def _discover(
             if unhook is None:
                 return  # cancelled before it began
         try:
-            await discover_all(servers, jobs=jobs, on_start=started, on_done=done)
+            await discover_all(servers, jobs=jobs, on_start=started, on_done=done, source=source)
         finally:
             if unhook is not None:
                 unhook()

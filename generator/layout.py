@@ -9,7 +9,7 @@ import multiprocessing
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -18,7 +18,7 @@ from generator.fingerprint import generator_fingerprint
 from generator.index_files import render_index, render_package_init, render_readme, render_servers_init
 from generator.naming import assign_identifiers
 from generator.parts import tool_title
-from tool_tree.config import filtered_out
+from tool_tree.config import filtered_out, unmatched_filter
 from tool_tree.text import first_sentence, one_line
 
 if TYPE_CHECKING:
@@ -58,6 +58,8 @@ class ServerListing:
     description: str = ""
     include: Sequence[str] = ()
     exclude: Sequence[str] = ()
+    named: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    """Patterns that stand for a tool name of another client's list (`tool_tree.config.ServerConfig.named`)."""
 
 
 @dataclass
@@ -166,7 +168,7 @@ def _unmatched_patterns(listing: ServerListing, names: Sequence[str]) -> list[st
                 continue
             close = difflib.get_close_matches(pattern, names, n=1)
             hint = f" (did you mean {one_line(close[0], 80)}?)" if close else ""
-            warnings.append(f"{listing.name}: {kind} pattern {pattern!r} matches no tool{hint}")
+            warnings.append(f"{listing.name}: {unmatched_filter(kind, pattern, listing.named)}{hint}")
     return warnings
 
 

@@ -142,9 +142,11 @@ class Runtime:
                 manifest = Manifest.load(self.tree)
             wanted = {s.name for s in manifest.servers}
             servers = [s for s in self.config.enabled_servers if s.name in wanted]
-            source = self.config.source if self.config.source != "<config>" else None  # parse_config's: no file
             pool = BackgroundPool(
-                servers, start_jobs=start_jobs(self.config), source=source, on_tools_changed=self.on_tools_changed
+                servers,
+                start_jobs=start_jobs(self.config),
+                source=self.config.file,
+                on_tools_changed=self.on_tools_changed,
             )
             own_audit = AuditLog(self.audit_path) if self.audit_path is not None else None
             try:

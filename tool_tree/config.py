@@ -280,6 +280,11 @@ class Config:
         """The section called ``name`` (an empty one when the file has none)."""
         return self.sections.get(name) or Section(name, self.source)
 
+    @property
+    def file(self) -> str | None:
+        """The file this config was read from; None for one `parse_config` read from text with no name."""
+        return None if self.source == "<config>" else self.source
+
     def server(self, name: str) -> ServerConfig:
         """The server called ``name``, to use (or to say it is disabled: a disabled one needs no variable).
 

@@ -175,8 +175,7 @@ def _pool_settings(
         if value < 1:
             raise ValueError(f"{name}: expected at least 1, got {value}")
     if isinstance(servers, Config):
-        if source is None and servers.source != "<config>":  # parse_config's default: no file
-            source = servers.source
+        source = servers.file if source is None else source
         return list(servers.enabled_servers), configured_start_jobs(servers, start_jobs), source
     if isinstance(servers, str | bytes | Mapping) or not isinstance(servers, Iterable):
         raise TypeError(

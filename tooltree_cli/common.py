@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,8 +28,9 @@ def config_sections() -> dict[str, dict[str, Setting]]:
     return {"sandbox": SANDBOX, "agent": AGENT, "serve": SERVE, POOL_SECTION: POOL}
 
 
-def load(path: str | Path) -> Config:
-    """The config at ``path``, every section checked (an unknown section or key is an error).
+def load(path: str | Path, using: Collection[str] | None = None) -> Config:
+    """The config at ``path``, every section checked (an unknown section or key is an error). ``using``: the servers
+    the command will use, when it names them (`tool_tree.config.parse_config`: another's unset variable waits).
 
     Raises:
         ConfigError: the file is invalid or missing (then saying what to do on a command line: the library's
@@ -38,7 +39,7 @@ def load(path: str | Path) -> Config:
     from tool_tree.config import ConfigError, load_config
 
     try:
-        return load_config(path, sections=config_sections())
+        return load_config(path, sections=config_sections(), using=using)
     except ConfigError as e:
         if isinstance(e.__cause__, FileNotFoundError):
             raise ConfigError(f"{e.message} (create one, or pass --config PATH)", file=e.file) from None

@@ -212,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
         if snapshots is not None and args.config is None and not Path(DEFAULT_CONFIG).exists():
             config = None
         else:
-            config = load(config_path)
+            config = load(config_path, using=args.server or None)  # another server's unset variable is no error
         if config is not None:
             for name in args.server:
                 config.server(name)  # an unknown name is a config error, before anything starts

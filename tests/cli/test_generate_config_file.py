@@ -46,6 +46,23 @@ def test_a_disabled_servers_unset_variable_does_not_stop_the_run_and_is_an_error
     )
 
 
+def test_a_server_not_asked_for_needs_no_variable_and_the_one_asked_for_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: `--server crm` failed on drive's unset variable, exit 2, though drive was not asked for.
+    monkeypatch.delenv("DRIVE_TOKEN", raising=False)
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(sample_config_yaml("crm") + DRIVE_YAML.replace("    enabled: false\n", ""), encoding="utf-8")
+    assert _generate(config, tmp_path / "tree", "--server", "crm") == 0
+    assert {s.name for s in Manifest.load(tmp_path / "tree").servers} == {"crm"}
+    capsys.readouterr()
+    assert _generate(config, tmp_path / "tree", "--server", "drive") == 2
+    assert capsys.readouterr().err == (
+        f"tooltree: error: {config}:7: servers.drive.headers.Authorization: environment variable ${{DRIVE_TOKEN}} "
+        "is not set\n"
+    )
+
+
 def test_a_json_configs_disabled_servers_unset_variable_does_not_stop_the_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

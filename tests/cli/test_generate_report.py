@@ -72,6 +72,25 @@ def test_a_server_that_never_answers_its_listing_times_out_naming_the_phase_and_
     summary = json.loads(capsys.readouterr().out)
     assert code == 3
     assert {s["name"]: (s["status"], s["error"]) for s in summary["servers"]} == {
-        "hanglist": ("failed", "timed out after 2 s listing its tools (servers.hanglist.timeout)"),
+        "hanglist": ("failed", f"timed out after 2 s listing its tools (servers.hanglist.timeout in {config})"),
         "fine": ("ok", None),
     }
+
+
+def test_an_exact_tool_name_of_another_clients_list_that_matches_none_is_said_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "include pattern 'get_[*]' matches no tool", a pattern the user never wrote, for includeTools ["get_*"].
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"pages": [[tool("get_time"), tool("convert")]]}), encoding="utf-8")
+    server = {"command": sys.executable, "args": [str(RAW_SERVER), str(spec)], "includeTools": ["get_*", "convert"]}
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"clock": server}}), encoding="utf-8")
+    assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree"), "--embeddings", "off"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "warning: clock: includeTools lists exact tool names; 'get_*' matches none (use include: in tooltree.yaml "
+        "for patterns)"
+        in err
+        and "get_[*]" not in err
+    )
