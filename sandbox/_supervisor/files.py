@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .fswalk import DIR_FLAGS, READ_FLAGS, DirCursor, PathError, show, split_path, walk
-from .transfer import Identity, TreeReader, TreeWriter, read_item, stamp_line
+from .transfer import Sent, TreeReader, TreeWriter, read_item, stamp_line
 
 
 def mapped_for_writing(pids: Sequence[str] | None = None) -> frozenset[int] | None:
@@ -77,10 +77,10 @@ class Workspace:
     def __init__(self, root: str, mapped: Callable[[], frozenset[int] | None] = mapped_for_writing) -> None:
         self.root = root
         self._mapped = mapped
-        self._saves: dict[str, dict[bytes, Identity]] = {}
-        """The files' identities at the last two saves, by the id each save reported: a save ``since`` one of
-        them sends only what changed (the host may not have put the last one in place: then it names the one
-        before)."""
+        self._saves: dict[str, dict[bytes, Sent]] = {}
+        """The files as the last two saves sent them (identity and digest), by the id each save reported: a save
+        ``since`` one of them sends only what changed (the host may not have put the last one in place: then it
+        names the one before)."""
 
     def _parts(self, path: object) -> list[bytes]:
         try:
@@ -209,9 +209,10 @@ class Workspace:
         mapped = self._mapped()
         known = self._saves.get(since) if isinstance(since, str) and mapped is not None else None
         if known is not None and mapped:  # a file mapped for writing may have changed unseen: its data goes
-            known = {rel: ident for rel, ident in known.items() if ident[0] not in mapped}
+            known = {rel: last for rel, last in known.items() if last[0][0] not in mapped}
         reader = TreeReader(self.root, skip=names, max_bytes=max_bytes, max_entries=max_entries, known=known)
         try:
+            reader.check_size()  # over a cap by the sizes: refused before any data goes
             for batch in reader.batches():
                 send({"method": "workspace.entries", "params": {"entries": batch}})
         except PathError as e:
@@ -224,9 +225,9 @@ class Workspace:
         save = uuid.uuid4().hex if keep else None
         if save is not None:  # a save elsewhere (a copy into another folder) leaves the ones kept as they are
             kept = {since: known} if known is not None and isinstance(since, str) else {}
-            seen = {r: i for r, i in reader.identities.items() if i[0] not in unseen} if unseen is not None else {}
+            seen = {r: s for r, s in reader.sent.items() if s[0][0] not in unseen} if unseen is not None else {}
             self._saves = {**kept, save: seen}
-        mapped_here = unseen is None or any(i[0] in unseen for i in reader.identities.values())
+        mapped_here = unseen is None or any(s[0][0] in unseen for s in reader.sent.values())
         stamp = None if mapped_here else reader.stamp.hexdigest()  # mapped files: saved again each time
         return {**reader.counts, "save": save, "stamp": stamp}
 
