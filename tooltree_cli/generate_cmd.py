@@ -333,7 +333,7 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
         return code
     rows = [
         [
-            s.name,
+            terminal_label(s.name, 80),
             s.status,
             str(s.tools) if s.status == "ok" else "-",
             f"{s.seconds:.2f}",
@@ -342,9 +342,9 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
         for s in result.servers
     ]
     print(table(rows, ["server", "status", "tools", "seconds", "error"]), file=sys.stderr)
-    for s in result.failed:
-        if s.stderr_tail:
-            print(f"\n--- last lines of {s.name}'s stderr ---\n{terminal_text(s.stderr_tail)}", file=sys.stderr)
+    for s in result.failed:  # a name from a project's .mcp.json may carry escapes or line ends: cleaned
+        if s.stderr_tail and (name := terminal_label(s.name, 80)):
+            print(f"\n--- last lines of {name}'s stderr ---\n{terminal_text(s.stderr_tail)}", file=sys.stderr)
     for w in result.warnings[:50]:
         print("warning: " + " ".join(terminal_text(w).splitlines()), file=sys.stderr)
     if len(result.warnings) > 50:

@@ -140,3 +140,18 @@ def test_a_character_past_the_bmp_is_escaped_as_its_surrogate_pair() -> None:
     assert json_text("\U000e0041") == '"\\udb40\\udc41"'
     assert json_text("\x9b") == '"\\u009b"'
     assert json_text("é 日本 😀") == '"é 日本 😀"'  # the rest of Unicode stays readable
+
+
+def test_generate_tree_shows_a_server_name_with_escapes_and_line_ends_cleaned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: the name raw in the progress line, the table and the stderr heading (a project's .mcp.json names its
+    # servers; one named "a\nforged\x1b]52;c;…\x07" wrote a line of its own and set the clipboard).
+    name = "a\nforged line\x1b]52;c;ZWNobyBwd25lZA==\x07\x9b31m"
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {name: {"command": sys.executable, "args": ["-c", "boom"]}}}))
+    assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree")]) == 3
+    err = capsys.readouterr().err
+    assert UNSAFE.search(err) is None, repr(UNSAFE.search(err))
+    assert "ZWNobyBwd25lZA" not in err and not any(line.startswith("forged") for line in err.splitlines())
+    assert "--- last lines of a forged line's stderr ---" in err
