@@ -59,8 +59,12 @@ class DockerConnection:
     once, so a reader waiting on it learns why instead of waiting for the stream to drain.
     """
 
-    def __init__(self, engine: DockerEngine, container_id: str, name: str, attached: AttachSocket) -> None:
+    def __init__(
+        self, engine: DockerEngine, container_id: str, name: str, attached: AttachSocket, *, gvisor: bool = False
+    ) -> None:
         self.engine = engine
+        self.gvisor = gvisor
+        """Whether the container runs under gVisor: a kill (status 137) then most likely means its memory limit."""
         self.container_id = container_id
         self.name = name
         self.attached = attached
@@ -83,7 +87,7 @@ class DockerConnection:
         self.exit_status = str(attributes.get("exitCode", "unknown"))[:20]
         self.exited.set()
         self.ended.set()
-        self.attached.abort(closed_channel(self.exit_status))
+        self.attached.abort(closed_channel(self.exit_status, gvisor=self.gvisor))
 
     def _remove(self) -> None:
         with self._removing:
@@ -119,20 +123,27 @@ class DockerConnection:
         self._remove()
 
 
-def closed_channel(status: str | None) -> str:
-    """Why a session ended when its container did: its exit status, and for 137 (killed) the likeliest cause."""
+def closed_channel(status: str | None, *, gvisor: bool = False) -> str:
+    """Why a session ended when its container did: its exit status, and for 137 (killed) the likeliest cause under
+    its runtime (``gvisor``: `DockerBackend.gvisor`)."""
     reason = f"the sandbox closed its channel: its container exited with status {status}"
-    if status == "137":
-        # Under runc the kernel kills the interpreter alone and the supervisor says so; a killed container is most
-        # often past its memory limit as a whole: under gVisor the host's OOM killer ends its kernel, the Sentry.
-        # A kill from outside (`docker kill`, `docker rm -f`, the host) ends it with the same status: both are named
-        # (before: only the memory limit, with gVisor's case, also under runc).
-        reason += (
+    if status != "137":
+        return reason
+    # Under runc the kernel kills the interpreter alone and the supervisor says so; under gVisor the host's OOM
+    # killer ends the sandbox's kernel, the Sentry, which also holds about 6 MB of host memory per process. A kill
+    # from outside (`docker kill`, `docker rm -f`, the host) ends either with the same status. Before: both
+    # runtimes' causes were given whichever ran, and under gVisor nothing said processes count against memory.
+    if gvisor:
+        return reason + (
             " (killed: under gVisor most likely past its memory limit, sandbox.memory, which ends the whole sandbox, "
-            "with the output not yet returned and the workspace not saved; under runc, where that limit ends only "
-            "the script, most likely stopped from outside: `docker kill`, `docker rm -f`)"
+            "with the output not yet returned and the workspace not saved; each process costs gVisor about 6 MB, so "
+            "a script starting many processes, such as a fork bomb, reaches that limit before the process limit, "
+            "sandbox.pids_limit: raise sandbox.memory or start fewer processes)"
         )
-    return reason
+    return reason + (
+        " (killed: under runc, where the memory limit ends only the script, most likely stopped from outside: "
+        "`docker kill`, `docker rm -f`)"
+    )
 
 
 class _ExitReportingStdout:
@@ -147,7 +158,7 @@ class _ExitReportingStdout:
             self._connection.ended.set()
         # After we closed its stdin, the end is the one we asked for: no reason to wait for.
         if not data and not self._connection.stdin.closed and self._connection.exited.wait(_EXIT_REPORT_WAIT):
-            raise ConnectionAbortedError(closed_channel(self._connection.exit_status))
+            raise ConnectionAbortedError(closed_channel(self._connection.exit_status, gvisor=self._connection.gvisor))
         return data
 
     def close(self) -> None:
@@ -293,7 +304,7 @@ class DockerBackend(SandboxBackend):
             if violations:
                 raise HardeningError(name, violations)
             attached = self.docker.attach(container_id)
-            connection = DockerConnection(self.docker, container_id, name, attached)
+            connection = DockerConnection(self.docker, container_id, name, attached, gvisor=self.gvisor)
             self.docker.watch_death(container_id, connection.on_death)
             self.docker.start(container_id)
             return connection

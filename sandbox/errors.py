@@ -18,10 +18,11 @@ the `ExecutionResult`, so the model can read them and try again.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sandbox.results import ExecutionResult
+    from sandbox.results import ExecutionResult, ToolCallRecord
 
 
 class SandboxError(Exception):
@@ -76,7 +77,20 @@ class ProtocolError(SandboxError):
 
 
 class SessionError(SandboxError):
-    """The session cannot be used: not started, closed, crashed, or it failed to start."""
+    """The session cannot be used: not started, closed, crashed, or it failed to start.
+
+    Attributes:
+        tool_calls: out of `Sandbox.execute` when the sandbox ended or stopped answering under the script (its
+            container killed: past ``sandbox.memory`` under gVisor, ``docker kill``), the ledger of the tool calls the
+            host's bridge handled for that script meanwhile: their side effects happened, so a caller says so rather
+            than have them made again. Empty otherwise. Before: the error's text only, and the calls went unreported.
+        tool_calls_omitted: calls past those, counted only (as `ExecutionResult.tool_calls_omitted`).
+    """
+
+    def __init__(self, message: str, *, tool_calls: Sequence[ToolCallRecord] = (), tool_calls_omitted: int = 0) -> None:
+        super().__init__(message)
+        self.tool_calls: tuple[ToolCallRecord, ...] = tuple(tool_calls)
+        self.tool_calls_omitted = tool_calls_omitted
 
 
 class WorkspaceError(SandboxError):

@@ -45,7 +45,7 @@ from sandbox.calls import NAME_CHARS, CallServer
 from sandbox.channel import INTERRUPTED_ANSWER, SessionTimeoutError, SupervisorChannel
 from sandbox.config import SandboxConfig
 from sandbox.errors import INTERRUPTED_EXECUTION, ProtocolError, SandboxError, SessionError, WorkspaceError
-from sandbox.results import ExecutionResult, parse_execution
+from sandbox.results import ExecutionResult, ToolCallRecord, parse_execution
 from sandbox.session_args import (
     check_code,
     count,
@@ -384,7 +384,8 @@ class Sandbox:
                 and the session stays usable, its variables kept; the stopped script's result (``cancelled``) goes
                 on with the interrupt when it came within that wait (`sandbox.errors.interrupted_execution`).
             SessionError: the session is closed or broken, the sandbox stopped answering (it is then
-                destroyed), or this is the thread that runs ``tool_loop`` (use `aexecute` there).
+                destroyed), or this is the thread that runs ``tool_loop`` (use `aexecute` there). One that ended
+                the script carries the tool calls it had made (``tool_calls``, ``tool_calls_omitted``).
         """
         return self._execute(code, timeout, filename, None)
 
@@ -404,29 +405,39 @@ class Sandbox:
             started = time.monotonic()
             interrupted: KeyboardInterrupt | None = None
             answer: object = None
+            ledger: list[ToolCallRecord] = []
             try:
-                params: dict[str, Any] = {"code": code, "timeout": limit, "max_chars": self.config.output_chars}
-                if filename is not None:
-                    params["filename"] = filename
-                raw = channel.request(
-                    "execute",
-                    params,
-                    timeout=limit + _GRACE_SECONDS,
-                    # Ctrl-C stops the script too, and returns once it has ended (before: it ran on to its timeout,
-                    # and every execute of the session meanwhile failed, "an execution is already running").
-                    on_interrupt=functools.partial(self._interrupted, channel),
-                    interrupt_wait=_INTERRUPT_WAIT,
-                )
-            except SessionTimeoutError:
-                self._ended = f"the sandbox did not report back within {limit + _GRACE_SECONDS:g} s and was destroyed"
-                self.kill()
-                raise SessionError(self._ended) from None
-            except KeyboardInterrupt as e:  # the stopped script's result goes on with it, when it came in time
-                interrupted, answer = e, getattr(e, INTERRUPTED_ANSWER, None)
-            finally:
-                if turn is not None:
-                    turn.end()  # first: a cancel of this turn under way is sent while this script still runs
-                ledger = self._calls.end()
+                try:
+                    params: dict[str, Any] = {"code": code, "timeout": limit, "max_chars": self.config.output_chars}
+                    if filename is not None:
+                        params["filename"] = filename
+                    raw = channel.request(
+                        "execute",
+                        params,
+                        timeout=limit + _GRACE_SECONDS,
+                        # Ctrl-C stops the script too, and returns once it has ended (before: it ran on to its
+                        # timeout, and every execute of the session meanwhile failed, "an execution is already
+                        # running").
+                        on_interrupt=functools.partial(self._interrupted, channel),
+                        interrupt_wait=_INTERRUPT_WAIT,
+                    )
+                except SessionTimeoutError:
+                    self._ended = (
+                        f"the sandbox did not report back within {limit + _GRACE_SECONDS:g} s and was destroyed"
+                    )
+                    self.kill()
+                    raise SessionError(self._ended) from None
+                except KeyboardInterrupt as e:  # the stopped script's result goes on with it, when it came in time
+                    interrupted, answer = e, getattr(e, INTERRUPTED_ANSWER, None)
+                finally:
+                    if turn is not None:
+                        turn.end()  # first: a cancel of this turn under way is sent while this script still runs
+                    ledger = self._calls.end()
+            except SessionError as e:
+                # The sandbox ended (or was destroyed) under the script: the calls the bridge handled for it happened
+                # all the same. Before: only the error's text, and a caller made them again.
+                e.tool_calls, e.tool_calls_omitted = tuple(ledger), self._calls.omitted
+                raise
             if interrupted is None:
                 return parse_execution(
                     raw,

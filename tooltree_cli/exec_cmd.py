@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from tool_tree.text import one_line, size
 from tooltree_cli.common import file_problem, folder_problem, load_optional_config, sandbox_config, sandbox_seconds
+from tooltree_cli.exec_calls import LEDGER_LINES as LEDGER_LINES
+from tooltree_cli.exec_calls import calls_json, print_calls, print_sandbox_failed
 from tooltree_cli.exec_images import save_images
 from tooltree_cli.exec_stop import CANCEL_WAIT, CtrlCStopsTheScript, notes_not_logged
 from tooltree_cli.output import print_json
@@ -79,8 +81,6 @@ class _UsageError(Exception):
 
 _ENVELOPE_BYTES = 1024
 """What the execute request adds to the script's text on the wire (method, id, limits)."""
-LEDGER_LINES = 100
-"""Calls the printout lists one line each (``--json`` lists every one the ledger holds)."""
 
 
 def _read_code(args: argparse.Namespace) -> tuple[str, str | None]:
@@ -153,7 +153,7 @@ def _too_big(name: str, length: int, limit: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sandbox.errors import EngineUnavailableError, ImageError, SandboxError
+    from sandbox.errors import EngineUnavailableError, ImageError, SandboxError, SessionError
     from tool_tree.config import ConfigError
     from tool_tree.tree import Manifest, TreeError
 
@@ -180,10 +180,14 @@ def run(args: argparse.Namespace) -> int:
         print("tooltree: terminated", file=sys.stderr)
         return EXIT_TERMINATED
     except (EngineUnavailableError, ImageError) as e:
-        print(f"tooltree: error: {_shown(str(e))}", file=sys.stderr)
+        print_sandbox_failed(_shown(str(e)), (), 0, code=EXIT_SANDBOX, as_json=args.json, ran=False)
         return EXIT_SANDBOX
     except SandboxError as e:  # may quote the container's own words (its stderr, an error it sent)
-        print(f"tooltree: error: the sandbox failed: {_shown(str(e))}", file=sys.stderr)
+        # With the calls the script made before the sandbox ended under it (`SessionError.tool_calls`).
+        calls, omitted = (e.tool_calls, e.tool_calls_omitted) if isinstance(e, SessionError) else ((), 0)
+        print_sandbox_failed(
+            f"the sandbox failed: {_shown(str(e))}", calls, omitted, code=EXIT_SANDBOX, as_json=args.json
+        )
         return EXIT_SANDBOX
     # A save's message and notes may name what the script made (files, errors the sandbox sent): cleaned.
     unsaved = _shown(unsaved) if unsaved is not None else None
@@ -193,7 +197,9 @@ def run(args: argparse.Namespace) -> int:
     saved, image_problem = save_images(result, Path(args.images)) if args.images else ([], None)
     exit_code, why = _outcome(result, unsaved=unsaved, image_problem=image_problem)
     if args.json:
-        print_json({**result_json(result, saved), "workspace_error": unsaved, "workspace_notes": notes})
+        print_json(
+            {**result_json(result, saved), "workspace_error": unsaved, "workspace_notes": notes, "sandbox_error": None}
+        )
     else:
         _print_human(result, saved, asked=args.images is not None, code=exit_code, why=why)
     _print_notes(notes)
@@ -335,18 +341,7 @@ def result_json(result: ExecutionResult, saved: Sequence[Path] = ()) -> dict[str
         "state_reset": result.state_reset,
         "stdout_path": result.stdout_path,
         "stderr_path": result.stderr_path,
-        "calls": [
-            {
-                "server": c.server,
-                "tool": c.tool,
-                "ok": c.ok,
-                "request_bytes": c.request_bytes,
-                "response_bytes": c.response_bytes,
-                "ms": c.duration_ms,
-                "error": c.error,
-            }
-            for c in result.tool_calls
-        ],
+        "calls": calls_json(result.tool_calls),
         "calls_not_listed": result.tool_calls_omitted,
         "images": [
             {
@@ -376,14 +371,7 @@ def _print_human(
         sys.stderr.write(result.traceback.rstrip("\n") + "\n")
     elif result.error:
         print(f"error: {result.error}", file=sys.stderr)
-    for c in result.tool_calls[:LEDGER_LINES]:
-        status = "ok" if c.ok else f"error: {c.error}"
-        print(
-            f"  call {c.server}.{c.tool}  {status}  {size(c.response_bytes)}  {c.duration_ms:.0f} ms", file=sys.stderr
-        )
-    if more := len(result.tool_calls[LEDGER_LINES:]) + result.tool_calls_omitted:
-        listed = f"the first {len(result.tool_calls)}" if result.tool_calls_omitted else "them"
-        print(f"  … {more} more call(s) (--json lists {listed})", file=sys.stderr)
+    print_calls(result.tool_calls, result.tool_calls_omitted)
     for n, image in enumerate(result.images):
         if n < len(saved):
             where = f" saved to {saved[n]}"

@@ -20,7 +20,8 @@ another client's nor the end of a session. A workspace read while the session's 
 answered at once (the sandbox reads files only between executions) instead of waiting for the script.
 
 A cancel that arrives while the sandbox of an execution is still starting is kept: the script is
-never handed to the sandbox.
+never handed to the sandbox. A cancelled script that ignores its interrupt has its interpreter restarted, and the
+session's next result says so (`CANCEL_RESTARTED`).
 
 (Over 400 lines: a client session's executions, their cancels and workspace saves, and the registry that starts
 and ends the sessions, share the sessions' state and the one lock for saves.)
@@ -72,6 +73,13 @@ STALE_IMPORT = (
 )
 """Said after the output of such a session's script that failed to import from ``servers`` (before: only the one
 note, at its next call, whatever it was; the import error itself said nothing of why)."""
+RESTARTED = "the interpreter was restarted: variables and imports are gone; files remain"
+"""The words in brackets that end an execution's output when its interpreter was restarted
+(`agent.content.execution_blocks`)."""
+CANCEL_RESTARTED = f"a cancelled script did not stop when interrupted, so {RESTARTED}"
+"""Said once, in front of the session's next result, after a cancelled execution whose interpreter was restarted
+(before: its result, which said so, was dropped with the cancel, and the next script found its variables gone
+without a word)."""
 HANDOVER_RETRY = 0.05
 """Seconds between tries to stop a script handed to the sandbox that has not begun there yet."""
 GONE_GRACE = 60.0
@@ -110,6 +118,11 @@ class _Execution:
         """A cancel arrived: the script is not handed to the sandbox, or is stopped there."""
         self.handed_over = False
         """The script went to the sandbox: from now on a cancel has to stop it there."""
+        self.outcome: ToolOutcome | None = None
+        """Its result, once it has ended."""
+        self.dropped = False
+        """The call was cancelled: its result is never returned, so a restart of the interpreter it reports is told
+        at the session's next call instead."""
 
 
 class ClientSession:
@@ -180,7 +193,8 @@ class ClientSession:
 
         Cancelled (the client's ``notifications/cancelled``, or its disconnect), it stops the
         script and waits for it to end, so the next execution of this session never overlaps it;
-        cancelled while the sandbox is still starting, the script never runs.
+        cancelled while the sandbox is still starting, the script never runs. A script that ignored the
+        interrupt was stopped by restarting the interpreter: the session's next result says so.
         """
         if self._queued >= QUEUED_EXECUTIONS:
             return error(
@@ -202,17 +216,20 @@ class ClientSession:
     ) -> ToolOutcome:
         """`execute`, holding ``executions``."""
         run = _Execution()
-        box: list[ToolOutcome] = []
         with self._state:
             self._execution = run
 
         def work() -> None:
+            outcome = None
             try:
-                box.append(self._execute(toolset, arguments, run))
+                outcome = self._execute(toolset, arguments, run)
             finally:
                 with self._state:
                     if self._execution is run:
                         self._execution = None
+                    run.outcome, dropped = outcome, run.dropped
+                if dropped:  # it ended after its call was cancelled (the call may no longer wait for it)
+                    self._note_restart(outcome)
                 run.done.set()
 
         threading.Thread(target=work, name=f"serve-execute-{self.key[:8]}", daemon=True).start()
@@ -224,7 +241,9 @@ class ClientSession:
                 await progress(time.monotonic() - started)
         except anyio.get_cancelled_exc_class():
             with self._state:  # at once, before any wait for a thread
-                run.cancelled = True
+                run.cancelled = run.dropped = True
+                ended = run.outcome  # else `work` tells of a restart when the script ends
+            self._note_restart(ended)
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self.cancel, limiter=self._waits)
                 stopped = await anyio.to_thread.run_sync(
@@ -233,7 +252,14 @@ class ClientSession:
                 if not stopped:
                     logger.warning("session %s: a cancelled execution is still running", self.key[:16])
             raise
-        return box[0] if box else error("the execution ended without a result")
+        return run.outcome if run.outcome is not None else error("the execution ended without a result")
+
+    def _note_restart(self, dropped: ToolOutcome | None) -> None:
+        """Keep `CANCEL_RESTARTED` for the next result when the dropped result of a cancelled execution says its
+        interpreter was restarted."""
+        if dropped is not None and _restarted(dropped):
+            with self._state:
+                self.note = "; ".join(filter(None, [self.note, CANCEL_RESTARTED]))
 
     def _execute(self, toolset: CodeToolset, arguments: Mapping[str, Any], run: _Execution) -> ToolOutcome:
         """``execute_python`` in its own thread: the sandbox is started first, so that a cancel that
@@ -525,6 +551,12 @@ def _reads_workspace(arguments: Mapping[str, Any]) -> bool:
     except FileAccessError:
         return False
     return not parts or parts[0] != TREE_DIR
+
+
+def _restarted(outcome: ToolOutcome) -> bool:
+    """Whether an execution's result says its interpreter was restarted (a paragraph of its own in its text)."""
+    marker = f"[{RESTARTED}]"
+    return any(marker in b.get("text", "").split("\n\n") for b in outcome.content if b.get("type") == "text")
 
 
 def _missed_servers(outcome: ToolOutcome) -> bool:

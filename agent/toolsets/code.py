@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agent.content import execution_blocks
+from agent.content import execution_blocks, ledger, text_block
 from agent.files import FileAccessError, FileView
 from agent.prompts import render
 from agent.toolsets.base import INTERRUPTED_OUTCOME, NOTE_CHARS, ToolOutcome, Toolset, error, note_text, with_note
@@ -300,9 +300,13 @@ class CodeToolset(Toolset):
             return error(f"the sandbox session failed: {e}")
         try:
             result = sandbox.execute(code)
-        except SessionError as e:
+        except SessionError as e:  # the calls the script had made follow: they happened (before: not said)
             then = f"; {NEXT_IS_NEW}" if sandbox.ended is not None else ""
-            return error(f"the sandbox session failed: {e}{then}")
+            failed = error(f"the sandbox session failed: {e}{then}")
+            if e.tool_calls:
+                failed.content.append(text_block(ledger(e.tool_calls, e.tool_calls_omitted)))
+                failed.script_calls = e.tool_calls
+            return failed
         except KeyboardInterrupt as e:  # what the stopped script did goes on with the interrupt (`agent.calls`)
             if (stopped := interrupted_execution(e)) is not None:
                 setattr(e, INTERRUPTED_OUTCOME, self._outcome(stopped))

@@ -233,7 +233,31 @@ def search_tools(query: str, detail: str = "summary", limit: int = 5, regex: boo
     return text if isinstance(text, str) else ""
 
 
+_ACCEPTED = (
+    "a path, bytes, an image object (a tool result's .images[i], a figure) or an MCP image content block "
+    "({'type': 'image', 'data': <base64>, 'mimeType': ...})"
+)
+
+
+def _block_bytes(block: dict[Any, Any]) -> bytes:
+    """The image of an MCP image content block, such as a tool's structured output holds (server-filesystem's
+    ``read_media_file``); before, a dict was refused. Its base64 is decoded strictly, its size checked first."""
+    if block.get("type") != "image":
+        raise TypeError(f"show_image() takes {_ACCEPTED}, not a dict with type {str(block.get('type'))[:40]!r}")
+    data = block.get("data")
+    if not isinstance(data, str):
+        raise ValueError("show_image(): the image block's 'data' is not a base64 string")
+    if len(data) > (MAX_IMAGE_BYTES + 2) // 3 * 4:  # larger than any base64 of an image within the limit
+        raise ValueError(f"show_image(): {len(data)} characters of base64 is over the {MAX_IMAGE_BYTES}-byte limit")
+    try:
+        return base64.b64decode(data, validate=True)
+    except ValueError:  # binascii.Error, and non-ASCII characters
+        raise ValueError("show_image(): the image block's 'data' is not valid base64") from None
+
+
 def _image_bytes(image: Any) -> tuple[bytes, str | None]:
+    if isinstance(image, dict):
+        return _block_bytes(image), None
     if isinstance(image, (bytes, bytearray, memoryview)):
         return bytes(image), None
     if isinstance(image, (str, os.PathLike)):
@@ -249,11 +273,12 @@ def _image_bytes(image: Any) -> tuple[bytes, str | None]:
         buf = io.BytesIO()
         image.save(buf, format="PNG")
         return buf.getvalue(), "image/png"
-    raise TypeError(f"show_image() takes a path, bytes or an image object, not {type(image).__name__}")
+    raise TypeError(f"show_image() takes {_ACCEPTED}, not {type(image).__name__}")
 
 
 def show_image(image: Any) -> None:
-    """Show an image to the model: a file path, PNG/JPEG/GIF/WebP bytes, a tool's image, or a figure.
+    """Show an image to the model: a file path, PNG/JPEG/GIF/WebP bytes, a tool's image, an MCP image content
+    block (a dict), or a figure.
 
     Raises:
         ValueError: not a supported image, too large, or too many images in one execution.

@@ -92,7 +92,9 @@ def test_a_container_killed_from_outside_fails_the_waiting_execution_with_its_ex
     assert ended.wait(60), "the execution did not end when its container died"
     assert "its container exited with status 137" in str(outcome[0])
     # Under runc a memory limit ends only the script: the kill from outside is named (before: only the memory limit)
-    assert "under runc, where that limit ends only the script, most likely stopped from outside" in str(outcome[0])
+    assert "under runc, where the memory limit ends only the script, most likely stopped from outside" in str(
+        outcome[0]
+    )
     assert docker_engine.text(["ps", "--all", "--quiet", "--filter", f"name={sb.name}"]) == ""
     sb.close()
 

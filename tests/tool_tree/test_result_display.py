@@ -102,7 +102,8 @@ def test_text_notes_a_binary_resource_by_its_size_and_leaves_its_base64_out() ->
 def test_text_of_text_and_image_blocks_is_unchanged() -> None:
     # Images are still left out of `.text`, and text blocks are joined with newlines as before.
     result = ToolResult([text("a"), image(PNG), text(""), text("b\n")])
-    assert result.text == "a\n\nb\n" and str(result) == result.text
+    assert result.text == "a\n\nb\n"
+    assert str(result) == result.text + f"[Image(image/png, {len(PNG):,} bytes): result.images[0]]"
 
 
 def test_printing_a_result_of_images_alone_says_what_it_holds_and_where() -> None:

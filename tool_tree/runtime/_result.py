@@ -1,8 +1,8 @@
 """`ToolResult`: what a tool call returns when the tool declares no output schema.
 
-Besides the raw blocks (``content``) a result offers them by kind: ``text`` (what ``print(result)`` shows),
-``images``, ``resource_links`` and ``resources`` (embedded resources). Every ``repr`` here is bounded, so that
-printing a result, or a list of its images, shows what it holds rather than every byte of it.
+Besides the raw blocks (``content``) a result offers them by kind: ``text`` (what ``print(result)`` shows, with a
+line for each image after it), ``images``, ``resource_links`` and ``resources`` (embedded resources). Every ``repr``
+here is bounded, so that printing a result, or a list of its images, shows what it holds rather than every byte of it.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ _REPR_TEXT_CHARS = 60
 """Characters of a text block a result's ``repr`` quotes (of its structured content, `_EXCERPT_CHARS`)."""
 _REPR_BLOCKS = 10
 """Content blocks a result's ``repr`` lists; the rest are counted."""
+_STR_LINES_AFTER_TEXT = 3  # blocks .text leaves out (images) that `str` lists one a line after a text; more: counted
 _URI_CHARS = 300
 """Characters of a URI shown in ``.text`` (a ``data:`` URI can be megabytes); the objects keep it whole."""
 _NAME_CHARS = 120
@@ -226,7 +227,7 @@ class ToolResult:
 
     @property
     def text(self) -> str:
-        """What the result says, as ``print(result)`` shows it: its blocks in order, joined with newlines.
+        """What the result says: its blocks in order, joined with newlines (``print(result)`` adds a line per image).
 
         A text block is its text; a resource link one line (name, ``<URI>``, MIME type, size, the start of its
         description); an embedded resource a line with its URI and MIME type, then its text, or for a binary
@@ -361,20 +362,38 @@ class ToolResult:
         return f"ToolResult({', '.join(parts)})"
 
     def __str__(self) -> str:
-        """``.text``; for a result without any, what its blocks are (before: an image alone printed an empty line)."""
-        text = self.text
-        if text or not self.content:
+        """``.text``, then a line for each image (or other block it leaves out), counted past three; without, ``.text``.
+        Before: an image alone printed an empty line, after a text nothing (a script never learned it came back)."""
+        text, unsaid = self.text, [(n, b) for n, b in enumerate(self.content) if _unsaid(b)]
+        if not text:
+            lines = [self._unsaid_line(n, b) for n, b in unsaid if n < _REPR_BLOCKS]
+            more = len(self.content) - _REPR_BLOCKS
+            return "\n".join(lines + ([f"[… {more:,} more blocks]"] if more > 0 else []))
+        if not unsaid:
             return text
-        lines = []
-        for n, b in enumerate(self.content[:_REPR_BLOCKS]):
-            kind = _one_line(str(b.get("type")), _MIME_CHARS)
-            if kind in ("text", "resource_link", "resource"):  # said in .text, empty here
-                continue
-            if kind == "image":
-                images = sum(1 for c in self.content[:n] if c.get("type") == "image")
-                lines.append(f"[{self._block_repr(b)}: result.images[{images}]]")
-            else:
-                lines.append(f"[a block of type {kind!r}: result.content[{n}]]")
-        if len(self.content) > _REPR_BLOCKS:
-            lines.append(f"[… {len(self.content) - _REPR_BLOCKS:,} more blocks]")
-        return "\n".join(lines)
+        many = len(unsaid) > _STR_LINES_AFTER_TEXT
+        lines = _unsaid_summary([b for _, b in unsaid]) if many else [self._unsaid_line(n, b) for n, b in unsaid]
+        return "\n".join([text.removesuffix("\n"), *lines])
+
+    def _unsaid_line(self, n: int, b: dict[str, Any]) -> str:
+        """Block ``n`` (one ``.text`` leaves out) as a line of ``str``: where the script finds it."""
+        if b.get("type") == "image":
+            images = sum(1 for c in self.content[:n] if c.get("type") == "image")
+            return f"[{self._block_repr(b)}: result.images[{images}]]"
+        return f"[a block of type {_one_line(str(b.get('type')), _MIME_CHARS)!r}: result.content[{n}]]"
+
+
+def _unsaid_summary(blocks: list[dict[str, Any]]) -> list[str]:
+    """Many blocks ``.text`` leaves out, counted: a line for the images, one for any other blocks."""
+    images = sum(1 for b in blocks if b.get("type") == "image")
+    lines = [f"[+ {images} image{'s' if images > 1 else ''}: result.images[0..{images - 1}]]"] if images else []
+    others = [_one_line(str(b.get("type")), _MIME_CHARS) for b in blocks if b.get("type") != "image"]
+    if others:
+        kinds = f"of type {others[0]!r}" if len(set(others)) == 1 else "of other types"
+        lines.append(f"[+ {len(others)} block{'s' if len(others) > 1 else ''} {kinds}: result.content]")
+    return lines
+
+
+def _unsaid(block: dict[str, Any]) -> bool:
+    """Whether ``.text`` leaves ``block`` out (an image, audio, a type it does not know)."""
+    return _one_line(str(block.get("type")), _MIME_CHARS) not in ("text", "resource_link", "resource")

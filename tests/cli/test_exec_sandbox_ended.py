@@ -1,0 +1,119 @@
+"""`tooltree exec` whose sandbox ended under the script (its container killed: ``docker kill``, the whole gVisor
+sandbox past its memory limit) lists the tool calls the script had made, and with ``--json`` prints one object
+(the calls, ``sandbox_error``, what the sandbox never reported null). Before: one error line on stderr, nothing on
+stdout under ``--json``, and no word of the calls, whose side effects happened.
+
+Real parts: the sample servers, a real sandbox container, the container killed through the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.docker_cli import EngineWithCLI
+from tests.support import TEST_OWNER, sample_config_yaml, wait_until
+from tooltree_cli.main import main
+
+WAIT = 60.0
+SCRIPT = (
+    "from servers.media import list_gallery\n"
+    "first = list_gallery()\n"
+    "second = list_gallery()\n"
+    "import threading\n"
+    "threading.Event().wait()  # until its container is killed\n"
+)
+
+
+@pytest.fixture(autouse=True)
+def test_owner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Containers of these runs carry the test label: the one to kill is found by it."""
+    monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", TEST_OWNER)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("exec-ended")
+    config = tmp / "tooltree.yaml"
+    config.write_text(sample_config_yaml("media") + "sandbox:\n  timeout: 60\n", encoding="utf-8")
+    tree = tmp / "tree"
+    assert main(["generate-tree", "--config", str(config), "--out", str(tree)]) == 0
+    return config, tree
+
+
+def _exec_killed_after_two_calls(
+    docker: EngineWithCLI, project: tuple[Path, Path], tmp_path: Path, *options: str
+) -> int:
+    """`tooltree exec` of `SCRIPT`, its container killed once the audit log shows both calls (the second is sent
+    only once the first was answered, so the first is in the ledger by then)."""
+    config, tree = project
+    script, audit = tmp_path / "script.py", tmp_path / "audit.jsonl"
+    script.write_text(SCRIPT, encoding="utf-8")
+
+    def killed() -> None:
+        made = lambda: audit.exists() and len(audit.read_text(encoding="utf-8").splitlines()) >= 2  # noqa: E731
+        wait_until(made, "the script's two calls", WAIT)
+        (name,) = docker.text(["ps", "--quiet", "--filter", f"label=tooltree.owner={TEST_OWNER}"]).split()
+        docker.text(["kill", name])
+
+    killer = threading.Thread(target=killed)
+    killer.start()
+    try:
+        argv = ["exec", str(script), "--config", str(config), "--tree", str(tree), "--audit", str(audit), *options]
+        return main(argv)
+    finally:
+        killer.join(WAIT)
+
+
+@pytest.mark.docker
+def test_exec_whose_sandbox_was_killed_lists_the_calls_the_script_made(
+    docker_engine: EngineWithCLI, project: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _exec_killed_after_two_calls(docker_engine, project, tmp_path) == 4
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert out == ""
+    assert lines[0].startswith("tooltree: error: the sandbox failed: ") and "status 137" in lines[0]
+    assert lines[1].startswith("  call media.list_gallery  ok  ")
+    assert lines[2].startswith("  call media.list_gallery  ")  # ok, or cancelled when the kill came first
+    assert lines[-1].startswith("tooltree: the sandbox did not report the script's end · 2 tool call(s) · ")
+    assert lines[-1].endswith(" · tooltree exit 4 because the sandbox failed")
+
+
+@pytest.mark.docker
+def test_exec_json_whose_sandbox_was_killed_prints_one_object_with_the_calls(
+    docker_engine: EngineWithCLI, project: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _exec_killed_after_two_calls(docker_engine, project, tmp_path, "--json") == 4
+    out, err = capsys.readouterr()
+    printed = json.loads(out)
+    assert printed["sandbox_error"].startswith("the sandbox failed: ") and "status 137" in printed["sandbox_error"]
+    assert printed["error"] == printed["sandbox_error"]
+    assert printed["exit_code"] is None and printed["stdout"] is None and printed["duration_ms"] is None
+    assert [(c["server"], c["tool"]) for c in printed["calls"]] == [("media", "list_gallery")] * 2
+    assert printed["calls"][0]["ok"] is True and printed["calls_not_listed"] == 0
+    assert printed["tool_result_bytes"] >= printed["calls"][0]["response_bytes"] > 0
+    assert err.splitlines()[-1].endswith(" · tooltree exit 4 because the sandbox failed")
+
+
+def test_exec_json_whose_sandbox_could_not_start_prints_one_object(
+    project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No engine: no script ran, and --json still prints its object (before: nothing on stdout).
+    from sandbox.errors import EngineUnavailableError
+    from tooltree_cli import exec_cmd
+
+    def no_engine(*args: object, **kwargs: object) -> None:
+        raise EngineUnavailableError("no container engine answers: start Docker")
+
+    monkeypatch.setattr(exec_cmd, "execute", no_engine)
+    config, tree = project
+    assert main(["exec", "-c", "print(1)", "--config", str(config), "--tree", str(tree), "--json"]) == 4
+    out, err = capsys.readouterr()
+    printed = json.loads(out)
+    assert printed["sandbox_error"] == printed["error"] == "no container engine answers: start Docker"
+    assert printed["calls"] == [] and printed["exit_code"] is None
+    assert err.splitlines() == ["tooltree: error: no container engine answers: start Docker"]  # as without --json

@@ -1,0 +1,71 @@
+"""``show_image`` takes an MCP image content block (a dict), as a tool's structured output holds one, and a script
+printing a result of text and an image learns of the image.
+
+Before: server-filesystem's ``read_media_file`` answered with structured output whose ``content[0]`` is
+``{'type': 'image', 'data': <base64>, 'mimeType': 'image/png'}``, and ``show_image`` of it raised "TypeError:
+show_image() takes a path, bytes or an image object, not dict"; ``print(result)`` of text and an image showed only
+the text.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from sandbox import DockerBackend, Sandbox
+from sandbox._supervisor import worker
+from sandbox._supervisor.limits import MAX_IMAGE_BYTES
+from tests.sandbox.test_sandbox_session import PNG
+
+BLOCK = {"type": "image", "data": base64.b64encode(PNG).decode(), "mimeType": "image/png"}
+
+
+def test_show_image_of_a_dict_that_is_no_image_block_names_what_it_takes() -> None:
+    # Refused before the sandbox connection is needed, so this runs in-process.
+    with pytest.raises(TypeError) as refused:
+        worker.show_image({"type": "text", "text": "a chart"})
+    assert str(refused.value) == (
+        "show_image() takes a path, bytes, an image object (a tool result's .images[i], a figure) or an MCP image "
+        "content block ({'type': 'image', 'data': <base64>, 'mimeType': ...}), not a dict with type 'text'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ("iVBORw0KGgo=\n", "the image block's 'data' is not valid base64"),  # strict: no newline, no junk
+        ("iVBO*w0KGgo=", "the image block's 'data' is not valid base64"),
+        ("iVBORw0KGg", "the image block's 'data' is not valid base64"),  # cut short: no padding
+        ("ï" * 8, "the image block's 'data' is not valid base64"),
+        (b"iVBORw0KGgo=", "the image block's 'data' is not a base64 string"),
+        ("A" * ((MAX_IMAGE_BYTES + 2) // 3 * 4 + 4), "5242884 characters of base64 is over the 3932160-byte limit"),
+    ],
+)
+def test_show_image_of_an_image_block_decodes_its_data_strictly_and_bounds_it(data: object, said: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        worker.show_image({"type": "image", "data": data, "mimeType": "image/png"})
+    assert str(refused.value) == f"show_image(): {said}"
+
+
+def _media_tools(server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """server-filesystem's ``read_media_file`` answers with its image in the structured content too."""
+    if tool == "read_media_file":
+        return {"content": [BLOCK], "structuredContent": {"content": [BLOCK]}}
+    return {"content": [{"type": "text", "text": "the chart of March"}, BLOCK]}
+
+
+@pytest.mark.docker
+def test_a_script_shows_a_tool_s_image_block_and_sees_an_image_in_a_printed_result(backend: DockerBackend) -> None:
+    code = (
+        "from tool_tree.runtime import call_tool\n"
+        "media = call_tool('fs', 'read_media_file', {'path': 'chart.png'})\n"
+        "show_image(media.json()['content'][0])\n"
+        "print(call_tool('fs', 'chart', {}))\n"
+    )
+    with Sandbox(backend, tools=_media_tools) as sb:
+        result = sb.execute(code)
+    assert result.ok, result.traceback
+    assert [(i.mime_type, i.data) for i in result.images] == [("image/png", PNG)]
+    assert result.stdout == f"the chart of March\n[Image(image/png, {len(PNG)} bytes): result.images[0]]\n"

@@ -1,0 +1,96 @@
+"""The tool calls of one `tooltree exec` script, as printed and as ``--json`` gives them, and what `exec` prints
+when the sandbox failed under the script (`print_sandbox_failed`).
+
+Before: a sandbox that ended mid-script (its container killed: past ``sandbox.memory`` under gVisor, ``docker
+kill``) printed one error line and, with ``--json``, nothing on stdout; the calls the script had made, whose side
+effects happened, were not reported anywhere but the audit log.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tool_tree.text import size
+from tooltree_cli.output import print_json
+
+if TYPE_CHECKING:
+    from sandbox.results import ToolCallRecord
+
+LEDGER_LINES = 100
+"""Calls the printout lists one line each (``--json`` lists every one the ledger holds)."""
+
+
+def calls_json(calls: Sequence[ToolCallRecord]) -> list[dict[str, Any]]:
+    """The ``calls`` of ``--json``: one object per call."""
+    return [
+        {
+            "server": c.server,
+            "tool": c.tool,
+            "ok": c.ok,
+            "request_bytes": c.request_bytes,
+            "response_bytes": c.response_bytes,
+            "ms": c.duration_ms,
+            "error": c.error,
+        }
+        for c in calls
+    ]
+
+
+def print_calls(calls: Sequence[ToolCallRecord], omitted: int) -> None:
+    """The calls on stderr, one line each (the first `LEDGER_LINES`), and how many more there were."""
+    for c in calls[:LEDGER_LINES]:
+        status = "ok" if c.ok else f"error: {c.error}"
+        print(
+            f"  call {c.server}.{c.tool}  {status}  {size(c.response_bytes)}  {c.duration_ms:.0f} ms", file=sys.stderr
+        )
+    if more := len(calls[LEDGER_LINES:]) + omitted:
+        listed = f"the first {len(calls)}" if omitted else "them"
+        print(f"  … {more} more call(s) (--json lists {listed})", file=sys.stderr)
+
+
+def print_sandbox_failed(
+    message: str, calls: Sequence[ToolCallRecord], omitted: int, *, code: int, as_json: bool, ran: bool = True
+) -> None:
+    """What `exec` prints when the sandbox failed (``message``, cleaned, after ``tooltree: error:``), with the tool
+    calls the script made before it did: the error line, the calls (not with ``as_json``), and a last line like a
+    finished script's, ending ``tooltree exit CODE because the sandbox failed``. With ``as_json``, one object on
+    stdout too, with the keys of a result: what the sandbox never reported (the script's output, its exit status,
+    its duration) null, ``sandbox_error`` the message. When no script ran (``ran`` false: no engine, no image), the
+    error line is all it prints on stderr, as a usage error's is."""
+    received = sum(c.response_bytes for c in calls)
+    if as_json:
+        print_json(
+            {
+                "stdout": None,
+                "stderr": None,
+                "exit_code": None,
+                "timed_out": False,
+                "interrupted": False,
+                "duration_ms": None,
+                "error": message,
+                "traceback": None,
+                "state_reset": None,
+                "stdout_path": None,
+                "stderr_path": None,
+                "calls": calls_json(calls),
+                "calls_not_listed": omitted,
+                "images": [],
+                "tool_result_bytes": received,
+                "printed_bytes": None,
+                "workspace_error": None,
+                "workspace_notes": [],
+                "sandbox_error": message,
+            }
+        )
+    print(f"tooltree: error: {message}", file=sys.stderr)
+    if not ran:
+        return
+    if not as_json:  # ``--json`` lists them
+        print_calls(calls, omitted)
+    print(
+        f"tooltree: the sandbox did not report the script's end · {len(calls) + omitted} tool call(s) · "
+        f"{size(received)} of tool results received in the sandbox · tooltree exit {code} because the sandbox failed",
+        file=sys.stderr,
+    )
