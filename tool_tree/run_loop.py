@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn, TypeVar
 
 T = TypeVar("T")
+
+WORKERS_WAIT = 5.0
+"""Most seconds to wait, after the loop closed, for its `anyio.to_thread` worker threads to leave."""
 
 ROUNDS = 100
 """Most rounds of cancelling what was started meanwhile (each round runs the loop only until the tasks it
@@ -43,6 +48,20 @@ def run_to_the_end(main: Coroutine[Any, Any, None]) -> None:
         finally:
             asyncio.set_event_loop(None)
             loop.close()
+            _join_workers(loop)
+
+
+def _join_workers(loop: asyncio.AbstractEventLoop) -> None:
+    """Wait (at most `WORKERS_WAIT` seconds in all) for the loop's `anyio.to_thread` worker threads to leave.
+
+    AnyIO tells them to stop when the task that started them ends, and each leaves a moment later: before, one could
+    outlive the `with BackgroundPool(...)` block that ended the loop (an idle "AnyIO worker thread" seen after it).
+    They are known by the loop they serve (their ``loop`` attribute).
+    """
+    deadline = time.monotonic() + WORKERS_WAIT
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and getattr(thread, "loop", None) is loop:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _end_tasks(loop: asyncio.AbstractEventLoop) -> None:

@@ -444,6 +444,37 @@ def test_a_task_started_on_a_background_pools_loop_as_it_ends_is_cancelled_and_r
     assert all(task.done() for task in held)
 
 
+def test_no_worker_thread_of_a_background_pools_loop_outlives_its_with(tmp_path: Path) -> None:
+    # Before: AnyIO's worker threads (`anyio.to_thread`, as the output check uses) were told to stop as the loop
+    # ended and left a moment later: one still busy, or not yet woken, outlived the `with` (CI saw an idle
+    # "AnyIO worker thread" after it). Here one is held busy past the loop's end, released by a timer.
+    import asyncio
+    import threading
+
+    import anyio
+
+    from tool_tree.pool import BackgroundPool
+
+    gate = threading.Event()
+    started = threading.Event()
+
+    def busy() -> None:
+        started.set()
+        gate.wait(timeout=30)
+
+    async def start() -> None:
+        asyncio.get_running_loop().create_task(anyio.to_thread.run_sync(busy, abandon_on_cancel=True))
+
+    before = set(threading.enumerate())
+    with BackgroundPool([raw(tmp_path)]) as bg:
+        asyncio.run_coroutine_threadsafe(start(), bg.loop).result(timeout=10)
+        assert started.wait(timeout=10)
+        timer = threading.Timer(0.5, gate.set)  # the worker is still busy as the loop ends
+        timer.start()
+    assert [t.name for t in set(threading.enumerate()) - before - {timer} if t.is_alive()] == []
+    assert gate.is_set()
+
+
 def test_a_pool_is_given_a_config_or_its_servers_and_a_concurrency_of_at_least_one(tmp_path: Path) -> None:
     # Before: BackgroundPool(config) was "TypeError: 'Config' object is not iterable"; concurrency=0 was taken,
     # and every call then waited for ever, whatever its timeout.
