@@ -185,7 +185,7 @@ def stream_message(
     """The final message of one streamed request. The SDK retries rate limits, overloads and server errors
     answered before the stream; the same errors arriving inside it (an ``error`` event after the 200), and a
     stream that ends before its message does (the body ends early, the connection is reset, no data comes for
-    the client's read timeout: errors of the HTTP client the SDK neither wraps nor retries inside a stream), are
+    the client's read timeout: errors the SDK does not retry inside a stream, the HTTP client's or wrapping it), are
     retried here, as many times, each one given to ``on_error`` first with what it cost (its ``usage`` as far as
     it came, or None).
 
@@ -219,8 +219,11 @@ def stream_message(
                                     "stream: is ANTHROPIC_BASE_URL the Messages API?)") from None  # fmt: skip
                 except ValueError as e:  # the SDK parses each tool input as it streams; it raises on what it cannot
                     raise unreadable(e, usage) from None
-                except httpx2.TransportError as e:  # the HTTP client's, raised as the SDK reads the stream
-                    broken = broken_stream(e, client)
+                except (httpx2.TransportError, anthropic.APIConnectionError) as e:
+                    # Raised as the SDK reads the stream: the HTTP client's own error (anthropic < 2.17), or that
+                    # error wrapped as a connection or timeout error (2.17 on), which the SDK does not retry either.
+                    cause = e.__cause__ if isinstance(e.__cause__, httpx2.TransportError) else e
+                    broken = broken_stream(cause, client)
             if stopped:
                 return message
             # The SDK hands over a cut stream's partial message (its stop_reason None): half a sentence, or a
@@ -271,12 +274,14 @@ def retry_delay(retries: int) -> float:
 
 
 def broken_stream(e: Exception, client: Any) -> str:
-    """What broke a stream, from the HTTP client's error ``e``: a reset, an early end, or a stall."""
+    """What broke a stream, from the HTTP client's error ``e`` (or the SDK's wrapping it): a reset, an early end,
+    or a stall."""
+    import anthropic
     import httpx2
 
     from sandbox.results import note_label
 
-    if isinstance(e, httpx2.TimeoutException):
+    if isinstance(e, httpx2.TimeoutException | anthropic.APITimeoutError):
         timeout = getattr(client, "timeout", None)
         seconds = getattr(timeout, "read", timeout)
         waited = f"{seconds:g} s" if isinstance(seconds, int | float) else "the client's read timeout"
