@@ -91,29 +91,12 @@ def json_records(tree: Path, query: str, *, detail: str, limit: int, regex: bool
     Raises:
         SearchError: bad limit, blank query, rejected regex, or a missing or corrupt index.
     """
-    from tool_tree.search import load_index, search_records
+    from tool_tree.search import load_index, meaning_only, search_records
 
-    records = search_records(tree, query, limit=limit, regex=regex)
-    # The condition of `tool_tree.search.meaning_only_note`; the index is the one just searched (cached).
-    meaning_only = bool(records) and not regex and not load_index(tree).scores(query)
+    records = search_records(tree, query, limit=limit, regex=regex, stub=detail == "full")
+    only = meaning_only(load_index(tree), query, bool(records), regex=regex)  # the index just searched (cached)
     for record in records:
         if detail == "name":
             del record["summary"], record["signature"]
-        elif detail == "full":
-            record["stub"] = _stub_text(tree, record["path"])
-        record["meaning_only"] = meaning_only
+        record["meaning_only"] = only
     return records
-
-
-def _stub_text(tree: Path, rel: str) -> str | None:
-    """The text of the stub at ``rel`` in ``tree``; None when it is missing, unreadable or would leave the tree."""
-    from tool_tree.tree import read_regular
-
-    root = tree.resolve()
-    path = (root / rel).resolve()
-    if not path.is_relative_to(root) or path.suffix != ".py":
-        return None
-    try:
-        return read_regular(path).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None

@@ -243,18 +243,25 @@ def search_tools(
 def meaning_only_note(index: SearchIndex, query: str, hits: Sequence[SearchHit], *, regex: bool = False) -> str:
     """A first line for hits that only the embeddings found (no word of the query is in any
     tool's text), so a reader weighs them as guesses; empty otherwise."""
-    if regex or not hits or index.scores(query):
+    if not meaning_only(index, query, bool(hits), regex=regex):
         return ""
     return f"No tool has the words of {one_line(query, 80)!r}; the nearest by meaning:\n\n"
 
 
+def meaning_only(index: SearchIndex, query: str, found: bool, *, regex: bool = False) -> bool:
+    """Whether a search that ``found`` hits found them by embedding similarity alone: no tool has a word of
+    ``query`` (a regex search matches text, never meaning)."""
+    return found and not regex and not index.scores(query)
+
+
 def search_records(
-    tree: str | os.PathLike[str], query: str, *, limit: int = 5, regex: bool = False
+    tree: str | os.PathLike[str], query: str, *, limit: int = 5, regex: bool = False, stub: bool = False
 ) -> list[dict[str, Any]]:
     """The same search as ``search_tools``, as JSON-ready records (for ``search_tools`` in a script).
 
     Each record: ``name`` (the qualified name a script imports), ``server``, ``tool`` (the
-    original MCP name), ``path``, ``summary``, ``signature`` (or None) and ``score``.
+    original MCP name), ``path``, ``summary``, ``signature`` (or None) and ``score``; with ``stub``, also
+    ``stub``: the stub's text (None when it is missing or unreadable).
 
     Raises:
         TypeError: ``query`` is not a string, or ``regex`` not a bool.
@@ -277,4 +284,6 @@ def search_records(
                 "score": h.score,
             }
         )
+        if stub:
+            records[-1]["stub"] = source
     return records
