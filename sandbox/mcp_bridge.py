@@ -52,10 +52,17 @@ from jsonschema.protocols import Validator
 from sandbox.bridge import ToolBridge, ToolCallRefused
 from sandbox.call_limits import ArgumentsRefused, is_small, measure
 from sandbox.request_budget import RequestBudget
-from sandbox.results import cut, ledger_error
+from sandbox.results import ledger_error
 from tool_tree.config import Config
 from tool_tree.pool import CallFailure, PoolError, ServerPool, ServerUnavailable
-from tool_tree.schema_check import VALIDATION_CALL_SECONDS, TooCostly, cpu_deadline, matches_patterns, tool_validator
+from tool_tree.schema_check import (
+    VALIDATION_CALL_SECONDS,
+    TooCostly,
+    cpu_deadline,
+    describe_error,
+    matches_patterns,
+    tool_validator,
+)
 from tool_tree.text import clean
 from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot, requires_task, schema_hash
 
@@ -68,9 +75,6 @@ VALIDATION_RATE = 0.05
 """Host CPU a session's argument validations may take: 1 s at once, then 5% of a core (each call at most
 `schema_check.VALIDATION_CALL_SECONDS`, the one that overdraws it included). Past it, calls go to their servers
 unchecked here until it refills: the servers validate their own input."""
-PATH_KEY_CHARS = 40
-PATH_CHARS = 200
-"""How much of a refused value's place (``items[3].name``) an error shows: each key cut at 40 characters, all at 200."""
 STDERR_LINES = 8
 STDERR_CHARS = 1500
 """How much of a failed server's stderr an error shows: its last lines, at most this many characters."""
@@ -268,7 +272,7 @@ class McpBridge(ToolBridge):
             self._calls += 1
         error = self._validate(entry, arguments)
         if error is not None:
-            raise ToolCallRefused(f"invalid arguments: {_describe(error)}", "invalid_arguments")
+            raise ToolCallRefused(f"invalid arguments: {describe_error(error, 'arguments')}", "invalid_arguments")
         return entry, digest
 
     def _check_filters(self, server: str, tool: str) -> None:
@@ -442,13 +446,3 @@ def with_stderr(message: str, stderr_tail: str) -> str:
     if len(excerpt) > STDERR_CHARS:
         excerpt = "…" + excerpt[-(STDERR_CHARS - 1) :]
     return f"{message}; the last lines of its stderr:\n" + "\n".join(f"    {line}" for line in excerpt.splitlines())
-
-
-def _describe(error: jsonschema.ValidationError) -> str:
-    """``place: message``, both bounded (the place is made of the script's keys: a key of 8 MB was repeated whole)."""
-    where = "".join(
-        f"[{p!r}]" if isinstance(p, int) else f".{cut(str(p), PATH_KEY_CHARS)}" for p in error.absolute_path
-    )
-    where = cut(where.lstrip("."), PATH_CHARS)
-    message = error.message if len(error.message) <= 300 else error.message[:297] + "…"
-    return f"{where or 'arguments'}: {message}"

@@ -35,7 +35,7 @@ import referencing.exceptions
 from jsonschema.protocols import Validator
 
 from tool_tree.budget import SharedBucket
-from tool_tree.schema_check import VALIDATION_CALL_SECONDS, TooCostly, cpu_deadline, short_message, tool_validator
+from tool_tree.schema_check import VALIDATION_CALL_SECONDS, TooCostly, cpu_deadline, describe_error, tool_validator
 from tool_tree.text import one_line
 
 logger = logging.getLogger(__name__)
@@ -99,8 +99,7 @@ class OutputCheck:
             self._budget.charge(time.thread_time() - started)
         if best is None:
             return ""
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{one_line(str(p), 40)}" for p in best.absolute_path)
-        return f"{one_line(where.lstrip('.'), 200) or 'structuredContent'}: {one_line(short_message(best), 300)}"
+        return describe_error(best, "structuredContent")
 
     def _validator(self, name: str) -> Validator | None:
         if name not in self._validators:

@@ -140,6 +140,24 @@ def short_message(error: jsonschema.ValidationError) -> str:
     return error.message.replace(whole, _short.repr(error.instance), 1)
 
 
+PLACE_KEY_CHARS = 40
+"""Most characters of one key in the place of a refused value (`describe_error`)."""
+PLACE_CHARS = 200
+"""Most characters of the whole place of a refused value."""
+
+
+def describe_error(error: jsonschema.ValidationError, whole: str) -> str:
+    """``place: message`` for a refused value, on one line and bounded: the place (``whole`` for the value itself)
+    is made of the value's keys, each cut to 40 characters and all to 200 (a key of 8 MB was repeated whole, and
+    a key's line end split the message), the message to 300 characters with its value in a short form."""
+    from tool_tree.text import one_line
+
+    where = "".join(
+        f"[{p}]" if isinstance(p, int) else f".{one_line(str(p), PLACE_KEY_CHARS)}" for p in error.absolute_path
+    )
+    return f"{one_line(where.lstrip('.'), PLACE_CHARS) or whole}: {one_line(short_message(error), 300)}"
+
+
 def matches_patterns(schema: Any) -> bool:
     """Whether validating against ``schema`` may match patterns (RE2 work up to the tool's budget: about 0.5 s of
     CPU at once, with the GIL released, so it belongs off an event loop)."""

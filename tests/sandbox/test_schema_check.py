@@ -22,11 +22,11 @@ import jsonschema
 import pytest
 
 from sandbox.bridge import ToolCallRefused
-from sandbox.mcp_bridge import PATH_CHARS, VALIDATION_BURST_SECONDS, VALIDATION_RATE, McpBridge
+from sandbox.mcp_bridge import VALIDATION_BURST_SECONDS, VALIDATION_RATE, McpBridge
 from sandbox.request_budget import RequestBudget
 from tests.support import raw_server_tree
 from tool_tree.pool import BackgroundPool
-from tool_tree.schema_check import BRANCH_ERRORS, TooCostly, cpu_deadline, tool_validator
+from tool_tree.schema_check import BRANCH_ERRORS, PLACE_CHARS, TooCostly, cpu_deadline, tool_validator
 
 # What pydantic writes for `filters: Filters | None` with `mime_types: list[str] | None` inside.
 FILTERS = {
@@ -153,7 +153,20 @@ def test_a_refused_values_place_is_cut_however_long_the_scripts_keys(raw: tuple[
     message = info.value.message
     # Before: the whole key, 1 MB, in the message (and so in the audit log, the ledger and the printout).
     assert message.startswith("invalid arguments: " + "k" * 39 + "…: 'x' is not of type 'integer'")
-    assert len(message) < 19 + PATH_CHARS + 2 + 300
+    assert len(message) < 19 + PLACE_CHARS + 2 + 300
+
+
+def test_a_refused_values_place_and_value_stay_on_one_line(raw: tuple[Path, BackgroundPool]) -> None:
+    # Before: the script's key went into the message as written, its line ends too (a second line in the ledger,
+    # the audit log and the printout), and a long refused value was cut in the middle of its repr.
+    tree, pool = raw
+    bridge = McpBridge(tree, pool.pool)
+    with pytest.raises(ToolCallRefused) as info:
+        call(bridge, pool, "counters", {"a\nforged: line": "x" * 100_000})
+    message = info.value.message
+    assert "\n" not in message
+    assert message.startswith("invalid arguments: a forged: line: 'xxxx")
+    assert message.endswith("is not of type 'integer'") and len(message) < 400
 
 
 def test_a_tuple_is_an_array_as_it_is_sent() -> None:
