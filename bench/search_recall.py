@@ -13,7 +13,8 @@ k1 = 1.2, b = 0.75).
 - ``models``: the embedding models of ``search_models`` with the chosen ranking;
 - ``final`` (default): the baselines, the old and new defaults, with and without embeddings,
   on every set, then the speed measurements;
-- ``speed``: only the speed measurements.
+- ``speed``: only the speed measurements;
+- ``tasks``: the ``tasks`` clause splitter against the default ``chains``, lexical and hybrid (tuning sets).
 
 Query embeddings are computed once per model in batches and cached under ``bench/out/`` (keyed by
 text), so a rerun ranks without re-embedding; the hybrid then ranks through ``SearchIndex.search``
@@ -165,7 +166,18 @@ def model_variants() -> list[Variant]:
     return [("plain BM25 (baseline)", BASELINE, None)] + [(f"hybrid, {c.name}", DEFAULT, c.name) for c in CANDIDATES]
 
 
+def task_variants() -> list[Variant]:
+    """The ``tasks`` splitter (also cut at "and" before one of many task verbs) against the default ``chains``."""
+    out: list[Variant] = [("plain BM25 (baseline)", BASELINE, None)]
+    for model in (None, "minilm-l6+wordllama"):
+        kind = "hybrid" if model else "lexical"
+        for clauses in ("chains", "tasks"):
+            out.append((f"{kind} default, clauses={clauses}", replace(DEFAULT, clauses=clauses), model))
+    return out
+
+
 GRIDS: dict[str, Callable[[], list[Variant]]] = {
+    "tasks": task_variants,
     "speed": list,
     "lexical": lexical_grid,
     "hybrid": hybrid_grid,
@@ -501,7 +513,7 @@ def main() -> int:
     parser.add_argument("--no-dense", action="store_true", help="skip every variant that needs embeddings")
     parser.add_argument("--no-speed", action="store_true", help="skip the speed measurements")
     args = parser.parse_args()
-    sets = args.sets or ("tune" if args.grid in ("lexical", "hybrid", "recheck") else "all")
+    sets = args.sets or ("tune" if args.grid in ("lexical", "hybrid", "recheck", "tasks") else "all")
     variants = [v for v in GRIDS[args.grid]() if not (args.no_dense and v[2] is not None)]
     catalogs = with_bfcl([metatool(args.step), livemcpbench()])
     print(f"grid {args.grid}, sets {sets}, MetaTool single rows every {args.step}")

@@ -1096,6 +1096,10 @@ def test_split_clauses_cuts_at_sentences_and_chaining_words() -> None:
     assert split_clauses("send an email", "chains") == []
     assert split_clauses("tea and coffee recipes", "chains") == []
     assert split_clauses("book a table and order coffee beans", "and") == ["book a table", "order coffee beans"]
+    tasks = "what time is it in Tokyo and list the files in my home folder"
+    assert split_clauses(tasks, "chains") == []  # "list" is no request verb of `chains`
+    assert split_clauses(tasks, "tasks") == ["what time is it in Tokyo", "list the files in my home folder"]
+    assert split_clauses("tea and coffee recipes", "tasks") == []
     assert split_clauses("a. b. c. d. e. f.", "sentences") == []  # one-word pieces join the clause before
     six = "Find a flight. Book a hotel. Rent a car. Check the weather. Convert the price. Email the plan to Ana."
     assert split_clauses(six, "sentences") == [  # the last clause holds the rest: no need is dropped

@@ -27,7 +27,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(
     ("key", "value", "said"),
     [
-        ("clauses", "nope", "config.clauses is 'nope', not one of and, chains, none, sentences"),
+        ("clauses", "nope", "config.clauses is 'nope', not one of and, chains, none, sentences, tasks"),
         ("clauses", None, "config.clauses is None, not a string"),
         ("fusion", "best", "config.fusion is 'best', not one of rrf, max, maxrank"),
         ("expansion", None, "config.expansion is None, not a finite number"),

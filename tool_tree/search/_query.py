@@ -34,6 +34,14 @@ _REQUEST = (
     r"(?:then\s+)?(?:please\s+)?(?:can|could|would|will|tell|give|show|find|get|send|check|recommend|suggest|let"
     r"|help|make|create|convert|save|email|book|search|look)\b"
 )
+_TASK_VERB = (
+    r"(?:then\s+)?(?:please\s+)?(?:list|read|write|delete|remove|update|add|open|fetch|post|upload|download|move"
+    r"|copy|translate|summari[sz]e|schedule|commit|push|pull|run|share|set|print|compare|calculate|stage|rename"
+    r"|archive|notify|order|buy|pay|cancel|reply|draft|publish|generate|analy[sz]e|track|invite|remind|play"
+    r"|export|import|sync|call|text|message|plan|reserve|compute|estimate|review|describe|explain|deploy|merge"
+    r"|tag|label|assign|close|clone|install|note|log|record|store|put|fill|submit|sign)\b"
+)
+"""Verbs that start a task of their own after "and" (the ``tasks`` splitter; not a default)."""
 _CJK_CHAIN = r"，\s*(?=然后|再|顺便|并|还有|另外|同时|最后|帮我)"
 """A full-width comma before a word that chains requests in Chinese ("then", "again", "while at it", "and", "also",
 "besides", "at the same time", "finally", "help me"); the word stays in its clause."""
@@ -42,6 +50,7 @@ SPLITTERS = {
     "none": None,
     "sentences": re.compile(_SENTENCE),
     "chains": re.compile(_CHAIN, re.IGNORECASE),
+    "tasks": re.compile(f"{_CHAIN}|\\s+and\\s+(?={_TASK_VERB})", re.IGNORECASE),
     "and": re.compile(f"{_CHAIN}|\\s+and\\s+", re.IGNORECASE),
 }
 """Ways to cut a query, from none to aggressive; ``RankingConfig.clauses`` names one."""
