@@ -20,7 +20,9 @@ after the 200), and a stream that ends before its message does — its body ends
 data comes for the client's read timeout — (``api_error`` once retries are spent: a cut reply is never taken as the
 answer), which the SDK does not. A `ModelAPIError` says what failed, and its ``advice`` what to do. Ctrl-C ends the
 transcript with a ``run_end`` whose stop reason is ``interrupted``, and the ``KeyboardInterrupt`` goes on carrying
-the run so far (`agent.errors.interrupted_result`).
+the run so far (`agent.errors.interrupted_result`), the pre-filter's requests until then counted in it.
+
+Over 400 lines: one run's loop with its bookkeeping, and the paths by which Ctrl-C and failures end it.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from agent.defaults import (
 from agent.errors import INTERRUPTED_RESULT, AgentSetupError
 from agent.events import EventHandler, ModelReplied, RunFinished, ToolFinished
 from agent.images import within_image_limits
+from agent.prefilter.gate import INTERRUPTED_STEP, FilterStep
 from agent.prefilter.options import PrefilterOptions
 from agent.request import (
     answer_text,
@@ -121,7 +124,7 @@ class Agent:
             must be at least 1, as on the command line), a tree without manifest, an unknown pinned
             tool, a workspace that is a file, ``workspace`` or ``sandbox_config`` with ``runtime``, a pre-filter
             setting that cannot be used, a transcript that is the pre-filter state or the config file, or a
-            transcript or pre-filter state inside ``workspace``.
+            transcript or pre-filter state inside ``workspace``, or a transcript inside the tree.
     """
 
     def __init__(
@@ -191,7 +194,7 @@ class Agent:
         options = prefilter_options or PrefilterOptions.from_settings(settings, config)
         self.prefilter = None if chosen == "off" else options.build(self.tree, chosen)
         state = self.prefilter.state_path if self.prefilter is not None else None
-        check_paths(self.transcript, state=state, config=Path(config.source), workspace=workspace)
+        check_paths(self.transcript, state=state, config=Path(config.source), workspace=workspace, tree=self.tree)
         batch = batch if batch is not None else bool(settings.get("batch", True))
         batch_max = int(settings.get("batch_max", DEFAULT_BATCH_MAX)) if batch and mode in BATCH_MODES else None
         self.toolset = make_toolset(mode, self.tree, pinned=pinned, prefilter=self.prefilter, batch_max=batch_max)
@@ -344,6 +347,7 @@ class Agent:
                     new_sandbox.add(content, results)
                     messages.append({"role": "user", "content": results})
         except KeyboardInterrupt as e:  # Ctrl-C (or the CLI's SIGTERM): the transcript's run_end says so
+            unanswered += getattr(getattr(e, INTERRUPTED_STEP, None), "unanswered", 0)
             if isinstance(answered := getattr(e, INTERRUPTED_RESULTS, None), list):  # the stopped reply's calls
                 messages.append({"role": "user", "content": answered})
             summary.stop_reason = summary.stop_reason or "interrupted"
@@ -372,16 +376,17 @@ class Agent:
     def _prefilter(self, messages: list[dict[str, Any]], turn: int, summary: RunSummary, log: Transcript) -> int:
         """Let the toolset's pre-filter decide before this request; log and count what it did. Returns how many of
         its requests got no answer (`FilterStep.unanswered`)."""
-        step = self.toolset.before_request(messages)
+        try:
+            step = self.toolset.before_request(messages)
+        except KeyboardInterrupt as e:  # the classifier's requests until then count (before: 0, though sent)
+            if (stopped := getattr(e, INTERRUPTED_STEP, None)) is not None and summary.prefilter is not None:
+                _counted(summary.prefilter, stopped)
+                log.write("prefilter", turn=turn, **stopped.to_json())
+            raise
         if step is None or summary.prefilter is None:
             return 0
         p = summary.prefilter
-        p.asked += step.asked
-        p.requests += step.requests
-        p.seconds += step.seconds
-        p.usage.add(step.usage)
-        # A save that found the file unreadable makes what it holds unknown (before: the count last loaded stayed).
-        p.admitted, p.saved = step.admitted, step.saved
+        _counted(p, step)
         if step.fail_open:
             p.fail_open.append(f"{step.fail_kind}: {step.fail_open}")
         if step.state_error:
@@ -394,3 +399,13 @@ class Agent:
             appended = [t for t in self.tools if t.get("name") not in before]
             log.write("tools_grew", turn=turn, tools=appended, system=self.system if self.system != system else None)
         return step.unanswered
+
+
+def _counted(p: PrefilterSummary, step: FilterStep) -> None:
+    """Add what the pre-filter's ``step`` asked and cost to the run's ``p``."""
+    p.asked += step.asked
+    p.requests += step.requests
+    p.seconds += step.seconds
+    p.usage.add(step.usage)
+    # A save that found the file unreadable makes what it holds unknown (before: the count last loaded stayed).
+    p.admitted, p.saved = step.admitted, step.saved

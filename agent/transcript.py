@@ -148,15 +148,31 @@ class Transcript:
 
 
 def check_paths(
-    transcript: Path | None, *, state: Path | None, config: Path, workspace: str | os.PathLike[str] | None
+    transcript: Path | None,
+    *,
+    state: Path | None,
+    config: Path,
+    workspace: str | os.PathLike[str] | None,
+    tree: Path | None = None,
 ) -> None:
     """Check where a run's files go before it starts.
 
     Raises:
         AgentSetupError: the transcript is the pre-filter ``state`` or the ``config`` file (opening it for
             the run would empty that file), or the transcript or the state is inside the ``workspace`` (a
-            script could rewrite it, and the workspace saved back would put the script's copy in its place).
+            script could rewrite it, and the workspace saved back would put the script's copy in its place),
+            or the transcript is inside the ``tree`` (opening it would empty the tree's file of that name: before,
+            ``--transcript tree/manifest.json`` emptied the manifest, and the run then failed on the tree).
     """
+    if (
+        transcript is not None
+        and tree is not None
+        and Path(os.path.realpath(transcript)).is_relative_to(os.path.realpath(tree))
+    ):
+        raise AgentSetupError(
+            f"the transcript {transcript} is inside the tree {tree}: writing it would empty the tree's file of that "
+            "name (its manifest, a stub) or add one to the tree; keep it outside"
+        )
     if workspace is not None:
         folder = os.path.realpath(workspace)
         for what, path in (("transcript", transcript), ("pre-filter state", state)):

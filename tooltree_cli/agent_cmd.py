@@ -81,7 +81,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--max-tokens", type=positive_int, help=f"max_tokens of each request (default: {DEFAULT_MAX_TOKENS})"
     )
     p.add_argument(
-        "--pin", action="append", metavar="SERVER.TOOL", help="keep a tool at hand (repeat; replaces agent.pinned)"
+        "--pin",
+        action="append",
+        metavar="SERVER.TOOL",
+        help="keep a tool at hand (repeat; replaces agent.pinned; not in direct mode, which sends every tool)",
     )
     p.add_argument(
         "--prefilter",
@@ -108,7 +111,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument(
         "--no-batch", action="store_true", help="do not offer batch_tool (direct, tool-search and filtered modes)"
     )
-    p.add_argument("--workspace", metavar="DIR", help="a host folder restored into /workspace and saved back")
+    p.add_argument(
+        "--workspace", metavar="DIR", help="a host folder restored into /workspace and saved back (code mode)"
+    )
     p.add_argument("--transcript", metavar="FILE", help="write the JSONL transcript of the run here")
     p.add_argument(
         "--compare",
@@ -171,6 +176,9 @@ def run(args: argparse.Namespace) -> int:
         if problem is not None:
             error(problem)
             return EXIT_USAGE
+    if args.transcript == "-":  # before: a file named "-" in the working folder
+        error("--transcript -: the transcript goes to a file (standard output carries the answer); name one")
+        return EXIT_USAGE
     if args.transcript:  # before any run starts (under --compare, not once the first run is over)
         for mode in modes:
             path = _transcript(args.transcript, mode, len(modes) > 1)
@@ -219,10 +227,35 @@ def _set_up_and_run(args: argparse.Namespace, task: str, modes: list[str | None]
         error(f"--no-batch: batch_tool is not offered in {' or '.join(a.mode for a in agents)} mode (it is in "
               f"{', '.join(BATCH_MODES)} modes)")  # fmt: skip
         return EXIT_USAGE
+    if args.pin and all(a.mode == "direct" for a in agents):  # before: accepted, and it did nothing
+        error("--pin: direct mode sends every tool whole already; pinning matters in code, tool-search and filtered "
+              "modes")  # fmt: skip
+        return EXIT_USAGE
+    if args.workspace is not None and not any(a.toolset.needs_sandbox for a in agents):  # before: ignored silently
+        error(f"--workspace: no script runs in {' or '.join(a.mode for a in agents)} mode, so no folder is restored "
+              "or saved (the workspace is the sandbox's, in code mode)")  # fmt: skip
+        return EXIT_USAGE
     if args.dry_run:
         print_first_requests(agents, task, as_json=args.json)
         return EXIT_OK
+    if (problem := _unconfigured(agents[0], config)) is not None:  # before: found at each tool call, after paid turns
+        error(problem)
+        return EXIT_USAGE
     return _run_all(agents, task, args)
+
+
+def _unconfigured(agent: Agent, config: Config) -> str | None:
+    """Why the tree's servers cannot be called with ``config`` (some are not in it, or are disabled there), or None.
+    Every call of such a server's tools is refused, so a run would pay for turns whose tool calls all fail."""
+    enabled = {s.name for s in config.servers if s.enabled}
+    missing = sorted(s.name for s in agent.toolset.manifest.servers if s.name not in enabled)
+    if not missing:
+        return None
+    return (
+        f"the tree {agent.tree} has server(s) {', '.join(missing)} that {config.source} does not have or disables: "
+        "the tree was generated from another configuration; pass the --config it was generated from, or regenerate "
+        "the tree (tooltree generate-tree)"
+    )
 
 
 def _agents(args: argparse.Namespace, config: Config, modes: list[str | None]) -> list[Agent]:
@@ -297,7 +330,7 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
                 result = so_far or _no_request(agent.mode, agent.model, "sandbox_error", written)
             runs.append((result, failure))
             current = None
-            _ran(result, args.quiet, agent.max_tokens)
+            _ran(result, args.quiet, agent.max_tokens, agent.token_budget)
     except KeyboardInterrupt as e:  # what ran, then the interrupt goes on (`tooltree: interrupted`, 130)
         stopped = interrupted_result(e)
         if stopped is None and current is not None:  # before `Agent.run` sent anything, or began
@@ -355,10 +388,10 @@ def _print_stopped(
         print_runs(runs, as_json=args.json, several=several)
 
 
-def _ran(result: RunResult, quiet: bool, max_tokens: int | None) -> None:
+def _ran(result: RunResult, quiet: bool, max_tokens: int | None, token_budget: int | None = None) -> None:
     """A run is over: its summary line on stderr (unless ``quiet``), and whether its transcript is whole."""
     if not quiet:
-        print(summary_line(result, max_tokens=max_tokens), file=sys.stderr)
+        print(summary_line(result, max_tokens=max_tokens, token_budget=token_budget), file=sys.stderr)
     if result.summary.transcript_error:  # even with --quiet: a file the user asked for is incomplete
         transcript_warning(result)
 

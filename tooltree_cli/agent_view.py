@@ -149,13 +149,15 @@ def print_first_requests(agents: list[Agent], task: str, *, as_json: bool) -> No
     print(f"\ntokens: {APPROXIMATION}")
 
 
-def summary_line(result: RunResult, *, max_tokens: int | None = None) -> str:
+def summary_line(result: RunResult, *, max_tokens: int | None = None, token_budget: int | None = None) -> str:
     """The run in a few lines for stderr: each reason it quotes on one line, cleaned and cut (`terminal_label`).
 
     The tool calls count each invocation of a ``batch_tool`` (before: a batch was one call, its failures none); the
     bytes of tool results the scripts received are said to be received in the sandbox, not to have stayed there
     (before: "stayed in the sandbox", though what a script printed of them reached the model too). A run a reply's
-    ``max_tokens`` ended says to raise it (``max_tokens``: the run's, to name it).
+    ``max_tokens`` ended says to raise it (``max_tokens``: the run's, to name it); one its token budget ended says what
+    the budget counted: the model's tokens and the pre-filter's (before: only the model's were said, below the budget
+    when the ``claude`` pre-filter's made up the rest).
     """
     s = result.summary
     notes = [f"{s.tool_errors} failed"] if s.tool_errors else []
@@ -176,6 +178,14 @@ def summary_line(result: RunResult, *, max_tokens: int | None = None) -> str:
             "(or agent.max_tokens in tooltree.yaml) and run the task again"
         )
     p = s.prefilter
+    if result.stop_reason == "token_budget":
+        limit = f" ({token_budget:,} tokens)" if token_budget is not None else ""
+        paid = p.usage.total if p is not None else 0
+        parts = f" ({s.usage.total:,} by the model's requests, {paid:,} by the pre-filter's)" if paid else ""
+        line += (
+            f"\ntooltree: the run's token budget{limit} was reached: {s.spent:,} tokens spent{parts}; raise "
+            "--token-budget (or agent.token_budget in tooltree.yaml) to let a run go further"
+        )
     if p is not None:
         line += (
             f"\ntooltree: pre-filter {p.classifier}: {p.admitted} of {p.catalog} tools offered, grew {p.growths} "
@@ -183,8 +193,10 @@ def summary_line(result: RunResult, *, max_tokens: int | None = None) -> str:
             f"{p.seconds * 1000:.0f} ms, {p.usage.total:,} tokens"
             + (f" · the state file holds {p.saved} tool(s)" if p.saved is not None else "")
         )
+        # In code mode a failed pre-filter inlines no signature: every tool stays one stub read away, none is "sent".
+        opened = "no signatures inlined, every tool in the tree" if s.mode == "code" else "every tool sent"
         for reason in p.fail_open:
-            line += f"\ntooltree: pre-filter failed open (every tool sent): {terminal_label(reason, REASON_CHARS)}"
+            line += f"\ntooltree: pre-filter failed open ({opened}): {terminal_label(reason, REASON_CHARS)}"
         for reason in p.state_errors:
             line += f"\ntooltree: pre-filter state not saved: {terminal_label(reason, REASON_CHARS)}"
     return terminal_text(line)

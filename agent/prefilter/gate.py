@@ -19,7 +19,11 @@ The rules it keeps:
   one (``claude``) is not asked and the step says so (before: the dry run sent the classifier's request, and grew
   the state file);
 - it asks again whenever the text it judges changes (a new user turn, the model's next step),
-  so a change of subject is noticed.
+  so a change of subject is noticed;
+- Ctrl-C while the classifier is asked goes on as it came, carrying the step so far (`INTERRUPTED_STEP`: the requests
+  sent, the tokens of their answers, those unanswered), so the run's summary counts them.
+
+Over 400 lines: the decision, its fail-open boundary and the saving of the admitted set belong together.
 """
 
 from __future__ import annotations
@@ -49,6 +53,9 @@ DEFAULT_TIMEOUT = 10.0
 """Seconds a classifier may take before the request goes out with every tool."""
 SHOWN = 20
 """Most probabilities a step records (the highest)."""
+INTERRUPTED_STEP = "prefilter_step"
+"""The attribute of a ``KeyboardInterrupt`` out of `PreFilter.decide` holding its `FilterStep` so far."""
+_ATTEMPT_SO_FAR = "prefilter_attempt"
 
 
 @dataclass
@@ -265,6 +272,12 @@ class PreFilter:
         t0 = time.monotonic()
         try:
             verdicts = self._classify(text)
+        except KeyboardInterrupt as e:  # what the classifier sent until then is counted (before: nothing, though sent)
+            step.seconds = time.monotonic() - t0
+            step.requests, step.usage, step.unanswered = getattr(e, _ATTEMPT_SO_FAR, (0, TokenUsage(), 0))
+            step.admitted, step.saved = len(self.admitted), self.held
+            setattr(e, INTERRUPTED_STEP, step)
+            raise
         except FilterError as e:
             step.seconds = time.monotonic() - t0
             step.usage, step.requests = e.usage, e.requests  # a failed answer's tokens are still paid for
@@ -312,7 +325,15 @@ class PreFilter:
                 attempt.done.set()
 
         threading.Thread(target=work, name="tooltree-prefilter", daemon=True).start()
-        if not attempt.done.wait(max(attempt.left(), 0.0)):
+        try:
+            answered = attempt.done.wait(max(attempt.left(), 0.0))
+        except KeyboardInterrupt as e:  # given up on: its requests and tokens so far, for `_decide`
+            requests, usage = attempt.abandon()
+            if not attempt.done.is_set():
+                self._abandoned.append(attempt)  # an answer that still comes is counted at the next decision
+            setattr(e, _ATTEMPT_SO_FAR, (requests, usage, attempt.unanswered()))
+            raise
+        if not answered:
             requests, usage = attempt.abandon()
             if not attempt.done.is_set():  # (it may have answered just now: then its answer is used)
                 self._abandoned.append(attempt)
