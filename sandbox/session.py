@@ -30,6 +30,7 @@ import contextlib
 import functools
 import logging
 import os
+import stat
 import threading
 import time
 import uuid
@@ -61,6 +62,8 @@ from tool_tree.text import shown
 
 logger = logging.getLogger(__name__)
 
+UNSAVED_LOG = "sandbox %s: workspace not saved: %s"
+"""How `Sandbox.close` logs that the sandbox ended before the workspace could be saved (`Sandbox.not_saved`)."""
 _GRACE_SECONDS = 15.0
 _OP_TIMEOUT = 120.0
 _INTERRUPT_WAIT = 10.0
@@ -89,6 +92,25 @@ def open_channel(backend: SandboxBackend, session_id: str) -> SupervisorChannel:
             connection.kill()
         raise
     return channel
+
+
+def _skills_problem(folder: Path) -> str | None:
+    """Why ``folder`` cannot be restored because of its ``skills`` (None: it can).
+
+    The sandbox makes ``skills/``, the folder of the functions scripts save, before the restore, which cannot then
+    put a file in its place. Before: "cannot restore 'skills': Is a directory … make it fit", at every start, for a
+    file a user named so or a script left there, with advice about the size."""
+    try:
+        st = os.lstat(folder / "skills")
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None  # a folder is restored into; a link or special file never crosses
+    return (
+        f"could not restore the workspace {folder}: its skills is a file, and the sandbox keeps the functions scripts "
+        f"save in a folder of that name (skills/); rename the file (or make it a folder) and start again. Nothing "
+        "in the workspace was changed"
+    )
 
 
 class Listing(NamedTuple):
@@ -194,6 +216,10 @@ class Sandbox:
         self.last_save: dict[str, int] = {}
         """What the last save (`save_workspace`) moved: ``files`` (sent with their data), ``same`` (left as the
         session's previous save into its folder sent them: not sent again), ``dirs`` and ``bytes`` of data."""
+        self.not_saved: str | None = None
+        """Why the workspace was not saved into its folder at the session's end: the sandbox had ended (its container
+        killed or exited) before `close`, or `kill` destroyed it; the folder is left as the last save left it. None
+        otherwise (a save that failed raises instead)."""
         self._links_said: int | None = None
         """How many links or special files the last save into the session's folder left out (its note says so)."""
         self._saved_as: str | None = None
@@ -271,6 +297,9 @@ class Sandbox:
         if self.workspace is not None:
             self._restored = RestoreRecord()
         if self.workspace is not None and self.workspace.is_dir():
+            if (problem := _skills_problem(self.workspace)) is not None:
+                self.kill()
+                raise WorkspaceError(problem)
             self._restored = RestoreRecord.before_restore(self.workspace)
             batches = iter_restore_batches(self.workspace, max_bytes=self.config.workspace_bytes)
             try:
@@ -347,7 +376,8 @@ class Sandbox:
                 if channel.broken is None:
                     self.save_workspace_if_changed()  # a save after each script (`tooltree serve`) left nothing
                 else:
-                    logger.warning("sandbox %s: workspace not saved: %s", channel.connection.name, channel.broken)
+                    self.not_saved = channel.broken
+                    logger.warning(UNSAVED_LOG, channel.connection.name, channel.broken)
         finally:
             if channel is not None:
                 channel.close()
@@ -355,6 +385,8 @@ class Sandbox:
 
     def kill(self) -> None:
         """Destroy the container without saving anything (in a forked child: as `close`)."""
+        if not self._closed and self.workspace is not None and self._channel is not None:
+            self.not_saved = self._ended or "the sandbox session was destroyed"
         self._closed = True
         if self._forked():
             return

@@ -62,7 +62,7 @@ from sandbox._supervisor.transfer import (
 from sandbox.errors import ProtocolError, WorkspaceError
 from sandbox.host_folders import alive, is_mount_point, lock_folder, open_folder, remove_tree, shown
 from sandbox.workspace_inplace import AsideArea, Merge, merge
-from sandbox.workspace_merge import RestoreRecord, entries_below
+from sandbox.workspace_merge import HostEntry, RestoreRecord, entries_below
 
 __all__ = [
     "BATCH_BYTES",
@@ -83,7 +83,8 @@ more entries than a save accepts: that save fails, and says so."""
 
 WORK_FOLDER = ".tooltree-save"
 """Where saves into a folder that is a mount point are received: inside it (a rename cannot cross a mount), at
-its top level; removed when a save leaves it empty. Never restored, never saved, never touched by a merge."""
+its top level; removed when a save leaves it empty. Never restored, never saved, never touched by a merge. Saves
+into a folder whose parent cannot take the staging folder (not writable by this user) are received there too."""
 
 RESERVED = {"servers": "the read-only tree of servers", WORK_FOLDER: "where saves are received"}
 """Top-level names that are never workspace content, and what tooltree holds there."""
@@ -159,10 +160,22 @@ class WorkspaceReceiver:
         try:
             self.staging = self._make_staging()
         except OSError as e:
-            raise WorkspaceError(
-                f"cannot save the workspace into {dest}: a save is received beside it, in {self.beside}, "
-                f"and that failed: {e.strerror}"
-            ) from None
+            if self.beside != dest.parent or not dest.is_dir():
+                raise WorkspaceError(
+                    f"cannot save the workspace into {dest}: a save is received beside it, in {self.beside}, "
+                    f"and that failed: {e.strerror}"
+                ) from None
+            # A folder whose parent this user may not write (`--workspace ~`, whose /home is root's; a project in a
+            # shared folder): received inside it, as into a mount point. Before: every save failed, after the script
+            # had run, and the script's files were lost.
+            self.beside = dest / WORK_FOLDER
+            try:
+                self.staging = self._make_staging()
+            except OSError as inside:
+                raise WorkspaceError(
+                    f"cannot save the workspace into {dest}: a save is received beside it, in {dest.parent}, or "
+                    f"else inside it, in {self.beside}, and both failed: {e.strerror}; {inside.strerror}"
+                ) from None
         self._writer = TreeWriter(self.staging, exclusive=True)
         self.counts = {"files": 0, "same": 0, "dirs": 0, "bytes": 0}
         self._charged = 0
@@ -181,6 +194,7 @@ class WorkspaceReceiver:
         self.notes: list[str] = []
         """What the user should know about the merge (`commit`)."""
         self._foreign: set[bytes] = set()
+        self._beside: dict[bytes, tuple[bytes, HostEntry]] = {}  # copies the merge saved beside read-only files
         self.next_record: RestoreRecord | None = None
         """After `commit`: the record a later save of the same session merges against."""
 
@@ -325,7 +339,10 @@ class WorkspaceReceiver:
         self._settle()
         self._writer.close()
         digests = {**self._same, **{rel: h.digest() for rel, h in self._hashes.items()}}
-        lock = lock_folder(self.dest.parent, LOCK_TIMEOUT)
+        try:
+            lock = lock_folder(self.dest.parent, LOCK_TIMEOUT)
+        except OSError:  # a parent this user may not read: saves into the folder take turns on the folder itself
+            lock = lock_folder(self.dest, LOCK_TIMEOUT)
         try:
             self._merge_in(digests)
         finally:
@@ -362,6 +379,7 @@ class WorkspaceReceiver:
             aside.close()
             os.close(dest_fd)
         self.notes = merged.notes
+        self._beside = merged.beside
         self._foreign = merged.foreign | set(merged.taken) | set(merged.blocked)
         if merged.taken or merged.blocked:
             self._keep_staging()
@@ -404,7 +422,8 @@ class WorkspaceReceiver:
         the host has not (deleted there, and left deleted by this save) are in it too, so the next save leaves
         them deleted unless the sandbox changes them. A host file that is not the sandbox's (``foreign``: the
         merge kept the host's own) is left out of its entries, so the next save sees it as the host's change."""
-        record = RestoreRecord(root_mode=None, digests=digests, folders=set(self._dirs))
+        before = self.record.beside if self.record is not None else {}
+        record = RestoreRecord(root_mode=None, digests=digests, folders=set(self._dirs), beside=before | self._beside)
         for rel, entry in entries_below(self.dest, (*self._dirs, *digests)).items():
             if (entry.kind == "dir") == (rel in self._dirs) and entry.kind != "other" and rel not in foreign:
                 record.entries[rel] = entry

@@ -45,7 +45,15 @@ from sandbox.host_folders import (
     remove_tree,
     shown,
 )
-from sandbox.workspace_merge import RestoreRecord, decide, digest_at, host_entry, unchanged, walk_order
+from sandbox.workspace_merge import (
+    HostEntry,
+    RestoreRecord,
+    decide,
+    digest_at,
+    host_entry,
+    unchanged,
+    walk_order,
+)
 
 
 class AsideArea:
@@ -131,6 +139,8 @@ class Merge:
     """Files the sandbox holds whose host file, kept, is not the sandbox's: changed on the host (or by another
     session's save) or read-only there. The next save takes the host's as changed (a change of the sandbox's is
     then a conflict, never a replacement)."""
+    beside: dict[bytes, tuple[bytes, HostEntry]] = field(default_factory=dict)
+    """The sandbox's copies saved beside read-only host files (`RestoreRecord.beside`), by the host file's path."""
 
 
 def merge(
@@ -409,11 +419,42 @@ class _Merger:
         if deleted or stage_fd is None:
             self.out.notes.append(f"{shown(rel)}: read-only on the host, so it is kept (the sandbox deleted it)")
             return
-        beside = free_name(name, b".sandbox", host_fd, stage_fd)
+        # Before: each save of the session added one more copy (`.sandbox-2`, `-3`, …), each as large as the file: a
+        # script rewriting a read-only file before every save grew the host folder without bound.
+        previous = self._previous_copy(host_fd, stage_fd, rel)
+        beside = previous or free_name(name, b".sandbox", host_fd, stage_fd)
         if self._move_in(stage_fd, name, host_fd, rel, as_name=beside):
+            with contextlib.suppress(OSError):
+                self.out.beside[rel] = (beside, host_entry(os.lstat(beside, dir_fd=host_fd)))
             shown_beside = shown(rel.rpartition(b"/")[0] + b"/" + beside if b"/" in rel else beside)
+            again = " (in place of the copy an earlier save of this session put there)" if previous else ""
             self.out.notes.append(f"{shown(rel)}: read-only on the host, so it is kept; the sandbox's copy is saved "
-                                  f"as {shown_beside}")  # fmt: skip
+                                  f"as {shown_beside}{again}")  # fmt: skip
+
+    def _previous_copy(self, host_fd: int, stage_fd: int, rel: bytes) -> bytes | None:
+        """The name of the copy of ``rel`` an earlier save of the session put beside it, set aside to be replaced,
+        when the host has left it as that save did; None: there is none, or the host changed, replaced or removed
+        it (it stays, and the new copy takes a new name)."""
+        kept = self.record.beside.get(rel) if self.record is not None else None
+        if kept is None:
+            return None
+        name, entry = kept
+        host = _lstat(name, host_fd)
+        if lexists(name, stage_fd) or host is None or host_entry(host) != entry:
+            return None  # the sandbox has an entry of that name, or the copy is the host's now
+        at = rel.rpartition(b"/")[0] + b"/" + name if b"/" in rel else name
+        where = self.aside.put(host_fd, name, at, temporary=True)
+        if where is None:
+            return None  # removed meanwhile: the host's deletion stands, and the copy takes a new name
+        fd, now, temporary = where
+        if host_entry(os.lstat(now, dir_fd=fd)) != entry:  # written since it was looked at: it goes back
+            move_out(fd, now, host_fd, name)
+            return None
+        if temporary:
+            os.unlink(now, dir_fd=fd)
+        else:
+            self.out.dropped.add(at)
+        return name
 
     def _move_in(
         self, stage_fd: int | None, name: bytes, host_fd: int, rel: bytes, *, as_name: bytes | None = None

@@ -24,7 +24,8 @@ with these rules, path by path (`decide`):
   note). The record a save leaves for the next one (`WorkspaceReceiver.next_record`) still holds what
   the sandbox had, so the next save does not bring the deleted entries back either;
 - a host file its owner may not write (read-only: the user's protection) is never replaced nor deleted: the
-  sandbox's copy, when it changed it, is saved beside it as ``<name>.sandbox``, with a note;
+  sandbox's copy, when it changed it, is saved beside it as ``<name>.sandbox``, with a note (a later save of the
+  session replaces the copy an earlier one put there, unless the host changed or removed it since);
 - everything else follows the sandbox: what it changed is saved, what it deleted is deleted, and
   a file neither side changed stays the host's very file (its inode and times too).
 
@@ -84,6 +85,10 @@ class RestoreRecord:
     entries: dict[bytes, HostEntry] = field(default_factory=dict)
     digests: dict[bytes, bytes] = field(default_factory=dict)
     folders: set[bytes] = field(default_factory=set)
+    beside: dict[bytes, tuple[bytes, HostEntry]] = field(default_factory=dict)
+    """The sandbox's copies of read-only host files that the session's saves put beside them: by the read-only
+    file's path, the copy's name in its folder and the copy as that save left it. A later save of the session
+    replaces such a copy while the host has left it as it was, rather than add one more (``<name>.sandbox-2``, …)."""
 
     @classmethod
     def before_restore(cls, root: Path) -> RestoreRecord:

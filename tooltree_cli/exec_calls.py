@@ -51,14 +51,23 @@ def print_calls(calls: Sequence[ToolCallRecord], omitted: int) -> None:
 
 
 def print_sandbox_failed(
-    message: str, calls: Sequence[ToolCallRecord], omitted: int, *, code: int, as_json: bool, ran: bool = True
+    message: str,
+    calls: Sequence[ToolCallRecord],
+    omitted: int,
+    *,
+    code: int,
+    as_json: bool,
+    ran: bool = True,
+    unsaved: str | None = None,
 ) -> None:
     """What `exec` prints when the sandbox failed (``message``, cleaned, after ``tooltree: error:``), with the tool
     calls the script made before it did: the error line, the calls (not with ``as_json``), and a last line like a
     finished script's, ending ``tooltree exit CODE because the sandbox failed``. With ``as_json``, one object on
     stdout too, with the keys of a result: what the sandbox never reported (the script's output, its exit status,
-    its duration) null, ``sandbox_error`` the message. When no script ran (``ran`` false: no engine, no image), the
-    error line is all it prints on stderr, as a usage error's is."""
+    its duration) null, ``sandbox_error`` the message. When no script ran (``ran`` false: no engine, no image, a sandbox
+    that did not start, a workspace that could not be restored), the error line is all it prints on stderr, as a usage
+    error's is. ``unsaved``: why the workspace folder was not saved (``workspace_error``, and a line of its own;
+    before: ``null``, though the sandbox never saved it)."""
     received = sum(c.response_bytes for c in calls)
     if as_json:
         print_json(
@@ -79,7 +88,7 @@ def print_sandbox_failed(
                 "images": [],
                 "tool_result_bytes": received,
                 "printed_bytes": None,
-                "workspace_error": None,
+                "workspace_error": unsaved,
                 "workspace_notes": [],
                 "sandbox_error": message,
             }
@@ -94,3 +103,5 @@ def print_sandbox_failed(
         f"{size(received)} of tool results received in the sandbox · tooltree exit {code} because the sandbox failed",
         file=sys.stderr,
     )
+    if unsaved is not None:
+        print(f"tooltree: error: {unsaved}", file=sys.stderr)

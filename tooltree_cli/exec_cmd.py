@@ -1,4 +1,8 @@
-"""`tooltree exec`: run a script in the sandbox against the real servers of a generated tree."""
+"""`tooltree exec`: run a script in the sandbox against the real servers of a generated tree.
+
+(Over 400 lines: reading the script, running it, and telling each way a run ends — a result, Ctrl-C, SIGTERM, a
+sandbox that did not start or failed under the script, a workspace not saved — share how a result is printed.)
+"""
 
 from __future__ import annotations
 
@@ -40,8 +44,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         f"servers. Exit {EXIT_OK} when the script succeeded, {EXIT_SCRIPT} when it failed or timed out, {EXIT_USAGE} "
         f"for usage errors, {EXIT_SANDBOX} when the sandbox failed or the workspace or an image could not be saved "
         f"(the script's output is printed first); {EXIT_INTERRUPTED} when interrupted (Ctrl-C stops the script and "
-        f"prints what it did so far; Ctrl-C again quits at once), {EXIT_TERMINATED} when terminated (SIGTERM): the "
-        "container is stopped and nothing of the workspace is saved.",
+        f"prints what it did so far; Ctrl-C again quits at once), {EXIT_TERMINATED} when terminated (SIGTERM stops "
+        "the script and prints what it did so far, within 10 s). The workspace is saved in either case.",
     )
     p.add_argument("script", nargs="?", help="the script file ('-' for standard input)")
     p.add_argument("-c", dest="code", metavar="CODE", help="the code to run, instead of a file")
@@ -176,26 +180,50 @@ def run(args: argparse.Namespace) -> int:
             result, unsaved, notes = execute(
                 code, tree, config, settings, workspace=args.workspace, audit=args.audit, filename=filename
             )
+    except TerminatedAfter as e:  # SIGTERM: what the stopped script did, when it came in time (as for a Ctrl-C)
+        if e.result is not None:
+            why = "tooltree was terminated (SIGTERM), which stopped the script"
+            _report(args, e.result, None, e.notes, outcome=(EXIT_TERMINATED, why))
+        else:
+            _print_notes(e.notes)
+        print("tooltree: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except Terminated:
         print("tooltree: terminated", file=sys.stderr)
         return EXIT_TERMINATED
     except (EngineUnavailableError, ImageError) as e:
         print_sandbox_failed(_shown(str(e)), (), 0, code=EXIT_SANDBOX, as_json=args.json, ran=False)
         return EXIT_SANDBOX
-    except SandboxError as e:  # may quote the container's own words (its stderr, an error it sent)
+    except NotStarted as e:  # no script ran: the sandbox did not start, or the workspace could not be restored
+        said = _shown(str(e.error))
+        message = said if isinstance(e.error, EngineUnavailableError | ImageError) else f"the sandbox failed: {said}"
+        print_sandbox_failed(message, (), 0, code=EXIT_SANDBOX, as_json=args.json, ran=False)
+        return EXIT_SANDBOX
+    except (SandboxFailed, SandboxError) as e:  # may quote the container's own words (its stderr, an error it sent)
+        failed, unsaved = (e.error, e.unsaved) if isinstance(e, SandboxFailed) else (e, None)
         # With the calls the script made before the sandbox ended under it (`SessionError.tool_calls`).
-        calls, omitted = (e.tool_calls, e.tool_calls_omitted) if isinstance(e, SessionError) else ((), 0)
-        print_sandbox_failed(
-            f"the sandbox failed: {_shown(str(e))}", calls, omitted, code=EXIT_SANDBOX, as_json=args.json
-        )
+        calls, omitted = (failed.tool_calls, failed.tool_calls_omitted) if isinstance(failed, SessionError) else ((), 0)
+        message = f"the sandbox failed: {_shown(str(failed))}"
+        print_sandbox_failed(message, calls, omitted, code=EXIT_SANDBOX, as_json=args.json, unsaved=unsaved)
         return EXIT_SANDBOX
     # A save's message and notes may name what the script made (files, errors the sandbox sent): cleaned.
-    unsaved = _shown(unsaved) if unsaved is not None else None
-    notes = [_shown(note) for note in notes]
+    return _report(args, result, _shown(unsaved) if unsaved is not None else None, [_shown(note) for note in notes])
+
+
+def _report(
+    args: argparse.Namespace,
+    result: ExecutionResult,
+    unsaved: str | None,
+    notes: list[str],
+    *,
+    outcome: tuple[int, str] | None = None,
+) -> int:
+    """Print a script's result, the workspace's (cleaned) ``notes`` and why it was ``unsaved``; the exit code
+    (``outcome``, with why, instead of the result's own)."""
     if args.workspace is None:
         result = _outputs_not_kept(result)
     saved, image_problem = save_images(result, Path(args.images)) if args.images else ([], None)
-    exit_code, why = _outcome(result, unsaved=unsaved, image_problem=image_problem)
+    exit_code, why = outcome or _outcome(result, unsaved=unsaved, image_problem=image_problem)
     if args.json:
         print_json(
             {**result_json(result, saved), "workspace_error": unsaved, "workspace_notes": notes, "sandbox_error": None}
@@ -209,6 +237,44 @@ def run(args: argparse.Namespace) -> int:
     if unsaved is not None:
         print(f"tooltree: error: {unsaved}", file=sys.stderr)
     return exit_code
+
+
+class TerminatedAfter(Terminated):
+    """SIGTERM stopped `execute` (`Terminated`) once it had the stopped script's ``result`` (None: it did not come in
+    time) and the workspace's ``notes`` (cleaned): the workspace was saved on the way out, as after a Ctrl-C.
+
+    Before: `exec` printed only ``tooltree: terminated``; the output and the tool calls of the script were lost, and
+    its help said nothing of the workspace was saved, though it was."""
+
+    def __init__(self, result: ExecutionResult | None, notes: list[str]) -> None:
+        super().__init__()
+        self.result, self.notes = result, notes
+
+
+class SandboxFailed(Exception):
+    """The sandbox failed under the script (``error``, the `SandboxError`); ``unsaved``: why the workspace folder was
+    not saved (None: it was, or there is none)."""
+
+    def __init__(self, error: Exception, unsaved: str | None) -> None:
+        super().__init__(str(error))
+        self.error, self.unsaved = error, unsaved
+
+
+class NotStarted(Exception):
+    """`execute` ran no script: the sandbox did not start, or the workspace could not be restored into it
+    (``error``, the `SandboxError`, says which; the folder is left as it was)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _lost(workspace: str) -> str:
+    """What `exec` says of the workspace folder when the sandbox ended under the script or before its save."""
+    return (
+        f"the workspace was not saved: the sandbox ended before it could be, so what the script wrote in /workspace "
+        f"is lost and {workspace} is left as it was"
+    )
 
 
 NO_CONFIG = (
@@ -273,10 +339,11 @@ def execute(
     names the code in its traceback.
 
     Raises:
-        SandboxError: the sandbox could not be started or broke.
+        NotStarted: the sandbox could not be started or the workspace restored: no script ran.
+        SandboxFailed: the sandbox failed under the script (and whether the workspace was saved).
         TreeError: the tree has no readable manifest.
     """
-    from sandbox.errors import WorkspaceError
+    from sandbox.errors import SandboxError, WorkspaceError, interrupted_execution
     from sandbox.host import Runtime
     from tool_tree.config import Config
 
@@ -285,17 +352,29 @@ def execute(
     with notes_not_logged():
         try:
             with runtime as rt:
-                session = rt.sandbox
+                try:
+                    session = rt.sandbox
+                except SandboxError as e:
+                    raise NotStarted(e) from e
                 with CtrlCStopsTheScript(session, CANCEL_WAIT):
                     result = session.execute(code, filename=filename)
                 try:
                     rt.close()  # saves the workspace
                 except WorkspaceError as e:
                     return result, str(e), session.workspace_notes
-        except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM: the workspace was saved on the way out
-            if session is not None:
-                _print_notes([_shown(note) for note in session.workspace_notes])
+        except KeyboardInterrupt as e:  # a second Ctrl-C, or SIGTERM: the workspace was saved on the way out
+            notes = [_shown(note) for note in session.workspace_notes] if session is not None else []
+            if isinstance(e, Terminated):
+                raise TerminatedAfter(interrupted_execution(e), notes) from e
+            _print_notes(notes)
             raise
+        except SandboxError as e:  # under the script: the sandbox ended (then nothing was saved), or broke the protocol
+            if session is None:
+                raise
+            lost = workspace is not None and session.not_saved is not None
+            raise SandboxFailed(e, _lost(workspace) if lost and workspace is not None else None) from e
+    if workspace is not None and session.not_saved is not None:  # it ended after the script, before the save
+        return result, f"{_lost(workspace)} ({session.not_saved})", session.workspace_notes
     return result, None, session.workspace_notes
 
 

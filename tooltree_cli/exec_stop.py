@@ -91,12 +91,15 @@ _NOTE_LOG = "workspace %s: %s"
 
 class _NoteRecords(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.msg != _NOTE_LOG
+        from sandbox.session import UNSAVED_LOG
+
+        return record.msg not in (_NOTE_LOG, UNSAVED_LOG)
 
 
 @contextlib.contextmanager
 def notes_not_logged() -> Iterator[None]:
-    """Within it the sandbox does not log the workspace's notes: `exec` prints them itself, once and cleaned.
+    """Within it the sandbox does not log the workspace's notes, nor that its workspace was not saved: `exec` prints
+    them itself, once and cleaned.
 
     Before, each came out twice on stderr: from Python's last-resort log handler, then as ``tooltree: workspace:``.
     """

@@ -85,6 +85,10 @@ HANDOVER_RETRY = 0.05
 GONE_GRACE = 60.0
 """Seconds a client whose ``GET`` stream closed (and that sent nothing since) may take to come back before its
 sandbox session ends: a client that lost its connection reopens the stream within seconds."""
+NOTES_SHOWN = 20
+"""Notes of one workspace save a result lists (a count says how many more there were)."""
+NOTE_CHARS = 2_000
+"""Characters of one such note a result shows (a note names paths the script made, up to 4,096 bytes each)."""
 _EXPIRED_KEPT = 1024
 _WORKSPACE_READS = ("list_files", "read_file")
 
@@ -319,7 +323,7 @@ class ClientSession:
                 notes[:0] = [f"saved into {sandbox.workspace}: the save works again, the folder holds what the "
                              "scripts wrote"]  # fmt: skip
         if notes:
-            outcome.content.append({"type": "text", "text": "\n".join(f"[workspace: {n}]" for n in notes)})
+            outcome.content.append({"type": "text", "text": _notes_text(notes)})
         return outcome
 
     def _save_failed(self, sandbox: Sandbox, reason: str, before: _FailedSave | None) -> str:
@@ -537,6 +541,22 @@ class SessionRegistry:
             async with anyio.create_task_group() as tg:
                 for session in sessions:
                     tg.start_soon(self._close, session)
+
+
+def _notes_text(notes: list[str]) -> str:
+    """A save's notes as the result tells them: the first `NOTES_SHOWN`, each at most `NOTE_CHARS`, and a count of
+    the rest (every note is in serve's log).
+
+    Before: every one, whole: a script that deleted a folder of 3,000 read-only files (a ``.git/objects``) put 218 KB
+    of notes into the model's context, and one at the entry cap about 2.4 MB (more with long names)."""
+    shown = [
+        f"[workspace: {note if len(note) <= NOTE_CHARS else note[: NOTE_CHARS - 1] + '…'}]"
+        for note in notes[:NOTES_SHOWN]
+    ]
+    if len(notes) > NOTES_SHOWN:
+        shown.append(f"[workspace: … and {len(notes) - NOTES_SHOWN:,} more notes of this save (tooltree serve's log "
+                     "has every one)]")  # fmt: skip
+    return "\n".join(shown)
 
 
 def _reads_workspace(arguments: Mapping[str, Any]) -> bool:
