@@ -10,6 +10,7 @@ import argparse
 import base64
 import dataclasses
 import json
+import os
 import re
 import signal
 import sys
@@ -220,8 +221,7 @@ def _report(
 ) -> int:
     """Print a script's result, the workspace's (cleaned) ``notes`` and why it was ``unsaved``; the exit code
     (``outcome``, with why, instead of the result's own)."""
-    if args.workspace is None:
-        result = _outputs_not_kept(result)
+    result = _outputs_where(result, args.workspace, saved=unsaved is None)
     saved, image_problem = save_images(result, Path(args.images)) if args.images else ([], None)
     exit_code, why = outcome or _outcome(result, unsaved=unsaved, image_problem=image_problem)
     if args.json:
@@ -384,12 +384,14 @@ def _print_notes(notes: Sequence[str]) -> None:
         print(f"tooltree: workspace: {note}", file=sys.stderr)
 
 
-def _outputs_not_kept(result: ExecutionResult) -> ExecutionResult:
-    """``result`` as printed when there is no ``--workspace``: the sandbox's file with the whole of an output that
-    was cut went with its container, so the marker in the output says how to keep it instead of naming it, and the
-    result names no file (``stdout_path``, ``stderr_path``).
+def _outputs_where(result: ExecutionResult, workspace: str | None, *, saved: bool) -> ExecutionResult:
+    """``result`` as printed: the marker of an output that was cut, and ``stdout_path`` / ``stderr_path``, name where
+    its whole is for the user. With the ``workspace`` folder ``saved``, the file in that folder (before: its path in
+    the sandbox, ``/workspace/.tooltree/outputs/…``, which the user had to translate). Without a workspace, or when
+    the folder was not saved, the sandbox's file went with its container: the marker says so (and, without a
+    workspace, how to keep it) instead of naming it, and the result names no file.
 
-    Every copy of the marker's words is rewritten: one the script printed itself names that same lost file.
+    Every copy of the marker's words is rewritten: one the script printed itself names that same file.
     """
     changes: dict[str, Any] = {}
     outputs = (("stdout", result.stdout, result.stdout_path), ("stderr", result.stderr, result.stderr_path))
@@ -397,9 +399,18 @@ def _outputs_not_kept(result: ExecutionResult) -> ExecutionResult:
         if path is None:
             continue
         kept = path.removeprefix("/workspace/")
+        if workspace is not None and saved:
+            host = os.path.join(workspace, kept)
+            there = re.compile(rf"; the whole {name} is in {re.escape(path)} \.\.\.\]")
+            changes[name] = there.sub(f"; the whole {name} is in {host} ...]".replace("\\", "\\\\"), text)
+            changes[f"{name}_path"] = host
+            continue
         said = r"(?:; saved outputs keep the newest [\d,]+ MiB(?: \([\d,]+ older ones? deleted\))?)?"  # kept nowhere
         lost = re.compile(rf"{said}; the whole {name} is in {re.escape(path)} \.\.\.\]")
-        instead = f"; the whole {name} was not kept: run with --workspace DIR to keep it (as DIR/{kept}) ...]"
+        if workspace is None:
+            instead = f"; the whole {name} was not kept: run with --workspace DIR to keep it (as DIR/{kept}) ...]"
+        else:
+            instead = f"; the whole {name} was not kept: the workspace was not saved ...]"
         changes[name] = lost.sub(instead.replace("\\", "\\\\"), text)  # a replacement, its backslashes kept
         changes[f"{name}_path"] = None
     return dataclasses.replace(result, **changes) if changes else result

@@ -85,11 +85,41 @@ def test_exec_without_a_workspace_says_how_to_keep_the_whole_output_not_where_it
     assert printed["stdout_path"] is None and printed["stderr_path"] is None
     assert "the whole stdout was not kept: run with --workspace DIR to keep it" in printed["stdout"]
     assert "/workspace/" not in printed["stdout"] + printed["stderr"]
-    # The advice holds: with --workspace DIR the whole output is in that file (and the note names the sandbox's).
+    # The advice holds: with --workspace DIR the whole output is in that file, which the note and the path name in
+    # the folder (before: the sandbox's path, /workspace/.tooltree/outputs/…).
     assert main([*argv, "--workspace", str(tmp_path), "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     path = printed["stdout_path"]
-    assert re.fullmatch(r"/workspace/\.tooltree/outputs/1-[0-9a-f]{6}-stdout\.txt", path)
+    assert re.fullmatch(rf"{re.escape(str(tmp_path))}/\.tooltree/outputs/1-[0-9a-f]{{6}}-stdout\.txt", path)
     assert f"the whole stdout is in {path} ...]" in printed["stdout"]
-    kept = tmp_path / path.removeprefix("/workspace/")
-    assert kept.read_text(encoding="utf-8") == "a" * 150 + "b" * 700 + "c" * 150 + "\n"
+    assert "/workspace/" not in printed["stdout"] + printed["stderr"]
+    assert Path(path).read_text(encoding="utf-8") == "a" * 150 + "b" * 700 + "c" * 150 + "\n"
+    assert main([*argv, "--workspace", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "/workspace/" not in out + err
+    assert re.search(
+        rf"the whole stderr is in {re.escape(str(tmp_path))}/\.tooltree/outputs/\d+-[0-9a-f]{{6}}-stderr", err
+    )
+
+
+def test_a_cut_outputs_file_is_named_in_the_folder_when_it_was_saved_and_said_lost_when_not() -> None:
+    # The three ways `exec` ends with a cut output: a saved workspace names the folder's file; a workspace whose save
+    # failed, or none, names no file (the sandbox's went with its container).
+    from sandbox.results import ExecutionResult
+    from tooltree_cli.exec_cmd import _outputs_where
+
+    path = "/workspace/.tooltree/outputs/1-0a1b2c-stdout.txt"
+    marker = f"[... stdout cut: 9 bytes in all; the whole stdout is in {path} ...]"
+    result = ExecutionResult(stdout=f"a\n{marker}\n{marker}", stderr="", exit_status=0, duration=0.1, stdout_path=path)
+    saved = _outputs_where(result, "my ws", saved=True)
+    assert saved.stdout_path == "my ws/.tooltree/outputs/1-0a1b2c-stdout.txt"
+    assert (
+        saved.stdout.count(f"the whole stdout is in {saved.stdout_path} ...]") == 2
+        and "/workspace/" not in saved.stdout
+    )
+    unsaved = _outputs_where(result, "my ws", saved=False)
+    assert unsaved.stdout_path is None and "/workspace/" not in unsaved.stdout
+    assert unsaved.stdout.count("; the whole stdout was not kept: the workspace was not saved ...]") == 2
+    nowhere = _outputs_where(result, None, saved=True)
+    assert nowhere.stdout_path is None
+    assert "run with --workspace DIR to keep it (as DIR/.tooltree/outputs/1-0a1b2c-stdout.txt) ...]" in nowhere.stdout
