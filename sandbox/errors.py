@@ -94,7 +94,10 @@ class SessionError(SandboxError):
 
 
 class WorkspaceError(SandboxError):
-    """The workspace could not be restored into, or saved out of, the container."""
+    """The workspace could not be restored into, or saved out of, the container. ``unreadable``: an entry of the
+    host folder could not be read (a restore's advice is then to make it readable, not to make the folder fit)."""
+
+    unreadable = False
 
 
 INTERRUPTED_EXECUTION = "execution"

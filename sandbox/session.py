@@ -308,10 +308,15 @@ class Sandbox:
                         channel.request(method, params, timeout=_OP_TIMEOUT)
             except SandboxError as e:
                 self.kill()  # nothing is saved from a partial restore: the folder on the host stays as it is
+                if isinstance(e, WorkspaceError) and e.unreadable:  # before: advised to make it fit, all the same
+                    advice = "make that entry readable by this user, or move it out of the folder, or start without it"
+                else:
+                    advice = (
+                        f"make it fit (at most {MAX_ENTRIES} files and folders, {self.config.workspace_size} of data: "
+                        "sandbox setting workspace_size) or start without it"
+                    )
                 raise WorkspaceError(
-                    f"could not restore the workspace {self.workspace}: {e}. Nothing in it was changed; "
-                    f"make it fit (at most {MAX_ENTRIES} files and folders, {self.config.workspace_size} of data: "
-                    "sandbox setting workspace_size) or start without it"
+                    f"could not restore the workspace {self.workspace}: {e}. Nothing in it was changed; {advice}"
                 ) from None
             except BaseException:  # interrupted (Ctrl-C): likewise, nothing saved and the container destroyed
                 self.kill()
