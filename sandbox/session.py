@@ -62,6 +62,8 @@ from tool_tree.text import shown
 
 logger = logging.getLogger(__name__)
 
+NOTES_KEPT = 1_000
+"""Notes of workspace saves a session keeps (`Sandbox.workspace_notes`, the latest) and one save logs (its first)."""
 UNSAVED_LOG = "sandbox %s: workspace not saved: %s"
 """How `Sandbox.close` logs that the sandbox ended before the workspace could be saved (`Sandbox.not_saved`)."""
 _GRACE_SECONDS = 15.0
@@ -208,7 +210,11 @@ class Sandbox:
         self.bridge = bridge
         self.workspace = workspace_folder(workspace) if workspace is not None else None
         self.workspace_notes: list[str] = []
-        """What the user should know about the saves so far (conflicts kept beside, links not saved)."""
+        """What the user should know about the saves so far (conflicts kept beside, links not saved): the latest
+        `NOTES_KEPT` (a save says one per read-only host file a script deleted: before, a session kept every note of
+        every save, up to the entry cap's worth of paths each time)."""
+        self.workspace_notes_total = 0
+        """How many notes the saves so far gave, those no longer kept in `workspace_notes` too."""
         self._restored: RestoreRecord | None = None
         self._saved_stamp: str | None = None
         """The workspace's `workspace.stamp` when it was last saved into its folder; None before the first save,
@@ -700,7 +706,10 @@ class Sandbox:
                          "(they never leave the sandbox)")  # fmt: skip
         if own:
             self._links_said = skipped
-        for note in notes:
+        for note in notes[:NOTES_KEPT]:
             logger.warning("workspace %s: %s", target, note)
-        self.workspace_notes += notes
+        if len(notes) > NOTES_KEPT:
+            logger.warning("workspace %s: %s", target, f"… and {len(notes) - NOTES_KEPT:,} more notes of this save")
+        self.workspace_notes_total += len(notes)
+        self.workspace_notes = [*self.workspace_notes, *notes[-NOTES_KEPT:]][-NOTES_KEPT:]
         return target

@@ -361,9 +361,9 @@ def execute(
                 try:
                     rt.close()  # saves the workspace
                 except WorkspaceError as e:
-                    return result, str(e), session.workspace_notes
+                    return result, str(e), _notes_of(session)
         except KeyboardInterrupt as e:  # a second Ctrl-C, or SIGTERM: the workspace was saved on the way out
-            notes = [_shown(note) for note in session.workspace_notes] if session is not None else []
+            notes = [_shown(note) for note in _notes_of(session)] if session is not None else []
             if isinstance(e, Terminated):
                 raise TerminatedAfter(interrupted_execution(e), notes) from e
             _print_notes(notes)
@@ -374,8 +374,16 @@ def execute(
             lost = workspace is not None and session.not_saved is not None
             raise SandboxFailed(e, _lost(workspace) if lost and workspace is not None else None) from e
     if workspace is not None and session.not_saved is not None:  # it ended after the script, before the save
-        return result, f"{_lost(workspace)} ({session.not_saved})", session.workspace_notes
-    return result, None, session.workspace_notes
+        return result, f"{_lost(workspace)} ({session.not_saved})", _notes_of(session)
+    return result, None, _notes_of(session)
+
+
+def _notes_of(session: Sandbox) -> list[str]:
+    """The workspace's notes to print: those the session kept (the latest), after a line counting those it did not."""
+    notes = list(session.workspace_notes)
+    if (dropped := session.workspace_notes_total - len(notes)) > 0:
+        notes.insert(0, f"{dropped:,} earlier notes of the save are not shown (the last {len(notes):,} follow)")
+    return notes
 
 
 def _print_notes(notes: Sequence[str]) -> None:

@@ -309,21 +309,23 @@ class ClientSession:
         failed = self._failed_save if self._failed_save is not None and self._failed_save.sandbox is sandbox else None
         if failed is not None and not failed.retry:
             return outcome
-        said = len(sandbox.workspace_notes)
+        said = sandbox.workspace_notes_total
         try:
             with self._saves:
                 sandbox.save_workspace_if_changed()
         except SandboxError as e:
-            notes = [self._save_failed(sandbox, str(e), failed)]
+            notes, more = [self._save_failed(sandbox, str(e), failed)], 0
         else:
             self._failed_save = None
-            notes = sandbox.workspace_notes[said:]
+            given = sandbox.workspace_notes_total - said  # the sandbox keeps the latest `NOTES_KEPT` of them
+            notes = sandbox.workspace_notes[-given:] if given else []
+            more = given - len(notes)
             if failed is not None:
                 logger.warning("session %s: the workspace is saved into %s again", self.key[:16], sandbox.workspace)
                 notes[:0] = [f"saved into {sandbox.workspace}: the save works again, the folder holds what the "
                              "scripts wrote"]  # fmt: skip
         if notes:
-            outcome.content.append({"type": "text", "text": _notes_text(notes)})
+            outcome.content.append({"type": "text", "text": _notes_text(notes, more)})
         return outcome
 
     def _save_failed(self, sandbox: Sandbox, reason: str, before: _FailedSave | None) -> str:
@@ -543,9 +545,10 @@ class SessionRegistry:
                     tg.start_soon(self._close, session)
 
 
-def _notes_text(notes: list[str]) -> str:
+def _notes_text(notes: list[str], more: int = 0) -> str:
     """A save's notes as the result tells them: the first `NOTES_SHOWN`, each at most `NOTE_CHARS`, and a count of
-    the rest (every note is in serve's log).
+    the rest (``more``: those the sandbox no longer kept, counted too; serve's log has the first
+    `sandbox.session.NOTES_KEPT` of a save).
 
     Before: every one, whole: a script that deleted a folder of 3,000 read-only files (a ``.git/objects``) put 218 KB
     of notes into the model's context, and one at the entry cap about 2.4 MB (more with long names)."""
@@ -553,9 +556,8 @@ def _notes_text(notes: list[str]) -> str:
         f"[workspace: {note if len(note) <= NOTE_CHARS else note[: NOTE_CHARS - 1] + '…'}]"
         for note in notes[:NOTES_SHOWN]
     ]
-    if len(notes) > NOTES_SHOWN:
-        shown.append(f"[workspace: … and {len(notes) - NOTES_SHOWN:,} more notes of this save (tooltree serve's log "
-                     "has every one)]")  # fmt: skip
+    if (rest := len(notes) - len(shown) + more) > 0:
+        shown.append(f"[workspace: … and {rest:,} more notes of this save (tooltree serve's log has them)]")
     return "\n".join(shown)
 
 

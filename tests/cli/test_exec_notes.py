@@ -123,3 +123,27 @@ def test_a_cut_outputs_file_is_named_in_the_folder_when_it_was_saved_and_said_lo
     nowhere = _outputs_where(result, None, saved=True)
     assert nowhere.stdout_path is None
     assert "run with --workspace DIR to keep it (as DIR/.tooltree/outputs/1-0a1b2c-stdout.txt) ...]" in nowhere.stdout
+
+
+@pytest.mark.docker
+def test_exec_prints_the_notes_the_session_kept_after_a_count_of_the_others(
+    docker_engine: object, project: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from sandbox import session as session_module
+
+    monkeypatch.setattr(session_module, "NOTES_KEPT", 5)
+    config, tree = project
+    ws = tmp_path / "ws"
+    (ws / "ro").mkdir(parents=True)
+    for n in range(8):
+        (ws / "ro" / f"{n}.txt").write_text("kept", encoding="utf-8")
+        (ws / "ro" / f"{n}.txt").chmod(0o444)
+    code = "import shutil\nshutil.rmtree('ro')"
+    assert main(["exec", "-c", code, "--config", str(config), "--tree", str(tree), "--workspace", str(ws)]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tooltree: workspace:")]
+    assert said == [
+        "tooltree: workspace: 3 earlier notes of the save are not shown (the last 5 follow)",
+        *(f"tooltree: workspace: ro/{n}.txt: read-only on the host, so it is kept (the sandbox deleted it)"
+          for n in range(3, 8)),
+    ]  # fmt: skip

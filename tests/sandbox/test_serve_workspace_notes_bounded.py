@@ -51,6 +51,6 @@ async def test_a_save_with_hundreds_of_notes_tells_the_first_ones_and_counts_the
         for n in range(NOTES_SHOWN)
     ]
     more = FILES - NOTES_SHOWN
-    assert f"[workspace: … and {more:,} more notes of this save (tooltree serve's log has every one)]" in lines
+    assert f"[workspace: … and {more:,} more notes of this save (tooltree serve's log has them)]" in lines
     assert len(said) < 5_000
     assert sorted(p.name for p in objects.iterdir()) == [f"{n:04}" for n in range(FILES)]  # every one kept

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sandbox import DockerBackend, Sandbox
 from sandbox.errors import WorkspaceError
 from sandbox.workspace import iter_restore_batches
 
@@ -60,3 +61,30 @@ def test_an_entry_the_user_cannot_read_is_refused_as_unreadable_not_as_too_big()
             said = pipe.read().decode()
         os.waitpid(pid, 0)
     assert said == "True cannot read 'secret.txt': Permission denied"
+
+
+@pytest.mark.docker
+def test_a_session_keeps_the_latest_notes_of_its_saves_and_counts_them_all(
+    backend: DockerBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: a session kept every note of every save (one per read-only host file a script deleted, up to the entry
+    # cap's worth of paths each time) and logged each one.
+    from sandbox import session as session_module
+
+    monkeypatch.setattr(session_module, "NOTES_KEPT", 5)
+    ws = tmp_path / "ws"
+    (ws / "ro").mkdir(parents=True)
+    for n in range(8):
+        (ws / "ro" / f"{n}.txt").write_text("kept", encoding="utf-8")
+        (ws / "ro" / f"{n}.txt").chmod(0o444)
+    with Sandbox(backend, workspace=ws) as sb:
+        assert sb.execute("import shutil\nshutil.rmtree('ro')").ok
+        sb.save_workspace_if_changed()
+        assert sb.workspace_notes_total == 8 and len(sb.workspace_notes) == 5
+        assert sb.workspace_notes == [
+            f"ro/{n}.txt: read-only on the host, so it is kept (the sandbox deleted it)" for n in range(3, 8)
+        ]
+        assert sb.execute("open('new.txt', 'w').write('x')").ok
+        sb.save_workspace_if_changed()
+        assert sb.workspace_notes_total >= 8 and len(sb.workspace_notes) == 5
+    assert sorted(p.name for p in (ws / "ro").iterdir()) == [f"{n}.txt" for n in range(8)]

@@ -75,6 +75,7 @@ class FailingSandbox:
     def __init__(self, *errors: str | None) -> None:
         self.workspace = Path("/work/ws")
         self.workspace_notes: list[str] = []
+        self.workspace_notes_total = 0
         self.errors = list(errors)
         self.saves = 0
         self.events: list[str] = []

@@ -29,6 +29,7 @@ class RecordingSandbox:
     def __init__(self, fail: bool = False) -> None:
         self.workspace = Path("/nowhere")
         self.workspace_notes: list[str] = []
+        self.workspace_notes_total = 0
         self.saves = 0
         self.fail = fail
 
