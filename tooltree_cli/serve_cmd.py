@@ -22,12 +22,15 @@ one stderr in the same words.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
+import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -236,7 +239,7 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
                 error(f"{problem} (or --no-regenerate to serve the tree as it is)")
                 return EXIT_USAGE
             if args.regenerate_first or not _usable(tree):
-                code, _ = _regenerate(config, tree)
+                code = _regenerate_before_serving(config, tree)
                 if code != EXIT_OK:
                     return code
             else:
@@ -279,6 +282,64 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
 
 MAX_WARNINGS = 50
 """Warnings of a generation printed one per line (as `generate-tree` prints them); the rest are counted."""
+
+
+def _regenerate_before_serving(config: Config, tree: Path) -> int:
+    """`_regenerate` before anything is served, stopped by SIGINT, SIGTERM or SIGHUP (`_signals_stop_generation`);
+    its exit code, 128 + the signal's number when one stopped it."""
+    from generator.cancel import Cancel, GenerateCancelled
+
+    cancel, received = Cancel(), list[int]()
+    try:
+        with _signals_stop_generation(cancel, received):
+            code, _ = _regenerate(config, tree, cancel=cancel)
+    except (GenerateCancelled, KeyboardInterrupt):
+        if not received:
+            raise
+        name = signal.Signals(received[0]).name
+        print(f"tooltree serve: stopped generating {tree} ({name}); the servers it started are ended and nothing is "
+              "served", file=sys.stderr, flush=True)  # fmt: skip
+        return 128 + received[0]
+    return code
+
+
+@contextlib.contextmanager
+def _signals_stop_generation(cancel: Cancel, received: list[int]) -> Iterator[None]:
+    """While a tree is generated before serving: SIGINT, SIGTERM or SIGHUP stops the listing of the servers
+    (``cancel``: nothing is written) and ends the servers it started at once, SIGTERM then SIGKILL `KILL_WAIT`
+    seconds later, as `agent.serve.stdio.StopSignals` does once serving; outside the listing, where no server
+    runs, it raises KeyboardInterrupt where the run is (a first tree written halfway is removed). ``received``
+    collects the signals. Only on the main thread.
+
+    A client that gave up waiting for its handshake sends them (Claude Code: SIGINT, SIGTERM, SIGKILL within about
+    a second). Before, SIGTERM and SIGHUP ended serve at once and left the server being listed running, orphaned.
+    """
+    from agent.serve.stdio import KILL_WAIT, STOP_SIGNALS, terminate_children
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def end_servers(first: bool) -> None:
+        if first:  # `Cancel.set` waits for the event loop, which runs on the main thread: set from this one
+            cancel.set()
+        if terminate_children():
+            time.sleep(KILL_WAIT)
+            terminate_children(signal.SIGKILL)
+
+    def on_signal(signum: int, frame: object) -> None:
+        received.append(signum)
+        first = not cancel.is_set()
+        if first and not cancel.listening():
+            raise KeyboardInterrupt
+        threading.Thread(target=end_servers, args=(first,), name="tooltree-stop", daemon=True).start()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _usable(tree: Path) -> bool:

@@ -7,7 +7,8 @@ that looks for OAuth metadata (``/.well-known/oauth-protected-resource``, as the
 Behind the token, `agent.serve.http_gate.SessionGate` admits client sessions (ending the longest idle one
 when a new client needs its place), bounds what each request may cost, ends a sandbox session when the SDK
 ended its MCP session, and cancels a request whose client's connection closed. Uvicorn serves it, with the
-connection limits of `agent.serve.http_limits`; SIGTERM or SIGINT stop it after every session was closed.
+connection limits of `agent.serve.http_limits`; SIGTERM or SIGINT stop it after every session was closed, the
+requests in flight given `STOP_GRACE` to be answered before their upstream servers are signalled.
 
 A ``tools/call`` result goes back as one server-sent event, and the official Python SDK client
 reads none over 1 MiB (``max_sse_event_size``): a bigger result would be lost, the script having
@@ -227,7 +228,9 @@ async def serve_http(
     try:
         # Signals are handled until the sessions have closed (a signal during the close still ends every
         # upstream server and lets the containers be removed), as over stdio.
-        async with StopSignals(stop, first=app.on_stop_signal), app, anyio.create_task_group() as tg:
+        # The upstream servers are signalled once the requests in flight had their grace (a second signal: at once).
+        signals = StopSignals(stop, first=app.on_stop_signal, children_after=STOP_GRACE)
+        async with signals, app, anyio.create_task_group() as tg:
             tg.start_soon(announce)
             await server.serve(sockets=sockets)
             tg.cancel_scope.cancel()

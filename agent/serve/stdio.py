@@ -18,6 +18,9 @@ The reader is linear in what it reads (`LineSplitter`) and caps one message at
 `MAX_MESSAGE_BYTES`, the 4 MiB the SDK's Streamable HTTP transport accepts in one request body. A
 longer line is never buffered: it is skipped up to its newline, logged, and a request whose id
 can be read from its first or last bytes is answered with an error; the next line is read as usual.
+
+Over 400 lines: the reader, the writer and the signal handling (which serve over HTTP shares) are one transport's,
+each shaped by how a client leaves.
 """
 
 from __future__ import annotations
@@ -275,7 +278,8 @@ class StopSignals:
     """Handle SIGTERM, SIGINT and SIGHUP while inside: enter it before the server opens, leave it after it closed.
 
     The first signal calls ``stop``; each one sends this process's children (the upstream servers, and
-    those of a refresh) SIGTERM at once and SIGKILL `KILL_WAIT` seconds later if they are still there.
+    those of a refresh) SIGTERM at once (the first, ``children_after`` seconds later) and SIGKILL `KILL_WAIT`
+    seconds after that if they are still there.
     The process is never ended by the signal itself, so a signal during the close (the SDK's client
     sends one 2 s after closing stdin) lets the close finish: the sessions' containers are removed and
     no server outlives it. A body's exception comes out as it was (no exception group).
@@ -285,11 +289,20 @@ class StopSignals:
         first: called on a worker thread at the first signal, before the children are signalled (each given at
             most `FIRST_WAIT` seconds): what must stop before its servers are killed, as a refresh of the tree
             that would otherwise take its killed servers for failed ones.
+        children_after: seconds from the first signal to the children's SIGTERM (a later signal sends it at once).
+            Over HTTP, the grace in which serve still answers the requests in flight (`agent.serve.http.STOP_GRACE`):
+            before, their servers were ended at the signal, so a call that needed a second more was answered "the
+            server died during the call". Over stdio 0: the client that sent the signal may kill this process soon.
     """
 
-    def __init__(self, stop: Callable[[], None], *, first: Sequence[Callable[[], None]] = ()) -> None:
+    def __init__(
+        self, stop: Callable[[], None], *, first: Sequence[Callable[[], None]] = (), children_after: float = 0.0
+    ) -> None:
         self._stop: Callable[[], None] | None = stop
         self._first = list(first)
+        self._children_after = children_after
+        self._delayed = False
+        """A signal came and the children's SIGTERM waits for ``children_after``: leaving sends it at once."""
         self._receiver: contextlib.AbstractContextManager[AsyncIterator[int]] | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
 
@@ -303,6 +316,9 @@ class StopSignals:
         return self
 
     async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        if self._delayed:  # the close ended before the grace did: no child may outlive this process
+            with anyio.CancelScope(shield=True):
+                await self._end_children(0)
         tasks, receiver, self._tasks, self._receiver = self._tasks, self._receiver, None, None
         try:
             if tasks is not None:
@@ -320,6 +336,7 @@ class StopSignals:
 
     async def _end_children(self, after: float) -> None:
         await anyio.sleep(after)
+        self._delayed = False
         if terminate_children():
             await anyio.sleep(KILL_WAIT)
             terminate_children(signal.SIGKILL)
@@ -334,8 +351,10 @@ class StopSignals:
                         await anyio.to_thread.run_sync(hook, abandon_on_cancel=True)
                     except Exception:  # a hook's failure never keeps the children from being ended
                         logger.exception("stopping: %r failed", hook)
-            self.end_children(0)
             stop, self._stop = self._stop, None
+            after = self._children_after if stop is not None else 0
+            self._delayed = self._delayed or after > 0
+            self.end_children(after)
             if stop is not None:
                 stop()
 
