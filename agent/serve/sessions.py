@@ -447,9 +447,15 @@ class SessionRegistry:
             session.tree_generation = self.tree_generation
             ended = self._expired.pop(key, None)
             if ended is not None:
+                # Without a workspace folder nothing of the old sandbox's /workspace is kept (before: "saved
+                # workspace files remain", whatever the setting).
+                files = (
+                    f"files saved into {session.runtime.workspace} remain"
+                    if session.runtime.workspace is not None
+                    else "so are the files in /workspace (serve runs without --workspace: nothing is saved)"
+                )
                 session.note = (
-                    f"a new sandbox session: the previous one ended {ended}; "
-                    "variables and imports are gone, saved workspace files remain"
+                    f"a new sandbox session: the previous one ended {ended}; variables and imports are gone, {files}"
                 )
             self._sessions[key] = session
         session.gone_since = None

@@ -29,6 +29,7 @@ class RecordedRuntime:
     """What a session needs of a runtime here: no sandbox started, and a close that is recorded."""
 
     running_sandbox = None
+    workspace = None  # serve without --workspace
 
     def __init__(self, closed: list[str], key: str, event: anyio.Event) -> None:
         self.closed, self.key, self.event = closed, key, event
@@ -64,8 +65,10 @@ async def test_a_session_whose_client_closed_its_stream_ends_after_the_grace_and
     assert closed == ["gone"]
     assert sessions.get("gone") is None and sessions.get("stays") is not None
     async with sessions.use("gone") as again:
-        assert again.note.startswith("a new sandbox session: the previous one ended 0.2 s after its client's "
-                                     "connection closed; variables and imports are gone")  # fmt: skip
+        # Before: "saved workspace files remain", though without --workspace nothing of /workspace is kept.
+        assert again.note == ("a new sandbox session: the previous one ended 0.2 s after its client's connection "
+                              "closed; variables and imports are gone, so are the files in /workspace (serve runs "
+                              "without --workspace: nothing is saved)")  # fmt: skip
 
 
 def test_a_client_that_comes_back_or_calls_again_keeps_its_session() -> None:
