@@ -13,6 +13,7 @@ summary counts them as ``skipped``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import heapq
 import os
@@ -218,7 +219,13 @@ class Workspace:
         except PathError as e:
             raise FileOpError(f"the workspace cannot be saved: {e}") from None
         except OSError as e:
-            raise FileOpError(f"the workspace cannot be saved: {show(reader.where)}: {e.strerror}") from None
+            # What to do, when it is a permission a script took away (before: the error alone, every save failing).
+            fix = (
+                " (a script made it unreadable: make it readable again, os.chmod(path, 0o644), or delete it)"
+                if e.errno in (errno.EACCES, errno.EPERM)
+                else ""
+            )
+            raise FileOpError(f"the workspace cannot be saved: {show(reader.where)}: {e.strerror}{fix}") from None
         # A file mapped for writing, before the walk or since, may change unseen: never taken as unchanged later.
         after = self._mapped()
         unseen = None if mapped is None or after is None else mapped | after

@@ -234,8 +234,8 @@ def search_tools(query: str, detail: str = "summary", limit: int = 5, regex: boo
 
 
 _ACCEPTED = (
-    "a path, bytes, an image object (a tool result's .images[i], a figure) or an MCP image content block "
-    "({'type': 'image', 'data': <base64>, 'mimeType': ...})"
+    "a path, bytes, an image object (a tool result's .images[i], a figure), an MCP image content block "
+    "({'type': 'image', 'data': <base64>, 'mimeType': ...}), a tool result with images, or a list of these"
 )
 
 
@@ -253,6 +253,11 @@ def _block_bytes(block: dict[Any, Any]) -> bytes:
         return base64.b64decode(data, validate=True)
     except ValueError:  # binascii.Error, and non-ASCII characters
         raise ValueError("show_image(): the image block's 'data' is not valid base64") from None
+
+
+def _is_tool_result(value: Any) -> bool:
+    """Whether ``value`` is a tool call's result (`tool_tree.runtime.ToolResult`, not imported here)."""
+    return type(value).__name__ == "ToolResult" and hasattr(value, "images") and hasattr(value, "content")
 
 
 def _image_bytes(image: Any) -> tuple[bytes, str | None]:
@@ -278,13 +283,25 @@ def _image_bytes(image: Any) -> tuple[bytes, str | None]:
 
 def show_image(image: Any) -> None:
     """Show an image to the model: a file path, PNG/JPEG/GIF/WebP bytes, a tool's image, an MCP image content
-    block (a dict), or a figure.
+    block (a dict), or a figure; a tool result (``ToolResult``) or a list or tuple shows each of its images in
+    order (before: a tool result was refused, though it names its images when printed).
 
     Raises:
-        ValueError: not a supported image, too large, or too many images in one execution.
+        ValueError: not a supported image, too large, or too many images in one execution; a tool result or a
+            list without an image.
         TypeError: an argument of an unsupported kind.
         OSError: the file cannot be read.
     """
+    if isinstance(image, list | tuple) or _is_tool_result(image):
+        images = list(image.images if _is_tool_result(image) else image)
+        if not images:
+            what = "tool result holds" if _is_tool_result(image) else f"{type(image).__name__} holds"
+            raise ValueError(f"show_image(): the {what} no image")
+        for one in images:
+            if isinstance(one, list | tuple) or _is_tool_result(one):
+                raise TypeError(f"show_image() takes {_ACCEPTED}, not a {type(one).__name__} inside a list")
+            show_image(one)
+        return
     data, _ = _image_bytes(image)
     mime = sniff_image_type(data)
     if mime is None:

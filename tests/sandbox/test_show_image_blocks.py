@@ -27,8 +27,9 @@ def test_show_image_of_a_dict_that_is_no_image_block_names_what_it_takes() -> No
     with pytest.raises(TypeError) as refused:
         worker.show_image({"type": "text", "text": "a chart"})
     assert str(refused.value) == (
-        "show_image() takes a path, bytes, an image object (a tool result's .images[i], a figure) or an MCP image "
-        "content block ({'type': 'image', 'data': <base64>, 'mimeType': ...}), not a dict with type 'text'"
+        "show_image() takes a path, bytes, an image object (a tool result's .images[i], a figure), an MCP image "
+        "content block ({'type': 'image', 'data': <base64>, 'mimeType': ...}), a tool result with images, or a list "
+        "of these, not a dict with type 'text'"
     )
 
 
@@ -69,3 +70,37 @@ def test_a_script_shows_a_tool_s_image_block_and_sees_an_image_in_a_printed_resu
     assert result.ok, result.traceback
     assert [(i.mime_type, i.data) for i in result.images] == [("image/png", PNG)]
     assert result.stdout == f"the chart of March\n[Image(image/png, {len(PNG)} bytes): result.images[0]]\n"
+
+
+def test_show_image_of_an_empty_list_or_a_nested_one_says_so() -> None:
+    with pytest.raises(ValueError, match=r"^show_image\(\): the list holds no image$"):
+        worker.show_image([])
+    with pytest.raises(TypeError, match=r"not a list inside a list$"):
+        worker.show_image([[PNG]])
+
+
+@pytest.mark.docker
+def test_a_script_shows_a_tool_result_s_images_and_a_list_of_images(backend: DockerBackend) -> None:
+    # Before: show_image(result) raised "TypeError: show_image() takes …, not ToolResult", though print(result) names
+    # its image; a list of images (result.images) likewise.
+    code = (
+        "from tool_tree.runtime import call_tool\n"
+        "chart = call_tool('fs', 'chart', {})\n"
+        "show_image(chart)\n"
+        "show_image(chart.images)\n"
+        "try:\n"
+        "    show_image(call_tool('fs', 'words', {}))\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+    )
+
+    def tools(server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if tool == "words":
+            return {"content": [{"type": "text", "text": "no picture"}]}
+        return {"content": [{"type": "text", "text": "the chart of March"}, BLOCK, BLOCK]}
+
+    with Sandbox(backend, tools=tools) as sb:
+        result = sb.execute(code)
+    assert result.ok, result.traceback
+    assert [(i.mime_type, i.data) for i in result.images] == [("image/png", PNG)] * 4
+    assert result.stdout == "show_image(): the tool result holds no image\n"

@@ -88,3 +88,18 @@ def test_a_session_keeps_the_latest_notes_of_its_saves_and_counts_them_all(
         sb.save_workspace_if_changed()
         assert sb.workspace_notes_total >= 8 and len(sb.workspace_notes) == 5
     assert sorted(p.name for p in (ws / "ro").iterdir()) == [f"{n}.txt" for n in range(8)]
+
+
+@pytest.mark.docker
+def test_a_file_a_script_made_unreadable_fails_the_save_with_what_to_do(backend: DockerBackend, tmp_path: Path) -> None:
+    # Before: "the workspace cannot be saved: 'x.txt': Permission denied", and nothing said what would fix it.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with Sandbox(backend, workspace=ws) as sb:
+        assert sb.execute("import os\nopen('x.txt', 'w').write('a')\nos.chmod('x.txt', 0)").ok
+        with pytest.raises(WorkspaceError) as info:
+            sb.save_workspace_if_changed()
+        assert "'x.txt': Permission denied (a script made it unreadable: make it readable again, " in str(info.value)
+        assert sb.execute("import os\nos.chmod('x.txt', 0o644)").ok
+        sb.save_workspace_if_changed()
+    assert (ws / "x.txt").read_text(encoding="utf-8") == "a"
