@@ -16,6 +16,7 @@ A plain function ``(server, tool, arguments) -> result`` works wherever a bridge
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import threading
 from abc import ABC, abstractmethod
@@ -156,11 +157,17 @@ LOOP_CLOSED = (
 """Why a tool call (or search) is refused when ``tool_loop`` was closed under a session (code ``tools_closed``)."""
 
 
-def resolve(value: T | Awaitable[T], loop: asyncio.AbstractEventLoop | None) -> T:
+def resolve(
+    value: T | Awaitable[T],
+    loop: asyncio.AbstractEventLoop | None,
+    *,
+    started: Callable[[concurrent.futures.Future[T]], None] | None = None,
+) -> T:
     """The value itself, or the result of awaiting it on ``loop`` (or the shared loop).
 
     Must be called from a thread that is not running ``loop``. Interrupted while waiting (Ctrl-C: a
-    ``KeyboardInterrupt``), it cancels the call on ``loop`` before the interrupt goes on.
+    ``KeyboardInterrupt``), it cancels the call on ``loop`` before the interrupt goes on. ``started`` is given the
+    future of a call handed to ``loop``, for another thread to cancel it (`sandbox.host.CallCancel`).
 
     Raises:
         ToolCallRefused: ``loop`` is closed (`LOOP_CLOSED`, code ``tools_closed``).
@@ -178,6 +185,8 @@ def resolve(value: T | Awaitable[T], loop: asyncio.AbstractEventLoop | None) -> 
         if inspect.iscoroutine(value):
             value.close()
         raise ToolCallRefused(LOOP_CLOSED, "tools_closed") from None
+    if started is not None:
+        started(future)
 
     def refuse() -> NoReturn:  # the loop closed after taking the call, before running it: it dropped it
         coroutine.close()

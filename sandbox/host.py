@@ -41,6 +41,34 @@ _WHY_CHARS = 600
 """Most characters of why a sandbox ended in the note that says it was replaced."""
 
 
+class CallCancel:
+    """Cancels a `Runtime.call_tool` in flight from another thread: ``cancel()`` cancels the call on the server
+    pool's loop, which tells its server (``notifications/cancelled``) and frees its place; a cancel before the
+    call was handed to the loop cancels it as it is. ``tooltree serve`` uses it when a client cancels a passthrough
+    call: before, the call ran on to its end (a 10 s call cancelled after 2 s held a worker thread and the server's
+    place for 10 s, and the audit log said ``ok``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._future: concurrent.futures.Future[Any] | None = None
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            future = self._future
+        if future is not None:
+            future.cancel()  # a no-op once the call is done
+
+    def started(self, future: concurrent.futures.Future[Any]) -> None:
+        """The call was handed to the loop as ``future`` (`sandbox.bridge.resolve`)."""
+        with self._lock:
+            self._future = future
+            cancelled = self.cancelled
+        if cancelled:
+            future.cancel()
+
+
 class Runtime:
     """Live MCP sessions for the servers of a tree, the bridge to them, and one sandbox session.
 
@@ -303,18 +331,21 @@ class Runtime:
     def sandbox_started(self) -> bool:
         return self._sandbox is not None
 
-    def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    def call_tool(
+        self, server: str, tool: str, arguments: dict[str, Any], *, cancel: CallCancel | None = None
+    ) -> dict[str, Any]:
         """Call one tool through a bridge, from a thread that is not the pool's loop.
 
         Not the sandbox's bridge: that one holds the budgets of the script running there, which a call
         made here must neither reset nor spend. Its companion (same pool, manifest, audit log and
-        schema validators) counts each call on its own.
+        schema validators) counts each call on its own. ``cancel``: another thread may cancel the call with it.
 
         Raises:
-            ToolCallRefused: the bridge refused the call or the server is unavailable.
+            ToolCallRefused: the bridge refused the call or the server is unavailable; ``cancelled``: ``cancel``
+                cancelled it.
             SandboxError: the runtime was closed (by another thread: before or during the call), or in a fork.
         """
-        from sandbox.bridge import resolve
+        from sandbox.bridge import ToolCallRefused, resolve
         from sandbox.errors import SandboxError
 
         self._refuse_in_fork()  # before the direct bridge's lock, which the parent may have held at the fork
@@ -322,8 +353,11 @@ class Runtime:
         loop = self._running_loop()  # not an AssertionError when another thread closed the runtime meanwhile
         bridge.begin_execution()
         try:
-            return resolve(bridge.call_tool(server, tool, arguments), loop)
+            started = cancel.started if cancel is not None else None
+            return resolve(bridge.call_tool(server, tool, arguments), loop, started=started)
         except concurrent.futures.CancelledError:  # before: that error itself, undocumented
+            if cancel is not None and cancel.cancelled:
+                raise ToolCallRefused("the call was cancelled before the server answered", "cancelled") from None
             raise SandboxError("the runtime was closed during the call (its outcome is unknown)") from None
 
     def _direct_bridge(self) -> McpBridge:

@@ -39,7 +39,7 @@ from tool_tree.text import clean
 from tool_tree.tree import ToolEntry
 
 if TYPE_CHECKING:
-    from sandbox.host import Runtime
+    from sandbox.host import CallCancel, Runtime
 
 
 class Passthrough:
@@ -79,15 +79,18 @@ class Passthrough:
     def __contains__(self, name: str) -> bool:
         return name in self.entries
 
-    def call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> types.CallToolResult:
-        """Call the tool through the runtime's bridge (from a worker thread); a refusal is an error result."""
+    def call(
+        self, name: str, arguments: Mapping[str, Any], runtime: Runtime, cancel: CallCancel | None = None
+    ) -> types.CallToolResult:
+        """Call the tool through the runtime's bridge (from a worker thread); a refusal is an error result.
+        ``cancel``: the client's cancel of the request cancels the call upstream with it."""
         from sandbox.bridge import ToolCallRefused
         from sandbox.config import SandboxConfig
 
         entry = self.entries[name]
         max_chars = (runtime.sandbox_config or SandboxConfig.from_config(runtime.config)).output_chars
         try:
-            raw = runtime.call_tool(entry.server, entry.tool, dict(arguments))
+            raw = runtime.call_tool(entry.server, entry.tool, dict(arguments), cancel=cancel)
         except ToolCallRefused as e:
             return failed(f"{entry.server}.{entry.tool} failed ({e.code}): {e.message}", max_chars)
         result = capped(raw, max_chars)

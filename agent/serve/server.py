@@ -279,9 +279,7 @@ class ToolServer:
                 threads = session.limiter
                 if name in self.passthrough:
                     runtime = await anyio.to_thread.run_sync(session.opened, limiter=threads)
-                    return await anyio.to_thread.run_sync(
-                        self.passthrough.call, name, arguments, runtime, limiter=threads
-                    )
+                    return await self._passthrough(name, arguments, runtime, threads)
                 if name == "execute_python":
                     interval = self.settings.progress_interval
                     outcome = await session.execute(self.toolset, arguments, progress, interval)
@@ -292,6 +290,23 @@ class ToolServer:
         except SessionLimitError as e:
             return error_result(f"{e}; try again when another client has disconnected")
         return call_result(outcome)
+
+    async def _passthrough(
+        self, name: str, arguments: dict[str, Any], runtime: Runtime, threads: anyio.CapacityLimiter
+    ) -> types.CallToolResult:
+        """A passthrough call on a worker thread; the client's cancel (``notifications/cancelled``) cancels it
+        upstream (`sandbox.host.CallCancel`) and answers at once. Before, the request waited for the call's end and
+        the call ran on, holding the thread and the server's place."""
+        from sandbox.host import CallCancel
+
+        cancel = CallCancel()
+        try:
+            return await anyio.to_thread.run_sync(
+                self.passthrough.call, name, arguments, runtime, cancel, limiter=threads, abandon_on_cancel=True
+            )
+        except anyio.get_cancelled_exc_class():
+            cancel.cancel()
+            raise
 
 
 async def _handshake_only(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
