@@ -6,7 +6,8 @@ the pool's thread. A worker thread then regenerates that server's part of the tr
 stubs, the index files, the manifest and the search index; the other servers' stubs are kept) and has the served
 tree read again (`agent.serve.server.ToolServer.reload_tree`). Client sessions that start after it get the new
 tree; those already running see it in ``search_tools`` and ``read_file``, while their scripts keep the tree their
-sandbox started with (they are told so, and to reconnect for the new one). The tools serve offers never change.
+sandbox started with (they are told so; with a workspace folder, one whose script fails to import what was added
+is renewed at its next call, `agent.serve.sessions.RENEWING`). The tools serve offers never change.
 
 Before, a server that added a tool while serve ran was followed by nothing: the tree kept its old stubs until serve
 was restarted.

@@ -72,7 +72,18 @@ STALE_IMPORT = (
     "added since cannot be imported here; reconnect the client for a session on the regenerated tree]"
 )
 """Said after the output of such a session's script that failed to import from ``servers`` (before: only the one
-note, at its next call, whatever it was; the import error itself said nothing of why)."""
+note, at its next call, whatever it was; the import error itself said nothing of why); serve without a workspace
+folder, where a new session would lose the session's files."""
+RENEWING = (
+    "[this session's sandbox started before the tree was regenerated, so a server or tool added since cannot be "
+    "imported in it: the next call starts a new sandbox session on the regenerated tree, with the files saved into "
+    "{folder} restored and variables and imports empty; run the script again there]"
+)
+"""Said instead of `STALE_IMPORT` when serve saves the workspace into a folder: the next call renews the session."""
+RENEWED = (
+    "a new sandbox session on the regenerated tree: variables and imports are gone, files saved into {folder} remain"
+)
+"""The note of the session that renewed one (`RENEWING`)."""
 RESTARTED = "the interpreter was restarted: variables and imports are gone; files remain"
 """The words in brackets that end an execution's output when its interpreter was restarted
 (`agent.content.execution_blocks`)."""
@@ -161,6 +172,9 @@ class ClientSession:
         """The registry's `SessionRegistry.tree_generation` this session's tree belongs to."""
         self.stale_tree = False
         """Its sandbox mounts a tree that was regenerated since."""
+        self.renew = False
+        """A script failed to import what the regenerated tree added: the next call ends this session for a new one
+        (`RENEWING`; only with a workspace folder, which keeps the files)."""
 
     def opened(self) -> Runtime:
         """The runtime, opened (from a worker thread): its server pool runs, servers start on first call."""
@@ -289,7 +303,12 @@ class ClientSession:
             self._scripts += 1
         outcome = self._save_workspace(self.call(toolset, "execute_python", arguments))
         if self.stale_tree and _missed_servers(outcome):
-            outcome.content.append({"type": "text", "text": STALE_IMPORT})
+            folder = self.runtime.workspace
+            if folder is not None:  # before: "reconnect the client", which a model cannot do
+                self.renew = True
+                outcome.content.append({"type": "text", "text": RENEWING.format(folder=folder)})
+            else:
+                outcome.content.append({"type": "text", "text": STALE_IMPORT})
         return new_session_hint(outcome) if first else outcome
 
     def _save_workspace(self, outcome: ToolOutcome) -> ToolOutcome:
@@ -438,6 +457,13 @@ class SessionRegistry:
             SessionLimitError: it would be one session too many.
         """
         session = self._sessions.get(key)
+        renewed = None
+        if session is not None and session.renew and session.busy == 0:  # for the tools the regenerated tree added
+            session.renew = False
+            del self._sessions[key]
+            await self._close(session)  # its workspace saved, its sandbox and servers ended
+            renewed = session.runtime.workspace
+            session = self._sessions.get(key)  # another call of this client's may have made the new one meanwhile
         if session is not None and session.tree_generation != self.tree_generation and session.busy == 0:
             session = await self._on_refreshed_tree(key, session)
         if session is None:
@@ -446,7 +472,9 @@ class SessionRegistry:
             session = ClientSession(key, self._make_runtime(key), saves=self._close_lock)
             session.tree_generation = self.tree_generation
             ended = self._expired.pop(key, None)
-            if ended is not None:
+            if renewed is not None:
+                session.note = RENEWED.format(folder=renewed)
+            elif ended is not None:
                 # Without a workspace folder nothing of the old sandbox's /workspace is kept (before: "saved
                 # workspace files remain", whatever the setting).
                 files = (

@@ -60,3 +60,42 @@ def test_a_tool_the_server_adds_while_serving_gets_a_stub_is_found_and_runs(
         raw.close()
     log = "".join(raw.stderr)
     assert log.count("says its tools changed") == 1, log
+
+
+def test_a_session_whose_sandbox_predates_the_tool_gets_a_new_one_on_the_next_call_with_its_files(
+    docker_engine: object, tmp_path: Path
+) -> None:
+    # Before: a script of a session whose sandbox had started before the regeneration could not import the new tool,
+    # and was told to reconnect the client, which a model cannot do.
+    from agent.serve.sessions import RENEWED, RENEWING
+
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(
+        f"servers:\n  growing:\n    command: {json.dumps(sys.executable)}\n"
+        f"    args: [{json.dumps(str(GROWING))}, {json.dumps(str(tmp_path / 'added.json'))}]\n",
+        encoding="utf-8",
+    )
+    tree, workspace = tmp_path / "tree", tmp_path / "ws"
+    workspace.mkdir()
+    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
+    argv = [sys.executable, "-m", "tooltree_cli.main", "serve", "--config", str(config), "--tree", str(tree),
+            "--warm", "0", "--passthrough", "growing.add_tool", "--workspace", str(workspace)]  # fmt: skip
+    raw = RawStdio(argv, {"TOOLTREE_SANDBOX_OWNER": TEST_OWNER, "PATH": "/usr/local/bin:/usr/bin:/bin"})
+    try:
+        raw.wait_for_stderr(f"{tree} is up to date")
+        raw.initialize()
+        first = _call(raw, 2, "execute_python", {"code": "x = 1\nopen('kept.txt', 'w').write('from the first')"})
+        assert first.get("isError") is not True, first
+        _call(raw, 3, "growing__add_tool", {"name": "fresh"})
+        raw.wait_for_stderr("tooltree serve: sessions from now on get the tools of growing as they are now")
+        stale = json.dumps(_call(raw, 4, "execute_python", {"code": "from servers.growing import fresh"}))
+        assert "No module named 'servers.growing.fresh'" in stale or "cannot import name 'fresh'" in stale, stale
+        assert json.dumps(RENEWING.format(folder=workspace))[1:-1] in stale
+        code = "from servers.growing import fresh\nprint(fresh(), open('kept.txt').read(), globals().get('x'))"
+        again = _call(raw, 5, "execute_python", {"code": code})
+        said = json.dumps(again)
+        assert again.get("isError") is not True and "fresh ran from the first None" in said, said
+        assert json.dumps(RENEWED.format(folder=workspace))[1:-1] in said
+        assert raw.close_stdin() == 0
+    finally:
+        raw.close()
