@@ -75,6 +75,11 @@ class ToolBridge(ABC):
     def begin_execution(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Called before each execution starts (a bridge resets per-execution budgets here)."""
 
+    def waiting_on(self, server: str) -> str:
+        """Why a call of ``server`` still waited when its execution ended, when the bridge knows ("" otherwise):
+        said after the ledger's "cancelled" (`sandbox.calls`)."""
+        return ""
+
 
 class FunctionBridge(ToolBridge):
     """A bridge made of a plain function (and optionally a search function)."""
@@ -157,6 +162,34 @@ LOOP_CLOSED = (
 """Why a tool call (or search) is refused when ``tool_loop`` was closed under a session (code ``tools_closed``)."""
 
 
+class CallCancel:
+    """Cancels a `Runtime.call_tool` in flight from another thread: ``cancel()`` cancels the call on the server
+    pool's loop, which tells its server (``notifications/cancelled``) and frees its place; a cancel before the
+    call was handed to the loop cancels it as it is. ``tooltree serve`` uses it when a client cancels a passthrough
+    call: before, the call ran on to its end (a 10 s call cancelled after 2 s held a worker thread and the server's
+    place for 10 s, and the audit log said ``ok``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._future: concurrent.futures.Future[Any] | None = None
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            future = self._future
+        if future is not None:
+            future.cancel()  # a no-op once the call is done
+
+    def started(self, future: concurrent.futures.Future[Any]) -> None:
+        """The call was handed to the loop as ``future`` (`sandbox.bridge.resolve`)."""
+        with self._lock:
+            self._future = future
+            cancelled = self.cancelled
+        if cancelled:
+            future.cancel()
+
+
 def resolve(
     value: T | Awaitable[T],
     loop: asyncio.AbstractEventLoop | None,
@@ -167,7 +200,7 @@ def resolve(
 
     Must be called from a thread that is not running ``loop``. Interrupted while waiting (Ctrl-C: a
     ``KeyboardInterrupt``), it cancels the call on ``loop`` before the interrupt goes on. ``started`` is given the
-    future of a call handed to ``loop``, for another thread to cancel it (`sandbox.host.CallCancel`).
+    future of a call handed to ``loop``, for another thread to cancel it (`CallCancel`).
 
     Raises:
         ToolCallRefused: ``loop`` is closed (`LOOP_CLOSED`, code ``tools_closed``).

@@ -147,6 +147,14 @@ class CallServer:
             self._executing, self._ledger, self._omitted = True, [], 0
             self._execution += 1
 
+    def _waiting_on(self, server: str) -> str:
+        """What the bridge says of a call of ``server`` still waiting as its execution ended
+        (`ToolBridge.waiting_on`)."""
+        try:
+            return self.bridge.waiting_on(server)
+        except Exception:  # a bridge's hook never keeps the ledger from being made
+            return ""
+
     @property
     def omitted(self) -> int:
         """Calls of the execution (the one running, or the last) past `MAX_LEDGER`: counted, not listed."""
@@ -163,7 +171,8 @@ class CallServer:
             ledger = list(self._ledger)
         for server, tool, request_bytes, started in waiting.values():
             elapsed = round((now - started) * 1000, 1)
-            ledger.append(ToolCallRecord(server, tool, False, request_bytes, 0, elapsed, _CANCELLED))
+            why = _CANCELLED + self._waiting_on(server)
+            ledger.append(ToolCallRecord(server, tool, False, request_bytes, 0, elapsed, why))
         if waiting and self._on_loop:
             loop = self.tool_loop or shared_loop()
             with contextlib.suppress(RuntimeError):  # a closed loop runs nothing any more

@@ -27,6 +27,7 @@ from tool_tree.config import Config
 from tool_tree.tree import Manifest, tree_lock
 
 if TYPE_CHECKING:
+    from sandbox.bridge import CallCancel
     from sandbox.config import SandboxConfig
     from sandbox.errors import SandboxError
     from sandbox.mcp_bridge import AuditLog, McpBridge
@@ -39,34 +40,6 @@ logger = logging.getLogger(__name__)
 
 _WHY_CHARS = 600
 """Most characters of why a sandbox ended in the note that says it was replaced."""
-
-
-class CallCancel:
-    """Cancels a `Runtime.call_tool` in flight from another thread: ``cancel()`` cancels the call on the server
-    pool's loop, which tells its server (``notifications/cancelled``) and frees its place; a cancel before the
-    call was handed to the loop cancels it as it is. ``tooltree serve`` uses it when a client cancels a passthrough
-    call: before, the call ran on to its end (a 10 s call cancelled after 2 s held a worker thread and the server's
-    place for 10 s, and the audit log said ``ok``)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._future: concurrent.futures.Future[Any] | None = None
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        with self._lock:
-            self.cancelled = True
-            future = self._future
-        if future is not None:
-            future.cancel()  # a no-op once the call is done
-
-    def started(self, future: concurrent.futures.Future[Any]) -> None:
-        """The call was handed to the loop as ``future`` (`sandbox.bridge.resolve`)."""
-        with self._lock:
-            self._future = future
-            cancelled = self.cancelled
-        if cancelled:
-            future.cancel()
 
 
 class Runtime:

@@ -228,6 +228,23 @@ class McpBridge(ToolBridge):
             if self.audit is not None:
                 self.audit.write(record)
 
+    def waiting_on(self, server: str) -> str:
+        """A server still starting (or waiting for its turn to) when a call of it was cancelled: said, with the
+        setting that bounds it. Before, the ledger said only that the execution ended before the server answered,
+        and why (a server hanging in its start-up) was in the host's log alone."""
+        try:
+            state = self.pool.state(server)
+        except Exception:  # an unknown server, or a pool closing: nothing to add
+            return ""
+        if state == "starting":
+            return (
+                f" (the server {clean(server)} was still starting: it had not answered its start-up yet; a script that "
+                "waits longer needs a longer sandbox timeout, and the server its own timeout setting)"
+            )
+        if state == "queued":
+            return f" (the server {clean(server)} was still waiting for its turn to start: other servers were starting)"
+        return ""
+
     def _admit(self, server: str, tool: str, arguments: dict[str, Any]) -> tuple[ToolEntry, str]:
         """Everything decided before the server is involved; returns the tool and the arguments' digest.
 

@@ -151,6 +151,8 @@ class _Slot:
     backoff: RestartBackoff = field(default_factory=RestartBackoff)
     queued: bool = False
     """Waiting for a start slot (other servers are starting)."""
+    starting: anyio.CancelScope | None = None
+    """The start-up of its owner task while it runs (opening and listing): the pool's close cancels it."""
     in_flight: InFlight = field(default_factory=InFlight)
 
 
@@ -288,6 +290,8 @@ class ServerPool:
         for slot in self._slots.values():
             if slot.stop is not None:
                 slot.stop.set()
+            if slot.starting is not None:  # before: the close waited for its start-up to end or time out (30 s)
+                slot.starting.cancel()
         # Each owner task closes its connection (and kills its process group) and ends.
         await self._tg.__aexit__(None, None, None)
         self._tg = None
@@ -337,6 +341,9 @@ class ServerPool:
         try:
             # The start-up deadline covers opening and listing, then is lifted for the session's life.
             with anyio.CancelScope(deadline=anyio.current_time() + slot.config.timeout) as scope:
+                slot.starting = scope
+                if self._closing:  # the close began before this task ran: it found no start-up to stop
+                    scope.cancel()
                 async with connect(slot.config, stderr=slot.stderr) as conn:
                     try:
                         # The SDK must see the listing (output schemas, 2026 header maps) before calls.
@@ -349,6 +356,7 @@ class ServerPool:
                         if (told := self._on_tools_changed) is not None:  # a change before now is in the listing
                             conn.changes.listener = functools.partial(told, slot.config.name)
                         scope.deadline = math.inf
+                        slot.starting = None
                         start.release()
                         if not self._closing:  # closing began while this server started: stop now
                             slot.client = conn.client
@@ -364,6 +372,7 @@ class ServerPool:
             if not isinstance(e, Exception):
                 raise
         finally:
+            slot.starting = None
             start.release()
             ready.set()  # never leave the starting call waiting
             slot.closed.set()

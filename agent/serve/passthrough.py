@@ -39,7 +39,8 @@ from tool_tree.text import clean
 from tool_tree.tree import ToolEntry
 
 if TYPE_CHECKING:
-    from sandbox.host import CallCancel, Runtime
+    from sandbox.bridge import CallCancel
+    from sandbox.host import Runtime
 
 
 class Passthrough:

@@ -295,9 +295,9 @@ class ToolServer:
         self, name: str, arguments: dict[str, Any], runtime: Runtime, threads: anyio.CapacityLimiter
     ) -> types.CallToolResult:
         """A passthrough call on a worker thread; the client's cancel (``notifications/cancelled``) cancels it
-        upstream (`sandbox.host.CallCancel`) and answers at once. Before, the request waited for the call's end and
+        upstream (`sandbox.bridge.CallCancel`) and answers at once. Before, the request waited for the call's end and
         the call ran on, holding the thread and the server's place."""
-        from sandbox.host import CallCancel
+        from sandbox.bridge import CallCancel
 
         cancel = CallCancel()
         try:

@@ -58,7 +58,7 @@ async def test_a_cancelled_passthrough_call_is_cancelled_upstream(
 def test_a_cancel_that_comes_before_the_call_was_handed_over_cancels_it_as_it_is() -> None:
     import concurrent.futures
 
-    from sandbox.host import CallCancel
+    from sandbox.bridge import CallCancel
 
     early, late = CallCancel(), CallCancel()
     early.cancel()

@@ -295,6 +295,23 @@ def test_closing_while_a_server_is_still_starting_stops_it_and_fails_the_call(tm
     assert not alive(int(pid_file.read_text(encoding="utf-8")))
 
 
+async def test_a_pool_closes_at_once_while_a_server_is_still_in_its_start_up(tmp_path: Path) -> None:
+    # Before: the close waited for the start-up to end or reach the server's timeout (30 s here): `tooltree exec`
+    # whose script timed out on a call of a slow-starting server took 30 s more to return.
+    pid_file = tmp_path / "pid"
+    server = replace(raw(tmp_path, start_delay=60.0, pid_file=str(pid_file)), timeout=30.0)
+    with anyio.fail_after(15):  # well under the server's 30 s
+        async with ServerPool([server]) as pool:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(pool.call, "raw", "pid", {})
+                while not pid_file.exists() or not pid_file.read_text(encoding="utf-8"):
+                    await anyio.sleep(0.02)  # the server process is up, in its start delay
+                assert pool.state("raw") == "starting"
+                tg.cancel_scope.cancel()  # the call is given up (a script's end cancels its calls so)
+            assert pool.state("raw") == "starting"  # the start-up goes on for the pool's other callers
+    assert not alive(int(pid_file.read_text(encoding="utf-8")))
+
+
 async def test_servers_start_at_most_start_jobs_at_once_and_a_queued_one_never_times_out(tmp_path: Path) -> None:
     hung = replace(raw(tmp_path, "hung", behavior="hang_on_list"), timeout=1.0)
     fine = replace(raw(tmp_path, "fine"), timeout=1.0)
