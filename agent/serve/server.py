@@ -18,7 +18,8 @@ use the handshake) and other 2026-07-28 requests are refused with the versions i
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import TracebackType
@@ -269,9 +270,9 @@ class ToolServer:
         if key is None:
             return error_result("this HTTP request carries no Mcp-Session-Id; connect with the initialize handshake")
 
-        async def progress(seconds: float) -> None:
+        async def progress(seconds: float, total: float | None = self.sandbox_config.timeout) -> None:
             message = f"running for {seconds:.0f} s"
-            await ctx.session.report_progress(round(seconds, 1), total=self.sandbox_config.timeout, message=message)
+            await ctx.session.report_progress(round(seconds, 1), total=total, message=message)
 
         try:
             async with self.registry.use(key) as session:
@@ -279,7 +280,7 @@ class ToolServer:
                 threads = session.limiter
                 if name in self.passthrough:
                     runtime = await anyio.to_thread.run_sync(session.opened, limiter=threads)
-                    return await self._passthrough(name, arguments, runtime, threads)
+                    return await self._passthrough(name, arguments, runtime, threads, progress)
                 if name == "execute_python":
                     interval = self.settings.progress_interval
                     outcome = await session.execute(self.toolset, arguments, progress, interval)
@@ -292,21 +293,48 @@ class ToolServer:
         return call_result(outcome)
 
     async def _passthrough(
-        self, name: str, arguments: dict[str, Any], runtime: Runtime, threads: anyio.CapacityLimiter
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        runtime: Runtime,
+        threads: anyio.CapacityLimiter,
+        progress: Callable[[float, float | None], Awaitable[None]],
     ) -> types.CallToolResult:
-        """A passthrough call on a worker thread; the client's cancel (``notifications/cancelled``) cancels it
-        upstream (`sandbox.bridge.CallCancel`) and answers at once. Before, the request waited for the call's end and
-        the call ran on, holding the thread and the server's place."""
+        """A passthrough call on a worker thread, with ``progress`` every ``progress_interval`` seconds while it runs
+        (as for a script: before, none, and a client's own timeout could end a long call that was still working).
+        The client's cancel (``notifications/cancelled``) cancels it upstream (`sandbox.bridge.CallCancel`) and
+        answers at once. Before, the request waited for the call's end and the call ran on, holding the thread and
+        the server's place."""
         from sandbox.bridge import CallCancel
 
-        cancel = CallCancel()
+        cancel, started = CallCancel(), time.monotonic()
+        done = anyio.Event()
+
+        async def beat() -> None:
+            while True:
+                with anyio.move_on_after(self.settings.progress_interval):
+                    await done.wait()
+                if done.is_set():
+                    return
+                try:
+                    await progress(time.monotonic() - started, None)
+                except Exception:  # a client gone meanwhile: the call itself is not stopped by a failed beat
+                    logger.debug("a passthrough call's progress could not be sent", exc_info=True)
+                    return
+
         try:
-            return await anyio.to_thread.run_sync(
-                self.passthrough.call, name, arguments, runtime, cancel, limiter=threads, abandon_on_cancel=True
-            )
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(beat)
+                try:
+                    result = await anyio.to_thread.run_sync(
+                        self.passthrough.call, name, arguments, runtime, cancel, limiter=threads, abandon_on_cancel=True
+                    )
+                finally:
+                    done.set()
         except anyio.get_cancelled_exc_class():
             cancel.cancel()
             raise
+        return result
 
 
 async def _handshake_only(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:

@@ -70,3 +70,24 @@ def test_a_cancel_that_comes_before_the_call_was_handed_over_cancels_it_as_it_is
     assert not running.cancelled()
     late.cancel()
     assert running.cancelled() and late.cancelled
+
+
+@pytest.mark.anyio
+async def test_a_long_passthrough_call_reports_progress_while_it_runs(make_serve: Callable[..., Serve]) -> None:
+    # Before: none (only execute_python had them), so a client's own request timeout could end a call still working.
+    import mcp
+
+    serve = make_serve(extra=["--passthrough", "media.slow_echo"])  # progress_interval 0.2 s in these setups
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        seen.append((done, total, message))
+
+    async with mcp.Client(serve.stdio_params(), read_timeout_seconds=WAIT) as client:
+        result = await client.call_tool(
+            "media__slow_echo", {"text": "done", "seconds": 1.5}, progress_callback=progress
+        )
+    assert not result.is_error and result.content[0].text == "done"  # type: ignore[union-attr]
+    assert len(seen) >= 2, seen
+    assert all(total is None and (message or "").startswith("running for ") for _, total, message in seen)
+    assert [done for done, _, _ in seen] == sorted(done for done, _, _ in seen)
