@@ -28,20 +28,26 @@ def _call(raw: RawStdio, request_id: int, name: str, arguments: dict[str, object
     return result
 
 
-def test_a_tool_the_server_adds_while_serving_gets_a_stub_is_found_and_runs(
-    docker_engine: object, tmp_path: Path
-) -> None:
+def _serve_growing(tmp_path: Path, tree: Path, *extra: str) -> RawStdio:
+    """`tooltree serve` over stdio of a tree generated from the growing server, which adds a tool when its
+    passthrough ``growing__add_tool`` is called."""
     config = tmp_path / "tooltree.yaml"
     config.write_text(
         f"servers:\n  growing:\n    command: {json.dumps(sys.executable)}\n"
         f"    args: [{json.dumps(str(GROWING))}, {json.dumps(str(tmp_path / 'added.json'))}]\n",
         encoding="utf-8",
     )
-    tree = tmp_path / "tree"
     assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
     argv = [sys.executable, "-m", "tooltree_cli.main", "serve", "--config", str(config), "--tree", str(tree),
-            "--warm", "0", "--passthrough", "growing.add_tool"]  # fmt: skip
-    raw = RawStdio(argv, {"TOOLTREE_SANDBOX_OWNER": TEST_OWNER, "PATH": "/usr/local/bin:/usr/bin:/bin"})
+            "--warm", "0", "--passthrough", "growing.add_tool", *extra]  # fmt: skip
+    return RawStdio(argv, {"TOOLTREE_SANDBOX_OWNER": TEST_OWNER, "PATH": "/usr/local/bin:/usr/bin:/bin"})
+
+
+def test_a_tool_the_server_adds_while_serving_gets_a_stub_is_found_and_runs(
+    docker_engine: object, tmp_path: Path
+) -> None:
+    tree = tmp_path / "tree"
+    raw = _serve_growing(tmp_path, tree)
     try:
         raw.wait_for_stderr(f"{tree} is up to date")  # the refresh serve starts with (the first regeneration waits)
         raw.initialize()
@@ -69,18 +75,9 @@ def test_a_session_whose_sandbox_predates_the_tool_gets_a_new_one_on_the_next_ca
     # and was told to reconnect the client, which a model cannot do.
     from agent.serve.sessions import RENEWED, RENEWING
 
-    config = tmp_path / "tooltree.yaml"
-    config.write_text(
-        f"servers:\n  growing:\n    command: {json.dumps(sys.executable)}\n"
-        f"    args: [{json.dumps(str(GROWING))}, {json.dumps(str(tmp_path / 'added.json'))}]\n",
-        encoding="utf-8",
-    )
     tree, workspace = tmp_path / "tree", tmp_path / "ws"
     workspace.mkdir()
-    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
-    argv = [sys.executable, "-m", "tooltree_cli.main", "serve", "--config", str(config), "--tree", str(tree),
-            "--warm", "0", "--passthrough", "growing.add_tool", "--workspace", str(workspace)]  # fmt: skip
-    raw = RawStdio(argv, {"TOOLTREE_SANDBOX_OWNER": TEST_OWNER, "PATH": "/usr/local/bin:/usr/bin:/bin"})
+    raw = _serve_growing(tmp_path, tree, "--workspace", str(workspace))
     try:
         raw.wait_for_stderr(f"{tree} is up to date")
         raw.initialize()
