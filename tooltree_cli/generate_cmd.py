@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from tooltree_cli.common import positive_int
 from tooltree_cli.output import error, print_json, table, terminal_label, terminal_text
-from tooltree_cli.signals import EXIT_TERMINATED
+from tooltree_cli.signals import EXIT_TERMINATED, handling
 
 if TYPE_CHECKING:
     from generator.cancel import Cancel
@@ -37,9 +37,6 @@ def ctrl_c_cancels(cancel: Cancel, received: list[int] | None = None) -> Iterato
     (`KeyboardInterrupt`, so a first tree written halfway is removed). ``received`` collects the signals.
     Only on the main thread.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def on_signal(signum: int, frame: object) -> None:
         if received is not None:
@@ -49,12 +46,8 @@ def ctrl_c_cancels(cancel: Cancel, received: list[int] | None = None) -> Iterato
         # `Cancel.set` waits for the event loop, which runs on this thread: set it from another one.
         threading.Thread(target=cancel.set, name="tooltree-ctrl-c", daemon=True).start()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
-    try:
+    with handling(STOP_SIGNALS, on_signal):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -315,10 +315,7 @@ def _signals_stop_generation(cancel: Cancel, received: list[int]) -> Iterator[No
     a second). Before, SIGTERM and SIGHUP ended serve at once and left the server being listed running, orphaned.
     """
     from agent.serve.stdio import KILL_WAIT, STOP_SIGNALS, terminate_children
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    from tooltree_cli.signals import handling
 
     def end_servers(first: bool) -> None:
         if first:  # `Cancel.set` waits for the event loop, which runs on the main thread: set from this one
@@ -334,12 +331,8 @@ def _signals_stop_generation(cancel: Cancel, received: list[int]) -> Iterator[No
             raise KeyboardInterrupt
         threading.Thread(target=end_servers, args=(first,), name="tooltree-stop", daemon=True).start()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
-    try:
+    with handling(STOP_SIGNALS, on_signal):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _usable(tree: Path) -> bool:

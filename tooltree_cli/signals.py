@@ -12,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 EXIT_TERMINATED = 128 + signal.SIGTERM
 """The exit code of a command SIGTERM stopped (Ctrl-C: 130)."""
@@ -38,3 +39,18 @@ def sigterm_stops_like_ctrl_c() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def handling(signals: Sequence[int], handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """Within it, ``handler`` handles ``signals``; the previous handlers are back after it. Only on the main thread
+    (elsewhere, where no handler can be set, it does nothing)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
