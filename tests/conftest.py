@@ -100,6 +100,14 @@ def no_leftover_processes() -> Iterator[None]:
         pytest.fail("processes started by the tests are still running:\n" + "\n".join(leftovers))
 
 
+@pytest.fixture
+def sandbox_owner(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Sandboxes started in this process carry the test label (``TOOLTREE_SANDBOX_OWNER``), which the engine fixture
+    removes and by which a test finds its containers; a module of such tests names it in ``pytestmark``."""
+    monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", TEST_OWNER)
+    return TEST_OWNER
+
+
 @pytest.fixture(scope="session")
 def test_config() -> SandboxConfig:
     from sandbox import SandboxConfig

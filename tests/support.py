@@ -9,9 +9,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.docker_cli import EngineWithCLI
 
 REPO = Path(__file__).resolve().parents[1]
 # The owner label of every container and volume a test run creates. Unique per run, so the engine
@@ -28,6 +31,19 @@ def sample_config_yaml(*names: str) -> str:
         script = SAMPLE_SERVERS / f"{name}.py"
         lines += [f"  {name}:", f"    command: {json.dumps(sys.executable)}", f"    args: [{json.dumps(str(script))}]"]
     return "\n".join(lines) + "\n"
+
+
+def sample_project(folder: Path, *names: str, **sandbox: object) -> tuple[Path, Path]:
+    """``folder``/tooltree.yaml starting the named sample servers, its ``sandbox:`` section holding ``sandbox`` (e.g.
+    ``timeout=60``), and ``folder``/tree, the tree the real CLI generates from it: the config and the tree."""
+    from tooltree_cli.main import main
+
+    config = folder / "tooltree.yaml"
+    section = "".join(f"  {key}: {value}\n" for key, value in sandbox.items())
+    config.write_text(sample_config_yaml(*names) + "sandbox:\n" + section, encoding="utf-8")
+    tree = folder / "tree"
+    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
+    return config, tree
 
 
 def alive(pid: int) -> bool:
@@ -66,6 +82,35 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = 90.0) 
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.1)
+
+
+def exec_killed_after(
+    docker: EngineWithCLI, project: tuple[Path, Path], folder: Path, script: str, calls: int, *options: str
+) -> int:
+    """`tooltree exec` (``main``, in this process) of ``script`` on ``project`` (its config and tree) with ``options``,
+    its audit log in ``folder``, whose container is killed through the engine once the log shows ``calls`` tool
+    calls: the exit status. The container is found by the test label: set TOOLTREE_SANDBOX_OWNER to `TEST_OWNER`."""
+    from tooltree_cli.main import main
+
+    config, tree = project
+    path, audit = folder / "script.py", folder / "audit.jsonl"
+    path.write_text(script, encoding="utf-8")
+
+    def made() -> bool:
+        lines = audit.read_text(encoding="utf-8").splitlines() if audit.exists() else []
+        return sum(1 for line in lines if line.strip()) >= calls
+
+    def killed() -> None:
+        wait_until(made, f"the script's {calls} call(s)", 60.0)
+        (name,) = docker.text(["ps", "--quiet", "--filter", f"label=tooltree.owner={TEST_OWNER}"]).split()
+        docker.text(["kill", name])
+
+    killer = threading.Thread(target=killed)
+    killer.start()
+    try:
+        return main(["exec", str(path), "--config", str(config), "--tree", str(tree), "--audit", str(audit), *options])
+    finally:
+        killer.join(60.0)
 
 
 def write_tiny_bert(root: Path, words: list[str]) -> Path:
@@ -111,6 +156,19 @@ def write_tiny_bert(root: Path, words: list[str]) -> Path:
         f"{p}.output.LayerNorm.bias": (dim,),
     }
     _write_safetensors(root / "model.safetensors", {name: rng.normal(0, 0.5, shape) for name, shape in shapes.items()})
+    return root
+
+
+def install_tiny_model(root: Path, words: list[str], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A tiny random BERT (`write_tiny_bert`) at ``root`` as the installed model, alone (whether or not the static
+    companion is installed), no encoder of an earlier test reused. The embeddings' mode is the caller's to set."""
+    from tool_tree.search import _dense
+
+    write_tiny_bert(root, words)
+    monkeypatch.setenv("TOOLTREE_EMBEDDING_MODEL", str(root))
+    monkeypatch.setenv("TOOLTREE_EMBEDDING_STATIC", "0")
+    monkeypatch.setattr(_dense, "_encoder", None)
+    monkeypatch.setattr(_dense, "_encoder_error", None)
     return root
 
 

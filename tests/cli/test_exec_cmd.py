@@ -17,27 +17,19 @@ from pathlib import Path
 import pytest
 
 from tests.docker_cli import EngineWithCLI
-from tests.support import TEST_OWNER, sample_config_yaml
+from tests.support import TEST_OWNER, sample_project
 from tooltree_cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "examples" / "sample_servers"
 
 
-@pytest.fixture(autouse=True)
-def test_owner(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Containers and volumes of these runs carry the test label, which the engine fixture removes."""
-    monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", TEST_OWNER)
+pytestmark = pytest.mark.usefixtures("sandbox_owner")  # its containers and volumes removed by the engine fixture
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    tmp = tmp_path_factory.mktemp("exec")
-    config = tmp / "tooltree.yaml"
-    config.write_text(sample_config_yaml("crm", "media") + "sandbox:\n  timeout: 20\n", encoding="utf-8")
-    tree = tmp / "tree"
-    assert main(["generate-tree", "--config", str(config), "--out", str(tree)]) == 0
-    return config, tree
+    return sample_project(tmp_path_factory.mktemp("exec"), "crm", "media", timeout=20)
 
 
 @pytest.mark.docker

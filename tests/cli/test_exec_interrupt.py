@@ -19,8 +19,7 @@ from typing import IO
 import pytest
 
 from tests.docker_cli import EngineWithCLI
-from tests.support import TEST_OWNER, sample_config_yaml
-from tooltree_cli.main import main
+from tests.support import TEST_OWNER, sample_project
 
 WAIT = 60.0
 """Seconds any one step may take at most (a container start on a busy machine included)."""
@@ -28,12 +27,7 @@ WAIT = 60.0
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    tmp = tmp_path_factory.mktemp("exec-interrupt")
-    config = tmp / "tooltree.yaml"
-    config.write_text(sample_config_yaml("crm") + "sandbox:\n  timeout: 120\n", encoding="utf-8")
-    tree = tmp / "tree"
-    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
-    return config, tree
+    return sample_project(tmp_path_factory.mktemp("exec-interrupt"), "crm", timeout=120)
 
 
 @pytest.fixture
@@ -106,12 +100,11 @@ print("never")
 """
 
 
-@pytest.mark.docker
-@pytest.mark.parametrize("as_json", [True, False], ids=["json", "human"])
-def test_ctrl_c_stops_the_script_and_prints_what_it_did_saves_the_workspace_and_exits_130(
-    docker_engine: EngineWithCLI, project: tuple[Path, Path], owner: str, tmp_path: Path, as_json: bool
-) -> None:
-    # Before: Ctrl-C printed only "tooltree: interrupted" (--json: nothing on stdout); output and ledger were lost.
+def _signalled_once_called(
+    sig: signal.Signals, project: tuple[Path, Path], owner: str, tmp_path: Path, as_json: bool
+) -> tuple[int, str, str, Path]:
+    """`tooltree exec --workspace` of `SCRIPT` (``--json`` if ``as_json``) sent ``sig`` once its tool call was made:
+    its exit status, stdout, stderr and workspace."""
     config, tree = project
     audit, workspace = tmp_path / "audit.jsonl", tmp_path / "ws"
     workspace.mkdir()
@@ -119,12 +112,22 @@ def test_ctrl_c_stops_the_script_and_prints_what_it_did_saves_the_workspace_and_
     proc = _start(owner, *argv, "--workspace", str(workspace), *(["--json"] if as_json else []))
     try:
         _wait_for_call(proc, audit)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=WAIT)
     finally:
         proc.kill()
         proc.wait()
-    assert proc.returncode == 130, err
+    return proc.returncode, out, err, workspace
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "human"])
+def test_ctrl_c_stops_the_script_and_prints_what_it_did_saves_the_workspace_and_exits_130(
+    docker_engine: EngineWithCLI, project: tuple[Path, Path], owner: str, tmp_path: Path, as_json: bool
+) -> None:
+    # Before: Ctrl-C printed only "tooltree: interrupted" (--json: nothing on stdout); output and ledger were lost.
+    code, out, err, workspace = _signalled_once_called(signal.SIGINT, project, owner, tmp_path, as_json)
+    assert code == 130, err
     assert "tooltree: interrupted: stopping the script (Ctrl-C again quits at once)\n" in err
     if as_json:
         printed = json.loads(out)

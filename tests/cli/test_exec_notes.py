@@ -12,25 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import TEST_OWNER, sample_config_yaml
+from tests.support import sample_project
 from tooltree_cli.main import main
 
-
-@pytest.fixture(autouse=True)
-def test_owner(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Containers and volumes of these runs carry the test label, which the engine fixture removes."""
-    monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", TEST_OWNER)
+pytestmark = pytest.mark.usefixtures("sandbox_owner")  # its containers and volumes removed by the engine fixture
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A config whose sandbox returns at most 200 characters of each output, and its tree."""
-    tmp = tmp_path_factory.mktemp("exec-notes")
-    config = tmp / "tooltree.yaml"
-    config.write_text(sample_config_yaml("crm") + "sandbox:\n  timeout: 60\n  output_chars: 200\n", encoding="utf-8")
-    tree = tmp / "tree"
-    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
-    return config, tree
+    return sample_project(tmp_path_factory.mktemp("exec-notes"), "crm", timeout=60, output_chars=200)
 
 
 NOTE = "1 link(s) or special file(s) made in the sandbox's workspace were not saved (they never leave the sandbox)"

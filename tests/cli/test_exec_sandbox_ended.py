@@ -9,16 +9,16 @@ Real parts: the sample servers, a real sandbox container, the container killed t
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import pytest
 
 from tests.docker_cli import EngineWithCLI
-from tests.support import TEST_OWNER, sample_config_yaml, wait_until
+from tests.support import exec_killed_after, sample_project
 from tooltree_cli.main import main
 
-WAIT = 60.0
+pytestmark = pytest.mark.usefixtures("sandbox_owner")  # the container to kill is found by the test label
+
 SCRIPT = (
     "from servers.media import list_gallery\n"
     "first = list_gallery()\n"
@@ -28,20 +28,9 @@ SCRIPT = (
 )
 
 
-@pytest.fixture(autouse=True)
-def test_owner(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Containers of these runs carry the test label: the one to kill is found by it."""
-    monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", TEST_OWNER)
-
-
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    tmp = tmp_path_factory.mktemp("exec-ended")
-    config = tmp / "tooltree.yaml"
-    config.write_text(sample_config_yaml("media") + "sandbox:\n  timeout: 60\n", encoding="utf-8")
-    tree = tmp / "tree"
-    assert main(["generate-tree", "--config", str(config), "--out", str(tree)]) == 0
-    return config, tree
+    return sample_project(tmp_path_factory.mktemp("exec-ended"), "media", timeout=60)
 
 
 def _exec_killed_after_two_calls(
@@ -49,23 +38,7 @@ def _exec_killed_after_two_calls(
 ) -> int:
     """`tooltree exec` of `SCRIPT`, its container killed once the audit log shows both calls (the second is sent
     only once the first was answered, so the first is in the ledger by then)."""
-    config, tree = project
-    script, audit = tmp_path / "script.py", tmp_path / "audit.jsonl"
-    script.write_text(SCRIPT, encoding="utf-8")
-
-    def killed() -> None:
-        made = lambda: audit.exists() and len(audit.read_text(encoding="utf-8").splitlines()) >= 2  # noqa: E731
-        wait_until(made, "the script's two calls", WAIT)
-        (name,) = docker.text(["ps", "--quiet", "--filter", f"label=tooltree.owner={TEST_OWNER}"]).split()
-        docker.text(["kill", name])
-
-    killer = threading.Thread(target=killed)
-    killer.start()
-    try:
-        argv = ["exec", str(script), "--config", str(config), "--tree", str(tree), "--audit", str(audit), *options]
-        return main(argv)
-    finally:
-        killer.join(WAIT)
+    return exec_killed_after(docker, project, tmp_path, SCRIPT, 2, *options)
 
 
 @pytest.mark.docker

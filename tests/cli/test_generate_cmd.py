@@ -12,17 +12,10 @@ from typing import Any
 import pytest
 
 import tool_tree.search as search
-from tests.support import REPO, write_tiny_bert
+from tests.support import REPO, install_tiny_model
 from tool_tree.search import EMBEDDINGS_ENV, SearchIndex
 from tooltree_cli import generate_cmd
 from tooltree_cli.main import main
-
-
-def _reset_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tool_tree.search import _dense
-
-    monkeypatch.setattr(_dense, "_encoder", None)
-    monkeypatch.setattr(_dense, "_encoder_error", None)
 
 
 @pytest.fixture
@@ -48,11 +41,8 @@ def snapshots(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def tiny_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = write_tiny_bert(tmp_path / "model", ["event", "move", "email", "send", "message", "##s"])
-    monkeypatch.setenv("TOOLTREE_EMBEDDING_MODEL", str(root))
-    monkeypatch.setenv("TOOLTREE_EMBEDDING_STATIC", "0")  # alone, whether or not the companion is installed
+    root = install_tiny_model(tmp_path / "model", ["event", "move", "email", "send", "message", "##s"], monkeypatch)
     monkeypatch.delenv(EMBEDDINGS_ENV)  # auto, the default outside the test suite
-    _reset_encoder(monkeypatch)
     return root
 
 

@@ -20,10 +20,19 @@ DRIVE_YAML = """\
     headers: {Authorization: "Bearer ${DRIVE_TOKEN}"}
     enabled: false
 """
+ENABLED_DRIVE_YAML = DRIVE_YAML.replace("    enabled: false\n", "")
 
 
 def _generate(config: Path, out: Path, *extra: str) -> int:
     return main(["generate-tree", "--config", str(config), "--out", str(out), "--embeddings", "off", *extra])
+
+
+def _drive_token_not_set(config: Path) -> str:
+    """What generate-tree says of ``config`` whose enabled drive (`ENABLED_DRIVE_YAML`) needs the unset DRIVE_TOKEN."""
+    return (
+        f"tooltree: error: {config}:7: servers.drive.headers.Authorization: environment variable ${{DRIVE_TOKEN}} "
+        "is not set\n"
+    )
 
 
 def test_a_disabled_servers_unset_variable_does_not_stop_the_run_and_is_an_error_once_it_is_enabled(
@@ -38,12 +47,9 @@ def test_a_disabled_servers_unset_variable_does_not_stop_the_run_and_is_an_error
     assert "tooltree: listing tools from 1 server(s) (1 disabled: drive) …" in capsys.readouterr().err
     assert {s.name for s in Manifest.load(tmp_path / "tree").servers} == {"crm"}
 
-    config.write_text(sample_config_yaml("crm") + DRIVE_YAML.replace("    enabled: false\n", ""), encoding="utf-8")
+    config.write_text(sample_config_yaml("crm") + ENABLED_DRIVE_YAML, encoding="utf-8")
     assert _generate(config, tmp_path / "tree") == 2
-    assert capsys.readouterr().err == (
-        f"tooltree: error: {config}:7: servers.drive.headers.Authorization: environment variable ${{DRIVE_TOKEN}} "
-        "is not set\n"
-    )
+    assert capsys.readouterr().err == _drive_token_not_set(config)
 
 
 def test_a_server_not_asked_for_needs_no_variable_and_the_one_asked_for_does(
@@ -52,15 +58,12 @@ def test_a_server_not_asked_for_needs_no_variable_and_the_one_asked_for_does(
     # Before: `--server crm` failed on drive's unset variable, exit 2, though drive was not asked for.
     monkeypatch.delenv("DRIVE_TOKEN", raising=False)
     config = tmp_path / "tooltree.yaml"
-    config.write_text(sample_config_yaml("crm") + DRIVE_YAML.replace("    enabled: false\n", ""), encoding="utf-8")
+    config.write_text(sample_config_yaml("crm") + ENABLED_DRIVE_YAML, encoding="utf-8")
     assert _generate(config, tmp_path / "tree", "--server", "crm") == 0
     assert {s.name for s in Manifest.load(tmp_path / "tree").servers} == {"crm"}
     capsys.readouterr()
     assert _generate(config, tmp_path / "tree", "--server", "drive") == 2
-    assert capsys.readouterr().err == (
-        f"tooltree: error: {config}:7: servers.drive.headers.Authorization: environment variable ${{DRIVE_TOKEN}} "
-        "is not set\n"
-    )
+    assert capsys.readouterr().err == _drive_token_not_set(config)
 
 
 def test_a_json_configs_disabled_servers_unset_variable_does_not_stop_the_run(
@@ -100,16 +103,24 @@ def test_a_top_level_x_key_holds_anchors_for_merge_keys_and_another_unknown_key_
     assert capsys.readouterr().err == f"tooltree: error: {config}:2: common: unknown key\n"
 
 
+def _assert_refused(
+    config: Path, python_says: str, cli_says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`load_config` refuses ``config`` with the error ``python_says``; generate-tree exits 2 saying ``cli_says``."""
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    assert str(info.value) == python_says
+    assert _generate(config, tmp_path / "tree") == 2
+    assert capsys.readouterr().err == f"tooltree: error: {cli_says}\n"
+
+
 def test_a_missing_config_names_no_option_from_python_and_the_cli_says_what_to_do(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Before: load_config said "(create one, or pass --config PATH)" to a Python caller too.
     missing = tmp_path / "nope.yaml"
-    with pytest.raises(ConfigError) as info:
-        load_config(missing)
-    assert str(info.value) == f"{missing}: no such file"
-    assert _generate(missing, tmp_path / "tree") == 2
-    assert capsys.readouterr().err == f"tooltree: error: {missing}: no such file (create one, or pass --config PATH)\n"
+    python_says, cli_says = f"{missing}: no such file", f"{missing}: no such file (create one, or pass --config PATH)"
+    _assert_refused(missing, python_says, cli_says, tmp_path, capsys)
 
 
 def test_a_folder_given_as_the_config_names_no_option_from_python_and_the_cli_names_it(
@@ -118,12 +129,6 @@ def test_a_folder_given_as_the_config_names_no_option_from_python_and_the_cli_na
     # Before: load_config said "is a folder; --config names the configuration file" to a Python caller too.
     folder = tmp_path / "configs"
     folder.mkdir()
-    with pytest.raises(ConfigError) as info:
-        load_config(folder)
-    assert str(info.value) == f"{folder}: is a folder, not a configuration file"
-    assert _generate(folder, tmp_path / "tree") == 2
-    said = capsys.readouterr().err
-    assert (
-        said
-        == f"tooltree: error: {folder}: is a folder, not a configuration file; --config names the configuration file\n"
-    )
+    python_says = f"{folder}: is a folder, not a configuration file"
+    cli_says = f"{folder}: is a folder, not a configuration file; --config names the configuration file"
+    _assert_refused(folder, python_says, cli_says, tmp_path, capsys)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import RAW_SERVER, write_tiny_bert
+from tests.support import RAW_SERVER, install_tiny_model
 from tool_tree.search import EMBEDDINGS_ENV
 from tooltree_cli.main import main
 
@@ -49,14 +49,8 @@ def search_json(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str
 @pytest.fixture
 def tiny_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A tiny random BERT as the installed model, embeddings in auto mode (the suite turns them off)."""
-    from tool_tree.search import _dense
-
-    root = write_tiny_bert(tmp_path / "model", ["item", "fetch", "order", "list", "customer", "##s"])
-    monkeypatch.setenv("TOOLTREE_EMBEDDING_MODEL", str(root))
-    monkeypatch.setenv("TOOLTREE_EMBEDDING_STATIC", "0")  # alone, whether or not the companion is installed
+    root = install_tiny_model(tmp_path / "model", ["item", "fetch", "order", "list", "customer", "##s"], monkeypatch)
     monkeypatch.setenv(EMBEDDINGS_ENV, "auto")
-    monkeypatch.setattr(_dense, "_encoder", None)  # the model of an earlier test is not reused
-    monkeypatch.setattr(_dense, "_encoder_error", None)
     return root
 
 

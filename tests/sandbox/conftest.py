@@ -5,11 +5,15 @@ The engine fixture (``docker_engine``) and the sessions' ``test_config`` live in
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from sandbox import DockerBackend, SandboxConfig
+from sandbox import DockerBackend, Sandbox, SandboxConfig, SessionError
 from tests.docker_cli import EngineWithCLI
 
 _STUB = '''\
@@ -50,3 +54,34 @@ def backend(docker_engine: EngineWithCLI, test_config: SandboxConfig, sample_tre
     b = DockerBackend(test_config, tree=sample_tree, docker=docker_engine)
     b.prepare()
     return b
+
+
+@contextmanager
+def killed_in_a_call(docker: EngineWithCLI, backend: DockerBackend) -> Iterator[tuple[Sandbox, BaseException]]:
+    """A session whose container was killed from outside (``docker kill``) while its script waited in a tool call:
+    the session (closed after the block) and the `SessionError` its execution raised."""
+    in_call = threading.Event()
+
+    def tool(server: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        in_call.set()
+        return {"content": []}
+
+    with Sandbox(backend, tools=tool) as sb:
+        outcome: list[BaseException] = []
+        ended = threading.Event()
+
+        def run() -> None:
+            try:
+                sb.execute(
+                    "from tool_tree.runtime import call_tool\ncall_tool('a', 'b', {})\nimport time\ntime.sleep(600)"
+                )
+            except SessionError as e:
+                outcome.append(e)
+            ended.set()
+
+        threading.Thread(target=run, daemon=True).start()
+        assert in_call.wait(60)
+        docker.run(["kill", sb.name])
+        assert ended.wait(60), "the execution did not end when its container died"
+        assert outcome, "the execution ended without a SessionError"
+        yield sb, outcome[0]

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from sandbox import DockerBackend, Sandbox, SandboxConfig, SessionError
+from sandbox import DockerBackend, Sandbox, SandboxConfig
 from sandbox._docker import DockerEngine, default_engine
 from sandbox.docker_backend import DockerConnection
 from sandbox.errors import EngineUnavailableError
 from tests.docker_cli import EngineWithCLI
-from tests.sandbox.conftest import write_sample_tree
+from tests.sandbox.conftest import killed_in_a_call, write_sample_tree
 
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 
@@ -69,34 +69,11 @@ def test_docker_host_names_the_engine_to_use(docker_engine: EngineWithCLI, monke
 def test_a_container_killed_from_outside_fails_the_waiting_execution_with_its_exit_status(
     docker_engine: EngineWithCLI, backend: DockerBackend
 ) -> None:
-    in_call = threading.Event()
-
-    def tool(server: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        in_call.set()
-        return {"content": []}
-
-    sb = Sandbox(backend, tools=tool).start()
-    outcome: list[BaseException] = []
-    ended = threading.Event()
-
-    def run() -> None:
-        try:
-            sb.execute("from tool_tree.runtime import call_tool\ncall_tool('a', 'b', {})\nimport time\ntime.sleep(600)")
-        except SessionError as e:
-            outcome.append(e)
-        ended.set()
-
-    threading.Thread(target=run, daemon=True).start()
-    assert in_call.wait(60)
-    docker_engine.run(["kill", sb.name])
-    assert ended.wait(60), "the execution did not end when its container died"
-    assert "its container exited with status 137" in str(outcome[0])
-    # Under runc a memory limit ends only the script: the kill from outside is named (before: only the memory limit)
-    assert "under runc, where the memory limit ends only the script, most likely stopped from outside" in str(
-        outcome[0]
-    )
-    assert docker_engine.text(["ps", "--all", "--quiet", "--filter", f"name={sb.name}"]) == ""
-    sb.close()
+    with killed_in_a_call(docker_engine, backend) as (sb, error):
+        assert "its container exited with status 137" in str(error)
+        # Under runc a memory limit ends only the script: the kill from outside is named (before: only the memory limit)
+        assert "under runc, where the memory limit ends only the script, most likely stopped from outside" in str(error)
+        assert docker_engine.text(["ps", "--all", "--quiet", "--filter", f"name={sb.name}"]) == ""
 
 
 @pytest.mark.docker

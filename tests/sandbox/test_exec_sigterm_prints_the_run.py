@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_exec_interrupt import SCRIPT, WAIT, _containers, _start, _wait_for_call, owner, project
+from tests.cli.test_exec_interrupt import _containers, _signalled_once_called, owner, project
 from tests.docker_cli import EngineWithCLI
 
 __all__ = ["owner", "project"]  # fixtures
@@ -25,19 +25,8 @@ __all__ = ["owner", "project"]  # fixtures
 def test_sigterm_prints_what_the_stopped_script_did_saves_the_workspace_and_exits_143(
     docker_engine: EngineWithCLI, project: tuple[Path, Path], owner: str, tmp_path: Path, as_json: bool
 ) -> None:
-    config, tree = project
-    audit, workspace = tmp_path / "audit.jsonl", tmp_path / "ws"
-    workspace.mkdir()
-    argv = ["-c", SCRIPT, "--config", str(config), "--tree", str(tree), "--audit", str(audit)]
-    proc = _start(owner, *argv, "--workspace", str(workspace), *(["--json"] if as_json else []))
-    try:
-        _wait_for_call(proc, audit)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=WAIT)
-    finally:
-        proc.kill()
-        proc.wait()
-    assert proc.returncode == 143, err
+    code, out, err, workspace = _signalled_once_called(signal.SIGTERM, project, owner, tmp_path, as_json)
+    assert code == 143, err
     assert err.endswith("tooltree: terminated\n")
     if as_json:
         printed = json.loads(out)

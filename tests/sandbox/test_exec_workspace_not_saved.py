@@ -10,16 +10,16 @@ Real parts: the sample servers, a real sandbox container, the container killed t
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import pytest
 
 from tests.docker_cli import EngineWithCLI
-from tests.support import TEST_OWNER, sample_config_yaml, wait_until
+from tests.support import exec_killed_after, sample_project
 from tooltree_cli.main import main
 
-WAIT = 60.0
+pytestmark = pytest.mark.usefixtures("sandbox_owner")  # the container to kill is found by the test label
+
 SCRIPT = (
     "open('/workspace/made.txt', 'w').write('lost with its container')\n"
     "open('/workspace/kept.txt', 'w').write('changed in the sandbox')\n"
@@ -30,20 +30,9 @@ SCRIPT = (
 )
 
 
-@pytest.fixture(autouse=True)
-def test_owner(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Containers of these runs carry the test label: the one to kill is found by it."""
-    monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", TEST_OWNER)
-
-
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    tmp = tmp_path_factory.mktemp("exec-unsaved")
-    config = tmp / "tooltree.yaml"
-    config.write_text(sample_config_yaml("media") + "sandbox:\n  timeout: 60\n  workspace_size: 2m\n", encoding="utf-8")
-    tree = tmp / "tree"
-    assert main(["generate-tree", "--config", str(config), "--out", str(tree)]) == 0
-    return config, tree
+    return sample_project(tmp_path_factory.mktemp("exec-unsaved"), "media", timeout=60, workspace_size="2m")
 
 
 @pytest.mark.docker
@@ -55,25 +44,12 @@ def test_exec_whose_sandbox_was_killed_says_the_workspace_was_not_saved(
     capsys: pytest.CaptureFixture[str],
     as_json: bool,
 ) -> None:
-    config, tree = project
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "kept.txt").write_text("the user's", encoding="utf-8")
-    script, audit = tmp_path / "script.py", tmp_path / "audit.jsonl"
-    script.write_text(SCRIPT, encoding="utf-8")
-
-    def killed() -> None:  # once the call is in the audit log, both files were written in the sandbox
-        wait_until(lambda: audit.exists() and audit.read_text(encoding="utf-8").strip() != "", "the call", WAIT)
-        (name,) = docker_engine.text(["ps", "--quiet", "--filter", f"label=tooltree.owner={TEST_OWNER}"]).split()
-        docker_engine.text(["kill", name])
-
-    killer = threading.Thread(target=killed)
-    killer.start()
-    try:
-        argv = ["exec", str(script), "--config", str(config), "--tree", str(tree), "--audit", str(audit)]
-        code = main([*argv, "--workspace", str(workspace), *(["--json"] if as_json else [])])
-    finally:
-        killer.join(WAIT)
+    options = ["--workspace", str(workspace), *(["--json"] if as_json else [])]
+    # Killed once the call is in the audit log: both files were written in the sandbox by then.
+    code = exec_killed_after(docker_engine, project, tmp_path, SCRIPT, 1, *options)
     assert code == 4
     out, err = capsys.readouterr()
     said = (

@@ -10,21 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.serve.conftest import Serve, make_serve, serve_tree
+from tests.serve.conftest import Serve, make_serve, result_text, serve_tree
 
 __all__ = ["make_serve", "serve_tree"]  # fixtures
 
 WAIT = 120.0
 FILES = 300
 NOTES_SHOWN = 20  # `agent.serve.sessions.NOTES_SHOWN`
-
-
-def text(result: Any) -> str:
-    return "\n".join(block.text for block in result.content)
 
 
 @pytest.mark.docker
@@ -43,7 +38,7 @@ async def test_a_save_with_hundreds_of_notes_tells_the_first_ones_and_counts_the
     serve = make_serve(extra=["--workspace", str(workspace)])
     async with mcp.Client(serve.stdio_params(), read_timeout_seconds=WAIT) as client:
         code = "import shutil\nshutil.rmtree('repo')\nprint('deleted')"
-        said = text(await client.call_tool("execute_python", {"code": code}))
+        said = result_text(await client.call_tool("execute_python", {"code": code}))
     lines = said.splitlines()
     notes = [line for line in lines if line.startswith("[workspace: repo/objects/")]
     assert notes == [

@@ -152,6 +152,11 @@ def make_serve(serve_tree: Path, tmp_path: Path, docker_engine: Any) -> Iterator
         clean_up(s, docker_engine)
 
 
+def result_text(result: Any) -> str:
+    """The text of an SDK ``CallToolResult``: its blocks' texts, a line apart."""
+    return "\n".join(block.text for block in result.content)
+
+
 @asynccontextmanager
 async def http_client(url: str, token: str | None = TOKEN, **kwargs: Any) -> AsyncIterator[Any]:
     """An SDK client (``mcp.Client``, entered) for ``url`` that sends ``token`` (None: no Authorization header)."""

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from agent.serve.sessions import ClientSession, SessionRegistry
 from agent.toolsets.base import ToolOutcome
 from sandbox.errors import WorkspaceError
-from tests.serve.conftest import Serve
+from tests.serve.conftest import Serve, result_text
 
 WAIT = 120.0
 SPARSE = "with open('sparse.bin', 'wb') as f:\n    f.truncate(1 << 30)\nprint('made')"
@@ -28,10 +27,6 @@ RESULTS = (
     "for i in range(5):\n    open(f'results/{i}.json', 'w').write(str(i))\n"
     "open('result.txt', 'w').write('important result')\nprint('written')"
 )
-
-
-def text(result: Any) -> str:
-    return "\n".join(block.text for block in result.content)
 
 
 @pytest.mark.docker
@@ -48,19 +43,19 @@ async def test_what_a_script_writes_after_a_failed_save_is_in_the_folder_when_it
     config = serve.config.read_text(encoding="utf-8")  # a save takes 4 MiB plus 4 KiB per entry (128 MiB)
     serve.config.write_text(config.replace("sandbox:\n", "sandbox:\n  workspace_size: 4m\n", 1), encoding="utf-8")
     async with mcp.Client(serve.stdio_params(), read_timeout_seconds=WAIT) as client:
-        failed = text(await client.call_tool("execute_python", {"code": SPARSE}))
+        failed = result_text(await client.call_tool("execute_python", {"code": SPARSE}))
         assert failed.startswith("made\n[workspace: could not save the workspace (") and "more than" in failed
         assert "each later script tries again" in failed and "when the session ends" not in failed
         assert sorted(p.name for p in workspace.iterdir()) == ["user.txt"]
 
-        saved = text(await client.call_tool("execute_python", {"code": RESULTS}))
+        saved = result_text(await client.call_tool("execute_python", {"code": RESULTS}))
         # Before: nothing more was said, and none of it was there until the session's end.
         assert saved.startswith("written\n[workspace: saved into ") and "the save works again" in saved
         assert (workspace / "result.txt").read_text(encoding="utf-8") == "important result"
         assert sorted(p.name for p in (workspace / "results").iterdir()) == [f"{i}.json" for i in range(5)]
         assert not (workspace / "sparse.bin").exists()
 
-        again = text(await client.call_tool("execute_python", {"code": "open('more.txt', 'w').write('more')"}))
+        again = result_text(await client.call_tool("execute_python", {"code": "open('more.txt', 'w').write('more')"}))
         assert again == "(the script printed nothing)"  # saved, and nothing to say about it
         assert (workspace / "more.txt").read_text(encoding="utf-8") == "more"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".ws.")) == []  # no staging left beside
