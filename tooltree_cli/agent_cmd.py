@@ -24,6 +24,7 @@ from tooltree_cli.agent_view import (
     transcript_warning,
 )
 from tooltree_cli.common import (
+    UNEXPECTED_HELP,
     file_problem,
     folder_problem,
     load_optional_config,
@@ -63,7 +64,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "direct, tool-search and filtered are the baselines (every MCP tool as a native tool; deferred behind tool "
         "search; native tools narrowed by the pre-filter). "
         f"Needs {API_KEY_ENV}; honours ANTHROPIC_BASE_URL. Exit 0 when the model finished, 1 when a limit, a "
-        "refusal or max_tokens ended the run, 2 for usage errors, 3 when the API failed, 4 when the sandbox failed.",
+        "refusal or max_tokens ended the run, 2 for usage errors, 3 when the API failed, 4 when the sandbox failed, "
+        f"{UNEXPECTED_HELP}.",
     )
     p.add_argument("task", help="the task ('-' reads it from standard input)")
     p.add_argument("--config", default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)")

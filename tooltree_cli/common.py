@@ -15,6 +15,12 @@ if TYPE_CHECKING:
     from tool_tree.config import Config, Setting
 
 DEFAULT_CONFIG = "tooltree.yaml"
+EXIT_UNEXPECTED = 70
+"""Every command's exit status for an unexpected error (an exception no command handled: a bug), sysexits.h's
+EX_SOFTWARE, which no command uses for anything else. Before: 1, which each command gives a meaning of its own
+(``generate-tree --check``: drift; ``exec``: the script failed; ``agent``: a limit ended the run)."""
+UNEXPECTED_HELP = f"{EXIT_UNEXPECTED} for an unexpected error (a bug: run with --debug and report the traceback)"
+"""What the help of a command that lists its exit statuses says of `EXIT_UNEXPECTED`."""
 
 
 def config_sections() -> dict[str, dict[str, Setting]]:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tooltree_cli.common import positive_int
+from tooltree_cli.common import UNEXPECTED_HELP, positive_int
 from tooltree_cli.output import error, print_json, table, terminal_label, terminal_text
 from tooltree_cli.signals import EXIT_TERMINATED, handling
 
@@ -27,6 +27,12 @@ EMBEDDINGS_MODES = ("auto", "on", "off")  # as tool_tree.search.EMBEDDINGS_MODES
 DEFAULT_CONFIG = "tooltree.yaml"
 EXIT_OK, EXIT_DRIFT, EXIT_CONFIG, EXIT_SERVERS = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # as a shell reports a command ended by SIGINT (and `tooltree_cli.main`)
+EXITS = (
+    f"Exit {EXIT_OK} when every server was listed (and, with --check, nothing would change), {EXIT_DRIFT} when "
+    f"--check finds files that would change, {EXIT_CONFIG} for a configuration error or a tree it cannot write, "
+    f"{EXIT_SERVERS} when a server failed, {UNEXPECTED_HELP}, {EXIT_INTERRUPTED} when interrupted, {EXIT_TERMINATED} "
+    "when terminated."
+)  # the help of `tooltree generate-tree` and of `generate-tree`
 
 
 @contextlib.contextmanager
@@ -117,7 +123,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p = subparsers.add_parser(
         "generate-tree",
         help="render every MCP tool as a typed Python stub",
-        description="Connect to each configured MCP server and write the stub tree.",
+        description=f"Connect to each configured MCP server and write the stub tree. {EXITS}",
     )
     add_arguments(p)
 

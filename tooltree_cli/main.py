@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from tooltree_cli import agent_cmd, exec_cmd, generate_cmd, image_cmd, logs, sandbox_cmd, search_cmd, serve_cmd
+from tooltree_cli.common import EXIT_UNEXPECTED, UNEXPECTED_HELP
 
 DEBUG_HELP = "show tracebacks for unexpected errors"
 # The positionals a user may forget to quote (`tooltree search export leads`): the words past the first are told so.
@@ -19,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tooltree",
         description="Turn MCP servers into a browsable tree of typed Python stubs.",
+        epilog=f"Every command exits {UNEXPECTED_HELP}.",
     )
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -57,11 +59,12 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return 141  # as a shell reports a command ended by SIGPIPE
-    except Exception as e:  # the top level: one clear line unless --debug
+    except Exception as e:  # the top level: one clear line unless --debug, and a status no outcome has
         if debug:
             raise
-        print(f"tooltree: error: {type(e).__name__}: {e} (run with --debug for the traceback)", file=sys.stderr)
-        return 1
+        hint = "(unexpected: run with --debug for the traceback)"
+        print(f"tooltree: error: {type(e).__name__}: {e} {hint}", file=sys.stderr)
+        return EXIT_UNEXPECTED
 
 
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
@@ -110,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def generate_tree_main(argv: Sequence[str] | None = None) -> int:
     """The standalone `generate-tree` command: the same options as `tooltree generate-tree`."""
-    parser = argparse.ArgumentParser(prog="generate-tree", description="Write the MCP stub tree.")
+    parser = argparse.ArgumentParser(prog="generate-tree", description=f"Write the MCP stub tree. {generate_cmd.EXITS}")
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     generate_cmd.add_arguments(parser)
     return _dispatch(parser, _parse(parser, argv))

@@ -4,7 +4,8 @@
 a script (``name``, the qualified name a script imports; ``server`` and ``tool``, the MCP names; ``path``;
 ``summary``; ``signature``; ``score``), ``--detail`` deciding how much of each (`json_records`), and ``meaning_only``.
 
-Exit codes: 0 results printed (possibly none matched), 2 bad arguments or no usable index.
+Exit codes: 0 results printed (possibly none matched), 2 bad arguments or no usable index; 70, as in every command,
+an unexpected error (`tooltree_cli.main`).
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tooltree_cli.common import (
+    UNEXPECTED_HELP,
     HttpOption,
     count,
     file_problem,
@@ -77,7 +78,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "with its error and keeps its stubs from before (a new tree has none of its tools); when every server "
         "fails while the tree is generated before serving (missing, or --regenerate-first), nothing is written "
         "or served. Exit 0 when the client disconnected or a signal stopped it, 2 for usage "
-        "errors, 3 when the tree could not be generated or every server failed, 4 when the sandbox cannot run.",
+        "errors, 3 when the tree could not be generated or every server failed, 4 when the sandbox cannot run, "
+        f"{UNEXPECTED_HELP}.",
     )
     p.add_argument("--config", default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)")
     p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")

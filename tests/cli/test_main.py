@@ -82,8 +82,9 @@ def test_debug_is_taken_after_any_command_too(
         raise RuntimeError("a bug")
 
     monkeypatch.setattr(exec_cmd, "run", unexpected)
-    assert main(["exec", "-c", "pass"]) == 1
-    assert capsys.readouterr().err == "tooltree: error: RuntimeError: a bug (run with --debug for the traceback)\n"
+    assert main(["exec", "-c", "pass"]) == 70
+    err = capsys.readouterr().err
+    assert err == "tooltree: error: RuntimeError: a bug (unexpected: run with --debug for the traceback)\n"
     for argv in (["exec", "-c", "pass", "--debug"], ["--debug", "exec", "-c", "pass"]):
         with pytest.raises(RuntimeError, match="a bug"):
             main(argv)
