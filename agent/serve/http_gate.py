@@ -15,6 +15,13 @@ is ended through the SDK's own door (a ``DELETE`` of it, sent from here), and it
 sandbox session also ends when the SDK ended the session on a ``DELETE`` or answers that it does not know it
 (``404``); never on a ``DELETE`` the SDK refused (a foreign ``Origin``).
 
+**Sessions not known.** A request in a session the gate does not know is answered ``404`` here, one in a session the
+SDK ended on its own (its ``idle_timeout``) has the SDK's ``404`` replaced: both begin ``Session not found`` (clients
+match it) with the code ``-32001`` (on which a client initializes again), then say why the session ended (its client's
+``DELETE``, a new client's need of its place, the idle timeout: the gate keeps the reason of the latest `GONE_KEPT`)
+or, for one it never knew, what may have ended it (the idle timeout, with its value, or serve's restart), and to start
+a new session. Before, the message was "Session not found" alone, and the SDK's code ``-32600`` for an idle one.
+
 **Clients that left.** Claude Code never sends ``DELETE``: it keeps a ``GET`` stream open and just exits. Its
 sandbox session (a container that may hold a script's variables, up to the sandbox's memory, and the upstream
 servers it started) was then held for ``idle_timeout``, 30 minutes, after every ``claude -p`` run. So the gate
@@ -62,6 +69,7 @@ from agent.serve.http_requests import (
     content_length,
     read_body,
     refuse,
+    session_not_found,
 )
 
 logger = logging.getLogger(__name__)
@@ -79,6 +87,9 @@ FIRST_REQUEST_GRACE = 5.0
 is never ended for a new client: its client is still in its handshake, with its first call about to come. Before,
 such a session was the one to end when every other had a request in flight: of 20 MCP Inspector CLI runs at once
 against 16 places, 4 failed with ``404 Session not found`` on their first call instead of a ``503`` that says why."""
+
+GONE_KEPT = 1024
+"""Sessions that ended whose reason the gate keeps, for their client's next request (the oldest forgotten first)."""
 
 Ended = Callable[[str], Awaitable[None]]
 Stream = Callable[[str, bool], None]
@@ -135,6 +146,7 @@ class SessionGate:
         self._admission = anyio.Lock()
         self._in_flight = InFlight()
         self._finished: anyio.Event | None = None  # set when a session's request finishes (`_open` waits on it)
+        self._gone: dict[str, str] = {}  # why each session that ended here ended, the latest `GONE_KEPT`
 
     def stop(self, grace: float) -> None:
         """Serving stops: end every ``GET`` stream now and every other request in flight after ``grace`` seconds;
@@ -177,10 +189,12 @@ class SessionGate:
         key = _header(scope, SESSION_HEADER)
         if key is not None and key not in self._sessions:  # unknown here, so to the SDK too: answered 404 unread
             # -32001, the code the TypeScript SDK's servers answer a session they do not know with (the SDK's: -32600)
-            await refuse(send, 404, "Session not found", SESSION_NOT_FOUND)
+            await refuse(send, 404, session_not_found(self._why_gone(key)), SESSION_NOT_FOUND)
             if scope.get("method") != "POST":
                 await self._ended(key)
             return
+        if key is not None:  # a session the SDK ended on its own (its idle_timeout) is told why too, as above
+            send = self._told_why(key, self._sessions[key].active, send)
         if scope.get("method") == "POST":
             await self._post(key, scope, receive, send)
             return
@@ -188,7 +202,9 @@ class SessionGate:
             await self._get(key, scope, receive, send)
             return
         status = await _answered(self.app, scope, receive, send)
-        if key is not None and (status == 404 or (scope.get("method") == "DELETE" and status == 200)):
+        if key is not None and scope.get("method") == "DELETE" and status == 200:
+            await self._ended(key, "its client ended it (DELETE)")
+        elif key is not None and status == 404:
             await self._ended(key)
 
     async def _get(self, key: str, scope: Scope, receive: Receive, send: Send) -> None:
@@ -217,9 +233,43 @@ class SessionGate:
         if status == 404:
             await self._ended(key)
 
-    async def _ended(self, key: str) -> None:
-        self._sessions.pop(key, None)
+    async def _ended(self, key: str, why: str | None = None) -> None:
+        if self._sessions.pop(key, None) is not None and why is not None:
+            self._remember(key, why)
         await self.on_end(key)
+
+    # ---- why a session is not known ----------------------------------------------------------------
+
+    def _remember(self, key: str, why: str) -> None:
+        self._gone[key] = why
+        if len(self._gone) > GONE_KEPT:
+            del self._gone[next(iter(self._gone))]
+
+    def _why_gone(self, key: str) -> str:
+        """Why session ``key`` is not known: the reason it ended here, or what may have ended it."""
+        return self._gone.get(key) or (
+            f"it ended (after serve.idle_timeout, {self.idle_timeout:g} s, without a request, or to make room for a "
+            "new client) or tooltree serve restarted since it began"
+        )
+
+    def _told_why(self, key: str, since: float, send: Send) -> Send:
+        """``send``, with the SDK's ``404`` for session ``key`` (whose last request was at ``since``) replaced by the
+        gate's own: the code a client initializes again on, and why (before: the SDK's "Session not found", -32600)."""
+        replaced = False
+
+        async def told(message: Message) -> None:
+            nonlocal replaced
+            if message["type"] == "http.response.start" and message["status"] == 404:
+                replaced = True
+            if not replaced:
+                await send(message)
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                idle = time.monotonic() - since >= self.idle_timeout  # the SDK ends a session idle that long
+                why = f"it ended after serve.idle_timeout ({self.idle_timeout:g} s) without a request"
+                self._remember(key, why if idle else "it ended on the server")
+                await refuse(send, 404, session_not_found(self._gone[key]), SESSION_NOT_FOUND)
+
+        return told
 
     async def _end(self, key: str) -> None:
         await self.on_end(key)
@@ -312,6 +362,7 @@ class SessionGate:
                 evicted = self._victim() if initialize else None
                 if evicted is not None:
                     del self._sessions[evicted.key]
+                    self._remember(evicted.key, self._evicted_why())
                     break
                 remaining = deadline - anyio.current_time()
                 if not initialize or remaining <= 0:
@@ -365,6 +416,12 @@ class SessionGate:
             f"client: {self.max_sessions} session{'s are' if self.max_sessions != 1 else ' is'} open, the most "
             f"serve.max_sessions allows"
             + ("" if status == 200 else f" (the session's end was answered {status}, not 200)"),
+        )
+
+    def _evicted_why(self) -> str:
+        return (
+            f"it was ended to make room for a new client (serve.max_sessions is {self.max_sessions}: every place was "
+            "taken, and it had no request in flight)"
         )
 
     def _full(self) -> str:

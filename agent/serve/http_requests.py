@@ -162,6 +162,14 @@ SESSION_NOT_FOUND = -32001
 """The JSON-RPC code of a ``404`` answering a request in a session the server does not know, as the TypeScript SDK's
 servers answer it (the Python SDK's is ``-32600``, the code of a malformed request): a client reading the code
 learns that it should initialize again."""
+INITIALIZE_AGAIN = "start a new session (initialize again)"
+
+
+def session_not_found(why: str) -> str:
+    """The message of a ``404`` answering a request in a session the server does not know: ``Session not found``
+    first, as clients (and the SDKs' servers) say it, then ``why`` it may have ended and what to do. Before, the
+    message was "Session not found" alone: a user shown it learnt neither."""
+    return f"Session not found: {why}; {INITIALIZE_AGAIN}"
 
 
 async def refuse(send: Send, status: int, text: str, code: int = -32600) -> None:

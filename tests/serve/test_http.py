@@ -296,4 +296,5 @@ async def test_a_delete_the_server_refuses_leaves_the_session_and_its_sandbox(se
     assert ended.status_code == 200 and gone.status_code == 404
     # The code a client initializes again on (before: -32600, the SDK's; Claude Code then failed every later call
     # of the conversation "MCP server is not connected").
-    assert gone.json()["error"] == {"code": -32001, "message": "Session not found"}
+    error = gone.json()["error"]
+    assert error["code"] == -32001 and error["message"].startswith("Session not found: its client ended it (DELETE)")
