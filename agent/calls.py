@@ -57,6 +57,8 @@ from agent.defaults import MAX_TOOL_USES
 from agent.errors import RUN_SO_FAR
 from agent.events import ToolFinished
 from agent.toolsets.base import INTERRUPTED_OUTCOME, ToolOutcome, Toolset, error, for_the_developer, raised
+from agent.toolsets.batch import BATCH_NAME
+from agent.toolsets.direct import STOPPED_NOTE
 from sandbox.errors import SandboxError
 
 if TYPE_CHECKING:
@@ -141,7 +143,13 @@ def call_all(toolset: Toolset, blocks: list[dict[str, Any]], runtime: Runtime) -
     them may overlap, else one after another (each outcome given before the next call starts)."""
     if len(blocks) > 1 and all(toolset.concurrent(str(b.get("name"))) for b in blocks):
         pool = ThreadPoolExecutor(max_workers=min(len(blocks), MAX_CONCURRENT_TOOLS))
-        futures = [pool.submit(call_one, toolset, b, runtime) for b in blocks]
+        starts: dict[int, float] = {}
+
+        def timed(i: int, block: dict[str, Any]) -> tuple[ToolOutcome, float]:
+            starts[i] = time.monotonic()
+            return call_one(toolset, block, runtime)
+
+        futures = [pool.submit(timed, i, b) for i, b in enumerate(blocks)]
         try:
             for future in futures:
                 yield future.result()
@@ -150,6 +158,9 @@ def call_all(toolset: Toolset, blocks: list[dict[str, Any]], runtime: Runtime) -
                 i: f.result() for i, f in enumerate(futures) if f.done() and not f.cancelled() and not f.exception()
             }
             setattr(e, FINISHED_CALLS, ended)
+            now = time.monotonic()  # a call still queued behind the workers is cancelled: it never started
+            running = {i: now - starts.get(i, now) for i, f in enumerate(futures) if i not in ended and not f.cancel()}
+            setattr(e, RUNNING_CALLS, running)
             raise
         finally:  # all done; or Ctrl-C, which waits for no call (before: for the slowest, up to its timeout)
             pool.shutdown(wait=False, cancel_futures=True)
@@ -219,10 +230,10 @@ def run_tool_uses(
 
 def _recorded(
     block: dict[str, Any], outcome: ToolOutcome, seconds: float, budget: ContentBudget, turn: int,
-    summary: RunSummary, log: Transcript, emit: Callable[[ToolFinished], None],
+    summary: RunSummary, log: Transcript, emit: Callable[[ToolFinished], None], interrupted: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
-    """The ``tool_result`` of one call that ran, its content taken from ``budget``; counted in ``summary``,
-    recorded in ``log`` and reported to ``emit``."""
+    """The ``tool_result`` of one call that ran (``interrupted``: until Ctrl-C stopped it), its content taken from
+    ``budget``; counted in ``summary``, recorded in ``log`` and reported to ``emit``."""
     name, arguments = str(block.get("name")), block.get("input")
     blocks_in, cut = budget.take(outcome.content, keep=outcome.labels)
     if cut:
@@ -236,6 +247,7 @@ def _recorded(
     summary.tool_calls += outcome.invocations if outcome.invocations is not None else 1
     summary.tool_errors += outcome.failed if batch else outcome.is_error
     summary.batches += batch
+    summary.interrupted_tool_calls += interrupted
     summary.script_tool_calls += len(outcome.script_calls)
     summary.sandbox_bytes += kept
     summary.model_bytes += model_bytes
@@ -246,6 +258,7 @@ def _recorded(
         input=arguments,
         seconds=round(seconds, 3),
         is_error=outcome.is_error,
+        **({"interrupted": True} if interrupted else {}),
         **({"invocations": outcome.invocations, "failed": outcome.failed} if batch else {}),
         model_bytes=model_bytes,
         **({"left_out": {"chars": cut.chars, "images": cut.images}} if cut else {}),
@@ -261,6 +274,16 @@ def _recorded(
     return result
 
 
+def _under_way(toolset: Toolset, block: dict[str, Any]) -> ToolOutcome:
+    """What a call running at the same time as others, not ended at Ctrl-C, gave back: that it was stopped (a
+    ``batch_tool`` block: each of its invocations, as a batch stopped alone counts them)."""
+    content = [{"type": "text", "text": STOPPED_WHILE_RUNNING}]
+    if str(block.get("name")) != BATCH_NAME:
+        return ToolOutcome(content, is_error=True, note=STOPPED_NOTE)
+    made = calls_in(toolset, block)
+    return ToolOutcome(content, is_error=True, note=STOPPED_NOTE, invocations=made, failed=made)
+
+
 INTERRUPTED_RESULTS = "tool_results"
 """The attribute of a ``KeyboardInterrupt`` out of `run_tool_uses` holding a ``tool_result`` for every ``tool_use`` of
 the reply (`_stopped`)."""
@@ -274,6 +297,9 @@ STOPPED_AFTER = "stopped_after"
 FINISHED_CALLS = "finished_calls"
 """The attribute of a ``KeyboardInterrupt`` out of `call_all` holding, by index, the outcomes of the calls running at
 the same time that had ended (their outcome and seconds)."""
+RUNNING_CALLS = "running_calls"
+"""The attribute of a ``KeyboardInterrupt`` out of `call_all` holding, by index, the seconds each call running at the
+same time that had started but not ended had run (one still queued behind the workers never started: not in it)."""
 
 
 def _stopped(
@@ -282,25 +308,36 @@ def _stopped(
     emit: Callable[[ToolFinished], None],
 ) -> list[dict[str, Any]]:  # fmt: skip
     """A ``tool_result`` for every ``tool_use`` of the reply when Ctrl-C stopped its calls: those done as they
-    ran; the one running (every one not done, when they ran at the same time) with what it did so far when its
-    toolset told it (`INTERRUPTED_OUTCOME`), else said to have maybe run; the others not run. Calls running at the
-    same time that had ended keep their results (`FINISHED_CALLS`). Before: the reply's calls were left unanswered,
-    and a conversation going on from it told the model none of them had run."""
+    ran; the one running (every one started and not done, when they ran at the same time) with what it did so far
+    when its toolset told it (`INTERRUPTED_OUTCOME`), else said to have maybe run; the others not run. Calls running
+    at the same time that had ended keep their results (`FINISHED_CALLS`). Before: the reply's calls were left
+    unanswered, and a conversation going on from it told the model none of them had run.
+
+    A call its toolset told of (a script, a native call, a batch) and each call running at the same time that had
+    started (`RUNNING_CALLS`) counts as a call made, failed and interrupted (`RunSummary.interrupted_tool_calls`),
+    with a ``tool`` record saying so: it may have acted. Before, only a stopped script counted; a native call stopped
+    so counted none. One still queued behind the workers never started: it is answered as not run (before: it may
+    have run) and not counted."""
     done = {r["tool_use_id"]: r for r in results}
     ended: dict[int, tuple[ToolOutcome, float]] = getattr(interrupt, FINISHED_CALLS, {})
     for i, block in enumerate(ran):  # calls running at the same time that ended before Ctrl-C: their results
         if block.get("id") not in done and i in ended:
             outcome, seconds = ended[i]
             done[block.get("id")] = _recorded(block, outcome, seconds, budget, turn, summary, log, emit)
-    left = [b for b in ran if b.get("id") not in done]
     together = len(ran) > 1 and all(toolset.concurrent(str(b.get("name"))) for b in ran)
-    running = left if together else left[:1]
+    started: dict[int, float] | None = getattr(interrupt, RUNNING_CALLS, None) if together else None
+    left = [(i, b) for i, b in enumerate(ran) if b.get("id") not in done and (started is None or i in started)]
+    running = [b for _, b in (left if together else left[:1])]
     so_far = getattr(interrupt, INTERRUPTED_OUTCOME, None)
-    if len(running) == 1 and isinstance(so_far, ToolOutcome):
-        note = {"type": "text", "text": STOPPED_WITH_OUTPUT}
+    if len(running) == 1 and not together and isinstance(so_far, ToolOutcome):
+        note = {"type": "text", "text": STOPPED_WITH_OUTPUT if so_far.content else STOPPED_WHILE_RUNNING}
         stopped = replace(so_far, content=[*so_far.content, note], is_error=True)
         seconds = getattr(interrupt, STOPPED_AFTER, 0.0)
-        done[running[0].get("id")] = _recorded(running[0], stopped, seconds, budget, turn, summary, log, emit)
+        done[running[0].get("id")] = _recorded(running[0], stopped, seconds, budget, turn, summary, log, emit, True)
+    if started is not None:  # calls running at the same time: each one that started
+        for i, block in left:
+            outcome = _under_way(toolset, block)
+            done[block.get("id")] = _recorded(block, outcome, started[i], budget, turn, summary, log, emit, True)
     answers: list[dict[str, Any]] = []
     for block in every:
         key = block.get("id")

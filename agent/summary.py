@@ -103,6 +103,10 @@ class RunSummary:
             long, malformed) is one call of ``tool_calls`` and one error, not a batch.
         refused_tool_calls: ``tool_use`` blocks not run because their reply held more than
             `agent.calls.MAX_TOOL_USES`, or because they repeated an earlier block's id (each answered with an error).
+        interrupted_tool_calls: ``tool_use`` blocks Ctrl-C stopped while they ran (a ``batch_tool`` block counts
+            once): each is in ``tool_calls`` (a batch: its invocations) and ``tool_errors``, in every mode. Before, a
+            native call stopped so (``direct``, ``tool-search``) counted no call at all, though it may have acted,
+            while a stopped ``execute_python`` counted one.
         script_tool_calls: MCP calls made from scripts inside the sandbox.
         sandbox_bytes: bytes of MCP tool results the scripts received in the sandbox: what a script prints of
             them reaches the model too (``model_bytes``), so this is not what stayed out of the context.
@@ -124,6 +128,7 @@ class RunSummary:
     tool_errors: int = 0
     batches: int = 0
     refused_tool_calls: int = 0
+    interrupted_tool_calls: int = 0
     script_tool_calls: int = 0
     sandbox_bytes: int = 0
     model_bytes: int = 0

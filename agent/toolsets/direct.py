@@ -4,7 +4,9 @@ BM25 tool search (`tool-search`).
 Definitions come from the tree's snapshots (the servers' raw ``tools/list``), filtered by the
 manifest, so they are exactly what the servers offer. Calls go through the same bridge as a
 sandboxed script (allowlist, argument validation, audit); results go straight into the
-context, images as images. A call that fails shows its error as code mode's ledger does (`ledger_error`).
+context, images as images. A call that fails shows its error as code mode's ledger does (`ledger_error`). A call
+Ctrl-C stops while it runs goes out with the interrupt as a call made (`INTERRUPTED_OUTCOME`), as a stopped script
+does: the run counts it (before: no call at all, though its server may have acted on it).
 
 The tool search tool is ``{"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}``
 (as typed by the ``anthropic`` SDK 2.14, ``ToolSearchToolBm25_20251119Param``). The API runs
@@ -23,7 +25,7 @@ from agent.content import mcp_result_blocks
 from agent.errors import AgentSetupError
 from agent.naming import native_names
 from agent.prompts import render
-from agent.toolsets.base import ToolOutcome, Toolset, error
+from agent.toolsets.base import INTERRUPTED_OUTCOME, ToolOutcome, Toolset, error
 from agent.toolsets.batch import BATCH_NAME, batch_calls, batch_definition, run_batch
 from sandbox.results import ledger_error
 from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot
@@ -44,6 +46,8 @@ def _input_schema(raw: Mapping[str, Any]) -> dict[str, Any]:
     return dict(schema)
 
 
+STOPPED_NOTE = "stopped by Ctrl-C"
+"""The live view's note of a call Ctrl-C stopped while it ran, no output of it known (its server may have acted)."""
 SUGGESTIONS = 3
 """The most tool names an unknown tool's error suggests."""
 CLOSE = 0.8
@@ -159,6 +163,9 @@ class DirectToolset(Toolset):
             # quotes the server: shown as code mode's ledger shows the same call's error, cleaned and at most
             # 2,000 characters (before: raw, escapes and all, and cut only by the reply's 500,000-character budget).
             return error(ledger_error(f"{entry.server}.{entry.tool} failed ({e.code}): {e.message}"))
+        except KeyboardInterrupt as e:  # under way at Ctrl-C: a call made, and stopped (`agent.calls` counts it)
+            setattr(e, INTERRUPTED_OUTCOME, ToolOutcome([], is_error=True, note=STOPPED_NOTE))
+            raise
         is_error = result.get("isError") is True
         return ToolOutcome(
             mcp_result_blocks(result), is_error=is_error, note="the tool reported an error" if is_error else ""

@@ -7,8 +7,11 @@ servers over stdio, and (in code mode) a real sandbox container.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -61,3 +64,18 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessagesAPI]:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
         yield fake
+
+
+def record_pools(monkeypatch: pytest.MonkeyPatch, module: ModuleType) -> list[Future[Any]]:
+    """The futures of every task submitted to a ``ThreadPoolExecutor`` that ``module`` makes from now on, in order
+    (a test waits on them: a call started, an invocation ended)."""
+    futures: list[Future[Any]] = []
+
+    class Recorded(ThreadPoolExecutor):
+        def submit(self, *args: Any, **kwargs: Any) -> Future[Any]:
+            future = super().submit(*args, **kwargs)
+            futures.append(future)
+            return future
+
+    monkeypatch.setattr(module, "ThreadPoolExecutor", Recorded)
+    return futures

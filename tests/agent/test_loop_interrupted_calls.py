@@ -16,7 +16,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from agent.testing import FakeMessagesAPI, reply, tool_use
 from agent.toolsets import batch
 from agent.toolsets.batch import STOPPED_INVOCATION
 from sandbox.host import Runtime
+from tests.agent.conftest import record_pools
 from tests.support import raw_server_tree
 from tool_tree.config import load_config
 
@@ -147,15 +147,7 @@ def test_ctrl_c_during_a_batch_answers_at_once_keeping_the_invocations_that_ende
 ) -> None:
     # Before: the batch's pool waited for its slowest invocation (the sleep's 30 s), and the whole batch was then
     # answered "may have run", the result of the invocation that had ended lost.
-    futures: list[Future[Any]] = []
-
-    class Recorded(ThreadPoolExecutor):
-        def submit(self, *args: Any, **kwargs: Any) -> Future[Any]:
-            future = super().submit(*args, **kwargs)
-            futures.append(future)
-            return future
-
-    monkeypatch.setattr(batch, "ThreadPoolExecutor", Recorded)
+    futures = record_pools(monkeypatch, batch)
     tree, log, runtime = raw
     invocations = [{"name": "raw__sleep", "arguments": {"seconds": 30}}, {"name": "raw__nope", "arguments": {}}]
     first = reply(tool_use("batch_tool", {"invocations": invocations}, id="toolu_batch"))
