@@ -358,13 +358,14 @@ def ledger(calls: Sequence[ToolCallRecord], omitted: int = 0) -> str:
     return "\n".join(lines + more)
 
 
+def printed_parts(stdout: str | None, stderr: str | None) -> list[str]:
+    """A script's output as parts of its text: stdout, then stderr under ``[stderr]``."""
+    return [*([stdout.rstrip("\n")] if stdout else []), *(["[stderr]\n" + stderr.rstrip("\n")] if stderr else [])]
+
+
 def execution_blocks(result: ExecutionResult) -> list[dict[str, Any]]:
     """An execution as content blocks: one text block, then the images the script showed."""
-    parts: list[str] = []
-    if result.stdout:
-        parts.append(result.stdout.rstrip("\n"))
-    if result.stderr:
-        parts.append("[stderr]\n" + result.stderr.rstrip("\n"))
+    parts = printed_parts(result.stdout, result.stderr)
     if result.timed_out:
         parts.append(f"[error] {result.error or 'timed out'}")
     elif result.traceback:

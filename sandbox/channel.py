@@ -82,7 +82,8 @@ not checked) when it came within the interrupt's wait."""
 
 
 class _Pending:
-    def __init__(self, sink: NotificationSink | None) -> None:
+    def __init__(self, method: str, sink: NotificationSink | None) -> None:
+        self.method = method
         self.event = threading.Event()
         self.message: dict[str, Any] | None = None
         self.sink = sink
@@ -142,8 +143,8 @@ class SupervisorChannel:
                     continue
                 if message is None:
                     break
-                if self._route(message):
-                    self._charge(started)
+                if (downstream := self._route(message)) is not None:
+                    self._charge(started, downstream)
             self._fail("the sandbox closed its channel", kill=True)
         except (ProtocolError, WireError) as e:
             self._fail(f"protocol violation from the sandbox: {e}", kill=True, violation=True)
@@ -154,9 +155,10 @@ class SupervisorChannel:
         finally:
             _close_quietly(self.connection.stdout)
 
-    def _charge(self, started: float) -> None:
-        """Charge a request the reader began at thread time ``started``; wait while the budget is spent."""
-        delay = self._budget.charge(time.thread_time() - started + DOWNSTREAM_SECONDS)
+    def _charge(self, started: float, downstream: float = DOWNSTREAM_SECONDS) -> None:
+        """Charge a request the reader began at thread time ``started`` (and what follows on the host, ``downstream``
+        seconds); wait while the budget is spent."""
+        delay = self._budget.charge(time.thread_time() - started + downstream)
         if delay > 0:
             self._stopping.wait(delay)
 
@@ -178,8 +180,9 @@ class SupervisorChannel:
         else:
             handler(call_id, method, params)
 
-    def _route(self, message: dict[str, Any]) -> bool:
-        """Hand ``message`` on; True when it was a request from the container.
+    def _route(self, message: dict[str, Any]) -> float | None:
+        """Hand ``message`` on; the seconds of host work after the reader's to charge it, None: it is not charged (a
+        reply, ``ready``, a save's entries: answers to the host's own requests).
 
         Raises:
             ProtocolError: it is neither a well-formed request, notification nor reply to a pending request.
@@ -193,12 +196,11 @@ class SupervisorChannel:
             if not isinstance(params, dict):
                 raise ProtocolError("params is not an object")
             if msg_id is None:
-                self._notification(method, params)
-                return False
+                return self._notification(method, params)
             if not (isinstance(msg_id, str) and 0 < len(msg_id) <= _MAX_ID_CHARS):
                 raise ProtocolError("a request from the sandbox must have a short string id")
             self._dispatch_request(msg_id, method, params)
-            return True
+            return DOWNSTREAM_SECONDS
         if not isinstance(msg_id, int) or isinstance(msg_id, bool):
             raise ProtocolError("a reply must carry the integer id of a request")
         with self._lock:
@@ -207,20 +209,28 @@ class SupervisorChannel:
             raise ProtocolError(f"a reply to unknown request {msg_id}")
         pending.message = message
         pending.event.set()
-        return False
+        return None
 
-    def _notification(self, method: str, params: dict[str, Any]) -> None:
+    def _notification(self, method: str, params: dict[str, Any]) -> float | None:
+        """Hand a notification on; as `_route`: ``output`` is charged the reader's work alone (it is kept, no more)."""
         if method == "ready":
             if self._ready.is_set():
                 raise ProtocolError("a second ready notification")
             self.ready_status = params
             self._ready.set()
-            return
+            return None
+        if method == "output":  # what a running script printed: to its execute, if one still waits (else dropped)
+            with self._lock:
+                sinks = [p.sink for p in self._pending.values() if p.method == "execute" and p.sink is not None]
+            if sinks:
+                sinks[0](method, params)
+            return 0.0
         with self._lock:
             sinks = [p.sink for p in self._pending.values() if p.sink is not None]
         if len(sinks) != 1:
             raise ProtocolError(f"unexpected notification {method[:40]!r}")
         sinks[0](method, params)
+        return None
 
     def _drain_stderr(self) -> None:
         stream = self.connection.stderr
@@ -316,7 +326,7 @@ class SupervisorChannel:
         """
         self._check_usable()
         request_id = next(self._ids)
-        pending = _Pending(sink)
+        pending = _Pending(method, sink)
         with self._lock:
             # A close or failure since the check above has already woken every waiter: this one would wait its timeout.
             usable = self.broken is None

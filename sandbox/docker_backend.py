@@ -136,7 +136,7 @@ def closed_channel(status: str | None, *, gvisor: bool = False) -> str:
     if gvisor:
         return reason + (
             " (killed: under gVisor most likely past its memory limit, sandbox.memory, which ends the whole sandbox, "
-            "with the output not yet returned and the workspace not saved; each process costs gVisor about 6 MB, so "
+            "with the workspace not saved and the last moment of output lost; each process costs gVisor about 6 MB, so "
             "a script starting many processes, such as a fork bomb, reaches that limit before the process limit, "
             "sandbox.pids_limit: raise sandbox.memory or start fewer processes)"
         )

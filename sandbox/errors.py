@@ -85,12 +85,17 @@ class SessionError(SandboxError):
             host's bridge handled for that script meanwhile: their side effects happened, so a caller says so rather
             than have them made again. Empty otherwise. Before: the error's text only, and the calls went unreported.
         tool_calls_omitted: calls past those, counted only (as `ExecutionResult.tool_calls_omitted`).
+        stdout, stderr: out of `Sandbox.execute` in the same cases, what the script had printed, as far as the
+            sandbox sent it while the script ran (its last quarter second may be missing), shaped as a result's
+            (`ExecutionResult.stdout`); None when nothing of that stream came. Before: lost with the sandbox.
     """
 
     def __init__(self, message: str, *, tool_calls: Sequence[ToolCallRecord] = (), tool_calls_omitted: int = 0) -> None:
         super().__init__(message)
         self.tool_calls: tuple[ToolCallRecord, ...] = tuple(tool_calls)
         self.tool_calls_omitted = tool_calls_omitted
+        self.stdout: str | None = None
+        self.stderr: str | None = None
 
 
 class WorkspaceError(SandboxError):

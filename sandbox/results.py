@@ -324,19 +324,19 @@ def _str(value: Any, cap: int) -> str | None:
     return clean_text(value[:cap]) if isinstance(value, str) else None
 
 
-def _preview(stream: Any, max_chars: int, name: str, outputs: Any = None) -> tuple[str, bool, str | None]:
-    """A stream, whole or its head and tail around a note of where it is saved (``outputs``: within what budget)."""
+def preview(stream: Any, limit: int, name: str, outputs: Any = None, lost: str = "") -> tuple[str, bool, str | None]:
+    """A stream, whole or its head and tail around a note of where it is saved (``outputs``) or why not (``lost``)."""
     if not isinstance(stream, dict):
         return "", False, None
-    half = max_chars // 2 + 1
-    head = _str(stream.get("head"), max_chars) or ""
+    half = limit // 2 + 1
+    head = _str(stream.get("head"), limit) or ""
     if stream.get("truncated") is not True:
         return head, False, None
     head = head[:half]
     tail = _str(stream.get("tail"), half) or ""
     path = stream.get("path") if isinstance(stream.get("path"), str) and _OUTPUT_PATH.match(stream["path"]) else None
     total = stream.get("bytes") if isinstance(stream.get("bytes"), int) and stream["bytes"] >= 0 else None
-    where = f"the whole {name} is in {path}" if path else "the rest could not be saved"
+    where = f"the whole {name} is in {path}" if path else lost or "the rest could not be saved"
     size = f": {total:,} bytes in all" if total is not None else ""
     kept = ""
     if isinstance(outputs, dict) and isinstance(budget := outputs.get("budget"), int) and budget > 0:
@@ -370,8 +370,8 @@ def parse_execution(
     tool_calls_omitted: int = 0,
 ) -> ExecutionResult:
     """Build a result from the supervisor's (untrusted) report."""
-    stdout, out_cut, out_path = _preview(raw.get("stdout"), max_chars, "stdout", raw.get("outputs"))
-    stderr, err_cut, err_path = _preview(raw.get("stderr"), max_chars, "stderr", raw.get("outputs"))
+    stdout, out_cut, out_path = preview(raw.get("stdout"), max_chars, "stdout", raw.get("outputs"))
+    stderr, err_cut, err_path = preview(raw.get("stderr"), max_chars, "stderr", raw.get("outputs"))
     status = raw.get("exit_status")
     exit_status = status if isinstance(status, int) and not isinstance(status, bool) and -255 <= status <= 255 else 1
     timed_out = raw.get("timed_out") is True

@@ -56,6 +56,7 @@ from sandbox.session_args import (
     workspace_folder,
     workspace_path,
 )
+from sandbox.streamed import StreamedOutput
 from sandbox.workspace import MAX_ENTRIES, WorkspaceReceiver, iter_restore_batches
 from sandbox.workspace_merge import RestoreRecord
 from tool_tree.text import shown
@@ -240,6 +241,7 @@ class Sandbox:
         self._calls = CallServer(self.bridge, tool_loop)
         self._closed = False
         self._ended: str | None = None  # why the session destroyed its own sandbox (it stopped answering)
+        self._printing: StreamedOutput | None = None  # what the running execution has printed so far
         self._pid = os.getpid()
         """The process whose threads read the channel; a fork of it has the connection but not them."""
 
@@ -449,6 +451,7 @@ class Sandbox:
             interrupted: KeyboardInterrupt | None = None
             answer: object = None
             ledger: list[ToolCallRecord] = []
+            printed = self._printing = StreamedOutput(self.config.output_chars)
             try:
                 try:
                     params: dict[str, Any] = {"code": code, "timeout": limit, "max_chars": self.config.output_chars}
@@ -458,6 +461,7 @@ class Sandbox:
                         "execute",
                         params,
                         timeout=limit + _GRACE_SECONDS,
+                        sink=printed.receive,
                         # Ctrl-C stops the script too, and returns once it has ended (before: it ran on to its
                         # timeout, and every execute of the session meanwhile failed, "an execution is already
                         # running").
@@ -476,10 +480,12 @@ class Sandbox:
                     if turn is not None:
                         turn.end()  # first: a cancel of this turn under way is sent while this script still runs
                     ledger = self._calls.end()
+                    self._printing = None
             except SessionError as e:
                 # The sandbox ended (or was destroyed) under the script: the calls the bridge handled for it happened
                 # all the same. Before: only the error's text, and a caller made them again.
                 e.tool_calls, e.tool_calls_omitted = tuple(ledger), self._calls.omitted
+                e.stdout, e.stderr = printed.text("stdout"), printed.text("stderr")  # before: lost with the sandbox
                 raise
             if interrupted is None:
                 return parse_execution(
@@ -500,6 +506,12 @@ class Sandbox:
                     )
                     setattr(interrupted, INTERRUPTED_EXECUTION, stopped)  # `sandbox.errors.interrupted_execution`
             raise interrupted
+
+    def last_printed(self) -> str | None:
+        """The last line the running execution has printed so far, as far as the sandbox sent it (cleaned, on one
+        line, at most 200 characters), from any thread; None when none runs or it printed no line yet."""
+        printing = self._printing
+        return None if printing is None else printing.last_line()
 
     @staticmethod
     def _interrupted(channel: SupervisorChannel) -> None:

@@ -59,6 +59,8 @@ def print_sandbox_failed(
     as_json: bool,
     ran: bool = True,
     unsaved: str | None = None,
+    stdout: str | None = None,
+    stderr: str | None = None,
 ) -> None:
     """What `exec` prints when the sandbox failed (``message``, cleaned, after ``tooltree: error:``), with the tool
     calls the script made before it did: the error line, the calls (not with ``as_json``), and a last line like a
@@ -67,13 +69,15 @@ def print_sandbox_failed(
     its duration) null, ``sandbox_error`` the message. When no script ran (``ran`` false: no engine, no image, a sandbox
     that did not start, a workspace that could not be restored), the error line is all it prints on stderr, as a usage
     error's is. ``unsaved``: why the workspace folder was not saved (``workspace_error``, and a line of its own;
-    before: ``null``, though the sandbox never saved it)."""
+    before: ``null``, though the sandbox never saved it). ``stdout``, ``stderr``: what the script printed as far as the
+    sandbox sent it before it ended (`sandbox.errors.SessionError.stdout`), printed first as a finished script's
+    output is, and in ``--json`` in place of null (before: lost with the sandbox)."""
     received = sum(c.response_bytes for c in calls)
     if as_json:
         print_json(
             {
-                "stdout": None,
-                "stderr": None,
+                "stdout": stdout,
+                "stderr": stderr,
                 "exit_code": None,
                 "timed_out": False,
                 "interrupted": False,
@@ -93,13 +97,20 @@ def print_sandbox_failed(
                 "sandbox_error": message,
             }
         )
+    elif ran:
+        for text, stream in ((stdout, sys.stdout), (stderr, sys.stderr)):
+            if text:
+                stream.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
     print(f"tooltree: error: {message}", file=sys.stderr)
     if not ran:
         return
     if not as_json:  # ``--json`` lists them
         print_calls(calls, omitted)
+    where = "the JSON's stdout and stderr hold" if as_json else "the output above is"
+    sent = f" ({where} what it sent before)" if stdout or stderr else ""
     print(
-        f"tooltree: the sandbox did not report the script's end · {len(calls) + omitted} tool call(s) · "
+        f"tooltree: the sandbox did not report the script's end{sent} · {len(calls) + omitted} tool call(s) · "
         f"{size(received)} of tool results received in the sandbox · tooltree exit {code} because the sandbox failed",
         file=sys.stderr,
     )

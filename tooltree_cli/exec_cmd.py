@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tool_tree.text import one_line, size
-from tooltree_cli.common import file_problem, folder_problem, load_optional_config, sandbox_config, sandbox_seconds
+from tooltree_cli.common import (
+    UNEXPECTED_HELP,
+    file_problem,
+    folder_problem,
+    load_optional_config,
+    sandbox_config,
+    sandbox_seconds,
+)
 from tooltree_cli.exec_calls import LEDGER_LINES as LEDGER_LINES
 from tooltree_cli.exec_calls import calls_json, print_calls, print_sandbox_failed
 from tooltree_cli.exec_images import save_images
@@ -44,8 +51,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Run a script in a hardened container; its tool calls go through the bridge to the real "
         f"servers. Exit {EXIT_OK} when the script succeeded, {EXIT_SCRIPT} when it failed or timed out, {EXIT_USAGE} "
         f"for usage errors, {EXIT_SANDBOX} when the sandbox failed or the workspace or an image could not be saved "
-        f"(the script's output is printed first); {EXIT_INTERRUPTED} when interrupted (Ctrl-C stops the script and "
-        f"prints what it did so far; Ctrl-C again quits at once), {EXIT_TERMINATED} when terminated (SIGTERM stops "
+        f"(the script's output is printed first); {UNEXPECTED_HELP}; {EXIT_INTERRUPTED} when interrupted (Ctrl-C "
+        f"stops the script and prints what it did so far; Ctrl-C again quits at once), {EXIT_TERMINATED} when "
+        f"terminated (SIGTERM stops "
         "the script and prints what it did so far, within 10 s). The workspace is saved in either case.",
     )
     p.add_argument("script", nargs="?", help="the script file ('-' for standard input)")
@@ -204,8 +212,19 @@ def run(args: argparse.Namespace) -> int:
         failed, unsaved = (e.error, e.unsaved) if isinstance(e, SandboxFailed) else (e, None)
         # With the calls the script made before the sandbox ended under it (`SessionError.tool_calls`).
         calls, omitted = (failed.tool_calls, failed.tool_calls_omitted) if isinstance(failed, SessionError) else ((), 0)
+        # And what it printed, as far as the sandbox sent it before it ended (before: lost with the sandbox).
+        printed = (failed.stdout, failed.stderr) if isinstance(failed, SessionError) else (None, None)
         message = f"the sandbox failed: {_shown(str(failed))}"
-        print_sandbox_failed(message, calls, omitted, code=EXIT_SANDBOX, as_json=args.json, unsaved=unsaved)
+        print_sandbox_failed(
+            message,
+            calls,
+            omitted,
+            code=EXIT_SANDBOX,
+            as_json=args.json,
+            unsaved=unsaved,
+            stdout=printed[0],
+            stderr=printed[1],
+        )
         return EXIT_SANDBOX
     # A save's message and notes may name what the script made (files, errors the sandbox sent): cleaned.
     return _report(args, result, _shown(unsaved) if unsaved is not None else None, [_shown(note) for note in notes])

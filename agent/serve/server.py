@@ -270,9 +270,12 @@ class ToolServer:
         if key is None:
             return error_result("this HTTP request carries no Mcp-Session-Id; connect with the initialize handshake")
 
-        async def progress(seconds: float, total: float | None = self.sandbox_config.timeout) -> None:
-            message = f"running for {seconds:.0f} s"
+        async def progress(seconds: float, total: float | None, printed: str | None = None) -> None:
+            message = f"running for {seconds:.0f} s" + (f"; last printed: {printed}" if printed else "")
             await ctx.session.report_progress(round(seconds, 1), total=total, message=message)
+
+        async def script_progress(seconds: float, printed: str | None) -> None:  # and the last line it printed
+            await progress(seconds, self.sandbox_config.timeout, printed)
 
         try:
             async with self.registry.use(key) as session:
@@ -283,7 +286,7 @@ class ToolServer:
                     return await self._passthrough(name, arguments, runtime, threads, progress)
                 if name == "execute_python":
                     interval = self.settings.progress_interval
-                    outcome = await session.execute(self.toolset, arguments, progress, interval)
+                    outcome = await session.execute(self.toolset, arguments, script_progress, interval)
                 else:
                     outcome = await anyio.to_thread.run_sync(
                         session.call, self.toolset, name, arguments, limiter=threads

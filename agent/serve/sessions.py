@@ -103,8 +103,9 @@ NOTE_CHARS = 2_000
 _EXPIRED_KEPT = 1024
 _WORKSPACE_READS = ("list_files", "read_file")
 
-Progress = Callable[[float], Awaitable[None]]
-"""Called with the seconds a script has been running, every ``progress_interval`` seconds."""
+Progress = Callable[[float, str | None], Awaitable[None]]
+"""Called with the seconds a script has been running and the last line it printed (None: none yet), every
+``progress_interval`` seconds."""
 
 
 class SessionLimitError(Exception):
@@ -256,7 +257,7 @@ class ClientSession:
             while not await anyio.to_thread.run_sync(
                 run.done.wait, interval, abandon_on_cancel=True, limiter=self._waits
             ):
-                await progress(time.monotonic() - started)
+                await progress(time.monotonic() - started, self._last_printed())
         except anyio.get_cancelled_exc_class():
             with self._state:  # at once, before any wait for a thread
                 run.cancelled = run.dropped = True
@@ -271,6 +272,10 @@ class ClientSession:
                     logger.warning("session %s: a cancelled execution is still running", self.key[:16])
             raise
         return run.outcome if run.outcome is not None else error("the execution ended without a result")
+
+    def _last_printed(self) -> str | None:
+        """The last line the running script printed so far (`sandbox.Sandbox.last_printed`)."""
+        return self.runtime.sandbox.last_printed() if self.runtime.sandbox_started else None
 
     def _note_restart(self, dropped: ToolOutcome | None) -> None:
         """Keep `CANCEL_RESTARTED` for the next result when the dropped result of a cancelled execution says its

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agent.content import execution_blocks, ledger, text_block
+from agent.content import execution_blocks, ledger, printed_parts, text_block
 from agent.files import FileAccessError, FileView
 from agent.prompts import render
 from agent.toolsets.base import INTERRUPTED_OUTCOME, NOTE_CHARS, ToolOutcome, Toolset, error, note_text, with_note
@@ -303,6 +303,8 @@ class CodeToolset(Toolset):
         except SessionError as e:  # the calls the script had made follow: they happened (before: not said)
             then = f"; {NEXT_IS_NEW}" if sandbox.ended is not None else ""
             failed = error(f"the sandbox session failed: {e}{then}")
+            if printed := printed_before_end(e.stdout, e.stderr):  # before: lost with the sandbox
+                failed.content.append(text_block(printed))
             if e.tool_calls:
                 failed.content.append(text_block(ledger(e.tool_calls, e.tool_calls_omitted)))
                 failed.script_calls = e.tool_calls
@@ -322,3 +324,11 @@ class CodeToolset(Toolset):
         note = f"{status} · {len(result.tool_calls)} call(s) from the script · {size(received)} of results received"
         blocks = execution_blocks(result)
         return ToolOutcome(blocks, is_error=not result.ok, script_calls=result.tool_calls, note=note)
+
+
+def printed_before_end(stdout: str | None, stderr: str | None) -> str:
+    """What a script printed before its sandbox ended under it, as the sandbox sent it
+    (`sandbox.errors.SessionError.stdout`), shaped as an execution's text; "" when nothing came."""
+    if not (parts := printed_parts(stdout, stderr)):
+        return ""
+    return "\n\n".join(["[what the script printed before the sandbox ended; its last moment may be missing]", *parts])

@@ -86,6 +86,16 @@ class OutputCapture:
         if len(self._tail) > self.memory_bytes:
             del self._tail[: len(self._tail) - self.memory_bytes]
 
+    def head(self, start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` of the stream, as far as the head kept in memory holds them."""
+        return bytes(self._head[start:end])
+
+    def last(self, n: int) -> bytes:
+        """The stream's last ``n`` bytes (at most ``memory_bytes``: what memory keeps of the end)."""
+        if self.total == len(self._head) + len(self._tail):  # nothing between the head and the tail was dropped
+            return bytes((self._head + self._tail)[-n:]) if len(self._tail) < n else bytes(self._tail[-n:])
+        return bytes(self._tail[-n:])
+
     def finish(self, max_chars: int) -> dict[str, Any]:
         """The report for the host: the whole text, or a head and a tail and the file with everything.
 

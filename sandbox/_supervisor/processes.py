@@ -12,6 +12,7 @@ from typing import Any
 
 from .capture import OutputCapture
 from .clock import Alarm
+from .stream import OutputStreamer
 from .wire import HEADER, MAX_FRAME_BYTES, FrameSender, encode_frame
 
 
@@ -43,6 +44,8 @@ class Execution:
         self.stderr = stderr
         self.oom_kills = oom_kills
         """The container's OOM-kill count when the execution started (see `oom_kill_count`)."""
+        self.streamer = OutputStreamer(max_chars)
+        """What of its output has been sent to the host while it runs (`stream`)."""
         self.images: list[dict[str, str]] = []
         self.image_chars = 0
         """The base64 characters of ``images`` together (bounded by `limits.MAX_IMAGES_TOTAL_BYTES`)."""
@@ -51,6 +54,10 @@ class Execution:
         """The host asked to stop it (``cancel``): interrupted, or killed when it ignored the interrupt."""
         self.finished = False
         self.timer: Alarm | None = None
+
+    def captures(self) -> dict[str, OutputCapture]:
+        """Its two streams' captures, by name."""
+        return {"stdout": self.stdout, "stderr": self.stderr}
 
 
 _OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")

@@ -26,7 +26,9 @@ Protocol with the host (JSON-RPC 2.0 shaped, one object per frame, ``jsonrpc`` o
     supervisor → host  a ``ready`` notification once the first worker is up (with the process's
         uid, capabilities, no_new_privs and seccomp mode, read before any user code runs), and
         requests with string ids for tool calls: tool_call {server, tool, arguments},
-        search_tools {query, limit}; the host answers each with {id, result} or {id, error}.
+        search_tools {query, limit}; the host answers each with {id, result} or {id, error}; and while an
+        execution runs, ``output`` notifications {stdout?, stderr?, stdout_tail?, stderr_tail?, stdout_bytes,
+        stderr_bytes} (base64; see `stream`), never after its result: what the host shows if no result comes.
 
 One execution runs at a time; tool calls within it are relayed concurrently. A per-execution
 timer kills the worker on timeout (and, in a container, every other process of the sandbox
@@ -40,7 +42,7 @@ signalled from inside the container, and reaps orphaned processes the way an ini
 
 (Over 400 lines: one class, the container's init process, whose handlers share one state — the
 worker, the running execution, the relayed calls; the parts that stand on their own are the
-modules beside it: wire, capture, outputs, files, fswalk, transfer, processes, limits, populate.)
+modules beside it: wire, capture, stream, outputs, files, fswalk, transfer, processes, limits, populate.)
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ PR_GET_NO_NEW_PRIVS = 39
 _REPLY_HEAD = re.compile(rb'\{"id":"(c[0-9]{1,19})",')
 """The start of the host's answer to a tool call or search, as the host encodes it: the rest of the
 frame (``"result":…}`` or ``"error":…}``) is handed to the worker as it came, never parsed here."""
+DRAIN_BEFORE_CALL = 1 << 20
+"""The most bytes of each stream read at a tool call, to be sent before it (a script's other thread may print on)."""
 REAP_INTERVAL = 1.0
 CANCEL_GRACE = 3.0
 """Seconds a cancelled execution has to end after its KeyboardInterrupt before the worker is killed."""
@@ -113,6 +117,8 @@ class Supervisor:
         self.lock = threading.RLock()
         self.replaced = threading.Condition(self.lock)
         """Notified when a worker starts (``worker`` changes) or none can (``broken`` is set)."""
+        self.output_lock = threading.Lock()
+        """Held while an ``output`` notification or an execution's result is sent: none follows the result."""
         self.sweeping = threading.Lock()
         """Held while ``kill_everything`` kills: a worker is spawned only when no kill is under way."""
         self.worker: Worker | None = None
@@ -426,7 +432,7 @@ class Supervisor:
         decoder = FrameDecoder()
         ctl_open = True
         while ctl_open:
-            for key, _ in sel.select():
+            for key, _ in sel.select(self.stream_due(worker)):
                 fd = key.fd
                 if fd == worker.ctl_read_fd:
                     data = self.read_nonblocking(fd)
@@ -438,6 +444,7 @@ class Supervisor:
                         break
                 elif self.read_output(worker, fd) is None:
                     sel.unregister(fd)
+            self.stream_output(worker)
         sel.close()
         worker.kill()
         returncode = worker.proc.wait()
@@ -472,15 +479,38 @@ class Supervisor:
                     sys.stderr.write(data[:4096].decode("utf-8", errors="replace"))
         return data
 
-    def drain_output(self, worker: Worker) -> None:
+    def _streaming(self, worker: Worker) -> Execution | None:
+        ex = self.current if self.worker is worker else None
+        return ex if ex is not None and not ex.finished else None
+
+    def stream_due(self, worker: Worker) -> float | None:
+        """Seconds until the running execution's output is due to go to the host (`stream`); None: nothing waits."""
+        with self.lock:
+            ex = self._streaming(worker)
+            return None if ex is None else ex.streamer.due_in(ex.captures(), time.monotonic())
+
+    def stream_output(self, worker: Worker, *, now: bool = False) -> None:
+        """Send the host what the running execution printed since the last send, when it is due (`stream`), or
+        (``now``) its head at once."""
+        with self.output_lock:  # never after the execution's result: `finish` replies under it
+            with self.lock:
+                ex = self._streaming(worker)
+                params = None if ex is None else ex.streamer.take(ex.captures(), now=now)
+            if params is not None:
+                self.send({"method": "output", "params": params})
+
+    def drain_output(self, worker: Worker, limit: float = float("inf")) -> None:
+        """Read what the worker's streams hold now (at most ``limit`` bytes of each: it may print on meanwhile)."""
         for fd in (worker.out_fd, worker.err_fd):
-            while True:
+            taken = 0
+            while taken < limit:
                 try:
                     data = self.read_output(worker, fd)
                 except OSError:
                     break
                 if not data:
                     break
+                taken += len(data)
 
     def handle_control_bytes(self, worker: Worker, decoder: FrameDecoder, data: bytes) -> bool:
         """Handle every frame ``data`` completes; False when the worker broke the protocol."""
@@ -498,6 +528,10 @@ class Supervisor:
         if kind == "ready":
             worker.ready.set()
         elif kind == "call":
+            # What the script printed before the call goes to the host before it: a sandbox that dies during the
+            # call (or once its answer came) has sent it (`stream`).
+            self.drain_output(worker, DRAIN_BEFORE_CALL)
+            self.stream_output(worker, now=True)
             with self.lock:
                 ex = self.current if self.worker is worker else None
                 self.call_seq += 1
@@ -749,7 +783,8 @@ class Supervisor:
         if respawn:
             self.link_tree()
             self.spawn_worker()
-        self.reply(ex.host_id, result)
+        with self.output_lock:
+            self.reply(ex.host_id, result)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """``execute_python`` whose sandbox ended under the script (its container killed: ``docker kill``, the whole gVisor
 sandbox past its memory limit) says which tool calls the script had made, as a finished script's result does: their
-side effects happened. Before: only "the sandbox session failed: …", so the model could not tell and made them
-again (``tooltree serve``'s ``execute_python`` gives the same outcome).
+side effects happened; and what it had printed. Before: only "the sandbox session failed: …", so the model could not
+tell and made them again (``tooltree serve``'s ``execute_python`` gives the same outcome).
 
 Real parts: the sample servers, a real sandbox container, the container killed through the engine.
 """
@@ -27,9 +27,9 @@ pytestmark = pytest.mark.docker
 WAIT = 60.0
 SCRIPT = (
     "from servers.docs import list_documents\n"
+    "print('listing the documents twice')\n"
     "first = list_documents()\n"
     "second = list_documents()\n"
-    "print('both made', flush=True)\n"
     "import threading\n"
     "threading.Event().wait()  # until its container is killed\n"
 )
@@ -65,9 +65,14 @@ def test_a_sandbox_killed_during_a_script_reports_the_calls_the_script_made(
     finally:
         killer.join(WAIT)
     assert [c["tool"] for c in calls()] == ["list_documents", "list_documents"]
-    error, ledger = (str(block["text"]) for block in outcome.content)
+    error, printed, ledger = (str(block["text"]) for block in outcome.content)
     assert outcome.is_error and error.startswith("the sandbox session failed: ") and "status 137" in error
     assert error.endswith(NEXT_IS_NEW)
+    # What it printed came before its first call (the sandbox sends output as it comes): before, lost with it.
+    assert printed == (
+        "[what the script printed before the sandbox ended; its last moment may be missing]\n\n"
+        "listing the documents twice"
+    )
     assert ledger.startswith("tool calls from the script: 2, ")
     assert ledger.splitlines()[1].startswith("  docs.list_documents ok (")
     assert [(c.server, c.tool) for c in outcome.script_calls] == [("docs", "list_documents")] * 2

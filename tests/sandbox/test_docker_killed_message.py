@@ -7,20 +7,18 @@ so a fork bomb read as a mystery kill rather than as the memory limit.
 
 from __future__ import annotations
 
-import threading
-from typing import Any
-
 import pytest
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig, SessionError
 from sandbox.docker_backend import closed_channel
 from tests.docker_cli import EngineWithCLI
+from tests.sandbox.conftest import killed_in_a_call
 from tests.sandbox.test_gvisor_limits import runsc  # noqa: F401  (a fixture)
 
 STATUS = "the sandbox closed its channel: its container exited with status 137 (killed: "
 GVISOR_CAUSE = (
-    "under gVisor most likely past its memory limit, sandbox.memory, which ends the whole sandbox, with the output "
-    "not yet returned and the workspace not saved; each process costs gVisor about 6 MB, so a script starting many "
+    "under gVisor most likely past its memory limit, sandbox.memory, which ends the whole sandbox, with the workspace "
+    "not saved and the last moment of output lost; each process costs gVisor about 6 MB, so a script starting many "
     "processes, such as a fork bomb, reaches that limit before the process limit, sandbox.pids_limit: raise "
     "sandbox.memory or start fewer processes)"
 )
@@ -51,27 +49,5 @@ def test_a_gvisor_sandbox_past_its_memory_limit_is_explained_by_gvisor_alone(
 def test_a_runc_sandbox_killed_from_outside_is_explained_by_runc_alone(
     docker_engine: EngineWithCLI, backend: DockerBackend
 ) -> None:
-    in_call = threading.Event()
-
-    def tool(server: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        in_call.set()
-        return {"content": []}
-
-    with Sandbox(backend, tools=tool) as sb:
-        outcome: list[BaseException] = []
-        ended = threading.Event()
-
-        def run() -> None:
-            try:
-                sb.execute(
-                    "from tool_tree.runtime import call_tool\ncall_tool('a', 'b', {})\nimport time\ntime.sleep(600)"
-                )
-            except SessionError as e:
-                outcome.append(e)
-            ended.set()
-
-        threading.Thread(target=run, daemon=True).start()
-        assert in_call.wait(60)
-        docker_engine.run(["kill", sb.name])
-        assert ended.wait(60), "the execution did not end when its container died"
-    assert str(outcome[0]).endswith(STATUS + RUNC_CAUSE) and "gVisor" not in str(outcome[0])
+    with killed_in_a_call(docker_engine, backend) as (_, error):
+        assert str(error).endswith(STATUS + RUNC_CAUSE) and "gVisor" not in str(error)

@@ -1,0 +1,114 @@
+"""What a running script has printed, as the supervisor's ``output`` notifications bring it (its `stream`).
+
+Kept only to be shown when the execution's result never comes: the sandbox died whole under the script, or stopped
+answering and was destroyed (`sandbox.errors.SessionError.stdout`). The notifications come from the container and
+are bounded here as anything from it is: base64 text only, each stream's head held to ``4 × max_chars`` bytes and
+its end to ``2 × max_chars``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import threading
+from typing import Any
+
+from sandbox.errors import ProtocolError
+from sandbox.results import clean_text, cut, preview
+
+STREAMS = ("stdout", "stderr")
+LOST = "the sandbox ended before it reported it whole"
+LINE_CHARS = 200
+"""The most characters of the last line printed `StreamedOutput.last_line` gives (a progress message's)."""
+LINE_BYTES = 4096
+"""The end of the stream the last line is looked for in."""
+
+
+class StreamedOutput:
+    """The head and the end of each stream received so far; thread-safe (the channel's reader feeds it)."""
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self._head = {name: bytearray() for name in STREAMS}
+        self._tail = dict.fromkeys(STREAMS, b"")
+        self._total = dict.fromkeys(STREAMS, 0)
+        self._lock = threading.Lock()
+
+    def receive(self, method: str, params: dict[str, Any]) -> None:
+        """The execute request's notification sink (`sandbox.channel.NotificationSink`).
+
+        Raises:
+            ProtocolError: it is not an ``output`` notification, or not as the supervisor sends one.
+        """
+        if method != "output":
+            raise ProtocolError(f"unexpected notification {method[:40]!r} during an execution")
+        self.feed(params)
+
+    def feed(self, params: dict[str, Any]) -> None:
+        """Take one ``output`` notification's params.
+
+        Raises:
+            ProtocolError: a value is not what the supervisor sends.
+        """
+        with self._lock:
+            for name in STREAMS:
+                if (chunk := params.get(name)) is not None:
+                    head = self._head[name]
+                    head += _decode(chunk, 4 * self.max_chars - len(head))
+                if (tail := params.get(f"{name}_tail")) is not None:
+                    self._tail[name] = _decode(tail, 2 * self.max_chars)
+                total = params.get(f"{name}_bytes")
+                if total is not None:
+                    if not isinstance(total, int) or isinstance(total, bool) or total < 0:
+                        raise ProtocolError(f"output: {name}_bytes is not a count of bytes")
+                    self._total[name] = max(self._total[name], total)
+
+    def last_line(self) -> str | None:
+        """The last line of stdout with more than white space in it received so far (cleaned, at most `LINE_CHARS`);
+        None when there is none."""
+        with self._lock:
+            head, tail = self._head["stdout"], self._tail["stdout"]
+            data = tail if tail and self._total["stdout"] > len(head) else head
+            return _last_line(bytes(data[-LINE_BYTES:]))
+
+    def text(self, name: str) -> str | None:
+        """What ``name`` (``stdout`` or ``stderr``) printed, as a result would show it (a head and an end around a
+        note when longer than ``max_chars``); None when nothing of it came."""
+        with self._lock:
+            head, tail = bytes(self._head[name]), self._tail[name]
+            total = max(self._total[name], len(head))
+        if not total:
+            return None
+        half = self.max_chars // 2
+        if total <= len(head):  # all of it came in the head
+            whole = head.decode("utf-8", errors="replace")
+            if len(whole) <= self.max_chars:
+                return preview({"head": whole, "truncated": False}, self.max_chars, name)[0]
+            head_text, tail_text = whole[:half], whole[-half:]
+        else:
+            head_text = head.decode("utf-8", errors="replace")[:half]
+            tail_text = tail.decode("utf-8", errors="replace")[-half:] if tail else ""
+        text = {"head": head_text, "tail": tail_text, "truncated": True, "bytes": total}
+        return preview(text, self.max_chars, name, None, LOST)[0]
+
+
+def _last_line(data: bytes) -> str | None:
+    lines = clean_text(data[-LINE_BYTES:].decode("utf-8", errors="replace")).splitlines()
+    line = next((line.strip() for line in reversed(lines) if line.strip()), None)
+    return None if line is None else cut(line, LINE_CHARS)
+
+
+def _decode(value: Any, limit: int) -> bytes:
+    """The bytes of one base64 chunk, at most ``limit`` of them (read as far as it needs).
+
+    Raises:
+        ProtocolError: it is not base64 text.
+    """
+    if not isinstance(value, str):
+        raise ProtocolError("output: a chunk is not text")
+    if limit <= 0:
+        return b""
+    try:
+        return base64.b64decode(value[: (limit + 2) // 3 * 4], validate=True)[:limit]
+    except (binascii.Error, ValueError):
+        raise ProtocolError("output: a chunk is not base64") from None
