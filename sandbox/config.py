@@ -246,6 +246,8 @@ class SandboxConfig:
     labels: dict[str, str] = field(default_factory=dict)
     start_timeout: float = 30.0
     workspace_max_bytes: int | None = None
+    source: str | None = field(default=None, compare=False, repr=False)
+    """The config file these settings were read from (`from_config`), for messages that tell what to run with it."""
 
     def __post_init__(self) -> None:
         """Raises: SandboxError: a limit is out of range (the first one, by name: ``timeout: expected …``)."""
@@ -271,7 +273,7 @@ class SandboxConfig:
             )
         settings: dict[str, Any] = config.section("sandbox").read(SETTINGS) if config is not None else {}
         settings.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**settings)
+        return cls(**settings, source=config.source if config is not None else None)
 
     @property
     def workspace_bytes(self) -> int:

@@ -211,7 +211,9 @@ class DockerBackend(SandboxBackend):
             self.docker.ping()
             # By the engine's registration, not the name alone; a name it lacks fails at the create (`sandbox.host`).
             self.gvisor = hardening.engine_runs_gvisor(self.docker.info(), self.config.runtime)
-            self.image = ensure_image(self.docker, self.config.image, self.config.pip_packages, build=self.build)
+            self.image = ensure_image(
+                self.docker, self.config.image, self.config.pip_packages, build=self.build, config=self.config.source
+            )
             if self.tree is not None:
                 self.tree_volume = self._ensure_tree_volume(self.tree)
             self._prepared = True

@@ -475,8 +475,10 @@ def ensure_image(
     offline_base: bool = False,
     mirror: str | None = None,
     suite: str = DEFAULT_SUITE,
+    config: str | None = None,
 ) -> str:
     """The image a session runs for ``sandbox.image`` and ``packages`` (see `session_image`), there; its name.
+    ``config``: the file that lists them, named in the advice when the image is not built.
 
     With ``build``, what is missing is built (all of it with ``force``): the sources' image when
     ``image`` is None (``base`` to ``suite`` as in `build_image`), then the derived image with
@@ -506,9 +508,10 @@ def ensure_image(
         return name
     if not build:
         given = f"--image {shlex.quote(image)} " if image is not None else ""
+        listing = shlex.quote(config or "tooltree.yaml")  # before: always tooltree.yaml, whichever file listed them
         raise ImageError(
             f"the sandbox image with {', '.join(packages)} on {parent} as it is now (image {found[:19]}) is not "
-            f"built: run `tooltree image build --config tooltree.yaml` (the config that lists them), or python -m "
+            f"built: run `tooltree image build --config {listing}` (the config that lists them), or python -m "
             f"sandbox.image build {given}--pip " + " ".join(shlex.quote(p) for p in packages)
         )
     return _build_derived(docker, parent, found, packages, None, force, deadline)

@@ -65,7 +65,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "search; native tools narrowed by the pre-filter). "
         f"Needs {API_KEY_ENV}; honours ANTHROPIC_BASE_URL. Exit 0 when the model finished, 1 when a limit, a "
         "refusal or max_tokens ended the run, 2 for usage errors, 3 when the API failed, 4 when the sandbox failed, "
-        f"{UNEXPECTED_HELP}.",
+        f"{UNEXPECTED_HELP}, 130 when interrupted (Ctrl-C), {EXIT_TERMINATED} when terminated (SIGTERM); "
+        "either prints what ran so far.",
     )
     p.add_argument("task", help="the task ('-' reads it from standard input)")
     p.add_argument("--config", default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)")

@@ -79,7 +79,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "fails while the tree is generated before serving (missing, or --regenerate-first), nothing is written "
         "or served. Exit 0 when the client disconnected or a signal stopped it, 2 for usage "
         "errors, 3 when the tree could not be generated or every server failed, 4 when the sandbox cannot run, "
-        f"{UNEXPECTED_HELP}.",
+        f"{UNEXPECTED_HELP}, 128 + the signal's number when a signal stopped the tree's generation before serving "
+        "(129 SIGHUP, 130 SIGINT, 143 SIGTERM).",
     )
     p.add_argument("--config", default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)")
     p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")

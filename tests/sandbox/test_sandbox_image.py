@@ -168,6 +168,21 @@ def test_a_missing_derived_image_names_the_command_that_builds_it_on_the_configu
 
 
 @pytest.mark.docker
+def test_exec_names_the_config_that_lists_packages_not_yet_built(
+    docker_engine: EngineWithCLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "run `tooltree image build --config tooltree.yaml`" whatever file listed them.
+    from tests.support import sample_project
+    from tooltree_cli.main import main
+
+    monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", TEST_OWNER)
+    plain, tree = sample_project(tmp_path, "media", pip_packages=f"[tooltree-never-built-{TEST_OWNER}]")
+    config = plain.rename(tmp_path / "with packages.yaml")
+    assert main(["exec", "-c", "print(1)", "--config", str(config), "--tree", str(tree)]) == 4
+    assert f"run `tooltree image build --config '{config}'` (the config that lists them)" in capsys.readouterr().err
+
+
+@pytest.mark.docker
 def test_a_given_image_that_is_missing_is_never_built_over(docker_engine: EngineWithCLI) -> None:
     with pytest.raises(ImageError, match=r"sandbox\.image\) is not there: pull or build it"):
         ensure_image(docker_engine, f"tooltree-test-missing:{TEST_OWNER}", ["six"], build=True)
