@@ -68,9 +68,14 @@ class Discovery:
 
     @property
     def warnings(self) -> list[str]:
-        """`warning` and a line per tool `left_out`, each naming the server."""
+        """`warning` and a line per tool `left_out` that the server's ``include``/``exclude`` would offer, each naming
+        the server (one the filters leave out is not in the tree either way)."""
         lines = [self.warning] if self.warning is not None else []
-        lines += [f"{self.server.name}: left out {left}" for left in self.left_out]
+        lines += [
+            f"{self.server.name}: left out {left}"
+            for left in self.left_out
+            if left.name is None or self.server.leaves_out(left.name) is None
+        ]
         more = self.more_left_out
         return [*lines, f"{self.server.name}: left out {more:,} more malformed tools"] if more else lines
 

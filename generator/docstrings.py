@@ -219,7 +219,10 @@ def _constraints(schema: dict[str, Any], *, shows_enum: bool) -> list[str]:
         notes.append(f"Pattern: {one_line(s['pattern'], 200)}.")
     enum = s.get("enum")
     if isinstance(enum, list) and enum and not shows_enum:
-        notes.append(f"One of: {_json_preview(enum, 300)[1:-1]}.")
+        notes.append(f"One of: {_json_items(enum, 300)}.")
+    examples = s.get("examples")
+    if isinstance(examples, list) and examples:
+        notes.append(f"Examples: {_json_items(examples, 200)}.")
     if "default" in s:
         notes.append(f"Server default: {_json_preview(s['default'], 200)}.")
     return notes
@@ -257,6 +260,12 @@ def _sentence(text: str) -> str:
 
 _JSON = json.JSONEncoder(ensure_ascii=False)
 """``json.dumps(value, ensure_ascii=False)`` without building an encoder per call (encoding keeps no state)."""
+
+
+def _json_items(values: list[Any], limit: int) -> str:
+    """The items of a JSON array, comma-separated, capped at ``limit`` with ``…`` (before: the cut preview of the
+    array lost its last character, the ``…``, with the closing bracket, so a long enum read as whole)."""
+    return one_line(_json_preview(values, limit + 2)[1:].removesuffix("]"), limit)
 
 
 def _json_preview(value: Any, limit: int) -> str:

@@ -348,7 +348,8 @@ def plan_tree(
             exclude=tuple(listing.exclude),
         )
         files[f"{base}/__init__.py"] = render_package_init(entry, server_tools).encode("utf-8")
-        files[f"{base}/README.md"] = render_readme(entry, server_tools).encode("utf-8")
+        readme = render_readme(entry, server_tools, listing.info.get("instructions"))
+        files[f"{base}/README.md"] = readme.encode("utf-8")
         files[entry.snapshot] = _snapshot_bytes(listing)
         servers.append(entry)
         tools.extend(server_tools)

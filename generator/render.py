@@ -227,14 +227,17 @@ def _typed_dict_source(d: TypedDictDef, module_names: set[str], names: ImportNam
         return "\n".join(lines)
     # Functional form: the keys are not all plain identifiers. The value types are strings
     # (forward references) so definitions may refer to each other in any order.
+    # It has no body to hold a docstring: the string right after it is its docstring (as for any module attribute).
     items = [f"{preferred_literal(f.key)}: {string_literal(annotation(f, SINGLE))}" for f in d.fields]
     one = f"{d.name} = {typed_dict}({string_literal(d.name)}, {{{', '.join(items)}}})"
+    doc = typed_dict_docstring(d)
+    after = [docstring_literal(doc)] if doc else []
     if len(one) <= LINE:
-        return one
+        return "\n".join([one, *after])
     return "\n".join(
         [f"{d.name} = {typed_dict}(", f"    {string_literal(d.name)},", "    {"]
         + [f"        {item}," for item in items]
-        + ["    },", ")"]
+        + ["    },", ")", *after]
     )
 
 

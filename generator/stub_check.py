@@ -11,6 +11,7 @@ renderer writes, where nothing at module level runs except imports from ``typing
     from tool_tree.runtime import ...           (ToolResult, NotGiven, NOT_GIVEN, call_tool, structured)
     class X(TypedDict): <annotated names>       (types made of known names, [], |, constants, ...)
     Y = TypedDict("Y", {"key": "type", ...})
+    \"\"\"Y's docstring (optional: a plain string, only right after a functional TypedDict)\"\"\"
     def <function>(*, <params> = NOT_GIVEN, **arguments: T) -> T:
         return call_tool(<server>, <tool>, {"wire": param, ..., **arguments})   (or: arguments, {})
       or
@@ -99,7 +100,7 @@ def _check_module(tree: ast.Module, stub: _Stub) -> None:
     func = body[-1] if start < len(body) else None
     if not isinstance(func, ast.FunctionDef):
         raise _Reject("the module does not end with the function")
-    definitions = body[start:-1]
+    definitions = _without_attribute_docstrings(body[start:-1])
     names = [_type_name(stmt) for stmt in definitions]
     for name in [*names, func.name]:
         _check_bindable(name)
@@ -127,6 +128,16 @@ def _is_import(
         if name not in names or (alias.asname or name) != (name if exact else stub.name(name)):
             raise _Reject(f"unexpected import from {module}")
     return not exact or {a.name for a in node.names} == names
+
+
+def _without_attribute_docstrings(definitions: list[ast.stmt]) -> list[ast.stmt]:
+    """The definitions without the docstring of each functional TypedDict (a plain string right after it: a class
+    keeps its docstring in its body, the functional form cannot)."""
+    kept: list[ast.stmt] = []
+    for i, stmt in enumerate(definitions):
+        if not (_is_docstring(stmt) and i and isinstance(definitions[i - 1], ast.Assign)):
+            kept.append(stmt)
+    return kept
 
 
 def _type_name(stmt: ast.stmt) -> str:
