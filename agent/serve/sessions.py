@@ -274,8 +274,10 @@ class ClientSession:
         return run.outcome if run.outcome is not None else error("the execution ended without a result")
 
     def _last_printed(self) -> str | None:
-        """The last line the running script printed so far (`sandbox.Sandbox.last_printed`)."""
-        return self.runtime.sandbox.last_printed() if self.runtime.sandbox_started else None
+        """The last line the running script printed so far (`sandbox.Sandbox.last_printed`); on the event loop, so it
+        never starts a sandbox (`Runtime.sandbox` would, in place of one that ended)."""
+        sandbox = self.runtime.running_sandbox
+        return sandbox.last_printed() if sandbox is not None else None
 
     def _note_restart(self, dropped: ToolOutcome | None) -> None:
         """Keep `CANCEL_RESTARTED` for the next result when the dropped result of a cancelled execution says its
