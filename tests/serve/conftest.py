@@ -170,3 +170,20 @@ async def http_client(url: str, token: str | None = TOKEN, **kwargs: Any) -> Asy
         mcp.Client(streamable_http_client(url, http_client=http), **kwargs) as client,
     ):
         yield client
+
+
+RAW_HANDSHAKE = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+RAW_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def raw_session(http: Any, url: str, token: str = TOKEN) -> dict[str, str]:
+    """A raw client's handshake (``http``: an ``httpx2.AsyncClient``) with ``token``: the headers of its session (which
+    it never ends)."""
+    headers = {**RAW_HEADERS, "Authorization": f"Bearer {token}"}
+    init = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": RAW_HANDSHAKE},
+                           headers=headers)  # fmt: skip
+    assert init.status_code == 200, init.text
+    session = {**headers, "Mcp-Session-Id": init.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+    done = await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+    assert done.status_code == 202
+    return session

@@ -25,14 +25,14 @@ import anyio.abc
 import pytest
 
 from agent.serve.http_requests import MAX_MESSAGE_VALUES, SESSION_LARGE, SMALL_BODY, TOTAL_LARGE
-from tests.serve.conftest import MARK_ENV, TOKEN, Serve, clean_up, http_client, new_serve
+from tests.serve.conftest import MARK_ENV, RAW_HANDSHAKE, TOKEN, Serve, clean_up, http_client, new_serve
+from tests.serve.conftest import raw_session as initialize
 from tests.support import TEST_OWNER, wait_until
 
 pytestmark = pytest.mark.anyio
 
 WAIT = 90.0
 HELD_SERVER = Path(__file__).with_name("held_server.py")
-HANDSHAKE = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json", **AUTH}
 LARGE_TAG = "x" * (SMALL_BODY + 1024)
@@ -121,17 +121,6 @@ async def listening(upstream: Upstream) -> AsyncIterator[None]:
             tg.cancel_scope.cancel()
 
 
-async def initialize(http: Any, url: str) -> dict[str, str]:
-    """A raw client's handshake; the headers of its session (which it never ends)."""
-    init = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HANDSHAKE},
-                           headers=ACCEPT)  # fmt: skip
-    assert init.status_code == 200, init.text
-    session = {**ACCEPT, "Mcp-Session-Id": init.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
-    done = await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
-    assert done.status_code == 202
-    return session
-
-
 async def list_tools(http: Any, url: str, session: dict[str, str]) -> int:
     return int((await http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=session))
                .status_code)  # fmt: skip
@@ -195,7 +184,7 @@ async def test_a_new_client_is_refused_naming_the_settings_only_while_every_sess
         http_client(serve.url, read_timeout_seconds=WAIT) as b,
         httpx2.AsyncClient(timeout=30) as http,
     ):
-        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HANDSHAKE}
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": RAW_HANDSHAKE}
         async with anyio.create_task_group() as tg:
             tg.start_soon(hold, a, "a")
             tg.start_soon(hold, b, "b")

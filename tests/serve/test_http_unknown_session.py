@@ -21,12 +21,12 @@ from starlette.types import Message, Receive, Scope, Send
 
 from agent.serve.http_gate import SessionGate
 from tests.serve.conftest import TOKEN, Serve, http_client, new_serve
+from tests.serve.conftest import raw_session as initialize
 
 pytestmark = pytest.mark.anyio
 
 WAIT = 90.0
 IDLE = 1234.0
-HANDSHAKE = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 AUTH = {**ACCEPT, "Authorization": f"Bearer {TOKEN}"}
 AGAIN = "start a new session (initialize again)"
@@ -47,16 +47,6 @@ def said(error: dict[str, Any]) -> str:
     assert error["code"] == -32001 and error["message"].startswith("Session not found: ")
     assert error["message"].endswith(AGAIN)
     return str(error["message"])
-
-
-async def initialize(http: Any, url: str) -> dict[str, str]:
-    init = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HANDSHAKE},
-                           headers=AUTH)  # fmt: skip
-    assert init.status_code == 200, init.text
-    session = {**AUTH, "Mcp-Session-Id": init.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
-    done = await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
-    assert done.status_code == 202
-    return session
 
 
 async def test_a_session_serve_never_knew_is_told_it_ended_or_serve_restarted(one_place: Serve) -> None:
