@@ -19,8 +19,8 @@ from starlette.types import Message, Receive, Scope, Send
 
 from agent.serve import http_gate
 from tests.serve import test_http_gate as gate_tests
-from tests.serve.conftest import Serve, http_client
-from tests.serve.test_http_gate import ACCEPT, HANDSHAKE, Upstream, initialize, list_tools, listening
+from tests.serve.conftest import RAW_HANDSHAKE, Serve, http_client
+from tests.serve.test_http_gate import ACCEPT, Upstream, initialize, list_tools, listening
 from tests.serve.test_soak_gate import App, Harness, request
 
 pytestmark = pytest.mark.anyio
@@ -128,7 +128,7 @@ async def test_over_http_a_newcomer_is_refused_503_and_the_session_in_its_handsh
 
     serve, upstream = held(max_sessions=2, idle_timeout=900)
     answered: list[Any] = []
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HANDSHAKE}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": RAW_HANDSHAKE}
     async with (
         listening(upstream),
         http_client(serve.url, read_timeout_seconds=WAIT) as busy,
