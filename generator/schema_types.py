@@ -135,6 +135,8 @@ class TypeBuilder:
         Raises:
             SchemaConversionError: the schema is too big or not an object schema.
         """
+        if (union := self._output_union(schema, name)) is not None:
+            return union
         conv, root = self._root(schema, "output schema", name, output=True)
         props = props_of(root)
         if not props:
@@ -145,6 +147,28 @@ class TypeBuilder:
         conv.bind("#", Atom(name))
         conv.typed_dict(root, name, 0)
         return Atom(name)
+
+    def _output_union(self, schema: Any, name: str) -> PyType | None:
+        """The type of a structured result that is one of several objects (``anyOf``/``oneOf`` of object schemas, no
+        properties of its own), each its own TypedDict; None for any other schema. Before: ``ToolResult``, and the
+        stub said nothing of what comes back.
+
+        Raises:
+            SchemaConversionError: the schema is too big.
+        """
+        if (problem := measure(schema)) is not None:
+            raise SchemaConversionError(problem)
+        conv = Converter(self, schema, "output schema", name, output=True)
+        root = conv.deref(schema)
+        if not isinstance(root, dict) or props_of(root):
+            return None
+        options = root.get("oneOf") if isinstance(root.get("oneOf"), list) else root.get("anyOf")
+        if not isinstance(options, list) or not options:
+            return None
+        views = [conv.object_view(conv.deref(option)) for option in options]
+        if not all(view is not None and props_of(view) for view in views):
+            return None
+        return conv.convert(root, hint=name, depth=0)
 
     def _root(self, schema: Any, label: str, hint: str, *, output: bool = False) -> tuple[Converter, dict[str, Any]]:
         """A converter for one schema document and its root as one object schema.
