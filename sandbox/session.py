@@ -56,7 +56,7 @@ from sandbox.session_args import (
     workspace_folder,
     workspace_path,
 )
-from sandbox.streamed import StreamedOutput
+from sandbox.streamed import OutputListener, StreamedOutput
 from sandbox.workspace import MAX_ENTRIES, WorkspaceReceiver, iter_restore_batches
 from sandbox.workspace_merge import RestoreRecord
 from tool_tree.text import shown
@@ -409,11 +409,20 @@ class Sandbox:
 
     # ---- executions -----------------------------------------------------------------------
 
-    def execute(self, code: str, *, timeout: float | None = None, filename: str | None = None) -> ExecutionResult:
+    def execute(
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,
+        filename: str | None = None,
+        on_output: OutputListener | None = None,
+    ) -> ExecutionResult:
         """Run ``code`` in the session and return what happened.
 
         ``filename`` names the code in its traceback (a script's path as the user gave it); the
-        sandbox uses ``<cell-N>`` when it is None or not one line of plain text.
+        sandbox uses ``<cell-N>`` when it is None or not one line of plain text. ``on_output`` is called with
+        ``("stdout" | "stderr", bytes)`` as the script's output arrives while it runs (the first 4 × ``output_chars``
+        bytes of each stream, in order, on the channel's thread: keep it short), e.g. to show it live.
 
         A script that raises, exits non-zero or times out gives a result with ``error`` set, not
         an exception; after a timeout the session stays usable (with fresh interpreter state).
@@ -432,9 +441,16 @@ class Sandbox:
                 destroyed), or this is the thread that runs ``tool_loop`` (use `aexecute` there). One that ended
                 the script carries the tool calls it had made (``tool_calls``, ``tool_calls_omitted``).
         """
-        return self._execute(code, timeout, filename, None)
+        return self._execute(code, timeout, filename, None, on_output)
 
-    def _execute(self, code: str, timeout: float | None, filename: str | None, turn: _Turn | None) -> ExecutionResult:
+    def _execute(
+        self,
+        code: str,
+        timeout: float | None,
+        filename: str | None,
+        turn: _Turn | None,
+        on_output: OutputListener | None = None,
+    ) -> ExecutionResult:
         """`execute`; ``turn``: an `aexecute`'s, which its cancelling may abandon before the script is sent."""
         check_code(code, filename)
         limit = self.config.timeout if timeout is None else timeout_seconds(timeout)
@@ -451,7 +467,7 @@ class Sandbox:
             interrupted: KeyboardInterrupt | None = None
             answer: object = None
             ledger: list[ToolCallRecord] = []
-            printed = self._printing = StreamedOutput(self.config.output_chars)
+            printed = self._printing = StreamedOutput(self.config.output_chars, on_output)
             try:
                 try:
                     params: dict[str, Any] = {"code": code, "timeout": limit, "max_chars": self.config.output_chars}

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from sandbox.errors import ProtocolError
 from sandbox.results import clean_text, cut, preview
+
+logger = logging.getLogger(__name__)
 
 STREAMS = ("stdout", "stderr")
 LOST = "the sandbox ended before it reported it whole"
@@ -24,11 +28,17 @@ LINE_BYTES = 4096
 """The end of the stream the last line is looked for in."""
 
 
-class StreamedOutput:
-    """The head and the end of each stream received so far; thread-safe (the channel's reader feeds it)."""
+OutputListener = Callable[[str, bytes], None]
+"""Called with a stream's name (``stdout``, ``stderr``) and the bytes of its head that just came, in order."""
 
-    def __init__(self, max_chars: int) -> None:
+
+class StreamedOutput:
+    """The head and the end of each stream received so far; thread-safe (the channel's reader feeds it).
+    ``listener``: told of each new piece of a head (`OutputListener`)."""
+
+    def __init__(self, max_chars: int, listener: OutputListener | None = None) -> None:
         self.max_chars = max_chars
+        self.listener = listener
         self._head = {name: bytearray() for name in STREAMS}
         self._tail = dict.fromkeys(STREAMS, b"")
         self._total = dict.fromkeys(STREAMS, 0)
@@ -50,11 +60,15 @@ class StreamedOutput:
         Raises:
             ProtocolError: a value is not what the supervisor sends.
         """
+        came: list[tuple[str, bytes]] = []
         with self._lock:
             for name in STREAMS:
                 if (chunk := params.get(name)) is not None:
                     head = self._head[name]
-                    head += _decode(chunk, 4 * self.max_chars - len(head))
+                    data = _decode(chunk, 4 * self.max_chars - len(head))
+                    head += data
+                    if data:
+                        came.append((name, data))
                 if (tail := params.get(f"{name}_tail")) is not None:
                     self._tail[name] = _decode(tail, 2 * self.max_chars)
                 total = params.get(f"{name}_bytes")
@@ -62,6 +76,18 @@ class StreamedOutput:
                     if not isinstance(total, int) or isinstance(total, bool) or total < 0:
                         raise ProtocolError(f"output: {name}_bytes is not a count of bytes")
                     self._total[name] = max(self._total[name], total)
+        for name, data in came:
+            self._tell(name, data)
+
+    def _tell(self, name: str, data: bytes) -> None:
+        """Hand ``data`` to the listener; one that raises is told no more (the channel's reader must go on)."""
+        if self.listener is None:
+            return
+        try:
+            self.listener(name, data)
+        except Exception:
+            logger.warning("an execution's output listener failed; it is told no more", exc_info=True)
+            self.listener = None
 
     def last_line(self) -> str | None:
         """The last line of stdout with more than white space in it received so far (cleaned, at most `LINE_CHARS`);

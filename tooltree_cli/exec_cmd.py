@@ -38,7 +38,9 @@ if TYPE_CHECKING:
     from sandbox.config import SandboxConfig
     from sandbox.results import ExecutionResult
     from sandbox.session import Sandbox
+    from sandbox.streamed import OutputListener
     from tool_tree.config import Config
+    from tooltree_cli.exec_live import LiveOutput
 
 EXIT_OK, EXIT_SCRIPT, EXIT_USAGE, EXIT_SANDBOX = 0, 1, 2, 4
 EXIT_INTERRUPTED = 128 + signal.SIGINT
@@ -184,10 +186,21 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if config is None:  # a script may compute, or search the tree, without the servers
         print(f"tooltree: {NO_CONFIG}", file=sys.stderr)
+    # On a terminal, what the script prints is shown as it comes (`exec_live`); the end prints only the rest.
+    from tooltree_cli.exec_live import LiveOutput
+
+    args.live = None if args.json else LiveOutput.on_terminals(sys.stdout, sys.stderr)
     try:
         with sigterm_stops_like_ctrl_c():
             result, unsaved, notes = execute(
-                code, tree, config, settings, workspace=args.workspace, audit=args.audit, filename=filename
+                code,
+                tree,
+                config,
+                settings,
+                workspace=args.workspace,
+                audit=args.audit,
+                filename=filename,
+                on_output=args.live.feed if args.live is not None else None,
             )
     except TerminatedAfter as e:  # SIGTERM: what the stopped script did, when it came in time (as for a Ctrl-C)
         if e.result is not None:
@@ -214,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
         calls, omitted = (failed.tool_calls, failed.tool_calls_omitted) if isinstance(failed, SessionError) else ((), 0)
         # And what it printed, as far as the sandbox sent it before it ended (before: lost with the sandbox).
         printed = (failed.stdout, failed.stderr) if isinstance(failed, SessionError) else (None, None)
+        if args.live is not None:  # what of it was not shown as it came
+            printed = (args.live.rest("stdout", printed[0]), args.live.rest("stderr", printed[1]))
         message = f"the sandbox failed: {_shown(str(failed))}"
         print_sandbox_failed(
             message,
@@ -248,7 +263,7 @@ def _report(
             {**result_json(result, saved), "workspace_error": unsaved, "workspace_notes": notes, "sandbox_error": None}
         )
     else:
-        _print_human(result, saved, asked=args.images is not None, code=exit_code, why=why)
+        _print_human(result, saved, asked=args.images is not None, code=exit_code, why=why, live=args.live)
     _print_notes(notes)
     # After the output: a failed save never hides what the script printed.
     if image_problem is not None:
@@ -349,6 +364,7 @@ def execute(
     workspace: str | None = None,
     audit: str | None = None,
     filename: str | None = None,
+    on_output: OutputListener | None = None,
 ) -> tuple[ExecutionResult, str | None, list[str]]:
     """One execution in a fresh sandbox session with live servers; the servers stop afterwards.
 
@@ -376,7 +392,7 @@ def execute(
                 except SandboxError as e:
                     raise NotStarted(e) from e
                 with CtrlCStopsTheScript(session, CANCEL_WAIT):
-                    result = session.execute(code, filename=filename)
+                    result = session.execute(code, filename=filename, on_output=on_output)
                 try:
                     rt.close()  # saves the workspace
                 except WorkspaceError as e:
@@ -475,15 +491,24 @@ def result_json(result: ExecutionResult, saved: Sequence[Path] = ()) -> dict[str
 
 
 def _print_human(
-    result: ExecutionResult, saved: list[Path], *, asked: bool = False, code: int = EXIT_OK, why: str = ""
+    result: ExecutionResult,
+    saved: list[Path],
+    *,
+    asked: bool = False,
+    code: int = EXIT_OK,
+    why: str = "",
+    live: LiveOutput | None = None,
 ) -> None:
     """The result for a person; ``saved``: the files ``--images`` wrote (``asked``: it was given). The last
     line says how the script ended and tooltree's exit ``code`` (with ``why``, when it is not 0): they differ
-    when the script's process exited 0 but the run failed, or it was killed."""
-    if result.stdout:
-        sys.stdout.write(result.stdout if result.stdout.endswith("\n") else result.stdout + "\n")
-    if result.stderr:
-        sys.stderr.write(result.stderr if result.stderr.endswith("\n") else result.stderr + "\n")
+    when the script's process exited 0 but the run failed, or it was killed. ``live``: what of the output was
+    shown as it came (the rest is printed here)."""
+    stdout = live.rest("stdout", result.stdout) if live is not None else result.stdout
+    stderr = live.rest("stderr", result.stderr) if live is not None else result.stderr
+    if stdout:
+        sys.stdout.write(stdout if stdout.endswith("\n") else stdout + "\n")
+    if stderr:
+        sys.stderr.write(stderr if stderr.endswith("\n") else stderr + "\n")
     if result.traceback:
         sys.stderr.write(result.traceback.rstrip("\n") + "\n")
     elif result.error:
