@@ -145,6 +145,22 @@ def test_the_host_keeps_no_more_than_the_head_and_end_it_shows() -> None:
     assert len(printed._tail["stdout"]) == 200
 
 
+def test_a_listener_hears_each_new_piece_of_a_head_once_and_one_that_raises_is_dropped() -> None:
+    heard: list[tuple[str, bytes]] = []
+    printed = StreamedOutput(max_chars=2, listener=lambda name, data: heard.append((name, data)))  # heads: 8 bytes
+    printed.feed({"stdout": _b64(b"abc"), "stderr": _b64(b"e"), "stdout_tail": _b64(b"zz")})
+    printed.feed({"stdout": _b64(b"defghij")})  # past the head: the rest is not heard
+    assert heard == [("stdout", b"abc"), ("stderr", b"e"), ("stdout", b"defgh")]
+
+    def broken(name: str, data: bytes) -> None:
+        raise RuntimeError("the terminal went away")
+
+    failing = StreamedOutput(max_chars=100, listener=broken)
+    failing.feed({"stdout": _b64(b"one\n")})  # the channel's reader goes on
+    failing.feed({"stdout": _b64(b"two\n")})
+    assert failing.listener is None and failing.text("stdout") == "one\ntwo\n"
+
+
 def test_the_model_is_told_what_came_before_the_end() -> None:
     assert printed_before_end(None, None) == ""
     text = printed_before_end("rows: 3\n", "warning: slow\n")
