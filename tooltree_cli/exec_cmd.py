@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from sandbox.config import SandboxConfig
     from sandbox.results import ExecutionResult
     from sandbox.session import Sandbox
-    from sandbox.streamed import OutputListener
     from tool_tree.config import Config
     from tooltree_cli.exec_live import LiveOutput
 
@@ -200,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
                 workspace=args.workspace,
                 audit=args.audit,
                 filename=filename,
-                on_output=args.live.feed if args.live is not None else None,
+                live=args.live,
             )
     except TerminatedAfter as e:  # SIGTERM: what the stopped script did, when it came in time (as for a Ctrl-C)
         if e.result is not None:
@@ -364,14 +363,14 @@ def execute(
     workspace: str | None = None,
     audit: str | None = None,
     filename: str | None = None,
-    on_output: OutputListener | None = None,
+    live: LiveOutput | None = None,
 ) -> tuple[ExecutionResult, str | None, list[str]]:
     """One execution in a fresh sandbox session with live servers; the servers stop afterwards.
 
     Returns the result, why the workspace could not be saved (None when it was, or when there is
     none: a failed save does not lose the result), and what the save has to say (a file changed on
     both sides and kept beside the other, links the script made that were not saved). ``filename``
-    names the code in its traceback.
+    names the code in its traceback; ``live`` shows the output as it comes (on a terminal).
 
     Raises:
         NotStarted: the sandbox could not be started or the workspace restored: no script ran.
@@ -392,7 +391,12 @@ def execute(
                 except SandboxError as e:
                     raise NotStarted(e) from e
                 with CtrlCStopsTheScript(session, CANCEL_WAIT):
-                    result = session.execute(code, filename=filename, on_output=on_output)
+                    try:
+                        result = session.execute(code, filename=filename, on_output=live.feed if live else None)
+                    except KeyboardInterrupt:  # a second Ctrl-C quits at once: nothing more is shown as it comes
+                        if live is not None:
+                            live.stop()
+                        raise
                 try:
                     rt.close()  # saves the workspace
                 except WorkspaceError as e:

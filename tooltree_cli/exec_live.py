@@ -2,32 +2,63 @@
 
 The sandbox sends what a script prints while it runs (`sandbox.streamed`); where stdout or stderr is a terminal,
 `LiveOutput` prints each complete line of that stream as it arrives, cleaned as a result's output is
-(`sandbox.results.clean_text`), as far as the sandbox sends it (the first 4 × ``output_chars`` bytes). When the
-script has ended, `LiveOutput.rest` gives what of the stream, as the result shows it, is left to print: the lines
-after those already printed, or, for an output cut short, its note and its end. Before: a long script showed nothing
-until it ended. Elsewhere (a pipe, a file, ``--json``) nothing changes: the output is printed once, at the end.
+(`sandbox.results.clean_text`: a CR ends a line too, so a progress bar redrawn with ``\\r`` shows each update as it
+comes, not all of them once a newline follows), as far as the sandbox sends it (the first 4 × ``output_chars``
+bytes). When the script has ended, `LiveOutput.rest` gives what of the stream, as the result shows it, is left to
+print: what follows the text already printed; for an output cut short, its note and its end (only what of the end
+was not printed, when every byte of the stream was). Before: a long script showed nothing until it ended. Elsewhere
+(a pipe, a file, ``--json``) nothing changes: the output is printed once, at the end.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import queue
 import re
 import threading
 from typing import TextIO
 
 from sandbox.results import clean_text
 
-_CUT = re.compile(r"\n\n\[\.\.\. std(?:out|err) cut")
-"""Where a result's text of an output cut short has its note (`sandbox.results.preview`)."""
+_CUT = re.compile(r"\n\n\[\.\.\. std(?:out|err) cut(?:: ([\d,]+) bytes in all)?")
+"""Where a result's text of an output cut short has its note, and the stream's size it gives
+(`sandbox.results.preview`)."""
+_NOTE_END = " ...]"
+
+
+QUEUED = 1024
+"""Pieces at most waiting for a slow terminal; past them live printing stops (the end prints the rest)."""
+FLUSH_WAIT = 2.0
+"""Seconds the end waits for the pieces still queued to reach the terminal (a paused one: it gives up)."""
 
 
 class LiveOutput:
-    """Prints the streams named in ``streams`` line by line as the sandbox sends them; thread-safe."""
+    """Prints the streams named in ``streams`` line by line as the sandbox sends them; thread-safe.
+
+    The sandbox's channel hands the pieces over (`feed`) and a thread of this object writes them, so a terminal that
+    is slow or paused (Ctrl-S) never holds up the channel, and with it the script's tool calls and its result: past
+    `QUEUED` pieces waiting, live printing stops, as it does on `stop` (Ctrl-C: what comes after is not the user's
+    to see as it comes); the end prints what was not shown (`rest`).
+    """
 
     def __init__(self, streams: dict[str, TextIO]) -> None:
         self._streams = streams
         self._pending = {name: bytearray() for name in streams}
-        self._lines = dict.fromkeys(streams, 0)
+        self._fed = dict.fromkeys(streams, 0)
+        """Bytes of each stream received."""
+        self._shown = dict.fromkeys(streams, 0)
+        """Characters of each stream printed."""
+        self._digest = {name: hashlib.sha256() for name in streams}
+        """Of what of each stream was printed: to know it again at the start of the result's text."""
         self._lock = threading.Lock()
+        self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue(QUEUED)
+        self._writer: threading.Thread | None = None
+        self._written = threading.Condition()
+        self._stopped = False
+        self._closing = False
+        self._partial = False
+        """Some of what came was never shown (live printing stopped before the stream's end)."""
 
     @classmethod
     def on_terminals(cls, stdout: TextIO, stderr: TextIO) -> LiveOutput | None:
@@ -37,39 +68,102 @@ class LiveOutput:
 
     def feed(self, name: str, data: bytes) -> None:
         """What ``name`` just printed (`sandbox.streamed.OutputListener`): its complete lines go out now."""
-        out = self._streams.get(name)
-        if out is None:
+        if name not in self._streams:
             return
         with self._lock:
+            if self._stopped:
+                self._partial = True
+                return
             pending = self._pending[name]
             pending += data
-            end = pending.rfind(b"\n")
+            self._fed[name] += len(data)
+            # A CR last may be the first half of a CRLF (one line end, not two): it waits for the next byte.
+            limit = len(pending) - 1 if pending.endswith(b"\r") else len(pending)
+            end = max(pending.rfind(b"\n", 0, limit), pending.rfind(b"\r", 0, limit))
             if end < 0:
                 return
             text = clean_text(bytes(pending[: end + 1]).decode("utf-8", errors="replace"))
             del pending[: end + 1]
-            self._lines[name] += text.count("\n")
             try:
-                out.write(text)
-                out.flush()
+                self._queue.put_nowait((name, text))
+            except queue.Full:  # the terminal does not keep up: the end prints the rest
+                self._stopped = self._partial = True
+                return
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write, name="exec-live-output", daemon=True)
+                self._writer.start()
+
+    def _write(self) -> None:
+        while (piece := self._queue.get()) is not None:
+            name, text = piece
+            out = self._streams.get(name)
+            try:
+                if out is not None:
+                    out.write(text)
+                    out.flush()
+                    with self._lock:
+                        self._shown[name] += len(text)
+                        self._digest[name].update(_encoded(text))
             except (OSError, ValueError):  # the terminal went away: the result is printed (or not) at the end
                 self._streams.pop(name, None)
+            finally:
+                with self._written:
+                    self._queue.task_done()
+                    self._written.notify_all()
+            if self._closing and self._queue.empty():  # `finish` found the queue full: no end marker follows
+                return
+        self._queue.task_done()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` seconds) until what was handed over so far is on the terminal; whether it is."""
+        with self._written:
+            return self._written.wait_for(lambda: not self._queue.unfinished_tasks, timeout)
+
+    def stop(self) -> None:
+        """Print nothing more as it comes (from any thread); what was queued still goes out."""
+        with self._lock:
+            self._stopped = True
+
+    def finish(self) -> None:
+        """Stop, and wait (at most `FLUSH_WAIT` seconds) for what is queued to reach the terminal."""
+        with self._lock:
+            self._stopped = True
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            self._closing = True
+            with contextlib.suppress(queue.Full):  # after every piece queued: none is added once stopped
+                self._queue.put_nowait(None)
+            writer.join(FLUSH_WAIT)
+            if writer.is_alive():  # a paused terminal: what it has not taken is printed (again) at the end
+                with self._lock:
+                    self._partial = True
 
     def rest(self, name: str, text: str | None) -> str | None:
         """What of ``text`` (the stream as the result shows it) is left to print: all of it when nothing of it was
-        printed live; for an output cut short, from its note on (the live lines already show more than its head)."""
+        printed live, or when it does not start with what was (cleaned apart, pieces can differ from the whole: a
+        line printed twice rather than one lost); for an output cut short, from its note on (the live lines already
+        show more than its head), and of its end only what was not printed when every byte of the stream was."""
+        self.finish()
         with self._lock:
-            printed = self._lines.get(name, 0)
-        if not text or not printed:
+            shown, digest = self._shown.get(name, 0), self._digest.get(name)
+            fed, pending = self._fed.get(name, 0), bytes(self._pending.get(name, b""))
+            whole = not self._partial and not self._queue.qsize()
+        if not text or not shown or digest is None:
             return text
-        if (cut := _CUT.search(text)) is not None:
+        if len(text) >= shown and hashlib.sha256(_encoded(text[:shown])).digest() == digest.digest():
+            return text[shown:]
+        if (cut := _CUT.search(text)) is None:
+            return text
+        note_end = text.find(_NOTE_END, cut.end())
+        total = int(cut.group(1).replace(",", "")) if cut.group(1) else None
+        if note_end < 0 or total != fed or not whole:
             return text[cut.start() + 1 :]
-        position = -1
-        for _ in range(printed):
-            position = text.find("\n", position + 1)
-            if position < 0:
-                return ""
-        return text[position + 1 :]
+        unshown = clean_text(pending.decode("utf-8", errors="replace"))
+        return text[cut.start() + 1 : note_end + len(_NOTE_END)] + (f"\n\n{unshown}" if unshown else "\n")
+
+
+def _encoded(text: str) -> bytes:
+    return text.encode("utf-8", errors="surrogatepass")
 
 
 def _is_terminal(stream: TextIO) -> bool:

@@ -14,6 +14,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -33,14 +34,20 @@ class _Terminal(io.StringIO):
         return True
 
 
+def _shown(live: LiveOutput, out: io.StringIO) -> str:
+    """What the terminal shows once what was handed over has been written (a thread writes it)."""
+    assert live.flush(WAIT), "the live output was not written in time"
+    return out.getvalue()
+
+
 def test_complete_lines_go_out_as_they_come_cleaned_and_the_rest_is_left_for_the_end() -> None:
     out, err = _Terminal(), io.StringIO()  # stderr is not a terminal: left for the end
     live = LiveOutput.on_terminals(out, err)
     assert live is not None
     live.feed("stdout", b"one\ntw")
-    assert out.getvalue() == "one\n"  # a line goes out once it is whole
+    assert _shown(live, out) == "one\n"  # a line goes out once it is whole
     live.feed("stdout", b"o \x1b[31mred\x1b[0m\r\nthr")
-    assert out.getvalue() == "one\ntwo red\n"  # cleaned as a result's output is
+    assert _shown(live, out) == "one\ntwo red\n"  # cleaned as a result's output is
     live.feed("stderr", b"warning\n")
     assert err.getvalue() == ""
     assert live.rest("stdout", "one\ntwo red\nthree") == "three"
@@ -54,6 +61,49 @@ def test_an_output_cut_short_leaves_its_note_and_end_for_the_end() -> None:
     live.feed("stdout", b"".join(b"line %d\n" % i for i in range(100)))
     note = "[... stdout cut: 99,999 bytes in all; the whole stdout is in out.txt ...]"
     assert live.rest("stdout", f"line 0\nline 1\n\n{note}\n\nline 9999") == f"\n{note}\n\nline 9999"
+
+
+class _Paused(_Terminal):
+    """A terminal nobody reads (Ctrl-S, a stopped pager): a write waits until it is let go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+
+    def write(self, text: str) -> int:
+        assert self.go.wait(WAIT), "the test never let the terminal go"
+        return super().write(text)
+
+
+def test_a_paused_terminal_never_holds_up_the_sandbox_and_the_end_prints_what_it_missed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before: the channel's reader wrote to the terminal itself, so a paused one stalled the script's output, its
+    # tool calls and its result (a 5 s timeout reported after 19 s).
+    from tooltree_cli import exec_live
+
+    monkeypatch.setattr(exec_live, "QUEUED", 3)
+    monkeypatch.setattr(exec_live, "FLUSH_WAIT", 0.2)
+    out = _Paused()
+    live = LiveOutput({"stdout": out})
+    started = time.monotonic()
+    for n in range(10):  # the writer holds the first, 3 wait, the rest are past the queue: printing stops
+        live.feed("stdout", b"line %d\n" % n)
+    assert time.monotonic() - started < 1.0
+    whole = "".join(f"line {n}\n" for n in range(10)) + "end"
+    rest = live.rest("stdout", whole)  # the terminal is still paused: nothing of it counts as shown
+    assert rest == whole
+    out.go.set()
+
+
+def test_after_stop_nothing_more_is_shown_as_it_comes_and_the_end_has_it() -> None:
+    out = _Terminal()
+    live = LiveOutput({"stdout": out})
+    live.feed("stdout", b"one\n")
+    live.stop()  # a second Ctrl-C
+    live.feed("stdout", b"two\n")
+    assert _shown(live, out) == "one\n"
+    assert live.rest("stdout", "one\ntwo\n") == "two\n"
 
 
 def test_no_terminal_no_live_output() -> None:
@@ -87,10 +137,11 @@ def _read_until(master: int, seen: bytearray, wanted: bytes | None) -> None:
         seen += data
 
 
-@pytest.mark.docker
-def test_exec_on_a_terminal_shows_the_output_while_the_script_runs(tmp_path: Path, owner: str) -> None:
+def exec_on_a_terminal(tmp_path: Path, owner: str, code: str, first: bytes) -> tuple[str, str]:
+    """`tooltree exec` of ``code`` on a pseudo-terminal: read until ``first`` shows while the script still runs, then
+    Ctrl-C (it stops the script; the end completes its output), and read to the end (exit 130). What the terminal
+    showed before the Ctrl-C, and in all, with its CRLFs as newlines."""
     config, tree = sample_project(tmp_path, "crm", timeout=120)
-    code = "import sys, time\nprint('first line')\nprint('partial', end='')\nsys.stdout.flush()\ntime.sleep(600)\n"
     master, slave = pty.openpty()
     env = {**os.environ, "TOOLTREE_SANDBOX_OWNER": owner}
     argv = [sys.executable, "-m", "tooltree_cli.main", "exec", "-c", code, "--config", str(config), "--tree", str(tree)]
@@ -98,10 +149,10 @@ def test_exec_on_a_terminal_shows_the_output_while_the_script_runs(tmp_path: Pat
     os.close(slave)
     seen = bytearray()
     try:
-        _read_until(master, seen, b"first line")
-        assert proc.poll() is None, "the line came only once the script had ended"
-        assert b"partial" not in seen  # a line goes out once it is whole
-        proc.send_signal(signal.SIGINT)  # stops the script: what it printed is completed at the end
+        _read_until(master, seen, first)
+        assert proc.poll() is None, f"{first!r} came only once the script had ended"
+        before = bytes(seen)
+        proc.send_signal(signal.SIGINT)
         _read_until(master, seen, None)
         assert proc.wait(WAIT) == 130
     finally:
@@ -109,7 +160,17 @@ def test_exec_on_a_terminal_shows_the_output_while_the_script_runs(tmp_path: Pat
             proc.kill()
             proc.wait(WAIT)
         os.close(master)
-    shown = seen.decode("utf-8", errors="replace").replace("\r\n", "\n")
+    return _text(before), _text(bytes(seen))
+
+
+def _text(shown: bytes) -> str:
+    return shown.decode("utf-8", errors="replace").replace("\r\n", "\n")
+
+
+@pytest.mark.docker
+def test_exec_on_a_terminal_shows_the_output_while_the_script_runs(tmp_path: Path, owner: str) -> None:
+    code = "import sys, time\nprint('first line')\nprint('partial', end='')\nsys.stdout.flush()\ntime.sleep(600)\n"
+    before, shown = exec_on_a_terminal(tmp_path, owner, code, b"first line")
+    assert "partial" not in before  # a line goes out once it is whole
     assert shown.count("first line") == 1, shown  # live, and not again at the end
-    assert shown.index("first line\n") < shown.index("partial\n"), shown
     assert shown.index("first line") < shown.index("tooltree: interrupted") < shown.index("partial\n"), shown

@@ -1,0 +1,95 @@
+"""What `tooltree exec` prints live on a terminal, and what it leaves for the end (`tooltree_cli.exec_live`), beyond
+plain lines: a progress bar redrawn with ``\\r`` shows as it comes (a CR ends a line, as in a result's output;
+before: nothing until a newline came, then every update at once); an output cut short whose every byte was
+printed live ends with its note, not its end again (before: the end's lines printed twice); and the end is found
+by what was printed, not by counting lines (before: output cleaned differently in pieces, or a line that looks
+like a result's note, lost lines at the end).
+
+Real parts: a real `tooltree exec` process on a pseudo-terminal, a real container (the last test).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from sandbox.results import clean_text, preview
+from tests.cli.test_exec_live import WAIT, _shown, exec_on_a_terminal, owner  # noqa: F401  (a fixture)
+from tooltree_cli.exec_live import LiveOutput
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _live() -> tuple[LiveOutput, _Terminal]:
+    out = _Terminal()
+    return LiveOutput({"stdout": out}), out
+
+
+def test_a_progress_bar_redrawn_with_cr_shows_each_update_as_it_comes() -> None:
+    live, out = _live()
+    live.feed("stdout", b"\r 10%|#")
+    assert _shown(live, out) == "\n"
+    live.feed("stdout", b"\r 20%|##")
+    assert _shown(live, out) == "\n 10%|#\n"  # an update is shown once the next one starts it anew
+    live.feed("stdout", b"\r100%|###|\n")
+    assert _shown(live, out) == "\n 10%|#\n 20%|##\n100%|###|\n"
+    assert live.rest("stdout", clean_text("\r 10%|#\r 20%|##\r100%|###|\n")) == ""
+
+
+def test_a_crlf_split_between_two_pieces_ends_one_line() -> None:
+    live, out = _live()
+    live.feed("stdout", b"one\r")
+    assert _shown(live, out) == ""  # the CR may be a CRLF's first half
+    live.feed("stdout", b"\ntwo\r\nthree")
+    assert _shown(live, out) == "one\ntwo\n"
+    assert live.rest("stdout", clean_text("one\r\ntwo\r\nthree")) == "three"
+
+
+def test_an_output_cut_short_but_printed_whole_ends_with_its_note_not_its_end_again() -> None:
+    live, out = _live()
+    printed = b"".join(b"line %02d\n" % i for i in range(40)) + b"unfinished"
+    live.feed("stdout", printed)
+    text = printed.decode()
+    stream = {"head": text, "tail": text[-51:], "truncated": True, "bytes": len(printed)}
+    result, cut, _ = preview(stream, 100, "stdout")
+    assert cut and "line 39" in result.split("...]")[1]  # the result's end: lines already on the terminal
+    note = f"[... stdout cut: {len(printed):,} bytes in all; the rest could not be saved ...]"
+    assert live.rest("stdout", result) == f"\n{note}\n\nunfinished"
+    assert _shown(live, out).count("line 39") == 1
+
+
+def test_output_cleaned_differently_in_pieces_is_printed_again_rather_than_lost() -> None:
+    """An escape sequence left open eats the lines after it up to its end: across pieces in the whole text, to its
+    piece's end in a piece. The end is still printed whole."""
+    live, out = _live()
+    pieces = [b"\x1b]title\nA\n", b"B\nC\n", b"\x07D\nE\n", b"the last line"]
+    for piece in pieces:
+        live.feed("stdout", piece)
+    assert _shown(live, out) == "B\nC\nD\nE\n"
+    text = clean_text(b"".join(pieces).decode())
+    assert text == "D\nE\nthe last line"
+    rest = live.rest("stdout", text)
+    assert rest is not None and rest.endswith("the last line")
+
+
+def test_a_line_that_looks_like_a_results_note_is_output_like_any_other() -> None:
+    live, _ = _live()
+    live.feed("stdout", b"first\n")
+    text = "first\nsecond\n\n[... stdout cut: 5 bytes in all; printed by the script ...]\nthird"
+    assert live.rest("stdout", text) == text[len("first\n") :]
+
+
+@pytest.mark.docker
+def test_exec_on_a_terminal_shows_a_progress_bar_while_the_script_runs(tmp_path: Path, owner: str) -> None:  # noqa: F811
+    code = (
+        "import sys, time\nfor step in (1, 2):\n    sys.stderr.write(f'\\rstep {step} of 3')\n    sys.stderr.flush()\n"
+        "    time.sleep(0.5)\ntime.sleep(600)\n"
+    )
+    _, shown = exec_on_a_terminal(tmp_path, owner, code, b"step 1 of 3")
+    assert shown.count("step 1 of 3") == 1 and shown.count("step 2 of 3") == 1, shown
+    assert shown.index("step 1 of 3") < shown.index("tooltree: interrupted"), shown
