@@ -42,6 +42,8 @@ class StreamedOutput:
         self._head = {name: bytearray() for name in STREAMS}
         self._tail = dict.fromkeys(STREAMS, b"")
         self._total = dict.fromkeys(STREAMS, 0)
+        self._latest = "stdout"
+        """The stream something came of last."""
         self._lock = threading.Lock()
 
     def receive(self, method: str, params: dict[str, Any]) -> None:
@@ -69,8 +71,10 @@ class StreamedOutput:
                     head += data
                     if data:
                         came.append((name, data))
+                        self._latest = name
                 if (tail := params.get(f"{name}_tail")) is not None:
                     self._tail[name] = _decode(tail, 2 * self.max_chars)
+                    self._latest = name
                 total = params.get(f"{name}_bytes")
                 if total is not None:
                     if not isinstance(total, int) or isinstance(total, bool) or total < 0:
@@ -90,11 +94,12 @@ class StreamedOutput:
             self.listener = None
 
     def last_line(self) -> str | None:
-        """The last line of stdout with more than white space in it received so far (cleaned, at most `LINE_CHARS`);
-        None when there is none."""
+        """The last line with more than white space in it of the stream that printed last (stdout or stderr: a
+        progress bar or a log line goes to stderr), cleaned, at most `LINE_CHARS`; None when there is none."""
         with self._lock:
-            head, tail = self._head["stdout"], self._tail["stdout"]
-            data = tail if tail and self._total["stdout"] > len(head) else head
+            name = self._latest
+            head, tail = self._head[name], self._tail[name]
+            data = tail if tail and self._total[name] > len(head) else head
             return _last_line(bytes(data[-LINE_BYTES:]))
 
     def text(self, name: str) -> str | None:

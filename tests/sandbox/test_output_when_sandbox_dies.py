@@ -161,6 +161,17 @@ def test_a_listener_hears_each_new_piece_of_a_head_once_and_one_that_raises_is_d
     assert failing.listener is None and failing.text("stdout") == "one\ntwo\n"
 
 
+def test_the_last_line_is_of_the_stream_that_printed_last() -> None:
+    printed = StreamedOutput(max_chars=100)
+    assert printed.last_line() is None
+    printed.feed({"stdout": _b64(b"loading rows\n")})
+    assert printed.last_line() == "loading rows"
+    printed.feed({"stderr": _b64(b"\r 10%|#\r 20%|##")})  # a progress bar on stderr, redrawn with CR
+    assert printed.last_line() == "20%|##"
+    printed.feed({"stdout": _b64(b"done\n   \n")})
+    assert printed.last_line() == "done"
+
+
 def test_the_model_is_told_what_came_before_the_end() -> None:
     assert printed_before_end(None, None) == ""
     text = printed_before_end("rows: 3\n", "warning: slow\n")
