@@ -124,7 +124,7 @@ class StreamedOutput:
 
 
 def _last_line(data: bytes) -> str | None:
-    lines = clean_text(data[-LINE_BYTES:].decode("utf-8", errors="replace")).splitlines()
+    lines = clean_text(data.decode("utf-8", errors="replace")).splitlines()
     line = next((line.strip() for line in reversed(lines) if line.strip()), None)
     return None if line is None else cut(line, LINE_CHARS)
 
