@@ -37,8 +37,10 @@ if TYPE_CHECKING:
         ProtocolError,
         SandboxError,
         SessionError,
+        Unreported,
         WorkspaceError,
         interrupted_execution,
+        interrupted_unreported,
     )
     from sandbox.hardening import check_hardening
     from sandbox.image import build_image, image_name
@@ -65,7 +67,9 @@ _EXPORTS = {
     "SandboxError": "sandbox.errors",
     "SessionError": "sandbox.errors",
     "WorkspaceError": "sandbox.errors",
+    "Unreported": "sandbox.errors",
     "interrupted_execution": "sandbox.errors",
+    "interrupted_unreported": "sandbox.errors",
     "check_hardening": "sandbox.hardening",
     "build_image": "sandbox.image",
     "image_name": "sandbox.image",
@@ -99,11 +103,13 @@ __all__ = [
     "ToolCallRecord",
     "ToolCallRefused",
     "ToolHandler",
+    "Unreported",
     "WorkspaceError",
     "build_image",
     "check_hardening",
     "image_name",
     "interrupted_execution",
+    "interrupted_unreported",
     "remove_containers",
     "remove_volumes",
 ]

@@ -32,7 +32,7 @@ from typing import Any
 
 from sandbox._supervisor.wire import FrameReader, FrameSender, FrameTooLarge, TooManyValues, WireError, encode_frame
 from sandbox.backend import ByteSink, ByteSource, Connection
-from sandbox.errors import ProtocolError, SessionError
+from sandbox.errors import ProtocolError, QuitNow, SessionError
 from sandbox.request_budget import DOWNSTREAM_SECONDS, RequestBudget
 
 logger = logging.getLogger(__name__)
@@ -317,7 +317,8 @@ class SupervisorChannel:
         """Send a request and wait for its result; ``sink`` receives notifications meanwhile.
 
         A KeyboardInterrupt (Ctrl-C) during the wait calls ``on_interrupt`` and waits up to ``interrupt_wait``
-        seconds more for the answer before it goes on, that answer's result (unchecked) in its `INTERRUPTED_ANSWER`.
+        seconds more for the answer before it goes on, that answer's result (unchecked) in its `INTERRUPTED_ANSWER`;
+        a `sandbox.errors.QuitNow` goes on at once.
 
         Raises:
             SessionTimeoutError: no answer within ``timeout`` (the caller decides what to do).
@@ -339,7 +340,7 @@ class SupervisorChannel:
         try:
             answered = wait_for(pending.event, timeout)
         except KeyboardInterrupt as e:
-            if on_interrupt is not None:  # e.g. stop the script, and wait (bounded) for its answer before going on
+            if on_interrupt is not None and not isinstance(e, QuitNow):  # e.g. stop the script, and wait (bounded)
                 on_interrupt()
                 wait_for(pending.event, interrupt_wait)  # a second Ctrl-C here goes on at once
             with self._lock:

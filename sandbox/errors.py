@@ -19,6 +19,7 @@ the `ExecutionResult`, so the model can read them and try again.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -105,6 +106,12 @@ class WorkspaceError(SandboxError):
     unreadable = False
 
 
+class QuitNow(KeyboardInterrupt):
+    """A Ctrl-C that `Sandbox.execute` does not wait out: it goes on at once, without stopping the script and waiting
+    for its result as a plain KeyboardInterrupt does (its caller has already stopped it and waited: `tooltree exec`'s
+    second Ctrl-C)."""
+
+
 INTERRUPTED_EXECUTION = "execution"
 """The attribute of a ``KeyboardInterrupt`` out of `Sandbox.execute` holding the stopped script's result."""
 
@@ -117,3 +124,30 @@ def interrupted_execution(interrupt: BaseException) -> ExecutionResult | None:
 
     result = getattr(interrupt, INTERRUPTED_EXECUTION, None)
     return result if isinstance(result, ExecutionResult) else None
+
+
+INTERRUPTED_UNREPORTED = "unreported"
+"""The attribute of a ``KeyboardInterrupt`` out of `Sandbox.execute` holding what the script did as far as the host
+knows, when the stopped script's result did not come (`interrupted_unreported`)."""
+
+
+@dataclass(frozen=True)
+class Unreported:
+    """What a script did that an interrupt left without a result, as far as the host knows: what it printed as the
+    sandbox sent it while it ran (shaped as a result's output; None when nothing of that stream came; its last
+    quarter second may be missing) and the tool calls the bridge handled for it (their side effects happened)."""
+
+    stdout: str | None
+    stderr: str | None
+    tool_calls: tuple[ToolCallRecord, ...]
+    tool_calls_omitted: int
+
+
+def interrupted_unreported(interrupt: BaseException) -> Unreported | None:
+    """What the script had done when a Ctrl-C (or SIGTERM) left `Sandbox.execute` without its result (a second
+    Ctrl-C, or none within the wait); None when the interrupt came from elsewhere or the result came (then
+    `interrupted_execution` has it). Before: its output and tool calls were lost."""
+    unreported = getattr(interrupt, INTERRUPTED_UNREPORTED, None)
+    if interrupted_execution(interrupt) is not None or not isinstance(unreported, Unreported):
+        return None
+    return unreported

@@ -45,7 +45,15 @@ from sandbox.bridge import ToolBridge, ToolHandler
 from sandbox.calls import NAME_CHARS, CallServer
 from sandbox.channel import INTERRUPTED_ANSWER, SessionTimeoutError, SupervisorChannel
 from sandbox.config import SandboxConfig
-from sandbox.errors import INTERRUPTED_EXECUTION, ProtocolError, SandboxError, SessionError, WorkspaceError
+from sandbox.errors import (
+    INTERRUPTED_EXECUTION,
+    INTERRUPTED_UNREPORTED,
+    ProtocolError,
+    SandboxError,
+    SessionError,
+    Unreported,
+    WorkspaceError,
+)
 from sandbox.results import ExecutionResult, ToolCallRecord, parse_execution
 from sandbox.session_args import (
     check_code,
@@ -436,7 +444,8 @@ class Sandbox:
                 or ``filename`` has a character UTF-8 cannot encode (a lone surrogate).
             KeyboardInterrupt: Ctrl-C during the wait; the script is stopped as by `cancel` (waited for up to 10 s)
                 and the session stays usable, its variables kept; the stopped script's result (``cancelled``) goes
-                on with the interrupt when it came within that wait (`sandbox.errors.interrupted_execution`).
+                on with the interrupt when it came within that wait (`sandbox.errors.interrupted_execution`); else
+                what it printed and the tool calls it made, as far as the host knows (`interrupted_unreported`).
             SessionError: the session is closed or broken, the sandbox stopped answering (it is then
                 destroyed), or this is the thread that runs ``tool_loop`` (use `aexecute` there). One that ended
                 the script carries the tool calls it had made (``tool_calls``, ``tool_calls_omitted``).
@@ -511,6 +520,9 @@ class Sandbox:
                     tool_calls=ledger,
                     tool_calls_omitted=self._calls.omitted,
                 )
+            # What it did as far as the host knows, for when its result did not come (second Ctrl-C, none in time).
+            unreported = Unreported(printed.text("stdout"), printed.text("stderr"), tuple(ledger), self._calls.omitted)
+            setattr(interrupted, INTERRUPTED_UNREPORTED, unreported)  # `sandbox.errors.interrupted_unreported`
             if isinstance(answer, dict):
                 with contextlib.suppress(ProtocolError):  # a malformed answer: the interrupt goes on without it
                     stopped = parse_execution(

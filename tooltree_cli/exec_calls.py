@@ -1,5 +1,5 @@
 """The tool calls of one `tooltree exec` script, as printed and as ``--json`` gives them, and what `exec` prints
-when the sandbox failed under the script (`print_sandbox_failed`).
+when the sandbox failed under the script, or tooltree quit before its result came (`print_sandbox_failed`).
 
 Before: a sandbox that ended mid-script (its container killed: past ``sandbox.memory`` under gVisor, ``docker
 kill``) printed one error line and, with ``--json``, nothing on stdout; the calls the script had made, whose side
@@ -61,6 +61,7 @@ def print_sandbox_failed(
     unsaved: str | None = None,
     stdout: str | None = None,
     stderr: str | None = None,
+    quit_why: str | None = None,
 ) -> None:
     """What `exec` prints when the sandbox failed (``message``, cleaned, after ``tooltree: error:``), with the tool
     calls the script made before it did: the error line, the calls (not with ``as_json``), and a last line like a
@@ -71,7 +72,10 @@ def print_sandbox_failed(
     error's is. ``unsaved``: why the workspace folder was not saved (``workspace_error``, and a line of its own;
     before: ``null``, though the sandbox never saved it). ``stdout``, ``stderr``: what the script printed as far as the
     sandbox sent it before it ended (`sandbox.errors.SessionError.stdout`), printed first as a finished script's
-    output is, and in ``--json`` in place of null (before: lost with the sandbox)."""
+    output is, and in ``--json`` in place of null (before: lost with the sandbox). ``quit_why``: not the sandbox
+    failed, but tooltree quit before the result came (a second Ctrl-C, SIGTERM with no result in time): why, as the
+    last line's end (``--json``: ``interrupted`` true, ``sandbox_error`` null); ``message`` is then the JSON's
+    ``error`` only (`sandbox.errors.interrupted_unreported`)."""
     received = sum(c.response_bytes for c in calls)
     if as_json:
         print_json(
@@ -80,7 +84,7 @@ def print_sandbox_failed(
                 "stderr": stderr,
                 "exit_code": None,
                 "timed_out": False,
-                "interrupted": False,
+                "interrupted": quit_why is not None,
                 "duration_ms": None,
                 "error": message,
                 "traceback": None,
@@ -94,7 +98,7 @@ def print_sandbox_failed(
                 "printed_bytes": None,
                 "workspace_error": unsaved,
                 "workspace_notes": [],
-                "sandbox_error": message,
+                "sandbox_error": message if quit_why is None else None,
             }
         )
     elif ran:
@@ -102,16 +106,18 @@ def print_sandbox_failed(
             if text:
                 stream.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
-    print(f"tooltree: error: {message}", file=sys.stderr)
+    if quit_why is None:  # else the last line says it, and the JSON's ``error``
+        print(f"tooltree: error: {message}", file=sys.stderr)
     if not ran:
         return
     if not as_json:  # ``--json`` lists them
         print_calls(calls, omitted)
     where = "the JSON's stdout and stderr hold" if as_json else "the output above is"
     sent = f" ({where} what it sent before)" if stdout or stderr else ""
+    ended = "the sandbox did not report the script's end" if quit_why is None else "the script's end was not reported"
     print(
-        f"tooltree: the sandbox did not report the script's end{sent} · {len(calls) + omitted} tool call(s) · "
-        f"{size(received)} of tool results received in the sandbox · tooltree exit {code} because the sandbox failed",
+        f"tooltree: {ended}{sent} · {len(calls) + omitted} tool call(s) · {size(received)} of tool results received "
+        f"in the sandbox · tooltree exit {code} because {quit_why or 'the sandbox failed'}",
         file=sys.stderr,
     )
     if unsaved is not None:

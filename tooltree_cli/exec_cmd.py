@@ -36,6 +36,7 @@ from tooltree_cli.signals import EXIT_TERMINATED, Terminated, sigterm_stops_like
 
 if TYPE_CHECKING:
     from sandbox.config import SandboxConfig
+    from sandbox.errors import Unreported
     from sandbox.results import ExecutionResult
     from sandbox.session import Sandbox
     from tool_tree.config import Config
@@ -53,7 +54,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         f"servers. Exit {EXIT_OK} when the script succeeded, {EXIT_SCRIPT} when it failed or timed out, {EXIT_USAGE} "
         f"for usage errors, {EXIT_SANDBOX} when the sandbox failed or the workspace or an image could not be saved "
         f"(the script's output is printed first); {UNEXPECTED_HELP}; {EXIT_INTERRUPTED} when interrupted (Ctrl-C "
-        f"stops the script and prints what it did so far; Ctrl-C again quits at once), {EXIT_TERMINATED} when "
+        f"stops the script and prints what it did so far; Ctrl-C again quits at once, with what the sandbox sent of "
+        f"it), {EXIT_TERMINATED} when "
         f"terminated (SIGTERM stops "
         "the script and prints what it did so far, within 10 s). The workspace is saved in either case.",
     )
@@ -201,14 +203,15 @@ def run(args: argparse.Namespace) -> int:
                 filename=filename,
                 live=args.live,
             )
-    except TerminatedAfter as e:  # SIGTERM: what the stopped script did, when it came in time (as for a Ctrl-C)
-        if e.result is not None:
-            why = "tooltree was terminated (SIGTERM), which stopped the script"
-            _report(args, e.result, None, e.notes, outcome=(EXIT_TERMINATED, why))
-        else:
-            _print_notes(e.notes)
+    except TerminatedAfter as e:  # SIGTERM: what the stopped script did (as for a Ctrl-C)
+        why = "tooltree was terminated (SIGTERM), which stopped the script"
+        _print_stopped(args, e, EXIT_TERMINATED, why if e.result is not None else "tooltree was terminated (SIGTERM)")
         print("tooltree: terminated", file=sys.stderr)
         return EXIT_TERMINATED
+    except QuitAfter as e:  # a second Ctrl-C: what the script did, as far as it is known
+        _print_stopped(args, e, EXIT_INTERRUPTED, "the script was interrupted (Ctrl-C)")
+        print("tooltree: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Terminated:
         print("tooltree: terminated", file=sys.stderr)
         return EXIT_TERMINATED
@@ -242,6 +245,32 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_SANDBOX
     # A save's message and notes may name what the script made (files, errors the sandbox sent): cleaned.
     return _report(args, result, _shown(unsaved) if unsaved is not None else None, [_shown(note) for note in notes])
+
+
+def _print_stopped(args: argparse.Namespace, stopped: TerminatedAfter | QuitAfter, code: int, why: str) -> None:
+    """What a script did that tooltree quit under (``why``, exit ``code``): its result when it came, else what it
+    printed as far as the sandbox sent it (on a terminal, what of it was not shown as it came) and its tool calls;
+    then the workspace's notes."""
+    if stopped.result is not None:
+        _report(args, stopped.result, None, stopped.notes, outcome=(code, why))
+        return
+    if (unreported := stopped.unreported) is None:  # no script ran
+        _print_notes(stopped.notes)
+        return
+    printed = (unreported.stdout, unreported.stderr)
+    if args.live is not None:
+        printed = (args.live.rest("stdout", printed[0]), args.live.rest("stderr", printed[1]))
+    print_sandbox_failed(
+        "quit before the sandbox reported the script's end",
+        unreported.tool_calls,
+        unreported.tool_calls_omitted,
+        code=code,
+        as_json=args.json,
+        stdout=printed[0],
+        stderr=printed[1],
+        quit_why=why,
+    )
+    _print_notes(stopped.notes)
 
 
 def _report(
@@ -279,9 +308,20 @@ class TerminatedAfter(Terminated):
     Before: `exec` printed only ``tooltree: terminated``; the output and the tool calls of the script were lost, and
     its help said nothing of the workspace was saved, though it was."""
 
-    def __init__(self, result: ExecutionResult | None, notes: list[str]) -> None:
+    def __init__(self, result: ExecutionResult | None, notes: list[str], unreported: Unreported | None) -> None:
         super().__init__()
-        self.result, self.notes = result, notes
+        self.result, self.notes, self.unreported = result, notes, unreported
+
+
+class QuitAfter(KeyboardInterrupt):
+    """A second Ctrl-C (or none of the stopped script's result within the wait) ended `execute`: the result, when
+    it came all the same, else what the script did as far as the host knows (`sandbox.errors.Unreported`; None when
+    it ran no script), and the workspace's ``notes`` (cleaned). Before: only ``tooltree: interrupted``; its output
+    and tool calls were lost."""
+
+    def __init__(self, result: ExecutionResult | None, notes: list[str], unreported: Unreported | None) -> None:
+        super().__init__()
+        self.result, self.notes, self.unreported = result, notes, unreported
 
 
 class SandboxFailed(Exception):
@@ -377,7 +417,7 @@ def execute(
         SandboxFailed: the sandbox failed under the script (and whether the workspace was saved).
         TreeError: the tree has no readable manifest.
     """
-    from sandbox.errors import SandboxError, WorkspaceError, interrupted_execution
+    from sandbox.errors import SandboxError, WorkspaceError, interrupted_execution, interrupted_unreported
     from sandbox.host import Runtime
     from tool_tree.config import Config
 
@@ -403,10 +443,8 @@ def execute(
                     return result, str(e), _notes_of(session)
         except KeyboardInterrupt as e:  # a second Ctrl-C, or SIGTERM: the workspace was saved on the way out
             notes = [_shown(note) for note in _notes_of(session)] if session is not None else []
-            if isinstance(e, Terminated):
-                raise TerminatedAfter(interrupted_execution(e), notes) from e
-            _print_notes(notes)
-            raise
+            stopped = TerminatedAfter if isinstance(e, Terminated) else QuitAfter
+            raise stopped(interrupted_execution(e), notes, interrupted_unreported(e)) from e
         except SandboxError as e:  # under the script: the sandbox ended (then nothing was saved), or broke the protocol
             if session is None:
                 raise

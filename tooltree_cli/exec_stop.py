@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from sandbox.errors import QuitNow
+
 if TYPE_CHECKING:
     from sandbox.session import Sandbox
 
@@ -25,8 +27,9 @@ class CtrlCStopsTheScript:
     """Within it, the first Ctrl-C stops the script ``session`` runs (`Sandbox.cancel`), not the command: the
     session's ``execute`` returns what the script did until then (``cancelled``), to be printed as usual.
 
-    A second Ctrl-C, or no result within ``wait`` seconds, raises KeyboardInterrupt where the main thread is
-    (in ``execute``), as the first one did before: the runtime then closes, the result is lost. The handler
+    A second Ctrl-C, or no result within ``wait`` seconds, raises `sandbox.errors.QuitNow` (a KeyboardInterrupt
+    that ``execute`` does not wait out) where the main thread is: the runtime then closes; what the script did goes
+    with it as far as the host knows (`sandbox.errors.interrupted_unreported`). The handler
     only sets an event (the main thread is the one waiting in ``execute``); a thread of its own stops the script.
     Only on the main thread, and only while Ctrl-C has Python's own handler (not ignored, as a shell does for
     a background job); else it does nothing.
@@ -59,8 +62,8 @@ class CtrlCStopsTheScript:
     def _on_ctrl_c(self, signum: int, frame: FrameType | None) -> None:
         if self._over.is_set():
             return
-        if self._pressed.is_set():
-            raise KeyboardInterrupt
+        if self._pressed.is_set():  # the script was stopped, and waited for, already: `execute` waits no more
+            raise QuitNow
         self._pressed.set()
 
     def _stop_script(self) -> None:

@@ -143,8 +143,10 @@ def test_ctrl_c_stops_the_script_and_prints_what_it_did_saves_the_workspace_and_
 
 
 STUBBORN = """\
-import time
+import sys, time
 from servers.crm import list_leads
+print("first", flush=True)
+print("to stderr", file=sys.stderr, flush=True)
 list_leads(limit=1)
 while True:
     try:
@@ -155,14 +157,18 @@ while True:
 
 
 @pytest.mark.docker
-def test_a_second_ctrl_c_quits_at_once_and_leaves_no_container(
-    docker_engine: EngineWithCLI, project: tuple[Path, Path], owner: str, tmp_path: Path
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "human"])
+def test_a_second_ctrl_c_quits_at_once_prints_what_the_script_did_and_leaves_no_container(
+    docker_engine: EngineWithCLI, project: tuple[Path, Path], owner: str, tmp_path: Path, as_json: bool
 ) -> None:
     # The script ignores its KeyboardInterrupt: the sandbox would restart its interpreter in 3 s; the user does not
-    # wait for that. Before: the first Ctrl-C quit at once, never saying it stops the script.
+    # wait for that. Before: the first Ctrl-C quit at once, never saying it stops the script; later the second one
+    # printed only "tooltree: interrupted", what the script had printed and the call it had made lost (piped, or
+    # with --json: nothing on stdout).
     config, tree = project
     audit = tmp_path / "audit.jsonl"
-    proc = _start(owner, "-c", STUBBORN, "--config", str(config), "--tree", str(tree), "--audit", str(audit))
+    argv = ["-c", STUBBORN, "--config", str(config), "--tree", str(tree), "--audit", str(audit)]
+    proc = _start(owner, *argv, *(["--json"] if as_json else []))
     assert proc.stdout is not None and proc.stderr is not None
     lines, reader = _lines(proc.stderr)
     with proc:  # closes the pipes after
@@ -179,5 +185,17 @@ def test_a_second_ctrl_c_quits_at_once_and_leaves_no_container(
             proc.wait()
             reader.join(WAIT)
     assert proc.returncode == 130, err
-    assert err.endswith("tooltree: interrupted\n") and "tooltree exit" not in err and out == ""
+    assert err.endswith("because the script was interrupted (Ctrl-C)\ntooltree: interrupted\n"), err
+    if as_json:
+        printed = json.loads(out)
+        assert printed["stdout"] == "first\n" and printed["stderr"] == "to stderr\n"
+        assert printed["interrupted"] is True and printed["exit_code"] is None and printed["sandbox_error"] is None
+        assert printed["error"] == "quit before the sandbox reported the script's end"
+        assert [(c["server"], c["tool"], c["ok"]) for c in printed["calls"]] == [("crm", "list_leads", True)]
+        assert "the JSON's stdout and stderr hold what it sent before) · 1 tool call(s) · " in err
+    else:
+        assert out == "first\n"
+        assert "to stderr\n" in err and "  call crm.list_leads  ok  " in err
+        assert "tooltree: the script's end was not reported (the output above is what it sent before) · 1 tool" in err
+        assert "tooltree: error" not in err
     assert _containers(docker_engine, owner) == []

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from sandbox import DockerBackend, Sandbox, interrupted_execution
+from sandbox import DockerBackend, Sandbox, interrupted_execution, interrupted_unreported
+from sandbox.errors import QuitNow
 
 pytestmark = pytest.mark.docker
 
@@ -45,3 +46,36 @@ def test_the_interrupt_carries_what_the_stopped_script_printed(backend: DockerBa
     assert stopped is not None and stopped.cancelled and not stopped.ok
     assert stopped.stdout == "sent the first mail\n" and "KeyboardInterrupt" in (stopped.traceback or "")
     assert interrupted_execution(KeyboardInterrupt()) is None  # an interrupt from elsewhere carries nothing
+
+
+def test_quit_now_goes_on_at_once_with_what_the_script_printed(backend: DockerBackend) -> None:
+    # `tooltree exec`'s second Ctrl-C: the script was stopped already, so `execute` waits no more and what the script
+    # printed goes on with the interrupt. Before: a Ctrl-C in `execute` waited up to 10 s for a result, which then
+    # came too late to be shown, and nothing of what the script had printed went with the interrupt.
+    main = threading.get_ident()
+
+    def quit_now(signum: int, frame: object) -> None:
+        raise QuitNow
+
+    def on_output(name: str, data: bytes) -> None:  # the first line is on the host: the user quits
+        signal.pthread_kill(main, signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, quit_now)
+    try:
+        with Sandbox(backend) as sb:
+            assert sb.execute("pass").ok
+            started = time.monotonic()
+            with pytest.raises(QuitNow) as caught:
+                sb.execute(
+                    "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                    "print('sent the first mail', flush=True)\n" + LONG,
+                    timeout=60,
+                    on_output=on_output,
+                )
+            assert time.monotonic() - started < 10
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert interrupted_execution(caught.value) is None
+    unreported = interrupted_unreported(caught.value)
+    assert unreported is not None and unreported.stdout == "sent the first mail\n" and unreported.stderr is None
+    assert unreported.tool_calls == () and interrupted_unreported(KeyboardInterrupt()) is None
