@@ -430,7 +430,7 @@ def execute(
                     session = rt.sandbox
                 except SandboxError as e:
                     raise NotStarted(e) from e
-                with CtrlCStopsTheScript(session, CANCEL_WAIT):
+                with CtrlCStopsTheScript(session, CANCEL_WAIT, live.break_line if live else None):
                     try:
                         result = session.execute(code, filename=filename, on_output=live.feed if live else None)
                     except KeyboardInterrupt:  # a second Ctrl-C quits at once: nothing more is shown as it comes

@@ -1,13 +1,14 @@
 """`tooltree exec` on a terminal: a script's output printed as it comes, not only once the script has ended.
 
 The sandbox sends what a script prints while it runs (`sandbox.streamed`); where stdout or stderr is a terminal,
-`LiveOutput` prints each complete line of that stream as it arrives, cleaned as a result's output is
-(`sandbox.results.clean_text`: a CR ends a line too, so a progress bar redrawn with ``\\r`` shows each update as it
-comes, not all of them once a newline follows), as far as the sandbox sends it (the first 4 × ``output_chars``
-bytes). When the script has ended, `LiveOutput.rest` gives what of the stream, as the result shows it, is left to
-print: what follows the text already printed; for an output cut short, its note and its end (only what of the end
-was not printed, when every byte of the stream was). Before: a long script showed nothing until it ended. Elsewhere
-(a pipe, a file, ``--json``) nothing changes: the output is printed once, at the end.
+`LiveOutput` prints that stream as it arrives, cleaned as a result's output is (`sandbox.results.clean_text`: a CR
+ends a line too, so a progress bar redrawn with ``\\r`` shows each update as it comes, not all of them once a newline
+follows), a line not yet ended too (``print("fetching…", end="", flush=True)``; before: it waited for its newline),
+as far as the sandbox sends it (the first 4 × ``output_chars`` bytes). When the script has ended, `LiveOutput.rest`
+gives what of the stream, as the result shows it, is left to print: what follows the text already printed; for an
+output cut short, its note and its end (only what of the end was not printed, when every byte of the stream was).
+Before: a long script showed nothing until it ended. Elsewhere (a pipe, a file, ``--json``) nothing changes: the
+output is printed once, at the end.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ FLUSH_WAIT = 2.0
 
 
 class LiveOutput:
-    """Prints the streams named in ``streams`` line by line as the sandbox sends them; thread-safe.
+    """Prints the streams named in ``streams`` as the sandbox sends them; thread-safe.
 
     The sandbox's channel hands the pieces over (`feed`) and a thread of this object writes them, so a terminal that
     is slow or paused (Ctrl-S) never holds up the channel, and with it the script's tool calls and its result: past
@@ -51,6 +52,8 @@ class LiveOutput:
         """Characters of each stream printed."""
         self._digest = {name: hashlib.sha256() for name in streams}
         """Of what of each stream was printed: to know it again at the start of the result's text."""
+        self._open = dict.fromkeys(streams, False)
+        """The terminal's line is one of the stream's not yet ended (what tooltree says then starts a line anew)."""
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue(QUEUED)
         self._writer: threading.Thread | None = None
@@ -67,7 +70,8 @@ class LiveOutput:
         return cls(streams) if streams else None
 
     def feed(self, name: str, data: bytes) -> None:
-        """What ``name`` just printed (`sandbox.streamed.OutputListener`): its complete lines go out now."""
+        """What ``name`` just printed (`sandbox.streamed.OutputListener`): what of it can be cleaned alone goes out
+        now (`_printable`)."""
         if name not in self._streams:
             return
         with self._lock:
@@ -77,13 +81,10 @@ class LiveOutput:
             pending = self._pending[name]
             pending += data
             self._fed[name] += len(data)
-            # A CR last may be the first half of a CRLF (one line end, not two): it waits for the next byte.
-            limit = len(pending) - 1 if pending.endswith(b"\r") else len(pending)
-            end = max(pending.rfind(b"\n", 0, limit), pending.rfind(b"\r", 0, limit))
-            if end < 0:
+            if not (end := _printable(pending)):
                 return
-            text = clean_text(bytes(pending[: end + 1]).decode("utf-8", errors="replace"))
-            del pending[: end + 1]
+            text = clean_text(bytes(pending[:end]).decode("utf-8", errors="replace"))
+            del pending[:end]
             try:
                 self._queue.put_nowait((name, text))
             except queue.Full:  # the terminal does not keep up: the end prints the rest
@@ -104,6 +105,7 @@ class LiveOutput:
                     with self._lock:
                         self._shown[name] += len(text)
                         self._digest[name].update(_encoded(text))
+                        self._open[name] = self._open[name] if not text else not text.endswith("\n")
             except (OSError, ValueError):  # the terminal went away: the result is printed (or not) at the end
                 self._streams.pop(name, None)
             finally:
@@ -118,6 +120,19 @@ class LiveOutput:
         """Wait (at most ``timeout`` seconds) until what was handed over so far is on the terminal; whether it is."""
         with self._written:
             return self._written.wait_for(lambda: not self._queue.unfinished_tasks, timeout)
+
+    def break_line(self) -> None:
+        """End the terminal's line where the output left it open (waiting at most `FLUSH_WAIT` seconds for what is
+        queued), so that what tooltree says next starts a line of its own; from any thread."""
+        self.flush(FLUSH_WAIT)
+        with self._lock:
+            ended = [name for name, line_open in self._open.items() if line_open]
+            for name in ended:
+                self._open[name] = False
+        for out in {id(self._streams[name]): self._streams[name] for name in ended if name in self._streams}.values():
+            with contextlib.suppress(OSError, ValueError):
+                out.write("\n")
+                out.flush()
 
     def stop(self) -> None:
         """Print nothing more as it comes (from any thread); what was queued still goes out."""
@@ -142,8 +157,16 @@ class LiveOutput:
         """What of ``text`` (the stream as the result shows it) is left to print: all of it when nothing of it was
         printed live, or when it does not start with what was (cleaned apart, pieces can differ from the whole: a
         line printed twice rather than one lost); for an output cut short, from its note on (the live lines already
-        show more than its head), and of its end only what was not printed when every byte of the stream was."""
+        show more than its head), and of its end only what was not printed when every byte of the stream was; a
+        newline when all was printed but the line it ended is still open on the terminal."""
         self.finish()
+        with self._lock:
+            line_open = self._open.get(name, False)
+        rest = self._rest(name, text)
+        # All of it shown, the terminal's line left open: the newline a result's printer adds to its output's end.
+        return "\n" if rest == "" and line_open else rest
+
+    def _rest(self, name: str, text: str | None) -> str | None:
         with self._lock:
             shown, digest = self._shown.get(name, 0), self._digest.get(name)
             fed, pending = self._fed.get(name, 0), bytes(self._pending.get(name, b""))
@@ -160,6 +183,30 @@ class LiveOutput:
             return text[cut.start() + 1 :]
         unshown = clean_text(pending.decode("utf-8", errors="replace"))
         return text[cut.start() + 1 : note_end + len(_NOTE_END)] + (f"\n\n{unshown}" if unshown else "\n")
+
+
+def _printable(pending: bytes | bytearray) -> int:
+    """How many of the ``pending`` bytes can be printed now, cleaned alone as the whole will be: all but a CR last
+    (the first half of a CRLF, maybe: one line end, not two), a character whose last bytes have not come, and, on
+    a line not yet ended, an escape sequence that may not be whole (cleaned before its end, its rest would show)."""
+    limit = len(pending) - 1 if pending.endswith(b"\r") else len(pending)
+    lines = max(pending.rfind(b"\n", 0, limit), pending.rfind(b"\r", 0, limit)) + 1
+    for start in (b"\x1b", b"\xc2\x9b"):  # ESC, and the 8-bit CSI as UTF-8
+        if (at := pending.rfind(start, lines, limit)) >= 0:
+            limit = at
+    return max(lines, _whole_characters(pending, limit))
+
+
+def _whole_characters(data: bytes | bytearray, end: int) -> int:
+    """``end``, or where the UTF-8 character it cuts starts."""
+    start = end - 1
+    while start >= 0 and end - start < 4 and data[start] & 0xC0 == 0x80:  # a continuation byte
+        start -= 1
+    if start < 0:
+        return end
+    lead = data[start]
+    length = 2 if 0xC0 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else 4 if 0xF0 <= lead < 0xF8 else 1
+    return start if end - start < length else end
 
 
 def _encoded(text: str) -> bytes:

@@ -9,7 +9,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -35,9 +35,11 @@ class CtrlCStopsTheScript:
     a background job); else it does nothing.
     """
 
-    def __init__(self, session: Sandbox, wait: float) -> None:
+    def __init__(self, session: Sandbox, wait: float, before_saying: Callable[[], object] | None = None) -> None:
         self._session = session
         self._wait = wait
+        self._before_saying = before_saying
+        """Called before it says it stops the script (the live output's `break_line`)."""
         self._pressed = threading.Event()
         self._over = threading.Event()
         self._lock = threading.Lock()  # `_over` is set, or a Ctrl-C raised for a script that did not stop: not both
@@ -73,6 +75,8 @@ class CtrlCStopsTheScript:
         give_up = threading.Timer(self._wait, self._give_up)
         give_up.daemon = True
         give_up.start()
+        if self._before_saying is not None:
+            self._before_saying()
         with contextlib.suppress(OSError, ValueError):
             print("tooltree: interrupted: stopping the script (Ctrl-C again quits at once)", file=sys.stderr,
                   flush=True)  # fmt: skip

@@ -40,19 +40,31 @@ def _shown(live: LiveOutput, out: io.StringIO) -> str:
     return out.getvalue()
 
 
-def test_complete_lines_go_out_as_they_come_cleaned_and_the_rest_is_left_for_the_end() -> None:
+def test_output_goes_out_as_it_comes_cleaned_and_the_rest_is_left_for_the_end() -> None:
     out, err = _Terminal(), io.StringIO()  # stderr is not a terminal: left for the end
     live = LiveOutput.on_terminals(out, err)
     assert live is not None
     live.feed("stdout", b"one\ntw")
-    assert _shown(live, out) == "one\n"  # a line goes out once it is whole
+    assert _shown(live, out) == "one\ntw"  # a line not yet ended too (before: it waited for its newline)
     live.feed("stdout", b"o \x1b[31mred\x1b[0m\r\nthr")
-    assert _shown(live, out) == "one\ntwo red\n"  # cleaned as a result's output is
+    assert _shown(live, out) == "one\ntwo red\nthr"  # cleaned as a result's output is
     live.feed("stderr", b"warning\n")
     assert err.getvalue() == ""
-    assert live.rest("stdout", "one\ntwo red\nthree") == "three"
+    assert live.rest("stdout", "one\ntwo red\nthree") == "ee"
     assert live.rest("stderr", "warning\n") == "warning\n"
     assert live.rest("stdout", None) is None
+
+
+def test_a_character_or_escape_sequence_split_between_pieces_waits_for_its_end() -> None:
+    # Cleaned apart, half an escape sequence would show its rest ("[31m"), half a character a "\ufffd".
+    out = _Terminal()
+    live = LiveOutput({"stdout": out})
+    for piece in (b"fetching \xc3", b"\xa9t\xc3\xa9 \x1b[3", b"1mred\x1b[0m done ", b"\xe2\x9c", b"\x93\n"):
+        live.feed("stdout", piece)
+        text = _shown(live, out)
+        assert "\ufffd" not in text and "[3" not in text and "[0m" not in text
+    assert _shown(live, out) == "fetching été red done ✓\n"
+    assert live.rest("stdout", "fetching été red done ✓\n") == ""
 
 
 def test_an_output_cut_short_leaves_its_note_and_end_for_the_end() -> None:
@@ -170,7 +182,8 @@ def _text(shown: bytes) -> str:
 @pytest.mark.docker
 def test_exec_on_a_terminal_shows_the_output_while_the_script_runs(tmp_path: Path, owner: str) -> None:
     code = "import sys, time\nprint('first line')\nprint('partial', end='')\nsys.stdout.flush()\ntime.sleep(600)\n"
-    before, shown = exec_on_a_terminal(tmp_path, owner, code, b"first line")
-    assert "partial" not in before  # a line goes out once it is whole
-    assert shown.count("first line") == 1, shown  # live, and not again at the end
-    assert shown.index("first line") < shown.index("tooltree: interrupted") < shown.index("partial\n"), shown
+    before, shown = exec_on_a_terminal(tmp_path, owner, code, b"partial")
+    assert before.index("first line") < before.index("partial")  # a line not yet ended too, while the script runs
+    assert shown.count("first line") == 1 and shown.count("partial") == 1, shown  # live, and not again at the end
+    # What tooltree says starts a line of its own.
+    assert "first line\npartial\ntooltree: interrupted: stopping the script" in shown, shown

@@ -33,9 +33,9 @@ def _live() -> tuple[LiveOutput, _Terminal]:
 def test_a_progress_bar_redrawn_with_cr_shows_each_update_as_it_comes() -> None:
     live, out = _live()
     live.feed("stdout", b"\r 10%|#")
-    assert _shown(live, out) == "\n"
+    assert _shown(live, out) == "\n 10%|#"  # before: shown only once the next update had started it anew
     live.feed("stdout", b"\r 20%|##")
-    assert _shown(live, out) == "\n 10%|#\n"  # an update is shown once the next one starts it anew
+    assert _shown(live, out) == "\n 10%|#\n 20%|##"
     live.feed("stdout", b"\r100%|###|\n")
     assert _shown(live, out) == "\n 10%|#\n 20%|##\n100%|###|\n"
     assert live.rest("stdout", clean_text("\r 10%|#\r 20%|##\r100%|###|\n")) == ""
@@ -44,10 +44,21 @@ def test_a_progress_bar_redrawn_with_cr_shows_each_update_as_it_comes() -> None:
 def test_a_crlf_split_between_two_pieces_ends_one_line() -> None:
     live, out = _live()
     live.feed("stdout", b"one\r")
-    assert _shown(live, out) == ""  # the CR may be a CRLF's first half
+    assert _shown(live, out) == "one"  # the CR may be a CRLF's first half: it waits
     live.feed("stdout", b"\ntwo\r\nthree")
-    assert _shown(live, out) == "one\ntwo\n"
-    assert live.rest("stdout", clean_text("one\r\ntwo\r\nthree")) == "three"
+    assert _shown(live, out) == "one\ntwo\nthree"
+    # All of it shown, its last line open: the newline a result's printer adds at its end.
+    assert live.rest("stdout", clean_text("one\r\ntwo\r\nthree")) == "\n"
+
+
+def test_what_tooltree_says_after_a_line_left_open_starts_a_line_of_its_own() -> None:
+    live, out = _live()
+    live.feed("stdout", b"fetching 500 leads...")
+    live.break_line()  # before tooltree says it stops the script
+    assert out.getvalue() == "fetching 500 leads...\n"
+    live.break_line()  # the line is ended once
+    assert out.getvalue() == "fetching 500 leads...\n"
+    assert live.rest("stdout", "fetching 500 leads...") == ""  # nothing left, and no blank line
 
 
 def test_an_output_cut_short_but_printed_whole_ends_with_its_note_not_its_end_again() -> None:
@@ -59,8 +70,8 @@ def test_an_output_cut_short_but_printed_whole_ends_with_its_note_not_its_end_ag
     result, cut, _ = preview(stream, 100, "stdout")
     assert cut and "line 39" in result.split("...]")[1]  # the result's end: lines already on the terminal
     note = f"[... stdout cut: {len(printed):,} bytes in all; the rest could not be saved ...]"
-    assert live.rest("stdout", result) == f"\n{note}\n\nunfinished"
-    assert _shown(live, out).count("line 39") == 1
+    assert live.rest("stdout", result) == f"\n{note}\n"  # its end, "unfinished", is on the terminal already
+    assert _shown(live, out).count("line 39") == 1 and _shown(live, out).endswith("unfinished")
 
 
 def test_output_cleaned_differently_in_pieces_is_printed_again_rather_than_lost() -> None:
@@ -70,7 +81,7 @@ def test_output_cleaned_differently_in_pieces_is_printed_again_rather_than_lost(
     pieces = [b"\x1b]title\nA\n", b"B\nC\n", b"\x07D\nE\n", b"the last line"]
     for piece in pieces:
         live.feed("stdout", piece)
-    assert _shown(live, out) == "B\nC\nD\nE\n"
+    assert _shown(live, out) == "B\nC\nD\nE\nthe last line"
     text = clean_text(b"".join(pieces).decode())
     assert text == "D\nE\nthe last line"
     rest = live.rest("stdout", text)
@@ -90,6 +101,6 @@ def test_exec_on_a_terminal_shows_a_progress_bar_while_the_script_runs(tmp_path:
         "import sys, time\nfor step in (1, 2):\n    sys.stderr.write(f'\\rstep {step} of 3')\n    sys.stderr.flush()\n"
         "    time.sleep(0.5)\ntime.sleep(600)\n"
     )
-    _, shown = exec_on_a_terminal(tmp_path, owner, code, b"step 1 of 3")
+    _, shown = exec_on_a_terminal(tmp_path, owner, code, b"step 2 of 3")
     assert shown.count("step 1 of 3") == 1 and shown.count("step 2 of 3") == 1, shown
-    assert shown.index("step 1 of 3") < shown.index("tooltree: interrupted"), shown
+    assert "step 1 of 3\nstep 2 of 3\ntooltree: interrupted" in shown, shown
