@@ -28,13 +28,15 @@ LINE_BYTES = 4096
 """The end of the stream the last line is looked for in."""
 
 
-OutputListener = Callable[[str, bytes], None]
-"""Called with a stream's name (``stdout``, ``stderr``) and the bytes of its head that just came, in order."""
+OutputListener = Callable[[str, bytes, int], None]
+"""Called with a stream's name (``stdout``, ``stderr``), the bytes of it that just came, in order, and how many of its
+bytes were skipped before them: 0 within its head; past it, where the sandbox sends only the stream's end (at most
+every 2 s), what was printed between two ends sent is skipped."""
 
 
 class StreamedOutput:
     """The head and the end of each stream received so far; thread-safe (the channel's reader feeds it).
-    ``listener``: told of each new piece of a head (`OutputListener`)."""
+    ``listener``: told of each new piece of a stream (`OutputListener`)."""
 
     def __init__(self, max_chars: int, listener: OutputListener | None = None) -> None:
         self.max_chars = max_chars
@@ -42,6 +44,8 @@ class StreamedOutput:
         self._head = {name: bytearray() for name in STREAMS}
         self._tail = dict.fromkeys(STREAMS, b"")
         self._total = dict.fromkeys(STREAMS, 0)
+        self._told = dict.fromkeys(STREAMS, 0)
+        """Bytes of each stream the listener was told of, or skipped."""
         self._latest = "stdout"
         """The stream something came of last."""
         self._lock = threading.Lock()
@@ -62,33 +66,39 @@ class StreamedOutput:
         Raises:
             ProtocolError: a value is not what the supervisor sends.
         """
-        came: list[tuple[str, bytes]] = []
+        came: list[tuple[str, bytes, int]] = []
         with self._lock:
             for name in STREAMS:
+                total = params.get(f"{name}_bytes")
+                if total is not None and (not isinstance(total, int) or isinstance(total, bool) or total < 0):
+                    raise ProtocolError(f"output: {name}_bytes is not a count of bytes")
                 if (chunk := params.get(name)) is not None:
                     head = self._head[name]
                     data = _decode(chunk, 4 * self.max_chars - len(head))
                     head += data
                     if data:
-                        came.append((name, data))
+                        came.append((name, data, 0))
+                        self._told[name] += len(data)
                         self._latest = name
                 if (tail := params.get(f"{name}_tail")) is not None:
-                    self._tail[name] = _decode(tail, 2 * self.max_chars)
+                    self._tail[name] = end = _decode(tail, 2 * self.max_chars)
                     self._latest = name
-                total = params.get(f"{name}_bytes")
+                    if total is not None and total > self._told[name]:  # the end's new bytes, after what was skipped
+                        start = max(total - len(end), 0)
+                        skipped = max(start - self._told[name], 0)
+                        came.append((name, end[self._told[name] + skipped - start :], skipped))
+                        self._told[name] = total
                 if total is not None:
-                    if not isinstance(total, int) or isinstance(total, bool) or total < 0:
-                        raise ProtocolError(f"output: {name}_bytes is not a count of bytes")
                     self._total[name] = max(self._total[name], total)
-        for name, data in came:
-            self._tell(name, data)
+        for name, data, skipped in came:
+            self._tell(name, data, skipped)
 
-    def _tell(self, name: str, data: bytes) -> None:
+    def _tell(self, name: str, data: bytes, skipped: int) -> None:
         """Hand ``data`` to the listener; one that raises is told no more (the channel's reader must go on)."""
         if self.listener is None:
             return
         try:
-            self.listener(name, data)
+            self.listener(name, data, skipped)
         except Exception:
             logger.warning("an execution's output listener failed; it is told no more", exc_info=True)
             self.listener = None

@@ -4,11 +4,13 @@ The sandbox sends what a script prints while it runs (`sandbox.streamed`); where
 `LiveOutput` prints that stream as it arrives, cleaned as a result's output is (`sandbox.results.clean_text`: a CR
 ends a line too, so a progress bar redrawn with ``\\r`` shows each update as it comes, not all of them once a newline
 follows), a line not yet ended too (``print("fetching…", end="", flush=True)``; before: it waited for its newline),
-as far as the sandbox sends it (the first 4 × ``output_chars`` bytes). When the script has ended, `LiveOutput.rest`
-gives what of the stream, as the result shows it, is left to print: what follows the text already printed; for an
-output cut short, its note and its end (only what of the end was not printed, when every byte of the stream was).
-Before: a long script showed nothing until it ended. Elsewhere (a pipe, a file, ``--json``) nothing changes: the
-output is printed once, at the end.
+as the sandbox sends it: the first 4 × ``output_chars`` bytes as they come, then the stream's end at most every 2 s,
+with a line saying how much was printed between two ends and not shown (before: live output stopped at the head).
+When the script has ended, `LiveOutput.rest` gives what of the stream, as the result shows it, is left to print: what
+follows the text already printed; for an output cut short, its note and its end (only what of the end was not
+shown: after what was shown last, or none of it when every byte of the stream was). Before: a long script showed
+nothing until it ended. Elsewhere (a pipe, a file, ``--json``) nothing changes: the output is printed once, at the
+end.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import threading
 from typing import TextIO
 
 from sandbox.results import clean_text
+from tool_tree.text import size
 
 _CUT = re.compile(r"\n\n\[\.\.\. std(?:out|err) cut(?:: ([\d,]+) bytes in all)?")
 """Where a result's text of an output cut short has its note, and the stream's size it gives
@@ -30,6 +33,13 @@ _NOTE_END = " ...]"
 
 QUEUED = 1024
 """Pieces at most waiting for a slow terminal; past them live printing stops (the end prints the rest)."""
+QUEUED_CHARS = 1 << 20
+"""Characters at most waiting for a slow terminal, all pieces together (a stream's end sent every 2 s is up to
+2 × ``output_chars`` bytes); past them too."""
+RECENT = 65_536
+"""Characters of each stream last shown that are kept, to find the start of the result's end in."""
+OVERLAP = 80
+"""Characters the start of the result's end must match of what was shown last (less: all of it) to count as shown."""
 FLUSH_WAIT = 2.0
 """Seconds the end waits for the pieces still queued to reach the terminal (a paused one: it gives up)."""
 
@@ -39,8 +49,8 @@ class LiveOutput:
 
     The sandbox's channel hands the pieces over (`feed`) and a thread of this object writes them, so a terminal that
     is slow or paused (Ctrl-S) never holds up the channel, and with it the script's tool calls and its result: past
-    `QUEUED` pieces waiting, live printing stops, as it does on `stop` (Ctrl-C: what comes after is not the user's
-    to see as it comes); the end prints what was not shown (`rest`).
+    `QUEUED` pieces (or `QUEUED_CHARS` characters) waiting, live printing stops, as it does on `stop` (Ctrl-C: what
+    comes after is not the user's to see as it comes); the end prints what was not shown (`rest`).
     """
 
     def __init__(self, streams: dict[str, TextIO]) -> None:
@@ -52,10 +62,17 @@ class LiveOutput:
         """Characters of each stream printed."""
         self._digest = {name: hashlib.sha256() for name in streams}
         """Of what of each stream was printed: to know it again at the start of the result's text."""
+        self._recent = dict.fromkeys(streams, "")
+        """The last `RECENT` characters of each stream shown, since a note of what was not (to find the result's end
+        in)."""
+        self._queued_chars = 0
+        self._queued_open = dict.fromkeys(streams, False)
+        """The last text queued of the stream left its line open."""
         self._open = dict.fromkeys(streams, False)
         """The terminal's line is one of the stream's not yet ended (what tooltree says then starts a line anew)."""
         self._lock = threading.Lock()
-        self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue(QUEUED)
+        self._queue: queue.Queue[tuple[str, str, bool] | None] = queue.Queue(QUEUED)
+        """Pieces to write: a stream's name, the text, and whether it is the stream's (not a note of tooltree's)."""
         self._writer: threading.Thread | None = None
         self._written = threading.Condition()
         self._stopped = False
@@ -69,9 +86,10 @@ class LiveOutput:
         streams = {name: s for name, s in (("stdout", stdout), ("stderr", stderr)) if _is_terminal(s)}
         return cls(streams) if streams else None
 
-    def feed(self, name: str, data: bytes) -> None:
+    def feed(self, name: str, data: bytes, skipped: int = 0) -> None:
         """What ``name`` just printed (`sandbox.streamed.OutputListener`): what of it can be cleaned alone goes out
-        now (`_printable`)."""
+        now (`_printable`). After ``skipped`` bytes not sent (past the stream's head the sandbox sends its end every
+        2 s), a line says how much was not shown, and ``data`` is shown from its first line's end on."""
         if name not in self._streams:
             return
         with self._lock:
@@ -79,14 +97,30 @@ class LiveOutput:
                 self._partial = True
                 return
             pending = self._pending[name]
+            self._fed[name] += len(data) + skipped
+            pieces: list[tuple[str, str, bool]] = []
+            if skipped:
+                ends = [i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0]
+                first = min(ends) + 1 if ends else len(data)  # the line the gap cut into is not shown
+                held = clean_text(bytes(pending).decode("utf-8", errors="replace"))
+                line_open = held[-1:] != "\n" if held else self._queued_open[name]
+                note = f"{held}{chr(10) if line_open else ''}[... {size(skipped + first)} not shown ...]\n"
+                pieces.append((name, note, False))
+                pending.clear()
+                data = data[first:]
             pending += data
-            self._fed[name] += len(data)
-            if not (end := _printable(pending)):
+            if end := _printable(pending):
+                pieces.append((name, clean_text(bytes(pending[:end]).decode("utf-8", errors="replace")), True))
+                del pending[:end]
+            if not pieces:
                 return
-            text = clean_text(bytes(pending[:end]).decode("utf-8", errors="replace"))
-            del pending[:end]
+            self._queued_open[name] = not pieces[-1][1].endswith("\n")
             try:
-                self._queue.put_nowait((name, text))
+                for piece in pieces:
+                    if self._queued_chars + len(piece[1]) > QUEUED_CHARS:
+                        raise queue.Full
+                    self._queue.put_nowait(piece)
+                    self._queued_chars += len(piece[1])
             except queue.Full:  # the terminal does not keep up: the end prints the rest
                 self._stopped = self._partial = True
                 return
@@ -96,19 +130,24 @@ class LiveOutput:
 
     def _write(self) -> None:
         while (piece := self._queue.get()) is not None:
-            name, text = piece
+            name, text, of_stream = piece
             out = self._streams.get(name)
             try:
                 if out is not None:
                     out.write(text)
                     out.flush()
                     with self._lock:
-                        self._shown[name] += len(text)
-                        self._digest[name].update(_encoded(text))
+                        if of_stream:
+                            self._shown[name] += len(text)
+                            self._digest[name].update(_encoded(text))
+                        # What the terminal shows last of the stream (a note of what was not shown starts it anew).
+                        self._recent[name] = (self._recent[name] + text)[-RECENT:] if of_stream else ""
                         self._open[name] = self._open[name] if not text else not text.endswith("\n")
             except (OSError, ValueError):  # the terminal went away: the result is printed (or not) at the end
                 self._streams.pop(name, None)
             finally:
+                with self._lock:
+                    self._queued_chars -= len(text)
                 with self._written:
                     self._queue.task_done()
                     self._written.notify_all()
@@ -170,6 +209,7 @@ class LiveOutput:
         with self._lock:
             shown, digest = self._shown.get(name, 0), self._digest.get(name)
             fed, pending = self._fed.get(name, 0), bytes(self._pending.get(name, b""))
+            recent = self._recent.get(name, "")
             whole = not self._partial and not self._queue.qsize()
         if not text or not shown or digest is None:
             return text
@@ -179,10 +219,27 @@ class LiveOutput:
             return text
         note_end = text.find(_NOTE_END, cut.end())
         total = int(cut.group(1).replace(",", "")) if cut.group(1) else None
-        if note_end < 0 or total != fed or not whole:
+        if note_end < 0:
             return text[cut.start() + 1 :]
-        unshown = clean_text(pending.decode("utf-8", errors="replace"))
-        return text[cut.start() + 1 : note_end + len(_NOTE_END)] + (f"\n\n{unshown}" if unshown else "\n")
+        note = text[cut.start() + 1 : note_end + len(_NOTE_END)]
+        if total != fed or not whole:  # the end, but for what of it was just shown (the stream's end, sent as it ran)
+            end = text[note_end + len(_NOTE_END) :].removeprefix("\n\n")
+            unshown = end[_overlap(recent, end) :]
+        else:
+            unshown = clean_text(pending.decode("utf-8", errors="replace"))
+        return note + (f"\n\n{unshown}" if unshown else "\n")
+
+
+def _overlap(shown: str, end: str) -> int:
+    """How many characters at the start of ``end`` are the last ones ``shown`` (at least `OVERLAP`, or all of
+    ``end``); 0 when it does not end with them."""
+    probe = end[:OVERLAP]
+    at = shown.find(probe) if probe else -1
+    while at >= 0:
+        if end.startswith(shown[at:]):
+            return len(shown) - at
+        at = shown.find(probe, at + 1)
+    return 0
 
 
 def _printable(pending: bytes | bytearray) -> int:

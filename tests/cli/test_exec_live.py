@@ -108,6 +108,24 @@ def test_a_paused_terminal_never_holds_up_the_sandbox_and_the_end_prints_what_it
     out.go.set()
 
 
+def test_what_waits_for_a_paused_terminal_is_bounded_in_characters_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Past the head, each end the sandbox sends (every 2 s, up to 2 x output_chars bytes) is one piece: a count of
+    # pieces alone would let a paused terminal hold up to 1,024 of them in memory.
+    from tooltree_cli import exec_live
+
+    monkeypatch.setattr(exec_live, "QUEUED_CHARS", 1000)
+    monkeypatch.setattr(exec_live, "FLUSH_WAIT", 0.2)
+    out = _Paused()
+    live = LiveOutput({"stdout": out})
+    live.feed("stdout", b"first\n")
+    for _ in range(5):
+        live.feed("stdout", b"x" * 399 + b"\n", skipped=100)
+    assert live._queued_chars <= 1000
+    whole = "first\n" + "tail\n"
+    assert live.rest("stdout", whole) == whole  # nothing counts as shown: all of it is printed at the end
+    out.go.set()
+
+
 def test_after_stop_nothing_more_is_shown_as_it_comes_and_the_end_has_it() -> None:
     out = _Terminal()
     live = LiveOutput({"stdout": out})
@@ -149,11 +167,12 @@ def _read_until(master: int, seen: bytearray, wanted: bytes | None) -> None:
         seen += data
 
 
-def exec_on_a_terminal(tmp_path: Path, owner: str, code: str, first: bytes) -> tuple[str, str]:
-    """`tooltree exec` of ``code`` on a pseudo-terminal: read until ``first`` shows while the script still runs, then
-    Ctrl-C (it stops the script; the end completes its output), and read to the end (exit 130). What the terminal
-    showed before the Ctrl-C, and in all, with its CRLFs as newlines."""
-    config, tree = sample_project(tmp_path, "crm", timeout=120)
+def exec_on_a_terminal(tmp_path: Path, owner: str, code: str, first: bytes, **sandbox: object) -> tuple[str, str]:
+    """`tooltree exec` of ``code`` on a pseudo-terminal (``sandbox``: settings of the config's ``sandbox:``): read
+    until ``first`` shows while the script still runs, then Ctrl-C (it stops the script; the end completes its
+    output), and read to the end (exit 130). What the terminal showed before the Ctrl-C, and in all, with its CRLFs
+    as newlines."""
+    config, tree = sample_project(tmp_path, "crm", timeout=120, **sandbox)
     master, slave = pty.openpty()
     env = {**os.environ, "TOOLTREE_SANDBOX_OWNER": owner}
     argv = [sys.executable, "-m", "tooltree_cli.main", "exec", "-c", code, "--config", str(config), "--tree", str(tree)]

@@ -17,6 +17,7 @@ import pytest
 
 from sandbox.results import clean_text, preview
 from tests.cli.test_exec_live import WAIT, _shown, exec_on_a_terminal, owner  # noqa: F401  (a fixture)
+from tool_tree.text import size
 from tooltree_cli.exec_live import LiveOutput
 
 
@@ -59,6 +60,43 @@ def test_what_tooltree_says_after_a_line_left_open_starts_a_line_of_its_own() ->
     live.break_line()  # the line is ended once
     assert out.getvalue() == "fetching 500 leads...\n"
     assert live.rest("stdout", "fetching 500 leads...") == ""  # nothing left, and no blank line
+
+
+def _lines(first: int, last: int) -> str:
+    return "".join(f"log line {n:04d} of a long job\n" for n in range(first, last))
+
+
+def test_past_the_head_the_ends_sent_are_shown_with_what_was_not_and_the_end_prints_only_what_was_not_shown() -> None:
+    # Before: live output stopped at the stream's head (4 x output_chars bytes); the end printed the result's end.
+    live, out = _live()
+    live.feed("stdout", _lines(0, 100).encode())
+    # The next end the sandbox sends starts within line 150 (a gap of 50 lines and a half): shown from line 151 on.
+    live.feed("stdout", _lines(150, 200).encode()[10:], skipped=len(_lines(100, 150)) + 10)
+    shown = _shown(live, out)
+    skipped = size(len(_lines(100, 151)))  # the line the gap cut into too
+    assert shown == f"{_lines(0, 100)}[... {skipped} not shown ...]\n{_lines(151, 200)}", shown[-400:]
+    # The script ends before the next end is sent: the result's end (lines 180 to 260) is printed from line 200 on.
+    total = len(_lines(0, 260))
+    note = f"[... stdout cut: {total:,} bytes in all; the rest could not be saved ...]"
+    result = f"{_lines(0, 10)}\n{note}\n\n{_lines(180, 260)}"
+    assert live.rest("stdout", result) == f"\n{note}\n\n{_lines(200, 260)}"
+
+
+def test_what_was_not_shown_is_said_on_a_line_of_its_own() -> None:
+    live, out = _live()
+    live.feed("stdout", b"line 1\nline 2 is lo")  # the head ends within a line, which is shown
+    live.feed("stdout", b"ne 7\nline 8\n", skipped=20)
+    assert _shown(live, out) == "line 1\nline 2 is lo\n[... 25 B not shown ...]\nline 8\n"
+
+
+def test_when_what_was_shown_last_is_not_at_the_start_of_the_results_end_the_whole_end_is_printed() -> None:
+    live, _ = _live()
+    live.feed("stdout", _lines(0, 100).encode())
+    live.feed("stdout", _lines(150, 160).encode(), skipped=len(_lines(100, 150)))
+    total = len(_lines(0, 400))
+    note = f"[... stdout cut: {total:,} bytes in all; the rest could not be saved ...]"
+    result = f"{_lines(0, 10)}\n{note}\n\n{_lines(300, 400)}"  # lines 160 to 300 never came: nothing is left out
+    assert live.rest("stdout", result) == f"\n{note}\n\n{_lines(300, 400)}"
 
 
 def test_an_output_cut_short_but_printed_whole_ends_with_its_note_not_its_end_again() -> None:
@@ -104,3 +142,16 @@ def test_exec_on_a_terminal_shows_a_progress_bar_while_the_script_runs(tmp_path:
     _, shown = exec_on_a_terminal(tmp_path, owner, code, b"step 2 of 3")
     assert shown.count("step 1 of 3") == 1 and shown.count("step 2 of 3") == 1, shown
     assert "step 1 of 3\nstep 2 of 3\ntooltree: interrupted" in shown, shown
+
+
+@pytest.mark.docker
+def test_exec_on_a_terminal_goes_on_showing_the_output_past_its_head(tmp_path: Path, owner: str) -> None:  # noqa: F811
+    # output_chars 100: the head is 400 bytes, and then the end (200 bytes) is sent at most every 2 s.
+    code = (
+        "import time\nfor n in range(40):\n    print(f'log line {n:04d} of a long job', flush=True)\n"
+        "print('past the head', flush=True)\ntime.sleep(600)\n"
+    )
+    before, shown = exec_on_a_terminal(tmp_path, owner, code, b"past the head", output_chars=100)
+    assert "log line 0000" in before and " not shown ...]" in before, before  # the head, then what was skipped
+    assert shown.count("past the head") == 1, shown  # while it ran, and not again at the end
+    assert "[... stdout cut: " in shown.split("tooltree: interrupted")[1], shown  # the result's note at the end

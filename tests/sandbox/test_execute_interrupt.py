@@ -57,7 +57,7 @@ def test_quit_now_goes_on_at_once_with_what_the_script_printed(backend: DockerBa
     def quit_now(signum: int, frame: object) -> None:
         raise QuitNow
 
-    def on_output(name: str, data: bytes) -> None:  # the first line is on the host: the user quits
+    def on_output(name: str, data: bytes, skipped: int) -> None:  # the first line is on the host: the user quits
         signal.pthread_kill(main, signal.SIGUSR1)
 
     previous = signal.signal(signal.SIGUSR1, quit_now)

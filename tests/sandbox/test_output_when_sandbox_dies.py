@@ -146,19 +146,31 @@ def test_the_host_keeps_no_more_than_the_head_and_end_it_shows() -> None:
 
 
 def test_a_listener_hears_each_new_piece_of_a_head_once_and_one_that_raises_is_dropped() -> None:
-    heard: list[tuple[str, bytes]] = []
-    printed = StreamedOutput(max_chars=2, listener=lambda name, data: heard.append((name, data)))  # heads: 8 bytes
-    printed.feed({"stdout": _b64(b"abc"), "stderr": _b64(b"e"), "stdout_tail": _b64(b"zz")})
-    printed.feed({"stdout": _b64(b"defghij")})  # past the head: the rest is not heard
-    assert heard == [("stdout", b"abc"), ("stderr", b"e"), ("stdout", b"defgh")]
+    heard: list[tuple[str, bytes, int]] = []
+    printed = StreamedOutput(max_chars=2, listener=lambda *piece: heard.append(piece))  # heads: 8 bytes
+    printed.feed({"stdout": _b64(b"abc"), "stderr": _b64(b"e")})
+    printed.feed({"stdout": _b64(b"defghij")})  # past the head: the rest comes with the ends
+    assert heard == [("stdout", b"abc", 0), ("stderr", b"e", 0), ("stdout", b"defgh", 0)]
 
-    def broken(name: str, data: bytes) -> None:
+    def broken(name: str, data: bytes, skipped: int) -> None:
         raise RuntimeError("the terminal went away")
 
     failing = StreamedOutput(max_chars=100, listener=broken)
     failing.feed({"stdout": _b64(b"one\n")})  # the channel's reader goes on
     failing.feed({"stdout": _b64(b"two\n")})
     assert failing.listener is None and failing.text("stdout") == "one\ntwo\n"
+
+
+def test_past_its_head_a_listener_hears_what_each_end_adds_and_how_much_it_skipped() -> None:
+    # Before: nothing past the head (4 x output_chars bytes), so `exec`'s live output froze there till the end.
+    heard: list[tuple[str, bytes, int]] = []
+    printed = StreamedOutput(max_chars=2, listener=lambda *piece: heard.append(piece))  # head 8, end 4 bytes
+    printed.feed({"stdout": _b64(b"01234567"), "stdout_bytes": 8})
+    printed.feed({"stdout_tail": _b64(b"789a"), "stdout_bytes": 11})  # overlaps what was heard: only the new
+    printed.feed({"stdout_tail": _b64(b"klmn"), "stdout_bytes": 24})  # 9 bytes printed between two ends: skipped
+    printed.feed({"stdout_tail": _b64(b"klmn"), "stdout_bytes": 24})  # no news: nothing heard
+    printed.feed({"stdout_tail": _b64(b"zzzz"), "stdout_bytes": 3})  # a count going back (hostile): nothing heard
+    assert heard == [("stdout", b"01234567", 0), ("stdout", b"89a", 0), ("stdout", b"klmn", 9)]
 
 
 def test_the_last_line_is_of_the_stream_that_printed_last() -> None:
