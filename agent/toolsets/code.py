@@ -21,6 +21,7 @@ from tool_tree.text import one_line, shown, size
 from tool_tree.tree import INDEX_FILE, ToolEntry
 
 if TYPE_CHECKING:
+    from sandbox.errors import Unreported
     from sandbox.host import Runtime
     from sandbox.results import ExecutionResult
 
@@ -288,7 +289,7 @@ class CodeToolset(Toolset):
         return ToolOutcome([{"type": "text", "text": text}], note=note_text(repr(query[: 2 * NOTE_CHARS])))
 
     def _execute(self, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
-        from sandbox.errors import SessionError, interrupted_execution
+        from sandbox.errors import SessionError, interrupted_execution, interrupted_unreported
 
         code = arguments.get("code")
         if not isinstance(code, str) or not code.strip():
@@ -312,6 +313,8 @@ class CodeToolset(Toolset):
         except KeyboardInterrupt as e:  # what the stopped script did goes on with the interrupt (`agent.calls`)
             if (stopped := interrupted_execution(e)) is not None:
                 setattr(e, INTERRUPTED_OUTCOME, self._outcome(stopped))
+            elif (unreported := interrupted_unreported(e)) is not None:  # its result did not come: what is known
+                setattr(e, INTERRUPTED_OUTCOME, _unreported_outcome(unreported))
             raise
         return self._outcome(result)
 
@@ -326,9 +329,21 @@ class CodeToolset(Toolset):
         return ToolOutcome(blocks, is_error=not result.ok, script_calls=result.tool_calls, note=note)
 
 
-def printed_before_end(stdout: str | None, stderr: str | None) -> str:
-    """What a script printed before its sandbox ended under it, as the sandbox sent it
+def printed_before_end(stdout: str | None, stderr: str | None, *, ended: str = "the sandbox ended") -> str:
+    """What a script printed before its sandbox ended under it (or before ``ended``), as the sandbox sent it
     (`sandbox.errors.SessionError.stdout`), shaped as an execution's text; "" when nothing came."""
     if not (parts := printed_parts(stdout, stderr)):
         return ""
-    return "\n\n".join(["[what the script printed before the sandbox ended; its last moment may be missing]", *parts])
+    return "\n\n".join([f"[what the script printed before {ended}; its last moment may be missing]", *parts])
+
+
+def _unreported_outcome(unreported: Unreported) -> ToolOutcome:
+    """What a script did that an interrupt left without a result, as far as the host knows: what it printed and the
+    tool calls it made (they happened). Before: nothing, and the calls were not counted."""
+    content: list[dict[str, Any]] = []
+    if printed := printed_before_end(unreported.stdout, unreported.stderr, ended="the interrupt"):
+        content.append(text_block(printed))
+    if unreported.tool_calls:
+        content.append(text_block(ledger(unreported.tool_calls, unreported.tool_calls_omitted)))
+    note = f"interrupted before its result came · {len(unreported.tool_calls)} call(s) from the script"
+    return ToolOutcome(content, is_error=True, script_calls=unreported.tool_calls, note=note)

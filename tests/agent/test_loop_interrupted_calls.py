@@ -205,3 +205,44 @@ def test_calls_running_together_that_ended_before_ctrl_c_keep_their_results(tmp_
         ("toolu_late", [STOPPED_WHILE_RUNNING]),
     ]
     assert "is_error" not in answers[1] and summary.tool_calls == 1
+
+
+@pytest.mark.docker
+def test_a_script_whose_result_never_comes_is_answered_with_what_it_printed_and_the_calls_it_made(
+    raw: tuple[Path, Path, Runtime], tmp_path: Path, docker_engine: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The script ignores its KeyboardInterrupt; Ctrl-C again, once the sandbox took the first, leaves before its result
+    # comes. Before: "stopped ... before its result came" only; what it printed and the calls it made were lost.
+    from sandbox.session import Sandbox
+
+    tree, log, runtime = raw
+    config = load_config(tmp_path / "tooltree.yaml")
+    script = (
+        "import time\nfrom servers.raw import echo, sleep\nprint('sent the first mail', flush=True)\necho(a=1)\n"
+        "while True:\n    try:\n        sleep(seconds=30)\n    except KeyboardInterrupt:\n        pass\n"
+    )
+    stopping = threading.Event()
+    real = Sandbox._interrupted
+
+    def interrupted_once_taken(channel: Any) -> None:  # the sandbox has taken the first Ctrl-C's cancel
+        real(channel)
+        stopping.set()
+
+    monkeypatch.setattr(Sandbox, "_interrupted", staticmethod(interrupted_once_taken))
+    main = threading.get_ident()
+    again = threading.Thread(target=lambda: stopping.wait(60) and signal.pthread_kill(main, signal.SIGINT))
+    again.start()
+    with FakeMessagesAPI([reply(tool_use("execute_python", {"code": script}, id="toolu_script"))]) as api:
+        agent = Agent(config, tree=tree, mode="code", client=api.client(timeout=5.0), runtime=runtime,
+                      transcript=tmp_path / "run.jsonl")  # fmt: skip
+        first = interrupt_when_called(log, "sleep")
+        result = interrupted(agent, "Send the mails")
+        first.join()
+        again.join()
+    (stopped,) = result.messages[-1]["content"]
+    assert stopped["tool_use_id"] == "toolu_script" and stopped["is_error"]
+    shown = "\n".join(texts(stopped))
+    assert "[what the script printed before the interrupt; its last moment may be missing]" in shown
+    assert "sent the first mail" in shown and "raw.echo" in shown, shown
+    assert texts(stopped)[-1] == STOPPED_WITH_OUTPUT
+    assert result.summary.tool_calls == 1
