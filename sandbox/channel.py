@@ -16,7 +16,10 @@ The reader charges each request from the container to the sandbox's `RequestBudg
 spent on the frame, and an estimate of what follows); once the budget is spent it waits before
 reading on, so a script that floods the host with requests is slowed, not served without bound.
 
-Any protocol violation kills the container and fails every waiting request.
+Any protocol violation kills the container and fails every waiting request. The reply to a request a Ctrl-C left
+before it came is not one: it goes to ``on_late_reply``.
+
+(Over 400 lines: the reader, the writer and the stderr drain share the pending requests and their lock.)
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ class SessionTimeoutError(SessionError):
     """The supervisor did not answer a request in time."""
 
 
+LEFT_REQUESTS = 16
+"""Requests a Ctrl-C left before their reply that the channel still knows (a reply to an older one is a violation)."""
 INTERRUPTED_ANSWER = "answer"
 """The attribute of a ``KeyboardInterrupt`` out of `SupervisorChannel.request` holding the answer's result (a dict,
 not checked) when it came within the interrupt's wait."""
@@ -120,6 +125,10 @@ class SupervisorChannel:
         self.broken: str | None = None
         self.closed = False
         self.on_request: RequestHandler | None = None
+        self.on_late_reply: Callable[[str, dict[str, Any]], object] | None = None
+        """Told of the reply to a request a Ctrl-C left before it came (its method, the reply)."""
+        self._left: dict[int, str] = {}
+        """Requests a Ctrl-C left before their reply (the last `LEFT_REQUESTS`), by id: their method."""
         self._threads = [threading.Thread(target=self._read_loop, name=f"sandbox-read-{session_id}", daemon=True)]
         if connection.stderr is not None:
             self._threads.append(
@@ -206,10 +215,33 @@ class SupervisorChannel:
         with self._lock:
             pending = self._pending.pop(msg_id, None)
         if pending is None:
-            raise ProtocolError(f"a reply to unknown request {msg_id}")
+            self._late(msg_id, message)
+            return None
         pending.message = message
         pending.event.set()
         return None
+
+    def _leave(self, request_id: int, pending: _Pending) -> None:
+        """Stop waiting for ``request_id``: its reply, when it comes later, is handed to `on_late_reply` (before: a
+        protocol violation, which killed the sandbox)."""
+        with self._lock:
+            if self._pending.pop(request_id, None) is not None and pending.message is None:
+                self._left[request_id] = pending.method
+                while len(self._left) > LEFT_REQUESTS:
+                    del self._left[next(iter(self._left))]
+
+    def _late(self, msg_id: int, message: dict[str, Any]) -> None:
+        """The reply to a request left before it came (`_leave`).
+
+        Raises:
+            ProtocolError: no request of that id was left.
+        """
+        with self._lock:
+            method = self._left.pop(msg_id, None)
+        if method is None:
+            raise ProtocolError(f"a reply to unknown request {msg_id}")
+        if (told := self.on_late_reply) is not None:
+            told(method, message)
 
     def _notification(self, method: str, params: dict[str, Any]) -> float | None:
         """Hand a notification on; as `_route`: ``output`` is charged the reader's work alone (it is kept, no more)."""
@@ -340,11 +372,12 @@ class SupervisorChannel:
         try:
             answered = wait_for(pending.event, timeout)
         except KeyboardInterrupt as e:
-            if on_interrupt is not None and not isinstance(e, QuitNow):  # e.g. stop the script, and wait (bounded)
-                on_interrupt()
-                wait_for(pending.event, interrupt_wait)  # a second Ctrl-C here goes on at once
-            with self._lock:
-                self._pending.pop(request_id, None)
+            try:
+                if on_interrupt is not None and not isinstance(e, QuitNow):  # e.g. stop the script, and wait
+                    on_interrupt()
+                    wait_for(pending.event, interrupt_wait)  # a second Ctrl-C here goes on at once
+            finally:  # a second Ctrl-C too (before: the request stayed registered, and took the next one's output)
+                self._leave(request_id, pending)
             answer = pending.message.get("result") if pending.message is not None else None
             if isinstance(answer, dict):
                 setattr(e, INTERRUPTED_ANSWER, answer)  # the caller may read it (`Sandbox.execute`)

@@ -27,6 +27,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -250,6 +251,10 @@ class Sandbox:
         self._closed = False
         self._ended: str | None = None  # why the session destroyed its own sandbox (it stopped answering)
         self._printing: StreamedOutput | None = None  # what the running execution has printed so far
+        self._reset_unsaid = False
+        """The result of an execution a Ctrl-C left said its interpreter was restarted: the next result says so."""
+        self._left: threading.Event | None = None
+        """Set once the execution a Ctrl-C left before its result has ended (its late reply came)."""
         self._pid = os.getpid()
         """The process whose threads read the channel; a fork of it has the connection but not them."""
 
@@ -310,6 +315,7 @@ class Sandbox:
             self.kill()
             raise SessionError("the sandbox session was killed while it started")
         channel.on_request = functools.partial(self._calls.on_request, channel)
+        channel.on_late_reply = self._late_reply
         if self.workspace is not None:
             self._restored = RestoreRecord()
         if self.workspace is not None and self.workspace.is_dir():
@@ -467,6 +473,9 @@ class Sandbox:
         self._refuse_in_fork()
         with self._lock:
             channel = self._require_channel()
+            if (left := self._left) is not None:  # before: "an execution is already running"
+                left.wait(_INTERRUPT_WAIT)
+                self._left = None
             self.bridge.begin_execution()
             self._calls.begin()
             if turn is not None and not turn.start():
@@ -513,13 +522,19 @@ class Sandbox:
                 e.stdout, e.stderr = printed.text("stdout"), printed.text("stderr")  # before: lost with the sandbox
                 raise
             if interrupted is None:
-                return parse_execution(
+                result = parse_execution(
                     raw,
                     max_chars=self.config.output_chars,
                     duration=time.monotonic() - started,
                     tool_calls=ledger,
                     tool_calls_omitted=self._calls.omitted,
                 )
+                if self._reset_unsaid:  # before: a NameError for a variable the caller had set, and no word why
+                    self._reset_unsaid = False
+                    result = dataclasses.replace(result, state_reset=True)
+                return result
+            if not isinstance(answer, dict):  # the next execution waits for it to end (`_wait_for_the_left`)
+                self._left = threading.Event()
             # What it did as far as the host knows, for when its result did not come (second Ctrl-C, none in time).
             unreported = Unreported(printed.text("stdout"), printed.text("stderr"), tuple(ledger), self._calls.omitted)
             setattr(interrupted, INTERRUPTED_UNREPORTED, unreported)  # `sandbox.errors.interrupted_unreported`
@@ -534,6 +549,17 @@ class Sandbox:
                     )
                     setattr(interrupted, INTERRUPTED_EXECUTION, stopped)  # `sandbox.errors.interrupted_execution`
             raise interrupted
+
+    def _late_reply(self, method: str, message: dict[str, Any]) -> None:
+        """The reply to a request a Ctrl-C left before it came (`SupervisorChannel.on_late_reply`): an execution's
+        that restarted its interpreter (a script that did not stop) makes the next result say so."""
+        if method != "execute":
+            return
+        result = message.get("result")
+        if isinstance(result, dict) and result.get("state_reset") is True:
+            self._reset_unsaid = True
+        if (left := self._left) is not None:
+            left.set()
 
     def last_printed(self) -> str | None:
         """The last line the running execution has printed so far, as far as the sandbox sent it (cleaned, on one

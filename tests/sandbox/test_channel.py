@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
+import signal
 import struct
 import threading
 from typing import IO, Any
@@ -241,3 +243,30 @@ def test_a_request_that_meets_a_close_just_after_its_check_fails_at_once() -> No
     with pytest.raises(SessionError, match="closed") as caught:
         channel.request("workspace.list", {"path": "", "limit": 1}, timeout=30)
     assert not isinstance(caught.value, SessionTimeoutError)
+
+
+def test_the_reply_to_a_request_ctrl_c_left_goes_to_on_late_reply_and_any_other_stays_a_violation() -> None:
+    # Before: such a reply was a protocol violation, and killed the sandbox (a Ctrl-C, then no answer within the wait).
+    peer = PipePeer()
+    channel = ready_channel(peer)
+    late: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+    channel.on_late_reply = lambda method, message: late.put((method, message))
+    main = threading.get_ident()
+    sent: list[dict[str, Any]] = []
+
+    def ctrl_c_once_sent() -> None:
+        request = peer.peer_in.read()
+        assert request is not None
+        sent.append(request)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    threading.Thread(target=ctrl_c_once_sent).start()
+    with pytest.raises(KeyboardInterrupt):
+        channel.request("execute", {}, timeout=30, on_interrupt=lambda: None, interrupt_wait=0.0)
+    reply = {"id": sent[0]["id"], "result": {"state_reset": True}}
+    peer.send(reply)
+    assert late.get(timeout=10) == ("execute", reply)
+    assert channel.broken is None and not peer.killed.is_set()
+    peer.send(reply)  # once: the same reply again is a violation
+    assert peer.killed.wait(10)
+    assert channel.broken is not None and "unknown request" in channel.broken

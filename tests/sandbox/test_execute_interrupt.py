@@ -67,8 +67,8 @@ def test_quit_now_goes_on_at_once_with_what_the_script_printed(backend: DockerBa
             started = time.monotonic()
             with pytest.raises(QuitNow) as caught:
                 sb.execute(
-                    "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-                    "print('sent the first mail', flush=True)\n" + LONG,
+                    "import signal, sys\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                    "sys.stdout.write('sent the first mail\\n')\nsys.stdout.flush()\n" + LONG,  # one piece
                     timeout=60,
                     on_output=on_output,
                 )
@@ -79,3 +79,36 @@ def test_quit_now_goes_on_at_once_with_what_the_script_printed(backend: DockerBa
     unreported = interrupted_unreported(caught.value)
     assert unreported is not None and unreported.stdout == "sent the first mail\n" and unreported.stderr is None
     assert unreported.tool_calls == () and interrupted_unreported(KeyboardInterrupt()) is None
+
+
+def test_after_a_second_ctrl_c_the_next_execution_waits_for_the_left_one_and_says_the_interpreter_was_restarted(
+    backend: DockerBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The script ignores its KeyboardInterrupt: the sandbox restarts its interpreter 3 s after the cancel. Ctrl-C
+    # again leaves before that. Before: the next execution failed ("an execution is already running") and, once it
+    # ran, a NameError for a variable set before, with no word why; the left execution's reply, coming later, was a
+    # protocol violation when the first Ctrl-C's wait had run out.
+    stopping = threading.Event()
+    real = Sandbox._interrupted
+
+    def interrupted_once_taken(channel: object) -> None:  # the sandbox has taken the first Ctrl-C's cancel
+        real(channel)  # type: ignore[arg-type]
+        stopping.set()
+
+    monkeypatch.setattr(Sandbox, "_interrupted", staticmethod(interrupted_once_taken))
+    main = threading.get_ident()
+    stubborn = (
+        "import time\nwhile True:\n    try:\n        time.sleep(100)\n    except KeyboardInterrupt:\n        pass\n"
+    )
+    with Sandbox(backend) as sb:
+        assert sb.execute("kept = 41").ok
+        threading.Timer(1.0, signal.pthread_kill, (main, signal.SIGINT)).start()
+        again = threading.Thread(target=lambda: stopping.wait(60) and signal.pthread_kill(main, signal.SIGINT))
+        again.start()
+        with pytest.raises(KeyboardInterrupt) as caught:
+            sb.execute(stubborn, timeout=60)
+        again.join()
+        assert interrupted_execution(caught.value) is None  # left before its result
+        after = sb.execute("print(kept + 1)")
+        assert after.state_reset and after.error is not None and "NameError" in after.error, after
+        assert sb.execute("print('still usable')").stdout == "still usable\n"
