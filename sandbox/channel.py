@@ -129,6 +129,7 @@ class SupervisorChannel:
         """Told of the reply to a request a Ctrl-C left before it came (its method, the reply)."""
         self._left: dict[int, str] = {}
         """Requests a Ctrl-C left before their reply (the last `LEFT_REQUESTS`), by id: their method."""
+        self._left_replied = threading.Condition(self._lock)
         self._threads = [threading.Thread(target=self._read_loop, name=f"sandbox-read-{session_id}", daemon=True)]
         if connection.stderr is not None:
             self._threads.append(
@@ -230,6 +231,14 @@ class SupervisorChannel:
                 while len(self._left) > LEFT_REQUESTS:
                     del self._left[next(iter(self._left))]
 
+    def wait_left(self, method: str, timeout: float) -> bool:
+        """Wait (at most ``timeout`` seconds) until no ``method`` request a Ctrl-C left still waits for its reply (the
+        channel failing ends the wait too); whether none does."""
+        with self._left_replied:
+            return self._left_replied.wait_for(
+                lambda: self.broken is not None or method not in self._left.values(), timeout
+            )
+
     def _late(self, msg_id: int, message: dict[str, Any]) -> None:
         """The reply to a request left before it came (`_leave`).
 
@@ -238,6 +247,7 @@ class SupervisorChannel:
         """
         with self._lock:
             method = self._left.pop(msg_id, None)
+            self._left_replied.notify_all()
         if method is None:
             raise ProtocolError(f"a reply to unknown request {msg_id}")
         if (told := self.on_late_reply) is not None:
@@ -290,6 +300,7 @@ class SupervisorChannel:
             if self.broken is None:
                 self.broken = reason
             pending, self._pending = self._pending, {}
+            self._left_replied.notify_all()
         if kill and not self.closed:  # before anyone waiting learns of it: the container is gone by then
             if violation:
                 logger.warning("sandbox %s: %s; killing it", self.connection.name, reason)

@@ -253,8 +253,7 @@ class Sandbox:
         self._printing: StreamedOutput | None = None  # what the running execution has printed so far
         self._reset_unsaid = False
         """The result of an execution a Ctrl-C left said its interpreter was restarted: the next result says so."""
-        self._left: threading.Event | None = None
-        """Set once the execution a Ctrl-C left before its result has ended (its late reply came)."""
+
         self._pid = os.getpid()
         """The process whose threads read the channel; a fork of it has the connection but not them."""
 
@@ -473,9 +472,9 @@ class Sandbox:
         self._refuse_in_fork()
         with self._lock:
             channel = self._require_channel()
-            if (left := self._left) is not None:  # before: "an execution is already running"
-                left.wait(_INTERRUPT_WAIT)
-                self._left = None
+            # One a Ctrl-C left before its result may still run: it ends within seconds (before: "an execution is
+            # already running").
+            channel.wait_left("execute", _INTERRUPT_WAIT)
             self.bridge.begin_execution()
             self._calls.begin()
             if turn is not None and not turn.start():
@@ -533,8 +532,6 @@ class Sandbox:
                     self._reset_unsaid = False
                     result = dataclasses.replace(result, state_reset=True)
                 return result
-            if not isinstance(answer, dict):  # the next execution waits for it to end (`_wait_for_the_left`)
-                self._left = threading.Event()
             # What it did as far as the host knows, for when its result did not come (second Ctrl-C, none in time).
             unreported = Unreported(printed.text("stdout"), printed.text("stderr"), tuple(ledger), self._calls.omitted)
             setattr(interrupted, INTERRUPTED_UNREPORTED, unreported)  # `sandbox.errors.interrupted_unreported`
@@ -553,13 +550,9 @@ class Sandbox:
     def _late_reply(self, method: str, message: dict[str, Any]) -> None:
         """The reply to a request a Ctrl-C left before it came (`SupervisorChannel.on_late_reply`): an execution's
         that restarted its interpreter (a script that did not stop) makes the next result say so."""
-        if method != "execute":
-            return
         result = message.get("result")
-        if isinstance(result, dict) and result.get("state_reset") is True:
+        if method == "execute" and isinstance(result, dict) and result.get("state_reset") is True:
             self._reset_unsaid = True
-        if (left := self._left) is not None:
-            left.set()
 
     def last_printed(self) -> str | None:
         """The last line the running execution has printed so far, as far as the sandbox sent it (cleaned, on one
