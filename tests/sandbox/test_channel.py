@@ -263,9 +263,11 @@ def test_the_reply_to_a_request_ctrl_c_left_goes_to_on_late_reply_and_any_other_
     threading.Thread(target=ctrl_c_once_sent).start()
     with pytest.raises(KeyboardInterrupt):
         channel.request("execute", {}, timeout=30, on_interrupt=lambda: None, interrupt_wait=0.0)
+    assert channel.wait_left("ping", 0) and not channel.wait_left("execute", 0.05)  # the next execute waits for it
     reply = {"id": sent[0]["id"], "result": {"state_reset": True}}
     peer.send(reply)
     assert late.get(timeout=10) == ("execute", reply)
+    assert channel.wait_left("execute", 10)
     assert channel.broken is None and not peer.killed.is_set()
     peer.send(reply)  # once: the same reply again is a violation
     assert peer.killed.wait(10)
