@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import queue
 import re
 import threading
@@ -42,6 +43,8 @@ OVERLAP = 80
 """Characters the start of the result's end must match of what was shown last (less: all of it) to count as shown."""
 FLUSH_WAIT = 2.0
 """Seconds the end waits for the pieces still queued to reach the terminal (a paused one: it gives up)."""
+WRITE_CHARS = 4096
+"""Characters written at a time: once the end gave up on a slow terminal, at most these of a piece still reach it."""
 
 
 class LiveOutput:
@@ -70,6 +73,9 @@ class LiveOutput:
         """The last text queued of the stream left its line open."""
         self._open = dict.fromkeys(streams, False)
         """The terminal's line is one of the stream's not yet ended (what tooltree says then starts a line anew)."""
+        self._terminal = {name: _terminal_of(stream) for name, stream in streams.items()}
+        """Which terminal each stream writes to: stdout and stderr are most often the same one, whose line is then
+        the last writer's only (before: each kept its own open, and the end added a blank line)."""
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[str, str, bool] | None] = queue.Queue(QUEUED)
         """Pieces to write: a stream's name, the text, and whether it is the stream's (not a note of tooltree's)."""
@@ -79,6 +85,9 @@ class LiveOutput:
         self._closing = False
         self._partial = False
         """Some of what came was never shown (live printing stopped before the stream's end)."""
+        self._abandoned = False
+        """The end gave up waiting for the terminal (`finish`): what is still queued is not written (the end prints
+        it), so that nothing comes after what the end prints."""
 
     @classmethod
     def on_terminals(cls, stdout: TextIO, stderr: TextIO) -> LiveOutput | None:
@@ -134,15 +143,7 @@ class LiveOutput:
             out = self._streams.get(name)
             try:
                 if out is not None:
-                    out.write(text)
-                    out.flush()
-                    with self._lock:
-                        if of_stream:
-                            self._shown[name] += len(text)
-                            self._digest[name].update(_encoded(text))
-                        # What the terminal shows last of the stream (a note of what was not shown starts it anew).
-                        self._recent[name] = (self._recent[name] + text)[-RECENT:] if of_stream else ""
-                        self._open[name] = self._open[name] if not text else not text.endswith("\n")
+                    self._write_piece(name, out, text, of_stream)
             except (OSError, ValueError):  # the terminal went away: the result is printed (or not) at the end
                 self._streams.pop(name, None)
             finally:
@@ -154,6 +155,24 @@ class LiveOutput:
             if self._closing and self._queue.empty():  # `finish` found the queue full: no end marker follows
                 return
         self._queue.task_done()
+
+    def _write_piece(self, name: str, out: TextIO, text: str, of_stream: bool) -> None:
+        """Write one piece, in slices: once the end gave up on a slow terminal (and prints what it missed), only the
+        slice being written still reaches it, not the rest of a piece of up to 2 x output_chars."""
+        for at in range(0, len(text), WRITE_CHARS):
+            with self._lock:
+                if self._abandoned:
+                    return
+            written = text[at : at + WRITE_CHARS]
+            out.write(written)
+            out.flush()
+            with self._lock:
+                if of_stream:
+                    self._shown[name] += len(written)
+                    self._digest[name].update(_encoded(written))
+                # What the terminal shows last of the stream (a note of what was not shown starts it anew).
+                self._recent[name] = (self._recent[name] + written)[-RECENT:] if of_stream else ""
+                self._opened(name, not written.endswith("\n"))
 
     def flush(self, timeout: float) -> bool:
         """Wait (at most ``timeout`` seconds) until what was handed over so far is on the terminal; whether it is."""
@@ -190,20 +209,38 @@ class LiveOutput:
             writer.join(FLUSH_WAIT)
             if writer.is_alive():  # a paused terminal: what it has not taken is printed (again) at the end
                 with self._lock:
-                    self._partial = True
+                    self._partial = self._abandoned = True
 
     def rest(self, name: str, text: str | None) -> str | None:
         """What of ``text`` (the stream as the result shows it) is left to print: all of it when nothing of it was
         printed live, or when it does not start with what was (cleaned apart, pieces can differ from the whole: a
         line printed twice rather than one lost); for an output cut short, from its note on (the live lines already
         show more than its head), and of its end only what was not printed when every byte of the stream was; a
-        newline when all was printed but the line it ended is still open on the terminal."""
+        newline when all was printed but the line it ended is still open on the terminal; after a newline when
+        another stream's line is left open on the same terminal (stdout's rest is not on stderr's line)."""
         self.finish()
+        rest = self._rest(name, text)
         with self._lock:
             line_open = self._open.get(name, False)
-        rest = self._rest(name, text)
+            # Another stream's line left open on the same terminal: the rest starts a line of its own.
+            other = any(self._open[o] for o in self._shared(name) if o != name)
+            if rest or line_open:  # printed with a newline at its end: no line is left open on the terminal
+                self._opened(name, False)
+        if rest and other:
+            return "\n" + rest
         # All of it shown, the terminal's line left open: the newline a result's printer adds to its output's end.
         return "\n" if rest == "" and line_open else rest
+
+    def _shared(self, name: str) -> list[str]:
+        """The streams that write to the terminal ``name`` writes to (``name`` too); under the lock."""
+        if name not in self._terminal:
+            return []
+        return [o for o in self._terminal if self._terminal[o] == self._terminal[name]]
+
+    def _opened(self, name: str, line_open: bool) -> None:
+        """``name`` just wrote to its terminal, leaving its line open or not: the line is no other stream's now."""
+        for o in self._shared(name):
+            self._open[o] = line_open and o == name
 
     def _rest(self, name: str, text: str | None) -> str | None:
         with self._lock:
@@ -268,6 +305,16 @@ def _whole_characters(data: bytes | bytearray, end: int) -> int:
 
 def _encoded(text: str) -> bytes:
     return text.encode("utf-8", errors="surrogatepass")
+
+
+def _terminal_of(stream: TextIO) -> object:
+    """What tells ``stream``'s terminal from another: its device (stdout and stderr on one terminal have the same),
+    else the stream itself."""
+    try:
+        status = os.fstat(stream.fileno())
+    except (AttributeError, ValueError, OSError):
+        return id(stream)
+    return (status.st_dev, status.st_ino, status.st_rdev)
 
 
 def _is_terminal(stream: TextIO) -> bool:

@@ -126,6 +126,29 @@ def test_what_waits_for_a_paused_terminal_is_bounded_in_characters_too(monkeypat
     out.go.set()
 
 
+def test_once_the_end_gave_up_on_a_slow_terminal_nothing_more_of_the_live_output_reaches_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before: the writer went on writing every piece still queued once the terminal took them again, after what the
+    # end printed (its note, its end, tooltree's last line): a slow terminal showed 40 KB of live lines and a
+    # "[... not shown ...]" line after "tooltree exit 0".
+    from tooltree_cli import exec_live
+
+    monkeypatch.setattr(exec_live, "FLUSH_WAIT", 0.2)
+    out = _Paused()
+    live = LiveOutput({"stdout": out})
+    live.feed("stdout", b"x" * 10_000 + b"\n")  # its first slice is being written when the end gives up
+    live.feed("stdout", b"queued\n")
+    writer = live._writer
+    assert writer is not None
+    whole = "x" * 10_000 + "\nqueued\nend\n"
+    assert live.rest("stdout", whole) == whole  # printed whole by the end: none of it counts as shown
+    out.go.set()
+    writer.join(WAIT)
+    assert not writer.is_alive()
+    assert out.getvalue() == "x" * exec_live.WRITE_CHARS  # only the slice the terminal had begun to take
+
+
 def test_after_stop_nothing_more_is_shown_as_it_comes_and_the_end_has_it() -> None:
     out = _Terminal()
     live = LiveOutput({"stdout": out})

@@ -62,6 +62,24 @@ def test_what_tooltree_says_after_a_line_left_open_starts_a_line_of_its_own() ->
     assert live.rest("stdout", "fetching 500 leads...") == ""  # nothing left, and no blank line
 
 
+def test_stdout_and_stderr_on_one_terminal_share_its_line_no_blank_line_and_no_line_joined_at_the_end() -> None:
+    # Before: each stream kept its own line open, so the end added one newline for each (a blank line), and the
+    # rest of stdout went on the line stderr had left open ("30/100 |###done").
+    terminal = _Terminal()
+    live = LiveOutput({"stdout": terminal, "stderr": terminal})
+    live.feed("stdout", b"fetching...")
+    live.feed("stderr", b"\r 30/100 |###")
+    assert _shown(live, terminal) == "fetching...\n 30/100 |###"
+    assert live.rest("stdout", "fetching... done\n") == "\n done\n"  # on a line of its own, not stderr's
+    assert live.rest("stderr", "\n 30/100 |###") == ""  # that line was ended by stdout's rest: no blank line
+    terminal = _Terminal()
+    live = LiveOutput({"stdout": terminal, "stderr": terminal})
+    live.feed("stdout", b"partial")
+    live.feed("stderr", b"err-partial")
+    assert live.rest("stdout", "partial") == ""
+    assert live.rest("stderr", "err-partial") == "\n"  # one newline ends the terminal's line, once
+
+
 def _lines(first: int, last: int) -> str:
     return "".join(f"log line {n:04d} of a long job\n" for n in range(first, last))
 
