@@ -253,7 +253,6 @@ class Sandbox:
         self._printing: StreamedOutput | None = None  # what the running execution has printed so far
         self._reset_unsaid = False
         """The result of an execution a Ctrl-C left said its interpreter was restarted: the next result says so."""
-
         self._pid = os.getpid()
         """The process whose threads read the channel; a fork of it has the connection but not them."""
 
