@@ -34,6 +34,10 @@ _ESCAPES = re.compile(
     r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC strings
     r"|\x1b[ -/]*[0-~]?"  # any other escape
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+    # 8-bit OSC, DCS, SOS, PM and APC strings, when ended on the same line within 512 characters (before: their
+    # controls went, their text stayed: "52;c;Zm9v"); not otherwise, since mis-decoded text holds these codes too.
+    r"|\x9d[^\x07\x9c\x1b\n]{0,512}(?:\x07|\x9c|\x1b\\)"
+    r"|[\x90\x98\x9e\x9f][^\x9c\x1b\n]{0,512}(?:\x9c|\x1b\\)"
 )
 _CONTROLS = re.compile(
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff\U000e0000-\U000e007f]"

@@ -279,13 +279,17 @@ def _overlap(shown: str, end: str) -> int:
     return 0
 
 
+_C1_STARTS = tuple(b"\xc2" + bytes([code]) for code in (0x90, 0x98, 0x9B, 0x9D, 0x9E, 0x9F))
+"""The 8-bit controls that start a sequence (DCS, SOS, CSI, OSC, PM, APC), as UTF-8."""
+
+
 def _printable(pending: bytes | bytearray) -> int:
     """How many of the ``pending`` bytes can be printed now, cleaned alone as the whole will be: all but a CR last
     (the first half of a CRLF, maybe: one line end, not two), a character whose last bytes have not come, and, on
     a line not yet ended, an escape sequence that may not be whole (cleaned before its end, its rest would show)."""
     limit = len(pending) - 1 if pending.endswith(b"\r") else len(pending)
     lines = max(pending.rfind(b"\n", 0, limit), pending.rfind(b"\r", 0, limit)) + 1
-    for start in (b"\x1b", b"\xc2\x9b"):  # ESC, and the 8-bit CSI as UTF-8
+    for start in (b"\x1b", *_C1_STARTS):  # ESC, and the 8-bit sequences as UTF-8
         if (at := pending.rfind(start, lines, limit)) >= 0:
             limit = at
     return max(lines, _whole_characters(pending, limit))

@@ -30,6 +30,16 @@ def test_terminal_escape_sequences_are_stripped() -> None:
     assert clean_text(text) == "red plain link end"
 
 
+def test_eight_bit_string_sequences_go_whole() -> None:
+    # Before: their controls went and their text stayed ("52;c;Zm9v" of an 8-bit OSC 52 clipboard write).
+    text = "a\x9d52;c;Zm9v\x9cb\x9d0;title\x07c\x90q$r\x1b\\d\x9ehidden\x9ce"
+    assert clean_text(text) == "abcde"
+    # Not ended on its line: only the code goes (text mis-decoded as Latin-1 holds such codes; none of it is lost).
+    assert clean_text("UTF-8 read as Latin-1: \u00e2\x80\x90 hyphen\nnext line \x9c") == (
+        "UTF-8 read as Latin-1: \u00e2 hyphen\nnext line "
+    )
+
+
 def test_control_characters_go_and_carriage_returns_end_lines() -> None:
     assert clean_text("a\x00b\x07c\td\r\ne\rf\u202eg") == "abc\td\ne\nfg"
 
