@@ -5,6 +5,8 @@ cleaned of terminal escape sequences and control characters (invalid UTF-8 was a
 replaced by the supervisor's decoder, and JSON cannot carry invalid UTF-8 past the frame
 parser), images are decoded strictly and must be the image type their bytes say they are
 (`ImageBudget`: the rules an MCP tool's images are held to as well, in direct mode and passthrough).
+
+(Over 400 lines: the result, the cleaning of its text and the checks of its images are one boundary, read together.)
 """
 
 from __future__ import annotations
