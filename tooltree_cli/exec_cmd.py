@@ -247,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
     return _report(args, result, _shown(unsaved) if unsaved is not None else None, [_shown(note) for note in notes])
 
 
-def _print_stopped(args: argparse.Namespace, stopped: TerminatedAfter | QuitAfter, code: int, why: str) -> None:
+def _print_stopped(args: argparse.Namespace, stopped: QuitAfter, code: int, why: str) -> None:
     """What a script did that tooltree quit under (``why``, exit ``code``): its result when it came, else what it
     printed as far as the sandbox sent it (on a terminal, what of it was not shown as it came) and its tool calls;
     then the workspace's notes."""
@@ -301,18 +301,6 @@ def _report(
     return exit_code
 
 
-class TerminatedAfter(Terminated):
-    """SIGTERM stopped `execute` (`Terminated`) once it had the stopped script's ``result`` (None: it did not come in
-    time) and the workspace's ``notes`` (cleaned): the workspace was saved on the way out, as after a Ctrl-C.
-
-    Before: `exec` printed only ``tooltree: terminated``; the output and the tool calls of the script were lost, and
-    its help said nothing of the workspace was saved, though it was."""
-
-    def __init__(self, result: ExecutionResult | None, notes: list[str], unreported: Unreported | None) -> None:
-        super().__init__()
-        self.result, self.notes, self.unreported = result, notes, unreported
-
-
 class QuitAfter(KeyboardInterrupt):
     """A second Ctrl-C (or none of the stopped script's result within the wait) ended `execute`: the result, when
     it came all the same, else what the script did as far as the host knows (`sandbox.errors.Unreported`; None when
@@ -322,6 +310,14 @@ class QuitAfter(KeyboardInterrupt):
     def __init__(self, result: ExecutionResult | None, notes: list[str], unreported: Unreported | None) -> None:
         super().__init__()
         self.result, self.notes, self.unreported = result, notes, unreported
+
+
+class TerminatedAfter(Terminated, QuitAfter):
+    """SIGTERM stopped `execute` (`Terminated`), with what `QuitAfter` holds: the workspace was saved on the way out,
+    as after a Ctrl-C.
+
+    Before: `exec` printed only ``tooltree: terminated``; the output and the tool calls of the script were lost, and
+    its help said nothing of the workspace was saved, though it was."""
 
 
 class SandboxFailed(Exception):

@@ -113,8 +113,8 @@ class LiveOutput:
                 first = min(ends) + 1 if ends else len(data)  # the line the gap cut into is not shown
                 held = clean_text(bytes(pending).decode("utf-8", errors="replace"))
                 line_open = held[-1:] != "\n" if held else self._queued_open[name]
-                note = f"{held}{chr(10) if line_open else ''}[... {size(skipped + first)} not shown ...]\n"
-                pieces.append((name, note, False))
+                held += "\n" if line_open else ""
+                pieces.append((name, f"{held}[... {size(skipped + first)} not shown ...]\n", False))
                 pending.clear()
                 data = data[first:]
             pending += data
