@@ -285,5 +285,10 @@ class SandboxConfig:
         return parse_size(self.workspace_size) + MAX_ENTRIES * ENTRY_BYTES
 
     @property
+    def workspace_data_bytes(self) -> int:
+        """The file data a saved workspace may hold: the ``/workspace`` tmpfs's size, all a restore can write back."""
+        return parse_size(self.workspace_size)
+
+    @property
     def memory_bytes(self) -> int:
         return parse_size(self.memory)

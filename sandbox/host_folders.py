@@ -88,10 +88,16 @@ class FolderTree:
 
 
 def lstat_walk(
-    root: bytes, limit: int | None, *, skip_top: bytes | None = None, strict: bool = True
+    root: bytes,
+    limit: int | None,
+    *,
+    skip_top: bytes | None = None,
+    skip_any: frozenset[bytes] = frozenset(),
+    strict: bool = True,
 ) -> Iterator[tuple[bytes, os.stat_result]]:
     """``(relative path, lstat)`` of every entry below ``root`` without following links, a folder
-    before its content; a top-level entry named ``skip_top`` left out; at most ``limit`` entries.
+    before its content; a top-level entry named ``skip_top``, and entries named in ``skip_any`` at any depth,
+    left out (with what they hold); at most ``limit`` entries.
 
     Raises:
         OSError: an entry could not be listed or read (``strict``; else it is passed over).
@@ -115,7 +121,7 @@ def lstat_walk(
                     raise
                 continue
             for name in names:
-                if not rel and name == skip_top:
+                if (not rel and name == skip_top) or name in skip_any:
                     continue
                 try:
                     st = os.lstat(name, dir_fd=fd)

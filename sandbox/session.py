@@ -735,7 +735,12 @@ class Sandbox:
         if since is not None:
             params["since"] = since  # files left as that save sent them come without their data
         receiver = WorkspaceReceiver(
-            target, max_bytes=params["max_bytes"], max_entries=MAX_ENTRIES, record=record, continues=since is not None
+            target,
+            max_bytes=params["max_bytes"],
+            max_entries=MAX_ENTRIES,
+            record=record,
+            continues=since is not None,
+            max_data=self.config.workspace_data_bytes,
         )
         try:
             self._refuse_in_fork()

@@ -31,7 +31,8 @@ kept (`sandbox.workspace_merge`, `sandbox.workspace_inplace`).
 The top-level names in `RESERVED` are tooltree's own, not workspace content: the read-only tree's
 ``servers`` and the work folder `WORK_FOLDER`. They are never restored, and never merged into the host
 folder either way: what a sandbox sends under them is counted against the caps but never written,
-and a note says it was not saved; a host entry of that name stays as it is.
+and a note says it was not saved; a host entry of that name stays as it is. The names in `HOST_ONLY` are the
+host's at any depth (``.git``), handled alike: the sandbox never sees them and a save never changes them.
 
 (Over 400 lines: one class, the save's receiver, whose checks — caps, order, duplicates, ``same`` items, files
 held until known unchanged — share its bookkeeping, and its commit reads that bookkeeping.)
@@ -62,7 +63,7 @@ from sandbox._supervisor.transfer import (
 from sandbox.errors import ProtocolError, WorkspaceError
 from sandbox.host_folders import alive, is_mount_point, lock_folder, open_folder, remove_tree, shown
 from sandbox.workspace_inplace import AsideArea, Merge, merge
-from sandbox.workspace_merge import HostEntry, RestoreRecord, entries_below
+from sandbox.workspace_merge import HOST_ONLY, HOST_ONLY_NAMES, HostEntry, RestoreRecord, entries_below
 
 __all__ = [
     "BATCH_BYTES",
@@ -114,7 +115,7 @@ def iter_restore_batches(
         WorkspaceError: the folder is over a cap, holds a path that cannot cross, or cannot be read
             (the message says which, relative to ``root``).
     """
-    reader = TreeReader(root, skip=_RESERVED, max_bytes=max_bytes, max_entries=max_entries)
+    reader = TreeReader(root, skip=_RESERVED, skip_any=HOST_ONLY_NAMES, max_bytes=max_bytes, max_entries=max_entries)
     try:
         # Over the caps by the files' sizes: refused before any file is read (before: a 10 GB sparse file was read
         # and sent, 256 MB in about 4 s, until the sandbox's disk refused it).
@@ -142,6 +143,13 @@ class WorkspaceReceiver:
             `sandbox.workspace_merge` for what the merge keeps.
         continues: the save continues the one that left ``record`` (its id went as ``since``): files the
             sandbox left as they were sent may come as ``same`` items.
+        max_data: most bytes of file data the folder may hold after the save, each file counted in whole
+            `ENTRY_BYTES` pages (a ``same`` file at its host copy's size): what the sandbox's workspace (a tmpfs
+            of that size) can take back at the next restore; None: no such cap. The sandbox holds a sparse file or
+            a file's hard links in less than that, but they cross whole and are restored whole: before, a 370 MiB
+            sparse file (32 KiB in the sandbox) or three links to a 120 MiB file were saved, and every later
+            session of the folder failed to start ("cannot restore 'big.bin': No space left on device"). A save
+            over it is refused (`check`), writing nothing more, and the previous copy stays.
     """
 
     def __init__(
@@ -152,11 +160,14 @@ class WorkspaceReceiver:
         max_entries: int = MAX_ENTRIES,
         record: RestoreRecord | None = None,
         continues: bool = False,
+        max_data: int | None = None,
     ) -> None:
         # Its real path: ``.`` or ``..`` has no name to stage beside, and cannot be moved aside.
         self.dest = dest = Path(os.path.realpath(dest))
         self.max_bytes = max_bytes
         self.max_entries = max_entries
+        self.max_data = max_data
+        self._data = 0  # file data charged against ``max_data``, in whole pages
         self.record = record
         self._known = record.digests if record is not None and continues else {}
         self._started = record.digests if record is not None else {}
@@ -241,7 +252,7 @@ class WorkspaceReceiver:
             if append and self._open_file != parts:
                 raise ProtocolError(f"data appended to {show(parts)}, which is not the file being saved")
             self._settle(whole=not append)
-            reserved = parts[0] in _RESERVED
+            reserved = parts[0] in _RESERVED or not HOST_ONLY_NAMES.isdisjoint(parts)
             if not append and not reserved and len(parts) > 1 and b"/".join(parts[:-1]) not in self._dirs:
                 raise ProtocolError(f"{show(parts)} arrived before its folder was sent, while saving the workspace")
             rel = b"/".join(parts)
@@ -251,14 +262,17 @@ class WorkspaceReceiver:
                 self._same_file(parts, rel, reserved=reserved)
                 continue
             self._charge(len(data or b""), entry=not append)
+            if data and not reserved:
+                self._charge_data(len(data))
             if data is None:
                 self.counts["dirs"] += 1
             elif not append:
                 self.counts["files"] += 1
             self._open_file = parts if data is not None else None
             self.counts["bytes"] += len(data or b"")
-            if reserved:  # tooltree's own name: never workspace content, never written (noted by `commit`)
-                self._left_out[parts[0]] = self._left_out.get(parts[0], 0) + (0 if append else 1)
+            if reserved:  # tooltree's or the host's name: never workspace content, never written (noted by `commit`)
+                top = _left_out_top(parts)
+                self._left_out[top] = self._left_out.get(top, 0) + (0 if append else 1)
                 continue
             if data is None:
                 self._dirs.add(rel)
@@ -299,12 +313,28 @@ class WorkspaceReceiver:
         if not reserved and (digest is None or rel in self._hashes or rel in self._dirs):
             raise ProtocolError(f"{show(parts)} was sent as unchanged, but no save of this session sent it")
         self._charge(0, entry=True)
+        host = self.record.entries.get(rel) if self.record is not None and not reserved else None
+        if host is not None and host.kind == "file":  # the host keeps its file: the next restore sends it
+            self._charge_data(host.identity[1])
         self.counts["same"] += 1
         self._open_file = None
         if digest is None or reserved:
-            self._left_out[parts[0]] = self._left_out.get(parts[0], 0) + 1
+            top = _left_out_top(parts)
+            self._left_out[top] = self._left_out.get(top, 0) + 1
         else:
             self._same[rel] = digest
+
+    def _charge_data(self, size: int) -> None:
+        """Count ``size`` bytes of file data in whole pages (a piece of a file is `CHUNK_BYTES`, whole pages, but for
+        its last); past ``max_data`` the save fails (`check`) and nothing more is written."""
+        self._data += -(-size // ENTRY_BYTES) * ENTRY_BYTES
+        if self.max_data is not None and self._data > self.max_data and self.failed is None:
+            self.failed = (
+                f"its files hold more than the sandbox's workspace can: over {self.max_data} bytes of data (each "
+                "file in whole 4 KiB pages; a sparse file or a file's hard links count whole, as a restore writes "
+                "them), so no later session could restore it; make the files fit (sandbox setting workspace_size)"
+            )
+            self._held = None
 
     def _write(self, parts: list[bytes], data: bytes | None, *, append: bool) -> None:
         try:
@@ -354,8 +384,14 @@ class WorkspaceReceiver:
             self._drop_work_folder()
             os.close(lock)
         self.notes[:0] = [
-            f"the sandbox's {shown(name)} ({_entries_count(count)}) was not saved: that name at the top of a "
-            f"workspace is tooltree's own ({RESERVED[name.decode()]}); give it another name to keep it"
+            f"the sandbox's {shown(name)} ({_entries_count(count)}) was not saved: "
+            + (
+                f"that name at the top of a workspace is tooltree's own ({RESERVED[name.decode()]}); give it another "
+                "name to keep it"
+                if name.decode() in RESERVED
+                else f"a workspace's {name.rsplit(b'/', 1)[-1].decode()} is never restored nor saved "
+                f"({HOST_ONLY[name.rsplit(b'/', 1)[-1].decode()]})"
+            )
             for name, count in sorted(self._left_out.items())
         ]
         self.next_record = self._record_of_save(digests, self._foreign)
@@ -441,6 +477,13 @@ class WorkspaceReceiver:
         if not self.merging:
             shutil.rmtree(self.staging, ignore_errors=True)
         self._drop_work_folder()
+
+
+def _left_out_top(parts: list[bytes]) -> bytes:
+    """The entry a left-out item is counted under: its top-level name, or its path to the first host-only name."""
+    if parts[0] in _RESERVED:
+        return parts[0]
+    return b"/".join(parts[: next(i for i, part in enumerate(parts) if part in HOST_ONLY_NAMES) + 1])
 
 
 def _remove_stale_staging(dest: Path, beside: Path) -> None:

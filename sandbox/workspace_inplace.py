@@ -46,6 +46,7 @@ from sandbox.host_folders import (
     shown,
 )
 from sandbox.workspace_merge import (
+    HOST_ONLY_NAMES,
     HostEntry,
     RestoreRecord,
     decide,
@@ -155,8 +156,8 @@ def merge(
     same: set[bytes] | frozenset[bytes] = frozenset(),
 ) -> None:
     """Merge ``staging`` (the saved copy) into the open host folder ``dest_fd`` in place (see the module's
-    rules); host entries that go are moved into ``aside``. Top-level names in ``skip_top`` are never touched
-    on the host, nor moved in (the receiver never writes one into ``staging``).
+    rules); host entries that go are moved into ``aside``. Top-level names in ``skip_top``, and `HOST_ONLY_NAMES` at
+    any depth, are never touched on the host, nor moved in (the receiver never writes one into ``staging``).
 
     ``record`` is None when the save goes to a folder nothing was restored from: then every host entry is
     kept (the sandbox's copy takes the name where both hold a different file). ``sandbox_digests`` are the
@@ -243,8 +244,8 @@ class _Merger:
         try:
             for name, host, saved in _snapshot(host_fd, stage_fd):
                 path = rel + b"/" + name if rel else name
-                if not rel and name in self.skip_top:
-                    continue  # tooltree's own: the host's stays, and a save never stages one
+                if (not rel and name in self.skip_top) or name in HOST_ONLY_NAMES:
+                    continue  # tooltree's own, or the host's: the host's stays, and a save never stages one
                 self._entry(host_fd, stage_fd, name, path, host, saved, depth)
         finally:
             if mode & stat.S_IRWXU != stat.S_IRWXU:

@@ -13,7 +13,7 @@ Replacing the folder wholesale would delete them. So a save is a three-way merge
 
 with these rules, path by path (`decide`):
 
-- a host entry that never crossed (a link, a special file, top-level ``servers``) is kept;
+- a host entry that never crossed (a link, a special file, top-level ``servers``, a ``.git`` at any depth) is kept;
 - a host file the restore did not send, or changed since it was sent, is kept: it stays instead of the
   sandbox's copy when the sandbox left its copy as sent, and when both changed it the sandbox's copy
   takes the name and the host's is kept beside it as ``<name>.host`` (``.host-2``, …), with a note;
@@ -51,6 +51,12 @@ from sandbox.host_folders import FolderTree, lstat_walk
 
 SKIP_TOP_LEVEL = b"servers"
 """The tree's place in the container: never workspace content, so a host entry of that name is kept."""
+HOST_ONLY = {".git": "a git repository, whose config and hooks git runs as commands on the host"}
+"""Names, at any depth, whose content the host acts on: never restored, never saved, never merged, never
+recorded. Before: a script appended ``[core] fsmonitor = "…"`` to a restored ``.git/config``, the save put it in
+the user's folder, and the next ``git status`` there (a shell prompt showing the branch runs one) ran the command
+on the host. A ``.git`` file (a worktree's or a submodule's pointer to its repository) is one of them too."""
+HOST_ONLY_NAMES = frozenset(name.encode() for name in HOST_ONLY)
 MAX_RECORDED = 1 << 16
 """Entries a `RestoreRecord` walks at most: a restore refuses folders far smaller (`MAX_ENTRIES`)."""
 
@@ -99,7 +105,9 @@ class RestoreRecord:
             record.root_mode = stat.S_IMODE(os.stat(root).st_mode)
         except OSError:
             return record
-        for rel, st in lstat_walk(os.fsencode(root), MAX_RECORDED, skip_top=SKIP_TOP_LEVEL, strict=False):
+        for rel, st in lstat_walk(
+            os.fsencode(root), MAX_RECORDED, skip_top=SKIP_TOP_LEVEL, skip_any=HOST_ONLY_NAMES, strict=False
+        ):
             record.entries[rel] = host_entry(st)
         return record
 

@@ -146,8 +146,15 @@ class Entry:
         return self.parts[-1]
 
 
-def walk(root: str | bytes | os.PathLike[str], *, skip: frozenset[bytes], max_entries: int) -> Iterator[Entry]:
-    """Every entry below ``root``, a folder before what it holds; top-level names in ``skip`` are left out.
+def walk(
+    root: str | bytes | os.PathLike[str],
+    *,
+    skip: frozenset[bytes],
+    max_entries: int,
+    skip_any: frozenset[bytes] = frozenset(),
+) -> Iterator[Entry]:
+    """Every entry below ``root``, a folder before what it holds; top-level names in ``skip``, and names in
+    ``skip_any`` at any depth, are left out (with what they hold).
 
     Raises:
         PathError: more than ``max_entries`` entries, or a path `check_parts` refuses.
@@ -160,8 +167,8 @@ def walk(root: str | bytes | os.PathLike[str], *, skip: frozenset[bytes], max_en
         nonlocal listed
         try:
             names = sorted(os.fsencode(n) for n in os.listdir(fd))
-            if not parts:
-                names = [n for n in names if n not in skip]
+            if not parts or skip_any:
+                names = [n for n in names if n not in skip_any and (parts or n not in skip)]
             listed += len(names)
             if listed > max_entries:
                 raise PathError(f"more than {max_entries} files and folders")

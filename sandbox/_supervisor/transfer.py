@@ -104,9 +104,11 @@ class TreeReader:
         max_bytes: int,
         max_entries: int,
         known: dict[bytes, Sent] | None = None,
+        skip_any: frozenset[bytes] = frozenset(),
     ):
         self.root = root
         self.skip = skip
+        self.skip_any = skip_any
         self.max_bytes = max_bytes
         self.max_entries = max_entries
         self.known = known or {}
@@ -134,7 +136,7 @@ class TreeReader:
             OSError: an entry could not be read.
         """
         total = 0
-        for entry in walk(self.root, skip=self.skip, max_entries=self.max_entries):
+        for entry in walk(self.root, skip=self.skip, max_entries=self.max_entries, skip_any=self.skip_any):
             assert entry.info is not None  # `walk` always gives it
             self.where = entry.parts
             if entry.kind == "other":
@@ -153,7 +155,7 @@ class TreeReader:
             PathError: over a cap, or a path that cannot cross.
             OSError: an entry could not be read, or a file changed kind while being read.
         """
-        for entry in walk(self.root, skip=self.skip, max_entries=self.max_entries):
+        for entry in walk(self.root, skip=self.skip, max_entries=self.max_entries, skip_any=self.skip_any):
             self.where = entry.parts
             assert entry.info is not None  # `walk` always gives it
             self.stamp.update(stamp_line(entry.parts, entry.info))

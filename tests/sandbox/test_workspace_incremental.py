@@ -185,3 +185,41 @@ def test_the_note_on_links_left_out_is_said_once_until_their_count_changes(
         sb.save_workspace_if_changed()
         said = [n for n in sb.workspace_notes if link_note in n]
     assert said == [f"1 {link_note} (they never leave the sandbox)", f"2 {link_note} (they never leave the sandbox)"]
+
+
+def test_a_file_sent_as_unchanged_counts_its_host_copys_data_against_what_a_restore_can_write(
+    tmp_path: Path,
+) -> None:
+    # 12 KiB of data may be saved (a workspace of that size). The first save sends a.bin's 8 KiB; the next sends it as
+    # unchanged and 8 KiB more in b.bin (a sparse file in the sandbox costs it nothing): the folder would hold 16 KiB,
+    # which no restore could write back. Before, a.bin counted nothing and the save was merged.
+    dest = tmp_path / "ws"
+    dest.mkdir()
+    record = save(dest, restored(dest), {"a.bin": bytes(8192)}).next_record
+    receiver = WorkspaceReceiver(dest, max_bytes=100_000, record=record, continues=True, max_data=12_288)
+    send(receiver, {"path": "a.bin", "same": True}, piece("b.bin", bytes(8192)))
+    with pytest.raises(WorkspaceError, match="more than the sandbox's workspace can"):
+        receiver.check({"files": 1, "same": 1, "dirs": 0, "bytes": 8192})
+    receiver.discard()
+    assert sorted(os.listdir(dest)) == ["a.bin"]
+    assert sorted(os.listdir(tmp_path)) == ["ws"]
+
+    receiver = WorkspaceReceiver(dest, max_bytes=100_000, record=record, continues=True, max_data=12_288)
+    send(receiver, {"path": "a.bin", "same": True}, piece("b.bin", bytes(4096)))  # 12 KiB in all: saved
+    receiver.check({"files": 1, "same": 1, "dirs": 0, "bytes": 4096})
+    receiver.commit()
+    assert sorted(os.listdir(dest)) == ["a.bin", "b.bin"]
+
+
+def test_each_file_counts_in_whole_pages_against_what_a_restore_can_write(tmp_path: Path) -> None:
+    dest = tmp_path / "ws"
+    receiver = WorkspaceReceiver(dest, max_bytes=100_000, max_data=2 * 4096)
+    send(receiver, piece("a", b"x"), piece("b", b"y"), piece("c", b""))  # two pages; an empty file takes none
+    receiver.check({"files": 3, "same": 0, "dirs": 0, "bytes": 2})
+    receiver.commit()
+    receiver = WorkspaceReceiver(dest, max_bytes=100_000, max_data=2 * 4096)
+    send(receiver, piece("a", b"x"), piece("b", b"y"), piece("c", b"z"))  # three pages of one byte each
+    with pytest.raises(WorkspaceError, match="more than the sandbox's workspace can"):
+        receiver.check({"files": 3, "same": 0, "dirs": 0, "bytes": 3})
+    receiver.discard()
+    assert (dest / "c").read_bytes() == b""

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import DockerBackend, Sandbox, WorkspaceError
+from sandbox import DockerBackend, Sandbox, SandboxConfig, WorkspaceError
 from sandbox.hardening import SESSION_LABEL
 from sandbox.workspace import ENTRY_BYTES, MAX_ENTRIES, TMPFS_INODES
 from tests.docker_cli import EngineWithCLI
 from tests.security.probes import run_ok
+from tests.support import TEST_OWNER
 
 pytestmark = pytest.mark.docker
 
@@ -343,3 +344,84 @@ def test_a_tooltree_save_folder_made_by_a_script_is_never_saved_and_leaves_no_co
         **{k: v for k, v in snapshot(workspace).items() if k.startswith(b"skills")},
     }
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+
+
+FILES_OVER_THE_WORKSPACE = {
+    # 24 MiB of data in a 16 MiB workspace: one sparse file (a page of it written), or a 6 MiB file and three links.
+    "sparse_file": "with open('big', 'wb') as f:\n    f.truncate(24 << 20)\n    f.write(b'x')\n",
+    "hard_links": (
+        "import os\nopen('big', 'wb').write(os.urandom(6 << 20))\nfor i in range(3):\n    os.link('big', f'big{i}')\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("script", FILES_OVER_THE_WORKSPACE.values(), ids=FILES_OVER_THE_WORKSPACE.keys())
+def test_files_a_restore_could_not_write_back_are_refused_and_the_folder_still_starts_sessions(
+    docker_engine: EngineWithCLI, saved_before: Path, script: str
+) -> None:
+    # Before: saved whole (24 MiB on the host's disk; a 370 MiB sparse file in the default 256 MiB workspace took
+    # 370 MiB), and every later session of the folder failed to start: "cannot restore 'big': No space left on
+    # device".
+    workspace = saved_before
+    backend = DockerBackend(SandboxConfig(owner=TEST_OWNER, workspace_size="16m"), docker=docker_engine)
+    with Sandbox(backend, workspace=workspace) as sb:
+        run_ok(sb, script)
+        with pytest.raises(WorkspaceError, match="more than the sandbox's workspace can"):
+            sb.save_workspace()
+        assert snapshot(workspace) == {b"kept.txt": b"previous save"}
+        assert sorted(p.name for p in workspace.parent.iterdir()) == ["ws"]
+        run_ok(sb, "import glob, os\nos.truncate('big', 4096)\nfor name in glob.glob('big?'):\n    os.remove(name)\n")
+        run_ok(sb, "open('new.txt', 'w')")
+    assert snapshot(workspace)[b"new.txt"] == b""
+    sb = Sandbox(backend, workspace=workspace).start()  # the folder as saved is restored
+    try:
+        assert run_ok(sb, "import os\nprint(sorted(os.listdir('.')))") == "['big', 'kept.txt', 'new.txt', 'skills']\n"
+    finally:
+        sb.kill()
+
+
+def test_a_workspaces_git_repositories_are_never_restored_nor_changed_by_a_save(
+    bare_backend: DockerBackend, tmp_path: Path
+) -> None:
+    # Before: .git was restored and saved like any folder: a script appended `[core] fsmonitor = "<command>"` to
+    # .git/config, and the next `git status` in the folder (a shell prompt showing the branch runs one) ran it.
+    workspace = tmp_path / "ws"
+    for repo in (workspace, workspace / "proj"):
+        (repo / ".git" / "hooks").mkdir(parents=True)
+        (repo / ".git" / "config").write_text("[core]\n\tbare = false\n", encoding="utf-8")
+    (workspace / "notes.txt").write_text("draft", encoding="utf-8")
+    (workspace / "proj" / "main.py").write_text("print(1)", encoding="utf-8")
+    script = (
+        "import os, shutil\nprint(sorted(os.listdir('.')), sorted(os.listdir('proj')))\n"
+        "for repo in ('.', 'proj', 'new'):\n"
+        "    os.makedirs(f'{repo}/.git/hooks', exist_ok=True)\n"
+        "    open(f'{repo}/.git/config', 'w').write('[core]\\n\\tfsmonitor = \"touch pwned\"\\n')\n"
+        "    open(f'{repo}/.git/hooks/pre-commit', 'w').write('touch pwned')\n"
+        "os.makedirs('wt')\nopen('wt/.git', 'w').write('gitdir: ../new/.git')\n"
+        "open('notes.txt', 'w').write('final')\nos.remove('proj/main.py')\n"
+    )
+    with Sandbox(bare_backend, workspace=workspace) as sb:
+        assert run_ok(sb, script) == "['notes.txt', 'proj', 'skills'] ['main.py']\n"
+        sb.save_workspace()
+        why = "a workspace's .git is never restored nor saved (a git repository, whose config and hooks git runs as "
+        assert sb.workspace_notes == [
+            f"the sandbox's {name} ({count} entries) was not saved: {why}commands on the host)"
+            for name, count in ((".git", 4), ("new/.git", 4), ("proj/.git", 4))
+        ] + ["the sandbox's wt/.git (1 entry) was not saved: " + why + "commands on the host)"]
+        run_ok(sb, "open('later.txt', 'w')")  # a save that continues the first: still nothing of .git
+    assert (workspace / "notes.txt").read_text(encoding="utf-8") == "final"
+    assert not (workspace / "proj" / "main.py").exists()
+    for repo in (workspace, workspace / "proj"):
+        assert (repo / ".git" / "config").read_text(encoding="utf-8") == "[core]\n\tbare = false\n"
+        assert sorted(p.name for p in (repo / ".git").iterdir()) == ["config", "hooks"]
+        assert list((repo / ".git" / "hooks").iterdir()) == []
+    assert sorted(p.name for p in workspace.iterdir()) == [
+        ".git",
+        "later.txt",
+        "new",
+        "notes.txt",
+        "proj",
+        "skills",
+        "wt",
+    ]
+    assert list((workspace / "new").iterdir()) == [] and list((workspace / "wt").iterdir()) == []
