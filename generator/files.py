@@ -121,6 +121,14 @@ def files_under(root: Path, rel_dir: str) -> list[str]:
     return out
 
 
+def modules_in(root: Path, rel_dir: str) -> set[str]:
+    """Names of the Python modules (``name.py``, not ``__init__.py``) directly in ``rel_dir`` under ``root``."""
+    base = root / check_relpath(rel_dir)
+    if not base.is_dir() or base.is_symlink():
+        return set()
+    return {e.name[:-3] for e in os.scandir(base) if e.name.endswith(".py") and e.name != "__init__.py"}
+
+
 def _stale(
     root: Path, files: Mapping[str, bytes], owned_dirs: Iterable[str], deletable: Callable[[str], bool]
 ) -> list[str]:

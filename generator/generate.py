@@ -18,6 +18,7 @@ from generator.files import (
     check_out,
     diff_plan,
     files_under,
+    modules_in,
     read_existing,
     read_remembered,
     remove_created,
@@ -29,7 +30,7 @@ from generator.generate_args import checked_args
 from generator.kept import Keeper
 from generator.layout import Plan, ServerListing, plan_tree
 from generator.search_index import write_search_index
-from generator.snapshots import read_snapshots
+from generator.snapshots import read_snapshots, tree_snapshot_files
 from tool_tree.config import Config, ConfigError, ServerConfig
 from tool_tree.tree import (
     MANIFEST_FILE,
@@ -170,7 +171,7 @@ def generate(
             on_server(outcome)
 
     if snapshots is not None:
-        stored = read_snapshots(snapshots)
+        stored = read_snapshots(snapshots, tree_snapshot_files(out, snapshots, previous))
         if config is None:
             # Without a config, the filters and descriptions recorded in the tree still apply.
             recorded = {s.name: s for s in previous.servers} if previous is not None else {}
@@ -304,6 +305,7 @@ def _plan_and_write_over(
         previous=previous,
         existing=lambda rel: read_remembered(out, rel, seen),
         on_rendered=None if check else _early_writer(out, seen, early, keeper, created),
+        modules=modules_in(out, SERVERS_DIR),
     )
     _carry_kept_files(out, plan, keep)
     counts = {s.name: s.tool_count for s in plan.manifest.servers}

@@ -9,7 +9,7 @@ import multiprocessing
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -224,8 +224,12 @@ def plan_tree(
     previous: Manifest | None = None,
     existing: Callable[[str], bytes | None] = lambda _: None,
     on_rendered: Callable[[str, bytes], None] | None = None,
+    modules: Collection[str] = (),
 ) -> Plan:
     """Plan the files for ``listings``; servers in ``keep`` stay on disk as they are.
+
+    ``modules`` are the user's own modules in ``servers/`` (``servers/crm.py``): a new server's package is not
+    given one of their names, which would hide the module from imports.
 
     ``keep`` are servers of the ``previous`` manifest that are not regenerated this time
     (filtered out with ``--server``, or failed to connect); their files are left alone and their
@@ -252,6 +256,7 @@ def plan_tree(
     if previous is not None and previous.generator == fingerprint:
         reusable = {key: t for key, t in given.items() if t.stub_hash}
     # Kept servers keep their package; the others get their previous one or a name that cannot collide.
+    packages_before = {s.name: s.package for s in previous.servers} if previous is not None else {}
     packages = {entry.name: entry.package for entry in keep}
     packages.update(
         assign_identifiers(
@@ -259,7 +264,8 @@ def plan_tree(
             fallback="server",
             reserved=_RESERVED_MODULES | set(packages.values()),
             case_insensitive=True,
-            previous={s.name: s.package for s in previous.servers} if previous is not None else {},
+            previous=packages_before,
+            occupied=set(modules) - set(packages_before.values()),
         )
     )
     files: dict[str, bytes] = {}

@@ -88,17 +88,20 @@ def assign_identifiers(
     reserved: Iterable[str] = (),
     case_insensitive: bool = False,
     previous: Mapping[str, str] | None = None,
+    occupied: Iterable[str] = (),
 ) -> dict[str, str]:
     """Give each distinct name a unique :func:`to_identifier`; the result does not depend on input order.
 
     ``case_insensitive`` makes ``Foo`` and ``foo`` collide too (use it for file names).
     ``previous`` maps names to the identifiers they were given before; those are kept when still valid.
+    ``occupied`` identifiers are not given, as ``reserved`` ones, but taken as another name's would be: one that
+    would get it gets a numbered one (``crm_2``), which it keeps once the identifier is free again.
     """
     reserved_set = set(reserved)
     return _assign(
         names,
         lambda name: to_identifier(name, fallback=fallback, reserved=reserved_set),
-        reserved_set,
+        reserved_set | set(occupied),
         case_insensitive,
         previous or {},
     )

@@ -41,7 +41,9 @@ servers a run will use) another server's unset variable is an error only once `C
 (`ServerConfig.unresolved`). YAML merge keys (``<<: *common``) merge a mapping, or a list of mappings, into theirs;
 keys written beside them win, and a top-level key starting with ``x-`` (``x-common: &common``) is ignored, a
 place to define them, as in docker compose. Relative paths (``cwd``, a ``command`` with a ``/``) resolve against
-the config file's folder, and a stdio server without ``cwd`` starts in that folder, so relative ``args`` do too.
+the config file's folder, and a stdio server without ``cwd`` starts in that folder, so relative ``args`` do too;
+a leading ``~`` in ``command`` and ``cwd`` is the home folder, as in the shell (``args`` are the server's to read).
+Headers and environment variables no HTTP client or program could be given are refused while loading.
 Every problem is a `ConfigError` whose text names the file, the line and the key. A YAML file over
 `MAX_CONFIG_BYTES`, nested deeper than `MAX_DEPTH` or holding more than `MAX_NODES` values (`MAX_VALUES` with
 aliases expanded) is refused before it costs the reader much. Of a JSON file (up to `MAX_JSON_CONFIG_BYTES`,
@@ -162,9 +164,10 @@ class ServerConfig:
     "get_*")}``. A warning about such a pattern words it with them (`unmatched_filter`)."""
     unresolved: ConfigError | None = field(default=None, repr=False, compare=False)
     """Why the server cannot be used yet: a variable one of its settings names is not set (the error names the
-    file, line and key; the reference is kept as written in the setting). Only a server `parse_config` was told is
-    not used (``using``) keeps it; `Config.server` and `Config.enabled_servers`, which pick the servers to use,
-    raise it (before: an unset variable of any server, even one not used, refused the whole file)."""
+    file, line and key; the reference is kept as written in the setting), or gives a header or environment variable
+    a value that cannot be sent. Only a server `parse_config` was told is not used (``using``) keeps it;
+    `Config.server` and `Config.enabled_servers`, which pick the servers to use, raise it (before: an unset variable
+    of any server, even one not used, refused the whole file)."""
 
     def leaves_out(self, tool: str) -> str | None:
         """Which of this server's filters leaves ``tool`` out (`filtered_out`), or None: it is offered."""
@@ -453,8 +456,21 @@ def _server_settings(
     for k in ("env", "headers"):
         if (n := get(k)) is not None:
             kw[k] = reader.string_map(n, f"{where}.{k}")
+            check = _header_problem if k == "headers" else _env_problem
+            _check_fields(reader, n, kw[k], f"{where}.{k}", check, kept, unset)
     if (n := get("cwd")) is not None:
         kw["cwd"] = reader.string(n, f"{where}.cwd")
+    for k in ("command", "args", "cwd"):  # handed to the program started: a NUL cannot be
+        values = kw.get(k, ())
+        for i, value in enumerate((values,) if isinstance(values, str) else values):
+            if "\x00" in value:
+                node = get(k)
+                at = node.value[i] if k == "args" and node is not None else node
+                shown = f"{where}.{k}[{i}]" if k == "args" else f"{where}.{k}"
+                raise reader.error("holds a NUL character, which no program can be given", at, shown)
+    for k in ("command", "cwd"):  # as the shell does: `~/bin/server` is in the home folder, not the config's
+        if k in kw and kw[k].startswith("~") and not kept(kw[k]):
+            kw[k] = _home(reader, kw[k], get(k), f"{where}.{k}")
     if (n := get("description")) is not None:
         kw["description"] = reader.string(n, f"{where}.description", expand=False)
         if len(kw["description"]) > MAX_DESCRIPTION:
@@ -479,8 +495,81 @@ def _server_settings(
         if not kept(kw.get("cwd", "")):
             kw["cwd"] = str((reader.folder / kw.get("cwd", ".")).resolve())
         if "/" in kw["command"] and not os.path.isabs(kw["command"]) and not kept(kw["command"]):
-            kw["command"] = str((reader.folder / kw["command"]).resolve())
+            resolved = (reader.folder / kw["command"]).resolve()
+            # `npx -y @scope/server` is a command line, not a path: left as written, its start says so
+            if not any(c.isspace() for c in kw["command"]) or resolved.exists():
+                kw["command"] = str(resolved)
     return ServerConfig(**kw)
+
+
+def _home(reader: Reader, path: str, node: Node | None, key: str) -> str:
+    """``path`` with its leading ``~`` (the user's home folder, ``$HOME``) or ``~user`` (that user's) replaced.
+
+    Raises:
+        ConfigError: the home folder is not known (no ``$HOME``, no such user).
+    """
+    head, sep, rest = path.partition("/")
+    home = (reader.environ.get("HOME") or os.path.expanduser(head)) if head == "~" else os.path.expanduser(head)
+    if home == head:
+        who = "HOME is not set" if head == "~" else f"there is no user {head[1:]!r}"
+        raise reader.error(f"cannot resolve {head!r} in {path!r}: {who}", node, key)
+    return home + sep + rest
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""An HTTP header's name (a token, RFC 9110 section 5.1)."""
+_HEADER_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?)?")
+"""An HTTP header's value as the HTTP client sends it: printable ASCII, spaces inside but not at its ends."""
+_FRAMING_HEADERS = {"content-length", "transfer-encoding"}
+"""Headers the HTTP client sets for each request itself: one from the config would break every request."""
+
+
+def _header_problem(name: str, value: str) -> str | None:
+    """What is wrong with the header ``name: value`` (never showing the value: it may be a secret), or None."""
+    if not _HEADER_NAME.fullmatch(name):
+        return "not a valid HTTP header name (letters, digits and !#$%&'*+-.^_`|~, no spaces)"
+    if name.lower() in _FRAMING_HEADERS:
+        return "set by the HTTP client for each request; it cannot be configured"
+    if _HEADER_VALUE.fullmatch(value):
+        return None
+    if value != value.strip(" \t"):
+        return "the value starts or ends with a space (is a variable it names empty?)"
+    return "the value holds a line break, a control character or a non-ASCII character, which HTTP cannot send"
+
+
+def _env_problem(name: str, value: str) -> str | None:
+    """What is wrong with the environment variable ``name=value`` for a program to be started, or None."""
+    if not name or "=" in name or "\x00" in name:
+        return "not a valid environment variable name (it may not be empty or hold `=`)"
+    if "\x00" in value:
+        return "the value holds a NUL character, which no program can be given"
+    return None
+
+
+def _check_fields(
+    reader: Reader,
+    node: Node,
+    fields: Mapping[str, str],
+    key: str,
+    problem: Callable[[str, str], str | None],
+    kept: Callable[[str], bool],
+    unset: list[ConfigError],
+) -> None:
+    """Check each ``name: value`` of the mapping ``node`` at ``key`` (``env``, ``headers``) with ``problem``; a value
+    that keeps a variable's reference (unset, or its server disabled) is checked once it is set. A value's problem
+    in a server the run does not use is added to ``unset``, as an unset variable's is (`Reader.deferring`).
+
+    Raises:
+        ConfigError: at the first field ``problem`` refuses, naming its line and key.
+    """
+    for name, value in fields.items():
+        knode, vnode = node.value[name]
+        if (why := problem(name, "" if kept(value) else value)) is None:
+            continue
+        e = reader.error(why, vnode if why.startswith("the value") else knode, f"{key}.{name}")
+        if not (reader.is_deferring and why.startswith("the value")):
+            raise e
+        unset.append(e)
 
 
 def _url_problem(url: str) -> str | None:

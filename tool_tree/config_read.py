@@ -178,6 +178,11 @@ class Reader:
         finally:
             self._unset, self._verbatim = None, False
 
+    @property
+    def is_deferring(self) -> bool:
+        """Whether the reader is within `deferring` (the server read is not one the run uses)."""
+        return self._unset is not None
+
     def error(self, message: str, node: Node | None, key: str | None = None) -> ConfigError:
         return ConfigError(message, file=self.file, line=node.line if node else None, key=key)
 

@@ -308,6 +308,12 @@ def _not_started(e: OSError, server: ServerConfig) -> OSError | None:
     command, missing = server.command, isinstance(e, FileNotFoundError)
     if server.cwd is not None and e.filename == server.cwd and not os.path.isdir(server.cwd):
         return type(e)(f"the working folder {server.cwd} does not exist (`cwd`)")
+    if missing and e.filename in (command, None) and any(c.isspace() for c in command.strip()):
+        # `command: npx -y some-server`: the whole command line taken for the program's name
+        return type(e)(
+            f"no program named {command!r}: `command` is the program alone; give its arguments as a list in"
+            f" `args` (servers.{server.name}.args)"
+        )
     if missing and e.filename in (command, None) and "/" not in command:
         return type(e)(f"command not found: {command!r} is not on PATH")
     if missing and os.path.isfile(command):  # it exists: what its first line names does not

@@ -172,3 +172,52 @@ def test_a_fifo_where_a_stub_belongs_is_refused_not_waited_on(
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.endswith(f"refusing to read {out.resolve()}/servers/svc/alpha.py: not a regular file\n")
+
+
+def test_regenerating_from_the_trees_snapshots_reads_the_manifests_files_and_passes_the_users_over(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, _ = generate(tmp_path, {"svc": ["alpha"]}, capsys)
+    own = json.loads((out / "snapshots/svc.json").read_text(encoding="utf-8"))
+    # Before: a copy the user kept (sorted after svc.json) became svc's snapshot, replacing svc.json and the stubs
+    # without a word, and a JSON file of the user's that is no snapshot stopped the run (exit 2).
+    older = {**own, "tools": [tool("zeta")]}
+    (out / "snapshots/svc_old.json").write_text(json.dumps(older), encoding="utf-8")
+    (out / "snapshots/notes.json").write_text('{"todo": []}', encoding="utf-8")
+    code = main(["generate-tree", "--from-snapshot", "--out", str(out), "--embeddings", "off"])
+    assert code == 0, capsys.readouterr().err
+    assert json.loads((out / "snapshots/svc.json").read_text(encoding="utf-8")) == own
+    assert [p.name for p in (out / "servers/svc").glob("*.py") if p.name != "__init__.py"] == ["alpha.py"]
+    assert (out / "snapshots/svc_old.json").is_file() and (out / "snapshots/notes.json").is_file()
+
+
+def test_a_folder_of_snapshots_alone_that_holds_a_server_twice_is_an_error_naming_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    for name, tools in (("svc", ["alpha"]), ("svc-copy", ["zeta"])):
+        snapshot = {"server": "svc", "info": {}, "tools": [tool(t) for t in tools]}
+        (snaps / f"{name}.json").write_text(json.dumps(snapshot), encoding="utf-8")
+    out = tmp_path / "tree"
+    code = main(["generate-tree", "--from-snapshot", str(snaps), "--out", str(out), "--embeddings", "off"])
+    assert code == 2
+    assert f"{snaps / 'svc-copy.json'} and {snaps / 'svc.json'} both hold the snapshot of server 'svc'" in (
+        capsys.readouterr().err
+    )
+    assert not out.exists()
+
+
+def test_a_new_servers_package_never_hides_a_module_the_user_wrote_under_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, _ = generate(tmp_path, {"svc": ["alpha"]}, capsys)
+    (out / "servers/other.py").write_text("def helper() -> int:\n    return 1\n", encoding="utf-8")
+    # Before: the server `other` became servers/other/, which Python imports instead of servers/other.py.
+    generate(tmp_path, {"svc": ["alpha"], "other": ["gamma"]}, capsys)
+    packages = {s.name: s.package for s in Manifest.load(out).servers}
+    assert packages == {"svc": "svc", "other": "other_2"} and not (out / "servers/other").exists()
+    assert (out / "servers/other.py").read_text(encoding="utf-8").startswith("def helper()")
+    (out / "servers/other.py").unlink()
+    generate(tmp_path, {"svc": ["alpha"], "other": ["gamma"]}, capsys)
+    assert Manifest.load(out).servers[0].package == "other_2"  # a name once given is kept: scripts import it

@@ -170,6 +170,15 @@ async def test_a_process_that_cannot_start_is_named_in_the_configurations_terms(
     )
 
 
+async def test_a_whole_command_line_in_command_says_to_put_its_arguments_in_args() -> None:
+    # Before: "command not found: 'npx -y @scope/server' is not on PATH", as if npx were missing.
+    for command in ("npx -y @scope/server", f"{sys.executable} server.py"):
+        assert await start_error(ServerConfig(name="s", command=command)) == (
+            f"no program named {command!r}: `command` is the program alone; give its arguments as a list in `args`"
+            " (servers.s.args)"
+        )
+
+
 async def start_error(server: ServerConfig) -> str:
     try:
         await open_and_list(server)

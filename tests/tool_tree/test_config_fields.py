@@ -1,0 +1,127 @@
+"""A server's headers, environment and paths are checked while the config loads: what no HTTP client or program
+could be given is a `ConfigError` naming file, line and key (before: an error of the HTTP library or of the
+process start, at connect time, naming neither), and ``~`` in ``command`` and ``cwd`` is the home folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tool_tree.config import ConfigError, load_config, parse_config
+
+
+def error_of(text: str, environ: dict[str, str] | None = None) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source="tooltree.yaml", environ=environ or {})
+    return info.value
+
+
+def http(header: str) -> str:
+    return f"servers:\n  a:\n    url: http://127.0.0.1:8765/mcp\n    headers:\n      {header}\n"
+
+
+def stdio(line: str) -> str:
+    return f"servers:\n  a:\n    command: x\n    {line}\n"
+
+
+BAD_NAME = "not a valid HTTP header name (letters, digits and !#$%&'*+-.^_`|~, no spaces)"
+BAD_VALUE = "the value holds a line break, a control character or a non-ASCII character, which HTTP cannot send"
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        # Before: "LocalProtocolError: Illegal header name b'Bad Name'" for the server, at connect time.
+        ('"Bad Name": x', f"tooltree.yaml:5: servers.a.headers.Bad Name: {BAD_NAME}"),
+        ('"": x', f"tooltree.yaml:5: servers.a.headers.: {BAD_NAME}"),
+        ('X-A: "a\\nb"', f"tooltree.yaml:5: servers.a.headers.X-A: {BAD_VALUE}"),
+        ('X-A: "é"', f"tooltree.yaml:5: servers.a.headers.X-A: {BAD_VALUE}"),  # before: "bad response: 'ascii' codec…"
+        ('X-A: " x"', "tooltree.yaml:5: servers.a.headers.X-A: the value starts or ends with a space"),
+        (
+            "Content-Length: '5'",
+            "tooltree.yaml:5: servers.a.headers.Content-Length: set by the HTTP client for each request; it cannot be"
+            " configured",
+        ),
+    ],
+)
+def test_a_header_no_http_client_can_send_names_file_line_and_key(header: str, expected: str) -> None:
+    assert str(error_of(http(header))).startswith(expected)
+
+
+def test_a_token_variable_set_but_empty_is_named_without_showing_the_value() -> None:
+    # Before: "LocalProtocolError: Illegal header value b'[redacted header Authorization]'".
+    e = error_of(http('Authorization: "Bearer ${TOKEN}"'), {"TOKEN": ""})
+    assert str(e) == (
+        "tooltree.yaml:5: servers.a.headers.Authorization: the value starts or ends with a space"
+        " (is a variable it names empty?)"
+    )
+    e = error_of(http('Authorization: "Bearer ${TOKEN}"'), {"TOKEN": "s3cret\n"})
+    assert "s3cret" not in str(e) and e.key == "servers.a.headers.Authorization"
+
+
+def test_good_headers_and_references_not_yet_set_are_accepted() -> None:
+    text = http("{Authorization: 'Bearer ${TOKEN}', X-Empty: '', X-Tab: 'a\tb', \"X-Api_Key.1\": '!~'}")
+    (server,) = parse_config(text, environ={"TOKEN": "t"}).servers
+    assert server.headers == {"Authorization": "Bearer t", "X-Empty": "", "X-Tab": "a\tb", "X-Api_Key.1": "!~"}
+    disabled = parse_config(text.replace("headers:", "enabled: false\n    headers:"), environ={}).servers[0]
+    assert disabled.headers["Authorization"] == "Bearer ${TOKEN}"  # its variables are not looked up
+    unused = parse_config(text + "  b: {command: x}\n", environ={}, using=["b"]).server("b")
+    assert unused.name == "b"  # a's unset variable is raised only when a is used
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # Before: "bad response: illegal environment variable name" / "embedded null byte" at start.
+        ("env: {'A=B': x}", "tooltree.yaml:4: servers.a.env.A=B: not a valid environment variable name"),
+        ("env: {'': x}", "tooltree.yaml:4: servers.a.env.: not a valid environment variable name"),
+        ('env: {A: "x\\0y"}', "tooltree.yaml:4: servers.a.env.A: the value holds a NUL character"),
+        ('args: [a, "b\\0"]', "tooltree.yaml:4: servers.a.args[1]: holds a NUL character"),
+        ('cwd: "d\\0"', "tooltree.yaml:4: servers.a.cwd: holds a NUL character"),
+    ],
+)
+def test_what_no_program_can_be_given_names_file_line_and_key(line: str, expected: str) -> None:
+    assert str(error_of(stdio(line))).startswith(expected)
+
+
+def test_a_tilde_in_command_and_cwd_is_the_home_folder_not_a_folder_beside_the_config(tmp_path: Path) -> None:
+    # Before: `command: ~/bin/srv` started <config folder>/~/bin/srv ("no such file").
+    path = tmp_path / "conf" / "tooltree.yaml"
+    path.parent.mkdir()
+    path.write_text(
+        "servers:\n  a: {command: ~/bin/srv, cwd: ~/work, args: [~/data]}\n  b: {command: x, cwd: '~'}\n",
+        encoding="utf-8",
+    )
+    a, b = load_config(path, environ={"HOME": "/home/ana"}).servers
+    assert (a.command, a.cwd, b.cwd) == ("/home/ana/bin/srv", "/home/ana/work", "/home/ana")
+    assert a.args == ("~/data",)  # arguments are the server's to read, as other clients pass them
+    root = parse_config("servers:\n  a: {command: x, cwd: ~root/w}\n", environ={}, folder=tmp_path).servers[0]
+    assert root.cwd == str(Path("~root").expanduser() / "w")
+
+
+def test_a_tilde_that_names_no_home_folder_names_file_line_and_key() -> None:
+    e = error_of("servers:\n  a:\n    command: x\n    cwd: ~no-such-user-here/w\n")
+    assert str(e) == (
+        "tooltree.yaml:4: servers.a.cwd: cannot resolve '~no-such-user-here' in '~no-such-user-here/w':"
+        " there is no user 'no-such-user-here'"
+    )
+
+
+def test_a_command_line_with_a_slash_is_left_as_written_and_a_path_with_spaces_resolves(tmp_path: Path) -> None:
+    # Before: `command: npx -y @scope/server` became <config folder>/npx -y @scope/server.
+    (tmp_path / "my tools").mkdir()
+    (tmp_path / "my tools" / "srv").touch()
+    text = "servers:\n  a: {command: npx -y @scope/server}\n  b: {command: my tools/srv}\n  c: {command: ./no such}\n"
+    a, b, c = parse_config(text, environ={}, folder=tmp_path).servers
+    assert a.command == "npx -y @scope/server"
+    assert b.command == str(tmp_path.resolve() / "my tools" / "srv")
+    assert c.command == "./no such"
+
+
+def test_an_empty_token_of_a_server_the_run_does_not_use_is_raised_only_when_it_is_used() -> None:
+    text = http('Authorization: "Bearer ${TOKEN}"') + "  b: {command: x}\n"
+    config = parse_config(text, environ={"TOKEN": ""}, using=["b"])
+    assert config.server("b").command == "x"
+    with pytest.raises(ConfigError, match=r"servers\.a\.headers\.Authorization: the value starts or ends"):
+        config.server("a")
