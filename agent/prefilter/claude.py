@@ -33,6 +33,10 @@ VERDICT_TOKENS = 32
 """Output tokens allowed per tool of the catalog (one verdict entry takes about 25), so that an answer listing
 every tool is never cut off at ``max_tokens`` (which fails open: the whole catalog is sent)."""
 MIN_MAX_TOKENS, MAX_MAX_TOKENS = 4096, 32_000
+COMPLETE = frozenset({"tool_use", "end_turn", "stop_sequence"})
+"""The stop reasons of an answer that ended on its own. Any other (``refusal``, ``model_context_window_exceeded``,
+``pause_turn``, ``max_tokens``, one this version does not know) may have cut the verdict list short, and a tool left
+out of it would count as not needed: the pre-filter fails open instead."""
 
 VERDICT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -166,6 +170,12 @@ class ClaudeFilter:
         answer = next((b for b in message.content if b.type == "tool_use" and b.name == VERDICT_TOOL), None)
         if message.stop_reason == "max_tokens":  # the verdict list may be cut short: tools left out would count 0
             raise FilterError(self._cut_off(len(catalog)), usage=usage, requests=requests)
+        if message.stop_reason not in COMPLETE:  # before: a refusal's or a full context's verdicts were taken whole
+            raise FilterError(
+                f"the pre-filter model's answer is not a complete verdict list (stop_reason {message.stop_reason!r})",
+                usage=usage,
+                requests=requests,
+            )
         if answer is None:
             raise FilterError(
                 f"the pre-filter model answered without calling {VERDICT_TOOL}", usage=usage, requests=requests
@@ -205,7 +215,12 @@ class ClaudeFilter:
                                requests=sent, unanswered=unanswered)  # fmt: skip
         if isinstance(error, anthropic.APIStatusError):
             return FilterError(f"the pre-filter request failed ({error.status_code}): {error}", requests=sent)
-        return FilterError(f"cannot reach the Messages API for the pre-filter: {error}", requests=sent)
+        # The connection may have failed after the request arrived (an answer cut short, a reset): the API may have
+        # billed it. Before, such requests were reported as answered with 0 tokens.
+        unanswered = attempt.unanswered()
+        unknown = f" ({unanswered} request(s) unanswered: their tokens are unknown, not counted)" if unanswered else ""
+        return FilterError(f"cannot reach the Messages API for the pre-filter: {error}{unknown}", requests=sent,
+                           unanswered=unanswered)  # fmt: skip
 
 
 def parse_verdicts(data: Any, catalog: Sequence[CatalogTool]) -> dict[str, float]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,16 +24,21 @@ class PrefilterOptions:
     siblings: str = "named"
     timeout: float = DEFAULT_TIMEOUT
     state: Path | None = None
-    """Keep the admitted set here between conversations."""
+    """Keep the admitted set here between conversations. A leading ``~`` or ``~user`` is the home folder, as in the
+    shell (`home_expanded`)."""
     model: str | None = None
     """The ``claude`` classifier's model."""
+
+    def __post_init__(self) -> None:
+        if self.state is not None:
+            object.__setattr__(self, "state", home_expanded(Path(self.state)))
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any], config: Config | None = None) -> PrefilterOptions:
         """From the ``agent:`` section's ``prefilter_*`` keys; a relative state path resolves against
         the config file's folder."""
         state = settings.get("prefilter_state")
-        path = Path(state) if state else None
+        path = home_expanded(Path(state)) if state else None
         if path is not None and not path.is_absolute() and config is not None and Path(config.source).is_file():
             path = Path(config.source).resolve().parent / path
         return cls(
@@ -56,3 +62,14 @@ class PrefilterOptions:
             state=self.state,
             model=self.model,
         )
+
+
+def home_expanded(path: Path) -> Path:
+    """``path`` with a leading ``~`` (``$HOME``) or ``~user`` made that home folder, as the shell does, unless a path
+    so named exists (or the home folder is not known). Before, ``prefilter_state: ~/.tooltree/work.json`` in
+    ``tooltree.yaml``, or ``--prefilter-state=~/work.json`` (which the shell leaves as written), made a folder named
+    ``~`` beside the config or in the working folder, and the runs of other folders never shared the set."""
+    text = str(path)
+    if not text.startswith("~") or path.exists():
+        return path
+    return Path(os.path.expanduser(text))

@@ -33,3 +33,24 @@ def test_siblings_are_the_tools_a_tool_names_or_that_name_it_on_the_same_server(
     assert named["crm.get"] == []
     whole = sibling_map(tools, "server")
     assert whole["crm.list_leads"] == ["crm.search_records", "crm.get_record", "crm.get"]
+
+
+def test_siblings_of_a_server_of_a_thousand_tools_by_word_and_by_a_name_of_other_characters() -> None:
+    # Names made of word characters and hyphens are looked up by word; others (`v2.get`) by their pattern. Their
+    # cost: `bench/prefilter_siblings.py` (before, every pair was searched with a pattern compiled anew: 1,000 tools
+    # took about a minute).
+    words = ["read", "write", "record", "list", "search", "update", "export", "import"]
+    tools = [
+        tool(
+            "big",
+            f"tool_{i:04d}",
+            " ".join([*(words[(i * 7 + k) % 8] for k in range(40)), f"then tool_{(i + 1) % 1000:04d}"]),
+        )
+        for i in range(1000)
+    ]
+    tools.append(tool("big", "v2.get", "Reads; see tool_0000. Not v2.gets."))
+    tools.append(tool("big", "reader", "Use v2.get first."))
+    named = sibling_map(tools)
+    assert named["big.tool_0005"] == ["big.tool_0004", "big.tool_0006"]
+    assert named["big.tool_0000"] == ["big.tool_0001", "big.tool_0999", "big.v2.get"]
+    assert named["big.v2.get"] == ["big.tool_0000", "big.reader"]

@@ -1,5 +1,5 @@
-"""The ``claude`` pre-filter at its limits: an answer cut at ``max_tokens``, and a request given up on at the timeout
-(its tokens unknown, not 0). The real SDK against the fake Messages API."""
+"""The ``claude`` pre-filter at its limits: an answer cut at ``max_tokens`` or ended by a refusal, and a request given
+up on at the timeout or cut off mid-answer (its tokens unknown, not 0). The real SDK against the fake Messages API."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from agent import Agent, read_transcript
 from agent.prefilter import ClaudeFilter, FilterError, PreFilter
 from agent.prefilter.claude import VERDICT_TOOL
 from agent.prefilter.options import PrefilterOptions
-from agent.testing import FakeMessagesAPI, reply, tool_use
+from agent.testing import CutStream, FakeMessagesAPI, reply, tool_use
 from sandbox.host import Runtime
 from tests.agent.conftest import Project
 from tests.agent.prefilter_support import catalog, user
@@ -104,3 +104,33 @@ def test_the_run_end_record_says_how_many_prefilter_requests_went_unanswered(
     assert records[-1]["type"] == "run_end" and records[-1]["prefilter_unanswered"] == 1
     p = result.summary.prefilter
     assert p is not None and "their tokens are unknown" in p.fail_open[0]
+
+
+@pytest.mark.parametrize("stop_reason", ["refusal", "model_context_window_exceeded", "pause_turn"])
+def test_verdicts_of_an_answer_that_did_not_end_on_its_own_fail_open(project: Project, stop_reason: str) -> None:
+    # Before: only max_tokens was caught; a refusal's verdicts (or those of an answer that filled the context) were
+    # taken whole, the tools they left out counted as not needed, and what they admitted was saved.
+    verdict = {"tool": "docs__get_document", "needed": True, "probability": 0.9}
+    cut = reply(tool_use(VERDICT_TOOL, {"verdicts": [verdict]}), stop_reason=stop_reason)
+    with FakeMessagesAPI([cut]) as api:
+        prefilter = PreFilter(ClaudeFilter(api.client(max_retries=0)), catalog(project.tree))
+        prefilter.start()
+        step = prefilter.decide([user("read the onboarding document")])
+    assert step.fail_kind == "error" and step.fail_open == (
+        f"the pre-filter model's answer is not a complete verdict list (stop_reason {stop_reason!r})"
+    )
+    assert len(prefilter.offered()) == len(prefilter.catalog) and len(prefilter.decided) == 0
+    assert step.requests == 1 and step.usage.output_tokens > 0  # the answer's tokens still count
+
+
+def test_answers_cut_off_mid_body_have_unknown_tokens_not_zero(project: Project) -> None:
+    # Before: the requests whose answers broke off (the API had them, and may have billed them) were reported as sent
+    # with 0 tokens, and not as unanswered.
+    cut = CutStream(reply(tool_use(VERDICT_TOOL, {"verdicts": []})))
+    with FakeMessagesAPI([cut, cut]) as api:
+        prefilter = PreFilter(ClaudeFilter(api.client(max_retries=1)), catalog(project.tree))
+        prefilter.start()
+        step = prefilter.decide([user("read the onboarding document")])
+    assert len(api.requests) == 2 and step.requests == 2 and step.unanswered == 2 and step.usage.total == 0
+    assert step.fail_open.startswith("cannot reach the Messages API for the pre-filter: ")
+    assert step.fail_open.endswith(" (2 request(s) unanswered: their tokens are unknown, not counted)")

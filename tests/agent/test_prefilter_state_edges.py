@@ -1,5 +1,6 @@
-"""The pre-filter's state file at its edges: read-only, a dangling link, unreadable at a save, pinned tools. Real files
-and folders; a run with the real SDK against the fake API and the real sample servers."""
+"""The pre-filter's state file at its edges: read-only, a dangling link, unreadable at a save, pinned tools, a path
+under ``~``. Real files and folders; runs with the real SDK (and the real CLI) against the fake API and the real sample
+servers."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from agent.testing import FakeMessagesAPI, reply, tool_use
 from sandbox.host import Runtime
 from tests.agent.conftest import Project
 from tests.agent.prefilter_support import ScriptedFilter, catalog, user
+from tooltree_cli.main import main
 
 STATE = '{"format":"tooltree-prefilter-state","version":1,"admitted":["crm.get_record"]}\n'
 
@@ -118,3 +120,26 @@ def test_a_pinned_tool_a_decision_admits_too_is_saved(project: Project, tmp_path
     prefilter.pin(["crm.list_leads", "media.thumbnail"])
     prefilter.decide([user("how many leads?")])
     assert json.loads(state.read_text(encoding="utf-8"))["admitted"] == ["crm.list_leads"]
+
+
+@pytest.mark.parametrize("where", ["config", "option"])
+def test_a_state_path_under_tilde_is_in_the_home_folder(
+    project: Project, api: FakeMessagesAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    # Before: `prefilter_state: ~/...` in tooltree.yaml, or `--prefilter-state=~/...` (which the shell leaves as
+    # written), made a folder named `~` beside the config or in the working folder.
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    config = tmp_path / "tooltree.yaml"
+    agent = "agent:\n  prefilter_state: ~/.tooltree/work.json\n" if where == "config" else ""
+    config.write_text(project.config_path.read_text(encoding="utf-8") + agent, encoding="utf-8")
+    option = ["--prefilter-state=~/.tooltree/work.json"] if where == "option" else []
+    verdicts = {"verdicts": [{"tool": "crm__get_record", "needed": True, "probability": 0.9}]}
+    api.add(reply(tool_use("record_tool_verdicts", verdicts)), reply("Negotiation."))
+    args = ["agent", "Read the Northwind deal", "--config", str(config), "--tree", str(project.tree)]
+    assert main([*args, "--mode", "filtered", "--prefilter", "claude", *option, "--quiet"]) == 0
+    saved = json.loads((home / ".tooltree" / "work.json").read_text(encoding="utf-8"))
+    assert "crm.get_record" in saved["admitted"]
+    assert not (tmp_path / "~").exists() and not (work / "~").exists()
