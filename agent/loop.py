@@ -393,11 +393,13 @@ class Agent:
             p.state_errors.append(step.state_error)
         log.write("prefilter", turn=turn, **step.to_json())
         if step.added:
-            p.growths += 1
             before = {t.get("name") for t in self.tools}
             system, self.system, self.tools = self.system, self.toolset.system_prompt(), self.toolset.tools()
             appended = [t for t in self.tools if t.get("name") not in before]
-            log.write("tools_grew", turn=turn, tools=appended, system=self.system if self.system != system else None)
+            changed = self.system if self.system != system else None
+            if appended or changed is not None:  # not when every tool was offered already (a filter failed open)
+                p.growths += 1
+                log.write("tools_grew", turn=turn, tools=appended, system=changed)
         return step.unanswered
 
 

@@ -225,11 +225,15 @@ def test_a_corrupt_state_file_sends_the_full_catalog_and_is_kept(
     state.write_text(text, encoding="utf-8")
     options = PrefilterOptions(state=state)
     with FakeMessagesAPI([reply("Done.")]) as api:
-        result = filtered(project, api, live, "local", prefilter_options=options).run("Draw a chart")
+        agent = filtered(project, api, live, "local", prefilter_options=options, transcript=tmp_path / "t.jsonl")
+        result = agent.run("Draw a chart")
     assert sorted(n for n in names(api.requests[0]) if n != "batch_tool") == every_tool(project)
     p = result.summary.prefilter
     assert p is not None and p.fail_open[0].startswith("corrupt_state: ")
     assert state.read_text(encoding="utf-8") == text
+    # Every tool was offered from the first request on: nothing grew (before: "grew 1 time(s)", a record of none).
+    assert p.growths == 0 and result.summary.cache_invalidations == 0
+    assert [r for r in read_transcript(tmp_path / "t.jsonl") if r["type"] == "tools_grew"] == []
 
 
 def test_a_tree_without_search_index_makes_the_local_filter_fail_open(project: Project, tmp_path: Path) -> None:
