@@ -10,6 +10,7 @@ with a note that says it (`NewSandboxNote`), once.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,13 +25,16 @@ SCRIPT_TOOL = "execute_python"
 """The tool whose calls use (and leave things in) the sandbox."""
 
 
-def check_sandbox_args(runtime: object, *, workspace: object, sandbox_config: object, batch: object) -> None:
+def check_sandbox_args(
+    runtime: object, *, workspace: object, sandbox_config: object, batch: object, tree: str | os.PathLike[str]
+) -> None:
     """`Agent`'s arguments about its sandbox, before anything starts.
 
     Raises:
         TypeError: ``runtime`` is not a `Runtime` or None, ``batch`` not a bool or None (``"no"`` turned it on).
         AgentSetupError: ``workspace`` or ``sandbox_config`` given with ``runtime``: they are the runtime's to
-            set, and were ignored (a script's files never reached the folder, silently).
+            set, and were ignored (a script's files never reached the folder, silently); or ``runtime`` runs another
+            tree than ``tree`` (the model read one tree's stubs and its scripts imported the other's).
     """
     from agent.errors import AgentSetupError
     from sandbox.host import Runtime
@@ -46,6 +50,11 @@ def check_sandbox_args(runtime: object, *, workspace: object, sandbox_config: ob
         raise AgentSetupError(
             f"{given[0]}= is for the runtime an Agent makes itself; with runtime=, give it to that Runtime instead "
             f"(Runtime(config, tree, {given[0]}=...)): here it would be ignored"
+        )
+    if runtime is not None and os.path.realpath(runtime.tree) != os.path.realpath(tree):
+        raise AgentSetupError(
+            f"the runtime runs the tree {runtime.tree}, not {os.fspath(tree)}: give the Agent the runtime's tree "
+            f"(Agent(config, tree=runtime.tree, runtime=runtime))"
         )
 
 

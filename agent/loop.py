@@ -124,7 +124,8 @@ class Agent:
             must be at least 1, as on the command line), a tree without manifest, an unknown pinned
             tool, a workspace that is a file, ``workspace`` or ``sandbox_config`` with ``runtime``, a pre-filter
             setting that cannot be used, a transcript that is the pre-filter state or the config file, or a
-            transcript or pre-filter state inside ``workspace``, or a transcript inside the tree.
+            transcript or pre-filter state inside ``workspace``, or a transcript inside the tree; a ``runtime`` of
+            another tree.
     """
 
     def __init__(
@@ -172,7 +173,7 @@ class Agent:
         pinned = pinned if pinned is not None else tuple(settings.get("pinned", ()))
         if on_event is not None and not callable(on_event):  # else found at the first reply, its tokens spent
             raise TypeError(f"on_event: expected a function of one event (or None), got {type(on_event).__name__}")
-        check_sandbox_args(runtime, workspace=workspace, sandbox_config=sandbox_config, batch=batch)
+        check_sandbox_args(runtime, workspace=workspace, sandbox_config=sandbox_config, batch=batch, tree=tree)
         if workspace is not None and os.fspath(workspace) == "":  # Path("") is the working folder: saved into
             raise ValueError('workspace is an empty path; name a folder ("." for the working folder) or pass None')
         if workspace is not None and os.path.exists(workspace) and not os.path.isdir(workspace):

@@ -118,7 +118,7 @@ def generate(
     *,
     only: Sequence[str] = (),
     check: bool = False,
-    snapshots: Path | None = None,
+    snapshots: str | Path | None = None,
     on_server: Callable[[ServerOutcome], None] | None = None,
     on_embedding: EmbeddingNotice | None = None,
     embeddings: str | None = None,
@@ -143,7 +143,11 @@ def generate(
     it was built from (`generator.search_index`).
 
     Raises:
-        TypeError: ``config`` is not a `Config` or None, ``only`` is a string, or ``out`` is not a path.
+        TypeError: ``config`` is not a `Config` or None, ``only`` is a string, ``out`` or ``snapshots`` is not a path,
+            or ``jobs`` not a whole number.
+        ValueError: ``jobs`` is less than 1.
+        RuntimeError: without ``snapshots``, an event loop runs on this thread (from async code, run it in a thread:
+            ``await asyncio.to_thread(generate, ...)``).
         generator.cancel.GenerateCancelled: ``cancel`` was set during discovery (nothing was written).
         ConfigError: ``only`` names a server that is not configured, or the ``pool:`` section is invalid.
         SearchError: ``embeddings`` is ``on`` but the embeddings extra is missing, or the mode is unknown (first).
@@ -152,7 +156,7 @@ def generate(
         generator.files.UnsafePathError: the tree on disk contains a symlink where a file goes.
     """
     start = time.perf_counter()
-    out = checked_args(config, out, only)
+    out, snapshots = checked_args(config, out, only, jobs=jobs, snapshots=snapshots)
     from tool_tree.search import embedding_model, embeddings_mode
 
     mode = embeddings_mode(embeddings)

@@ -4,6 +4,7 @@ a ``~/tree`` made a folder named ``~``, and a wrong type failed later as an ``At
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Collection
 from pathlib import Path
@@ -38,17 +39,26 @@ def risky_out(out: str | os.PathLike[str], *, name: str = "out", shell: bool = F
     )
 
 
-def checked_args(config: object, out: object, only: object) -> Path:
-    """``out`` as a `Path`, once ``config``, ``out`` and ``only`` are known to be what `generate` takes.
+def checked_args(
+    config: object, out: object, only: object, *, jobs: object = None, snapshots: object = None
+) -> tuple[Path, Path | None]:
+    """``out`` and ``snapshots`` as paths, once every argument is known to be what `generate` takes.
 
     Raises:
         TypeError: ``config`` is not a `Config` or None; ``only`` is a string (not a sequence of names); ``out`` is
-            not a str or a path.
-        TreeError: ``out`` is empty, the root of the file system, or starts with an unexpanded ``~``.
+            not a str or a path, ``snapshots`` neither one nor None; ``jobs`` not a whole number or None.
+        ValueError: ``jobs`` is less than 1.
+        TreeError: ``out`` is empty, the root of the file system, or starts with an unexpanded ``~``; ``snapshots``
+            is empty.
+        RuntimeError: without ``snapshots``, an event loop runs on this thread (`refuse_in_event_loop`).
     """
     check_config(config)
     check_only(only)
-    return checked_out(out)
+    check_jobs(jobs)
+    folder = snapshots_folder(snapshots)
+    if folder is None:
+        refuse_in_event_loop()
+    return checked_out(out), folder
 
 
 def checked_out(out: object) -> Path:
@@ -86,3 +96,45 @@ def check_only(only: object) -> None:
         raise TypeError(f"only: expected a sequence of server names, got the string {shown(only)}: write [{only!r}]")
     if not isinstance(only, Collection) or not all(isinstance(name, str) for name in only):
         raise TypeError(f"only: expected a sequence of server names (str), got {type(only).__name__} {shown(only)}")
+
+
+def check_jobs(jobs: object) -> None:
+    """Raises: TypeError: ``jobs`` is neither a whole number nor None (``"2"`` failed later, comparing str with int);
+    ValueError: it is less than 1."""
+    if jobs is None:
+        return
+    if isinstance(jobs, bool) or not isinstance(jobs, int):
+        raise TypeError(f"jobs: expected a whole number of servers starting at once, or None, got {shown(jobs)}")
+    if jobs < 1:
+        raise ValueError(f"jobs: expected at least 1, got {jobs}")
+
+
+def snapshots_folder(snapshots: object) -> Path | None:
+    """``snapshots`` (a str or a path, or None) as a `Path`.
+
+    Raises:
+        TypeError: it is not a str, a path or None (a str failed later as an ``AttributeError``).
+        TreeError: it is empty (it would be the working folder).
+    """
+    if snapshots is None:
+        return None
+    text = os.fspath(snapshots) if isinstance(snapshots, (str, os.PathLike)) else None
+    if not isinstance(text, str):
+        raise TypeError(f"snapshots: expected a path (str or Path) or None, got {type(snapshots).__name__} "
+                        f"{shown(snapshots)}")  # fmt: skip
+    if not text:
+        raise TreeError("snapshots: the path is empty; name the folder of the snapshots (the tree's snapshots/)")
+    return Path(text)
+
+
+def refuse_in_event_loop() -> None:
+    """Raises: RuntimeError: an event loop runs on this thread, where `generate` cannot run its own to list the
+    servers (it was anyio's "Already running asyncio in this thread", naming neither the cause nor what to do)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(
+        "generate() runs its own event loop to list the servers, and one is running on this thread already: from "
+        "async code, run it in a worker thread (await asyncio.to_thread(generate, config, out, ...))"
+    )

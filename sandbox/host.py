@@ -316,14 +316,18 @@ class Runtime:
         Raises:
             ToolCallRefused: the bridge refused the call or the server is unavailable; ``cancelled``: ``cancel``
                 cancelled it.
-            SandboxError: the runtime was closed (by another thread: before or during the call), or in a fork.
+            SandboxError: the runtime was closed (by another thread: before or during the call), or in a fork, or
+                this is the server pool's own thread (an ``on_tools_changed`` listener, a coroutine on its loop): the
+                call would wait there for itself.
         """
         from sandbox.bridge import ToolCallRefused, resolve
         from sandbox.errors import SandboxError
+        from sandbox.session_args import refuse_on_pool_loop
 
         self._refuse_in_fork()  # before the direct bridge's lock, which the parent may have held at the fork
         bridge = self._direct_bridge()
         loop = self._running_loop()  # not an AssertionError when another thread closed the runtime meanwhile
+        refuse_on_pool_loop(loop)  # before: the call waited for ever, and every call of the pool with it
         bridge.begin_execution()
         try:
             started = cancel.started if cancel is not None else None

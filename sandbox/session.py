@@ -442,8 +442,8 @@ class Sandbox:
         ``timeout`` is in seconds, more than 0 and at most a week (`sandbox.config.MAX_TIMEOUT`); None: the config's.
 
         Raises:
-            TypeError: ``code`` is not a str, ``timeout`` not a number, or ``filename`` not a str
-                (checked before anything runs or changes).
+            TypeError: ``code`` is not a str, ``timeout`` not a number, ``filename`` not a str, or ``on_output`` not
+                callable (checked before anything runs or changes).
             ValueError: ``timeout`` is not more than 0 and at most a week (NaN and infinity included), or ``code``
                 or ``filename`` has a character UTF-8 cannot encode (a lone surrogate).
             KeyboardInterrupt: Ctrl-C during the wait; the script is stopped as by `cancel` (waited for up to 10 s)
@@ -454,6 +454,10 @@ class Sandbox:
                 destroyed), or this is the thread that runs ``tool_loop`` (use `aexecute` there). One that ended
                 the script carries the tool calls it had made (``tool_calls``, ``tool_calls_omitted``).
         """
+        if on_output is not None and not callable(on_output):  # before: taken, then failed on each output, logged
+            raise TypeError(
+                f"on_output must be a function (stream, data, skipped) or None, got {type(on_output).__name__}"
+            )
         return self._execute(code, timeout, filename, None, on_output)
 
     def _execute(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sandbox.bridge import ToolBridge, ToolHandler, as_bridge
 from sandbox.config import MAX_TIMEOUT, WORKSPACE
-from sandbox.errors import SessionError, WorkspaceError
+from sandbox.errors import SandboxError, SessionError, WorkspaceError
 from tool_tree.text import shown
 
 
@@ -47,6 +47,25 @@ def refuse_on_loop(tool_loop: asyncio.AbstractEventLoop | None) -> None:
         raise SessionError(
             "execute was called on the thread that runs tool_loop, which the script's tool calls need: "
             "use `await sandbox.aexecute(...)` there"
+        )
+
+
+def refuse_on_pool_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Refuse `Runtime.call_tool` on the thread that runs its server pool's ``loop``: the call is handed to that loop,
+    which would wait for it, and every other call of the pool with it, for ever (an ``on_tools_changed`` listener).
+
+    Raises:
+        SandboxError: this thread runs ``loop``.
+    """
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if running is loop:
+        raise SandboxError(
+            "Runtime.call_tool was called on its server pool's own thread, where it would wait for itself for ever: "
+            "make the call from another thread (from a coroutine there: "
+            "`await asyncio.to_thread(runtime.call_tool, server, tool, arguments)`)"
         )
 
 

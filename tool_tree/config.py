@@ -292,8 +292,11 @@ class Config:
         """The server called ``name``, to use (or to say it is disabled: a disabled one needs no variable).
 
         Raises:
+            TypeError: ``name`` is not a str (it was "'int' object is not iterable").
             ConfigError: no server has that name, or a variable it needs is not set (`ServerConfig.unresolved`).
         """
+        if not isinstance(name, str):
+            raise TypeError(f"name: expected a server's name (str), got {type(name).__name__} {name!r:.60}")
         for s in self.servers:
             if s.name == name:
                 return _usable(s)

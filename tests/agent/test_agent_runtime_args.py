@@ -3,6 +3,7 @@ files a script wrote never reached the folder, without a word), and arguments of
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -33,3 +34,19 @@ def test_a_runtime_or_batch_of_the_wrong_type_is_refused(
 ) -> None:
     with pytest.raises(TypeError, match=message):
         Agent(project.config, tree=project.tree, **arguments)  # type: ignore[arg-type]
+
+
+def test_a_runtime_of_another_tree_is_refused_naming_both(project: Project, tmp_path: Path) -> None:
+    # Before: taken; the model was shown the agent's tree (here the default, ./tree) and its scripts ran on the
+    # runtime's, importing stubs it had not read.
+    other = tmp_path / "other-tree"
+    shutil.copytree(project.tree, other)
+    runtime = Runtime(project.config, other)
+    with pytest.raises(AgentSetupError) as info:
+        Agent(project.config, tree=project.tree, runtime=runtime)
+    assert str(info.value) == (
+        f"the runtime runs the tree {other}, not {project.tree}: give the Agent the runtime's tree "
+        "(Agent(config, tree=runtime.tree, runtime=runtime))"
+    )
+    same = Agent(project.config, tree=Path(str(other) + "/"), runtime=runtime)  # the same folder, written otherwise
+    assert same.runtime is runtime

@@ -8,6 +8,7 @@ was taken letter by letter ("no snapshot for server 'c'"); a config file's name 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -121,3 +122,55 @@ def test_a_loaded_config_and_a_tuple_of_names_still_generate(tmp_path: Path, sna
     generate(load_config(config_file), out, only=("mail",), snapshots=snapshots, embeddings="off")
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert [s["name"] for s in manifest["servers"]] == ["mail"]
+
+
+def test_snapshots_given_as_a_str_is_taken_as_a_path(tmp_path: Path, snapshots: Path) -> None:
+    # Before: AttributeError: 'str' object has no attribute 'is_dir'.
+    out = tmp_path / "tree"
+    generate(None, out, snapshots=str(snapshots), embeddings="off")
+    assert (out / "servers" / "mail" / "send_email.py").is_file()
+
+
+@pytest.mark.parametrize("snaps", [3, b"snaps"])
+def test_snapshots_that_is_not_a_path_is_a_type_error(tmp_path: Path, snaps: object) -> None:
+    with pytest.raises(TypeError, match=r"^snapshots: expected a path \(str or Path\) or None, got "):
+        generate(None, tmp_path / "tree", snapshots=snaps)  # type: ignore[arg-type]
+    assert not (tmp_path / "tree").exists()
+
+
+@pytest.mark.parametrize(
+    ("jobs", "error", "said"),
+    [
+        ("2", TypeError, "jobs: expected a whole number of servers starting at once, or None, got '2'"),
+        (True, TypeError, "jobs: expected a whole number of servers starting at once, or None, got True"),
+        (0, ValueError, "jobs: expected at least 1, got 0"),
+    ],
+)
+def test_a_wrong_jobs_is_refused_by_name_before_any_server_starts(
+    tmp_path: Path, jobs: object, error: type[Exception], said: str
+) -> None:
+    # Before: "'<' not supported between instances of 'str' and 'int'", and "the start limit must be at least 1".
+    config_file = tmp_path / "tooltree.yaml"
+    config_file.write_text(f"servers:\n  s:\n    command: {tmp_path / 'never-started'}\n", "utf-8")
+    with pytest.raises(error) as info:
+        generate(load_config(config_file), tmp_path / "tree", jobs=jobs)  # type: ignore[arg-type]
+    assert str(info.value) == said
+    assert not (tmp_path / "tree").exists()
+
+
+def test_generate_inside_a_running_event_loop_says_to_run_it_in_a_thread(tmp_path: Path, snapshots: Path) -> None:
+    # Before: anyio's "Already running asyncio in this thread", naming neither generate nor what to do.
+    config_file = tmp_path / "tooltree.yaml"
+    config_file.write_text(f"servers:\n  s:\n    command: {tmp_path / 'never-started'}\n", "utf-8")
+    config = load_config(config_file)
+
+    async def main() -> tuple[str, bool]:
+        with pytest.raises(RuntimeError) as info:
+            generate(config, tmp_path / "tree")
+        offline = generate(None, tmp_path / "offline", snapshots=snapshots, embeddings="off")  # no loop of its own
+        return str(info.value), offline.report is not None
+
+    said, offline_written = asyncio.run(main())
+    assert said.startswith("generate() runs its own event loop to list the servers, and one is running on this ")
+    assert "await asyncio.to_thread(generate, config, out, ...)" in said
+    assert offline_written and not (tmp_path / "tree").exists()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,3 +85,28 @@ def test_a_forked_child_is_told_to_make_its_own_runtime_not_that_the_runtime_is_
         "pool's thread): make a new Runtime(config, tree) in the forked process"
     )
     assert said == [fork] * 4
+
+
+def test_a_call_on_the_server_pools_own_thread_is_refused_rather_than_waiting_for_itself(tmp_path: Path) -> None:
+    # Before: the call was handed to the loop whose thread then waited for it: it never ran, and no other call of the
+    # pool did either (an on_tools_changed listener calling a tool hung the runtime).
+    tree, _ = raw_server_tree(tmp_path, [{"name": "echo", "inputSchema": {"type": "object"}}])
+    with Runtime(load_config(tmp_path / "tooltree.yaml"), tree) as runtime:
+        assert runtime.call_tool("raw", "echo", {})["content"]
+        loop = runtime._running_loop()  # the loop an on_tools_changed listener runs on
+
+        async def on_the_pools_loop() -> str:
+            try:
+                runtime.call_tool("raw", "echo", {})
+            except SandboxError as e:
+                return str(e)
+            return "called"
+
+        said = asyncio.run_coroutine_threadsafe(on_the_pools_loop(), loop).result(timeout=30)
+        assert "called on its server pool's own thread" in said and "asyncio.to_thread(runtime.call_tool" in said
+
+        async def from_a_worker_thread() -> dict[str, Any]:
+            return await asyncio.to_thread(runtime.call_tool, "raw", "echo", {})
+
+        assert asyncio.run_coroutine_threadsafe(from_a_worker_thread(), loop).result(timeout=30)["content"]
+        assert runtime.call_tool("raw", "echo", {})["content"]  # the pool goes on serving

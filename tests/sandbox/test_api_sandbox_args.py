@@ -157,3 +157,16 @@ def test_code_or_a_filename_that_utf8_cannot_encode_is_a_value_error_and_nothing
     assert sb.read_file("a") == b""
     player.join(30)
     assert [r["method"] for r in seen] == ["workspace.read"]
+
+
+def test_an_output_listener_that_is_not_callable_is_a_type_error_and_nothing_is_sent(
+    session: tuple[Sandbox, PipeSupervisor],
+) -> None:
+    # Before: taken; the script ran, and each piece of its output failed in the listener, logged with a traceback.
+    sb, peer = session
+    with pytest.raises(TypeError, match=r"^on_output must be a function \(stream, data, skipped\) or None, got str$"):
+        sb.execute("print(1)", on_output="print")  # type: ignore[arg-type]
+    player, seen = next_request(peer, {"data": "", "size": 0})
+    assert sb.read_file("a") == b""
+    player.join(30)
+    assert [r["method"] for r in seen] == ["workspace.read"]

@@ -21,6 +21,8 @@ from tool_tree.config import load_config, parse_config
         (lambda p: load_config(p, environ=5), r"^environ: expected a mapping of variable names to values, got int$"),
         (lambda p: parse_config(b"servers: {}\n"), r"^text: expected the configuration's text as a str, got bytes$"),
         (lambda p: parse_config("servers: {}\n", environ=["A=1"]), r"^environ: expected a mapping .*, got list$"),
+        (lambda p: load_config(p).server(3), r"^name: expected a server's name \(str\), got int 3$"),
+        (lambda p: load_config(p).server(b"crm"), r"^name: expected a server's name \(str\), got bytes b'crm'$"),
     ],
 )
 def test_a_wrong_kind_of_argument_is_a_type_error_naming_it(tmp_path: Path, call: Any, message: str) -> None:
