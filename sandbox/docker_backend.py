@@ -41,9 +41,10 @@ from tool_tree.tree import tree_lock
 logger = logging.getLogger(__name__)
 
 TREE_VOLUME_PREFIX = "tooltree-tree-"
-FILL_VERSION = b"2\n"
-"""Part of a tree volume's name: volumes filled before copies took turns may be marked complete with files
-missing, so they are not used again (`tooltree sandbox prune` removes them)."""
+FILL_VERSION = b"3\n"
+"""Part of a tree volume's name: volumes filled before copies took turns, or before a copy whose tooltree was
+killed midway stopped being marked complete, may be marked complete with files missing, so they are not used
+again (`tooltree sandbox prune` removes them)."""
 TREE_KNOWN_PREFIX = "tooltree-treestat-"
 """An empty volume whose `TREE_VOLUME_LABEL` names the filled volume of one unchanged tree (`tree_fingerprint`)."""
 TREE_VOLUME_LABEL = "tooltree.tree-volume"
@@ -243,7 +244,8 @@ class DockerBackend(SandboxBackend):
         """
         # `generate-tree` may be rewriting the tree: wait for it, and read one whole generation.
         with tree_lock(tree, shared=True):
-            known = TREE_KNOWN_PREFIX + tree_fingerprint(tree)
+            # Named with FILL_VERSION too: a record made before it changed names a volume that is not used again.
+            known = f"{TREE_KNOWN_PREFIX}{FILL_VERSION.decode().strip()}-{tree_fingerprint(tree)}"
             name = (self.docker.volume_labels(known) or {}).get(TREE_VOLUME_LABEL, "")
             if name.startswith(TREE_VOLUME_PREFIX) and self.docker.volume_exists(name):
                 return name

@@ -409,10 +409,13 @@ class WorkspaceReceiver:
             raise WorkspaceError(f"could not put the saved workspace in place at {self.dest}: {e.strerror}") from None
         aside, merged = AsideArea(self.beside, f".{self.dest.name}.old-"), Merge()
         self.merging = True  # from here on, the host folder may change: the saved copy is no longer dropped
+        # Under a name no later save removes, before anything moves: a merge its process never finished (killed, its
+        # terminal closed, Ctrl-C) keeps the rest of the saved copy, as one that failed does. Before, the next save
+        # removed it as a killed save's staging folder, and the script's files not merged yet were gone.
+        self._keep_staging()
         try:
             merge(dest_fd, self.staging, self.record, digests, aside, merged, skip_top=_RESERVED, same=set(self._same))
         except OSError as e:
-            self._keep_staging()
             kept = f"; host entries it took out are in {aside.kept}" if aside.kept is not None else ""
             raise WorkspaceError(f"could not merge the saved workspace into {self.dest} ({e}): it was merged in "
                                  f"part{kept}; the rest of the saved copy is in {self.staging}") from None  # fmt: skip
@@ -422,9 +425,7 @@ class WorkspaceReceiver:
         self.notes = merged.notes
         self._beside = merged.beside
         self._foreign = merged.foreign | set(merged.taken) | set(merged.blocked)
-        if merged.taken or merged.blocked:
-            self._keep_staging()
-        else:
+        if not merged.taken and not merged.blocked:
             remove_tree(self.staging)
         if merged.taken:
             self.notes.append(f"{_entries(merged.taken)} took a name another process gave an entry of {self.dest} "
@@ -449,8 +450,11 @@ class WorkspaceReceiver:
                 os.rmdir(self.beside)
 
     def _keep_staging(self) -> None:
-        """Give a saved copy that was not merged whole a name no later save removes as stale."""
-        kept = tempfile.mkdtemp(prefix=f".{self.dest.name}.unmerged-", dir=self.beside)
+        """Give the saved copy, before a merge moves anything out of it, a name no later save removes as stale."""
+        try:
+            kept = tempfile.mkdtemp(prefix=f".{self.dest.name}.unmerged-", dir=self.beside)
+        except OSError:
+            return
         try:
             os.rename(self.staging, kept)  # over the empty folder just made
         except OSError:

@@ -1,0 +1,49 @@
+"""A tree volume whose copy was cut short (its tooltree killed midway) is never taken for a whole tree."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox import DockerBackend, Sandbox, SandboxConfig
+from sandbox.errors import SandboxError
+from tests.docker_cli import EngineWithCLI
+from tests.sandbox.conftest import write_sample_tree
+
+
+@pytest.mark.docker
+def test_a_copy_cut_between_two_files_is_not_marked_complete_and_the_next_session_gets_the_whole_tree(
+    docker_engine: EngineWithCLI, test_config: SandboxConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A tooltree killed while copying its tree into the volume closes the copying container's stdin wherever the
+    # stream was: often between two files, which `tarfile` takes for the archive's end. Before: that volume was
+    # marked complete with the files sent so far (3,604 of 20,029 in a `kill -9` of `tooltree exec`), and every
+    # later session of the same tree mounted it.
+    from sandbox import docker_backend
+
+    tree = write_sample_tree(tmp_path / "tree")
+    (tree / "servers" / "bulk").mkdir()
+    for i in range(200):
+        (tree / "servers" / "bulk" / f"m{i}.py").write_text(f"X = {i}\n", encoding="utf-8")
+    feed = docker_backend._feed
+
+    def cut_short(attached: Any, data: bytes) -> None:
+        """What the container gets from a tooltree killed halfway: the stream up to a file's header, then its end."""
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            members = tar.getmembers()
+        feed(attached, data[: members[len(members) // 2].offset])
+
+    monkeypatch.setattr(docker_backend, "_feed", cut_short)
+    with pytest.raises(SandboxError, match="ended before its archive did"):
+        DockerBackend(test_config, tree=tree, docker=docker_engine).prepare()
+    monkeypatch.setattr(docker_backend, "_feed", feed)
+    with Sandbox(DockerBackend(test_config, tree=tree, docker=docker_engine)) as sb:
+        result = sb.execute(
+            "import os\nfrom servers.bulk import m199\n"
+            "print(sum(n.endswith('.py') for n in os.listdir('/opt/tooltree/tree/servers/bulk')))"
+        )
+    assert (result.stdout, result.error) == ("200\n", None)
