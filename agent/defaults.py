@@ -3,6 +3,7 @@ these without importing the loop)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from agent.errors import AgentSetupError
@@ -108,3 +109,19 @@ def check_arguments(config: object, **counts: object) -> None:
             raise TypeError(f"{name}: expected a whole number, at least {low}, got {kind} {value!r:.40}")
         if value < low:
             raise AgentSetupError(f"{name} must be at least {low}, got {value}")
+
+
+def check_kinds(*, model: object, client: object, transcript: object, workspace: object) -> None:
+    """Check the kinds of `Agent`'s ``model``, ``client``, ``transcript`` and ``workspace`` (each may be None).
+
+    Raises:
+        TypeError: one is of another kind (before: ``model=3`` and ``client="x"`` were taken and failed at the first
+            request, ``transcript=3`` as ``os.fspath``'s error naming no argument).
+    """
+    if model is not None and not isinstance(model, str):
+        raise TypeError(f"model: expected a model's name (str), got {type(model).__name__}")
+    if client is not None and not hasattr(client, "messages"):  # Anthropic, AnthropicBedrock, AnthropicVertex, …
+        raise TypeError(f"client: expected an anthropic client (anthropic.Anthropic()), got {type(client).__name__}")
+    for name, value in (("transcript", transcript), ("workspace", workspace)):
+        if value is not None and not isinstance(value, str | os.PathLike):
+            raise TypeError(f"{name}: expected a path (str or os.PathLike), got {type(value).__name__}")

@@ -47,6 +47,7 @@ from agent.defaults import (
     MODES,
     agent_settings,
     check_arguments,
+    check_kinds,
 )
 from agent.errors import INTERRUPTED_RESULT, AgentSetupError
 from agent.events import EventHandler, ModelReplied, RunFinished, ToolFinished
@@ -153,6 +154,7 @@ class Agent:
         check_arguments(
             config, max_turns=max_turns, token_budget=token_budget, max_tokens=max_tokens, max_retries=max_retries
         )
+        check_kinds(model=model, client=client, transcript=transcript, workspace=workspace)
         # An argument left out takes the config's `agent:` setting, then the default.
         settings = agent_settings(config)
         mode = mode if mode is not None else str(settings.get("mode", "code"))

@@ -70,7 +70,11 @@ class ToolBridge(ABC):
         Raises:
             ToolCallRefused: this bridge offers no search (the default), or the query is bad.
         """
-        raise ToolCallRefused("tool search is not available in this session", "unsupported")
+        raise ToolCallRefused(
+            f"tool search is not available in this session: its bridge ({type(self).__name__}) offers none (an "
+            "McpBridge over a tree does)",
+            "unsupported",
+        )
 
     def begin_execution(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Called before each execution starts (a bridge resets per-execution budgets here)."""

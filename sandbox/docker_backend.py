@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
 import socket
 import threading
 import uuid
@@ -175,6 +176,9 @@ class DockerBackend(SandboxBackend):
         docker: the engine to use; default the process's engine from the environment (``DOCKER_HOST``).
         build: build the image (and the derived image with ``config.pip_packages``) when it is
             missing, instead of failing.
+
+    Raises:
+        TypeError: ``config`` is not a `SandboxConfig` or None, ``tree`` not a path or None.
     """
 
     def __init__(
@@ -185,6 +189,10 @@ class DockerBackend(SandboxBackend):
         docker: DockerEngine | None = None,
         build: bool = False,
     ) -> None:
+        if config is not None and not isinstance(config, SandboxConfig):  # before: an AttributeError further on
+            raise TypeError(f"config: expected a SandboxConfig or None, got {type(config).__name__}")
+        if tree is not None and not isinstance(tree, str | os.PathLike):
+            raise TypeError(f"tree: expected the tree's folder as a str or a path, or None, got {type(tree).__name__}")
         self.config = config or SandboxConfig()
         self.tree = Path(tree) if tree is not None else None
         self.docker = docker or default_engine()

@@ -50,3 +50,21 @@ def test_an_on_event_that_cannot_be_called_and_an_empty_workspace_are_refused_wh
         Agent(project.config, tree=project.tree, workspace="")
     monkeypatch.chdir(tmp_path)
     assert Agent(project.config, tree=project.tree, workspace=".").workspace == "."  # said, so taken
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "message"),
+    [
+        ("model", 3, r"^model: expected a model's name \(str\), got int$"),
+        ("client", "x", r"^client: expected an anthropic client \(anthropic.Anthropic\(\)\), got str$"),
+        ("transcript", 3, r"^transcript: expected a path \(str or os.PathLike\), got int$"),
+        ("workspace", 3.5, r"^workspace: expected a path \(str or os.PathLike\), got float$"),
+    ],
+)
+def test_a_model_client_transcript_or_workspace_of_another_kind_is_named_when_the_agent_is_made(
+    project: Project, argument: str, value: Any, message: str
+) -> None:
+    # Before: model=3 and client="x" were taken and failed at the first request; transcript=3 and workspace=3.5 with
+    # os.fspath's error, naming no argument.
+    with pytest.raises(TypeError, match=message):
+        Agent(project.config, tree=project.tree, mode="direct", **{argument: value})

@@ -170,3 +170,25 @@ def test_an_output_listener_that_is_not_callable_is_a_type_error_and_nothing_is_
     assert sb.read_file("a") == b""
     player.join(30)
     assert [r["method"] for r in seen] == ["workspace.read"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"config": 3}, r"^config: expected a SandboxConfig or None, got int$"),
+        ({"tree": 3}, r"^tree: expected the tree's folder as a str or a path, or None, got int$"),
+    ],
+)
+def test_a_docker_backend_given_a_config_or_tree_of_another_kind_names_it(kwargs: dict[str, Any], message: str) -> None:
+    # Before: DockerBackend(3) was an AttributeError ('int' object has no attribute 'image'), naming no argument.
+    from sandbox import DockerBackend
+
+    with pytest.raises(TypeError, match=message):
+        DockerBackend(**kwargs)  # refused before the engine is looked for
+
+
+def test_search_in_a_session_whose_bridge_offers_none_says_the_bridge_decides() -> None:
+    from sandbox.bridge import ToolCallRefused
+
+    with pytest.raises(ToolCallRefused, match=r"its bridge \(FunctionBridge\) offers none \(an McpBridge over a tree"):
+        FunctionBridge(no_tools).search_tools("crm")

@@ -108,3 +108,15 @@ def test_a_query_that_is_not_text_or_a_regex_flag_that_is_not_a_bool_is_a_type_e
     for search in (search_tools, search_records):
         with pytest.raises(TypeError, match=message):
             search(tree, query, regex=regex)
+
+
+@pytest.mark.parametrize("tree", [3, None, b"tree"])
+def test_a_tree_that_is_not_a_path_is_a_type_error_naming_it(tree: Any) -> None:
+    # Before: os.fspath's "expected str, bytes or os.PathLike object, not int", naming no argument.
+    from tool_tree.search import search_records, search_tools
+
+    for search in (search_tools, search_records):
+        with pytest.raises(
+            TypeError, match=f"^tree: expected the tree's folder as a str or a path, got {type(tree).__name__}$"
+        ):
+            search(tree, "crm")

@@ -222,13 +222,13 @@ def search_tools(
     call return.
 
     Raises:
-        TypeError: ``query`` is not a string, or ``regex`` not a bool.
+        TypeError: ``tree`` is not a path, ``query`` not a string, or ``regex`` not a bool.
         SearchError: bad ``detail`` or ``limit``, blank query, rejected regex, or a missing or
             corrupt index.
     """
     level = check_detail(detail)
     check_limit(limit)
-    tree = Path(tree)
+    tree = tree_path(tree)
 
     def run() -> str:
         index = load_index(tree)
@@ -238,6 +238,17 @@ def search_tools(
         return meaning_only_note(index, query, hits, regex=regex) + render_hits(tree, hits, level)
 
     return _bounded(run)
+
+
+def tree_path(tree: object) -> Path:
+    """``tree`` (a str or a path) as a `Path`.
+
+    Raises:
+        TypeError: it is neither (before: ``os.fspath``'s error, naming no argument).
+    """
+    if not isinstance(tree, str | os.PathLike):
+        raise TypeError(f"tree: expected the tree's folder as a str or a path, got {type(tree).__name__}")
+    return Path(tree)
 
 
 def meaning_only_note(index: SearchIndex, query: str, hits: Sequence[SearchHit], *, regex: bool = False) -> str:
@@ -264,11 +275,11 @@ def search_records(
     ``stub``: the stub's text (None when it is missing or unreadable).
 
     Raises:
-        TypeError: ``query`` is not a string, or ``regex`` not a bool.
+        TypeError: ``tree`` is not a path, ``query`` not a string, or ``regex`` not a bool.
         SearchError: bad ``limit``, blank query, rejected regex, or a missing or corrupt index.
     """
     check_limit(limit)
-    tree = Path(tree)
+    tree = tree_path(tree)
     hits = _bounded(lambda: load_index(tree).search(query, limit=limit, regex=regex))
     records: list[dict[str, Any]] = []
     for h in hits:
