@@ -186,16 +186,17 @@ def exit_codes(command: str) -> dict[int, str]:
 
 def test_the_documented_exit_codes_are_the_commands_own() -> None:
     from tooltree_cli import exec_cmd, generate_cmd
+    from tooltree_cli.signals import EXIT_HUNG_UP
 
     assert list(exit_codes("generate-tree")) == [
         generate_cmd.EXIT_OK, generate_cmd.EXIT_DRIFT, generate_cmd.EXIT_CONFIG, generate_cmd.EXIT_SERVERS,
-        generate_cmd.EXIT_INTERRUPTED, generate_cmd.EXIT_TERMINATED,
+        generate_cmd.EXIT_INTERRUPTED, generate_cmd.EXIT_TERMINATED, EXIT_HUNG_UP,
     ]  # fmt: skip
     assert "--check" in exit_codes("generate-tree")[generate_cmd.EXIT_DRIFT]
     codes = exit_codes("exec")
     assert list(codes) == [
         exec_cmd.EXIT_OK, exec_cmd.EXIT_SCRIPT, exec_cmd.EXIT_USAGE, exec_cmd.EXIT_SANDBOX, 128 + signal.SIGINT,
-        exec_cmd.EXIT_TERMINATED,
+        exec_cmd.EXIT_TERMINATED, EXIT_HUNG_UP,
     ]  # fmt: skip
     assert "workspace" in codes[exec_cmd.EXIT_SANDBOX]
 

@@ -1,7 +1,8 @@
 """`tooltree exec`: run a script in the sandbox against the real servers of a generated tree.
 
-(Over 400 lines: reading the script, running it, and telling each way a run ends — a result, Ctrl-C, SIGTERM, a
-sandbox that did not start or failed under the script, a workspace not saved — share how a result is printed.)
+(Over 400 lines: reading the script, running it, and telling each way a run ends — a result, Ctrl-C, SIGTERM or
+SIGHUP, a sandbox that did not start or failed under the script, a workspace not saved — share how a result is
+printed.)
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tooltree_cli.exec_calls import calls_json, print_calls, print_sandbox_faile
 from tooltree_cli.exec_images import save_images
 from tooltree_cli.exec_stop import CANCEL_WAIT, CtrlCStopsTheScript, notes_not_logged
 from tooltree_cli.output import print_json
-from tooltree_cli.signals import EXIT_TERMINATED, Terminated, sigterm_stops_like_ctrl_c
+from tooltree_cli.signals import EXIT_HUNG_UP, EXIT_TERMINATED, Terminated, signals_stop_like_ctrl_c
 
 if TYPE_CHECKING:
     from sandbox.config import SandboxConfig
@@ -55,9 +56,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         f"for usage errors, {EXIT_SANDBOX} when the sandbox failed or the workspace or an image could not be saved "
         f"(the script's output is printed first); {UNEXPECTED_HELP}; {EXIT_INTERRUPTED} when interrupted (Ctrl-C "
         f"stops the script and prints what it did so far; Ctrl-C again quits at once, with what the sandbox sent of "
-        f"it), {EXIT_TERMINATED} when "
-        f"terminated (SIGTERM stops "
-        "the script and prints what it did so far, within 10 s). The workspace is saved in either case.",
+        f"it), {EXIT_TERMINATED} when terminated (SIGTERM stops the script and prints what it did so far, within "
+        f"10 s), {EXIT_HUNG_UP} when its terminal closed (SIGHUP: the same, printed where it still can be). The "
+        "workspace is saved in each case.",
     )
     p.add_argument("script", nargs="?", help="the script file ('-' for standard input)")
     p.add_argument("-c", dest="code", metavar="CODE", help="the code to run, instead of a file")
@@ -192,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
 
     args.live = None if args.json else LiveOutput.on_terminals(sys.stdout, sys.stderr)
     try:
-        with sigterm_stops_like_ctrl_c():
+        with signals_stop_like_ctrl_c():
             result, unsaved, notes = execute(
                 code,
                 tree,
@@ -203,18 +204,18 @@ def run(args: argparse.Namespace) -> int:
                 filename=filename,
                 live=args.live,
             )
-    except TerminatedAfter as e:  # SIGTERM: what the stopped script did (as for a Ctrl-C)
-        why = "tooltree was terminated (SIGTERM), which stopped the script"
-        _print_stopped(args, e, EXIT_TERMINATED, why if e.result is not None else "tooltree was terminated (SIGTERM)")
-        print("tooltree: terminated", file=sys.stderr)
-        return EXIT_TERMINATED
+    except TerminatedAfter as e:  # SIGTERM or SIGHUP: what the stopped script did (as for a Ctrl-C)
+        why = f"{e.cause}, which stopped the script" if e.result is not None else e.cause
+        _print_stopped(args, e, e.exit_code, why)
+        print(f"tooltree: {e.said}", file=sys.stderr)
+        return e.exit_code
     except QuitAfter as e:  # a second Ctrl-C: what the script did, as far as it is known
         _print_stopped(args, e, EXIT_INTERRUPTED, "the script was interrupted (Ctrl-C)")
         print("tooltree: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Terminated:
-        print("tooltree: terminated", file=sys.stderr)
-        return EXIT_TERMINATED
+    except Terminated as e:
+        print(f"tooltree: {e.said}", file=sys.stderr)
+        return e.exit_code
     except (EngineUnavailableError, ImageError) as e:
         print_sandbox_failed(_shown(str(e)), (), 0, code=EXIT_SANDBOX, as_json=args.json, ran=False)
         return EXIT_SANDBOX
@@ -313,11 +314,21 @@ class QuitAfter(KeyboardInterrupt):
 
 
 class TerminatedAfter(Terminated, QuitAfter):
-    """SIGTERM stopped `execute` (`Terminated`), with what `QuitAfter` holds: the workspace was saved on the way out,
-    as after a Ctrl-C.
+    """SIGTERM or SIGHUP (``signum``) stopped `execute` (`Terminated`), with what `QuitAfter` holds: the workspace was
+    saved on the way out, as after a Ctrl-C.
 
     Before: `exec` printed only ``tooltree: terminated``; the output and the tool calls of the script were lost, and
     its help said nothing of the workspace was saved, though it was."""
+
+    def __init__(
+        self,
+        result: ExecutionResult | None,
+        notes: list[str],
+        unreported: Unreported | None,
+        signum: int = signal.SIGTERM,
+    ) -> None:
+        QuitAfter.__init__(self, result, notes, unreported)
+        self.signum = signum
 
 
 class SandboxFailed(Exception):
@@ -437,10 +448,11 @@ def execute(
                     rt.close()  # saves the workspace
                 except WorkspaceError as e:
                     return result, str(e), _notes_of(session)
-        except KeyboardInterrupt as e:  # a second Ctrl-C, or SIGTERM: the workspace was saved on the way out
+        except KeyboardInterrupt as e:  # a second Ctrl-C, SIGTERM or SIGHUP: the workspace was saved on the way out
             notes = [_shown(note) for note in _notes_of(session)] if session is not None else []
-            stopped = TerminatedAfter if isinstance(e, Terminated) else QuitAfter
-            raise stopped(interrupted_execution(e), notes, interrupted_unreported(e)) from e
+            if isinstance(e, Terminated):
+                raise TerminatedAfter(interrupted_execution(e), notes, interrupted_unreported(e), e.signum) from e
+            raise QuitAfter(interrupted_execution(e), notes, interrupted_unreported(e)) from e
         except SandboxError as e:  # under the script: the sandbox ended (then nothing was saved), or broke the protocol
             if session is None:
                 raise

@@ -1,4 +1,8 @@
-"""`tooltree generate-tree`."""
+"""`tooltree generate-tree`.
+
+(Over 400 lines: its options, the checks made before any server starts, the signals that stop a run (Ctrl-C, SIGTERM,
+SIGHUP) and what each run that ended, or stopped, says.)
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from tooltree_cli.common import UNEXPECTED_HELP, positive_int
 from tooltree_cli.output import error, print_json, table, terminal_label, terminal_text
-from tooltree_cli.signals import EXIT_TERMINATED, handling
+from tooltree_cli.signals import EXIT_HUNG_UP, EXIT_TERMINATED, handling, hangup_ignored, quiet_where_gone, said
 
 if TYPE_CHECKING:
     from generator.cancel import Cancel
@@ -31,20 +35,32 @@ EXITS = (
     f"Exit {EXIT_OK} when every server was listed (and, with --check, nothing would change), {EXIT_DRIFT} when "
     f"--check finds files that would change, {EXIT_CONFIG} for a configuration error or a tree it cannot write, "
     f"{EXIT_SERVERS} when a server failed, {UNEXPECTED_HELP}, {EXIT_INTERRUPTED} when interrupted, {EXIT_TERMINATED} "
-    "when terminated."
+    f"when terminated (SIGTERM), {EXIT_HUNG_UP} when its terminal closed (SIGHUP); each ends the servers it started."
 )  # the help of `tooltree generate-tree` and of `generate-tree`
 
 
 @contextlib.contextmanager
 def ctrl_c_cancels(cancel: Cancel, received: list[int] | None = None) -> Iterator[None]:
-    """While servers are being listed, Ctrl-C (or SIGTERM) sets ``cancel`` (which stops the listing and
+    """While servers are being listed, Ctrl-C (or SIGTERM, or SIGHUP) sets ``cancel`` (which stops the listing and
     closes every server it started, the way `tooltree serve` stops a refresh) instead of interrupting the
     event loop wherever it is; at any other moment, or sent again, it interrupts as usual
     (`KeyboardInterrupt`, so a first tree written halfway is removed). ``received`` collects the signals.
     Only on the main thread.
+
+    SIGHUP (the terminal closed) counts once, and is ignored from then on: a closed terminal may send it twice, and a
+    second one would cut short the closing of the servers the first began, or end the command as it says so
+    (`tooltree_cli.signals.signals_stop_like_ctrl_c`); what is printed after it goes where it still can
+    (`quiet_where_gone`). Ignored when tooltree started (``nohup``), it stays so.
     """
 
+    hung_up = threading.Event()
+
     def on_signal(signum: int, frame: object) -> None:
+        if signum == signal.SIGHUP:
+            if hung_up.is_set():
+                return
+            hung_up.set()
+            quiet_where_gone()
         if received is not None:
             received.append(signum)
         if cancel.is_set() or not cancel.listening():
@@ -52,20 +68,31 @@ def ctrl_c_cancels(cancel: Cancel, received: list[int] | None = None) -> Iterato
         # `Cancel.set` waits for the event loop, which runs on this thread: set it from another one.
         threading.Thread(target=cancel.set, name="tooltree-ctrl-c", daemon=True).start()
 
-    with handling(STOP_SIGNALS, on_signal):
-        yield
+    signals = [s for s in STOP_SIGNALS if s != signal.SIGHUP or not hangup_ignored()]
+    try:
+        with handling(signals, on_signal):
+            yield
+    finally:
+        if hung_up.is_set():  # only on the main thread, where the handler was set
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Signals that stop a generation: before, SIGTERM ended it at once and left the servers it had started
-running."""
+running; so did SIGHUP (a closed terminal)."""
+
+_STOPPED = {
+    signal.SIGINT: (EXIT_INTERRUPTED, "interrupted"),
+    signal.SIGTERM: (EXIT_TERMINATED, said(signal.SIGTERM)),
+    signal.SIGHUP: (EXIT_HUNG_UP, said(signal.SIGHUP)),
+}
 
 
 def _stopped(received: list[int]) -> int:
-    """Say the run was stopped; the exit code a shell gives a command ended by the signal (130, 143)."""
-    term = bool(received) and received[-1] == signal.SIGTERM
-    print(f"tooltree: {'terminated' if term else 'interrupted'}", file=sys.stderr)
-    return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+    """Say the run was stopped; the exit code a shell gives a command ended by the signal (130, 143, 129)."""
+    code, words = _STOPPED[signal.Signals(received[-1])] if received else _STOPPED[signal.SIGINT]
+    print(f"tooltree: {words}", file=sys.stderr)
+    return code
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -122,10 +122,13 @@ class ServerProgress:
     def _tick(self) -> None:
         while not self._stop.wait(REDRAW_EVERY):
             with self._lock:
-                if self.listed + self.failed >= self.total:  # all done: what follows prints its own lines
-                    self._clear()
+                try:
+                    if self.listed + self.failed >= self.total:  # all done: what follows prints its own lines
+                        self._clear()
+                        return
+                    self._draw()
+                except OSError:  # the terminal closed (EIO): the line is drawn no more, and the run goes on
                     return
-                self._draw()
 
 
 def embedding_progress(count: int, *, stream: TextIO | None = None, live: bool | None = None) -> Callable[[int], None]:
