@@ -326,14 +326,19 @@ def is_mount_point(path: Path) -> bool:
 
 
 def alive(pid: int) -> bool:
-    """Whether a process of that id exists (one of another user counts)."""
+    """Whether a process of that id runs (one of another user counts). A zombie does not: it ended, and only its
+    parent has not reaped it yet (before: it counted, so a killed save's folders were taken for a live one's)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
+        pass
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
         return True
-    return True
+    return state != b"Z"
 
 
 def lock_folder(folder: Path, timeout: float) -> int:

@@ -66,7 +66,7 @@ from sandbox.session_args import (
     workspace_path,
 )
 from sandbox.streamed import OutputListener, StreamedOutput
-from sandbox.workspace import MAX_ENTRIES, WorkspaceReceiver, iter_restore_batches
+from sandbox.workspace import MAX_ENTRIES, WorkspaceReceiver, iter_restore_batches, leftovers_note
 from sandbox.workspace_merge import RestoreRecord
 from tool_tree.text import shown
 
@@ -238,6 +238,8 @@ class Sandbox:
         otherwise (a save that failed raises instead)."""
         self._links_said: int | None = None
         """How many links or special files the last save into the session's folder left out (its note says so)."""
+        self._leftovers_said: set[Path] = set()
+        """Folders whose leftovers of unfinished saves a note of this session named (`leftovers_note`): once each."""
         self._saved_as: str | None = None
         """The id of the save that left ``_restored`` (the sandbox's answer): the next save into the folder continues
         it, sending only what changed since (``since``). None before the first save, which sends everything."""
@@ -403,6 +405,7 @@ class Sandbox:
                 else:
                     self.not_saved = channel.broken
                     logger.warning(UNSAVED_LOG, channel.connection.name, channel.broken)
+                    self._keep_notes(self.workspace, self._leftovers(self.workspace))
         finally:
             if channel is not None:
                 channel.close()
@@ -773,10 +776,26 @@ class Sandbox:
                          "(they never leave the sandbox)")  # fmt: skip
         if own:
             self._links_said = skipped
+        notes += self._leftovers(target)
+        self._keep_notes(target, notes)
+        return target
+
+    def _keep_notes(self, target: Path, notes: list[str]) -> None:
+        """Log a save's ``notes`` and keep them (the latest `NOTES_KEPT`) in `workspace_notes`."""
         for note in notes[:NOTES_KEPT]:
             logger.warning("workspace %s: %s", target, note)
         if len(notes) > NOTES_KEPT:
             logger.warning("workspace %s: %s", target, f"… and {len(notes) - NOTES_KEPT:,} more notes of this save")
         self.workspace_notes_total += len(notes)
         self.workspace_notes = [*self.workspace_notes, *notes[-NOTES_KEPT:]][-NOTES_KEPT:]
-        return target
+
+    def _leftovers(self, target: Path) -> list[str]:
+        """The note naming folders that unfinished saves into ``target`` kept beside it, the first time this session
+        finds any (a killed merge's, or a failed one's whose process is gone: no save removes them)."""
+        if target in self._leftovers_said:
+            return []
+        note = leftovers_note(target)
+        if note is None:
+            return []
+        self._leftovers_said.add(target)
+        return [note]

@@ -44,7 +44,9 @@ import contextlib
 import glob
 import hashlib
 import os
+import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,6 +75,8 @@ __all__ = [
     "WorkspaceReceiver",
     "check_relative_path",
     "iter_restore_batches",
+    "leftovers",
+    "leftovers_note",
 ]
 
 LOCK_TIMEOUT = 120.0
@@ -86,6 +90,14 @@ WORK_FOLDER = ".tooltree-save"
 """Where saves into a folder that is a mount point are received: inside it (a rename cannot cross a mount), at
 its top level; removed when a save leaves it empty. Never restored, never saved, never touched by a merge. Saves
 into a folder whose parent cannot take the staging folder (not writable by this user) are received there too."""
+
+LEFTOVERS_NAMED = 3
+"""How many leftover folders of earlier saves a note names (`leftovers_note`); it counts the rest."""
+_LEFTOVER = re.compile(r"(unmerged|old)-(?:([0-9]+)-)?[a-z0-9_]{8}")
+"""After ``.<name>.``: a folder a save kept (its saved copy, or host files it took out), the saving process's id
+(none in an older tooltree's names), then ``mkdtemp``'s suffix."""
+_MADE_HERE: set[str] = set()
+"""Such folders this process kept, still there: its own (another process of the same id, killed, left the others)."""
 
 RESERVED = {"servers": "the read-only tree of servers", WORK_FOLDER: "where saves are received"}
 """Top-level names that are never workspace content, and what tooltree holds there."""
@@ -407,7 +419,7 @@ class WorkspaceReceiver:
             dest_fd = open_folder(self.dest)
         except OSError as e:
             raise WorkspaceError(f"could not put the saved workspace in place at {self.dest}: {e.strerror}") from None
-        aside, merged = AsideArea(self.beside, f".{self.dest.name}.old-"), Merge()
+        aside, merged = AsideArea(self.beside, f".{self.dest.name}.old-{os.getpid()}-"), Merge()
         self.merging = True  # from here on, the host folder may change: the saved copy is no longer dropped
         # Under a name no later save removes, before anything moves: a merge its process never finished (killed, its
         # terminal closed, Ctrl-C) keeps the rest of the saved copy, as one that failed does. Before, the next save
@@ -420,6 +432,8 @@ class WorkspaceReceiver:
             raise WorkspaceError(f"could not merge the saved workspace into {self.dest} ({e}): it was merged in "
                                  f"part{kept}; the rest of the saved copy is in {self.staging}") from None  # fmt: skip
         finally:
+            if aside.path is not None:
+                _MADE_HERE.add(str(aside.path))
             aside.close()
             os.close(dest_fd)
         self.notes = merged.notes
@@ -427,6 +441,7 @@ class WorkspaceReceiver:
         self._foreign = merged.foreign | set(merged.taken) | set(merged.blocked)
         if not merged.taken and not merged.blocked:
             remove_tree(self.staging)
+            _MADE_HERE.discard(str(self.staging))
         if merged.taken:
             self.notes.append(f"{_entries(merged.taken)} took a name another process gave an entry of {self.dest} "
                               f"during the save, which stays; the saved one is kept in {self.staging}: "
@@ -441,6 +456,8 @@ class WorkspaceReceiver:
                               f"{aside.kept}: {_names(left)}")  # fmt: skip
         else:
             aside.remove()
+            if aside.path is not None:
+                _MADE_HERE.discard(str(aside.path))
 
     def _drop_work_folder(self) -> None:
         """Remove the work folder inside a mount point when nothing is left in it (a save still receiving, or
@@ -452,7 +469,7 @@ class WorkspaceReceiver:
     def _keep_staging(self) -> None:
         """Give the saved copy, before a merge moves anything out of it, a name no later save removes as stale."""
         try:
-            kept = tempfile.mkdtemp(prefix=f".{self.dest.name}.unmerged-", dir=self.beside)
+            kept = tempfile.mkdtemp(prefix=f".{self.dest.name}.unmerged-{os.getpid()}-", dir=self.beside)
         except OSError:
             return
         try:
@@ -461,6 +478,7 @@ class WorkspaceReceiver:
             os.rmdir(kept)
             return
         self.staging = Path(kept)
+        _MADE_HERE.add(kept)
 
     def _record_of_save(self, digests: dict[bytes, bytes], foreign: set[bytes]) -> RestoreRecord:
         """What the sandbox holds now, as a restore record: a later save merges against it. Its files and folders
@@ -497,6 +515,53 @@ def _remove_stale_staging(dest: Path, beside: Path) -> None:
         pid = stale.name[len(prefix) :].partition("-")[0]
         if pid.isdigit() and not alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
+
+
+def leftovers(dest: Path) -> list[tuple[Path, str]]:
+    """The folders saves into ``dest`` kept beside it (in its parent, or in its `WORK_FOLDER`) whose process is gone:
+    ``(path, kind)``, ``kind`` ``"unmerged"`` (the rest of a saved copy its merge never placed: killed, or failed) or
+    ``"old"`` (host entries its merge took out of the folder), sorted by path. A live process's (a save merging now,
+    or one whose failure it reported) are left out, and so are this process's own; a folder whose name carries no
+    process id (an older tooltree's) counts as gone. Nothing is moved or removed."""
+    dest = Path(os.path.realpath(dest))
+    prefix = f".{dest.name}."
+    found: list[tuple[Path, str]] = []
+    for beside in (dest.parent, dest / WORK_FOLDER):
+        try:
+            names = sorted(os.listdir(beside))
+        except OSError:  # no work folder, or a parent this user may not read
+            continue
+        for name in names:
+            match = _LEFTOVER.fullmatch(name[len(prefix) :]) if name.startswith(prefix) else None
+            path = beside / name
+            if match is None or str(path) in _MADE_HERE:
+                continue
+            pid = int(match[2]) if match[2] is not None else None
+            if pid is not None and pid != os.getpid() and alive(pid):
+                continue
+            with contextlib.suppress(OSError):
+                if stat.S_ISDIR(os.lstat(path).st_mode):
+                    found.append((path, match[1]))
+    return found
+
+
+def leftovers_note(dest: Path) -> str | None:
+    """A note naming the `leftovers` of saves into ``dest`` (at most `LEFTOVERS_NAMED`, then how many more) and what
+    to do with them; None when there are none.
+
+    Before: no save named them, so a user whose tooltree was killed while it merged never learned that files of the
+    script (or of theirs) were in hidden folders beside the workspace."""
+    found = leftovers(dest)
+    if not found:
+        return None
+    what = {"unmerged": "files of the script not merged in", "old": "files of the folder a save took out"}
+    named = "; ".join(f"{shown(os.fsencode(path))} ({what[kind]})" for path, kind in found[:LEFTOVERS_NAMED])
+    more = f"; and {len(found) - LEFTOVERS_NAMED} more" if len(found) > LEFTOVERS_NAMED else ""
+    return (
+        f"{len(found)} folder(s) kept by earlier saves into {shown(os.fsencode(dest))} that did not finish (their "
+        f"tooltree was killed while merging, or the merge failed) hold files no save puts back or removes: {named}"
+        f"{more}. Look inside each, move back into the folder what you want to keep, then delete it"
+    )
 
 
 def _names(rels: list[bytes]) -> str:

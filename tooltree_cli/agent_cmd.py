@@ -35,7 +35,7 @@ from tooltree_cli.common import (
     sandbox_config,
 )
 from tooltree_cli.output import error, terminal_text
-from tooltree_cli.signals import EXIT_TERMINATED, Terminated, sigterm_stops_like_ctrl_c
+from tooltree_cli.signals import EXIT_HUNG_UP, EXIT_TERMINATED, Terminated, signals_stop_like_ctrl_c
 
 if TYPE_CHECKING:
     from agent import Agent, RunResult
@@ -65,8 +65,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "search; native tools narrowed by the pre-filter). "
         f"Needs {API_KEY_ENV}; honours ANTHROPIC_BASE_URL. Exit 0 when the model finished, 1 when a limit, a "
         "refusal or max_tokens ended the run, 2 for usage errors, 3 when the API failed, 4 when the sandbox failed, "
-        f"{UNEXPECTED_HELP}, 130 when interrupted (Ctrl-C), {EXIT_TERMINATED} when terminated (SIGTERM); "
-        "either prints what ran so far.",
+        f"{UNEXPECTED_HELP}, 130 when interrupted (Ctrl-C), {EXIT_TERMINATED} when terminated (SIGTERM), "
+        f"{EXIT_HUNG_UP} when its terminal closed (SIGHUP); each prints what ran so far (where it still can) and "
+        "saves --workspace.",
     )
     p.add_argument("task", help="the task ('-' reads it from standard input)")
     p.add_argument("--config", default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)")
@@ -189,11 +190,11 @@ def run(args: argparse.Namespace) -> int:
                 error(problem)
                 return EXIT_USAGE
     try:
-        with sigterm_stops_like_ctrl_c():  # from the config on: the agents are made, then run
+        with signals_stop_like_ctrl_c():  # from the config on: the agents are made, then run
             return _set_up_and_run(args, task, modes)
-    except Terminated:
-        print("tooltree: terminated", file=sys.stderr)
-        return EXIT_TERMINATED
+    except Terminated as e:  # SIGTERM or SIGHUP
+        print(f"tooltree: {e.said}", file=sys.stderr)
+        return e.exit_code
 
 
 def _set_up_and_run(args: argparse.Namespace, task: str, modes: list[str | None]) -> int:
@@ -517,13 +518,24 @@ def _mode_and_model(args: argparse.Namespace, config: Config, mode: str | None) 
 
 def _compared(options: PrefilterOptions, mode: str | None) -> PrefilterOptions:
     """``options`` for one mode of ``--compare``: its state file a copy of the file as it is now (each mode starts
-    from the same tools, not those of the modes before it, and the user's file is left as it was)."""
+    from the same tools, not those of the modes before it, and the user's file is left as it was).
+
+    A file that cannot be read (corrupt, not a regular file, unreadable) is not copied: each mode is given the user's
+    file, which a run never writes while it cannot be read (it fails open), so its reason names that file. Before: it
+    named the copy (``/tmp/tooltree-compare-state-…/filtered.json: … fix or delete the file``), deleted at exit."""
     import atexit
     import shutil
     import tempfile
     from dataclasses import replace
 
+    from agent.prefilter.base import FilterError
+    from agent.prefilter.state import load_state
+
     if options.state is None:
+        return options
+    try:
+        load_state(options.state)
+    except FilterError:
         return options
     folder = Path(tempfile.mkdtemp(prefix="tooltree-compare-state-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)

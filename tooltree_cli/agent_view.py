@@ -193,13 +193,17 @@ def summary_line(result: RunResult, *, max_tokens: int | None = None, token_budg
             f"{p.seconds * 1000:.0f} ms, {p.usage.total:,} tokens"
             + (f" · the state file holds {p.saved} tool(s)" if p.saved is not None else "")
         )
-        # In code mode a failed pre-filter inlines no signature: every tool stays one stub read away, none is "sent".
-        opened = "no signatures inlined, every tool in the tree" if s.mode == "code" else "every tool sent"
         for reason in p.fail_open:
-            line += f"\ntooltree: pre-filter failed open ({opened}): {terminal_label(reason, REASON_CHARS)}"
+            line += f"\ntooltree: pre-filter failed open ({_opened(s.mode)}): {terminal_label(reason, REASON_CHARS)}"
         for reason in p.state_errors:
             line += f"\ntooltree: pre-filter state not saved: {terminal_label(reason, REASON_CHARS)}"
     return terminal_text(line)
+
+
+def _opened(mode: str) -> str:
+    """What a pre-filter that failed open in ``mode`` left the model. In code mode it inlines no signature: every
+    tool stays one stub read away, none is "sent"."""
+    return "no signatures inlined, every tool in the tree" if mode == "code" else "every tool sent"
 
 
 def transcript_warning(result: RunResult) -> None:
@@ -238,6 +242,10 @@ def print_comparison(results: list[RunResult], *, as_json: bool) -> None:
         print(terminal_text(f"\nof direct: {why}"))
     if any(r.summary.sandbox_bytes for r in results):
         print("\nin sandbox: tool results the scripts received there; what they printed of them is in 'to model' too")
+    for r in results:  # as ``prefilter.fail_open`` in --json (before: only the summary on stderr, not with --quiet)
+        for reason in r.summary.prefilter.fail_open if r.summary.prefilter is not None else []:
+            print(terminal_text(f"\npre-filter failed open in {r.summary.mode} ({_opened(r.summary.mode)}): "
+                                f"{terminal_label(reason, REASON_CHARS)}"))  # fmt: skip
     for r in results:
         print(f"\n[{r.summary.mode}] {terminal_text(r.answer)}")
 

@@ -21,15 +21,16 @@ KILLED_MIDWAY = textwrap.dedent(
     move_out, moved = inplace.move_out, []
 
     def killed_after_the_first(*args):
-        if moved:
-            os.kill(os.getpid(), signal.SIGKILL)  # as `kill -9`, or a terminal closed under `tooltree exec`
+        if moved:  # SIGKILL: as `kill -9`, or a terminal closed under `tooltree exec`; SIGSTOP: a merge under way
+            os.kill(os.getpid(), getattr(signal, sys.argv[2] if len(sys.argv) > 2 else "SIGKILL"))
         move_out(*args)
         moved.append(args)
 
     inplace.move_out = killed_after_the_first
     dest = Path(sys.argv[1])
     files = {name: b"from the sandbox" for name in ("a.txt", "b.txt", "c.txt")}
-    save(dest, restored(dest), {"mine.txt": b"mine", **files})
+    host = {p.name: p.read_bytes() for p in dest.iterdir() if p.is_file()}  # kept as they are
+    save(dest, restored(dest), {**host, **files})
     """
 )
 
