@@ -11,6 +11,7 @@ import contextlib
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -252,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
             skipped = f" ({len(off)} disabled: {terminal_label(', '.join(off), 200)})" if off else ""
             print(f"tooltree: listing tools from {source}{skipped} …", file=sys.stderr)
         show = not args.json and snapshots is None  # progress of live servers; a terminal gets a live line
-        cancel = Cancel()
+        cancel, started = Cancel(), time.time()
         with ServerProgress(n, live=None if show else False) as progress, ctrl_c_cancels(cancel, received):
             result = generate(
                 config,
@@ -274,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
         return _stopped(received)
     except KeyboardInterrupt:  # Ctrl-C while the tree or its search index was written
         code = _stopped(received)
-        if not args.check and (note := _index_left_behind(out)) is not None:
+        if not args.check and (note := _index_left_behind(out) or _manifest_left_behind(out, started)) is not None:
             print(f"tooltree: {note}", file=sys.stderr)
         return code
     except (ConfigError, SearchError) as e:
@@ -298,6 +299,24 @@ def _left_as(out: Path) -> str:
     if (out / MANIFEST_FILE).is_file():
         return "; the tree keeps its previous manifest (stubs written before the error may be new): run it again"
     return "; no tree was left there"
+
+
+def _manifest_left_behind(out: Path, started: float) -> str | None:
+    """What to say of a tree whose run stopped before it wrote the new manifest (it is written last): the previous
+    one stays, and stubs written before may be new (None: no manifest, or the run wrote it). Before: only
+    ``tooltree: interrupted``, though some stubs may have been new."""
+    from tool_tree.tree import MANIFEST_FILE
+
+    try:
+        written = (out / MANIFEST_FILE).stat().st_mtime
+    except OSError:
+        return None
+    if written >= started:
+        return None
+    return (
+        "the tree keeps its previous manifest (stubs written before the stop may be new); run `tooltree "
+        "generate-tree` again to finish it"
+    )
 
 
 def _index_left_behind(out: Path) -> str | None:

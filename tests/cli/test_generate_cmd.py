@@ -486,6 +486,40 @@ def test_ctrl_c_while_the_index_is_rebuilt_says_so_and_search_still_finds_the_ne
     assert "built from another manifest.json than the tree's" in caplog.text
 
 
+def test_ctrl_c_before_the_new_manifest_is_written_says_the_previous_one_stays(
+    snapshots: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: only "tooltree: interrupted", though stubs of the new listing had been written beside the old manifest.
+    import generator.generate as generate_module
+    from generator import files
+    from tool_tree.tree import MANIFEST_FILE
+
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "calendar.json").write_bytes((snapshots / "calendar.json").read_bytes())
+    out = tmp_path / "tree"
+    assert generate(first, out, "--embeddings", "off", capsys=capsys)[0] == 0
+    manifest = (out / MANIFEST_FILE).read_bytes()
+    os.utime(out / MANIFEST_FILE, (1, 1))  # written by an earlier run
+    write_file = files.write_file
+
+    def stopped_at_the_manifest(root: Path, rel: str, *args: Any, **kwargs: Any) -> bool:
+        if rel == MANIFEST_FILE:
+            raise KeyboardInterrupt
+        return write_file(root, rel, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(files, "write_file", stopped_at_the_manifest)
+        patch.setattr(generate_module, "write_file", stopped_at_the_manifest)
+        code = main(["generate-tree", "--from-snapshot", str(snapshots), "--out", str(out), "--embeddings", "off"])
+    assert code == generate_cmd.EXIT_INTERRUPTED and (out / "servers/mail/send_email.py").is_file()
+    assert (out / MANIFEST_FILE).read_bytes() == manifest
+    assert capsys.readouterr().err.endswith(
+        "tooltree: interrupted\ntooltree: the tree keeps its previous manifest (stubs written before the stop may be "
+        "new); run `tooltree generate-tree` again to finish it\n"
+    )
+
+
 def test_check_on_a_tree_another_build_of_tooltree_wrote_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], snapshots: Path
 ) -> None:
