@@ -108,6 +108,19 @@ def sandbox_owner(monkeypatch: pytest.MonkeyPatch) -> str:
     return TEST_OWNER
 
 
+@pytest.fixture
+def owner(docker_engine: EngineWithCLI) -> Iterator[str]:
+    """An owner label for this test's containers alone, for a tooltree process it starts (``TOOLTREE_SANDBOX_OWNER``;
+    others may run meanwhile; `EngineWithCLI.containers` lists them); its leftovers removed after."""
+    import uuid
+
+    from sandbox.docker_backend import remove_containers
+
+    name = f"{TEST_OWNER}-{uuid.uuid4().hex[:8]}"
+    yield name
+    remove_containers(docker_engine, label=f"tooltree.owner={name}")
+
+
 @pytest.fixture(scope="session")
 def test_config() -> SandboxConfig:
     from sandbox import SandboxConfig

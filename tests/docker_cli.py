@@ -38,3 +38,7 @@ class EngineWithCLI(DockerEngine):
     def json(self, args: Sequence[str], **kwargs: Any) -> Any:
         """The stdout of ``docker ARGS`` parsed as JSON."""
         return json.loads(self.run(args, **kwargs).stdout)
+
+    def containers(self, owner: str) -> list[str]:
+        """The ids of the containers (running or not) labelled with ``owner`` (the ``owner`` fixture)."""
+        return self.text(["ps", "--all", "--quiet", "--filter", f"label=tooltree.owner={owner}"]).split()

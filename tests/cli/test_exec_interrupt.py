@@ -11,15 +11,13 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
 import pytest
 
 from tests.docker_cli import EngineWithCLI
-from tests.support import TEST_OWNER, sample_project
+from tests.support import sample_project
 
 WAIT = 60.0
 """Seconds any one step may take at most (a container start on a busy machine included)."""
@@ -28,21 +26,6 @@ WAIT = 60.0
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return sample_project(tmp_path_factory.mktemp("exec-interrupt"), "crm", timeout=120)
-
-
-@pytest.fixture
-def owner(docker_engine: EngineWithCLI) -> Iterator[str]:
-    """An owner label for this test's containers alone (others may run meanwhile); its leftovers removed after."""
-    from sandbox.docker_backend import remove_containers
-
-    name = f"{TEST_OWNER}-{uuid.uuid4().hex[:8]}"
-    yield name
-    remove_containers(docker_engine, label=f"tooltree.owner={name}")
-
-
-def _containers(docker: EngineWithCLI, owner: str) -> list[str]:
-    """The containers (running or not) labelled with ``owner``."""
-    return docker.text(["ps", "--all", "--quiet", "--filter", f"label=tooltree.owner={owner}"]).split()
 
 
 def _start(owner: str, *argv: str) -> subprocess.Popen[str]:
@@ -139,7 +122,7 @@ def test_ctrl_c_stops_the_script_and_prints_what_it_did_saves_the_workspace_and_
         assert "    time.sleep(100)\nKeyboardInterrupt\n" in err and "  call crm.list_leads  ok  " in err
         assert err.endswith("· tooltree exit 130 because the script was interrupted (Ctrl-C)\n")
     assert (workspace / "partial.txt").read_text(encoding="utf-8") == "made before the interrupt"
-    assert _containers(docker_engine, owner) == []
+    assert docker_engine.containers(owner) == []
 
 
 STUBBORN = """\
@@ -198,4 +181,4 @@ def test_a_second_ctrl_c_quits_at_once_prints_what_the_script_did_and_leaves_no_
         assert "to stderr\n" in err and "  call crm.list_leads  ok  " in err
         assert "tooltree: the script's end was not reported (the output above is what it sent before) · 1 tool" in err
         assert "tooltree: error" not in err
-    assert _containers(docker_engine, owner) == []
+    assert docker_engine.containers(owner) == []

@@ -16,14 +16,11 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.docker_cli import EngineWithCLI
-from tests.support import TEST_OWNER, sample_project
+from tests.support import sample_project
 from tooltree_cli.exec_live import LiveOutput
 
 WAIT = 60.0
@@ -161,15 +158,6 @@ def test_after_stop_nothing_more_is_shown_as_it_comes_and_the_end_has_it() -> No
 
 def test_no_terminal_no_live_output() -> None:
     assert LiveOutput.on_terminals(io.StringIO(), io.StringIO()) is None
-
-
-@pytest.fixture
-def owner(docker_engine: EngineWithCLI) -> Iterator[str]:
-    from sandbox.docker_backend import remove_containers
-
-    name = f"{TEST_OWNER}-{uuid.uuid4().hex[:8]}"
-    yield name
-    remove_containers(docker_engine, label=f"tooltree.owner={name}")
 
 
 def _read_until(master: int, seen: bytearray, wanted: bytes | None) -> None:

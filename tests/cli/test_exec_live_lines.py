@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.results import clean_text, preview
-from tests.cli.test_exec_live import WAIT, _shown, exec_on_a_terminal, owner  # noqa: F401  (a fixture)
+from tests.cli.test_exec_live import _shown, exec_on_a_terminal
 from tool_tree.text import size
 from tooltree_cli.exec_live import LiveOutput
 
@@ -152,7 +152,7 @@ def test_a_line_that_looks_like_a_results_note_is_output_like_any_other() -> Non
 
 
 @pytest.mark.docker
-def test_exec_on_a_terminal_shows_a_progress_bar_while_the_script_runs(tmp_path: Path, owner: str) -> None:  # noqa: F811
+def test_exec_on_a_terminal_shows_a_progress_bar_while_the_script_runs(tmp_path: Path, owner: str) -> None:
     code = (
         "import sys, time\nfor step in (1, 2):\n    sys.stderr.write(f'\\rstep {step} of 3')\n    sys.stderr.flush()\n"
         "    time.sleep(0.5)\ntime.sleep(600)\n"
@@ -163,7 +163,7 @@ def test_exec_on_a_terminal_shows_a_progress_bar_while_the_script_runs(tmp_path:
 
 
 @pytest.mark.docker
-def test_exec_on_a_terminal_goes_on_showing_the_output_past_its_head(tmp_path: Path, owner: str) -> None:  # noqa: F811
+def test_exec_on_a_terminal_goes_on_showing_the_output_past_its_head(tmp_path: Path, owner: str) -> None:
     # output_chars 100: the head is 400 bytes, and then the end (200 bytes) is sent at most every 2 s.
     code = (
         "import time\nfor n in range(40):\n    print(f'log line {n:04d} of a long job', flush=True)\n"

@@ -18,7 +18,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 import pytest
 
 from tests.docker_cli import EngineWithCLI
-from tests.support import RAW_SERVER, REPO, TEST_OWNER, alive, sample_project
+from tests.support import RAW_SERVER, REPO, alive, sample_project
 
 WAIT = 60.0
 """Seconds any one step may take at most (a container start on a busy machine included)."""
@@ -161,20 +160,6 @@ def test_sighup_stops_generate_tree_ends_its_servers_and_their_detached_helpers_
     assert not (tmp_path / "tree" / "manifest.json").exists()
 
 
-@pytest.fixture
-def owner(docker_engine: EngineWithCLI) -> Iterator[str]:
-    """An owner label for this test's containers alone (others may run meanwhile); its leftovers removed after."""
-    from sandbox.docker_backend import remove_containers
-
-    name = f"{TEST_OWNER}-{uuid.uuid4().hex[:8]}"
-    yield name
-    remove_containers(docker_engine, label=f"tooltree.owner={name}")
-
-
-def _containers(docker: EngineWithCLI, owner: str) -> list[str]:
-    return docker.text(["ps", "--all", "--quiet", "--filter", f"label=tooltree.owner={owner}"]).split()
-
-
 # Prints, writes into the workspace, says so on stderr (a terminal shows it as it comes), makes a tool call (the
 # audit file shows it) and sleeps far longer than the test waits.
 SCRIPT = """\
@@ -210,7 +195,7 @@ def test_a_closed_terminal_stops_exec_saves_the_workspace_prints_where_it_can_an
             proc.wait()
     assert stdout.read_text(encoding="utf-8") == "first\n"
     assert (workspace / "partial.txt").read_text(encoding="utf-8") == "made before the hang-up"
-    assert _containers(docker_engine, owner) == []
+    assert docker_engine.containers(owner) == []
 
 
 @pytest.mark.docker
@@ -238,7 +223,7 @@ def test_sighup_to_exec_says_so_after_what_the_script_did(
         "· tooltree exit 129 because tooltree's terminal closed (SIGHUP), which stopped the script\n" + HUNG_UP
     ), err
     assert (workspace / "partial.txt").read_text(encoding="utf-8") == "made before the hang-up"
-    assert _containers(docker_engine, owner) == []
+    assert docker_engine.containers(owner) == []
 
 
 @pytest.mark.docker
@@ -280,7 +265,7 @@ def test_sighup_stops_an_agent_run_saves_the_workspace_ends_the_transcript_and_e
     assert (workspace / "partial.txt").read_text(encoding="utf-8") == "made before the hang-up"
     end = read_transcript(transcript)[-1]
     assert end["type"] == "run_end" and end["summary"]["stop_reason"] == "interrupted", end
-    assert _containers(docker_engine, owner) == []
+    assert docker_engine.containers(owner) == []
 
 
 def test_sighup_raises_hung_up_once_then_is_ignored_and_stays_ignored_under_nohup(

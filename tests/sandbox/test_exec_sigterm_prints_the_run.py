@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_exec_interrupt import _containers, _signalled_once_called, owner, project
+from tests.cli.test_exec_interrupt import _signalled_once_called, project
 from tests.docker_cli import EngineWithCLI
 
-__all__ = ["owner", "project"]  # fixtures
+__all__ = ["project"]  # a fixture
 
 
 @pytest.mark.docker
@@ -38,7 +38,7 @@ def test_sigterm_prints_what_the_stopped_script_did_saves_the_workspace_and_exit
         assert "    time.sleep(100)\nKeyboardInterrupt\n" in err and "  call crm.list_leads  ok  " in err
         assert "· tooltree exit 143 because tooltree was terminated (SIGTERM), which stopped the script\n" in err
     assert (workspace / "partial.txt").read_text(encoding="utf-8") == "made before the interrupt"
-    assert _containers(docker_engine, owner) == []
+    assert docker_engine.containers(owner) == []
 
 
 def test_exec_help_says_the_workspace_is_saved_when_terminated(capsys: pytest.CaptureFixture[str]) -> None:
@@ -48,4 +48,5 @@ def test_exec_help_says_the_workspace_is_saved_when_terminated(capsys: pytest.Ca
         main(["exec", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "143 when terminated (SIGTERM stops the script and prints what it did so far" in text
-    assert "The workspace is saved in either case." in text and "nothing of the workspace is saved" not in text
+    assert "129 when its terminal closed (SIGHUP: the same, printed where it still can be)" in text
+    assert "The workspace is saved in each case." in text and "nothing of the workspace is saved" not in text
