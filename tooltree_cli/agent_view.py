@@ -27,6 +27,7 @@ sandbox failed was a fifth shape, ``{"mode", "error"}``, without its tokens.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -92,22 +93,24 @@ def live_view(event: Event) -> None:
     if isinstance(event, ModelReplied):
         u = event.usage
         stop = terminal_label(event.stop_reason, LABEL_CHARS)
-        print(
+        _live_line(
             f"[turn {event.turn}] {stop} · in {u.sent:,} (cache read {u.cache_read_input_tokens:,}, "
             f"write {u.cache_creation_input_tokens:,}) · out {u.output_tokens:,} · total {event.total.total:,} "
-            f"· {event.seconds:.1f} s",
-            file=sys.stderr,
-            flush=True,
+            f"· {event.seconds:.1f} s"
         )
     elif isinstance(event, ToolFinished):
         status = tool_status(event)
         name, note = terminal_label(event.name, LABEL_CHARS), terminal_label(event.note, NOTE_CHARS)
         note = f" {note}" if note else ""
-        print(
-            f"  {name}{note} [{status}] · {size(event.model_bytes)} to the model · {event.seconds:.1f} s",
-            file=sys.stderr,
-            flush=True,
-        )
+        _live_line(f"  {name}{note} [{status}] · {size(event.model_bytes)} to the model · {event.seconds:.1f} s")
+
+
+def _live_line(line: str) -> None:
+    """Print a line of the live view on stderr. A stderr that can no longer be written (a terminal that closed: EIO,
+    in the moment before its SIGHUP arrives; a pipe whose reader left: EPIPE) ends the view, not the run: before, the
+    failed write ended it as an unexpected error (exit 70)."""
+    with contextlib.suppress(OSError):
+        print(line, file=sys.stderr, flush=True)
 
 
 def tool_status(event: ToolFinished) -> str:

@@ -62,3 +62,32 @@ def test_the_tool_finished_event_of_a_batch_carries_its_invocations_and_failed_o
         ("batch_tool", False, 5, 2), ("crm__get_record", False, None, 0)
     ]  # fmt: skip
     assert (result.summary.tool_calls, result.summary.tool_errors) == (6, 2)
+
+
+class _Gone:
+    """A stderr whose terminal closed: every write fails with EIO, as after a hang-up."""
+
+    def __init__(self) -> None:
+        self.tries = 0
+
+    def write(self, text: str) -> int:
+        self.tries += 1
+        raise OSError(5, "Input/output error")
+
+    def flush(self) -> None:
+        raise OSError(5, "Input/output error")
+
+
+def test_a_stderr_that_can_no_longer_be_written_ends_the_live_view_not_the_run(
+    project: Project, api: FakeMessagesAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the live view's failed write (a terminal closed in the moment before its SIGHUP arrived) ended the run
+    # as an unexpected error (exit 70), before its workspace was saved or its transcript ended.
+    from tooltree_cli.agent_view import live_view
+
+    api.add(reply(tool_use("crm__get_record", GET)), reply("Negotiation."))
+    gone = _Gone()
+    monkeypatch.setattr("sys.stderr", gone)
+    result = Agent(project.config, tree=project.tree, mode="direct", on_event=live_view).run("Read the Northwind deal")
+    assert result.answer == "Negotiation." and result.summary.tool_calls == 1
+    assert gone.tries >= 3  # a reply, the call, the last reply: each line tried, none raised
