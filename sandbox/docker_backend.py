@@ -271,7 +271,8 @@ class DockerBackend(SandboxBackend):
             "user": "0:0",
             "entrypoint": [""],
             "stdin_open": True,
-            "labels": {OWNER_LABEL: self.config.owner},
+            # The maker, as a session's: `tooltree sandbox prune` removed a running process's copy (its session failed).
+            "labels": {OWNER_LABEL: self.config.owner, HOST_LABEL: hardening.host_label()},
             "use_config_proxy": False,
             "host_config": {
                 "NetworkMode": "none",
@@ -298,6 +299,7 @@ class DockerBackend(SandboxBackend):
             EngineError: the engine failed.
         """
         self.prepare()
+        self._recopy_gone_tree()
         name = f"tooltree-{uuid.uuid4().hex[:16]}"
         spec = container_spec(
             self.config,
@@ -330,6 +332,15 @@ class DockerBackend(SandboxBackend):
             with contextlib.suppress(EngineError):
                 self.docker.remove_container(container_id or name)
             raise
+
+    def _recopy_gone_tree(self) -> None:
+        """Copy the tree again when its volume is gone since `prepare` (`tooltree sandbox prune` removes it while no
+        container mounts it). Before: the engine made an empty volume of that name for the next session, which saw
+        no /workspace/servers, and prune never removed that unlabelled volume."""
+        if self.tree is None or self.tree_volume is None or self.docker.volume_exists(self.tree_volume):
+            return
+        with self._lock:
+            self.tree_volume = self._ensure_tree_volume(self.tree)
 
     def verify_ready(self, connection: Connection, status: Mapping[str, Any]) -> None:
         """Raises: HardeningError: the supervisor reports privileges it must not have."""
@@ -397,14 +408,21 @@ def _feed(attached: AttachSocket, data: bytes) -> None:
 
 
 def _remove_each(names: list[str], remove: Callable[[str], object]) -> int:
+    """Remove each of ``names``; how many were removed. Before: how many were listed, so `tooltree sandbox prune`
+    counted a volume in use, which the engine keeps, and a container it failed to remove as removed."""
+    removed = 0
     for name in names:
-        with contextlib.suppress(EngineError):
-            remove(name)
-    return len(names)
+        try:
+            removed += remove(name) is not False  # `DockerEngine.remove_volume`: False when in use or gone
+        except EngineUnavailableError:
+            raise
+        except EngineError as e:
+            logger.warning("could not remove %s: %s", name, e)
+    return removed
 
 
 def remove_containers(docker: DockerEngine | None = None, *, label: str = f"{OWNER_LABEL}=tooltree") -> int:
-    """Remove every container carrying ``label`` (``key=value``); returns how many.
+    """Remove every container carrying ``label`` (``key=value``); returns how many were removed.
 
     Raises:
         EngineUnavailableError: no engine answers.
@@ -438,7 +456,7 @@ def prune_containers(
 
 
 def remove_volumes(docker: DockerEngine | None = None, *, label: str = f"{OWNER_LABEL}=tooltree") -> int:
-    """Remove every unused volume carrying ``label``; returns how many were listed.
+    """Remove every unused volume carrying ``label``; returns how many were removed (one in use stays).
 
     Raises:
         EngineUnavailableError: no engine answers.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 
 from tooltree_cli.common import load_optional_config
 from tooltree_cli.output import error
@@ -59,6 +61,12 @@ def run_build(args: argparse.Namespace) -> int:
         error(str(e))
         return EXIT_CONFIG
     try:
+        # Before: a build with nothing to do printed the name alone, as a build does: nothing said it was skipped.
+        current = None if args.force else _current(sandbox.image, sandbox.pip_packages)
+        if current is not None:
+            print(f"tooltree image: {current} is current: nothing to build (--force rebuilds it)", file=sys.stderr)
+            print(current)
+            return EXIT_OK
         name = ensure_image(
             None, sandbox.image, sandbox.pip_packages, build=True, force=args.force,
             deadline=args.timeout or BUILD_DEADLINE, offline_base=args.offline_base, mirror=args.debian_mirror,
@@ -68,6 +76,21 @@ def run_build(args: argparse.Namespace) -> int:
         return EXIT_ENGINE
     print(name)
     return EXIT_OK
+
+
+def _current(image: str | None, packages: Sequence[str]) -> str | None:
+    """The image sessions would run (`ensure_image`), when it is built already; else None.
+
+    Raises:
+        EngineUnavailableError: no engine answers.
+    """
+    from sandbox.errors import ImageError
+    from sandbox.image import ensure_image
+
+    try:
+        return ensure_image(None, image, packages, build=False)
+    except ImageError:  # missing: the build says what it builds, or why it cannot
+        return None
 
 
 def run_name(args: argparse.Namespace) -> int:

@@ -17,7 +17,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="remove the tooltree containers no running tooltree process uses (a serve's live sessions stay), "
         "unused tree volumes, and the images with pip packages built on an image its name no longer names",
     )
-    prune.add_argument("--owner", default="tooltree", help="the tooltree.owner label to select (default: tooltree)")
+    prune.add_argument(
+        "--owner",
+        default="tooltree",
+        help="the tooltree.owner label to select: what $TOOLTREE_SANDBOX_OWNER was for the commands that made them "
+        "(default: tooltree)",
+    )
     prune.add_argument(
         "--all",
         action="store_true",

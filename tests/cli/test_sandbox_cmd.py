@@ -6,11 +6,13 @@ import os
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sandbox.image import image_name
 from tests.docker_cli import EngineWithCLI
+from tests.sandbox.conftest import write_sample_tree
 from tests.support import TEST_OWNER
 from tooltree_cli.main import main
 
@@ -58,6 +60,101 @@ def test_prune_keeps_the_containers_of_a_running_tooltree_process_unless_all(
     assert left() == {live} and {dead, elsewhere, unlabelled}.isdisjoint(left())
     assert main(["sandbox", "prune", "--owner", TEST_OWNER, "--all"]) == 0
     assert "removed 1 container(s)" in capsys.readouterr().out and left() == set()
+
+
+@pytest.mark.docker
+def test_prune_counts_a_volume_in_use_as_kept_not_removed(
+    docker_engine: EngineWithCLI, owner: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: "removed 0 container(s) and 1 volume(s)" while `docker volume ls` still showed the volume.
+    monkeypatch.setattr("sandbox.image.remove_stale_derived_images", lambda: [])  # the engine's images stay
+    label, volume = f"tooltree.owner={owner}", f"tooltree-test-{owner}"
+    docker_engine.create_volume(volume, {"tooltree.owner": owner})
+    maker = f"tooltree.host={socket.gethostname()}:{os.getpid()}"  # a live process's: kept, and its volume in use
+    argv = ["create", "--label", label, "--label", maker, "--network", "none", "-v", f"{volume}:/data", image_name()]
+    container = docker_engine.text([*argv, "true"])
+    try:
+        assert main(["sandbox", "prune", "--owner", owner]) == 0
+        assert capsys.readouterr().out.startswith(f"removed 0 container(s) and 0 volume(s) labelled {label}\n")
+        assert docker_engine.volume_exists(volume)
+    finally:
+        docker_engine.remove_container(container)
+        docker_engine.remove_volume(volume)
+
+
+@pytest.mark.docker
+def test_prune_while_a_session_copies_its_tree_leaves_the_copy_and_the_session_starts(
+    docker_engine: EngineWithCLI, owner: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the copy's container carried no maker, so prune removed it mid-copy and `tooltree exec` failed
+    # (exit 4, "container wait failed: No such container").
+    from sandbox import DockerBackend, Sandbox, SandboxConfig, docker_backend
+
+    label, feed, pruned = f"tooltree.owner={owner}", docker_backend._feed, []
+
+    def prune_then_feed(attached: Any, data: bytes) -> None:  # the copy's container runs, waiting for the tree
+        pruned.append(docker_backend.prune_containers(docker_engine, label=label))
+        docker_backend.remove_volumes(docker_engine, label=label)
+        feed(attached, data)
+
+    monkeypatch.setattr(docker_backend, "_feed", prune_then_feed)
+    backend = DockerBackend(SandboxConfig(owner=owner), tree=own_tree(tmp_path, owner), docker=docker_engine)
+    try:
+        with Sandbox(backend) as sandbox:
+            result = sandbox.execute("from servers.crm import list_leads\nprint(list_leads.__name__)")
+        assert (result.stdout, result.error) == ("list_leads\n", None)
+        assert pruned == [(0, [f"{socket.gethostname()}:{os.getpid()}"])]
+    finally:
+        docker_backend.remove_volumes(docker_engine, label=label)
+
+
+@pytest.mark.docker
+def test_a_session_started_after_prune_removed_the_tree_volume_sees_the_tree(
+    docker_engine: EngineWithCLI, owner: str, tmp_path: Path
+) -> None:
+    # Before: the engine made an empty, unlabelled volume of the pruned volume's name for the next session of the
+    # same backend: no /workspace/servers (FileNotFoundError, ImportError), and no prune removed that volume.
+    from sandbox import DockerBackend, Sandbox, SandboxConfig
+    from sandbox.docker_backend import remove_volumes
+
+    label = f"tooltree.owner={owner}"
+    backend = DockerBackend(SandboxConfig(owner=owner), tree=own_tree(tmp_path, owner), docker=docker_engine)
+    try:
+        with Sandbox(backend) as sandbox:
+            assert sandbox.execute("print(1)").stdout == "1\n"
+        assert remove_volumes(docker_engine, label=label) == 2  # the tree's volume and its record: no session runs
+        with Sandbox(backend) as sandbox:
+            result = sandbox.execute("from servers.crm import list_leads\nprint(list_leads.__name__)")
+        assert (result.stdout, result.error) == ("list_leads\n", None)
+        assert backend.tree_volume is not None and docker_engine.volume_labels(backend.tree_volume) == {
+            "tooltree.owner": owner
+        }
+    finally:
+        remove_volumes(docker_engine, label=label)
+
+
+def own_tree(folder: Path, owner: str) -> Path:
+    """A sample tree of its own (copied into a volume of its own, which no other test's session uses)."""
+    tree = write_sample_tree(folder / "tree")
+    (tree / "servers" / "crm" / "OWNER.md").write_text(owner, encoding="utf-8")
+    return tree
+
+
+def test_prune_help_says_where_the_owner_label_comes_from(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["sandbox", "prune", "--help"])
+    assert "$TOOLTREE_SANDBOX_OWNER" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.docker
+def test_image_build_with_nothing_to_build_says_so(
+    docker_engine: EngineWithCLI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: it printed the name alone, as a build does: nothing said the build was skipped.
+    assert main(["image", "build"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == f"{image_name()}\n"
+    assert captured.err == f"tooltree image: {image_name()} is current: nothing to build (--force rebuilds it)\n"
 
 
 def test_image_name_is_the_content_hash_tag(capsys: pytest.CaptureFixture[str]) -> None:
