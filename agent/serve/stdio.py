@@ -12,7 +12,8 @@ that leaves closes stdin, and the SDK's client sends SIGTERM 2 s later and SIGKI
 upstream servers get `CLOSE_GRACE` seconds to exit once stdin has closed (one busy with a call may never
 do so), then SIGTERM, and SIGKILL `KILL_WAIT` seconds later; a signal, also one during the close, sends
 SIGTERM at once (SIGKILL as well `KILL_WAIT` seconds later) and the close goes on. So no server or container
-is left behind when this process ends, whenever the signal comes.
+is left behind when this process ends, whenever the signal comes. Why serving ended (the client closed stdin or
+its stdout, or which signal came), and that serve stopped, are said on stderr, the log a client keeps of it.
 
 The reader is linear in what it reads (`LineSplitter`) and caps one message at
 `MAX_MESSAGE_BYTES`, the 4 MiB the SDK's Streamable HTTP transport accepts in one request body. A
@@ -31,6 +32,7 @@ import logging
 import os
 import re
 import signal
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -259,6 +261,8 @@ class StdoutWriter:
     def __init__(self, fd: int, gone: Callable[[], None]) -> None:
         self._fd = fd
         self._gone: Callable[[], None] | None = gone
+        self.broken = False
+        """A write found the pipe broken: the client left."""
 
     async def write(self, text: str) -> None:
         if self._gone is None:
@@ -267,6 +271,7 @@ class StdoutWriter:
             await anyio.to_thread.run_sync(_write_all, self._fd, text.encode("utf-8"))
         except OSError as e:
             gone, self._gone = self._gone, None
+            self.broken = True
             logger.info("the client's end of stdout is closed (%s): the client has left", e.strerror or e)
             gone()
 
@@ -305,6 +310,8 @@ class StopSignals:
         """A signal came and the children's SIGTERM waits for ``children_after``: leaving sends it at once."""
         self._receiver: contextlib.AbstractContextManager[AsyncIterator[int]] | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
+        self.received: str | None = None
+        """The name of the first signal that came (None: none did)."""
 
     async def __aenter__(self) -> StopSignals:
         receiver = anyio.open_signal_receiver(*STOP_SIGNALS)
@@ -344,6 +351,7 @@ class StopSignals:
     async def _watch(self, signals: AsyncIterator[int]) -> None:
         async for signum in signals:
             logger.info("%s: stopping", signal.Signals(signum).name)
+            self.received = self.received or signal.Signals(signum).name
             first, self._first = self._first, []
             for hook in first:
                 with anyio.move_on_after(FIRST_WAIT):
@@ -391,6 +399,7 @@ async def serve_stdio(app: ToolServer, *, stdin: int | None = None, stdout: int 
         SandboxError: the warm sandboxes cannot start (raised before anything is served).
     """
     server = app.mcp_server(http=False)
+    saved = f", the workspace saved into {app.workspace}" if app.workspace is not None else ""
     lines = StdinLines(stdin if stdin is not None else claim_stdin())
     serving = anyio.CancelScope()
     out = StdoutWriter(stdout if stdout is not None else claim_stdout(), serving.cancel)
@@ -410,3 +419,20 @@ async def serve_stdio(app: ToolServer, *, stdin: int | None = None, stdout: int 
             # The client is gone (or a signal came); `app` closes its session as this block ends. An upstream
             # server busy with a call may not exit when its stdin closes: it is ended before the client's SIGTERM.
             signals.end_children(after=CLOSE_GRACE)
+            _say(f"{_why_stopped(signals.received, out.broken)}: ending the client's session (a running script is "
+                 f"stopped{saved}, the sandbox and the servers end)")  # fmt: skip
+        _say("stopped")
+
+
+def _why_stopped(received: str | None, broken: bool) -> str:
+    """Why serving over stdio ended: a signal's name, or how the client left."""
+    if received is not None:
+        return received
+    return "the client left (its end of stdout is closed)" if broken else "the client closed stdin"
+
+
+def _say(text: str) -> None:
+    """A line on stderr, the one log an MCP client keeps of its server (Claude Desktop: ``mcp-server-NAME.log``);
+    before, a client's leaving ended serve without a word there. A stderr that can no longer be written is left."""
+    with contextlib.suppress(OSError, ValueError):
+        print(f"tooltree serve: {text}", file=sys.stderr, flush=True)

@@ -113,6 +113,32 @@ def test_closing_stdin_mid_execution_stops_the_sandbox_and_the_upstream_servers(
     assert containers(serve.owner) == []
 
 
+def test_closing_stdin_mid_execution_saves_the_workspace_and_says_on_stderr_why_serve_stops(
+    make_serve: Callable[..., Serve], tmp_path: Path
+) -> None:
+    # Claude Desktop quitting: stdin closes while a script runs. Before, serve ended without a word on stderr, the one
+    # log such a client keeps of its server.
+    workspace = tmp_path / "ws"
+    serve = make_serve(extra=["--workspace", str(workspace)])
+    script = "open('made.txt', 'w').write('kept')\nprint('wrote', flush=True)\n" + RUNNING_SCRIPT
+    raw = RawStdio(serve.argv(), serve.env(), script)
+    try:
+        raw.start_long_execution()
+        raw.wait_for(lambda m: "last printed: wrote" in str(m.get("params", {}).get("message")), "the script's line")
+        assert raw.close_stdin() == 0
+    finally:
+        raw.close()
+    assert (workspace / "made.txt").read_text(encoding="utf-8") == "kept"
+    said = [line.rstrip("\n") for line in raw.stderr if line.startswith("tooltree serve: ")]
+    assert said == [
+        "tooltree serve: the client closed stdin: ending the client's session (a running script is stopped, the "
+        f"workspace saved into {workspace}, the sandbox and the servers end)",
+        "tooltree serve: stopped",
+    ]
+    assert marked_processes(serve.mark) == []
+    assert containers(serve.owner) == []
+
+
 def test_sigterm_mid_execution_stops_the_sandbox_and_the_upstream_servers(make_serve: Callable[..., Serve]) -> None:
     serve = make_serve()
     raw = RawStdio(serve.argv(), serve.env(), RUNNING_SCRIPT)
@@ -124,6 +150,7 @@ def test_sigterm_mid_execution_stops_the_sandbox_and_the_upstream_servers(make_s
         assert raw.proc.wait(timeout=WAIT) == 0
     finally:
         raw.close()
+    assert any(line.startswith("tooltree serve: SIGTERM: ending the client's session") for line in raw.stderr)
     assert not any(alive(pid) for pid in servers)
     assert marked_processes(serve.mark) == []
     assert containers(serve.owner) == []
