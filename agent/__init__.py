@@ -19,8 +19,9 @@ Names are imported on first use, so ``import agent`` costs nothing until one is 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tool_tree.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from agent.defaults import DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_MODEL, MODES
@@ -86,17 +87,5 @@ __all__ = [
     "read_transcript",
 ]
 
-
-if not TYPE_CHECKING:  # a type checker sees the imports above, and refuses a name that is not one (`Agnet`)
-
-    def __getattr__(name: str) -> Any:
-        module = _EXPORTS.get(name)
-        if module is None:
-            raise AttributeError(f"module 'agent' has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+if not TYPE_CHECKING:  # a type checker sees the imports above, and refuses a name that is not one (`agent.Nope`)
+    __getattr__, __dir__ = lazy_exports("agent", _EXPORTS, globals(), __all__)

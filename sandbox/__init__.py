@@ -20,8 +20,9 @@ Names are imported on first use, so ``python -m sandbox.image`` and friends star
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tool_tree.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from sandbox._docker import DockerEngine
@@ -114,17 +115,5 @@ __all__ = [
     "remove_volumes",
 ]
 
-
-if not TYPE_CHECKING:  # a type checker sees the imports above, and refuses a name that is not one (`Sandboxx`)
-
-    def __getattr__(name: str) -> Any:
-        module = _EXPORTS.get(name)
-        if module is None:
-            raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+if not TYPE_CHECKING:  # a type checker sees the imports above, and refuses a name that is not one (`sandbox.Nope`)
+    __getattr__, __dir__ = lazy_exports("sandbox", _EXPORTS, globals(), __all__)

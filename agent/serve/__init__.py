@@ -15,8 +15,9 @@ not import the MCP SDK.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tool_tree.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from agent.serve.http import serve_http
@@ -34,15 +35,5 @@ _EXPORTS = {
 
 __all__ = ["SETTINGS", "ServeSettings", "ToolServer", "serve_http", "serve_stdio"]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agent.serve' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+if not TYPE_CHECKING:  # a type checker sees the imports above, and refuses a name that is not one (`serve.Nope`)
+    __getattr__, __dir__ = lazy_exports("agent.serve", _EXPORTS, globals(), __all__)
