@@ -238,8 +238,9 @@ class Sandbox:
         otherwise (a save that failed raises instead)."""
         self._links_said: int | None = None
         """How many links or special files the last save into the session's folder left out (its note says so)."""
-        self._leftovers_said: set[Path] = set()
-        """Folders whose leftovers of unfinished saves a note of this session named (`leftovers_note`): once each."""
+        self._leftovers_looked: set[Path] = set()
+        """Folders this session looked beside for leftovers of unfinished saves (`leftovers_note`): once each, at the
+        first save (listing the folder's parent at every save would cost each script's save a directory read)."""
         self._saved_as: str | None = None
         """The id of the save that left ``_restored`` (the sandbox's answer): the next save into the folder continues
         it, sending only what changed since (``since``). None before the first save, which sends everything."""
@@ -790,12 +791,10 @@ class Sandbox:
         self.workspace_notes = [*self.workspace_notes, *notes[-NOTES_KEPT:]][-NOTES_KEPT:]
 
     def _leftovers(self, target: Path) -> list[str]:
-        """The note naming folders that unfinished saves into ``target`` kept beside it, the first time this session
-        finds any (a killed merge's, or a failed one's whose process is gone: no save removes them)."""
-        if target in self._leftovers_said:
+        """The note naming folders that unfinished saves into ``target`` kept beside it (a killed merge's, or a failed
+        one's whose process is gone: no save removes them), looked for once a session."""
+        if target in self._leftovers_looked:
             return []
+        self._leftovers_looked.add(target)
         note = leftovers_note(target)
-        if note is None:
-            return []
-        self._leftovers_said.add(target)
-        return [note]
+        return [] if note is None else [note]

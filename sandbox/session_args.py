@@ -39,11 +39,7 @@ def refuse_on_loop(tool_loop: asyncio.AbstractEventLoop | None) -> None:
     Raises:
         SessionError: this thread runs ``tool_loop``.
     """
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    if tool_loop is not None and running is tool_loop:
+    if tool_loop is not None and _runs_here(tool_loop):
         raise SessionError(
             "execute was called on the thread that runs tool_loop, which the script's tool calls need: "
             "use `await sandbox.aexecute(...)` there"
@@ -57,16 +53,20 @@ def refuse_on_pool_loop(loop: asyncio.AbstractEventLoop) -> None:
     Raises:
         SandboxError: this thread runs ``loop``.
     """
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    if running is loop:
+    if _runs_here(loop):
         raise SandboxError(
             "Runtime.call_tool was called on its server pool's own thread, where it would wait for itself for ever: "
             "make the call from another thread (from a coroutine there: "
             "`await asyncio.to_thread(runtime.call_tool, server, tool, arguments)`)"
         )
+
+
+def _runs_here(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this thread is running ``loop``."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def check_code(code: object, filename: object) -> None:
