@@ -69,10 +69,10 @@ server that never reads its stdin, 10 KB (100,000 took 1 GB)."""
 
 MAX_REQUEST_VALUES = 1_000
 """The most values a request from a server may hold to be handed to the SDK. tooltree declares no client
-capability, so the only request it serves is ``ping`` (a handful of values, with ``_meta``); the SDK refuses
-the others (sampling, elicitation, roots) whatever they hold. A larger one is answered with an error naming
-this limit, unread (before: a server pinging with a million values in its params, reading each answer, cost
-the host a second of CPU per ping, forever)."""
+capability, so the only request it serves is ``ping`` (a handful of values, with ``_meta``); it refuses
+the others (sampling, elicitation, roots: `tool_tree.server_asks`) whatever they hold. A larger one is
+answered with an error naming this limit, unread (before: a server pinging with a million values in its params,
+reading each answer, cost the host a second of CPU per ping, forever)."""
 
 NOTIFICATION_BURST = 2_000
 """Notifications a server may send at once before `NOTIFICATION_RATE` applies (a progress report per item of

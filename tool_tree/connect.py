@@ -39,6 +39,7 @@ from tool_tree.config import PROBE_SECONDS, ServerConfig
 from tool_tree.http_client import http_client
 from tool_tree.http_errors import Answers, host, not_mcp, reason, status_problem
 from tool_tree.listing_check import PROBE, LeftOut, ListingCheck, checked
+from tool_tree.server_asks import refusing
 from tool_tree.stderr_log import NOISE_CHARS, StderrLog
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, NotJSONRPC, stdio_client
 from tool_tree.text import one_line, shown
@@ -201,6 +202,7 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
             if listing.probe_unanswered and timed_out:
                 logger.warning("%s", probe_unanswered(server, waited=False))
             raise
+        refusing(client.session)  # a question of the server (sampling, …) is refused in tooltree's words
         if listing.probe_unanswered:
             logger.warning("%s", probe_unanswered(server, waited=True))
         if answers is not None:

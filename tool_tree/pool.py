@@ -59,6 +59,7 @@ import mcp
 import mcp.types as mt
 import pydantic_core
 from anyio.abc import TaskGroup
+from mcp import InputRequiredRoundsExceededError
 from pydantic import ValidationError
 
 from tool_tree.budget import closed_here
@@ -69,6 +70,7 @@ from tool_tree.in_flight import InFlight
 from tool_tree.output_check import OutputCheck
 from tool_tree.redact import redact
 from tool_tree.restarts import RestartBackoff
+from tool_tree.server_asks import ROUNDS_PROBLEM, asked, unanswered
 from tool_tree.starts import StartGate, StartSlot, default_start_jobs
 from tool_tree.starts import start_jobs as configured_start_jobs
 from tool_tree.stderr_log import StderrLog
@@ -570,6 +572,8 @@ class ServerPool:
                 timed_out = f"the call timed out after {limit:g} s" + (f" ({setting})" if setting else "")
                 return CallFailure(timed_out, "timeout", ran)
             except mcp.MCPError as e:
+                if (question := asked(e)) is not None:  # the server asked tooltree for sampling, elicitation, roots
+                    return CallFailure(unanswered(server, question), "server_error", "the tool ran until it asked")
                 if unreached(e):  # no connection was made: the call was not sent, and this session is of no use
                     await self._drop_unreached(slot, client, e.message)
                     raise _unavailable(slot, f"{e.message}; the call was not sent: {self._check_url(slot)}") from None
@@ -593,6 +597,9 @@ class ServerPool:
                 if e.code == mt.REQUEST_TIMEOUT:  # the SDK's read timeout, set to fire after the pool's own
                     return CallFailure(f"server error {e.code}: {_said(e)}", "timeout", _SENT)
                 return CallFailure(f"server error {e.code}: {_said(e)}", "server_error", _PROTOCOL_ERROR)
+            except InputRequiredRoundsExceededError as e:  # a RuntimeError too: not the output-schema check's
+                problem = ROUNDS_PROBLEM.format(server=server, rounds=e.max_rounds)
+                return CallFailure(problem, "server_error", "the tool may have run")
             except RuntimeError as e:  # the output-schema check (`OutputCheck`)
                 return CallFailure(f"invalid result from the server: {e}", "invalid_result", "the tool ran")
             except ValidationError as e:  # a result the SDK's model refuses (no content, an unknown block type, …)
