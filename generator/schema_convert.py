@@ -128,6 +128,19 @@ def props_of(schema: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in props.items() if isinstance(k, str)}
 
 
+def fields_of(obj: dict[str, Any]) -> dict[str, Any]:
+    """``properties``, then each key ``required`` names that no property defines, with the schema its value must
+    meet: ``additionalProperties`` when that is a schema and no ``patternProperties`` may judge the key instead,
+    else ``{}``. A server that requires a key it does not describe refuses every call without it."""
+    props = props_of(obj)
+    missing = [r for r in dict.fromkeys(required_of(obj)) if r not in props]
+    if not missing:
+        return props
+    extra = additional_of(obj)
+    value = extra if isinstance(extra, dict) and not _patterns_of(obj) else {}
+    return {**props, **dict.fromkeys(missing, value)}
+
+
 def is_open(obj: dict[str, Any]) -> bool:
     """Whether an object schema with ``properties`` allows further keys by saying so: a non-empty
     ``patternProperties``, or ``additionalProperties`` that is a schema or ``true`` (left out, it is
@@ -494,7 +507,7 @@ class Converter:
         obj = self.object_view(schema) or schema
         props = props_of(obj)
         if props:
-            if len(props) > MAX_PROPERTIES:
+            if len(fields_of(obj)) > MAX_PROPERTIES:
                 self._b.warn(
                     f"{self._label}: an object has more than {MAX_PROPERTIES} properties; using dict[str, Any]"
                 )
@@ -508,10 +521,17 @@ class Converter:
             name = self._b.names.allocate(title if isinstance(title, str) and title.strip() else hint)
             self.typed_dict(obj, name, depth)
             return Atom(name)
+        return DictOf(self.free_values(obj, hint, depth + 1))
+
+    def free_values(self, obj: dict[str, Any], hint: str, depth: int) -> PyType:
+        """The type of the values of an object without ``properties``: every value its ``additionalProperties``
+        schema or its ``patternProperties`` allow (with ``additionalProperties: false``, the patterns' alone; absent
+        or ``true``: any value). Before, the patterns' were left out: a valid key refused, a result mistyped."""
         extra = additional_of(obj)
-        if isinstance(extra, dict) and extra:
-            return DictOf(self.convert(extra, hint=hint + "Value", depth=depth + 1))
-        return DictOf(ANY)
+        if not isinstance(extra, dict) and not (extra is False and _patterns_of(obj)):
+            return ANY
+        more, _ = self.extra_keys(obj, hint, depth)
+        return ANY if more is None else more
 
     def _open_dict(self, obj: dict[str, Any], hint: str, depth: int) -> OpenDict:
         """``dict[str, V]`` for an object with properties that allows more keys (V: every value type)."""
@@ -563,6 +583,6 @@ class Converter:
                 required=key in required,
                 description=_description(sub) or _description(self.deref(sub)),
             )
-            for key, sub in props_of(obj).items()
+            for key, sub in fields_of(obj).items()
         )
         self._b.add(TypedDictDef(name=name, fields=fields, description=_description(obj)))

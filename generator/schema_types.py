@@ -15,11 +15,15 @@ What maps to what:
   ``list[A | B]`` in a result;
 - an object with ``properties`` → a TypedDict (``NotRequired`` for optional keys); an argument whose
   ``patternProperties`` or ``additionalProperties`` (a schema or ``true``) allow more keys →
-  ``dict[str, V]``, V every value type, the keys in the docstring; with only an
-  ``additionalProperties`` schema → ``dict[str, T]``; otherwise ``dict[str, Any]`` (a free-form
-  object); the input schema's own root becomes parameters instead (:meth:`TypeBuilder.input_shape`),
-  and keys its ``additionalProperties`` or ``patternProperties`` allow become ``**arguments``;
+  ``dict[str, V]``, V every value type, the keys in the docstring; an object without ``properties``
+  → ``dict[str, T]``, T every value its ``additionalProperties`` schema or ``patternProperties`` allow
+  (``dict[str, Any]``, a free-form object, when ``additionalProperties`` is absent or ``true``); the input
+  schema's own root becomes parameters instead (:meth:`TypeBuilder.input_shape`), and keys its
+  ``additionalProperties`` or ``patternProperties`` allow become ``**arguments``;
 - ``unevaluatedProperties`` → as ``additionalProperties`` (where that is absent);
+- a key ``required`` names that no property defines → a required parameter (or TypedDict key) all the same, of
+  the ``additionalProperties`` schema's type when no ``patternProperties`` may judge it, else ``Any``: left out,
+  no call through the stub could meet the schema;
 - ``anyOf`` / ``oneOf`` → a union; ``allOf`` of objects → one merged object (``allOf`` of one
   ``$ref`` beside only notes, as pydantic v1 and FastAPI write a described reference: the reference); the
   merged object allows a further key only if every member (and the ``allOf``'s own keys) that says anything
@@ -46,6 +50,7 @@ from generator.schema_convert import (
     MAX_STEPS,
     Converter,
     additional_of,
+    fields_of,
     measure,
     props_of,
     required_of,
@@ -103,7 +108,7 @@ class TypeBuilder:
                 or it is too big.
         """
         conv, root = self._root(schema, "input schema", hint)
-        props = props_of(root)
+        props = fields_of(root)
         if len(props) > MAX_PROPERTIES:
             raise SchemaConversionError(f"more than {MAX_PROPERTIES} properties")
         extra_type: PyType | None
@@ -138,11 +143,9 @@ class TypeBuilder:
         if (union := self._output_union(schema, name)) is not None:
             return union
         conv, root = self._root(schema, "output schema", name, output=True)
-        props = props_of(root)
-        if not props:
-            extra = additional_of(root)
-            return DictOf(conv.convert(extra, hint=name + "Value", depth=1) if isinstance(extra, dict) else ANY)
-        if len(props) > MAX_PROPERTIES:
+        if not props_of(root):  # a free-form object, whatever keys it requires
+            return DictOf(conv.free_values(root, name, 1))
+        if len(fields_of(root)) > MAX_PROPERTIES:
             raise SchemaConversionError(f"more than {MAX_PROPERTIES} properties")
         conv.bind("#", Atom(name))
         conv.typed_dict(root, name, 0)
