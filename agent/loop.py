@@ -307,6 +307,8 @@ class Agent:
                         break
                     turn = summary.turns + 1
                     unanswered += self._prefilter(messages, turn, summary, log)
+                    if self.token_budget is not None and summary.spent >= self.token_budget:
+                        continue  # the pre-filter's tokens reached the budget: no request goes out (stopped above)
                     summary.turns = turn  # a request goes out (before: counted first, a Ctrl-C in the pre-filter too)
                     params = self.request(messages)
                     tools_print, system_print = fingerprint(params["tools"]), fingerprint(params["system"])

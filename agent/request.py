@@ -30,6 +30,8 @@ STREAM_RETRY_MAX_DELAY = 8.0
 """The longest wait between two such retries (the SDK's own cap): doubling unbounded, ``max_retries=12`` waited
 34 minutes in all, 17 before its last try."""
 RETRYABLE_STREAM_ERRORS = ("overloaded_error", "rate_limit_error", "api_error")
+STARTED_USAGE = "started_usage"
+"""The ``usage`` a reply's start reported, on the ``KeyboardInterrupt`` that stopped it after (`send` counts it)."""
 
 # Fields of response blocks that may be sent back; anything else the SDK parsed is dropped.
 _PARAM_FIELDS: dict[str, tuple[str, ...]] = {
@@ -224,6 +226,9 @@ def stream_message(
                     # error wrapped as a connection or timeout error (2.17 on), which the SDK does not retry either.
                     cause = e.__cause__ if isinstance(e.__cause__, httpx2.TransportError) else e
                     broken = broken_stream(cause, client)
+                except KeyboardInterrupt as e:  # Ctrl-C once the reply began: what its start reported was billed
+                    setattr(e, STARTED_USAGE, usage)
+                    raise
             if stopped:
                 return message
             # The SDK hands over a cut stream's partial message (its stop_reason None): half a sentence, or a
@@ -375,6 +380,12 @@ def send(
 
     try:
         message = stream_message(client, params, on_error=logged)
+    except KeyboardInterrupt as e:  # a reply Ctrl-C stopped after its start: its input was read, and is billed
+        if (started := getattr(e, STARTED_USAGE, None)) is not None:
+            spent = TokenUsage.from_api(started)
+            summary.usage.add(spent)
+            log.write("reply_interrupted", turn=summary.turns, usage=asdict(spent))
+        raise
     except (anthropic.APIStatusError, anthropic.APIConnectionError, NoMessage, CutReply, UnreadableReply) as e:
         summary.stop_reason = "unreadable_reply" if isinstance(e, UnreadableReply) else "api_error"
         partial = so_far()

@@ -21,7 +21,8 @@ Records (``type``):
 - ``request``: turn, the request parameters other than system and tools, a fingerprint of the tools
   array and of the system prompt as sent (``tools_sha256``, ``system_sha256``: equal in every request
   after the last growth), and the messages added since the previous request (the conversation is
-  rebuilt by concatenating them);
+  rebuilt by concatenating them): the images of tool results are in them once, whole, as base64 (the results of
+  one reply hold at most `agent.budget.IMAGE_DATA` characters of it, about 11 MB);
 - ``response``: turn, the message as returned (content, stop reason, usage incl.
   ``cache_creation_input_tokens`` and ``cache_read_input_tokens``), seconds;
 - ``tool``: turn, tool name, input, seconds, ``is_error``, bytes to the model, what the reply's shared
@@ -33,14 +34,18 @@ Records (``type``):
   `agent.calls.MAX_TOOL_USES`, or repeating an earlier ``tool_use`` id), how many ran, and what each refused one
   was answered;
 - ``api_error``: status and message of a failed request, or of a reply that could not be read, and what
-  it cost (``usage``: a reply cut short or unreadable was billed for its input) when it cost something:
-  the ``usage`` of the responses and of these records sum to the summary's;
+  it cost (``usage``: a reply cut short or unreadable was billed for its input) when it cost something;
+- ``reply_interrupted``: turn, and what a reply Ctrl-C stopped after it began cost as far as its start said
+  (``usage``: its input tokens; the output it streamed until then is not known). Before, it was in no record and
+  no count. The ``usage`` of the responses and of the ``api_error`` and ``reply_interrupted`` records sums to the
+  summary's (a Ctrl-C before a reply began leaves its tokens unknown, not counted);
 - ``run_end``: the run summary (its ``stop_reason`` ``interrupted`` when Ctrl-C stopped the run); with
   ``prefilter_unanswered`` when pre-filter requests got no answer (their tokens are unknown, not counted).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -204,6 +209,20 @@ def fingerprint(value: Any) -> str:
 
 
 def read_transcript(path: str | Path) -> list[dict[str, Any]]:
-    """All records of a transcript file."""
+    """All records of a transcript file.
+
+    A last line without its newline that is not whole JSON is a record its writer was stopped in the middle of (the
+    process killed, the machine down: every record `Transcript` writes ends with a newline), and is left out. Before,
+    that half line made the whole file unreadable (``json.JSONDecodeError``). A line cut anywhere else still raises.
+    """
+    records: list[dict[str, Any]] = []
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for line in f:
+            if not line.strip():
+                continue
+            if line.endswith("\n"):
+                records.append(json.loads(line))
+                continue
+            with contextlib.suppress(json.JSONDecodeError):  # the last line: half a record is left out
+                records.append(json.loads(line))
+    return records

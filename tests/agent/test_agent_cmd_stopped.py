@@ -42,7 +42,7 @@ def ctrl_c_while_waiting_for_the_second_reply(api: FakeMessagesAPI, argv: list[s
 
     def second(body: dict[str, Any]) -> CutStream:
         waiting.set()
-        return CutStream(reply("never read"), events=1, ending="stall")
+        return CutStream(reply("never read"), events=0, ending="stall")  # nothing of it read: its cost unknown
 
     api.add(reply(GET, usage=USAGE), second)
     env = {**os.environ, "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": api.base_url}

@@ -121,7 +121,9 @@ def test_the_token_budget_counts_the_claude_prefilters_tokens_too(project: Proje
     one_turn = run(max_turns=1).summary
     p = one_turn.prefilter
     assert p is not None and p.usage.total > 0 and one_turn.spent == one_turn.usage.total + p.usage.total
-    result = run(token_budget=one_turn.usage.total + 1)  # the model's tokens alone stay below it after turn 1
+    # Above the pre-filter's first request, so the model's request goes out; the model's tokens alone stay below it.
+    result = run(token_budget=p.usage.total + 1)
+    assert one_turn.usage.total < p.usage.total + 1
     assert result.stop_reason == "token_budget" and result.summary.turns == 1
     assert result.summary.to_json()["spent"] == result.summary.spent == one_turn.spent
 
