@@ -39,6 +39,7 @@ from tool_tree.text import clean
 from tool_tree.tree import ToolEntry
 
 if TYPE_CHECKING:
+    from agent.toolsets.direct import DirectToolset
     from sandbox.bridge import CallCancel
     from sandbox.host import Runtime
 
@@ -64,16 +65,20 @@ class Passthrough:
         direct = DirectToolset(tree)
         entries = direct.resolve_pinned(names, what="passthrough tool", setting="serve.passthrough")
         wanted = {(e.server, e.tool) for e in entries}
+        hints = _hints(Path(tree), direct, wanted)
         for native in direct.tools():
             entry = direct.names[native["name"]]
             if (entry.server, entry.tool) in wanted:
                 self.entries[native["name"]] = entry
                 description = native.get("description")
+                title, annotations = hints.get((entry.server, entry.tool), (None, None))
                 self.definitions.append(
                     types.Tool(
                         name=native["name"],
+                        title=title,
                         description=clean(description).strip() if isinstance(description, str) else None,
                         input_schema=_clean_descriptions(native["input_schema"]),
+                        annotations=annotations,
                     )
                 )
 
@@ -312,6 +317,56 @@ _VALUES = frozenset({"enum", "const", "default", "examples"})
 """Schema keywords whose values are data the model may send: never changed."""
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 """Schema keywords whose values map names (any name, ``enum`` too) to schemas."""
+
+
+TITLE_CHARS = 200
+"""The longest title of a passthrough tool (or in its annotations) that is offered; a longer one is left out."""
+
+
+def _hints(
+    tree: Path, direct: DirectToolset, wanted: set[tuple[str, str]]
+) -> dict[tuple[str, str], tuple[str | None, types.ToolAnnotations | None]]:
+    """The server's own ``title`` and ``annotations`` (``readOnlyHint``, ``destructiveHint``, ...) of the ``wanted``
+    tools, from the tree's snapshots: titles cleaned as descriptions are, what is malformed left out.
+
+    Before, a passthrough tool was offered without them: a client that asks before calling a tool that is not
+    read-only asked for every one, and one that runs read-only calls of a turn at once (Claude Code) ran them one
+    after another; the server's ``destructiveHint`` of a tool that deletes never reached the client either."""
+    from tool_tree.tree import TreeError, load_snapshot
+
+    found: dict[tuple[str, str], tuple[str | None, types.ToolAnnotations | None]] = {}
+    for server in direct.manifest.servers:
+        if not any(name == server.name for name, _ in wanted):
+            continue
+        try:
+            raw = load_snapshot(tree, server)
+        except TreeError:
+            continue  # the toolset read it already; a snapshot gone since only loses the hints
+        for tool in raw:
+            key = (server.name, str(tool.get("name")))
+            if key in wanted:
+                found[key] = (_title(tool.get("title")), _annotations(tool.get("annotations")))
+    return found
+
+
+def _title(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    title = " ".join(clean(value).split())
+    return title if title and len(title) <= TITLE_CHARS else None
+
+
+def _annotations(value: Any) -> types.ToolAnnotations | None:
+    """The hints a client reads (booleans; a title as `_title`), or None when there are none."""
+    if not isinstance(value, dict):
+        return None
+    fields: dict[str, Any] = {k: v for k in _HINTS if isinstance(v := value.get(k), bool)}
+    if (title := _title(value.get("title"))) is not None:
+        fields["title"] = title
+    return types.ToolAnnotations.model_validate(fields, by_name=False) if fields else None
+
+
+_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
 
 def _clean_descriptions(schema: dict[str, Any]) -> dict[str, Any]:

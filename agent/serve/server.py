@@ -61,10 +61,23 @@ def _version() -> str:
         return "0"
 
 
+READ_ONLY = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+"""The annotations of ``list_files``, ``read_file`` and ``search_tools``: they change nothing and reach no server
+(MCP reads ``destructiveHint`` and ``idempotentHint`` only of tools that are not read-only; ``execute_python`` has
+none: a script may call any tool, which is what MCP assumes of a tool without them).
+Before, none had any: a client that runs the read-only calls of one turn at once (Claude Code) ran each of them
+after the other, and one that asks before a tool that may change something asked for each."""
+READ_ONLY_TOOLS = ("list_files", "read_file", "search_tools")
+
+
 def mcp_tool(definition: dict[str, Any]) -> types.Tool:
     """A code-mode tool definition (Anthropic shape: ``input_schema``) as an MCP tool."""
+    name = definition["name"]
     return types.Tool(
-        name=definition["name"], description=definition.get("description"), input_schema=definition["input_schema"]
+        name=name,
+        description=definition.get("description"),
+        input_schema=definition["input_schema"],
+        annotations=READ_ONLY if name in READ_ONLY_TOOLS else None,
     )
 
 
@@ -270,12 +283,22 @@ class ToolServer:
         if key is None:
             return error_result("this HTTP request carries no Mcp-Session-Id; connect with the initialize handshake")
 
-        async def progress(seconds: float, total: float | None, printed: str | None = None) -> None:
+        arrived, waited = time.monotonic(), False
+
+        async def progress(seconds: float, total: float | None, printed: str | None = None, after: float = 0) -> None:
             message = f"running for {seconds:.0f} s" + (f"; last printed: {printed}" if printed else "")
-            await ctx.session.report_progress(round(seconds, 1), total=total, message=message)
+            await ctx.session.report_progress(round(after + seconds, 1), total=total, message=message)
+
+        async def queued(seconds: float) -> None:  # behind this session's running script
+            nonlocal waited
+            waited = True
+            message = f"waiting {seconds:.0f} s for this session's running script to end (one script at a time)"
+            await ctx.session.report_progress(round(seconds, 1), total=None, message=message)
 
         async def script_progress(seconds: float, printed: str | None) -> None:  # and the last line it printed
-            await progress(seconds, self.sandbox_config.timeout, printed)
+            # After a wait the progress goes on from it (it must only grow), and so does the total.
+            since = time.monotonic() - arrived - seconds if waited else 0
+            await progress(seconds, round(self.sandbox_config.timeout + since, 1), printed, after=since)
 
         try:
             async with self.registry.use(key) as session:
@@ -286,7 +309,7 @@ class ToolServer:
                     return await self._passthrough(name, arguments, runtime, threads, progress)
                 if name == "execute_python":
                     interval = self.settings.progress_interval
-                    outcome = await session.execute(self.toolset, arguments, script_progress, interval)
+                    outcome = await session.execute(self.toolset, arguments, script_progress, interval, queued)
                 else:
                     outcome = await anyio.to_thread.run_sync(
                         session.call, self.toolset, name, arguments, limiter=threads

@@ -106,6 +106,9 @@ _WORKSPACE_READS = ("list_files", "read_file")
 Progress = Callable[[float, str | None], Awaitable[None]]
 """Called with the seconds a script has been running and the last line it printed (None: none yet), every
 ``progress_interval`` seconds."""
+Queued = Callable[[float], Awaitable[None]]
+"""Called with the seconds an ``execute_python`` has waited for the session's running one, every
+``progress_interval`` seconds while it waits."""
 
 
 class SessionLimitError(Exception):
@@ -206,9 +209,20 @@ class ClientSession:
             return error(f"{name} failed: the sandbox or the servers could not start: {e}")
 
     async def execute(
-        self, toolset: CodeToolset, arguments: Mapping[str, Any], progress: Progress, interval: float
+        self,
+        toolset: CodeToolset,
+        arguments: Mapping[str, Any],
+        progress: Progress,
+        interval: float,
+        queued: Queued | None = None,
     ) -> ToolOutcome:
-        """``execute_python``: one at a time per session, ``progress`` every ``interval`` s while it runs.
+        """``execute_python``: one at a time per session, ``progress`` every ``interval`` s while it runs, and
+        ``queued`` every ``interval`` s while it waits for the session's running one.
+
+        Before, a call that waited (a client's parallel calls of one turn) sent nothing until its script began: a
+        client whose timeout restarts at each progress notification (the TypeScript SDK's ``resetTimeoutOnProgress``,
+        on by default in the MCP Inspector, 60 s) gave up on it behind a longer script, although the heartbeat was
+        promised.
 
         Cancelled (the client's ``notifications/cancelled``, or its disconnect), it stops the
         script and waits for it to end, so the next execution of this session never overlaps it;
@@ -222,13 +236,45 @@ class ClientSession:
             )
         self._queued += 1
         try:
-            await self.executions.acquire()
+            await self._wait_turn(interval, queued)
         finally:
             self._queued -= 1
         try:
             return await self._execute_held(toolset, arguments, progress, interval)
         finally:
             self.executions.release()
+
+    async def _wait_turn(self, interval: float, queued: Queued | None) -> None:
+        """Acquire ``executions`` (in the order the calls came), calling ``queued`` every ``interval`` s while another
+        execution holds it."""
+        try:
+            self.executions.acquire_nowait()
+            return
+        except anyio.WouldBlock:
+            pass
+        started, acquired = time.monotonic(), False
+
+        async def beat() -> None:
+            while queued is not None:
+                await anyio.sleep(interval)
+                try:
+                    await queued(time.monotonic() - started)
+                except Exception:  # a client gone meanwhile: its call waits on, as before
+                    logger.debug("a waiting execution's progress could not be sent", exc_info=True)
+                    return
+
+        try:
+            async with anyio.create_task_group() as beats:
+                beats.start_soon(beat)
+                try:
+                    await self.executions.acquire()
+                    acquired = True
+                finally:
+                    beats.cancel_scope.cancel()
+        except BaseException:
+            if acquired:  # cancelled while the beats ended: `execute` would not release it
+                self.executions.release()
+            raise
 
     async def _execute_held(
         self, toolset: CodeToolset, arguments: Mapping[str, Any], progress: Progress, interval: float
