@@ -105,8 +105,10 @@ class Toolset(ABC):
         """
         out: list[ToolEntry] = []
         for name in pinned:
-            wanted = name.replace("/", ".")
-            match = next((t for t in self.manifest.tools if wanted in (t.qualified_name, f"{t.server}.{t.tool}")), None)
+            # The original tool name may hold "/" (``srv.sampling/create``): the name as written, its first "/" as
+            # the server's separator, or every "/" one (before: only the last, so such a tool matched no name).
+            wanted = {name, name.replace("/", ".", 1), name.replace("/", ".")}
+            match = next((t for t in self.manifest.tools if {t.qualified_name, f"{t.server}.{t.tool}"} & wanted), None)
             if match is None:
                 raise AgentSetupError(f"{what} {name!r} is not in the tree (use <server>.<tool>)", setting=setting)
             if match not in out:
