@@ -281,9 +281,14 @@ def check_out(out: Path, previous: Manifest | None, *, owned: Collection[str], w
 
     Raises:
         TreeError: ``out`` is not a folder, or (``writing``) a folder whose ``manifest.json`` is not
-            tooltree's while it holds one of the paths the writer replaces or prunes.
+            tooltree's while it holds one of the paths the writer replaces or prunes, or one inside an ``owned``
+            folder of another tree.
     """
-    if previous is not None or (not out.exists() and not out.is_symlink()):
+    if previous is not None:
+        return
+    if writing:
+        _refuse_inside_a_tree(out, owned)
+    if not out.exists() and not out.is_symlink():
         return
     if not out.is_dir():
         raise TreeError(f"{out}: not a folder; --out names the folder of the tree (created when missing)")
@@ -302,6 +307,19 @@ def check_out(out: Path, previous: Manifest | None, *, owned: Collection[str], w
         f"{out}: holds {', '.join(held)} but no tooltree manifest, so writing the tree there would replace or "
         f"delete files tooltree did not write; choose a new or empty folder for --out, or move them away{damaged}"
     )
+
+
+def _refuse_inside_a_tree(out: Path, owned: Collection[str]) -> None:
+    """Raises: TreeError: ``out`` lies in a folder a tree above it owns (``--out tree/servers``): each run of either
+    tree would write into the other (before, a tree was made there, a ``servers.servers`` package in the other)."""
+    where = out.resolve()
+    for parent in where.parents:
+        inside = where.relative_to(parent).parts[0]
+        if inside in owned and tooltree_manifest(parent / MANIFEST_FILE):
+            raise TreeError(
+                f"{out}: is inside {inside}/ of the tree {parent}, which tooltree writes; give this tree a folder of "
+                f"its own (--out {parent} regenerates that tree)"
+            )
 
 
 def tooltree_manifest(path: Path) -> bool:

@@ -1,6 +1,9 @@
 """`generate`: from a configuration (or stored snapshots) to a tree on disk.
 
 This is the whole of ``tooltree generate-tree`` minus argument parsing and printing.
+
+(Over 400 lines: one run end to end, as the Python API offers it: discovery, the guards that leave a tree as it
+was, and the planning and writing under the tree's lock.)
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from generator.files import (
 )
 from generator.generate_args import checked_args
 from generator.kept import Keeper
-from generator.layout import Plan, ServerListing, plan_tree
+from generator.layout import Plan, ServerListing, emptied_servers, plan_tree
 from generator.search_index import write_search_index
 from generator.snapshots import read_snapshots, tree_snapshot_files
 from tool_tree.config import Config, ConfigError, ServerConfig
@@ -139,7 +142,9 @@ def generate(
     ``on_wait`` is called before the run waits for another process writing the same tree (`tree_lock`).
 
     A run in which every server failed writes nothing (``report`` is None): no tree without tools is made, and an
-    existing tree is left as it was. The search index is written last, after the manifest, and records the manifest
+    existing tree is left as it was. A tree that would lose its last tool because its servers listed none keeps their
+    stubs (each is reported failed); a server that lists none while others list tools loses its stubs with a
+    warning. The search index is written last, after the manifest, and records the manifest
     it was built from (`generator.search_index`).
 
     Raises:
@@ -299,6 +304,15 @@ def _plan_and_write_over(
         for entry in (previous.servers if previous is not None else [])
         if entry.name not in ok_names and (entry.name in failed_names or (only and entry.name not in only))
     ]
+    emptied = emptied_servers(previous, listings)
+    if emptied and not any(listing.tools for listing in listings) and not any(k.tool_count for k in keep):
+        # The tree would hold no tool (a token expired, a login lapsed): these count as failed, their stubs kept.
+        keep += [entry for entry in (previous.servers if previous is not None else ()) if entry.name in emptied]
+        listings[:] = [listing for listing in listings if listing.name not in emptied]
+        for o in outcomes:
+            if o.name in emptied:
+                o.status, o.error = "failed", f"listed no tools, where the tree has {emptied[o.name]}"
+        emptied = {}
     seen: dict[str, bytes | None] = {}  # files read from the tree in this run, so none is read twice
     early: set[str] = set()  # stubs written while the rest still rendered (not with --check)
     # A file edited, or not tooltree's, is copied aside, never lost.
@@ -321,6 +335,8 @@ def _plan_and_write_over(
             o.kept_previous = True
 
     result = GenerateResult(out=out, servers=sorted(outcomes, key=lambda o: o.name), warnings=plan.warnings)
+    gone = "a run removes its stubs" if check else "its stubs are removed"
+    result.warnings += [f"{n}: listed no tools, where the tree had {c}: {gone}" for n, c in emptied.items()]
     if check:
         from tool_tree.search import index_matches_manifest
 

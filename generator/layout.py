@@ -217,6 +217,13 @@ def _snapshot_bytes(listing: ServerListing) -> bytes:
     return f'{head}, "tools": [\n{tools}\n]}}\n'.encode()
 
 
+def emptied_servers(previous: Manifest | None, listings: Sequence[ServerListing]) -> dict[str, int]:
+    """The servers listed with no tool at all whose part of the ``previous`` tree has tools, and how many it has
+    (before, a server that came back empty lost every stub without a word)."""
+    had = {s.name: s.tool_count for s in previous.servers} if previous is not None else {}
+    return {listing.name: had[listing.name] for listing in listings if not listing.tools and had.get(listing.name)}
+
+
 def plan_tree(
     listings: Sequence[ServerListing],
     *,
@@ -237,7 +244,10 @@ def plan_tree(
 
     A stub whose tool definition, path and generator are unchanged since ``previous`` is not
     rendered again: its bytes on disk (read with ``existing``) are reused when they still hash to
-    what was written. That makes a no-op rerun cost a file read per tool, not a render.
+    what was written. That makes a no-op rerun cost a file read per tool, not a render. The manifest
+    names the generator that rendered its stubs: when ``keep`` carries stubs another one rendered (a
+    ``--server`` run, or a server down, after an upgrade), it names that one, so the next run renders
+    every stub again rather than taking the kept ones for current.
 
     Names are stable: a server keeps the package, a tool the function and a parameter the name
     ``previous`` records for it while they are still valid, so adding a tool or a property never
@@ -360,7 +370,12 @@ def plan_tree(
         servers.append(entry)
         tools.extend(server_tools)
 
-    manifest = Manifest(servers=sorted(servers, key=lambda s: s.name), tools=tools, generator=fingerprint)
+    # Stubs kept from a tree another generator wrote are its renderings: the manifest names that generator, so the
+    # next run renders them again (before, it named this one, and they were reused as current from then on).
+    rendered_by = fingerprint
+    if previous is not None and previous.generator != fingerprint and any(t.server in kept_names for t in before):
+        rendered_by = previous.generator
+    manifest = Manifest(servers=sorted(servers, key=lambda s: s.name), tools=tools, generator=rendered_by)
     files[f"{SERVERS_DIR}/{INDEX_FILE_NAME}"] = render_index(manifest).encode("utf-8")
     files[f"{SERVERS_DIR}/__init__.py"] = render_servers_init().encode("utf-8")
     manifest.files = _file_hashes(files, tools, keep, previous)

@@ -396,7 +396,16 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
         print(f"warning: … {len(result.warnings) - 50} more warnings (see --json)", file=sys.stderr)
     if args.check:
         if result.drift:
-            print(f"\n{len(result.drift)} file(s) differ from the servers:", file=sys.stderr)
+            from tool_tree.tree import MANIFEST_FILE
+
+            count = len(result.drift)
+            if (result.out / MANIFEST_FILE).exists():
+                print(f"\n{count} file(s) differ from the servers:", file=sys.stderr)
+            else:  # before, a missing tree (a mistyped --out) read as a tree whose files differ
+                print(
+                    f"\n{result.out}: no tree there; a run without --check writes these {count} file(s):",
+                    file=sys.stderr,
+                )
             for rel in result.drift:
                 print(f"  {rel}")
             if (note := _other_generator(result.out)) is not None:
