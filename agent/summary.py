@@ -21,6 +21,17 @@ STOP_REASONS = (
 )
 
 
+PRICE_RATIOS = {
+    "input_tokens": 1.0,
+    "cache_creation_input_tokens": 1.25,
+    "cache_read_input_tokens": 0.1,
+    "output_tokens": 5.0,
+}
+"""What one token of each count of `TokenUsage` costs next to one uncached input token: Anthropic's published price
+ratios for Claude models (a cache write, of the 5-minute cache tooltree's requests ask for, 1.25×; a cache read 0.1×;
+output 5×). `TokenUsage.cost_units` weighs the counts by them."""
+
+
 @dataclass
 class TokenUsage:
     """Token counts as the API reports them (``usage``), summed over requests."""
@@ -55,6 +66,18 @@ class TokenUsage:
     def total(self) -> int:
         """Input (all kinds) plus output; with the pre-filter's, what the token budget counts (`RunSummary.spent`)."""
         return self.sent + self.output_tokens
+
+    @property
+    def cost_units(self) -> float:
+        """The counts weighed by `PRICE_RATIOS`: what they would cost, in uncached input tokens. Input-token
+        equivalents, not money (an input token's price differs by model); unlike ``total``, a cache read counts a
+        tenth of an uncached token and an output token five. Exact: the ratios are whole hundredths."""
+        hundredths = sum(round(100 * ratio) * int(getattr(self, count)) for count, ratio in PRICE_RATIOS.items())
+        return hundredths / 100
+
+    def to_json(self) -> dict[str, Any]:
+        """The counts, with ``sent``, ``total`` and ``cost_units``."""
+        return {**asdict(self), "sent": self.sent, "total": self.total, "cost_units": self.cost_units}
 
 
 @dataclass
@@ -143,13 +166,25 @@ class RunSummary:
         token budget counts."""
         return self.usage.total + (self.prefilter.usage.total if self.prefilter is not None else 0)
 
+    @property
+    def cost_units(self) -> float:
+        """What ``spent`` counts, weighed by price (`TokenUsage.cost_units`): the model's tokens and the
+        pre-filter's."""
+        paid = TokenUsage()
+        paid.add(self.usage)
+        if self.prefilter is not None:
+            paid.add(self.prefilter.usage)
+        return paid.cost_units
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["usage"] = {**asdict(self.usage), "sent": self.usage.sent, "total": self.usage.total}
+        data["usage"] = self.usage.to_json()
         data["duration_s"] = round(self.duration_s, 3)
         data["spent"] = self.spent
+        data["cost_units"] = self.cost_units
         if self.prefilter is not None:
             data["prefilter"]["seconds"] = round(self.prefilter.seconds, 4)
+            data["prefilter"]["usage"] = self.prefilter.usage.to_json()
         return data
 
 

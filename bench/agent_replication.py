@@ -39,15 +39,6 @@ from sandbox.host import Runtime
 from tool_tree.config import Config, load_config
 
 BENCH_OWNER = "tooltree-bench"
-# Price ratios of Claude Sonnet relative to one uncached input token: 5-minute cache writes cost
-# 1.25x, cache reads 0.1x, output 5x. "Cost units" weight the fake API's usage (same approximation,
-# with its simulated prompt cache) by these, to compare what the runs would cost.
-WEIGHTS = {
-    "input_tokens": 1.0,
-    "cache_creation_input_tokens": 1.25,
-    "cache_read_input_tokens": 0.1,
-    "output_tokens": 5.0,
-}
 
 
 class Counter(Protocol):
@@ -111,7 +102,6 @@ def run_one(task: Task, variant: str, config: Config, tree: Path, counter: Count
     received = [counter.output(r, a) for r, a in zip(api.requests, api.responses, strict=True)]
     s = result.summary
     p = s.prefilter
-    cost = sum(w * r["usage"].get(k, 0) for r in api.responses for k, w in WEIGHTS.items())
     return {
         "task": task.name,
         "mode": variant,
@@ -123,7 +113,9 @@ def run_one(task: Task, variant: str, config: Config, tree: Path, counter: Count
         "total": sum(sent) + sum(received),
         "peak_context": max(sent),
         "per_request": sent,
-        "cost_units": round(cost),
+        # The fake API's usage (the same approximation, with its simulated prompt cache) weighed by price, as
+        # `tooltree agent --compare` weighs it (`TokenUsage.cost_units`): to compare what the runs would cost.
+        "cost_units": round(s.cost_units),
         "cache_read": s.usage.cache_read_input_tokens,
         "cache_write": s.usage.cache_creation_input_tokens,
         "tool_calls": s.tool_calls,

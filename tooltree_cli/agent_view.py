@@ -19,6 +19,10 @@ characters and cut (`tooltree_cli.output.terminal_label`, `terminal_text`) befor
 - ``--dry-run`` (with ``--compare`` or not): ``{"token_count": how tokens were counted, "modes": [{"mode", "tools",
   "deferred", "system_tokens", "tools_tokens", "first_request_tokens"}, ...]}``.
 
+A summary's ``cost_units`` (the run's, the pre-filter's included), ``usage.cost_units`` and
+``prefilter.usage.cost_units`` are tokens weighed by price (`agent.summary.TokenUsage.cost_units`), as the ``--compare``
+table gives them; ``prefilter.usage`` has ``sent`` and ``total`` too, as ``usage`` has.
+
 Ctrl-C prints the shape of what ran (the interrupted run's ``stop_reason`` ``interrupted``) before the interrupt
 goes on, also when it came before the run's first request (its agent being made, its sandbox checked): that run with
 no turns and no tokens (before: nothing, so a caller of ``--json`` had nothing to read). Before, a mode whose
@@ -45,6 +49,13 @@ NOTE_CHARS = 120
 """The most characters of a tool call's note the live view prints."""
 REASON_CHARS = 500
 """The most characters of a reason the summary quotes (why the pre-filter failed open, or did not save)."""
+PRICE_LABELS = {
+    "input_tokens": "uncached input",
+    "cache_creation_input_tokens": "cache write",
+    "cache_read_input_tokens": "cache read",
+    "output_tokens": "output",
+}
+"""How the ``--compare`` table's note names each count `agent.summary.PRICE_RATIOS` weighs."""
 
 
 @dataclass(frozen=True)
@@ -216,8 +227,11 @@ def transcript_warning(result: RunResult) -> None:
 
 
 def print_comparison(results: list[RunResult], *, as_json: bool) -> None:
-    """The runs of one task side by side: tokens, and each as a share of ``direct`` when it ran (the
-    pre-filter's tokens counted: a filtered run's ``claude`` classifier is paid for too).
+    """The runs of one task side by side: tokens (what was sent, of it read from and written to the prompt cache),
+    cost units, and each run's cost units as a share of ``direct``'s when it ran (the pre-filter's tokens counted: a
+    filtered run's ``claude`` classifier is paid for too). Before, the share was of tokens, a cache read counting as
+    much as an uncached input token and an output token as much as an input token: a share of 32.5 % by tokens was
+    38 % by price.
 
     A share is shown only when both the direct run and the row's run completed (the model ended it): a run that
     failed or hit a limit spent what it spent until then, not what the task costs in its mode. A line under the
@@ -229,20 +243,22 @@ def print_comparison(results: list[RunResult], *, as_json: bool) -> None:
         print_json({"runs": runs})
         return
     shares, why = _shares(results)
-    header = ["mode", "stop", "turns", "sent", "received", "pre-filter", "total", "of direct", "tool calls", "errors",
-              "in sandbox", "to model"]  # fmt: skip
+    header = ["mode", "stop", "turns", "sent", "cache read", "cache write", "received", "pre-filter", "total",
+              "cost units", "of direct", "tool calls", "errors", "in sandbox", "to model"]  # fmt: skip
     rows = []
     for r, share in zip(results, shares, strict=True):
         s, u = r.summary, r.summary.usage
         prefilter = f"{s.prefilter.usage.total:,}" if s.prefilter is not None else "-"
         rows.append([
-            s.mode, r.stop_reason, str(s.turns), f"{u.sent:,}", f"{u.output_tokens:,}", prefilter, f"{s.spent:,}",
-            share, f"{s.tool_calls} ({s.script_tool_calls} from scripts)", str(s.tool_errors), size(s.sandbox_bytes),
-            size(s.model_bytes),
+            s.mode, r.stop_reason, str(s.turns), f"{u.sent:,}", f"{u.cache_read_input_tokens:,}",
+            f"{u.cache_creation_input_tokens:,}", f"{u.output_tokens:,}", prefilter, f"{s.spent:,}",
+            f"{s.cost_units:,.0f}", share, f"{s.tool_calls} ({s.script_tool_calls} from scripts)", str(s.tool_errors),
+            size(s.sandbox_bytes), size(s.model_bytes),
         ])  # fmt: skip
     print(terminal_text(table(rows, header)))
+    print(f"\n{cost_note()}")
     if why:
-        print(terminal_text(f"\nof direct: {why}"))
+        print(terminal_text(f"of direct: {why}"))
     if any(r.summary.sandbox_bytes for r in results):
         print("\nin sandbox: tool results the scripts received there; what they printed of them is in 'to model' too")
     for r in results:  # as ``prefilter.fail_open`` in --json (before: only the summary on stderr, not with --quiet)
@@ -253,21 +269,35 @@ def print_comparison(results: list[RunResult], *, as_json: bool) -> None:
         print(f"\n[{r.summary.mode}] {terminal_text(r.answer)}")
 
 
+def cost_note() -> str:
+    """The lines under the ``--compare`` table that say what ``sent`` and ``cost units`` count."""
+    from agent.summary import PRICE_RATIOS
+
+    ratios = ", ".join(f"{PRICE_LABELS[count]} {ratio:g}" for count, ratio in PRICE_RATIOS.items())
+    return (
+        "sent: every input token, those read from and written to the prompt cache (cache read, cache write) included\n"
+        "cost units: the tokens weighed by price, the pre-filter's included, at Anthropic's published ratios for "
+        f"Claude models ({ratios}): input-token equivalents, not money"
+    )
+
+
 def _shares(results: list[RunResult]) -> tuple[list[str], str]:
-    """Each run's tokens as a share of the direct run's ("-" where there is no share to give), and why some are
-    "-" (or "")."""
+    """Each run's cost units as a share of the direct run's ("-" where there is no share to give), and what the
+    shares are and why some are "-" (or "" when there is no direct run)."""
     direct = next((r for r in results if r.summary.mode == "direct"), None)
     if direct is None:
         return ["-"] * len(results), ""
-    if not direct.completed or not direct.summary.spent:
+    if not direct.completed or not direct.summary.cost_units:
         why = (
             f"none given: the direct run did not complete ({direct.stop_reason}), so its tokens are not what the "
             "task costs in direct mode"
         )
         return ["-"] * len(results), why
-    shares = [f"{100 * r.summary.spent / direct.summary.spent:.1f} %" if r.completed else "-" for r in results]
+    paid = direct.summary.cost_units
+    shares = [f"{100 * r.summary.cost_units / paid:.1f} %" if r.completed else "-" for r in results]
     unfinished = [f"{r.summary.mode} ({r.stop_reason})" for r in results if not r.completed]
-    why = f"none for {', '.join(unfinished)}: a run that did not complete is not compared" if unfinished else ""
+    why = "each run's cost units as a share of the direct run's, not its tokens"
+    why += f"; none for {', '.join(unfinished)}: a run that did not complete is not compared" if unfinished else ""
     return shares, why
 
 

@@ -169,12 +169,13 @@ def test_compare_runs_the_task_in_each_mode_and_tabulates_the_tokens(
     out, err = capsys.readouterr()
     assert "== direct" in err and "== tool-search" in err
     lines = out.splitlines()
-    assert lines[0].split() == ["mode", "stop", "turns", "sent", "received", "pre-filter", "total", "of", "direct",
-                                "tool", "calls", "errors", "in", "sandbox", "to", "model"]  # fmt: skip
+    assert lines[0].split() == ["mode", "stop", "turns", "sent", "cache", "read", "cache", "write", "received",
+                                "pre-filter", "total", "cost", "units", "of", "direct", "tool", "calls", "errors", "in",
+                                "sandbox", "to", "model"]  # fmt: skip
     direct, tool_search = lines[2].split(), lines[3].split()
-    assert direct[:3] == ["direct", "end_turn", "2"] and direct[5] == "-" and direct[7:9] == ["100.0", "%"]
+    assert direct[:3] == ["direct", "end_turn", "2"] and direct[7] == "-" and direct[10:12] == ["100.0", "%"]
     assert tool_search[:3] == ["tool-search", "end_turn", "1"]
-    assert float(tool_search[7]) < 10  # one turn with every tool deferred: a small share of direct
+    assert float(tool_search[10]) < 10  # one turn with every tool deferred: a small share of direct
     assert "[direct] Negotiation (direct)." in out and "[tool-search] Negotiation (tool-search)." in out
     assert (tmp_path / "run.direct.jsonl").is_file() and (tmp_path / "run.tool-search.jsonl").is_file()
     assert [r["tools"][0].get("defer_loading", False) for r in api.requests] == [False, False, True]

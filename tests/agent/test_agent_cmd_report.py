@@ -19,7 +19,7 @@ from tooltree_cli.main import main
 TASK = "Read the Northwind deal"
 GET = {"object_type": "opportunity", "record_id": "0065e000009Q3PR"}
 TOO_LONG = ApiError(400, "prompt is too long: 250000 tokens > 200000 maximum", type="invalid_request_error")
-SHARE = 7
+SHARE = 10
 """The index of the "of direct" column in a row of the comparison split on white space."""
 
 
@@ -67,7 +67,10 @@ def test_compare_gives_no_share_to_a_mode_that_did_not_complete(
     out = capsys.readouterr().out
     table = rows(out)
     assert table["direct"][SHARE : SHARE + 2] == ["100.0", "%"] and table["tool-search"][SHARE] == "-"
-    assert "of direct: none for tool-search (max_tokens): a run that did not complete is not compared" in out
+    assert (
+        "of direct: each run's cost units as a share of the direct run's, not its tokens; none for tool-search "
+        "(max_tokens): a run that did not complete is not compared" in out
+    )
 
 
 # ---- a sandbox that cannot start ----------------------------------------------------------------------------------

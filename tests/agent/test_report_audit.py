@@ -78,9 +78,10 @@ def test_the_table_the_json_and_the_transcripts_give_every_token_the_api_reporte
         assert usage(summary["usage"]) == model and summary["usage"]["sent"] == model.sent
         assert usage(summary["prefilter"]["usage"] if summary["prefilter"] else {}) == prefilter
         assert summary["spent"] == model.total + prefilter.total
-        _, _, turns, sent, received, by_prefilter, total, *_ = table[mode]
-        assert (turns, sent, received, total) == (
-            str(summary["turns"]), f"{model.sent:,}", f"{model.output_tokens:,}", f"{summary['spent']:,}"
+        _, _, turns, sent, read, written, received, by_prefilter, total, *_ = table[mode]
+        assert (turns, sent, read, written, received, total) == (
+            str(summary["turns"]), f"{model.sent:,}", f"{model.cache_read_input_tokens:,}",
+            f"{model.cache_creation_input_tokens:,}", f"{model.output_tokens:,}", f"{summary['spent']:,}"
         )  # fmt: skip
         assert by_prefilter == (f"{prefilter.total:,}" if mode == "filtered" else "-")
         spent.add(model)
