@@ -391,3 +391,26 @@ def in_a_fork(child: Callable[[], str], timeout: float = 30.0) -> str:
         pytest.fail(f"the forked child hung for {timeout:g} s")
     finally:
         os.close(read)
+
+
+def run_on_tree(tree: Path, config: Path, source: str, filename: str) -> dict[str, Any]:
+    """Run ``source`` (a script importing the stubs of ``tree``) in this process, its calls going to the servers of
+    ``config`` for real; the script's globals. The tree's ``servers`` package is forgotten after."""
+    from tool_tree.config import load_config
+    from tool_tree.pool import BackgroundPool
+    from tool_tree.runtime import set_transport
+
+    sys.path.insert(0, str(tree))
+    try:
+        namespace: dict[str, Any] = {}
+        with BackgroundPool(load_config(config).enabled_servers) as pool:
+            previous = set_transport(pool.call)
+            try:
+                exec(compile(source, filename, "exec"), namespace)
+            finally:
+                set_transport(previous)
+        return namespace
+    finally:
+        sys.path.remove(str(tree))
+        for name in [m for m in sys.modules if m == "servers" or m.startswith("servers.")]:
+            del sys.modules[name]

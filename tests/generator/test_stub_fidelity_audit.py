@@ -17,9 +17,7 @@ import pytest
 
 from generator.render import render_stub
 from tests.generator.test_generate_schema_shapes import tree_of
-from tool_tree.config import load_config
-from tool_tree.pool import BackgroundPool
-from tool_tree.runtime import set_transport
+from tests.support import run_on_tree
 
 REPO = Path(__file__).resolve().parents[2]
 SHAPES = REPO / "tests" / "servers" / "schema_shapes_server.py"
@@ -161,19 +159,7 @@ def test_calls_type_check_as_the_schema_allows_and_reach_a_strict_server_as_it_n
     lines = {int(line.split(":")[1]) for line in refused.stdout.splitlines() if line.startswith("invalid.py:")}
     assert lines == set(range(2, 2 + len(INVALID))), refused.stdout
 
-    sys.path.insert(0, str(out))
-    try:
-        namespace: dict[str, Any] = {}
-        with BackgroundPool(load_config(tmp_path / "c.yaml").enabled_servers) as pool:
-            previous = set_transport(pool.call)
-            try:
-                exec(compile(VALID, "valid.py", "exec"), namespace)  # the type-checked script, run for real
-            finally:
-                set_transport(previous)
-    finally:
-        sys.path.remove(str(out))
-        for name in [m for m in sys.modules if m == "servers" or m.startswith("servers.")]:
-            del sys.modules[name]
+    namespace = run_on_tree(out, tmp_path / "c.yaml", VALID, "valid.py")  # type-checked, run for real
     # The server's own names, nested values intact, integers as integers, and nothing the caller left out.
     assert json.loads(namespace["full"]) == {
         "from": "a",

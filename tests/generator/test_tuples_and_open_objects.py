@@ -15,9 +15,7 @@ import pytest
 
 from generator.render import render_stub
 from tests.generator.test_generate_schema_shapes import tree_of
-from tool_tree.config import load_config
-from tool_tree.pool import BackgroundPool
-from tool_tree.runtime import set_transport
+from tests.support import run_on_tree
 
 REPO = Path(__file__).resolve().parents[2]
 TUPLES = REPO / "tests" / "servers" / "tuple_server.py"
@@ -210,19 +208,7 @@ def test_a_pydantic_tuple_argument_is_sent_as_an_array_and_its_call_type_checks(
     )
     assert checked.returncode == 0, checked.stdout
 
-    sys.path.insert(0, str(out))
-    try:
-        namespace: dict[str, Any] = {}
-        with BackgroundPool(load_config(tmp_path / "c.yaml").enabled_servers) as pool:
-            previous = set_transport(pool.call)
-            try:
-                exec(compile(script, "use.py", "exec"), namespace)  # the type-checked script, run for real
-            finally:
-                set_transport(previous)
-    finally:
-        sys.path.remove(str(out))
-        for name in [m for m in sys.modules if m == "servers" or m.startswith("servers.")]:
-            del sys.modules[name]
+    namespace = run_on_tree(out, tmp_path / "c.yaml", script, "use.py")  # type-checked, run for real
     # pydantic makes a tuple only from a JSON array.
     assert json.loads(namespace["moved"]) == {"point": ["tuple", 3, 4], "label": ["here", 0.5]}
     assert json.loads(namespace["listed"]) == {"point": ["tuple", 5, 6], "label": None}
