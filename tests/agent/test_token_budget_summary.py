@@ -31,7 +31,11 @@ def test_a_run_the_budget_ended_says_the_tokens_it_counted_the_prefilters_includ
     assert main([*args, "--json", "--quiet"]) == 1  # the same run again, as JSON
     summary = json.loads(capsys.readouterr().out)
     model, prefilter = summary["usage"]["total"], summary["prefilter"]["usage"]
-    paid = sum(prefilter.values())
+    paid = prefilter["total"]
+    assert paid == sum(
+        prefilter[k]
+        for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
     assert summary["stop_reason"] == "token_budget" and model < 4000 <= summary["spent"] == model + paid
     assert (
         f"\ntooltree: the run's token budget (4,000 tokens) was reached: {model + paid:,} tokens spent ({model:,} by "
