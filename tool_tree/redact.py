@@ -10,7 +10,13 @@ configuration with a marker naming where it came from:
   alone too): ``[redacted header Authorization]``;
 - the ``url``'s password (or its user name when it has no password: a token passed as the user),
   and each query-string value, as written and decoded: ``[redacted url password]``,
-  ``[redacted url query key]``.
+  ``[redacted url query key]``;
+- in ``args`` (``npx mcp-remote URL --header "Authorization: Bearer …"``, ``--api-key sk-…``), where a server
+  that refuses its arguments quotes them (``error: unrecognized arguments: --api-key sk-…``): the value of a flag
+  whose name says it holds a credential (`CREDENTIAL`: ``--api-key V``, ``--token=V``) ``[redacted arg --api-key]``;
+  a header of such a name and the credential after its scheme (``[redacted arg header Authorization]``); and a
+  URL's password and its query values of such names (``[redacted arg url password]``). Only names that say so:
+  ``--db postgres://…?sslmode=require`` would otherwise redact every "require" in the text.
 
 A value shorter than `MIN_SECRET_CHARS` is left alone: ``env: {DEBUG: "1"}`` would otherwise turn
 every 1 in the text into a marker, and so short a value is no secret. A value of several lines is
@@ -29,6 +35,12 @@ from tool_tree.config import ServerConfig
 
 MIN_SECRET_CHARS = 6
 """Shorter configured values are not redacted."""
+CREDENTIAL = re.compile(r"key|token|secret|passw|pwd|credential|cookie|authoriz|(?<![a-z])auth(?![a-z])", re.IGNORECASE)
+"""A name (of a flag in ``args``, of a header or URL query key given there) that says its value is a credential."""
+NAMES_A_PATH = re.compile(r"file|path|dir|folder", re.IGNORECASE)
+"""A flag whose name says its value is where a credential is (``--key-file``): that is no secret, and says where."""
+_HEADER = re.compile(r"\s*([!#$%&'*+.^_`|~0-9A-Za-z-]+)\s*:\s*(\S.*)", re.DOTALL)
+_SCHEME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+ +(\S+)")
 
 
 def secrets(server: ServerConfig) -> dict[str, str]:
@@ -44,11 +56,35 @@ def secrets(server: ServerConfig) -> dict[str, str]:
 
     for name, value in server.env.items():
         add(value, name)
-    for name, value in server.headers.items():
-        add(value, f"header {name}")
-        scheme = re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+ +(\S+)", value.strip())
+
+    def add_header(name: str, value: str, where: str) -> None:
+        add(value, where)
+        scheme = _SCHEME.fullmatch(value.strip())
         if scheme is not None:
-            add(scheme.group(1), f"header {name}")
+            add(scheme.group(1), where)
+
+    for name, value in server.headers.items():
+        add_header(name, value, f"header {name}")
+    for i, arg in enumerate(server.args):
+        flag, eq, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+        credential = bool(flag) and CREDENTIAL.search(flag) is not None and NAMES_A_PATH.search(flag) is None
+        if credential and not eq and i + 1 < len(server.args) and not server.args[i + 1].startswith("-"):
+            value = server.args[i + 1]  # `--api-key V`: V is checked again as an arg of its own below
+            add(value, f"arg {flag}")
+        elif credential and eq:
+            add(value, f"arg {flag}")
+        if (header := _HEADER.fullmatch(value)) is not None and CREDENTIAL.search(header.group(1)):
+            add_header(header.group(1), header.group(2), f"arg header {header.group(1)}")
+        elif "://" in value:
+            parts = urlsplit(value.strip())
+            if parts.password:
+                add(parts.password, "arg url password")
+                add(unquote(parts.password), "arg url password")
+            for pair in parts.query.split("&"):
+                key, _, secret = pair.partition("=")
+                if CREDENTIAL.search(unquote_plus(key)):
+                    add(secret, f"arg url query {unquote_plus(key)}")
+                    add(unquote_plus(secret), f"arg url query {unquote_plus(key)}")
     if server.url is not None:
         parts = urlsplit(server.url)
         if parts.password:

@@ -65,8 +65,9 @@ class RestartBackoff:
         held = self.admit()
         if not held:
             return None
+        after = "its restart" if self.streak == 1 else f"each of its last {self.streak} restarts"
         return (
-            f"not restarted for {held:.1f} s more: it ended again soon after each of its last {self.streak} "
-            f"restart(s), the last time because {self.ended[:300]} (restarts in a row back off: "
-            f"{FIRST_DELAY:g} s, {2 * FIRST_DELAY:g} s, {4 * FIRST_DELAY:g} s … {MAX_DELAY:g} s)"
+            f"not restarted for {held:.1f} s more: it ended again soon after {after}, the last time because "
+            f"{self.ended[:300]} (restarts in a row back off: {FIRST_DELAY:g} s, {2 * FIRST_DELAY:g} s, "
+            f"{4 * FIRST_DELAY:g} s … {MAX_DELAY:g} s)"
         )

@@ -1,10 +1,17 @@
 """`StderrLog`: the end of what a stdio server wrote to stderr (and the first lines it wrote to stdout that
-were not JSON-RPC), bounded and redacted of the server's secrets, for the error that reports its failure."""
+were not JSON-RPC), bounded and redacted of the server's secrets, for the error that reports its failure.
+
+A Node or JVM server's stack trace puts its error above its frames (``Error: API_TOKEN is required``, then ten
+``    at …`` lines and ``Node.js v22``): its last lines are frames alone, and an error that shows the last 8 of them
+(`sandbox.mcp_bridge.with_stderr`) left out the one line that says what to fix. `StderrLog.tail` keeps the first
+frame of each such run and counts the rest in one line.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import threading
 from typing import TextIO
@@ -16,6 +23,14 @@ NOISE_LINES = 3
 """Lines that are not JSON-RPC a stdio server's stdout may leave in its `StderrLog` (the first ones: a banner)."""
 NOISE_CHARS = 200
 """Characters kept of each such line."""
+FRAME = re.compile(
+    r"[ \t]{1,16}at (?:[^()]*\()?[^()]*(?::\d+(?::\d+)?|native|<anonymous>|Native Method|Unknown Source)\)?"
+)
+"""A frame of a JavaScript or JVM stack trace: ``    at main (/srv/index.js:2:25)``, ``\tat a.B.c(B.java:10)``."""
+FRAMES_KEPT = 1
+"""Frames `StderrLog.tail` keeps of each run (the first: where the error was thrown)."""
+FRAME_CHARS = 1000
+"""A longer line is no frame (and is not matched: the server writes what it likes)."""
 
 
 class StderrLog:
@@ -112,7 +127,7 @@ class StderrLog:
                 # cut character.
                 text = text[longest + 3 :]
             text = redact(text, self.server)
-        tail = "\n".join(text.rstrip("\n").splitlines()[-lines:])[-max_chars:]
+        tail = "\n".join(folded(text.rstrip("\n").splitlines())[-lines:])[-max_chars:]
         return "\n".join(filter(None, (tail, self._noise_note())))
 
     def _noise_note(self) -> str:
@@ -129,3 +144,25 @@ class StderrLog:
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
+
+
+def folded(lines: list[str]) -> list[str]:
+    """``lines`` with each run of stack frames (`FRAME`) cut to its first `FRAMES_KEPT` and a line counting the others,
+    so that the error above them stays among the last lines."""
+    out: list[str] = []
+    run = 0  # frames in the run that ends at out[-1]
+    for line in lines:
+        if len(line) > FRAME_CHARS or FRAME.fullmatch(line) is None:
+            run = 0
+            out.append(line)
+            continue
+        run += 1
+        if run <= FRAMES_KEPT:
+            out.append(line)
+        elif run == FRAMES_KEPT + 1:
+            out.append("")  # replaced below, once the run's length is known
+        if run > FRAMES_KEPT:
+            indent = line[: len(line) - len(line.lstrip())]
+            more = run - FRAMES_KEPT
+            out[-1] = f"{indent}… {more} more stack frame{'s' if more > 1 else ''} (tooltree left them out)"
+    return out
