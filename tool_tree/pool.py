@@ -77,6 +77,11 @@ from tool_tree.stderr_log import StderrLog
 from tool_tree.text import one_line
 
 logger = logging.getLogger(__name__)
+upstream = logging.getLogger("tool_tree.upstream")
+"""Why a server could not start, or ended under the pool: one ``WARNING`` each time (its back-off bounds how often),
+redacted, with its stderr's tail. `tooltree serve` leaves it on: its stderr is the log an MCP client keeps, and
+before, nothing there said that a server failed during a session (only the model saw it). `tooltree exec` and
+`tooltree agent` turn it off: the script's error and the agent's view say the same."""
 
 DEFAULT_CONCURRENCY = 16
 PING_TIMEOUT = 5.0
@@ -416,7 +421,11 @@ class ServerPool:
                 if box and slot.config.url is not None and isinstance(_first(box[0]), ConnectionError | TimeoutError):
                     reason += f"; no call was sent: {self._check_url(slot)}"
                 slot.backoff.failed(reason)
-                raise _unavailable(slot, reason)
+                failure = _unavailable(slot, reason)
+                upstream.warning(
+                    "%s", _told(f"server {slot.config.name!r} could not start: {failure.reason}", failure.stderr_tail)
+                )
+                raise failure
             slot.backoff.ended = None
             return client
 
@@ -430,6 +439,11 @@ class ServerPool:
                 slot.client = None
                 slot.backoff.ended = reason if ended else None
                 slot.restarts += 1
+                tail = slot.stderr.tail() if slot.stderr else ""
+                said = (
+                    f"server {slot.config.name!r} ended: {redact(reason, slot.config)}; the next call starts it again"
+                )
+                upstream.warning("%s", _told(said, tail))
             # The owner task of this connection, not of one another call has started since.
             closed = slot.closed if slot.client is None else None
         if closed is not None:
@@ -595,8 +609,8 @@ class ServerPool:
                         "server_unavailable",
                     )
                 if e.code == mt.REQUEST_TIMEOUT:  # the SDK's read timeout, set to fire after the pool's own
-                    return CallFailure(f"server error {e.code}: {_said(e)}", "timeout", _SENT)
-                return CallFailure(f"server error {e.code}: {_said(e)}", "server_error", _PROTOCOL_ERROR)
+                    return CallFailure(f"server error {e.code}: {_said(e, slot)}", "timeout", _SENT)
+                return CallFailure(f"server error {e.code}: {_said(e, slot)}", "server_error", _PROTOCOL_ERROR)
             except InputRequiredRoundsExceededError as e:  # a RuntimeError too: not the output-schema check's
                 problem = ROUNDS_PROBLEM.format(server=server, rounds=e.max_rounds)
                 return CallFailure(problem, "server_error", "the tool may have run")
@@ -659,10 +673,16 @@ SAID_CHARS = 2_000
 2,000,000 emoji, into the script's exception at each call)."""
 
 
-def _said(e: mcp.MCPError) -> str:
-    """The server's error message, at most `SAID_CHARS` characters (how many more were left out said)."""
-    text = str(e)
+def _said(e: mcp.MCPError, slot: _Slot) -> str:
+    """The server's error message, redacted of its configuration's secrets (a server refusing a key quotes it), at
+    most `SAID_CHARS` characters (how many more were left out said)."""
+    text = redact(str(e), slot.config)
     return text if len(text) <= SAID_CHARS else f"{text[:SAID_CHARS]}… ({len(text) - SAID_CHARS:,} characters more)"
+
+
+def _told(said: str, tail: str) -> str:
+    """``said``, with a server's stderr ``tail`` under it when there is one."""
+    return f"{said}\n{tail}" if tail else said
 
 
 def _unavailable(slot: _Slot, reason: str) -> ServerUnavailable:

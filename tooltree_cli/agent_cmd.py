@@ -151,6 +151,9 @@ def _prefilter_seconds(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tooltree_cli.logs import upstream_failures
+
+    upstream_failures(shown=False)  # a failing server is in the tool results the live view shows
     if not args.dry_run and not os.environ.get(API_KEY_ENV):
         error(f"{API_KEY_ENV} is not set; export your Anthropic API key to run the agent")
         return EXIT_USAGE

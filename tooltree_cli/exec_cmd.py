@@ -171,6 +171,9 @@ def _too_big(name: str, length: int, limit: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from sandbox.errors import EngineUnavailableError, ImageError, SandboxError, SessionError
+    from tooltree_cli.logs import upstream_failures
+
+    upstream_failures(shown=False)  # a failing server is in the script's error and the calls it made
     from tool_tree.config import ConfigError
     from tool_tree.tree import Manifest, TreeError
 

@@ -125,3 +125,10 @@ def install() -> None:
     """Make `CleanHandler` the handler of last resort (once: later calls keep the one installed)."""
     if not isinstance(logging.lastResort, CleanHandler):
         logging.lastResort = CleanHandler()
+
+
+def upstream_failures(shown: bool) -> None:
+    """Whether the warnings of `tool_tree.pool.upstream` (a server that could not start or ended, with its stderr's
+    tail) are written: by `tooltree serve`, whose stderr is the log its MCP client keeps and the only place a user
+    sees them; not by `exec` and `agent`, whose script errors and live view already say the same."""
+    logging.getLogger("tool_tree.upstream").setLevel(logging.NOTSET if shown else logging.ERROR)

@@ -169,6 +169,9 @@ def _port(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from tool_tree.connect import UPSTREAM_ENV
+    from tooltree_cli.logs import upstream_failures
+
+    upstream_failures(shown=True)  # a server failing mid-session: said in the log the MCP client keeps
 
     if os.environ.get(UPSTREAM_ENV):  # a tooltree started this serve as one of its servers: it would start another
         error(

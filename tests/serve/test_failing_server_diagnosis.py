@@ -97,7 +97,11 @@ def test_a_passthrough_call_to_a_node_server_that_cannot_start_says_its_error_no
     if "not restarted for" in held:  # within a second of the restart (a slow start: restarted, failing the same way)
         assert "it ended again soon after its restart, the last time because it failed to restart" in held
     assert ERROR in held
-    assert SECRET not in "".join((first, second, held, (tmp_path / "serve.err").read_text(encoding="utf-8")))
+    log = (tmp_path / "serve.err").read_text(encoding="utf-8")
+    assert SECRET not in "".join((first, second, held, log))
+    # The log the client keeps says it too (before: nothing, only the model saw it), once per start tried.
+    assert log.count("server 'slow' could not start: the server exited during start-up") == 2, log
+    assert f"Fatal error in main(): {ERROR}" in log
 
 
 @needs_node
