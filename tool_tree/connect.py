@@ -317,7 +317,7 @@ def _not_started(e: OSError, server: ServerConfig) -> OSError | None:
             f" `args` (servers.{server.name}.args)"
         )
     if missing and e.filename in (command, None) and "/" not in command:
-        return type(e)(f"command not found: {command!r} is not on PATH")
+        return type(e)(f"command not found: {command!r} is not on PATH{_searched(server)}")
     if missing and os.path.isfile(command):  # it exists: what its first line names does not
         return type(e)(f"{command}: the interpreter its #! line names was not found")
     if missing:
@@ -333,8 +333,24 @@ def _not_started(e: OSError, server: ServerConfig) -> OSError | None:
             if os.path.isfile(found) and not os.access(found, os.X_OK):
                 return type(e)(f"{command!r} on PATH is {found}, which is not executable (chmod +x it)")
         if shutil.which(command, path=path) is None:
-            return type(e)(f"command not found: {command!r} is not on PATH (and a folder on PATH cannot be searched)")
+            return type(e)(
+                f"command not found: {command!r} is not on PATH (and a folder on PATH cannot be searched)"
+                f"{_searched(server)}"
+            )
     return None
+
+
+PATH_CHARS = 300
+"""The most of a PATH a "command not found" shows."""
+
+
+def _searched(server: ServerConfig) -> str:
+    """What a "command not found" adds: the PATH searched and what to do. An MCP client (Claude Desktop) starts
+    tooltree with a shorter PATH than a login shell's, so a program found in a terminal (``uvx``, ``npx`` under
+    nvm) is not found there; before, the message did not say which PATH, nor where to give the full path."""
+    path = server.env.get("PATH") or os.environ.get("PATH") or os.defpath
+    shown = path if len(path) <= PATH_CHARS else path[:PATH_CHARS] + "…"
+    return f" ({shown}); give its full path in servers.{server.name}.command (`command -v` in a shell finds it)"
 
 
 async def list_tools_raw(client: mcp.Client) -> list[dict[str, Any]]:

@@ -141,7 +141,8 @@ async def test_a_process_that_cannot_start_is_named_in_the_configurations_terms(
     plain = tmp_path / "plain.sh"
     plain.write_text("#!/bin/sh\n", encoding="utf-8")  # no execute bit: refused even to root
     cases = {
-        "no-such-command-xyz": "command not found: 'no-such-command-xyz' is not on PATH",
+        "no-such-command-xyz": "command not found: 'no-such-command-xyz' is not on PATH (/usr/local/bin:/usr/bin:/bin);"
+        " give its full path in servers.s.command (`command -v` in a shell finds it)",
         str(tmp_path / "gone"): f"{tmp_path / 'gone'}: no such file",
         str(tmp_path): f"{tmp_path} is a folder, not a program",
         str(script): f"{script}: the interpreter its #! line names was not found",
@@ -163,6 +164,7 @@ async def test_a_process_that_cannot_start_is_named_in_the_configurations_terms(
         env = {"PATH": f"{locked}{os.pathsep}{os.environ.get('PATH', '')}"}
         assert await start_error(ServerConfig(name="s", command="no-such-command-xyz", env=env)) == (
             "command not found: 'no-such-command-xyz' is not on PATH (and a folder on PATH cannot be searched)"
+            f" ({env['PATH']}); give its full path in servers.s.command (`command -v` in a shell finds it)"
         )
     missing_cwd = str(tmp_path / "nowhere")
     assert await start_error(ServerConfig(name="s", command=sys.executable, cwd=missing_cwd)) == (
