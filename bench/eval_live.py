@@ -85,13 +85,15 @@ def table(runs: list[dict[str, Any]]) -> None:
     for r in runs:
         u = r["usage"]
         direct = next((d for d in runs if d["task"] == r["task"] and d["mode"] == "direct"), None)
-        share = f"{100 * u['total'] / direct['usage']['total']:.2f} %" if direct and direct["usage"]["total"] else "-"
+        # By cost units (`agent.summary.PRICE_RATIOS`), as `tooltree agent --compare`: a cache read is not an input.
+        share = f"{100 * r['cost_units'] / direct['cost_units']:.2f} %" if direct and direct["cost_units"] else "-"
         rows.append([
             r["task"], r["mode"], "ok" if r["ok"] else f"FAIL: {r['problem']}", r["turns"], f"{u['input_tokens']:,}",
             f"{u['cache_creation_input_tokens']:,}", f"{u['cache_read_input_tokens']:,}", f"{u['output_tokens']:,}",
-            f"{u['total']:,}", share,
+            f"{u['total']:,}", f"{r['cost_units']:,.0f}", share,
         ])  # fmt: skip
-    header = ["task", "mode", "check", "turns", "input", "cache write", "cache read", "output", "total", "of direct"]
+    header = ["task", "mode", "check", "turns", "input", "cache write", "cache read", "output", "total", "cost units",
+              "of direct"]  # fmt: skip
     print_table("Live evaluation: the API's usage per task and mode", header, rows)
 
 
