@@ -131,7 +131,7 @@ async def discover_one(
         except mcp.MCPError as e:
             result.error = f"server error: {e}"
         except OSError as e:  # `connect` words it in the configuration's terms
-            result.error = f"cannot start: {e}" if server.command is not None else str(e)
+            result.error = f"cannot start: {e}" if server.command is not None else _unreached(server, e, source)
         except ValueError as e:
             result.error = f"bad response: {e}"
         except Exception as e:
@@ -164,6 +164,14 @@ def _timed_out(server: ServerConfig, phase: str, source: str | None) -> str:
     doing = "starting up" if phase == "start-up" else "listing its tools"
     where = f" in {source}" if source is not None else ""
     return f"timed out after {server.timeout:g} s {doing} (servers.{one_line(server.name, 80)}.timeout{where})"
+
+
+def _unreached(server: ServerConfig, e: OSError, source: str | None) -> str:
+    """``cannot connect to host:port: why; check … (servers.NAME.url in FILE)``, as a call to it says (before: the
+    setting to check was named in exec and serve, not here)."""
+    where = f" in {source}" if source is not None else ""
+    setting = f"servers.{one_line(server.name, 80)}.url{where}"
+    return f"{e}; check that the server is running and listening there, and its URL ({setting})"
 
 
 async def _settled_tools(conn: Connection, result: Discovery) -> list[dict[str, Any]]:

@@ -418,6 +418,11 @@ class ServerPool:
                 raise PoolError("the pool closed while the server started (its `with` block ended meanwhile)")
             if box or client is None:
                 reason = _reason(box[0], http=slot.config.url is not None) if box else "the connection closed"
+                if box and isinstance(_first(box[0]), TimeoutError):  # in generate-tree's terms: how long, which key
+                    reason = (
+                        f"timed out after {slot.config.timeout:g} s while starting (its own start-up, not the wait "
+                        f"for its turn; {self._timeout_setting(slot)})"
+                    )
                 if box and slot.config.url is not None and isinstance(_first(box[0]), ConnectionError | TimeoutError):
                     reason += f"; no call was sent: {self._check_url(slot)}"
                 slot.backoff.failed(reason)

@@ -143,3 +143,18 @@ async def test_a_header_httpx_cannot_send_is_reported_without_its_value(tmp_path
         (result,) = await discover_all([server], jobs=1)
     assert result.error is not None and "Illegal header value" in result.error
     assert secret not in result.error and "[redacted header Authorization]" in result.error
+
+
+async def test_an_http_server_that_cannot_be_reached_names_the_url_setting_as_a_call_to_it_does() -> None:
+    # Before: "cannot connect to 127.0.0.1:PORT: Connection refused", the setting to check named in exec and serve
+    # (`tool_tree.pool`) but not here.
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again below: nothing listens there
+    (result,) = await discover_all([ServerConfig(name="remote", url=f"http://127.0.0.1:{port}/mcp")], source="t.yaml")
+    assert result.error == (
+        f"cannot connect to 127.0.0.1:{port}: Connection refused; check that the server is running and listening "
+        "there, and its URL (servers.remote.url in t.yaml)"
+    )

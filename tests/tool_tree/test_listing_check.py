@@ -199,7 +199,7 @@ async def test_an_older_server_that_leaves_the_protocol_probe_unanswered_starts_
     async with ServerPool([older_server(tmp_path, timeout=3, protocol="legacy")]) as pool:
         assert [t["name"] for t in await pool.start("older")] == ["good", "also_good"]
     assert "server/discover" not in caplog.text
-    with pytest.raises(ServerUnavailable, match="timed out while starting"):
+    with pytest.raises(ServerUnavailable, match="timed out after 3 s while starting"):
         async with ServerPool([older_server(tmp_path, timeout=3)]) as pool:
             await pool.start("older")
     assert (
