@@ -18,8 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import shutil
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -40,6 +38,7 @@ from tool_tree.http_client import http_client
 from tool_tree.http_errors import Answers, host, not_mcp, reason, status_problem
 from tool_tree.listing_check import PROBE, LeftOut, ListingCheck, checked
 from tool_tree.server_asks import refusing
+from tool_tree.start_errors import not_started
 from tool_tree.stderr_log import NOISE_CHARS, StderrLog
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, NotJSONRPC, stdio_client
 from tool_tree.text import one_line, shown
@@ -294,63 +293,13 @@ def _explained(e: BaseException, replies: _Replies | None, server: ServerConfig)
     while isinstance(e, BaseExceptionGroup) and e.exceptions:
         e = e.exceptions[0]
     if isinstance(e, OSError) and not isinstance(e, TimeoutError) and server.command is not None:
-        return _not_started(e, server)
+        return not_started(e, server)
     stand_in = isinstance(e, mcp.MCPError) and e.message.startswith(_STAND_INS)
     if stand_in and isinstance(e, mcp.MCPError) and replies is not None and replies.problem is not None:
         return mcp.MCPError(e.code, replies.problem)
     if isinstance(e, httpx2.ConnectError) and server.url is not None:
         return ConnectionError(f"cannot connect to {host(server.url)}: {reason(e)}")
     return None
-
-
-def _not_started(e: OSError, server: ServerConfig) -> OSError | None:
-    """Why a stdio server's process could not be started, in its configuration's terms (``str()`` is the text);
-    None when there is nothing to add to ``e``."""
-    assert server.command is not None
-    command, missing = server.command, isinstance(e, FileNotFoundError)
-    if server.cwd is not None and e.filename == server.cwd and not os.path.isdir(server.cwd):
-        return type(e)(f"the working folder {server.cwd} does not exist (`cwd`)")
-    if missing and e.filename in (command, None) and any(c.isspace() for c in command.strip()):
-        # `command: npx -y some-server`: the whole command line taken for the program's name
-        return type(e)(
-            f"no program named {command!r}: `command` is the program alone; give its arguments as a list in"
-            f" `args` (servers.{server.name}.args)"
-        )
-    if missing and e.filename in (command, None) and "/" not in command:
-        return type(e)(f"command not found: {command!r} is not on PATH{_searched(server)}")
-    if missing and os.path.isfile(command):  # it exists: what its first line names does not
-        return type(e)(f"{command}: the interpreter its #! line names was not found")
-    if missing:
-        return type(e)(f"{command}: no such file")
-    if os.path.isdir(command):
-        return type(e)(f"{command} is a folder, not a program")
-    if isinstance(e, PermissionError) and os.path.isfile(command) and not os.access(command, os.X_OK):
-        return type(e)(f"{command} is not executable (chmod +x it, or run it through its interpreter)")
-    if isinstance(e, PermissionError) and "/" not in command:  # the search of PATH met a refusal
-        path = server.env.get("PATH") or os.environ.get("PATH") or os.defpath
-        for folder in filter(None, path.split(os.pathsep)):
-            found = os.path.join(folder, command)
-            if os.path.isfile(found) and not os.access(found, os.X_OK):
-                return type(e)(f"{command!r} on PATH is {found}, which is not executable (chmod +x it)")
-        if shutil.which(command, path=path) is None:
-            return type(e)(
-                f"command not found: {command!r} is not on PATH (and a folder on PATH cannot be searched)"
-                f"{_searched(server)}"
-            )
-    return None
-
-
-PATH_CHARS = 300
-"""The most of a PATH a "command not found" shows."""
-
-
-def _searched(server: ServerConfig) -> str:
-    """What a "command not found" adds: the PATH searched and what to do. An MCP client (Claude Desktop) starts
-    tooltree with a shorter PATH than a login shell's, so a program found in a terminal (``uvx``, ``npx`` under
-    nvm) is not found there; before, the message did not say which PATH, nor where to give the full path."""
-    path = server.env.get("PATH") or os.environ.get("PATH") or os.defpath
-    shown = path if len(path) <= PATH_CHARS else path[:PATH_CHARS] + "…"
-    return f" ({shown}); give its full path in servers.{server.name}.command (`command -v` in a shell finds it)"
 
 
 async def list_tools_raw(client: mcp.Client) -> list[dict[str, Any]]:

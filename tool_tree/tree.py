@@ -19,6 +19,13 @@ The bridge uses the manifest as its allowlist and the snapshots for argument val
 both are read here, in the core, not in the generator. The names in the manifest (packages,
 functions, renamed parameters) are also the generator's memory: a name once given is given again
 on the next run, so regenerating never breaks a script that imports a stub.
+
+A tree may come from elsewhere (committed by a teammate, downloaded, edited by hand), so what is read of it is
+checked here for every reader: each file is reached without following a link and within a size (`read_in_tree`),
+and every field and path of a manifest is of its type and stays in the tree.
+
+(Over 400 lines: the format and the checks of every field a reader relies on belong together, so that no reader of
+a tree from elsewhere checks less.)
 """
 
 from __future__ import annotations
@@ -41,6 +48,10 @@ SERVERS_DIR = "servers"
 INDEX_FILE = f"{SERVERS_DIR}/INDEX.md"
 SEARCH_INDEX_FILE = "search_index.json"
 MANIFEST_VERSION = 1
+MAX_TREE_FILE_BYTES = 256 << 20
+"""The largest manifest, snapshot or search index a reader takes (no tree the sandbox takes is larger in all,
+`sandbox.tree_pack.MAX_TREE_BYTES`): a bigger one, from a tree written elsewhere, is refused before it is read
+(before: read and parsed whole, whatever its size)."""
 
 
 class TreeError(Exception):
@@ -77,6 +88,100 @@ def read_regular(path: str | os.PathLike[str], limit: int = -1) -> bytes:
         if not stat.S_ISREG(mode):
             raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
         return f.read(limit)
+
+
+def tree_relpath(rel: object) -> str:
+    """``rel``, a path a tree's files name (a manifest's stub or snapshot, a search hit's stub): relative, in ``/``
+    parts, none of them empty, ``.`` or ``..``, no NUL or backslash.
+
+    Raises:
+        ValueError: it is anything else (a manifest written elsewhere may name ``../../etc/passwd``).
+    """
+    if (
+        not isinstance(rel, str)
+        or not rel
+        or rel[0] == "/"
+        or "\\" in rel
+        or "\x00" in rel
+        or any(p in ("", ".", "..") for p in rel.split("/"))
+    ):
+        raise ValueError(f"{rel!r} is not a path inside the tree")
+    return rel
+
+
+MAX_MODULE_NAME = 256
+"""The longest package or module name read from a tree (the generator's are at most 64 characters and a few ``_``)."""
+
+
+def module_name(name: object) -> str:
+    """``name``, a package or module name a tree's manifest or search index gives: an ASCII identifier, as the
+    generator makes every one, at most `MAX_MODULE_NAME` characters. Such names are printed (``crm.get_record``) to
+    the model and to the terminal; one from a tree written elsewhere could otherwise hold escapes (OSC 52 writes the
+    clipboard) or newlines that fake lines.
+
+    Raises:
+        ValueError: it is anything else.
+    """
+    if not isinstance(name, str) or not (name.isascii() and name.isidentifier()) or len(name) > MAX_MODULE_NAME:
+        raise ValueError(f"{str(name)[:80]!r} is not a Python identifier of at most {MAX_MODULE_NAME} ASCII characters")
+    return name
+
+
+def read_in_tree(tree: str | os.PathLike[str], rel: str, limit: int = MAX_TREE_FILE_BYTES) -> bytes:
+    """The bytes of the regular file ``rel`` (`tree_relpath`) of the tree folder ``tree``, reached without following
+    a link: every folder on the way, and the file, must be one. A tree may come from elsewhere (a repository, an
+    archive), and a link there (``servers -> /``, ``snapshots/crm.json -> ~/.docker/config.json``) would hand a host
+    file to whatever reads the tree (before: followed). ``tree`` itself is the user's choice: a link to it is
+    followed. Never waits on a FIFO or a device, and reads no file over ``limit`` bytes.
+
+    Raises:
+        ValueError: ``rel`` is not a path inside the tree.
+        OSError: the file is missing or unreadable; IsADirectoryError: a folder; ELOOP: a link on the way;
+            EINVAL: not a regular file; EFBIG: larger than ``limit``.
+    """
+    parts = tree_relpath(rel).split("/")
+    shown = os.path.join(os.fspath(tree), rel)
+    # Each folder on the way looked at, then the file opened by its path: a folder swapped for a link in between
+    # needs a writer of the tree at that moment, who could as well write the file itself.
+    for i in range(len(parts)):
+        where = os.path.join(os.fspath(tree), *parts[: i + 1])
+        try:
+            mode = os.lstat(where).st_mode
+        except OSError as e:
+            raise type(e)(e.errno, e.strerror, shown) from None
+        if stat.S_ISLNK(mode):
+            raise OSError(errno.ELOOP, f"{where} is a symbolic link, which is not followed in a tree", shown)
+        if i < len(parts) - 1 and not stat.S_ISDIR(mode):
+            raise NotADirectoryError(errno.ENOTDIR, f"{where} is not a folder", shown)
+    try:
+        fd = os.open(shown, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise type(e)(e.errno, e.strerror, shown) from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), shown)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", shown)
+        data = f.read(limit + 1) if st.st_size <= limit else b""
+        if st.st_size > limit or len(data) > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit:,} bytes", shown)
+        return data
+
+
+def servers_link(tree: str | os.PathLike[str]) -> str | None:
+    """Why the tree's ``servers/`` cannot be read, when it is a symbolic link (a tree written elsewhere may hold
+    ``servers -> /``, and what lists or reads ``servers/...`` from the tree's folder would then show the host's
+    files); None otherwise (a missing folder is the reader's to report)."""
+    path = os.path.join(os.fspath(tree), SERVERS_DIR)
+    try:
+        if not stat.S_ISLNK(os.lstat(path).st_mode):
+            return None
+    except OSError:
+        return None
+    return (
+        f"{path} is a symbolic link, which is not followed in a tree; regenerate the tree with `tooltree generate-tree`"
+    )
 
 
 def content_hash(data: bytes) -> str:
@@ -177,7 +282,12 @@ class Manifest:
 
     @classmethod
     def from_json(cls, text: str, *, source: str = MANIFEST_FILE) -> Manifest:
-        """Raises: TreeError: the text is not a manifest this version understands."""
+        """Every field is checked for its type, and every path in it for staying in the tree (`tree_relpath`): a
+        stub's under ``servers/``, a snapshot's under ``snapshots/`` (a manifest written elsewhere may name
+        ``/etc/passwd``, a number for a name, or nest arrays 100,000 deep: before, some of those went on to whoever
+        read the tree, and the nesting raised RecursionError).
+
+        Raises: TreeError: the text is not a manifest this version understands."""
         try:
             data = json.loads(text)
             found = data.get("version") if isinstance(data, dict) else None
@@ -185,18 +295,17 @@ class Manifest:
                 which = f"version {found}" if type(found) is int else "no version"
                 raise TreeError(f"{source}: not a version-{MANIFEST_VERSION} tooltree manifest ({which}); regenerate "
                                 "the tree with `tooltree generate-tree`")  # fmt: skip
+            servers, tools = data["servers"], data["tools"]
+            if not isinstance(servers, list) or not isinstance(tools, list):
+                raise TypeError("servers and tools must be lists")
             return cls(
-                servers=[
-                    ServerEntry(**{**s, "include": tuple(s.get("include", ())), "exclude": tuple(s.get("exclude", ()))})
-                    for s in data["servers"]
-                ],
-                tools=[
-                    ToolEntry(**{**t, "warnings": tuple(t.get("warnings", ())), "parameters": _names(t)})
-                    for t in data["tools"]
-                ],
+                servers=[_server_entry(s) for s in servers],
+                tools=[_tool_entry(t) for t in tools],
                 generator=str(data.get("generator", "")),
                 files=_hashes(data.get("files", {})),
             )
+        except RecursionError:
+            raise TreeError(f"{source}: malformed manifest (nested too deeply)") from None
         except (ValueError, KeyError, TypeError) as e:
             raise TreeError(f"{source}: malformed manifest ({e})") from None
 
@@ -210,7 +319,7 @@ class Manifest:
         tree = Path(tree)
         path = tree / MANIFEST_FILE
         try:
-            text = read_regular(path).decode("utf-8")
+            text = read_in_tree(tree, MANIFEST_FILE).decode("utf-8")
         except FileNotFoundError:
             raise TreeError(f"{path}: no manifest; run `tooltree generate-tree` first") from None
         except NotADirectoryError:
@@ -229,6 +338,65 @@ class Manifest:
             if t.server == server and t.tool == tool:
                 return t
         return None
+
+
+def _server_entry(item: Any) -> ServerEntry:
+    """One server of a manifest, each field of its type, its package a `module_name` and its snapshot in ``snapshots/``.
+
+    Raises:
+        TypeError, ValueError: it is not.
+    """
+    entry = ServerEntry(**{**item, "include": _strings(item, "include"), "exclude": _strings(item, "exclude")})
+    _typed(entry, ("name", "package", "description", "snapshot"), str)
+    _typed(entry, ("tool_count",), int)
+    module_name(entry.package)
+    if entry.snapshot and not tree_relpath(entry.snapshot).startswith(f"{SNAPSHOTS_DIR}/"):
+        raise ValueError(f"snapshot {entry.snapshot!r} of server {entry.name!r} is not in {SNAPSHOTS_DIR}/")
+    return entry
+
+
+def _tool_entry(item: Any) -> ToolEntry:
+    """One tool of a manifest, each field of its type and its stub at ``servers/<package>/<module>.py``.
+
+    Raises:
+        TypeError, ValueError: it is not.
+    """
+    entry = ToolEntry(**{**item, "warnings": _strings(item, "warnings"), "parameters": _names(item)})
+    _typed(entry, ("server", "tool", "function", "path", "schema_hash", "summary", "stub_hash"), str)
+    module_name(entry.function)
+    stub_path(entry.path)
+    return entry
+
+
+def stub_path(path: object) -> str:
+    """``path``, a stub's path a manifest or search index gives: ``servers/<package>/…/<module>.py``, each folder a
+    `module_name`, inside the tree (`tree_relpath`).
+
+    Raises:
+        ValueError: it is anything else.
+    """
+    parts = tree_relpath(path).split("/")
+    if len(parts) < 3 or parts[0] != SERVERS_DIR or not parts[-1].endswith(".py"):
+        raise ValueError(f"{str(path)[:200]!r} is not a stub's path ({SERVERS_DIR}/<package>/<module>.py)")
+    for part in [*parts[1:-1], parts[-1][:-3]]:
+        module_name(part)
+    return str(path)
+
+
+def _strings(item: dict[str, Any], key: str) -> tuple[str, ...]:
+    """Raises: TypeError: ``item[key]`` is there and not a list of strings."""
+    value = item.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise TypeError(f"{key} of {item.get('name', item.get('tool'))!r} is not a list of strings")
+    return tuple(value)
+
+
+def _typed(entry: object, names: tuple[str, ...], kind: type) -> None:
+    """Raises: TypeError: one of the fields ``names`` of ``entry`` is not a ``kind`` (a bool is no int)."""
+    for name in names:
+        value = getattr(entry, name)
+        if type(value) is not kind:
+            raise TypeError(f"{name} must be {kind.__name__}, got {type(value).__name__} {str(value)[:80]!r}")
 
 
 def _names(tool: dict[str, Any]) -> dict[str, str]:
@@ -265,9 +433,10 @@ def load_snapshot(tree: str | os.PathLike[str], server: ServerEntry) -> list[dic
     Raises:
         TreeError: the snapshot is missing or malformed.
     """
-    path = Path(tree) / (server.snapshot or f"{SNAPSHOTS_DIR}/{server.package}.json")
+    rel = server.snapshot or f"{SNAPSHOTS_DIR}/{server.package}.json"
+    path = Path(tree) / rel
     try:
-        data = json.loads(read_regular(path).decode("utf-8"))
+        data = json.loads(read_in_tree(tree, rel).decode("utf-8"))
         tools = data["tools"]
         if not isinstance(tools, list):
             raise TypeError("tools is not a list")
@@ -276,6 +445,8 @@ def load_snapshot(tree: str | os.PathLike[str], server: ServerEntry) -> list[dic
         raise TreeError(f"{path}: snapshot missing; regenerate the tree") from None
     except OSError as e:
         raise TreeError(f"{path}: cannot read the snapshot ({e.strerror or e}); regenerate the tree") from None
+    except RecursionError:
+        raise TreeError(f"{path}: malformed snapshot (nested too deeply)") from None
     except (ValueError, KeyError, TypeError) as e:
         raise TreeError(f"{path}: malformed snapshot ({e})") from None
 

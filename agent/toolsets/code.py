@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent.content import execution_blocks, ledger, printed_parts, text_block
+from agent.errors import AgentSetupError
 from agent.files import FileAccessError, FileView
 from agent.prompts import render
 from agent.toolsets.base import INTERRUPTED_OUTCOME, NOTE_CHARS, ToolOutcome, Toolset, error, note_text, with_note
 from tool_tree.search import SearchError, SearchHit, render_hits, search_tools
 from tool_tree.text import one_line, shown, size
-from tool_tree.tree import INDEX_FILE, ToolEntry
+from tool_tree.tree import INDEX_FILE, ToolEntry, read_in_tree, servers_link
 
 if TYPE_CHECKING:
     from sandbox.errors import Unreported
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 
 INDEX_CHARS = 4_000
 """Inline ``INDEX.md`` when it is at most this long; otherwise a compact list of the servers."""
+INDEX_BYTES = 1 << 20
+"""The most of ``INDEX.md`` read: a longer one is not inlined anyway."""
 MORE_ROOM = 64
 """Kept free at the end of the compact list for the line that says how many servers it left out."""
 NEXT_IS_NEW = "the next execute_python starts a new sandbox, without this one's variables, imports and workspace files"
@@ -167,7 +170,7 @@ class CodeToolset(Toolset):
         timeout: with ``standalone``, the time limit of one execution in seconds, said in that description.
 
     Raises:
-        AgentSetupError: no manifest, or a pinned tool is not in the tree.
+        AgentSetupError: no manifest, a pinned tool is not in the tree, or the tree's ``servers/`` is a link.
     """
 
     mode = "code"
@@ -183,6 +186,8 @@ class CodeToolset(Toolset):
         timeout: float | None = None,
     ) -> None:
         super().__init__(tree)
+        if (link := servers_link(self.tree)) is not None:
+            raise AgentSetupError(link)
         self.pinned = self.resolve_pinned(pinned)
         self.index_chars = index_chars
         self.standalone = standalone
@@ -204,8 +209,8 @@ class CodeToolset(Toolset):
         return render(template, index=self._index(), pinned=self._pinned_text(), picked=self._picked_text())
 
     def _index(self) -> str:
-        try:
-            text = (self.tree / INDEX_FILE).read_text(encoding="utf-8").strip()
+        try:  # never through a link: a tree written elsewhere may link it to a host file (before: inlined)
+            text = read_in_tree(self.tree, INDEX_FILE, INDEX_BYTES).decode("utf-8").strip()
         except (OSError, UnicodeDecodeError):
             text = ""
         if text and len(text) <= self.index_chars:
@@ -258,6 +263,8 @@ class CodeToolset(Toolset):
             return error(f"unknown tool {shown(name)}; the tools are {', '.join(ARGUMENTS)}")
         if (refused := unknown_arguments(name, arguments)) is not None:
             return error(refused)
+        if name in ("list_files", "read_file") and (link := servers_link(self.tree)) is not None:
+            return error(link)  # `FileView` would list and read where it points (a tree changed since the start)
         files = FileView(self.tree, workspace=lambda: runtime.sandbox)
         try:
             if name == "list_files":

@@ -28,6 +28,7 @@ from agent.prompts import render
 from agent.toolsets.base import INTERRUPTED_OUTCOME, ToolOutcome, Toolset, error
 from agent.toolsets.batch import BATCH_NAME, batch_calls, batch_definition, run_batch
 from sandbox.results import ledger_error
+from tool_tree.text import one_line
 from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot
 
 if TYPE_CHECKING:
@@ -35,6 +36,10 @@ if TYPE_CHECKING:
 
 TOOL_SEARCH_TYPE = "tool_search_tool_bm25_20251119"
 TOOL_SEARCH_NAME = "tool_search_tool_bm25"
+SERVER_CHARS = 200
+"""The most of a server's name or description the system prompt shows (the generator writes a description of one
+sentence of at most 140 characters, cleaned); a manifest written elsewhere may hold anything (before: put in the
+prompt as it was, escapes and all, however long)."""
 
 
 def _input_schema(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -117,7 +122,7 @@ class DirectToolset(Toolset):
 
     def _servers(self) -> list[dict[str, str]]:
         return [
-            {"name": s.name, "description": " ".join(s.description.split())}
+            {"name": one_line(s.name, SERVER_CHARS), "description": one_line(s.description, SERVER_CHARS)}
             for s in sorted(self.manifest.servers, key=lambda s: s.name)
         ]
 

@@ -90,14 +90,18 @@ class DenseVectors:
         """A ``(tools, dim)`` float32 array.
 
         Raises:
-            SearchError: the stored vectors do not have the stated dimension.
+            SearchError: the stored vectors do not have the stated dimension, or hold NaN or an infinity (an index
+                written elsewhere: before, every score became NaN and no search found anything, unsaid).
         """
         if self._matrix is None:
             np = _numpy()
             rows = [np.frombuffer(base64.b64decode(v), dtype="<f2") for v in self.encoded]
             if any(r.shape != (self.dim,) for r in rows):
                 raise SearchError(f"stored embeddings are not {self.dim}-dimensional")
-            self._matrix = np.stack(rows).astype(np.float32) if rows else np.zeros((0, self.dim), np.float32)
+            matrix = np.stack(rows).astype(np.float32) if rows else np.zeros((0, self.dim), np.float32)
+            if not np.isfinite(matrix).all():
+                raise SearchError("stored embeddings hold NaN or infinite values")
+            self._matrix = matrix
         return self._matrix
 
     def to_data(self) -> dict[str, Any]:
@@ -150,13 +154,18 @@ def embed_queries(dense: DenseVectors, queries: Sequence[str]) -> tuple[Any, Any
     companion has been installed since (``Encoder.model_ids``).
 
     Raises:
-        SearchError: the embedding model cannot be loaded, or is not the one the index was built with.
+        SearchError: the embedding model cannot be loaded, or is not the one the index was built with, or the
+            stored vectors are unusable (`DenseVectors.matrix`) or not of the model's dimension (an index written
+            elsewhere naming the model: before, a ValueError out of the matrix product).
     """
     encoder = get_encoder()
     if dense.model not in encoder.model_ids:
         raise SearchError(f"the index was embedded with {dense.model}, but {encoder.model_id} is installed")
     matrix = dense.matrix()
-    return matrix, encoder.encode(list(queries), threads=query_threads(), model_id=dense.model)
+    vectors = encoder.encode(list(queries), threads=query_threads(), model_id=dense.model)
+    if vectors.shape[-1] != matrix.shape[1]:
+        raise SearchError(f"stored embeddings are {matrix.shape[1]}-dimensional, {dense.model}'s {vectors.shape[-1]}")
+    return matrix, vectors
 
 
 def query_vectors(dense: DenseVectors, queries: Sequence[str]) -> tuple[Any, Any] | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,7 @@ from tool_tree.search._rank import (
 )
 from tool_tree.search._regex import MAX_REGEX_TEXT, regex_scores
 from tool_tree.search._text import first_sentence, one_line, tokens
-from tool_tree.tree import SEARCH_INDEX_FILE, read_regular
+from tool_tree.tree import SEARCH_INDEX_FILE, module_name, read_in_tree, stub_path
 
 INDEX_FILE = SEARCH_INDEX_FILE
 INDEX_FORMAT = "tooltree-search-index"
@@ -293,6 +294,8 @@ class SearchIndex:
             data = json.loads(text)
         except ValueError as e:
             raise SearchError(f"{source}: corrupt search index ({e}); {rebuild}") from None
+        except RecursionError:  # a file written elsewhere, nesting arrays 100,000 deep (before: raised on)
+            raise SearchError(f"{source}: corrupt search index (nested too deeply); {rebuild}") from None
         if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
             raise SearchError(f"{source}: not a tooltree search index; {rebuild}")
         if data.get("version") != INDEX_VERSION:
@@ -308,14 +311,24 @@ class SearchIndex:
     def _from_data(cls, data: dict[str, Any]) -> SearchIndex:
         config = ranking_config(data["config"])
         entries = [_Entry(**{k: _str(v) for k, v in e.items()}) for e in data["tools"]]
+        for entry in entries:  # printed as they are (``crm.get_record``, the stub's path): no escape, no newline
+            module_name(entry.package)
+            module_name(entry.function)
+            stub_path(entry.path)
         n = len(entries)
         postings: Postings = {}
         for term, (ids, imps) in data["postings"].items():
-            # cheap checks only (this runs for every term at load): lengths and the id range
+            # cheap checks only (this runs for every term at load): lengths, the id range, and, in C loops, whole ids
+            # and finite impacts (an index written elsewhere: before, strings failed the search with a TypeError,
+            # NaN made every search find nothing)
             if not ids or len(ids) != len(imps) or min(ids) < 0 or max(ids) >= n:
+                raise ValueError(f"postings of {term!r} are malformed")
+            if type(sum(ids)) is not int or not math.isfinite(math.fsum(imps)):
                 raise ValueError(f"postings of {term!r} are malformed")
             postings[term] = (ids, imps)
         related = {str(t): [(str(r), float(s)) for r, s in rel] for t, rel in data["related"].items()}
+        if not all(math.isfinite(s) for rel in related.values() for _, s in rel):
+            raise ValueError("related terms have scores that are not finite")
         dense_data = data.get("dense")
         dense = DenseVectors.from_data(dense_data, n) if dense_data is not None else None
         return cls(entries, postings, related, config, dense)
@@ -329,7 +342,7 @@ class SearchIndex:
         """
         path = tree / INDEX_FILE
         try:
-            text = read_regular(path).decode("utf-8")
+            text = read_in_tree(tree, INDEX_FILE).decode("utf-8")
         except FileNotFoundError:
             raise SearchError(f"{path}: no search index; run `tooltree generate-tree` to build it") from None
         except (OSError, UnicodeDecodeError) as e:

@@ -26,7 +26,7 @@ from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, SearchHit, SearchIndex, build_index, check_limit
 from tool_tree.search._store import built_for, manifest_hash
 from tool_tree.search._text import one_line
-from tool_tree.tree import MANIFEST_FILE, read_regular
+from tool_tree.tree import MANIFEST_FILE, read_in_tree
 
 Detail = Literal["name", "summary", "full"]
 DETAILS: tuple[str, ...] = get_args(Detail)
@@ -37,6 +37,10 @@ QUEUE_TIMEOUT_S = 10.0
 """Seconds a search waits for its turn before it fails."""
 MAX_RESULT_CHARS = 64_000
 """Longest rendered result; the hits that do not fit are named in a last line instead."""
+MAX_STUB_BYTES = 2_000_000
+"""The largest stub read (and parsed for its signature): the generator writes none over 500,000 characters
+(``generator.render.MAX_SOURCE``), 2 MB at most in UTF-8. Before, a stub of a tree written elsewhere was read and
+parsed whatever its size: one of 40 MB cost a `tooltree search` 89 s and 19 GB."""
 
 _FileId = tuple[int, int, int] | None
 _cache: dict[Path, tuple[tuple[_FileId, _FileId], SearchIndex]] = {}
@@ -71,20 +75,14 @@ def check_detail(detail: str) -> Detail:
     raise SearchError(f"detail must be one of {', '.join(DETAILS)}, got {detail!r}")
 
 
-def _stub_path(tree: Path, hit: SearchHit) -> Path | None:
-    """The stub file of a hit, or None when its path would leave the tree."""
-    root = tree.resolve()
-    path = (root / hit.path).resolve()
-    return path if path.is_relative_to(root) and path.suffix == ".py" else None
-
-
 def _read_stub(tree: Path, hit: SearchHit) -> str | None:
-    path = _stub_path(tree, hit)
-    if path is None:
+    """The text of a hit's stub, or None when it is missing, unreadable, no ``.py`` file in the tree (the index may
+    name any path), reached through a link, or over `MAX_STUB_BYTES`."""
+    if not hit.path.endswith(".py"):
         return None
     try:
-        return read_regular(path).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+        return read_in_tree(tree, hit.path, MAX_STUB_BYTES).decode("utf-8")
+    except (OSError, ValueError):  # ValueError: a path out of the tree, or UnicodeDecodeError
         return None
 
 
@@ -163,9 +161,9 @@ def load_index(tree: str | os.PathLike[str]) -> SearchIndex:
             the tree's manifest or a snapshot is missing or malformed.
     """
     tree = Path(tree)
-    path = (tree / INDEX_FILE).resolve()
+    path = tree.resolve() / INDEX_FILE  # the tree's folder, not the index, may be a link (`read_in_tree`)
     try:
-        st = os.stat(path)
+        st = os.stat(path, follow_symlinks=False)
     except FileNotFoundError:
         raise SearchError(f"{path}: no search index; run `tooltree generate-tree` to build it") from None
     except OSError as e:
@@ -176,7 +174,7 @@ def load_index(tree: str | os.PathLike[str]) -> SearchIndex:
         if cached is not None and cached[0] == key:
             return cached[1]
         try:
-            text = read_regular(path).decode("utf-8")
+            text = read_in_tree(path.parent, INDEX_FILE).decode("utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise SearchError(f"{path}: cannot read search index ({e})") from None
         index = SearchIndex.from_json(text, source=str(path))
@@ -190,7 +188,7 @@ def load_index(tree: str | os.PathLike[str]) -> SearchIndex:
 def _identity(file: os.stat_result | Path) -> _FileId:
     """What tells one version of a file from the next (each is written anew or replaced); None: no file."""
     try:
-        st = file if isinstance(file, os.stat_result) else os.stat(file)
+        st = file if isinstance(file, os.stat_result) else os.stat(file, follow_symlinks=False)
     except OSError:
         return None
     return (st.st_ino, st.st_mtime_ns, st.st_size)

@@ -23,7 +23,7 @@ from tool_tree.search._docs import docs_from_tree
 from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, SearchIndex, build_index
 from tool_tree.search._mode import embedding_model, embeddings_mode
-from tool_tree.tree import MANIFEST_FILE, content_hash, read_regular
+from tool_tree.tree import MANIFEST_FILE, content_hash, read_in_tree, read_regular
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 def _reusable_vectors(path: Path, model: str) -> dict[str, str]:
     """``tool hash → vector`` from the index already at ``path``, if it used the same model."""
     try:
-        previous = SearchIndex.from_json(read_regular(path).decode("utf-8"), source=str(path))
+        previous = SearchIndex.from_json(read_in_tree(path.parent, path.name).decode("utf-8"), source=str(path))
     except (OSError, UnicodeDecodeError, SearchError):
         return {}
     dense = previous.dense
@@ -48,7 +48,7 @@ _BUILT_FOR = re.compile(r'\{"built_for_manifest":"(sha256:[0-9a-f]{64})"')
 def manifest_hash(tree: Path) -> str | None:
     """``sha256:<hex>`` of the tree's ``manifest.json``, or None when it cannot be read."""
     try:
-        return content_hash(read_regular(tree / MANIFEST_FILE))
+        return content_hash(read_in_tree(tree, MANIFEST_FILE))
     except OSError:
         return None
 
