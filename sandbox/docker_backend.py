@@ -50,6 +50,12 @@ TREE_KNOWN_PREFIX = "tooltree-treestat-"
 """An empty volume whose `TREE_VOLUME_LABEL` names the filled volume of one unchanged tree (`tree_fingerprint`)."""
 TREE_VOLUME_LABEL = "tooltree.tree-volume"
 _POPULATE_TIMEOUT = 300.0
+POPULATE_MEMORY = 1 << 30
+"""The memory of the container that copies a tree into its volume, which compiles every module: a tree from
+elsewhere may hold a module costly to compile (8 MB of ``a`` lines take 5 GiB and 20 s), and before, the container
+had no limit. The generator's largest modules (a server's ``__init__`` of 20,000 long names, 3.5 MB) take 80 MiB."""
+POPULATE_PIDS = 64
+"""The processes and threads of that container (one Python process)."""
 _EXIT_REPORT_WAIT = 2.0
 """Seconds the end of a container's output waits for the engine to report why it ended."""
 
@@ -281,9 +287,19 @@ class DockerBackend(SandboxBackend):
                 "SecurityOpt": ["no-new-privileges"],
                 "LogConfig": {"Type": "none", "Config": {}},
                 "Mounts": [{"Type": "volume", "Source": name, "Target": "/dst"}],
+                "Memory": POPULATE_MEMORY,
+                "MemorySwap": POPULATE_MEMORY,
+                "PidsLimit": POPULATE_PIDS,
+                "NanoCpus": 1_000_000_000,
             },
         }
         status, stderr = run_with_input(self.docker, spec, data, timeout=_POPULATE_TIMEOUT)
+        if status == 137:  # SIGKILL: the engine's OOM killer (the memory limit), or a kill from outside
+            raise SandboxError(
+                f"could not copy the tree into volume {name}: the copy was killed (out of its {POPULATE_MEMORY >> 20} "
+                "MiB compiling the tree's modules? a module no generator writes may cost gigabytes to compile; "
+                "regenerate the tree with `tooltree generate-tree`)"
+            )
         if status != 0:
             raise SandboxError(f"could not copy the tree into volume {name} (exit status {status}): {stderr[-1000:]}")
         return name

@@ -47,3 +47,17 @@ def test_a_copy_cut_between_two_files_is_not_marked_complete_and_the_next_sessio
             "print(sum(n.endswith('.py') for n in os.listdir('/opt/tooltree/tree/servers/bulk')))"
         )
     assert (result.stdout, result.error) == ("200\n", None)
+
+
+@pytest.mark.docker
+def test_a_module_costly_to_compile_ends_the_copy_at_its_memory_limit_with_a_clear_error(
+    docker_engine: EngineWithCLI, test_config: SandboxConfig, tmp_path: Path
+) -> None:
+    # A tree from elsewhere: 8 MB of `a` lines, under the copy's module cap, take 5 GiB and 20 s to compile. Before:
+    # the copying container had no memory limit, so the host gave it all of that.
+    from sandbox.docker_backend import POPULATE_MEMORY
+
+    tree = write_sample_tree(tmp_path / "tree")
+    (tree / "servers" / "crm" / "heavy.py").write_text("a\n" * (4 * 1024 * 1024 - 16), encoding="utf-8")
+    with pytest.raises(SandboxError, match=f"the copy was killed \\(out of its {POPULATE_MEMORY >> 20} MiB"):
+        DockerBackend(test_config, tree=tree, docker=docker_engine).prepare()
