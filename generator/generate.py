@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from generator.cancel import Cancel
 from generator.files import (
+    OnReplace,
     WriteReport,
     check_out,
     diff_plan,
@@ -30,12 +31,13 @@ from generator.files import (
     write_plan,
 )
 from generator.generate_args import checked_args
-from generator.kept import Keeper
+from generator.kept import KEPT_DIR, Keeper
 from generator.layout import Plan, ServerListing, emptied_servers, plan_tree
 from generator.search_index import write_search_index
 from generator.snapshots import read_snapshots, tree_snapshot_files
 from tool_tree.config import Config, ConfigError, ServerConfig
 from tool_tree.tree import (
+    INDEX_FILE,
     MANIFEST_FILE,
     SEARCH_INDEX_FILE,
     SERVERS_DIR,
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
     from tool_tree.search import EmbeddingNotice
 
 OWNED_DIRS = (SERVERS_DIR, SNAPSHOTS_DIR)
+UNRECORDED_NAMED = 5
+"""How many files copied aside from a tree of an older release one warning names (`_unrecorded_warning`)."""
 
 
 @dataclass
@@ -317,12 +321,13 @@ def _plan_and_write_over(
     early: set[str] = set()  # stubs written while the rest still rendered (not with --check)
     # A file edited, or not tooltree's, is copied aside, never lost.
     keeper = Keeper(out.resolve(), previous, other_release=previous is None and tooltree_manifest(out / MANIFEST_FILE))
+    on_replace, unrecorded = _unrecorded_kept(out, previous, keeper)
     plan = plan_tree(
         listings,
         keep=keep,
         previous=previous,
         existing=lambda rel: read_remembered(out, rel, seen),
-        on_rendered=None if check else _early_writer(out, seen, early, keeper, created),
+        on_rendered=None if check else _early_writer(out, seen, early, on_replace, created),
         modules=modules_in(out, SERVERS_DIR),
     )
     _carry_kept_files(out, plan, keep)
@@ -351,23 +356,58 @@ def _plan_and_write_over(
             known=seen,
             written=early,
             deletable=keeper.ours,
-            on_replace=keeper.before_replace,
+            on_replace=on_replace,
             created=created,
         )
         result.warnings += keeper.warnings()
+        if unrecorded.kept:
+            result.warnings.append(_unrecorded_warning(unrecorded.kept))
         result.embedding_model = model_id
     return result
 
 
+def _unrecorded_kept(out: Path, previous: Manifest | None, keeper: Keeper) -> tuple[OnReplace, Keeper]:
+    """What to do with a file before it is replaced or deleted: ``keeper.before_replace``, and for a tree whose
+    manifest (an older release's) records no ``files``, a copy of each file that release wrote besides its stubs and
+    snapshots (``INDEX.md``, the ``__init__.py`` files, a server's ``README.md``), kept by the `Keeper` returned.
+
+    Such a manifest holds no hash of them, so a user's edit cannot be told from the older release's own text. Before,
+    they were taken for tooltree's and replaced without a copy or a word: notes a user added to a server's README
+    were lost on the first run after an upgrade, or when ``tooltree serve`` refreshed the tree."""
+    unrecorded = Keeper(out.resolve(), None)  # no file is known: each one given to it is copied aside
+    if previous is None or previous.files:
+        return keeper.before_replace, unrecorded
+    paths = {INDEX_FILE, f"{SERVERS_DIR}/__init__.py"}
+    paths.update(f"{SERVERS_DIR}/{s.package}/{name}" for s in previous.servers for name in ("__init__.py", "README.md"))
+
+    def on_replace(rel: str, current: bytes, deleting: bool) -> None:
+        (unrecorded if rel in paths else keeper).before_replace(rel, current, deleting)
+
+    return on_replace, unrecorded
+
+
+def _unrecorded_warning(kept: list[tuple[str, str, bool]]) -> str:
+    """One line for the files `_unrecorded_kept` copied aside (``Keeper.kept``; a tree of many servers has many)."""
+    more = len(kept) - UNRECORDED_NAMED
+    named = ", ".join(rel for rel, _, _ in kept[:UNRECORDED_NAMED]) + (f" and {more} more" if more > 0 else "")
+    it, copies = ("them", "copies are") if len(kept) > 1 else ("it", "a copy is")
+    does = "replaces or deletes" if any(deleting for _, _, deleting in kept) else "replaces"
+    return (
+        f"an older tooltree wrote {named} and its manifest does not record what, so an edit cannot be told from "
+        f"that release's text: the new tree {does} {it}, and {copies} in {KEPT_DIR}/ (delete {it} if you did not "
+        f"edit {it})"
+    )
+
+
 def _early_writer(
-    out: Path, seen: dict[str, bytes | None], early: set[str], keeper: Keeper, created: set[str]
+    out: Path, seen: dict[str, bytes | None], early: set[str], on_replace: OnReplace, created: set[str]
 ) -> Callable[[str, bytes], None]:
     """Write each stub as it is rendered, so writing overlaps rendering; ``early`` collects them."""
     out.mkdir(parents=True, exist_ok=True)
     root = out.resolve()
 
     def write(rel: str, data: bytes) -> None:
-        if write_file(root, rel, data, known=seen, on_replace=keeper.before_replace, created=created):
+        if write_file(root, rel, data, known=seen, on_replace=on_replace, created=created):
             early.add(rel)
 
     return write
