@@ -460,16 +460,31 @@ def test_an_index_built_from_another_manifest_of_a_tree_missing_a_snapshot_is_an
     assert "weather.json: snapshot missing; regenerate the tree" in message
 
 
-def test_an_index_that_records_no_manifest_is_used_as_it_is(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    # Written by a tooltree before indexes recorded their manifest: nothing tells whether it is current.
-    tree = _left_behind(tmp_path / "tree")
+def _unrecorded(tree: Path) -> None:
+    """Make the index of ``tree`` one an older tooltree wrote: it records no manifest."""
     text = (tree / INDEX_FILE).read_text(encoding="utf-8")
     (tree / INDEX_FILE).write_text("{" + text[text.index('"config"') :], encoding="utf-8")
+
+
+def test_an_index_that_records_no_manifest_and_holds_other_tools_than_the_tree_is_not_used(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Written by a tooltree before indexes recorded their manifest. Before: used as it was, so the weather tools the
+    # tree holds were never found (and tools it no longer holds were).
+    tree = _left_behind(tmp_path / "tree")
+    _unrecorded(tree)
     with caplog.at_level(logging.WARNING):
-        assert (
-            search_tools(tree, "ultraviolet air quality", detail="name")
-            == "No tools matched 'ultraviolet air quality'."
-        )
+        assert search_tools(tree, "ultraviolet air quality", detail="name", limit=1) == "weather.air_quality\n"
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "built from another manifest.json than the tree's" in warning and not index_matches_manifest(tree)
+
+
+def test_an_index_that_records_no_manifest_and_holds_the_trees_tools_is_used_as_it_is(
+    tree: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _unrecorded(tree)
+    with caplog.at_level(logging.WARNING):
+        assert search_tools(tree, "ultraviolet air quality", detail="name", limit=1) == "weather.air_quality\n"
     assert caplog.records == [] and not index_matches_manifest(tree)  # generate-tree rebuilds it
 
 

@@ -26,7 +26,7 @@ from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, SearchHit, SearchIndex, build_index, check_limit
 from tool_tree.search._store import built_for, manifest_hash
 from tool_tree.search._text import one_line
-from tool_tree.tree import MANIFEST_FILE, read_in_tree
+from tool_tree.tree import MANIFEST_FILE, Manifest, TreeError, read_in_tree
 
 Detail = Literal["name", "summary", "full"]
 DETAILS: tuple[str, ...] = get_args(Detail)
@@ -154,7 +154,8 @@ def load_index(tree: str | os.PathLike[str]) -> SearchIndex:
     writing the manifest, or still writing the index) would miss the tools added since and find
     the ones removed. It is not used: the tree's tools are indexed in memory instead, by their
     words only (no embeddings), and a warning says to run ``tooltree generate-tree``. An index
-    that records no manifest (written by an older tooltree) is used as it is.
+    that records no manifest (written by an older tooltree) is used as it is while it holds the tools the manifest
+    names.
 
     Raises:
         SearchError: the index is missing, unreadable or corrupt, or it disagrees with the tree and
@@ -179,10 +180,24 @@ def load_index(tree: str | os.PathLike[str]) -> SearchIndex:
             raise SearchError(f"{path}: cannot read search index ({e})") from None
         index = SearchIndex.from_json(text, source=str(path))
         stored = built_for(text)
-        if stored is not None and stored != manifest_hash(path.parent):
+        if _stale(stored, index, path.parent):
             index = _index_of_tree(path)
         _cache[path] = (key, index)
         return index
+
+
+def _stale(stored: str | None, index: SearchIndex, tree: Path) -> bool:
+    """Whether ``index`` (built from the manifest whose hash is ``stored``) is not the index of ``tree``: built from
+    another manifest; or, recording none (an older release's), holding other tools than the tree's manifest names,
+    or other stubs for them (before: used as it was, so a run of that release interrupted after its manifest found
+    tools the tree no longer had). A manifest that cannot be read leaves an index that records none as it is."""
+    if stored is not None:
+        return stored != manifest_hash(tree)
+    try:
+        manifest = Manifest.load(tree)
+    except TreeError:
+        return False
+    return {(e.server, e.tool, e.path) for e in index.entries} != {(t.server, t.tool, t.path) for t in manifest.tools}
 
 
 def _identity(file: os.stat_result | Path) -> _FileId:
