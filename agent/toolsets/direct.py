@@ -42,6 +42,33 @@ sentence of at most 140 characters, cleaned); a manifest written elsewhere may h
 prompt as it was, escapes and all, however long)."""
 
 
+DESCRIPTION_CHARS = 4_000
+"""The most of a tool's description a native definition carries, as its stub's docstring does
+(`generator.docstrings.MAX_DESCRIPTION`); the longest of the 527 tools of LiveMCPBench's 70 servers has 3,866."""
+SCHEMA_CHARS = 64_000
+"""The longest input schema (as JSON) a native definition carries; the longest of those 527 tools has 5,253. A longer
+one is left out of the definition (the call's arguments are still checked against it)."""
+
+
+def _native_text(description: object, schema: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The description and input schema a native definition carries: the description cut to `DESCRIPTION_CHARS`, a
+    schema over `SCHEMA_CHARS` replaced by any object, each said at the description's end. Before, both went whole
+    into every request (and every `tools/list` of serve's passthrough tools): one server's 1 MB description made
+    each request of a run fail, or cost a quarter of a million tokens."""
+    text = description if isinstance(description, str) and description.strip() else ""
+    if len(text) > DESCRIPTION_CHARS:
+        text = f"{text[:DESCRIPTION_CHARS]}… ({len(text) - DESCRIPTION_CHARS:,} characters more left out)"
+    size = len(json.dumps(schema, ensure_ascii=False))
+    if size > SCHEMA_CHARS:
+        schema = {"type": "object"}
+        note = (
+            f"(Its input schema, {size:,} characters, is over {SCHEMA_CHARS:,} and left out here; the arguments are "
+            "still checked against it.)"
+        )
+        text = f"{text}\n\n{note}" if text else note
+    return text, schema
+
+
 def _input_schema(raw: Mapping[str, Any]) -> dict[str, Any]:
     schema = raw.get("inputSchema")
     if not isinstance(schema, dict):
@@ -93,10 +120,10 @@ def native_tools(tree: Path, manifest: Manifest) -> tuple[dict[str, ToolEntry], 
     for name, entry in names.items():
         definition = raw.get((entry.server, entry.tool), {})
         native: dict[str, Any] = {"name": name}
-        description = definition.get("description")
-        if isinstance(description, str) and description.strip():
+        description, schema = _native_text(definition.get("description"), _input_schema(definition))
+        if description:
             native["description"] = description
-        native["input_schema"] = _input_schema(definition)
+        native["input_schema"] = schema
         definitions.append(native)
     return names, definitions
 
