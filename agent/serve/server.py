@@ -34,7 +34,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 
 from agent.serve.content import call_result, error_result
 from agent.serve.passthrough import Passthrough
-from agent.serve.sessions import SessionLimitError, SessionRegistry
+from agent.serve.sessions import SessionLimitError, SessionRegistry, heartbeat
 from agent.serve.settings import ServeSettings
 from agent.toolsets.code import TOOLS, CodeToolset
 
@@ -333,30 +333,20 @@ class ToolServer:
         the server's place."""
         from sandbox.bridge import CallCancel
 
-        cancel, started = CallCancel(), time.monotonic()
-        done = anyio.Event()
+        cancel = CallCancel()
 
-        async def beat() -> None:
-            while True:
-                with anyio.move_on_after(self.settings.progress_interval):
-                    await done.wait()
-                if done.is_set():
-                    return
-                try:
-                    await progress(time.monotonic() - started, None)
-                except Exception:  # a client gone meanwhile: the call itself is not stopped by a failed beat
-                    logger.debug("a passthrough call's progress could not be sent", exc_info=True)
-                    return
+        async def beat(seconds: float) -> None:
+            await progress(seconds, None)
 
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(beat)
+                tg.start_soon(heartbeat, self.settings.progress_interval, beat, "a passthrough call")
                 try:
                     result = await anyio.to_thread.run_sync(
                         self.passthrough.call, name, arguments, runtime, cancel, limiter=threads, abandon_on_cancel=True
                     )
                 finally:
-                    done.set()
+                    tg.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
             cancel.cancel()
             raise

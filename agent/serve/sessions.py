@@ -111,6 +111,19 @@ Queued = Callable[[float], Awaitable[None]]
 ``progress_interval`` seconds while it waits."""
 
 
+async def heartbeat(interval: float, beat: Callable[[float], Awaitable[None]], what: str) -> None:
+    """Call ``beat`` with the seconds since this began, every ``interval`` seconds, until cancelled. A beat that fails
+    (its client gone meanwhile) ends the heartbeat, logged at debug: ``what`` it beats for goes on."""
+    started = time.monotonic()
+    while True:
+        await anyio.sleep(interval)
+        try:
+            await beat(time.monotonic() - started)
+        except Exception:
+            logger.debug("%s's progress could not be sent", what, exc_info=True)
+            return
+
+
 class SessionLimitError(Exception):
     """``max_sessions`` client sessions are open already."""
 
@@ -252,20 +265,11 @@ class ClientSession:
             return
         except anyio.WouldBlock:
             pass
-        started, acquired = time.monotonic(), False
-
-        async def beat() -> None:
-            while queued is not None:
-                await anyio.sleep(interval)
-                try:
-                    await queued(time.monotonic() - started)
-                except Exception:  # a client gone meanwhile: its call waits on, as before
-                    logger.debug("a waiting execution's progress could not be sent", exc_info=True)
-                    return
-
+        acquired = False
         try:
             async with anyio.create_task_group() as beats:
-                beats.start_soon(beat)
+                if queued is not None:
+                    beats.start_soon(heartbeat, interval, queued, "a waiting execution")
                 try:
                     await self.executions.acquire()
                     acquired = True
