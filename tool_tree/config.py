@@ -30,7 +30,9 @@ Two file formats are read:
 
 - a Claude Desktop / Claude Code style JSON file with a top-level ``mcpServers`` object
   (``.mcp.json``, ``claude_desktop_config.json``, ``~/.claude.json``), read unchanged: keys
-  tooltree does not use are ignored there, because the file belongs to another program.
+  tooltree does not use are ignored there, because the file belongs to another program. Other clients'
+  files are read too, as they read them (`tool_tree.config_clients`): VS Code's ``servers``, Zed's
+  ``context_servers``, Cursor's, Windsurf's and Gemini CLI's ``mcpServers``, Codex CLI's TOML.
 
 ``${VAR}``, ``${VAR:-default}`` (the default when VAR is unset or empty, as in the shell) and
 ``${VAR-default}`` (only when unset) are expanded from the environment in ``command``, ``args``, ``env``,
@@ -70,7 +72,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tool_tree.config_json import mcp_servers_spans
+from tool_tree.config_clients import (
+    WORKSPACE_FOLDERS,
+    client_of,
+    client_variables,
+    codex_servers,
+    entry_of,
+    is_codex,
+    is_jsonc,
+    read_env_file,
+    without_comments,
+    workspace_of,
+)
+from tool_tree.config_json import server_maps
 from tool_tree.config_read import (
     MAX_DEPTH,
     MAX_NODES,
@@ -352,13 +366,24 @@ _SERVER_KEYS = {
 }
 # Keys of the mcpServers JSON format that tooltree reads: the format's own, and tooltree's (but ``enabled``, which is
 # ``disabled`` there). Others are other clients' (``autoApprove``): ignored, with a warning when close to one of these.
-_JSON_SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type", "timeout", "disabled"} | (
+_JSON_SERVER_KEYS = {"command", "args", "env", "envFile", "cwd", "url", "headers", "type", "timeout", "disabled"} | (
     _SERVER_KEYS.keys() - {"enabled"}
 )
-_JSON_TOOL_LISTS = {"includeTools": "include", "excludeTools": "exclude", "disabledTools": "exclude"}
+_JSON_TOOL_LISTS = {
+    "includeTools": "include",
+    "excludeTools": "exclude",
+    "disabledTools": "exclude",
+    "enabled_tools": "include",  # Codex CLI's
+    "disabled_tools": "exclude",
+}
 """Other clients' lists of tool names in an ``mcpServers`` entry, read as tooltree's patterns (with its own): a shared
 config's exclusions keep the tools out of the tree too."""
-_FOREIGN_KEYS = {"autoApprove", "alwaysAllow", "envFile", "networkTimeout", "trust", "oauth", "authProviderType"}
+_FOREIGN_KEYS = {
+    *("autoApprove", "alwaysAllow", "networkTimeout", "trust", "oauth", "authProviderType"),
+    *("targetAudience", "targetServiceAccount", "tcp"),  # Gemini CLI's
+    *("dev", "sandboxEnabled", "sandbox", "gallery", "version"),  # VS Code's
+    *("source", "settings"),  # Zed's
+}
 """Other clients' keys of an ``mcpServers`` entry that tooltree ignores without a word (not misspellings of its own)."""
 _JSON_TYPES = ("stdio", "http", "streamable-http", "streamableHttp")
 """The values of an ``mcpServers`` entry's ``type`` that tooltree connects to (``sse`` and others are left out)."""
@@ -369,11 +394,49 @@ def _literal_pattern(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
 
 
-def _server(reader: Reader, name: str, body: Node, *, json_format: bool, used: bool) -> ServerConfig | None:
-    """The server ``name`` of the config, or None for an ``mcpServers`` entry of a type tooltree does not connect to
+def _server(
+    reader: Reader,
+    name: str,
+    body: Node,
+    *,
+    json_format: bool,
+    used: bool,
+    where: str,
+    client: str = "claude",
+    aliases: Mapping[str, str] | None = None,
+) -> ServerConfig | None:
+    """The server ``name`` of the config (at ``where``), or None for an entry of a type tooltree does not connect to
     (left out with a warning). A server that is not ``used`` keeps an unset variable's error on it
-    (`ServerConfig.unresolved`); a disabled one looks up no variable."""
-    where = f"servers.{name}" if not json_format else f"mcpServers.{name}"
+    (`ServerConfig.unresolved`); a disabled one looks up no variable. An entry of another ``client``'s file is read
+    as that client's (`tool_tree.config_clients.entry_of`); an error names its keys as the file has them."""
+    renamed = dict(aliases or {})
+    if json_format and client != "codex":
+        entry = entry_of(reader, client, where, body)
+        if entry.body is None:
+            return None
+        body, renamed = entry.body, {**renamed, **entry.aliases}
+    try:
+        server = _server_entry(reader, name, body, json_format=json_format, used=used, where=where)
+    except ConfigError as e:
+        raise _renamed(e, renamed) from None
+    if server is not None and server.unresolved is not None:
+        server = dataclasses.replace(server, unresolved=_renamed(server.unresolved, renamed))
+    return server
+
+
+def _renamed(e: ConfigError, aliases: Mapping[str, str]) -> ConfigError:
+    """``e`` naming the key as the file has it (``mcpServers.x.httpUrl``, not ``mcpServers.x.url``)."""
+    key = e.key or ""
+    for ours in sorted(aliases, key=len, reverse=True):
+        if key == ours or key.startswith((f"{ours}.", f"{ours}[")):
+            return ConfigError(e.message, file=e.file, line=e.line, key=aliases[ours] + key[len(ours) :])
+    return e
+
+
+def _server_entry(
+    reader: Reader, name: str, body: Node, *, json_format: bool, used: bool, where: str
+) -> ServerConfig | None:
+    """`_server` of an entry in tooltree's shape."""
     if not isinstance(body.value, dict):
         raise reader.error(f"expected a mapping with `command` or `url`, got {kind_of(body.value)}", body, where)
     items: dict[str, tuple[Node, Node]] = body.value
@@ -461,6 +524,18 @@ def _server_settings(
             kw[k] = reader.string_map(n, f"{where}.{k}")
             check = _header_problem if k == "headers" else _env_problem
             _check_fields(reader, n, kw[k], f"{where}.{k}", check, kept, unset)
+    if (n := get("envFile")) is not None and kw.get("enabled", True):  # VS Code's and Cursor's: `env` wins
+        env_file = reader.string(n, f"{where}.envFile")
+        if not kept(env_file):
+            try:
+                loaded = read_env_file(reader, env_file, n, f"{where}.envFile")
+            except ConfigError as e:
+                if not reader.is_deferring:
+                    raise
+                unset.append(e)
+                loaded = None
+            if loaded is not None:
+                kw["env"] = {**loaded, **kw.get("env", {})}
     if (n := get("cwd")) is not None:
         kw["cwd"] = reader.string(n, f"{where}.cwd")
     for k in ("command", "args", "cwd"):  # handed to the program started: a NUL cannot be
@@ -638,17 +713,26 @@ def parse_config(
     reader = Reader(source, env, Path(folder).resolve() if folder is not None else None)
     allowed: SectionSettings = dict.fromkeys(SECTIONS) if sections is None else sections
     top: dict[str, tuple[Node, Node]] = {}
-    if re.match(r"\s*\{", text):  # JSON: its mcpServers alone is read, and bounded as a whole YAML file is
+    prefix, client, aliases = "mcpServers", "claude", dict[str, str]()
+    if not re.match(r"\s*\{", text) and is_codex(text, source):  # Codex CLI's config.toml
+        if len(text) > MAX_CONFIG_BYTES:
+            raise ConfigError(_too_large(f"{len(text):,} characters"), file=source)
+        servers_node, aliases = codex_servers(text, source, reader)
+        prefix, client, json_format = "mcp_servers", "codex", True
+    elif re.match(r"\s*\{", text):  # JSON: its servers alone are read, and bounded as a whole YAML file is
         if len(text) > MAX_JSON_CONFIG_BYTES:
             raise ConfigError(_too_large_json(f"{len(text):,} characters", source), file=source)
-        spans = mcp_servers_spans(text, source)
+        if is_jsonc(source):  # VS Code's, Zed's, Gemini CLI's: comments and trailing commas, lines kept
+            text = without_comments(text, source)
+        maps = server_maps(text, source)
+        prefix, spans = maps.key, maps.spans
         if (size := sum(span.end - span.start for span in spans)) > MAX_CONFIG_BYTES:
             too_large = _too_large(f"{size:,} characters", "its servers")
-            raise ConfigError(too_large, file=source, line=spans[0].line, key="mcpServers")
+            raise ConfigError(too_large, file=source, line=spans[0].line, key=prefix)
         nodes = [  # a user's (top-level), then a project's (`claude mcp add`'s local scope), which wins
             reader.to_node(
                 compose(_as_yaml(text[span.start : span.end]), source, line=span.line, column=span.column, depth=1),
-                "mcpServers",
+                prefix,
                 depth=2,
             )
             for span in spans
@@ -660,6 +744,15 @@ def parse_config(
             else:  # the one that is not a mapping is named below
                 servers_node = node if isinstance(servers_node.value, dict) else servers_node
         json_format = True
+        client = client_of(source, prefix, servers_node.value if isinstance(servers_node.value, dict) else {})
+        inputs = None
+        if (span := maps.inputs) is not None:
+            inputs_yaml = compose(_as_yaml(text[span.start : span.end]), source, line=span.line, column=span.column)
+            inputs = reader.to_node(inputs_yaml, "inputs", depth=2)
+        workspace = workspace_of(source, env)
+        reader.client = client_variables(client, source, env, inputs, workspace)
+        if reader.folder is not None and reader.folder.name in WORKSPACE_FOLDERS and workspace == reader.folder.parent:
+            reader.folder = workspace  # `.vscode/mcp.json`'s servers start in the workspace, as the editor's do
     else:
         if len(text) > MAX_CONFIG_BYTES:  # characters: a text within the limit in bytes is within it here
             raise ConfigError(_too_large(f"{len(text):,} characters"), file=source)
@@ -682,7 +775,7 @@ def parse_config(
                 raise reader.error("expected a `servers:` mapping", root)
             servers_node = top["servers"][1]
     if not isinstance(servers_node.value, dict):
-        key = "mcpServers" if json_format else "servers"
+        key = prefix if json_format else "servers"
         raise reader.error(f"expected a mapping of server names, got {kind_of(servers_node.value)}", servers_node, key)
     handed_on: dict[str, Section] = {}
     for name, (knode, vnode) in top.items() if not json_format else ():
@@ -705,7 +798,10 @@ def parse_config(
     for name, (name_node, body) in servers_node.value.items():
         if not name.strip():
             raise reader.error("server names must not be empty", name_node, "servers")
-        server = _server(reader, name, body, json_format=json_format, used=used is None or name in used)
+        server = _server(
+            reader, name, body, json_format=json_format, used=used is None or name in used,
+            where=f"{prefix}.{name}" if json_format else f"servers.{name}", client=client, aliases=aliases,
+        )  # fmt: skip
         if server is None:
             continue
         if starts_tooltree_serve(server):  # a client's config (`claude mcp add` wrote it) listing tooltree itself

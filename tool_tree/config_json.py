@@ -1,7 +1,7 @@
-"""Where a JSON configuration's ``mcpServers`` values lie, so that the reader reads them alone.
+"""Where a JSON configuration's server maps (``mcpServers``, or another client's) lie, so the reader reads them alone.
 
 A ``~/.claude.json`` keeps Claude Code's history beside its ``mcpServers``, and grows with it to 8–100 MB.
-tooltree's reader keeps every value's line but is pure Python (about 2 s a MiB), so `mcp_servers_spans` walks
+tooltree's reader keeps every value's line but is pure Python (about 2 s a MiB), so `server_maps` walks
 the top-level object with the json module's C scanner instead, which checks that the whole file is JSON and
 drops each object once scanned: on a 50 MB ``~/.claude.json``-like file, 0.14 s and nothing held beyond the
 text (building the values took 0.28 s and 76 MB more; handing the reader the value behind as many blank lines
@@ -42,44 +42,75 @@ class Span:
     column: int
 
 
-def mcp_servers_spans(text: str, source: str, project: Path | None = None) -> list[Span]:
+@dataclass(frozen=True)
+class ServerMaps:
+    """Where a JSON configuration's servers lie: ``key`` names their map as the file does (``mcpServers``,
+    ``servers``, ``mcp.servers`` or ``context_servers``), ``spans`` its values (two of a ``~/.claude.json``), and
+    ``inputs`` VS Code's ``inputs`` beside ``servers``, if any."""
+
+    key: str
+    spans: list[Span]
+    inputs: Span | None = None
+
+
+CLIENT_KEYS = ("mcpServers", "projects", "servers", "inputs", "context_servers", "mcp")
+"""The top-level keys read: Claude Code's, Claude Desktop's, Cursor's, Windsurf's and Gemini CLI's ``mcpServers``
+(and ``~/.claude.json``'s ``projects``), VS Code's ``servers`` and ``inputs`` (``.vscode/mcp.json``) or ``mcp``
+(the ``"mcp": {"servers": …}`` of its settings.json, before VS Code 1.102), Zed's ``context_servers``."""
+
+
+def server_maps(text: str, source: str, project: Path | None = None) -> ServerMaps:
     """Where the server maps of the JSON object ``text`` lie: its top-level ``mcpServers`` and, in a Claude Code
     ``~/.claude.json``, ``projects[<folder>].mcpServers`` of ``project`` (default: the working folder) or of the
     nearest folder above it that has an entry, in that order: the servers `claude mcp add` adds by default (local
     scope; before, they were not read, and a file with none at the top level was refused). A server of both is
-    the local one (it comes last).
+    the local one (it comes last). Without them, another client's map: VS Code's ``servers`` (or the
+    ``mcp.servers`` of its settings.json), Zed's ``context_servers``; a file named ``.mcp.json`` (Claude Code's and
+    Copilot's) is read as they read it, ``mcpServers`` alone.
 
     Raises:
-        ConfigError: the text is not JSON, it has neither map, an object has two of a key read here, or a value
+        ConfigError: the text is not JSON, it has no map, an object has two of a key read here, or a value
             nests deeper than the json module can scan (with the file and line).
     """
     first = _skip(text, 0)
     try:
-        top = _members(text, first, source, lambda key: key in ("mcpServers", "projects"))
+        top = _members(text, first, source, lambda key: key in CLIENT_KEYS)
         if (at := _skip(text, top.end)) != len(text):
             raise json.JSONDecodeError("Extra data", text, at)
+        found = top.found
+        spans = [found["mcpServers"]] if "mcpServers" in found else []
+        folders: list[str] = []
+        if (projects := found.get("projects")) is not None and text[projects.start] == "{":
+            here = (project if project is not None else Path.cwd()).resolve()
+            folders = [str(folder) for folder in (here, *here.parents)]
+            entries = _members(text, projects.start, source, lambda key: key in folders).found
+            entry = next((entries[f] for f in folders if f in entries), None)
+            if entry is not None and text[entry.start] == "{":
+                local = _members(text, entry.start, source, lambda key: key == "mcpServers").found.get("mcpServers")
+                spans += [local] if local is not None else []
+        if spans:
+            return ServerMaps("mcpServers", spans)
+        claude = Path(source).name == ".mcp.json"
+        if not claude and "servers" in found:
+            return ServerMaps("servers", [found["servers"]], found.get("inputs"))
+        if not claude and (mcp := found.get("mcp")) is not None and text[mcp.start] == "{":
+            inner = _members(text, mcp.start, source, lambda key: key in ("servers", "inputs")).found
+            if "servers" in inner:
+                return ServerMaps("mcp.servers", [inner["servers"]], inner.get("inputs"))
+        if not claude and "context_servers" in found:
+            return ServerMaps("context_servers", [found["context_servers"]])
     except json.JSONDecodeError as e:
         raise ConfigError(f"invalid JSON: {e.msg} (column {e.colno})", file=source, line=e.lineno) from None
-    spans = [top.found["mcpServers"]] if "mcpServers" in top.found else []
-    folders: list[str] = []
-    if (projects := top.found.get("projects")) is not None and text[projects.start] == "{":
-        here = (project if project is not None else Path.cwd()).resolve()
-        folders = [str(folder) for folder in (here, *here.parents)]
-        entries = _members(text, projects.start, source, lambda key: key in folders).found
-        entry = next((entries[f] for f in folders if f in entries), None)
-        if entry is not None and text[entry.start] == "{":
-            local = _members(text, entry.start, source, lambda key: key == "mcpServers").found.get("mcpServers")
-            spans += [local] if local is not None else []
-    if not spans:
-        problem = "expected a top-level `mcpServers` object"
-        if folders:
-            problem += (
-                f", or one in `projects` for this folder ({folders[0]}) or one above it: Claude Code keeps a server "
-                "`claude mcp add` added (its local scope) under the folder it was added in; run tooltree there, or "
-                "add the server with `--scope user`"
-            )
-        raise ConfigError(problem, file=source, line=_line(text, first))
-    return spans
+    problem = "expected a top-level `mcpServers` object"
+    if folders:
+        problem += (
+            f", or one in `projects` for this folder ({folders[0]}) or one above it: Claude Code keeps a server "
+            "`claude mcp add` added (its local scope) under the folder it was added in; run tooltree there, or "
+            "add the server with `--scope user`"
+        )
+    elif not claude:
+        problem += " (Claude, Cursor, Windsurf, Gemini CLI), `servers` (VS Code's mcp.json) or `context_servers` (Zed)"
+    raise ConfigError(problem, file=source, line=_line(text, first))
 
 
 @dataclass(frozen=True)

@@ -6,19 +6,26 @@ PyYAML's safe composer builds the nodes (`compose`, stopped past `MAX_DEPTH` lev
 numbers and booleans. Every problem is a `ConfigError` naming the file, the line and the key (within
 `Reader.deferring`, an unset variable's is kept for the caller instead: a server's variables are needed only when
 it is used). What a configuration holds is `tool_tree.config`'s; import `ConfigError` and the bounds from there.
+
+(Over 400 lines: the YAML composer's bounds, its errors' lines and the variables of every format are one reader's,
+each value read in one place.)
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import functools
 import math
+import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from tool_tree.text import one_line
 
 if TYPE_CHECKING:
     from yaml import MarkedYAMLError
@@ -49,9 +56,36 @@ class ConfigError(Exception):
         super().__init__(f"{where}: {key}: {message}" if key else f"{where}: {message}")
 
 
-_VAR = re.compile(r"\$(\$|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^{}]*))?\}|\{)")
+_VAR = re.compile(
+    r"\$(?:(?P<dollar>\$)|\{(?P<scope>env|input):(?P<id>[^{}]*)\}|(?P<slash>\{/\})"
+    r"|\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<dash>:?-)(?P<default>[^{}]*))?\}|(?P<open>\{)"
+    r"|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))"
+)
 """``$$``, ``${VAR}``, ``${VAR:-default}`` or ``${VAR-default}`` (a default holds no brace); else a bare ``${``,
-which `Reader.expand` refuses."""
+which `Reader.expand` refuses. An editor's variables (``${env:VAR}``, ``${input:id}``, ``${/}``) and a bare
+``$VAR`` are read only in the files of clients that write them (`Reader.client`); elsewhere the first are refused
+and a bare ``$VAR`` is text."""
+
+
+@dataclass(frozen=True)
+class ClientVariables:
+    """The variables of another client's file that tooltree's own do not have (`tool_tree.config_clients`).
+
+    ``predefined``: the editor's named values (``workspaceFolder``, ``userHome``, …), which win over an environment
+    variable of that name. ``inputs``: VS Code's ``inputs`` (the values it asks the user for), each id with its
+    description and line; ``${input:id}`` is read from the environment variable `input_variable` names.
+    ``bare``: a ``$VAR`` without braces is a variable too (Gemini CLI's files).
+    """
+
+    client: str
+    predefined: Mapping[str, str]
+    inputs: Mapping[str, tuple[str, int | None]] = dataclasses.field(default_factory=dict)
+    bare: bool = False
+
+
+def input_variable(input_id: str) -> str:
+    """The environment variable that gives tooltree the value of VS Code's ``${input:input_id}``."""
+    return "TOOLTREE_INPUT_" + re.sub(r"[^A-Za-z0-9]", "_", input_id).upper()
 
 
 class _TooBig(Exception):
@@ -163,6 +197,7 @@ class Reader:
         self.values = 0  # values read so far (`to_node`), aliases counted each time they are used
         self._unset: list[ConfigError] | None = None  # within `deferring`: the unset variables' errors
         self._verbatim = False  # within `deferring(verbatim=True)`: no variable is looked up
+        self.client: ClientVariables | None = None  # another client's file: its variables too
 
     @contextlib.contextmanager
     def deferring(self, *, verbatim: bool = False) -> Iterator[list[ConfigError]]:
@@ -264,26 +299,59 @@ class Reader:
                 these forms.
         """
 
+        client = self.client
+
         def sub(m: re.Match[str]) -> str:
-            if m.group(1) == "{":
+            if m.group("bare") is not None and (client is None or not client.bare):
+                return m.group(0)  # `$VAR` is text, but in a Gemini CLI file
+            if m.group("open") is not None or (client is None and (m.group("scope") or m.group("slash"))):
                 raise self.error(_bad_reference(text, m.start()), node, key)
             if self._verbatim:
                 return m.group(0)
-            if m.group(1) == "$":
+            if m.group("dollar") is not None:
                 return "$"
-            name, dash, default = m.group(2), m.group(3), m.group(4)
+            if m.group("slash") is not None:
+                return os.sep
+            if m.group("scope") == "input":
+                return self._input(m.group("id"), m.group(0), node, key)
+            name = m.group("name") or m.group("id") or m.group("bare")
+            if client is not None and m.group("name") and name in client.predefined:
+                return client.predefined[name]
+            dash, default = m.group("dash"), m.group("default")
             value = self.environ.get(name)
             if value is not None and not (dash == ":-" and value == ""):
                 return value
             if dash is not None:  # `:-` when unset or empty, `-` when unset: as the shell and docker compose
                 return default
-            unset = self.error(f"environment variable ${{{name}}} is not set", node, key)
-            if self._unset is None:
-                raise unset
-            self._unset.append(unset)
-            return m.group(0)
+            shown = m.group(0) if m.group("scope") or m.group("bare") else f"${{{name}}}"
+            return self._unset_variable(f"environment variable {shown} is not set", m.group(0), node, key)
 
         return _VAR.sub(sub, text)
+
+    def _unset_variable(self, problem: str, reference: str, node: Node, key: str) -> str:
+        """``reference`` kept as written, its ``problem`` kept for the caller (within `deferring`); else raised."""
+        unset = self.error(problem, node, key)
+        if self._unset is None:
+            raise unset
+        self._unset.append(unset)
+        return reference
+
+    def _input(self, input_id: str, reference: str, node: Node, key: str) -> str:
+        """The value of VS Code's ``${input:input_id}``: the environment variable `input_variable` names."""
+        variable = input_variable(input_id)
+        if (value := self.environ.get(variable)) is not None:
+            return value
+        declared = self.client.inputs.get(input_id) if self.client is not None else None
+        if declared is None:
+            said = 'not declared in "inputs"'
+        else:
+            description, line = declared
+            said = (f"{description!r}, " if description else "") + f'declared in "inputs" at line {line}'
+        problem = (
+            f"{one_line(reference, 120)} ({one_line(said, 300)}) is a value VS Code asks for when the server starts; "
+            f"tooltree cannot ask: set the environment variable {variable} to it"
+        )
+        return self._unset_variable(problem, reference, node, key)
 
     def string(self, node: Node, key: str, *, expand: bool = True) -> str:
         v = node.value

@@ -1,0 +1,464 @@
+"""Other MCP clients' configuration files, read as those clients read them (`tool_tree.config` reads the servers).
+
+- VS Code: ``.vscode/mcp.json`` (or the profile's ``mcp.json``) keeps its servers under ``servers`` and the values
+  it asks the user for under ``inputs``; before VS Code 1.102, its settings.json kept both under ``mcp``.
+- Cursor (``.cursor/mcp.json``), Windsurf (``mcp_config.json``, a remote server's address in ``serverUrl``) and
+  Gemini CLI (``.gemini/settings.json``, a Streamable HTTP server's address in ``httpUrl``, ``timeout`` in
+  milliseconds, ``$VAR`` without braces) keep theirs under ``mcpServers``, as Claude's files do.
+- Zed: ``context_servers`` in its settings.json, the command as a string (or, in older files, as
+  ``{"path", "args", "env"}``).
+- Codex CLI: ``[mcp_servers.NAME]`` tables of ``~/.codex/config.toml`` (`codex_servers`).
+
+VS Code's, Zed's and Gemini CLI's files are JSON with comments and trailing commas (`without_comments` blanks them,
+keeping every line and column). An editor's variables are read (`client_variables`): ``${workspaceFolder}`` is the
+folder holding ``.vscode`` (``.cursor``, ``.gemini``, ``.zed``) or, for a file of the user's, the working folder;
+``${userHome}`` the home folder; ``${env:VAR}`` an environment variable. VS Code's ``${input:id}`` is asked of the
+user when the server starts; tooltree cannot ask, so it reads the environment variable ``TOOLTREE_INPUT_<ID>``
+(`tool_tree.config_read.input_variable`) and, when it is not set, says so with the input's description.
+
+(Over 400 lines: each client's format is a few rules, kept together so one file says how tooltree reads them all;
+Codex's TOML, which has no line numbers of its own, takes the most.)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tool_tree.config_read import MAX_DEPTH, ClientVariables, ConfigError, Node, Reader, did_you_mean, too_deep
+from tool_tree.text import one_line
+
+logger = logging.getLogger("tool_tree.config")
+
+JSONC_NAMES = ("mcp.json", "settings.json", "mcp_config.json")
+"""Names of the files read as JSON with comments: VS Code's and Cursor's ``mcp.json``, VS Code's, Zed's and Gemini
+CLI's ``settings.json``, Windsurf's ``mcp_config.json`` (and any ``*.jsonc``). Claude's files stay strict JSON."""
+WORKSPACE_FOLDERS = (".vscode", ".cursor", ".gemini", ".zed", ".windsurf")
+"""Folders an editor keeps a workspace's configuration in: a file in one belongs to the folder above it."""
+MAX_ENV_FILE_BYTES = 1024 * 1024
+"""The largest ``envFile`` read (a file of ``NAME=value`` lines)."""
+
+_STRING = r'"(?:[^"\\\n]|\\.)*"'
+_COMMENTS = re.compile(_STRING + r"|//[^\n]*|/\*[\s\S]*?(?:\*/|\Z)")  # one not closed: to the end, once
+_TRAILING_COMMAS = re.compile(_STRING + r"|,(?=\s*[}\]])")
+
+
+def is_jsonc(source: str) -> bool:
+    """Whether the file ``source`` is one its client reads as JSON with comments and trailing commas."""
+    name = Path(source).name
+    return name in JSONC_NAMES or name.endswith(".jsonc")
+
+
+def without_comments(text: str, source: str) -> str:
+    """``text`` with its ``//`` and ``/* */`` comments and trailing commas blanked: as long, and every line and
+    column where it was, so the JSON reader's errors name the file's lines.
+
+    Raises:
+        ConfigError: a ``/*`` comment is not closed (naming the line it opens on).
+    """
+
+    def blank(m: re.Match[str]) -> str:
+        found = m.group()
+        if found.startswith('"'):
+            return found
+        if found.startswith("/*") and not found.endswith("*/"):
+            line = text.count("\n", 0, m.start()) + 1
+            raise ConfigError("invalid JSON: a /* comment is not closed (*/)", file=source, line=line)
+        return re.sub(r"[^\n]", " ", found)
+
+    return _TRAILING_COMMAS.sub(blank, _COMMENTS.sub(blank, text))
+
+
+def workspace_of(source: str, environ: Mapping[str, str]) -> Path:
+    """The folder a client file's ``${workspaceFolder}`` stands for, and where its servers start: the folder above
+    ``.vscode`` (``.cursor``, ``.gemini``, …) for a workspace's file; for a user's (``~/.cursor/mcp.json``, a
+    profile's ``mcp.json``), the working folder, as the editor opened there would have it."""
+    folder = Path(source).resolve().parent
+    home = environ.get("HOME") or os.path.expanduser("~")
+    if folder.name in WORKSPACE_FOLDERS and str(folder.parent) != str(Path(home).resolve()):
+        return folder.parent
+    return Path.cwd()
+
+
+def client_of(source: str, key: str, entries: Mapping[str, Any]) -> str:
+    """Which client's file this is, from its path, the key of its servers and their keys: ``vscode``, ``zed``,
+    ``gemini`` (``.gemini/settings.json``, or an entry with ``httpUrl``, which only Gemini CLI writes), ``cursor``,
+    ``windsurf`` or ``claude`` (Claude's files and any other ``mcpServers`` file)."""
+    path = Path(source)
+    if key in ("servers", "mcp.servers"):
+        return "vscode"
+    if key == "context_servers":
+        return "zed"
+    gemini_file = path.name == "settings.json" and path.parent.name == ".gemini"
+    if gemini_file or any(isinstance(e.value, dict) and "httpUrl" in e.value for _, e in entries.values()):
+        return "gemini"
+    if path.parent.name == ".cursor":
+        return "cursor"
+    if path.name == "mcp_config.json":
+        return "windsurf"
+    return "claude"
+
+
+def client_variables(
+    client: str, source: str, environ: Mapping[str, str], inputs: Node | None, workspace: Path
+) -> ClientVariables | None:
+    """The variables the ``client``'s file may name besides tooltree's (None for Claude's files, which have
+    tooltree's ``${VAR}`` alone); ``inputs`` is VS Code's list of them, as read."""
+    if client in ("claude", "zed"):
+        return None
+    home = environ.get("HOME") or os.path.expanduser("~")
+    predefined = {
+        "workspaceFolder": str(workspace),
+        "workspaceFolderBasename": workspace.name,
+        "userHome": home,
+        "pathSeparator": os.sep,
+    }
+    declared: dict[str, tuple[str, int | None]] = {}
+    for item in inputs.value if inputs is not None and isinstance(inputs.value, list) else ():
+        fields = {k: v.value for k, (_, v) in item.value.items()} if isinstance(item.value, dict) else {}
+        if isinstance(fields.get("id"), str):
+            description = fields.get("description")
+            declared[fields["id"]] = (description if isinstance(description, str) else "", item.line)
+    return ClientVariables(client, predefined, declared, bare=client == "gemini")
+
+
+@dataclass
+class Entry:
+    """A client's server entry in the shape of an ``mcpServers`` one, with the keys it was written with."""
+
+    body: Node | None
+    """The entry, its keys tooltree's (``url`` for ``serverUrl``); None: left out (a warning said why)."""
+    aliases: dict[str, str] = field(default_factory=dict)
+    """Each key of the entry as tooltree names it (``mcpServers.x.url``) with the key the file has there
+    (``mcpServers.x.httpUrl``): an error about it names the file's."""
+
+
+def entry_of(reader: Reader, client: str, where: str, body: Node) -> Entry:
+    """The entry ``body`` of a ``client``'s file at ``where`` as an ``mcpServers`` entry tooltree reads.
+
+    Windsurf's ``serverUrl`` and Gemini CLI's ``httpUrl`` are its ``url``; Gemini CLI's ``timeout`` is in
+    milliseconds (converted, and said in a warning); Zed's older ``{"command": {"path", "args", "env"}}`` is
+    flattened. An entry tooltree cannot start (a Zed extension's, a Gemini CLI WebSocket server) is left out
+    with a warning.
+    """
+    if not isinstance(body.value, dict):
+        return Entry(body)
+    items: dict[str, tuple[Node, Node]] = dict(body.value)
+    aliases: dict[str, str] = {}
+    for theirs in ("serverUrl", "httpUrl"):
+        if theirs in items:
+            if "url" in items:
+                raise reader.error(f"has both `url` and `{theirs}`; keep one", items[theirs][0], f"{where}.{theirs}")
+            items["url"] = items.pop(theirs)
+            aliases[f"{where}.url"] = f"{where}.{theirs}"
+    if client == "zed":
+        command = items.get("command")
+        if command is not None and isinstance(command[1].value, dict):  # Zed's older {"path", "args", "env"}
+            inner: dict[str, tuple[Node, Node]] = command[1].value
+            for ours, theirs in (("command", "path"), ("args", "args"), ("env", "env")):
+                if theirs in inner:
+                    items[ours] = inner[theirs]
+                    aliases[f"{where}.{ours}"] = f"{where}.command.{theirs}"
+                elif ours == "command":
+                    raise reader.error(
+                        "expected the program to start in `command.path`", command[1], f"{where}.command"
+                    )
+        if "command" not in items and "url" not in items:
+            _left_out(reader, body, where, "a server a Zed extension starts (`\"source\": \"extension\"`); tooltree "
+                      "cannot start it: give it a `command` (and `args`) or a `url`")  # fmt: skip
+            return Entry(None)
+    if client == "zed" and "enabled" in items:
+        _as_disabled(items, where, aliases)
+    if "tcp" in items and "command" not in items and "url" not in items:
+        _left_out(reader, items["tcp"][0], where, "a WebSocket server (`tcp`), which tooltree does not connect to")
+        return Entry(None)
+    if client == "gemini" and "timeout" in items:
+        knode, vnode = items["timeout"]
+        ms = vnode.value
+        if not isinstance(ms, bool) and isinstance(ms, int | float) and ms > 0:
+            seconds = ms / 1000
+            items["timeout"] = (knode, Node(seconds, vnode.line))
+            logger.warning(
+                "%s:%s: %s.timeout: %s is Gemini CLI's milliseconds; tooltree reads it as %s s", reader.file,
+                vnode.line, one_line(where, 200), ms, f"{seconds:g}",
+            )  # fmt: skip
+    elif "timeout" in items and _plausibly_ms(items["timeout"][1].value):
+        vnode = items["timeout"][1]
+        logger.warning(
+            "%s:%s: %s.timeout: %s is read as seconds (%s h); if it is in milliseconds (Gemini CLI's unit), write it "
+            "in seconds, or keep the file as .gemini/settings.json", reader.file, vnode.line, one_line(where, 200),
+            vnode.value, f"{vnode.value / 3600:.1f}",
+        )  # fmt: skip
+    return Entry(Node(items, body.line), aliases)
+
+
+def _plausibly_ms(value: Any) -> bool:
+    """Whether a ``timeout`` in seconds looks like one in milliseconds: 1,000 s or more, a whole number."""
+    return not isinstance(value, bool) and isinstance(value, int) and value >= 1000
+
+
+def _as_disabled(items: dict[str, tuple[Node, Node]], where: str, aliases: dict[str, str]) -> None:
+    """Zed's and Codex's ``enabled`` as the ``disabled`` of an ``mcpServers`` entry (there, ``enabled`` is none of the
+    format's keys)."""
+    knode, vnode = items.pop("enabled")
+    items["disabled"] = (knode, Node(not vnode.value, vnode.line) if isinstance(vnode.value, bool) else vnode)
+    aliases[f"{where}.disabled"] = f"{where}.enabled"
+
+
+def _left_out(reader: Reader, node: Node, where: str, why: str) -> None:
+    logger.warning("%s:%s: %s: %s; the server is left out", reader.file, node.line, one_line(where, 200), why)
+
+
+def read_env_file(reader: Reader, path: str, node: Node, key: str) -> dict[str, str] | None:
+    """The variables of the ``envFile`` ``path`` (``NAME=value`` lines, ``#`` comments, ``export`` and quotes as
+    a shell reads them), or None when its path is relative and the config has no folder to resolve it against.
+
+    Raises:
+        ConfigError: the file cannot be read, is over `MAX_ENV_FILE_BYTES` or has a line that is not ``NAME=value``
+            (naming the env file and its line).
+    """
+    p = Path(path)
+    if not p.is_absolute():
+        if reader.folder is None:
+            return None
+        p = reader.folder / p
+    try:
+        with p.open("rb") as f:
+            data = f.read(MAX_ENV_FILE_BYTES + 1)
+    except OSError as e:
+        raise reader.error(f"cannot read the env file {str(p)!r}: {e.strerror or e}", node, key) from None
+    if len(data) > MAX_ENV_FILE_BYTES:
+        raise reader.error(f"the env file {str(p)!r} is over {MAX_ENV_FILE_BYTES // 1024} KiB", node, key)
+    env: dict[str, str] = {}
+    for number, raw in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.fullmatch(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(.*)", line)
+        if m is None:
+            raise ConfigError(f"expected NAME=value (the envFile of {key})", file=str(p), line=number)
+        name, value = m.groups()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1].replace("\\n", "\n") if value[0] == '"' else value[1:-1]
+        else:
+            value = re.sub(r"\s+#.*$", "", value)
+        env[name] = value
+    return env
+
+
+# --- Codex CLI -------------------------------------------------------------------------------------------------------
+
+CODEX_KEYS = {
+    "command", "args", "env", "cwd", "url", "http_headers", "env_http_headers", "bearer_token_env_var",
+    "startup_timeout_sec", "startup_timeout_ms", "tool_timeout_sec", "enabled", "enabled_tools", "disabled_tools",
+    "env_vars", "description", "concurrency", "protocol",
+}  # fmt: skip
+"""The keys of a Codex ``[mcp_servers.NAME]`` table tooltree reads (``description``, ``concurrency`` and
+``protocol`` are tooltree's own)."""
+CODEX_FOREIGN = {"required", "scopes", "oauth", "oauth_resource", "transport", "experimental_environment"}
+"""Codex's keys tooltree has no use for: ignored without a word."""
+CODEX_STARTUP_SECONDS, CODEX_TOOL_SECONDS = 10.0, 60.0
+"""Codex's bounds on a server's start-up and on each of its calls when its table sets none."""
+
+
+def is_codex(text: str, source: str) -> bool:
+    """Whether ``text`` is a TOML file (a ``.toml`` one, or one with a ``[mcp_servers.NAME]`` table)."""
+    return source.endswith(".toml") or re.search(r"(?m)^[ \t]*\[[ \t]*mcp_servers[ \t]*[.\]]", text) is not None
+
+
+def codex_servers(text: str, source: str, reader: Reader) -> tuple[Node, dict[str, str]]:
+    """The ``mcp_servers`` of Codex CLI's config.toml ``text`` as ``mcpServers`` entries (each value with its line),
+    and the aliases of the keys renamed (`Entry.aliases`).
+
+    ``http_headers`` are its ``headers``, ``env_http_headers`` (a header's name with the variable holding its value)
+    and ``bearer_token_env_var`` (``Authorization: Bearer $VAR``) headers read from the environment,
+    ``enabled_tools`` and ``disabled_tools`` lists of exact tool names, ``env_vars`` variables passed on from
+    tooltree's environment when set. tooltree has one ``timeout`` for a server's start-up and each call: the larger
+    of ``startup_timeout_sec`` and ``tool_timeout_sec`` (Codex's defaults, 10 and 60 s, for one not set).
+
+    Raises:
+        ConfigError: the text is not TOML, has no ``mcp_servers`` table, or nests deeper than `MAX_DEPTH`.
+    """
+    import tomllib
+
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
+        problem = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e)) + (f" (column {m.group(2)})" if m else "")
+        line = int(m.group(1)) if m else text.count("\n") + 1 if "end of document" in str(e) else None
+        raise ConfigError(f"invalid TOML: {problem}", file=source, line=line) from None
+    except RecursionError:
+        raise ConfigError(too_deep(), file=source) from None
+    try:
+        return _codex_entries(doc, _toml_lines(text), source, reader)
+    except ConfigError as e:
+        if e.file is not None:
+            raise
+        raise ConfigError(e.message, file=source, line=e.line, key=e.key) from None
+
+
+def _codex_entries(
+    doc: Mapping[str, Any], lines: Mapping[tuple[str, ...], int], source: str, reader: Reader
+) -> tuple[Node, dict[str, str]]:
+    servers = doc.get("mcp_servers")
+    if not isinstance(servers, dict):
+        problem = "expected `[mcp_servers.NAME]` tables (Codex CLI's config.toml)"
+        raise ConfigError(problem, file=source, line=lines.get(("mcp_servers",)))
+    aliases: dict[str, str] = {}
+    entries: dict[str, tuple[Node, Node]] = {}
+    for name, table in servers.items():
+        path = ("mcp_servers", name)
+        line = lines.get(path)
+        where = f"mcp_servers.{name}"
+        if not isinstance(table, dict):
+            entries[name] = (Node(name, line), _node(table, path, lines, line))
+            continue
+        items: dict[str, tuple[Node, Node]] = {}
+        for k, v in table.items():
+            if k in CODEX_FOREIGN or k in _CODEX_DERIVED:
+                continue
+            if k not in CODEX_KEYS:
+                logger.warning(
+                    "%s:%s: %s: not a key tooltree reads; ignored%s", source, lines.get((*path, k), line),
+                    one_line(f"{where}.{k}", 200), did_you_mean(k, CODEX_KEYS),
+                )  # fmt: skip
+                continue
+            ours, at = "headers" if k == "http_headers" else k, lines.get((*path, k), line)
+            items[ours] = (Node(ours, at), _node(v, (*path, k), lines, at))
+            if ours != k:
+                aliases[f"{where}.{ours}"] = f"{where}.{k}"
+        if "enabled" in items:
+            _as_disabled(items, where, aliases)
+        _codex_headers(reader, table, items, path, lines, line, aliases)
+        forwarded = table.get("env_vars")
+        if isinstance(forwarded, list) and (items.get("env") is None or isinstance(items["env"][1].value, dict)):
+            at = lines.get((*path, "env_vars"), line)
+            env: dict[str, tuple[Node, Node]] = {
+                v: (Node(v, at), Node(f"${{{v}}}", at)) for v in forwarded if isinstance(v, str) and v in reader.environ
+            }
+            env.update(items["env"][1].value if "env" in items else {})  # `env` wins
+            if env:
+                items["env"] = (Node("env", at), Node(env, items["env"][1].line if "env" in items else at))
+        timeouts = {
+            k: table[k] for k in ("startup_timeout_sec", "startup_timeout_ms", "tool_timeout_sec") if k in table
+        }
+        for k, v in timeouts.items():
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < math.inf:
+                at = lines.get((*path, k), line)
+                raise reader.error(f"expected a positive number, got {v!r}", Node(v, at), f"{where}.{k}")
+        startup = timeouts.get(
+            "startup_timeout_sec", timeouts.get("startup_timeout_ms", CODEX_STARTUP_SECONDS * 1000) / 1000
+        )
+        tool = timeouts.get("tool_timeout_sec", CODEX_TOOL_SECONDS)
+        at = lines.get((*path, next(iter(timeouts))), line) if timeouts else line
+        items["timeout"] = (Node("timeout", at), Node(float(max(startup, tool)), at))
+        entries[name] = (Node(name, line), Node(items, line))
+    return Node(entries, lines.get(("mcp_servers",))), aliases
+
+
+_CODEX_DERIVED = {"env_http_headers", "bearer_token_env_var", "env_vars", "startup_timeout_sec", "startup_timeout_ms",
+                  "tool_timeout_sec"}  # fmt: skip
+"""Codex's keys read into others (``headers``, ``env``, ``timeout``)."""
+
+
+def _codex_headers(
+    reader: Reader,
+    table: Mapping[str, Any],
+    items: dict[str, tuple[Node, Node]],
+    path: tuple[str, ...],
+    lines: Mapping[tuple[str, ...], int],
+    line: int | None,
+    aliases: dict[str, str],
+) -> None:
+    """The headers of a Codex table into ``items["headers"]``: its ``http_headers``, then each of its
+    ``env_http_headers`` and its ``bearer_token_env_var`` as a reference to the variable that holds the value."""
+    where = ".".join(path)
+    if "headers" in items and not isinstance(items["headers"][1].value, dict):
+        return  # not a mapping: said when it is read
+    headers: dict[str, tuple[Node, Node]] = dict(items["headers"][1].value) if "headers" in items else {}
+    named: dict[str, tuple[str, Any]] = {}
+    extra = table.get("env_http_headers", {})
+    if not isinstance(extra, dict):
+        at = lines.get((*path, "env_http_headers"), line)
+        problem = "expected a mapping of header names to the environment variables holding their values"
+        raise reader.error(problem, Node(extra, at), f"{where}.env_http_headers")
+    named.update({header: (f"env_http_headers.{header}", variable) for header, variable in extra.items()})
+    if "bearer_token_env_var" in table:
+        named["Authorization"] = ("bearer_token_env_var", table["bearer_token_env_var"])
+    for header, (key, variable) in named.items():
+        at = lines.get((*path, *key.split(".")), lines.get((*path, key.split(".")[0]), line))
+        if not isinstance(variable, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", variable):
+            problem = f"expected the name of an environment variable, got {variable!r}"
+            raise reader.error(problem, Node(variable, at), f"{where}.{key}")
+        value = f"Bearer ${{{variable}}}" if key == "bearer_token_env_var" else f"${{{variable}}}"
+        headers[header] = (Node(header, at), Node(value, at))
+        aliases[f"{where}.headers.{header}"] = f"{where}.{key}"
+    if headers:
+        at = items["headers"][1].line if "headers" in items else next(iter(headers.values()))[1].line
+        items["headers"] = (Node("headers", at), Node(headers, at))
+
+
+def _node(
+    value: Any, path: tuple[str, ...], lines: Mapping[tuple[str, ...], int], line: int | None, depth: int = 2
+) -> Node:
+    """A TOML value as `Node` values, each with the line of its key (or of the nearest key above it).
+
+    Raises:
+        ConfigError: it nests deeper than `MAX_DEPTH` (without the file's name: `codex_servers` adds it).
+    """
+    if depth > MAX_DEPTH:
+        raise ConfigError(too_deep(), line=line)
+    if isinstance(value, dict):
+        out: dict[str, tuple[Node, Node]] = {}
+        for k, v in value.items():
+            at = lines.get((*path, k), line)
+            out[k] = (Node(k, at), _node(v, (*path, k), lines, at, depth + 1))
+        return Node(out, line)
+    if isinstance(value, list):
+        return Node([_node(v, path, lines, line, depth + 1) for v in value], line)
+    return Node(value, line)
+
+
+_TOML_KEY = re.compile(r'\s*("(?:[^"\\]|\\.)*"|\'[^\']*\'|[A-Za-z0-9_-]+)\s*')
+
+
+def _toml_keys(text: str) -> tuple[str, ...] | None:
+    """The parts of a dotted TOML key (``a."b c".d``), or None when ``text`` is not one."""
+    parts, at = [], 0
+    while True:
+        m = _TOML_KEY.match(text, at)
+        if m is None:
+            return None
+        part = m.group(1)
+        parts.append(part[1:-1] if part[0] in "\"'" else part)
+        at = m.end()
+        if at == len(text):
+            return tuple(parts)
+        if text[at] != ".":
+            return None
+        at += 1
+
+
+def _toml_lines(text: str) -> dict[tuple[str, ...], int]:
+    """The line of each table header and key of the TOML ``text`` (by its dotted path), as far as a line-by-line
+    look finds them (a key inside a multi-line value may be missed: its value then takes its table's line)."""
+    lines: dict[tuple[str, ...], int] = {}
+    table: tuple[str, ...] = ()
+    for number, line in enumerate(text.splitlines(), 1):
+        if m := re.match(r"\s*\[\[?([^\[\]]+)\]\]?\s*(#.*)?$", line):
+            if (keys := _toml_keys(m.group(1))) is not None:
+                table = keys
+                for i in range(1, len(keys) + 1):
+                    lines.setdefault(keys[:i], number)
+            continue
+        if (m := re.match(r"\s*([^=#\[]+?)\s*=", line)) and (keys := _toml_keys(m.group(1))) is not None:
+            for i in range(1, len(keys) + 1):
+                lines.setdefault((*table, *keys[:i]), number)
+    return lines
