@@ -17,6 +17,9 @@ refused at once, naming why it ended last and when it may start again. A stdio s
 when the pool closes. Each server has a concurrency limit and a per-call timeout; a call that runs out of the
 server's own timeout says which setting it was (``servers.NAME.timeout`` in the config file).
 
+`ServerPool.request` forwards the requests of prompts and resources (`FORWARDED`) the same way, with the same timeouts,
+restarts and failures (`tooltree serve` offers the servers' prompts and resources through it).
+
 Servers start on their first call, at most ``start_jobs`` at once (`tool_tree.starts.StartGate`,
 default the number of cores): a call to a server that is queued behind others waits its turn, and
 the server's start-up timeout runs from its own start.
@@ -50,7 +53,7 @@ import functools
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -60,7 +63,7 @@ import mcp.types as mt
 import pydantic_core
 from anyio.abc import TaskGroup
 from mcp import InputRequiredRoundsExceededError
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tool_tree.budget import closed_here
 from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
@@ -233,6 +236,24 @@ def _check_call(tool: str, arguments: dict[str, Any], timeout: float | None) -> 
         raise ValueError(f"timeout: expected a positive number of seconds (or None), got {timeout!r}")
 
 
+class _Raw(BaseModel):
+    """A result that keeps every field the server sent (the SDK's typed models drop unknown ones, and refuse what
+    they do not know: the caller bounds and checks it)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+FORWARDED: dict[str, type[BaseModel]] = {
+    "prompts/list": mt.ListPromptsRequest,
+    "prompts/get": mt.GetPromptRequest,
+    "resources/list": mt.ListResourcesRequest,
+    "resources/templates/list": mt.ListResourceTemplatesRequest,
+    "resources/read": mt.ReadResourceRequest,
+}
+"""The requests `ServerPool.request` forwards, with the SDK's model of each (``tooltree serve`` offers the servers'
+prompts and resources through them: `agent.serve.upstream_extras`)."""
+
+
 class ServerPool:
     """Live sessions to many servers. Use as ``async with ServerPool(servers) as pool:``.
 
@@ -310,6 +331,12 @@ class ServerPool:
     @property
     def names(self) -> list[str]:
         return list(self._slots)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The asyncio loop that entered the pool, on which its methods are awaited (None before it was entered, or
+        under another anyio backend)."""
+        return self._home if isinstance(self._home, asyncio.AbstractEventLoop) else None
 
     def state(self, server: str) -> ServerState:
         """Where ``server`` is: ``stopped`` (not started, or its connection ended), ``queued`` (waiting
@@ -546,6 +573,62 @@ class ServerPool:
         _check_call(tool, arguments, timeout)
         self._check_loop()
         slot = self._slot(server)
+
+        async def send(client: mcp.Client, remaining: float) -> mt.CallToolResult:
+            return await _send(slot, client, tool, arguments, remaining)
+
+        return await self._forward(slot, timeout, send)
+
+    async def request(
+        self, server: str, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Forward one request that is not a tool call (`FORWARDED`: ``prompts/get``, ``resources/read`` and the lists
+        of prompts and resources); returns its raw result (wire format, every field the server sent kept).
+
+        It waits, times out, restarts the server and fails as `call` does, in the same words: a request that got no
+        usable answer (a timeout, the server's JSON-RPC error, a session it ended) returns a `CallFailure`.
+
+        Raises:
+            UnknownServerError, ServerUnavailable, PoolError: as `call`.
+            TypeError, ValueError: ``method`` is not one of `FORWARDED`, ``params`` not a dict of its parameters
+                (nothing is sent), or ``timeout`` not positive.
+        """
+        kind = FORWARDED.get(method) if isinstance(method, str) else None
+        if kind is None:
+            raise ValueError(f"method: expected one of {', '.join(FORWARDED)}, got {method!r:.60}")
+        _check_call(method, {} if params is None else params, timeout)
+        try:
+            message: Any = kind.model_validate({"method": method, "params": params}, by_name=False)
+        except ValidationError as e:
+            raise TypeError(f"params: not the parameters of {method} ({_refused(e)})") from None
+        self._check_loop()
+        slot = self._slot(server)
+
+        async def send(client: mcp.Client, remaining: float) -> _Raw:
+            with slot.in_flight.call(client), anyio.fail_after(remaining):
+                return await client.session.send_request(
+                    message, _Raw, request_read_timeout_seconds=remaining + SDK_TIMEOUT_MARGIN
+                )
+
+        return await self._forward(slot, timeout, send)
+
+    async def capabilities(self, server: str) -> dict[str, Any]:
+        """What the server declared it offers (``prompts``, ``resources``, ``tools``, ...), in wire format; it is
+        started first if it is not running.
+
+        Raises:
+            UnknownServerError, ServerUnavailable, PoolError: as `call`.
+        """
+        self._check_loop()
+        client = await self._ensure(self._slot(server))
+        declared = client.server_capabilities
+        return {} if declared is None else declared.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def _forward(
+        self, slot: _Slot, timeout: float | None, send: Callable[[mcp.Client, float], Awaitable[BaseModel]]
+    ) -> dict[str, Any]:
+        """One request to ``slot``'s server (``send`` it on a client within the seconds left), as `call` says."""
+        server = slot.config.name
         limit = timeout if timeout is not None else slot.config.timeout
         queued = anyio.current_time()
         with anyio.move_on_after(limit) as turn:
@@ -569,7 +652,7 @@ class ServerPool:
             try:
                 sent, resent = anyio.current_time(), False
                 try:
-                    result = await _send(slot, client, tool, arguments, remaining)
+                    result = await send(client, remaining)
                 except mcp.MCPError as e:
                     if not resendable(e):
                         raise
@@ -578,7 +661,7 @@ class ServerPool:
                     await self._retire(slot, client, e.message, max(0.0, remaining - (anyio.current_time() - sent)))
                     remaining = max(0.0, remaining - (anyio.current_time() - sent))  # the start is not counted
                     client, resent = await self._ensure(slot), True
-                    result = await _send(slot, client, tool, arguments, remaining)
+                    result = await send(client, remaining)
             except pydantic_core.PydanticSerializationError as e:  # nothing was sent: the session is as it was
                 raise TypeError(f"arguments: cannot be sent as JSON ({e})") from None
             except TimeoutError:

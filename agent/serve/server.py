@@ -36,9 +36,11 @@ from agent.serve.content import call_result, error_result
 from agent.serve.passthrough import Passthrough
 from agent.serve.sessions import SessionLimitError, SessionRegistry, heartbeat
 from agent.serve.settings import ServeSettings
+from agent.serve.upstream_extras import ExtrasServer, UpstreamExtras, install
 from agent.toolsets.code import TOOLS, CodeToolset
 
 if TYPE_CHECKING:
+    from sandbox.bridge import CallCancel
     from sandbox.config import SandboxConfig
     from sandbox.host import Runtime
     from sandbox.mcp_bridge import AuditLog
@@ -129,6 +131,7 @@ class ToolServer:
         self.toolset = CodeToolset(self.tree, pinned=settings.pinned, standalone=True, timeout=sandbox_config.timeout)
         self.passthrough = Passthrough(self.tree, settings.passthrough)
         self.instructions = self.toolset.prompt("serve.md.j2")
+        self.extras = UpstreamExtras(config, self.tree, prompts=settings.prompts, resources=settings.resources)
         self._servers: list[Server[Any]] = []
         self.tools = types.ListToolsResult(
             tools=[mcp_tool(t) for t in self.toolset.tools()] + self.passthrough.definitions
@@ -220,13 +223,15 @@ class ToolServer:
 
     def mcp_server(self, *, http: bool = False) -> Server[Any]:
         """A low-level `Server` with this tool server's handlers (``http``: handshake era only, see the module)."""
-        server: Server[Any] = Server(
+        server = ExtrasServer(
             SERVER_NAME,
             version=_version(),
             instructions=self.instructions,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
+        # The servers' prompts and resources (`agent.serve.upstream_extras`), each get or read in the client's session.
+        install(server, self.extras, lambda: self._tasks, self._in_session, lambda: self.sandbox_config.output_chars)
         if http:
 
             async def discover(ctx: ServerRequestContext[Any, Any], params: types.RequestParams) -> HandlerResult:
@@ -317,6 +322,31 @@ class ToolServer:
         except SessionLimitError as e:
             return error_result(f"{e}; try again when another client has disconnected")
         return call_result(outcome)
+
+    async def _in_session(self, ctx: ServerRequestContext[Any, Any], work: Callable[[Runtime, CallCancel], Any]) -> Any:
+        """``work`` of the client session's runtime, on one of the session's worker threads; the client's cancel
+        cancels what it sends upstream (given ``CallCancel``), as for a passthrough call."""
+        from sandbox.bridge import CallCancel
+        from sandbox.errors import SandboxError
+        from tool_tree.pool import PoolError
+
+        key = session_key(ctx)
+        if key is None:
+            raise MCPError(
+                types.INVALID_REQUEST, "this HTTP request carries no Mcp-Session-Id; connect with the handshake"
+            )
+        cancel = CallCancel()
+        try:
+            async with self.registry.use(key) as session:
+                runtime = await anyio.to_thread.run_sync(session.opened, limiter=session.limiter)
+                return await anyio.to_thread.run_sync(
+                    work, runtime, cancel, limiter=session.limiter, abandon_on_cancel=True
+                )
+        except anyio.get_cancelled_exc_class():
+            cancel.cancel()
+            raise
+        except (SessionLimitError, SandboxError, PoolError) as e:
+            raise MCPError(types.INTERNAL_ERROR, f"the client's session could not start: {e}") from None
 
     async def _passthrough(
         self,

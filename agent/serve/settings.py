@@ -9,6 +9,8 @@ the CLI reads `SETTINGS` without importing the MCP SDK).
       progress_interval: 5            # seconds between progress notifications of a running execution
       warm: 1                         # sandboxes kept started ahead of the next client
       max_sessions: 16                # client sessions at once (more are refused)
+      prompts: true                   # offer the servers' prompts (as server__prompt)
+      resources: true                 # offer the servers' resources and resource templates
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ SETTINGS: dict[str, Setting] = {
         "the most client sessions at once",
         check=lambda v: None if v <= MAX_SESSIONS else f"expected at most {MAX_SESSIONS}, got {v}",
     ),
+    "prompts": Setting(bool, "offer the servers' MCP prompts, named server__prompt (default true)"),
+    "resources": Setting(bool, "offer the servers' MCP resources and resource templates (default true)"),
 }
 """The ``serve:`` section: defaults of `tooltree serve`; its command-line options take precedence."""
 
@@ -66,6 +70,8 @@ class ServeSettings:
         warm: sandboxes kept started ahead of the next client (0: start each one on demand).
         max_sessions: client sessions at once; a new client past this is refused.
         pinned: tools whose signatures go into the instructions (the ``agent:`` section's ``pinned``).
+        prompts: offer the servers' prompts (`agent.serve.upstream_extras`).
+        resources: offer the servers' resources and resource templates.
     """
 
     passthrough: tuple[str, ...] = ()
@@ -74,6 +80,8 @@ class ServeSettings:
     warm: int = DEFAULT_WARM
     max_sessions: int = DEFAULT_MAX_SESSIONS
     pinned: tuple[str, ...] = ()
+    prompts: bool = True
+    resources: bool = True
 
     @classmethod
     def from_config(cls, config: Config | None, **overrides: Any) -> ServeSettings:

@@ -1,0 +1,287 @@
+"""The servers' MCP prompts and resources, offered through `tooltree serve` (``serve: prompts``, ``serve: resources``).
+
+A client that reaches its servers through tooltree keeps their prompts (slash commands in Claude Code) and resources
+(@-mentions, attachable context):
+
+- ``prompts/list`` offers each server's prompts as ``<server>__<prompt>`` (the passthrough tools' names,
+  `agent.naming`: ASCII, at most 64 characters, ``_2``, ``_3``, ... on a collision); ``prompts/get`` goes to that
+  server with the prompt's own name and arguments (an argument whose name had to be cleaned is renamed back).
+- ``resources/list`` and ``resources/templates/list`` offer every server's, together; ``resources/read`` goes to the
+  one server that listed the URI, else to the one whose template matches it. A URI two servers list, or that
+  templates of two servers match, or that none knows, is refused, saying so.
+
+**Where the lists come from.** Nothing is listed when a client connects: the first list request (of any client
+session) starts one listing of every server of the tree, on a pool of its own that stops the servers once they
+have answered (each server's ``timeout`` bounds its start and each of its requests). A list request waits up to
+`LIST_WAIT` seconds for it, then answers with what the servers that have answered offer, and tells that session
+``notifications/.../list_changed`` once the listing has ended. Later lists answer from that listing, at once (a
+server's later changes are not seen until serve restarts). ``prompts/get`` and ``resources/read`` go through the
+client session's own server pool, as passthrough calls do (same start on first use, timeouts, restarts and words
+of failure). The handshake declares prompts and resources while no listing has ended (a server may offer them),
+and afterwards only what a server offers.
+
+The listing and routing are in `agent.serve.upstream_lists`, what an item becomes in `agent.serve.upstream_offer`;
+this module forwards gets and reads and bounds their answers, and adds the handlers to serve's `Server`.
+
+**Bounds.** Everything a server sends is held as passthrough tools and results are (`agent.serve.passthrough`):
+at most `MAX_PAGES` pages and `MAX_ITEMS` items of each list per server (cursors at most
+`tool_tree.connect.MAX_CURSOR_CHARS`, none repeated); names, titles, descriptions and MIME types cleaned of escapes
+and control characters (`tool_tree.text.clean`) and capped, an item whose name or URI is not fit to send back
+exactly (too long, not a string, with control characters) left out; a prompt's messages and a resource's contents
+bounded like a passthrough result (`capped`'s rules: text within the sandbox's ``output_chars`` with a note saying
+what was cut, images and binary data within the image budgets).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from agent.content import MAX_BLOCKS
+from agent.serve.passthrough import _block, _Budget
+from agent.serve.upstream_lists import UpstreamExtras, quoted
+from agent.serve.upstream_offer import DESCRIPTION_CHARS, text_field, why
+from sandbox._supervisor.limits import MAX_IMAGES
+from sandbox.results import ImageBudget, clean_text
+from tool_tree.text import clean, one_line
+
+if TYPE_CHECKING:
+    from sandbox.bridge import CallCancel
+    from sandbox.host import Runtime
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ExtrasServer", "UpstreamExtras", "bounded_prompt", "bounded_read", "forward", "install"]
+
+ERROR_CHARS = 4_000
+"""The most of a failure's text a client is sent (it quotes the server)."""
+
+
+# ---- forwarding ----------------------------------------------------------------------------------------------------
+
+
+def forward(
+    runtime: Runtime, server: str, method: str, params: dict[str, Any], cancel: CallCancel, what: str
+) -> dict[str, Any]:
+    """``method`` sent to ``server`` through the client session's server pool (from a worker thread), as a
+    passthrough call is; its raw result.
+
+    Raises:
+        MCPError: it failed (the server could not start, timed out, answered an error, ...), in a passthrough call's
+            words, cleaned and capped.
+    """
+    from sandbox.bridge import ToolCallRefused, resolve
+    from sandbox.errors import SandboxError
+    from sandbox.mcp_bridge import with_stderr
+    from tool_tree.pool import CallFailure, PoolError, ServerUnavailable
+
+    try:
+        pool = runtime.bridge.pool
+        result: dict[str, Any] = resolve(pool.request(server, method, params), pool.loop, started=cancel.started)
+    except ServerUnavailable as e:
+        raise failure(what, "server_unavailable", with_stderr(str(e), e.stderr_tail)) from None
+    except (PoolError, SandboxError) as e:
+        raise failure(what, "server_unavailable", str(e)) from None
+    except ToolCallRefused as e:
+        raise failure(what, e.code, e.message) from None
+    except concurrent.futures.CancelledError:
+        raise failure(what, "cancelled", "the request was cancelled before the server answered") from None
+    if isinstance(result, CallFailure):
+        raise failure(what, result.code, result.message)
+    return result
+
+
+def failure(what: str, code: str, message: str) -> MCPError:
+    """A request that failed, as the client's error: cleaned, at most `ERROR_CHARS` characters."""
+    text = f"{what} failed ({code}): {message}"
+    if len(text) > ERROR_CHARS:
+        text = f"{text[:ERROR_CHARS]}… ({len(text) - ERROR_CHARS:,} characters more)"
+    return MCPError(code=types.INTERNAL_ERROR, message=clean_text(text))
+
+
+def _notes(budget: _Budget, images: ImageBudget, count: int, what: str) -> list[str]:
+    """What bounding one answer cut (``count``: its items, ``what`` they are), as `capped`'s note says it."""
+    notes = []
+    if budget.text_total > budget.text_shown:
+        notes.append(f"{budget.text_total - budget.text_shown:,} of {budget.text_total:,} characters of text cut")
+    if images.past:
+        notes.append(f"{images.past:,} images past the first {MAX_IMAGES} left out")
+    if count > MAX_BLOCKS:
+        notes.append(f"{count - MAX_BLOCKS:,} {what} past the first {MAX_BLOCKS:,} left out")
+    if budget.left_out:
+        notes.append(f"{budget.left_out:,} {what} left out (malformed, or too long for what was left)")
+    if budget.extras_left_out:
+        notes.append(f"the annotations or _meta of {budget.extras_left_out:,} {what} left out")
+    return notes
+
+
+def bounded_prompt(raw: dict[str, Any], what: str, max_chars: int) -> types.GetPromptResult:
+    """A ``prompts/get`` result bounded and cleaned as a passthrough result is, with a last message saying what was
+    cut.
+
+    Raises:
+        MCPError: it is not a prompt's result.
+    """
+    messages = raw.get("messages")
+    if not isinstance(messages, list):
+        raise failure(what, "invalid_result", "the server's result has no list of messages")
+    budget, images = _Budget(max_chars), ImageBudget()
+    out: list[dict[str, Any]] = []
+    for message in messages[:MAX_BLOCKS]:
+        role = message.get("role") if isinstance(message, dict) else None
+        if role not in ("user", "assistant") or not isinstance(message.get("content"), dict):
+            budget.leave_out()
+            continue
+        if (block := _block(message["content"], budget, images)) is not None:
+            out.append({"role": role, "content": block})
+    if notes := _notes(budget, images, len(messages), "messages"):
+        text = (
+            f"\n[... {'; '.join(notes)}: a prompt of a server is capped at {max_chars:,} characters and "
+            f"{MAX_BLOCKS:,} messages ...]"
+        )
+        out.append({"role": "user", "content": {"type": "text", "text": text}})
+    result = {"messages": out, "description": text_field(raw.get("description"), DESCRIPTION_CHARS)}
+    try:
+        return types.GetPromptResult.model_validate(result, by_name=False)
+    except ValidationError as e:
+        raise failure(what, "invalid_result", f"the server's result is not a valid prompt: {why(e)}") from None
+
+
+def bounded_read(raw: dict[str, Any], uri: str, what: str, max_chars: int) -> types.ReadResourceResult:
+    """A ``resources/read`` result bounded and cleaned as a passthrough result's embedded resources are: text cut to
+    ``max_chars`` in all, binary data within the image budgets; a note (a text content of ``uri``) says what was cut.
+
+    Raises:
+        MCPError: it is not a resource's result.
+    """
+    contents = raw.get("contents")
+    if not isinstance(contents, list):
+        raise failure(what, "invalid_result", "the server's result has no list of contents")
+    budget, images = _Budget(max_chars), ImageBudget()
+    out: list[dict[str, Any]] = []
+    for item in contents[:MAX_BLOCKS]:
+        block = _block({"type": "resource", "resource": item} if isinstance(item, dict) else None, budget, images)
+        if block is None:
+            continue
+        if block.get("type") == "resource":
+            out.append(block["resource"])
+        else:  # a note in its place
+            out.append({"uri": uri, "mimeType": "text/plain", "text": block.get("text", "")})
+    if notes := _notes(budget, images, len(contents), "contents"):
+        text = (
+            f"[... {'; '.join(notes)}: a resource read through tooltree is capped at {max_chars:,} characters "
+            f"and {MAX_BLOCKS:,} contents ...]"
+        )
+        out.append({"uri": uri, "mimeType": "text/plain", "text": text})
+    try:
+        return types.ReadResourceResult.model_validate({"contents": out}, by_name=False)
+    except ValidationError as e:
+        raise failure(what, "invalid_result", f"the server's result is not a valid resource: {why(e)}") from None
+
+
+# ---- the handlers --------------------------------------------------------------------------------------------------
+
+InSession = Callable[[Any, Callable[["Runtime", "CallCancel"], Any]], Awaitable[Any]]
+"""Runs a function of the client session's runtime on one of its worker threads (`ToolServer._in_session`)."""
+
+
+class ExtrasServer(Server[Any]):
+    """The low-level `Server` of ``tooltree serve``, declaring prompts and resources as `UpstreamExtras` says."""
+
+    extras: UpstreamExtras | None = None
+
+    def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
+        declared = super().get_capabilities(*args, **kwargs)
+        return declared if self.extras is None else self.extras.capabilities(declared)
+
+
+def install(
+    server: ExtrasServer,
+    extras: UpstreamExtras,
+    tasks: Callable[[], anyio.abc.TaskGroup | None],
+    in_session: InSession,
+    max_chars: Callable[[], int],
+) -> None:
+    """Add the prompt and resource handlers to ``server`` (those ``extras`` has on); ``tasks``: the task group the
+    listing and the late ``list_changed`` notifications run in; ``in_session``: runs a get or read in the client's
+    session."""
+    server.extras = extras
+
+    async def listed(ctx: Any, changed: Callable[[], Awaitable[None]]) -> None:
+        if await extras.ready(tasks()):
+            return
+        group = tasks()
+        if group is not None:  # what this session was told is partial: say so when the listing has ended
+
+            async def later() -> None:
+                await extras.done.wait()
+                try:
+                    await changed()
+                except Exception:  # the session has ended meanwhile
+                    logger.debug("a list_changed notification was not sent", exc_info=True)
+
+            group.start_soon(later)
+
+    if extras.prompts_on:
+
+        async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+            await listed(ctx, ctx.session.send_prompt_list_changed)
+            return types.ListPromptsResult(prompts=list(extras.offer.prompts))
+
+        async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+            await extras.ready(tasks())
+            route = extras.prompt_route(params.name)
+            what = f"{route.server}.{one_line(clean(route.name), 200)}"
+            given = dict(params.arguments or {})
+            unknown = [k for k in given if k not in route.arguments]
+            if unknown:
+                raise MCPError(
+                    code=types.INVALID_PARAMS,
+                    message=f"{params.name}: unknown argument {quoted(unknown[0])}; its arguments are "
+                    f"{', '.join(route.arguments) or 'none'}",
+                )
+            arguments = {route.arguments[k]: v for k, v in given.items()}
+            upstream = {"name": route.name, "arguments": arguments} if arguments else {"name": route.name}
+            raw = await in_session(
+                ctx, lambda rt, cancel: forward(rt, route.server, "prompts/get", upstream, cancel, what)
+            )
+            return bounded_prompt(raw, what, max_chars())
+
+        server.add_request_handler("prompts/list", types.PaginatedRequestParams, list_prompts)
+        server.add_request_handler("prompts/get", types.GetPromptRequestParams, get_prompt)
+
+    if extras.resources_on:
+
+        async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+            await listed(ctx, ctx.session.send_resource_list_changed)
+            return types.ListResourcesResult(resources=list(extras.offer.resources))
+
+        async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+            await listed(ctx, ctx.session.send_resource_list_changed)
+            return types.ListResourceTemplatesResult(resource_templates=list(extras.offer.templates))
+
+        async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+            await extras.ready(tasks())
+            uri = str(params.uri)
+            owner = extras.owner(uri)
+            what = f"{owner}: reading {quoted(uri)}"
+            raw = await in_session(
+                ctx, lambda rt, cancel: forward(rt, owner, "resources/read", {"uri": uri}, cancel, what)
+            )
+            return bounded_read(raw, uri, what, max_chars())
+
+        server.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
+        server.add_request_handler(
+            "resources/templates/list",
+            types.PaginatedRequestParams,
+            list_templates,
+        )
+        server.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)
