@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from generator.api_changes import ApiChange, api_changes, breaking_warning
 from generator.cancel import Cancel
 from generator.files import (
     OnReplace,
@@ -93,6 +94,8 @@ class GenerateResult:
     """Time spent rebuilding the search index (0 when it was current)."""
     embedding_model: str | None = None
     """The model whose tool embeddings the index stores, if any."""
+    api_changes: list[ApiChange] = field(default_factory=list)
+    """What the run changed (with ``check``: would change) for scripts that call the stubs (`generator.api_changes`)."""
 
     @property
     def failed(self) -> list[ServerOutcome]:
@@ -322,12 +325,14 @@ def _plan_and_write_over(
     # A file edited, or not tooltree's, is copied aside, never lost.
     keeper = Keeper(out.resolve(), previous, other_release=previous is None and tooltree_manifest(out / MANIFEST_FILE))
     on_replace, unrecorded = _unrecorded_kept(out, previous, keeper)
+    replaced: dict[str, bytes] = {}  # the previous stubs written over while the rest rendered
+    writer = None if check else _early_writer(out, seen, early, _noting(on_replace, previous, replaced), created)
     plan = plan_tree(
         listings,
         keep=keep,
         previous=previous,
         existing=lambda rel: read_remembered(out, rel, seen),
-        on_rendered=None if check else _early_writer(out, seen, early, on_replace, created),
+        on_rendered=writer,
         modules=modules_in(out, SERVERS_DIR),
     )
     _carry_kept_files(out, plan, keep)
@@ -340,6 +345,9 @@ def _plan_and_write_over(
             o.kept_previous = True
 
     result = GenerateResult(out=out, servers=sorted(outcomes, key=lambda o: o.name), warnings=plan.warnings)
+    result.api_changes = api_changes(
+        previous, plan.manifest, lambda rel: _before(out, rel, replaced, seen), plan.files.get
+    )
     gone = "a run removes its stubs" if check else "its stubs are removed"
     result.warnings += [f"{n}: listed no tools, where the tree had {c}: {gone}" for n, c in emptied.items()]
     if check:
@@ -360,6 +368,8 @@ def _plan_and_write_over(
             created=created,
         )
         result.warnings += keeper.warnings()
+        if (breaking := breaking_warning(result.api_changes)) is not None:
+            result.warnings.append(breaking)
         if unrecorded.kept:
             result.warnings.append(_unrecorded_warning(unrecorded.kept))
         result.embedding_model = model_id
@@ -397,6 +407,26 @@ def _unrecorded_warning(kept: list[tuple[str, str, bool]]) -> str:
         f"that release's text: the new tree {does} {it}, and {copies} in {KEPT_DIR}/ (delete {it} if you did not "
         f"edit {it})"
     )
+
+
+def _noting(on_replace: OnReplace, previous: Manifest | None, replaced: dict[str, bytes]) -> OnReplace:
+    """``on_replace``, keeping in ``replaced`` the bytes of each stub of the ``previous`` tree it is given (to compare
+    the stubs' API after the early writer wrote over them: `generator.api_changes`)."""
+    stubs = {t.path for t in previous.tools} if previous is not None else set()
+
+    def before_replace(rel: str, current: bytes, deleting: bool) -> None:
+        if rel in stubs:
+            replaced.setdefault(rel, current)
+        on_replace(rel, current, deleting)
+
+    return before_replace
+
+
+def _before(out: Path, rel: str, replaced: Mapping[str, bytes], seen: dict[str, bytes | None]) -> bytes | None:
+    """The bytes of ``rel`` in the tree before this run wrote it (remembered in ``seen``, as `read_remembered`)."""
+    if rel in replaced:
+        return replaced[rel]
+    return seen[rel] if rel in seen else read_remembered(out, rel, seen)
 
 
 def _early_writer(

@@ -354,6 +354,7 @@ def _server_json(s: ServerOutcome) -> dict[str, object]:
 def report(result: GenerateResult, args: argparse.Namespace) -> int:
     """The run's summary: ``--json`` on stdout, else a table on stderr. What the servers wrote (their errors,
     their stderr) is cleaned of escape sequences and control characters, and each error is one line, cut."""
+    from generator.api_changes import breaking_warning, summary
     from tooltree_cli.progress import shown_error
 
     code = EXIT_OK
@@ -373,6 +374,7 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
                 "warnings": result.warnings,
                 "index_seconds": round(result.index_seconds, 3),
                 "embedding_model": result.embedding_model,
+                "api_changes": [c.to_json() for c in result.api_changes],
             }
         )
         return code
@@ -390,10 +392,12 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
     for s in result.failed:  # a name from a project's .mcp.json may carry escapes or line ends: cleaned
         if s.stderr_tail and (name := terminal_label(s.name, 80)):
             print(f"\n--- last lines of {name}'s stderr ---\n{terminal_text(s.stderr_tail)}", file=sys.stderr)
-    for w in result.warnings[:50]:
+    shown = breaking_warning(result.api_changes)  # said in full below
+    warnings = [w for w in result.warnings if w != shown]
+    for w in warnings[:50]:
         print("warning: " + " ".join(terminal_text(w).splitlines()), file=sys.stderr)
-    if len(result.warnings) > 50:
-        print(f"warning: … {len(result.warnings) - 50} more warnings (see --json)", file=sys.stderr)
+    if len(warnings) > 50:
+        print(f"warning: … {len(warnings) - 50} more warnings (see --json)", file=sys.stderr)
     if args.check:
         if result.drift:
             from tool_tree.tree import MANIFEST_FILE
@@ -429,6 +433,8 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
                 "(reruns reuse the embeddings; --embeddings off skips them)",
                 file=sys.stderr,
             )
+    for line in summary(result.api_changes, check=args.check):  # each server name and type cleaned, cut
+        print(terminal_text(line), file=sys.stderr)
     return code
 
 

@@ -1,0 +1,214 @@
+"""What a regeneration changes for the scripts that call the stubs, told before any file is replaced.
+
+A server that changes its tools changes the stubs' Python API: a stub removed (its import breaks), a parameter
+removed or renamed, one newly required, a type narrowed, a stub that took another name. `api_changes` compares the
+previous tree (its manifest, and the stubs on disk or the bytes a run is about to replace) with the plan, and says
+what changed for a caller (`generator.stub_signature` compares the signatures as rendered), each change marked
+breaking or not (an added stub or optional parameter, a parameter that became optional, a type widened break no
+call).
+
+Cost is bounded by what changed: a stub whose path and hash the manifest records unchanged is not read; only those
+that differ are parsed, old and new (in worker processes when there are many).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from generator.stub_signature import Change, compare, signature
+from tool_tree.text import one_line
+from tool_tree.tree import Manifest, ToolEntry
+
+SHOWN_TYPE = 100
+"""Characters of a type a line shows."""
+SHOWN_NAME = 80
+JSON_TYPE = 2000
+"""Characters of a type ``--json`` gives (a ``Literal`` of 100 long values is longer)."""
+BREAKING_SHOWN = 20
+"""Breaking changes the summary lists one a line; the rest are counted (``--json`` lists them all)."""
+ADDED_SHOWN = 5
+"""Changes that break nothing the summary's one line names."""
+PARALLEL_THRESHOLD = 400
+"""Changed stubs from which they are compared in worker processes (`layout.PARALLEL_THRESHOLD` for rendering)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApiChange:
+    """One change of a stub's API, as a caller sees it."""
+
+    server: str
+    tool: str
+    """The tool's wire name ("" for a change of a whole server)."""
+    stub: str
+    """What a script imports, ``<package>.<function>`` (the previous one for a stub removed or renamed); a whole
+    server's is its package."""
+    change: str
+    """One of `KINDS`."""
+    breaking: bool
+    parameter: str = ""
+    old: str = ""
+    new: str = ""
+
+    @property
+    def text(self) -> str:
+        """One line: ``crm.update_record: parameter `note` removed`` (server text cleaned and cut)."""
+        stub, param = one_line(self.stub, SHOWN_NAME), one_line(self.parameter, SHOWN_NAME)
+        old, new = one_line(self.old, SHOWN_TYPE), one_line(self.new, SHOWN_TYPE)
+        return f"{stub}: " + KINDS[self.change].format(param=param, old=old, new=new, tool=one_line(self.tool, 80))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "tool": self.tool,
+            "stub": self.stub,
+            "change": self.change,
+            "breaking": self.breaking,
+            "parameter": self.parameter,
+            "old": self.old[:JSON_TYPE],
+            "new": self.new[:JSON_TYPE],
+            "text": self.text,
+        }
+
+
+KINDS = {
+    "server removed": "server removed ({old} stubs)",
+    "removed": "removed (tool {tool!r} is no longer in the tree)",
+    "renamed": "renamed {new}",
+    "parameter removed": "parameter `{param}` removed",
+    "parameter renamed": "parameter `{param}` renamed `{new}`",
+    "now required": "parameter `{param}` is now required",
+    "new required": "new required parameter `{param}`",
+    "type changed": "parameter `{param}`: {old} → {new}",
+    "keys changed": "parameter `{param}`: {old}: {new}",
+    "returns keys changed": "returns {old}: {new}",
+    "arguments removed": "no longer takes other keyword arguments (**arguments)",
+    "returns changed": "returns {old} → {new}",
+    # break nothing
+    "server added": "server added ({new} stubs)",
+    "added": "added",
+    "new optional": "new optional parameter `{param}`",
+    "now optional": "parameter `{param}` is now optional",
+    "type widened": "parameter `{param}`: {old} → {new} (wider)",
+    "keys added": "parameter `{param}`: {old}: {new}",
+    "returns keys added": "returns {old}: {new}",
+    "arguments added": "now takes other keyword arguments (**arguments)",
+    "returns narrowed": "returns {old} → {new} (narrower)",
+}
+"""Each kind of change and its line (after ``<stub>: ``)."""
+
+
+# ── a tree against its plan ────────────────────────────────────────────────────────────────
+
+
+def api_changes(
+    previous: Manifest | None,
+    manifest: Manifest,
+    old: Callable[[str], bytes | None],
+    new: Callable[[str], bytes | None],
+) -> list[ApiChange]:
+    """What the tree of ``manifest`` changes for the callers of the stubs of ``previous`` (none for a first tree),
+    breaking changes first, then by stub. ``old`` reads a stub of the previous tree, ``new`` one of the plan; only
+    stubs whose path or hash changed are read."""
+    if previous is None:
+        return []
+    now = {(t.server, t.tool): t for t in manifest.tools}
+    servers_now = {s.name for s in manifest.servers}
+    servers_before = {s.name: s for s in previous.servers}
+    changes: list[ApiChange] = []
+    gone: dict[str, int] = {}
+    changed: list[ToolEntry] = []  # the tools whose stub changed, and what to compare of each
+    jobs: list[_Job] = []
+    for t in previous.tools:
+        n = now.pop((t.server, t.tool), None)
+        if n is None:
+            if t.server in servers_now:
+                changes.append(ApiChange(t.server, t.tool, t.qualified_name, "removed", True))
+            else:
+                gone[t.server] = gone.get(t.server, 0) + 1
+            continue
+        if n.path == t.path and n.stub_hash == t.stub_hash:
+            continue
+        if n.path != t.path:
+            changes.append(ApiChange(t.server, t.tool, t.qualified_name, "renamed", True, new=n.qualified_name))
+        changed.append(n)
+        jobs.append((old(t.path), t.function, new(n.path), n.function))
+    for n, found in zip(changed, _compare_many(jobs), strict=True):
+        changes += [ApiChange(n.server, n.tool, n.qualified_name, *change) for change in found]
+    for name, count in gone.items():
+        package = servers_before[name].package if name in servers_before else name
+        changes.append(ApiChange(name, "", package, "server removed", True, old=str(count)))
+    added: dict[str, list[ToolEntry]] = {}
+    for n in now.values():  # the tools left are new
+        added.setdefault(n.server, []).append(n)
+    for name, tools in added.items():
+        if name in servers_before:
+            changes += [ApiChange(n.server, n.tool, n.qualified_name, "added", False) for n in tools]
+        else:
+            package = tools[0].path.split("/")[1]
+            changes.append(ApiChange(name, "", package, "server added", False, new=str(len(tools))))
+    order = {kind: i for i, kind in enumerate(KINDS)}
+    changes.sort(key=lambda c: (not c.breaking, c.stub, order[c.change], c.parameter))
+    return changes
+
+
+_Job = tuple[bytes | None, str, bytes | None, str]
+"""A stub as it was and its function, and as it is to be."""
+_Found = list[Change]
+
+
+def _compare_job(job: _Job) -> _Found:
+    before, after = signature(job[0], job[1]), signature(job[2], job[3])
+    return compare(before, after) if before is not None and after is not None else []
+
+
+def _compare_many(jobs: Sequence[_Job]) -> Iterator[_Found]:
+    """`_compare_job` of each job, in order: in forked workers when there are many (as `layout.render_many`)."""
+    cores = os.cpu_count() or 1
+    fork_ok = "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+    if len(jobs) < PARALLEL_THRESHOLD or cores < 2 or not fork_ok:
+        yield from map(_compare_job, jobs)
+        return
+    workers = min(cores, 8)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        yield from pool.map(_compare_job, jobs, chunksize=max(16, len(jobs) // (workers * 8)))
+
+
+def summary(changes: Sequence[ApiChange], *, check: bool) -> list[str]:
+    """The lines `generate-tree` prints: a head line, each breaking change (at most `BREAKING_SHOWN`, the rest
+    counted), and one line naming the changes that break nothing; no line when nothing changed."""
+    breaking = [c for c in changes if c.breaking]
+    other = [c for c in changes if not c.breaking]
+    if not changes:
+        return []
+    verb = "a run would change" if check else "this run changed"
+    lines = [
+        f"{verb} the stubs' API: {len(breaking)} change(s) break calls scripts make, {len(other)} break nothing"
+        + (":" if breaking else "")
+    ]
+    lines += [f"  {c.text}" for c in breaking[:BREAKING_SHOWN]]
+    if len(breaking) > BREAKING_SHOWN:
+        lines.append(f"  … and {len(breaking) - BREAKING_SHOWN} more (--json lists them all)")
+    if other:
+        more = f", and {len(other) - ADDED_SHOWN} more" if len(other) > ADDED_SHOWN else ""
+        lines.append("  not breaking: " + "; ".join(c.text for c in other[:ADDED_SHOWN]) + more)
+    return lines
+
+
+def breaking_warning(changes: Sequence[ApiChange]) -> str | None:
+    """One line counting the breaking changes of a run that wrote them (as `tooltree serve`'s log gives the
+    warnings of its refreshes); None when there are none."""
+    breaking = [c for c in changes if c.breaking]
+    if not breaking:
+        return None
+    first = breaking[0].text
+    more = f" and {len(breaking) - 1} more" if len(breaking) > 1 else ""
+    return (
+        f"{len(breaking)} change(s) to the stubs break calls scripts make ({first}{more}); "
+        "`tooltree generate-tree --check --json` lists such changes before a run writes them"
+    )

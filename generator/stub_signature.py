@@ -1,0 +1,292 @@
+"""A stub's signature as a caller sees it, read from its source, and what changed between two (`compare`).
+
+Signatures are compared as rendered, not as schemas: a script calls the parameter names, defaults and types of the
+stub, and those also change when tooltree renders differently (an older tree's ``format_`` that a rerun names
+``format``) while the schema did not, and a schema changes in ways no caller sees (descriptions, examples,
+defaults). A parameter is followed by its wire name (the key the stub's body sends), so a stub parameter renamed
+under the same wire name reads as renamed. A type is compared with the TypedDicts it refers to, by their structure
+(a TypedDict renamed ``Filter_2`` with the same keys is the same type). Parsing a stub takes about 0.07 ms.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+MAX_PARSED = 2_000_000
+"""Bytes of a stub parsed for its signature (the generator writes none over 500,000 characters); a bigger file (a
+user's) is not compared."""
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+Change = tuple[str, bool, str, str, str]
+"""(kind, breaking, parameter, old, new): a kind of `generator.api_changes.KINDS`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Parameter:
+    name: str
+    type: str
+    """The annotation, without ``| NotGiven``."""
+    members: frozenset[str]
+    """The union's members, each value of a ``Literal`` one of them."""
+    required: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    params: dict[str, Parameter]
+    """By wire name."""
+    extra: str | None
+    """The annotation of ``**arguments``, if the stub takes them."""
+    returns: str
+    returns_members: frozenset[str]
+    defs: dict[str, dict[str, str]]
+    """The module's TypedDicts: name → key → annotation."""
+
+
+def signature(source: bytes | None, function: str) -> Signature | None:
+    """The signature of the stub ``function`` in ``source``; None when there is none to read (a file missing, too
+    big, not Python, or without that function)."""
+    if source is None or len(source) > MAX_PARSED:
+        return None
+    try:
+        module = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    canon: dict[str, str] = {}  # an import's alias → its name (``Any_`` in the stub of a tool called ``Any``)
+    for node in module.body:
+        if isinstance(node, ast.ImportFrom):
+            canon.update((a.asname, a.name) for a in node.names if a.asname)
+    starts = [0]  # where each line starts (an offset of the AST is of UTF-8 bytes)
+    at = source.find(b"\n")
+    while at != -1:
+        starts.append(at + 1)
+        at = source.find(b"\n", at + 1)
+
+    def text(node: ast.expr | None) -> str:
+        """The source of ``node`` as the stub writes it (one written over lines, as `ast.unparse` writes it)."""
+        if node is None:
+            return ""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):  # a functional TypedDict's value
+            return _canonical(node.value, canon)
+        if node.end_lineno == node.lineno and node.end_col_offset is not None:
+            line = starts[node.lineno - 1]
+            written = source[line + node.col_offset : line + node.end_col_offset].decode("utf-8", "replace")
+        else:
+            try:
+                written = ast.unparse(node)
+            except (RecursionError, ValueError):
+                return "?"
+        return _canonical(written, canon)
+
+    defs: dict[str, dict[str, str]] = {}
+    found: ast.FunctionDef | None = None
+    for node in module.body:
+        if isinstance(node, ast.ClassDef) and any(text(b) == "TypedDict" for b in node.bases):
+            defs[node.name] = {
+                s.target.id: text(s.annotation)
+                for s in node.body
+                if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+            }
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            call = node.value
+            if isinstance(call, ast.Call) and text(call.func) == "TypedDict" and len(call.args) == 2:
+                fields = call.args[1]
+                if isinstance(fields, ast.Dict):
+                    defs[node.targets[0].id] = {
+                        str(k.value): text(v)
+                        for k, v in zip(fields.keys, fields.values, strict=True)
+                        if isinstance(k, ast.Constant)
+                    }
+        elif isinstance(node, ast.FunctionDef) and node.name == function:
+            found = node
+    if found is None:
+        return None
+    wires = _wire_names(found, canon)
+    params: dict[str, Parameter] = {}
+    for arg, default in zip(found.args.kwonlyargs, found.args.kw_defaults, strict=True):
+        annotation = arg.annotation
+        if (
+            default is not None
+            and isinstance(annotation, ast.BinOp)
+            and isinstance(annotation.op, ast.BitOr)
+            and text(annotation.right) == "NotGiven"
+        ):
+            annotation = annotation.left
+        wire = wires.get(arg.arg, arg.arg)
+        params[wire] = Parameter(arg.arg, text(annotation), _members(annotation, text), default is None)
+    kwarg = found.args.kwarg
+    extra = None if kwarg is None else text(kwarg.annotation) or "Any"
+    return Signature(params, extra, text(found.returns), _members(found.returns, text), defs)
+
+
+def _canonical(text: str, canon: Mapping[str, str]) -> str:
+    return _IDENT.sub(lambda m: canon.get(m[0], m[0]), text) if canon else text
+
+
+def _wire_names(function: ast.FunctionDef, canon: Mapping[str, str]) -> dict[str, str]:
+    """Parameter → the key the stub's ``call_tool(server, tool, {...})`` sends it under."""
+    for statement in function.body:
+        node = statement.value if isinstance(statement, (ast.Return, ast.Assign)) else None
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and canon.get(node.func.id, node.func.id) == "call_tool"
+            and len(node.args) >= 3
+            and isinstance(node.args[2], ast.Dict)
+        ):
+            d = node.args[2]
+            return {
+                v.id: k.value
+                for k, v in zip(d.keys, d.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Name)
+            }
+    return {}
+
+
+def _members(node: ast.expr | None, text: Callable[[ast.expr | None], str]) -> frozenset[str]:
+    """The members of a union type (``a | b``), a ``Literal``'s values each one."""
+    out: set[str] = set()
+    stack = [node] if node is not None else []
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.BitOr):
+            stack += [n.left, n.right]
+        elif isinstance(n, ast.Subscript) and text(n.value) == "Literal":
+            values = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+            out.update(f"Literal[{text(v)}]" for v in values)
+        else:
+            out.add(text(n))
+    return frozenset(out)
+
+
+def _shape(text: str, defs: Mapping[str, Mapping[str, str]]) -> str:
+    """``text`` with the TypedDicts it refers to (and they to others) spelled out, each named by the order it is
+    first met: equal for the same structure under other names."""
+    order: dict[str, int] = {}
+    pending: list[str] = []
+
+    def meet(t: str) -> None:
+        for name in _IDENT.findall(t):
+            if name in defs and name not in order:
+                order[name] = len(order)
+                pending.append(name)
+
+    meet(text)
+    i = 0
+    while i < len(pending):
+        for key, value in defs[pending[i]].items():
+            meet(key + " " + value)
+        i += 1
+
+    def renamed(t: str) -> str:
+        return _IDENT.sub(lambda m: f"#{order[m[0]]}" if m[0] in order else m[0], t)
+
+    spelled = [f"#{order[n]}{{{', '.join(f'{k!r}: {renamed(v)}' for k, v in defs[n].items())}}}" for n in pending]
+    return renamed(text) + "".join(spelled)
+
+
+def _within(small: frozenset[str], big: frozenset[str], old: Signature, new: Signature) -> bool:
+    """Whether each member of ``small`` (of ``old``) is one of ``big`` (of ``new``) with the same structure, or
+    ``big`` takes anything."""
+    if "Any" in big:
+        return True
+    return all(
+        (m in big and _shape(m, old.defs) == _shape(m, new.defs)) or _base(m) in big or (m == "int" and "float" in big)
+        for m in small
+    )
+
+
+def _base(member: str) -> str:
+    """The type of the value of ``Literal[value]`` (``str`` for ``Literal["a"]``); "" for another type."""
+    if not member.startswith("Literal[") or len(member) < 10:
+        return ""
+    value = member[8:-1]
+    if value[0] in "\"'":
+        return "str"
+    if value in ("True", "False"):
+        return "bool"
+    return "int" if value.lstrip("-").isdigit() else ""
+
+
+def _keys(text: str, old: Signature, new: Signature, *, sent: bool) -> tuple[str, bool] | None:
+    """For a type written the same in ``old`` and ``new`` whose TypedDicts changed (by the same names): what
+    changed of their keys, and whether it breaks a caller (``sent``: a parameter's type, where a new key that is not
+    ``NotRequired`` breaks a call; else a returned one, where only a key removed or changed does). None when the
+    change is not one of keys of TypedDicts of the same names."""
+    said: list[str] = []
+    breaks = False
+    seen: set[str] = set()
+    pending = [n for n in _IDENT.findall(text) if n in old.defs]
+    while pending:
+        name = pending.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        before, after = old.defs[name], new.defs.get(name)
+        if after is None:
+            return None
+        for key, annotation in before.items():
+            if key not in after:
+                said.append(f"{name}.{key} removed")
+                breaks = True
+            elif after[key] != annotation:
+                said.append(f"{name}.{key}: {annotation} → {after[key]}")
+                breaks = True
+            pending += [n for n in _IDENT.findall(annotation) if n in old.defs]
+        for key, annotation in after.items():
+            if key not in before:
+                required = not annotation.startswith("NotRequired[")
+                said.append(f"{name}.{key} added" + (" (required)" if required and sent else ""))
+                breaks = breaks or (required and sent)
+    return ("; ".join(said), breaks) if said else None
+
+
+def compare(old: Signature, new: Signature) -> list[Change]:
+    """What changed from ``old`` to ``new``: (kind, breaking, parameter, old, new) each."""
+    out: list[Change] = []
+    for wire, p in old.params.items():
+        q = new.params.get(wire)
+        if q is None:
+            out.append(("parameter removed", True, p.name, p.type, ""))
+            continue
+        if q.name != p.name:
+            out.append(("parameter renamed", True, p.name, p.name, q.name))
+        if q.required and not p.required:
+            out.append(("now required", True, q.name, "", ""))
+        elif p.required and not q.required:
+            out.append(("now optional", False, q.name, "", ""))
+        if _shape(p.type, old.defs) != _shape(q.type, new.defs):
+            out.append(_type_change(q.name, p.type, q.type, p.members, q.members, old, new))
+    for wire, q in new.params.items():
+        if wire not in old.params:
+            out.append(("new required" if q.required else "new optional", q.required, q.name, "", q.type))
+    if old.extra is not None and new.extra is None:
+        out.append(("arguments removed", True, "", old.extra, ""))
+    elif old.extra is None and new.extra is not None:
+        out.append(("arguments added", False, "", "", new.extra))
+    elif old.extra is not None and new.extra is not None and _shape(old.extra, old.defs) != _shape(new.extra, new.defs):
+        one, other = frozenset({old.extra}), frozenset({new.extra})
+        out.append(_type_change("**arguments", old.extra, new.extra, one, other, old, new))
+    if _shape(old.returns, old.defs) != _shape(new.returns, new.defs):
+        keys = _keys(old.returns, old, new, sent=False) if old.returns == new.returns else None
+        if keys is not None:
+            out.append(("returns keys changed" if keys[1] else "returns keys added", keys[1], "", old.returns, keys[0]))
+        else:
+            narrower = _within(new.returns_members, old.returns_members, new, old)  # no value a reader did not get
+            kind = "returns narrowed" if narrower else "returns changed"
+            out.append((kind, not narrower, "", old.returns, new.returns))
+    return out
+
+
+def _type_change(
+    name: str, was: str, becomes: str, members: frozenset[str], after: frozenset[str], old: Signature, new: Signature
+) -> Change:
+    """A parameter's type changed: wider (breaks no call), keys of its TypedDicts changed, or other."""
+    keys = _keys(was, old, new, sent=True) if was == becomes else None
+    if keys is not None:
+        return ("keys changed" if keys[1] else "keys added", keys[1], name, was, keys[0])
+    wider = _within(members, after, old, new)
+    return ("type widened" if wider else "type changed", not wider, name, was, becomes)
