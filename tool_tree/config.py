@@ -73,7 +73,6 @@ from pathlib import Path
 from typing import Any
 
 from tool_tree.config_clients import (
-    WORKSPACE_FOLDERS,
     client_of,
     client_variables,
     codex_servers,
@@ -81,6 +80,7 @@ from tool_tree.config_clients import (
     is_codex,
     is_jsonc,
     read_env_file,
+    servers_folder,
     without_comments,
     workspace_of,
 )
@@ -751,8 +751,6 @@ def parse_config(
             inputs = reader.to_node(inputs_yaml, "inputs", depth=2)
         workspace = workspace_of(source, env)
         reader.client = client_variables(client, source, env, inputs, workspace)
-        if reader.folder is not None and reader.folder.name in WORKSPACE_FOLDERS and workspace == reader.folder.parent:
-            reader.folder = workspace  # `.vscode/mcp.json`'s servers start in the workspace, as the editor's do
     else:
         if len(text) > MAX_CONFIG_BYTES:  # characters: a text within the limit in bytes is within it here
             raise ConfigError(_too_large(f"{len(text):,} characters"), file=source)
@@ -774,6 +772,9 @@ def parse_config(
             if "servers" not in top:
                 raise reader.error("expected a `servers:` mapping", root)
             servers_node = top["servers"][1]
+    started = servers_folder(reader.folder, Path(source).name, env) if json_format and reader.folder else None
+    if started is not None:  # `.vscode/mcp.json`'s servers start in the workspace, `~/.claude.json`'s where tooltree is
+        reader.folder = started
     if not isinstance(servers_node.value, dict):
         key = prefix if json_format else "servers"
         raise reader.error(f"expected a mapping of server names, got {kind_of(servers_node.value)}", servers_node, key)

@@ -7,7 +7,8 @@
   milliseconds, ``$VAR`` without braces) keep theirs under ``mcpServers``, as Claude's files do.
 - Zed: ``context_servers`` in its settings.json, the command as a string (or, in older files, as
   ``{"path", "args", "env"}``).
-- Codex CLI: ``[mcp_servers.NAME]`` tables of ``~/.codex/config.toml`` (`codex_servers`).
+- Codex CLI: ``[mcp_servers.NAME]`` tables of ``~/.codex/config.toml`` (`codex_servers`), whose strings name no
+  variables (a ``$`` is text).
 
 VS Code's, Zed's and Gemini CLI's files are JSON with comments and trailing commas (`without_comments` blanks them,
 keeping every line and column). An editor's variables are read (`client_variables`): ``${workspaceFolder}`` is the
@@ -81,9 +82,26 @@ def workspace_of(source: str, environ: Mapping[str, str]) -> Path:
     profile's ``mcp.json``), the working folder, as the editor opened there would have it."""
     folder = Path(source).resolve().parent
     home = environ.get("HOME") or os.path.expanduser("~")
-    if folder.name in WORKSPACE_FOLDERS and str(folder.parent) != str(Path(home).resolve()):
+    if folder.name in (*WORKSPACE_FOLDERS, ".codex") and str(folder.parent) != str(Path(home).resolve()):
         return folder.parent
     return Path.cwd()
+
+
+def servers_folder(folder: Path, name: str, environ: Mapping[str, str]) -> Path | None:
+    """The folder the stdio servers of a client's file ``name`` in ``folder`` start in when they name none (and their
+    relative paths resolve against), as the client runs them; None: the file's own folder, as for tooltree's.
+
+    A workspace's file (``.vscode/mcp.json``, ``.gemini/settings.json``, ``.codex/config.toml`` of a project): the
+    folder above it. A file of the user's own, which the client reads wherever it is started (``~/.gemini/
+    settings.json``, ``~/.cursor/mcp.json``, ``~/.codex/config.toml``, Claude Code's ``.claude.json``): the working
+    folder, where Claude Code, Gemini CLI and Codex start those servers (before: in ``~/.claude`` or ``~/.gemini``,
+    so a server given ``.`` got the client's settings folder).
+    """
+    if folder.name in (*WORKSPACE_FOLDERS, ".codex"):
+        return workspace_of(str(folder / name), environ)
+    if name == ".claude.json":
+        return Path.cwd()
+    return None
 
 
 def client_of(source: str, key: str, entries: Mapping[str, Any]) -> str:
@@ -280,7 +298,9 @@ def codex_servers(text: str, source: str, reader: Reader) -> tuple[Node, dict[st
     and ``bearer_token_env_var`` (``Authorization: Bearer $VAR``) headers read from the environment,
     ``enabled_tools`` and ``disabled_tools`` lists of exact tool names, ``env_vars`` variables passed on from
     tooltree's environment when set. tooltree has one ``timeout`` for a server's start-up and each call: the larger
-    of ``startup_timeout_sec`` and ``tool_timeout_sec`` (Codex's defaults, 10 and 60 s, for one not set).
+    of ``startup_timeout_sec`` and ``tool_timeout_sec`` (Codex's defaults, 10 and 60 s, for one not set). Codex
+    expands no variable in its strings, so a ``$`` in them is text (before: ``${TOKEN}`` in an ``env`` that
+    ``codex mcp add --env`` wrote was looked up, and refused the file when unset).
 
     Raises:
         ConfigError: the text is not TOML, has no ``mcp_servers`` table, or nests deeper than `MAX_DEPTH`.
@@ -331,7 +351,7 @@ def _codex_entries(
                 )  # fmt: skip
                 continue
             ours, at = "headers" if k == "http_headers" else k, lines.get((*path, k), line)
-            items[ours] = (Node(ours, at), _node(v, (*path, k), lines, at))
+            items[ours] = (Node(ours, at), _node(v, (*path, k), lines, at, literal=k in _CODEX_LITERAL))
             if ours != k:
                 aliases[f"{where}.{ours}"] = f"{where}.{k}"
         if "enabled" in items:
@@ -363,6 +383,9 @@ def _codex_entries(
     return Node(entries, lines.get(("mcp_servers",))), aliases
 
 
+_CODEX_LITERAL = {"command", "args", "env", "cwd", "url", "http_headers", "protocol"}
+"""The keys whose strings tooltree expands variables in: Codex expands none (its `env_vars` and `*_env_var` keys
+name variables), so their ``$`` is escaped (``$$``) and ``${TOKEN}`` reaches the server as written."""
 _CODEX_DERIVED = {"env_http_headers", "bearer_token_env_var", "env_vars", "startup_timeout_sec", "startup_timeout_ms",
                   "tool_timeout_sec"}  # fmt: skip
 """Codex's keys read into others (``headers``, ``env``, ``timeout``)."""
@@ -406,9 +429,16 @@ def _codex_headers(
 
 
 def _node(
-    value: Any, path: tuple[str, ...], lines: Mapping[tuple[str, ...], int], line: int | None, depth: int = 2
+    value: Any,
+    path: tuple[str, ...],
+    lines: Mapping[tuple[str, ...], int],
+    line: int | None,
+    depth: int = 2,
+    *,
+    literal: bool = False,
 ) -> Node:
-    """A TOML value as `Node` values, each with the line of its key (or of the nearest key above it).
+    """A TOML value as `Node` values, each with the line of its key (or of the nearest key above it); with
+    ``literal``, each string's ``$`` escaped (``$$``), so that expanding it gives the text as written.
 
     Raises:
         ConfigError: it nests deeper than `MAX_DEPTH` (without the file's name: `codex_servers` adds it).
@@ -419,11 +449,11 @@ def _node(
         out: dict[str, tuple[Node, Node]] = {}
         for k, v in value.items():
             at = lines.get((*path, k), line)
-            out[k] = (Node(k, at), _node(v, (*path, k), lines, at, depth + 1))
+            out[k] = (Node(k, at), _node(v, (*path, k), lines, at, depth + 1, literal=literal))
         return Node(out, line)
     if isinstance(value, list):
-        return Node([_node(v, path, lines, line, depth + 1) for v in value], line)
-    return Node(value, line)
+        return Node([_node(v, path, lines, line, depth + 1, literal=literal) for v in value], line)
+    return Node(value.replace("$", "$$") if literal and isinstance(value, str) else value, line)
 
 
 _TOML_KEY = re.compile(r'\s*("(?:[^"\\]|\\.)*"|\'[^\']*\'|[A-Za-z0-9_-]+)\s*')

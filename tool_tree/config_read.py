@@ -85,7 +85,8 @@ class ClientVariables:
 
 def input_variable(input_id: str) -> str:
     """The environment variable that gives tooltree the value of VS Code's ``${input:input_id}``: the id upper-cased,
-    each character other than a letter or digit an underscore (``perplexity-key``: ``TOOLTREE_INPUT_PERPLEXITY_KEY``)."""
+    each character other than a letter or digit an underscore (``perplexity-key``:
+    ``TOOLTREE_INPUT_PERPLEXITY_KEY``)."""
     return "TOOLTREE_INPUT_" + re.sub(r"[^A-Za-z0-9]", "_", input_id).upper()
 
 
