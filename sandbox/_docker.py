@@ -81,6 +81,36 @@ class ImageEntry(NamedTuple):
     names: list[str]
     """Its ``repository:tag`` names."""
     labels: dict[str, str]
+    size: int = 0
+    """Bytes, as the engine lists it (shared layers counted in each image)."""
+    created: float = 0.0
+    """When it was built (Unix time; 0 when unknown)."""
+
+
+class ContainerEntry(NamedTuple):
+    """A container as the engine lists it."""
+
+    id: str
+    name: str
+    labels: dict[str, str]
+    image_id: str
+    status: str
+    """The engine's words for its state and age: ``Exited (0) 3 minutes ago``, ``Up 2 hours``, ``Created``."""
+    volumes: list[str]
+    """The named volumes it mounts."""
+
+
+class VolumeEntry(NamedTuple):
+    """A volume as the engine lists it."""
+
+    name: str
+    labels: dict[str, str]
+    created: str
+    """When it was made (RFC 3339, as the engine says it; empty when it does not)."""
+
+
+def _labels(found: Mapping[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (found.get("Labels") or {}).items()}
 
 
 def engine_address() -> str:
@@ -295,7 +325,9 @@ class DockerEngine:
             ImageEntry(
                 str(i.get("Id", "")),
                 [str(t) for t in i.get("RepoTags") or []],
-                {str(k): str(v) for k, v in (i.get("Labels") or {}).items()},
+                _labels(i),
+                int(i.get("Size") or 0),
+                float(i.get("Created") or 0),
             )
             for i in found or []
         ]
@@ -554,6 +586,40 @@ class DockerEngine:
         with translated("container list"):
             found = self.api.containers(all=True, filters={"label": [label]})
         return {str(c["Id"]): {str(k): str(v) for k, v in (c.get("Labels") or {}).items()} for c in found}
+
+    def container_entries(self) -> list[ContainerEntry]:
+        """Every container, running or not, whoever made it (what `tooltree sandbox prune` leaves may use a volume
+        or an image it would remove).
+
+        Raises:
+            EngineUnavailableError: no engine answers.
+        """
+        with translated("container list"):
+            found = self.api.containers(all=True)
+        return [
+            ContainerEntry(
+                str(c.get("Id", "")),
+                str((c.get("Names") or [""])[0]).lstrip("/"),
+                _labels(c),
+                str(c.get("ImageID") or ""),
+                str(c.get("Status") or c.get("State") or ""),
+                [str(m["Name"]) for m in c.get("Mounts") or [] if m.get("Type") == "volume" and m.get("Name")],
+            )
+            for c in found or []
+        ]
+
+    def volume_entries(self, label: str) -> list[VolumeEntry]:
+        """Every volume that carries ``label``, with its labels and when it was made.
+
+        Raises:
+            EngineUnavailableError: no engine answers.
+        """
+        with translated("volume list"):
+            found = self.api.volumes(filters={"label": [label]})
+        return [
+            VolumeEntry(str(v["Name"]), _labels(v), str(v.get("CreatedAt") or ""))
+            for v in (found or {}).get("Volumes") or []
+        ]
 
     def volumes(self, label: str) -> list[str]:
         """The names of every volume that carries ``label``.

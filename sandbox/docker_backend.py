@@ -227,8 +227,9 @@ class DockerBackend(SandboxBackend):
             # By the engine's registration, not the name alone; a name it lacks fails at the create (`sandbox.host`).
             self.gvisor = hardening.engine_runs_gvisor(self.docker.info(), self.config.runtime)
             self.image = ensure_image(
-                self.docker, self.config.image, self.config.pip_packages, build=self.build, config=self.config.source
-            )
+                self.docker, self.config.image, self.config.pip_packages, build=self.build,
+                config=self.config.source, owner=self.config.owner,
+            )  # fmt: skip
             if self.tree is not None:
                 self.tree_volume = self._ensure_tree_volume(self.tree)
             self._prepared = True

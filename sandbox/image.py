@@ -39,7 +39,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from sandbox._docker import LOG_TAIL_CHARS, DockerEngine, default_engine
+from sandbox._docker import LOG_TAIL_CHARS, DockerEngine, ImageEntry, default_engine
 from sandbox.config import PIP_SPEC
 from sandbox.errors import EngineError, ImageError, SandboxError
 from tool_tree.text import clean
@@ -354,9 +354,11 @@ def build_derived_image(
     ca_bundle: Path | None = None,
     force: bool = False,
     deadline: float = BUILD_DEADLINE,
+    owner: str = "tooltree",
 ) -> str:
     """Build (once per ID of ``parent``, or again with ``force``) an image with extra pip packages on top of
-    ``parent``; its name (`derived_image_name`).
+    ``parent``; its name (`derived_image_name`). ``owner``: its `OWNER_LABEL`, which ``tooltree sandbox prune
+    --owner`` selects.
 
     ``ca_bundle`` (default: the file named by ``PIP_CERT``, if any) is the CA bundle pip trusts
     during the build, which is stopped after ``deadline`` seconds. Images built for an earlier
@@ -369,7 +371,7 @@ def build_derived_image(
     docker = docker or default_engine()
     if not packages:
         return parent
-    return _build_derived(docker, parent, parent_id(docker, parent), packages, ca_bundle, force, deadline)
+    return _build_derived(docker, parent, parent_id(docker, parent), packages, ca_bundle, force, deadline, owner)
 
 
 def _build_derived(
@@ -380,6 +382,7 @@ def _build_derived(
     ca_bundle: Path | None,
     force: bool,
     deadline: float,
+    owner: str,
 ) -> str:
     name = derived_image_name(parent_id, packages)
     if not force and docker.image_exists(name):
@@ -393,7 +396,7 @@ def _build_derived(
     if ca_bundle is not None:
         files["ca-bundle.crt"] = ca_bundle.read_bytes()
     key = derived_key(parent, packages)
-    labels = {OWNER_LABEL: "tooltree", DERIVED_KEY_LABEL: key, PARENT_ID_LABEL: parent_id, "tooltree.parent": parent}
+    labels = {OWNER_LABEL: owner, DERIVED_KEY_LABEL: key, PARENT_ID_LABEL: parent_id, "tooltree.parent": parent}
     _build(docker, files, name, {}, labels, deadline)
     _remove_stale_derived(docker, key, keep=name)
     return name
@@ -419,28 +422,39 @@ def _remove_quietly(docker: DockerEngine, name: str) -> bool:
         return False
 
 
-def remove_stale_derived_images(docker: DockerEngine | None = None) -> list[str]:
-    """Remove the derived images no session runs any more, by their names in `DERIVED_REPOSITORY`: those built
-    on an image that is no longer (or no longer there as) the image of its parent's name. The engine keeps one
-    a container uses. Returns the names removed.
+def stale_derived_images(docker: DockerEngine, owner: str = "tooltree") -> list[tuple[ImageEntry, list[str]]]:
+    """The derived images of ``owner`` (their `OWNER_LABEL`) no session runs any more: those built on an image that
+    is no longer (or no longer there as) the image of its parent's name. Each with its names to remove: those in
+    `DERIVED_REPOSITORY` (the user's own names for one are not ours to remove), sorted; reads only.
+
+    Raises:
+        EngineUnavailableError: no engine answers.
+    """
+    current: dict[str, str | None] = {}
+    stale = []
+    for entry in docker.images(f"{OWNER_LABEL}={owner}"):
+        parent, built_on = entry.labels.get("tooltree.parent"), entry.labels.get(PARENT_ID_LABEL)
+        if DERIVED_KEY_LABEL not in entry.labels or not parent or not built_on:
+            continue
+        if parent not in current:
+            current[parent] = docker.image_id(parent)
+        names = sorted(n for n in entry.names if n.startswith(f"{DERIVED_REPOSITORY}:"))
+        if current[parent] != built_on and names:
+            stale.append((entry, names))
+    return stale
+
+
+def remove_stale_derived_images(docker: DockerEngine | None = None, owner: str = "tooltree") -> list[str]:
+    """Remove the `stale_derived_images` of ``owner`` by their names; the engine keeps one a container uses.
+    Returns the names removed.
 
     Raises:
         EngineUnavailableError: no engine answers.
     """
     docker = docker or default_engine()
-    current: dict[str, str | None] = {}
-    removed = []
-    for entry in docker.images(DERIVED_KEY_LABEL):
-        parent, built_on = entry.labels.get("tooltree.parent"), entry.labels.get(PARENT_ID_LABEL)
-        if not parent or not built_on:
-            continue
-        if parent not in current:
-            current[parent] = docker.image_id(parent)
-        if current[parent] == built_on:
-            continue
-        for name in entry.names:
-            if name.startswith(f"{DERIVED_REPOSITORY}:") and _remove_quietly(docker, name):
-                removed.append(name)
+    removed: list[str] = []
+    for _entry, names in stale_derived_images(docker, owner):
+        removed.extend(name for name in names if _remove_quietly(docker, name))
     return removed
 
 
@@ -476,9 +490,11 @@ def ensure_image(
     mirror: str | None = None,
     suite: str = DEFAULT_SUITE,
     config: str | None = None,
+    owner: str = "tooltree",
 ) -> str:
     """The image a session runs for ``sandbox.image`` and ``packages`` (see `session_image`), there; its name.
-    ``config``: the file that lists them, named in the advice when the image is not built.
+    ``config``: the file that lists them, named in the advice when the image is not built; ``owner``: the
+    `OWNER_LABEL` of a derived image built here (``sandbox.owner``, which ``tooltree sandbox prune --owner`` selects).
 
     With ``build``, what is missing is built (all of it with ``force``): the sources' image when
     ``image`` is None (``base`` to ``suite`` as in `build_image`), then the derived image with
@@ -514,7 +530,7 @@ def ensure_image(
             f"built: run `tooltree image build --config {listing}` (the config that lists them), or python -m "
             f"sandbox.image build {given}--pip " + " ".join(shlex.quote(p) for p in packages)
         )
-    return _build_derived(docker, parent, found, packages, None, force, deadline)
+    return _build_derived(docker, parent, found, packages, None, force, deadline, owner)
 
 
 def _missing_parent(image: str | None, parent: str) -> ImageError:

@@ -13,7 +13,9 @@ workspace). A timeout or crash restarts the worker as well; the result says
 ``state_reset=True``.
 
 The workspace, when a host directory is given, is restored into the container's tmpfs at
-start and saved back on `close`. Tool calls from the script go to the session's `ToolBridge`,
+start and saved back on `close`. A started session dropped without `close` (or `kill`) warns (`ResourceWarning`, as
+an unclosed file does) when it is garbage-collected or at interpreter exit, and its container is then destroyed
+without saving the workspace. Tool calls from the script go to the session's `ToolBridge`,
 many at once, served by its `CallServer` (`sandbox.calls`); the host keeps the ledger of them itself.
 
 (Over 400 lines: the session's lifecycle, its executions and its workspace operations share one channel,
@@ -35,6 +37,8 @@ import stat
 import threading
 import time
 import uuid
+import warnings
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -123,6 +127,40 @@ def _skills_problem(folder: Path) -> str | None:
         f"save in a folder of that name (skills/); rename the file (or make it a folder) and start again. Nothing "
         "in the workspace was changed"
     )
+
+
+def _unclosed(channel: SupervisorChannel, calls: CallServer, pid: int, workspace: Path | None) -> None:
+    """A started `Sandbox` was collected (or the interpreter exits) without `close` or `kill`: say so, and destroy
+    its container on a thread of its own (never on the collecting thread, which may hold the channel's locks)."""
+    if pid != os.getpid() or channel.closed:  # a fork's copy (the parent's container), or destroyed already
+        return
+
+    def destroy() -> None:
+        channel.kill()
+        calls.close()
+
+    # First: a warning made an error (``-W error``) must not leave the container. An interpreter ending may start no
+    # thread: its exit closes the container's stdin, which ends the container.
+    with contextlib.suppress(RuntimeError):
+        threading.Thread(target=destroy, name="sandbox-unclosed", daemon=True).start()
+    unsaved = f", without saving its workspace {workspace}" if workspace is not None else ""
+    warnings.warn(
+        f"unclosed Sandbox (container {channel.connection.name}) dropped while running: its container is destroyed "
+        f"now{unsaved}; use it as `with Sandbox(...) as sandbox:`, or call sandbox.close()",
+        ResourceWarning,
+        stacklevel=3,  # the code that dropped it, when that was the last reference
+    )
+
+
+def _weak(method: Callable[[str, dict[str, Any]], None]) -> Callable[[str, dict[str, Any]], None]:
+    """``method`` of an object the channel must not keep alive (a `Sandbox` dropped unclosed is then collected)."""
+    ref = weakref.WeakMethod(method)
+
+    def told(name: str, message: dict[str, Any]) -> None:
+        if (bound := ref()) is not None:
+            bound(name, message)
+
+    return told
 
 
 class Listing(NamedTuple):
@@ -258,6 +296,8 @@ class Sandbox:
         """The result of an execution a Ctrl-C left said its interpreter was restarted: the next result says so."""
         self._pid = os.getpid()
         """The process whose threads read the channel; a fork of it has the connection but not them."""
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+        """Warns of the session's container left running when it is collected unclosed (`_unclosed`)."""
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -316,7 +356,9 @@ class Sandbox:
             self.kill()
             raise SessionError("the sandbox session was killed while it started")
         channel.on_request = functools.partial(self._calls.on_request, channel)
-        channel.on_late_reply = self._late_reply
+        channel.on_late_reply = _weak(self._late_reply)
+        if self._finalizer is None:
+            self._finalizer = weakref.finalize(self, _unclosed, channel, self._calls, self._pid, self.workspace)
         if self.workspace is not None:
             self._restored = RestoreRecord()
         if self.workspace is not None and self.workspace.is_dir():
@@ -386,11 +428,17 @@ class Sandbox:
         Raises:
             WorkspaceError: the workspace could not be saved (the container is destroyed anyway).
         """
+        self._closed_now()
         if self._pid != os.getpid():  # before the lock, which the parent may have held (starting it) at the fork
             self._closed = True
             return
         with self._life:  # a second close returns once the first one's save and removal are done
             self._close()
+
+    def _closed_now(self) -> None:
+        """`close` or `kill` was called: the session is not left open (nothing to warn of when it is collected)."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
 
     def _close(self) -> None:
         if self._closed:
@@ -414,6 +462,7 @@ class Sandbox:
 
     def kill(self) -> None:
         """Destroy the container without saving anything (in a forked child: as `close`)."""
+        self._closed_now()
         if not self._closed and self.workspace is not None and self._channel is not None:
             self.not_saved = self._ended or "the sandbox session was destroyed"
         self._closed = True

@@ -1,14 +1,23 @@
 """`BackgroundPool`: a `ServerPool` on its own event loop in a background thread, for synchronous callers.
 
 Documented as ``from tool_tree.pool import BackgroundPool``; its errors and settings are the pool's.
+
+A running pool dropped without being closed (no ``with``, no `BackgroundPool.close`) warns (`ResourceWarning`, as an
+unclosed file does) when it is garbage-collected, and its servers are stopped then; at interpreter exit it warns
+likewise (its servers end with the process, their stdin closing). Its thread holds no reference to it, so that a
+pool dropped can be collected.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import functools
 import os
 import threading
+import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, NoReturn
 
@@ -25,6 +34,56 @@ from tool_tree.pool import (
 from tool_tree.run_loop import run_to_the_end, wait_handed
 
 
+class _Loop:
+    """What the pool's thread runs and shares with the pool (never the `BackgroundPool` itself, so that one dropped
+    unclosed is collected, its finaliser stopping this)."""
+
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.pool: ServerPool | None = None
+        self.stop: asyncio.Event | None = None
+        self.error: BaseException | None = None
+
+    def run(self, make: Callable[[], ServerPool]) -> None:
+        async def main() -> None:
+            self.loop = asyncio.get_running_loop()
+            self.stop = asyncio.Event()
+            try:
+                async with make() as pool:
+                    self.pool = pool
+                    self.ready.set()
+                    await self.stop.wait()
+            finally:
+                self.pool = None
+
+        try:
+            run_to_the_end(main())  # calls handed to the loop as it ends are ended too, not destroyed pending
+        except BaseException as e:
+            self.error = e
+        finally:
+            self.ready.set()
+
+    def end(self) -> None:
+        """Tell the loop to stop the servers and end (from any thread; a no-op once it has ended)."""
+        if self.loop is not None and self.stop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed already
+                self.loop.call_soon_threadsafe(self.stop.set)
+
+
+def _unclosed(running: _Loop, pid: int, servers: str) -> None:
+    """A running `BackgroundPool` was collected (or the interpreter exits) without being closed."""
+    if pid != os.getpid():  # a fork's copy: the pool is its parent's
+        return
+    running.end()  # first: a warning made an error (``-W error``) must not leave the servers running
+    warnings.warn(
+        f"unclosed BackgroundPool (servers {servers}) dropped while running: its servers are stopped now; use it as "
+        "`with BackgroundPool(...) as pool:`, or call pool.close()",
+        ResourceWarning,
+        stacklevel=3,  # the code that dropped it, when that was the last reference
+    )
+
+
 class BackgroundPool:
     """A `ServerPool` running on its own event loop in a background thread, for synchronous callers.
 
@@ -34,7 +93,9 @@ class BackgroundPool:
     last is called on the pool's thread). A pool runs once:
     ``loop``, ``pool`` and ``call`` work only inside its ``with`` block, in the process that entered it (a
     forked child has no copy of its thread: make a new pool there), and entering it a second time is an
-    error (make a new one). On the pool's own loop, ``await bg.pool.call(...)`` rather than ``bg.call``.
+    error (make a new one). On the pool's own loop, ``await bg.pool.call(...)`` rather than ``bg.call``. `close`
+    does what leaving the ``with`` does; one entered and dropped without either warns (`ResourceWarning`) when
+    collected, and its servers are stopped then.
 
     Raises (on creation):
         TypeError, ValueError: a wrong argument, named.
@@ -59,11 +120,8 @@ class BackgroundPool:
         self._state: Literal["new", "running", "closed"] = "new"
         self._state_lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._pool: ServerPool | None = None
-        self._stop: asyncio.Event | None = None
-        self._error: BaseException | None = None
+        self._running = _Loop()
+        self._finalizer: weakref.finalize[Any, Any] | None = None
         self._pid = os.getpid()
 
     def _not_running(self) -> PoolError:
@@ -84,41 +142,18 @@ class BackgroundPool:
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         """The pool's event loop. Raises: PoolError: outside the pool's ``with`` block (or its process)."""
-        if self._state != "running" or self._loop is None or self._pid != os.getpid():
+        loop = self._running.loop
+        if self._state != "running" or loop is None or self._pid != os.getpid():
             raise self._not_running()
-        return self._loop
+        return loop
 
     @property
     def pool(self) -> ServerPool:
         """The running `ServerPool`. Raises: PoolError: outside the pool's ``with`` block (or its process)."""
-        if self._state != "running" or self._pool is None or self._pid != os.getpid():
+        pool = self._running.pool
+        if self._state != "running" or pool is None or self._pid != os.getpid():
             raise self._not_running()
-        return self._pool
-
-    def _run(self) -> None:
-        async def main() -> None:
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-            try:
-                async with ServerPool(
-                    self._servers,
-                    concurrency=self._concurrency,
-                    start_jobs=self._start_jobs,
-                    source=self._source,
-                    on_tools_changed=self._on_tools_changed,
-                ) as pool:
-                    self._pool = pool
-                    self._ready.set()
-                    await self._stop.wait()
-            finally:
-                self._pool = None
-
-        try:
-            run_to_the_end(main())  # calls handed to the loop as it ends are ended too, not destroyed pending
-        except BaseException as e:
-            self._error = e
-        finally:
-            self._ready.set()
+        return pool
 
     def __enter__(self) -> BackgroundPool:
         with self._state_lock:  # two threads entering one pool: one of them starts it
@@ -130,16 +165,30 @@ class BackgroundPool:
                 )
             self._state = "running"
             self._pid = os.getpid()
-        self._thread = threading.Thread(target=self._run, name="tooltree-server-pool", daemon=True)
+        make = functools.partial(
+            ServerPool, self._servers, concurrency=self._concurrency, start_jobs=self._start_jobs,
+            source=self._source, on_tools_changed=self._on_tools_changed,
+        )  # fmt: skip
+        running = self._running
+        self._thread = threading.Thread(target=running.run, args=(make,), name="tooltree-server-pool", daemon=True)
         self._thread.start()
-        self._ready.wait()
-        if self._pool is None:
+        running.ready.wait()
+        if running.pool is None:
             self._state = "closed"
             self._thread.join()  # the loop has ended already: nothing is left running
-            raise PoolError(f"the server pool did not start: {self._error!r}")
+            raise PoolError(f"the server pool did not start: {running.error!r}")
+        names = ", ".join(s.name for s in self._servers[:5]) + (", …" if len(self._servers) > 5 else "")
+        self._finalizer = weakref.finalize(self, _unclosed, running, self._pid, names or "none")
         return self
 
+    def close(self) -> None:
+        """Stop the servers and the pool's loop, as leaving its ``with`` does (from any thread, any number of times:
+        each returns once the servers are stopped; a no-op before the pool ran)."""
+        self.__exit__(None, None, None)
+
     def __exit__(self, *exc: object) -> None:
+        if self._finalizer is not None:
+            self._finalizer.detach()  # closed: nothing to warn of
         with self._state_lock:
             first = self._state == "running"
             if first:
@@ -149,8 +198,8 @@ class BackgroundPool:
         thread = self._thread
         if thread is None:
             return
-        if first and self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
+        if first:
+            self._running.end()
         # A second leave (another thread's) returns, like the first, once the servers are stopped: before, at once.
         if thread is not threading.current_thread():  # the pool's own loop cannot wait for itself
             thread.join(timeout=60)

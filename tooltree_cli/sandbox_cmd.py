@@ -1,4 +1,5 @@
-"""`tooltree sandbox prune`: remove leftover sandbox containers and volumes by label."""
+"""`tooltree sandbox prune`: remove leftover sandbox containers and volumes by label (and stale derived images),
+listing each as it goes; ``--dry-run`` lists them and removes nothing."""
 
 from __future__ import annotations
 
@@ -15,38 +16,58 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     prune = sub.add_parser(
         "prune",
         help="remove the tooltree containers no running tooltree process uses (a serve's live sessions stay), "
-        "unused tree volumes, and the images with pip packages built on an image its name no longer names",
+        "unused tree volumes, and the images with pip packages built on an image its name no longer names, "
+        "of one owner; each is listed as it goes",
     )
     prune.add_argument(
         "--owner",
         default="tooltree",
-        help="the tooltree.owner label to select: what $TOOLTREE_SANDBOX_OWNER was for the commands that made them "
-        "(default: tooltree)",
+        help="the tooltree.owner label to select (containers, volumes and images): what $TOOLTREE_SANDBOX_OWNER "
+        "was for the commands that made them (default: tooltree)",
     )
     prune.add_argument(
         "--all",
         action="store_true",
         help="also remove the containers of tooltree processes still running on this host (their sessions end)",
     )
+    prune.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list what would be removed (with sizes and ages) and what the engine would keep; remove nothing",
+    )
     prune.set_defaults(handler=run_prune)
 
 
 def run_prune(args: argparse.Namespace) -> int:
-    from sandbox.docker_backend import prune_containers, remove_volumes
     from sandbox.errors import SandboxError
-    from sandbox.image import remove_stale_derived_images
+    from sandbox.prune import Leftover, apply_prune, plan_prune
 
-    label = f"tooltree.owner={args.owner}"
+    def said(item: Leftover) -> None:
+        print(f"removed {item}", flush=True)
+
     try:
-        containers, kept = prune_containers(label=label, live_too=args.all)
-        volumes = remove_volumes(label=label)
-        images = remove_stale_derived_images()  # after the containers, which may have used them
+        plan = plan_prune(owner=args.owner, live_too=args.all)
+        if args.dry_run:
+            removed, kept = plan.removals, plan.in_use
+        else:
+            removed, refused = apply_prune(plan, removed=said)  # containers first, which may use the rest
+            kept = [*plan.in_use, *refused]
     except SandboxError as e:  # no engine answers, or it refused
         error(str(e))
         return EXIT_ENGINE
-    print(f"removed {containers} container(s) and {volumes} volume(s) labelled {label}", end="")
-    print(f", and {len(images)} stale image(s) with pip packages: {', '.join(images)}" if images else "")
-    if kept:
-        print(f"kept the containers of tooltree processes still running here ({', '.join(kept)}); --all removes "
-              "them too, ending their sessions")  # fmt: skip
+    would = "would " if args.dry_run else ""
+    if args.dry_run:
+        for item in removed:
+            print(f"would remove {item}")
+    counts = {kind: sum(item.kind == kind for item in removed) for kind in ("container", "volume", "image")}
+    images = [item.name for item in removed if item.kind == "image"]
+    print(f"{would}{'remove' if would else 'removed'} {counts['container']} container(s) and {counts['volume']} "
+          f"volume(s) labelled {plan.label}", end="")  # fmt: skip
+    print(f", and {len(images)} stale image(s) with pip packages: {', '.join(images)}" if images else "", end="")
+    print(" (dry run: nothing was removed)" if args.dry_run else "")
+    for item in kept:
+        print(f"{would}{'keep' if would else 'kept'} {item}: {item.why_kept}")
+    if plan.live:
+        print(f"{would}{'keep' if would else 'kept'} the containers of tooltree processes still running here "
+              f"({', '.join(plan.live)}); --all removes them too, ending their sessions")  # fmt: skip
     return 0

@@ -128,12 +128,12 @@ def test_prune_removes_a_derived_image_whose_parent_was_rebuilt_and_keeps_the_cu
     docker_engine: EngineWithCLI, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _build_parent(docker_engine, "one")
-    first = ensure_image(docker_engine, PARENT, ["six"], build=True)
-    current = ensure_image(docker_engine, image_name(), ["six"], build=True)  # on an image that did not change
+    first = ensure_image(docker_engine, PARENT, ["six"], build=True, owner=TEST_OWNER)
+    current = ensure_image(docker_engine, image_name(), ["six"], build=True, owner=TEST_OWNER)  # its image is current
     try:
         _build_parent(docker_engine, "two")  # and no build since: the derived image of "one" is stale
         assert main(["sandbox", "prune", "--owner", TEST_OWNER]) == 0
-        out = capsys.readouterr().out  # other stale images the engine holds may be listed too
+        out = capsys.readouterr().out  # this test run's stale images alone: prune selects images by owner too
         assert " stale image(s) with pip packages: " in out and first in out and current not in out
         assert not docker_engine.image_exists(first) and docker_engine.image_exists(current)
     finally:

@@ -1,0 +1,199 @@
+"""`tooltree sandbox prune`: what it removes is listed first (`plan_prune`, which only reads), then removed one by
+one (`apply_prune`); ``--dry-run`` stops after the list.
+
+One owner's leftovers (the `OWNER_LABEL` ``tooltree.owner``, what ``$TOOLTREE_SANDBOX_OWNER`` was for the commands
+that made them):
+
+- its containers, but those of a tooltree process still running on this host (`HOST_LABEL`) unless ``live_too``;
+- its volumes that no container left would still mount (the engine keeps a volume in use);
+- its derived images (``sandbox.pip_packages``) built on an image its parent's name no longer names
+  (`sandbox.image.stale_derived_images`), by their names in the derived repository: the engine keeps the last name
+  of one a container left runs.
+
+What a container left uses is looked up among every container of the engine, whoever made it: the list says what
+the engine will keep, so a dry run lists exactly what the prune then removes (unless the engine changes between).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from sandbox._docker import ContainerEntry, DockerEngine, ImageEntry, VolumeEntry, default_engine
+from sandbox.errors import EngineError, EngineUnavailableError
+from sandbox.hardening import HOST_LABEL, OWNER_LABEL
+
+logger = logging.getLogger(__name__)
+
+Kind = Literal["container", "volume", "image"]
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """One thing a prune removes (or keeps): ``str()`` is how the listing names it."""
+
+    kind: Kind
+    name: str
+    about: str = ""
+    """What the engine says of it cheaply: a container's state and age, a volume's age, an image's size and age."""
+    ref: str = ""
+    """What the engine removes it by, when not its name (a container's id)."""
+    why_kept: str = ""
+    """For one the engine keeps: why."""
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}" + (f" ({self.about})" if self.about else "")
+
+
+@dataclass
+class PrunePlan:
+    """What `apply_prune` removes (``containers``, ``volumes``, ``images``, in that order) and what stays."""
+
+    label: str
+    containers: list[Leftover] = field(default_factory=list)
+    volumes: list[Leftover] = field(default_factory=list)
+    images: list[Leftover] = field(default_factory=list)
+    in_use: list[Leftover] = field(default_factory=list)
+    """The owner's volumes and image names a container left uses: the engine keeps them."""
+    live: list[str] = field(default_factory=list)
+    """``HOSTNAME:PID`` of each tooltree process running here whose containers stay."""
+
+    @property
+    def removals(self) -> list[Leftover]:
+        """Everything to remove, in the order it is removed."""
+        return [*self.containers, *self.volumes, *self.images]
+
+
+def plan_prune(docker: DockerEngine | None = None, *, owner: str = "tooltree", live_too: bool = False) -> PrunePlan:
+    """What a prune of ``owner``'s leftovers removes; reads only.
+
+    Raises:
+        EngineUnavailableError: no engine answers.
+        EngineError: the engine failed a listing.
+    """
+    from sandbox.image import stale_derived_images
+
+    engine = docker or default_engine()
+    plan = PrunePlan(label=f"{OWNER_LABEL}={owner}")
+    staying: list[ContainerEntry] = []
+    live: set[str] = set()
+    for container in engine.container_entries():
+        maker = container.labels.get(HOST_LABEL, "")
+        if container.labels.get(OWNER_LABEL) != owner:
+            staying.append(container)
+        elif not live_too and _runs_here(maker):
+            staying.append(container)
+            live.add(maker)
+        else:
+            plan.containers.append(_container(container))
+    plan.live = sorted(live)
+    mounted = {volume for container in staying for volume in container.volumes}
+    for volume in sorted(engine.volume_entries(plan.label), key=lambda v: v.name):
+        item = _volume(volume)
+        if volume.name in mounted:
+            plan.in_use.append(_kept(item, "a container that stays mounts it"))
+        else:
+            plan.volumes.append(item)
+    running = {container.image_id for container in staying}
+    for image, names in sorted(stale_derived_images(engine, owner), key=lambda found: found[1]):
+        for n, item in enumerate(_image(image, names)):
+            # A container's image loses any of its names but the last, which the engine keeps (never by force).
+            if image.id in running and n == len(names) - 1 and len(names) == len(set(image.names)):
+                plan.in_use.append(_kept(item, "a container that stays runs it"))
+            else:
+                plan.images.append(item)
+    return plan
+
+
+def apply_prune(
+    plan: PrunePlan, docker: DockerEngine | None = None, *, removed: Callable[[Leftover], object] = lambda item: None
+) -> tuple[list[Leftover], list[Leftover]]:
+    """Remove what ``plan`` lists, calling ``removed`` with each as soon as it is gone: what was removed, and what
+    the engine kept (in use, or gone already; a failure is logged).
+
+    Raises:
+        EngineUnavailableError: no engine answers.
+    """
+    engine = docker or default_engine()
+    done: list[Leftover] = []
+    kept: list[Leftover] = []
+    for item in plan.removals:
+        why = _remove(engine, item)
+        if why is None:
+            done.append(item)
+            removed(item)
+        else:
+            kept.append(_kept(item, why))
+    return done, kept
+
+
+def _remove(engine: DockerEngine, item: Leftover) -> str | None:
+    """Remove ``item``: None when removed, else why not."""
+    try:
+        if item.kind == "container":
+            engine.remove_container(item.ref or item.name)
+            return None
+        gone = engine.remove_volume(item.name) if item.kind == "volume" else engine.remove_image(item.name)
+    except EngineUnavailableError:
+        raise
+    except EngineError as e:
+        logger.warning("could not remove %s: %s", item, e)
+        return str(e).splitlines()[0][:200] if str(e) else "the engine refused"
+    return None if gone else "in use, or gone already"
+
+
+def _runs_here(maker: str) -> bool:
+    """Whether ``maker`` (``HOSTNAME:PID``) is a process running on this host."""
+    from sandbox.host_folders import alive
+
+    host, _, pid = maker.rpartition(":")
+    return host == socket.gethostname() and pid.isdigit() and int(pid) > 0 and alive(int(pid))
+
+
+def _kept(item: Leftover, why: str) -> Leftover:
+    return Leftover(item.kind, item.name, item.about, item.ref, why)
+
+
+def _container(entry: ContainerEntry) -> Leftover:
+    about = ", ".join(part for part in (entry.id[:12], entry.status.lower()) if part)
+    return Leftover("container", entry.name or entry.id[:12], about, entry.id)
+
+
+def _volume(entry: VolumeEntry) -> Leftover:
+    made = None
+    with contextlib.suppress(ValueError):
+        made = datetime.fromisoformat(entry.created.replace("Z", "+00:00")).timestamp() if entry.created else None
+    return Leftover("volume", entry.name, f"created {age(made)}" if made is not None else "")
+
+
+def _image(entry: ImageEntry, names: list[str]) -> list[Leftover]:
+    parts = [size(entry.size)] if entry.size else []
+    if entry.created:
+        parts.append(f"built {age(entry.created)}")
+    return [Leftover("image", name, ", ".join(parts)) for name in names]
+
+
+def age(since: float, now: float | None = None) -> str:
+    """How long ago ``since`` (Unix time) was, in the largest whole unit: ``3 hours ago``."""
+    seconds = max(0, int((time.time() if now is None else now) - since))
+    for unit, length in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= length:
+            count = seconds // length
+            return f"{count} {unit}{'s' if count > 1 else ''} ago"
+    return "just now" if seconds < 2 else f"{seconds} seconds ago"
+
+
+def size(count: int) -> str:
+    """A size in bytes as ``docker`` shows one: ``312MB`` (powers of 1000)."""
+    value = float(count)
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1000:
+            return f"{value:.3g}{unit}"
+        value /= 1000
+    return f"{value:.3g}TB"

@@ -1,0 +1,130 @@
+"""`tooltree sandbox prune --dry-run` lists what the prune removes, and the prune lists it as it goes (real engine).
+
+Every container, volume and image here carries an owner label of this test alone (the ``owner`` fixture), or is a
+stale derived image of another owner of this test's, made to show that ``--owner`` selects images too.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from sandbox.image import DERIVED_KEY_LABEL, DERIVED_REPOSITORY, PARENT_ID_LABEL, context_tar, image_name
+from sandbox.prune import age, size
+from tests.docker_cli import EngineWithCLI
+from tooltree_cli.main import main
+
+NO_SUCH_PARENT_ID = "sha256:" + "0" * 64
+"""The parent ID a stale derived image says it was built on: not the ID of the image its parent's name names."""
+
+
+def _stale_derived_image(docker: EngineWithCLI, owner: str, tag: str) -> str:
+    """A derived image of ``owner``'s built on a parent its name no longer names: labels only, on the sandbox
+    image (nothing is installed), so the build takes a moment."""
+    name = f"{DERIVED_REPOSITORY}:{tag}"
+    labels = {
+        "tooltree.owner": owner, DERIVED_KEY_LABEL: tag, PARENT_ID_LABEL: NO_SUCH_PARENT_ID,
+        "tooltree.parent": image_name(),
+    }  # fmt: skip
+    dockerfile = f"FROM {image_name()}\nLABEL tooltree.test-stale={tag}\n".encode()
+    docker.build_image(context_tar({"Dockerfile": dockerfile}), name, build_args={}, labels=labels, deadline=300)
+    return name
+
+
+@pytest.fixture
+def images(docker_engine: EngineWithCLI, owner: str) -> Iterator[list[str]]:
+    """The names of the images this test makes, removed after (those prune left)."""
+    made: list[str] = []
+    yield made
+    for name in made:
+        docker_engine.run(["rmi", name], check=False)
+
+
+def _listed(out: str, prefix: str) -> list[str]:
+    """The ``<kind> <name>`` of each line of ``out`` starting ``prefix`` and a kind (its details in brackets left
+    out; not the count line)."""
+    listed = [line[len(prefix) :].split(" (")[0] for line in out.splitlines() if line.startswith(prefix)]
+    return [item for item in listed if item.split(" ")[0] in ("container", "volume", "image")]
+
+
+def _said(out: str, start: str) -> str:
+    """What the one line of ``out`` beginning ``start`` says after its details in brackets."""
+    (line,) = [line for line in out.splitlines() if line.startswith(start)]
+    return line.split(")", 1)[1]
+
+
+@pytest.mark.docker
+def test_dry_run_removes_nothing_and_lists_exactly_what_the_prune_then_removes(
+    docker_engine: EngineWithCLI, owner: str, images: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: no --dry-run (argparse refused it); what prune would remove was only seen with `docker ps`, and its
+    # stale images were removed engine-wide whatever --owner said.
+    label = f"tooltree.owner={owner}"
+    live = f"tooltree.host={socket.gethostname()}:{os.getpid()}"  # a running tooltree process's: it stays
+    leftover, busy = f"tooltree-test-{owner}-left", f"tooltree-test-{owner}-busy"
+    for volume in (leftover, busy):
+        docker_engine.create_volume(volume, {"tooltree.owner": owner})
+    create = ["create", "--label", label, "--network", "none"]
+    dead = docker_engine.text([*create, "--name", f"{owner}-dead", "-v", f"{leftover}:/data", image_name(), "true"])
+    kept = docker_engine.text([*create, "--label", live, "-v", f"{busy}:/data", image_name(), "true"])
+    stale = _stale_derived_image(docker_engine, owner, f"test-{owner}")
+    others = _stale_derived_image(docker_engine, f"{owner}-other", f"test-{owner}-other")
+    images += [stale, others]
+    try:
+        assert main(["sandbox", "prune", "--owner", owner, "--dry-run"]) == 0
+        dry = capsys.readouterr().out
+        expected = [f"container {owner}-dead", f"volume {leftover}", f"image {stale}"]
+        assert _listed(dry, "would remove ") == expected
+        assert f"would remove container {owner}-dead ({dead[:12]}, created)" in dry  # its id and state
+        stale_size = size(docker_engine.images(f"{DERIVED_KEY_LABEL}=test-{owner}")[0].size)
+        assert f"would remove image {stale} ({stale_size}, built " in dry and f"volume {leftover} (created " in dry
+        assert _said(dry, f"would keep volume {busy} (created ") == ": a container that stays mounts it"
+        assert (
+            f"would remove 1 container(s) and 1 volume(s) labelled {label}, and 1 stale image(s) with pip packages: "
+            f"{stale} (dry run: nothing was removed)\n"
+        ) in dry
+        assert "would keep the containers of tooltree processes still running here" in dry
+        assert set(docker_engine.containers(owner)) == {dead[:12], kept[:12]}  # nothing was removed
+        assert all(docker_engine.volume_exists(v) for v in (leftover, busy))
+        assert docker_engine.image_exists(stale) and docker_engine.image_exists(others)
+
+        assert main(["sandbox", "prune", "--owner", owner]) == 0
+        real = capsys.readouterr().out
+        assert _listed(real, "removed ") == expected  # the same, as each went
+        assert real.startswith(f"removed container {owner}-dead ({dead[:12]}, created)\n")  # before the count
+        assert _said(real, f"kept volume {busy} (created ") == ": a container that stays mounts it"
+        assert docker_engine.containers(owner) == [kept[:12]]
+        assert not docker_engine.volume_exists(leftover) and docker_engine.volume_exists(busy)
+        assert not docker_engine.image_exists(stale)
+        assert docker_engine.image_exists(others)  # another owner's stale image: not this prune's to remove
+    finally:
+        docker_engine.remove_container(kept)
+        docker_engine.remove_container(dead)
+        for volume in (leftover, busy):
+            docker_engine.remove_volume(volume)
+
+
+@pytest.mark.docker
+def test_dry_run_with_nothing_left_says_so(
+    docker_engine: EngineWithCLI, owner: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sandbox", "prune", "--owner", owner, "--dry-run"]) == 0
+    assert capsys.readouterr().out == (
+        f"would remove 0 container(s) and 0 volume(s) labelled tooltree.owner={owner} (dry run: nothing was removed)\n"
+    )
+
+
+def test_ages_and_sizes_read_as_docker_says_them() -> None:
+    assert [age(1000.0, now) for now in (1000.5, 1030.0, 1000.0 + 3 * 60, 1000.0 + 7200, 1000.0 + 86400)] == [
+        "just now", "30 seconds ago", "3 minutes ago", "2 hours ago", "1 day ago",
+    ]  # fmt: skip
+    assert [size(n) for n in (512, 166_499_512, 3_200_000_000)] == ["512B", "166MB", "3.2GB"]
+
+
+def test_dry_run_is_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["sandbox", "prune", "--help"])
+    assert "--dry-run" in capsys.readouterr().out
