@@ -8,6 +8,13 @@
 
 `tooltree exec` uses one per script; an agent run uses one for all its turns (tests share one
 across runs to keep containers few), and a run given no runtime makes its own and closes it.
+
+A runtime dropped open (no ``with``, no `Runtime.close`) warns once, naming it (`ResourceWarning`, as an unclosed
+file does), when it is garbage-collected or at interpreter exit, and its sandbox and servers are stopped then; the
+pool and session it made warn nothing of their own for it (the user made neither).
+
+(Over 400 lines: one class whose opening, sandbox hand-over, closing and finaliser share its locks and what it
+holds open.)
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ import contextlib
 import logging
 import os
 import threading
+import warnings
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -40,6 +49,56 @@ logger = logging.getLogger(__name__)
 
 _WHY_CHARS = 600
 """Most characters of why a sandbox ended in the note that says it was replaced."""
+
+
+class _Held:
+    """What an open `Runtime` would leave running if dropped, for its finaliser (never the `Runtime` itself)."""
+
+    def __init__(self, pool: BackgroundPool, audit: AuditLog | None) -> None:
+        self.pool = pool
+        self.audit = audit
+        self.sandbox: Sandbox | None = None
+
+    def release(self) -> None:
+        """Destroy the sandbox (its workspace not saved) and stop the servers."""
+        try:
+            if self.sandbox is not None:
+                self.sandbox.kill()
+        finally:
+            try:
+                self.pool.close()
+            finally:
+                if self.audit is not None:
+                    self.audit.close()
+
+
+def _adopt(part: BackgroundPool | Sandbox) -> None:
+    """The runtime answers for ``part`` (its pool, its session) left open: ``part``'s own warning, when the runtime
+    is dropped, would name an object the user never made, beside the runtime's."""
+    if part._finalizer is not None:
+        part._finalizer.detach()
+
+
+def _unclosed(held: _Held, pid: int, tree: Path) -> None:
+    """An open `Runtime` was collected (or the interpreter exits) without `Runtime.close`: say so, and stop what it
+    holds on a thread of its own (never on the collecting thread, which may hold the runtime's locks)."""
+    if pid != os.getpid():  # a fork's copy: the sandbox and servers are its parent's
+        return
+    sandbox = held.sandbox
+    # First: a warning made an error (``-W error``) must not leave them running. An interpreter ending may start no
+    # thread: its exit closes the servers' and the container's stdin, which ends them.
+    with contextlib.suppress(RuntimeError):
+        threading.Thread(target=held.release, name="runtime-unclosed", daemon=True).start()
+    stopped = "its servers are stopped now"
+    if sandbox is not None and sandbox.ended is None:
+        unsaved = f", without saving its workspace {sandbox.workspace}" if sandbox.workspace is not None else ""
+        stopped += f" and its sandbox's container {sandbox.name} destroyed{unsaved}"
+    warnings.warn(
+        f"unclosed Runtime (tree {tree}) dropped while open: {stopped}; use it as "
+        "`with Runtime(config, tree) as rt:`, or call rt.close()",
+        ResourceWarning,
+        stacklevel=3,  # the code that dropped it, when that was the last reference
+    )
 
 
 class Runtime:
@@ -119,6 +178,9 @@ class Runtime:
         self._handover = threading.Lock()  # a started sandbox is kept, or closed if the runtime closed meanwhile
         self._closed = threading.Event()
         self._audit: AuditLog | None = None
+        self._held: _Held | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+        """Warns of the sandbox and servers left running when the runtime is collected open (`_unclosed`)."""
 
     def __enter__(self) -> Runtime:
         return self.open()
@@ -163,6 +225,9 @@ class Runtime:
                 raise
             self._audit, self._bridge, self._pool = own_audit, bridge, pool
             self._opened_in = os.getpid()
+            _adopt(pool)
+            self._held = _Held(pool, own_audit)
+            self._finalizer = weakref.finalize(self, _unclosed, self._held, self._opened_in, self.tree)
         return self
 
     def _refuse_in_fork(self) -> None:
@@ -255,6 +320,8 @@ class Runtime:
         with self._handover:
             if self._sandbox is ended:
                 self._sandbox = None
+                if self._held is not None:
+                    self._held.sandbox = None
             self._sandbox_note = f"a new sandbox was started: the previous one ended ({why[:_WHY_CHARS]}); {lost}"
         self.sandbox_replacements += 1
         logger.warning("sandbox %s ended (%s); the next use starts a new one", ended.name, why)
@@ -295,6 +362,9 @@ class Runtime:
         with self._handover:
             if not self._closed.is_set():
                 self._sandbox = session
+                if self._held is not None:
+                    _adopt(session)
+                    self._held.sandbox = session
                 return session
         # `close` ran while the container started (a client that left meanwhile): nobody else would stop it
         session.close()
@@ -349,6 +419,8 @@ class Runtime:
 
         From any thread: a sandbox still starting in another is stopped by that thread once it has started.
         """
+        if self._finalizer is not None:
+            self._finalizer.detach()  # closed: nothing to warn of
         with self._handover:
             self._closed.set()
             sandbox, self._sandbox = self._sandbox, None

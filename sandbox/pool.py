@@ -4,18 +4,26 @@ A background thread keeps ``size`` containers created, verified, started and war
 worker interpreter already running). `acquire` takes one, binds the session's tools and
 workspace, and the thread starts a replacement. Containers are never reused: a closed
 session's container is destroyed, so no state can pass from one session to the next.
+
+A started pool dropped without `SandboxPool.close` (or its ``with``) warns (`ResourceWarning`, as an unclosed file
+does) when it is garbage-collected or at interpreter exit, and its warm containers are then destroyed (sessions
+acquired from it stay open). Its filling thread holds no reference to it, so that a pool dropped can be collected.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
 import time
 import uuid
+import warnings
+import weakref
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from sandbox.backend import SandboxBackend
 from sandbox.bridge import ToolBridge, ToolHandler
@@ -36,6 +44,77 @@ until the engine or the host gave out. ``tooltree serve`` keeps at most 16 warm;
 several pools."""
 
 
+class _Warm:
+    """What the pool's filling thread runs and shares with the pool (never the `SandboxPool` itself, so that one
+    dropped unclosed is collected, its finaliser closing this)."""
+
+    def __init__(self, backend: SandboxBackend, size: int) -> None:
+        self.backend = backend
+        self.size = size
+        self.ready: list[SupervisorChannel] = []
+        self.cond = threading.Condition()
+        self.closed = False
+        self.last_error: BaseException | None = None
+        self.generation = 0  # of the backend's tree: a sandbox started on an older one is not handed out
+
+    def _wanted(self) -> int | None:
+        """Wait until a sandbox is missing: the tree generation to start it on; None once closed."""
+        with self.cond:
+            while not self.closed and len(self.ready) >= self.size:
+                self.cond.wait()
+            return None if self.closed else self.generation
+
+    def fill(self) -> None:
+        while (generation := self._wanted()) is not None:
+            try:
+                channel = open_channel(self.backend, uuid.uuid4().hex)
+            except SandboxError as e:
+                logger.warning("could not start a pooled sandbox: %s", e)
+                with self.cond:
+                    self.last_error = e
+                    self.cond.notify_all()
+                    self.cond.wait(_RETRY_DELAY)
+                continue
+            with self.cond:
+                if self.closed:  # closed while this one was starting
+                    channel.kill()
+                    return
+                if generation != self.generation:  # started on the tree before a refresh: start another
+                    channel.kill()
+                    continue
+                self.ready.append(channel)
+                self.last_error = None
+                self.cond.notify_all()
+
+    def close(self) -> None:
+        """Stop refilling and destroy the idle sandboxes (the filling thread ends once a start under way is done)."""
+        with self.cond:
+            self.closed = True
+            idle, self.ready = self.ready, []
+            self.cond.notify_all()
+        for channel in idle:
+            channel.kill()
+
+
+def _unclosed(warm: _Warm, pid: int) -> None:
+    """A started `SandboxPool` was collected (or the interpreter exits) without `SandboxPool.close`: say so, and
+    destroy its warm containers on a thread of its own (never on the collecting thread, which may hold the pool's
+    lock)."""
+    if pid != os.getpid() or warm.closed:  # a fork's copy (the parent's containers), or closed already
+        return
+    # First: a warning made an error (``-W error``) must not leave the containers. An interpreter ending may start
+    # no thread: its exit closes the containers' stdin, which ends them.
+    idle = len(warm.ready)
+    with contextlib.suppress(RuntimeError):
+        threading.Thread(target=warm.close, name="sandbox-pool-unclosed", daemon=True).start()
+    warnings.warn(
+        f"unclosed SandboxPool (size {warm.size}, {idle} warm) dropped while started: its warm "
+        "containers are destroyed now; use it as `with SandboxPool(...) as pool:`, or call pool.close()",
+        ResourceWarning,
+        stacklevel=3,  # the code that dropped it, when that was the last reference
+    )
+
+
 class SandboxPool:
     """Keeps ``size`` sandboxes warm.
 
@@ -50,7 +129,8 @@ class SandboxPool:
 
     A pool serves the process that made it: in a fork of that process, `acquire` and `wait_ready` raise
     `SessionError` (the child would take the parent's warm containers, whose connections it shares) and `close`
-    leaves the parent's sandboxes alone.
+    leaves the parent's sandboxes alone. One started and dropped without `close` (or its ``with``) warns
+    (`ResourceWarning`) when collected, and its warm containers are destroyed then.
     """
 
     def __init__(
@@ -85,13 +165,11 @@ class SandboxPool:
             backend = DockerBackend(config, tree=tree)
         self.backend = backend
         self.size = size
-        self._ready: list[SupervisorChannel] = []
-        self._cond = threading.Condition()
-        self._closed = False
-        self._last_error: BaseException | None = None
+        self._warm = _Warm(backend, size)
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
-        self._generation = 0  # of the backend's tree: a sandbox started on an older one is not handed out
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+        """Warns of the warm containers left when the pool is collected unclosed (`_unclosed`)."""
 
     def _check_process(self) -> None:
         """Raises: SessionError: this is a fork of the process that made the pool."""
@@ -110,10 +188,12 @@ class SandboxPool:
             SandboxError: the backend cannot run sandboxes (engine, image, tree).
         """
         self.backend.prepare()
-        with self._cond:  # one filling thread, however many threads start the pool (`acquire` does) at once
+        warm = self._warm
+        with warm.cond:  # one filling thread, however many threads start the pool (`acquire` does) at once
             if self._thread is None:
-                self._thread = threading.Thread(target=self._fill, name="sandbox-pool", daemon=True)
+                self._thread = threading.Thread(target=warm.fill, name="sandbox-pool", daemon=True)
                 self._thread.start()
+                self._finalizer = weakref.finalize(self, _unclosed, warm, self._pid)
         return self
 
     def __enter__(self) -> SandboxPool:
@@ -124,34 +204,6 @@ class SandboxPool:
     ) -> None:
         self.close()
 
-    def _fill(self) -> None:
-        while True:
-            with self._cond:
-                while not self._closed and len(self._ready) >= self.size:
-                    self._cond.wait()
-                if self._closed:
-                    return
-                generation = self._generation
-            try:
-                channel = open_channel(self.backend, uuid.uuid4().hex)
-            except SandboxError as e:
-                logger.warning("could not start a pooled sandbox: %s", e)
-                with self._cond:
-                    self._last_error = e
-                    self._cond.notify_all()
-                    self._cond.wait(_RETRY_DELAY)
-                continue
-            with self._cond:
-                if self.closed:  # closed while this one was starting
-                    channel.kill()
-                    return
-                if generation != self._generation:  # started on the tree before a refresh: start another
-                    channel.kill()
-                    continue
-                self._ready.append(channel)
-                self._last_error = None
-                self._cond.notify_all()
-
     def refresh_tree(self) -> bool:
         """Have the backend take the regenerated tree (`SandboxBackend.refresh_tree`) and, when it changed, replace
         the warm sandboxes started on the old one; sessions already taken keep theirs. Whether it changed.
@@ -161,10 +213,11 @@ class SandboxPool:
         """
         if not self.backend.refresh_tree():
             return False
-        with self._cond:
-            self._generation += 1
-            stale, self._ready = self._ready, []
-            self._cond.notify_all()
+        warm = self._warm
+        with warm.cond:
+            warm.generation += 1
+            stale, warm.ready = warm.ready, []
+            warm.cond.notify_all()
         for channel in stale:
             channel.kill()
         return True
@@ -172,7 +225,7 @@ class SandboxPool:
     @property
     def closed(self) -> bool:
         """Whether `close` was called."""
-        return self._closed
+        return self._warm.closed
 
     def wait_ready(self, count: int | None = None, timeout: float = 120.0) -> None:
         """Wait until ``count`` (default: all) sandboxes are warm.
@@ -184,37 +237,39 @@ class SandboxPool:
         self._check_process()
         want = self.size if count is None else min(count, self.size)
         deadline = time.monotonic() + timeout
-        with self._cond:
-            while len(self._ready) < want:
-                if self._closed:
+        warm = self._warm
+        with warm.cond:
+            while len(warm.ready) < want:
+                if warm.closed:
                     raise SessionError("the pool is closed")
                 if self._thread is None:  # before: waited out the whole timeout, then "...: None"
                     raise SessionError("the pool is not started: call start() or use it in a with block first")
-                if _refused(self._last_error):
-                    raise SessionError(f"no pooled sandbox can start: {self._last_error}")
+                if _refused(warm.last_error):
+                    raise SessionError(f"no pooled sandbox can start: {warm.last_error}")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise SessionError(f"the pool did not warm {want} sandboxes in {timeout:g} s: {self._last_error}")
-                self._cond.wait(remaining)
+                    raise SessionError(f"the pool did not warm {want} sandboxes in {timeout:g} s: {warm.last_error}")
+                warm.cond.wait(remaining)
 
     def _take(self, timeout: float) -> SupervisorChannel:
         deadline = time.monotonic() + timeout
-        with self._cond:
+        warm = self._warm
+        with warm.cond:
             while True:
-                if self._closed:
+                if warm.closed:
                     raise SessionError("the pool is closed")
-                while self._ready:
-                    channel = self._ready.pop(0)
-                    self._cond.notify_all()
+                while warm.ready:
+                    channel = warm.ready.pop(0)
+                    warm.cond.notify_all()
                     if channel.broken is None and not channel.closed:
                         return channel
                     channel.kill()
-                if _refused(self._last_error):  # every retry would be refused the same: say it now
-                    raise SessionError(f"no pooled sandbox can start: {self._last_error}")
+                if _refused(warm.last_error):  # every retry would be refused the same: say it now
+                    raise SessionError(f"no pooled sandbox can start: {warm.last_error}")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise SessionError(f"no pooled sandbox became ready in {timeout:g} s: {self._last_error}")
-                self._cond.wait(remaining)
+                    raise SessionError(f"no pooled sandbox became ready in {timeout:g} s: {warm.last_error}")
+                warm.cond.wait(remaining)
 
     def acquire(
         self,
@@ -232,7 +287,7 @@ class SandboxPool:
             WorkspaceError: the workspace could not be restored.
         """
         self._check_process()
-        if self._closed:
+        if self._warm.closed:
             raise SessionError("the pool is closed")
         if self._thread is None:
             self.start()
@@ -245,15 +300,12 @@ class SandboxPool:
     def close(self) -> None:
         """Stop refilling and destroy the idle sandboxes (acquired sessions stay open); in a fork of the process
         that made the pool, only mark it closed."""
+        if self._finalizer is not None:
+            self._finalizer.detach()  # closed: nothing to warn of
         if self._pid != os.getpid():
-            self._closed = True
+            self._warm.closed = True
             return
-        with self._cond:
-            self._closed = True
-            idle, self._ready = self._ready, []
-            self._cond.notify_all()
-        for channel in idle:
-            channel.kill()
+        self._warm.close()
         if self._thread is not None:
             self._thread.join(timeout=60)
 
