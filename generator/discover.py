@@ -15,11 +15,16 @@ A server that says its tools changed (``notifications/tools/list_changed``, read
 and its answer, whenever the server sent it) is listed again, up to `MAX_RELISTS` more times; if it is still
 changing then, the last listing is kept and `Discovery.warning` (also logged) names the server. A notice read
 before the listing began needs none: the listing is newer. (One a server sends after its answer is not waited for.)
+
+On the same connection, once its tools are listed, a server's prompts, resources and resource templates are listed
+when it declares them (`tool_tree.snapshot_lists`), within what is left of its timeout: a list that fails or runs
+out of time is left out with a warning, and the server's tools are kept.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +37,7 @@ from tool_tree.config import ServerConfig
 from tool_tree.connect import Connection, connect, list_tools_raw, server_info
 from tool_tree.listing_check import LeftOut
 from tool_tree.redact import redact
+from tool_tree.snapshot_lists import list_extras
 from tool_tree.starts import StartGate, default_start_jobs
 from tool_tree.stderr_log import StderrLog
 from tool_tree.text import one_line
@@ -61,6 +67,10 @@ class Discovery:
     left_out: list[LeftOut] = field(default_factory=list)
     """The tools of the listing left out as malformed (`tool_tree.listing_check`), and how many more."""
     more_left_out: int = 0
+    lists: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Its prompts, resources and resource templates, by snapshot key (`tool_tree.snapshot_lists`)."""
+    list_warnings: list[str] = field(default_factory=list)
+    """A list that failed or was cut (the tools are not affected)."""
 
     @property
     def ok(self) -> bool:
@@ -71,6 +81,7 @@ class Discovery:
         """`warning` and a line per tool `left_out` that the server's ``include``/``exclude`` would offer, each naming
         the server (one the filters leave out is not in the tree either way)."""
         lines = [self.warning] if self.warning is not None else []
+        lines += self.list_warnings
         lines += [
             f"{self.server.name}: left out {left}"
             for left in self.left_out
@@ -118,12 +129,13 @@ async def discover_one(
             if on_start is not None:
                 on_start(server)
             stderr = StderrLog() if server.command is not None else None
-            with anyio.fail_after(deadline - anyio.current_time()):
+            with anyio.fail_after(deadline - anyio.current_time()) as scope:
                 async with connect(server, stderr=stderr) as conn:
                     phase = "listing tools"
                     try:
                         result.info = server_info(conn.client)
                         result.tools = await _settled_tools(conn, result)
+                        await _extras(conn, result, scope)
                     finally:
                         over()  # before `connect` stops the server
         except TimeoutError:
@@ -188,6 +200,26 @@ async def _settled_tools(conn: Connection, result: Discovery) -> list[dict[str, 
     )
     logger.warning(result.warning)
     return tools
+
+
+async def _extras(conn: Connection, result: Discovery, scope: anyio.CancelScope) -> None:
+    """``result.lists``: the server's prompts and resources, within the time its tools left (``scope``: the
+    timeout's). Running out of it leaves them out, with a warning, not the tools: meanwhile ``scope`` has no
+    deadline, and after a timeout here the server's stop is given its timeout again."""
+    end, scope.deadline = scope.deadline, math.inf
+    with anyio.CancelScope(deadline=end) as own:
+        result.lists, result.list_warnings = await list_extras(conn.client, conn.server.name)
+    if own.cancelled_caught:
+        name = one_line(conn.server.name, 80)
+        result.list_warnings.append(
+            f"{name}: its prompts and resources are not recorded: they were not listed within its timeout "
+            f"({conn.server.timeout:g} s in all, servers.{name}.timeout)"
+        )
+        scope.deadline = anyio.current_time() + conn.server.timeout
+    else:
+        scope.deadline = end
+    for warning in result.list_warnings:
+        logger.warning("%s", warning)
 
 
 def _describe(e: BaseException) -> str:

@@ -37,6 +37,7 @@ from generator.layout import Plan, ServerListing, emptied_servers, plan_tree
 from generator.search_index import write_search_index
 from generator.snapshots import read_snapshots, tree_snapshot_files
 from tool_tree.config import Config, ConfigError, ServerConfig
+from tool_tree.snapshot_lists import recorded_lists
 from tool_tree.tree import (
     INDEX_FILE,
     MANIFEST_FILE,
@@ -110,9 +111,11 @@ def load_previous(out: Path) -> Manifest | None:
         return None
 
 
-def _listing(server: ServerConfig, tools: list[dict[str, Any]], info: dict[str, Any]) -> ServerListing:
+def _listing(
+    server: ServerConfig, tools: list[dict[str, Any]], info: dict[str, Any], lists: dict[str, list[dict[str, Any]]]
+) -> ServerListing:
     s = server
-    return ServerListing(s.name, tools, info, s.description, s.include, s.exclude, s.named)
+    return ServerListing(s.name, tools, info, s.description, s.include, s.exclude, s.named, lists)
 
 
 def select_servers(config: Config, only: Sequence[str]) -> list[ServerConfig]:
@@ -209,7 +212,8 @@ def generate(
                 record(ServerOutcome(server.name, "failed", error=f"no snapshot in {snapshots}"))
                 continue
             info: dict[str, Any] = data["info"] if isinstance(data.get("info"), dict) else {}
-            listings.append(_listing(server, [t for t in data["tools"] if isinstance(t, dict)], info))
+            tools = [t for t in data["tools"] if isinstance(t, dict)]
+            listings.append(_listing(server, tools, info, recorded_lists(data)))
             record(ServerOutcome(server.name, "ok"))
     else:
         if config is None:
@@ -224,7 +228,7 @@ def generate(
 
         def done(d: Discovery) -> None:
             if d.ok:
-                listings.append(_listing(d.server, d.tools, d.info))
+                listings.append(_listing(d.server, d.tools, d.info, d.lists))
             noted.extend(d.warnings)
             record(
                 ServerOutcome(

@@ -60,6 +60,7 @@ class ServerListing:
     exclude: Sequence[str] = ()
     named: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     """Patterns that stand for a tool name of another client's list (`tool_tree.config.ServerConfig.named`)."""
+    lists: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)  # by snapshot key (`snapshot_lists`)
 
 
 @dataclass
@@ -208,13 +209,12 @@ instructions are written for an LLM or autonomous agent …", which was its line
 
 
 def _snapshot_bytes(listing: ServerListing) -> bytes:
-    """The snapshot as JSON with one tool per line: diffable, and written by the C encoder (fast).
-
-    Key order is kept: the order of properties in a schema is the order of the stub's parameters.
-    """
+    """The snapshot as JSON, one tool (prompt, resource, template) per line: diffable, written by the C encoder (fast).
+    Key order is kept: the order of properties in a schema is the order of the stub's parameters."""
     head = json.dumps({"server": listing.name, "info": listing.info}, ensure_ascii=False)[:-1]
+    lists = [f'"{k}": [\n' + ",\n".join(map(json.dumps, v)) + "\n]" for k, v in listing.lists.items()]
     tools = ",\n".join(json.dumps(t, ensure_ascii=False) for t in listing.tools)
-    return f'{head}, "tools": [\n{tools}\n]}}\n'.encode()
+    return f'{", ".join([head, *lists])}, "tools": [\n{tools}\n]}}\n'.encode()
 
 
 def emptied_servers(previous: Manifest | None, listings: Sequence[ServerListing]) -> dict[str, int]:

@@ -433,14 +433,22 @@ def load_snapshot(tree: str | os.PathLike[str], server: ServerEntry) -> list[dic
     Raises:
         TreeError: the snapshot is missing or malformed.
     """
+    return [t for t in snapshot_data(tree, server)["tools"] if isinstance(t, dict)]
+
+
+def snapshot_data(tree: str | os.PathLike[str], server: ServerEntry) -> dict[str, Any]:
+    """The whole snapshot of one server (its ``tools`` a list; what else it holds is the reader's to check).
+
+    Raises:
+        TreeError: the snapshot is missing or malformed.
+    """
     rel = server.snapshot or f"{SNAPSHOTS_DIR}/{server.package}.json"
     path = Path(tree) / rel
     try:
         data = json.loads(read_in_tree(tree, rel).decode("utf-8"))
-        tools = data["tools"]
-        if not isinstance(tools, list):
+        if not isinstance(data["tools"], list):
             raise TypeError("tools is not a list")
-        return [t for t in tools if isinstance(t, dict)]
+        return data  # type: ignore[no-any-return]
     except FileNotFoundError:
         raise TreeError(f"{path}: snapshot missing; regenerate the tree") from None
     except OSError as e:

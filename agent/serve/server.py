@@ -250,7 +250,8 @@ class ToolServer:
         """Read the tree again after it was regenerated: client sessions that start from now on get its instructions
         and a sandbox that mounts it (warm ones started before are replaced). A session opened before, at its next
         call: without a sandbox yet, it is replaced by a new one; with one, it keeps its tree and is told so. The
-        tools offered never change.
+        tools offered never change; the servers' prompts and resources offered are the tree's now (sessions that
+        listed them are told when they changed).
 
         Raises:
             AgentSetupError: the tree has no manifest now, or a pinned tool left it (nothing changes).
@@ -262,6 +263,7 @@ class ToolServer:
         self.toolset, self.instructions = toolset, instructions
         for server in self._servers:
             server.instructions = instructions
+        self.extras.reload()  # the servers' prompts and resources as the tree now records them
         from sandbox.errors import SandboxError
 
         pool = self.sandbox_pool

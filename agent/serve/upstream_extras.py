@@ -10,22 +10,22 @@ A client that reaches its servers through tooltree keeps their prompts (slash co
   one server that listed the URI, else to the one whose template matches it. A URI two servers list, or that
   templates of two servers match, or that none knows, is refused, saying so.
 
-**Where the lists come from.** Nothing is listed when a client connects: the first list request (of any client
-session) starts one listing of every server of the tree, on a pool of its own that stops the servers once they
-have answered (each server's ``timeout`` bounds its start and each of its requests). A list request waits up to
-`LIST_WAIT` seconds for it, then answers with what the servers that have answered offer, and tells that session
-``notifications/.../list_changed`` once the listing has ended. Later lists answer from that listing, at once (a
-server's later changes are not seen until serve restarts). ``prompts/get`` and ``resources/read`` go through the
-client session's own server pool, as passthrough calls do (same start on first use, timeouts, restarts and words
-of failure). The handshake declares prompts and resources while no listing has ended (a server may offer them),
-and afterwards only what a server offers.
+**Where the lists come from.** From the tree: generate-tree lists each server's prompts, resources and resource
+templates with its tools and records them in the server's snapshot (`tool_tree.snapshot_lists`); serve offers what
+the snapshots record, read at start and again when it reads the refreshed tree (`UpstreamExtras.reload`, after the
+background refresh or a server's tools changed), and then tells each client session that listed them
+``notifications/prompts/list_changed`` or ``.../resources/list_changed`` if they changed (a session of the
+handshake era: the 2026-07-28 one has no standing channel to send them on). A list starts no server
+(so ``--no-regenerate`` starts none for it). ``prompts/get`` and ``resources/read`` go through the client session's
+own server pool, as passthrough calls do (same start on first use, timeouts, restarts and words of failure). The
+handshake declares prompts and resources when the tree records any.
 
-The listing and routing are in `agent.serve.upstream_lists`, what an item becomes in `agent.serve.upstream_offer`;
+Reading the tree and routing are in `agent.serve.upstream_lists`, what an item becomes in `agent.serve.upstream_offer`;
 this module forwards gets and reads and bounds their answers, and adds the handlers to serve's `Server`.
 
 **Bounds.** Everything a server sends is held as passthrough tools and results are (`agent.serve.passthrough`):
-at most `MAX_PAGES` pages and `MAX_ITEMS` items of each list per server (cursors at most
-`tool_tree.connect.MAX_CURSOR_CHARS`, none repeated); names, titles, descriptions and MIME types cleaned of escapes
+at most `tool_tree.snapshot_lists.MAX_ITEMS` items of each list per server, when listed and again when read
+back from a snapshot (which may come from elsewhere); names, titles, descriptions and MIME types cleaned of escapes
 and control characters (`tool_tree.text.clean`) and capped, an item whose name or URI is not fit to send back
 exactly (too long, not a string, with control characters) left out; a prompt's messages and a resource's contents
 bounded like a passthrough result (`capped`'s rules: text within the sandbox's ``output_chars`` with a note saying
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -211,33 +211,26 @@ def install(
     max_chars: Callable[[], int],
 ) -> None:
     """Add the prompt and resource handlers to ``server`` (those ``extras`` has on); ``tasks``: the task group the
-    listing and the late ``list_changed`` notifications run in; ``in_session``: runs a get or read in the client's
-    session."""
+    ``list_changed`` notifications run in; ``in_session``: runs a get or read in the client's session."""
     server.extras = extras
 
-    async def listed(ctx: Any, changed: Callable[[], Awaitable[None]]) -> None:
-        if await extras.ready(tasks()):
-            return
+    def spawn(send: Callable[[], Coroutine[Any, Any, None]]) -> None:
         group = tasks()
-        if group is not None:  # what this session was told is partial: say so when the listing has ended
+        if group is not None:
+            group.start_soon(send)
 
-            async def later() -> None:
-                await extras.done.wait()
-                try:
-                    await changed()
-                except Exception:  # the session has ended meanwhile
-                    logger.debug("a list_changed notification was not sent", exc_info=True)
-
-            group.start_soon(later)
+    def listed(ctx: Any, what: str) -> None:
+        # The client's connection: ``ctx.session`` is made for each request, and a notification sent through the
+        # connection reaches the client outside any request (the SDK's standalone channel).
+        extras.listened(getattr(ctx.session, "_connection", ctx.session), what, spawn)
 
     if extras.prompts_on:
 
         async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
-            await listed(ctx, ctx.session.send_prompt_list_changed)
+            listed(ctx, "prompts")
             return types.ListPromptsResult(prompts=list(extras.offer.prompts))
 
         async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-            await extras.ready(tasks())
             route = extras.prompt_route(params.name)
             what = f"{route.server}.{one_line(clean(route.name), 200)}"
             given = dict(params.arguments or {})
@@ -261,15 +254,14 @@ def install(
     if extras.resources_on:
 
         async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-            await listed(ctx, ctx.session.send_resource_list_changed)
+            listed(ctx, "resources")
             return types.ListResourcesResult(resources=list(extras.offer.resources))
 
         async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
-            await listed(ctx, ctx.session.send_resource_list_changed)
+            listed(ctx, "resources")
             return types.ListResourceTemplatesResult(resource_templates=list(extras.offer.templates))
 
         async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-            await extras.ready(tasks())
             uri = str(params.uri)
             owner = extras.owner(uri)
             what = f"{owner}: reading {quoted(uri)}"

@@ -1,42 +1,41 @@
-"""The one listing of the servers' prompts and resources of a `tooltree serve` process, and where a get or read goes
-(`agent.serve.upstream_extras` says when it runs and what it offers).
+"""The servers' prompts and resources a `tooltree serve` process offers, as the tree's snapshots record them, and
+where a get or read goes (`agent.serve.upstream_extras` says what is offered).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from agent.serve.upstream_offer import URI_CHARS, Found, NotKept, Offered, PromptRoute, offered
+from agent.serve.upstream_offer import URI_CHARS, Found, Offered, PromptRoute, offered
 from sandbox.results import clean_text
 from tool_tree.text import one_line
 
 if TYPE_CHECKING:
-    from tool_tree.config import Config, ServerConfig
-    from tool_tree.pool import ServerPool
+    from tool_tree.config import Config
 
 logger = logging.getLogger(__name__)
 
-LIST_WAIT = 10.0
-"""Seconds a list request waits for the listing of every server before it answers with what has been listed."""
-MAX_PAGES = 50
-"""Pages of one list (prompts, resources, templates) read from one server."""
-MAX_ITEMS = 1_000
-"""Items of one list kept from one server (more are counted, and said in serve's log)."""
+Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
+"""Starts a task in serve's task group (nothing when serve is not serving)."""
 RESOURCE_NOT_FOUND = -32002
 """The error code of a resource no server offers (the MCP specification's)."""
 
 
 class UpstreamExtras:
-    """The prompts and resources of the tree's servers, for one ``tooltree serve`` process.
+    """The prompts and resources of the tree's servers, for one ``tooltree serve`` process: what the tree's last
+    listing recorded in its snapshots (`tool_tree.snapshot_lists`), read at start and at each `reload`. Reading
+    them starts no server.
 
     Args:
-        config: how to start the servers (its enabled servers that are in the tree's manifest are listed).
+        config: the servers (its enabled servers that are in the tree's manifest are offered).
         tree: the generated tree.
         prompts, resources: offer them (``serve: prompts``, ``serve: resources``).
     """
@@ -48,87 +47,108 @@ class UpstreamExtras:
         self.resources_on = resources and bool(config.enabled_servers)
         self.found: dict[str, Found] = {}
         self.offer = Offered()
-        self.failed: dict[str, str] = {}
-        """Servers whose listing failed, with why (they offer nothing here; a get or read still starts them)."""
-        self.done = anyio.Event()
-        self._begun = False
+        self._listeners: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+        """The client connections that listed, and what (``prompts``, ``resources``): told when a reload changes it
+        (held weakly: a connection that has ended is forgotten)."""
+        self._loop: Any = None
+        self._thread = 0
+        self._spawn: Spawn | None = None
+        self._lock = threading.Lock()
+        if self.on:
+            self.found = self._read()
+            self.offer = offered(self.found, prompts=self.prompts_on, resources=self.resources_on)
 
     @property
     def on(self) -> bool:
         return self.prompts_on or self.resources_on
 
-    def begin(self, tasks: anyio.abc.TaskGroup | None) -> None:
-        """Start the listing in ``tasks`` unless it has begun (None: the server is not serving; nothing is listed)."""
-        if self._begun or not self.on or tasks is None:
-            return
-        self._begun = True
-        tasks.start_soon(self._list_all)
+    def _read(self) -> dict[str, Found]:
+        """What the tree's snapshots record, by server: untrusted, each list bounded (`recorded_lists`); a
+        snapshot that cannot be read offers nothing (said in serve's log)."""
+        from tool_tree.snapshot_lists import recorded_lists
+        from tool_tree.tree import Manifest, TreeError, snapshot_data, tree_lock
 
-    async def ready(self, tasks: anyio.abc.TaskGroup | None) -> bool:
-        """Begin the listing, then wait for its end at most `LIST_WAIT` seconds; whether it has ended."""
-        self.begin(tasks)
-        with anyio.move_on_after(LIST_WAIT):
-            await self.done.wait()
-        return self.done.is_set()
-
-    def _servers(self) -> list[ServerConfig]:
-        from tool_tree.tree import Manifest, TreeError, tree_lock
-
+        enabled = {s.name for s in self.config.enabled_servers}
+        found: dict[str, Found] = {}
         try:
             with tree_lock(self.tree, shared=True):
-                wanted = {s.name for s in Manifest.load(self.tree).servers}
+                manifest = Manifest.load(self.tree)
+                for entry in manifest.servers:
+                    if entry.name not in enabled:
+                        continue
+                    try:
+                        lists = recorded_lists(snapshot_data(self.tree, entry))
+                    except TreeError as e:
+                        said = one_line(str(e))
+                        logger.warning("tooltree serve: no prompts or resources of %r: %s", entry.name, said)
+                        continue
+                    found[entry.name] = Found(
+                        prompts=lists.get("prompts", []),
+                        resources=lists.get("resources", []),
+                        templates=lists.get("resourceTemplates", []),
+                    )
         except (TreeError, OSError) as e:
             logger.warning("tooltree serve: no prompts or resources offered: cannot read the tree's manifest: %s", e)
-            return []
-        return [s for s in self.config.enabled_servers if s.name in wanted]
+        return found
 
-    async def _list_all(self) -> None:
-        from tool_tree.pool import ServerPool
-        from tool_tree.starts import start_jobs
-
-        try:
-            servers = await anyio.to_thread.run_sync(self._servers)
-            if servers:
-                # Its servers are stopped once they have answered (a get or read starts them in the client's session).
-                async with (
-                    ServerPool(servers, start_jobs=start_jobs(self.config), source=self.config.file) as pool,
-                    anyio.create_task_group() as tg,
-                ):
-                    for server in servers:
-                        tg.start_soon(self._list_server, pool, server.name)
-        except Exception as e:  # a bug here must not end serve: nothing more is offered
-            logger.exception("tooltree serve: listing the servers' prompts and resources failed: %s", e)
-        finally:
-            self.done.set()
-
-    async def _list_server(self, pool: ServerPool, server: str) -> None:
-        from tool_tree.pool import PoolError, ServerUnavailable
-
-        found = Found()
-        try:
-            declared = await pool.capabilities(server)
-            if self.prompts_on and isinstance(declared.get("prompts"), dict):
-                found.prompts = await _pages(pool, server, "prompts/list", "prompts")
-            if self.resources_on and isinstance(declared.get("resources"), dict):
-                found.resources = await _pages(pool, server, "resources/list", "resources")
-                found.templates = await _pages(pool, server, "resources/templates/list", "resourceTemplates")
-        except (PoolError, NotKept) as e:
-            said = e.reason if isinstance(e, ServerUnavailable) else str(e)
-            self.failed[server] = one_line(said, 500)
-            logger.warning(
-                "tooltree serve: the prompts and resources of %r are not offered: %s", server, one_line(said)
-            )
+    def reload(self) -> None:
+        """Read the tree's snapshots again (after a refresh): what is offered from now on; the client sessions that
+        listed what changed are sent ``notifications/prompts/list_changed`` or ``.../resources/list_changed``."""
+        if not self.on:
             return
-        self.found[server] = found
-        self.offer = offered(self.found, prompts=self.prompts_on, resources=self.resources_on)
+        found = self._read()
+        offer = offered(found, prompts=self.prompts_on, resources=self.resources_on)
+        before = self.offer
+        changed = set()
+        if _dumped(before.prompts) != _dumped(offer.prompts):
+            changed.add("prompts")
+        if _dumped(before.resources) != _dumped(offer.resources) or _dumped(before.templates) != _dumped(
+            offer.templates
+        ):
+            changed.add("resources")
+        self.found, self.offer = found, offer
+        if changed:
+            self._tell(changed)
+
+    # ---- list_changed ----------------------------------------------------------------------------------------------
+
+    def listened(self, session: Any, what: str, spawn: Spawn) -> None:
+        """``session`` (a client's connection, with ``send_prompt_list_changed`` and ``send_resource_list_changed``, on
+        serve's event loop) listed ``what``: a reload that changes it tells it.
+        ``spawn`` starts a notification in serve's task group."""
+        with self._lock:
+            self._loop, self._thread = anyio.lowlevel.current_token(), threading.get_ident()
+            self._spawn = spawn
+            self._listeners.setdefault(session, set()).add(what)
+
+    def _tell(self, changed: set[str]) -> None:
+        with self._lock:
+            loop, spawn = self._loop, self._spawn
+            told = [(s, what & changed) for s, what in list(self._listeners.items()) if what & changed]
+        if loop is None or spawn is None or not told:
+            return
+
+        def start() -> None:
+            for session, what in told:
+                for kind in sorted(what):
+                    send = session.send_prompt_list_changed if kind == "prompts" else session.send_resource_list_changed
+                    spawn(_quietly(send))
+
+        try:
+            if threading.get_ident() == self._thread:
+                start()
+            else:  # a refresh's thread: on serve's loop (which, while serving, waits on no such thread)
+                anyio.from_thread.run_sync(start, token=loop)
+        except Exception:  # serve's loop has ended meanwhile
+            logger.debug("no list_changed notification sent", exc_info=True)
 
     # ---- the handshake ---------------------------------------------------------------------------------------------
 
     def capabilities(self, declared: types.ServerCapabilities) -> types.ServerCapabilities:
-        """``declared`` with prompts and resources only when offered: until the listing has ended, when on."""
-        listed = self.done.is_set()
-        prompts = self.prompts_on and (not listed or bool(self.offer.prompts))
-        resources = self.resources_on and (not listed or bool(self.offer.resources or self.offer.templates))
+        """``declared`` with prompts and resources when the tree records any (a reload tells the sessions that
+        listed them when they change)."""
+        prompts = self.prompts_on and bool(self.offer.prompts)
+        resources = self.resources_on and bool(self.offer.resources or self.offer.templates)
         return declared.model_copy(
             update={
                 "prompts": types.PromptsCapability(list_changed=True) if prompts else None,
@@ -186,39 +206,15 @@ def quoted(text: str) -> str:
     return repr(one_line(clean_text(text[:400]), 200))
 
 
-async def _pages(pool: ServerPool, server: str, method: str, key: str) -> list[dict[str, Any]]:
-    """The items of one list of ``server``, over at most `MAX_PAGES` pages and `MAX_ITEMS` items.
+def _dumped(items: list[Any]) -> list[dict[str, Any]]:
+    return [item.model_dump(mode="json", exclude_none=True) for item in items]
 
-    Raises:
-        PoolError: as `ServerPool.request`.
-        NotKept: the server answered with an error or not with a list (said, with the server's words).
-    """
-    from tool_tree.connect import MAX_CURSOR_CHARS
-    from tool_tree.pool import CallFailure
 
-    items: list[dict[str, Any]] = []
-    seen: set[bytes] = set()
-    cursor: str | None = None
-    for page in range(MAX_PAGES):
-        result = await pool.request(server, method, {"cursor": cursor} if cursor is not None else None)
-        if isinstance(result, CallFailure):
-            raise NotKept(f"{method}: {result.message}")
-        listed = result.get(key)
-        if not isinstance(listed, list):
-            raise NotKept(f"{method}: the result has no list `{key}`")
-        items.extend(item for item in listed[: MAX_ITEMS - len(items)] if isinstance(item, dict))
-        if len(items) >= MAX_ITEMS:
-            logger.warning("tooltree serve: %s: %s: only the first %d items are offered", server, method, MAX_ITEMS)
-            return items
-        cursor = result.get("nextCursor")
-        if cursor is None or cursor == "":
-            return items
-        digest = hashlib.sha256(str(cursor).encode("utf-8", "surrogatepass")).digest()
-        if not isinstance(cursor, str) or len(cursor) > MAX_CURSOR_CHARS or digest in seen:
-            logger.warning(
-                "tooltree serve: %s: %s: malformed or repeated cursor after page %d", server, method, page + 1
-            )
-            return items
-        seen.add(digest)
-    logger.warning("tooltree serve: %s: %s: only the first %d pages are read", server, method, MAX_PAGES)
-    return items
+def _quietly(send: Callable[[], Awaitable[None]]) -> Callable[[], Coroutine[Any, Any, None]]:
+    async def run() -> None:
+        try:
+            await send()
+        except Exception:  # the session has ended meanwhile
+            logger.debug("a list_changed notification was not sent", exc_info=True)
+
+    return run

@@ -62,7 +62,7 @@ class PromptRoute:
 
 @dataclass
 class Offered:
-    """Everything offered, from the servers listed so far (rebuilt whole as each server answers)."""
+    """Everything offered, from what the tree records (rebuilt whole at each reading of it)."""
 
     prompts: list[types.Prompt] = field(default_factory=list)
     routes: dict[str, PromptRoute] = field(default_factory=dict)

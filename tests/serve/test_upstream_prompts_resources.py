@@ -1,6 +1,8 @@
 """The servers' prompts and resources through `tooltree serve` (`agent.serve.upstream_extras`): listed under names
-that say their server, got and read from the right server, bounded and cleaned like passthrough results, failures
-said like a passthrough call's, and ``serve: prompts / resources: false`` turning each off.
+that say their server, as the tree's snapshots record them (a list starts no server; a refresh that changes them
+changes what is listed, and tells the client), got and read from the right server, bounded and cleaned like
+passthrough results, failures said like a passthrough call's, and ``serve: prompts / resources: false`` turning
+each off.
 
 `tooltree serve` runs as a real subprocess over stdio, driven by the official SDK client (no sandbox is started:
 ``warm: 0`` and no script runs), in front of tests/servers/prompts_server.py (three instances: ``alpha``, ``beta``
@@ -11,11 +13,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import mcp
@@ -23,11 +27,11 @@ import mcp_types as types
 import pytest
 
 from agent.serve.upstream_extras import UpstreamExtras
-from agent.serve.upstream_lists import MAX_PAGES
 from agent.serve.upstream_offer import template_pattern
 from sandbox.config import SandboxConfig
 from tests.support import REPO, raw_server_tree, require_install
 from tool_tree.config import ConfigError
+from tool_tree.snapshot_lists import MAX_ITEMS, MAX_PAGES
 from tooltree_cli.common import load
 from tooltree_cli.main import main as cli
 
@@ -41,9 +45,10 @@ WAIT = 90.0
 CAP = SandboxConfig().output_chars
 
 
-def server_entry(name: str, *args: str) -> str:
+def server_entry(name: str, *args: str, env: dict[str, str] | None = None) -> str:
     argv = ", ".join(json.dumps(a) for a in (str(PROMPTS_SERVER), *args))
-    return f"  {name}:\n    command: {json.dumps(sys.executable)}\n    args: [{argv}]\n"
+    entry = f"  {name}:\n    command: {json.dumps(sys.executable)}\n    args: [{argv}]\n"
+    return entry + (f"    env: {json.dumps(env)}\n" if env else "")
 
 
 def write_config(folder: Path, servers: str, serve: str = "") -> Path:
@@ -66,18 +71,29 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return generate(tmp_path_factory.mktemp("prompts"), SERVERS)
 
 
-def serve_argv(config: Path, tree: Path) -> list[str]:
+def serve_argv(config: Path, tree: Path, *, regenerate: bool = False) -> list[str]:
     return [sys.executable, "-m", "tooltree_cli.main", "serve", "--config", str(config), "--tree", str(tree),
-            "--no-regenerate"]  # fmt: skip
+            *(() if regenerate else ("--no-regenerate",))]  # fmt: skip
 
 
 @asynccontextmanager
-async def serve(tree: Path, folder: Path, servers: str = SERVERS, settings: str = "") -> AsyncIterator[mcp.Client]:
-    """An SDK client of `tooltree serve` (over stdio) for ``servers``, with more ``serve:`` ``settings``."""
+async def serve(
+    tree: Path,
+    folder: Path,
+    servers: str = SERVERS,
+    settings: str = "",
+    *,
+    regenerate: bool = False,
+    on_message: Any = None,
+    mode: Any = "auto",
+) -> AsyncIterator[mcp.Client]:
+    """An SDK client of `tooltree serve` (over stdio) for ``servers``, with more ``serve:`` ``settings``
+    (``regenerate``: without ``--no-regenerate``; ``on_message``: the client's message handler; ``mode``: its
+    protocol era)."""
     folder.mkdir(parents=True, exist_ok=True)
-    argv = serve_argv(write_config(folder, servers, settings), tree)
+    argv = serve_argv(write_config(folder, servers, settings), tree, regenerate=regenerate)
     params = mcp.StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(REPO))
-    async with mcp.Client(params, read_timeout_seconds=WAIT) as client:
+    async with mcp.Client(params, read_timeout_seconds=WAIT, message_handler=on_message, mode=mode) as client:
         yield client
 
 
@@ -213,21 +229,79 @@ def test_a_switch_that_is_not_true_or_false_names_file_line_and_key(tmp_path: Pa
     assert str(caught.value).startswith(f"{path}:7: serve.prompts: expected ")
 
 
-async def test_after_the_listing_only_what_a_server_offers_is_declared(tree: Path, tmp_path: Path) -> None:
+async def test_a_list_starts_no_server_and_a_get_starts_its_own(tree: Path, tmp_path: Path) -> None:
+    mark = tmp_path / "started.txt"
+    servers = "".join(
+        server_entry(name, name, *extra, env={"PROMPTS_SERVER_MARK": str(mark)})
+        for name, extra in (("alpha", ()), ("beta", ()), ("gamma", ("endless",)))
+    )
+    async with serve(tree, tmp_path / "serve", servers) as client:  # with --no-regenerate
+        prompts = (await client.list_prompts()).prompts
+        resources = (await client.list_resources()).resources
+        templates = (await client.list_resource_templates()).resource_templates
+        assert len(prompts) == 18 and resources and templates  # from the tree's snapshots
+        assert not mark.exists()  # before, the first list started every server
+        await client.get_prompt("beta__greet", {"name": "Di"})
+        assert mark.read_text(encoding="utf-8").split() == ["beta"]
+
+
+def test_what_the_tree_records_is_declared_and_offered(tree: Path, tmp_path: Path) -> None:
     (tmp_path / "raw").mkdir()
     tool = {"name": "t", "inputSchema": {"type": "object"}}
-    tools_only, _ = await anyio.to_thread.run_sync(raw_server_tree, tmp_path / "raw", [tool])
+    tools_only, _ = raw_server_tree(tmp_path / "raw", [tool])
     for config, folder, expected in (
         (load(tmp_path / "raw" / "tooltree.yaml"), tools_only, False),
         (load(write_config(tmp_path, server_entry("alpha", "alpha"))), tree, True),
     ):
-        extras = UpstreamExtras(config, folder, prompts=True, resources=True)
-        before = extras.capabilities(types.ServerCapabilities())
-        assert before.prompts is not None and before.resources is not None  # not listed yet: they may be offered
-        async with anyio.create_task_group() as tg:
-            assert await extras.ready(tg)
-        after = extras.capabilities(types.ServerCapabilities())
-        assert (after.prompts is not None, after.resources is not None) == (expected, expected)
+        declared = UpstreamExtras(config, folder, prompts=True, resources=True).capabilities(types.ServerCapabilities())
+        assert (declared.prompts is not None, declared.resources is not None) == (expected, expected)
+
+
+def test_a_snapshot_without_the_lists_or_with_malformed_ones_offers_none_of_them(tree: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "tree"
+    shutil.copytree(tree, copy)
+    older = json.loads((copy / "snapshots" / "alpha.json").read_text(encoding="utf-8"))
+    for key in ("prompts", "resources", "resourceTemplates"):
+        del older[key]  # as a tree of an earlier release has it
+    (copy / "snapshots" / "alpha.json").write_text(json.dumps(older), encoding="utf-8")
+    hostile = json.loads((copy / "snapshots" / "beta.json").read_text(encoding="utf-8"))
+    hostile["prompts"] = [7, "x", None, *({"name": f"p{i}"} for i in range(MAX_ITEMS + 50))]
+    hostile["resources"], hostile["resourceTemplates"] = {"uri": "beta://x"}, None
+    (copy / "snapshots" / "beta.json").write_text(json.dumps(hostile), encoding="utf-8")
+    config = load(write_config(tmp_path, SERVERS))
+    extras = UpstreamExtras(config, copy, prompts=True, resources=True)
+    names = [p.name for p in extras.offer.prompts]
+    assert not any(n.startswith("alpha__") for n in names)
+    assert len([n for n in names if n.startswith("beta__")]) == MAX_ITEMS - 3  # the first MAX_ITEMS, objects only
+    assert {r.uri for r in extras.offer.resources} == {f"gamma://pages/{i}" for i in range(MAX_PAGES)}
+    assert {t.uri_template for t in extras.offer.templates} == {"gamma://items/{id}", "shared://items/{id}"}
+
+
+async def test_a_refresh_that_changes_a_servers_prompts_changes_what_is_listed_and_tells_the_client(
+    tmp_path: Path,
+) -> None:
+    tree = await anyio.to_thread.run_sync(generate, tmp_path, server_entry("alpha", "alpha"))
+    more, gate = tmp_path / "more.txt", tmp_path / "gate"
+    more.write_text("fresh\n", encoding="utf-8")  # the server's prompts now, which the tree does not have yet
+    env = {"PROMPTS_SERVER_MORE": str(more), "PROMPTS_SERVER_GATE": str(gate)}
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if getattr(message, "method", None) == "notifications/prompts/list_changed":
+            changed.set()
+
+    servers = server_entry("alpha", "alpha", env=env)
+    # In the handshake era, as Claude Code connects (the 2026-07-28 one has no standing channel to notify on).
+    async with serve(
+        tree, tmp_path / "serve", servers, regenerate=True, on_message=on_message, mode="legacy"
+    ) as client:
+        before = [p.name for p in (await client.list_prompts()).prompts]
+        gate.touch()  # the refresh's listing of alpha goes on
+        with anyio.fail_after(WAIT):
+            await changed.wait()
+        after = [p.name for p in (await client.list_prompts()).prompts]
+    assert "alpha__greet" in before and "alpha__fresh" not in before
+    assert "alpha__fresh" in after and "alpha__greet" in after
 
 
 def test_a_uri_template_matches_what_it_expands_to() -> None:

@@ -17,6 +17,11 @@ Resources (``SCHEME://...``): ``readme`` (text), ``big`` (1,000,000 characters),
 (its name and description carry `ESCAPES`, its text too), ``shared://readme`` (listed by every instance: ambiguous),
 and one whose URI carries `ESCAPES` (left out). Templates: ``SCHEME://items/{id}`` and ``shared://items/{id}``.
 With ``endless``, every page of ``resources/list`` names a next one.
+
+Test controls, from the environment: ``PROMPTS_SERVER_MARK`` a file a line is added to at each start;
+``PROMPTS_SERVER_MORE`` a file whose lines, when it exists, name more prompts (read at each ``prompts/list``);
+``PROMPTS_SERVER_GATE`` a file the server waits for (at most 60 s) before it starts answering;
+``PROMPTS_SERVER_REFUSE_LISTS`` set: ``prompts/list`` and ``resources/templates/list`` answer an error.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import base64
 import json
 import os
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -71,7 +78,11 @@ PROMPTS = [
 
 
 async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
-    return types.ListPromptsResult(prompts=PROMPTS)
+    if os.environ.get("PROMPTS_SERVER_REFUSE_LISTS"):
+        raise MCPError(code=types.INTERNAL_ERROR, message="no prompts today")
+    more = Path(os.environ.get("PROMPTS_SERVER_MORE") or "/nonexistent")
+    names = more.read_text(encoding="utf-8").split() if more.is_file() else []
+    return types.ListPromptsResult(prompts=[*PROMPTS, *(types.Prompt(name=n) for n in names)])
 
 
 def user(text: str) -> types.PromptMessage:
@@ -129,6 +140,8 @@ async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) 
 
 
 async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+    if os.environ.get("PROMPTS_SERVER_REFUSE_LISTS"):
+        raise MCPError(code=types.INTERNAL_ERROR, message="no templates today")
     return types.ListResourceTemplatesResult(
         resource_templates=[
             types.ResourceTemplate(name="item", uri_template=f"{SCHEME}://items/{{id}}", mime_type="text/plain"),
@@ -165,7 +178,18 @@ server: Server[Any] = Server(
 )
 
 
+def started() -> None:
+    if mark := os.environ.get("PROMPTS_SERVER_MARK"):
+        with open(mark, "a", encoding="utf-8") as f:
+            f.write(f"{SCHEME}\n")
+    if gate := os.environ.get("PROMPTS_SERVER_GATE"):
+        deadline = time.monotonic() + 60
+        while not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
 async def main() -> None:
+    started()
     async with server.lifespan(server) as state, stdio_server() as (read, write):
         await serve_loop(server, read, write, lifespan_state=state, init_options=server.create_initialization_options())
 

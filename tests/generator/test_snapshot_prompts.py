@@ -1,0 +1,94 @@
+"""generate-tree records each server's prompts, resources and resource templates in its snapshot
+(`tool_tree.snapshot_lists`), which `tooltree serve` offers: listed on the connection the tools are listed on when
+the server declares them, bounded, kept by ``--from-snapshot``, counted as a change by ``--check``; a listing of them
+that fails leaves them out with a warning and the server's tools in the tree.
+
+The servers are tests/servers/prompts_server.py (a real SDK server over stdio) and tests/servers/raw_server.py (tools
+only).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from generator.generate import generate
+from tests.support import REPO, raw_server_tree
+from tool_tree.snapshot_lists import MAX_PAGES
+from tooltree_cli.common import load
+
+PROMPTS_SERVER = REPO / "tests" / "servers" / "prompts_server.py"
+
+
+def config(folder: Path, *servers: tuple[str, list[str], dict[str, str]]) -> Path:
+    """A config of prompts servers: (name, arguments, environment)."""
+    text = "servers:\n"
+    for name, args, env in servers:
+        text += f"  {name}:\n    command: {json.dumps(sys.executable)}\n"
+        text += f"    args: {json.dumps([str(PROMPTS_SERVER), *args])}\n    timeout: 30\n"
+        text += f"    env: {json.dumps(env)}\n" if env else ""
+    path = folder / "tooltree.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def snapshot(tree: Path, server: str) -> dict[str, Any]:
+    return json.loads((tree / "snapshots" / f"{server}.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def test_the_snapshot_records_the_prompts_resources_and_templates_and_from_snapshot_keeps_them(tmp_path: Path) -> None:
+    path = config(tmp_path, ("alpha", ["alpha"], {}), ("gamma", ["gamma", "endless"], {}))
+    result = generate(load(path), tmp_path / "tree", embeddings="off")
+    assert not result.failed
+    alpha, gamma = snapshot(tmp_path / "tree", "alpha"), snapshot(tmp_path / "tree", "gamma")
+    assert [t["name"] for t in alpha["tools"]] == ["ping"]
+    names = [p["name"] for p in alpha["prompts"]]
+    assert names[:6] == ["greet", "echo_args", "report", "huge", "crash", "refuse"] and len(names) == 8  # raw: all
+    assert alpha["prompts"][0]["arguments"][0] == {"name": "name", "description": "Who to greet", "required": True}
+    assert {r["uri"] for r in alpha["resources"]} >= {"alpha://readme", "shared://readme"}
+    assert [t["uriTemplate"] for t in alpha["resourceTemplates"]] == ["alpha://items/{id}", "shared://items/{id}"]
+    assert len(gamma["resources"]) == MAX_PAGES  # its list never ends: the pages are bounded
+    assert any(f"gamma: resources/list: only the first {MAX_PAGES} pages" in w for w in result.warnings)
+
+    again = generate(None, tmp_path / "again", snapshots=tmp_path / "tree" / "snapshots", embeddings="off")
+    assert not again.failed
+    for server in ("alpha", "gamma"):
+        written = (tmp_path / "again" / "snapshots" / f"{server}.json").read_bytes()
+        assert written == (tmp_path / "tree" / "snapshots" / f"{server}.json").read_bytes()
+
+
+def test_a_failing_prompts_listing_only_warns_and_the_tools_are_kept(tmp_path: Path) -> None:
+    path = config(tmp_path, ("alpha", ["alpha"], {"PROMPTS_SERVER_REFUSE_LISTS": "1"}))
+    result = generate(load(path), tmp_path / "tree", embeddings="off")
+    assert not result.failed and [s.tools for s in result.servers] == [1]
+    alpha = snapshot(tmp_path / "tree", "alpha")
+    assert [t["name"] for t in alpha["tools"]] == ["ping"]
+    assert "prompts" not in alpha and "resourceTemplates" not in alpha  # failed: none recorded
+    assert "alpha://readme" in {r["uri"] for r in alpha["resources"]}  # the list that worked is kept
+    assert any("alpha: prompts/list failed, so the tree records none: " in w and "no prompts today" in w
+               for w in result.warnings)  # fmt: skip
+    assert any("alpha: resources/templates/list failed" in w for w in result.warnings)
+
+
+def test_a_prompts_change_is_a_change_for_check(tmp_path: Path) -> None:
+    more = tmp_path / "more.txt"
+    path = config(tmp_path, ("alpha", ["alpha"], {"PROMPTS_SERVER_MORE": str(more)}))
+    tree = tmp_path / "tree"
+    assert not generate(load(path), tree, embeddings="off").failed
+    assert generate(load(path), tree, check=True, embeddings="off").drift == []
+    more.write_text("added\n", encoding="utf-8")
+    checked = generate(load(path), tree, check=True, embeddings="off")
+    # the snapshot, and the manifest holding its hash (and so the search index built for that manifest); no stub
+    assert set(checked.drift) == {"snapshots/alpha.json", "manifest.json", "search_index.json"}
+    assert checked.api_changes == []
+    assert not generate(load(path), tree, embeddings="off").failed
+    assert "added" in [p["name"] for p in snapshot(tree, "alpha")["prompts"]]
+
+
+def test_a_server_without_prompts_or_resources_has_a_snapshot_as_before(tmp_path: Path) -> None:
+    tree, _ = raw_server_tree(tmp_path, [{"name": "t", "inputSchema": {"type": "object"}}])
+    text = (tree / "snapshots" / "raw.json").read_text(encoding="utf-8")
+    assert list(json.loads(text)) == ["server", "info", "tools"]
+    assert text.endswith(', "tools": [\n{"name": "t", "inputSchema": {"type": "object"}}\n]}\n')
