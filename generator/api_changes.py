@@ -13,15 +13,12 @@ that differ are parsed, old and new (in worker processes when there are many).
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from generator.stub_signature import Change, compare, signature
+from generator.workers import forked_map
 from tool_tree.text import one_line
 from tool_tree.tree import Manifest, ToolEntry
 
@@ -34,8 +31,6 @@ BREAKING_SHOWN = 20
 """Breaking changes the summary lists one a line; the rest are counted (``--json`` lists them all)."""
 ADDED_SHOWN = 5
 """Changes that break nothing the summary's one line names."""
-PARALLEL_THRESHOLD = 400
-"""Changed stubs from which they are compared in worker processes (`layout.PARALLEL_THRESHOLD` for rendering)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,14 +164,7 @@ def _compare_job(job: _Job) -> _Found:
 
 def _compare_many(jobs: Sequence[_Job]) -> Iterator[_Found]:
     """`_compare_job` of each job, in order: in forked workers when there are many (as `layout.render_many`)."""
-    cores = os.cpu_count() or 1
-    fork_ok = "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
-    if len(jobs) < PARALLEL_THRESHOLD or cores < 2 or not fork_ok:
-        yield from map(_compare_job, jobs)
-        return
-    workers = min(cores, 8)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        yield from pool.map(_compare_job, jobs, chunksize=max(16, len(jobs) // (workers * 8)))
+    return forked_map(_compare_job, jobs)
 
 
 def summary(changes: Sequence[ApiChange], *, check: bool) -> list[str]:

@@ -5,12 +5,8 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import json
-import multiprocessing
-import os
 import re
-import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +14,7 @@ from generator.fingerprint import generator_fingerprint
 from generator.index_files import render_index, render_package_init, render_readme, render_servers_init
 from generator.naming import assign_identifiers
 from generator.parts import tool_title
+from generator.workers import forked_map
 from tool_tree.config import filtered_out, unmatched_filter
 from tool_tree.text import first_sentence, one_line
 
@@ -73,7 +70,6 @@ class Plan:
 
 _Job = tuple[str, dict[str, Any], str, dict[str, str]]
 """(server, raw tool, function, the names its parameters were given before): one stub to render."""
-PARALLEL_THRESHOLD = 400
 
 
 def _render(job: _Job) -> RenderedStub:
@@ -84,21 +80,8 @@ def _render(job: _Job) -> RenderedStub:
 
 
 def render_many(jobs: Sequence[_Job]) -> Iterator[RenderedStub]:
-    """Render stubs, in order, in worker processes when there are many and more than one core.
-
-    Results come as the workers finish them, so the caller can write early stubs while later
-    ones render. Workers are forked (cheap: the generator is already imported), and only from a
-    process with a single thread, where forking is safe; otherwise, and on small trees,
-    rendering is serial.
-    """
-    cores = os.cpu_count() or 1
-    fork_ok = "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
-    if len(jobs) < PARALLEL_THRESHOLD or cores < 2 or not fork_ok:
-        yield from map(_render, jobs)
-        return
-    workers = min(cores, 8)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        yield from pool.map(_render, jobs, chunksize=max(16, len(jobs) // (workers * 8)))
+    """Render stubs, in order, as `forked_map`'s workers finish them (early stubs written while others render)."""
+    return forked_map(_render, jobs)
 
 
 def selected_tools(listing: ServerListing) -> tuple[list[dict[str, Any]], list[str]]:

@@ -547,7 +547,7 @@ def test_ctrl_c_or_sigterm_stops_generation_and_leaves_no_server_running(
 
 def test_a_large_catalog_renders_in_workers_and_writes_while_rendering(tmp_path: Path) -> None:
     from generator.generate import generate
-    from generator.layout import PARALLEL_THRESHOLD
+    from generator.workers import PARALLEL_THRESHOLD
 
     snapshots = tmp_path / "snapshots"
     snapshots.mkdir()
