@@ -18,7 +18,8 @@ before the listing began needs none: the listing is newer. (One a server sends a
 
 On the same connection, once its tools are listed, a server's prompts, resources and resource templates are listed
 when it declares them (`tool_tree.snapshot_lists`), within what is left of its timeout: a list that fails or runs
-out of time is left out with a warning, and the server's tools are kept.
+out of time is said in a warning and marked (`Discovery.lists_failed`), the tree keeping what it recorded of it
+before, and the server's tools are kept.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from tool_tree.config import ServerConfig
 from tool_tree.connect import Connection, connect, list_tools_raw, server_info
 from tool_tree.listing_check import LeftOut
 from tool_tree.redact import redact
-from tool_tree.snapshot_lists import list_extras
+from tool_tree.snapshot_lists import declared_keys, list_extras
 from tool_tree.starts import StartGate, default_start_jobs
 from tool_tree.stderr_log import StderrLog
 from tool_tree.text import one_line
@@ -71,6 +72,8 @@ class Discovery:
     """Its prompts, resources and resource templates, by snapshot key (`tool_tree.snapshot_lists`)."""
     list_warnings: list[str] = field(default_factory=list)
     """A list that failed or was cut (the tools are not affected)."""
+    lists_failed: set[str] = field(default_factory=set)
+    """The keys of `lists` whose listing failed or ran out of time: the tree keeps what it recorded of them."""
 
     @property
     def ok(self) -> bool:
@@ -208,12 +211,13 @@ async def _extras(conn: Connection, result: Discovery, scope: anyio.CancelScope)
     deadline, and after a timeout here the server's stop is given its timeout again."""
     end, scope.deadline = scope.deadline, math.inf
     with anyio.CancelScope(deadline=end) as own:
-        result.lists, result.list_warnings = await list_extras(conn.client, conn.server.name)
+        result.lists, result.list_warnings, result.lists_failed = await list_extras(conn.client, conn.server.name)
     if own.cancelled_caught:
         name = one_line(conn.server.name, 80)
+        result.lists_failed = set(declared_keys(conn.client)) - set(result.lists)
         result.list_warnings.append(
-            f"{name}: its prompts and resources are not recorded: they were not listed within its timeout "
-            f"({conn.server.timeout:g} s in all, servers.{name}.timeout)"
+            f"{name}: its prompts and resources were not listed within its timeout ({conn.server.timeout:g} s in "
+            f"all, servers.{name}.timeout): the tree keeps the ones it recorded before, if any"
         )
         scope.deadline = anyio.current_time() + conn.server.timeout
     else:

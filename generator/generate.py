@@ -37,7 +37,7 @@ from generator.layout import Plan, ServerListing, emptied_servers, plan_tree
 from generator.search_index import write_search_index
 from generator.snapshots import read_snapshots, tree_snapshot_files
 from tool_tree.config import Config, ConfigError, ServerConfig
-from tool_tree.snapshot_lists import recorded_lists
+from tool_tree.snapshot_lists import previous_snapshot, recorded_lists, with_previous
 from tool_tree.tree import (
     INDEX_FILE,
     MANIFEST_FILE,
@@ -183,6 +183,7 @@ def generate(
     listings: list[ServerListing] = []
     outcomes: list[ServerOutcome] = []
     noted: list[str] = []  # said of a server that was listed (it kept changing its tools while listed)
+    lists_failed: dict[str, set[str]] = {}  # by server: its prompts or resources whose listing failed
 
     def record(outcome: ServerOutcome) -> None:
         outcomes.append(outcome)
@@ -229,6 +230,8 @@ def generate(
         def done(d: Discovery) -> None:
             if d.ok:
                 listings.append(_listing(d.server, d.tools, d.info, d.lists))
+                if d.lists_failed:
+                    lists_failed[d.server.name] = d.lists_failed
             noted.extend(d.warnings)
             record(
                 ServerOutcome(
@@ -256,6 +259,7 @@ def generate(
         out.mkdir(parents=True, exist_ok=True)
     # Another run may write this tree at the same time: take turns from reading the previous tree on.
     with tree_lock(out, shared=check, on_wait=on_wait):
+        _keep_failed_lists(out, listings, lists_failed)
         result = _plan_and_write(
             out, listings, outcomes, only=only, check=check, model_id=model.model_id if model is not None else None
         )
@@ -266,6 +270,16 @@ def generate(
         write_search_index(out, result, mode, result.embedding_model, on_embedding)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _keep_failed_lists(out: Path, listings: list[ServerListing], failed: dict[str, set[str]]) -> None:
+    """The prompts, resources or templates of a server whose listing of them failed: what its snapshot in the tree
+    records (`tool_tree.snapshot_lists.with_previous`), as a server that fails to start keeps its snapshot."""
+    previous = load_previous(out) if failed else None
+    for listing in listings:
+        if keys := failed.get(listing.name):
+            before = previous_snapshot(out, previous, listing.name)
+            listing.lists = with_previous(listing.lists, keys, before)
 
 
 def _plan_and_write(

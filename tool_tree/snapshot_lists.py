@@ -3,8 +3,10 @@
 generate-tree lists them (`list_extras`) on the connection it lists the tools on, when the server declares the
 capability (``prompts``, ``resources``), and stores the raw lists in the server's snapshot under `LIST_KEYS`
 (``prompts``, ``resources``, ``resourceTemplates``); `tooltree serve` offers what the tree's snapshots record
-(`agent.serve.upstream_lists`), reading them back with `recorded_lists`. A snapshot without a key (a server without
-the capability, one whose listing failed, a tree of an older release) records none of that kind.
+(`agent.serve.upstream_lists`), reading them back with `recorded_lists`. A list whose listing failed (an error, the
+server exited, its timeout ran out) is taken from the server's previous snapshot (`with_previous`), as the tools and
+snapshot of a server that fails to start are kept. A snapshot without a key (a server without the capability, a tree
+of an older release) records none of that kind.
 
 Bounds, the same on both sides: at most `MAX_PAGES` pages and `MAX_ITEMS` items of each list (a cursor at most
 `tool_tree.connect.MAX_CURSOR_CHARS` characters, none repeated), `MAX_LIST_BYTES` of each; a snapshot may come from
@@ -54,23 +56,64 @@ class _Raw(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-async def list_extras(client: mcp.Client, server: str) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
-    """The lists of `LIST_KEYS` ``server`` declares the capability of (raw items, bounded), and warnings: a list
-    that failed is left out (the server's tools are not affected), one cut at a bound is kept cut."""
+def declared_keys(client: mcp.Client) -> list[str]:
+    """The keys of `LIST_KEYS` whose capability the server declares (the lists it is asked for)."""
     declared = client.server_capabilities
+    return [key for key, _, capability in LIST_KEYS if getattr(declared, capability, None) is not None]
+
+
+async def list_extras(client: mcp.Client, server: str) -> tuple[dict[str, list[dict[str, Any]]], list[str], set[str]]:
+    """The lists of `LIST_KEYS` ``server`` declares the capability of (raw items, bounded), warnings, and the keys of
+    the lists that failed: those are left out here (the server's tools are not affected) and the tree keeps what it
+    recorded of them before (`with_previous`); one cut at a bound is kept cut."""
     lists: dict[str, list[dict[str, Any]]] = {}
     warnings: list[str] = []
-    for key, method, capability in LIST_KEYS:
-        if declared is None or getattr(declared, capability, None) is None:
+    failed: set[str] = set()
+    keys = declared_keys(client)
+    for key, method, _ in LIST_KEYS:
+        if key not in keys:
             continue
         try:
             lists[key] = await _pages(client, server, method, key, warnings)
+            continue
         except (mcp.MCPError, ValueError) as e:
-            warnings.append(f"{server}: {method} failed, so the tree records none: {one_line(str(e), 300)}")
+            said = one_line(str(e), 300)
         except Exception as e:  # the connection broke (the server exited): its tools were listed already
             said = one_line(str(e), 300) or type(e).__name__
-            warnings.append(f"{server}: {method} failed, so the tree records none: {said}")
-    return lists, warnings
+        failed.add(key)
+        warnings.append(f"{server}: {method} failed, so the tree keeps the ones it recorded before, if any: {said}")
+    return lists, warnings, failed
+
+
+def with_previous(
+    lists: Mapping[str, list[dict[str, Any]]], failed: set[str], previous: Mapping[str, Any] | None
+) -> dict[str, list[dict[str, Any]]]:
+    """``lists`` with, for each key in ``failed``, what the ``previous`` snapshot of the server records under it (as
+    a server that fails to start keeps its snapshot, one whose listing of its prompts or resources failed keeps
+    them), in the order of `LIST_KEYS`."""
+    kept = recorded_lists(previous) if previous is not None and failed else {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for key, _, _ in LIST_KEYS:
+        if key in lists:
+            out[key] = list(lists[key])
+        elif key in failed and key in kept:
+            out[key] = kept[key]
+    return out
+
+
+def previous_snapshot(tree: Any, manifest: Any, server: str) -> dict[str, Any] | None:
+    """The snapshot of ``server`` in the tree folder ``tree`` whose manifest is ``manifest`` (None: none, or not
+    readable); the caller holds the tree's lock (`tool_tree.tree.tree_lock`)."""
+    from tool_tree.tree import TreeError, snapshot_data
+
+    entry = next((s for s in getattr(manifest, "servers", ()) if s.name == server), None)
+    if entry is None:
+        return None
+    try:
+        return snapshot_data(tree, entry)
+    except (TreeError, OSError) as e:
+        logger.warning("%s: the prompts and resources the tree recorded before cannot be read: %s", server, e)
+        return None
 
 
 async def _pages(client: mcp.Client, server: str, method: str, key: str, warnings: list[str]) -> list[dict[str, Any]]:

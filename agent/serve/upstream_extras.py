@@ -5,7 +5,8 @@ A client that reaches its servers through tooltree keeps their prompts (slash co
 
 - ``prompts/list`` offers each server's prompts as ``<server>__<prompt>`` (the passthrough tools' names,
   `agent.naming`: ASCII, at most 64 characters, ``_2``, ``_3``, ... on a collision); ``prompts/get`` goes to that
-  server with the prompt's own name and arguments (an argument whose name had to be cleaned is renamed back).
+  server with the prompt's own name and arguments (an argument whose name had to be cleaned is renamed back); one
+  without an argument the prompt says is required is refused before the server is asked.
 - ``resources/list`` and ``resources/templates/list`` offer every server's, together; ``resources/read`` goes to the
   one server that listed the URI, else to the one whose template matches it. A URI two servers list, or that
   templates of two servers match, or that none knows, is refused, saying so.
@@ -17,7 +18,8 @@ background refresh or a server's tools changed), and then tells each client sess
 ``notifications/prompts/list_changed`` or ``.../resources/list_changed`` if they changed (a session of the
 handshake era: the 2026-07-28 one has no standing channel to send them on). A list starts no server
 (so ``--no-regenerate`` starts none for it). ``prompts/get`` and ``resources/read`` go through the client session's
-own server pool, as passthrough calls do (same start on first use, timeouts, restarts and words of failure). The
+own server pool, as passthrough calls do (same start on first use, timeouts, restarts and words of failure), and
+each is written to the session's audit log as a passthrough call is (`audit_record`: before, none was). The
 handshake declares prompts and resources when the tree records any.
 
 Reading the tree and routing are in `agent.serve.upstream_lists`, what an item becomes in `agent.serve.upstream_offer`;
@@ -35,7 +37,10 @@ what was cut, images and binary data within the image budgets).
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
+import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -72,7 +77,7 @@ def forward(
     runtime: Runtime, server: str, method: str, params: dict[str, Any], cancel: CallCancel, what: str
 ) -> dict[str, Any]:
     """``method`` sent to ``server`` through the client session's server pool (from a worker thread), as a
-    passthrough call is; its raw result.
+    passthrough call is; its raw result. It is audited as a passthrough call is (`audit_record`).
 
     Raises:
         MCPError: it failed (the server could not start, timed out, answered an error, ...), in a passthrough call's
@@ -81,22 +86,67 @@ def forward(
     from sandbox.bridge import ToolCallRefused, resolve
     from sandbox.errors import SandboxError
     from sandbox.mcp_bridge import with_stderr
+    from sandbox.results import ledger_error
     from tool_tree.pool import CallFailure, PoolError, ServerUnavailable
 
+    started, record = time.monotonic(), audit_record(server, method, params)
+    bridge = None
     try:
-        pool = runtime.bridge.pool
+        bridge = runtime.bridge
+        record["session"] = bridge.session
+        pool = bridge.pool
         result: dict[str, Any] = resolve(pool.request(server, method, params), pool.loop, started=cancel.started)
+        if isinstance(result, CallFailure):
+            raise ToolCallRefused(result.message, result.code)
+    except ToolCallRefused as e:  # first: it is a SandboxError
+        code, message = e.code, e.message
     except ServerUnavailable as e:
-        raise failure(what, "server_unavailable", with_stderr(str(e), e.stderr_tail)) from None
+        code, message = "server_unavailable", with_stderr(str(e), e.stderr_tail)
     except (PoolError, SandboxError) as e:
-        raise failure(what, "server_unavailable", str(e)) from None
-    except ToolCallRefused as e:
-        raise failure(what, e.code, e.message) from None
+        code, message = "server_unavailable", str(e)
     except concurrent.futures.CancelledError:
-        raise failure(what, "cancelled", "the request was cancelled before the server answered") from None
-    if isinstance(result, CallFailure):
-        raise failure(what, result.code, result.message)
-    return result
+        code, message = "cancelled", "the request was cancelled before the server answered"
+    else:
+        record.update(outcome="ok", bytes=_size(result))
+        _audit(bridge, record, started)
+        return result
+    if code == "cancelled":
+        record.update(outcome="cancelled", error=message)
+    else:
+        record.update(outcome="refused", code=code, error=ledger_error(message))
+    _audit(bridge, record, started)
+    raise failure(what, code, message)
+
+
+def audit_record(server: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The start of the audit line of a get or read (`sandbox.mcp_bridge.AuditLog`): a passthrough call's fields
+    (``session``, ``server``, ``outcome``, ``code``, ``error``, ``bytes``, ``ms``, ``ts``) with ``method`` and, in
+    place of ``tool`` and ``args_sha256``, ``prompt`` (the server's own name) and the digest of its arguments, or
+    ``uri``."""
+    record: dict[str, Any] = {"server": server, "method": method}
+    if method == "prompts/get":
+        arguments = params.get("arguments") or {}
+        text = json.dumps(arguments, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        record.update(prompt=params["name"], args_sha256=hashlib.sha256(text).hexdigest()[:16])
+    else:
+        record["uri"] = params["uri"]
+    return record
+
+
+def _size(result: dict[str, Any]) -> int:
+    """A result's size as JSON text, as a passthrough call's ``bytes`` is counted."""
+    try:
+        return len(json.dumps(result, ensure_ascii=False))
+    except (TypeError, ValueError, RecursionError):
+        return -1
+
+
+def _audit(bridge: Any, record: dict[str, Any], started: float) -> None:
+    record["ms"] = round((time.monotonic() - started) * 1000, 1)
+    record["ts"] = round(time.time(), 3)
+    audit = getattr(bridge, "audit", None)
+    if audit is not None:
+        audit.write(record)
 
 
 def failure(what: str, code: str, message: str) -> MCPError:
@@ -240,6 +290,13 @@ def install(
                     code=types.INVALID_PARAMS,
                     message=f"{params.name}: unknown argument {quoted(unknown[0])}; its arguments are "
                     f"{', '.join(route.arguments) or 'none'}",
+                )
+            missing = [k for k in route.required if k not in given]
+            if missing:  # refused here, as a passthrough call's arguments are checked against the tool's schema
+                raise MCPError(
+                    code=types.INVALID_PARAMS,
+                    message=f"{params.name}: missing required argument {quoted(missing[0])}; its arguments are "
+                    f"{', '.join(route.arguments)} (required: {', '.join(route.required)})",
                 )
             arguments = {route.arguments[k]: v for k, v in given.items()}
             upstream = {"name": route.name, "arguments": arguments} if arguments else {"name": route.name}

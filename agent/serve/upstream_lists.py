@@ -184,7 +184,7 @@ class UpstreamExtras:
         matching: list[str] = []
         if len(uri) <= URI_CHARS:
             for server, pattern in self.offer.matchers:
-                if server not in matching and pattern.fullmatch(uri):
+                if server not in matching and _matches(pattern, uri):
                     matching.append(server)
         if len(matching) == 1:
             return matching[0]
@@ -204,6 +204,15 @@ class UpstreamExtras:
 def quoted(text: str) -> str:
     """A name or URI a client sent, for an error: cleaned, on one line, at most 200 characters."""
     return repr(one_line(clean_text(text[:400]), 200))
+
+
+def _matches(pattern: Any, uri: str) -> bool:
+    """``uri`` is one ``pattern`` (`upstream_offer.template_pattern`) expands to; a URI RE2 cannot take (a lone
+    surrogate) is none."""
+    try:
+        return pattern.fullmatch(uri) is not None
+    except UnicodeEncodeError:
+        return False
 
 
 def _dumped(items: list[Any]) -> list[dict[str, Any]]:

@@ -53,11 +53,13 @@ class Found:
 
 @dataclass(frozen=True)
 class PromptRoute:
-    """Where an offered prompt goes: its server, its own name, and its arguments' own names by offered name."""
+    """Where an offered prompt goes: its server, its own name, its arguments' own names by offered name, and the
+    offered names of those it says are required."""
 
     server: str
     name: str
     arguments: dict[str, str]
+    required: tuple[str, ...] = ()
 
 
 @dataclass
@@ -70,8 +72,8 @@ class Offered:
     owners: dict[str, list[str]] = field(default_factory=dict)
     """The servers that listed each URI."""
     templates: list[types.ResourceTemplate] = field(default_factory=list)
-    matchers: list[tuple[str, re.Pattern[str]]] = field(default_factory=list)
-    """(server, the regex of one of its templates)."""
+    matchers: list[tuple[str, Any]] = field(default_factory=list)
+    """(server, the RE2 pattern of one of its templates: `template_pattern`)."""
 
 
 def text_field(value: Any, limit: int) -> str | None:
@@ -132,7 +134,7 @@ def _prompt(server: str, raw: dict[str, Any], name: str) -> tuple[types.Prompt, 
         description=text_field(raw.get("description"), DESCRIPTION_CHARS),
         arguments=arguments or None,
     )
-    return prompt, PromptRoute(server, own, names)
+    return prompt, PromptRoute(server, own, names, tuple(a.name for a in arguments if a.required))
 
 
 def _shown_name(server: str, raw: dict[str, Any], fallback: str) -> str:
@@ -167,11 +169,14 @@ def _template(server: str, raw: dict[str, Any]) -> types.ResourceTemplate:
 _EXPRESSION = re.compile(r"\{([^{}]*)\}")
 
 
-def template_pattern(template: str) -> re.Pattern[str] | None:
-    """The URIs a URI template (RFC 6570) can expand to, as a regex; None when it has more than
-    `TEMPLATE_EXPRESSIONS` expressions. A simple expression (``{id}``) matches no ``/``, ``?`` or ``#``; one that may
-    expand to those (``{+path}``, ``{#frag}``, ``{/segments}``, ``{?query}``, ``{&more}``) matches anything. Adjacent
-    expressions match as one, so a match costs no more than the URI's length times the expressions."""
+def template_pattern(template: str) -> Any:
+    """The URIs a URI template (RFC 6570) can expand to, as an RE2 pattern (matching time linear in the URI, whatever
+    the template: a backtracking regex of ten expressions between literals took hours on a URI of 4,096 characters,
+    and matched on serve's event loop); None when it has more than `TEMPLATE_EXPRESSIONS` expressions or RE2 refuses
+    it. A simple expression (``{id}``) matches no ``/``, ``?`` or ``#``; one that may expand to those (``{+path}``,
+    ``{#frag}``, ``{/segments}``, ``{?query}``, ``{&more}``) matches anything."""
+    import re2  # type: ignore[import-untyped]
+
     parts: list[str] = []
     last, previous_end = 0, -1
     for count, match in enumerate(_EXPRESSION.finditer(template), 1):
@@ -179,7 +184,7 @@ def template_pattern(template: str) -> re.Pattern[str] | None:
             return None
         literal = template[last : match.start()]
         if literal:
-            parts.append(re.escape(literal))
+            parts.append(re2.escape(literal))
         operator = match.group(1)[:1]
         wide = operator in ("+", "#", "/", "?", "&", ";", ".")
         if previous_end == match.start() and parts:  # adjacent to the previous expression: one group
@@ -187,8 +192,14 @@ def template_pattern(template: str) -> re.Pattern[str] | None:
         else:
             parts.append(".*" if wide else "[^/?#]*")
         last = previous_end = match.end()
-    parts.append(re.escape(template[last:]))
-    return re.compile("".join(parts), re.DOTALL)
+    if template[last:]:
+        parts.append(re2.escape(template[last:]))
+    options = re2.Options()
+    options.never_capture, options.log_errors, options.dot_nl = True, False, True
+    try:
+        return re2.compile("".join(parts), options)
+    except (re2.error, UnicodeEncodeError):
+        return None
 
 
 def offered(found: dict[str, Found], *, prompts: bool, resources: bool) -> Offered:

@@ -21,7 +21,8 @@ With ``endless``, every page of ``resources/list`` names a next one.
 Test controls, from the environment: ``PROMPTS_SERVER_MARK`` a file a line is added to at each start;
 ``PROMPTS_SERVER_MORE`` a file whose lines, when it exists, name more prompts (read at each ``prompts/list``);
 ``PROMPTS_SERVER_GATE`` a file the server waits for (at most 60 s) before it starts answering;
-``PROMPTS_SERVER_REFUSE_LISTS`` set: ``prompts/list`` and ``resources/templates/list`` answer an error.
+``PROMPTS_SERVER_REFUSE_LISTS`` set: ``prompts/list`` and ``resources/templates/list`` answer an error;
+``PROMPTS_SERVER_HANG_LISTS`` set: ``prompts/list`` never answers.
 """
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ PROMPTS = [
 
 
 async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+    if os.environ.get("PROMPTS_SERVER_HANG_LISTS"):
+        await anyio.sleep_forever()
     if os.environ.get("PROMPTS_SERVER_REFUSE_LISTS"):
         raise MCPError(code=types.INTERNAL_ERROR, message="no prompts today")
     more = Path(os.environ.get("PROMPTS_SERVER_MORE") or "/nonexistent")
