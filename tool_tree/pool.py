@@ -137,12 +137,29 @@ class CallFailure(dict[str, Any]):
         super().__init__(content=[{"type": "text", "text": text}], isError=True)
         self.code = code
         self.message = f"{text}; {ran}" if ran else text
+        self._parts = (text, ran)
+
+    def of_request(self) -> CallFailure:
+        """The same failure of a request that runs no tool (`ServerPool.request`): said without the tool."""
+        text, ran = self._parts
+        return CallFailure(text, self.code, _REQUEST_RAN.get(ran, ran))
 
 
 _NOT_SENT = "it was not sent: the tool did not run"
 _SENT = "it was sent: the tool may have run, or be running still"
 _SENT_TO_HUNG = "it was sent: the tool may have run; the server stopped answering and is restarted at the next call"
 _PROTOCOL_ERROR = "the server answered the call with an error of the protocol, not a result of the tool"
+_REQUEST_RAN = {
+    _NOT_SENT: "it was not sent",
+    _SENT: "it was sent, and no answer came",
+    _SENT_TO_HUNG: "it was sent; the server stopped answering and is restarted at the next call",
+    _PROTOCOL_ERROR: "the server answered the request with an error",
+    "the tool may have run": "",
+    "the tool ran": "",
+    "the tool ran until it asked": "",
+    "the server did not say whether the tool ran": "",
+}
+"""What a failed call says of its tool, said of a request that runs none (a prompt's get, a resource's read)."""
 
 
 @dataclass
@@ -610,7 +627,8 @@ class ServerPool:
                     message, _Raw, request_read_timeout_seconds=remaining + SDK_TIMEOUT_MARGIN
                 )
 
-        return await self._forward(slot, timeout, send)
+        result = await self._forward(slot, timeout, send)
+        return result.of_request() if isinstance(result, CallFailure) else result
 
     async def capabilities(self, server: str) -> dict[str, Any]:
         """What the server declared it offers (``prompts``, ``resources``, ``tools``, ...), in wire format; it is
