@@ -1,11 +1,11 @@
 """What a regeneration changes for the scripts that call the stubs, told before any file is replaced.
 
 A server that changes its tools changes the stubs' Python API: a stub removed (its import breaks), a parameter
-removed or renamed, one newly required, a type narrowed, a stub that took another name. `api_changes` compares the
-previous tree (its manifest, and the stubs on disk or the bytes a run is about to replace) with the plan, and says
-what changed for a caller (`generator.stub_signature` compares the signatures as rendered), each change marked
-breaking or not (an added stub or optional parameter, a parameter that became optional, a type widened break no
-call).
+removed or renamed, one newly required, a type narrowed, a limit added or tightened (``maxLength``, ``pattern``), a
+stub that took another name. `api_changes` compares the previous tree (its manifest, and the stubs on disk or the
+bytes a run is about to replace) with the plan, and says what changed for a caller (`generator.stub_signature`
+compares the signatures as rendered), each change marked breaking or not (an added stub or optional parameter, a
+parameter that became optional, a type widened or a limit loosened break no call).
 
 Cost is bounded by what changed: a stub whose path and hash the manifest records unchanged is not read; only those
 that differ are parsed, old and new (in worker processes when there are many).
@@ -55,7 +55,10 @@ class ApiChange:
         """One line: ``crm.update_record: parameter `note` removed`` (server text cleaned and cut)."""
         stub, param = one_line(self.stub, SHOWN_NAME), one_line(self.parameter, SHOWN_NAME)
         old, new = one_line(self.old, SHOWN_TYPE), one_line(self.new, SHOWN_TYPE)
-        return f"{stub}: " + KINDS[self.change].format(param=param, old=old, new=new, tool=one_line(self.tool, 80))
+        count = self.old or self.new  # a whole server's stubs
+        stubs = f"{count} stub" + ("" if count == "1" else "s")
+        line = KINDS[self.change].format(param=param, old=old, new=new, tool=one_line(self.tool, 80), stubs=stubs)
+        return f"{stub}: {line}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,7 +75,7 @@ class ApiChange:
 
 
 KINDS = {
-    "server removed": "server removed ({old} stubs)",
+    "server removed": "server removed ({stubs})",
     "removed": "removed (tool {tool!r} is no longer in the tree)",
     "renamed": "renamed {new}",
     "parameter removed": "parameter `{param}` removed",
@@ -84,8 +87,9 @@ KINDS = {
     "returns keys changed": "returns {old}: {new}",
     "arguments removed": "no longer takes other keyword arguments (**arguments)",
     "returns changed": "returns {old} → {new}",
+    "limit narrowed": "parameter `{param}`: {old} → {new}",
     # break nothing
-    "server added": "server added ({new} stubs)",
+    "server added": "server added ({stubs})",
     "added": "added",
     "new optional": "new optional parameter `{param}`",
     "now optional": "parameter `{param}` is now optional",
@@ -94,6 +98,7 @@ KINDS = {
     "returns keys added": "returns {old}: {new}",
     "arguments added": "now takes other keyword arguments (**arguments)",
     "returns narrowed": "returns {old} → {new} (narrower)",
+    "limit widened": "parameter `{param}`: {old} → {new} (wider)",
 }
 """Each kind of change and its line (after ``<stub>: ``)."""
 

@@ -5,20 +5,36 @@ stub, and those also change when tooltree renders differently (an older tree's `
 ``format``) while the schema did not, and a schema changes in ways no caller sees (descriptions, examples,
 defaults). A parameter is followed by its wire name (the key the stub's body sends), so a stub parameter renamed
 under the same wire name reads as renamed. A type is compared with the TypedDicts it refers to, by their structure
-(a TypedDict renamed ``Filter_2`` with the same keys is the same type). Parsing a stub takes about 0.07 ms.
+(a TypedDict renamed ``Filter_2`` with the same keys is the same type). The limits a parameter's line of the
+docstring's ``Args:`` gives (``Maximum: 100.``, ``Pattern: ….``: the schema's ``maximum``, ``pattern``, ``format``…)
+are compared too: a limit added or tightened refuses calls the server took before, while the signature reads the
+same. Parsing a stub takes about 0.07 ms.
 """
 
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-MAX_PARSED = 2_000_000
-"""Bytes of a stub parsed for its signature (the generator writes none over 500,000 characters); a bigger file (a
-user's) is not compared."""
+MAX_PARSED = 600_000
+"""Bytes of a stub parsed for its signature (the generator writes none over 500,000 characters, nearly all ASCII); a
+bigger file (a user's, a tree's from elsewhere) is not compared: parsing 2 MB of tiny tokens took 870 MB."""
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LOWER_BOUNDS = ("Minimum", "Greater than", "Min length", "Min items")
+_UPPER_BOUNDS = ("Maximum", "Less than", "Max length", "Max items")
+_UNIQUE = "Items must be unique"
+_LIMIT = re.compile(
+    rf"(?:^|(?<= ))(?:({'|'.join(_LOWER_BOUNDS + _UPPER_BOUNDS)}|Format): (\S{{1,80}}?)\.(?= |$)"
+    r"|(Pattern|One of): (.{1,320}?)\.(?= (?:One of|Examples|Server default): | Sent as |$)"
+    rf"|({_UNIQUE})\.(?= |$))"
+)
+"""A limit `generator.docstrings` writes in a parameter's line: ``Maximum: 10.``, ``Pattern: ^[a-z]+$.`` (a value is
+at most as long as it writes one, so a line of a stub edited by hand is read in time linear in its length)."""
+_ARG_LINE = re.compile(r"    (\*\*)?([^\W\d]\w*): ")
 
 Change = tuple[str, bool, str, str, str]
 """(kind, breaking, parameter, old, new): a kind of `generator.api_changes.KINDS`."""
@@ -44,6 +60,8 @@ class Signature:
     returns_members: frozenset[str]
     defs: dict[str, dict[str, str]]
     """The module's TypedDicts: name → key → annotation."""
+    limits: dict[str, dict[str, str]]
+    """A parameter's limits, as its line of the docstring's ``Args:`` writes them: name → label → value."""
 
 
 def signature(source: bytes | None, function: str) -> Signature | None:
@@ -52,9 +70,18 @@ def signature(source: bytes | None, function: str) -> Signature | None:
     if source is None or len(source) > MAX_PARSED:
         return None
     try:
-        module = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        # Read as Python reads it (a coding line, ``\r`` line ends in a stub edited by hand), and then as UTF-8 with
+        # ``\n`` line ends: the offsets of the AST are of UTF-8 bytes in lines that Python ends also at a ``\r``.
+        code = source.decode(tokenize.detect_encoding(io.BytesIO(source).readline)[0])
+        code = code.replace("\r\n", "\n").replace("\r", "\n")
+        module = ast.parse(code)
+        return _read(module, code.encode("utf-8"), function)
+    except (SyntaxError, ValueError, LookupError, RecursionError, MemoryError):  # UnicodeError is a ValueError
         return None
+
+
+def _read(module: ast.Module, source: bytes, function: str) -> Signature | None:
+    """`signature`, of the parsed ``module`` (``source``: its text, as UTF-8 with ``\\n`` line ends)."""
     canon: dict[str, str] = {}  # an import's alias → its name (``Any_`` in the stub of a tool called ``Any``)
     for node in module.body:
         if isinstance(node, ast.ImportFrom):
@@ -119,7 +146,37 @@ def signature(source: bytes | None, function: str) -> Signature | None:
         params[wire] = Parameter(arg.arg, text(annotation), _members(annotation, text), default is None)
     kwarg = found.args.kwarg
     extra = None if kwarg is None else text(kwarg.annotation) or "Any"
-    return Signature(params, extra, text(found.returns), _members(found.returns, text), defs)
+    limits = _limits(ast.get_docstring(found) or "")
+    return Signature(params, extra, text(found.returns), _members(found.returns, text), defs, limits)
+
+
+def _limits(docstring: str) -> dict[str, dict[str, str]]:
+    """The limits each parameter's line of the ``Args:`` section gives (wrapped lines joined)."""
+    lines = docstring.split("\n")
+    try:
+        start = lines.index("Args:") + 1
+    except ValueError:
+        return {}
+    entries: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines[start:]:
+        if (m := _ARG_LINE.match(line)) is not None:
+            current = None if m[1] else entries.setdefault(m[2], [])
+            if current is not None:
+                current.append(line[m.end() :])
+        elif line.startswith("        ") and current is not None:
+            current.append(line.strip())
+        else:
+            break
+    out: dict[str, dict[str, str]] = {}
+    for name, parts in entries.items():
+        found: dict[str, str] = {}
+        for m in _LIMIT.finditer(" ".join(" ".join(parts).split())):
+            label, value = (m[1], m[2]) if m[1] else (m[3], m[4]) if m[3] else (m[5], "")
+            found.setdefault(label, value)
+        if found:
+            out[name] = found
+    return out
 
 
 def _canonical(text: str, canon: Mapping[str, str]) -> str:
@@ -233,8 +290,13 @@ def _keys(text: str, old: Signature, new: Signature, *, sent: bool) -> tuple[str
                 said.append(f"{name}.{key} removed")
                 breaks = True
             elif after[key] != annotation:
-                said.append(f"{name}.{key}: {annotation} → {after[key]}")
-                breaks = True
+                if after[key] == f"NotRequired[{annotation}]" and sent:  # a caller may leave it out now
+                    said.append(f"{name}.{key} now optional")
+                elif annotation == f"NotRequired[{after[key]}]" and not sent:  # a reader always gets it now
+                    said.append(f"{name}.{key} now always given")
+                else:
+                    said.append(f"{name}.{key}: {annotation} → {after[key]}")
+                    breaks = True
             pending += [n for n in _IDENT.findall(annotation) if n in old.defs]
         for key, annotation in after.items():
             if key not in before:
@@ -260,6 +322,7 @@ def compare(old: Signature, new: Signature) -> list[Change]:
             out.append(("now optional", False, q.name, "", ""))
         if _shape(p.type, old.defs) != _shape(q.type, new.defs):
             out.append(_type_change(q.name, p.type, q.type, p.members, q.members, old, new))
+        out += _limit_changes(q.name, old.limits.get(p.name, {}), new.limits.get(q.name, {}))
     for wire, q in new.params.items():
         if wire not in old.params:
             out.append(("new required" if q.required else "new optional", q.required, q.name, "", q.type))
@@ -279,6 +342,42 @@ def compare(old: Signature, new: Signature) -> list[Change]:
             kind = "returns narrowed" if narrower else "returns changed"
             out.append((kind, not narrower, "", old.returns, new.returns))
     return out
+
+
+def _limit_changes(name: str, was: Mapping[str, str], becomes: Mapping[str, str]) -> list[Change]:
+    """What changed of a parameter's limits: one added or tightened refuses calls the server took (a bound moved
+    in, a ``Format``, ``Pattern`` or ``One of`` added or changed), one removed or loosened refuses none."""
+    out: list[Change] = []
+    for label in [*was, *(k for k in becomes if k not in was)]:
+        before, after = was.get(label), becomes.get(label)
+        if before == after:
+            continue
+        narrower = after is not None and (before is None or not _looser(label, before, after))
+        kind = "limit narrowed" if narrower else "limit widened"
+        out.append((kind, narrower, name, _limit_text(label, before), _limit_text(label, after)))
+    return out
+
+
+def _limit_text(label: str, value: str | None) -> str:
+    """``Maximum: 10``; ``no maximum`` when there is none."""
+    if label == _UNIQUE:
+        return "items may repeat" if value is None else "items must be unique"
+    if value is None:
+        return "any value" if label == "One of" else f"no {label.lower()}"
+    return f"{label}: {value}"
+
+
+def _looser(label: str, before: str, after: str) -> bool:
+    """Whether the limit ``label`` refuses no value as ``after`` that it took as ``before`` (both given)."""
+    if label in _LOWER_BOUNDS or label in _UPPER_BOUNDS:
+        try:
+            was, becomes = float(before), float(after)
+        except ValueError:  # a value the docstring cut
+            return False
+        return becomes <= was if label in _LOWER_BOUNDS else becomes >= was
+    if label == "One of":  # values added after those there were
+        return not before.endswith("…") and after.startswith(before + ", ")
+    return False
 
 
 def _type_change(
