@@ -130,8 +130,9 @@ def _skills_problem(folder: Path) -> str | None:
 
 
 def _unclosed(channel: SupervisorChannel, calls: CallServer, pid: int, workspace: Path | None) -> None:
-    """A started `Sandbox` was collected (or the interpreter exits) without `close` or `kill`: say so, and destroy
-    its container on a thread of its own (never on the collecting thread, which may hold the channel's locks)."""
+    """A started `Sandbox` was collected (or the interpreter exits) without `close` or `kill`: say so (unless its
+    session had broken, which ended its container), and destroy its container on a thread of its own (never on the
+    collecting thread, which may hold the channel's locks)."""
     if pid != os.getpid() or channel.closed:  # a fork's copy (the parent's container), or destroyed already
         return
 
@@ -141,8 +142,11 @@ def _unclosed(channel: SupervisorChannel, calls: CallServer, pid: int, workspace
 
     # First: a warning made an error (``-W error``) must not leave the container. An interpreter ending may start no
     # thread: its exit closes the container's stdin, which ends the container.
+    ended = channel.broken is not None  # it broke (or died), which ended its container: nothing ran on to warn of
     with contextlib.suppress(RuntimeError):
         threading.Thread(target=destroy, name="sandbox-unclosed", daemon=True).start()
+    if ended:
+        return
     unsaved = f", without saving its workspace {workspace}" if workspace is not None else ""
     warnings.warn(
         f"unclosed Sandbox (container {channel.connection.name}) dropped while running: its container is destroyed "

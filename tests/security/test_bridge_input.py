@@ -15,10 +15,13 @@ look-alikes, NUL), schema-invalid arguments, call budgets and a changed tool def
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import struct
 import threading
+import warnings
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any
 
@@ -494,3 +497,17 @@ def test_a_search_answer_that_cannot_be_encoded_becomes_an_error() -> None:
         "error": {"code": "invalid_result", "message": "the host's answer cannot be sent as UTF-8 JSON"},
     }
     sb.close()
+
+
+def test_a_session_its_peer_broke_dropped_unclosed_warns_of_nothing() -> None:
+    # Its container was killed when it broke: nothing runs on for a ResourceWarning to report (one did, and failed
+    # whichever later test the collection happened in).
+    error, peer, sb = violation(HOSTILE_FRAMES["garbage_text"][0])
+    assert peer.killed.is_set()
+    gone = weakref.ref(sb)
+    del sb, error
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        gc.collect()
+    assert gone() is None
+    assert [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)] == []
