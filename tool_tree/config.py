@@ -73,6 +73,7 @@ from pathlib import Path
 from typing import Any
 
 from tool_tree.config_clients import (
+    MAX_JSONC_BYTES,
     client_of,
     client_variables,
     codex_servers,
@@ -84,7 +85,7 @@ from tool_tree.config_clients import (
     without_comments,
     workspace_of,
 )
-from tool_tree.config_json import server_maps
+from tool_tree.config_json import server_maps, top_level_keys
 from tool_tree.config_read import (
     MAX_DEPTH,
     MAX_NODES,
@@ -714,19 +715,32 @@ def parse_config(
     allowed: SectionSettings = dict.fromkeys(SECTIONS) if sections is None else sections
     top: dict[str, tuple[Node, Node]] = {}
     prefix, client, aliases = "mcpServers", "claude", dict[str, str]()
-    if not re.match(r"\s*\{", text) and is_codex(text, source):  # Codex CLI's config.toml
+    text = text.removeprefix("\ufeff")  # a byte order mark (Notepad's): before, a VS Code mcp.json was read as YAML
+    jsonc = is_jsonc(source) and not source.endswith(".toml")
+    # JSON: an object, or (in a file with comments) a comment before it (before: a file opening with one was YAML)
+    is_json = re.match(r"\s*(?:\{|/[/*])" if jsonc else r"\s*\{", text) is not None
+    if is_json and jsonc and len(text) > MAX_JSONC_BYTES:
+        limit = MAX_JSONC_BYTES // 2**20
+        problem = f"too large: {len(text):,} characters, over the {limit} MiB a JSON file with comments may have"
+        raise ConfigError(problem, file=source)
+    if is_json and jsonc:  # VS Code's, Zed's, Gemini CLI's: comments and trailing commas, lines kept
+        text = without_comments(text, source)
+    if is_json and _tooltree_json(text):  # tooltree's own settings, written as JSON: the YAML reader's
+        is_json = False
+    if not is_json and is_codex(text, source):  # Codex CLI's config.toml
         if len(text) > MAX_CONFIG_BYTES:
             raise ConfigError(_too_large(f"{len(text):,} characters"), file=source)
         servers_node, aliases = codex_servers(text, source, reader)
         prefix, client, json_format = "mcp_servers", "codex", True
-    elif re.match(r"\s*\{", text):  # JSON: its servers alone are read, and bounded as a whole YAML file is
+    elif is_json:  # JSON: its servers alone are read, and bounded as a whole YAML file is
         if len(text) > MAX_JSON_CONFIG_BYTES:
             raise ConfigError(_too_large_json(f"{len(text):,} characters", source), file=source)
-        if is_jsonc(source):  # VS Code's, Zed's, Gemini CLI's: comments and trailing commas, lines kept
-            text = without_comments(text, source)
         maps = server_maps(text, source)
         prefix, spans = maps.key, maps.spans
-        if (size := sum(span.end - span.start for span in spans)) > MAX_CONFIG_BYTES:
+        reader.json = True
+        # VS Code's inputs go through the YAML reader too (before: unbounded, and 60 MB of them took 38 s)
+        read = [*spans, *([maps.inputs] if maps.inputs is not None else [])]
+        if (size := sum(span.end - span.start for span in read)) > MAX_CONFIG_BYTES:
             too_large = _too_large(f"{size:,} characters", "its servers")
             raise ConfigError(too_large, file=source, line=spans[0].line, key=prefix)
         nodes = [  # a user's (top-level), then a project's (`claude mcp add`'s local scope), which wins
@@ -816,6 +830,17 @@ def parse_config(
             continue
         servers.append(server)
     return Config(servers=tuple(servers), source=source, sections=handed_on)
+
+
+def _tooltree_json(text: str) -> bool:
+    """Whether the JSON ``text`` is tooltree's own configuration: ``servers`` beside a section of tooltree's
+    (``sandbox``, ``agent``, …), which no other client's file has. Read as YAML (which JSON is), its sections are
+    read and its keys checked; before, it was taken for VS Code's mcp.json and its sections dropped without a word.
+    """
+    if len(text) > MAX_CONFIG_BYTES:
+        return False
+    found = top_level_keys(text, ("servers", *SECTIONS))
+    return "servers" in found and len(found) > 1
 
 
 _SURROGATE_PAIR = re.compile(r"(\\+)u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})", re.IGNORECASE)

@@ -27,12 +27,23 @@ import logging
 import math
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tool_tree.config_read import MAX_DEPTH, ClientVariables, ConfigError, Node, Reader, did_you_mean, too_deep
+from tool_tree.config_read import (
+    MAX_DEPTH,
+    ClientVariables,
+    ConfigError,
+    Node,
+    Reader,
+    did_you_mean,
+    kind_of,
+    too_deep,
+    value_shown,
+)
 from tool_tree.text import one_line
 
 logger = logging.getLogger("tool_tree.config")
@@ -45,9 +56,18 @@ WORKSPACE_FOLDERS = (".vscode", ".cursor", ".gemini", ".zed", ".windsurf")
 MAX_ENV_FILE_BYTES = 1024 * 1024
 """The largest ``envFile`` read (a file of ``NAME=value`` lines)."""
 
-_STRING = r'"(?:[^"\\\n]|\\.)*"'
-_COMMENTS = re.compile(_STRING + r"|//[^\n]*|/\*[\s\S]*?(?:\*/|\Z)")  # one not closed: to the end, once
-_TRAILING_COMMAS = re.compile(_STRING + r"|,(?=\s*[}\]])")
+MAX_JSONC_BYTES = 8 * 1024 * 1024
+"""The largest file read as JSON with comments (`without_comments`): an editor's settings are kilobytes, and the
+comments are blanked in Python, one at a time (8 MiB of nothing but ``/**/`` takes about 2 s)."""
+
+_STRING = r'"(?:[^"\\\n]++|\\.)*+"?'
+"""A JSON string, or one not closed on its line, to where its line ends: each character is looked at once (before,
+a line of ``"\\"\\"\\"…`` was scanned again from each of its quotes: 64 KB took 15 s)."""
+_COMMENT = re.compile(r'(?:[^"/]++|' + _STRING + r"|/(?![/*]))*+(//[^\n]*+|/\*(?:[^*]++|\*(?!/))*+(?:\*/)?|\Z)")
+"""The text up to the next comment (strings skipped whole) and the comment (group 1), or the end."""
+_TRAILING_COMMA = re.compile(r'(?:[^",]++|' + _STRING + r"|,(?!\s*+[}\]]))*+(,|\Z)")
+"""The text up to the next comma before a ``}`` or ``]`` (group 1), or the end."""
+_NOT_NEWLINE = re.compile(r"[^\n]+")
 
 
 def is_jsonc(source: str) -> bool:
@@ -65,15 +85,19 @@ def without_comments(text: str, source: str) -> str:
     """
 
     def blank(m: re.Match[str]) -> str:
-        found = m.group()
-        if found.startswith('"'):
-            return found
-        if found.startswith("/*") and not found.endswith("*/"):
-            line = text.count("\n", 0, m.start()) + 1
+        start = m.start(1)
+        found = m.group(1)
+        if found.startswith("/*") and (len(found) < 4 or not found.endswith("*/")):
+            line = text.count("\n", 0, start) + 1
             raise ConfigError("invalid JSON: a /* comment is not closed (*/)", file=source, line=line)
-        return re.sub(r"[^\n]", " ", found)
+        spaces = " " * len(found) if "\n" not in found else _NOT_NEWLINE.sub(lambda r: " " * len(r.group()), found)
+        return text[m.start() : start] + spaces
 
-    return _TRAILING_COMMAS.sub(blank, _COMMENTS.sub(blank, text))
+    if "/" in text:
+        text = _COMMENT.sub(blank, text)
+    if "," in text:
+        text = _TRAILING_COMMA.sub(lambda m: m.group()[:-1] + " " if m.group(1) else m.group(), text)
+    return text
 
 
 def workspace_of(source: str, environ: Mapping[str, str]) -> Path:
@@ -138,6 +162,11 @@ def client_variables(
         "pathSeparator": os.sep,
     }
     declared: dict[str, tuple[str, int | None]] = {}
+    if inputs is not None and not isinstance(inputs.value, list):  # VS Code reads none of them: said, not refused
+        logger.warning(
+            "%s:%s: inputs: expected a list of the values VS Code asks for, got %s; ignored", source, inputs.line,
+            kind_of(inputs.value) if isinstance(inputs.value, dict | list) else one_line(value_shown(inputs.value), 80),
+        )  # fmt: skip
     for item in inputs.value if inputs is not None and isinstance(inputs.value, list) else ():
         fields = {k: v.value for k, (_, v) in item.value.items()} if isinstance(item.value, dict) else {}
         if isinstance(fields.get("id"), str):
@@ -199,7 +228,7 @@ def entry_of(reader: Reader, client: str, where: str, body: Node) -> Entry:
     if client == "gemini" and "timeout" in items:
         knode, vnode = items["timeout"]
         ms = vnode.value
-        if not isinstance(ms, bool) and isinstance(ms, int | float) and ms > 0:
+        if not isinstance(ms, bool) and isinstance(ms, int | float) and 0 < ms < math.inf:  # else refused as it is
             seconds = ms / 1000
             items["timeout"] = (knode, Node(seconds, vnode.line))
             logger.warning(
@@ -234,12 +263,15 @@ def _left_out(reader: Reader, node: Node, where: str, why: str) -> None:
 
 
 def read_env_file(reader: Reader, path: str, node: Node, key: str) -> dict[str, str] | None:
-    """The variables of the ``envFile`` ``path`` (``NAME=value`` lines, ``#`` comments, ``export`` and quotes as
-    a shell reads them), or None when its path is relative and the config has no folder to resolve it against.
+    """The variables of the ``envFile`` ``path``, read as VS Code reads one: ``NAME=value`` (or ``NAME: value``)
+    lines, ``export`` before the name, a ``#`` outside quotes starting a comment, a value in ``"``, ``'`` or
+    `````` quotes taken without them (``\\n`` and ``\\r`` in ``"`` a line end); None when its path is relative and the
+    config has no folder to resolve it against.
 
     Raises:
-        ConfigError: the file cannot be read, is over `MAX_ENV_FILE_BYTES` or has a line that is not ``NAME=value``
-            (naming the env file and its line).
+        ConfigError: the file cannot be read, is not a regular file (a FIFO, a device: before, a FIFO with no writer
+            never returned), is over `MAX_ENV_FILE_BYTES` or has a line that is not ``NAME=value`` (naming the env
+            file and its line).
     """
     p = Path(path)
     if not p.is_absolute():
@@ -247,27 +279,36 @@ def read_env_file(reader: Reader, path: str, node: Node, key: str) -> dict[str, 
             return None
         p = reader.folder / p
     try:
-        with p.open("rb") as f:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, and is refused below
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise reader.error(f"the env file {str(p)!r} is not a regular file", node, key)
             data = f.read(MAX_ENV_FILE_BYTES + 1)
     except OSError as e:
         raise reader.error(f"cannot read the env file {str(p)!r}: {e.strerror or e}", node, key) from None
     if len(data) > MAX_ENV_FILE_BYTES:
         raise reader.error(f"the env file {str(p)!r} is over {MAX_ENV_FILE_BYTES // 1024} KiB", node, key)
     env: dict[str, str] = {}
-    for number, raw in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+    # Lines end at \n, \r\n or \r alone, as VS Code splits them (before: also at a form feed or U+2028, so a later
+    # line's number was off).
+    for number, raw in enumerate(re.split(r"\r\n?|\n", data.decode("utf-8", "replace")), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        m = re.fullmatch(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(.*)", line)
+        m = _ENV_LINE.fullmatch(line)
         if m is None:
-            raise ConfigError(f"expected NAME=value (the envFile of {key})", file=str(p), line=number)
-        name, value = m.groups()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            value = value[1:-1].replace("\\n", "\n") if value[0] == '"' else value[1:-1]
-        else:
-            value = re.sub(r"\s+#.*$", "", value)
+            raise ConfigError(f"expected NAME=value (the envFile of {one_line(key, 200)})", file=str(p), line=number)
+        name, value = m.group(1), m.group(2).strip()
+        value = value[: _ENV_COMMENT.match(value).end()].strip()  # type: ignore[union-attr]  # it matches any text
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'`":
+            value = value[1:-1].replace("\\n", "\n").replace("\\r", "\r") if value[0] == '"' else value[1:-1]
         env[name] = value
     return env
+
+
+_ENV_LINE = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:](.*)")
+_ENV_COMMENT = re.compile(r"""(?:[^"'`#]++|"(?:[^"\\]|\\.)*+"?|'[^']*+'?|`[^`]*+`?)*+""")
+"""A value up to a ``#`` outside quotes (where its comment starts), if it has one."""
 
 
 # --- Codex CLI -------------------------------------------------------------------------------------------------------
@@ -316,12 +357,22 @@ def codex_servers(text: str, source: str, reader: Reader) -> tuple[Node, dict[st
         raise ConfigError(f"invalid TOML: {problem}", file=source, line=line) from None
     except RecursionError:
         raise ConfigError(too_deep(), file=source) from None
+    except ValueError:  # Python's bound on an int's digits (before: a traceback)
+        long = re.search(r"[0-9][0-9_]{4299,}", text)
+        line = text.count("\n", 0, long.start()) + 1 if long else None
+        raise ConfigError(
+            f"invalid TOML: a number of more than {_MAX_DIGITS:,} digits", file=source, line=line
+        ) from None
     try:
         return _codex_entries(doc, _toml_lines(text), source, reader)
     except ConfigError as e:
         if e.file is not None:
             raise
         raise ConfigError(e.message, file=source, line=e.line, key=e.key) from None
+
+
+_MAX_DIGITS = 4300
+"""Digits Python reads in an int (``sys.get_int_max_str_digits``): tomllib's ValueError past them is the file's."""
 
 
 def _codex_entries(
@@ -333,9 +384,10 @@ def _codex_entries(
         raise ConfigError(problem, file=source, line=lines.get(("mcp_servers",)))
     aliases: dict[str, str] = {}
     entries: dict[str, tuple[Node, Node]] = {}
+    unknown = 0  # keys tooltree does not read: the first `_MAX_WARNED` said one by one, the rest counted
     for name, table in servers.items():
         path = ("mcp_servers", name)
-        line = lines.get(path)
+        line = lines.get(path, lines.get(("mcp_servers",)))  # `mcp_servers = {x = …}`: the line of the table
         where = f"mcp_servers.{name}"
         if not isinstance(table, dict):
             entries[name] = (Node(name, line), _node(table, path, lines, line))
@@ -345,10 +397,13 @@ def _codex_entries(
             if k in CODEX_FOREIGN or k in _CODEX_DERIVED:
                 continue
             if k not in CODEX_KEYS:
-                logger.warning(
-                    "%s:%s: %s: not a key tooltree reads; ignored%s", source, lines.get((*path, k), line),
-                    one_line(f"{where}.{k}", 200), did_you_mean(k, CODEX_KEYS),
-                )  # fmt: skip
+                unknown += 1
+                if unknown <= _MAX_WARNED:
+                    at = lines.get((*path, k), line)
+                    logger.warning(
+                        "%s%s: %s: not a key tooltree reads; ignored%s", source, f":{at}" if at is not None else "",
+                        one_line(f"{where}.{k}", 200), did_you_mean(k, CODEX_KEYS),
+                    )  # fmt: skip
                 continue
             ours, at = "headers" if k == "http_headers" else k, lines.get((*path, k), line)
             items[ours] = (Node(ours, at), _node(v, (*path, k), lines, at, literal=k in _CODEX_LITERAL))
@@ -358,6 +413,12 @@ def _codex_entries(
             _as_disabled(items, where, aliases)
         _codex_headers(reader, table, items, path, lines, line, aliases)
         forwarded = table.get("env_vars")
+        if forwarded is not None and (
+            not isinstance(forwarded, list) or not all(isinstance(v, str) for v in forwarded)
+        ):  # before: not a list, or a name not a string, was dropped without a word
+            at = lines.get((*path, "env_vars"), line)
+            problem = f"expected a list of environment variable names, got {one_line(value_shown(forwarded), 80)}"
+            raise reader.error(problem, Node(forwarded, at), f"{where}.env_vars")
         if isinstance(forwarded, list) and (items.get("env") is None or isinstance(items["env"][1].value, dict)):
             at = lines.get((*path, "env_vars"), line)
             env: dict[str, tuple[Node, Node]] = {
@@ -380,7 +441,13 @@ def _codex_entries(
         at = lines.get((*path, next(iter(timeouts))), line) if timeouts else line
         items["timeout"] = (Node("timeout", at), Node(float(max(startup, tool)), at))
         entries[name] = (Node(name, line), Node(items, line))
+    if unknown > _MAX_WARNED:  # before: a warning each, 170,000 of them for a 2 MiB file
+        logger.warning("%s: %s more keys tooltree does not read; ignored", source, f"{unknown - _MAX_WARNED:,}")
     return Node(entries, lines.get(("mcp_servers",))), aliases
+
+
+_MAX_WARNED = 20
+"""Unknown keys of a Codex file said one by one."""
 
 
 _CODEX_LITERAL = {"command", "args", "env", "cwd", "url", "http_headers", "protocol"}
@@ -456,17 +523,30 @@ def _node(
     return Node(value.replace("$", "$$") if literal and isinstance(value, str) else value, line)
 
 
-_TOML_KEY = re.compile(r'\s*("(?:[^"\\]|\\.)*"|\'[^\']*\'|[A-Za-z0-9_-]+)\s*')
+_TOML_KEY = re.compile(r'[ \t]*+("(?:[^"\\\n]++|\\.)*+"|\'[^\'\n]*+\'|[A-Za-z0-9_-]++)[ \t]*+')
+_TOML_HEADER = re.compile(r"""[ \t]*+\[\[?((?:[^\[\]"']++|"(?:[^"\\]|\\.)*+"|'[^']*+')++)\]\]?[ \t]*+(?:#.*)?""")
+_TOML_ASSIGNED = re.compile(r"[ \t]*+([^=#\[\]\"']*+(?:(?:\"(?:[^\"\\]|\\.)*+\"|'[^']*+')[^=#\[\]\"']*+)*+)=")
+"""The key of a ``key = value`` line (possessive throughout: a line of 3,000 spaces took 9 s, before, to find none)."""
+_MULTILINE = re.compile(r'("""|\'\'\')|"(?:[^"\\\n]++|\\.)*+"|\'[^\'\n]*+\'|#')
+"""A multi-line string's delimiter (group 1), a one-line string or where a comment starts."""
 
 
 def _toml_keys(text: str) -> tuple[str, ...] | None:
-    """The parts of a dotted TOML key (``a."b c".d``), or None when ``text`` is not one."""
+    """The parts of a dotted TOML key (``a."b c".d``, a quoted part's escapes read), or None when ``text`` is not
+    one."""
+    import tomllib
+
     parts, at = [], 0
     while True:
         m = _TOML_KEY.match(text, at)
         if m is None:
             return None
         part = m.group(1)
+        if part.startswith('"') and "\\" in part:  # `"a\u001b"`: the key tomllib read holds the escape's character
+            try:
+                part = '"' + next(iter(tomllib.loads(f"{part} = 0"))) + '"'
+            except (tomllib.TOMLDecodeError, ValueError, StopIteration):
+                return None
         parts.append(part[1:-1] if part[0] in "\"'" else part)
         at = m.end()
         if at == len(text):
@@ -478,17 +558,41 @@ def _toml_keys(text: str) -> tuple[str, ...] | None:
 
 def _toml_lines(text: str) -> dict[tuple[str, ...], int]:
     """The line of each table header and key of the TOML ``text`` (by its dotted path), as far as a line-by-line
-    look finds them (a key inside a multi-line value may be missed: its value then takes its table's line)."""
+    look finds them: lines within a multi-line string are skipped (before, a ``[table]`` line in one was taken for
+    a header); a key inside a multi-line array or inline table may be missed (its value then takes its table's
+    line). Lines end at ``\\n`` alone, as TOML's do (before: also at U+2028 in a string, and every line number after
+    it was off)."""
     lines: dict[tuple[str, ...], int] = {}
     table: tuple[str, ...] = ()
-    for number, line in enumerate(text.splitlines(), 1):
-        if m := re.match(r"\s*\[\[?([^\[\]]+)\]\]?\s*(#.*)?$", line):
+    within: str | None = None  # the delimiter of the multi-line string the line is in
+    for number, line in enumerate(text.split("\n"), 1):
+        rest = line
+        if within is not None:
+            if (close := line.find(within)) < 0:
+                continue
+            rest, within = line[close + 3 :], None
+        elif (m := _TOML_HEADER.fullmatch(line.removesuffix("\r"))) is not None:
             if (keys := _toml_keys(m.group(1))) is not None:
                 table = keys
                 for i in range(1, len(keys) + 1):
                     lines.setdefault(keys[:i], number)
             continue
-        if (m := re.match(r"\s*([^=#\[]+?)\s*=", line)) and (keys := _toml_keys(m.group(1))) is not None:
-            for i in range(1, len(keys) + 1):
-                lines.setdefault((*table, *keys[:i]), number)
+        elif (m := _TOML_ASSIGNED.match(line)) is not None:
+            if (keys := _toml_keys(m.group(1).rstrip())) is not None:
+                for i in range(1, len(keys) + 1):
+                    lines.setdefault((*table, *keys[:i]), number)
+            rest = line[m.end() :]
+        within = _left_open(rest)
     return lines
+
+
+def _left_open(rest: str) -> str | None:
+    """The delimiter of a multi-line string that the text ``rest`` (of a line) opens and does not close, if any."""
+    at = 0
+    while (m := _MULTILINE.search(rest, at)) is not None and m.group() != "#":
+        at = m.end()
+        if (delimiter := m.group(1)) is not None:
+            if (close := rest.find(delimiter, at)) < 0:
+                return delimiter
+            at = close + 3
+    return None

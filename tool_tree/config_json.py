@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,12 @@ def _dropped(pairs: list[tuple[str, Any]]) -> None:
     return None
 
 
-_SCANNER = json.JSONDecoder(object_pairs_hook=_dropped)
+def _number(text: str) -> None:
+    """A number, once scanned: not made (an int of more than 4,300 digits is a ValueError, and not the file's)."""
+    return None
+
+
+_SCANNER = json.JSONDecoder(object_pairs_hook=_dropped, parse_int=_number, parse_float=_number)
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,15 @@ def server_maps(text: str, source: str, project: Path | None = None) -> ServerMa
     elif not claude:
         problem += " (Claude, Cursor, Windsurf, Gemini CLI), `servers` (VS Code's mcp.json) or `context_servers` (Zed)"
     raise ConfigError(problem, file=source, line=_line(text, first))
+
+
+def top_level_keys(text: str, names: Collection[str]) -> set[str]:
+    """Which of ``names`` the JSON object ``text`` has at its top level (none when it is not JSON: `server_maps`
+    says where it is not)."""
+    try:
+        return set(_members(text, _skip(text, 0), "", lambda key: key in names).found)
+    except (json.JSONDecodeError, ConfigError):
+        return set()
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tool_tree.text import one_line
+from tool_tree.text import clean, one_line
 
 if TYPE_CHECKING:
     from yaml import MarkedYAMLError
@@ -50,10 +50,18 @@ class ConfigError(Exception):
         self.file = file
         self.line = line
         self.key = key
-        where = file or "<config>"
+        where = _printable(file) if file else "<config>"
         if line is not None:
             where += f":{line}"
-        super().__init__(f"{where}: {key}: {message}" if key else f"{where}: {message}")
+        # The file's names reach a terminal: its keys, a path it names, a reference it holds, cleaned of escapes and
+        # line ends (before: a key such as "a\x1b[31m" coloured the rest of the message).
+        shown = _printable(message)
+        super().__init__(f"{where}: {_printable(key)}: {shown}" if key else f"{where}: {shown}")
+
+
+def _printable(text: str) -> str:
+    """``text`` without control, bidi or zero-width characters, on one line (`tool_tree.text.clean`)."""
+    return text if text.isprintable() else clean(text).replace("\n", " ")
 
 
 _VAR = re.compile(
@@ -65,6 +73,10 @@ _VAR = re.compile(
 which `Reader.expand` refuses. An editor's variables (``${env:VAR}``, ``${input:id}``, ``${/}``) and a bare
 ``$VAR`` are read only in the files of clients that write them (`Reader.client`); elsewhere the first are refused
 and a bare ``$VAR`` is text."""
+
+
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][-+]?[0-9]+")
+"""A JSON number with an exponent, which YAML 1.1 reads as a string unless it has a dot and a signed exponent."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +212,7 @@ class Reader:
         self._unset: list[ConfigError] | None = None  # within `deferring`: the unset variables' errors
         self._verbatim = False  # within `deferring(verbatim=True)`: no variable is looked up
         self.client: ClientVariables | None = None  # another client's file: its variables too
+        self.json = False  # the nodes are JSON's: a number with an exponent and no dot (`1e5`) is one, as JSON has it
 
     @contextlib.contextmanager
     def deferring(self, *, verbatim: bool = False) -> Iterator[list[ConfigError]]:
@@ -260,6 +273,8 @@ class Reader:
             return Node(items, line)
         assert isinstance(yn, yaml.ScalarNode)
         if yn.tag == "tag:yaml.org,2002:str":
+            if self.json and yn.style is None and _JSON_NUMBER.fullmatch(yn.value):  # `1e5`: a string to YAML
+                return Node(float(yn.value), line)
             return Node(yn.value, line)
         # Constructed directly, not re-serialized and loaded: an empty value (`servers:` and nothing
         # after it) has no text of its own, and serializing it alone is not valid YAML.
@@ -269,7 +284,8 @@ class Reader:
             raise self.error(f"invalid YAML: {e.problem or e}", Node(None, line), key) from None
         except (ValueError, TypeError, KeyError, AttributeError):  # an explicit tag on text it does not fit
             tag = yn.tag.removeprefix("tag:yaml.org,2002:")
-            raise self.error(f"invalid YAML: {yn.value!r} is not a valid !!{tag}", Node(None, line), key) from None
+            shown = one_line(repr(yn.value), 80)  # a number of 5,000 digits is not shown whole
+            raise self.error(f"invalid YAML: {shown} is not a valid !!{tag}", Node(None, line), key) from None
         return Node(value, line)
 
     def merge(self, yn: Any, key: str | None, depth: int) -> dict[str, tuple[Node, Node]]:
@@ -351,7 +367,7 @@ class Reader:
             said = (f"{description!r}, " if description else "") + f'declared in "inputs" at line {line}'
         problem = (
             f"{one_line(reference, 120)} ({one_line(said, 300)}) is a value VS Code asks for when the server starts; "
-            f"tooltree cannot ask: set the environment variable {variable} to it"
+            f"tooltree cannot ask: set the environment variable {one_line(variable, 120)} to it"
         )
         return self._unset_variable(problem, reference, node, key)
 
