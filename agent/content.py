@@ -25,6 +25,9 @@ output is:
   nothing is cleaned or copied before it is cut, so the work is bounded by the caps, not the result;
 
 so one call can neither fill the host's memory nor make every later request too large.
+
+(Over 400 lines: an MCP result's blocks and a script's execution with its call ledger are what the model reads of
+a tool's work, under the same caps; read together.)
 """
 
 from __future__ import annotations
@@ -35,7 +38,15 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sandbox._supervisor.limits import MAX_IMAGES
-from sandbox.results import IMAGE_TYPES, ExecutionResult, ImageBudget, ToolCallRecord, clean_text, note_label
+from sandbox.results import (
+    IMAGE_TYPES,
+    ExecutionResult,
+    ImageBudget,
+    SaidOnce,
+    ToolCallRecord,
+    clean_text,
+    note_label,
+)
 from tool_tree.text import is_text_type, size, text_of_blob
 
 LEDGER_LINES = 8
@@ -333,16 +344,18 @@ def _list_tokens(value: list[Any]) -> Iterator[Any]:
     yield _Token("]")
 
 
-def ledger(calls: Sequence[ToolCallRecord], omitted: int = 0) -> str:
+def ledger(calls: Sequence[ToolCallRecord], omitted: int = 0, shown: str | None = None) -> str:
     """The short call ledger: one line per call, or per tool when there are many calls (at most
-    `LEDGER_GROUPS` tools, those called most first); ``omitted`` calls past the listed ones are counted."""
+    `LEDGER_GROUPS` tools, those called most first); ``omitted`` calls past the listed ones are counted. An error's
+    lines under its first that ``shown`` (the traceback above it) or an earlier line holds are not said again."""
     if not calls:
         return ""
+    said = SaidOnce(shown)
     total = sum(c.response_bytes for c in calls)
     head = f"tool calls from the script: {len(calls) + omitted}, {size(total)} of results received in the sandbox"
     more = [f"  … {omitted} more call(s) not listed"] if omitted else []
     if len(calls) <= LEDGER_LINES:
-        return "\n".join([head, *(f"  {c.line()}" for c in calls), *more])
+        return "\n".join([head, *(f"  {c.line(said)}" for c in calls), *more])
     groups: dict[str, list[ToolCallRecord]] = {}
     for c in calls:
         groups.setdefault(f"{c.server}.{c.tool}", []).append(c)
@@ -350,7 +363,7 @@ def ledger(calls: Sequence[ToolCallRecord], omitted: int = 0) -> str:
     lines = [head]
     for name, group in sorted(named[:LEDGER_GROUPS]):
         failed = [c for c in group if not c.ok]
-        status = "all ok" if not failed else f"{len(failed)} failed, first: {failed[0].error or 'error'}"
+        status = "all ok" if not failed else f"{len(failed)} failed, first: {said.error(failed[0].error) or 'error'}"
         lines.append(f"  {name} ×{len(group)}: {status} ({size(sum(c.response_bytes for c in group))})")
     if rest := named[LEDGER_GROUPS:]:
         failures = sum(1 for _, group in rest for c in group if not c.ok)
@@ -366,16 +379,17 @@ def printed_parts(stdout: str | None, stderr: str | None) -> list[str]:
 def execution_blocks(result: ExecutionResult) -> list[dict[str, Any]]:
     """An execution as content blocks: one text block, then the images the script showed."""
     parts = printed_parts(result.stdout, result.stderr)
+    shown = None if result.timed_out else result.traceback  # the ledger does not say again what it holds
     if result.timed_out:
         parts.append(f"[error] {result.error or 'timed out'}")
-    elif result.traceback:
-        parts.append("[error]\n" + result.traceback.rstrip("\n"))
+    elif shown:
+        parts.append("[error]\n" + shown.rstrip("\n"))
     elif result.error:
         parts.append(f"[error] {result.error}")
     if result.state_reset:
         parts.append("[the interpreter was restarted: variables and imports are gone; files remain]")
     if result.tool_calls:
-        parts.append(ledger(result.tool_calls, result.tool_calls_omitted))
+        parts.append(ledger(result.tool_calls, result.tool_calls_omitted, shown))
     parts += result.image_notes
     text = "\n\n".join(parts)
     if not text.strip():  # the API refuses a text block of white space only

@@ -256,6 +256,32 @@ class ShownImage:
         return base64.b64encode(self.data).decode("ascii")
 
 
+class SaidOnce:
+    """The lines under the first of a ledger's errors (a failed server's last stderr lines, which the bridge
+    writes under its message), said once in what shows the ledger: a call whose error's further lines the
+    traceback printed above the ledger (``shown``) or an earlier line of it already holds gives its first line
+    and ``[as above]``. Before: a script that let a failed server's ``ToolCallError`` go showed the server's stderr
+    twice, in the traceback and the ledger, and once more for each other call of it listed (a restart that failed
+    the same way). The work is bounded by the caps: an error is at most `LEDGER_ERROR_CHARS`, ``shown`` a
+    traceback (at most ``MAX_TRACEBACK_CHARS``), and a ledger lists a bounded number of lines."""
+
+    AS_ABOVE = "[as above]"
+
+    def __init__(self, shown: str | None = None) -> None:
+        self._shown = f"\n{shown.rstrip()}\n" if shown else ""
+        self._said: set[str] = set()
+
+    def error(self, error: str | None) -> str | None:
+        """``error`` as the next line of the ledger gives it."""
+        first, _, rest = (error or "").partition("\n")
+        if len(rest) <= len(self.AS_ABOVE):
+            return error
+        if rest in self._said or f"\n{rest}\n" in self._shown:
+            return f"{first} {self.AS_ABOVE}"
+        self._said.add(rest)
+        return error
+
+
 @dataclass(frozen=True)
 class ToolCallRecord:
     """One line of the tool-call ledger, as the host saw the call (`sandbox.calls` cleans the names and
@@ -269,8 +295,10 @@ class ToolCallRecord:
     duration_ms: float
     error: str | None = None
 
-    def line(self) -> str:
-        status = "ok" if self.ok else f"error: {self.error or 'failed'}"
+    def line(self, said: SaidOnce | None = None) -> str:
+        """The call on one line (its error's further lines under it); ``said``: those not said again."""
+        error = said.error(self.error) if said is not None else self.error
+        status = "ok" if self.ok else f"error: {error or 'failed'}"
         return f"{self.server}.{self.tool} {status} ({self.response_bytes} B, {self.duration_ms:.0f} ms)"
 
 

@@ -38,10 +38,15 @@ def calls_json(calls: Sequence[ToolCallRecord]) -> list[dict[str, Any]]:
     ]
 
 
-def print_calls(calls: Sequence[ToolCallRecord], omitted: int) -> None:
-    """The calls on stderr, one line each (the first `LEDGER_LINES`), and how many more there were."""
+def print_calls(calls: Sequence[ToolCallRecord], omitted: int, shown: str | None = None) -> None:
+    """The calls on stderr, one line each (the first `LEDGER_LINES`), and how many more there were. An error's
+    lines under its first that ``shown`` (the traceback printed above) or an earlier line holds are not said again
+    (`sandbox.results.SaidOnce`)."""
+    from sandbox.results import SaidOnce
+
+    said = SaidOnce(shown)
     for c in calls[:LEDGER_LINES]:
-        status = "ok" if c.ok else f"error: {c.error}"
+        status = "ok" if c.ok else f"error: {said.error(c.error)}"
         print(
             f"  call {c.server}.{c.tool}  {status}  {size(c.response_bytes)}  {c.duration_ms:.0f} ms", file=sys.stderr
         )

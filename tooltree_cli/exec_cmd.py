@@ -566,7 +566,7 @@ def _print_human(
         sys.stderr.write(result.traceback.rstrip("\n") + "\n")
     elif result.error:
         print(f"error: {result.error}", file=sys.stderr)
-    print_calls(result.tool_calls, result.tool_calls_omitted)
+    print_calls(result.tool_calls, result.tool_calls_omitted, result.traceback)
     for n, image in enumerate(result.images):
         if n < len(saved):
             where = f" saved to {saved[n]}"

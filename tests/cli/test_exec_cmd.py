@@ -100,7 +100,8 @@ def test_exec_shows_the_stderr_of_a_server_that_failed_to_start(
     assert code == 1
     why = "server 'crm' is unavailable: the server exited during start-up; the last lines of its stderr:\n"
     assert f"ToolCallError: crm.list_leads: {why}    crm: CRM_TOKEN is not set\n" in err  # the script's traceback
-    assert f"call crm.list_leads  error: {why}    crm: CRM_TOKEN is not set" in err  # the ledger
+    # The ledger says the stderr once, in the traceback above it (before: again under the call).
+    assert f"call crm.list_leads  error: {why.rstrip()} [as above]  " in err and err.count("CRM_TOKEN is not") == 2
     code = main(["exec", "-c", script, "--config", str(broken), "--tree", str(tree), "--json"])
     (call,) = json.loads(capsys.readouterr().out)["calls"]
     assert code == 1 and call["error"].endswith(f"{why}    crm: CRM_TOKEN is not set")
