@@ -237,6 +237,7 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
             return EXIT_USAGE
         if config is None:
             config = Config(servers=())
+        _warn_doubled(config)
         refresh = None
         if not args.no_regenerate:
             from tooltree_cli.generate_cmd import nothing_to_list
@@ -284,6 +285,17 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
         for stop in (refresh, follow):
             if stop is not None:
                 stop.stop()  # already stopped, unless the server never opened
+
+
+def _warn_doubled(config: Config) -> None:
+    """One warning when ``config`` is Claude Code's file, lists tooltree serve, and Claude Code also starts its servers
+    directly (`tool_tree.client_settings`): with the setting that stops it."""
+    from tool_tree.client_settings import claude_code_doubles
+
+    doubled = claude_code_doubles(config)
+    if doubled is not None:
+        print("tooltree serve: warning: " + " ".join(terminal_text(doubled.message()).splitlines()), file=sys.stderr,
+              flush=True)  # fmt: skip
 
 
 MAX_WARNINGS = 50
