@@ -24,7 +24,6 @@ Codex's TOML, which has no line numbers of its own, takes the most.)
 from __future__ import annotations
 
 import logging
-import math
 import os
 import re
 import stat
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tool_tree.config_read import (
+    LARGEST,
     MAX_DEPTH,
     ClientVariables,
     ConfigError,
@@ -228,7 +228,7 @@ def entry_of(reader: Reader, client: str, where: str, body: Node) -> Entry:
     if client == "gemini" and "timeout" in items:
         knode, vnode = items["timeout"]
         ms = vnode.value
-        if not isinstance(ms, bool) and isinstance(ms, int | float) and 0 < ms < math.inf:  # else refused as it is
+        if not isinstance(ms, bool) and isinstance(ms, int | float) and 0 < ms <= LARGEST:  # else refused as it is
             seconds = ms / 1000
             items["timeout"] = (knode, Node(seconds, vnode.line))
             logger.warning(
@@ -247,7 +247,7 @@ def entry_of(reader: Reader, client: str, where: str, body: Node) -> Entry:
 
 def _plausibly_ms(value: Any) -> bool:
     """Whether a ``timeout`` in seconds looks like one in milliseconds: 1,000 s or more, a whole number."""
-    return not isinstance(value, bool) and isinstance(value, int) and value >= 1000
+    return not isinstance(value, bool) and isinstance(value, int) and 1000 <= value <= LARGEST
 
 
 def _as_disabled(items: dict[str, tuple[Node, Node]], where: str, aliases: dict[str, str]) -> None:
@@ -286,6 +286,8 @@ def read_env_file(reader: Reader, path: str, node: Node, key: str) -> dict[str, 
             data = f.read(MAX_ENV_FILE_BYTES + 1)
     except OSError as e:
         raise reader.error(f"cannot read the env file {str(p)!r}: {e.strerror or e}", node, key) from None
+    except ValueError as e:  # a NUL or a lone surrogate in the path (before: a traceback)
+        raise reader.error(f"cannot read the env file {str(p)!r}: {e}", node, key) from None
     if len(data) > MAX_ENV_FILE_BYTES:
         raise reader.error(f"the env file {str(p)!r} is over {MAX_ENV_FILE_BYTES // 1024} KiB", node, key)
     env: dict[str, str] = {}
@@ -431,9 +433,10 @@ def _codex_entries(
             k: table[k] for k in ("startup_timeout_sec", "startup_timeout_ms", "tool_timeout_sec") if k in table
         }
         for k, v in timeouts.items():
-            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < math.inf:
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= LARGEST:
                 at = lines.get((*path, k), line)
-                raise reader.error(f"expected a positive number, got {v!r}", Node(v, at), f"{where}.{k}")
+                problem = f"expected a positive number, got {one_line(repr(v), 80)}"
+                raise reader.error(problem, Node(v, at), f"{where}.{k}")
         startup = timeouts.get(
             "startup_timeout_sec", timeouts.get("startup_timeout_ms", CODEX_STARTUP_SECONDS * 1000) / 1000
         )

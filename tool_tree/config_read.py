@@ -17,9 +17,9 @@ import contextlib
 import dataclasses
 import difflib
 import functools
-import math
 import os
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +100,10 @@ def input_variable(input_id: str) -> str:
     each character other than a letter or digit an underscore (``perplexity-key``:
     ``TOOLTREE_INPUT_PERPLEXITY_KEY``)."""
     return "TOOLTREE_INPUT_" + re.sub(r"[^A-Za-z0-9]", "_", input_id).upper()
+
+
+LARGEST = sys.float_info.max
+"""The largest number of seconds read: a whole number past it is no float (``float(10**400)`` is an OverflowError)."""
 
 
 class _TooBig(Exception):
@@ -389,8 +393,8 @@ class Reader:
 
     def number(self, node: Node, key: str) -> float:
         v = node.value
-        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < math.inf:
-            raise self.error(f"expected a positive number of seconds, got {value_shown(v)}", node, key)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= LARGEST:  # before: 10**400 a traceback
+            raise self.error(f"expected a positive number of seconds, got {one_line(value_shown(v), 80)}", node, key)
         return float(v)
 
     def whole(self, node: Node, key: str, *, most: int) -> int:
