@@ -205,14 +205,17 @@ def template_pattern(template: str) -> Any:
 def offered(found: dict[str, Found], *, prompts: bool, resources: bool) -> Offered:
     """What ``found`` (by server) offers, in (server, item) order; what is not fit to offer is left out (logged)."""
     out = Offered()
+    suffix: dict[str, int] = {}  # by first name tried: the next suffix to try (from 2 each time was quadratic)
     for server in sorted(found):
         lists = found[server]
         for raw in lists.prompts if prompts else ():
             own = raw["name"] if isinstance(raw.get("name"), str) else ""
             base = f"{_clean(server)}{SEPARATOR}{_clean(own)}"
-            name, n = _fit(base), 2
+            first = name = _fit(base)
+            n = suffix.get(first, 2)
             while name in out.routes:
                 name, n = _fit(base, f"_{n}"), n + 1
+            suffix[first] = n
             try:
                 prompt, route = _prompt(server, raw, name)
             except (NotKept, ValidationError) as e:

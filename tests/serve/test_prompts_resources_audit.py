@@ -214,3 +214,23 @@ async def test_claude_code_runs_a_servers_prompt_as_a_slash_command_and_it_is_au
     assert "Greet Ann warmly." in said and "Hello from alpha!" in said
     (line,) = audit_lines(audit)
     assert (line["server"], line["prompt"], line["outcome"]) == ("alpha", "greet", "ok")
+
+
+def test_prompts_of_one_name_are_named_in_work_linear_in_their_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A tree from elsewhere may hold 1,000 prompts of one name on each of many servers whose names share their first
+    # 64 characters: each new name tried every suffix from _2 again (20 such servers: minutes at serve's start).
+    import agent.serve.upstream_offer as upstream_offer
+
+    tried = 0
+    fit = upstream_offer._fit
+
+    def counted(base: str, suffix: str = "") -> str:
+        nonlocal tried
+        tried += 1
+        return fit(base, suffix)
+
+    monkeypatch.setattr(upstream_offer, "_fit", counted)
+    servers = {"s" * 70 + str(i): upstream_offer.Found(prompts=[{"name": "p"}] * 300) for i in range(4)}
+    offer = upstream_offer.offered(servers, prompts=True, resources=False)
+    assert len(offer.prompts) == 1_200 and len(set(offer.routes)) == 1_200
+    assert tried <= 3 * 1_200  # before: 180,600
