@@ -48,7 +48,12 @@ def write_config(folder: Path, mark: str, *, serve: dict[str, Any] | None = None
 
 def marked_processes(mark: str) -> list[int]:
     """Pids of live processes whose environment carries ``mark`` (the upstream servers of one serve process)."""
-    needle = f"{MARK_ENV}={mark}".encode()
+    return processes_with(MARK_ENV, mark)
+
+
+def processes_with(variable: str, value: str) -> list[int]:
+    """Pids of live processes whose environment sets ``variable`` to ``value``."""
+    needle = f"{variable}={value}".encode()
     pids = []
     for environ in Path("/proc").glob("[0-9]*/environ"):
         try:

@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
+from tests.serve.conftest import processes_with
 from tests.serve.test_real_clients import INSTALL_HINT, RUN_WAIT, claude, claude_env, tool_results
-from tests.support import REPO, SAMPLE_SERVERS, TEST_OWNER, alive, require_install, wait_until
+from tests.support import REPO, SAMPLE_SERVERS, TEST_OWNER, require_install, wait_until
 from tool_tree.config import load_config
 from tooltree_cli.common import OWNER_ENV
 from tooltree_cli.main import main
@@ -58,15 +59,7 @@ def clients() -> Path:
 
 def owned_processes(owner: str) -> list[int]:
     """Pids of the live processes started with ``$TOOLTREE_SANDBOX_OWNER`` set to ``owner``."""
-    needle = f"{OWNER_ENV}={owner}".encode()
-    pids = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        try:
-            if needle in environ.read_bytes().split(b"\0") and alive(int(environ.parent.name)):
-                pids.append(int(environ.parent.name))
-        except (OSError, ValueError):
-            continue
-    return pids
+    return processes_with(OWNER_ENV, owner)
 
 
 def mcp_servers_offered(requests: list[dict[str, Any]]) -> set[str]:
