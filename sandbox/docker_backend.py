@@ -7,6 +7,9 @@ Starting one sandbox (every step an API call through docker-py, see `sandbox._do
     attach (stdin, stdout, stderr: the channel) → watch for its death in the engine's events → start
     supervisor's ready report → check_process_status
 
+A process's first start also removes, on a thread of its own, the containers its owner's tooltree processes left
+when they were killed on this host (`sandbox.sweep`).
+
 Nothing on the host is mounted. The tree goes in through a named volume
 ``tooltree-tree-<content hash>``, filled once per distinct tree by a throwaway container that
 reads a tar from its stdin, and mounted read-only; the workspace travels over the channel. So
@@ -36,6 +39,7 @@ from sandbox.config import SandboxConfig
 from sandbox.errors import EngineError, EngineUnavailableError, HardeningError, SandboxError
 from sandbox.hardening import HOST_LABEL, OWNER_LABEL, check_hardening, check_process_status, container_spec
 from sandbox.image import ensure_image, session_image
+from sandbox.sweep import sweep_once
 from sandbox.tree_pack import pack_tree, tree_fingerprint
 from tool_tree.tree import tree_lock
 
@@ -316,6 +320,8 @@ class DockerBackend(SandboxBackend):
             EngineError: the engine failed.
         """
         self.prepare()
+        # The containers of this owner's tooltree processes killed on this host, off this start's path (once).
+        sweep_once(self.docker, self.config.owner)
         self._recopy_gone_tree()
         name = f"tooltree-{uuid.uuid4().hex[:16]}"
         spec = container_spec(

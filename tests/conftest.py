@@ -111,7 +111,7 @@ def sandbox_owner(monkeypatch: pytest.MonkeyPatch) -> str:
 @pytest.fixture
 def owner(docker_engine: EngineWithCLI) -> Iterator[str]:
     """An owner label for this test's containers alone, for a tooltree process it starts (``TOOLTREE_SANDBOX_OWNER``;
-    others may run meanwhile; `EngineWithCLI.containers` lists them); its leftovers removed after."""
+    others may run meanwhile; `EngineWithCLI.owned` lists them); its leftovers removed after."""
     import uuid
 
     from sandbox.docker_backend import remove_containers

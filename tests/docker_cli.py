@@ -39,6 +39,6 @@ class EngineWithCLI(DockerEngine):
         """The stdout of ``docker ARGS`` parsed as JSON."""
         return json.loads(self.run(args, **kwargs).stdout)
 
-    def containers(self, owner: str) -> list[str]:
+    def owned(self, owner: str) -> list[str]:
         """The ids of the containers (running or not) labelled with ``owner`` (the ``owner`` fixture)."""
         return self.text(["ps", "--all", "--quiet", "--filter", f"label=tooltree.owner={owner}"]).split()

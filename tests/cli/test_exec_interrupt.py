@@ -122,7 +122,7 @@ def test_ctrl_c_stops_the_script_and_prints_what_it_did_saves_the_workspace_and_
         assert "    time.sleep(100)\nKeyboardInterrupt\n" in err and "  call crm.list_leads  ok  " in err
         assert err.endswith("· tooltree exit 130 because the script was interrupted (Ctrl-C)\n")
     assert (workspace / "partial.txt").read_text(encoding="utf-8") == "made before the interrupt"
-    assert docker_engine.containers(owner) == []
+    assert docker_engine.owned(owner) == []
 
 
 STUBBORN = """\
@@ -181,4 +181,4 @@ def test_a_second_ctrl_c_quits_at_once_prints_what_the_script_did_and_leaves_no_
         assert "to stderr\n" in err and "  call crm.list_leads  ok  " in err
         assert "tooltree: the script's end was not reported (the output above is what it sent before) · 1 tool" in err
         assert "tooltree: error" not in err
-    assert docker_engine.containers(owner) == []
+    assert docker_engine.owned(owner) == []

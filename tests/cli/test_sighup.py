@@ -195,7 +195,7 @@ def test_a_closed_terminal_stops_exec_saves_the_workspace_prints_where_it_can_an
             proc.wait()
     assert stdout.read_text(encoding="utf-8") == "first\n"
     assert (workspace / "partial.txt").read_text(encoding="utf-8") == "made before the hang-up"
-    assert docker_engine.containers(owner) == []
+    assert docker_engine.owned(owner) == []
 
 
 @pytest.mark.docker
@@ -223,7 +223,7 @@ def test_sighup_to_exec_says_so_after_what_the_script_did(
         "· tooltree exit 129 because tooltree's terminal closed (SIGHUP), which stopped the script\n" + HUNG_UP
     ), err
     assert (workspace / "partial.txt").read_text(encoding="utf-8") == "made before the hang-up"
-    assert docker_engine.containers(owner) == []
+    assert docker_engine.owned(owner) == []
 
 
 @pytest.mark.docker
@@ -265,7 +265,7 @@ def test_sighup_stops_an_agent_run_saves_the_workspace_ends_the_transcript_and_e
     assert (workspace / "partial.txt").read_text(encoding="utf-8") == "made before the hang-up"
     end = read_transcript(transcript)[-1]
     assert end["type"] == "run_end" and end["summary"]["stop_reason"] == "interrupted", end
-    assert docker_engine.containers(owner) == []
+    assert docker_engine.owned(owner) == []
 
 
 def test_sighup_raises_hung_up_once_then_is_ignored_and_stays_ignored_under_nohup(

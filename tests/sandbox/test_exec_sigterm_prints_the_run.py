@@ -38,7 +38,7 @@ def test_sigterm_prints_what_the_stopped_script_did_saves_the_workspace_and_exit
         assert "    time.sleep(100)\nKeyboardInterrupt\n" in err and "  call crm.list_leads  ok  " in err
         assert "· tooltree exit 143 because tooltree was terminated (SIGTERM), which stopped the script\n" in err
     assert (workspace / "partial.txt").read_text(encoding="utf-8") == "made before the interrupt"
-    assert docker_engine.containers(owner) == []
+    assert docker_engine.owned(owner) == []
 
 
 def test_exec_help_says_the_workspace_is_saved_when_terminated(capsys: pytest.CaptureFixture[str]) -> None:

@@ -87,7 +87,7 @@ def test_dry_run_removes_nothing_and_lists_exactly_what_the_prune_then_removes(
             f"{stale} (dry run: nothing was removed)\n"
         ) in dry
         assert "would keep the containers of tooltree processes still running here" in dry
-        assert set(docker_engine.containers(owner)) == {dead[:12], kept[:12]}  # nothing was removed
+        assert set(docker_engine.owned(owner)) == {dead[:12], kept[:12]}  # nothing was removed
         assert all(docker_engine.volume_exists(v) for v in (leftover, busy))
         assert docker_engine.image_exists(stale) and docker_engine.image_exists(others)
 
@@ -96,7 +96,7 @@ def test_dry_run_removes_nothing_and_lists_exactly_what_the_prune_then_removes(
         assert _listed(real, "removed ") == expected  # the same, as each went
         assert real.startswith(f"removed container {owner}-dead ({dead[:12]}, created)\n")  # before the count
         assert _said(real, f"kept volume {busy} (created ") == ": a container that stays mounts it"
-        assert docker_engine.containers(owner) == [kept[:12]]
+        assert docker_engine.owned(owner) == [kept[:12]]
         assert not docker_engine.volume_exists(leftover) and docker_engine.volume_exists(busy)
         assert not docker_engine.image_exists(stale)
         assert docker_engine.image_exists(others)  # another owner's stale image: not this prune's to remove

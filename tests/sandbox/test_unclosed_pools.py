@@ -40,7 +40,7 @@ def test_a_started_pool_dropped_unclosed_warns_and_its_containers_are_destroyed(
     def started() -> SandboxPool:
         pool = SandboxPool(config=SandboxConfig(owner=owner), size=2).start()
         pool.wait_ready()
-        assert len(docker_engine.containers(owner)) == 2
+        assert len(docker_engine.owned(owner)) == 2
         assert pool._thread is not None
         threads.append(pool._thread)
         return pool
@@ -52,7 +52,7 @@ def test_a_started_pool_dropped_unclosed_warns_and_its_containers_are_destroyed(
         "unclosed SandboxPool (size 2, 2 warm) dropped while started: its warm containers are destroyed now; use it "
         "as `with SandboxPool(...) as pool:`, or call pool.close()"
     ]
-    wait_until(lambda: docker_engine.containers(owner) == [], "the dropped pool's containers to go", timeout=30)
+    wait_until(lambda: docker_engine.owned(owner) == [], "the dropped pool's containers to go", timeout=30)
     threads[0].join(30)
     assert not threads[0].is_alive(), "the dropped pool's filling thread still ran"
 
@@ -73,7 +73,7 @@ def test_a_closed_or_never_started_pool_warns_of_nothing(docker_engine: EngineWi
     with unclosed_warnings() as said:
         assert dropped(made)() is None
     assert said == []
-    assert docker_engine.containers(owner) == []
+    assert docker_engine.owned(owner) == []
 
 
 def test_a_started_pool_dropped_in_a_forked_child_warns_of_nothing_and_leaves_the_parents_containers(
@@ -92,7 +92,7 @@ def test_a_started_pool_dropped_in_a_forked_child_warns_of_nothing_and_leaves_th
             return repr([str(w.message) for w in seen if issubclass(w.category, ResourceWarning)])
 
         assert in_a_fork(child) == "[]"
-        assert len(docker_engine.containers(owner)) == 1
+        assert len(docker_engine.owned(owner)) == 1
         with held[0].acquire() as sandbox:  # the parent's warm container is whole
             assert sandbox.execute("print(6 * 7)").stdout == "42\n"
 
@@ -126,7 +126,7 @@ def test_a_runtime_dropped_open_warns_once_naming_the_runtime(
         f"unclosed Runtime (tree {tree}) dropped while open: {stopped}; use it as `with Runtime(config, tree) as rt:`, "
         "or call rt.close()"
     ]
-    wait_until(lambda: docker_engine.containers(owner) == [], "the dropped runtime's container to go", timeout=30)
+    wait_until(lambda: docker_engine.owned(owner) == [], "the dropped runtime's container to go", timeout=30)
     wait_until(lambda: server_pool_threads() == before, "the dropped runtime's servers to stop", timeout=30)
 
 
@@ -150,4 +150,4 @@ def test_a_closed_or_never_opened_runtime_warns_of_nothing(
     with unclosed_warnings() as said:
         assert dropped(made)() is None
     assert said == []
-    assert docker_engine.containers(owner) == []
+    assert docker_engine.owned(owner) == []

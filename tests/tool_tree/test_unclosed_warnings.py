@@ -103,7 +103,7 @@ def test_a_started_sandbox_dropped_unclosed_warns_and_its_container_is_destroyed
         f"unclosed Sandbox (container {names[0]}) dropped while running: its container is destroyed now, without "
         f"saving its workspace {tmp_path}; use it as `with Sandbox(...) as sandbox:`, or call sandbox.close()"
     )
-    wait_until(lambda: docker_engine.containers(owner) == [], "the dropped sandbox's container to go", timeout=30)
+    wait_until(lambda: docker_engine.owned(owner) == [], "the dropped sandbox's container to go", timeout=30)
 
 
 @pytest.mark.docker
@@ -122,4 +122,4 @@ def test_a_closed_or_never_started_sandbox_warns_of_nothing(docker_engine: Engin
     with unclosed_warnings() as said:
         assert dropped(made)() is None
     assert said == []
-    assert docker_engine.containers(owner) == []
+    assert docker_engine.owned(owner) == []
