@@ -44,7 +44,8 @@ servers a run will use) another server's unset variable is an error only once `C
 keys written beside them win, and a top-level key starting with ``x-`` (``x-common: &common``) is ignored, a
 place to define them, as in docker compose. Relative paths (``cwd``, a ``command`` with a ``/``) resolve against
 the config file's folder, and a stdio server without ``cwd`` starts in that folder, so relative ``args`` do too;
-a leading ``~`` in ``command`` and ``cwd`` is the home folder, as in the shell (``args`` are the server's to read).
+a leading ``~`` in ``command`` and ``cwd`` is the home folder, as in the shell (``args`` are the server's to read; in a
+Codex file, a folder named ``~``, as Codex runs it).
 Headers and environment variables no HTTP client or program could be given are refused while loading.
 Every problem is a `ConfigError` whose text names the file, the line and the key. A YAML file over
 `MAX_CONFIG_BYTES`, nested deeper than `MAX_DEPTH` or holding more than `MAX_NODES` values (`MAX_VALUES` with
@@ -78,6 +79,7 @@ from tool_tree.config_clients import (
     client_variables,
     codex_servers,
     entry_of,
+    gemini_blocked,
     is_codex,
     is_jsonc,
     read_env_file,
@@ -395,6 +397,25 @@ def _literal_pattern(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
 
 
+def _tool_pattern(reader: Reader, key: str, name: str, node: Node, where: str) -> str:
+    """The pattern that stands for ``name`` of the list ``key`` (``includeTools``, ``disabled_tools``, …).
+
+    Gemini CLI keeps a tool its ``includeTools`` names with arguments, ``name(...)``: an entry matches the tool it
+    is, or the tool its text before a ``(`` names (``tool.startsWith(name + "(")``); an MCP tool's name holds no
+    ``(`` (letters, digits, ``_``, ``-`` and ``.``), so the name before the first is the tool. Its ``excludeTools``
+    matches names exactly: ``name(...)`` there leaves no tool out, in Gemini CLI as here, and a warning says so.
+    """
+    if "(" in name and key == "includeTools" and (tool := name.partition("(")[0]):
+        return _literal_pattern(tool)
+    if "(" in name and key == "excludeTools":
+        logger.warning(
+            "%s:%d: %s.%s: %s: Gemini CLI matches these names exactly, so an entry with arguments leaves no tool "
+            "out (tooltree does the same); write the tool's name alone", reader.file, node.line,
+            one_line(where, 200), key, one_line(repr(name), 80),
+        )  # fmt: skip
+    return _literal_pattern(name)
+
+
 def _server(
     reader: Reader,
     name: str,
@@ -417,7 +438,7 @@ def _server(
             return None
         body, renamed = entry.body, {**renamed, **entry.aliases}
     try:
-        server = _server_entry(reader, name, body, json_format=json_format, used=used, where=where)
+        server = _server_entry(reader, name, body, json_format=json_format, used=used, where=where, client=client)
     except ConfigError as e:
         raise _renamed(e, renamed) from None
     if server is not None and server.unresolved is not None:
@@ -435,7 +456,7 @@ def _renamed(e: ConfigError, aliases: Mapping[str, str]) -> ConfigError:
 
 
 def _server_entry(
-    reader: Reader, name: str, body: Node, *, json_format: bool, used: bool, where: str
+    reader: Reader, name: str, body: Node, *, json_format: bool, used: bool, where: str, client: str = "claude"
 ) -> ServerConfig | None:
     """`_server` of an entry in tooltree's shape."""
     if not isinstance(body.value, dict):
@@ -461,8 +482,15 @@ def _server_entry(
             ours = _JSON_TOOL_LISTS[k]
             names = reader.string_list(vnode, f"{where}.{k}", expand=False)
             own = reader.string_list(items[ours][1], f"{where}.{ours}", expand=False) if ours in items else ()
-            merged = [*own, *(_literal_pattern(n) for n in names)]
-            named.update((_literal_pattern(n), (k, n)) for n in names if _literal_pattern(n) not in own)
+            if ours == "include" and not names and not own:  # an allow-list of nothing: Gemini CLI's, Codex's
+                logger.warning(
+                    "%s:%d: %s.%s: an empty list, so the client offers none of the server's tools; the server is "
+                    "left out", reader.file, vnode.line, one_line(where, 200), k,
+                )  # fmt: skip
+                return None
+            patterns = {n: _tool_pattern(reader, k, n, vnode, where) for n in names}
+            merged = [*own, *patterns.values()]
+            named.update((p, (k, n)) for n, p in patterns.items() if p not in own)
             items[ours] = (vnode, Node([Node(p, vnode.line) for p in merged], vnode.line))
 
     def get(k: str) -> Node | None:
@@ -487,7 +515,7 @@ def _server_entry(
         reader.deferring(verbatim=not enabled) if not (used and enabled) else contextlib.nullcontext([])
     )
     with deferred as unset:
-        server = _server_settings(reader, where, body, get, kw, unset)
+        server = _server_settings(reader, where, body, get, kw, unset, codex=client == "codex")
     return dataclasses.replace(server, unresolved=unset[0]) if unset else server
 
 
@@ -498,10 +526,14 @@ def _server_settings(
     get: Callable[[str], Node | None],
     kw: dict[str, Any],
     unset: list[ConfigError],
+    *,
+    codex: bool = False,
 ) -> ServerConfig:
     """The server of the entry ``body`` at ``where`` with its settings but ``enabled`` (already in ``kw``), read
     within `Reader.deferring`: a string may keep a reference to a variable that is not set (``unset``), or, of a
-    disabled server, every reference as written."""
+    disabled server, every reference as written. Of a ``codex`` file, ``command`` and ``cwd`` are paths as Codex
+    starts the server: a leading ``~`` is a folder of that name, not the home folder, and a relative ``command``
+    is found from the server's ``cwd`` (Codex changes to it, then runs the program)."""
 
     def kept(value: str) -> bool:  # a reference is left in the value: neither checked as a URL nor resolved as a path
         return "${" in value and (not kw.get("enabled", True) or bool(unset))
@@ -547,7 +579,7 @@ def _server_settings(
                 at = node.value[i] if k == "args" and node is not None else node
                 shown = f"{where}.{k}[{i}]" if k == "args" else f"{where}.{k}"
                 raise reader.error("holds a NUL character, which no program can be given", at, shown)
-    for k in ("command", "cwd"):  # as the shell does: `~/bin/server` is in the home folder, not the config's
+    for k in ("command", "cwd") if not codex else ():  # as the shell does: `~/bin/server` is in the home folder
         if k in kw and kw[k].startswith("~") and not kept(kw[k]):
             kw[k] = _home(reader, kw[k], get(k), f"{where}.{k}")
     if (n := get("description")) is not None:
@@ -574,7 +606,8 @@ def _server_settings(
         if not kept(kw.get("cwd", "")):
             kw["cwd"] = str((reader.folder / kw.get("cwd", ".")).resolve())
         if "/" in kw["command"] and not os.path.isabs(kw["command"]) and not kept(kw["command"]):
-            resolved = (reader.folder / kw["command"]).resolve()
+            started = Path(kw["cwd"]) if codex and not kept(kw["cwd"]) else reader.folder
+            resolved = (started / kw["command"]).resolve()
             # `npx -y @scope/server` is a command line, not a path: left as written, its start says so
             if not any(c.isspace() for c in kw["command"]) or resolved.exists():
                 kw["command"] = str(resolved)
@@ -715,6 +748,7 @@ def parse_config(
     allowed: SectionSettings = dict.fromkeys(SECTIONS) if sections is None else sections
     top: dict[str, tuple[Node, Node]] = {}
     prefix, client, aliases = "mcpServers", "claude", dict[str, str]()
+    gemini_lists: dict[str, list[str]] = {}  # Gemini CLI's `mcp.allowed` and `mcp.excluded`
     text = text.removeprefix("\ufeff")  # a byte order mark (Notepad's): before, a VS Code mcp.json was read as YAML
     jsonc = is_jsonc(source) and not source.endswith(".toml")
     # JSON: an object, or (in a file with comments) a comment before it (before: a file opening with one was YAML)
@@ -726,7 +760,7 @@ def parse_config(
     if is_json and jsonc:  # VS Code's, Zed's, Gemini CLI's: comments and trailing commas, lines kept
         text = without_comments(text, source)
     if is_json and _tooltree_json(text):  # tooltree's own settings, written as JSON: the YAML reader's
-        is_json = False
+        is_json, text, reader.json = False, _as_yaml(text), True
     if not is_json and is_codex(text, source):  # Codex CLI's config.toml
         if len(text) > MAX_CONFIG_BYTES:
             raise ConfigError(_too_large(f"{len(text):,} characters"), file=source)
@@ -739,7 +773,7 @@ def parse_config(
         prefix, spans = maps.key, maps.spans
         reader.json = True
         # VS Code's inputs go through the YAML reader too (before: unbounded, and 60 MB of them took 38 s)
-        read = [*spans, *([maps.inputs] if maps.inputs is not None else [])]
+        read = [*spans, *(span for span in (maps.inputs, maps.settings) if span is not None)]
         if (size := sum(span.end - span.start for span in read)) > MAX_CONFIG_BYTES:
             too_large = _too_large(f"{size:,} characters", "its servers")
             raise ConfigError(too_large, file=source, line=spans[0].line, key=prefix)
@@ -763,6 +797,9 @@ def parse_config(
         if (span := maps.inputs) is not None:
             inputs_yaml = compose(_as_yaml(text[span.start : span.end]), source, line=span.line, column=span.column)
             inputs = reader.to_node(inputs_yaml, "inputs", depth=2)
+        if client == "gemini" and (span := maps.settings) is not None:  # its `mcp.allowed` and `mcp.excluded`
+            settings_yaml = compose(_as_yaml(text[span.start : span.end]), source, line=span.line, column=span.column)
+            gemini_lists = gemini_blocked(reader, reader.to_node(settings_yaml, "mcp", depth=2))
         workspace = workspace_of(source, env)
         reader.client = client_variables(client, source, env, inputs, workspace)
     else:
@@ -813,6 +850,14 @@ def parse_config(
     for name, (name_node, body) in servers_node.value.items():
         if not name.strip():
             raise reader.error("server names must not be empty", name_node, "servers")
+        only, excluded = gemini_lists.get("allowed"), gemini_lists.get("excluded", [])
+        if (only and name not in only) or name in excluded:
+            setting = "mcp.excluded names it" if name in excluded else "mcp.allowed does not name it"
+            logger.warning(
+                "%s:%d: %s: Gemini CLI does not start it (%s); it is left out", source, name_node.line,
+                one_line(f"{prefix}.{name}", 200), setting,
+            )  # fmt: skip
+            continue
         server = _server(
             reader, name, body, json_format=json_format, used=used is None or name in used,
             where=f"{prefix}.{name}" if json_format else f"servers.{name}", client=client, aliases=aliases,
@@ -845,12 +890,21 @@ def _tooltree_json(text: str) -> bool:
 
 _SURROGATE_PAIR = re.compile(r"(\\+)u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})", re.IGNORECASE)
 _YAML_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+_YAML_UNPRINTABLE = re.compile("[\x7f-\x84\x86-\x9f\ufffe\uffff]")
+"""Characters JSON takes in a string as they are and YAML refuses anywhere (before: a ReaderError traceback)."""
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"([ \t\r\n]*+:)?')
+"""A JSON string and, when it is a key, the space and colon after it (group 1)."""
+_LONGEST_SIMPLE_KEY = 1000
+"""A key longer than this, with the space before its colon, is not one YAML's flow mapping reads (1,024 at most)."""
 
 
 def _as_yaml(json_text: str) -> str:
     """JSON text the YAML reader reads as JSON does: a character past U+FFFF escaped as a surrogate pair (Python's
     ``json.dump`` writes an emoji so) is that character, not two lone surrogates; NEL, U+2028 and U+2029, which
-    YAML takes for line breaks (a key broken, a value's NEL a space), are escaped. Lines stay where they were."""
+    YAML takes for line breaks (a key broken, a value's NEL a space), are escaped, and so are the characters YAML
+    refuses (DEL, C1 controls). A key that is long, or apart from its colon by a line break, is made YAML's explicit
+    key (``? "key": value``): before, either was "invalid YAML: … expected ',' or '}', but got ':'" for valid JSON.
+    Lines stay where they were."""
 
     def joined(m: re.Match[str]) -> str:
         slashes = m.group(1)
@@ -859,7 +913,15 @@ def _as_yaml(json_text: str) -> str:
         pair = chr(0x10000 + ((int(m.group(2), 16) - 0xD800) << 10) + (int(m.group(3), 16) - 0xDC00))
         return slashes[:-1] + pair
 
-    return _SURROGATE_PAIR.sub(joined, json_text).translate(_YAML_LINE_BREAKS)
+    def keyed(m: re.Match[str]) -> str:
+        colon = m.group(1)
+        if colon is None or (len(m.group()) <= _LONGEST_SIMPLE_KEY and "\n" not in colon and "\r" not in colon):
+            return m.group()
+        return "? " + m.group()
+
+    text = _SURROGATE_PAIR.sub(joined, json_text).translate(_YAML_LINE_BREAKS)
+    text = _YAML_UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return _JSON_STRING.sub(keyed, text)
 
 
 _TOOLTREE_MODULES = (("-m", "tooltree_cli.main"), ("-m", "tooltree_cli"))
@@ -928,6 +990,26 @@ def load_config(
     return parse_config(text, source=str(p), environ=env, folder=p.parent, sections=sections, using=using)
 
 
+_BYTE_ORDER_MARKS = (
+    (b"\xff\xfe\x00\x00", "UTF-32 text (byte order mark FF FE 00 00)"),
+    (b"\x00\x00\xfe\xff", "UTF-32 text (byte order mark 00 00 FE FF)"),
+    (b"\xff\xfe", "UTF-16 text (byte order mark FF FE, as Windows PowerShell's `>` writes)"),
+    (b"\xfe\xff", "UTF-16 text (byte order mark FE FF)"),
+)
+
+
+def _wide_encoding(data: bytes) -> str | None:
+    """What ``data`` is when it is UTF-16 or UTF-32 text, by its byte order mark or, without one, by the NUL bytes
+    beside each ASCII character of its start (which UTF-8 reads as NUL characters); else None."""
+    for mark, what in _BYTE_ORDER_MARKS:
+        if data.startswith(mark):
+            return what
+    head = data[:64]
+    if len(head) >= 4 and b"\x00" in head and (not any(head[1::2]) or not any(head[0::2])):
+        return "UTF-16 text (a NUL byte beside each character)"
+    return None
+
+
 def _environ(environ: object) -> Mapping[str, str]:
     """Raises: TypeError: ``environ`` is not a mapping (it was "'int' object is not iterable")."""
     if not isinstance(environ, Mapping):
@@ -964,6 +1046,8 @@ def _read(p: Path) -> str:
     if len(data) > limit:
         shown = f"{size:,} bytes" if size > limit else f"more than {limit:,} bytes"
         raise ConfigError(_too_large_json(shown, str(p)) if is_json else _too_large(shown), file=str(p))
+    if (other := _wide_encoding(data)) is not None:  # before: "byte 0xff in column 1", or invalid JSON at column 2
+        raise ConfigError(f"not UTF-8 text: {other} (save the file as UTF-8)", file=str(p), line=1)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

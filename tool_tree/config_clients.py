@@ -27,6 +27,7 @@ import logging
 import os
 import re
 import stat
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ from tool_tree.config_read import (
     Reader,
     did_you_mean,
     kind_of,
+    number_read,
     too_deep,
     value_shown,
 )
@@ -175,6 +177,23 @@ def client_variables(
     return ClientVariables(client, predefined, declared, bare=client == "gemini")
 
 
+def gemini_blocked(reader: Reader, settings: Node | None) -> dict[str, list[str]]:
+    """Of a Gemini CLI ``settings.json`` whose ``mcp`` object is ``settings``, its lists of the servers it starts
+    alone (``allowed``, when not empty) and of those it does not (``excluded``), by their exact names, as Gemini CLI
+    reads them (``isBlockedBySettings``). A list that is not one of strings is ignored, with a warning."""
+    lists: dict[str, list[str]] = {}
+    fields = settings.value if settings is not None and isinstance(settings.value, dict) else {}
+    for k in ("allowed", "excluded"):
+        if k not in fields:
+            continue
+        node = fields[k][1]
+        if isinstance(node.value, list) and all(isinstance(item.value, str) for item in node.value):
+            lists[k] = [item.value for item in node.value]
+        else:
+            logger.warning("%s:%s: mcp.%s: expected a list of server names; ignored", reader.file, node.line, k)
+    return lists
+
+
 @dataclass
 class Entry:
     """A client's server entry in the shape of an ``mcpServers`` one, with the keys it was written with."""
@@ -198,6 +217,12 @@ def entry_of(reader: Reader, client: str, where: str, body: Node) -> Entry:
         return Entry(body)
     items: dict[str, tuple[Node, Node]] = dict(body.value)
     aliases: dict[str, str] = {}
+    if client == "gemini" and "httpUrl" in items and "url" in items:  # Gemini CLI connects to `httpUrl`, and warns
+        knode = items.pop("url")[0]
+        logger.warning(
+            "%s:%s: %s: has both `httpUrl` and `url`; Gemini CLI connects to `httpUrl`, and so does tooltree",
+            reader.file, knode.line, one_line(where, 200),
+        )  # fmt: skip
     for theirs in ("serverUrl", "httpUrl"):
         if theirs in items:
             if "url" in items:
@@ -225,6 +250,13 @@ def entry_of(reader: Reader, client: str, where: str, body: Node) -> Entry:
     if "tcp" in items and "command" not in items and "url" not in items:
         _left_out(reader, items["tcp"][0], where, "a WebSocket server (`tcp`), which tooltree does not connect to")
         return Entry(None)
+    if client == "gemini" and "url" in items and "command" in items:  # Gemini CLI connects, and starts nothing
+        knode = items["command"][0]
+        ignored = [k for k in ("command", "args", "env", "cwd") if items.pop(k, None) is not None]
+        logger.warning(
+            "%s:%s: %s: has both a URL and `command`; Gemini CLI connects to the URL and starts nothing, and so does "
+            "tooltree (%s ignored)", reader.file, knode.line, one_line(where, 200), ", ".join(ignored),
+        )  # fmt: skip
     if client == "gemini" and "timeout" in items:
         knode, vnode = items["timeout"]
         ms = vnode.value
@@ -351,30 +383,103 @@ def codex_servers(text: str, source: str, reader: Reader) -> tuple[Node, dict[st
     import tomllib
 
     try:
-        doc = tomllib.loads(text)
+        doc = tomllib.loads(text, parse_float=lambda written: number_read(written, float(written)))
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
         problem = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e)) + (f" (column {m.group(2)})" if m else "")
         line = int(m.group(1)) if m else text.count("\n") + 1 if "end of document" in str(e) else None
         raise ConfigError(f"invalid TOML: {problem}", file=source, line=line) from None
-    except RecursionError:
-        raise ConfigError(too_deep(), file=source) from None
+    except RecursionError:  # before: without the line
+        line = _too_deep_line(text)
+        raise ConfigError(too_deep(), file=source, line=line, key=_key_at(text, line)) from None
     except ValueError:  # Python's bound on an int's digits (before: a traceback)
-        long = re.search(r"[0-9][0-9_]{4299,}", text)
-        line = text.count("\n", 0, long.start()) + 1 if long else None
-        raise ConfigError(
-            f"invalid TOML: a number of more than {_MAX_DIGITS:,} digits", file=source, line=line
-        ) from None
+        raise _too_many_digits(text, source) from None
     try:
-        return _codex_entries(doc, _toml_lines(text), source, reader)
+        return _codex_entries(_held(doc), _toml_lines(text), source, reader)
     except ConfigError as e:
         if e.file is not None:
             raise
         raise ConfigError(e.message, file=source, line=e.line, key=e.key) from None
 
 
-_MAX_DIGITS = 4300
-"""Digits Python reads in an int (``sys.get_int_max_str_digits``): tomllib's ValueError past them is the file's."""
+_TOML_TOKEN = re.compile(
+    r'"""(?:[^"\\]++|\\.|"(?!""))*+"""|\'\'\'(?:[^\']++|\'(?!\'\'))*+\'\'\'|"(?:[^"\\\n]++|\\.)*+"|\'[^\'\n]*+\''
+    r"|#[^\n]*+|(?<![\w.+-])([+-]?+(?:0[xob])?+[0-9A-Fa-f_]{1000,}+)(?![\w.:-])"
+)
+"""A string or a comment, skipped whole, or a whole number of 1,000 characters or more (group 1)."""
+
+
+def _too_many_digits(text: str, source: str) -> ConfigError:
+    """The error for the TOML ``text``, whose whole number of more digits than Python reads (4,300, as
+    ``sys.get_int_max_str_digits`` has it) tomllib refused with a ValueError: at the number's line and key. Codex
+    refuses the file too (its integers are 64-bit)."""
+    line = None
+    for m in _TOML_TOKEN.finditer(text):
+        if (written := m.group(1)) is not None and _unreadable(written):
+            line = text.count("\n", 0, m.start()) + 1
+            break
+    limit = sys.get_int_max_str_digits() or 4300
+    problem = f"invalid TOML: a whole number of more than {limit:,} digits (Codex reads whole numbers up to 2**63 - 1)"
+    return ConfigError(problem, file=source, line=line, key=_key_at(text, line))
+
+
+def _key_at(text: str, line: int | None) -> str | None:
+    """The dotted key of the TOML ``text`` whose value ``line`` is in: the last key on a line up to it."""
+    if line is None:
+        return None
+    above = [(at, path) for path, at in _toml_lines(text).items() if at <= line]
+    return ".".join(max(above, key=lambda found: (found[0], len(found[1])))[1]) if above else None
+
+
+def _too_deep_line(text: str) -> int | None:
+    """The line of the TOML ``text`` where its brackets go deeper than `MAX_DEPTH` levels (strings and comments
+    skipped), if they do."""
+    within: str | None = None
+    depth = 0
+    for number, line in enumerate(text.split("\n"), 1):
+        if within is not None:
+            if (close := line.find(within)) < 0:
+                continue
+            line, within = line[close + 3 :], None
+        at = 0  # `_left_open`, one bracket at a time
+        while (m := _MULTILINE.search(line, at)) is not None and m.group() != "#":
+            at = m.end()
+            if (delimiter := m.group(1)) is not None:
+                if (close := line.find(delimiter, at)) < 0:
+                    within = delimiter
+                    break
+                at = close + 3
+            elif m.group(2) is not None:
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return number
+            elif m.group() in "]}":
+                depth = max(depth - 1, 0)
+    return None
+
+
+def _held(value: Any, depth: int = 0) -> Any:
+    """The TOML ``value`` with each whole number too long to show (``0x`` and 4,000 digits, which tomllib reads) a
+    `BigNumber`, as the YAML reader has it (before: its error was a ValueError traceback). Past `MAX_DEPTH` levels
+    the value is left as it is, for `_node` to refuse."""
+    if isinstance(value, dict) and depth <= MAX_DEPTH:
+        return {k: _held(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list) and depth <= MAX_DEPTH:
+        return [_held(v, depth + 1) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return number_read(hex(value), value)
+    return value
+
+
+def _unreadable(written: str) -> bool:
+    """Whether the TOML whole number ``written`` is one Python refuses to read or show (more than 4,300 digits)."""
+    digits = written.lstrip("+-").replace("_", "")
+    base = {"0x": 16, "0o": 8, "0b": 2}.get(digits[:2], 10)
+    try:
+        str(int(digits[2:] if base != 10 else digits, base))
+    except ValueError as e:
+        return "limit" in str(e)
+    return False
 
 
 def _codex_entries(
@@ -530,8 +635,9 @@ _TOML_KEY = re.compile(r'[ \t]*+("(?:[^"\\\n]++|\\.)*+"|\'[^\'\n]*+\'|[A-Za-z0-9
 _TOML_HEADER = re.compile(r"""[ \t]*+\[\[?((?:[^\[\]"']++|"(?:[^"\\]|\\.)*+"|'[^']*+')++)\]\]?[ \t]*+(?:#.*)?""")
 _TOML_ASSIGNED = re.compile(r"[ \t]*+([^=#\[\]\"']*+(?:(?:\"(?:[^\"\\]|\\.)*+\"|'[^']*+')[^=#\[\]\"']*+)*+)=")
 """The key of a ``key = value`` line (possessive throughout: a line of 3,000 spaces took 9 s, before, to find none)."""
-_MULTILINE = re.compile(r'("""|\'\'\')|"(?:[^"\\\n]++|\\.)*+"|\'[^\'\n]*+\'|#')
-"""A multi-line string's delimiter (group 1), a one-line string or where a comment starts."""
+_MULTILINE = re.compile(r'("""|\'\'\')|"(?:[^"\\\n]++|\\.)*+"|\'[^\'\n]*+\'|#|([\[{])|[\]}]')
+"""A multi-line string's delimiter (group 1), a one-line string, where a comment starts, or a bracket (an opening one
+in group 2)."""
 
 
 def _toml_keys(text: str) -> tuple[str, ...] | None:
@@ -562,18 +668,23 @@ def _toml_keys(text: str) -> tuple[str, ...] | None:
 def _toml_lines(text: str) -> dict[tuple[str, ...], int]:
     """The line of each table header and key of the TOML ``text`` (by its dotted path), as far as a line-by-line
     look finds them: lines within a multi-line string are skipped (before, a ``[table]`` line in one was taken for
-    a header); a key inside a multi-line array or inline table may be missed (its value then takes its table's
-    line). Lines end at ``\\n`` alone, as TOML's do (before: also at U+2028 in a string, and every line number after
-    it was off)."""
+    a header), and so are the lines of a value that opens a bracket it closes on a later line (before, a line of
+    ``["x"]`` in a multi-line array was taken for the header ``[x]``, and every key after it was given its table's
+    line); a key inside a multi-line array or inline table may be missed (its value then takes its table's line).
+    Lines end at ``\\n`` alone, as TOML's do (before: also at U+2028 in a string, and every line number after it
+    was off)."""
     lines: dict[tuple[str, ...], int] = {}
     table: tuple[str, ...] = ()
     within: str | None = None  # the delimiter of the multi-line string the line is in
+    depth = 0  # brackets a value has opened and not closed, on lines before
     for number, line in enumerate(text.split("\n"), 1):
         rest = line
         if within is not None:
             if (close := line.find(within)) < 0:
                 continue
             rest, within = line[close + 3 :], None
+        elif depth > 0:
+            pass  # within a value: no header, no key of the table
         elif (m := _TOML_HEADER.fullmatch(line.removesuffix("\r"))) is not None:
             if (keys := _toml_keys(m.group(1))) is not None:
                 table = keys
@@ -585,17 +696,22 @@ def _toml_lines(text: str) -> dict[tuple[str, ...], int]:
                 for i in range(1, len(keys) + 1):
                     lines.setdefault((*table, *keys[:i]), number)
             rest = line[m.end() :]
-        within = _left_open(rest)
+        within, depth = _left_open(rest, depth)
     return lines
 
 
-def _left_open(rest: str) -> str | None:
-    """The delimiter of a multi-line string that the text ``rest`` (of a line) opens and does not close, if any."""
+def _left_open(rest: str, depth: int) -> tuple[str | None, int]:
+    """The delimiter of a multi-line string that the text ``rest`` (of a line) opens and does not close, if any, and
+    the brackets open at its end, ``depth`` of them open at its start."""
     at = 0
     while (m := _MULTILINE.search(rest, at)) is not None and m.group() != "#":
         at = m.end()
         if (delimiter := m.group(1)) is not None:
             if (close := rest.find(delimiter, at)) < 0:
-                return delimiter
+                return delimiter, depth
             at = close + 3
-    return None
+        elif m.group(2) is not None:
+            depth += 1
+        elif m.group() in "]}":
+            depth = max(depth - 1, 0)
+    return None, depth

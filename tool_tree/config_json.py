@@ -56,6 +56,8 @@ class ServerMaps:
     key: str
     spans: list[Span]
     inputs: Span | None = None
+    settings: Span | None = None
+    """The ``mcp`` object beside ``mcpServers`` (Gemini CLI's ``mcp.allowed`` and ``mcp.excluded``), if any."""
 
 
 CLIENT_KEYS = ("mcpServers", "projects", "servers", "inputs", "context_servers", "mcp")
@@ -94,7 +96,9 @@ def server_maps(text: str, source: str, project: Path | None = None) -> ServerMa
                 local = _members(text, entry.start, source, lambda key: key == "mcpServers").found.get("mcpServers")
                 spans += [local] if local is not None else []
         if spans:
-            return ServerMaps("mcpServers", spans)
+            settings = found.get("mcp")  # Gemini CLI's `mcp.allowed` and `mcp.excluded`
+            is_object = settings is not None and text[settings.start] == "{"
+            return ServerMaps("mcpServers", spans, settings=settings if is_object else None)
         claude = Path(source).name == ".mcp.json"
         if not claude and "servers" in found:
             return ServerMaps("servers", [found["servers"]], found.get("inputs"))

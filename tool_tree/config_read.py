@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import difflib
 import functools
+import math
 import os
 import re
 import sys
@@ -75,6 +76,16 @@ which `Reader.expand` refuses. An editor's variables (``${env:VAR}``, ``${input:
 and a bare ``$VAR`` is text."""
 
 
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+def _too_long(tag: str, text: str) -> bool:
+    """Whether the YAML number ``text`` of ``tag`` is too long to construct: a whole number of more characters than
+    Python reads as digits (4,300), or a sexagesimal one (``1:30:00``) of as many: PyYAML's work on it grows with
+    the square of its parts."""
+    return len(text) > (sys.get_int_max_str_digits() or 4300) and (tag == _NUMBER_TAGS[0] or ":" in text)
+
+
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][-+]?[0-9]+")
 """A JSON number with an exponent, which YAML 1.1 reads as a string unless it has a dot and a signed exponent."""
 
@@ -104,6 +115,42 @@ def input_variable(input_id: str) -> str:
 
 LARGEST = sys.float_info.max
 """The largest number of seconds read: a whole number past it is no float (``float(10**400)`` is an OverflowError)."""
+
+
+class BigNumber(float):
+    """A number read as written but past what Python holds as one: a whole number of more digits than it reads
+    (``sys.get_int_max_str_digits()``, 4,300: ``int()`` of more is a ValueError, in every format's reader) or one
+    past a float's range (``1e400``). Its value is the infinity of its sign, as a JavaScript client reading the
+    JSON has it; ``str()`` is the number as written (an ``args`` item) and ``repr()`` that, shortened, for errors
+    (before: "invalid YAML: … is not a valid !!int" for a JSON file, or a ValueError traceback)."""
+
+    __slots__ = ("text",)
+    text: str
+
+    def __new__(cls, text: str) -> BigNumber:
+        number = super().__new__(cls, -math.inf if text.lstrip().startswith("-") else math.inf)
+        number.text = text
+        return number
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        text = self.text.strip()
+        return text if len(text) <= 40 else f"{text[:24]}…{text[-8:]} ({len(text):,} characters)"
+
+
+def number_read(text: str, value: Any) -> Any:
+    """``value``, constructed from the number ``text``, or a `BigNumber` of ``text`` when it is too large to be held
+    (an infinity that ``text`` does not spell, as ``.inf`` does) or shown (``str()`` of an int of too many digits)."""
+    if isinstance(value, float) and math.isinf(value) and not text.strip().lower().lstrip("+-").endswith("inf"):
+        return BigNumber(text)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 1000:  # no float holds it
+        try:
+            str(value)  # `0x` and 4,000 digits: held, but more decimal digits than Python shows
+        except ValueError:
+            return BigNumber(text)
+    return value
 
 
 class _TooBig(Exception):
@@ -160,7 +207,13 @@ def compose(text: str, source: str, *, line: int = 1, column: int = 0, depth: in
     """
     import yaml  # here, not at module level: commands that read no config start faster
 
-    loader = _loader()(text)
+    try:
+        loader = _loader()(text)  # its reader refuses a NUL or another character YAML does not take, at once
+    except yaml.reader.ReaderError as e:  # before: a traceback
+        at = line + text.count("\n", 0, e.position)
+        character = e.character if isinstance(e.character, int) else ord(e.character)
+        problem = f"invalid YAML: the character U+{character:04X} is not allowed (a NUL, a control character)"
+        raise ConfigError(problem, file=source, line=at) from None
     # PyYAML's reader counts its marks from these (0-based); nothing has been read yet.
     loader.line, loader.column, loader.depth = line - 1, column, depth
     try:
@@ -278,8 +331,10 @@ class Reader:
         assert isinstance(yn, yaml.ScalarNode)
         if yn.tag == "tag:yaml.org,2002:str":
             if self.json and yn.style is None and _JSON_NUMBER.fullmatch(yn.value):  # `1e5`: a string to YAML
-                return Node(float(yn.value), line)
+                return Node(number_read(yn.value, float(yn.value)), line)
             return Node(yn.value, line)
+        if yn.tag in _NUMBER_TAGS and _too_long(yn.tag, yn.value):  # not constructed: refused, or slow
+            return Node(BigNumber(yn.value), line)
         # Constructed directly, not re-serialized and loaded: an empty value (`servers:` and nothing
         # after it) has no text of its own, and serializing it alone is not valid YAML.
         try:
@@ -290,7 +345,9 @@ class Reader:
             tag = yn.tag.removeprefix("tag:yaml.org,2002:")
             shown = one_line(repr(yn.value), 80)  # a number of 5,000 digits is not shown whole
             raise self.error(f"invalid YAML: {shown} is not a valid !!{tag}", Node(None, line), key) from None
-        return Node(value, line)
+        except OverflowError:  # `1:59:…:59.5`, a float of more parts than a float holds
+            return Node(BigNumber(yn.value), line)
+        return Node(number_read(yn.value, value) if yn.tag in _NUMBER_TAGS else value, line)
 
     def merge(self, yn: Any, key: str | None, depth: int) -> dict[str, tuple[Node, Node]]:
         """The keys a YAML merge key (``<<: *a`` or ``<<: [*a, *b]``) brings in; of a list, the first mapping's win.
@@ -428,6 +485,8 @@ def _bad_reference(text: str, at: int) -> str:
 def kind_of(v: Any) -> str:
     if v is None:
         return "nothing"
+    if isinstance(v, BigNumber):
+        return f"the number {v!r}"
     if isinstance(v, dict):
         return "a mapping"
     if isinstance(v, list):

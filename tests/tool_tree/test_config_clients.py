@@ -424,3 +424,121 @@ def test_generate_tree_lists_the_tools_of_a_server_in_a_vscode_mcp_json(
         "flush_cache.py",
         "ping_hosts.py",
     ]
+
+
+def test_a_line_of_a_list_in_a_multi_line_codex_array_is_not_taken_for_a_table(tmp_path: Path) -> None:
+    # Before: `["x"]` alone on its line was taken for the header `[x]`, and every key after it was said at its
+    # table's line (here line 1, not 7).
+    path = tmp_path / "config.toml"
+    path.write_text(
+        '[mcp_servers.a]\ncommand = "x"\nargs = [ # a [ in a comment\n  "]",\n["x"]\n]\nstartup_timeout_sec = -1\n'
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert str(info.value) == f"{path}:7: mcp_servers.a.startup_timeout_sec: expected a positive number, got -1"
+
+
+def test_gemini_include_tools_keeps_a_tool_named_with_arguments_as_gemini_cli_does(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Gemini CLI keeps a tool when an `includeTools` entry is its name or starts with `name(`; its `excludeTools`
+    # matches names exactly. Before: `read_file(path)` kept no tool, and `write_file(x)` said nothing.
+    path = workspace(
+        tmp_path,
+        ".gemini",
+        "settings.json",
+        '{"mcpServers": {"fs": {"command": "x", "includeTools": ["read_file(path)", "list_dir", "stat("],\n'
+        '"excludeTools": ["write_file(x)"]}}}',
+    )
+    (fs,) = load_config(path, environ={}).servers
+    assert [t for t in ("read_file", "list_dir", "stat", "read_file(path)", "write_file") if not fs.leaves_out(t)] == [
+        "read_file",
+        "list_dir",
+        "stat",
+    ]
+    assert fs.named["read_file"] == ("includeTools", "read_file(path)")
+    assert caplog.messages == [
+        f"{path}:2: mcpServers.fs.excludeTools: 'write_file(x)': Gemini CLI matches these names exactly, so an entry "
+        "with arguments leaves no tool out (tooltree does the same); write the tool's name alone"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("source", "text", "key"),
+    [
+        (
+            "proj/.gemini/settings.json",
+            '{"mcpServers": {"fs": {"command": "x",\n "includeTools": []}}}',
+            "includeTools",
+        ),
+        ("config.toml", '[mcp_servers.fs]\ncommand = "x"\nenabled_tools = []\n', "enabled_tools"),
+    ],
+)
+def test_an_empty_allow_list_of_tools_leaves_the_server_out_as_its_client_offers_none_of_its_tools(
+    source: str, text: str, key: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: an empty list was no filter, and every tool of the server was offered.
+    assert parse_config(text, source=source, environ={}).servers == ()
+    prefix = "mcp_servers" if key == "enabled_tools" else "mcpServers"
+    assert caplog.messages == [
+        f"{source}:{2 if key == 'includeTools' else 3}: {prefix}.fs.{key}: an empty list, so the client offers none "
+        "of the server's tools; the server is left out"
+    ]
+
+
+def test_a_gemini_entry_with_two_urls_or_a_url_and_a_command_connects_to_the_one_gemini_cli_does(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Before: "has both `url` and `httpUrl`; keep one" and "server has both `command` and `url`" refused a file
+    # Gemini CLI runs (it takes `httpUrl`, then `url`, before `command`).
+    text = (
+        '{"mcpServers": {"a": {"httpUrl": "http://h/a", "url": "http://h/old"},\n'
+        '"b": {"command": "x", "args": ["y"], "url": "http://h/b"}}}'
+    )
+    a, b = parse_config(text, source="proj/.gemini/settings.json", environ={}).servers
+    assert (a.url, b.url, b.command, b.args) == ("http://h/a", "http://h/b", None, ())
+    assert caplog.messages == [
+        "proj/.gemini/settings.json:1: mcpServers.a: has both `httpUrl` and `url`; Gemini CLI connects to `httpUrl`, "
+        "and so does tooltree",
+        "proj/.gemini/settings.json:2: mcpServers.b: has both a URL and `command`; Gemini CLI connects to the URL and "
+        "starts nothing, and so does tooltree (command, args ignored)",
+    ]
+
+
+def test_a_codex_command_and_cwd_are_paths_as_codex_runs_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Codex expands no `~` and runs a relative command from the server's cwd (seen with codex-cli 0.171: `~/bin/srv`
+    # ran `./~/bin/srv` of the working folder). Before: `~` was the home folder, and `./bin/srv` was the working
+    # folder's, not the cwd's.
+    home, project = tmp_path / "home", tmp_path / "project"
+    (home / ".codex").mkdir(parents=True)
+    project.mkdir()
+    monkeypatch.chdir(project)
+    path = home / ".codex" / "config.toml"
+    path.write_text(
+        '[mcp_servers.a]\ncommand = "~/bin/srv"\n[mcp_servers.b]\ncommand = "./bin/srv"\ncwd = "/srv/other"\n'
+        '[mcp_servers.c]\ncommand = "bin/srv"\ncwd = "~/x"\n'
+    )
+    a, b, c = load_config(path, environ={"HOME": str(home)}).servers
+    assert (a.command, a.cwd) == (str(project / "~" / "bin" / "srv"), str(project))
+    assert (b.command, b.cwd) == ("/srv/other/bin/srv", "/srv/other")
+    assert (c.command, c.cwd) == (str(project / "~" / "x" / "bin" / "srv"), str(project / "~" / "x"))
+    # tooltree's own file and Claude's keep the shell's `~`.
+    (s,) = parse_config("servers:\n  s:\n    command: ~/bin/srv\n", environ={"HOME": "/h"}, folder=project).servers
+    assert s.command == "/h/bin/srv"
+
+
+def test_gemini_settings_mcp_allowed_and_excluded_leave_out_the_servers_gemini_cli_does_not_start(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Before: `mcp.allowed` and `mcp.excluded` were not read, and tooltree served the servers Gemini CLI never starts.
+    text = (
+        '{"mcp": {"allowed": ["a", "b"], "excluded": ["b"]},\n "mcpServers": {"a": {"command": "x"},\n'
+        ' "b": {"command": "x"},\n "c": {"command": "x"}}}'
+    )
+    source = "proj/.gemini/settings.json"
+    assert [s.name for s in parse_config(text, source=source, environ={}).servers] == ["a"]
+    assert caplog.messages == [
+        f"{source}:3: mcpServers.b: Gemini CLI does not start it (mcp.excluded names it); it is left out",
+        f"{source}:4: mcpServers.c: Gemini CLI does not start it (mcp.allowed does not name it); it is left out",
+    ]
+    assert [s.name for s in parse_config(text, source=".mcp.json", environ={}).servers] == ["a", "b", "c"]

@@ -113,7 +113,7 @@ def test_json_numbers_with_an_exponent_are_numbers(caplog: pytest.LogCaptureFixt
     # Past a float: refused as the number it is, not taken for milliseconds first.
     caplog.clear()
     error = error_of(text.replace("1e4", "1e309"), "proj/.gemini/settings.json")
-    assert error.endswith("mcpServers.a.timeout: expected a positive number of seconds, got inf")
+    assert error.endswith("mcpServers.a.timeout: expected a positive number of seconds, got 1e309")
     assert caplog.messages == []
 
 
@@ -125,9 +125,13 @@ def test_an_integer_of_more_digits_than_python_reads_is_an_error_not_a_traceback
     ).servers
     assert server.command == "x"
     error = error_of(f'{{"mcpServers": {{"a": {{"command": "x", "timeout": {digits}}}}}}}', ".mcp.json")
-    assert error.startswith(".mcp.json:1: mcpServers.a.timeout: invalid YAML: '9999") and len(error) < 200
+    assert error.startswith(".mcp.json:1: mcpServers.a.timeout: expected a positive number of seconds, got 9999")
+    assert len(error) < 200
     error = error_of(f'[mcp_servers.a]\ncommand = "x"\n\nstartup_timeout_sec = {digits}\n', CODEX)
-    assert error == f"{CODEX}:4: invalid TOML: a number of more than 4,300 digits"
+    assert error == (
+        f"{CODEX}:4: mcp_servers.a.startup_timeout_sec: invalid TOML: a whole number of more than 4,300 digits "
+        "(Codex reads whole numbers up to 2**63 - 1)"
+    )
 
 
 # --- Escapes reaching the terminal -------------------------------------------------------------------------------
@@ -248,3 +252,60 @@ def test_an_env_file_is_read_as_vs_code_reads_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(path, environ={})
     assert str(info.value) == f"{env}:3: expected NAME=value (the envFile of servers.a.envFile)"
+
+
+# --- JSON that YAML reads differently, encodings, NUL -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ('{"mcpServers": {"a"\n: {"command"\r\n:\n"x", "args": 5}}}', 4),  # a line break before a colon
+        ('{"mcpServers": {"' + "k" * 5000 + '": {"command": "x"},\n "a": {"command": "x", "args": 5}}}', 2),
+        ('{"mcpServers": {"a": {"command": "x\x7f\x9f\ufffe",\n "args": 5}}}', 2),  # DEL, C1, a noncharacter
+    ],
+)
+def test_valid_json_that_yaml_cannot_read_as_it_is_is_read_as_json(text: str, line: int) -> None:
+    # Before: "invalid YAML: while parsing a flow mapping: expected ',' or '}', but got ':'" (a key past 1,024
+    # characters, or apart from its colon by a line break), or a ReaderError traceback (DEL), for valid JSON.
+    assert error_of(text, ".mcp.json") == f".mcp.json:{line}: mcpServers.a.args: expected a list of strings, got int 5"
+
+
+def test_tooltree_settings_written_as_json_are_read_as_json() -> None:
+    text = '{"servers": {"a"\n: {"command": "x", "timeout": 1e5}}, "sandbox": {}}'
+    (server,) = parse_config(text, source="tooltree.json", environ={}).servers
+    assert server.timeout == 100_000.0
+
+
+def test_a_nul_or_control_character_in_a_yaml_file_is_a_config_error_at_its_line() -> None:
+    # Before: yaml.reader.ReaderError, a traceback (exit 70).
+    error = error_of("servers:\n  a:\n    command: x\x00\n", "tooltree.yaml")
+    assert error == "tooltree.yaml:3: invalid YAML: the character U+0000 is not allowed (a NUL, a control character)"
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "said"),
+    [
+        (".mcp.json", '{"mcpServers": {}}'.encode("utf-16"), "UTF-16 text (byte order mark FF FE"),
+        ("config.toml", '[mcp_servers.a]\ncommand = "x"\n'.encode("utf-16-be"), "UTF-16 text (a NUL byte beside"),
+        ("settings.json", '{"mcpServers": {}}'.encode("utf-16-le"), "UTF-16 text (a NUL byte beside"),
+        ("tooltree.yaml", "servers: {}\n".encode("utf-32"), "UTF-32 text (byte order mark FF FE 00 00)"),
+    ],
+)
+def test_a_utf16_or_utf32_file_is_said_to_be_one(tmp_path: Path, name: str, data: bytes, said: str) -> None:
+    # Before: "not UTF-8 text: byte 0xff in column 1", or, without a byte order mark, "invalid JSON: Expecting
+    # property name enclosed in double quotes (column 2)".
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert str(info.value).startswith(f"{path}:1: not UTF-8 text: {said}"), info.value
+    assert str(info.value).endswith("(save the file as UTF-8)")
+
+
+def test_a_codex_file_nested_too_deep_names_the_line_and_key() -> None:
+    # Before: tomllib's RecursionError was said without a line.
+    text = '[mcp_servers.a]\ncommand = "x"\nargs = ["[", # [\n' + "[" * 5000 + "]" * 5000 + "]\n"
+    assert error_of(text, CODEX) == f"{CODEX}:4: mcp_servers.a.args: " + (
+        "nested too deep: more than 64 levels of mappings and lists (tooltree's settings go 4 deep)"
+    )

@@ -59,3 +59,93 @@ def test_an_env_file_path_python_cannot_open_is_a_config_error(tmp_path: Path, p
     with pytest.raises(ConfigError) as info:
         load_config(str(config), environ={})
     assert str(info.value).startswith(f"{config}:2: servers.a.envFile: cannot read the env file "), info.value
+
+
+# --- numbers of any size, in every format ---------------------------------------------------------------------------
+
+DIGITS = "1" * 5000
+"""A whole number of more digits than Python reads (``sys.get_int_max_str_digits()``, 4,300)."""
+SHOWN = "111111111111111111111111…11111111 (5,000 characters)"
+
+
+@pytest.mark.parametrize(
+    ("source", "text", "line", "key", "shown"),
+    [
+        (".mcp.json", f'{{"mcpServers": {{"a": {{"command": "x",\n "timeout": {DIGITS}}}}}}}', 2, "mcpServers", SHOWN),
+        (
+            "proj/.vscode/mcp.json",
+            f'{{"servers": {{"a": {{"command": "x", // a comment\n "timeout": -{DIGITS},}}}}}}',
+            2,
+            "servers",
+            "-11111111111111111111111…11111111 (5,001 characters)",
+        ),
+        (".mcp.json", '{"mcpServers": {"a": {"command": "x",\n "timeout": 1e400}}}', 2, "mcpServers", "1e400"),
+        ("tooltree.yaml", f"servers:\n  a:\n    command: x\n    timeout: {DIGITS}\n", 4, "servers", SHOWN),
+        (
+            "tooltree.yaml",
+            f"servers:\n  a:\n    command: x\n    timeout: 0x{'F' * 4000}\n",
+            4,
+            "servers",
+            "0xFFFFFFFFFFFFFFFFFFFFFF…FFFFFFFF (4,002 characters)",
+        ),
+        (
+            "tooltree.yaml",
+            f"servers:\n  a:\n    command: x\n    timeout: 1{':59' * 200_000}.5\n",
+            4,
+            "servers",
+            "1:59:59:59:59:59:59:59:5…:59:59.5 (600,003 characters)",
+        ),
+        (
+            "proj/.codex/config.toml",
+            f'[mcp_servers.a]\ncommand = "x"\ntool_timeout_sec = {DIGITS}.5\n',
+            3,
+            "mcp_servers",
+            "111111111111111111111111…111111.5 (5,002 characters)",
+        ),
+        (
+            "proj/.codex/config.toml",
+            f'[mcp_servers.a]\ncommand = "x"\ntool_timeout_sec = 0x{"f" * 4000}\n',
+            3,
+            "mcp_servers",
+            "0xffffffffffffffffffffff…ffffffff (4,002 characters)",
+        ),
+    ],
+)
+def test_a_number_of_any_size_is_refused_as_the_number_written(
+    source: str, text: str, line: int, key: str, shown: str
+) -> None:
+    # Before: a JSON file's 5,000 digits said "invalid YAML: '1111… is not a valid !!int" (Python's int reads 4,300
+    # digits; the JSON went through the YAML reader), and YAML's 0xFFF…, 1:59:…:59.5 and TOML's 0xfff… raised
+    # ValueError or OverflowError (exit 70).
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source=source, environ={})
+    timeout = "tool_timeout_sec: expected a positive number" if key == "mcp_servers" else "timeout: expected a positive"
+    assert str(info.value).startswith(f"{source}:{line}: {key}.a.{timeout}"), info.value
+    assert str(info.value).endswith(f", got {shown}") and "YAML" not in str(info.value)
+
+
+@pytest.mark.parametrize("source", [".mcp.json", "proj/.gemini/settings.json", "tooltree.yaml"])
+def test_a_long_number_where_a_string_goes_is_its_digits_and_one_in_a_key_tooltree_does_not_read_is_no_error(
+    source: str,
+) -> None:
+    # Before: "invalid YAML: '1111… is not a valid !!int" refused a file its client reads.
+    if source.endswith(".yaml"):
+        text = f"servers:\n  a:\n    command: x\n    args: [{DIGITS}, 2]\n"
+    else:
+        text = f'{{"mcpServers": {{"a": {{"command": "x", "args": [{DIGITS}, 2], "retries": {DIGITS}}}}}}}'
+    (server,) = parse_config(text, source=source, environ={}).servers
+    assert server.args == (DIGITS, "2")
+
+
+def test_a_codex_whole_number_python_cannot_read_names_its_line_and_key_past_strings_and_comments() -> None:
+    # Before: the first run of 4,300 digits anywhere was taken for it, in a string or a comment too, and no key named.
+    text = (
+        f'[mcp_servers.a]\ncommand = "x"\nargs = ["{DIGITS}"] # {DIGITS}\ndescription = """\n{DIGITS}\n"""\n'
+        f"env_vars = [\n  {DIGITS},\n]\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source="config.toml", environ={})
+    assert str(info.value) == (
+        "config.toml:8: mcp_servers.a.env_vars: invalid TOML: a whole number of more than 4,300 digits "
+        "(Codex reads whole numbers up to 2**63 - 1)"
+    )
