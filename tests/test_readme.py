@@ -16,6 +16,7 @@ import pytest
 
 from tests.support import TEST_OWNER, sample_config_yaml
 from tool_tree.config import parse_config
+from tooltree_cli.common import EXIT_UNEXPECTED
 from tooltree_cli.main import build_parser, main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -171,6 +172,23 @@ def test_every_option_the_readme_names_is_an_option_of_tooltree() -> None:
     assert named - known == set()
 
 
+def test_the_make_targets_the_readme_names_exist() -> None:
+    targets = set(re.findall(r"^([a-z][\w-]*):", (REPO / "Makefile").read_text(encoding="utf-8"), flags=re.M))
+    named = set(re.findall(r"(?<![\w-])make ([a-z][\w-]*)", " ".join(code_spans() + blocks("bash"))))
+    assert {"demo", "test"} <= named
+    assert named - targets == set()
+
+
+@pytest.mark.parametrize("doc", ["README.md", "SECURITY.md"])
+def test_every_link_to_a_section_names_a_heading_of_its_page(doc: str) -> None:
+    text = (REPO / doc).read_text(encoding="utf-8")
+    # GitHub's anchors: the heading in lower case, punctuation but hyphens dropped, each space a hyphen.
+    headings = re.findall(r"^#+ (.*)$", text, flags=re.M)
+    anchors = {re.sub(r"[^\w -]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+    links = re.findall(r"\]\(#([^)]+)\)", text)
+    assert links and set(links) - anchors == set()
+
+
 def test_the_commands_the_readme_names_exist() -> None:
     commands = {parser.prog.split()[1] for parser in all_parsers() if parser.prog.count(" ") == 1}
     shown = " ".join(code_spans() + blocks("bash"))
@@ -185,8 +203,8 @@ def exit_codes(command: str) -> dict[int, str]:
 
 
 def test_the_documented_exit_codes_are_the_commands_own() -> None:
-    from tooltree_cli import exec_cmd, generate_cmd
-    from tooltree_cli.signals import EXIT_HUNG_UP
+    from tooltree_cli import agent_cmd, exec_cmd, generate_cmd, serve_cmd
+    from tooltree_cli.signals import EXIT_HUNG_UP, EXIT_TERMINATED
 
     assert list(exit_codes("generate-tree")) == [
         generate_cmd.EXIT_OK, generate_cmd.EXIT_DRIFT, generate_cmd.EXIT_CONFIG, generate_cmd.EXIT_SERVERS,
@@ -199,6 +217,21 @@ def test_the_documented_exit_codes_are_the_commands_own() -> None:
         exec_cmd.EXIT_TERMINATED, EXIT_HUNG_UP,
     ]  # fmt: skip
     assert "workspace" in codes[exec_cmd.EXIT_SANDBOX]
+    assert list(exit_codes("agent")) == [
+        agent_cmd.EXIT_OK, agent_cmd.EXIT_INCOMPLETE, agent_cmd.EXIT_USAGE, agent_cmd.EXIT_API,
+        agent_cmd.EXIT_SANDBOX, 128 + signal.SIGINT, EXIT_TERMINATED, EXIT_HUNG_UP,
+    ]  # fmt: skip
+    assert list(exit_codes("serve")) == [
+        serve_cmd.EXIT_OK, serve_cmd.EXIT_USAGE, serve_cmd.EXIT_SERVERS, serve_cmd.EXIT_SANDBOX, 128 + signal.SIGINT,
+        EXIT_TERMINATED, EXIT_HUNG_UP,
+    ]  # fmt: skip
+
+
+def test_each_commands_help_lists_the_exit_codes_the_readme_gives_it() -> None:
+    helps = {parser.prog.split()[1]: flat(parser.description or "") for parser in all_parsers()[1:]}
+    for command in ("generate-tree", "exec", "agent", "serve"):
+        in_help = {int(n) for n in re.findall(r"(?<![\w.+])(\d+) (?:when|for|SIG)", helps[command])}
+        assert in_help == {*exit_codes(command), EXIT_UNEXPECTED}, command
 
 
 def test_every_config_key_is_named_in_the_readme() -> None:
@@ -209,6 +242,16 @@ def test_every_config_key_is_named_in_the_readme() -> None:
     keys = set(_SERVER_KEYS) | {key for settings in config_sections().values() for key in settings}
     missing = {key for key in keys if not re.search(rf"(?<![\w.]){key}(?!\w)", spans)}
     assert missing == set()
+
+
+def test_every_config_key_the_readme_writes_out_is_a_key_of_its_section() -> None:
+    from tool_tree.config import _SERVER_KEYS
+    from tooltree_cli.common import config_sections
+
+    keys = {"servers.NAME": set(_SERVER_KEYS), **{name: set(keys) for name, keys in config_sections().items()}}
+    named = re.findall(rf"`({'|'.join(map(re.escape, keys))})\.([a-z_]+)`", README)
+    assert len(named) >= 5
+    assert [f"{section}.{key}" for section, key in named if key not in keys[section]] == []
 
 
 def test_the_sandbox_keys_listed_are_the_sandbox_section() -> None:
