@@ -11,10 +11,17 @@ tooltree still reads them, with its own settings (checked with Claude Code 2.1):
   ``~/.claude/settings.json`` (in every project; the ``.claude/settings.json`` of ``$CLAUDE_CONFIG_DIR`` when
   ``.claude.json`` is there).
 
+A server the user stopped with ``/mcp disable`` (in any scope) is not started either: Claude Code writes its name
+into ``"disabledMcpServers": ["name", ...]`` of the project's entry in its own file, ``projects.<folder>`` of
+``~/.claude.json`` (``$CLAUDE_CONFIG_DIR/.claude.json`` when that is set), the folder being the root of the git
+work tree it runs in (of a linked worktree: of the main one), else the folder itself (checked with Claude Code 2.1:
+``claude mcp list`` says "Disabled for this project").
+
 An entry's ``"disabled": true`` is no way to do it: Claude Code starts the server anyway, and tooltree leaves it out.
 
-`claude_code_doubles` reads the file's server maps again (tooltree's reader leaves its own entry out) and those
-settings files alone, and says nothing when it cannot be sure (a settings file that is not JSON).
+`claude_code_doubles` reads the file's server maps again (tooltree's reader leaves its own entry out), those
+settings files, and the project's ``disabledMcpServers`` alone (the rest of a ``~/.claude.json``, Claude Code's
+history, is scanned, not built), and says nothing when it cannot be sure (a file that is not JSON).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from tool_tree.config import MAX_JSON_CONFIG_BYTES, Config, ConfigError, ServerConfig, starts_tooltree_serve
-from tool_tree.config_json import server_maps
+from tool_tree.config_json import Span, _members, _skip, server_maps
 from tool_tree.tree import read_regular
 
 PROJECT_FILE, USER_FILE = ".mcp.json", ".claude.json"
@@ -37,6 +44,8 @@ MAX_SETTINGS_BYTES = 4 * 1024 * 1024
 SHOWN_NAMES = 8
 """Server names written out in the warning; the rest are counted."""
 MOVING = 'README: "Moving your servers behind tooltree"'
+MAX_GIT_FILE_BYTES = 4096
+"""A worktree's ``.git`` file or ``commondir`` larger than this is not read (each holds one path)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,12 @@ def claude_code_doubles(config: Config, environ: Mapping[str, str] | None = None
     started = tuple(s.name for s in config.enabled_servers if s.name not in stopped)
     if not started:
         return None
+    disabled = _disabled(path if user else _state_file(env), _project(Path.cwd().resolve()))
+    if disabled is None:
+        return None
+    started = tuple(name for name in started if name not in disabled)
+    if not started:
+        return None
     key = "deniedMcpServers" if user else "disabledMcpjsonServers"
     shown = settings_dir / ("settings.json" if user else "settings.local.json")
     return Doubled(source, started, key, _shown(shown, env.get("HOME")))
@@ -156,3 +171,67 @@ def _names(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _state_file(env: Mapping[str, str]) -> Path:
+    """Claude Code's own file, where ``/mcp disable`` writes: ``$CLAUDE_CONFIG_DIR/.claude.json``, else
+    ``~/.claude.json``."""
+    config_dir = env.get("CLAUDE_CONFIG_DIR")
+    if config_dir:
+        return Path(config_dir) / USER_FILE
+    return Path(env.get("HOME") or Path.home()) / USER_FILE
+
+
+def _project(cwd: Path) -> Path:
+    """The folder Claude Code, run in ``cwd``, keeps the project's state under: the root of the git work tree ``cwd``
+    is in (of a linked worktree, whose ``.git`` is a file: the main work tree's), else ``cwd``."""
+    for folder in (cwd, *cwd.parents):
+        git = folder / ".git"
+        try:
+            if git.is_dir():
+                return folder
+            if not git.exists():
+                continue
+            # A linked worktree: ``gitdir: <main>/.git/worktrees/<name>``, whose ``commondir`` leads to ``<main>/.git``.
+            pointer = read_regular(git, MAX_GIT_FILE_BYTES).decode("utf-8").strip()
+            if not pointer.startswith("gitdir:"):
+                return folder
+            gitdir = folder / pointer.removeprefix("gitdir:").strip()
+            common = (gitdir / read_regular(gitdir / "commondir", MAX_GIT_FILE_BYTES).decode("utf-8").strip()).resolve()
+            return common.parent if common.name == ".git" else folder
+        except (OSError, UnicodeDecodeError, ValueError):
+            return folder
+    return cwd
+
+
+def _disabled(state: Path, project: Path) -> set[str] | None:
+    """The servers disabled in ``project`` with Claude Code's ``/mcp disable``: the ``projects.<project>`` entry's
+    ``disabledMcpServers`` (a list of names; Claude Code takes nothing else) in its file ``state``. None when that
+    file cannot be read as JSON (too large, not JSON, nesting without end, a key twice)."""
+    try:
+        data = read_regular(state, MAX_JSON_CONFIG_BYTES + 1)  # never waits on a FIFO
+        if len(data) > MAX_JSON_CONFIG_BYTES:
+            return None
+        text = data.decode("utf-8-sig")
+        span: Span | None = Span(_skip(text, 0), len(text), 1, 0)
+        for key in ("projects", str(project), "disabledMcpServers"):  # scanned, not built: only this value is
+            span = _member(text, span, key, str(state))
+        value = json.loads(text[span.start : span.end]) if span is not None else None
+    except FileNotFoundError:
+        return set()
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError, ConfigError):
+        return None
+    return {v for v in value if isinstance(v, str)} if isinstance(value, list) else set()
+
+
+def _member(text: str, span: Span | None, key: str, source: str) -> Span | None:
+    """Where the value of ``key`` lies in the JSON object at ``span`` of ``text`` (None: ``span`` is None or not an
+    object, or has no ``key``).
+
+    Raises:
+        json.JSONDecodeError: the object is not JSON.
+        ConfigError: ``key`` comes twice, or a value nests deeper than the json module can scan.
+    """
+    if span is None or text[span.start : span.start + 1] != "{":
+        return None
+    return _members(text, span.start, source, lambda found: found == key).found.get(key)

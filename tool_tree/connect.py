@@ -43,7 +43,12 @@ from tool_tree.stderr_log import NOISE_CHARS, StderrLog
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, NotJSONRPC, stdio_client
 from tool_tree.text import one_line, shown
 
-TOOLS_CHANGED = "notifications/tools/list_changed"
+LISTS_CHANGED = {
+    "notifications/tools/list_changed": "tools",
+    "notifications/prompts/list_changed": "prompts",
+    "notifications/resources/list_changed": "resources",
+}
+"""The notifications by which a server says one of its lists changed, each with the `Changes` field that counts it."""
 MAX_LIST_PAGES = 1000
 MAX_LIST_TOOLS = 100_000
 """Tools one server may list, over all pages: five times what the generator renders for one server, so a
@@ -91,12 +96,27 @@ class _RawResult(BaseModel):
 
 @dataclass
 class Changes:
-    """What the server said changed on a session: `tools` counts its ``notifications/tools/list_changed``, as they
-    are read (in the stream's order: one the server sent before a reply is counted before the reply is handed on).
-    ``listener``, when set, is called after each is counted, on the session's event loop: it must not block."""
+    """What the server said changed on a session: `tools`, `prompts` and `resources` count its
+    ``notifications/tools/list_changed``, ``.../prompts/list_changed`` and ``.../resources/list_changed``
+    (`LISTS_CHANGED`), as they are read (in the stream's order: one the server sent before a reply is counted before
+    the reply is handed on). ``listener``, when set, is called after each of the three is counted, on the session's
+    event loop: it must not block."""
 
     tools: int = 0
+    prompts: int = 0
+    resources: int = 0
     listener: Callable[[], None] | None = None
+
+    def count(self, kind: str) -> None:
+        """Count one notice that the list ``kind`` (``tools``, ``prompts`` or ``resources``) changed, and tell."""
+        if kind == "tools":
+            self.tools += 1
+        elif kind == "prompts":
+            self.prompts += 1
+        else:
+            self.resources += 1
+        if self.listener is not None:
+            self.listener()
 
 
 @dataclass
@@ -230,15 +250,15 @@ def probe_unanswered(server: ServerConfig, *, waited: bool) -> str:
 
 @asynccontextmanager
 async def _watched(transport: Any, changes: Changes, listing: ListingCheck) -> AsyncIterator[TransportStreams]:
-    """``transport`` with its server's ``notifications/tools/list_changed`` counted in ``changes`` as they are read,
-    and the malformed tools of its listings left out (``listing``)."""
+    """``transport`` with its server's notices that a list changed (`LISTS_CHANGED`) counted in ``changes`` as they
+    are read, and the malformed tools of its listings left out (``listing``)."""
     async with transport as (read, write):
         yield checked(_Watching(read, changes), write, listing)
 
 
 class _Watching(ReadWrapper):
-    """A transport's read stream, counting the server's ``notifications/tools/list_changed`` (`Changes`). Counted
-    here, not in the SDK's message handler, which runs in a task of its own, maybe after the reply read next."""
+    """A transport's read stream, counting the server's notices that a list changed (`Changes`). Counted here, not in
+    the SDK's message handler, which runs in a task of its own, maybe after the reply read next."""
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], changes: Changes) -> None:
         super().__init__(inner)
@@ -246,10 +266,10 @@ class _Watching(ReadWrapper):
 
     async def receive(self) -> SessionMessage | Exception:
         item = await self._inner.receive()
-        if isinstance(item, SessionMessage) and getattr(item.message, "method", None) == TOOLS_CHANGED:
-            self._changes.tools += 1
-            if self._changes.listener is not None:
-                self._changes.listener()
+        if isinstance(item, SessionMessage):
+            method = getattr(item.message, "method", None)
+            if isinstance(method, str) and (kind := LISTS_CHANGED.get(method)) is not None:
+                self._changes.count(kind)
         return item
 
 

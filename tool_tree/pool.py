@@ -283,8 +283,10 @@ class ServerPool:
         source: the config file the servers come from, named when a call runs out of a server's ``timeout``
             (default: a `Config`'s own file).
         on_tools_changed: called with a server's name when, once its session is open and listed, the server says
-            its tools changed (``notifications/tools/list_changed``); on the pool's event loop, so it must not
-            block. The pool itself goes on with the listing it read (`tooltree serve` regenerates the tree).
+            its tools, prompts or resources changed (``notifications/tools/list_changed``, ``.../prompts/...``,
+            ``.../resources/...``: `tool_tree.connect.LISTS_CHANGED`); on the pool's event loop, so it must not
+            block. The pool itself goes on with the listing it read (`tooltree serve` regenerates the tree). Named
+            for the tools, of which alone it was first told; it is not told which list changed.
 
     A pool runs once: entering it again, inside its block or after, raises `PoolError` (make a new one), and
     leaving it twice does nothing the second time. Its methods are awaited on the event loop that entered it; on

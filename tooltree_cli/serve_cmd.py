@@ -7,9 +7,9 @@ server can take longer than a client waits for its handshake (Claude Code gives 
 and 120 servers take ~40 s on two cores), so the client connects at once. Its file and search
 tools see each refreshed file as it is replaced, and a sandbox session started after the refresh
 can call the tools it added; client sessions that start after it get its ``instructions`` (the
-tools offered never change). A server that later says its tools changed, in any client session, has its
-part of the tree regenerated the same way (`tooltree_cli.serve_follow`). When serving ends the refresh is
-cancelled and every server it started is closed. ``--regenerate-first`` waits for it instead. When every
+tools offered never change). A server that later says its tools, prompts or resources changed, in any client
+session, has its part of the tree regenerated the same way (`tooltree_cli.serve_follow`). When serving ends the
+refresh is cancelled and every server it started is closed. ``--regenerate-first`` waits for it instead. When every
 server fails, nothing is written: a tree generated before serving (missing, or ``--regenerate-first``) is not served
 (exit 3), and a background refresh leaves the served tree as it was. A config that lists no server
 tooltree can start is refused (the refresh would empty the tree). Everything this command prints goes
@@ -409,13 +409,15 @@ def _serve_refreshed(reload: Callable[[], None], what: str = "the refreshed tree
 
 
 def _follow(config: Config, tree: Path, app: ToolServer) -> Follow:
-    """Regenerate a server's part of the tree when it says its tools changed (`tooltree_cli.serve_follow`)."""
+    """Regenerate a server's part of the tree when it says its tools, prompts or resources changed
+    (`tooltree_cli.serve_follow`)."""
     from tooltree_cli.serve_follow import Follow
 
     def regenerate(servers: Sequence[str], cancel: Cancel) -> None:
         code, changed = _regenerate(config, tree, cancel=cancel, only=servers)
         if code == EXIT_OK and changed:
-            _serve_refreshed(app.reload_tree, f"the tools of {', '.join(servers)} as they are now")
+            now = f"the tools, prompts and resources of {', '.join(servers)} as they are now"
+            _serve_refreshed(app.reload_tree, now)
 
     return Follow(regenerate, error)
 
@@ -437,7 +439,8 @@ def _regenerate(
     count = len(only) or len(config.enabled_servers)
     existed = _usable(tree)
     if only:
-        said = f"{only[0]} says its tools" if len(only) == 1 else f"{', '.join(only)} say their tools"
+        said = f"{only[0]} says its" if len(only) == 1 else f"{', '.join(only)} say their"
+        said += " tools, prompts or resources"  # the pool's listener is not told which (`ServerPool`)
         print(f"tooltree serve: {said} changed; regenerating {'its' if len(only) == 1 else 'their'} part of {tree} "
               "…", file=sys.stderr, flush=True)  # fmt: skip
     elif background:

@@ -1,20 +1,28 @@
-"""`Follow`: `tooltree serve` regenerates a server's part of the tree when the server says its tools changed.
+"""`Follow`: `tooltree serve` regenerates a server's part of the tree when the server says its tools, prompts or
+resources changed.
 
-A client session's server pool hears a server's ``notifications/tools/list_changed`` (one sent after its session
-was listed; `tool_tree.pool.ServerPool`'s ``on_tools_changed``) and tells `Follow.changed` the server's name, from
-the pool's thread. A worker thread then regenerates that server's part of the tree (`generate` with ``only``: its
-stubs, the index files, the manifest and the search index; the other servers' stubs are kept) and has the served
-tree read again (`agent.serve.server.ToolServer.reload_tree`). Client sessions that start after it get the new
-tree; those already running see it in ``search_tools`` and ``read_file``, while their scripts keep the tree their
-sandbox started with (they are told so; with a workspace folder, one whose script fails to import what was added
-is renewed at its next call, `agent.serve.sessions.RENEWING`). The tools serve offers never change.
+A client session's server pool hears a server's ``notifications/tools/list_changed``, ``.../prompts/list_changed`` or
+``.../resources/list_changed`` (one sent after its session was listed; `tool_tree.pool.ServerPool`'s
+``on_tools_changed``) and tells `Follow.changed` the server's name, from the pool's thread. A worker thread then
+regenerates that server's part of the tree (`generate` with ``only``: its stubs, the index files, the manifest and the
+search index; the other servers' stubs are kept) and has the served tree read again
+(`agent.serve.server.ToolServer.reload_tree`). Client sessions that start after it get the new tree; those already
+running see it in ``search_tools`` and ``read_file``, while their scripts keep the tree their sandbox started with (they
+are told so; with a workspace folder, one whose script fails to import what was added is renewed at its next call,
+`agent.serve.sessions.RENEWING`). The tools serve offers never change. The regenerated snapshot records the server's
+prompts and resources as they are now: the sessions that listed them are told if they changed
+(`agent.serve.upstream_lists.UpstreamExtras.reload`).
 
 Before, a server that added a tool while serve ran was followed by nothing: the tree kept its old stubs until serve
-was restarted.
+was restarted; and one that added a prompt or a resource was followed by nothing until something else regenerated it.
 
-Bounded against a server that says so in a loop: notifications that come together (each session's copy of the
-server says it) make one regeneration, a server is regenerated at most once per ``min_interval`` seconds, and one
-regeneration runs at a time, never during the refresh that serve starts with (``after``).
+Bounded against a server that says so in a loop, whichever of its lists it names: the three are one signal, the
+server's name, so notifications that come together (each session's copy of the server says it, of one list or of
+all three) make one regeneration, a server is regenerated at most once per ``min_interval`` seconds, and one
+regeneration runs at a time, never during the refresh that serve starts with (``after``). A notice of prompts or
+resources is followed also when serve offers neither (``serve: prompts / resources: false``): the pool's listener is
+told the server, not the list (through `sandbox.host.Runtime`'s ``on_tools_changed``), so it costs what a notice of
+tools does, within the same bounds.
 """
 
 from __future__ import annotations
@@ -72,7 +80,7 @@ class Follow:
         self._thread.start()
 
     def changed(self, server: str) -> None:
-        """``server`` said its tools changed (from any thread; never blocks for long)."""
+        """``server`` said its tools, prompts or resources changed (from any thread; never blocks for long)."""
         with self._cond:
             if not self._stopped:
                 self._told.setdefault(server, time.monotonic())

@@ -148,9 +148,11 @@ class ToolServer:
         ``first``): `tooltree serve` cancels its background refresh there, which would otherwise report the servers
         it started, killed by the signal, as failed, and could write a tree from what was left."""
         self.on_tools_changed: list[Callable[[str], None]] = []
-        """Called with a server's name when it says, in any client session, that its tools changed (on that
-        session's server pool thread: it must not block). `tooltree serve` regenerates the server's part of the
-        tree there (`tooltree_cli.serve_follow`)."""
+        """Called with a server's name when it says, in any client session, that its tools, prompts or resources
+        changed (on that session's server pool thread: it must not block; `tool_tree.pool.ServerPool`'s
+        ``on_tools_changed``). `tooltree serve` regenerates the server's part of the tree there
+        (`tooltree_cli.serve_follow`), after which the sessions that listed prompts or resources are told if those
+        changed (`UpstreamExtras.reload`)."""
 
     # ---- lifecycle ------------------------------------------------------------------------------
 

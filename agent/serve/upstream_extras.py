@@ -14,7 +14,8 @@ A client that reaches its servers through tooltree keeps their prompts (slash co
 **Where the lists come from.** From the tree: generate-tree lists each server's prompts, resources and resource
 templates with its tools and records them in the server's snapshot (`tool_tree.snapshot_lists`); serve offers what
 the snapshots record, read at start and again when it reads the refreshed tree (`UpstreamExtras.reload`, after the
-background refresh or a server's tools changed), and then tells each client session that listed them
+background refresh or once a server, in any client session, said its tools, prompts or resources changed:
+`tooltree_cli.serve_follow`), and then tells each client session that listed them
 ``notifications/prompts/list_changed`` or ``.../resources/list_changed`` if they changed (a session of the
 handshake era: the 2026-07-28 one has no standing channel to send them on). A list starts no server
 (so ``--no-regenerate`` starts none for it). ``prompts/get`` and ``resources/read`` go through the client session's

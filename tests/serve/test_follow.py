@@ -19,6 +19,7 @@ from tooltree_cli.main import main
 pytestmark = pytest.mark.docker
 
 GROWING = Path(__file__).resolve().parents[1] / "servers" / "growing_server.py"
+NOW = "the tools, prompts and resources of growing as they are now"
 
 
 def _call(raw: RawStdio, request_id: int, name: str, arguments: dict[str, object]) -> dict[str, object]:
@@ -53,8 +54,9 @@ def test_a_tool_the_server_adds_while_serving_gets_a_stub_is_found_and_runs(
         raw.initialize()
         added = _call(raw, 2, "growing__add_tool", {"name": "fresh"})
         assert added["content"] == [{"type": "text", "text": "added fresh"}]
-        raw.wait_for_stderr(f"tooltree serve: growing says its tools changed; regenerating its part of {tree} …")
-        raw.wait_for_stderr("tooltree serve: sessions from now on get the tools of growing as they are now")
+        said = "growing says its tools, prompts or resources changed"  # the pool is not told which list
+        raw.wait_for_stderr(f"tooltree serve: {said}; regenerating its part of {tree} …")
+        raw.wait_for_stderr(f"tooltree serve: sessions from now on get {NOW}")
         assert (tree / "servers" / "growing" / "fresh.py").is_file()
         found = json.dumps(_call(raw, 3, "search_tools", {"query": "fresh", "detail": "name"}))
         assert "growing.fresh" in found
@@ -65,7 +67,7 @@ def test_a_tool_the_server_adds_while_serving_gets_a_stub_is_found_and_runs(
     finally:
         raw.close()
     log = "".join(raw.stderr)
-    assert log.count("says its tools changed") == 1, log
+    assert log.count("says its tools, prompts or resources changed") == 1, log
 
 
 def test_a_session_whose_sandbox_predates_the_tool_gets_a_new_one_on_the_next_call_with_its_files(
@@ -84,7 +86,7 @@ def test_a_session_whose_sandbox_predates_the_tool_gets_a_new_one_on_the_next_ca
         first = _call(raw, 2, "execute_python", {"code": "x = 1\nopen('kept.txt', 'w').write('from the first')"})
         assert first.get("isError") is not True, first
         _call(raw, 3, "growing__add_tool", {"name": "fresh"})
-        raw.wait_for_stderr("tooltree serve: sessions from now on get the tools of growing as they are now")
+        raw.wait_for_stderr(f"tooltree serve: sessions from now on get {NOW}")
         stale = json.dumps(_call(raw, 4, "execute_python", {"code": "from servers.growing import fresh"}))
         assert "No module named 'servers.growing.fresh'" in stale or "cannot import name 'fresh'" in stale, stale
         assert json.dumps(RENEWING.format(folder=workspace))[1:-1] in stale

@@ -157,7 +157,16 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = project_with_tooltree(tmp_path / "project", TOOLTREE_ENTRY)
     monkeypatch.chdir(folder)
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # Claude Code's own ~/.claude.json: none unless written
     return folder
+
+
+def disable(state: Path, project: Path, names: Any) -> None:
+    """Write ``state`` (Claude Code's ``.claude.json``) as `/mcp disable` leaves it: ``names`` under the project."""
+    state.parent.mkdir(parents=True, exist_ok=True)
+    entry = {"hasTrustDialogAccepted": True, "disabledMcpServers": names}
+    history = {"history": [{"display": "x" * 100}] * 50}  # what else Claude Code keeps there, scanned not read
+    state.write_text(json.dumps({"projects": {str(project.resolve()): {**history, **entry}}}), encoding="utf-8")
 
 
 def test_serve_warns_that_claude_code_also_starts_the_servers_of_its_mcp_json(
@@ -192,6 +201,86 @@ def test_serve_names_only_the_servers_claude_code_still_starts(
     write_settings(project, {"disabledMcpjsonServers": "titled"})  # one name as a string: Claude Code takes it too
     (warning,) = serve_warnings(Path(".mcp.json"), tmp_path, capsys)
     assert "starts 1 of its server(s)" in warning and '"disabledMcpjsonServers": ["docs"]' in warning
+
+
+@pytest.mark.parametrize("config_dir", [False, True])
+def test_serve_says_nothing_of_the_servers_disabled_for_the_project_with_mcp_disable(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, config_dir: bool
+) -> None:
+    # Before: a server the user stopped with Claude Code's `/mcp disable` was still named as started twice.
+    state = tmp_path / "home" / ".claude.json"
+    if config_dir:
+        monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+        state = tmp_path / "claude" / ".claude.json"
+    disable(state, project, ["titled"])
+    (warning,) = serve_warnings(Path(".mcp.json"), tmp_path, capsys)
+    assert "starts 1 of its server(s)" in warning and '"disabledMcpjsonServers": ["docs"]' in warning
+    disable(state, project, ["titled", "docs"])
+    assert serve_warnings(Path(".mcp.json"), tmp_path, capsys) == []
+
+
+def test_mcp_disable_is_read_from_the_entry_of_the_git_work_trees_root_as_claude_code_keys_it(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Claude Code run in a folder of a git work tree keeps its state under the tree's root; of a linked worktree,
+    # under the main one's (checked with `claude mcp list` in each).
+    state = tmp_path / "home" / ".claude.json"
+    (project / ".git").mkdir()
+    (project / "sub").mkdir()
+    monkeypatch.chdir(project / "sub")
+    disable(state, project / "sub", ["titled", "docs"])  # an entry Claude Code does not read here
+    assert len(serve_warnings(project / ".mcp.json", tmp_path, capsys)) == 1
+    disable(state, project, ["titled", "docs"])
+    assert serve_warnings(project / ".mcp.json", tmp_path, capsys) == []
+    linked = project_with_tooltree(tmp_path / "linked", TOOLTREE_ENTRY)
+    (project / ".git" / "worktrees" / "linked").mkdir(parents=True)
+    (project / ".git" / "worktrees" / "linked" / "commondir").write_text("../..\n", encoding="utf-8")
+    (linked / ".git").write_text(f"gitdir: {project / '.git' / 'worktrees' / 'linked'}\n", encoding="utf-8")
+    monkeypatch.chdir(linked)
+    assert serve_warnings(Path(".mcp.json"), tmp_path, capsys) == []  # the main work tree's entry
+    disable(state, linked, ["titled", "docs"])
+    assert len(serve_warnings(Path(".mcp.json"), tmp_path, capsys)) == 1
+
+
+def test_mcp_disable_is_honoured_for_the_servers_of_claude_json_too_but_only_as_a_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.chdir(project)
+    user_file = home / ".claude.json"
+    entry = {"command": "/opt/tooltree/.venv/bin/tooltree", "args": ["serve", "--config", str(user_file)]}
+    servers = {"mcpServers": {**SERVERS, "tooltree": entry}}
+    for names, warned in ((["titled", "docs", 7], False), ("titled", True)):  # Claude Code takes a list alone
+        disable(user_file, project, names)
+        text = json.loads(user_file.read_text(encoding="utf-8"))
+        user_file.write_text(json.dumps({**servers, **text}), encoding="utf-8")
+        assert len(serve_warnings(user_file, tmp_path, capsys)) == int(warned)
+
+
+@pytest.mark.parametrize("how", ["fifo", "deep", "large", "twice"])
+def test_a_claude_json_that_is_a_fifo_nests_without_end_is_too_large_or_repeats_a_key_is_no_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    from tool_tree import client_settings
+
+    state, project = tmp_path / ".claude.json", tmp_path / "project"
+    key = json.dumps(str(project))
+    if how == "fifo":
+        os.mkfifo(state)  # never waited on
+    elif how == "deep":  # nesting past what the json module scans, in the project's own entry
+        state.write_text(f'{{"projects": {{{key}: {{"x": {"[" * 100_000}{"]" * 100_000}}}}}}}', encoding="utf-8")
+    elif how == "large":
+        monkeypatch.setattr(client_settings, "MAX_JSON_CONFIG_BYTES", 1000)
+        disable(state, project, ["titled"])
+    else:  # JSON.parse keeps the last, the scanner cannot tell which Claude Code read
+        twice = '{"disabledMcpServers": ["a"], "disabledMcpServers": ["b"]}'
+        state.write_text(f'{{"projects": {{{key}: {twice}}}}}', encoding="utf-8")
+    assert client_settings._disabled(state, project) is None
+    state.unlink()
+    assert client_settings._disabled(state, project) == set()  # none: Claude Code has disabled nothing
 
 
 def test_serve_says_nothing_when_the_file_does_not_list_tooltree_or_the_settings_cannot_be_read(

@@ -17,6 +17,8 @@ It answers ``initialize``, ``tools/list`` and ``ping`` as any server; ``tools/ca
                its stdin, then answers
     notify     sends ``n`` ``notifications/progress`` (every other one's message holds ``"id"`` and a
                backslash; with ``values``, none does, and each holds that many numbers), then answers
+    changed    sends ``n`` notices that a list changed, ``notifications/tools/list_changed``, ``.../prompts/...``
+               and ``.../resources/...`` in turn, then answers
     strays     sends ``n`` answers to requests the client never made (every other one an error with ``data``),
                then answers the call
     deep       answers with structured content nested ``n`` arrays deep; with ``last``, its id written last
@@ -92,6 +94,10 @@ def call(request_id: object, name: str, n: int, wait: bool, values: int = 0, las
                 params["data"] = [0] * values
             send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
         answer(request_id, "notified")
+    elif name == "changed":
+        for i in range(n):
+            send({"jsonrpc": "2.0", "method": f"notifications/{('tools', 'prompts', 'resources')[i % 3]}/list_changed"})
+        answer(request_id, "changed")
     elif name == "strays":
         for i in range(n):
             if i % 2:
@@ -130,7 +136,7 @@ def main() -> None:
             }
             send({"jsonrpc": "2.0", "id": request_id, "result": result})
         elif method == "tools/list":
-            tools = ["pid", "values", "blocks", "noise", "pings", "cancelled", "notify", "strays", "deep"]
+            tools = ["pid", "values", "blocks", "noise", "pings", "cancelled", "notify", "changed", "strays", "deep"]
             tools += ["unreadable", "ok"]
             listed = [{"name": name, "inputSchema": {"type": "object"}} for name in tools]
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": listed}})

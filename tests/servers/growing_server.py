@@ -1,11 +1,15 @@
-"""An MCP server built with the official SDK (lowlevel ``Server``) whose tools grow when asked, across restarts.
+"""An MCP server built with the official SDK (lowlevel ``Server``) whose tools, prompts and resources grow when asked,
+across restarts.
 
     python growing_server.py STATE_FILE
 
-Its tools are ``add_tool`` and one tool per name in STATE_FILE (a JSON list, read at each listing). A call of
-``add_tool`` with ``name`` adds that name to the file and says ``notifications/tools/list_changed``, as a server
-does whose tools change while a client is connected; a call of an added tool answers ``"<name> ran"``. It serves
-the 2025 handshake era (the SDK's ``serve_loop``), where a server sends that notice unasked.
+Its tools are ``add_tool``, ``add_prompt``, ``add_resource`` and one tool per name added; its prompts ``start`` and
+one per name added; its resources ``growing://start`` and ``growing://<name>`` per name added. STATE_FILE holds
+what was added (a JSON object of lists by kind, read at each listing). A call of ``add_tool``, ``add_prompt`` or
+``add_resource`` with ``name`` adds that name to the file and says ``notifications/tools/list_changed``,
+``.../prompts/list_changed`` or ``.../resources/list_changed``, as a server does whose lists change while a client
+is connected; a call of an added tool answers ``"<name> ran"``. It serves the 2025 handshake era (the SDK's
+``serve_loop``), where a server sends those notices unasked.
 """
 
 from __future__ import annotations
@@ -22,36 +26,87 @@ from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
 
 STATE = Path(sys.argv[1])
-ADD = types.Tool(
-    name="add_tool",
-    description="Add a tool of this name.",
-    input_schema={"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
-)
+KINDS = ("tool", "prompt", "resource")
+ADD = [
+    types.Tool(
+        name=f"add_{kind}",
+        description=f"Add a {kind} of this name.",
+        input_schema={"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+    )
+    for kind in KINDS
+]
 
 
-def added() -> list[str]:
-    return json.loads(STATE.read_text(encoding="utf-8")) if STATE.exists() else []
+def added(kind: str) -> list[str]:
+    state = json.loads(STATE.read_text(encoding="utf-8")) if STATE.exists() else {}
+    return list(state.get(kind, []))
+
+
+def add(kind: str, name: str) -> None:
+    state = json.loads(STATE.read_text(encoding="utf-8")) if STATE.exists() else {}
+    state[kind] = [*state.get(kind, []), name]
+    STATE.write_text(json.dumps(state), encoding="utf-8")
 
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-    tools = [ADD, *(types.Tool(name=n, description=f"The {n} tool.", input_schema={"type": "object"}) for n in added())]
-    return types.ListToolsResult(tools=tools)
+    more = [types.Tool(name=n, description=f"The {n} tool.", input_schema={"type": "object"}) for n in added("tool")]
+    return types.ListToolsResult(tools=[*ADD, *more])
+
+
+async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+    names = ["start", *added("prompt")]
+    return types.ListPromptsResult(prompts=[types.Prompt(name=n, description=f"The {n} prompt.") for n in names])
+
+
+async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    text = types.TextContent(text=f"the {params.name} prompt")
+    return types.GetPromptResult(messages=[types.PromptMessage(role="user", content=text)])
+
+
+async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+    names = ["start", *added("resource")]
+    return types.ListResourcesResult(resources=[types.Resource(name=n, uri=f"growing://{n}") for n in names])
+
+
+async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+    return types.ListResourceTemplatesResult(resource_templates=[])
+
+
+async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    return types.ReadResourceResult(contents=[types.TextResourceContents(uri=str(params.uri), text="grown")])
 
 
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-    if params.name == "add_tool":
+    kind = params.name.removeprefix("add_")
+    if kind in KINDS:
         name = str((params.arguments or {})["name"])
-        STATE.write_text(json.dumps([*added(), name]), encoding="utf-8")
-        await ctx.session.send_tool_list_changed()
+        add(kind, name)
+        if kind == "tool":
+            await ctx.session.send_tool_list_changed()
+        elif kind == "prompt":
+            await ctx.session.send_prompt_list_changed()
+        else:
+            await ctx.session.send_resource_list_changed()
         return types.CallToolResult(content=[types.TextContent(text=f"added {name}")])
     return types.CallToolResult(content=[types.TextContent(text=f"{params.name} ran")])
 
 
-server: Server[Any] = Server("growing", on_list_tools=list_tools, on_call_tool=call_tool)
+server: Server[Any] = Server(
+    "growing",
+    on_list_tools=list_tools,
+    on_call_tool=call_tool,
+    on_list_prompts=list_prompts,
+    on_get_prompt=get_prompt,
+    on_list_resources=list_resources,
+    on_list_resource_templates=list_templates,
+    on_read_resource=read_resource,
+)
 
 
 async def main() -> None:
-    options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+    options = server.create_initialization_options(
+        NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
+    )
     async with server.lifespan(server) as state, stdio_server() as (read, write):
         await serve_loop(server, read, write, lifespan_state=state, init_options=options)
 

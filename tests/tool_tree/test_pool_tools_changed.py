@@ -1,13 +1,16 @@
-"""A server pool tells its owner when a server says its tools changed after its session was listed."""
+"""A server pool tells its owner when a server says its tools, prompts or resources changed after its session was
+listed."""
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from tool_tree.budget import NOTIFICATION_BURST, NOTIFICATION_RATE
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool, ServerPool
 
@@ -31,6 +34,38 @@ def test_a_server_that_says_its_tools_changed_is_named_to_the_pools_owner(tmp_pa
         assert pool.call("growing", "add_tool", {"name": "fresh"})["content"][0]["text"] == "added fresh"
         assert heard.wait(10)  # said before the answer; read in the stream's order
     assert told == ["growing"]
+
+
+@pytest.mark.parametrize("kind", ["prompt", "resource"])
+def test_a_server_that_says_its_prompts_or_resources_changed_is_named_to_the_pools_owner(
+    tmp_path: Path, kind: str
+) -> None:
+    # Before, only notifications/tools/list_changed was heard: a server that added a prompt or resource was not.
+    told: list[str] = []
+    heard = threading.Event()
+
+    def changed(server: str) -> None:
+        told.append(server)
+        heard.set()
+
+    with BackgroundPool([growing(tmp_path)], on_tools_changed=changed) as pool:
+        assert pool.call("growing", f"add_{kind}", {"name": "fresh"})["content"][0]["text"] == "added fresh"
+        assert heard.wait(10)  # said before the answer; read in the stream's order
+    assert told == ["growing"]
+
+
+def test_a_flood_of_notices_of_any_list_is_told_within_the_one_notification_budget(tmp_path: Path) -> None:
+    # The notices of prompts and resources go the way the tools' went: each counted, told, and past the server's
+    # one budget of notifications (whatever they say) dropped unread. A flood of them costs what one of tools did.
+    flood = ServerConfig(name="flood", command=sys.executable, args=(str(SERVERS / "flood_server.py"),))
+    told: list[str] = []
+    with BackgroundPool([flood], on_tools_changed=told.append) as pool:
+        pool.call("flood", "ok", {})  # started and listed: what it says from now on is told
+        started = time.monotonic()
+        assert pool.call("flood", "changed", {"n": 20_000})["content"][0]["text"] == "changed"
+        elapsed = time.monotonic() - started
+    assert set(told) == {"flood"}
+    assert NOTIFICATION_BURST <= len(told) <= NOTIFICATION_BURST + NOTIFICATION_RATE * elapsed + 1
 
 
 @pytest.mark.anyio
