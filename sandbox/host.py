@@ -113,8 +113,9 @@ class Runtime:
             runtimes (left open when this one closes).
         sandbox_pool: take the session from these warm sandboxes instead of starting a container.
         session: the session id written into audit lines.
-        on_tools_changed: called with a server's name when one of this runtime's server sessions says its tools
-            changed (`tool_tree.pool.ServerPool`); on the server pool's thread, so it must not block.
+        on_tools_changed: called with a server's name when one of this runtime's server sessions says its tools,
+            prompts or resources changed (`tool_tree.pool.ServerPool`); on the server pool's thread, so it must not
+            block.
 
     Raises:
         TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``), ``tree`` or ``workspace``

@@ -97,7 +97,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "request to a small model); in code mode the admitted tools' signatures go into the prompt",
     )
     p.add_argument(
-        "--prefilter-threshold", type=probability, metavar="P", help="admit tools with probability ≥ P (0-1)"
+        "--prefilter-threshold",
+        type=probability,
+        metavar="P",
+        help="admit tools with probability ≥ P (above 0, at most 1)",
     )
     p.add_argument(
         "--prefilter-siblings",

@@ -101,7 +101,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--config",
         "-c",
         default=None,
-        help="tooltree.yaml, or a JSON file with `mcpServers` (default: ./tooltree.yaml; with "
+        help="tooltree.yaml, or a client's own file (`mcpServers` JSON, VS Code's `servers`, Zed's `context_servers`, "
+        "Codex's config.toml; default: ./tooltree.yaml; with "
         "--from-snapshot, no --config and no ./tooltree.yaml, every stored snapshot is used)",
     )
     p.add_argument("--out", "-o", default="tree", help="the tree to write (default: ./tree)")

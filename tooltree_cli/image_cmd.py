@@ -15,7 +15,12 @@ EXIT_OK, EXIT_CONFIG, EXIT_ENGINE = 0, 2, 4  # as `tooltree exec`: 2 a usage or 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("image", help="build the sandbox image", description="Build the sandbox image.")
     sub = p.add_subparsers(dest="image_command", required=True, metavar="ACTION")
-    build = sub.add_parser("build", help="build the image (skipped when it is current)")
+    build = sub.add_parser(
+        "build",
+        help="build the image (skipped when it is current)",
+        description="Build the sandbox image: from python:3.12-slim when a registry answers, else from a Debian base "
+        "bootstrapped with mmdebstrap; skipped when the image the sources make exists (--force rebuilds it).",
+    )
     build.add_argument(
         "--offline-base",
         action="store_true",

@@ -5,7 +5,7 @@ the CLI reads `SETTINGS` without importing the MCP SDK).
 
     serve:
       passthrough: [crm.get_record]   # also offered as ordinary MCP tools, proxied unchanged
-      idle_timeout: 900               # seconds without a call before a client's sandbox session ends
+      idle_timeout: 900               # seconds without a call before a client's sandbox session ends (default 1800)
       progress_interval: 5            # seconds between progress notifications of a running execution
       warm: 1                         # sandboxes kept started ahead of the next client
       max_sessions: 16                # client sessions at once (more are refused)
