@@ -19,9 +19,13 @@ answers, naming the server and the limit. Events that can only be notifications 
 connection's notification budget by their values, and past it dropped before the SDK parses them (200,000
 small ones, parsed, took 36 s). Every event but a request's answer is charged to the connection's
 `tool_tree.budget.ReaderBudget` (its cutting out, measured; the SDK's parsing and dispatch, estimated), past
-which the stream is read on only after a wait. tooltree uses no message a server sends unasked, so the SDK's
-GET for a stream of them is refused unsent (a server answering it with ``retry: 0`` had it reconnect 22 times
-a second, for good); a GET resuming a request's stream is paced (`RESUMES_AT_ONCE`, then one a second).
+which the stream is read on only after a wait. The SDK's GETs are paced by `tool_tree.get_streams.GetStreams`: the
+stream of the messages a server sends unasked (its requests and notifications tied to no call: a ``ping``,
+``notifications/tools/list_changed``) is reopened after a wait that grows, a few times a minute at most, whatever
+``retry`` the server sends (a server answering it with ``retry: 0`` had the SDK reopen it 22 times a second, for
+good), and not asked for again once answered 405; its events are bounded as above, none passed on uncharged as an
+answer. A GET resuming a request's stream is paced apart (`tool_tree.get_streams.RESUMES_AT_ONCE`, then one a
+second).
 """
 
 from __future__ import annotations
@@ -41,10 +45,10 @@ from tool_tree.budget import (
     MAX_MESSAGE_VALUES,
     NotificationBudget,
     ReaderBudget,
-    TokenBucket,
     notification_cost,
     too_many_values,
 )
+from tool_tree.get_streams import GetStreams, StreamRefused
 from tool_tree.http_errors import ReachingClient
 from tool_tree.stdio import MAX_MESSAGE_BYTES
 from tool_tree.unparsed import count_values, peek, unaddressed
@@ -52,9 +56,6 @@ from tool_tree.unparsed import count_values, peek, unaddressed
 PARSE_SECONDS_PER_VALUE = 1.1e-6
 """What the SDK's parser is estimated to spend on one value of an event: the costliest shape measured, a
 million values as annotated text blocks, took 1.1 s (`tool_tree.budget.MAX_MESSAGE_VALUES`)."""
-RESUMES_AT_ONCE = 10
-"""GETs resuming a request's stream sent without a wait; then one a second (the SDK waits what the server's
-``retry`` says, 0 included)."""
 
 
 class MessageTooLarge(httpx2.StreamError):
@@ -63,10 +64,6 @@ class MessageTooLarge(httpx2.StreamError):
 
 class EventRefused(httpx2.SSEError):
     """An event past the value limit: the SDK fails the request whose stream it is in with this message."""
-
-
-class StreamRefused(httpx2.RequestError):
-    """The SDK's GET for the messages a server sends unasked, refused before it is sent (tooltree uses none)."""
 
 
 class _Refusals(logging.Filter):
@@ -200,11 +197,16 @@ class _Events:
     (`tool_tree.unparsed.unaddressed`) is a notification (or not JSON-RPC) and is charged to
     ``notifications`` by its values (`tool_tree.budget.notification_cost`); past the budget it is dropped.
     Each piece passed on but an answer (its data opening with its id and result or error:
-    `tool_tree.unparsed.peek`) adds what the SDK is estimated to spend on it to `owed`.
+    `tool_tree.unparsed.peek`) adds what the SDK is estimated to spend on it to `owed`; without ``answers`` (a
+    stream on which no answer belongs: the one of unasked messages), an answer too.
     """
 
-    def __init__(self, limit: int, hold: int, server: str | None, notifications: NotificationBudget | None) -> None:
+    def __init__(
+        self, limit: int, hold: int, server: str | None, notifications: NotificationBudget | None,
+        answers: bool = True,
+    ) -> None:  # fmt: skip
         self._limit, self._hold, self._server, self._notifications = limit, hold, server, notifications
+        self._answers = answers
         self._held: list[bytes] | None = []  # the event in progress; None once past ``hold``
         self._size = self._rough = 0
         self._last = b""  # the last byte fed: a blank line may straddle two chunks
@@ -273,7 +275,7 @@ class _Events:
         if b"{" in event and unaddressed(event):
             if self._notifications is not None and not self._notifications.take(notification_cost(1 + rough)):
                 return
-        elif _is_answer(event):  # a request's answer: not charged
+        elif self._answers and _is_answer(event):  # a request's answer: not charged
             out.append(event)
             return
         if b"{" in event:
@@ -315,10 +317,12 @@ def bounding(
     max_values: int = MAX_MESSAGE_VALUES,
     server: str | None = None,
     notifications: NotificationBudget | None = None,
+    streams: GetStreams | None = None,
 ) -> Callable[[httpx2.Response], Awaitable[None]]:
     """A response hook bounding each reply that is not an event stream to ``limit`` bytes, unpacked, and
     each message (a reply, an event) to ``max_values`` values, counted before the SDK parses it; with
-    ``notifications``, the events of every stream that can only be notifications are charged to it.
+    ``notifications``, the events of every stream that can only be notifications are charged to it. The stream of
+    unasked messages (as ``streams`` tells it) has every event charged, answers too: none belongs on it.
 
     A hook, not a transport: a client given a transport of its own no longer honours the proxy the
     environment names (``HTTPS_PROXY``), and the SDK's client does. It runs once the headers are in,
@@ -351,32 +355,13 @@ def bounding(
             response.stream = stream
         elif events:
             response.encoding = "utf-8"  # the bytes counted are the text parsed, whatever charset it names
-            cutter = _Events(max_values, limit, server, notifications)
+            unasked = streams is not None and streams.unasked()
+            cutter = _Events(max_values, limit, server, notifications, answers=not unasked)
             response.stream = _CountedEvents(stream, cutter, budget)
         else:
             response.stream = _Counted(stream, max_values, server)
 
     return bound
-
-
-def unasked_streams_refused() -> Callable[[httpx2.Request], Awaitable[None]]:
-    """A request hook refusing the SDK's GET for the messages a server sends unasked (no ``Last-Event-ID``; the
-    SDK gives the stream up after its second try) and pacing those that resume a request's stream.
-
-    Raises:
-        StreamRefused: from the hook, for such a GET.
-    """
-    resumes = TokenBucket(RESUMES_AT_ONCE, 1.0, time.monotonic)
-
-    async def hook(request: httpx2.Request) -> None:
-        if request.method != "GET":
-            return
-        if "last-event-id" not in request.headers:
-            raise StreamRefused("tooltree opens no stream for messages a server sends unasked", request=request)
-        if wait := resumes.charge(1.0):
-            await anyio.sleep(wait)
-
-    return hook
 
 
 def http_client(
@@ -388,13 +373,14 @@ def http_client(
     notifications: NotificationBudget | None = None,
 ) -> ReachingClient:
     """An HTTP client for server ``name``: the SDK's timeouts, the configured ``headers``, replies bounded and
-    charged (`bounding`, to ``notifications`` too), no stream of unasked messages (`unasked_streams_refused`),
-    a request that cannot reach the server failed alone (`tool_tree.http_errors.ReachingClient`)."""
+    charged (`bounding`, to ``notifications`` too), its GETs paced (`tool_tree.get_streams.GetStreams`), a request
+    that cannot reach the server failed alone (`tool_tree.http_errors.ReachingClient`)."""
+    streams = GetStreams(name)
     return ReachingClient(
         headers=httpx2.Headers(dict(headers or {})) | {"accept-encoding": "identity"},
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
         event_hooks={
-            "request": [unasked_streams_refused()],
-            "response": [bounding(limit, max_values, name, notifications)],
+            "request": [streams.request_hook],
+            "response": [bounding(limit, max_values, name, notifications, streams), streams.response_hook],
         },
     )

@@ -42,7 +42,8 @@ from tool_tree.budget import (
     guard,
 )
 from tool_tree.config import ServerConfig
-from tool_tree.http_client import EventRefused, StreamRefused, _Events, http_client
+from tool_tree.get_streams import StreamRefused
+from tool_tree.http_client import EventRefused, _Events, http_client
 from tool_tree.pool import ServerPool, ServerUnavailable
 from tool_tree.stdio import MAX_MESSAGE_BYTES
 from tool_tree.unparsed import count_values
@@ -373,21 +374,20 @@ async def test_the_guard_drops_notifications_past_the_budget_never_a_response() 
     assert isinstance(last, SessionMessage) and isinstance(last.message, types.JSONRPCResponse)
 
 
-async def test_no_stream_of_unasked_messages_is_opened_and_a_resumed_one_is_sent(
+async def test_the_stream_of_unasked_messages_answered_405_is_not_asked_again_and_a_resumed_one_is_sent(
     http_server: tuple[ServerConfig, type[Replies]],
 ) -> None:
-    # Before: the SDK opened it after the handshake and, answered with `retry: 0` and closed, reopened it 22 times
-    # a second for good. tooltree uses no message a server sends unasked.
+    # Before, the GET without `Last-Event-ID` was refused unsent (`StreamRefused`), for good: a server's requests and
+    # notifications tied to no call never reached tooltree (`test_get_streams.py`). It is sent now, paced; a server
+    # without such a stream says so with 405, as this one does, and is not asked again.
     config, handler = http_server
     assert config.url is not None
     async with http_client() as client:
+        resumed = await client.get(config.url, headers={"last-event-id": "7"})  # a request's stream, resumed
+        unasked = await client.get(config.url)  # the stream of unasked messages: this task's GETs are it from now
         with pytest.raises(StreamRefused):
             await client.get(config.url)
-        resumed = await client.get(config.url, headers={"last-event-id": "7"})  # a request's stream, resumed
-    assert resumed.status_code == 405 and handler.gets == ["7"]
-    async with ServerPool([config]) as pool:
-        assert text(await pool.call("big", "big", {"chars": 10, "form": "sse"})) == "x" * 10
-    assert handler.gets == ["7"]  # the session never sent its GET
+    assert resumed.status_code == unasked.status_code == 405 and handler.gets == ["7", None]
 
 
 async def test_a_request_of_more_values_than_the_limit_is_answered_with_an_error_never_dispatched(
@@ -580,3 +580,10 @@ def test_events_passed_on_are_charged_to_the_reader_answers_are_not() -> None:
     answer = b'event: message\r\ndata: {"jsonrpc": "2.0", "id": "7", "result": {"a": [1, 2, 3]}}\r\n\r\n'
     assert events.feed(answer) == [answer] and events.owed == 0
     assert events.feed(note * 10) == [note] * 10 and events.owed >= 10 * HANDED_ON_SECONDS
+
+
+def test_on_the_stream_of_unasked_messages_an_answer_is_charged_too() -> None:
+    # No answer belongs on it: answers with unknown ids on the GET stream are charged like any event.
+    events = _Events(10**6, MAX_MESSAGE_BYTES, "s", NotificationBudget("s"), answers=False)
+    answer = b'event: message\r\ndata: {"jsonrpc": "2.0", "id": "7", "result": {"a": [1, 2, 3]}}\r\n\r\n'
+    assert events.feed(answer) == [answer] and events.owed >= HANDED_ON_SECONDS

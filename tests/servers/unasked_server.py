@@ -1,0 +1,158 @@
+"""An MCP server built with the official SDK (``MCPServer``), over Streamable HTTP with sessions (the protocol before
+2026-07-28), that sends its client what is tied to no call: on the stream its client opens with a GET.
+
+    python unasked_server.py FD GET_MODE [SIZE]
+
+It serves on the listening socket ``FD`` (inherited: connections wait in its backlog until it takes them). Its
+tools ask or tell on that stream, first making sure it is open (a ``ping`` answered on it, a few tries; the SDK drops
+what is sent before the client's GET has opened it): ``ask`` sends ``ping`` or ``roots/list`` (by ``kind``) and
+answers what the client answered, or its error; ``change`` sends ``notifications/tools/list_changed``; ``gets``
+waits until ``count`` GETs have come (at most ``timeout`` seconds) and answers each one's ``Last-Event-ID`` and
+arrival (`time.monotonic`), as JSON.
+
+``GET_MODE`` says how its GETs are answered: ``sdk`` by the SDK (a stream that stays open); ``retry0`` with
+``retry: 0`` and ended at once, each time, and ``retry0-id`` with ``id: 7`` as well; ``405`` with 405 (no such
+stream); ``values``, ``bytes`` and ``flood`` the first one with an event of ``SIZE`` values (a
+``notifications/tools/list_changed`` padded with empty objects), of ``SIZE`` bytes (those two once ``change`` is
+called), or ``SIZE`` ``notifications/message``, then ended, and the later ones by the SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+import warnings
+from typing import Any
+
+import anyio
+import mcp.types as mt
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+
+server = MCPServer("unasked", log_level="WARNING")
+MODE = sys.argv[2] if len(sys.argv) > 2 else "sdk"
+SIZE = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+GETS: list[tuple[str | None, float]] = []
+EVENTS: dict[str, anyio.Event] = {}
+"""``got``: set (and replaced) at each GET; ``opened``: once the SDK answers one; ``asked``: once ``change`` runs."""
+
+
+async def _stream_ready(ctx: Context) -> None:
+    """Wait until the client's GET stream is open, then until a ``ping`` on it is answered (a few tries)."""
+    with anyio.move_on_after(10):
+        await EVENTS["opened"].wait()
+    for _ in range(2):
+        try:
+            await ctx.session.send_request(mt.PingRequest(), mt.EmptyResult, request_read_timeout_seconds=2)
+            return
+        except MCPError:  # sent before the stream was registered, and dropped: once more
+            continue
+    await ctx.session.send_request(mt.PingRequest(), mt.EmptyResult, request_read_timeout_seconds=2)
+
+
+@server.tool(structured_output=False)
+async def ask(kind: str, ctx: Context) -> str:
+    """Send ``ping`` or ``roots/list`` tied to no request; what the client answered, or its error."""
+    await _stream_ready(ctx)
+    question: mt.PingRequest | mt.ListRootsRequest = mt.PingRequest() if kind == "ping" else mt.ListRootsRequest()
+    try:
+        with warnings.catch_warnings():  # roots are deprecated from 2026-07-28; this server is of an older protocol
+            warnings.simplefilter("ignore")
+            result = await ctx.session.send_request(question, mt.EmptyResult, request_read_timeout_seconds=10)
+    except MCPError as e:
+        return f"the client refused: {e.error.message}"
+    return f"the client answered: {result.model_dump(mode='json')}"
+
+
+@server.tool(structured_output=False)
+async def change(ctx: Context) -> str:
+    """Say on the GET stream that the tools changed."""
+    EVENTS["asked"].set()
+    await _stream_ready(ctx)
+    await ctx.session.send_tool_list_changed()
+    return "said"
+
+
+@server.tool(structured_output=False)
+async def gets(count: int, timeout: float) -> str:
+    """Each GET's ``Last-Event-ID`` and arrival, once ``count`` have come or after ``timeout`` seconds."""
+    with anyio.move_on_after(timeout):
+        while len(GETS) < count:
+            await EVENTS["got"].wait()
+    return json.dumps(GETS)
+
+
+def _event_stream(body: bytes) -> list[dict[str, Any]]:
+    head = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+    return [
+        {"type": "http.response.start", "status": 200, "headers": head},
+        {"type": "http.response.body", "body": body},
+    ]
+
+
+def _hostile(number: int) -> list[dict[str, Any]] | None:
+    """How the ``number``-th GET (from 1) is answered, or None: by the SDK."""
+    if MODE == "405":
+        return [{"type": "http.response.start", "status": 405, "headers": [(b"allow", b"POST, DELETE")]},
+                {"type": "http.response.body", "body": b""}]  # fmt: skip
+    if MODE in ("retry0", "retry0-id"):
+        return _event_stream((b"id: 7\n" if MODE == "retry0-id" else b"") + b"retry: 0\n\n")
+    if number > 1 or MODE == "sdk":
+        return None
+    if MODE == "values":
+        pad = b",".join([b"{}"] * SIZE)
+        message = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"pad":[%s]}}' % pad
+        return _event_stream(b"data: %s\n\n" % message)
+    if MODE == "bytes":
+        text = b"x" * SIZE
+        message = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"pad":"%s"}}' % text
+        return _event_stream(b"data: %s\n\n" % message)
+    note = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":%d}}'
+    return _event_stream(b"".join(b"data: %s\n\n" % (note % i) for i in range(SIZE)))
+
+
+def counting(app: Any) -> Any:
+    """``app`` with each GET recorded and answered as ``GET_MODE`` says."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "GET":
+            await app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        last = headers.get(b"last-event-id")
+        GETS.append((last.decode() if last is not None else None, time.monotonic()))
+        EVENTS["got"].set()
+        EVENTS["got"] = anyio.Event()
+        answer = _hostile(len(GETS))
+        if answer is not None:
+            await send(answer[0])
+            if MODE in ("values", "bytes"):  # once the pool has listed the tools: a change it would tell its owner
+                with anyio.move_on_after(30):
+                    await EVENTS["asked"].wait()
+            for message in answer[1:]:
+                await send(message)
+            return
+
+        async def noting(message: Any) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 200:
+                EVENTS["opened"].set()
+            await send(message)
+
+        await app(scope, receive, noting)
+
+    return wrapped
+
+
+async def main() -> None:
+    EVENTS.update(got=anyio.Event(), opened=anyio.Event(), asked=anyio.Event())
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    app = counting(server.streamable_http_app())
+    web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    await web.serve([sock])
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -1,0 +1,195 @@
+"""`tool_tree.get_streams`: the stream of messages a Streamable HTTP server sends unasked (its GET, over the protocol
+with sessions) is opened, so what a server sends tied to no call reaches tooltree; it is reopened paced, whatever
+``retry`` the server sends, its events bounded as a request's are, and a server without one (405) is asked once.
+
+Before, tooltree refused the SDK's GET unsent: a ``ping`` or ``roots/list`` a server sent tied to no call went
+unanswered (the call waited its whole timeout, then said only that it timed out) and a
+``notifications/tools/list_changed`` on that stream never reached the pool (``tooltree serve`` never refreshed).
+
+The server is `tests/servers/unasked_server.py` (the SDK's ``MCPServer``, a real process on a real socket), its GETs
+answered by the SDK or, to play a hostile server, by a wrapper that records each.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tool_tree.budget import MAX_MESSAGE_VALUES, NOTIFICATION_BURST
+from tool_tree.config import ServerConfig
+from tool_tree.get_streams import FIRST_WAIT, LONGEST_WAIT, OPENINGS_PER_MINUTE, STEADY_SECONDS, GetStreams
+from tool_tree.pool import ServerPool
+from tool_tree.stdio import MAX_MESSAGE_BYTES
+
+SERVER = Path(__file__).resolve().parents[1] / "servers" / "unasked_server.py"
+WAIT = 30.0
+"""Seconds a test waits at most for what it expects (a call, a GET, a notice told)."""
+JITTER = 0.05
+"""Seconds two GETs' arrivals at the server may differ from their sending by tooltree."""
+
+
+@asynccontextmanager
+async def unasked_server(mode: str, size: int = 0) -> AsyncIterator[ServerConfig]:
+    """`unasked_server.py` answering its GETs as ``mode`` says, as a server of the protocol with sessions."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()  # connections wait in the backlog until the server takes them: no wait for it to be up
+        fd = sock.fileno()
+        proc = subprocess.Popen([sys.executable, str(SERVER), str(fd), mode, str(size)], pass_fds=[fd])
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    try:
+        yield ServerConfig(name="unasked", url=url, timeout=WAIT, protocol="legacy")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def text(result: dict[str, Any]) -> str:
+    return "".join(b["text"] for b in result["content"] if b["type"] == "text")
+
+
+async def gets(pool: ServerPool, count: int, timeout: float = WAIT / 2) -> list[tuple[str | None, float]]:
+    """Each GET's ``Last-Event-ID`` and arrival at the server, once ``count`` have come (or after ``timeout``)."""
+    return [
+        tuple(g) for g in json.loads(text(await pool.call("unasked", "gets", {"count": count, "timeout": timeout})))
+    ]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("kind", "answer"),
+    [
+        ("ping", "the client answered: {"),
+        ("roots", "the client refused: Roots not supported: tooltree does not offer roots (roots/list"),
+    ],
+)
+async def test_a_request_the_server_sends_tied_to_no_call_is_answered_and_the_call_completes(
+    kind: str, answer: str
+) -> None:
+    # Before: no stream for it, so the server's request never reached tooltree and the call waited its timeout.
+    async with unasked_server("sdk") as config, ServerPool([config]) as pool:
+        with anyio.fail_after(WAIT):
+            result = await pool.call("unasked", "ask", {"kind": kind})
+    assert text(result).startswith(answer), text(result)
+
+
+@pytest.mark.anyio
+async def test_tools_list_changed_said_on_the_stream_of_unasked_messages_is_told_to_the_pools_owner() -> None:
+    told: list[str] = []
+    heard = anyio.Event()
+
+    def changed(server: str) -> None:
+        told.append(server)
+        heard.set()
+
+    async with unasked_server("sdk") as config, ServerPool([config], on_tools_changed=changed) as pool:
+        assert text(await pool.call("unasked", "change", {})) == "said"
+        with anyio.fail_after(WAIT):
+            await heard.wait()
+    assert told == ["unasked"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["retry0", "retry0-id"])
+async def test_a_stream_ended_at_once_with_retry_0_is_reopened_after_waits_that_grow(mode: str) -> None:
+    # Before tooltree refused the GET, the SDK reopened such a stream 22 times a second, for good; with an `id` on
+    # it, the reopening carries `Last-Event-ID` like a request's stream resumed, and is paced as the stream all the
+    # same.
+    async with unasked_server(mode) as config, ServerPool([config]) as pool:
+        seen = await gets(pool, 3)
+    assert [last for last, _ in seen] == ([None, "7", "7"] if mode == "retry0-id" else [None, None, None])
+    arrivals = [at for _, at in seen]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
+    assert gaps[0] >= FIRST_WAIT - JITTER and gaps[1] >= 2 * FIRST_WAIT - JITTER, gaps
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_reopenings_are_at_most_the_cap_in_any_minute_however_long_each_stream_stayed_open() -> None:
+    for lived in (0.0, STEADY_SECONDS, 3 * STEADY_SECONDS):  # each stream ended at once, or after a while
+        clock = Clock()
+        streams = GetStreams("s", clock=clock)
+        opened = []
+        while clock.now < 1800:  # half an hour of streams ended as soon as they are `lived` seconds old
+            clock.now += streams.wait()
+            opened.append(clock.now)
+            clock.now += lived
+        assert all(sum(at <= o < at + 60 for o in opened) <= OPENINGS_PER_MINUTE for at in opened), lived
+        waits = [later - earlier - lived for earlier, later in itertools.pairwise(opened)]
+        if lived < STEADY_SECONDS:  # each ended early: the wait doubles up to its longest
+            assert waits[:7] == [1, 2, 4, 8, 16, 32, LONGEST_WAIT] and set(waits[7:]) == {LONGEST_WAIT}
+        else:  # each stayed open: the first wait each time, but not past the cap
+            assert min(waits) >= FIRST_WAIT
+            assert len(opened) <= OPENINGS_PER_MINUTE * (1800 / 60 + 1)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("mode", "size"), [("values", MAX_MESSAGE_VALUES + 100), ("bytes", MAX_MESSAGE_BYTES + 100)])
+async def test_an_event_past_a_cap_on_the_stream_of_unasked_messages_is_refused_unread(mode: str, size: int) -> None:
+    # Its first stream brings, once the tools are listed, a `tools/list_changed` past the values or the bytes of one
+    # message: refused, that stream ends, and the next one carries the `change` tool's (told once: the first never
+    # reached the SDK's session).
+    told: list[str] = []
+    heard = anyio.Event()
+
+    def changed(server: str) -> None:
+        told.append(server)
+        heard.set()
+
+    async with unasked_server(mode, size) as config, ServerPool([config], on_tools_changed=changed) as pool:
+        assert text(await pool.call("unasked", "change", {})) == "said"
+        with anyio.fail_after(WAIT):
+            await heard.wait()
+        assert [last for last, _ in await gets(pool, 2)] == [None, None]
+    assert told == ["unasked"]
+
+
+@pytest.mark.anyio
+async def test_notifications_on_the_stream_of_unasked_messages_are_charged_to_the_servers_budget(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="tool_tree.budget"):
+        async with unasked_server("flood", 3 * NOTIFICATION_BURST) as config, ServerPool([config]) as pool:
+            assert [last for last, _ in await gets(pool, 2)] == [None, None]  # the flood's stream, and the next
+            assert text(await pool.call("unasked", "change", {})) == "said"
+    assert [r.getMessage() for r in caplog.records if "notifications" in r.getMessage()] == [
+        f"server 'unasked' sent more than {NOTIFICATION_BURST:,} notifications at once (then 100 a second), the "
+        "budget for one server: tooltree drops the rest unread (it uses none of them)"
+    ]
+
+
+async def logged(caplog: pytest.LogCaptureFixture, said: Callable[[str], bool]) -> None:
+    with anyio.fail_after(WAIT):
+        while not any(said(r.getMessage()) for r in caplog.records):
+            await anyio.sleep(0.05)
+
+
+@pytest.mark.anyio
+async def test_a_server_without_a_stream_of_unasked_messages_is_asked_once_and_its_calls_answered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # 405 is the spec's "no such stream": the SDK's second try (a second later) is refused unsent.
+    caplog.set_level(logging.DEBUG, logger="tool_tree.get_streams")
+    async with unasked_server("405") as config, ServerPool([config]) as pool:
+        assert len(await gets(pool, 1)) == 1  # the pool opens its session at its first call
+        await logged(caplog, lambda message: "(it answered 405): not asked again" in message)
+        await logged(caplog, lambda message: "the SDK's GET refused unsent" in message)
+        assert len(await gets(pool, 2, timeout=0)) == 1
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
