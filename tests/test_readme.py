@@ -235,20 +235,20 @@ def test_each_commands_help_lists_the_exit_codes_the_readme_gives_it() -> None:
 
 
 def test_every_config_key_is_named_in_the_readme() -> None:
-    from tool_tree.config import _SERVER_KEYS
+    from tool_tree.config_entries import SERVER_KEYS
     from tooltree_cli.common import config_sections
 
     spans = " ".join(code_spans() + blocks("yaml"))
-    keys = set(_SERVER_KEYS) | {key for settings in config_sections().values() for key in settings}
+    keys = set(SERVER_KEYS) | {key for settings in config_sections().values() for key in settings}
     missing = {key for key in keys if not re.search(rf"(?<![\w.]){key}(?!\w)", spans)}
     assert missing == set()
 
 
 def test_every_config_key_the_readme_writes_out_is_a_key_of_its_section() -> None:
-    from tool_tree.config import _SERVER_KEYS
+    from tool_tree.config_entries import SERVER_KEYS
     from tooltree_cli.common import config_sections
 
-    keys = {"servers.NAME": set(_SERVER_KEYS), **{name: set(keys) for name, keys in config_sections().items()}}
+    keys = {"servers.NAME": set(SERVER_KEYS), **{name: set(keys) for name, keys in config_sections().items()}}
     named = re.findall(rf"`({'|'.join(map(re.escape, keys))})\.([a-z_]+)`", README)
     assert len(named) >= 5
     assert [f"{section}.{key}" for section, key in named if key not in keys[section]] == []

@@ -1,0 +1,98 @@
+"""What a server's settings must be to be handed on: a home folder found, an address, headers an HTTP client can
+send and environment variables a program can be given (`tool_tree.config_entries` reads the settings)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+
+from tool_tree.config_read import ConfigError, Node, Reader
+
+
+def expand_home(reader: Reader, path: str, node: Node | None, key: str) -> str:
+    """``path`` with its leading ``~`` (the user's home folder, ``$HOME``) or ``~user`` (that user's) replaced.
+
+    Raises:
+        ConfigError: the home folder is not known (no ``$HOME``, no such user).
+    """
+    head, sep, rest = path.partition("/")
+    home = (reader.environ.get("HOME") or os.path.expanduser(head)) if head == "~" else os.path.expanduser(head)
+    if home == head:
+        who = "HOME is not set" if head == "~" else f"there is no user {head[1:]!r}"
+        raise reader.error(f"cannot resolve {head!r} in {path!r}: {who}", node, key)
+    return home + sep + rest
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""An HTTP header's name (a token, RFC 9110 section 5.1)."""
+_HEADER_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?)?")
+"""An HTTP header's value as the HTTP client sends it: printable ASCII, spaces inside but not at its ends."""
+_FRAMING_HEADERS = {"content-length", "transfer-encoding"}
+"""Headers the HTTP client sets for each request itself: one from the config would break every request."""
+
+
+def header_problem(name: str, value: str) -> str | None:
+    """What is wrong with the header ``name: value`` (never showing the value: it may be a secret), or None."""
+    if not _HEADER_NAME.fullmatch(name):
+        return "not a valid HTTP header name (letters, digits and !#$%&'*+-.^_`|~, no spaces)"
+    if name.lower() in _FRAMING_HEADERS:
+        return "set by the HTTP client for each request; it cannot be configured"
+    if _HEADER_VALUE.fullmatch(value):
+        return None
+    if value != value.strip(" \t"):
+        return "the value starts or ends with a space (is a variable it names empty?)"
+    return "the value holds a line break, a control character or a non-ASCII character, which HTTP cannot send"
+
+
+def env_problem(name: str, value: str) -> str | None:
+    """What is wrong with the environment variable ``name=value`` for a program to be started, or None."""
+    if not name or "=" in name or "\x00" in name:
+        return "not a valid environment variable name (it may not be empty or hold `=`)"
+    if "\x00" in value:
+        return "the value holds a NUL character, which no program can be given"
+    return None
+
+
+def check_fields(
+    reader: Reader,
+    node: Node,
+    fields: Mapping[str, str],
+    key: str,
+    problem: Callable[[str, str], str | None],
+    kept: Callable[[str], bool],
+    unset: list[ConfigError],
+) -> None:
+    """Check each ``name: value`` of the mapping ``node`` at ``key`` (``env``, ``headers``) with ``problem``; a value
+    that keeps a variable's reference (unset, or its server disabled) is checked once it is set. A value's problem
+    in a server the run does not use is added to ``unset``, as an unset variable's is (`Reader.deferring`).
+
+    Raises:
+        ConfigError: at the first field ``problem`` refuses, naming its line and key.
+    """
+    for name, value in fields.items():
+        knode, vnode = node.value[name]
+        if (why := problem(name, "" if kept(value) else value)) is None:
+            continue
+        e = reader.error(why, vnode if why.startswith("the value") else knode, f"{key}.{name}")
+        if not (reader.is_deferring and why.startswith("the value")):
+            raise e
+        unset.append(e)
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with ``url`` as a server's address, or None."""
+    from urllib.parse import urlsplit
+
+    if not re.match(r"^https?://", url):
+        return f"expected an http:// or https:// URL, got {url!r}"
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return f"expected a URL without spaces or control characters, got {url!r}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- reading it checks it: a port out of range raises ValueError
+    except ValueError as e:
+        return f"not a valid URL ({e}): {url!r}"
+    if not parts.hostname:
+        return f"expected a URL with a host (http://host:port/path), got {url!r}"
+    return None

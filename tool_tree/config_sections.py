@@ -1,0 +1,116 @@
+"""The sections of a tooltree.yaml besides ``servers`` (`Section`), and the keys their owners declare (`Setting`).
+
+The core reads ``servers:`` alone; every other top-level mapping is handed on as a `Section`, with the line of each
+key, to the package that owns it (``sandbox.config``, ``agent.defaults``, …), which declares its keys as `Setting`
+values and reads it with `Section.read`. Import these from `tool_tree.config`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tool_tree.config_read import ConfigError, Node, Reader, did_you_mean, value_shown
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key of a section, declared by the package that owns the section.
+
+    ``kind`` is ``str``, ``int`` or ``float`` (positive numbers, finite), ``bool``, or ``list`` (of
+    strings); ``choices`` limits a string to those values. ``check`` says what else is wrong with a
+    value of the right kind (``"not a size: 'lots'"``), or returns None; its text becomes the error,
+    with file, line and key.
+    """
+
+    kind: type
+    meaning: str
+    choices: tuple[str, ...] = ()
+    check: Callable[[Any], str | None] | None = None
+
+
+@dataclass(frozen=True)
+class Section:
+    """A top-level section other than ``servers``, as written, with where each key came from."""
+
+    name: str
+    source: str = "<config>"
+    line: int | None = None
+    values: Mapping[str, Any] = field(default_factory=dict)
+    """Raw values (strings not yet expanded)."""
+    lines: Mapping[str, int | None] = field(default_factory=dict)
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def read(self, settings: Mapping[str, Setting]) -> dict[str, Any]:
+        """The section's values, each key known and of its declared type; ``${VAR}`` expanded in strings.
+
+        Raises:
+            ConfigError: an unknown key or a value of the wrong type (with file, line and key).
+        """
+        out: dict[str, Any] = {}
+        for k, v in self.values.items():
+            key, line = f"{self.name}.{k}", self.lines.get(k)
+            setting = settings.get(k)
+            if setting is None:
+                raise ConfigError(f"unknown key{did_you_mean(k, settings)}", file=self.source, line=line, key=key)
+            kind, meaning = setting.kind, setting.meaning
+            if kind is list and isinstance(v, list) and all(_scalar(x) for x in v):
+                out[k] = tuple(str(x) for x in v)
+            elif kind is str and _scalar(v):
+                reader = Reader(self.source, self.environ)
+                out[k] = reader.expand(str(v), Node(v, line), key)
+                if setting.choices and out[k] not in setting.choices:
+                    raise ConfigError(f"expected {meaning}, got {v!r}", file=self.source, line=line, key=key)
+            elif kind is bool and isinstance(v, bool):
+                out[k] = v
+            elif kind is float and not isinstance(v, bool) and isinstance(v, int | float) and 0 < v < math.inf:
+                out[k] = float(v)
+            elif kind is int and not isinstance(v, bool) and isinstance(v, int) and v > 0:
+                out[k] = v
+            elif kind is list and isinstance(v, list):  # an item is not a string: say which, and what it is
+                i, item = next((i, x) for i, x in enumerate(v) if not _scalar(x))
+                shown = "null" if item is None else value_shown(item)
+                raise ConfigError(
+                    f"expected {meaning}; item {i} is {shown}, not a string", file=self.source, line=line, key=key
+                )
+            else:
+                expected = f"expected {_expected(kind, meaning)}, got {value_shown(v)}"
+                raise ConfigError(expected, file=self.source, line=line, key=key)
+            if setting.check is not None and (problem := setting.check(out[k])) is not None:
+                raise ConfigError(problem, file=self.source, line=line, key=key)
+        return out
+
+
+SECTIONS: tuple[str, ...] = ("pool", "sandbox", "agent", "serve")
+"""The sections a tooltree.yaml may have besides ``servers`` (what `load_config` allows by default), by name
+only: their keys are declared, and checked when read, by the modules that own them (``pool``
+`tool_tree.starts`, ``sandbox`` ``sandbox.config``, ``agent`` ``agent.defaults``, ``serve``
+``agent.serve.settings``), which the core does not import."""
+
+SectionSettings = Mapping[str, Mapping[str, Setting] | None]
+"""Sections allowed besides ``servers``: each name with its settings (checked while loading), or with
+None (handed on; its owner checks its keys when it reads it)."""
+
+
+def _scalar(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, str | int | float)
+
+
+def _expected(kind: type, meaning: str) -> str:
+    """What a setting of ``kind`` takes, said with its meaning: "a whole number, at least 1 (…)"."""
+    if kind is int:
+        return f"a whole number, at least 1 ({meaning})"
+    if kind is float:
+        return f"a positive number ({meaning})"
+    return meaning
+
+
+def plain(node: Node) -> Any:
+    """A node's value without line numbers."""
+    if isinstance(node.value, dict):
+        return {k: plain(v) for k, (_, v) in node.value.items()}
+    if isinstance(node.value, list):
+        return [plain(v) for v in node.value]
+    return node.value

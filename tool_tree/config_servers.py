@@ -1,0 +1,114 @@
+"""A server as the configuration gives it (`ServerConfig`), the bounds of its settings, and which tools it offers.
+
+`tool_tree.config_entries` reads a server's entry into a `ServerConfig`; `filtered_out` decides, for the generator and
+the bridge alike, which tools its ``include`` and ``exclude`` patterns leave out, and `starts_tooltree_serve` finds
+an entry that would start tooltree itself. Import these from `tool_tree.config`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tool_tree.config_read import ConfigError
+
+DEFAULT_TIMEOUT = 30.0
+MAX_CONCURRENCY = 1024
+"""The most calls in flight to one server a config may allow (``servers.NAME.concurrency``)."""
+MAX_DESCRIPTION = 2000
+"""Characters a server's ``description`` may have. It is one line saying what the server is for, copied into
+INDEX.md, the manifest, the search index and the agent's tool list (the longest of LiveMCPBench's 70
+servers has 429); a 50 MB one went into all of them."""
+
+
+PROTOCOLS = ("auto", "legacy")
+"""The values of ``servers.NAME.protocol`` (`ServerConfig.protocol`)."""
+PROBE_SECONDS = 10.0
+"""How long the SDK waits for an answer to ``server/discover`` before it falls back to the ``initialize`` handshake
+(``mcp.client.session.DISCOVER_TIMEOUT_SECONDS``, not imported here: the config is read without the SDK)."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One MCP server. Exactly one of ``command`` (stdio) and ``url`` (Streamable HTTP) is set."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = DEFAULT_TIMEOUT
+    concurrency: int | None = None
+    """Calls in flight to this server at most; None: the pool's (16). 1 for a server that is not safe to call
+    while another of its calls runs (one that reads, changes and writes a file per call)."""
+    protocol: str = "auto"
+    """How the session agrees on its protocol version: ``"auto"`` (ask ``server/discover``, then fall back to the
+    ``initialize`` handshake) or ``"legacy"`` (the handshake only: for a server that leaves requests it does not
+    know unanswered, which makes the question cost `PROBE_SECONDS` at every start)."""
+    enabled: bool = True
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    description: str = ""
+    named: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    """The patterns of ``include`` and ``exclude`` that stand for one exact tool name from another client's list in
+    an ``mcpServers`` entry, each with that list's key and the name as written: ``{"get_[*]": ("includeTools",
+    "get_*")}``. A warning about such a pattern words it with them (`unmatched_filter`)."""
+    unresolved: ConfigError | None = field(default=None, repr=False, compare=False)
+    """Why the server cannot be used yet: a variable one of its settings names is not set (the error names the
+    file, line and key; the reference is kept as written in the setting), or gives a header or environment variable
+    a value that cannot be sent. Only a server `parse_config` was told is not used (``using``) keeps it;
+    `Config.server` and `Config.enabled_servers`, which pick the servers to use, raise it (before: an unset variable
+    of any server, even one not used, refused the whole file)."""
+
+    def leaves_out(self, tool: str) -> str | None:
+        """Which of this server's filters leaves ``tool`` out (`filtered_out`), or None: it is offered."""
+        return filtered_out(tool, self.include, self.exclude)
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command is not None else "http"
+
+
+def filtered_out(tool: str, include: Sequence[str], exclude: Sequence[str]) -> str | None:
+    """Which of a server's tool filters leaves ``tool`` out: ``"include"`` (there are patterns and none
+    matches), ``"exclude"`` (a pattern matches), or None (the tool is kept). Patterns are shell-style
+    (``search_*``), matched case-sensitively; the generator and the bridge both decide with this."""
+    if include and not any(fnmatch.fnmatchcase(tool, pattern) for pattern in include):
+        return "include"
+    if any(fnmatch.fnmatchcase(tool, pattern) for pattern in exclude):
+        return "exclude"
+    return None
+
+
+def unmatched_filter(kind: str, pattern: str, named: Mapping[str, tuple[str, str]]) -> str:
+    """What a warning says of the ``kind`` (``include`` or ``exclude``) pattern ``pattern`` of a server that matches
+    none of its tools. ``named`` is the server's `ServerConfig.named`: a pattern that stands for a tool name of another
+    client's list is said as that name, under that list's key (before: ``include pattern 'get_[*]' matches no tool``,
+    a pattern the user never wrote, for ``"includeTools": ["get_*"]``).
+    """
+    if (origin := named.get(pattern)) is None:
+        return f"{kind} pattern {pattern!r} matches no tool"
+    key, name = origin
+    return f"{key} lists exact tool names; {name!r} matches none (use {kind}: in tooltree.yaml for patterns)"
+
+
+_TOOLTREE_MODULES = (("-m", "tooltree_cli.main"), ("-m", "tooltree_cli"))
+
+
+def starts_tooltree_serve(server: ServerConfig) -> bool:
+    """Whether ``server`` is a stdio entry that runs ``tooltree serve`` (``tooltree`` or ``python -m tooltree_cli``)."""
+    if server.command is None:
+        return False
+    program = os.path.basename(server.command).removesuffix(".exe")
+    if program == "tooltree":
+        rest = server.args
+    elif re.fullmatch(r"python[0-9.]*", program) and server.args[:2] in _TOOLTREE_MODULES:
+        rest = server.args[2:]
+    else:
+        return False
+    return rest[:1] == ("serve",)
