@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from sandbox.mcp_bridge import AuditLog, McpBridge
     from sandbox.pool import SandboxPool
     from sandbox.session import Sandbox
-    from tool_tree.pool import BackgroundPool
+    from tool_tree.pool import BackgroundPool, ProgressListener
 
 
 logger = logging.getLogger(__name__)
@@ -376,13 +376,21 @@ class Runtime:
         return self._sandbox is not None
 
     def call_tool(
-        self, server: str, tool: str, arguments: dict[str, Any], *, cancel: CallCancel | None = None
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        cancel: CallCancel | None = None,
+        progress: ProgressListener | None = None,
     ) -> dict[str, Any]:
         """Call one tool through a bridge, from a thread that is not the pool's loop.
 
         Not the sandbox's bridge: that one holds the budgets of the script running there, which a call
         made here must neither reset nor spend. Its companion (same pool, manifest, audit log and
         schema validators) counts each call on its own. ``cancel``: another thread may cancel the call with it.
+        ``progress``: told the server's progress notifications for the call, on the server pool's thread
+        (`tool_tree.pool.ProgressListener`: thread-safe, never blocking).
 
         Raises:
             ToolCallRefused: the bridge refused the call or the server is unavailable; ``cancelled``: ``cancel``
@@ -402,7 +410,7 @@ class Runtime:
         bridge.begin_execution()
         try:
             started = cancel.started if cancel is not None else None
-            return resolve(bridge.call_tool(server, tool, arguments), loop, started=started)
+            return resolve(bridge.call_tool(server, tool, arguments, progress=progress), loop, started=started)
         except concurrent.futures.CancelledError:  # before: that error itself, undocumented
             if cancel is not None and cancel.cancelled:
                 raise ToolCallRefused("the call was cancelled before the server answered", "cancelled") from None

@@ -54,7 +54,7 @@ from sandbox.call_limits import ArgumentsRefused, is_small, measure
 from sandbox.request_budget import RequestBudget
 from sandbox.results import ledger_error
 from tool_tree.config import Config
-from tool_tree.pool import CallFailure, PoolError, ServerPool, ServerUnavailable
+from tool_tree.pool import CallFailure, PoolError, ProgressListener, ServerPool, ServerUnavailable
 from tool_tree.schema_check import (
     VALIDATION_CALL_SECONDS,
     TooCostly,
@@ -197,7 +197,15 @@ class McpBridge(ToolBridge):
             self._calls = 0
             self._bytes = 0
 
-    async def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def call_tool(
+        self, server: str, tool: str, arguments: dict[str, Any], *, progress: ProgressListener | None = None
+    ) -> dict[str, Any]:
+        """The call, through the steps the module lists. ``progress``: told the server's progress notifications for
+        the call (`tool_tree.pool.ServerPool.call`; a host caller's: a script's calls have none).
+
+        Raises:
+            ToolCallRefused: a step refused it, or the server could not be reached (the audit line says which).
+        """
         started = time.monotonic()
         record: dict[str, Any] = {"session": self.session, "server": server, "tool": tool}
         try:
@@ -212,7 +220,7 @@ class McpBridge(ToolBridge):
             else:  # hashing and validating large arguments, or matching patterns (RE2 releases the GIL), must
                 # not hold up every session's calls on this loop
                 entry, record["args_sha256"] = await anyio.to_thread.run_sync(self._admit, server, tool, arguments)
-            result, size = await self._call(entry, arguments)
+            result, size = await self._call(entry, arguments, progress)
         except ToolCallRefused as e:
             record.update(outcome="refused", code=e.code, error=ledger_error(e.message))
             raise
@@ -357,12 +365,14 @@ class McpBridge(ToolBridge):
             logger.warning("not validating some calls of %s.%s on the host: %s; the server validates them",
                            entry.server, entry.tool, why)  # fmt: skip
 
-    async def _call(self, entry: ToolEntry, arguments: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    async def _call(
+        self, entry: ToolEntry, arguments: dict[str, Any], progress: ProgressListener | None = None
+    ) -> tuple[dict[str, Any], int]:
         """The call itself; returns the result and its size as JSON text."""
         try:
             if self.verify_live and (entry.server, entry.tool) not in self._verified:
                 await self._verify(entry)
-            result = await self.pool.call(entry.server, entry.tool, arguments)
+            result = await self.pool.call(entry.server, entry.tool, arguments, progress=progress)
         except ServerUnavailable as e:
             raise ToolCallRefused(with_stderr(str(e), e.stderr_tail), "server_unavailable") from None
         except PoolError as e:

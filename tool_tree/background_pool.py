@@ -25,6 +25,7 @@ from tool_tree.config import Config, ServerConfig
 from tool_tree.pool import (
     DEFAULT_CONCURRENCY,
     PoolError,
+    ProgressListener,
     ServerPool,
     _check_call,
     _closed_during_call,
@@ -205,9 +206,15 @@ class BackgroundPool:
             thread.join(timeout=60)
 
     def call(
-        self, server: str, tool: str, arguments: dict[str, Any], *, timeout: float | None = None
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        timeout: float | None = None,
+        progress: ProgressListener | None = None,
     ) -> dict[str, Any]:
-        """`ServerPool.call`, from a synchronous caller.
+        """`ServerPool.call`, from a synchronous caller (``progress`` is told on the pool's thread).
 
         An interrupt (Ctrl-C) while it waits gives the call up: it is cancelled on the pool's loop.
 
@@ -227,7 +234,7 @@ class BackgroundPool:
             )
         thread = self._thread
         assert thread is not None  # set before the pool runs
-        coroutine = pool.call(server, tool, arguments, timeout=timeout)
+        coroutine = pool.call(server, tool, arguments, timeout=timeout, progress=progress)
         try:
             future = asyncio.run_coroutine_threadsafe(coroutine, loop)
         except RuntimeError:  # the `with` block ended since the check above and the loop is closed

@@ -13,6 +13,10 @@ The SDK opens a session (``servers.NAME.protocol: auto``) by asking ``server/dis
 requests it does not know unanswered costs the SDK's wait for that answer (10 s) at every start. `ListingCheck`
 notes whether the probe went unanswered (`ListingCheck.probe_unanswered`), so `tool_tree.connect` can say so and
 name the setting that skips it (``protocol: legacy``).
+
+A ``notifications/progress`` whose ``progress`` or ``total`` is a whole number no float holds (400 digits) is
+dropped (`unreadable_progress`): for a call given a progress listener (`tool_tree.pool.ServerPool.call`), the SDK
+converts them to floats as it reads them, and the error ended the connection, failing the call.
 """
 
 from __future__ import annotations
@@ -130,6 +134,21 @@ class ListingCheck:
         return SessionMessage(answer, metadata=item.metadata)
 
 
+def unreadable_progress(item: SessionMessage | Exception) -> bool:
+    """Whether ``item`` is a progress notification whose ``progress`` or ``total`` no float holds."""
+    message = item.message if isinstance(item, SessionMessage) else None
+    if not isinstance(message, types.JSONRPCNotification) or message.method != "notifications/progress":
+        return False
+    params = message.params if isinstance(message.params, dict) else {}
+    for value in (params.get("progress"), params.get("total")):
+        if isinstance(value, int):
+            try:
+                float(value)
+            except OverflowError:
+                return True
+    return False
+
+
 def _refused_tools(error: ValidationError) -> dict[int, str] | None:
     """The index of each tool a listing's validation refused, with its first complaint in one line; None when it
     refused something besides its tools (a cursor, a field of the result), which leaving tools out cannot mend."""
@@ -154,7 +173,11 @@ class _CheckedRead(ReadWrapper):
         self._check = check
 
     async def receive(self) -> SessionMessage | Exception:
-        return self._check.received(await self._inner.receive())
+        while True:
+            item = await self._inner.receive()
+            if not unreadable_progress(item):
+                return self._check.received(item)
+            logger.debug("%s: dropped a progress notification whose numbers no float holds", self._check.server)
 
 
 class _CheckedWrite(WriteWrapper):

@@ -63,6 +63,7 @@ import mcp.types as mt
 import pydantic_core
 from anyio.abc import TaskGroup
 from mcp import InputRequiredRoundsExceededError
+from mcp.shared.dispatcher import ProgressFnT
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tool_tree.budget import closed_here
@@ -95,6 +96,9 @@ first (and the SDK's default, the server's ``timeout``, never cuts short a longe
 
 
 ServerState = Literal["stopped", "queued", "starting", "running"]
+ProgressListener = Callable[[float, float | None, str | None], None]
+"""Told ``(progress, total, message)`` of each ``notifications/progress`` a server sends for a call (`ServerPool.call`'s
+``progress``), as the SDK read them; on the pool's event loop, so it must be thread-safe and never block."""
 
 
 class PoolError(Exception):
@@ -569,7 +573,13 @@ class ServerPool:
         return None if slot is None else slot.left_out.get(tool)
 
     async def call(
-        self, server: str, tool: str, arguments: dict[str, Any], *, timeout: float | None = None
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        timeout: float | None = None,
+        progress: ProgressListener | None = None,
     ) -> dict[str, Any]:
         """Call a tool; returns the ``tools/call`` result in wire format (camelCase keys).
 
@@ -580,6 +590,10 @@ class ServerPool:
         ``timeout`` (default: the server's) runs while the call waits for its turn (``concurrency``
         calls in flight to the server) and while the server answers; not while the server starts,
         which has its own start-up timeout.
+
+        ``progress``: the call asks the server for progress (a ``progressToken``), and each notification it sends
+        for the call is told to this listener (`ProgressListener`); one that raises is logged at debug, and the
+        call goes on. Without it, the server is given no token and sends none.
 
         Raises:
             UnknownServerError: ``server`` is not in the pool.
@@ -594,7 +608,7 @@ class ServerPool:
         slot = self._slot(server)
 
         async def send(client: mcp.Client, remaining: float) -> mt.CallToolResult:
-            return await _send(slot, client, tool, arguments, remaining)
+            return await _send(slot, client, tool, arguments, remaining, progress)
 
         return await self._forward(slot, timeout, send)
 
@@ -739,11 +753,32 @@ class ServerPool:
 
 
 async def _send(
-    slot: _Slot, client: mcp.Client, tool: str, arguments: dict[str, Any], timeout: float
+    slot: _Slot,
+    client: mcp.Client,
+    tool: str,
+    arguments: dict[str, Any],
+    timeout: float,
+    progress: ProgressListener | None = None,
 ) -> mt.CallToolResult:
-    """The call, within ``timeout`` seconds (the SDK's own read timeout set a little later, so this one fires)."""
+    """The call, within ``timeout`` seconds (the SDK's own read timeout set a little later, so this one fires); with
+    a progress token when there is a ``progress`` listener."""
+    told = None if progress is None else _telling(progress, slot.config.name)
     with slot.in_flight.call(client), anyio.fail_after(timeout):
-        return await client.call_tool(tool, arguments, read_timeout_seconds=timeout + SDK_TIMEOUT_MARGIN)
+        return await client.call_tool(
+            tool, arguments, read_timeout_seconds=timeout + SDK_TIMEOUT_MARGIN, progress_callback=told
+        )
+
+
+def _telling(listener: ProgressListener, server: str) -> ProgressFnT:
+    """The SDK's progress callback of a call, telling ``listener``."""
+
+    async def told(progress: float, total: float | None, message: str | None) -> None:
+        try:
+            listener(progress, total, message)
+        except Exception:  # the listener's fault, not the call's: it goes on (the SDK would log a traceback)
+            logger.debug("a progress listener of a call to %r raised", server, exc_info=True)
+
+    return told
 
 
 async def _answers_ping(client: mcp.Client, timeout: float) -> bool:

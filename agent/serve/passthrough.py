@@ -20,6 +20,8 @@ A note at the end says what was cut. An error (a refusal, a server's JSON-RPC er
 one) is held to the same rules (`failed`). Nothing is cleaned or copied before it is counted, so the work
 is bounded by the caps, not by the result. The descriptions in the definitions (the tool's, and those
 of its schema) are cleaned as in the tree's stubs (`tool_tree.text.clean`).
+
+(Over 400 lines: the tools' definitions and calls, and the bounds every result of a call is held to on its way.)
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from tool_tree.tree import ToolEntry, TreeError, load_snapshot
 if TYPE_CHECKING:
     from sandbox.bridge import CallCancel
     from sandbox.host import Runtime
+    from tool_tree.pool import ProgressListener
 
 
 class Passthrough:
@@ -88,17 +91,23 @@ class Passthrough:
         return name in self.entries
 
     def call(
-        self, name: str, arguments: Mapping[str, Any], runtime: Runtime, cancel: CallCancel | None = None
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        runtime: Runtime,
+        cancel: CallCancel | None = None,
+        progress: ProgressListener | None = None,
     ) -> types.CallToolResult:
         """Call the tool through the runtime's bridge (from a worker thread); a refusal is an error result.
-        ``cancel``: the client's cancel of the request cancels the call upstream with it."""
+        ``cancel``: the client's cancel of the request cancels the call upstream with it. ``progress``: told the
+        server's progress notifications for the call (`agent.serve.upstream_progress`)."""
         from sandbox.bridge import ToolCallRefused
         from sandbox.config import SandboxConfig
 
         entry = self.entries[name]
         max_chars = (runtime.sandbox_config or SandboxConfig.from_config(runtime.config)).output_chars
         try:
-            raw = runtime.call_tool(entry.server, entry.tool, dict(arguments), cancel=cancel)
+            raw = runtime.call_tool(entry.server, entry.tool, dict(arguments), cancel=cancel, progress=progress)
         except ToolCallRefused as e:
             return failed(f"{entry.server}.{entry.tool} failed ({e.code}): {e.message}", max_chars)
         result = capped(raw, max_chars)

@@ -13,6 +13,8 @@ Over stdio the process serves one client, in either protocol era. Over Streamabl
 is the handshake's ``Mcp-Session-Id``; the 2026-07-28 protocol has no sessions, so there the
 server's ``server/discover`` names only the handshake versions (SDK clients in ``auto`` mode then
 use the handshake) and other 2026-07-28 requests are refused with the versions it serves.
+
+(Over 400 lines: one class, `ToolServer`, whose lifecycle and handlers share its sessions, settings and tasks.)
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from agent.serve.passthrough import Passthrough
 from agent.serve.sessions import SessionLimitError, SessionRegistry, heartbeat
 from agent.serve.settings import ServeSettings
 from agent.serve.upstream_extras import ExtrasServer, UpstreamExtras, install
+from agent.serve.upstream_progress import UpstreamProgress
 from agent.toolsets.code import TOOLS, CodeToolset
 
 if TYPE_CHECKING:
@@ -294,8 +297,8 @@ class ToolServer:
 
         arrived, waited = time.monotonic(), False
 
-        async def progress(seconds: float, total: float | None, printed: str | None = None, after: float = 0) -> None:
-            message = f"running for {seconds:.0f} s" + (f"; last printed: {printed}" if printed else "")
+        async def progress(seconds: float, total: float | None, said: str | None = None, after: float = 0) -> None:
+            message = f"running for {seconds:.0f} s" + (f"; {said}" if said else "")
             await ctx.session.report_progress(round(after + seconds, 1), total=total, message=message)
 
         async def queued(seconds: float) -> None:  # behind this session's running script
@@ -307,7 +310,8 @@ class ToolServer:
         async def script_progress(seconds: float, printed: str | None) -> None:  # and the last line it printed
             # After a wait the progress goes on from it (it must only grow), and so does the total.
             since = time.monotonic() - arrived - seconds if waited else 0
-            await progress(seconds, round(self.sandbox_config.timeout + since, 1), printed, after=since)
+            last = f"last printed: {printed}" if printed else None
+            await progress(seconds, round(self.sandbox_config.timeout + since, 1), last, after=since)
 
         try:
             async with self.registry.use(key) as session:
@@ -315,7 +319,8 @@ class ToolServer:
                 threads = session.limiter
                 if name in self.passthrough:
                     runtime = await anyio.to_thread.run_sync(session.opened, limiter=threads)
-                    return await self._passthrough(name, arguments, runtime, threads, progress)
+                    asked = (params.meta or {}).get("progress_token") is not None  # for progress: then so is the server
+                    return await self._passthrough(name, arguments, runtime, threads, progress, asked)
                 if name == "execute_python":
                     interval = self.settings.progress_interval
                     outcome = await session.execute(self.toolset, arguments, script_progress, interval, queued)
@@ -358,26 +363,29 @@ class ToolServer:
         arguments: dict[str, Any],
         runtime: Runtime,
         threads: anyio.CapacityLimiter,
-        progress: Callable[[float, float | None], Awaitable[None]],
+        progress: Callable[[float, float | None, str | None], Awaitable[None]],
+        asked: bool = False,
     ) -> types.CallToolResult:
         """A passthrough call on a worker thread, with ``progress`` every ``progress_interval`` seconds while it runs
         (as for a script: before, none, and a client's own timeout could end a long call that was still working).
         The client's cancel (``notifications/cancelled``) cancels it upstream (`sandbox.bridge.CallCancel`) and
         answers at once. Before, the request waited for the call's end and the call ran on, holding the thread and
-        the server's place."""
+        the server's place. The server's own progress, when the client ``asked`` for progress, is said in the beats
+        (`agent.serve.upstream_progress`)."""
         from sandbox.bridge import CallCancel
 
-        cancel = CallCancel()
+        cancel, upstream = CallCancel(), UpstreamProgress()
 
         async def beat(seconds: float) -> None:
-            await progress(seconds, None)
+            await progress(seconds, None, upstream.said())
 
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(heartbeat, self.settings.progress_interval, beat, "a passthrough call")
                 try:
+                    call, listener = self.passthrough.call, upstream.update if asked else None
                     result = await anyio.to_thread.run_sync(
-                        self.passthrough.call, name, arguments, runtime, cancel, limiter=threads, abandon_on_cancel=True
+                        call, name, arguments, runtime, cancel, listener, limiter=threads, abandon_on_cancel=True
                     )
                 finally:
                     tg.cancel_scope.cancel()
