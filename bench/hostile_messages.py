@@ -8,8 +8,10 @@ server's ``start`` (its flood begins), and goes on for ``--during`` seconds. For
 latency, the CPU of the pool's event-loop thread (% of a core) and of the whole process, the loop's worst delay (a
 10 ms sleep on the loop, how late it woke), and the child's RSS (start, peak, end; the peak is reset at the start
 of the phase). After the flood: whether the pool had ended the hostile server (its connection closed; over stdio,
-its process gone too), and tooltree's warnings with when they came. A child still running ``--deadline`` seconds
-after it started is killed.
+its process gone too), and tooltree's warnings with when they came. A limit of tooltree's can end the hostile
+server before its ``start`` is answered (its flood comes first): the call's error is kept as its outcome, and the
+mode goes on. For the ``get_*`` modes, the GETs the hostile server received: before ``start``, and after it (each
+with its seconds since ``start``). A child still running ``--deadline`` seconds after it started is killed.
 
 Run:  .venv/bin/python bench/hostile_messages.py [--before 8] [--during 20] [--modes notif_plain,get_reconnect,…]
       (writes bench/out/hostile_messages.json)
@@ -127,7 +129,7 @@ def measure(bg: Any, seconds: float, loop_tid: int, worst: list[float]) -> dict[
 def child(mode: str, before_s: float, during_s: float, url: str | None) -> dict[str, Any]:
     """One mode, measured in this process."""
     from tool_tree.config import ServerConfig
-    from tool_tree.pool import BackgroundPool
+    from tool_tree.pool import BackgroundPool, PoolError
 
     log = Warnings()
     logging.getLogger("tool_tree").addHandler(log)
@@ -148,8 +150,13 @@ def child(mode: str, before_s: float, during_s: float, url: str | None) -> dict[
                 asyncio.run_coroutine_threadsafe(bg.pool.start(name), bg.loop).result()
             out["before"] = measure(bg, before_s, loop_tid, worst)
             log.begin()
-            started = bg.call("hostile", "start", {}, timeout=30)
-            out["start"] = str(started.get("content"))[:120]
+            try:
+                started = bg.call("hostile", "start", {}, timeout=30)
+            except PoolError as e:  # ended by a limit of tooltree's before its answer was read
+                started, out["start_failed"] = {}, True
+                out["start"] = f"{type(e).__name__}: {str(e)[:200]}"
+            else:
+                out["start"] = str(started.get("content"))[:120]
             out["during"] = measure(bg, during_s, loop_tid, worst)
 
             async def state() -> tuple[str, int]:
@@ -192,7 +199,8 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     """One mode in a child process (and, for an HTTP mode, its hostile server in another)."""
     argv = [sys.executable, __file__, "--child", mode, "--before", str(args.before), "--during", str(args.during)]
     server: subprocess.Popen[str] | None = None
-    gets: dict[str, int] = {"waiting": 0, "flooding": 0}
+    counter: threading.Thread | None = None
+    gets: dict[str, Any] = {"waiting": 0, "flooding": 0, "flooding_at_s": []}
     if mode in HTTP_MODES:
         server = subprocess.Popen([sys.executable, str(SERVER), mode], stdout=subprocess.PIPE, text=True, cwd=ROOT)
         assert server.stdout is not None
@@ -202,36 +210,46 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
             server.wait()
             sys.exit(f"the hostile HTTP server did not start: {first!r}")
         argv += ["--url", f"http://127.0.0.1:{first[1]}/mcp"]
-        threading.Thread(target=_count_gets, args=(server.stdout, gets), daemon=True).start()
+        counter = threading.Thread(target=_count_gets, args=(server.stdout, gets), daemon=True)
+        counter.start()
+    result: dict[str, Any]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=args.deadline, check=False)
     except subprocess.TimeoutExpired:
-        return {"mode": mode, "killed_after_s": args.deadline}
+        result = {"mode": mode, "killed_after_s": args.deadline}
+    else:
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        crashed = proc.returncode != 0 or not lines
+        result = {"mode": mode, "crashed": proc.stderr[-2000:]} if crashed else json.loads(lines[-1])
     finally:
         if server is not None:
             server.terminate()
             server.wait(timeout=10)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        return {"mode": mode, "crashed": proc.stderr[-2000:]}
-    result: dict[str, Any] = json.loads(lines[-1])
-    if server is not None:
+    if counter is not None:
+        counter.join(timeout=10)  # its stdout has ended: every GET is counted
         result["gets"] = gets
     return result
 
 
-def _count_gets(stream: Any, gets: dict[str, int]) -> None:
+def _count_gets(stream: Any, gets: dict[str, Any]) -> None:
+    """Counts the hostile server's ``GET <n> waiting`` and ``GET <n> flooding <s>`` lines."""
     for line in stream:
         parts = line.split()
-        if parts[:1] == ["GET"] and parts[-1] in gets:
-            gets[parts[-1]] += 1
+        if parts[:1] != ["GET"] or len(parts) < 3:
+            continue
+        if parts[2] == "waiting":
+            gets["waiting"] += 1
+        elif parts[2] == "flooding":
+            gets["flooding"] += 1
+            gets["flooding_at_s"].append(float(parts[3]))
 
 
 def row(r: dict[str, Any]) -> list[Any]:
+    gets = f"{r['gets']['waiting']} + {r['gets']['flooding']} GETs" if "gets" in r else ""
     if "during" not in r:
-        return [r["mode"], *["-"] * 8, "killed" if "killed_after_s" in r else "crashed"]
+        return [r["mode"], *["-"] * 7, gets or "-", "killed" if "killed_after_s" in r else "crashed"]
     b, d = r["before"], r["during"]
-    ended = ("yes" if r["ended"] else "no") + (f", {r['gets']['flooding']} GETs" if "gets" in r else "")
+    ended = ", ".join(filter(None, ["yes" if r["ended"] else "no", gets]))
     return [
         r["mode"],
         f"{b['p50_ms']:.1f} / {b['loop_cpu_pct']:.0f}%",
@@ -242,7 +260,7 @@ def row(r: dict[str, Any]) -> list[Any]:
         f"{d['loop_delay_max_ms']:.0f}",
         f"{d['rss_max_mib']:.0f} / {d['rss_end_mib']:.0f}",
         ended,
-        _what_bit(r["warnings"]),
+        _what_bit(r["warnings"]) + ("; its start unanswered" if r.get("start_failed") else ""),
     ]
 
 

@@ -3,9 +3,10 @@
     python bench/servers/hostile_messages_server.py MODE
 
 Its tool ``start`` answers at once and starts the flood. Modes ``get_*`` serve Streamable HTTP on a free port of
-127.0.0.1 (the first line on stdout is ``listening PORT``, then ``GET <n> waiting|flooding`` for each GET) and flood
-the GET stream the client opens after ``notifications/initialized``; the other modes speak stdio (raw JSON-RPC, no
-SDK). "Big" messages hold ~1M values (an object of 999,980 keys, ~12 MB), just under tooltree's limit of a message.
+127.0.0.1 (the first line on stdout is ``listening PORT``, then ``GET <n> waiting`` or ``GET <n> flooding <s>`` for
+each GET, ``<s>`` its seconds since ``start``) and flood the GET stream the client opens after
+``notifications/initialized``; the other modes speak stdio (raw JSON-RPC, no SDK). "Big" messages hold ~1M values
+(an object of 999,980 keys, ~12 MB), just under tooltree's limit of a message.
 
 stdio:
   unknown_big     answers with unknown ids, big, forever
@@ -30,6 +31,7 @@ import json
 import os
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -136,6 +138,7 @@ def http_event(mode: str, i: int) -> bytes:
 
 def serve_http(mode: str) -> None:
     started = threading.Event()
+    started_at = [0.0]
     gets = itertools.count()
     say_lock = threading.Lock()
 
@@ -176,13 +179,16 @@ def serve_http(mode: str) -> None:
             elif msg["method"] == "tools/list":
                 result = TOOLS
             elif msg["method"] == "tools/call":
+                if not started.is_set():
+                    started_at[0] = time.monotonic()
                 started.set()
                 result = {"content": [{"type": "text", "text": "started"}]}
             body = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}).encode()
             self._reply(200, body, "application/json")
 
         def do_GET(self) -> None:
-            say(f"GET {next(gets)} {'flooding' if started.is_set() else 'waiting'}")
+            n = next(gets)
+            say(f"GET {n} flooding {time.monotonic() - started_at[0]:.2f}" if started.is_set() else f"GET {n} waiting")
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("mcp-session-id", "s1")
