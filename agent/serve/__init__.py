@@ -9,8 +9,9 @@
 
 Modules: `settings` (the ``serve:`` section), `server` (`ToolServer`, the MCP handlers), `sessions`
 (one sandbox session per client session), `content` (results as MCP content), `passthrough`,
-`upstream_extras` (the servers' prompts and resources), `stdio` and `http` (the transports). Names are
-imported on first use: ``import agent.serve`` does not import the MCP SDK.
+`bounded_result` (a server's result bounded and cleaned), `upstream_extras` (the servers' prompts and resources),
+`stdio` and `http` (the transports). Names are imported on first use: ``import agent.serve`` does not import the
+MCP SDK.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ handshake declares prompts and resources when the tree records any.
 Reading the tree and routing are in `agent.serve.upstream_lists`, what an item becomes in `agent.serve.upstream_offer`;
 this module forwards gets and reads and bounds their answers, and adds the handlers to serve's `Server`.
 
-**Bounds.** Everything a server sends is held as passthrough tools and results are (`agent.serve.passthrough`):
+**Bounds.** Everything a server sends is held as passthrough tools and results are (`agent.serve.passthrough`,
+`agent.serve.bounded_result`):
 at most `tool_tree.snapshot_lists.MAX_ITEMS` items of each list per server, when listed and again when read
 back from a snapshot (which may come from elsewhere); names, titles, descriptions and MIME types cleaned of escapes
 and control characters (`tool_tree.text.clean`) and capped, an item whose name or URI is not fit to send back
@@ -52,7 +53,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from agent.content import MAX_BLOCKS
-from agent.serve.passthrough import _block, _Budget
+from agent.serve.bounded_result import _block, _Budget
 from agent.serve.upstream_lists import UpstreamExtras, quoted
 from agent.serve.upstream_offer import DESCRIPTION_CHARS, text_field, why
 from sandbox._supervisor.limits import MAX_IMAGES

@@ -19,8 +19,9 @@ import mcp_types as types
 import pytest
 
 from agent.content import MAX_BLOCKS
-from agent.serve import passthrough as passthrough_module
-from agent.serve.passthrough import Passthrough, capped
+from agent.serve import bounded_result
+from agent.serve.bounded_result import capped
+from agent.serve.passthrough import Passthrough
 from sandbox._supervisor.limits import MAX_IMAGES, MAX_IMAGES_TOTAL_BYTES
 from sandbox.config import SandboxConfig
 from sandbox.host import Runtime
@@ -188,8 +189,8 @@ def test_every_field_counts_against_the_cap_and_nothing_longer_is_cleaned(
     # Before: a link's 2,000,000-character URI (or description, or a block's _meta) went out whole, every string
     # of the result cleaned before anything was cut.
     cleaned: list[int] = []
-    clean_text = passthrough_module.clean_text
-    monkeypatch.setattr(passthrough_module, "clean_text", lambda text: cleaned.append(len(text)) or clean_text(text))
+    clean_text = bounded_result.clean_text
+    monkeypatch.setattr(bounded_result, "clean_text", lambda text: cleaned.append(len(text)) or clean_text(text))
     cap = SandboxConfig().output_chars
     content, whole = send(hostile, "long_fields")
     assert max(cleaned) <= cap

@@ -17,7 +17,8 @@ from typing import TextIO
 
 import pytest
 
-from agent.serve.passthrough import Passthrough, failed
+from agent.serve.bounded_result import failed
+from agent.serve.passthrough import Passthrough
 from agent.toolsets.direct import DirectToolset
 from sandbox.config import SandboxConfig
 from sandbox.host import Runtime
