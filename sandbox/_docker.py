@@ -98,6 +98,8 @@ class ContainerEntry(NamedTuple):
     """The engine's words for its state and age: ``Exited (0) 3 minutes ago``, ``Up 2 hours``, ``Created``."""
     volumes: list[str]
     """The named volumes it mounts."""
+    running: bool = False
+    """Its state is ``running`` (or ``paused``, ``restarting``): a process may still be using it."""
 
 
 class VolumeEntry(NamedTuple):
@@ -604,6 +606,7 @@ class DockerEngine:
                 str(c.get("ImageID") or ""),
                 str(c.get("Status") or c.get("State") or ""),
                 [str(m["Name"]) for m in c.get("Mounts") or [] if m.get("Type") == "volume" and m.get("Name")],
+                str(c.get("State") or "") in ("running", "paused", "restarting"),
             )
             for c in found or []
         ]

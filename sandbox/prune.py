@@ -4,11 +4,15 @@ one (`apply_prune`); ``--dry-run`` stops after the list.
 One owner's leftovers (the `OWNER_LABEL` ``tooltree.owner``, what ``$TOOLTREE_SANDBOX_OWNER`` was for the commands
 that made them):
 
-- its containers, but those of a tooltree process still running on this host (`HOST_LABEL`) unless ``live_too``;
+- its containers, but those of a tooltree process still running on this host (`HOST_LABEL`) unless ``live_too``,
+  and those running without a `HOST_LABEL` (an older release made them: `OLDER_RUNNING`) unless ``live_too``;
 - its volumes that no container left would still mount (the engine keeps a volume in use);
 - its derived images (``sandbox.pip_packages``) built on an image its parent's name no longer names
   (`sandbox.image.stale_derived_images`), by their names in the derived repository: the engine keeps the last name
   of one a container left runs.
+
+The sandbox images of other sources than these (an older release's, left by each upgrade: ~170 MB each) are listed
+as kept (`PrunePlan.other_sources`) and not removed: another install of tooltree sharing the engine may run them.
 
 What a container left uses is looked up among every container of the engine, whoever made it: the list says what
 the engine will keep, so a dry run lists exactly what the prune then removes (unless the engine changes between).
@@ -32,6 +36,19 @@ from sandbox.hardening import HOST_LABEL, OWNER_LABEL
 logger = logging.getLogger(__name__)
 
 Kind = Literal["container", "volume", "image"]
+OLDER_RUNNING = (
+    "running, made by an older tooltree (it says not which process), whose session it may still be: --all removes it"
+)
+"""Why a running container without `HOST_LABEL` is kept: releases before it labelled none, and one whose tooltree
+was killed ends on its own (its stdin closes), so a running one is likely a live session of an older tooltree still
+running (before: removed by a prune without --all, ending that session and what its workspace held unsaved)."""
+OTHER_SOURCES = "the sandbox image of other tooltree sources"
+"""Why an image of `PrunePlan.other_sources` is kept; `OTHER_SOURCES_NOTE` follows their list."""
+OTHER_SOURCES_NOTE = (
+    "{count} sandbox image(s) of other tooltree sources than these: an older release's (each upgrade leaves one), or "
+    "another install's on this engine, which may still run it; not removed: `docker image rm NAME` removes one once "
+    "no tooltree runs it"
+)
 
 
 @dataclass(frozen=True)
@@ -60,7 +77,10 @@ class PrunePlan:
     volumes: list[Leftover] = field(default_factory=list)
     images: list[Leftover] = field(default_factory=list)
     in_use: list[Leftover] = field(default_factory=list)
-    """The owner's volumes and image names a container left uses: the engine keeps them."""
+    """The owner's volumes and image names a container left uses (the engine keeps them), and the containers an older
+    tooltree runs (`OLDER_RUNNING`)."""
+    other_sources: list[Leftover] = field(default_factory=list)
+    """The owner's sandbox images of other sources than these (`OTHER_SOURCES`): kept, said with what removes them."""
     live: list[str] = field(default_factory=list)
     """``HOSTNAME:PID`` of each tooltree process running here whose containers stay."""
 
@@ -77,7 +97,7 @@ def plan_prune(docker: DockerEngine | None = None, *, owner: str = "tooltree", l
         EngineUnavailableError: no engine answers.
         EngineError: the engine failed a listing.
     """
-    from sandbox.image import stale_derived_images
+    from sandbox.image import IMAGE_REPOSITORY, image_name, stale_derived_images
 
     engine = docker or default_engine()
     plan = PrunePlan(label=f"{OWNER_LABEL}={owner}")
@@ -90,6 +110,9 @@ def plan_prune(docker: DockerEngine | None = None, *, owner: str = "tooltree", l
         elif not live_too and _runs_here(maker):
             staying.append(container)
             live.add(maker)
+        elif not live_too and not maker and container.running:
+            staying.append(container)
+            plan.in_use.append(_kept(_container(container), OLDER_RUNNING))
         else:
             plan.containers.append(_container(container))
     plan.live = sorted(live)
@@ -108,6 +131,10 @@ def plan_prune(docker: DockerEngine | None = None, *, owner: str = "tooltree", l
                 plan.in_use.append(_kept(item, "a container that stays runs it"))
             else:
                 plan.images.append(item)
+    current = image_name()
+    for image in sorted(engine.images(plan.label), key=lambda found: sorted(found.names)):
+        names = sorted(n for n in image.names if n.startswith(f"{IMAGE_REPOSITORY}:") and n != current)
+        plan.other_sources += [_kept(item, OTHER_SOURCES) for item in _image(image, names)]
     return plan
 
 

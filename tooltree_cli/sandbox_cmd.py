@@ -40,7 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run_prune(args: argparse.Namespace) -> int:
     from sandbox.errors import SandboxError
-    from sandbox.prune import Leftover, apply_prune, plan_prune
+    from sandbox.prune import OTHER_SOURCES_NOTE, Leftover, apply_prune, plan_prune
 
     def said(item: Leftover) -> None:
         print(f"removed {item}", flush=True)
@@ -65,9 +65,11 @@ def run_prune(args: argparse.Namespace) -> int:
           f"volume(s) labelled {plan.label}", end="")  # fmt: skip
     print(f", and {len(images)} stale image(s) with pip packages: {', '.join(images)}" if images else "", end="")
     print(" (dry run: nothing was removed)" if args.dry_run else "")
-    for item in kept:
+    for item in [*kept, *plan.other_sources]:
         print(f"{would}{'keep' if would else 'kept'} {item}: {item.why_kept}")
     if plan.live:
         print(f"{would}{'keep' if would else 'kept'} the containers of tooltree processes still running here "
               f"({', '.join(plan.live)}); --all removes them too, ending their sessions")  # fmt: skip
+    if plan.other_sources:
+        print(OTHER_SOURCES_NOTE.format(count=len(plan.other_sources)))
     return 0

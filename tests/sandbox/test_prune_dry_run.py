@@ -12,7 +12,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from sandbox.image import DERIVED_KEY_LABEL, DERIVED_REPOSITORY, PARENT_ID_LABEL, context_tar, image_name
+from sandbox.image import (
+    DERIVED_KEY_LABEL,
+    DERIVED_REPOSITORY,
+    IMAGE_REPOSITORY,
+    PARENT_ID_LABEL,
+    context_tar,
+    image_name,
+)
 from sandbox.prune import age, size
 from tests.docker_cli import EngineWithCLI
 from tooltree_cli.main import main
@@ -115,6 +122,58 @@ def test_dry_run_with_nothing_left_says_so(
     assert capsys.readouterr().out == (
         f"would remove 0 container(s) and 0 volume(s) labelled tooltree.owner={owner} (dry run: nothing was removed)\n"
     )
+
+
+@pytest.mark.docker
+def test_a_running_container_of_an_older_release_is_kept_and_an_ended_one_removed(
+    docker_engine: EngineWithCLI, owner: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Releases before the tooltree.host label made none: a prune after an upgrade took the running containers of
+    # the older tooltree still serving (its live sessions, with what their workspaces held unsaved) for leftovers.
+    # One whose tooltree was killed ends on its own (its stdin closes), so a running one is kept unless --all.
+    create = ["--label", f"tooltree.owner={owner}", "--network", "none"]
+    live = docker_engine.text(
+        ["run", "--detach", *create, "--name", f"{owner}-older-live", image_name(), "sleep", "600"]
+    )
+    ended = docker_engine.text(["create", *create, "--name", f"{owner}-older-ended", image_name(), "true"])
+    try:
+        for dry_run, said in ((["--dry-run"], "would keep"), ([], "kept")):
+            assert main(["sandbox", "prune", "--owner", owner, *dry_run]) == 0
+            out = capsys.readouterr().out
+            assert _said(out, f"{said} container {owner}-older-live ({live[:12]}, up ") == (
+                ": running, made by an older tooltree (it says not which process), whose session it may still be: "
+                "--all removes it"
+            )
+            assert _listed(out, "would remove " if dry_run else "removed ") == [f"container {owner}-older-ended"]
+        assert docker_engine.owned(owner) == [live[:12]]
+        assert main(["sandbox", "prune", "--owner", owner, "--all"]) == 0
+        assert _listed(capsys.readouterr().out, "removed ") == [f"container {owner}-older-live"]
+        assert docker_engine.owned(owner) == []
+    finally:
+        docker_engine.run(["rm", "--force", live, ended], check=False)
+
+
+@pytest.mark.docker
+def test_the_sandbox_image_an_older_release_left_is_listed_as_kept_with_what_removes_it(
+    docker_engine: EngineWithCLI, owner: str, images: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: each upgrade left the image of the older sources (~170 MB) and neither a prune nor its dry run said so.
+    # It is kept: another install of tooltree sharing the engine may still run it.
+    older = f"{IMAGE_REPOSITORY}:test-{owner}"
+    dockerfile = f"FROM {image_name()}\nLABEL tooltree.test-older={owner}\n".encode()
+    docker_engine.build_image(context_tar({"Dockerfile": dockerfile}), older, build_args={},
+                              labels={"tooltree.owner": owner}, deadline=300)  # fmt: skip
+    images.append(older)
+    for dry_run, said in ((["--dry-run"], "would keep"), ([], "kept")):
+        assert main(["sandbox", "prune", "--owner", owner, *dry_run]) == 0
+        out = capsys.readouterr().out
+        assert _said(out, f"{said} image {older} (") == ": the sandbox image of other tooltree sources"
+        assert out.endswith(
+            "1 sandbox image(s) of other tooltree sources than these: an older release's (each upgrade leaves one), "
+            "or another install's on this engine, which may still run it; not removed: `docker image rm NAME` "
+            "removes one once no tooltree runs it\n"
+        )
+        assert docker_engine.image_exists(older)
 
 
 def test_ages_and_sizes_read_as_docker_says_them() -> None:
