@@ -63,6 +63,17 @@ def test_a_sessions_first_execution_prunes_a_folder_saved_over_its_budget_before
     assert folder.dropped == 0 and len(list(out.iterdir())) == 2
 
 
+def test_outputs_an_older_release_named_without_their_mark_are_counted_and_deleted_first(tmp_path: Path) -> None:
+    # Releases before 2026-12-03 saved `1-stdout.txt`; before, those were never counted nor deleted, so a workspace
+    # upgraded with 47 MB of them held 94 MB of outputs against a 64 MiB budget after two new runs.
+    out = tmp_path / "outputs"
+    saved(out, "1-stdout.txt", "1-stderr.txt", "2-aaaaaa-stdout.txt", "notes.txt")
+    folder = OutputFolder(str(out), budget=15)
+    folder.start(("3-bbbbbb-stdout.txt", "3-bbbbbb-stderr.txt"), prune=True)
+    assert sorted(p.name for p in out.iterdir()) == ["2-aaaaaa-stdout.txt", "notes.txt"]
+    assert folder.dropped == 2
+
+
 def test_a_link_or_a_folder_named_as_an_output_is_never_deleted(tmp_path: Path) -> None:
     out = tmp_path / "outputs"
     saved(out, "1-aaaaaa-stdout.txt")
