@@ -319,6 +319,10 @@ class Outstanding:
     Ids are kept as the SDK correlates them (``"7"`` answers ``7``). `answer` settles one answer: ``awaited``
     (its request was in flight), ``late`` (given up on: dropped, honestly), or ``stray`` (anything else: dropped,
     and `stray` charges it to the allowance of `STRAY_ANSWERS`, then `STRAY_ANSWER_RATE` a second).
+
+    One per connection, shared by the parts of it that see its answers (over HTTP: the guard, on what the SDK
+    parsed, and the reader of the stream of unasked messages, on what it drops unparsed), so they charge one
+    allowance; `end` ends the connection for all of them (`on_end`).
     """
 
     def __init__(
@@ -329,6 +333,22 @@ class Outstanding:
         self._in_flight: dict[types.RequestId, types.RequestId] = {}  # as correlated -> as sent
         self._given_up: OrderedDict[types.RequestId, None] = OrderedDict()
         self._strays = TokenBucket(burst, rate, clock)
+        self.ended = False
+        self._told: list[Callable[[str | None], None]] = []
+
+    def on_end(self, told: Callable[[str | None], None]) -> None:
+        """Have ``told`` called once the connection ends (`end`): with the reason of a limit broken, or None."""
+        self._told.append(told)
+
+    def end(self, reason: str | None = None) -> None:
+        """End the connection, for ``reason`` (a limit its server broke) or None (it is closed); those listening
+        (`on_end`: the guard, which fails the requests in flight with the reason and ends the session; an HTTP
+        client's GETs, which are sent no more) are told the first time only."""
+        if self.ended:
+            return
+        self.ended = True
+        for told in self._told:
+            told(reason)
 
     def sent(self, request_id: types.RequestId) -> None:
         self._in_flight[coerce_request_id(request_id)] = request_id
@@ -468,7 +488,9 @@ class _GuardedRead(ReadWrapper):
                 if state.failing:
                     return state.failing.pop()
                 raise anyio.EndOfStream
-            item = await self._inner.receive()
+            item = await self._next()
+            if item is None:  # the connection ended meanwhile: the loop's head says how
+                continue
             if isinstance(item, Exception):
                 if state.notifications.take():
                     return item
@@ -492,6 +514,17 @@ class _GuardedRead(ReadWrapper):
                     return item
                 if answer == "stray" and (reason := state.outstanding.stray()) is not None:
                     state.fail(reason)
+
+    async def _next(self) -> SessionMessage | Exception | None:
+        """The next item read, or None if the connection ended while it was awaited (`Outstanding.end`, called by
+        another task: over HTTP, the reader of the stream of unasked messages)."""
+        with anyio.CancelScope() as scope:
+            self._state.reading = scope
+            try:
+                return await self._inner.receive()
+            finally:
+                self._state.reading = None
+        return None
 
     async def aclose(self) -> None:
         if self._state.failing is None:  # else left open: the transport, still sending, ends with the session
@@ -533,21 +566,32 @@ class _GuardedWrite(WriteWrapper):
 class _Guard:
     def __init__(
         self, server: str, notifications: NotificationBudget | None, write: WriteStream[SessionMessage],
-        tasks: TaskGroup | None,
+        tasks: TaskGroup | None, outstanding: Outstanding | None = None,
     ) -> None:  # fmt: skip
         self.server = server
         self.notifications = notifications if notifications is not None else NotificationBudget(server)
         self.requests = ServerRequests(server)
-        self.outstanding = Outstanding(server)
+        self.outstanding = outstanding if outstanding is not None else Outstanding(server)
+        self.outstanding.on_end(self._ended)
         self.failing: list[SessionMessage] | None = None  # set on a violation: the errors left to deliver
+        self.reading: anyio.CancelScope | None = None  # around the read awaited now: cancelled at an end
         self._write, self._tasks = write, tasks
 
     def fail(self, reason: str) -> None:
         """Stop reading: the requests in flight fail with ``reason``, then the stream ends."""
+        self.outstanding.end(reason)
+        if self.failing is None:  # the connection was closed already (`guarded`'s exit): stop reading all the same
+            self._ended(reason)
+
+    def _ended(self, reason: str | None) -> None:
+        if reason is None or self.failing is not None:  # closed with the session: nothing more is read
+            return
         logger.warning("%s", reason)
         error = closed_error(connection_closed(reason))
         pending = self.outstanding.pending()
         self.failing = [SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=i, error=error)) for i in pending]
+        if self.reading is not None:
+            self.reading.cancel()
 
     async def refuse(self, request_id: types.RequestId) -> None:
         """Answer a request (counted as received) with `request_too_large`, in a task of its own if there is a
@@ -569,19 +613,24 @@ async def guarded(
     transport: AbstractAsyncContextManager[TransportStreams],
     server: str,
     notifications: NotificationBudget | None = None,
+    outstanding: Outstanding | None = None,
 ) -> AsyncIterator[TransportStreams]:
     """``transport`` (entered and left here) with its streams under `guard`; the answers to refused requests
-    are written in tasks of their own, cancelled when the context exits."""
+    are written in tasks of their own, cancelled when the context exits. The connection is ended
+    (``outstanding``'s `Outstanding.end`, None) as the context exits, before the transport is left: an HTTP
+    client's GETs stop then, not only once the transport's tasks are cancelled (after it ends its session)."""
+    outstanding = outstanding if outstanding is not None else Outstanding(server)
     async with transport as streams, anyio.create_task_group() as tasks:
         try:
-            yield guard(streams, server, notifications, tasks)
+            yield guard(streams, server, notifications, tasks, outstanding)
         finally:
+            outstanding.end()
             tasks.cancel_scope.cancel()
 
 
 def guard(
     streams: TransportStreams, server: str, notifications: NotificationBudget | None = None,
-    tasks: TaskGroup | None = None,
+    tasks: TaskGroup | None = None, outstanding: Outstanding | None = None,
 ) -> TransportStreams:  # fmt: skip
     """A transport's streams with the budgets of ``server`` applied to what it parsed.
 
@@ -591,8 +640,10 @@ def guard(
     ``tasks``, or inline without one); an answer to no request in flight is dropped; and more than
     `MAX_SERVER_REQUESTS` requests from the server not answered yet, or stray answers past their allowance,
     end the session: the client's requests in flight fail naming the server and the limit, and the session
-    reads the end of the stream. The SDK's error for an answer it could not parse is shortened to one line.
+    reads the end of the stream; so does a limit broken where the guard does not read (``outstanding``, shared
+    with the transport: `Outstanding.end`). The SDK's error for an answer it could not parse is shortened to one
+    line.
     """
     read, write = streams
-    state = _Guard(server, notifications, write, tasks)
+    state = _Guard(server, notifications, write, tasks, outstanding)
     return _GuardedRead(read, state), _GuardedWrite(write, state)

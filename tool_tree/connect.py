@@ -32,7 +32,7 @@ from mcp.client._transport import ReadStream, TransportStreams
 from mcp.shared.message import SessionMessage
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from tool_tree.budget import NotificationBudget, ReadWrapper, guarded
+from tool_tree.budget import NotificationBudget, Outstanding, ReadWrapper, guarded
 from tool_tree.config import PROBE_SECONDS, ServerConfig
 from tool_tree.http_client import http_client
 from tool_tree.http_errors import Answers, host, not_mcp, reason, status_problem
@@ -184,14 +184,17 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
             from mcp.client.streamable_http import streamable_http_client
 
             notifications = NotificationBudget(server.name)  # charged unparsed, then (a twin) parsed
+            # One allowance of stray answers, those parsed (the guard) and those dropped unparsed (the stream of
+            # unasked messages); its end (a limit broken, or the session closed) stops the client's GETs.
+            outstanding = Outstanding(server.name)
             http = await stack.enter_async_context(
-                http_client(server.headers, name=server.name, notifications=notifications)
+                http_client(server.headers, name=server.name, notifications=notifications, outstanding=outstanding)
             )
             http.url = server.url
             replies, answers = _Replies(), Answers(http.ended)
             http.event_hooks["response"] += [replies.hook, answers.hook]
             transport = streamable_http_client(server.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES)
-            target = guarded(transport, server.name, notifications.twin())
+            target = guarded(transport, server.name, notifications.twin(), outstanding)
         listing = ListingCheck(server.name)
         target = _watched(target, changes, listing)
 

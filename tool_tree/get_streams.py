@@ -18,6 +18,10 @@ The stream is told from a resumed request's stream by its task: the SDK's first 
 and so is every later GET of that task (a reopening carries the ``Last-Event-ID`` of the stream's last event). A
 request's stream resumed (``Last-Event-ID``, from the request's own task) is sent `RESUMES_AT_ONCE` at once, then
 one a second.
+
+Once the connection is closed or ended (`GetStreams.close`: the session closed, or the server broke a limit) no GET
+is sent: a wait under way ends at once, and the GET is refused unsent (before, the SDK's task for the stream, left
+running until the pool dropped the connection, sent one more GET to a server tooltree had ended).
 """
 
 from __future__ import annotations
@@ -51,7 +55,8 @@ RESUMES_AT_ONCE = 10
 
 
 class StreamRefused(httpx2.RequestError):
-    """A GET for the stream of unasked messages, refused before it is sent: the server said it has none (405)."""
+    """A GET refused before it is sent: for the stream of unasked messages of a server that said it has none (405),
+    or any GET once the connection is closed or ended (`GetStreams.close`)."""
 
 
 class GetStreams:
@@ -70,6 +75,16 @@ class GetStreams:
         self._task: weakref.ref[object] | None = None  # the coroutine of the SDK's task for the stream
         self.refused = False
         """Whether the server answered the stream's GET 405: it has no such stream, and none is asked for again."""
+        self.closed = False
+        """Whether the connection is closed or ended (`close`): no GET is sent."""
+        self._woken: anyio.Event | None = None  # set at `close`: the wait under way ends
+
+    def close(self, reason: str | None = None) -> None:
+        """The connection is closed or ended (for ``reason``, unused: the guard says it): no more GETs, and a
+        wait before one ends at once (its GET refused)."""
+        self.closed = True
+        if self._woken is not None:
+            self._woken.set()
 
     def unasked(self) -> bool:
         """Whether the GET being sent or answered now (in this task) is the stream of unasked messages."""
@@ -97,18 +112,33 @@ class GetStreams:
         """
         if request.method != "GET":
             return
+        self._refuse_closed(request)
         if "last-event-id" not in request.headers and self._task is None:
             self._task = weakref.ref(anyio.get_current_task().coro)
         if not self.unasked():
             if wait := self._resumes.charge(1.0):
-                await anyio.sleep(wait)
+                await self._pause(wait)
+            self._refuse_closed(request)
             return
         if self.refused:
             logger.debug("server %s has no stream of unasked messages: the SDK's GET refused unsent", self._named)
             raise StreamRefused("the server has no stream of unasked messages (it answered 405)", request=request)
         if wait := self.wait():
             logger.debug("server %s ended its stream of unasked messages; reopened in %g s", self._named, wait)
-            await anyio.sleep(wait)
+            await self._pause(wait)
+            self._refuse_closed(request)
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or until the connection is closed."""
+        if self._woken is None:
+            self._woken = anyio.Event()
+        with anyio.move_on_after(seconds):
+            await self._woken.wait()
+
+    def _refuse_closed(self, request: httpx2.Request) -> None:
+        if self.closed:
+            logger.debug("server %s: the connection is closed; the SDK's GET refused unsent", self._named)
+            raise StreamRefused("the connection to the server is closed", request=request)
 
     async def response_hook(self, response: httpx2.Response) -> None:
         """Note a server that answered the stream's GET 405: it has none (the MCP spec allows it)."""

@@ -23,9 +23,10 @@ which the stream is read on only after a wait. The SDK's GETs are paced by `tool
 stream of the messages a server sends unasked (its requests and notifications tied to no call: a ``ping``,
 ``notifications/tools/list_changed``) is reopened after a wait that grows, a few times a minute at most, whatever
 ``retry`` the server sends (a server answering it with ``retry: 0`` had the SDK reopen it 22 times a second, for
-good), and not asked for again once answered 405; its events are bounded as above, none passed on uncharged as an
-answer. A GET resuming a request's stream is paced apart (`tool_tree.get_streams.RESUMES_AT_ONCE`, then one a
-second).
+good), and not asked for again once answered 405; its events are bounded as above, and an answer on it (the spec
+forbids one there) is dropped unparsed, a stray answer (`tool_tree.budget.Outstanding`, shared with the guard): past
+the allowance the connection ends as for any. A GET resuming a request's stream is paced apart
+(`tool_tree.get_streams.RESUMES_AT_ONCE`, then one a second); none is sent once the connection ended.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from tool_tree.budget import (
     HANDED_ON_SECONDS,
     MAX_MESSAGE_VALUES,
     NotificationBudget,
+    Outstanding,
     ReaderBudget,
     notification_cost,
     too_many_values,
@@ -63,7 +65,8 @@ class MessageTooLarge(httpx2.StreamError):
 
 
 class EventRefused(httpx2.SSEError):
-    """An event past the value limit: the SDK fails the request whose stream it is in with this message."""
+    """An event past the value limit: the SDK fails the request whose stream it is in with this message; or, on the
+    stream of unasked messages, an answer past the allowance of stray answers: that stream ends."""
 
 
 class _Refusals(logging.Filter):
@@ -198,15 +201,16 @@ class _Events:
     ``notifications`` by its values (`tool_tree.budget.notification_cost`); past the budget it is dropped.
     Each piece passed on but an answer (its data opening with its id and result or error:
     `tool_tree.unparsed.peek`) adds what the SDK is estimated to spend on it to `owed`; without ``answers`` (a
-    stream on which no answer belongs: the one of unasked messages), an answer too.
+    stream on which no answer belongs: the one of unasked messages), an answer too; with ``strays``, it is dropped
+    instead, a stray answer (`Outstanding.stray`), past whose allowance the connection ends (`EventRefused`).
     """
 
     def __init__(
         self, limit: int, hold: int, server: str | None, notifications: NotificationBudget | None,
-        answers: bool = True,
+        answers: bool = True, strays: Outstanding | None = None,
     ) -> None:  # fmt: skip
         self._limit, self._hold, self._server, self._notifications = limit, hold, server, notifications
-        self._answers = answers
+        self._answers, self._strays = answers, strays
         self._held: list[bytes] | None = []  # the event in progress; None once past ``hold``
         self._size = self._rough = 0
         self._last = b""  # the last byte fed: a blank line may straddle two chunks
@@ -278,6 +282,11 @@ class _Events:
         elif self._answers and _is_answer(event):  # a request's answer: not charged
             out.append(event)
             return
+        elif self._strays is not None and _is_answer(event):  # an answer where none belongs: a stray, unparsed
+            if (reason := self._strays.stray()) is not None:
+                self._strays.end(reason)
+                raise EventRefused(reason)
+            return
         if b"{" in event:
             self.owed += HANDED_ON_SECONDS + (1 + rough) * PARSE_SECONDS_PER_VALUE
         out.append(event)
@@ -318,11 +327,13 @@ def bounding(
     server: str | None = None,
     notifications: NotificationBudget | None = None,
     streams: GetStreams | None = None,
+    strays: Outstanding | None = None,
 ) -> Callable[[httpx2.Response], Awaitable[None]]:
     """A response hook bounding each reply that is not an event stream to ``limit`` bytes, unpacked, and
     each message (a reply, an event) to ``max_values`` values, counted before the SDK parses it; with
     ``notifications``, the events of every stream that can only be notifications are charged to it. The stream of
-    unasked messages (as ``streams`` tells it) has every event charged, answers too: none belongs on it.
+    unasked messages (as ``streams`` tells it) has every event charged; its answers (none belongs on it) are dropped
+    unparsed as stray answers of ``strays`` (`_Events`).
 
     A hook, not a transport: a client given a transport of its own no longer honours the proxy the
     environment names (``HTTPS_PROXY``), and the SDK's client does. It runs once the headers are in,
@@ -356,7 +367,7 @@ def bounding(
         elif events:
             response.encoding = "utf-8"  # the bytes counted are the text parsed, whatever charset it names
             unasked = streams is not None and streams.unasked()
-            cutter = _Events(max_values, limit, server, notifications, answers=not unasked)
+            cutter = _Events(max_values, limit, server, notifications, not unasked, strays if unasked else None)
             response.stream = _CountedEvents(stream, cutter, budget)
         else:
             response.stream = _Counted(stream, max_values, server)
@@ -371,16 +382,19 @@ def http_client(
     max_values: int = MAX_MESSAGE_VALUES,
     name: str | None = None,
     notifications: NotificationBudget | None = None,
+    outstanding: Outstanding | None = None,
 ) -> ReachingClient:
     """An HTTP client for server ``name``: the SDK's timeouts, the configured ``headers``, replies bounded and
     charged (`bounding`, to ``notifications`` too), its GETs paced (`tool_tree.get_streams.GetStreams`), a request
-    that cannot reach the server failed alone (`tool_tree.http_errors.ReachingClient`)."""
+    that cannot reach the server failed alone (`tool_tree.http_errors.ReachingClient`). ``outstanding`` is the
+    connection's ledger of answers (its own without one): answers on the stream of unasked messages are charged to
+    its allowance of stray answers, and once it ends (`tool_tree.budget.Outstanding.end`) no GET is sent."""
     streams = GetStreams(name)
+    outstanding = outstanding if outstanding is not None else Outstanding(name)
+    outstanding.on_end(streams.close)
+    bound = bounding(limit, max_values, name, notifications, streams, outstanding)
     return ReachingClient(
         headers=httpx2.Headers(dict(headers or {})) | {"accept-encoding": "identity"},
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-        event_hooks={
-            "request": [streams.request_hook],
-            "response": [bounding(limit, max_values, name, notifications, streams), streams.response_hook],
-        },
+        event_hooks={"request": [streams.request_hook], "response": [bound, streams.response_hook]},
     )

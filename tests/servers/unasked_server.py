@@ -8,13 +8,18 @@ tools ask or tell on that stream, first making sure it is open (a ``ping`` answe
 what is sent before the client's GET has opened it): ``ask`` sends ``ping`` or ``roots/list`` (by ``kind``) and
 answers what the client answered, or its error; ``change`` sends ``notifications/tools/list_changed``; ``gets``
 waits until ``count`` GETs have come (at most ``timeout`` seconds) and answers each one's ``Last-Event-ID`` and
-arrival (`time.monotonic`), as JSON.
+arrival (`time.monotonic`), as JSON. Outside MCP (no session, not counted as GETs): ``/gets?after=S`` answers the
+same list once another GET comes, or ``S`` seconds after the last stream the server answered itself ended (at once
+if none did); ``/go`` lets the ``strays`` stream go.
 
 ``GET_MODE`` says how its GETs are answered: ``sdk`` by the SDK (a stream that stays open); ``retry0`` with
 ``retry: 0`` and ended at once, each time, and ``retry0-id`` with ``id: 7`` as well; ``405`` with 405 (no such
 stream); ``values``, ``bytes`` and ``flood`` the first one with an event of ``SIZE`` values (a
 ``notifications/tools/list_changed`` padded with empty objects), of ``SIZE`` bytes (those two once ``change`` is
-called), or ``SIZE`` ``notifications/message``, then ended, and the later ones by the SDK.
+called), or ``SIZE`` ``notifications/message``, then ended, and the later ones by the SDK; ``strays`` the first one
+with ``retry: 0`` and `STRAYS` answers to requests the client never made, each of ``SIZE`` values (once ``/go`` is
+asked), then ended, and the later ones by the SDK; ``retry0-slowend`` as ``retry0``, and a ``DELETE`` (the client
+ending its session) answered only once another GET comes or after `HELD` seconds.
 """
 
 from __future__ import annotations
@@ -37,7 +42,14 @@ MODE = sys.argv[2] if len(sys.argv) > 2 else "sdk"
 SIZE = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 GETS: list[tuple[str | None, float]] = []
 EVENTS: dict[str, anyio.Event] = {}
-"""``got``: set (and replaced) at each GET; ``opened``: once the SDK answers one; ``asked``: once ``change`` runs."""
+"""``got``: set (and replaced) at each GET; ``opened``: once the SDK answers one; ``asked``: once ``change`` runs, or
+``/go`` is asked."""
+ENDED: list[float] = []
+"""When each stream this server answered itself (not the SDK) ended (`time.monotonic`)."""
+STRAYS = 24
+"""Answers to no request the ``strays`` stream holds: more than tooltree's allowance (16 at once)."""
+HELD = 3.0
+"""Seconds ``retry0-slowend`` holds a DELETE at most: longer than the wait before the stream's third GET (2 s)."""
 
 
 async def _stream_ready(ctx: Context) -> None:
@@ -98,10 +110,16 @@ def _hostile(number: int) -> list[dict[str, Any]] | None:
     if MODE == "405":
         return [{"type": "http.response.start", "status": 405, "headers": [(b"allow", b"POST, DELETE")]},
                 {"type": "http.response.body", "body": b""}]  # fmt: skip
-    if MODE in ("retry0", "retry0-id"):
+    if MODE in ("retry0", "retry0-id", "retry0-slowend"):
         return _event_stream((b"id: 7\n" if MODE == "retry0-id" else b"") + b"retry: 0\n\n")
     if number > 1 or MODE == "sdk":
         return None
+    if MODE == "strays":  # ids no request has: the client's own count from 1
+        pad = b",".join([b"0"] * SIZE)
+        answer = b'data: {"jsonrpc":"2.0","id":%d,"result":{"pad":[%s]}}\n\n'
+        bodies = [b"retry: 0\n\n", *(answer % (10**9 + i, pad) for i in range(STRAYS)), b""]
+        parts = [{"type": "http.response.body", "body": body, "more_body": bool(body)} for body in bodies]
+        return [_event_stream(b"")[0], *parts]
     if MODE == "values":
         pad = b",".join([b"{}"] * SIZE)
         message = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"pad":[%s]}}' % pad
@@ -118,6 +136,17 @@ def counting(app: Any) -> Any:
     """``app`` with each GET recorded and answered as ``GET_MODE`` says."""
 
     async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/gets":
+            await _listed(scope, send)
+            return
+        if scope["type"] == "http" and scope["path"] == "/go":
+            EVENTS["asked"].set()
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if scope["type"] == "http" and scope["method"] == "DELETE" and MODE == "retry0-slowend":
+            with anyio.move_on_after(HELD):
+                await EVENTS["got"].wait()
         if scope["type"] != "http" or scope["method"] != "GET":
             await app(scope, receive, send)
             return
@@ -129,11 +158,12 @@ def counting(app: Any) -> Any:
         answer = _hostile(len(GETS))
         if answer is not None:
             await send(answer[0])
-            if MODE in ("values", "bytes"):  # once the pool has listed the tools: a change it would tell its owner
+            if MODE in ("values", "bytes", "strays"):  # once asked: the pool has listed the tools, its session is up
                 with anyio.move_on_after(30):
                     await EVENTS["asked"].wait()
             for message in answer[1:]:
                 await send(message)
+            ENDED.append(time.monotonic())
             return
 
         async def noting(message: Any) -> None:
@@ -144,6 +174,19 @@ def counting(app: Any) -> Any:
         await app(scope, receive, noting)
 
     return wrapped
+
+
+async def _listed(scope: Any, send: Any) -> None:
+    """Answer ``/gets?after=S``: the GETs so far, once another comes or ``S`` seconds after the last stream this
+    server answered itself ended."""
+    after = float(scope["query_string"].decode().removeprefix("after=") or 0)
+    wait = ENDED[-1] + after - time.monotonic() if ENDED else 0.0
+    if wait > 0:
+        with anyio.move_on_after(wait):
+            await EVENTS["got"].wait()
+    body = json.dumps(GETS).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def main() -> None:

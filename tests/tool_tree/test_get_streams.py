@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
+from mcp.client import streamable_http
 
-from tool_tree.budget import MAX_MESSAGE_VALUES, NOTIFICATION_BURST
+from tool_tree.budget import MAX_MESSAGE_VALUES, NOTIFICATION_BURST, STRAY_ANSWERS
 from tool_tree.config import ServerConfig
 from tool_tree.get_streams import FIRST_WAIT, LONGEST_WAIT, OPENINGS_PER_MINUTE, STEADY_SECONDS, GetStreams
 from tool_tree.pool import ServerPool
@@ -175,6 +177,14 @@ async def test_notifications_on_the_stream_of_unasked_messages_are_charged_to_th
     ]
 
 
+async def outside(config: ServerConfig, path: str) -> Any:
+    """What the server answers at ``path``, outside MCP (no session; not counted as a GET)."""
+    assert config.url is not None
+    async with httpx2.AsyncClient(timeout=WAIT) as client:
+        reply = await client.get(config.url.removesuffix("/mcp") + path)
+    return reply.json() if reply.content else None
+
+
 async def logged(caplog: pytest.LogCaptureFixture, said: Callable[[str], bool]) -> None:
     with anyio.fail_after(WAIT):
         while not any(said(r.getMessage()) for r in caplog.records):
@@ -193,3 +203,48 @@ async def test_a_server_without_a_stream_of_unasked_messages_is_asked_once_and_i
         await logged(caplog, lambda message: "the SDK's GET refused unsent" in message)
         assert len(await gets(pool, 2, timeout=0)) == 1
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("size", [10, MAX_MESSAGE_VALUES - 100], ids=["small", "a-million-values"])
+async def test_answers_on_the_stream_of_unasked_messages_are_never_parsed_and_past_the_allowance_end_the_server(
+    size: int, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: each was parsed by the SDK (a million values: about a second of the loop each, slowed only by the
+    # reader's budget, so the server was not ended in 30 s); small ones ended it, but the stream's task reopened it
+    # after its wait: one more GET reached the server tooltree had ended.
+    parsed: list[str] = []
+    sdk = streamable_http.jsonrpc_message_adapter
+
+    class Counted:  # the SDK's own parser of what a stream brings, counted: none of the answers must reach it
+        def validate_json(self, data: str, **kwargs: Any) -> Any:
+            if '"id":1000000' in data[:40]:
+                parsed.append(data[:40])
+            return sdk.validate_json(data, **kwargs)
+
+    monkeypatch.setattr(streamable_http, "jsonrpc_message_adapter", Counted())
+    caplog.set_level(logging.WARNING, logger="tool_tree.budget")
+    async with unasked_server("strays", size) as config, ServerPool([config]) as pool:
+        assert len(await gets(pool, 1)) == 1  # the session is open, and its stream
+        await outside(config, "/go")
+        await logged(caplog, lambda message: "answers to requests tooltree did not make" in message)
+        with anyio.fail_after(WAIT):
+            while pool.state("unasked") != "stopped":
+                await anyio.sleep(0.05)
+        # Past the wait before the stream's next GET (1 s after it ended), with a second to spare.
+        seen = await outside(config, f"/gets?after={FIRST_WAIT + 1}")
+    assert len(seen) == 1 and parsed == []
+    assert [r.getMessage() for r in caplog.records] == [
+        f"server 'unasked' sent more than {STRAY_ANSWERS} answers to requests tooltree did not make or had answered "
+        "(then 1 a second), the limit for one server"
+    ]
+
+
+@pytest.mark.anyio
+async def test_no_get_reaches_the_server_once_the_pool_closed_even_while_it_ends_the_session() -> None:
+    # The server holds the DELETE ending its session until another GET comes (or 3 s): before, the stream's task
+    # was cancelled only after that DELETE, so the reopening its wait (2 s) had planned went out meanwhile.
+    async with unasked_server("retry0-slowend") as config:
+        async with ServerPool([config]) as pool:
+            assert len(await gets(pool, 2)) == 2  # the stream ended at once, reopened: the next GET waits 2 s
+        assert len(await outside(config, "/gets")) == 2
