@@ -60,8 +60,11 @@ PREFILTER_TASKS = ROOT / "bench" / "prefilter_tasks_527.json"
 KS = (1, 5, 10)
 
 
-def _ident(name: str) -> str:
-    return re.sub(r"\W+", "_", name).strip("_") or "tool"
+def _ident(name: str, fallback: str = "tool") -> str:
+    """A package (``fallback="server"``) or function name as the generator makes it: an identifier
+    (``12306-mcp`` → ``server_12306_mcp``), which a search index must hold to load."""
+    ident = re.sub(r"\W+", "_", name).strip("_") or fallback
+    return f"{fallback}_{ident}" if ident[0].isdigit() else ident
 
 
 def held_out_tool(name: str) -> bool:
@@ -93,7 +96,9 @@ def metatool(step: int = 1) -> Catalog:
     """MetaTool with its four sets: tune/held single (every ``step``-th row) and tune/held multi."""
     described: dict[str, str] = json.loads(corpus("metatool", "plugin_des.json").read_text(encoding="utf-8"))
     docs = [
-        SearchDoc(server=name, package=_ident(name), tool=name, function=_ident(name), path="", description=desc)
+        SearchDoc(
+            server=name, package=_ident(name, "server"), tool=name, function=_ident(name), path="", description=desc
+        )
         for name, desc in described.items()
     ]
     sets = {n: QuerySet(n) for n in ("tune single", "tune multi", "held single", "held multi")}
@@ -115,10 +120,10 @@ def _tool_doc(server: str, tool: dict[str, Any], server_description: str) -> Sea
     """An MCP tool definition (``name``, ``description``, ``inputSchema``) as the index sees it."""
     return SearchDoc(
         server=server,
-        package=_ident(server),
+        package=_ident(server, "server"),
         tool=tool["name"],
         function=_ident(tool["name"]),
-        path=f"servers/{_ident(server)}/{_ident(tool['name'])}.py",
+        path=f"servers/{_ident(server, 'server')}/{_ident(tool['name'])}.py",
         description=description_of(tool),
         params=params_of(tool),
         server_description=server_description,

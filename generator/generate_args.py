@@ -4,7 +4,6 @@ a ``~/tree`` made a folder named ``~``, and a wrong type failed later as an ``At
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Collection
 from pathlib import Path
@@ -130,6 +129,8 @@ def snapshots_folder(snapshots: object) -> Path | None:
 def refuse_in_event_loop() -> None:
     """Raises: RuntimeError: an event loop runs on this thread, where `generate` cannot run its own to list the
     servers (it was anyio's "Already running asyncio in this thread", naming neither the cause nor what to do)."""
+    import asyncio  # here: a run from snapshots, and its no-op rerun, need no event loop (importing it costs ~15 ms)
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -16,18 +16,21 @@ elsewhere, so what is read back is bounded again, and each item is cleaned where
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import mcp
-import mcp_types as mt
-from pydantic import BaseModel, ConfigDict
-
-from tool_tree.connect import MAX_CURSOR_CHARS
 from tool_tree.text import one_line
+
+if TYPE_CHECKING:
+    import mcp
+    from pydantic import BaseModel
+
+# The MCP SDK and pydantic (about 0.4 s to import) are imported only by the listing below: generate-tree from
+# snapshots and its no-op rerun read recorded lists (`recorded_lists`, `with_previous`) and start no server.
 
 logger = logging.getLogger(__name__)
 
@@ -43,17 +46,17 @@ LIST_KEYS: tuple[tuple[str, str, str], ...] = (
     ("resourceTemplates", "resources/templates/list", "resources"),
 )
 """(the key in the snapshot and in the result, the method, the capability the server declares for it)."""
-_REQUESTS: dict[str, Any] = {
-    "prompts/list": mt.ListPromptsRequest,
-    "resources/list": mt.ListResourcesRequest,
-    "resources/templates/list": mt.ListResourceTemplatesRequest,
-}
 
 
-class _Raw(BaseModel):
-    """A result that keeps every field the server sent."""
+@functools.cache
+def _raw() -> type[BaseModel]:
+    """The result type of a list request: a model that keeps every field the server sent."""
+    from pydantic import BaseModel, ConfigDict
 
-    model_config = ConfigDict(extra="allow")
+    class _Raw(BaseModel):
+        model_config = ConfigDict(extra="allow")
+
+    return _Raw
 
 
 def declared_keys(client: mcp.Client) -> list[str]:
@@ -66,6 +69,8 @@ async def list_extras(client: mcp.Client, server: str) -> tuple[dict[str, list[d
     """The lists of `LIST_KEYS` ``server`` declares the capability of (raw items, bounded), warnings, and the keys of
     the lists that failed: those are left out here (the server's tools are not affected) and the tree keeps what it
     recorded of them before (`with_previous`); one cut at a bound is kept cut."""
+    import mcp
+
     lists: dict[str, list[dict[str, Any]]] = {}
     warnings: list[str] = []
     failed: set[str] = set()
@@ -123,13 +128,22 @@ async def _pages(client: mcp.Client, server: str, method: str, key: str, warning
         mcp.MCPError: the server answered with an error.
         ValueError: the result holds no list under ``key``.
     """
+    import mcp_types as mt
+
+    from tool_tree.connect import MAX_CURSOR_CHARS
+
+    requests: dict[str, Any] = {
+        "prompts/list": mt.ListPromptsRequest,
+        "resources/list": mt.ListResourcesRequest,
+        "resources/templates/list": mt.ListResourceTemplatesRequest,
+    }
     items: list[dict[str, Any]] = []
     seen: set[bytes] = set()
     size = 0
     cursor: str | None = None
     for page in range(MAX_PAGES):
         params = mt.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-        result = (await client.session.send_request(_REQUESTS[method](params=params), _Raw)).model_dump()
+        result = (await client.session.send_request(requests[method](params=params), _raw())).model_dump()
         listed = result.get(key)
         if not isinstance(listed, list):
             raise ValueError(f"the result has no list `{key}`")

@@ -10,6 +10,7 @@ only).
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -92,3 +93,24 @@ def test_a_server_without_prompts_or_resources_has_a_snapshot_as_before(tmp_path
     text = (tree / "snapshots" / "raw.json").read_text(encoding="utf-8")
     assert list(json.loads(text)) == ["server", "info", "tools"]
     assert text.endswith(', "tools": [\n{"name": "t", "inputSchema": {"type": "object"}}\n]}\n')
+
+
+def test_generating_from_snapshots_with_prompts_and_its_no_op_rerun_load_no_mcp_sdk_pydantic_or_asyncio(
+    tmp_path: Path,
+) -> None:
+    """They start no server, so they load no MCP SDK, pydantic or asyncio (~0.45 s together; a no-op run ~0.15 s)."""
+    snapshots = tmp_path / "snapshots"
+    snapshots.mkdir()
+    tool = {"name": "ping", "description": "Answer pong.", "inputSchema": {"type": "object", "properties": {}}}
+    prompt = {"name": "greet", "arguments": [{"name": "name", "required": True}]}
+    recorded = {"server": "alpha", "info": {}, "tools": [tool], "prompts": [prompt]}
+    (snapshots / "alpha.json").write_text(json.dumps(recorded), encoding="utf-8")
+    argv = ["generate-tree", "--from-snapshot", str(snapshots), "--out", str(tmp_path / "tree"), "--embeddings", "off"]
+    runs = f"[main({argv!r}) for _ in range(2)]"  # a fresh tree, then a no-op rerun
+    loaded = "[m for m in ('mcp', 'pydantic', 'asyncio') if m in sys.modules]"
+    code = f"import sys; from tooltree_cli.main import main; print({runs}, {loaded})"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120, cwd=REPO
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[0, 0] []"
+    assert snapshot(tmp_path / "tree", "alpha")["prompts"] == [prompt]
