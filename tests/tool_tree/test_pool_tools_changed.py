@@ -22,24 +22,8 @@ def growing(tmp_path: Path) -> ServerConfig:
                         str(tmp_path / "added.json")))  # fmt: skip
 
 
-def test_a_server_that_says_its_tools_changed_is_named_to_the_pools_owner(tmp_path: Path) -> None:
-    told: list[str] = []
-    heard = threading.Event()
-
-    def changed(server: str) -> None:
-        told.append(server)
-        heard.set()
-
-    with BackgroundPool([growing(tmp_path)], on_tools_changed=changed) as pool:
-        assert pool.call("growing", "add_tool", {"name": "fresh"})["content"][0]["text"] == "added fresh"
-        assert heard.wait(10)  # said before the answer; read in the stream's order
-    assert told == ["growing"]
-
-
-@pytest.mark.parametrize("kind", ["prompt", "resource"])
-def test_a_server_that_says_its_prompts_or_resources_changed_is_named_to_the_pools_owner(
-    tmp_path: Path, kind: str
-) -> None:
+@pytest.mark.parametrize("kind", ["tool", "prompt", "resource"])
+def test_a_server_that_says_a_list_of_its_changed_is_named_to_the_pools_owner(tmp_path: Path, kind: str) -> None:
     # Before, only notifications/tools/list_changed was heard: a server that added a prompt or resource was not.
     told: list[str] = []
     heard = threading.Event()
