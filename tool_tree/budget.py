@@ -1,19 +1,20 @@
-"""What one MCP server's messages may cost the host before and after they are parsed.
+"""What one MCP server's messages may cost the host before and after they are parsed: the limits, and the
+budgets that charge against them.
 
 Budgets, each per connection, each enforced by the transports (`tool_tree.stdio` on a server's raw
 stdout lines, `tool_tree.http_client` on a Streamable HTTP server's reply bytes and on its parsed
-messages through `guard`):
+messages through `tool_tree.guard.guard`):
 
 - values: `tool_tree.unparsed.count_values` bounds how many JSON values parsing a message would build, in C-speed passes
   over its bytes, so a message under the 32 MiB cap cannot inflate to gigabytes of objects when parsed
   (`MAX_MESSAGE_VALUES`);
 - requests from the server to the client: the SDK starts one task per request and keeps it until the
   answer is written, so a server that sends requests and never reads the answers grows the host without
-  end; `ServerRequests` counts those not answered yet (`MAX_SERVER_REQUESTS`). tooltree declares no client
-  capability (sampling, elicitation, roots), so a request it can take (``ping``) is small: one of more than
-  `MAX_REQUEST_VALUES` is refused unread (answered with an error naming the limit);
-- answers: `Outstanding` keeps the client's requests in flight and those it gave up on (timed out,
-  cancelled: their late answers are honest); any other answer (an unknown id, a duplicate) is dropped, unread
+  end; `tool_tree.ledgers.ServerRequests` counts those not answered yet (`MAX_SERVER_REQUESTS`). tooltree
+  declares no client capability (sampling, elicitation, roots), so a request it can take (``ping``) is small:
+  one of more than `MAX_REQUEST_VALUES` is refused unread (answered with an error naming the limit: `refusal`);
+- answers: `tool_tree.ledgers.Outstanding` keeps the client's requests in flight and those it gave up on (timed
+  out, cancelled: their late answers are honest); any other answer (an unknown id, a duplicate) is dropped, unread
   where `tool_tree.unparsed.peek` reads its id, and past a small allowance (`STRAY_ANSWERS`) ends the connection;
 - notifications (and stdout lines that are not JSON-RPC): each costs the host about 20 times what it
   costs its sender, and tooltree uses none of them; `NotificationBudget` lets a burst through, then a rate,
@@ -22,33 +23,23 @@ messages through `guard`):
   (counting, parsing, dropping, handing on: everything but the answers to the client's own requests); past
   it the reader waits before it reads on, so a flood slows its own server, not the others.
 
-What can be told of a message from its bytes, unparsed (its values, its id), is `tool_tree.unparsed`.
-
-Over 400 lines: the budgets, and the guard that applies them to messages the SDK's transports parsed, share
-their ledgers and limits; ``tool_tree.connect`` imports both from here.
+What can be told of a message from its bytes, unparsed (its values, its id), is `tool_tree.unparsed`; the
+requests in flight each way, `tool_tree.ledgers`; the guard that applies these budgets to messages the SDK's
+transports parsed, `tool_tree.guard`.
 """
 
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 import time
-from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
-from types import TracebackType
-from typing import Literal, Self
+from collections.abc import Callable, Mapping
 
-import anyio
 import mcp_types as types
-from anyio.abc import TaskGroup
-from mcp.client._transport import ReadStream, TransportStreams, WriteStream
-from mcp.shared.dispatcher import coerce_request_id
-from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
-from mcp.shared.message import ServerMessageMetadata, SessionMessage
+from mcp.shared.message import SessionMessage
 
 logger = logging.getLogger(__name__)
+
 
 MAX_MESSAGE_VALUES = 1_000_000
 """The most JSON values (objects, arrays, strings, numbers, booleans, nulls; keys not counted) one message of
@@ -126,6 +117,12 @@ def request_too_large(server: str) -> str:
         f"tooltree refused a request of server {server!r}: it holds more than {MAX_REQUEST_VALUES:,} JSON values, "
         "the limit for a request to tooltree (it declares no client capability: only ping is served)"
     )
+
+
+def refusal(request_id: types.RequestId, server: str) -> SessionMessage:
+    """The error answering a request of more than `MAX_REQUEST_VALUES` values."""
+    error = types.ErrorData(code=types.INVALID_REQUEST, message=request_too_large(server))
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 
 def too_deep(server: str | None) -> str:
@@ -265,385 +262,3 @@ class ReaderBudget(TokenBucket):
                 repr(self.server) if self.server is not None else "(unnamed)", self.burst, self.rate * 100,
             )  # fmt: skip
         return wait
-
-
-class ServerRequests:
-    """Requests a server sent the client that are not answered yet (answered: the answer handed on to be sent).
-
-    `received` counts one as it arrives and says why to end the connection when there are more than
-    ``limit``; the transport calls `answered` once an answer is written, and `metadata` gives the SDK a hook
-    for a request it settles without an answer (the server cancelled it). Counted per arrival, not per id: a
-    server that reuses an id still starts one task per request.
-    """
-
-    def __init__(self, server: str, limit: int = MAX_SERVER_REQUESTS) -> None:
-        self.server, self.limit = server, limit
-        self._waiting: Counter[types.RequestId] = Counter()
-        self._total = 0
-
-    def received(self, request_id: types.RequestId) -> str | None:
-        """Count a request that arrived; the reason to end the connection if that makes too many."""
-        self._waiting[request_id] += 1
-        self._total += 1
-        if self._total <= self.limit:
-            return None
-        return (
-            f"server {self.server!r} sent more than {self.limit} requests to tooltree without taking their answers, "
-            "the limit for one server"
-        )
-
-    def answered(self, request_id: types.RequestId | None) -> None:
-        """Uncount a request whose answer was written (an unknown id is ignored)."""
-        if request_id is None or not self._waiting[request_id]:  # a Counter: a missing id reads 0, unstored
-            return
-        self._waiting[request_id] -= 1
-        self._total -= 1
-        if not self._waiting[request_id]:
-            del self._waiting[request_id]
-
-    def metadata(self, request_id: types.RequestId) -> ServerMessageMetadata:
-        """Metadata for the request's message: the SDK calls its hook if it settles the request unanswered."""
-
-        async def unanswered() -> None:
-            self.answered(request_id)
-
-        return ServerMessageMetadata(on_request_unanswered=unanswered)
-
-
-Answer = Literal["awaited", "late", "stray"]
-
-
-class Outstanding:
-    """The client's requests a server may answer: those in flight, and the last `GIVEN_UP_KEPT` given up on.
-
-    Ids are kept as the SDK correlates them (``"7"`` answers ``7``). `answer` settles one answer: ``awaited``
-    (its request was in flight), ``late`` (given up on: dropped, honestly), or ``stray`` (anything else: dropped,
-    and `stray` charges it to the allowance of `STRAY_ANSWERS`, then `STRAY_ANSWER_RATE` a second).
-
-    One per connection, shared by the parts of it that see its answers (over HTTP: the guard, on what the SDK
-    parsed, and the reader of the stream of unasked messages, on what it drops unparsed), so they charge one
-    allowance; `end` ends the connection for all of them (`on_end`).
-    """
-
-    def __init__(
-        self, server: str | None, burst: int = STRAY_ANSWERS, rate: float = STRAY_ANSWER_RATE,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:  # fmt: skip
-        self.server = server
-        self._in_flight: dict[types.RequestId, types.RequestId] = {}  # as correlated -> as sent
-        self._given_up: OrderedDict[types.RequestId, None] = OrderedDict()
-        self._strays = TokenBucket(burst, rate, clock)
-        self.ended = False
-        self._told: list[Callable[[str | None], None]] = []
-
-    def on_end(self, told: Callable[[str | None], None]) -> None:
-        """Have ``told`` called once the connection ends (`end`): with the reason of a limit broken, or None."""
-        self._told.append(told)
-
-    def end(self, reason: str | None = None) -> None:
-        """End the connection, for ``reason`` (a limit its server broke) or None (it is closed); those listening
-        (`on_end`: the guard, which fails the requests in flight with the reason and ends the session; an HTTP
-        client's GETs, which are sent no more) are told the first time only."""
-        if self.ended:
-            return
-        self.ended = True
-        for told in self._told:
-            told(reason)
-
-    def sent(self, request_id: types.RequestId) -> None:
-        self._in_flight[coerce_request_id(request_id)] = request_id
-
-    def given_up(self, request_id: types.RequestId | None) -> None:
-        """The client cancelled a request (or stopped waiting): its answer, if it comes, is late."""
-        if request_id is None or self._in_flight.pop(coerce_request_id(request_id), None) is None:
-            return
-        self._given_up[coerce_request_id(request_id)] = None
-        if len(self._given_up) > GIVEN_UP_KEPT:
-            self._given_up.popitem(last=False)
-
-    def awaits(self, request_id: types.RequestId) -> bool:
-        """Whether an answer to ``request_id`` is awaited (nothing settled)."""
-        return coerce_request_id(request_id) in self._in_flight
-
-    def answer(self, request_id: types.RequestId | None) -> Answer:
-        """Settle an answer that arrived for ``request_id`` (None: an error that names no request)."""
-        if request_id is None:
-            return "stray"
-        key = coerce_request_id(request_id)
-        if self._in_flight.pop(key, None) is not None:
-            return "awaited"
-        if key in self._given_up:
-            del self._given_up[key]
-            return "late"
-        return "stray"
-
-    def stray(self) -> str | None:
-        """Charge a stray answer to the allowance; the reason to end the connection once past it."""
-        if self._strays._take(1.0):
-            return None
-        sender = f"server {self.server!r}" if self.server is not None else "the server"
-        return (
-            f"{sender} sent more than {int(self._strays.burst)} answers to requests tooltree did not make or had "
-            f"answered (then {self._strays.rate:g} a second), the limit for one server"
-        )
-
-    def pending(self) -> Sequence[types.RequestId]:
-        """The requests in flight, as sent; forgotten (a failure answers them all)."""
-        pending = list(self._in_flight.values())
-        self._in_flight.clear()
-        return pending
-
-
-def connection_closed(reason: str) -> str:
-    """``reason`` as the error of the requests it fails."""
-    return f"{reason}; tooltree closed the connection"
-
-
-_CLOSED_MARK = secrets.token_hex(16)
-"""Marks the errors of the requests tooltree failed when it closed a connection; never sent anywhere, so no
-server can write it."""
-
-
-def closed_error(message: str) -> types.ErrorData:
-    """The error of a request in flight on a connection tooltree closed (a server that broke a limit), marked so
-    that `ServerPool` knows the connection is lost (`closed_here`) whatever a server writes in its own errors."""
-    return types.ErrorData(code=types.CONNECTION_CLOSED, message=message, data={"tooltree": _CLOSED_MARK})
-
-
-def closed_here(data: object) -> bool:
-    """Whether an error's ``data`` is `closed_error`'s: tooltree closed the connection."""
-    return isinstance(data, dict) and data.get("tooltree") == _CLOSED_MARK
-
-
-def refusal(request_id: types.RequestId, server: str) -> SessionMessage:
-    """The error answering a request of more than `MAX_REQUEST_VALUES` values."""
-    error = types.ErrorData(code=types.INVALID_REQUEST, message=request_too_large(server))
-    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
-
-
-def _shortened(error: types.ErrorData, server: str) -> types.ErrorData:
-    """The SDK's error for an answer it could not parse, without pydantic's dump of it (a nesting past the
-    parser's limit named as such)."""
-    if error.code != types.PARSE_ERROR or not error.message.startswith("Failed to parse"):
-        return error
-    if "recursion limit exceeded" in error.message:
-        return types.ErrorData(code=types.PARSE_ERROR, message=too_deep(server))
-    lines = error.message.split("\n")
-    return types.ErrorData(code=types.PARSE_ERROR, message=" ".join(line.strip() for line in lines[:2])[:300])
-
-
-class _Closes:
-    """A stream that is its own async context manager, closed (``aclose``) at its end."""
-
-    async def aclose(self) -> None:
-        raise NotImplementedError
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-
-class ReadWrapper(_Closes):
-    """A transport's read stream wrapped: the stream protocol around a subclass's ``receive`` (which reads
-    ``_inner``); ``aclose`` closes the stream wrapped."""
-
-    def __init__(self, inner: ReadStream[SessionMessage | Exception]) -> None:
-        self._inner = inner
-
-    @property
-    def last_context(self) -> object:
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> SessionMessage | Exception:
-        return await self._inner.receive()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-
-
-class _GuardedRead(ReadWrapper):
-    """The read half of `guard`: drops notifications past the budget, counts requests, fails on a violation."""
-
-    def __init__(self, inner: ReadStream[SessionMessage | Exception], state: _Guard) -> None:
-        super().__init__(inner)
-        self._state = state
-
-    async def receive(self) -> SessionMessage | Exception:
-        state = self._state
-        while True:
-            if state.failing is not None:
-                if state.failing:
-                    return state.failing.pop()
-                raise anyio.EndOfStream
-            item = await self._next()
-            if item is None:  # the connection ended meanwhile: the loop's head says how
-                continue
-            if isinstance(item, Exception):
-                if state.notifications.take():
-                    return item
-                continue
-            message = item.message
-            if isinstance(message, types.JSONRPCNotification):
-                if state.notifications.take():
-                    return item
-            elif isinstance(message, types.JSONRPCRequest):
-                if (reason := state.requests.received(message.id)) is not None:
-                    state.fail(reason)
-                elif more_values_than(message.params, MAX_REQUEST_VALUES - 3):  # its envelope: itself, id, method
-                    await state.refuse(message.id)
-                else:
-                    return SessionMessage(message, metadata=state.requests.metadata(message.id))
-            else:
-                answer = state.outstanding.answer(message.id)
-                if answer == "awaited":
-                    if isinstance(message, types.JSONRPCError):
-                        message.error = _shortened(message.error, state.server)
-                    return item
-                if answer == "stray" and (reason := state.outstanding.stray()) is not None:
-                    state.fail(reason)
-
-    async def _next(self) -> SessionMessage | Exception | None:
-        """The next item read, or None if the connection ended while it was awaited (`Outstanding.end`, called by
-        another task: over HTTP, the reader of the stream of unasked messages)."""
-        with anyio.CancelScope() as scope:
-            self._state.reading = scope
-            try:
-                return await self._inner.receive()
-            finally:
-                self._state.reading = None
-        return None
-
-    async def aclose(self) -> None:
-        if self._state.failing is None:  # else left open: the transport, still sending, ends with the session
-            await self._inner.aclose()
-
-
-class WriteWrapper(_Closes):
-    """A transport's write stream wrapped: ``send`` hands on to ``_inner`` (a subclass's adds to it); ``aclose``
-    closes the stream wrapped."""
-
-    def __init__(self, inner: WriteStream[SessionMessage]) -> None:
-        self._inner = inner
-
-    async def send(self, item: SessionMessage, /) -> None:
-        await self._inner.send(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class _GuardedWrite(WriteWrapper):
-    """The write half of `guard`: notes the client's requests in flight and the answers it sends."""
-
-    def __init__(self, inner: WriteStream[SessionMessage], state: _Guard) -> None:
-        super().__init__(inner)
-        self._state = state
-
-    async def send(self, item: SessionMessage, /) -> None:
-        message = item.message
-        if isinstance(message, types.JSONRPCRequest):
-            self._state.outstanding.sent(message.id)  # before sending: the answer may come at once
-        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
-            self._state.outstanding.given_up(cancelled_request_id_from_params(message.params))
-        await self._inner.send(item)
-        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            self._state.requests.answered(message.id)
-
-
-class _Guard:
-    def __init__(
-        self, server: str, notifications: NotificationBudget | None, write: WriteStream[SessionMessage],
-        tasks: TaskGroup | None, outstanding: Outstanding | None = None,
-    ) -> None:  # fmt: skip
-        self.server = server
-        self.notifications = notifications if notifications is not None else NotificationBudget(server)
-        self.requests = ServerRequests(server)
-        self.outstanding = outstanding if outstanding is not None else Outstanding(server)
-        self.outstanding.on_end(self._ended)
-        self.failing: list[SessionMessage] | None = None  # set on a violation: the errors left to deliver
-        self.reading: anyio.CancelScope | None = None  # around the read awaited now: cancelled at an end
-        self._write, self._tasks = write, tasks
-
-    def fail(self, reason: str) -> None:
-        """Stop reading: the requests in flight fail with ``reason``, then the stream ends."""
-        self.outstanding.end(reason)
-        if self.failing is None:  # the connection was closed already (`guarded`'s exit): stop reading all the same
-            self._ended(reason)
-
-    def _ended(self, reason: str | None) -> None:
-        if reason is None or self.failing is not None:  # closed with the session: nothing more is read
-            return
-        logger.warning("%s", reason)
-        error = closed_error(connection_closed(reason))
-        pending = self.outstanding.pending()
-        self.failing = [SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=i, error=error)) for i in pending]
-        if self.reading is not None:
-            self.reading.cancel()
-
-    async def refuse(self, request_id: types.RequestId) -> None:
-        """Answer a request (counted as received) with `request_too_large`, in a task of its own if there is a
-        task group: the answer waits for the server to take it, and the session reads on meanwhile."""
-
-        async def answer() -> None:
-            with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                await self._write.send(refusal(request_id, self.server))
-            self.requests.answered(request_id)
-
-        if self._tasks is not None:
-            self._tasks.start_soon(answer)
-        else:
-            await answer()
-
-
-@asynccontextmanager
-async def guarded(
-    transport: AbstractAsyncContextManager[TransportStreams],
-    server: str,
-    notifications: NotificationBudget | None = None,
-    outstanding: Outstanding | None = None,
-) -> AsyncIterator[TransportStreams]:
-    """``transport`` (entered and left here) with its streams under `guard`; the answers to refused requests
-    are written in tasks of their own, cancelled when the context exits. The connection is ended
-    (``outstanding``'s `Outstanding.end`, None) as the context exits, before the transport is left: an HTTP
-    client's GETs stop then, not only once the transport's tasks are cancelled (after it ends its session)."""
-    outstanding = outstanding if outstanding is not None else Outstanding(server)
-    async with transport as streams, anyio.create_task_group() as tasks:
-        try:
-            yield guard(streams, server, notifications, tasks, outstanding)
-        finally:
-            outstanding.end()
-            tasks.cancel_scope.cancel()
-
-
-def guard(
-    streams: TransportStreams, server: str, notifications: NotificationBudget | None = None,
-    tasks: TaskGroup | None = None, outstanding: Outstanding | None = None,
-) -> TransportStreams:  # fmt: skip
-    """A transport's streams with the budgets of ``server`` applied to what it parsed.
-
-    For a transport whose reader is not tooltree's (Streamable HTTP; the SDK's stdio transport when tooltree's
-    cannot be used): notifications past the budget are dropped before the SDK dispatches them; a request of
-    more than `MAX_REQUEST_VALUES` values is answered with an error and never dispatched (in a task of
-    ``tasks``, or inline without one); an answer to no request in flight is dropped; and more than
-    `MAX_SERVER_REQUESTS` requests from the server not answered yet, or stray answers past their allowance,
-    end the session: the client's requests in flight fail naming the server and the limit, and the session
-    reads the end of the stream; so does a limit broken where the guard does not read (``outstanding``, shared
-    with the transport: `Outstanding.end`). The SDK's error for an answer it could not parse is shortened to one
-    line.
-    """
-    read, write = streams
-    state = _Guard(server, notifications, write, tasks, outstanding)
-    return _GuardedRead(read, state), _GuardedWrite(write, state)

@@ -5,7 +5,7 @@ long-running host needs around it: the end of the server's stderr kept (so a fai
 its last lines), a raw ``tools/list`` that keeps every field the server sent, and, for stdio,
 our own transport (`tool_tree.stdio`: the SDK's, but linear in what it reads and with caps on
 one message); for HTTP, a client that holds one message to the same caps (`tool_tree.http_client`) and
-the session to the same budgets of requests from the server and notifications (`tool_tree.budget.guard`).
+the session to the same budgets of requests from the server and notifications (`tool_tree.guard.guard`).
 
 What goes wrong while a session opens is said in words a user can act on: a stdio server's stdout
 lines that are not JSON-RPC (a start-up banner, a stray ``print``) are kept with its stderr instead of
@@ -32,10 +32,12 @@ from mcp.client._transport import ReadStream, TransportStreams
 from mcp.shared.message import SessionMessage
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from tool_tree.budget import NotificationBudget, Outstanding, ReadWrapper, guarded
+from tool_tree.budget import NotificationBudget
 from tool_tree.config import PROBE_SECONDS, ServerConfig
+from tool_tree.guard import ReadWrapper, guarded
 from tool_tree.http_client import http_client
 from tool_tree.http_errors import Answers, host, not_mcp, reason, status_problem
+from tool_tree.ledgers import Outstanding
 from tool_tree.listing_check import PROBE, LeftOut, ListingCheck, checked
 from tool_tree.server_asks import refusing
 from tool_tree.start_errors import not_started

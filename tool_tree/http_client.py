@@ -24,7 +24,7 @@ stream of the messages a server sends unasked (its requests and notifications ti
 ``notifications/tools/list_changed``) is reopened after a wait that grows, a few times a minute at most, whatever
 ``retry`` the server sends (a server answering it with ``retry: 0`` had the SDK reopen it 22 times a second, for
 good), and not asked for again once answered 405; its events are bounded as above, and an answer on it (the spec
-forbids one there) is dropped unparsed, a stray answer (`tool_tree.budget.Outstanding`, shared with the guard): past
+forbids one there) is dropped unparsed, a stray answer (`tool_tree.ledgers.Outstanding`, shared with the guard): past
 the allowance the connection ends as for any. A GET resuming a request's stream is paced apart
 (`tool_tree.get_streams.RESUMES_AT_ONCE`, then one a second); none is sent once the connection ended.
 """
@@ -45,13 +45,13 @@ from tool_tree.budget import (
     HANDED_ON_SECONDS,
     MAX_MESSAGE_VALUES,
     NotificationBudget,
-    Outstanding,
     ReaderBudget,
     notification_cost,
     too_many_values,
 )
 from tool_tree.get_streams import GetStreams, StreamRefused
 from tool_tree.http_errors import ReachingClient
+from tool_tree.ledgers import Outstanding
 from tool_tree.stdio import MAX_MESSAGE_BYTES
 from tool_tree.unparsed import count_values, peek, unaddressed
 
@@ -388,7 +388,7 @@ def http_client(
     charged (`bounding`, to ``notifications`` too), its GETs paced (`tool_tree.get_streams.GetStreams`), a request
     that cannot reach the server failed alone (`tool_tree.http_errors.ReachingClient`). ``outstanding`` is the
     connection's ledger of answers (its own without one): answers on the stream of unasked messages are charged to
-    its allowance of stray answers, and once it ends (`tool_tree.budget.Outstanding.end`) no GET is sent."""
+    its allowance of stray answers, and once it ends (`tool_tree.ledgers.Outstanding.end`) no GET is sent."""
     streams = GetStreams(name)
     outstanding = outstanding if outstanding is not None else Outstanding(name)
     outstanding.on_end(streams.close)

@@ -31,7 +31,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import methods
 from pydantic import ValidationError
 
-from tool_tree.budget import ReadWrapper, WriteWrapper
+from tool_tree.guard import ReadWrapper, WriteWrapper
 from tool_tree.text import one_line
 
 logger = logging.getLogger(__name__)

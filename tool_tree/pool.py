@@ -66,11 +66,11 @@ from mcp import InputRequiredRoundsExceededError
 from mcp.shared.dispatcher import ProgressFnT
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from tool_tree.budget import closed_here
 from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from tool_tree.connect import connect, list_tools_raw
 from tool_tree.http_errors import resendable, session_ended, stream_cut, unreached
 from tool_tree.in_flight import InFlight
+from tool_tree.ledgers import closed_here
 from tool_tree.output_check import OutputCheck
 from tool_tree.redact import redact
 from tool_tree.restarts import RestartBackoff

@@ -76,15 +76,9 @@ else:
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
 
-from tool_tree.budget import (
-    HANDED_ON_SECONDS,
-    MAX_MESSAGE_VALUES,
-    Outstanding,
-    ReaderBudget,
-    closed_error,
-    guarded,
-    refusal,
-)
+from tool_tree.budget import HANDED_ON_SECONDS, MAX_MESSAGE_VALUES, ReaderBudget, refusal
+from tool_tree.guard import guarded
+from tool_tree.ledgers import Outstanding, closed_error
 from tool_tree.stdio_lines import End, Lines, LineSplitter, Refuse
 from tool_tree.stdio_lines import NotJSONRPC as NotJSONRPC  # connect reports the lines it holds
 from tool_tree.strays import MARK_ENV, end_marked, new_mark

@@ -13,16 +13,8 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from tool_tree.budget import (
-    MAX_REQUEST_VALUES,
-    Answer,
-    NotificationBudget,
-    Outstanding,
-    ServerRequests,
-    notification_cost,
-    too_deep,
-    too_many_values,
-)
+from tool_tree.budget import MAX_REQUEST_VALUES, NotificationBudget, notification_cost, too_deep, too_many_values
+from tool_tree.ledgers import Answer, Outstanding, ServerRequests
 from tool_tree.unparsed import count_values, peek, tail_id, unaddressed
 
 _NOISE_KEPT = 1000

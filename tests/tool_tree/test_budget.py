@@ -1,4 +1,4 @@
-"""`tool_tree.budget`: the notification, request, answer and CPU ledgers.
+"""`tool_tree.budget` and `tool_tree.ledgers`: the notification, request, answer and CPU ledgers.
 
 The transports' tests (`test_stdio.py`, `test_http_client.py`) show each budget against a real hostile
 server; these pin down the ledgers themselves.
@@ -14,12 +14,11 @@ from tool_tree.budget import (
     GIVEN_UP_KEPT,
     LEAST_WAIT,
     NotificationBudget,
-    Outstanding,
     ReaderBudget,
-    ServerRequests,
     more_values_than,
     notification_cost,
 )
+from tool_tree.ledgers import Outstanding, ServerRequests
 
 
 def test_the_notification_budget_lets_a_burst_through_then_a_rate_and_says_so_once(

@@ -223,7 +223,7 @@ async def test_answers_on_the_stream_of_unasked_messages_are_never_parsed_and_pa
             return sdk.validate_json(data, **kwargs)
 
     monkeypatch.setattr(streamable_http, "jsonrpc_message_adapter", Counted())
-    caplog.set_level(logging.WARNING, logger="tool_tree.budget")
+    caplog.set_level(logging.WARNING, logger="tool_tree.guard")  # the guard logs the limit broken
     async with unasked_server("strays", size) as config, ServerPool([config]) as pool:
         assert len(await gets(pool, 1)) == 1  # the session is open, and its stream
         await outside(config, "/go")

@@ -39,10 +39,10 @@ from tool_tree.budget import (
     NOTIFICATION_BURST,
     STRAY_ANSWERS,
     NotificationBudget,
-    guard,
 )
 from tool_tree.config import ServerConfig
 from tool_tree.get_streams import StreamRefused
+from tool_tree.guard import guard
 from tool_tree.http_client import EventRefused, _Events, http_client
 from tool_tree.pool import ServerPool, ServerUnavailable
 from tool_tree.stdio import MAX_MESSAGE_BYTES
