@@ -37,7 +37,7 @@ from generator.layout import Plan, ServerListing, emptied_servers, plan_tree
 from generator.search_index import write_search_index
 from generator.snapshots import read_snapshots, tree_snapshot_files
 from tool_tree.config import Config, ConfigError, ServerConfig
-from tool_tree.snapshot_lists import previous_snapshot, recorded_lists, with_previous
+from tool_tree.snapshot_lists import LIST_KEYS, previous_snapshot, recorded_lists, with_previous
 from tool_tree.tree import (
     INDEX_FILE,
     MANIFEST_FILE,
@@ -112,10 +112,24 @@ def load_previous(out: Path) -> Manifest | None:
 
 
 def _listing(
-    server: ServerConfig, tools: list[dict[str, Any]], info: dict[str, Any], lists: dict[str, list[dict[str, Any]]]
+    server: ServerConfig,
+    tools: list[dict[str, Any]],
+    info: dict[str, Any],
+    lists: dict[str, list[dict[str, Any]]],
+    recorded: bool = True,
 ) -> ServerListing:
     s = server
-    return ServerListing(s.name, tools, info, s.description, s.include, s.exclude, s.named, lists)
+    return ServerListing(s.name, tools, info, s.description, s.include, s.exclude, s.named, lists, recorded)
+
+
+def _lists_recorded(data: Mapping[str, Any], own: bool, previous: Manifest | None) -> bool:
+    """Whether the snapshot ``data`` records the lists its server declares (`ServerListing.lists_recorded`). One of
+    the tree's own snapshots (``own``) does when the tree's manifest says so or it holds one of the lists; one from a
+    folder elsewhere is taken to (nothing there tells an earlier release's snapshot from one of a server that
+    declares none)."""
+    if not own or (previous is not None and previous.lists_recorded):
+        return True
+    return any(key in data for key, _, _ in LIST_KEYS)
 
 
 def select_servers(config: Config, only: Sequence[str]) -> list[ServerConfig]:
@@ -191,7 +205,8 @@ def generate(
             on_server(outcome)
 
     if snapshots is not None:
-        stored = read_snapshots(snapshots, tree_snapshot_files(out, snapshots, previous))
+        own = tree_snapshot_files(out, snapshots, previous)
+        stored = read_snapshots(snapshots, own)
         if config is None:
             # Without a config, the filters and descriptions recorded in the tree still apply.
             recorded = {s.name: s for s in previous.servers} if previous is not None else {}
@@ -214,7 +229,8 @@ def generate(
                 continue
             info: dict[str, Any] = data["info"] if isinstance(data.get("info"), dict) else {}
             tools = [t for t in data["tools"] if isinstance(t, dict)]
-            listings.append(_listing(server, tools, info, recorded_lists(data)))
+            has_lists = _lists_recorded(data, own is not None, previous)
+            listings.append(_listing(server, tools, info, recorded_lists(data), has_lists))
             record(ServerOutcome(server.name, "ok"))
     else:
         if config is None:

@@ -58,6 +58,9 @@ class ServerListing:
     named: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     """Patterns that stand for a tool name of another client's list (`tool_tree.config.ServerConfig.named`)."""
     lists: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)  # by snapshot key (`snapshot_lists`)
+    lists_recorded: bool = True
+    """``lists`` is what the server declares: false for the snapshot of a tree of a release that did not record
+    them (the new tree's manifest then says so: `tool_tree.tree.Manifest.lists_recorded`)."""
 
 
 @dataclass
@@ -358,7 +361,12 @@ def plan_tree(
     rendered_by = fingerprint
     if previous is not None and previous.generator != fingerprint and any(t.server in kept_names for t in before):
         rendered_by = previous.generator
-    manifest = Manifest(servers=sorted(servers, key=lambda s: s.name), tools=tools, generator=rendered_by)
+    # Kept servers keep their snapshots, of whichever release wrote them.
+    recorded = all(listing.lists_recorded for listing in listings)
+    recorded = recorded and (not keep or previous is None or previous.lists_recorded)
+    manifest = Manifest(
+        servers=sorted(servers, key=lambda s: s.name), tools=tools, generator=rendered_by, lists_recorded=recorded
+    )
     files[f"{SERVERS_DIR}/{INDEX_FILE_NAME}"] = render_index(manifest).encode("utf-8")
     files[f"{SERVERS_DIR}/__init__.py"] = render_servers_init().encode("utf-8")
     manifest.files = _file_hashes(files, tools, keep, previous)

@@ -6,7 +6,8 @@ capability (``prompts``, ``resources``), and stores the raw lists in the server'
 (`agent.serve.upstream_lists`), reading them back with `recorded_lists`. A list whose listing failed (an error, the
 server exited, its timeout ran out) is taken from the server's previous snapshot (`with_previous`), as the tools and
 snapshot of a server that fails to start are kept. A snapshot without a key (a server without the capability, a tree
-of an older release) records none of that kind.
+of an older release) records none of that kind; the manifest's ``lists_recorded`` (`tool_tree.tree.Manifest`) tells
+the two apart.
 
 Bounds, the same on both sides: at most `MAX_PAGES` pages and `MAX_ITEMS` items of each list (a cursor at most
 `tool_tree.connect.MAX_CURSOR_CHARS` characters, none repeated), `MAX_LIST_BYTES` of each; a snapshot may come from

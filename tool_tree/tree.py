@@ -262,6 +262,11 @@ class Manifest:
     """Path → `content_hash` of every other file the generator wrote (package ``__init__.py`` and
     ``README.md``, ``INDEX.md``, snapshots; a stub's is its ``stub_hash``): a rerun replaces or deletes
     only files that still hold these bytes without keeping a copy (`generator.files.KEPT_DIR`)."""
+    lists_recorded: bool = False
+    """Every server's snapshot records the prompts, resources and resource templates it declares
+    (`tool_tree.snapshot_lists`). Written (``"lists_recorded": true``) since tooltree recorded them; a tree of an
+    earlier release has none of the keys in its snapshots, as a server that declares none has, and only this tells
+    the two apart (`tooltree serve` says when a tree offers none for that)."""
 
     def to_json(self) -> str:
         """One server or tool per line (diffable; written by the C encoder, which matters at 10,000 tools)."""
@@ -271,7 +276,8 @@ class Manifest:
 
         servers = entries(sorted(self.servers, key=lambda s: s.name))
         tools = entries(sorted(self.tools, key=lambda t: (t.server, t.tool)))
-        head = json.dumps({"generator": self.generator, "version": self.version}, ensure_ascii=False)[1:-1]
+        marker = {"lists_recorded": True} if self.lists_recorded else {}
+        head = json.dumps({"generator": self.generator, **marker, "version": self.version}, ensure_ascii=False)[1:-1]
         files = ""
         if self.files:
             lines = ",\n".join(
@@ -303,6 +309,7 @@ class Manifest:
                 tools=[_tool_entry(t) for t in tools],
                 generator=str(data.get("generator", "")),
                 files=_hashes(data.get("files", {})),
+                lists_recorded=data.get("lists_recorded") is True,
             )
         except RecursionError:
             raise TreeError(f"{source}: malformed manifest (nested too deeply)") from None

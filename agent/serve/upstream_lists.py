@@ -46,6 +46,9 @@ class UpstreamExtras:
         self.prompts_on = prompts and bool(config.enabled_servers)
         self.resources_on = resources and bool(config.enabled_servers)
         self.found: dict[str, Found] = {}
+        self.unrecorded: list[str] = []
+        """The servers offered whose prompts and resources the tree may not hold: its manifest does not say it recorded
+        them (`tool_tree.tree.Manifest.lists_recorded`: a tree of an earlier release) and their snapshots hold none."""
         self.offer = Offered()
         self._listeners: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
         """The client connections that listed, and what (``prompts``, ``resources``): told when a reload changes it
@@ -55,21 +58,22 @@ class UpstreamExtras:
         self._spawn: Spawn | None = None
         self._lock = threading.Lock()
         if self.on:
-            self.found = self._read()
+            self.found, self.unrecorded = self._read()
             self.offer = offered(self.found, prompts=self.prompts_on, resources=self.resources_on)
 
     @property
     def on(self) -> bool:
         return self.prompts_on or self.resources_on
 
-    def _read(self) -> dict[str, Found]:
+    def _read(self) -> tuple[dict[str, Found], list[str]]:
         """What the tree's snapshots record, by server: untrusted, each list bounded (`recorded_lists`); a
-        snapshot that cannot be read offers nothing (said in serve's log)."""
-        from tool_tree.snapshot_lists import recorded_lists
+        snapshot that cannot be read offers nothing (said in serve's log). And the servers of `unrecorded`."""
+        from tool_tree.snapshot_lists import LIST_KEYS, recorded_lists
         from tool_tree.tree import Manifest, TreeError, snapshot_data, tree_lock
 
         enabled = {s.name for s in self.config.enabled_servers}
         found: dict[str, Found] = {}
+        unrecorded: list[str] = []
         try:
             with tree_lock(self.tree, shared=True):
                 manifest = Manifest.load(self.tree)
@@ -77,7 +81,10 @@ class UpstreamExtras:
                     if entry.name not in enabled:
                         continue
                     try:
-                        lists = recorded_lists(snapshot_data(self.tree, entry))
+                        snapshot = snapshot_data(self.tree, entry)
+                        lists = recorded_lists(snapshot)
+                        if not manifest.lists_recorded and not any(key in snapshot for key, _, _ in LIST_KEYS):
+                            unrecorded.append(entry.name)
                     except TreeError as e:
                         said = one_line(str(e))
                         logger.warning("tooltree serve: no prompts or resources of %r: %s", entry.name, said)
@@ -89,14 +96,14 @@ class UpstreamExtras:
                     )
         except (TreeError, OSError) as e:
             logger.warning("tooltree serve: no prompts or resources offered: cannot read the tree's manifest: %s", e)
-        return found
+        return found, unrecorded
 
     def reload(self) -> None:
         """Read the tree's snapshots again (after a refresh): what is offered from now on; the client sessions that
         listed what changed are sent ``notifications/prompts/list_changed`` or ``.../resources/list_changed``."""
         if not self.on:
             return
-        found = self._read()
+        found, self.unrecorded = self._read()
         offer = offered(found, prompts=self.prompts_on, resources=self.resources_on)
         before = self.offer
         changed = set()

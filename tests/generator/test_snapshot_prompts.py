@@ -1,7 +1,8 @@
 """generate-tree records each server's prompts, resources and resource templates in its snapshot
 (`tool_tree.snapshot_lists`), which `tooltree serve` offers: listed on the connection the tools are listed on when
 the server declares them, bounded, kept by ``--from-snapshot``, counted as a change by ``--check``; a listing of them
-that fails leaves them out with a warning and the server's tools in the tree.
+that fails leaves them out with a warning and the server's tools in the tree. The manifest says the snapshots record
+them (``lists_recorded``), which tells a tree of an earlier release apart.
 
 The servers are tests/servers/prompts_server.py (a real SDK server over stdio) and tests/servers/raw_server.py (tools
 only).
@@ -17,7 +18,9 @@ from typing import Any
 
 from generator.generate import generate
 from tests.support import REPO, raw_server_tree
-from tool_tree.snapshot_lists import MAX_PAGES
+from tool_tree.config import Config
+from tool_tree.snapshot_lists import LIST_KEYS, MAX_PAGES
+from tool_tree.tree import Manifest
 from tooltree_cli.common import load
 
 PROMPTS_SERVER = REPO / "tests" / "servers" / "prompts_server.py"
@@ -114,3 +117,44 @@ def test_generating_from_snapshots_with_prompts_and_its_no_op_rerun_load_no_mcp_
     )
     assert done.stdout.strip().splitlines()[-1] == "[0, 0] []"
     assert snapshot(tmp_path / "tree", "alpha")["prompts"] == [prompt]
+
+
+def as_an_older_release_wrote_it(tree: Path) -> None:
+    """``tree`` as a release before prompts and resources were recorded wrote it: its manifest does not say it
+    records them, and its snapshots hold none."""
+    manifest = tree / "manifest.json"
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(text.replace('"lists_recorded": true, ', ""), encoding="utf-8")
+    for path in (tree / "snapshots").glob("*.json"):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if [data.pop(key) for key, _, _ in LIST_KEYS if key in data]:
+            path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_the_manifest_says_the_lists_are_recorded_and_a_tree_of_an_older_release_gets_it_on_its_next_run(
+    tmp_path: Path,
+) -> None:
+    # A server that declares no prompts or resources: its snapshot is the same whichever release wrote it.
+    tree, server = raw_server_tree(tmp_path, [{"name": "t", "inputSchema": {"type": "object"}}])
+    assert Manifest.load(tree).lists_recorded
+    servers = Config(servers=(server,))
+    as_an_older_release_wrote_it(tree)
+    assert not Manifest.load(tree).lists_recorded
+    drift = generate(servers, tree, check=True, embeddings="off").drift
+    assert "manifest.json" in drift and set(drift) <= {"manifest.json", "search_index.json"}  # no stub or snapshot
+    report = generate(servers, tree, embeddings="off").report
+    assert report is not None and "manifest.json" in report.written  # once
+    assert Manifest.load(tree).lists_recorded
+    assert generate(servers, tree, check=True, embeddings="off").drift == []
+    again = generate(servers, tree, embeddings="off").report
+    assert again is not None and not again.written and not again.deleted
+
+
+def test_a_tree_regenerated_from_an_older_releases_own_snapshots_still_says_it_records_none(tmp_path: Path) -> None:
+    tree, _ = raw_server_tree(tmp_path, [{"name": "t", "inputSchema": {"type": "object"}}])
+    as_an_older_release_wrote_it(tree)
+    generate(None, tree, snapshots=tree / "snapshots", embeddings="off")
+    assert not Manifest.load(tree).lists_recorded  # serve still says so
+    # Snapshots from a folder elsewhere: nothing tells an older release's from those of servers that declare none.
+    generate(None, tmp_path / "other", snapshots=tree / "snapshots", embeddings="off")
+    assert Manifest.load(tmp_path / "other").lists_recorded
