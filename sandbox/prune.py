@@ -178,9 +178,12 @@ def _remove(engine: DockerEngine, item: Leftover) -> str | None:
 def _runs_here(maker: str) -> bool:
     """Whether ``maker`` (``HOSTNAME:PID``) is a process running on this host."""
     from sandbox.host_folders import alive
+    from sandbox.sweep import _PID_LIMIT
 
     host, _, pid = maker.rpartition(":")
-    return host == socket.gethostname() and pid.isdigit() and int(pid) > 0 and alive(int(pid))
+    if host != socket.gethostname() or not (pid.isascii() and pid.isdigit()) or not 0 < int(pid) < _PID_LIMIT:
+        return False  # no process has it (before: `²` or 20 digits, a ValueError or OverflowError traceback)
+    return alive(int(pid))
 
 
 def _kept(item: Leftover, why: str) -> Leftover:

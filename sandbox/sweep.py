@@ -5,7 +5,10 @@ sandbox start of each later process (`sweep_once`), once per engine and owner, w
 A container is removed only when it carries the owner's `OWNER_LABEL` and a `HOST_LABEL` (``HOSTNAME:PID``) naming
 this host's name and a process that no longer runs (`made_by_a_dead_process_here`): never one another host sharing
 the engine made, one of a running process, or one without both labels. A PID the system has since given to another
-process looks alive, so that container stays (safe; `tooltree sandbox prune` removes it).
+process looks alive, so that container stays (safe; `tooltree sandbox prune` removes it). Nor is one that runs: a
+tooltree of another PID namespace with this host's name (in a container run with ``--network host``) has PIDs that
+look ended here, and the sweep killed its live sessions; one whose tooltree was killed ends on its own (its stdin
+closes), and a later sweep removes it.
 
 Volumes stay: the only named volumes a sandbox mounts are tree volumes, named by their content and shared by every
 process of that tree, one of which may be about to mount it; `tooltree sandbox prune` removes those no container
@@ -54,17 +57,18 @@ def sweep(engine: DockerEngine, owner: str) -> int:
         EngineUnavailableError: no engine answers.
         EngineError: the engine failed the listing.
     """
-    found = engine.container_labels(f"{OWNER_LABEL}={owner}")
     removed = 0
-    for container, labels in found.items():
-        if not made_by_a_dead_process_here(labels, owner):
+    for entry in engine.container_entries():
+        if entry.running or not made_by_a_dead_process_here(entry.labels, owner):
             continue
         try:
-            engine.remove_container(container)
+            engine.remove_container(entry.id)
         except EngineUnavailableError:
             raise
         except EngineError as e:
-            logger.debug("could not remove sandbox container %s left by %s: %s", container[:12], labels[HOST_LABEL], e)
+            logger.debug(
+                "could not remove sandbox container %s left by %s: %s", entry.id[:12], entry.labels[HOST_LABEL], e
+            )
             continue
         removed += 1
     return removed

@@ -108,7 +108,8 @@ def claude_code_doubles(config: Config, environ: Mapping[str, str] | None = None
     started = tuple(s.name for s in config.enabled_servers if s.name not in stopped)
     if not started:
         return None
-    disabled = _disabled(path if user else _state_file(env), _project(Path.cwd().resolve()))
+    state = path if user else _state_file(env)
+    disabled = None if state is None else _disabled(state, _project(Path.cwd().resolve()))
     if disabled is None:
         return None
     started = tuple(name for name in started if name not in disabled)
@@ -173,13 +174,16 @@ def _names(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
-def _state_file(env: Mapping[str, str]) -> Path:
+def _state_file(env: Mapping[str, str]) -> Path | None:
     """Claude Code's own file, where ``/mcp disable`` writes: ``$CLAUDE_CONFIG_DIR/.claude.json``, else
-    ``~/.claude.json``."""
+    ``~/.claude.json``; None when there is no home folder to look in."""
     config_dir = env.get("CLAUDE_CONFIG_DIR")
     if config_dir:
         return Path(config_dir) / USER_FILE
-    return Path(env.get("HOME") or Path.home()) / USER_FILE
+    try:
+        return Path(env.get("HOME") or Path.home()) / USER_FILE
+    except RuntimeError:  # no HOME and no passwd entry (a bare UID in a container): before, serve's exit 70
+        return None
 
 
 def _project(cwd: Path) -> Path:
@@ -199,7 +203,7 @@ def _project(cwd: Path) -> Path:
             gitdir = folder / pointer.removeprefix("gitdir:").strip()
             common = (gitdir / read_regular(gitdir / "commondir", MAX_GIT_FILE_BYTES).decode("utf-8").strip()).resolve()
             return common.parent if common.name == ".git" else folder
-        except (OSError, UnicodeDecodeError, ValueError):
+        except (OSError, UnicodeDecodeError, ValueError, RuntimeError):  # RuntimeError: resolve()'s symlink loop
             return folder
     return cwd
 

@@ -278,11 +278,20 @@ def _server_settings(
     if reader.folder is not None and "command" in kw:
         # Relative to the config file, not to the shell's working directory.
         if not kept(kw.get("cwd", "")):
-            kw["cwd"] = str((reader.folder / kw.get("cwd", ".")).resolve())
+            kw["cwd"] = str(_resolved(reader.folder / kw.get("cwd", ".")))
         if "/" in kw["command"] and not os.path.isabs(kw["command"]) and not kept(kw["command"]):
             started = Path(kw["cwd"]) if codex and not kept(kw["cwd"]) else reader.folder
-            resolved = (started / kw["command"]).resolve()
+            resolved = _resolved(started / kw["command"])
             # `npx -y @scope/server` is a command line, not a path: left as written, its start says so
             if not any(c.isspace() for c in kw["command"]) or resolved.exists():
                 kw["command"] = str(resolved)
     return ServerConfig(**kw)
+
+
+def _resolved(path: Path) -> Path:
+    """``path`` resolved; made absolute alone when it goes through a symlink loop (Python 3.11's ``resolve`` raises
+    RuntimeError: before, a traceback), which then fails that server's start, not the whole config."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        return Path(os.path.abspath(path))

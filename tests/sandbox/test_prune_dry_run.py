@@ -154,6 +154,25 @@ def test_a_running_container_of_an_older_release_is_kept_and_an_ended_one_remove
 
 
 @pytest.mark.docker
+def test_a_container_whose_host_label_names_no_possible_process_is_listed_for_removal(
+    docker_engine: EngineWithCLI, owner: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: a PID of 20 digits (or `²`, a digit to str.isdigit alone) was an OverflowError (ValueError), exit 70.
+    made = []
+    for n, pid in enumerate(("9" * 20, "\u00b2")):
+        labels = ["--label", f"tooltree.owner={owner}", "--label", f"tooltree.host={socket.gethostname()}:{pid}"]
+        made.append(
+            docker_engine.text(["create", *labels, "--network", "none", "--name", f"{owner}-{n}", image_name(), "true"])
+        )
+    try:
+        assert main(["sandbox", "prune", "--owner", owner, "--dry-run"]) == 0
+        listed = sorted(_listed(capsys.readouterr().out, "would remove "))
+        assert listed == [f"container {owner}-0", f"container {owner}-1"]
+    finally:
+        docker_engine.run(["rm", "--force", *made], check=False)
+
+
+@pytest.mark.docker
 def test_the_sandbox_image_an_older_release_left_is_listed_as_kept_with_what_removes_it(
     docker_engine: EngineWithCLI, owner: str, images: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -129,6 +129,20 @@ def test_a_start_removes_only_the_owners_containers_a_dead_process_of_this_host_
         docker_engine.run(["rm", "--force", dead, *kept, another_owners], check=False)
 
 
+def test_a_running_container_stays_though_its_label_names_a_process_ended_here(
+    docker_engine: EngineWithCLI, owner: str, ended_pid: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A tooltree of another PID namespace with this host's name (run with --network host) has PIDs that look ended
+    # here: before, the sweep killed its live sessions. One whose tooltree was killed ends on its own.
+    labels = ["--label", f"tooltree.owner={owner}", "--label", f"tooltree.host={socket.gethostname()}:{ended_pid}"]
+    live = docker_engine.text(["run", "--detach", "--network", "none", *labels, image_name(), "sleep", "600"])
+    try:
+        assert _start_and_sweep(docker_engine, owner, caplog) == []
+        assert docker_engine.json(["inspect", live])[0]["State"]["Status"] == "running"
+    finally:
+        docker_engine.run(["rm", "--force", live], check=False)
+
+
 def test_the_container_of_a_process_killed_mid_start_is_removed_by_the_next_processs_start(
     docker_engine: EngineWithCLI, owner: str, caplog: pytest.LogCaptureFixture
 ) -> None:

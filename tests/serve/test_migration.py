@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import subprocess
 import sys
@@ -219,6 +220,18 @@ def test_serve_says_nothing_of_the_servers_disabled_for_the_project_with_mcp_dis
     assert serve_warnings(Path(".mcp.json"), tmp_path, capsys) == []
 
 
+def test_serve_without_a_home_folder_says_nothing_of_mcp_disable_and_runs_on(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No HOME and no passwd entry (a bare UID in a container): before, Path.home()'s RuntimeError was serve's exit 70.
+    def no_entry(uid: int) -> pwd.struct_passwd:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.delenv("HOME")
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    assert serve_warnings(Path(".mcp.json"), tmp_path, capsys) == []  # where Claude Code keeps its state is unknown
+
+
 def test_mcp_disable_is_read_from_the_entry_of_the_git_work_trees_root_as_claude_code_keys_it(
     project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -240,6 +253,19 @@ def test_mcp_disable_is_read_from_the_entry_of_the_git_work_trees_root_as_claude
     assert serve_warnings(Path(".mcp.json"), tmp_path, capsys) == []  # the main work tree's entry
     disable(state, linked, ["titled", "docs"])
     assert len(serve_warnings(Path(".mcp.json"), tmp_path, capsys)) == 1
+
+
+def test_a_worktree_whose_commondir_is_a_symlink_loop_is_keyed_by_its_own_folder(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: Path.resolve()'s RuntimeError on the loop was serve's exit 70.
+    (project / "gitdir").mkdir()
+    (project / "gitdir" / "loop").symlink_to("loop")
+    (project / "gitdir" / "commondir").write_text("loop/x\n", encoding="utf-8")
+    (project / ".git").write_text("gitdir: gitdir\n", encoding="utf-8")
+    assert len(serve_warnings(Path(".mcp.json"), tmp_path, capsys)) == 1
+    disable(tmp_path / "home" / ".claude.json", project, ["titled", "docs"])
+    assert serve_warnings(Path(".mcp.json"), tmp_path, capsys) == []
 
 
 def test_mcp_disable_is_honoured_for_the_servers_of_claude_json_too_but_only_as_a_list(

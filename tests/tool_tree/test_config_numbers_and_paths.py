@@ -61,6 +61,26 @@ def test_an_env_file_path_python_cannot_open_is_a_config_error(tmp_path: Path, p
     assert str(info.value).startswith(f"{config}:2: servers.a.envFile: cannot read the env file "), info.value
 
 
+@pytest.mark.parametrize(
+    ("source", "text", "field", "expected"),
+    [
+        ("tooltree.yaml", "servers:\n  a:\n    command: ./loop/x\n", "command", "loop/x"),
+        ("tooltree.yaml", "servers:\n  a:\n    command: x\n    cwd: loop\n", "cwd", "loop"),
+        (".codex/config.toml", '[mcp_servers.a]\ncommand = "./loop/x"\n', "command", "loop/x"),
+    ],
+)
+def test_a_command_or_cwd_through_a_symlink_loop_is_left_for_the_servers_start_to_fail(
+    tmp_path: Path, source: str, text: str, field: str, expected: str
+) -> None:
+    # Before: Path.resolve()'s RuntimeError on the loop (Python 3.11) was a traceback, exit 70, for every server.
+    (tmp_path / "loop").symlink_to("loop")
+    config = tmp_path / source
+    config.parent.mkdir(exist_ok=True)
+    config.write_text(text, encoding="utf-8")
+    (server,) = load_config(str(config), environ={}).servers
+    assert getattr(server, field) == str(tmp_path / expected)
+
+
 # --- numbers of any size, in every format ---------------------------------------------------------------------------
 
 DIGITS = "1" * 5000
