@@ -589,15 +589,15 @@ class DockerEngine:
             found = self.api.containers(all=True, filters={"label": [label]})
         return {str(c["Id"]): {str(k): str(v) for k, v in (c.get("Labels") or {}).items()} for c in found}
 
-    def container_entries(self) -> list[ContainerEntry]:
+    def container_entries(self, label: str | None = None) -> list[ContainerEntry]:
         """Every container, running or not, whoever made it (what `tooltree sandbox prune` leaves may use a volume
-        or an image it would remove).
+        or an image it would remove); only those carrying ``label`` (``key=value``) when given.
 
         Raises:
             EngineUnavailableError: no engine answers.
         """
         with translated("container list"):
-            found = self.api.containers(all=True)
+            found = self.api.containers(all=True, filters={"label": [label]} if label is not None else None)
         return [
             ContainerEntry(
                 str(c.get("Id", "")),

@@ -58,7 +58,7 @@ def sweep(engine: DockerEngine, owner: str) -> int:
         EngineError: the engine failed the listing.
     """
     removed = 0
-    for entry in engine.container_entries():
+    for entry in engine.container_entries(f"{OWNER_LABEL}={owner}"):
         if entry.running or not made_by_a_dead_process_here(entry.labels, owner):
             continue
         try:

@@ -89,7 +89,11 @@ def claude_code_doubles(config: Config, environ: Mapping[str, str] | None = None
         return None
     path = Path(source)
     user = path.name == USER_FILE
-    if not _lists_tooltree(path):
+    try:
+        text = _claude_text(path)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not _lists_tooltree(text, path):
         return None
     folder = path.resolve().parent
     config_dir = env.get("CLAUDE_CONFIG_DIR")
@@ -108,8 +112,12 @@ def claude_code_doubles(config: Config, environ: Mapping[str, str] | None = None
     started = tuple(s.name for s in config.enabled_servers if s.name not in stopped)
     if not started:
         return None
-    state = path if user else _state_file(env)
-    disabled = None if state is None else _disabled(state, _project(Path.cwd().resolve()))
+    project = _project(Path.cwd().resolve())
+    if user:  # its own file: read once (a ~/.claude.json holds Claude Code's history too)
+        disabled = _disabled_in(text, project, str(path))
+    else:
+        state = _state_file(env)
+        disabled = None if state is None else _disabled(state, project)
     if disabled is None:
         return None
     started = tuple(name for name in started if name not in disabled)
@@ -131,17 +139,27 @@ def _shown(path: Path, home: str | None) -> Path:
     return path
 
 
-def _lists_tooltree(path: Path) -> bool:
-    """Whether a server map of the Claude Code file ``path`` (the ones tooltree reads) has an entry that runs
-    ``tooltree serve``."""
+def _claude_text(path: Path) -> str:
+    """The text of Claude Code's JSON file ``path``, read without waiting on a FIFO.
+
+    Raises:
+        OSError: it cannot be read.
+        UnicodeDecodeError: it is not UTF-8.
+        ValueError: it is larger than tooltree reads (`MAX_JSON_CONFIG_BYTES`).
+    """
+    data = read_regular(path, MAX_JSON_CONFIG_BYTES + 1)
+    if len(data) > MAX_JSON_CONFIG_BYTES:
+        raise ValueError(f"{path}: more than {MAX_JSON_CONFIG_BYTES:,} bytes")
+    return data.decode("utf-8-sig")
+
+
+def _lists_tooltree(text: str, path: Path) -> bool:
+    """Whether a server map of ``text``, the Claude Code file ``path`` (the maps tooltree reads), has an entry that
+    runs ``tooltree serve``."""
     try:
-        data = read_regular(path, MAX_JSON_CONFIG_BYTES + 1)  # never waits on a FIFO
-        if len(data) > MAX_JSON_CONFIG_BYTES:
-            return False
-        text = data.decode("utf-8-sig")
         maps = server_maps(text, str(path))
         entries = [json.loads(text[span.start : span.end]) for span in maps.spans]
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError, ConfigError):
+    except (ValueError, RecursionError, ConfigError):
         return False
     for servers in entries:
         for name, entry in servers.items() if isinstance(servers, dict) else ():
@@ -213,17 +231,22 @@ def _disabled(state: Path, project: Path) -> set[str] | None:
     ``disabledMcpServers`` (a list of names; Claude Code takes nothing else) in its file ``state``. None when that
     file cannot be read as JSON (too large, not JSON, nesting without end, a key twice)."""
     try:
-        data = read_regular(state, MAX_JSON_CONFIG_BYTES + 1)  # never waits on a FIFO
-        if len(data) > MAX_JSON_CONFIG_BYTES:
-            return None
-        text = data.decode("utf-8-sig")
-        span: Span | None = Span(_skip(text, 0), len(text), 1, 0)
-        for key in ("projects", str(project), "disabledMcpServers"):  # scanned, not built: only this value is
-            span = _member(text, span, key, str(state))
-        value = json.loads(text[span.start : span.end]) if span is not None else None
+        text = _claude_text(state)
     except FileNotFoundError:
         return set()
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError, ConfigError):
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return _disabled_in(text, project, str(state))
+
+
+def _disabled_in(text: str, project: Path, source: str) -> set[str] | None:
+    """`_disabled` of the file ``source`` read as ``text``."""
+    try:
+        span: Span | None = Span(_skip(text, 0), len(text), 1, 0)
+        for key in ("projects", str(project), "disabledMcpServers"):  # scanned, not built: only this value is
+            span = _member(text, span, key, source)
+        value = json.loads(text[span.start : span.end]) if span is not None else None
+    except (ValueError, RecursionError, ConfigError):
         return None
     return {v for v in value if isinstance(v, str)} if isinstance(value, list) else set()
 
