@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from sandbox.pool import SandboxPool
     from sandbox.session import Sandbox
     from tool_tree.pool import BackgroundPool, ProgressListener
+    from tool_tree.server_asks import Asker
 
 
 logger = logging.getLogger(__name__)
@@ -383,6 +384,7 @@ class Runtime:
         *,
         cancel: CallCancel | None = None,
         progress: ProgressListener | None = None,
+        asker: Asker | None = None,
     ) -> dict[str, Any]:
         """Call one tool through a bridge, from a thread that is not the pool's loop.
 
@@ -390,7 +392,8 @@ class Runtime:
         made here must neither reset nor spend. Its companion (same pool, manifest, audit log and
         schema validators) counts each call on its own. ``cancel``: another thread may cancel the call with it.
         ``progress``: told the server's progress notifications for the call, on the server pool's thread
-        (`tool_tree.pool.ProgressListener`: thread-safe, never blocking).
+        (`tool_tree.pool.ProgressListener`: thread-safe, never blocking). ``asker``: answers what the server asks
+        during the call (`tool_tree.server_asks.Asker`, awaited on the server pool's loop), else refused.
 
         Raises:
             ToolCallRefused: the bridge refused the call or the server is unavailable; ``cancelled``: ``cancel``
@@ -410,7 +413,9 @@ class Runtime:
         bridge.begin_execution()
         try:
             started = cancel.started if cancel is not None else None
-            return resolve(bridge.call_tool(server, tool, arguments, progress=progress), loop, started=started)
+            return resolve(
+                bridge.call_tool(server, tool, arguments, progress=progress, asker=asker), loop, started=started
+            )
         except concurrent.futures.CancelledError:  # before: that error itself, undocumented
             if cancel is not None and cancel.cancelled:
                 raise ToolCallRefused("the call was cancelled before the server answered", "cancelled") from None

@@ -63,6 +63,7 @@ from tool_tree.schema_check import (
     matches_patterns,
     tool_validator,
 )
+from tool_tree.server_asks import Asker
 from tool_tree.text import clean
 from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot, requires_task, schema_hash
 
@@ -198,10 +199,17 @@ class McpBridge(ToolBridge):
             self._bytes = 0
 
     async def call_tool(
-        self, server: str, tool: str, arguments: dict[str, Any], *, progress: ProgressListener | None = None
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        progress: ProgressListener | None = None,
+        asker: Asker | None = None,
     ) -> dict[str, Any]:
         """The call, through the steps the module lists. ``progress``: told the server's progress notifications for
-        the call (`tool_tree.pool.ServerPool.call`; a host caller's: a script's calls have none).
+        the call; ``asker``: answers what the server asks during it (`tool_tree.pool.ServerPool.call`; a host
+        caller's: a script's calls have neither).
 
         Raises:
             ToolCallRefused: a step refused it, or the server could not be reached (the audit line says which).
@@ -220,7 +228,7 @@ class McpBridge(ToolBridge):
             else:  # hashing and validating large arguments, or matching patterns (RE2 releases the GIL), must
                 # not hold up every session's calls on this loop
                 entry, record["args_sha256"] = await anyio.to_thread.run_sync(self._admit, server, tool, arguments)
-            result, size = await self._call(entry, arguments, progress)
+            result, size = await self._call(entry, arguments, progress, asker)
         except ToolCallRefused as e:
             record.update(outcome="refused", code=e.code, error=ledger_error(e.message))
             raise
@@ -366,13 +374,17 @@ class McpBridge(ToolBridge):
                            entry.server, entry.tool, why)  # fmt: skip
 
     async def _call(
-        self, entry: ToolEntry, arguments: dict[str, Any], progress: ProgressListener | None = None
+        self,
+        entry: ToolEntry,
+        arguments: dict[str, Any],
+        progress: ProgressListener | None = None,
+        asker: Asker | None = None,
     ) -> tuple[dict[str, Any], int]:
         """The call itself; returns the result and its size as JSON text."""
         try:
             if self.verify_live and (entry.server, entry.tool) not in self._verified:
                 await self._verify(entry)
-            result = await self.pool.call(entry.server, entry.tool, arguments, progress=progress)
+            result = await self.pool.call(entry.server, entry.tool, arguments, progress=progress, asker=asker)
         except ServerUnavailable as e:
             raise ToolCallRefused(with_stderr(str(e), e.stderr_tail), "server_unavailable") from None
         except PoolError as e:

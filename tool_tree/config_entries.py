@@ -21,6 +21,7 @@ from tool_tree.config_checks import check_fields, env_problem, expand_home, head
 from tool_tree.config_clients import entry_of, read_env_file
 from tool_tree.config_read import ConfigError, Node, Reader, did_you_mean, kind_of
 from tool_tree.config_servers import MAX_CONCURRENCY, MAX_DESCRIPTION, PROTOCOLS, ServerConfig
+from tool_tree.server_asks import ASKABLE
 from tool_tree.text import one_line
 
 logger = logging.getLogger("tool_tree.config")
@@ -40,6 +41,7 @@ SERVER_KEYS = {
     "include": "a list of tool name patterns",
     "exclude": "a list of tool name patterns",
     "description": "one line saying what the server is for",
+    "client_capabilities": "a list of what the server may ask: elicitation, sampling",
 }
 # Keys of the mcpServers JSON format that tooltree reads: the format's own, and tooltree's (but ``enabled``, which is
 # ``disabled`` there). Others are other clients' (``autoApprove``): ignored, with a warning when close to one of these.
@@ -270,6 +272,8 @@ def _server_settings(
         kw["protocol"] = reader.string(n, f"{where}.protocol")
         if kw["protocol"] not in PROTOCOLS and not kept(kw["protocol"]):
             raise reader.error(f"expected {SERVER_KEYS['protocol']}, got {kw['protocol']!r}", n, f"{where}.protocol")
+    if (n := get("client_capabilities")) is not None:
+        kw["client_capabilities"] = _client_capabilities(reader, n, f"{where}.client_capabilities")
     if "command" in kw and ("url" in kw or "headers" in kw):
         raise reader.error("`headers` only applies to `url` servers", body, f"{where}.headers")
     if "url" in kw and any(k in kw for k in ("args", "env", "cwd")):
@@ -286,6 +290,23 @@ def _server_settings(
             if not any(c.isspace() for c in kw["command"]) or resolved.exists():
                 kw["command"] = str(resolved)
     return ServerConfig(**kw)
+
+
+def _client_capabilities(reader: Reader, node: Node, where: str) -> tuple[str, ...]:
+    """The ``client_capabilities`` list: `ASKABLE` names, each once (``roots`` refused with the reason)."""
+    names = reader.string_list(node, where, expand=False)
+    for i, name in enumerate(names):
+        at = node.value[i] if isinstance(node.value, list) else node
+        if name == "roots":
+            raise reader.error(
+                "roots are never passed on: a client's root folders are of its own machine, and a server may take "
+                "them for the only folders it may use; give the server its folders in its own arguments",
+                at,
+                f"{where}[{i}]",
+            )
+        if name not in ASKABLE:
+            raise reader.error(f"expected one of {', '.join(ASKABLE)}, got {name!r}", at, f"{where}[{i}]")
+    return tuple(dict.fromkeys(names))
 
 
 def _resolved(path: Path) -> Path:

@@ -51,6 +51,10 @@ class ServerConfig:
     ``initialize`` handshake) or ``"legacy"`` (the handshake only: for a server that leaves requests it does not
     know unanswered, which makes the question cost `PROBE_SECONDS` at every start)."""
     enabled: bool = True
+    client_capabilities: tuple[str, ...] = ()
+    """The client capabilities tooltree declares to the server (`tool_tree.server_asks.ASKABLE`: ``elicitation``,
+    ``sampling``); a question of one is passed on to whoever made the call, when it can be (`tooltree serve`'s client,
+    for a passthrough tool), else refused. Declared at listing too: some servers offer tools only to such clients."""
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     description: str = ""

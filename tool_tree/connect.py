@@ -15,6 +15,7 @@ what to set), a web page answering instead of MCP is named, and a connection tha
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -39,7 +40,7 @@ from tool_tree.http_client import http_client
 from tool_tree.http_errors import Answers, host, not_mcp, reason, status_problem
 from tool_tree.ledgers import Outstanding
 from tool_tree.listing_check import PROBE, LeftOut, ListingCheck, checked
-from tool_tree.server_asks import refusing
+from tool_tree.server_asks import AskerOf, answering, capabilities_of
 from tool_tree.start_errors import not_started
 from tool_tree.stderr_log import NOISE_CHARS, StderrLog
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, NotJSONRPC, stdio_client
@@ -144,8 +145,13 @@ class Connection:
 
 
 @asynccontextmanager
-async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> AsyncIterator[Connection]:
+async def connect(
+    server: ServerConfig, *, stderr: StderrLog | None = None, asks: AskerOf | None = None
+) -> AsyncIterator[Connection]:
     """Open a session to ``server``; the process (stdio) is stopped and reaped on exit.
+
+    The session declares the client capabilities of the server's ``client_capabilities``; a question of the server
+    of one of them goes to ``asks(client)``'s asker (`tool_tree.server_asks.answering`), others are refused.
 
     The caller bounds the time (``anyio.fail_after(server.timeout)``). For stdio servers the
     process runs in its own process group and the whole group is killed on exit; a message longer
@@ -213,6 +219,7 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
                     client_info=_CLIENT_INFO,
                     message_handler=on_message,
                     mode=server.protocol,
+                    **capabilities_of(server.client_capabilities),  # type: ignore[arg-type]
                 )
             )
         except (mcp.MCPError, httpx2.TransportError, ExceptionGroup, OSError) as e:
@@ -226,7 +233,8 @@ async def connect(server: ServerConfig, *, stderr: StderrLog | None = None) -> A
             if listing.probe_unanswered and timed_out:
                 logger.warning("%s", probe_unanswered(server, waited=False))
             raise
-        refusing(client.session)  # a question of the server (sampling, …) is refused in tooltree's words
+        # A question of the server (sampling, …) goes to the asker of its call, or is refused in tooltree's words.
+        answering(client.session, server.client_capabilities, None if asks is None else functools.partial(asks, client))
         if listing.probe_unanswered:
             logger.warning("%s", probe_unanswered(server, waited=True))
         if answers is not None:

@@ -74,7 +74,7 @@ from tool_tree.ledgers import closed_here
 from tool_tree.output_check import OutputCheck
 from tool_tree.redact import redact
 from tool_tree.restarts import RestartBackoff
-from tool_tree.server_asks import ROUNDS_PROBLEM, asked, unanswered
+from tool_tree.server_asks import ROUNDS_PROBLEM, Asker, asked, unanswered
 from tool_tree.starts import StartGate, StartSlot, default_start_jobs
 from tool_tree.starts import start_jobs as configured_start_jobs
 from tool_tree.stderr_log import StderrLog
@@ -401,7 +401,7 @@ class ServerPool:
                 slot.starting = scope
                 if self._closing:  # the close began before this task ran: it found no start-up to stop
                     scope.cancel()
-                async with connect(slot.config, stderr=slot.stderr) as conn:
+                async with connect(slot.config, stderr=slot.stderr, asks=slot.in_flight.asker) as conn:
                     try:
                         # The SDK must see the listing (output schemas, 2026 header maps) before calls.
                         slot.tools = await list_tools_raw(conn.client)
@@ -580,6 +580,7 @@ class ServerPool:
         *,
         timeout: float | None = None,
         progress: ProgressListener | None = None,
+        asker: Asker | None = None,
     ) -> dict[str, Any]:
         """Call a tool; returns the ``tools/call`` result in wire format (camelCase keys).
 
@@ -595,6 +596,9 @@ class ServerPool:
         for the call is told to this listener (`ProgressListener`); one that raises is logged at debug, and the
         call goes on. Without it, the server is given no token and sends none.
 
+        ``asker``: answers what the server asks during the call, of the capabilities its ``client_capabilities``
+        declare (`tool_tree.server_asks`); without it, such a question is refused. The call's timeout runs meanwhile.
+
         Raises:
             UnknownServerError: ``server`` is not in the pool.
             ServerUnavailable: the server cannot be started or died during the call.
@@ -608,7 +612,7 @@ class ServerPool:
         slot = self._slot(server)
 
         async def send(client: mcp.Client, remaining: float) -> mt.CallToolResult:
-            return await _send(slot, client, tool, arguments, remaining, progress)
+            return await _send(slot, client, tool, arguments, remaining, progress, asker)
 
         return await self._forward(slot, timeout, send)
 
@@ -709,7 +713,7 @@ class ServerPool:
                 return CallFailure(timed_out, "timeout", ran)
             except mcp.MCPError as e:
                 if (question := asked(e)) is not None:  # the server asked tooltree for sampling, elicitation, roots
-                    return CallFailure(unanswered(server, question), "server_error", "the tool ran until it asked")
+                    return CallFailure(unanswered(server, *question), "server_error", "the tool ran until it asked")
                 if unreached(e):  # no connection was made: the call was not sent, and this session is of no use
                     await self._drop_unreached(slot, client, e.message)
                     raise _unavailable(slot, f"{e.message}; the call was not sent: {self._check_url(slot)}") from None
@@ -759,11 +763,12 @@ async def _send(
     arguments: dict[str, Any],
     timeout: float,
     progress: ProgressListener | None = None,
+    asker: Asker | None = None,
 ) -> mt.CallToolResult:
     """The call, within ``timeout`` seconds (the SDK's own read timeout set a little later, so this one fires); with
-    a progress token when there is a ``progress`` listener."""
+    a progress token when there is a ``progress`` listener, and ``asker`` answering the server's questions."""
     told = None if progress is None else _telling(progress, slot.config.name)
-    with slot.in_flight.call(client), anyio.fail_after(timeout):
+    with slot.in_flight.call(client, asker), anyio.fail_after(timeout):
         return await client.call_tool(
             tool, arguments, read_timeout_seconds=timeout + SDK_TIMEOUT_MARGIN, progress_callback=told
         )

@@ -1,24 +1,32 @@
 """What tooltree answers a server that asks it for something during a call: sampling, elicitation, roots.
 
-tooltree declares no client capability, yet a server may still ask, two ways: a request on the wire
-(``sampling/createMessage``, ``elicitation/create``, ``roots/list``), or, from protocol 2026-07-28, an
-``input required`` result to ``tools/call`` whose questions the SDK's client puts to its own callbacks and then
-sends the call again with the answers (SEP-2322). Either way the SDK's answer was "Sampling not supported", and
-for the second the pool reported it as the server's own error of the protocol ("server error -32600: Elicitation
-not supported; the server answered the call with an error of the protocol"), though the server had said nothing
-of the kind: it had asked, and tooltree had refused.
+A server may ask two ways: a request on the wire (``sampling/createMessage``, ``elicitation/create``,
+``roots/list``), or, from protocol 2026-07-28, an ``input required`` result to ``tools/call`` whose questions the SDK's
+client puts to its own callbacks and then sends the call again with the answers (SEP-2322). Both meet in the
+session's ``dispatch_input_request``, which `answering` replaces.
 
-`refusing` words the refusal in tooltree's terms (what was asked, that tooltree does not offer it). A question of an
-``input required`` result is refused in the client itself: `asked` tells that refusal from the server's errors, so
-the pool says the server asked for what tooltree does not offer (`unanswered`). A question on the wire is refused
-to the server, which reads the same words and may pass them on in its own error or result.
+By default tooltree declares no client capability and refuses every question in its own terms (before: the SDK's
+"Sampling not supported", and for the second way the pool blamed the server's protocol though it had only asked). A
+server configured with ``client_capabilities: [elicitation, sampling]`` has those declared (the SDK declares one for
+each callback it is given), and a question of that kind goes to the `Asker` of the call that is waiting for it: the
+pool's calls carry one when their caller can ask someone (`tooltree serve` asks its client, for a passthrough tool:
+`agent.serve.upstream_asks`). A question tooltree cannot pass on (no asker: a script's call, a question between calls;
+or a capability not configured; roots, never) is refused. A refusal of a question of an ``input required`` result
+is raised in the client itself: `asked` tells it from the server's errors, so the pool says what the server asked
+(`unanswered`). One on the wire is sent to the server, which reads the same words and may pass them on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Collection
+
 import mcp
 import mcp.types as mt
 from mcp.client.session import ClientRequestContext, ClientSession
+
+ASKABLE = ("elicitation", "sampling")
+"""The client capabilities a server's configuration may declare (``client_capabilities``); roots are never passed on
+(a client's roots are folders of its machine, and a server may take them as the only ones it may touch)."""
 
 _ASKS: dict[type[object], tuple[str, str, str]] = {
     mt.CreateMessageRequest: ("sampling/createMessage", "sampling", "an LLM completion"),
@@ -27,50 +35,104 @@ _ASKS: dict[type[object], tuple[str, str, str]] = {
 }
 """Each question a server may put to a client: its method, the capability it needs and what it asks for."""
 
+Asker = Callable[[mt.InputRequest], Awaitable["mt.InputResponse | mt.ErrorData"]]
+"""Who answers a question a server asks during one call (`tool_tree.pool.ServerPool.call`'s ``asker``): awaited on
+the pool's event loop, with the server's request as the SDK read it; returns the answer, or the error to send the
+server (a `refusal` for one it will not pass on). Cancelled when the call ends."""
+
+AskerOf = Callable[[object], "Asker | None"]
+"""The asker of the call a question of a client's session belongs to, by that client (`tool_tree.in_flight.InFlight.
+asker`), or None."""
+
 
 class _Refused(dict[str, str]):
     """The ``data`` of a `refusal`: of its own type, which the SDK keeps when it raises the refusal of a question of
     an ``input required`` result as an ``MCPError``, and which no JSON a server sends can have (on the wire it is
-    a plain ``{"method": …}``), so a server's own errors cannot pass for tooltree's refusals."""
+    a plain ``{"method": …, "why": …}``), so a server's own errors cannot pass for tooltree's refusals."""
 
 
-def refusal(method: str, capability: str, wanted: str) -> mt.ErrorData:
+NOT_DECLARED = "it declares no client capability"
+"""Why a question is refused whose capability the server's configuration does not declare."""
+NO_ASKER = (
+    "no one to ask: tooltree passes {capability} on only during a call of a passthrough tool of `tooltree serve` "
+    "whose client offers it (not a script's call, nor between calls)"
+)
+"""Why a question is refused that was declared but came with no asker (``str.format``-ed with ``capability``)."""
+
+
+def refusal(method: str, capability: str, wanted: str, why: str = NOT_DECLARED) -> mt.ErrorData:
     """The error answering a server's question tooltree cannot answer: ``method``, which needs ``capability``."""
     return mt.ErrorData(
         code=mt.INVALID_REQUEST,
-        message=(
-            f"{capability.capitalize()} not supported: tooltree does not offer {capability} "
-            f"({method}: {wanted}); it declares no client capability"
-        ),
-        data=_Refused(method=method),
+        message=f"{capability.capitalize()} not supported: tooltree does not offer {capability} ({method}: {wanted}); "
+        f"{why}",
+        data=_Refused(method=method, why=why),
     )
 
 
-def refusing(session: ClientSession) -> None:
-    """Make ``session`` answer every question of its server with a `refusal`, on the wire and inside an ``input
-    required`` result alike. Its declared capabilities stay none: the SDK declares one for each callback it is
-    given, and none is."""
+def refusal_of(request: mt.InputRequest, why: str = NOT_DECLARED) -> mt.ErrorData:
+    """The `refusal` of ``request``, saying ``why``."""
+    method, capability, wanted = question(request)
+    return refusal(method, capability, wanted, why)
 
-    async def dispatch_input_request(ctx: ClientRequestContext, request: mt.InputRequest) -> mt.ErrorData:
-        method, capability, wanted = _ASKS.get(type(request), (request.method, request.method, "an answer"))
-        return refusal(method, capability, wanted)
+
+def question(request: mt.InputRequest) -> tuple[str, str, str]:
+    """``request``'s method, the capability it needs and what it asks for."""
+    return _ASKS.get(type(request), (request.method, request.method, "an answer"))
+
+
+def capabilities_of(declared: Collection[str]) -> dict[str, object]:
+    """The SDK client's keyword arguments that declare ``declared`` (`ASKABLE` names): a callback for each (the SDK
+    declares a capability for each callback it is given; `answering` replaces where they lead)."""
+
+    async def unused(ctx: ClientRequestContext, params: object) -> mt.ErrorData:  # never called: see `answering`
+        raise AssertionError("answered by tooltree.server_asks.answering")
+
+    kw: dict[str, object] = {}
+    if "sampling" in declared:
+        kw["sampling_callback"] = unused
+    if "elicitation" in declared:
+        kw["elicitation_callback"] = unused
+    return kw
+
+
+def answering(
+    session: ClientSession, declared: Collection[str] = (), find: Callable[[], Asker | None] | None = None
+) -> None:
+    """Make ``session`` answer each question of its server, on the wire and inside an ``input required`` result
+    alike: one whose capability is ``declared`` by the asker ``find()`` gives, others with a `refusal`."""
+
+    async def dispatch_input_request(
+        ctx: ClientRequestContext, request: mt.InputRequest
+    ) -> mt.InputResponse | mt.ErrorData:
+        capability = question(request)[1]
+        if capability == "roots":
+            return refusal_of(request, "tooltree never passes roots on" if declared else NOT_DECLARED)
+        if capability not in declared:
+            only = f"its configuration declares only {', '.join(declared)} (client_capabilities)"
+            return refusal_of(request, only if declared else NOT_DECLARED)
+        asker = None if find is None else find()
+        if asker is None:
+            return refusal_of(request, NO_ASKER.format(capability=capability))
+        return await asker(request)
 
     session.dispatch_input_request = dispatch_input_request  # type: ignore[method-assign]
 
 
-def asked(e: mcp.MCPError) -> str | None:
-    """The method of a question tooltree refused (`refusal`) that ended a call with ``e``; None when ``e`` is not
-    such a refusal."""
-    return e.data["method"] if isinstance(e.data, _Refused) else None
+def asked(e: mcp.MCPError) -> tuple[str, str] | None:
+    """The method of a question tooltree refused (`refusal`) that ended a call with ``e``, and why; None when ``e``
+    is not such a refusal."""
+    return (e.data["method"], e.data.get("why", NOT_DECLARED)) if isinstance(e.data, _Refused) else None
 
 
-def unanswered(server: str, method: str) -> str:
-    """Why a call ended without a result: its server asked tooltree ``method`` to finish it, which it does not offer."""
+def unanswered(server: str, method: str, why: str = NOT_DECLARED) -> str:
+    """Why a call ended without a result: its server asked tooltree ``method`` to finish it, which it did not answer
+    (``why``)."""
     for asked_method, capability, wanted in _ASKS.values():
         if asked_method == method:
             return (
                 f"server {server!r} asked tooltree for {wanted} ({method}) to finish the call; tooltree does not "
-                f"offer {capability} (it declares no client capability), so the call ended without the tool's result"
+                f"offer {capability} ({why}), so the call ended without the tool's result"
             )
     return f"server {server!r} asked tooltree a question ({method}) it does not answer; the call ended without a result"
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from sandbox.bridge import CallCancel
     from sandbox.host import Runtime
     from tool_tree.pool import ProgressListener
+    from tool_tree.server_asks import Asker
 
 
 class Passthrough:
@@ -80,17 +81,21 @@ class Passthrough:
         runtime: Runtime,
         cancel: CallCancel | None = None,
         progress: ProgressListener | None = None,
+        asker: Asker | None = None,
     ) -> types.CallToolResult:
         """Call the tool through the runtime's bridge (from a worker thread); a refusal is an error result.
         ``cancel``: the client's cancel of the request cancels the call upstream with it. ``progress``: told the
-        server's progress notifications for the call (`agent.serve.upstream_progress`)."""
+        server's progress notifications for the call (`agent.serve.upstream_progress`). ``asker``: answers what the
+        server asks during the call (`agent.serve.upstream_asks`)."""
         from sandbox.bridge import ToolCallRefused
         from sandbox.config import SandboxConfig
 
         entry = self.entries[name]
         max_chars = (runtime.sandbox_config or SandboxConfig.from_config(runtime.config)).output_chars
         try:
-            raw = runtime.call_tool(entry.server, entry.tool, dict(arguments), cancel=cancel, progress=progress)
+            raw = runtime.call_tool(
+                entry.server, entry.tool, dict(arguments), cancel=cancel, progress=progress, asker=asker
+            )
         except ToolCallRefused as e:
             return failed(f"{entry.server}.{entry.tool} failed ({e.code}): {e.message}", max_chars)
         result = capped(raw, max_chars)

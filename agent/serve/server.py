@@ -12,13 +12,16 @@ lives on.
 Over stdio the process serves one client, in either protocol era. Over Streamable HTTP a session
 is the handshake's ``Mcp-Session-Id``; the 2026-07-28 protocol has no sessions, so there the
 server's ``server/discover`` names only the handshake versions (SDK clients in ``auto`` mode then
-use the handshake) and other 2026-07-28 requests are refused with the versions it serves.
+use the handshake) and other 2026-07-28 requests are refused with the versions it serves. So is it over
+stdio when a passthrough tool's server may ask the client during a call (``client_capabilities``,
+`agent.serve.upstream_asks`): that protocol gives such a question no channel.
 
 (Over 400 lines: one class, `ToolServer`, whose lifecycle and handlers share its sessions, settings and tasks.)
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
@@ -38,6 +41,7 @@ from agent.serve.content import call_result, error_result
 from agent.serve.passthrough import Passthrough
 from agent.serve.sessions import SessionLimitError, SessionRegistry, heartbeat
 from agent.serve.settings import ServeSettings
+from agent.serve.upstream_asks import ClientAsks
 from agent.serve.upstream_extras import ExtrasServer, UpstreamExtras, install
 from agent.serve.upstream_progress import UpstreamProgress
 from agent.toolsets.code import TOOLS, CodeToolset
@@ -237,7 +241,9 @@ class ToolServer:
         )
         # The servers' prompts and resources (`agent.serve.upstream_extras`), each get or read in the client's session.
         install(server, self.extras, lambda: self._tasks, self._in_session, lambda: self.sandbox_config.output_chars)
-        if http:
+        # The 2026-07-28 protocol gives a request of serve's own no channel during a call over stdio either: a
+        # passthrough server that may ask the client (``client_capabilities``) needs the handshake there too.
+        if http or self.asks_client:
 
             async def discover(ctx: ServerRequestContext[Any, Any], params: types.RequestParams) -> HandlerResult:
                 return types.DiscoverResult(
@@ -247,7 +253,7 @@ class ToolServer:
                 )
 
             server.add_request_handler("server/discover", types.RequestParams, discover)
-            server.middleware.append(_handshake_only)
+            server.middleware.append(_handshake_only(_OVER_HTTP if http else _ASKS))
         self._servers.append(server)
         return server
 
@@ -320,7 +326,8 @@ class ToolServer:
                 if name in self.passthrough:
                     runtime = await anyio.to_thread.run_sync(session.opened, limiter=threads)
                     asked = (params.meta or {}).get("progress_token") is not None  # for progress: then so is the server
-                    return await self._passthrough(name, arguments, runtime, threads, progress, asked)
+                    asker = self._asker(ctx, name)
+                    return await self._passthrough(name, arguments, runtime, threads, progress, asked, asker)
                 if name == "execute_python":
                     interval = self.settings.progress_interval
                     outcome = await session.execute(self.toolset, arguments, script_progress, interval, queued)
@@ -357,6 +364,25 @@ class ToolServer:
         except (SessionLimitError, SandboxError, PoolError) as e:
             raise MCPError(types.INTERNAL_ERROR, f"the client's session could not start: {e}") from None
 
+    def _asker(self, ctx: ServerRequestContext[Any, Any], name: str) -> ClientAsks | None:
+        """Who puts the questions of passthrough tool ``name``'s server to the client, when its configuration
+        declares it may ask (``client_capabilities``)."""
+        server = self.passthrough.entries[name].server
+        if ctx.request_id is None or not self._asks_client(server):
+            return None
+        return ClientAsks(ctx.session, ctx.request_id, server, asyncio.get_running_loop())
+
+    @property
+    def asks_client(self) -> bool:
+        """Whether a passthrough tool's server may ask the client during a call (``client_capabilities``): then the
+        client must speak the handshake protocol, over stdio too (`agent.serve.stdio`)."""
+        return any(self._asks_client(entry.server) for entry in self.passthrough.entries.values())
+
+    def _asks_client(self, server: str) -> bool:
+        """Whether ``server``'s configuration declares client capabilities (``client_capabilities``)."""
+        config = next((s for s in self.config.servers if s.name == server), None)
+        return config is not None and bool(config.client_capabilities)
+
     async def _passthrough(
         self,
         name: str,
@@ -365,13 +391,15 @@ class ToolServer:
         threads: anyio.CapacityLimiter,
         progress: Callable[[float, float | None, str | None], Awaitable[None]],
         asked: bool = False,
+        asker: ClientAsks | None = None,
     ) -> types.CallToolResult:
         """A passthrough call on a worker thread, with ``progress`` every ``progress_interval`` seconds while it runs
         (as for a script: before, none, and a client's own timeout could end a long call that was still working).
         The client's cancel (``notifications/cancelled``) cancels it upstream (`sandbox.bridge.CallCancel`) and
         answers at once. Before, the request waited for the call's end and the call ran on, holding the thread and
         the server's place. The server's own progress, when the client ``asked`` for progress, is said in the beats
-        (`agent.serve.upstream_progress`)."""
+        (`agent.serve.upstream_progress`); what it asks during the call goes to ``asker``
+        (`agent.serve.upstream_asks`)."""
         from sandbox.bridge import CallCancel
 
         cancel, upstream = CallCancel(), UpstreamProgress()
@@ -385,7 +413,7 @@ class ToolServer:
                 try:
                     call, listener = self.passthrough.call, upstream.update if asked else None
                     result = await anyio.to_thread.run_sync(
-                        call, name, arguments, runtime, cancel, listener, limiter=threads, abandon_on_cancel=True
+                        call, name, arguments, runtime, cancel, listener, asker, limiter=threads, abandon_on_cancel=True
                     )
                 finally:
                     tg.cancel_scope.cancel()
@@ -395,14 +423,24 @@ class ToolServer:
         return result
 
 
-async def _handshake_only(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-    """Refuse 2026-07-28 requests over HTTP (they carry no session); ``server/discover`` says what is served."""
-    modern = ctx.request_id is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-    if modern and ctx.method != "server/discover":
-        raise MCPError(
-            code=types.UNSUPPORTED_PROTOCOL_VERSION,
-            message="tooltree serve keeps a sandbox session per client, which over HTTP needs the initialize "
-            f"handshake ({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}); the 2026-07-28 protocol has no sessions",
-            data={"supported": list(HANDSHAKE_PROTOCOL_VERSIONS)},
-        )
-    return await call_next(ctx)
+def _handshake_only(why: str) -> ServerMiddleware[Any]:
+    """A middleware refusing 2026-07-28 requests, saying ``why``; ``server/discover`` says what is served."""
+
+    async def refuse_modern(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        modern = ctx.request_id is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if modern and ctx.method != "server/discover":
+            raise MCPError(
+                code=types.UNSUPPORTED_PROTOCOL_VERSION,
+                message=f"{why}, which needs the initialize handshake ({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)})",
+                data={"supported": list(HANDSHAKE_PROTOCOL_VERSIONS)},
+            )
+        return await call_next(ctx)
+
+    return refuse_modern
+
+
+_OVER_HTTP = "tooltree serve keeps a sandbox session per client, which the 2026-07-28 protocol does not have over HTTP"
+_ASKS = (
+    "a passthrough tool's server of this tooltree serve may ask the client during a call (`client_capabilities`), "
+    "for which the 2026-07-28 protocol over stdio has no channel"
+)

@@ -45,7 +45,7 @@ import anyio.abc
 import anyio.lowlevel
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.server.runner import serve_dual_era_loop
+from mcp.server.runner import serve_dual_era_loop, serve_loop
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.message import SessionMessage
@@ -413,8 +413,10 @@ async def serve_stdio(app: ToolServer, *, stdin: int | None = None, stdout: int 
                     ):
                         tg.start_soon(_answer_refused, lines.refused, write_stream)
                         # As `Server.run`, but the handshake's options are built when the client asks, not now:
-                        # a tree refreshed in the meantime gives its instructions.
-                        await serve_dual_era_loop(server, read_stream, write_stream, lifespan_state=state)
+                        # a tree refreshed in the meantime gives its instructions. The handshake era only when a
+                        # server may ask the client during a call (2026-07-28 over stdio has no channel for it).
+                        serve = serve_loop if app.asks_client else serve_dual_era_loop
+                        await serve(server, read_stream, write_stream, lifespan_state=state)
                     tg.cancel_scope.cancel()
             # The client is gone (or a signal came); `app` closes its session as this block ends. An upstream
             # server busy with a call may not exit when its stdin closes: it is ended before the client's SIGTERM.

@@ -559,3 +559,22 @@ def test_a_json_servers_name_with_escapes_reaches_a_warning_cleaned(caplog: pyte
     )
     parse_config(text, source="c.json", environ={})
     assert all("\x1b" not in m and "\n" not in m for m in caplog.messages) and len(caplog.messages) == 2
+
+
+def test_client_capabilities_are_read_and_roots_or_unknown_names_are_errors_on_their_line() -> None:
+    text = "servers:\n  a:\n    command: x\n    client_capabilities: [sampling, elicitation, sampling]\n"
+    assert parse_config(text, source="tooltree.yaml", environ={}).servers[0].client_capabilities == (
+        "sampling",
+        "elicitation",
+    )
+    default = parse_config("servers:\n  a: {command: x}\n", source="t.yaml", environ={})
+    assert default.servers[0].client_capabilities == ()
+    roots = error_of("servers:\n  a:\n    command: x\n    client_capabilities:\n      - elicitation\n      - roots\n")
+    assert str(roots).startswith("tooltree.yaml:6: servers.a.client_capabilities[1]: roots are never passed on: ")
+    other = error_of("servers:\n  a:\n    command: x\n    client_capabilities: [elicit]\n")
+    assert str(other) == (
+        "tooltree.yaml:4: servers.a.client_capabilities[0]: expected one of elicitation, sampling, got 'elicit'"
+    )
+    json_entry = parse_config('{"mcpServers": {"a": {"command": "x", "client_capabilities": ["elicitation"]}}}',
+                              source="claude.json", environ={})  # fmt: skip
+    assert json_entry.servers[0].client_capabilities == ("elicitation",)

@@ -1,0 +1,153 @@
+"""`ClientAsks`: what a server asks during a passthrough call of `tooltree serve`, put to serve's client.
+
+A server configured with ``client_capabilities: [elicitation, sampling]`` is declared those capabilities by tooltree
+(`tool_tree.server_asks`). When it asks during a passthrough call (``elicitation/create``: a question for the user;
+``sampling/createMessage``: a completion of the client's model), the question goes to serve's client as a request of
+serve's own, tied to the client's ``tools/call`` (over HTTP it goes out on that request's stream), and the client's
+answer goes back to the server. Only a passthrough call's questions are passed on: the model chose that tool and
+waits for it, while a script's calls run unseen (a loop of them could open a dialog per call, or spend the client's
+model), so those are refused as before, and so is every question whose capability the client did not declare.
+
+Each question is bounded before it reaches the client, as the server is not trusted: one at a time per call and
+`MAX_ASKS` per call; an elicitation's message said as the server's (``[server] …``), cleaned of escape sequences and
+control characters, at most `MESSAGE_CHARS`; a URL elicitation only to a client that declared them; a sampling
+request without tools or the client's context (``includeContext`` none: serve's other sessions are not the server's
+business) and at most `MAX_TOKENS` tokens; at most `MAX_QUESTION_BYTES` as JSON. The call's timeout runs while the
+client answers; the call's end (its timeout, the client's cancel) withdraws the question (the client is sent
+``notifications/cancelled``). What a client cannot answer (the 2026-07-28 protocol over stdio has no channel for a
+request of the server's during a call) is refused to the server in words that say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import mcp_types as types
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from pydantic import ValidationError
+
+from sandbox.results import clean_text
+from tool_tree.server_asks import question, refusal_of
+from tool_tree.text import one_line
+
+logger = logging.getLogger("agent.serve")
+
+MAX_ASKS = 10
+"""Questions one call may put to the client; later ones are refused (the SDK's own limit of ``input required``
+rounds is the same)."""
+MESSAGE_CHARS = 2_000
+"""The most characters of an elicitation's message the client is shown."""
+MAX_TOKENS = 4_096
+"""The most tokens a sampling request may ask of the client's model (a larger ``maxTokens`` is lowered to it)."""
+MAX_QUESTION_BYTES = 256 * 1024
+"""The largest question passed on, as JSON."""
+
+
+class ClientAsks:
+    """The questions of one passthrough call's server, put to serve's client (a `tool_tree.server_asks.Asker`).
+
+    Args:
+        session: the client's session, as the call's handler has it (``ctx.session``).
+        request_id: the client's ``tools/call`` request the questions are tied to.
+        server: the tool's server, named in what the client is shown.
+        loop: serve's event loop, which the session belongs to (the questions arrive on the server pool's).
+    """
+
+    def __init__(
+        self, session: ServerSession, request_id: types.RequestId, server: str, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self._session, self._request_id, self._server, self._loop = session, request_id, server, loop
+        self._asked = 0
+        self._busy = False
+
+    async def __call__(self, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+        """Put ``request`` to the client and give its answer (on the pool's loop; waits on serve's)."""
+        if self._busy:
+            return self._refused(request, "the server asked again before the client answered its last question")
+        if self._asked >= MAX_ASKS:
+            return self._refused(request, f"the server asked more than {MAX_ASKS} questions in one call")
+        self._busy, self._asked = True, self._asked + 1
+        asking = asyncio.run_coroutine_threadsafe(self._ask(request), self._loop)
+        try:
+            return await asyncio.wrap_future(asking)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # the call ended: the question is withdrawn with it
+                raise
+            return self._refused(request, "tooltree's client session ended before it answered")
+        finally:
+            self._busy = False
+
+    async def _ask(self, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+        """On serve's loop: the question, bounded, sent to the client; its answer or the refusal."""
+        session = self._session
+        bounded = self._bounded(request)
+        if isinstance(bounded, str):
+            return self._refused(request, bounded)
+        if not session.can_send_request:
+            return self._refused(
+                request,
+                "tooltree's client cannot be asked during a call on this connection (the 2026-07-28 protocol over "
+                "stdio has no channel for it; a client of the initialize handshake can)",
+            )
+        result_type: type[Any] = (
+            types.ElicitResult if isinstance(request, types.ElicitRequest) else types.CreateMessageResult
+        )
+        logger.info("server %r asks tooltree's client %s during a call", self._server, question(request)[0])
+        try:
+            return await session.send_request(
+                bounded, result_type, metadata=ServerMessageMetadata(related_request_id=self._request_id)
+            )
+        except MCPError as e:
+            return self._refused(request, f"tooltree's client answered with an error: {one_line(e.message, 200)}")
+        except ValidationError as e:
+            return self._refused(
+                request, f"tooltree's client sent an answer that is not one ({e.error_count()} errors)"
+            )
+
+    def _bounded(self, request: types.InputRequest) -> types.ServerRequest | str:
+        """``request`` as the client is sent it, or why it is not sent."""
+        have = self._session.client_capabilities
+        capability = question(request)[1]
+        if isinstance(request, types.ElicitRequest):
+            declared = None if have is None else have.elicitation
+            if declared is None:
+                return f"tooltree's client does not offer {capability}"
+            asked = request.params
+            if isinstance(asked, types.ElicitRequestURLParams) and declared.url is None:
+                return "tooltree's client does not offer elicitation by URL"
+            message = one_line(clean_text(asked.message[: 2 * MESSAGE_CHARS]), MESSAGE_CHARS)
+            bounded: types.ServerRequest = types.ElicitRequest(
+                params=asked.model_copy(update={"message": f"[{self._server}] {message}"})
+            )
+        elif isinstance(request, types.CreateMessageRequest):
+            if have is None or have.sampling is None:
+                return f"tooltree's client does not offer {capability}"
+            params = request.params
+            bounded = types.CreateMessageRequest(
+                params=params.model_copy(
+                    update={
+                        "max_tokens": min(params.max_tokens, MAX_TOKENS),
+                        "include_context": None,
+                        "tools": None,
+                        "tool_choice": None,
+                    }
+                )
+            )
+        else:
+            return f"tooltree never passes {capability} on"
+        size = len(json.dumps(bounded.model_dump(by_alias=True, mode="json", exclude_none=True)))
+        if size > MAX_QUESTION_BYTES:
+            return f"the question is {size:,} bytes as JSON; tooltree passes on at most {MAX_QUESTION_BYTES:,}"
+        return bounded
+
+    def _refused(self, request: types.InputRequest, why: str) -> types.ErrorData:
+        logger.info(
+            "server %r asked tooltree's client %s during a call: refused (%s)", self._server, question(request)[0], why
+        )
+        return refusal_of(request, why)
