@@ -40,6 +40,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -179,6 +180,10 @@ class McpBridge(ToolBridge):
         self._validation_budget = RequestBudget(burst=VALIDATION_BURST_SECONDS, rate=VALIDATION_RATE)
         self._unchecked_logged: set[tuple[str, str]] = set()
         self._verified: set[tuple[str, str]] = set()
+        self.script_asks: Callable[[str], Asker | None] | None = None
+        """Who answers what a server asks during a call of the running script, by server (`tool_tree.server_asks`):
+        set for an execution by a caller that can ask someone (`tooltree serve` with ``asks_from_scripts``); None:
+        such a question is refused. A call's own ``asker`` comes first."""
 
     def companion(self) -> McpBridge:
         """A bridge on the same pool, manifest and audit log, with budgets of its own.
@@ -190,6 +195,7 @@ class McpBridge(ToolBridge):
         other._lock = threading.Lock()
         other._calls = other._bytes = 0
         other._validation_budget = RequestBudget(burst=VALIDATION_BURST_SECONDS, rate=VALIDATION_RATE)
+        other.script_asks = None  # a script's: never a host caller's
         return other
 
     def begin_execution(self) -> None:
@@ -228,6 +234,8 @@ class McpBridge(ToolBridge):
             else:  # hashing and validating large arguments, or matching patterns (RE2 releases the GIL), must
                 # not hold up every session's calls on this loop
                 entry, record["args_sha256"] = await anyio.to_thread.run_sync(self._admit, server, tool, arguments)
+            if asker is None and (asks := self.script_asks) is not None:
+                asker = asks(server)
             result, size = await self._call(entry, arguments, progress, asker)
         except ToolCallRefused as e:
             record.update(outcome="refused", code=e.code, error=ledger_error(e.message))

@@ -9,11 +9,12 @@ By default tooltree declares no client capability and refuses every question in 
 "Sampling not supported", and for the second way the pool blamed the server's protocol though it had only asked). A
 server configured with ``client_capabilities: [elicitation, sampling]`` has those declared (the SDK declares one for
 each callback it is given), and a question of that kind goes to the `Asker` of the call that is waiting for it: the
-pool's calls carry one when their caller can ask someone (`tooltree serve` asks its client, for a passthrough tool:
-`agent.serve.upstream_asks`). A question tooltree cannot pass on (no asker: a script's call, a question between calls;
-or a capability not configured; roots, never) is refused. A refusal of a question of an ``input required`` result
-is raised in the client itself: `asked` tells it from the server's errors, so the pool says what the server asked
-(`unanswered`). One on the wire is sent to the server, which reads the same words and may pass them on.
+pool's calls carry one when their caller can ask someone (`tooltree serve` asks its client, for a passthrough tool, and
+with ``asks_from_scripts`` for a script's calls: `agent.serve.upstream_asks`). A question tooltree cannot pass on (no
+asker: a script's call, a question between calls; or a capability not configured; roots, never) is refused. A refusal of
+a question of an ``input required`` result is raised in the client itself: `asked` tells it from the server's errors, so
+the pool says what the server asked (`unanswered`). One on the wire is sent to the server, which reads the same words
+and may pass them on.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ NOT_DECLARED = "it declares no client capability"
 """Why a question is refused whose capability the server's configuration does not declare."""
 NO_ASKER = (
     "no one to ask: tooltree passes {capability} on only during a call of a passthrough tool of `tooltree serve` "
-    "whose client offers it (not a script's call, nor between calls)"
+    "whose client offers it (a script's call only with `serve: asks_from_scripts`; never between calls)"
 )
 """Why a question is refused that was declared but came with no asker (``str.format``-ed with ``capability``)."""
 

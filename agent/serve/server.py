@@ -41,7 +41,7 @@ from agent.serve.content import call_result, error_result
 from agent.serve.passthrough import Passthrough
 from agent.serve.sessions import SessionLimitError, SessionRegistry, heartbeat
 from agent.serve.settings import ServeSettings
-from agent.serve.upstream_asks import ClientAsks
+from agent.serve.upstream_asks import SCRIPT_ASKS, ClientAsks
 from agent.serve.upstream_extras import ExtrasServer, UpstreamExtras, install
 from agent.serve.upstream_progress import UpstreamProgress
 from agent.toolsets.code import TOOLS, CodeToolset
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from sandbox.mcp_bridge import AuditLog
     from sandbox.pool import SandboxPool
     from tool_tree.config import Config
+    from tool_tree.server_asks import Asker
 
 logger = logging.getLogger(__name__)
 
@@ -330,7 +331,8 @@ class ToolServer:
                     return await self._passthrough(name, arguments, runtime, threads, progress, asked, asker)
                 if name == "execute_python":
                     interval = self.settings.progress_interval
-                    outcome = await session.execute(self.toolset, arguments, script_progress, interval, queued)
+                    asks = self._script_asks(ctx)
+                    outcome = await session.execute(self.toolset, arguments, script_progress, interval, queued, asks)
                 else:
                     outcome = await anyio.to_thread.run_sync(
                         session.call, self.toolset, name, arguments, limiter=threads
@@ -364,18 +366,29 @@ class ToolServer:
         except (SessionLimitError, SandboxError, PoolError) as e:
             raise MCPError(types.INTERNAL_ERROR, f"the client's session could not start: {e}") from None
 
-    def _asker(self, ctx: ServerRequestContext[Any, Any], name: str) -> ClientAsks | None:
+    def _asker(self, ctx: ServerRequestContext[Any, Any], name: str) -> Asker | None:
         """Who puts the questions of passthrough tool ``name``'s server to the client, when its configuration
         declares it may ask (``client_capabilities``)."""
         server = self.passthrough.entries[name].server
         if ctx.request_id is None or not self._asks_client(server):
             return None
-        return ClientAsks(ctx.session, ctx.request_id, server, asyncio.get_running_loop())
+        return ClientAsks(ctx.session, ctx.request_id, asyncio.get_running_loop()).of(server)
+
+    def _script_asks(self, ctx: ServerRequestContext[Any, Any]) -> Callable[[str], Asker] | None:
+        """Who puts the elicitations of a script's calls to the client, by server: with ``asks_from_scripts``,
+        `SCRIPT_ASKS` a script, one at a time, tied to its ``execute_python`` request."""
+        if ctx.request_id is None or not self.settings.asks_from_scripts:
+            return None
+        loop = asyncio.get_running_loop()
+        return ClientAsks(ctx.session, ctx.request_id, loop, kinds=("elicitation",), limit=SCRIPT_ASKS, per="script").of
 
     @property
     def asks_client(self) -> bool:
-        """Whether a passthrough tool's server may ask the client during a call (``client_capabilities``): then the
-        client must speak the handshake protocol, over stdio too (`agent.serve.stdio`)."""
+        """Whether a server may ask the client during a call (``client_capabilities``: one of a passthrough tool, or
+        any with ``asks_from_scripts``): then the client must speak the handshake protocol, over stdio too
+        (`agent.serve.stdio`)."""
+        if self.settings.asks_from_scripts:
+            return any(s.client_capabilities for s in self.config.servers)
         return any(self._asks_client(entry.server) for entry in self.passthrough.entries.values())
 
     def _asks_client(self, server: str) -> bool:
@@ -391,7 +404,7 @@ class ToolServer:
         threads: anyio.CapacityLimiter,
         progress: Callable[[float, float | None, str | None], Awaitable[None]],
         asked: bool = False,
-        asker: ClientAsks | None = None,
+        asker: Asker | None = None,
     ) -> types.CallToolResult:
         """A passthrough call on a worker thread, with ``progress`` every ``progress_interval`` seconds while it runs
         (as for a script: before, none, and a client's own timeout could end a long call that was still working).

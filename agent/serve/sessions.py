@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from agent.toolsets.code import CodeToolset
     from sandbox import Sandbox
     from sandbox.host import Runtime
+    from tool_tree.server_asks import Asker
 
 logger = logging.getLogger(__name__)
 
@@ -228,9 +229,11 @@ class ClientSession:
         progress: Progress,
         interval: float,
         queued: Queued | None = None,
+        asks: Callable[[str], Asker | None] | None = None,
     ) -> ToolOutcome:
         """``execute_python``: one at a time per session, ``progress`` every ``interval`` s while it runs, and
-        ``queued`` every ``interval`` s while it waits for the session's running one.
+        ``queued`` every ``interval`` s while it waits for the session's running one. ``asks``: who answers what a
+        server asks during the script's calls, by server (`sandbox.mcp_bridge.McpBridge.script_asks`), else refused.
 
         Before, a call that waited (a client's parallel calls of one turn) sent nothing until its script began: a
         client whose timeout restarts at each progress notification (the TypeScript SDK's ``resetTimeoutOnProgress``,
@@ -253,7 +256,7 @@ class ClientSession:
         finally:
             self._queued -= 1
         try:
-            return await self._execute_held(toolset, arguments, progress, interval)
+            return await self._execute_held(toolset, arguments, progress, interval, asks)
         finally:
             self.executions.release()
 
@@ -281,7 +284,12 @@ class ClientSession:
             raise
 
     async def _execute_held(
-        self, toolset: CodeToolset, arguments: Mapping[str, Any], progress: Progress, interval: float
+        self,
+        toolset: CodeToolset,
+        arguments: Mapping[str, Any],
+        progress: Progress,
+        interval: float,
+        asks: Callable[[str], Asker | None] | None = None,
     ) -> ToolOutcome:
         """`execute`, holding ``executions``."""
         run = _Execution()
@@ -291,7 +299,7 @@ class ClientSession:
         def work() -> None:
             outcome = None
             try:
-                outcome = self._execute(toolset, arguments, run)
+                outcome = self._execute(toolset, arguments, run, asks)
             finally:
                 with self._state:
                     if self._execution is run:
@@ -336,7 +344,13 @@ class ClientSession:
             with self._state:
                 self.note = "; ".join(filter(None, [self.note, CANCEL_RESTARTED]))
 
-    def _execute(self, toolset: CodeToolset, arguments: Mapping[str, Any], run: _Execution) -> ToolOutcome:
+    def _execute(
+        self,
+        toolset: CodeToolset,
+        arguments: Mapping[str, Any],
+        run: _Execution,
+        asks: Callable[[str], Asker | None] | None = None,
+    ) -> ToolOutcome:
         """``execute_python`` in its own thread: the sandbox is started first, so that a cancel that
         arrives while it starts is applied before the script would be handed over."""
         from agent.toolsets.code import unknown_arguments
@@ -349,7 +363,9 @@ class ClientSession:
             # beside good code started the sandbox first).
             return self.call(toolset, "execute_python", arguments)
         try:
-            self.opened().sandbox.start()  # a no-op once started
+            runtime = self.opened()
+            runtime.sandbox.start()  # a no-op once started
+            bridge = runtime.bridge  # one execution at a time: the script's calls are this one's
         except (SandboxError, PoolError) as e:
             return error(f"execute_python failed: the sandbox or the servers could not start: {e}")
         with self._state:
@@ -358,7 +374,12 @@ class ClientSession:
             run.handed_over = True
             first = self._scripts == 0 and not self.note  # a note says already that the session is new
             self._scripts += 1
-        outcome = self._save_workspace(self.call(toolset, "execute_python", arguments))
+        bridge.script_asks = asks
+        try:
+            executed = self.call(toolset, "execute_python", arguments)
+        finally:
+            bridge.script_asks = None
+        outcome = self._save_workspace(executed)
         if self.stale_tree and _missed_servers(outcome):
             folder = self.runtime.workspace
             if folder is not None:  # before: "reconnect the client", which a model cannot do

@@ -11,6 +11,7 @@ the CLI reads `SETTINGS` without importing the MCP SDK).
       max_sessions: 16                # client sessions at once (more are refused)
       prompts: true                   # offer the servers' prompts (as server__prompt)
       resources: true                 # offer the servers' resources and resource templates
+      asks_from_scripts: false        # pass a script's elicitations on to the client (3 per script)
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ SETTINGS: dict[str, Setting] = {
     ),
     "prompts": Setting(bool, "offer the servers' MCP prompts, named server__prompt (default true)"),
     "resources": Setting(bool, "offer the servers' MCP resources and resource templates (default true)"),
+    "asks_from_scripts": Setting(
+        bool,
+        "pass the elicitations a server asks during a script's calls on to the client, at most 3 per script "
+        "(default false: only a passthrough call's questions are)",
+    ),
 }
 """The ``serve:`` section: defaults of `tooltree serve`; its command-line options take precedence."""
 
@@ -72,6 +78,8 @@ class ServeSettings:
         pinned: tools whose signatures go into the instructions (the ``agent:`` section's ``pinned``).
         prompts: offer the servers' prompts (`agent.serve.upstream_extras`).
         resources: offer the servers' resources and resource templates.
+        asks_from_scripts: pass the elicitations a server (``client_capabilities``) asks during a script's calls on
+            to the client (`agent.serve.upstream_asks`).
     """
 
     passthrough: tuple[str, ...] = ()
@@ -82,6 +90,7 @@ class ServeSettings:
     pinned: tuple[str, ...] = ()
     prompts: bool = True
     resources: bool = True
+    asks_from_scripts: bool = False
 
     @classmethod
     def from_config(cls, config: Config | None, **overrides: Any) -> ServeSettings:

@@ -4,16 +4,18 @@ A server configured with ``client_capabilities: [elicitation, sampling]`` is dec
 (`tool_tree.server_asks`). When it asks during a passthrough call (``elicitation/create``: a question for the user;
 ``sampling/createMessage``: a completion of the client's model), the question goes to serve's client as a request of
 serve's own, tied to the client's ``tools/call`` (over HTTP it goes out on that request's stream), and the client's
-answer goes back to the server. Only a passthrough call's questions are passed on: the model chose that tool and
-waits for it, while a script's calls run unseen (a loop of them could open a dialog per call, or spend the client's
-model), so those are refused as before, and so is every question whose capability the client did not declare.
+answer goes back to the server. By default only a passthrough call's questions are passed on: the model chose that
+tool and waits for it, while a script's calls run unseen (a loop of them could open a dialog per call, or spend the
+client's model), so those are refused, and so is every question whose capability the client did not declare. With
+``serve: asks_from_scripts: true`` a script's calls may ask too: elicitations only (the user sees each; the client's
+model is never spent unseen), `SCRIPT_ASKS` per script, tied to its ``execute_python`` request.
 
-Each question is bounded before it reaches the client, as the server is not trusted: one at a time per call and
-`MAX_ASKS` per call; an elicitation's message said as the server's (``[server] …``), cleaned of escape sequences and
-control characters, at most `MESSAGE_CHARS`; a URL elicitation only to a client that declared them; a sampling
-request without tools or the client's context (``includeContext`` none: serve's other sessions are not the server's
-business) and at most `MAX_TOKENS` tokens; at most `MAX_QUESTION_BYTES` as JSON. The call's timeout runs while the
-client answers; the call's end (its timeout, the client's cancel) withdraws the question (the client is sent
+Each question is bounded before it reaches the client, as the server is not trusted: one at a time per call (per script)
+and `MAX_ASKS` per call; an elicitation's message said as the server's (``[server] …``), cleaned of escape sequences and
+control characters, at most `MESSAGE_CHARS`; a URL elicitation only to a client that declared them; a sampling request
+without tools or the client's context (``includeContext`` none: serve's other sessions are not the server's business)
+and at most `MAX_TOKENS` tokens; at most `MAX_QUESTION_BYTES` as JSON. The call's timeout runs while the client answers;
+the call's end (its timeout, the client's cancel) withdraws the question (the client is sent
 ``notifications/cancelled``). What a client cannot answer (the 2026-07-28 protocol over stdio has no channel for a
 request of the server's during a call) is refused to the server in words that say so.
 """
@@ -21,8 +23,10 @@ request of the server's during a call) is refused to the server in words that sa
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
+from collections.abc import Collection
 from typing import Any
 
 import mcp_types as types
@@ -32,7 +36,7 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import ValidationError
 
 from sandbox.results import clean_text
-from tool_tree.server_asks import question, refusal_of
+from tool_tree.server_asks import ASKABLE, Asker, question, refusal_of
 from tool_tree.text import one_line
 
 logger = logging.getLogger("agent.serve")
@@ -46,51 +50,73 @@ MAX_TOKENS = 4_096
 """The most tokens a sampling request may ask of the client's model (a larger ``maxTokens`` is lowered to it)."""
 MAX_QUESTION_BYTES = 256 * 1024
 """The largest question passed on, as JSON."""
+SCRIPT_ASKS = 3
+"""Elicitations one script's calls may put to the client, with ``asks_from_scripts`` (one at a time)."""
 
 
 class ClientAsks:
-    """The questions of one passthrough call's server, put to serve's client (a `tool_tree.server_asks.Asker`).
+    """The questions of servers during one client request, put to serve's client: a passthrough call's (its server's,
+    `of` that server), or with ``asks_from_scripts`` a script's (its calls' servers', elicitations only).
 
     Args:
-        session: the client's session, as the call's handler has it (``ctx.session``).
+        session: the client's session, as the request's handler has it (``ctx.session``).
         request_id: the client's ``tools/call`` request the questions are tied to.
-        server: the tool's server, named in what the client is shown.
         loop: serve's event loop, which the session belongs to (the questions arrive on the server pool's).
+        kinds: the capabilities passed on; a question of another is refused.
+        limit: questions passed on at most (later ones are refused), one at a time.
+        per: what the limit is of, in a refusal (``call``, ``script``).
     """
 
     def __init__(
-        self, session: ServerSession, request_id: types.RequestId, server: str, loop: asyncio.AbstractEventLoop
+        self,
+        session: ServerSession,
+        request_id: types.RequestId,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        kinds: Collection[str] = ASKABLE,
+        limit: int = MAX_ASKS,
+        per: str = "call",
     ) -> None:
-        self._session, self._request_id, self._server, self._loop = session, request_id, server, loop
+        self._session, self._request_id, self._loop = session, request_id, loop
+        self._kinds, self._limit, self._per = frozenset(kinds), limit, per
         self._asked = 0
         self._busy = False
 
-    async def __call__(self, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+    def of(self, server: str) -> Asker:
+        """The `tool_tree.server_asks.Asker` of ``server``'s questions (it is named in what the client is shown)."""
+        return functools.partial(self._asked_by, server)
+
+    async def _asked_by(self, server: str, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
         """Put ``request`` to the client and give its answer (on the pool's loop; waits on serve's)."""
+        capability = question(request)[1]
+        if capability not in self._kinds:
+            passed = ", ".join(sorted(self._kinds))
+            return _refused(server, request, f"tooltree passes only {passed} on from a {self._per}")
         if self._busy:
-            return self._refused(request, "the server asked again before the client answered its last question")
-        if self._asked >= MAX_ASKS:
-            return self._refused(request, f"the server asked more than {MAX_ASKS} questions in one call")
+            return _refused(server, request, "the server asked again before the client answered its last question")
+        if self._asked >= self._limit:
+            return _refused(server, request, f"the server asked more than {self._limit} questions in one {self._per}")
         self._busy, self._asked = True, self._asked + 1
-        asking = asyncio.run_coroutine_threadsafe(self._ask(request), self._loop)
+        asking = asyncio.run_coroutine_threadsafe(self._ask(server, request), self._loop)
         try:
             return await asyncio.wrap_future(asking)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():  # the call ended: the question is withdrawn with it
                 raise
-            return self._refused(request, "tooltree's client session ended before it answered")
+            return _refused(server, request, "tooltree's client session ended before it answered")
         finally:
             self._busy = False
 
-    async def _ask(self, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+    async def _ask(self, server: str, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
         """On serve's loop: the question, bounded, sent to the client; its answer or the refusal."""
         session = self._session
-        bounded = self._bounded(request)
+        bounded = self._bounded(server, request)
         if isinstance(bounded, str):
-            return self._refused(request, bounded)
+            return _refused(server, request, bounded)
         if not session.can_send_request:
-            return self._refused(
+            return _refused(
+                server,
                 request,
                 "tooltree's client cannot be asked during a call on this connection (the 2026-07-28 protocol over "
                 "stdio has no channel for it; a client of the initialize handshake can)",
@@ -98,19 +124,19 @@ class ClientAsks:
         result_type: type[Any] = (
             types.ElicitResult if isinstance(request, types.ElicitRequest) else types.CreateMessageResult
         )
-        logger.info("server %r asks tooltree's client %s during a call", self._server, question(request)[0])
+        logger.info("server %r asks tooltree's client %s during a %s", server, question(request)[0], self._per)
         try:
             return await session.send_request(
                 bounded, result_type, metadata=ServerMessageMetadata(related_request_id=self._request_id)
             )
         except MCPError as e:
-            return self._refused(request, f"tooltree's client answered with an error: {one_line(e.message, 200)}")
+            return _refused(server, request, f"tooltree's client answered with an error: {one_line(e.message, 200)}")
         except ValidationError as e:
-            return self._refused(
-                request, f"tooltree's client sent an answer that is not one ({e.error_count()} errors)"
+            return _refused(
+                server, request, f"tooltree's client sent an answer that is not one ({e.error_count()} errors)"
             )
 
-    def _bounded(self, request: types.InputRequest) -> types.ServerRequest | str:
+    def _bounded(self, server: str, request: types.InputRequest) -> types.ServerRequest | str:
         """``request`` as the client is sent it, or why it is not sent."""
         have = self._session.client_capabilities
         capability = question(request)[1]
@@ -123,7 +149,7 @@ class ClientAsks:
                 return "tooltree's client does not offer elicitation by URL"
             message = one_line(clean_text(asked.message[: 2 * MESSAGE_CHARS]), MESSAGE_CHARS)
             bounded: types.ServerRequest = types.ElicitRequest(
-                params=asked.model_copy(update={"message": f"[{self._server}] {message}"})
+                params=asked.model_copy(update={"message": f"[{server}] {message}"})
             )
         elif isinstance(request, types.CreateMessageRequest):
             if have is None or have.sampling is None:
@@ -146,8 +172,8 @@ class ClientAsks:
             return f"the question is {size:,} bytes as JSON; tooltree passes on at most {MAX_QUESTION_BYTES:,}"
         return bounded
 
-    def _refused(self, request: types.InputRequest, why: str) -> types.ErrorData:
-        logger.info(
-            "server %r asked tooltree's client %s during a call: refused (%s)", self._server, question(request)[0], why
-        )
-        return refusal_of(request, why)
+
+def _refused(server: str, request: types.InputRequest, why: str) -> types.ErrorData:
+    method = question(request)[0]
+    logger.info("server %r asked tooltree's client %s: refused (%s)", server, method, why)
+    return refusal_of(request, why)

@@ -136,6 +136,19 @@ def test_a_companion_bridge_counts_its_own_budget_and_reuses_the_checked_schemas
     assert [line["session"] for line in audit_lines(stream)] == ["s1"] * 6
 
 
+def test_a_companion_bridge_never_takes_the_running_scripts_askers(tree: Path, pool: BackgroundPool) -> None:
+    # A host caller's calls (a passthrough tool's, made beside a script with `asks_from_scripts`) must not put their
+    # servers' questions to the script's asker: the companion is a copy of the sandbox's bridge, made at any time.
+    bridge = McpBridge(tree, pool.pool)
+
+    def script_asks(server: str) -> None:
+        return None
+
+    bridge.script_asks = script_asks
+    assert bridge.companion().script_asks is None
+    assert bridge.script_asks is script_asks
+
+
 def test_a_tool_its_snapshot_says_runs_only_as_a_task_is_refused_as_unsupported(
     tree: Path, pool: BackgroundPool, tmp_path: Path
 ) -> None:
