@@ -12,9 +12,10 @@ lives on.
 Over stdio the process serves one client, in either protocol era. Over Streamable HTTP a session
 is the handshake's ``Mcp-Session-Id``; the 2026-07-28 protocol has no sessions, so there the
 server's ``server/discover`` names only the handshake versions (SDK clients in ``auto`` mode then
-use the handshake) and other 2026-07-28 requests are refused with the versions it serves. So is it over
-stdio when a passthrough tool's server may ask the client during a call (``client_capabilities``,
-`agent.serve.upstream_asks`): that protocol gives such a question no channel.
+use the handshake) and other 2026-07-28 requests are refused with the versions it serves. Over stdio, when a
+server may ask the client during a call (``client_capabilities``, `agent.serve.upstream_asks`), serve speaks the
+handshake only too (the SDK's handshake loop: ``server/discover`` is answered "method not found", and clients fall
+back to ``initialize``): the 2026-07-28 protocol gives such a question no channel there.
 
 (Over 400 lines: one class, `ToolServer`, whose lifecycle and handlers share its sessions, settings and tasks.)
 """
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
-from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
@@ -242,9 +243,7 @@ class ToolServer:
         )
         # The servers' prompts and resources (`agent.serve.upstream_extras`), each get or read in the client's session.
         install(server, self.extras, lambda: self._tasks, self._in_session, lambda: self.sandbox_config.output_chars)
-        # The 2026-07-28 protocol gives a request of serve's own no channel during a call over stdio either: a
-        # passthrough server that may ask the client (``client_capabilities``) needs the handshake there too.
-        if http or self.asks_client:
+        if http:
 
             async def discover(ctx: ServerRequestContext[Any, Any], params: types.RequestParams) -> HandlerResult:
                 return types.DiscoverResult(
@@ -254,7 +253,7 @@ class ToolServer:
                 )
 
             server.add_request_handler("server/discover", types.RequestParams, discover)
-            server.middleware.append(_handshake_only(_OVER_HTTP if http else _ASKS))
+            server.middleware.append(_handshake_only)
         self._servers.append(server)
         return server
 
@@ -436,24 +435,14 @@ class ToolServer:
         return result
 
 
-def _handshake_only(why: str) -> ServerMiddleware[Any]:
-    """A middleware refusing 2026-07-28 requests, saying ``why``; ``server/discover`` says what is served."""
-
-    async def refuse_modern(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        modern = ctx.request_id is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        if modern and ctx.method != "server/discover":
-            raise MCPError(
-                code=types.UNSUPPORTED_PROTOCOL_VERSION,
-                message=f"{why}, which needs the initialize handshake ({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)})",
-                data={"supported": list(HANDSHAKE_PROTOCOL_VERSIONS)},
-            )
-        return await call_next(ctx)
-
-    return refuse_modern
-
-
-_OVER_HTTP = "tooltree serve keeps a sandbox session per client, which the 2026-07-28 protocol does not have over HTTP"
-_ASKS = (
-    "a passthrough tool's server of this tooltree serve may ask the client during a call (`client_capabilities`), "
-    "for which the 2026-07-28 protocol over stdio has no channel"
-)
+async def _handshake_only(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Refuse 2026-07-28 requests over HTTP (they carry no session); ``server/discover`` says what is served."""
+    modern = ctx.request_id is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+    if modern and ctx.method != "server/discover":
+        raise MCPError(
+            code=types.UNSUPPORTED_PROTOCOL_VERSION,
+            message="tooltree serve keeps a sandbox session per client, which over HTTP needs the initialize "
+            f"handshake ({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}); the 2026-07-28 protocol has no sessions",
+            data={"supported": list(HANDSHAKE_PROTOCOL_VERSIONS)},
+        )
+    return await call_next(ctx)
