@@ -191,6 +191,15 @@ def _resource(
     return {"type": "resource", "resource": {**head, "blob": resource["blob"]}, **budget.extras(block)}
 
 
+def reserved(key: object) -> bool:
+    """Whether ``key`` of a ``_meta`` is one MCP reserves (a prefix with a ``modelcontextprotocol`` or ``mcp`` label:
+    ``io.modelcontextprotocol/serverInfo``). A passthrough result's are of the server's connection to tooltree, not
+    of serve's to its client: passed on, they named the upstream server as the one the client talks to."""
+    if not isinstance(key, str) or "/" not in key:
+        return False
+    return any(label in ("modelcontextprotocol", "mcp") for label in key.partition("/")[0].split("."))
+
+
 def capped(result: Any, max_chars: int) -> dict[str, Any] | None:
     """A ``tools/call`` result (wire format) bounded and cleaned as the module says, with a last note saying
     what was cut; None when it is not a result (it has no list of content)."""
@@ -220,8 +229,8 @@ def capped(result: Any, max_chars: int) -> dict[str, Any] | None:
             notes.append("the structured content left out")
         else:
             out["structuredContent"] = copy[0]
-    if "_meta" in result:
-        meta = budget.fields(result, ("_meta",))
+    if isinstance(given := result.get("_meta"), dict) and (own := {k: v for k, v in given.items() if not reserved(k)}):
+        meta = budget.fields({"_meta": own}, ("_meta",))
         if meta is None:
             notes.append("the result's _meta left out")
         else:

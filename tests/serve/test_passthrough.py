@@ -224,3 +224,19 @@ def test_structured_content_nested_deeper_than_the_sdk_writes_is_left_out() -> N
     out = capped({"content": [], "structuredContent": deep}, 20_000)
     assert out is not None and "structuredContent" not in out
     types.CallToolResult.model_validate(out, by_name=False).model_dump_json()
+
+
+def test_the_results_meta_keys_mcp_reserves_are_the_upstreams_and_never_passed_on() -> None:
+    # Before: an upstream of the 2026-07-28 protocol had its result carry `io.modelcontextprotocol/serverInfo` naming
+    # itself, and serve passed it on to its client as if that server were the one the client talks to.
+    meta = {
+        "io.modelcontextprotocol/serverInfo": {"name": "asking", "version": ""},
+        "modelcontextprotocol.io/x": 1,
+        "dev.mcp/y": 2,
+        "example.com/trace": "t1",
+        "plain": True,
+    }
+    out = capped({"content": [{"type": "text", "text": "ok"}], "_meta": meta}, 1000)
+    assert out is not None and out["_meta"] == {"example.com/trace": "t1", "plain": True}
+    only_reserved = capped({"content": [], "_meta": {"io.modelcontextprotocol/serverInfo": {}}}, 1000)
+    assert only_reserved == {"content": []}
