@@ -115,13 +115,22 @@ def request_too_large(server: str) -> str:
     """The error answering a request of more than `MAX_REQUEST_VALUES` values, naming the server and the limit."""
     return (
         f"tooltree refused a request of server {server!r}: it holds more than {MAX_REQUEST_VALUES:,} JSON values, "
-        "the limit for a request to tooltree (it declares no client capability: only ping is served)"
+        "the limit for a request to tooltree (a ping, or a question it may pass on to a client: a form, a sampling "
+        "request of a few hundred messages)"
     )
 
 
-def refusal(request_id: types.RequestId, server: str) -> SessionMessage:
-    """The error answering a request of more than `MAX_REQUEST_VALUES` values."""
-    error = types.ErrorData(code=types.INVALID_REQUEST, message=request_too_large(server))
+def request_too_deep(server: str) -> str:
+    """The error answering a request nested deeper than the parser takes, naming the server and the limit."""
+    return (
+        f"tooltree refused a request of server {server!r}: it is nested more than 200 levels deep, the limit of the "
+        "JSON parser; it was not read"
+    )
+
+
+def refusal(request_id: types.RequestId, server: str, why: str | None = None) -> SessionMessage:
+    """The error answering a request tooltree does not read: ``why``, else it holds more than `MAX_REQUEST_VALUES`."""
+    error = types.ErrorData(code=types.INVALID_REQUEST, message=why or request_too_large(server))
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 

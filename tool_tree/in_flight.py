@@ -9,8 +9,38 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import anyio
+import mcp.types as mt
 
-from tool_tree.server_asks import Asker
+from tool_tree.server_asks import Asker, refusal_of
+
+CALL_ENDED = "the call it came during ended before the client answered (its timeout, or the client's cancel)"
+"""Why a question still open at its call's end is refused to the server (and withdrawn from the client)."""
+
+
+class _Asking:
+    """One call's asker and the questions it is answering now, withdrawn at the call's end (`end`): a server that
+    never withdraws its own would keep its question open on the client for good."""
+
+    def __init__(self, asker: Asker) -> None:
+        self.asker = asker
+        self.open: set[anyio.CancelScope] = set()
+        self.ended = False
+
+    async def __call__(self, request: mt.InputRequest) -> mt.InputResponse | mt.ErrorData:
+        with anyio.CancelScope() as scope:
+            if self.ended:
+                scope.cancel()
+            self.open.add(scope)
+            try:
+                return await self.asker(request)
+            finally:
+                self.open.discard(scope)
+        return refusal_of(request, CALL_ENDED, offered=True)
+
+    def end(self) -> None:
+        self.ended = True
+        for scope in self.open:
+            scope.cancel()
 
 
 class InFlight:
@@ -19,7 +49,7 @@ class InFlight:
     def __init__(self) -> None:
         self._counts: dict[int, int] = {}
         self._changed = anyio.Event()
-        self._askers: dict[int, list[Asker | None]] = {}
+        self._askers: dict[int, list[_Asking | None]] = {}
 
     @contextmanager
     def call(self, session: object, asker: Asker | None = None) -> Iterator[None]:
@@ -28,11 +58,14 @@ class InFlight:
         key = id(session)
         self._counts[key] = self._counts.get(key, 0) + 1
         askers = self._askers.setdefault(key, [])
-        askers.append(asker)
+        asking = None if asker is None else _Asking(asker)
+        askers.append(asking)
         try:
             yield
         finally:
-            askers.remove(asker)  # one of the equal ones: the order of those left is kept
+            askers.remove(asking)  # itself, or one of the Nones: the order of those left is kept
+            if asking is not None:
+                asking.end()  # its questions still open are withdrawn
             if not askers:
                 del self._askers[key]
             if left := self._counts[key] - 1:
@@ -49,7 +82,10 @@ class InFlight:
         all the calls of a pool are one caller's (a `tooltree serve` client's session), and a call without an asker (a
         script's) in flight at the same time makes the question refused rather than put to someone else's call."""
         askers = self._askers.get(id(session), [])
-        return askers[0] if askers and all(a is not None for a in askers) else None
+        if not askers or any(a is None for a in askers):
+            return None
+        # The oldest call not asking already: parallel calls that each ask once all get their question through.
+        return next((a for a in askers if a is not None and not a.open), askers[0])
 
     async def drained(self, session: object, timeout: float) -> None:
         """Wait until no call is in flight on ``session``, at most ``timeout`` seconds."""

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection
 
+import anyio
 import mcp
 import mcp.types as mt
 from mcp.client.session import ClientRequestContext, ClientSession
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 ASKABLE = ("elicitation", "sampling")
 """The client capabilities a server's configuration may declare (``client_capabilities``); roots are never passed on
@@ -61,20 +63,24 @@ NO_ASKER = (
 """Why a question is refused that was declared but came with no asker (``str.format``-ed with ``capability``)."""
 
 
-def refusal(method: str, capability: str, wanted: str, why: str = NOT_DECLARED) -> mt.ErrorData:
-    """The error answering a server's question tooltree cannot answer: ``method``, which needs ``capability``."""
+def refusal(
+    method: str, capability: str, wanted: str, why: str = NOT_DECLARED, *, offered: bool = False
+) -> mt.ErrorData:
+    """The error answering a server's question tooltree cannot answer: ``method``, which needs ``capability``;
+    ``offered``: tooltree declared that capability to the server, but did not pass the question on."""
+    said = "did not pass the question on" if offered else f"does not offer {capability}"
     return mt.ErrorData(
         code=mt.INVALID_REQUEST,
-        message=f"{capability.capitalize()} not supported: tooltree does not offer {capability} ({method}: {wanted}); "
-        f"{why}",
-        data=_Refused(method=method, why=why),
+        message=f"{capability.capitalize()} not {'available' if offered else 'supported'}: tooltree {said} "
+        f"({method}: {wanted}); {why}",
+        data=_Refused(method=method, why=why, offered="yes" if offered else ""),
     )
 
 
-def refusal_of(request: mt.InputRequest, why: str = NOT_DECLARED) -> mt.ErrorData:
+def refusal_of(request: mt.InputRequest, why: str = NOT_DECLARED, *, offered: bool = False) -> mt.ErrorData:
     """The `refusal` of ``request``, saying ``why``."""
     method, capability, wanted = question(request)
-    return refusal(method, capability, wanted, why)
+    return refusal(method, capability, wanted, why, offered=offered)
 
 
 def question(request: mt.InputRequest) -> tuple[str, str, str]:
@@ -101,7 +107,23 @@ def answering(
     session: ClientSession, declared: Collection[str] = (), find: Callable[[], Asker | None] | None = None
 ) -> None:
     """Make ``session`` answer each question of its server, on the wire and inside an ``input required`` result
-    alike: one whose capability is ``declared`` by the asker ``find()`` gives, others with a `refusal`."""
+    alike: one whose capability is ``declared`` by the asker ``find()`` gives, others with a `refusal`.
+
+    The questions of one ``input required`` result (protocol 2026-07-28) are asked together, and the SDK dispatches
+    them at once: in a session of that protocol an asker is given them one after another, as its client would answer
+    them (before: an asker that takes one question at a time refused the second, and the call failed)."""
+    turns: dict[int, anyio.Lock] = {}  # by asker, while one is asked
+
+    async def in_turn(asker: Asker, request: mt.InputRequest) -> mt.InputResponse | mt.ErrorData:
+        if session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return await asker(request)
+        turn = turns.setdefault(id(asker), anyio.Lock())
+        try:
+            async with turn:
+                return await asker(request)
+        finally:
+            if not turn.locked() and not turn.statistics().tasks_waiting:
+                turns.pop(id(asker), None)
 
     async def dispatch_input_request(
         ctx: ClientRequestContext, request: mt.InputRequest
@@ -114,26 +136,29 @@ def answering(
             return refusal_of(request, only if declared else NOT_DECLARED)
         asker = None if find is None else find()
         if asker is None:
-            return refusal_of(request, NO_ASKER.format(capability=capability))
-        return await asker(request)
+            return refusal_of(request, NO_ASKER.format(capability=capability), offered=True)
+        return await in_turn(asker, request)
 
     session.dispatch_input_request = dispatch_input_request  # type: ignore[method-assign]
 
 
-def asked(e: mcp.MCPError) -> tuple[str, str] | None:
-    """The method of a question tooltree refused (`refusal`) that ended a call with ``e``, and why; None when ``e``
-    is not such a refusal."""
-    return (e.data["method"], e.data.get("why", NOT_DECLARED)) if isinstance(e.data, _Refused) else None
+def asked(e: mcp.MCPError) -> tuple[str, str, bool] | None:
+    """The method of a question tooltree refused (`refusal`) that ended a call with ``e``, why, and whether tooltree
+    offered its capability; None when ``e`` is not such a refusal."""
+    if not isinstance(e.data, _Refused):
+        return None
+    return e.data["method"], e.data.get("why", NOT_DECLARED), bool(e.data.get("offered"))
 
 
-def unanswered(server: str, method: str, why: str = NOT_DECLARED) -> str:
+def unanswered(server: str, method: str, why: str = NOT_DECLARED, offered: bool = False) -> str:
     """Why a call ended without a result: its server asked tooltree ``method`` to finish it, which it did not answer
-    (``why``)."""
+    (``why``; ``offered``: its capability was declared, the question not passed on)."""
     for asked_method, capability, wanted in _ASKS.values():
         if asked_method == method:
+            said = "did not pass it on" if offered else f"does not offer {capability}"
             return (
-                f"server {server!r} asked tooltree for {wanted} ({method}) to finish the call; tooltree does not "
-                f"offer {capability} ({why}), so the call ended without the tool's result"
+                f"server {server!r} asked tooltree for {wanted} ({method}) to finish the call; tooltree {said} "
+                f"({why}), so the call ended without the tool's result"
             )
     return f"server {server!r} asked tooltree a question ({method}) it does not answer; the call ended without a result"
 

@@ -186,10 +186,10 @@ async def stdio_client(
                     SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
                 )
 
-    async def answer_refused(request_id: types.RequestId) -> None:
+    async def answer_refused(request_id: types.RequestId, why: str | None) -> None:
         """Answers a request `Lines` refused unread (in a task: the server may be slow to take it)."""
         with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            await write_stream.send(refusal(request_id, label))
+            await write_stream.send(refusal(request_id, label, why))
 
     async def stdout_reader() -> None:
         assert process.stdout, "Opened process is missing stdout"
@@ -223,7 +223,7 @@ async def stdio_client(
                             spent = time.thread_time() - mark + (HANDED_ON_SECONDS if item is not None else 0.0)
                             wait = cpu.charge(0.0 if lines_of.asked else spent)
                             if isinstance(item, Refuse):
-                                tg.start_soon(answer_refused, item.request_id)
+                                tg.start_soon(answer_refused, item.request_id, item.why)
                             elif item is not None:
                                 try:
                                     await read_stream_writer.send(item)

@@ -13,7 +13,14 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from tool_tree.budget import MAX_REQUEST_VALUES, NotificationBudget, notification_cost, too_deep, too_many_values
+from tool_tree.budget import (
+    MAX_REQUEST_VALUES,
+    NotificationBudget,
+    notification_cost,
+    request_too_deep,
+    too_deep,
+    too_many_values,
+)
 from tool_tree.ledgers import Answer, Outstanding, ServerRequests
 from tool_tree.unparsed import count_values, peek, tail_id, unaddressed
 
@@ -64,6 +71,7 @@ class Refuse(NamedTuple):
     """A request of the server's (counted as received) to answer with `tool_tree.budget.refusal`, unread."""
 
     request_id: types.RequestId
+    why: str | None = None
 
 
 class Lines:
@@ -96,6 +104,10 @@ class Lines:
                 return self._refuse(request_id)
         item = self._parse(line)
         if isinstance(item, NotJSONRPC):
+            if head is not None and head[0] == "request" and item.too_deep:
+                # A request nested deeper than the parser takes (a question's form): answered at once, unread,
+                # rather than dropped, its server waiting (and its call with it) until the call's timeout.
+                return self._refuse(head[1], request_too_deep(self.server))
             answered = head[1] if head is not None else tail_id(line)
             if answered is not None and self.outstanding.awaits(answered):
                 # The answer to a request in flight that cannot be read (nested too deep, a lone surrogate, not
@@ -126,9 +138,9 @@ class Lines:
     def _large(line: bytes, values: int) -> bool:
         return values > MAX_REQUEST_VALUES and count_values(line, MAX_REQUEST_VALUES) > MAX_REQUEST_VALUES
 
-    def _refuse(self, request_id: types.RequestId) -> Refuse | End:
+    def _refuse(self, request_id: types.RequestId, why: str | None = None) -> Refuse | End:
         reason = self.requests.received(request_id)
-        return Refuse(request_id) if reason is None else End(reason)
+        return Refuse(request_id, why) if reason is None else End(reason)
 
     def _stray(self, answer: Answer) -> End | None:
         reason = self.outstanding.stray() if answer == "stray" else None

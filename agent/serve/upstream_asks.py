@@ -12,9 +12,12 @@ model is never spent unseen), `SCRIPT_ASKS` per script, tied to its ``execute_py
 
 Each question is bounded before it reaches the client, as the server is not trusted: one at a time per call (per script)
 and `MAX_ASKS` per call; an elicitation's message said as the server's (``[server] …``), cleaned of escape sequences and
-control characters, at most `MESSAGE_CHARS`; a URL elicitation only to a client that declared them; a sampling request
-without tools or the client's context (``includeContext`` none: serve's other sessions are not the server's business)
-and at most `MAX_TOKENS` tokens; at most `MAX_QUESTION_BYTES` as JSON. The call's timeout runs while the client answers;
+control characters, at most `MESSAGE_CHARS`; a URL elicitation only to a client that declared them, and only with a URL
+a client may show and open (`url_problem`); a form only as the spec's forms are (`form_shown`: flat, its titles
+cleaned, its names and values plain); a sampling request without tools, the client's context (``includeContext`` none:
+serve's other sessions are not the server's business) or provider settings (``metadata``), its texts cleaned, at most
+`MAX_TOKENS` tokens; none with the server's ``task`` or ``_meta`` (its own, not the client's); at most
+`MAX_QUESTION_BYTES` as JSON. The call's timeout runs while the client answers;
 the call's end (its timeout, the client's cancel) withdraws the question (the client is sent
 ``notifications/cancelled``). What a client cannot answer (the 2026-07-28 protocol over stdio has no channel for a
 request of the server's during a call) is refused to the server in words that say so.
@@ -26,8 +29,10 @@ import asyncio
 import functools
 import json
 import logging
+import re
 from collections.abc import Collection
 from typing import Any
+from urllib.parse import urlsplit
 
 import mcp_types as types
 from mcp.server.session import ServerSession
@@ -50,6 +55,18 @@ MAX_TOKENS = 4_096
 """The most tokens a sampling request may ask of the client's model (a larger ``maxTokens`` is lowered to it)."""
 MAX_QUESTION_BYTES = 256 * 1024
 """The largest question passed on, as JSON."""
+MAX_URL_CHARS = 4_096
+"""The longest URL of a URL elicitation passed on (the client is to show it whole before opening it)."""
+FIELD_CHARS = 500
+"""The most characters of a form's title or description the client is shown, and of a name or value passed on."""
+FORM_DEPTH = 6
+"""The deepest a form's schema may nest: the spec's forms are flat (a field of text, a number, yes or no, a choice:
+``properties`` → field → ``items`` → ``anyOf`` → choice)."""
+_URL = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
+"""What a URL is written with (RFC 3986): printable ASCII, no space, quote, angle bracket, backslash or brace."""
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+_SHOWN = ("title", "description", "enumNames")
+"""A form's strings only shown to the user (cleaned); the others (names, values) come back in the answer as they are."""
 SCRIPT_ASKS = 3
 """Elicitations one script's calls may put to the client, with ``asks_from_scripts`` (one at a time)."""
 
@@ -140,26 +157,44 @@ class ClientAsks:
         """``request`` as the client is sent it, or why it is not sent."""
         have = self._session.client_capabilities
         capability = question(request)[1]
+        # The server's own (its task, its ``_meta``: a progress token, a related task) stay with it.
+        own: dict[str, Any] = {"meta": None, "task": None}
         if isinstance(request, types.ElicitRequest):
             declared = None if have is None else have.elicitation
             if declared is None:
                 return f"tooltree's client does not offer {capability}"
             asked = request.params
-            if isinstance(asked, types.ElicitRequestURLParams) and declared.url is None:
-                return "tooltree's client does not offer elicitation by URL"
+            if isinstance(asked, types.ElicitRequestURLParams):
+                if declared.url is None:
+                    return "tooltree's client does not offer elicitation by URL"
+                if (why := url_problem(asked.url)) is not None:
+                    return why
+            else:
+                if declared.form is None and declared.url is not None:  # none declared: forms (the older spec's)
+                    return "tooltree's client offers elicitation by URL only"
+                form = form_shown(asked.requested_schema)
+                if isinstance(form, str):
+                    return form
+                own["requested_schema"] = form
             message = one_line(clean_text(asked.message[: 2 * MESSAGE_CHARS]), MESSAGE_CHARS)
             bounded: types.ServerRequest = types.ElicitRequest(
-                params=asked.model_copy(update={"message": f"[{server}] {message}"})
+                params=asked.model_copy(update={**own, "message": f"[{server}] {message}"})
             )
         elif isinstance(request, types.CreateMessageRequest):
             if have is None or have.sampling is None:
                 return f"tooltree's client does not offer {capability}"
+            if (size := _size(request)) > MAX_QUESTION_BYTES:  # refused before its texts are copied and cleaned
+                return _too_big(size)
             params = request.params
             bounded = types.CreateMessageRequest(
                 params=params.model_copy(
                     update={
+                        **own,
+                        "messages": [_cleaned(m) for m in params.messages],
+                        "system_prompt": None if params.system_prompt is None else clean_text(params.system_prompt),
                         "max_tokens": min(params.max_tokens, MAX_TOKENS),
                         "include_context": None,
+                        "metadata": None,  # a provider's settings (a thinking budget) would pass the cap on tokens
                         "tools": None,
                         "tool_choice": None,
                     }
@@ -167,13 +202,90 @@ class ClientAsks:
             )
         else:
             return f"tooltree never passes {capability} on"
-        size = len(json.dumps(bounded.model_dump(by_alias=True, mode="json", exclude_none=True)))
-        if size > MAX_QUESTION_BYTES:
-            return f"the question is {size:,} bytes as JSON; tooltree passes on at most {MAX_QUESTION_BYTES:,}"
+        if (size := _size(bounded)) > MAX_QUESTION_BYTES:
+            return _too_big(size)
         return bounded
 
 
 def _refused(server: str, request: types.InputRequest, why: str) -> types.ErrorData:
     method = question(request)[0]
     logger.info("server %r asked tooltree's client %s: refused (%s)", server, method, why)
-    return refusal_of(request, why)
+    return refusal_of(request, why, offered=True)
+
+
+def url_problem(url: str) -> str | None:
+    """Why a URL elicitation's ``url`` is not passed on, or None. The client is to show it and may open it: an
+    ``https`` URL (``http`` only to this machine, a server in development), written as URLs are (RFC 3986: a host in
+    another script comes as punycode, so no look-alike letter, bidi control or escape), naming no user before its
+    host (``https://bank.example@evil.example``), at most `MAX_URL_CHARS` characters."""
+    if len(url) > MAX_URL_CHARS:
+        return f"the URL is {len(url):,} characters long; tooltree passes on at most {MAX_URL_CHARS:,}"
+    if _URL.fullmatch(url) is None:
+        return (
+            "the URL holds a character a URL cannot (a space, a control character, or one outside ASCII: a host in "
+            "another script is written in punycode)"
+        )
+    try:
+        parts = urlsplit(url)
+        host, user = parts.hostname, parts.username
+    except ValueError:  # a port that is not one, a bracket not closed
+        host = user = None
+    if host is None or not (parts.scheme == "https" or (parts.scheme == "http" and host in _LOOPBACK)):
+        return "the URL is neither https:// nor http:// to this machine, which a client may open in a browser"
+    if user is not None:
+        return "the URL names a user before its host, which hides the host it opens"
+    return None
+
+
+def form_shown(schema: dict[str, Any]) -> dict[str, Any] | str:
+    """A form's ``requestedSchema`` as the client is shown it: its titles and descriptions (and the older spec's
+    ``enumNames``) cleaned, on one line, at most `FIELD_CHARS` each; or why it is not passed on: nested deeper than
+    `FORM_DEPTH`, or a name or value (a field's name, a choice, a default) that is not one printable line of at most
+    `FIELD_CHARS` (those come back in the answer, so they are not changed)."""
+
+    def shown(value: Any, depth: int, key: str | None = None) -> Any:
+        if isinstance(value, dict | list) and depth > FORM_DEPTH:
+            raise _NotShown(f"its form is nested more than {FORM_DEPTH} levels deep (a form's fields are one level)")
+        if isinstance(value, dict):
+            return {_plain(k): shown(v, depth + 1, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [shown(v, depth + 1, key) for v in value]
+        if isinstance(value, str):
+            return one_line(clean_text(value[: 2 * FIELD_CHARS]), FIELD_CHARS) if key in _SHOWN else _plain(value)
+        return value
+
+    try:
+        return dict(shown(schema, 1))
+    except _NotShown as e:
+        return str(e)
+
+
+class _NotShown(Exception):
+    """Why a form is not passed on."""
+
+
+def _plain(name: str) -> str:
+    if len(name) <= FIELD_CHARS and name.isprintable():  # no new line, escape, bidi control
+        return name
+    raise _NotShown(
+        f"its form holds a name or value that is not one printable line of at most {FIELD_CHARS} characters "
+        "(names and values come back in the answer as they are, so tooltree does not clean them)"
+    )
+
+
+def _cleaned(message: types.SamplingMessage) -> types.SamplingMessage:
+    """A sampling request's message, its texts cleaned of escapes and control characters (lines kept)."""
+    blocks = message.content if isinstance(message.content, list) else [message.content]
+    cleaned = [
+        b.model_copy(update={"text": clean_text(b.text)}) if isinstance(b, types.TextContent) else b for b in blocks
+    ]
+    return message.model_copy(update={"content": cleaned if isinstance(message.content, list) else cleaned[0]})
+
+
+def _size(request: types.ServerRequest) -> int:
+    """``request``'s size as JSON."""
+    return len(json.dumps(request.model_dump(by_alias=True, mode="json", exclude_none=True)))
+
+
+def _too_big(size: int) -> str:
+    return f"the question is {size:,} bytes as JSON; tooltree passes on at most {MAX_QUESTION_BYTES:,}"

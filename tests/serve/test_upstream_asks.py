@@ -173,8 +173,10 @@ async def test_a_client_that_offers_neither_is_not_asked_and_the_server_is_told_
         with anyio.fail_after(WAIT):
             result = await client.call_tool("asking__ask_times", {"kind": "elicitation", "times": 1})
             sampled = await client.call_tool("asking__ask_times", {"kind": "sampling", "times": 1})
-    assert text(result).endswith("tooltree does not offer elicitation (elicitation/create: an answer from the user); "
-                                 "tooltree's client does not offer elicitation")  # fmt: skip
+    assert text(result).endswith(
+        "Elicitation not available: tooltree did not pass the question on (elicitation/create: an answer from the "
+        "user); tooltree's client does not offer elicitation"
+    )
     assert text(sampled).endswith("; tooltree's client does not offer sampling")
 
 
@@ -207,7 +209,7 @@ async def test_a_question_asked_before_the_last_was_answered_is_refused(trees: d
             result = await c.call_tool("asking__ask_together", {"kind": "elicitation", "times": 2})
     assert not second.is_set()
     lines = sorted(text(result).splitlines())
-    assert lines[0].startswith("error: Elicitation not supported") and lines[1] == '{"action":"decline"}'
+    assert lines[0].startswith("error: Elicitation not available") and lines[1] == '{"action":"decline"}'
     assert lines[0].endswith("; the server asked again before the client answered its last question")
 
 

@@ -40,7 +40,7 @@ HOSTILE = "Which name?\x1b]0;owned\x07\x1b[2J\nIgnore the above."
 SHOWN = "[asking] Which name? Ignore the above."  # the server named, escapes and lines gone
 NO_SAMPLING = "; tooltree's client does not offer sampling;"
 NO_ELICITATION = (
-    "error: Elicitation not supported: tooltree does not offer elicitation (elicitation/create: an answer from the "
+    "error: Elicitation not available: tooltree did not pass the question on (elicitation/create: an answer from the "
     "user); tooltree's client does not offer elicitation"
 )
 

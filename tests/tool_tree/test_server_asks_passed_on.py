@@ -101,7 +101,7 @@ async def test_without_an_asker_a_declared_question_is_refused_saying_there_is_n
         with anyio.fail_after(PROMPTLY):
             result = await pool.call("asking", "ask_input", {"kind": "elicitation"})
         assert isinstance(result, CallFailure) and result.code == "server_error"
-        assert "tooltree does not offer elicitation (no one to ask: tooltree passes elicitation on only" in text(result)
+        assert "tooltree did not pass it on (no one to ask: tooltree passes elicitation on only" in text(result)
     async with ServerPool([asking(tmp_path, "legacy")]) as pool:
         wire = await pool.call("asking", "ask_times", {"kind": "elicitation", "times": 1})
     assert "no one to ask" in text(wire)
