@@ -20,8 +20,7 @@ from typing import Any
 from tool_tree.config_checks import check_fields, env_problem, expand_home, header_problem, url_problem
 from tool_tree.config_clients import entry_of, read_env_file
 from tool_tree.config_read import ConfigError, Node, Reader, did_you_mean, kind_of
-from tool_tree.config_servers import MAX_CONCURRENCY, MAX_DESCRIPTION, PROTOCOLS, ServerConfig
-from tool_tree.server_asks import ASKABLE
+from tool_tree.config_servers import ASKABLE, MAX_CONCURRENCY, MAX_DESCRIPTION, PROTOCOLS, ServerConfig
 from tool_tree.text import one_line
 
 logger = logging.getLogger("tool_tree.config")

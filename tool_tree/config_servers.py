@@ -25,6 +25,10 @@ servers has 429); a 50 MB one went into all of them."""
 
 
 PROTOCOLS = ("auto", "legacy")
+ASKABLE = ("elicitation", "sampling")
+"""The client capabilities a server's configuration may declare (``client_capabilities``; `tool_tree.server_asks`);
+roots are never passed on (a client's roots are folders of its machine, and a server may take them as the only ones it
+may touch)."""
 """The values of ``servers.NAME.protocol`` (`ServerConfig.protocol`)."""
 PROBE_SECONDS = 10.0
 """How long the SDK waits for an answer to ``server/discover`` before it falls back to the ``initialize`` handshake
@@ -52,7 +56,7 @@ class ServerConfig:
     know unanswered, which makes the question cost `PROBE_SECONDS` at every start)."""
     enabled: bool = True
     client_capabilities: tuple[str, ...] = ()
-    """The client capabilities tooltree declares to the server (`tool_tree.server_asks.ASKABLE`: ``elicitation``,
+    """The client capabilities tooltree declares to the server (`ASKABLE`: ``elicitation``,
     ``sampling``); a question of one is passed on to whoever made the call, when it can be (`tooltree serve`'s client,
     for a passthrough tool), else refused. Declared at listing too: some servers offer tools only to such clients."""
     include: tuple[str, ...] = ()

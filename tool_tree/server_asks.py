@@ -27,10 +27,6 @@ import mcp.types as mt
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-ASKABLE = ("elicitation", "sampling")
-"""The client capabilities a server's configuration may declare (``client_capabilities``); roots are never passed on
-(a client's roots are folders of its machine, and a server may take them as the only ones it may touch)."""
-
 _ASKS: dict[type[object], tuple[str, str, str]] = {
     mt.CreateMessageRequest: ("sampling/createMessage", "sampling", "an LLM completion"),
     mt.ElicitRequest: ("elicitation/create", "elicitation", "an answer from the user"),
@@ -89,8 +85,9 @@ def question(request: mt.InputRequest) -> tuple[str, str, str]:
 
 
 def capabilities_of(declared: Collection[str]) -> dict[str, object]:
-    """The SDK client's keyword arguments that declare ``declared`` (`ASKABLE` names): a callback for each (the SDK
-    declares a capability for each callback it is given; `answering` replaces where they lead)."""
+    """The SDK client's keyword arguments that declare ``declared`` (`tool_tree.config_servers.ASKABLE` names): a
+    callback for each (the SDK declares a capability for each callback it is given; `answering` replaces where they
+    lead)."""
 
     async def unused(ctx: ClientRequestContext, params: object) -> mt.ErrorData:  # never called: see `answering`
         raise AssertionError("answered by tooltree.server_asks.answering")

@@ -41,7 +41,8 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import ValidationError
 
 from sandbox.results import clean_text
-from tool_tree.server_asks import ASKABLE, Asker, question, refusal_of
+from tool_tree.config_servers import ASKABLE
+from tool_tree.server_asks import Asker, question, refusal_of
 from tool_tree.text import one_line
 
 logger = logging.getLogger("agent.serve")

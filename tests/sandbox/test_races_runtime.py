@@ -120,9 +120,7 @@ def test_a_call_tool_in_flight_when_another_thread_closes_the_runtime_says_the_r
         def begin_execution(self) -> None:
             pass
 
-        async def call_tool(
-            self, server: str, tool: str, arguments: dict[str, Any], *, progress: Any = None
-        ) -> dict[str, Any]:
+        async def call_tool(self, server: str, tool: str, arguments: dict[str, Any], **hooks: Any) -> dict[str, Any]:
             running.set()
             await asyncio.Event().wait()  # until the loop ends and cancels it
             raise AssertionError("not reached")
