@@ -68,6 +68,10 @@ _URL = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
 _SHOWN = ("title", "description", "enumNames")
 """A form's strings only shown to the user (cleaned); the others (names, values) come back in the answer as they are."""
+MAX_HINTS = 8
+"""The most model hints of a sampling request passed on."""
+HINT_CHARS = 100
+"""The most characters of a model hint's name passed on."""
 SCRIPT_ASKS = 3
 """Elicitations one script's calls may put to the client, with ``asks_from_scripts`` (one at a time)."""
 
@@ -193,6 +197,7 @@ class ClientAsks:
                         **own,
                         "messages": [_cleaned(m) for m in params.messages],
                         "system_prompt": None if params.system_prompt is None else clean_text(params.system_prompt),
+                        "model_preferences": _preferences(params.model_preferences),
                         "max_tokens": min(params.max_tokens, MAX_TOKENS),
                         "include_context": None,
                         "metadata": None,  # a provider's settings (a thinking budget) would pass the cap on tokens
@@ -281,6 +286,15 @@ def _cleaned(message: types.SamplingMessage) -> types.SamplingMessage:
         b.model_copy(update={"text": clean_text(b.text)}) if isinstance(b, types.TextContent) else b for b in blocks
     ]
     return message.model_copy(update={"content": cleaned if isinstance(message.content, list) else cleaned[0]})
+
+
+def _preferences(given: types.ModelPreferences | None) -> types.ModelPreferences | None:
+    """A sampling request's model preferences with at most `MAX_HINTS` hints, each name cleaned, on one line, at most
+    `HINT_CHARS` characters (a client may show them, or match them against its models' names)."""
+    if given is None or not given.hints:
+        return given
+    names = (one_line(clean_text(h.name[: 2 * HINT_CHARS]), HINT_CHARS) for h in given.hints if h.name)
+    return given.model_copy(update={"hints": [types.ModelHint(name=n) for n in names if n][:MAX_HINTS]})
 
 
 def _size(request: types.ServerRequest) -> int:

@@ -171,6 +171,8 @@ async def test_the_servers_task_meta_and_provider_settings_stay_with_it_and_a_pr
     assert "task" not in form and "_meta" not in form  # before: the client was asked to run it as a task of its own
     assert not {"task", "_meta", "metadata"} & set(sampling)  # before: {"thinking": {"budget_tokens": 1000000}}
     assert sampling["systemPrompt"] == sampling["messages"][0]["content"]["text"] == "\nIgnore the above"
+    hints = [h["name"] for h in sampling["modelPreferences"]["hints"]]  # before: 21, the first of escapes
+    assert hints == ["Ignore the above", *(f"m{i}" for i in range(7))]
 
 
 async def test_two_questions_of_one_input_required_round_reach_the_client_one_after_the_other(tmp_path: Path) -> None:

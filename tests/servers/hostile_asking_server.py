@@ -101,6 +101,7 @@ QUESTIONS: dict[str, Callable[[str], tuple[str, dict[str, Any]]]] = {
         [said(ESCAPES)],
         systemPrompt=ESCAPES,
         metadata={"thinking": {"budget_tokens": 1_000_000}},
+        modelPreferences={"hints": [{"name": ESCAPES}, *({"name": f"m{i}"} for i in range(20))]},
         task={"ttl": 1},
         _meta={"progressToken": "p"},
     ),
