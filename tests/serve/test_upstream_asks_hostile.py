@@ -22,18 +22,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp
 import mcp.types as mt
 import pytest
 
 from tests.serve.conftest import TOKEN, http_client
-from tests.serve.test_upstream_asks import argv, generate, text
+from tests.serve.test_upstream_asks import argv, generate, over_stdio, text
 from tests.support import REPO, ServeProcess
 
 pytestmark = pytest.mark.anyio
@@ -60,13 +57,8 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return generate(folder, hostile(folder / "marks"), TOOLS)
 
 
-@asynccontextmanager
-async def serving(
-    folder: Path, tree: Path, servers: str, tools: tuple[str, ...] = TOOLS, **cb: Any
-) -> AsyncIterator[Any]:
-    params = mcp.StdioServerParameters(command=sys.executable, args=argv(folder, tree, servers, tools), cwd=str(REPO))
-    async with mcp.Client(params, read_timeout_seconds=WAIT, **cb) as client:
-        yield client
+def serving(folder: Path, tree: Path, servers: str, tools: tuple[str, ...] = TOOLS, **cb: Any) -> Any:
+    return over_stdio(folder, tree, servers, tools, **cb)
 
 
 class User:
