@@ -116,7 +116,7 @@ def request_too_large(server: str) -> str:
     return (
         f"tooltree refused a request of server {server!r}: it holds more than {MAX_REQUEST_VALUES:,} JSON values, "
         "the limit for a request to tooltree (a ping, or a question it may pass on to a client: a form, a sampling "
-        "request of a few hundred messages)"
+        "request of at most about 190 short messages)"
     )
 
 

@@ -104,6 +104,8 @@ def _expected(kind: type, meaning: str) -> str:
         return f"a whole number, at least 1 ({meaning})"
     if kind is float:
         return f"a positive number ({meaning})"
+    if kind is bool:  # before: "expected offer the servers' MCP prompts …, got 1"
+        return f"true or false ({meaning})"
     return meaning
 
 

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 import anyio
 import mcp.types as mt
 
-from tool_tree.server_asks import Asker, refusal_of
+from tool_tree.config_servers import ASKABLE
+from tool_tree.server_asks import Asker, no_one_to_ask, refusal_of
 
 CALL_ENDED = "the call it came during ended before the client answered (its timeout, or the client's cancel)"
 """Why a question still open at its call's end is refused to the server (and withdrawn from the client)."""
@@ -36,6 +37,10 @@ class _Asking:
             finally:
                 self.open.discard(scope)
         return refusal_of(request, CALL_ENDED, offered=True)
+
+    def accepts(self, capability: str) -> bool:
+        """Whether its asker passes questions of ``capability`` on (an asker's ``kinds``; all when it says none)."""
+        return capability in getattr(self.asker, "kinds", ASKABLE)
 
     def end(self) -> None:
         self.ended = True
@@ -75,17 +80,26 @@ class InFlight:
             changed, self._changed = self._changed, anyio.Event()
             changed.set()
 
-    def asker(self, session: object) -> Asker | None:
-        """Who answers a question the server asks on ``session`` now: the asker of its oldest call in flight, when
-        every call in flight there has one; else None. A session's question names no call (the SDK links neither a
-        request on the wire nor an ``input required`` question to the call it belongs to), so it may be any of them:
-        all the calls of a pool are one caller's (a `tooltree serve` client's session), and a call without an asker (a
-        script's) in flight at the same time makes the question refused rather than put to someone else's call."""
+    def asker(self, session: object, capability: str) -> Asker | str:
+        """Who answers a question of ``capability`` the server asks on ``session`` now: the asker of its oldest call
+        in flight not asking already, when every call in flight there has one that passes such questions on; else why
+        none does. A session's question names no call (the SDK links neither a request on the wire nor an ``input
+        required`` question to the call it belongs to), so it may be any of them: all the calls of a pool are one
+        caller's (a `tooltree serve` client's session), and a call in flight at the same time that could not pass it
+        on (a script's, a host caller's) makes the question refused rather than put to another call's asker."""
         askers = self._askers.get(id(session), [])
-        if not askers or any(a is None for a in askers):
-            return None
+        if not askers:
+            return "it came between calls; tooltree passes a question on only during the call it belongs to"
+        if len(askers) == 1:  # its own call's: its asker says whether it passes such a question on
+            return askers[0] or no_one_to_ask(capability)
+        calls = [a for a in askers if a is not None and a.accepts(capability)]
+        if len(calls) < len(askers):
+            return (
+                f"another call to this server was in flight that may not pass {capability} on (a script's, or a host "
+                "caller's), and a question names no call, so it could have been that one's"
+            )
         # The oldest call not asking already: parallel calls that each ask once all get their question through.
-        return next((a for a in askers if a is not None and not a.open), askers[0])
+        return next((a for a in calls if not a.open), calls[0])
 
     async def drained(self, session: object, timeout: float) -> None:
         """Wait until no call is in flight on ``session``, at most ``timeout`` seconds."""

@@ -39,9 +39,9 @@ Asker = Callable[[mt.InputRequest], Awaitable["mt.InputResponse | mt.ErrorData"]
 the pool's event loop, with the server's request as the SDK read it; returns the answer, or the error to send the
 server (a `refusal` for one it will not pass on). Cancelled when the call ends."""
 
-AskerOf = Callable[[object], "Asker | None"]
-"""The asker of the call a question of a client's session belongs to, by that client (`tool_tree.in_flight.InFlight.
-asker`), or None."""
+AskerOf = Callable[[object, str], "Asker | str"]
+"""The asker of the call a question of a client's session belongs to, by that client and the question's capability
+(`tool_tree.in_flight.InFlight.asker`), or why there is none."""
 
 
 class _Refused(dict[str, str]):
@@ -52,11 +52,16 @@ class _Refused(dict[str, str]):
 
 NOT_DECLARED = "it declares no client capability"
 """Why a question is refused whose capability the server's configuration does not declare."""
-NO_ASKER = (
-    "no one to ask: tooltree passes {capability} on only during a call of a passthrough tool of `tooltree serve` "
-    "whose client offers it (a script's call only with `serve: asks_from_scripts`; never between calls)"
-)
-"""Why a question is refused that was declared but came with no asker (``str.format``-ed with ``capability``)."""
+
+
+def no_one_to_ask(capability: str) -> str:
+    """Why a question of ``capability`` (declared) is refused whose call has no one to ask."""
+    scripts = "; a script's call, its elicitations only with `serve: asks_from_scripts`"
+    scripts = scripts if capability == "elicitation" else ""
+    return (
+        f"no one to ask: tooltree passes {capability} on only during a call of a passthrough tool of `tooltree serve` "
+        f"whose client offers it{scripts}"
+    )
 
 
 def refusal(
@@ -101,10 +106,11 @@ def capabilities_of(declared: Collection[str]) -> dict[str, object]:
 
 
 def answering(
-    session: ClientSession, declared: Collection[str] = (), find: Callable[[], Asker | None] | None = None
+    session: ClientSession, declared: Collection[str] = (), find: Callable[[str], Asker | str] | None = None
 ) -> None:
     """Make ``session`` answer each question of its server, on the wire and inside an ``input required`` result
-    alike: one whose capability is ``declared`` by the asker ``find()`` gives, others with a `refusal`.
+    alike: one whose capability is ``declared`` by the asker ``find(capability)`` gives, others (and one ``find``
+    gives a reason for) with a `refusal`.
 
     The questions of one ``input required`` result (protocol 2026-07-28) are asked together, and the SDK dispatches
     them at once: in a session of that protocol an asker is given them one after another, as its client would answer
@@ -131,9 +137,9 @@ def answering(
         if capability not in declared:
             only = f"its configuration declares only {', '.join(declared)} (client_capabilities)"
             return refusal_of(request, only if declared else NOT_DECLARED)
-        asker = None if find is None else find()
-        if asker is None:
-            return refusal_of(request, NO_ASKER.format(capability=capability), offered=True)
+        asker = no_one_to_ask(capability) if find is None else find(capability)
+        if isinstance(asker, str):
+            return refusal_of(request, asker, offered=True)
         return await in_turn(asker, request)
 
     session.dispatch_input_request = dispatch_input_request  # type: ignore[method-assign]

@@ -105,8 +105,12 @@ class ClientAsks:
         self._busy = False
 
     def of(self, server: str) -> Asker:
-        """The `tool_tree.server_asks.Asker` of ``server``'s questions (it is named in what the client is shown)."""
-        return functools.partial(self._asked_by, server)
+        """The `tool_tree.server_asks.Asker` of ``server``'s questions (it is named in what the client is shown); its
+        ``kinds`` are those it passes on, so a question of another is never put to it for another call
+        (`tool_tree.in_flight.InFlight.asker`)."""
+        asker = functools.partial(self._asked_by, server)
+        asker.kinds = self._kinds  # type: ignore[attr-defined]
+        return asker
 
     async def _asked_by(self, server: str, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
         """Put ``request`` to the client and give its answer (on the pool's loop; waits on serve's)."""

@@ -203,7 +203,7 @@ async def test_a_question_after_its_call_ended_never_reaches_the_client(tree: Pa
             assert text(await client.call_tool("hostile__ask_after", {"tag": "late"})) == "done"
             (marks / "GATE").touch()
             late = await answered(marks, "late")
-    assert late["outcome"] == "error" and "no one to ask" in late["head"]
+    assert late["outcome"] == "error" and "it came between calls" in json.dumps(late)
     assert user.asked == []
 
 

@@ -578,3 +578,15 @@ def test_client_capabilities_are_read_and_roots_or_unknown_names_are_errors_on_t
     json_entry = parse_config('{"mcpServers": {"a": {"command": "x", "client_capabilities": ["elicitation"]}}}',
                               source="claude.json", environ={})  # fmt: skip
     assert json_entry.servers[0].client_capabilities == ("elicitation",)
+
+
+def test_a_yes_or_no_setting_given_something_else_says_true_or_false() -> None:
+    from agent.serve.settings import ServeSettings
+
+    config = parse_config(
+        'servers:\n  a: {command: x}\nserve:\n  asks_from_scripts: "yes"\n', source="t.yaml", environ={}
+    )
+    with pytest.raises(ConfigError) as e:
+        ServeSettings.from_config(config)
+    # Before: "expected pass the elicitations a server asks …, got 'yes'".
+    assert str(e.value).startswith("t.yaml:4: serve.asks_from_scripts: expected true or false (pass the elicitations")

@@ -9,6 +9,7 @@ client that can ask its user listed none of them). Real processes: `tests/server
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -139,7 +140,8 @@ async def test_a_question_while_a_call_without_an_asker_is_in_flight_is_refused_
                 await anyio.sleep(0.02)  # a poll of the server's mark, bounded
             result = await pool.call("asking", "ask_times", {"kind": "elicitation", "times": 1}, asker=asker)
         tg.cancel_scope.cancel()
-    assert "no one to ask" in text(result) and asker.asked == []
+    assert "another call to this server was in flight that may not pass elicitation on" in text(result)
+    assert asker.asked == []
 
 
 async def test_the_calls_timeout_withdraws_a_question_still_waiting_for_its_answer(tmp_path: Path) -> None:
@@ -160,3 +162,33 @@ async def test_the_calls_timeout_withdraws_a_question_still_waiting_for_its_answ
         assert waiting.is_set()
         assert isinstance(result, CallFailure) and result.code == "timeout"
         assert text(await pool.call("asking", "wait", {"seconds": 0})) == "waited 0 s"  # the server goes on
+
+
+async def test_a_question_one_call_in_flight_may_not_pass_on_is_refused_not_put_to_another_call(tmp_path: Path) -> None:
+    # A script's call (its asker passes only elicitation on) beside a passthrough call to one server: a sampling
+    # question names no call, so it could be the script's; before, it went to the oldest call's asker, the
+    # passthrough's, and reached the client's model on the script's behalf.
+    passthrough, script = Asker(), Asker()
+    script.kinds = ("elicitation",)  # type: ignore[attr-defined]
+    async with ServerPool([asking(tmp_path, "legacy")]) as pool, anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(pool.call, "asking", "wait", {"seconds": 30}, asker=passthrough))
+        with anyio.fail_after(PROMPTLY):
+            while not (tmp_path / "ran").exists():
+                await anyio.sleep(0.02)  # a poll of the server's mark, bounded
+            sampled = await pool.call("asking", "ask_times", {"kind": "sampling", "times": 1}, asker=script)
+            elicited = await pool.call("asking", "ask_times", {"kind": "elicitation", "times": 1}, asker=script)
+        tg.cancel_scope.cancel()
+    assert text(sampled).endswith(
+        "another call to this server was in flight that may not pass sampling on (a script's, or a host caller's), and "
+        "a question names no call, so it could have been that one's"
+    )
+    assert json.loads(text(elicited)) == {"action": "accept", "content": {"name": "Ana"}}
+    assert [q.method for q in passthrough.asked + script.asked] == ["elicitation/create"]  # no sampling anywhere
+
+
+async def test_a_question_between_calls_is_refused_saying_so(tmp_path: Path) -> None:
+    from tool_tree.in_flight import InFlight
+
+    assert InFlight().asker(object(), "elicitation") == (
+        "it came between calls; tooltree passes a question on only during the call it belongs to"
+    )
