@@ -110,10 +110,25 @@ class Toolset(ABC):
             wanted = {name, name.replace("/", ".", 1), name.replace("/", ".")}
             match = next((t for t in self.manifest.tools if {t.qualified_name, f"{t.server}.{t.tool}"} & wanted), None)
             if match is None:
-                raise AgentSetupError(f"{what} {name!r} is not in the tree (use <server>.<tool>)", setting=setting)
+                missing = f"{what} {name!r} is not in the tree{_missing(self.manifest, wanted)}"
+                raise AgentSetupError(missing, setting=setting)
             if match not in out:
                 out.append(match)
         return out
+
+
+def _missing(manifest: Manifest, wanted: set[str]) -> str:
+    """What to do about a tool name the tree does not have: regenerate it when its server is in the tree (the server
+    may list the tool only now: one it added, or one it lists only to a client of the capabilities its
+    ``client_capabilities`` declare), else name the form of a name."""
+    servers = {s.name for s in manifest.servers}
+    if not any(name.partition(".")[0] in servers for name in wanted):
+        return " (use <server>.<tool>)"
+    return (
+        ": its server listed no such tool when the tree was generated; if it offers it now (a tool it added, or "
+        "one it lists only to a client declaring `client_capabilities`), regenerate the tree (`tooltree "
+        "generate-tree`, or `tooltree serve --regenerate-first`)"
+    )
 
 
 NOTE_CHARS = 120

@@ -16,7 +16,8 @@ CRM = ToolEntry("crm", "update_record", "update_record", "servers/crm/update_rec
 
 
 def resolve(*names: str) -> list[ToolEntry]:
-    toolset = SimpleNamespace(manifest=SimpleNamespace(tools=[ASK, CRM]))
+    servers = [SimpleNamespace(name="raw ask"), SimpleNamespace(name="crm")]
+    toolset = SimpleNamespace(manifest=SimpleNamespace(tools=[ASK, CRM], servers=servers))
     return Toolset.resolve_pinned(toolset, names)  # type: ignore[arg-type]
 
 

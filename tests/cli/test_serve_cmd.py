@@ -236,8 +236,9 @@ def test_a_tool_of_the_config_that_is_not_in_the_tree_names_file_line_and_key(
     capsys.readouterr()
     assert main(["serve", "--config", str(config), "--tree", str(tree), "--no-regenerate"]) == 2
     line = text.count("\n") + 2  # the key's line, under its section's
-    expected = f"{config}:{line}: {setting}: {what} tool 'crm.nope' is not in the tree (use <server>.<tool>)"
-    assert capsys.readouterr().err.strip() == f"tooltree: error: {expected}"
+    expected = f"{config}:{line}: {setting}: {what} tool 'crm.nope' is not in the tree: its server listed no such tool"
+    said = capsys.readouterr().err.strip()
+    assert said.startswith(f"tooltree: error: {expected}") and said.endswith("`tooltree serve --regenerate-first`)")
 
 
 @pytest.mark.docker
