@@ -146,12 +146,17 @@ class Connection:
 
 @asynccontextmanager
 async def connect(
-    server: ServerConfig, *, stderr: StderrLog | None = None, asks: AskerOf | None = None
+    server: ServerConfig,
+    *,
+    stderr: StderrLog | None = None,
+    asks: AskerOf | None = None,
+    completes: Callable[[object, str], None] | None = None,
 ) -> AsyncIterator[Connection]:
     """Open a session to ``server``; the process (stdio) is stopped and reaped on exit.
 
     The session declares the client capabilities of the server's ``client_capabilities``; a question of the server
-    of one of them goes to ``asks(client)``'s asker (`tool_tree.server_asks.answering`), others are refused.
+    of one of them goes to ``asks(client, capability)``'s asker (`tool_tree.server_asks.answering`), others are
+    refused; its notice that a URL elicitation was completed is told ``completes(client, elicitation_id)``.
 
     The caller bounds the time (``anyio.fail_after(server.timeout)``). For stdio servers the
     process runs in its own process group and the whole group is killed on exit; a message longer
@@ -206,9 +211,13 @@ async def connect(
         listing = ListingCheck(server.name)
         target = _watched(target, changes, listing)
 
+        opened: list[mcp.Client] = []
+
         async def on_message(message: object) -> None:
             if stderr is not None and isinstance(message, ValueError):  # a stdout line the transport could not parse
                 stderr.stdout_noise(_unparsed(message))
+            if isinstance(message, mt.ElicitCompleteNotification) and completes is not None and opened:
+                completes(opened[0], message.params.elicitation_id)
 
         opening = anyio.current_time()
         try:
@@ -233,6 +242,7 @@ async def connect(
             if listing.probe_unanswered and timed_out:
                 logger.warning("%s", probe_unanswered(server, waited=False))
             raise
+        opened.append(client)
         # A question of the server (sampling, …) goes to the asker of its call, or is refused in tooltree's words.
         answering(client.session, server.client_capabilities, None if asks is None else functools.partial(asks, client))
         if listing.probe_unanswered:

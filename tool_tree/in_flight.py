@@ -5,7 +5,10 @@ asks during them (`asker`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import anyio
@@ -13,6 +16,14 @@ import mcp.types as mt
 
 from tool_tree.config_servers import ASKABLE
 from tool_tree.server_asks import Asker, no_one_to_ask, refusal_of
+
+MAX_URL_ELICITATIONS = 16
+"""URL elicitations a session remembers the asker of, to tell it when the server says one was completed (the oldest
+forgotten first)."""
+URL_ELICITATION_SECONDS = 600.0
+"""How long such an elicitation is remembered (a sign-in the user finishes later is still told)."""
+MAX_ELICITATION_ID_CHARS = 256
+"""The longest elicitation id remembered (a longer one's completion is not told)."""
 
 CALL_ENDED = "the call it came during ended before the client answered (its timeout, or the client's cancel)"
 """Why a question still open at its call's end is refused to the server (and withdrawn from the client)."""
@@ -22,10 +33,11 @@ class _Asking:
     """One call's asker and the questions it is answering now, withdrawn at the call's end (`end`): a server that
     never withdraws its own would keep its question open on the client for good."""
 
-    def __init__(self, asker: Asker) -> None:
+    def __init__(self, asker: Asker, remember: Callable[[str, Callable[[str], None]], None]) -> None:
         self.asker = asker
         self.open: set[anyio.CancelScope] = set()
         self.ended = False
+        self._remember = remember
 
     async def __call__(self, request: mt.InputRequest) -> mt.InputResponse | mt.ErrorData:
         with anyio.CancelScope() as scope:
@@ -33,9 +45,15 @@ class _Asking:
                 scope.cancel()
             self.open.add(scope)
             try:
-                return await self.asker(request)
+                answer = await self.asker(request)
             finally:
                 self.open.discard(scope)
+            completed = getattr(self.asker, "completed", None)
+            url = request.params if isinstance(request, mt.ElicitRequest) else None
+            accepted = isinstance(answer, mt.ElicitResult) and answer.action == "accept"
+            if isinstance(url, mt.ElicitRequestURLParams) and url.elicitation_id and accepted and completed is not None:
+                self._remember(url.elicitation_id, completed)  # its completion, told later, goes to the same asker
+            return answer
         return refusal_of(request, CALL_ENDED, offered=True)
 
     def accepts(self, capability: str) -> bool:
@@ -55,6 +73,7 @@ class InFlight:
         self._counts: dict[int, int] = {}
         self._changed = anyio.Event()
         self._askers: dict[int, list[_Asking | None]] = {}
+        self._urls: dict[int, OrderedDict[str, tuple[float, Callable[[str], None]]]] = {}
 
     @contextmanager
     def call(self, session: object, asker: Asker | None = None) -> Iterator[None]:
@@ -63,7 +82,7 @@ class InFlight:
         key = id(session)
         self._counts[key] = self._counts.get(key, 0) + 1
         askers = self._askers.setdefault(key, [])
-        asking = None if asker is None else _Asking(asker)
+        asking = None if asker is None else _Asking(asker, functools.partial(self._remember, key))
         askers.append(asking)
         try:
             yield
@@ -100,6 +119,24 @@ class InFlight:
             )
         # The oldest call not asking already: parallel calls that each ask once all get their question through.
         return next((a for a in calls if not a.open), calls[0])
+
+    def _remember(self, key: int, elicitation_id: str, completed: Callable[[str], None]) -> None:
+        """Keep who passed URL elicitation ``elicitation_id`` on in session ``key``, to tell it of its completion."""
+        if len(elicitation_id) > MAX_ELICITATION_ID_CHARS:
+            return
+        urls = self._urls.setdefault(key, OrderedDict())
+        urls[elicitation_id] = (time.monotonic() + URL_ELICITATION_SECONDS, completed)
+        urls.move_to_end(elicitation_id)
+        while len(urls) > MAX_URL_ELICITATIONS:
+            urls.popitem(last=False)
+
+    def completed(self, session: object, elicitation_id: str) -> None:
+        """The server says URL elicitation ``elicitation_id`` was completed: tell the asker that passed it on (once,
+        within `URL_ELICITATION_SECONDS`); one tooltree passed on to no one is dropped."""
+        urls = self._urls.get(id(session))
+        found = None if urls is None or not isinstance(elicitation_id, str) else urls.pop(elicitation_id, None)
+        if found is not None and found[0] > time.monotonic():
+            found[1](elicitation_id)
 
     async def drained(self, session: object, timeout: float) -> None:
         """Wait until no call is in flight on ``session``, at most ``timeout`` seconds."""

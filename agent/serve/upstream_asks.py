@@ -20,7 +20,9 @@ serve's other sessions are not the server's business) or provider settings (``me
 `MAX_QUESTION_BYTES` as JSON. The call's timeout runs while the client answers;
 the call's end (its timeout, the client's cancel) withdraws the question (the client is sent
 ``notifications/cancelled``). What a client cannot answer (the 2026-07-28 protocol over stdio has no channel for a
-request of the server's during a call) is refused to the server in words that say so.
+request of the server's during a call) is refused to the server in words that say so. The server's notice that a URL
+elicitation the client accepted was completed (``notifications/elicitation/complete``) is passed on to that client
+(`tool_tree.in_flight.InFlight.completed`).
 """
 
 from __future__ import annotations
@@ -110,7 +112,20 @@ class ClientAsks:
         (`tool_tree.in_flight.InFlight.asker`)."""
         asker = functools.partial(self._asked_by, server)
         asker.kinds = self._kinds  # type: ignore[attr-defined]
+        asker.completed = self._completed  # type: ignore[attr-defined]
         return asker
+
+    def _completed(self, elicitation_id: str) -> None:
+        """Tell the client that the URL elicitation ``elicitation_id`` it accepted was completed (the server said so;
+        `tool_tree.in_flight.InFlight.completed`): from the pool's loop, sent on serve's, not waited for."""
+
+        async def tell() -> None:
+            try:
+                await self._session.send_elicit_complete(elicitation_id)
+            except Exception as e:  # the client left meanwhile: nothing to tell
+                logger.info("the completion of URL elicitation %r was not told: %s", elicitation_id[:80], e)
+
+        asyncio.run_coroutine_threadsafe(tell(), self._loop)
 
     async def _asked_by(self, server: str, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
         """Put ``request`` to the client and give its answer (on the pool's loop; waits on serve's)."""

@@ -36,7 +36,7 @@ ASKING = REPO / "tests" / "servers" / "asking_server.py"
 REAL = Path(os.environ.get("TOOLTREE_REAL_SERVERS") or REPO / ".real-servers").resolve()
 EVERYTHING = REAL / "node" / "node_modules" / ".bin" / "mcp-server-everything"
 WAIT = 90.0
-TOOLS = ("asking.ask", "asking.ask_input", "asking.ask_times", "asking.ask_together")
+TOOLS = ("asking.ask", "asking.ask_input", "asking.ask_times", "asking.ask_together", "asking.ask_url")
 
 
 def asking_server(protocol: str) -> str:
@@ -193,6 +193,35 @@ async def test_a_server_that_keeps_asking_is_refused_after_ten_questions_in_one_
     assert all(line.endswith("; the server asked more than 10 questions in one call") for line in lines[10:])
     assert len(lines) == 12 and len(user.elicited) == 11
     assert not again.is_error
+
+
+async def test_the_completion_of_a_url_elicitation_the_client_accepted_reaches_it_and_no_other(
+    trees: dict[str, Path], tmp_path: Path
+) -> None:
+    told: list[str] = []
+    came = anyio.Event()
+    answers = iter(["accept", "decline", "accept", "accept"])
+
+    async def user(ctx: Any, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+        return mt.ElicitResult(action=next(answers))  # type: ignore[arg-type]
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, mt.ElicitCompleteNotification):
+            told.append(message.params.elicitation_id)
+            came.set()
+
+    servers = asking_server("legacy")
+    async with over_stdio(
+        tmp_path, trees["legacy"], servers, elicitation_callback=user, message_handler=on_message
+    ) as c:
+        with anyio.fail_after(WAIT):
+            for asked, completed in [("a", "zzz"), ("b", "b"), ("c", "c"), ("c2", "c2")]:
+                result = await c.call_tool("asking__ask_url", {"elicitation_id": asked, "completed": completed})
+                assert not result.is_error, text(result)
+                if asked == "c":
+                    await came.wait()  # the first completion told: none before it was
+    # Before: never told. "zzz" was passed on to no one, "b" declined: not told; "a" accepted but never completed.
+    assert told[0] == "c" and set(told) <= {"c", "c2"}
 
 
 async def test_a_question_asked_before_the_last_was_answered_is_refused(trees: dict[str, Path], tmp_path: Path) -> None:

@@ -3,13 +3,13 @@
     python asking_server.py MARK_FOLDER
 
 ``ask`` asks on the wire (``sampling/createMessage``, ``elicitation/create`` (``url``: by URL) or ``roots/list``, by
-``kind``), as a server of the older protocol revisions does, answers the client's answer as JSON, and lets the
-client's error end the call; ``ask_times`` asks ``times`` times, and answers each answer or error, one per line
-(``ask_together``: all at once); ``ask_input`` asks inside an ``input required`` result (protocol 2026-07-28,
-SEP-2322), and answers what came back once asked; ``never_done`` answers ``input required`` with no question, every
-time; ``capabilities`` answers the client capabilities the session declared, as JSON. ``wait`` writes
-``MARK_FOLDER/ran`` (the request's id), waits ``seconds``, and writes ``cancelled`` when the client cancels it (or
-``done``).
+``kind``), as a server of the older protocol revisions does, answers the client's answer as JSON, and lets the client's
+error end the call; ``ask_times`` asks ``times`` times, and answers each answer or error, one per line
+(``ask_together``: all at once); ``ask_url`` asks to open a URL, then says a URL elicitation was completed;
+``ask_input`` asks inside an ``input required`` result (protocol 2026-07-28, SEP-2322), and answers what came back once
+asked; ``never_done`` answers ``input required`` with no question, every time; ``capabilities`` answers the client
+capabilities the session declared, as JSON. ``wait`` writes ``MARK_FOLDER/ran`` (the request's id), waits ``seconds``,
+and writes ``cancelled`` when the client cancels it (or ``done``).
 """
 
 from __future__ import annotations
@@ -80,6 +80,18 @@ async def ask_times(kind: str, times: int, ctx: Context) -> str:
         except MCPError as e:
             said.append(f"error: {e.message}")
     return "\n".join(said)
+
+
+@server.tool(structured_output=False)
+async def ask_url(elicitation_id: str, completed: str, ctx: Context) -> str:
+    """Ask the client on the wire to open a URL (``elicitation_id``), then say URL elicitation ``completed`` was
+    completed; the client's answer."""
+    asked = mt.ElicitRequestURLParams(
+        message="Sign in", url="https://example.com/sign-in", elicitation_id=elicitation_id
+    )
+    result = await ctx.session.send_request(mt.ElicitRequest(params=asked), mt.ElicitResult)  # type: ignore[arg-type]
+    await ctx.session.send_elicit_complete(completed)
+    return result.model_dump_json(by_alias=True, exclude_none=True)
 
 
 @server.tool(structured_output=False)
