@@ -38,9 +38,10 @@ from tool_tree.config import PROBE_SECONDS, ServerConfig
 from tool_tree.guard import ReadWrapper, guarded
 from tool_tree.http_client import http_client
 from tool_tree.http_errors import Answers, host, not_mcp, reason, status_problem
+from tool_tree.in_flight import InFlight
 from tool_tree.ledgers import Outstanding
 from tool_tree.listing_check import PROBE, LeftOut, ListingCheck, checked
-from tool_tree.server_asks import AskerOf, answering, capabilities_of
+from tool_tree.server_asks import answering, capabilities_of
 from tool_tree.start_errors import not_started
 from tool_tree.stderr_log import NOISE_CHARS, StderrLog
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, NotJSONRPC, stdio_client
@@ -146,17 +147,12 @@ class Connection:
 
 @asynccontextmanager
 async def connect(
-    server: ServerConfig,
-    *,
-    stderr: StderrLog | None = None,
-    asks: AskerOf | None = None,
-    completes: Callable[[object, str], None] | None = None,
+    server: ServerConfig, *, stderr: StderrLog | None = None, asks: InFlight | None = None
 ) -> AsyncIterator[Connection]:
     """Open a session to ``server``; the process (stdio) is stopped and reaped on exit.
 
-    The session declares the client capabilities of the server's ``client_capabilities``; a question of the server
-    of one of them goes to ``asks(client, capability)``'s asker (`tool_tree.server_asks.answering`), others are
-    refused; its notice that a URL elicitation was completed is told ``completes(client, elicitation_id)``.
+    It declares the server's ``client_capabilities``; a question of one goes to the asker ``asks`` gives, others are
+    refused (`tool_tree.server_asks.answering`); ``asks`` is told when a URL elicitation was completed.
 
     The caller bounds the time (``anyio.fail_after(server.timeout)``). For stdio servers the
     process runs in its own process group and the whole group is killed on exit; a message longer
@@ -216,8 +212,8 @@ async def connect(
         async def on_message(message: object) -> None:
             if stderr is not None and isinstance(message, ValueError):  # a stdout line the transport could not parse
                 stderr.stdout_noise(_unparsed(message))
-            if isinstance(message, mt.ElicitCompleteNotification) and completes is not None and opened:
-                completes(opened[0], message.params.elicitation_id)
+            if isinstance(message, mt.ElicitCompleteNotification) and asks is not None and opened:
+                asks.completed(opened[0], message.params.elicitation_id)
 
         opening = anyio.current_time()
         try:
@@ -244,7 +240,8 @@ async def connect(
             raise
         opened.append(client)
         # A question of the server (sampling, …) goes to the asker of its call, or is refused in tooltree's words.
-        answering(client.session, server.client_capabilities, None if asks is None else functools.partial(asks, client))
+        find = None if asks is None else functools.partial(asks.asker, client)
+        answering(client.session, server.client_capabilities, find)
         if listing.probe_unanswered:
             logger.warning("%s", probe_unanswered(server, waited=True))
         if answers is not None:

@@ -401,9 +401,7 @@ class ServerPool:
                 slot.starting = scope
                 if self._closing:  # the close began before this task ran: it found no start-up to stop
                     scope.cancel()
-                async with connect(
-                    slot.config, stderr=slot.stderr, asks=slot.in_flight.asker, completes=slot.in_flight.completed
-                ) as conn:
+                async with connect(slot.config, stderr=slot.stderr, asks=slot.in_flight) as conn:
                     try:
                         # The SDK must see the listing (output schemas, 2026 header maps) before calls.
                         slot.tools = await list_tools_raw(conn.client)

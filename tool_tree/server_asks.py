@@ -39,10 +39,6 @@ Asker = Callable[[mt.InputRequest], Awaitable["mt.InputResponse | mt.ErrorData"]
 the pool's event loop, with the server's request as the SDK read it; returns the answer, or the error to send the
 server (a `refusal` for one it will not pass on). Cancelled when the call ends."""
 
-AskerOf = Callable[[object, str], "Asker | str"]
-"""The asker of the call a question of a client's session belongs to, by that client and the question's capability
-(`tool_tree.in_flight.InFlight.asker`), or why there is none."""
-
 
 class _Refused(dict[str, str]):
     """The ``data`` of a `refusal`: of its own type, which the SDK keeps when it raises the refusal of a question of
