@@ -162,13 +162,15 @@ class Scripted:
 
 
 class Opened:
-    """A runtime already open, whose sandbox starts at once (and has no workspace to save)."""
+    """A runtime already open, whose sandbox starts at once (and has no workspace to save), and whose bridge takes the
+    execution's askers (`sandbox.mcp_bridge.McpBridge.script_asks`)."""
 
     sandbox_started = True
     running_sandbox = None
+    script_asks = None
 
     def __init__(self) -> None:
-        self.sandbox = self
+        self.sandbox = self.bridge = self
 
     def open(self) -> Opened:
         return self
