@@ -37,6 +37,7 @@ class _Asking:
         self.asker = asker
         self.open: set[anyio.CancelScope] = set()
         self.ended = False
+        self._was_asking = False
         self._remember = remember
 
     async def __call__(self, request: mt.InputRequest) -> mt.InputResponse | mt.ErrorData:
@@ -60,7 +61,13 @@ class _Asking:
         """Whether its asker passes questions of ``capability`` on (an asker's ``kinds``; all when it says none)."""
         return capability in getattr(self.asker, "kinds", ASKABLE)
 
+    @property
+    def was_asking(self) -> bool:
+        """Whether a question was with its asker when the call ended."""
+        return self._was_asking
+
     def end(self) -> None:
+        self._was_asking = bool(self.open)
         self.ended = True
         for scope in self.open:
             scope.cancel()
@@ -76,7 +83,7 @@ class InFlight:
         self._urls: dict[int, OrderedDict[str, tuple[float, Callable[[str], None]]]] = {}
 
     @contextmanager
-    def call(self, session: object, asker: Asker | None = None) -> Iterator[None]:
+    def call(self, session: object, asker: Asker | None = None) -> Iterator[_Asking | None]:
         """One call in flight on ``session`` for the block (the session is referenced meanwhile: its id is its own);
         ``asker`` answers what the server asks during it (`asker`)."""
         key = id(session)
@@ -85,7 +92,7 @@ class InFlight:
         asking = None if asker is None else _Asking(asker, functools.partial(self._remember, key))
         askers.append(asking)
         try:
-            yield
+            yield asking
         finally:
             askers.remove(asking)  # itself, or one of the Nones: the order of those left is kept
             if asking is not None:

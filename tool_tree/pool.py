@@ -702,7 +702,7 @@ class ServerPool:
                     result = await send(client, remaining)
             except pydantic_core.PydanticSerializationError as e:  # nothing was sent: the session is as it was
                 raise TypeError(f"arguments: cannot be sent as JSON ({e})") from None
-            except TimeoutError:
+            except TimeoutError as e:
                 ran = _SENT
                 if not await _answers_ping(client, min(PING_TIMEOUT, limit)):
                     # Not just a slow call: the server is hung, and every later call would time out
@@ -710,6 +710,8 @@ class ServerPool:
                     await self._discard(slot, client, "it stopped answering (hung)")
                     ran = _SENT_TO_HUNG
                 timed_out = f"the call timed out after {limit:g} s" + (f" ({setting})" if setting else "")
+                if isinstance(e, _AnswerAwaited):
+                    timed_out += f" while the client was still answering a question of the server ({e})"
                 return CallFailure(timed_out, "timeout", ran)
             except mcp.MCPError as e:
                 if (question := asked(e)) is not None:  # the server asked tooltree for sampling, elicitation, roots
@@ -768,10 +770,19 @@ async def _send(
     """The call, within ``timeout`` seconds (the SDK's own read timeout set a little later, so this one fires); with
     a progress token when there is a ``progress`` listener, and ``asker`` answering the server's questions."""
     told = None if progress is None else _telling(progress, slot.config.name)
-    with slot.in_flight.call(client, asker), anyio.fail_after(timeout):
-        return await client.call_tool(
-            tool, arguments, read_timeout_seconds=timeout + SDK_TIMEOUT_MARGIN, progress_callback=told
-        )
+    try:
+        with slot.in_flight.call(client, asker) as asking, anyio.fail_after(timeout):
+            return await client.call_tool(
+                tool, arguments, read_timeout_seconds=timeout + SDK_TIMEOUT_MARGIN, progress_callback=told
+            )
+    except TimeoutError:
+        if asking is not None and asking.was_asking:  # the user's time counts against the call's
+            raise _AnswerAwaited("the user's time counts: give a server that asks a longer timeout") from None
+        raise
+
+
+class _AnswerAwaited(TimeoutError):
+    """A call's timeout that came while a question of its server was with the client."""
 
 
 def _telling(listener: ProgressListener, server: str) -> ProgressFnT:

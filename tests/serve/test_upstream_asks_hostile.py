@@ -273,6 +273,10 @@ async def test_a_question_still_open_when_its_call_ends_is_withdrawn_though_its_
             if end == "timeout":
                 result = await client.call_tool("hostile__ask_deaf", {"tag": "deaf"})
                 assert "timed out after 2 s" in text(result)
+                # before: nothing said the call had waited for the client's answer
+                assert "while the client was still answering a question of the server (the user's time counts" in (
+                    text(result)
+                )
             else:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(client.call_tool, "hostile__ask_deaf", {"tag": "deaf"})
