@@ -254,6 +254,8 @@ class ToolServer:
 
             server.add_request_handler("server/discover", types.RequestParams, discover)
             server.middleware.append(_handshake_only)
+        elif self.asks_client:  # the handshake loop (`agent.serve.stdio`): a 2026-07-28 request is told why
+            server.middleware.append(_handshake_for_asks)
         self._servers.append(server)
         return server
 
@@ -433,6 +435,23 @@ class ToolServer:
             cancel.cancel()
             raise
         return result
+
+
+async def _handshake_for_asks(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Over stdio, when a server may ask the client during a call: refuse a request of the 2026-07-28 protocol (its
+    envelope's version) saying why, rather than the SDK's bare "Invalid request parameters"; ``server/discover`` is
+    left to the handshake loop's "method not found", on which clients fall back to ``initialize``."""
+    meta = ctx.params.get("_meta") if isinstance(ctx.params, dict) else None
+    version = meta.get(types.PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+    if ctx.request_id is not None and version in MODERN_PROTOCOL_VERSIONS and ctx.method != "server/discover":
+        raise MCPError(
+            code=types.UNSUPPORTED_PROTOCOL_VERSION,
+            message="a server of this tooltree serve may ask the client during a call (`client_capabilities`), for "
+            "which the 2026-07-28 protocol over stdio has no channel: connect with the initialize handshake "
+            f"({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)})",
+            data={"supported": list(HANDSHAKE_PROTOCOL_VERSIONS)},
+        )
+    return await call_next(ctx)
 
 
 async def _handshake_only(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:

@@ -276,3 +276,26 @@ async def test_the_real_everything_servers_elicitation_and_sampling_reach_the_cl
     assert "Say hi" in json.dumps([m.model_dump(mode="json") for m in sampling.messages])
     assert sampling.max_tokens == 9  # under the cap: as the server asked
     assert "ok" in text(sampled)
+
+
+def test_over_stdio_a_client_of_the_2026_protocol_alone_is_told_why_it_must_use_the_handshake(
+    trees: dict[str, Path], tmp_path: Path
+) -> None:
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    from tests.serve.raw_stdio import RawStdio
+
+    envelope = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo":
+                {"name": "pinned", "version": "0"}, "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip
+    raw = RawStdio([sys.executable, *argv(tmp_path, trees["legacy"], asking_server("legacy"), TOOLS)], dict(os.environ))
+    try:
+        raw.send({"id": 1, "method": "server/discover", "params": {"_meta": envelope}})
+        raw.send({"id": 2, "method": "tools/list", "params": {"_meta": envelope}})
+        discover = raw.wait_for(lambda m: m.get("id") == 1, "server/discover's answer")
+        listed = raw.wait_for(lambda m: m.get("id") == 2, "tools/list's answer")
+    finally:
+        raw.close()
+    assert discover["error"]["code"] == -32601  # on which clients fall back to the handshake
+    # Before: -32602 "Invalid request parameters", nothing said.
+    assert listed["error"]["code"] == -32022 and "`client_capabilities`" in listed["error"]["message"]
+    assert listed["error"]["data"] == {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS)}
