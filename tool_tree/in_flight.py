@@ -10,6 +10,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 import anyio
 import mcp.types as mt
@@ -24,6 +25,10 @@ URL_ELICITATION_SECONDS = 600.0
 """How long such an elicitation is remembered (a sign-in the user finishes later is still told)."""
 MAX_ELICITATION_ID_CHARS = 256
 """The longest elicitation id remembered (a longer one's completion is not told)."""
+
+_OWN: ContextVar[tuple[int, _Asking | None] | None] = ContextVar("tooltree_own_call", default=None)
+"""The call in flight in this task (and the tasks it starts), by session, and its asking: the SDK dispatches the
+questions of an ``input required`` result in the task of the call whose result it is, so they name their call."""
 
 CALL_ENDED = "the call it came during ended before the client answered (its timeout, or the client's cancel)"
 """Why a question still open at its call's end is refused to the server (and withdrawn from the client)."""
@@ -91,9 +96,11 @@ class InFlight:
         askers = self._askers.setdefault(key, [])
         asking = None if asker is None else _Asking(asker, functools.partial(self._remember, key))
         askers.append(asking)
+        token = _OWN.set((key, asking))
         try:
             yield asking
         finally:
+            _OWN.reset(token)
             askers.remove(asking)  # itself, or one of the Nones: the order of those left is kept
             if asking is not None:
                 asking.end()  # its questions still open are withdrawn
@@ -109,10 +116,14 @@ class InFlight:
     def asker(self, session: object, capability: str) -> Asker | str:
         """Who answers a question of ``capability`` the server asks on ``session`` now: the asker of its oldest call
         in flight not asking already, when every call in flight there has one that passes such questions on; else why
-        none does. A session's question names no call (the SDK links neither a request on the wire nor an ``input
-        required`` question to the call it belongs to), so it may be any of them: all the calls of a pool are one
-        caller's (a `tooltree serve` client's session), and a call in flight at the same time that could not pass it
-        on (a script's, a host caller's) makes the question refused rather than put to another call's asker."""
+        none does. A question of an ``input required`` result is its own call's: the SDK asks it in that call's task
+        (`_OWN`). One on the wire names no call (the SDK does not link it to the call it belongs to), so it may be any
+        of them: all the calls of a pool are one caller's (a `tooltree serve` client's session), and a call in flight
+        at the same time that could not pass it on (a script's, a host caller's) makes the question refused rather
+        than put to another call's asker."""
+        own = _OWN.get()
+        if own is not None and own[0] == id(session):  # asked in its own call's result (2026-07-28)
+            return own[1] or no_one_to_ask(capability)
         askers = self._askers.get(id(session), [])
         if not askers:
             return "it came between calls; tooltree passes a question on only during the call it belongs to"
@@ -136,6 +147,10 @@ class InFlight:
         urls.move_to_end(elicitation_id)
         while len(urls) > MAX_URL_ELICITATIONS:
             urls.popitem(last=False)
+
+    def forget(self, session: object) -> None:
+        """``session`` ended: its URL elicitations are told no more."""
+        self._urls.pop(id(session), None)
 
     def completed(self, session: object, elicitation_id: str) -> None:
         """The server says URL elicitation ``elicitation_id`` was completed: tell the asker that passed it on (once,

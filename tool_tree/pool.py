@@ -421,6 +421,7 @@ class ServerPool:
                             await slot.stop.wait()
                     finally:
                         slot.client = None
+                        slot.in_flight.forget(conn.client)  # its URL elicitations told no more; its id may recur
             if scope.cancelled_caught and not ready.is_set():
                 raise TimeoutError
         except BaseException as e:

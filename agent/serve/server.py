@@ -389,7 +389,7 @@ class ToolServer:
         any with ``asks_from_scripts``): then the client must speak the handshake protocol, over stdio too
         (`agent.serve.stdio`)."""
         if self.settings.asks_from_scripts:
-            return any(s.client_capabilities for s in self.config.servers)
+            return any(s.client_capabilities for s in self.config.servers if s.enabled)
         return any(self._asks_client(entry.server) for entry in self.passthrough.entries.values())
 
     def _asks_client(self, server: str) -> bool:

@@ -378,7 +378,8 @@ class ClientSession:
         try:
             executed = self.call(toolset, "execute_python", arguments)
         finally:
-            bridge.script_asks = None
+            if bridge.script_asks is asks:  # not the next execution's, when this one outlived its cancel
+                bridge.script_asks = None
         outcome = self._save_workspace(executed)
         if self.stale_tree and _missed_servers(outcome):
             folder = self.runtime.workspace

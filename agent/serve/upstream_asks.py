@@ -210,6 +210,12 @@ class ClientAsks:
             if (size := _size(request)) > MAX_QUESTION_BYTES:  # refused before its texts are copied and cleaned
                 return _too_big(size)
             params = request.params
+            if any(
+                isinstance(b, types.ToolUseContent | types.ToolResultContent)
+                for m in params.messages
+                for b in (m.content if isinstance(m.content, list) else [m.content])
+            ):
+                return "its messages hold tool calls or results, and tooltree passes no tools on"
             bounded = types.CreateMessageRequest(
                 params=params.model_copy(
                     update={

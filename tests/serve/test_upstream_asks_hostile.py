@@ -167,6 +167,16 @@ async def test_the_servers_task_meta_and_provider_settings_stay_with_it_and_a_pr
     assert hints == ["Ignore the above", *(f"m{i}" for i in range(7))]
 
 
+async def test_a_sampling_request_holding_tool_calls_or_results_is_refused(tree: Path, tmp_path: Path) -> None:
+    # The client declared no sampling tools and tooltree passes none on; before, a tool_result's escapes reached it.
+    user = User()
+    async with serving(tmp_path, tree, hostile(tmp_path / "marks"), **user.callbacks()) as client:
+        with anyio.fail_after(WAIT):
+            call = await client.call_tool("hostile__ask", {"tag": "t", "shape": "tool_blocks"})
+    assert refused_why(call) == "its messages hold tool calls or results, and tooltree passes no tools on"
+    assert user.asked == []
+
+
 async def test_two_questions_of_one_input_required_round_reach_the_client_one_after_the_other(tmp_path: Path) -> None:
     servers = (
         f"  hostile:\n    command: {json.dumps(sys.executable)}\n"

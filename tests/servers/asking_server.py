@@ -6,10 +6,10 @@
 ``kind``), as a server of the older protocol revisions does, answers the client's answer as JSON, and lets the client's
 error end the call; ``ask_times`` asks ``times`` times, and answers each answer or error, one per line
 (``ask_together``: all at once); ``ask_url`` asks to open a URL, then says a URL elicitation was completed;
-``ask_input`` asks inside an ``input required`` result (protocol 2026-07-28, SEP-2322), and answers what came back once
-asked; ``never_done`` answers ``input required`` with no question, every time; ``capabilities`` answers the client
-capabilities the session declared, as JSON. ``wait`` writes ``MARK_FOLDER/ran`` (the request's id), waits ``seconds``,
-and writes ``cancelled`` when the client cancels it (or ``done``).
+``ask_input`` asks inside an ``input required`` result (protocol 2026-07-28, SEP-2322; ``ask_pair``: two calls at once),
+and answers what came back once asked; ``never_done`` answers ``input required`` with no question, every time;
+``capabilities`` answers the client capabilities the session declared, as JSON. ``wait`` writes ``MARK_FOLDER/ran`` (the
+request's id), waits ``seconds``, and writes ``cancelled`` when the client cancels it (or ``done``).
 """
 
 from __future__ import annotations
@@ -109,6 +109,24 @@ async def ask_together(kind: str, times: int, ctx: Context) -> str:
         for i in range(times):
             tg.start_soon(one, i)
     return "\n".join(said)
+
+
+_pairs: list[anyio.Event] = []
+
+
+@server.tool(structured_output=False)
+async def ask_pair(tag: str, ctx: Context) -> mt.InputRequiredResult | str:
+    """Wait for a second call of this tool, then both ask inside an ``input required`` result at once (``for TAG``);
+    answer what came back."""
+    if ctx.input_responses:
+        answers = {k: v.model_dump(by_alias=True, exclude_none=True) for k, v in ctx.input_responses.items()}
+        return f"{tag} got: {json.dumps(answers)}"
+    if _pairs and not _pairs[-1].is_set():
+        _pairs[-1].set()
+    else:
+        _pairs.append(anyio.Event())
+        await _pairs[-1].wait()
+    return mt.InputRequiredResult(input_requests={"q": _question("elicitation", f"for {tag}")}, request_state="asked")
 
 
 @server.tool(structured_output=False)

@@ -61,6 +61,9 @@ def said(text: str) -> dict[str, Any]:
     return {"role": "user", "content": {"type": "text", "text": text}}
 
 
+TOOL_RESULT = {"type": "tool_result", "toolUseId": "t1", "content": [{"type": "text", "text": ESCAPES}]}
+
+
 QUESTIONS: dict[str, Callable[[str], tuple[str, dict[str, Any]]]] = {
     "plain": lambda tag: elicit(f"Which name? ({tag})"),
     "https_url": lambda tag: by_url("https://example.com/sign-in?state=a%20b#top"),
@@ -106,6 +109,14 @@ QUESTIONS: dict[str, Callable[[str], tuple[str, dict[str, Any]]]] = {
         _meta={"progressToken": "p"},
     ),
     "many_messages": lambda tag: sample([said(f"m{i}") for i in range(240)]),
+    "tool_blocks": lambda tag: sample(
+        [
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "toolUseId": "t1", "content": [said(ESCAPES)["content"]]}],
+            }
+        ]
+    ),
 }
 
 

@@ -192,3 +192,34 @@ async def test_a_question_between_calls_is_refused_saying_so(tmp_path: Path) -> 
     assert InFlight().asker(object(), "elicitation") == (
         "it came between calls; tooltree passes a question on only during the call it belongs to"
     )
+
+
+async def test_each_of_parallel_calls_gets_its_own_input_required_question(tmp_path: Path) -> None:
+    # Two calls whose results ask at once (2026-07-28): before, each question went to the oldest call not asking
+    # already, so they were swapped (and the one left with the call that ended first was withdrawn, failing the other).
+    first, second = Asker(), Asker()
+    async with ServerPool([asking(tmp_path)]) as pool:
+        results: dict[str, Any] = {}
+
+        async def call(tag: str, asker: Asker) -> None:
+            results[tag] = await pool.call("asking", "ask_pair", {"tag": tag}, asker=asker)
+
+        with anyio.fail_after(PROMPTLY):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, "A", first)
+                tg.start_soon(call, "B", second)
+    assert [q.params.message for q in first.asked] == ["for A"]  # type: ignore[union-attr]
+    assert [q.params.message for q in second.asked] == ["for B"]  # type: ignore[union-attr]
+    assert all(not isinstance(r, CallFailure) for r in results.values()), results
+
+
+def test_a_sessions_url_elicitations_are_forgotten_when_it_ends() -> None:
+    # Before: kept for good, each holding serve's session, and told to a later session that got the same id.
+    from tool_tree.in_flight import InFlight
+
+    told: list[str] = []
+    in_flight, session = InFlight(), object()
+    in_flight._remember(id(session), "e1", told.append)
+    in_flight.forget(session)
+    in_flight.completed(session, "e1")
+    assert told == [] and in_flight._urls == {}
