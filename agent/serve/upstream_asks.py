@@ -125,7 +125,11 @@ class ClientAsks:
             except Exception as e:  # the client left meanwhile: nothing to tell
                 logger.info("the completion of URL elicitation %r was not told: %s", elicitation_id[:80], e)
 
-        asyncio.run_coroutine_threadsafe(tell(), self._loop)
+        telling = tell()
+        try:
+            asyncio.run_coroutine_threadsafe(telling, self._loop)
+        except RuntimeError:  # serve's loop has ended: its client is gone
+            telling.close()
 
     async def _asked_by(self, server: str, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
         """Put ``request`` to the client and give its answer (on the pool's loop; waits on serve's)."""
@@ -138,7 +142,13 @@ class ClientAsks:
         if self._asked >= self._limit:
             return _refused(server, request, f"the server asked more than {self._limit} questions in one {self._per}")
         self._busy, self._asked = True, self._asked + 1
-        asking = asyncio.run_coroutine_threadsafe(self._ask(server, request), self._loop)
+        question_asked = self._ask(server, request)
+        try:
+            asking = asyncio.run_coroutine_threadsafe(question_asked, self._loop)
+        except RuntimeError:  # serve's loop has ended: its client is gone
+            question_asked.close()
+            self._busy = False
+            return _refused(server, request, "tooltree's client session ended before it was asked")
         try:
             return await asyncio.wrap_future(asking)
         except asyncio.CancelledError:

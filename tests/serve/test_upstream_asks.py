@@ -299,3 +299,18 @@ def test_over_stdio_a_client_of_the_2026_protocol_alone_is_told_why_it_must_use_
     # Before: -32602 "Invalid request parameters", nothing said.
     assert listed["error"]["code"] == -32022 and "`client_capabilities`" in listed["error"]["message"]
     assert listed["error"]["data"] == {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS)}
+
+
+async def test_a_question_after_serves_loop_ended_is_refused_and_a_completion_dropped() -> None:
+    import asyncio
+
+    from agent.serve.upstream_asks import ClientAsks
+
+    ended = asyncio.new_event_loop()
+    ended.close()
+    asker = ClientAsks(None, 1, ended).of("s")  # type: ignore[arg-type]  # never reached: the loop is gone
+    request = mt.ElicitRequest(params=mt.ElicitRequestFormParams(message="m", requested_schema={"type": "object"}))
+    answer = await asker(request)
+    # Before: RuntimeError out of the SDK's dispatch, and a coroutine never awaited.
+    assert isinstance(answer, mt.ErrorData) and answer.message.endswith("client session ended before it was asked")
+    asker.completed("e1")  # type: ignore[attr-defined]  # dropped, nothing raised
