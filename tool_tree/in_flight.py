@@ -42,7 +42,8 @@ class _Asking:
         self.asker = asker
         self.open: set[anyio.CancelScope] = set()
         self.ended = False
-        self._was_asking = False
+        self.was_asking = False
+        """Whether a question was with its asker when the call ended."""
         self._remember = remember
 
     async def __call__(self, request: mt.InputRequest) -> mt.InputResponse | mt.ErrorData:
@@ -66,13 +67,8 @@ class _Asking:
         """Whether its asker passes questions of ``capability`` on (an asker's ``kinds``; all when it says none)."""
         return capability in getattr(self.asker, "kinds", ASKABLE)
 
-    @property
-    def was_asking(self) -> bool:
-        """Whether a question was with its asker when the call ended."""
-        return self._was_asking
-
     def end(self) -> None:
-        self._was_asking = bool(self.open)
+        self.was_asking = bool(self.open)
         self.ended = True
         for scope in self.open:
             scope.cancel()
