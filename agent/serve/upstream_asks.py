@@ -258,7 +258,7 @@ def url_problem(url: str) -> str | None:
     """Why a URL elicitation's ``url`` is not passed on, or None. The client is to show it and may open it: an
     ``https`` URL (``http`` only to this machine, a server in development), written as URLs are (RFC 3986: a host in
     another script comes as punycode, so no look-alike letter, bidi control or escape), naming no user before its
-    host (``https://bank.example@evil.example``), at most `MAX_URL_CHARS` characters."""
+    host (``https://bank.example@evil.example``) or percent-encoded, at most `MAX_URL_CHARS` characters."""
     if len(url) > MAX_URL_CHARS:
         return f"the URL is {len(url):,} characters long; tooltree passes on at most {MAX_URL_CHARS:,}"
     if _URL.fullmatch(url) is None:
@@ -275,6 +275,8 @@ def url_problem(url: str) -> str | None:
         return "the URL is neither https:// nor http:// to this machine, which a client may open in a browser"
     if user is not None:
         return "the URL names a user before its host, which hides the host it opens"
+    if "%" in parts.netloc:  # a browser decodes it: ``https://%65vil.example`` opens evil.example
+        return "the URL's host is percent-encoded, which hides the host it opens"
     return None
 
 

@@ -111,6 +111,7 @@ async def test_a_url_elicitation_is_passed_on_only_with_an_https_url_a_client_ma
         "data_url": "neither https:// nor http:// to this machine",
         "http_url": "neither https:// nor http:// to this machine",
         "user_url": "names a user before its host",
+        "encoded_host_url": "host is percent-encoded, which hides the host it opens",
         "escaped_url": "holds a character a URL cannot",
         "unicode_url": "holds a character a URL cannot",
         "long_url": "the URL is 100,020 characters long; tooltree passes on at most 4,096",

@@ -73,6 +73,7 @@ QUESTIONS: dict[str, Callable[[str], tuple[str, dict[str, Any]]]] = {
     "data_url": lambda tag: by_url("data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg=="),
     "http_url": lambda tag: by_url("http://example.com/sign-in"),
     "user_url": lambda tag: by_url("https://accounts.example.com@evil.example/sign-in"),
+    "encoded_host_url": lambda tag: by_url("https://%65vil.example/sign-in"),
     "escaped_url": lambda tag: by_url(f"https://example.com/{ESCAPES}"),
     "unicode_url": lambda tag: by_url("https://ex\u0430mple.com/sign-in"),  # a Cyrillic "a"
     "long_url": lambda tag: by_url("https://example.com/" + "a" * 100_000),
