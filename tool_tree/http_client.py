@@ -1,32 +1,31 @@
 """The HTTP client of a Streamable HTTP server: the SDK's, with one message bounded as over stdio.
 
-The SDK bounds one server-sent event (``max_sse_event_size``, 1 MiB by default) but reads a JSON reply
-whole, however long: one reply of 1.5 GB took the host to 9.6 GB of memory. Here both are bounded by
-`tool_tree.stdio.MAX_MESSAGE_BYTES`, the cap of a stdio message, so a result a stdio server may send
-(a 3 MB spreadsheet) also arrives from an HTTP one, and nothing bigger is held.
+The SDK bounds one server-sent event (``max_sse_event_size``, 1 MiB by default) but reads a JSON reply whole, however
+long: one reply of 1.5 GB took the host to 9.6 GB of memory. Here both are bounded by
+`tool_tree.stdio.MAX_MESSAGE_BYTES`, the cap of a stdio message, so a result a stdio server may send (a 3 MB
+spreadsheet) also arrives from an HTTP one, and nothing bigger is held.
 
-Replies are asked for uncompressed (``Accept-Encoding: identity``). A server (or a proxy before it)
-that compresses anyway with gzip or deflate is read through a bounded inflater here, which unpacks a
-step at a time and counts what it unpacked, so a small compressed body cannot unpack to gigabytes
-before the count sees it; any other encoding is refused with a message saying so.
+Replies are asked for uncompressed (``Accept-Encoding: identity``). A server (or a proxy before it) that compresses
+anyway with gzip or deflate is read through a bounded inflater here, which unpacks a step at a time and counts what it
+unpacked, so a small compressed body cannot unpack to gigabytes before the count sees it; any other encoding is refused
+with a message saying so.
 
-The values of each message are counted before the SDK parses it, as over stdio
-(`tool_tree.unparsed.count_values`, `tool_tree.budget.MAX_MESSAGE_VALUES`): a JSON reply is held until its
-last byte and handed on only if within the limit; an event stream is scanned as it arrives, each event
-ending at a blank line (as the SDK's parser ends it) counted before its bytes are handed on, and read
-as UTF-8 whatever charset it names, as the count assumes. A reply over the limit fails the request it
-answers, naming the server and the limit. Events that can only be notifications are charged to the
-connection's notification budget by their values, and past it dropped before the SDK parses them (200,000
-small ones, parsed, took 36 s). Every event but a request's answer is charged to the connection's
-`tool_tree.budget.ReaderBudget` (its cutting out, measured; the SDK's parsing and dispatch, estimated), past
-which the stream is read on only after a wait. The SDK's GETs are paced by `tool_tree.get_streams.GetStreams`: the
-stream of the messages a server sends unasked (its requests and notifications tied to no call: a ``ping``,
-``notifications/tools/list_changed``) is reopened after a wait that grows, a few times a minute at most, whatever
-``retry`` the server sends (a server answering it with ``retry: 0`` had the SDK reopen it 22 times a second, for
-good), and not asked for again once answered 405; its events are bounded as above, and an answer on it (the spec
-forbids one there) is dropped unparsed, a stray answer (`tool_tree.ledgers.Outstanding`, shared with the guard): past
-the allowance the connection ends as for any. A GET resuming a request's stream is paced apart
-(`tool_tree.get_streams.RESUMES_AT_ONCE`, then one a second); none is sent once the connection ended.
+The values of each message are counted before the SDK parses it, as over stdio (`tool_tree.unparsed.count_values`,
+`tool_tree.budget.MAX_MESSAGE_VALUES`): a JSON reply is held until its last byte and handed on only if within the limit;
+an event stream is scanned as it arrives, each event ending at a blank line (as the SDK's parser ends it) counted before
+its bytes are handed on, and read as UTF-8 whatever charset it names, as the count assumes. A reply over the limit fails
+the request it answers, naming the server and the limit. Events that can only be notifications are charged to the
+connection's notification budget by their values, and past it dropped before the SDK parses them (200,000 small ones,
+parsed, took 36 s). Every event but a request's answer is charged to the connection's `tool_tree.budget.ReaderBudget`
+(its cutting out, measured; the SDK's parsing and dispatch, estimated), past which the stream is read on only after a
+wait. The SDK's GETs are paced by `tool_tree.get_streams.GetStreams`: the stream of the messages a server sends unasked
+(its requests and notifications tied to no call: a ``ping``, ``notifications/tools/list_changed``) is reopened after a
+wait that grows, a few times a minute at most, whatever ``retry`` the server sends, also after a failure that may pass
+(a 503, a connection refused or cut), given up at once on a status of 400 or more (405: it has none)
+(`tool_tree.get_streams.KeepingClient`); its events are bounded as above, an answer on it (none belongs there) dropped
+unparsed as a stray (`tool_tree.ledgers.Outstanding`, shared with the guard: past the allowance the connection ends). A
+GET resuming a request's stream is paced apart (`tool_tree.get_streams.RESUMES_AT_ONCE`, then one a second); none is
+sent once the connection ended.
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ from tool_tree.budget import (
     notification_cost,
     too_many_values,
 )
-from tool_tree.get_streams import GetStreams, StreamRefused
+from tool_tree.get_streams import GetStreams, KeepingClient, StreamRefused
 from tool_tree.http_errors import ReachingClient
 from tool_tree.ledgers import Outstanding
 from tool_tree.stdio import MAX_MESSAGE_BYTES
@@ -385,16 +384,17 @@ def http_client(
     outstanding: Outstanding | None = None,
 ) -> ReachingClient:
     """An HTTP client for server ``name``: the SDK's timeouts, the configured ``headers``, replies bounded and
-    charged (`bounding`, to ``notifications`` too), its GETs paced (`tool_tree.get_streams.GetStreams`), a request
-    that cannot reach the server failed alone (`tool_tree.http_errors.ReachingClient`). ``outstanding`` is the
+    charged (`bounding`, to ``notifications`` too), its GETs paced and its stream of unasked messages kept
+    (`tool_tree.get_streams.KeepingClient`, a `tool_tree.http_errors.ReachingClient`). ``outstanding`` is the
     connection's ledger of answers (its own without one): answers on the stream of unasked messages are charged to
     its allowance of stray answers, and once it ends (`tool_tree.ledgers.Outstanding.end`) no GET is sent."""
     streams = GetStreams(name)
     outstanding = outstanding if outstanding is not None else Outstanding(name)
     outstanding.on_end(streams.close)
     bound = bounding(limit, max_values, name, notifications, streams, outstanding)
-    return ReachingClient(
+    return KeepingClient(
+        streams,
         headers=httpx2.Headers(dict(headers or {})) | {"accept-encoding": "identity"},
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-        event_hooks={"request": [streams.request_hook], "response": [bound, streams.response_hook]},
+        event_hooks={"request": [streams.request_hook], "response": [bound]},
     )

@@ -19,7 +19,10 @@ stream); ``values``, ``bytes`` and ``flood`` the first one with an event of ``SI
 called), or ``SIZE`` ``notifications/message``, then ended, and the later ones by the SDK; ``strays`` the first one
 with ``retry: 0`` and `STRAYS` answers to requests the client never made, each of ``SIZE`` values (once ``/go`` is
 asked), then ended, and the later ones by the SDK; ``retry0-slowend`` as ``retry0``, and a ``DELETE`` (the client
-ending its session) answered only once another GET comes or after `HELD` seconds.
+ending its session) answered only once another GET comes or after `HELD` seconds; ``404`` and ``401`` each GET with
+that status; ``503`` the first ``SIZE`` with 503, and ``cut`` the first ``SIZE`` with a stream whose connection is cut
+once open, the later ones by the SDK; ``values-each`` each with an event of ``SIZE`` values (a
+``notifications/message``), then ended.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ ENDED: list[float] = []
 """When each stream this server answered itself (not the SDK) ended (`time.monotonic`)."""
 STRAYS = 24
 """Answers to no request the ``strays`` stream holds: more than tooltree's allowance (16 at once)."""
+CUT: dict[str, Any] = {}
+"""Where a ``cut`` GET's answer ends: its connection is cut."""
 HELD = 3.0
 """Seconds ``retry0-slowend`` holds a DELETE at most: longer than the wait before the stream's third GET (2 s)."""
 
@@ -105,11 +110,27 @@ def _event_stream(body: bytes) -> list[dict[str, Any]]:
     ]
 
 
+def _status(status: int, *headers: tuple[bytes, bytes]) -> list[dict[str, Any]]:
+    return [{"type": "http.response.start", "status": status, "headers": list(headers)},
+            {"type": "http.response.body", "body": b""}]  # fmt: skip
+
+
 def _hostile(number: int) -> list[dict[str, Any]] | None:
     """How the ``number``-th GET (from 1) is answered, or None: by the SDK."""
     if MODE == "405":
-        return [{"type": "http.response.start", "status": 405, "headers": [(b"allow", b"POST, DELETE")]},
-                {"type": "http.response.body", "body": b""}]  # fmt: skip
+        return _status(405, (b"allow", b"POST, DELETE"))
+    if MODE in ("404", "401"):
+        return _status(int(MODE))
+    if MODE == "values-each":
+        pad = b",".join([b"{}"] * SIZE)
+        message = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"pad":[%s]}}' % pad
+        return _event_stream(b"data: %s\n\n" % message)
+    if MODE in ("503", "cut") and number > SIZE:
+        return None
+    if MODE == "503":
+        return _status(503)
+    if MODE == "cut":  # the stream opens, then its connection is cut (the app fails mid-answer: uvicorn closes it)
+        return [_event_stream(b"")[0], {"type": "http.response.body", "body": b": open\n\n", "more_body": True}, CUT]
     if MODE in ("retry0", "retry0-id", "retry0-slowend"):
         return _event_stream((b"id: 7\n" if MODE == "retry0-id" else b"") + b"retry: 0\n\n")
     if number > 1 or MODE == "sdk":
@@ -162,6 +183,8 @@ def counting(app: Any) -> Any:
                 with anyio.move_on_after(30):
                     await EVENTS["asked"].wait()
             for message in answer[1:]:
+                if message is CUT:
+                    raise ConnectionAbortedError("the GET's connection is cut, as by a server restarting")
                 await send(message)
             ENDED.append(time.monotonic())
             return

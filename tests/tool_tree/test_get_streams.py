@@ -1,6 +1,8 @@
 """`tool_tree.get_streams`: the stream of messages a Streamable HTTP server sends unasked (its GET, over the protocol
 with sessions) is opened, so what a server sends tied to no call reaches tooltree; it is reopened paced, whatever
 ``retry`` the server sends, its events bounded as a request's are, and a server without one (405) is asked once.
+It is kept through failures that may pass (a 503, a connection refused or cut; the SDK alone gave it up after two in
+a row), and given up at once, said once, on those that will not (404, 401).
 
 Before, tooltree refused the SDK's GET unsent: a ``ping`` or ``roots/list`` a server sent tied to no call went
 unanswered (the call waited its whole timeout, then said only that it timed out) and a
@@ -18,7 +20,7 @@ import logging
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from mcp.client import streamable_http
 from tool_tree.budget import MAX_MESSAGE_VALUES, NOTIFICATION_BURST, STRAY_ANSWERS
 from tool_tree.config import ServerConfig
 from tool_tree.get_streams import FIRST_WAIT, LONGEST_WAIT, OPENINGS_PER_MINUTE, STEADY_SECONDS, GetStreams
+from tool_tree.http_client import http_client
 from tool_tree.pool import ServerPool
 from tool_tree.stdio import MAX_MESSAGE_BYTES
 
@@ -248,3 +251,137 @@ async def test_no_get_reaches_the_server_once_the_pool_closed_even_while_it_ends
         async with ServerPool([config]) as pool:
             assert len(await gets(pool, 2)) == 2  # the stream ended at once, reopened: the next GET waits 2 s
         assert len(await outside(config, "/gets")) == 2
+
+
+class Heard(logging.Handler):
+    """What `tool_tree.get_streams` logs, and a wait until it says something (`said`)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+        self._new = anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:  # on the event loop: the SDK's tasks log there
+        self.records.append(record)
+        self._new.set()
+
+    async def said(self, what: Callable[[str], bool]) -> None:
+        with anyio.fail_after(WAIT):
+            while not any(what(r.getMessage()) for r in self.records):
+                self._new = anyio.Event()
+                await self._new.wait()
+
+    def at(self, level: int) -> list[str]:
+        return [r.getMessage() for r in self.records if r.levelno == level]
+
+
+@pytest.fixture
+def heard() -> Iterator[Heard]:
+    handler, log = Heard(), logging.getLogger("tool_tree.get_streams")
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
+NOTICES = "its notices tied to no call (tools/list_changed among them)"
+LOST = (
+    f"server 'unasked': its stream of unasked messages is lost (HTTP 503 Service Unavailable): {NOTICES} do not reach "
+    "tooltree until it opens again; tried again 1 s apart, doubling up to 60 s, at most 6 times a minute"
+)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("mode", "failures"), [("503", 3), ("cut", 2)])
+async def test_the_stream_of_unasked_messages_is_reopened_after_failures_that_may_pass_and_what_it_says_told(
+    mode: str, failures: int, heard: Heard
+) -> None:
+    # The server answers its first GETs 503, or cuts their connection once the stream is open (a server restarting
+    # behind its proxy, a redeploy), then opens it. Before, the SDK gave the stream up after two failures in a row: no
+    # GET after the second, and the `tools/list_changed` the `change` tool sends on it never reached the pool.
+    told: list[str] = []
+    changed = anyio.Event()
+
+    def listener(server: str) -> None:
+        told.append(server)
+        changed.set()
+
+    async with unasked_server(mode, failures) as config, ServerPool([config], on_tools_changed=listener) as pool:
+        assert text(await pool.call("unasked", "change", {})) == "said"
+        with anyio.fail_after(WAIT):
+            await changed.wait()
+        assert len(await gets(pool, failures + 2, timeout=0)) == failures + 1  # the last one stays open
+    assert told == ["unasked"]
+    if mode == "503":  # said once as lost, whatever the GETs that failed; once as open again
+        assert heard.at(logging.WARNING) == [LOST]
+        assert heard.at(logging.INFO) == [
+            "server 'unasked': its stream of unasked messages is open again (what the server sent meanwhile may never "
+            "arrive)"
+        ]
+    else:  # each stream cut was reopened at once: nothing was lost
+        assert heard.at(logging.WARNING) == heard.at(logging.INFO) == []
+
+
+@pytest.mark.anyio
+async def test_a_get_of_the_stream_that_cannot_connect_is_handed_to_the_sdk_as_a_stream_ended_and_said_once(
+    heard: Heard,
+) -> None:
+    # A server down for a redeploy refuses connections. Before, the SDK got the ConnectError: a failure, and two in a
+    # row gave the stream up for the session.
+    with socket.socket() as down:
+        down.bind(("127.0.0.1", 0))  # bound, not listening: a connection to it is refused
+        url = f"http://127.0.0.1:{down.getsockname()[1]}/mcp"
+        async with http_client(name="unasked") as client:
+            first = await client.get(url)  # the first GET without Last-Event-ID: the stream of unasked messages
+            second = await client.get(url)
+    for ended in (first, second):
+        assert (ended.status_code, ended.headers["content-type"], ended.content) == (200, "text/event-stream", b"")
+    assert heard.at(logging.WARNING) == [LOST.replace("HTTP 503 Service Unavailable", "Connection refused")]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", [404, 401])
+async def test_a_stream_of_unasked_messages_refused_404_or_401_is_given_up_after_one_get_and_said_once(
+    status: int, heard: Heard
+) -> None:
+    # A 404 says the server no longer knows the session, a 401 that it refuses the credentials: the same GET would
+    # be refused again. Before, the SDK sent it once more a second later, and gave the stream up without a word.
+    async with unasked_server(str(status)) as config, ServerPool([config]) as pool:
+        assert len(await gets(pool, 1)) == 1  # the pool opens its session at its first call
+        await heard.said(lambda message: "the SDK's GET refused unsent" in message)
+        assert len(await gets(pool, 2, timeout=0)) == 1
+    if status == 404:
+        said = (
+            "the server no longer knows the session (it answered its stream of unasked messages 404: it restarted or "
+            f"let the session expire): the stream is given up; {NOTICES} reach tooltree again once the next call has "
+            "opened a new session"
+        )
+    else:
+        said = (
+            "its stream of unasked messages is given up (HTTP 401 Unauthorized: the server wants credentials: set "
+            'them in its `headers` (e.g. Authorization: "Bearer ${TOKEN}")): '
+            f"{NOTICES} do not reach tooltree in this session"
+        )
+    assert heard.at(logging.WARNING) == [f"server 'unasked': {said}"]
+
+
+@pytest.mark.anyio
+async def test_the_sdk_giving_the_stream_up_of_its_own_after_two_failed_streams_in_a_row_is_said_once(
+    heard: Heard,
+) -> None:
+    # Each stream brings an event past the values of one message, refused: the stream fails on what it holds, which
+    # no reopening mends. The SDK gives it up after two such in a row (the behaviour `KeepingClient` relies on: its
+    # count of failures, set back to 0 only by a stream that ends cleanly); before, it did so silently.
+    async with unasked_server("values-each", MAX_MESSAGE_VALUES + 100) as config, ServerPool([config]) as pool:
+        assert len(await gets(pool, 1)) == 1
+        await heard.said(lambda message: "the SDK gave up its stream of unasked messages" in message)
+        assert len(await gets(pool, 3, timeout=0)) == 2
+    assert heard.at(logging.WARNING) == [
+        "server 'unasked': the SDK gave up its stream of unasked messages (two streams in a row failed on what they "
+        "held, such as an event past a cap, or a redirect it does not follow; the log of mcp.client.streamable_http "
+        f"says which): {NOTICES} do not reach tooltree in this session"
+    ]
