@@ -115,8 +115,8 @@ class Runtime:
         sandbox_pool: take the session from these warm sandboxes instead of starting a container.
         session: the session id written into audit lines.
         on_tools_changed: called with a server's name when one of this runtime's server sessions says its tools,
-            prompts or resources changed (`tool_tree.pool.ServerPool`); on the server pool's thread, so it must not
-            block.
+            prompts or resources changed, and which with ``kind=`` when it takes a ``kind``
+            (`tool_tree.pool.ServerPool`); on the server pool's thread, so it must not block.
 
     Raises:
         TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``), ``tree`` or ``workspace``
@@ -143,7 +143,7 @@ class Runtime:
         audit: str | Path | AuditLog | None = None,
         sandbox_pool: SandboxPool | None = None,
         session: str = "",
-        on_tools_changed: Callable[[str], None] | None = None,
+        on_tools_changed: Callable[..., None] | None = None,
     ) -> None:
         from sandbox.mcp_bridge import AuditLog
 

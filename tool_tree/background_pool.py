@@ -24,6 +24,7 @@ from typing import Any, Literal, NoReturn
 from tool_tree.config import Config, ServerConfig
 from tool_tree.pool import (
     DEFAULT_CONCURRENCY,
+    ChangeListener,
     PoolError,
     ProgressListener,
     ServerPool,
@@ -91,7 +92,7 @@ class BackgroundPool:
     ``with BackgroundPool(servers) as bg:`` then ``bg.call(server, tool, args)`` from any thread,
     or hand ``bg.loop`` and ``bg.pool`` to code that schedules coroutines itself. ``servers``,
     ``concurrency``, ``start_jobs``, ``source`` and ``on_tools_changed`` are as for `ServerPool` (checked here; the
-    last is called on the pool's thread). A pool runs once:
+    last is called on the pool's thread, and told which list changed when it takes a ``kind``). A pool runs once:
     ``loop``, ``pool`` and ``call`` work only inside its ``with`` block, in the process that entered it (a
     forked child has no copy of its thread: make a new pool there), and entering it a second time is an
     error (make a new one). On the pool's own loop, ``await bg.pool.call(...)`` rather than ``bg.call``. `close`
@@ -113,7 +114,7 @@ class BackgroundPool:
         concurrency: int = DEFAULT_CONCURRENCY,
         start_jobs: int | None = None,
         source: str | None = None,
-        on_tools_changed: Callable[[str], None] | None = None,
+        on_tools_changed: ChangeListener | None = None,
     ) -> None:
         self._servers, self._start_jobs, self._source = _pool_settings(servers, concurrency, start_jobs, source)
         self._on_tools_changed = checked_listener(on_tools_changed)

@@ -103,13 +103,13 @@ class Changes:
     """What the server said changed on a session: `tools`, `prompts` and `resources` count its
     ``notifications/tools/list_changed``, ``.../prompts/list_changed`` and ``.../resources/list_changed``
     (`LISTS_CHANGED`), as they are read (in the stream's order: one the server sent before a reply is counted before
-    the reply is handed on). ``listener``, when set, is called after each of the three is counted, on the session's
-    event loop: it must not block."""
+    the reply is handed on). ``listener``, when set, is called with the list's kind after each of the three is
+    counted, on the session's event loop: it must not block."""
 
     tools: int = 0
     prompts: int = 0
     resources: int = 0
-    listener: Callable[[], None] | None = None
+    listener: Callable[[str], None] | None = None
 
     def count(self, kind: str) -> None:
         """Count one notice that the list ``kind`` (``tools``, ``prompts`` or ``resources``) changed, and tell."""
@@ -120,7 +120,7 @@ class Changes:
         else:
             self.resources += 1
         if self.listener is not None:
-            self.listener()
+            self.listener(kind)
 
 
 @dataclass

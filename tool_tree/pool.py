@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import logging
 import math
 import threading
@@ -224,7 +225,12 @@ def _pool_settings(
     return listed, start_jobs if start_jobs is not None else default_start_jobs(), source
 
 
-def checked_listener(on_tools_changed: object) -> Callable[[str], None] | None:
+ChangeListener = Callable[..., None]
+"""An ``on_tools_changed`` listener: called with a server's name, and with ``kind=`` the list that changed
+(``"tools"``, ``"prompts"`` or ``"resources"``) when it has a parameter named ``kind`` (`told_of`)."""
+
+
+def checked_listener(on_tools_changed: object) -> ChangeListener | None:
     """``on_tools_changed`` as given, once it is callable or None.
 
     Raises:
@@ -233,6 +239,25 @@ def checked_listener(on_tools_changed: object) -> Callable[[str], None] | None:
     if on_tools_changed is not None and not callable(on_tools_changed):
         raise TypeError(f"on_tools_changed: expected a callable or None, got {type(on_tools_changed).__name__}")
     return on_tools_changed
+
+
+def takes_kind(listener: ChangeListener) -> bool:
+    """Whether ``listener`` has a parameter named ``kind`` that a keyword can give (one whose signature cannot be
+    read, such as a builtin's, has none)."""
+    try:
+        parameter = inspect.signature(listener).parameters.get("kind")
+    except (TypeError, ValueError):
+        return False
+    return parameter is not None and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+
+
+def told_of(listener: ChangeListener, server: str) -> Callable[[str], None]:
+    """What a session of ``server`` calls with the kind of each list its server says changed
+    (`tool_tree.connect.Changes.listener`): ``listener`` with the server's name, and the kind when it takes one.
+    A listener without ``kind`` (all there were before the kind was told) is called as it always was."""
+    if takes_kind(listener):
+        return lambda kind: listener(server, kind=kind)
+    return lambda kind: listener(server)
 
 
 def _check_call(tool: str, arguments: dict[str, Any], timeout: float | None) -> None:
@@ -289,8 +314,10 @@ class ServerPool:
         on_tools_changed: called with a server's name when, once its session is open and listed, the server says
             its tools, prompts or resources changed (``notifications/tools/list_changed``, ``.../prompts/...``,
             ``.../resources/...``: `tool_tree.connect.LISTS_CHANGED`); on the pool's event loop, so it must not
-            block. The pool itself goes on with the listing it read (`tooltree serve` regenerates the tree). Named
-            for the tools, of which alone it was first told; it is not told which list changed.
+            block. A listener with a parameter named ``kind`` is told which list changed too, as ``kind="tools"``,
+            ``"prompts"`` or ``"resources"`` (`ChangeListener`); one without it is called with the name alone. The
+            pool itself goes on with the listing it read (`tooltree serve` regenerates the tree, for prompts and
+            resources only when it offers them). Named for the tools, of which alone it was first told.
 
     A pool runs once: entering it again, inside its block or after, raises `PoolError` (make a new one), and
     leaving it twice does nothing the second time. Its methods are awaited on the event loop that entered it; on
@@ -308,7 +335,7 @@ class ServerPool:
         concurrency: int = DEFAULT_CONCURRENCY,
         start_jobs: int | None = None,
         source: str | None = None,
-        on_tools_changed: Callable[[str], None] | None = None,
+        on_tools_changed: ChangeListener | None = None,
     ) -> None:
         listed, jobs, self._source = _pool_settings(servers, concurrency, start_jobs, source)
         self._on_tools_changed = checked_listener(on_tools_changed)
@@ -411,7 +438,7 @@ class ServerPool:
                             logger.info("%s: left out %s", conn.server.name, left)
                         await conn.client.list_tools()
                         if (told := self._on_tools_changed) is not None:  # a change before now is in the listing
-                            conn.changes.listener = functools.partial(told, slot.config.name)
+                            conn.changes.listener = told_of(told, slot.config.name)
                         scope.deadline = math.inf
                         slot.starting = None
                         start.release()

@@ -467,7 +467,7 @@ def _regenerate(
     existed = _usable(tree)
     if only:
         said = f"{only[0]} says its" if len(only) == 1 else f"{', '.join(only)} say their"
-        said += " tools, prompts or resources"  # the pool's listener is not told which (`ServerPool`)
+        said += " tools, prompts or resources"  # `Follow` keeps the server, not which of its lists
         print(f"tooltree serve: {said} changed; regenerating {'its' if len(only) == 1 else 'their'} part of {tree} "
               "…", file=sys.stderr, flush=True)  # fmt: skip
     elif background:

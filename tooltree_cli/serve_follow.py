@@ -20,9 +20,9 @@ Bounded against a server that says so in a loop, whichever of its lists it names
 server's name, so notifications that come together (each session's copy of the server says it, of one list or of
 all three) make one regeneration, a server is regenerated at most once per ``min_interval`` seconds, and one
 regeneration runs at a time, never during the refresh that serve starts with (``after``). A notice of prompts or
-resources is followed also when serve offers neither (``serve: prompts / resources: false``): the pool's listener is
-told the server, not the list (through `sandbox.host.Runtime`'s ``on_tools_changed``), so it costs what a notice of
-tools does, within the same bounds.
+resources is followed only when serve offers that list (``serve: prompts``, ``serve: resources``): the pool's
+listener is told which list changed, and `agent.serve.server.ToolServer` tells `Follow.changed` only of those
+(before, it was told the server alone, and a notice of a list serve did not offer regenerated the tree all the same).
 """
 
 from __future__ import annotations

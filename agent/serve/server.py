@@ -9,10 +9,11 @@ outcome becomes MCP content (`agent.serve.content`): images as ``ImageContent``,
 asked for them, and the client's ``notifications/cancelled`` stops the script while the session
 lives on.
 
-Over stdio the process serves one client, in either protocol era. Over Streamable HTTP a session
-is the handshake's ``Mcp-Session-Id``; the 2026-07-28 protocol has no sessions, so there the
-server's ``server/discover`` names only the handshake versions (SDK clients in ``auto`` mode then
-use the handshake) and other 2026-07-28 requests are refused with the versions it serves. Over stdio, when a
+Over stdio the process serves one client, in either protocol era (in 2026-07-28, a change of the prompts or
+resources offered is told on the client's ``subscriptions/listen`` streams: `agent.serve.upstream_extras`). Over
+Streamable HTTP a session is the handshake's ``Mcp-Session-Id``; the 2026-07-28 protocol has no sessions, so there
+the server's ``server/discover`` names only the handshake versions (SDK clients in ``auto`` mode then use the
+handshake) and other 2026-07-28 requests are refused with the versions it serves. Over stdio, when a
 server may ask the client during a call (``client_capabilities``, `agent.serve.upstream_asks`), serve speaks the
 handshake only too (the SDK's handshake loop: ``server/discover`` is answered "method not found", and clients fall
 back to ``initialize``): the 2026-07-28 protocol gives such a question no channel there.
@@ -157,11 +158,12 @@ class ToolServer:
         ``first``): `tooltree serve` cancels its background refresh there, which would otherwise report the servers
         it started, killed by the signal, as failed, and could write a tree from what was left."""
         self.on_tools_changed: list[Callable[[str], None]] = []
-        """Called with a server's name when it says, in any client session, that its tools, prompts or resources
-        changed (on that session's server pool thread: it must not block; `tool_tree.pool.ServerPool`'s
-        ``on_tools_changed``). `tooltree serve` regenerates the server's part of the tree there
-        (`tooltree_cli.serve_follow`), after which the sessions that listed prompts or resources are told if those
-        changed (`UpstreamExtras.reload`)."""
+        """Called with a server's name when it says, in any client session, that its tools changed, or its prompts or
+        resources when serve offers those (``serve: prompts``, ``serve: resources``; a notice of a list serve does
+        not offer changes nothing it serves); on that session's server pool thread: it must not block
+        (`tool_tree.pool.ServerPool`'s ``on_tools_changed``, told the kind). `tooltree serve` regenerates the server's
+        part of the tree there (`tooltree_cli.serve_follow`), after which the sessions that listed prompts or
+        resources are told if those changed (`UpstreamExtras.reload`)."""
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -226,7 +228,11 @@ class ToolServer:
             on_tools_changed=self._tools_changed,
         )
 
-    def _tools_changed(self, server: str) -> None:
+    def _tools_changed(self, server: str, kind: str = "tools") -> None:
+        """``server`` said its list ``kind`` changed (`on_tools_changed`). Before, a notice of prompts or resources
+        regenerated the server's part of the tree also when serve offered neither."""
+        if (kind == "prompts" and not self.extras.prompts_on) or (kind == "resources" and not self.extras.resources_on):
+            return
         for hook in self.on_tools_changed:
             hook(server)
 
@@ -242,7 +248,9 @@ class ToolServer:
             on_call_tool=self._call_tool,
         )
         # The servers' prompts and resources (`agent.serve.upstream_extras`), each get or read in the client's session.
-        install(server, self.extras, lambda: self._tasks, self._in_session, lambda: self.sandbox_config.output_chars)
+        # Over stdio in either era (not handshake-only for asks), 2026-07-28 clients are told on listen streams.
+        install(server, self.extras, lambda: self._tasks, self._in_session, lambda: self.sandbox_config.output_chars,
+                listen=not http and not self.asks_client)  # fmt: skip
         if http:
 
             async def discover(ctx: ServerRequestContext[Any, Any], params: types.RequestParams) -> HandlerResult:

@@ -14,14 +14,15 @@ A client that reaches its servers through tooltree keeps their prompts (slash co
 **Where the lists come from.** From the tree: generate-tree lists each server's prompts, resources and resource
 templates with its tools and records them in the server's snapshot (`tool_tree.snapshot_lists`); serve offers what
 the snapshots record, read at start and again when it reads the refreshed tree (`UpstreamExtras.reload`, after the
-background refresh or once a server, in any client session, said its tools, prompts or resources changed:
-`tooltree_cli.serve_follow`), and then tells each client session that listed them
-``notifications/prompts/list_changed`` or ``.../resources/list_changed`` if they changed (a session of the
-handshake era: the 2026-07-28 one has no standing channel to send them on). A list starts no server
-(so ``--no-regenerate`` starts none for it). ``prompts/get`` and ``resources/read`` go through the client session's
-own server pool, as passthrough calls do (same start on first use, timeouts, restarts and words of failure), and
-each is written to the session's audit log as a passthrough call is (`audit_record`: before, none was). The
-handshake declares prompts and resources when the tree records any.
+background refresh or once a server, in any client session, said its tools changed, or its prompts or resources
+while serve offers them: `tooltree_cli.serve_follow`), and then tells each client session of the handshake era that
+listed them ``notifications/prompts/list_changed`` or ``.../resources/list_changed`` if they changed. A client of the
+2026-07-28 protocol (over stdio: serve refuses it over HTTP, and over stdio when a server may ask the client) is
+told on the ``subscriptions/listen`` streams it opened (`listen_handler`), the only place that protocol sends them.
+A list starts no server (so ``--no-regenerate`` starts none for it). ``prompts/get`` and ``resources/read`` go
+through the client session's own server pool, as passthrough calls do (same start on first use, timeouts, restarts
+and words of failure), and each is written to the session's audit log as a passthrough call is (`audit_record`:
+before, none was). The handshake (and ``server/discover``) declares prompts and resources when the tree records any.
 
 Reading the tree and routing are in `agent.serve.upstream_lists`, what an item becomes in `agent.serve.upstream_offer`;
 this module forwards gets and reads and bounds their answers, and adds the handlers to serve's `Server`.
@@ -33,7 +34,8 @@ back from a snapshot (which may come from elsewhere); names, titles, description
 and control characters (`tool_tree.text.clean`) and capped, an item whose name or URI is not fit to send back
 exactly (too long, not a string, with control characters) left out; a prompt's messages and a resource's contents
 bounded like a passthrough result (`capped`'s rules: text within the sandbox's ``output_chars`` with a note saying
-what was cut, images and binary data within the image budgets).
+what was cut, images and binary data within the image budgets). A client holds at most `MAX_LISTEN_STREAMS`
+listen streams open, each at most `MAX_LISTEN_BACKLOG` events behind.
 """
 
 from __future__ import annotations
@@ -49,12 +51,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
+from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from agent.content import MAX_BLOCKS
 from agent.serve.bounded_result import _block, _Budget
-from agent.serve.upstream_lists import UpstreamExtras, quoted
+from agent.serve.upstream_lists import Spawn, UpstreamExtras, quoted
 from agent.serve.upstream_offer import DESCRIPTION_CHARS, text_field, why
 from sandbox._supervisor.limits import MAX_IMAGES
 from sandbox.results import ImageBudget, clean_text
@@ -66,7 +70,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ExtrasServer", "UpstreamExtras", "bounded_prompt", "bounded_read", "forward", "install"]
+__all__ = ["ExtrasServer", "UpstreamExtras", "bounded_prompt", "bounded_read", "forward", "install", "listen_handler"]
 
 ERROR_CHARS = 4_000
 """The most of a failure's text a client is sent (it quotes the server)."""
@@ -241,17 +245,52 @@ def bounded_read(raw: dict[str, Any], uri: str, what: str, max_chars: int) -> ty
 
 # ---- the handlers --------------------------------------------------------------------------------------------------
 
+MAX_LISTEN_STREAMS = 8
+"""``subscriptions/listen`` streams open at once in one serve process (one client over stdio); one more is refused
+(the SDK's ``INTERNAL_ERROR`` "Subscription limit reached"). A client needs one."""
+MAX_LISTEN_BACKLOG = 16
+"""Events one listen stream holds unsent; a stream whose client stopped reading is ended there (the client listens
+again and lists again: an event only says "list again")."""
+
+ListenHandlerT = Callable[[Any, types.SubscriptionsListenRequestParams], Awaitable[types.SubscriptionsListenResult]]
+
+
+def listen_handler(extras: UpstreamExtras, spawn: Spawn) -> ListenHandlerT:
+    """The ``subscriptions/listen`` handler: the SDK's `ListenHandler` on `UpstreamExtras.bus`, bounded
+    (`MAX_LISTEN_STREAMS`, `MAX_LISTEN_BACKLOG`). A reload that changes the prompts or resources offered publishes
+    ``PromptsListChanged`` or ``ResourcesListChanged``, and each stream that asked for it gets
+    ``notifications/prompts/list_changed`` or ``.../resources/list_changed``. Its acknowledgement honours no
+    resource subscriptions (``resources.subscribe`` is not declared, and no single resource is followed); the tools
+    never change (``tools.listChanged`` stays false, `ExtrasServer`), so a stream that asks for them is never told.
+
+    Before, a 2026-07-28 client over stdio was told of no change (that protocol sends them only on these streams),
+    though serve declared ``listChanged``."""
+    handler = ListenHandler(extras.bus, max_subscriptions=MAX_LISTEN_STREAMS, max_buffered_events=MAX_LISTEN_BACKLOG)
+
+    async def listen(ctx: Any, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+        extras.listening(spawn)
+        asked = params.notifications.model_copy(update={"resource_subscriptions": None})
+        return await handler(ctx, params.model_copy(update={"notifications": asked}))
+
+    return listen
+
+
 InSession = Callable[[Any, Callable[["Runtime", "CallCancel"], Any]], Awaitable[Any]]
 """Runs a function of the client session's runtime on one of its worker threads (`ToolServer._in_session`)."""
 
 
 class ExtrasServer(Server[Any]):
-    """The low-level `Server` of ``tooltree serve``, declaring prompts and resources as `UpstreamExtras` says."""
+    """The low-level `Server` of ``tooltree serve``, declaring prompts and resources as `UpstreamExtras` says, and its
+    tools' list as never changing: the SDK derives ``tools.listChanged`` for 2026-07-28 from ``subscriptions/listen``
+    being served (`listen_handler`), but serve's tools are built once (a listen stream that asks for them is
+    acknowledged and never told)."""
 
     extras: UpstreamExtras | None = None
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
         declared = super().get_capabilities(*args, **kwargs)
+        if declared.tools is not None and declared.tools.list_changed:
+            declared = declared.model_copy(update={"tools": types.ToolsCapability(list_changed=False)})
         return declared if self.extras is None else self.extras.capabilities(declared)
 
 
@@ -261,9 +300,13 @@ def install(
     tasks: Callable[[], anyio.abc.TaskGroup | None],
     in_session: InSession,
     max_chars: Callable[[], int],
+    *,
+    listen: bool = False,
 ) -> None:
     """Add the prompt and resource handlers to ``server`` (those ``extras`` has on); ``tasks``: the task group the
-    ``list_changed`` notifications run in; ``in_session``: runs a get or read in the client's session."""
+    ``list_changed`` notifications run in; ``in_session``: runs a get or read in the client's session; ``listen``:
+    serve ``subscriptions/listen`` too, when prompts or resources are on (`listen_handler`: over stdio, where serve
+    speaks the 2026-07-28 protocol; with neither on, nothing it offers changes)."""
     server.extras = extras
 
     def spawn(send: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -272,9 +315,17 @@ def install(
             group.start_soon(send)
 
     def listed(ctx: Any, what: str) -> None:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:  # told on its listen streams; a request has no other
+            return
         # The client's connection: ``ctx.session`` is made for each request, and a notification sent through the
-        # connection reaches the client outside any request (the SDK's standalone channel).
+        # connection reaches the client outside any request (the SDK's standalone channel). The SDK's low-level
+        # handlers are given no public way to it (its `Context.connection` is `MCPServer`'s only).
         extras.listened(getattr(ctx.session, "_connection", ctx.session), what, spawn)
+
+    if listen and extras.on:
+        server.add_request_handler(
+            "subscriptions/listen", types.SubscriptionsListenRequestParams, listen_handler(extras, spawn)
+        )
 
     if extras.prompts_on:
 

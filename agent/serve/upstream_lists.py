@@ -4,6 +4,7 @@ where a get or read goes (`agent.serve.upstream_extras` says what is offered).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import weakref
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
+from mcp.server.subscriptions import InMemorySubscriptionBus, PromptsListChanged, ResourcesListChanged, ServerEvent
 from mcp.shared.exceptions import MCPError
 
 from agent.serve.upstream_offer import URI_CHARS, Found, Offered, PromptRoute, offered
@@ -27,6 +29,8 @@ Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
 """Starts a task in serve's task group (nothing when serve is not serving)."""
 RESOURCE_NOT_FOUND = -32002
 """The error code of a resource no server offers (the MCP specification's)."""
+EVENTS: dict[str, ServerEvent] = {"prompts": PromptsListChanged(), "resources": ResourcesListChanged()}
+"""What a change of each list is on ``subscriptions/listen`` streams (the 2026-07-28 protocol's only way to say it)."""
 
 
 class UpstreamExtras:
@@ -51,8 +55,12 @@ class UpstreamExtras:
         them (`tool_tree.tree.Manifest.lists_recorded`: a tree of an earlier release) and their snapshots hold none."""
         self.offer = Offered()
         self._listeners: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
-        """The client connections that listed, and what (``prompts``, ``resources``): told when a reload changes it
-        (held weakly: a connection that has ended is forgotten)."""
+        """The client connections of the handshake era that listed, and what (``prompts``, ``resources``): told when a
+        reload changes it (held weakly: a connection that has ended is forgotten)."""
+        self.bus = InMemorySubscriptionBus()
+        """Where a reload publishes what changed, to the ``subscriptions/listen`` streams of 2026-07-28 clients
+        (`agent.serve.upstream_extras.install`), once one was opened (`listening`)."""
+        self._streams = False
         self._loop: Any = None
         self._thread = 0
         self._spawn: Spawn | None = None
@@ -120,19 +128,27 @@ class UpstreamExtras:
     # ---- list_changed ----------------------------------------------------------------------------------------------
 
     def listened(self, session: Any, what: str, spawn: Spawn) -> None:
-        """``session`` (a client's connection, with ``send_prompt_list_changed`` and ``send_resource_list_changed``, on
-        serve's event loop) listed ``what``: a reload that changes it tells it.
+        """``session`` (a client's connection of the handshake era, with ``send_prompt_list_changed`` and
+        ``send_resource_list_changed``, on serve's event loop) listed ``what``: a reload that changes it tells it.
         ``spawn`` starts a notification in serve's task group."""
         with self._lock:
             self._loop, self._thread = anyio.lowlevel.current_token(), threading.get_ident()
             self._spawn = spawn
             self._listeners.setdefault(session, set()).add(what)
 
+    def listening(self, spawn: Spawn) -> None:
+        """A client opened a ``subscriptions/listen`` stream (on serve's event loop): a reload that changes what is
+        offered publishes it on `bus` from now on. ``spawn`` starts a publication in serve's task group."""
+        with self._lock:
+            self._loop, self._thread = anyio.lowlevel.current_token(), threading.get_ident()
+            self._spawn = spawn
+            self._streams = True
+
     def _tell(self, changed: set[str]) -> None:
         with self._lock:
-            loop, spawn = self._loop, self._spawn
+            loop, spawn, streams = self._loop, self._spawn, self._streams
             told = [(s, what & changed) for s, what in list(self._listeners.items()) if what & changed]
-        if loop is None or spawn is None or not told:
+        if loop is None or spawn is None or not (told or streams):
             return
 
         def start() -> None:
@@ -140,6 +156,9 @@ class UpstreamExtras:
                 for kind in sorted(what):
                     send = session.send_prompt_list_changed if kind == "prompts" else session.send_resource_list_changed
                     spawn(_quietly(send))
+            if streams:  # each stream delivers what its client asked for (`ListenHandler`)
+                for kind in sorted(changed):
+                    spawn(_quietly(functools.partial(self.bus.publish, EVENTS[kind])))
 
         try:
             if threading.get_ident() == self._thread:
@@ -149,11 +168,12 @@ class UpstreamExtras:
         except Exception:  # serve's loop has ended meanwhile
             logger.debug("no list_changed notification sent", exc_info=True)
 
-    # ---- the handshake ---------------------------------------------------------------------------------------------
+    # ---- capabilities ----------------------------------------------------------------------------------------------
 
     def capabilities(self, declared: types.ServerCapabilities) -> types.ServerCapabilities:
         """``declared`` with prompts and resources when the tree records any (a reload tells the sessions that
-        listed them when they change)."""
+        listed them when they change, or, in the 2026-07-28 protocol, the listen streams that asked for it); never
+        ``resources.subscribe``: no single resource is followed."""
         prompts = self.prompts_on and bool(self.offer.prompts)
         resources = self.resources_on and bool(self.offer.resources or self.offer.templates)
         return declared.model_copy(

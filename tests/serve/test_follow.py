@@ -54,7 +54,7 @@ def test_a_tool_the_server_adds_while_serving_gets_a_stub_is_found_and_runs(
         raw.initialize()
         added = _call(raw, 2, "growing__add_tool", {"name": "fresh"})
         assert added["content"] == [{"type": "text", "text": "added fresh"}]
-        said = "growing says its tools, prompts or resources changed"  # the pool is not told which list
+        said = "growing says its tools, prompts or resources changed"  # `Follow` keeps the server, not which list
         raw.wait_for_stderr(f"tooltree serve: {said}; regenerating its part of {tree} …")
         raw.wait_for_stderr(f"tooltree serve: sessions from now on get {NOW}")
         assert (tree / "servers" / "growing" / "fresh.py").is_file()

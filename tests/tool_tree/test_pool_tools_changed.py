@@ -1,5 +1,5 @@
 """A server pool tells its owner when a server says its tools, prompts or resources changed after its session was
-listed."""
+listed, and which of them when its listener takes a ``kind``."""
 
 from __future__ import annotations
 
@@ -36,6 +36,36 @@ def test_a_server_that_says_a_list_of_its_changed_is_named_to_the_pools_owner(tm
         assert pool.call("growing", f"add_{kind}", {"name": "fresh"})["content"][0]["text"] == "added fresh"
         assert heard.wait(10)  # said before the answer; read in the stream's order
     assert told == ["growing"]
+
+
+@pytest.mark.parametrize("kind", ["tool", "prompt", "resource"])
+def test_a_listener_that_takes_a_kind_is_told_which_list_changed(tmp_path: Path, kind: str) -> None:
+    # Before, it was told the server alone: `tooltree serve` could not tell a notice of prompts it does not offer from
+    # one of tools, and regenerated the tree for both.
+    told: list[tuple[str, str]] = []
+    heard = threading.Event()
+
+    def changed(server: str, kind: str = "tools") -> None:
+        told.append((server, kind))
+        heard.set()
+
+    with BackgroundPool([growing(tmp_path)], on_tools_changed=changed) as pool:
+        assert pool.call("growing", f"add_{kind}", {"name": "fresh"})["content"][0]["text"] == "added fresh"
+        assert heard.wait(10)
+    assert told == [("growing", f"{kind}s")]
+
+
+@pytest.mark.anyio
+async def test_a_listener_whose_kind_is_keyword_only_is_told_it_too(tmp_path: Path) -> None:
+    told: list[tuple[str, str]] = []
+
+    class Listener:
+        def __call__(self, server: str, *, kind: str) -> None:
+            told.append((server, kind))
+
+    async with ServerPool([growing(tmp_path)], on_tools_changed=Listener()) as pool:
+        await pool.call("growing", "add_prompt", {"name": "fresh"})  # the notice is read before the answer
+    assert told == [("growing", "prompts")]
 
 
 def test_a_flood_of_notices_of_any_list_is_told_within_the_one_notification_budget(tmp_path: Path) -> None:
