@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import difflib
 import functools
 import math
@@ -252,10 +253,12 @@ def _syntax_error(e: MarkedYAMLError, source: str) -> ConfigError:
 
 @dataclass
 class Node:
-    """A parsed value with the line it came from (1-based)."""
+    """A parsed value with the line it came from (1-based), and for a YAML scalar read as something other than a
+    string (a number, a boolean, a date), its ``text`` as written: a string is read as that text (`Reader.string`)."""
 
     value: Any
     line: int | None
+    text: str | None = None
 
 
 class Reader:
@@ -320,7 +323,8 @@ class Reader:
                     continue
                 knode = self.to_node(k, key, depth + 1)
                 if not isinstance(knode.value, str):
-                    raise self.error(f"keys must be strings, got {knode.value!r}", knode, key)
+                    quote = _quote_it(knode, self.json)
+                    raise self.error(f"keys must be strings, got {knode.value!r}{quote}", knode, key)
                 if knode.value in out:
                     raise self.error("duplicate key", knode, f"{key}.{knode.value}" if key else knode.value)
                 out[knode.value] = (knode, self.to_node(v, f"{key}.{knode.value}" if key else knode.value, depth + 1))
@@ -334,7 +338,7 @@ class Reader:
                 return Node(number_read(yn.value, float(yn.value)), line)
             return Node(yn.value, line)
         if yn.tag in _NUMBER_TAGS and _too_long(yn.tag, yn.value):  # not constructed: refused, or slow
-            return Node(BigNumber(yn.value), line)
+            return Node(BigNumber(yn.value), line, yn.value)
         # Constructed directly, not re-serialized and loaded: an empty value (`servers:` and nothing
         # after it) has no text of its own, and serializing it alone is not valid YAML.
         try:
@@ -346,8 +350,8 @@ class Reader:
             shown = one_line(repr(yn.value), 80)  # a number of 5,000 digits is not shown whole
             raise self.error(f"invalid YAML: {shown} is not a valid !!{tag}", Node(None, line), key) from None
         except OverflowError:  # `1:59:…:59.5`, a float of more parts than a float holds
-            return Node(BigNumber(yn.value), line)
-        return Node(number_read(yn.value, value) if yn.tag in _NUMBER_TAGS else value, line)
+            return Node(BigNumber(yn.value), line, yn.value)
+        return Node(number_read(yn.value, value) if yn.tag in _NUMBER_TAGS else value, line, yn.value)
 
     def merge(self, yn: Any, key: str | None, depth: int) -> dict[str, tuple[Node, Node]]:
         """The keys a YAML merge key (``<<: *a`` or ``<<: [*a, *b]``) brings in; of a list, the first mapping's win.
@@ -433,10 +437,18 @@ class Reader:
         return self._unset_variable(problem, reference, node, key)
 
     def string(self, node: Node, key: str, *, expand: bool = True) -> str:
+        """A string value; a number is taken as written (YAML 1.1 reads ``010`` as 8, ``12:30`` as 750 and ``1.10``
+        as 1.1: before, a server got ``8``, ``750`` or ``1.1`` in its ``args`` or ``env``).
+
+        Raises:
+            ConfigError: the value is no string nor number (a boolean, a date, a list, nothing), or holds a variable
+                reference `expand` refuses.
+        """
         v = node.value
         if isinstance(v, bool) or not isinstance(v, str | int | float):
-            raise self.error(f"expected a string, got {kind_of(v)}", node, key)
-        return self.expand(str(v), node, key) if expand else str(v)
+            raise self.error(f"expected a string, got {kind_of(v)}{_quote_it(node, self.json)}", node, key)
+        text = v if isinstance(v, str) else node.text if node.text is not None else str(v)
+        return self.expand(text, node, key) if expand else text
 
     def string_list(self, node: Node, key: str, *, expand: bool = True) -> tuple[str, ...]:
         if not isinstance(node.value, list):
@@ -480,6 +492,20 @@ def _bad_reference(text: str, at: int) -> str:
     if re.match(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?-[^{}]*\{", rest):
         return f"a default may not hold a brace or another ${{...}}: {shown!r} ({forms})"
     return f"not a variable reference: {shown!r} ({forms})"
+
+
+def _quote_it(node: Node, json: bool) -> str:
+    """For a YAML scalar written without quotes and read as a boolean, a date or a mapping (``off``, ``yes``,
+    ``2024-01-01``, ``X-Key: 1``), how to make it the text it looks like; else (a JSON file's ``true`` is one on
+    purpose) nothing."""
+    v = node.value
+    if not json and isinstance(v, dict) and len(v) == 1:  # `args: [-H, X-Key: 1]`: the `: ` made a mapping of it
+        return ' (YAML reads an unquoted item holding ": " as a mapping: write the item in quotes)'
+    if json or not node.text:
+        return ""
+    kind = "boolean" if isinstance(v, bool) else "date" if isinstance(v, datetime.date) else ""
+    written = one_line(node.text, 40)
+    return f' (YAML reads an unquoted {written} as a {kind}: write "{written}" for the text)' if kind else ""
 
 
 def kind_of(v: Any) -> str:

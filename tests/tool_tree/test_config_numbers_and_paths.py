@@ -169,3 +169,53 @@ def test_a_codex_whole_number_python_cannot_read_names_its_line_and_key_past_str
         "config.toml:8: mcp_servers.a.env_vars: invalid TOML: a whole number of more than 4,300 digits "
         "(Codex reads whole numbers up to 2**63 - 1)"
     )
+
+
+def test_a_number_where_a_string_goes_reaches_the_server_as_written() -> None:
+    # Before: YAML 1.1 read each as a number and its str() reached the server: `010` as "8", `0x1F` as "31", `12:30`
+    # (sexagesimal) as "750", `1_000` as "1000", `1.10` as "1.1", `1e3` as "1000.0"; a umask, a version, a time.
+    text = (
+        "servers:\n  a:\n    command: x\n    args: [--umask, 022, --version, 1.10, 0x1F, 1e3, '7']\n"
+        "    env: {AT: 12:30, N: 1_000, PORT: 8080, MODE: 0o755, NEG: -0}\n"
+    )
+    (server,) = parse_config(text, source="tooltree.yaml", environ={}).servers
+    assert server.args == ("--umask", "022", "--version", "1.10", "0x1F", "1e3", "7")
+    assert server.env == {"AT": "12:30", "N": "1_000", "PORT": "8080", "MODE": "0o755", "NEG": "-0"}
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (
+            "servers:\n  a:\n    command: x\n    env: {DEBUG: yes}\n",
+            "tooltree.yaml:4: servers.a.env.DEBUG: expected a string, got bool True (YAML reads an unquoted yes as a "
+            'boolean: write "yes" for the text)',
+        ),
+        (
+            "servers:\n  off:\n    command: x\n",
+            "tooltree.yaml:2: servers: keys must be strings, got False (YAML reads an unquoted off as a boolean: "
+            'write "off" for the text)',
+        ),
+        (
+            "servers:\n  a:\n    command: x\n    args: [--since, 2024-01-01]\n",
+            "tooltree.yaml:4: servers.a.args[1]: expected a string, got date datetime.date(2024, 1, 1) (YAML reads an "
+            'unquoted 2024-01-01 as a date: write "2024-01-01" for the text)',
+        ),
+        (
+            "servers:\n  a:\n    command: x\n    args: [-H, X-Key: 1]\n",
+            "tooltree.yaml:4: servers.a.args[1]: expected a string, got a mapping (YAML reads an unquoted item holding "
+            '": " as a mapping: write the item in quotes)',
+        ),
+    ],
+)
+def test_a_yaml_boolean_date_or_mapping_where_text_goes_says_to_quote_it(text: str, error: str) -> None:
+    # Before: "keys must be strings, got False" for a server named `off`, with no word of why (YAML 1.1's booleans).
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source="tooltree.yaml", environ={})
+    assert str(info.value) == error
+
+
+def test_a_json_boolean_where_a_string_goes_gives_no_yaml_advice() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config('{"mcpServers": {"a": {"command": "x", "env": {"A": true}}}}', source=".mcp.json", environ={})
+    assert str(info.value).endswith("expected a string, got bool True")
