@@ -71,7 +71,9 @@ CREATE_REPLY_WAIT = 30.0
 """Seconds an interrupted container create waits for the engine's reply, to remove what it made."""
 
 DeathHandler = Callable[[Mapping[str, Any]], None]
-"""Called with a container's ``die`` event (``Actor.Attributes`` holds ``exitCode``)."""
+"""Called with a container's ``die`` event (``Actor.Attributes`` holds ``exitCode``), whose key `OOM_KEY` says whether
+the engine reported the container out of memory (an ``oom`` event) before it died."""
+OOM_KEY = "tooltree.oom"
 
 
 class ImageEntry(NamedTuple):
@@ -234,6 +236,8 @@ class DockerEngine:
         self._client = client
         self._lock = threading.Lock()
         self._watched: dict[str, DeathHandler] = {}
+        self._out_of_memory: set[str] = set()
+        """Watched containers the engine said ran out of memory (``oom``), until they die."""
         self._events: Any = None
         self._events_thread: threading.Thread | None = None
 
@@ -680,7 +684,7 @@ class DockerEngine:
             self._watched[container] = handler
             if self._events_thread is not None and self._events_thread.is_alive():
                 return
-        filters = {"type": ["container"], "event": ["die"], "label": ["tooltree.owner"]}
+        filters = {"type": ["container"], "event": ["die", "oom"], "label": ["tooltree.owner"]}
         with translated("events"):
             events = self.api.events(filters=filters, decode=True)
         thread = threading.Thread(target=self._read_events, args=(events,), name="docker-events", daemon=True)
@@ -692,15 +696,24 @@ class DockerEngine:
         """Stop reporting ``container``'s death."""
         with self._lock:
             self._watched.pop(container, None)
+            self._out_of_memory.discard(container)
 
     def _read_events(self, events: Any) -> None:
         try:
             for event in events:
                 container = event.get("id") if isinstance(event, dict) else None
+                if not isinstance(container, str):
+                    continue
                 with self._lock:
-                    handler = self._watched.pop(container, None) if isinstance(container, str) else None
+                    if event.get("Action", event.get("status")) == "oom":  # the kernel killed in it; `die` follows
+                        if container in self._watched:
+                            self._out_of_memory.add(container)
+                        continue
+                    handler = self._watched.pop(container, None)
+                    oom = container in self._out_of_memory
+                    self._out_of_memory.discard(container)
                 if handler is not None:
-                    handler(event)
+                    handler({**event, OOM_KEY: oom})
         except (requests.exceptions.RequestException, OSError, ValueError) as e:
             logger.debug("the Docker events stream ended: %s", e)
         finally:

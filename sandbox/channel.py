@@ -327,7 +327,8 @@ class SupervisorChannel:
             self.kill()
             raise SessionError(f"the sandbox did not start within {timeout:g} s: {self.stderr_tail()[-1000:]}")
         if not self.ready_status:
-            raise SessionError(f"the sandbox failed to start ({self.broken}): {self.stderr_tail()[-1000:]}")
+            tail = self.stderr_tail()[-1000:]  # before: an empty one left the message ending in "):"
+            raise SessionError(f"the sandbox failed to start ({self.broken})" + (f": {tail}" if tail.strip() else ""))
         if "error" in self.ready_status:
             self.kill()
             raise SessionError(f"the sandbox failed to start: {str(self.ready_status['error'])[:500]}")

@@ -33,7 +33,7 @@ from typing import Any
 
 from sandbox import hardening
 from sandbox._attach import AttachSocket
-from sandbox._docker import DockerEngine, default_engine
+from sandbox._docker import OOM_KEY, DockerEngine, default_engine
 from sandbox.backend import Connection, SandboxBackend
 from sandbox.config import SandboxConfig
 from sandbox.errors import EngineError, EngineUnavailableError, HardeningError, SandboxError
@@ -89,6 +89,8 @@ class DockerConnection:
         """The container is dead, or its output ended (whichever is known first)."""
         self.exit_status: str | None = None
         """The container's exit status as the engine reported it (None while it runs)."""
+        self.out_of_memory = False
+        """Whether the engine reported the container out of memory before it died."""
         self._removed = False
         self._removing = threading.Lock()
         """Held while removing: a second remover (a kill, the reader) waits, so it never returns with it running."""
@@ -97,9 +99,10 @@ class DockerConnection:
         """The engine reported the container dead (called on the events thread)."""
         attributes = (event.get("Actor") or {}).get("Attributes") or {}
         self.exit_status = str(attributes.get("exitCode", "unknown"))[:20]
+        self.out_of_memory = event.get(OOM_KEY) is True
         self.exited.set()
         self.ended.set()
-        self.attached.abort(closed_channel(self.exit_status, gvisor=self.gvisor))
+        self.attached.abort(closed_channel(self.exit_status, gvisor=self.gvisor, oom=self.out_of_memory))
 
     def _remove(self) -> None:
         with self._removing:
@@ -135,12 +138,20 @@ class DockerConnection:
         self._remove()
 
 
-def closed_channel(status: str | None, *, gvisor: bool = False) -> str:
+def closed_channel(status: str | None, *, gvisor: bool = False, oom: bool = False) -> str:
     """Why a session ended when its container did: its exit status, and for 137 (killed) the likeliest cause under
-    its runtime (``gvisor``: `DockerBackend.gvisor`)."""
+    its runtime (``gvisor``: `DockerBackend.gvisor`), or the memory limit when the engine said so (``oom``)."""
     reason = f"the sandbox closed its channel: its container exited with status {status}"
     if status != "137":
         return reason
+    if oom and not gvisor:
+        # Under runc the limit ends the script's interpreter, not the sandbox, unless the sandbox's own processes do
+        # not fit: a `memory` of a few MB. Before: this too was put down to `docker kill`.
+        return reason + (
+            " (killed: out of memory, as the engine reported; under runc the memory limit, sandbox.memory, ends only a "
+            "script's interpreter unless the sandbox's own processes do not fit in it (under about 20m): raise "
+            "sandbox.memory)"
+        )
     # Under runc the kernel kills the interpreter alone and the supervisor says so; under gVisor the host's OOM
     # killer ends the sandbox's kernel, the Sentry, which also holds about 6 MB of host memory per process. A kill
     # from outside (`docker kill`, `docker rm -f`, the host) ends either with the same status. Before: both
@@ -170,7 +181,10 @@ class _ExitReportingStdout:
             self._connection.ended.set()
         # After we closed its stdin, the end is the one we asked for: no reason to wait for.
         if not data and not self._connection.stdin.closed and self._connection.exited.wait(_EXIT_REPORT_WAIT):
-            raise ConnectionAbortedError(closed_channel(self._connection.exit_status, gvisor=self._connection.gvisor))
+            connection = self._connection
+            raise ConnectionAbortedError(
+                closed_channel(connection.exit_status, gvisor=connection.gvisor, oom=connection.out_of_memory)
+            )
         return data
 
     def close(self) -> None:

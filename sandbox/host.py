@@ -358,7 +358,8 @@ class Runtime:
                 )
                 session.start()
         except SandboxError as e:
-            if (named := runtime_problem(e, settings.runtime, self.config)) is not None:
+            named = runtime_problem(e, settings.runtime, self.config) or limit_problem(e, self.config)
+            if named is not None:
                 raise named from e
             raise
         with self._handover:
@@ -476,3 +477,30 @@ def runtime_problem(error: SandboxError, runtime: str | None, config: Config) ->
         "(`docker info` lists the runtimes registered with the engine; SECURITY.md, "
         '"Optional stronger boundary: gVisor", says how to register runsc)'
     )
+
+
+_LIMIT_WORDS = (
+    ("sandbox.memory", "memory"),
+    ("Range of CPUs", "cpus"),
+    ("too many open files", "nofile"),
+    ("pids limit", "pids_limit"),
+)
+"""Words of a start's failure that blame one of the sandbox's limits, and the key that sets it: the engine's own
+("Range of CPUs is from 0.01 to 2.00", "too many open files") or the sandbox's."""
+
+
+def limit_problem(error: SandboxError, config: Config) -> SandboxError | None:
+    """``error`` naming where the limit it blames was set (the file, the line, the key), when the config sets it;
+    else None.
+
+    Before: a `cpus` past the machine's or a `nofile` too small for the container's start failed in the engine's words
+    alone ("Range of CPUs is from 0.01 to 2.00", "too many open files"), naming no setting.
+    """
+    from sandbox.errors import SandboxError
+
+    text = str(error)
+    key = next((key for words, key in _LIMIT_WORDS if words in text), None)
+    line = config.section("sandbox").lines.get(key) if key is not None else None
+    if line is None or config.source == "<config>":
+        return None
+    return SandboxError(f"{config.source}:{line}: sandbox.{key}: {text}")

@@ -123,6 +123,7 @@ class Supervisor:
         """Held while ``kill_everything`` kills: a worker is spawned only when no kill is under way."""
         self.worker: Worker | None = None
         self.generation = 0
+        self.spawn_oom_kills = 0  # the container's OOM kills when the latest worker was started
         self.exec_counter = 0
         self.outputs = OutputFolder(os.path.join(self.workspace.root, OUTPUT_DIR), output_budget(self.workspace.root))
         """Where cut outputs are saved whole, the oldest deleted while they hold more than a quarter of the
@@ -364,6 +365,7 @@ class Supervisor:
         # thread that killed it has yet to send kill(-1): that signal would kill the new worker
         # before it is ready ("failed to start", and a broken session). Wait for the sweep to end.
         with self.sweeping, self.lock:
+            self.spawn_oom_kills = oom_kill_count()
             worker = Worker(self.generation + 1, self.worker_argv, self.workspace.root, self.worker_env)
             self.unreaped.add(worker.proc.pid)
             try:  # under the lock: the pump finds ``self.worker`` set
@@ -633,8 +635,15 @@ class Supervisor:
         if expected:
             return  # a reset replaced it
         if not worker.ready.is_set():
-            # It died before it could run anything: respawning would only loop.
-            self.break_session(f"the Python worker failed to start (exit status {returncode})")
+            # It died before it could run anything: respawning would only loop. Killed for memory since it was
+            # started, it is said so (before: "exit status -9" alone, whatever the cause).
+            why = f"the Python worker failed to start (exit status {returncode})"
+            if returncode < 0 and oom_kill_count() > self.spawn_oom_kills:
+                why = (
+                    "the Python worker was killed as it started, out of memory: Python needs more than the sandbox's "
+                    "memory limit, sandbox.memory, leaves it (at least about 20m); raise sandbox.memory"
+                )
+            self.break_session(why)
             worker.ready.set()
             if ex is not None:
                 self.finish(
