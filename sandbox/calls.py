@@ -325,15 +325,9 @@ class CallServer:
     def _search_in_turn(self, channel: Responder, call_id: str, params: dict[str, Any], execution: int) -> None:
         query, limit = params.get("query"), params.get("limit", 5)
         detail, regex = params.get("detail", "summary"), params.get("regex", False)
-        if (
-            not isinstance(query, str)
-            or len(query) > 1000
-            or not isinstance(limit, int)
-            or isinstance(limit, bool)
-            or detail not in ("name", "summary", "full")
-            or not isinstance(regex, bool)
-        ):
-            message = "search_tools(query: str, detail: 'name'|'summary'|'full', limit: int, regex: bool)"
+        problem = _search_arguments_problem(query, detail, limit, regex)
+        if problem is not None or not isinstance(query, str):  # (a query not a str has its problem said)
+            message = f"{problem}: search_tools(query: str, detail: 'name'|'summary'|'full', limit: int, regex: bool)"
             channel.respond(call_id, error={"code": "invalid_arguments", "message": message})
             return
         # One at a time: the host runs only a few searches at once in all (`tool_tree.search`), and one
@@ -410,6 +404,28 @@ class CallServer:
 
 _CANCELLED = "cancelled: the execution ended before the server answered"
 _UNSENT = "the tool result cannot be sent as UTF-8 JSON (a non-finite number, a lone surrogate or too deep nesting)"
+
+
+def _search_arguments_problem(query: Any, detail: Any, limit: Any, regex: Any) -> str | None:
+    """Which argument of a script's `search_tools` is wrong, and how; None when none is. Before: the signature alone,
+    so ``detail="signature"`` read as if the call were right."""
+    if not isinstance(query, str):
+        return f"query must be a str, got {_shown(query)}"
+    if len(query) > 1000:
+        return f"query must be at most 1,000 characters, got {len(query):,}"
+    if detail not in ("name", "summary", "full"):
+        return f"detail must be 'name', 'summary' or 'full', got {_shown(detail)}"
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        return f"limit must be an int, got {_shown(limit)}"
+    if not isinstance(regex, bool):
+        return f"regex must be True or False, got {_shown(regex)}"
+    return None
+
+
+def _shown(value: Any) -> str:
+    """A value a script sent, for a message back to it: its type, and a short repr."""
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:40] + '…'}"
 
 
 def _malformed(params: dict[str, Any]) -> Refusal | None:

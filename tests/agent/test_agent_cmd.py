@@ -6,6 +6,7 @@ import errno
 import io
 import json
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -828,3 +829,30 @@ def test_a_prefilter_option_where_no_prefilter_runs_exits_2_before_any_request(
         "with --prefilter local or claude)\n"
     )
     assert api.requests == [] and list(tmp_path.iterdir()) == []
+
+
+def test_the_transcript_files_the_readme_names_are_those_a_run_and_a_compare_write(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Before, the README said neither: a user of `--compare --transcript run.jsonl` looked for run.jsonl, and a second
+    # run into the same file was not known to replace the first one's records.
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    said = re.search(r"the command's `--transcript (\S+)` replaces what the\s+file held, and under `--compare` each "
+                     r"mode writes its own beside it \(`(\S+)`, `(\S+)`, …\)", readme)  # fmt: skip
+    assert said is not None, "the README says where --transcript and --compare write"
+    name, code_file, direct_file = said.groups()
+    base = ["agent", "Hi", "--config", str(project.config_path), "--tree", str(project.tree), "--quiet"]
+    transcript = tmp_path / name
+    for answer in ("Answer-one.", "Answer-two."):
+        api.add(reply(answer))
+        assert main([*base, "--mode", "direct", "--transcript", str(transcript)]) == 0
+    assert [r["task"] for r in read_transcript(transcript) if r["type"] == "run_start"] == ["Hi"]
+    assert [r["type"] for r in read_transcript(transcript)][-1] == "run_end"
+    text = transcript.read_text(encoding="utf-8")
+    assert "Answer-two." in text and "Answer-one." not in text
+    transcript.unlink()
+    api.add(reply("A."), reply("B."))
+    assert main([*base, "--compare", "direct,tool-search", "--transcript", str(transcript)]) == 0
+    assert (tmp_path / direct_file).is_file() and not transcript.exists()
+    assert code_file == name.replace(".jsonl", ".code.jsonl")
+    capsys.readouterr()

@@ -467,3 +467,26 @@ def test_calls_cancelled_before_their_first_step_give_their_places_back(loop: as
     calls.on_request(channel, "after", "tool_call", call())
     assert channel.wait("after") == ({"content": [{"type": "text", "text": "list {'a': 1}"}]}, None, "tool-loop")
     calls.close()
+
+
+@pytest.mark.parametrize(
+    ("params", "problem"),
+    [
+        ({"query": "leads", "detail": "signature"}, "detail must be 'name', 'summary' or 'full', got str 'signature'"),
+        ({"query": "q" * 1001}, "query must be at most 1,000 characters, got 1,001"),
+        ({"query": ["leads"]}, "query must be a str, got list ['leads']"),
+        ({"query": "leads", "limit": 2.5}, "limit must be an int, got float 2.5"),
+        ({"query": "leads", "regex": "yes"}, "regex must be True or False, got str 'yes'"),
+    ],
+)
+def test_a_search_with_a_wrong_argument_is_told_which_and_how(params: dict[str, Any], problem: str) -> None:
+    # Before: the signature alone, "search_tools(query: str, detail: 'name'|'summary'|'full', …)", whichever it was.
+    tools, channel = Searches(), Answers()
+    calls = CallServer(tools, None)
+    calls.begin()
+    calls.on_request(channel, "s1", "search_tools", params)
+    _, error, _ = channel.wait("s1")
+    assert error is not None and error["code"] == "invalid_arguments"
+    assert error["message"].startswith(f"{problem}: search_tools(query: str, detail:"), error["message"]
+    assert tools.ran == []
+    calls.close()
