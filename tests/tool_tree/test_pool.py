@@ -25,6 +25,7 @@ from tool_tree.stderr_log import StderrLog
 pytestmark = pytest.mark.anyio
 REPO = Path(__file__).resolve().parents[2]
 RAW = REPO / "tests" / "servers" / "raw_server.py"
+README = (REPO / "README.md").read_text(encoding="utf-8")
 
 
 def sample(name: str, **kw: Any) -> ServerConfig:
@@ -558,3 +559,38 @@ async def test_a_call_waiting_for_its_turn_times_out_within_its_own_timeout() ->
         assert text(waited) == "the call timed out after 0.5 s waiting for its turn (1 call(s) in flight to 'media')"
         after = await pool.call("media", "slow_echo", {"text": "free", "seconds": 0}, timeout=10)
         assert text(after) == "free"  # the cancelled call gave its slot back
+
+
+_ENV_SERVER = '''
+import json, os
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("env", log_level="WARNING")
+
+
+@server.tool(structured_output=False)
+def environment() -> str:
+    """The names of the variables this server was started with."""
+    return json.dumps(sorted(os.environ))
+
+
+server.run()
+'''
+
+
+async def test_a_stdio_server_gets_its_env_on_top_of_the_few_variables_the_readme_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before, the README did not say it: a user's shell variables (a token a server reads) were taken to reach it.
+    said = re.search(r"starts with its\s+`env` on top of only (.*?) from tooltree's environment", README, re.S)
+    assert said is not None, "the README says which of tooltree's variables a stdio server gets"
+    named = set(re.findall(r"`([A-Z_]+)`", said.group(1)))
+    script = tmp_path / "env_server.py"
+    script.write_text(_ENV_SERVER, encoding="utf-8")
+    for variable in (*named, "GITHUB_TOKEN"):
+        monkeypatch.setenv(variable, "set")
+    server = ServerConfig(name="env", command=sys.executable, args=(str(script),), env={"API_KEY": "given"})
+    async with ServerPool([server]) as pool:
+        names = set(json.loads(text(await pool.call("env", "environment", {}))))
+    # Beside them: its `env`, tooltree's marks, and what Python sets in its own process (its locale coercion).
+    assert names - {"API_KEY", "TOOLTREE_UPSTREAM", "TOOLTREE_SERVER_MARK", "LC_CTYPE"} == named, names
