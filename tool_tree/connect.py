@@ -5,7 +5,9 @@ long-running host needs around it: the end of the server's stderr kept (so a fai
 its last lines), a raw ``tools/list`` that keeps every field the server sent, and, for stdio,
 our own transport (`tool_tree.stdio`: the SDK's, but linear in what it reads and with caps on
 one message); for HTTP, a client that holds one message to the same caps (`tool_tree.http_client`) and
-the session to the same budgets of requests from the server and notifications (`tool_tree.guard.guard`).
+the session to the same budgets of requests from the server and notifications (`tool_tree.guard.guard`). What the
+server says changed is counted and told (`tool_tree.changes.Changes`: over HTTP, also its stream of unasked messages
+opened again after it was lost, or answered 404).
 
 What goes wrong while a session opens is said in words a user can act on: a stdio server's stdout
 lines that are not JSON-RPC (a start-up banner, a stray ``print``) are kept with its stderr instead of
@@ -20,7 +22,7 @@ import hashlib
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,13 +31,13 @@ import anyio
 import httpx2
 import mcp
 import mcp.types as mt
-from mcp.client._transport import ReadStream, TransportStreams
-from mcp.shared.message import SessionMessage
+from mcp.client._transport import TransportStreams
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tool_tree.budget import NotificationBudget
+from tool_tree.changes import Changes, Watching
 from tool_tree.config import PROBE_SECONDS, ServerConfig
-from tool_tree.guard import ReadWrapper, guarded
+from tool_tree.guard import guarded
 from tool_tree.http_client import http_client
 from tool_tree.http_errors import Answers, host, not_mcp, reason, status_problem
 from tool_tree.in_flight import InFlight
@@ -47,12 +49,6 @@ from tool_tree.stderr_log import NOISE_CHARS, StderrLog
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, NotJSONRPC, stdio_client
 from tool_tree.text import one_line, shown
 
-LISTS_CHANGED = {
-    "notifications/tools/list_changed": "tools",
-    "notifications/prompts/list_changed": "prompts",
-    "notifications/resources/list_changed": "resources",
-}
-"""The notifications by which a server says one of its lists changed, each with the `Changes` field that counts it."""
 MAX_LIST_PAGES = 1000
 MAX_LIST_TOOLS = 100_000
 """Tools one server may list, over all pages: five times what the generator renders for one server, so a
@@ -96,31 +92,6 @@ class _RawResult(BaseModel):
     """A result model that keeps every field the server sent (the SDK's typed models drop unknown ones)."""
 
     model_config = ConfigDict(extra="allow")
-
-
-@dataclass
-class Changes:
-    """What the server said changed on a session: `tools`, `prompts` and `resources` count its
-    ``notifications/tools/list_changed``, ``.../prompts/list_changed`` and ``.../resources/list_changed``
-    (`LISTS_CHANGED`), as they are read (in the stream's order: one the server sent before a reply is counted before
-    the reply is handed on). ``listener``, when set, is called with the list's kind after each of the three is
-    counted, on the session's event loop: it must not block."""
-
-    tools: int = 0
-    prompts: int = 0
-    resources: int = 0
-    listener: Callable[[str], None] | None = None
-
-    def count(self, kind: str) -> None:
-        """Count one notice that the list ``kind`` (``tools``, ``prompts`` or ``resources``) changed, and tell."""
-        if kind == "tools":
-            self.tools += 1
-        elif kind == "prompts":
-            self.prompts += 1
-        else:
-            self.resources += 1
-        if self.listener is not None:
-            self.listener(kind)
 
 
 @dataclass
@@ -200,6 +171,7 @@ async def connect(
                 http_client(server.headers, name=server.name, notifications=notifications, outstanding=outstanding)
             )
             http.url = server.url
+            http.streams.reopened, http.streams.forgotten = changes.reopened, changes.not_found
             replies, answers = _Replies(), Answers(http.ended)
             http.event_hooks["response"] += [replies.hook, answers.hook]
             transport = streamable_http_client(server.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES)
@@ -270,27 +242,11 @@ def probe_unanswered(server: ServerConfig, *, waited: bool) -> str:
 
 @asynccontextmanager
 async def _watched(transport: Any, changes: Changes, listing: ListingCheck) -> AsyncIterator[TransportStreams]:
-    """``transport`` with its server's notices that a list changed (`LISTS_CHANGED`) counted in ``changes`` as they
-    are read, and the malformed tools of its listings left out (``listing``)."""
+    """``transport`` with its server's notices that a list changed (`tool_tree.changes.LISTS_CHANGED`) counted in
+    ``changes`` as they are read (`tool_tree.changes.Watching`), and the malformed tools of its listings left out
+    (``listing``)."""
     async with transport as (read, write):
-        yield checked(_Watching(read, changes), write, listing)
-
-
-class _Watching(ReadWrapper):
-    """A transport's read stream, counting the server's notices that a list changed (`Changes`). Counted here, not in
-    the SDK's message handler, which runs in a task of its own, maybe after the reply read next."""
-
-    def __init__(self, inner: ReadStream[SessionMessage | Exception], changes: Changes) -> None:
-        super().__init__(inner)
-        self._changes = changes
-
-    async def receive(self) -> SessionMessage | Exception:
-        item = await self._inner.receive()
-        if isinstance(item, SessionMessage):
-            method = getattr(item.message, "method", None)
-            if isinstance(method, str) and (kind := LISTS_CHANGED.get(method)) is not None:
-                self._changes.count(kind)
-        return item
+        yield checked(Watching(read, changes), write, listing)
 
 
 def _unparsed(error: ValueError) -> str:

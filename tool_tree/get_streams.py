@@ -22,15 +22,18 @@ A failure that may pass is not one to the SDK (`KeepingClient`'s ``send`` asks `
 lives: a GET of it that gets no answer (`TRANSIENT_ERRORS`: a connection refused, reset or closed before the answer, a
 timeout) or a 5xx, 408 or 429 (`transient`) is handed to the SDK as a stream that the server ended at once; a stream cut
 or quiet past the read timeout once open ends as if the server had ended it (`_Kept`). The first GET that fails so is
-logged as a warning naming the server (the stream lost), the next that opens as info (open again); none between. The
-stream is given up at once, its next GET refused unsent (`StreamRefused`) so that one GET reaches the server, on a
-``405`` (the spec's word for "no such stream": logged at debug, as a server may well have none), a ``404`` (the server
-no longer knows the session: the stream went with it; `tool_tree.pool.ServerPool` opens a new session, with a stream of
-its own, at the next call, which the 404 tells was not run), any other status of 400 or more (a 401 or 403: the
-credentials in ``headers`` refused; the same GET would be refused again) and an answer that is not an event stream; each
-but the 405 is logged once, a warning naming the server and why. Should the SDK give the stream up of its own (two
-streams in a row failed on what they held, such as an event past a cap, or a redirect it does not follow, of which it
-warns itself), a warning says so once.
+logged as a warning naming the server (the stream lost), the next that opens as info (open again); none between. What
+the server sent meanwhile never arrives (a ``tools/list_changed`` of a redeploy among it), so that opening is told
+(`reopened`: `tool_tree.changes.Changes.reopened`, the pool's listener told its lists may have changed); a stream cut
+or timed out once open whose next GET opens is no loss (a proxy ending quiet streams would have every quiet server
+regenerated), nor is a stream the server ended. The stream is given up at once, its next GET refused unsent
+(`StreamRefused`) so that one GET reaches the server, on a ``405`` (the spec's word for "no such stream": logged at
+debug, as a server may well have none), a ``404`` (the server no longer knows the session, or has no such stream: told
+to `forgotten`; `tool_tree.pool.ServerPool` checks the session and replaces it if the server no longer knows it), any
+other status of 400 or more (a 401 or 403: the credentials in ``headers`` refused; the same GET would be refused again)
+and an answer that is not an event stream; each but the 405 is logged once, a warning naming the server and why.
+Should the SDK give the stream up of its own (two streams in a row failed on what they held, such as an event past a
+cap, or a redirect it does not follow, of which it warns itself), a warning says so once.
 
 The stream is told from a resumed request's stream by its task: the SDK's first GET without ``Last-Event-ID`` is it,
 and so is every later GET of that task (a reopening carries the ``Last-Event-ID`` of the stream's last event). A
@@ -115,6 +118,12 @@ class GetStreams:
         """Why the stream of unasked messages is given up (None while it is kept): none is asked for again."""
         self.lost = False
         """Whether the stream's last GET failed in a way that may pass (it is reopened, paced)."""
+        self.reopened: Callable[[], None] | None = None
+        """Called (in the SDK's task for the stream: it must not block) when the stream opens again after it was
+        `lost`: what the server sent meanwhile never arrives."""
+        self.forgotten: Callable[[], None] | None = None
+        """Called (as `reopened`) when the server answers the stream's GET 404: it no longer knows the session, or
+        has no such stream."""
         self.closed = False
         """Whether the connection is closed or ended (`close`): no GET is sent."""
         self._woken: anyio.Event | None = None  # set at `close`: the wait under way ends
@@ -199,11 +208,12 @@ class GetStreams:
             return _ended_at_once(response.request)
         elif status == 404:
             self._give_up(
-                "HTTP 404: the server no longer knows the session",
-                "the server no longer knows the session (it answered its stream of unasked messages 404: it restarted "
-                f"or let the session expire): the stream is given up; {NOTICES} reach tooltree again once the next "
-                "call has opened a new session",
+                "HTTP 404: the server no longer knows the session, or has no such stream",
+                "its stream of unasked messages is given up (it answered 404: the server no longer knows the session, "
+                f"as after a restart, or has no such stream): {NOTICES} reach tooltree again only in a new session",
             )
+            if self.forgotten is not None:
+                self.forgotten()
         elif status >= 400:
             self._give_up(status_problem(response))
         elif 200 <= status < 300 and kind != "text/event-stream":
@@ -213,6 +223,8 @@ class GetStreams:
                 self.lost = False
                 said = "its stream of unasked messages is open again (what the server sent meanwhile may never arrive)"
                 logger.info("server %s: %s", self._named, said)
+                if self.reopened is not None:
+                    self.reopened()
             assert isinstance(response.stream, httpx2.AsyncByteStream)
             response.stream = _Kept(response.stream, self._named)
         return response  # a redirect: the SDK follows it within the server's origin, or gives the stream up
@@ -287,7 +299,8 @@ class KeepingClient(ReachingClient):
 
     def __init__(self, streams: GetStreams, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._streams = streams
+        self.streams = streams
+        """Its GETs' pacing, and what they tell (`GetStreams.reopened`, `GetStreams.forgotten`)."""
 
     async def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
         if request.method != "GET":
@@ -295,17 +308,17 @@ class KeepingClient(ReachingClient):
         try:
             response = await super().send(request, **kwargs)
         except httpx2.TransportError as e:  # not `StreamRefused`, a refusal of tooltree's
-            if (ended := self._streams.unreached(request, e)) is None:
+            if (ended := self.streams.unreached(request, e)) is None:
                 raise
             return ended
-        return await self._streams.answered(response)
+        return await self.streams.answered(response)
 
     async def aclose(self) -> None:
-        self._streams.close()
+        self.streams.close()
         await super().aclose()
 
     async def __aexit__(self, *exc: Any) -> None:
-        self._streams.close()  # closed, the client sends no GET: nor does its stream end as if the SDK gave it up
+        self.streams.close()  # closed, the client sends no GET: nor does its stream end as if the SDK gave it up
         await super().__aexit__(*exc)
 
 

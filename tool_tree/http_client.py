@@ -49,7 +49,6 @@ from tool_tree.budget import (
     too_many_values,
 )
 from tool_tree.get_streams import GetStreams, KeepingClient, StreamRefused
-from tool_tree.http_errors import ReachingClient
 from tool_tree.ledgers import Outstanding
 from tool_tree.stdio import MAX_MESSAGE_BYTES
 from tool_tree.unparsed import count_values, peek, unaddressed
@@ -382,7 +381,7 @@ def http_client(
     name: str | None = None,
     notifications: NotificationBudget | None = None,
     outstanding: Outstanding | None = None,
-) -> ReachingClient:
+) -> KeepingClient:
     """An HTTP client for server ``name``: the SDK's timeouts, the configured ``headers``, replies bounded and
     charged (`bounding`, to ``notifications`` too), its GETs paced and its stream of unasked messages kept
     (`tool_tree.get_streams.KeepingClient`, a `tool_tree.http_errors.ReachingClient`). ``outstanding`` is the

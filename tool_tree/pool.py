@@ -8,7 +8,11 @@ between calls), else after the call that found it dead fails (it may have reache
 tools act for real, so it is never sent again). An HTTP server that answers a call with 404 for its session
 (it restarted, or let the session expire) did not run it: its session is re-opened and the call sent once more
 (`tool_tree.http_errors`); a second 404 fails it, saying it ran neither time. A 400 naming the session (as many
-servers answer instead) fails the call, not sent again, and the next call opens a new session. An HTTP server that
+servers answer instead) fails the call, not sent again, and the next call opens a new session. A 404 answering the
+stream of messages the server sends unasked is checked with a ``tools/list``: answered 404 too, the session is retired
+at once (the calls in flight on it answered first), and opened again at once when the pool has an ``on_tools_changed``
+listener (so its notices reach it again), else at the next call; answered, the server has no such stream, and the
+session goes on without it. An HTTP server that
 cannot be reached when a call is sent (connection refused, host name not resolved, connect timed out) fails it
 saying so, and that it was not sent; the calls sent on that session before are left to finish (a server shutting
 down refuses new connections and answers what it took), and once they have, the next call opens a new session.
@@ -67,6 +71,7 @@ from mcp import InputRequiredRoundsExceededError
 from mcp.shared.dispatcher import ProgressFnT
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from tool_tree.changes import LISTS_CHANGED
 from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from tool_tree.connect import connect, list_tools_raw
 from tool_tree.http_errors import resendable, session_ended, stream_cut, unreached
@@ -150,6 +155,8 @@ class CallFailure(dict[str, Any]):
         return CallFailure(text, self.code, _REQUEST_RAN.get(ran, ran))
 
 
+_NEXT_CALL = "the next call starts it again"
+"""What follows a server's end, in the log, unless it is started again at once."""
 _NOT_SENT = "it was not sent: the tool did not run"
 _SENT = "it was sent: the tool may have run, or be running still"
 _SENT_TO_HUNG = "it was sent: the tool may have run; the server stopped answering and is restarted at the next call"
@@ -186,6 +193,8 @@ class _Slot:
     starting: anyio.CancelScope | None = None
     """The start-up of its owner task while it runs (opening and listing): the pool's close cancels it."""
     in_flight: InFlight = field(default_factory=InFlight)
+    listed: bool = False
+    """Whether a session of it was listed: a later one replaces it, and the server may list other tools then."""
 
 
 def _pool_settings(
@@ -253,7 +262,7 @@ def takes_kind(listener: ChangeListener) -> bool:
 
 def told_of(listener: ChangeListener, server: str) -> Callable[[str], None]:
     """What a session of ``server`` calls with the kind of each list its server says changed
-    (`tool_tree.connect.Changes.listener`): ``listener`` with the server's name, and the kind when it takes one.
+    (`tool_tree.changes.Changes.listener`): ``listener`` with the server's name, and the kind when it takes one.
     A listener without ``kind`` (all there were before the kind was told) is called as it always was."""
     if takes_kind(listener):
         return lambda kind: listener(server, kind=kind)
@@ -313,11 +322,15 @@ class ServerPool:
             (default: a `Config`'s own file).
         on_tools_changed: called with a server's name when, once its session is open and listed, the server says
             its tools, prompts or resources changed (``notifications/tools/list_changed``, ``.../prompts/...``,
-            ``.../resources/...``: `tool_tree.connect.LISTS_CHANGED`); on the pool's event loop, so it must not
+            ``.../resources/...``: `tool_tree.changes.LISTS_CHANGED`); on the pool's event loop, so it must not
             block. A listener with a parameter named ``kind`` is told which list changed too, as ``kind="tools"``,
             ``"prompts"`` or ``"resources"`` (`ChangeListener`); one without it is called with the name alone. The
             pool itself goes on with the listing it read (`tooltree serve` regenerates the tree, for prompts and
-            resources only when it offers them). Named for the tools, of which alone it was first told.
+            resources only when it offers them). Named for the tools, of which alone it was first told. It is also
+            told, as if the server had said each of its lists changed (one without ``kind`` once), when such a
+            notice may have been missed: an HTTP server's stream of unasked messages opened again after it was lost
+            (a 503, a connection refused), and a new session listed that replaced one that ended (a restart, a
+            session the server no longer knows); not on a server's first session.
 
     A pool runs once: entering it again, inside its block or after, raises `PoolError` (make a new one), and
     leaving it twice does nothing the second time. Its methods are awaited on the event loop that entered it; on
@@ -439,11 +452,18 @@ class ServerPool:
                         await conn.client.list_tools()
                         if (told := self._on_tools_changed) is not None:  # a change before now is in the listing
                             conn.changes.listener = told_of(told, slot.config.name)
+                            conn.changes.missed = functools.partial(self._may_have_changed, slot)
                         scope.deadline = math.inf
                         slot.starting = None
                         start.release()
                         if not self._closing:  # closing began while this server started: stop now
                             slot.client = conn.client
+                            conn.changes.forgotten = functools.partial(self._forgotten, slot, conn.client)
+                            if conn.changes.unknown:  # its stream was answered 404 while it opened
+                                self._forgotten(slot, conn.client)
+                            if slot.listed:  # it replaces a session that ended: the server may list others now
+                                self._may_have_changed(slot)
+                            slot.listed = True
                             ready.set()
                             await slot.stop.wait()
                     finally:
@@ -512,10 +532,12 @@ class ServerPool:
             slot.backoff.ended = None
             return client
 
-    async def _discard(self, slot: _Slot, client: mcp.Client, reason: str, *, ended: bool = True) -> None:
+    async def _discard(
+        self, slot: _Slot, client: mcp.Client, reason: str, *, ended: bool = True, then: str = _NEXT_CALL
+    ) -> None:
         """Forget a dead connection (ended for ``reason``) so the next call re-opens it, once its owner task ends.
         Not ``ended``: the server did not end it (it could not be reached at all), so re-opening it is a first
-        start, not a restart that backs off."""
+        start, not a restart that backs off. ``then`` says in the log what comes next."""
         async with slot.lock:
             if slot.client is client and slot.stop is not None:
                 slot.stop.set()
@@ -523,9 +545,7 @@ class ServerPool:
                 slot.backoff.ended = reason if ended else None
                 slot.restarts += 1
                 tail = slot.stderr.tail() if slot.stderr else ""
-                said = (
-                    f"server {slot.config.name!r} ended: {redact(reason, slot.config)}; the next call starts it again"
-                )
+                said = f"server {slot.config.name!r} ended: {redact(reason, slot.config)}; {then}"
                 upstream.warning("%s", _told(said, tail))
             # The owner task of this connection, not of one another call has started since.
             closed = slot.closed if slot.client is None else None
@@ -549,6 +569,65 @@ class ServerPool:
             return
         within = max(slot.config.timeout, PING_TIMEOUT)  # the calls in flight end by then
         self._tg.start_soon(functools.partial(self._retire, slot, client, reason, within, ended=False))
+
+    def _may_have_changed(self, slot: _Slot) -> None:
+        """Tell the listener that ``slot``'s server may have changed its lists, as if it had said so of each (a
+        listener without ``kind`` is called once): a notice of it may have been missed (its stream of unasked messages
+        opened again after it was lost), or a new session replaced one that ended (the server may have been
+        redeployed). `tooltree serve` regenerates the server at most once in 30 s, however often it is told."""
+        name = slot.config.name
+        if (listener := self._on_tools_changed) is None or self._closing:
+            return
+        try:
+            if takes_kind(listener):
+                for kind in LISTS_CHANGED.values():
+                    listener(name, kind=kind)
+            else:
+                listener(name)
+        except Exception:  # the listener's fault: the session goes on (raised here, it would end it)
+            logger.exception("the on_tools_changed listener raised when told that server %r may have changed", name)
+
+    def _forgotten(self, slot: _Slot, client: mcp.Client) -> None:
+        """``client``'s server answered its stream of unasked messages 404: its session is checked in the background
+        (`_renew`). Called in the SDK's task for that stream, on the pool's loop."""
+        if self._tg is not None and not self._closing and slot.client is client:
+            self._tg.start_soon(self._renew, slot, client)
+
+    async def _renew(self, slot: _Slot, client: mcp.Client) -> None:
+        """Check the session of ``client``, whose server answered its stream of unasked messages 404, with a
+        ``tools/list``. Answered 404 too (or a 400 naming the session), the server no longer knows the session: it is
+        retired once the calls in flight on it have their answers, as a call's 404 retires it, and, when the pool has
+        a listener (``on_tools_changed``: a new session brings a stream of unasked messages again), a new one is opened
+        now, the listener told once it is listed (`_own`); without one, the next call opens it. Answered, the server
+        has no such stream (it answered 404 for 405): the session goes on without it. Any other failure is left to the
+        next call to meet."""
+        if slot.client is not client or self._closing:
+            return
+        name = slot.config.name
+        try:
+            with anyio.fail_after(max(PING_TIMEOUT, slot.config.timeout)):  # not a call: no question is its
+                await list_tools_raw(client)
+        except mcp.MCPError as e:
+            if not session_ended(e):
+                return
+        except (TimeoutError, ValueError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+            return
+        else:
+            logger.info("server %r answers on its session: it has no stream of unasked messages (its 404)", name)
+            return
+        reopen = self._on_tools_changed is not None
+        await slot.in_flight.drained(client, PING_TIMEOUT)
+        reason = (
+            "it no longer knows its session (it answered its stream of unasked messages 404, and a tools/list too: it "
+            "restarted or let the session expire)"
+        )
+        await self._discard(slot, client, reason, then="a new session is opened now" if reopen else _NEXT_CALL)
+        if not reopen or self._closing:
+            return
+        try:
+            await self._ensure(slot)
+        except PoolError as e:  # a start that failed is said (`upstream`); a restart held back is not
+            logger.info("server %r: no new session now (%s); the next call opens one", name, e)
 
     def _timeout_setting(self, slot: _Slot) -> str:
         """Where a server's call timeout is set, for the message of a call that ran out of it."""

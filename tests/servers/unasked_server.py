@@ -21,8 +21,10 @@ with ``retry: 0`` and `STRAYS` answers to requests the client never made, each o
 asked), then ended, and the later ones by the SDK; ``retry0-slowend`` as ``retry0``, and a ``DELETE`` (the client
 ending its session) answered only once another GET comes or after `HELD` seconds; ``404`` and ``401`` each GET with
 that status; ``503`` the first ``SIZE`` with 503, and ``cut`` the first ``SIZE`` with a stream whose connection is cut
-once open, the later ones by the SDK; ``values-each`` each with an event of ``SIZE`` values (a
-``notifications/message``), then ended.
+once open, the later ones by the SDK; ``ended-503`` the first two with ``retry: 0`` and ended at once, the next ``SIZE``
+with 503, the later ones by the SDK; ``forget`` the first once ``/go`` is asked with 404, its session forgotten (each
+later request of it answered 404, as by a server that restarted), the later ones by the SDK; ``values-each`` each with
+an event of ``SIZE`` values (a ``notifications/message``), then ended.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ STRAYS = 24
 """Answers to no request the ``strays`` stream holds: more than tooltree's allowance (16 at once)."""
 CUT: dict[str, Any] = {}
 """Where a ``cut`` GET's answer ends: its connection is cut."""
+FORGOTTEN: set[bytes] = set()
+"""The session ids ``forget`` no longer knows."""
 HELD = 3.0
 """Seconds ``retry0-slowend`` holds a DELETE at most: longer than the wait before the stream's third GET (2 s)."""
 
@@ -125,8 +129,10 @@ def _hostile(number: int) -> list[dict[str, Any]] | None:
         pad = b",".join([b"{}"] * SIZE)
         message = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"pad":[%s]}}' % pad
         return _event_stream(b"data: %s\n\n" % message)
-    if MODE in ("503", "cut") and number > SIZE:
+    if MODE == "forget" or (MODE in ("503", "cut") and number > SIZE) or (MODE == "ended-503" and number > SIZE + 2):
         return None
+    if MODE == "ended-503":
+        return _event_stream(b"retry: 0\n\n") if number <= 2 else _status(503)
     if MODE == "503":
         return _status(503)
     if MODE == "cut":  # the stream opens, then its connection is cut (the app fails mid-answer: uvicorn closes it)
@@ -165,6 +171,11 @@ def counting(app: Any) -> Any:
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b""})
             return
+        session = dict(scope.get("headers", [])).get(b"mcp-session-id")
+        if scope["type"] == "http" and session in FORGOTTEN:
+            for message in _status(404):
+                await send(message)
+            return
         if scope["type"] == "http" and scope["method"] == "DELETE" and MODE == "retry0-slowend":
             with anyio.move_on_after(HELD):
                 await EVENTS["got"].wait()
@@ -176,6 +187,13 @@ def counting(app: Any) -> Any:
         GETS.append((last.decode() if last is not None else None, time.monotonic()))
         EVENTS["got"].set()
         EVENTS["got"] = anyio.Event()
+        if MODE == "forget" and len(GETS) == 1 and session is not None:  # once the pool has listed the tools
+            with anyio.move_on_after(30):
+                await EVENTS["asked"].wait()
+            FORGOTTEN.add(session)
+            for message in _status(404):
+                await send(message)
+            return
         answer = _hostile(len(GETS))
         if answer is not None:
             await send(answer[0])

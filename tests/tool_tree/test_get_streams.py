@@ -302,20 +302,24 @@ async def test_the_stream_of_unasked_messages_is_reopened_after_failures_that_ma
 ) -> None:
     # The server answers its first GETs 503, or cuts their connection once the stream is open (a server restarting
     # behind its proxy, a redeploy), then opens it. Before, the SDK gave the stream up after two failures in a row: no
-    # GET after the second, and the `tools/list_changed` the `change` tool sends on it never reached the pool.
+    # GET after the second, and the `tools/list_changed` the `change` tool sends on it never reached the pool. A stream
+    # lost (503) that opens again is told too, before that notice (what the server sent meanwhile never arrived); one
+    # cut whose next GET opens is not.
     told: list[str] = []
+    expected = ["unasked", "unasked"] if mode == "503" else ["unasked"]
     changed = anyio.Event()
 
     def listener(server: str) -> None:
         told.append(server)
-        changed.set()
+        if len(told) == len(expected):
+            changed.set()
 
     async with unasked_server(mode, failures) as config, ServerPool([config], on_tools_changed=listener) as pool:
         assert text(await pool.call("unasked", "change", {})) == "said"
         with anyio.fail_after(WAIT):
             await changed.wait()
         assert len(await gets(pool, failures + 2, timeout=0)) == failures + 1  # the last one stays open
-    assert told == ["unasked"]
+    assert told == expected
     if mode == "503":  # said once as lost, whatever the GETs that failed; once as open again
         assert heard.at(logging.WARNING) == [LOST]
         assert heard.at(logging.INFO) == [
@@ -349,17 +353,31 @@ async def test_a_stream_of_unasked_messages_refused_404_or_401_is_given_up_after
     status: int, heard: Heard
 ) -> None:
     # A 404 says the server no longer knows the session, a 401 that it refuses the credentials: the same GET would
-    # be refused again. Before, the SDK sent it once more a second later, and gave the stream up without a word.
-    async with unasked_server(str(status)) as config, ServerPool([config]) as pool:
-        assert len(await gets(pool, 1)) == 1  # the pool opens its session at its first call
-        await heard.said(lambda message: "the SDK's GET refused unsent" in message)
-        assert len(await gets(pool, 2, timeout=0)) == 1
+    # be refused again. Before, the SDK sent it once more a second later, and gave the stream up without a word. This
+    # server still knows the session (it answers GETs 404, having none): the pool checks it, and keeps it.
+    pool_heard, pool_log = Heard(), logging.getLogger("tool_tree.pool")
+    pool_log.addHandler(pool_heard)
+    level = pool_log.level
+    pool_log.setLevel(logging.INFO)
+    try:
+        async with unasked_server(str(status)) as config, ServerPool([config]) as pool:
+            assert len(await gets(pool, 1)) == 1  # the pool opens its session at its first call
+            await heard.said(lambda message: "the SDK's GET refused unsent" in message)
+            if status == 404:
+                await pool_heard.said(lambda message: "answers on its session" in message)
+            assert len(await gets(pool, 2, timeout=0)) == 1
+            assert pool.restarts("unasked") == 0
+    finally:
+        pool_log.removeHandler(pool_heard)
+        pool_log.setLevel(level)
     if status == 404:
         said = (
-            "the server no longer knows the session (it answered its stream of unasked messages 404: it restarted or "
-            f"let the session expire): the stream is given up; {NOTICES} reach tooltree again once the next call has "
-            "opened a new session"
+            "its stream of unasked messages is given up (it answered 404: the server no longer knows the session, as "
+            f"after a restart, or has no such stream): {NOTICES} reach tooltree again only in a new session"
         )
+        assert pool_heard.at(logging.INFO) == [
+            "server 'unasked' answers on its session: it has no stream of unasked messages (its 404)"
+        ]
     else:
         said = (
             "its stream of unasked messages is given up (HTTP 401 Unauthorized: the server wants credentials: set "

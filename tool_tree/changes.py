@@ -1,0 +1,88 @@
+"""What a server says changed on a session: its notices that a list changed, counted as they are read (`Changes`,
+`Watching`), and what tells that such a notice may have been missed.
+
+A server says its tools, prompts or resources changed with a notification (`LISTS_CHANGED`); over Streamable HTTP it
+sends it on its stream of unasked messages, and one sent while that stream was lost (a redeploy answering 503 or
+refusing connections) reaches no one. So `Changes.reopened` is told when that stream opens again after it was lost
+(`tool_tree.get_streams.GetStreams.lost`), and `Changes.not_found` when the server answered it 404 (it may no longer
+know the session); `tool_tree.pool.ServerPool` has its ``on_tools_changed`` listener told as if the server had said
+its lists changed, and checks the session, replacing it when the server no longer knows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mcp.client._transport import ReadStream
+from mcp.shared.message import SessionMessage
+
+from tool_tree.guard import ReadWrapper
+
+LISTS_CHANGED = {
+    "notifications/tools/list_changed": "tools",
+    "notifications/prompts/list_changed": "prompts",
+    "notifications/resources/list_changed": "resources",
+}
+"""The notifications by which a server says one of its lists changed, each with the `Changes` field that counts it."""
+
+
+@dataclass
+class Changes:
+    """What the server said changed on a session: `tools`, `prompts` and `resources` count its
+    ``notifications/tools/list_changed``, ``.../prompts/list_changed`` and ``.../resources/list_changed``
+    (`LISTS_CHANGED`), as they are read (in the stream's order: one the server sent before a reply is counted before
+    the reply is handed on). ``listener``, when set, is called with the list's kind after each of the three is
+    counted; ``missed`` when such a notice may have been missed (`reopened`); ``forgotten`` once the server may no
+    longer know the session (`not_found`, told again to one set later). All on the session's event loop: they must
+    not block."""
+
+    tools: int = 0
+    prompts: int = 0
+    resources: int = 0
+    listener: Callable[[str], None] | None = None
+    missed: Callable[[], None] | None = None
+    forgotten: Callable[[], None] | None = None
+    unknown: bool = False
+    """Whether the server answered the session's stream of unasked messages 404 (`not_found`)."""
+
+    def count(self, kind: str) -> None:
+        """Count one notice that the list ``kind`` (``tools``, ``prompts`` or ``resources``) changed, and tell."""
+        if kind == "tools":
+            self.tools += 1
+        elif kind == "prompts":
+            self.prompts += 1
+        else:
+            self.resources += 1
+        if self.listener is not None:
+            self.listener(kind)
+
+    def reopened(self) -> None:
+        """The stream of unasked messages opened again after it was lost: what the server sent meanwhile never
+        arrived, a notice that a list changed among it maybe. Tell ``missed``."""
+        if self.missed is not None:
+            self.missed()
+
+    def not_found(self) -> None:
+        """The server answered the stream of unasked messages 404: it no longer knows the session (it restarted, or
+        let the session expire), or has no such stream. Tell ``forgotten``."""
+        self.unknown = True
+        if self.forgotten is not None:
+            self.forgotten()
+
+
+class Watching(ReadWrapper):
+    """A transport's read stream, counting the server's notices that a list changed (`Changes`). Counted here, not in
+    the SDK's message handler, which runs in a task of its own, maybe after the reply read next."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], changes: Changes) -> None:
+        super().__init__(inner)
+        self._changes = changes
+
+    async def receive(self) -> SessionMessage | Exception:
+        item = await self._inner.receive()
+        if isinstance(item, SessionMessage):
+            method = getattr(item.message, "method", None)
+            if isinstance(method, str) and (kind := LISTS_CHANGED.get(method)) is not None:
+                self._changes.count(kind)
+        return item
