@@ -3,7 +3,9 @@ resources changed.
 
 A client session's server pool hears a server's ``notifications/tools/list_changed``, ``.../prompts/list_changed`` or
 ``.../resources/list_changed`` (one sent after its session was listed; `tool_tree.pool.ServerPool`'s
-``on_tools_changed``) and tells `Follow.changed` the server's name, from the pool's thread. A worker thread then
+``on_tools_changed``; also when such a notice may have been missed: an HTTP server's lost stream of unasked messages
+open again, a new session replacing one that ended) and tells `Follow.changed` the server's name, from the pool's
+thread. A worker thread then
 regenerates that server's part of the tree (`generate` with ``only``: its stubs, the index files, the manifest and the
 search index; the other servers' stubs are kept) and has the served tree read again
 (`agent.serve.server.ToolServer.reload_tree`). Client sessions that start after it get the new tree; those already
