@@ -160,9 +160,8 @@ async def discover_one(
                     result.stderr_tail = stderr.tail()
                 stderr.close()
     if result.error is not None and "connection closed" in result.error.lower() and server.command is not None:
-        result.error = (
-            "the server exited during start-up" if phase == "start-up" else f"the server exited while {phase}"
-        )
+        said = "the server exited during start-up" if phase == "start-up" else f"the server exited while {phase}"
+        result.error = stderr.exited_said(said) if stderr is not None else said
     if result.error is not None:
         result.error = redact(result.error, server)  # the tail is redacted by its log, which knows the server
     return result

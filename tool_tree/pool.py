@@ -515,7 +515,11 @@ class ServerPool:
             if (box or client is None) and self._closing:  # not the server's failure: no back-off
                 raise PoolError("the pool closed while the server started (its `with` block ended meanwhile)")
             if box or client is None:
-                reason = _reason(box[0], http=slot.config.url is not None) if box else "the connection closed"
+                reason = (
+                    _reason(box[0], http=slot.config.url is not None, stderr=slot.stderr)
+                    if box
+                    else "the connection closed"
+                )
                 if box and isinstance(_first(box[0]), TimeoutError):  # in generate-tree's terms: how long, which key
                     reason = (
                         f"timed out after {slot.config.timeout:g} s while starting (its own start-up, not the wait "
@@ -1001,7 +1005,7 @@ def _first(e: BaseException) -> BaseException:
     return e
 
 
-def _reason(e: BaseException, *, http: bool = False) -> str:
+def _reason(e: BaseException, *, http: bool = False, stderr: StderrLog | None = None) -> str:
     e = _first(e)
     if isinstance(e, TimeoutError):
         return "timed out while starting (its own start-up, not the wait for its turn)"
@@ -1010,7 +1014,8 @@ def _reason(e: BaseException, *, http: bool = False) -> str:
     if isinstance(e, OSError):
         return f"cannot start: {e}"
     if isinstance(e, mcp.MCPError) and _is_connection_loss(e):
-        return "the server exited during start-up"
+        said = "the server exited during start-up"
+        return stderr.exited_said(said) if stderr is not None else said
     return str(e) or type(e).__name__
 
 

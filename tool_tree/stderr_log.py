@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import select
+import signal
 import threading
 from typing import TextIO
 
@@ -55,6 +56,28 @@ class StderrLog:
         self._pipe_lock = threading.Lock()
         self._noise: list[str] = []  # the first stdout lines that were not JSON-RPC
         self._noise_count = 0
+        self.exit_status: int | None = None
+        """The server's exit status when it ended on its own (`exited`); None while it runs, or when tooltree ended
+        it."""
+
+    def exited(self, status: int) -> None:
+        """The server ended on its own with ``status`` (`tool_tree.stdio.stdio_client`'s ``on_exit``)."""
+        self.exit_status = status
+
+    def exited_said(self, what: str) -> str:
+        """``what`` ("the server exited during start-up"), with how it exited when known: ``, with exit status 3``, or
+        ``, killed by SIGKILL``. Before, a server that exited 127 (its command not found by a wrapper) or was killed
+        by the kernel's OOM killer said the same as one that exited 1."""
+        status = self.exit_status
+        if status is None:
+            return what
+        if status < 0:
+            try:
+                name = signal.Signals(-status).name
+            except ValueError:
+                name = f"signal {-status}"
+            return f"{what}, killed by {name}"
+        return f"{what}, with exit status {status}"
 
     def stdout_noise(self, line: str) -> None:
         """Note a line the server wrote to stdout that is not JSON-RPC; `tail` ends with the first few."""

@@ -99,6 +99,8 @@ _ENDED = "; tooltree stopped reading, closed the connection and ended the server
 _STDERR_DRAIN_TIMEOUT = 1.0
 """Seconds the end of a session waits for the rest of an ended server's stderr (a process it left
 behind may hold the pipe open)."""
+_EXITED_WAIT = 0.5
+"""Seconds a server whose stdout ended is given to exit, for its exit status (`stdio_client`'s ``on_exit``)."""
 
 
 @asynccontextmanager
@@ -111,6 +113,7 @@ async def stdio_client(
     max_message_values: int = MAX_MESSAGE_VALUES,
     stderr_sink: Callable[[bytes], None] | None = None,
     cpu: ReaderBudget | None = None,
+    on_exit: Callable[[int], None] | None = None,
 ) -> AsyncGenerator[TransportStreams, None]:
     """Spawns an MCP server subprocess and connects to it over stdin/stdout.
 
@@ -125,7 +128,8 @@ async def stdio_client(
     `tool_tree.budget.ReaderBudget` of its own), which makes it wait past its budget. With ``stderr_sink``,
     what the server writes to stderr goes to it (``errlog`` is then unused), all of it by the time the
     context exits, unless a process the server left behind still holds its stderr open a second after the
-    server ended.
+    server ended. ``on_exit`` is called with the server's exit status (negative: the signal that ended it) when it
+    ended on its own: its stdout ended and it exited within `_EXITED_WAIT`, before tooltree stopped it.
 
     Raises:
         OSError: If the server process cannot be spawned.
@@ -158,6 +162,7 @@ async def stdio_client(
     write_stream, write_stream_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
     shutting_down = False
+    ended = False  # the server's stdout ended (EOF): it exited, or closed its stdout
     refusing = False  # the reader is ending the server and failing the requests in flight itself
     writer_done = anyio.Event()
     stderr_done = anyio.Event()
@@ -192,6 +197,7 @@ async def stdio_client(
             await write_stream.send(refusal(request_id, label, why))
 
     async def stdout_reader() -> None:
+        nonlocal ended
         assert process.stdout, "Opened process is missing stdout"
 
         splitter = LineSplitter(max_message_bytes)
@@ -232,6 +238,7 @@ async def stdio_client(
                             if wait:
                                 await anyio.sleep(wait)  # the server's pipe fills: it waits too
                             mark = time.thread_time()
+                    ended = True
                 finally:
                     await _drain_stdout(process)
         except anyio.ClosedResourceError:
@@ -288,6 +295,11 @@ async def stdio_client(
             await writer_done.wait()
         if flush_scope.cancelled_caught:
             await anyio.lowlevel.cancel_shielded_checkpoint()  # resync coverage on 3.11 (gh-106749)
+        if ended and on_exit is not None:  # its status, if it exited on its own (before the stop below signals it)
+            with anyio.move_on_after(_EXITED_WAIT):
+                await process.wait()
+            if process.returncode is not None:
+                on_exit(process.returncode)
         await _stop_server_process(process)
         await _end_group(process)
         await anyio.to_thread.run_sync(end_marked, stray_mark)  # and those that left it (`setsid`)

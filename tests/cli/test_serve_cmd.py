@@ -88,7 +88,8 @@ def test_a_refresh_with_failed_servers_says_which_and_why_not_up_to_date(
     assert _regenerate(load_config(_billing_fails(tmp_path)), tree, background=True) == (0, False)
     err = capsys.readouterr().err
     assert (
-        "tooltree serve: billing failed to list its tools (the server exited during start-up); its tools are not in "
+        "tooltree serve: billing failed to list its tools (the server exited during start-up, with exit status 1); "
+        "its tools are not in "
         "the tree; the last lines of its stderr:\n"
     ) in err
     assert "\n    ModuleNotFoundError: No module named 'tooltree_no_such_module'\n" in err
@@ -156,7 +157,8 @@ def test_serve_on_a_missing_tree_whose_servers_all_fail_exits_3_with_their_error
     assert main(["serve", "--config", str(_failing(tmp_path)), "--tree", str(tree)]) == 3
     err = capsys.readouterr().err
     assert (
-        "tooltree serve: billing failed to list its tools (the server exited during start-up); its tools are not in "
+        "tooltree serve: billing failed to list its tools (the server exited during start-up, with exit status 3); "
+        "its tools are not in "
         "the tree; the last lines of its stderr:\n    billing: no licence key\n"
     ) in err
     assert err.endswith(
@@ -179,8 +181,8 @@ def test_regenerate_first_when_every_server_fails_exits_3_and_leaves_the_tree_as
     assert main(["serve", "--config", str(_failing(tmp_path)), "--tree", str(tree), "--regenerate-first"]) == 3
     err = capsys.readouterr().err
     assert (
-        "tooltree serve: billing failed to list its tools (the server exited during start-up); its stubs are kept;"
-        in err
+        "tooltree serve: billing failed to list its tools (the server exited during start-up, with exit status 3); "
+        "its stubs are kept;" in err
     )
     assert err.endswith(
         f"tooltree: error: could not bring {tree} up to date: every server failed (see above); it is left as it was\n"

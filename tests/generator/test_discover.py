@@ -103,7 +103,7 @@ async def test_the_start_slot_is_given_back_when_a_server_fails_to_start(tmp_pat
     servers = [raw(tmp_path, f"bad{i}", 10, behavior="exit_at_start") for i in range(3)]
     servers.append(raw(tmp_path, "good", 10))
     results = await discover_all(servers, jobs=1)
-    assert [r.error for r in results] == ["the server exited during start-up"] * 3 + [None]
+    assert [r.error for r in results] == ["the server exited during start-up, with exit status 3"] * 3 + [None]
 
 
 async def test_the_stderr_of_a_server_that_failed_comes_back_without_its_env_secret(tmp_path: Path) -> None:

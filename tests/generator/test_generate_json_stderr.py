@@ -37,7 +37,7 @@ def test_json_output_of_a_failed_server_holds_the_last_lines_of_its_stderr(
 ) -> None:
     report = generate_json(failing_config(tmp_path, "tooltree"), tmp_path / "tree", capsys)
     (crm,) = report["servers"]
-    assert crm["status"] == "failed" and crm["error"] == "the server exited during start-up"
+    assert crm["status"] == "failed" and crm["error"] == "the server exited during start-up, with exit status 1"
     assert crm["stderr_tail"].splitlines()[-2:] == ["starting", "no such database: crm.db"]
     assert crm["kept_previous"] is False  # no tree before: nothing to keep
 

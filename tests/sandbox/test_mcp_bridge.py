@@ -249,9 +249,25 @@ def test_a_server_that_fails_to_start_is_refused_with_the_last_lines_of_its_stde
     refusal = refused_by_broken(tree, exits_at_start("crm", "loading settings\ncrm: CRM_TOKEN is not set\n"))
     assert refusal.code == "server_unavailable"
     assert refusal.message == (
-        "server 'crm' is unavailable: the server exited during start-up; the last lines of its stderr:\n"
+        "server 'crm' is unavailable: the server exited during start-up, with exit status 1; "
+        "the last lines of its stderr:\n"
         "    loading settings\n"
         "    crm: CRM_TOKEN is not set"
+    )
+
+
+@pytest.mark.parametrize(
+    ("ending", "said"),
+    [("sys.exit(127)", ", with exit status 127"), ("os.kill(os.getpid(), signal.SIGKILL)", ", killed by SIGKILL")],
+)
+def test_a_server_that_ends_at_start_is_refused_saying_how_it_ended(tree: Path, ending: str, said: str) -> None:
+    # Before: "the server exited during start-up" whatever its status (a wrapper's 127, the kernel's OOM kill).
+    code = f"import os, signal, sys\nsys.stderr.write('starting\\n')\nsys.stderr.flush()\n{ending}"
+    server = ServerConfig(name="crm", command=sys.executable, args=("-c", code))
+    refusal = refused_by_broken(tree, server)
+    assert refusal.message == (
+        f"server 'crm' is unavailable: the server exited during start-up{said}; the last lines of its stderr:\n"
+        "    starting"
     )
 
 
@@ -283,7 +299,8 @@ def test_a_refusal_shows_a_failed_servers_stderr_without_the_secret_from_its_env
     refusal = refused_by_broken(tree, names_its_key_at_start("crm"))
     assert refusal.code == "server_unavailable"
     assert refusal.message == (
-        "server 'crm' is unavailable: the server exited during start-up; the last lines of its stderr:\n"
+        "server 'crm' is unavailable: the server exited during start-up, with exit status 1; "
+        "the last lines of its stderr:\n"
         "    authentication failed (401) for API key [redacted CRM_API_KEY]"
     )
 

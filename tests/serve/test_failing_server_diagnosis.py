@@ -91,7 +91,8 @@ def test_a_passthrough_call_to_a_node_server_that_cannot_start_says_its_error_no
         first, second, held = anyio.run(calls, errlog)
     for text in (first, second):
         assert text.startswith("slow.fail failed (server_unavailable): server 'slow' is unavailable: the server "
-                               "exited during start-up; the last lines of its stderr:\n")  # fmt: skip
+                               "exited during start-up, with exit status 1; the last lines of its "
+                               "stderr:\n")  # fmt: skip
         assert f"Fatal error in main(): {ERROR}\n        at connect (" in text
         assert re.search(r"\n        … \d+ more stack frames \(tooltree left them out\)$", text), text
     if "not restarted for" in held:  # within a second of the restart (a slow start: restarted, failing the same way)

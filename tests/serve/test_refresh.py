@@ -144,7 +144,10 @@ def test_a_refresh_whose_servers_fail_shows_their_stderr_and_does_not_say_up_to_
     finally:
         raw.close()
     log = "".join(raw.stderr)
-    assert "crm failed to list its tools (the server exited during start-up); its stubs are kept" in log
+    assert (
+        "crm failed to list its tools (the server exited during start-up, with exit status 1); its stubs are kept"
+        in log
+    )
     assert "    ModuleNotFoundError: No module named 'tooltree_missing_dependency'\n" in log
     assert "is up to date" not in log
     assert (tree / "servers" / "crm" / "list_leads.py").is_file()

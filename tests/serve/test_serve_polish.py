@@ -30,7 +30,9 @@ from tooltree_cli.main import main
 WAIT = 120.0
 FAILING = "import sys\nsys.stderr.write('starting docs\\nError: the index at /srv/docs is locked\\n')\nsys.exit(1)\n"
 TAIL = "    starting docs\n    Error: the index at /srv/docs is locked"
-UNAVAILABLE = "server 'docs' is unavailable: the server exited during start-up; the last lines of its stderr:"
+UNAVAILABLE = (
+    "server 'docs' is unavailable: the server exited during start-up, with exit status 1; the last lines of its stderr:"
+)
 RAISES = "from servers.docs import list_documents\nlist_documents()\n"
 CATCHES = "from servers.docs import list_documents\ntry:\n    list_documents()\nexcept Exception:\n    pass\n"
 
