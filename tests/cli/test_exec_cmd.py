@@ -98,7 +98,10 @@ def test_exec_shows_the_stderr_of_a_server_that_failed_to_start(
     code = main(["exec", "-c", script, "--config", str(broken), "--tree", str(tree)])
     err = capsys.readouterr().err
     assert code == 1
-    why = "server 'crm' is unavailable: the server exited during start-up; the last lines of its stderr:\n"
+    why = (
+        "server 'crm' is unavailable: the server exited during start-up, with exit status 1; "
+        "the last lines of its stderr:\n"
+    )
     assert f"ToolCallError: crm.list_leads: {why}    crm: CRM_TOKEN is not set\n" in err  # the script's traceback
     # The ledger says the stderr once, in the traceback above it (before: again under the call).
     assert f"call crm.list_leads  error: {why.rstrip()} [as above]  " in err and err.count("CRM_TOKEN is not") == 2
