@@ -115,8 +115,9 @@ stop reason ``sandbox_error`` (set by `agent.calls.run_tool_uses`, where a call 
 
 def failed_run(error: BaseException, *, transcript: Path | None = None) -> RunResult | None:
     """The run a sandbox that could not start ended (``stop_reason`` ``sandbox_error``), as far as it went: its
-    turns, tokens and tool calls, taken from the `sandbox.errors.SandboxError` that `Agent.run` let go on; None when
-    the error came before any request (the server pool did not start) or from elsewhere. As
+    turns, tokens and tool calls (none when it ended before its first request, as a code-mode run's sandbox that
+    cannot start does), taken from the `sandbox.errors.SandboxError` that `Agent.run` let go on; None when the error
+    came from elsewhere. As
     `interrupted_result` is for Ctrl-C::
 
         try:

@@ -261,8 +261,10 @@ class Agent:
             AgentSetupError: the transcript cannot be opened, or another run is writing it (nothing started).
             ModelAPIError: the Messages API failed after retries, or its reply could not be read
                 (``.result`` has the run so far, its ``stop_reason`` ``api_error`` or ``unreadable_reply``).
-            SandboxError: the sandbox could not be started (no engine, no image); it carries the run so far
-                (`agent.errors.failed_run`: ``stop_reason`` ``sandbox_error``, its turns and tokens).
+            SandboxError: the sandbox could not be started (no engine, no image, limits it cannot start under); it
+                carries the run so far (`agent.errors.failed_run`: ``stop_reason`` ``sandbox_error``, its turns and
+                tokens). In code mode a run given no ``runtime`` starts its sandbox before the first request, so one
+                that cannot start ends the run with no request sent (a given ``runtime``'s starts at its first use).
             PoolError: the server pool could not start; it carries the run so far too.
             KeyboardInterrupt: Ctrl-C stopped the run; it goes on as it came, carrying the run so far
                 (`agent.errors.interrupted_result`: ``stop_reason`` ``interrupted``, its turns and tokens).
@@ -296,6 +298,8 @@ class Agent:
         unanswered = 0
         try:
             with runtime if own else nullcontext(runtime):
+                if own and self.toolset.needs_sandbox:  # before any request (the pre-filter's too): `_start_sandbox`
+                    _start_sandbox(runtime)
                 while True:
                     if summary.turns >= self.max_turns:
                         summary.stop_reason = "max_turns"
@@ -406,6 +410,22 @@ class Agent:
                 p.growths += 1
                 log.write("tools_grew", turn=turn, tools=appended, system=changed)
         return step.unanswered
+
+
+def _start_sandbox(runtime: Runtime) -> None:
+    """Start the sandbox of the ``runtime`` a code-mode run made, before its first request.
+
+    Before, it started at the first ``execute_python``: a sandbox that could not start (its ``memory`` too small for
+    its own processes, a ``cpus`` past the machine's, an unknown ``runtime``) ended the run only then, after the turns
+    spent browsing had been paid for. Not started beside the first request: a request sent while a start fails is paid
+    for all the same. A run that scripts takes as long as before (the start only comes earlier, ~0.3 s); one that
+    never scripts pays a start. A runtime the caller gives is left to start at its first use: the caller may share it
+    between runs, start its sandbox when it chooses (``runtime.sandbox``), or browse without an engine.
+
+    Raises:
+        SandboxError: the sandbox could not start (its error names the setting's file and line where it can).
+    """
+    runtime.sandbox  # noqa: B018 -- the property starts it
 
 
 def _counted(p: PrefilterSummary, step: FilterStep) -> None:

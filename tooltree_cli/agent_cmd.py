@@ -294,7 +294,8 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
     still run; the exit status is then `EXIT_API`. A mode whose sandbox or servers failed is a row too (its stop
     reason ``sandbox_error``, the tokens it spent before: `agent.errors.failed_run`; before, it was left out and its
     tokens with it), the others still run, and the exit status is `EXIT_SANDBOX`. A mode that runs scripts has its
-    sandbox checked before its first request (`_sandbox_problem`). Ctrl-C prints what ran (the interrupted run's
+    engine and image checked before any mode runs (`_sandbox_problem`), and its sandbox started before its first
+    request (`Agent.run`: a limit it cannot start under costs no request). Ctrl-C prints what ran (the interrupted run's
     summary, its stop reason ``interrupted``) before the interrupt goes on (`tooltree_cli.main`: ``tooltree:
     interrupted``, 130); a run it stopped before its first request (its sandbox being checked, its client or its
     pre-filter's state being set up) is one with no turns and no tokens. Before, that stop printed nothing: under
@@ -363,7 +364,8 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
 def _sandbox_problem(agent: Agent) -> Exception | None:
     """Why the sandbox of ``agent``'s mode cannot start (no engine answers, its image is missing or not built), or
     None (also when the mode runs no scripts). Asked before the mode's first request: before, a missing image was
-    found at the first ``execute_python``, after a paid request."""
+    found at the first ``execute_python``, after a paid request. What only a start finds (a ``memory`` too small for
+    the sandbox's own processes) ends `Agent.run` before its first request: it starts the sandbox then."""
     if not agent.toolset.needs_sandbox:
         return None
     from sandbox.docker_backend import DockerBackend

@@ -769,7 +769,7 @@ def test_a_task_that_is_not_utf8_text_or_too_large_exits_2_before_any_request(
 @pytest.mark.docker
 def test_prefilter_reaches_the_mode_of_the_config_or_the_default_code_mode(
     project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path, docker_engine: object
-) -> None:  # code mode checks its sandbox (engine and image) before its first request
+) -> None:  # code mode starts its sandbox before its first request
     # Before: --prefilter went only to a run given --mode: `tooltree agent TASK --prefilter local` (the README's
     # example) ran code mode without a pre-filter, and a config's filtered mode kept its local classifier.
     base = ["agent", "Read the Northwind opportunity record", "--tree", str(project.tree), "--quiet"]

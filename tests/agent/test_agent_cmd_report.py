@@ -12,8 +12,10 @@ import pytest
 
 from agent import read_transcript
 from agent.testing import ApiError, FakeMessagesAPI, reply, tool_use
+from sandbox.host import Runtime
 from tests.agent.conftest import Project
-from tests.support import TEST_OWNER
+from tests.docker_cli import EngineWithCLI
+from tests.support import TEST_OWNER, wait_until
 from tooltree_cli.main import main
 
 TASK = "Read the Northwind deal"
@@ -114,36 +116,111 @@ def test_a_missing_sandbox_image_is_found_before_the_first_request(
 
 
 @pytest.mark.docker
-def test_a_sandbox_that_fails_mid_run_reports_the_tokens_already_spent(
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [
+        ("memory: 8m", "sandbox.memory: the sandbox failed to start"),
+        (
+            "runtime: tooltree-no-such-runtime",
+            "sandbox.runtime: the engine could not run the sandbox under the runtime",
+        ),
+    ],
+    ids=["memory", "runtime"],
+)
+def test_a_sandbox_that_cannot_start_under_its_settings_ends_the_run_before_any_request(
     project: Project,
     api: FakeMessagesAPI,
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     docker_engine: object,
+    setting: str,
+    said: str,
 ) -> None:
-    # A runtime the engine does not know passes the check before the first request and fails at the first script.
-    # Before: the 858 tokens of that request were reported nowhere ({"mode", "error"}), and the transcript's run_end
-    # said the stop reason "".
+    # Before: the engine and the image passed the check, and the sandbox failed at the first execute_python: with
+    # memory: 8m, exit 4 at turn 4 after 3,977 tokens spent browsing.
     monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", TEST_OWNER)
-    config = with_sandbox(project, tmp_path, "runtime: tooltree-no-such-runtime")
-    usage = {"input_tokens": 849, "output_tokens": 9}
-    api.add(reply(tool_use("execute_python", {"code": "print(1)"}), usage=usage))
+    config = with_sandbox(project, tmp_path, setting)
+    line = config.read_text(encoding="utf-8").splitlines().index(f"  {setting}") + 1
+    api.add(
+        reply(tool_use("list_files", {"path": "servers"})),
+        reply(tool_use("read_file", {"path": "servers/crm/README.md"})),
+        reply(tool_use("search_tools", {"query": "record"})),
+        reply(tool_use("execute_python", {"code": "print(1)"})),
+        reply("Done."),
+    )
     transcript = tmp_path / "run.jsonl"
-    argv = [*base(project, config), "--mode", "code", "--json", "--transcript", str(transcript)]
+    assert main([*base(project, config), "--mode", "code", "--json", "--transcript", str(transcript)]) == 4
+    captured = capsys.readouterr()
+    assert api.requests == []
+    out = json.loads(captured.out)
+    assert (out["stop_reason"], out["turns"], out["spent"]) == ("sandbox_error", 0, 0)
+    assert out["error"].startswith(f"the sandbox failed: {config}:{line}: {said}")
+    assert f"tooltree: error: the sandbox failed: {config}:{line}: {said}" in captured.err
+    assert "tooltree: sandbox_error after 0 turn(s) · 0 tokens sent, 0 received" in captured.err
+    assert read_transcript(transcript)[-1]["summary"]["stop_reason"] == "sandbox_error"
+
+    with FakeMessagesAPI([reply("Negotiation (direct).")]) as direct:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", direct.base_url)
+        assert main([*base(project, config), "--compare", "code,direct", "--quiet"]) == 4
+    table = rows(capsys.readouterr().out)
+    assert table["code"][1:4] == ["sandbox_error", "0", "0"] and table["direct"][1] == "end_turn"
+    assert len(direct.requests) == 1 and len(direct.requests[0]["tools"]) == 19  # direct's request alone
+
+
+@pytest.mark.docker
+def test_a_sandbox_that_fails_mid_run_reports_the_tokens_already_spent(
+    project: Project,
+    api: FakeMessagesAPI,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    docker_engine: EngineWithCLI,
+) -> None:
+    # The run's sandbox (started before the first request) is killed while the model answers, and no engine answers
+    # for the one that would replace it: the first script fails. Before: the 858 tokens of that request were reported
+    # nowhere ({"mode", "error"}), and the transcript's run_end said the stop reason "".
+    monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", TEST_OWNER)
+    opened: list[Runtime] = []  # the run's runtime, to find its sandbox (the run makes it)
+    open_runtime = Runtime.open
+
+    def recorded(runtime: Runtime) -> Runtime:
+        opened.append(runtime)
+        return open_runtime(runtime)
+
+    monkeypatch.setattr(Runtime, "open", recorded)
+    started: list[bool] = []
+    usage = {"input_tokens": 849, "output_tokens": 9}
+
+    def kill_the_sandbox(request: dict[str, Any]) -> dict[str, Any]:
+        runtime = opened[-1]
+        sandbox = runtime.running_sandbox
+        started.append(sandbox is not None)
+        if sandbox is not None:
+            docker_engine.text(["kill", sandbox.name])
+            wait_until(lambda: runtime.running_sandbox is None, "the run's sandbox to see its container end")
+        monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")  # no replacement can start
+        return reply(tool_use("execute_python", {"code": "print(1)"}), usage=usage)
+
+    api.add(kill_the_sandbox)
+    transcript = tmp_path / "run.jsonl"
+    argv = [*base(project), "--mode", "code", "--json", "--transcript", str(transcript)]
     assert main(argv) == 4
     captured = capsys.readouterr()
     out = json.loads(captured.out)
+    assert started == [True]
     assert (out["stop_reason"], out["turns"], out["spent"]) == ("sandbox_error", 1, 858)
-    assert out["error"].startswith("the sandbox failed: ") and "tooltree-no-such-runtime" in out["error"]
+    assert out["error"].startswith("the sandbox failed: ") and "no Docker engine answers at" in out["error"]
     assert out["transcript"] == str(transcript)
     assert read_transcript(transcript)[-1]["summary"]["stop_reason"] == "sandbox_error"
     assert "tooltree: sandbox_error after 1 turn(s) · 849 tokens sent, 9 received" in captured.err
 
-    api.add(reply(tool_use("execute_python", {"code": "print(1)"}), usage=usage), reply("Negotiation (direct)."))
-    assert main([*base(project, config), "--compare", "code,direct", "--quiet"]) == 4
+    monkeypatch.delenv("DOCKER_HOST")
+    api.add(kill_the_sandbox, reply("Negotiation (direct)."))
+    assert main([*base(project), "--compare", "code,direct", "--quiet"]) == 4
     table = rows(capsys.readouterr().out)
-    assert table["code"][1:4] == ["sandbox_error", "1", "849"]
+    assert started == [True, True]
+    assert table["code"][1:4] == ["sandbox_error", "1", "849"] and table["direct"][1] == "end_turn"
 
 
 # ---- batch_tool in the counts -------------------------------------------------------------------------------------

@@ -93,7 +93,9 @@ def test_ctrl_c_during_a_script_prints_the_summary_and_leaves_no_container(
     running = ["ps", "--quiet", "--no-trunc", "--filter", f"label=tooltree.owner={TEST_OWNER}", "--filter",
                "status=running"]  # fmt: skip
     before = set(docker_engine.text(running).split())  # other tests' sessions may be running
-    api.add(reply(tool_use("execute_python", {"code": "import time\ntime.sleep(30)"}), usage=USAGE))
+    # The script's `sleep` is what shows it runs: the container runs from before the first request.
+    script = "import subprocess\nsubprocess.run(['sleep', '30'])"
+    api.add(reply(tool_use("execute_python", {"code": script}), usage=USAGE))
     argv = ["agent", "x", "--config", str(project.config_path), "--tree", str(project.tree), "--mode", "code",
             "--json", "--quiet"]  # fmt: skip
     env = {**os.environ, "TOOLTREE_SANDBOX_OWNER": TEST_OWNER, "ANTHROPIC_BASE_URL": api.base_url}
@@ -101,11 +103,13 @@ def test_ctrl_c_during_a_script_prints_the_summary_and_leaves_no_container(
         [sys.executable, "-c", CLI, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
     )
     try:
-        deadline, ours = time.monotonic() + 60, set[str]()
+        deadline, ours = time.monotonic() + 60, ""
         while not ours and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.1)  # the container as `docker ps` shows it: running once the script's session is
-            ours = set(docker_engine.text(running).split()) - before
-        assert len(ours) == 1, "the script's container never ran"
+            time.sleep(0.1)  # the script's `sleep` as `docker top` shows it, in a container started since
+            for container in set(docker_engine.text(running).split()) - before:  # one may end meanwhile (a copy's)
+                if b"sleep 30" in docker_engine.run(["top", container, "-o", "pid,args"], check=False).stdout:
+                    ours = container
+        assert ours, "the script never ran"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -115,7 +119,7 @@ def test_ctrl_c_during_a_script_prints_the_summary_and_leaves_no_container(
     summary = json.loads(out)
     assert summary["stop_reason"] == "interrupted" and summary["mode"] == "code" and summary["turns"] == 1
     assert summary["usage"]["input_tokens"] == 1200 and summary["usage"]["output_tokens"] == 80
-    assert docker_engine.run(["inspect", ours.pop()], check=False).returncode != 0  # removed, not left
+    assert docker_engine.run(["inspect", ours], check=False).returncode != 0  # removed, not left
 
 
 def compare(project: Project, *extra: str) -> list[str]:

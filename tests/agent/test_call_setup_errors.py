@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from agent import Agent
+from agent.errors import failed_run
 from agent.testing import FakeMessagesAPI, reply, tool_use
 from sandbox import SandboxConfig
 from sandbox.errors import ImageError, SandboxError
@@ -29,6 +30,22 @@ def test_a_sandbox_whose_image_is_missing_ends_the_run_with_the_image_error(
         with pytest.raises(ImageError, match="tooltree-test-no-such-image"):
             agent.run("Print 1")
     assert len(api.requests) == 1  # the model was not told, and not asked again
+
+
+@pytest.mark.docker
+def test_an_agent_given_no_runtime_starts_its_sandbox_before_its_first_request(
+    project: Project, docker_engine: object
+) -> None:
+    # Before: as with a given runtime, the sandbox started at the first execute_python, after a paid request.
+    settings = SandboxConfig(owner=TEST_OWNER, timeout=20.0, image=MISSING)
+    script = [reply(tool_use("list_files", {"path": "servers"})), reply(tool_use("execute_python", {"code": "1"}))]
+    with FakeMessagesAPI(script) as api:
+        agent = Agent(project.config, tree=project.tree, mode="code", client=api.client(), sandbox_config=settings)
+        with pytest.raises(ImageError, match="tooltree-test-no-such-image") as caught:
+            agent.run("Print 1")
+    assert api.requests == []
+    so_far = failed_run(caught.value)
+    assert so_far is not None and (so_far.stop_reason, so_far.summary.turns) == ("sandbox_error", 0)
 
 
 @pytest.mark.parametrize("batched", [False, True], ids=["alone", "in-a-batch"])
