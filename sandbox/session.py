@@ -39,7 +39,7 @@ import time
 import uuid
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple
@@ -49,7 +49,7 @@ from sandbox.backend import SandboxBackend
 from sandbox.bridge import ToolBridge, ToolHandler
 from sandbox.calls import NAME_CHARS, CallServer
 from sandbox.channel import INTERRUPTED_ANSWER, SessionTimeoutError, SupervisorChannel
-from sandbox.config import SandboxConfig
+from sandbox.config import TREE_MOUNT, SandboxConfig
 from sandbox.errors import (
     INTERRUPTED_EXECUTION,
     INTERRUPTED_UNREPORTED,
@@ -165,6 +165,34 @@ def _weak(method: Callable[[str, dict[str, Any]], None]) -> Callable[[str, dict[
             bound(name, message)
 
     return told
+
+
+@contextlib.contextmanager
+def _tree_link(relative: str, method: str, backend: SandboxBackend) -> Iterator[None]:
+    """A workspace operation's `SessionError` for a path through ``servers``, the workspace's link to the tree (the
+    operations never follow a link), said as what to do: read the tree on the host, or from a script.
+
+    Before: ``list_folder("servers")`` failed with the sandbox's words alone ("workspace.list failed in the sandbox:
+    'servers': Not a directory"), though the sandbox lists ``servers`` as an entry of the workspace.
+    """
+    try:
+        yield
+    except SessionError as e:
+        text = str(e)
+        if relative.split("/", 1)[0] != "servers" or not ("Not a directory" in text or "symbolic links" in text):
+            raise
+        tree = getattr(backend, "tree", None)  # a DockerBackend's: the host folder the tree was copied from
+        host = f"{Path(tree) / relative}" if isinstance(tree, Path) else f"{relative} in the tree's folder"
+        if method == "list_folder":
+            script = f"import os; print(sorted(os.listdir({relative!r})))"
+        else:
+            script = f"print(open({relative!r}).read())"
+        raise SessionError(
+            f"{method}({relative!r}): /workspace/servers is the sandbox's read-only link to the tree ({TREE_MOUNT}/"
+            f"servers), and {method} reads the workspace alone, never through a link: {method.split('_')[0]} "
+            f"{host} on the host, or from a script: execute({script!r}) (the sandbox said: "
+            f"{text.split(' failed in the sandbox: ', 1)[-1]})"
+        ) from e
 
 
 class Listing(NamedTuple):
@@ -686,15 +714,16 @@ class Sandbox:
         """Up to ``max_bytes`` of a regular file in the workspace.
 
         ``path`` is relative to the workspace, or absolute under ``/workspace`` (as results name
-        files). Symlinks are never followed.
+        files). Symlinks are never followed: ``servers``, the link to the tree, neither (its error says where to read
+        the tree instead).
 
         Raises:
             TypeError, ValueError: ``path`` is not a str, or ``max_bytes`` not a whole number of at least 1.
-            SessionError: no such regular file, or the session is unusable.
+            SessionError: no such regular file, a path under ``servers``, or the session is unusable.
         """
         relative, max_bytes = workspace_path(path), count(max_bytes, "max_bytes")
         self._refuse_in_fork()
-        with self._lock:
+        with self._lock, _tree_link(relative, "read_file", self.backend):
             raw = self._require_channel().request(
                 "workspace.read", {"path": relative, "max_bytes": max_bytes}, timeout=_OP_TIMEOUT
             )
@@ -722,13 +751,16 @@ class Sandbox:
         Before: only `list_files`, without the count, so a caller that showed 500 entries and the count asked for
         32,768 entries (about 2 MB from a big folder) to count them.
 
+        The workspace alone: ``servers``, its link to the tree, is not followed (its error says where to list the
+        tree instead).
+
         Raises:
             TypeError, ValueError: ``path`` is not a str, or ``limit`` not a whole number of at least 1.
-            SessionError: not a directory, or the session is unusable.
+            SessionError: not a directory, a path under ``servers``, or the session is unusable.
         """
         relative, limit = workspace_path(path), min(count(limit, "limit"), MAX_LIST_ENTRIES)
         self._refuse_in_fork()
-        with self._lock:
+        with self._lock, _tree_link(relative, "list_folder", self.backend):
             raw = self._require_channel().request(
                 "workspace.list", {"path": relative, "limit": limit}, timeout=_OP_TIMEOUT
             )

@@ -12,6 +12,7 @@ import pytest
 
 from agent.files import MAX_ENTRIES, FileView
 from sandbox import DockerBackend, Sandbox
+from sandbox.errors import SessionError
 
 pytestmark = pytest.mark.docker
 
@@ -60,6 +61,33 @@ def test_list_folder_gives_the_first_entries_and_counts_the_rest(big: Sandbox) -
     assert (entries, total) == (listing.entries, listing.total)
     assert big.list_files("big", limit=3) == listing.entries  # the old method, as it was
     assert big.list_folder("big/sub").total == 0
+
+
+def test_a_path_through_the_tree_link_says_to_read_the_tree_on_the_host_or_from_a_script(
+    big: Sandbox, sample_tree: Path
+) -> None:
+    # Before: "workspace.list failed in the sandbox: 'servers': Not a directory", though the workspace lists
+    # `servers` (a link) among its entries: nothing said that the functions never follow it, nor what to do.
+    assert {"name": "servers", "type": "symlink", "size": 26} in big.list_folder("").entries
+    cases = [
+        (lambda: big.list_folder("servers"), "list_folder('servers')", "list", "servers"),
+        (lambda: big.list_files("/workspace/servers/crm"), "list_folder('servers/crm')", "list", "servers/crm"),
+        (lambda: big.read_file("servers/INDEX.md"), "read_file('servers/INDEX.md')", "read", "servers/INDEX.md"),
+    ]
+    for call, named, verb, relative in cases:
+        with pytest.raises(SessionError) as caught:
+            call()
+        said = str(caught.value)
+        assert said.startswith(
+            f"{named}: /workspace/servers is the sandbox's read-only link to the tree (/opt/tooltree/tree/servers), "
+            f"and {named.split('(')[0]} reads the workspace alone, never through a link: {verb} "
+            f"{sample_tree / relative} on the host, or from a script: execute("
+        ), said
+        assert "(the sandbox said: " in said
+    listed = big.execute("import os; print(sorted(os.listdir('servers')))")  # what the error says to run
+    assert listed.ok and "INDEX.md" in listed.stdout
+    with pytest.raises(SessionError, match=r"^workspace\.list failed in the sandbox: 'nope': No such file"):
+        big.list_folder("nope")  # another folder's error is the sandbox's, as before
 
 
 def test_the_models_listing_of_a_big_folder_moves_only_the_entries_it_shows(
