@@ -446,16 +446,38 @@ DELETED_SHOWN = 10
 def deleted_summary(deleted: list[str], out: Path | None = None) -> str:
     """What a run deleted: ``servers/media/ (8 files), 2 files in servers/crm/, snapshots/media.json``. A package
     still in the tree ``out`` (its ``__init__.py``; none without ``out``) lost only the files counted. Before: excluding
-    two of a server's tools read ``servers/media/ (2 files)``, as if it had been removed."""
+    two of a server's tools read ``servers/media/ (2 files)``, as if it had been removed.
+
+    A removed server's folder that stays because it holds files tooltree did not write is said so, naming them:
+    ``8 files in servers/crm/ (the folder stays: it holds notes.txt, not tooltree's)``. Before: ``servers/crm/
+    (8 files)``, as if the folder were gone."""
     groups: dict[str, list[str]] = {}
     for rel in sorted(deleted):
         parts = rel.split("/")
         groups.setdefault(f"{parts[0]}/{parts[1]}/" if len(parts) > 2 else rel, []).append(rel)
-    shown = [
-        rels[0] if len(rels) == 1
-        else f"{len(rels)} files in {key}" if out is not None and (out / key / "__init__.py").is_file()
-        else f"{key} ({len(rels)} files)"
-        for key, rels in groups.items()
-    ]  # fmt: skip
+    shown = [rels[0] if len(rels) == 1 else _folder_deleted(key, len(rels), out) for key, rels in groups.items()]
     more = f", and {len(shown) - DELETED_SHOWN} more" if len(shown) > DELETED_SHOWN else ""
     return ", ".join(shown[:DELETED_SHOWN]) + more
+
+
+KEPT_SHOWN = 3
+"""Entries named of a folder that stays after its files were deleted; the rest are counted."""
+
+
+def _folder_deleted(key: str, count: int, out: Path | None) -> str:
+    """``count`` files deleted in the folder ``key`` of the tree ``out``: said as the folder gone, or as files of a
+    folder that stays (a package still in the tree, or a folder holding what tooltree did not write, named)."""
+    folder = out / key if out is not None else None
+    if folder is None or not folder.is_dir() or folder.is_symlink():
+        return f"{key} ({count} files)"
+    if (folder / "__init__.py").is_file():
+        return f"{count} files in {key}"
+    try:
+        names = sorted(e.name + ("/" if e.is_dir() and not e.is_symlink() else "") for e in folder.iterdir())
+    except OSError:  # it cannot be listed: that it stays is still true
+        names = []
+    kept = ", ".join(names[:KEPT_SHOWN]) + (f" and {len(names) - KEPT_SHOWN} more" if len(names) > KEPT_SHOWN else "")
+    holds = (
+        f"it holds {terminal_label(kept, 200)}, not tooltree's" if names else "it holds files tooltree did not write"
+    )
+    return f"{count} files in {key} (the folder stays: {holds})"

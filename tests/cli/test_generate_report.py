@@ -60,6 +60,25 @@ def test_tools_left_out_of_a_server_are_counted_in_its_folder_and_a_server_remov
     assert not (out / "servers/media").exists()
 
 
+def test_a_removed_servers_folder_that_holds_a_users_file_is_said_to_stay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "deleted: servers/media/ (4 files)", though the folder stayed, holding the user's notes.
+    media = {"pages": [[tool("resize"), tool("crop")]]}
+    config, out = tmp_path / "tooltree.yaml", tmp_path / "tree"
+    config.write_text("servers:\n" + entry(tmp_path, "media", media) + entry(tmp_path, "docs", media), encoding="utf-8")
+    assert generate(config, out, capsys)[0] == 0
+    (out / "servers/media/notes.txt").write_text("mine\n", encoding="utf-8")
+    (out / "servers/media/drafts").mkdir()
+    (out / "servers/media/drafts/a.py").write_text("x = 1\n", encoding="utf-8")
+
+    config.write_text("servers:\n" + entry(tmp_path, "docs", media), encoding="utf-8")
+    code, err = generate(config, out, capsys, "--from-snapshot")
+    said = "4 files in servers/media/ (the folder stays: it holds drafts/, notes.txt, not tooltree's)"
+    assert code == 0 and f"\ndeleted: {said}, snapshots/media.json\n" in err
+    assert sorted(p.name for p in (out / "servers/media").iterdir()) == ["drafts", "notes.txt"]
+
+
 def test_a_server_that_never_answers_its_listing_times_out_naming_the_phase_and_the_setting(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -56,7 +56,11 @@ def test_files_the_user_added_survive_a_rerun_and_the_removal_of_their_server(
     assert {rel: (out / rel).read_text(encoding="utf-8") for rel in mine} == mine
     assert sorted(p.name for p in (out / "servers/svc").iterdir()) == ["NOTES.md"]  # its stubs are gone
     assert not (out / "snapshots/svc.json").exists()
-    assert "deleted: servers/svc/ (4 files), snapshots/svc.json" in err
+    # Before: "servers/svc/ (4 files)", as if the folder were gone.
+    assert (
+        "deleted: 4 files in servers/svc/ (the folder stays: it holds NOTES.md, not tooltree's), snapshots/svc.json"
+        in err
+    )
     assert not (out / KEPT_DIR).exists()  # nothing was replaced that tooltree did not write
 
 
