@@ -4,8 +4,8 @@
 a script (``name``, the qualified name a script imports; ``server`` and ``tool``, the MCP names; ``path``;
 ``summary``; ``signature``; ``score``), ``--detail`` deciding how much of each (`json_records`), and ``meaning_only``.
 
-Exit codes: 0 results printed (possibly none matched), 2 bad arguments or no usable index; 70, as in every command,
-an unexpected error (`tooltree_cli.main`).
+Exit codes: 0 results printed (possibly none matched), 2 bad arguments, no tree or no usable index; 70, as in every
+command, an unexpected error (`tooltree_cli.main`).
 """
 
 from __future__ import annotations
@@ -57,12 +57,15 @@ def run(args: argparse.Namespace) -> int:
     """Run a search; print the hits to stdout, or one error line to stderr.
 
     Returns:
-        0 on success, 2 on a bad limit, detail or regex, or a missing or corrupt index.
+        0 on success, 2 on a bad limit, detail or regex, no tree at ``--tree``, or a missing or corrupt index.
     """
     from tool_tree.search import SearchError, check_detail, load_index, meaning_only_note, render_hits
-    from tooltree_cli.output import json_text
+    from tooltree_cli.output import error, json_text
 
     tree: Path = args.tree
+    if (problem := tree_problem(tree)) is not None:
+        error(problem)
+        return 2
     try:
         detail = check_detail(args.detail)
         if args.json:
@@ -71,13 +74,33 @@ def run(args: argparse.Namespace) -> int:
             return 0
         index = load_index(tree)
         hits = index.search(args.query, limit=args.limit, regex=args.regex)
-    except SearchError as e:
-        print(f"tooltree search: error: {e}", file=sys.stderr)
+    except SearchError as e:  # `tooltree: error:`, as every command's (before: `tooltree search: error:`)
+        error(str(e))
         return 2
     sys.stdout.write(meaning_only_note(index, args.query, hits, regex=args.regex) + render_hits(tree, hits, detail))
     if not hits:
         sys.stdout.write("\n")
     return 0
+
+
+def tree_problem(tree: Path) -> str | None:
+    """Why there is no tree at ``tree`` to search (no such folder, a file, a folder holding neither a manifest nor a
+    search index), or None. Before: each was "<tree>/search_index.json: no search index; run `tooltree generate-tree`
+    to build it", as if the tree were there without its index (a mistyped ``--tree`` read as a tree to regenerate)."""
+    from tool_tree.search import INDEX_FILE
+    from tool_tree.tree import MANIFEST_FILE
+
+    where = "pass --tree with the folder `tooltree generate-tree` wrote (default: ./tree)"
+    try:
+        if not tree.exists():
+            return f"{tree}: no tree there (no such folder); {where}"
+        if not tree.is_dir():
+            return f"{tree}: no tree there (a file, not a folder); {where}"
+        if not (tree / MANIFEST_FILE).exists() and not (tree / INDEX_FILE).exists():
+            return f"{tree}: no tree there (no {MANIFEST_FILE} nor {INDEX_FILE}); {where}, or generate one there"
+    except OSError as e:  # a parent that may not be searched
+        return f"{tree}: cannot reach it: {e.strerror or e}"
+    return None
 
 
 def json_records(tree: Path, query: str, *, detail: str, limit: int, regex: bool) -> list[dict[str, Any]]:

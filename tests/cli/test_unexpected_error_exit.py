@@ -55,6 +55,8 @@ def run_broken(
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     (tmp_path / "tooltree.yaml").write_text(sample_config_yaml("crm"), encoding="utf-8")
+    (tmp_path / "tree").mkdir()  # a tree to search (its index is never read: loading it is what breaks)
+    (tmp_path / "tree/manifest.json").write_text("{}", encoding="utf-8")
     return tmp_path
 
 

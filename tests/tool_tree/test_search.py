@@ -547,14 +547,36 @@ def test_cli_bad_limit_exits_2_with_one_line(tree: Path, capsys: pytest.CaptureF
     args = _parse(["search", "email", "--tree", str(tree), "--limit", "0"])
     assert search_cmd.run(args) == 2
     err = capsys.readouterr().err
-    assert err == "tooltree search: error: limit must be an integer from 1 to 50, got 0\n"
+    assert err == "tooltree: error: limit must be an integer from 1 to 50, got 0\n"  # as every command's errors
 
 
-def test_cli_missing_index_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_missing_index_exits_2(tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "manifest.json").write_bytes((tree / "manifest.json").read_bytes())  # a tree without its index
     args = _parse(["search", "email", "--tree", str(tmp_path)])
     assert search_cmd.run(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no search index" in err
+
+
+def test_cli_says_there_is_no_tree_where_tree_points_at_none(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "tooltree search: error: nope/search_index.json: no search index; run `tooltree generate-tree` to build
+    # it", as if a tree were there without its index.
+    (tmp_path / "a-file").write_text("x", encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    where = "pass --tree with the folder `tooltree generate-tree` wrote (default: ./tree)"
+    for given, why in [
+        ("nope", "no such folder"),
+        ("a-file", "a file, not a folder"),
+        ("empty", "no manifest.json nor search_index.json"),
+    ]:
+        for json_too in ([], ["--json"]):
+            assert search_cmd.run(_parse(["search", "email", "--tree", str(tmp_path / given), *json_too])) == 2
+            out, err = capsys.readouterr()
+            tail = f"; {where}, or generate one there\n" if given == "empty" else f"; {where}\n"
+            assert (out, err) == ("", f"tooltree: error: {tmp_path / given}: no tree there ({why}){tail}")
+    assert search_cmd.run(_parse(["search", "email", "--tree", str(tree), "--limit", "1"])) == 0  # a tree is searched
 
 
 def test_cli_defaults(tmp_path: Path) -> None:

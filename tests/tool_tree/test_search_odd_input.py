@@ -47,7 +47,7 @@ def test_a_ranking_setting_edited_by_hand_is_a_corrupt_index_and_the_cli_exits_2
     (edited / INDEX_FILE).write_text(json.dumps(data), encoding="utf-8")
     assert main(["search", "--tree", str(edited), "list leads"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"tooltree search: error: {edited / INDEX_FILE}: corrupt search index (ValueError: {said})")
+    assert err.startswith(f"tooltree: error: {edited / INDEX_FILE}: corrupt search index (ValueError: {said})")
     assert "rebuild it" in err and "Traceback" not in err and len(err.splitlines()) == 1
 
 
@@ -87,7 +87,7 @@ def test_a_regex_holding_a_lone_surrogate_is_refused_naming_it(
     assert main(["search", "--tree", str(tree), "--regex", pattern]) == 2
     bad = next(c for c in pattern if 0xD800 <= ord(c) <= 0xDFFF)
     assert capsys.readouterr().err == (
-        f"tooltree search: error: bad regex {pattern!r}: {bad!r} at {pattern.index(bad)} is not a character\n"
+        f"tooltree: error: bad regex {pattern!r}: {bad!r} at {pattern.index(bad)} is not a character\n"
     )
 
 
