@@ -43,10 +43,14 @@ MAX_KINDS = 64
 
 
 class CleanFormatter(logging.Formatter):
-    """Python's plain format (``%(message)s`` and the traceback), cleaned, indented after the first line and cut."""
+    """Python's plain format (``%(message)s`` and the traceback), cleaned, indented after the first line and cut; a
+    warning starts ``warning:``, as the commands' own warnings do (before: only they did, so a warning read from
+    another client's config file, ``.mcp.json:1: mcpServers.docs.arsg: not a key tooltree reads; ignored``, stood
+    bare among ``warning: …`` lines)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return shown(super().format(record))
+        text = super().format(record)
+        return shown(f"warning: {text}" if record.levelno == logging.WARNING else text)
 
 
 def shown(text: str) -> str:

@@ -54,7 +54,7 @@ def test_a_flood_of_notifications_the_sdk_cannot_read_logs_one_line_without_a_tr
     assert done.returncode == 0, done.stderr
     (line,) = [line for line in done.stderr.splitlines() if "Failed to validate notification" in line]
     assert line == (
-        "Failed to validate notification: notifications/progress [ValidationError: 3 validation errors for "
+        "warning: Failed to validate notification: notifications/progress [ValidationError: 3 validation errors for "
         f"ProgressNotification] (more like it are counted, and shown at most once in {REPEAT_SECONDS:.0f} s)"
     )
     assert "Traceback" not in done.stderr and len(done.stderr) < 5_000
@@ -74,10 +74,27 @@ def test_warnings_naming_a_servers_tool_and_ref_reach_stderr_cleaned_on_lines_of
     err = done.stderr
     assert UNSAFE.search(err) is None, repr(UNSAFE.search(err))
     evil_shown = "hostile.evil]52;c;ZWNobyBwd25lZAo=]0;PWNED[2J[31mREDevil2K\n    [2Kforgedname"
-    assert f"\nnot checking pattern '(a)\\\\1' of {evil_shown} on the host: RE2 refuses it" in err
+    assert f"\nwarning: not checking pattern '(a)\\\\1' of {evil_shown} on the host: RE2 refuses it" in err
     ref_shown = "http://e.example/]52;c;ZWNobyBwd25lZAo=]0;PWNED[2J[31mREDevil2K\n    [2Kforged\n"
-    assert f"\nnot validating hostile.badref on the host: Unresolvable: {ref_shown}" in err
+    assert f"\nwarning: not validating hostile.badref on the host: Unresolvable: {ref_shown}" in err
     assert not any(line.startswith(("[2K", "forged")) for line in err.splitlines())  # the server's CR: indented
+
+
+def test_a_warning_read_from_another_clients_config_file_starts_warning_as_the_commands_own_do(
+    tmp_path: Path,
+) -> None:
+    # Before: ".mcp.json:1: mcpServers.docs.arsg: not a key tooltree reads; ignored (did you mean 'args'?)", bare,
+    # where generate-tree's own warnings start "warning:".
+    server = {"command": sys.executable, "args": [str(REPO / "examples/sample_servers/docs.py")], "arsg": []}
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"docs": server}}), encoding="utf-8")
+    done = tooltree("generate-tree", "--config", str(tmp_path / ".mcp.json"), "--out", str(tmp_path / "tree"),
+                    "--embeddings", "off")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "arsg" in line]
+    assert warned == [
+        f"warning: {tmp_path / '.mcp.json'}:1: mcpServers.docs.arsg: not a key tooltree reads; ignored (did you mean "
+        "'args'?)"
+    ]
 
 
 @pytest.fixture
@@ -110,11 +127,12 @@ def test_a_repeated_sdk_record_is_shown_at_most_once_a_minute_with_how_many_were
     logger.now[0] += 1  # type: ignore[attr-defined]
     invalid(logger)
     assert capsys.readouterr().err.splitlines() == [
-        "Failed to validate notification: notifications/progress [JSONDecodeError: Expecting property name enclosed "
-        f"in double quotes: line 1 column 2 (char 1)] (more like it are counted, and shown at most once in "
+        "warning: Failed to validate notification: notifications/progress [JSONDecodeError: Expecting property name "
+        f"enclosed in double quotes: line 1 column 2 (char 1)] (more like it are counted, and shown at most once in "
         f"{REPEAT_SECONDS:.0f} s)",
-        "Failed to validate notification: notifications/progress [JSONDecodeError: Expecting property name enclosed "
-        f"in double quotes: line 1 column 2 (char 1)] (1,000 more like it dropped in the last {REPEAT_SECONDS:.0f} s)",
+        "warning: Failed to validate notification: notifications/progress [JSONDecodeError: Expecting property name "
+        f"enclosed in double quotes: line 1 column 2 (char 1)] (1,000 more like it dropped in the last "
+        f"{REPEAT_SECONDS:.0f} s)",
     ]
     logger.warning("Failed to validate notification: %s", "notifications/message")  # another kind: shown
     assert "notifications/message (more like it are counted" in capsys.readouterr().err
@@ -137,8 +155,8 @@ def test_other_records_keep_their_traceback_with_escapes_dropped_and_lines_inden
 
 
 def test_a_huge_record_is_cut_in_its_middle(logger: logging.Logger, capsys: pytest.CaptureFixture[str]) -> None:
-    message = "not validating x on the host: Unresolvable: " + "a" * 5_000_000 + "END"
-    logger.warning("%s", message)
+    message = "warning: not validating x on the host: Unresolvable: " + "a" * 5_000_000 + "END"
+    logger.warning("%s", message.removeprefix("warning: "))
     head, middle, tail = capsys.readouterr().err.splitlines()
     assert head == message[: RECORD_CHARS // 2]
     assert middle == f"    [… {len(message) - RECORD_CHARS:,} characters left out …]"
@@ -161,4 +179,4 @@ def test_the_handler_writes_to_stderr_as_it_is_when_the_record_comes(monkeypatch
     handler, stream = CleanHandler(), io.StringIO()
     monkeypatch.setattr(sys, "stderr", stream)
     handler.handle(logging.makeLogRecord({"msg": "a \x1b[31mred\x1b[0m warning", "levelno": logging.WARNING}))
-    assert stream.getvalue() == "a [31mred[0m warning\n"
+    assert stream.getvalue() == "warning: a [31mred[0m warning\n"
