@@ -132,17 +132,21 @@ class UpstreamExtras:
         ``send_resource_list_changed``, on serve's event loop) listed ``what``: a reload that changes it tells it.
         ``spawn`` starts a notification in serve's task group."""
         with self._lock:
-            self._loop, self._thread = anyio.lowlevel.current_token(), threading.get_ident()
-            self._spawn = spawn
+            self._on_serves_loop(spawn)
             self._listeners.setdefault(session, set()).add(what)
 
     def listening(self, spawn: Spawn) -> None:
         """A client opened a ``subscriptions/listen`` stream (on serve's event loop): a reload that changes what is
         offered publishes it on `bus` from now on. ``spawn`` starts a publication in serve's task group."""
         with self._lock:
-            self._loop, self._thread = anyio.lowlevel.current_token(), threading.get_ident()
-            self._spawn = spawn
+            self._on_serves_loop(spawn)
             self._streams = True
+
+    def _on_serves_loop(self, spawn: Spawn) -> None:
+        """Remember serve's event loop (this thread's, where a client listed or listens) and how to start a task in
+        it: `_tell` sends there. Under `_lock`."""
+        self._loop, self._thread = anyio.lowlevel.current_token(), threading.get_ident()
+        self._spawn = spawn
 
     def _tell(self, changed: set[str]) -> None:
         with self._lock:
