@@ -12,19 +12,20 @@ arrival (`time.monotonic`), as JSON. Outside MCP (no session, not counted as GET
 same list once another GET comes, or ``S`` seconds after the last stream the server answered itself ended (at once
 if none did); ``/go`` lets the ``strays`` stream go.
 
-``GET_MODE`` says how its GETs are answered: ``sdk`` by the SDK (a stream that stays open); ``retry0`` with
-``retry: 0`` and ended at once, each time, and ``retry0-id`` with ``id: 7`` as well; ``405`` with 405 (no such
-stream); ``values``, ``bytes`` and ``flood`` the first one with an event of ``SIZE`` values (a
-``notifications/tools/list_changed`` padded with empty objects), of ``SIZE`` bytes (those two once ``change`` is
-called), or ``SIZE`` ``notifications/message``, then ended, and the later ones by the SDK; ``strays`` the first one
-with ``retry: 0`` and `STRAYS` answers to requests the client never made, each of ``SIZE`` values (once ``/go`` is
-asked), then ended, and the later ones by the SDK; ``retry0-slowend`` as ``retry0``, and a ``DELETE`` (the client
-ending its session) answered only once another GET comes or after `HELD` seconds; ``404`` and ``401`` each GET with
-that status; ``503`` the first ``SIZE`` with 503, and ``cut`` the first ``SIZE`` with a stream whose connection is cut
-once open, the later ones by the SDK; ``ended-503`` the first two with ``retry: 0`` and ended at once, the next ``SIZE``
-with 503, the later ones by the SDK; ``forget`` the first once ``/go`` is asked with 404, its session forgotten (each
-later request of it answered 404, as by a server that restarted), the later ones by the SDK; ``values-each`` each with
-an event of ``SIZE`` values (a ``notifications/message``), then ended.
+``GET_MODE`` says how its GETs are answered: ``sdk`` by the SDK (a stream that stays open); ``retry0`` with ``retry: 0``
+and ended at once, each time, and ``retry0-id`` with ``id: 7`` as well; ``405`` with 405 (no such stream); ``values``,
+``bytes`` and ``flood`` the first one with an event of ``SIZE`` values (a ``notifications/tools/list_changed`` padded
+with empty objects), of ``SIZE`` bytes (those two once ``change`` is called), or ``SIZE`` ``notifications/message``,
+then ended, and the later ones by the SDK; ``strays`` the first one with ``retry: 0`` and `STRAYS` answers to requests
+the client never made, each of ``SIZE`` values (once ``/go`` is asked), then ended, and the later ones by the SDK;
+``retry0-slowend`` as ``retry0``, and a ``DELETE`` (the client ending its session) answered only once another GET comes
+or after `HELD` seconds; ``404`` and ``401`` each GET with that status, and ``404-early`` so too, each request of a
+session held until a GET is answered (its listing answered once its stream was refused, so the client hears the 404
+before the listing); ``503`` the first ``SIZE`` with 503, and ``cut`` the first ``SIZE`` with a stream whose connection
+is cut once open, the later ones by the SDK; ``ended-503`` the first two with ``retry: 0`` and ended at once, the next
+``SIZE`` with 503, the later ones by the SDK; ``forget`` the first once ``/go`` is asked with 404, its session forgotten
+(each later request of it answered 404, as by a server that restarted), the later ones by the SDK; ``values-each`` each
+with an event of ``SIZE`` values (a ``notifications/message``), then ended.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ SIZE = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 GETS: list[tuple[str | None, float]] = []
 EVENTS: dict[str, anyio.Event] = {}
 """``got``: set (and replaced) at each GET; ``opened``: once the SDK answers one; ``asked``: once ``change`` runs, or
-``/go`` is asked."""
+``/go`` is asked; ``refused``: once this server answered a GET itself."""
 ENDED: list[float] = []
 """When each stream this server answered itself (not the SDK) ended (`time.monotonic`)."""
 STRAYS = 24
@@ -123,8 +124,8 @@ def _hostile(number: int) -> list[dict[str, Any]] | None:
     """How the ``number``-th GET (from 1) is answered, or None: by the SDK."""
     if MODE == "405":
         return _status(405, (b"allow", b"POST, DELETE"))
-    if MODE in ("404", "401"):
-        return _status(int(MODE))
+    if MODE in ("404", "401", "404-early"):
+        return _status(int(MODE[:3]))
     if MODE == "values-each":
         pad = b",".join([b"{}"] * SIZE)
         message = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"pad":[%s]}}' % pad
@@ -176,6 +177,9 @@ def counting(app: Any) -> Any:
             for message in _status(404):
                 await send(message)
             return
+        if scope["type"] == "http" and scope["method"] == "POST" and session is not None and MODE == "404-early":
+            with anyio.move_on_after(HELD):
+                await EVENTS["refused"].wait()
         if scope["type"] == "http" and scope["method"] == "DELETE" and MODE == "retry0-slowend":
             with anyio.move_on_after(HELD):
                 await EVENTS["got"].wait()
@@ -205,6 +209,7 @@ def counting(app: Any) -> Any:
                     raise ConnectionAbortedError("the GET's connection is cut, as by a server restarting")
                 await send(message)
             ENDED.append(time.monotonic())
+            EVENTS["refused"].set()
             return
 
         async def noting(message: Any) -> None:
@@ -231,7 +236,7 @@ async def _listed(scope: Any, send: Any) -> None:
 
 
 async def main() -> None:
-    EVENTS.update(got=anyio.Event(), opened=anyio.Event(), asked=anyio.Event())
+    EVENTS.update(got=anyio.Event(), opened=anyio.Event(), asked=anyio.Event(), refused=anyio.Event())
     sock = socket.socket(fileno=int(sys.argv[1]))
     app = counting(server.streamable_http_app())
     web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))

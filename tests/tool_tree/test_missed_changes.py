@@ -21,7 +21,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.tool_tree.test_get_streams import WAIT, gets, outside, text, unasked_server
+from tests.tool_tree.test_get_streams import WAIT, Heard, gets, outside, text, unasked_server
 from tool_tree.config import ServerConfig
 from tool_tree.pool import ServerPool, ServerUnavailable
 
@@ -110,3 +110,27 @@ async def test_a_stdio_server_restarted_after_a_crash_tells_the_listener_once_it
             await pool.call("raw", "crash", {})
         assert text(await pool.call("raw", "pid", {})) != first
     assert told == ["raw"]
+
+
+async def test_a_stream_answered_404_before_the_session_is_listed_is_checked_once_it_is_and_the_session_kept() -> None:
+    # The server has no stream of unasked messages and answers its GET 404 before its listing is answered (it holds
+    # the listing until then), so the 404 is heard while the session opens, before the pool can act on it: it is acted
+    # on once the session is listed. The server still knows the session (the tools/list checking it is answered), so
+    # the session goes on, no new one is opened, and nothing is told. Before this was acted on, the check never ran.
+    told, pool_heard, pool_log = Told(), Heard(), logging.getLogger("tool_tree.pool")
+    level = pool_log.level
+    pool_log.addHandler(pool_heard)
+    pool_log.setLevel(logging.INFO)
+    try:
+        async with unasked_server("404-early") as config, ServerPool([config], on_tools_changed=told) as pool:
+            await pool.start("unasked")
+            await pool_heard.said(lambda message: "answers on its session" in message)
+            assert len(await gets(pool, 2, timeout=0)) == 1  # on the same session; its one GET, not sent again
+            assert pool.restarts("unasked") == 0 and pool.state("unasked") == "running"
+    finally:
+        pool_log.removeHandler(pool_heard)
+        pool_log.setLevel(level)
+    assert told.told == []
+    assert pool_heard.at(logging.INFO) == [
+        "server 'unasked' answers on its session: it has no stream of unasked messages (its 404)"
+    ]
