@@ -95,8 +95,9 @@ from tool_tree.config_read import (
     compose,
     did_you_mean,
     kind_of,
+    lone_surrogate,
 )
-from tool_tree.config_sections import SECTIONS, Section, SectionSettings, Setting, plain
+from tool_tree.config_sections import SECTIONS, Section, SectionSettings, Setting, plain, warn_ignored
 from tool_tree.config_servers import DEFAULT_TIMEOUT, MAX_DESCRIPTION, ServerConfig, unmatched_filter
 from tool_tree.config_servers import MAX_CONCURRENCY as MAX_CONCURRENCY  # these five: imported from here elsewhere
 from tool_tree.config_servers import PROBE_SECONDS as PROBE_SECONDS
@@ -107,6 +108,7 @@ from tool_tree.config_text import (
     MAX_CONFIG_BYTES,
     MAX_JSON_CONFIG_BYTES,
     as_yaml,
+    empty_json,
     is_tooltree_json,
     over_the_json_limit,
     over_the_limit,
@@ -234,6 +236,8 @@ def parse_config(
         raise ConfigError(problem, file=source)
     if is_json and jsonc:  # VS Code's, Zed's, Gemini CLI's: comments and trailing commas, lines kept
         text = without_comments(text, source)
+        if not text.strip():  # comments alone (before: "invalid JSON: Expecting value")
+            raise empty_json(source)
     if is_json and is_tooltree_json(text):  # tooltree's own settings, written as JSON: the YAML reader's
         is_json, text, reader.json = False, as_yaml(text), True
     if not is_json and is_codex(text, source):  # Codex CLI's config.toml
@@ -281,6 +285,8 @@ def parse_config(
         if len(text) > MAX_CONFIG_BYTES:  # characters: a text within the limit in bytes is within it here
             raise ConfigError(over_the_limit(f"{len(text):,} characters"), file=source)
         root_yaml = compose(text, source)
+        if root_yaml is None and source.endswith((".json", ".jsonc")):  # before: a `.mcp.json` was told of `servers:`
+            raise empty_json(source)
         if root_yaml is None:
             raise ConfigError("the file is empty; expected a `servers:` mapping", file=source)
         root = reader.to_node(root_yaml)
@@ -290,6 +296,7 @@ def parse_config(
         json_format = "mcpServers" in top and "servers" not in top
         if json_format:
             servers_node = top["mcpServers"][1]
+            warn_ignored(source, {k: knode.line for k, (knode, _) in top.items() if k in allowed})
         else:
             known = {"servers", *allowed}
             for k, (knode, _) in top.items():
@@ -323,8 +330,10 @@ def parse_config(
             handed_on[name].read(settings)
     servers = []
     for name, (name_node, body) in servers_node.value.items():
-        if not name.strip():
-            raise reader.error("server names must not be empty", name_node, "servers")
+        if not name.strip():  # named as the file has it (before: `servers` in an `mcpServers` file too)
+            raise reader.error("server names must not be empty", name_node, prefix if json_format else "servers")
+        if (half := lone_surrogate(name)) is not None:
+            raise reader.error(f"a server's name {half}", name_node, prefix if json_format else "servers")
         only, excluded = gemini_lists.get("allowed"), gemini_lists.get("excluded", [])
         if (only and name not in only) or name in excluded:
             setting = "mcp.excluded names it" if name in excluded else "mcp.allowed does not name it"

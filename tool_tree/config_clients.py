@@ -233,6 +233,12 @@ def entry_of(reader: Reader, client: str, where: str, body: Node) -> Entry:
         command = items.get("command")
         if command is not None and isinstance(command[1].value, dict):  # Zed's older {"path", "args", "env"}
             inner: dict[str, tuple[Node, Node]] = command[1].value
+            for k, (knode, _) in inner.items():  # before: `arg` was dropped without a word, and the server started bare
+                if k not in _ZED_COMMAND_KEYS and (close := did_you_mean(k, _ZED_COMMAND_KEYS)):
+                    logger.warning(
+                        "%s:%s: %s: not a key tooltree reads; ignored%s", reader.file, knode.line,
+                        one_line(f"{where}.command.{k}", 200), close,
+                    )  # fmt: skip
             for ours, theirs in (("command", "path"), ("args", "args"), ("env", "env")):
                 if theirs in inner:
                     items[ours] = inner[theirs]
@@ -275,6 +281,10 @@ def entry_of(reader: Reader, client: str, where: str, body: Node) -> Entry:
             vnode.value, f"{vnode.value / 3600:.1f}",
         )  # fmt: skip
     return Entry(Node(items, body.line), aliases)
+
+
+_ZED_COMMAND_KEYS = ("path", "args", "env")
+"""The keys of Zed's older ``"command": {"path", "args", "env"}`` tooltree reads."""
 
 
 def _plausibly_ms(value: Any) -> bool:

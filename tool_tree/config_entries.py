@@ -180,6 +180,13 @@ def _server_entry(
                 why if kind == "sse" else f"{one_line(repr(kind), 80)} is not a type tooltree knows",
             )  # fmt: skip
             return None
+        connects = "command" if kind == "stdio" else "url"  # before: a `type` the entry contradicts, not a word of it
+        if connects not in items and (other := "url" if kind == "stdio" else "command") in items:
+            logger.warning(
+                "%s:%d: %s.type: %r, but the entry has `%s` and no `%s`; tooltree %s", reader.file, n.line,
+                one_line(where, 200), kind, other, connects,
+                "connects to the URL" if other == "url" else "starts the command",
+            )  # fmt: skip
     kw: dict[str, Any] = {"name": name, "named": named}
     if (n := get("enabled")) is not None:  # first: a disabled server's variables are not looked up
         kw["enabled"] = reader.boolean(n, f"{where}.enabled")

@@ -62,8 +62,12 @@ class ConfigError(Exception):
 
 
 def _printable(text: str) -> str:
-    """``text`` without control, bidi or zero-width characters, on one line (`tool_tree.text.clean`)."""
-    return text if text.isprintable() else clean(text).replace("\n", " ")
+    """``text`` without control, bidi or zero-width characters, on one line (`tool_tree.text.clean`), and with half a
+    character (a JSON key's ``\\ud800``, a file name's byte that is not UTF-8) as its escape: no terminal or log can
+    be written one (before, writing such an error as UTF-8 raised UnicodeEncodeError)."""
+    if text.isprintable():
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", clean(text).replace("\n", " "))
 
 
 _VAR = re.compile(
@@ -78,6 +82,23 @@ and a bare ``$VAR`` is text."""
 
 
 _NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""Half of a character: a UTF-16 surrogate alone, which a JSON or YAML ``\\u`` escape can write and UTF-8 cannot
+hold."""
+
+
+def lone_surrogate(text: str) -> str | None:
+    """What is wrong with ``text`` as written in a configuration when it holds half of a character (``"\\ud800"`` in
+    JSON or YAML), or None. No program can be given it, nor a file hold it: before, such a server failed to start
+    with "bad response: 'utf-8' codec can't encode", a ``cwd`` holding one was a traceback, and a server's name or
+    ``description`` was one once its tools were listed."""
+    if (m := _SURROGATE.search(text)) is None:
+        return None
+    return (
+        f"holds \\u{ord(m.group()):04x}, half of a character (a lone UTF-16 surrogate), which no program or file can "
+        "take; write the whole character (its two \\u escapes, or the character itself)"
+    )
 
 
 def _too_long(tag: str, text: str) -> bool:
@@ -237,8 +258,11 @@ def _syntax_error(e: MarkedYAMLError, source: str) -> ConfigError:
     opened, which is the line to fix. A block mapping's or sequence's context marks only where it began, lines
     before an entry indented wrong, and a duplicate anchor's its first use: there the problem's own line is the
     one to fix. Both lines are said.
+
+    Two mistakes PyYAML words in its own terms get a hint: a tab where YAML takes spaces, and an unquoted ``${VAR}``
+    in a ``[ ]`` or ``{ }`` (``args: [${A}]``, ``headers: {Authorization: Bearer ${T}}``), whose ``{`` is YAML's.
     """
-    problem = e.problem or str(e)
+    problem = (e.problem or str(e)) + _hint(e)
     line = e.problem_mark.line + 1 if e.problem_mark else None
     context = e.context
     if not context or e.context_mark is None:
@@ -249,6 +273,19 @@ def _syntax_error(e: MarkedYAMLError, source: str) -> ConfigError:
         return ConfigError(f"invalid YAML: {context} (at line {opened}): {problem}", file=source, line=line)
     found = f" (at line {line})" if line is not None and line != opened else ""
     return ConfigError(f"invalid YAML: {context}: {problem}{found}", file=source, line=opened)
+
+
+def _hint(e: MarkedYAMLError) -> str:
+    """What to do about the YAML syntax error ``e`` when PyYAML's words do not say it (`_syntax_error`), or nothing."""
+    mark, problem = e.problem_mark, e.problem or ""
+    if "character '\\t' that cannot start any token" in problem:  # before: no word of what to do
+        return " (YAML indents with spaces, not tabs)"
+    if mark is None or not isinstance(mark.buffer, str):
+        return ""
+    if problem.endswith("but got '{'") and mark.buffer[mark.pointer - 1 : mark.pointer] == "$":
+        # before: "expected ',' or ']', but got '{'", for a reference written as in a block
+        return " (inside [ ] or { }, YAML reads the { of ${...} as its own: write the item holding it in quotes)"
+    return ""
 
 
 @dataclass
@@ -448,6 +485,8 @@ class Reader:
         if isinstance(v, bool) or not isinstance(v, str | int | float):
             raise self.error(f"expected a string, got {kind_of(v)}{_quote_it(node, self.json)}", node, key)
         text = v if isinstance(v, str) else node.text if node.text is not None else str(v)
+        if (half := lone_surrogate(text)) is not None:  # as written: a variable's value may hold one (a byte of it)
+            raise self.error(half, node, key)
         return self.expand(text, node, key) if expand else text
 
     def string_list(self, node: Node, key: str, *, expand: bool = True) -> tuple[str, ...]:
@@ -458,6 +497,9 @@ class Reader:
     def string_map(self, node: Node, key: str) -> dict[str, str]:
         if not isinstance(node.value, dict):
             raise self.error(f"expected a mapping of strings, got {kind_of(node.value)}", node, key)
+        for k, (knode, _) in node.value.items():
+            if (half := lone_surrogate(k)) is not None:
+                raise self.error(half, knode, f"{key}.{k}")
         return {k: self.string(v, f"{key}.{k}") for k, (_, v) in node.value.items()}
 
     def number(self, node: Node, key: str) -> float:
@@ -495,15 +537,19 @@ def _bad_reference(text: str, at: int) -> str:
 
 
 def _quote_it(node: Node, json: bool) -> str:
-    """For a YAML scalar written without quotes and read as a boolean, a date or a mapping (``off``, ``yes``,
-    ``2024-01-01``, ``X-Key: 1``), how to make it the text it looks like; else (a JSON file's ``true`` is one on
-    purpose) nothing."""
+    """For a YAML scalar written without quotes and read as a boolean, a date, null, a mapping or (as a key) a number
+    (``off``, ``yes``, ``2024-01-01``, ``~``, ``X-Key: 1``, ``1``), how to make it the text it looks like; else (a
+    JSON file's ``true`` is one on purpose) nothing."""
     v = node.value
     if not json and isinstance(v, dict) and len(v) == 1:  # `args: [-H, X-Key: 1]`: the `: ` made a mapping of it
         return ' (YAML reads an unquoted item holding ": " as a mapping: write the item in quotes)'
     if json or not node.text:
         return ""
+    if v is None and node.text == "~":  # `cwd: ~`, meaning the home folder (before: "got nothing", and no more)
+        return ' (YAML reads an unquoted ~ as null: write "~" for the text, the home folder in `command` and `cwd`)'
     kind = "boolean" if isinstance(v, bool) else "date" if isinstance(v, datetime.date) else ""
+    if not kind and isinstance(v, int | float):  # a key (`servers: {1: …}`); where a value is text, one is taken
+        kind = "number"
     written = one_line(node.text, 40)
     return f' (YAML reads an unquoted {written} as a {kind}: write "{written}" for the text)' if kind else ""
 

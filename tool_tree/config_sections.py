@@ -7,12 +7,15 @@ values and reads it with `Section.read`. Import these from `tool_tree.config`.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tool_tree.config_read import ConfigError, Node, Reader, did_you_mean, value_shown
+from tool_tree.config_read import ConfigError, Node, Reader, did_you_mean, lone_surrogate, value_shown
+
+logger = logging.getLogger("tool_tree.config")
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,9 @@ class Section:
             if setting is None:
                 raise ConfigError(f"unknown key{did_you_mean(k, settings)}", file=self.source, line=line, key=key)
             kind, meaning = setting.kind, setting.meaning
+            for text in v if isinstance(v, list) else (v,):  # `"\ud800"`: no program or file can take it
+                if isinstance(text, str) and (half := lone_surrogate(text)) is not None:
+                    raise ConfigError(half, file=self.source, line=line, key=key)
             if kind is list and isinstance(v, list) and all(_scalar(x) for x in v):
                 out[k] = tuple(str(x) for x in v)
             elif kind is str and _scalar(v):
@@ -92,6 +98,16 @@ only: their keys are declared, and checked when read, by the modules that own th
 SectionSettings = Mapping[str, Mapping[str, Setting] | None]
 """Sections allowed besides ``servers``: each name with its settings (checked while loading), or with
 None (handed on; its owner checks its keys when it reads it)."""
+
+
+def warn_ignored(source: str, lines: Mapping[str, int | None]) -> None:
+    """Say that the sections of tooltree's ``lines`` names (with their lines) are ignored: a YAML file whose servers
+    are under ``mcpServers`` is read as another client's, its servers alone (before: dropped without a word)."""
+    for name, line in lines.items():
+        logger.warning(
+            "%s:%s: %s: ignored: beside `mcpServers` (another client's format) only the servers are read; name them "
+            "`servers:` (`enabled: false` for `disabled: true`) to have tooltree's settings read", source, line, name,
+        )  # fmt: skip
 
 
 def _scalar(v: Any) -> bool:

@@ -107,6 +107,13 @@ def read_text(p: Path) -> str:
         ) from None
 
 
+def empty_json(source: str) -> ConfigError:
+    """The error for a JSON file ``source`` that holds nothing (or comments alone), in the terms of its format (before:
+    "expected a `servers:` mapping", tooltree.yaml's, or "invalid JSON: Expecting value")."""
+    expected = "`mcpServers`" if Path(source).name == ".mcp.json" else "`mcpServers`, `servers` or `context_servers`"
+    return ConfigError(f"the file is empty; expected a JSON object with {expected}", file=source)
+
+
 def is_tooltree_json(text: str) -> bool:
     """Whether the JSON ``text`` is tooltree's own configuration: ``servers`` beside a section of tooltree's
     (``sandbox``, ``agent``, …), which no other client's file has. Read as YAML (which JSON is), its sections are
@@ -124,6 +131,8 @@ _YAML_UNPRINTABLE = re.compile("[\x7f-\x84\x86-\x9f\ufffe\uffff]")
 """Characters JSON takes in a string as they are and YAML refuses anywhere (before: a ReaderError traceback)."""
 _JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"([ \t\r\n]*+:)?')
 """A JSON string and, when it is a key, the space and colon after it (group 1)."""
+_TABS = re.compile(r'"(?:[^"\\]++|\\.)*+"|\t++')
+"""A JSON string, kept whole, or tabs between tokens, which JSON takes as white space and YAML refuses."""
 _LONGEST_SIMPLE_KEY = 1000
 """A key longer than this, with the space before its colon, is not one YAML's flow mapping reads (1,024 at most)."""
 
@@ -132,9 +141,11 @@ def as_yaml(json_text: str) -> str:
     """JSON text the YAML reader reads as JSON does: a character past U+FFFF escaped as a surrogate pair (Python's
     ``json.dump`` writes an emoji so) is that character, not two lone surrogates; NEL, U+2028 and U+2029, which
     YAML takes for line breaks (a key broken, a value's NEL a space), are escaped, and so are the characters YAML
-    refuses (DEL, C1 controls). A key that is long, or apart from its colon by a line break, is made YAML's explicit
+    refuses (DEL, C1 controls). A tab between tokens (a file indented with tabs, as ``json.dump(indent="\\t")``,
+    Go's and many editors' write it) is a space: before, such a file was "invalid YAML: found character '\\t' that
+    cannot start any token". A key that is long, or apart from its colon by a line break, is made YAML's explicit
     key (``? "key": value``): before, either was "invalid YAML: … expected ',' or '}', but got ':'" for valid JSON.
-    Lines stay where they were."""
+    Lines and columns stay where they were."""
 
     def joined(m: re.Match[str]) -> str:
         slashes = m.group(1)
@@ -151,4 +162,6 @@ def as_yaml(json_text: str) -> str:
 
     text = _SURROGATE_PAIR.sub(joined, json_text).translate(_YAML_LINE_BREAKS)
     text = _YAML_UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    if "\t" in text:
+        text = _TABS.sub(lambda m: m.group() if m.group()[0] == '"' else " " * len(m.group()), text)
     return _JSON_STRING.sub(keyed, text)

@@ -143,6 +143,33 @@ def test_a_json_config_is_read_as_json_reads_it_emoji_escapes_and_unicode_line_b
         assert {s.name: s.args for s in config.servers} == {k: tuple(v.get("args", ())) for k, v in servers.items()}
 
 
+@pytest.mark.parametrize(
+    ("name", "key", "extra"),
+    [
+        (".mcp.json", "mcpServers", {}),
+        (".vscode/mcp.json", "servers", {"inputs": []}),
+        (".zed/settings.json", "context_servers", {"theme": "One Dark"}),
+        ("tooltree.json", "servers", {"agent": {"pinned": ["a.b"]}}),
+    ],
+)
+def test_a_json_config_indented_with_tabs_is_read_and_its_errors_name_their_line(
+    tmp_path: Path, name: str, key: str, extra: dict[str, object]
+) -> None:
+    # Before: every one was "invalid YAML: found character '\t' that cannot start any token" (json.dump's
+    # indent="\t", Go's encoders and many editors write tabs; JSON takes them as white space).
+    import json
+
+    path = tmp_path / name
+    path.parent.mkdir(exist_ok=True)
+    doc = {key: {"a": {"command": "x", "args": ["-v"]}}, **extra}
+    path.write_text(json.dumps(doc, indent="\t").replace(",\n", ",\t\n"), encoding="utf-8")
+    assert [(s.name, s.args) for s in load_config(path, environ={}).servers] == [("a", ("-v",))]
+    path.write_text(json.dumps({**doc, key: {"a": {"command": "x", "args": "-v"}}}, indent="\t"), encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert str(info.value) == f"{path}:5: {key}.a.args: expected a list of strings, got str '-v'"
+
+
 def test_json_syntax_error_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "claude.json"
     path.write_text('{\n  "mcpServers": {\n    "a": {"command": "x",}\n  }\n}\n', encoding="utf-8")
@@ -175,6 +202,21 @@ def test_an_entry_tooltree_cannot_connect_to_is_left_out_with_a_warning_and_the_
         ".mcp.json:2: mcpServers.a.type: an SSE server, which tooltree does not connect to (use its Streamable HTTP "
         "endpoint); the server is left out",
         ".mcp.json:4: mcpServers.c.type: 'websocket' is not a type tooltree knows; the server is left out",
+    ]
+
+
+def test_a_type_its_entry_contradicts_is_said(caplog: pytest.LogCaptureFixture) -> None:
+    # Before: `"type": "http"` on an entry with a command alone (or `"stdio"` with a URL alone) was not a word.
+    text = (
+        '{"mcpServers": {\n  "a": {"type": "http", "command": "x"},\n  "b": {"type": "stdio", "url": "http://h/mcp"},'
+        '\n  "c": {"type": "http", "url": "http://h/mcp"}}}'
+    )
+    a, b, c = parse_config(text, source=".mcp.json", environ={}).servers
+    assert (a.transport, b.transport, c.transport) == ("stdio", "http", "http")
+    assert caplog.messages == [
+        ".mcp.json:2: mcpServers.a.type: 'http', but the entry has `command` and no `url`; tooltree starts the command",
+        ".mcp.json:3: mcpServers.b.type: 'stdio', but the entry has `url` and no `command`; tooltree connects to "
+        "the URL",
     ]
 
 
@@ -221,6 +263,17 @@ SECTIONS = {"tool": {"name": Setting(str, "a name"), "tags": Setting(list, "a li
 
 UNREAD = {"tool": None}
 """A section allowed and handed on unread, for its owner to read."""
+
+
+def test_tooltrees_sections_beside_mcp_servers_in_yaml_are_said_to_be_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    # Before: a YAML file of `mcpServers` (another client's format, read as such) dropped `agent:` without a word.
+    text = "mcpServers:\n  a:\n    command: x\nagent:\n  pinned: [a.t]\nversion: 1.2.0\n"
+    config = parse_config(text, source="clients.yaml", environ={})
+    assert [s.name for s in config.servers] == ["a"] and dict(config.sections) == {}
+    assert caplog.messages == [  # another program's key (`version`) is that program's: no word of it
+        "clients.yaml:4: agent: ignored: beside `mcpServers` (another client's format) only the servers are read; "
+        "name them `servers:` (`enabled: false` for `disabled: true`) to have tooltree's settings read"
+    ]
 
 
 def test_sections_are_handed_on_with_the_line_of_each_key() -> None:

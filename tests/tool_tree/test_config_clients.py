@@ -378,6 +378,17 @@ def test_zed_context_servers_are_read_in_both_shapes(tmp_path: Path, caplog: pyt
     assert str(info.value) == f"{path}:9: context_servers.off.enabled: expected true or false, got 'no'"
 
 
+def test_a_misspelt_key_of_zeds_older_command_object_is_said(caplog: pytest.LogCaptureFixture) -> None:
+    # Before: `arg` was dropped without a word, and the server started without its arguments.
+    text = '{"context_servers": {"git": {\n"command": {"path": "uvx", "arg": ["mcp-server-git"], "timeout": 5}}}}'
+    (server,) = parse_config(text, source=".zed/settings.json", environ={}).servers
+    assert (server.command, server.args) == ("uvx", ())
+    assert caplog.messages == [
+        ".zed/settings.json:2: context_servers.git.command.arg: not a key tooltree reads; ignored (did you mean "
+        "'args'?)"
+    ]
+
+
 def test_a_json_file_with_no_server_map_names_the_keys_each_client_uses() -> None:
     with pytest.raises(ConfigError) as info:
         parse_config('{"theme": "x"}', source="settings.json", environ={})

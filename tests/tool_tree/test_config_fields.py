@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tool_tree.config import ConfigError, load_config, parse_config
+from tool_tree.config import ConfigError, Setting, load_config, parse_config
 
 
 def error_of(text: str, environ: dict[str, str] | None = None) -> ConfigError:
@@ -125,3 +125,47 @@ def test_an_empty_token_of_a_server_the_run_does_not_use_is_raised_only_when_it_
     assert config.server("b").command == "x"
     with pytest.raises(ConfigError, match=r"servers\.a\.headers\.Authorization: the value starts or ends"):
         config.server("a")
+
+
+HALF = r"holds \ud800, half of a character (a lone UTF-16 surrogate), which no program or file can take"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"mcpServers": {"a": {"command": "x",\n "cwd": "\\ud800"}}}', ".mcp.json:2: mcpServers.a.cwd: "),
+        (
+            '{"mcpServers": {"a": {"command": "x",\n "args": ["-v", "x\\ud800"]}}}',
+            ".mcp.json:2: mcpServers.a.args[1]: ",
+        ),
+        ('{"mcpServers": {"a": {"command": "x",\n "env": {"K": "\\ud800"}}}}', ".mcp.json:2: mcpServers.a.env.K: "),
+        (
+            '{"mcpServers": {"a": {"command": "x",\n "env": {"\\ud800": "v"}}}}',
+            ".mcp.json:2: mcpServers.a.env.\\ud800: ",
+        ),
+        ('{"mcpServers": {\n"\\ud800": {"command": "x"}}}', ".mcp.json:2: mcpServers: a server's name "),
+        (
+            '{"mcpServers": {"a": {"command": "x",\n "description": "\\ud800 notes"}}}',
+            ".mcp.json:2: mcpServers.a.description: ",
+        ),
+    ],
+    ids=["cwd", "args", "env-value", "env-name", "server-name", "description"],
+)
+def test_half_a_character_written_as_an_escape_names_file_line_and_key(text: str, expected: str) -> None:
+    # Before: a `cwd` holding one was a UnicodeEncodeError traceback while loading; in `command`, `args` or `env`, the
+    # server failed to start with "bad response: 'utf-8' codec can't encode"; a server's name or `description` was a
+    # traceback (exit 70) once its tools were listed.
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source=".mcp.json", environ={})
+    assert str(info.value).startswith(expected + HALF)
+    str(info.value).encode()  # the error itself holds none: it can be written anywhere
+    # Python reads a variable's byte that is not UTF-8 as half a character (0xff as \udcff); it goes back as that byte.
+    server = parse_config('servers:\n  a: {command: x, args: ["${RAW}"]}\n', environ={"RAW": "\udcff"}).servers[0]
+    assert server.args == ("\udcff",)
+
+
+def test_half_a_character_in_a_sections_setting_names_file_line_and_key() -> None:
+    sections = {"agent": {"pinned": Setting(list, "a list of tools (server.tool)")}}
+    with pytest.raises(ConfigError) as info:
+        parse_config('servers: {}\nagent:\n  pinned: ["a.\\udc80"]\n', source="tooltree.yaml", sections=sections)
+    assert str(info.value).startswith("tooltree.yaml:3: agent.pinned: " + HALF.replace("ud800", "udc80"))

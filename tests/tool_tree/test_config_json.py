@@ -104,6 +104,32 @@ def test_a_json_config_without_mcp_servers_or_with_two_says_so() -> None:
     assert str(info.value) == ".mcp.json:2: mcpServers: duplicate key"
 
 
+@pytest.mark.parametrize(
+    ("source", "text", "expected"),
+    [
+        (".mcp.json", "", ".mcp.json: the file is empty; expected a JSON object with `mcpServers`"),
+        (
+            ".vscode/mcp.json",
+            "// servers to come\n",
+            ".vscode/mcp.json: the file is empty; expected a JSON object with `mcpServers`, `servers` or "
+            "`context_servers`",
+        ),
+        (
+            ".mcp.json",
+            '{"mcpServers": {\n " ": {"command": "x"}}}',
+            ".mcp.json:2: mcpServers: server names must not be empty",
+        ),
+    ],
+    ids=["empty", "comments-alone", "blank-name"],
+)
+def test_a_json_file_with_nothing_in_it_is_told_so_in_its_own_terms(source: str, text: str, expected: str) -> None:
+    # Before: "expected a `servers:` mapping" (tooltree.yaml's), "invalid JSON: Expecting value (column 1)", and
+    # `servers` named for a blank name in `mcpServers`.
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source=source, environ={})
+    assert str(info.value) == expected
+
+
 def test_a_value_deeper_than_the_json_scanner_goes_is_refused_naming_where_it_passes_the_depth_limit() -> None:
     text = '{"mcpServers": {},\n "projects":\n ' + "[" * 100_000 + "]" * 100_000 + "}"
     with pytest.raises(ConfigError) as info:

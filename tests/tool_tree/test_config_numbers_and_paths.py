@@ -51,14 +51,17 @@ def test_a_timeout_past_a_floats_range_is_a_config_error(source: str, text: str,
     assert len(error) < 400  # the number is not written out whole
 
 
-@pytest.mark.parametrize("path", ["a\\u0000b", "a\\ud800b"])
-def test_an_env_file_path_python_cannot_open_is_a_config_error(tmp_path: Path, path: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [("a\\u0000b", "cannot read the env file "), ("a\\ud800b", "holds \\ud800, half of a character")],
+)
+def test_an_env_file_path_python_cannot_open_is_a_config_error(tmp_path: Path, path: str, problem: str) -> None:
     config = tmp_path / ".vscode" / "mcp.json"
     config.parent.mkdir()
     config.write_text(f'{{"servers": {{"a": {{"command": "x",\n "envFile": "{path}"}}}}}}')
     with pytest.raises(ConfigError) as info:
         load_config(str(config), environ={})
-    assert str(info.value).startswith(f"{config}:2: servers.a.envFile: cannot read the env file "), info.value
+    assert str(info.value).startswith(f"{config}:2: servers.a.envFile: {problem}"), info.value
 
 
 @pytest.mark.parametrize(
@@ -205,6 +208,16 @@ def test_a_number_where_a_string_goes_reaches_the_server_as_written() -> None:
             "servers:\n  a:\n    command: x\n    args: [-H, X-Key: 1]\n",
             "tooltree.yaml:4: servers.a.args[1]: expected a string, got a mapping (YAML reads an unquoted item holding "
             '": " as a mapping: write the item in quotes)',
+        ),
+        (  # before: "got nothing", and no word of why
+            "servers:\n  a:\n    command: x\n    cwd: ~\n",
+            "tooltree.yaml:4: servers.a.cwd: expected a string, got nothing (YAML reads an unquoted ~ as null: write "
+            '"~" for the text, the home folder in `command` and `cwd`)',
+        ),
+        (  # before: "keys must be strings, got 1", and no word of why
+            "servers:\n  1:\n    command: x\n",
+            "tooltree.yaml:2: servers: keys must be strings, got 1 (YAML reads an unquoted 1 as a number: write "
+            '"1" for the text)',
         ),
     ],
 )

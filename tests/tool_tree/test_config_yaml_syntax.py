@@ -59,3 +59,34 @@ def test_a_duplicate_anchor_is_reported_on_its_second_use_naming_the_first(tmp_p
 def test_a_syntax_error_without_a_context_keeps_the_problems_line(tmp_path: Path) -> None:
     error = error_of(tmp_path, "servers:\n  a: b: c\n")
     assert error.line == 2 and error.message == "invalid YAML: mapping values are not allowed here"
+
+
+def test_a_tab_indenting_a_line_says_yaml_takes_spaces(tmp_path: Path) -> None:
+    # Before: "found character '\t' that cannot start any token", and no word of what to do.
+    error = error_of(tmp_path, "servers:\n  a:\n    command: python\n\targs: []\n")
+    assert error.line == 4
+    assert error.message == (
+        "invalid YAML: found character '\\t' that cannot start any token (YAML indents with spaces, not tabs)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "context"),
+    [
+        ("args: [--token, ${TOKEN}]", "flow sequence: expected ',' or ']'"),
+        ("env: {A: ${B}}", "flow mapping: expected ',' or '}'"),
+    ],
+)
+def test_a_variable_unquoted_inside_brackets_says_to_quote_it(tmp_path: Path, line: str, context: str) -> None:
+    # Written so in a block (`A: ${B}`) it is text; inside [ ] or { } its `{` is YAML's. Before: "but got '{'" alone.
+    error = error_of(tmp_path, f"servers:\n  a:\n    command: python\n    {line}\n")
+    assert error.line == 4
+    assert error.message == (
+        f"invalid YAML: while parsing a {context}, but got '{{' (inside [ ] or {{ }}, YAML reads the {{ of ${{...}} as "
+        "its own: write the item holding it in quotes)"
+    )
+    quoted = line.replace("${TOKEN}", '"${TOKEN}"').replace("${B}", '"${B}"')
+    path = tmp_path / "quoted.yaml"
+    path.write_text(f"servers:\n  a:\n    command: python\n    {quoted}\n", encoding="utf-8")
+    server = load_config(path, environ={"TOKEN": "t", "B": "b"}).servers[0]
+    assert (server.args, dict(server.env)) in ((("--token", "t"), {}), ((), {"A": "b"}))
