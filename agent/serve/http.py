@@ -3,7 +3,10 @@
 Every request to ``/mcp`` must carry ``Authorization: Bearer <token>``; anything else is answered ``401``
 before the MCP layer sees it, so nothing runs. Every other path is ``404`` without a challenge: a client
 that looks for OAuth metadata (``/.well-known/oauth-protected-resource``, as the MCP Inspector does on a
-``401`` there) finds none and uses the header it was given instead of starting an interactive login.
+``401`` there) finds none and uses the header it was given instead of starting an interactive login. A client
+without the header goes on to register for OAuth (``/register``) and shows why that failed: those paths' ``404``
+says that serve takes no OAuth and names the header (Claude Code said only "Dynamic Client Registration rejected
+(HTTP 404): … the MCP endpoint is [redacted]").
 Behind the token, `agent.serve.http_gate.SessionGate` admits client sessions (ending the longest idle one
 when a new client needs its place), bounds what each request may cost, ends a sandbox session when the SDK
 ended its MCP session, and cancels a request whose client's connection closed. Uvicorn serves it, with the
@@ -53,9 +56,32 @@ from agent.serve.stdio import StopSignals
 
 logger = logging.getLogger(__name__)
 
+
+class _AnsweredAtStop(logging.Filter):
+    """Drops the SDK's warning that it could not answer a request cancelled as serve stops ("shutdown error response
+    for request 3 gave up: transport write blocked"): `SessionGate.stop` ended that request's HTTP exchange already
+    (its stream, or ``503`` "tooltree serve is stopping"), so nothing reads the answer. Before, each call still
+    running at the end of `STOP_GRACE` left that line on stderr, naming neither its client nor its call."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        stop = bool(args) and str(args[0]).startswith("shutdown error response for request ")
+        return not (stop and record.msg == "%s gave up: transport write blocked")
+
+
+logging.getLogger("mcp.shared.jsonrpc_dispatcher").addFilter(_AnsweredAtStop())
+
 MCP_PATH = "/mcp"
 TOKEN_ENV = "TOOLTREE_SERVE_TOKEN"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+OAUTH_PATHS = ("/.well-known/oauth-", "/.well-known/openid-configuration", "/register", "/authorize", "/token")
+"""Where a client looks for OAuth metadata or registers for it (path prefixes)."""
+NO_OAUTH = (
+    f"tooltree serve takes no OAuth: send the header Authorization: Bearer <token>, the token serve printed when it "
+    f"started or ${TOKEN_ENV} (Claude Code: claude mcp add --transport http NAME URL --header "
+    f"'Authorization: Bearer <token>')"
+)
+"""The ``404`` of `OAUTH_PATHS`: what a client that tried OAuth shows its user."""
 SSE_EVENT_LIMIT = 1024 * 1024
 """The most bytes of one server-sent event the official Python SDK client reads (its default)."""
 RESULT_LIMIT = SSE_EVENT_LIMIT - 16 * 1024
@@ -99,8 +125,10 @@ class BearerGuard:
         if scope.get("type") != "http":  # lifespan
             await self.app(scope, receive, send)
             return
-        if scope.get("path") != MCP_PATH:
-            await _answer(send, 404, {"error": "not_found", "error_description": f"the MCP endpoint is {MCP_PATH}"})
+        if (path := scope.get("path")) != MCP_PATH:
+            oauth = isinstance(path, str) and path.startswith(OAUTH_PATHS)
+            description = NO_OAUTH if oauth else f"the MCP endpoint is {MCP_PATH}"
+            await _answer(send, 404, {"error": "not_found", "error_description": description})
             return
         given = (_header(scope, b"authorization") or "").encode("latin-1", errors="replace")
         if not hmac.compare_digest(given, self._expected):

@@ -64,6 +64,10 @@ STDIO_SESSION = "stdio"
 """The session key over stdio, where the process serves exactly one client."""
 SESSION_HEADER = "mcp-session-id"
 CODE_TOOLS = tuple(t["name"] for t in TOOLS)
+INSTRUCTIONS_CHARS = 4_096
+"""The most of a server's ``instructions`` Claude Code (2.1) puts in the model's context: it cuts the rest to
+"… [truncated]". Serve's are made to fit by a shorter index (`CodeToolset.prompt`). Before, a tree whose
+``INDEX.md`` was near its inlining limit lost its last servers and every pinned signature that way."""
 
 
 def _version() -> str:
@@ -140,7 +144,14 @@ class ToolServer:
         self.audit_path = Path(audit) if audit is not None else None
         self.toolset = CodeToolset(self.tree, pinned=settings.pinned, standalone=True, timeout=sandbox_config.timeout)
         self.passthrough = Passthrough(self.tree, settings.passthrough)
-        self.instructions = self.toolset.prompt("serve.md.j2")
+        self.instructions = self.toolset.prompt("serve.md.j2", limit=INSTRUCTIONS_CHARS)
+        if len(self.instructions) > INSTRUCTIONS_CHARS:
+            agent = config.section("agent")
+            logger.warning(
+                "%s:%s: agent.pinned: tooltree serve's instructions are %s characters with these signatures, past "
+                "the %s Claude Code reads: it cuts the last of them; pin fewer tools",
+                agent.source, agent.lines.get("pinned"), f"{len(self.instructions):,}", f"{INSTRUCTIONS_CHARS:,}",
+            )  # fmt: skip
         self.extras = UpstreamExtras(config, self.tree, prompts=settings.prompts, resources=settings.resources)
         self._servers: list[Server[Any]] = []
         self.tools = types.ListToolsResult(
@@ -280,7 +291,7 @@ class ToolServer:
         toolset = CodeToolset(
             self.tree, pinned=self.settings.pinned, standalone=True, timeout=self.sandbox_config.timeout
         )
-        instructions = toolset.prompt("serve.md.j2")
+        instructions = toolset.prompt("serve.md.j2", limit=INSTRUCTIONS_CHARS)
         self.toolset, self.instructions = toolset, instructions
         for server in self._servers:
             server.instructions = instructions

@@ -200,20 +200,43 @@ class CodeToolset(Toolset):
     def system_prompt(self) -> str:
         return self._system
 
-    def prompt(self, template: str) -> str:
+    def prompt(self, template: str, *, limit: int | None = None) -> str:
         """``template`` (in ``agent/templates/``) rendered with this tree's index and pinned signatures.
 
         `system_prompt` is ``system_code.md.j2``; ``tooltree serve`` sends ``serve.md.j2`` as its
         MCP ``instructions``. Both include ``_code.md.j2``, the part that explains the tools.
+        With ``limit``, a text longer than that many characters has the longest shorter index that fits (a compact
+        list of the servers, then of fewer of them), or the shortest when none does: a client that keeps only the
+        start of the text (Claude Code) would lose the index's end and the pinned signatures.
         """
-        return render(template, index=self._index(), pinned=self._pinned_text(), picked=self._picked_text())
+        pinned, picked = self._pinned_text(), self._picked_text()
 
-    def _index(self) -> str:
+        def rendered(chars: int) -> str:
+            return render(template, index=self._index(chars), pinned=pinned, picked=picked)
+
+        text = rendered(self.index_chars)
+        if limit is None or len(text) <= limit:
+            return text
+        if len(fits := rendered(0)) > limit:  # the pinned signatures alone are too long (serve warns of it)
+            return fits
+        low, high = 0, self.index_chars  # an index budget whose text fits, and one whose text does not
+        while high - low > 1:
+            middle = (low + high) // 2
+            if len(text := rendered(middle)) <= limit:
+                low, fits = middle, text
+            else:
+                high = middle
+        return fits
+
+    def _index(self, chars: int | None = None) -> str:
+        """``INDEX.md`` when it is at most ``chars`` (default `index_chars`) long, else a list of the servers within
+        about ``chars``."""
+        chars = self.index_chars if chars is None else chars
         try:  # never through a link: a tree written elsewhere may link it to a host file (before: inlined)
             text = read_in_tree(self.tree, INDEX_FILE, INDEX_BYTES).decode("utf-8").strip()
         except (OSError, UnicodeDecodeError):
             text = ""
-        if text and len(text) <= self.index_chars:
+        if text and len(text) <= chars:
             return f"{INDEX_FILE}:\n{text}"
         servers = sorted(self.manifest.servers, key=lambda s: s.package)
         head = (
@@ -221,17 +244,17 @@ class CodeToolset(Toolset):
             "servers/<package>/README.md has one line per tool."
         )
         names = [f"- {s.package} ({s.tool_count})" for s in servers]
-        if len(head) + sum(len(n) + 1 for n in names) > self.index_chars:
+        if len(head) + sum(len(n) + 1 for n in names) > chars:
             # So many servers that even their names would not fit: as many as do, and how to see the rest.
             lines, used = [head], len(head) + MORE_ROOM
             for shown, name in enumerate(names):
-                if used + len(name) + 1 > self.index_chars:
+                if used + len(name) + 1 > chars:
                     lines.append(f"- … {len(names) - shown} more: list_files('servers') or search_tools")
                     break
                 lines.append(name)
                 used += len(name) + 1
             return "\n".join(lines)
-        room = max(0, (self.index_chars - len(head)) // max(1, len(servers)))
+        room = max(0, (chars - len(head)) // max(1, len(servers)))
         lines = [head]
         for s, line in zip(servers, names, strict=True):
             space = room - len(line) - 3

@@ -1,0 +1,52 @@
+"""SIGTERM to `tooltree serve --http` while a client's call runs past the stop grace: the call is cancelled and serve
+exits saying nothing of the SDK's attempt to answer it on a connection already closed."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.serve.conftest import clean_up, http_client, new_serve
+
+pytestmark = [pytest.mark.anyio, pytest.mark.docker]
+
+EXIT_WAIT = 60.0
+
+
+async def test_a_call_cancelled_at_the_end_of_the_stop_grace_leaves_no_warning_of_the_sdks_on_stderr(
+    serve_tree: Path, tmp_path: Path, docker_engine: Any
+) -> None:
+    # Before: "warning: shutdown error response for request 3 gave up: transport write blocked", a line per call
+    # in flight, naming neither client nor call: the gate had already ended the request (503, or its stream).
+    serve = new_serve(tmp_path, serve_tree, serve={"warm": 0})
+    url = serve.start_http()
+    assert serve.proc is not None and serve.process is not None
+    try:
+        async with http_client(url) as client, anyio.create_task_group() as tg:
+            running = anyio.Event()
+
+            async def progress(done: float, total: float | None, message: str | None) -> None:
+                running.set()
+
+            async def call() -> None:
+                # The SDK client ends its transport when serve stops: the call fails there.
+                with contextlib.suppress(Exception):
+                    await client.call_tool("execute_python", {"code": "import time\ntime.sleep(600)"},
+                                           progress_callback=progress)  # fmt: skip
+
+            tg.start_soon(call)
+            with anyio.fail_after(EXIT_WAIT):
+                await running.wait()
+            serve.proc.send_signal(signal.SIGTERM)
+            code = await anyio.to_thread.run_sync(lambda: serve.proc.wait(EXIT_WAIT) if serve.proc else None)
+            tg.cancel_scope.cancel()
+    finally:
+        clean_up(serve, docker_engine)
+    stderr = "".join(serve.process.stderr_lines)
+    assert code == 0, stderr
+    assert "transport write blocked" not in stderr and "shutdown error response" not in stderr, stderr
