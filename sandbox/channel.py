@@ -13,8 +13,10 @@ Threads, per channel (so a slow, silent or hostile container stalls only its own
 * a drain keeps the last few KiB of the container's stderr for error messages.
 
 The reader charges each request from the container to the sandbox's `RequestBudget` (the CPU it
-spent on the frame, and an estimate of what follows); once the budget is spent it waits before
-reading on, so a script that floods the host with requests is slowed, not served without bound.
+spent on the frame, and an estimate of what follows: more for a larger request, whose arguments the
+host encodes again); once the budget is spent it waits before reading on, so a script that floods the
+host with requests is slowed, not served without bound. Answers are not charged: the tool results a
+script may pull are bounded by the bridge's budget per execution (`sandbox.mcp_bridge.Budgets`).
 
 Any protocol violation kills the container and fails every waiting request. The reply to a request a Ctrl-C left
 before it came is not one: it goes to ``on_late_reply``.
@@ -36,7 +38,7 @@ from typing import Any
 from sandbox._supervisor.wire import FrameReader, FrameSender, FrameTooLarge, TooManyValues, WireError, encode_frame
 from sandbox.backend import ByteSink, ByteSource, Connection
 from sandbox.errors import ProtocolError, QuitNow, SessionError
-from sandbox.request_budget import DOWNSTREAM_SECONDS, RequestBudget
+from sandbox.request_budget import DOWNSTREAM_SECONDS, REREAD_SHARE, RequestBudget
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +155,7 @@ class SupervisorChannel:
                     continue
                 if message is None:
                     break
-                if (downstream := self._route(message)) is not None:
+                if (downstream := self._route(message, started)) is not None:
                     self._charge(started, downstream)
             self._fail("the sandbox closed its channel", kill=True)
         except (ProtocolError, WireError) as e:
@@ -190,9 +192,9 @@ class SupervisorChannel:
         else:
             handler(call_id, method, params)
 
-    def _route(self, message: dict[str, Any]) -> float | None:
-        """Hand ``message`` on; the seconds of host work after the reader's to charge it, None: it is not charged (a
-        reply, ``ready``, a save's entries: answers to the host's own requests).
+    def _route(self, message: dict[str, Any], started: float) -> float | None:
+        """Hand ``message`` (read from thread time ``started`` on) on; the seconds of host work after the reader's to
+        charge it, None: it is not charged (a reply, ``ready``, a save's entries: answers to the host's own requests).
 
         Raises:
             ProtocolError: it is neither a well-formed request, notification nor reply to a pending request.
@@ -209,8 +211,11 @@ class SupervisorChannel:
                 return self._notification(method, params)
             if not (isinstance(msg_id, str) and 0 < len(msg_id) <= _MAX_ID_CHARS):
                 raise ProtocolError("a request from the sandbox must have a short string id")
+            # The host encodes a request's arguments again (their digest, the call to the server) at about the cost
+            # of reading them: before, only 0.5 ms was charged for that, whatever their size.
+            downstream = DOWNSTREAM_SECONDS + REREAD_SHARE * (time.thread_time() - started)
             self._dispatch_request(msg_id, method, params)
-            return DOWNSTREAM_SECONDS
+            return downstream
         if not isinstance(msg_id, int) or isinstance(msg_id, bool):
             raise ProtocolError("a reply must carry the integer id of a request")
         with self._lock:

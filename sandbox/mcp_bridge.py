@@ -17,7 +17,9 @@ For every call from a script it:
    and the drafts' metaschemas — never fetched — and at most `MAX_VALIDATION_ERRORS` errors
    considered) and returns the precise error to the script; unknown properties are refused only
    where the schema says so;
-5. enforces per-execution budgets (number of calls, bytes of results);
+5. enforces per-execution budgets (number of calls, bytes of results: a call is admitted while the results so far
+   are under it, and a result that comes once they reach it — a call that ran beside the ones that spent it — is
+   not handed on; so an execution's results stay under the budget plus its one result that crossed it);
 6. calls the tool through the `ServerPool` and returns the result unflattened (a call that got no usable
    answer, a `CallFailure` such as a timeout, fails with its code instead: it is not the tool's error);
 7. writes one JSON audit line: session, server, tool, argument digest, outcome, bytes, ms, and the error cleaned
@@ -84,7 +86,14 @@ STDERR_CHARS = 1500
 
 @dataclass(frozen=True)
 class Budgets:
-    """Per-execution limits on what one script may pull through the bridge."""
+    """Per-execution limits on what one script may pull through the bridge.
+
+    ``result_bytes`` bounds the tool results handed on (as JSON text): a call is admitted while those of the
+    execution are under it, and its result is handed on only if they still are when it comes, so they stay under
+    ``result_bytes`` plus the one result that crossed it (at most 8 MiB in a session: `sandbox.calls`), however many
+    calls were in flight. Before, it was checked only as a call was admitted: 60 threads' calls in flight pulled
+    468 MB for a budget of 256 MiB.
+    """
 
     calls: int = 2_000
     result_bytes: int = 256 * 1024 * 1024
@@ -237,6 +246,8 @@ class McpBridge(ToolBridge):
             if asker is None and (asks := self.script_asks) is not None:
                 asker = asks(server)
             result, size = await self._call(entry, arguments, progress, asker)
+            record["bytes"] = size
+            self._count_result(size)
         except ToolCallRefused as e:
             record.update(outcome="refused", code=e.code, error=ledger_error(e.message))
             raise
@@ -244,7 +255,7 @@ class McpBridge(ToolBridge):
             record.update(outcome="cancelled", error="the call was cancelled before the server answered")
             raise
         else:
-            record.update(outcome="error" if result.get("isError") else "ok", bytes=size)
+            record["outcome"] = "error" if result.get("isError") else "ok"
             return result
         finally:
             record["ms"] = round((time.monotonic() - started) * 1000, 1)
@@ -399,10 +410,27 @@ class McpBridge(ToolBridge):
             raise ToolCallRefused(str(e), "server_unavailable") from None
         if isinstance(result, CallFailure):  # no usable answer (a timeout, a protocol error): not the tool's error
             raise ToolCallRefused(result.message, result.code)
-        size = len(json.dumps(result, ensure_ascii=False))
+        return result, len(json.dumps(result, ensure_ascii=False))
+
+    def _count_result(self, size: int) -> None:
+        """Count a result of ``size`` bytes against the execution's budget of result bytes.
+
+        Raises:
+            ToolCallRefused: the results of calls that ran beside this one reached the budget before it came: it is
+                not handed on, so what an execution relays stays under the budget plus one result however many
+                calls were in flight (before, each of them was: 468 MB for a budget of 256 MiB).
+        """
         with self._lock:
-            self._bytes += size
-        return result, size
+            spent = self._bytes >= self.budgets.result_bytes
+            if not spent:
+                self._bytes += size
+        if spent:
+            raise ToolCallRefused(
+                f"budget exhausted: the result ({size:,} bytes) came after this execution's "
+                f"{self.budgets.result_bytes:,} bytes of tool results were spent by calls that ran beside it, so it "
+                "is not returned; the call did run on the server (what the tool does, it has done)",
+                "budget_exhausted",
+            )
 
     async def _verify(self, entry: ToolEntry) -> None:
         live = await self.pool.live_tool(entry.server, entry.tool)

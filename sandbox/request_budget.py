@@ -3,15 +3,17 @@
 Every request a container makes — a tool call or a search, served or refused — costs the host the CPU
 its channel reader spends reading, counting, parsing and routing the frame, plus what follows on the host
 (the session's checks, the bridge's, the audit line, the answer), estimated at `DOWNSTREAM_SECONDS` a
-request. Each is bounded on its own (frame cap, value budget, per-call limits), but a script can repeat
-them: 53,000 refused calls in 25 s cost the host 6.4 CPU-s, 150 calls of 120,000 values 21 CPU-s.
+request and `REREAD_SHARE` of the reader's CPU for its arguments. Each is bounded on its own (frame cap, value
+budget, per-call limits), but a script can repeat them: 53,000 refused calls in 25 s cost the host 6.4 CPU-s,
+150 calls of 120,000 values 21 CPU-s.
 
 A `RequestBudget` lets a sandbox spend ``burst`` seconds of that at once, then ``rate`` seconds per
 second (a token bucket). Past it, the channel's reader waits before it reads the next frame: the
 container's writes block and the script slows down, and no request is refused for it. So an execution
 costs the host at most about ``burst + rate × its duration`` seconds of request work: 3.5 s for a 30 s
 timeout with the defaults, while 2,000 honest calls (the bridge's default budget per execution) are
-charged about 1.2 s of the burst.
+charged about 1.2 s of the burst. Answers are not charged: relaying tool results is bounded by the bridge's
+budget of result bytes per execution (`sandbox.mcp_bridge.Budgets`), not slowed to this rate.
 
 A session's tool searches have a budget of their own (`SEARCH_BURST_SECONDS`, `SEARCH_RATE`), charged the
 CPU each search took on the host (`sandbox.calls`): a hybrid query embeds the query and its clauses, up to
@@ -30,7 +32,13 @@ RATE = 0.05
 """Seconds of host CPU per second of wall time a sandbox may keep asking for once its burst is spent."""
 DOWNSTREAM_SECONDS = 0.0005
 """What one request costs the host after its reader is done with it (measured on the shared 2-core machine:
-~0.45 ms for a call the bridge refuses, audit line included; a call it serves costs more, the tool's own work)."""
+~0.45 ms for a call the bridge refuses, audit line included; a call it serves costs more, the tool's own work),
+besides what grows with the request (`REREAD_SHARE`)."""
+REREAD_SHARE = 2.0
+"""What the host spends on a request's arguments after its reader, as a share of the reader's CPU for it: the bridge
+encodes them again for their digest and the pool for the server (measured on the shared 2-core machine, 7 MiB
+arguments: 27–44 ms read, parsed and measured, 59 ms more in the bridge and the pool; before, that was charged
+0.5 ms: 94 such calls cost the host 8.8 CPU-s in 30 s)."""
 SEARCH_BURST_SECONDS = 1.0
 SEARCH_RATE = 0.01
 """A session's budget for the host CPU its tool searches take: 1 s at once (about 50 ordinary queries of

@@ -12,6 +12,7 @@ import queue
 import signal
 import struct
 import threading
+import time
 from typing import IO, Any
 
 import pytest
@@ -20,7 +21,7 @@ from sandbox._supervisor.wire import MAX_FRAME_VALUES, encode_frame
 from sandbox._supervisor.wire import FrameReader as PeerReader
 from sandbox.channel import SessionTimeoutError, SupervisorChannel
 from sandbox.errors import SessionError
-from sandbox.request_budget import DOWNSTREAM_SECONDS, RequestBudget
+from sandbox.request_budget import DOWNSTREAM_SECONDS, REREAD_SHARE, RequestBudget
 
 
 class PipePeer:
@@ -187,6 +188,44 @@ def test_each_request_from_the_peer_is_charged_to_its_budget_and_past_it_the_rea
     threading.Thread(target=answer).start()
     assert channel.request("ping", {}, timeout=10) == {"ok": True}
     assert len(budget.charges) == 4  # a reply to the host's own request is not charged
+
+
+class TimedBudget(RecordingBudget):
+    """Records, with each charge, the reader's thread time as it was charged and as the charge returned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered: list[float] = []
+        self.left: list[float] = []
+
+    def charge(self, seconds: float) -> float:
+        self.entered.append(time.thread_time())
+        wait = super().charge(seconds)
+        self.left.append(time.thread_time())
+        return wait
+
+
+def test_a_large_request_is_charged_its_readers_cpu_and_twice_as_much_again_for_its_arguments() -> None:
+    """Before, a request was charged its reader's CPU and 0.5 ms, whatever its size, though the host encodes its
+    arguments again (their digest, the call to the server): 94 calls of 7 MiB cost 8.8 CPU-s in 30 s, charged a
+    flat 0.5 ms each. Now it is charged `REREAD_SHARE` of the reader's CPU for the frame on top."""
+    peer = PipePeer()
+    budget = TimedBudget()
+    channel = SupervisorChannel(peer, "test", budget=budget)
+    peer.send({"method": "ready", "params": {"uid": 10001}})
+    channel.wait_ready(10)
+    channel.on_request = lambda call_id, method, params: channel.respond(call_id, result={})
+    sizes = {"small": 1, "large": 100_000}  # the large one: 7 MB of arguments, within the frame's value budget
+    for name, count in sizes.items():
+        peer.send({"id": name, "method": "tool_call", "params": {"arguments": {"rows": ["x" * 64] * count}}})
+        assert peer.peer_in.read() == {"id": name, "result": {}}
+    small, large = budget.charges
+    assert large > small > DOWNSTREAM_SECONDS
+    # The reader's CPU for the large request is at most its thread's CPU between the two charges (the frame, its
+    # handler, the loop); the frame's reading and parsing is most of it, and is charged (1 + REREAD_SHARE) times.
+    # Before, it was charged once: at most `reader`.
+    reader = budget.entered[1] - budget.left[0]
+    assert large - DOWNSTREAM_SECONDS >= 0.75 * (1 + REREAD_SHARE) * reader > 0.001, (large, reader)
 
 
 def test_a_silent_peer_times_out_without_blocking_another_session() -> None:

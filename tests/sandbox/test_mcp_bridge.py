@@ -115,6 +115,36 @@ def test_budgets_stop_a_runaway_script_and_reset_per_execution(tree: Path, pool:
         call(small, pool, "crm", "list_leads", {"limit": 1})
 
 
+def test_results_that_come_after_the_result_budget_is_spent_are_not_handed_on(tree: Path, pool: BackgroundPool) -> None:
+    """Before, the budget of result bytes was checked only as a call was admitted: every call in flight when it ran
+    out was relayed (60 threads' calls pulled 468 MB for 256 MiB). Now the first result to reach it is the last."""
+    import asyncio
+
+    stream = io.StringIO()
+    bridge = McpBridge(tree, pool.pool, budgets=Budgets(result_bytes=1000), audit=AuditLog(stream), session="s1")
+
+    async def together() -> list[dict[str, Any] | BaseException]:
+        calls = [bridge.call_tool("crm", "list_leads", {"limit": 20}) for _ in range(8)]  # all admitted at once
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    outcomes = asyncio.run_coroutine_threadsafe(together(), pool.loop).result()
+    served = [o for o in outcomes if isinstance(o, dict)]
+    late = [o for o in outcomes if isinstance(o, ToolCallRefused)]
+    assert len(served) == 1 and len(late) == 7  # under the budget plus the one result that crossed it
+    lines = audit_lines(stream)
+    size = next(line["bytes"] for line in lines if line["outcome"] == "ok")
+    assert size > 1000
+    for refusal in late:
+        assert refusal.code == "budget_exhausted"
+        assert refusal.message == (
+            f"budget exhausted: the result ({size:,} bytes) came after this execution's 1,000 bytes of tool results "
+            "were spent by calls that ran beside it, so it is not returned; the call did run on the server (what the "
+            "tool does, it has done)"
+        )
+    refused = [line for line in lines if line["outcome"] == "refused"]
+    assert len(refused) == 7 and all(line["code"] == "budget_exhausted" and line["bytes"] == size for line in refused)
+
+
 def test_a_companion_bridge_counts_its_own_budget_and_reuses_the_checked_schemas(
     tree: Path, pool: BackgroundPool
 ) -> None:
