@@ -7,6 +7,9 @@ refusing connections) reaches no one. So `Changes.reopened` is told when that st
 (`tool_tree.get_streams.GetStreams.lost`), and `Changes.not_found` when the server answered it 404 (it may no longer
 know the session); `tool_tree.pool.ServerPool` has its ``on_tools_changed`` listener told as if the server had said
 its lists changed, and checks the session, replacing it when the server no longer knows it.
+
+A server also says that one resource changed (``notifications/resources/updated``, `RESOURCE_UPDATED`, sent for the
+resources a client subscribed to): `Changes.updated` is told its URI, as it is read.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ LISTS_CHANGED = {
     "notifications/resources/list_changed": "resources",
 }
 """The notifications by which a server says one of its lists changed, each with the `Changes` field that counts it."""
+RESOURCE_UPDATED = "notifications/resources/updated"
+"""The notification by which a server says a resource subscribed to changed (its ``params.uri``)."""
 
 
 @dataclass
@@ -34,8 +39,9 @@ class Changes:
     (`LISTS_CHANGED`), as they are read (in the stream's order: one the server sent before a reply is counted before
     the reply is handed on). ``listener``, when set, is called with the list's kind after each of the three is
     counted; ``missed`` when such a notice may have been missed (`reopened`); ``forgotten`` once the server may no
-    longer know the session (`not_found`, told again to one set later). All on the session's event loop: they must
-    not block."""
+    longer know the session (`not_found`, told again to one set later); ``updated`` with the URI of each
+    ``notifications/resources/updated`` (`RESOURCE_UPDATED`) whose URI is a string. All on the session's event loop:
+    they must not block."""
 
     tools: int = 0
     prompts: int = 0
@@ -43,6 +49,7 @@ class Changes:
     listener: Callable[[str], None] | None = None
     missed: Callable[[], None] | None = None
     forgotten: Callable[[], None] | None = None
+    updated: Callable[[str], None] | None = None
     unknown: bool = False
     """Whether the server answered the session's stream of unasked messages 404 (`not_found`)."""
 
@@ -72,8 +79,9 @@ class Changes:
 
 
 class Watching(ReadWrapper):
-    """A transport's read stream, counting the server's notices that a list changed (`Changes`). Counted here, not in
-    the SDK's message handler, which runs in a task of its own, maybe after the reply read next."""
+    """A transport's read stream, counting the server's notices that a list changed (`Changes`) and telling those
+    that a resource changed (`Changes.updated`). Counted here, not in the SDK's message handler, which runs in a task
+    of its own, maybe after the reply read next."""
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], changes: Changes) -> None:
         super().__init__(inner)
@@ -85,4 +93,9 @@ class Watching(ReadWrapper):
             method = getattr(item.message, "method", None)
             if isinstance(method, str) and (kind := LISTS_CHANGED.get(method)) is not None:
                 self._changes.count(kind)
+            elif method == RESOURCE_UPDATED and (told := self._changes.updated) is not None:
+                params = getattr(item.message, "params", None)
+                uri = params.get("uri") if isinstance(params, dict) else None
+                if isinstance(uri, str):
+                    told(uri)
         return item

@@ -44,6 +44,7 @@ from tool_tree.in_flight import InFlight
 from tool_tree.ledgers import Outstanding
 from tool_tree.listing_check import PROBE, LeftOut, ListingCheck, checked
 from tool_tree.server_asks import answering, capabilities_of
+from tool_tree.snapshot_lists import declared_subscribe
 from tool_tree.start_errors import not_started
 from tool_tree.stderr_log import NOISE_CHARS, StderrLog
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, NotJSONRPC, stdio_client
@@ -342,7 +343,8 @@ async def list_tools_raw(client: mcp.Client) -> list[dict[str, Any]]:
 
 
 def server_info(client: mcp.Client) -> dict[str, Any]:
-    """What the server said about itself: name, version, title, description, instructions."""
+    """What the server said about itself: name, version, title, description, instructions, and whether it declares
+    resource subscriptions (`tool_tree.snapshot_lists.declared_subscribe`)."""
     info: dict[str, Any] = {}
     impl = client.server_info
     if impl is not None:
@@ -350,7 +352,7 @@ def server_info(client: mcp.Client) -> dict[str, Any]:
         info.pop("icons", None)
     if client.instructions:
         info["instructions"] = client.instructions
-    return info
+    return info | declared_subscribe(client)
 
 
 _CLIENT_INFO = mt.Implementation(name="tooltree", version="0.1.0")

@@ -22,7 +22,11 @@ when the pool closes. Each server has a concurrency limit and a per-call timeout
 server's own timeout says which setting it was (``servers.NAME.timeout`` in the config file).
 
 `ServerPool.request` forwards the requests of prompts and resources (`FORWARDED`) the same way, with the same timeouts,
-restarts and failures (`tooltree serve` offers the servers' prompts and resources through it).
+restarts and failures (`tooltree serve` offers the servers' prompts and resources through it). A resource subscribed to
+through it (``resources/subscribe``) is remembered until it is unsubscribed: the server's notices that it changed are
+told to the pool's ``on_resource_updated`` listener, and a new session that replaces one that ended (a restart, a
+session the server no longer knows) is subscribed to it again, the listener told once of each (a change may have
+been missed meanwhile), as it is when the stream of unasked messages opened again after it was lost.
 
 Servers start on their first call, at most ``start_jobs`` at once (`tool_tree.starts.StartGate`,
 default the number of cores): a call to a server that is queued behind others waits its turn, and
@@ -195,6 +199,8 @@ class _Slot:
     in_flight: InFlight = field(default_factory=InFlight)
     listed: bool = False
     """Whether a session of it was listed: a later one replaces it, and the server may list other tools then."""
+    subscribed: set[str] = field(default_factory=set)
+    """The URIs subscribed to through `ServerPool.request`, not unsubscribed since: its new sessions subscribe again."""
 
 
 def _pool_settings(
@@ -234,6 +240,8 @@ def _pool_settings(
     return listed, start_jobs if start_jobs is not None else default_start_jobs(), source
 
 
+ResourceListener = Callable[[str, str], None]
+"""An ``on_resource_updated`` listener: called with a server's name and the URI of a resource of it subscribed to."""
 ChangeListener = Callable[..., None]
 """An ``on_tools_changed`` listener: called with a server's name, and with ``kind=`` the list that changed
 (``"tools"``, ``"prompts"`` or ``"resources"``) when it has a parameter named ``kind`` (`told_of`)."""
@@ -304,6 +312,8 @@ FORWARDED: dict[str, type[BaseModel]] = {
     "resources/list": mt.ListResourcesRequest,
     "resources/templates/list": mt.ListResourceTemplatesRequest,
     "resources/read": mt.ReadResourceRequest,
+    "resources/subscribe": mt.SubscribeRequest,
+    "resources/unsubscribe": mt.UnsubscribeRequest,
 }
 """The requests `ServerPool.request` forwards, with the SDK's model of each (``tooltree serve`` offers the servers'
 prompts and resources through them: `agent.serve.upstream_extras`)."""
@@ -331,6 +341,13 @@ class ServerPool:
             notice may have been missed: an HTTP server's stream of unasked messages opened again after it was lost
             (a 503, a connection refused), and a new session listed that replaced one that ended (a restart, a
             session the server no longer knows); not on a server's first session.
+        on_resource_updated: called with a server's name and a URI when the server says the resource of that URI
+            changed (``notifications/resources/updated``), for the URIs subscribed to through `request`
+            (``resources/subscribe``) and not unsubscribed since; also once for each of them when such a notice may
+            have been missed (as ``on_tools_changed`` is told then: its stream of unasked messages opened again, or a
+            new session replaced one that ended, which is subscribed to them again first). On the pool's event loop:
+            it must not block. A public attribute, which may be set once the pool runs (`sandbox.host.Runtime` makes
+            its pool; `tooltree serve` sets it on the pool of each client session).
 
     A pool runs once: entering it again, inside its block or after, raises `PoolError` (make a new one), and
     leaving it twice does nothing the second time. Its methods are awaited on the event loop that entered it; on
@@ -349,9 +366,15 @@ class ServerPool:
         start_jobs: int | None = None,
         source: str | None = None,
         on_tools_changed: ChangeListener | None = None,
+        on_resource_updated: ResourceListener | None = None,
     ) -> None:
         listed, jobs, self._source = _pool_settings(servers, concurrency, start_jobs, source)
         self._on_tools_changed = checked_listener(on_tools_changed)
+        if on_resource_updated is not None and not callable(on_resource_updated):
+            raise TypeError(
+                f"on_resource_updated: expected a callable or None, got {type(on_resource_updated).__name__}"
+            )
+        self.on_resource_updated: ResourceListener | None = on_resource_updated
         self._slots = {s.name: _Slot(s, anyio.CapacityLimiter(s.concurrency or concurrency)) for s in listed}
         self._gate = StartGate(jobs)
         self._tg: TaskGroup | None = None
@@ -452,7 +475,8 @@ class ServerPool:
                         await conn.client.list_tools()
                         if (told := self._on_tools_changed) is not None:  # a change before now is in the listing
                             conn.changes.listener = told_of(told, slot.config.name)
-                            conn.changes.missed = functools.partial(self._may_have_changed, slot)
+                        conn.changes.missed = functools.partial(self._missed, slot)
+                        conn.changes.updated = functools.partial(self._updated, slot)
                         scope.deadline = math.inf
                         slot.starting = None
                         start.release()
@@ -463,6 +487,8 @@ class ServerPool:
                                 self._forgotten(slot, conn.client)
                             if slot.listed:  # it replaces a session that ended: the server may list others now
                                 self._may_have_changed(slot)
+                                if slot.subscribed and self._tg is not None:  # and knows none of its subscriptions
+                                    self._tg.start_soon(self._subscribe_again, slot, conn.client)
                             slot.listed = True
                             ready.set()
                             await slot.stop.wait()
@@ -591,6 +617,42 @@ class ServerPool:
         except Exception:  # the listener's fault: the session goes on (raised here, it would end it)
             logger.exception("the on_tools_changed listener raised when told that server %r may have changed", name)
 
+    def _missed(self, slot: _Slot) -> None:
+        """A notice of ``slot``'s server may have been missed (its stream of unasked messages opened again after it was
+        lost): tell both listeners, as if its lists and each resource subscribed to had changed."""
+        self._may_have_changed(slot)
+        for uri in sorted(slot.subscribed):
+            self._updated(slot, uri)
+
+    def _updated(self, slot: _Slot, uri: str) -> None:
+        """``slot``'s server said the resource ``uri`` changed: the ``on_resource_updated`` listener is told, when it
+        is subscribed to (a notice of another URI is dropped)."""
+        if (listener := self.on_resource_updated) is None or uri not in slot.subscribed or self._closing:
+            return
+        try:
+            listener(slot.config.name, uri)
+        except Exception:  # the listener's fault: the session goes on (raised here, it would end it)
+            logger.exception("the on_resource_updated listener raised when told of server %r", slot.config.name)
+
+    async def _subscribe_again(self, slot: _Slot, client: mcp.Client) -> None:
+        """Subscribe the new session ``client`` of ``slot``'s server to the resources subscribed to on the one it
+        replaces, then tell the listener once of each (a change may have been missed). One that fails is said in the
+        log (a warning): the server says nothing more of it, unless it is subscribed to again."""
+        name = slot.config.name
+        for uri in sorted(slot.subscribed):
+            if slot.client is not client or self._closing:
+                return
+            try:
+                with anyio.fail_after(slot.config.timeout):
+                    await client.session.send_request(
+                        mt.SubscribeRequest(params=mt.SubscribeRequestParams(uri=uri)), _Raw
+                    )
+            except (mcp.MCPError, TimeoutError, ValidationError, anyio.ClosedResourceError, anyio.BrokenResourceError,
+                    anyio.EndOfStream) as e:  # fmt: skip
+                said = redact(one_line(str(e) or type(e).__name__, 300), slot.config)
+                upstream.warning("server %r: its new session was not subscribed to %r again: %s", name, uri[:200], said)
+            self._updated(slot, uri)
+
     def _forgotten(self, slot: _Slot, client: mcp.Client) -> None:
         """``client``'s server answered its stream of unasked messages 404: its session is checked in the background
         (`_renew`). Called in the SDK's task for that stream, on the pool's loop."""
@@ -619,7 +681,7 @@ class ServerPool:
         else:
             logger.info("server %r answers on its session: it has no stream of unasked messages (its 404)", name)
             return
-        reopen = self._on_tools_changed is not None
+        reopen = self._on_tools_changed is not None or bool(slot.subscribed)
         await slot.in_flight.drained(client, PING_TIMEOUT)
         reason = (
             "it no longer knows its session (it answered its stream of unasked messages 404, and a tools/list too: it "
@@ -730,8 +792,11 @@ class ServerPool:
     async def request(
         self, server: str, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None
     ) -> dict[str, Any]:
-        """Forward one request that is not a tool call (`FORWARDED`: ``prompts/get``, ``resources/read`` and the lists
-        of prompts and resources); returns its raw result (wire format, every field the server sent kept).
+        """Forward one request that is not a tool call (`FORWARDED`: ``prompts/get``, ``resources/read``, the lists
+        of prompts and resources, ``resources/subscribe`` and ``resources/unsubscribe``); returns its raw result (wire
+        format, every field the server sent kept). A URI subscribed to is remembered (``on_resource_updated`` is told
+        of it, and a new session of the server subscribes to it again) once the server answered, until a
+        ``resources/unsubscribe`` of it is forwarded, whatever the server answers to that.
 
         It waits, times out, restarts the server and fails as `call` does, in the same words: a request that got no
         usable answer (a timeout, the server's JSON-RPC error, a session it ended) returns a `CallFailure`.
@@ -758,8 +823,14 @@ class ServerPool:
                     message, _Raw, request_read_timeout_seconds=remaining + SDK_TIMEOUT_MARGIN
                 )
 
+        if method == "resources/unsubscribe":  # its notices are told no more, whatever the server answers
+            slot.subscribed.discard(message.params.uri)
         result = await self._forward(slot, timeout, send)
-        return result.of_request() if isinstance(result, CallFailure) else result
+        if isinstance(result, CallFailure):
+            return result.of_request()
+        if method == "resources/subscribe":
+            slot.subscribed.add(message.params.uri)
+        return result
 
     async def capabilities(self, server: str) -> dict[str, Any]:
         """What the server declared it offers (``prompts``, ``resources``, ``tools``, ...), in wire format; it is

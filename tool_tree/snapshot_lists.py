@@ -9,6 +9,11 @@ snapshot of a server that fails to start are kept. A snapshot without a key (a s
 of an older release) records none of that kind; the manifest's ``lists_recorded`` (`tool_tree.tree.Manifest`) tells
 the two apart.
 
+A server that declares ``resources.subscribe`` on a session of the handshake era (where ``resources/subscribe`` is a
+request) has it recorded in its snapshot's ``info`` as ``"capabilities": {"resources": {"subscribe": true}}``
+(`declared_subscribe`, written by `tool_tree.connect.server_info`; `subscribes` reads it back): `tooltree serve`
+declares resource subscriptions when a server it offers has it.
+
 Bounds, the same on both sides: at most `MAX_PAGES` pages and `MAX_ITEMS` items of each list (a cursor at most
 `tool_tree.connect.MAX_CURSOR_CHARS` characters, none repeated), `MAX_LIST_BYTES` of each; a snapshot may come from
 elsewhere, so what is read back is bounded again, and each item is cleaned where it is offered
@@ -64,6 +69,28 @@ def declared_keys(client: mcp.Client) -> list[str]:
     """The keys of `LIST_KEYS` whose capability the server declares (the lists it is asked for)."""
     declared = client.server_capabilities
     return [key for key, _, capability in LIST_KEYS if getattr(declared, capability, None) is not None]
+
+
+def declared_subscribe(client: mcp.Client) -> dict[str, Any]:
+    """What a snapshot's ``info`` records of the server's resource subscriptions: ``{"capabilities": {"resources":
+    {"subscribe": True}}}`` when it declares ``resources.subscribe`` on a session of the handshake era (at 2026-07-28
+    there is no ``resources/subscribe``, and the SDK declares it for ``subscriptions/listen``), else nothing."""
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    resources = getattr(client.server_capabilities, "resources", None)
+    if getattr(resources, "subscribe", None) is not True:
+        return {}
+    if getattr(client.session, "protocol_version", None) not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return {}
+    return {"capabilities": {"resources": {"subscribe": True}}}
+
+
+def subscribes(snapshot: Mapping[str, Any]) -> bool:
+    """Whether a snapshot records that its server declares resource subscriptions (`declared_subscribe`)."""
+    info = snapshot.get("info")
+    declared = info.get("capabilities") if isinstance(info, dict) else None
+    resources = declared.get("resources") if isinstance(declared, dict) else None
+    return isinstance(resources, dict) and resources.get("subscribe") is True
 
 
 async def list_extras(client: mcp.Client, server: str) -> tuple[dict[str, list[dict[str, Any]]], list[str], set[str]]:

@@ -10,6 +10,9 @@ A client that reaches its servers through tooltree keeps their prompts (slash co
 - ``resources/list`` and ``resources/templates/list`` offer every server's, together; ``resources/read`` goes to the
   one server that listed the URI, else to the one whose template matches it. A URI two servers list, or that
   templates of two servers match, or that none knows, is refused, saying so.
+- ``resources/subscribe`` and ``resources/unsubscribe`` (a client of the handshake era) follow one resource on the
+  server a read of it goes to, its ``notifications/resources/updated`` sent to that client session only
+  (`agent.serve.upstream_subscriptions`); ``resources.subscribe`` is declared when a server offered declares it.
 
 **Where the lists come from.** From the tree: generate-tree lists each server's prompts, resources and resource
 templates with its tools and records them in the server's snapshot (`tool_tree.snapshot_lists`); serve offers what
@@ -60,6 +63,7 @@ from agent.content import MAX_BLOCKS
 from agent.serve.bounded_result import _block, _Budget
 from agent.serve.upstream_lists import Spawn, UpstreamExtras, quoted
 from agent.serve.upstream_offer import DESCRIPTION_CHARS, text_field, why
+from agent.serve.upstream_subscriptions import install_subscriptions
 from sandbox._supervisor.limits import MAX_IMAGES
 from sandbox.results import ImageBudget, clean_text
 from tool_tree.text import clean, one_line
@@ -260,7 +264,8 @@ def listen_handler(extras: UpstreamExtras, spawn: Spawn) -> ListenHandlerT:
     (`MAX_LISTEN_STREAMS`, `MAX_LISTEN_BACKLOG`). A reload that changes the prompts or resources offered publishes
     ``PromptsListChanged`` or ``ResourcesListChanged``, and each stream that asked for it gets
     ``notifications/prompts/list_changed`` or ``.../resources/list_changed``. Its acknowledgement honours no
-    resource subscriptions (``resources.subscribe`` is not declared, and no single resource is followed); the tools
+    resource subscriptions (``resources.subscribe`` is not declared to this protocol's clients: a single resource is
+    followed only by a client of the handshake era, `agent.serve.upstream_subscriptions`); the tools
     never change (``tools.listChanged`` stays false, `ExtrasServer`), so a stream that asks for them is never told.
 
     Before, a 2026-07-28 client over stdio was told of no change (that protocol sends them only on these streams),
@@ -291,7 +296,9 @@ class ExtrasServer(Server[Any]):
         declared = super().get_capabilities(*args, **kwargs)
         if declared.tools is not None and declared.tools.list_changed:
             declared = declared.model_copy(update={"tools": types.ToolsCapability(list_changed=False)})
-        return declared if self.extras is None else self.extras.capabilities(declared)
+        if self.extras is None:
+            return declared
+        return self.extras.capabilities(declared, modern=kwargs.get("protocol_version") in MODERN_PROTOCOL_VERSIONS)
 
 
 def install(
@@ -303,8 +310,9 @@ def install(
     *,
     listen: bool = False,
 ) -> None:
-    """Add the prompt and resource handlers to ``server`` (those ``extras`` has on); ``tasks``: the task group the
-    ``list_changed`` notifications run in; ``in_session``: runs a get or read in the client's session; ``listen``:
+    """Add the prompt and resource handlers to ``server`` (those ``extras`` has on; with resources, their
+    subscriptions: `agent.serve.upstream_subscriptions`); ``tasks``: the task group the ``list_changed`` and
+    ``updated`` notifications run in; ``in_session``: runs a get or read in the client's session; ``listen``:
     serve ``subscriptions/listen`` too, when prompts or resources are on (`listen_handler`: over stdio, where serve
     speaks the 2026-07-28 protocol; with neither on, nothing it offers changes)."""
     server.extras = extras
@@ -387,3 +395,4 @@ def install(
             list_templates,
         )
         server.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)
+        install_subscriptions(server, extras, in_session, spawn, forward)

@@ -76,7 +76,7 @@ class UpstreamExtras:
     def _read(self) -> tuple[dict[str, Found], list[str]]:
         """What the tree's snapshots record, by server: untrusted, each list bounded (`recorded_lists`); a
         snapshot that cannot be read offers nothing (said in serve's log). And the servers of `unrecorded`."""
-        from tool_tree.snapshot_lists import LIST_KEYS, recorded_lists
+        from tool_tree.snapshot_lists import LIST_KEYS, recorded_lists, subscribes
         from tool_tree.tree import Manifest, TreeError, snapshot_data, tree_lock
 
         enabled = {s.name for s in self.config.enabled_servers}
@@ -101,6 +101,7 @@ class UpstreamExtras:
                         prompts=lists.get("prompts", []),
                         resources=lists.get("resources", []),
                         templates=lists.get("resourceTemplates", []),
+                        subscribe=subscribes(snapshot),
                     )
         except (TreeError, OSError) as e:
             logger.warning("tooltree serve: no prompts or resources offered: cannot read the tree's manifest: %s", e)
@@ -174,16 +175,19 @@ class UpstreamExtras:
 
     # ---- capabilities ----------------------------------------------------------------------------------------------
 
-    def capabilities(self, declared: types.ServerCapabilities) -> types.ServerCapabilities:
+    def capabilities(self, declared: types.ServerCapabilities, *, modern: bool = False) -> types.ServerCapabilities:
         """``declared`` with prompts and resources when the tree records any (a reload tells the sessions that
-        listed them when they change, or, in the 2026-07-28 protocol, the listen streams that asked for it); never
-        ``resources.subscribe``: no single resource is followed."""
+        listed them when they change, or, in the 2026-07-28 protocol, the listen streams that asked for it), and
+        ``resources.subscribe`` to a client of the handshake era when a server offered declares it
+        (`agent.serve.upstream_subscriptions`); never to one of the 2026-07-28 protocol (``modern``), whose
+        ``subscriptions/listen`` streams follow no single resource here."""
         prompts = self.prompts_on and bool(self.offer.prompts)
         resources = self.resources_on and bool(self.offer.resources or self.offer.templates)
+        subscribe = resources and not modern and bool(self.offer.subscribing)
         return declared.model_copy(
             update={
                 "prompts": types.PromptsCapability(list_changed=True) if prompts else None,
-                "resources": types.ResourcesCapability(subscribe=False, list_changed=True) if resources else None,
+                "resources": types.ResourcesCapability(subscribe=subscribe, list_changed=True) if resources else None,
             }
         )
 

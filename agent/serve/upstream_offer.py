@@ -44,11 +44,13 @@ class NotKept(Exception):
 
 @dataclass
 class Found:
-    """One server's lists, as it answered them (raw dicts, bounded in number)."""
+    """One server's lists, as it answered them (raw dicts, bounded in number), and whether it declares resource
+    subscriptions (`tool_tree.snapshot_lists.subscribes`)."""
 
     prompts: list[dict[str, Any]] = field(default_factory=list)
     resources: list[dict[str, Any]] = field(default_factory=list)
     templates: list[dict[str, Any]] = field(default_factory=list)
+    subscribe: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class Offered:
     templates: list[types.ResourceTemplate] = field(default_factory=list)
     matchers: list[tuple[str, Any]] = field(default_factory=list)
     """(server, the RE2 pattern of one of its templates: `template_pattern`)."""
+    subscribing: set[str] = field(default_factory=set)
+    """The servers that declare resource subscriptions and of which a resource or template is offered."""
 
 
 def text_field(value: Any, limit: int) -> str | None:
@@ -86,7 +90,7 @@ def text_field(value: Any, limit: int) -> str | None:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _exact(value: Any, limit: int) -> str:
+def exact(value: Any, limit: int) -> str:
     """A name or URI sent back to the server as it is: a string of 1 to ``limit`` characters that cleaning leaves
     as it is (no escape, control, bidi or zero-width character).
 
@@ -103,7 +107,7 @@ def _mime(value: Any) -> str | None:
 
 
 def _prompt(server: str, raw: dict[str, Any], name: str) -> tuple[types.Prompt, PromptRoute]:
-    own = _exact(raw.get("name"), NAME_CHARS)
+    own = exact(raw.get("name"), NAME_CHARS)
     given = raw.get("arguments") or []
     if not isinstance(given, list) or len(given) > MAX_ARGUMENTS:
         raise NotKept(f"arguments that are not a list of at most {MAX_ARGUMENTS}")
@@ -143,7 +147,7 @@ def _shown_name(server: str, raw: dict[str, Any], fallback: str) -> str:
 
 
 def _resource(server: str, raw: dict[str, Any]) -> types.Resource:
-    uri = _exact(raw.get("uri"), URI_CHARS)
+    uri = exact(raw.get("uri"), URI_CHARS)
     size = raw.get("size")
     return types.Resource(
         name=_shown_name(server, raw, uri),
@@ -156,7 +160,7 @@ def _resource(server: str, raw: dict[str, Any]) -> types.Resource:
 
 
 def _template(server: str, raw: dict[str, Any]) -> types.ResourceTemplate:
-    template = _exact(raw.get("uriTemplate"), URI_CHARS)
+    template = exact(raw.get("uriTemplate"), URI_CHARS)
     return types.ResourceTemplate(
         name=_shown_name(server, raw, template),
         title=text_field(raw.get("title"), TITLE_CHARS),
@@ -207,7 +211,7 @@ def offered(found: dict[str, Found], *, prompts: bool, resources: bool) -> Offer
     out = Offered()
     suffix: dict[str, int] = {}  # by first name tried: the next suffix to try (from 2 each time was quadratic)
     for server in sorted(found):
-        lists = found[server]
+        lists, kept = found[server], 0  # its resources and templates offered
         for raw in lists.prompts if prompts else ():
             own = raw["name"] if isinstance(raw.get("name"), str) else ""
             base = f"{_clean(server)}{SEPARATOR}{_clean(own)}"
@@ -230,6 +234,7 @@ def offered(found: dict[str, Found], *, prompts: bool, resources: bool) -> Offer
                 logger.info("%s: a resource left out: %s", server, why(e))
                 continue
             owners = out.owners.setdefault(resource.uri, [])
+            kept += 1
             if server not in owners:
                 owners.append(server)
                 out.resources.append(resource)
@@ -240,8 +245,11 @@ def offered(found: dict[str, Found], *, prompts: bool, resources: bool) -> Offer
                 logger.info("%s: a resource template left out: %s", server, why(e))
                 continue
             out.templates.append(template)
+            kept += 1
             if (pattern := template_pattern(template.uri_template)) is not None:
                 out.matchers.append((server, pattern))
+        if lists.subscribe and kept:
+            out.subscribing.add(server)
     return out
 
 

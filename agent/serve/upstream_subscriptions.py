@@ -1,0 +1,241 @@
+"""Resource subscriptions through `tooltree serve`: a client of the handshake era follows a server's resource.
+
+``resources/subscribe {uri}`` goes to the one server that owns the URI, as a ``resources/read`` does
+(`UpstreamExtras.owner`: the server that lists it, else the one whose template matches it; a URI two servers claim,
+or none, is refused, saying so), through the client session's own server pool (same start on first use, timeouts,
+restarts and words of failure, and an audit line with ``method`` and ``uri``: `agent.serve.upstream_extras.forward`).
+A server whose snapshot does not record that it declares ``resources.subscribe``
+(`tool_tree.snapshot_lists.subscribes`) is refused, named. The pool remembers the URI
+(`tool_tree.pool.ServerPool.request`): its ``notifications/resources/updated`` reach its ``on_resource_updated``
+listener, which is this client session's `Followed`, and it sends them on to its client: never to another client
+session, whose servers are its own. When the server's session is replaced (a restart, a session the server no longer
+knows), the pool subscribes the new one again and the client is sent one ``updated`` for each URI (a change may have
+been missed). ``resources/unsubscribe {uri}`` forwards the unsubscribe to the server it was subscribed on and ends
+the forwarding at once; a URI this session does not follow is answered at once, without error.
+
+When the client session ends (the client leaves, or it was idle ``idle_timeout`` seconds), its server pool stops its
+servers, and their subscriptions end with them; its `Followed` goes with the pool (held weakly).
+
+**Bounds**, against a hostile client or server: at most `MAX_SUBSCRIPTIONS` URIs followed per client session (one
+more is refused, saying so); a URI followed is a clean string of at most `upstream_offer.URI_CHARS` characters, sent
+back exactly (`upstream_offer.exact`); the notices of one URI are coalesced, at most one sent per `UPDATE_INTERVAL`
+seconds, the last one never lost (one that comes meanwhile is sent at the interval's end); a notice of a URI not
+followed is dropped. The server's notices are bounded in number before they are read (`tool_tree.budget`).
+
+The 2026-07-28 protocol has no ``resources/subscribe``: its clients follow resources on ``subscriptions/listen``
+streams, whose acknowledgement here honours no resource subscription (`agent.serve.upstream_extras.listen_handler`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from agent.serve.upstream_lists import Spawn, UpstreamExtras, quoted
+from agent.serve.upstream_offer import URI_CHARS, NotKept, exact
+
+if TYPE_CHECKING:
+    from sandbox.bridge import CallCancel
+    from sandbox.host import Runtime
+
+logger = logging.getLogger(__name__)
+
+MAX_SUBSCRIPTIONS = 100
+"""URIs one client session follows at most (each a subscription held on its server)."""
+UPDATE_INTERVAL = 1.0
+"""Seconds between two ``notifications/resources/updated`` of one URI sent to one client session, at least."""
+
+InSession = Callable[[Any, Callable[["Runtime", "CallCancel"], Any]], Awaitable[Any]]
+
+
+class Followed:
+    """The resources one client session follows, by (server, URI), and the sending of their
+    ``notifications/resources/updated`` to its client (`updated`, the listener of the session's server pool).
+
+    Args:
+        connection: the client's connection (with ``send_resource_updated``), on serve's event loop ``loop``.
+        spawn: starts a task in serve's task group.
+    """
+
+    def __init__(self, connection: Any, loop: asyncio.AbstractEventLoop, spawn: Spawn) -> None:
+        self.connection = connection
+        self._loop = loop
+        self._spawn = spawn
+        self._lock = threading.Lock()
+        self.uris: set[tuple[str, str]] = set()
+        self._asked: dict[tuple[str, str], int] = {}  # subscribes in flight, counted against the bound
+        self._last: dict[tuple[str, str], float] = {}
+        self._pending: set[tuple[str, str]] = set()
+
+    def ask(self, server: str, uri: str) -> None:
+        """A subscribe of ``uri`` on ``server`` is about to be sent (`settle` it once answered).
+
+        Raises:
+            MCPError: the session follows `MAX_SUBSCRIPTIONS` URIs already (with those being subscribed).
+        """
+        key = (server, uri)
+        with self._lock:
+            if (
+                key not in self.uris
+                and key not in self._asked
+                and len(self.uris.union(self._asked)) >= MAX_SUBSCRIPTIONS
+            ):
+                raise MCPError(
+                    code=types.INVALID_PARAMS,
+                    message=f"this client session follows {MAX_SUBSCRIPTIONS} resources already, the most it may: "
+                    f"unsubscribe from one (resources/unsubscribe) before subscribing to {quoted(uri)}",
+                )
+            self._asked[key] = self._asked.get(key, 0) + 1
+
+    def settle(self, server: str, uri: str, subscribed: bool) -> None:
+        """The subscribe of `ask` was answered: ``subscribed`` or not."""
+        key = (server, uri)
+        with self._lock:
+            if (left := self._asked.pop(key, 1) - 1) > 0:
+                self._asked[key] = left
+            if subscribed:
+                self.uris.add(key)
+
+    def drop(self, uri: str) -> list[str]:
+        """Follow ``uri`` no more; the servers it was followed on (none: it was not)."""
+        with self._lock:
+            servers = sorted(server for server, followed in self.uris if followed == uri)
+            for server in servers:
+                self.uris.discard((server, uri))
+                self._last.pop((server, uri), None)
+        return servers
+
+    def updated(self, server: str, uri: str) -> None:
+        """``server`` said the resource ``uri`` changed (`tool_tree.pool.ServerPool`'s ``on_resource_updated``, on
+        the pool's thread: it must not block). Sent to the client when it is followed, at once or, within
+        `UPDATE_INTERVAL` of the last one sent, at the interval's end (one send for all the notices meanwhile)."""
+        key = (server, uri)
+        with self._lock:
+            if len(uri) > URI_CHARS or key not in self.uris or key in self._pending:
+                return
+            self._pending.add(key)
+            wait = max(0.0, self._last.get(key, -UPDATE_INTERVAL) + UPDATE_INTERVAL - time.monotonic())
+        # Not waited for (the pool's thread must not block); started in a task of serve's loop, which starts the send
+        # in serve's task group (anyio starts a task only from a task).
+        start = self._start(functools.partial(self._send, key, wait))
+        try:
+            asyncio.run_coroutine_threadsafe(start, self._loop)
+        except RuntimeError:  # serve's loop has ended
+            start.close()
+            logger.debug("a resource update was not sent: serve's loop has ended")
+
+    async def _start(self, send: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        self._spawn(send)
+
+    async def _send(self, key: tuple[str, str], wait: float) -> None:
+        if wait > 0:
+            await anyio.sleep(wait)
+        with self._lock:
+            self._pending.discard(key)  # a notice from now on is sent after this one
+            if key not in self.uris:
+                return
+            self._last[key] = time.monotonic()
+        try:
+            await self.connection.send_resource_updated(key[1])
+        except Exception:  # the client's connection has ended meanwhile
+            logger.debug("a resource update was not sent", exc_info=True)
+
+
+class Subscriptions:
+    """The `Followed` of each client session, by its server pool (held weakly: it ends with the session)."""
+
+    def __init__(self, spawn: Spawn) -> None:
+        self._spawn = spawn
+        self._lock = threading.Lock()
+        self._of: weakref.WeakKeyDictionary[Any, Followed] = weakref.WeakKeyDictionary()
+
+    def of(self, pool: Any, connection: Any, loop: asyncio.AbstractEventLoop) -> Followed:
+        """The `Followed` of the client session whose server pool is ``pool`` (made, and made the pool's
+        ``on_resource_updated`` listener, on first use), sending to ``connection``."""
+        with self._lock:
+            followed = self._of.get(pool)
+            if followed is None:
+                followed = self._of[pool] = Followed(connection, loop, self._spawn)
+                pool.on_resource_updated = followed.updated
+            followed.connection = connection
+            return followed
+
+    def get(self, pool: Any) -> Followed | None:
+        with self._lock:
+            return self._of.get(pool)
+
+
+def install_subscriptions(
+    server: Server[Any],
+    extras: UpstreamExtras,
+    in_session: InSession,
+    spawn: Spawn,
+    forward: Callable[..., dict[str, Any]],
+) -> None:
+    """Add the ``resources/subscribe`` and ``resources/unsubscribe`` handlers to ``server`` (`in_session` runs each
+    in the client's session; ``forward``: `agent.serve.upstream_extras.forward`)."""
+    subscriptions = Subscriptions(spawn)
+
+    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        uri = str(params.uri)
+        try:
+            exact(uri, URI_CHARS)
+        except NotKept:
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"the resource {quoted(uri)} cannot be followed: a URI followed is a clean string of at most "
+                f"{URI_CHARS:,} characters (no control, escape or invisible character)",
+            ) from None
+        owner = extras.owner(uri)  # refused as a read is: no server, or two, claim it
+        if owner not in extras.offer.subscribing:
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"server {owner!r} does not declare resource subscriptions (resources.subscribe), so "
+                f"{quoted(uri)} cannot be followed through tooltree: read it again to see a change",
+            )
+        connection = getattr(ctx.session, "_connection", ctx.session)  # as `install`'s ``listed`` finds it
+        loop = asyncio.get_running_loop()
+        what = f"{owner}: subscribing to {quoted(uri)}"
+
+        def work(runtime: Runtime, cancel: CallCancel) -> None:
+            followed = subscriptions.of(runtime.bridge.pool, connection, loop)
+            followed.ask(owner, uri)
+            subscribed = False
+            try:
+                forward(runtime, owner, "resources/subscribe", {"uri": uri}, cancel, what)
+                subscribed = True
+            finally:
+                followed.settle(owner, uri, subscribed)
+
+        await in_session(ctx, work)
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        uri = str(params.uri)
+        if len(uri) > URI_CHARS:  # never followed
+            return types.EmptyResult()
+
+        def work(runtime: Runtime, cancel: CallCancel) -> None:
+            followed = subscriptions.get(runtime.bridge.pool)
+            for owner in followed.drop(uri) if followed is not None else ():
+                try:
+                    forward(runtime, owner, "resources/unsubscribe", {"uri": uri}, cancel, f"{owner}: unsubscribing")
+                except MCPError as e:  # its notices are sent no more: said in serve's log and the audit log
+                    logger.info("%s: the unsubscribe of a resource failed: %s", owner, e.message[:300])
+
+        await in_session(ctx, work)
+        return types.EmptyResult()
+
+    server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
+    server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
