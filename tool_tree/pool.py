@@ -663,8 +663,9 @@ class ServerPool:
         """Check the session of ``client``, whose server answered its stream of unasked messages 404, with a
         ``tools/list``. Answered 404 too (or a 400 naming the session), the server no longer knows the session: it is
         retired once the calls in flight on it have their answers, as a call's 404 retires it, and, when the pool has
-        a listener (``on_tools_changed``: a new session brings a stream of unasked messages again), a new one is opened
-        now, the listener told once it is listed (`_own`); without one, the next call opens it. Answered, the server
+        a listener (``on_tools_changed``: a new session brings a stream of unasked messages again) or the server has
+        resources subscribed to (the new session subscribes to them again: `_subscribe_again`), a new one is opened
+        now, the listener told once it is listed (`_own`); otherwise the next call opens it. Answered, the server
         has no such stream (it answered 404 for 405): the session goes on without it. Any other failure is left to the
         next call to meet."""
         if slot.client is not client or self._closing:

@@ -41,7 +41,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 
 from agent.serve.content import call_result, error_result
 from agent.serve.passthrough import Passthrough
-from agent.serve.sessions import SessionLimitError, SessionRegistry, heartbeat
+from agent.serve.sessions import STDIO_SESSION, SessionLimitError, SessionRegistry, heartbeat
 from agent.serve.settings import ServeSettings
 from agent.serve.upstream_asks import SCRIPT_ASKS, ClientAsks
 from agent.serve.upstream_extras import ExtrasServer, UpstreamExtras, install
@@ -60,8 +60,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "tooltree"
-STDIO_SESSION = "stdio"
-"""The session key over stdio, where the process serves exactly one client."""
 SESSION_HEADER = "mcp-session-id"
 CODE_TOOLS = tuple(t["name"] for t in TOOLS)
 INSTRUCTIONS_CHARS = 4_096

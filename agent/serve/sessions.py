@@ -4,7 +4,8 @@ A `ClientSession` owns one `Runtime`: the upstream servers (started on their fir
 bridge, and a sandbox session taken from the warm pool on first use. Its variables persist
 between ``execute_python`` calls of that client and of no other. It ends when the client
 disconnects (stdio: stdin closes; HTTP: ``DELETE``), when it has been idle for
-``idle_timeout`` seconds, when its HTTP client's ``GET`` stream closed and nothing came from it for
+``idle_timeout`` seconds (one whose client follows a resource and can be told of it is not idle:
+`SessionRegistry`), when its HTTP client's ``GET`` stream closed and nothing came from it for
 ``gone_grace`` seconds (Claude Code exits without a ``DELETE``; its stream's close is the one sign it left),
 or when the server stops; ending it stops its container and upstream
 servers and saves the workspace (one save at a time, so two sessions of one workspace never
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agent.serve.content import new_session_hint
+from agent.serve.upstream_subscriptions import follows
 from agent.toolsets.base import ToolOutcome, error, with_note
 
 if TYPE_CHECKING:
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+STDIO_SESSION = "stdio"
+"""The session key over stdio, where the process serves exactly one client."""
 CANCEL_WAIT = 15.0
 """Seconds a cancelled call waits for its execution to stop (the sandbox's grace is 3 s) before moving on."""
 CLOSE_WAIT = 60.0
@@ -183,6 +187,7 @@ class ClientSession:
         """The worker threads of this client's tool calls (pass it to ``anyio.to_thread.run_sync``)."""
         self._waits = anyio.CapacityLimiter(2)  # an execution's wait for its script, and its cancel
         self._open_lock = threading.Lock()
+        self._bridge: Any = None  # the runtime's bridge once opened, whose pool `follows` asks
         self._state = threading.Lock()
         self._execution: _Execution | None = None
         self._scripts = 0  # scripts handed to the sandbox so far
@@ -197,7 +202,15 @@ class ClientSession:
     def opened(self) -> Runtime:
         """The runtime, opened (from a worker thread): its server pool runs, servers start on first call."""
         with self._open_lock:
-            return self.runtime.open()
+            runtime = self.runtime.open()
+            self._bridge = runtime.bridge
+            return runtime
+
+    @property
+    def follows(self) -> bool:
+        """Whether its client follows a resource of its servers (``resources/subscribe``,
+        `agent.serve.upstream_subscriptions`); never opens the runtime."""
+        return self._bridge is not None and follows(self._bridge.pool)
 
     def _with_note(self, outcome: ToolOutcome) -> ToolOutcome:
         note, self.note = self.note, ""
@@ -497,10 +510,21 @@ class SessionRegistry:
 
     Args:
         make_runtime: a new (unopened) runtime for a client session key.
-        idle_timeout: seconds without a call after which a session ends.
+        idle_timeout: seconds without a call after which a session ends, unless its client follows a resource and
+            can be told of it (`_told`).
         max_sessions: the most sessions at once.
         gone_grace: seconds after its client's ``GET`` stream closed (with nothing from it since) that a session
             ends, if sooner than ``idle_timeout``.
+
+    A session whose client follows a resource (``resources/subscribe``) is not idle while the client can be told of a
+    change: over stdio while it is connected (until stdin closes), over HTTP while its ``GET`` stream is open, where
+    the SDK sends it (an HTTP client without one would be told nothing, and the SDK ends its session after
+    ``idle_timeout`` all the same). MCP has no notice that a subscription ended: before, such a client was sent no
+    ``notifications/resources/updated`` after ``idle_timeout`` without a word. Its sandbox, if one was started, stays
+    with it: the runtime stops its sandbox only with its servers. The bound stays ``max_sessions`` sessions in all
+    (over stdio, one): over HTTP such a session has no request in flight, so a new client that finds every place taken
+    may be given its place (`agent.serve.http_gate.SessionGate` ends the one gone longest without a request), and one
+    whose ``GET`` stream closed ends ``gone_grace`` seconds later.
     """
 
     def __init__(
@@ -517,6 +541,9 @@ class SessionRegistry:
         self.max_sessions = max_sessions
         self._sessions: dict[str, ClientSession] = {}
         self._expired: OrderedDict[str, str] = OrderedDict()
+        self._streams: dict[str, int] = {}
+        """The ``GET`` streams of each HTTP client session open now (`stream`), whether it has a session here yet or
+        not (a client opens its stream before its first call)."""
         self._close_lock = threading.Lock()
         self.tree_generation = 0
         """How many times the tree was regenerated while serving (`tree_refreshed`)."""
@@ -593,12 +620,17 @@ class SessionRegistry:
 
     def stream(self, key: str, *, opened: bool) -> None:
         """The HTTP client of ``key`` opened (it is there) or closed (it may have gone) its ``GET`` stream."""
+        if opened:
+            self._streams[key] = self._streams.get(key, 0) + 1
+        elif (left := self._streams.pop(key, 0) - 1) > 0:
+            self._streams[key] = left
         session = self._sessions.get(key)
         if session is not None:
             session.gone_since = None if opened else time.monotonic()
 
     async def end(self, key: str) -> None:
         """End one session (the client disconnected); nothing when there is none."""
+        self._streams.pop(key, None)
         session = self._sessions.pop(key, None)
         if session is not None:
             await self._close(session)
@@ -642,12 +674,21 @@ class SessionRegistry:
         """Why ``session`` ends now (the words the client's next result is told), or None: it stays."""
         if session.busy:
             return None
-        if now - session.last_used >= self.idle_timeout:
+        if now - session.last_used >= self.idle_timeout and not self._told(session):
             return f"after {self.idle_timeout:g} s without a call"
         gone = session.gone_since
         if gone is not None and now - max(gone, session.last_used) >= self.gone_grace:
             return f"{self.gone_grace:g} s after its client's connection closed"
         return None
+
+    def _told(self, session: ClientSession) -> bool:
+        """Whether ``session``'s client follows a resource and can be told of a change: over stdio (it is connected
+        while the session lasts), or over HTTP with its ``GET`` stream open, or closed since (one that stays closed
+        ends `gone_grace` seconds later: `_why_end`)."""
+        reachable = (
+            session.key == STDIO_SESSION or bool(self._streams.get(session.key)) or session.gone_since is not None
+        )
+        return reachable and session.follows
 
     async def aclose(self) -> None:
         """End every session (the server stops): running scripts are cancelled first."""

@@ -71,7 +71,8 @@ class ServeSettings:
     Attributes:
         passthrough: tools (``server.tool``) offered as ordinary MCP tools besides the four.
         idle_timeout: seconds without a call after which a client's sandbox session (its
-            container and upstream servers) ends; the client's next call starts a new one.
+            container and upstream servers) ends; the client's next call starts a new one. A session whose client
+            follows a resource and can be told of a change is not idle (`agent.serve.sessions.SessionRegistry`).
         progress_interval: seconds between progress notifications while a script runs.
         warm: sandboxes kept started ahead of the next client (0: start each one on demand).
         max_sessions: client sessions at once; a new client past this is refused.

@@ -13,8 +13,12 @@ knows), the pool subscribes the new one again and the client is sent one ``updat
 been missed). ``resources/unsubscribe {uri}`` forwards the unsubscribe to the server it was subscribed on and ends
 the forwarding at once; a URI this session does not follow is answered at once, without error.
 
-When the client session ends (the client leaves, or it was idle ``idle_timeout`` seconds), its server pool stops its
-servers, and their subscriptions end with them; its `Followed` goes with the pool (held weakly).
+A client session that follows a resource is not ended for being idle while its client can be told of a change (over
+stdio while it is connected, over HTTP while its ``GET`` stream is open: `agent.serve.sessions.SessionRegistry`, which
+asks `follows`): MCP has no notice that a subscription ended, so before, a client that only followed resources was
+sent nothing more after ``idle_timeout`` (30 minutes), without a word. When the client session ends (the client
+leaves; over HTTP also a new client given its place), its server pool stops its servers, and their subscriptions end
+with them; its `Followed` goes with the pool (held weakly).
 
 **Bounds**, against a hostile client or server: at most `MAX_SUBSCRIPTIONS` URIs followed per client session (one
 more is refused, saying so); a URI followed is a clean string of at most `upstream_offer.URI_CHARS` characters, sent
@@ -61,7 +65,8 @@ InSession = Callable[[Any, Callable[["Runtime", "CallCancel"], Any]], Awaitable[
 
 class Followed:
     """The resources one client session follows, by (server, URI), and the sending of their
-    ``notifications/resources/updated`` to its client (`updated`, the listener of the session's server pool).
+    ``notifications/resources/updated`` to its client (`updated`; the instance itself is the ``on_resource_updated``
+    listener of the session's server pool, so that `follows` finds it there).
 
     Args:
         connection: the client's connection (with ``send_resource_updated``), on serve's event loop ``loop``.
@@ -107,6 +112,12 @@ class Followed:
             if subscribed:
                 self.uris.add(key)
 
+    @property
+    def following(self) -> bool:
+        """Whether it follows a resource (one subscribed to, and not unsubscribed since)."""
+        with self._lock:
+            return bool(self.uris)
+
     def drop(self, uri: str) -> list[str]:
         """Follow ``uri`` no more; the servers it was followed on (none: it was not)."""
         with self._lock:
@@ -134,6 +145,8 @@ class Followed:
         except RuntimeError:  # serve's loop has ended
             start.close()
             logger.debug("a resource update was not sent: serve's loop has ended")
+
+    __call__ = updated
 
     async def _start(self, send: Callable[[], Coroutine[Any, Any, None]]) -> None:
         self._spawn(send)
@@ -167,13 +180,20 @@ class Subscriptions:
             followed = self._of.get(pool)
             if followed is None:
                 followed = self._of[pool] = Followed(connection, loop, self._spawn)
-                pool.on_resource_updated = followed.updated
+                pool.on_resource_updated = followed
             followed.connection = connection
             return followed
 
     def get(self, pool: Any) -> Followed | None:
         with self._lock:
             return self._of.get(pool)
+
+
+def follows(pool: Any) -> bool:
+    """Whether the client session whose server pool is ``pool`` follows a resource: its listener is that session's
+    `Followed` (`Subscriptions.of`), which follows one."""
+    listener = getattr(pool, "on_resource_updated", None)
+    return isinstance(listener, Followed) and listener.following
 
 
 def install_subscriptions(

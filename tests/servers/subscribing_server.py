@@ -1,17 +1,27 @@
 """An MCP server built with the official SDK's low-level ``Server`` whose resources can be subscribed to, and which
 says one changed when a tool asks it to.
 
-    python subscribing_server.py
+    python subscribing_server.py                   (stdio)
+    python subscribing_server.py FD GET_MODE       (Streamable HTTP with sessions, on the listening socket FD)
 
-It serves the 2025 handshake era only (the SDK's ``serve_loop``), where ``resources/subscribe`` is a request and the
-server sends ``notifications/resources/updated`` unasked; it declares ``resources.subscribe`` (the SDK derives it from
-the subscribe handler).
+It serves the 2025 handshake era only (the SDK's ``serve_loop``; over HTTP, sessions), where ``resources/subscribe`` is
+a request and the server sends ``notifications/resources/updated`` unasked; it declares ``resources.subscribe`` (the
+SDK derives it from the subscribe handler). The URIs subscribed are kept by session.
+
+Over HTTP it serves on the listening socket ``FD`` (inherited), and ``GET_MODE`` says how the GETs that open its
+client's stream of unasked messages are answered: ``sdk`` by the SDK; ``forget`` the first, once ``/go`` is asked
+(outside MCP), with 404 and its session forgotten (each later request of it answered 404, as by a server that
+restarted), the later ones by the SDK; ``503`` the first, and each until ``/go`` is asked, with 503 (the stream is
+lost, as in a redeploy), the later ones by the SDK.
 
 Resources: ``live://log`` and ``live://status``; template ``live://items/{id}``.
 
 Tools:
-    touch(uri, times=1, any=false)  sends ``notifications/resources/updated`` for ``uri`` ``times`` times on the session
-                                     (only when ``uri`` is subscribed, unless ``any``); answers "touched N"
+    touch(uri, times=1, any=false, after=0)
+                                     sends ``notifications/resources/updated`` for ``uri`` ``times`` times on the
+                                     session (only when ``uri`` is subscribed, unless ``any``); answers "touched N";
+                                     with ``after`` seconds, answers "touching N" at once and sends them that much
+                                     later, tied to no call (as a server whose resource changes on its own)
     subscribed()                     answers the URIs subscribed on this session, as a JSON list, sorted
     crash()                          the server exits (status 3) at once
 
@@ -22,15 +32,30 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import sys
+from collections import defaultdict
 from typing import Any
 
 import anyio
+import anyio.abc
 import mcp_types as types
+import uvicorn
 from mcp.server.lowlevel import Server
 from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
 
-subscribed: set[str] = set()
+subscribed: defaultdict[str, set[str]] = defaultdict(set)
+"""The URIs subscribed, by session (its ``Mcp-Session-Id`` over HTTP; ``stdio``)."""
+MODE = sys.argv[2] if len(sys.argv) > 2 else "sdk"
+EVENTS: dict[str, anyio.Event] = {}
+"""``go``: set once ``/go`` is asked (over HTTP)."""
+TASKS: list[anyio.abc.TaskGroup] = []
+"""Where a ``touch`` with ``after`` sends its notices (`main`'s)."""
+FORGOTTEN: set[bytes] = set()
+"""The session ids ``forget`` no longer knows."""
+GETS: list[bytes | None] = []
+"""The session id of each GET, in order."""
 
 TOOLS = [
     types.Tool(
@@ -38,7 +63,12 @@ TOOLS = [
         description="Say a resource changed.",
         input_schema={
             "type": "object",
-            "properties": {"uri": {"type": "string"}, "times": {"type": "integer"}, "any": {"type": "boolean"}},
+            "properties": {
+                "uri": {"type": "string"},
+                "times": {"type": "integer"},
+                "any": {"type": "boolean"},
+                "after": {"type": "number"},
+            },
             "required": ["uri"],
         },
     ),
@@ -51,19 +81,33 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     return types.ListToolsResult(tools=TOOLS)
 
 
+def _session(ctx: Any) -> str:
+    """The session of a request: its ``Mcp-Session-Id`` over HTTP, else ``stdio``."""
+    request = ctx.request
+    return str(request.headers.get("mcp-session-id")) if request is not None else "stdio"
+
+
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     arguments = dict(params.arguments or {})
     if params.name == "crash":
         os._exit(3)
     if params.name == "subscribed":
-        return types.CallToolResult(content=[types.TextContent(text=json.dumps(sorted(subscribed)))])
-    uri, times = str(arguments["uri"]), int(arguments.get("times", 1))
-    sent = 0
-    if uri in subscribed or arguments.get("any"):
-        for _ in range(times):
-            await ctx.session.send_resource_updated(uri)
-            sent += 1
-    return types.CallToolResult(content=[types.TextContent(text=f"touched {sent}")])
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps(sorted(subscribed[_session(ctx)])))])
+    uri, times, after = str(arguments["uri"]), int(arguments.get("times", 1)), float(arguments.get("after", 0))
+    if not (uri in subscribed[_session(ctx)] or arguments.get("any")):
+        times = 0
+    if after > 0:
+        TASKS[0].start_soon(_touch, ctx.session, uri, times, after)
+        return types.CallToolResult(content=[types.TextContent(text=f"touching {times}")])
+    await _touch(ctx.session, uri, times)
+    return types.CallToolResult(content=[types.TextContent(text=f"touched {times}")])
+
+
+async def _touch(session: Any, uri: str, times: int, after: float = 0) -> None:
+    if after > 0:
+        await anyio.sleep(after)
+    for _ in range(times):
+        await session.send_resource_updated(uri)
 
 
 async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
@@ -87,12 +131,12 @@ async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> ty
 
 
 async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
-    subscribed.add(str(params.uri))
+    subscribed[_session(ctx)].add(str(params.uri))
     return types.EmptyResult()
 
 
 async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-    subscribed.discard(str(params.uri))
+    subscribed[_session(ctx)].discard(str(params.uri))
     return types.EmptyResult()
 
 
@@ -108,12 +152,58 @@ server: Server[Any] = Server(
 )
 
 
+async def _status(send: Any, status: int) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def answering(app: Any) -> Any:
+    """``app`` with ``/go`` served and the GETs answered as ``GET_MODE`` says."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        if scope["path"] == "/go":
+            EVENTS["go"].set()
+            await _status(send, 204)
+            return
+        session = dict(scope.get("headers", [])).get(b"mcp-session-id")
+        if session in FORGOTTEN:
+            await _status(send, 404)
+            return
+        if scope["method"] == "GET":
+            GETS.append(session)
+            if MODE == "forget" and len(GETS) == 1 and session is not None:
+                with anyio.move_on_after(30):
+                    await EVENTS["go"].wait()
+                FORGOTTEN.add(session)
+                await _status(send, 404)
+                return
+            if MODE == "503" and (len(GETS) == 1 or not EVENTS["go"].is_set()):
+                await _status(send, 503)
+                return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
 async def main() -> None:
     if mark := os.environ.get("SUBSCRIBING_SERVER_MARK"):
         with open(mark, "a", encoding="utf-8") as f:
             f.write("started\n")
-    async with server.lifespan(server) as state, stdio_server() as (read, write):
-        await serve_loop(server, read, write, lifespan_state=state, init_options=server.create_initialization_options())
+    async with anyio.create_task_group() as tasks:
+        TASKS.append(tasks)
+        if len(sys.argv) > 1:  # over Streamable HTTP, on the socket inherited
+            EVENTS["go"] = anyio.Event()
+            sock = socket.socket(fileno=int(sys.argv[1]))
+            app = answering(server.streamable_http_app())
+            await uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).serve([sock])
+        else:
+            async with server.lifespan(server) as state, stdio_server() as (read, write):
+                options = server.create_initialization_options()
+                await serve_loop(server, read, write, lifespan_state=state, init_options=options)
+        tasks.cancel_scope.cancel()  # a touch still waiting is not sent: its client has left
 
 
 if __name__ == "__main__":
