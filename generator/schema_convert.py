@@ -26,6 +26,7 @@ and a stub names nothing but TypedDicts (:mod:`generator.stub_check` admits no o
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from generator.parts import text_of
@@ -75,20 +76,30 @@ def measure(value: Any, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_RAW_
     """
     if _within(value, max_nodes, max_depth):
         return None
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    # Last child first; each container's children taken one at a time, so the walk stops at the limit (before, all
+    # children of each were put on the stack as tuples first: a million-item list took 2 s, mostly in the garbage
+    # collector, which walked the whole tool listing as the tuples piled up).
+    stack: list[tuple[Iterator[Any], int]] = [(iter((value,)), 1)]
     nodes = 0
     while stack:
-        v, depth = stack.pop()
+        children, depth = stack[-1]
+        v = next(children, _END)
+        if v is _END:
+            stack.pop()
+            continue
         nodes += 1
         if nodes > max_nodes:
             return f"more than {max_nodes} JSON values"
         if depth > max_depth:
             return f"nested deeper than {max_depth} levels"
         if isinstance(v, dict):
-            stack.extend((x, depth + 1) for x in v.values())
+            stack.append((reversed(v.values()), depth + 1))
         elif isinstance(v, list | tuple):
-            stack.extend((x, depth + 1) for x in v)
+            stack.append((reversed(v), depth + 1))
     return None
+
+
+_END = object()
 
 
 def _within(value: Any, max_nodes: int, max_depth: int) -> bool:
@@ -243,6 +254,12 @@ def _decode_pointer_token(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
 
 
+def _shown_ref(ref: str) -> str:
+    """``ref`` as a warning quotes it: on one line, cut at 80 characters (a warning goes to the terminal and the
+    manifest, and a server's ``$ref`` may be megabytes long: before, each warning held all of it)."""
+    return one_line(ref[:320], 80)
+
+
 _SHAPE_KEYS = frozenset(
     {"type", "properties", "patternProperties", "additionalProperties", "items", "prefixItems", "anyOf", "oneOf"}
     | {"enum", "const"}
@@ -375,14 +392,16 @@ class Converter:
             return known
         target = self.resolve(ref)
         if target is None:
-            self._b.warn(f"{self._label}: $ref {ref!r} cannot be resolved (only local references are); using Any")
+            self._b.warn(
+                f"{self._label}: $ref {_shown_ref(ref)!r} cannot be resolved (only local references are); using Any"
+            )
             return ANY
         if ref in self._resolving:
             # A stub names only TypedDicts (generator.stub_check admits no type alias), and an argument
             # object that allows more keys is a dict[str, V], no TypedDict: its self-reference has no name.
             self._b.warn(
-                f"{self._label}: $ref {ref!r} refers to itself through a non-object or an object that allows more "
-                "keys (a stub can name neither); using Any there"
+                f"{self._label}: $ref {_shown_ref(ref)!r} refers to itself through a non-object or an object that "
+                "allows more keys (a stub can name neither); using Any there"
             )
             return ANY
         def_hint = _decode_pointer_token(ref.rsplit("/", 1)[-1]) if ref != "#" else self._root_hint

@@ -1,6 +1,6 @@
 """Text from servers, made safe and short for people and models: the one place that decides
 
-- what untrusted text keeps (:func:`clean`: control, bidi, zero-width and tag characters go; line
+- what untrusted text keeps (:func:`clean`: control, bidi, zero-width, tag and other invisible characters go; line
   separators and unicode spaces become plain spaces; line ends become ``\\n``);
 - how it fits on one line (:func:`one_line`);
 - where its first sentence ends (:func:`split_sentence`, :func:`first_sentence`): at ``.``,
@@ -18,10 +18,17 @@ from __future__ import annotations
 import re
 
 _DROPPED = re.compile(
-    "[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\U000e0000-\U000e007f]"
+    "[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\U000e0000-\U000e007f"
+    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0\ufff0-\ufffb"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0100-\U000e01ef]"
 )
-"""Control, zero-width, bidi, byte-order and tag characters: removed. Tag characters (U+E0000–U+E007F) are
-invisible, yet a model reads them as the ASCII they shadow ("ASCII smuggling")."""
+"""Control, zero-width, bidi, byte-order and tag characters, every other character Unicode says to draw as nothing
+(Default_Ignorable_Code_Point: variation selectors, invisible operators, fillers, the soft hyphen; not the
+unassigned ones past the tags and the selectors) and the interlinear annotation marks (U+FFF9–U+FFFB): removed.
+They show nothing, yet a model reads them: tag characters (U+E0000–U+E007F) as the ASCII they shadow ("ASCII
+smuggling"), INVISIBLE TIMES and INVISIBLE PLUS (U+2062, U+2064) as bits, the 256 variation selectors as bytes.
+U+061C (ARABIC LETTER MARK) is a bidi control too. Before, all but the tags and the first bidi and zero-width
+characters went into INDEX.md and README.md as sent."""
 _AS_SPACE = re.compile("[\x0b\x0c\x1c-\x1f\x85\u2028\u2029\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
 """Separators other than ``\\n`` (vertical tab, form feed, NEL, line and paragraph separators) and
 every Unicode space separator (category Zs) but the space itself: a plain space each."""
@@ -48,12 +55,13 @@ _HEADING = re.compile(rf"[#\s]*{_SECTION}")
 
 
 def clean(text: str) -> str:
-    """Drop control, bidi, zero-width and tag characters; line separators and unicode spaces become a space.
+    """Drop control, bidi, zero-width, tag and other invisible characters (`_DROPPED`); line separators and unicode
+    spaces become a space.
 
     Line ends become ``\\n`` and a tab becomes four spaces, so the text keeps its lines and indentation.
     """
-    if text.replace("\n", " ").isprintable():
-        return text  # the usual case: every character changed below is non-printable (or \t, \r)
+    if text.replace("\n", " ").isprintable() and (text.isascii() or _DROPPED.search(text) is None):
+        return text  # the usual case (a variation selector, a filler or U+034F is printable, yet dropped)
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", "    ")
     return _AS_SPACE.sub(" ", _DROPPED.sub("", text))
 
