@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agent.serve.content import new_session_hint
-from agent.serve.upstream_subscriptions import follows
+from agent.serve.upstream_subscriptions import carry, follows
 from agent.toolsets.base import ToolOutcome, error, with_note
 
 if TYPE_CHECKING:
@@ -198,6 +198,8 @@ class ClientSession:
         self.renew = False
         """A script failed to import what the regenerated tree added: the next call ends this session for a new one
         (`RENEWING`; only with a workspace folder, which keeps the files)."""
+        self.ended = False
+        """It was closed (`close`): its servers have stopped."""
 
     def opened(self) -> Runtime:
         """The runtime, opened (from a worker thread): its server pool runs, servers start on first call."""
@@ -207,10 +209,15 @@ class ClientSession:
             return runtime
 
     @property
+    def pool(self) -> Any:
+        """Its server pool once its runtime was opened (kept after it closed), else None; never opens the runtime."""
+        return self._bridge.pool if self._bridge is not None else None
+
+    @property
     def follows(self) -> bool:
         """Whether its client follows a resource of its servers (``resources/subscribe``,
         `agent.serve.upstream_subscriptions`); never opens the runtime."""
-        return self._bridge is not None and follows(self._bridge.pool)
+        return follows(self.pool)
 
     def _with_note(self, outcome: ToolOutcome) -> ToolOutcome:
         note, self.note = self.note, ""
@@ -502,6 +509,7 @@ class ClientSession:
 
     def close(self) -> None:
         """Stop the sandbox and the upstream servers; save the workspace (from a worker thread)."""
+        self.ended = True
         self.runtime.close()
 
 
@@ -559,19 +567,28 @@ class SessionRegistry:
     async def use(self, key: str) -> AsyncIterator[ClientSession]:
         """The session of ``key`` (created on first use), marked busy while in use so it does not expire.
 
+        A session replaced here after the tree was regenerated (renewed, or one without a sandbox yet:
+        `_on_refreshed_tree`) hands the resources its client follows to the new one before the call goes on
+        (`agent.serve.upstream_subscriptions.carry`): before, they ended with its servers, unsaid.
+
         Raises:
             SessionLimitError: it would be one session too many.
         """
         session = self._sessions.get(key)
-        renewed = None
+        renewed = replaced = None
         if session is not None and session.renew and session.busy == 0:  # for the tools the regenerated tree added
             session.renew = False
             del self._sessions[key]
             await self._close(session)  # its workspace saved, its sandbox and servers ended
-            renewed = session.runtime.workspace
+            renewed, replaced = session.runtime.workspace, session
             session = self._sessions.get(key)  # another call of this client's may have made the new one meanwhile
-        if session is not None and session.tree_generation != self.tree_generation and session.busy == 0:
-            session = await self._on_refreshed_tree(key, session)
+        if (
+            session is not None
+            and session.tree_generation != self.tree_generation
+            and session.busy == 0
+            and await self._on_refreshed_tree(key, session) is None
+        ):
+            replaced, session = session, self._sessions.get(key)  # as above: perhaps made meanwhile
         if session is None:
             if len(self._sessions) >= self.max_sessions:
                 raise SessionLimitError(f"{self.max_sessions} client sessions are open (serve.max_sessions)")
@@ -596,6 +613,8 @@ class SessionRegistry:
         session.busy += 1
         session.last_used = time.monotonic()
         try:
+            if replaced is not None:
+                await carry(replaced, session)
             yield session
         finally:
             session.busy -= 1
@@ -607,8 +626,9 @@ class SessionRegistry:
 
     async def _on_refreshed_tree(self, key: str, session: ClientSession) -> ClientSession | None:
         """A session opened before the tree was regenerated, at a call that finds it idle: without a sandbox yet, it
-        ends, so that a new one takes the regenerated tree (its manifest, its servers, a sandbox that mounts it);
-        with one, it goes on with the tree its sandbox mounted and is told so once."""
+        ends (None), so that a new one takes the regenerated tree (its manifest, its servers, a sandbox that mounts
+        it, the resources its client followed: `use`); with one, it goes on with the tree its sandbox mounted and is
+        told so once."""
         if not session.runtime.sandbox_started:
             del self._sessions[key]
             await self._close(session)

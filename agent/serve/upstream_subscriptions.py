@@ -20,6 +20,17 @@ sent nothing more after ``idle_timeout`` (30 minutes), without a word. When the 
 leaves; over HTTP also a new client given its place), its server pool stops its servers, and their subscriptions end
 with them; its `Followed` goes with the pool (held weakly).
 
+When serve regenerates its tree (`tooltree_cli.serve_follow`, its background refresh), a client session is replaced
+at its client's next call (`agent.serve.sessions.SessionRegistry.use`: one without a sandbox yet, or one renewed), and
+its servers stop. Before, its subscriptions ended with them, unsaid. Now they carry over (`carry`), as part of that
+call, on the new session's worker thread: each (server, URI) the regenerated tree still offers from the same server,
+which still declares subscriptions, is subscribed to on the new session's servers (starting them), its updates sent to
+the same connection, which is sent one ``updated`` of it (a change may have been missed; coalesced as any other). One
+that can no longer be followed (its server gone or no longer declaring subscriptions, the URI no longer offered by it,
+its server refusing or failing) is dropped, said in serve's log as a warning naming the URI and why (MCP has no notice
+for it). Done before the call goes on, so that the client's later ``resources/subscribe`` or ``unsubscribe`` act on
+what was carried, never raced by it; the call waits for those servers' start and answers (each within its timeout).
+
 **Bounds**, against a hostile client or server: at most `MAX_SUBSCRIPTIONS` URIs followed per client session (one
 more is refused, saying so); a URI followed is a clean string of at most `upstream_offer.URI_CHARS` characters, sent
 back exactly (`upstream_offer.exact`); the notices of one URI are coalesced, at most one sent per `UPDATE_INTERVAL`
@@ -46,10 +57,11 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from agent.serve.upstream_lists import Spawn, UpstreamExtras, quoted
+from agent.serve.upstream_lists import RESOURCE_NOT_FOUND, Spawn, UpstreamExtras, quoted
 from agent.serve.upstream_offer import URI_CHARS, NotKept, exact
 
 if TYPE_CHECKING:
+    from agent.serve.sessions import ClientSession
     from sandbox.bridge import CallCancel
     from sandbox.host import Runtime
 
@@ -61,6 +73,8 @@ UPDATE_INTERVAL = 1.0
 """Seconds between two ``notifications/resources/updated`` of one URI sent to one client session, at least."""
 
 InSession = Callable[[Any, Callable[["Runtime", "CallCancel"], Any]], Awaitable[Any]]
+Forward = Callable[..., dict[str, Any]]
+"""`agent.serve.upstream_extras.forward`."""
 
 
 class Followed:
@@ -71,12 +85,21 @@ class Followed:
     Args:
         connection: the client's connection (with ``send_resource_updated``), on serve's event loop ``loop``.
         spawn: starts a task in serve's task group.
+        subscriptions: the `Subscriptions` it belongs to, which carries it over to a session that replaces its own
+            (`carry`).
     """
 
-    def __init__(self, connection: Any, loop: asyncio.AbstractEventLoop, spawn: Spawn) -> None:
+    def __init__(
+        self,
+        connection: Any,
+        loop: asyncio.AbstractEventLoop,
+        spawn: Spawn,
+        subscriptions: Subscriptions | None = None,
+    ) -> None:
         self.connection = connection
-        self._loop = loop
+        self.loop = loop
         self._spawn = spawn
+        self.subscriptions = subscriptions
         self._lock = threading.Lock()
         self.uris: set[tuple[str, str]] = set()
         self._asked: dict[tuple[str, str], int] = {}  # subscribes in flight, counted against the bound
@@ -103,20 +126,32 @@ class Followed:
                 )
             self._asked[key] = self._asked.get(key, 0) + 1
 
-    def settle(self, server: str, uri: str, subscribed: bool) -> None:
-        """The subscribe of `ask` was answered: ``subscribed`` or not."""
+    def settle(self, server: str, uri: str, subscribed: bool, sent: float | None = None) -> None:
+        """The subscribe of `ask` was answered: ``subscribed`` or not. ``sent``: when an update of it was last sent
+        to the client by the session this one replaced (`carry`), so that the coalescing spans the two."""
         key = (server, uri)
         with self._lock:
             if (left := self._asked.pop(key, 1) - 1) > 0:
                 self._asked[key] = left
             if subscribed:
                 self.uris.add(key)
+                if sent is not None:
+                    self._last[key] = max(sent, self._last.get(key, sent))
 
     @property
     def following(self) -> bool:
         """Whether it follows a resource (one subscribed to, and not unsubscribed since)."""
         with self._lock:
             return bool(self.uris)
+
+    def take(self) -> dict[tuple[str, str], float | None]:
+        """Follow nothing more (its session was replaced: `carry`); what it followed, each with when an update of it
+        was last sent (None: never). An update of it still waiting to be sent is dropped: the carry sends one."""
+        with self._lock:
+            taken = {key: self._last.get(key) for key in self.uris}
+            self.uris.clear()
+            self._last.clear()
+        return taken
 
     def drop(self, uri: str) -> list[str]:
         """Follow ``uri`` no more; the servers it was followed on (none: it was not)."""
@@ -141,7 +176,7 @@ class Followed:
         # in serve's task group (anyio starts a task only from a task).
         start = self._start(functools.partial(self._send, key, wait))
         try:
-            asyncio.run_coroutine_threadsafe(start, self._loop)
+            asyncio.run_coroutine_threadsafe(start, self.loop)
         except RuntimeError:  # serve's loop has ended
             start.close()
             logger.debug("a resource update was not sent: serve's loop has ended")
@@ -166,10 +201,18 @@ class Followed:
 
 
 class Subscriptions:
-    """The `Followed` of each client session, by its server pool (held weakly: it ends with the session)."""
+    """The `Followed` of each client session, by its server pool (held weakly: it ends with the session).
 
-    def __init__(self, spawn: Spawn) -> None:
+    Args:
+        spawn: starts a task in serve's task group.
+        extras, forward: what is offered, and how a subscribe is sent (`agent.serve.upstream_extras.forward`): with
+            them, the subscriptions of a session that is replaced carry over to the new one (`carry`).
+    """
+
+    def __init__(self, spawn: Spawn, extras: UpstreamExtras | None = None, forward: Forward | None = None) -> None:
         self._spawn = spawn
+        self._extras = extras
+        self._forward = forward
         self._lock = threading.Lock()
         self._of: weakref.WeakKeyDictionary[Any, Followed] = weakref.WeakKeyDictionary()
 
@@ -179,7 +222,7 @@ class Subscriptions:
         with self._lock:
             followed = self._of.get(pool)
             if followed is None:
-                followed = self._of[pool] = Followed(connection, loop, self._spawn)
+                followed = self._of[pool] = Followed(connection, loop, self._spawn, self)
                 pool.on_resource_updated = followed
             followed.connection = connection
             return followed
@@ -188,12 +231,106 @@ class Subscriptions:
         with self._lock:
             return self._of.get(pool)
 
+    def carry(self, old: Followed, taken: dict[tuple[str, str], float | None], new: ClientSession) -> None:
+        """Follow what ``old`` followed (``taken``: `Followed.take`) on the servers of ``new``, the client session
+        that replaced ``old``'s, sending to the same connection (from one of ``new``'s worker threads; see the
+        module). Each URI is subscribed to through `forward` (audited as the client's own subscribe), then the client
+        is sent one ``updated`` of it; one that cannot be followed is dropped, said in the log (`_dropped`)."""
+        from sandbox.bridge import CallCancel
+        from sandbox.errors import SandboxError
+        from tool_tree.pool import PoolError
+
+        extras, forward = self._extras, self._forward
+        if extras is None or forward is None:  # made without them (a test of the bounds): nothing is carried
+            return
+        kept = {}
+        for (server, uri), sent in sorted(taken.items()):
+            if (why := _unfollowable(extras, server, uri)) is not None:
+                _dropped(new, uri, why)
+            else:
+                kept[server, uri] = sent
+        if not kept:
+            return
+        try:
+            runtime = new.opened()  # starts its server pool; the servers start at their first subscribe
+        except (SandboxError, PoolError) as e:
+            for _, uri in kept:
+                _dropped(new, uri, f"the client session's servers could not start: {e}")
+            return
+        followed = self.of(runtime.bridge.pool, old.connection, old.loop)
+        for (server, uri), sent in kept.items():
+            if new.ended:  # the client left meanwhile: its servers have stopped
+                logger.debug("a resource was not followed again: its client session ended")
+                return
+            try:
+                followed.ask(server, uri)  # the bound: the client may have subscribed to others meanwhile
+            except MCPError as e:
+                _dropped(new, uri, e.message)
+                continue
+            subscribed = False
+            try:
+                forward(runtime, server, "resources/subscribe", {"uri": uri}, CallCancel(),
+                        f"{server}: subscribing to {quoted(uri)} again")  # fmt: skip
+                subscribed = True
+            except MCPError as e:
+                _dropped(new, uri, f"its server did not subscribe to it again: {e.message}")
+            finally:
+                followed.settle(server, uri, subscribed, sent)
+            if subscribed:
+                followed.updated(server, uri)  # a change may have been missed meanwhile
+
+
+def _unfollowable(extras: UpstreamExtras, server: str, uri: str) -> str | None:
+    """Why ``uri``, followed on ``server``, cannot be followed on the tree as it is now; None: it can."""
+    try:
+        owner = extras.owner(uri)
+    except MCPError as e:
+        if e.code != RESOURCE_NOT_FOUND:  # two servers claim it now
+            return f"the regenerated tree cannot tell its server: {e.message}"
+        if server not in extras.found:
+            return f"its server {server!r} is not in the regenerated tree"
+        return f"its server {server!r} no longer lists it or a resource template that matches it"
+    if owner != server:
+        return f"server {owner!r} offers it in the regenerated tree, not {server!r}, on which it was followed"
+    if owner not in extras.offer.subscribing:
+        return f"its server {server!r} no longer declares resource subscriptions (resources.subscribe)"
+    return None
+
+
+def _dropped(session: ClientSession, uri: str, why: str) -> None:
+    logger.warning(
+        "tooltree serve: session %s follows the resource %s no more, after the tree was regenerated: %s (its client "
+        "is not told: MCP has no notice that a subscription ended)",
+        session.key[:16], quoted(uri), why,
+    )  # fmt: skip
+
+
+def listener(pool: Any) -> Followed | None:
+    """The `Followed` of the client session whose server pool is ``pool`` (its ``on_resource_updated`` listener,
+    `Subscriptions.of`), or None: it was never asked to follow one."""
+    found = getattr(pool, "on_resource_updated", None)
+    return found if isinstance(found, Followed) else None
+
 
 def follows(pool: Any) -> bool:
-    """Whether the client session whose server pool is ``pool`` follows a resource: its listener is that session's
-    `Followed` (`Subscriptions.of`), which follows one."""
-    listener = getattr(pool, "on_resource_updated", None)
-    return isinstance(listener, Followed) and listener.following
+    """Whether the client session whose server pool is ``pool`` follows a resource."""
+    followed = listener(pool)
+    return followed is not None and followed.following
+
+
+async def carry(old: ClientSession, new: ClientSession) -> None:
+    """``new`` replaced ``old`` (`agent.serve.sessions.SessionRegistry.use`, after the tree was regenerated): the
+    resources ``old``'s client followed are followed on ``new``'s servers (`Subscriptions.carry`), on one of
+    ``new``'s worker threads, never on serve's event loop. Nothing when it followed none. Cancelled (the client's
+    cancel of the call, serve stopping), it goes on in its thread: a subscription taken from ``old`` is not lost
+    for it."""
+    followed = listener(old.pool)
+    if followed is None or followed.subscriptions is None:
+        return
+    if taken := followed.take():
+        await anyio.to_thread.run_sync(
+            followed.subscriptions.carry, followed, taken, new, limiter=new.limiter, abandon_on_cancel=True
+        )
 
 
 def install_subscriptions(
@@ -205,7 +342,7 @@ def install_subscriptions(
 ) -> None:
     """Add the ``resources/subscribe`` and ``resources/unsubscribe`` handlers to ``server`` (`in_session` runs each
     in the client's session; ``forward``: `agent.serve.upstream_extras.forward`)."""
-    subscriptions = Subscriptions(spawn)
+    subscriptions = Subscriptions(spawn, extras, forward)
 
     async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
         uri = str(params.uri)

@@ -24,8 +24,16 @@ Tools:
                                      later, tied to no call (as a server whose resource changes on its own)
     subscribed()                     answers the URIs subscribed on this session, as a JSON list, sorted
     crash()                          the server exits (status 3) at once
+    relist(hide="", tool="", subscriptions=true)
+                                     changes what the server offers from now on, in every process of it (kept in
+                                     ``SUBSCRIBING_SERVER_STATE``): ``hide`` a URI from its resources/list, add a
+                                     ``tool`` of that name (its call answers "NAME ran"), and with ``subscriptions``
+                                     false a process started from now on declares no ``resources.subscribe``; then
+                                     says ``notifications/resources/list_changed``
 
-Test controls, from the environment: ``SUBSCRIBING_SERVER_MARK`` a file a line is added to at each start.
+Test controls, from the environment: ``SUBSCRIBING_SERVER_MARK`` a file a line is added to at each start;
+``SUBSCRIBING_SERVER_STATE`` the JSON file ``relist`` writes (``{"hidden": [...], "tools": [...], "subscriptions":
+false}``), read at each listing and at start.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 import uvicorn
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
 
@@ -74,11 +82,47 @@ TOOLS = [
     ),
     types.Tool(name="subscribed", description="The URIs subscribed.", input_schema={"type": "object"}),
     types.Tool(name="crash", description="Exit at once.", input_schema={"type": "object"}),
+    types.Tool(
+        name="relist",
+        description="Change what is offered.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "hide": {"type": "string"},
+                "tool": {"type": "string"},
+                "subscriptions": {"type": "boolean"},
+            },
+        },
+    ),
 ]
 
 
+def state() -> dict[str, Any]:
+    """What ``relist`` changed (``SUBSCRIBING_SERVER_STATE``), else nothing."""
+    path = os.environ.get("SUBSCRIBING_SERVER_STATE")
+    if not path or not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        loaded: dict[str, Any] = json.load(f)
+        return loaded
+
+
+def relist(hide: str, tool: str, subscriptions: bool) -> None:
+    changed = state()
+    changed["hidden"] = [*changed.get("hidden", []), *([hide] if hide else [])]
+    changed["tools"] = [*changed.get("tools", []), *([tool] if tool else [])]
+    changed["subscriptions"] = subscriptions
+    with open(os.environ["SUBSCRIBING_SERVER_STATE"], "w", encoding="utf-8") as f:
+        json.dump(changed, f)
+
+
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=TOOLS)
+    added = [types.Tool(name=n, description=f"The {n} tool.", input_schema={"type": "object"}) for n in added_tools()]
+    return types.ListToolsResult(tools=[*TOOLS, *added])
+
+
+def added_tools() -> list[str]:
+    return list(state().get("tools", []))
 
 
 def _session(ctx: Any) -> str:
@@ -93,6 +137,14 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         os._exit(3)
     if params.name == "subscribed":
         return types.CallToolResult(content=[types.TextContent(text=json.dumps(sorted(subscribed[_session(ctx)])))])
+    if params.name in added_tools():
+        return types.CallToolResult(content=[types.TextContent(text=f"{params.name} ran")])
+    if params.name == "relist":
+        relist(
+            str(arguments.get("hide", "")), str(arguments.get("tool", "")), bool(arguments.get("subscriptions", True))
+        )
+        await ctx.session.send_resource_list_changed()
+        return types.CallToolResult(content=[types.TextContent(text="relisted")])
     uri, times, after = str(arguments["uri"]), int(arguments.get("times", 1)), float(arguments.get("after", 0))
     if not (uri in subscribed[_session(ctx)] or arguments.get("any")):
         times = 0
@@ -111,12 +163,12 @@ async def _touch(session: Any, uri: str, times: int, after: float = 0) -> None:
 
 
 async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-    return types.ListResourcesResult(
-        resources=[
-            types.Resource(name="log", uri="live://log", mime_type="text/plain"),
-            types.Resource(name="status", uri="live://status", mime_type="text/plain"),
-        ]
-    )
+    hidden = state().get("hidden", [])
+    listed = [
+        types.Resource(name="log", uri="live://log", mime_type="text/plain"),
+        types.Resource(name="status", uri="live://status", mime_type="text/plain"),
+    ]
+    return types.ListResourcesResult(resources=[r for r in listed if str(r.uri) not in hidden])
 
 
 async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
@@ -140,6 +192,11 @@ async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types
     return types.EmptyResult()
 
 
+SUBSCRIPTIONS: dict[str, Any] = (
+    {"on_subscribe_resource": subscribe, "on_unsubscribe_resource": unsubscribe}
+    if state().get("subscriptions", True)
+    else {}
+)
 server: Server[Any] = Server(
     "subscribing",
     on_list_tools=list_tools,
@@ -147,8 +204,7 @@ server: Server[Any] = Server(
     on_list_resources=list_resources,
     on_list_resource_templates=list_templates,
     on_read_resource=read_resource,
-    on_subscribe_resource=subscribe,
-    on_unsubscribe_resource=unsubscribe,
+    **SUBSCRIPTIONS,
 )
 
 
@@ -201,7 +257,7 @@ async def main() -> None:
             await uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).serve([sock])
         else:
             async with server.lifespan(server) as state, stdio_server() as (read, write):
-                options = server.create_initialization_options()
+                options = server.create_initialization_options(NotificationOptions(resources_changed=True))
                 await serve_loop(server, read, write, lifespan_state=state, init_options=options)
         tasks.cancel_scope.cancel()  # a touch still waiting is not sent: its client has left
 

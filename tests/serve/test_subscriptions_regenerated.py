@@ -1,0 +1,197 @@
+"""The resources a client follows outlive the replacement of its session after serve regenerated its tree
+(`agent.serve.upstream_subscriptions.carry`, called by `agent.serve.sessions.SessionRegistry.use`).
+
+A client session without a sandbox yet is replaced at its client's next call once the tree was regenerated (here: the
+followed server says its resources changed, and serve regenerates its part of the tree), and its servers stop. Before,
+every subscription its client held ended with them, unsaid: the client was sent no more
+``notifications/resources/updated``. Now that call subscribes the new session's servers again to each URI still
+offered by the same server, which still declares subscriptions, and the client is sent one ``updated`` of each (a
+change may have been missed meanwhile); a URI no longer offered, or on a server that no longer declares
+subscriptions, is dropped and said on serve's stderr, naming it and why.
+
+A session renewed for a tool the regenerated tree added (serve with ``--workspace``: a script of a session whose
+sandbox predates the tool failed to import it, so its next call renews it: `agent.serve.sessions.RENEWING`) carries
+them over the same way (``docker``).
+
+`tooltree serve` runs as a real subprocess over stdio (``--regenerate-first``: only the server's notice can bring a
+change afterwards), driven by the official SDK client in the handshake era, in front of
+tests/servers/subscribing_server.py (``live``), whose ``relist`` changes what it offers in every process of it and
+says ``notifications/resources/list_changed``; its ``subscribed`` answers what the session's own ``live`` process was
+subscribed to. No sandbox is started (``warm: 0``) unless a script runs. Every wait is on an event, bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+import mcp
+import mcp_types as types
+import pytest
+from mcp.client.stdio import stdio_client
+
+from tests.serve.test_resource_subscriptions import LOG, STATUS, WAIT, Updates, generate, subscribe, touch, write_config
+from tests.support import REPO
+
+pytestmark = pytest.mark.anyio
+
+ITEM = "live://items/7"
+"""A URI of ``live``'s template, followed as one it lists."""
+PASSTHROUGH = '  passthrough: ["live.touch", "live.subscribed", "live.relist"]\n'
+REGENERATED = "tooltree serve: sessions from now on get the tools, prompts and resources of live as they are now"
+"""Said once serve serves the regenerated tree (after which a client's call replaces its session)."""
+DROPPED = "follows the resource {uri} no more, after the tree was regenerated: its server 'live' {why}"
+
+
+class Stderr:
+    """Serve's stderr (``file``, given to the SDK's `stdio_client`), read line by line as it comes."""
+
+    def __init__(self) -> None:
+        read, write = os.pipe()
+        self.file: TextIO = os.fdopen(write, "w", encoding="utf-8")
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, args=(os.fdopen(read, encoding="utf-8"),), daemon=True)
+        self._reader.start()
+
+    def _read(self, stream: TextIO) -> None:
+        with stream:
+            for line in stream:
+                with self._changed:
+                    self.lines.append(line)
+                    self._changed.notify_all()
+
+    def until(self, text: str) -> None:
+        """Wait (at most `WAIT` seconds, from a worker thread) until a line contains ``text``."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: any(text in line for line in self.lines), WAIT):
+                pytest.fail(f"no {text!r} on tooltree serve's stderr; got:\n{''.join(self.lines)}")
+
+    def close(self) -> None:
+        """Close this end of the pipe: its reader ends once serve's has exited too."""
+        self.file.close()
+        self._reader.join(WAIT)
+
+
+@asynccontextmanager
+async def serving(
+    folder: Path, *more: str, env: dict[str, str] | None = None
+) -> AsyncIterator[tuple[mcp.Client, Updates, Stderr]]:
+    """`tooltree serve` (with ``more`` arguments, in ``env``) of a tree generated from ``live`` (its state in
+    ``folder``), and an SDK client of it in the handshake era, as Claude Code connects."""
+    entry = (
+        f"  live:\n    command: {json.dumps(sys.executable)}\n"
+        f"    args: [{json.dumps(str(REPO / 'tests' / 'servers' / 'subscribing_server.py'))}]\n"
+        f"    env: {{SUBSCRIBING_SERVER_STATE: {json.dumps(str(folder / 'state.json'))}}}\n"
+    )
+    tree = await anyio.to_thread.run_sync(generate, folder, entry)
+    config = write_config(folder, entry, PASSTHROUGH)
+    argv = ["-m", "tooltree_cli.main", "serve", "--config", str(config), "--tree", str(tree), "--regenerate-first",
+            *more]  # fmt: skip
+    params = mcp.StdioServerParameters(command=sys.executable, args=argv, cwd=str(REPO), env=env)
+    updates, stderr = Updates(), Stderr()
+    try:
+        transport = stdio_client(params, errlog=stderr.file)
+        async with mcp.Client(transport, read_timeout_seconds=WAIT, message_handler=updates, mode="legacy") as client:
+            yield client, updates, stderr
+    finally:
+        stderr.close()
+
+
+async def regenerate(client: mcp.Client, stderr: Stderr, **relist: Any) -> None:
+    """Have ``live`` change what it offers (``relist``) and say so; wait until serve serves the regenerated tree."""
+    result = await client.call_tool("live__relist", relist)
+    assert result.is_error is not True, result.content
+    await anyio.to_thread.run_sync(stderr.until, REGENERATED)
+
+
+async def subscribed(client: mcp.Client) -> list[str]:
+    """What the client session's own ``live`` process was subscribed to (a call: it replaces a session that was
+    opened before the tree was regenerated)."""
+    result = await client.call_tool("live__subscribed", {})
+    assert result.is_error is not True, result.content
+    return list(json.loads(result.content[0].text))  # type: ignore[union-attr]
+
+
+async def test_a_followed_resource_is_followed_on_the_session_that_replaces_its_own_after_a_regeneration(
+    tmp_path: Path,
+) -> None:
+    audit = tmp_path / "audit.jsonl"
+    async with serving(tmp_path, "--audit", str(audit)) as (client, updates, stderr):
+        await subscribe(client, LOG)
+        await subscribe(client, ITEM)
+        await regenerate(client, stderr, hide=STATUS)  # a resource not followed: the tree changes all the same
+        carried = await subscribed(client)  # the session replaced at this call: a new live process, subscribed
+        await updates.until(LOG)  # one of each once subscribed again: a change may have been missed meanwhile
+        await updates.until(ITEM)
+        await touch(client, LOG)  # the new live process says it changed: it reaches the same client
+        await updates.until(LOG, 2)
+    assert carried == [ITEM, LOG]
+    assert sorted(updates.uris) == [ITEM, LOG, LOG]
+    assert "no more, after the tree was regenerated" not in "".join(stderr.lines)
+    lines = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
+    subscribes = [(line["uri"], line["outcome"]) for line in lines if line.get("method") == "resources/subscribe"]
+    assert subscribes == [(LOG, "ok"), (ITEM, "ok"), (ITEM, "ok"), (LOG, "ok")]  # the client's, then the carry's
+
+
+async def test_a_followed_resource_the_regenerated_tree_no_longer_offers_is_dropped_and_said(tmp_path: Path) -> None:
+    async with serving(tmp_path) as (client, updates, stderr):
+        await subscribe(client, LOG)
+        await subscribe(client, STATUS)
+        await regenerate(client, stderr, hide=STATUS)
+        carried = await subscribed(client)
+        await anyio.to_thread.run_sync(
+            stderr.until,
+            DROPPED.format(uri=repr(STATUS), why="no longer lists it or a resource template that matches it"),
+        )
+        await updates.until(LOG)
+        await touch(client, STATUS, any=True)  # the server says so all the same: not followed
+        await touch(client, LOG)  # sent after it, in the same order: its update comes after
+        await updates.until(LOG, 2)
+    assert carried == [LOG]
+    assert updates.uris == [LOG, LOG]
+
+
+async def test_the_resources_of_a_server_that_no_longer_declares_subscriptions_are_dropped_and_said(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path) as (client, _, stderr):
+        await subscribe(client, LOG)
+        await regenerate(client, stderr, subscriptions=False)  # its processes from now on declare none
+        carried = await subscribed(client)
+        await anyio.to_thread.run_sync(
+            stderr.until, DROPPED.format(uri=repr(LOG), why="no longer declares resource subscriptions")
+        )
+    assert carried == []
+
+
+@pytest.mark.docker
+async def test_a_session_renewed_for_a_tool_the_regenerated_tree_added_carries_its_subscriptions_over(
+    tmp_path: Path, owner: str
+) -> None:
+    from agent.serve.sessions import RENEWING
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {**os.environ, "TOOLTREE_SANDBOX_OWNER": owner}
+    async with serving(tmp_path, "--workspace", str(workspace), env=env) as (client, updates, stderr):
+        await subscribe(client, LOG)
+        first = await client.call_tool("execute_python", {"code": "x = 1"})  # its sandbox starts: the session stays
+        assert first.is_error is not True, first.content
+        await regenerate(client, stderr, tool="fresh")
+        stale = await client.call_tool("execute_python", {"code": "from servers.live import fresh"})
+        said = "".join(block.text for block in stale.content if isinstance(block, types.TextContent))
+        assert RENEWING.format(folder=workspace) in said, said  # the next call renews the session
+        carried = await subscribed(client)  # renews the session: a new live process, subscribed
+        await updates.until(LOG)
+        await touch(client, LOG)
+        await updates.until(LOG, 2)
+    assert carried == [LOG]
+    assert updates.uris == [LOG, LOG]
