@@ -45,19 +45,27 @@ JITTER = 0.05
 
 
 @asynccontextmanager
-async def unasked_server(mode: str, size: int = 0) -> AsyncIterator[ServerConfig]:
-    """`unasked_server.py` answering its GETs as ``mode`` says, as a server of the protocol with sessions."""
+async def on_socket(script: Path, name: str, *args: str) -> AsyncIterator[ServerConfig]:
+    """``script`` serving Streamable HTTP on a listening socket it inherits (``script FD ARGS...``), as server
+    ``name`` of the protocol with sessions."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()  # connections wait in the backlog until the server takes them: no wait for it to be up
         fd = sock.fileno()
-        proc = subprocess.Popen([sys.executable, str(SERVER), str(fd), mode, str(size)], pass_fds=[fd])
+        proc = subprocess.Popen([sys.executable, str(script), str(fd), *args], pass_fds=[fd])
         url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
     try:
-        yield ServerConfig(name="unasked", url=url, timeout=WAIT, protocol="legacy")
+        yield ServerConfig(name=name, url=url, timeout=WAIT, protocol="legacy")
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@asynccontextmanager
+async def unasked_server(mode: str, size: int = 0) -> AsyncIterator[ServerConfig]:
+    """`unasked_server.py` answering its GETs as ``mode`` says, as a server of the protocol with sessions."""
+    async with on_socket(SERVER, "unasked", mode, str(size)) as config:
+        yield config
 
 
 def text(result: dict[str, Any]) -> str:

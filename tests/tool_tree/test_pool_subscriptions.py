@@ -12,8 +12,6 @@ call that made it send them: told, or not, when the call returns.
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,7 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.tool_tree.test_get_streams import outside
+from tests.tool_tree.test_get_streams import on_socket, outside
 from tool_tree.config import ServerConfig
 from tool_tree.pool import CallFailure, ServerPool, ServerUnavailable
 
@@ -42,17 +40,8 @@ def live() -> ServerConfig:
 @asynccontextmanager
 async def live_over_http(mode: str) -> AsyncIterator[ServerConfig]:
     """The server over Streamable HTTP with sessions, its GETs answered as ``mode`` says (its ``GET_MODE``)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()  # connections wait in the backlog until the server takes them: no wait for it to be up
-        fd = sock.fileno()
-        proc = subprocess.Popen([sys.executable, str(SERVER), str(fd), mode], pass_fds=[fd])
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    try:
-        yield ServerConfig(name="live", url=url, timeout=WAIT, protocol="legacy")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    async with on_socket(SERVER, "live", mode) as config:
+        yield config
 
 
 class Told:
