@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import anyio
 from mcp.client._transport import ReadStream
 from mcp.shared.message import SessionMessage
 
@@ -41,8 +40,8 @@ class Changes:
     the reply is handed on). ``listener``, when set, is called with the list's kind after each of the three is
     counted; ``missed`` when such a notice may have been missed (`reopened`); ``forgotten`` once the server may no
     longer know the session (`not_found`, told again to one set later); ``updated`` with the URI of each
-    ``notifications/resources/updated`` (`RESOURCE_UPDATED`) whose URI is a string; ``ended`` once the stream ends
-    (a stdio server's process exited: its stdout closed). All on the session's event loop: they must not block."""
+    ``notifications/resources/updated`` (`RESOURCE_UPDATED`) whose URI is a string. All on the session's event loop:
+    they must not block."""
 
     tools: int = 0
     prompts: int = 0
@@ -51,7 +50,6 @@ class Changes:
     missed: Callable[[], None] | None = None
     forgotten: Callable[[], None] | None = None
     updated: Callable[[str], None] | None = None
-    ended: Callable[[], None] | None = None
     unknown: bool = False
     """Whether the server answered the session's stream of unasked messages 404 (`not_found`)."""
 
@@ -90,12 +88,7 @@ class Watching(ReadWrapper):
         self._changes = changes
 
     async def receive(self) -> SessionMessage | Exception:
-        try:
-            item = await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            if (ended := self._changes.ended) is not None:
-                ended()
-            raise
+        item = await self._inner.receive()
         if isinstance(item, SessionMessage):
             method = getattr(item.message, "method", None)
             if isinstance(method, str) and (kind := LISTS_CHANGED.get(method)) is not None:
