@@ -321,8 +321,9 @@ def test_the_defaults_and_limits_the_readme_quotes_are_the_codes() -> None:
         f"a reply runs at most {MAX_TOOL_USES} tool calls, each invocation of a `batch_tool`",
         f"client reads none over {SSE_EVENT_LIMIT // 2**20} MiB",
         f"A client's message may be {MAX_MESSAGE_BYTES // 2**20} MiB",
-        f"default {DEFAULT_IDLE_TIMEOUT:g}), `progress_interval` (default {DEFAULT_PROGRESS_INTERVAL:g} s, at least "
-        f"{MIN_PROGRESS_INTERVAL:g}), `warm` (sandboxes kept started; default {DEFAULT_WARM}, at most {MAX_WARM}) and "
+        f"`idle_timeout` (seconds before an idle client's session ends; default {DEFAULT_IDLE_TIMEOUT:g})",
+        f"`progress_interval` (default {DEFAULT_PROGRESS_INTERVAL:g} s, at least {MIN_PROGRESS_INTERVAL:g})",
+        f"`warm` (sandboxes kept started; default {DEFAULT_WARM}, at most {MAX_WARM})",
         f"`max_sessions` (default {DEFAULT_MAX_SESSIONS}, at most {MAX_SESSIONS})",
         f"sends nothing for {GONE_GRACE:g} s ends too",
         f"`--host` (default {options['host']}), `--port` (default {options['port']}; 0 picks one)",
