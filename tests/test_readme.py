@@ -198,6 +198,12 @@ def test_the_commands_the_readme_names_exist() -> None:
 
 
 def exit_codes(command: str) -> dict[int, str]:
+    """The codes the README gives `command`, in order: a list under its heading "Exit codes of `exec`", one code a
+    bullet, or a sentence ("Exit codes of `serve`: 0 ..., 2 ....")."""
+    listed = re.findall(rf"^#+ Exit codes of `{command}`\n\n((?:- .*\n(?:  .*\n)*)+)", README, flags=re.M)
+    if listed:
+        (bullets,) = listed
+        return {int(n): flat(meaning) for n, meaning in re.findall(r"^- (\d+) (.*(?:\n  .*)*)", bullets, flags=re.M)}
     (listed,) = re.findall(rf"Exit codes of `{command}`: (.*?)\.", flat(README))
     return {int(n): meaning for n, meaning in re.findall(r"(\d+) ([^,]+)", listed)}
 

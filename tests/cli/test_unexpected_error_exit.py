@@ -150,7 +150,8 @@ def test_every_help_that_lists_exit_statuses_lists_70(prog: str) -> None:
 
 @pytest.mark.parametrize("command", ["generate-tree", "exec"])
 def test_the_readmes_exit_codes_say_70(command: str) -> None:
-    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
-    (after,) = re.findall(rf"Exit codes of `{command}`: .*?\)\. (.*?\.)", readme)
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    # The sentence right after the list of codes under the heading "Exit codes of `exec`".
+    (after,) = re.findall(rf"^#+ Exit codes of `{command}`\n\n(?:- .*\n(?:  .*\n)*)+\n(.*?\.)(?: |$)", readme, re.M)
     bug = "(a bug: run with `--debug` and report the traceback)"
     assert after == f"Like every command, it exits 70 on an unexpected error {bug}."
