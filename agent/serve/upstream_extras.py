@@ -12,7 +12,9 @@ A client that reaches its servers through tooltree keeps their prompts (slash co
   templates of two servers match, or that none knows, is refused, saying so.
 - ``resources/subscribe`` and ``resources/unsubscribe`` (a client of the handshake era) follow one resource on the
   server a read of it goes to, its ``notifications/resources/updated`` sent to that client session only
-  (`agent.serve.upstream_subscriptions`); ``resources.subscribe`` is declared when a server offered declares it.
+  (`agent.serve.upstream_subscriptions`), as do the ``resourceSubscriptions`` of a 2026-07-28 client's
+  ``subscriptions/listen`` stream (`agent.serve.upstream_listen`); ``resources.subscribe`` is declared when a server
+  offered declares it.
 
 **Where the lists come from.** From the tree: generate-tree lists each server's prompts, resources and resource
 templates with its tools and records them in the server's snapshot (`tool_tree.snapshot_lists`); serve offers what
@@ -21,7 +23,8 @@ background refresh or once a server, in any client session, said its tools chang
 while serve offers them: `tooltree_cli.serve_follow`), and then tells each client session of the handshake era that
 listed them ``notifications/prompts/list_changed`` or ``.../resources/list_changed`` if they changed. A client of the
 2026-07-28 protocol (over stdio: serve refuses it over HTTP, and over stdio when a server may ask the client) is
-told on the ``subscriptions/listen`` streams it opened (`listen_handler`), the only place that protocol sends them.
+told on the ``subscriptions/listen`` streams it opened (`agent.serve.upstream_listen`), the only place that protocol
+sends them.
 A list starts no server (so ``--no-regenerate`` starts none for it). ``prompts/get`` and ``resources/read`` go
 through the client session's own server pool, as passthrough calls do (same start on first use, timeouts, restarts
 and words of failure), and each is written to the session's audit log as a passthrough call is (`audit_record`:
@@ -54,14 +57,16 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
-from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from agent.content import MAX_BLOCKS
 from agent.serve.bounded_result import _block, _Budget
-from agent.serve.upstream_lists import Spawn, UpstreamExtras, quoted
+from agent.serve.upstream_listen import MAX_LISTEN_BACKLOG as MAX_LISTEN_BACKLOG
+from agent.serve.upstream_listen import MAX_LISTEN_STREAMS as MAX_LISTEN_STREAMS
+from agent.serve.upstream_listen import listen_handler
+from agent.serve.upstream_lists import UpstreamExtras, quoted
 from agent.serve.upstream_offer import DESCRIPTION_CHARS, text_field, why
 from agent.serve.upstream_subscriptions import install_subscriptions
 from sandbox._supervisor.limits import MAX_IMAGES
@@ -249,37 +254,6 @@ def bounded_read(raw: dict[str, Any], uri: str, what: str, max_chars: int) -> ty
 
 # ---- the handlers --------------------------------------------------------------------------------------------------
 
-MAX_LISTEN_STREAMS = 8
-"""``subscriptions/listen`` streams open at once in one serve process (one client over stdio); one more is refused
-(the SDK's ``INTERNAL_ERROR`` "Subscription limit reached"). A client needs one."""
-MAX_LISTEN_BACKLOG = 16
-"""Events one listen stream holds unsent; a stream whose client stopped reading is ended there (the client listens
-again and lists again: an event only says "list again")."""
-
-ListenHandlerT = Callable[[Any, types.SubscriptionsListenRequestParams], Awaitable[types.SubscriptionsListenResult]]
-
-
-def listen_handler(extras: UpstreamExtras, spawn: Spawn) -> ListenHandlerT:
-    """The ``subscriptions/listen`` handler: the SDK's `ListenHandler` on `UpstreamExtras.bus`, bounded
-    (`MAX_LISTEN_STREAMS`, `MAX_LISTEN_BACKLOG`). A reload that changes the prompts or resources offered publishes
-    ``PromptsListChanged`` or ``ResourcesListChanged``, and each stream that asked for it gets
-    ``notifications/prompts/list_changed`` or ``.../resources/list_changed``. Its acknowledgement honours no
-    resource subscriptions (``resources.subscribe`` is not declared to this protocol's clients: a single resource is
-    followed only by a client of the handshake era, `agent.serve.upstream_subscriptions`); the tools
-    never change (``tools.listChanged`` stays false, `ExtrasServer`), so a stream that asks for them is never told.
-
-    Before, a 2026-07-28 client over stdio was told of no change (that protocol sends them only on these streams),
-    though serve declared ``listChanged``."""
-    handler = ListenHandler(extras.bus, max_subscriptions=MAX_LISTEN_STREAMS, max_buffered_events=MAX_LISTEN_BACKLOG)
-
-    async def listen(ctx: Any, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
-        extras.listening(spawn)
-        asked = params.notifications.model_copy(update={"resource_subscriptions": None})
-        return await handler(ctx, params.model_copy(update={"notifications": asked}))
-
-    return listen
-
-
 InSession = Callable[[Any, Callable[["Runtime", "CallCancel"], Any]], Awaitable[Any]]
 """Runs a function of the client session's runtime on one of its worker threads (`ToolServer._in_session`)."""
 
@@ -288,9 +262,13 @@ class ExtrasServer(Server[Any]):
     """The low-level `Server` of ``tooltree serve``, declaring prompts and resources as `UpstreamExtras` says, and its
     tools' list as never changing: the SDK derives ``tools.listChanged`` for 2026-07-28 from ``subscriptions/listen``
     being served (`listen_handler`), but serve's tools are built once (a listen stream that asks for them is
-    acknowledged and never told)."""
+    acknowledged and never told). ``resources.subscribe`` is declared to a client of either protocol when a server
+    offered declares it and the client can follow a resource: in the 2026-07-28 protocol (where the SDK, as the
+    specification, says by it that listen streams honour resource subscriptions) only where ``subscriptions/listen``
+    is served (``listening``). Before, never to a 2026-07-28 client."""
 
     extras: UpstreamExtras | None = None
+    listening = False
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
         declared = super().get_capabilities(*args, **kwargs)
@@ -298,7 +276,9 @@ class ExtrasServer(Server[Any]):
             declared = declared.model_copy(update={"tools": types.ToolsCapability(list_changed=False)})
         if self.extras is None:
             return declared
-        return self.extras.capabilities(declared, modern=kwargs.get("protocol_version") in MODERN_PROTOCOL_VERSIONS)
+        # ``modern`` withholds ``resources.subscribe``: only from a 2026-07-28 client that has no listen stream here.
+        modern = kwargs.get("protocol_version") in MODERN_PROTOCOL_VERSIONS and not self.listening
+        return self.extras.capabilities(declared, modern=modern)
 
 
 def install(
@@ -330,10 +310,12 @@ def install(
         # handlers are given no public way to it (its `Context.connection` is `MCPServer`'s only).
         extras.listened(getattr(ctx.session, "_connection", ctx.session), what, spawn)
 
+    # Resource subscriptions (`agent.serve.upstream_subscriptions`), which listen streams follow resources through.
+    subscriptions = install_subscriptions(server, extras, in_session, spawn, forward) if extras.resources_on else None
     if listen and extras.on:
-        server.add_request_handler(
-            "subscriptions/listen", types.SubscriptionsListenRequestParams, listen_handler(extras, spawn)
-        )
+        handler = listen_handler(extras, spawn, subscriptions, in_session, forward)
+        server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, handler)
+        server.listening = True
 
     if extras.prompts_on:
 
@@ -395,4 +377,3 @@ def install(
             list_templates,
         )
         server.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)
-        install_subscriptions(server, extras, in_session, spawn, forward)

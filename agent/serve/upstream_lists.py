@@ -178,9 +178,9 @@ class UpstreamExtras:
     def capabilities(self, declared: types.ServerCapabilities, *, modern: bool = False) -> types.ServerCapabilities:
         """``declared`` with prompts and resources when the tree records any (a reload tells the sessions that
         listed them when they change, or, in the 2026-07-28 protocol, the listen streams that asked for it), and
-        ``resources.subscribe`` to a client of the handshake era when a server offered declares it
-        (`agent.serve.upstream_subscriptions`); never to one of the 2026-07-28 protocol (``modern``), whose
-        ``subscriptions/listen`` streams follow no single resource here."""
+        ``resources.subscribe`` when a server offered declares it (`agent.serve.upstream_subscriptions`), but not to
+        a 2026-07-28 client (``modern``) that has no ``subscriptions/listen`` stream here to follow one on
+        (`agent.serve.upstream_extras.ExtrasServer` passes ``modern`` only then)."""
         prompts = self.prompts_on and bool(self.offer.prompts)
         resources = self.resources_on and bool(self.offer.resources or self.offer.templates)
         subscribe = resources and not modern and bool(self.offer.subscribing)

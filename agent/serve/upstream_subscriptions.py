@@ -25,11 +25,12 @@ at its client's next call (`agent.serve.sessions.SessionRegistry.use`: one witho
 its servers stop. Before, its subscriptions ended with them, unsaid. Now they carry over (`carry`), as part of that
 call, on the new session's worker thread: each (server, URI) the regenerated tree still offers from the same server,
 which still declares subscriptions, is subscribed to on the new session's servers (starting them), its updates sent to
-the same connection, which is sent one ``updated`` of it (a change may have been missed; coalesced as any other). One
-that can no longer be followed (its server gone or no longer declaring subscriptions, the URI no longer offered by it,
-its server refusing or failing) is dropped, said in serve's log as a warning naming the URI and why (MCP has no notice
-for it). Done before the call goes on, so that the client's later ``resources/subscribe`` or ``unsubscribe`` act on
-what was carried, never raced by it; the call waits for those servers' start and answers (each within its timeout).
+the same connection and listen streams, which are sent one ``updated`` of it (a change may have been missed;
+coalesced as any other). One that can no longer be followed (its server gone or no longer declaring subscriptions,
+the URI no longer offered by it, its server refusing or failing) is dropped, said in serve's log as a warning naming
+the URI and why (MCP has no notice for it). Done before the call goes on, so that the client's later
+``resources/subscribe`` or ``unsubscribe`` act on what was carried, never raced by it; the call waits for those
+servers' start and answers (each within its timeout).
 
 **Bounds**, against a hostile client or server: at most `MAX_SUBSCRIPTIONS` URIs followed per client session (one
 more is refused, saying so); a URI followed is a clean string of at most `upstream_offer.URI_CHARS` characters, sent
@@ -38,25 +39,28 @@ seconds, the last one never lost (one that comes meanwhile is sent at the interv
 followed is dropped. The server's notices are bounded in number before they are read (`tool_tree.budget`).
 
 The 2026-07-28 protocol has no ``resources/subscribe``: its clients follow resources on ``subscriptions/listen``
-streams, whose acknowledgement here honours no resource subscription (`agent.serve.upstream_extras.listen_handler`).
+streams (`agent.serve.upstream_listen`), through the same `Subscriptions`, checks (`followable`) and bounds; what a
+client session follows, and how it is told, is `agent.serve.upstream_followed.Followed`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import threading
-import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
+from mcp.server.subscriptions import SubscriptionBus
 from mcp.shared.exceptions import MCPError
 
+from agent.serve.upstream_followed import MAX_SUBSCRIPTIONS as MAX_SUBSCRIPTIONS
+from agent.serve.upstream_followed import UPDATE_INTERVAL as UPDATE_INTERVAL
+from agent.serve.upstream_followed import Followed, Follower
 from agent.serve.upstream_lists import RESOURCE_NOT_FOUND, Spawn, UpstreamExtras, quoted
 from agent.serve.upstream_offer import URI_CHARS, NotKept, exact
 
@@ -67,137 +71,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MAX_SUBSCRIPTIONS = 100
-"""URIs one client session follows at most (each a subscription held on its server)."""
-UPDATE_INTERVAL = 1.0
-"""Seconds between two ``notifications/resources/updated`` of one URI sent to one client session, at least."""
-
 InSession = Callable[[Any, Callable[["Runtime", "CallCancel"], Any]], Awaitable[Any]]
 Forward = Callable[..., dict[str, Any]]
 """`agent.serve.upstream_extras.forward`."""
-
-
-class Followed:
-    """The resources one client session follows, by (server, URI), and the sending of their
-    ``notifications/resources/updated`` to its client (`updated`; the instance itself is the ``on_resource_updated``
-    listener of the session's server pool, so that `follows` finds it there).
-
-    Args:
-        connection: the client's connection (with ``send_resource_updated``), on serve's event loop ``loop``.
-        spawn: starts a task in serve's task group.
-        subscriptions: the `Subscriptions` it belongs to, which carries it over to a session that replaces its own
-            (`carry`).
-    """
-
-    def __init__(
-        self,
-        connection: Any,
-        loop: asyncio.AbstractEventLoop,
-        spawn: Spawn,
-        subscriptions: Subscriptions | None = None,
-    ) -> None:
-        self.connection = connection
-        self.loop = loop
-        self._spawn = spawn
-        self.subscriptions = subscriptions
-        self._lock = threading.Lock()
-        self.uris: set[tuple[str, str]] = set()
-        self._asked: dict[tuple[str, str], int] = {}  # subscribes in flight, counted against the bound
-        self._last: dict[tuple[str, str], float] = {}
-        self._pending: set[tuple[str, str]] = set()
-
-    def ask(self, server: str, uri: str) -> None:
-        """A subscribe of ``uri`` on ``server`` is about to be sent (`settle` it once answered).
-
-        Raises:
-            MCPError: the session follows `MAX_SUBSCRIPTIONS` URIs already (with those being subscribed).
-        """
-        key = (server, uri)
-        with self._lock:
-            if (
-                key not in self.uris
-                and key not in self._asked
-                and len(self.uris.union(self._asked)) >= MAX_SUBSCRIPTIONS
-            ):
-                raise MCPError(
-                    code=types.INVALID_PARAMS,
-                    message=f"this client session follows {MAX_SUBSCRIPTIONS} resources already, the most it may: "
-                    f"unsubscribe from one (resources/unsubscribe) before subscribing to {quoted(uri)}",
-                )
-            self._asked[key] = self._asked.get(key, 0) + 1
-
-    def settle(self, server: str, uri: str, subscribed: bool, sent: float | None = None) -> None:
-        """The subscribe of `ask` was answered: ``subscribed`` or not. ``sent``: when an update of it was last sent
-        to the client by the session this one replaced (`carry`), so that the coalescing spans the two."""
-        key = (server, uri)
-        with self._lock:
-            if (left := self._asked.pop(key, 1) - 1) > 0:
-                self._asked[key] = left
-            if subscribed:
-                self.uris.add(key)
-                if sent is not None:
-                    self._last[key] = max(sent, self._last.get(key, sent))
-
-    @property
-    def following(self) -> bool:
-        """Whether it follows a resource (one subscribed to, and not unsubscribed since)."""
-        with self._lock:
-            return bool(self.uris)
-
-    def take(self) -> dict[tuple[str, str], float | None]:
-        """Follow nothing more (its session was replaced: `carry`); what it followed, each with when an update of it
-        was last sent (None: never). An update of it still waiting to be sent is dropped: the carry sends one."""
-        with self._lock:
-            taken = {key: self._last.get(key) for key in self.uris}
-            self.uris.clear()
-            self._last.clear()
-        return taken
-
-    def drop(self, uri: str) -> list[str]:
-        """Follow ``uri`` no more; the servers it was followed on (none: it was not)."""
-        with self._lock:
-            servers = sorted(server for server, followed in self.uris if followed == uri)
-            for server in servers:
-                self.uris.discard((server, uri))
-                self._last.pop((server, uri), None)
-        return servers
-
-    def updated(self, server: str, uri: str) -> None:
-        """``server`` said the resource ``uri`` changed (`tool_tree.pool.ServerPool`'s ``on_resource_updated``, on
-        the pool's thread: it must not block). Sent to the client when it is followed, at once or, within
-        `UPDATE_INTERVAL` of the last one sent, at the interval's end (one send for all the notices meanwhile)."""
-        key = (server, uri)
-        with self._lock:
-            if len(uri) > URI_CHARS or key not in self.uris or key in self._pending:
-                return
-            self._pending.add(key)
-            wait = max(0.0, self._last.get(key, -UPDATE_INTERVAL) + UPDATE_INTERVAL - time.monotonic())
-        # Not waited for (the pool's thread must not block); started in a task of serve's loop, which starts the send
-        # in serve's task group (anyio starts a task only from a task).
-        start = self._start(functools.partial(self._send, key, wait))
-        try:
-            asyncio.run_coroutine_threadsafe(start, self.loop)
-        except RuntimeError:  # serve's loop has ended
-            start.close()
-            logger.debug("a resource update was not sent: serve's loop has ended")
-
-    __call__ = updated
-
-    async def _start(self, send: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        self._spawn(send)
-
-    async def _send(self, key: tuple[str, str], wait: float) -> None:
-        if wait > 0:
-            await anyio.sleep(wait)
-        with self._lock:
-            self._pending.discard(key)  # a notice from now on is sent after this one
-            if key not in self.uris:
-                return
-            self._last[key] = time.monotonic()
-        try:
-            await self.connection.send_resource_updated(key[1])
-        except Exception:  # the client's connection has ended meanwhile
-            logger.debug("a resource update was not sent", exc_info=True)
 
 
 class Subscriptions:
@@ -216,26 +92,34 @@ class Subscriptions:
         self._lock = threading.Lock()
         self._of: weakref.WeakKeyDictionary[Any, Followed] = weakref.WeakKeyDictionary()
 
-    def of(self, pool: Any, connection: Any, loop: asyncio.AbstractEventLoop) -> Followed:
+    def of(
+        self, pool: Any, connection: Any, loop: asyncio.AbstractEventLoop, bus: SubscriptionBus | None = None
+    ) -> Followed:
         """The `Followed` of the client session whose server pool is ``pool`` (made, and made the pool's
-        ``on_resource_updated`` listener, on first use), sending to ``connection``."""
+        ``on_resource_updated`` listener, on first use), sending to ``connection`` and ``bus`` (None: as before)."""
         with self._lock:
             followed = self._of.get(pool)
             if followed is None:
                 followed = self._of[pool] = Followed(connection, loop, self._spawn, self)
                 pool.on_resource_updated = followed
-            followed.connection = connection
+            if connection is not None:
+                followed.connection = connection
+            if bus is not None:
+                followed.bus = bus
             return followed
 
     def get(self, pool: Any) -> Followed | None:
         with self._lock:
             return self._of.get(pool)
 
-    def carry(self, old: Followed, taken: dict[tuple[str, str], float | None], new: ClientSession) -> None:
+    def carry(
+        self, old: Followed, taken: dict[tuple[str, str], tuple[float | None, set[Follower]]], new: ClientSession
+    ) -> None:
         """Follow what ``old`` followed (``taken``: `Followed.take`) on the servers of ``new``, the client session
-        that replaced ``old``'s, sending to the same connection (from one of ``new``'s worker threads; see the
-        module). Each URI is subscribed to through `forward` (audited as the client's own subscribe), then the client
-        is sent one ``updated`` of it; one that cannot be followed is dropped, said in the log (`_dropped`)."""
+        that replaced ``old``'s, for the same followers, sending to the same connection and listen streams (from one
+        of ``new``'s worker threads; see the module). Each URI is subscribed to through `forward` (audited as the
+        client's own subscribe), then the client is sent one ``updated`` of it; one that cannot be followed is
+        dropped, said in the log (`_dropped`)."""
         from sandbox.bridge import CallCancel
         from sandbox.errors import SandboxError
         from tool_tree.pool import PoolError
@@ -244,11 +128,11 @@ class Subscriptions:
         if extras is None or forward is None:  # made without them (a test of the bounds): nothing is carried
             return
         kept = {}
-        for (server, uri), sent in sorted(taken.items()):
+        for (server, uri), (sent, by) in sorted(taken.items(), key=lambda item: item[0]):
             if (why := _unfollowable(extras, server, uri)) is not None:
                 _dropped(new, uri, why)
             else:
-                kept[server, uri] = sent
+                kept[server, uri] = sent, by
         if not kept:
             return
         try:
@@ -257,8 +141,8 @@ class Subscriptions:
             for _, uri in kept:
                 _dropped(new, uri, f"the client session's servers could not start: {e}")
             return
-        followed = self.of(runtime.bridge.pool, old.connection, old.loop)
-        for (server, uri), sent in kept.items():
+        followed = self.of(runtime.bridge.pool, old.connection, old.loop, old.bus)
+        for (server, uri), (sent, by) in kept.items():
             if new.ended:  # the client left meanwhile: its servers have stopped
                 logger.debug("a resource was not followed again: its client session ended")
                 return
@@ -275,7 +159,7 @@ class Subscriptions:
             except MCPError as e:
                 _dropped(new, uri, f"its server did not subscribe to it again: {e.message}")
             finally:
-                followed.settle(server, uri, subscribed, sent)
+                subscribed = followed.settle(server, uri, subscribed, sent, by)  # not for a stream ended meanwhile
             if subscribed:
                 followed.updated(server, uri)  # a change may have been missed meanwhile
 
@@ -339,28 +223,15 @@ def install_subscriptions(
     in_session: InSession,
     spawn: Spawn,
     forward: Callable[..., dict[str, Any]],
-) -> None:
+) -> Subscriptions:
     """Add the ``resources/subscribe`` and ``resources/unsubscribe`` handlers to ``server`` (`in_session` runs each
-    in the client's session; ``forward``: `agent.serve.upstream_extras.forward`)."""
+    in the client's session; ``forward``: `agent.serve.upstream_extras.forward`); the `Subscriptions` they keep,
+    which the listen streams share (`agent.serve.upstream_listen`)."""
     subscriptions = Subscriptions(spawn, extras, forward)
 
     async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
         uri = str(params.uri)
-        try:
-            exact(uri, URI_CHARS)
-        except NotKept:
-            raise MCPError(
-                code=types.INVALID_PARAMS,
-                message=f"the resource {quoted(uri)} cannot be followed: a URI followed is a clean string of at most "
-                f"{URI_CHARS:,} characters (no control, escape or invisible character)",
-            ) from None
-        owner = extras.owner(uri)  # refused as a read is: no server, or two, claim it
-        if owner not in extras.offer.subscribing:
-            raise MCPError(
-                code=types.INVALID_PARAMS,
-                message=f"server {owner!r} does not declare resource subscriptions (resources.subscribe), so "
-                f"{quoted(uri)} cannot be followed through tooltree: read it again to see a change",
-            )
+        owner = followable(extras, uri)
         connection = getattr(ctx.session, "_connection", ctx.session)  # as `install`'s ``listed`` finds it
         loop = asyncio.get_running_loop()
         what = f"{owner}: subscribing to {quoted(uri)}"
@@ -396,3 +267,29 @@ def install_subscriptions(
 
     server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
     server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
+    return subscriptions
+
+
+def followable(extras: UpstreamExtras, uri: str) -> str:
+    """The server on which ``uri`` is followed (a read of it goes there).
+
+    Raises:
+        MCPError: it cannot be followed: not a clean string of at most `URI_CHARS` characters, no server (or two)
+            claims it, or its server does not declare subscriptions.
+    """
+    try:
+        exact(uri, URI_CHARS)
+    except NotKept:
+        raise MCPError(
+            code=types.INVALID_PARAMS,
+            message=f"the resource {quoted(uri)} cannot be followed: a URI followed is a clean string of at most "
+            f"{URI_CHARS:,} characters (no control, escape or invisible character)",
+        ) from None
+    owner = extras.owner(uri)  # refused as a read is: no server, or two, claim it
+    if owner not in extras.offer.subscribing:
+        raise MCPError(
+            code=types.INVALID_PARAMS,
+            message=f"server {owner!r} does not declare resource subscriptions (resources.subscribe), so "
+            f"{quoted(uri)} cannot be followed through tooltree: read it again to see a change",
+        )
+    return owner

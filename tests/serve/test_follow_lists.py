@@ -104,7 +104,7 @@ async def test_a_client_of_the_2026_protocol_is_told_on_its_listen_stream(tmp_pa
         declared = discovered.capabilities
         assert declared.prompts is not None and declared.resources is not None
         assert declared.prompts.list_changed and declared.resources.list_changed
-        assert not declared.resources.subscribe  # no single resource is followed
+        assert not declared.resources.subscribe  # its server declares no subscriptions
         assert declared.tools is not None and not declared.tools.list_changed  # serve's tools never change
         before = await _names(client, kind)
         asked = {"prompts_list_changed": kind == "prompt", "resources_list_changed": kind == "resource"}

@@ -1,0 +1,224 @@
+"""``subscriptions/listen`` streams of `tooltree serve`: how a client of the 2026-07-28 protocol (over stdio: serve
+refuses it over HTTP, and over stdio when a server may ask the client) is told that a list changed, and follows a
+server's resource, which that protocol does only there (it has no ``resources/subscribe``).
+
+**Lists.** A reload that changes the prompts or resources offered publishes ``PromptsListChanged`` or
+``ResourcesListChanged`` on `UpstreamExtras.bus`, and each stream that asked for it gets
+``notifications/prompts/list_changed`` or ``.../resources/list_changed``; the tools never change (``tools.listChanged``
+stays false, `agent.serve.upstream_extras.ExtrasServer`), so a stream that asks for them is never told.
+
+**Resources.** Each URI of a stream's ``resourceSubscriptions`` is checked and subscribed to as a
+``resources/subscribe`` is (`agent.serve.upstream_subscriptions`: the server that owns it, which must declare
+subscriptions, a clean URI of at most `upstream_offer.URI_CHARS` characters, through the client session's own server
+pool with its start on first use, timeouts and audit line, within the session's `MAX_SUBSCRIPTIONS`), before the
+stream is acknowledged; the acknowledgement's ``resourceSubscriptions`` lists the URIs followed, in the order asked.
+One that is not (refused, failed, past the bound) is left out of it and said in serve's log, a warning naming it and
+why (the client learns which were followed from the acknowledgement). The server's ``notifications/resources/updated``
+of a URI followed reach each stream of this client that follows it, stamped with its subscription id (the SDK's
+`ListenHandler`, on a bus of this server's own: `_Bus`), coalesced as the handshake era's
+(`agent.serve.upstream_followed.Followed`); a replaced server session subscribed again tells each stream once, and so
+does a client session replaced after a regeneration of the tree (`agent.serve.upstream_subscriptions.carry`). When a
+stream ends (its client cancels it, or leaves), each URI that no other stream of the session follows, nor its
+``resources/subscribe``, is unsubscribed from on its server (in the background: the stream's end waits for nothing);
+one a new stream follows meanwhile is subscribed to again. A session whose streams follow a resource is not ended for
+being idle (`agent.serve.upstream_subscriptions.follows`), as one that subscribed.
+
+**Bounds.** At most `MAX_LISTEN_STREAMS` streams open at once, each at most `MAX_LISTEN_BACKLOG` events behind; a
+stream follows at most `MAX_SUBSCRIPTIONS` URIs (those asked past them are left out, said in one line), the client
+session as many in all, however many streams follow each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ServerEvent, SubscriptionBus
+from mcp.shared.exceptions import MCPError
+
+from agent.serve.upstream_followed import MAX_SUBSCRIPTIONS, Followed, Follower
+from agent.serve.upstream_lists import Spawn, UpstreamExtras, quoted
+from agent.serve.upstream_subscriptions import Forward, InSession, Subscriptions, followable
+
+if TYPE_CHECKING:
+    from sandbox.bridge import CallCancel
+    from sandbox.host import Runtime
+
+logger = logging.getLogger(__name__)
+
+MAX_LISTEN_STREAMS = 8
+"""``subscriptions/listen`` streams open at once in one serve process (one client over stdio); one more is refused
+(the SDK's ``INTERNAL_ERROR`` "Subscription limit reached"). A client needs one."""
+MAX_LISTEN_BACKLOG = 16
+"""Events one listen stream holds unsent; a stream whose client stopped reading is ended there (the client listens
+again and lists again, or reads again: an event only says "read again"). A burst of updates (a server session replaced
+tells of each of 100 resources at once) is sent as it comes: each is published from its own task."""
+
+ListenHandlerT = Callable[[Any, types.SubscriptionsListenRequestParams], Awaitable[types.SubscriptionsListenResult]]
+
+
+class _Bus:
+    """The listen streams' bus: what `UpstreamExtras.bus` publishes (the lists changed, for every client of this serve
+    process) and what is published here (the resources this server's client follows: `Followed.bus`)."""
+
+    def __init__(self, shared: SubscriptionBus) -> None:
+        self._shared = shared
+        self._own = InMemorySubscriptionBus()
+
+    async def publish(self, event: ServerEvent) -> None:
+        await self._own.publish(event)
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        ends = (self._shared.subscribe(listener), self._own.subscribe(listener))
+
+        def unsubscribe() -> None:
+            for end in ends:
+                end()
+
+        return unsubscribe
+
+
+def listen_handler(
+    extras: UpstreamExtras,
+    spawn: Spawn,
+    subscriptions: Subscriptions | None,
+    in_session: InSession,
+    forward: Forward,
+) -> ListenHandlerT:
+    """The ``subscriptions/listen`` handler (see the module): the SDK's `ListenHandler`, bounded, on the lists' changes
+    and the resources its streams follow, through ``subscriptions`` (those of ``resources/subscribe``; None: serve
+    offers no resources, and a stream follows none), ``in_session`` and ``forward``
+    (`agent.serve.upstream_extras.forward`).
+
+    Before, the acknowledgement honoured no resource subscription and ``resources.subscribe`` was not declared to this
+    protocol's clients: a 2026-07-28 client could not follow a resource through serve."""
+    bus = _Bus(extras.bus)
+    handler = ListenHandler(bus, max_subscriptions=MAX_LISTEN_STREAMS, max_buffered_events=MAX_LISTEN_BACKLOG)
+
+    async def listen(ctx: Any, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+        extras.listening(spawn)
+        owners = _owners(extras, params.notifications.resource_subscriptions or [])
+        stream, subscribing = Follower(), subscriptions is not None and any(owners.values())
+        try:
+            followed = await follow(ctx, owners, stream) if subscribing else []
+            notifications = params.notifications.model_copy(update={"resource_subscriptions": followed or None})
+            return await handler(ctx, params.model_copy(update={"notifications": notifications}))
+        finally:
+            stream.ended = True  # a subscribe still answering for it follows nothing (`Followed.settle`)
+            if subscribing:
+                spawn(lambda: release(ctx, stream))
+
+    async def follow(ctx: Any, owners: dict[str, str | None], stream: Follower) -> list[str]:
+        """The URIs of ``owners`` (each with its server, None: refused) that ``stream`` follows, each subscribed to
+        (all at once, each on a worker thread of the client session); those that are not, said in serve's log."""
+        if subscriptions is None:
+            return []
+        honoured: set[str] = set()
+        loop = asyncio.get_running_loop()
+
+        async def one(uri: str, owner: str) -> None:
+            what = f"{owner}: subscribing to {quoted(uri)}"
+
+            def work(runtime: Runtime, cancel: CallCancel) -> bool:
+                followed = subscriptions.of(runtime.bridge.pool, None, loop, bus)
+                followed.ask(owner, uri)
+                subscribed = False
+                try:
+                    forward(runtime, owner, "resources/subscribe", {"uri": uri}, cancel, what)
+                    subscribed = True
+                finally:
+                    kept = followed.settle(owner, uri, subscribed, by=(stream,))
+                if not kept:  # its stream ended meanwhile
+                    _release(forward, runtime, followed, [(owner, uri)])
+                return kept
+
+            try:
+                if await in_session(ctx, work):
+                    honoured.add(uri)
+            except MCPError as e:
+                _refused(uri, e.message)
+
+        async with anyio.create_task_group() as tasks:
+            for uri, owner in owners.items():
+                if owner is not None:
+                    tasks.start_soon(one, uri, owner)
+        return [uri for uri in owners if uri in honoured]
+
+    async def release(ctx: Any, stream: Follower) -> None:
+        """``stream`` ended: the resources no one of its session follows now are unsubscribed from."""
+
+        def work(runtime: Runtime, cancel: CallCancel) -> None:
+            followed = subscriptions.get(runtime.bridge.pool) if subscriptions is not None else None
+            if followed is not None:
+                _release(forward, runtime, followed, followed.leave(stream), cancel)
+
+        try:
+            await in_session(ctx, work)
+        except MCPError as e:  # the session could not start again (the client left meanwhile)
+            logger.info("the resources of a listen stream that ended were not unsubscribed from: %s", e.message[:300])
+
+    return listen
+
+
+def _owners(extras: UpstreamExtras, asked: list[str]) -> dict[str, str | None]:
+    """The URIs of ``asked``, once each, at most `MAX_SUBSCRIPTIONS`, each with the server it is followed on (None: it
+    cannot be followed, said in serve's log, as are those past the bound)."""
+    owners: dict[str, str | None] = {}
+    past = 0
+    for uri in asked:
+        if uri in owners:
+            continue
+        if len(owners) == MAX_SUBSCRIPTIONS:
+            past += 1
+            continue
+        try:
+            owners[uri] = followable(extras, uri)
+        except MCPError as e:
+            owners[uri] = None
+            _refused(uri, e.message)
+    if past:
+        logger.warning(
+            "tooltree serve: a subscriptions/listen stream does not follow %s more of the resources it asked for, past "
+            "the first %s (the most one stream follows): they are left out of its acknowledgement",
+            f"{past:,}", MAX_SUBSCRIPTIONS,
+        )  # fmt: skip
+    return owners
+
+
+def _release(
+    forward: Forward,
+    runtime: Runtime,
+    followed: Followed,
+    keys: list[tuple[str, str]],
+    cancel: CallCancel | None = None,
+) -> None:
+    """Unsubscribe from each (server, URI) of ``keys`` that is not `Followed.wanted` (from a worker thread); one
+    followed again while it was unsubscribed from (a stream opened meanwhile) is subscribed to again."""
+    from sandbox.bridge import CallCancel
+
+    for server, uri in keys:
+        if followed.wanted(server, uri):
+            continue
+        try:
+            forward(runtime, server, "resources/unsubscribe", {"uri": uri}, cancel or CallCancel(),
+                    f"{server}: unsubscribing")  # fmt: skip
+        except MCPError as e:  # its notices are sent no more: said in serve's log and the audit log
+            logger.info("%s: the unsubscribe of a resource failed: %s", server, e.message[:300])
+        if followed.wanted(server, uri):
+            try:
+                forward(runtime, server, "resources/subscribe", {"uri": uri}, CallCancel(),
+                        f"{server}: subscribing to {quoted(uri)} again")  # fmt: skip
+            except MCPError as e:
+                logger.warning("tooltree serve: the resource %s is not followed on %r any more: %s", quoted(uri),
+                               server, e.message[:300])  # fmt: skip
+
+
+def _refused(uri: str, why: str) -> None:
+    logger.warning(
+        "tooltree serve: a subscriptions/listen stream does not follow the resource %s (left out of its "
+        "acknowledgement): %s", quoted(uri), why,
+    )  # fmt: skip
