@@ -281,13 +281,23 @@ class DockerEngine:
         Raises:
             EngineUnavailableError: no engine answers.
         """
+        return str(self.version().get("Version", "unknown"))
+
+    def version(self) -> dict[str, Any]:
+        """The engine's ``GET /version``: among the rest ``Version`` and ``Components`` (which name the engine: a
+        Docker engine's ``Engine``, Podman's ``Podman Engine``).
+
+        Raises:
+            EngineUnavailableError: no engine answers.
+        """
         try:
             with translated("docker version"):
-                return str(self.api.version().get("Version", "unknown"))
+                found = self.api.version()
         except EngineUnavailableError:
             raise
         except EngineError as e:
             raise EngineUnavailableError(f"the Docker engine at {engine_address()} does not answer: {e}") from None
+        return dict(found) if isinstance(found, dict) else {}
 
     def info(self) -> dict[str, Any]:
         """The engine's ``GET /info``: among the rest its runtimes (``Runtimes``) and ``DefaultRuntime``.

@@ -33,7 +33,7 @@ from typing import Any
 
 from sandbox import hardening
 from sandbox._attach import AttachSocket
-from sandbox._docker import OOM_KEY, DockerEngine, default_engine
+from sandbox._docker import OOM_KEY, DockerEngine, default_engine, engine_address
 from sandbox.backend import Connection, SandboxBackend
 from sandbox.config import SandboxConfig
 from sandbox.errors import EngineError, EngineUnavailableError, HardeningError, SandboxError
@@ -231,19 +231,26 @@ class DockerBackend(SandboxBackend):
         self._lock = threading.Lock()
 
     def prepare(self) -> None:
-        """Check the engine (and whether its runtime is gVisor), the image and the tree volume (once).
+        """Check the engine (that it can confine a sandbox, and whether its runtime is gVisor), the image and the tree
+        volume (once).
 
         Raises:
             EngineUnavailableError: no engine answers.
+            EngineError: the engine cannot confine a sandbox as required (`hardening.engine_problem`: Podman, or
+                limits it does not apply).
             ImageError: the image is missing (build it: ``tooltree image build``).
             SandboxError: the tree cannot be packed or copied, or the engine failed otherwise.
         """
         with self._lock:
             if self._prepared:
                 return
-            self.docker.ping()
+            version, info = self.docker.version(), self.docker.info()
+            # Fail closed on an engine that cannot apply every setting, before anything is made on it.
+            problem = hardening.engine_problem(version, info)
+            if problem is not None:
+                raise EngineError(f"the engine at {engine_address()} cannot run a sandbox: {problem}")
             # By the engine's registration, not the name alone; a name it lacks fails at the create (`sandbox.host`).
-            self.gvisor = hardening.engine_runs_gvisor(self.docker.info(), self.config.runtime)
+            self.gvisor = hardening.engine_runs_gvisor(info, self.config.runtime)
             self.image = ensure_image(
                 self.docker, self.config.image, self.config.pip_packages, build=self.build,
                 config=self.config.source, owner=self.config.owner,

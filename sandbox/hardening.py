@@ -100,6 +100,44 @@ def engine_runs_gvisor(info: Mapping[str, Any], runtime: str | None) -> bool:
     return isinstance(entry, Mapping) and (_names_runsc(entry.get("path")) or _names_runsc(entry.get("runtimeType")))
 
 
+ENGINE_LIMITS = (("MemoryLimit", "memory"), ("SwapLimit", "swap"), ("PidsLimit", "pids"), ("CpuCfsQuota", "CPU"))
+"""The ``GET /info`` fields by which an engine says it applies each cgroup limit of `container_spec`."""
+
+
+def engine_problem(version: Mapping[str, Any], info: Mapping[str, Any]) -> str | None:
+    """Why the engine that answered ``version`` and ``info`` (its ``GET /version`` and ``GET /info``) cannot run a
+    sandbox confined as `container_spec` asks; None when it can (`check_hardening` then checks each container).
+
+    - Podman's Docker-compatible API (``podman system service``), whatever its version: it reads a seccomp profile
+      only from a file on its own host (tooltree sends the profile itself, as the Engine API allows), and mounts a
+      writable tmpfs at ``/run`` and ``/var/tmp`` of a read-only root, where files may be executed. (Podman 4.3 also
+      refuses the workspace tmpfs's ``nr_inodes``, ``uid`` and ``gid``.)
+    - An engine that does not say it applies every limit (`ENGINE_LIMITS`): rootless Docker on cgroup v1 runs
+      containers without cgroups, yet reports the limits asked for in each container's inspection as if in effect.
+    """
+    for component in version.get("Components") or []:
+        name = component.get("Name") if isinstance(component, Mapping) else None
+        if isinstance(name, str) and name.lower().startswith("podman"):
+            return (
+                f"it is Podman {str(component.get('Version') or version.get('Version') or '')[:40]} (its "
+                "Docker-compatible API), which cannot confine a sandbox as tooltree requires: it takes a seccomp "
+                "profile only as a file on its own host, not the profile tooltree sends, and adds a writable tmpfs "
+                "where files may be executed (/run, /var/tmp) to the read-only root; point DOCKER_HOST at a Docker "
+                "engine"
+            )
+    missing = [limit for key, limit in ENGINE_LIMITS if info.get(key) is not True]
+    if not missing:
+        return None
+    rootless = "name=rootless" in (info.get("SecurityOptions") or [])
+    why = (
+        "rootless Docker on cgroup v1 runs containers without cgroups (boot the host with cgroup v2, or use a "
+        "rootful engine)"
+        if rootless and str(info.get("CgroupVersion")) == "1"
+        else "its GET /info does not report " + ", ".join(f"{k}=true" for k, limit in ENGINE_LIMITS if limit in missing)
+    )
+    return f"it cannot apply the sandbox's {', '.join(missing)} limits: {why}"
+
+
 def _gvisor(config: SandboxConfig, gvisor: bool | None) -> bool:
     return is_gvisor(config.runtime) if gvisor is None else gvisor
 
@@ -262,6 +300,8 @@ def check_hardening(
         for required in ("noexec", "nosuid", "nodev", *sizes):
             if required not in options:
                 v.append(f"tmpfs {path} lacks {required}")
+    for path in sorted(set(tmpfs) - {"/tmp", WORKSPACE}):  # Podman adds /run and /var/tmp, executables allowed
+        v.append(f"a tmpfs is mounted at {path!r} that tooltree did not ask for (writable past the read-only root)")
     user = str(cfg.get("User") or "")
     if user.split(":")[0] != str(SANDBOX_UID) or user.split(":")[-1] in ("0", "root"):
         v.append(f"user is {user or 'unset (root)'!r}, not {SANDBOX_UID}:{SANDBOX_UID}")

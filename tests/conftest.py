@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
@@ -80,6 +80,70 @@ def docker_engine() -> Iterator[EngineWithCLI]:
     remove_volumes(docker, label=TEST_LABEL)
     if leaked:
         pytest.fail(f"{leaked} sandbox container(s) outlived the tests that created them")
+
+
+PODMAN_START_WAIT = 60.0
+"""Seconds `podman_engine` waits for its service to answer."""
+
+
+@pytest.fixture(scope="session")
+def podman_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The ``DOCKER_HOST`` address of a Podman service of this run's own (``podman system service`` on a socket, with
+    its storage in a temporary folder and no images): Podman's Docker-compatible API, as users point tooltree at it.
+
+    Without ``podman`` on PATH, or when its service does not answer, tests that use it are skipped, unless
+    ``REQUIRE_PODMAN=1``, which turns either into a failure.
+    """
+    import shutil
+    import subprocess
+    import time
+
+    import docker
+
+    from sandbox._docker import DockerEngine
+    from sandbox.errors import EngineError
+
+    def unavailable(reason: str) -> NoReturn:
+        if os.environ.get("REQUIRE_PODMAN") == "1":
+            pytest.fail(f"REQUIRE_PODMAN=1 but {reason}")
+        pytest.skip(reason)
+
+    podman = shutil.which("podman")
+    if podman is None:
+        unavailable("podman is not installed (Debian: apt-get install podman)")
+    folder = tmp_path_factory.mktemp("podman")
+    address = f"unix://{folder / 'podman.sock'}"
+    options = ["--root", str(folder / "root"), "--runroot", str(folder / "run"), "--tmpdir", str(folder / "tmp")]
+    options += ["--storage-driver", "vfs", "--events-backend", "file", "--cgroup-manager", "cgroupfs"]
+    log = (folder / "service.log").open("wb")
+    service = subprocess.Popen([podman, *options, "system", "service", "--time=0", address], stdout=log, stderr=log)
+    log.close()
+    try:
+        deadline = time.monotonic() + PODMAN_START_WAIT
+        while True:  # bounded wait until the service answers on its socket
+            if service.poll() is not None:
+                text = (folder / "service.log").read_text(errors="replace")[-2000:]
+                unavailable(f"podman system service exited with status {service.returncode}: {text}")
+            if (folder / "podman.sock").exists():
+                engine = DockerEngine(docker.DockerClient(base_url=address, timeout=30))
+                try:
+                    engine.version()
+                    break
+                except EngineError:
+                    pass
+                finally:
+                    engine.close()
+            if time.monotonic() > deadline:
+                unavailable(f"podman system service did not answer at {address} within {PODMAN_START_WAIT:g} s")
+            time.sleep(0.05)
+        yield address
+    finally:
+        service.terminate()
+        try:
+            service.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            service.kill()
+            service.wait()
 
 
 @pytest.fixture(scope="session", autouse=True)
