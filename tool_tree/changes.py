@@ -9,7 +9,9 @@ know the session); `tool_tree.pool.ServerPool` has its ``on_tools_changed`` list
 its lists changed, and checks the session, replacing it when the server no longer knows it.
 
 A server also says that one resource changed (``notifications/resources/updated``, `RESOURCE_UPDATED`, sent for the
-resources a client subscribed to): `Changes.updated` is told its URI, as it is read.
+resources a client subscribed to): `Changes.updated` is told its URI, as it is read. And `Changes.ended` is told
+once the session reads no more (its server's process exited, between calls too): the pool opens a new session of a
+server whose resources are subscribed to, as no call may come to find this one dead.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import anyio
 from mcp.client._transport import ReadStream
 from mcp.shared.message import SessionMessage
 
@@ -40,8 +43,8 @@ class Changes:
     the reply is handed on). ``listener``, when set, is called with the list's kind after each of the three is
     counted; ``missed`` when such a notice may have been missed (`reopened`); ``forgotten`` once the server may no
     longer know the session (`not_found`, told again to one set later); ``updated`` with the URI of each
-    ``notifications/resources/updated`` (`RESOURCE_UPDATED`) whose URI is a string. All on the session's event loop:
-    they must not block."""
+    ``notifications/resources/updated`` (`RESOURCE_UPDATED`) whose URI is a string; ``ended`` once the session reads
+    no more (`end`). All on the session's event loop: they must not block."""
 
     tools: int = 0
     prompts: int = 0
@@ -50,8 +53,11 @@ class Changes:
     missed: Callable[[], None] | None = None
     forgotten: Callable[[], None] | None = None
     updated: Callable[[str], None] | None = None
+    ended: Callable[[], None] | None = None
     unknown: bool = False
     """Whether the server answered the session's stream of unasked messages 404 (`not_found`)."""
+    closed: bool = False
+    """Whether the session reads no more (`end`)."""
 
     def count(self, kind: str) -> None:
         """Count one notice that the list ``kind`` (``tools``, ``prompts`` or ``resources``) changed, and tell."""
@@ -70,6 +76,16 @@ class Changes:
         if self.missed is not None:
             self.missed()
 
+    def end(self) -> None:
+        """The session reads no more, however that came: its read stream ended (a stdio server's stdout closed as
+        its process exited, or its transport closed the stream once a write to the server failed, or once it gave
+        up on an HTTP server) or was closed (the session ended, for any reason). Tell ``ended``, once."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.ended is not None:
+            self.ended()
+
     def not_found(self) -> None:
         """The server answered the stream of unasked messages 404: it no longer knows the session (it restarted, or
         let the session expire), or has no such stream. Tell ``forgotten``."""
@@ -81,14 +97,19 @@ class Changes:
 class Watching(ReadWrapper):
     """A transport's read stream, counting the server's notices that a list changed (`Changes`) and telling those
     that a resource changed (`Changes.updated`). Counted here, not in the SDK's message handler, which runs in a task
-    of its own, maybe after the reply read next."""
+    of its own, maybe after the reply read next. Its end, or its close (the SDK's reading task closes it as it ends,
+    whatever ended it), is told too (`Changes.end`)."""
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], changes: Changes) -> None:
         super().__init__(inner)
         self._changes = changes
 
     async def receive(self) -> SessionMessage | Exception:
-        item = await self._inner.receive()
+        try:
+            item = await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._changes.end()
+            raise
         if isinstance(item, SessionMessage):
             method = getattr(item.message, "method", None)
             if isinstance(method, str) and (kind := LISTS_CHANGED.get(method)) is not None:
@@ -99,3 +120,9 @@ class Watching(ReadWrapper):
                 if isinstance(uri, str):
                     told(uri)
         return item
+
+    async def aclose(self) -> None:
+        try:
+            await self._inner.aclose()
+        finally:
+            self._changes.end()

@@ -2,10 +2,10 @@
 
 Each server is owned by one background task that opens the connection, keeps it open and closes
 it (the SDK's transports are anyio context managers and must be entered and left by the same
-task). Calls come from any task. A server whose connection died is re-opened on the next call:
-before that call is sent when the session already knew the connection had closed (a server killed
-between calls), else after the call that found it dead fails (it may have reached the server, and
-tools act for real, so it is never sent again). An HTTP server that answers a call with 404 for its session
+task). Calls come from any task. A server whose connection died is re-opened on the next call (one with
+resources subscribed to, at once: below): before that call is sent when the session already knew the connection
+had closed (a server killed between calls), else after the call that found it dead fails (it may have reached the
+server, and tools act for real, so it is never sent again). An HTTP server that answers a call with 404 for its session
 (it restarted, or let the session expire) did not run it: its session is re-opened and the call sent once more
 (`tool_tree.http_errors`); a second 404 fails it, saying it ran neither time. A 400 naming the session (as many
 servers answer instead) fails the call, not sent again, and the next call opens a new session. A 404 answering the
@@ -26,7 +26,15 @@ restarts and failures (`tooltree serve` offers the servers' prompts and resource
 through it (``resources/subscribe``) is remembered until it is unsubscribed: the server's notices that it changed are
 told to the pool's ``on_resource_updated`` listener, and a new session that replaces one that ended (a restart, a
 session the server no longer knows) is subscribed to it again, the listener told once of each (a change may have
-been missed meanwhile), as it is when the stream of unasked messages opened again after it was lost.
+been missed meanwhile), as it is when the stream of unasked messages opened again after it was lost. Such a server
+is not left for a call to start again, as its client may only follow resources: when its session ends on its own (its
+process exits, between calls too: the session reads no more, `tool_tree.changes.Changes.end`; a call finds it dead or
+cannot write to it; the server forgets the session or cannot be reached), not when the pool ends it (its close, a
+server that hung), a new session is opened in the background through the path a call takes (`ServerPool._follow`):
+at once, or once the restarts' back-off lets a call start it. One that ends soon after each restart is given up once
+the back-off would hold its next restart the longest (`tool_tree.restarts.MAX_DELAY`), in one warning naming it and
+the URIs told of no more; a call or a request then starts it again. With no URI of it subscribed to, nothing is done
+in the background: the next call starts it.
 
 Servers start on their first call, at most ``start_jobs`` at once (`tool_tree.starts.StartGate`,
 default the number of cores): a call to a server that is queued behind others waits its turn, and
@@ -57,6 +65,7 @@ secrets of the server's configuration are redacted from the reason and the stder
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import inspect
 import logging
@@ -75,6 +84,7 @@ from mcp import InputRequiredRoundsExceededError
 from mcp.shared.dispatcher import ProgressFnT
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+import tool_tree.restarts
 from tool_tree.changes import LISTS_CHANGED
 from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from tool_tree.connect import connect, list_tools_raw
@@ -161,6 +171,8 @@ class CallFailure(dict[str, Any]):
 
 _NEXT_CALL = "the next call starts it again"
 """What follows a server's end, in the log, unless it is started again at once."""
+_FOLLOWED = "resources of it are subscribed to: it is started again now, or once its restart back-off allows"
+"""What follows the end of a server with resources subscribed to, in the log (`ServerPool._follow`)."""
 _NOT_SENT = "it was not sent: the tool did not run"
 _SENT = "it was sent: the tool may have run, or be running still"
 _SENT_TO_HUNG = "it was sent: the tool may have run; the server stopped answering and is restarted at the next call"
@@ -201,6 +213,8 @@ class _Slot:
     """Whether a session of it was listed: a later one replaces it, and the server may list other tools then."""
     subscribed: set[str] = field(default_factory=set)
     """The URIs subscribed to through `ServerPool.request`, not unsubscribed since: its new sessions subscribe again."""
+    following: anyio.CancelScope | None = None
+    """While a task opens a new session of it in the background (`ServerPool._follow`): the pool's close cancels it."""
 
 
 def _pool_settings(
@@ -345,8 +359,12 @@ class ServerPool:
             changed (``notifications/resources/updated``), for the URIs subscribed to through `request`
             (``resources/subscribe``) and not unsubscribed since; also once for each of them when such a notice may
             have been missed (as ``on_tools_changed`` is told then: its stream of unasked messages opened again, or a
-            new session replaced one that ended, which is subscribed to them again first). On the pool's event loop:
-            it must not block. A public attribute, which may be set once the pool runs (`sandbox.host.Runtime` makes
+            new session replaced one that ended, which is subscribed to them again first). A server whose session
+            ended on its own (not by the pool: its close, a hung server) while URIs of it are subscribed to is
+            started again in the background, not at the next call, as soon as its restarts' back-off allows, so the
+            listener goes on being told; given up, with a warning (``tool_tree.upstream``) naming the server and the
+            URIs, once the back-off would hold its next restart the longest. On the pool's event loop: it must not
+            block. A public attribute, which may be set once the pool runs (`sandbox.host.Runtime` makes
             its pool; `tooltree serve` sets it on the pool of each client session).
 
     A pool runs once: entering it again, inside its block or after, raises `PoolError` (make a new one), and
@@ -406,6 +424,8 @@ class ServerPool:
                 slot.stop.set()
             if slot.starting is not None:  # before: the close waited for its start-up to end or time out (30 s)
                 slot.starting.cancel()
+            if slot.following is not None:  # it may be waiting out a restart's back-off
+                slot.following.cancel()
         # Each owner task closes its connection (and kills its process group) and ends.
         await self._tg.__aexit__(None, None, None)
         self._tg = None
@@ -483,8 +503,11 @@ class ServerPool:
                         if not self._closing:  # closing began while this server started: stop now
                             slot.client = conn.client
                             conn.changes.forgotten = functools.partial(self._forgotten, slot, conn.client)
+                            conn.changes.ended = functools.partial(self._ended_alone, slot, conn.client)
                             if conn.changes.unknown:  # its stream was answered 404 while it opened
                                 self._forgotten(slot, conn.client)
+                            if conn.changes.closed:  # it ended before it was published: no one else was told
+                                self._ended_alone(slot, conn.client)
                             if slot.listed:  # it replaces a session that ended: the server may list others now
                                 self._may_have_changed(slot)
                                 if slot.subscribed and self._tg is not None:  # and knows none of its subscriptions
@@ -563,18 +586,30 @@ class ServerPool:
             return client
 
     async def _discard(
-        self, slot: _Slot, client: mcp.Client, reason: str, *, ended: bool = True, then: str = _NEXT_CALL
-    ) -> None:
+        self,
+        slot: _Slot,
+        client: mcp.Client,
+        reason: str,
+        *,
+        ended: bool = True,
+        then: str = _NEXT_CALL,
+        follow: bool = True,
+    ) -> bool:
         """Forget a dead connection (ended for ``reason``) so the next call re-opens it, once its owner task ends.
         Not ``ended``: the server did not end it (it could not be reached at all), so re-opening it is a first
-        start, not a restart that backs off. ``then`` says in the log what comes next."""
+        start, not a restart that backs off. ``then`` says in the log what comes next. When resources of the server
+        are subscribed to, a new session is opened in the background once the owner task ended (`_follow`), unless
+        not ``follow`` (the pool ended the session itself: a hung server); returns whether."""
+        followed = False
         async with slot.lock:
             if slot.client is client and slot.stop is not None:
                 slot.stop.set()
                 slot.client = None
                 slot.backoff.ended = reason if ended else None
                 slot.restarts += 1
+                followed = follow and bool(slot.subscribed) and not self._closing
                 tail = slot.stderr.tail() if slot.stderr else ""
+                then = _FOLLOWED if followed else then
                 said = f"server {slot.config.name!r} ended: {redact(reason, slot.config)}; {then}"
                 upstream.warning("%s", _told(said, tail))
             # The owner task of this connection, not of one another call has started since.
@@ -582,6 +617,62 @@ class ServerPool:
         if closed is not None:
             with anyio.move_on_after(10):
                 await closed.wait()
+        if followed and slot.following is None and self._tg is not None and not self._closing:
+            self._tg.start_soon(self._follow, slot)
+        return followed
+
+    def _ended_alone(self, slot: _Slot, client: mcp.Client) -> None:
+        """``client``'s session stopped reading, not ended by the pool (`tool_tree.changes.Changes.end`: its read
+        stream ended as its process exited or its transport gave up, between calls too). Nothing unless resources of
+        its server are subscribed to: then no call may come to find it dead, so it is ended as a call would end it
+        (`_discard`, which opens a new one: `_follow`). With a call in flight, that call meets the end and says how it
+        ended; the last call to leave looks again (`_forward`). Called in the session's reading task, on the pool's
+        loop: it must not block."""
+        if slot.client is not client or not slot.subscribed or self._tg is None or self._closing:
+            return
+        if slot.limiter.borrowed_tokens == 0:
+            self._tg.start_soon(self._discard, slot, client, "its connection closed while no call was in flight")
+
+    async def _follow(self, slot: _Slot) -> None:
+        """Open a new session of ``slot``'s server, whose session ended on its own while resources of it are
+        subscribed to: its client would hear of no change until a call came. Through `_ensure`, as a call would, so
+        a restart its back-off holds is tried once the hold ends; the new session subscribes again and the listener
+        is told (`_own`). Given up, in one warning naming the URIs followed no more, once the back-off would hold the
+        next restart its longest (`tool_tree.restarts.MAX_DELAY`: the server ended soon after each restart); a call
+        or a request then starts it again. Ends too once a call opened a session, nothing is subscribed to any more,
+        or the pool closes (which cancels it)."""
+        with anyio.CancelScope() as slot.following:
+            try:
+                while slot.subscribed and slot.client is None and not self._closing:
+                    try:
+                        await self._ensure(slot)
+                        continue  # its session may have ended already: `_discard` left it to this task
+                    except PoolError:  # a start that failed is said (`upstream`); a restart held back is waited out
+                        pass
+                    backoff = slot.backoff
+                    if backoff.delay(backoff.streak + 1) >= tool_tree.restarts.MAX_DELAY:
+                        self._follow_given_up(slot)
+                        return
+                    await anyio.sleep(copy.copy(backoff).admit())  # asked of a copy: asking records a restart
+            finally:
+                slot.following = None
+
+    def _follow_given_up(self, slot: _Slot) -> None:
+        """Say that ``slot``'s server is no longer started again for the resources subscribed to, and which."""
+        uris = sorted(slot.subscribed)
+        named = ", ".join(repr(uri[:200]) for uri in uris[:10]) + (
+            f" and {len(uris) - 10} more" if len(uris) > 10 else ""
+        )
+        why = redact((slot.backoff.ended or "it ended")[:300], slot.config)
+        upstream.warning(
+            "server %r is not started again for the resources of it subscribed to: it ended soon after each of its "
+            "last %d restarts (the last time because %s), and its restart back-off reached its longest wait; until a "
+            "call or a request to it starts it, no change is told of %s",
+            slot.config.name,
+            slot.backoff.streak,
+            why,
+            named,
+        )
 
     async def _retire(self, slot: _Slot, client: mcp.Client, reason: str, within: float, *, ended: bool = True) -> None:
         """`_discard` a session the server ended, once the other calls sent on it have their answers (at most
@@ -664,10 +755,10 @@ class ServerPool:
         ``tools/list``. Answered 404 too (or a 400 naming the session), the server no longer knows the session: it is
         retired once the calls in flight on it have their answers, as a call's 404 retires it, and, when the pool has
         a listener (``on_tools_changed``: a new session brings a stream of unasked messages again) or the server has
-        resources subscribed to (the new session subscribes to them again: `_subscribe_again`), a new one is opened
-        now, the listener told once it is listed (`_own`); otherwise the next call opens it. Answered, the server
-        has no such stream (it answered 404 for 405): the session goes on without it. Any other failure is left to the
-        next call to meet."""
+        resources subscribed to (the new session subscribes to them again: `_subscribe_again`; opened by `_follow`,
+        as for any session that ended), a new one is opened now, the listener told once it is listed (`_own`);
+        otherwise the next call opens it. Answered, the server has no such stream (it answered 404 for 405): the
+        session goes on without it. Any other failure is left to the next call to meet."""
         if slot.client is not client or self._closing:
             return
         name = slot.config.name
@@ -688,8 +779,10 @@ class ServerPool:
             "it no longer knows its session (it answered its stream of unasked messages 404, and a tools/list too: it "
             "restarted or let the session expire)"
         )
-        await self._discard(slot, client, reason, then="a new session is opened now" if reopen else _NEXT_CALL)
-        if not reopen or self._closing:
+        followed = await self._discard(
+            slot, client, reason, then="a new session is opened now" if reopen else _NEXT_CALL
+        )
+        if not reopen or followed or self._closing:  # followed: `_follow` opens it
             return
         try:
             await self._ensure(slot)
@@ -862,6 +955,7 @@ class ServerPool:
                 f"the call timed out after {limit:g} s waiting for its turn ({busy})", "timeout", _NOT_SENT
             )
         waited = anyio.current_time() - queued
+        client: mcp.Client | None = None
         try:
             client = await self._ensure(slot)
             if _closed(client):
@@ -890,7 +984,7 @@ class ServerPool:
                 if not await _answers_ping(client, min(PING_TIMEOUT, limit)):
                     # Not just a slow call: the server is hung, and every later call would time out
                     # too. Drop the connection (its process is stopped) so the next call restarts it.
-                    await self._discard(slot, client, "it stopped answering (hung)")
+                    await self._discard(slot, client, "it stopped answering (hung)", follow=False)
                     ran = _SENT_TO_HUNG
                 timed_out = f"the call timed out after {limit:g} s" + (f" ({setting})" if setting else "")
                 if isinstance(e, _AnswerAwaited):
@@ -939,6 +1033,9 @@ class ServerPool:
             return dumped
         finally:
             slot.limiter.release()
+            if client is not None and slot.client is client and _closed(client):
+                # It ended while calls were in flight, none of which met its end: the last one to leave says so.
+                self._ended_alone(slot, client)
 
 
 async def _send(

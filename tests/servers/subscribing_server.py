@@ -23,7 +23,10 @@ Tools:
                                      with ``after`` seconds, answers "touching N" at once and sends them that much
                                      later, tied to no call (as a server whose resource changes on its own)
     subscribed()                     answers the URIs subscribed on this session, as a JSON list, sorted
-    crash()                          the server exits (status 3) at once
+    crash(after=0, again=false)      the server exits (status 3) at once; with ``after`` seconds, answers "crashing"
+                                     at once and exits that much later, tied to no call (as a server that dies
+                                     between calls); with ``again``, every process of it started from now on exits
+                                     (status 3) as it starts (kept in ``SUBSCRIBING_SERVER_STATE``)
     relist(hide="", tool="", subscriptions=true)
                                      changes what the server offers from now on, in every process of it (kept in
                                      ``SUBSCRIBING_SERVER_STATE``): ``hide`` a URI from its resources/list, add a
@@ -32,8 +35,8 @@ Tools:
                                      says ``notifications/resources/list_changed``
 
 Test controls, from the environment: ``SUBSCRIBING_SERVER_MARK`` a file a line is added to at each start;
-``SUBSCRIBING_SERVER_STATE`` the JSON file ``relist`` writes (``{"hidden": [...], "tools": [...], "subscriptions":
-false}``), read at each listing and at start.
+``SUBSCRIBING_SERVER_STATE`` the JSON file ``relist`` and ``crash`` write (``{"hidden": [...], "tools": [...],
+"subscriptions": false, "crash": true}``), read at each listing and at start.
 """
 
 from __future__ import annotations
@@ -81,7 +84,11 @@ TOOLS = [
         },
     ),
     types.Tool(name="subscribed", description="The URIs subscribed.", input_schema={"type": "object"}),
-    types.Tool(name="crash", description="Exit at once.", input_schema={"type": "object"}),
+    types.Tool(
+        name="crash",
+        description="Exit.",
+        input_schema={"type": "object", "properties": {"after": {"type": "number"}, "again": {"type": "boolean"}}},
+    ),
     types.Tool(
         name="relist",
         description="Change what is offered.",
@@ -116,6 +123,23 @@ def relist(hide: str, tool: str, subscriptions: bool) -> None:
         json.dump(changed, f)
 
 
+def crash(after: float, again: bool) -> types.CallToolResult:
+    if again:
+        changed = state()
+        changed["crash"] = True
+        with open(os.environ["SUBSCRIBING_SERVER_STATE"], "w", encoding="utf-8") as f:
+            json.dump(changed, f)
+    if after <= 0:
+        os._exit(3)
+    TASKS[0].start_soon(_exit_after, after)
+    return types.CallToolResult(content=[types.TextContent(text="crashing")])
+
+
+async def _exit_after(after: float) -> None:
+    await anyio.sleep(after)
+    os._exit(3)
+
+
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     added = [types.Tool(name=n, description=f"The {n} tool.", input_schema={"type": "object"}) for n in added_tools()]
     return types.ListToolsResult(tools=[*TOOLS, *added])
@@ -134,7 +158,7 @@ def _session(ctx: Any) -> str:
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     arguments = dict(params.arguments or {})
     if params.name == "crash":
-        os._exit(3)
+        return crash(float(arguments.get("after", 0)), bool(arguments.get("again", False)))
     if params.name == "subscribed":
         return types.CallToolResult(content=[types.TextContent(text=json.dumps(sorted(subscribed[_session(ctx)])))])
     if params.name in added_tools():
@@ -248,6 +272,9 @@ async def main() -> None:
     if mark := os.environ.get("SUBSCRIBING_SERVER_MARK"):
         with open(mark, "a", encoding="utf-8") as f:
             f.write("started\n")
+    if state().get("crash"):
+        print("subscribing_server: told to crash at every start", file=sys.stderr, flush=True)
+        os._exit(3)
     async with anyio.create_task_group() as tasks:
         TASKS.append(tasks)
         if len(sys.argv) > 1:  # over Streamable HTTP, on the socket inherited
@@ -256,9 +283,9 @@ async def main() -> None:
             app = answering(server.streamable_http_app())
             await uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).serve([sock])
         else:
-            async with server.lifespan(server) as state, stdio_server() as (read, write):
+            async with server.lifespan(server) as lifespan, stdio_server() as (read, write):
                 options = server.create_initialization_options(NotificationOptions(resources_changed=True))
-                await serve_loop(server, read, write, lifespan_state=state, init_options=options)
+                await serve_loop(server, read, write, lifespan_state=lifespan, init_options=options)
         tasks.cancel_scope.cancel()  # a touch still waiting is not sent: its client has left
 
 
