@@ -16,28 +16,38 @@ One that is not (refused, failed, past the bound) is left out of it and said in 
 why (the client learns which were followed from the acknowledgement). The server's ``notifications/resources/updated``
 of a URI followed reach each stream of this client that follows it, stamped with its subscription id (the SDK's
 `ListenHandler`, on a bus of this server's own: `_Bus`), coalesced as the handshake era's
-(`agent.serve.upstream_followed.Followed`); a replaced server session subscribed again tells each stream once, and so
-does a client session replaced after a regeneration of the tree (`agent.serve.upstream_subscriptions.carry`). When a
-stream ends (its client cancels it, or leaves), each URI that no other stream of the session follows, nor its
-``resources/subscribe``, is unsubscribed from on its server (in the background: the stream's end waits for nothing);
-one a new stream follows meanwhile is subscribed to again. A session whose streams follow a resource is not ended for
-being idle (`agent.serve.upstream_subscriptions.follows`), as one that subscribed.
+(`agent.serve.upstream_followed.Followed`); one sent while the stream's other URIs are still being subscribed to
+(before it is acknowledged, so before it is on the bus) is sent to it again once it is (`_Opening`); a replaced
+server session subscribed again tells each stream once, and so does a client session replaced after a regeneration of
+the tree (`agent.serve.upstream_subscriptions.carry`). When a stream ends (its client cancels it, or leaves), each
+URI that no other stream of the session follows, nor its ``resources/subscribe``, is unsubscribed from on its server
+(in the background: the stream's end waits for nothing); one a new stream follows meanwhile is subscribed to again. A
+session whose streams follow a resource is not ended for being idle (`agent.serve.upstream_subscriptions.follows`), as
+one that subscribed.
 
-**Bounds.** At most `MAX_LISTEN_STREAMS` streams open at once, each at most `MAX_LISTEN_BACKLOG` events behind; a
-stream follows at most `MAX_SUBSCRIPTIONS` URIs (those asked past them are left out, said in one line), the client
-session as many in all, however many streams follow each.
+**Bounds.** At most `MAX_LISTEN_STREAMS` streams open or being opened at once (one more is refused before it
+subscribes to anything), each at most `MAX_LISTEN_BACKLOG` events behind; a stream follows at most `MAX_SUBSCRIPTIONS`
+URIs (those asked past them are left out, said in one line), the client session as many in all, however many streams
+follow each.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ServerEvent, SubscriptionBus
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    ResourceUpdated,
+    ServerEvent,
+    SubscriptionBus,
+)
 from mcp.shared.exceptions import MCPError
 
 from agent.serve.upstream_followed import MAX_SUBSCRIPTIONS, Followed, Follower
@@ -72,6 +82,10 @@ class _Bus:
     async def publish(self, event: ServerEvent) -> None:
         await self._own.publish(event)
 
+    def watch(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        """``listener`` called with each event published here (not the lists'), until the callable returned is."""
+        return self._own.subscribe(listener)
+
     def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
         ends = (self._shared.subscribe(listener), self._own.subscribe(listener))
 
@@ -80,6 +94,24 @@ class _Bus:
                 end()
 
         return unsubscribe
+
+
+class _Opening(Follower):
+    """A listen stream of this client, and, until it is put on the bus (`watched`), the URIs of ``owners`` it asked
+    for whose update was published meanwhile (``missed``: at most `MAX_SUBSCRIPTIONS`). Before, such an update was
+    lost: sent once the URI was subscribed to for the stream, before its acknowledgement, it reached no stream."""
+
+    def __init__(self, bus: _Bus, owners: dict[str, str | None]) -> None:
+        super().__init__()
+        self.missed: set[str] = set()
+        self.watched = bus.watch(self._published(owners))
+
+    def _published(self, owners: dict[str, str | None]) -> Callable[[ServerEvent], None]:
+        def listener(event: ServerEvent) -> None:
+            if isinstance(event, ResourceUpdated) and event.uri in owners:
+                self.missed.add(event.uri)
+
+        return listener
 
 
 def listen_handler(
@@ -98,23 +130,41 @@ def listen_handler(
     protocol's clients: a 2026-07-28 client could not follow a resource through serve."""
     bus = _Bus(extras.bus)
     handler = ListenHandler(bus, max_subscriptions=MAX_LISTEN_STREAMS, max_buffered_events=MAX_LISTEN_BACKLOG)
+    # The streams from their request to their end, counted against `MAX_LISTEN_STREAMS` before a URI is subscribed
+    # to. Before, only by ``handler``, after the subscribes: one too many subscribed first, and requests in flight at
+    # once were not bounded.
+    streams: set[Follower] = set()
 
     async def listen(ctx: Any, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+        if len(streams) >= MAX_LISTEN_STREAMS:
+            raise MCPError(types.INTERNAL_ERROR, "Subscription limit reached")  # as ``handler`` says it
         extras.listening(spawn)
-        owners = _owners(extras, params.notifications.resource_subscriptions or [])
-        stream, subscribing = Follower(), subscriptions is not None and any(owners.values())
+        refused: list[tuple[str, str]] = []
+        owners = _owners(extras, params.notifications.resource_subscriptions or [], refused)
+        stream, subscribing = _Opening(bus, owners), subscriptions is not None and any(owners.values())
+        streams.add(stream)
         try:
-            followed = await follow(ctx, owners, stream) if subscribing else []
+            followed = await follow(ctx, owners, stream, refused) if subscribing else []
+            _say_refused(refused)
+            stream.watched()  # ``handler`` puts it on the bus before it yields
+            # An update of one followed published meanwhile reached no listener of this stream (it is put on the bus
+            # by ``handler``): published again, once it is (a task runs only after ``handler`` has subscribed).
+            for uri in stream.missed.intersection(followed):
+                spawn(functools.partial(bus.publish, ResourceUpdated(uri=uri)))
             notifications = params.notifications.model_copy(update={"resource_subscriptions": followed or None})
             return await handler(ctx, params.model_copy(update={"notifications": notifications}))
         finally:
+            stream.watched()
+            streams.discard(stream)
             stream.ended = True  # a subscribe still answering for it follows nothing (`Followed.settle`)
             if subscribing:
                 spawn(lambda: release(ctx, stream))
 
-    async def follow(ctx: Any, owners: dict[str, str | None], stream: Follower) -> list[str]:
+    async def follow(
+        ctx: Any, owners: dict[str, str | None], stream: Follower, refused: list[tuple[str, str]]
+    ) -> list[str]:
         """The URIs of ``owners`` (each with its server, None: refused) that ``stream`` follows, each subscribed to
-        (all at once, each on a worker thread of the client session); those that are not, said in serve's log."""
+        (all at once, each on a worker thread of the client session); those that are not, added to ``refused``."""
         if subscriptions is None:
             return []
         honoured: set[str] = set()
@@ -140,7 +190,7 @@ def listen_handler(
                 if await in_session(ctx, work):
                     honoured.add(uri)
             except MCPError as e:
-                _refused(uri, e.message)
+                refused.append((uri, e.message))
 
         async with anyio.create_task_group() as tasks:
             for uri, owner in owners.items():
@@ -164,9 +214,9 @@ def listen_handler(
     return listen
 
 
-def _owners(extras: UpstreamExtras, asked: list[str]) -> dict[str, str | None]:
+def _owners(extras: UpstreamExtras, asked: list[str], refused: list[tuple[str, str]]) -> dict[str, str | None]:
     """The URIs of ``asked``, once each, at most `MAX_SUBSCRIPTIONS`, each with the server it is followed on (None: it
-    cannot be followed, said in serve's log, as are those past the bound)."""
+    cannot be followed, added to ``refused``; those past the bound are said in serve's log)."""
     owners: dict[str, str | None] = {}
     past = 0
     for uri in asked:
@@ -179,7 +229,7 @@ def _owners(extras: UpstreamExtras, asked: list[str]) -> dict[str, str | None]:
             owners[uri] = followable(extras, uri)
         except MCPError as e:
             owners[uri] = None
-            _refused(uri, e.message)
+            refused.append((uri, e.message))
     if past:
         logger.warning(
             "tooltree serve: a subscriptions/listen stream does not follow %s more of the resources it asked for, past "
@@ -217,8 +267,19 @@ def _release(
                                server, e.message[:300])  # fmt: skip
 
 
-def _refused(uri: str, why: str) -> None:
+REFUSALS_SHOWN = 5
+"""The resources a listen stream does not follow named in serve's log, each with why (the rest counted), at most."""
+
+
+def _say_refused(refused: list[tuple[str, str]]) -> None:
+    """Say in serve's log, in one warning, which resources of ``refused`` a listen stream does not follow and why: the
+    first `REFUSALS_SHOWN`, each reason cut at 300 characters. Before, one warning each, with the server's stderr: a
+    stream that asked for 100 resources of a server that failed to start wrote about 60 KB, each time it was opened."""
+    if not refused:
+        return
+    shown = "; ".join(f"{quoted(uri)}: {why[:300]}" for uri, why in refused[:REFUSALS_SHOWN])
+    more = f"; and {len(refused) - REFUSALS_SHOWN:,} more" if len(refused) > REFUSALS_SHOWN else ""
     logger.warning(
-        "tooltree serve: a subscriptions/listen stream does not follow the resource %s (left out of its "
-        "acknowledgement): %s", quoted(uri), why,
+        "tooltree serve: a subscriptions/listen stream does not follow %s of the resources it asked for (left out "
+        "of its acknowledgement): %s%s", f"{len(refused):,}", shown, more,
     )  # fmt: skip

@@ -151,17 +151,25 @@ class Subscriptions:
             except MCPError as e:
                 _dropped(new, uri, e.message)
                 continue
-            subscribed = False
+            sent_now = False
             try:
                 forward(runtime, server, "resources/subscribe", {"uri": uri}, CallCancel(),
                         f"{server}: subscribing to {quoted(uri)} again")  # fmt: skip
-                subscribed = True
+                sent_now = True
             except MCPError as e:
                 _dropped(new, uri, f"its server did not subscribe to it again: {e.message}")
             finally:
-                subscribed = followed.settle(server, uri, subscribed, sent, by)  # not for a stream ended meanwhile
+                subscribed = followed.settle(server, uri, sent_now, sent, by)  # not for a stream ended meanwhile
             if subscribed:
                 followed.updated(server, uri)  # a change may have been missed meanwhile
+            elif sent_now and not followed.wanted(server, uri):
+                # Its streams ended while it was subscribed to again, after their own release ran: before, it stayed
+                # subscribed on the server with no one to tell.
+                try:
+                    forward(runtime, server, "resources/unsubscribe", {"uri": uri}, CallCancel(),
+                            f"{server}: unsubscribing")  # fmt: skip
+                except MCPError as e:
+                    logger.info("%s: the unsubscribe of a resource failed: %s", server, e.message[:300])
 
 
 def _unfollowable(extras: UpstreamExtras, server: str, uri: str) -> str | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -53,7 +54,8 @@ pytestmark = pytest.mark.anyio
 
 ITEM = "live://items/7"
 """A URI of ``live``'s template, followed as one it lists."""
-REFUSED = "a subscriptions/listen stream does not follow the resource {uri} (left out of its acknowledgement): {why}"
+REFUSED = "{uri}: {why}"
+"""A resource a listen stream does not follow, as serve's one warning of them names it (`_say_refused`)."""
 MODERN = "2026-07-28"
 
 
@@ -141,6 +143,8 @@ async def test_a_stream_follows_the_resources_it_can_and_its_acknowledgement_lea
         ("live://items/a\x1b[2Jb", "the resource 'live://items/ab' cannot be followed: a URI followed is a clean"),
     ):
         await anyio.to_thread.run_sync(stderr.until, REFUSED.format(uri=quoted(uri), why=why))  # cleaned, named
+    said = "a subscriptions/listen stream does not follow 3 of the resources it asked for (left out of its acknowledg"
+    await anyio.to_thread.run_sync(stderr.until, said)  # in one warning
     assert sorted(audited(audit, "resources/subscribe")) == sorted([LOG, ITEM])  # a line each, as for a subscribe
 
 
@@ -264,3 +268,22 @@ async def test_a_streams_resources_are_followed_on_the_session_that_replaces_its
         await anyio.to_thread.run_sync(stderr.until, "follows the resource 'live://status' no more")
         await touch(client, LOG)  # the new session's server sends it: followed there, on the same stream
         assert await next_uri(stream) == LOG
+
+
+def test_the_resources_a_stream_does_not_follow_are_said_in_one_bounded_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Before, one warning each, with the server's stderr in its reason: 100 resources of a server that failed to start
+    # wrote about 60 KB each time a stream asking for them was opened.
+    from agent.serve.upstream_listen import REFUSALS_SHOWN, _say_refused
+
+    why = "server 'live' could not start: " + "a line of its stderr " * 30
+    refused = [(f"live://items/{i}", why) for i in range(MAX_SUBSCRIPTIONS)]
+    with caplog.at_level(logging.WARNING, logger="agent.serve.upstream_listen"):
+        _say_refused(refused)
+    (record,) = caplog.records
+    said = record.getMessage()
+    assert f"does not follow {MAX_SUBSCRIPTIONS} of the resources it asked for" in said
+    assert all(f"'live://items/{i}': server 'live' could not start" in said for i in range(REFUSALS_SHOWN))
+    assert f"'live://items/{REFUSALS_SHOWN}'" not in said
+    assert said.endswith(f"and {MAX_SUBSCRIPTIONS - REFUSALS_SHOWN} more") and len(said) < 2_000
