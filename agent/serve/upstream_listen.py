@@ -52,7 +52,7 @@ from mcp.shared.exceptions import MCPError
 
 from agent.serve.upstream_followed import MAX_SUBSCRIPTIONS, Followed, Follower
 from agent.serve.upstream_lists import Spawn, UpstreamExtras, quoted
-from agent.serve.upstream_subscriptions import Forward, InSession, Subscriptions, followable
+from agent.serve.upstream_subscriptions import Forward, InSession, Subscriptions, followable, subscribe_on
 
 if TYPE_CHECKING:
     from sandbox.bridge import CallCancel
@@ -171,17 +171,9 @@ def listen_handler(
         loop = asyncio.get_running_loop()
 
         async def one(uri: str, owner: str) -> None:
-            what = f"{owner}: subscribing to {quoted(uri)}"
-
             def work(runtime: Runtime, cancel: CallCancel) -> bool:
                 followed = subscriptions.of(runtime.bridge.pool, None, loop, bus)
-                followed.ask(owner, uri)
-                subscribed = False
-                try:
-                    forward(runtime, owner, "resources/subscribe", {"uri": uri}, cancel, what)
-                    subscribed = True
-                finally:
-                    kept = followed.settle(owner, uri, subscribed, by=(stream,))
+                kept = subscribe_on(followed, forward, runtime, owner, uri, cancel, by=(stream,))
                 if not kept:  # its stream ended meanwhile
                     _release(forward, runtime, followed, [(owner, uri)])
                 return kept

@@ -49,7 +49,7 @@ import asyncio
 import logging
 import threading
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -59,8 +59,8 @@ from mcp.server.subscriptions import SubscriptionBus
 from mcp.shared.exceptions import MCPError
 
 from agent.serve.upstream_followed import MAX_SUBSCRIPTIONS as MAX_SUBSCRIPTIONS
+from agent.serve.upstream_followed import SUBSCRIBED, Followed, Follower
 from agent.serve.upstream_followed import UPDATE_INTERVAL as UPDATE_INTERVAL
-from agent.serve.upstream_followed import Followed, Follower
 from agent.serve.upstream_lists import RESOURCE_NOT_FOUND, Spawn, UpstreamExtras, quoted
 from agent.serve.upstream_offer import URI_CHARS, NotKept, exact
 
@@ -225,6 +225,29 @@ async def carry(old: ClientSession, new: ClientSession) -> None:
         )
 
 
+def subscribe_on(
+    followed: Followed,
+    forward: Forward,
+    runtime: Runtime,
+    server: str,
+    uri: str,
+    cancel: CallCancel,
+    by: Collection[Follower] = (SUBSCRIBED,),
+) -> bool:
+    """Subscribe to ``uri`` on ``server`` for the followers ``by`` (within the session's bound: `Followed.ask`, which
+    raises `MCPError` past it), through ``forward`` (audited; raises `MCPError` when the server refuses or fails);
+    whether it is followed now (not when a follower ``by`` it ended meanwhile: `Followed.settle`). From a worker
+    thread of the client session."""
+    followed.ask(server, uri)
+    subscribed = False
+    try:
+        forward(runtime, server, "resources/subscribe", {"uri": uri}, cancel, f"{server}: subscribing to {quoted(uri)}")
+        subscribed = True
+    finally:
+        kept = followed.settle(server, uri, subscribed, by=by)
+    return kept
+
+
 def install_subscriptions(
     server: Server[Any],
     extras: UpstreamExtras,
@@ -242,17 +265,9 @@ def install_subscriptions(
         owner = followable(extras, uri)
         connection = getattr(ctx.session, "_connection", ctx.session)  # as `install`'s ``listed`` finds it
         loop = asyncio.get_running_loop()
-        what = f"{owner}: subscribing to {quoted(uri)}"
 
         def work(runtime: Runtime, cancel: CallCancel) -> None:
-            followed = subscriptions.of(runtime.bridge.pool, connection, loop)
-            followed.ask(owner, uri)
-            subscribed = False
-            try:
-                forward(runtime, owner, "resources/subscribe", {"uri": uri}, cancel, what)
-                subscribed = True
-            finally:
-                followed.settle(owner, uri, subscribed)
+            subscribe_on(subscriptions.of(runtime.bridge.pool, connection, loop), forward, runtime, owner, uri, cancel)
 
         await in_session(ctx, work)
         return types.EmptyResult()

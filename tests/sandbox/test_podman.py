@@ -30,6 +30,7 @@ from sandbox._docker import DockerEngine
 from sandbox.errors import EngineError
 from sandbox.hardening import check_hardening, container_spec, engine_problem
 from sandbox.seccomp import build_profile
+from tests.sandbox.test_engine_setups import CI_INFO
 from tests.sandbox.test_hardening import compliant_inspect
 from tests.support import TEST_OWNER
 
@@ -67,18 +68,9 @@ PODMAN_TMPFS = {
 """``HostConfig.Tmpfs`` as Podman reports it for our two, plus the two it adds to a read-only root."""
 
 
-PODMAN_INFO: dict[str, Any] = {
-    "ServerVersion": "4.3.1",
-    "MemoryLimit": True,
-    "SwapLimit": True,
-    "CpuCfsQuota": True,
-    "PidsLimit": True,
-    "CgroupDriver": "cgroupfs",
-    "CgroupVersion": "1",
-    "SecurityOptions": ["name=seccomp,profile=default"],
-}
-"""``GET /info`` of the same (trimmed): it says it applies every limit."""
-DOCKER_INFO = {**PODMAN_INFO, "ServerVersion": "20.10.24+dfsg1"}
+PODMAN_INFO: dict[str, Any] = {**CI_INFO, "ServerVersion": "4.3.1"}
+"""``GET /info`` of the same (trimmed): it says it applies every limit, as CI's Docker does."""
+DOCKER_INFO = CI_INFO
 
 
 def test_podman_is_refused_by_name_and_docker_is_not() -> None:
