@@ -140,7 +140,14 @@ def listen_handler(
             raise MCPError(types.INTERNAL_ERROR, "Subscription limit reached")  # as ``handler`` says it
         extras.listening(spawn)
         refused: list[tuple[str, str]] = []
-        owners = _owners(extras, params.notifications.resource_subscriptions or [], refused)
+        asked = params.notifications.resource_subscriptions or []
+        if subscriptions is None and asked:  # before, each said "no server lists the resource", as if one might
+            logger.warning(
+                "tooltree serve: a subscriptions/listen stream does not follow the %s resources it asked for: serve "
+                "offers no resources (`serve: resources: false`)", f"{len(set(asked)):,}",
+            )  # fmt: skip
+            asked = []
+        owners = _owners(extras, asked, refused)
         stream, subscribing = _Opening(bus, owners), subscriptions is not None and any(owners.values())
         streams.add(stream)
         try:

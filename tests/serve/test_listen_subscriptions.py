@@ -287,3 +287,15 @@ def test_the_resources_a_stream_does_not_follow_are_said_in_one_bounded_warning(
     assert all(f"'live://items/{i}': server 'live' could not start" in said for i in range(REFUSALS_SHOWN))
     assert f"'live://items/{REFUSALS_SHOWN}'" not in said
     assert said.endswith(f"and {MAX_SUBSCRIPTIONS - REFUSALS_SHOWN} more") and len(said) < 2_000
+
+
+async def test_with_resources_off_a_stream_follows_none_and_serve_says_why(tree: Path, tmp_path: Path) -> None:
+    async with (
+        serving(tree, tmp_path, serve=PASSTHROUGH + "  resources: false\n") as (client, stderr),
+        client.listen(prompts_list_changed=True, resource_subscriptions=[LOG, ITEM, LOG]) as stream,
+    ):
+        assert stream.honored.resource_subscriptions is None
+        assert stream.honored.prompts_list_changed is True
+        said = "does not follow the 2 resources it asked for: serve offers no resources (`serve: resources: false`)"
+        await anyio.to_thread.run_sync(stderr.until, said)
+    assert not any("no server lists the resource" in line for line in stderr.lines)
