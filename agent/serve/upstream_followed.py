@@ -91,11 +91,11 @@ class Followed:
         """
         key = (server, uri)
         with self._lock:
-            if (
-                key not in self.followers
-                and key not in self._asked
-                and len(self.followers.keys() | self._asked.keys()) >= MAX_SUBSCRIPTIONS
-            ):
+            # A URI only streams that have ended follow (their release, `leave`, still to run in the background) is
+            # not counted. Before, it was until that release ran: a stream opened just after another ended, within
+            # the bound, could be refused for the URIs of the one that ended.
+            live = {each for each, by in self.followers.items() if any(not follower.ended for follower in by)}
+            if key not in live and key not in self._asked and len(live | self._asked.keys()) >= MAX_SUBSCRIPTIONS:
                 raise MCPError(
                     code=types.INVALID_PARAMS,
                     message=f"this client session follows {MAX_SUBSCRIPTIONS} resources already, the most it may: "

@@ -28,7 +28,7 @@ one that subscribed.
 **Bounds.** At most `MAX_LISTEN_STREAMS` streams open or being opened at once (one more is refused before it
 subscribes to anything), each at most `MAX_LISTEN_BACKLOG` events behind; a stream follows at most `MAX_SUBSCRIPTIONS`
 URIs (those asked past them are left out, said in one line), the client session as many in all, however many streams
-follow each.
+follow each; a stream that ended counts no more at once, before its URIs are unsubscribed from.
 """
 
 from __future__ import annotations

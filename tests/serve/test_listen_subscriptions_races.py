@@ -18,6 +18,7 @@ says so. Every wait is bounded.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
 import sys
@@ -28,6 +29,7 @@ import anyio
 import mcp
 import pytest
 
+from agent.serve.upstream_followed import MAX_SUBSCRIPTIONS, Followed, Follower
 from agent.serve.upstream_listen import MAX_LISTEN_STREAMS
 from tests.serve.test_listen_subscriptions import ITEM, audited, next_uri, serving, subscribed, tree, until
 from tests.serve.test_resource_subscriptions import LOG, STATUS, SUBSCRIBING, WAIT, generate, live_entry, touch
@@ -198,3 +200,31 @@ async def test_an_update_sent_while_the_streams_other_resources_are_subscribed_t
         stream = opened[0]
         await touch(client, ITEM)
         assert await next_uri(stream) == LOG  # before: ITEM, LOG's update lost (sent before the stream was on the bus)
+
+
+def test_a_stream_that_ended_leaves_room_for_another_before_its_release_runs() -> None:
+    """The listen handler marks a stream ended at once and releases its URIs in the background (`leave`); a stream
+    opened meanwhile is within the bound. Before, it was refused until that release ran: fresh-clone CI saw a stream
+    opened just after a full one ended follow nothing."""
+    loop = asyncio.new_event_loop()
+    try:
+        followed = Followed(None, loop, lambda _: None)
+        ended, later = Follower(), Follower()
+        for i in range(MAX_SUBSCRIPTIONS):
+            followed.ask("live", f"live://items/{i}")
+            assert followed.settle("live", f"live://items/{i}", True, by=(ended,))
+        with pytest.raises(mcp.MCPError, match="follows 100 resources already"):
+            followed.ask("live", LOG)  # the bound, while the stream lives
+        ended.ended = True  # as the handler's ``finally`` does, before its release
+        followed.ask("live", LOG)
+        assert followed.settle("live", LOG, True, by=(later,))
+        followed.ask("live", "live://items/0")  # only the ended stream follows it: a new one, within the bound
+        assert followed.settle("live", "live://items/0", True, by=(later,))
+        assert followed.leave(ended) == sorted(("live", f"live://items/{i}") for i in range(1, MAX_SUBSCRIPTIONS))
+        for i in range(MAX_SUBSCRIPTIONS - 2):
+            followed.ask("live", f"live://other/{i}")
+            followed.settle("live", f"live://other/{i}", True, by=(later,))
+        with pytest.raises(mcp.MCPError, match="follows 100 resources already"):
+            followed.ask("live", STATUS)  # the bound still holds for the streams that live
+    finally:
+        loop.close()
