@@ -196,7 +196,8 @@ async def test_two_clients_are_each_told_only_of_what_their_own_streams_follow(t
 
 async def test_a_stream_and_a_client_session_follow_at_most_the_bound_of_resources(tree: Path, tmp_path: Path) -> None:
     items = [f"live://items/{i}" for i in range(MAX_SUBSCRIPTIONS + 5)]
-    async with serving(tree, tmp_path) as (client, stderr):
+    audit = tmp_path / "audit.jsonl"
+    async with serving(tree, tmp_path / "serve", "--audit", str(audit)) as (client, stderr):
         async with client.listen(resource_subscriptions=items) as stream:
             assert stream.honored.resource_subscriptions == items[:MAX_SUBSCRIPTIONS]
             await anyio.to_thread.run_sync(stderr.until, "does not follow 5 more of the resources it asked for")
@@ -206,6 +207,11 @@ async def test_a_stream_and_a_client_session_follow_at_most_the_bound_of_resourc
                 stderr.until,
                 REFUSED.format(uri=repr(LOG), why=f"this client session follows {MAX_SUBSCRIPTIONS} resources already"),
             )
+        # Both ended. The client's cancel of a stream may reach serve after its next request (the SDK sends it from
+        # the stream's own task): the next stream waits for the release, seen in the audit log. That the room is
+        # made at once, before the release: `test_listen_subscriptions_races`.
+        await until(lambda: len(audited(audit, "resources/unsubscribe")) == MAX_SUBSCRIPTIONS, "the unsubscribes")
+        assert sorted(audited(audit, "resources/unsubscribe")) == sorted(items[:MAX_SUBSCRIPTIONS])
         async with client.listen(resource_subscriptions=[LOG]) as stream:  # the first ended: room again
             assert stream.honored.resource_subscriptions == [LOG]
             await touch(client, LOG)
