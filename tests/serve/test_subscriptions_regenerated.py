@@ -13,11 +13,12 @@ A session renewed for a tool the regenerated tree added (serve with ``--workspac
 sandbox predates the tool failed to import it, so its next call renews it: `agent.serve.sessions.RENEWING`) carries
 them over the same way (``docker``).
 
-`tooltree serve` runs as a real subprocess over stdio (``--regenerate-first``: only the server's notice can bring a
-change afterwards), driven by the official SDK client in the handshake era, in front of
-tests/servers/subscribing_server.py (``live``), whose ``relist`` changes what it offers in every process of it and
-says ``notifications/resources/list_changed``; its ``subscribed`` answers what the session's own ``live`` process was
-subscribed to. No sandbox is started (``warm: 0``) unless a script runs. Every wait is on an event, bounded.
+`tooltree serve` runs as a real subprocess over stdio, and in one test over ``--http`` with two clients
+(``--regenerate-first``: only the server's notice can bring a change afterwards), driven by the official SDK client in
+the handshake era, in front of tests/servers/subscribing_server.py (``live``), whose ``relist`` changes what it offers
+in every process of it and says ``notifications/resources/list_changed``; its ``subscribed`` answers what the
+session's own ``live`` process was subscribed to. No sandbox is started (``warm: 0``) unless a script runs. Every wait
+is bounded, and on an event but for the HTTP test's wait for a line of serve's stderr (`ServeProcess` keeps a list).
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ import mcp_types as types
 import pytest
 from mcp.client.stdio import stdio_client
 
+from tests.serve.conftest import TOKEN, http_client
 from tests.serve.test_resource_subscriptions import LOG, STATUS, WAIT, Updates, generate, subscribe, touch, write_config
-from tests.support import REPO
+from tests.support import REPO, ServeProcess, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -80,17 +82,22 @@ class Stderr:
         self._reader.join(WAIT)
 
 
+def live(folder: Path) -> str:
+    """The ``live`` entry, its state in ``folder``."""
+    return (
+        f"  live:\n    command: {json.dumps(sys.executable)}\n"
+        f"    args: [{json.dumps(str(REPO / 'tests' / 'servers' / 'subscribing_server.py'))}]\n"
+        f"    env: {{SUBSCRIBING_SERVER_STATE: {json.dumps(str(folder / 'state.json'))}}}\n"
+    )
+
+
 @asynccontextmanager
 async def serving(
     folder: Path, *more: str, env: dict[str, str] | None = None
 ) -> AsyncIterator[tuple[mcp.Client, Updates, Stderr]]:
     """`tooltree serve` (with ``more`` arguments, in ``env``) of a tree generated from ``live`` (its state in
     ``folder``), and an SDK client of it in the handshake era, as Claude Code connects."""
-    entry = (
-        f"  live:\n    command: {json.dumps(sys.executable)}\n"
-        f"    args: [{json.dumps(str(REPO / 'tests' / 'servers' / 'subscribing_server.py'))}]\n"
-        f"    env: {{SUBSCRIBING_SERVER_STATE: {json.dumps(str(folder / 'state.json'))}}}\n"
-    )
+    entry = live(folder)
     tree = await anyio.to_thread.run_sync(generate, folder, entry)
     config = write_config(folder, entry, PASSTHROUGH)
     argv = ["-m", "tooltree_cli.main", "serve", "--config", str(config), "--tree", str(tree), "--regenerate-first",
@@ -139,6 +146,48 @@ async def test_a_followed_resource_is_followed_on_the_session_that_replaces_its_
     lines = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
     subscribes = [(line["uri"], line["outcome"]) for line in lines if line.get("method") == "resources/subscribe"]
     assert subscribes == [(LOG, "ok"), (ITEM, "ok"), (ITEM, "ok"), (LOG, "ok")]  # the client's, then the carry's
+
+
+async def test_over_http_a_followed_resource_is_followed_on_the_session_that_replaces_its_own(tmp_path: Path) -> None:
+    """The same over ``--http``: the updates of the new session's ``live`` reach the client's ``GET`` stream of the same
+    MCP session, and another client session's subscriptions are its own. Before, the carry-over was tested over stdio
+    only."""
+    entry, audit = live(tmp_path), tmp_path / "audit.jsonl"
+    tree = await anyio.to_thread.run_sync(generate, tmp_path, entry)
+    config = write_config(tmp_path, entry, PASSTHROUGH)
+    argv = [sys.executable, "-m", "tooltree_cli.main", "serve", "--config", str(config), "--tree", str(tree),
+            "--regenerate-first", "--audit", str(audit), "--http", "--port", "0"]  # fmt: skip
+    process = ServeProcess(argv, {**os.environ, "TOOLTREE_SERVE_TOKEN": TOKEN})
+    one, other = Updates(), Updates()
+    try:
+        async with (
+            http_client(process.url, read_timeout_seconds=WAIT, message_handler=one, mode="legacy") as first,
+            http_client(process.url, read_timeout_seconds=WAIT, message_handler=other, mode="legacy") as second,
+        ):
+            await subscribe(first, LOG)
+            await subscribe(first, ITEM)
+            await subscribe(second, STATUS)
+            relisted = await first.call_tool("live__relist", {"tool": "fresh"})
+            assert relisted.is_error is not True, relisted.content
+            await anyio.to_thread.run_sync(
+                wait_until, lambda: any(REGENERATED in line for line in process.stderr_lines), "the regeneration", WAIT
+            )
+            carried, kept = await subscribed(first), await subscribed(second)  # each session replaced at its call
+            await one.until(LOG)  # one of each once subscribed again
+            await one.until(ITEM)
+            await other.until(STATUS)
+            await touch(first, LOG)  # the new live process of the first session: it reaches the first client only
+            await one.until(LOG, 2)
+            await touch(second, STATUS)
+            await other.until(STATUS, 2)
+    finally:
+        process.stop()
+    assert (carried, kept) == ([ITEM, LOG], [STATUS])
+    assert (sorted(one.uris), other.uris) == ([ITEM, LOG, LOG], [STATUS, STATUS])
+    assert "no more, after the tree was regenerated" not in "".join(process.stderr_lines)
+    lines = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
+    subscribes = sorted(line["uri"] for line in lines if line.get("method") == "resources/subscribe")
+    assert subscribes == sorted([LOG, ITEM, STATUS] * 2)  # the clients', then the carries'
 
 
 async def test_a_followed_resource_the_regenerated_tree_no_longer_offers_is_dropped_and_said(tmp_path: Path) -> None:
