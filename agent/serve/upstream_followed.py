@@ -9,6 +9,12 @@ it (each stream that asked for it is sent it, stamped with its subscription id: 
 **Bounds**: at most `MAX_SUBSCRIPTIONS` (server, URI) followed per client session, however many follow each; the
 notices of one URI are coalesced, at most one sent per `UPDATE_INTERVAL` seconds to every follower, the last one never
 lost (one that comes meanwhile is sent at the interval's end); a notice of a URI not followed is dropped.
+
+**One at a time.** A subscribe or an unsubscribe of one (server, URI) is sent while holding its lock (`serial`), and
+an unsubscribe only once no one follows it or is subscribing to it (`agent.serve.upstream_subscriptions.subscribe_on`,
+`unsubscribe_on`). Before, a stream's subscribe could be sent while an ended stream's unsubscribe of the same URI was
+in flight: the unsubscribe subscribed again for it, and when that stream's own subscribe failed, the server stayed
+subscribed with no one following.
 """
 
 from __future__ import annotations
@@ -38,6 +44,9 @@ MAX_SUBSCRIPTIONS = 100
 """URIs one client session follows at most (each a subscription held on its server)."""
 UPDATE_INTERVAL = 1.0
 """Seconds between two ``notifications/resources/updated`` of one URI sent to one client session, at least."""
+SERIAL_LOCKS = 64
+"""The locks one client session's subscribes and unsubscribes are serialised on (`Followed.serial`): those of one
+(server, URI) wait for one another, and those of URIs sharing a lock too (each holds one lock at a time)."""
 
 
 class Follower:
@@ -82,6 +91,12 @@ class Followed:
         self._asked: dict[tuple[str, str], int] = {}  # subscribes in flight, counted against the bound
         self._last: dict[tuple[str, str], float] = {}
         self._pending: set[tuple[str, str]] = set()
+        self._serial = tuple(threading.Lock() for _ in range(SERIAL_LOCKS))
+
+    def serial(self, server: str, uri: str) -> threading.Lock:
+        """The lock held while a subscribe or an unsubscribe of ``uri`` on ``server`` is sent and settled (see the
+        module), from a worker thread of the client session."""
+        return self._serial[hash((server, uri)) % SERIAL_LOCKS]
 
     def ask(self, server: str, uri: str) -> None:
         """A subscribe of ``uri`` on ``server`` is about to be sent (`settle` it once answered).

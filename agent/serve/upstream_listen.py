@@ -21,7 +21,8 @@ of a URI followed reach each stream of this client that follows it, stamped with
 server session subscribed again tells each stream once, and so does a client session replaced after a regeneration of
 the tree (`agent.serve.upstream_subscriptions.carry`). When a stream ends (its client cancels it, or leaves), each
 URI that no other stream of the session follows, nor its ``resources/subscribe``, is unsubscribed from on its server
-(in the background: the stream's end waits for nothing); one a new stream follows meanwhile is subscribed to again. A
+(in the background: the stream's end waits for nothing; a new stream's subscribe of it waits for the unsubscribe,
+`agent.serve.upstream_subscriptions.unsubscribe_on`, and one it follows by then is not unsubscribed from). A
 session whose streams follow a resource is not ended for being idle (`agent.serve.upstream_subscriptions.follows`), as
 one that subscribed.
 
@@ -50,9 +51,16 @@ from mcp.server.subscriptions import (
 )
 from mcp.shared.exceptions import MCPError
 
-from agent.serve.upstream_followed import MAX_SUBSCRIPTIONS, Followed, Follower
+from agent.serve.upstream_followed import MAX_SUBSCRIPTIONS, Follower
 from agent.serve.upstream_lists import Spawn, UpstreamExtras, quoted
-from agent.serve.upstream_subscriptions import Forward, InSession, Subscriptions, followable, subscribe_on
+from agent.serve.upstream_subscriptions import (
+    Forward,
+    InSession,
+    Subscriptions,
+    followable,
+    subscribe_on,
+    unsubscribe_on,
+)
 
 if TYPE_CHECKING:
     from sandbox.bridge import CallCancel
@@ -182,7 +190,7 @@ def listen_handler(
                 followed = subscriptions.of(runtime.bridge.pool, None, loop, bus)
                 kept = subscribe_on(followed, forward, runtime, owner, uri, cancel, by=(stream,))
                 if not kept:  # its stream ended meanwhile
-                    _release(forward, runtime, followed, [(owner, uri)])
+                    unsubscribe_on(followed, forward, runtime, [(owner, uri)])
                 return kept
 
             try:
@@ -203,7 +211,7 @@ def listen_handler(
         def work(runtime: Runtime, cancel: CallCancel) -> None:
             followed = subscriptions.get(runtime.bridge.pool) if subscriptions is not None else None
             if followed is not None:
-                _release(forward, runtime, followed, followed.leave(stream), cancel)
+                unsubscribe_on(followed, forward, runtime, followed.leave(stream), cancel)
 
         try:
             await in_session(ctx, work)
@@ -236,34 +244,6 @@ def _owners(extras: UpstreamExtras, asked: list[str], refused: list[tuple[str, s
             f"{past:,}", MAX_SUBSCRIPTIONS,
         )  # fmt: skip
     return owners
-
-
-def _release(
-    forward: Forward,
-    runtime: Runtime,
-    followed: Followed,
-    keys: list[tuple[str, str]],
-    cancel: CallCancel | None = None,
-) -> None:
-    """Unsubscribe from each (server, URI) of ``keys`` that is not `Followed.wanted` (from a worker thread); one
-    followed again while it was unsubscribed from (a stream opened meanwhile) is subscribed to again."""
-    from sandbox.bridge import CallCancel
-
-    for server, uri in keys:
-        if followed.wanted(server, uri):
-            continue
-        try:
-            forward(runtime, server, "resources/unsubscribe", {"uri": uri}, cancel or CallCancel(),
-                    f"{server}: unsubscribing")  # fmt: skip
-        except MCPError as e:  # its notices are sent no more: said in serve's log and the audit log
-            logger.info("%s: the unsubscribe of a resource failed: %s", server, e.message[:300])
-        if followed.wanted(server, uri):
-            try:
-                forward(runtime, server, "resources/subscribe", {"uri": uri}, CallCancel(),
-                        f"{server}: subscribing to {quoted(uri)} again")  # fmt: skip
-            except MCPError as e:
-                logger.warning("tooltree serve: the resource %s is not followed on %r any more: %s", quoted(uri),
-                               server, e.message[:300])  # fmt: skip
 
 
 REFUSALS_SHOWN = 5

@@ -146,30 +146,27 @@ class Subscriptions:
             if new.ended:  # the client left meanwhile: its servers have stopped
                 logger.debug("a resource was not followed again: its client session ended")
                 return
-            try:
-                followed.ask(server, uri)  # the bound: the client may have subscribed to others meanwhile
-            except MCPError as e:
-                _dropped(new, uri, e.message)
-                continue
-            sent_now = False
-            try:
-                forward(runtime, server, "resources/subscribe", {"uri": uri}, CallCancel(),
-                        f"{server}: subscribing to {quoted(uri)} again")  # fmt: skip
-                sent_now = True
-            except MCPError as e:
-                _dropped(new, uri, f"its server did not subscribe to it again: {e.message}")
-            finally:
-                subscribed = followed.settle(server, uri, sent_now, sent, by)  # not for a stream ended meanwhile
+            sent_now = subscribed = False
+            with followed.serial(server, uri):
+                try:
+                    followed.ask(server, uri)  # the bound: the client may have subscribed to others meanwhile
+                except MCPError as e:
+                    _dropped(new, uri, e.message)
+                    continue
+                try:
+                    forward(runtime, server, "resources/subscribe", {"uri": uri}, CallCancel(),
+                            f"{server}: subscribing to {quoted(uri)} again")  # fmt: skip
+                    sent_now = True
+                except MCPError as e:
+                    _dropped(new, uri, f"its server did not subscribe to it again: {e.message}")
+                finally:
+                    subscribed = followed.settle(server, uri, sent_now, sent, by)  # not for a stream ended meanwhile
             if subscribed:
                 followed.updated(server, uri)  # a change may have been missed meanwhile
-            elif sent_now and not followed.wanted(server, uri):
+            elif sent_now:
                 # Its streams ended while it was subscribed to again, after their own release ran: before, it stayed
                 # subscribed on the server with no one to tell.
-                try:
-                    forward(runtime, server, "resources/unsubscribe", {"uri": uri}, CallCancel(),
-                            f"{server}: unsubscribing")  # fmt: skip
-                except MCPError as e:
-                    logger.info("%s: the unsubscribe of a resource failed: %s", server, e.message[:300])
+                unsubscribe_on(followed, forward, runtime, [(server, uri)])
 
 
 def _unfollowable(extras: UpstreamExtras, server: str, uri: str) -> str | None:
@@ -238,14 +235,44 @@ def subscribe_on(
     raises `MCPError` past it), through ``forward`` (audited; raises `MCPError` when the server refuses or fails);
     whether it is followed now (not when a follower ``by`` it ended meanwhile: `Followed.settle`). From a worker
     thread of the client session."""
-    followed.ask(server, uri)
-    subscribed = False
-    try:
-        forward(runtime, server, "resources/subscribe", {"uri": uri}, cancel, f"{server}: subscribing to {quoted(uri)}")
-        subscribed = True
-    finally:
-        kept = followed.settle(server, uri, subscribed, by=by)
+    with followed.serial(server, uri):  # never while an unsubscribe of it is in flight (`unsubscribe_on`)
+        followed.ask(server, uri)
+        subscribed = False
+        try:
+            forward(runtime, server, "resources/subscribe", {"uri": uri}, cancel,
+                    f"{server}: subscribing to {quoted(uri)}")  # fmt: skip
+            subscribed = True
+        finally:
+            kept = followed.settle(server, uri, subscribed, by=by)
     return kept
+
+
+def unsubscribe_on(
+    followed: Followed,
+    forward: Forward,
+    runtime: Runtime,
+    keys: Collection[tuple[str, str]],
+    cancel: CallCancel | None = None,
+) -> None:
+    """Unsubscribe from each (server, URI) of ``keys`` that no one follows now, nor is subscribing to
+    (`Followed.wanted`), through ``forward`` (audited; ``cancel`` None: a new one, for a request that ended), each while
+    holding its `Followed.serial` lock: no subscribe of it is sent meanwhile. A failure is said in serve's log (its
+    notices are sent no more). From a worker thread of the client session.
+
+    Before, an unsubscribe of a listen stream that ended could race a new stream's subscribe of the same URI, and then
+    subscribe to it again for that stream: when the stream's own subscribe failed, the server stayed subscribed with
+    no one following."""
+    from sandbox.bridge import CallCancel
+
+    for server, uri in keys:
+        with followed.serial(server, uri):
+            if followed.wanted(server, uri):
+                continue
+            try:
+                forward(runtime, server, "resources/unsubscribe", {"uri": uri}, cancel or CallCancel(),
+                        f"{server}: unsubscribing")  # fmt: skip
+            except MCPError as e:  # its notices are sent no more: said in serve's log and the audit log
+                logger.info("%s: the unsubscribe of a resource failed: %s", server, e.message[:300])
 
 
 def install_subscriptions(
@@ -279,11 +306,8 @@ def install_subscriptions(
 
         def work(runtime: Runtime, cancel: CallCancel) -> None:
             followed = subscriptions.get(runtime.bridge.pool)
-            for owner in followed.drop(uri) if followed is not None else ():
-                try:
-                    forward(runtime, owner, "resources/unsubscribe", {"uri": uri}, cancel, f"{owner}: unsubscribing")
-                except MCPError as e:  # its notices are sent no more: said in serve's log and the audit log
-                    logger.info("%s: the unsubscribe of a resource failed: %s", owner, e.message[:300])
+            if followed is not None:
+                unsubscribe_on(followed, forward, runtime, [(owner, uri) for owner in followed.drop(uri)], cancel)
 
         await in_session(ctx, work)
         return types.EmptyResult()

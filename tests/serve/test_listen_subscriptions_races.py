@@ -22,6 +22,7 @@ import asyncio
 import json
 import shlex
 import sys
+import threading
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -31,6 +32,8 @@ import pytest
 
 from agent.serve.upstream_followed import MAX_SUBSCRIPTIONS, Followed, Follower
 from agent.serve.upstream_listen import MAX_LISTEN_STREAMS
+from agent.serve.upstream_lists import quoted
+from agent.serve.upstream_subscriptions import subscribe_on, unsubscribe_on
 from tests.serve.test_listen_subscriptions import ITEM, audited, next_uri, serving, subscribed, tree, until
 from tests.serve.test_resource_subscriptions import LOG, STATUS, SUBSCRIBING, WAIT, generate, live_entry, touch
 from tests.serve.test_subscriptions_regenerated import regenerate
@@ -228,3 +231,54 @@ def test_a_stream_that_ended_leaves_room_for_another_before_its_release_runs() -
             followed.ask("live", STATUS)  # the bound still holds for the streams that live
     finally:
         loop.close()
+
+
+def test_a_subscribe_that_fails_while_an_ended_streams_unsubscribe_is_in_flight_leaves_the_uri_unsubscribed() -> None:
+    """An ended stream's release unsubscribes from ITEM while a new stream's subscribe of ITEM is sent and fails.
+    Before, the release saw the subscribe in flight once its unsubscribe was answered and subscribed again for it: the
+    server stayed subscribed to ITEM with no one following. Now the subscribe waits for the unsubscribe (`serial`)."""
+    from sandbox.bridge import CallCancel
+
+    loop = asyncio.new_event_loop()
+    unsubscribing, go, subscribing, answer = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+    on_server: list[str] = []  # the subscribes and unsubscribes of ITEM the server took, in order
+
+    def forward(runtime: object, server: str, method: str, params: dict[str, str], cancel: object, label: str) -> dict:
+        if method == "resources/unsubscribe" and not unsubscribing.is_set():
+            unsubscribing.set()
+            subscribing.wait(1)  # before: the new stream's subscribe is sent now; now it waits for this one to end
+            assert go.wait(WAIT)
+        elif label == f"live: subscribing to {quoted(ITEM)}":  # the new stream's own: it fails, once answered
+            subscribing.set()
+            assert answer.wait(WAIT)
+            raise mcp.MCPError(-32603, "live failed")
+        on_server.append(method)
+        return {}
+
+    try:
+        followed = Followed(None, loop, lambda _: None)
+        ended, new = Follower(), Follower()
+        followed.ask("live", ITEM)
+        assert followed.settle("live", ITEM, True, by=(ended,))
+        release = threading.Thread(target=unsubscribe_on, args=(followed, forward, None, followed.leave(ended)))
+        release.start()
+        assert unsubscribing.wait(WAIT)
+        failed: list[str] = []
+
+        def subscribe() -> None:
+            try:
+                subscribe_on(followed, forward, None, "live", ITEM, CallCancel(), by=(new,))  # type: ignore[arg-type]
+            except mcp.MCPError as e:
+                failed.append(e.error.message)
+
+        stream = threading.Thread(target=subscribe)
+        stream.start()
+        go.set()
+        release.join(WAIT)  # before: it subscribed again, its stream's subscribe still in flight
+        answer.set()
+        stream.join(WAIT)
+    finally:
+        loop.close()
+    assert failed == ["live failed"]
+    assert on_server == ["resources/unsubscribe"]  # before: [unsubscribe, subscribe] (the release's, again)
+    assert not followed.following and not followed.wanted("live", ITEM)
