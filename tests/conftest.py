@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # `import mcp` takes a second; only the tests that start serv
     from sandbox import SandboxConfig
     from tests.docker_cli import EngineWithCLI
 
-from tests.support import TEST_OWNER
+from tests.support import TEST_OWNER, stop_process
 
 # Generated trees store no tool embeddings unless a test asks for them: with the model installed (as on
 # CI) auto mode would load it and embed the catalog in every test that generates a tree, slowing the
@@ -138,12 +138,7 @@ def podman_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.05)
         yield address
     finally:
-        service.terminate()
-        try:
-            service.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            service.kill()
-            service.wait()
+        stop_process(service, 30)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -266,18 +266,24 @@ class ServeProcess:
 
     def stop(self) -> int:
         """SIGTERM, then its exit status (killed if it does not stop within 90 s); its pipe is closed."""
-        import subprocess
-
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            code = self.proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait(timeout=30)
+        code = stop_process(self.proc, 90)
         if self.proc.stderr is not None:
             self.proc.stderr.close()
         return code
+
+
+def stop_process(proc: Any, grace: float) -> int:
+    """SIGTERM to ``proc`` (a ``subprocess.Popen``) if it runs, then its exit status: SIGKILL if it has not exited
+    within ``grace`` seconds (then waited for at most 30 s more)."""
+    import subprocess
+
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        return int(proc.wait(timeout=grace))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return int(proc.wait(timeout=30))
 
 
 def count_model_loads(monkeypatch: Any, *, wait: float = 1.0) -> list[int]:

@@ -21,6 +21,8 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.types import CallToolResult, ImageContent, ListToolsRequest, TextContent
 from pydantic import TypeAdapter
 
+from tests.support import stop_process
+
 pytestmark = pytest.mark.anyio
 
 REPO = Path(__file__).resolve().parents[2]
@@ -378,12 +380,7 @@ async def test_a_sample_server_serves_streamable_http_at_slash_mcp(tmp_path: Pat
                 assert isinstance(chart.content[0], ImageContent)
                 assert base64.b64decode(chart.content[0].data).startswith(PNG_SIGNATURE)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, 10)
 
 
 # --- the sample configuration ------------------------------------------------------------------------------------
