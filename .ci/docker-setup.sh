@@ -17,8 +17,8 @@ log() { echo "docker-setup: $*" >&2; }
 export DEBIAN_FRONTEND=noninteractive
 updated=""
 apt_install() {
-  [ -n "$updated" ] || { apt-get update -qq; updated=1; }
-  apt-get install -y -qq "$@" >/dev/null
+  [ -n "$updated" ] || { apt-get -o Acquire::Retries=5 update -qq; updated=1; }
+  apt-get -o Acquire::Retries=5 install -y -qq "$@" >/dev/null
 }
 if ! command -v dockerd >/dev/null 2>&1; then
   log "installing docker.io"

@@ -180,6 +180,7 @@ def bootstrap_base(docker: DockerEngine, *, suite: str = DEFAULT_SUITE, mirror: 
         tarball = Path(tmp) / "base.tar"
         argv = [
             "mmdebstrap", "--variant=minbase", "--include=python3", "--quiet",
+            '--aptopt=Acquire::Retries "3"',  # a mirror that drops a connection now and then: tried again
             "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/info/*",
             "--dpkgopt=path-exclude=/usr/share/locale/*", "--dpkgopt=path-exclude=/usr/share/doc/*",
             "--dpkgopt=path-include=/usr/share/doc/*/copyright",
