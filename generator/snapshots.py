@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from tool_tree.tree import SNAPSHOTS_DIR, Manifest, TreeError
+from tool_tree.tree import SNAPSHOTS_DIR, Manifest, TreeError, snapshot_json
 
 
 def read_snapshots(directory: Path, named: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
@@ -65,11 +65,11 @@ def _read(path: Path) -> dict[str, Any]:
         TreeError: the file is not valid JSON of a snapshot's shape.
     """
     try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text)
+        raw = path.read_bytes()
+        data = snapshot_json(raw)
     except (ValueError, OSError) as e:
         raise TreeError(f"{path}: unreadable snapshot ({e})") from None
-    if _SURROGATE_ESCAPE.search(text) is not None and not _is_text(data):
+    if _SURROGATE_ESCAPE.search(raw) is not None and not _is_text(data):
         raise TreeError(
             f"{path}: unreadable snapshot (it holds an escape of a lone surrogate, such as \\ud800, which "
             "is no character and cannot be written)"
@@ -79,7 +79,7 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 """JSON's escape of a surrogate: a pair of them is one character, one alone is none (and fails every write)."""
 
 

@@ -49,6 +49,7 @@ from tool_tree.start_errors import not_started
 from tool_tree.stderr_log import NOISE_CHARS, StderrLog
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, NotJSONRPC, stdio_client
 from tool_tree.text import one_line, shown
+from tool_tree.unparsed import count_values
 
 MAX_LIST_PAGES = 1000
 MAX_LIST_TOOLS = 100_000
@@ -57,6 +58,11 @@ big server narrowed by ``include`` still lists (`MAX_LIST_BYTES` bounds the memo
 MAX_LIST_BYTES = 64 * 1024 * 1024
 """Bytes of tool definitions (as UTF-8 JSON) one server may list, over all pages: the stdio cap on one
 message bounds a page, this the whole list (a server can page its way past the memory of the host)."""
+MAX_LIST_VALUES = 2_500_000
+"""JSON values of tool definitions one server may list, over all pages. Parsed, a value costs the host 70–150
+bytes, so `MAX_LIST_BYTES` alone let 64 MiB of ``[{},{},…]`` hold it at 2.3 GB a server (every server of a run is
+held until all are listed). This is about what `MAX_LIST_BYTES` holds at the density of real servers' listings
+(30 bytes a value over the 527 tools of 70 servers, 28 values a tool), so it binds only a denser listing."""
 UPSTREAM_ENV = "TOOLTREE_UPSTREAM"
 """Set in the environment of every stdio server tooltree starts: a ``tooltree serve`` that finds it was started as
 a server of a tooltree (a config listing tooltree itself through a wrapper such as ``sh -c`` or ``uv run``) refuses
@@ -305,27 +311,35 @@ async def list_tools_raw(client: mcp.Client) -> list[dict[str, Any]]:
     Raises:
         mcp.MCPError: the server answered with an error.
         ValueError: the server's pagination does not end, its result is malformed, or it lists more than
-            `MAX_LIST_TOOLS` tools or `MAX_LIST_BYTES` of them.
+            `MAX_LIST_TOOLS` tools, `MAX_LIST_BYTES` of them or `MAX_LIST_VALUES` JSON values.
     """
     tools: list[dict[str, Any]] = []
     cursor: str | None = None
     seen: set[bytes] = set()  # the cursors' digests: a server's cursors are not kept (30 MB each grew it to 3.6 GB)
-    size = 0
+    size = values = 0
     for _ in range(MAX_LIST_PAGES):
         params = mt.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-        page = (await client.session.send_request(mt.ListToolsRequest(params=params), _RawResult)).model_dump()
+        page = (await client.session.send_request(mt.ListToolsRequest(params=params), _RawResult)).model_extra or {}
         page_tools = page.get("tools")
         if not isinstance(page_tools, list):
             raise ValueError("tools/list result has no `tools` list")
         tools.extend(t for t in page_tools if isinstance(t, dict))
         if len(tools) > MAX_LIST_TOOLS:
             raise ValueError(f"tools/list holds more than {MAX_LIST_TOOLS:,} tools, the limit for one server")
-        size += len(json.dumps(page_tools, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        encoded = json.dumps(page_tools, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        size += len(encoded)
         if size > MAX_LIST_BYTES:
             raise ValueError(
                 f"tools/list holds more than {MAX_LIST_BYTES // 2**20} MiB of tool definitions, the limit for "
                 f"one server (reached on page {len(seen) + 1})"
             )
+        values += count_values(encoded, MAX_LIST_VALUES - values, exact=True) - 1  # the page's list itself is not kept
+        if values > MAX_LIST_VALUES:
+            raise ValueError(
+                f"tools/list holds more than {MAX_LIST_VALUES:,} JSON values of tool definitions, the limit for one "
+                f"server (reached on page {len(seen) + 1})"
+            )
+        del encoded
         next_cursor = page.get("nextCursor")
         if next_cursor is None or next_cursor == "":  # "" ends it too, as other clients read it (`while (cursor)`)
             return tools

@@ -15,8 +15,9 @@ request) has it recorded in its snapshot's ``info`` as ``"capabilities": {"resou
 declares resource subscriptions when a server it offers has it.
 
 Bounds, the same on both sides: at most `MAX_PAGES` pages and `MAX_ITEMS` items of each list (a cursor at most
-`tool_tree.connect.MAX_CURSOR_CHARS` characters, none repeated), `MAX_LIST_BYTES` of each; a snapshot may come from
-elsewhere, so what is read back is bounded again, and each item is cleaned where it is offered
+`tool_tree.connect.MAX_CURSOR_CHARS` characters, none repeated), `MAX_LIST_BYTES` and `MAX_LIST_VALUES` of each; a
+snapshot may come from elsewhere, so what is read back is bounded again (and its values counted before it is parsed,
+`tool_tree.tree.snapshot_json`), and each item is cleaned where it is offered
 (`agent.serve.upstream_offer`).
 """
 
@@ -30,6 +31,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tool_tree.text import one_line
+from tool_tree.unparsed import count_values
 
 if TYPE_CHECKING:
     import mcp
@@ -46,6 +48,10 @@ MAX_ITEMS = 1_000
 """Items of one list kept from one server (more are counted, and said in a warning)."""
 MAX_LIST_BYTES = 8 * 1024 * 1024
 """JSON bytes of one list kept from one server; the pages past them are not read (said in a warning)."""
+MAX_LIST_VALUES = 300_000
+"""JSON values of one list kept from one server, as `tool_tree.connect.MAX_LIST_VALUES` bounds the tools: about what
+`MAX_LIST_BYTES` holds at the density of real listings, so it binds only a denser one (8 MiB of ``{}`` is 2.8
+million values, 200 MB or more once parsed)."""
 LIST_KEYS: tuple[tuple[str, str, str], ...] = (
     ("prompts", "prompts/list", "prompts"),
     ("resources", "resources/list", "resources"),
@@ -150,7 +156,8 @@ def previous_snapshot(tree: Any, manifest: Any, server: str) -> dict[str, Any] |
 
 
 async def _pages(client: mcp.Client, server: str, method: str, key: str, warnings: list[str]) -> list[dict[str, Any]]:
-    """The items of one list, over at most `MAX_PAGES` pages, `MAX_ITEMS` items and `MAX_LIST_BYTES`.
+    """The items of one list, over at most `MAX_PAGES` pages, `MAX_ITEMS` items, `MAX_LIST_BYTES` and
+    `MAX_LIST_VALUES`.
 
     Raises:
         mcp.MCPError: the server answered with an error.
@@ -167,25 +174,27 @@ async def _pages(client: mcp.Client, server: str, method: str, key: str, warning
     }
     items: list[dict[str, Any]] = []
     seen: set[bytes] = set()
-    size = 0
+    size = values = 0
     cursor: str | None = None
     for page in range(MAX_PAGES):
         params = mt.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-        result = (await client.session.send_request(requests[method](params=params), _raw())).model_dump()
+        result = (await client.session.send_request(requests[method](params=params), _raw())).model_extra or {}
         listed = result.get(key)
         if not isinstance(listed, list):
             raise ValueError(f"the result has no list `{key}`")
         for item in listed:
-            try:  # an item that is not text JSON can write (a lone surrogate) is left out, as malformed
-                size += len(json.dumps(item, ensure_ascii=False).encode()) if isinstance(item, dict) else 0
-            except (UnicodeEncodeError, ValueError, RecursionError):
-                continue
             if not isinstance(item, dict):
                 continue
-            if len(items) >= MAX_ITEMS or size > MAX_LIST_BYTES:
+            try:  # an item that is not text JSON can write (a lone surrogate) is left out, as malformed
+                encoded = json.dumps(item, ensure_ascii=False).encode()
+            except (UnicodeEncodeError, ValueError, RecursionError):
+                continue
+            size += len(encoded)
+            values += count_values(encoded, MAX_LIST_VALUES - values + 1, exact=True)
+            if len(items) >= MAX_ITEMS or size > MAX_LIST_BYTES or values > MAX_LIST_VALUES:
                 warnings.append(
                     f"{server}: {method}: only the first {len(items):,} items are recorded (at most {MAX_ITEMS:,} "
-                    f"items and {MAX_LIST_BYTES // 2**20} MiB of each list)"
+                    f"items, {MAX_LIST_BYTES // 2**20} MiB and {MAX_LIST_VALUES:,} JSON values of each list)"
                 )
                 return items
             items.append(item)

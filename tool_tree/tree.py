@@ -54,8 +54,27 @@ MAX_TREE_FILE_BYTES = 256 << 20
 (before: read and parsed whole, whatever its size)."""
 
 
+MAX_SNAPSHOT_VALUES = 3_500_000
+"""The most JSON values a snapshot may hold: its tools' (`tool_tree.connect.MAX_LIST_VALUES`), its three other
+lists' (`tool_tree.snapshot_lists.MAX_LIST_VALUES` each) and its ``info``. One from elsewhere is counted on its bytes
+before it is parsed (`snapshot_json`): 64 MiB of ``{}`` would be 22 million objects, gigabytes once parsed."""
+
+
 class TreeError(Exception):
     """A tree on disk is missing or malformed."""
+
+
+def snapshot_json(raw: bytes) -> Any:
+    """A snapshot file's bytes, parsed once their values are counted.
+
+    Raises:
+        ValueError: they hold more than `MAX_SNAPSHOT_VALUES` values, or are not JSON.
+    """
+    from tool_tree.unparsed import count_values
+
+    if count_values(raw, MAX_SNAPSHOT_VALUES) > MAX_SNAPSHOT_VALUES:
+        raise ValueError(f"it holds more than {MAX_SNAPSHOT_VALUES:,} JSON values, more than generate-tree keeps")
+    return json.loads(raw.decode("utf-8"))
 
 
 def canonical_json(value: Any, *, allow_nan: bool = False) -> str:
@@ -163,7 +182,11 @@ def read_in_tree(tree: str | os.PathLike[str], rel: str, limit: int = MAX_TREE_F
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), shown)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", shown)
-        data = f.read(limit + 1) if st.st_size <= limit else b""
+        data = b""
+        if st.st_size <= limit:  # a buffer of its size, not the limit's (256 MiB for every manifest read)
+            data = f.read(st.st_size + 1)
+            if len(data) > st.st_size:  # it grew since: read on, as far as the limit
+                data += f.read(limit + 1 - len(data))
         if st.st_size > limit or len(data) > limit:
             raise OSError(errno.EFBIG, f"larger than {limit:,} bytes", shown)
         return data
@@ -452,7 +475,7 @@ def snapshot_data(tree: str | os.PathLike[str], server: ServerEntry) -> dict[str
     rel = server.snapshot or f"{SNAPSHOTS_DIR}/{server.package}.json"
     path = Path(tree) / rel
     try:
-        data = json.loads(read_in_tree(tree, rel).decode("utf-8"))
+        data = snapshot_json(read_in_tree(tree, rel))
         if not isinstance(data["tools"], list):
             raise TypeError("tools is not a list")
         return data  # type: ignore[no-any-return]

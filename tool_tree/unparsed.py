@@ -17,10 +17,13 @@ and tool_tree never imports sandbox.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import mcp_types as types
-from mcp.shared.dispatcher import coerce_request_id
+if TYPE_CHECKING:
+    import mcp_types as types
+
+# The SDK is imported only to read an id (`_request_id`): `count_values` also bounds the snapshots a tree's readers
+# load (`tool_tree.tree`), which do not import the SDK.
 
 _WINDOW = 1 << 20
 """Bytes blanked at a time by `_outside_strings`: what the pieces of one split may hold."""
@@ -54,7 +57,7 @@ def _outside_strings(body: bytes | bytearray, limit: int) -> int:
     return values
 
 
-def count_values(body: bytes | bytearray, limit: int) -> int:
+def count_values(body: bytes | bytearray, limit: int, *, exact: bool = False) -> int:
     """How many values parsing ``body`` as JSON would build (keys not counted), as far as ``limit`` needs to know.
 
     At most ``limit`` means a parser builds at most that many, whatever the bytes (valid JSON or not): every
@@ -64,9 +67,13 @@ def count_values(body: bytes | bytearray, limit: int) -> int:
     again (`_outside_strings`: about 0.2 s for 30 MB at most). Over ``limit`` means the body holds more
     if it is compact, valid JSON; a server's message need not be compact (``[ ]`` with a space counts as
     an array holding one value), so the count stays an upper bound.
+
+    ``exact`` skips the first count, for counts that are added up: up to ``limit``, the count of valid JSON as
+    `json.dumps` writes it is then its values (the first count of ``[{},{}]`` is 5, not 3), exactly but for one more
+    for each empty ``[]`` or ``{}`` the edge of a window cuts (one each MiB at most).
     """
     values = 1 + len(body) - len(body.translate(None, b",[{"))
-    if values <= limit:
+    if values <= limit and not exact:
         return values
     return _outside_strings(body, limit)
 
@@ -93,6 +100,8 @@ _LOOKED_AT = 512
 
 def _request_id(raw: bytes) -> types.RequestId:
     """An id as the SDK correlates it (``"7"`` and ``7`` are one id)."""
+    from mcp.shared.dispatcher import coerce_request_id
+
     if raw.startswith(b'"'):
         return coerce_request_id(raw[1:-1].decode("utf-8", "replace"))
     return int(raw)

@@ -283,18 +283,27 @@ def test_a_tool_whose_minimal_stub_is_over_the_size_limit_is_left_out_and_the_re
     assert "big" not in (out / "servers" / "svc" / "__init__.py").read_text(encoding="utf-8")
 
 
-def test_a_server_listing_past_the_byte_or_tool_cap_fails_alone_with_the_cap_in_its_error(
+def test_a_server_listing_past_the_byte_tool_or_value_cap_fails_alone_with_the_cap_in_its_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The real caps (64 MiB, 100,000 tools) take a server process that much to reach: lower ones behave alike.
+    # The real caps (64 MiB, 100,000 tools, 2,500,000 values) take a server process that much to reach: lower ones
+    # behave alike. The value cap: before it, 64 MiB of `[{}, {}, …]` over 15 pages held generate-tree at 2.3 GB a
+    # server (8.6 GB for four such servers), since every server's listing is held until all are listed.
     monkeypatch.setattr(tool_tree.connect, "MAX_LIST_BYTES", 1 << 20)
     monkeypatch.setattr(tool_tree.connect, "MAX_LIST_TOOLS", 3)
+    monkeypatch.setattr(tool_tree.connect, "MAX_LIST_VALUES", 2_000)
     page = [{"name": f"t{i}", "description": "x" * 400_000, "inputSchema": {"type": "object"}} for i in range(3)]
+
+    def dense(name: str) -> dict[str, Any]:  # 5 values and 990 objects in its list: 995 values
+        return {"name": name, "inputSchema": {"type": "object", "x": [{}] * 990}}
+
     config = raw_servers(
         tmp_path,
         {
             "large": {"pages": [page[:1], page[1:2], page[2:]]},
             "many": {"pages": [[hostile_tool("a"), hostile_tool("b")], [hostile_tool("c"), hostile_tool("d")]]},
+            "dense": {"pages": [[dense("d1")], [dense("d2")]]},
+            "denser": {"pages": [[dense("d1")], [dense("d2"), hostile_tool("d3")]]},
             "fine": {"pages": [[hostile_tool("alpha")]]},
         },
     )
@@ -302,14 +311,20 @@ def test_a_server_listing_past_the_byte_or_tool_cap_fails_alone_with_the_cap_in_
     code, summary = generate_json(["--config", str(config), "--out", str(out)], capsys)
     assert code == EXIT_SERVERS
     servers = {s["name"]: s for s in summary["servers"]}
-    assert [servers[name]["status"] for name in ("large", "many", "fine")] == ["failed", "failed", "ok"]
+    statuses = [servers[name]["status"] for name in ("large", "many", "dense", "denser", "fine")]
+    assert statuses == ["failed", "failed", "ok", "failed", "ok"]
     assert (
         "tools/list holds more than 1 MiB of tool definitions, the limit for one server (reached on page 3)"
         in (servers["large"]["error"])
     )
     assert "tools/list holds more than 3 tools, the limit for one server" in servers["many"]["error"]
+    assert (  # 2,006 values; `dense`'s 1,990 are within: counted exactly (a count of `,[{` says 3,970)
+        "tools/list holds more than 2,000 JSON values of tool definitions, the limit for one server (reached on page 2)"
+        in servers["denser"]["error"]
+    )
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    assert [(t["server"], t["tool"]) for t in manifest["tools"]] == [("fine", "alpha")]
+    written = [(t["server"], t["tool"]) for t in manifest["tools"]]
+    assert written == [("dense", "d1"), ("dense", "d2"), ("fine", "alpha")]
     assert (out / "servers" / "fine" / "alpha.py").is_file()
 
 

@@ -16,6 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+import tool_tree.snapshot_lists
 from generator.generate import generate
 from tests.support import REPO, raw_server_tree
 from tool_tree.config import Config
@@ -61,6 +64,21 @@ def test_the_snapshot_records_the_prompts_resources_and_templates_and_from_snaps
     for server in ("alpha", "gamma"):
         written = (tmp_path / "again" / "snapshots" / f"{server}.json").read_bytes()
         assert written == (tmp_path / "tree" / "snapshots" / f"{server}.json").read_bytes()
+
+
+def test_a_list_is_recorded_up_to_its_cap_of_json_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The real cap (300,000 values) takes 8 MiB of `{}` to reach, which parsed held 200 MB or more a list; a lower one
+    # behaves alike. Each of gamma's resources is 3 values (an object, its name and its URI).
+    monkeypatch.setattr(tool_tree.snapshot_lists, "MAX_LIST_VALUES", 31)
+    result = generate(load(config(tmp_path, ("gamma", ["gamma", "endless"], {}))), tmp_path / "tree", embeddings="off")
+    assert not result.failed
+    assert [r["uri"] for r in snapshot(tmp_path / "tree", "gamma")["resources"]] == [
+        f"gamma://pages/{i}" for i in range(10)
+    ]
+    assert (
+        "gamma: resources/list: only the first 10 items are recorded (at most 1,000 items, 8 MiB and 31 JSON values "
+        "of each list)"
+    ) in result.warnings
 
 
 def test_a_failing_prompts_listing_only_warns_and_the_tools_are_kept(tmp_path: Path) -> None:

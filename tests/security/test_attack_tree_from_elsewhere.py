@@ -18,12 +18,14 @@ import os
 import shutil
 import sys
 import threading
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import tool_tree.snapshot_lists as lists
 from agent.errors import AgentSetupError
 from agent.testing import FakeMessagesAPI, reply
 from agent.toolsets.code import CodeToolset
@@ -31,10 +33,11 @@ from agent.toolsets.direct import DirectToolset
 from sandbox.errors import SandboxError
 from sandbox.tree_pack import MAX_MODULE_BYTES, MAX_TREE_DEPTH, pack_tree, tree_fingerprint
 from tests.support import REPO, TEST_OWNER, sample_project, write_tiny_bert
+from tool_tree.connect import MAX_LIST_VALUES
 from tool_tree.search import SearchError, SearchIndex, render_hits, search_tools
 from tool_tree.search._mode import EMBEDDINGS_ENV
 from tool_tree.search._render import MAX_STUB_BYTES
-from tool_tree.tree import MAX_TREE_FILE_BYTES, Manifest, TreeError, load_snapshot
+from tool_tree.tree import MAX_SNAPSHOT_VALUES, MAX_TREE_FILE_BYTES, Manifest, TreeError, load_snapshot
 from tooltree_cli.main import main
 
 SECRET = "HOST-SECRET-7f3a"
@@ -226,6 +229,33 @@ def test_json_nested_100000_deep_is_an_error_naming_the_file(tree: Path, name: s
         else:
             load_snapshot(tree, Manifest.load(tree).servers[0])
     assert str(tree / name) in str(info.value)
+
+
+def test_a_snapshot_of_more_values_than_a_listing_keeps_is_refused_unparsed(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A snapshot is a server's listing, whose values generate-tree bounds; one from elsewhere is counted on its bytes
+    before it is parsed. Its 11 MB of ``{}`` would be 3.5 million objects, 250 MB or more parsed (64 MiB of them,
+    under the tree's file cap, gigabytes)."""
+    assert MAX_SNAPSHOT_VALUES >= MAX_LIST_VALUES + 3 * lists.MAX_LIST_VALUES + 50_000  # what generate-tree writes
+    dense = b'{"server": "crm", "info": {}, "tools": [{"name": "t", "x": [' + b",".join([b"{}"] * MAX_SNAPSHOT_VALUES)
+    for path in (tree / "snapshots" / "crm.json", tmp_path / "snaps" / "crm.json"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(dense + b"]}]}")
+    tracemalloc.start()
+    try:
+        with pytest.raises(TreeError, match="more than 3,500,000 JSON values, more than generate-tree keeps") as info:
+            load_snapshot(tree, Manifest.load(tree).servers[0])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(tree / "snapshots" / "crm.json") in str(info.value)
+    assert peak < 80 << 20, f"{peak:,} bytes"  # the file and copies of it for the count
+    assert main(["generate-tree", "--from-snapshot", str(tmp_path / "snaps"), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.endswith(
+        f"{tmp_path / 'snaps' / 'crm.json'}: unreadable snapshot (it holds more than 3,500,000 JSON values, more than "
+        "generate-tree keeps)\n"
+    )
 
 
 @pytest.mark.parametrize("name", ["manifest.json", "search_index.json"])
