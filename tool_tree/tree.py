@@ -42,6 +42,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from tool_tree.unparsed import count_values
+
 MANIFEST_FILE = "manifest.json"
 SNAPSHOTS_DIR = "snapshots"
 SERVERS_DIR = "servers"
@@ -58,10 +60,24 @@ MAX_SNAPSHOT_VALUES = 3_500_000
 """The most JSON values a snapshot may hold: its tools' (`tool_tree.connect.MAX_LIST_VALUES`), its three other
 lists' (`tool_tree.snapshot_lists.MAX_LIST_VALUES` each) and its ``info``. One from elsewhere is counted on its bytes
 before it is parsed (`snapshot_json`): 64 MiB of ``{}`` would be 22 million objects, gigabytes once parsed."""
+MAX_MANIFEST_VALUES = 8_000_000
+"""The most JSON values a manifest may hold, counted before it is parsed (256 MiB of ``{}`` is 89 million objects,
+about 10 GB parsed). A manifest holds about 11 values a tool (6,049 for the 527-tool catalog), so this is some 700,000
+tools: a tree of their stubs would be far over what the sandbox takes (`sandbox.tree_pack.MAX_TREE_BYTES`)."""
 
 
 class TreeError(Exception):
     """A tree on disk is missing or malformed."""
+
+
+def check_values(raw: bytes, limit: int) -> None:
+    """Refuse a tree file's bytes that would parse to more than ``limit`` values, before they are parsed.
+
+    Raises:
+        ValueError: they would, saying so.
+    """
+    if count_values(raw, limit) > limit:
+        raise ValueError(f"it holds more than {limit:,} JSON values, more than generate-tree writes")
 
 
 def snapshot_json(raw: bytes) -> Any:
@@ -70,10 +86,7 @@ def snapshot_json(raw: bytes) -> Any:
     Raises:
         ValueError: they hold more than `MAX_SNAPSHOT_VALUES` values, or are not JSON.
     """
-    from tool_tree.unparsed import count_values
-
-    if count_values(raw, MAX_SNAPSHOT_VALUES) > MAX_SNAPSHOT_VALUES:
-        raise ValueError(f"it holds more than {MAX_SNAPSHOT_VALUES:,} JSON values, more than generate-tree keeps")
+    check_values(raw, MAX_SNAPSHOT_VALUES)
     return json.loads(raw.decode("utf-8"))
 
 
@@ -349,7 +362,9 @@ class Manifest:
         tree = Path(tree)
         path = tree / MANIFEST_FILE
         try:
-            text = read_in_tree(tree, MANIFEST_FILE).decode("utf-8")
+            raw = read_in_tree(tree, MANIFEST_FILE)
+            check_values(raw, MAX_MANIFEST_VALUES)
+            text = raw.decode("utf-8")
         except FileNotFoundError:
             raise TreeError(f"{path}: no manifest; run `tooltree generate-tree` first") from None
         except NotADirectoryError:
@@ -358,7 +373,7 @@ class Manifest:
             raise TreeError(f"{path}: a folder, not a manifest; regenerate the tree") from None
         except OSError as e:
             raise TreeError(f"{path}: cannot read the manifest ({e.strerror or e})") from None
-        except UnicodeDecodeError as e:
+        except ValueError as e:  # undecodable, or too many values
             raise TreeError(f"{path}: malformed manifest ({e})") from None
         return cls.from_json(text, source=str(path))
 

@@ -244,7 +244,7 @@ def test_a_snapshot_of_more_values_than_a_listing_keeps_is_refused_unparsed(
         path.write_bytes(dense + b"]}]}")
     tracemalloc.start()
     try:
-        with pytest.raises(TreeError, match="more than 3,500,000 JSON values, more than generate-tree keeps") as info:
+        with pytest.raises(TreeError, match="more than 3,500,000 JSON values, more than generate-tree writes") as info:
             load_snapshot(tree, Manifest.load(tree).servers[0])
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -254,8 +254,27 @@ def test_a_snapshot_of_more_values_than_a_listing_keeps_is_refused_unparsed(
     assert main(["generate-tree", "--from-snapshot", str(tmp_path / "snaps"), "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.endswith(
         f"{tmp_path / 'snaps' / 'crm.json'}: unreadable snapshot (it holds more than 3,500,000 JSON values, more than "
-        "generate-tree keeps)\n"
+        "generate-tree writes)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "cap", "said"),
+    [
+        ("manifest.json", "tool_tree.tree.MAX_MANIFEST_VALUES", "malformed manifest"),
+        ("search_index.json", "tool_tree.search._store.MAX_INDEX_VALUES", "corrupt search index"),
+    ],
+)
+def test_a_manifest_or_index_of_more_values_than_a_tree_holds_is_refused_unparsed(
+    tree: Path, name: str, cap: str, said: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: parsed whatever it held under the 256 MiB file cap (89 million objects of ``{}``, about 10 GB). The
+    caps are far over any tree's (8 and 32 million; a lower one behaves alike)."""
+    monkeypatch.setattr(cap, 5_000)
+    (tree / name).write_bytes(b"[" + b",".join([b"{}"] * 5_000) + b"]")
+    assert main(["search", "--tree", str(tree), "leads"]) == 2
+    err = capsys.readouterr().err
+    assert f"{tree / name}: {said} (it holds more than 5,000 JSON values, more than generate-tree writes)" in err
 
 
 @pytest.mark.parametrize("name", ["manifest.json", "search_index.json"])

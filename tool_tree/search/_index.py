@@ -48,7 +48,7 @@ from tool_tree.search._rank import (
 )
 from tool_tree.search._regex import MAX_REGEX_TEXT, regex_scores
 from tool_tree.search._text import first_sentence, one_line, tokens
-from tool_tree.tree import SEARCH_INDEX_FILE, module_name, read_in_tree, stub_path
+from tool_tree.tree import SEARCH_INDEX_FILE, module_name, stub_path
 
 INDEX_FILE = SEARCH_INDEX_FILE
 INDEX_FORMAT = "tooltree-search-index"
@@ -340,14 +340,9 @@ class SearchIndex:
         Raises:
             SearchError: the index is missing, unreadable or corrupt.
         """
-        path = tree / INDEX_FILE
-        try:
-            text = read_in_tree(tree, INDEX_FILE).decode("utf-8")
-        except FileNotFoundError:
-            raise SearchError(f"{path}: no search index; run `tooltree generate-tree` to build it") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise SearchError(f"{path}: cannot read search index ({e})") from None
-        return cls.from_json(text, source=str(path))
+        from tool_tree.search._store import index_text  # the file's reading is the store's, which builds on this
+
+        return cls.from_json(index_text(tree), source=str(tree / INDEX_FILE))
 
 
 def _str(value: Any) -> str:

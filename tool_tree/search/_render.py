@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeVar, get_args
 from tool_tree.search._docs import docs_from_tree
 from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, SearchHit, SearchIndex, build_index, check_limit
-from tool_tree.search._store import built_for, manifest_hash
+from tool_tree.search._store import built_for, index_text, manifest_hash
 from tool_tree.search._text import one_line
 from tool_tree.tree import MANIFEST_FILE, Manifest, TreeError, read_in_tree
 
@@ -174,10 +174,7 @@ def load_index(tree: str | os.PathLike[str]) -> SearchIndex:
         cached = _cache.get(path)
         if cached is not None and cached[0] == key:
             return cached[1]
-        try:
-            text = read_in_tree(path.parent, INDEX_FILE).decode("utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise SearchError(f"{path}: cannot read search index ({e})") from None
+        text = index_text(path.parent)
         index = SearchIndex.from_json(text, source=str(path))
         stored = built_for(text)
         if _stale(stored, index, path.parent):

@@ -6,6 +6,7 @@ loads only for new or changed tools. The file records the hash of the ``manifest
 built from (its first key, ``built_for_manifest``): ``generate-tree`` writes the manifest first
 and the index after it, so an index left behind by a generation that was interrupted or failed
 in between records another manifest, and ``index_matches_manifest`` (and ``load_index``) tell.
+``index_text`` reads the file for every reader, its values counted before it is parsed.
 ``index_embeds_with`` tells which model's vectors a file stores from its first few kilobytes.
 """
 
@@ -23,9 +24,35 @@ from tool_tree.search._docs import docs_from_tree
 from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, SearchIndex, build_index
 from tool_tree.search._mode import embedding_model, embeddings_mode
-from tool_tree.tree import MANIFEST_FILE, content_hash, read_in_tree, read_regular
+from tool_tree.tree import MANIFEST_FILE, check_values, content_hash, read_in_tree, read_regular
 
 logger = logging.getLogger(__name__)
+
+
+MAX_INDEX_VALUES = 32_000_000
+"""The most JSON values a search index may hold, counted before it is parsed (256 MiB of ``{}`` is 89 million
+objects, about 10 GB parsed). The 527-tool index holds 105 values a tool at 8.7 bytes each, so an index as large as
+a whole tree the sandbox takes (`sandbox.tree_pack.MAX_TREE_BYTES`, 256 MiB) holds about 31 million."""
+
+
+def index_text(tree: Path) -> str:
+    """The text of ``<tree>/search_index.json``, its values counted before anyone parses it (`MAX_INDEX_VALUES`).
+
+    Raises:
+        SearchError: the index is missing, unreadable, not UTF-8 or of too many values.
+    """
+    path = tree / INDEX_FILE
+    try:
+        raw = read_in_tree(tree, INDEX_FILE)
+    except FileNotFoundError:
+        raise SearchError(f"{path}: no search index; run `tooltree generate-tree` to build it") from None
+    except OSError as e:
+        raise SearchError(f"{path}: cannot read search index ({e})") from None
+    try:
+        check_values(raw, MAX_INDEX_VALUES)
+        return raw.decode("utf-8")
+    except ValueError as e:  # undecodable, or too many values
+        raise SearchError(f"{path}: corrupt search index ({e}); run `tooltree generate-tree` to rebuild it") from None
 
 
 def _reusable_vectors(path: Path, model: str) -> dict[str, str]:
