@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -218,6 +219,30 @@ async def test_a_message_just_within_the_value_cap_arrives_whole() -> None:
     async with ServerPool([flood("flood")]) as pool:
         result = await pool.call("flood", "values", {"n": MAX_MESSAGE_VALUES - 100})
     assert result["structuredContent"] == {"a": [{}] * (MAX_MESSAGE_VALUES - 100)}
+
+
+PARSE_ONE = """
+import json, sys
+from tool_tree.stdio_lines import _parse
+def peak():
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")) >> 10
+line = json.dumps({"jsonrpc": "2.0", "id": 7, "result": {"structuredContent": {"a": [{}] * 999_990}}})
+before = peak()
+message = _parse(line)
+print(len(message.message.result["structuredContent"]["a"]), peak() - before)
+"""
+
+
+def test_a_message_is_parsed_once_and_then_validated() -> None:
+    # Before: validated whole as text (the SDK's `validate_json`), which parses it again for each kind of message it
+    # tries: 325 MiB over the baseline and 0.34 s of CPU for this message, against 75 MiB and 0.08 s now (it is
+    # measured in a process of its own: the parser's memory is not Python's, so tracemalloc does not see it).
+    done = subprocess.run(
+        [sys.executable, "-c", PARSE_ONE], capture_output=True, text=True, check=True, cwd=REPO, timeout=120
+    )
+    values, grown = map(int, done.stdout.split())
+    assert values == 999_990
+    assert grown < 160, f"{grown} MiB to parse a message of a million values"
 
 
 @pytest.mark.anyio
