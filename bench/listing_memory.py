@@ -1,6 +1,6 @@
 """Benchmark the memory generate-tree holds while it lists hostile servers' tools (the value cap of a listing).
 
-    python bench/listing_memory.py [--runs 3] [--src DIR]
+    python bench/listing_memory.py [--runs 3] [--src DIR ...]
 
 Each case runs ``generate-tree --embeddings off`` in a fresh process against ``tests/servers/raw_server.py``
 servers, which serve a listing as given, a tool a page (one message carries at most 1,000,000 values). Reported:
@@ -13,9 +13,9 @@ not in it), its wall time, and how the servers ended. Median of ``--runs``, the 
 - the 527 real tools of the LiveMCPBench catalog as one server (when the corpora are there): what an honest listing
   costs.
 
-``--src DIR`` measures another checkout of tooltree (``git worktree add /tmp/before <commit>``) with this one's
-virtualenv: its code comes first on the path. Writes bench/out/listing_memory.json (or listing_memory_<name>.json
-for ``--src``).
+``--src DIR`` measures another checkout of tooltree too (``git worktree add /tmp/before <commit>``), with this one's
+virtualenv (its code first on the path), each case run on every checkout in turn, so the ratios come from one run.
+Writes bench/out/listing_memory.json.
 """
 
 from __future__ import annotations
@@ -85,7 +85,9 @@ def run(conf: Path, out: Path, src: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=positive_int, default=3)
-    parser.add_argument("--src", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
+    parser.add_argument(
+        "--src", type=Path, action="append", default=[], help="another checkout to measure beside this one (repeatable)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -99,24 +101,31 @@ def main() -> None:
             path.write_text(json.dumps(spec), encoding="utf-8")
             for servers in (1, 4) if name != "527 real tools" else (1,):
                 cases.append((f"{name}, {servers} server{'s' if servers > 1 else ''}", config(folder, path, servers)))
-        results: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in cases}
+        sources = [ROOT, *(src.resolve() for src in args.src)]
+        results: dict[tuple[str, Path], list[dict[str, Any]]] = {(n, src): [] for n, _ in cases for src in sources}
         for _ in range(args.runs):
             for name, conf in cases:
-                results[name].append(run(conf, folder / "tree", args.src.resolve()))
-                subprocess.run(["rm", "-rf", str(folder / "tree")], check=True)
+                for src in sources:  # the checkouts interleaved, so one run's ratios compare like with like
+                    results[name, src].append(run(conf, folder / "tree", src))
+                    subprocess.run(["rm", "-rf", str(folder / "tree")], check=True)
     rows, data = [], {}
-    for name, runs in results.items():
+    for (name, src), runs in results.items():
         mib, seconds = statistics.median(r["mib"] for r in runs), statistics.median(r["seconds"] for r in runs)
-        ended = "; ".join(runs[-1]["ended"])
-        rows.append([name, f"{mib:,.0f}", f"{seconds:.1f}", ended])
-        data[name] = {"peak_mib": mib, "seconds": seconds, "ended": runs[-1]["ended"], "runs": runs}
+        ended = "; ".join(e[:60] for e in runs[-1]["ended"])
+        label = "this checkout" if src == ROOT else str(src)
+        rows.append([name, label, f"{mib:,.0f}", f"{seconds:.1f}", ended])
+        data.setdefault(name, {})[label] = {
+            "peak_mib": mib,
+            "seconds": seconds,
+            "ended": runs[-1]["ended"],
+            "runs": runs,
+        }
     print_table(
-        f"generate-tree's peak memory while it lists ({args.src.resolve()}; median of {args.runs})",
-        ["case", "peak MiB", "s", "servers ended"],
+        f"generate-tree's peak memory while it lists (median of {args.runs})",
+        ["case", "checkout", "peak MiB", "s", "servers ended"],
         rows,
     )
-    suffix = "" if args.src.resolve() == ROOT else f"_{args.src.resolve().name}"
-    write_json(f"listing_memory{suffix}.json", {"src": str(args.src.resolve()), "runs": args.runs, "cases": data})
+    write_json("listing_memory.json", {"runs": args.runs, "cases": data})
 
 
 if __name__ == "__main__":
