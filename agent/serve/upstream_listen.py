@@ -21,7 +21,8 @@ of a URI followed reach each stream of this client that follows it, stamped with
 server session subscribed again tells each stream once, and so does a client session replaced after a regeneration of
 the tree (`agent.serve.upstream_subscriptions.carry`). When a stream ends (its client cancels it, or leaves), each
 URI that no other stream of the session follows, nor its ``resources/subscribe``, is unsubscribed from on its server
-(in the background: the stream's end waits for nothing; a new stream's subscribe of it waits for the unsubscribe,
+(in the background, by one task for all the streams that ended meanwhile, `Releases`: the stream's end waits for
+nothing; a new stream's subscribe of it waits for the unsubscribe,
 `agent.serve.upstream_subscriptions.unsubscribe_on`, and one it follows by then is not unsubscribed from). A
 session whose streams follow a resource is not ended for being idle (`agent.serve.upstream_subscriptions.follows`), as
 one that subscribed.
@@ -29,7 +30,8 @@ one that subscribed.
 **Bounds.** At most `MAX_LISTEN_STREAMS` streams open or being opened at once (one more is refused before it
 subscribes to anything), each at most `MAX_LISTEN_BACKLOG` events behind; a stream follows at most `MAX_SUBSCRIPTIONS`
 URIs (those asked past them are left out, said in one line), the client session as many in all, however many streams
-follow each; a stream that ended counts no more at once, before its URIs are unsubscribed from.
+follow each; a stream that ended counts no more at once, before its URIs are unsubscribed from; one background task
+at a time releases the streams that ended, however fast a client opens and cancels them.
 """
 
 from __future__ import annotations
@@ -173,7 +175,7 @@ def listen_handler(
             streams.discard(stream)
             stream.ended = True  # a subscribe still answering for it follows nothing (`Followed.settle`)
             if subscribing:
-                spawn(lambda: release(ctx, stream))
+                releases.ended(ctx, stream)
 
     async def follow(
         ctx: Any, owners: dict[str, str | None], stream: Follower, refused: list[tuple[str, str]]
@@ -205,20 +207,69 @@ def listen_handler(
                     tasks.start_soon(one, uri, owner)
         return [uri for uri in owners if uri in honoured]
 
-    async def release(ctx: Any, stream: Follower) -> None:
-        """``stream`` ended: the resources no one of its session follows now are unsubscribed from."""
+    async def release(ctx: Any, ended: list[Follower]) -> None:
+        """The streams of ``ended`` (of ``ctx``'s session) ended: the resources no one of the session follows now are
+        unsubscribed from."""
 
         def work(runtime: Runtime, cancel: CallCancel) -> None:
             followed = subscriptions.get(runtime.bridge.pool) if subscriptions is not None else None
             if followed is not None:
-                unsubscribe_on(followed, forward, runtime, followed.leave(stream), cancel)
+                left = {key for stream in ended for key in followed.leave(stream)}
+                unsubscribe_on(followed, forward, runtime, sorted(left), cancel)
 
         try:
             await in_session(ctx, work)
         except MCPError as e:  # the session could not start again (the client left meanwhile)
-            logger.info("the resources of a listen stream that ended were not unsubscribed from: %s", e.message[:300])
+            logger.info(
+                "the resources of %s listen streams that ended were not unsubscribed from: %s",
+                f"{len(ended):,}", e.message[:300],
+            )  # fmt: skip
 
+    releases = Releases(spawn, release)
     return listen
+
+
+class Releases:
+    """The listen streams that ended, whose resources are still to be released (``release``: unsubscribed from), in
+    one background task at a time (started by ``spawn``): the streams that end while it runs are released together
+    by its next round, one `InSession` hand-off for each session among them. Before, each stream's end started a task
+    of its own: a client that opened and cancelled streams in a tight loop started as many tasks, each waiting for a
+    worker thread of the session, with no bound on their number."""
+
+    def __init__(self, spawn: Spawn, release: Callable[[Any, list[Follower]], Awaitable[None]]) -> None:
+        self._spawn, self._release = spawn, release
+        self._ended: list[tuple[Any, Follower]] = []
+        self._started = False
+        self.rounds = 0
+        """How many times ``release`` was called (one a session a round)."""
+
+    @property
+    def pending(self) -> int:
+        """The streams that ended and are not yet handed to ``release``."""
+        return len(self._ended)
+
+    def ended(self, ctx: Any, stream: Follower) -> None:
+        """``stream``, of ``ctx``'s request, ended: released in the background (on serve's loop; it waits for
+        nothing)."""
+        self._ended.append((ctx, stream))
+        if not self._started:
+            self._started = True
+            self._spawn(self._drain)
+
+    async def _drain(self) -> None:
+        from agent.serve.server import session_key  # (a cycle at import: the server installs this module's handler)
+
+        try:
+            while self._ended:
+                batch, self._ended = self._ended, []
+                by_session: dict[str | None, tuple[Any, list[Follower]]] = {}
+                for ctx, stream in batch:
+                    by_session.setdefault(session_key(ctx), (ctx, []))[1].append(stream)
+                for ctx, streams in by_session.values():
+                    self.rounds += 1
+                    await self._release(ctx, streams)
+        finally:  # all released, or serve's tasks cancelled as it ends
+            self._started = False
 
 
 def _owners(extras: UpstreamExtras, asked: list[str], refused: list[tuple[str, str]]) -> dict[str, str | None]:
