@@ -373,6 +373,25 @@ class Runtime:
         session.close()
         raise SandboxError("the runtime was closed while its sandbox started")
 
+    def stop_sandbox(self) -> bool:
+        """Stop the sandbox and keep the servers: the workspace is saved (when one was given) and the container
+        removed; the next use of `sandbox` starts a new one, which restores the workspace. False: none was running
+        (or the runtime is closed). A use of `sandbox` from another thread meanwhile waits for the save first.
+
+        Raises:
+            WorkspaceError: the save failed (the container is removed all the same, as by `close`).
+        """
+        with self._sandbox_lock:  # `sandbox` starts the next one only once this one's workspace is saved
+            with self._handover:
+                sandbox = self._sandbox
+                if sandbox is None or self._closed.is_set():
+                    return False
+                self._sandbox = None
+                if self._held is not None:
+                    self._held.sandbox = None
+            sandbox.close()
+            return True
+
     @property
     def sandbox_started(self) -> bool:
         return self._sandbox is not None

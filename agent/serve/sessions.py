@@ -1,17 +1,15 @@
 """One sandbox session per MCP client session, and the end of idle ones.
 
-A `ClientSession` owns one `Runtime`: the upstream servers (started on their first call), the
-bridge, and a sandbox session taken from the warm pool on first use. Its variables persist
-between ``execute_python`` calls of that client and of no other. It ends when the client
-disconnects (stdio: stdin closes; HTTP: ``DELETE``), when it has been idle for
-``idle_timeout`` seconds (one whose client follows a resource and can be told of it is not idle:
-`SessionRegistry`), when its HTTP client's ``GET`` stream closed and nothing came from it for
-``gone_grace`` seconds (Claude Code exits without a ``DELETE``; its stream's close is the one sign it left),
-or when the server stops; ending it stops its container and upstream
-servers and saves the workspace (one save at a time, so two sessions of one workspace never
-write it at once); the workspace is saved after each script that changed it too, also after a save that failed
-(`ClientSession._save_workspace`). A client that calls again after its session ended gets a new one, and its first
-result says so.
+A `ClientSession` owns one `Runtime`: the upstream servers (started on their first call), the bridge, and a sandbox
+session taken from the warm pool on first use. Its variables persist between ``execute_python`` calls of that client
+and of no other. It ends when the client disconnects (stdio: stdin closes; HTTP: ``DELETE``), when it has been idle
+for ``idle_timeout`` seconds (one whose client follows a resource and can be told of it is not idle:
+`SessionRegistry`; its sandbox alone is stopped then), when its HTTP client's ``GET`` stream closed and nothing came
+from it for ``gone_grace`` seconds (Claude Code exits without a ``DELETE``; its stream's close is the one sign it
+left), or when the server stops; ending it stops its container and upstream servers and saves the workspace (one save
+at a time, so two sessions of one workspace never write it at once); the workspace is saved after each script that
+changed it too, also after a save that failed (`ClientSession._save_workspace`). A client that calls again after its
+session ended gets a new one, and its first result says so.
 
 Runtimes are synchronous (threads); everything here runs them in worker threads so the MCP
 event loop never blocks. Each client session has worker threads of its own (`CALL_THREADS` for its
@@ -96,6 +94,11 @@ CANCEL_RESTARTED = f"a cancelled script did not stop when interrupted, so {RESTA
 """Said once, in front of the session's next result, after a cancelled execution whose interpreter was restarted
 (before: its result, which said so, was dropped with the cancel, and the next script found its variables gone
 without a word)."""
+RESTED = (
+    "this session's sandbox was stopped after {idle} s without a call (the session and its servers stayed, for the "
+    "resources its client follows): variables and imports are gone, {files}; the next script starts a new sandbox"
+)
+"""Said once, in front of the next result of a session whose idle sandbox was stopped (`SessionRegistry._rest`)."""
 HANDOVER_RETRY = 0.05
 """Seconds between tries to stop a script handed to the sandbox that has not begun there yet."""
 GONE_GRACE = 60.0
@@ -200,6 +203,11 @@ class ClientSession:
         (`RENEWING`; only with a workspace folder, which keeps the files)."""
         self.ended = False
         """It was closed (`close`): its servers have stopped."""
+        self.resting: anyio.Event | None = None
+        """Set once its idle sandbox is stopped, while that is done (`SessionRegistry.expire_idle`): a call waits."""
+        self.kept_since: float | None = None
+        """The `last_used` at which stopping its idle sandbox failed (its workspace could not be saved): not tried
+        again until it is used."""
 
     def opened(self) -> Runtime:
         """The runtime, opened (from a worker thread): its server pool runs, servers start on first call."""
@@ -525,14 +533,15 @@ class SessionRegistry:
             ends, if sooner than ``idle_timeout``.
 
     A session whose client follows a resource (``resources/subscribe``) is not idle while the client can be told of a
-    change: over stdio while it is connected (until stdin closes), over HTTP while its ``GET`` stream is open, where
-    the SDK sends it (an HTTP client without one would be told nothing, and the SDK ends its session after
-    ``idle_timeout`` all the same). MCP has no notice that a subscription ended: before, such a client was sent no
-    ``notifications/resources/updated`` after ``idle_timeout`` without a word. Its sandbox, if one was started, stays
-    with it: the runtime stops its sandbox only with its servers. The bound stays ``max_sessions`` sessions in all
-    (over stdio, one): over HTTP such a session has no request in flight, so a new client that finds every place taken
-    may be given its place (`agent.serve.http_gate.SessionGate` ends the one gone longest without a request), and one
-    whose ``GET`` stream closed ends ``gone_grace`` seconds later.
+    change: over stdio while it is connected (until stdin closes), over HTTP while its ``GET`` stream is open, where the
+    SDK sends it (an HTTP client without one would be told nothing, and the SDK ends its session after ``idle_timeout``
+    all the same). MCP has no notice that a subscription ended: before, such a client was sent no
+    ``notifications/resources/updated`` after ``idle_timeout`` without a word. Its sandbox, if one was started, is
+    stopped after ``idle_timeout`` seconds without a call, its workspace saved (`_rest`; before, it stayed with the
+    session for as long as the client followed), and its next script starts a new one. The bound stays ``max_sessions``
+    sessions in all (over stdio, one): over HTTP such a session has no request in flight, so a new client that finds
+    every place taken may be given its place (`agent.serve.http_gate.SessionGate` ends the one gone longest without a
+    request), and one whose ``GET`` stream closed ends ``gone_grace`` seconds later.
     """
 
     def __init__(
@@ -575,6 +584,9 @@ class SessionRegistry:
             SessionLimitError: it would be one session too many.
         """
         session = self._sessions.get(key)
+        if session is not None and session.resting is not None:  # its idle sandbox is being stopped: saved first
+            await session.resting.wait()
+            session = self._sessions.get(key)
         renewed = replaced = None
         if session is not None and session.renew and session.busy == 0:  # for the tools the regenerated tree added
             session.renew = False
@@ -598,15 +610,9 @@ class SessionRegistry:
             if renewed is not None:
                 session.note = RENEWED.format(folder=renewed)
             elif ended is not None:
-                # Without a workspace folder nothing of the old sandbox's /workspace is kept (before: "saved
-                # workspace files remain", whatever the setting).
-                files = (
-                    f"files saved into {session.runtime.workspace} remain"
-                    if session.runtime.workspace is not None
-                    else "so are the files in /workspace (serve runs without --workspace: nothing is saved)"
-                )
                 session.note = (
-                    f"a new sandbox session: the previous one ended {ended}; variables and imports are gone, {files}"
+                    f"a new sandbox session: the previous one ended {ended}; variables and imports are gone, "
+                    f"{_files_kept(session.runtime)}"
                 )
             self._sessions[key] = session
         session.gone_since = None
@@ -675,12 +681,17 @@ class SessionRegistry:
             logger.warning("session %s did not close cleanly: %s", session.key[:16], e)
 
     async def expire_idle(self) -> None:
-        """End sessions idle for ``idle_timeout`` seconds, forever (run it as a task)."""
+        """End sessions idle for ``idle_timeout`` seconds, forever (run it as a task); stop the sandbox of those kept
+        because their client follows a resource (`_rest`)."""
         check = max(0.05, min(30.0, self.idle_timeout / 4, self.gone_grace / 4))
         while True:
             await anyio.sleep(check)
             now = time.monotonic()
             ended = [(s, why) for s in list(self._sessions.values()) if (why := self._why_end(s, now)) is not None]
+            resting = [s for s in list(self._sessions.values()) if self._rests(s, now)]
+            for session in resting:
+                if self._sessions.get(session.key) is session and session.busy == 0:
+                    await self._rest(session)
             for session, why in ended:
                 if self._sessions.get(session.key) is session:
                     del self._sessions[session.key]
@@ -701,6 +712,57 @@ class SessionRegistry:
             return f"{self.gone_grace:g} s after its client's connection closed"
         return None
 
+    def _rests(self, session: ClientSession, now: float) -> bool:
+        """Whether ``session`` is kept though idle for ``idle_timeout`` seconds (its client follows a resource and can
+        be told of it: `_told`) with a sandbox running, which is then stopped (`_rest`)."""
+        return (
+            session.busy == 0
+            and session.resting is None
+            and now - session.last_used >= self.idle_timeout
+            and session.kept_since != session.last_used
+            and session.runtime.running_sandbox is not None
+            and self._told(session)
+        )
+
+    async def _rest(self, session: ClientSession) -> None:
+        """Stop the sandbox of ``session``, idle and kept for the resources its client follows, and keep the session
+        and its servers (they send what the client follows): its workspace is saved first, and its next result says
+        what is gone. A call of its client meanwhile waits for that (`use`).
+
+        Before, such a session held its container (up to its memory limit) for as long as its client followed a
+        resource, though an idle session that follows none ends after ``idle_timeout`` seconds."""
+        session.resting = rested = anyio.Event()
+        try:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._rest_one, session, limiter=self._closing)
+        finally:
+            session.resting = None
+            rested.set()
+
+    def _rest_one(self, session: ClientSession) -> None:
+        from sandbox.errors import SandboxError
+
+        try:
+            with self._close_lock:  # one workspace save at a time, as a session's end saves
+                session.save_workspace()
+        except (SandboxError, OSError) as e:  # kept, and not tried again until it is used: its files are not lost
+            session.kept_since = session.last_used
+            logger.warning("session %s: its idle sandbox is kept: its workspace could not be saved: %s",
+                           session.key[:16], e)  # fmt: skip
+            return
+        try:
+            stopped = session.runtime.stop_sandbox()  # saves again only what changed since (nothing ran meanwhile)
+        except (SandboxError, OSError) as e:
+            stopped = True
+            logger.warning("session %s: its idle sandbox was stopped, but not cleanly: %s", session.key[:16], e)
+        if not stopped:
+            return
+        logger.info("session %s: its sandbox was stopped after %g s without a call; the session stays (its client "
+                    "follows resources)", session.key[:16], self.idle_timeout)  # fmt: skip
+        rested = RESTED.format(idle=f"{self.idle_timeout:g}", files=_files_kept(session.runtime))
+        with session._state:
+            session.note = "; ".join(filter(None, [session.note, rested]))
+
     def _told(self, session: ClientSession) -> bool:
         """Whether ``session``'s client follows a resource and can be told of a change: over stdio (it is connected
         while the session lasts), or over HTTP with its ``GET`` stream open, or closed since (one that stays closed
@@ -717,6 +779,15 @@ class SessionRegistry:
             async with anyio.create_task_group() as tg:
                 for session in sessions:
                     tg.start_soon(self._close, session)
+
+
+def _files_kept(runtime: Runtime) -> str:
+    """What a new sandbox of ``runtime`` keeps of the old one's files, in the words of a session's note. Without a
+    workspace folder nothing of the old sandbox's /workspace is kept (before: "saved workspace files remain",
+    whatever the setting)."""
+    if runtime.workspace is not None:
+        return f"files saved into {runtime.workspace} remain"
+    return "so are the files in /workspace (serve runs without --workspace: nothing is saved)"
 
 
 def _notes_text(notes: list[str], more: int = 0) -> str:

@@ -1,6 +1,8 @@
 """`Runtime`: a call it makes itself (a passthrough tool of `tooltree serve`, direct mode) goes through a bridge of
 its own, so it never resets or spends the budgets of a script running in its sandbox at the same time.
 
+`Runtime.stop_sandbox` stops the sandbox alone.
+
 A real container and a real MCP server (tests/servers/raw_server.py, which counts the calls it receives).
 """
 
@@ -108,3 +110,32 @@ def test_a_runtime_closed_while_its_sandbox_starts_leaves_no_container(
     assert docker_engine.text(["ps", "--all", "--quiet", "--filter", f"label={label}"]).split() == []
     with pytest.raises(SandboxError, match="the runtime is closed"):
         _ = runtime.sandbox
+
+
+def test_a_stopped_sandbox_saves_its_workspace_keeps_the_servers_and_the_next_use_starts_a_new_one(
+    tmp_path: Path, test_config: SandboxConfig, docker_engine: EngineWithCLI
+) -> None:
+    """`Runtime.stop_sandbox`, which `tooltree serve` uses for an idle session kept for the resources its client
+    follows: the workspace is saved into its folder, the container removed, the servers kept; the next use of
+    ``sandbox`` starts a new one, which restores the folder."""
+    from tooltree_cli.common import load
+
+    label = f"tooltree.test=host-stop-{tmp_path.name}"
+    settings = dataclasses.replace(test_config, labels={"tooltree.test": f"host-stop-{tmp_path.name}"})
+    tree, _ = raw_server_tree(tmp_path, TOOLS)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with Runtime(load(tmp_path / "tooltree.yaml"), tree, sandbox_config=settings, workspace=workspace) as runtime:
+        assert runtime.stop_sandbox() is False  # none started
+        first = runtime.sandbox.execute("x = 1\nopen('/workspace/a.txt', 'w').write('a')")
+        assert first.error is None, first
+        pool = runtime.bridge.pool
+        assert runtime.stop_sandbox() is True
+        assert (workspace / "a.txt").read_text(encoding="utf-8") == "a"  # saved before the container went
+        assert docker_engine.text(["ps", "--all", "--quiet", "--filter", f"label={label}"]).split() == []
+        assert runtime.running_sandbox is None and not runtime.sandbox_started
+        assert runtime.bridge.pool is pool  # the servers stayed
+        second = runtime.sandbox.execute("print(open('/workspace/a.txt').read(), 'x' in globals())")
+        assert second.stdout == "a False\n", second
+        assert runtime.take_sandbox_note() == ""  # the caller says why it stopped it (serve: its session's note)
+    assert runtime.stop_sandbox() is False  # closed
