@@ -64,10 +64,10 @@ def processes_with(variable: str, value: str) -> list[int]:
     return pids
 
 
-def containers(owner: str) -> list[str]:
-    """Ids of the containers (running or not) labelled with ``owner``."""
+def containers(owner: str, *, running: bool = False) -> list[str]:
+    """Ids of the containers (running or not; ``running``: only those running) labelled with ``owner``."""
     out = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label=tooltree.owner={owner}"],
+        ["docker", "ps", "-q" if running else "-aq", "--filter", f"label=tooltree.owner={owner}"],
         capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     return out.stdout.split()

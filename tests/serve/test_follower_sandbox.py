@@ -12,7 +12,6 @@ tests/servers/subscribing_server.py (``live``); scripts run in a real sandbox. E
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 from mcp.client.stdio import stdio_client
 
 from agent.serve.sessions import RESTED
-from tests.serve.conftest import processes_with, result_text
+from tests.serve.conftest import containers, processes_with, result_text
 from tests.serve.test_resource_subscriptions import (
     LOG,
     PASSTHROUGH,
@@ -50,15 +49,6 @@ KEPT = "its idle sandbox is kept: its workspace could not be saved"
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return generate(tmp_path_factory.mktemp("follower-sandbox"), live_entry())
-
-
-def running(owner: str) -> list[str]:
-    """Ids of the running containers labelled with ``owner``."""
-    out = subprocess.run(
-        ["docker", "ps", "-q", "--filter", f"label=tooltree.owner={owner}"],
-        capture_output=True, text=True, check=True, timeout=60,
-    )  # fmt: skip
-    return out.stdout.split()
 
 
 @asynccontextmanager
@@ -95,7 +85,7 @@ async def test_an_idle_followers_sandbox_is_stopped_its_files_saved_and_its_next
         first = result_text(await client.call_tool("execute_python", {"code": code}))
         assert first.startswith("ran"), first
         # Idle from now on: the sandbox stops (before: it ran for as long as the client followed LOG).
-        await until(lambda: running(owner) == [], "the idle sandbox to stop")
+        await until(lambda: containers(owner, running=True) == [], "the idle sandbox to stop")
         assert (workspace / "kept.txt").read_text(encoding="utf-8") == "kept"
         assert processes_with(MARK, str(mark)) != []  # the session and its server stayed
         await touch(client, LOG)
@@ -121,11 +111,11 @@ async def test_an_idle_followers_sandbox_whose_workspace_cannot_be_saved_is_kept
         made = result_text(await client.call_tool("execute_python", {"code": SPARSE + "\nx = 1"}))
         assert made.startswith("made\n[workspace: could not save the workspace ("), made
         await anyio.to_thread.run_sync(stderr.until, KEPT)
-        assert len(running(owner)) == 1  # kept, its files with it
+        assert len(containers(owner, running=True)) == 1  # kept, its files with it
         kept = result_text(await client.call_tool("execute_python", {"code": "print(x)"}))
         assert kept.startswith("1"), kept  # the same sandbox: nothing was said, nothing was lost
 
         fixed = result_text(await client.call_tool("execute_python", {"code": "import os\nos.remove('sparse.bin')"}))
         assert "the save works again" in fixed, fixed
-        await until(lambda: running(owner) == [], "the idle sandbox to stop once its workspace saves")
+        await until(lambda: containers(owner, running=True) == [], "the idle sandbox to stop once its workspace saves")
         assert not (workspace / "sparse.bin").exists()
