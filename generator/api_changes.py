@@ -1,11 +1,12 @@
 """What a regeneration changes for the scripts that call the stubs, told before any file is replaced.
 
-A server that changes its tools changes the stubs' Python API: a stub removed (its import breaks), a parameter
-removed or renamed, one newly required, a type narrowed, a limit added or tightened (``maxLength``, ``pattern``), a
-stub that took another name. `api_changes` compares the previous tree (its manifest, and the stubs on disk or the
-bytes a run is about to replace) with the plan, and says what changed for a caller (`generator.stub_signature`
-compares the signatures as rendered), each change marked breaking or not (an added stub or optional parameter, a
-parameter that became optional, a type widened or a limit loosened break no call).
+A server that changes its tools changes the stubs' Python API: a stub removed (its import breaks), a parameter removed
+or renamed, one newly required, a type narrowed, a limit added or tightened (``maxLength``, ``pattern``), a stub that
+took another name (a tool the server renamed whose stub keeps its name breaks nothing). `api_changes` compares the
+previous tree (its manifest, and the stubs on disk or the bytes a run is about to replace) with the plan, and says what
+changed for a caller (`generator.stub_signature` compares the signatures as rendered), each change marked breaking or
+not (an added stub or optional parameter, a parameter that became optional, a type widened or a limit loosened break no
+call).
 
 Cost is bounded by what changed: a stub whose path and hash the manifest records unchanged is not read; only those
 that differ are parsed, old and new (in worker processes when there are many).
@@ -91,6 +92,7 @@ KINDS = {
     # break nothing
     "server added": "server added ({stubs})",
     "added": "added",
+    "tool renamed": "the server's tool {old!r} is now {new!r} (the stub keeps its name and sends the new one)",
     "new optional": "new optional parameter `{param}`",
     "now optional": "parameter `{param}` is now optional",
     "type widened": "parameter `{param}`: {old} → {new} (wider)",
@@ -124,8 +126,14 @@ def api_changes(
     gone: dict[str, int] = {}
     changed: list[ToolEntry] = []  # the tools whose stub changed, and what to compare of each
     jobs: list[_Job] = []
+    # A tool the server renamed whose stub keeps its path (``getRecord`` → ``get-record``: ``get_record`` both):
+    # the same stub for its callers, which sends the new name. Before, it read as removed (breaking) and added.
+    renamed = _renamed_on_the_wire(previous.tools, now, servers_now)
     for t in previous.tools:
         n = now.pop((t.server, t.tool), None)
+        if n is None and (n := renamed.get((t.server, t.tool))) is not None:
+            del now[(n.server, n.tool)]
+            changes.append(ApiChange(t.server, t.tool, t.qualified_name, "tool renamed", False, old=t.tool, new=n.tool))
         if n is None:
             if t.server in servers_now:
                 changes.append(ApiChange(t.server, t.tool, t.qualified_name, "removed", True))
@@ -155,6 +163,21 @@ def api_changes(
     order = {kind: i for i, kind in enumerate(KINDS)}
     changes.sort(key=lambda c: (not c.breaking, c.stub, order[c.change], c.parameter))
     return changes
+
+
+def _renamed_on_the_wire(
+    before: Sequence[ToolEntry], now: dict[tuple[str, str], ToolEntry], servers_now: set[str]
+) -> dict[tuple[str, str], ToolEntry]:
+    """The tools of ``before`` whose wire name is gone from a server still in the tree while a new wire name of that
+    server has a stub at the same path (the same Python name), each with its new entry, by (server, old wire
+    name)."""
+    kept = {(t.server, t.tool) for t in before}
+    new_paths = {n.path: n for key, n in now.items() if key not in kept and n.server in servers_now}
+    return {
+        (t.server, t.tool): n
+        for t in before
+        if (t.server, t.tool) not in now and (n := new_paths.get(t.path)) is not None and n.server == t.server
+    }
 
 
 _Job = tuple[bytes | None, str, bytes | None, str]

@@ -183,3 +183,38 @@ def test_comparing_many_stubs_in_a_thread_never_forks(monkeypatch: pytest.Monkey
     thread.start()
     thread.join(timeout=60)
     assert got == jobs
+
+
+def test_a_tool_the_server_renamed_under_the_same_stub_name_breaks_nothing_and_is_said_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `get-record` and `get.record` are both the stub `get_record`: a script's `svc.get_record(id=…)` works before and
+    # after (the stub sends the new name). Before: "removed (tool 'get-record' is no longer in the tree)", breaking,
+    # and "added".
+    params = {"id": {"type": "string"}, "full": {"type": "boolean"}}
+    snapshot_tree(tmp_path, [tool("get-record", params, ("id",)), tool("fetchDocument", {"url": {"type": "string"}})])
+    renamed = [tool("get.record", params, ("id",)), tool("fetchDocument", {"url": {"type": "string"}})]
+    assert changes(tmp_path, renamed, capsys) == [
+        (False, "svc.get_record: the server's tool 'get-record' is now 'get.record' (the stub keeps its name and "
+                "sends the new one)"),
+    ]  # fmt: skip
+    # Its signature is still compared: a parameter made required in the same release breaks calls, and is said.
+    changed = [tool("get_record", params, ("id", "full")), renamed[1]]
+    assert changes(tmp_path, changed, capsys) == [
+        (True, "svc.get_record: parameter `full` is now required"),
+        (False, "svc.get_record: the server's tool 'get-record' is now 'get_record' (the stub keeps its name and "
+                "sends the new one)"),
+    ]  # fmt: skip
+    # A rename that changes the stub's name is what a caller sees: the old import gone, a new one.
+    assert changes(tmp_path, [tool("read-record", params, ("id",)), renamed[1]], capsys) == [
+        (True, "svc.get_record: removed (tool 'get-record' is no longer in the tree)"),
+        (False, "svc.read_record: added"),
+    ]
+    # Written, the stub calls the new name.
+    capsys.readouterr()
+    assert snapshot_tree(tmp_path, renamed) == 0
+    assert block(capsys.readouterr().err)[0].endswith("0 change(s) break calls scripts make, 1 break nothing")
+    stub = (tmp_path / "tree" / "servers" / "svc" / "get_record.py").read_text(encoding="utf-8")
+    assert '"get.record"' in stub and "get-record" not in stub
+    manifest = json.loads((tmp_path / "tree" / MANIFEST_FILE).read_text(encoding="utf-8"))
+    assert {t["tool"] for t in manifest["tools"]} == {"get.record", "fetchDocument"}
