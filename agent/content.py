@@ -47,6 +47,7 @@ from sandbox.results import (
     clean_text,
     note_label,
 )
+from tool_tree.answer_items import total
 from tool_tree.text import is_text_type, size, text_of_blob
 
 LEDGER_LINES = 8
@@ -171,8 +172,8 @@ def mcp_result_blocks(result: dict[str, Any], max_chars: int = MAX_RESULT_CHARS)
             notes.append(f"the structured content is longer than {max_chars:,} characters: its start is shown")
     if images.past:
         notes.append(f"{images.past:,} images past the first {MAX_IMAGES} were left out")
-    if len(items) > MAX_BLOCKS:
-        notes.append(f"{len(items) - MAX_BLOCKS:,} content blocks past the first {MAX_BLOCKS:,} were left out")
+    if (sent := total(result, "content")) > MAX_BLOCKS:  # those the pool left out counted (`tool_tree.answer_items`)
+        notes.append(f"{sent - MAX_BLOCKS:,} content blocks past the first {MAX_BLOCKS:,} were left out")
     out = _fit_text(parts, max_chars)
     if notes:
         out.append(text_block(f"[{'; '.join(notes)}. Ask the tool for less: a filter, a page, fewer fields.]"))

@@ -24,6 +24,7 @@ from mcp.client._transport import ReadStream, TransportStreams, WriteStream
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
 
+from tool_tree.answer_items import trim
 from tool_tree.budget import MAX_REQUEST_VALUES, NotificationBudget, more_values_than, refusal, too_deep
 from tool_tree.ledgers import Outstanding, ServerRequests, closed_error, connection_closed
 
@@ -120,6 +121,8 @@ class _GuardedRead(ReadWrapper):
                 if answer == "awaited":
                     if isinstance(message, types.JSONRPCError):
                         message.error = _shortened(message.error, state.server)
+                    else:
+                        trim(message.result)  # before the session validates it (`tool_tree.answer_items`)
                     return item
                 if answer == "stray" and (reason := state.outstanding.stray()) is not None:
                     state.fail(reason)

@@ -14,6 +14,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 from pydantic_core import from_json
 
+from tool_tree.answer_items import trim
 from tool_tree.budget import (
     MAX_REQUEST_VALUES,
     NotificationBudget,
@@ -130,6 +131,8 @@ class Lines:
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
             answer = self.outstanding.answer(message.id)
             self.asked = answer == "awaited"
+            if self.asked and isinstance(message, types.JSONRPCResponse):
+                trim(message.result)  # before the SDK validates it (`tool_tree.answer_items`)
             return item if self.asked else self._stray(answer)
         if isinstance(message, types.JSONRPCRequest):
             if self._large(line, values):

@@ -30,6 +30,7 @@ from agent.content import MAX_BLOCKS
 from agent.serve.content import error_result
 from sandbox._supervisor.limits import MAX_IMAGES
 from sandbox.results import ImageBudget, clean_text, note_label
+from tool_tree.answer_items import LEFT_OUT, total
 
 
 def failed(message: str, max_chars: int) -> types.CallToolResult:
@@ -216,8 +217,8 @@ def capped(result: Any, max_chars: int) -> dict[str, Any] | None:
         notes.append(f"{budget.text_total - budget.text_shown:,} of {budget.text_total:,} characters of text cut")
     if images.past:
         notes.append(f"{images.past:,} images past the first {MAX_IMAGES} left out")
-    if len(items) > MAX_BLOCKS:
-        notes.append(f"{len(items) - MAX_BLOCKS:,} content blocks past the first {MAX_BLOCKS:,} left out")
+    if (sent := total(result, "content")) > MAX_BLOCKS:  # those the pool left out counted (`tool_tree.answer_items`)
+        notes.append(f"{sent - MAX_BLOCKS:,} content blocks past the first {MAX_BLOCKS:,} left out")
     if budget.left_out:
         notes.append(f"{budget.left_out:,} content blocks left out (malformed, or too long for what was left)")
     if budget.extras_left_out:
@@ -229,7 +230,8 @@ def capped(result: Any, max_chars: int) -> dict[str, Any] | None:
             notes.append("the structured content left out")
         else:
             out["structuredContent"] = copy[0]
-    if isinstance(given := result.get("_meta"), dict) and (own := {k: v for k, v in given.items() if not reserved(k)}):
+    given = result.get("_meta")  # the server's own keys: not those MCP reserves, nor the pool's count (`LEFT_OUT`)
+    if isinstance(given, dict) and (own := {k: v for k, v in given.items() if not reserved(k) and k != LEFT_OUT}):
         meta = budget.fields({"_meta": own}, ("_meta",))
         if meta is None:
             notes.append("the result's _meta left out")

@@ -71,6 +71,7 @@ from agent.serve.upstream_offer import DESCRIPTION_CHARS, text_field, why
 from agent.serve.upstream_subscriptions import install_subscriptions
 from sandbox._supervisor.limits import MAX_IMAGES
 from sandbox.results import ImageBudget, clean_text
+from tool_tree.answer_items import total
 from tool_tree.text import clean, one_line
 
 if TYPE_CHECKING:
@@ -207,7 +208,7 @@ def bounded_prompt(raw: dict[str, Any], what: str, max_chars: int) -> types.GetP
             continue
         if (block := _block(message["content"], budget, images)) is not None:
             out.append({"role": role, "content": block})
-    if notes := _notes(budget, images, len(messages), "messages"):
+    if notes := _notes(budget, images, total(raw, "messages"), "messages"):
         text = (
             f"\n[... {'; '.join(notes)}: a prompt of a server is capped at {max_chars:,} characters and "
             f"{MAX_BLOCKS:,} messages ...]"
@@ -240,7 +241,7 @@ def bounded_read(raw: dict[str, Any], uri: str, what: str, max_chars: int) -> ty
             out.append(block["resource"])
         else:  # a note in its place
             out.append({"uri": uri, "mimeType": "text/plain", "text": block.get("text", "")})
-    if notes := _notes(budget, images, len(contents), "contents"):
+    if notes := _notes(budget, images, total(raw, "contents"), "contents"):
         text = (
             f"[... {'; '.join(notes)}: a resource read through tooltree is capped at {max_chars:,} characters "
             f"and {MAX_BLOCKS:,} contents ...]"

@@ -126,13 +126,14 @@ class Replies(BaseHTTPRequestHandler):
 
     def _flood(
         self, request_id: int, *, form: str, values: int = 0, pings: int = 0, notifications: int = 0,
-        wait: bool = False, ping_values: int = 0, depth: int = 0,
+        wait: bool = False, ping_values: int = 0, depth: int = 0, blocks: int = 0,
     ) -> None:  # fmt: skip
-        """Structured content of ``values`` empty objects (or arrays nested ``depth`` deep), after ``pings``
-        requests (of ``ping_values`` numbers each; each answer taken before the next is sent, with ``wait``) and
-        ``notifications`` notifications on the reply's event stream."""
+        """Structured content of ``values`` empty objects (or arrays nested ``depth`` deep), and ``blocks`` text
+        blocks, after ``pings`` requests (of ``ping_values`` numbers each; each answer taken before the next is sent,
+        with ``wait``) and ``notifications`` notifications on the reply's event stream."""
         objects = b",".join([b"{}"] * values) if not depth else b"[" * depth + b"]" * depth
-        result = b'{"content":[],"structuredContent":{"a":[%s]}}' % objects
+        content = b",".join([b'{"type":"text","text":"x"}'] * blocks)
+        result = b'{"content":[%s],"structuredContent":{"a":[%s]}}' % (content, objects)
         reply = b'{"jsonrpc":"2.0","id":%d,"result":%s}' % (request_id, result)
         if form == "json":
             self._plain(200, reply, "application/json")

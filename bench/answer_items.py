@@ -1,0 +1,116 @@
+"""Benchmark the host's CPU for one tool answer of many content blocks, from the server's line to the caller's dict.
+
+    python bench/answer_items.py [--runs 3] [--src DIR ...]
+
+A stdio server written here answers each call of its tool ``blocks`` with the same result, built once; a
+`tool_tree.background_pool.BackgroundPool` in a fresh process calls it once to warm up, then ``--runs`` times. Reported:
+the CPU seconds of the calling process per call (the server is another process: its own work is not in it) and the
+content blocks that reached the caller. Median of ``--runs``.
+
+Shapes, each within the caps of one message (32 MiB, 1,000,000 JSON values):
+
+- 140,000 text blocks with annotations (the costliest per block the SDK validates);
+- 330,000 plain text blocks;
+- 1,000 annotated text blocks: what an honest server sends, for the cost of the rest;
+- 990,000 empty objects of structured content (no content block): the shape the cut does not touch.
+
+``--src DIR`` measures another checkout of tooltree too (``git worktree add /tmp/before <commit>``), with this one's
+virtualenv (its code first on the path), each shape run on every checkout in turn, so the ratios come from one run.
+Writes bench/out/answer_items.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from _common import ROOT, positive_int, print_table, write_json
+
+ANNOTATED = {"type": "text", "text": "x", "annotations": {"audience": ["user"], "priority": 0.5}}
+SHAPES: dict[str, dict[str, Any]] = {
+    "140,000 annotated text blocks": {"content": [ANNOTATED] * 140_000},
+    "330,000 text blocks": {"content": [{"type": "text", "text": "row"}] * 330_000},
+    "1,000 annotated text blocks": {"content": [ANNOTATED] * 1_000},
+    "990,000 values of structured content": {"content": [], "structuredContent": {"rows": [{}] * 989_990}},
+}
+SERVER = """
+import json, sys
+result = open(sys.argv[1], encoding="utf-8").read()
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
+             "serverInfo": {"name": "blocks", "version": "1"}}
+    elif m["method"] == "tools/list":
+        r = {"tools": [{"name": "blocks", "inputSchema": {"type": "object"}}]}
+    else:
+        r = None
+    out = json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) if r is not None else (
+        '{"jsonrpc": "2.0", "id": %s, "result": %s}' % (json.dumps(m["id"]), result))
+    sys.stdout.write(out + "\\n")
+    sys.stdout.flush()
+"""
+CALLER = """
+import json, sys, time
+from tool_tree.background_pool import BackgroundPool
+from tool_tree.config import ServerConfig
+server = ServerConfig(name="b", command=sys.executable, args=(sys.argv[1], sys.argv[2]), timeout=300)
+seconds, blocks = [], 0
+with BackgroundPool([server]) as pool:
+    pool.call("b", "blocks", {})
+    for _ in range(int(sys.argv[3])):
+        started = time.process_time()
+        result = pool.call("b", "blocks", {})
+        seconds.append(time.process_time() - started)
+        blocks = len(result.get("content", []))
+print(json.dumps({"seconds": seconds, "blocks": blocks}))
+"""
+
+
+def run(server: Path, result: Path, runs: int, src: Path) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(src), "OPENBLAS_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", CALLER, str(server), str(result), str(runs)],
+        cwd=src, env=env, capture_output=True, text=True, timeout=1800, check=True,
+    )  # fmt: skip
+    return json.loads(out.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=positive_int, default=3)
+    parser.add_argument(
+        "--src", type=Path, action="append", default=[], help="another checkout to measure beside this one (repeatable)"
+    )
+    args = parser.parse_args()
+    sources = [ROOT, *(src.resolve() for src in args.src)]
+    rows, data = [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Path(tmp) / "server.py"
+        server.write_text(SERVER, encoding="utf-8")
+        for name, shape in SHAPES.items():
+            result = Path(tmp) / "result.json"
+            result.write_text(json.dumps(shape), encoding="utf-8")
+            for src in sources:  # the checkouts interleaved, so one run's ratios compare like with like
+                measured = run(server, result, args.runs, src)
+                cpu = statistics.median(measured["seconds"])
+                label = "this checkout" if src == ROOT else str(src)
+                rows.append([name, label, f"{cpu:.2f}", f"{measured['blocks']:,}"])
+                data.setdefault(name, {})[label] = {"cpu_seconds": cpu, "blocks": measured["blocks"], **measured}
+    print_table(
+        f"the caller's CPU for one answer (median of {args.runs})", ["shape", "checkout", "CPU s", "blocks"], rows
+    )
+    write_json("answer_items.json", {"runs": args.runs, "shapes": data})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""A server's answer keeps at most `MAX_ANSWER_ITEMS` content blocks (contents, messages), cut as it arrives, before
+the SDK validates it (`tool_tree.answer_items`), over stdio and Streamable HTTP; what counts the items a server sent
+still counts them all (the pool's count in the result's ``_meta``), and a server cannot forge that count.
+
+Before, every block was validated by the SDK (twice, and dumped) and then by the pool: 140,000 annotated text blocks
+took 5.9 s of the host's CPU to reach the caller (`bench/answer_items.py`).
+
+In process: `trim` and `total` alone; then a `ServerPool` in front of a stdio server written here, and of the minimal
+Streamable HTTP server of tests/tool_tree/test_http_client.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.content import MAX_BLOCKS, mcp_result_blocks
+from agent.serve.bounded_result import capped
+from tests.tool_tree.test_http_client import Replies, http_server
+from tool_tree.answer_items import LEFT_OUT, MAX_ANSWER_ITEMS, left_out, total, trim
+from tool_tree.config import ServerConfig
+from tool_tree.pool import ServerPool
+
+pytestmark = pytest.mark.anyio
+
+__all__ = ["http_server"]  # the fixture of tests/tool_tree/test_http_client.py, used here
+
+BLOCK = {"type": "text", "text": "x", "annotations": {"audience": ["user"], "priority": 0.5}}
+SENT = 30_000
+NOTE = (
+    f"[tooltree: {SENT - MAX_ANSWER_ITEMS:,} more content blocks of this result were left out: a result keeps at most "
+    f"{MAX_ANSWER_ITEMS:,}. Ask the tool for less: a filter, a page, fewer fields.]"
+)
+SERVER = """
+import json, sys
+blocks = json.dumps({"content": [BLOCK] * SENT, "_meta": {"mine": 1, "LEFT_OUT": {"content": 7}}})
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
+             "serverInfo": {"name": "blocks", "version": "1"}}
+    elif m["method"] == "tools/list":
+        r = {"tools": [{"name": "blocks", "inputSchema": {"type": "object"}}]}
+    else:
+        r = None
+    line = json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) if r is not None else (
+        '{"jsonrpc": "2.0", "id": %s, "result": %s}' % (json.dumps(m["id"]), blocks))
+    sys.stdout.write(line + "\\n")
+    sys.stdout.flush()
+"""
+
+
+def test_each_list_is_cut_to_the_cap_its_count_kept_and_a_tools_content_told() -> None:
+    result: dict[str, Any] = {
+        "content": [BLOCK] * (MAX_ANSWER_ITEMS + 5),
+        "contents": [{"uri": "a:", "text": ""}] * (MAX_ANSWER_ITEMS + 1),
+        "messages": [{}] * MAX_ANSWER_ITEMS,
+        "_meta": {"mine": 1, LEFT_OUT: {"content": 10**30}},  # the server's claim: removed
+    }
+    trim(result)
+    assert len(result["content"]) == MAX_ANSWER_ITEMS + 1
+    assert result["content"][-1]["text"].startswith("[tooltree: 5 more content blocks")
+    assert len(result["contents"]) == MAX_ANSWER_ITEMS and len(result["messages"]) == MAX_ANSWER_ITEMS
+    assert result["_meta"] == {"mine": 1, LEFT_OUT: {"content": 5, "contents": 1}}
+    counted = [total(result, key) for key in ("content", "contents", "messages")]
+    assert counted == [MAX_ANSWER_ITEMS + 5, MAX_ANSWER_ITEMS + 1, MAX_ANSWER_ITEMS]
+
+    claimed: dict[str, Any] = {"content": [BLOCK], "_meta": {LEFT_OUT: {"content": 10**30}}}
+    trim(claimed)  # nothing cut: the claim goes all the same
+    assert claimed == {"content": [BLOCK], "_meta": {}} and total(claimed, "content") == 1
+    for odd in ({"content": "5"}, {"content": True}, {"content": -3}, ["content"], "x"):
+        assert left_out({"_meta": {LEFT_OUT: odd}}, "content") == 0
+    no_meta: dict[str, Any] = {"content": [BLOCK] * (MAX_ANSWER_ITEMS + 1)}
+    trim(no_meta)
+    assert no_meta["_meta"] == {LEFT_OUT: {"content": 1}}
+    odd_meta: dict[str, Any] = {"content": [BLOCK] * (MAX_ANSWER_ITEMS + 1), "_meta": "not an object"}
+    trim(odd_meta)  # the SDK refuses it for its _meta: left as it is but for the cut
+    assert odd_meta["_meta"] == "not an object" and len(odd_meta["content"]) == MAX_ANSWER_ITEMS + 1
+
+
+def told(result: dict[str, Any]) -> None:
+    """What a caller gets of an answer of `SENT` blocks: the cap and a note, and every block counted."""
+    content = result["content"]
+    assert len(content) == MAX_ANSWER_ITEMS + 1 and content[:-1] == [BLOCK] * MAX_ANSWER_ITEMS
+    assert content[-1] == {"type": "text", "text": NOTE}
+    assert total(result, "content") == SENT
+    said = f"{SENT - MAX_BLOCKS:,} content blocks past the first {MAX_BLOCKS:,}"
+    assert said in mcp_result_blocks(result)[-1]["text"]  # the agent's tool result
+    passed_on = capped(result, 100_000)  # `tooltree serve`'s passthrough result
+    assert passed_on is not None and said in passed_on["content"][-1]["text"]
+    assert LEFT_OUT not in passed_on.get("_meta", {})
+
+
+async def test_over_stdio_an_answer_of_thousands_of_blocks_reaches_the_caller_cut_and_counted(tmp_path: Path) -> None:
+    script = tmp_path / "blocks_server.py"
+    code = SERVER.replace("BLOCK", json.dumps(BLOCK)).replace("SENT", str(SENT)).replace("LEFT_OUT", LEFT_OUT)
+    script.write_text(code, encoding="utf-8")
+    config = ServerConfig(name="blocks", command=sys.executable, args=(str(script),), timeout=60)
+    async with ServerPool([config]) as pool:
+        result = await pool.call("blocks", "blocks", {})
+    told(result)
+    assert result["_meta"] == {"mine": 1, LEFT_OUT: {"content": SENT - MAX_ANSWER_ITEMS}}  # the server's claim gone
+
+
+@pytest.mark.parametrize("form", ["json", "sse"])
+async def test_over_http_an_answer_of_thousands_of_blocks_reaches_the_caller_cut_and_counted(
+    http_server: tuple[ServerConfig, type[Replies]], form: str
+) -> None:
+    config, handler = http_server
+    handler.answers.set()
+    async with ServerPool([config]) as pool:
+        result = await pool.call("big", "flood", {"blocks": SENT, "form": form})
+    plain = {**result, "content": [b if b["type"] != "text" or b["text"] != "x" else BLOCK for b in result["content"]]}
+    told(plain)
