@@ -4,8 +4,8 @@ folder first, the session and its servers stay (the client is still told of chan
 sandbox, its result saying once what is gone. A sandbox whose workspace cannot be saved is kept, its files not lost.
 Before, such a session held its container, up to its memory limit, for as long as its client followed a resource.
 
-`tooltree serve` runs as a real subprocess over stdio with ``idle_timeout: 1`` (the check runs every quarter of it)
-and ``--workspace``, driven by the official SDK client in the handshake era, in front of
+`tooltree serve` runs as a real subprocess over stdio (and once over ``--http``) with ``idle_timeout: 1`` (the check
+runs every quarter of it) and ``--workspace``, driven by the official SDK client in the handshake era, in front of
 tests/servers/subscribing_server.py (``live``); scripts run in a real sandbox. Every wait is bounded.
 """
 
@@ -22,7 +22,7 @@ import pytest
 from mcp.client.stdio import stdio_client
 
 from agent.serve.sessions import RESTED
-from tests.serve.conftest import containers, processes_with, result_text
+from tests.serve.conftest import TOKEN, containers, http_client, processes_with, result_text
 from tests.serve.test_resource_subscriptions import (
     LOG,
     PASSTHROUGH,
@@ -36,7 +36,7 @@ from tests.serve.test_resource_subscriptions import (
 )
 from tests.serve.test_save_after_failure import SPARSE
 from tests.serve.test_subscriptions_regenerated import Stderr
-from tests.support import REPO, wait_until
+from tests.support import REPO, ServeProcess, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 
@@ -119,3 +119,29 @@ async def test_an_idle_followers_sandbox_whose_workspace_cannot_be_saved_is_kept
         assert "the save works again" in fixed, fixed
         await until(lambda: containers(owner, running=True) == [], "the idle sandbox to stop once its workspace saves")
         assert not (workspace / "sparse.bin").exists()
+
+
+async def test_over_http_an_idle_followers_sandbox_is_stopped_while_its_get_stream_is_open(
+    tree: Path, tmp_path: Path, owner: str
+) -> None:
+    # The client follows LOG with its GET stream open (the SDK client keeps one): the session stays, its sandbox goes.
+    mark, workspace = tmp_path / "starts", tmp_path / "ws"
+    workspace.mkdir()
+    config = write_config(tmp_path, live_entry(mark), f"{PASSTHROUGH}  idle_timeout: 1\n")
+    argv = [*serve_argv(config, tree), "--workspace", str(workspace), "--http", "--port", "0"]
+    process = ServeProcess(argv, {**os.environ, "TOOLTREE_SANDBOX_OWNER": owner, "TOOLTREE_SERVE_TOKEN": TOKEN})
+    updates = Updates()
+    try:
+        async with http_client(process.url, read_timeout_seconds=WAIT, message_handler=updates) as client:
+            await subscribe(client, LOG)
+            code = "open('kept.txt', 'w').write('kept')\nprint('ran')"
+            assert result_text(await client.call_tool("execute_python", {"code": code})).startswith("ran")
+            await until(lambda: containers(owner, running=True) == [], "the idle sandbox to stop")
+            assert (workspace / "kept.txt").read_text(encoding="utf-8") == "kept"
+            await touch(client, LOG)
+            await updates.until(LOG)  # the session stayed, and its client is told on its GET stream
+            again = result_text(await client.call_tool("execute_python", {"code": "print(open('kept.txt').read())"}))
+            assert "this session's sandbox was stopped after 1 s without a call" in again and "kept" in again
+            assert mark.read_text(encoding="utf-8").splitlines() == ["started"]  # its server never restarted
+    finally:
+        process.stop()
