@@ -688,10 +688,6 @@ class SessionRegistry:
             await anyio.sleep(check)
             now = time.monotonic()
             ended = [(s, why) for s in list(self._sessions.values()) if (why := self._why_end(s, now)) is not None]
-            resting = [s for s in list(self._sessions.values()) if self._rests(s, now)]
-            for session in resting:
-                if self._sessions.get(session.key) is session and session.busy == 0:
-                    await self._rest(session)
             for session, why in ended:
                 if self._sessions.get(session.key) is session:
                     del self._sessions[session.key]
@@ -700,6 +696,10 @@ class SessionRegistry:
                         self._expired.popitem(last=False)
                     logger.info("session %s ended %s", session.key[:16], why)
                     await self._close(session)
+            for session in [s for s in list(self._sessions.values()) if self._rests(s, now)]:
+                # Asked again: a call may have come while another session was closed or rested.
+                if self._sessions.get(session.key) is session and self._rests(session, time.monotonic()):
+                    await self._rest(session)
 
     def _why_end(self, session: ClientSession, now: float) -> str | None:
         """Why ``session`` ends now (the words the client's next result is told), or None: it stays."""
