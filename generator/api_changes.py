@@ -126,7 +126,7 @@ def api_changes(
     gone: dict[str, int] = {}
     changed: list[ToolEntry] = []  # the tools whose stub changed, and what to compare of each
     jobs: list[_Job] = []
-    # A tool the server renamed whose stub keeps its path (``getRecord`` → ``get-record``: ``get_record`` both):
+    # A tool the server renamed whose stub keeps its path (``get-record`` → ``get.record``: ``get_record`` both):
     # the same stub for its callers, which sends the new name. Before, it read as removed (breaking) and added.
     renamed = _renamed_on_the_wire(previous.tools, now, servers_now)
     for t in previous.tools:
