@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from agent.errors import AgentError
 from sandbox.results import clean_text
 from tool_tree.text import size
+from tool_tree.tree import hard_linked
 
 WORKSPACE = "/workspace"
 TREE_DIR = "servers"
@@ -171,6 +172,8 @@ class FileView:
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
         fd = os.open(path, flags)
         with os.fdopen(fd, "rb") as f:
+            if (names := os.fstat(fd).st_nlink) > 1:
+                raise FileAccessError(f"{_display(parts)}: {hard_linked(names)}")
             return f.read(MAX_FILE_BYTES)
 
     # ---- the workspace ----------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """A tree as the sandbox gets it: packed into a tar for its volume, and fingerprinted without reading it.
 
-Only directories and regular files cross; links, caches (``__pycache__``, ``.git``), the copies a rerun of
-`generate-tree` kept of a user's files (``.tooltree-kept``: the user's, not the tree's) and files under
-their temporary names (written by `generate-tree` or the search index just then) are left out, and a
-file gone since it was listed is passed over.
+Only directories and regular files cross (a file of more than one name, a hard link, is refused); links, caches
+(``__pycache__``, ``.git``), the copies a rerun of `generate-tree` kept of a user's files (``.tooltree-kept``: the
+user's, not the tree's) and files under their temporary names (written by `generate-tree` or the search index just
+then) are left out, and a file gone since it was listed is passed over.
 
 A tree may come from elsewhere (a repository, an archive), so what it costs to pack is bounded by the archive, not
 the data: `MAX_TREE_BYTES` caps the tar itself, each entry's header counted (before: only the files' data, so 600,000
@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sandbox.errors import SandboxError
+from tool_tree.tree import hard_linked
 
 MAX_TREE_BYTES = 256 << 20
 MAX_TREE_DEPTH = 64
@@ -67,6 +68,8 @@ def pack_tree(tree: Path, *, max_bytes: int = MAX_TREE_BYTES) -> bytes:
                     st = os.fstat(fd)
                     if not stat.S_ISREG(st.st_mode):
                         continue
+                    if st.st_nlink > 1:  # another of its names may be a host file: refused, not copied in
+                        raise SandboxError(f"{Path(dirpath, name)}: {hard_linked(st.st_nlink)}")
                     if buf.tell() + st.st_size > max_bytes:
                         raise SandboxError(too_big)
                     if name.endswith(".py") and st.st_size > MAX_MODULE_BYTES:

@@ -169,7 +169,8 @@ def read_in_tree(tree: str | os.PathLike[str], rel: str, limit: int = MAX_TREE_F
     Raises:
         ValueError: ``rel`` is not a path inside the tree.
         OSError: the file is missing or unreadable; IsADirectoryError: a folder; ELOOP: a link on the way;
-            EINVAL: not a regular file; EFBIG: larger than ``limit``.
+            EINVAL: not a regular file; EMLINK: a file of more than one name (`hard_linked`); EFBIG: larger than
+            ``limit``.
     """
     parts = tree_relpath(rel).split("/")
     shown = os.path.join(os.fspath(tree), rel)
@@ -195,6 +196,8 @@ def read_in_tree(tree: str | os.PathLike[str], rel: str, limit: int = MAX_TREE_F
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), shown)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", shown)
+        if st.st_nlink > 1:
+            raise OSError(errno.EMLINK, hard_linked(st.st_nlink), shown)
         data = b""
         if st.st_size <= limit:  # a buffer of its size, not the limit's (256 MiB for every manifest read)
             data = f.read(st.st_size + 1)
@@ -203,6 +206,16 @@ def read_in_tree(tree: str | os.PathLike[str], rel: str, limit: int = MAX_TREE_F
         if st.st_size > limit or len(data) > limit:
             raise OSError(errno.EFBIG, f"larger than {limit:,} bytes", shown)
         return data
+
+
+def hard_linked(names: int) -> str:
+    """Why a file of a tree with ``names`` names (hard links) is not read: another of its names may be a host file
+    outside the tree (an archive extracted carelessly can make one; git cannot store one), and what reads the tree would
+    hand that file on. `generate-tree` writes every file of a tree under one name."""
+    return (
+        f"it has {names} names (hard links), and another may be a file outside the tree, so it is not read; a tree's "
+        "files each have one name: copy the tree without hard links, or regenerate it with `tooltree generate-tree`"
+    )
 
 
 def servers_link(tree: str | os.PathLike[str]) -> str | None:

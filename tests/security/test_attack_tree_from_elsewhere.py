@@ -13,6 +13,7 @@ a manifest of another version (tests/tool_tree/test_tree.py); names from a tampe
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import os
 import shutil
@@ -37,7 +38,7 @@ from tool_tree.connect import MAX_LIST_VALUES
 from tool_tree.search import SearchError, SearchIndex, render_hits, search_tools
 from tool_tree.search._mode import EMBEDDINGS_ENV
 from tool_tree.search._render import MAX_STUB_BYTES
-from tool_tree.tree import MAX_SNAPSHOT_VALUES, MAX_TREE_FILE_BYTES, Manifest, TreeError, load_snapshot
+from tool_tree.tree import MAX_SNAPSHOT_VALUES, MAX_TREE_FILE_BYTES, Manifest, TreeError, load_snapshot, read_in_tree
 from tooltree_cli.main import main
 
 SECRET = "HOST-SECRET-7f3a"
@@ -118,6 +119,34 @@ def test_an_index_md_linked_to_a_host_file_is_not_put_in_the_prompt(tree: Path, 
     assert SECRET not in toolset.system_prompt()
     assert SECRET not in toolset.prompt("serve.md.j2")
     assert "1 servers, 6 tools" in toolset.system_prompt()  # the compact list of the manifest's servers instead
+
+
+def test_a_tree_file_that_is_a_hard_link_is_read_by_no_host_reader_nor_copied_to_the_sandbox(
+    tree: Path, host: Path
+) -> None:
+    """A stub, the prompt's ``INDEX.md`` and the search index, each a hard link to a host file (one name in the tree,
+    another outside: an archive extracted carelessly can make one). Before: each was a regular file to every reader,
+    so the host file went to the model (``read_file``, the system prompt, a search's full detail) and into the
+    sandbox's copy of the tree."""
+    stub, index = tree / "servers" / "crm" / "list_leads.py", tree / "servers" / "INDEX.md"
+    for linked in (stub, index):
+        linked.unlink()
+        os.link(host / "id_rsa", linked)
+    toolset = CodeToolset(tree, standalone=True)
+    failed, text = _call(toolset, "read_file", path="servers/crm/list_leads.py")
+    assert failed and "it has 3 names (hard links)" in text and SECRET not in text
+    assert SECRET not in toolset.system_prompt() and SECRET not in toolset.prompt("serve.md.j2")
+    assert SECRET not in search_tools(tree, "export leads", detail="full", limit=6)
+    with pytest.raises(SandboxError, match=r"INDEX\.md: it has 3 names \(hard links\)"):  # the first walked
+        pack_tree(tree)
+    with pytest.raises(OSError, match="hard links") as refused:
+        read_in_tree(tree, "servers/INDEX.md")
+    assert refused.value.errno == errno.EMLINK
+
+    # The search index too: refused naming the file, never parsed from the host file's bytes.
+    os.link(tree / "search_index.json", host / "index.json")
+    with pytest.raises(SearchError, match=r"search_index\.json.*hard links"):
+        SearchIndex.load(tree)
 
 
 def test_an_index_md_that_is_a_fifo_does_not_hang_the_agent_or_serve(tree: Path) -> None:
