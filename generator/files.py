@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import stat
@@ -20,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from tool_tree.tree import MANIFEST_FILE, SEARCH_INDEX_FILE, Manifest, TreeError
+
+logger = logging.getLogger(__name__)
 
 OnReplace = Callable[[str, bytes, bool], None]
 """Called with a file's path, its current bytes and whether it is to be deleted (else replaced), before
@@ -67,7 +70,9 @@ def _ensure_dir(root: Path, rel_dir: PurePosixPath) -> Path:
 
 
 def read_existing(root: Path, rel: str) -> bytes | None:
-    """The bytes of a regular file in the tree, or None; never follows a symlink."""
+    """The bytes of a regular file in the tree, or None; never follows a symlink. A file of more than one name (a hard
+    link, which every reader of a tree refuses: `tool_tree.tree.hard_linked`) is None too, as if missing: a run writes
+    it afresh (another name, which may be a file outside the tree, keeps its bytes), so regenerating mends the tree."""
     path = os.path.join(root, _check(rel))
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO: refused below, never waited on
@@ -76,9 +81,10 @@ def read_existing(root: Path, rel: str) -> bytes | None:
     except OSError as e:  # ELOOP: the last component is a symlink
         raise UnsafePathError(f"refusing to read {path}: {e.strerror}") from None
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
             raise UnsafePathError(f"refusing to read {path}: not a regular file")
-        return f.read()
+        return f.read() if st.st_nlink == 1 else None
 
 
 def read_remembered(root: Path, rel: str, seen: dict[str, bytes | None]) -> bytes | None:
@@ -153,13 +159,15 @@ def write_file(
     known: Mapping[str, bytes | None] = {},
     on_replace: OnReplace | None = None,
     created: set[str] | None = None,
+    relinked: list[str] | None = None,
 ) -> bool:
     """Make the file ``rel`` under ``root`` (an existing, resolved folder) hold ``data``.
 
     Only a file whose bytes differ is written; a new file is created exclusively (and added to
     ``created``; a write that fails removes it), an existing one replaced atomically (``on_replace``
     is given its bytes first). Returns whether it wrote. ``known`` holds files already read from
-    ``root`` in this run (they are not read again).
+    ``root`` in this run (they are not read again). A file of more than one name is written afresh (`read_existing`)
+    and added to ``relinked`` (without it: said in a warning).
 
     Raises:
         UnsafePathError: the path is unsafe or passes through a symlink.
@@ -184,6 +192,11 @@ def write_file(
         if created is not None:
             created.add(rel)
         return True
+    if current is None and os.lstat(parent / p.name).st_nlink > 1:  # `read_existing` read it as missing
+        if relinked is not None:
+            relinked.append(rel)
+        else:
+            logger.warning("%s", relinked_warning([rel]))
     fd, tmp = tempfile.mkstemp(dir=parent, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -196,6 +209,20 @@ def write_file(
     return True
 
 
+RELINKED_SHOWN = 5
+"""The files of more than one name written afresh that a run's warning names (the rest counted)."""
+
+
+def relinked_warning(rels: list[str]) -> str:
+    """The one warning of a run that wrote the files ``rels`` afresh because each had more than one name."""
+    more = len(rels) - RELINKED_SHOWN
+    shown = ", ".join(rels[:RELINKED_SHOWN]) + (f" and {more:,} more" if more > 0 else "")
+    return (
+        f"{len(rels):,} file(s) of the tree had more than one name (hard links), which no reader of a tree reads "
+        f"({shown}): each was written afresh, and its other names keep the bytes it had"
+    )
+
+
 def write_plan(
     root: Path,
     files: Mapping[str, bytes],
@@ -206,6 +233,7 @@ def write_plan(
     deletable: Callable[[str], bool] = lambda _: True,
     on_replace: OnReplace | None = None,
     created: set[str] | None = None,
+    relinked: list[str] | None = None,
 ) -> WriteReport:
     """Make the tree under ``root`` match ``files``; stale files in ``owned_dirs`` are deleted when
     ``deletable`` says so (the others stay as they are).
@@ -216,7 +244,8 @@ def write_plan(
     ``known`` holds files already read from ``root`` in this run (they are not read again);
     ``written`` are files of the plan this run already wrote with `write_file` (reported as
     written, not touched again). ``on_replace`` is given the bytes of every file before it is replaced
-    or deleted; ``created`` collects the files it made (as `write_file`'s does).
+    or deleted; ``created`` collects the files it made, ``relinked`` those of more than one name it wrote afresh (as
+    `write_file`'s do).
 
     Raises:
         UnsafePathError: a path is unsafe or passes through a symlink.
@@ -226,7 +255,9 @@ def write_plan(
     root.mkdir(parents=True, exist_ok=True)
     root = root.resolve()
     for rel in sorted(files, key=lambda rel: (rel == MANIFEST_FILE, rel)):
-        if rel in written or write_file(root, rel, files[rel], known=known, on_replace=on_replace, created=created):
+        if rel in written or write_file(
+            root, rel, files[rel], known=known, on_replace=on_replace, created=created, relinked=relinked
+        ):
             report.written.append(rel)
         else:
             report.unchanged += 1

@@ -26,6 +26,7 @@ from generator.files import (
     modules_in,
     read_existing,
     read_remembered,
+    relinked_warning,
     remove_created,
     tooltree_manifest,
     write_file,
@@ -360,7 +361,10 @@ def _plan_and_write_over(
     keeper = Keeper(out.resolve(), previous, other_release=previous is None and tooltree_manifest(out / MANIFEST_FILE))
     on_replace, unrecorded = _unrecorded_kept(out, previous, keeper)
     replaced: dict[str, bytes] = {}  # the previous stubs written over while the rest rendered
-    writer = None if check else _early_writer(out, seen, early, _noting(on_replace, previous, replaced), created)
+    relinked: list[str] = []  # the files of more than one name written afresh (`generator.files.read_existing`)
+    writer = (
+        None if check else _early_writer(out, seen, early, _noting(on_replace, previous, replaced), created, relinked)
+    )
     plan = plan_tree(
         listings,
         keep=keep,
@@ -400,7 +404,10 @@ def _plan_and_write_over(
             deletable=keeper.ours,
             on_replace=on_replace,
             created=created,
+            relinked=relinked,
         )
+        if relinked:
+            result.warnings.append(relinked_warning(relinked))
         result.warnings += keeper.warnings()
         if (breaking := breaking_warning(result.api_changes)) is not None:
             result.warnings.append(breaking)
@@ -464,14 +471,19 @@ def _before(out: Path, rel: str, replaced: Mapping[str, bytes], seen: dict[str, 
 
 
 def _early_writer(
-    out: Path, seen: dict[str, bytes | None], early: set[str], on_replace: OnReplace, created: set[str]
+    out: Path,
+    seen: dict[str, bytes | None],
+    early: set[str],
+    on_replace: OnReplace,
+    created: set[str],
+    relinked: list[str],
 ) -> Callable[[str, bytes], None]:
     """Write each stub as it is rendered, so writing overlaps rendering; ``early`` collects them."""
     out.mkdir(parents=True, exist_ok=True)
     root = out.resolve()
 
     def write(rel: str, data: bytes) -> None:
-        if write_file(root, rel, data, known=seen, on_replace=on_replace, created=created):
+        if write_file(root, rel, data, known=seen, on_replace=on_replace, created=created, relinked=relinked):
             early.add(rel)
 
     return write

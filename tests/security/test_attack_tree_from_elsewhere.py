@@ -149,6 +149,38 @@ def test_a_tree_file_that_is_a_hard_link_is_read_by_no_host_reader_nor_copied_to
         SearchIndex.load(tree)
 
 
+def test_regenerating_a_tree_of_hard_links_writes_each_file_afresh_and_says_so(
+    generated: tuple[Path, Path], tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tree copied with ``cp -al`` (every file two names): refused by its readers, mended by `generate-tree`, which
+    writes each such file afresh and leaves the other names as they were. Before the refusal there was nothing to
+    mend; with it and without this, a rerun found the files unchanged and left them (and could not write the search
+    index: the manifest could not be read)."""
+    backup = tmp_path / "backup"
+    files = [f for f in tree.rglob("*") if f.is_file()]
+    for f in files:
+        (backup / f.relative_to(tree)).parent.mkdir(parents=True, exist_ok=True)
+        os.link(f, backup / f.relative_to(tree))
+    before = {f: f.read_bytes() for f in backup.rglob("*") if f.is_file()}
+    capsys.readouterr()
+    assert (
+        main(["generate-tree", "--config", str(generated[0]), "--out", str(tree), "--embeddings", "off", "--check"])
+        == 1
+    )
+    assert main(["generate-tree", "--config", str(generated[0]), "--out", str(tree), "--embeddings", "off"]) == 0
+    err = capsys.readouterr().err
+    # Every file but the search index, which is written after (afresh as well, its own way).
+    assert f"warning: {len(files) - 1} file(s) of the tree had more than one name (hard links)" in err
+    assert "each was written afresh, and its other names keep the bytes it had" in err
+    assert all(f.stat().st_nlink == 1 for f in tree.rglob("*") if f.is_file())
+    assert {f: f.read_bytes() for f in backup.rglob("*") if f.is_file()} == before  # the other names untouched
+    assert "crm.list_leads" in search_tools(tree, "export leads")  # readable again, its index written
+    assert (
+        main(["generate-tree", "--config", str(generated[0]), "--out", str(tree), "--embeddings", "off", "--check"])
+        == 0
+    )
+
+
 def test_an_index_md_that_is_a_fifo_does_not_hang_the_agent_or_serve(tree: Path) -> None:
     """Before: the prompt's ``INDEX.md`` was opened blocking, so a FIFO in its place hung `tooltree agent` and
     `tooltree serve` at start for as long as no one wrote to it."""

@@ -160,7 +160,8 @@ def write_index(tree: Path, *, embeddings: str | None = None, on_embedding: Embe
     # First (``to_json`` sorts its keys, and this one sorts before them all), where a short read finds it.
     text = f'{{"{BUILT_FOR_KEY}":"{manifest}",{index.to_json()[1:]}'
     try:
-        if read_regular(path).decode("utf-8") == text:
+        # A file of more than one name is written afresh, as generate-tree does (every reader refuses it).
+        if os.stat(path, follow_symlinks=False).st_nlink == 1 and read_regular(path).decode("utf-8") == text:
             return path
     except (FileNotFoundError, UnicodeDecodeError):
         pass
