@@ -83,3 +83,13 @@ def write_json(name: str, data: Any) -> Path:
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     print(f"\nwrote {path.relative_to(ROOT)}")
     return path
+
+
+def checkouts(parser: argparse.ArgumentParser) -> tuple[argparse.Namespace, list[Path]]:
+    """``parser``'s arguments with a repeatable ``--src DIR`` (another checkout of tooltree to measure beside this
+    one, ``git worktree add /tmp/before <commit>``), parsed; and the checkouts to measure, this one first."""
+    parser.add_argument(
+        "--src", type=Path, action="append", default=[], help="another checkout to measure beside this one (repeatable)"
+    )
+    args = parser.parse_args()
+    return args, [ROOT, *(src.resolve() for src in args.src)]

@@ -2,7 +2,7 @@
 
     python bench/answer_items.py [--runs 3] [--src DIR ...]
 
-A stdio server written here answers each call of its tool ``blocks`` with the same result, built once; a
+A stdio server (tests/servers/blocks_server.py) answers each call of its tool ``blocks`` with the same result; a
 `tool_tree.background_pool.BackgroundPool` in a fresh process calls it once to warm up, then ``--runs`` times. Reported:
 the CPU seconds of the calling process per call (the server is another process: its own work is not in it) and the
 content blocks that reached the caller. Median of ``--runs``.
@@ -31,7 +31,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, positive_int, print_table, write_json
+from _common import ROOT, checkouts, positive_int, print_table, write_json
+
+SERVER = ROOT / "tests" / "servers" / "blocks_server.py"
 
 ANNOTATED = {"type": "text", "text": "x", "annotations": {"audience": ["user"], "priority": 0.5}}
 SHAPES: dict[str, dict[str, Any]] = {
@@ -40,25 +42,6 @@ SHAPES: dict[str, dict[str, Any]] = {
     "1,000 annotated text blocks": {"content": [ANNOTATED] * 1_000},
     "990,000 values of structured content": {"content": [], "structuredContent": {"rows": [{}] * 989_990}},
 }
-SERVER = """
-import json, sys
-result = open(sys.argv[1], encoding="utf-8").read()
-for line in sys.stdin:
-    m = json.loads(line)
-    if "id" not in m:
-        continue
-    if m["method"] == "initialize":
-        r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
-             "serverInfo": {"name": "blocks", "version": "1"}}
-    elif m["method"] == "tools/list":
-        r = {"tools": [{"name": "blocks", "inputSchema": {"type": "object"}}]}
-    else:
-        r = None
-    out = json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) if r is not None else (
-        '{"jsonrpc": "2.0", "id": %s, "result": %s}' % (json.dumps(m["id"]), result))
-    sys.stdout.write(out + "\\n")
-    sys.stdout.flush()
-"""
 CALLER = """
 import json, sys, time
 from tool_tree.background_pool import BackgroundPool
@@ -88,20 +71,14 @@ def run(server: Path, result: Path, runs: int, src: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=positive_int, default=3)
-    parser.add_argument(
-        "--src", type=Path, action="append", default=[], help="another checkout to measure beside this one (repeatable)"
-    )
-    args = parser.parse_args()
-    sources = [ROOT, *(src.resolve() for src in args.src)]
+    args, sources = checkouts(parser)
     rows, data = [], {}
     with tempfile.TemporaryDirectory() as tmp:
-        server = Path(tmp) / "server.py"
-        server.write_text(SERVER, encoding="utf-8")
         for name, shape in SHAPES.items():
             result = Path(tmp) / "result.json"
             result.write_text(json.dumps(shape), encoding="utf-8")
             for src in sources:  # the checkouts interleaved, so one run's ratios compare like with like
-                measured = run(server, result, args.runs, src)
+                measured = run(SERVER, result, args.runs, src)
                 cpu = statistics.median(measured["seconds"])
                 label = "this checkout" if src == ROOT else str(src)
                 rows.append([name, label, f"{cpu:.2f}", f"{measured['blocks']:,}"])

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, corpus, positive_int, print_table, write_json
+from _common import ROOT, checkouts, corpus, positive_int, print_table, write_json
 
 RAW = ROOT / "tests" / "servers" / "raw_server.py"
 RUN = """
@@ -85,10 +85,7 @@ def run(conf: Path, out: Path, src: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=positive_int, default=3)
-    parser.add_argument(
-        "--src", type=Path, action="append", default=[], help="another checkout to measure beside this one (repeatable)"
-    )
-    args = parser.parse_args()
+    args, sources = checkouts(parser)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         specs = {"15 × 990k": dense(15, 990_000), "3 × 800k": dense(3, 800_000), "527 real tools": real()}
@@ -101,7 +98,6 @@ def main() -> None:
             path.write_text(json.dumps(spec), encoding="utf-8")
             for servers in (1, 4) if name != "527 real tools" else (1,):
                 cases.append((f"{name}, {servers} server{'s' if servers > 1 else ''}", config(folder, path, servers)))
-        sources = [ROOT, *(src.resolve() for src in args.src)]
         results: dict[tuple[str, Path], list[dict[str, Any]]] = {(n, src): [] for n, _ in cases for src in sources}
         for _ in range(args.runs):
             for name, conf in cases:

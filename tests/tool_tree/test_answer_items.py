@@ -5,7 +5,7 @@ still counts them all (the pool's count in the result's ``_meta``), and a server
 Before, every block was validated by the SDK (twice, and dumped) and then by the pool: 140,000 annotated text blocks
 took 5.9 s of the host's CPU to reach the caller (`bench/answer_items.py`).
 
-In process: `trim` and `total` alone; then a `ServerPool` in front of a stdio server written here, and of the minimal
+In process: `trim` and `total` alone; then a `ServerPool` in front of tests/servers/blocks_server.py, and of the minimal
 Streamable HTTP server of tests/tool_tree/test_http_client.py.
 """
 
@@ -20,6 +20,7 @@ import pytest
 
 from agent.content import MAX_BLOCKS, mcp_result_blocks
 from agent.serve.bounded_result import capped
+from tests.support import REPO
 from tests.tool_tree.test_http_client import Replies, http_server
 from tool_tree.answer_items import LEFT_OUT, MAX_ANSWER_ITEMS, left_out, total, trim
 from tool_tree.config import ServerConfig
@@ -35,25 +36,7 @@ NOTE = (
     f"[tooltree: {SENT - MAX_ANSWER_ITEMS:,} more content blocks of this result were left out: a result keeps at most "
     f"{MAX_ANSWER_ITEMS:,}. Ask the tool for less: a filter, a page, fewer fields.]"
 )
-SERVER = """
-import json, sys
-blocks = json.dumps({"content": [BLOCK] * SENT, "_meta": {"mine": 1, "LEFT_OUT": {"content": 7}}})
-for line in sys.stdin:
-    m = json.loads(line)
-    if "id" not in m:
-        continue
-    if m["method"] == "initialize":
-        r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
-             "serverInfo": {"name": "blocks", "version": "1"}}
-    elif m["method"] == "tools/list":
-        r = {"tools": [{"name": "blocks", "inputSchema": {"type": "object"}}]}
-    else:
-        r = None
-    line = json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) if r is not None else (
-        '{"jsonrpc": "2.0", "id": %s, "result": %s}' % (json.dumps(m["id"]), blocks))
-    sys.stdout.write(line + "\\n")
-    sys.stdout.flush()
-"""
+BLOCKS_SERVER = REPO / "tests" / "servers" / "blocks_server.py"
 
 
 def test_each_list_is_cut_to_the_cap_its_count_kept_and_a_tools_content_told() -> None:
@@ -98,10 +81,9 @@ def told(result: dict[str, Any]) -> None:
 
 
 async def test_over_stdio_an_answer_of_thousands_of_blocks_reaches_the_caller_cut_and_counted(tmp_path: Path) -> None:
-    script = tmp_path / "blocks_server.py"
-    code = SERVER.replace("BLOCK", json.dumps(BLOCK)).replace("SENT", str(SENT)).replace("LEFT_OUT", LEFT_OUT)
-    script.write_text(code, encoding="utf-8")
-    config = ServerConfig(name="blocks", command=sys.executable, args=(str(script),), timeout=60)
+    answer = tmp_path / "answer.json"
+    answer.write_text(json.dumps({"content": [BLOCK] * SENT, "_meta": {"mine": 1, LEFT_OUT: {"content": 7}}}))
+    config = ServerConfig(name="blocks", command=sys.executable, args=(str(BLOCKS_SERVER), str(answer)), timeout=60)
     async with ServerPool([config]) as pool:
         result = await pool.call("blocks", "blocks", {})
     told(result)
