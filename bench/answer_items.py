@@ -2,10 +2,10 @@
 
     python bench/answer_items.py [--runs 3] [--src DIR ...]
 
-A stdio server (tests/servers/blocks_server.py) answers each call of its tool ``blocks`` with the same result; a
-`tool_tree.background_pool.BackgroundPool` in a fresh process calls it once to warm up, then ``--runs`` times. Reported:
-the CPU seconds of the calling process per call (the server is another process: its own work is not in it) and the
-content blocks that reached the caller. Median of ``--runs``.
+A server (tests/servers/blocks_server.py, over stdio and over Streamable HTTP with JSON replies) answers each call of
+its tool ``blocks`` with the same result; a `tool_tree.background_pool.BackgroundPool` in a fresh process calls it
+once to warm up, then ``--runs`` times. Reported: the CPU seconds of the calling process per call (the server is
+another process: its own work is not in it) and the content blocks that reached the caller. Median of ``--runs``.
 
 Shapes, each within the caps of one message (32 MiB, 1,000,000 JSON values):
 
@@ -43,26 +43,34 @@ SHAPES: dict[str, dict[str, Any]] = {
     "990,000 values of structured content": {"content": [], "structuredContent": {"rows": [{}] * 989_990}},
 }
 CALLER = """
-import json, sys, time
+import json, subprocess, sys, time
 from tool_tree.background_pool import BackgroundPool
 from tool_tree.config import ServerConfig
-server = ServerConfig(name="b", command=sys.executable, args=(sys.argv[1], sys.argv[2]), timeout=300)
-seconds, blocks = [], 0
-with BackgroundPool([server]) as pool:
-    pool.call("b", "blocks", {})
-    for _ in range(int(sys.argv[3])):
-        started = time.process_time()
-        result = pool.call("b", "blocks", {})
-        seconds.append(time.process_time() - started)
-        blocks = len(result.get("content", []))
+seconds, blocks, process = [], 0, None
+if sys.argv[4] == "http":
+    process = subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2], "--http"], stdout=subprocess.PIPE, text=True)
+    server = ServerConfig(name="b", url=process.stdout.readline().strip(), timeout=300)
+else:
+    server = ServerConfig(name="b", command=sys.executable, args=(sys.argv[1], sys.argv[2]), timeout=300)
+try:
+    with BackgroundPool([server]) as pool:
+        pool.call("b", "blocks", {})
+        for _ in range(int(sys.argv[3])):
+            started = time.process_time()
+            result = pool.call("b", "blocks", {})
+            seconds.append(time.process_time() - started)
+            blocks = len(result.get("content", []))
+finally:
+    if process is not None:
+        process.kill()
 print(json.dumps({"seconds": seconds, "blocks": blocks}))
 """
 
 
-def run(server: Path, result: Path, runs: int, src: Path) -> dict[str, Any]:
+def run(server: Path, result: Path, runs: int, src: Path, transport: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(src), "OPENBLAS_NUM_THREADS": "1"}
     out = subprocess.run(
-        [sys.executable, "-c", CALLER, str(server), str(result), str(runs)],
+        [sys.executable, "-c", CALLER, str(server), str(result), str(runs), transport],
         cwd=src, env=env, capture_output=True, text=True, timeout=1800, check=True,
     )  # fmt: skip
     return json.loads(out.stdout.splitlines()[-1])  # type: ignore[no-any-return]
@@ -77,14 +85,17 @@ def main() -> None:
         for name, shape in SHAPES.items():
             result = Path(tmp) / "result.json"
             result.write_text(json.dumps(shape), encoding="utf-8")
-            for src in sources:  # the checkouts interleaved, so one run's ratios compare like with like
-                measured = run(SERVER, result, args.runs, src)
-                cpu = statistics.median(measured["seconds"])
-                label = "this checkout" if src == ROOT else str(src)
-                rows.append([name, label, f"{cpu:.2f}", f"{measured['blocks']:,}"])
-                data.setdefault(name, {})[label] = {"cpu_seconds": cpu, "blocks": measured["blocks"], **measured}
+            for transport in ("stdio", "http"):
+                for src in sources:  # the checkouts interleaved, so one run's ratios compare like with like
+                    measured = run(SERVER, result, args.runs, src, transport)
+                    cpu = statistics.median(measured["seconds"])
+                    label = "this checkout" if src == ROOT else str(src)
+                    rows.append([name, transport, label, f"{cpu:.2f}", f"{measured['blocks']:,}"])
+                    data.setdefault(f"{name}, {transport}", {})[label] = {"cpu_seconds": cpu, **measured}
     print_table(
-        f"the caller's CPU for one answer (median of {args.runs})", ["shape", "checkout", "CPU s", "blocks"], rows
+        f"the caller's CPU for one answer (median of {args.runs})",
+        ["shape", "transport", "checkout", "CPU s", "blocks"],
+        rows,
     )
     write_json("answer_items.json", {"runs": args.runs, "shapes": data})
 

@@ -122,7 +122,8 @@ class _GuardedRead(ReadWrapper):
                     if isinstance(message, types.JSONRPCError):
                         message.error = _shortened(message.error, state.server)
                     else:
-                        trim(message.result)  # before the session validates it (`tool_tree.answer_items`)
+                        # before the session validates it, with what the HTTP client cut before the SDK parsed it
+                        trim(message.result, state.outstanding.cut_from(message.id))  # (`tool_tree.answer_items`)
                     return item
                 if answer == "stray" and (reason := state.outstanding.stray()) is not None:
                     state.fail(reason)

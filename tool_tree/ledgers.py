@@ -88,6 +88,7 @@ class Outstanding:
         self._in_flight: dict[types.RequestId, types.RequestId] = {}  # as correlated -> as sent
         self._given_up: OrderedDict[types.RequestId, None] = OrderedDict()
         self._strays = TokenBucket(burst, rate, clock)
+        self._cut: OrderedDict[types.RequestId, dict[str, int]] = OrderedDict()
         self.ended = False
         self._told: list[Callable[[str | None], None]] = []
 
@@ -131,6 +132,17 @@ class Outstanding:
             del self._given_up[key]
             return "late"
         return "stray"
+
+    def was_cut(self, request_id: types.RequestId, left: dict[str, int]) -> None:
+        """The answer to ``request_id`` had the items ``left`` cut before it was parsed
+        (`tool_tree.answer_items.cut_answer`), for `cut_from` to tell (the last `GIVEN_UP_KEPT` kept)."""
+        self._cut[coerce_request_id(request_id)] = left
+        if len(self._cut) > GIVEN_UP_KEPT:
+            self._cut.popitem(last=False)
+
+    def cut_from(self, request_id: types.RequestId) -> dict[str, int] | None:
+        """What `was_cut` from the answer to ``request_id`` (None: nothing), once."""
+        return self._cut.pop(coerce_request_id(request_id), None)
 
     def stray(self) -> str | None:
         """Charge a stray answer to the allowance; the reason to end the connection once past it."""

@@ -17,13 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp.client import streamable_http
 
 from agent.content import MAX_BLOCKS, mcp_result_blocks
 from agent.serve.bounded_result import capped
 from tests.support import REPO
 from tests.tool_tree.test_http_client import Replies, http_server
-from tool_tree.answer_items import LEFT_OUT, MAX_ANSWER_ITEMS, left_out, total, trim
+from tool_tree.answer_items import LEFT_OUT, MAX_ANSWER_ITEMS, cut_answer, left_out, total, trim
 from tool_tree.config import ServerConfig
+from tool_tree.http_client import _Events
+from tool_tree.ledgers import Outstanding
 from tool_tree.pool import ServerPool
 
 pytestmark = pytest.mark.anyio
@@ -92,11 +95,47 @@ async def test_over_stdio_an_answer_of_thousands_of_blocks_reaches_the_caller_cu
 
 @pytest.mark.parametrize("form", ["json", "sse"])
 async def test_over_http_an_answer_of_thousands_of_blocks_reaches_the_caller_cut_and_counted(
-    http_server: tuple[ServerConfig, type[Replies]], form: str
+    http_server: tuple[ServerConfig, type[Replies]], form: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config, handler = http_server
     handler.answers.set()
+    parsed: list[int] = []  # the length of each message the SDK parsed
+    adapter = streamable_http.jsonrpc_message_adapter
+
+    class Recording:
+        def validate_json(self, data: str | bytes, **kwargs: Any) -> Any:
+            parsed.append(len(data))
+            return adapter.validate_json(data, **kwargs)
+
+    monkeypatch.setattr(streamable_http, "jsonrpc_message_adapter", Recording())
     async with ServerPool([config]) as pool:
         result = await pool.call("big", "flood", {"blocks": SENT, "form": form})
+    # Cut before the SDK parsed it: 10,000 blocks of 26 bytes, not 30,000 (before: 780 KB).
+    assert max(parsed) < MAX_ANSWER_ITEMS * 30
     plain = {**result, "content": [b if b["type"] != "text" or b["text"] != "x" else BLOCK for b in result["content"]]}
     told(plain)
+
+
+def test_an_answer_cut_before_it_is_parsed_keeps_every_value_it_keeps_and_an_events_other_lines() -> None:
+    values = {"n": 12345678901234567890123, "f": 0.1, "e": 1e-300, "s": 'é\u2028😀"\\', "none": None, "list": [1, [2]]}
+    answer = {"jsonrpc": "2.0", "id": "a-1", "result": {"content": [BLOCK] * (MAX_ANSWER_ITEMS + 3), **values}}
+    text = json.dumps(answer).encode()
+    done = cut_answer(text)
+    assert done is not None
+    cut_text, request_id, left = done
+    assert request_id == "a-1" and left == {"content": 3}
+    again = json.loads(cut_text)
+    assert again["result"] == {"content": [BLOCK] * MAX_ANSWER_ITEMS, **values} and again["id"] == "a-1"
+    assert cut_answer(json.dumps({**answer, "result": {"content": [BLOCK]}}).encode()) is None  # nothing to cut
+    assert cut_answer(text.replace(b'"f": 0.1', b'"f": NaN')) is None  # not JSON once written: left to the SDK
+    assert cut_answer(b'{"jsonrpc": "2.0", "method": "x", "params": {"content": []}}') is None  # not an answer
+    assert cut_answer(b"{not json") is None
+
+    ledger = Outstanding("big")
+    events = _Events(10**7, 10**8, "big", None, True, None, ledger)
+    event = b"id: 42\r\nevent: message\r\ndata: " + text + b"\r\n\r\n"
+    (out,) = events.feed(event)
+    lines = out.split(b"\n")
+    assert lines[:2] == [b"id: 42", b"event: message"] and lines[-2:] == [b"", b""]
+    assert json.loads(lines[2].removeprefix(b"data: "))["result"]["content"] == [BLOCK] * MAX_ANSWER_ITEMS
+    assert ledger.cut_from("a-1") == {"content": 3} and ledger.cut_from("a-1") is None
