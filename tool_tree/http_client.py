@@ -29,7 +29,8 @@ sent once the connection ended.
 
 An answer whose text holds more items than an answer keeps (`tool_tree.answer_items`) has them cut before the SDK
 parses it, its text written again, and what was cut told to the guard through the connection's ledger: the SDK parses
-an answer whole (an answer of 330,000 text blocks cost about 1 s of CPU that way, 0.24 s over stdio).
+an answer whole (330,000 text blocks cost about 1 s of CPU when cut only after that, 0.36 s cut before:
+``bench/answer_items.py``).
 
 (Over 400 lines: the byte streams of a reply, which share the counting of values, events and answers.)
 """
@@ -177,7 +178,8 @@ class _Counted(httpx2.AsyncByteStream):
             rough += _rough(chunk)
         if rough > self._limit and count_values(b"".join(chunks), self._limit) > self._limit:
             raise MessageTooLarge(too_many_values(self._server, self._limit))
-        if rough > MAX_ANSWER_ITEMS and (cut := _cut(b"".join(chunks), self._cuts)) is not None:
+        data = b"".join(chunks) if rough > MAX_ANSWER_ITEMS else b""
+        if data and (cut := _cut(data, self._cuts)) is not None:
             yield cut
             return
         for chunk in chunks:
@@ -187,12 +189,19 @@ class _Counted(httpx2.AsyncByteStream):
         await self._stream.aclose()
 
 
+_ITEM_KEYS = (b'"type"', b'"uri"', b'"role"')
+"""A key each item of a list `tool_tree.answer_items` cuts has: a content block's, a resource content's, a message's."""
+
+
 def _cut(data: bytes, cuts: Outstanding | None) -> bytes | None:
     """``data``, an answer's text, with the items past what an answer keeps cut before the SDK parses it, what was cut
     told to ``cuts`` (the connection's ledger, which the guard asks: `tool_tree.answer_items.cut_answer`); None when
-    nothing is cut. Only a text of more ``,[{`` than `MAX_ANSWER_ITEMS` is parsed for it: a list that long has that many
-    commas."""
-    done = cut_answer(data) if cuts is not None else None
+    nothing is cut. Only a text of more ``,[{`` than `MAX_ANSWER_ITEMS` is looked at (a list that long has that many
+    commas), and parsed only when it names more items than that: a content block's ``"type"``, a resource content's
+    ``"uri"`` or a prompt message's ``"role"`` (an answer of rows of structured content, the common big one, is not
+    parsed twice)."""
+    named = sum(data.count(key) for key in _ITEM_KEYS) if cuts is not None else 0
+    done = cut_answer(data) if named > MAX_ANSWER_ITEMS else None
     if done is None:
         return None
     text, request_id, left = done
@@ -305,7 +314,7 @@ class _Events:
             if self._notifications is not None and not self._notifications.take(notification_cost(1 + rough)):
                 return
         elif self._answers and _is_answer(event):  # a request's answer: not charged
-            out.append(self._cut(event) if rough >= MAX_ANSWER_ITEMS else event)
+            out.append(self._cut(event) if rough > MAX_ANSWER_ITEMS else event)
             return
         elif self._strays is not None and _is_answer(event):  # an answer where none belongs: a stray, unparsed
             if (reason := self._strays.stray()) is not None:
