@@ -3,7 +3,8 @@
 new session that replaces one that ended is subscribed to it again, the listener told once; so when an HTTP server
 forgot the session (a new one is opened at once, also without an ``on_tools_changed`` listener), and when its stream
 of unasked messages was lost and opened again (a change may have been missed). A server with URIs subscribed to that
-crashes is started again in the background, with no call, as its restarts' back-off allows, and given up in one
+crashes is started again in the background, with no call (also when it ends just as its last call leaves, seen while
+that call was in flight), as its restarts' back-off allows, and given up in one
 warning once that back-off reaches its longest wait (a restart it holds ends with the pool's close); one with none
 waits for a call.
 
@@ -20,14 +21,16 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
+import tool_tree.pool
 from tests.tool_tree.test_get_streams import on_socket, outside
 from tool_tree import restarts
 from tool_tree.config import ServerConfig
-from tool_tree.pool import CallFailure, ServerPool, ServerUnavailable
+from tool_tree.pool import CallFailure, ServerPool, ServerUnavailable, _Slot
 from tool_tree.restarts import RestartBackoff
 
 pytestmark = pytest.mark.anyio
@@ -274,3 +277,42 @@ async def test_a_restart_the_back_off_holds_in_the_background_ends_at_once_when_
             await restarted.event.wait()  # its restart in the background failed: the next one is held 300 s
     assert starts(tmp_path) == 2
     assert not any("is not started again" in said for said in restarted.said)
+
+
+async def test_a_subscribed_server_that_ends_as_its_last_call_leaves_is_started_again_by_that_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The race: the server answers, then exits while the call that got the answer still counts as in flight. The
+    # session's end is seen then (`_ended_alone`), which leaves a server with a call in flight to that call; the
+    # call, done, is the last to leave and must look again. Held here in that order: the answer is not returned
+    # until the end was seen. Before the last call looked again, nothing started it until the next call.
+    ended_seen = anyio.Event()
+    seen_with_calls: list[float] = []
+    ended_alone = ServerPool._ended_alone
+
+    def seeing(self: ServerPool, slot: _Slot, client: object) -> None:
+        if slot.limiter.borrowed_tokens:
+            seen_with_calls.append(slot.limiter.borrowed_tokens)
+            ended_seen.set()
+        ended_alone(self, slot, client)  # type: ignore[arg-type]
+
+    real_send = tool_tree.pool._send
+
+    async def send(*args: Any, **kwargs: Any) -> Any:
+        result = await real_send(*args, **kwargs)
+        if args[2] == "crash":
+            with anyio.fail_after(WAIT):
+                await ended_seen.wait()
+        return result
+
+    monkeypatch.setattr(ServerPool, "_ended_alone", seeing)
+    monkeypatch.setattr(tool_tree.pool, "_send", send)
+    told = Told()
+    async with ServerPool([live(folder=tmp_path)], on_resource_updated=told) as pool:
+        assert not isinstance(await pool.request("live", "resources/subscribe", {"uri": LOG}), CallFailure)
+        assert (await pool.call("live", "crash", {"after": 0.01}))["content"][0]["text"] == "crashing"
+        assert seen_with_calls == [1]  # the end was seen while the call held its turn
+        await told.reached(1)  # no call since: started again, subscribed again, then told
+        assert starts(tmp_path) == 2 and pool.restarts("live") == 1 and pool.state("live") == "running"
+        subscribed = await pool.call("live", "subscribed", {})
+    assert json.loads(subscribed["content"][0]["text"]) == [LOG]
