@@ -9,7 +9,8 @@ not in it), its wall time, and how the servers ended. Median of ``--runs``, the 
 
 - ``15 × 990k``: 15 tools of 990,000 empty objects each, 15 pages, 60 MB of JSON (under the 64 MiB byte cap);
 - ``3 × 800k``: 3 tools of 800,000, 2.4 million values: just under the value cap (`tool_tree.connect.MAX_LIST_VALUES`);
-- each of them from 4 servers at once;
+- each of them from 4 servers at once, and ``3 × 800k`` from 10 (every server's listing is held until all are
+  listed: what the servers of one run hold together is bounded too, `tool_tree.held_values.MAX_HELD_VALUES`);
 - the 527 real tools of the LiveMCPBench catalog as one server (when the corpora are there): what an honest listing
   costs.
 
@@ -41,6 +42,10 @@ code = main(["generate-tree", "--config", sys.argv[1], "--out", sys.argv[2], "--
 hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
 print(f"VmHWM {hwm}", file=sys.stderr)
 """
+
+
+SERVERS = {"15 × 990k": (1, 4), "3 × 800k": (1, 4, 10), "527 real tools": (1,)}
+"""How many servers list each case at once."""
 
 
 def dense(tools: int, values: int) -> dict[str, Any]:
@@ -96,7 +101,7 @@ def main() -> None:
                 continue
             path = folder / f"{len(cases)}.json"
             path.write_text(json.dumps(spec), encoding="utf-8")
-            for servers in (1, 4) if name != "527 real tools" else (1,):
+            for servers in SERVERS[name]:
                 cases.append((f"{name}, {servers} server{'s' if servers > 1 else ''}", config(folder, path, servers)))
         results: dict[tuple[str, Path], list[dict[str, Any]]] = {(n, src): [] for n, _ in cases for src in sources}
         for _ in range(args.runs):

@@ -36,6 +36,7 @@ import mcp
 
 from tool_tree.config import ServerConfig
 from tool_tree.connect import Connection, connect, list_tools_raw, server_info
+from tool_tree.held_values import HeldValues, Share
 from tool_tree.listing_check import LeftOut
 from tool_tree.redact import redact
 from tool_tree.snapshot_lists import declared_keys, list_extras
@@ -100,6 +101,7 @@ async def discover_one(
     gate: StartGate | None = None,
     on_start: Callable[[ServerConfig], None] | None = None,
     source: str | None = None,
+    held: HeldValues | None = None,
 ) -> Discovery:
     """Connect to one server, list its tools (all pages) and disconnect. Never raises for server faults.
 
@@ -107,9 +109,11 @@ async def discover_one(
     (``on_start`` is told then), and the slot is given back as soon as the listing is done, has failed or has
     run out of time (stopping the server does not hold it: before, a timed-out server held it the ~2 s the SDK
     waits for a process to exit). ``error`` holds no secret of the server's configuration; a timeout names the
-    phase and the setting (``servers.NAME.timeout``, in ``source``, the config file, when given).
+    phase and the setting (``servers.NAME.timeout``, in ``source``, the config file, when given). The values of its
+    listings are counted against ``held``, the run's (`tool_tree.held_values`); a server that fails gives them back.
     """
     result = Discovery(server=server)
+    tools, extras = Share(held), Share(held)
     queued_at = time.perf_counter()
     slot = await gate.acquire() if gate is not None else None
     start = time.perf_counter()
@@ -137,18 +141,14 @@ async def discover_one(
                     phase = "listing tools"
                     try:
                         result.info = server_info(conn.client)
-                        result.tools = await _settled_tools(conn, result)
-                        await _extras(conn, result, scope)
+                        result.tools = await _settled_tools(conn, result, tools)
+                        await _extras(conn, result, scope, extras)
                     finally:
                         over()  # before `connect` stops the server
         except TimeoutError:
             result.error = _timed_out(server, phase, source)
-        except mcp.MCPError as e:
-            result.error = f"server error: {e}"
         except OSError as e:  # `connect` words it in the configuration's terms
             result.error = f"cannot start: {e}" if server.command is not None else _unreached(server, e, source)
-        except ValueError as e:
-            result.error = f"bad response: {e}"
         except Exception as e:
             result.error = _describe(e)
         finally:
@@ -164,6 +164,9 @@ async def discover_one(
         result.error = stderr.exited_said(said) if stderr is not None else said
     if result.error is not None:
         result.error = redact(result.error, server)  # the tail is redacted by its log, which knows the server
+        result.tools, result.lists = [], {}
+        tools.release()
+        extras.release()
     return result
 
 
@@ -188,11 +191,11 @@ def _unreached(server: ServerConfig, e: OSError, source: str | None) -> str:
     return f"{e}; check that the server is running and listening there, and its URL ({setting})"
 
 
-async def _settled_tools(conn: Connection, result: Discovery) -> list[dict[str, Any]]:
+async def _settled_tools(conn: Connection, result: Discovery, share: Share) -> list[dict[str, Any]]:
     """The server's tools, listed again while it says they changed since the listing began (`MAX_RELISTS`)."""
     for _ in range(1 + MAX_RELISTS):
         before = conn.changes.tools
-        tools = await list_tools_raw(conn.client)
+        tools = await list_tools_raw(conn.client, share)
         result.left_out, result.more_left_out = list(conn.left_out), conn.more_left_out
         if conn.changes.tools == before:  # counted as read: a notice sent before the answer is counted
             return tools
@@ -204,13 +207,15 @@ async def _settled_tools(conn: Connection, result: Discovery) -> list[dict[str, 
     return tools
 
 
-async def _extras(conn: Connection, result: Discovery, scope: anyio.CancelScope) -> None:
+async def _extras(conn: Connection, result: Discovery, scope: anyio.CancelScope, share: Share) -> None:
     """``result.lists``: the server's prompts and resources, within the time its tools left (``scope``: the
     timeout's). Running out of it leaves them out, with a warning, not the tools: meanwhile ``scope`` has no
     deadline, and after a timeout here the server's stop is given its timeout again."""
     end, scope.deadline = scope.deadline, math.inf
     with anyio.CancelScope(deadline=end) as own:
-        result.lists, result.list_warnings, result.lists_failed = await list_extras(conn.client, conn.server.name)
+        result.lists, result.list_warnings, result.lists_failed = await list_extras(
+            conn.client, conn.server.name, share
+        )
     if own.cancelled_caught:
         name = one_line(conn.server.name, 80)
         result.lists_failed = set(declared_keys(conn.client)) - set(result.lists)
@@ -226,9 +231,16 @@ async def _extras(conn: Connection, result: Discovery, scope: anyio.CancelScope)
 
 
 def _describe(e: BaseException) -> str:
+    """What ended a listing, as the handlers of `discover_one` word it: raised inside the session's task group, an
+    error comes wrapped in a group (before: "ValueError: tools/list holds more than …", where the same error raised
+    outside one read "bad response: …")."""
     if isinstance(e, BaseExceptionGroup):
         inner = e.exceptions[0] if e.exceptions else e
         return _describe(inner)
+    if isinstance(e, mcp.MCPError):
+        return f"server error: {e}"
+    if isinstance(e, ValueError):
+        return f"bad response: {e}"
     text = str(e).strip() or type(e).__name__
     return f"{type(e).__name__}: {text}" if type(e).__name__ not in text else text
 
@@ -248,10 +260,11 @@ async def discover_all(
     error of a server that timed out.
     """
     gate = StartGate(jobs if jobs is not None else default_start_jobs())
+    held = HeldValues()  # every server's listing is held until all are listed
     results: list[Discovery | None] = [None] * len(servers)
 
     async def run(i: int, server: ServerConfig) -> None:
-        result = results[i] = await discover_one(server, gate=gate, on_start=on_start, source=source)
+        result = results[i] = await discover_one(server, gate=gate, on_start=on_start, source=source, held=held)
         if on_done is not None:
             on_done(result)
 

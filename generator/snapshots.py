@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from tool_tree.held_values import HeldValues
 from tool_tree.tree import SNAPSHOTS_DIR, Manifest, TreeError, snapshot_json
 
 
@@ -25,6 +26,7 @@ def read_snapshots(directory: Path, named: Mapping[str, str] | None = None) -> d
     """
     found: dict[str, dict[str, Any]] = {}
     sources: dict[str, Path] = {}
+    held = HeldValues.reading()  # every file is held until all are read
     if not directory.is_dir():
         raise TreeError(f"{directory}: no snapshots folder (generate the tree from live servers first)")
     ours = set(named.values()) if named is not None else set()
@@ -32,7 +34,7 @@ def read_snapshots(directory: Path, named: Mapping[str, str] | None = None) -> d
         if path.is_symlink() or not path.is_file():
             continue
         try:
-            data = _read(path)
+            data = _read(path, held)
         except TreeError:
             if named is not None and path.name not in ours:
                 continue  # a file of the user's: not one tooltree reads
@@ -58,15 +60,15 @@ def tree_snapshot_files(out: Path, snapshots: Path, previous: Manifest | None) -
     return {s.name: PurePosixPath(s.snapshot or f"{SNAPSHOTS_DIR}/{s.package}.json").name for s in previous.servers}
 
 
-def _read(path: Path) -> dict[str, Any]:
-    """The snapshot in the file ``path``.
+def _read(path: Path, held: HeldValues | None = None) -> dict[str, Any]:
+    """The snapshot in the file ``path``, its values counted against ``held`` (`tool_tree.tree.snapshot_json`).
 
     Raises:
         TreeError: the file is not valid JSON of a snapshot's shape.
     """
     try:
         raw = path.read_bytes()
-        data = snapshot_json(raw)
+        data = snapshot_json(raw, held)
     except (ValueError, OSError) as e:
         raise TreeError(f"{path}: unreadable snapshot ({e})") from None
     if _SURROGATE_ESCAPE.search(raw) is not None and not _is_text(data):

@@ -38,6 +38,7 @@ from tool_tree.budget import NotificationBudget
 from tool_tree.changes import Changes, Watching
 from tool_tree.config import PROBE_SECONDS, ServerConfig
 from tool_tree.guard import guarded
+from tool_tree.held_values import Share
 from tool_tree.http_client import http_client
 from tool_tree.http_errors import Answers, host, not_mcp, reason, status_problem
 from tool_tree.in_flight import InFlight
@@ -307,14 +308,29 @@ def _explained(e: BaseException, replies: _Replies | None, server: ServerConfig)
     return None
 
 
-async def list_tools_raw(client: mcp.Client) -> list[dict[str, Any]]:
+async def list_tools_raw(client: mcp.Client, share: Share | None = None) -> list[dict[str, Any]]:
     """Every tool the server lists, as raw wire JSON (unknown fields kept), following pagination.
+
+    With a ``share``, the listing's values are counted against its run's (`tool_tree.held_values`): the listing
+    replaces the one the share kept once it is whole, and is dropped from the count if it fails.
 
     Raises:
         mcp.MCPError: the server answered with an error.
         ValueError: the server's pagination does not end, its result is malformed, or it lists more than
-            `MAX_LIST_TOOLS` tools, `MAX_LIST_BYTES` of them or `MAX_LIST_VALUES` JSON values.
+            `MAX_LIST_TOOLS` tools, `MAX_LIST_BYTES` of them or `MAX_LIST_VALUES` JSON values, or more than the
+            run's servers may hold together.
     """
+    share = share if share is not None else Share()
+    try:
+        tools = await _list_tools_raw(client, share)
+    except BaseException:
+        share.drop()
+        raise
+    share.keep()
+    return tools
+
+
+async def _list_tools_raw(client: mcp.Client, share: Share) -> list[dict[str, Any]]:
     tools: list[dict[str, Any]] = []
     cursor: str | None = None
     seen: set[bytes] = set()  # the cursors' digests: a server's cursors are not kept (30 MB each grew it to 3.6 GB)
@@ -335,12 +351,15 @@ async def list_tools_raw(client: mcp.Client) -> list[dict[str, Any]]:
                 f"tools/list holds more than {MAX_LIST_BYTES // 2**20} MiB of tool definitions, the limit for "
                 f"one server (reached on page {len(seen) + 1})"
             )
-        values += count_values(encoded, MAX_LIST_VALUES - values, exact=True) - 1  # the page's list itself is not kept
+        counted = count_values(encoded, MAX_LIST_VALUES - values, exact=True) - 1  # the page's list is not kept
+        values += counted
         if values > MAX_LIST_VALUES:
             raise ValueError(
                 f"tools/list holds more than {MAX_LIST_VALUES:,} JSON values of tool definitions, the limit for one "
                 f"server (reached on page {len(seen) + 1})"
             )
+        if not share.add(counted) and share.held is not None:
+            raise ValueError(share.held.over(f"tools/list ({values:,} JSON values by page {len(seen) + 1})"))
         del encoded
         next_cursor = page.get("nextCursor")
         if next_cursor is None or next_cursor == "":  # "" ends it too, as other clients read it (`while (cursor)`)

@@ -88,6 +88,7 @@ import tool_tree.restarts
 from tool_tree.changes import LISTS_CHANGED
 from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from tool_tree.connect import connect, list_tools_raw
+from tool_tree.held_values import HeldValues, Share
 from tool_tree.http_errors import resendable, session_ended, stream_cut, unreached
 from tool_tree.in_flight import InFlight
 from tool_tree.ledgers import closed_here
@@ -197,6 +198,8 @@ class _Slot:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     client: mcp.Client | None = None
     tools: list[dict[str, Any]] = field(default_factory=list)
+    share: Share = field(default_factory=Share)
+    """The values of ``tools``, counted against the pool's (`tool_tree.held_values`)."""
     left_out: dict[str, str] = field(default_factory=dict)
     """The tools its listing held malformed, by name: why each was left out (`tool_tree.listing_check`)."""
     stop: anyio.Event | None = None
@@ -393,7 +396,10 @@ class ServerPool:
                 f"on_resource_updated: expected a callable or None, got {type(on_resource_updated).__name__}"
             )
         self.on_resource_updated: ResourceListener | None = on_resource_updated
-        self._slots = {s.name: _Slot(s, anyio.CapacityLimiter(s.concurrency or concurrency)) for s in listed}
+        held = HeldValues()  # each server's listing is kept for the pool's life
+        self._slots = {
+            s.name: _Slot(s, anyio.CapacityLimiter(s.concurrency or concurrency), share=Share(held)) for s in listed
+        }
         self._gate = StartGate(jobs)
         self._tg: TaskGroup | None = None
         self._closing = False
@@ -487,7 +493,7 @@ class ServerPool:
                 async with connect(slot.config, stderr=slot.stderr, asks=slot.in_flight) as conn:
                     try:
                         # The SDK must see the listing (output schemas, 2026 header maps) before calls.
-                        slot.tools = await list_tools_raw(conn.client)
+                        slot.tools = await list_tools_raw(conn.client, slot.share)
                         OutputCheck(slot.config.name, slot.tools).install(conn.client)  # bounded, off the loop
                         slot.left_out = {left.name: left.reason for left in conn.left_out if left.name}
                         for left in conn.left_out:  # said by generate-tree; a call of one says it too

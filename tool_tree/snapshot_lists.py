@@ -30,6 +30,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from tool_tree.held_values import Share
 from tool_tree.text import one_line
 from tool_tree.unparsed import count_values
 
@@ -99,21 +100,25 @@ def subscribes(snapshot: Mapping[str, Any]) -> bool:
     return isinstance(resources, dict) and resources.get("subscribe") is True
 
 
-async def list_extras(client: mcp.Client, server: str) -> tuple[dict[str, list[dict[str, Any]]], list[str], set[str]]:
+async def list_extras(
+    client: mcp.Client, server: str, share: Share | None = None
+) -> tuple[dict[str, list[dict[str, Any]]], list[str], set[str]]:
     """The lists of `LIST_KEYS` ``server`` declares the capability of (raw items, bounded), warnings, and the keys of
     the lists that failed: those are left out here (the server's tools are not affected) and the tree keeps what it
-    recorded of them before (`with_previous`); one cut at a bound is kept cut."""
+    recorded of them before (`with_previous`); one cut at a bound is kept cut. The items kept are counted against
+    the run's values with ``share`` (`tool_tree.held_values`): past the run's limit, a list is cut as at its own."""
     import mcp
 
     lists: dict[str, list[dict[str, Any]]] = {}
     warnings: list[str] = []
     failed: set[str] = set()
     keys = declared_keys(client)
+    share = share if share is not None else Share()
     for key, method, _ in LIST_KEYS:
         if key not in keys:
             continue
         try:
-            lists[key] = await _pages(client, server, method, key, warnings)
+            lists[key] = await _pages(client, server, method, key, warnings, share)
             continue
         except (mcp.MCPError, ValueError) as e:
             said = one_line(str(e), 300)
@@ -121,6 +126,7 @@ async def list_extras(client: mcp.Client, server: str) -> tuple[dict[str, list[d
             said = one_line(str(e), 300) or type(e).__name__
         failed.add(key)
         warnings.append(f"{server}: {method} failed, so the tree keeps the ones it recorded before, if any: {said}")
+    share.keep()  # each list's items were counted as they were kept
     return lists, warnings, failed
 
 
@@ -155,9 +161,11 @@ def previous_snapshot(tree: Any, manifest: Any, server: str) -> dict[str, Any] |
         return None
 
 
-async def _pages(client: mcp.Client, server: str, method: str, key: str, warnings: list[str]) -> list[dict[str, Any]]:
+async def _pages(
+    client: mcp.Client, server: str, method: str, key: str, warnings: list[str], share: Share
+) -> list[dict[str, Any]]:
     """The items of one list, over at most `MAX_PAGES` pages, `MAX_ITEMS` items, `MAX_LIST_BYTES` and
-    `MAX_LIST_VALUES`.
+    `MAX_LIST_VALUES`, and what the run's limit leaves (``share``).
 
     Raises:
         mcp.MCPError: the server answered with an error.
@@ -190,11 +198,18 @@ async def _pages(client: mcp.Client, server: str, method: str, key: str, warning
             except (UnicodeEncodeError, ValueError, RecursionError):
                 continue
             size += len(encoded)
-            values += count_values(encoded, MAX_LIST_VALUES - values + 1, exact=True)
+            counted = count_values(encoded, MAX_LIST_VALUES - values + 1, exact=True)
+            values += counted
             if len(items) >= MAX_ITEMS or size > MAX_LIST_BYTES or values > MAX_LIST_VALUES:
                 warnings.append(
                     f"{server}: {method}: only the first {len(items):,} items are recorded (at most {MAX_ITEMS:,} "
                     f"items, {MAX_LIST_BYTES // 2**20} MiB and {MAX_LIST_VALUES:,} JSON values of each list)"
+                )
+                return items
+            if not share.add(counted) and share.held is not None:
+                warnings.append(
+                    f"{server}: {method}: only the first {len(items):,} items are recorded: "
+                    + share.held.over("the next")
                 )
                 return items
             items.append(item)

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from tool_tree.held_values import HeldValues
 from tool_tree.unparsed import count_values
 
 MANIFEST_FILE = "manifest.json"
@@ -80,13 +81,20 @@ def check_values(raw: bytes, limit: int) -> None:
         raise ValueError(f"it holds more than {limit:,} JSON values, more than generate-tree writes")
 
 
-def snapshot_json(raw: bytes) -> Any:
-    """A snapshot file's bytes, parsed once their values are counted.
+def snapshot_json(raw: bytes, held: HeldValues | None = None) -> Any:
+    """A snapshot file's bytes, parsed once their values are counted: also against ``held``, what the snapshots a
+    reader holds at once may hold together (`tool_tree.held_values.MAX_READ_VALUES`).
 
     Raises:
-        ValueError: they hold more than `MAX_SNAPSHOT_VALUES` values, or are not JSON.
+        ValueError: they hold more than `MAX_SNAPSHOT_VALUES` values, or more than ``held`` has room for, or are not
+            JSON.
     """
     check_values(raw, MAX_SNAPSHOT_VALUES)
+    if held is not None and not held.take(count_values(raw, held.room + 1, exact=True)):
+        raise ValueError(
+            f"with the snapshots read before it, it holds more than {held.limit:,} JSON values, more than one run of "
+            "generate-tree writes (regenerate the tree)"
+        )
     return json.loads(raw.decode("utf-8"))
 
 
@@ -485,17 +493,21 @@ def _plain(entry: Any) -> dict[str, Any]:
     return {f.name: getattr(entry, f.name) for f in fields(entry)}
 
 
-def load_snapshot(tree: str | os.PathLike[str], server: ServerEntry) -> list[dict[str, Any]]:
-    """The raw tool definitions of one server, as listed at generation time, from the tree folder ``tree``.
+def load_snapshot(
+    tree: str | os.PathLike[str], server: ServerEntry, held: HeldValues | None = None
+) -> list[dict[str, Any]]:
+    """The raw tool definitions of one server, as listed at generation time, from the tree folder ``tree``. A reader
+    that holds every server's at once counts them against its ``held`` (`snapshot_json`).
 
     Raises:
         TreeError: the snapshot is missing or malformed.
     """
-    return [t for t in snapshot_data(tree, server)["tools"] if isinstance(t, dict)]
+    return [t for t in snapshot_data(tree, server, held)["tools"] if isinstance(t, dict)]
 
 
-def snapshot_data(tree: str | os.PathLike[str], server: ServerEntry) -> dict[str, Any]:
-    """The whole snapshot of one server (its ``tools`` a list; what else it holds is the reader's to check).
+def snapshot_data(tree: str | os.PathLike[str], server: ServerEntry, held: HeldValues | None = None) -> dict[str, Any]:
+    """The whole snapshot of one server (its ``tools`` a list; what else it holds is the reader's to check), its
+    values counted against ``held`` (`snapshot_json`).
 
     Raises:
         TreeError: the snapshot is missing or malformed.
@@ -503,7 +515,7 @@ def snapshot_data(tree: str | os.PathLike[str], server: ServerEntry) -> dict[str
     rel = server.snapshot or f"{SNAPSHOTS_DIR}/{server.package}.json"
     path = Path(tree) / rel
     try:
-        data = snapshot_json(read_in_tree(tree, rel))
+        data = snapshot_json(read_in_tree(tree, rel), held)
         if not isinstance(data["tools"], list):
             raise TypeError("tools is not a list")
         return data  # type: ignore[no-any-return]

@@ -22,6 +22,7 @@ from agent.errors import AgentSetupError
 from agent.serve.bounded_result import capped, failed
 from agent.serve.content import error_result
 from agent.toolsets.base import ToolOutcome, Toolset
+from tool_tree.held_values import HeldValues
 from tool_tree.text import clean
 from tool_tree.tree import ToolEntry, TreeError, load_snapshot
 
@@ -141,11 +142,12 @@ def _snapshots(chosen: _Chosen, wanted: set[tuple[str, str]]) -> dict[tuple[str,
     """
     servers = {server for server, _ in wanted}
     found: dict[tuple[str, str], dict[str, Any]] = {}
+    held = HeldValues.reading()  # not kept, but read whole: bounded as the readers of every snapshot are
     for server in chosen.manifest.servers:
         if server.name not in servers:
             continue
         try:
-            for tool in load_snapshot(chosen.tree, server):
+            for tool in load_snapshot(chosen.tree, server, held):
                 if (key := (server.name, str(tool.get("name")))) in wanted:
                     found[key] = tool
         except TreeError as e:

@@ -76,12 +76,14 @@ class UpstreamExtras:
     def _read(self) -> tuple[dict[str, Found], list[str]]:
         """What the tree's snapshots record, by server: untrusted, each list bounded (`recorded_lists`); a
         snapshot that cannot be read offers nothing (said in serve's log). And the servers of `unrecorded`."""
+        from tool_tree.held_values import HeldValues
         from tool_tree.snapshot_lists import LIST_KEYS, recorded_lists, subscribes
         from tool_tree.tree import Manifest, TreeError, snapshot_data, tree_lock
 
         enabled = {s.name for s in self.config.enabled_servers}
         found: dict[str, Found] = {}
         unrecorded: list[str] = []
+        held = HeldValues.reading()  # what each snapshot records is kept while serve runs
         try:
             with tree_lock(self.tree, shared=True):
                 manifest = Manifest.load(self.tree)
@@ -89,7 +91,7 @@ class UpstreamExtras:
                     if entry.name not in enabled:
                         continue
                     try:
-                        snapshot = snapshot_data(self.tree, entry)
+                        snapshot = snapshot_data(self.tree, entry, held)
                         lists = recorded_lists(snapshot)
                         if not manifest.lists_recorded and not any(key in snapshot for key, _, _ in LIST_KEYS):
                             unrecorded.append(entry.name)

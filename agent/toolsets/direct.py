@@ -28,6 +28,7 @@ from agent.prompts import render
 from agent.toolsets.base import INTERRUPTED_OUTCOME, ToolOutcome, Toolset, error
 from agent.toolsets.batch import BATCH_NAME, batch_calls, batch_definition, run_batch
 from sandbox.results import ledger_error
+from tool_tree.held_values import HeldValues
 from tool_tree.text import one_line
 from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot
 
@@ -110,9 +111,10 @@ def native_tools(tree: Path, manifest: Manifest) -> tuple[dict[str, ToolEntry], 
     """
     names = native_names(manifest.tools)
     raw: dict[tuple[str, str], dict[str, Any]] = {}
+    held = HeldValues.reading()  # every server's tools are held at once
     try:
         for server in manifest.servers:
-            for tool in load_snapshot(tree, server):
+            for tool in load_snapshot(tree, server, held):
                 raw[(server.name, str(tool.get("name")))] = tool
     except TreeError as e:
         raise AgentSetupError(str(e)) from None

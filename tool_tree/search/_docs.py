@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tool_tree.held_values import HeldValues
 from tool_tree.search._errors import SearchError
 from tool_tree.tree import Manifest, ServerEntry, TreeError, load_snapshot
 
@@ -105,9 +106,10 @@ def docs_from_tree(tree: Path) -> list[SearchDoc]:
         manifest = Manifest.load(tree)
         servers: dict[str, ServerEntry] = {s.name: s for s in manifest.servers}
         raw: dict[str, dict[str, dict[str, Any]]] = {}
+        held = HeldValues.reading()  # every server's tools are held at once
         for server in manifest.servers:
             tools: dict[str, dict[str, Any]] = {}
-            for t in load_snapshot(tree, server):
+            for t in load_snapshot(tree, server, held):
                 tools.setdefault(str(t.get("name")), t)  # a name listed twice is its first definition, as in the stub
             raw[server.name] = tools
     except TreeError as e:

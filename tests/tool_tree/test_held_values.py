@@ -1,0 +1,178 @@
+"""The servers of one run are bounded together as well as each on its own (`tool_tree.held_values`): generate-tree's
+listings (held until every server is listed), a pool's (held for its life), and the readers of every snapshot of a
+tree (generate-tree from snapshots, direct mode, the search index, serve's prompts and resources).
+
+The real limit (5,000,000 values) takes servers listing hundreds of MB to reach: a lower one behaves alike. Each
+``dense`` listing below is 1,990 values (an object holding a list of 990 ``{}``, twice).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tool_tree.connect
+import tool_tree.held_values
+import tool_tree.snapshot_lists
+from agent.errors import AgentSetupError
+from agent.toolsets.direct import native_tools
+from generator.generate import generate
+from tests.generator.test_generate_hostile import generate_json, raw_servers
+from tests.generator.test_snapshot_prompts import config as prompts_config
+from tests.support import REPO
+from tool_tree.config import ServerConfig
+from tool_tree.held_values import HeldValues, Share
+from tool_tree.pool import ServerPool, ServerUnavailable
+from tool_tree.search import SearchError, docs_from_tree
+from tool_tree.tree import Manifest
+from tooltree_cli.common import load
+from tooltree_cli.generate_cmd import EXIT_CONFIG, EXIT_OK, EXIT_SERVERS
+from tooltree_cli.main import main
+
+RAW = REPO / "tests" / "servers" / "raw_server.py"
+
+
+def dense(name: str) -> dict[str, Any]:
+    """995 values: the tool, its name, its schema, the schema's type and list, and 990 objects in the list."""
+    return {"name": name, "inputSchema": {"type": "object", "x": [{}] * 990}}
+
+
+def dense_pages(prefix: str, pages: int = 2) -> dict[str, Any]:
+    return {"pages": [[dense(f"{prefix}{i}")] for i in range(pages)]}
+
+
+def test_a_share_counts_a_listing_once_whole_and_gives_back_what_it_drops() -> None:
+    held = HeldValues(100)
+    a, b = Share(held), Share(held)
+    assert a.add(60) and held.held == 60
+    assert not b.add(41) and held.held == 60 and b.reading == 0  # refused whole: nothing counted
+    a.keep()
+    assert a.add(30) and held.held == 90  # a new listing is read while the kept one is still held
+    a.keep()  # ... and replaces it
+    assert held.held == 30 and a.kept == 30
+    assert b.add(70) and held.held == 100
+    b.drop()
+    assert held.held == 30
+    a.release()
+    assert held.held == 0 and HeldValues().limit == tool_tree.held_values.MAX_HELD_VALUES
+
+
+def test_generate_tree_bounds_the_listings_of_all_servers_together_and_a_failed_server_gives_its_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: each server was bounded alone (2,500,000 values), and every listing held until all were listed, so N
+    # servers at the bound held N times it (four: 1.4 GB).
+    monkeypatch.setattr(tool_tree.held_values, "MAX_HELD_VALUES", 5_000)
+    monkeypatch.setattr(tool_tree.connect, "MAX_LIST_VALUES", 2_500)
+    config = raw_servers(
+        tmp_path,
+        {
+            "a": dense_pages("a"),  # 1,990: held
+            "big": dense_pages("big", 3),  # over its own bound on page 3, its 1,990 of pages 1-2 given back
+            "b": dense_pages("b"),  # 3,980 with a's: held (over 5,000 had big's been kept)
+            "c": dense_pages("c"),  # 5,970: over the run's limit on its page 2
+            "fine": {"pages": [[{"name": "alpha", "inputSchema": {"type": "object"}}]]},  # 4 values: room for it
+        },
+    )
+    out = tmp_path / "tree"
+    code, summary = generate_json(["--config", str(config), "--out", str(out), "--jobs", "1"], capsys)
+    assert code == EXIT_SERVERS
+    servers = {s["name"]: s for s in summary["servers"]}
+    assert {name: s["status"] for name, s in servers.items()} == {
+        "a": "ok",
+        "b": "ok",
+        "big": "failed",
+        "c": "failed",
+        "fine": "ok",
+    }
+    assert servers["big"]["error"].startswith("bad response: tools/list holds more than 2,500 JSON values of tool ")
+    assert servers["c"]["error"] == (
+        "bad response: tools/list (1,990 JSON values by page 2) would take the listings held of all servers past "
+        "5,000 JSON values, the limit for one run (each server is bounded on its own too; this bounds the servers "
+        "together)"
+    )
+    written = [(t.server, t.tool) for t in Manifest.load(out).tools]
+    assert written == [("a", "a0"), ("a", "a1"), ("b", "b0"), ("b", "b1"), ("fine", "alpha")]
+
+
+def test_a_list_past_what_the_run_may_still_hold_is_cut_with_a_warning_and_the_tools_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # gamma's resources never end: 3 values each (an object, its name and its URI); its tool takes a few.
+    monkeypatch.setattr(tool_tree.held_values, "MAX_HELD_VALUES", 40)
+    path = prompts_config(tmp_path, ("gamma", ["gamma", "endless"], {}))
+    result = generate(load(path), tmp_path / "tree", embeddings="off")
+    assert not result.failed and [s.tools for s in result.servers] == [1]
+    snapshot = json.loads((tmp_path / "tree" / "snapshots" / "gamma.json").read_text(encoding="utf-8"))
+    kept = len(snapshot["resources"])
+    assert 0 < kept < 13
+    assert (
+        f"gamma: resources/list: only the first {kept} items are recorded: the next would take the listings held of "
+        "all servers past 40 JSON values, the limit for one run"
+    ) in "\n".join(result.warnings)
+
+
+@pytest.mark.anyio
+async def test_a_pool_bounds_the_listings_of_its_servers_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tool_tree.held_values, "MAX_HELD_VALUES", 5_000)
+
+    def raw(name: str) -> ServerConfig:
+        spec = tmp_path / f"{name}.json"
+        spec.write_text(json.dumps(dense_pages(name)), encoding="utf-8")
+        return ServerConfig(name=name, command=sys.executable, args=(str(RAW), str(spec)), timeout=10)
+
+    async with ServerPool([raw("a"), raw("b"), raw("c")]) as pool:
+        assert [t["name"] for t in await pool.start("a")] == ["a0", "a1"]
+        assert [t["name"] for t in await pool.start("b")] == ["b0", "b1"]
+        with pytest.raises(ServerUnavailable) as caught:
+            await pool.start("c")
+        assert "would take the listings held of all servers past 5,000 JSON values" in str(caught.value)
+        assert [t["name"] for t in await pool.start("a")] == ["a0", "a1"]  # the others are unharmed
+
+
+def snapshot_folder(folder: Path, servers: int) -> Path:
+    folder.mkdir()
+    for i in range(servers):
+        data = {"server": f"s{i}", "info": {}, "tools": [dense(f"t{i}a"), dense(f"t{i}b")]}
+        (folder / f"s{i}.json").write_text(json.dumps(data), encoding="utf-8")
+    return folder
+
+
+def test_the_snapshots_a_run_reads_are_bounded_together_naming_the_file_that_passes_the_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each snapshot is 1,997 values (1,990 of tools, the object, its three keys' values and info's object ...).
+    # Before: each was bounded alone (3,500,000 values), and every one held until all were read.
+    snaps = snapshot_folder(tmp_path / "snaps", 3)
+    monkeypatch.setattr(tool_tree.held_values, "MAX_READ_VALUES", 5_000)
+    code = main(["generate-tree", "--from-snapshot", str(snaps), "--out", str(tmp_path / "tree")])
+    err = capsys.readouterr().err
+    assert code == EXIT_CONFIG
+    assert (
+        f"{snaps / 's2.json'}: unreadable snapshot (with the snapshots read before it, it holds more than 5,000 " in err
+    )
+    assert not (tmp_path / "tree").exists()
+    monkeypatch.setattr(tool_tree.held_values, "MAX_READ_VALUES", 6_000)
+    assert generate_json(["--from-snapshot", str(snaps), "--out", str(tmp_path / "tree")], capsys)[0] == EXIT_OK
+
+
+def test_the_readers_of_every_snapshot_of_a_tree_are_bounded_together(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    snaps = snapshot_folder(tmp_path / "snaps", 3)
+    tree = tmp_path / "tree"
+    assert generate_json(["--from-snapshot", str(snaps), "--out", str(tree)], capsys)[0] == EXIT_OK
+    manifest = Manifest.load(tree)
+    assert len(native_tools(tree, manifest)[1]) == 6
+    monkeypatch.setattr(tool_tree.held_values, "MAX_READ_VALUES", 5_000)
+    third = tree / "snapshots" / "s2.json"
+    with pytest.raises(AgentSetupError, match=f"{third}: malformed snapshot \\(with the snapshots read before it"):
+        native_tools(tree, manifest)
+    with pytest.raises(SearchError, match="with the snapshots read before it, it holds more than 5,000 JSON values"):
+        docs_from_tree(tree)

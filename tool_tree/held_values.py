@@ -1,0 +1,107 @@
+"""The JSON values of servers' listings one run holds at once, bounded in all as well as by server.
+
+Each server's listing is bounded on its own: its tools (`tool_tree.connect.MAX_LIST_VALUES`), each of its other
+lists (`tool_tree.snapshot_lists.MAX_LIST_VALUES`), a snapshot read back (`tool_tree.tree.MAX_SNAPSHOT_VALUES`). But
+generate-tree holds every server's listing until all are listed, a pool holds each server's for its life, and
+`tooltree serve` each server's recorded prompts and resources: so N servers at their bounds cost N times one (four
+listings of 2.4 million values each: 1.4 GB). `HeldValues` bounds what the servers of one run hold together; a
+server whose listing would take them past it fails alone, saying so, or is cut as its own bound cuts it.
+
+`MAX_HELD_VALUES`, 5,000,000, is two servers at the bound of one (about 700 MB parsed). Honest catalogs are far
+under it: the 527 tools of 70 real servers hold about 15,000 values, the biggest shapes the generator is measured on
+(one server of 50,000 tools; 3,000 servers of 5 tools) 1.4 million and 0.4 million.
+
+Counts are kept on one thread (a run's event loop, or one reader); nothing here locks.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from tool_tree.unparsed import count_values
+
+MAX_HELD_VALUES = 5_000_000
+"""JSON values of listings (tools, prompts, resources, templates) the servers of one run may hold together."""
+MAX_READ_VALUES = MAX_HELD_VALUES + 1_000_000
+"""JSON values of the snapshots one run reads back: what one run of generate-tree keeps of its servers' listings,
+and room for each server's ``info`` beside them."""
+
+
+class HeldValues:
+    """A run's count of the JSON values its servers' listings hold, against ``limit``."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = MAX_HELD_VALUES if limit is None else limit
+        self.held = 0
+
+    @classmethod
+    def reading(cls) -> HeldValues:
+        """The count of a reader of every snapshot of a tree (`MAX_READ_VALUES`)."""
+        return cls(MAX_READ_VALUES)
+
+    @property
+    def room(self) -> int:
+        """Values that may still be taken."""
+        return max(0, self.limit - self.held)
+
+    def take(self, values: int) -> bool:
+        """Count ``values`` more as held, if the limit allows them all; whether it did."""
+        if values > self.room:
+            return False
+        self.held += values
+        return True
+
+    def give(self, values: int) -> None:
+        """Count ``values`` taken before as no longer held."""
+        self.held = max(0, self.held - values)
+
+    def over(self, what: str) -> str:
+        """Why ``what`` was refused: the limit, in the words of an error."""
+        return (
+            f"{what} would take the listings held of all servers past {self.limit:,} JSON values, the limit for one "
+            "run (each server is bounded on its own too; this bounds the servers together)"
+        )
+
+
+@dataclass
+class Share:
+    """One holder's part of a `HeldValues` (a server's tools, or its other lists): the values of the listing it keeps
+    and of the one it is reading, which replaces the kept one once whole (`keep`) or is dropped (`drop`). Without a
+    `HeldValues` (``held`` None) it only counts."""
+
+    held: HeldValues | None = None
+    kept: int = 0
+    reading: int = 0
+
+    def add(self, values: int) -> bool:
+        """Count ``values`` more of the listing being read; False (and nothing counted) past the run's limit."""
+        if self.held is not None and not self.held.take(values):
+            return False
+        self.reading += values
+        return True
+
+    def keep(self) -> None:
+        """The listing being read is whole: it replaces the one kept."""
+        if self.held is not None:
+            self.held.give(self.kept)
+        self.kept, self.reading = self.reading, 0
+
+    def drop(self) -> None:
+        """The listing being read is not kept."""
+        if self.held is not None:
+            self.held.give(self.reading)
+        self.reading = 0
+
+    def release(self) -> None:
+        """Nothing is held any more: neither the listing kept nor one being read."""
+        self.drop()
+        if self.held is not None:
+            self.held.give(self.kept)
+        self.kept = 0
+
+
+def values_of(value: Any, limit: int) -> int:
+    """How many JSON values ``value`` (parsed JSON) holds, as `count_values` counts them, as far as ``limit``."""
+    return count_values(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"), limit, exact=True)
