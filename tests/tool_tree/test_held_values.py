@@ -8,8 +8,10 @@ The real limit (5,000,000 values) takes servers listing hundreds of MB to reach:
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ import tool_tree.held_values
 import tool_tree.snapshot_lists
 from agent.errors import AgentSetupError
 from agent.toolsets.direct import native_tools
+from generator.discover import discover_one
 from generator.generate import generate
 from tests.generator.test_generate_hostile import generate_json, raw_servers
 from tests.generator.test_snapshot_prompts import config as prompts_config
@@ -176,3 +179,31 @@ def test_the_readers_of_every_snapshot_of_a_tree_are_bounded_together(
         native_tools(tree, manifest)
     with pytest.raises(SearchError, match="with the snapshots read before it, it holds more than 5,000 JSON values"):
         docs_from_tree(tree)
+
+
+@pytest.mark.anyio
+async def test_a_refused_listing_is_let_go_at_once_not_when_the_collector_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its traceback's frames, in a cycle with the task groups it was raised through, held the pages read until the
+    # collector ran, which `{}` values do not hasten: twenty servers refused in turn peaked at 1.8 GB, not 0.6.
+    monkeypatch.setattr(tool_tree.connect, "MAX_LIST_VALUES", 250_000)
+    spec = tmp_path / "big.json"
+    spec.write_text(json.dumps(dense_pages_of(3, 150_000)), encoding="utf-8")
+    server = ServerConfig(name="big", command=sys.executable, args=(str(RAW), str(spec)), timeout=60)
+    gc.collect()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        result = await discover_one(server)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+    assert result.error is not None and "more than 250,000 JSON values" in result.error
+    assert held < 4 * 2**20, f"{held:,} bytes still held"  # two pages read: 22 MB before
+
+
+def dense_pages_of(pages: int, values: int) -> dict[str, Any]:
+    return {"pages": [[{"name": f"t{i}", "inputSchema": {"type": "object", "x": [{}] * values}}] for i in range(pages)]}
