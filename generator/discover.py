@@ -147,6 +147,8 @@ async def discover_one(
                         over()  # before `connect` stops the server
         except TimeoutError:
             result.error = _timed_out(server, phase, source)
+        except mcp.MCPError as e:
+            result.error = f"server error: {e}"
         except OSError as e:  # `connect` words it in the configuration's terms
             result.error = f"cannot start: {e}" if server.command is not None else _unreached(server, e, source)
         except Exception as e:
@@ -231,14 +233,11 @@ async def _extras(conn: Connection, result: Discovery, scope: anyio.CancelScope,
 
 
 def _describe(e: BaseException) -> str:
-    """What ended a listing, as the handlers of `discover_one` word it: raised inside the session's task group, an
-    error comes wrapped in a group (before: "ValueError: tools/list holds more than …", where the same error raised
-    outside one read "bad response: …")."""
+    """What ended a listing. Raised inside the session's task group, an error comes wrapped in a group: a bad response
+    is worded as `discover_one` words one raised outside it (before: "ValueError: tools/list holds more than …")."""
     if isinstance(e, BaseExceptionGroup):
         inner = e.exceptions[0] if e.exceptions else e
         return _describe(inner)
-    if isinstance(e, mcp.MCPError):
-        return f"server error: {e}"
     if isinstance(e, ValueError):
         return f"bad response: {e}"
     text = str(e).strip() or type(e).__name__

@@ -311,8 +311,8 @@ def _explained(e: BaseException, replies: _Replies | None, server: ServerConfig)
 async def list_tools_raw(client: mcp.Client, share: Share | None = None) -> list[dict[str, Any]]:
     """Every tool the server lists, as raw wire JSON (unknown fields kept), following pagination.
 
-    With a ``share``, the listing's values are counted against its run's (`tool_tree.held_values`): the listing
-    replaces the one the share kept once it is whole, and is dropped from the count if it fails.
+    With a ``share``, its values are counted against its run's (`tool_tree.held_values`), replacing the listing the
+    share kept once whole.
 
     Raises:
         mcp.MCPError: the server answered with an error.
@@ -321,16 +321,6 @@ async def list_tools_raw(client: mcp.Client, share: Share | None = None) -> list
             run's servers may hold together.
     """
     share = share if share is not None else Share()
-    try:
-        tools = await _list_tools_raw(client, share)
-    except BaseException:
-        share.drop()
-        raise
-    share.keep()
-    return tools
-
-
-async def _list_tools_raw(client: mcp.Client, share: Share) -> list[dict[str, Any]]:
     tools: list[dict[str, Any]] = []
     cursor: str | None = None
     seen: set[bytes] = set()  # the cursors' digests: a server's cursors are not kept (30 MB each grew it to 3.6 GB)
@@ -366,6 +356,7 @@ async def _list_tools_raw(client: mcp.Client, share: Share) -> list[dict[str, An
             del encoded
             next_cursor = page.get("nextCursor")
             if next_cursor is None or next_cursor == "":  # "" ends it too, as other clients read it (`while (cursor)`)
+                share.keep()
                 return tools
             if not isinstance(next_cursor, str) or len(next_cursor) > MAX_CURSOR_CHARS:
                 raise ValueError(
@@ -379,14 +370,13 @@ async def _list_tools_raw(client: mcp.Client, share: Share) -> list[dict[str, An
             cursor = next_cursor
         raise ValueError(f"tools/list did not finish after {MAX_LIST_PAGES} pages")
     except BaseException:
-        # Let go of a failed listing at once: the frames of its traceback hold it, in a cycle with the task groups it
-        # is raised through, which the collector finds late (values such as `{}` do not count towards its turn), so
-        # twenty servers refused one after another peaked at 1.8 GB, not 0.6.
+        share.drop()
+        # Let go of it at once: its traceback holds it in a cycle the collector finds late (`{}` does not hasten it).
         tools.clear()
         if isinstance(listed := page.get("tools"), list):
             listed.clear()
         page.clear()
-        encoded = b""  # noqa: F841 (the frame's, which the traceback holds)
+        encoded = b""  # noqa: F841 (the traceback holds the frame)
         raise
 
 
