@@ -273,7 +273,7 @@ def test_summary_detail_shows_description_and_signature(tree: Path) -> None:
     assert out.splitlines() == [
         "calendar.move_event — Reschedule an existing event to a new start time and notify all attendees of the"
         " change.",
-        "    def move_event(*, event_id: str, new_start: str, notify: bool | NotGiven=NOT_GIVEN) -> ToolResult",
+        "    def move_event(*, event_id: str, new_start: str, notify: bool = ...) -> ToolResult",
         "    servers/calendar/move_event.py",
     ]
 
