@@ -9,10 +9,13 @@ another process: its own work is not in it) and the content blocks that reached 
 
 Shapes, each within the caps of one message (32 MiB, 1,000,000 JSON values):
 
-- 140,000 text blocks with annotations (the costliest per block the SDK validates);
+- 140,000 text blocks with annotations (the costliest per block the SDK validates), and the same with their keys
+  written as escapes (``"\\u0074ype"``), which a count of ``"type"`` misses;
 - 330,000 plain text blocks;
 - 1,000 annotated text blocks: what an honest server sends, for the cost of the rest;
-- 990,000 empty objects of structured content (no content block): the shape the cut does not touch.
+- 990,000 empty objects of structured content (no content block): the shape the cut does not touch;
+- 330,000 rows of structured content holding ``"caf\\u00e9"`` (as ``json.dumps`` writes non-ASCII text): an honest
+  answer of escapes, which an HTTP answer's keys are looked for in.
 
 ``--src DIR`` measures another checkout of tooltree too (``git worktree add /tmp/before <commit>``), with this one's
 virtualenv (its code first on the path), each shape run on every checkout in turn, so the ratios come from one run.
@@ -36,11 +39,17 @@ from _common import ROOT, checkouts, positive_int, print_table, write_json
 SERVER = ROOT / "tests" / "servers" / "blocks_server.py"
 
 ANNOTATED = {"type": "text", "text": "x", "annotations": {"audience": ["user"], "priority": 0.5}}
-SHAPES: dict[str, dict[str, Any]] = {
+ESCAPED = json.dumps(ANNOTATED).replace('"type"', '"\\u0074ype"').replace('"text"', '"\\u0074ext"')
+SHAPES: dict[str, dict[str, Any] | str] = {
     "140,000 annotated text blocks": {"content": [ANNOTATED] * 140_000},
+    "140,000 annotated text blocks, keys escaped": '{"content": [' + ", ".join([ESCAPED] * 140_000) + "]}",
     "330,000 text blocks": {"content": [{"type": "text", "text": "row"}] * 330_000},
     "1,000 annotated text blocks": {"content": [ANNOTATED] * 1_000},
     "990,000 values of structured content": {"content": [], "structuredContent": {"rows": [{}] * 989_990}},
+    "660,000 values of structured content, text escaped": {
+        "content": [],
+        "structuredContent": {"rows": [{"n": "café"}] * 329_990},
+    },
 }
 CALLER = """
 import json, subprocess, sys, time
@@ -84,7 +93,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, shape in SHAPES.items():
             result = Path(tmp) / "result.json"
-            result.write_text(json.dumps(shape), encoding="utf-8")
+            result.write_text(shape if isinstance(shape, str) else json.dumps(shape), encoding="utf-8")
             for transport in ("stdio", "http"):
                 for src in sources:  # the checkouts interleaved, so one run's ratios compare like with like
                     measured = run(SERVER, result, args.runs, src, transport)

@@ -191,6 +191,14 @@ class _Counted(httpx2.AsyncByteStream):
 
 _ITEM_KEYS = (b'"type"', b'"uri"', b'"role"')
 """A key each item of a list `tool_tree.answer_items` cuts has: a content block's, a resource content's, a message's."""
+_ESCAPED_ITEM_KEYS = re.compile(
+    rb'"(?:(?:t|\\u0074)(?:y|\\u0079)(?:p|\\u0070)(?:e|\\u0065)'
+    rb"|(?:u|\\u0075)(?:r|\\u0072)(?:i|\\u0069)"
+    rb'|(?:r|\\u0072)(?:o|\\u006[fF])(?:l|\\u006[cC])(?:e|\\u0065))"'
+)
+"""`_ITEM_KEYS` however their letters are written (each plain or as a JSON escape): looked for only in a text holding
+an escape of such a letter (``\\u00``), so a server hiding its keys behind escapes is cut before the SDK parses it too.
+"""
 
 
 def _cut(data: bytes, cuts: Outstanding | None) -> bytes | None:
@@ -198,9 +206,12 @@ def _cut(data: bytes, cuts: Outstanding | None) -> bytes | None:
     told to ``cuts`` (the connection's ledger, which the guard asks: `tool_tree.answer_items.cut_answer`); None when
     nothing is cut. Only a text of more ``,[{`` than `MAX_ANSWER_ITEMS` is looked at (a list that long has that many
     commas), and parsed only when it names more items than that: a content block's ``"type"``, a resource content's
-    ``"uri"`` or a prompt message's ``"role"`` (an answer of rows of structured content, the common big one, is not
-    parsed twice)."""
-    named = sum(data.count(key) for key in _ITEM_KEYS) if cuts is not None else 0
+    ``"uri"`` or a prompt message's ``"role"``, written plainly or with escapes (`_ESCAPED_ITEM_KEYS`; an answer of
+    rows of structured content, the common big one, is not parsed twice)."""
+    named = 0
+    if cuts is not None:
+        escaped = b"\\u00" in data
+        named = sum(1 for _ in _ESCAPED_ITEM_KEYS.finditer(data)) if escaped else sum(map(data.count, _ITEM_KEYS))
     done = cut_answer(data) if named > MAX_ANSWER_ITEMS else None
     if done is None:
         return None

@@ -93,10 +93,13 @@ async def test_over_stdio_an_answer_of_thousands_of_blocks_reaches_the_caller_cu
     assert result["_meta"] == {"mine": 1, LEFT_OUT: {"content": SENT - MAX_ANSWER_ITEMS}}  # the server's claim gone
 
 
+@pytest.mark.parametrize("keys", ["plain", "escaped"])
 @pytest.mark.parametrize("form", ["json", "sse"])
 async def test_over_http_an_answer_of_thousands_of_blocks_reaches_the_caller_cut_and_counted(
-    http_server: tuple[ServerConfig, type[Replies]], form: str, monkeypatch: pytest.MonkeyPatch
+    http_server: tuple[ServerConfig, type[Replies]], form: str, keys: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Escaped: its keys written as `"\u0074ype"`, which a count of `"type"` misses (before: parsed whole by the SDK,
+    # then cut).
     config, handler = http_server
     handler.answers.set()
     parsed: list[int] = []  # the length of each message the SDK parsed
@@ -109,9 +112,9 @@ async def test_over_http_an_answer_of_thousands_of_blocks_reaches_the_caller_cut
 
     monkeypatch.setattr(streamable_http, "jsonrpc_message_adapter", Recording())
     async with ServerPool([config]) as pool:
-        result = await pool.call("big", "flood", {"blocks": SENT, "form": form})
-    # Cut before the SDK parsed it: 10,000 blocks of 26 bytes, not 30,000 (before: 780 KB).
-    assert max(parsed) < MAX_ANSWER_ITEMS * 30
+        result = await pool.call("big", "flood", {"blocks": SENT, "form": form, "escaped": keys == "escaped"})
+    # Cut before the SDK parsed it: 10,000 blocks of 26 bytes (36 escaped), not 30,000 (before: 780 KB).
+    assert max(parsed) < MAX_ANSWER_ITEMS * 40
     plain = {**result, "content": [b if b["type"] != "text" or b["text"] != "x" else BLOCK for b in result["content"]]}
     told(plain)
 

@@ -126,13 +126,15 @@ class Replies(BaseHTTPRequestHandler):
 
     def _flood(
         self, request_id: int, *, form: str, values: int = 0, pings: int = 0, notifications: int = 0,
-        wait: bool = False, ping_values: int = 0, depth: int = 0, blocks: int = 0,
+        wait: bool = False, ping_values: int = 0, depth: int = 0, blocks: int = 0, escaped: bool = False,
     ) -> None:  # fmt: skip
         """Structured content of ``values`` empty objects (or arrays nested ``depth`` deep), and ``blocks`` text
-        blocks, after ``pings`` requests (of ``ping_values`` numbers each; each answer taken before the next is sent,
-        with ``wait``) and ``notifications`` notifications on the reply's event stream."""
+        blocks (``escaped``: their keys written with escapes, ``"\\u0074ype"``), after ``pings`` requests (of
+        ``ping_values`` numbers each; each answer taken before the next is sent, with ``wait``) and ``notifications``
+        notifications on the reply's event stream."""
         objects = b",".join([b"{}"] * values) if not depth else b"[" * depth + b"]" * depth
-        content = b",".join([b'{"type":"text","text":"x"}'] * blocks)
+        block = b'{"\\u0074ype":"text","\\u0074ext":"x"}' if escaped else b'{"type":"text","text":"x"}'
+        content = b",".join([block] * blocks)
         result = b'{"content":[%s],"structuredContent":{"a":[%s]}}' % (content, objects)
         reply = b'{"jsonrpc":"2.0","id":%d,"result":%s}' % (request_id, result)
         if form == "json":
