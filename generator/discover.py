@@ -195,8 +195,11 @@ def _unreached(server: ServerConfig, e: OSError, source: str | None) -> str:
 
 async def _settled_tools(conn: Connection, result: Discovery, share: Share) -> list[dict[str, Any]]:
     """The server's tools, listed again while it says they changed since the listing began (`MAX_RELISTS`)."""
+    tools: list[dict[str, Any]] = []
     for _ in range(1 + MAX_RELISTS):
         before = conn.changes.tools
+        tools = []  # the listing before, let go before the next is read: it is not counted twice
+        share.release()
         tools = await list_tools_raw(conn.client, share)
         result.left_out, result.more_left_out = list(conn.left_out), conn.more_left_out
         if conn.changes.tools == before:  # counted as read: a notice sent before the answer is counted

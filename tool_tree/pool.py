@@ -492,7 +492,10 @@ class ServerPool:
                     scope.cancel()
                 async with connect(slot.config, stderr=slot.stderr, asks=slot.in_flight) as conn:
                     try:
-                        # The SDK must see the listing (output schemas, 2026 header maps) before calls.
+                        # The SDK must see the listing (output schemas, 2026 header maps) before calls. The listing of
+                        # the session before, of no use to this one, is let go first: it is not counted twice.
+                        slot.tools = []
+                        slot.share.release()
                         slot.tools = await list_tools_raw(conn.client, slot.share)
                         OutputCheck(slot.config.name, slot.tools).install(conn.client)  # bounded, off the loop
                         slot.left_out = {left.name: left.reason for left in conn.left_out if left.name}

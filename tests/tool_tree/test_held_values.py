@@ -207,3 +207,39 @@ async def test_a_refused_listing_is_let_go_at_once_not_when_the_collector_runs(
 
 def dense_pages_of(pages: int, values: int) -> dict[str, Any]:
     return {"pages": [[{"name": f"t{i}", "inputSchema": {"type": "object", "x": [{}] * values}}] for i in range(pages)]}
+
+
+@pytest.mark.anyio
+async def test_a_server_of_a_pool_started_again_is_not_counted_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two servers of 1,990 values each within 5,000: the new session of one replaces its listing (before it was let
+    # go, 1,990 more would have been counted, and its restart refused past the limit).
+    monkeypatch.setattr(tool_tree.held_values, "MAX_HELD_VALUES", 5_000)
+
+    def raw(name: str) -> ServerConfig:
+        spec = tmp_path / f"{name}.json"
+        spec.write_text(json.dumps({"pages": [[dense(f"{name}0"), dense("crash")]]}), encoding="utf-8")
+        return ServerConfig(name=name, command=sys.executable, args=(str(RAW), str(spec)), timeout=10)
+
+    async with ServerPool([raw("a"), raw("b")]) as pool:
+        await pool.start("b")
+        assert [t["name"] for t in await pool.start("a")] == ["a0", "crash"]
+        with pytest.raises(ServerUnavailable, match="died during the call"):
+            await pool.call("a", "crash", {})
+        assert [t["name"] for t in await pool.start("a")] == ["a0", "crash"]  # 5,970 had both listings counted
+        assert pool.restarts("a") == 1
+
+
+@pytest.mark.anyio
+async def test_a_server_listed_again_as_its_tools_changed_is_not_counted_twice() -> None:
+    changing = REPO / "tests" / "servers" / "changing_server.py"
+    server = ServerConfig(name="shifty", command=sys.executable, args=(str(changing), "3"), timeout=30)
+    measured = HeldValues()
+    assert (await discover_one(server, held=measured)).error is None
+    one = measured.held  # its one listing's values, kept
+    assert one > 0
+    exactly = HeldValues(one)  # room for one listing at a time: each listing again replaces the one before
+    result = await discover_one(server, held=exactly)
+    assert result.error is None and [t["name"] for t in result.tools] == ["tool_v3"]
+    assert exactly.held == one
