@@ -39,13 +39,21 @@ from tooltree_cli.main import main
 RAW = REPO / "tests" / "servers" / "raw_server.py"
 
 
-def dense(name: str) -> dict[str, Any]:
-    """995 values: the tool, its name, its schema, the schema's type and list, and 990 objects in the list."""
-    return {"name": name, "inputSchema": {"type": "object", "x": [{}] * 990}}
+def dense(name: str, values: int = 990) -> dict[str, Any]:
+    """5 values more than ``values``: the tool, its name, its schema, the schema's type and list, and ``values``
+    objects in the list."""
+    return {"name": name, "inputSchema": {"type": "object", "x": [{}] * values}}
 
 
-def dense_pages(prefix: str, pages: int = 2) -> dict[str, Any]:
-    return {"pages": [[dense(f"{prefix}{i}")] for i in range(pages)]}
+def dense_pages(prefix: str, pages: int = 2, values: int = 990) -> dict[str, Any]:
+    return {"pages": [[dense(f"{prefix}{i}", values)] for i in range(pages)]}
+
+
+def raw(folder: Path, name: str, spec: dict[str, Any]) -> ServerConfig:
+    """`tests/servers/raw_server.py` serving ``spec`` over stdio."""
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    return ServerConfig(name=name, command=sys.executable, args=(str(RAW), str(path)), timeout=30)
 
 
 def test_a_share_counts_a_listing_once_whole_and_gives_back_what_it_drops() -> None:
@@ -124,13 +132,7 @@ async def test_a_pool_bounds_the_listings_of_its_servers_together(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(tool_tree.held_values, "MAX_HELD_VALUES", 5_000)
-
-    def raw(name: str) -> ServerConfig:
-        spec = tmp_path / f"{name}.json"
-        spec.write_text(json.dumps(dense_pages(name)), encoding="utf-8")
-        return ServerConfig(name=name, command=sys.executable, args=(str(RAW), str(spec)), timeout=10)
-
-    async with ServerPool([raw("a"), raw("b"), raw("c")]) as pool:
+    async with ServerPool([raw(tmp_path, name, dense_pages(name)) for name in "abc"]) as pool:
         assert [t["name"] for t in await pool.start("a")] == ["a0", "a1"]
         assert [t["name"] for t in await pool.start("b")] == ["b0", "b1"]
         with pytest.raises(ServerUnavailable) as caught:
@@ -188,9 +190,7 @@ async def test_a_refused_listing_is_let_go_at_once_not_when_the_collector_runs(
     # Its traceback's frames, in a cycle with the task groups it was raised through, held the pages read until the
     # collector ran, which `{}` values do not hasten: twenty servers refused in turn peaked at 1.8 GB, not 0.6.
     monkeypatch.setattr(tool_tree.connect, "MAX_LIST_VALUES", 250_000)
-    spec = tmp_path / "big.json"
-    spec.write_text(json.dumps(dense_pages_of(3, 150_000)), encoding="utf-8")
-    server = ServerConfig(name="big", command=sys.executable, args=(str(RAW), str(spec)), timeout=60)
+    server = raw(tmp_path, "big", dense_pages("t", 3, 150_000))
     gc.collect()
     gc.disable()
     tracemalloc.start()
@@ -205,10 +205,6 @@ async def test_a_refused_listing_is_let_go_at_once_not_when_the_collector_runs(
     assert held < 4 * 2**20, f"{held:,} bytes still held"  # two pages read: 22 MB before
 
 
-def dense_pages_of(pages: int, values: int) -> dict[str, Any]:
-    return {"pages": [[{"name": f"t{i}", "inputSchema": {"type": "object", "x": [{}] * values}}] for i in range(pages)]}
-
-
 @pytest.mark.anyio
 async def test_a_server_of_a_pool_started_again_is_not_counted_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -216,13 +212,8 @@ async def test_a_server_of_a_pool_started_again_is_not_counted_twice(
     # Two servers of 1,990 values each within 5,000: the new session of one replaces its listing (before it was let
     # go, 1,990 more would have been counted, and its restart refused past the limit).
     monkeypatch.setattr(tool_tree.held_values, "MAX_HELD_VALUES", 5_000)
-
-    def raw(name: str) -> ServerConfig:
-        spec = tmp_path / f"{name}.json"
-        spec.write_text(json.dumps({"pages": [[dense(f"{name}0"), dense("crash")]]}), encoding="utf-8")
-        return ServerConfig(name=name, command=sys.executable, args=(str(RAW), str(spec)), timeout=10)
-
-    async with ServerPool([raw("a"), raw("b")]) as pool:
+    servers = [raw(tmp_path, name, {"pages": [[dense(f"{name}0"), dense("crash")]]}) for name in "ab"]
+    async with ServerPool(servers) as pool:
         await pool.start("b")
         assert [t["name"] for t in await pool.start("a")] == ["a0", "crash"]
         with pytest.raises(ServerUnavailable, match="died during the call"):
