@@ -16,11 +16,7 @@ Counts are kept on one thread (a run's event loop, or one reader); nothing here 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
-
-from tool_tree.unparsed import count_values
 
 MAX_HELD_VALUES = 5_000_000
 """JSON values of listings (tools, prompts, resources, templates) the servers of one run may hold together."""
@@ -100,8 +96,3 @@ class Share:
         if self.held is not None:
             self.held.give(self.kept)
         self.kept = 0
-
-
-def values_of(value: Any, limit: int) -> int:
-    """How many JSON values ``value`` (parsed JSON) holds, as `count_values` counts them, as far as ``limit``."""
-    return count_values(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"), limit, exact=True)
