@@ -5,7 +5,7 @@ Starting one sandbox (every step an API call through docker-py, see `sandbox._do
     create (hardening settings of sandbox.hardening, AutoRemove) → inspect → check_hardening:
         refuse (and remove) unless every setting is in effect
     attach (stdin, stdout, stderr: the channel) → watch for its death in the engine's events → start
-    supervisor's ready report → check_process_status
+    supervisor's ready report → check_process_status, and check_cgroup_limits (the limits its cgroup holds)
 
 A process's first start also removes, on a thread of its own, the containers its owner's tooltree processes left
 when they were killed on this host (`sandbox.sweep`).
@@ -35,6 +35,7 @@ from sandbox import hardening
 from sandbox._attach import AttachSocket
 from sandbox._docker import OOM_KEY, DockerEngine, default_engine, engine_address
 from sandbox.backend import Connection, SandboxBackend
+from sandbox.cgroup_limits import check_cgroup_limits
 from sandbox.config import SandboxConfig
 from sandbox.errors import EngineError, EngineUnavailableError, HardeningError, SandboxError
 from sandbox.hardening import HOST_LABEL, OWNER_LABEL, check_hardening, check_process_status, container_spec
@@ -387,8 +388,9 @@ class DockerBackend(SandboxBackend):
             self.tree_volume = self._ensure_tree_volume(self.tree)
 
     def verify_ready(self, connection: Connection, status: Mapping[str, Any]) -> None:
-        """Raises: HardeningError: the supervisor reports privileges it must not have."""
+        """Raises: HardeningError: the supervisor reports privileges it must not have, or limits not applied."""
         violations = check_process_status(status, gvisor=self.gvisor)
+        violations += check_cgroup_limits(status, self.config, gvisor=self.gvisor)
         if violations:
             connection.kill()
             raise HardeningError(connection.name, violations)

@@ -61,6 +61,7 @@ import time
 from typing import Any
 
 from .capture import FILE_BYTES, OutputCapture
+from .cgroup import read_limits
 from .clock import Clock
 from .files import FileOpError, Workspace
 from .limits import (
@@ -259,6 +260,7 @@ class Supervisor:
             pass
         # gVisor's /proc/self/status has no NoNewPrivs line: ask the kernel (or the Sentry) directly.
         info.setdefault("NoNewPrivs", str(_prctl(PR_GET_NO_NEW_PRIVS)))
+        info["cgroup"] = read_limits()  # what the kernel enforces, not what the engine says it asked for
         return info
 
     def dispatch(self, message: dict[str, Any]) -> None:

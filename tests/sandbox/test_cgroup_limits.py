@@ -1,0 +1,228 @@
+"""A sandbox starts only when its own cgroup holds the memory, swap, pids and CPU limits of its configuration.
+
+The engine's inspection shows the limits it was asked for whether or not they are applied. Before, a container whose
+runtime applied none (as rootless Docker on cgroup v1 does) passed every check, and a script in it could allocate
+past ``memory`` and fork past ``pids_limit``. The session test runs under ``tooltree-test-unlimited`` (runc that drops
+the limits, `.ci/runc-unlimited`, registered by `.ci/docker-setup.sh`); it skips where the engine lacks it, a
+failure under ``REQUIRE_TEST_RUNTIMES=1``, as on CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox import DockerBackend, HardeningError, Sandbox, SandboxConfig
+from sandbox._supervisor.cgroup import own_paths, read_limits
+from sandbox.cgroup_limits import check_cgroup_limits, expected_limits
+from tests.docker_cli import EngineWithCLI
+from tests.support import TEST_OWNER
+
+UNLIMITED_RUNTIME = "tooltree-test-unlimited"
+V1_NONE = "9223372036854771712"
+CONFIG = SandboxConfig(owner=TEST_OWNER, memory="256m", pids_limit=64, cpus=0.5)
+MIB_256 = 256 * 1024 * 1024
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text + "\n")
+
+
+def _v1(folder: str = "") -> dict[str, str]:
+    return {
+        f"memory{folder}/memory.limit_in_bytes": str(MIB_256),
+        f"memory{folder}/memory.memsw.limit_in_bytes": str(MIB_256),
+        f"pids{folder}/pids.max": "64",
+        f"cpu{folder}/cpu.cfs_quota_us": "50000",
+        f"cpu{folder}/cpu.cfs_period_us": "100000",
+    }
+
+
+def _v2(folder: str = "") -> dict[str, str]:
+    return {
+        "cgroup.controllers": "cpuset cpu io memory pids",
+        f"{folder}memory.max": str(MIB_256),
+        f"{folder}memory.swap.max": "0",
+        f"{folder}pids.max": "64",
+        f"{folder}cpu.max": "50000 100000",
+    }
+
+
+LIMITS = {"memory": MIB_256, "memory_swap": MIB_256, "pids": 64, "cpus": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("files", "proc", "version"),
+    [
+        (_v1(), "4:memory:/\n3:pids:/\n2:cpu,cpuacct:/\n", 1),  # a namespace of its own: its cgroup is the root
+        (_v1(), "4:memory:/docker/abc\n3:pids:/docker/abc\n2:cpu,cpuacct:/docker/abc\n", 1),  # v1 mounts its own
+        (_v1("/docker/abc"), "4:memory:/docker/abc\n3:pids:/docker/abc\n2:cpu,cpuacct:/docker/abc\n", 1),
+        (_v2(), "0::/\n", 2),
+        (_v2("system.slice/docker-abc.scope/"), "0::/system.slice/docker-abc.scope\n", 2),  # the host's namespace
+    ],
+)
+def test_the_supervisor_reads_the_limits_its_cgroup_holds(
+    tmp_path: Path, files: dict[str, str], proc: str, version: int
+) -> None:
+    _write(tmp_path / "cg", files)
+    (tmp_path / "proc").write_text(proc)
+    assert read_limits(str(tmp_path / "cg"), str(tmp_path / "proc")) == {"version": version, **LIMITS}
+    assert check_cgroup_limits({"cgroup": {"version": version, **LIMITS}}, CONFIG) == []
+
+
+@pytest.mark.parametrize(
+    ("files", "proc"),
+    [
+        (
+            {
+                "memory/memory.limit_in_bytes": V1_NONE,
+                "memory/memory.memsw.limit_in_bytes": V1_NONE,
+                "pids/pids.max": "max",
+                "cpu/cpu.cfs_quota_us": "-1",
+                "cpu/cpu.cfs_period_us": "100000",
+            },
+            "4:memory:/\n",
+        ),
+        (
+            {
+                "cgroup.controllers": "memory",
+                "memory.max": "max",
+                "memory.swap.max": "max",
+                "pids.max": "max",
+                "cpu.max": "max 100000",
+            },
+            "0::/\n",
+        ),
+    ],
+)
+def test_a_cgroup_without_limits_reads_as_none_and_is_refused(tmp_path: Path, files: dict[str, str], proc: str) -> None:
+    _write(tmp_path / "cg", files)
+    (tmp_path / "proc").write_text(proc)
+    report = read_limits(str(tmp_path / "cg"), str(tmp_path / "proc"))
+    assert {k: report[k] for k in LIMITS} == dict.fromkeys(LIMITS)
+    assert check_cgroup_limits({"cgroup": report}, CONFIG) == [
+        "its cgroup sets no memory limit, though 268,435,456 bytes was asked for: not applied",
+        "its cgroup sets no memory+swap limit, though 268,435,456 bytes was asked for: not applied",
+        "its cgroup sets no pids limit, though 64 was asked for: not applied",
+        "its cgroup sets no CPU limit, though 0.5 was asked for: not applied",
+    ]
+
+
+def test_a_limit_set_above_the_processs_own_cgroup_holds_and_the_lowest_is_reported(tmp_path: Path) -> None:
+    scope = "system.slice/docker-abc.scope/"
+    files = {**_v2(scope), f"{scope}memory.max": "max", f"{scope}pids.max": "max", f"{scope}cpu.max": "max 100000"}
+    files |= {
+        "system.slice/memory.max": str(MIB_256),
+        "system.slice/pids.max": "100",
+        "system.slice/cpu.max": "25000 50000",
+    }
+    files |= {"system.slice/docker-abc.scope/init/pids.max": "64", "system.slice/docker-abc.scope/init/cpu.max": "max"}
+    _write(tmp_path / "cg", files)
+    (tmp_path / "proc").write_text("0::/system.slice/docker-abc.scope/init\n")
+    assert read_limits(str(tmp_path / "cg"), str(tmp_path / "proc")) == {"version": 2, **LIMITS}
+    # No memory controller anywhere on the way: no memory limit, reported as such rather than as unreadable.
+    for name in ("memory.max", "memory.swap.max"):
+        for folder in ("", "system.slice/", scope):
+            (tmp_path / "cg" / f"{folder}{name}").unlink(missing_ok=True)
+    report = read_limits(str(tmp_path / "cg"), str(tmp_path / "proc"))
+    assert report == {"version": 2, **LIMITS, "memory": None, "memory_swap": None}
+
+
+def test_a_limit_above_the_configuration_is_refused_a_stricter_one_passes() -> None:
+    stricter = {"memory": MIB_256 - 4096, "memory_swap": MIB_256 - 4096, "pids": 10, "cpus": 0.25}
+    assert check_cgroup_limits({"cgroup": stricter}, CONFIG) == []
+    looser = {**LIMITS, "memory_swap": 2 * MIB_256, "cpus": 2.0}
+    assert check_cgroup_limits({"cgroup": looser}, CONFIG) == [
+        "its cgroup's memory+swap limit is 536,870,912 bytes, above the 268,435,456 bytes asked for",
+        "its cgroup's CPU limit is 2, above the 0.5 asked for",
+    ]
+    assert check_cgroup_limits({"cgroup": {**LIMITS, "pids": True}}, CONFIG) == [
+        "its cgroup's pids limit was reported as True"
+    ]
+
+
+def test_an_unreadable_or_missing_report_is_refused_except_under_gvisor(tmp_path: Path) -> None:
+    (tmp_path / "proc").write_text("")
+    report = read_limits(str(tmp_path / "nothing"), str(tmp_path / "proc"))  # gVisor's Sentry shows no cgroup files
+    assert report == {
+        "error": f"FileNotFoundError: no cgroup v2 hierarchy and no cgroup v1 folder {tmp_path}/nothing/memory"
+    }
+    for status in ({"cgroup": report}, {}, {"cgroup": "256m"}):
+        (problem,) = check_cgroup_limits(status, CONFIG)
+        assert problem.startswith("the container's cgroup limits could not be read (")
+        assert check_cgroup_limits(status, CONFIG, gvisor=True) == []
+    assert "FileNotFoundError" in check_cgroup_limits({"cgroup": report}, CONFIG)[0]
+
+
+def test_the_cgroup_paths_of_each_controller() -> None:
+    paths = own_paths("12:cpu,cpuacct:/a\n11:memory:/b\n0::/c\nnot a line\n")
+    assert paths == {"cpu": "/a", "cpuacct": "/a", "memory": "/b", "": "/c"}
+
+
+@pytest.mark.docker
+def test_a_sandbox_reports_the_limits_of_its_configuration_from_its_cgroup(
+    docker_engine: EngineWithCLI, sample_tree: Path
+) -> None:
+    statuses: list[dict[str, Any]] = []
+
+    class Recording(DockerBackend):
+        def verify_ready(self, connection: Any, status: Any) -> None:
+            statuses.append(dict(status))
+            super().verify_ready(connection, status)
+
+    with Sandbox(Recording(CONFIG, docker=docker_engine, tree=sample_tree)) as sb:
+        assert sb.execute("print(6 * 7)").stdout == "42\n"
+    (status,) = statuses
+    assert {k: status["cgroup"][k] for k in LIMITS} == expected_limits(CONFIG) == LIMITS
+
+
+@pytest.fixture(scope="module")
+def unlimited(docker_engine: EngineWithCLI) -> EngineWithCLI:
+    """The engine, when it has the runtime that drops the limits; otherwise skip (fail with
+    ``REQUIRE_TEST_RUNTIMES=1``, as on CI)."""
+    if UNLIMITED_RUNTIME not in docker_engine.json(["info", "--format", "{{json .Runtimes}}"]):
+        problem = f"the engine has no runtime {UNLIMITED_RUNTIME!r}; .ci/docker-setup.sh registers it"
+        if os.environ.get("REQUIRE_TEST_RUNTIMES") == "1":
+            pytest.fail(f"REQUIRE_TEST_RUNTIMES=1 but {problem}")
+        pytest.skip(problem)
+    return docker_engine
+
+
+@pytest.mark.docker
+def test_no_sandbox_starts_where_the_engine_shows_limits_its_cgroup_does_not_hold(
+    unlimited: EngineWithCLI, backend: DockerBackend, sample_tree: Path
+) -> None:
+    # The premise, seen from outside: the engine records the limits, the container's cgroup holds none of them.
+    read = "from tooltree_supervisor.cgroup import read_limits; import json; print(json.dumps(read_limits()))"
+    name = f"tooltree-unlimited-probe-{TEST_OWNER}"
+    flags = ["--memory", "256m", "--memory-swap", "256m", "--pids-limit", "64", "--cpus", "0.5"]
+    unlimited.text(["create", "--name", name, "--label", f"tooltree.owner={TEST_OWNER}", "--runtime", UNLIMITED_RUNTIME,
+                    *flags, "--entrypoint", "python3", backend.image, "-I", "-c", read])  # fmt: skip
+    try:
+        host = unlimited.json(["inspect", name])[0]["HostConfig"]
+        assert (host["Memory"], host["PidsLimit"], host["NanoCpus"]) == (MIB_256, 64, 500_000_000)
+        unlimited.text(["start", name])
+        assert unlimited.text(["wait", name]) == "0"
+        report = json.loads(unlimited.text(["logs", name]))
+        assert {k: report[k] for k in LIMITS} == dict.fromkeys(LIMITS)
+    finally:
+        unlimited.run(["rm", "--force", name], check=False)
+
+    config = SandboxConfig(owner=TEST_OWNER, memory="256m", pids_limit=64, cpus=0.5, runtime=UNLIMITED_RUNTIME)
+    refused = DockerBackend(config, docker=unlimited, tree=sample_tree)
+    with pytest.raises(HardeningError) as caught, Sandbox(refused) as sb:
+        sb.execute("print('user code ran')")
+    assert caught.value.violations == [
+        "its cgroup sets no memory limit, though 268,435,456 bytes was asked for: not applied",
+        "its cgroup sets no memory+swap limit, though 268,435,456 bytes was asked for: not applied",
+        "its cgroup sets no pids limit, though 64 was asked for: not applied",
+        "its cgroup sets no CPU limit, though 0.5 was asked for: not applied",
+    ]
+    left = unlimited.text(["ps", "--all", "--quiet", "--filter", f"name=^/{caught.value.container}$"])
+    assert left == ""  # killed and removed, as any container refused
