@@ -5,8 +5,9 @@
 #   2. starts dockerd when no engine answers, and waits for it (at most 60 s);
 #   3. installs gVisor (Debian's runsc) and registers it with the engine as the runtimes "runsc" and
 #      "runsc-alias", so the gVisor tests run instead of skipping (CI sets REQUIRE_GVISOR=1), and registers
-#      "tooltree-test-unlimited" (.ci/runc-unlimited: runc that applies no memory, pids or CPU limit), under
-#      which the tests check that no sandbox starts (CI sets REQUIRE_TEST_RUNTIMES=1);
+#      "tooltree-test-unlimited" and "tooltree-test-seccomp" (.ci/runc-loosened: runc that applies no memory,
+#      pids or CPU limit, or allows what tooltree's seccomp profile removes), under which the tests check that no
+#      sandbox starts (CI sets REQUIRE_TEST_RUNTIMES=1);
 #   4. builds the sandbox image (skipped when current), bootstrapping the base from the Debian
 #      mirror that this machine's apt sources name, because no image registry can be reached.
 set -euo pipefail
@@ -39,30 +40,31 @@ fi
 # "runsc-alias", the way `runsc install --runtime runsc-kvm` adds names: tooltree tells gVisor by the binary the
 # engine registered, not by the name (tests/sandbox/test_gvisor_names.py). Entries already there are kept.
 daemon_json=/etc/docker/daemon.json
-unlimited=/usr/local/libexec/tooltree/runc-unlimited
-mkdir -p "$(dirname "$unlimited")"
+loosened=/usr/local/libexec/tooltree/runc-loosened
+mkdir -p "$(dirname "$loosened")"
 # With the system's interpreter: the engine runs it with its own PATH, long after this clone may be gone.
 host_python=$(command -v /usr/bin/python3 || command -v python3)
-{ echo "#!$host_python"; tail -n +2 .ci/runc-unlimited; } > "$unlimited.new"
-chmod 0755 "$unlimited.new" && mv "$unlimited.new" "$unlimited"
+{ echo "#!$host_python"; tail -n +2 .ci/runc-loosened; } > "$loosened.new"
+chmod 0755 "$loosened.new" && mv "$loosened.new" "$loosened"
 if ! grep -q '"runsc"' "$daemon_json" 2>/dev/null || ! grep -q '"runsc-alias"' "$daemon_json" 2>/dev/null \
-    || ! grep -q '"tooltree-test-unlimited"' "$daemon_json" 2>/dev/null; then
-  log "registering runsc, runsc-alias and tooltree-test-unlimited in $daemon_json"
+    || ! grep -q '"tooltree-test-seccomp"' "$daemon_json" 2>/dev/null; then
+  log "registering runsc, runsc-alias and the test runtimes in $daemon_json"
   mkdir -p /etc/docker
-  "$PYTHON" - "$daemon_json" "$(command -v runsc)" "$unlimited" <<'PY'
+  "$PYTHON" - "$daemon_json" "$(command -v runsc)" "$loosened" <<'PY'
 import json, sys
 from pathlib import Path
-path, runsc, unlimited = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+path, runsc, loosened = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() and path.read_text(encoding="utf-8").strip() else {}
 for name in ("runsc", "runsc-alias"):
     config.setdefault("runtimes", {}).setdefault(name, {"path": runsc, "runtimeArgs": ["--network=none"]})
-config["runtimes"].setdefault("tooltree-test-unlimited", {"path": unlimited})
+for name, what in (("tooltree-test-unlimited", "limits"), ("tooltree-test-seccomp", "seccomp")):
+    config["runtimes"][name] = {"path": loosened, "runtimeArgs": [f"--tooltree-loosen={what}"]}
 path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 PY
   if pid=$(pidof dockerd); then
     kill -HUP $pid  # runtimes are reloaded without a restart
     for _ in $(seq 1 30); do
-      docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"tooltree-test-unlimited"' && break
+      docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"tooltree-test-seccomp"' && break
       sleep 1
     done
   fi

@@ -5,7 +5,7 @@ Starting one sandbox (every step an API call through docker-py, see `sandbox._do
     create (hardening settings of sandbox.hardening, AutoRemove) → inspect → check_hardening:
         refuse (and remove) unless every setting is in effect
     attach (stdin, stdout, stderr: the channel) → watch for its death in the engine's events → start
-    supervisor's ready report → check_process_status, and check_cgroup_limits (the limits its cgroup holds)
+    supervisor's ready report → check_process_status, and check_in_force (its cgroup's limits, its seccomp filter)
 
 A process's first start also removes, on a thread of its own, the containers its owner's tooltree processes left
 when they were killed on this host (`sandbox.sweep`).
@@ -35,11 +35,11 @@ from sandbox import hardening
 from sandbox._attach import AttachSocket
 from sandbox._docker import OOM_KEY, DockerEngine, default_engine, engine_address
 from sandbox.backend import Connection, SandboxBackend
-from sandbox.cgroup_limits import check_cgroup_limits
 from sandbox.config import SandboxConfig
 from sandbox.errors import EngineError, EngineUnavailableError, HardeningError, SandboxError
 from sandbox.hardening import HOST_LABEL, OWNER_LABEL, check_hardening, check_process_status, container_spec
 from sandbox.image import ensure_image, session_image
+from sandbox.in_force import check_in_force
 from sandbox.sweep import sweep_once
 from sandbox.tree_pack import pack_tree, tree_fingerprint
 from tool_tree.tree import tree_lock
@@ -390,7 +390,7 @@ class DockerBackend(SandboxBackend):
     def verify_ready(self, connection: Connection, status: Mapping[str, Any]) -> None:
         """Raises: HardeningError: the supervisor reports privileges it must not have, or limits not applied."""
         violations = check_process_status(status, gvisor=self.gvisor)
-        violations += check_cgroup_limits(status, self.config, gvisor=self.gvisor)
+        violations += check_in_force(status, self.config, gvisor=self.gvisor)
         if violations:
             connection.kill()
             raise HardeningError(connection.name, violations)

@@ -3,7 +3,7 @@
 The engine's inspection of a container shows the limits it was asked for, whether or not they are applied: rootless
 Docker on cgroup v1 runs containers without cgroups, and an engine or runtime can drop a limit on the way. What the
 kernel enforces is what the container's cgroup says, so the supervisor reads it there and reports it with its
-status; the host checks it against the configuration (`sandbox.cgroup_limits`).
+status; the host checks it against the configuration (`sandbox.in_force`).
 
 The container has a cgroup namespace of its own (``CgroupnsMode: private``), so its cgroup is the root of the
 hierarchy it sees; with the host's namespace it is the path ``/proc/self/cgroup`` names. A limit set on any cgroup

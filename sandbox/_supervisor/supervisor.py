@@ -78,6 +78,7 @@ from .limits import (
 from .options import parse_options
 from .outputs import OutputFolder, output_budget
 from .processes import Execution, Worker, oom_kill_count
+from .seccomp_probe import probe as seccomp_probe
 from .wire import FrameDecoder, FrameReader, FrameTooLarge, FrameWriter, WireError
 
 OUTPUT_DIR = ".tooltree/outputs"
@@ -260,7 +261,12 @@ class Supervisor:
             pass
         # gVisor's /proc/self/status has no NoNewPrivs line: ask the kernel (or the Sentry) directly.
         info.setdefault("NoNewPrivs", str(_prctl(PR_GET_NO_NEW_PRIVS)))
-        info["cgroup"] = read_limits()  # what the kernel enforces, not what the engine says it asked for
+        # What the kernel applies, not what the engine says it asked for (sandbox.in_force).
+        info["cgroup"] = read_limits()
+        try:
+            info["seccomp_probe"] = seccomp_probe()
+        except (OSError, AttributeError) as e:  # no libc to call through: reported missing, which the host refuses
+            print(f"supervisor: the seccomp probe failed: {e}", file=sys.stderr)
         return info
 
     def dispatch(self, message: dict[str, Any]) -> None:

@@ -1,10 +1,12 @@
-"""A sandbox starts only when its own cgroup holds the memory, swap, pids and CPU limits of its configuration.
+"""A sandbox starts only when its own cgroup holds the limits of its configuration and its seccomp filter refuses
+what tooltree's profile removes.
 
-The engine's inspection shows the limits it was asked for whether or not they are applied. Before, a container whose
-runtime applied none (as rootless Docker on cgroup v1 does) passed every check, and a script in it could allocate
-past ``memory`` and fork past ``pids_limit``. The session test runs under ``tooltree-test-unlimited`` (runc that drops
-the limits, `.ci/runc-unlimited`, registered by `.ci/docker-setup.sh`); it skips where the engine lacks it, a
-failure under ``REQUIRE_TEST_RUNTIMES=1``, as on CI.
+The engine's inspection shows the settings it was asked for whether or not they are applied. Before, a container
+whose runtime applied no limits (as rootless Docker on cgroup v1 does) passed every check, and a script in it could
+allocate past ``memory`` and fork past ``pids_limit``; one under another seccomp filter than tooltree's reported
+``Seccomp: 2`` and passed too. The session tests run under ``tooltree-test-unlimited`` and ``tooltree-test-seccomp``
+(runc with the limits, or the profile's removals, taken out: `.ci/runc-loosened`, registered by
+`.ci/docker-setup.sh`); they skip where the engine lacks them, a failure under ``REQUIRE_TEST_RUNTIMES=1``, as on CI.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ import pytest
 
 from sandbox import DockerBackend, HardeningError, Sandbox, SandboxConfig
 from sandbox._supervisor.cgroup import own_paths, read_limits
-from sandbox.cgroup_limits import check_cgroup_limits, expected_limits
+from sandbox._supervisor.seccomp_probe import probe
+from sandbox.in_force import check_cgroup_limits, check_in_force, check_seccomp_probe, expected_limits
 from tests.docker_cli import EngineWithCLI
 from tests.support import TEST_OWNER
 
 UNLIMITED_RUNTIME = "tooltree-test-unlimited"
+SECCOMP_RUNTIME = "tooltree-test-seccomp"
+REFUSED = {"io_uring_setup": 1, "ptrace": 1, "process_vm_readv": 1}
 V1_NONE = "9223372036854771712"
 CONFIG = SandboxConfig(owner=TEST_OWNER, memory="256m", pids_limit=64, cpus=0.5)
 MIB_256 = 256 * 1024 * 1024
@@ -160,13 +165,34 @@ def test_an_unreadable_or_missing_report_is_refused_except_under_gvisor(tmp_path
     assert "FileNotFoundError" in check_cgroup_limits({"cgroup": report}, CONFIG)[0]
 
 
+def test_the_seccomp_probe_makes_each_call_and_the_host_requires_eperm_of_each() -> None:
+    # Here, outside any filter, the calls get through: the kernel's own errors (process 0 cannot be traced; no
+    # vectors read nothing). io_uring_setup's depends on the kernel's settings, and is never EPERM from a filter.
+    found = probe()
+    assert set(found) >= {"io_uring_setup"}
+    assert {k: found[k] for k in found if k != "io_uring_setup"} in ({}, {"ptrace": 3, "process_vm_readv": 0})
+    assert check_seccomp_probe({"seccomp_probe": REFUSED}) == []
+    assert check_seccomp_probe({"seccomp_probe": {**REFUSED, "io_uring_setup": 14, "ptrace": 3}}) == [
+        f"{name} is not refused by the seccomp filter in force (errno {errno}, not EPERM): it is not tooltree's profile"
+        for name, errno in (("io_uring_setup", 14), ("ptrace", 3))
+    ]
+    for status in ({}, {"seccomp_probe": {}}, {"seccomp_probe": [1]}):
+        assert check_seccomp_probe(status) == [
+            "the supervisor did not try the calls the seccomp profile removes (io_uring_setup, 425)"
+        ]
+        assert check_seccomp_probe(status, gvisor=True) == []
+    good = {"cgroup": LIMITS, "seccomp_probe": REFUSED}
+    assert check_in_force(good, CONFIG) == []
+    assert len(check_in_force({}, CONFIG)) == 2
+
+
 def test_the_cgroup_paths_of_each_controller() -> None:
     paths = own_paths("12:cpu,cpuacct:/a\n11:memory:/b\n0::/c\nnot a line\n")
     assert paths == {"cpu": "/a", "cpuacct": "/a", "memory": "/b", "": "/c"}
 
 
 @pytest.mark.docker
-def test_a_sandbox_reports_the_limits_of_its_configuration_from_its_cgroup(
+def test_a_sandbox_reports_the_limits_of_its_configuration_and_the_refused_calls(
     docker_engine: EngineWithCLI, sample_tree: Path
 ) -> None:
     statuses: list[dict[str, Any]] = []
@@ -180,17 +206,19 @@ def test_a_sandbox_reports_the_limits_of_its_configuration_from_its_cgroup(
         assert sb.execute("print(6 * 7)").stdout == "42\n"
     (status,) = statuses
     assert {k: status["cgroup"][k] for k in LIMITS} == expected_limits(CONFIG) == LIMITS
+    assert status["seccomp_probe"] in ({"io_uring_setup": 1}, REFUSED)  # EPERM, from tooltree's profile
 
 
 @pytest.fixture(scope="module")
 def unlimited(docker_engine: EngineWithCLI) -> EngineWithCLI:
-    """The engine, when it has the runtime that drops the limits; otherwise skip (fail with
-    ``REQUIRE_TEST_RUNTIMES=1``, as on CI)."""
-    if UNLIMITED_RUNTIME not in docker_engine.json(["info", "--format", "{{json .Runtimes}}"]):
-        problem = f"the engine has no runtime {UNLIMITED_RUNTIME!r}; .ci/docker-setup.sh registers it"
-        if os.environ.get("REQUIRE_TEST_RUNTIMES") == "1":
-            pytest.fail(f"REQUIRE_TEST_RUNTIMES=1 but {problem}")
-        pytest.skip(problem)
+    """The engine, when it has the test runtimes; otherwise skip (fail with ``REQUIRE_TEST_RUNTIMES=1``, as on CI)."""
+    runtimes = docker_engine.json(["info", "--format", "{{json .Runtimes}}"])
+    for runtime in (UNLIMITED_RUNTIME, SECCOMP_RUNTIME):
+        if runtime not in runtimes:
+            problem = f"the engine has no runtime {runtime!r}; .ci/docker-setup.sh registers it"
+            if os.environ.get("REQUIRE_TEST_RUNTIMES") == "1":
+                pytest.fail(f"REQUIRE_TEST_RUNTIMES=1 but {problem}")
+            pytest.skip(problem)
     return docker_engine
 
 
@@ -226,3 +254,17 @@ def test_no_sandbox_starts_where_the_engine_shows_limits_its_cgroup_does_not_hol
     ]
     left = unlimited.text(["ps", "--all", "--quiet", "--filter", f"name=^/{caught.value.container}$"])
     assert left == ""  # killed and removed, as any container refused
+
+
+@pytest.mark.docker
+def test_no_sandbox_starts_under_a_seccomp_filter_that_lets_through_what_tooltrees_removes(
+    unlimited: EngineWithCLI, sample_tree: Path
+) -> None:
+    config = SandboxConfig(owner=TEST_OWNER, runtime=SECCOMP_RUNTIME)
+    with pytest.raises(HardeningError) as caught, Sandbox(DockerBackend(config, docker=unlimited, tree=sample_tree)):
+        pass
+    # A filter is in force (the supervisor's Seccomp: 2 passed), its limits too: only the probe tells.
+    violations = caught.value.violations
+    assert [v.split(" ", 1)[0] for v in violations] == ["io_uring_setup", "ptrace", "process_vm_readv"]
+    assert all("is not refused by the seccomp filter in force (errno " in v for v in violations)
+    assert "(errno 3, not EPERM)" in violations[1] and "(errno 0, not EPERM)" in violations[2]
