@@ -5,9 +5,10 @@
 #   2. starts dockerd when no engine answers, and waits for it (at most 60 s);
 #   3. installs gVisor (Debian's runsc) and registers it with the engine as the runtimes "runsc" and
 #      "runsc-alias", so the gVisor tests run instead of skipping (CI sets REQUIRE_GVISOR=1), and registers
-#      "tooltree-test-unlimited" and "tooltree-test-seccomp" (.ci/runc-loosened: runc that applies no memory,
-#      pids or CPU limit, or allows what tooltree's seccomp profile removes), under which the tests check that no
-#      sandbox starts (CI sets REQUIRE_TEST_RUNTIMES=1);
+#      "tooltree-test-unlimited", "-seccomp", "-network" and "-mounts" (.ci/runc-loosened: runc that applies no
+#      memory, pids or CPU limit, allows what tooltree's seccomp profile removes, shares the host's network, or
+#      leaves the root writable and the tmpfs executable), under which the tests check that no sandbox starts
+#      (CI sets REQUIRE_TEST_RUNTIMES=1);
 #   4. builds the sandbox image (skipped when current), bootstrapping the base from the Debian
 #      mirror that this machine's apt sources name, because no image registry can be reached.
 set -euo pipefail
@@ -47,7 +48,7 @@ host_python=$(command -v /usr/bin/python3 || command -v python3)
 { echo "#!$host_python"; tail -n +2 .ci/runc-loosened; } > "$loosened.new"
 chmod 0755 "$loosened.new" && mv "$loosened.new" "$loosened"
 if ! grep -q '"runsc"' "$daemon_json" 2>/dev/null || ! grep -q '"runsc-alias"' "$daemon_json" 2>/dev/null \
-    || ! grep -q '"tooltree-test-seccomp"' "$daemon_json" 2>/dev/null; then
+    || ! grep -q '"tooltree-test-mounts"' "$daemon_json" 2>/dev/null; then
   log "registering runsc, runsc-alias and the test runtimes in $daemon_json"
   mkdir -p /etc/docker
   "$PYTHON" - "$daemon_json" "$(command -v runsc)" "$loosened" <<'PY'
@@ -57,14 +58,14 @@ path, runsc, loosened = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() and path.read_text(encoding="utf-8").strip() else {}
 for name in ("runsc", "runsc-alias"):
     config.setdefault("runtimes", {}).setdefault(name, {"path": runsc, "runtimeArgs": ["--network=none"]})
-for name, what in (("tooltree-test-unlimited", "limits"), ("tooltree-test-seccomp", "seccomp")):
-    config["runtimes"][name] = {"path": loosened, "runtimeArgs": [f"--tooltree-loosen={what}"]}
+for what, name in (("limits", "unlimited"), ("seccomp", "seccomp"), ("network", "network"), ("mounts", "mounts")):
+    config["runtimes"][f"tooltree-test-{name}"] = {"path": loosened, "runtimeArgs": [f"--tooltree-loosen={what}"]}
 path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 PY
   if pid=$(pidof dockerd); then
     kill -HUP $pid  # runtimes are reloaded without a restart
     for _ in $(seq 1 30); do
-      docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"tooltree-test-seccomp"' && break
+      docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"tooltree-test-mounts"' && break
       sleep 1
     done
   fi

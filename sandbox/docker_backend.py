@@ -5,7 +5,8 @@ Starting one sandbox (every step an API call through docker-py, see `sandbox._do
     create (hardening settings of sandbox.hardening, AutoRemove) → inspect → check_hardening:
         refuse (and remove) unless every setting is in effect
     attach (stdin, stdout, stderr: the channel) → watch for its death in the engine's events → start
-    supervisor's ready report → check_process_status, and check_in_force (its cgroup's limits, its seccomp filter)
+    supervisor's ready report → check_process_status, and check_in_force (its cgroup's limits, seccomp filter,
+        network and mounts, as it sees them)
 
 A process's first start also removes, on a thread of its own, the containers its owner's tooltree processes left
 when they were killed on this host (`sandbox.sweep`).
@@ -390,7 +391,7 @@ class DockerBackend(SandboxBackend):
     def verify_ready(self, connection: Connection, status: Mapping[str, Any]) -> None:
         """Raises: HardeningError: the supervisor reports privileges it must not have, or limits not applied."""
         violations = check_process_status(status, gvisor=self.gvisor)
-        violations += check_in_force(status, self.config, gvisor=self.gvisor)
+        violations += check_in_force(status, self.config, gvisor=self.gvisor, tree=self.tree_volume is not None)
         if violations:
             connection.kill()
             raise HardeningError(connection.name, violations)

@@ -9,11 +9,14 @@ they are applied: rootless Docker on cgroup v1 runs containers without cgroups, 
   rounds memory down to a page);
 - the calls tooltree's seccomp profile removes from the engine's default, tried with arguments that do nothing
   (`sandbox._supervisor.seccomp_probe`): each must be refused with ``EPERM``. ``Seccomp: 2`` in its status says a
-  filter is in force, not that it is this one.
+  filter is in force, not that it is this one;
+- its network interfaces and the options of its mounts (`sandbox._supervisor.namespaces`): the loopback alone; the
+  root and the tree read-only; ``/tmp`` and the workspace not executable (and, but under gVisor, which does not
+  show them, without set-user-id files or devices).
 
-Under gVisor neither is checked: the Sentry shows the container no cgroup files (the host's cgroup of the whole
-sandbox bounds it: SECURITY.md, "Under gVisor, exceeding the memory limit ends the whole sandbox") and answers
-system calls itself.
+Under gVisor the first two are not checked: the Sentry shows the container no cgroup files (the host's cgroup of the
+whole sandbox bounds it: SECURITY.md, "Under gVisor, exceeding the memory limit ends the whole sandbox") and
+answers system calls itself.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sandbox._supervisor.seccomp_probe import IO_URING_SETUP
-from sandbox.config import SandboxConfig
+from sandbox.config import TREE_MOUNT, WORKSPACE, SandboxConfig
 from sandbox.hardening import host_pids_limit
 from sandbox.seccomp import REMOVED
 
@@ -86,6 +89,37 @@ def check_seccomp_probe(status: Mapping[str, Any], *, gvisor: bool = False) -> l
     ]
 
 
-def check_in_force(status: Mapping[str, Any], config: SandboxConfig, *, gvisor: bool = False) -> list[str]:
-    """`check_cgroup_limits` and `check_seccomp_probe` together."""
-    return check_cgroup_limits(status, config, gvisor=gvisor) + check_seccomp_probe(status, gvisor=gvisor)
+def check_view(status: Mapping[str, Any], *, gvisor: bool = False, tree: bool = False) -> list[str]:
+    """Every way in which the network and mounts the supervisor sees (``status["view"]``) differ from what was asked
+    for. ``tree``: the tree volume is mounted. Empty: the container may run."""
+    view = status.get("view")
+    if not isinstance(view, Mapping) or "error" in view:
+        why = view.get("error") if isinstance(view, Mapping) else "no report"
+        return [f"the container's network and mounts could not be read ({str(why)[:200]})"]
+    v: list[str] = []
+    names = view.get("interfaces")
+    if not isinstance(names, list) or [str(n) for n in names] != ["lo"]:
+        shown = ", ".join(str(n)[:40] for n in names[:8]) if isinstance(names, list) else repr(names)[:80]
+        v.append(f"the container has network interfaces other than the loopback alone ({shown}): it was asked for none")
+    mounts = view.get("mounts")
+    mounts = mounts if isinstance(mounts, Mapping) else {}
+    tmpfs = ["noexec"] if gvisor else ["noexec", "nosuid", "nodev"]
+    required = {"/": ["ro"], "/tmp": tmpfs, WORKSPACE: tmpfs, **({TREE_MOUNT: ["ro"]} if tree else {})}
+    for path, options in required.items():
+        held = mounts.get(path)
+        if not isinstance(held, list):
+            v.append(f"nothing is mounted at {path} as asked")
+        elif missing := [o for o in options if o not in held]:
+            v.append(f"{path} is mounted without {', '.join(missing)}")
+    return v
+
+
+def check_in_force(
+    status: Mapping[str, Any], config: SandboxConfig, *, gvisor: bool = False, tree: bool = False
+) -> list[str]:
+    """`check_cgroup_limits`, `check_seccomp_probe` and `check_view` together."""
+    return (
+        check_cgroup_limits(status, config, gvisor=gvisor)
+        + check_seccomp_probe(status, gvisor=gvisor)
+        + check_view(status, gvisor=gvisor, tree=tree)
+    )

@@ -75,6 +75,7 @@ from .limits import (
     MAX_TRACEBACK_CHARS,
     base64_size,
 )
+from .namespaces import report as namespaces_report
 from .options import parse_options
 from .outputs import OutputFolder, output_budget
 from .processes import Execution, Worker, oom_kill_count
@@ -263,6 +264,7 @@ class Supervisor:
         info.setdefault("NoNewPrivs", str(_prctl(PR_GET_NO_NEW_PRIVS)))
         # What the kernel applies, not what the engine says it asked for (sandbox.in_force).
         info["cgroup"] = read_limits()
+        info["view"] = namespaces_report(["/", "/tmp", self.workspace.root, *([self.tree] if self.tree else [])])
         try:
             info["seccomp_probe"] = seccomp_probe()
         except (OSError, AttributeError) as e:  # no libc to call through: reported missing, which the host refuses

@@ -20,13 +20,19 @@ import pytest
 
 from sandbox import DockerBackend, HardeningError, Sandbox, SandboxConfig
 from sandbox._supervisor.cgroup import own_paths, read_limits
+from sandbox._supervisor.namespaces import interfaces, mount_options
 from sandbox._supervisor.seccomp_probe import probe
-from sandbox.in_force import check_cgroup_limits, check_in_force, check_seccomp_probe, expected_limits
+from sandbox.config import TREE_MOUNT, WORKSPACE
+from sandbox.in_force import check_cgroup_limits, check_in_force, check_seccomp_probe, check_view, expected_limits
 from tests.docker_cli import EngineWithCLI
 from tests.support import TEST_OWNER
 
 UNLIMITED_RUNTIME = "tooltree-test-unlimited"
 SECCOMP_RUNTIME = "tooltree-test-seccomp"
+NETWORK_RUNTIME = "tooltree-test-network"
+MOUNTS_RUNTIME = "tooltree-test-mounts"
+TMPFS = ["rw", "nosuid", "nodev", "noexec", "relatime", "size=65536k"]
+VIEW = {"interfaces": ["lo"], "mounts": {"/": ["ro", "relatime"], "/tmp": TMPFS, WORKSPACE: TMPFS}}
 REFUSED = {"io_uring_setup": 1, "ptrace": 1, "process_vm_readv": 1}
 V1_NONE = "9223372036854771712"
 CONFIG = SandboxConfig(owner=TEST_OWNER, memory="256m", pids_limit=64, cpus=0.5)
@@ -181,9 +187,54 @@ def test_the_seccomp_probe_makes_each_call_and_the_host_requires_eperm_of_each()
             "the supervisor did not try the calls the seccomp profile removes (io_uring_setup, 425)"
         ]
         assert check_seccomp_probe(status, gvisor=True) == []
-    good = {"cgroup": LIMITS, "seccomp_probe": REFUSED}
+    good = {"cgroup": LIMITS, "seccomp_probe": REFUSED, "view": VIEW}
     assert check_in_force(good, CONFIG) == []
-    assert len(check_in_force({}, CONFIG)) == 2
+    assert len(check_in_force({}, CONFIG)) == 3
+
+
+NET_DEV = """Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls
+  eth0:    1296      12    0    0    0     0          0         0      656       8    0    0    0     0
+    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0
+"""
+MOUNTS = """overlay / overlay ro,relatime,lowerdir=/a:/b 0 0
+tmpfs /tmp tmpfs rw,nosuid,nodev,noexec,relatime,size=65536k 0 0
+tmpfs /workspace tmpfs rw,relatime 0 0
+tmpfs /workspace tmpfs rw,nosuid,nodev,noexec,relatime 0 0
+tmpfs /opt/my\\040tree tmpfs ro 0 0
+"""
+
+
+def test_the_supervisor_reads_its_interfaces_and_the_mounts_in_effect() -> None:
+    assert interfaces(NET_DEV) == ["eth0", "lo"]
+    found = mount_options(MOUNTS, ["/", "/tmp", "/workspace", "/opt/my tree", "/opt/tooltree/tree"])
+    assert found == {
+        "/": ["ro", "relatime", "lowerdir=/a:/b"],
+        "/tmp": ["rw", "nosuid", "nodev", "noexec", "relatime", "size=65536k"],
+        "/workspace": ["rw", "nosuid", "nodev", "noexec", "relatime"],  # the last mount there is the one in effect
+        "/opt/my tree": ["ro"],
+    }
+
+
+def test_the_host_requires_the_loopback_alone_and_the_mount_options_asked_for() -> None:
+    assert check_view({"view": VIEW}) == []
+    tree = {**VIEW, "mounts": {**VIEW["mounts"], TREE_MOUNT: ["rw"]}}
+    assert check_view({"view": tree}, tree=True) == [f"{TREE_MOUNT} is mounted without ro"]
+    assert check_view({"view": VIEW}, tree=True) == [f"nothing is mounted at {TREE_MOUNT} as asked"]
+    host_network = {**VIEW, "interfaces": ["docker0", "eth0", "lo"]}
+    assert check_view({"view": host_network}) == [
+        "the container has network interfaces other than the loopback alone (docker0, eth0, lo): it was asked for none"
+    ]
+    open_mounts = {"/": ["rw"], "/tmp": ["rw", "noexec"], WORKSPACE: ["rw", "nodev", "nosuid", "noexec"]}
+    assert check_view({"view": {**VIEW, "mounts": open_mounts}}) == [
+        "/ is mounted without ro",
+        "/tmp is mounted without nosuid, nodev",
+    ]
+    # gVisor's Sentry shows a tmpfs's noexec, not its nosuid and nodev: those are not asked of it.
+    assert check_view({"view": {**VIEW, "mounts": open_mounts}}, gvisor=True) == ["/ is mounted without ro"]
+    for status in ({}, {"view": {"error": "OSError: gone"}}, {"view": []}):
+        (problem,) = check_view(status, gvisor=True)
+        assert problem.startswith("the container's network and mounts could not be read (")
 
 
 def test_the_cgroup_paths_of_each_controller() -> None:
@@ -207,13 +258,16 @@ def test_a_sandbox_reports_the_limits_of_its_configuration_and_the_refused_calls
     (status,) = statuses
     assert {k: status["cgroup"][k] for k in LIMITS} == expected_limits(CONFIG) == LIMITS
     assert status["seccomp_probe"] in ({"io_uring_setup": 1}, REFUSED)  # EPERM, from tooltree's profile
+    assert status["view"]["interfaces"] == ["lo"]
+    assert "ro" in status["view"]["mounts"]["/"] and "ro" in status["view"]["mounts"][TREE_MOUNT]
+    assert {"noexec", "nosuid", "nodev"} <= set(status["view"]["mounts"][WORKSPACE])
 
 
 @pytest.fixture(scope="module")
 def unlimited(docker_engine: EngineWithCLI) -> EngineWithCLI:
     """The engine, when it has the test runtimes; otherwise skip (fail with ``REQUIRE_TEST_RUNTIMES=1``, as on CI)."""
     runtimes = docker_engine.json(["info", "--format", "{{json .Runtimes}}"])
-    for runtime in (UNLIMITED_RUNTIME, SECCOMP_RUNTIME):
+    for runtime in (UNLIMITED_RUNTIME, SECCOMP_RUNTIME, NETWORK_RUNTIME, MOUNTS_RUNTIME):
         if runtime not in runtimes:
             problem = f"the engine has no runtime {runtime!r}; .ci/docker-setup.sh registers it"
             if os.environ.get("REQUIRE_TEST_RUNTIMES") == "1":
@@ -268,3 +322,26 @@ def test_no_sandbox_starts_under_a_seccomp_filter_that_lets_through_what_tooltre
     assert [v.split(" ", 1)[0] for v in violations] == ["io_uring_setup", "ptrace", "process_vm_readv"]
     assert all("is not refused by the seccomp filter in force (errno " in v for v in violations)
     assert "(errno 3, not EPERM)" in violations[1] and "(errno 0, not EPERM)" in violations[2]
+
+
+@pytest.mark.docker
+def test_no_sandbox_starts_on_the_hosts_network_or_with_a_writable_root_or_executable_tmpfs(
+    unlimited: EngineWithCLI, sample_tree: Path
+) -> None:
+    violations = {}
+    for runtime in (NETWORK_RUNTIME, MOUNTS_RUNTIME):
+        config = SandboxConfig(owner=TEST_OWNER, runtime=runtime)
+        with (
+            pytest.raises(HardeningError) as caught,
+            Sandbox(DockerBackend(config, docker=unlimited, tree=sample_tree)),
+        ):
+            pass
+        violations[runtime] = caught.value.violations
+    (network,) = violations[NETWORK_RUNTIME]
+    assert network.startswith("the container has network interfaces other than the loopback alone (")
+    assert network.endswith("): it was asked for none") and "lo" in network and len(network) > 90
+    assert violations[MOUNTS_RUNTIME] == [
+        "/ is mounted without ro",
+        "/tmp is mounted without noexec, nosuid, nodev",
+        f"{WORKSPACE} is mounted without noexec, nosuid, nodev",
+    ]
