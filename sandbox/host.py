@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from sandbox.mcp_bridge import AuditLog, McpBridge
     from sandbox.pool import SandboxPool
     from sandbox.session import Sandbox
+    from tool_tree.held_values import HeldValues
     from tool_tree.pool import BackgroundPool, ProgressListener
     from tool_tree.server_asks import Asker
 
@@ -117,11 +118,13 @@ class Runtime:
         on_tools_changed: called with a server's name when one of this runtime's server sessions says its tools,
             prompts or resources changed, and which with ``kind=`` when it takes a ``kind``
             (`tool_tree.pool.ServerPool`); on the server pool's thread, so it must not block.
+        held_within: a count of the servers' listings shared with other runtimes (`tooltree serve`'s client
+            sessions): `tool_tree.pool.ServerPool`'s ``held_within``.
 
     Raises:
         TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``), ``tree`` or ``workspace``
             not a path, ``audit`` neither a path nor an `AuditLog`, ``sandbox_config`` or ``sandbox_pool`` not one,
-            ``on_tools_changed`` not callable.
+            ``on_tools_changed`` not callable, ``held_within`` not a `HeldValues`.
         ValueError: ``workspace`` or ``audit`` is an empty path.
 
     Raises (on enter):
@@ -144,8 +147,10 @@ class Runtime:
         sandbox_pool: SandboxPool | None = None,
         session: str = "",
         on_tools_changed: Callable[..., None] | None = None,
+        held_within: HeldValues | None = None,
     ) -> None:
         from sandbox.mcp_bridge import AuditLog
+        from tool_tree.held_values import checked_within
 
         given: object = config  # typed, but a caller may hand a path
         if not isinstance(given, Config):
@@ -158,6 +163,7 @@ class Runtime:
         from tool_tree.pool import checked_listener
 
         self.on_tools_changed = checked_listener(on_tools_changed)
+        self.held_within = checked_within(held_within)
         self.config = config
         self.tree = Path(tree)
         self.sandbox_config = sandbox_config
@@ -212,6 +218,7 @@ class Runtime:
                 start_jobs=start_jobs(self.config),
                 source=self.config.file,
                 on_tools_changed=self.on_tools_changed,
+                held_within=self.held_within,
             )
             own_audit = AuditLog(self.audit_path) if self.audit_path is not None else None
             try:

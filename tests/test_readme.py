@@ -303,6 +303,7 @@ def test_the_defaults_and_limits_the_readme_quotes_are_the_codes() -> None:
     from sandbox._supervisor.transfer import ENTRY_BYTES, MAX_ENTRIES
     from sandbox.config import SandboxConfig
     from tool_tree.config import DEFAULT_TIMEOUT
+    from tool_tree.held_values import MAX_SERVE_HELD_VALUES
     from tool_tree.search import MAX_LIMIT, MIN_LIMIT
     from tool_tree.search._static import STATIC_WEIGHT
 
@@ -331,6 +332,7 @@ def test_the_defaults_and_limits_the_readme_quotes_are_the_codes() -> None:
         f"`progress_interval` (default {DEFAULT_PROGRESS_INTERVAL:g} s, at least {MIN_PROGRESS_INTERVAL:g})",
         f"`warm` (sandboxes kept started; default {DEFAULT_WARM}, at most {MAX_WARM})",
         f"`max_sessions` (default {DEFAULT_MAX_SESSIONS}, at most {MAX_SESSIONS})",
+        f"`max_listing_values` (default {MAX_SERVE_HELD_VALUES:,})",
         f"sends nothing for {GONE_GRACE:g} s ends too",
         f"`--host` (default {options['host']}), `--port` (default {options['port']}; 0 picks one)",
     ]

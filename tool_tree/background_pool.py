@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, NoReturn
 
 from tool_tree.config import Config, ServerConfig
+from tool_tree.held_values import HeldValues, checked_within
 from tool_tree.pool import (
     DEFAULT_CONCURRENCY,
     ChangeListener,
@@ -91,8 +92,9 @@ class BackgroundPool:
 
     ``with BackgroundPool(servers) as bg:`` then ``bg.call(server, tool, args)`` from any thread,
     or hand ``bg.loop`` and ``bg.pool`` to code that schedules coroutines itself. ``servers``,
-    ``concurrency``, ``start_jobs``, ``source`` and ``on_tools_changed`` are as for `ServerPool` (checked here; the
-    last is called on the pool's thread, and told which list changed when it takes a ``kind``). A pool runs once:
+    ``concurrency``, ``start_jobs``, ``source``, ``on_tools_changed`` and ``held_within`` are as for `ServerPool`
+    (checked here; the listener is called on the pool's thread, and told which list changed when it takes a
+    ``kind``). A pool runs once:
     ``loop``, ``pool`` and ``call`` work only inside its ``with`` block, in the process that entered it (a
     forked child has no copy of its thread: make a new pool there), and entering it a second time is an
     error (make a new one). On the pool's own loop, ``await bg.pool.call(...)`` rather than ``bg.call``. `close`
@@ -115,9 +117,11 @@ class BackgroundPool:
         start_jobs: int | None = None,
         source: str | None = None,
         on_tools_changed: ChangeListener | None = None,
+        held_within: HeldValues | None = None,
     ) -> None:
         self._servers, self._start_jobs, self._source = _pool_settings(servers, concurrency, start_jobs, source)
         self._on_tools_changed = checked_listener(on_tools_changed)
+        self._held_within = checked_within(held_within)
         self._concurrency = concurrency
         self._state: Literal["new", "running", "closed"] = "new"
         self._state_lock = threading.Lock()
@@ -169,7 +173,7 @@ class BackgroundPool:
             self._pid = os.getpid()
         make = functools.partial(
             ServerPool, self._servers, concurrency=self._concurrency, start_jobs=self._start_jobs,
-            source=self._source, on_tools_changed=self._on_tools_changed,
+            source=self._source, on_tools_changed=self._on_tools_changed, held_within=self._held_within,
         )  # fmt: skip
         running = self._running
         self._thread = threading.Thread(target=running.run, args=(make,), name="tooltree-server-pool", daemon=True)

@@ -88,7 +88,7 @@ import tool_tree.restarts
 from tool_tree.changes import LISTS_CHANGED
 from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from tool_tree.connect import connect, list_tools_raw
-from tool_tree.held_values import HeldValues, Share
+from tool_tree.held_values import HeldValues, Share, checked_within
 from tool_tree.http_errors import resendable, session_ended, stream_cut, unreached
 from tool_tree.in_flight import InFlight
 from tool_tree.ledgers import closed_here
@@ -369,6 +369,9 @@ class ServerPool:
             URIs, once the back-off would hold its next restart the longest. On the pool's event loop: it must not
             block. A public attribute, which may be set once the pool runs (`sandbox.host.Runtime` makes
             its pool; `tooltree serve` sets it on the pool of each client session).
+        held_within: a count of listings shared with other pools (`tool_tree.held_values.HeldValues.shared`): its
+            servers' listings are bounded by it as well as by the pool's own bound, and given back as the pool
+            closes. `tooltree serve` shares one among its client sessions.
 
     A pool runs once: entering it again, inside its block or after, raises `PoolError` (make a new one), and
     leaving it twice does nothing the second time. Its methods are awaited on the event loop that entered it; on
@@ -388,6 +391,7 @@ class ServerPool:
         source: str | None = None,
         on_tools_changed: ChangeListener | None = None,
         on_resource_updated: ResourceListener | None = None,
+        held_within: HeldValues | None = None,
     ) -> None:
         listed, jobs, self._source = _pool_settings(servers, concurrency, start_jobs, source)
         self._on_tools_changed = checked_listener(on_tools_changed)
@@ -396,7 +400,7 @@ class ServerPool:
                 f"on_resource_updated: expected a callable or None, got {type(on_resource_updated).__name__}"
             )
         self.on_resource_updated: ResourceListener | None = on_resource_updated
-        held = HeldValues()  # each server's listing is kept for the pool's life
+        held = HeldValues(within=checked_within(held_within))  # each server's listing is kept for the pool's life
         self._slots = {
             s.name: _Slot(s, anyio.CapacityLimiter(s.concurrency or concurrency), share=Share(held)) for s in listed
         }
@@ -433,12 +437,16 @@ class ServerPool:
             if slot.following is not None:  # it may be waiting out a restart's back-off
                 slot.following.cancel()
         # Each owner task closes its connection (and kills its process group) and ends.
-        await self._tg.__aexit__(None, None, None)
-        self._tg = None
-        for slot in self._slots.values():
-            if slot.stderr is not None:
-                slot.stderr.close()
-                slot.stderr = None
+        try:
+            await self._tg.__aexit__(None, None, None)
+        finally:
+            self._tg = None
+            for slot in self._slots.values():
+                slot.tools = []  # and given back: a count shared with other pools goes on
+                slot.share.release()
+                if slot.stderr is not None:
+                    slot.stderr.close()
+                    slot.stderr = None
 
     @property
     def names(self) -> list[str]:

@@ -47,6 +47,7 @@ from agent.serve.upstream_asks import SCRIPT_ASKS, ClientAsks
 from agent.serve.upstream_extras import ExtrasServer, UpstreamExtras, install
 from agent.serve.upstream_progress import UpstreamProgress
 from agent.toolsets.code import TOOLS, CodeToolset
+from tool_tree.held_values import HeldValues
 
 if TYPE_CHECKING:
     from sandbox.bridge import CallCancel
@@ -155,6 +156,8 @@ class ToolServer:
         self.tools = types.ListToolsResult(
             tools=[mcp_tool(t) for t in self.toolset.tools()] + self.passthrough.definitions
         )
+        self.listings = HeldValues.shared(settings.max_listing_values)
+        """What the servers of all client sessions hold of their listings, bounded together."""
         self.registry = SessionRegistry(
             self._runtime, idle_timeout=settings.idle_timeout, max_sessions=settings.max_sessions
         )
@@ -235,6 +238,7 @@ class ToolServer:
             sandbox_pool=self.sandbox_pool,
             session=key,
             on_tools_changed=self._tools_changed,
+            held_within=self.listings,
         )
 
     def _tools_changed(self, server: str, kind: str = "tools") -> None:

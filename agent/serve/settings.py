@@ -9,6 +9,7 @@ the CLI reads `SETTINGS` without importing the MCP SDK).
       progress_interval: 5            # seconds between progress notifications of a running execution
       warm: 1                         # sandboxes kept started ahead of the next client
       max_sessions: 16                # client sessions at once (more are refused)
+      max_listing_values: 10000000    # JSON values the servers' listings of all sessions hold together
       prompts: true                   # offer the servers' prompts (as server__prompt)
       resources: true                 # offer the servers' resources and resource templates
       asks_from_scripts: false        # pass a script's elicitations on to the client (3 per script)
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tool_tree.config import Config, Setting
+from tool_tree.held_values import MAX_SERVE_HELD_VALUES
 
 DEFAULT_IDLE_TIMEOUT = 1800.0
 DEFAULT_PROGRESS_INTERVAL = 5.0
@@ -53,6 +55,11 @@ SETTINGS: dict[str, Setting] = {
         "the most client sessions at once",
         check=lambda v: None if v <= MAX_SESSIONS else f"expected at most {MAX_SESSIONS}, got {v}",
     ),
+    "max_listing_values": Setting(
+        int,
+        "the most JSON values the servers' listings (tools, prompts, resources) of all client sessions hold together "
+        f"(default {MAX_SERVE_HELD_VALUES:,})",
+    ),
     "prompts": Setting(bool, "offer the servers' MCP prompts, named server__prompt (default true)"),
     "resources": Setting(bool, "offer the servers' MCP resources and resource templates (default true)"),
     "asks_from_scripts": Setting(
@@ -76,6 +83,10 @@ class ServeSettings:
         progress_interval: seconds between progress notifications while a script runs.
         warm: sandboxes kept started ahead of the next client (0: start each one on demand).
         max_sessions: client sessions at once; a new client past this is refused.
+        max_listing_values: JSON values the listings of the servers of all client sessions may hold together
+            (`tool_tree.held_values`): each session starts its own servers, so without it ``max_sessions`` sessions
+            of servers at one run's bound would hold that many times it. A server whose listing would pass it fails
+            in that session alone, saying so; a session's servers give theirs back as it ends.
         pinned: tools whose signatures go into the instructions (the ``agent:`` section's ``pinned``).
         prompts: offer the servers' prompts (`agent.serve.upstream_extras`).
         resources: offer the servers' resources and resource templates.
@@ -88,6 +99,7 @@ class ServeSettings:
     progress_interval: float = DEFAULT_PROGRESS_INTERVAL
     warm: int = DEFAULT_WARM
     max_sessions: int = DEFAULT_MAX_SESSIONS
+    max_listing_values: int = MAX_SERVE_HELD_VALUES
     pinned: tuple[str, ...] = ()
     prompts: bool = True
     resources: bool = True

@@ -234,3 +234,64 @@ async def test_a_server_listed_again_as_its_tools_changed_is_not_counted_twice()
     result = await discover_one(server, held=exactly)
     assert result.error is None and [t["name"] for t in result.tools] == ["tool_v3"]
     assert exactly.held == one
+
+
+def test_a_count_within_a_shared_one_takes_from_both_and_names_the_bound_that_refused() -> None:
+    shared = HeldValues.shared(100)
+    a, b = HeldValues(80, within=shared), HeldValues(80, within=shared)
+    assert a.take(60) and shared.held == 60
+    assert not b.take(50) and (b.held, shared.held) == (0, 60)  # refused by the shared bound: nothing counted
+    assert "held of the servers of all client sessions past 100 JSON values" in b.over("x")
+    assert "serve.max_listing_values" in b.over("x")
+    assert not a.take(30) and "held of all servers past 80 JSON values, the limit for one run" in a.over("x")
+    assert shared.held == 60  # a's own bound refused first: the shared count untouched
+    assert b.take(40) and shared.held == 100
+    a.give(1_000)  # gives back what it held, no more
+    assert (a.held, shared.held) == (0, 40)
+    with pytest.raises(TypeError, match="held_within: expected a HeldValues or None, got int"):
+        ServerPool([], held_within=5)  # type: ignore[arg-type]
+
+
+def test_a_shared_count_taken_and_given_from_many_threads_adds_up() -> None:
+    import threading
+
+    shared = HeldValues.shared(10**9)
+    counts = [HeldValues(within=shared) for _ in range(8)]
+
+    def churn(held: HeldValues) -> None:
+        for _ in range(2_000):
+            assert held.take(3)
+            held.give(2)
+
+    threads = [threading.Thread(target=churn, args=(held,)) for held in counts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert shared.held == 8 * 2_000 == sum(held.held for held in counts)
+
+
+@pytest.mark.anyio
+async def test_pools_that_share_a_count_are_bounded_together_and_give_theirs_back_as_they_close(
+    tmp_path: Path,
+) -> None:
+    # What `tooltree serve` does for its client sessions, each a pool of its own: before, each pool was bounded alone,
+    # so 16 sessions of servers at a run's bound held 16 times it.
+    shared = HeldValues.shared(5_000)
+    servers = [raw(tmp_path, name, dense_pages(name)) for name in "ab"]
+    async with ServerPool(servers, held_within=shared) as first:
+        await first.start("a")
+        await first.start("b")
+        assert shared.held == 2 * 1_990
+        async with ServerPool(servers, held_within=shared) as second:
+            with pytest.raises(ServerUnavailable) as caught:
+                await second.start("a")
+            assert "held of the servers of all client sessions past 5,000 JSON values" in str(caught.value)
+            assert "serve.max_listing_values" in str(caught.value)
+            assert shared.held == 2 * 1_990  # the refused listing gave back what it had counted
+        await first.start("a")  # the first pool's servers are unharmed
+    assert shared.held == 0
+    async with ServerPool(servers, held_within=shared) as third:
+        assert [t["name"] for t in await third.start("a")] == ["a0", "a1"]
+        assert shared.held == 1_990
+    assert shared.held == 0
