@@ -56,6 +56,7 @@ from sandbox.bridge import ToolBridge, ToolCallRefused
 from sandbox.call_limits import ArgumentsRefused, is_small, measure
 from sandbox.request_budget import RequestBudget
 from sandbox.results import ledger_error
+from sandbox.stored_definitions import StoredDefinition, stored_definition
 from tool_tree.config import Config
 from tool_tree.pool import CallFailure, PoolError, ProgressListener, ServerPool, ServerUnavailable
 from tool_tree.schema_check import (
@@ -68,7 +69,7 @@ from tool_tree.schema_check import (
 )
 from tool_tree.server_asks import Asker
 from tool_tree.text import clean
-from tool_tree.tree import Manifest, ToolEntry, TreeError, load_snapshot, requires_task, schema_hash
+from tool_tree.tree import Manifest, ToolEntry, requires_task, schema_hash
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +184,7 @@ class McpBridge(ToolBridge):
         self._lock = threading.Lock()
         self._calls = 0
         self._bytes = 0
-        self._definitions: dict[tuple[str, str], dict[str, Any] | None] = {}
+        self._definitions: dict[tuple[str, str], StoredDefinition] = {}
         self._validators: dict[tuple[str, str], Validator | None] = {}
         self._patterned: dict[tuple[str, str], bool] = {}
         self._validation_budget = RequestBudget(burst=VALIDATION_BURST_SECONDS, rate=VALIDATION_RATE)
@@ -453,20 +454,13 @@ class McpBridge(ToolBridge):
         self._verified.add((entry.server, entry.tool))
 
     def _definition(self, entry: ToolEntry) -> dict[str, Any] | None:
-        """The tool's raw definition as stored in its server's snapshot (None: not readable there)."""
+        """The tool's raw definition as stored in its server's snapshot (None: not readable there), shared with the
+        other bridges of the process (`sandbox.stored_definitions`)."""
         key = (entry.server, entry.tool)
-        if key in self._definitions:
-            return self._definitions[key]
-        raw: dict[str, Any] | None = None
-        server = self._servers.get(entry.server)
-        try:
-            if server is not None:
-                raw = next((t for t in load_snapshot(self.tree, server) if t.get("name") == entry.tool), None)
-        except TreeError as e:
-            # Unchecked here, then; the live definition is still compared to the manifest's hash before a call.
-            logger.warning("cannot read the definition of %s.%s from the tree: %s", entry.server, entry.tool, e)
-        self._definitions[key] = raw
-        return raw
+        stored = self._definitions.get(key)
+        if stored is None:
+            stored = self._definitions[key] = stored_definition(self.tree, self._servers.get(entry.server), entry)
+        return stored.value
 
     def _matches_patterns(self, server: str, tool: str) -> bool:
         """Whether validating the tool's arguments may match schema patterns (costly: see `tool_tree.schema_check`)."""

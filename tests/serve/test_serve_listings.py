@@ -76,3 +76,28 @@ def test_the_setting_defaults_to_twice_one_runs_bound_and_a_wrong_one_names_file
     path = _config(tmp_path, "  max_listing_values: many\n")
     with pytest.raises(ConfigError, match=f"^{path}:7: serve.max_listing_values: "):
         load(str(path))
+
+
+def test_client_sessions_share_one_copy_of_a_tools_stored_definition_let_go_with_the_last(tmp_path: Path) -> None:
+    # Each session's bridge reads the tool's definition from the tree to check its arguments. Before, each kept its
+    # own copy: a schema of 800,000 values cost about 55 MB in every session that called it.
+    import gc
+
+    from sandbox import stored_definitions
+
+    config_path = _config(tmp_path, "")
+    tree = tmp_path / "tree"
+    assert cli(["generate-tree", "--config", str(config_path), "--out", str(tree), "--embeddings", "off"]) == 0
+    config = load(str(config_path))
+    app = ToolServer(config, tree, settings=ServeSettings.from_config(config), sandbox_config=SandboxConfig())
+    (entry,) = (t for t in app.toolset.manifest.tools if t.tool == "echo")
+    with app._runtime("first") as first, app._runtime("second") as second:
+        for runtime in (first, second):
+            assert runtime.call_tool("dense", "echo", {"n": 1})["content"] == [{"type": "text", "text": '{"n": 1}'}]
+        stored = first.bridge._definition(entry)
+        assert stored is not None and len(stored["inputSchema"]["x"]) == 1_985
+        assert second.bridge._definition(entry) is stored
+        del stored
+    del first, second
+    gc.collect()
+    assert not [key for key in stored_definitions._shared if key[1:3] == ("dense", "echo")]
