@@ -1,56 +1,108 @@
 """Tools' definitions as a tree's snapshots store them, read once for every bridge of the process.
 
 `sandbox.mcp_bridge.McpBridge` reads a tool's stored definition at its first call, to check its arguments against its
-input schema, and keeps it for its session. Each `tooltree serve` client session has a bridge of its own, so each
-kept a copy: a tool whose schema holds 800,000 values cost about 55 MB in every session that called it, and 16
-sessions held 16 copies. A definition is now shared by every bridge that reads the same tool of the same tree at the
-same schema hash (the hash of its whole definition, from the manifest): one copy in memory while any bridge holds
-it, let go when the last one is.
+input schema, and keeps it for its session. Two costs grew with the sessions and the tools called:
+
+- **Memory.** Each `tooltree serve` client session has a bridge of its own, so each kept a copy: a tool whose schema
+  holds 800,000 values cost about 55 MB in every session that called it. A definition is now shared by every bridge
+  that reads the same tool of the same tree at the same schema hash (the hash of its whole definition, from the
+  manifest): one copy while any bridge holds it, let go when the last one is.
+- **Host CPU.** The first call of each tool parsed its server's whole snapshot to pick out that one tool: a script
+  calling many tools of a big server paid a whole snapshot per tool, on the session's event loop and charged to no
+  budget (60 ms each for a server of 20,000 tools; 0.24 s for one listing 2.4 million values). A snapshot is now parsed
+  once per version of its file, and each tool's definition kept as its JSON text (`SnapshotTexts`, about the file's
+  size, shared like the definitions and held while any definition read from it is); a tool's first call parses its
+  own text alone.
 
 Definitions are shared read-only: nothing changes them once read.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
 import weakref
 from typing import Any
 
-from tool_tree.tree import ServerEntry, ToolEntry, TreeError, load_snapshot
+from tool_tree.tree import SNAPSHOTS_DIR, ServerEntry, ToolEntry, TreeError, load_snapshot
 
 logger = logging.getLogger(__name__)
 
 
+class SnapshotTexts:
+    """One version of a server's snapshot: each tool's definition as JSON text, by name (the first of a name)."""
+
+    __slots__ = ("__weakref__", "texts")
+
+    def __init__(self, tools: list[dict[str, Any]]) -> None:
+        texts: dict[str, str] = {}
+        for tool in tools:
+            name = tool.get("name")
+            if isinstance(name, str) and name not in texts:
+                texts[name] = json.dumps(tool, ensure_ascii=False)
+        self.texts = texts
+
+
 class StoredDefinition:
-    """One tool's definition as its server's snapshot stores it (``value``; None: not readable there)."""
+    """One tool's definition as its server's snapshot stores it (``value``; None: not readable there), and the
+    snapshot it was read from (kept while the definition is, so the server's other tools are not parsed again)."""
 
-    __slots__ = ("__weakref__", "value")
+    __slots__ = ("__weakref__", "source", "value")
 
-    def __init__(self, value: dict[str, Any] | None) -> None:
+    def __init__(self, value: dict[str, Any] | None, source: SnapshotTexts | None = None) -> None:
         self.value = value
+        self.source = source
 
 
-_shared: weakref.WeakValueDictionary[tuple[str, str, str, str], StoredDefinition] = weakref.WeakValueDictionary()
+_definitions: weakref.WeakValueDictionary[tuple[str, str, str, str], StoredDefinition] = weakref.WeakValueDictionary()
+_snapshots: weakref.WeakValueDictionary[tuple[Any, ...], SnapshotTexts] = weakref.WeakValueDictionary()
 _lock = threading.Lock()
 
 
 def stored_definition(tree: str | os.PathLike[str], server: ServerEntry | None, entry: ToolEntry) -> StoredDefinition:
     """``entry``'s definition in ``server``'s snapshot in ``tree``: the one another bridge of this process holds, or
     read now (an unreadable snapshot gives None, with a warning; so does no ``server``)."""
-    key = (os.path.realpath(tree), entry.server, entry.tool, entry.schema_hash)
+    root = os.path.realpath(tree)
+    key = (root, entry.server, entry.tool, entry.schema_hash)
     with _lock:
-        found = _shared.get(key)
+        found = _definitions.get(key)
     if found is not None:
         return found
-    raw: dict[str, Any] | None = None
+    made = StoredDefinition(None)
     try:
         if server is not None:
-            raw = next((t for t in load_snapshot(tree, server) if t.get("name") == entry.tool), None)
+            source = _snapshot_texts(tree, root, server)
+            text = source.texts.get(entry.tool)
+            made = StoredDefinition(json.loads(text) if text is not None else None, source)
     except TreeError as e:
         # Unchecked here, then; the live definition is still compared to the manifest's hash before a call.
         logger.warning("cannot read the definition of %s.%s from the tree: %s", entry.server, entry.tool, e)
-    made = StoredDefinition(raw)
     with _lock:  # another bridge may have read it meanwhile: one copy is kept
-        return _shared.setdefault(key, made)
+        return _definitions.setdefault(key, made)
+
+
+def _snapshot_texts(tree: str | os.PathLike[str], root: str, server: ServerEntry) -> SnapshotTexts:
+    """The tools' texts of ``server``'s snapshot as its file is now (a file replaced is another version: generate-tree
+    writes a new file in its place).
+
+    Raises:
+        TreeError: the snapshot is missing or malformed.
+    """
+    rel = server.snapshot or f"{SNAPSHOTS_DIR}/{server.package}.json"
+    try:
+        st = os.stat(os.path.join(root, rel), follow_symlinks=False)
+        version: tuple[int, ...] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    except (OSError, ValueError):
+        version = ()  # not shared: read (and refused) below
+    key = (root, server.name, rel, version)
+    with _lock:
+        found = _snapshots.get(key) if version else None
+    if found is not None:
+        return found
+    made = SnapshotTexts(load_snapshot(tree, server))
+    if not version:
+        return made
+    with _lock:
+        return _snapshots.setdefault(key, made)

@@ -100,4 +100,5 @@ def test_client_sessions_share_one_copy_of_a_tools_stored_definition_let_go_with
         del stored
     del first, second
     gc.collect()
-    assert not [key for key in stored_definitions._shared if key[1:3] == ("dense", "echo")]
+    assert not [key for key in stored_definitions._definitions if key[1:3] == ("dense", "echo")]
+    assert not [key for key in stored_definitions._snapshots if key[1] == "dense"]

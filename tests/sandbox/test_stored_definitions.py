@@ -1,0 +1,87 @@
+"""A tool's stored definition, which a bridge reads from the tree to check the tool's arguments
+(`sandbox.stored_definitions`): its server's snapshot is parsed once for all its tools, read again once the file is
+replaced, shared by the bridges of the process and let go with the last definition read from it.
+
+Before, the first call of each tool parsed the server's whole snapshot again (60 ms a tool for a server of 20,000
+tools, on the session's event loop, charged to no budget), and each bridge kept its own copy of each definition.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox import stored_definitions
+from sandbox.stored_definitions import stored_definition
+from tests.support import raw_server_tree
+from tool_tree.tree import Manifest, ToolEntry, load_snapshot
+
+
+def tools(n: int, suffix: str = "") -> list[dict[str, Any]]:
+    return [
+        {"name": f"t{i}", "description": f"tool {i}{suffix}", "inputSchema": {"type": "object", "x": [i] * (i + 1)}}
+        for i in range(n)
+    ]
+
+
+def counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    reads: list[str] = []
+    real = stored_definitions.load_snapshot
+
+    def spy(tree: Any, server: Any, *args: Any) -> list[dict[str, Any]]:
+        reads.append(server.name)
+        return real(tree, server, *args)
+
+    monkeypatch.setattr(stored_definitions, "load_snapshot", spy)
+    return reads
+
+
+def test_a_snapshot_is_parsed_once_for_all_its_tools_and_again_once_its_file_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree, _ = raw_server_tree(tmp_path, tools(6))
+    manifest = Manifest.load(tree)
+    (server,) = manifest.servers
+    reads = counting_reads(monkeypatch)
+    held = [stored_definition(tree, server, entry) for entry in manifest.tools]
+    assert reads == ["raw"]  # before: once for each of the six tools
+    stored = {t["name"]: t for t in load_snapshot(tree, server)}
+    assert [h.value for h in held] == [stored[e.tool] for e in manifest.tools]
+    assert stored_definition(tree, server, manifest.tools[2]) is held[2]  # asked again: the same copy
+    missing = ToolEntry(server="raw", tool="gone", function="gone", path="", schema_hash="sha256:0")
+    assert stored_definition(tree, server, missing).value is None and reads == ["raw"]
+
+    # generate-tree writes the snapshot anew: the tools of the new version are read from the new file, once.
+    (tmp_path / "raw.json").write_text(json.dumps({"pages": [tools(6, " again")]}), encoding="utf-8")
+    from tooltree_cli.main import main
+
+    assert main(["generate-tree", "--config", str(tmp_path / "tooltree.yaml"), "--out", str(tree)]) == 0
+    manifest = Manifest.load(tree)
+    again = [stored_definition(tree, manifest.servers[0], entry) for entry in manifest.tools]
+    assert reads == ["raw", "raw"]
+    assert [a.value["description"] for a in again if a.value] == [f"tool {i} again" for i in range(6)]
+
+
+def test_what_was_read_is_let_go_with_the_last_definition_held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree, _ = raw_server_tree(tmp_path, tools(3))
+    manifest = Manifest.load(tree)
+    reads = counting_reads(monkeypatch)
+    first = stored_definition(tree, manifest.servers[0], manifest.tools[0])
+    del first
+    gc.collect()
+    root = str(tree.resolve())
+    assert not [k for k in stored_definitions._definitions if k[0] == root]
+    assert not [k for k in stored_definitions._snapshots if k[0] == root]
+    stored_definition(tree, manifest.servers[0], manifest.tools[1])
+    assert reads == ["raw", "raw"]  # nothing held it: read again
+
+
+def test_a_snapshot_naming_a_tool_twice_or_not_by_a_string_keeps_the_first_and_skips_the_rest() -> None:
+    source = stored_definitions.SnapshotTexts(
+        [{"name": "a", "n": 1}, {"name": ["a"], "n": 2}, {"name": "a", "n": 3}, {"n": 4}, {"name": "b", "n": 5}]
+    )
+    assert {name: json.loads(text)["n"] for name, text in source.texts.items()} == {"a": 1, "b": 5}
