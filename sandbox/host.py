@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tool_tree.config import Config
-from tool_tree.tree import Manifest, tree_lock
+from tool_tree.tree import tree_lock
 
 if TYPE_CHECKING:
     from sandbox.bridge import CallCancel
@@ -199,6 +199,7 @@ class Runtime:
     def open(self) -> Runtime:
         """Start the server pool (servers themselves start on their first call)."""
         from sandbox.mcp_bridge import AuditLog, McpBridge
+        from sandbox.stored_definitions import shared_manifest
         from tool_tree.pool import BackgroundPool
         from tool_tree.starts import start_jobs
 
@@ -210,7 +211,7 @@ class Runtime:
                 return self
             self._closed.clear()
             with tree_lock(self.tree, shared=True):  # not half of a generation `generate-tree` is writing
-                manifest = Manifest.load(self.tree)
+                manifest = shared_manifest(self.tree)  # one copy for the runtimes of the process
             wanted = {s.name for s in manifest.servers}
             servers = [s for s in self.config.enabled_servers if s.name in wanted]
             pool = BackgroundPool(

@@ -13,8 +13,10 @@ input schema, and keeps it for its session. Two costs grew with the sessions and
   once per version of its file, and each tool's definition kept as its JSON text (`SnapshotTexts`, about the file's
   size, shared like the definitions and held while any definition read from it is); a tool's first call parses its
   own text alone.
+- **The manifest.** Each session's runtime read the tree's manifest anew (about 17 MB for a tree of 20,000 tools);
+  `shared_manifest` gives the sessions of the process one copy per version of the file.
 
-Definitions are shared read-only: nothing changes them once read.
+Definitions and manifests are shared read-only: nothing changes them once read.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import threading
 import weakref
 from typing import Any
 
-from tool_tree.tree import SNAPSHOTS_DIR, ServerEntry, ToolEntry, TreeError, load_snapshot
+from tool_tree.tree import MANIFEST_FILE, SNAPSHOTS_DIR, Manifest, ServerEntry, ToolEntry, TreeError, load_snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +60,37 @@ class StoredDefinition:
 
 _definitions: weakref.WeakValueDictionary[tuple[str, str, str, str], StoredDefinition] = weakref.WeakValueDictionary()
 _snapshots: weakref.WeakValueDictionary[tuple[Any, ...], SnapshotTexts] = weakref.WeakValueDictionary()
+_manifests: weakref.WeakValueDictionary[tuple[Any, ...], Manifest] = weakref.WeakValueDictionary()
 _lock = threading.Lock()
+
+
+def shared_manifest(tree: str | os.PathLike[str]) -> Manifest:
+    """The manifest of the tree folder ``tree`` as its file is now: the copy another runtime of this process holds,
+    or read now (`Manifest.load`). Read it under the tree's shared lock, as `Manifest.load`.
+
+    Raises:
+        TreeError: no manifest, an unreadable or malformed one, or ``tree`` is not a folder.
+    """
+    root = os.path.realpath(tree)
+    key = (root, *_version(os.path.join(root, MANIFEST_FILE)))
+    with _lock:
+        found = _manifests.get(key) if len(key) > 1 else None
+    if found is not None:
+        return found
+    made = Manifest.load(tree)
+    if len(key) == 1:
+        return made
+    with _lock:
+        return _manifests.setdefault(key, made)
+
+
+def _version(path: str) -> tuple[int, ...]:
+    """Which version of the file ``path`` is there (generate-tree replaces a file it rewrites); () if none is."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except (OSError, ValueError):
+        return ()
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def stored_definition(tree: str | os.PathLike[str], server: ServerEntry | None, entry: ToolEntry) -> StoredDefinition:
@@ -91,11 +123,7 @@ def _snapshot_texts(tree: str | os.PathLike[str], root: str, server: ServerEntry
         TreeError: the snapshot is missing or malformed.
     """
     rel = server.snapshot or f"{SNAPSHOTS_DIR}/{server.package}.json"
-    try:
-        st = os.stat(os.path.join(root, rel), follow_symlinks=False)
-        version: tuple[int, ...] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    except (OSError, ValueError):
-        version = ()  # not shared: read (and refused) below
+    version = _version(os.path.join(root, rel))  # none: not shared, read (and refused) below
     key = (root, server.name, rel, version)
     with _lock:
         found = _snapshots.get(key) if version else None

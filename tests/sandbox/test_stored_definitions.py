@@ -85,3 +85,24 @@ def test_a_snapshot_naming_a_tool_twice_or_not_by_a_string_keeps_the_first_and_s
         [{"name": "a", "n": 1}, {"name": ["a"], "n": 2}, {"name": "a", "n": 3}, {"n": 4}, {"name": "b", "n": 5}]
     )
     assert {name: json.loads(text)["n"] for name, text in source.texts.items()} == {"a": 1, "b": 5}
+
+
+def test_runtimes_of_one_tree_share_its_manifest_until_the_file_is_replaced(tmp_path: Path) -> None:
+    # Before, each runtime (each `tooltree serve` client session) read its own: about 17 MB for 20,000 tools.
+    from sandbox.host import Runtime
+    from tooltree_cli.common import load
+    from tooltree_cli.main import main
+
+    tree, _ = raw_server_tree(tmp_path, tools(3))
+    config = load(str(tmp_path / "tooltree.yaml"))
+    with Runtime(config, tree) as first, Runtime(config, tree) as second:
+        assert first.bridge.manifest is second.bridge.manifest
+        assert [t.tool for t in first.bridge.manifest.tools] == ["t0", "t1", "t2"]
+        (tmp_path / "raw.json").write_text(json.dumps({"pages": [tools(4)]}), encoding="utf-8")
+        assert main(["generate-tree", "--config", str(tmp_path / "tooltree.yaml"), "--out", str(tree)]) == 0
+        with Runtime(config, tree) as third:
+            assert [t.tool for t in third.bridge.manifest.tools] == ["t0", "t1", "t2", "t3"]
+        assert [t.tool for t in first.bridge.manifest.tools] == ["t0", "t1", "t2"]  # a runtime keeps what it read
+    del first, second, third
+    gc.collect()
+    assert not [k for k in stored_definitions._manifests if k[0] == str(tree.resolve())]
