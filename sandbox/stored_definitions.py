@@ -26,7 +26,8 @@ import logging
 import os
 import threading
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from tool_tree.tree import MANIFEST_FILE, SNAPSHOTS_DIR, Manifest, ServerEntry, ToolEntry, TreeError, load_snapshot
 
@@ -62,6 +63,7 @@ _definitions: weakref.WeakValueDictionary[tuple[str, str, str, str], StoredDefin
 _snapshots: weakref.WeakValueDictionary[tuple[Any, ...], SnapshotTexts] = weakref.WeakValueDictionary()
 _manifests: weakref.WeakValueDictionary[tuple[Any, ...], Manifest] = weakref.WeakValueDictionary()
 _lock = threading.Lock()
+_V = TypeVar("_V")
 
 
 def shared_manifest(tree: str | os.PathLike[str]) -> Manifest:
@@ -72,47 +74,27 @@ def shared_manifest(tree: str | os.PathLike[str]) -> Manifest:
         TreeError: no manifest, an unreadable or malformed one, or ``tree`` is not a folder.
     """
     root = os.path.realpath(tree)
-    key = (root, *_version(os.path.join(root, MANIFEST_FILE)))
-    with _lock:
-        found = _manifests.get(key) if len(key) > 1 else None
-    if found is not None:
-        return found
-    made = Manifest.load(tree)
-    if len(key) == 1:
-        return made
-    with _lock:
-        return _manifests.setdefault(key, made)
-
-
-def _version(path: str) -> tuple[int, ...]:
-    """Which version of the file ``path`` is there (generate-tree replaces a file it rewrites); () if none is."""
-    try:
-        st = os.stat(path, follow_symlinks=False)
-    except (OSError, ValueError):
-        return ()
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    version = _version(os.path.join(root, MANIFEST_FILE))
+    return _shared(_manifests, (root, version) if version else None, lambda: Manifest.load(tree))
 
 
 def stored_definition(tree: str | os.PathLike[str], server: ServerEntry | None, entry: ToolEntry) -> StoredDefinition:
     """``entry``'s definition in ``server``'s snapshot in ``tree``: the one another bridge of this process holds, or
     read now (an unreadable snapshot gives None, with a warning; so does no ``server``)."""
     root = os.path.realpath(tree)
-    key = (root, entry.server, entry.tool, entry.schema_hash)
-    with _lock:
-        found = _definitions.get(key)
-    if found is not None:
-        return found
-    made = StoredDefinition(None)
-    try:
-        if server is not None:
-            source = _snapshot_texts(tree, root, server)
-            text = source.texts.get(entry.tool)
-            made = StoredDefinition(json.loads(text) if text is not None else None, source)
-    except TreeError as e:
-        # Unchecked here, then; the live definition is still compared to the manifest's hash before a call.
-        logger.warning("cannot read the definition of %s.%s from the tree: %s", entry.server, entry.tool, e)
-    with _lock:  # another bridge may have read it meanwhile: one copy is kept
-        return _definitions.setdefault(key, made)
+
+    def read() -> StoredDefinition:
+        try:
+            if server is not None:
+                source = _snapshot_texts(tree, root, server)
+                text = source.texts.get(entry.tool)
+                return StoredDefinition(json.loads(text) if text is not None else None, source)
+        except TreeError as e:
+            # Unchecked here, then; the live definition is still compared to the manifest's hash before a call.
+            logger.warning("cannot read the definition of %s.%s from the tree: %s", entry.server, entry.tool, e)
+        return StoredDefinition(None)
+
+    return _shared(_definitions, (root, entry.server, entry.tool, entry.schema_hash), read)
 
 
 def _snapshot_texts(tree: str | os.PathLike[str], root: str, server: ServerEntry) -> SnapshotTexts:
@@ -124,13 +106,29 @@ def _snapshot_texts(tree: str | os.PathLike[str], root: str, server: ServerEntry
     """
     rel = server.snapshot or f"{SNAPSHOTS_DIR}/{server.package}.json"
     version = _version(os.path.join(root, rel))  # none: not shared, read (and refused) below
-    key = (root, server.name, rel, version)
-    with _lock:
-        found = _snapshots.get(key) if version else None
-    if found is not None:
-        return found
-    made = SnapshotTexts(load_snapshot(tree, server))
-    if not version:
+    key = (root, server.name, rel, version) if version else None
+    return _shared(_snapshots, key, lambda: SnapshotTexts(load_snapshot(tree, server)))
+
+
+def _shared(cache: weakref.WeakValueDictionary[Any, _V], key: Any, make: Callable[[], _V]) -> _V:
+    """The value of ``key`` another holder in this process holds, or ``make()`` (outside the lock: a read may take a
+    while), kept for the next; a ``key`` of None is not shared. Two threads making it at once keep one copy."""
+    if key is not None:
+        with _lock:
+            found = cache.get(key)
+        if found is not None:
+            return found
+    made = make()
+    if key is None:
         return made
     with _lock:
-        return _snapshots.setdefault(key, made)
+        return cache.setdefault(key, made)
+
+
+def _version(path: str) -> tuple[int, ...]:
+    """Which version of the file ``path`` is there (generate-tree replaces a file it rewrites); () if none is."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except (OSError, ValueError):
+        return ()
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
