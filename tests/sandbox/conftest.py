@@ -6,6 +6,7 @@ The engine fixture (``docker_engine``) and the sessions' ``test_config`` live in
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,8 +31,13 @@ def list_leads(*, status: str = "open") -> ToolResult:
 '''
 
 
-def write_sample_tree(root: Path) -> Path:
-    """A tiny tree with one server (``crm``) and one stub (``list_leads``)."""
+def write_sample_tree(root: Path, *, unique: bool = False) -> Path:
+    """A tiny tree with one server (``crm``) and one stub (``list_leads``).
+
+    ``unique``: with a file of its own. A tree volume is named by its tree's content, so a test that must see the
+    copy into a new volume happen needs this: a volume of the same content left complete by an earlier run (one
+    killed before its cleanup) would be mounted instead.
+    """
     pkg = root / "servers" / "crm"
     pkg.mkdir(parents=True)
     (root / "servers" / "__init__.py").write_text("", encoding="utf-8")
@@ -40,6 +46,8 @@ def write_sample_tree(root: Path) -> Path:
     (pkg / "list_leads.py").write_text(_STUB, encoding="utf-8")
     (pkg / "README.md").write_text("list_leads — List the leads with a status.\n", encoding="utf-8")
     (root / "manifest.json").write_text('{"version": 1, "servers": [], "tools": []}\n', encoding="utf-8")
+    if unique:
+        (root / "run.txt").write_text(uuid.uuid4().hex, encoding="utf-8")
     return root
 
 

@@ -165,7 +165,7 @@ def test_sessions_started_together_on_a_new_tree_all_see_the_whole_tree(
     # them failed, or marked complete a volume missing half its stubs, and every later session got ImportError.
     from sandbox import docker_backend
 
-    tree = write_sample_tree(tmp_path / "tree")
+    tree = write_sample_tree(tmp_path / "tree", unique=True)
     (tree / "servers" / "bulk").mkdir()
     for i in range(1000):
         (tree / "servers" / "bulk" / f"m{i}.py").write_text(f"X = {i}\n" + "# padding\n" * 40, encoding="utf-8")

@@ -25,7 +25,7 @@ def test_a_copy_cut_between_two_files_is_not_marked_complete_and_the_next_sessio
     # later session of the same tree mounted it.
     from sandbox import docker_backend
 
-    tree = write_sample_tree(tmp_path / "tree")
+    tree = write_sample_tree(tmp_path / "tree", unique=True)
     (tree / "servers" / "bulk").mkdir()
     for i in range(200):
         (tree / "servers" / "bulk" / f"m{i}.py").write_text(f"X = {i}\n", encoding="utf-8")
@@ -57,7 +57,7 @@ def test_a_module_costly_to_compile_ends_the_copy_at_its_memory_limit_with_a_cle
     # the copying container had no memory limit, so the host gave it all of that.
     from sandbox.docker_backend import POPULATE_MEMORY
 
-    tree = write_sample_tree(tmp_path / "tree")
+    tree = write_sample_tree(tmp_path / "tree", unique=True)
     (tree / "servers" / "crm" / "heavy.py").write_text("a\n" * (4 * 1024 * 1024 - 16), encoding="utf-8")
     with pytest.raises(SandboxError, match=f"the copy was killed \\(out of its {POPULATE_MEMORY >> 20} MiB"):
         DockerBackend(test_config, tree=tree, docker=docker_engine).prepare()
