@@ -40,7 +40,7 @@ from sandbox.config import SandboxConfig
 from sandbox.errors import EngineError, EngineUnavailableError, HardeningError, SandboxError
 from sandbox.hardening import HOST_LABEL, OWNER_LABEL, check_hardening, check_process_status, container_spec
 from sandbox.image import ensure_image, session_image
-from sandbox.in_force import check_in_force
+from sandbox.in_force import check_in_force, tree_incomplete
 from sandbox.sweep import sweep_once
 from sandbox.tree_pack import pack_tree, tree_fingerprint
 from tool_tree.tree import tree_lock
@@ -230,6 +230,10 @@ class DockerBackend(SandboxBackend):
         self.gvisor = False
         """Whether the engine runs ``config.runtime`` under gVisor (`engine_runs_gvisor`), found by `prepare`."""
         self._prepared = False
+        self._tree_record: str | None = None
+        """The record of the tree's volume (`TREE_KNOWN_PREFIX`), forgotten when a session finds the copy unfinished."""
+        self._tree_unfinished = False
+        """A session found the tree volume without a whole copy: the next start copies the tree again."""
         self._lock = threading.Lock()
 
     def prepare(self) -> None:
@@ -287,10 +291,15 @@ class DockerBackend(SandboxBackend):
         # `generate-tree` may be rewriting the tree: wait for it, and read one whole generation.
         with tree_lock(tree, shared=True):
             # Named with FILL_VERSION too: a record made before it changed names a volume that is not used again.
-            known = f"{TREE_KNOWN_PREFIX}{FILL_VERSION.decode().strip()}-{tree_fingerprint(tree)}"
-            name = (self.docker.volume_labels(known) or {}).get(TREE_VOLUME_LABEL, "")
+            known = self._tree_record = f"{TREE_KNOWN_PREFIX}{FILL_VERSION.decode().strip()}-{tree_fingerprint(tree)}"
+            labels = self.docker.volume_labels(known)
+            name = (labels or {}).get(TREE_VOLUME_LABEL, "")
             if name.startswith(TREE_VOLUME_PREFIX) and self.docker.volume_exists(name):
                 return name
+            if labels is not None:
+                # Its volume is gone (removed alone): a copy into a new volume of that name that is cut short must
+                # not be found through it. Before, the next session of this tree mounted such a copy, half a tree.
+                self.docker.remove_volume(known)
             data = pack_tree(tree)
         name = self._fill_tree_volume(data)
         self.docker.create_volume(known, {OWNER_LABEL: self.config.owner, TREE_VOLUME_LABEL: name})
@@ -381,20 +390,44 @@ class DockerBackend(SandboxBackend):
 
     def _recopy_gone_tree(self) -> None:
         """Copy the tree again when its volume is gone since `prepare` (`tooltree sandbox prune` removes it while no
-        container mounts it). Before: the engine made an empty volume of that name for the next session, which saw
-        no /workspace/servers, and prune never removed that unlabelled volume."""
-        if self.tree is None or self.tree_volume is None or self.docker.volume_exists(self.tree_volume):
+        container mounts it), or a session found the copy in it unfinished. Before: the engine made an empty volume
+        of that name for the next session, which saw no /workspace/servers, and prune never removed that unlabelled
+        volume."""
+        if self.tree is None or self.tree_volume is None:
+            return
+        if not self._tree_unfinished and self.docker.volume_exists(self.tree_volume):
             return
         with self._lock:
             self.tree_volume = self._ensure_tree_volume(self.tree)
+            self._tree_unfinished = False
+
+    def _forget_unfinished_tree(self) -> None:
+        """A session found no whole copy in the tree volume: its record goes, so that no start finds the volume
+        through it, and this backend's next start copies the tree into it again (`populate` redoes a copy cut short,
+        and waits for one still being made)."""
+        with self._lock:
+            self._tree_unfinished = True
+            record = self._tree_record
+        if record is not None:
+            with contextlib.suppress(EngineError):
+                self.docker.remove_volume(record)
 
     def verify_ready(self, connection: Connection, status: Mapping[str, Any]) -> None:
-        """Raises: HardeningError: the supervisor reports privileges it must not have, or limits not applied."""
+        """Refuse a sandbox whose supervisor reports it confined otherwise than required, or its tree unfinished.
+
+        Raises:
+            HardeningError: the supervisor reports privileges it must not have, or limits not applied.
+            SandboxError: the tree volume it mounts holds no whole copy of the tree (the next start copies it again).
+        """
         violations = check_process_status(status, gvisor=self.gvisor)
         violations += check_in_force(status, self.config, gvisor=self.gvisor, tree=self.tree_volume is not None)
         if violations:
             connection.kill()
             raise HardeningError(connection.name, violations)
+        if self.tree_volume is not None and (why := tree_incomplete(status)) is not None:
+            connection.kill()
+            self._forget_unfinished_tree()
+            raise SandboxError(f"sandbox {connection.name} did not start: {why}")
 
 
 def _refused(error: BaseException) -> bool:

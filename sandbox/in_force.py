@@ -12,7 +12,9 @@ they are applied: rootless Docker on cgroup v1 runs containers without cgroups, 
   filter is in force, not that it is this one;
 - its network interfaces and the options of its mounts (`sandbox._supervisor.namespaces`): the loopback alone; the
   root and the tree read-only; ``/tmp`` and the workspace not executable (and, but under gVisor, which does not
-  show them, without set-user-id files or devices).
+  show them, without set-user-id files or devices);
+- whether the tree volume it mounts holds a whole copy of the tree (`sandbox._supervisor.tree_state`,
+  `tree_incomplete`): the volume of a tree's name may hold a copy cut short.
 
 Under gVisor the first two are not checked: the Sentry shows the container no cgroup files (the host's cgroup of the
 whole sandbox bounds it: SECURITY.md, "Under gVisor, exceeding the memory limit ends the whole sandbox") and
@@ -112,6 +114,17 @@ def check_view(status: Mapping[str, Any], *, gvisor: bool = False, tree: bool = 
         elif missing := [o for o in options if o not in held]:
             v.append(f"{path} is mounted without {', '.join(missing)}")
     return v
+
+
+def tree_incomplete(status: Mapping[str, Any]) -> str | None:
+    """Why the tree the supervisor mounts is not a whole copy (`sandbox._supervisor.tree_state`:
+    ``status["tree_complete"]``), or None when it is."""
+    if status.get("tree_complete") is True:
+        return None
+    return (
+        "its tree volume holds no whole copy of the tree (a copy cut short, or one still being made); the next start "
+        "copies the tree into it again"
+    )
 
 
 def check_in_force(

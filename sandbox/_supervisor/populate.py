@@ -24,10 +24,10 @@ import sys
 import tarfile
 from typing import TYPE_CHECKING
 
+from .tree_state import MARKER
+
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11; an image's python3 may be 3.10
-
-MARKER = ".tooltree-complete"
 
 
 class _Member(tarfile.TarInfo):

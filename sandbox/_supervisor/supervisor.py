@@ -80,6 +80,7 @@ from .options import parse_options
 from .outputs import OutputFolder, output_budget
 from .processes import Execution, Worker, oom_kill_count
 from .seccomp_probe import probe as seccomp_probe
+from .tree_state import tree_complete
 from .wire import FrameDecoder, FrameReader, FrameTooLarge, FrameWriter, WireError
 
 OUTPUT_DIR = ".tooltree/outputs"
@@ -265,6 +266,8 @@ class Supervisor:
         # What the kernel applies, not what the engine says it asked for (sandbox.in_force).
         info["cgroup"] = read_limits()
         info["view"] = namespaces_report(["/", "/tmp", self.workspace.root, *([self.tree] if self.tree else [])])
+        if self.tree:
+            info["tree_complete"] = tree_complete(self.tree)
         try:
             info["seccomp_probe"] = seccomp_probe()
         except (OSError, AttributeError) as e:  # no libc to call through: reported missing, which the host refuses

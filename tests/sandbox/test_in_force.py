@@ -261,6 +261,22 @@ def test_a_sandbox_reports_the_limits_of_its_configuration_and_the_refused_calls
     assert status["view"]["interfaces"] == ["lo"]
     assert "ro" in status["view"]["mounts"]["/"] and "ro" in status["view"]["mounts"][TREE_MOUNT]
     assert {"noexec", "nosuid", "nodev"} <= set(status["view"]["mounts"][WORKSPACE])
+    assert status["tree_complete"] is True
+
+
+def test_a_tree_is_taken_for_whole_only_when_the_supervisor_found_its_marker(tmp_path: Path) -> None:
+    from sandbox._supervisor.tree_state import MARKER, tree_complete
+    from sandbox.in_force import tree_incomplete
+
+    assert not tree_complete(str(tmp_path))
+    (tmp_path / MARKER).mkdir()  # not the file `populate` writes
+    assert not tree_complete(str(tmp_path))
+    (tmp_path / MARKER).rmdir()
+    (tmp_path / MARKER).write_text("ok\n", encoding="ascii")
+    assert tree_complete(str(tmp_path))
+    assert tree_incomplete({"tree_complete": True}) is None
+    for status in ({}, {"tree_complete": False}, {"tree_complete": "yes"}, {"tree_complete": 1}):
+        assert "holds no whole copy of the tree" in (tree_incomplete(status) or "")
 
 
 @pytest.fixture(scope="module")

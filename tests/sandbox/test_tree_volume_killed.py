@@ -61,3 +61,59 @@ def test_a_module_costly_to_compile_ends_the_copy_at_its_memory_limit_with_a_cle
     (tree / "servers" / "crm" / "heavy.py").write_text("a\n" * (4 * 1024 * 1024 - 16), encoding="utf-8")
     with pytest.raises(SandboxError, match=f"the copy was killed \\(out of its {POPULATE_MEMORY >> 20} MiB"):
         DockerBackend(test_config, tree=tree, docker=docker_engine).prepare()
+
+
+@pytest.mark.docker
+def test_a_record_of_a_removed_volume_never_leads_a_session_to_a_copy_cut_short(
+    docker_engine: EngineWithCLI, test_config: SandboxConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An unchanged tree finds its volume through a record (`TREE_KNOWN_PREFIX`). The volume removed alone (`docker
+    # volume rm`, a prune that kept the record), then a copy into a volume of that name cut short: before, the next
+    # session of the same tree followed the record to that volume and mounted half a tree.
+    from sandbox import docker_backend
+
+    tree = write_sample_tree(tmp_path / "tree", unique=True)
+    (tree / "servers" / "bulk").mkdir()
+    for i in range(200):
+        (tree / "servers" / "bulk" / f"m{i}.py").write_text(f"X = {i}\n", encoding="utf-8")
+    first = DockerBackend(test_config, tree=tree, docker=docker_engine)
+    first.prepare()
+    assert first.tree_volume is not None and docker_engine.remove_volume(first.tree_volume)
+    feed = docker_backend._feed
+
+    def cut_short(attached: Any, data: bytes) -> None:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            members = tar.getmembers()
+        feed(attached, data[: members[len(members) // 2].offset])
+
+    monkeypatch.setattr(docker_backend, "_feed", cut_short)
+    with pytest.raises(SandboxError, match="ended before its archive did"):
+        DockerBackend(test_config, tree=tree, docker=docker_engine).prepare()
+    monkeypatch.setattr(docker_backend, "_feed", feed)
+    with Sandbox(DockerBackend(test_config, tree=tree, docker=docker_engine)) as sb:
+        result = sb.execute(
+            "import os\nprint(sum(n.endswith('.py') for n in os.listdir('/opt/tooltree/tree/servers/bulk')))"
+        )
+    assert (result.stdout, result.error) == ("200\n", None)
+
+
+@pytest.mark.docker
+def test_a_session_refuses_a_tree_volume_without_a_whole_copy_and_the_next_start_copies_the_tree_again(
+    docker_engine: EngineWithCLI, test_config: SandboxConfig, tmp_path: Path
+) -> None:
+    # The last check, whatever led to the volume: one that holds no whole copy (here: none at all; a copy still
+    # being made, found through a record of a volume removed meanwhile, looks alike) is refused by the session's
+    # own view of it, and the backend copies the tree again at its next start.
+    tree = write_sample_tree(tmp_path / "tree", unique=True)
+    first = DockerBackend(test_config, tree=tree, docker=docker_engine)
+    first.prepare()
+    volume = first.tree_volume
+    assert volume is not None and docker_engine.remove_volume(volume)
+    docker_engine.create_volume(volume, {"tooltree.owner": test_config.owner})  # as the engine, not the copy, makes it
+    backend = DockerBackend(test_config, tree=tree, docker=docker_engine)
+    with pytest.raises(SandboxError, match="its tree volume holds no whole copy of the tree") as refused:
+        Sandbox(backend).start()
+    assert type(refused.value) is SandboxError
+    with Sandbox(backend) as sb:
+        result = sb.execute("from servers.crm import list_leads\nprint(list_leads.__name__)")
+    assert (result.stdout, result.error, backend.tree_volume) == ("list_leads\n", None, volume)
