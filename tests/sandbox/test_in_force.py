@@ -6,7 +6,8 @@ whose runtime applied no limits (as rootless Docker on cgroup v1 does) passed ev
 allocate past ``memory`` and fork past ``pids_limit``; one under another seccomp filter than tooltree's reported
 ``Seccomp: 2`` and passed too. The session tests run under ``tooltree-test-unlimited`` and ``tooltree-test-seccomp``
 (runc with the limits, or the profile's removals, taken out: `.ci/runc-loosened`, registered by
-`.ci/docker-setup.sh`); they skip where the engine lacks them, a failure under ``REQUIRE_TEST_RUNTIMES=1``, as on CI.
+`.ci/docker-setup.sh --test-runtimes`); they skip where the engine lacks them, a failure under
+``REQUIRE_TEST_RUNTIMES=1``, as on CI.
 """
 
 from __future__ import annotations
@@ -285,7 +286,7 @@ def unlimited(docker_engine: EngineWithCLI) -> EngineWithCLI:
     runtimes = docker_engine.json(["info", "--format", "{{json .Runtimes}}"])
     for runtime in (UNLIMITED_RUNTIME, SECCOMP_RUNTIME, NETWORK_RUNTIME, MOUNTS_RUNTIME):
         if runtime not in runtimes:
-            problem = f"the engine has no runtime {runtime!r}; .ci/docker-setup.sh registers it"
+            problem = f"the engine has no runtime {runtime!r}; .ci/docker-setup.sh --test-runtimes registers it"
             if os.environ.get("REQUIRE_TEST_RUNTIMES") == "1":
                 pytest.fail(f"REQUIRE_TEST_RUNTIMES=1 but {problem}")
             pytest.skip(problem)
