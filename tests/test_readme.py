@@ -111,8 +111,8 @@ def test_the_python_client_snippet_runs_against_tooltree_serve(docker_engine: ob
 
 # --- claims about the command line and the defaults, checked against the code -------------------------------------
 
-FOREIGN_OPTIONS = {"--no-deps", "--require-hashes", "--cli", "--header", "--method"}
-"""Options the README shows for other programs (pip, the MCP inspector)."""
+FOREIGN_OPTIONS = {"--no-deps", "--require-hashes", "--cli", "--header", "--method", "--test-runtimes"}
+"""Options the README shows for other programs (pip, the MCP inspector, `.ci/docker-setup.sh`)."""
 
 
 def flat(text: str) -> str:
@@ -170,6 +170,7 @@ def test_every_option_the_readme_names_is_an_option_of_tooltree() -> None:
     known = {s for parser in all_parsers() for action in parser._actions for s in action.option_strings}
     named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", README)) - FOREIGN_OPTIONS
     assert named - known == set()
+    assert "--test-runtimes)" in (REPO / ".ci" / "docker-setup.sh").read_text(encoding="utf-8")
 
 
 def test_the_make_targets_the_readme_names_exist() -> None:
