@@ -14,6 +14,37 @@ from sandbox.errors import SandboxError
 from tests.docker_cli import EngineWithCLI
 from tests.sandbox.conftest import write_sample_tree
 
+BULK = 200
+"""Modules of the tree's extra server: enough that a copy cut halfway leaves many out."""
+COUNT_BULK = "import os\nprint(sum(n.endswith('.py') for n in os.listdir('/opt/tooltree/tree/servers/bulk')))"
+
+
+def bulk_tree(tmp_path: Path) -> Path:
+    """A tree of its own content with `BULK` modules in ``servers/bulk``."""
+    tree = write_sample_tree(tmp_path / "tree", unique=True)
+    (tree / "servers" / "bulk").mkdir()
+    for i in range(BULK):
+        (tree / "servers" / "bulk" / f"m{i}.py").write_text(f"X = {i}\n", encoding="utf-8")
+    return tree
+
+
+def copy_cut_short(backend: DockerBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prepare ``backend`` as a tooltree killed halfway through copying the tree would: the stream up to a file's
+    header, then its end. The copy must fail and mark nothing complete."""
+    from sandbox import docker_backend
+
+    feed = docker_backend._feed
+
+    def cut_short(attached: Any, data: bytes) -> None:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            members = tar.getmembers()
+        feed(attached, data[: members[len(members) // 2].offset])
+
+    with monkeypatch.context() as patched:
+        patched.setattr(docker_backend, "_feed", cut_short)
+        with pytest.raises(SandboxError, match="ended before its archive did"):
+            backend.prepare()
+
 
 @pytest.mark.docker
 def test_a_copy_cut_between_two_files_is_not_marked_complete_and_the_next_session_gets_the_whole_tree(
@@ -23,30 +54,11 @@ def test_a_copy_cut_between_two_files_is_not_marked_complete_and_the_next_sessio
     # stream was: often between two files, which `tarfile` takes for the archive's end. Before: that volume was
     # marked complete with the files sent so far (3,604 of 20,029 in a `kill -9` of `tooltree exec`), and every
     # later session of the same tree mounted it.
-    from sandbox import docker_backend
-
-    tree = write_sample_tree(tmp_path / "tree", unique=True)
-    (tree / "servers" / "bulk").mkdir()
-    for i in range(200):
-        (tree / "servers" / "bulk" / f"m{i}.py").write_text(f"X = {i}\n", encoding="utf-8")
-    feed = docker_backend._feed
-
-    def cut_short(attached: Any, data: bytes) -> None:
-        """What the container gets from a tooltree killed halfway: the stream up to a file's header, then its end."""
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            members = tar.getmembers()
-        feed(attached, data[: members[len(members) // 2].offset])
-
-    monkeypatch.setattr(docker_backend, "_feed", cut_short)
-    with pytest.raises(SandboxError, match="ended before its archive did"):
-        DockerBackend(test_config, tree=tree, docker=docker_engine).prepare()
-    monkeypatch.setattr(docker_backend, "_feed", feed)
+    tree = bulk_tree(tmp_path)
+    copy_cut_short(DockerBackend(test_config, tree=tree, docker=docker_engine), monkeypatch)
     with Sandbox(DockerBackend(test_config, tree=tree, docker=docker_engine)) as sb:
-        result = sb.execute(
-            "import os\nfrom servers.bulk import m199\n"
-            "print(sum(n.endswith('.py') for n in os.listdir('/opt/tooltree/tree/servers/bulk')))"
-        )
-    assert (result.stdout, result.error) == ("200\n", None)
+        result = sb.execute(f"from servers.bulk import m{BULK - 1}\n{COUNT_BULK}")
+    assert (result.stdout, result.error) == (f"{BULK}\n", None)
 
 
 @pytest.mark.docker
@@ -70,31 +82,14 @@ def test_a_record_of_a_removed_volume_never_leads_a_session_to_a_copy_cut_short(
     # An unchanged tree finds its volume through a record (`TREE_KNOWN_PREFIX`). The volume removed alone (`docker
     # volume rm`, a prune that kept the record), then a copy into a volume of that name cut short: before, the next
     # session of the same tree followed the record to that volume and mounted half a tree.
-    from sandbox import docker_backend
-
-    tree = write_sample_tree(tmp_path / "tree", unique=True)
-    (tree / "servers" / "bulk").mkdir()
-    for i in range(200):
-        (tree / "servers" / "bulk" / f"m{i}.py").write_text(f"X = {i}\n", encoding="utf-8")
+    tree = bulk_tree(tmp_path)
     first = DockerBackend(test_config, tree=tree, docker=docker_engine)
     first.prepare()
     assert first.tree_volume is not None and docker_engine.remove_volume(first.tree_volume)
-    feed = docker_backend._feed
-
-    def cut_short(attached: Any, data: bytes) -> None:
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            members = tar.getmembers()
-        feed(attached, data[: members[len(members) // 2].offset])
-
-    monkeypatch.setattr(docker_backend, "_feed", cut_short)
-    with pytest.raises(SandboxError, match="ended before its archive did"):
-        DockerBackend(test_config, tree=tree, docker=docker_engine).prepare()
-    monkeypatch.setattr(docker_backend, "_feed", feed)
+    copy_cut_short(DockerBackend(test_config, tree=tree, docker=docker_engine), monkeypatch)
     with Sandbox(DockerBackend(test_config, tree=tree, docker=docker_engine)) as sb:
-        result = sb.execute(
-            "import os\nprint(sum(n.endswith('.py') for n in os.listdir('/opt/tooltree/tree/servers/bulk')))"
-        )
-    assert (result.stdout, result.error) == ("200\n", None)
+        result = sb.execute(COUNT_BULK)
+    assert (result.stdout, result.error) == (f"{BULK}\n", None)
 
 
 @pytest.mark.docker
