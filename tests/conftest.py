@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -16,7 +18,7 @@ if TYPE_CHECKING:  # `import mcp` takes a second; only the tests that start serv
     from sandbox import SandboxConfig
     from tests.docker_cli import EngineWithCLI
 
-from tests.support import TEST_OWNER, stop_process
+from tests.support import TEST_OWNER, is_test_owner, made_since, stop_process
 
 # Generated trees store no tool embeddings unless a test asks for them: with the model installed (as on
 # CI) auto mode would load it and embed the catalog in every test that generates a tree, slowing the
@@ -24,8 +26,11 @@ from tests.support import TEST_OWNER, stop_process
 # with monkeypatch.setenv(EMBEDDINGS_ENV, ...). Set here, so CLI subprocesses inherit it too.
 os.environ["TOOLTREE_SEARCH_EMBEDDINGS"] = "0"
 
-# Every container and volume a test creates carries this owner label; the engine fixture removes them.
+# Every container and volume a test creates carries this owner label, or one that starts with it and a dash (the
+# `owner` fixture's); the engine fixture removes them. The tooltree commands a test runs, in this process or as its
+# children, label theirs so too, unless the test names another owner: none takes the owner of a user's own runs.
 TEST_LABEL = f"tooltree.owner={TEST_OWNER}"
+os.environ["TOOLTREE_SANDBOX_OWNER"] = TEST_OWNER
 
 SAMPLE_SERVERS = Path(__file__).resolve().parents[1] / "examples" / "sample_servers"
 
@@ -61,9 +66,10 @@ def docker_engine() -> Iterator[EngineWithCLI]:
     Without an engine, tests that use it are skipped, unless ``REQUIRE_DOCKER=1`` (as on CI),
     which turns a missing engine into a failure.
     """
-    from sandbox.docker_backend import remove_containers, remove_volumes
+    from sandbox.config import SandboxConfig
+    from sandbox.docker_backend import remove_containers
     from sandbox.errors import EngineUnavailableError
-    from sandbox.image import build_image
+    from sandbox.image import OWNER_LABEL, build_image
     from tests.docker_cli import EngineWithCLI
 
     docker = EngineWithCLI()
@@ -74,12 +80,25 @@ def docker_engine() -> Iterator[EngineWithCLI]:
             pytest.fail(f"REQUIRE_DOCKER=1 but no Docker engine answers: {e}")
         pytest.skip(f"no Docker engine: {e}")
     build_image(docker)
+    started = int(time.time())  # volumes' times are whole seconds
     yield docker
     # Every session closes its own container; one still here at the end is a leak to fix.
     leaked = remove_containers(docker, label=TEST_LABEL)
-    remove_volumes(docker, label=TEST_LABEL)
+    # Tree volumes outlive their sessions by design (the next run of the same tree finds its copy): the run's own
+    # go, so the engine is left as the run found it (a later run must not find this run's copies).
+    volumes = docker.volume_entries(OWNER_LABEL)
+    for volume in volumes:
+        if is_test_owner(volume.labels[OWNER_LABEL]):
+            docker.remove_volume(volume.name)
+    user = SandboxConfig().owner
+    default = [v.name for v in volumes if v.labels[OWNER_LABEL] == user and made_since(v.created, started)]
     if leaked:
         pytest.fail(f"{leaked} sandbox container(s) outlived the tests that created them")
+    if default:
+        message = f"tests made volumes with a user's owner label {user!r}: {', '.join(sorted(default))}"
+        if os.environ.get("REQUIRE_DOCKER") == "1":  # on a developer's machine their own runs may have made one
+            pytest.fail(message)
+        warnings.warn(message, stacklevel=1)
 
 
 PODMAN_START_WAIT = 60.0

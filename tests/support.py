@@ -24,6 +24,23 @@ os.environ["TOOLTREE_TEST_OWNER"] = TEST_OWNER  # worker processes of the same r
 SAMPLE_SERVERS = REPO / "examples" / "sample_servers"
 
 
+def is_test_owner(owner: str) -> bool:
+    """Whether ``owner`` (a ``tooltree.owner`` label) is this run's: `TEST_OWNER`, or one of the owners made from it
+    for a single test (``conftest.owner``, a serve process's)."""
+    return owner == TEST_OWNER or owner.startswith(f"{TEST_OWNER}-")
+
+
+def made_since(created: str, since: float) -> bool:
+    """Whether an engine's time (RFC 3339, as it lists a volume's ``CreatedAt``) is at ``since`` (a `time.time`) or
+    later; False for an empty or unreadable one."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(created).timestamp() >= since
+    except ValueError:
+        return False
+
+
 def sample_config_yaml(*names: str) -> str:
     """A ``servers:`` section starting the named sample servers over stdio with this interpreter."""
     lines = ["servers:"]
