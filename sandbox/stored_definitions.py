@@ -126,9 +126,13 @@ def _shared(cache: weakref.WeakValueDictionary[Any, _V], key: Any, make: Callabl
 
 
 def _version(path: str) -> tuple[int, ...]:
-    """Which version of the file ``path`` is there (generate-tree replaces a file it rewrites); () if none is."""
+    """Which version of the file ``path`` is there (generate-tree replaces a file it rewrites); () if none is.
+
+    With its change time, which no one sets: a file rewritten in place to the same size, its modification time put
+    back (``touch -r``, a restore that keeps times), is another version. Before, the old copy was still handed out.
+    """
     try:
         st = os.stat(path, follow_symlinks=False)
     except (OSError, ValueError):
         return ()
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)

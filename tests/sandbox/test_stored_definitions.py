@@ -106,3 +106,32 @@ def test_runtimes_of_one_tree_share_its_manifest_until_the_file_is_replaced(tmp_
     del first, second, third
     gc.collect()
     assert not [k for k in stored_definitions._manifests if k[0] == str(tree.resolve())]
+
+
+def test_a_file_rewritten_in_place_to_its_size_and_time_is_read_again(tmp_path: Path) -> None:
+    # Its change time tells it apart: a restore that keeps times, or an editor that writes in place, makes one.
+    import os
+
+    tree, _ = raw_server_tree(tmp_path, tools(3))
+    manifest = Manifest.load(tree)
+    (server,) = manifest.servers
+    held = stored_definition(tree, server, manifest.tools[0])  # holds the snapshot's texts as read
+    held_manifest = stored_definitions.shared_manifest(tree)
+    for name, old, new in [
+        (server.snapshot or f"snapshots/{server.package}.json", "tool 1", "tool 9"),
+        ("manifest.json", '"t0"', '"u0"'),
+    ]:
+        path = tree / name
+        before = path.stat()
+        text = path.read_text(encoding="utf-8")
+        assert old in text
+        with path.open("r+", encoding="utf-8") as f:  # the same file (inode), the same size
+            f.write(text.replace(old, new))
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        after = path.stat()
+        assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    second = stored_definition(tree, server, manifest.tools[1])
+    assert second.value is not None and second.value["description"] == "tool 9"  # before: the old texts, "tool 1"
+    assert second.source is not held.source
+    assert stored_definitions.shared_manifest(tree).tools[0].tool == "u0"
+    assert held_manifest.tools[0].tool == "t0"  # what a runtime read stays as it read it

@@ -291,6 +291,28 @@ def test_summary_detail_survives_a_missing_stub(tree: Path) -> None:
     assert out.startswith("weather.air_quality — Air quality index")
 
 
+def test_an_index_rewritten_in_place_to_its_size_and_time_is_loaded_again(tree: Path) -> None:
+    # Before, the loaded copy was kept: a file's identity was its inode, size and modification time, which a write in
+    # place that puts the time back (a restore keeping times) leaves as they were; its change time is now part of it.
+    from tool_tree.search import load_index
+
+    first = load_index(tree)
+    assert load_index(tree) is first
+    path = tree / "search_index.json"
+    before = path.stat()
+    text = path.read_text(encoding="utf-8")
+    assert "pollen" in text
+    with path.open("r+", encoding="utf-8") as f:
+        f.write(text.replace("pollen", "pollin"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    again = load_index(tree)
+    assert again is not first
+    assert _names(first, "pollen", 1) == ["weather.air_quality"]
+    assert _names(again, "pollin", 1) == ["weather.air_quality"]
+
+
 def test_every_function_taking_a_tree_takes_it_as_a_str_too(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Before: TypeError: unsupported operand type(s) for /: 'str' and 'str', from search_tools("tree", ...) and the
     # rest, as from McpBridge("tree", pool).

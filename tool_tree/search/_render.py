@@ -42,7 +42,7 @@ MAX_STUB_BYTES = 2_000_000
 (``generator.render.MAX_SOURCE``), 2 MB at most in UTF-8. Before, a stub of a tree written elsewhere was read and
 parsed whatever its size: one of 40 MB cost a `tooltree search` 89 s and 19 GB."""
 
-_FileId = tuple[int, int, int] | None
+_FileId = tuple[int, int, int, int] | None
 _cache: dict[Path, tuple[tuple[_FileId, _FileId], SearchIndex]] = {}
 _cache_lock = threading.Lock()
 _gate = threading.BoundedSemaphore(MAX_CONCURRENT)
@@ -254,12 +254,13 @@ def _stale(stored: str | None, index: SearchIndex, tree: Path) -> bool:
 
 
 def _identity(file: os.stat_result | Path) -> _FileId:
-    """What tells one version of a file from the next (each is written anew or replaced); None: no file."""
+    """What tells one version of a file from the next (each is written anew or replaced); None: no file. With its
+    change time, which no one sets: a file rewritten in place to its size and modification time is another version."""
     try:
         st = file if isinstance(file, os.stat_result) else os.stat(file, follow_symlinks=False)
     except OSError:
         return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
+    return (st.st_ino, st.st_mtime_ns, st.st_size, st.st_ctime_ns)
 
 
 def _index_of_tree(path: Path) -> SearchIndex:
