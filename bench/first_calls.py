@@ -42,6 +42,28 @@ with Runtime(config, sys.argv[2]) as runtime:
 """
 
 
+def many_tools_tree(folder: Path, tools: int) -> tuple[Path, Path]:
+    """A config in ``folder`` starting one `tests/servers/raw_server.py` server, ``many``, that lists ``tools`` small
+    tools (``tool_0`` …, one string parameter ``a`` each), and the tree generated from it: the config and the tree."""
+    spec = folder / "many.json"
+    listed = [
+        {"name": f"tool_{i}", "description": f"Does thing {i}.", "inputSchema": {"type": "object",
+         "properties": {"a": {"type": "string"}}}}
+        for i in range(tools)
+    ]  # fmt: skip
+    spec.write_text(json.dumps({"pages": [listed]}), encoding="utf-8")
+    config = folder / "tooltree.yaml"
+    config.write_text(
+        f"servers:\n  many:\n    command: {json.dumps(sys.executable)}\n"
+        f"    args: {json.dumps([str(RAW), str(spec)])}\n    timeout: 300\n",
+        encoding="utf-8",
+    )
+    tree = folder / "tree"
+    argv = ["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]
+    subprocess.run([sys.executable, "-m", "tooltree_cli.main", *argv], cwd=ROOT, check=True, capture_output=True)
+    return config, tree
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=positive_int, default=3)
@@ -50,23 +72,7 @@ def main() -> None:
     args, sources = checkouts(parser)
     results: dict[Path, list[dict[str, Any]]] = {src: [] for src in sources}
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        spec = folder / "many.json"
-        listed = [
-            {"name": f"tool_{i}", "description": f"Does thing {i}.", "inputSchema": {"type": "object",
-             "properties": {"a": {"type": "string"}}}}
-            for i in range(args.tools)
-        ]  # fmt: skip
-        spec.write_text(json.dumps({"pages": [listed]}), encoding="utf-8")
-        config = folder / "tooltree.yaml"
-        config.write_text(
-            f"servers:\n  many:\n    command: {json.dumps(sys.executable)}\n"
-            f"    args: {json.dumps([str(RAW), str(spec)])}\n    timeout: 300\n",
-            encoding="utf-8",
-        )
-        tree = folder / "tree"
-        argv = ["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]
-        subprocess.run([sys.executable, "-m", "tooltree_cli.main", *argv], cwd=ROOT, check=True, capture_output=True)
+        config, tree = many_tools_tree(Path(tmp), args.tools)
         for _ in range(args.runs):
             for src in sources:  # the checkouts interleaved, so one run's ratios compare like with like
                 env = {**os.environ, "PYTHONPATH": str(src)}

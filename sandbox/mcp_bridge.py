@@ -171,8 +171,6 @@ class McpBridge(ToolBridge):
     ) -> None:
         self.tree = Path(tree)
         self.manifest = manifest if manifest is not None else Manifest.load(self.tree)
-        self._tools = {(t.server, t.tool): t for t in self.manifest.tools}
-        self._servers = {s.name: s for s in self.manifest.servers}
         self.pool = pool
         self.config = config
         self._pooled: frozenset[str] | None = None  # the pool's servers, read at the first call
@@ -293,7 +291,7 @@ class McpBridge(ToolBridge):
         except ArgumentsRefused as e:
             raise ToolCallRefused(e.message, e.code) from None
         digest = hashlib.sha256(json.dumps(arguments, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
-        entry = self._tools.get((server, tool))
+        entry = self.manifest.tool_entry(server, tool)
         if entry is None:
             raise ToolCallRefused(
                 f"{server}.{tool} is not in this tree's manifest (only generated tools can be called)", "not_allowed"
@@ -459,14 +457,16 @@ class McpBridge(ToolBridge):
         key = (entry.server, entry.tool)
         stored = self._definitions.get(key)
         if stored is None:
-            stored = self._definitions[key] = stored_definition(self.tree, self._servers.get(entry.server), entry)
+            stored = self._definitions[key] = stored_definition(
+                self.tree, self.manifest.server_entry(entry.server), entry
+            )
         return stored.value
 
     def _matches_patterns(self, server: str, tool: str) -> bool:
         """Whether validating the tool's arguments may match schema patterns (costly: see `tool_tree.schema_check`)."""
         key = (server, tool)
         if key not in self._patterned:
-            entry = self._tools.get(key)
+            entry = self.manifest.tool_entry(server, tool)
             raw = self._definition(entry) if entry is not None else None
             self._patterned[key] = raw is not None and matches_patterns(raw.get("inputSchema"))
         return self._patterned[key]

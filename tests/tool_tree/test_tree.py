@@ -44,3 +44,37 @@ def test_a_manifest_of_another_version_says_which_and_to_regenerate(tmp_path: Pa
 def test_a_manifest_round_trips(tmp_path: Path) -> None:
     (tmp_path / MANIFEST_FILE).write_text(Manifest(generator="g").to_json(), encoding="utf-8")
     assert Manifest.load(tmp_path) == Manifest(generator="g")
+
+
+def test_a_manifests_lookups_find_the_first_entry_of_a_name_and_are_made_once_for_every_bridge(tmp_path: Path) -> None:
+    # Before, each bridge made its own table of the manifest's tools: 1.7 MiB in every `tooltree serve` client session
+    # for a tree of 20,000 tools (bench/serve_session_memory.py).
+    import tracemalloc
+
+    from sandbox.mcp_bridge import McpBridge
+    from tool_tree.pool import ServerPool
+    from tool_tree.tree import ServerEntry, ToolEntry
+
+    def tool(server: str, name: str, summary: str = "") -> ToolEntry:
+        return ToolEntry(server, name, name, f"servers/{server}/{name}.py", "sha256:0", summary)
+
+    tools = [tool("a", f"t{i}") for i in range(20_000)]
+    manifest = Manifest(
+        servers=[ServerEntry("a", "a", 20_000), ServerEntry("b", "b", 1), ServerEntry("a", "a2", 0)],
+        tools=[*tools, tool("b", "t0"), tool("a", "t1", "again")],
+    )
+    assert manifest.tool_entry("a", "t1") is tools[1]  # the first of the pair named twice
+    assert manifest.tool_entry("b", "t0") is not None and manifest.tool_entry("b", "t0").server == "b"  # type: ignore[union-attr]
+    assert manifest.tool_entry("b", "t1") is None and manifest.tool_entry("c", "t0") is None
+    assert manifest.server_entry("a") is manifest.servers[0] and manifest.server_entry("c") is None
+
+    McpBridge(tmp_path, ServerPool([]), manifest=manifest)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        bridges = [McpBridge(tmp_path, ServerPool([]), manifest=manifest) for _ in range(4)]
+        added = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert all(b.manifest is manifest for b in bridges)
+    assert added < 4 * 200_000, f"{added:,} bytes for 4 bridges"  # before: about 1,700,000 each
