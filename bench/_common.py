@@ -93,3 +93,17 @@ def checkouts(parser: argparse.ArgumentParser) -> tuple[argparse.Namespace, list
     )
     args = parser.parse_args()
     return args, [ROOT, *(src.resolve() for src in args.src)]
+
+
+def run_in(src: Path, code: str, *args: object, env: dict[str, str] | None = None, timeout: float = 1800) -> str:
+    """What ``python -c code args`` printed, run in the checkout ``src`` with its code first on the path (this
+    checkout's virtualenv; ``env`` added to the environment); exits naming ``src`` and the end of its stderr if it
+    fails."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        cwd=src, env={**os.environ, **(env or {}), "PYTHONPATH": str(src)}, capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"{src}: exited {done.returncode}\n{done.stderr[-3000:]}")
+    return done.stdout

@@ -26,15 +26,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, checkouts, positive_int, print_table, write_json
+from _common import ROOT, checkouts, positive_int, print_table, run_in, write_json
 
 SERVER = ROOT / "tests" / "servers" / "blocks_server.py"
 
@@ -77,12 +74,8 @@ print(json.dumps({"seconds": seconds, "blocks": blocks}))
 
 
 def run(server: Path, result: Path, runs: int, src: Path, transport: str) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(src), "OPENBLAS_NUM_THREADS": "1"}
-    out = subprocess.run(
-        [sys.executable, "-c", CALLER, str(server), str(result), str(runs), transport],
-        cwd=src, env=env, capture_output=True, text=True, timeout=1800, check=True,
-    )  # fmt: skip
-    return json.loads(out.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+    out = run_in(src, CALLER, server, result, runs, transport, env={"OPENBLAS_NUM_THREADS": "1"})
+    return json.loads(out.splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def main() -> None:

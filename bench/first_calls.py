@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, checkouts, positive_int, print_table, write_json
+from _common import ROOT, checkouts, positive_int, print_table, run_in, write_json
 
 RAW = ROOT / "tests" / "servers" / "raw_server.py"
 RUN = """
@@ -75,14 +74,7 @@ def main() -> None:
         config, tree = many_tools_tree(Path(tmp), args.tools)
         for _ in range(args.runs):
             for src in sources:  # the checkouts interleaved, so one run's ratios compare like with like
-                env = {**os.environ, "PYTHONPATH": str(src)}
-                done = subprocess.run(
-                    [sys.executable, "-c", RUN, str(config), str(tree), str(args.calls)],
-                    cwd=src, env=env, capture_output=True, text=True, timeout=1800,
-                )  # fmt: skip
-                if done.returncode != 0:
-                    raise SystemExit(f"{src}: exited {done.returncode}\n{done.stderr[-3000:]}")
-                cpu, wall = map(float, done.stdout.split()[-2:])
+                cpu, wall = map(float, run_in(src, RUN, config, tree, args.calls).split()[-2:])
                 results[src].append({"cpu": cpu, "wall": wall})
     rows, data = [], {}
     for src, runs in results.items():

@@ -17,15 +17,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, checkouts, positive_int, print_table, write_json
+from _common import ROOT, checkouts, positive_int, print_table, run_in, write_json
 from first_calls import many_tools_tree
 
 RUN = """
@@ -62,14 +59,7 @@ def main() -> None:
             f.write("serve:\n  warm: 0\n")  # no server started with the first session
         for _ in range(args.runs):
             for src in sources:  # the checkouts interleaved, so one run's ratios compare like with like
-                env = {**os.environ, "PYTHONPATH": str(src)}
-                done = subprocess.run(
-                    [sys.executable, "-c", RUN, str(config), str(tree), str(args.sessions)],
-                    cwd=src, env=env, capture_output=True, text=True, timeout=1800,
-                )  # fmt: skip
-                if done.returncode != 0:
-                    raise SystemExit(f"{src}: exited {done.returncode}\n{done.stderr[-3000:]}")
-                results[src].append(json.loads(done.stdout.splitlines()[-1]))
+                results[src].append(json.loads(run_in(src, RUN, config, tree, args.sessions).splitlines()[-1]))
     rows, data = [], {}
     mib = 1024 * 1024
     for src, runs in results.items():
