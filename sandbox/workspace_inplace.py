@@ -11,10 +11,13 @@ entries are copied in and host files are set aside under a temporary name in the
 Where the host deleted what the sandbox left as it was sent, nothing is moved in (`_sift` takes such files
 out of a saved folder the host deleted, and the folder when nothing else is in it).
 
-A host folder the sandbox replaced by a file is set aside whole; what in it is not dropped stays there,
-and is named in a note. Every entry is reached from its folder's descriptor one component at a time, never
-by a full path: a saved path may be up to 4,096 bytes, and with the host folder's path in front of it
-longer than ``PATH_MAX``. Names in notes are shown escaped (`shown`): they come from the sandbox.
+A host folder the sandbox replaced by a file is merged as if the sandbox had deleted it (`_evict`): what it
+deleted in it goes; when something in it stays (changed, made or read-only on the host, a link, a ``.git``), the
+folder stays too, as ``<name>.host`` beside the sandbox's file, with a note.
+
+Every entry is reached from its folder's descriptor one component at a time, never by a full path: a saved path
+may be up to 4,096 bytes, and with the host folder's path in front of it longer than ``PATH_MAX``. Names in notes
+are shown escaped (`shown`): they come from the sandbox.
 
 (Over 400 lines: one walk, the merge, whose cases — move in, set beside, set aside, drop, bring back, sift —
 each need the others' bookkeeping of what was moved where.)
@@ -177,18 +180,27 @@ def merge(
 
 
 def _sandbox_modes(dest_fd: int, stage_fd: int, record: RestoreRecord) -> None:
-    """Give the saved copy's entries the modes their host copies had, deepest first (a folder the host has
-    now is left alone: it stays, with its own mode)."""
+    """Give the saved copy's entries the modes their host copies have, deepest first: a file the mode of the host's
+    file now (a ``chmod`` on the host during the session stands), else the mode it had when it was sent; a folder
+    the host has now is left alone (it stays, with its own mode).
+
+    Before, always the mode at the restore: a file the user made ``0600`` during the session was put back ``0644``
+    by the save of the sandbox's changes to it, and one made executable lost the bit."""
     stage, host = FolderTree(fd_path(stage_fd)), FolderTree(fd_path(dest_fd))
     try:
         for rel in walk_order(record.entries, deepest_first=True):  # what a folder holds before the folder
             entry, st = record.entries[rel], stage.lstat(rel)
             if st is None or host_entry(st).kind != entry.kind or entry.kind == "other":
                 continue
-            if entry.kind == "dir" and _is_folder(host, rel):
-                continue
+            now = _host_lstat(host, rel)
+            if entry.kind == "dir":
+                if now is not None and stat.S_ISDIR(now.st_mode):
+                    continue
+                mode = entry.mode
+            else:
+                mode = stat.S_IMODE(now.st_mode) if now is not None and stat.S_ISREG(now.st_mode) else entry.mode
             fd, name = stage.at(rel)
-            os.chmod(name, entry.mode & 0o777, dir_fd=fd)  # never setuid, setgid or sticky
+            os.chmod(name, mode & 0o777, dir_fd=fd)  # never setuid, setgid or sticky
     finally:
         stage.close()
         host.close()
@@ -199,12 +211,12 @@ def _read_only_file(host: os.stat_result | None) -> bool:
     return host is not None and stat.S_ISREG(host.st_mode) and not host.st_mode & stat.S_IWUSR
 
 
-def _is_folder(tree: FolderTree, rel: bytes) -> bool:
+def _host_lstat(tree: FolderTree, rel: bytes) -> os.stat_result | None:
+    """The host's entry at ``rel`` now; None where there is none, or in a folder this process cannot search."""
     try:
-        st = tree.lstat(rel)
-    except OSError:  # a host folder this process cannot search
-        return False
-    return st is not None and stat.S_ISDIR(st.st_mode)
+        return tree.lstat(rel)
+    except OSError:
+        return None
 
 
 def _lstat(name: bytes, dir_fd: int | None) -> os.stat_result | None:
@@ -384,7 +396,10 @@ class _Merger:
         """Keep the host's entry as ``<name>.host``; False when it cannot move (a mount point)."""
         kept = free_name(name, b".host", host_fd, *([stage_fd] if stage_fd is not None else []))
         host = _lstat(name, host_fd)
-        never_crossed = host is not None and not stat.S_ISREG(host.st_mode) and not stat.S_ISDIR(host.st_mode)
+        if host is None or stat.S_ISREG(host.st_mode):
+            why = "changed"
+        else:
+            why = "folder" if stat.S_ISDIR(host.st_mode) else "never crossed"
         try:
             move_out(host_fd, name, host_fd, kept)
         except FileNotFoundError:
@@ -394,25 +409,19 @@ class _Merger:
                 raise
             self.out.blocked.append(rel)
             return False
-        self._conflict(rel, kept, never_crossed=never_crossed)
+        self._conflict(rel, kept, why)
         return True
 
     def _evict(self, host_fd: int, stage_fd: int | None, name: bytes, rel: bytes, depth: int) -> bool:
-        """Set aside a host folder the saved copy has a file in place of; False when it has to stay."""
-        try:
-            where = self.aside.put(host_fd, name, rel, temporary=False)
-        except OSError as e:
-            if e.errno not in (errno.EXDEV, errno.EBUSY):
-                raise
-            # On another mount, or a mount point: what the sandbox deleted in it goes, what is left stays beside.
-            self._descend(host_fd, None, name, rel, depth)
-            return not lexists(name, host_fd) or self._beside(host_fd, stage_fd, name, rel)
-        if where is not None and self.record is not None:
-            fd, now, _ = where
-            for sub, st in lstat_walk(fd_path(fd) + b"/" + now, None):
-                if unchanged(rel + b"/" + sub, st, self.record):
-                    self.out.dropped.add(rel + b"/" + sub)
-        return True
+        """A host folder the saved copy has a file in place of: merged as a folder the sandbox deleted (what it
+        deleted in it goes, the rest stays); when anything stays, the folder is kept as ``<name>.host`` beside the
+        sandbox's file. False when it has to stay where it is (a mount point).
+
+        Before: the folder was set aside whole, out of the workspace, and the files in it unchanged since they were
+        sent dropped, read-only ones too; what else it held stayed out there, folders holding no file (made on the
+        host during the session) were dropped too, and a ``.git`` in it left the workspace."""
+        self._descend(host_fd, None, name, rel, depth)
+        return not lexists(name, host_fd) or self._beside(host_fd, stage_fd, name, rel)
 
     def _protected(self, stage_fd: int | None, name: bytes, host_fd: int, rel: bytes, *, deleted: bool) -> None:
         """A host file without write permission the sandbox changed or deleted: it stays as it is; the sandbox's
@@ -481,15 +490,18 @@ class _Merger:
             remove_entry(stage_fd, name)
         return True
 
-    def _conflict(self, rel: bytes, kept: bytes, *, never_crossed: bool = False) -> None:
-        """Note that the host's entry ``rel`` was kept as ``kept`` (``never_crossed``: a link or a special file, which
-        the sandbox never saw)."""
+    def _conflict(self, rel: bytes, kept: bytes, why: str = "changed") -> None:
+        """Note that the host's entry ``rel`` was kept as ``kept``: ``why`` both sides ``changed`` it, the host's is a
+        link or special file (``never crossed``: the sandbox never saw it), or a ``folder`` the sandbox put a file in
+        place of, which holds entries that stay."""
         shown_kept = shown(rel.rpartition(b"/")[0] + b"/" + kept if b"/" in rel else kept)
-        what = (
-            "the host has a link or special file of that name (never sent to the sandbox), and the sandbox made an "
-            "entry there"
-            if never_crossed
-            else "both the host and the sandbox changed it"
-        )
-        self.out.notes.append(f"{shown(rel)}: {what}; the sandbox's copy is saved as {shown(rel)} and the host's is "
+        what = {
+            "changed": "both the host and the sandbox changed it",
+            "never crossed": "the host has a link or special file of that name (never sent to the sandbox), and the "
+            "sandbox made an entry there",
+            "folder": "the sandbox made a file in place of this folder, which holds entries that stay (changed, made "
+            "or read-only on the host, or never sent to the sandbox)",
+        }[why]
+        hosts = "the host's folder" if why == "folder" else "the host's"
+        self.out.notes.append(f"{shown(rel)}: {what}; the sandbox's copy is saved as {shown(rel)} and {hosts} is "
                               f"kept as {shown_kept}")  # fmt: skip

@@ -413,6 +413,23 @@ def test_a_save_keeps_the_modes_of_the_host_files(tmp_path: Path) -> None:
     assert (dest / "private" / "credentials.json").read_bytes() == b'{"k": 1}'
 
 
+def test_a_mode_the_host_gave_a_file_during_the_session_stands_when_the_sandboxs_copy_is_saved(tmp_path: Path) -> None:
+    # Before: the saved copy took the mode at the restore: a file made 0600 on the host meanwhile was widened back
+    # to 0644, and one made executable lost the bit, with no note.
+    dest = tmp_path / "ws"
+    dest.mkdir()
+    for name in ("secret.env", "tool.sh", "same.txt"):
+        (dest / name).write_bytes(b"v1\n")
+        os.chmod(dest / name, 0o644)
+    record = restored(dest)
+    os.chmod(dest / "secret.env", 0o600)
+    os.chmod(dest / "tool.sh", 0o755)
+    save(dest, record, {"secret.env": b"v1\nmore\n", "tool.sh": b"v1\nmore\n", "same.txt": b"v2\n"})
+    modes = {name: (dest / name).stat().st_mode & 0o7777 for name in ("secret.env", "tool.sh", "same.txt")}
+    assert modes == {"secret.env": 0o600, "tool.sh": 0o755, "same.txt": 0o644}
+    assert (dest / "secret.env").read_bytes() == b"v1\nmore\n"
+
+
 def test_a_second_save_of_a_session_merges_against_the_first(tmp_path: Path) -> None:
     dest = tmp_path / "ws"
     dest.mkdir()
@@ -457,14 +474,69 @@ def test_a_folder_the_sandbox_replaced_with_a_file_is_saved(tmp_path: Path) -> N
     (dest / "notes" / "a.txt").write_bytes(b"v1")
     (dest / "edited").mkdir()
     (dest / "edited" / "b.txt").write_bytes(b"v1")
+    (dest / "edited" / "c.txt").write_bytes(b"v1")
     record = restored(dest)
     (dest / "edited" / "b.txt").write_bytes(b"edited on the host")
     receiver = save(dest, record, {"notes": b"now a file", "edited": b"also a file"})
-    assert tree_of(dest) == {"edited": b"also a file", "notes": b"now a file"}
-    (note,) = receiver.notes
-    assert note.startswith("1 host file(s) could not be merged") and note.endswith(": edited/b.txt")
-    kept = next(tmp_path.glob(".ws.old-*"))
-    assert (kept / "w" / "edited" / "b.txt").read_bytes() == b"edited on the host"
+    # What the host changed stays in the workspace, in its folder kept beside the sandbox's file (before: the folder
+    # went out of the workspace, into .ws.old-*, and a note named what was left there).
+    assert tree_of(dest) == {
+        "edited": b"also a file",
+        "edited.host": "dir",
+        "edited.host/b.txt": b"edited on the host",
+        "notes": b"now a file",
+    }
+    assert receiver.notes == [
+        "edited: the sandbox made a file in place of this folder, which holds entries that stay (changed, made or "
+        "read-only on the host, or never sent to the sandbox); the sandbox's copy is saved as edited and the host's "
+        "folder is kept as edited.host"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+
+
+def test_a_folder_replaced_by_a_file_keeps_its_read_only_files_folders_made_meanwhile_and_git(tmp_path: Path) -> None:
+    # Before: the folder was set aside whole and what in it was unchanged since sent was deleted, a read-only file
+    # too; folders the host made during the session, holding no file, were deleted with no note; a .git left the
+    # workspace.
+    dest = tmp_path / "ws"
+    for name in ("proj", "results", "repo", "plain"):
+        (dest / name).mkdir(parents=True)
+    (dest / "proj" / "keep.txt").write_bytes(b"precious")
+    (dest / "proj" / "keep.txt").chmod(0o444)
+    (dest / "proj" / "other.txt").write_bytes(b"other")
+    (dest / "repo" / ".git").mkdir()
+    (dest / "repo" / ".git" / "HEAD").write_bytes(b"ref: refs/heads/main\n")
+    (dest / "repo" / "src.py").write_bytes(b"x = 1\n")
+    (dest / "plain" / "p.txt").write_bytes(b"p")
+    record = restored(dest)
+    (dest / "results" / "2024" / "q1").mkdir(parents=True)  # made on the host while the script ran
+    files = {"proj": b"proj file", "results": b"results file", "repo": b"repo file", "plain": b"plain file"}
+    receiver = save(dest, record, files)
+    assert tree_of(dest) == {
+        "plain": b"plain file",  # nothing in it stays: it goes, as before
+        "proj": b"proj file",
+        "proj.host": "dir",
+        "proj.host/keep.txt": b"precious",
+        "repo": b"repo file",
+        "repo.host": "dir",
+        "repo.host/.git": "dir",
+        "repo.host/.git/HEAD": b"ref: refs/heads/main\n",
+        "results": b"results file",
+        "results.host": "dir",
+        "results.host/2024": "dir",
+        "results.host/2024/q1": "dir",
+    }
+    assert (dest / "proj.host" / "keep.txt").stat().st_mode & 0o777 == 0o444
+    assert receiver.notes[0] == "proj/keep.txt: read-only on the host, so it is kept (the sandbox deleted it)"
+    assert [n.split(":")[0] for n in receiver.notes[1:]] == ["proj", "repo", "results"]
+    assert all(n.endswith(f"folder is kept as {n.split(':')[0]}.host") for n in receiver.notes[1:])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]  # nothing set aside out of the workspace
+
+    # The session goes on: its next save replaces its own file and leaves the folders kept alone.
+    files["proj"] = b"proj file, again"
+    again = save(dest, receiver.next_record, files)
+    assert (dest / "proj").read_bytes() == b"proj file, again"
+    assert (dest / "proj.host" / "keep.txt").read_bytes() == b"precious" and again.notes == []
 
 
 def test_paths_longer_than_path_max_below_the_host_folder_are_merged(tmp_path: Path) -> None:

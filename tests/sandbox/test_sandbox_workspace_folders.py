@@ -247,5 +247,5 @@ def test_a_folder_on_a_mount_inside_the_workspace_replaced_by_a_file_keeps_what_
             "d.host/edited.txt": b"host v2",
             "gone": b"this one too",
         }
-        assert len(receiver.notes) == 1 and receiver.notes[0].endswith("the host's is kept as m/d.host")
+        assert len(receiver.notes) == 1 and receiver.notes[0].endswith("the host's folder is kept as m/d.host")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
