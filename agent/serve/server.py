@@ -50,6 +50,7 @@ from agent.toolsets.code import TOOLS, CodeToolset
 from tool_tree.held_values import HeldValues
 
 if TYPE_CHECKING:
+    from agent.errors import AgentSetupError
     from sandbox.bridge import CallCancel
     from sandbox.config import SandboxConfig
     from sandbox.host import Runtime
@@ -122,7 +123,8 @@ class ToolServer:
         audit: a file that gets one JSON line per tool call of every session.
 
     Raises:
-        AgentSetupError: no manifest, or a pinned or passthrough tool that is not in the tree.
+        AgentSetupError: no manifest, or a passthrough tool that is not in the tree (a pinned tool it lacks is a
+            warning: `_toolset`).
     """
 
     def __init__(
@@ -141,7 +143,8 @@ class ToolServer:
         self.sandbox_config = sandbox_config
         self.workspace = Path(workspace) if workspace is not None else None
         self.audit_path = Path(audit) if audit is not None else None
-        self.toolset = CodeToolset(self.tree, pinned=settings.pinned, standalone=True, timeout=sandbox_config.timeout)
+        self._pinned_said: set[str] = set()
+        self.toolset = self._toolset()
         self.passthrough = Passthrough(self.tree, settings.passthrough)
         self.instructions = self.toolset.prompt("serve.md.j2", limit=INSTRUCTIONS_CHARS)
         if len(self.instructions) > INSTRUCTIONS_CHARS:
@@ -288,11 +291,9 @@ class ToolServer:
         listed them are told when they changed).
 
         Raises:
-            AgentSetupError: the tree has no manifest now, or a pinned tool left it (nothing changes).
+            AgentSetupError: the tree has no manifest now (nothing changes).
         """
-        toolset = CodeToolset(
-            self.tree, pinned=self.settings.pinned, standalone=True, timeout=self.sandbox_config.timeout
-        )
+        toolset = self._toolset()
         instructions = toolset.prompt("serve.md.j2", limit=INSTRUCTIONS_CHARS)
         self.toolset, self.instructions = toolset, instructions
         for server in self._servers:
@@ -307,6 +308,30 @@ class ToolServer:
         except SandboxError as e:
             logger.warning("the warm sandboxes keep the tree as it was at start: %s", e)
         self.registry.tree_refreshed()
+
+    def _toolset(self) -> CodeToolset:
+        """The code tools over the tree as it is now, with the pinned tools it has: one it lacks is said once, in a
+        warning at its file, line and key, and left out until the tree has it (a server that failed when the tree was
+        generated, or one added to the config since; a background refresh brings it). Before, it stopped serve (exit
+        2: Claude Code said only "Failed to connect"), or kept a regenerated tree from being served.
+
+        Raises:
+            AgentSetupError: the tree has no manifest, or its ``servers/`` is a link.
+        """
+
+        def missing(e: AgentSetupError) -> None:
+            text = str(e)
+            if text not in self._pinned_said:
+                self._pinned_said.add(text)
+                agent = self.config.section("agent")
+                line = agent.lines.get("pinned")
+                where = f"{agent.source}:{line}: " if line is not None else ""
+                logger.warning("%s%s: %s; serving without it until the tree has it", where, e.setting, text)
+
+        pinned = self.settings.pinned
+        return CodeToolset(
+            self.tree, pinned=pinned, standalone=True, timeout=self.sandbox_config.timeout, pinned_missing=missing
+        )
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

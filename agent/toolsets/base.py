@@ -10,7 +10,7 @@ called.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,14 +94,20 @@ class Toolset(ABC):
         return None
 
     def resolve_pinned(
-        self, pinned: Sequence[str], *, what: str = "pinned tool", setting: str = "agent.pinned"
+        self,
+        pinned: Sequence[str],
+        *,
+        what: str = "pinned tool",
+        setting: str = "agent.pinned",
+        missing: Callable[[AgentSetupError], None] | None = None,
     ) -> list[ToolEntry]:
         """The manifest entries for ``pinned`` names (``crm.update_record``, ``crm/update_record``
         or the original ``<server>.<tool>``); ``what`` names them in the error, ``setting`` is the
-        config key they come from when they come from the config.
+        config key they come from when they come from the config. A name that matches no tool of the tree is
+        handed to ``missing`` as the error it would raise, and left out, when one is given.
 
         Raises:
-            AgentSetupError: a name matches no tool of the tree.
+            AgentSetupError: a name matches no tool of the tree (and no ``missing``).
         """
         out: list[ToolEntry] = []
         for name in pinned:
@@ -110,8 +116,12 @@ class Toolset(ABC):
             wanted = {name, name.replace("/", ".", 1), name.replace("/", ".")}
             match = next((t for t in self.manifest.tools if {t.qualified_name, f"{t.server}.{t.tool}"} & wanted), None)
             if match is None:
-                missing = f"{what} {name!r} is not in the tree{_missing(self.manifest, wanted)}"
-                raise AgentSetupError(missing, setting=setting)
+                error = AgentSetupError(f"{what} {name!r} is not in the tree{_missing(self.manifest, wanted)}",
+                                        setting=setting)  # fmt: skip
+                if missing is None:
+                    raise error
+                missing(error)
+                continue
             if match not in out:
                 out.append(match)
         return out
@@ -123,7 +133,16 @@ def _missing(manifest: Manifest, wanted: set[str]) -> str:
     ``client_capabilities`` declare), else name the form of a name."""
     servers = {s.name for s in manifest.servers}
     if not any(name.partition(".")[0] in servers for name in wanted):
-        return " (use <server>.<tool>)"
+        # Before: only "(use <server>.<tool>)", though the name was of that form and its server had failed when the
+        # tree was generated.
+        named = sorted({name.partition(".")[0] for name in wanted if "." in name})
+        if not named:
+            return " (use <server>.<tool>)"
+        return (
+            f": the tree has no server {named[0]!r} (a server that failed when the tree was generated, or one added "
+            "to the config since, is in it once it is regenerated: `tooltree generate-tree`, or `tooltree serve "
+            "--regenerate-first`)"
+        )
     return (
         ": its server listed no such tool when the tree was generated; if it offers it now (a tool it added, or "
         "one it lists only to a client declaring `client_capabilities`), regenerate the tree (`tooltree "

@@ -8,7 +8,7 @@ stay byte-identical for the whole run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -168,9 +168,12 @@ class CodeToolset(Toolset):
         standalone: the tools must stand without the system prompt (`tooltree serve`, whose instructions a
             client may not show): ``execute_python``'s description says how to call tools and what persists.
         timeout: with ``standalone``, the time limit of one execution in seconds, said in that description.
+        pinned_missing: called with the error of each pinned tool the tree does not have, which is left out; without
+            it, such a tool is an error.
 
     Raises:
-        AgentSetupError: no manifest, a pinned tool is not in the tree, or the tree's ``servers/`` is a link.
+        AgentSetupError: no manifest, a pinned tool is not in the tree (and no ``pinned_missing``), or the tree's
+            ``servers/`` is a link.
     """
 
     mode = "code"
@@ -184,11 +187,12 @@ class CodeToolset(Toolset):
         index_chars: int = INDEX_CHARS,
         standalone: bool = False,
         timeout: float | None = None,
+        pinned_missing: Callable[[AgentSetupError], None] | None = None,
     ) -> None:
         super().__init__(tree)
         if (link := servers_link(self.tree)) is not None:
             raise AgentSetupError(link)
-        self.pinned = self.resolve_pinned(pinned)
+        self.pinned = self.resolve_pinned(pinned, missing=pinned_missing)
         self.index_chars = index_chars
         self.standalone = standalone
         self.timeout = timeout

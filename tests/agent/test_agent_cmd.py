@@ -119,7 +119,9 @@ def test_a_pinned_tool_of_the_config_that_is_not_in_the_tree_names_file_line_and
     assert main([*base, "--pin", "nope.crm"]) == 2  # given as an option: no line of the config; no such server
     assert (
         capsys.readouterr().err.strip()
-        == "tooltree: error: pinned tool 'nope.crm' is not in the tree (use <server>.<tool>)"
+        == "tooltree: error: pinned tool 'nope.crm' is not in the tree: the tree has no server 'nope' (a server that "
+        "failed when the tree was generated, or one added to the config since, is in it once it is regenerated: "
+        "`tooltree generate-tree`, or `tooltree serve --regenerate-first`)"
     )
 
 
