@@ -41,7 +41,7 @@ MAX_OUTPUT_CHARS = 200_000
 MAX_ERROR_CHARS = 2_000
 """Characters of the one-line error of a result."""
 MAX_TRACEBACK_CHARS = 20_000
-"""Characters of the traceback of a result (its end, where the error is, is kept)."""
+"""Characters of the traceback of a result: a longer one keeps its start and its end (`cut_middle`)."""
 MAX_READ_BYTES = 8 * 1024 * 1024
 """The most bytes of one workspace file a read returns."""
 MAX_CALL_VALUES = 100_000
@@ -55,6 +55,27 @@ MAX_LIST_ENTRIES = 32_768
 _PER_IMAGE_JSON = 128
 _REST = 4096
 _ESCAPED_CHAR = 6
+
+
+_MARKER_CHARS = 80
+"""Room `cut_middle` leaves for its line (a count of up to 15 digits and a ``what`` of up to 20 characters)."""
+
+
+def cut_middle(text: str, limit: int, what: str = "traceback") -> str:
+    """``text`` whole when it has at most ``limit`` characters, else its start (two fifths) and its end around a line
+    saying how many characters of the ``what`` were cut: at most ``limit`` characters either way.
+
+    A traceback's start names the frames and the error's type and message, its end where the error was raised (the
+    last frames, or the message's end). Before, a traceback kept its end alone: an error whose message was long (a
+    list of 1,000 rows, a validation error of each field) came back as the message's last 20,000 characters, with no
+    error type, no file, no line and no word that anything was cut.
+    """
+    if len(text) <= limit:
+        return text
+    head = text[: limit * 2 // 5]
+    tail = text[len(text) - (limit - len(head) - _MARKER_CHARS) :]
+    marker = f"\n[… {len(text) - len(head) - len(tail):,} characters of the {what} cut …]\n"
+    return head + marker + tail
 
 
 def base64_size(raw: int) -> int:

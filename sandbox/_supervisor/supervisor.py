@@ -74,6 +74,7 @@ from .limits import (
     MAX_READ_BYTES,
     MAX_TRACEBACK_CHARS,
     base64_size,
+    cut_middle,
 )
 from .namespaces import report as namespaces_report
 from .options import parse_options
@@ -787,11 +788,11 @@ class Supervisor:
                 ex.timer.cancel()
             self.current = None
         duration = time.monotonic() - ex.started
-        # The one-line error keeps its start, the traceback its end (where the error was raised).
+        # The one-line error keeps its start, the traceback its start and end (the error's type, where it was raised).
         if result.get("error") is not None:
             result["error"] = str(result["error"])[:MAX_ERROR_CHARS]
         if result.get("traceback") is not None:
-            result["traceback"] = str(result["traceback"])[-MAX_TRACEBACK_CHARS:]
+            result["traceback"] = cut_middle(str(result["traceback"]), MAX_TRACEBACK_CHARS)
         result["stdout"] = ex.stdout.finish(ex.max_chars)
         result["stderr"] = ex.stderr.finish(ex.max_chars)
         if result["stdout"]["path"] or result["stderr"]["path"] or self.outputs.dropped:

@@ -46,6 +46,7 @@ from .limits import (
     MAX_IMAGES,
     MAX_IMAGES_TOTAL_BYTES,
     MAX_TRACEBACK_CHARS,
+    cut_middle,
     too_many_values,
 )
 from .options import OptionError, parse_options
@@ -512,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         status, error, tb = runner.run(str(request.get("code", "")), filename)
         _flush_std()
         error = None if error is None else error[:MAX_ERROR_CHARS]  # so the report always fits a frame
-        tb = None if tb is None else tb[-MAX_TRACEBACK_CHARS:]
+        tb = None if tb is None else cut_middle(tb, MAX_TRACEBACK_CHARS)
         conn.send({"type": "done", "exec": exec_id, "exit_status": status, "error": error, "traceback": tb})
     return 0
 

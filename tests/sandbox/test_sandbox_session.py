@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import struct
 import threading
 import time
@@ -205,6 +206,22 @@ def test_a_traceback_shows_only_the_users_frames(shared: Sandbox) -> None:
     assert len(frames) == 3 and all(f.startswith('File "<cell-') for f in frames)
     assert [f.rsplit(" in ", 1)[1] for f in frames] == ["<module>", "main", "load"]
     assert "raise ValueError(f'bad file {path}')" in result.traceback
+
+
+def test_a_traceback_of_a_long_message_keeps_its_start_and_end_and_says_what_was_cut(shared: Sandbox) -> None:
+    # Before: only its last 20,000 characters, all of them the message's end: no error type, no file, no line, and no
+    # word that anything was cut.
+    from sandbox._supervisor.limits import MAX_TRACEBACK_CHARS
+
+    code = "rows = [{'id': i, 'name': 'x' * 40} for i in range(2000)]\nraise ValueError(f'unexpected rows: {rows}')\n"
+    result = shared.execute(code)
+    tb = result.traceback
+    assert tb is not None and result.error is not None and result.error.startswith("ValueError: unexpected rows: [")
+    assert len(tb) <= MAX_TRACEBACK_CHARS
+    assert tb.startswith('Traceback (most recent call last):\n  File "<cell-')
+    assert "line 2, in <module>" in tb and "\nValueError: unexpected rows: [{'id': 0," in tb
+    assert re.search(r"\n\[… [\d,]+ characters of the traceback cut …\]\n", tb)
+    assert tb.rstrip().endswith("{'id': 1999, 'name': '" + "x" * 40 + "'}]")
 
 
 def test_a_traceback_names_the_code_by_the_filename_given_and_still_shows_only_the_users_frames(

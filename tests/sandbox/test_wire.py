@@ -265,3 +265,18 @@ def test_every_message_an_honest_container_sends_fits_the_value_budget() -> None
     batch = {"method": "workspace.entries", "params": {"entries": [item] * BATCH_ITEMS}}
     for message in (worker_call, host_call, listing, batch):
         assert read_one(encode_frame(message, max_values=MAX_FRAME_VALUES)) == message
+
+
+@pytest.mark.parametrize("length", [0, 199, 200, 201, 5_000, 1_000_000])
+def test_cut_middle_keeps_the_start_and_the_end_within_the_limit_and_counts_what_it_cut(length: int) -> None:
+    from sandbox._supervisor.limits import cut_middle
+
+    text = "".join(chr(0x41 + i % 26) for i in range(length))
+    cut = cut_middle(text, 200)
+    if length <= 200:
+        assert cut == text
+        return
+    assert len(cut) <= 200
+    head, marker, tail = cut.split("\n")
+    assert text.startswith(head) and text.endswith(tail) and len(head) == 80
+    assert marker == f"[… {length - len(head) - len(tail):,} characters of the traceback cut …]"
