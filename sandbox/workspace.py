@@ -420,6 +420,7 @@ class WorkspaceReceiver:
         except OSError as e:
             raise WorkspaceError(f"could not put the saved workspace in place at {self.dest}: {e.strerror}") from None
         aside, merged = AsideArea(self.beside, f".{self.dest.name}.old-{os.getpid()}-"), Merge()
+        merged.room = None if self.max_data is None else max(0, self.max_data - self._data)
         self.merging = True  # from here on, the host folder may change: the saved copy is no longer dropped
         # Under a name no later save removes, before anything moves: a merge its process never finished (killed, its
         # terminal closed, Ctrl-C) keeps the rest of the saved copy, as one that failed does. Before, the next save

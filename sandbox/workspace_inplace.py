@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox._supervisor.fswalk import DIR_FLAGS, MAX_DEPTH, DirCursor
+from sandbox._supervisor.transfer import ENTRY_BYTES
 from sandbox.host_folders import (
     FolderTree,
     copy_new,
@@ -145,6 +146,10 @@ class Merge:
     then a conflict, never a replacement)."""
     beside: dict[bytes, tuple[bytes, HostEntry]] = field(default_factory=dict)
     """The sandbox's copies saved beside read-only host files (`RestoreRecord.beside`), by the host file's path."""
+    room: int | None = None
+    """Bytes of file data (in whole `ENTRY_BYTES` pages) the folder may still take beside the sandbox's files before a
+    restore could no longer hold it (None: no bound): a read-only host file kept beside the sandbox's copy of it
+    takes its size from it, and a copy that does not fit is not saved (`_Merger._protected`)."""
 
 
 def merge(
@@ -429,6 +434,14 @@ class _Merger:
         if deleted or stage_fd is None:
             self.out.notes.append(f"{shown(rel)}: read-only on the host, so it is kept (the sandbox deleted it)")
             return
+        if not self._fits(host_fd, name):
+            # Before: saved whatever its size: each session that changed a read-only file added a copy as large
+            # (copies of earlier sessions are restored with the folder), until no session of the folder could start.
+            self.out.notes.append(f"{shown(rel)}: read-only on the host, so it is kept; the sandbox's copy is not "
+                                  "saved: with it and the file the folder would hold more data than the sandbox's "
+                                  "workspace can restore (sandbox setting workspace_size); make the file writable, "
+                                  "or remove earlier copies of it")  # fmt: skip
+            return
         # Before: each save of the session added one more copy (`.sandbox-2`, `-3`, …), each as large as the file: a
         # script rewriting a read-only file before every save grew the host folder without bound.
         previous = self._previous_copy(host_fd, stage_fd, rel)
@@ -440,6 +453,18 @@ class _Merger:
             again = " (in place of the copy an earlier save of this session put there)" if previous else ""
             self.out.notes.append(f"{shown(rel)}: read-only on the host, so it is kept; the sandbox's copy is saved "
                                   f"as {shown_beside}{again}")  # fmt: skip
+
+    def _fits(self, host_fd: int, name: bytes) -> bool:
+        """Whether the host file ``name``, kept beside the sandbox's copy of it, fits the room left (`Merge.room`),
+        which it then takes."""
+        if self.out.room is None:
+            return True
+        host = _lstat(name, host_fd)
+        size = -(-host.st_size // ENTRY_BYTES) * ENTRY_BYTES if host is not None else 0
+        if size > self.out.room:
+            return False
+        self.out.room -= size
+        return True
 
     def _previous_copy(self, host_fd: int, stage_fd: int, rel: bytes) -> bytes | None:
         """The name of the copy of ``rel`` an earlier save of the session put beside it, set aside to be replaced,

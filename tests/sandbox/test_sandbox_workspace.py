@@ -55,13 +55,18 @@ def restored(root: Path) -> RestoreRecord:
 
 
 def save(
-    dest: Path, record: RestoreRecord | None, files: dict[str, bytes], dirs: tuple[str, ...] = ()
+    dest: Path,
+    record: RestoreRecord | None,
+    files: dict[str, bytes],
+    dirs: tuple[str, ...] = (),
+    *,
+    max_data: int | None = None,
 ) -> WorkspaceReceiver:
     """A save of ``files`` and ``dirs`` (what the sandbox holds at its end) into ``dest``, committed; the folders
     the files are in are sent too, each before what it holds, as the sandbox sends them."""
     parents = {"/".join(p.split("/")[:n]) for p in files for n in range(1, p.count("/") + 1)}
     folders = sorted({*dirs, *parents}, key=lambda d: d.count("/"))
-    receiver = WorkspaceReceiver(dest, max_bytes=10_000_000, record=record)
+    receiver = WorkspaceReceiver(dest, max_bytes=10_000_000, record=record, max_data=max_data)
     send(receiver, *(folder(d) for d in folders), *(piece(p, data) for p, data in files.items()))
     receiver.check({"files": len(files), "same": 0, "dirs": len(folders), "bytes": sum(map(len, files.values()))})
     receiver.commit()
@@ -878,6 +883,39 @@ def test_a_read_only_host_file_the_sandbox_changed_or_deleted_is_kept_and_its_co
         "sub/contract.txt: read-only on the host, so it is kept; the sandbox's copy is saved as "
         "sub/contract.txt.sandbox",
     ]
+
+
+def test_copies_of_a_read_only_file_are_saved_only_while_the_folder_can_still_be_restored(tmp_path: Path) -> None:
+    # Before: each session that changed the read-only file saved one more copy as large (the copies of earlier
+    # sessions are restored with the folder), until the folder held more than the sandbox's workspace and no session
+    # of it could start ("cannot restore 'model.bin.sandbox-3': No space left on device").
+    dest = tmp_path / "ws"
+    dest.mkdir()
+    model = b"m" * 40 * 1024
+    (dest / "model.bin").write_bytes(model)
+    (dest / "model.bin").chmod(0o444)
+    limit = 100 * 1024  # the sandbox's workspace: two of the file, not three
+    changed = b"X" + model[1:]
+    first = save(dest, restored(dest), {"model.bin": changed}, max_data=limit)
+    assert first.notes == [
+        "model.bin: read-only on the host, so it is kept; the sandbox's copy is saved as model.bin.sandbox"
+    ]
+    # The next session: its restore sends the file and the copy; the script changes the file again.
+    second = save(dest, restored(dest), {"model.bin": changed, "model.bin.sandbox": changed}, max_data=limit)
+    assert second.notes == [
+        "model.bin: read-only on the host, so it is kept; the sandbox's copy is not saved: with it and the file the "
+        "folder would hold more data than the sandbox's workspace can restore (sandbox setting workspace_size); make "
+        "the file writable, or remove earlier copies of it"
+    ]
+    assert sorted(p.name for p in dest.iterdir()) == ["model.bin", "model.bin.sandbox"]
+    assert (dest / "model.bin").read_bytes() == model and (dest / "model.bin.sandbox").read_bytes() == changed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]  # the copy not saved went with the staging folder
+    # Without a bound (a receiver told none), copies are saved as before.
+    assert (
+        save(dest, restored(dest), {"model.bin": changed, "model.bin.sandbox": changed})
+        .notes[0]
+        .endswith("saved as model.bin.sandbox-2")
+    )
 
 
 @pytest.mark.parametrize("as_same", [False, True], ids=["sent whole", "sent as unchanged"])
