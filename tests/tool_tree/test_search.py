@@ -291,6 +291,33 @@ def test_summary_detail_survives_a_missing_stub(tree: Path) -> None:
     assert out.startswith("weather.air_quality — Air quality index")
 
 
+def test_a_query_that_is_a_tools_name_finds_that_tool_first(tmp_path: Path) -> None:
+    # Before: ranking alone placed it, and `get_record` found `search_records` first: both share "record", and the
+    # other's description says it more often.
+    catalog = {
+        "servers": [
+            {
+                "name": "crm",
+                "tools": [
+                    {"name": "get_record", "description": "Fetch one by id.", "inputSchema": {"type": "object"}},
+                    {
+                        "name": "search_records",
+                        "description": "Search records: get the records whose fields match; each record whole.",
+                        "inputSchema": {"type": "object"},
+                    },
+                    {"name": "listEvents", "description": "Events of a day.", "inputSchema": {"type": "object"}},
+                ],
+            }
+        ]
+    }
+    index = SearchIndex.load(write_tree(tmp_path / "tree", catalog))
+    assert _names(index, "record get", 1) == ["crm.search_records"]  # not a name: ranked as before
+    for query in ("get_record", "Get record", "get-record", "crm.get_record", " crm/get record "):
+        assert _names(index, query, 2) == ["crm.get_record", "crm.search_records"], query
+    assert _names(index, "list events", 1) == _names(index, "listEvents", 1) == ["crm.listEvents"]
+    assert _names(index, "get_record " + " " * 400, 1) == ["crm.search_records"]  # too long to be a name
+
+
 def test_an_index_rewritten_in_place_to_its_size_and_time_is_loaded_again(tree: Path) -> None:
     # Before, the loaded copy was kept: a file's identity was its inode, size and modification time, which a write in
     # place that puts the time back (a restore keeping times) leaves as they were; its change time is now part of it.

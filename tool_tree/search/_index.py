@@ -18,6 +18,7 @@ import hashlib
 import heapq
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,17 @@ class SearchHit:
         return f"{self.package}.{self.function}"
 
 
+MAX_NAME_QUERY = 300
+"""The longest query `SearchIndex._named` reads as a name: a longer one names no tool."""
+_NAME_SEPARATORS = re.compile(r"[\s_\-./:]+")
+
+
+def name_key(text: str) -> str:
+    """``text`` as a tool name is compared: lower case, each run of spaces, ``_``, ``-``, ``.``, ``/`` and ``:``
+    one ``_``, none at either end (``get_record``, ``Get record`` and ``get-record`` are one name)."""
+    return _NAME_SEPARATORS.sub("_", text.strip().lower()).strip("_")
+
+
 @dataclass(frozen=True)
 class _Entry:
     server: str
@@ -133,6 +145,7 @@ class SearchIndex:
         self._config = config
         self._dense = dense
         self._ties: Any = None
+        self._names: dict[str, list[int]] | None = None
         servers = {name: i for i, name in enumerate(sorted({e.server for e in entries}))}
         self._server_of = [servers[e.server] for e in entries]
         self._server_tools: list[list[int]] = [[] for _ in servers]
@@ -205,7 +218,34 @@ class SearchIndex:
 
     def _rank(self, query: str) -> dict[int, float] | Any:
         """``rank``'s scores; in the hybrid a float64 array over all tools (0: not reached), which
-        ``search`` takes its first results from without a Python step per tool."""
+        ``search`` takes its first results from without a Python step per tool. A query that is a tool's name (as
+        `name_key` reads names) puts that tool first (`_named`)."""
+        scores = self._fused(query)
+        named = self._named(query)
+        if not named:
+            return scores
+        top = (max(scores.values(), default=0.0) if isinstance(scores, dict) else float(scores.max())) + 1.0
+        for d in named:
+            scores[d] = top
+        return scores
+
+    def _named(self, query: str) -> list[int]:
+        """The tools ``query`` names: their tool name, ``server.tool`` or stub function, read as `name_key` reads
+        them. Before, ranking alone placed them: ``get_record`` found ``search_records`` first, since both share
+        "record" and the other's description said it more often."""
+        key = name_key(query) if len(query) <= MAX_NAME_QUERY else ""
+        if not key:
+            return []
+        if self._names is None:
+            names: dict[str, list[int]] = {}
+            for d, e in enumerate(self._entries):
+                for name in {name_key(e.tool), name_key(f"{e.server}.{e.tool}"), name_key(e.function)}:
+                    names.setdefault(name, []).append(d)
+            self._names = names
+        return self._names.get(key, [])
+
+    def _fused(self, query: str) -> dict[int, float] | Any:
+        """The lexical and embedding evidence of ``query`` and its clauses, fused."""
         cfg = self._config
         units = self.units(query)
         rankings = [self.lexical(u) for u in units]
