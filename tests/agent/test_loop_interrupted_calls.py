@@ -28,9 +28,10 @@ from agent.summary import RunResult
 from agent.testing import FakeMessagesAPI, reply, tool_use
 from agent.toolsets import batch
 from agent.toolsets.batch import STOPPED_INVOCATION
+from sandbox.config import SandboxConfig
 from sandbox.host import Runtime
 from tests.agent.conftest import record_pools
-from tests.support import raw_server_tree
+from tests.support import TEST_OWNER, raw_server_tree
 from tool_tree.config import load_config
 
 SCHEMA = {"type": "object", "properties": {"seconds": {"type": "number"}}}
@@ -44,7 +45,8 @@ def raw(tmp_path: Path) -> Iterator[tuple[Path, Path, Runtime]]:
     log = tmp_path / "calls.log"
     spec = tmp_path / "raw.json"
     spec.write_text(json.dumps({"pages": [TOOLS], "log_file": str(log)}), encoding="utf-8")
-    with Runtime(load_config(tmp_path / "tooltree.yaml"), tree) as runtime:
+    config = load_config(tmp_path / "tooltree.yaml")
+    with Runtime(config, tree, sandbox_config=SandboxConfig(owner=TEST_OWNER)) as runtime:  # the test label
         yield tree, log, runtime
 
 
