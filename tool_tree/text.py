@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import re
 
+# Defined in the sandbox's package (it has no other); the host's modes import it from here.
+from tool_tree.runtime._result import is_text_type as is_text_type
+
 _DROPPED = re.compile(
     "[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\U000e0000-\U000e007f"
     "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0\ufff0-\ufffb"
@@ -134,20 +137,6 @@ def size(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} B"
-
-
-_TEXT_TYPES = frozenset(
-    {"application/json", "application/xml", "application/yaml", "application/x-yaml", "application/javascript",
-     "application/sql", "application/toml", "application/x-ndjson"}
-)  # fmt: skip
-
-
-def is_text_type(mime: object) -> bool:
-    """Whether a MIME type names text (``text/*``, JSON, XML, YAML, …, ``+json`` and ``+xml`` types)."""
-    if not isinstance(mime, str):
-        return False
-    kind = mime.split(";", 1)[0].strip().lower()
-    return kind.startswith("text/") or kind in _TEXT_TYPES or kind.endswith(("+json", "+xml"))
 
 
 def text_of_blob(blob: object, max_chars: int) -> str | None:

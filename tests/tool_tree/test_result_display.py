@@ -99,6 +99,22 @@ def test_text_notes_a_binary_resource_by_its_size_and_leaves_its_base64_out() ->
     assert ToolResult([broken]).text == "Resource <u://x> (data not valid base64)"
 
 
+def test_text_shows_a_text_typed_blob_decoded_as_direct_mode_does() -> None:
+    # Before: "(text/plain, 55 bytes; .resources has its data)", and a script decoded the bytes itself.
+    said = "Resource 2: This is a base64 blob – ünïcode".encode()
+
+    def blob(data: bytes, mime: str) -> dict[str, object]:
+        uri = "demo://resource/dynamic/blob/2"
+        return {"type": "resource", "resource": {"uri": uri, "mimeType": mime, "blob": base64.b64encode(data).decode()}}
+
+    result = ToolResult([blob(said, "text/plain; charset=utf-8")])
+    assert result.text == "Resource <demo://resource/dynamic/blob/2> (text/plain; charset=utf-8):\n" + said.decode()
+    assert result.resources[0].data == said and result.resources[0].text is None  # the object as the server sent it
+    assert ToolResult([blob(b'{"a": 1}', "application/json")]).text.endswith(':\n{"a": 1}')
+    not_utf8 = ToolResult([blob(b"\xff\xfe", "text/plain")]).text
+    assert not_utf8 == "Resource <demo://resource/dynamic/blob/2> (text/plain, 2 bytes; .resources has its data)"
+
+
 def test_text_of_text_and_image_blocks_is_unchanged() -> None:
     # Images are still left out of `.text`, and text blocks are joined with newlines as before.
     result = ToolResult([text("a"), image(PNG), text(""), text("b\n")])

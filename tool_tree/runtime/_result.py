@@ -184,19 +184,47 @@ def _resource_of(block: dict[str, Any]) -> Resource | None:
 
 
 def _resource_text(block: dict[str, Any]) -> str:
-    """An embedded resource in ``.text``: a line naming it, then its text; for a blob, that line alone with its size
-    (the bytes are in ``.resources``)."""
+    """An embedded resource in ``.text``: a line naming it, then its text (a blob of a text type that is UTF-8 too,
+    as direct mode shows it); for other data, that line alone with its size (the bytes are in ``.resources``).
+
+    Before, a ``text/plain`` blob showed its size alone, and a script decoded its bytes itself."""
     resource = _resource_of(block)
     if resource is None:
         return f"Resource <{_one_line(_embedded(block).get('uri', ''), _URI_CHARS)}> (data not valid base64)"
     head = f"Resource <{_one_line(resource.uri, _URI_CHARS)}>"
     facts = [_one_line(resource.mime_type, _MIME_CHARS)] if resource.mime_type else []
-    if resource.text is not None:
-        return f"{head} ({', '.join(facts)}):\n{resource.text}" if facts else f"{head}:\n{resource.text}"
+    shown = resource.text if resource.text is not None else _text_of(resource)
+    if shown is not None:
+        return f"{head} ({', '.join(facts)}):\n{shown}" if facts else f"{head}:\n{shown}"
     facts.append(
         "no text or data" if resource.data is None else f"{len(resource.data):,} bytes; .resources has its data"
     )
     return f"{head} ({', '.join(facts)})"
+
+
+_TEXT_TYPES = frozenset(
+    {"application/json", "application/xml", "application/yaml", "application/x-yaml", "application/javascript",
+     "application/sql", "application/toml", "application/x-ndjson"}
+)  # fmt: skip
+
+
+def is_text_type(mime: object) -> bool:
+    """Whether a MIME type names text (``text/*``, JSON, XML, YAML, …, ``+json`` and ``+xml`` types). Here, since
+    the sandbox has only this package; the host's modes use it too (`tool_tree.text`)."""
+    if not isinstance(mime, str):
+        return False
+    kind = mime.split(";", 1)[0].strip().lower()
+    return kind.startswith("text/") or kind in _TEXT_TYPES or kind.endswith(("+json", "+xml"))
+
+
+def _text_of(resource: Resource) -> str | None:
+    """The data of a resource of a text type (`is_text_type`), when it is UTF-8; else None."""
+    if resource.data is None or not is_text_type(resource.mime_type):
+        return None
+    try:
+        return resource.data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 @dataclass(frozen=True, repr=False)
