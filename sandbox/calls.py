@@ -437,6 +437,16 @@ def _malformed(params: dict[str, Any]) -> Refusal | None:
     return None
 
 
+def too_large(size: int) -> str:
+    """What a script is told of a tool result of ``size`` bytes, over `MAX_RESULT_BYTES`. Before, the bare numbers:
+    "the result is 9090099 bytes (limit 8388608)", for a server that sends a file's text twice (as text and as
+    structured content), with no word of what counts or what to do."""
+    return (
+        f"the result is {size:,} bytes as JSON, over the {MAX_RESULT_BYTES:,} one tool result may take (its text "
+        "and structured content count together); ask the tool for less at a time (a range, a page, a filter)"
+    )
+
+
 def _check_result(value: Any) -> tuple[dict[str, Any] | None, int]:
     """``(error or None, size in bytes as UTF-8 JSON)`` of what the bridge returned."""
     if not isinstance(value, dict):
@@ -450,5 +460,5 @@ def _check_result(value: Any) -> tuple[dict[str, Any] | None, int]:
     except (ValueError, RecursionError):  # NaN, a lone surrogate, absurd nesting: from a hostile server
         return {"code": "invalid_result", "message": _UNSENT}, -1
     if size > MAX_RESULT_BYTES:
-        return {"code": "result_too_large", "message": f"the result is {size} bytes (limit {MAX_RESULT_BYTES})"}, size
+        return {"code": "result_too_large", "message": too_large(size)}, size
     return None, size

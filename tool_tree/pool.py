@@ -1017,8 +1017,14 @@ class ServerPool:
                 if lost and self._closing:
                     raise _closed_during_call() from None
                 if lost:
+                    # Before, "died" too when tooltree had ended it, for a message past a limit: it had not.
+                    what = (
+                        "tooltree ended the server during the call"
+                        if closed_here(e.data)
+                        else "the server died during the call"
+                    )
                     await self._discard(slot, client, f"it died during a call ({e})")
-                    raise _unavailable(slot, f"the server died during the call ({e})") from None
+                    raise _unavailable(slot, f"{what} ({e})") from None
                 if session_ended(e):  # not to be sent again, or again on the new session: the next call opens one
                     await self._retire(slot, client, e.message, PING_TIMEOUT)
                     again = " (nor on a new session: it was sent twice, run neither time)" if resent else ""

@@ -440,7 +440,9 @@ HOSTILE_RESULTS: dict[str, tuple[Callable[[str, str, dict[str, Any]], Any], str,
     "larger_than_the_cap": (
         lambda s, t, a: {"content": [{"type": "text", "text": "x" * (MAX_RESULT_BYTES + 1)}]},
         "result_too_large",
-        f"the result is {MAX_RESULT_BYTES + 44} bytes (limit {MAX_RESULT_BYTES})",
+        f"the result is {MAX_RESULT_BYTES + 44:,} bytes as JSON, over the {MAX_RESULT_BYTES:,} one tool result may "
+        "take (its text and structured content count together); ask the tool for less at a time (a range, a page, a "
+        "filter)",
     ),
     "lone_surrogate": (
         lambda s, t, a: {"content": [{"type": "text", "text": "\udcff"}]},

@@ -177,6 +177,9 @@ async def test_a_message_over_the_cap_ends_that_server_with_a_clear_error_and_th
         with pytest.raises(ServerUnavailable) as refused:
             await pool.call("flood", "big", {"chars": MAX_MESSAGE_BYTES})
         assert f"server 'flood' sent a message longer than {MAX_MESSAGE_BYTES:,} bytes" in str(refused.value)
+        # tooltree ended it (before: "the server died during the call", though it had not)
+        assert "tooltree ended the server during the call" in str(refused.value)
+        assert "died" not in str(refused.value)
         assert not alive(flood_pid)
         assert text(await pool.call("steady", "pid", {})) == steady_pid
         assert pool.restarts("flood") == 1 and int(text(await pool.call("flood", "pid", {}))) != flood_pid
