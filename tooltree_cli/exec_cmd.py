@@ -153,6 +153,9 @@ def _is_utf8(text: str) -> bool:
 
 
 def _decoded(data: bytes, name: str) -> str:
+    """A script's text; a UTF-8 byte order mark (some Windows editors write one) is dropped, as Python drops it from a
+    file it runs (before: "SyntaxError: invalid non-printable character U+FEFF")."""
+    data = data.removeprefix(b"\xef\xbb\xbf")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -356,6 +356,36 @@ def test_exec_a_script_that_is_not_utf8_exits_2_naming_line_and_column(
     assert capsys.readouterr().err == f"tooltree: error: {script}: {expected}\n"
 
 
+def test_exec_drops_a_utf8_byte_order_mark_as_python_does(
+    project: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the script failed in the sandbox, "SyntaxError: invalid non-printable character U+FEFF", though
+    # `python bom.py` runs it (some Windows editors save UTF-8 with the mark).
+    from sandbox.results import ExecutionResult
+    from tooltree_cli import exec_cmd
+
+    config, tree = project
+    codes: list[str] = []
+
+    def execute(code: str, *args: object, **kwargs: object) -> tuple[object, ...]:
+        codes.append(code)
+        return ExecutionResult("", "", 0, 0.1), None, []
+
+    monkeypatch.setattr(exec_cmd, "execute", execute)
+    script = tmp_path / "bom.py"
+    script.write_bytes(b"\xef\xbb\xbfprint('bom \xc3\xa9')\n")
+    argv = ["--config", str(config), "--tree", str(tree)]
+    assert main(["exec", str(script), *argv]) == 0
+    with script.open(encoding="utf-8") as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        assert main(["exec", "-", *argv]) == 0
+    assert codes == ["print('bom é')\n"] * 2
+    bad = tmp_path / "bad.py"
+    bad.write_bytes(b"\xef\xbb\xbfx = '\xff'\n")  # a column counts from after the mark, as an editor shows it
+    assert main(["exec", str(bad), *argv]) == 2
+    assert "not UTF-8 text: byte 0xff at line 1, column 6" in capsys.readouterr().err
+
+
 def test_exec_a_script_from_stdin_that_is_not_utf8_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
