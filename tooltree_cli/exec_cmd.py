@@ -541,6 +541,7 @@ def result_json(result: ExecutionResult, saved: Sequence[Path] = ()) -> dict[str
             }
             for n, i in enumerate(result.images)
         ],
+        "image_notes": result.image_notes,
         "tool_result_bytes": tool_bytes,
         "printed_bytes": len(result.stdout.encode("utf-8")) + len(result.stderr.encode("utf-8")),
     }
@@ -576,6 +577,8 @@ def _print_human(
         else:
             where = " not saved (see below)" if asked else " (use --images DIR to save)"
         print(f"  image {n + 1}: {image.mime_type}, {size(len(image.data))}{where}", file=sys.stderr)
+    for note in result.image_notes:  # before: an image left out was not said at all
+        print(f"  {note}", file=sys.stderr)
     info = result_json(result)
     print(
         f"tooltree: {_script_status(result)} in {result.duration:.2f} s · "

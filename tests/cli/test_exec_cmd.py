@@ -548,6 +548,19 @@ def test_exec_an_image_that_cannot_be_written_is_reported_after_the_output_and_e
     assert sorted(p.name for p in (tmp_path / "pics").iterdir()) == ["image-1.png"]
 
 
+def test_exec_says_which_shown_images_were_left_out_and_why(capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: an image the script showed that the API would refuse (9,000 pixels wide) was left out unsaid: not
+    # listed, not saved with --images, not in --json, though the script had seen show_image succeed.
+    from sandbox.results import ExecutionResult
+    from tooltree_cli.exec_cmd import _print_human, result_json
+
+    note = "[a shown image of 9,000×2 pixels was left out: the API takes at most 8,000 on a side; show it smaller]"
+    result = ExecutionResult(stdout="", stderr="", exit_status=0, duration=1.0, image_notes=[note])
+    _print_human(result, [], asked=True)
+    assert f"  {note}" in capsys.readouterr().err.splitlines()
+    assert result_json(result)["image_notes"] == [note] and result_json(result)["images"] == []
+
+
 def test_exec_lists_at_most_its_ledger_lines_and_counts_the_other_calls(capsys: pytest.CaptureFixture[str]) -> None:
     # Before: one line per call however many: a script's 21,000 refused calls were 21,000 lines.
     from sandbox.results import ExecutionResult, ToolCallRecord
