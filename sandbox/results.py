@@ -370,14 +370,24 @@ def preview(stream: Any, limit: int, name: str, outputs: Any = None, lost: str =
     tail = _str(stream.get("tail"), half) or ""
     path = stream.get("path") if isinstance(stream.get("path"), str) and _OUTPUT_PATH.match(stream["path"]) else None
     total = stream.get("bytes") if isinstance(stream.get("bytes"), int) and stream["bytes"] >= 0 else None
-    where = f"the whole {name} is in {path}" if path else lost or "the rest could not be saved"
+    saved = stream.get("saved") if isinstance(stream.get("saved"), int) and stream["saved"] >= 0 else None
+    if path and saved is not None and total is not None and saved < total:
+        # Before: "the whole stdout is in …" of a file cut at what saved outputs may take.
+        where = f"its first {saved:,} bytes are in {path} (a saved output holds at most that)"
+    else:
+        where = f"the whole {name} is in {path}" if path else lost or "the rest could not be saved"
     size = f": {total:,} bytes in all" if total is not None else ""
     kept = ""
     if isinstance(outputs, dict) and isinstance(budget := outputs.get("budget"), int) and budget > 0:
         dropped = n if isinstance(n := outputs.get("dropped"), int) else 0
         gone = f" ({dropped:,} older one{'s' if dropped != 1 else ''} deleted)" if dropped > 0 else ""
-        kept = f"; saved outputs keep the newest {budget / (1 << 20):,.0f} MiB{gone}"
+        kept = f"; saved outputs keep the newest {_amount(budget)}{gone}"
     return f"{head}\n\n[... {name} cut{size}{kept}; {where} ...]\n\n{tail}", True, path
+
+
+def _amount(n: int) -> str:
+    """Bytes as MiB, or KiB under one MiB (before: "0 MiB" for a folder that keeps 256 KiB)."""
+    return f"{n / (1 << 20):,.0f} MiB" if n >= 1 << 20 else f"{n / (1 << 10):,.0f} KiB"
 
 
 def _images(raw: Any) -> tuple[list[ShownImage], list[str]]:

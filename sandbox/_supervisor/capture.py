@@ -99,8 +99,8 @@ class OutputCapture:
     def finish(self, max_chars: int) -> dict[str, Any]:
         """The report for the host: the whole text, or a head and a tail and the file with everything.
 
-        Returns ``{"head", "tail", "truncated", "bytes", "path"}``; ``tail`` is empty and ``path`` null
-        when nothing was cut.
+        Returns ``{"head", "tail", "truncated", "bytes", "path", "saved"}``; ``tail`` is empty and ``path`` null
+        when nothing was cut; ``saved`` is how many bytes the file holds (fewer than ``bytes`` past ``file_bytes``).
         """
         half = max(max_chars // 2, 1)
         spilled = self._file is not None or self._file_failed
@@ -115,7 +115,8 @@ class OutputCapture:
             tail = self._tail.decode("utf-8", errors="replace")[-half:]
         self.close()
         path = None if self._file_failed else self.spill_path
-        return {"head": head, "tail": tail, "truncated": True, "bytes": self.total, "path": path}
+        return {"head": head, "tail": tail, "truncated": True, "bytes": self.total, "path": path,
+                "saved": self._file_written}  # fmt: skip
 
     def close(self) -> None:
         """Close the spill file, if one was opened."""

@@ -95,6 +95,20 @@ def test_the_note_of_a_cut_output_says_the_saved_outputs_keep_the_newest() -> No
     )
 
 
+def test_the_note_of_an_output_saved_only_in_part_says_how_much_the_file_holds() -> None:
+    # Before: "the whole stdout is in …" of a file cut at what saved outputs may take, and "0 MiB" for 256 KiB.
+    path = "/workspace/.tooltree/outputs/1-a576cd-stdout.txt"
+    stream = {"head": "H", "tail": "T", "truncated": True, "bytes": 400_001, "path": path, "saved": 262_144}
+    raw = {**report(stdout=stream), "outputs": {"budget": 256 << 10, "dropped": 0}}
+    result = parse_execution(raw, max_chars=100, duration=0.1, tool_calls=[])
+    assert (
+        "[... stdout cut: 400,001 bytes in all; saved outputs keep the newest 256 KiB; its first 262,144 bytes are "
+        f"in {path} (a saved output holds at most that) ...]"
+    ) in result.stdout
+    whole = parse_execution(report(stdout={**stream, "saved": 400_001}), max_chars=100, duration=0.1, tool_calls=[])
+    assert f"the whole stdout is in {path} ...]" in whole.stdout
+
+
 def test_a_hostile_report_is_capped_and_its_odd_path_dropped() -> None:
     stream = {"head": "x" * 1_000_000, "tail": "y" * 1_000_000, "truncated": True, "bytes": -5, "path": "/etc/passwd"}
     result = parse_execution(
