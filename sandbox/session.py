@@ -518,8 +518,10 @@ class Sandbox:
 
         ``filename`` names the code in its traceback (a script's path as the user gave it); the
         sandbox uses ``<cell-N>`` when it is None or not one line of plain text. ``on_output`` is called with
-        ``("stdout" | "stderr", bytes)`` as the script's output arrives while it runs (the first 4 × ``output_chars``
-        bytes of each stream, in order, on the channel's thread: keep it short), e.g. to show it live.
+        ``("stdout" | "stderr", bytes, skipped)`` as the script's output arrives while it runs (``skipped``: how many
+        bytes of the stream came between the last bytes it was given and these, 0 within the first 4 ×
+        ``output_chars``: `sandbox.streamed.OutputListener`), on the channel's thread: keep it short; e.g. to show it
+        live.
 
         A script that raises, exits non-zero or times out gives a result with ``error`` set, not
         an exception; after a timeout the session stays usable (with fresh interpreter state).
