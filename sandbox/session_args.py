@@ -131,10 +131,15 @@ def workspace_folder(path: str | Path, name: str = "workspace") -> Path:
 
 
 def workspace_relative(path: str) -> str:
-    """A workspace path as the supervisor wants it: relative (``/workspace/a`` → ``a``)."""
-    if path in (WORKSPACE, WORKSPACE + "/"):
-        return ""
-    return path[len(WORKSPACE) + 1 :] if path.startswith(WORKSPACE + "/") else path
+    """A workspace path as the supervisor wants it: relative, without ``.`` parts, empty ones or a trailing ``/``
+    (``/workspace/a`` → ``a``, ``./skills//SKILL.md`` → ``skills/SKILL.md``, ``.`` → the workspace). An absolute
+    path elsewhere is left as it is: the supervisor refuses it, naming it. (Before, ``.``, ``./a``, ``a//b`` and
+    ``servers/`` were refused as they were written.)"""
+    if path == WORKSPACE or path.startswith(WORKSPACE + "/"):
+        path = path[len(WORKSPACE) :]
+    elif path.startswith("/"):
+        return path
+    return "/".join(part for part in path.split("/") if part not in ("", "."))
 
 
 def workspace_path(path: object) -> str:

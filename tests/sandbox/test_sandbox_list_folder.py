@@ -63,6 +63,19 @@ def test_list_folder_gives_the_first_entries_and_counts_the_rest(big: Sandbox) -
     assert big.list_folder("big/sub").total == 0
 
 
+def test_paths_written_with_dots_doubled_or_trailing_slashes_name_the_same_entries(big: Sandbox) -> None:
+    # Before: "refused path '.'", and so for './a', 'a//b' and 'servers/' (which then lacked the tree link's advice).
+    assert big.list_folder(".").total == big.list_folder("").total == big.list_folder("/workspace/").total
+    assert big.list_folder("./big/").total == big.list_folder("big").total == FILES + 1
+    assert big.list_folder("big//sub/").total == 0
+    assert big.read_file("./big//f1.txt") == big.read_file("/workspace//big/./f1.txt") == b"q"
+    with pytest.raises(SessionError, match=r"^list_folder\('servers'\): /workspace/servers is the sandbox's"):
+        big.list_folder("servers/")
+    for outside in ("/etc/hostname", "../etc/hostname", "big/../../etc/hostname"):
+        with pytest.raises(SessionError, match="refused path"):
+            big.read_file(outside)  # still refused, as before
+
+
 def test_a_path_through_the_tree_link_says_to_read_the_tree_on_the_host_or_from_a_script(
     big: Sandbox, sample_tree: Path
 ) -> None:
