@@ -100,6 +100,60 @@ class Budgets:
     result_bytes: int = 256 * 1024 * 1024
 
 
+_PARTS = {
+    "description": "its description",
+    "title": "its title",
+    "annotations": "its annotations",
+    "inputSchema": "its parameters",
+    "outputSchema": "its output schema",
+}
+
+
+def changed_parts(stored: dict[str, Any], live: dict[str, Any]) -> str:
+    """What differs between a tool's definition as the tree stored it and as its server lists it now, in words: its
+    description, its parameters' descriptions alone (``its parameters are as they were``) or its parameters, ….
+
+    Before, only "(schema hash mismatch)": a server that writes the machine's time zone into a parameter's description
+    (``mcp-server-time``) had every call refused on another machine, saying neither that nor that the types held."""
+    said: list[str] = []
+    others = 0
+    for key in sorted(set(stored) | set(live), key=str):
+        if key == "name" or stored.get(key) == live.get(key):
+            continue
+        if key in ("inputSchema", "outputSchema") and _undescribed(stored.get(key)) == _undescribed(live.get(key)):
+            said.append(f"the descriptions in {_PARTS[key]} (their names and types are as they were)")
+        elif key in _PARTS:
+            said.append(_PARTS[key])
+        else:
+            others += 1
+    if others:
+        said.append(f"{others} other field{'s' if others != 1 else ''} of its definition")
+    return ", ".join(said) or "its definition"
+
+
+_NAMED = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+"""Schema keywords whose object's keys are names (a parameter may be named ``description``)."""
+
+
+def _undescribed(schema: Any, depth: int = 0) -> Any:
+    """``schema`` without the text of its ``description`` keywords, at any depth the listing's checks let through."""
+    if depth > 200:
+        return schema
+    if isinstance(schema, list):
+        return [_undescribed(v, depth + 1) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "description" and isinstance(value, str):
+            continue
+        if key in _NAMED and isinstance(value, dict):
+            out[key] = {name: _undescribed(sub, depth + 1) for name, sub in value.items()}
+        else:
+            out[key] = _undescribed(value, depth + 1)
+    return out
+
+
 class AuditLog:
     """One JSON line per tool call, appended to a file (or any text stream). Thread-safe."""
 
@@ -444,9 +498,12 @@ class McpBridge(ToolBridge):
                 f"{entry.server}.{entry.tool} is no longer offered by the server; regenerate the tree", "tool_changed"
             )
         if schema_hash(live) != entry.schema_hash:
+            stored = self._definition(entry)
+            what = f": {changed_parts(stored, live)}" if stored is not None else " (schema hash mismatch)"
             raise ToolCallRefused(
-                f"{entry.server}.{entry.tool} changed since the tree was generated (schema hash mismatch); "
-                "review the change and regenerate the tree with `tooltree generate-tree`",
+                f"{entry.server}.{entry.tool} changed since the tree was generated{what}; review the change "
+                f"(`tooltree generate-tree --check --server {entry.server}`) and regenerate the tree with `tooltree "
+                "generate-tree`",
                 "tool_changed",
             )
         self._verified.add((entry.server, entry.tool))

@@ -212,6 +212,38 @@ def test_a_tool_that_changed_since_generation_is_refused(tree: Path, pool: Backg
     with pytest.raises(ToolCallRefused) as info:
         call(bridge, pool, "media", "slow_echo", {"text": "x", "seconds": 0})
     assert info.value.code == "tool_changed" and "regenerate" in info.value.message
+    # The manifest's hash is another, the snapshot holds what the server lists: nothing of its definition differs.
+    assert "changed since the tree was generated: its definition; review the change (`tooltree generate-tree " in (
+        info.value.message
+    )
+
+
+def test_a_tool_changed_since_generation_is_refused_saying_what_changed() -> None:
+    # Before: "(schema hash mismatch)" alone: a server writing the machine's time zone into a parameter's description
+    # had every call refused on another machine, saying neither that nor that the types were as they were.
+    from sandbox.mcp_bridge import changed_parts
+
+    def tool(zone: str = "UTC", kind: str = "string", about: str = "Get the time.") -> dict[str, Any]:
+        properties = {
+            "timezone": {"type": kind, "description": f"Use '{zone}' as local timezone if none given."},
+            "description": {"type": "string"},  # a parameter named so is a name, not a description
+        }
+        return {"name": "get_current_time", "description": about, "inputSchema": {"type": "object",
+                "properties": properties}}  # fmt: skip
+
+    assert changed_parts(tool(), tool("Europe/Paris")) == (
+        "the descriptions in its parameters (their names and types are as they were)"
+    )
+    assert changed_parts(tool(), tool(kind="integer")) == "its parameters"
+    assert changed_parts(tool(), tool(about="Get the time now.")) == "its description"
+    renamed = tool()
+    renamed["inputSchema"]["properties"]["summary"] = renamed["inputSchema"]["properties"].pop("description")
+    assert changed_parts(tool(), renamed) == "its parameters"
+    extra = {**tool("Europe/Paris", about="x"), "annotations": {"readOnlyHint": True}, "_meta": {"a": 1}, "icons": []}
+    assert changed_parts(tool(), extra) == (
+        "its annotations, its description, the descriptions in its parameters (their names and types are as they "
+        "were), 2 other fields of its definition"
+    )
 
 
 def test_search_from_a_script_is_answered_from_the_tree_index(tree: Path, pool: BackgroundPool) -> None:
