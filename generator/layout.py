@@ -16,7 +16,7 @@ from generator.naming import assign_identifiers
 from generator.parts import tool_title
 from generator.workers import forked_map
 from tool_tree.config import filtered_out, unmatched_filter
-from tool_tree.text import first_sentence, one_line
+from tool_tree.text import first_sentence, one_line, summary_line
 
 if TYPE_CHECKING:
     from generator.render import RenderedStub
@@ -163,7 +163,7 @@ def tool_summary(raw: dict[str, Any]) -> str:
     """The first sentence of a tool's description, else its title, as the stub's docstrings have it (many
     servers give a tool a title and no description)."""
     description = raw.get("description")
-    return first_sentence(description if isinstance(description, str) else "", 200) or one_line(tool_title(raw), 200)
+    return summary_line(description if isinstance(description, str) else "", 200) or one_line(tool_title(raw), 200)
 
 
 def server_description(listing: ServerListing) -> str:

@@ -131,6 +131,32 @@ def first_sentence(text: str, limit: int = 160) -> str:
     return one_line(split_sentence(flat)[0], limit)
 
 
+_DEPRECATION = re.compile(r"\bDEPRECATED\b|\b[Dd]eprecated\s*[:;(]|\b(?:is|are|now)\s+deprecated\b|^[Dd]eprecated\b")
+"""A sentence saying a tool is deprecated: ``DEPRECATED``, ``Deprecated:``, ``is deprecated``, a sentence that
+starts so. Not any "deprecated" (``lists deprecated fields``)."""
+DEPRECATION_SCAN = 4000
+"""Characters of a description looked through for a deprecation (a description is untrusted)."""
+
+
+def summary_line(text: str, limit: int = 160) -> str:
+    """:func:`first_sentence`, and after it the sentence saying the tool is deprecated when a later one of the
+    description does (``Read a file as text. DEPRECATED: Use read_text_file instead.``), capped at ``limit``.
+
+    Before, the first sentence alone: a deprecated tool's summary (its stub's first line, its line in the server's
+    README, its search result) read as any other's, and search put it first."""
+    first = first_sentence(text, limit)
+    if _DEPRECATION.search(first):
+        return first
+    rest = " ".join(clean(text[:DEPRECATION_SCAN]).split())
+    while rest:
+        sentence, rest = split_sentence(rest)
+        if _DEPRECATION.search(sentence):
+            note = one_line(sentence, limit // 2)
+            head = one_line(first, limit - len(note) - 1) if first and limit > len(note) + 1 else ""
+            return f"{head} {note}" if head else note
+    return first
+
+
 def size(n: int) -> str:
     """A byte count as people read it: ``1234567`` → ``1.2 MB``."""
     for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):

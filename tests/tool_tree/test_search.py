@@ -291,6 +291,34 @@ def test_summary_detail_survives_a_missing_stub(tree: Path) -> None:
     assert out.startswith("weather.air_quality — Air quality index")
 
 
+def test_a_deprecated_tools_summary_says_so_in_its_stub_its_readme_line_and_its_search_result(tmp_path: Path) -> None:
+    # Before: each showed the first sentence alone, "Read the complete contents of a file as text.", as for the tool
+    # that replaces it; only the stub's whole docstring kept the notice.
+    about = "Read the complete contents of a file as text. DEPRECATED: Use read_text_file instead."
+    catalog = {
+        "servers": [
+            {
+                "name": "filesystem",
+                "tools": [
+                    {"name": "read_file", "description": about, "inputSchema": {"type": "object"}},
+                    {
+                        "name": "read_text_file",
+                        "description": "Read a file as text.",
+                        "inputSchema": {"type": "object"},
+                    },
+                ],
+            }
+        ]
+    }
+    tree = write_tree(tmp_path / "tree", catalog)
+    stub = (tree / "servers" / "filesystem" / "read_file.py").read_text(encoding="utf-8")
+    assert f'"""filesystem.read_file — {about}' in stub
+    readme = (tree / "servers" / "filesystem" / "README.md").read_text(encoding="utf-8")
+    assert f"read_file — {about}" in readme
+    (hit,) = [h for h in SearchIndex.load(tree).search("read a file", limit=2) if h.tool == "read_file"]
+    assert hit.summary == about
+
+
 def test_a_query_that_is_a_tools_name_finds_that_tool_first(tmp_path: Path) -> None:
     # Before: ranking alone placed it, and `get_record` found `search_records` first: both share "record", and the
     # other's description says it more often.

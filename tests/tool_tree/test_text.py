@@ -103,3 +103,36 @@ def test_first_sentence_is_capped_on_one_line() -> None:
 @pytest.mark.parametrize(("n", "text"), [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KB"), (1234567, "1.2 MB")])
 def test_size_reads_as_bytes_kilobytes_or_megabytes(n: int, text: str) -> None:
     assert size(n) == text
+
+
+@pytest.mark.parametrize(
+    ("description", "expected"),
+    [
+        (
+            "Read the complete contents of a file as text. DEPRECATED: Use read_text_file instead.",
+            "Read the complete contents of a file as text. DEPRECATED: Use read_text_file instead.",
+        ),
+        (
+            "Get a record.\n\nDeprecated: use fetch_record, which pages.",
+            "Get a record. Deprecated: use fetch_record, which pages.",
+        ),
+        ("Send a mail. This tool is deprecated. Use send_message.", "Send a mail. This tool is deprecated."),
+        ("DEPRECATED. Old search.", "DEPRECATED."),
+        ("List the fields, deprecated ones too. Fast.", "List the fields, deprecated ones too."),  # not a deprecation
+        ("Undeprecated and fine. Really.", "Undeprecated and fine."),
+        ("", ""),
+    ],
+)
+def test_a_summary_keeps_the_sentence_saying_the_tool_is_deprecated(description: str, expected: str) -> None:
+    # Before: the first sentence alone, so `filesystem.read_file`'s line read as any other tool's.
+    from tool_tree.text import summary_line
+
+    assert summary_line(description) == expected
+
+
+def test_a_summary_too_long_for_both_cuts_the_first_sentence_and_keeps_the_deprecation() -> None:
+    from tool_tree.text import summary_line
+
+    said = summary_line("x" * 300 + ". DEPRECATED: use y.", 50)
+    assert said == "x" * 30 + "… DEPRECATED: use y." and len(said) == 50
+    assert summary_line("Short. " + "Yes " * 2000 + ". DEPRECATED: use z.") == "Short."  # past what is looked through

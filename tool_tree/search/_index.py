@@ -48,7 +48,7 @@ from tool_tree.search._rank import (
     server_scores,
 )
 from tool_tree.search._regex import MAX_REGEX_TEXT, regex_scores
-from tool_tree.search._text import first_sentence, one_line, tokens
+from tool_tree.search._text import one_line, summary_line, tokens
 from tool_tree.tree import SEARCH_INDEX_FILE, module_name, stub_path
 
 INDEX_FILE = SEARCH_INDEX_FILE
@@ -420,7 +420,7 @@ def build_index(
             tool=d.tool,
             function=d.function,
             path=d.path,
-            summary=first_sentence(d.description),
+            summary=summary_line(d.description),
             text=one_line(d.description, MAX_REGEX_TEXT),
             hash=doc_hash(d),
         )

@@ -16,6 +16,7 @@ from functools import lru_cache
 # Display text (summaries, one-line previews) comes from the core's one cleaner and sentence splitter.
 from tool_tree.text import first_sentence as first_sentence
 from tool_tree.text import one_line as one_line
+from tool_tree.text import summary_line as summary_line
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_A-Za-z]+", re.UNICODE)
