@@ -24,6 +24,13 @@ def risky_out(out: str | os.PathLike[str], *, name: str = "out", shell: bool = F
     text = os.fspath(out)
     if text and os.path.realpath(text) == "/":
         return f"{name}: {text} is the root of the file system; give the tree a folder of its own"
+    return unexpanded_home(text, name=name, shell=shell)
+
+
+def unexpanded_home(text: str, *, name: str, shell: bool = False) -> str | None:
+    """Why ``text``, a folder that does not exist, is refused for starting with a ``~`` nothing expanded (it would
+    make a folder named ``~`` in the working folder, which ``rm -rf ~`` then meant to remove), or None.
+    ``name`` is what the message calls it; ``shell``: it came from a command line (the message says so)."""
     if not text.startswith("~") or Path(text).exists():
         return None
     folder = text.split("/")[0]

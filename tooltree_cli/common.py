@@ -159,6 +159,10 @@ def folder_problem(option: str, path: str | Path, *, writable: bool = True) -> s
     work starts. ``writable``: files will be written into it."""
     if not str(path):  # Path("") is ".": `--out "$UNSET"` would write into the working folder
         return f"{option}: the path is empty"
+    from generator.generate_args import unexpanded_home
+
+    if (home := unexpanded_home(str(path), name=option, shell=True)) is not None:
+        return home  # before: `--workspace '~/x'` made a folder named `~` in the working folder
     p = Path(path)
     try:
         existing = next((q for q in (p, *p.parents) if q.exists()), None)

@@ -261,6 +261,21 @@ def test_exec_workspace_that_is_a_file_exits_2_and_keeps_the_file(
     assert notes.read_text(encoding="utf-8") == "my important notes\n"
 
 
+@pytest.mark.parametrize("option", ["--workspace", "--images"])
+def test_exec_refuses_a_folder_starting_with_an_unexpanded_tilde_and_makes_nothing(
+    option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: `--workspace '~/x'` (quoted, or after `=`: the shell leaves it) made a folder named `~` here, which a
+    # later `rm -rf ~` meant to clean up; generate-tree's --out already refused it.
+    monkeypatch.chdir(tmp_path)
+    assert main(["exec", "-c", "print(1)", "--tree", str(tmp_path / "no-tree"), option, "~/x"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"tooltree: error: {option}: ~/x starts with `~`, which the shell did not expand (it was quoted, or written "
+        "after `=`), so it would make a folder named '~' here; give the full path (e.g. $HOME/…)"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.docker
 def test_exec_keeps_host_files_it_never_held_and_says_when_both_sides_changed_one(
     docker_engine: object,
