@@ -164,7 +164,7 @@ def _embedding(count: int) -> Callable[[int], None] | None:
     return embedding_progress(count) if count >= EMBED_NOTICE_TOOLS else None
 
 
-def _disabled_problem(config: Config, only: Sequence[str], out: Path, snapshots: Path | None) -> str | None:
+def _disabled_problem(config: Config, only: Sequence[str], out: Path) -> str | None:
     """Why a run over disabled servers, or none, must not go on: ``--server`` names a disabled one (a full run deletes
     its stubs, so listing it would write what the next run deletes); or no server is left to list (every one
     disabled, the config's servers empty, or each left out as tooltree itself or of a type it cannot connect to):
@@ -172,8 +172,10 @@ def _disabled_problem(config: Config, only: Sequence[str], out: Path, snapshots:
     no tools."""
     if off := [name for name in dict.fromkeys(only) if not config.server(name).enabled]:
         return f"{config.source}: servers.{off[0]}.enabled is false: enable it to list it (--server {off[0]})"
-    if only or snapshots is not None:
+    if only:
         return None
+    # With --from-snapshot too (before: exempt, and a config of every server disabled emptied the tree, its snapshots
+    # with it, exit 0).
     return nothing_to_list(config, out)
 
 
@@ -244,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
         if config is not None:
             for name in args.server:
                 config.server(name)  # an unknown name is a config error, before anything starts
-            if (problem := _disabled_problem(config, args.server, out, snapshots)) is not None:
+            if (problem := _disabled_problem(config, args.server, out)) is not None:
                 error(problem)
                 return EXIT_CONFIG
         n = len(set(args.server)) if args.server else (len(config.enabled_servers) if config else 0)

@@ -28,17 +28,21 @@ def _disable(config: Path, *names: str) -> None:
     config.write_text(text, encoding="utf-8")
 
 
+@pytest.mark.parametrize("from_snapshot", [False, True], ids=["from the servers", "--from-snapshot"])
 def test_every_server_disabled_leaves_the_tree_as_it_is_and_says_why(
-    generated: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+    generated: tuple[Path, Path], capsys: pytest.CaptureFixture[str], from_snapshot: bool
 ) -> None:
-    # Before: "… deleted", exit 0, every stub gone, while a run where every server failed wrote nothing.
+    # Before: "… deleted", exit 0, every stub gone, while a run where every server failed wrote nothing; and with
+    # --from-snapshot (exempt from the check until then) the tree was emptied, its snapshots too, exit 0.
     config, tree = generated
     before = len(Manifest.load(tree).tools)
     _disable(config, "crm", "docs")
-    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 2
+    more = ["--from-snapshot"] if from_snapshot else []
+    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off", *more]) == 2
     said = capsys.readouterr().err
     assert f"every server is disabled (enabled: false), so this run would delete all {before} tools of" in said
     assert len(Manifest.load(tree).tools) == before and (tree / "servers" / "crm" / "list_leads.py").is_file()
+    assert sorted(p.name for p in (tree / "snapshots").iterdir()) == ["crm.json", "docs.json"]
 
 
 def test_one_server_disabled_is_still_removed_from_the_tree(
