@@ -33,7 +33,7 @@ from generator.files import (
     write_plan,
 )
 from generator.generate_args import checked_args
-from generator.kept import KEPT_DIR, Keeper
+from generator.kept import KEPT_DIR, Keeper, users_folders
 from generator.layout import Plan, ServerListing, emptied_servers, plan_tree
 from generator.search_index import write_search_index
 from generator.snapshots import read_snapshots, tree_snapshot_files
@@ -372,6 +372,7 @@ def _plan_and_write_over(
         existing=lambda rel: read_remembered(out, rel, seen),
         on_rendered=writer,
         modules=modules_in(out, SERVERS_DIR),
+        folders=lambda package: users_folders(out, f"{SERVERS_DIR}/{package}"),
     )
     _carry_kept_files(out, plan, keep)
     counts = {s.name: s.tool_count for s in plan.manifest.servers}

@@ -24,6 +24,17 @@ _UNKNOWN = ""
 """The hash of a file tooltree wrote when the manifest does not record it (a tree of an older release)."""
 
 
+def users_folders(root: Path, rel_dir: str) -> set[str]:
+    """The folders in ``root``/``rel_dir`` (a server's package), which a stub must not be named after: a package the
+    user added there wins the import of a module of its name, and every stub of the server then failed to import. (A
+    module of the user's in a stub's place is copied aside instead, and the stub takes its name.)"""
+    base = root / rel_dir
+    if not base.is_dir() or base.is_symlink():
+        return set()
+    with os.scandir(base) as entries:
+        return {e.name for e in entries if e.is_dir() and not e.name.startswith(".") and e.name != "__pycache__"}
+
+
 class Keeper:
     """Tells tooltree's files from others by the previous manifest, and keeps copies of the others."""
 

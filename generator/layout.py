@@ -218,11 +218,14 @@ def plan_tree(
     existing: Callable[[str], bytes | None] = lambda _: None,
     on_rendered: Callable[[str, bytes], None] | None = None,
     modules: Collection[str] = (),
+    folders: Callable[[str], Collection[str]] = lambda _package: (),
 ) -> Plan:
     """Plan the files for ``listings``; servers in ``keep`` stay on disk as they are.
 
     ``modules`` are the user's own modules in ``servers/`` (``servers/crm.py``): a new server's package is not
-    given one of their names, which would hide the module from imports.
+    given one of their names, which would hide the module from imports. ``folders(package)`` are the folders in a
+    server's package (one the user added): a new tool is not given one of their names (before: ``reports.py`` beside
+    the user's ``reports/``, which wins the import, so every stub of the server failed to import).
 
     ``keep`` are servers of the ``previous`` manifest that are not regenerated this time
     (filtered out with ``--server``, or failed to connect); their files are left alone and their
@@ -282,12 +285,14 @@ def plan_tree(
         owned.append(base)
         selected, w = selected_tools(listing)
         warnings += w
+        ours = functions_before.get(listing.name, {})
         functions = assign_identifiers(
             [t["name"] for t in selected],
             fallback="tool",
             reserved=_RESERVED_MODULES,
             case_insensitive=True,
-            previous=functions_before.get(listing.name, {}),
+            previous=ours,
+            occupied=set(folders(package)) - set(ours.values()),
         )
         chosen = []
         for raw in selected:

@@ -229,3 +229,22 @@ def test_a_new_servers_package_never_hides_a_module_the_user_wrote_under_its_nam
     (out / "servers/other.py").unlink()
     generate(tmp_path, {"svc": ["alpha"], "other": ["gamma"]}, capsys)
     assert Manifest.load(out).servers[0].package == "other_2"  # a name once given is kept: scripts import it
+
+
+def test_a_new_tool_is_not_named_after_a_folder_the_user_added_to_its_servers_package(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: `reports.py` was written beside the user's `reports/` package, which wins the import: every stub of the
+    # server failed to import ("cannot import name 'reports'"), and the run said the change broke nothing.
+    out, _ = generate(tmp_path, {"acme": ["alpha"]}, capsys)
+    (out / "servers/acme/reports").mkdir()
+    (out / "servers/acme/reports/__init__.py").write_text("def weekly() -> str:\n    return 'my report'\n")
+    generate(tmp_path, {"acme": ["alpha", "reports"]}, capsys)
+    assert {t.tool: t.function for t in Manifest.load(out).tools} == {"alpha": "alpha", "reports": "reports_2"}
+    assert not (out / "servers/acme/reports.py").exists()
+    script = (
+        "from servers.acme import alpha, reports_2\nfrom servers.acme.reports import weekly\n"
+        "print(weekly(), callable(alpha), callable(reports_2))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=out, capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and done.stdout == "my report True True\n", done.stderr
