@@ -248,3 +248,38 @@ def test_a_new_tool_is_not_named_after_a_folder_the_user_added_to_its_servers_pa
     )
     done = subprocess.run([sys.executable, "-c", script], cwd=out, capture_output=True, text=True, check=False)
     assert done.returncode == 0 and done.stdout == "my report True True\n", done.stderr
+
+
+def test_a_tree_whose_manifest_has_another_name_keeps_edits_user_files_and_a_failed_servers_stubs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A tree backed up with `cp -al` (its manifest then has two names, which every reader refuses). Before, the run
+    # took every file under servers/ for its own: the edit was overwritten and the file made from a stub deleted,
+    # neither copied aside, and the stubs of a server that failed this run were deleted with it.
+    from tests.support import sample_config_yaml
+
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(sample_config_yaml("crm", "docs"), encoding="utf-8")
+    out = tmp_path / "tree"
+    assert main(["generate-tree", "--config", str(config), "--out", str(out), "--embeddings", "off"]) == 0
+    stub = out / "servers/crm/list_leads.py"
+    edited = stub.read_text(encoding="utf-8") + "# MY EDIT\n"
+    stub.unlink()
+    stub.write_text(edited, encoding="utf-8")  # one name: the user's own edit
+    mine = out / "servers/crm/my_list_leads.py"
+    mine.write_text(edited.replace("def list_leads(", "def my_list_leads("), encoding="utf-8")
+    os.link(out / "manifest.json", tmp_path / "manifest.backup.json")
+    docs = sorted(p.name for p in (out / "servers/docs").iterdir())
+    config.write_text(
+        sample_config_yaml("crm")
+        + f"  docs:\n    command: {json.dumps(sys.executable)}\n    args: [-c, 'raise SystemExit(3)']\n",
+        encoding="utf-8",
+    )
+    capsys.readouterr()
+    assert main(["generate-tree", "--config", str(config), "--out", str(out), "--embeddings", "off"]) == 3
+    err = capsys.readouterr().err
+    assert (out / KEPT_DIR / "servers/crm/list_leads.py").read_text(encoding="utf-8") == edited
+    assert "# MY EDIT" not in stub.read_text(encoding="utf-8") and "servers/crm/list_leads.py" in err
+    assert mine.read_text(encoding="utf-8") == edited.replace("def list_leads(", "def my_list_leads(")
+    assert sorted(p.name for p in (out / "servers/docs").iterdir()) == docs  # the failed server's stubs are kept
+    assert {s.name for s in Manifest.load(out).servers} == {"crm", "docs"}
