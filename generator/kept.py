@@ -74,8 +74,8 @@ class Keeper:
         written = self._written.get(rel)
         if written is not None and (written == _UNKNOWN or content_hash(current) == written):
             return
-        if self._other_release and GENERATED_MARK in current[:MARK_WITHIN]:
-            return
+        if self._other_release and GENERATED_MARK in current[:MARK_WITHIN] and not deleting:
+            return  # replaced by this release's stub; one it deletes may be a file the user made from a stub
         copy = f"{KEPT_DIR}/{rel}"
         n = 1
         while os.path.lexists(self.root / copy):
