@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from generator.api_changes import ApiChange, api_changes, breaking_warning
 from generator.cancel import Cancel
@@ -35,7 +35,7 @@ from generator.files import (
     write_plan,
 )
 from generator.generate_args import checked_args
-from generator.kept import KEPT_DIR, Keeper, users_folders
+from generator.kept import KEPT_DIR, PENDING_FILE, Keeper, users_folders
 from generator.layout import Plan, ServerListing, emptied_servers, plan_tree
 from generator.search_index import write_search_index
 from generator.snapshots import read_snapshots, tree_snapshot_files
@@ -53,6 +53,7 @@ from tool_tree.tree import (
     ServerEntry,
     TreeError,
     check_values,
+    content_hash,
     tree_lock,
 )
 
@@ -394,58 +395,64 @@ def _plan_and_write_over(
     replaced: dict[str, bytes] = {}  # the previous stubs written over while the rest rendered
     relinked: list[str] = []  # the files of more than one name written afresh (`generator.files.read_existing`)
     writer = (
-        None if check else _early_writer(out, seen, early, _noting(on_replace, previous, replaced), created, relinked)
+        None if check else _EarlyWriter(out, seen, early, _noting(on_replace, previous, replaced), created, relinked)
     )
-    plan = plan_tree(
-        listings,
-        keep=keep,
-        previous=previous,
-        existing=lambda rel: read_remembered(out, rel, seen),
-        on_rendered=writer,
-        modules=modules_in(out, SERVERS_DIR),
-        folders=lambda package: users_folders(out, f"{SERVERS_DIR}/{package}"),
-    )
-    _carry_kept_files(out, plan, keep)
-    counts = {s.name: s.tool_count for s in plan.manifest.servers}
-    kept_names = {k.name for k in keep}
-    for o in outcomes:
-        if o.status == "ok":
-            o.tools = counts.get(o.name, 0)
-        elif o.name in kept_names:
-            o.kept_previous = True
-
-    result = GenerateResult(out=out, servers=sorted(outcomes, key=lambda o: o.name), warnings=plan.warnings)
-    result.api_changes = api_changes(
-        previous, plan.manifest, lambda rel: _before(out, rel, replaced, seen), plan.files.get
-    )
-    gone = "a run removes its stubs" if check else "its stubs are removed"
-    result.warnings += [f"{n}: listed no tools, where the tree had {c}: {gone}" for n, c in emptied.items()]
-    if check:
-        from tool_tree.search import index_matches_manifest
-
-        result.drift = diff_plan(out, plan.files, OWNED_DIRS, known=seen, deletable=keeper.ours)
-        if plan.files and not index_matches_manifest(out, plan.files[MANIFEST_FILE]):
-            result.drift.append(SEARCH_INDEX_FILE)  # missing, or left by a generation interrupted while embedding
-    else:
-        result.report = write_plan(
-            out,
-            plan.files,
-            OWNED_DIRS,
-            known=seen,
-            written=early,
-            deletable=keeper.ours,
-            on_replace=on_replace,
-            created=created,
-            relinked=relinked,
+    manifest_written = False
+    try:
+        plan = plan_tree(
+            listings,
+            keep=keep,
+            previous=previous,
+            existing=lambda rel: read_remembered(out, rel, seen),
+            on_rendered=writer,
+            modules=modules_in(out, SERVERS_DIR),
+            folders=lambda package: users_folders(out, f"{SERVERS_DIR}/{package}"),
         )
-        if relinked:
-            result.warnings.append(relinked_warning(relinked))
-        result.warnings += keeper.warnings()
-        if (breaking := breaking_warning(result.api_changes)) is not None:
-            result.warnings.append(breaking)
-        if unrecorded.kept:
-            result.warnings.append(_unrecorded_warning(unrecorded.kept))
-        result.embedding_model = model_id
+        _carry_kept_files(out, plan, keep)
+        counts = {s.name: s.tool_count for s in plan.manifest.servers}
+        kept_names = {k.name for k in keep}
+        for o in outcomes:
+            if o.status == "ok":
+                o.tools = counts.get(o.name, 0)
+            elif o.name in kept_names:
+                o.kept_previous = True
+
+        result = GenerateResult(out=out, servers=sorted(outcomes, key=lambda o: o.name), warnings=plan.warnings)
+        result.api_changes = api_changes(
+            previous, plan.manifest, lambda rel: _before(out, rel, replaced, seen), plan.files.get
+        )
+        gone = "a run removes its stubs" if check else "its stubs are removed"
+        result.warnings += [f"{n}: listed no tools, where the tree had {c}: {gone}" for n, c in emptied.items()]
+        if check:
+            from tool_tree.search import index_matches_manifest
+
+            result.drift = diff_plan(out, plan.files, OWNED_DIRS, known=seen, deletable=keeper.ours)
+            if plan.files and not index_matches_manifest(out, plan.files[MANIFEST_FILE]):
+                result.drift.append(SEARCH_INDEX_FILE)  # missing, or left by a generation interrupted while embedding
+        else:
+            result.report = write_plan(
+                out,
+                plan.files,
+                OWNED_DIRS,
+                known=seen,
+                written=early,
+                deletable=keeper.ours,
+                on_replace=on_replace,
+                created=created,
+                relinked=relinked,
+            )
+            manifest_written = True
+            if relinked:
+                result.warnings.append(relinked_warning(relinked))
+            result.warnings += keeper.warnings()
+            if (breaking := breaking_warning(result.api_changes)) is not None:
+                result.warnings.append(breaking)
+            if unrecorded.kept:
+                result.warnings.append(_unrecorded_warning(unrecorded.kept))
+            result.embedding_model = model_id
+    finally:
+        if writer is not None:  # its record of stubs goes once the manifest that records them is written
+            writer.close(written=manifest_written)
     return result
 
 
@@ -502,23 +509,47 @@ def _before(out: Path, rel: str, replaced: Mapping[str, bytes], seen: dict[str, 
     return seen[rel] if rel in seen else read_remembered(out, rel, seen)
 
 
-def _early_writer(
-    out: Path,
-    seen: dict[str, bytes | None],
-    early: set[str],
-    on_replace: OnReplace,
-    created: set[str],
-    relinked: list[str],
-) -> Callable[[str, bytes], None]:
-    """Write each stub as it is rendered, so writing overlaps rendering; ``early`` collects them."""
-    out.mkdir(parents=True, exist_ok=True)
-    root = out.resolve()
+class _EarlyWriter:
+    """Writes each stub as it is rendered, so writing overlaps rendering; ``early`` collects them. Each is recorded
+    in `PENDING_FILE` before it is written (`finish` removes that record once the run's manifest is written)."""
 
-    def write(rel: str, data: bytes) -> None:
-        if write_file(root, rel, data, known=seen, on_replace=on_replace, created=created, relinked=relinked):
-            early.add(rel)
+    def __init__(
+        self,
+        out: Path,
+        seen: dict[str, bytes | None],
+        early: set[str],
+        on_replace: OnReplace,
+        created: set[str],
+        relinked: list[str],
+    ) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        self.root = out.resolve()
+        self.seen, self.early, self.on_replace, self.created, self.relinked = seen, early, on_replace, created, relinked
+        self._journal: IO[str] | None = None
 
-    return write
+    def __call__(self, rel: str, data: bytes) -> None:
+        if self._journal is None:  # opened at the first stub: a run that renders none leaves none
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:  # made here: a first generation that fails removes it with the rest of what it made
+                fd = os.open(self.root / PENDING_FILE, flags | os.O_EXCL, 0o644)
+                self.created.add(PENDING_FILE)
+            except FileExistsError:  # left by a run stopped before: this one adds to it
+                fd = os.open(self.root / PENDING_FILE, flags, 0o644)
+            self._journal = os.fdopen(fd, "a", encoding="utf-8")
+        self._journal.write(f"{rel}\t{content_hash(data)}\n")  # before the stub: a stop between leaves it recorded
+        self._journal.flush()
+        if write_file(self.root, rel, data, known=self.seen, on_replace=self.on_replace, created=self.created,
+                      relinked=self.relinked):  # fmt: skip
+            self.early.add(rel)
+
+    def close(self, *, written: bool) -> None:
+        """Close the record; remove it when the run's manifest was ``written`` (it records every stub then)."""
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+        if written:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.root / PENDING_FILE)
 
 
 async def _discover(

@@ -283,3 +283,42 @@ def test_a_tree_whose_manifest_has_another_name_keeps_edits_user_files_and_a_fai
     assert mine.read_text(encoding="utf-8") == edited.replace("def list_leads(", "def my_list_leads(")
     assert sorted(p.name for p in (out / "servers/docs").iterdir()) == docs  # the failed server's stubs are kept
     assert {s.name for s in Manifest.load(out).servers} == {"crm", "docs"}
+
+
+def test_stubs_a_run_stopped_before_its_manifest_wrote_are_tooltrees_for_the_next_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the next run took them for the user's files: kept for good and still importable once their tools were
+    # gone, and `--check` said the tree was up to date.
+    import generator.generate as generate_module
+    from generator.kept import PENDING_FILE
+
+    out, _ = generate(tmp_path, {"svc": ["alpha"]}, capsys)
+    snaps = tmp_path / "snaps"
+    (snaps / "svc.json").write_text(
+        json.dumps({"server": "svc", "info": {}, "tools": [tool(t) for t in ("alpha", "beta", "gamma")]}),
+        encoding="utf-8",
+    )
+
+    def stopped(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt  # Ctrl-C once the stubs are written, before the manifest is
+
+    with monkeypatch.context() as m:
+        m.setattr(generate_module, "write_plan", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            generate_module.generate(None, out, snapshots=snaps, embeddings="off")
+    assert (out / "servers/svc/beta.py").is_file() and (out / PENDING_FILE).is_file()
+    assert {t.tool for t in Manifest.load(out).tools} == {"alpha"}  # the previous manifest
+
+    (out / "servers/svc/gamma.py").write_text("# my edit of a stub that run wrote\n", encoding="utf-8")
+    (snaps / "svc.json").write_text(json.dumps({"server": "svc", "info": {}, "tools": [tool("alpha")]}))
+    check = main(["generate-tree", "--from-snapshot", str(snaps), "--out", str(out), "--check", "--embeddings", "off"])
+    assert check == 1, capsys.readouterr().err  # before: 0, "up to date"
+    capsys.readouterr()
+    assert main(["generate-tree", "--from-snapshot", str(snaps), "--out", str(out), "--embeddings", "off"]) == 0
+    err = capsys.readouterr().err
+    assert sorted(p.name for p in (out / "servers/svc").glob("*.py")) == ["__init__.py", "alpha.py"]
+    assert (out / KEPT_DIR / "servers/svc/gamma.py").read_text(
+        encoding="utf-8"
+    ) == "# my edit of a stub that run wrote\n"
+    assert "servers/svc/gamma.py was edited" in err and not (out / PENDING_FILE).exists()
