@@ -3,6 +3,9 @@
 Besides the raw blocks (``content``) a result offers them by kind: ``text`` (what ``print(result)`` shows, with a
 line for each image after it), ``images``, ``resource_links`` and ``resources`` (embedded resources). Every ``repr``
 here is bounded, so that printing a result, or a list of its images, shows what it holds rather than every byte of it.
+
+(Over 400 lines: `ToolResult` and the objects it gives (`Image`, `Resource`, `ResourceLink`), whose text, ``repr``
+and bounds share one set of limits and readers of the server's blocks.)
 """
 
 from __future__ import annotations

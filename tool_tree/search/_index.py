@@ -9,7 +9,11 @@ A query is ranked in up to three steps, each chosen on the tuning half of the be
 (bench/RESULTS.md): BM25F, plus the evidence of the tool's server (``_rank.server_scores``);
 fused with embedding similarity when the index stores tool embeddings (``_dense``, see
 ``_mode`` for when); and, for a query that asks for several things, the rankings of its
-clauses fused with the whole query's (``_query``). Regex mode is ``_regex``.
+clauses fused with the whole query's (``_query``). Regex mode is ``_regex``. A query that is a tool's name puts that
+tool first (``SearchIndex._named``).
+
+(Over 400 lines: one class, `SearchIndex`, whose building, loading and each step of a query share its entries,
+postings and settings.)
 """
 
 from __future__ import annotations
