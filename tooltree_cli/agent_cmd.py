@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     for problem in (
         _state_problem("--prefilter-state", args.prefilter_state) if args.prefilter_state is not None else None,
-        folder_problem("--workspace", args.workspace) if args.workspace is not None else None,
+        folder_problem("--workspace", args.workspace, home=True) if args.workspace is not None else None,
     ):  # before the model is asked: the sandbox would fail only after a script ran, and lose its files
         if problem is not None:
             error(problem)

@@ -154,15 +154,17 @@ def file_problem(option: str, path: str | Path, *, makes_folders: bool = False) 
     return folder_problem(option, p.parent)
 
 
-def folder_problem(option: str, path: str | Path, *, writable: bool = True) -> str | None:
+def folder_problem(option: str, path: str | Path, *, writable: bool = True, home: bool = False) -> str | None:
     """Why ``path`` cannot be used (or created) as the folder ``option`` names, or None; checked before any
-    work starts. ``writable``: files will be written into it."""
+    work starts. ``writable``: files will be written into it. ``home``: a leading ``~`` of the path as given is
+    refused when no folder is named so (the shell left it; a caller that expands ``~`` itself leaves this off)."""
     if not str(path):  # Path("") is ".": `--out "$UNSET"` would write into the working folder
         return f"{option}: the path is empty"
-    from generator.generate_args import unexpanded_home
+    if home:
+        from generator.generate_args import unexpanded_home
 
-    if (home := unexpanded_home(str(path), name=option, shell=True)) is not None:
-        return home  # before: `--workspace '~/x'` made a folder named `~` in the working folder
+        if (tilde := unexpanded_home(str(path), name=option, shell=True)) is not None:
+            return tilde  # before: `--workspace '~/x'` made a folder named `~` in the working folder
     p = Path(path)
     try:
         existing = next((q for q in (p, *p.parents) if q.exists()), None)

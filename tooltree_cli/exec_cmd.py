@@ -85,9 +85,9 @@ def _path_problem(args: argparse.Namespace) -> str | None:
     """The first path option that cannot be written, as one line (None when all can)."""
     if args.audit is not None and (problem := file_problem("--audit", args.audit)):
         return problem
-    if args.images is not None and (problem := folder_problem("--images", args.images)):
+    if args.images is not None and (problem := folder_problem("--images", args.images, home=True)):
         return problem
-    if args.workspace is not None and (problem := folder_problem("--workspace", args.workspace)):
+    if args.workspace is not None and (problem := folder_problem("--workspace", args.workspace, home=True)):
         return problem
     return None
 

@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     for problem in (
         file_problem("--audit", args.audit) if args.audit is not None else None,
-        folder_problem("--workspace", args.workspace) if args.workspace is not None else None,
+        folder_problem("--workspace", args.workspace, home=True) if args.workspace is not None else None,
         # Only its shape: a tree that is up to date is served, and refreshed without a write, from a read-only folder.
         None if args.no_regenerate else folder_problem("--tree", args.tree, writable=False),
     ):
