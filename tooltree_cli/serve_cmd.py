@@ -455,12 +455,13 @@ def _regenerate(
     """Bring the tree up to date from the servers (``only`` those named, when given: the others' stubs are kept;
     nothing is written when nothing changed); report each server that failed. The exit code, EXIT_SERVERS when
     the tree could not be generated or every server failed (the tree, if any, is then left as it was: `generate`
-    writes nothing), else EXIT_OK; and whether any file of the tree was written or deleted."""
+    writes nothing), else EXIT_OK; and whether any file of the tree but its search index was written or deleted (the
+    sessions then get the tree again)."""
     from generator.files import UnsafePathError
     from generator.generate import generate
     from sandbox.mcp_bridge import with_stderr
     from tool_tree.search import SearchError
-    from tool_tree.tree import Manifest, TreeError
+    from tool_tree.tree import SEARCH_INDEX_FILE, Manifest, TreeError
     from tooltree_cli.progress import shown_error  # the server wrote the error: one line, cleaned, cut
 
     count = len(only) or len(config.enabled_servers)
@@ -519,7 +520,10 @@ def _regenerate(
         print(f"tooltree serve: generated {tree} ({made})", file=sys.stderr, flush=True)
     elif background or changed or only:
         print(f"tooltree serve: {tree} is up to date ({changes})", file=sys.stderr, flush=True)
-    return EXIT_OK, changed
+    # The search index alone written (it was missing or stale) changes nothing a session holds: it is read anew by
+    # itself. Before, sessions were told the tree was regenerated and to reconnect for a tool added since.
+    served = r is not None and any(rel != SEARCH_INDEX_FILE for rel in [*r.written, *r.deleted])
+    return EXIT_OK, served
 
 
 def _serve(app: ToolServer, args: argparse.Namespace, sockets: list[socket.socket]) -> int:

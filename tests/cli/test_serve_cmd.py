@@ -338,3 +338,23 @@ def test_a_config_listing_serve_itself_through_a_wrapper_stops_at_the_first_leve
     assert done.returncode == 3, done.stderr  # one server failed, the other was generated
     assert "tooltree: error: tooltree serve was started by tooltree as one of its MCP servers" in done.stderr
     assert (tmp_path / "tree" / "servers" / "crm").is_dir() and not (tmp_path / "tree" / "servers" / "myself").exists()
+
+
+def test_a_refresh_that_writes_only_the_search_index_does_not_have_the_sessions_take_the_tree_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: its "changed" had serve tell each session with a sandbox that the tree was regenerated and to reconnect
+    # for a tool added since, though no stub had changed (an index missing or stale is read anew by itself).
+    from tooltree_cli.common import load
+    from tooltree_cli.serve_cmd import _regenerate
+
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(sample_config_yaml("crm"), encoding="utf-8")
+    tree = tmp_path / "tree"
+    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
+    (tree / "search_index.json").unlink()
+    assert _regenerate(load(str(config)), tree, background=True) == (0, False)
+    assert (tree / "search_index.json").is_file()
+    assert "is up to date (1 written, 0 deleted)" in capsys.readouterr().err
+    (tree / "servers" / "crm" / "list_leads.py").unlink()
+    assert _regenerate(load(str(config)), tree, background=True) == (0, True)  # a stub written: they do
