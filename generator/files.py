@@ -326,7 +326,7 @@ def check_out(out: Path, previous: Manifest | None, *, owned: Collection[str], w
     if not writing:
         return
     held = [name for name in (MANIFEST_FILE, SEARCH_INDEX_FILE, *owned) if os.path.lexists(out / name)]
-    if not held or tooltree_manifest(out / MANIFEST_FILE):
+    if not held or tooltree_manifest(out / MANIFEST_FILE) is not None:
         return
     damaged = (
         f" ({MANIFEST_FILE} is there but is not one tooltree wrote, or is damaged: if this is a tree tooltree wrote, "
@@ -346,19 +346,31 @@ def _refuse_inside_a_tree(out: Path, owned: Collection[str]) -> None:
     where = out.resolve()
     for parent in where.parents:
         inside = where.relative_to(parent).parts[0]
-        if inside in owned and tooltree_manifest(parent / MANIFEST_FILE):
+        if inside in owned and tooltree_manifest(parent / MANIFEST_FILE) is not None:
             raise TreeError(
                 f"{out}: is inside {inside}/ of the tree {parent}, which tooltree writes; give this tree a folder of "
                 f"its own (--out {parent} regenerates that tree)"
             )
 
 
-def tooltree_manifest(path: Path) -> bool:
-    """Whether ``path`` is a manifest written by some tooltree release (whatever its version)."""
+def tooltree_manifest(path: Path) -> dict[str, str] | None:
+    """When ``path`` is a manifest written by some tooltree release (whatever its version), the hash it records of
+    each file it names, as far as it records them in this release's form (``tools`` with ``path`` and ``stub_hash``,
+    ``files``); else None."""
     if path.is_symlink() or not path.is_file():
-        return False
+        return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and isinstance(data.get("generator"), str) and "version" in data
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not (isinstance(data, dict) and isinstance(data.get("generator"), str) and "version" in data):
+        return None
+    recorded: dict[str, str] = {}
+    files = data.get("files")
+    if isinstance(files, dict):
+        recorded.update((k, v) for k, v in files.items() if isinstance(k, str) and isinstance(v, str))
+    tools = data.get("tools")
+    for tool in tools if isinstance(tools, list) else []:
+        if isinstance(tool, dict) and isinstance(tool.get("path"), str) and isinstance(tool.get("stub_hash"), str):
+            recorded[tool["path"]] = tool["stub_hash"]
+    return recorded

@@ -390,7 +390,8 @@ def _plan_and_write_over(
     seen: dict[str, bytes | None] = {}  # files read from the tree in this run, so none is read twice
     early: set[str] = set()  # stubs written while the rest still rendered (not with --check)
     # A file edited, or not tooltree's, is copied aside, never lost.
-    keeper = Keeper(out.resolve(), previous, other_release=previous is None and tooltree_manifest(out / MANIFEST_FILE))
+    other = tooltree_manifest(out / MANIFEST_FILE) if previous is None else None
+    keeper = Keeper(out.resolve(), previous, other_release=other is not None, recorded=other)
     on_replace, unrecorded = _unrecorded_kept(out, previous, keeper)
     replaced: dict[str, bytes] = {}  # the previous stubs written over while the rest rendered
     relinked: list[str] = []  # the files of more than one name written afresh (`generator.files.read_existing`)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 from generator.files import is_temporary, write_file
@@ -68,15 +69,24 @@ def users_folders(root: Path, rel_dir: str) -> set[str]:
 class Keeper:
     """Tells tooltree's files from others by the previous manifest, and keeps copies of the others."""
 
-    def __init__(self, root: Path, previous: Manifest | None, *, other_release: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        previous: Manifest | None,
+        *,
+        other_release: bool = False,
+        recorded: Mapping[str, str] | None = None,
+    ) -> None:
         """``other_release``: the tree's manifest is one of another tooltree release, which this one cannot
         read; every file under the owned folders is then taken for tooltree's (a file the other release
-        wrote is not left behind), and one without `GENERATED_MARK` near its top is copied aside first."""
+        wrote is not left behind), and one without `GENERATED_MARK` near its top is copied aside first, as is one
+        that mark whose hash ``recorded`` (what that manifest records, as far as it can be read) says was edited."""
         self.root = root
         self.kept: list[tuple[str, str, bool]] = []
         """(path in the tree, path of its copy, deleted) for every file copied aside, in order."""
         self._written: dict[str, str] = {MANIFEST_FILE: _UNKNOWN}
         self._other_release = other_release
+        self._recorded = dict(recorded or {})
         self._pending = pending_stubs(root)  # written by a run stopped before its manifest: tooltree's too
         if previous is None:
             return
@@ -107,8 +117,11 @@ class Keeper:
             return
         if rel in self._pending and content_hash(current) == self._pending[rel]:
             return
-        if self._other_release and GENERATED_MARK in current[:MARK_WITHIN] and not deleting:
-            return  # replaced by this release's stub; one it deletes may be a file the user made from a stub
+        # Over another release's tree, a marked file is replaced by this release's stub (one it deletes may be a file
+        # the user made from a stub), unless that release's record says it was edited since (before: overwritten).
+        marked = self._other_release and GENERATED_MARK in current[:MARK_WITHIN] and not deleting
+        if marked and ((was := self._recorded.get(rel)) is None or content_hash(current) == was):
+            return
         copy = f"{KEPT_DIR}/{rel}"
         n = 1
         while os.path.lexists(self.root / copy):
