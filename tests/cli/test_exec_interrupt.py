@@ -45,6 +45,15 @@ def _wait_for_call(proc: subprocess.Popen[str], audit: Path) -> None:
         time.sleep(0.05)  # a poll of the host-side event, bounded by the deadline
 
 
+def stopped_in_script(traceback: str) -> bool:
+    """Whether ``traceback`` is of the interrupt stopping `SCRIPT` after its call was made: in its sleep, or while the
+    call's result was still on its way into the script (the audit line is written as the host hands it back; CI met
+    the signal there once)."""
+    return traceback.rstrip().endswith("KeyboardInterrupt") and (
+        "    time.sleep(100)\n" in traceback or "    list_leads(limit=1)\n" in traceback
+    )
+
+
 def _lines(stream: IO[str]) -> tuple[queue.Queue[str | None], threading.Thread]:
     """The lines ``stream`` gives, as they come (None at its end), and the thread that reads them."""
     lines: queue.Queue[str | None] = queue.Queue()
@@ -115,11 +124,11 @@ def test_ctrl_c_stops_the_script_and_prints_what_it_did_saves_the_workspace_and_
     if as_json:
         printed = json.loads(out)
         assert printed["stdout"] == "first\n" and printed["interrupted"] is True
-        assert printed["error"] == "cancelled (KeyboardInterrupt)" and "time.sleep(100)" in printed["traceback"]
+        assert printed["error"] == "cancelled (KeyboardInterrupt)" and stopped_in_script(printed["traceback"])
         assert [(c["server"], c["tool"], c["ok"]) for c in printed["calls"]] == [("crm", "list_leads", True)]
     else:
         assert out == "first\n"
-        assert "    time.sleep(100)\nKeyboardInterrupt\n" in err and "  call crm.list_leads  ok  " in err
+        assert stopped_in_script(err[: err.index("KeyboardInterrupt\n") + 18]) and "  call crm.list_leads  ok  " in err
         assert err.endswith("· tooltree exit 130 because the script was interrupted (Ctrl-C)\n")
     assert (workspace / "partial.txt").read_text(encoding="utf-8") == "made before the interrupt"
     assert docker_engine.owned(owner) == []
