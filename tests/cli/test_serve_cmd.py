@@ -68,6 +68,15 @@ def test_a_port_out_of_range_is_refused_when_the_arguments_are_parsed(
     assert message in err and "Traceback" not in err
 
 
+def _crm_tree(tmp_path: Path, extra: str = "") -> tuple[Path, Path]:
+    """A config of the crm sample server (and ``extra``, appended) and a tree generated from it."""
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(sample_config_yaml("crm") + extra, encoding="utf-8")
+    tree = tmp_path / "tree"
+    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
+    return config, tree
+
+
 def _billing_fails(tmp_path: Path) -> Path:
     """A config of the crm sample server and ``billing``, which exits at start-up saying why on stderr."""
     missing = json.dumps("import sys; sys.stderr.write('starting\\n'); import tooltree_no_such_module")
@@ -80,10 +89,7 @@ def _billing_fails(tmp_path: Path) -> Path:
 def test_a_refresh_with_failed_servers_says_which_and_why_not_up_to_date(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    crm_only = tmp_path / "crm.yaml"
-    crm_only.write_text(sample_config_yaml("crm"), encoding="utf-8")
-    tree = tmp_path / "tree"
-    assert main(["generate-tree", "--config", str(crm_only), "--out", str(tree), "--embeddings", "off"]) == 0
+    _, tree = _crm_tree(tmp_path)
     capsys.readouterr()
     assert _regenerate(load_config(_billing_fails(tmp_path)), tree, background=True) == (0, False)
     err = capsys.readouterr().err
@@ -211,10 +217,7 @@ def test_no_regenerate_without_a_tree_is_a_usage_error(tmp_path: Path, capsys: p
 def test_a_passthrough_tool_that_is_not_in_the_tree_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = tmp_path / "tooltree.yaml"
-    config.write_text(sample_config_yaml("crm"), encoding="utf-8")
-    tree = tmp_path / "tree"
-    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
+    config, tree = _crm_tree(tmp_path)
     capsys.readouterr()
     argv = ["serve", "--config", str(config), "--tree", str(tree), "--no-regenerate", "--passthrough", "crm.nope"]
     assert main(argv) == 2
@@ -227,11 +230,8 @@ def test_a_passthrough_tool_of_the_config_that_is_not_in_the_tree_names_file_lin
     # Before: "passthrough tool 'crm.nope' is not in the tree" without saying where it was written. (A pinned tool the
     # tree lacks is a warning, and serve goes on: tests/serve/test_pinned_missing.py.)
     section, setting, what = "serve:\n  passthrough: [crm.nope]\n", "serve.passthrough", "passthrough"
-    config = tmp_path / "tooltree.yaml"
+    config, tree = _crm_tree(tmp_path, section)
     text = sample_config_yaml("crm")
-    config.write_text(text + section, encoding="utf-8")
-    tree = tmp_path / "tree"
-    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
     capsys.readouterr()
     assert main(["serve", "--config", str(config), "--tree", str(tree), "--no-regenerate"]) == 2
     line = text.count("\n") + 2  # the key's line, under its section's
@@ -348,10 +348,7 @@ def test_a_refresh_that_writes_only_the_search_index_does_not_have_the_sessions_
     from tooltree_cli.common import load
     from tooltree_cli.serve_cmd import _regenerate
 
-    config = tmp_path / "tooltree.yaml"
-    config.write_text(sample_config_yaml("crm"), encoding="utf-8")
-    tree = tmp_path / "tree"
-    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
+    config, tree = _crm_tree(tmp_path)
     (tree / "search_index.json").unlink()
     assert _regenerate(load(str(config)), tree, background=True) == (0, False)
     assert (tree / "search_index.json").is_file()
