@@ -95,7 +95,9 @@ class Agent:
             the ``claude`` pre-filter's requests counted too (`RunSummary.spent`).
         max_tokens: ``max_tokens`` of each request.
         client: an ``anthropic.Anthropic`` client; default one made from the environment
-            (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``) with ``max_retries`` retries.
+            (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``) with ``max_retries`` retries. ``prefilter="claude"`` asks
+            through it too (before, it always made its own from the environment: a client given for a fake API or
+            another key was not used for it).
         pinned: tools to keep at hand: their signatures go into the code-mode prompt; in
             tool-search mode they are not deferred.
         sandbox_config: limits of the sandbox session (default: the config's ``sandbox:`` section); not with
@@ -195,7 +197,7 @@ class Agent:
             prefilter if prefilter is not None else settings.get("prefilter", "local" if mode == "filtered" else "off")
         )
         options = prefilter_options or PrefilterOptions.from_settings(settings, config)
-        self.prefilter = None if chosen == "off" else options.build(self.tree, chosen)
+        self.prefilter = None if chosen == "off" else options.build(self.tree, chosen, client=client)
         state = self.prefilter.state_path if self.prefilter is not None else None
         check_paths(self.transcript, state=state, config=Path(config.source), workspace=workspace, tree=self.tree)
         batch = batch if batch is not None else bool(settings.get("batch", True))

@@ -13,6 +13,7 @@ admitted tools' signatures inlined).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.errors import AgentSetupError
 from agent.prefilter.base import Attempt, CatalogTool, FilterError, ToolFilter, Verdicts, current_attempt
@@ -22,6 +23,9 @@ from agent.prefilter.gate import DEFAULT_TIMEOUT, FilterStep, PreFilter, request
 from agent.prefilter.local import LocalFilter
 from agent.prefilter.state import AdmittedSet, load_state, save_state
 from tool_tree.tree import Manifest, TreeError
+
+if TYPE_CHECKING:
+    import anthropic
 
 __all__ = [
     "DEFAULT_FILTER_MODEL",
@@ -57,8 +61,10 @@ def make_prefilter(
     timeout: float = DEFAULT_TIMEOUT,
     state: str | Path | None = None,
     model: str | None = None,
+    client: anthropic.Anthropic | None = None,
 ) -> PreFilter:
-    """A `PreFilter` over the tools of ``tree`` with the ``local`` or ``claude`` classifier (or one given).
+    """A `PreFilter` over the tools of ``tree`` with the ``local`` or ``claude`` classifier (or one given). The
+    ``claude`` classifier asks through ``client`` (default: one made from the environment at its first request).
 
     Raises:
         AgentSetupError: an unknown classifier or siblings mode, a threshold outside (0, 1], a timeout
@@ -69,7 +75,7 @@ def make_prefilter(
         if classifier == "local":
             classifier = LocalFilter(tree)
         elif classifier == "claude":  # sends no request once the pre-filter gave up (see `Attempt`)
-            classifier = ClaudeFilter(model=model or DEFAULT_FILTER_MODEL, timeout=timeout)
+            classifier = ClaudeFilter(client, model=model or DEFAULT_FILTER_MODEL, timeout=timeout)
         else:
             raise AgentSetupError(f"unknown pre-filter {classifier!r}; use local or claude")
     if siblings not in SIBLINGS:

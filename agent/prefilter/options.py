@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from agent.prefilter.gate import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
+    import anthropic
+
     from agent.prefilter.base import ToolFilter
     from agent.prefilter.gate import PreFilter
     from tool_tree.config import Config
@@ -49,8 +51,14 @@ class PrefilterOptions:
             model=settings.get("prefilter_model"),
         )
 
-    def build(self, tree: Path, classifier: str | ToolFilter) -> PreFilter:
-        """Raises: AgentSetupError: see `make_prefilter`."""
+    def build(
+        self, tree: Path, classifier: str | ToolFilter, *, client: anthropic.Anthropic | None = None
+    ) -> PreFilter:
+        """The pre-filter (the ``claude`` classifier asks through ``client``, default one from the environment).
+
+        Raises:
+            AgentSetupError: see `make_prefilter`.
+        """
         from agent.prefilter import make_prefilter
 
         return make_prefilter(
@@ -61,6 +69,7 @@ class PrefilterOptions:
             timeout=self.timeout,
             state=self.state,
             model=self.model,
+            client=client,
         )
 
 

@@ -265,3 +265,20 @@ def test_the_state_file_carries_the_set_into_the_next_conversation(
     assert first.summary.prefilter is not None and second.summary.prefilter is not None
     assert (first.summary.prefilter.saved, second.summary.prefilter.saved) == (1, 1)
     assert first.summary.to_json()["prefilter"]["saved"] == 1
+
+
+def test_prefilter_claude_asks_through_the_client_the_agent_was_given(
+    project: Project, live: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the classifier made its own client from the environment, so with no key there it failed open on every
+    # request (a TypeError), and with one it asked the real API while the run's client pointed at a fake.
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    with FakeMessagesAPI([verdicts("docs__get_document"), reply("Done.")]) as api:
+        result = filtered(project, api, live, "claude").run("read the onboarding document")
+    p = result.summary.prefilter
+    assert p is not None and p.requests == 1 and p.fail_open == []
+    assert [r["tools"][0]["name"] for r in api.requests][:1] == [VERDICT_TOOL]
+    assert api.requests[0]["model"] == "claude-haiku-5-5" and api.requests[1]["model"] == result.summary.model
+    assert "docs__get_document" in names(api.requests[1]) and "crm__update_record" not in names(api.requests[1])
+    assert result.stop_reason == "end_turn" and result.answer == "Done."

@@ -46,21 +46,19 @@ def join_new_workers(before: set[threading.Thread]) -> None:
 
 
 def test_a_claude_prefilter_that_times_out_sends_no_request_after_the_run_went_on(
-    project: Project, live: Runtime, monkeypatch: pytest.MonkeyPatch
+    project: Project, live: Runtime
 ) -> None:
     # Before: the default client (``--prefilter claude``) retried twice after its own timeout, while the run had
     # already gone on with every tool: 3 requests reached the API, and the summary counted none of them.
     release = threading.Event()
     with FakeMessagesAPI([held(release)] * 3) as judge_api, FakeMessagesAPI([reply("Done.")]) as api:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-fake")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", judge_api.base_url)  # the classifier's own default client
         agent = Agent(
             project.config,
             tree=project.tree,
             mode="filtered",
             client=api.client(max_retries=0),
             runtime=live,
-            prefilter="claude",
+            prefilter=ClaudeFilter(judge_api.client()),  # the SDK's default retries (2), as the CLI's client has
             prefilter_options=PrefilterOptions(timeout=1.0),
         )
         before = set(threading.enumerate())
