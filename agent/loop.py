@@ -122,7 +122,8 @@ class Agent:
             (``max_turns``, ``token_budget``, ``max_tokens``, ``max_retries``) is not a whole number,
             ``pinned`` is a string rather than a list of them, ``on_event`` is not callable, ``runtime`` is not a
             `Runtime`, or ``batch`` not a bool.
-        ValueError: ``workspace`` is an empty string (it is not taken as the working folder).
+        ValueError: ``workspace`` or ``transcript`` is an empty string (it is not taken as the working folder), or
+            ``model`` is empty or only white space (the API refuses it, after the sandbox had started).
         AgentSetupError: an unknown mode, a number out of range (``max_retries`` may be 0, the others
             must be at least 1, as on the command line), a tree without manifest, an unknown pinned
             tool, a workspace that is a file, ``workspace`` or ``sandbox_config`` with ``runtime``, a pre-filter
@@ -180,6 +181,10 @@ class Agent:
         check_sandbox_args(runtime, workspace=workspace, sandbox_config=sandbox_config, batch=batch, tree=tree)
         if workspace is not None and os.fspath(workspace) == "":  # Path("") is the working folder: saved into
             raise ValueError('workspace is an empty path; name a folder ("." for the working folder) or pass None')
+        if transcript is not None and os.fspath(transcript) == "":  # before: "cannot write the transcript ." at run
+            raise ValueError("transcript is an empty path; name a file or pass None (no transcript)")
+        if model is not None and not model.strip():  # as the config's agent.model: before, sent, and refused then
+            raise ValueError(f"model is empty ({model!r}); name a model or pass None for the default")
         if workspace is not None and os.path.exists(workspace) and not os.path.isdir(workspace):
             raise AgentSetupError(f"the workspace {workspace} is a file, not a folder")  # else found after a script ran
         self.client = client

@@ -74,7 +74,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")
     # Options left out take the config's `agent:` section, then the defaults shown.
     p.add_argument("--mode", choices=MODES, help="code (default), direct, tool-search or filtered")
-    p.add_argument("--model", help=f"the model (default: {DEFAULT_MODEL})")
+    p.add_argument("--model", type=_model_name, help=f"the model (default: {DEFAULT_MODEL})")
     p.add_argument("--max-turns", type=positive_int, help=f"most requests to the model (default: {DEFAULT_MAX_TURNS})")
     p.add_argument(
         "--token-budget",
@@ -108,7 +108,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="with a tool, admit the tools of its server that it names or that name it (named, default) or all of them",
     )
     p.add_argument("--prefilter-state", metavar="FILE", help="keep the admitted set in FILE between conversations")
-    p.add_argument("--prefilter-model", help="the claude pre-filter's model (default: claude-haiku-5-5)")
+    p.add_argument(
+        "--prefilter-model", type=_model_name, help="the claude pre-filter's model (default: claude-haiku-5-5)"
+    )
     p.add_argument(
         "--prefilter-timeout",
         type=_prefilter_seconds,
@@ -141,6 +143,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--json", action="store_true", help="print the run summary as JSON instead of the answer")
     p.add_argument("--quiet", action="store_true", help="no live view on stderr")
     p.set_defaults(handler=run)
+
+
+def _model_name(text: str) -> str:
+    """An argparse type: a model's name, not empty nor only white space (before: ``--model ""`` was sent, and the API
+    refused it after the sandbox had started; ``--prefilter-model ""`` was taken as the default)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"an empty model name ({text!r}); leave the option out for the default")
+    return text
 
 
 def _prefilter_seconds(text: str) -> float:
@@ -186,6 +196,9 @@ def run(args: argparse.Namespace) -> int:
         if problem is not None:
             error(problem)
             return EXIT_USAGE
+    if args.transcript == "":  # before: taken as no --transcript, and the run wrote none, unsaid
+        error("--transcript: the path is empty; name a file, or leave the option out for no transcript")
+        return EXIT_USAGE
     if args.transcript == "-":  # before: a file named "-" in the working folder
         error("--transcript -: the transcript goes to a file (standard output carries the answer); name one")
         return EXIT_USAGE

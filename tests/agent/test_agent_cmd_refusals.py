@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,26 @@ def test_a_transcript_to_standard_output_is_refused_rather_than_written_to_a_fil
         "one\n"
     )
     assert api.requests == [] and not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        ("--model=", "argument --model: an empty model name (''); leave the option out for the default"),
+        ("--model= ", "argument --model: an empty model name (' '); leave the option out for the default"),
+        ("--prefilter-model=", "argument --prefilter-model: an empty model name (''); leave the option out for the"),
+        ("--transcript=", "--transcript: the path is empty; name a file, or leave the option out for no transcript"),
+    ],
+)
+def test_an_empty_model_or_transcript_is_refused_before_the_model_is_asked(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], option: str, said: str
+) -> None:
+    # Before: --model "" was sent (the API refuses it), --prefilter-model "" was the default, and --transcript ""
+    # wrote no transcript; each unsaid.
+    api.add(reply("Done."))
+    with pytest.raises(SystemExit) if option.startswith(("--model", "--prefilter-model")) else nullcontext() as ended:
+        assert main([*base(project), "--mode", "filtered", "--prefilter", "claude", option, "--quiet"]) == 2
+    if ended is not None:
+        assert ended.value.code == 2
+    assert said in capsys.readouterr().err
+    assert api.requests == []

@@ -68,3 +68,20 @@ def test_a_model_client_transcript_or_workspace_of_another_kind_is_named_when_th
     # os.fspath's error, naming no argument.
     with pytest.raises(TypeError, match=message):
         Agent(project.config, tree=project.tree, mode="direct", **{argument: value})
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "message"),
+    [
+        ("model", "", r"^model is empty \(''\); name a model or pass None for the default$"),
+        ("model", "  ", r"^model is empty \('  '\); name a model or pass None for the default$"),
+        ("transcript", "", r"^transcript is an empty path; name a file or pass None \(no transcript\)$"),
+    ],
+)
+def test_an_empty_model_or_transcript_is_refused_when_the_agent_is_made(
+    project: Project, argument: str, value: str, message: str
+) -> None:
+    # Before: model="" was sent, and the API refused it after the servers and the sandbox had started; transcript=""
+    # was the working folder, found at the run's start ("cannot write the transcript .: Is a directory").
+    with pytest.raises(ValueError, match=message):
+        Agent(project.config, tree=project.tree, mode="direct", **{argument: value})
