@@ -241,6 +241,9 @@ def _set_up_and_run(args: argparse.Namespace, task: str, modes: list[str | None]
     except (ConfigError, AgentSetupError, SandboxError, OSError) as e:
         error(str(e))
         return EXIT_USAGE
+    if args.prefilter not in (None, "off") and all(a.prefilter is None for a in agents):  # --compare direct,...
+        error(f"--prefilter works in code and filtered modes, not in {' or '.join(a.mode for a in agents)}")
+        return EXIT_USAGE  # before: accepted under --compare, and no mode ran it (alone, such a mode refused it)
     unused = [f"--prefilter-{k}" for k in PREFILTER_OPTIONS if getattr(args, f"prefilter_{k}") is not None]
     if unused and all(a.prefilter is None for a in agents):  # else the state would be silently never kept
         error(f"{', '.join(unused)}: no pre-filter runs in {' or '.join(a.mode for a in agents)} mode (it runs in "

@@ -833,6 +833,20 @@ def test_a_prefilter_option_where_no_prefilter_runs_exits_2_before_any_request(
     assert api.requests == [] and list(tmp_path.iterdir()) == []
 
 
+def test_prefilter_under_a_compare_of_modes_none_of_which_runs_it_exits_2_before_any_request(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: accepted, and neither mode ran a pre-filter, unsaid (alone, either mode refused it).
+    api.add(reply("Done."), reply("Done."))
+    base = ["agent", "Hi", "--config", str(project.config_path), "--tree", str(project.tree), "--quiet"]
+    assert main([*base, "--compare", "direct,tool-search", "--prefilter", "local"]) == 2
+    assert capsys.readouterr().err == (
+        "tooltree: error: --prefilter works in code and filtered modes, not in direct or tool-search\n"
+    )
+    assert api.requests == []
+    assert main([*base, "--compare", "direct,tool-search", "--prefilter", "off", "--dry-run"]) == 0  # off: none asked
+
+
 def test_the_transcript_files_the_readme_names_are_those_a_run_and_a_compare_write(
     project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
