@@ -204,10 +204,7 @@ def stream_message(
     while True:
         try:
             with client.messages.stream(**params) as stream:
-                usage = None
-                stopped = False
-                blocks = 0
-                broken = ""
+                usage, stopped, blocks, broken = None, False, 0, ""
                 try:
                     for event in stream:  # the start's usage is kept: a reply that cannot be read still cost it
                         if event.type == "message_start":
@@ -340,6 +337,8 @@ def api_advice(e: Any, *, model: str, retries: int) -> str:
             "the conversation outgrew the model's context window: start a new conversation (without history), or ask "
             "for less per call (a filter, a page)"
         )
+    if status == 400 and message.startswith("max_tokens:"):  # the default is past what some models write
+        return "lower --max-tokens (agent.max_tokens in tooltree.yaml, max_tokens= in Python) to what the model allows"
     if status == 429:
         return f"still rate-limited after {retries} retries: wait a minute, then run the task again"
     if status in (500, 502, 503, 504, 529) or error_type(e) in RETRYABLE_STREAM_ERRORS:

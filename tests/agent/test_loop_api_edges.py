@@ -97,6 +97,10 @@ def test_a_stream_that_keeps_breaking_is_an_api_error_with_the_run_so_far(
         (ApiError(400, "prompt is too long: 210000 tokens > 200000 maximum"), "outgrew the model's context window"),
         (ApiError(413, "Request exceeds the maximum allowed number of bytes."), "over the API's size limit"),
         (ApiError.rate_limited(0.01), "still rate-limited after 2 retries"),
+        (  # the default max_tokens (32,000) is past what some models write: before, nothing was said on what to do
+            ApiError(400, "max_tokens: 32000 > 8192, which is the maximum allowed number of output tokens for x"),
+            "lower --max-tokens (agent.max_tokens in tooltree.yaml, max_tokens= in Python) to what the model allows",
+        ),
     ],
 )
 def test_an_error_retrying_cannot_fix_says_what_failed_and_what_to_do(
