@@ -100,7 +100,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--prefilter-threshold",
         type=probability,
         metavar="P",
-        help="admit tools with probability ≥ P (above 0, at most 1)",
+        help="admit the tools whose probability is at least P (P above 0, at most 1)",
     )
     p.add_argument(
         "--prefilter-siblings",

@@ -872,3 +872,16 @@ def test_the_transcript_files_the_readme_names_are_those_a_run_and_a_compare_wri
     assert (tmp_path / direct_file).is_file() and not transcript.exists()
     assert code_file == name.replace(".jsonl", ".code.jsonl")
     capsys.readouterr()
+
+
+def test_the_help_prints_where_standard_output_takes_only_ascii(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: "probability ≥ P" in --prefilter-threshold's help: a UnicodeEncodeError's traceback instead of the help
+    # under an encoding without "≥" (PYTHONIOENCODING=ascii, a Latin-1 locale).
+    written = io.BytesIO()
+    out = io.TextIOWrapper(written, encoding="ascii")
+    monkeypatch.setattr("sys.stdout", out)
+    with pytest.raises(SystemExit) as ended:
+        main(["agent", "--help"])
+    out.flush()
+    assert ended.value.code == 0
+    assert "--prefilter-threshold P" in written.getvalue().decode("ascii")
