@@ -98,6 +98,26 @@ def test_cjk_text_becomes_character_bigrams() -> None:
     assert split_words("必应搜索") == ["必应", "应搜", "搜索"]
 
 
+def test_a_word_with_letters_outside_ascii_stays_one_word_split_by_case_as_ascii_is() -> None:
+    assert split_words("Envoie un résumé, naïve Straße") == ["envoie", "un", "résumé", "naïve", "straße"]
+    assert split_words("getÜbersicht MÜNCHENWetter") == ["get", "übersicht", "münchen", "wetter"]
+    assert split_words("cafe\u0301 नमस्ते दुनिया") == ["café", "नमस्ते", "दुनिया"]  # a mark stays with its letter
+    ascii_words = "getCalendarEvents list-files.v2 HTTPServer_config PDF&URLTool 必应搜索"
+    assert split_words(ascii_words + " é") == [*split_words(ascii_words), "é"]  # ASCII words split as before
+
+
+def test_an_accented_word_finds_the_tools_that_have_it_and_no_tool_sharing_a_fragment_of_it() -> None:
+    docs = [
+        SearchDoc("cv", "cv", "send_cv", "send_cv", "servers/cv/send_cv.py", "Envoie un résumé par courriel."),
+        SearchDoc("math", "math", "get_sum", "get_sum", "servers/math/get_sum.py", "Returns the sum of two numbers."),
+        SearchDoc("de", "de", "wetter", "wetter", "servers/de/wetter.py", "Gibt das Wetter für München zurück."),
+    ]
+    index = build_index(docs)
+    assert [h.tool for h in index.search("résumé")] == ["send_cv"]
+    assert [h.tool for h in index.search("sum")] == ["get_sum"]  # before: send_cv too ("r é sum é")
+    assert [h.tool for h in index.search("für")] == ["wetter"]  # before: send_cv too, by its "r"
+
+
 # --- ranking -------------------------------------------------------------------------------
 
 

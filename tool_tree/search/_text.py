@@ -43,19 +43,52 @@ def split_words(text: str) -> list[str]:
     """Split text and identifiers into lowercase words (no stop-word removal, no stemming).
 
     ``getCalendarEvents`` → ``get calendar events``; ``list-files.v2`` → ``list files v 2``;
-    ``HTTPServer`` → ``http server``; CJK runs become overlapping character bigrams.
+    ``HTTPServer`` → ``http server``; CJK runs become overlapping character bigrams. A letter outside ASCII is
+    read by its case, as an ASCII one is, and a combining mark belongs to the letter before it: ``résumé`` and
+    ``getÜbersicht`` are ``résumé`` and ``get übersicht``, ``नमस्ते`` one word (before: ``r é sum é`` (so it
+    found a tool that sums), ``get ü bersicht``, ``नमस त``).
     """
+    text = unicodedata.normalize("NFKC", text)
+    if text.isascii():
+        chunks = _WORD.findall(text)
+    else:
+        chunks = [text[m.start() : m.end()] for m in _SHAPE_WORD.finditer(_shape(text))]
     out: list[str] = []
-    for chunk in _WORD.findall(unicodedata.normalize("NFKC", text)):
+    for chunk in chunks:
         out.extend(_split_chunk(chunk))
     return out
 
 
+def _shape(text: str) -> str:
+    """``text`` with each character replaced by its kind, which the ASCII patterns then split: ``A`` an upper-case
+    letter, ``a`` a lower-case one, ``0`` a digit, ``x`` another letter (no case: CJK, Arabic, …), a combining mark
+    the kind of the letter before it (a space when there is none), a space anything else."""
+    kinds: list[str] = []
+    before = " "
+    for ch in text:
+        if ch.isalnum() and ch != "_":
+            kind = "A" if ch.isupper() or ch.istitle() else "a" if ch.islower() else "0" if ch.isdecimal() else "x"
+        elif unicodedata.category(ch).startswith("M"):
+            kind = before
+        else:
+            kind = " "
+        kinds.append(kind)
+        before = kind
+    return "".join(kinds)
+
+
+_SHAPE_WORD = re.compile(r"[Aa0x]+")
+_SHAPE_CAMEL = re.compile(r"A+(?=Aa)|A?a+|A+|0+|x+")
+
+
 @lru_cache(maxsize=65536)
 def _split_chunk(chunk: str) -> tuple[str, ...]:
-    """The words of one run of letters and digits (cached: a catalog repeats its words)."""
+    """The words of one run of letters and digits (cached: a catalog repeats its words), split by ``_CAMEL``, or
+    for a run with characters outside ASCII by its `_shape` (which starts with no mark: a run does not)."""
     out: list[str] = []
-    for part in _CAMEL.findall(chunk):
+    spans = _CAMEL.finditer(chunk) if chunk.isascii() else _SHAPE_CAMEL.finditer(_shape(chunk))
+    parts = [chunk[m.start() : m.end()] for m in spans]
+    for part in parts:
         if _CJK.fullmatch(part):
             out.extend(_bigrams(part))
         else:
