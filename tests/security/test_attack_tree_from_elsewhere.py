@@ -376,12 +376,12 @@ def test_names_with_escapes_in_a_search_index_are_refused_not_printed(
     assert "search_index.json: corrupt search index" in err and "is not a Python identifier" in err
 
 
-@pytest.mark.parametrize("impact", [float("nan"), "x"], ids=["nan", "string"])
+@pytest.mark.parametrize("impact", [float("nan"), "x", 1e308], ids=["nan", "string", "too_large_to_sum"])
 def test_postings_that_are_not_finite_numbers_are_a_corrupt_index(
     tree: Path, impact: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before: NaN impacts made every search answer "No tools matched." (exit 0); a string failed each search with a
-    TypeError (exit 70, "unexpected")."""
+    TypeError (exit 70, "unexpected"), and so did impacts whose sum overflows (an OverflowError)."""
 
     def hostile(data: dict[str, Any]) -> None:
         data["postings"] = {term: [ids, [impact] * len(ids)] for term, (ids, _) in data["postings"].items()}

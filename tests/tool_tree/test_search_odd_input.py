@@ -35,6 +35,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("k1", "2", "config.k1 is '2', not a finite number"),
         ("stem", 1, "config.stem is 1, not true or false"),
         ("expansion_terms", 2.5, "config.expansion_terms is 2.5, not a whole number"),
+        ("fusion_k", -1.0, "config.fusion_k is -1.0, not 0 or more"),  # before: a ZeroDivisionError, exit 70
     ],
 )
 def test_a_ranking_setting_edited_by_hand_is_a_corrupt_index_and_the_cli_exits_2(

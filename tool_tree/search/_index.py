@@ -348,7 +348,8 @@ class SearchIndex:
             )
         try:
             return cls._from_data(data)
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
+        # OverflowError: impacts too large to sum (``math.fsum``; before: exit 70)
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
             raise SearchError(f"{source}: corrupt search index ({type(e).__name__}: {e}); {rebuild}") from None
 
     @classmethod

@@ -107,6 +107,8 @@ def ranking_config(data: dict[str, Any]) -> RankingConfig:
         raise ValueError(f"config.clauses is {config.clauses!r}, not one of {', '.join(sorted(SPLITTERS))}")
     if config.fusion not in FUSIONS:
         raise ValueError(f"config.fusion is {config.fusion!r}, not one of {', '.join(FUSIONS)}")
+    if config.fusion_k < 0.0:  # a rank's share is 1 / (k + rank): -1 divided by zero (before: exit 70)
+        raise ValueError(f"config.fusion_k is {data['fusion_k']!r}, not 0 or more")
     return config
 
 
