@@ -16,6 +16,7 @@ scan costs time proportional to the text. Two more bounds hold whatever the patt
 from __future__ import annotations
 
 import importlib
+import re
 import time
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -87,9 +88,28 @@ def compile_pattern(pattern: str) -> Matcher:
         compiled: Matcher = re2.compile(pattern, options)
     except re2.error as e:
         reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
-        hint = " (backreferences and lookaround are not supported)" if "(?" in pattern or "\\" in pattern else ""
-        raise SearchError(f"bad regex {pattern!r}: {reason}{hint}") from None
+        raise SearchError(f"bad regex {pattern!r}: {reason}{_hint(reason)}") from None
     return compiled
+
+
+_BACKREFERENCE = re.compile(r"\\[1-9gk]|\(\?P")
+_LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
+
+
+def _hint(reason: str) -> str:
+    """What RE2's refusal ``reason`` means for a construct Python's ``re`` has and RE2 lacks, or "". Before: any
+    refused pattern holding ``(?`` or a backslash was said to hold a backreference or lookaround, ``(?x)`` and
+    ``\\Z`` too."""
+    construct = reason.rpartition(": ")[2]
+    if construct in _LOOKAROUND or _BACKREFERENCE.fullmatch(construct):
+        return " (backreferences and lookaround are not supported)"
+    if construct == "\\Z":
+        return " (use \\z for the end of the text)"
+    if construct == "(?>" or (construct.endswith("+") and reason.startswith("bad repetition operator")):
+        return " (atomic groups and possessive repeats are not supported, nor needed: RE2 never backtracks)"
+    if reason.startswith("invalid perl operator: (?"):
+        return " (RE2 takes the flags i, m, s and U alone, as in (?s) or (?m:…): no (?x), (?a), (?u) or (?#…))"
+    return ""
 
 
 def regex_scores(pattern: str, targets: Sequence[RegexTarget], *, budget_s: float = REGEX_BUDGET_S) -> dict[int, float]:
