@@ -423,10 +423,11 @@ def embedded(tmp_path_factory: pytest.TempPathFactory, generated: tuple[Path, Pa
         yield out
 
 
-@pytest.mark.parametrize("vectors", ["wrong_dimension", "nan"])
+@pytest.mark.parametrize("vectors", ["wrong_dimension", "nan", "not_base64", "odd_bytes"])
 def test_stored_embeddings_that_cannot_be_used_fall_back_to_words(embedded: Path, tmp_path: Path, vectors: str) -> None:
     """Before: vectors of another dimension than the model's (the index saying so) raised ValueError out of the
-    matrix product (exit 70); NaN vectors made every score NaN, and no search found anything, unsaid."""
+    matrix product (exit 70); NaN vectors made every score NaN, and no search found anything, unsaid; a vector that
+    was not base64 (binascii.Error) or of an odd number of bytes (ValueError) was exit 70 too."""
     import numpy as np
 
     tree = tmp_path / "tree"
@@ -438,6 +439,8 @@ def test_stored_embeddings_that_cannot_be_used_fall_back_to_words(embedded: Path
         value = 1.0 if vectors == "wrong_dimension" else np.nan
         dense["dim"] = dim
         dense["vectors"] = [base64.b64encode(np.full(dim, value, "<f2").tobytes()).decode() for _ in dense["vectors"]]
+        if vectors in ("not_base64", "odd_bytes"):
+            dense["vectors"][0] = "abc" if vectors == "not_base64" else base64.b64encode(b"abc").decode()
 
     _edit_index(tree, hostile)
     assert "crm.list_leads" in search_tools(tree, "export leads as rows", limit=6)

@@ -90,12 +90,16 @@ class DenseVectors:
         """A ``(tools, dim)`` float32 array.
 
         Raises:
-            SearchError: the stored vectors do not have the stated dimension, or hold NaN or an infinity (an index
-                written elsewhere: before, every score became NaN and no search found anything, unsaid).
+            SearchError: the stored vectors are not base64 of float16 values, do not have the stated dimension, or
+                hold NaN or an infinity (an index written elsewhere: before, every score became NaN and no search
+                found anything, unsaid).
         """
         if self._matrix is None:
             np = _numpy()
-            rows = [np.frombuffer(base64.b64decode(v), dtype="<f2") for v in self.encoded]
+            try:
+                rows = [np.frombuffer(base64.b64decode(v, validate=True), dtype="<f2") for v in self.encoded]
+            except ValueError:  # binascii.Error is one; or bytes that are no whole float16 values (before: exit 70)
+                raise SearchError("stored embeddings are not base64 of float16 values") from None
             if any(r.shape != (self.dim,) for r in rows):
                 raise SearchError(f"stored embeddings are not {self.dim}-dimensional")
             matrix = np.stack(rows).astype(np.float32) if rows else np.zeros((0, self.dim), np.float32)
