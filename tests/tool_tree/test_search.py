@@ -385,6 +385,18 @@ def test_a_query_that_is_a_tools_name_finds_that_tool_first(tmp_path: Path) -> N
     assert _names(index, "get_record " + " " * 400, 1) == ["crm.search_records"]  # too long to be a name
 
 
+def test_the_qualified_name_a_hit_shows_finds_that_tool_first_when_its_package_is_not_its_servers_name() -> None:
+    # Before: a server named `1password` is the package `server_1password`, and the name search showed,
+    # `server_1password.get_record`, found `search_records` first (the tool, `server.tool` and function were names).
+    def doc(tool: str, description: str) -> SearchDoc:
+        path = f"servers/server_1password/{tool}.py"
+        return SearchDoc("1password", "server_1password", tool, tool, path, description)
+
+    docs = [doc("get_record", "Fetch one by id."), doc("search_records", "Search records: the records that match.")]
+    hits = build_index(docs).search("server_1password.get_record", limit=2)
+    assert [h.qualified_name for h in hits] == ["server_1password.get_record", "server_1password.search_records"]
+
+
 def test_an_index_rewritten_in_place_to_its_size_and_time_is_loaded_again(tree: Path) -> None:
     # Before, the loaded copy was kept: a file's identity was its inode, size and modification time, which a write in
     # place that puts the time back (a restore keeping times) leaves as they were; its change time is now part of it.

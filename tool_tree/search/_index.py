@@ -234,16 +234,17 @@ class SearchIndex:
         return scores
 
     def _named(self, query: str) -> list[int]:
-        """The tools ``query`` names: their tool name, ``server.tool`` or stub function, read as `name_key` reads
-        them. Before, ranking alone placed them: ``get_record`` found ``search_records`` first, since both share
-        "record" and the other's description said it more often."""
+        """The tools ``query`` names: their tool name, ``server.tool``, stub function or ``package.function``, read as
+        `name_key` reads them. Before, ranking alone placed them: ``get_record`` found ``search_records`` first, since
+        both share "record" and the other's description said it more often."""
         key = name_key(query) if len(query) <= MAX_NAME_QUERY else ""
         if not key:
             return []
         if self._names is None:
             names: dict[str, list[int]] = {}
             for d, e in enumerate(self._entries):
-                for name in {name_key(e.tool), name_key(f"{e.server}.{e.tool}"), name_key(e.function)}:
+                qualified = name_key(f"{e.package}.{e.function}")  # what a hit shows (`server_1password.get_record`)
+                for name in {name_key(e.tool), name_key(f"{e.server}.{e.tool}"), name_key(e.function), qualified}:
                     names.setdefault(name, []).append(d)
             self._names = names
         return self._names.get(key, [])
