@@ -41,7 +41,7 @@ import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from tool_tree.held_values import HeldValues
 from tool_tree.unparsed import count_values
@@ -121,14 +121,25 @@ def read_regular(path: str | os.PathLike[str], limit: int = -1) -> bytes:
         OSError: the file is missing or unreadable; IsADirectoryError: a folder; another OSError (EINVAL):
             not a regular file.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+    with _opened(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, os.fspath(path)) as f:
+        mode = os.fstat(f.fileno()).st_mode
         if not stat.S_ISREG(mode):
             raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
         return f.read(limit)
+
+
+def _opened(path: str | os.PathLike[str], flags: int, shown: str) -> BinaryIO:
+    """The file at ``path`` opened with ``flags``, as a binary file.
+
+    Raises:
+        OSError: it cannot be opened; IsADirectoryError: it is a folder, naming ``shown`` (before: `os.fdopen` raised
+            naming the descriptor, "Is a directory: 3", and left it open, one more at each read).
+    """
+    fd = os.open(path, flags)
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), shown)
+    return os.fdopen(fd, "rb")
 
 
 def tree_relpath(rel: object) -> str:
@@ -196,13 +207,11 @@ def read_in_tree(tree: str | os.PathLike[str], rel: str, limit: int = MAX_TREE_F
         if i < len(parts) - 1 and not stat.S_ISDIR(mode):
             raise NotADirectoryError(errno.ENOTDIR, f"{where} is not a folder", shown)
     try:
-        fd = os.open(shown, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        opened = _opened(shown, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, shown)
     except OSError as e:
         raise type(e)(e.errno, e.strerror, shown) from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), shown)
+    with opened as f:
+        st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", shown)
         if st.st_nlink > 1:

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from tool_tree.tree import MANIFEST_FILE, Manifest, TreeError
+from tool_tree.tree import MANIFEST_FILE, Manifest, TreeError, read_in_tree, read_regular
 
 
 def load_error(tree: Path) -> str:
@@ -78,3 +79,17 @@ def test_a_manifests_lookups_find_the_first_entry_of_a_name_and_are_made_once_fo
         tracemalloc.stop()
     assert all(b.manifest is manifest for b in bridges)
     assert added < 4 * 200_000, f"{added:,} bytes for 4 bridges"  # before: about 1,700,000 each
+
+
+def test_a_folder_where_a_tree_file_belongs_is_refused_naming_it_and_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    # Before: os.fdopen refused the folder naming its descriptor ("Is a directory: 3") and left it open, one more at
+    # each read (a `tooltree serve` searching a tree whose index is a folder, every search).
+    (tmp_path / "search_index.json").mkdir()
+    open_before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        with pytest.raises(IsADirectoryError) as in_tree:
+            read_in_tree(tmp_path, "search_index.json")
+        with pytest.raises(IsADirectoryError) as regular:
+            read_regular(tmp_path / "search_index.json")
+    assert in_tree.value.filename == regular.value.filename == str(tmp_path / "search_index.json")
+    assert len(os.listdir("/proc/self/fd")) == open_before
