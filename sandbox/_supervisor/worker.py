@@ -29,6 +29,7 @@ import contextlib
 import io
 import itertools
 import linecache
+import numbers
 import os
 import queue
 import signal
@@ -223,9 +224,14 @@ def search_tools(query: str, detail: str = "summary", limit: int = 5, regex: boo
     pattern over names and descriptions.
 
     Raises:
-        RuntimeError: the host offers no tool search or refused the query.
+        RuntimeError: the host offers no tool search or refused the query, or an argument (the message says which).
     """
-    params = {"query": str(query), "detail": str(detail), "limit": int(limit), "regex": bool(regex)}
+    # As given, for the host to say which is wrong and how (`sandbox.calls`); before, each was converted first:
+    # ``regex="false"`` ran a regex search, a list or None was searched for as its text, a limit of 2.9 was 2.
+    count: object = limit  # typed as what a script should pass, not what it may
+    if not isinstance(count, int) and isinstance(count, numbers.Integral):
+        count = int(count)  # a numpy integer, say: JSON has no such type
+    params = {"query": query, "detail": detail, "limit": count, "regex": regex}
     try:
         result = _conn().request("search_tools", params)
     except HostError as e:

@@ -331,6 +331,25 @@ def test_search_tools_is_routed_to_the_host(shared: Sandbox) -> None:
     ]
 
 
+def test_search_tools_sends_its_arguments_as_given_and_the_host_says_which_is_wrong(shared: Sandbox) -> None:
+    # Before, the script's search_tools converted each first: regex="false" ran a regex search, a list was searched
+    # for as its text, a limit of 2.9 was 2, and the host's checks never saw what the script wrote.
+    code = (
+        "for kwargs in ({'regex': 'false'}, {'query': ['leads']}, {'limit': 2.9}):\n"
+        "    try:\n"
+        "        print(search_tools(**{'query': 'leads', **kwargs}))\n"
+        "    except RuntimeError as e:\n"
+        "        print(str(e).split(': search_tools(query')[0])\n"
+        "print(search_tools('leads', limit=2))\n"
+    )
+    assert shared.execute(code).stdout.splitlines() == [
+        "search_tools: regex must be True or False, got str 'false'",
+        "search_tools: query must be a str, got list ['leads']",
+        "search_tools: limit must be an int, got float 2.9",
+        "crm.list_leads (summary, 2, False) for 'leads': servers/crm/list_leads.py",
+    ]
+
+
 def test_shown_images_reach_the_result(shared: Sandbox) -> None:
     code = (
         f"png = {PNG!r}\n"
