@@ -410,6 +410,27 @@ def test_a_stub_over_the_generators_size_is_not_parsed(tree: Path) -> None:
     assert "signature unavailable" in render_hits(tree, hits, "summary")
 
 
+@pytest.mark.parametrize(
+    "added",
+    [
+        "x = 1" + "+1" * 200_000,
+        "x = " + "-" * 100_000 + "1",
+        "def list_leads(*, a: " + "a." * 500 + "b = " + "-" * 500 + "1) -> None: ...",  # first: the stub's is later
+    ],
+    ids=["long", "deep", "deep_parameter"],
+)
+def test_a_stub_too_deep_for_the_parser_has_no_signature_and_the_search_answers(
+    tree: Path, added: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: the parser's RecursionError or MemoryError (its stack, not the machine's memory), or `ast.unparse`'s
+    RecursionError, left `tooltree search` with exit 70, and a script's search with "tool search failed on the host"."""
+    stub = tree / "servers" / "crm" / "list_leads.py"
+    stub.write_text(f"{added}\n" + stub.read_text(encoding="utf-8"), encoding="utf-8")
+    assert main(["search", "--tree", str(tree), "export leads", "--limit", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("crm.list_leads — ") and "signature unavailable" in out
+
+
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory: pytest.TempPathFactory, generated: tuple[Path, Path]) -> Iterator[Path]:
     """The crm tree generated with embeddings of a tiny model (``TOOLTREE_EMBEDDING_MODEL`` set while it is used)."""

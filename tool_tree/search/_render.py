@@ -95,13 +95,15 @@ def signature(source: str, function: str) -> str | None:
     """
     try:
         module = ast.parse(source)
-    except (SyntaxError, ValueError):
+        for node in module.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function:
+                prefix = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
+                returns = f" -> {ast.unparse(node.returns)}" if node.returns is not None else ""
+                return f"{prefix} {node.name}({_parameters(node.args, _runtime_names(module))}){returns}"
+    # RecursionError and MemoryError: nesting past the parser's stack, or past `ast.unparse`'s recursion (a stub
+    # edited or written elsewhere; before, `tooltree search` exit 70, a script's search "failed on the host")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    for node in module.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function:
-            prefix = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
-            returns = f" -> {ast.unparse(node.returns)}" if node.returns is not None else ""
-            return f"{prefix} {node.name}({_parameters(node.args, _runtime_names(module))}){returns}"
     return None
 
 
