@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         0 on success, 2 on a bad limit, detail or regex, no tree at ``--tree``, or a missing or corrupt index.
     """
     from tool_tree.search import SearchError, check_detail, load_index, meaning_only_note, render_hits
-    from tooltree_cli.output import error, json_text
+    from tooltree_cli.output import error, json_text, terminal_text
 
     tree: Path = args.tree
     if (problem := tree_problem(tree)) is not None:
@@ -77,7 +77,10 @@ def run(args: argparse.Namespace) -> int:
     except SearchError as e:  # `tooltree: error:`, as every command's (before: `tooltree search: error:`)
         error(str(e))
         return 2
-    sys.stdout.write(meaning_only_note(index, args.query, hits, regex=args.regex) + render_hits(tree, hits, detail))
+    # A stub of a tree from elsewhere or edited by hand may hold escape sequences (`--detail full` prints it whole):
+    # before, written to the terminal as they were (OSC 52 set the clipboard, others cleared the screen).
+    text = meaning_only_note(index, args.query, hits, regex=args.regex) + render_hits(tree, hits, detail)
+    sys.stdout.write(terminal_text(text))
     if not hits:
         sys.stdout.write("\n")
     return 0

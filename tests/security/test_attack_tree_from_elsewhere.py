@@ -376,6 +376,19 @@ def test_names_with_escapes_in_a_search_index_are_refused_not_printed(
     assert "search_index.json: corrupt search index" in err and "is not a Python identifier" in err
 
 
+def test_escapes_in_a_stub_are_not_written_to_the_terminal_by_tooltree_search(
+    tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: `tooltree search --detail full` wrote a stub's text as it was: OSC 52 in a comment set the terminal's
+    clipboard, ``ESC [2J`` cleared the screen."""
+    stub = tree / "servers" / "crm" / "list_leads.py"
+    stub.write_text(stub.read_text(encoding="utf-8") + "# \x1b]52;c;aGk=\x07 hi \x1b[2J\n", encoding="utf-8")
+    assert main(["search", "--tree", str(tree), "export leads", "--limit", "1", "--detail", "full"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "# ── servers/crm/list_leads.py ──" in out and "def list_leads(" in out and "# " in out.splitlines()[-1]
+
+
 @pytest.mark.parametrize("impact", [float("nan"), "x", 1e308], ids=["nan", "string", "too_large_to_sum"])
 def test_postings_that_are_not_finite_numbers_are_a_corrupt_index(
     tree: Path, impact: Any, capsys: pytest.CaptureFixture[str]
