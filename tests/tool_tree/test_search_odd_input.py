@@ -121,3 +121,16 @@ def test_a_tree_that_is_not_a_path_is_a_type_error_naming_it(tree: Any) -> None:
             TypeError, match=f"^tree: expected the tree's folder as a str or a path, got {type(tree).__name__}$"
         ):
             search(tree, "crm")
+
+
+def test_a_limit_too_long_to_print_or_a_huge_detail_is_refused_in_one_short_line(tree: Path) -> None:
+    # Before: a limit of 5,000 digits raised Python's ValueError (its repr exceeds 4,300 digits), and a detail of a
+    # million characters came back whole in the error (to a serve client, to the model).
+    from tool_tree.search import search_tools
+
+    with pytest.raises(SearchError, match=r"^limit must be an integer from 1 to 50, got \(an integer too long to"):
+        search_tools(tree, "crm", limit=10**5000)
+    with pytest.raises(SearchError) as refused:
+        search_tools(tree, "crm", detail="a" * 1_000_000)
+    assert str(refused.value).startswith("detail must be one of name, summary, full, got 'aaa")
+    assert len(str(refused.value)) < 100

@@ -53,6 +53,7 @@ from tool_tree.search._rank import (
 )
 from tool_tree.search._regex import MAX_REGEX_TEXT, regex_scores
 from tool_tree.search._text import one_line, summary_line, tokens
+from tool_tree.text import shown
 from tool_tree.tree import SEARCH_INDEX_FILE, module_name, stub_path
 
 INDEX_FILE = SEARCH_INDEX_FILE
@@ -128,7 +129,8 @@ def doc_hash(doc: SearchDoc) -> str:
 def check_limit(limit: int) -> int:
     """Raises: SearchError: ``limit`` is not an integer from 1 to 50."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not MIN_LIMIT <= limit <= MAX_LIMIT:
-        raise SearchError(f"limit must be an integer from {MIN_LIMIT} to {MAX_LIMIT}, got {limit!r}")
+        # `shown`: a repr of at most 40 characters (an int past 4,300 digits has none: before, a ValueError)
+        raise SearchError(f"limit must be an integer from {MIN_LIMIT} to {MAX_LIMIT}, got {shown(limit)}")
     return limit
 
 

@@ -26,6 +26,7 @@ from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, SearchHit, SearchIndex, build_index, check_limit
 from tool_tree.search._store import built_for, index_text, manifest_hash
 from tool_tree.search._text import one_line
+from tool_tree.text import shown
 from tool_tree.tree import MANIFEST_FILE, Manifest, TreeError, read_in_tree
 
 Detail = Literal["name", "summary", "full"]
@@ -72,7 +73,7 @@ def check_detail(detail: str) -> Detail:
         return "summary"
     if detail == "full":
         return "full"
-    raise SearchError(f"detail must be one of {', '.join(DETAILS)}, got {detail!r}")
+    raise SearchError(f"detail must be one of {', '.join(DETAILS)}, got {shown(detail)}")  # (before: all of it)
 
 
 def _read_stub(tree: Path, hit: SearchHit) -> str | None:
