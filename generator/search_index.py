@@ -27,13 +27,20 @@ def write_search_index(
     on_embedding: EmbeddingNotice | None = None,
 ) -> None:
     """Rebuild ``search_index.json`` when the tree changed (or the index is missing, was built from
-    another manifest, or stores other embeddings than ``model_id`` asks for).
+    another manifest, stores other embeddings than ``model_id`` asks for, or another word splitter's terms).
 
     The index is derived from the manifest and the snapshots only, so when this run wrote
     nothing, the index was built from the manifest on disk and holds the wanted embeddings, it is
     current: a no-op rerun does not pay for rebuilding it.
     """
-    from tool_tree.search import INDEX_FILE, SearchError, index_embeds_with, index_matches_manifest, write_index
+    from tool_tree.search import (
+        INDEX_FILE,
+        SearchError,
+        index_embeds_with,
+        index_matches_manifest,
+        index_splits_words_as_now,
+        write_index,
+    )
 
     report = result.report
     if (
@@ -42,6 +49,7 @@ def write_search_index(
         and not report.deleted
         and index_matches_manifest(out)
         and index_embeds_with(out, model_id)
+        and index_splits_words_as_now(out)  # an index of an older splitter's terms would miss words a query has
     ):
         return
     before = read_existing(out, INDEX_FILE)

@@ -35,7 +35,7 @@ from tool_tree.search import (
     write_index,
 )
 from tool_tree.search._static import STATIC_ENV, STATIC_WEIGHT
-from tool_tree.search._store import index_matches_manifest
+from tool_tree.search._store import index_matches_manifest, index_splits_words_as_now
 from tool_tree.search._wordpiece import WordPiece, basic_split
 from tooltree_cli import search_cmd
 
@@ -547,6 +547,19 @@ def test_the_index_records_the_hash_of_the_manifest_it_was_built_from(tree: Path
     assert index_matches_manifest(tree) and index_embeds_with(tree, None)
     (tree / "manifest.json").write_bytes(manifest + b"\n")
     assert not index_matches_manifest(tree)
+
+
+def test_an_index_of_the_splitter_that_cut_words_at_letters_outside_ascii_is_rebuilt_by_the_next_run(
+    tree: Path,
+) -> None:
+    # Before: a no-op rerun kept such an index (it matched the manifest), so the tools' "résumé" stayed "r é sum é"
+    # and a query's "résumé", now one word, found none of them until a tool changed.
+    text = (tree / INDEX_FILE).read_text(encoding="utf-8")
+    assert ',"words":2}' in text and index_splits_words_as_now(tree)
+    (tree / INDEX_FILE).write_text(text.replace(',"words":2}', "}", 1), encoding="utf-8")  # as an older release wrote
+    assert SearchIndex.load(tree).config.words == 1 and not index_splits_words_as_now(tree)
+    write_tree(tree)
+    assert (tree / INDEX_FILE).read_text(encoding="utf-8") == text and index_splits_words_as_now(tree)
 
 
 def _left_behind(root: Path) -> Path:

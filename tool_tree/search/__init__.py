@@ -33,7 +33,7 @@ from tool_tree.search._render import (
 )
 from tool_tree.search._scores import ToolScores, score_tools
 from tool_tree.search._static import has_static
-from tool_tree.search._store import index_embeds_with, index_matches_manifest, write_index
+from tool_tree.search._store import index_embeds_with, index_matches_manifest, index_splits_words_as_now, write_index
 from tool_tree.search._text import split_words, stem_word, tokens
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "has_static",
     "index_embeds_with",
     "index_matches_manifest",
+    "index_splits_words_as_now",
     "load_index",
     "meaning_only",
     "meaning_only_note",

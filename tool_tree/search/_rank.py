@@ -33,7 +33,7 @@ from typing import Any
 
 from tool_tree.search._docs import MAX_DESCRIPTION, MAX_NAME, SearchDoc, capped_params
 from tool_tree.search._query import FUSIONS, SPLITTERS
-from tool_tree.search._text import tokens
+from tool_tree.search._text import WORDS, tokens
 from tool_tree.text import first_sentence
 
 
@@ -73,6 +73,9 @@ class RankingConfig:
     """The ``k`` of reciprocal-rank fusion: higher flattens the difference between ranks."""
     dense_alpha: float = 0.15
     """Weight of the lexical ranking in the hybrid (the rest goes to embedding similarity)."""
+    words: int = WORDS
+    """The word splitter the index's terms come from (`_text.WORDS`; an index that records none is of 1, which cut a
+    word at each letter outside ASCII): ``generate-tree`` rebuilds an index of another."""
 
     def weight(self, field: str) -> float:
         return float(getattr(self, f"w_{field}"))
@@ -102,6 +105,7 @@ def ranking_config(data: dict[str, Any]) -> RankingConfig:
         if not ok:
             raise ValueError(f"config.{f.name} is {value!r}, not {_KINDS[type(default)]}")
         values[f.name] = float(value) if isinstance(default, float) else value
+    values.setdefault("words", 1)  # written before the splitter had a version
     config = RankingConfig(**values)
     if config.clauses not in SPLITTERS:
         raise ValueError(f"config.clauses is {config.clauses!r}, not one of {', '.join(sorted(SPLITTERS))}")

@@ -7,7 +7,8 @@ built from (its first key, ``built_for_manifest``): ``generate-tree`` writes the
 and the index after it, so an index left behind by a generation that was interrupted or failed
 in between records another manifest, and ``index_matches_manifest`` (and ``load_index``) tell.
 ``index_text`` reads the file for every reader, its values counted before it is parsed.
-``index_embeds_with`` tells which model's vectors a file stores from its first few kilobytes.
+``index_embeds_with`` tells which model's vectors a file stores from its first few kilobytes, and
+``index_splits_words_as_now`` whether its terms come from this release's word splitter.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tool_tree.search._docs import docs_from_tree
 from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, SearchIndex, build_index
 from tool_tree.search._mode import embedding_model, embeddings_mode
+from tool_tree.search._text import WORDS
 from tool_tree.tree import MANIFEST_FILE, check_values, content_hash, read_in_tree, read_regular
 
 logger = logging.getLogger(__name__)
@@ -98,6 +100,21 @@ def index_matches_manifest(tree: Path, manifest: bytes | None = None) -> bool:
     stored = built_for(head)
     wanted = content_hash(manifest) if manifest is not None else manifest_hash(tree)
     return stored is not None and stored == wanted
+
+
+_WORDS_OF = re.compile(r'"config":\{[^{}]*?"words":(\d+)')
+
+
+def index_splits_words_as_now(tree: Path) -> bool:
+    """Whether the index of ``tree`` holds the terms of this release's word splitter (`_text.WORDS`; one that records
+    none holds those of the first). Reads only the file's head (its ``config`` comes right after the manifest's hash).
+    False when the file is missing or unclear."""
+    try:
+        head = read_regular(tree / INDEX_FILE, 4096).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    found = _WORDS_OF.search(head)
+    return found is not None and int(found.group(1)) == WORDS
 
 
 _STORED_MODEL = re.compile(r'"dense":(?:null|\{"dim":\d+,"model":("(?:[^"\\]|\\.)*"))')

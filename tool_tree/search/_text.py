@@ -18,6 +18,9 @@ from tool_tree.text import first_sentence as first_sentence
 from tool_tree.text import one_line as one_line
 from tool_tree.text import summary_line as summary_line
 
+WORDS = 2
+"""The version of `split_words`, recorded in an index (``RankingConfig.words``): 2 keeps a word with letters outside
+ASCII whole (1 cut ``résumé`` into ``r é sum é``)."""
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_A-Za-z]+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
