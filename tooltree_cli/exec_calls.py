@@ -99,6 +99,7 @@ def print_sandbox_failed(
                 "calls": calls_json(calls),
                 "calls_not_listed": omitted,
                 "images": [],
+                "image_notes": [],
                 "tool_result_bytes": received,
                 "printed_bytes": None,
                 "workspace_error": unsaved,

@@ -90,3 +90,19 @@ def test_exec_json_whose_sandbox_could_not_start_prints_one_object(
     assert printed["sandbox_error"] == printed["error"] == "no container engine answers: start Docker"
     assert printed["calls"] == [] and printed["exit_code"] is None
     assert err.splitlines() == ["tooltree: error: no container engine answers: start Docker"]  # as without --json
+
+
+def test_the_json_of_a_failed_sandbox_has_the_keys_of_a_finished_scripts_in_their_order(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Before: it lacked `image_notes` (added to a finished script's object alone), so a reader of `--json` that took
+    # the keys of one for the other met a KeyError.
+    from sandbox.results import ExecutionResult
+    from tooltree_cli.exec_calls import print_sandbox_failed
+    from tooltree_cli.exec_cmd import result_json
+
+    print_sandbox_failed("no container engine answers: start Docker", [], 0, code=4, as_json=True, ran=False)
+    printed = json.loads(capsys.readouterr().out)
+    finished = result_json(ExecutionResult(stdout="", stderr="", exit_status=0, duration=0.0))
+    assert list(printed) == [*finished, "workspace_error", "workspace_notes", "sandbox_error"]
+    assert printed["image_notes"] == [] and printed["images"] == []
