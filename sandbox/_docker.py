@@ -102,6 +102,8 @@ class ContainerEntry(NamedTuple):
     """The named volumes it mounts."""
     running: bool = False
     """Its state is ``running`` (or ``paused``, ``restarting``): a process may still be using it."""
+    created: float = 0.0
+    """When it was made (Unix time; 0 when the engine does not say): ``status`` gives no age of one never started."""
 
 
 class VolumeEntry(NamedTuple):
@@ -621,6 +623,7 @@ class DockerEngine:
                 str(c.get("Status") or c.get("State") or ""),
                 [str(m["Name"]) for m in c.get("Mounts") or [] if m.get("Type") == "volume" and m.get("Name")],
                 str(c.get("State") or "") in ("running", "paused", "restarting"),
+                float(c.get("Created") or 0) if isinstance(c.get("Created"), int | float) else 0.0,
             )
             for c in found or []
         ]

@@ -191,7 +191,11 @@ def _kept(item: Leftover, why: str) -> Leftover:
 
 
 def _container(entry: ContainerEntry) -> Leftover:
-    about = ", ".join(part for part in (entry.id[:12], entry.status.lower()) if part)
+    state = entry.status.lower()
+    if entry.created and not (state.endswith(" ago") or state.startswith("up ")):
+        # The engine's words give no age of a container never started (``Created``), the leftover of a killed start.
+        state = f"created {age(entry.created)}" if state == "created" else f"{state}, made {age(entry.created)}"
+    about = ", ".join(part for part in (entry.id[:12], state) if part)
     return Leftover("container", entry.name or entry.id[:12], about, entry.id)
 
 
