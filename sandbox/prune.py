@@ -5,7 +5,8 @@ One owner's leftovers (the `OWNER_LABEL` ``tooltree.owner``, what ``$TOOLTREE_SA
 that made them):
 
 - its containers, but those of a tooltree process still running on this host (`HOST_LABEL`) unless ``live_too``,
-  and those running without a `HOST_LABEL` (an older release made them: `OLDER_RUNNING`) unless ``live_too``;
+  and the other running ones unless ``live_too``: without a `HOST_LABEL` (an older release made them: `OLDER_RUNNING`),
+  or made by a process that does not run here (`RUNNING_ELSEWHERE`);
 - its volumes that no container left would still mount (the engine keeps a volume in use);
 - its derived images (``sandbox.pip_packages``) built on an image its parent's name no longer names
   (`sandbox.image.stale_derived_images`), by their names in the derived repository: the engine keeps the last name
@@ -42,6 +43,13 @@ OLDER_RUNNING = (
 """Why a running container without `HOST_LABEL` is kept: releases before it labelled none, and one whose tooltree
 was killed ends on its own (its stdin closes), so a running one is likely a live session of an older tooltree still
 running (before: removed by a prune without --all, ending that session and what its workspace held unsaved)."""
+RUNNING_ELSEWHERE = (
+    "running, made by tooltree process {maker}, which is not running on this host (a process of another host sharing "
+    "the engine, or of another PID namespace), whose session it may still be: --all removes it"
+)
+"""Why a running container whose `HOST_LABEL` names no process running here is kept: one whose tooltree was killed
+ends on its own, as for `OLDER_RUNNING` (before: removed by a prune without --all, ending a live session of a tooltree
+on another host sharing the engine, which the prune cannot see, with what its workspace held unsaved)."""
 OTHER_SOURCES = "the sandbox image of other tooltree sources"
 """Why an image of `PrunePlan.other_sources` is kept; `OTHER_SOURCES_NOTE` follows their list."""
 OTHER_SOURCES_NOTE = (
@@ -110,9 +118,10 @@ def plan_prune(docker: DockerEngine | None = None, *, owner: str = "tooltree", l
         elif not live_too and _runs_here(maker):
             staying.append(container)
             live.add(maker)
-        elif not live_too and not maker and container.running:
+        elif not live_too and container.running:
             staying.append(container)
-            plan.in_use.append(_kept(_container(container), OLDER_RUNNING))
+            why = RUNNING_ELSEWHERE.format(maker=maker) if maker else OLDER_RUNNING
+            plan.in_use.append(_kept(_container(container), why))
         else:
             plan.containers.append(_container(container))
     plan.live = sorted(live)

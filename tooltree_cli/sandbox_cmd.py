@@ -28,7 +28,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     prune.add_argument(
         "--all",
         action="store_true",
-        help="also remove the containers of tooltree processes still running on this host (their sessions end)",
+        help="also remove the containers still running: those of tooltree processes running on this host, of an "
+        "older release, or of a tooltree on another host sharing the engine (their sessions end)",
     )
     prune.add_argument(
         "--dry-run",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -153,6 +154,42 @@ def test_a_running_container_of_an_older_release_is_kept_and_an_ended_one_remove
         assert docker_engine.owned(owner) == []
     finally:
         docker_engine.run(["rm", "--force", live, ended], check=False)
+
+
+@pytest.mark.docker
+def test_a_running_container_of_a_process_not_running_here_is_kept_unless_all(
+    docker_engine: EngineWithCLI, owner: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: a prune without --all removed it, ending a live session of a tooltree on another host sharing the engine
+    # (or in another PID namespace under this host's name), whose process the prune cannot see; one whose tooltree
+    # was killed ends on its own (its stdin closes), as the sweep at a start already assumes.
+    finished = subprocess.Popen(["true"])  # only its pid matters, once it has exited
+    finished.wait()
+    makers = {"elsewhere": f"another-host:{os.getpid()}", "namespace": f"{socket.gethostname()}:{finished.pid}"}
+    made = {}
+    for name, maker in makers.items():
+        labels = ["--label", f"tooltree.owner={owner}", "--label", f"tooltree.host={maker}"]
+        made[name] = docker_engine.text(
+            ["run", "--detach", *labels, "--network", "none", "--name", f"{owner}-{name}", image_name(), "sleep", "600"]
+        )
+    try:
+        for dry_run, said in ((["--dry-run"], "would keep"), ([], "kept")):
+            assert main(["sandbox", "prune", "--owner", owner, *dry_run]) == 0
+            out = capsys.readouterr().out
+            assert _listed(out, "would remove " if dry_run else "removed ") == []
+            for name, maker in makers.items():
+                assert _said(out, f"{said} container {owner}-{name} ({made[name][:12]}, up ") == (
+                    f": running, made by tooltree process {maker}, which is not running on this host (a process of "
+                    "another host sharing the engine, or of another PID namespace), whose session it may still be: "
+                    "--all removes it"
+                )
+        assert sorted(docker_engine.owned(owner)) == sorted(c[:12] for c in made.values())
+        assert main(["sandbox", "prune", "--owner", owner, "--all"]) == 0
+        removed = sorted(_listed(capsys.readouterr().out, "removed "))
+        assert removed == [f"container {owner}-{name}" for name in sorted(makers)]
+        assert docker_engine.owned(owner) == []
+    finally:
+        docker_engine.run(["rm", "--force", *made.values()], check=False)
 
 
 @pytest.mark.docker
