@@ -127,9 +127,9 @@ class Agent:
         AgentSetupError: an unknown mode, a number out of range (``max_retries`` may be 0, the others
             must be at least 1, as on the command line), a tree without manifest, an unknown pinned
             tool, a workspace that is a file, ``workspace`` or ``sandbox_config`` with ``runtime``, a pre-filter
-            setting that cannot be used, a transcript that is the pre-filter state or the config file, or a
-            transcript or pre-filter state inside ``workspace``, or a transcript inside the tree; a ``runtime`` of
-            another tree.
+            setting that cannot be used, a transcript that is the pre-filter state or the config file, a pre-filter
+            state that is the config file, or a transcript or pre-filter state inside ``workspace``, or a transcript
+            inside the tree; a ``runtime`` of another tree.
     """
 
     def __init__(

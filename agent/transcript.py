@@ -167,7 +167,9 @@ def check_paths(
             the run would empty that file), or the transcript or the state is inside the ``workspace`` (a
             script could rewrite it, and the workspace saved back would put the script's copy in its place),
             or the transcript is inside the ``tree`` (opening it would empty the tree's file of that name: before,
-            ``--transcript tree/manifest.json`` emptied the manifest, and the run then failed on the tree).
+            ``--transcript tree/manifest.json`` emptied the manifest, and the run then failed on the tree), or the
+            ``state`` is the ``config`` file (before: read as a corrupt state, every tool sent, and the user told to
+            "fix or delete" the config).
     """
     if (
         transcript is not None
@@ -186,6 +188,11 @@ def check_paths(
                     f"the {what} {path} is inside the workspace {workspace}: a script could rewrite it, and the "
                     "workspace saved back would replace it; keep it outside"
                 )
+    if state is not None and config.is_file() and _same_file(state, config):
+        raise AgentSetupError(
+            f"the pre-filter state {state} is the config file; the run would read it as its state and find it "
+            "corrupt: give the state a path of its own"
+        )
     others = {"the pre-filter state file": state, "the config file": config if config.is_file() else None}
     for what, other in others.items():
         if transcript is not None and other is not None and _same_file(transcript, other):

@@ -639,6 +639,20 @@ def test_a_transcript_that_is_the_prefilter_state_or_the_config_exits_2_and_keep
     assert project.config_path.read_text(encoding="utf-8") == config_text
 
 
+def test_a_prefilter_state_that_is_the_config_exits_2_and_keeps_the_file(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: the run read the config as a corrupt state, sent every tool and told the user to "fix or delete" the file.
+    config_text = project.config_path.read_text(encoding="utf-8")
+    filtered = [*argv(project)[:-1], "filtered", "--quiet"]
+    assert main([*filtered, "--prefilter-state", str(project.config_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"tooltree: error: the pre-filter state {project.config_path} is the config file; the run would read it as "
+        "its state and find it corrupt: give the state a path of its own\n"
+    )
+    assert api.requests == [] and project.config_path.read_text(encoding="utf-8") == config_text
+
+
 def test_a_transcript_another_run_is_writing_exits_2_and_its_records_stay(
     project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
