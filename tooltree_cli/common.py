@@ -132,6 +132,30 @@ def _float_in(text: str, ok: Callable[[float], bool], expected: str) -> float:
     return value
 
 
+def audit_problem(audit: str, *, tree: str, workspace: str | None, config: str | None) -> str | None:
+    """Why the ``--audit`` log cannot be at ``audit``, or None: inside the ``tree`` (its lines would go into a stub or
+    the manifest: before, ``--audit tree/manifest.json`` broke every later command on the tree), inside the
+    ``workspace`` (a script could rewrite it, and the saved workspace put its copy in place), or the ``config`` file
+    (when it exists)."""
+    real = Path(os.path.realpath(audit))
+    if real.is_relative_to(os.path.realpath(tree)):
+        return (
+            f"--audit: {audit} is inside the tree {tree}: its lines would go into the tree's file of that name (its "
+            "manifest, a stub) or add one to the tree; keep it outside"
+        )
+    if workspace is not None and real.is_relative_to(os.path.realpath(workspace)):
+        return (
+            f"--audit: {audit} is inside the workspace {workspace}: a script could rewrite the audit log, and the "
+            "workspace saved back would put its copy in place; keep it outside"
+        )
+    if config is not None and Path(config).is_file() and real == Path(os.path.realpath(config)):
+        return (
+            f"--audit: {audit} is the config file: its lines would be appended to it; give the audit log a path of its "
+            "own"
+        )
+    return None
+
+
 def file_problem(option: str, path: str | Path, *, makes_folders: bool = False) -> str | None:
     """Why ``path`` cannot be written as the file ``option`` names, or None; checked before any work starts.
 

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from tool_tree.text import one_line, size
 from tooltree_cli.common import (
+    DEFAULT_CONFIG,
     UNEXPECTED_HELP,
+    audit_problem,
     file_problem,
     folder_problem,
     load_optional_config,
@@ -84,6 +86,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _path_problem(args: argparse.Namespace) -> str | None:
     """The first path option that cannot be written, as one line (None when all can)."""
     if args.audit is not None and (problem := file_problem("--audit", args.audit)):
+        return problem
+    if args.audit is not None and (
+        problem := audit_problem(
+            args.audit, tree=args.tree, workspace=args.workspace, config=args.config or DEFAULT_CONFIG
+        )
+    ):
         return problem
     if args.images is not None and (problem := folder_problem("--images", args.images, home=True)):
         return problem

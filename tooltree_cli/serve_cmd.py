@@ -35,8 +35,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tooltree_cli.common import (
+    DEFAULT_CONFIG,
     UNEXPECTED_HELP,
     HttpOption,
+    audit_problem,
     count,
     file_problem,
     folder_problem,
@@ -191,6 +193,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     for problem in (
         file_problem("--audit", args.audit) if args.audit is not None else None,
+        None
+        if args.audit is None
+        else audit_problem(args.audit, tree=args.tree, workspace=args.workspace, config=args.config or DEFAULT_CONFIG),
         folder_problem("--workspace", args.workspace, home=True) if args.workspace is not None else None,
         # Only its shape: a tree that is up to date is served, and refreshed without a write, from a read-only folder.
         None if args.no_regenerate else folder_problem("--tree", args.tree, writable=False),
