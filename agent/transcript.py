@@ -169,7 +169,7 @@ def check_paths(
             or the transcript is inside the ``tree`` (opening it would empty the tree's file of that name: before,
             ``--transcript tree/manifest.json`` emptied the manifest, and the run then failed on the tree), or the
             ``state`` is the ``config`` file (before: read as a corrupt state, every tool sent, and the user told to
-            "fix or delete" the config).
+            "fix or delete" the config), or the ``workspace`` holds the ``tree`` or lies inside it.
     """
     if (
         transcript is not None
@@ -180,6 +180,11 @@ def check_paths(
             f"the transcript {transcript} is inside the tree {tree}: writing it would empty the tree's file of that "
             "name (its manifest, a stub) or add one to the tree; keep it outside"
         )
+    if workspace is not None and tree is not None:
+        from sandbox.session_args import tree_in_workspace
+
+        if (problem := tree_in_workspace(workspace, tree)) is not None:
+            raise AgentSetupError(f"the workspace {workspace} {problem}")
     if workspace is not None:
         folder = os.path.realpath(workspace)
         for what, path in (("transcript", transcript), ("pre-filter state", state)):

@@ -66,6 +66,7 @@ from sandbox.session_args import (
     refuse_on_loop,
     timeout_seconds,
     tool_bridge,
+    tree_in_workspace,
     workspace_folder,
     workspace_path,
 )
@@ -256,7 +257,7 @@ class Sandbox:
             or None; ``workspace`` is not a path or None.
         ValueError: ``tools`` is an `McpBridge` (a bridge whose ``loop_bound`` is true) and ``tool_loop``
             is None; ``workspace`` is an empty string.
-        WorkspaceError: ``workspace`` exists and is not a folder.
+        WorkspaceError: ``workspace`` exists and is not a folder, or holds the tree or lies inside it.
     """
 
     def __init__(
@@ -289,6 +290,8 @@ class Sandbox:
         self.config = backend.config
         self.bridge = bridge
         self.workspace = workspace_folder(workspace) if workspace is not None else None
+        if self.workspace is not None and tree is not None and (problem := tree_in_workspace(self.workspace, tree)):
+            raise WorkspaceError(f"workspace {workspace} {problem}")
         self.workspace_notes: list[str] = []
         """What the user should know about the saves so far (conflicts kept beside, links not saved): the latest
         `NOTES_KEPT` (a save says one per read-only host file a script deleted: before, a session kept every note of

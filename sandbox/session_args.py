@@ -130,6 +130,20 @@ def workspace_folder(path: str | Path, name: str = "workspace") -> Path:
     return folder
 
 
+def tree_in_workspace(workspace: str | os.PathLike[str], tree: str | os.PathLike[str]) -> str | None:
+    """Why ``workspace`` cannot be the workspace of a session on ``tree`` (it holds the tree, or lies inside it:
+    a script could rewrite the tree through it, its manifest included, and the saved workspace put its copy in
+    place), as the end of a sentence starting with the workspace; None when it can."""
+    folder, real = Path(os.path.realpath(workspace)), Path(os.path.realpath(tree))
+    if not (real.is_relative_to(folder) or folder.is_relative_to(real)):
+        return None
+    relation = "holds" if real.is_relative_to(folder) and folder != real else "is inside"
+    return (
+        f"{relation} the tree {tree}: a script could rewrite the tree (its manifest lists the tools the bridge "
+        "allows), and the workspace saved back would put its copy in place; give the workspace a folder of its own"
+    )
+
+
 def workspace_relative(path: str) -> str:
     """A workspace path as the supervisor wants it: relative, without ``.`` parts, empty ones or a trailing ``/``
     (``/workspace/a`` → ``a``, ``./skills//SKILL.md`` → ``skills/SKILL.md``, ``.`` → the workspace). An absolute

@@ -132,6 +132,15 @@ def _float_in(text: str, ok: Callable[[float], bool], expected: str) -> float:
     return value
 
 
+def workspace_problem(workspace: str, tree: str) -> str | None:
+    """Why ``--workspace`` cannot be a session's workspace on ``tree`` (it holds the tree or lies inside it:
+    `sandbox.session_args.tree_in_workspace`), as one line; None when it can."""
+    from sandbox.session_args import tree_in_workspace
+
+    problem = tree_in_workspace(workspace, tree)
+    return None if problem is None else f"--workspace: {workspace} {problem}"
+
+
 def audit_problem(audit: str, *, tree: str, workspace: str | None, config: str | None) -> str | None:
     """Why the ``--audit`` log cannot be at ``audit``, or None: inside the ``tree`` (its lines would go into a stub or
     the manifest: before, ``--audit tree/manifest.json`` broke every later command on the tree), inside the

@@ -29,6 +29,7 @@ from tooltree_cli.common import (
     load_optional_config,
     sandbox_config,
     sandbox_seconds,
+    workspace_problem,
 )
 from tooltree_cli.exec_calls import LEDGER_LINES as LEDGER_LINES
 from tooltree_cli.exec_calls import calls_json, print_calls, print_sandbox_failed
@@ -96,6 +97,8 @@ def _path_problem(args: argparse.Namespace) -> str | None:
     if args.images is not None and (problem := folder_problem("--images", args.images, home=True)):
         return problem
     if args.workspace is not None and (problem := folder_problem("--workspace", args.workspace, home=True)):
+        return problem
+    if args.workspace is not None and (problem := workspace_problem(args.workspace, args.tree)):
         return problem
     return None
 

@@ -47,6 +47,7 @@ from tooltree_cli.common import (
     positive_seconds,
     sandbox_config,
     sandbox_seconds,
+    workspace_problem,
 )
 from tooltree_cli.output import error, terminal_text
 
@@ -197,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
         if args.audit is None
         else audit_problem(args.audit, tree=args.tree, workspace=args.workspace, config=args.config or DEFAULT_CONFIG),
         folder_problem("--workspace", args.workspace, home=True) if args.workspace is not None else None,
+        workspace_problem(args.workspace, args.tree) if args.workspace is not None else None,
         # Only its shape: a tree that is up to date is served, and refreshed without a write, from a read-only folder.
         None if args.no_regenerate else folder_problem("--tree", args.tree, writable=False),
     ):

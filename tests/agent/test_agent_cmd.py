@@ -653,6 +653,21 @@ def test_a_prefilter_state_that_is_the_config_exits_2_and_keeps_the_file(
     assert api.requests == [] and project.config_path.read_text(encoding="utf-8") == config_text
 
 
+def test_a_workspace_holding_the_tree_exits_2_before_any_request(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: its script could rewrite the tree's manifest through the workspace, saved back into the tree.
+    workspace = project.tree.parent
+    code = [*argv(project)[:-1], "code", "--quiet", "--workspace", str(workspace)]
+    assert main(code) == 2
+    assert capsys.readouterr().err == (
+        f"tooltree: error: the workspace {workspace} holds the tree {project.tree}: a script could rewrite the tree "
+        "(its manifest lists the tools the bridge allows), and the workspace saved back would put its copy in place; "
+        "give the workspace a folder of its own\n"
+    )
+    assert api.requests == []
+
+
 def test_a_transcript_another_run_is_writing_exits_2_and_its_records_stay(
     project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
