@@ -17,7 +17,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from tool_tree.text import one_line, size
 from tooltree_cli.common import (
@@ -131,7 +131,12 @@ def _read_code(args: argparse.Namespace) -> tuple[str, str | None]:
     elif args.script == "-":
         name, filename = "standard input", "<stdin>"
         stream = getattr(sys.stdin, "buffer", None)
-        code = _decoded(stream.read(), name) if stream is not None else sys.stdin.read()
+        if stream is None:
+            code = sys.stdin.read(MAX_FRAME_BYTES + 1)
+            if len(code) > MAX_FRAME_BYTES:
+                raise _UsageError(_too_big(name, None, MAX_FRAME_BYTES))
+        else:
+            code = _decoded(_read_capped(stream, name, MAX_FRAME_BYTES), name)
     else:
         name, path = args.script, Path(args.script)
         filename = name if _is_utf8(name) else None
@@ -140,7 +145,8 @@ def _read_code(args: argparse.Namespace) -> tuple[str, str | None]:
                 raise _UsageError(f"{name}: is a folder, not a script")
             if path.stat().st_size > MAX_FRAME_BYTES:  # refused unread: it could be gigabytes
                 raise _UsageError(_too_big(name, path.stat().st_size, MAX_FRAME_BYTES))
-            data = path.read_bytes()
+            with path.open("rb") as file:  # a pipe or a device (/dev/zero) says 0 bytes: read no more than is taken
+                data = _read_capped(file, name, MAX_FRAME_BYTES)
         except FileNotFoundError:
             raise _UsageError(f"{name}: no such file") from None
         except OSError as e:
@@ -176,9 +182,24 @@ def _decoded(data: bytes, name: str) -> str:
         ) from None
 
 
-def _too_big(name: str, length: int, limit: int) -> str:
+def _read_capped(stream: BinaryIO, name: str, limit: int) -> bytes:
+    """What ``stream`` holds, read only as far as ``limit`` (and a byte order mark) needs: before, standard input or
+    a device was read whole before its size was looked at (``tooltree exec /dev/zero`` took the host's memory).
+
+    Raises:
+        _UsageError: the stream holds more.
+    """
+    data = stream.read(limit + 4)
+    if len(data.removeprefix(b"\xef\xbb\xbf")) > limit:
+        raise _UsageError(_too_big(name, None, limit))
+    return data
+
+
+def _too_big(name: str, length: int | None, limit: int) -> str:
+    """The line refusing a script of ``length`` bytes (None: not known, more than ``limit`` was read)."""
+    what = f"{size(length)} is more" if length is not None else "it holds more"
     return (
-        f"{name}: {size(length)} is more than the sandbox takes in one execution ({size(limit)}); put the data "
+        f"{name}: {what} than the sandbox takes in one execution ({size(limit)}); put the data "
         "in a file in --workspace and read it from the script"
     )
 

@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -435,6 +436,54 @@ def test_exec_a_script_that_cannot_be_sent_exits_2_before_any_sandbox_starts(
     assert main(["exec", str(script), "--tree", str(tmp_path / "no-tree")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("tooltree: error: " + expected.format(p=script)) and err.count("\n") == 1
+
+
+def _feed(fd: int, limit: int, written: list[int]) -> None:
+    """Write ``#`` to ``fd`` until its reader closes it or ``limit`` bytes went in: an endless stream, bounded here so
+    that a reader that reads it whole still ends."""
+    chunk = b"#" * (1 << 20)
+    try:
+        while written[0] < limit:
+            written[0] += os.write(fd, chunk)
+    except BrokenPipeError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("source", ["stdin", "fifo"])
+def test_exec_reads_an_endless_script_only_as_far_as_the_sandbox_takes_and_exits_2(
+    source: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: standard input, or a file whose size says nothing (a pipe, /dev/zero), was read whole before its size
+    # was looked at: `tooltree exec /dev/zero` grew the host's memory until it was killed.
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")  # nothing may reach an engine
+    written = [0]
+    if source == "stdin":
+        read, write = os.pipe()
+        feeder = threading.Thread(target=_feed, args=(write, 64 << 20, written))
+        monkeypatch.setattr(sys, "stdin", open(read, encoding="utf-8"))  # noqa: SIM115 (closed with the test)
+        script = "-"
+        shown = "standard input"
+    else:
+        fifo = tmp_path / "endless.py"
+        os.mkfifo(fifo)
+        feeder = threading.Thread(target=lambda: _feed(os.open(fifo, os.O_WRONLY), 64 << 20, written))
+        script = shown = str(fifo)
+    feeder.start()
+    try:
+        code = main(["exec", script, "--tree", str(tmp_path / "no-tree")])
+    finally:
+        if source == "stdin":
+            sys.stdin.close()
+        feeder.join(timeout=30)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"tooltree: error: {shown}: it holds more than the sandbox takes in one execution (16.0 MB); put the data in a "
+        "file in --workspace and read it from the script\n"
+    )
+    assert not feeder.is_alive() and written[0] < 32 << 20, f"{written[0] >> 20} MiB were read"
 
 
 # What a script can put in a terminal: an OSC 52 clipboard write, clear screen and cursor home, a bidi override,
