@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import base64
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -522,7 +523,9 @@ def _outputs_where(result: ExecutionResult, workspace: str | None, *, saved: boo
     the folder was not saved, the sandbox's file went with its container: the marker says so (and, without a
     workspace, how to keep it) instead of naming it, and the result names no file.
 
-    Every copy of the marker's words is rewritten: one the script printed itself names that same file.
+    Every copy of the marker's words is rewritten: one the script printed itself names that same file. So is the
+    marker of an output longer than a saved output holds ("its first N bytes are in …"; before, it was left naming
+    the sandbox's file, which no longer existed or was not the host's path).
     """
     changes: dict[str, Any] = {}
     outputs = (("stdout", result.stdout, result.stdout_path), ("stderr", result.stderr, result.stderr_path))
@@ -530,21 +533,38 @@ def _outputs_where(result: ExecutionResult, workspace: str | None, *, saved: boo
         if path is None:
             continue
         kept = path.removeprefix("/workspace/")
+        where = rf"(the whole {name} is|its first ([\d,]+) bytes are) in {re.escape(path)}({_PART})? \.\.\.\]"
         if workspace is not None and saved:
             host = os.path.join(workspace, kept)
-            there = re.compile(rf"; the whole {name} is in {re.escape(path)} \.\.\.\]")
-            changes[name] = there.sub(f"; the whole {name} is in {host} ...]".replace("\\", "\\\\"), text)
+            there = re.compile(rf"; {where}")
+            changes[name] = there.sub(functools.partial(_in_folder, host=host), text)
             changes[f"{name}_path"] = host
             continue
-        said = r"(?:; saved outputs keep the newest [\d,]+ MiB(?: \([\d,]+ older ones? deleted\))?)?"  # kept nowhere
-        lost = re.compile(rf"{said}; the whole {name} is in {re.escape(path)} \.\.\.\]")
-        if workspace is None:
-            instead = f"; the whole {name} was not kept: run with --workspace DIR to keep it (as DIR/{kept}) ...]"
-        else:
-            instead = f"; the whole {name} was not kept: the workspace was not saved ...]"
-        changes[name] = lost.sub(instead.replace("\\", "\\\\"), text)  # a replacement, its backslashes kept
+        said = r"(?:; saved outputs keep the newest [\d,]+ [KM]iB(?: \([\d,]+ older ones? deleted\))?)?"  # kept nowhere
+        lost = re.compile(rf"{said}; {where}")
+        changes[name] = lost.sub(functools.partial(_not_kept, name=name, kept=kept, workspace=workspace), text)
         changes[f"{name}_path"] = None
     return dataclasses.replace(result, **changes) if changes else result
+
+
+_PART = r" \(a saved output holds at most that\)"
+"""What follows the sandbox's path in the marker of an output longer than a saved output holds."""
+
+
+def _in_folder(marker: re.Match[str], *, host: str) -> str:
+    """The end of the ``marker`` of an output saved in the workspace's folder, naming ``host``, its file there."""
+    return f"; {marker[1]} in {host}{marker[3] or ''} ...]"
+
+
+def _not_kept(marker: re.Match[str], *, name: str, kept: str, workspace: str | None) -> str:
+    """The end of the ``marker`` of an output whose saved file went with the sandbox (its ``part``: how many of its
+    first bytes a saved output would hold, None when it would hold the whole)."""
+    part = marker[2]
+    if workspace is not None:
+        return f"; {'it' if part else f'the whole {name}'} was not kept: the workspace was not saved ...]"
+    if part:
+        return f"; it was not kept: run with --workspace DIR to keep its first {part} bytes (as DIR/{kept}) ...]"
+    return f"; the whole {name} was not kept: run with --workspace DIR to keep it (as DIR/{kept}) ...]"
 
 
 def result_json(result: ExecutionResult, saved: Sequence[Path] = ()) -> dict[str, Any]:

@@ -116,6 +116,37 @@ def test_a_cut_outputs_file_is_named_in_the_folder_when_it_was_saved_and_said_lo
     assert "run with --workspace DIR to keep it (as DIR/.tooltree/outputs/1-0a1b2c-stdout.txt) ...]" in nowhere.stdout
 
 
+def test_the_marker_of_an_output_longer_than_a_saved_output_holds_is_rewritten_too() -> None:
+    # Before: "its first 262,144 bytes are in /workspace/.tooltree/outputs/…" was left as the sandbox wrote it: without
+    # a workspace it named a file gone with its container (and no word of --workspace DIR), with one the sandbox's
+    # path, not the folder's; `stdout_path` in --json named the sandbox's path too.
+    from sandbox.results import ExecutionResult, preview
+    from tooltree_cli.exec_cmd import _outputs_where
+
+    path = "/workspace/.tooltree/outputs/1-0a1b2c-stdout.txt"
+    stream = {"head": "a", "tail": "z", "truncated": True, "path": path, "bytes": 70_000_000, "saved": 262_144}
+    text, _, _ = preview(stream, 10, "stdout", {"budget": 262_144})
+    assert "; saved outputs keep the newest 256 KiB; its first 262,144 bytes are in /workspace/" in text
+    result = ExecutionResult(stdout=text, stderr="", exit_status=0, duration=0.1, stdout_path=path)
+    saved = _outputs_where(result, "my ws", saved=True)
+    assert saved.stdout_path == "my ws/.tooltree/outputs/1-0a1b2c-stdout.txt" and "/workspace/" not in saved.stdout
+    assert (
+        f"; saved outputs keep the newest 256 KiB; its first 262,144 bytes are in {saved.stdout_path} (a saved output "
+        "holds at most that) ...]"
+    ) in saved.stdout
+    nowhere = _outputs_where(result, None, saved=True)
+    assert nowhere.stdout_path is None and "/workspace/" not in nowhere.stdout
+    assert (
+        "[... stdout cut: 70,000,000 bytes in all; it was not kept: run with --workspace DIR to keep its first "
+        "262,144 bytes (as DIR/.tooltree/outputs/1-0a1b2c-stdout.txt) ...]"
+    ) in nowhere.stdout
+    unsaved = _outputs_where(result, "my ws", saved=False)
+    assert unsaved.stdout_path is None and "/workspace/" not in unsaved.stdout
+    assert (
+        "[... stdout cut: 70,000,000 bytes in all; it was not kept: the workspace was not saved ...]" in unsaved.stdout
+    )
+
+
 @pytest.mark.docker
 def test_exec_prints_the_notes_the_session_kept_after_a_count_of_the_others(
     docker_engine: object, project: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
