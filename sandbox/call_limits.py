@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox._supervisor.limits import MAX_CALL_VALUES, too_many_values
+from sandbox._supervisor.limits import MAX_CALL_DEPTH, MAX_CALL_VALUES, too_deep, too_many_values
 
 MIB = 1024 * 1024
 
@@ -36,7 +36,7 @@ class CallLimits:
 
     bytes: int = 8 * MIB
     nodes: int = MAX_CALL_VALUES
-    depth: int = 20
+    depth: int = MAX_CALL_DEPTH
     in_flight_bytes: int = 16 * MIB
     in_flight_nodes: int = 200_000
 
@@ -76,7 +76,7 @@ def measure(arguments: dict[str, Any], limits: CallLimits = DEFAULT_LIMITS) -> C
     while containers and chars <= limits.bytes:
         container, depth = containers.pop()
         if depth > limits.depth:
-            raise ArgumentsRefused(f"the arguments nest deeper than {limits.depth} levels")
+            raise ArgumentsRefused(too_deep(limits.depth))
         nodes += len(container)  # counted before looking at them: nothing is built per item of a huge array
         if nodes > limits.nodes:
             raise ArgumentsRefused(too_many_values(limits.nodes))

@@ -46,6 +46,9 @@ MAX_READ_BYTES = 8 * 1024 * 1024
 """The most bytes of one workspace file a read returns."""
 MAX_CALL_VALUES = 100_000
 """Values one tool call's arguments may hold (the host counts them as parsed: `sandbox.call_limits`)."""
+MAX_CALL_DEPTH = 20
+"""Levels one tool call's arguments may nest (the host counts them as parsed: `sandbox.call_limits`); a call nested
+past what a frame may hold is refused in the container in the same words (`too_deep`)."""
 MAX_CALLS_IN_FLIGHT = 64
 """Tool calls and searches of one session in flight at once: the host refuses more (`sandbox.calls`), so the
 worker holds a call past them until one returns."""
@@ -89,6 +92,11 @@ def too_many_values(limit: int = MAX_CALL_VALUES) -> str:
         f"the arguments hold more than {limit:,} values; send less per call "
         "(split the data over several calls, or write it to a file a tool can read)"
     )
+
+
+def too_deep(limit: int = MAX_CALL_DEPTH) -> str:
+    """What a script is told when a call's arguments nest deeper than ``limit`` levels."""
+    return f"the arguments nest deeper than {limit} levels"
 
 
 def largest_execute_result() -> int:

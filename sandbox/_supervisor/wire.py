@@ -61,6 +61,10 @@ class FrameTooLarge(WireError):
         self.limit = limit
 
 
+class TooDeep(WireError):
+    """A message nests deeper than allowed."""
+
+
 class TooManyValues(WireError):
     """A frame holds more values than allowed. ``head``: its first bytes, for routing a refusal."""
 
@@ -122,9 +126,10 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def _check_depth(value: Any, max_depth: int) -> None:
-    """No value deeper than ``max_depth`` (the message itself is at depth 1); level by level, in C where it can."""
-    level = [value] if isinstance(value, dict | list) else []
+def check_depth(value: Any, max_depth: int) -> None:
+    """No value deeper than ``max_depth`` (the message itself is at depth 1, a tuple an array), else `TooDeep`; level
+    by level, in C where it can."""
+    level = [value] if isinstance(value, dict | list | tuple) else []
     depth = 1
     while level:
         children: list[Any] = []
@@ -132,8 +137,8 @@ def _check_depth(value: Any, max_depth: int) -> None:
             children += item.values() if isinstance(item, dict) else item
         depth += 1
         if children and depth > max_depth:
-            raise WireError(f"message nested deeper than {max_depth} levels")
-        level = [child for child in children if isinstance(child, (dict, list))]
+            raise TooDeep(f"message nested deeper than {max_depth} levels")
+        level = [child for child in children if isinstance(child, dict | list | tuple)]
 
 
 def parse_message(
@@ -162,7 +167,7 @@ def parse_message(
             else json.loads(text)
         )
     except RecursionError:
-        raise WireError(f"message nested deeper than {max_depth} levels") from None
+        raise TooDeep(f"message nested deeper than {max_depth} levels") from None
     except WireError:
         raise
     except ValueError as e:  # JSONDecodeError, and ints longer than the interpreter's digit limit
@@ -170,7 +175,7 @@ def parse_message(
     if not isinstance(value, dict):
         raise WireError(f"a frame must hold a JSON object, not {type(value).__name__}")
     if strict:
-        _check_depth(value, max_depth)
+        check_depth(value, max_depth)
     return value
 
 
@@ -182,6 +187,7 @@ def encode_frame(
     Raises:
         FrameTooLarge: the encoded message is over ``max_frame_bytes``.
         TooManyValues: ``max_values`` is given and the message holds more values.
+        TooDeep: ``max_values`` is given and the message nests deeper than a strict reader takes (`MAX_DEPTH`).
         ValueError: a non-finite float or a lone surrogate in the message.
         TypeError: a value JSON cannot represent.
     """
@@ -190,6 +196,8 @@ def encode_frame(
         raise FrameTooLarge(len(body), max_frame_bytes)
     if max_values is not None and (values := count_values(body, max_values)) > max_values:
         raise TooManyValues(values, max_values)
+    if max_values is not None:  # checked once the values are known to be few
+        check_depth(message, MAX_DEPTH)
     return HEADER.pack(len(body)) + body
 
 
@@ -294,11 +302,12 @@ class FrameWriter:
         self._lock = threading.Lock()
 
     def send(self, message: dict[str, Any], *, max_values: int | None = None) -> None:
-        """Write one message; with ``max_values``, only if its strict reader would not refuse it for its values.
+        """Write one message; with ``max_values``, only if its strict reader would not refuse it (values, depth).
 
         Raises:
             FrameTooLarge: the message does not fit in a frame (nothing was written).
             TooManyValues: the message holds more than ``max_values`` values (nothing was written).
+            TooDeep: with ``max_values``, the message nests deeper than `MAX_DEPTH` (nothing was written).
             OSError: the descriptor is closed (the peer went away).
             ValueError: the message is not valid JSON.
             TypeError: the message is not valid JSON.

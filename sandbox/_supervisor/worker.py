@@ -48,10 +48,21 @@ from .limits import (
     MAX_IMAGES_TOTAL_BYTES,
     MAX_TRACEBACK_CHARS,
     cut_middle,
+    too_deep,
     too_many_values,
 )
 from .options import OptionError, parse_options
-from .wire import MAX_FRAME_VALUES, FrameReader, FrameTooLarge, FrameWriter, TooManyValues, WireError
+from .wire import (
+    MAX_DEPTH,
+    MAX_FRAME_VALUES,
+    FrameReader,
+    FrameTooLarge,
+    FrameWriter,
+    TooDeep,
+    TooManyValues,
+    WireError,
+    check_depth,
+)
 
 _CO_COROUTINE = 0x80
 _PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000
@@ -178,7 +189,13 @@ class Connection:
             # A call the supervisor (and the host) would refuse unparsed is refused here, with the host's words.
             message = {"type": "call", "id": call_id, "method": method, "params": params}
             try:
-                self._writer.send(message, max_values=MAX_FRAME_VALUES)
+                try:
+                    self._writer.send(message, max_values=MAX_FRAME_VALUES)
+                except RecursionError:  # too deep for the encoder, or a call made from deep in a recursion: which?
+                    check_depth(message, MAX_DEPTH)
+                    raise
+            except TooDeep:  # before: the supervisor refused it and restarted the interpreter, its variables lost
+                raise HostError(too_deep(), "arguments_too_large") from None
             except TooManyValues:
                 raise HostError(too_many_values(), "arguments_too_large") from None
             except FrameTooLarge as e:

@@ -132,6 +132,28 @@ def test_a_call_that_fills_a_frame_with_tiny_values_is_refused_in_the_sandbox_an
     )
 
 
+@pytest.mark.parametrize("levels", [50, 5_000])
+def test_arguments_nested_past_what_a_frame_holds_are_refused_in_the_sandbox_and_the_interpreter_lives_on(
+    levels: int, session: Sandbox, counted: tuple[Path, BackgroundPool]
+) -> None:
+    # Before: the worker sent the call, its supervisor refused the frame (nested deeper than 32 levels) and restarted
+    # the interpreter: "killed by signal 9", the script's variables lost, the call never answered.
+    before = calls_received(counted[1])
+    assert session.execute("kept = 'state'").ok
+    script = TRY + (
+        f"deep = []\nfor _ in range({levels}):\n    deep = [deep]\n"
+        "print(attempt('echo', {'text': 'x', 'deep': deep}))\n"
+        "nested = 1\nfor _ in range(40):\n    nested = (nested,)\n"  # tuples, which JSON sends as arrays
+        "print(attempt('echo', {'text': 'x', 'deep': nested}))\n"
+    )
+    result = session.execute(script)
+    assert result.error is None and not result.state_reset, result.traceback
+    refused = f"arguments_too_large: the arguments nest deeper than {DEFAULT_LIMITS.depth} levels"
+    assert result.stdout == f"{refused}\n{refused}\n"
+    assert calls_received(counted[1]) == before + 1  # only the count call itself
+    assert session.execute("print(kept)").stdout == "state\n"
+
+
 def test_many_large_calls_at_once_are_bounded_per_session_and_the_rest_refused(
     session: Sandbox, counted: tuple[Path, BackgroundPool]
 ) -> None:
