@@ -77,6 +77,18 @@ def oom_kill_count() -> int:
     return 0
 
 
+def killed_by(signum: int) -> str:
+    """The error of a worker killed by ``signum`` while the kernel counted no kill for the memory limit. Only a
+    SIGKILL may still have been one (a count it could not read); before, a crash (SIGSEGV in native code, an abort)
+    was said to be "out of memory?" too."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = "an unknown signal"
+    why = ": out of memory?" if signum == signal.SIGKILL else ""
+    return f"the Python process was killed by signal {signum} ({name}{why}); variables and imports are gone"
+
+
 class Worker:
     """One worker process and the pipes to it."""
 

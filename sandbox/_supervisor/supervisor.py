@@ -79,7 +79,7 @@ from .limits import (
 from .namespaces import report as namespaces_report
 from .options import parse_options
 from .outputs import OutputFolder, output_budget
-from .processes import Execution, Worker, oom_kill_count
+from .processes import Execution, Worker, killed_by, oom_kill_count
 from .seccomp_probe import probe as seccomp_probe
 from .tree_state import tree_complete
 from .wire import FrameDecoder, FrameReader, FrameTooLarge, FrameWriter, WireError
@@ -681,7 +681,7 @@ class Supervisor:
             elif returncode < 0 and oom_kill_count() > ex.oom_kills:
                 error = "memory limit exceeded: the interpreter was killed (variables and imports are gone)"
             elif returncode < 0:
-                error = f"the Python process was killed by signal {-returncode} (out of memory?)"
+                error = killed_by(-returncode)
             else:
                 error = f"the Python process exited with status {returncode}"
             self.finish(

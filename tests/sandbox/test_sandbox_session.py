@@ -180,6 +180,15 @@ def test_a_crashed_interpreter_is_reported_and_replaced(shared: Sandbox) -> None
     assert shared.execute("print(2)").stdout == "2\n"
 
 
+def test_an_interpreter_that_crashes_is_not_said_to_be_out_of_memory(shared: Sandbox) -> None:
+    # Before: "the Python process was killed by signal 11 (out of memory?)", though the kernel counted no kill for the
+    # memory limit: a crash in native code sent the user after memory.
+    result = shared.execute("import ctypes\nctypes.string_at(0)")
+    assert result.exit_status == -11 and result.state_reset
+    assert result.error == "the Python process was killed by signal 11 (SIGSEGV); variables and imports are gone"
+    assert shared.execute("print(2)").stdout == "2\n"
+
+
 def test_running_out_of_memory_kills_the_interpreter_not_the_session(docker_engine: Any) -> None:
     backend = DockerBackend(SandboxConfig(owner=TEST_OWNER, memory="128m"), docker=docker_engine)
     with Sandbox(backend) as sb:
