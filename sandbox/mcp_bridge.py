@@ -34,6 +34,7 @@ schemas, its budgets and its audit log.)
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import itertools
@@ -162,6 +163,9 @@ class AuditLog:
         from sandbox.errors import SandboxError
 
         self._lock = threading.Lock()
+        self.error: str | None = None
+        """Why a line could not be written (the first failure), after which the bridge makes no more calls."""
+        self._name = str(target) if isinstance(target, str | Path) else "stream"
         if isinstance(target, str | Path):
             try:
                 # Created readable by its owner only: it names every call's tool, session and error.
@@ -180,12 +184,20 @@ class AuditLog:
         bidi characters (names and errors come from it; U+202E and 8-bit controls went out raw)."""
         line = json.dumps(record, ensure_ascii=True, sort_keys=True)
         with self._lock:
-            self._stream.write(line + "\n")
-            self._stream.flush()
+            try:
+                self._stream.write(line + "\n")
+                self._stream.flush()
+            except OSError as e:  # the call ran: its result stands, the calls after it are refused
+                if self.error is None:
+                    self.error = f"audit log {self._name}: cannot write to it ({e.strerror or e})"
+                    logger.error("%s; no more tool calls are made, since they could not be audited", self.error)
 
     def close(self) -> None:
+        """Close the file; lines it could not write were said when they failed (before: the failure was raised again
+        here, and `tooltree exec` ended with exit 70, the script's output never printed)."""
         if self._owned:
-            self._stream.close()
+            with contextlib.suppress(OSError):
+                self._stream.close()
 
 
 class McpBridge(ToolBridge):
@@ -285,6 +297,8 @@ class McpBridge(ToolBridge):
         started = time.monotonic()
         record: dict[str, Any] = {"session": self.session, "server": server, "tool": tool}
         try:
+            if self.audit is not None and self.audit.error is not None:  # every call is audited, or not made
+                raise ToolCallRefused(f"{self.audit.error}: tool calls are not made while it fails", "audit_failed")
             if not isinstance(arguments, dict):  # a host caller's mistake (Runtime.call_tool): was "no len()"
                 raise ToolCallRefused(
                     f"invalid arguments: expected a dict of the tool's arguments by name ({{}} for none), "

@@ -597,6 +597,24 @@ def test_an_audit_log_is_created_readable_by_its_owner_only_and_appended_to(tmp_
     assert [json.loads(line)["n"] for line in path.read_text().splitlines()] == [1, 2]
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+def test_an_audit_log_that_cannot_be_written_keeps_the_calls_result_refuses_later_calls_and_closes(
+    tree: Path, pool: BackgroundPool
+) -> None:
+    # Before: the write's OSError (a full disk) replaced the result of a call that had run, and closing the log raised
+    # it again: `tooltree exec --audit` ended with exit 70, the script's output never printed.
+    log = AuditLog("/dev/full")
+    bridge = McpBridge(tree, pool.pool, audit=log)
+    result = call(bridge, pool, "media", "render_chart", {"title": "Q3", "values": [3, 1, 2]})
+    assert any(b["type"] == "image" for b in result["content"])
+    assert log.error == "audit log /dev/full: cannot write to it (No space left on device)"
+    with pytest.raises(ToolCallRefused) as info:
+        call(bridge, pool, "media", "render_chart", {"title": "Q4", "values": [1]})
+    assert info.value.code == "audit_failed"
+    assert info.value.message == f"{log.error}: tool calls are not made while it fails"
+    log.close()
+
+
 @pytest.mark.docker
 def test_calls_in_flight_when_an_execution_times_out_are_cancelled_ledgered_and_free_their_server(
     docker_engine: object, test_config: SandboxConfig, tree: Path
