@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import dataclasses
 import functools
 import json
@@ -58,7 +59,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Run a script in a hardened container; its tool calls go through the bridge to the real "
         f"servers. Exit {EXIT_OK} when the script succeeded, {EXIT_SCRIPT} when it failed or timed out, {EXIT_USAGE} "
         f"for usage errors, {EXIT_SANDBOX} when the sandbox failed or the workspace or an image could not be saved "
-        f"(the script's output is printed first); {UNEXPECTED_HELP}; {EXIT_INTERRUPTED} when interrupted (Ctrl-C "
+        f"(the script's output is printed first) or the result printed; {UNEXPECTED_HELP}; {EXIT_INTERRUPTED} when "
+        "interrupted (Ctrl-C "
         f"stops the script and prints what it did so far; Ctrl-C again quits at once, with what the sandbox sent of "
         f"it), {EXIT_TERMINATED} when terminated (SIGTERM stops the script and prints what it did so far, within "
         f"10 s), {EXIT_HUNG_UP} when its terminal closed (SIGHUP: the same, printed where it still can be). The "
@@ -284,7 +286,14 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_SANDBOX
     # A save's message and notes may name what the script made (files, errors the sandbox sent): cleaned.
-    return _report(args, result, _shown(unsaved) if unsaved is not None else None, [_shown(note) for note in notes])
+    try:
+        return _report(args, result, _shown(unsaved) if unsaved is not None else None, [_shown(n) for n in notes])
+    except BrokenPipeError:  # the reader left: said as every command says it
+        raise
+    except OSError as e:  # stdout on a full disk (`> out.txt`): before, "unexpected" (exit 70), as if a bug
+        with contextlib.suppress(OSError):
+            print(f"tooltree: error: the result could not be printed: {e.strerror or e}", file=sys.stderr)
+        return EXIT_SANDBOX
 
 
 def _print_stopped(args: argparse.Namespace, stopped: QuitAfter, code: int, why: str) -> None:

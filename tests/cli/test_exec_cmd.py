@@ -739,3 +739,33 @@ def test_exec_a_script_that_ends_its_process_with_status_0_exits_1_and_says_why(
     last = capsys.readouterr().err.splitlines()[-1]
     assert last.startswith("tooltree: script exited 0 in ")
     assert last.endswith(" · tooltree exit 1 because the script failed (the Python process exited with status 0)")
+
+
+class _Full:
+    """A standard output on a full disk (`tooltree exec … > out.txt`)."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def flush(self) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def isatty(self) -> bool:
+        return False
+
+
+@pytest.mark.docker
+def test_exec_whose_result_cannot_be_printed_says_why_and_exits_4_with_the_workspace_saved(
+    docker_engine: object, project: tuple[Path, Path], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:  # fmt: skip
+    # Before: "tooltree: error: OSError: [Errno 28] No space left on device (unexpected: run with --debug for the
+    # traceback)", exit 70, as if tooltree had a bug.
+    config, tree = project
+    monkeypatch.setattr(sys, "stdout", _Full())
+    argv = ["exec", "-c", "open('made.txt', 'w').write('x')\nprint('done')"]
+    code = main([*argv, "--config", str(config), "--tree", str(tree), "--workspace", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert err.endswith("tooltree: error: the result could not be printed: No space left on device\n"), err
+    assert (tmp_path / "made.txt").read_text(encoding="utf-8") == "x"
