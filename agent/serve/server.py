@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
@@ -77,6 +79,8 @@ def _version() -> str:
         return "0"
 
 
+HANDSHAKES = ("initialize", "server/discover")
+"""The requests that give a client the ``instructions``."""
 READ_ONLY = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
 """The annotations of ``list_files``, ``read_file`` and ``search_tools``: they change nothing and reach no server
 (MCP reads ``destructiveHint`` and ``idempotentHint`` only of tools that are not read-only; ``execute_python`` has
@@ -144,6 +148,9 @@ class ToolServer:
         self.workspace = Path(workspace) if workspace is not None else None
         self.audit_path = Path(audit) if audit is not None else None
         self._pinned_said: set[str] = set()
+        self._reloading = threading.RLock()
+        self._tree_seen = _manifest_stamp(self.tree)
+        """The manifest's identity when the tree served was read (`_follow_tree_on_disk`)."""
         self.toolset = self._toolset()
         self.passthrough = Passthrough(self.tree, settings.passthrough)
         self.instructions = self.toolset.prompt("serve.md.j2", limit=INSTRUCTIONS_CHARS)
@@ -280,6 +287,13 @@ class ToolServer:
             server.middleware.append(_handshake_only)
         elif self.asks_client:  # the handshake loop (`agent.serve.stdio`): a 2026-07-28 request is told why
             server.middleware.append(_handshake_for_asks)
+
+        async def follow_tree(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+            if ctx.method in HANDSHAKES:  # a new client gets the instructions of the tree as it is now
+                await self._follow_tree_on_disk()
+            return await call_next(ctx)
+
+        server.middleware.append(follow_tree)
         self._servers.append(server)
         return server
 
@@ -293,6 +307,12 @@ class ToolServer:
         Raises:
             AgentSetupError: the tree has no manifest now (nothing changes).
         """
+        with self._reloading:
+            stamp = _manifest_stamp(self.tree)
+            self._reload_tree()
+            self._tree_seen = stamp
+
+    def _reload_tree(self) -> None:
         toolset = self._toolset()
         instructions = toolset.prompt("serve.md.j2", limit=INSTRUCTIONS_CHARS)
         self.toolset, self.instructions = toolset, instructions
@@ -308,6 +328,35 @@ class ToolServer:
         except SandboxError as e:
             logger.warning("the warm sandboxes keep the tree as it was at start: %s", e)
         self.registry.tree_refreshed()
+
+    async def _follow_tree_on_disk(self) -> None:
+        """Before a call or a handshake: when the tree's manifest is not the one last read (a ``tooltree
+        generate-tree`` run while serving regenerated the tree), serve the tree as it is now, as after serve's own
+        refresh (`reload_tree`). Before, serve went on with the tree of its start: search_tools and read_file showed
+        the regenerated tree, while the scripts of every session, new ones too, kept the old one (a tool added could
+        not be imported, one removed was refused as not in the manifest), new clients got its instructions, and
+        nothing said why."""
+        if _manifest_stamp(self.tree) != self._tree_seen:
+            await anyio.to_thread.run_sync(self._reload_changed)
+
+    def _reload_changed(self) -> None:
+        from agent.errors import AgentSetupError
+
+        with self._reloading:
+            stamp = _manifest_stamp(self.tree)
+            if stamp == self._tree_seen:  # another call's reload, or serve's own refresh, read it meanwhile
+                return
+            try:
+                self.reload_tree()
+            except AgentSetupError as e:
+                self._tree_seen = stamp  # said once, not at every call
+                logger.warning("tooltree serve: %s changed while serving and cannot be read: %s", self.tree, e)
+                return
+        logger.warning(
+            "tooltree serve: %s was regenerated while serving: sessions from now on get it (its instructions and "
+            "stubs; a session whose sandbox started before is told it keeps the tree it started with)",
+            self.tree,
+        )
 
     def _toolset(self) -> CodeToolset:
         """The code tools over the tree as it is now, with the pinned tools it has: one it lacks is said once, in a
@@ -348,6 +397,7 @@ class ToolServer:
         key = session_key(ctx)
         if key is None:
             return error_result("this HTTP request carries no Mcp-Session-Id; connect with the initialize handshake")
+        await self._follow_tree_on_disk()
 
         arrived, waited = time.monotonic(), False
 
@@ -400,6 +450,7 @@ class ToolServer:
             raise MCPError(
                 types.INVALID_REQUEST, "this HTTP request carries no Mcp-Session-Id; connect with the handshake"
             )
+        await self._follow_tree_on_disk()
         cancel = CallCancel()
         try:
             async with self.registry.use(key) as session:
@@ -481,6 +532,16 @@ class ToolServer:
             cancel.cancel()
             raise
         return result
+
+
+def _manifest_stamp(tree: Path) -> tuple[int, int, int] | None:
+    """What tells one ``manifest.json`` of ``tree`` from the next: `generate-tree` replaces it (a new inode) after
+    writing every other file, whenever anything but the search index changed. None: there is none."""
+    try:
+        stat = os.stat(tree / "manifest.json")
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
 
 
 async def _handshake_for_asks(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
