@@ -192,6 +192,12 @@ def run(args: argparse.Namespace) -> int:
     if args.http and args.host not in LOOPBACK and not args.allow_remote:
         error(f"--host {args.host} is not loopback; add --allow-remote if you mean it (see --help for what it exposes)")
         return EXIT_USAGE
+    if args.http:
+        from agent.serve.http import token_problem
+
+        if (problem := token_problem(os.environ.get(TOKEN_ENV, ""))) is not None:  # before: every client got 401
+            error(problem)
+            return EXIT_USAGE
     for problem in (
         file_problem("--audit", args.audit) if args.audit is not None else None,
         None

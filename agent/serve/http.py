@@ -100,6 +100,21 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+def token_problem(token: str) -> str | None:
+    """What keeps a client from sending ``token`` (``$TOOLTREE_SERVE_TOKEN``) in its ``Authorization`` header; None:
+    nothing. A header's value loses the spaces around it on the way (a token read from a file with its line break, or
+    written with a trailing space), and holds no control or non-ASCII character, so such a token was refused to every
+    client as a wrong one. The character itself is not named: the token is a secret."""
+    for place, char in enumerate(token, 1):
+        if not "!" <= char <= "~":
+            what = "a space" if char.isspace() else "a control character" if char.isascii() else "a non-ASCII character"
+            return (
+                f"${TOKEN_ENV} has {what} at character {place} of {len(token)}, which a client cannot send in its "
+                "Authorization header: use visible ASCII characters only (such as `openssl rand -hex 16` prints)"
+            )
+    return None
+
+
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope.get("headers", []):
         if key.lower() == name:

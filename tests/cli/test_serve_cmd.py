@@ -22,6 +22,21 @@ def test_a_non_loopback_host_needs_allow_remote(capsys: pytest.CaptureFixture[st
     assert "--host 0.0.0.0 is not loopback; add --allow-remote" in err
 
 
+@pytest.mark.parametrize(("token", "said"), [("s3cret-token-0123456789\n", "a space at character 24 of 24"),
+                                             ("s3cret token", "a space at character 7 of 12"),
+                                             ("s3cret\x7f", "a control character at character 7 of 7"),
+                                             ("s3crét", "a non-ASCII character at character 5 of 6")])  # fmt: skip
+def test_a_token_no_client_can_send_is_refused_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, token: str, said: str
+) -> None:
+    # Before: served, and every client sending the token (its header's value without the line break) got 401.
+    monkeypatch.setenv("TOOLTREE_SERVE_TOKEN", token)
+    assert main(["serve", "--http", "--port", "0", "--no-regenerate", "--tree", str(tmp_path / "tree")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tooltree: error: $TOOLTREE_SERVE_TOKEN has {said}, which a client cannot send")
+    assert token.strip() not in err and "openssl rand -hex 16" in err
+
+
 def test_help_says_what_allow_remote_exposes(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
