@@ -25,20 +25,21 @@ def _clean(text: str) -> str:
     return _BAD.sub("_", text) or "_"
 
 
-def _fit(base: str, suffix: str = "") -> str:
-    if len(base) + len(suffix) <= MAX_NAME:
+def _fit(base: str, suffix: str = "", limit: int = MAX_NAME) -> str:
+    if len(base) + len(suffix) <= limit:
         return base + suffix
     digest = hashlib.sha256(base.encode("utf-8")).hexdigest()[:8]
-    return f"{base[: MAX_NAME - len(suffix) - 9]}_{digest}{suffix}"
+    return f"{base[: limit - len(suffix) - 9]}_{digest}{suffix}"
 
 
-def native_names(entries: Iterable[ToolEntry]) -> dict[str, ToolEntry]:
-    """Every tool under a valid, unique native name (in server, tool order)."""
+def native_names(entries: Iterable[ToolEntry], *, limit: int = MAX_NAME) -> dict[str, ToolEntry]:
+    """Every tool under a valid, unique native name (in server, tool order) of at most ``limit`` characters (at
+    least 20)."""
     out: dict[str, ToolEntry] = {}
     for entry in sorted(entries, key=lambda e: (e.server, e.tool)):
         base = f"{_clean(entry.server)}{SEPARATOR}{_clean(entry.tool)}"
-        name, n = _fit(base), 2
+        name, n = _fit(base, limit=limit), 2
         while name in out:
-            name, n = _fit(base, f"_{n}"), n + 1
+            name, n = _fit(base, f"_{n}", limit), n + 1
         out[name] = entry
     return out

@@ -56,7 +56,8 @@ class Passthrough:
         entries = chosen.resolve_pinned(names, what="passthrough tool", setting="serve.passthrough")
         wanted = {(e.server, e.tool) for e in entries}
         raw = _snapshots(chosen, wanted)
-        for name, entry in native_names(chosen.manifest.tools).items():  # the names of direct mode
+        # The names of direct mode, short enough for the client's prefix (`NAME_CHARS`).
+        for name, entry in native_names(chosen.manifest.tools, limit=NAME_CHARS).items():
             if (entry.server, entry.tool) not in wanted:
                 continue
             definition = raw.get((entry.server, entry.tool), {})
@@ -113,6 +114,14 @@ _VALUES = frozenset({"enum", "const", "default", "examples"})
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 """Schema keywords whose values map names (any name, ``enum`` too) to schemas."""
 
+
+CLIENT_PREFIX = "mcp__tooltree__"
+"""What Claude Code puts in front of each tool of an MCP server added as ``tooltree`` before it sends it to the
+Messages API, whose tool names have at most 64 characters."""
+NAME_CHARS = 64 - len(CLIENT_PREFIX)
+"""The longest name of a passthrough tool: a longer one keeps its start and gets a short hash of the whole. Before,
+64, and Claude Code's every request of the conversation failed (`400 tools.N.name: String should match pattern
+'^[a-zA-Z0-9_-]{1,64}$'`) once the model loaded a passthrough tool whose name was over 49 characters."""
 
 TITLE_CHARS = 200
 """The longest title of a passthrough tool (or in its annotations) that is offered; a longer one is left out."""

@@ -240,3 +240,17 @@ def test_the_results_meta_keys_mcp_reserves_are_the_upstreams_and_never_passed_o
     assert out is not None and out["_meta"] == {"example.com/trace": "t1", "plain": True}
     only_reserved = capped({"content": [], "_meta": {"io.modelcontextprotocol/serverInfo": {}}}, 1000)
     assert only_reserved == {"content": []}
+
+
+def test_a_long_name_is_cut_so_that_claude_codes_prefix_keeps_it_within_the_apis_64(tmp_path: Path) -> None:
+    # Before: `raw__` and the tool's 53 characters (58, under direct mode's 64) became Claude Code's 73-character
+    # `mcp__tooltree__raw__…`, and the Messages API refused every request of the conversation that offered it.
+    from agent.naming import NAME_PATTERN
+
+    long = "get_the_quarterly_pipeline_review_summary_for_account"
+    tree, _ = raw_server_tree(tmp_path, [{"name": long, "inputSchema": {"type": "object"}}, *TOOLS])
+    passthrough = Passthrough(tree, [f"raw.{long}", "raw.say"])
+    names = [d.name for d in passthrough.definitions]
+    assert names[1] == "raw__say" and len(names[0]) == 49 and names[0].startswith("raw__get_the_quarterly_")
+    assert all(NAME_PATTERN.fullmatch(f"mcp__tooltree__{name}") for name in names)
+    assert passthrough.entries[names[0]].tool == long
