@@ -218,6 +218,9 @@ class _Slot:
     """The URIs subscribed to through `ServerPool.request`, not unsubscribed since: its new sessions subscribe again."""
     following: anyio.CancelScope | None = None
     """While a task opens a new session of it in the background (`ServerPool._follow`): the pool's close cancels it."""
+    suspect: mcp.Client | None = None
+    """A session on which a call was cut off by its caller (the end of its execution) after `PING_TIMEOUT` seconds
+    unanswered: the next call to the server asks it a request first, and restarts a server that answers none."""
 
 
 def _pool_settings(
@@ -980,9 +983,12 @@ class ServerPool:
                 # restart it and send the call once, rather than fail a call the server never saw.
                 await self._discard(slot, client, "its connection closed while no call was in flight")
                 client = await self._ensure(slot)
+            if slot.suspect is client:
+                client = await self._unless_hung(slot, client, limit)
             remaining = max(0.0, limit - waited)
+            sent = anyio.current_time()
             try:
-                sent, resent = anyio.current_time(), False
+                resent = False
                 try:
                     result = await send(client, remaining)
                 except mcp.MCPError as e:
@@ -996,6 +1002,12 @@ class ServerPool:
                     result = await send(client, remaining)
             except pydantic_core.PydanticSerializationError as e:  # nothing was sent: the session is as it was
                 raise TypeError(f"arguments: cannot be sent as JSON ({e})") from None
+            except anyio.get_cancelled_exc_class():
+                # Its caller gave up (the execution ended first: with the defaults, both take 30 s, so the call's own
+                # timeout, which asks a hung server, never came; before, every later call waited the whole time too).
+                if anyio.current_time() - sent >= PING_TIMEOUT and slot.client is client:
+                    slot.suspect = client
+                raise
             except TimeoutError as e:
                 ran = _SENT
                 if not await _answers_ping(client, min(PING_TIMEOUT, limit)):
@@ -1059,6 +1071,15 @@ class ServerPool:
             if client is not None and slot.client is client and _closed(client):
                 # It ended while calls were in flight, none of which met its end: the last one to leave says so.
                 self._ended_alone(slot, client)
+
+    async def _unless_hung(self, slot: _Slot, client: mcp.Client, limit: float) -> mcp.Client:
+        """``client``, when its server answers a request (`_answers_ping`) within `PING_TIMEOUT` seconds (at most
+        ``limit``); else the server is hung: its session is ended and a new one started, returned."""
+        slot.suspect = None
+        if await _answers_ping(client, min(PING_TIMEOUT, limit)):
+            return client
+        await self._discard(slot, client, "it stopped answering (hung) a call its caller gave up on", follow=False)
+        return await self._ensure(slot)
 
 
 async def _send(

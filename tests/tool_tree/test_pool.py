@@ -217,6 +217,27 @@ async def test_a_call_out_of_its_servers_timeout_names_the_setting_and_the_confi
         assert hung["isError"] is True
 
 
+async def test_a_server_hung_in_a_call_its_caller_gave_up_on_is_restarted_at_the_next_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: with the defaults the execution (sandbox.timeout, 30 s) ends before the call's own timeout (the
+    # server's, 30 s), which is what asks a server whether it hung; so the hung server was never restarted, and each
+    # later script calling it waited its whole time again ("the execution ended before the server answered").
+    monkeypatch.setattr("tool_tree.pool.PING_TIMEOUT", 0.5)
+    async with ServerPool([replace(raw(tmp_path), timeout=60)]) as pool:
+        first = text(await pool.call("raw", "pid", {}))
+        with anyio.move_on_after(1.0) as gave_up:  # as the end of an execution cancels its calls
+            await pool.call("raw", "hang", {})
+        assert gave_up.cancelled_caught
+        with anyio.fail_after(20):  # not the server's 60 s
+            again = await pool.call("raw", "pid", {})
+        assert not again.get("isError"), text(again)
+        assert text(again) != first and pool.restarts("raw") == 1
+        with anyio.move_on_after(0.2):  # given up on sooner than the ping's time: nothing is asked after it
+            await pool.call("raw", "sleep", {"seconds": 0.5})
+        assert text(await pool.call("raw", "pid", {})) == text(again)
+
+
 async def test_a_call_given_a_longer_timeout_than_its_servers_is_not_cut_short_by_it(tmp_path: Path) -> None:
     # Before: the SDK's read timeout (the server's) ended it: "server error -32001: Request 'tools/call' timed out".
     async with ServerPool([replace(raw(tmp_path), timeout=1)]) as pool:
