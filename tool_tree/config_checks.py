@@ -80,19 +80,22 @@ def check_fields(
         unset.append(e)
 
 
-def url_problem(url: str) -> str | None:
-    """What is wrong with ``url`` as a server's address, or None."""
+def url_problem(url: str, written: str | None = None) -> str | None:
+    """What is wrong with ``url`` as a server's address, or None. ``written`` is the URL as the file has it: when its
+    variables made ``url`` (``?key=${KEY}``), the problem shows it instead, as headers never show their values: a
+    variable may hold a secret (before: "got 'https:///mcp?key=sk-…'" for an empty ``${HOST}``)."""
     from urllib.parse import urlsplit
 
+    got = repr(url) if written is None or written == url else f"{written!r} once its variables are set"
     if not re.match(r"^https?://", url):
-        return f"expected an http:// or https:// URL, got {url!r}"
+        return f"expected an http:// or https:// URL, got {got}"
     if any(c.isspace() or not c.isprintable() for c in url):
-        return f"expected a URL without spaces or control characters, got {url!r}"
+        return f"expected a URL without spaces or control characters, got {got}"
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 -- reading it checks it: a port out of range raises ValueError
     except ValueError as e:
-        return f"not a valid URL ({e}): {url!r}"
+        return f"not a valid URL ({e}): {got}"
     if not parts.hostname:
-        return f"expected a URL with a host (http://host:port/path), got {url!r}"
+        return f"expected a URL with a host (http://host:port/path), got {got}"
     return None

@@ -229,8 +229,9 @@ def _server_settings(
     if ("command" in kw) == ("url" in kw):
         problem = "has both `command` and `url`" if "command" in kw else "needs `command` (stdio) or `url` (HTTP)"
         raise reader.error(f"server {problem}", body, where)
-    if "url" in kw and not kept(kw["url"]) and (bad_url := url_problem(kw["url"])) is not None:
-        raise reader.error(bad_url, get("url"), f"{where}.url")
+    written_url = reader.string(n, f"{where}.url", expand=False) if (n := get("url")) is not None else None
+    if "url" in kw and not kept(kw["url"]) and (bad_url := url_problem(kw["url"], written_url)) is not None:
+        raise reader.error(bad_url, n, f"{where}.url")
     for k, conv in (("args", reader.string_list), ("include", reader.string_list), ("exclude", reader.string_list)):
         if (n := get(k)) is not None:
             kw[k] = conv(n, f"{where}.{k}", expand=k == "args")

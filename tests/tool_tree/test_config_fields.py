@@ -60,6 +60,28 @@ def test_a_token_variable_set_but_empty_is_named_without_showing_the_value() -> 
     assert "s3cret" not in str(e) and e.key == "servers.a.headers.Authorization"
 
 
+@pytest.mark.parametrize(
+    ("url", "environ", "problem"),
+    [
+        ("https://${HOST}/mcp?key=${KEY}", {"HOST": "", "KEY": "sk-live-1234"}, "expected a URL with a host"),
+        ("https://api.example.com/mcp?key=${KEY}", {"KEY": "sk-live 1234"}, "expected a URL without spaces"),
+        ("${SCHEME}://u:${KEY}@h/mcp", {"SCHEME": "ftp", "KEY": "sk-live-1234"}, "expected an http:// or https://"),
+        ("https://u:${KEY}@h:${PORT}/mcp", {"PORT": "99999", "KEY": "sk-live-1234"}, "not a valid URL"),
+    ],
+)
+def test_a_url_made_bad_by_its_variables_is_shown_as_written_without_their_values(
+    url: str, environ: dict[str, str], problem: str
+) -> None:
+    # Before: "got 'https:///mcp?key=sk-live-1234'": the key, which headers never show, printed whole.
+    e = error_of(f'servers:\n  a:\n    url: "{url}"\n', environ)
+    assert e.key == "servers.a.url" and e.line == 3
+    assert e.message.startswith(problem) and e.message.endswith(f"{url!r} once its variables are set")
+    assert "sk-live" not in str(e)
+    assert (
+        error_of("servers:\n  a:\n    url: ftp://h\n").message == "expected an http:// or https:// URL, got 'ftp://h'"
+    )
+
+
 def test_good_headers_and_references_not_yet_set_are_accepted() -> None:
     text = http("{Authorization: 'Bearer ${TOKEN}', X-Empty: '', X-Tab: 'a\tb', \"X-Api_Key.1\": '!~'}")
     (server,) = parse_config(text, environ={"TOKEN": "t"}).servers
