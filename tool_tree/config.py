@@ -324,6 +324,7 @@ def parse_config(
             knode.line,
             values={k: plain(v) for k, (_, v) in items.items()},
             lines={k: kn.line for k, (kn, _) in items.items()},
+            written={k: v.text for k, (_, v) in items.items() if v.text is not None and not reader.json},
             environ=env,
         )
         if (settings := allowed[name]) is not None:

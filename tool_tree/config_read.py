@@ -360,7 +360,7 @@ class Reader:
                     continue
                 knode = self.to_node(k, key, depth + 1)
                 if not isinstance(knode.value, str):
-                    quote = _quote_it(knode, self.json)
+                    quote = quote_hint(knode, self.json)
                     raise self.error(f"keys must be strings, got {knode.value!r}{quote}", knode, key)
                 if knode.value in out:
                     raise self.error("duplicate key", knode, f"{key}.{knode.value}" if key else knode.value)
@@ -483,7 +483,7 @@ class Reader:
         """
         v = node.value
         if isinstance(v, bool) or not isinstance(v, str | int | float):
-            raise self.error(f"expected a string, got {kind_of(v)}{_quote_it(node, self.json)}", node, key)
+            raise self.error(f"expected a string, got {kind_of(v)}{quote_hint(node, self.json)}", node, key)
         text = v if isinstance(v, str) else node.text if node.text is not None else str(v)
         if (half := lone_surrogate(text)) is not None:  # as written: a variable's value may hold one (a byte of it)
             raise self.error(half, node, key)
@@ -536,7 +536,7 @@ def _bad_reference(text: str, at: int) -> str:
     return f"not a variable reference: {shown!r} ({forms})"
 
 
-def _quote_it(node: Node, json: bool) -> str:
+def quote_hint(node: Node, json: bool) -> str:
     """For a YAML scalar written without quotes and read as a boolean, a date, null, a mapping or (as a key) a number
     (``off``, ``yes``, ``2024-01-01``, ``~``, ``X-Key: 1``, ``1``), how to make it the text it looks like; else (a
     JSON file's ``true`` is one on purpose) nothing."""

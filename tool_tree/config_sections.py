@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tool_tree.config_read import ConfigError, Node, Reader, did_you_mean, lone_surrogate, value_shown
+from tool_tree.config_read import ConfigError, Node, Reader, did_you_mean, lone_surrogate, quote_hint, value_shown
 
 logger = logging.getLogger("tool_tree.config")
 
@@ -45,6 +45,9 @@ class Section:
     """Raw values (strings not yet expanded)."""
     lines: Mapping[str, int | None] = field(default_factory=dict)
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+    written: Mapping[str, str] = field(default_factory=dict)
+    """Of a YAML file, each value read as other than a string (``off``, ``yes``, a date), as written: a setting that
+    takes text says to quote it (before: ``prefilter: off`` was "expected …, or off; …, got False")."""
 
     def read(self, settings: Mapping[str, Setting]) -> dict[str, Any]:
         """The section's values, each key known and of its declared type; ``${VAR}`` expanded in strings.
@@ -82,7 +85,8 @@ class Section:
                     f"expected {meaning}; item {i} is {shown}, not a string", file=self.source, line=line, key=key
                 )
             else:
-                expected = f"expected {_expected(kind, meaning)}, got {value_shown(v)}"
+                hint = quote_hint(Node(v, line, self.written.get(k)), json=False) if kind is str else ""
+                expected = f"expected {_expected(kind, meaning)}, got {value_shown(v)}{hint}"
                 raise ConfigError(expected, file=self.source, line=line, key=key)
             if setting.check is not None and (problem := setting.check(out[k])) is not None:
                 raise ConfigError(problem, file=self.source, line=line, key=key)

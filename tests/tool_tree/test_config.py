@@ -643,3 +643,24 @@ def test_a_yes_or_no_setting_given_something_else_says_true_or_false() -> None:
         ServeSettings.from_config(config)
     # Before: "expected pass the elicitations a server asks …, got 'yes'".
     assert str(e.value).startswith("t.yaml:4: serve.asks_from_scripts: expected true or false (pass the elicitations")
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("prefilter: off", 'got False (YAML reads an unquoted off as a boolean: write "off" for the text)'),
+        ("mode: Yes", 'got True (YAML reads an unquoted Yes as a boolean: write "Yes" for the text)'),
+        ("model: 2025-01-01", '(YAML reads an unquoted 2025-01-01 as a date: write "2025-01-01" for the text)'),
+    ],
+)
+def test_a_text_setting_yaml_read_as_a_boolean_or_a_date_says_to_quote_it(line: str, expected: str) -> None:
+    from tooltree_cli.common import config_sections
+
+    # Before: `prefilter: off`, the README's own word for it, was "expected …, or off; …, got False", and no more.
+    e = error_of(f"servers: {{}}\nagent:\n  {line}\n", sections=config_sections())
+    assert (e.line, e.key) == (3, f"agent.{line.partition(':')[0]}")
+    assert expected in e.message
+    assert parse_config("servers: {}\nagent:\n  prefilter: 'off'\n", environ={}, sections=config_sections())
+    with pytest.raises(ConfigError) as info:  # a JSON file's false is one on purpose: nothing to quote
+        parse_config('{"servers": {}, "agent": {"prefilter": false}}', environ={}, sections=config_sections())
+    assert info.value.message.endswith("got False")
