@@ -572,5 +572,14 @@ def value_shown(v: Any) -> str:
 
 
 def did_you_mean(word: str, options: Any) -> str:
+    """The option closest to ``word``, said as a question, or nothing. When ``word`` differs from it by characters that
+    are not ASCII and no option has (a zero-width space, a no-break space, a Cyrillic ``о`` pasted from a web page),
+    those are named: errors show them cleaned or as they look (before: "command: unknown key (did you mean
+    'command'?)")."""
     close = difflib.get_close_matches(word, sorted(options), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    if not close:
+        return ""
+    known = {c for option in options for c in option}
+    odd = [c for c in dict.fromkeys(word) if not c.isascii() and c not in known]
+    note = f" it holds {', '.join(f'U+{ord(c):04X}' for c in odd[:3])}, which is not ASCII" if odd else ""
+    return f" (did you mean {close[0]!r}?{note})"

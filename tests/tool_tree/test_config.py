@@ -664,3 +664,15 @@ def test_a_text_setting_yaml_read_as_a_boolean_or_a_date_says_to_quote_it(line: 
     with pytest.raises(ConfigError) as info:  # a JSON file's false is one on purpose: nothing to quote
         parse_config('{"servers": {}, "agent": {"prefilter": false}}', environ={}, sections=config_sections())
     assert info.value.message.endswith("got False")
+
+
+@pytest.mark.parametrize(
+    ("key", "odd"), [("comm\u200band", "U+200B"), ("c\u043emmand", "U+043E"), ("time\u00a0out", "U+00A0")]
+)
+def test_an_unknown_key_that_looks_like_a_known_one_names_the_characters_that_are_not_ascii(key: str, odd: str) -> None:
+    # Before: "servers.a.command: unknown key (did you mean 'command'?)": the zero-width space is cleaned out of the
+    # error, and a Cyrillic о looks like a Latin o, so the key named and the one suggested looked the same.
+    e = error_of(f"servers:\n  a:\n    {key}: x\n")
+    assert (e.line, e.key) == (3, f"servers.a.{key}")
+    assert e.message.endswith(f"? it holds {odd}, which is not ASCII)")
+    assert error_of("servers:\n  a:\n    comand: x\n").message == "unknown key (did you mean 'command'?)"
