@@ -361,7 +361,8 @@ class Reader:
                 knode = self.to_node(k, key, depth + 1)
                 if not isinstance(knode.value, str):
                     quote = quote_hint(knode, self.json)
-                    raise self.error(f"keys must be strings, got {knode.value!r}{quote}", knode, key)
+                    got = kind_of(knode.value) if isinstance(knode.value, dict | list) else repr(knode.value)
+                    raise self.error(f"keys must be strings, got {got}{quote}", knode, key)  # `? [a, b]`: a list
                 if knode.value in out:
                     raise self.error("duplicate key", knode, f"{key}.{knode.value}" if key else knode.value)
                 out[knode.value] = (knode, self.to_node(v, f"{key}.{knode.value}" if key else knode.value, depth + 1))

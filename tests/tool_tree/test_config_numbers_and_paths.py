@@ -228,6 +228,15 @@ def test_a_yaml_boolean_date_or_mapping_where_text_goes_says_to_quote_it(text: s
     assert str(info.value) == error
 
 
+def test_a_key_that_is_a_list_or_a_mapping_is_said_as_one() -> None:
+    # Before: "keys must be strings, got [Node(value='a', line=2, text=None), …]", the reader's own objects.
+    for written, kind in (("[a, b]", "a list"), ("{a: b}", "a mapping")):
+        with pytest.raises(ConfigError) as info:
+            parse_config(f"servers:\n  ? {written}\n  : {{command: x}}\n", source="tooltree.yaml", environ={})
+        assert str(info.value).startswith(f"tooltree.yaml:2: servers: keys must be strings, got {kind}")
+        assert "Node(" not in str(info.value)
+
+
 def test_a_json_boolean_where_a_string_goes_gives_no_yaml_advice() -> None:
     with pytest.raises(ConfigError) as info:
         parse_config('{"mcpServers": {"a": {"command": "x", "env": {"A": true}}}}', source=".mcp.json", environ={})
