@@ -508,20 +508,28 @@ def runtime_problem(error: SandboxError, runtime: str | None, config: Config) ->
 
 _LIMIT_WORDS = (
     ("sandbox.memory", "memory"),
+    ("HostConfig.Memory ", "memory"),
     ("Range of CPUs", "cpus"),
     ("too many open files", "nofile"),
+    ("rlimit type 7:", "nofile"),
+    ("HostConfig.Ulimits", "nofile"),
     ("pids limit", "pids_limit"),
+    ("HostConfig.PidsLimit ", "pids_limit"),
+    ("/pids.max:", "pids_limit"),
 )
 """Words of a start's failure that blame one of the sandbox's limits, and the key that sets it: the engine's own
-("Range of CPUs is from 0.01 to 2.00", "too many open files") or the sandbox's."""
+("Range of CPUs is from 0.01 to 2.00", "too many open files"), a limit past what it takes (a number past its int64
+"into Go struct field HostConfig.HostConfig.PidsLimit", a ``pids.max`` past the kernel's, a ``nofile`` past the
+engine's own, "error setting rlimit type 7") or the sandbox's."""
 
 
 def limit_problem(error: SandboxError, config: Config) -> SandboxError | None:
     """``error`` naming where the limit it blames was set (the file, the line, the key), when the config sets it;
     else None.
 
-    Before: a `cpus` past the machine's or a `nofile` too small for the container's start failed in the engine's words
-    alone ("Range of CPUs is from 0.01 to 2.00", "too many open files"), naming no setting.
+    Before: a `cpus` past the machine's, a `nofile` too small for the container's start, or a `pids_limit`, `nofile`
+    or `memory` past what the engine takes failed in the engine's words alone ("Range of CPUs is from 0.01 to 2.00",
+    "too many open files", "cannot unmarshal number … PidsLimit of type int64"), naming no setting.
     """
     from sandbox.errors import SandboxError
 

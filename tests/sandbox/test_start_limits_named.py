@@ -40,6 +40,33 @@ def test_a_kill_the_engine_reported_out_of_memory_names_the_memory_limit_not_doc
         ("cpus: 64", "container create failed: Range of CPUs is from 0.01 to 2.00, as there are only 2 CPUs", "cpus"),
         ("nofile: 5", "container start failed: open /proc/self/fd: too many open files: unknown", "nofile"),
         ("pids_limit: 3", "the Python worker cannot start (the sandbox's processes fill its pids limit)", "pids_limit"),
+        # Before, these four named no setting: a limit past what the engine, the kernel or a cgroup takes.
+        (
+            "pids_limit: 99999999999999999999999",
+            "container create failed: json: cannot unmarshal number 99999999999999999999999 into Go struct field "
+            "HostConfig.HostConfig.PidsLimit of type int64",
+            "pids_limit",
+        ),
+        (
+            "pids_limit: 4194305",
+            "container start failed: failed to create shim task: OCI runtime create failed: runc create failed: unable "
+            "to start container process: error during container init: error setting cgroup config for procHooks "
+            'process: failed to write "4194305": write /sys/fs/cgroup/pids/docker/bf03/pids.max: invalid argument',
+            "pids_limit",
+        ),
+        (
+            "nofile: 65536",
+            "container start failed: failed to create shim task: OCI runtime create failed: runc create failed: unable "
+            "to start container process: error during container init: error setting rlimits for ready process: error "
+            "setting rlimit type 7: operation not permitted: unknown",
+            "nofile",
+        ),
+        (
+            "memory: 99999999999999g",
+            "container create failed: json: cannot unmarshal number 107374182399998926258176 into Go struct field "
+            "HostConfig.HostConfig.Memory of type int64",
+            "memory",
+        ),
     ],
 )
 def test_an_engine_error_blaming_a_limit_names_the_config_file_line_and_key(
@@ -49,7 +76,7 @@ def test_an_engine_error_blaming_a_limit_names_the_config_file_line_and_key(
     named = limit_problem(SandboxError(engine_words), config)
     assert str(named) == f"{tmp_path / 'tooltree.yaml'}:4: sandbox.{key}: {engine_words}"
     # A limit the file does not set (its default) or a failure blaming none is left as it is.
-    assert limit_problem(SandboxError(engine_words), load_config(_config(tmp_path, "memory: 512m"))) is None
+    assert limit_problem(SandboxError(engine_words), load_config(_config(tmp_path, "tmp_size: 64m"))) is None
     assert limit_problem(SandboxError("no such image: x"), config) is None
 
 
