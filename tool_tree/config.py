@@ -301,7 +301,7 @@ def parse_config(
             known = {"servers", *allowed}
             for k, (knode, _) in top.items():
                 if k not in known and not k.startswith("x-"):
-                    raise reader.error(f"unknown key{did_you_mean(k, known)}", knode, k)
+                    raise reader.error(f"unknown key{did_you_mean(k, known, unknown=True)}", knode, k)
             if "servers" not in top:
                 raise reader.error("expected a `servers:` mapping", root)
             servers_node = top["servers"][1]

@@ -141,7 +141,7 @@ def _server_entry(
     if not json_format:
         for k, (knode, _) in items.items():
             if k not in SERVER_KEYS:
-                raise reader.error(f"unknown key{did_you_mean(k, SERVER_KEYS)}", knode, f"{where}.{k}")
+                raise reader.error(f"unknown key{did_you_mean(k, SERVER_KEYS, unknown=True)}", knode, f"{where}.{k}")
     else:
         foreign = {k: v for k, v in items.items() if k in _JSON_TOOL_LISTS}
         for k, (knode, _) in items.items():

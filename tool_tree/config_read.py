@@ -572,15 +572,15 @@ def value_shown(v: Any) -> str:
     return kind_of(v) if v is None or isinstance(v, dict | list) else repr(v)
 
 
-def did_you_mean(word: str, options: Any) -> str:
-    """The option closest to ``word``, said as a question, or nothing. When ``word`` differs from it by characters that
-    are not ASCII and no option has (a zero-width space, a no-break space, a Cyrillic ``о`` pasted from a web page),
-    those are named: errors show them cleaned or as they look (before: "command: unknown key (did you mean
-    'command'?)")."""
+def did_you_mean(word: str, options: Any, *, unknown: bool = False) -> str:
+    """The option closest to ``word``, said as a question, or nothing. When ``word`` holds characters that are not
+    ASCII and no option has (a zero-width space, a no-break space, a Cyrillic ``о`` pasted from a web page), those are
+    named beside it, or alone for an ``unknown`` key close to none: errors show them cleaned or as they look (before:
+    "command: unknown key (did you mean 'command'?)", and a no-break space indenting a key made "  a: unknown key")."""
     close = difflib.get_close_matches(word, sorted(options), n=1, cutoff=0.6)
-    if not close:
-        return ""
     known = {c for option in options for c in option}
     odd = [c for c in dict.fromkeys(word) if not c.isascii() and c not in known]
-    note = f" it holds {', '.join(f'U+{ord(c):04X}' for c in odd[:3])}, which is not ASCII" if odd else ""
-    return f" (did you mean {close[0]!r}?{note})"
+    note = f"it holds {', '.join(f'U+{ord(c):04X}' for c in odd[:3])}, which is not ASCII" if odd else ""
+    if close:
+        return f" (did you mean {close[0]!r}?{' ' + note if note else ''})"
+    return f" ({note})" if unknown and note else ""

@@ -60,7 +60,8 @@ class Section:
             key, line = f"{self.name}.{k}", self.lines.get(k)
             setting = settings.get(k)
             if setting is None:
-                raise ConfigError(f"unknown key{did_you_mean(k, settings)}", file=self.source, line=line, key=key)
+                unknown = f"unknown key{did_you_mean(k, settings, unknown=True)}"
+                raise ConfigError(unknown, file=self.source, line=line, key=key)
             kind, meaning = setting.kind, setting.meaning
             for text in v if isinstance(v, list) else (v,):  # `"\ud800"`: no program or file can take it
                 if isinstance(text, str) and (half := lone_surrogate(text)) is not None:

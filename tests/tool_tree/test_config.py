@@ -676,3 +676,10 @@ def test_an_unknown_key_that_looks_like_a_known_one_names_the_characters_that_ar
     assert (e.line, e.key) == (3, f"servers.a.{key}")
     assert e.message.endswith(f"? it holds {odd}, which is not ASCII)")
     assert error_of("servers:\n  a:\n    comand: x\n").message == "unknown key (did you mean 'command'?)"
+
+
+def test_a_key_indented_with_a_no_break_space_names_it() -> None:
+    # Before: "tooltree.yaml:2:   a: unknown key", the no-break space looking like the spaces around it.
+    e = error_of("servers:\n\u00a0 a:\n    command: x\n")
+    assert (e.line, e.key, e.message) == (2, "\u00a0 a", "unknown key (it holds U+00A0, which is not ASCII)")
+    assert error_of("servers:\n  a:\n    mystery: x\n").message == "unknown key"
