@@ -312,8 +312,8 @@ def read_env_file(reader: Reader, path: str, node: Node, key: str) -> dict[str, 
 
     Raises:
         ConfigError: the file cannot be read, is not a regular file (a FIFO, a device: before, a FIFO with no writer
-            never returned), is over `MAX_ENV_FILE_BYTES` or has a line that is not ``NAME=value`` (naming the env
-            file and its line).
+            never returned), is over `MAX_ENV_FILE_BYTES` or has a line that is not ``NAME=value`` or whose value
+            holds a NUL (naming the env file and its line).
     """
     p = Path(path)
     if not p.is_absolute():
@@ -346,6 +346,9 @@ def read_env_file(reader: Reader, path: str, node: Node, key: str) -> dict[str, 
         value = value[: _ENV_COMMENT.match(value).end()].strip()  # type: ignore[union-attr]  # it matches any text
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'`":
             value = value[1:-1].replace("\\n", "\n").replace("\\r", "\r") if value[0] == '"' else value[1:-1]
+        if "\x00" in value:  # as in `env` (before: the start failed with "bad response: embedded null byte")
+            problem = f"{name}: the value holds a NUL character, which no program can be given"
+            raise ConfigError(f"{problem} (the envFile of {one_line(key, 200)})", file=str(p), line=number)
         env[name] = value
     return env
 

@@ -254,6 +254,19 @@ def test_an_env_file_is_read_as_vs_code_reads_it(tmp_path: Path) -> None:
     assert str(info.value) == f"{env}:3: expected NAME=value (the envFile of servers.a.envFile)"
 
 
+def test_a_nul_in_an_env_files_value_names_the_env_file_its_line_and_the_variable(tmp_path: Path) -> None:
+    # Before: read, and the server failed to start with "bad response: embedded null byte", naming nothing.
+    env = tmp_path / "proj" / ".env"
+    env.parent.mkdir(parents=True)
+    env.write_bytes(b"A=1\nTOKEN=ab\x00cd\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(env_file_config(tmp_path, "${workspaceFolder}/.env"), environ={})
+    assert str(info.value) == (
+        f"{env}:2: TOKEN: the value holds a NUL character, which no program can be given (the envFile of "
+        "servers.a.envFile)"
+    )
+
+
 # --- JSON that YAML reads differently, encodings, NUL -------------------------------------------------------------
 
 
