@@ -54,16 +54,17 @@ def load(path: str | Path, using: Collection[str] | None = None) -> Config:
         raise
 
 
-def load_optional_config(path: str | None) -> Config | None:
-    """The config at ``path``; with no path, ./tooltree.yaml when it exists, else None.
+def load_optional_config(path: str | None, using: Collection[str] | None = None) -> Config | None:
+    """The config at ``path``; with no path, ./tooltree.yaml when it exists, else None. ``using``: as for `load`
+    (``()`` for a command that starts no server: no server's variable need be set).
 
     Raises:
         ConfigError: the file is invalid (or ``path`` does not exist).
     """
     if path is not None:
-        return load(path)
+        return load(path, using)
     if Path(DEFAULT_CONFIG).exists():
-        return load(DEFAULT_CONFIG)
+        return load(DEFAULT_CONFIG, using)
     return None
 
 

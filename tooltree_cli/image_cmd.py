@@ -60,7 +60,8 @@ def run_build(args: argparse.Namespace) -> int:
         error(problem)
         return EXIT_CONFIG
     try:
-        config = load_optional_config(args.config)
+        # its sandbox section alone: a server's unset token is no error here (before: it refused the build)
+        config = load_optional_config(args.config, using=())
         sandbox = SandboxConfig.from_config(config)
     except ConfigError as e:  # before a build of minutes, not after it
         error(str(e))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -55,12 +56,16 @@ def test_image_build_puts_the_pip_packages_on_the_configured_image_and_exec_runs
 
 
 @pytest.mark.docker
-def test_image_build_with_a_configured_image_that_is_missing_exits_4_in_one_line(
+def test_image_build_with_a_configured_image_that_is_missing_exits_4_in_one_line_whatever_its_servers_need(
     docker_engine: EngineWithCLI, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     missing = f"tooltree-test-missing:{TEST_OWNER}"
     config = tmp_path / "tooltree.yaml"
-    config.write_text(f"servers: {{}}\nsandbox:\n  image: {missing}\n  pip_packages: [six]\n", encoding="utf-8")
+    # A server's token that is not set is no matter to a build (before: "environment variable ${DRIVE_TOKEN} is not
+    # set", exit 2, though the build starts no server).
+    server = "  drive:\n    url: https://drive.example/mcp\n    headers: {Authorization: 'Bearer ${DRIVE_TOKEN}'}\n"
+    config.write_text(f"servers:\n{server}sandbox:\n  image: {missing}\n  pip_packages: [six]\n", encoding="utf-8")
+    assert "DRIVE_TOKEN" not in os.environ
     assert main(["image", "build", "--config", str(config)]) == 4
     err = capsys.readouterr().err
     assert err == f"tooltree: error: the sandbox image {missing} (sandbox.image) is not there: pull or build it\n"
