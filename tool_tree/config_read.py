@@ -506,7 +506,8 @@ class Reader:
     def number(self, node: Node, key: str) -> float:
         v = node.value
         if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= LARGEST:  # before: 10**400 a traceback
-            raise self.error(f"expected a positive number of seconds, got {one_line(value_shown(v), 80)}", node, key)
+            got = one_line(value_shown(v), 80) + ("" if self.json else exponent_hint(v))  # a JSON "1e3" is text
+            raise self.error(f"expected a positive number of seconds, got {got}", node, key)
         return float(v)
 
     def whole(self, node: Node, key: str, *, most: int) -> int:
@@ -553,6 +554,21 @@ def quote_hint(node: Node, json: bool) -> str:
         kind = "number"
     written = one_line(node.text, 40)
     return f' (YAML reads an unquoted {written} as a {kind}: write "{written}" for the text)' if kind else ""
+
+
+def exponent_hint(v: Any) -> str:
+    """For a number with an exponent that YAML 1.1 read as text (``1e3``, ``1.5e3``: it takes one with a dot and a
+    signed exponent alone), how to write it as a number; else nothing (before: "expected a positive number of seconds,
+    got '1e3'", and no word of why)."""
+    if not isinstance(v, str) or not _JSON_NUMBER.fullmatch(v.strip()) or not math.isfinite(number := float(v)):
+        return ""
+    if number.is_integer() and abs(number) < 1e16:
+        written = str(int(number))
+    else:
+        mantissa, _, exponent = f"{number:e}".partition("e")
+        mantissa = mantissa.rstrip("0")
+        written = f"{mantissa}{'0' if mantissa.endswith('.') else ''}e{exponent}"
+    return f" (YAML reads {v.strip()} as text, not as a number: write {written})"
 
 
 def kind_of(v: Any) -> str:

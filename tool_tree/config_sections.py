@@ -13,7 +13,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tool_tree.config_read import ConfigError, Node, Reader, did_you_mean, lone_surrogate, quote_hint, value_shown
+from tool_tree.config_read import (
+    ConfigError,
+    Node,
+    Reader,
+    did_you_mean,
+    exponent_hint,
+    lone_surrogate,
+    quote_hint,
+    value_shown,
+)
 
 logger = logging.getLogger("tool_tree.config")
 
@@ -86,7 +95,7 @@ class Section:
                     f"expected {meaning}; item {i} is {shown}, not a string", file=self.source, line=line, key=key
                 )
             else:
-                hint = quote_hint(Node(v, line, self.written.get(k)), json=False) if kind is str else ""
+                hint = quote_hint(Node(v, line, self.written.get(k)), json=False) if kind is str else exponent_hint(v)
                 expected = f"expected {_expected(kind, meaning)}, got {value_shown(v)}{hint}"
                 raise ConfigError(expected, file=self.source, line=line, key=key)
             if setting.check is not None and (problem := setting.check(out[k])) is not None:

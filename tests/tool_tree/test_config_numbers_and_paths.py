@@ -241,3 +241,28 @@ def test_a_json_boolean_where_a_string_goes_gives_no_yaml_advice() -> None:
     with pytest.raises(ConfigError) as info:
         parse_config('{"mcpServers": {"a": {"command": "x", "env": {"A": true}}}}', source=".mcp.json", environ={})
     assert str(info.value).endswith("expected a string, got bool True")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("servers:\n  a: {command: x, timeout: 1e3}\n", "servers.a.timeout: expected a positive number of seconds"),
+        ("servers: {}\nsandbox:\n  timeout: 1.5e3\n", "sandbox.timeout: expected a positive number (seconds"),
+        ("servers: {}\nsandbox:\n  pids_limit: 2E2\n", "sandbox.pids_limit: expected a whole number, at least 1"),
+    ],
+)
+def test_a_number_yaml_reads_as_text_for_its_exponent_says_how_to_write_it(text: str, expected: str) -> None:
+    from tooltree_cli.common import config_sections
+
+    # Before: "expected a positive number of seconds, got '1e3'", and no word of why: YAML 1.1 takes a number with an
+    # exponent only with a dot and a sign (1.0e+3).
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source="tooltree.yaml", environ={}, sections=config_sections())
+    written = text.rpartition(": ")[2].strip().rstrip("}")
+    said = {"1e3": "1000", "1.5e3": "1500", "2E2": "200"}[written]
+    assert expected in str(info.value)
+    assert str(info.value).endswith(f"got {written!r} (YAML reads {written} as text, not as a number: write {said})")
+    assert parse_config(text.replace(written, said), environ={}, sections=config_sections())
+    with pytest.raises(ConfigError) as quoted:  # a JSON file's "1e3" is text on purpose
+        parse_config('{"mcpServers": {"a": {"command": "x", "timeout": "1e3"}}}', environ={})
+    assert quoted.value.message == "expected a positive number of seconds, got '1e3'"
