@@ -557,9 +557,8 @@ def quote_hint(node: Node, json: bool) -> str:
 
 
 def exponent_hint(v: Any) -> str:
-    """For a number with an exponent that YAML 1.1 read as text (``1e3``, ``1.5e3``: it takes one with a dot and a
-    signed exponent alone), how to write it as a number; else nothing (before: "expected a positive number of seconds,
-    got '1e3'", and no word of why)."""
+    """For a number with an exponent that YAML 1.1 read as text (``1e3``: it wants a dot and a signed exponent), how to
+    write it as a number; else nothing (before: "expected a positive number of seconds, got '1e3'", no more)."""
     if not isinstance(v, str) or not _JSON_NUMBER.fullmatch(v.strip()) or not math.isfinite(number := float(v)):
         return ""
     if number.is_integer() and abs(number) < 1e16:
@@ -589,10 +588,9 @@ def value_shown(v: Any) -> str:
 
 
 def did_you_mean(word: str, options: Any, *, unknown: bool = False) -> str:
-    """The option closest to ``word``, said as a question, or nothing. When ``word`` holds characters that are not
-    ASCII and no option has (a zero-width space, a no-break space, a Cyrillic ``о`` pasted from a web page), those are
-    named beside it, or alone for an ``unknown`` key close to none: errors show them cleaned or as they look (before:
-    "command: unknown key (did you mean 'command'?)", and a no-break space indenting a key made "  a: unknown key")."""
+    """The option closest to ``word`` as a question, or nothing; beside it (or alone, for an ``unknown`` key), the
+    characters of ``word`` no option has that are not ASCII (a zero-width space, a Cyrillic ``о``), which errors show
+    cleaned or as they look (before: "command: unknown key (did you mean 'command'?)")."""
     close = difflib.get_close_matches(word, sorted(options), n=1, cutoff=0.6)
     known = {c for option in options for c in option}
     odd = [c for c in dict.fromkeys(word) if not c.isascii() and c not in known]
