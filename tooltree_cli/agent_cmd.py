@@ -25,6 +25,7 @@ from tooltree_cli.agent_view import (
 )
 from tooltree_cli.common import (
     UNEXPECTED_HELP,
+    config_path,
     file_problem,
     folder_problem,
     load_optional_config,
@@ -70,7 +71,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "saves --workspace.",
     )
     p.add_argument("task", help="the task ('-' reads it from standard input)")
-    p.add_argument("--config", default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)")
+    p.add_argument(
+        "--config", type=config_path, default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)"
+    )
     p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")
     # Options left out take the config's `agent:` section, then the defaults shown.
     p.add_argument("--mode", choices=MODES, help="code (default), direct, tool-search or filtered")

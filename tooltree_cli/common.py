@@ -82,6 +82,14 @@ def sandbox_config(config: Config | None, **overrides: object) -> SandboxConfig:
     return SandboxConfig.from_config(config, owner=os.environ.get(OWNER_ENV) or None, **overrides)
 
 
+def config_path(text: str) -> str:
+    """An argparse type: the path of a configuration file, not empty (before: ``--config "$CONFIG"`` with the variable
+    unset read ./tooltree.yaml in generate-tree, and was "`.`: is a folder" in the other commands)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected the configuration file's path, got an empty one")
+    return text
+
+
 def positive_int(text: str) -> int:
     """An argparse type: a whole number of at least 1."""
     return _bounded_int(text, 1)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tooltree_cli.common import UNEXPECTED_HELP, positive_int
+from tooltree_cli.common import UNEXPECTED_HELP, config_path, positive_int
 from tooltree_cli.output import error, print_json, table, terminal_label, terminal_text
 from tooltree_cli.signals import EXIT_HUNG_UP, EXIT_TERMINATED, handling, hangup_ignored, quiet_where_gone, said
 
@@ -100,6 +100,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config",
         "-c",
+        type=config_path,
         default=None,
         help="tooltree.yaml, or a client's own file (`mcpServers` JSON, VS Code's `servers`, Zed's `context_servers`, "
         "Codex's config.toml; default: ./tooltree.yaml; with "

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from tooltree_cli.common import load_optional_config
+from tooltree_cli.common import config_path, load_optional_config
 from tooltree_cli.output import error
 
 EXIT_OK, EXIT_CONFIG, EXIT_ENGINE = 0, 2, 4  # as `tooltree exec`: 2 a usage or config error, 4 the sandbox failed
@@ -34,6 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     build.add_argument(
         "--config",
         "-c",
+        type=config_path,
         default=None,
         help="build the image the config's sandbox runs: its sandbox.pip_packages on top of its sandbox.image "
         "(when set, that image must be there) or of the sources' image",

@@ -39,6 +39,7 @@ from tooltree_cli.common import (
     UNEXPECTED_HELP,
     HttpOption,
     audit_problem,
+    config_path,
     count,
     file_problem,
     folder_problem,
@@ -85,7 +86,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         f"{UNEXPECTED_HELP}, 128 + the signal's number when a signal stopped the tree's generation before serving "
         "(129 SIGHUP, 130 SIGINT, 143 SIGTERM).",
     )
-    p.add_argument("--config", default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)")
+    p.add_argument(
+        "--config", type=config_path, default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)"
+    )
     p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")
     when = p.add_mutually_exclusive_group()
     when.add_argument(

@@ -132,3 +132,24 @@ def test_a_folder_given_as_the_config_names_no_option_from_python_and_the_cli_na
     python_says = f"{folder}: is a folder, not a configuration file"
     cli_says = f"{folder}: is a folder, not a configuration file; --config names the configuration file"
     _assert_refused(folder, python_says, cli_says, tmp_path, capsys)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["generate-tree"], ["image", "build"], ["exec", "-c", "print(1)"], ["serve"], ["agent", "a task"]],
+    ids=lambda command: command[0],
+)
+def test_an_empty_config_path_is_refused_not_taken_for_the_default_or_the_working_folder(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: `--config "$CONFIG"` with the variable unset read ./tooltree.yaml in generate-tree (this one, whose
+    # server cannot start: exit 3), and was "`.`: is a folder" in the other commands.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tooltree.yaml").write_text("servers:\n  a: {command: /no/such/server}\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--config", ""])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.endswith("error: argument --config" + ("/-c" if command[0] in ("generate-tree", "image") else "") +
+                        ": expected the configuration file's path, got an empty one\n")  # fmt: skip
+    assert not (tmp_path / "tree").exists()
