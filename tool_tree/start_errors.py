@@ -16,7 +16,9 @@ def not_started(e: OSError, server: ServerConfig) -> OSError | None:
     assert server.command is not None
     command, missing = server.command, isinstance(e, FileNotFoundError)
     if server.cwd is not None and e.filename == server.cwd and not os.path.isdir(server.cwd):
-        return type(e)(f"the working folder {server.cwd} does not exist (`cwd`)")
+        # before: a file there was said not to exist
+        why = "is a file, not a folder" if os.path.lexists(server.cwd) else "does not exist"
+        return type(e)(f"the working folder {server.cwd} {why} (`cwd`)")
     if missing and e.filename in (command, None) and any(c.isspace() for c in command.strip()):
         # `command: npx -y some-server`: the whole command line taken for the program's name
         return type(e)(

@@ -170,6 +170,10 @@ async def test_a_process_that_cannot_start_is_named_in_the_configurations_terms(
     assert await start_error(ServerConfig(name="s", command=sys.executable, cwd=missing_cwd)) == (
         f"the working folder {missing_cwd} does not exist (`cwd`)"
     )
+    (tmp_path / "a-file").write_text("", encoding="utf-8")  # before: said not to exist either
+    assert await start_error(ServerConfig(name="s", command=sys.executable, cwd=str(tmp_path / "a-file"))) == (
+        f"the working folder {tmp_path / 'a-file'} is a file, not a folder (`cwd`)"
+    )
 
 
 async def test_a_whole_command_line_in_command_says_to_put_its_arguments_in_args() -> None:
