@@ -328,7 +328,7 @@ def parse_config(
             environ=env,
         )
         if (settings := allowed[name]) is not None:
-            handed_on[name].read(settings)
+            handed_on[name].read(settings, unset_kept=True)  # a variable is needed by the command reading it
     servers = []
     for name, (name_node, body) in servers_node.value.items():
         if not name.strip():  # named as the file has it (before: `servers` in an `mcpServers` file too)

@@ -7,6 +7,7 @@ values and reads it with `Section.read`. Import these from `tool_tree.config`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Callable, Mapping
@@ -58,8 +59,11 @@ class Section:
     """Of a YAML file, each value read as other than a string (``off``, ``yes``, a date), as written: a setting that
     takes text says to quote it (before: ``prefilter: off`` was "expected …, or off; …, got False")."""
 
-    def read(self, settings: Mapping[str, Setting]) -> dict[str, Any]:
+    def read(self, settings: Mapping[str, Setting], *, unset_kept: bool = False) -> dict[str, Any]:
         """The section's values, each key known and of its declared type; ``${VAR}`` expanded in strings.
+        ``unset_kept``: a string naming a variable that is not set is left out, unchecked (its owner's read raises it):
+        the file is checked while it loads, and only the commands that read the section need its variables (before:
+        ``agent: {model: "${MODEL}"}`` with MODEL unset refused ``generate-tree``).
 
         Raises:
             ConfigError: an unknown key or a value of the wrong type (with file, line and key).
@@ -79,7 +83,14 @@ class Section:
                 out[k] = tuple(str(x) for x in v)
             elif kind is str and _scalar(v):
                 reader = Reader(self.source, self.environ)
-                out[k] = reader.expand(str(v), Node(v, line), key)
+                kept: contextlib.AbstractContextManager[list[ConfigError]] = (
+                    reader.deferring() if unset_kept else contextlib.nullcontext([])
+                )
+                with kept as unset:
+                    out[k] = reader.expand(str(v), Node(v, line), key)
+                if unset:
+                    del out[k]
+                    continue
                 if setting.choices and out[k] not in setting.choices:
                     raise ConfigError(f"expected {meaning}, got {v!r}", file=self.source, line=line, key=key)
             elif kind is bool and isinstance(v, bool):

@@ -683,3 +683,24 @@ def test_a_key_indented_with_a_no_break_space_names_it() -> None:
     e = error_of("servers:\n\u00a0 a:\n    command: x\n")
     assert (e.line, e.key, e.message) == (2, "\u00a0 a", "unknown key (it holds U+00A0, which is not ASCII)")
     assert error_of("servers:\n  a:\n    mystery: x\n").message == "unknown key"
+
+
+def test_a_sections_unset_variable_is_an_error_only_for_the_command_that_reads_the_section() -> None:
+    from agent.defaults import agent_settings
+    from sandbox.config import SandboxConfig
+    from tooltree_cli.common import config_sections
+
+    # Before: `agent: {model: "${MODEL}"}` with MODEL unset refused the file while it loaded, so generate-tree and
+    # exec, which never read `agent:`, could not run.
+    text = 'servers: {}\nagent:\n  model: "${MODEL}"\n  mode: "${MODE:-code}"\nsandbox:\n  memory: 1g\n'
+    config = parse_config(text, source="tooltree.yaml", environ={}, sections=config_sections())
+    assert SandboxConfig.from_config(config).memory == "1g"
+    with pytest.raises(ConfigError) as info:
+        agent_settings(config)
+    assert str(info.value) == "tooltree.yaml:3: agent.model: environment variable ${MODEL} is not set"
+    set_ = parse_config(text, environ={"MODEL": "claude-x"}, sections=config_sections())
+    assert agent_settings(set_) == {"model": "claude-x", "mode": "code"}
+    # Its key and, once it is set, its value are still checked while the file loads.
+    assert error_of(text.replace("model:", "modle:"), sections=config_sections()).key == "agent.modle"
+    with pytest.raises(ConfigError, match=r"agent\.mode: expected one of code"):
+        parse_config(text, environ={"MODEL": "m", "MODE": "fast"}, sections=config_sections())
