@@ -153,3 +153,21 @@ def test_an_empty_config_path_is_refused_not_taken_for_the_default_or_the_workin
     assert err.endswith("error: argument --config" + ("/-c" if command[0] in ("generate-tree", "image") else "") +
                         ": expected the configuration file's path, got an empty one\n")  # fmt: skip
     assert not (tmp_path / "tree").exists()
+
+
+def test_a_run_from_snapshots_needs_no_servers_variable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: exit 2, "environment variable ${CRM_TOKEN} is not set", though a run from snapshots starts no server (a
+    # CI job checking the tree offline has no tokens).
+    monkeypatch.delenv("CRM_TOKEN", raising=False)
+    config, out = tmp_path / "tooltree.yaml", tmp_path / "tree"
+    config.write_text(sample_config_yaml("crm"), encoding="utf-8")
+    assert _generate(config, out) == 0
+    config.write_text(sample_config_yaml("crm") + '    env: {CRM_TOKEN: "${CRM_TOKEN}"}\n', encoding="utf-8")
+    capsys.readouterr()
+    assert _generate(config, out, "--from-snapshot", "--check") == 0
+    assert _generate(config, out, "--from-snapshot", "--server", "crm") == 0
+    assert "CRM_TOKEN" not in capsys.readouterr().err
+    assert _generate(config, out, "--check") == 2  # one that starts the server still needs it
+    assert "servers.crm.env.CRM_TOKEN: environment variable ${CRM_TOKEN} is not set" in capsys.readouterr().err
