@@ -87,7 +87,7 @@ def url_problem(url: str, written: str | None = None) -> str | None:
     from urllib.parse import urlsplit
 
     got = repr(url) if written is None or written == url else f"{written!r} once its variables are set"
-    if not re.match(r"^https?://", url):
+    if not re.match(r"^https?://", url, re.IGNORECASE):  # as HTTP reads a scheme (before: HTTPS://… refused)
         return f"expected an http:// or https:// URL, got {got}"
     if any(c.isspace() or not c.isprintable() for c in url):
         return f"expected a URL without spaces or control characters, got {got}"

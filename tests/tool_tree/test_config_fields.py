@@ -191,3 +191,11 @@ def test_half_a_character_in_a_sections_setting_names_file_line_and_key() -> Non
     with pytest.raises(ConfigError) as info:
         parse_config('servers: {}\nagent:\n  pinned: ["a.\\udc80"]\n', source="tooltree.yaml", sections=sections)
     assert str(info.value).startswith("tooltree.yaml:3: agent.pinned: " + HALF.replace("ud800", "udc80"))
+
+
+def test_a_url_whose_scheme_is_in_capitals_is_accepted_as_http_reads_it() -> None:
+    # Before: "expected an http:// or https:// URL, got 'HTTPS://drive.example/mcp'" (RFC 3986: a scheme's case does not
+    # matter, and the HTTP client connects to it).
+    (server,) = parse_config("servers:\n  a: {url: HTTPS://drive.example/mcp}\n", environ={}).servers
+    assert server.url == "HTTPS://drive.example/mcp"
+    assert error_of("servers:\n  a: {url: HTTPX://drive.example/mcp}\n").message.startswith("expected an http://")
