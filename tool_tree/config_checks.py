@@ -45,6 +45,20 @@ def header_problem(name: str, value: str) -> str | None:
     return "the value holds a line break, a control character or a non-ASCII character, which HTTP cannot send"
 
 
+def header_named_twice(reader: Reader, node: Node, key: str) -> None:
+    """Refuse two headers of the mapping ``node`` whose names differ in case alone: HTTP reads them as one name, and
+    the client sent both (two ``Authorization`` headers, which a server reads as it likes).
+
+    Raises:
+        ConfigError: at the second one's line, naming the first.
+    """
+    seen: dict[str, str] = {}
+    for name, (knode, _) in node.value.items():
+        if (first := seen.setdefault(name.lower(), name)) != name:
+            problem = f"the same header as {first!r} (HTTP header names are case-insensitive: both would be sent)"
+            raise reader.error(problem, knode, f"{key}.{name}")
+
+
 def env_problem(name: str, value: str) -> str | None:
     """What is wrong with the environment variable ``name=value`` for a program to be started, or None."""
     if not name or "=" in name or "\x00" in name:

@@ -17,7 +17,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tool_tree.config_checks import check_fields, env_problem, expand_home, header_problem, url_problem
+from tool_tree.config_checks import (
+    check_fields,
+    env_problem,
+    expand_home,
+    header_named_twice,
+    header_problem,
+    url_problem,
+)
 from tool_tree.config_clients import entry_of, read_env_file
 from tool_tree.config_read import ConfigError, Node, Reader, did_you_mean, kind_of
 from tool_tree.config_servers import ASKABLE, MAX_CONCURRENCY, MAX_DESCRIPTION, PROTOCOLS, ServerConfig
@@ -240,6 +247,8 @@ def _server_settings(
             kw[k] = reader.string_map(n, f"{where}.{k}")
             check = header_problem if k == "headers" else env_problem
             check_fields(reader, n, kw[k], f"{where}.{k}", check, kept, unset)
+            if k == "headers":
+                header_named_twice(reader, n, f"{where}.{k}")
     if (n := get("envFile")) is not None and kw.get("enabled", True):  # VS Code's and Cursor's: `env` wins
         env_file = reader.string(n, f"{where}.envFile")
         if not kept(env_file):

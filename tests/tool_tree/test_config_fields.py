@@ -199,3 +199,13 @@ def test_a_url_whose_scheme_is_in_capitals_is_accepted_as_http_reads_it() -> Non
     (server,) = parse_config("servers:\n  a: {url: HTTPS://drive.example/mcp}\n", environ={}).servers
     assert server.url == "HTTPS://drive.example/mcp"
     assert error_of("servers:\n  a: {url: HTTPX://drive.example/mcp}\n").message.startswith("expected an http://")
+
+
+def test_two_headers_whose_names_differ_in_case_alone_are_refused_at_the_second() -> None:
+    # Before: both were sent, two Authorization headers in each request, which a server reads as it likes.
+    e = error_of(http("{Authorization: 'Bearer a', X-Other: b,\n       authorization: 'Bearer b'}"))
+    assert (e.line, e.key) == (6, "servers.a.headers.authorization")
+    assert (
+        e.message == "the same header as 'Authorization' (HTTP header names are case-insensitive: both would be sent)"
+    )
+    assert "Bearer" not in str(e)
