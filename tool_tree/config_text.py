@@ -85,6 +85,8 @@ def read_text(p: Path) -> str:
             if len(data) > MAX_CONFIG_BYTES and is_json:
                 data += f.read(MAX_JSON_CONFIG_BYTES + 1 - len(data))
     except FileNotFoundError as e:  # the cause stays: the CLI says what to do from it (`tooltree_cli.common.load`)
+        if p.is_symlink():  # a link to a file moved away (before: "no such file", though `ls` lists it)
+            raise ConfigError(f"a link to {os.readlink(p)!r}, which does not exist", file=str(p)) from e
         raise ConfigError("no such file", file=str(p)) from e
     except IsADirectoryError as e:
         raise ConfigError("is a folder, not a configuration file", file=str(p)) from e

@@ -247,6 +247,15 @@ def test_missing_file_says_what_to_do(tmp_path: Path) -> None:
         load_config(tmp_path / "nope.yaml")
 
 
+def test_a_config_that_is_a_link_to_a_missing_file_says_so(tmp_path: Path) -> None:
+    # Before: "tooltree.yaml: no such file", of a file `ls` lists (a dotfile manager's link to a file moved away).
+    (tmp_path / "tooltree.yaml").symlink_to(tmp_path / "moved" / "tooltree.yaml")
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "tooltree.yaml")
+    assert info.value.message == f"a link to {str(tmp_path / 'moved' / 'tooltree.yaml')!r}, which does not exist"
+    assert isinstance(info.value.__cause__, FileNotFoundError)  # the CLI says what to do, as for a missing file
+
+
 def test_cwd_is_relative_to_the_config_file(tmp_path: Path) -> None:
     path = tmp_path / "tooltree.yaml"
     path.write_text("servers:\n  a: {command: x, cwd: sub}\n", encoding="utf-8")
