@@ -106,7 +106,10 @@ class Section:
                     f"expected {meaning}; item {i} is {shown}, not a string", file=self.source, line=line, key=key
                 )
             else:
-                hint = quote_hint(Node(v, line, self.written.get(k)), json=False) if kind is str else exponent_hint(v)
+                written = Node(v, line, self.written.get(k))
+                hint = (
+                    quote_hint(written, json=False) if kind is str else exponent_hint(v) if kind in (int, float) else ""
+                )
                 expected = f"expected {_expected(kind, meaning)}, got {value_shown(v)}{hint}"
                 raise ConfigError(expected, file=self.source, line=line, key=key)
             if setting.check is not None and (problem := setting.check(out[k])) is not None:

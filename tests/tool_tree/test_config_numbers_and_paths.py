@@ -266,3 +266,11 @@ def test_a_number_yaml_reads_as_text_for_its_exponent_says_how_to_write_it(text:
     with pytest.raises(ConfigError) as quoted:  # a JSON file's "1e3" is text on purpose
         parse_config('{"mcpServers": {"a": {"command": "x", "timeout": "1e3"}}}', environ={})
     assert quoted.value.message == "expected a positive number of seconds, got '1e3'"
+
+
+def test_a_yes_or_no_setting_given_a_number_with_an_exponent_is_not_told_to_write_a_number() -> None:
+    from tooltree_cli.common import config_sections
+
+    with pytest.raises(ConfigError) as info:
+        parse_config("servers: {}\nserve:\n  prompts: 1e3\n", environ={}, sections=config_sections())
+    assert info.value.message.startswith("expected true or false") and info.value.message.endswith("got '1e3'")
