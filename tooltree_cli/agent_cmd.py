@@ -367,7 +367,18 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
             stopped = _no_request(current.mode, current.model, "interrupted")
         _print_stopped(runs, stopped, args, several=several)
         raise
-    print_runs(runs, as_json=args.json, several=several)
+    try:
+        print_runs(runs, as_json=args.json, several=several)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader left: said as every command says it
+        raise
+    except (OSError, UnicodeEncodeError) as e:  # a full disk, a terminal that takes only ASCII: before, exit 70
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        kept = [str(r.transcript) for r, _ in runs if r.transcript is not None]
+        error(
+            terminal_text(f"the answer could not be printed: {why}" + (f"; it is in {', '.join(kept)}" if kept else ""))
+        )
+        return EXIT_SANDBOX
     if broken := [r.summary.mode for r, f in runs if f is not None and f.kind == "sandbox"]:
         if several:
             error(f"--compare: the sandbox failed in {', '.join(broken)} (see above); the other modes ran")

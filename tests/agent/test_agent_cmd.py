@@ -914,3 +914,32 @@ def test_the_help_prints_where_standard_output_takes_only_ascii(monkeypatch: pyt
     out.flush()
     assert ended.value.code == 0
     assert "--prefilter-threshold P" in written.getvalue().decode("ascii")
+
+
+@pytest.mark.parametrize("where", ["full_disk", "ascii_only"])
+def test_an_answer_that_cannot_be_printed_says_why_and_where_it_is_and_exits_4(
+    project: Project,
+    api: FakeMessagesAPI,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    where: str,
+) -> None:
+    # Before: "unexpected … OSError: [Errno 28] No space left on device" (or a UnicodeEncodeError) and exit 70, as if
+    # a bug, after a paid run, with no word of the transcript that has the answer.
+    api.add(reply("Ação concluída."))
+    transcript = tmp_path / "run.jsonl"
+
+    class FullDisk(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    out = FullDisk() if where == "full_disk" else io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    monkeypatch.setattr("sys.stdout", out)
+    assert main(argv(project, "--quiet", "--transcript", str(transcript))) == 4
+    err = capsys.readouterr().err
+    why = "No space left on device" if where == "full_disk" else "'ascii' codec can't encode"
+    assert err.startswith(f"tooltree: error: the answer could not be printed: {why}")
+    assert err.rstrip().endswith(f"; it is in {transcript}") and "unexpected" not in err
+    records = [json.loads(line) for line in transcript.read_text(encoding="utf-8").splitlines()]
+    assert "Ação concluída." in json.dumps(records, ensure_ascii=False)
