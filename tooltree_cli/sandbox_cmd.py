@@ -4,7 +4,9 @@ listing each as it goes; ``--dry-run`` lists them and removes nothing."""
 from __future__ import annotations
 
 import argparse
+import os
 
+from tooltree_cli.common import OWNER_ENV
 from tooltree_cli.output import error
 
 EXIT_ENGINE = 4  # as `tooltree exec`: the sandbox (its engine) failed
@@ -21,9 +23,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     prune.add_argument(
         "--owner",
-        default="tooltree",
         help="the tooltree.owner label to select (containers, volumes and images): what $TOOLTREE_SANDBOX_OWNER "
-        "was for the commands that made them (default: tooltree)",
+        "was for the commands that made them (default: $TOOLTREE_SANDBOX_OWNER when set, else tooltree)",
     )
     prune.add_argument(
         "--all",
@@ -47,7 +48,10 @@ def run_prune(args: argparse.Namespace) -> int:
         print(f"removed {item}", flush=True)
 
     try:
-        plan = plan_prune(owner=args.owner, live_too=args.all)
+        # As the commands that made them chose it (before: tooltree, whatever the variable said, so the leftovers of
+        # a user who set it were never listed without --owner).
+        owner = args.owner or os.environ.get(OWNER_ENV) or "tooltree"
+        plan = plan_prune(owner=owner, live_too=args.all)
         if args.dry_run:
             removed, kept = plan.removals, plan.in_use
         else:

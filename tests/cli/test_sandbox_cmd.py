@@ -183,3 +183,27 @@ def test_image_build_with_a_config_mistake_exits_2_before_building(
     assert main(["image", "build", "--config", str(config)]) == 2
     expected = f"tooltree: error: {config}:3: sandbox.pip_pakages: unknown key (did you mean 'pip_packages'?)\n"
     assert capsys.readouterr().err == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "env", "chosen"), [([], "mine", "mine"), ([], None, "tooltree"), (["--owner", "x"], "mine", "x")]
+)
+def test_prune_selects_the_owner_the_commands_that_made_them_had(
+    given: list[str], env: str | None, chosen: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "tooltree" whatever $TOOLTREE_SANDBOX_OWNER said, so a user who set it never saw their leftovers listed.
+    from sandbox.errors import SandboxError
+
+    asked: list[str] = []
+
+    def plan_prune(*, owner: str, live_too: bool) -> None:
+        asked.append(owner)
+        raise SandboxError("no engine here")
+
+    monkeypatch.setattr("sandbox.prune.plan_prune", plan_prune)
+    if env is None:
+        monkeypatch.delenv("TOOLTREE_SANDBOX_OWNER", raising=False)
+    else:
+        monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", env)
+    assert main(["sandbox", "prune", "--dry-run", *given]) == 4
+    assert asked == [chosen] and "no engine here" in capsys.readouterr().err
