@@ -265,6 +265,8 @@ def _set_up_and_run(args: argparse.Namespace, task: str, modes: list[str | None]
               "or saved (the workspace is the sandbox's, in code mode)")  # fmt: skip
         return EXIT_USAGE
     if args.dry_run:
+        if args.transcript is not None:  # before: taken, and no file written, unsaid
+            print(f"tooltree: warning: --transcript {args.transcript}: a dry run writes no transcript", file=sys.stderr)
         print_first_requests(agents, task, as_json=args.json)
         return EXIT_OK
     if (problem := _unconfigured(agents[0], config)) is not None:  # before: found at each tool call, after paid turns

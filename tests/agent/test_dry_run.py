@@ -87,3 +87,12 @@ def test_first_request_says_when_the_prefilter_was_not_asked(project: Project, t
     assert not state.exists()
     local = Agent(project.config, tree=project.tree, mode="filtered", prefilter="local")
     assert len(local.first_request(TASK)["tools"]) > 1 and local.first_request_note == ""
+
+
+def test_a_dry_run_given_a_transcript_says_it_writes_none(project: Project, tmp_path: Path) -> None:
+    # Before: --transcript was taken, no file was written, and nothing said so.
+    transcript = tmp_path / "run.jsonl"
+    done = tooltree(project, "--transcript", str(transcript), key=False)
+    assert done.returncode == 0, done.stderr
+    assert f"tooltree: warning: --transcript {transcript}: a dry run writes no transcript\n" in done.stderr
+    assert not transcript.exists() and json.loads(done.stdout)["modes"]
