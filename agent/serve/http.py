@@ -52,7 +52,7 @@ from agent.serve.http_limits import (
     raise_open_files_limit,
 )
 from agent.serve.server import ToolServer
-from agent.serve.stdio import StopSignals
+from agent.serve.stdio import StopSignals, say
 
 logger = logging.getLogger(__name__)
 
@@ -277,6 +277,8 @@ async def serve_http(
             tg.start_soon(announce)
             await server.serve(sockets=sockets)
             tg.cancel_scope.cancel()
+        if signals.received is not None:  # as over stdio (before: nothing on stderr said why serving ended)
+            say(f"{signals.received}: stopped (every session ended, its script, sandbox and servers with it)")
     finally:
         for sock in sockets:
             sock.close()

@@ -421,9 +421,9 @@ async def serve_stdio(app: ToolServer, *, stdin: int | None = None, stdout: int 
             # The client is gone (or a signal came); `app` closes its session as this block ends. An upstream
             # server busy with a call may not exit when its stdin closes: it is ended before the client's SIGTERM.
             signals.end_children(after=CLOSE_GRACE)
-            _say(f"{_why_stopped(signals.received, out.broken)}: ending the client's session (a running script is "
+            say(f"{_why_stopped(signals.received, out.broken)}: ending the client's session (a running script is "
                  f"stopped{saved}, the sandbox and the servers end)")  # fmt: skip
-        _say("stopped")
+        say("stopped")
 
 
 def _why_stopped(received: str | None, broken: bool) -> str:
@@ -433,7 +433,7 @@ def _why_stopped(received: str | None, broken: bool) -> str:
     return "the client left (its end of stdout is closed)" if broken else "the client closed stdin"
 
 
-def _say(text: str) -> None:
+def say(text: str) -> None:
     """A line on stderr, the one log an MCP client keeps of its server (Claude Desktop: ``mcp-server-NAME.log``);
     before, a client's leaving ended serve without a word there. A stderr that can no longer be written is left."""
     with contextlib.suppress(OSError, ValueError):

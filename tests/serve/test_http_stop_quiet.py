@@ -49,4 +49,6 @@ async def test_a_call_cancelled_at_the_end_of_the_stop_grace_leaves_no_warning_o
         clean_up(serve, docker_engine)
     stderr = "".join(serve.process.stderr_lines)
     assert code == 0, stderr
+    assert stderr.endswith("tooltree serve: SIGTERM: stopped (every session ended, its script, sandbox and servers "
+                           "with it)\n"), stderr  # fmt: skip
     assert "transport write blocked" not in stderr and "shutdown error response" not in stderr, stderr
