@@ -195,7 +195,7 @@ SETTINGS: dict[str, Setting] = {
     "cpus": Setting(float, "a CPU limit; fractions allowed"),
     "pids_limit": Setting(int, "the most processes and threads"),
     "nofile": Setting(int, "the open-file limit"),
-    "tmp_size": Setting(str, "the size of /tmp, such as 64m", check=_size),
+    "tmp_size": Setting(str, "the size of /tmp and of /dev/shm, such as 64m", check=_size),
     "workspace_size": Setting(str, "the workspace quota, such as 256m", check=_size),
     "timeout": Setting(float, "seconds one execution may run", check=_at_most_a_week),
     "output_chars": Setting(int, "characters of output returned per execution", check=_output_chars),
@@ -217,7 +217,7 @@ class SandboxConfig:
         cpus: CPU limit (fractions allowed).
         pids_limit: processes and threads, all together.
         nofile: open-file limit.
-        tmp_size: size of the ``/tmp`` tmpfs (noexec).
+        tmp_size: size of the ``/tmp`` and ``/dev/shm`` tmpfs (noexec).
         workspace_size: size of the ``/workspace`` tmpfs (the workspace quota).
         timeout: default wall-clock limit of one execution, in seconds (at most a week: `MAX_TIMEOUT`).
         output_chars: characters of stdout (and of stderr) returned in a result; more is

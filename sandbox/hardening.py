@@ -6,8 +6,10 @@ closed, before any code runs. Once its supervisor is up it reports what the kern
 its own process (uid, capabilities, no_new_privs, seccomp mode), read before any user code
 runs, and `check_process_status` verifies that too.
 
-Defaults, all verified: ``--network none``; read-only root; tmpfs ``/tmp`` (noexec, nosuid,
-nodev, size-capped); tmpfs ``/workspace`` (same, size = quota); uid/gid 10001; ``--cap-drop
+(Over 400 lines: each setting that creates a container and the check that reads it back are kept side by side.)
+
+Defaults, all verified: ``--network none``; read-only root; tmpfs ``/tmp`` and ``/dev/shm`` (noexec, nosuid,
+nodev, size- and entry-capped); tmpfs ``/workspace`` (same, size = quota); uid/gid 10001; ``--cap-drop
 ALL``; ``no-new-privileges``; the seccomp profile of `sandbox.seccomp` (the engine default
 minus io_uring and ptrace); pids, memory (swap = memory) and CPU limits; ``--log-driver
 none``; an open-file ulimit; private IPC and cgroup namespaces; no devices, binds, published
@@ -188,7 +190,7 @@ def container_spec(
         "NetworkMode": "none",
         "ReadonlyRootfs": True,
         "Tmpfs": {
-            "/tmp": f"rw,noexec,nosuid,nodev,size={config.tmp_size}",
+            **{path: f"rw,noexec,nosuid,nodev,{','.join(_scratch_sizes(config))}" for path in SCRATCH},
             WORKSPACE: f"rw,noexec,nosuid,nodev,{','.join(_workspace_sizes(config))},{ids},mode=0700",
         },
         "CapDrop": ["ALL"],
@@ -235,6 +237,15 @@ def container_spec(
         "host_config": host_config,
         "use_config_proxy": False,  # the host's proxy settings stay on the host
     }
+
+
+SCRATCH, SCRATCH_INODES = ("/tmp", "/dev/shm"), 16384
+"""The scratch tmpfs mounts (``/dev/shm`` too: the engine's has no entry cap), each of ``tmp_size`` and this many
+entries (before, none: empty folders made until the memory was spent broke the session's interpreter for good)."""
+
+
+def _scratch_sizes(config: SandboxConfig) -> list[str]:
+    return [f"size={config.tmp_size}", f"nr_inodes={SCRATCH_INODES}"]
 
 
 def _workspace_sizes(config: SandboxConfig) -> list[str]:
@@ -292,7 +303,7 @@ def check_hardening(
     if host.get("ReadonlyRootfs") is not True:
         v.append("the root filesystem is not read-only (ReadonlyRootfs)")
     tmpfs = host.get("Tmpfs") or {}
-    for path, sizes in (("/tmp", [f"size={config.tmp_size}"]), (WORKSPACE, _workspace_sizes(config))):
+    for path, sizes in (*((p, _scratch_sizes(config)) for p in SCRATCH), (WORKSPACE, _workspace_sizes(config))):
         options = _tmpfs_options(tmpfs, path)
         if options is None:
             v.append(f"{path} is not a tmpfs")
@@ -300,7 +311,7 @@ def check_hardening(
         for required in ("noexec", "nosuid", "nodev", *sizes):
             if required not in options:
                 v.append(f"tmpfs {path} lacks {required}")
-    for path in sorted(set(tmpfs) - {"/tmp", WORKSPACE}):  # Podman adds /run and /var/tmp, executables allowed
+    for path in sorted(set(tmpfs) - {*SCRATCH, WORKSPACE}):  # Podman adds /run and /var/tmp, executables allowed
         v.append(f"a tmpfs is mounted at {path!r} that tooltree did not ask for (writable past the read-only root)")
     user = str(cfg.get("User") or "")
     if user.split(":")[0] != str(SANDBOX_UID) or user.split(":")[-1] in ("0", "root"):

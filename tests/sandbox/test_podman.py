@@ -61,7 +61,8 @@ DOCKER_VERSION: dict[str, Any] = {
 """``GET /version`` of CI's Docker 20.10 (trimmed)."""
 PODMAN_TMPFS = {
     "/run": "rw,rprivate,nosuid,nodev,tmpcopyup",
-    "/tmp": "rw,noexec,nosuid,nodev,size=64m,rprivate,tmpcopyup",
+    "/tmp": "rw,noexec,nosuid,nodev,size=64m,nr_inodes=16384,rprivate,tmpcopyup",
+    "/dev/shm": "rw,noexec,nosuid,nodev,size=64m,nr_inodes=16384,rprivate,tmpcopyup",
     "/var/tmp": "rw,rprivate,nosuid,nodev,tmpcopyup",
     "/workspace": "rw,noexec,nosuid,nodev,size=256m,nr_inodes=32784,uid=10001,gid=10001,mode=0700,rprivate,tmpcopyup",
 }
@@ -142,17 +143,17 @@ def test_podman_takes_our_settings_only_in_part_and_its_own_tmpfs_fails_the_chec
     host_config["SecurityOpt"] = ["no-new-privileges", f"seccomp={profile}"]
     with pytest.raises(EngineError, match=r'unknown mount option "(nr_inodes|uid|gid)='):
         podman.create_container(spec)
-    workspace = host_config["Tmpfs"]["/workspace"].split(",")
-    host_config["Tmpfs"]["/workspace"] = ",".join(
-        o for o in workspace if o.split("=")[0] not in ("nr_inodes", "uid", "gid")
-    )
+    for path, options in host_config["Tmpfs"].items():
+        host_config["Tmpfs"][path] = ",".join(
+            o for o in options.split(",") if o.split("=")[0] not in ("nr_inodes", "uid", "gid")
+        )
 
-    container = podman.create_container(spec)  # taken, less the workspace's entry cap and owner
+    container = podman.create_container(spec)  # taken, less the entry caps and the workspace's owner
     try:
         inspected = podman.inspect_container(container)
     finally:
         podman.remove_container(container)
-    assert set(inspected["HostConfig"]["Tmpfs"]) == {"/tmp", "/workspace", "/run", "/var/tmp"}
+    assert set(inspected["HostConfig"]["Tmpfs"]) == {"/tmp", "/dev/shm", "/workspace", "/run", "/var/tmp"}
     violations = check_hardening(inspected, CONFIG)
     for path in ("/run", "/var/tmp"):
         assert f"a tmpfs is mounted at {path!r} that tooltree did not ask for (writable past the read-only root)" in (

@@ -127,6 +127,32 @@ def test_filling_dev_shm_stops_at_its_size(shared: Sandbox) -> None:
     assert code == "ENOSPC" and int(written) <= 64 * MiB
 
 
+FOLDERS = """\
+import errno, os, shutil
+made = 0
+try:
+    while True:
+        os.mkdir(f'{path}/d{{made}}')
+        made += 1
+except OSError as e:
+    print(errno.errorcode[e.errno], made)
+for name in os.listdir({path!r}):
+    shutil.rmtree(f'{path}/' + name, ignore_errors=True)
+"""
+
+
+@pytest.mark.parametrize("path", ["/tmp", "/dev/shm"])
+def test_filling_a_scratch_folder_with_empty_folders_stops_at_its_entries_and_the_interpreter_still_starts(
+    shared: Sandbox, path: str
+) -> None:
+    # Before: no cap on the entries, only on the bytes: folders made until the session's memory was spent (the
+    # entries are kernel memory), after which each start of the interpreter was killed for want of memory, for good.
+    code, made = run_ok(shared, FOLDERS.format(path=path)).split()
+    assert code == "ENOSPC" and 16000 <= int(made) < 16384
+    shared.reset()
+    assert run_ok(shared, "print(len(bytearray(300 << 20)) >> 20)") == "300\n"
+
+
 def test_filling_the_workspace_stops_at_its_quota_and_what_fits_is_saved(
     docker_engine: EngineWithCLI, tmp_path: Path
 ) -> None:
