@@ -35,7 +35,7 @@ from tooltree_cli.common import (
     probability,
     sandbox_config,
 )
-from tooltree_cli.output import error, terminal_text
+from tooltree_cli.output import EXIT_NOT_PRINTED, error, not_printed, terminal_text
 from tooltree_cli.signals import EXIT_HUNG_UP, EXIT_TERMINATED, Terminated, signals_stop_like_ctrl_c
 
 if TYPE_CHECKING:
@@ -375,12 +375,8 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
     except BrokenPipeError:  # the reader left: said as every command says it
         raise
     except (OSError, UnicodeEncodeError) as e:  # a full disk, a terminal that takes only ASCII: before, exit 70
-        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        kept = [str(r.transcript) for r, _ in runs if r.transcript is not None]
-        error(
-            terminal_text(f"the answer could not be printed: {why}" + (f"; it is in {', '.join(kept)}" if kept else ""))
-        )
-        return EXIT_SANDBOX
+        not_printed("the answer", e, ", ".join(str(r.transcript) for r, _ in runs if r.transcript is not None))
+        return EXIT_NOT_PRINTED
     if broken := [r.summary.mode for r, f in runs if f is not None and f.kind == "sandbox"]:
         if several:
             error(f"--compare: the sandbox failed in {', '.join(broken)} (see above); the other modes ran")

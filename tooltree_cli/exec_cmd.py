@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
 import dataclasses
 import functools
 import json
@@ -38,7 +37,7 @@ from tooltree_cli.exec_calls import LEDGER_LINES as LEDGER_LINES
 from tooltree_cli.exec_calls import calls_json, print_calls, print_sandbox_failed
 from tooltree_cli.exec_images import save_images
 from tooltree_cli.exec_stop import CANCEL_WAIT, CtrlCStopsTheScript, notes_not_logged
-from tooltree_cli.output import print_json
+from tooltree_cli.output import EXIT_NOT_PRINTED, not_printed, print_json
 from tooltree_cli.signals import EXIT_HUNG_UP, EXIT_TERMINATED, Terminated, signals_stop_like_ctrl_c
 
 if TYPE_CHECKING:
@@ -294,9 +293,8 @@ def run(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # the reader left: said as every command says it
         raise
     except OSError as e:  # stdout on a full disk (`> out.txt`): before, "unexpected" (exit 70), as if a bug
-        with contextlib.suppress(OSError):
-            print(f"tooltree: error: the result could not be printed: {e.strerror or e}", file=sys.stderr)
-        return EXIT_SANDBOX
+        not_printed("the result", e)
+        return EXIT_NOT_PRINTED
 
 
 def _print_stopped(args: argparse.Namespace, stopped: QuitAfter, code: int, why: str) -> None:

@@ -8,6 +8,7 @@ may act on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -22,9 +23,23 @@ and the C1 controls (the 8-bit CSI ``\\x9b``), bidi marks and overrides, zero-wi
 and paragraph separators, lone surrogates (which cannot even be printed as UTF-8) and tag characters."""
 
 
+EXIT_NOT_PRINTED = 4
+"""The exit status of a command whose output could not be printed (`not_printed`), as `exec` and `agent` give."""
+
+
 def error(message: str) -> None:
     """One clear line on stderr."""
     print(f"tooltree: error: {message}", file=sys.stderr)
+
+
+def not_printed(what: str, e: OSError | UnicodeEncodeError, kept: str = "") -> None:
+    """One line on stderr: ``what`` (the result, the answer) could not be printed on standard output and why (a full
+    disk, a terminal that takes only ASCII), and where it is ``kept`` when it is; a standard error that cannot take
+    the line either is passed over. The caller then exits `EXIT_NOT_PRINTED` (before: "unexpected", exit 70, as if
+    a bug). A reader that left (``BrokenPipeError``) is not this: the command line says nothing of it."""
+    why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+    with contextlib.suppress(OSError):
+        error(terminal_text(f"{what} could not be printed: {why}" + (f"; it is in {kept}" if kept else "")))
 
 
 def _escaped(match: re.Match[str]) -> str:

@@ -4,8 +4,9 @@
 a script (``name``, the qualified name a script imports; ``server`` and ``tool``, the MCP names; ``path``;
 ``summary``; ``signature``; ``score``), ``--detail`` deciding how much of each (`json_records`), and ``meaning_only``.
 
-Exit codes: 0 results printed (possibly none matched), 2 bad arguments, no tree or no usable index; 70, as in every
-command, an unexpected error (`tooltree_cli.main`).
+Exit codes: 0 results printed (possibly none matched), 2 bad arguments, no tree or no usable index, 4 the results
+could not be printed (standard output on a full disk, a terminal that takes only ASCII), as `exec` and `agent` say
+it; 70, as in every command, an unexpected error (`tooltree_cli.main`).
 """
 
 from __future__ import annotations
@@ -57,10 +58,11 @@ def run(args: argparse.Namespace) -> int:
     """Run a search; print the hits to stdout, or one error line to stderr.
 
     Returns:
-        0 on success, 2 on a bad limit, detail or regex, no tree at ``--tree``, or a missing or corrupt index.
+        0 on success, 2 on a bad limit, detail or regex, no tree at ``--tree``, or a missing or corrupt index, 4 when
+        the results could not be printed.
     """
     from tool_tree.search import SearchError, check_detail, load_index, meaning_only_note, render_hits
-    from tooltree_cli.output import error, json_text, terminal_text
+    from tooltree_cli.output import EXIT_NOT_PRINTED, error, json_text, not_printed, terminal_text
 
     tree: Path = args.tree
     if (problem := tree_problem(tree)) is not None:
@@ -70,19 +72,26 @@ def run(args: argparse.Namespace) -> int:
         detail = check_detail(args.detail)
         if args.json:
             rows = json_records(tree, args.query, detail=detail, limit=args.limit, regex=args.regex)
-            sys.stdout.write(json_text(rows) + "\n")
-            return 0
-        index = load_index(tree)
-        hits = index.search(args.query, limit=args.limit, regex=args.regex)
+            text = json_text(rows) + "\n"
+        else:
+            index = load_index(tree)
+            hits = index.search(args.query, limit=args.limit, regex=args.regex)
+            # A stub of a tree from elsewhere or edited by hand may hold escape sequences (`--detail full` prints it
+            # whole): before, written to the terminal as they were (OSC 52 set the clipboard, others cleared the
+            # screen).
+            found = meaning_only_note(index, args.query, hits, regex=args.regex) + render_hits(tree, hits, detail)
+            text = terminal_text(found) + ("" if hits else "\n")
     except SearchError as e:  # `tooltree: error:`, as every command's (before: `tooltree search: error:`)
         error(str(e))
         return 2
-    # A stub of a tree from elsewhere or edited by hand may hold escape sequences (`--detail full` prints it whole):
-    # before, written to the terminal as they were (OSC 52 set the clipboard, others cleared the screen).
-    text = meaning_only_note(index, args.query, hits, regex=args.regex) + render_hits(tree, hits, detail)
-    sys.stdout.write(terminal_text(text))
-    if not hits:
-        sys.stdout.write("\n")
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader left: said as every command says it
+        raise
+    except (OSError, UnicodeEncodeError) as e:  # a full disk, a terminal that takes only ASCII: before, exit 70
+        not_printed("the results", e)
+        return EXIT_NOT_PRINTED
     return 0
 
 

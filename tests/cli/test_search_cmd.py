@@ -1,0 +1,41 @@
+"""`tooltree search` (`tooltree_cli.search_cmd`): what it prints and its exit statuses, on the test catalog's tree."""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.tool_tree.test_search import write_tree
+from tooltree_cli.main import main
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tree(tmp_path_factory.mktemp("catalog") / "tree")
+
+
+class _FullDisk(io.StringIO):
+    """A standard output on a full disk (`tooltree search … > out.txt`)."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize(("where", "as_json"), [("full_disk", False), ("full_disk", True), ("ascii_only", False)])
+def test_results_that_cannot_be_printed_say_why_in_one_line_and_exit_4_as_exec_and_agent(
+    tree: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, where: str, as_json: bool
+) -> None:
+    # Before: "tooltree: error: OSError: [Errno 28] No space left on device (unexpected: run with --debug for the
+    # traceback)", exit 70, as if tooltree had a bug.
+    out = _FullDisk() if where == "full_disk" else io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    monkeypatch.setattr("sys.stdout", out)
+    argv = ["search", "weather forecast", "--tree", str(tree), *(["--json"] if as_json else [])]
+    assert main(argv) == 4
+    err = capsys.readouterr().err
+    why = "No space left on device" if where == "full_disk" else "'ascii' codec can't encode"
+    assert err.startswith(f"tooltree: error: the results could not be printed: {why}"), err
+    assert len(err.splitlines()) == 1 and "unexpected" not in err
