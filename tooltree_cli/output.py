@@ -53,8 +53,13 @@ def _escaped(match: re.Match[str]) -> str:
 def json_text(value: Any) -> str:
     """``value`` as indented JSON, safe to print on a terminal: the characters a terminal may act on that JSON
     leaves raw (C1 controls such as the 8-bit CSI, bidi overrides, tag characters) are escaped as ``\\uXXXX``
-    (JSON escapes the C0 controls itself): the same JSON, nothing lost."""
-    return _JSON_UNSAFE.sub(_escaped, json.dumps(value, indent=2, ensure_ascii=False))
+    (JSON escapes the C0 controls itself): the same JSON, nothing lost.
+
+    Raises:
+        ValueError: ``value`` holds NaN or an infinity, which JSON has no words for (Python writes ``NaN`` and
+            ``Infinity``, which no JSON reader takes): a bug, never invalid output.
+    """
+    return _JSON_UNSAFE.sub(_escaped, json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False))
 
 
 def print_json(value: Any) -> None:

@@ -35,7 +35,8 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("k1", "2", "config.k1 is '2', not a finite number"),
         ("stem", 1, "config.stem is 1, not true or false"),
         ("expansion_terms", 2.5, "config.expansion_terms is 2.5, not a whole number"),
-        ("fusion_k", -1.0, "config.fusion_k is -1.0, not 0 or more"),  # before: a ZeroDivisionError, exit 70
+        ("fusion_k", -1.0, "config.fusion_k is -1.0, not from 0 to 1e+06"),  # before: a ZeroDivisionError, exit 70
+        ("server_weight", 1e308, "config.server_weight is 1e+308, not from 0 to 1e+06"),  # before: "Infinity"
     ],
 )
 def test_a_ranking_setting_edited_by_hand_is_a_corrupt_index_and_the_cli_exits_2(
@@ -50,6 +51,47 @@ def test_a_ranking_setting_edited_by_hand_is_a_corrupt_index_and_the_cli_exits_2
     err = capsys.readouterr().err
     assert err.startswith(f"tooltree: error: {edited / INDEX_FILE}: corrupt search index (ValueError: {said})")
     assert "rebuild it" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (
+            lambda data: [data["postings"][t][1].__setitem__(0, 1e308) for t in ("forecast", "weather")],
+            "postings of 'forecast' hold impacts out of the range 0 to 1e+06",
+        ),
+        (
+            lambda data: data["postings"]["weather"][1].__setitem__(0, -1.0),
+            "postings of 'weather' hold impacts out of the range 0 to 1e+06",
+        ),
+        (
+            lambda data: data["related"].__setitem__("weather", [["forecast", 1e308]]),
+            "related terms have scores out of the range 0 to 1",
+        ),
+    ],
+)
+def test_an_index_whose_numbers_could_sum_past_a_float_is_corrupt_and_json_never_says_infinity(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Any, said: str
+) -> None:
+    # Before: impacts of 1e308 (finite, so loaded) summed to an infinite score: `"score": Infinity` in --json,
+    # which no JSON reader takes, and a script's search failed on the way back.
+    data = json.loads((tree / INDEX_FILE).read_text(encoding="utf-8"))
+    assert data["postings"]["forecast"][0][0] == data["postings"]["weather"][0][0]  # one tool has both words
+    edit(data)
+    (tmp_path / INDEX_FILE).write_text(json.dumps(data), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["search", "--tree", str(tmp_path), "weather forecast", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"tooltree: error: {tmp_path / INDEX_FILE}: corrupt search index (ValueError: ")
+    assert said in err and "rebuild it" in err and len(err.splitlines()) == 1
+
+
+def test_json_output_holding_nan_is_a_bug_never_invalid_json() -> None:
+    from tooltree_cli.output import json_text
+
+    assert json.loads(json_text([{"score": 1e308}])) == [{"score": 1e308}]
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        json_text([{"score": float("inf")}])
 
 
 def test_a_whole_number_for_a_float_setting_is_read_as_that_float(tree: Path, tmp_path: Path) -> None:

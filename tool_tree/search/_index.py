@@ -63,6 +63,11 @@ INDEX_VERSION = 1
 MIN_LIMIT, MAX_LIMIT = 1, 50
 MAX_QUERY = 2000
 """Characters of a query that are used; the rest is ignored."""
+MAX_IMPACT = 1e6
+"""The largest impact an index may hold. One is at most idf × (k1 + 1): under 17 × 3 for ten million tools with the
+default settings (10,000 tools: 14.7). Bounded, as the ranking settings (`_rank.MAX_SETTING`) and the related terms'
+strengths (0 to 1) are, a query's sum of them stays far inside a float's range (before, an index edited by hand to
+impacts of 1e308 gave ``"score": Infinity``, which no JSON reader takes)."""
 
 
 @dataclass(frozen=True)
@@ -367,16 +372,18 @@ class SearchIndex:
         postings: Postings = {}
         for term, (ids, imps) in data["postings"].items():
             # cheap checks only (this runs for every term at load): lengths, the id range, and, in C loops, whole ids
-            # and finite impacts (an index written elsewhere: before, strings failed the search with a TypeError,
-            # NaN made every search find nothing)
+            # and finite impacts from 0 to `MAX_IMPACT` (an index written elsewhere: before, strings failed the search
+            # with a TypeError, NaN made every search find nothing)
             if not ids or len(ids) != len(imps) or min(ids) < 0 or max(ids) >= n:
                 raise ValueError(f"postings of {term!r} are malformed")
             if type(sum(ids)) is not int or not math.isfinite(math.fsum(imps)):
                 raise ValueError(f"postings of {term!r} are malformed")
+            if min(imps) < 0.0 or max(imps) > MAX_IMPACT:
+                raise ValueError(f"postings of {term!r} hold impacts out of the range 0 to {MAX_IMPACT:g}")
             postings[term] = (ids, imps)
         related = {str(t): [(str(r), float(s)) for r, s in rel] for t, rel in data["related"].items()}
-        if not all(math.isfinite(s) for rel in related.values() for _, s in rel):
-            raise ValueError("related terms have scores that are not finite")
+        if not all(0.0 <= s <= 1.0 for rel in related.values() for _, s in rel):  # NaN too
+            raise ValueError("related terms have scores out of the range 0 to 1")
         dense_data = data.get("dense")
         dense = DenseVectors.from_data(dense_data, n) if dense_data is not None else None
         return cls(entries, postings, related, config, dense)

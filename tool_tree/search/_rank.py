@@ -82,6 +82,9 @@ class RankingConfig:
 
 
 _KINDS = {bool: "true or false", int: "a whole number", float: "a finite number", str: "a string"}
+MAX_SETTING = 1e6
+"""The largest number setting (weights, ``fusion_k``) an index may hold: none reaches 20 (with `_index.MAX_IMPACT`,
+what keeps a query's scores finite)."""
 
 
 def ranking_config(data: dict[str, Any]) -> RankingConfig:
@@ -104,6 +107,8 @@ def ranking_config(data: dict[str, Any]) -> RankingConfig:
             ok = type(value) in (int, float) and math.isfinite(value)
         if not ok:
             raise ValueError(f"config.{f.name} is {value!r}, not {_KINDS[type(default)]}")
+        if isinstance(default, float) and not 0.0 <= value <= MAX_SETTING:  # before: 1e300 summed past a float's range
+            raise ValueError(f"config.{f.name} is {value!r}, not from 0 to {MAX_SETTING:g}")
         values[f.name] = float(value) if isinstance(default, float) else value
     values.setdefault("words", 1)  # written before the splitter had a version
     config = RankingConfig(**values)
@@ -111,8 +116,6 @@ def ranking_config(data: dict[str, Any]) -> RankingConfig:
         raise ValueError(f"config.clauses is {config.clauses!r}, not one of {', '.join(sorted(SPLITTERS))}")
     if config.fusion not in FUSIONS:
         raise ValueError(f"config.fusion is {config.fusion!r}, not one of {', '.join(FUSIONS)}")
-    if config.fusion_k < 0.0:  # a rank's share is 1 / (k + rank): -1 divided by zero (before: exit 70)
-        raise ValueError(f"config.fusion_k is {data['fusion_k']!r}, not 0 or more")
     return config
 
 
