@@ -39,3 +39,19 @@ def test_results_that_cannot_be_printed_say_why_in_one_line_and_exit_4_as_exec_a
     why = "No space left on device" if where == "full_disk" else "'ascii' codec can't encode"
     assert err.startswith(f"tooltree: error: the results could not be printed: {why}"), err
     assert len(err.splitlines()) == 1 and "unexpected" not in err
+
+
+@pytest.mark.parametrize("mode", [[], ["--regex"], ["--json"]])
+def test_an_unknown_embeddings_setting_is_refused_naming_it_on_an_index_without_vectors(
+    tree: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, mode: list[str]
+) -> None:
+    # Before: refused only when the index stored vectors; here it was ignored and the search ran.
+    from tool_tree.search import EMBEDDINGS_ENV, SearchError, SearchIndex, search_tools
+
+    assert SearchIndex.load(tree).dense is None
+    monkeypatch.setenv(EMBEDDINGS_ENV, "bogus")
+    assert main(["search", "weather forecast", "--tree", str(tree), *mode]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", "tooltree: error: TOOLTREE_SEARCH_EMBEDDINGS=bogus: expected 1 (on), 0 (off) or auto\n")
+    with pytest.raises(SearchError, match=r"^TOOLTREE_SEARCH_EMBEDDINGS=bogus: expected"):
+        search_tools(tree, "weather forecast")  # what a script's and the agent's search_tools run

@@ -201,6 +201,7 @@ class SearchIndex:
             raise TypeError(f"regex: expected True or False, got {type(regex).__name__} {regex!r:.40}")
         if not query.strip():
             raise SearchError("query is empty")
+        embeddings_mode()  # an unknown value is refused in every search (before: only on an index with vectors)
         scores = regex_scores(query, self._entries) if regex else self._rank(query)
         if not isinstance(scores, dict):  # the hybrid's array over all tools
             return [self._hit(d, s) for d, s in best(scores, self._tie_order(), limit)]
@@ -262,7 +263,7 @@ class SearchIndex:
         units = self.units(query)
         rankings = [self.lexical(u) for u in units]
         weights = [1.0] + [cfg.clause_weight] * (len(units) - 1)
-        if self._dense is not None and embeddings_mode() != "off":
+        if embeddings_mode() != "off" and self._dense is not None:  # an unknown value refused, vectors or not
             found = query_vectors(self._dense, units)
             if found is not None:
                 matrix, vectors = found
