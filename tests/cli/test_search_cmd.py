@@ -5,10 +5,12 @@ from __future__ import annotations
 import errno
 import io
 import os
+import re
 from pathlib import Path
 
 import pytest
 
+from tests.support import install_tiny_model
 from tests.tool_tree.test_search import write_tree
 from tooltree_cli.main import main
 
@@ -55,3 +57,36 @@ def test_an_unknown_embeddings_setting_is_refused_naming_it_on_an_index_without_
     assert (out, err) == ("", "tooltree: error: TOOLTREE_SEARCH_EMBEDDINGS=bogus: expected 1 (on), 0 (off) or auto\n")
     with pytest.raises(SearchError, match=r"^TOOLTREE_SEARCH_EMBEDDINGS=bogus: expected"):
         search_tools(tree, "weather forecast")  # what a script's and the agent's search_tools run
+
+
+@pytest.mark.parametrize("embeddings", ["off", "on"])
+@pytest.mark.parametrize("query", ["???", "the of and", "— it is —"])
+def test_a_query_with_no_word_to_search_by_says_so_with_or_without_embeddings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, embeddings: str, query: str
+) -> None:
+    # Before: with embeddings, five guesses "the nearest by meaning" of nothing; without, "No tools matched.", exit 0.
+    from tool_tree.search import EMBEDDINGS_ENV, SearchError, search_records, search_tools
+
+    if embeddings == "on":
+        install_tiny_model(tmp_path / "model", ["weather", "forecast", "##s"], monkeypatch)
+        monkeypatch.setenv(EMBEDDINGS_ENV, "auto")
+    words = write_tree(tmp_path / "tree", embeddings=embeddings)
+    said = f"no word to search by in {query!r} (punctuation and words as common as 'the' or 'get' are left out)"
+    capsys.readouterr()
+    for json_mode in ([], ["--json"]):
+        assert main(["search", query, "--tree", str(words), *json_mode]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith(f"tooltree: error: {said}: say what the tool should do"), err
+    for search in (search_tools, search_records):  # a script's, the agent's and serve's search_tools
+        with pytest.raises(SearchError, match=re.escape(said)):
+            search(words, query)
+    assert search_tools(words, "weather forecast", detail="name").startswith("weather.get_forecast\n")
+
+
+def test_a_query_naming_a_tool_of_common_words_alone_still_finds_it() -> None:
+    from tool_tree.search import SearchDoc, build_index
+
+    doc = SearchDoc(server="kv", package="kv", tool="get", function="get", path="servers/kv/get.py", description="")
+    index = build_index([doc])
+    assert [h.qualified_name for h in index.search("get")] == ["kv.get"]
+    assert [h.qualified_name for h in index.search("kv.get")] == ["kv.get"]

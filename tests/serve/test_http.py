@@ -146,6 +146,7 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("read_file", {"path": "servers/crm/get_record.py", "offset": "x"}, "offset must be an integer"),
     ("search_tools", {}, "search_tools(query: str"),
     ("search_tools", {"query": "(", "regex": True}, "regex"),
+    ("search_tools", {"query": "???"}, "no word to search by in '???'"),
     ("execute_python", {}, "execute_python needs code"),
     ("execute_python", {"code": "   "}, "execute_python needs code"),
     ("crm__get_record", {"record_id": 7}, "invalid arguments"),

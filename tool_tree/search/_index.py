@@ -191,8 +191,8 @@ class SearchIndex:
 
         Raises:
             TypeError: ``query`` is not a string, or ``regex`` not a bool (``"no"`` would be true).
-            SearchError: the limit is not 1–50, the query is blank, the regex is rejected or ran
-                too long, or ``TOOLTREE_SEARCH_EMBEDDINGS`` has an unknown value.
+            SearchError: the limit is not 1–50, the query is blank or has no word to search by (`_check_words`), the
+                regex is rejected or ran too long, or ``TOOLTREE_SEARCH_EMBEDDINGS`` has an unknown value.
         """
         check_limit(limit)
         if not isinstance(query, str):
@@ -202,6 +202,8 @@ class SearchIndex:
         if not query.strip():
             raise SearchError("query is empty")
         embeddings_mode()  # an unknown value is refused in every search (before: only on an index with vectors)
+        if not regex:
+            self._check_words(query)
         scores = regex_scores(query, self._entries) if regex else self._rank(query)
         if not isinstance(scores, dict):  # the hybrid's array over all tools
             return [self._hit(d, s) for d, s in best(scores, self._tie_order(), limit)]
@@ -211,6 +213,16 @@ class SearchIndex:
             limit, scores.items(), key=lambda kv: (-kv[1], entries[kv[0]].server, entries[kv[0]].tool)
         )
         return [self._hit(d, s) for d, s in ranked if s > 0.0]
+
+    def _check_words(self, query: str) -> None:
+        """Raises: SearchError: ``query`` has no term (only punctuation, or words as common as "the", which are left
+        out) and names no tool. Before, the embeddings ranked it by meaning all the same (``???`` found five tools,
+        noted as "nearest by meaning"), while without them it matched nothing: two answers, neither of use."""
+        if not tokens(query[:MAX_QUERY], stem=self._config.stem) and not self._named(query):
+            raise SearchError(
+                f"no word to search by in {one_line(query, 80)!r} (punctuation and words as common as 'the' or "
+                "'get' are left out): say what the tool should do, or search it as a regular expression"
+            )
 
     def rank(self, query: str) -> dict[int, float]:
         """The score of every tool the query reaches (by position in the index).
