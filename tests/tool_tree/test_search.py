@@ -26,6 +26,7 @@ from tool_tree.search import (
     docs_from_tree,
     has_static,
     index_embeds_with,
+    load_index,
     render_hits,
     search_records,
     search_tools,
@@ -36,6 +37,7 @@ from tool_tree.search import (
 )
 from tool_tree.search._static import STATIC_ENV, STATIC_WEIGHT
 from tool_tree.search._store import index_matches_manifest, index_splits_words_as_now
+from tool_tree.search._text import WORDS
 from tool_tree.search._wordpiece import WordPiece, basic_split
 from tooltree_cli import search_cmd
 
@@ -560,6 +562,60 @@ def test_an_index_of_the_splitter_that_cut_words_at_letters_outside_ascii_is_reb
     assert SearchIndex.load(tree).config.words == 1 and not index_splits_words_as_now(tree)
     write_tree(tree)
     assert (tree / INDEX_FILE).read_text(encoding="utf-8") == text and index_splits_words_as_now(tree)
+
+
+def _of_the_first_splitter(root: Path, embeddings: str = "off") -> Path:
+    """A tree of the catalog and a tool whose description has "résumé", its index as the first word splitter's
+    release wrote it: no ``words`` setting, and no term holds a letter outside ASCII."""
+    catalog = json.loads(CATALOG.read_text(encoding="utf-8"))
+    cv = {"name": "send_cv", "description": "Envoie un résumé par courriel.", "inputSchema": {"type": "object"}}
+    catalog["servers"][2]["tools"].append(cv)
+    tree = write_tree(root, catalog, embeddings=embeddings)
+    data = json.loads((tree / INDEX_FILE).read_text(encoding="utf-8"))
+    assert data["postings"]["résumé"] and (data["dense"] is not None) == (embeddings == "on")
+    del data["config"]["words"]
+    data["postings"] = {term: postings for term, postings in data["postings"].items() if term.isascii()}
+    (tree / INDEX_FILE).write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+    return tree
+
+
+OLDER = "written by an older tooltree, which cut words at letters outside ASCII"
+
+
+@pytest.mark.parametrize("embeddings", ["off", "on"])
+def test_an_index_of_the_splitter_that_cut_words_at_letters_outside_ascii_is_searched_split_anew_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, request: pytest.FixtureRequest, embeddings: str
+) -> None:
+    # Before: such an index was searched as it was until generate-tree ran: a query's "résumé" found none of the
+    # tools whose text has it (indexed as "r é sum é").
+    if embeddings == "on":
+        request.getfixturevalue("tiny_model")
+    tree = _of_the_first_splitter(tmp_path / "tree", embeddings)
+    with caplog.at_level(logging.WARNING, logger="tool_tree.search._render"):
+        index = load_index(tree)
+        if embeddings == "off":  # (the tiny model's random vectors outweigh a word: its ranking says nothing)
+            assert search_tools(tree, "résumé", detail="name", limit=1) == "mail.send_cv\n"
+            assert search_records(tree, "envoie un résumé", limit=1)[0]["name"] == "mail.send_cv"
+    (warning,) = [r.getMessage() for r in caplog.records]  # once: the in-memory index is kept while nothing changes
+    assert warning == (
+        f"{(tree / INDEX_FILE).resolve()}: {OLDER}; searching its tools split anew until you run "
+        "`tooltree generate-tree` to rebuild it"
+    )
+    assert [index.entries[d].tool for d in index.scores("résumé")] == ["send_cv"]  # by its word, not by meaning
+    assert index.config.words == WORDS and index.dense == SearchIndex.load(tree).dense  # the vectors are kept
+
+
+def test_an_index_of_the_first_splitter_whose_tools_cannot_be_read_anew_is_searched_as_it_is_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tree = _of_the_first_splitter(tmp_path / "tree")
+    (tree / "snapshots" / "weather.json").unlink()
+    with caplog.at_level(logging.WARNING, logger="tool_tree.search._render"):
+        assert search_tools(tree, "weather forecast", detail="name", limit=1) == "weather.get_forecast\n"
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.startswith(f"{(tree / INDEX_FILE).resolve()}: {OLDER} (its tools cannot be read anew: ")
+    assert warning.endswith("); run `tooltree generate-tree` to rebuild it")
+    assert load_index(tree).config.words == 1
 
 
 def _left_behind(root: Path) -> Path:

@@ -23,7 +23,7 @@ import heapq
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ from tool_tree.search._rank import (
     server_scores,
 )
 from tool_tree.search._regex import MAX_REGEX_TEXT, regex_scores
-from tool_tree.search._text import one_line, summary_line, tokens
+from tool_tree.search._text import WORDS, one_line, summary_line, tokens
 from tool_tree.text import shown
 from tool_tree.tree import SEARCH_INDEX_FILE, module_name, stub_path
 
@@ -335,6 +335,18 @@ class SearchIndex:
             score=round(s, 4),
             summary=e.summary,
         )
+
+    def resplit(self, docs: list[SearchDoc]) -> SearchIndex:
+        """This index built anew from ``docs``, the tools it was built from, with the terms of this release's word
+        splitter (`_text.WORDS`): its settings and its tools' vectors are kept (they do not depend on the splitter).
+
+        Raises:
+            ValueError: ``docs`` are not the tools it was built from.
+        """
+        fresh = build_index(docs, replace(self._config, words=WORDS))
+        if [e.hash for e in fresh._entries] != [e.hash for e in self._entries]:
+            raise ValueError("the tree's tools are not the ones the index was built from")
+        return SearchIndex(fresh._entries, fresh._postings, fresh._related, fresh._config, self._dense)
 
     # --- persistence ------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from tool_tree.search._docs import docs_from_tree
 from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, SearchHit, SearchIndex, build_index, check_limit
 from tool_tree.search._store import built_for, index_text, manifest_hash
-from tool_tree.search._text import one_line
+from tool_tree.search._text import WORDS, one_line
 from tool_tree.text import shown
 from tool_tree.tree import MANIFEST_FILE, Manifest, TreeError, read_in_tree
 
@@ -214,7 +214,7 @@ def load_index(tree: str | os.PathLike[str]) -> SearchIndex:
     the ones removed. It is not used: the tree's tools are indexed in memory instead, by their
     words only (no embeddings), and a warning says to run ``tooltree generate-tree``. An index
     that records no manifest (written by an older tooltree) is used as it is while it holds the tools the manifest
-    names.
+    names. One of an older word splitter is searched with its tools split anew (`_resplit`).
 
     Raises:
         SearchError: the index is missing, unreadable or corrupt, or it disagrees with the tree and
@@ -238,6 +238,8 @@ def load_index(tree: str | os.PathLike[str]) -> SearchIndex:
         stored = built_for(text)
         if _stale(stored, index, path.parent):
             index = _index_of_tree(path)
+        elif index.config.words != WORDS:
+            index = _resplit(index, path)
         _cache[path] = (key, index)
         return index
 
@@ -283,6 +285,22 @@ def _index_of_tree(path: Path) -> SearchIndex:
         path, MANIFEST_FILE, len(index), regenerate,
     )  # fmt: skip
     return index
+
+
+def _resplit(index: SearchIndex, path: Path) -> SearchIndex:
+    """``index`` (at ``path``), of an older release's word splitter, with its tools' words split as this release
+    splits them (`SearchIndex.resplit`), and a warning to run ``tooltree generate-tree`` to store that; ``index`` as it
+    is when the tree's tools cannot be read. Before, such an index was searched as it was until generate-tree ran:
+    a query's "résumé" found none of the tools whose text has it (they were indexed as "r é sum é")."""
+    regenerate = "run `tooltree generate-tree` to rebuild it"
+    older = "written by an older tooltree, which cut words at letters outside ASCII"
+    try:
+        fresh = index.resplit(docs_from_tree(path.parent))
+    except (SearchError, ValueError) as e:
+        logger.warning("%s: %s (its tools cannot be read anew: %s); %s", path, older, e, regenerate)
+        return index
+    logger.warning("%s: %s; searching its tools split anew until you %s", path, older, regenerate)
+    return fresh
 
 
 def search_tools(
