@@ -425,11 +425,15 @@ def _plan_and_write_over(
         gone = "a run removes its stubs" if check else "its stubs are removed"
         result.warnings += [f"{n}: listed no tools, where the tree had {c}: {gone}" for n, c in emptied.items()]
         if check:
-            from tool_tree.search import index_matches_manifest
+            from tool_tree.search import index_matches_manifest, index_splits_words_as_now
 
             result.drift = diff_plan(out, plan.files, OWNED_DIRS, known=seen, deletable=keeper.ours)
-            if plan.files and not index_matches_manifest(out, plan.files[MANIFEST_FILE]):
-                result.drift.append(SEARCH_INDEX_FILE)  # missing, or left by a generation interrupted while embedding
+            # missing, left by a generation interrupted while embedding, or of an older word splitter (a run rebuilds
+            # it: before, --check called such a tree up to date)
+            if plan.files and not (
+                index_matches_manifest(out, plan.files[MANIFEST_FILE]) and index_splits_words_as_now(out)
+            ):
+                result.drift.append(SEARCH_INDEX_FILE)
         else:
             result.report = write_plan(
                 out,

@@ -69,3 +69,17 @@ def test_the_rerun_after_it_rebuilds_the_index_and_search_uses_it_without_a_warn
         assert search_tools(left_behind, "current time", detail="name", limit=1) == "time.get_current_time\n"
     assert caplog.records == []
     assert load_index(left_behind) is load_index(left_behind)  # loaded once while neither file changes
+
+
+def test_check_lists_an_index_of_the_word_splitter_that_cut_words_at_letters_outside_ascii(tmp_path: Path) -> None:
+    # Before: --check called the tree up to date, though the next run rebuilds such an index.
+    found = snapshots(tmp_path / "a", mail=[MAIL])
+    out = tmp_path / "tree"
+    generate(None, out, snapshots=found, embeddings="off")
+    assert generate(None, out, snapshots=found, check=True).drift == []
+    index = out / "search_index.json"
+    index.write_text(index.read_text(encoding="utf-8").replace(',"words":2}', "}", 1), encoding="utf-8")
+    assert generate(None, out, snapshots=found, check=True).drift == ["search_index.json"]
+    rerun = generate(None, out, snapshots=found, embeddings="off")
+    assert rerun.report is not None and rerun.report.written == ["search_index.json"]
+    assert generate(None, out, snapshots=found, check=True).drift == []
