@@ -12,7 +12,6 @@ it; 70, as in every command, an unexpected error (`tooltree_cli.main`).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +84,9 @@ def run(args: argparse.Namespace) -> int:
         error(str(e))
         return 2
     try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        # `print`: a standard output closed (`>&-`, sys.stdout None) takes nothing, as every command's print does
+        # (before: "unexpected", exit 70, an AttributeError of `sys.stdout.write`)
+        print(text, end="", flush=True)
     except BrokenPipeError:  # the reader left: said as every command says it
         raise
     except (OSError, UnicodeEncodeError) as e:  # a full disk, a terminal that takes only ASCII: before, exit 70

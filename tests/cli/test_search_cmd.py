@@ -90,3 +90,13 @@ def test_a_query_naming_a_tool_of_common_words_alone_still_finds_it() -> None:
     index = build_index([doc])
     assert [h.qualified_name for h in index.search("get")] == ["kv.get"]
     assert [h.qualified_name for h in index.search("kv.get")] == ["kv.get"]
+
+
+def test_a_closed_standard_output_takes_the_results_as_every_command_s_does(
+    tree: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `tooltree search … >&-`: Python's sys.stdout is None. Before: "AttributeError: 'NoneType' object has no
+    # attribute 'write' (unexpected …)", exit 70.
+    monkeypatch.setattr("sys.stdout", None)
+    assert main(["search", "weather forecast", "--tree", str(tree)]) == 0
+    assert capsys.readouterr().err == ""
