@@ -34,6 +34,7 @@ from tooltree_cli.common import (
     positive_seconds,
     probability,
     sandbox_config,
+    search_setting_problem,
 )
 from tooltree_cli.output import EXIT_NOT_PRINTED, error, not_printed, terminal_text
 from tooltree_cli.signals import EXIT_HUNG_UP, EXIT_TERMINATED, Terminated, signals_stop_like_ctrl_c
@@ -195,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
     for problem in (
         _state_problem("--prefilter-state", args.prefilter_state) if args.prefilter_state is not None else None,
         folder_problem("--workspace", args.workspace, home=True) if args.workspace is not None else None,
+        search_setting_problem(),
     ):  # before the model is asked: the sandbox would fail only after a script ran, and lose its files
         if problem is not None:
             error(problem)

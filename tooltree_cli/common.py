@@ -68,6 +68,19 @@ def load_optional_config(path: str | None, using: Collection[str] | None = None)
     return None
 
 
+def search_setting_problem() -> str | None:
+    """Why ``TOOLTREE_SEARCH_EMBEDDINGS`` cannot be used (a value other than 1, 0 or auto), or None: asked before
+    `agent` or `serve` starts, as every search of its model or clients would fail on it (before: each did, after
+    the run was paid for or the client connected)."""
+    from tool_tree.search import SearchError, embeddings_mode
+
+    try:
+        embeddings_mode()
+    except SearchError as e:
+        return str(e)
+    return None
+
+
 OWNER_ENV = "TOOLTREE_SANDBOX_OWNER"
 
 

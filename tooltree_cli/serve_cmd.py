@@ -48,6 +48,7 @@ from tooltree_cli.common import (
     positive_seconds,
     sandbox_config,
     sandbox_seconds,
+    search_setting_problem,
     workspace_problem,
 )
 from tooltree_cli.output import error, terminal_text
@@ -210,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
         workspace_problem(args.workspace, args.tree) if args.workspace is not None else None,
         # Only its shape: a tree that is up to date is served, and refreshed without a write, from a read-only folder.
         None if args.no_regenerate else folder_problem("--tree", args.tree, writable=False),
+        search_setting_problem(),
     ):
         if problem is not None:
             error(problem)

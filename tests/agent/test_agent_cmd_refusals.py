@@ -95,6 +95,20 @@ def test_a_transcript_to_standard_output_is_refused_rather_than_written_to_a_fil
     assert api.requests == [] and not (tmp_path / "-").exists()
 
 
+def test_an_unknown_embeddings_setting_is_refused_before_the_model_is_asked(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the run went on, and each search_tools the model sent failed on it (or, on an index with vectors, the
+    # local pre-filter said to install the embeddings extra).
+    monkeypatch.setenv("TOOLTREE_SEARCH_EMBEDDINGS", "bogus")
+    api.add(reply("Done."))
+    assert main([*base(project), "--quiet"]) == 2
+    assert capsys.readouterr().err == (
+        "tooltree: error: TOOLTREE_SEARCH_EMBEDDINGS=bogus: expected 1 (on), 0 (off) or auto\n"
+    )
+    assert api.requests == []
+
+
 @pytest.mark.parametrize(
     ("option", "said"),
     [

@@ -37,6 +37,17 @@ def test_a_token_no_client_can_send_is_refused_before_anything_starts(
     assert token.strip() not in err and "openssl rand -hex 16" in err
 
 
+def test_an_unknown_embeddings_setting_is_refused_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: served, and every client's search_tools failed on it.
+    monkeypatch.setenv("TOOLTREE_SEARCH_EMBEDDINGS", "bogus")
+    assert main(["serve", "--no-regenerate", "--tree", str(tmp_path / "tree")]) == 2
+    assert capsys.readouterr().err == (
+        "tooltree: error: TOOLTREE_SEARCH_EMBEDDINGS=bogus: expected 1 (on), 0 (off) or auto\n"
+    )
+
+
 def test_help_says_what_allow_remote_exposes(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
