@@ -61,7 +61,6 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_USAGE, EXIT_SERVERS, EXIT_SANDBOX = 0, 2, 3, 4
 TOKEN_ENV = "TOOLTREE_SERVE_TOKEN"  # as agent.serve.http.TOKEN_ENV (not imported: help text only)
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 STDIO_AT_A_TERMINAL = (
     "tooltree serve: waiting for an MCP client on stdin (an MCP client starts this command itself, e.g. "
@@ -193,12 +192,15 @@ def run(args: argparse.Namespace) -> int:
             "over stdin and stdout)"
         )
         return EXIT_USAGE
-    if args.http and args.host not in LOOPBACK and not args.allow_remote:
-        error(f"--host {args.host} is not loopback; add --allow-remote if you mean it (see --help for what it exposes)")
-        return EXIT_USAGE
     if args.http:
-        from agent.serve.http import token_problem
+        from agent.serve.http import is_loopback, token_problem
 
+        if not is_loopback(args.host) and not args.allow_remote:  # 127.0.0.0/8 and ::1 (before: 127.0.0.1 alone)
+            error(
+                f"--host {args.host} is not loopback; add --allow-remote if you mean it (see --help for what it "
+                "exposes)"
+            )
+            return EXIT_USAGE
         if (problem := token_problem(os.environ.get(TOKEN_ENV, ""))) is not None:  # before: every client got 401
             error(problem)
             return EXIT_USAGE

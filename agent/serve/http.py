@@ -27,8 +27,10 @@ where no client limits a message, results are sent whole.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import hmac
+import ipaddress
 import json
 import logging
 import secrets
@@ -73,7 +75,9 @@ logging.getLogger("mcp.shared.jsonrpc_dispatcher").addFilter(_AnsweredAtStop())
 
 MCP_PATH = "/mcp"
 TOKEN_ENV = "TOOLTREE_SERVE_TOKEN"
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
+LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]")
+"""How a client on this machine may name it in its ``Host`` header (with any port), whatever loopback address serve
+binds: the SDK's own list for a server on loopback."""
 OAUTH_PATHS = ("/.well-known/oauth-", "/.well-known/openid-configuration", "/register", "/authorize", "/token")
 """Where a client looks for OAuth metadata or registers for it (path prefixes)."""
 NO_OAUTH = (
@@ -93,6 +97,36 @@ scripts stopped, as on a client's cancel), and open ``GET`` streams are ended at
 uvicorn waited for every connection to close: the ``GET`` stream every SDK client and Claude Code hold kept a
 stopped serve running for as long as its client stayed."""
 _WHY = "over HTTP one result must fit in 1 MiB, the most the MCP SDK client reads at once"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (``--host``) is an address of this machine alone: ``localhost``, any of 127.0.0.0/8 (before,
+    only 127.0.0.1 was, as in the SDK's list), or ``::1``."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def rebinding_guard(host: str) -> TransportSecuritySettings | None:
+    """The SDK's DNS-rebinding protection for serving on ``host``: on loopback, a request's ``Host`` must name this
+    machine (`LOCAL_NAMES`, or ``host`` as a client writes it in its URL; with a port, or without one as a client
+    sends it for port 80), and its ``Origin``, when it has one, be of such a host; None elsewhere (the token is the
+    protection). Before, the SDK's list alone was allowed, so on 127.0.0.2 every request was ``421 Invalid Host``."""
+    if not is_loopback(host):
+        return None
+    names = {*LOCAL_NAMES, host.lower() if ":" not in host else f"[{host}]"}
+    with contextlib.suppress(ValueError):
+        address = ipaddress.ip_address(host)
+        names.add(f"[{address.compressed}]" if address.version == 6 else address.compressed)
+    hosts = sorted(names)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*hosts, *(f"{name}:*" for name in hosts)],
+        allowed_origins=[*(f"http://{name}" for name in hosts), *(f"http://{name}:*" for name in hosts)],
+    )
 
 
 def new_token() -> str:
@@ -180,7 +214,7 @@ def http_gate(app: ToolServer, *, host: str = "127.0.0.1") -> SessionGate:
     """The SDK's Streamable HTTP app at ``/mcp`` behind `SessionGate` (`http_app` without the token)."""
     server = app.mcp_server(http=True)
     server.middleware.append(_fit_results)
-    security = None if host in LOOPBACK else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    security = rebinding_guard(host) or TransportSecuritySettings(enable_dns_rebinding_protection=False)
     inner = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=host,
@@ -231,8 +265,6 @@ async def serve_http(
 
     class Server(uvicorn.Server):
         def capture_signals(self) -> Any:  # signals are ours: sessions close before the process ends
-            import contextlib
-
             return contextlib.nullcontext()
 
     cap = connection_cap(raise_open_files_limit())
