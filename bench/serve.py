@@ -34,7 +34,7 @@ import anyio
 from tests.support import ServeProcess
 
 OWNER = "tooltree-bench-serve"
-TOKEN = "bench-token"
+TOKEN = "bench-token-0123456789"
 
 
 # ---- tokens -------------------------------------------------------------------------------------------------------

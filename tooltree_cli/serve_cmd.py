@@ -201,7 +201,8 @@ def run(args: argparse.Namespace) -> int:
                 "exposes)"
             )
             return EXIT_USAGE
-        if (problem := token_problem(os.environ.get(TOKEN_ENV, ""))) is not None:  # before: every client got 401
+        token = os.environ.get(TOKEN_ENV, "")  # empty: serve makes one
+        if token and (problem := token_problem(token)) is not None:  # before: every client got 401, or a guess worked
             error(problem)
             return EXIT_USAGE
     for problem in (

@@ -134,11 +134,18 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+MIN_TOKEN_CHARS = 16
+"""The shortest ``$TOOLTREE_SERVE_TOKEN`` taken: 16 characters of `openssl rand -hex 16` hold 64 bits. Whoever holds
+the token runs code and calls every tool; before, a token of one character was served."""
+MAKE_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+
+
 def token_problem(token: str) -> str | None:
-    """What keeps a client from sending ``token`` (``$TOOLTREE_SERVE_TOKEN``) in its ``Authorization`` header; None:
-    nothing. A header's value loses the spaces around it on the way (a token read from a file with its line break, or
-    written with a trailing space), and holds no control or non-ASCII character, so such a token was refused to every
-    client as a wrong one. The character itself is not named: the token is a secret."""
+    """What keeps ``token`` (``$TOOLTREE_SERVE_TOKEN``) from guarding serve: shorter than `MIN_TOKEN_CHARS`, or a
+    character a client cannot send in its ``Authorization`` header; None: nothing. A header's value loses the spaces
+    around it on the way (a token read from a file with its line break, or written with a trailing space), and holds
+    no control or non-ASCII character, so such a token was refused to every client as a wrong one. The character
+    itself is not named: the token is a secret."""
     for place, char in enumerate(token, 1):
         if not "!" <= char <= "~":
             what = "a space" if char.isspace() else "a control character" if char.isascii() else "a non-ASCII character"
@@ -146,6 +153,12 @@ def token_problem(token: str) -> str | None:
                 f"${TOKEN_ENV} has {what} at character {place} of {len(token)}, which a client cannot send in its "
                 "Authorization header: use visible ASCII characters only (such as `openssl rand -hex 16` prints)"
             )
+    if len(token) < MIN_TOKEN_CHARS:
+        return (
+            f"${TOKEN_ENV} has {len(token)} character{'s' if len(token) != 1 else ''}, too few to keep others from "
+            f"guessing it: give at least {MIN_TOKEN_CHARS}, such as `{MAKE_TOKEN}` prints (or unset it: serve then "
+            "makes one and prints it once)"
+        )
     return None
 
 

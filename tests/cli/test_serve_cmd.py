@@ -48,6 +48,25 @@ def test_an_unknown_embeddings_setting_is_refused_before_anything_starts(
     )
 
 
+@pytest.mark.parametrize("token", ["t", "s3cret-token-01"])
+def test_a_token_shorter_than_16_characters_is_refused_saying_how_to_make_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, token: str
+) -> None:
+    # Before: served behind a token of one character, which whoever reaches the port guesses at the first tries.
+    monkeypatch.setenv("TOOLTREE_SERVE_TOKEN", token)
+    assert main(["serve", "--http", "--port", "0", "--no-regenerate", "--tree", str(tmp_path / "tree")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tooltree: error: $TOOLTREE_SERVE_TOKEN has {len(token)} character")
+    assert "give at least 16, such as `python -c 'import secrets; print(secrets.token_urlsafe(32))'` prints" in err
+    assert "s3cret" not in err  # the token is a secret
+
+
+def test_a_token_of_16_characters_is_taken() -> None:
+    from agent.serve.http import token_problem
+
+    assert token_problem("s3cret-token-012") is None
+
+
 def test_help_says_what_allow_remote_exposes(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["serve", "--help"])

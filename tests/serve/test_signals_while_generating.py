@@ -43,7 +43,7 @@ def test_a_signal_while_the_missing_tree_is_generated_ends_its_servers_and_serve
     argv += ["--http", "--port", "0"] if http else []
     proc = subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
-        env={**os.environ, "TOOLTREE_SERVE_TOKEN": "t"},
+        env={**os.environ, "TOOLTREE_SERVE_TOKEN": "signals-token-0123456789"},
     )  # fmt: skip
     try:
         wait_until(lambda: bool(marked_processes(mark)), "serve to start the server it lists", timeout=60)
