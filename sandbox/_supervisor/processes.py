@@ -60,6 +60,14 @@ class Execution:
         return {"stdout": self.stdout, "stderr": self.stderr}
 
 
+CLOSED_GRACE = 0.5
+"""Seconds a worker whose control pipe closed is given to end on its own before it is taken to have closed it."""
+CHANNEL_CLOSED = (
+    "the script closed the interpreter's control channel to its supervisor, so the interpreter was ended and "
+    "restarted; variables and imports are gone"
+)
+"""The error of an execution whose script closed the worker's control channel and ran on."""
+
 _OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
 
@@ -141,6 +149,8 @@ class Worker:
         """Its process ended and was collected (its pump set it; a new worker replaces it unless ``dead``)."""
         self.bad_frame: str | None = None
         """Why the supervisor stopped reading the worker (a frame it refused), if it did."""
+        self.channel_closed = False
+        """Its end of the control pipe closed while it ran on (its script closed the descriptor): it was killed."""
 
     def abandon(self) -> None:
         """End a worker whose pump never started (no thread for it): kill it, collect it, close its pipes."""
@@ -184,6 +194,15 @@ class Worker:
     def close_control(self) -> None:
         """Send what is queued, then close the control pipe (the worker's end of input)."""
         self._sender.close()
+
+    def lives_on(self) -> bool:
+        """Whether the process still runs `CLOSED_GRACE` seconds after its control pipe closed. A process that exits
+        closes its pipes a moment before it can be collected, so the pipe's end alone does not tell."""
+        try:
+            self.proc.wait(CLOSED_GRACE)
+        except subprocess.TimeoutExpired:
+            return True
+        return False
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

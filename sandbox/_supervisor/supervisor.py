@@ -79,7 +79,7 @@ from .limits import (
 from .namespaces import report as namespaces_report
 from .options import parse_options
 from .outputs import OutputFolder, output_budget
-from .processes import Execution, Worker, killed_by, oom_kill_count
+from .processes import CHANNEL_CLOSED, Execution, Worker, killed_by, oom_kill_count
 from .seccomp_probe import probe as seccomp_probe
 from .tree_state import tree_complete
 from .wire import FrameDecoder, FrameReader, FrameTooLarge, FrameWriter, WireError
@@ -452,7 +452,9 @@ class Supervisor:
                 fd = key.fd
                 if fd == worker.ctl_read_fd:
                     data = self.read_nonblocking(fd)
-                    if data is None:
+                    if data is None:  # it exited, or its script closed the pipe and runs on (before: "SIGKILL: out
+                        # of memory?", the kill below taken for the kernel's)
+                        worker.channel_closed = worker.lives_on()
                         ctl_open = False
                         break
                     if not self.handle_control_bytes(worker, decoder, data):
@@ -678,6 +680,8 @@ class Supervisor:
                 error = "the interpreter did not stop when interrupted and was restarted"
             elif worker.bad_frame is not None:
                 error = f"the interpreter sent its supervisor a bad frame ({worker.bad_frame}) and was restarted"
+            elif worker.channel_closed:
+                error = CHANNEL_CLOSED
             elif returncode < 0 and oom_kill_count() > ex.oom_kills:
                 error = "memory limit exceeded: the interpreter was killed (variables and imports are gone)"
             elif returncode < 0:

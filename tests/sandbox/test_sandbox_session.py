@@ -189,6 +189,21 @@ def test_an_interpreter_that_crashes_is_not_said_to_be_out_of_memory(shared: San
     assert shared.execute("print(2)").stdout == "2\n"
 
 
+def test_a_script_that_closes_its_control_channel_is_told_so_not_that_it_ran_out_of_memory(shared: Sandbox) -> None:
+    # Before: "the Python process was killed by signal 9 (SIGKILL: out of memory?)": the supervisor's own kill, once
+    # the pipe closed, taken for the kernel's.
+    code = (
+        "import os, sys, threading\nos.close(int(sys.argv[sys.argv.index('--ctl-out') + 1]))\nthreading.Event().wait()"
+    )
+    result = shared.execute(code)
+    assert result.state_reset and result.exit_status == -9
+    assert result.error == (
+        "the script closed the interpreter's control channel to its supervisor, so the interpreter was ended and "
+        "restarted; variables and imports are gone"
+    )
+    assert shared.execute("print(2)").stdout == "2\n"
+
+
 def test_running_out_of_memory_kills_the_interpreter_not_the_session(docker_engine: Any) -> None:
     backend = DockerBackend(SandboxConfig(owner=TEST_OWNER, memory="128m"), docker=docker_engine)
     with Sandbox(backend) as sb:
