@@ -79,6 +79,11 @@ class ToolBridge(ABC):
     def begin_execution(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Called before each execution starts (a bridge resets per-execution budgets here)."""
 
+    def refused(self, server: str, tool: str, code: str, message: str) -> None:  # noqa: B027 - optional, empty
+        """A call of the script's that its session refused before handing it on (a name too long, arguments past the
+        limits): recorded as the bridge records the calls it refuses itself (`McpBridge`: an audit line). ``server``
+        and ``tool`` come cut and cleaned (`sandbox.results.ledger_name`), ``message`` too (`ledger_error`)."""
+
     def waiting_on(self, server: str) -> str:
         """Why a call of ``server`` still waited when its execution ended, when the bridge knows ("" otherwise):
         said after the ledger's "cancelled" (`sandbox.calls`)."""

@@ -3,7 +3,8 @@
 The channel's reader hands each request from the container to `CallServer.on_request`, which decides
 at once, on the reader, what can be decided without the bridge: no execution running, too many calls
 in flight, an unknown method, a malformed call, arguments past the per-call or in-flight limits
-(`sandbox.call_limits`). Those are answered there; nothing else runs for them.
+(`sandbox.call_limits`). Those are answered there, a tool call's refusal recorded in the ledger and by the bridge
+(`ToolBridge.refused`: `McpBridge` writes its audit line); nothing else runs for them.
 
 The rest is served with as few hand-offs as the bridge allows. A tool call to a bridge whose
 ``call_tool`` is a coroutine function (`McpBridge`: its checks already run on the event loop that
@@ -249,7 +250,26 @@ class CallServer:
                 refusal = (e.code, e.message)
         with self._lock:
             self._in_flight -= 1
+        self._record_refused(params, refusal)
         return refusal, None, execution
+
+    def _record_refused(self, params: dict[str, Any], refusal: Refusal) -> None:
+        """A tool call refused before the bridge, into the ledger and the bridge's record (`ToolBridge.refused`), its
+        names cut (`ledger_name`: before, none was made, and a name of a megabyte would have gone in whole)."""
+        names = (params.get("server"), params.get("tool"))
+        server, tool = (ledger_name(name) if isinstance(name, str) else "" for name in names)
+        error = ledger_error(refusal[1])
+        with self._lock:
+            if not self._executing:
+                return
+            if len(self._ledger) < MAX_LEDGER:
+                self._ledger.append(ToolCallRecord(server, tool, False, 0, 0, 0.0, error))
+            else:
+                self._omitted += 1
+        try:
+            self.bridge.refused(server, tool, refusal[0], error)
+        except Exception:  # the bridge is foreign code: its bug must not kill the session
+            logger.exception("the bridge failed to record a refused call")
 
     def _release(self, size: CallSize | None) -> None:
         with self._lock:

@@ -330,6 +330,13 @@ class McpBridge(ToolBridge):
             if self.audit is not None:
                 self.audit.write(record)
 
+    def refused(self, server: str, tool: str, code: str, message: str) -> None:
+        """An audit line for a call its session refused before handing it on, as for one refused here (before: none,
+        so a script's calls with a server name of a megabyte left no trace)."""
+        if self.audit is not None:
+            record = {"session": self.session, "server": server, "tool": tool, "outcome": "refused", "code": code}
+            self.audit.write({**record, "error": ledger_error(message), "ms": 0.0, "ts": round(time.time(), 3)})
+
     def waiting_on(self, server: str) -> str:
         """A server still starting (or waiting for its turn to) when a call of it was cancelled: said, with the
         setting that bounds it. Before, the ledger said only that the execution ended before the server answered,

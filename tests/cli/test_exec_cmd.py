@@ -53,6 +53,32 @@ def test_exec_json_reports_output_calls_and_bytes_kept_in_the_sandbox(
 
 
 @pytest.mark.docker
+def test_a_call_refused_for_its_server_name_of_a_megabyte_is_in_the_ledger_and_the_audit_log_its_name_cut(
+    docker_engine: object, project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Before: refused before the bridge, neither the ledger nor the audit log had it (nor the call sent before it).
+    config, tree = project
+    script = tmp_path / "long_name.py"
+    script.write_text(
+        "from tool_tree.runtime import ToolCallError, call_tool\n"
+        "try:\n    call_tool('s' * 1_000_000, 'get_record', {})\nexcept ToolCallError as e:\n    print(e.code)\n",
+        encoding="utf-8",
+    )
+    audit = tmp_path / "audit.jsonl"
+    code = main(["exec", str(script), "--config", str(config), "--tree", str(tree), "--json", "--audit", str(audit)])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["stdout"] == "invalid_arguments\n", out
+    (call,) = out["calls"]
+    assert call["server"] == "s" * 255 + "…" and call["tool"] == "get_record" and call["ok"] is False
+    assert call["error"] == "server or tool name too long"
+    (line,) = [json.loads(x) for x in audit.read_text(encoding="utf-8").splitlines()]
+    assert line["server"] == "s" * 255 + "…" and line["tool"] == "get_record"
+    assert line["outcome"] == "refused" and line["code"] == "invalid_arguments"
+    assert line["error"] == "server or tool name too long"
+    assert audit.stat().st_size < 1_000
+
+
+@pytest.mark.docker
 def test_exec_failing_script_exits_1_with_its_traceback(
     docker_engine: object, project: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
