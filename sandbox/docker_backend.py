@@ -12,9 +12,11 @@ A process's first start also removes, on a thread of its own, the containers its
 when they were killed on this host (`sandbox.sweep`).
 
 Nothing on the host is mounted. The tree goes in through a named volume
-``tooltree-tree-<content hash>``, filled once per distinct tree by a throwaway container that
-reads a tar from its stdin, and mounted read-only; the workspace travels over the channel. So
-the same code works with a local engine, Docker Desktop or a remote ``DOCKER_HOST``.
+``tooltree-tree-<hash of the owner and the content>``, filled once per distinct tree and owner by a throwaway
+container that reads a tar from its stdin, and mounted read-only; the workspace travels over the channel. So
+the same code works with a local engine, Docker Desktop or a remote ``DOCKER_HOST``. A volume is its owner's alone
+(`OWNER_LABEL`): `tooltree sandbox prune --owner A` never removes the copy an idle tooltree of owner B would use
+next (before, owners shared it under its first maker's label, and B copied the tree again after A's prune).
 
 Over 400 lines: a container's whole life on the engine (start, checks, channel, removal, tree volumes, prune).
 """
@@ -291,7 +293,8 @@ class DockerBackend(SandboxBackend):
         # `generate-tree` may be rewriting the tree: wait for it, and read one whole generation.
         with tree_lock(tree, shared=True):
             # Named with FILL_VERSION too: a record made before it changed names a volume that is not used again.
-            known = self._tree_record = f"{TREE_KNOWN_PREFIX}{FILL_VERSION.decode().strip()}-{tree_fingerprint(tree)}"
+            owned = self._owned(tree_fingerprint(tree).encode())[:24]
+            known = self._tree_record = f"{TREE_KNOWN_PREFIX}{FILL_VERSION.decode().strip()}-{owned}"
             labels = self.docker.volume_labels(known)
             name = (labels or {}).get(TREE_VOLUME_LABEL, "")
             if name.startswith(TREE_VOLUME_PREFIX) and self.docker.volume_exists(name):
@@ -305,8 +308,14 @@ class DockerBackend(SandboxBackend):
         self.docker.create_volume(known, {OWNER_LABEL: self.config.owner, TREE_VOLUME_LABEL: name})
         return name
 
+    def _owned(self, data: bytes) -> str:
+        """The hash (hex) of ``data`` that names a volume of this backend's owner (and of `FILL_VERSION`)."""
+        digest = hashlib.sha256(FILL_VERSION + self.config.owner.encode("utf-8", "surrogateescape") + b"\0")
+        digest.update(data)
+        return digest.hexdigest()
+
     def _fill_tree_volume(self, data: bytes) -> str:
-        name = TREE_VOLUME_PREFIX + hashlib.sha256(FILL_VERSION + data).hexdigest()[:20]
+        name = TREE_VOLUME_PREFIX + self._owned(data)[:20]
         self.docker.create_volume(name, {OWNER_LABEL: self.config.owner})
         spec = {
             "image": self.image,

@@ -133,6 +133,40 @@ def test_a_session_started_after_prune_removed_the_tree_volume_sees_the_tree(
         remove_volumes(docker_engine, label=label)
 
 
+@pytest.mark.docker
+def test_prune_of_one_owner_leaves_the_tree_volume_another_owners_idle_backend_uses(
+    docker_engine: EngineWithCLI, owner: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: one volume for the tree whoever copied it, labelled with its first maker's owner: a prune of that owner
+    # removed it while another owner's backend, idle (no container mounting it), was to start its next session on
+    # it, which then copied the tree again (3 s for 20,000 stubs) or, pruned between its check and its start, failed.
+    from sandbox import DockerBackend, Sandbox, SandboxConfig, docker_backend
+    from sandbox.docker_backend import remove_volumes
+
+    monkeypatch.setattr("sandbox.image.remove_stale_derived_images", lambda: [])  # the engine's images stay
+    tree, other = write_sample_tree(tmp_path / "tree", unique=True), f"{owner}-b"
+    packs: list[Path] = []
+    pack = docker_backend.pack_tree
+    monkeypatch.setattr(docker_backend, "pack_tree", lambda path, **kw: packs.append(path) or pack(path, **kw))
+    first = DockerBackend(SandboxConfig(owner=owner), tree=tree, docker=docker_engine)
+    idle = DockerBackend(SandboxConfig(owner=other), tree=tree, docker=docker_engine)
+    try:
+        first.prepare()
+        idle.prepare()
+        assert idle.tree_volume is not None and idle.tree_volume != first.tree_volume
+        assert docker_engine.volume_labels(idle.tree_volume) == {"tooltree.owner": other}
+        assert main(["sandbox", "prune", "--owner", owner]) == 0
+        assert first.tree_volume is not None and not docker_engine.volume_exists(first.tree_volume)
+        copies = len(packs)
+        with Sandbox(idle) as sandbox:
+            result = sandbox.execute("from servers.crm import list_leads\nprint(list_leads.__name__)")
+        assert (result.stdout, result.error, len(packs)) == ("list_leads\n", None, copies)  # its copy, as it was
+    finally:
+        for label in (f"tooltree.owner={owner}", f"tooltree.owner={other}"):
+            docker_backend.remove_containers(docker_engine, label=label)
+            remove_volumes(docker_engine, label=label)
+
+
 def own_tree(folder: Path, owner: str) -> Path:
     """A sample tree of its own (copied into a volume of its own, which no other test's session uses)."""
     tree = write_sample_tree(folder / "tree")
