@@ -181,7 +181,7 @@ class BearerGuard:
         if not token:
             raise ValueError("the bearer token is empty")
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":  # lifespan
@@ -192,8 +192,12 @@ class BearerGuard:
             description = NO_OAUTH if oauth else f"the MCP endpoint is {MCP_PATH}"
             await _answer(send, 404, {"error": "not_found", "error_description": description})
             return
-        given = (_header(scope, b"authorization") or "").encode("latin-1", errors="replace")
-        if not hmac.compare_digest(given, self._expected):
+        given = _header(scope, b"authorization") or ""
+        # The scheme's case is the client's (RFC 9110: `bearer` is `Bearer`; the SDK's own guard reads it so), and
+        # spaces may follow it. Before, `Authorization: bearer <the token>` was refused as a wrong token.
+        scheme, _, credentials = given.partition(" ")
+        token = credentials.strip(" ").encode("latin-1", errors="replace")
+        if not (hmac.compare_digest(token, self._expected) and scheme.lower() == "bearer"):
             reason = "missing bearer token" if not given else "wrong bearer token"
             description = f"{reason}: send Authorization: Bearer <token>"
             await _answer(send, 401, {"error": "unauthorized", "error_description": description},
