@@ -63,10 +63,11 @@ class Execution:
 CLOSED_GRACE = 0.5
 """Seconds a worker whose control pipe closed is given to end on its own before it is taken to have closed it."""
 CHANNEL_CLOSED = (
-    "the script closed the interpreter's control channel to its supervisor, so the interpreter was ended and "
-    "restarted; variables and imports are gone"
+    "a script of this session closed the interpreter's control channel to its supervisor, so the interpreter was "
+    "ended and restarted; variables and imports are gone"
 )
-"""The error of an execution whose script closed the worker's control channel and ran on."""
+"""The error of an execution whose interpreter lost its control channel to a script: this one closed the way out and
+ran on, or this one or one before it closed the way in (found when the next message came)."""
 
 _OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
@@ -150,7 +151,8 @@ class Worker:
         self.bad_frame: str | None = None
         """Why the supervisor stopped reading the worker (a frame it refused), if it did."""
         self.channel_closed = False
-        """Its end of the control pipe closed while it ran on (its script closed the descriptor): it was killed."""
+        """A script closed one of its control pipes: the way out (it ran on and was killed), or the way in (it said so
+        and ended)."""
 
     def abandon(self) -> None:
         """End a worker whose pump never started (no thread for it): kill it, collect it, close its pipes."""

@@ -454,7 +454,7 @@ class Supervisor:
                     data = self.read_nonblocking(fd)
                     if data is None:  # it exited, or its script closed the pipe and runs on (before: "SIGKILL: out
                         # of memory?", the kill below taken for the kernel's)
-                        worker.channel_closed = worker.lives_on()
+                        worker.channel_closed = worker.channel_closed or worker.lives_on()
                         ctl_open = False
                         break
                     if not self.handle_control_bytes(worker, decoder, data):
@@ -545,6 +545,8 @@ class Supervisor:
         kind = message.get("type")
         if kind == "ready":
             worker.ready.set()
+        elif kind == "channel_closed":  # its way in: it ends (before: "exited with status 0", said of the next script)
+            worker.channel_closed = True
         elif kind == "call":
             # What the script printed before the call goes to the host before it: a sandbox that dies during the
             # call (or once its answer came) has sent it (`stream`).

@@ -10,6 +10,7 @@ The worker talks to the supervisor over two pipes of frames (``--ctl-in`` / ``--
     supervisor → worker   {"type": "exec", "exec": N, "code": "...", "filename": "..."}   (filename optional)
                           {"type": "reply", "id": K, "result": {...}} | {"type": "reply", "id": K, "error": {...}}
     worker → supervisor   {"type": "ready"}
+                          {"type": "channel_closed"}   (a script closed --ctl-in; the worker ends)
                           {"type": "call", "id": K, "method": "tool_call" | "search_tools", "params": {...}}
                           {"type": "image", "exec": N, "mime": "image/png", "data": "<base64>"}
                           {"type": "done", "exec": N, "exit_status": 0, "error": null, "traceback": null}
@@ -26,6 +27,7 @@ from __future__ import annotations
 import base64
 import builtins
 import contextlib
+import errno
 import io
 import itertools
 import linecache
@@ -127,6 +129,7 @@ class Connection:
 
     def __init__(self, ctl_in: int, ctl_out: int) -> None:
         self._reader = FrameReader(ctl_in, strict=False)  # the supervisor is the trusted side
+        self._ctl_in = ctl_in
         self._writer = FrameWriter(ctl_out)
         self._ids = itertools.count(1)
         self._pending: dict[int, tuple[threading.Event, list[dict[str, Any]]]] = {}
@@ -147,6 +150,8 @@ class Connection:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             while (message := self._reader.read()) is not None:
+                # A read under way when a script closed the descriptor still returns: what it read is not acted on.
+                os.fstat(self._ctl_in)
                 kind = message.get("type")
                 if kind == "exec":
                     self.executions.put(message)
@@ -156,9 +161,13 @@ class Connection:
                     if waiter is not None:
                         waiter[1].append(message)
                         waiter[0].set()
-        except (WireError, OSError):
+        except OSError as e:
+            if e.errno == errno.EBADF:  # a script closed the descriptor: the supervisor is there, and is told why
+                with contextlib.suppress(OSError, ValueError):
+                    self._writer.send({"type": "channel_closed"})
+        except WireError:
             pass
-        # The supervisor went away: nothing more can run.
+        # The supervisor went away (or cannot be heard): nothing more can run.
         os._exit(0)
 
     def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:

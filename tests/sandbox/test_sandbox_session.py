@@ -189,6 +189,12 @@ def test_an_interpreter_that_crashes_is_not_said_to_be_out_of_memory(shared: San
     assert shared.execute("print(2)").stdout == "2\n"
 
 
+CHANNEL_CLOSED = (
+    "a script of this session closed the interpreter's control channel to its supervisor, so the interpreter was "
+    "ended and restarted; variables and imports are gone"
+)
+
+
 def test_a_script_that_closes_its_control_channel_is_told_so_not_that_it_ran_out_of_memory(shared: Sandbox) -> None:
     # Before: "the Python process was killed by signal 9 (SIGKILL: out of memory?)": the supervisor's own kill, once
     # the pipe closed, taken for the kernel's.
@@ -197,11 +203,23 @@ def test_a_script_that_closes_its_control_channel_is_told_so_not_that_it_ran_out
     )
     result = shared.execute(code)
     assert result.state_reset and result.exit_status == -9
-    assert result.error == (
-        "the script closed the interpreter's control channel to its supervisor, so the interpreter was ended and "
-        "restarted; variables and imports are gone"
-    )
+    assert result.error == CHANNEL_CLOSED
     assert shared.execute("print(2)").stdout == "2\n"
+
+
+def test_a_script_that_closes_its_interpreters_way_in_is_said_to_have_closed_it_not_to_have_exited_0(
+    backend: DockerBackend,
+) -> None:
+    # Before: that script, or the next one (whichever ran when the interpreter next read its way in), failed with "the
+    # Python process exited with status 0", which neither asked for. (A fresh interpreter: one whose earlier scripts
+    # left files to open could give the closed descriptor's number to another.)
+    with Sandbox(backend) as sb:
+        closed = sb.execute("import os, sys\nos.close(int(sys.argv[sys.argv.index('--ctl-in') + 1]))\nprint(1)")
+        after = sb.execute("print(2)")
+        failed, ran = (closed, after) if closed.error is not None else (after, closed)
+        assert (failed.error, failed.state_reset) == (CHANNEL_CLOSED, True)
+        assert ran.error is None and ran.stdout in ("1\n", "2\n")
+        assert sb.execute("print(3)").stdout == "3\n"
 
 
 def test_running_out_of_memory_kills_the_interpreter_not_the_session(docker_engine: Any) -> None:
