@@ -193,7 +193,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     if args.http:
-        from agent.serve.http import is_loopback, token_problem
+        from agent.serve.http import token_problem
+        from agent.serve.loopback import is_loopback
 
         if not is_loopback(args.host) and not args.allow_remote:  # 127.0.0.0/8 and ::1 (before: 127.0.0.1 alone)
             error(

@@ -53,6 +53,7 @@ from agent.serve.http_limits import (
     quiet_accept_errors,
     raise_open_files_limit,
 )
+from agent.serve.loopback import is_loopback
 from agent.serve.server import ToolServer
 from agent.serve.stdio import StopSignals, say
 
@@ -97,17 +98,6 @@ scripts stopped, as on a client's cancel), and open ``GET`` streams are ended at
 uvicorn waited for every connection to close: the ``GET`` stream every SDK client and Claude Code hold kept a
 stopped serve running for as long as its client stayed."""
 _WHY = "over HTTP one result must fit in 1 MiB, the most the MCP SDK client reads at once"
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (``--host``) is an address of this machine alone: ``localhost``, any of 127.0.0.0/8 (before,
-    only 127.0.0.1 was, as in the SDK's list), or ``::1``."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def rebinding_guard(host: str) -> TransportSecuritySettings | None:

@@ -42,6 +42,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import ValidationError
 
+from agent.serve.loopback import is_loopback
 from sandbox.results import clean_text
 from tool_tree.config_servers import ASKABLE
 from tool_tree.server_asks import Asker, question, refusal_of
@@ -67,7 +68,6 @@ FORM_DEPTH = 6
 ``properties`` → field → ``items`` → ``anyOf`` → choice)."""
 _URL = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
 """What a URL is written with (RFC 3986): printable ASCII, no space, quote, angle bracket, backslash or brace."""
-_LOOPBACK = ("localhost", "127.0.0.1", "::1")
 _SHOWN = ("title", "description", "enumNames")
 """A form's strings only shown to the user (cleaned); the others (names, values) come back in the answer as they are."""
 MAX_HINTS = 8
@@ -271,7 +271,7 @@ def url_problem(url: str) -> str | None:
         host, user = parts.hostname, parts.username
     except ValueError:  # a port that is not one, a bracket not closed
         host = user = None
-    if host is None or not (parts.scheme == "https" or (parts.scheme == "http" and host in _LOOPBACK)):
+    if host is None or not (parts.scheme == "https" or (parts.scheme == "http" and is_loopback(host))):
         return "the URL is neither https:// nor http:// to this machine, which a client may open in a browser"
     if user is not None:
         return "the URL names a user before its host, which hides the host it opens"

@@ -1,5 +1,5 @@
-"""`tooltree serve --http` on a loopback address other than 127.0.0.1: served without ``--allow-remote``, to the
-official SDK client, with the SDK's DNS-rebinding protection on."""
+"""Loopback addresses other than 127.0.0.1: `tooltree serve --http` on one, served without ``--allow-remote``, to the
+official SDK client, with the SDK's DNS-rebinding protection on; a URL elicitation's ``http://`` URL to one."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.serve.http import is_loopback
+from agent.serve.loopback import is_loopback
+from agent.serve.upstream_asks import url_problem
 from tests.serve.conftest import RAW_HANDSHAKE, RAW_HEADERS, TOKEN, http_client, write_config
 from tests.support import TEST_OWNER, ServeProcess
 
@@ -57,3 +58,14 @@ async def test_serve_on_127_0_0_2_answers_the_sdk_client_and_refuses_another_hos
 )  # fmt: skip
 def test_every_address_of_127_0_0_0_8_and_1_is_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
+
+
+def test_a_url_elicitation_may_open_http_on_any_loopback_address_and_on_no_other() -> None:
+    # Before: http://127.0.0.2/… (a server in development on another loopback address) was refused as not this machine.
+    for url in ("http://127.0.0.2:8080/callback", "http://[::1]:8080/cb", "http://LOCALHOST/cb", "http://127.0.0.1/"):
+        assert url_problem(url) is None, url
+    for url in ("http://128.0.0.1/cb", "http://localhost.example/cb", "http://0.0.0.0/cb", "http://[::]/cb"):
+        assert (
+            url_problem(url)
+            == "the URL is neither https:// nor http:// to this machine, which a client may open in a browser"
+        )
