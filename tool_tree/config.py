@@ -290,6 +290,8 @@ def parse_config(
         if root_yaml is None:
             raise ConfigError("the file is empty; expected a `servers:` mapping", file=source)
         root = reader.to_node(root_yaml)
+        if root.value is None:  # `---` alone, or `null`: before, "expected a mapping at the top level, got nothing"
+            raise ConfigError("the file holds no settings; expected a `servers:` mapping", file=source)
         if not isinstance(root.value, dict):
             raise reader.error(f"expected a mapping at the top level, got {kind_of(root.value)}", root)
         top = root.value

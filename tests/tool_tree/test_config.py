@@ -78,6 +78,8 @@ def test_unknown_top_level_key_is_an_error() -> None:
         ("servers: [a, b]\n", "1: servers: expected a mapping of server names, got a list"),
         ("servers:\n  a: {command: [x\n", "invalid YAML"),
         ("", "the file is empty"),
+        ("---\n", "tooltree.yaml: the file holds no settings; expected a `servers:` mapping"),
+        ("# servers to come\n---\n...\n", "tooltree.yaml: the file holds no settings"),
     ],
 )
 def test_invalid_config_gives_one_precise_line(text: str, expected: str) -> None:
