@@ -194,6 +194,13 @@ def _server_entry(
                 one_line(where, 200), kind, other, connects,
                 "connects to the URL" if other == "url" else "starts the command",
             )  # fmt: skip
+    if (n := get("include")) is not None and n.value == []:  # before: read as no filter, all the server's tools
+        off = "enabled = false" if client == "codex" else '"disabled": true' if json_format else "enabled: false"
+        problem = (
+            "an empty list, which would offer none of the server's tools: leave `include` out to offer them all, "
+            f"or write `{off}` to leave the server out"
+        )
+        raise reader.error(problem, n, f"{where}.include")
     kw: dict[str, Any] = {"name": name, "named": named}
     if (n := get("enabled")) is not None:  # first: a disabled server's variables are not looked up
         kw["enabled"] = reader.boolean(n, f"{where}.enabled")

@@ -715,3 +715,25 @@ def test_a_sections_unset_variable_is_an_error_only_for_the_command_that_reads_t
     assert error_of(text.replace("model:", "modle:"), sections=config_sections()).key == "agent.modle"
     with pytest.raises(ConfigError, match=r"agent\.mode: expected one of code"):
         parse_config(text, environ={"MODEL": "m", "MODE": "fast"}, sections=config_sections())
+
+
+@pytest.mark.parametrize(
+    ("source", "text", "written"),
+    [
+        ("tooltree.yaml", "servers:\n  a:\n    command: x\n    include: []\n", "`enabled: false`"),
+        (".mcp.json", '{"mcpServers": {"a": {"command": "x",\n "include": []}}}', '`"disabled": true`'),
+    ],
+)
+def test_an_empty_include_is_refused_saying_what_to_write(source: str, text: str, written: str) -> None:
+    # Before: `include: []` offered every tool, while an empty `includeTools` leaves the server out.
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source=source, environ={})
+    e = info.value
+    assert (e.file, e.key) == (source, "servers.a.include" if source.endswith("yaml") else "mcpServers.a.include")
+    assert e.line == (4 if source.endswith("yaml") else 2)
+    assert "leave `include` out to offer them all" in e.message and written in e.message
+
+
+def test_an_empty_exclude_excludes_nothing() -> None:
+    config = parse_config("servers:\n  a: {command: x, exclude: []}\n", environ={})
+    assert config.servers[0].leaves_out("any") is None
