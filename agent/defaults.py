@@ -4,6 +4,7 @@ these without importing the loop)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from agent.errors import AgentSetupError
@@ -30,6 +31,17 @@ twice ``batch_tool``'s default limit leaves room for a reply that reads many stu
 hostile reply can start no more work than this. More calls go in the next turn."""
 
 
+MAXIMUMS = {"max_turns": 100_000, "max_tokens": 1_000_000, "token_budget": 10_000_000_000}
+"""The most each count of a run may be, far past any real run (a model's reply is at most 128,000 tokens; a run of
+100,000 requests or ten billion tokens is weeks of work and thousands of dollars): a number past one is a typo, an
+extra zero or two (before, taken: a max_tokens past the model's own was refused by the API at the first request)."""
+
+
+def _at_most(name: str) -> Callable[[int], str | None]:
+    most = MAXIMUMS[name]
+    return lambda v: None if v <= most else f"at most {most:,}, got {v:,}"
+
+
 def _not_empty(value: str) -> str | None:
     return None if value.strip() else "an empty string; leave the key out for the default"
 
@@ -38,9 +50,9 @@ SETTINGS: dict[str, Setting] = {
     "mode": Setting(str, f"one of {', '.join(MODES)}", choices=MODES),
     "model": Setting(str, "the model id", check=_not_empty),
     "pinned": Setting(list, "a list of tools (server.tool) whose signatures stay in the prompt"),
-    "max_turns": Setting(int, "the most requests per run"),
-    "max_tokens": Setting(int, "max_tokens of each request"),
-    "token_budget": Setting(int, "tokens (input + output) after which a run stops"),
+    "max_turns": Setting(int, "the most requests per run", check=_at_most("max_turns")),
+    "max_tokens": Setting(int, "max_tokens of each request", check=_at_most("max_tokens")),
+    "token_budget": Setting(int, "tokens (input + output) after which a run stops", check=_at_most("token_budget")),
     "prefilter": Setting(
         str,
         "the pre-filter's classifier: local (default of filtered mode), claude, or off; in code mode local or "
@@ -89,11 +101,11 @@ COUNT_MINIMUMS = {"max_turns": 1, "token_budget": 1, "max_tokens": 1, "max_retri
 
 def check_arguments(config: object, **counts: object) -> None:
     """Check what `Agent` is given: ``config`` is a `Config`, each of ``counts`` (named as in
-    `COUNT_MINIMUMS`) is None or a whole number of at least its minimum.
+    `COUNT_MINIMUMS`) is None or a whole number of at least its minimum and at most its maximum (`MAXIMUMS`).
 
     Raises:
         TypeError: ``config`` is not a `Config` (a path must be loaded first), or a count is not a whole number.
-        AgentSetupError: a count is below its minimum.
+        AgentSetupError: a count is below its minimum or above its maximum.
     """
     if not isinstance(config, Config):
         raise TypeError(
@@ -109,6 +121,8 @@ def check_arguments(config: object, **counts: object) -> None:
             raise TypeError(f"{name}: expected a whole number, at least {low}, got {kind} {value!r:.40}")
         if value < low:
             raise AgentSetupError(f"{name} must be at least {low}, got {value}")
+        if name in MAXIMUMS and value > MAXIMUMS[name]:
+            raise AgentSetupError(f"{name} must be at most {MAXIMUMS[name]:,}, got {value:,}")
 
 
 def check_kinds(*, model: object, client: object, transcript: object, workspace: object) -> None:

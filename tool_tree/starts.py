@@ -25,8 +25,15 @@ import anyio
 from tool_tree.config import Config, Setting
 
 SECTION = "pool"
+MAX_START_JOBS = 1024
+"""The most servers a config may have starting at once (``pool.start_jobs``): each is a process importing its SDK,
+and past the cores they only share them more thinly (as ``servers.NAME.concurrency`` is bounded)."""
 SETTINGS: dict[str, Setting] = {
-    "start_jobs": Setting(int, "servers starting at once; default: the number of cores"),
+    "start_jobs": Setting(
+        int,
+        "servers starting at once; default: the number of cores",
+        check=lambda v: None if v <= MAX_START_JOBS else f"at most {MAX_START_JOBS:,}, got {v:,}",
+    ),
 }
 """The ``pool:`` section of tooltree.yaml."""
 

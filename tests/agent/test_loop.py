@@ -260,6 +260,10 @@ def test_the_agent_is_given_a_config_and_counts_the_command_line_would_take(proj
         with pytest.raises(AgentSetupError) as setup:
             Agent(project.config, tree=project.tree, **{name: value})
         assert str(setup.value) == f"{name} must be at least {low}, got {value}"
+    for name, value, high in [("max_tokens", 10**7, "1,000,000"), ("token_budget", 10**11, "10,000,000,000")]:
+        with pytest.raises(AgentSetupError) as setup:  # before: taken (an extra zero), refused by the API later
+            Agent(project.config, tree=project.tree, **{name: value})
+        assert str(setup.value) == f"{name} must be at most {high}, got {value:,}"
     with pytest.raises(TypeError, match=r"^max_tokens: expected a whole number, at least 1, got str '100'$"):
         Agent(project.config, tree=project.tree, max_tokens="100")  # type: ignore[arg-type]
     assert Agent(project.config, tree=str(project.tree), max_tokens=1, token_budget=1, max_retries=0).max_tokens == 1

@@ -375,6 +375,12 @@ def test_agent_section_is_read_and_checked_by_the_agent_package() -> None:
     assert str(e) == "tooltree.yaml:3: agent.prefilter_threshold: a probability above 0 and at most 1, got 1.5"
     e = error_of("servers: {}\nagent:\n  batch_max: 21\n", sections=config_sections())
     assert str(e) == "tooltree.yaml:3: agent.batch_max: at most 20 (the calls of one reply), got 21"
+    for key, most in [("max_turns", 100_000), ("max_tokens", 1_000_000), ("token_budget", 10_000_000_000)]:
+        e = error_of(f"servers: {{}}\nagent:\n  mode: code\n  {key}: {most * 10}\n", sections=config_sections())
+        assert str(e) == f"tooltree.yaml:4: agent.{key}: at most {most:,}, got {most * 10:,}"  # before: taken
+    assert agent_settings(parse_config("servers: {}\nagent:\n  max_tokens: 1000000\n", environ={})) == {
+        "max_tokens": 1_000_000
+    }
 
 
 def test_relative_command_and_args_resolve_against_the_config_folder(tmp_path: Path) -> None:

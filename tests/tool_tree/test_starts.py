@@ -27,6 +27,7 @@ def test_a_bad_pool_section_is_a_config_error_naming_file_line_and_key() -> None
             "tooltree.yaml:3: pool.start_jobs: expected a whole number, at least 1 (servers starting at once; "
             "default: the number of cores), got 0",
         ),
+        ("pool:\n  start_jobs: 1000000\n", "tooltree.yaml:3: pool.start_jobs: at most 1,024, got 1,000,000"),
     ]:
         with pytest.raises(ConfigError) as info:
             parse_config("servers: {}\n" + text, source="tooltree.yaml", environ={}, sections=config_sections())
