@@ -2,10 +2,11 @@
 
 PyYAML's safe composer builds the nodes (`compose`, stopped past `MAX_DEPTH` levels or `MAX_NODES` nodes);
 `Reader` turns them into `Node` values that keep their line, expanding aliases and merge keys (at most
-`MAX_VALUES` values once expanded), and reads them as strings (``${VAR}`` expanded), lists, mappings,
-numbers and booleans. Every problem is a `ConfigError` naming the file, the line and the key (within
-`Reader.deferring`, an unset variable's is kept for the caller instead: a server's variables are needed only when
-it is used). What a configuration holds is `tool_tree.config`'s; import `ConfigError` and the bounds from there.
+`MAX_VALUES` values once expanded, counted before they are built: `tool_tree.config_aliases`), and reads them as
+strings (``${VAR}`` expanded), lists, mappings, numbers and booleans. Every problem is a `ConfigError` naming the
+file, the line and the key (within `Reader.deferring`, an unset variable's is kept for the caller instead: a server's
+variables are needed only when it is used). What a configuration holds is `tool_tree.config`'s; import
+`ConfigError` and the bounds from there.
 
 (Over 400 lines: the YAML composer's bounds, its errors' lines and the variables of every format are one reader's,
 each value read in one place.)
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tool_tree.config_aliases import Expansion
 from tool_tree.text import clean, one_line
 
 if TYPE_CHECKING:
@@ -309,6 +311,7 @@ class Reader:
         self._unset: list[ConfigError] | None = None  # within `deferring`: the unset variables' errors
         self._verbatim = False  # within `deferring(verbatim=True)`: no variable is looked up
         self.client: ClientVariables | None = None  # another client's file: its variables too
+        self._expansion = Expansion(MAX_DEPTH)
         self.json = False  # the nodes are JSON's: a number with an exponent and no dot (`1e5`) is one, as JSON has it
 
     @contextlib.contextmanager
@@ -351,6 +354,12 @@ class Reader:
             raise self.error(_too_many(), Node(None, line), key)
         if depth > MAX_DEPTH:  # the composer checked the text; aliases nested in aliases go deeper
             raise self.error(too_deep(), Node(None, line), key)
+        # Its values counted before they are built (a "billion laughs"); a scalar is one.
+        over = (
+            None if isinstance(yn, yaml.ScalarNode) else self._expansion.over(yn, key, depth, self.values, MAX_VALUES)
+        )
+        if over is not None:
+            raise self.error(over[2] or _too_many(), Node(None, over[0]), over[1])
         if isinstance(yn, yaml.MappingNode):
             out: dict[str, tuple[Node, Node]] = {}
             merged: dict[str, tuple[Node, Node]] = {}
@@ -407,7 +416,7 @@ class Reader:
                 raise self.error(
                     "a merge key (<<) takes a mapping or a list of mappings, such as <<: *common", where, key
                 )
-            mapping: dict[str, tuple[Node, Node]] = self.to_node(source, key, depth).value
+            mapping: dict[str, tuple[Node, Node]] = self.to_node(source, key, depth + 1).value
             merged = {**mapping, **merged}
         return merged
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -496,6 +497,48 @@ def test_nested_aliases_that_expand_past_the_limit_are_refused_not_built() -> No
     e = error_of("\n".join(lines) + "\nservers: {}\n")
     assert "more than 1,000,000 values once its YAML aliases (*name) are expanded" in str(e)
     assert e.file == "tooltree.yaml" and e.line is not None
+
+
+def test_an_alias_bomb_under_an_x_key_is_refused_before_any_of_it_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: its first million values were built, one by one (3 s of CPU), before the count passed the bound.
+    from tool_tree.config_read import Reader
+
+    built = 0
+    to_node = Reader.to_node
+
+    def counted(self: Reader, *args: Any, **kwargs: Any) -> Any:
+        nonlocal built
+        built += 1
+        return to_node(self, *args, **kwargs)
+
+    monkeypatch.setattr(Reader, "to_node", counted)
+    lines = ["servers: {}", "x-bomb:", "  a0: &a0 [" + ", ".join(["x"] * 10) + "]"]
+    lines += [f"  a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    e = error_of("\n".join(lines) + "\n")
+    assert "more than 1,000,000 values once its YAML aliases (*name) are expanded" in e.message
+    assert (e.line, e.key) == (3, "x-bomb.a5[7][8][8][8][8]")  # the value at which the count passes the bound
+    assert built < 100
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "key"),
+    [
+        ("servers: {}\nx-a: &a {<<: *a}\n", 2, "x-a"),  # before: RecursionError
+        ("servers: {}\nx-a: &a [1, *a]\n", 2, "x-a[1]"),
+        ("servers:\n  a: &a\n    command: x\n    args: [*a]\n", 2, "servers.a.args[0]"),
+    ],
+)
+def test_an_alias_used_inside_its_own_anchor_is_refused_naming_where(text: str, line: int, key: str) -> None:
+    e = error_of(text)
+    assert (e.line, e.key) == (line, key)
+    assert e.message.endswith("names, which would nest without end")
+
+
+def test_a_chain_of_merge_keys_deeper_than_the_bound_is_refused_as_too_deep() -> None:
+    # Before: 600 mappings each merging the one before were a RecursionError (a merge was read at its own level).
+    lines = ["servers: {}", "x-0: &m0 {a: 1}"] + [f"x-{i}: &m{i} {{<<: *m{i - 1}}}" for i in range(1, 600)]
+    e = error_of("\n".join(lines) + "\n")
+    assert "nested too deep: more than 64 levels" in e.message
 
 
 def test_a_few_aliases_are_fine() -> None:
