@@ -241,7 +241,12 @@ def compose(text: str, source: str, *, line: int = 1, column: int = 0, depth: in
     # PyYAML's reader counts its marks from these (0-based); nothing has been read yet.
     loader.line, loader.column, loader.depth = line - 1, column, depth
     try:
-        return loader.get_single_node()
+        node = loader.get_single_node()
+        if loader.yaml_version not in (None, (1, 1)):  # before: read by 1.1's rules all the same
+            directive = re.search(r"^%YAML", text, re.MULTILINE)
+            written = line + text.count("\n", 0, directive.start() if directive else 0)
+            raise _TooBig(_yaml_version(loader.yaml_version), written)
+        return node
     except _TooBig as e:
         raise ConfigError(e.problem, file=source, line=e.line) from None
     except yaml.MarkedYAMLError as e:
@@ -250,6 +255,13 @@ def compose(text: str, source: str, *, line: int = 1, column: int = 0, depth: in
         raise ConfigError(f"invalid YAML: {e}", file=source) from None
     finally:
         loader.dispose()
+
+
+def _yaml_version(version: tuple[int, int]) -> str:
+    return (
+        f"%YAML {version[0]}.{version[1]}: tooltree reads YAML by the rules of 1.1, where on, off, yes and no are true "
+        "or false, 010 is 8 and 1e3 is text; remove the line (and quote a value you mean as text)"
+    )
 
 
 def _syntax_error(e: MarkedYAMLError, source: str) -> ConfigError:

@@ -90,3 +90,14 @@ def test_a_variable_unquoted_inside_brackets_says_to_quote_it(tmp_path: Path, li
     path.write_text(f"servers:\n  a:\n    command: python\n    {quoted}\n", encoding="utf-8")
     server = load_config(path, environ={"TOKEN": "t", "B": "b"}).servers[0]
     assert (server.args, dict(server.env)) in ((("--token", "t"), {}), ((), {"A": "b"}))
+
+
+def test_a_yaml_1_2_directive_is_refused_rather_than_read_by_other_rules(tmp_path: Path) -> None:
+    # Before: read by YAML 1.1's rules all the same: `enabled: off` was false, though 1.2 reads it as text.
+    error = error_of(tmp_path, "# tooltree\n%YAML 1.2\n---\nservers:\n  a: {command: x, enabled: off}\n")
+    assert error.line == 2 and error.key is None
+    assert error.message.startswith("%YAML 1.2: tooltree reads YAML by the rules of 1.1, where on, off, yes and no ")
+    assert "remove the line" in error.message
+    path = tmp_path / "y11.yaml"
+    path.write_text("%YAML 1.1\n---\nservers:\n  a: {command: x, enabled: off}\n", encoding="utf-8")
+    assert load_config(path).servers[0].enabled is False
