@@ -36,9 +36,10 @@ Two file formats are read:
 
 ``${VAR}``, ``${VAR:-default}`` (the default when VAR is unset or empty, as in the shell) and
 ``${VAR-default}`` (only when unset) are expanded from the environment in ``command``, ``args``, ``env``,
-``cwd``, ``url`` and ``headers``, and in string settings of sections; ``$$`` is a literal ``$``. Any other
-``${`` (a default holding ``${B}``, ``${1}``, ``${VAR:?message}``) is an error rather than text left as it
-was. A disabled server's variables are not looked up (its strings stay as written), and with ``using`` (the
+``cwd``, ``url``, ``headers`` and ``protocol``, and in string settings of sections (not in ``include``, ``exclude`` or
+``description``, copied into the tree as written: a warning names a reference there); ``$$`` is a literal ``$``.
+Any other ``${`` (a default holding ``${B}``, ``${1}``, ``${VAR:?message}``) is an error rather than text left as
+it was. A disabled server's variables are not looked up (its strings stay as written), and with ``using`` (the
 servers a run will use) another server's unset variable is an error only once `Config.server` picks it
 (`ServerConfig.unresolved`). YAML merge keys (``<<: *common``) merge a mapping, or a list of mappings, into theirs;
 keys written beside them win, and a top-level key starting with ``x-`` (``x-common: &common``) is ignored, a

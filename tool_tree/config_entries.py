@@ -283,6 +283,13 @@ def _server_settings(
             kw[k] = expand_home(reader, kw[k], get(k), f"{where}.{k}")
     if (n := get("description")) is not None:
         kw["description"] = reader.string(n, f"{where}.description", expand=False)
+        if (reference := re.search(r"\$\{[A-Za-z_][^{}]*\}", kw["description"])) is not None:
+            # Copied into the tree as written, so that the tree is the same in every environment (a --from-snapshot
+            # check in CI sets no server's variables); before, kept without a word.
+            logger.warning(
+                "%s:%d: %s.description: %s is not expanded: a description is copied into the tree as written",
+                reader.file, n.line, one_line(where, 200), one_line(reference.group(), 80),
+            )  # fmt: skip
         if len(kw["description"]) > MAX_DESCRIPTION:
             count = len(kw["description"])
             problem = f"{count:,} characters; at most {MAX_DESCRIPTION:,} (one line saying what the server is for)"

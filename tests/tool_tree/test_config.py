@@ -786,3 +786,18 @@ def test_an_empty_include_is_refused_saying_what_to_write(source: str, text: str
 def test_an_empty_exclude_excludes_nothing() -> None:
     config = parse_config("servers:\n  a: {command: x, exclude: []}\n", environ={})
     assert config.servers[0].leaves_out("any") is None
+
+
+def test_a_variable_in_a_description_is_kept_as_written_and_said(caplog: pytest.LogCaptureFixture) -> None:
+    # A description is copied into the tree, which is the same in every environment: before, its ${TEAM} was kept
+    # without a word, while the same reference in `args` was expanded.
+    text = "servers:\n  a:\n    command: x\n    args: ['${TEAM}']\n    description: Jira of ${TEAM} ($5 a seat)\n"
+    config = parse_config(text, source="tooltree.yaml", environ={"TEAM": "ops"})
+    assert (config.servers[0].args, config.servers[0].description) == (("ops",), "Jira of ${TEAM} ($5 a seat)")
+    assert caplog.messages == [
+        "tooltree.yaml:5: servers.a.description: ${TEAM} is not expanded: a description is copied into the tree as "
+        "written"
+    ]
+    caplog.clear()
+    parse_config("servers:\n  a: {command: x, description: costs $5}\n", environ={})
+    assert caplog.messages == []
