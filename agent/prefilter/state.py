@@ -26,6 +26,7 @@ A save also leaves alone (and says so):
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -166,10 +167,10 @@ def save_state(path: Path, admitted: AdmittedSet) -> None:
     tmp: str | None = None
     try:
         mode = _mode(target)
-        if mode is not None and (not mode & 0o222 or not os.access(target, os.W_OK)):
+        if mode is not None and (why := _unwritable(target, mode)) is not None:
             raise FilterError(
-                f"{path}: not saved: the file is read-only (mode {mode:04o}) and was kept as it is; this run goes on "
-                "with the tools it offers (make the file writable to keep saving)"
+                f"{path}: not saved: {why} and was kept as it is; this run goes on with the tools it offers (make "
+                "the file writable to keep saving)"
             )
         fd, tmp = _temporary(target)
         with os.fdopen(fd, "wb") as f:
@@ -213,6 +214,25 @@ def _mode(target: Path) -> int | None:
         return stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
         return None
+
+
+def _unwritable(target: Path, mode: int) -> str | None:
+    """Why this process may not change the existing file ``target`` of permission bits ``mode``, or None: it may.
+    Before, any reason was said as "read-only (mode 0644)", of a file whose mode lets it be written (an immutable one,
+    one of another user, one on a read-only file system)."""
+    if not mode & 0o222:
+        return f"the file is read-only (mode {mode:04o})"
+    try:  # opened for writing, not truncated: nothing changes (non-blocking: a FIFO does not wait for a reader)
+        os.close(os.open(target, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+    except OSError as e:
+        if e.errno == errno.EPERM:
+            return "the file may not be changed (an attribute forbids it: immutable or append-only, see lsattr)"
+        if e.errno == errno.EROFS:
+            return "the file is on a read-only file system"
+        if e.errno == errno.EACCES:
+            return f"this user may not write the file (mode {mode:04o}, owner uid {os.stat(target).st_uid})"
+        return f"the file cannot be written ({e.strerror})"
+    return None
 
 
 def _temporary(target: Path) -> tuple[int, str]:

@@ -5,6 +5,8 @@ servers."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -143,3 +145,22 @@ def test_a_state_path_under_tilde_is_in_the_home_folder(
     saved = json.loads((home / ".tooltree" / "work.json").read_text(encoding="utf-8"))
     assert "crm.get_record" in saved["admitted"]
     assert not (tmp_path / "~").exists() and not (work / "~").exists()
+
+
+def test_an_immutable_state_file_is_said_to_be_so_not_read_only(tmp_path: Path) -> None:
+    # Before: "the file is read-only (mode 0644)", of a file whose mode lets it be written.
+    state = tmp_path / "profile.json"
+    state.write_text(STATE, encoding="utf-8")
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(state)], capture_output=True).returncode:
+        pytest.skip("chattr +i needs root and a file system that has the attribute")
+    try:
+        with pytest.raises(FilterError) as caught:
+            update_state(state, ["crm.list_leads"])
+        assert str(caught.value) == (
+            f"{state}: not saved: the file may not be changed (an attribute forbids it: immutable or append-only, see "
+            "lsattr) and was kept as it is; this run goes on with the tools it offers (make the file writable to keep "
+            "saving)"
+        )
+    finally:
+        subprocess.run(["chattr", "-i", str(state)], check=True)
+    assert state.read_text(encoding="utf-8") == STATE
