@@ -1,4 +1,4 @@
-"""Defaults of agent runs and the ``agent:`` section of tooltree.yaml (a leaf module: the CLI reads
+"""Defaults of agent runs, the ``agent:`` section of tooltree.yaml and the default client (a leaf module: the CLI reads
 these without importing the loop)."""
 
 from __future__ import annotations
@@ -139,3 +139,24 @@ def check_kinds(*, model: object, client: object, transcript: object, workspace:
     for name, value in (("transcript", transcript), ("workspace", workspace)):
         if value is not None and not isinstance(value, str | os.PathLike):
             raise TypeError(f"{name}: expected a path (str or os.PathLike), got {type(value).__name__}")
+
+
+def default_client(max_retries: int) -> Any:
+    """An ``anthropic.Anthropic`` client configured from the environment.
+
+    Raises:
+        AgentSetupError: the environment gives no credentials (else found by the SDK at the first request,
+            once the servers and the sandbox had started, as a ``TypeError``), or sets ``ANTHROPIC_BASE_URL`` empty
+            (the SDK took it for the URL, and every request failed to connect, retried for seconds).
+    """
+    import anthropic
+
+    if (base_url := os.environ.get("ANTHROPIC_BASE_URL")) is not None and not base_url.strip():
+        raise AgentSetupError(
+            "ANTHROPIC_BASE_URL is set but empty: unset it (unset ANTHROPIC_BASE_URL) for the Anthropic API, or set "
+            "it to the URL of the Messages API"
+        )
+    client = anthropic.Anthropic(max_retries=max_retries)
+    if not any(getattr(client, name, None) for name in ("api_key", "auth_token", "credentials")):
+        raise AgentSetupError("no Anthropic API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), or pass client=")
+    return client

@@ -48,6 +48,7 @@ from agent.defaults import (
     agent_settings,
     check_arguments,
     check_kinds,
+    default_client,
 )
 from agent.errors import INTERRUPTED_RESULT, AgentSetupError
 from agent.events import EventHandler, ModelReplied, RunFinished, ToolFinished
@@ -59,7 +60,6 @@ from agent.request import (
     block_param,
     cached_system,
     cached_tools,
-    default_client,
     next_user_turn,
     send,
     user_text,

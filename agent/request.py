@@ -252,23 +252,6 @@ def stream_message(
             raise
 
 
-def default_client(max_retries: int) -> Any:
-    """An ``anthropic.Anthropic`` client configured from the environment.
-
-    Raises:
-        AgentSetupError: the environment gives no credentials (else found by the SDK at the first request,
-            once the servers and the sandbox had started, as a ``TypeError``).
-    """
-    import anthropic
-
-    from agent.errors import AgentSetupError
-
-    client = anthropic.Anthropic(max_retries=max_retries)
-    if not any(getattr(client, name, None) for name in ("api_key", "auth_token", "credentials")):
-        raise AgentSetupError("no Anthropic API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), or pass client=")
-    return client
-
-
 def retry_delay(retries: int) -> float:
     """Seconds to wait before the retry after ``retries`` retries: doubling from `STREAM_RETRY_DELAY`, at most
     `STREAM_RETRY_MAX_DELAY`."""

@@ -129,6 +129,20 @@ def test_a_default_client_without_an_api_key_is_a_setup_error_before_anything_st
     assert started == []
 
 
+def test_an_empty_anthropic_base_url_is_a_setup_error_before_anything_starts(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the SDK took "" for the URL; every request failed to connect, retried for 6 s, after the servers started.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "")
+    bot = Agent(project.config, tree=project.tree, mode="direct")
+    started: list[object] = []
+    monkeypatch.setattr("sandbox.host.Runtime.__enter__", lambda self: started.append(self))
+    with pytest.raises(AgentSetupError, match=r"^ANTHROPIC_BASE_URL is set but empty: unset it \(unset ANTHROPIC_BAS"):
+        bot.run("Hello")
+    assert started == []
+
+
 # ---- replies the loop passes back ---------------------------------------------------------------
 
 
