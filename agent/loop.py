@@ -202,7 +202,9 @@ class Agent:
             prefilter if prefilter is not None else settings.get("prefilter", "local" if mode == "filtered" else "off")
         )
         options = prefilter_options or PrefilterOptions.from_settings(settings, config)
-        self.prefilter = None if chosen == "off" else options.build(self.tree, chosen, client=client)
+        self.prefilter = (
+            None if chosen == "off" else options.build(self.tree, chosen, client=client, max_retries=max_retries)
+        )
         state = self.prefilter.state_path if self.prefilter is not None else None
         check_paths(self.transcript, state=state, config=Path(config.source), workspace=workspace, tree=self.tree)
         batch = batch if batch is not None else bool(settings.get("batch", True))

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent.defaults import DEFAULT_RETRIES
 from agent.errors import AgentSetupError
 from agent.prefilter.base import Attempt, CatalogTool, FilterError, ToolFilter, Verdicts, current_attempt
 from agent.prefilter.catalog import SIBLINGS, Siblings, load_catalog, sibling_map
@@ -62,9 +63,11 @@ def make_prefilter(
     state: str | Path | None = None,
     model: str | None = None,
     client: anthropic.Anthropic | None = None,
+    max_retries: int = DEFAULT_RETRIES,
 ) -> PreFilter:
     """A `PreFilter` over the tools of ``tree`` with the ``local`` or ``claude`` classifier (or one given). The
-    ``claude`` classifier asks through ``client`` (default: one made from the environment at its first request).
+    ``claude`` classifier asks through ``client`` (default: one made from the environment at its first request, with
+    ``max_retries`` retries).
 
     Raises:
         AgentSetupError: an unknown classifier or siblings mode, a threshold outside (0, 1], a timeout
@@ -75,7 +78,8 @@ def make_prefilter(
         if classifier == "local":
             classifier = LocalFilter(tree)
         elif classifier == "claude":  # sends no request once the pre-filter gave up (see `Attempt`)
-            classifier = ClaudeFilter(client, model=model or DEFAULT_FILTER_MODEL, timeout=timeout)
+            model = model or DEFAULT_FILTER_MODEL
+            classifier = ClaudeFilter(client, model=model, timeout=timeout, max_retries=max_retries)
         else:
             raise AgentSetupError(f"unknown pre-filter {classifier!r}; use local or claude")
     if siblings not in SIBLINGS:

@@ -17,6 +17,8 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from agent.defaults import DEFAULT_RETRIES, default_client
+from agent.errors import AgentSetupError
 from agent.prefilter.base import Attempt, CatalogTool, FilterError, Verdicts, current_attempt
 from agent.request import EPHEMERAL
 from agent.summary import TokenUsage
@@ -92,6 +94,8 @@ class ClaudeFilter:
             32,000).
         timeout: seconds the answer may take, retries included (under the pre-filter, its timeout bounds it too:
             no request is sent after the pre-filter gave up).
+        max_retries: the retries of the default client (`agent.defaults.default_client`), as an `Agent`'s own (before:
+            the SDK's 2, while the agent's requests had 4).
     """
 
     name = "claude"
@@ -105,8 +109,10 @@ class ClaudeFilter:
         model: str = DEFAULT_FILTER_MODEL,
         max_tokens: int | None = None,
         timeout: float = 30.0,
+        max_retries: int = DEFAULT_RETRIES,
     ) -> None:
         self.client = client
+        self.max_retries = max_retries
         self.model = model
         self.max_tokens = max_tokens
         self.timeout = timeout
@@ -143,8 +149,8 @@ class ClaudeFilter:
 
         if self.client is None:
             try:
-                self.client = anthropic.Anthropic()
-            except anthropic.AnthropicError as e:  # no API key
+                self.client = default_client(self.max_retries)
+            except (AgentSetupError, anthropic.AnthropicError) as e:  # no API key, an empty ANTHROPIC_BASE_URL
                 raise FilterError(f"the claude pre-filter has no client: {e}") from None
         attempt = current_attempt() or Attempt(self.timeout)
         retries, client = self.client.max_retries, self.client.with_options(max_retries=0)

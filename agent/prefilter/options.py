@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent.defaults import DEFAULT_RETRIES
 from agent.prefilter.gate import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
@@ -52,9 +53,15 @@ class PrefilterOptions:
         )
 
     def build(
-        self, tree: Path, classifier: str | ToolFilter, *, client: anthropic.Anthropic | None = None
+        self,
+        tree: Path,
+        classifier: str | ToolFilter,
+        *,
+        client: anthropic.Anthropic | None = None,
+        max_retries: int = DEFAULT_RETRIES,
     ) -> PreFilter:
-        """The pre-filter (the ``claude`` classifier asks through ``client``, default one from the environment).
+        """The pre-filter (the ``claude`` classifier asks through ``client``, default one from the environment with
+        ``max_retries`` retries).
 
         Raises:
             AgentSetupError: see `make_prefilter`.
@@ -70,6 +77,7 @@ class PrefilterOptions:
             state=self.state,
             model=self.model,
             client=client,
+            max_retries=max_retries,
         )
 
 

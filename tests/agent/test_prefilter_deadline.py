@@ -171,3 +171,27 @@ def test_an_attempt_refuses_requests_past_its_deadline_or_once_abandoned() -> No
     assert attempt.abandon() == (1, TokenUsage(input_tokens=5))
     assert not attempt.send() and attempt.requests == 1
     assert current_attempt() is None  # only the pre-filter's worker thread runs under one
+
+
+@pytest.mark.parametrize("retries", [4, 1])
+def test_the_claude_pre_filter_of_an_agent_without_a_client_retries_as_its_requests_do(
+    project: Project, monkeypatch: pytest.MonkeyPatch, retries: int
+) -> None:
+    # Before: its client was the SDK's default, with 2 retries, while the agent's own had max_retries (4 by default).
+    replies = [ApiError.overloaded(retry_after=0.01)] * 4 + [verdicts("docs__get_document")]
+    with FakeMessagesAPI(replies) as api:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-fake")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
+        bot = (
+            Agent(project.config, tree=project.tree, mode="filtered", prefilter="claude")
+            if retries == 4
+            else Agent(project.config, tree=project.tree, mode="filtered", prefilter="claude", max_retries=retries)
+        )
+        assert bot.prefilter is not None
+        classify = bot.prefilter.classifier.classify
+        if retries == 4:  # the default: four retries, the fifth request answered
+            assert classify("read the doc", catalog(project.tree)).requests == 5
+        else:
+            with pytest.raises(FilterError, match=r"failed \(529\)"):
+                classify("read the doc", catalog(project.tree))
+        assert len(api.requests) == retries + 1
