@@ -25,7 +25,7 @@ from tool_tree.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from agent.defaults import DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_MODEL, MODES
-    from agent.errors import AgentError, AgentSetupError, ModelAPIError
+    from agent.errors import AgentError, AgentSetupError, EventHandlerError, ModelAPIError
     from agent.events import Event, ModelReplied, RunFinished, ToolFinished
     from agent.files import FileAccessError, FileView
     from agent.loop import Agent
@@ -42,6 +42,7 @@ _EXPORTS = {
     "MODES": "agent.defaults",
     "AgentError": "agent.errors",
     "AgentSetupError": "agent.errors",
+    "EventHandlerError": "agent.errors",
     "ModelAPIError": "agent.errors",
     "Event": "agent.events",
     "ModelReplied": "agent.events",
@@ -72,6 +73,7 @@ __all__ = [
     "AgentError",
     "AgentSetupError",
     "Event",
+    "EventHandlerError",
     "FileAccessError",
     "FileView",
     "ModelAPIError",

@@ -4,7 +4,8 @@
 
     AgentError              base
     ├── AgentSetupError     the run cannot start: bad mode, missing tree, no API key (for the developer)
-    └── ModelAPIError       the Messages API failed after the SDK's retries; ``result`` holds the run so far
+    ├── ModelAPIError       the Messages API failed after the SDK's retries; ``result`` holds the run so far
+    └── EventHandlerError   the ``on_event`` callback raised; ``result`` holds the run so far
 
 Failures meant for the model (a tool failed, a script raised, a path was refused) are not
 exceptions: they go back to the model as ``tool_result`` blocks with ``is_error: true``.
@@ -81,6 +82,20 @@ class ModelAPIError(AgentError):
         from agent.request import error_type
 
         return error_type(self.__context__) if self.__context__ is not None else ""
+
+
+class EventHandlerError(AgentError):
+    """The ``on_event`` callback given to `Agent` raised; the run ended there. Its exception is ``__cause__``.
+
+    Attributes:
+        result: the run up to the event (``stop_reason`` ``on_event_error``; when the callback raised on `RunFinished`,
+            the run had ended, with the reason it ended with). Before, the exception went on out of `Agent.run` alone,
+            and the transcript's ``run_end`` said the stop reason ``""``.
+    """
+
+    def __init__(self, message: str, *, result: RunResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 def interrupted_result(interrupt: BaseException) -> RunResult | None:

@@ -50,7 +50,7 @@ from agent.defaults import (
     check_kinds,
     default_client,
 )
-from agent.errors import INTERRUPTED_RESULT, AgentSetupError
+from agent.errors import INTERRUPTED_RESULT, AgentSetupError, EventHandlerError
 from agent.events import EventHandler, ModelReplied, RunFinished, ToolFinished
 from agent.images import within_image_limits
 from agent.prefilter.gate import INTERRUPTED_STEP, FilterStep
@@ -110,7 +110,8 @@ class Agent:
             the variables and imports of the earlier runs are gone, and their files too unless ``workspace``
             restores them. The model is told so in front of the run's first ``execute_python`` result
             (`agent.conversation`). To keep them for a conversation, pass one (``with Runtime(config, tree) as rt``).
-        on_event: called with `ModelReplied`, `ToolFinished` and `RunFinished` as the run goes.
+        on_event: called with `ModelReplied`, `ToolFinished` and `RunFinished` as the run goes; an exception it raises
+            ends the run (`EventHandlerError`, stop reason ``on_event_error``).
         prefilter: ``local``, ``claude``, ``off`` or a `ToolFilter`; narrows ``filtered`` mode (default
             ``local``) and in ``code`` mode inlines the admitted tools' signatures (default ``off``).
         prefilter_options: threshold, siblings, timeout, state file and model of the pre-filter
@@ -248,8 +249,13 @@ class Agent:
         return self.client
 
     def _emit(self, event: ModelReplied | ToolFinished | RunFinished) -> None:
-        if self.on_event is not None:
+        """Raises: EventHandlerError: ``on_event`` raised (its exception the cause; `run` adds the run so far)."""
+        if self.on_event is None:
+            return
+        try:
             self.on_event(event)
+        except Exception as e:  # the caller's code: whatever it raises ends the run, said as such
+            raise EventHandlerError(f"on_event raised on {type(event).__name__}: {type(e).__name__}: {e}") from e
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -275,6 +281,8 @@ class Agent:
                 tokens). In code mode a run given no ``runtime`` starts its sandbox before the first request, so one
                 that cannot start ends the run with no request sent (a given ``runtime``'s starts at its first use).
             PoolError: the server pool could not start; it carries the run so far too.
+            EventHandlerError: ``on_event`` raised (its exception the cause); ``.result`` has the run so far (stop
+                reason ``on_event_error``, in the transcript's ``run_end`` too).
             KeyboardInterrupt: Ctrl-C stopped the run; it goes on as it came, carrying the run so far
                 (`agent.errors.interrupted_result`: ``stop_reason`` ``interrupted``, its turns and tokens).
         """
@@ -372,6 +380,10 @@ class Agent:
             so_far = RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
             setattr(e, INTERRUPTED_RESULT, so_far)  # for `interrupted_result`: the interrupt itself goes on
             raise
+        except EventHandlerError as e:  # the caller's callback raised: the run ends, its transcript saying why
+            summary.stop_reason = "on_event_error"
+            e.result = RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
+            raise
         except (SandboxError, PoolError) as e:  # the sandbox or the servers could not start: the run so far with it
             summary.stop_reason = summary.stop_reason or "sandbox_error"  # `agent.errors.failed_run` gives it back
             setattr(e, "result", RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript))  # noqa: B010
@@ -383,8 +395,13 @@ class Agent:
             log.write("run_end", summary=summary.to_json(), **unknown)
             log.close()
             summary.transcript_error = log.error
-        self._emit(RunFinished(summary))
-        return RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
+        result = RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
+        try:
+            self._emit(RunFinished(summary))
+        except EventHandlerError as e:  # the run had ended, its reason its own
+            e.result = result
+            raise
+        return result
 
     def _so_far(self, summary: RunSummary, messages: list[dict[str, Any]], started: float) -> RunResult:
         """The run so far, for the error that ends it."""

@@ -18,6 +18,7 @@ STOP_REASONS = (
     "unreadable_reply",  # the SDK could not read a reply: a tool call's input it cannot parse (`ModelAPIError`)
     "interrupted",  # Ctrl-C (KeyboardInterrupt) stopped the run: in the transcript's run_end; the exception goes on
     "sandbox_error",  # the sandbox (or the server pool) could not start: `SandboxError` (`agent.errors.failed_run`)
+    "on_event_error",  # the on_event callback raised: `EventHandlerError`, its exception the cause
 )
 
 

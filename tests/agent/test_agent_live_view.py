@@ -5,10 +5,11 @@ CLI (``main``) and the real ``anthropic`` SDK against the fake API, the sample s
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from agent import Agent, ToolFinished
+from agent import Agent, EventHandlerError, RunFinished, ToolFinished, read_transcript
 from agent.events import Event
 from agent.testing import FakeMessagesAPI, reply, tool_use
 from tests.agent.conftest import Project
@@ -91,3 +92,41 @@ def test_a_stderr_that_can_no_longer_be_written_ends_the_live_view_not_the_run(
     result = Agent(project.config, tree=project.tree, mode="direct", on_event=live_view).run("Read the Northwind deal")
     assert result.answer == "Negotiation." and result.summary.tool_calls == 1
     assert gone.tries >= 3  # a reply, the call, the last reply: each line tried, none raised
+
+
+def test_an_on_event_that_raises_ends_the_run_with_a_stop_reason_and_its_exception(
+    project: Project, api: FakeMessagesAPI, tmp_path: Path
+) -> None:
+    # Before: the callback's exception went on out of run() alone, and the transcript's run_end said stop_reason "".
+    api.add(reply(tool_use("crm__get_record", GET)), reply("Negotiation."))
+
+    def dashboard(event: Event) -> None:
+        if isinstance(event, ToolFinished):
+            raise RuntimeError("dashboard down")
+
+    transcript = tmp_path / "run.jsonl"
+    agent = Agent(project.config, tree=project.tree, mode="direct", on_event=dashboard, transcript=transcript)
+    with pytest.raises(EventHandlerError) as caught:
+        agent.run("Read the Northwind deal")
+    e = caught.value
+    assert str(e) == "on_event raised on ToolFinished: RuntimeError: dashboard down"
+    assert isinstance(e.__cause__, RuntimeError)
+    assert e.result is not None and (e.result.stop_reason, e.result.summary.turns) == ("on_event_error", 1)
+    end = read_transcript(transcript)[-1]
+    assert (end["type"], end["summary"]["stop_reason"]) == ("run_end", "on_event_error")
+    assert len(api.requests) == 1  # nothing more was sent
+
+
+def test_an_on_event_that_raises_on_the_run_finishing_keeps_its_stop_reason(
+    project: Project, api: FakeMessagesAPI
+) -> None:
+    api.add(reply("Negotiation."))
+
+    def dashboard(event: Event) -> None:
+        if isinstance(event, RunFinished):
+            raise ValueError("full")
+
+    with pytest.raises(EventHandlerError, match=r"^on_event raised on RunFinished: ValueError: full$") as caught:
+        Agent(project.config, tree=project.tree, mode="direct", on_event=dashboard).run("Read the Northwind deal")
+    assert caught.value.result is not None and caught.value.result.answer == "Negotiation."
+    assert caught.value.result.stop_reason == "end_turn"
