@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox._supervisor.cgroup import UNLIMITED_FROM
 from sandbox.errors import SandboxError
 from tool_tree.config import Config, Setting
 from tool_tree.text import shown
@@ -51,12 +52,24 @@ MIN_MEMORY = "6m"
 workspace tmpfs of any size, rounded up to a page.)"""
 
 
+MAX_MEMORY_BYTES = UNLIMITED_FROM - 1
+"""The most ``memory`` may set (4 EiB less a byte): a cgroup's limit from `UNLIMITED_FROM` on reads as none, so a
+sandbox asked for more could never be shown confined. Before, it was refused at its start as "not confined as
+required: its cgroup sets no memory limit", naming no setting."""
+
+
 def _memory(value: Any) -> str | None:
-    """What is wrong with a memory limit (None: nothing): not a size, or less than `MIN_MEMORY`."""
+    """What is wrong with a memory limit (None: nothing): not a size, less than `MIN_MEMORY` or more than
+    `MAX_MEMORY_BYTES`."""
     if (problem := _size(value)) is not None:
         return problem
     if parse_size(value) < parse_size(MIN_MEMORY):
         return f"expected at least {MIN_MEMORY} (the engine's least memory limit), got {value!r}"
+    if parse_size(value) > MAX_MEMORY_BYTES:
+        return (
+            f"expected less than {UNLIMITED_FROM // 1024**3}g (4 EiB: a cgroup's memory limit from there on reads as "
+            f"none, so the sandbox could not be shown confined), got {value!r}"
+        )
     return None
 
 

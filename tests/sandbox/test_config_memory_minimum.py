@@ -46,3 +46,17 @@ def test_exec_with_a_memory_limit_under_6m_exits_2_before_any_container(
     config.write_text("servers: {}\nsandbox:\n  memory: 10k\n", encoding="utf-8")
     assert main(["exec", "-c", "print(1)", "--config", str(config), "--tree", str(tmp_path / "tree")]) == 2
     assert capsys.readouterr().err == f"tooltree: error: {config}:3: sandbox.memory: {TOO_SMALL}, got '10k'\n"
+
+
+def test_a_memory_limit_a_cgroup_cannot_show_is_refused_naming_file_line_key_and_the_limit() -> None:
+    # Before: taken, and every sandbox start refused as "not confined as required: its cgroup sets no memory limit",
+    # naming no setting (the kernel shows a limit from 4 EiB on as none).
+    with pytest.raises(ConfigError) as info:
+        text = "servers: {}\nsandbox:\n  memory: 8000000000g\n"
+        parse_config(text, source="tooltree.yaml", environ={}, sections=config_sections())
+    assert str(info.value) == (
+        "tooltree.yaml:3: sandbox.memory: expected less than 4294967296g (4 EiB: a cgroup's memory limit from there on "
+        "reads as none, so the sandbox could not be shown confined), got '8000000000g'"
+    )
+    config = parse_config("servers: {}\nsandbox:\n  memory: 4194304g\n", environ={}, sections=config_sections())
+    assert SandboxConfig.from_config(config).memory_bytes == 2**52  # 4 PiB, far past any host: taken
