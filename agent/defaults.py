@@ -3,8 +3,9 @@ these without importing the loop)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from agent.errors import AgentSetupError
@@ -86,13 +87,22 @@ SETTINGS: dict[str, Setting] = {
 """The ``agent:`` section: defaults of `tooltree agent` and `Agent`; their arguments take precedence."""
 
 
-def agent_settings(config: Config | None) -> dict[str, Any]:
-    """The config's ``agent:`` section, checked.
+def agent_settings(config: Config | None, *, used: Collection[str] | None = None) -> dict[str, Any]:
+    """The config's ``agent:`` section, checked. A setting naming a variable that is not set is an error when it is
+    one of ``used`` (the keys the caller reads; None: every one), else left out (before: `tooltree serve`, which
+    reads ``pinned`` alone, refused to start for ``agent: {model: "${MODEL}"}`` with MODEL unset).
 
     Raises:
-        ConfigError: an unknown key or a value of the wrong type (file, line, key).
+        ConfigError: an unknown key, a value of the wrong type, or a used setting's unset variable (file, line, key).
     """
-    return config.section("agent").read(SETTINGS) if config is not None else {}
+    if config is None:
+        return {}
+    section = config.section("agent")
+    settings = section.read(SETTINGS, unset_kept=True)
+    unset = {k: v for k, v in section.values.items() if k not in settings and (used is None or k in used)}
+    if unset:  # read again, strictly: the first one's error, with its file, line and key
+        dataclasses.replace(section, values=unset).read(SETTINGS)
+    return settings
 
 
 COUNT_MINIMUMS = {"max_turns": 1, "token_budget": 1, "max_tokens": 1, "max_retries": 0}

@@ -115,7 +115,7 @@ class ServeSettings:
         from agent.defaults import agent_settings
 
         values: dict[str, Any] = config.section("serve").read(SETTINGS) if config is not None else {}
-        pinned = agent_settings(config).get("pinned")
+        pinned = agent_settings(config, used=("pinned",)).get("pinned")
         if pinned:
             values["pinned"] = tuple(pinned)
         if "warm" in values:

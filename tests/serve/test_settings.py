@@ -25,6 +25,20 @@ def test_the_serve_section_and_the_agents_pinned_tools_are_read(tmp_path: Path) 
     assert settings.pinned == ("a.b",) and settings.warm == 1
 
 
+def test_an_agent_setting_whose_variable_is_unset_does_not_stop_serve_which_reads_pinned_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: `tooltree serve` refused to start: "agent.model: environment variable ${MODEL} is not set".
+    from agent.defaults import agent_settings
+
+    monkeypatch.delenv("MODEL", raising=False)
+    config = load(write(tmp_path, 'agent:\n  model: "${MODEL}"\n  pinned: [a.b]\n'))
+    assert ServeSettings.from_config(config).pinned == ("a.b",)
+    with pytest.raises(ConfigError) as info:  # the agent, which reads the model, still needs it
+        agent_settings(config)
+    assert str(info.value) == f"{tmp_path / 'tooltree.yaml'}:3: agent.model: environment variable ${{MODEL}} is not set"
+
+
 def test_command_line_values_win_and_none_keeps_the_config(tmp_path: Path) -> None:
     config = load(write(tmp_path, "serve:\n  warm: 3\n"))
     settings = ServeSettings.from_config(config, warm=0, idle_timeout=None)
