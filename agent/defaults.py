@@ -85,6 +85,8 @@ SETTINGS: dict[str, Setting] = {
     ),
 }
 """The ``agent:`` section: defaults of `tooltree agent` and `Agent`; their arguments take precedence."""
+PREFILTER_KEYS = {k for k in SETTINGS if k.startswith("prefilter_")}
+"""The settings `agent.prefilter.options.PrefilterOptions` holds (given one, an `Agent` reads none of them)."""
 
 
 def agent_settings(config: Config | None, *, used: Collection[str] | None = None) -> dict[str, Any]:

@@ -45,6 +45,8 @@ from agent.defaults import (
     DEFAULT_MODEL,
     DEFAULT_RETRIES,
     MODES,
+    PREFILTER_KEYS,
+    SETTINGS,
     agent_settings,
     check_arguments,
     check_kinds,
@@ -160,7 +162,10 @@ class Agent:
         )
         check_kinds(model=model, client=client, transcript=transcript, workspace=workspace)
         # An argument left out takes the config's `agent:` setting, then the default.
-        settings = agent_settings(config)
+        given = {"mode": mode, "model": model, "max_turns": max_turns, "token_budget": token_budget,
+                 "max_tokens": max_tokens, "pinned": pinned, "prefilter": prefilter, "batch": batch}  # fmt: skip
+        taken = {k for k, v in given.items() if v is not None} | (PREFILTER_KEYS if prefilter_options else set())
+        settings = agent_settings(config, used=[k for k in SETTINGS if k not in taken])  # an argument wins
         mode = mode if mode is not None else str(settings.get("mode", "code"))
         max_turns = max_turns if max_turns is not None else int(settings.get("max_turns", DEFAULT_MAX_TURNS))
         if mode not in MODES:

@@ -466,7 +466,6 @@ def _prefilter_options(args: argparse.Namespace, config: Config) -> PrefilterOpt
     from agent.defaults import agent_settings
     from agent.prefilter.options import PrefilterOptions
 
-    options = PrefilterOptions.from_settings(agent_settings(config), config)
     given = {
         "threshold": args.prefilter_threshold,
         "siblings": args.prefilter_siblings,
@@ -474,6 +473,8 @@ def _prefilter_options(args: argparse.Namespace, config: Config) -> PrefilterOpt
         "model": args.prefilter_model,
         "timeout": args.prefilter_timeout,
     }
+    used = [f"prefilter_{k}" for k, v in given.items() if v is None]  # an option wins over the config's setting
+    options = PrefilterOptions.from_settings(agent_settings(config, used=used), config)
     return replace(options, **{k: v for k, v in given.items() if v is not None})
 
 
@@ -499,7 +500,7 @@ def _check_config_state(config: Config) -> None:
     from agent.prefilter.options import PrefilterOptions
     from tool_tree.config import ConfigError
 
-    path = PrefilterOptions.from_settings(agent_settings(config), config).state
+    path = PrefilterOptions.from_settings(agent_settings(config, used=("prefilter_state",)), config).state
     if path is not None and (problem := _state_problem("prefilter_state", path)) is not None:
         section = config.section("agent")
         where = section.lines.get("prefilter_state")
@@ -549,7 +550,7 @@ def _mode_and_model(args: argparse.Namespace, config: Config, mode: str | None) 
     """The mode an agent made for ``mode`` runs in (left out: the config's) and its model, as `Agent` takes them."""
     from agent.defaults import DEFAULT_MODEL, agent_settings
 
-    settings = agent_settings(config)
+    settings = agent_settings(config, used=[k for k, v in (("model", args.model), ("mode", mode)) if v is None])
     model = args.model if args.model is not None else str(settings.get("model", DEFAULT_MODEL))
     return mode or str(settings.get("mode", "code")), model
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from agent import Agent
 from agent.prefilter.options import PrefilterOptions
 from agent.testing import FakeMessagesAPI
@@ -96,3 +98,30 @@ def test_a_dry_run_given_a_transcript_says_it_writes_none(project: Project, tmp_
     assert done.returncode == 0, done.stderr
     assert f"tooltree: warning: --transcript {transcript}: a dry run writes no transcript\n" in done.stderr
     assert not transcript.exists() and json.loads(done.stdout)["modes"]
+
+
+def test_a_setting_whose_variable_is_unset_is_needed_only_when_no_option_replaces_it(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: --model m (or Agent(model="m")) was refused all the same: "agent.model: environment variable ${MODEL}
+    # is not set", for a setting the option replaces.
+    from tool_tree.config import ConfigError, load_config
+
+    monkeypatch.delenv("MODEL", raising=False)
+    config_path = tmp_path / "tooltree.yaml"
+    text = project.config_path.read_text(encoding="utf-8") + 'agent:\n  model: "${MODEL}"\n'
+    config_path.write_text(text, encoding="utf-8")
+    line = text.count("\n")
+    other = Project(config_path, load_config(config_path), project.tree)
+    assert Agent(other.config, tree=other.tree, model="m", mode="direct").model == "m"
+    with pytest.raises(ConfigError, match=rf":{line}: agent.model: environment variable \$\{{MODEL\}} is not set$"):
+        Agent(other.config, tree=other.tree, mode="direct")
+    done = tooltree(other, "--model", "m", key=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["modes"]
+    refused = tooltree(other, key=False)
+    assert refused.returncode == 2
+    assert (
+        refused.stderr
+        == f"tooltree: error: {config_path}:{line}: agent.model: environment variable ${{MODEL}} is not set\n"
+    )
