@@ -34,12 +34,12 @@ raise SystemExit(main(["generate-tree", "--from-snapshot", sys.argv[3], "--out",
 """
 
 
-def write_snapshots(folder: Path, prefix: str) -> Path:
-    """A snapshots folder with one server, ``alpha``, of 200 tools named ``<prefix>_<i>``."""
+def write_snapshots(folder: Path, prefix: str, count: int = 200) -> Path:
+    """A snapshots folder with one server, ``alpha``, of ``count`` tools named ``<prefix>_<i>``."""
     folder.mkdir()
     tools = [
         {"name": f"{prefix}_{i}", "description": f"Does {prefix} {i}.", "inputSchema": {"type": "object"}}
-        for i in range(200)
+        for i in range(count)
     ]
     (folder / "alpha.json").write_text(json.dumps({"server": "alpha", "info": {}, "tools": tools}), encoding="utf-8")
     return folder
