@@ -48,6 +48,7 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -205,6 +206,11 @@ class WorkspaceReceiver:
                     f"else inside it, in {self.beside}, and both failed: {e.strerror}; {inside.strerror}"
                 ) from None
         self._writer = TreeWriter(self.staging, exclusive=True)
+        # The channel's reader calls it while the caller may `discard` it (an interrupt on the host): one at a time,
+        # and nothing after the discard (before: the reader wrote on with a closed writer, died on an IndexError
+        # whose traceback reached the terminal, and could make the staging folder again, left behind).
+        self._guard = threading.RLock()
+        self._discarded = False
         self.counts = {"files": 0, "same": 0, "dirs": 0, "bytes": 0}
         self._charged = 0
         self.failed: str | None = None  # a failure on the host's side, reported by `check`
@@ -247,11 +253,16 @@ class WorkspaceReceiver:
             raise ProtocolError(f"the saved workspace holds {over_bytes(self.max_bytes)}")
 
     def __call__(self, method: str, params: dict[str, Any]) -> None:
-        """Handle one notification.
+        """Handle one notification (none once `discard` was called: the rest of the stream is dropped).
 
         Raises:
             ProtocolError: an unexpected message, a refused path, bad data, or a cap exceeded.
         """
+        with self._guard:
+            if not self._discarded:
+                self._receive(method, params)
+
+    def _receive(self, method: str, params: dict[str, Any]) -> None:
         entries = params.get("entries")
         if method != "workspace.entries" or not isinstance(entries, list):
             raise ProtocolError(f"unexpected message {method[:40]!r} while saving the workspace")
@@ -494,7 +505,13 @@ class WorkspaceReceiver:
         return record
 
     def discard(self) -> None:
-        """Drop what was received (unless `commit` began merging it: then it is kept, named in its error)."""
+        """Drop what was received (unless `commit` began merging it: then it is kept, named in its error), and what
+        the channel still hands it."""
+        with self._guard:
+            self._discarded = True
+            self._drop()
+
+    def _drop(self) -> None:
         self._held = None
         self._writer.close()
         if not self.merging:
