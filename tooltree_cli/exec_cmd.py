@@ -36,7 +36,7 @@ from tooltree_cli.common import (
 from tooltree_cli.exec_calls import LEDGER_LINES as LEDGER_LINES
 from tooltree_cli.exec_calls import calls_json, print_calls, print_sandbox_failed
 from tooltree_cli.exec_images import save_images
-from tooltree_cli.exec_stop import CANCEL_WAIT, CtrlCStopsTheScript, notes_not_logged
+from tooltree_cli.exec_stop import CANCEL_WAIT, CtrlCStopsTheScript, FinishTheSave, notes_not_logged
 from tooltree_cli.output import EXIT_NOT_PRINTED, not_printed, print_json
 from tooltree_cli.signals import EXIT_HUNG_UP, EXIT_TERMINATED, Terminated, signals_stop_like_ctrl_c
 
@@ -249,11 +249,13 @@ def run(args: argparse.Namespace) -> int:
             )
     except TerminatedAfter as e:  # SIGTERM or SIGHUP: what the stopped script did (as for a Ctrl-C)
         why = f"{e.cause}, which stopped the script" if e.result is not None else e.cause
+        why = f"{e.cause} during the workspace's save" if e.while_saving else why
         _print_stopped(args, e, e.exit_code, why)
         print(f"tooltree: {e.said}", file=sys.stderr)
         return e.exit_code
     except QuitAfter as e:  # a second Ctrl-C: what the script did, as far as it is known
-        _print_stopped(args, e, EXIT_INTERRUPTED, "the script was interrupted (Ctrl-C)")
+        why = "tooltree was interrupted (Ctrl-C) during the workspace's save" if e.while_saving else ""
+        _print_stopped(args, e, EXIT_INTERRUPTED, why or "the script was interrupted (Ctrl-C)")
         print("tooltree: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Terminated as e:
@@ -302,7 +304,7 @@ def _print_stopped(args: argparse.Namespace, stopped: QuitAfter, code: int, why:
     printed as far as the sandbox sent it (on a terminal, what of it was not shown as it came) and its tool calls;
     then the workspace's notes."""
     if stopped.result is not None:
-        _report(args, stopped.result, None, stopped.notes, outcome=(code, why))
+        _report(args, stopped.result, stopped.unsaved, stopped.notes, outcome=(code, why))
         return
     if (unreported := stopped.unreported) is None:  # no script ran
         _print_notes(stopped.notes)
@@ -360,6 +362,10 @@ class QuitAfter(KeyboardInterrupt):
     def __init__(self, result: ExecutionResult | None, notes: list[str], unreported: Unreported | None) -> None:
         super().__init__()
         self.result, self.notes, self.unreported = result, notes, unreported
+        self.while_saving = False
+        """It came during the workspace's save, after the script had ended (`FinishTheSave`)."""
+        self.unsaved: str | None = None
+        """Why the workspace was not saved (a second Ctrl-C stopped its save)."""
 
 
 class TerminatedAfter(Terminated, QuitAfter):
@@ -493,10 +499,24 @@ def execute(
                         if live is not None:
                             live.stop()
                         raise
-                try:
-                    rt.close()  # saves the workspace
-                except WorkspaceError as e:
-                    return result, str(e), _notes_of(session)
+                unsaved: str | None = None
+                with FinishTheSave() as stop:
+                    try:
+                        rt.close()  # saves the workspace
+                    except WorkspaceError as e:
+                        unsaved = str(e)
+                    except KeyboardInterrupt:  # a second Ctrl-C (or SIGTERM) quit the save
+                        if workspace is not None:
+                            unsaved = (
+                                f"the workspace's save into {workspace} was stopped midway: the folder may hold part "
+                                "of what the script wrote, and the next save names anything left beside it"
+                            )
+                if stop.signum is not None:
+                    raise _stopped_while_saving(result, _notes_of(session), unsaved, stop.signum)
+                if unsaved is not None:
+                    return result, unsaved, _notes_of(session)
+        except QuitAfter:
+            raise
         except KeyboardInterrupt as e:  # a second Ctrl-C, SIGTERM or SIGHUP: the workspace was saved on the way out
             notes = [_shown(note) for note in _notes_of(session)] if session is not None else []
             if isinstance(e, Terminated):
@@ -510,6 +530,15 @@ def execute(
     if workspace is not None and session.not_saved is not None:  # it ended after the script, before the save
         return result, f"{_lost(workspace)} ({session.not_saved})", _notes_of(session)
     return result, None, _notes_of(session)
+
+
+def _stopped_while_saving(result: ExecutionResult, notes: list[str], unsaved: str | None, signum: int) -> QuitAfter:
+    """What `execute` raises once a signal that came during the workspace's save (``signum``) let it finish, or once
+    a second one stopped it (``unsaved`` says so): the script's whole result, to be printed as usual."""
+    interrupted = signum == signal.SIGINT
+    stopped = QuitAfter(result, notes, None) if interrupted else TerminatedAfter(result, notes, None, signum)
+    stopped.while_saving, stopped.unsaved = True, unsaved
+    return stopped
 
 
 def _notes_of(session: Sandbox) -> list[str]:

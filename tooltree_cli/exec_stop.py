@@ -1,5 +1,6 @@
 """Around one `tooltree exec` execution: the first Ctrl-C stops the script, not the command (`CtrlCStopsTheScript`),
-and the sandbox's workspace notes are not logged, since `exec` prints them itself (`notes_not_logged`)."""
+the first Ctrl-C, SIGTERM or SIGHUP during the workspace's save lets it finish (`FinishTheSave`), and the sandbox's
+workspace notes are not logged, since `exec` prints them itself (`notes_not_logged`)."""
 
 from __future__ import annotations
 
@@ -116,3 +117,45 @@ def notes_not_logged() -> Iterator[None]:
         yield
     finally:
         logger.removeFilter(records)
+
+
+_STOP_WORDS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
+
+
+class FinishTheSave:
+    """Within it (`exec`'s save of the workspace, once the script has ended), the first Ctrl-C, SIGTERM or SIGHUP lets
+    the save finish, saying so on stderr, and is kept in ``signum`` for the command to end by after it; a Ctrl-C or
+    SIGTERM after it quits the save at once (a KeyboardInterrupt; a second SIGHUP is ignored). A signal ignored when
+    it begins (a background job's Ctrl-C, ``nohup``'s SIGHUP) stays ignored. Only on the main thread.
+
+    Before, the first one quit the save midway: the script's output, tool calls and the reason were never printed,
+    only ``tooltree: interrupted``, and nothing said that what the script wrote in /workspace was not saved."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> FinishTheSave:
+        if threading.current_thread() is threading.main_thread():
+            for sig in _STOP_WORDS:
+                if signal.getsignal(sig) is not signal.SIG_IGN:
+                    self._previous[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for sig, old in self._previous.items():
+            signal.signal(sig, signal.SIG_IGN if sig == signal.SIGHUP == self.signum else old)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is None:
+            self.signum = signum
+            if signum == signal.SIGHUP:
+                from tooltree_cli.signals import quiet_where_gone
+
+                quiet_where_gone()
+            with contextlib.suppress(OSError, ValueError):
+                print(f"tooltree: {_STOP_WORDS[signal.Signals(signum)]}: finishing the workspace's save first "
+                      "(Ctrl-C again quits at once, leaving it unsaved)", file=sys.stderr, flush=True)  # fmt: skip
+            return
+        if signum != signal.SIGHUP:
+            raise KeyboardInterrupt
