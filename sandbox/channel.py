@@ -131,6 +131,9 @@ class SupervisorChannel:
         """Told of the reply to a request a Ctrl-C left before it came (its method, the reply)."""
         self._left: dict[int, str] = {}
         """Requests a Ctrl-C left before their reply (the last `LEFT_REQUESTS`), by id: their method."""
+        self._left_streams: set[int] = set()
+        """Those of `_left` that had a sink: what the sandbox still sends for them (a save's entries) is dropped until
+        their reply (before: a protocol violation, which killed the sandbox, blamed in a warning)."""
         self._left_replied = threading.Condition(self._lock)
         self._threads = [threading.Thread(target=self._read_loop, name=f"sandbox-read-{session_id}", daemon=True)]
         if connection.stderr is not None:
@@ -233,8 +236,11 @@ class SupervisorChannel:
         with self._lock:
             if self._pending.pop(request_id, None) is not None and pending.message is None:
                 self._left[request_id] = pending.method
+                if pending.sink is not None:
+                    self._left_streams.add(request_id)
                 while len(self._left) > LEFT_REQUESTS:
-                    del self._left[next(iter(self._left))]
+                    self._left_streams.discard(oldest := next(iter(self._left)))
+                    del self._left[oldest]
 
     def wait_left(self, method: str, timeout: float) -> bool:
         """Wait (at most ``timeout`` seconds) until no ``method`` request a Ctrl-C left still waits for its reply (the
@@ -252,6 +258,7 @@ class SupervisorChannel:
         """
         with self._lock:
             method = self._left.pop(msg_id, None)
+            self._left_streams.discard(msg_id)
             self._left_replied.notify_all()
         if method is None:
             raise ProtocolError(f"a reply to unknown request {msg_id}")
@@ -274,6 +281,8 @@ class SupervisorChannel:
             return 0.0
         with self._lock:
             sinks = [p.sink for p in self._pending.values() if p.sink is not None]
+            if not sinks and self._left_streams:  # the rest of what a request a Ctrl-C left streams: dropped
+                return None
         if len(sinks) != 1:
             raise ProtocolError(f"unexpected notification {method[:40]!r}")
         sinks[0](method, params)

@@ -311,3 +311,33 @@ def test_the_reply_to_a_request_ctrl_c_left_goes_to_on_late_reply_and_any_other_
     peer.send(reply)  # once: the same reply again is a violation
     assert peer.killed.wait(10)
     assert channel.broken is not None and "unknown request" in channel.broken
+
+
+def test_what_a_request_ctrl_c_left_still_streams_is_dropped_until_its_reply_and_is_then_a_violation() -> None:
+    # A Ctrl-C during a workspace's save leaves the save's request while its entries still come. Before: the next
+    # entry was "unexpected notification 'workspace.entries'", a protocol violation that killed the sandbox, with a
+    # warning blaming it.
+    peer = PipePeer()
+    channel = ready_channel(peer)
+    channel.on_late_reply = lambda method, message: None
+    received: list[dict[str, Any]] = []
+    main = threading.get_ident()
+    sent: list[dict[str, Any]] = []
+
+    def ctrl_c_once_sent() -> None:
+        request = peer.peer_in.read()
+        assert request is not None
+        sent.append(request)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    threading.Thread(target=ctrl_c_once_sent).start()
+    with pytest.raises(KeyboardInterrupt):
+        channel.request("workspace.save", {}, timeout=30, sink=lambda method, params: received.append(params))
+    entries = {"method": "workspace.entries", "params": {"entries": []}}
+    peer.send(entries)
+    peer.send({"id": sent[0]["id"], "result": {"files": 0}})
+    assert channel.wait_left("workspace.save", 10)
+    assert channel.broken is None and not peer.killed.is_set() and received == []
+    peer.send(entries)  # with no request left to stream it: a violation
+    assert peer.killed.wait(10)
+    assert channel.broken is not None and "unexpected notification 'workspace.entries'" in channel.broken
