@@ -1,4 +1,9 @@
-"""Entry points for the `tooltree` and `generate-tree` commands."""
+"""Entry points for the `tooltree` and `generate-tree` commands.
+
+The commands' modules are imported by `build_parser`, within `main`, not as this module is: a Ctrl-C in the first
+tenths of a second, while they import, ends the command as a later one does (one line, exit 130), not with a
+traceback.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,7 @@ import argparse
 import difflib
 import os
 import sys
-from collections.abc import Sequence
-
-from tooltree_cli import agent_cmd, exec_cmd, generate_cmd, image_cmd, logs, sandbox_cmd, search_cmd, serve_cmd
-from tooltree_cli.common import EXIT_UNEXPECTED, UNEXPECTED_HELP
+from collections.abc import Callable, Sequence
 
 DEBUG_HELP = "show tracebacks for unexpected errors"
 # The positionals a user may forget to quote (`tooltree search export leads`): the words past the first are told so.
@@ -17,6 +19,9 @@ QUOTED = ("query", "task")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tooltree_cli import agent_cmd, exec_cmd, generate_cmd, image_cmd, sandbox_cmd, search_cmd, serve_cmd
+    from tooltree_cli.common import UNEXPECTED_HELP
+
     parser = argparse.ArgumentParser(
         prog="tooltree",
         description="Turn MCP servers into a browsable tree of typed Python stubs.",
@@ -45,6 +50,9 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
+    from tooltree_cli import logs
+    from tooltree_cli.common import EXIT_UNEXPECTED
+
     debug = bool(getattr(args, "debug", False)) or os.environ.get("TOOLTREE_DEBUG") == "1"
     logs.install()  # before: log records went out raw (a server's escape sequences), a traceback per notification
     try:
@@ -107,16 +115,31 @@ def _hint(command: argparse.ArgumentParser, sub: bool, args: argparse.Namespace,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    return _dispatch(parser, _parse(parser, argv))
+    return _run(build_parser, argv)
 
 
 def generate_tree_main(argv: Sequence[str] | None = None) -> int:
     """The standalone `generate-tree` command: the same options as `tooltree generate-tree`."""
+    return _run(_generate_tree_parser, argv)
+
+
+def _generate_tree_parser() -> argparse.ArgumentParser:
+    from tooltree_cli import generate_cmd
+
     parser = argparse.ArgumentParser(prog="generate-tree", description=f"Write the MCP stub tree. {generate_cmd.EXITS}")
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     generate_cmd.add_arguments(parser)
-    return _dispatch(parser, _parse(parser, argv))
+    return parser
+
+
+def _run(make_parser: Callable[[], argparse.ArgumentParser], argv: Sequence[str] | None) -> int:
+    try:  # the commands' modules import here (before: as this module did, so a Ctrl-C then was a traceback)
+        parser = make_parser()
+        args = _parse(parser, argv)
+    except KeyboardInterrupt:
+        print("tooltree: interrupted", file=sys.stderr)
+        return 130
+    return _dispatch(parser, args)
 
 
 if __name__ == "__main__":

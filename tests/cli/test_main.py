@@ -99,3 +99,27 @@ def test_debug_is_taken_after_any_command_too(
     assert build_parser().parse_args(["image", "build", "--debug"]).debug is True
     assert build_parser().parse_args(["--debug", "image", "build"]).debug is True  # not undone by the subcommand
     assert build_parser().parse_args(["image", "build"]).debug is False
+
+
+@pytest.mark.parametrize("script", ["tooltree", "generate-tree"])
+def test_a_ctrl_c_while_the_commands_import_is_one_line_and_exit_130(script: str) -> None:
+    # Before: the console script's `from tooltree_cli.main import main` imported every command, so a Ctrl-C in the
+    # first tenths of a second printed a traceback of an import. The interrupt is made to land in the import of a
+    # command's module (as it does when a user presses Ctrl-C at once), through the entry point pyproject names.
+    import tomllib
+    from pathlib import Path
+
+    entry = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["scripts"][script]
+    module, function = entry.split(":")
+    code = (
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'tooltree_cli.generate_cmd':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        f"from {module} import {function} as entry\n"
+        "sys.exit(entry(['--help']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr, done.stdout) == (130, "tooltree: interrupted\n", "")
