@@ -218,6 +218,8 @@ class McpBridge(ToolBridge):
             (None: the manifest alone decides, and no file is named).
 
     Raises:
+        TypeError: an argument is of the wrong type (``pool`` a `BackgroundPool`: give its ``.pool``; ``audit`` a
+            path: give ``AuditLog(path)``).
         TreeError: the tree has no readable manifest.
     """
 
@@ -235,6 +237,9 @@ class McpBridge(ToolBridge):
         manifest: Manifest | None = None,
         config: Config | None = None,
     ) -> None:
+        from sandbox.session_args import bridge_args
+
+        bridge_args(tree, pool, budgets, audit, manifest, config)
         self.tree = Path(tree)
         self.manifest = manifest if manifest is not None else Manifest.load(self.tree)
         self.pool = pool

@@ -1,6 +1,6 @@
-"""The checks of `sandbox.session.Sandbox`'s arguments (and `sandbox.host.Runtime`'s): each wrong one refused by
-name, before anything runs or changes (a wrong one used to fail later, and elsewhere: every tool call, or the
-session's state)."""
+"""The checks of `sandbox.session.Sandbox`'s arguments (and `sandbox.host.Runtime`'s and
+`sandbox.mcp_bridge.McpBridge`'s): each wrong one refused by name, before anything runs or changes (a wrong one used
+to fail later, and elsewhere: every tool call, or the session's state)."""
 
 from __future__ import annotations
 
@@ -219,3 +219,40 @@ def runtime_args(tree: object, workspace: object, audit: object, sandbox_config:
 
         if not isinstance(sandbox_pool, SandboxPool):
             raise TypeError(f"sandbox_pool: expected a SandboxPool, or None, {got(sandbox_pool)}")
+
+
+def bridge_args(tree: object, pool: object, budgets: object, audit: object, manifest: object, config: object) -> None:
+    """The checks of `sandbox.mcp_bridge.McpBridge`'s arguments.
+
+    Raises:
+        TypeError: an argument is of the wrong type, named. Before, ``McpBridge("tree", servers)`` (the
+            `BackgroundPool` rather than its ``.pool``) or ``audit="audit.log"`` was taken, and every call of a
+            script then failed as "the tool call failed on the host", a traceback in the log.
+    """
+    from sandbox.mcp_bridge import AuditLog, Budgets
+    from tool_tree.config import Config
+    from tool_tree.pool import BackgroundPool, ServerPool
+    from tool_tree.tree import Manifest
+
+    def got(value: object) -> str:
+        return f"got {type(value).__name__} {shown(value)}"
+
+    if not isinstance(tree, str | os.PathLike):
+        raise TypeError(f"tree: expected the path (str or os.PathLike) of a generated tree's folder, {got(tree)}")
+    if not isinstance(pool, ServerPool):
+        hint = (
+            " (a BackgroundPool's is its .pool: McpBridge(tree, servers.pool))"
+            if isinstance(pool, BackgroundPool)
+            else ""
+        )
+        raise TypeError(f"pool: expected a ServerPool{hint}, {got(pool)}")
+    if audit is not None and not isinstance(audit, AuditLog):
+        hint = "AuditLog(path) appends to a file, AuditLog(stream) writes to a stream"
+        raise TypeError(f"audit: expected an AuditLog ({hint}) or None, {got(audit)}")
+    for name, value, kind in (
+        ("budgets", budgets, Budgets),
+        ("manifest", manifest, Manifest),
+        ("config", config, Config),
+    ):
+        if value is not None and not isinstance(value, kind):
+            raise TypeError(f"{name}: expected a {kind.__name__} or None, {got(value)}")

@@ -12,7 +12,7 @@ import math
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -28,6 +28,7 @@ from tests.sandbox.test_calls import Answers, AsyncTools, call
 from tests.sandbox.test_config import section_error
 from tests.security.test_bridge_input import CONFIG, PipeBackend, PipeSupervisor
 from tests.support import TEST_OWNER
+from tool_tree.pool import ServerPool
 
 
 class NeverLaunched(SandboxBackend):
@@ -207,7 +208,7 @@ def test_waiting_on_a_pool_that_cannot_warm_says_why_at_once() -> None:
 def test_an_mcp_bridge_without_its_pools_loop_is_refused_naming_tool_loop(tmp_path: Path) -> None:
     # Its calls would run on the shared background loop: they worked, but the servers they started were
     # tied to that loop, so leaving the BackgroundPool waited 60 s for them and they ran on until exit.
-    bridge = McpBridge(write_sample_tree(tmp_path), cast(Any, object()))
+    bridge = McpBridge(write_sample_tree(tmp_path), ServerPool([]))
     with pytest.raises(ValueError) as info:
         Sandbox(NeverLaunched(), tools=bridge)
     assert str(info.value) == (
