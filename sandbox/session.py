@@ -435,8 +435,12 @@ class Sandbox:
         self.close()
 
     def _require_channel(self) -> SupervisorChannel:
-        if self._channel is None:
-            raise SessionError("the sandbox session is not started (use it as a context manager or call start())")
+        if self._channel is None:  # closed before it started: `start` refuses it too, so it is not advised
+            raise SessionError(
+                "the sandbox session is closed"
+                if self._closed
+                else "the sandbox session is not started (use it as a context manager or call start())"
+            )
         self._refuse_in_fork()
         return self._channel
 

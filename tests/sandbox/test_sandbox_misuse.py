@@ -303,6 +303,18 @@ def test_start_after_close_launches_nothing() -> None:
     assert backend.launches == 0
 
 
+def test_a_session_closed_before_it_started_says_it_is_closed_not_to_start_it() -> None:
+    # Before: "the sandbox session is not started (use it as a context manager or call start())", and start()
+    # then said it was closed.
+    sb = Sandbox(NeverLaunched())
+    sb.close()
+    for use in (lambda: sb.execute("print(1)"), lambda: sb.list_files(), lambda: sb.read_file("a"), sb.reset):
+        with pytest.raises(SessionError, match=r"^the sandbox session is closed$"):
+            use()
+    with pytest.raises(SessionError, match=r"^the sandbox session is not started \(use it as a context manager"):
+        Sandbox(NeverLaunched()).execute("print(1)")
+
+
 def test_an_interrupt_between_launch_and_the_channel_destroys_the_container(monkeypatch: pytest.MonkeyPatch) -> None:
     import sandbox.session as session_module
 
