@@ -218,6 +218,8 @@ def _constraints(schema: dict[str, Any], *, shows_enum: bool) -> list[str]:
     if isinstance(s.get("pattern"), str):
         notes.append(f"Pattern: {one_line(s['pattern'], 200)}.")
     enum = s.get("enum")
+    if "const" in s and not isinstance(enum, list):  # a value no Literal holds (an object, a list, a float)
+        enum = [s["const"]]
     if isinstance(enum, list) and enum and not shows_enum:
         notes.append(f"One of: {_json_items(enum, 300)}.")
     examples = s.get("examples")

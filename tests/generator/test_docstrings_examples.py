@@ -55,3 +55,14 @@ def test_a_long_enum_shown_as_a_list_says_it_was_cut() -> None:
     assert args.startswith("rate: One of: 0.5, 1.5, 2.5,") and args.endswith("….")
     short = {**tool, "inputSchema": {"type": "object", "properties": {"rate": {"type": "number", "enum": [0.5, 1.5]}}}}
     assert _args(render_stub(server="s", tool=short, function="t").source) == "    rate: One of: 0.5, 1.5."
+
+
+def test_a_const_no_literal_holds_is_shown_as_the_one_value_taken() -> None:
+    """Before: a ``const`` object, list or float was typed ``Any`` and said nowhere, where an ``enum`` of them is
+    listed: a model writing the call could not know the one value the server takes."""
+    properties = {"filter": {"const": {"kind": "all"}}, "pair": {"const": [1, 2]}, "ratio": {"const": 1.5}}
+    tool = {"name": "t", "inputSchema": {"type": "object", "properties": properties}}
+    args = _args(render_stub(server="s", tool=tool, function="t").source)
+    assert args == '    filter: One of: {"kind": "all"}.\n    pair: One of: [1, 2].\n    ratio: One of: 1.5.'
+    literal = {**tool, "inputSchema": {"type": "object", "properties": {"mode": {"const": "fast"}}}}
+    assert "mode" not in _args(render_stub(server="s", tool=literal, function="t").source)  # its Literal says it
