@@ -125,7 +125,7 @@ class Runtime:
         TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``), ``tree`` or ``workspace``
             not a path, ``audit`` neither a path nor an `AuditLog`, ``sandbox_config`` or ``sandbox_pool`` not one,
             ``on_tools_changed`` not callable, ``held_within`` not a `HeldValues`.
-        ValueError: ``workspace`` or ``audit`` is an empty path.
+        ValueError: ``workspace`` or ``audit`` is an empty path, or ``sandbox_pool``'s sandboxes run another tree.
 
     Raises (on enter):
         TreeError: the tree has no readable manifest.

@@ -188,7 +188,8 @@ def runtime_args(tree: object, workspace: object, audit: object, sandbox_config:
         TypeError: an argument is of the wrong type, named (before: ``audit`` was ignored, no line written; a path
             ``os.fspath`` refused, unnamed; ``sandbox_pool`` an AttributeError at first use).
         ValueError: ``workspace`` or ``audit`` is an empty path (``Path("")`` is the working folder: a workspace
-            saved into it; an audit log refused only when the runtime opened, "audit log .: a folder").
+            saved into it; an audit log refused only when the runtime opened, "audit log .: a folder"), or
+            ``sandbox_pool`` runs another tree.
     """
     from sandbox.config import SandboxConfig
     from sandbox.mcp_bridge import AuditLog
@@ -219,6 +220,15 @@ def runtime_args(tree: object, workspace: object, audit: object, sandbox_config:
 
         if not isinstance(sandbox_pool, SandboxPool):
             raise TypeError(f"sandbox_pool: expected a SandboxPool, or None, {got(sandbox_pool)}")
+        pooled = getattr(sandbox_pool.backend, "tree", None)  # a `DockerBackend`'s; another backend may have none
+        if isinstance(pooled, str | os.PathLike) and os.path.realpath(pooled) != os.path.realpath(tree):
+            # Before: taken; its scripts imported the pool's tree's stubs, and each call was refused as "not in
+            # this tree's manifest" (the runtime's), or went to a tool the scripts' stubs did not describe.
+            raise ValueError(
+                f"sandbox_pool: its sandboxes run the tree {os.fspath(pooled)}, not {os.fspath(tree)}, whose manifest "
+                "says which tools the runtime's bridge may call: give the pool the runtime's tree "
+                "(SandboxPool(config=..., tree=tree))"
+            )
 
 
 def bridge_args(tree: object, pool: object, budgets: object, audit: object, manifest: object, config: object) -> None:

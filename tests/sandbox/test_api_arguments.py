@@ -175,3 +175,18 @@ def test_an_argument_whose_repr_fails_or_holds_escapes_still_gets_the_type_error
     assert "\x1b" not in str(info.value) and "\n" not in str(info.value)
     with pytest.raises(ValueError, match=r"got \(an integer too long to print\)"):
         SandboxPool(size=10**5000)
+
+
+def test_a_sandbox_pool_of_another_tree_is_a_value_error_naming_both_trees(tmp_path: Path) -> None:
+    # Before: taken; the scripts imported the pool's tree's stubs and every call was refused as "not in this
+    # tree's manifest", the runtime's.
+    mine, other = tmp_path / "tree", tmp_path / "other"
+    pool = SandboxPool(config=SandboxConfig(owner="test"), tree=other, size=1)  # made, never started
+    said = rf"^sandbox_pool: its sandboxes run the tree {other}, not {mine}, whose manifest says which tools "
+    with pytest.raises(ValueError, match=said):
+        Runtime(NO_SERVERS, mine, sandbox_pool=pool)
+    mine.mkdir()
+    (tmp_path / "link").symlink_to(mine)
+    same = SandboxPool(config=SandboxConfig(owner="test"), tree=tmp_path / "link", size=1)
+    assert Runtime(NO_SERVERS, str(mine), sandbox_pool=same).sandbox_pool is same  # the same folder, named otherwise
+    assert Runtime(NO_SERVERS, mine, sandbox_pool=SandboxPool(NoLaunches(), size=1)).sandbox_pool is not None
