@@ -64,6 +64,7 @@ from sandbox.session_args import (
     check_code,
     count,
     refuse_on_loop,
+    same_tree,
     timeout_seconds,
     tool_bridge,
     tree_in_workspace,
@@ -256,7 +257,7 @@ class Sandbox:
             function or None; ``config`` is not a `SandboxConfig`
             or None; ``workspace`` is not a path or None.
         ValueError: ``tools`` is an `McpBridge` (a bridge whose ``loop_bound`` is true) and ``tool_loop``
-            is None; ``workspace`` is an empty string.
+            is None, or one of another tree than the sandbox's; ``workspace`` is an empty string.
         WorkspaceError: ``workspace`` exists and is not a folder, or holds the tree or lies inside it.
     """
 
@@ -286,6 +287,7 @@ class Sandbox:
             from sandbox.docker_backend import DockerBackend
 
             backend = DockerBackend(config, tree=tree)
+        same_tree(bridge, backend)
         self.backend = backend
         self.config = backend.config
         self.bridge = bridge

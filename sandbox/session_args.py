@@ -32,6 +32,24 @@ def tool_bridge(tools: ToolBridge | ToolHandler | None, tool_loop: asyncio.Abstr
     return bridge
 
 
+def same_tree(bridge: ToolBridge, backend: object) -> None:
+    """Refuse a session whose bridge allows the tools of one tree (an `McpBridge`'s manifest) while its sandbox runs
+    another's stubs (a `DockerBackend`'s ``tree``): its scripts would import the one and be refused the other's
+    tools, each call "not in this tree's manifest".
+
+    Raises:
+        ValueError: the two name different folders.
+    """
+    allowed, run = getattr(bridge, "tree", None), getattr(backend, "tree", None)
+    if not (isinstance(allowed, str | os.PathLike) and isinstance(run, str | os.PathLike)):
+        return
+    if os.path.realpath(allowed) != os.path.realpath(run):
+        raise ValueError(
+            f"tools: the bridge calls the tools of the tree {os.fspath(allowed)}, and the sandbox runs the tree "
+            f"{os.fspath(run)}: give both the same tree (McpBridge(tree, ...) and Sandbox(tree=tree, ...))"
+        )
+
+
 def refuse_on_loop(tool_loop: asyncio.AbstractEventLoop | None) -> None:
     """Refuse to block the thread that runs ``tool_loop`` with an execution: the script's tool calls run there, so
     each would wait, and the script with it, until the execution timed out, having done nothing.

@@ -7,12 +7,14 @@ failed on the host", with an AttributeError's traceback in the log.
 
 from __future__ import annotations
 
+import asyncio
 import io
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sandbox import Sandbox
 from sandbox.mcp_bridge import AuditLog, Budgets, McpBridge
 from tests.sandbox.conftest import write_sample_tree
 from tool_tree.config import parse_config
@@ -60,3 +62,20 @@ def test_arguments_of_the_documented_kinds_are_taken(tmp_path: Path) -> None:
         config=parse_config("servers: {}\n"),
     )
     assert bridge.tree == tree and bridge.budgets.calls == 3
+
+
+def test_a_sandbox_on_another_tree_than_its_bridges_is_a_value_error_naming_both(tmp_path: Path) -> None:
+    # Before: taken; the scripts imported the sandbox's tree's stubs and each call was refused as "not in this
+    # tree's manifest", the bridge's.
+    mine = write_sample_tree(tmp_path / "tree")
+    other = write_sample_tree(tmp_path / "other")
+    bridge = McpBridge(mine, ServerPool([]))
+    loop = asyncio.new_event_loop()
+    try:
+        said = rf"^tools: the bridge calls the tools of the tree {mine}, and the sandbox runs the tree {other}: "
+        with pytest.raises(ValueError, match=said):
+            Sandbox(tree=other, tools=bridge, tool_loop=loop)
+        (tmp_path / "link").symlink_to(mine)
+        assert Sandbox(tree=tmp_path / "link", tools=bridge, tool_loop=loop).bridge is bridge  # made, not started
+    finally:
+        loop.close()
