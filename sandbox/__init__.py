@@ -3,9 +3,13 @@
 ::
 
     from sandbox import Sandbox
+    from sandbox.mcp_bridge import McpBridge
+    from tool_tree.pool import BackgroundPool
 
-    with Sandbox(tree="tree", tools=bridge) as sb:
-        result = sb.execute("from servers.crm import list_leads\\nprint(len(list_leads().json()['leads']))")
+    with BackgroundPool(config) as servers:
+        bridge = McpBridge("tree", servers.pool)
+        with Sandbox(tree="tree", tools=bridge, tool_loop=servers.loop) as sb:
+            result = sb.execute("from servers.crm import list_leads\\nprint(len(list_leads().json()['leads']))")
 
 `Sandbox` is one session (interpreter state and workspace persist across `Sandbox.execute`
 calls); `SandboxPool` keeps sandboxes warm; `SandboxBackend` is the seam behind both, with
