@@ -45,7 +45,6 @@ Records (``type``):
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import json
@@ -226,15 +225,26 @@ def read_transcript(path: str | Path) -> list[dict[str, Any]]:
     A last line without its newline that is not whole JSON is a record its writer was stopped in the middle of (the
     process killed, the machine down: every record `Transcript` writes ends with a newline), and is left out. Before,
     that half line made the whole file unreadable (``json.JSONDecodeError``). A line cut anywhere else still raises.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: a line is not a JSON object, naming the file and the line. Before, a line that was not JSON
+            raised ``json.JSONDecodeError`` naming neither ("Expecting value: line 1 column 1 (char 0)" of line 57),
+            and one that held another JSON value (``[1]``) was returned as a record.
     """
     records: list[dict[str, Any]] = []
     with open(path, encoding="utf-8") as f:
-        for line in f:
+        for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            if line.endswith("\n"):
-                records.append(json.loads(line))
-                continue
-            with contextlib.suppress(json.JSONDecodeError):  # the last line: half a record is left out
-                records.append(json.loads(line))
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                if not line.endswith("\n"):  # the last line: half a record is left out
+                    continue
+                where = f"{os.fspath(path)}, line {number}"
+                raise ValueError(f"{where}: not a whole JSON record ({e.msg} at column {e.colno})") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{os.fspath(path)}, line {number}: not a record (a JSON object): {line[:80]!r}")
+            records.append(record)
     return records

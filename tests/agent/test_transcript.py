@@ -90,3 +90,18 @@ def test_a_transcript_to_a_device_is_written_without_truncating_it(tmp_path: Pat
     with Transcript("/dev/null") as log:
         log.write("run_start", task="Hi")
     assert log.error == ""
+
+
+def test_a_line_that_is_not_a_record_is_named_by_file_and_line_and_a_half_last_line_is_left_out(
+    tmp_path: Path,
+) -> None:
+    # Before: "Expecting value: line 1 column 1 (char 0)" for the third line, and `[1]` was returned as a record.
+    path = tmp_path / "run.jsonl"
+    path.write_text('{"type": "run_start"}\n\nnot json\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"^{path}, line 3: not a whole JSON record \(Expecting value at column 1\)$"):
+        read_transcript(path)
+    path.write_text('{"type": "run_start"}\n[1]\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"^{path}, line 2: not a record \(a JSON object\): '\[1\]\\n'$"):
+        read_transcript(path)
+    path.write_text('{"type": "run_start"}\n{"type": "requ', encoding="utf-8")
+    assert read_transcript(path) == [{"type": "run_start"}]
