@@ -129,7 +129,12 @@ MAX_PIP_SPEC = 200
 
 
 def _pip_packages(value: Any) -> str | None:
-    """What is wrong with ``pip_packages`` (None: nothing): too many, or an entry that is not a requirement."""
+    """What is wrong with ``pip_packages`` (None: nothing): a string (each of its characters passed for a requirement:
+    ``pip_packages="pandas"`` built an image with the packages ``p``, ``a``, ``n``, ``d`` and ``s``), too many, or an
+    entry that is not a requirement."""
+    if not isinstance(value, list | tuple):
+        hint = f" (one requirement is a list of one: [{value!r:.80}])" if isinstance(value, str) else ""
+        return f"expected a list of pip requirements, got {type(value).__name__} {value!r:.80}{hint}"
     if len(value) > MAX_PIP_PACKAGES:
         return f"{len(value):,} requirements; at most {MAX_PIP_PACKAGES} (they go on one line of a Dockerfile)"
     for spec in value:

@@ -109,6 +109,13 @@ def test_a_section_read_after_loading_is_checked_the_same_way() -> None:
             "pip_packages: not a pip requirement: \"requests; os_name=='posix'\""
             " (a name with optional extras and versions, such as pandas==2.2)",
         ),
+        (  # before: taken, each character a requirement: an image built with the packages p, a, n, d and s
+            "pip_packages",
+            "pandas",
+            "pip_packages: expected a list of pip requirements, got str 'pandas' "
+            "(one requirement is a list of one: ['pandas'])",
+        ),
+        ("pip_packages", {"pandas"}, "pip_packages: expected a list of pip requirements, got set {'pandas'}"),
     ],
 )
 def test_each_out_of_range_field_is_named_on_its_own(field: str, value: object, expected: str) -> None:
