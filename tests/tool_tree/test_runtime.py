@@ -55,3 +55,23 @@ def test_parallel_takes_calls_as_arguments_or_a_list_and_refuses_what_it_cannot_
     with pytest.raises(TypeError, match=r"^parallel: argument 2 is a ToolResult, not a function to call: pass each"):
         parallel(calls[0], made)
     assert len(sent) == 7  # nothing more ran
+
+
+@pytest.mark.parametrize(
+    ("max_workers", "error", "said"),
+    [
+        ("2", TypeError, r"^parallel: max_workers must be a whole number, got str '2'$"),
+        (1.5, TypeError, r"^parallel: max_workers must be a whole number, got float 1\.5$"),
+        (True, TypeError, r"^parallel: max_workers must be a whole number, got bool True$"),
+        (0, ValueError, r"^parallel: max_workers must be at least 1 \(calls at once\), got 0$"),
+    ],
+)
+def test_parallel_refuses_a_max_workers_that_is_no_count_before_any_call(
+    sent: Sent, max_workers: object, error: type[Exception], said: str
+) -> None:
+    # Before: "'<' not supported between instances of 'int' and 'str'", and 1.5 was taken.
+    from tool_tree.runtime import parallel
+
+    with pytest.raises(error, match=said):
+        parallel(lambda: call_tool("s", "t", {}), max_workers=max_workers)  # type: ignore[arg-type]
+    assert sent == []

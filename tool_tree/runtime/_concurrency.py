@@ -17,8 +17,15 @@ def parallel(*calls: Callable[[], Any], max_workers: int = 16) -> list[Any]:
     Raises:
         TypeError: something given is not a function to call, before any is called (before: a list was called
             and failed "'list' object is not callable"; ``parallel(get_doc(id="a"), ...)`` made its calls one
-            after another, as its arguments, then failed "'ToolResult' object is not callable").
+            after another, as its arguments, then failed "'ToolResult' object is not callable"); ``max_workers`` is
+            not a whole number (before: "'<' not supported between instances of 'int' and 'str'").
+        ValueError: ``max_workers`` is less than 1.
     """
+    workers: object = max_workers
+    if isinstance(workers, bool) or not isinstance(workers, int):
+        raise TypeError(f"parallel: max_workers must be a whole number, got {type(workers).__name__} {workers!r:.40}")
+    if workers < 1:
+        raise ValueError(f"parallel: max_workers must be at least 1 (calls at once), got {workers}")
     given: tuple[Any, ...] = calls
     if len(given) == 1 and isinstance(given[0], list | tuple):
         given = tuple(given[0])
