@@ -174,6 +174,25 @@ def test_resources_gives_each_embedded_resource_with_its_text_or_decoded_data(tm
     assert Path(resources[0].save(str(tmp_path / "r.txt"))).read_text(encoding="utf-8") == "Resource 1: plain"
 
 
+def test_save_refuses_a_file_descriptor_or_none_and_writes_nothing(tmp_path: Path) -> None:
+    # Before: open() took the int as a file descriptor: image.save(1) wrote the image into the script's stdout and
+    # closed it, so every later print of the script failed.
+    read, write = os.pipe()
+    try:
+        image, resource = Image(PNG, "image/png"), Resource("demo://x", "text/plain", text="x")
+        for save, name in ((image.save, "Image.save"), (resource.save, "Resource.save")):
+            for wrong in (write, None, True, b"y.png"):
+                with pytest.raises(TypeError, match=rf"^{name}: path must be a file's path \(a str\), got "):
+                    save(wrong)  # type: ignore[arg-type]
+            os.write(write, b"open")  # the descriptor is still open, and nothing else went into it
+            assert os.read(read, 100) == b"open"
+        assert image.save(tmp_path / "a.png") == tmp_path / "a.png"  # type: ignore[arg-type]
+        assert (tmp_path / "a.png").read_bytes() == PNG
+    finally:
+        os.close(read)
+        os.close(write)
+
+
 def test_resources_with_data_that_is_not_base64_names_the_block() -> None:
     broken = {"type": "resource", "resource": {"uri": "u://x", "blob": "!!not base64"}}
     with pytest.raises(ValueError, match=r"content block 1 is a resource whose data is not valid base64"):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -85,13 +86,30 @@ class Image:
     mime_type: str
 
     def save(self, path: str) -> str:
-        """Write the image to ``path`` and return the path."""
-        with open(path, "wb") as f:
+        """Write the image to ``path`` and return the path.
+
+        Raises:
+            TypeError: ``path`` is not a str or a path (`_file_path`).
+        """
+        with open(_file_path(path, "Image.save"), "wb") as f:
             f.write(self.data)
         return path
 
     def __repr__(self) -> str:
         return f"Image({_one_line(self.mime_type, _MIME_CHARS)}, {len(self.data):,} bytes)"
+
+
+def _file_path(path: object, method: str) -> str | os.PathLike[str]:
+    """``path`` checked as a file's path before `open` takes it: an int is a file descriptor to `open`, so
+    ``image.save(1)`` wrote the image's bytes into the script's own stdout and closed it (every later print failed),
+    and the descriptor of the interpreter's channel to its supervisor had the interpreter restarted.
+
+    Raises:
+        TypeError: ``path`` is neither a str nor an ``os.PathLike``.
+    """
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"{method}: path must be a file's path (a str), got {type(path).__name__} {path!r:.60}")
+    return path
 
 
 @dataclass(frozen=True, repr=False)
@@ -127,8 +145,12 @@ class Resource:
     data: bytes | None = None
 
     def save(self, path: str) -> str:
-        """Write the resource's bytes (its text as UTF-8) to ``path`` and return the path."""
-        with open(path, "wb") as f:
+        """Write the resource's bytes (its text as UTF-8) to ``path`` and return the path.
+
+        Raises:
+            TypeError: ``path`` is not a str or a path (`_file_path`).
+        """
+        with open(_file_path(path, "Resource.save"), "wb") as f:
             f.write(self.data if self.data is not None else (self.text or "").encode("utf-8"))
         return path
 
