@@ -218,6 +218,16 @@ def _other_generator(out: Path) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``tooltree generate-tree``. What it shows goes to stderr, and a stderr that can no longer be written (a pipe
+    whose reader left, ``generate-tree 2>&1 | head -3``; a full disk) ends what is shown, not the run. Before: the
+    first line that failed stopped the run, no tree written, and it exited 1, the code of drift under --check."""
+    from tooltree_cli.signals import stderr_forgiving
+
+    with stderr_forgiving():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from generator.cancel import Cancel, GenerateCancelled
     from generator.files import UnsafePathError
     from generator.generate import generate

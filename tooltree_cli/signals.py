@@ -142,6 +142,22 @@ def _into_nothing(fd: int) -> None:
         os.close(devnull)
 
 
+@contextlib.contextmanager
+def stderr_forgiving() -> Iterator[None]:
+    """Within it, a write to stderr that fails (a pipe whose reader left, a terminal that closed, a full disk) drops
+    what it held and all that follows instead of raising (`_Forgiving`): what a command only shows there cannot stop
+    its work."""
+    stream = sys.stderr
+    if stream is None or isinstance(stream, _Forgiving):
+        yield
+        return
+    sys.stderr = cast(TextIO, _Forgiving(stream))
+    try:
+        yield
+    finally:
+        sys.stderr = stream
+
+
 class _Forgiving:
     """``stream``, but a write or flush that fails (EIO, EPIPE) points its file at /dev/null instead of raising:
     what could not be shown is dropped, and so is all that follows."""

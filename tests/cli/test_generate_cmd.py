@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import subprocess
@@ -538,3 +540,38 @@ def test_check_on_a_tree_another_build_of_tooltree_wrote_says_so(
     assert "differ from the servers:" in err
     assert "(the tree was written by tooltree 0.1.0+older and this is 0.1.0+" in err
     assert "files may differ for that alone; a run without --check brings them up to date)" in err
+
+
+class FailingStderr(io.StringIO):
+    """A stderr that takes ``lines`` writes, then refuses each with ``error`` (a pipe whose reader left, a full
+    disk)."""
+
+    def __init__(self, lines: int, error: OSError) -> None:
+        super().__init__()
+        self.left, self.error = lines, error
+
+    def write(self, text: str) -> int:
+        if self.left <= 0:
+            raise self.error
+        self.left -= 1
+        return super().write(text)
+
+
+@pytest.mark.parametrize(
+    ("lines", "error"),
+    [
+        (2, BrokenPipeError(errno.EPIPE, "Broken pipe")),  # `generate-tree 2>&1 | head -1`
+        (0, OSError(errno.ENOSPC, "No space left on device")),  # `2>/dev/full`
+    ],
+)
+def test_a_stderr_that_can_no_longer_be_written_ends_what_is_shown_not_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: int, error: OSError
+) -> None:
+    # Before: the first progress line that failed stopped the run: no tree written, and exit 1 (an unhandled error
+    # whose report failed too), the code of drift under --check.
+    config = _raw_servers_config(tmp_path, 2)
+    stderr = FailingStderr(lines, error)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree")]) == 0
+    assert sys.stderr is stderr
+    assert sorted(p.name for p in (tmp_path / "tree" / "servers").iterdir()) == ["INDEX.md", "__init__.py", "s0", "s1"]
