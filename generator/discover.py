@@ -127,14 +127,18 @@ async def discover_one(
         if slot is not None:
             slot.release()
 
+    if on_start is not None:
+        try:  # the caller's: what it raises is raised, not taken for the server's failure (it was, naming the server)
+            on_start(server)
+        except BaseException:
+            over()
+            raise
     stderr: StderrLog | None = None
     phase = "start-up"
     async with anyio.create_task_group() as watch:  # every error is handled inside: leaving, it would be wrapped
         deadline = anyio.current_time() + server.timeout
         watch.start_soon(_call_at, deadline, over)  # a sibling, so the deadline does not cancel it
         try:
-            if on_start is not None:
-                on_start(server)
             stderr = StderrLog() if server.command is not None else None
             with anyio.fail_after(deadline - anyio.current_time()) as scope:
                 async with connect(server, stderr=stderr) as conn:
@@ -245,6 +249,16 @@ def _describe(e: BaseException) -> str:
         return f"bad response: {e}"
     text = str(e).strip() or type(e).__name__
     return f"{type(e).__name__}: {text}" if type(e).__name__ not in text else text
+
+
+def alone(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception a group holds, through the groups it is nested in: an ``on_server`` or ``on_server_start``
+    that raised, raised as it was (before: "ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)");
+    a group of several is raised whole."""
+    e: BaseException = group
+    while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+        e = e.exceptions[0]
+    return e
 
 
 async def discover_all(

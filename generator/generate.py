@@ -211,6 +211,7 @@ def generate(
         RuntimeError: without ``snapshots``, an event loop runs on this thread (from async code, run it in a thread:
             ``await asyncio.to_thread(generate, ...)``).
         generator.cancel.GenerateCancelled: ``cancel`` was set during discovery (nothing was written).
+        Exception: what ``on_server`` or ``on_server_start`` raised, as it raised it (nothing was written).
         ConfigError: ``only`` names a server that is not configured, or the ``pool:`` section is invalid.
         SearchError: ``embeddings`` is ``on`` but the embeddings extra is missing, or the mode is unknown (first).
         TreeError: ``snapshots`` is missing or holds a malformed file, or ``out`` is refused (empty, ``/``, an
@@ -272,6 +273,7 @@ def generate(
 
         import anyio
 
+        from generator.discover import alone
         from tool_tree.starts import start_jobs
 
         limit = start_jobs(config, jobs)
@@ -293,7 +295,10 @@ def generate(
             )
 
         started = None if on_server_start is None else (lambda server: on_server_start(server.name))
-        anyio.run(_discover, chosen, limit, started, done, cancel, config.file)
+        try:
+            anyio.run(_discover, chosen, limit, started, done, cancel, config.file)
+        except BaseExceptionGroup as group:  # what a callback raised, inside the run's task groups
+            raise alone(group) from None
         if cancel is not None:
             cancel.check()
 

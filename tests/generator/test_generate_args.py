@@ -174,3 +174,24 @@ def test_generate_inside_a_running_event_loop_says_to_run_it_in_a_thread(tmp_pat
     assert said.startswith("generate() runs its own event loop to list the servers, and one is running on this ")
     assert "await asyncio.to_thread(generate, config, out, ...)" in said
     assert offline_written and not (tmp_path / "tree").exists()
+
+
+class Refused(Exception):
+    """What a caller's callback raises."""
+
+
+@pytest.mark.parametrize("callback", ["on_server", "on_server_start"])
+def test_a_callback_that_raises_while_servers_are_listed_raises_its_own_error_and_writes_nothing(
+    tmp_path: Path, callback: str
+) -> None:
+    # Before: "ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)", the caller's error two groups down.
+    from tests.support import raw_server_config
+
+    config = load_config(raw_server_config(tmp_path, {"pages": [[{"name": "t", "inputSchema": {"type": "object"}}]]}))
+
+    def refuse(_: object) -> None:
+        raise Refused("the caller's callback failed")
+
+    with pytest.raises(Refused, match=r"^the caller's callback failed$"):
+        generate(config, tmp_path / "tree", embeddings="off", **{callback: refuse})  # type: ignore[arg-type]
+    assert not (tmp_path / "tree").exists()
