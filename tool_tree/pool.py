@@ -292,9 +292,16 @@ def told_of(listener: ChangeListener, server: str) -> Callable[[str], None]:
     """What a session of ``server`` calls with the kind of each list its server says changed
     (`tool_tree.changes.Changes.listener`): ``listener`` with the server's name, and the kind when it takes one.
     A listener without ``kind`` (all there were before the kind was told) is called as it always was."""
-    if takes_kind(listener):
-        return lambda kind: listener(server, kind=kind)
-    return lambda kind: listener(server)
+    with_kind = takes_kind(listener)
+
+    def told(kind: str) -> None:
+        try:
+            listener(server, kind=kind) if with_kind else listener(server)
+        except Exception:  # the listener's fault: the session goes on (raised in the session's read stream, it ended
+            # the session, and the call in flight was said to have died with its server, which was backed off)
+            logger.exception("the on_tools_changed listener raised when told that %r changed its %s", server, kind)
+
+    return told
 
 
 def _check_call(tool: str, arguments: dict[str, Any], timeout: float | None) -> None:

@@ -134,3 +134,52 @@ def test_arguments_that_are_not_json_are_a_type_error_naming_them_and_the_sessio
             bg.call("media", "slow_echo", {"text": object()})
         assert text(bg.call("media", "slow_echo", {"text": "fine", "seconds": 0})) == "fine"
         assert bg.pool.restarts("media") == 0
+
+
+NOTIFYING_SERVER = """
+import json, sys
+TOOLS = [{"name": "change", "inputSchema": {"type": "object"}}]
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, mid = msg.get("method"), msg.get("id")
+    if mid is None:
+        continue
+    if method == "initialize":
+        caps = {"tools": {"listChanged": True}}
+        info = {"name": "n", "version": "1"}
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": "2025-11-25", "capabilities": caps,
+                                                       "serverInfo": info}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": TOOLS}})
+    elif method == "tools/call":  # its tools changed, it says, before it answers
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "changed"}]}})
+    else:
+        send({"jsonrpc": "2.0", "id": mid, "result": {}})
+"""
+
+
+def test_an_on_tools_changed_listener_that_raises_is_logged_and_the_servers_session_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: raised in the session's read stream, it ended the session: the call in flight failed as "the server
+    # died during the call", the server was restarted, and soon backed off ("not restarted for 1.0 s more").
+    script = tmp_path / "notifying.py"
+    script.write_text(NOTIFYING_SERVER, encoding="utf-8")
+    server = ServerConfig(name="n", command=sys.executable, args=(str(script),), timeout=30, protocol="legacy")
+    told: list[tuple[str, str]] = []
+
+    def listener(name: str, kind: str) -> None:
+        told.append((name, kind))
+        raise RuntimeError("the listener's own bug")
+
+    with BackgroundPool([server], on_tools_changed=listener) as bg:
+        for _ in range(3):
+            assert text(bg.call("n", "change", {}, timeout=30)) == "changed"
+        assert bg.pool.restarts("n") == 0
+    assert told == [("n", "tools")] * 3
+    said = [r for r in caplog.records if r.getMessage().startswith("the on_tools_changed listener raised")]
+    assert len(said) == 3 and said[0].exc_info is not None
