@@ -23,7 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sandbox._supervisor.fswalk import DIR_FLAGS, MAX_NAME_BYTES, READ_FLAGS, DirCursor
+from sandbox._supervisor.fswalk import DIR_FLAGS, MAX_NAME_BYTES, READ_FLAGS, DirCursor, PathError, walk
+from sandbox._supervisor.transfer import ENTRY_BYTES
 from sandbox.errors import WorkspaceError
 
 
@@ -339,6 +340,27 @@ def alive(pid: int) -> bool:
     except (OSError, IndexError):
         return True
     return state != b"Z"
+
+
+def past_restore(
+    folder: Path, *, skip: frozenset[bytes], skip_any: frozenset[bytes], max_entries: int, max_data: int | None
+) -> str | None:
+    """Why a restore of ``folder`` would fail for its size (more than ``max_entries`` files and folders, or, unless
+    None, ``max_data`` bytes of file data in whole pages, as a restore writes them), or None: it fits. Walked as a
+    restore walks it (``skip`` at the top, ``skip_any`` at any depth), without opening a file; a folder that cannot
+    be read is None (the restore says why)."""
+    data = 0
+    try:
+        for entry in walk(folder, skip=skip, max_entries=max_entries, skip_any=skip_any):
+            if entry.kind == "file" and entry.info is not None:
+                data += -(-entry.info.st_size // ENTRY_BYTES) * ENTRY_BYTES
+    except PathError as e:
+        return str(e)
+    except OSError:
+        return None
+    if max_data is not None and data > max_data:
+        return f"more than {max_data} bytes of file data, each file in whole {ENTRY_BYTES // 1024} KiB pages"
+    return None
 
 
 def lock_folder(folder: Path, timeout: float) -> int:

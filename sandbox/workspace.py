@@ -64,7 +64,7 @@ from sandbox._supervisor.transfer import (
     read_item,
 )
 from sandbox.errors import ProtocolError, WorkspaceError
-from sandbox.host_folders import alive, is_mount_point, lock_folder, open_folder, remove_tree, shown
+from sandbox.host_folders import alive, is_mount_point, lock_folder, open_folder, past_restore, remove_tree, shown
 from sandbox.workspace_inplace import AsideArea, Merge, merge
 from sandbox.workspace_merge import HOST_ONLY, HOST_ONLY_NAMES, HostEntry, RestoreRecord, entries_below
 
@@ -403,6 +403,9 @@ class WorkspaceReceiver:
             lock = lock_folder(self.dest, LOCK_TIMEOUT)
         try:
             self._merge_in(digests)
+            # Each save fits the caps, but what other sessions saved into the folder meanwhile is kept beside it.
+            past = past_restore(self.dest, skip=_RESERVED, skip_any=HOST_ONLY_NAMES, max_entries=self.max_entries,
+                                max_data=self.max_data)  # fmt: skip
         finally:
             self._drop_work_folder()
             os.close(lock)
@@ -417,6 +420,12 @@ class WorkspaceReceiver:
             )
             for name, count in sorted(self._left_out.items())
         ]
+        if past is not None:
+            self.notes.append(
+                f"the folder now holds more than a session can restore ({past}), with what other sessions' saves or "
+                "the host added since this session began: every later session of it will fail to start until some of "
+                "it is removed (sandbox setting workspace_size)"
+            )
         self.next_record = self._record_of_save(digests, self._foreign)
 
     def _merge_in(self, digests: dict[bytes, bytes]) -> None:

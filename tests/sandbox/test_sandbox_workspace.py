@@ -23,6 +23,7 @@ from sandbox.host_folders import move_out
 from sandbox.workspace import (
     BATCH_BYTES,
     ENTRY_BYTES,
+    MAX_ENTRIES,
     WorkspaceReceiver,
     check_relative_path,
     iter_restore_batches,
@@ -61,12 +62,13 @@ def save(
     dirs: tuple[str, ...] = (),
     *,
     max_data: int | None = None,
+    max_entries: int = MAX_ENTRIES,
 ) -> WorkspaceReceiver:
     """A save of ``files`` and ``dirs`` (what the sandbox holds at its end) into ``dest``, committed; the folders
     the files are in are sent too, each before what it holds, as the sandbox sends them."""
     parents = {"/".join(p.split("/")[:n]) for p in files for n in range(1, p.count("/") + 1)}
     folders = sorted({*dirs, *parents}, key=lambda d: d.count("/"))
-    receiver = WorkspaceReceiver(dest, max_bytes=10_000_000, record=record, max_data=max_data)
+    receiver = WorkspaceReceiver(dest, max_bytes=10_000_000, record=record, max_data=max_data, max_entries=max_entries)
     send(receiver, *(folder(d) for d in folders), *(piece(p, data) for p, data in files.items()))
     receiver.check({"files": len(files), "same": 0, "dirs": len(folders), "bytes": sum(map(len, files.values()))})
     receiver.commit()
@@ -945,3 +947,36 @@ def test_a_hosts_edit_kept_by_one_save_is_not_replaced_by_the_next_without_a_not
         "notes.md: both the host and the sandbox changed it; the sandbox's copy is saved as notes.md and the host's "
         "is kept as notes.md.host"
     ]
+
+
+def test_a_save_merged_past_what_a_restore_takes_says_so_and_keeps_every_file(tmp_path: Path) -> None:
+    # Before: sessions sharing a folder (`tooltree serve` clients, `tooltree exec` runs at once) each saved within the
+    # caps, their saves merged into a folder past them, and nothing was said until every later session failed to
+    # start ("could not restore the workspace ws: more than 32768 files and folders").
+    dest = tmp_path / "ws"
+    dest.mkdir()
+    record = restored(dest)  # this session began with the folder empty
+    for n in range(2):  # another session's save, meanwhile
+        (dest / f"theirs-{n}.bin").write_bytes(b"t" * 40 * 1024)
+    mine = save(dest, record, {"mine.bin": b"m" * 40 * 1024}, max_data=100 * 1024)
+    assert sorted(p.name for p in dest.iterdir()) == ["mine.bin", "theirs-0.bin", "theirs-1.bin"]
+    assert mine.notes == [
+        "the folder now holds more than a session can restore (more than 102400 bytes of file data, each file in "
+        "whole 4 KiB pages), with what other sessions' saves or the host added since this session began: every "
+        "later session of it will fail to start until some of it is removed (sandbox setting workspace_size)"
+    ]
+
+    def crowded(max_entries: int) -> list[str]:
+        made = tmp_path / f"crowded-{max_entries}"
+        made.mkdir()
+        record = restored(made)
+        for n in range(3):
+            (made / f"theirs-{n}.txt").write_bytes(b"t")
+        return save(made, record, {"mine.txt": b"m"}, max_entries=max_entries).notes
+
+    assert crowded(3) == [
+        "the folder now holds more than a session can restore (more than 3 files and folders), with what other "
+        "sessions' saves or the host added since this session began: every later session of it will fail to start "
+        "until some of it is removed (sandbox setting workspace_size)"
+    ]
+    assert crowded(4) == []
