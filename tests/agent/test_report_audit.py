@@ -177,7 +177,7 @@ def test_a_transcript_cut_in_its_last_record_reads_back_its_whole_records(
     transcript.write_text("".join(lines[:-1]) + lines[-1].rstrip("\n"), encoding="ascii")  # whole, its newline lost
     assert read_transcript(transcript) == whole
     transcript.write_text(lines[0][:20] + "\n" + "".join(lines[1:]), encoding="ascii")  # cut inside: not hidden
-    with pytest.raises(json.JSONDecodeError):
+    with pytest.raises(ValueError, match=r"run\.jsonl, line 1: not a whole JSON record"):
         read_transcript(transcript)
 
 
