@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sandbox.errors import SandboxError
-from tool_tree.tree import hard_linked
+from tool_tree.tree import MANIFEST_FILE, hard_linked
 
 MAX_TREE_BYTES = 256 << 20
 MAX_TREE_DEPTH = 64
@@ -42,10 +42,16 @@ def pack_tree(tree: Path, *, max_bytes: int = MAX_TREE_BYTES) -> bytes:
     """A deterministic tar of the tree's directories and regular files (no links, no caches).
 
     Raises:
-        SandboxError: the tree is missing or larger than ``max_bytes``.
+        SandboxError: the tree is missing, is a folder `generate-tree` did not write (no ``manifest.json``), or is
+            larger than ``max_bytes``.
     """
     if not tree.is_dir():
         raise SandboxError(f"{tree}: no tree here; run `tooltree generate-tree` first")
+    if not (tree / MANIFEST_FILE).is_file():  # before: any folder was copied in (`Sandbox(tree=Path.home())`: ~/.ssh)
+        raise SandboxError(
+            f"{tree}: not a tree `tooltree generate-tree` wrote (it has no {MANIFEST_FILE}), so it is not copied into "
+            "the sandbox, where every script could read it; pass the folder generate-tree wrote (its --out)"
+        )
     buf = io.BytesIO()
     too_big = f"{tree}: the tree is larger than {max_bytes} bytes"
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:

@@ -568,3 +568,23 @@ def test_the_agent_sends_no_host_file_linked_from_the_tree_to_the_model(
         assert main(["agent", "Hi", "--config", str(generated[0]), "--tree", str(tree)]) == 0
         assert len(api.requests) == 1
         assert SECRET not in json.dumps(api.requests[0])
+
+
+@pytest.mark.docker
+def test_a_folder_generate_tree_did_not_write_is_not_copied_into_the_sandbox(
+    docker_engine: object, test_config: object, tmp_path: Path
+) -> None:
+    """``Sandbox(tree=Path.home())`` (any folder, in the Python API): before, it was packed and copied into the
+    sandbox's volume, where every script could read it (``~/.ssh``). Now refused, as `tooltree exec` refuses it."""
+    from sandbox import Sandbox, SandboxConfig
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text(SECRET, encoding="utf-8")
+    assert isinstance(test_config, SandboxConfig)
+    sandbox = Sandbox(config=test_config, tree=home)
+    with pytest.raises(SandboxError, match=r"home: not a tree `tooltree generate-tree` wrote \(it has no manifest"):
+        sandbox.start()
+    sandbox.close()
+    with pytest.raises(SandboxError, match=r"it has no manifest\.json"):
+        pack_tree(home)
