@@ -15,7 +15,10 @@ A batch inside a batch is refused, as are arguments given as a JSON string.
 Each invocation counts as one of the calls a reply may make (`agent.calls.MAX_TOOL_USES`, see
 `batch_calls`), so a reply of several batches starts no more work than a reply of single calls.
 The batch is one result: its invocations share the caps of one result (`agent.budget.ContentBudget`),
-in order, and an invocation that lost text or images to them says so after its content.
+in order, and an invocation that lost text or images to them says so after its content. The status lines, which
+those caps never cut, show at most `LABEL_NAME` characters of the name the model wrote (before: the whole of it, so
+ten invocations named with 60,000 characters each brought 841,493 characters into the conversation, past the caps
+and unsaid).
 
 Ctrl-C while a batch runs stops waiting at once (before: the pool waited for its slowest invocation, up to its
 timeout) and the ``KeyboardInterrupt`` carries the batch's outcome so far (`agent.toolsets.base.INTERRUPTED_OUTCOME`):
@@ -31,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agent.budget import ContentBudget
+from agent.naming import MAX_NAME
 from agent.toolsets.base import INTERRUPTED_OUTCOME, ToolOutcome, error, for_the_developer, raised
 
 logger = logging.getLogger(__name__)
@@ -38,6 +42,8 @@ logger = logging.getLogger(__name__)
 BATCH_NAME = "batch_tool"
 DEFAULT_BATCH_MAX = 10
 MAX_WORKERS = 8
+LABEL_NAME = MAX_NAME
+"""The most characters of an invocation's name its status line shows: no tool's native name is longer."""
 
 
 def batch_definition(max_calls: int) -> dict[str, Any]:
@@ -141,6 +147,15 @@ STOPPED_INVOCATION = "stopped by the user (Ctrl-C) before its result came: it ma
 """What an invocation of a batch stopped by Ctrl-C that had not ended is answered with."""
 
 
+def _label(name: object) -> str:
+    """The name an invocation's status line shows: ``?`` when it has none, at most `LABEL_NAME` characters of it."""
+    if not isinstance(name, str):
+        return "?"
+    if len(name) <= LABEL_NAME:
+        return name
+    return f"{name[:LABEL_NAME]}… ({len(name):,} characters)"
+
+
 def _combined(items: list[Any], outcomes: list[ToolOutcome]) -> ToolOutcome:
     """One outcome listing each invocation of ``items`` with its status and content, sharing one result's caps."""
     content: list[dict[str, Any]] = []
@@ -151,7 +166,7 @@ def _combined(items: list[Any], outcomes: list[ToolOutcome]) -> ToolOutcome:
         name = item.get("name") if isinstance(item, Mapping) else None
         failed += outcome.is_error
         status = "error" if outcome.is_error else "ok"
-        header = {"type": "text", "text": f"[{n}] {name if isinstance(name, str) else '?'}: {status}"}
+        header = {"type": "text", "text": f"[{n}] {_label(name)}: {status}"}
         labels.append(len(content))
         kept, cut = budget.take([header, *outcome.content], keep={0})
         content += kept

@@ -1,5 +1,5 @@
-"""``batch_tool`` edges: an invocation that raises, and invocations without arguments; a ``tool_use`` block that
-raises outside a batch."""
+"""``batch_tool`` edges: an invocation that raises, invocations without arguments, and invocations with names of
+thousands of characters; a ``tool_use`` block that raises outside a batch."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 
 from agent import Agent
+from agent.budget import NOTE_ROOM
+from agent.content import MAX_RESULT_CHARS
 from agent.testing import FakeMessagesAPI, reply, tool_use
 from agent.toolsets.base import ToolOutcome
+from agent.toolsets.batch import LABEL_NAME
 from sandbox.host import Runtime
 from tests.agent.conftest import Project
 
@@ -114,3 +117,16 @@ def test_arguments_left_out_or_null_both_mean_no_arguments_and_the_tool_schema_d
     assert got[4] == "[3] crm__get_record: error"
     assert "'object_type' is a required property" in got[5]
     assert got[6:] == ["[4] crm__get_record: error", "arguments of crm__get_record must be an object, not an array"]
+
+
+def test_status_lines_show_a_long_invocation_name_cut_so_the_batch_stays_within_one_results_caps(
+    project: Project, live: Runtime
+) -> None:
+    long_names = [f"{n}{'x' * 60_000}" for n in range(10)]  # the model's own words, no tool
+    with FakeMessagesAPI([reply(batch(*({"name": n, "arguments": {}} for n in long_names))), reply("Done.")]) as api:
+        agent(project, api, live).run("Call the tools")
+    got = texts(api.requests[1])
+    # The status lines are never cut: past the caps ten of them add a few hundred characters (before: 841,493 in all).
+    assert sum(map(len, got)) <= MAX_RESULT_CHARS + NOTE_ROOM + 10 * 100
+    assert got[0] == f"[1] 0{'x' * (LABEL_NAME - 1)}… (60,001 characters): error"
+    assert got[0].endswith(": error") and "unknown tool '0xxx" in got[1]
