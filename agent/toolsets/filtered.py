@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.prefilter.gate import FilterStep, PreFilter
+from agent.prefilter.text import not_offered
 from agent.toolsets.base import ToolOutcome, error
 from agent.toolsets.direct import DirectToolset, unknown_tool
 
@@ -65,6 +66,5 @@ class FilteredToolset(DirectToolset):
         if entry is None:
             return error(unknown_tool(name, self.offered_names()))
         if self.prefilter.key(entry.server, entry.tool) not in self.prefilter.admitted:  # a tool of the tree
-            return error(f"tool {name!r} is not among the tools offered in this conversation (the pre-filter left "
-                         "it out, and it is not run); use one that is")  # fmt: skip
+            return error(not_offered(name))
         return super().call_native(name, arguments, runtime)

@@ -177,6 +177,39 @@ def test_a_conversation_continued_by_another_agent_keeps_offering_the_tools_it_c
     assert second.summary.stop_reason == "end_turn"
 
 
+def test_a_conversation_continued_does_not_offer_or_save_the_tools_whose_calls_were_refused(
+    project: Project, live: Runtime, tmp_path: Path
+) -> None:
+    # Before: a call refused as not offered (its tool_use still in the messages) counted as a call made, so the
+    # continued conversation offered the tool and saved it in the state file for every later conversation.
+    state = tmp_path / "profile.json"
+    update = {"object_type": "opportunity", "record_id": "0065e000009Q3PR", "fields": {"stage": "Closed Won"}}
+    batch = {"invocations": [{"name": "docs__list_documents", "arguments": {}}, {"name": "crm__get_record",
+                                                                              "arguments": OPPORTUNITY}]}  # fmt: skip
+    model = [
+        reply(tool_use("crm__update_record", update), tool_use("batch_tool", batch)),
+        reply("I may not change it."),
+        reply("Still in negotiation."),
+    ]
+    with (
+        FakeMessagesAPI([verdicts("crm__get_record")]) as first_judge,
+        FakeMessagesAPI([verdicts()]) as second_judge,
+        FakeMessagesAPI(model) as api,
+    ):
+        options = PrefilterOptions(state=state)
+        first = filtered(project, api, live, ClaudeFilter(first_judge.client()), prefilter_options=options)
+        done = first.run("Mark the Northwind opportunity won")
+        again = filtered(project, api, live, ClaudeFilter(second_judge.client()), prefilter_options=options)
+        again.run("And now?", history=done.messages)
+    refused = [b for b in api.requests[1]["messages"][-1]["content"] if b["type"] == "tool_result"]
+    assert refused[0]["is_error"] and "[1] docs__list_documents: error" in json.dumps(refused[1])
+    offered = names(api.requests[2])
+    assert "crm__get_record" in offered  # called, and run: still offered
+    assert "crm__update_record" not in offered and "docs__list_documents" not in offered
+    assert "crm.update_record" not in json.loads(state.read_text(encoding="utf-8"))["admitted"]
+    assert "docs.list_documents" not in json.loads(state.read_text(encoding="utf-8"))["admitted"]
+
+
 def every_tool(project: Project) -> list[str]:
     return sorted(t.name for t in catalog(project.tree))
 
