@@ -159,13 +159,15 @@ def closed_channel(status: str | None, *, gvisor: bool = False, oom: bool = Fals
     # Under runc the kernel kills the interpreter alone and the supervisor says so; under gVisor the host's OOM
     # killer ends the sandbox's kernel, the Sentry, which also holds about 6 MB of host memory per process. A kill
     # from outside (`docker kill`, `docker rm -f`, the host) ends either with the same status. Before: both
-    # runtimes' causes were given whichever ran, and under gVisor nothing said processes count against memory.
+    # runtimes' causes were given whichever ran, and under gVisor nothing said processes count against memory; nor,
+    # later, that the entries of /tmp and /dev/shm do (a script making empty folders there was told of processes).
     if gvisor:
         return reason + (
             " (killed: under gVisor most likely past its memory limit, sandbox.memory, which ends the whole sandbox, "
-            "with the workspace not saved and the last moment of output lost; each process costs gVisor about 6 MB, so "
-            "a script starting many processes, such as a fork bomb, reaches that limit before the process limit, "
-            "sandbox.pids_limit: raise sandbox.memory or start fewer processes)"
+            "with the workspace not saved and the last moment of output lost; each process costs gVisor about 6 MB and "
+            "each file or folder in /tmp or /dev/shm some of it too (the cap of 16,384 on their number holds under "
+            "runc only), so a script starting many processes, such as a fork bomb, or making many files reaches that "
+            "limit first: raise sandbox.memory, or start fewer processes or make fewer files)"
         )
     return reason + (
         " (killed: under runc, where the memory limit ends only the script, most likely stopped from outside: "
