@@ -40,6 +40,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 from typing import Any
 
 from .limits import (
@@ -397,9 +398,16 @@ class Runner:
     """Runs cells in one persistent namespace and formats their errors."""
 
     def __init__(self, user_roots: tuple[str, ...]) -> None:
-        self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        script = types.ModuleType("__main__")
+        self.namespace: dict[str, Any] = script.__dict__
+        """The scripts' globals, the module ``sys.modules["__main__"]`` (`as_main`): pickle and multiprocessing find
+        what a script defines there (before, it was the worker's own module: ``pickle.dumps`` of an instance of a
+        script's class, or ``multiprocessing.Pool().map`` of its function, failed "attribute lookup ... on
+        __main__ failed")."""
+        self.namespace["__builtins__"] = builtins
         self.namespace["show_image"] = show_image
         self.namespace["search_tools"] = search_tools
+        self.script = script
         self.user_roots = user_roots
         self.cell_names: set[str] = set()  # every name a cell ran under: its frames are the user's
 
@@ -500,6 +508,15 @@ def ensure_skills(workspace: str) -> None:
         pass  # a full or odd workspace must not stop the worker; scripts can still create it
 
 
+def as_main(script: types.ModuleType) -> None:
+    """Make the scripts' module ``__main__``; the worker's own module stays importable by its name."""
+    worker = sys.modules["__main__"]
+    spec = getattr(worker, "__spec__", None)
+    if spec is not None:
+        sys.modules.setdefault(spec.name, worker)
+    sys.modules["__main__"] = script
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run executions sent by the supervisor until the control pipe closes."""
     global _connection
@@ -536,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     conn = _connection = Connection(ctl_in, ctl_out)
     roots = tuple(os.path.join(root, "") for root in [workspace, *user_roots])
     runner = Runner(roots)
+    as_main(runner.script)
     conn.send({"type": "ready"})
     while (request := conn.executions.get()) is not None:
         exec_id = int(request.get("exec", 0))

@@ -138,7 +138,8 @@ def test_a_script_writing_its_supervisor_a_frame_of_too_many_values_restarts_onl
         "x = 1\n"
         "body = json.dumps({'type': 'call', 'id': 1, 'method': 'tool_call', 'params': {'server': 'crm', "
         "'tool': 'note', 'arguments': {'pad': [0] * 200_000}}}).encode()\n"
-        "os.write(sys.modules['__main__']._connection._writer.fd, struct.pack('>I', len(body)) + body)\n"
+        "worker = sys.modules['tooltree_supervisor.worker']\n"
+        "os.write(worker._connection._writer.fd, struct.pack('>I', len(body)) + body)\n"
         "import time\ntime.sleep(30)\n"
     )
     with Sandbox(bare_backend, tools=tools) as sb:

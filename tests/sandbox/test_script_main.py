@@ -1,0 +1,43 @@
+"""A script's globals are the module ``__main__``, so what it defines can be found by name there.
+
+Before, ``sys.modules["__main__"]`` was the worker's own module: ``pickle.dumps`` of an instance of a class the script
+defined, and ``multiprocessing.Pool().map`` of a function it defined, failed with "attribute lookup ... on __main__
+failed", under runc and gVisor alike.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sandbox import DockerBackend, Sandbox
+
+pytestmark = pytest.mark.docker
+
+DEFINES = """
+import dataclasses, multiprocessing, pickle
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+
+def square(n):
+    return n * n
+"""
+
+USES = """
+import sys
+print(pickle.loads(pickle.dumps(Point(1, 2))))
+with multiprocessing.Pool(2) as pool:
+    print(pool.map(square, [1, 2, 3]))
+print(sys.modules["__main__"].square is square, __name__)
+"""
+
+
+def test_what_a_script_defines_can_be_pickled_and_given_to_a_process_pool(backend: DockerBackend) -> None:
+    with Sandbox(backend) as sb:
+        defined = sb.execute(DEFINES)
+        assert defined.error is None, defined.traceback
+        result = sb.execute(USES, timeout=60)
+        assert result.error is None, result.traceback
+        assert result.stdout == "Point(x=1, y=2)\n[1, 4, 9]\nTrue __main__\n"
