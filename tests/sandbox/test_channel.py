@@ -284,12 +284,8 @@ def test_a_request_that_meets_a_close_just_after_its_check_fails_at_once() -> No
     assert not isinstance(caught.value, SessionTimeoutError)
 
 
-def test_the_reply_to_a_request_ctrl_c_left_goes_to_on_late_reply_and_any_other_stays_a_violation() -> None:
-    # Before: such a reply was a protocol violation, and killed the sandbox (a Ctrl-C, then no answer within the wait).
-    peer = PipePeer()
-    channel = ready_channel(peer)
-    late: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
-    channel.on_late_reply = lambda method, message: late.put((method, message))
+def _ctrl_c_once_sent(peer: PipePeer) -> list[dict[str, Any]]:
+    """The requests ``peer`` reads (one): once it has read it, a Ctrl-C (SIGINT) comes to this thread."""
     main = threading.get_ident()
     sent: list[dict[str, Any]] = []
 
@@ -300,6 +296,16 @@ def test_the_reply_to_a_request_ctrl_c_left_goes_to_on_late_reply_and_any_other_
         signal.pthread_kill(main, signal.SIGINT)
 
     threading.Thread(target=ctrl_c_once_sent).start()
+    return sent
+
+
+def test_the_reply_to_a_request_ctrl_c_left_goes_to_on_late_reply_and_any_other_stays_a_violation() -> None:
+    # Before: such a reply was a protocol violation, and killed the sandbox (a Ctrl-C, then no answer within the wait).
+    peer = PipePeer()
+    channel = ready_channel(peer)
+    late: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+    channel.on_late_reply = lambda method, message: late.put((method, message))
+    sent = _ctrl_c_once_sent(peer)
     with pytest.raises(KeyboardInterrupt):
         channel.request("execute", {}, timeout=30, on_interrupt=lambda: None, interrupt_wait=0.0)
     assert channel.wait_left("ping", 0) and not channel.wait_left("execute", 0.05)  # the next execute waits for it
@@ -321,16 +327,7 @@ def test_what_a_request_ctrl_c_left_still_streams_is_dropped_until_its_reply_and
     channel = ready_channel(peer)
     channel.on_late_reply = lambda method, message: None
     received: list[dict[str, Any]] = []
-    main = threading.get_ident()
-    sent: list[dict[str, Any]] = []
-
-    def ctrl_c_once_sent() -> None:
-        request = peer.peer_in.read()
-        assert request is not None
-        sent.append(request)
-        signal.pthread_kill(main, signal.SIGINT)
-
-    threading.Thread(target=ctrl_c_once_sent).start()
+    sent = _ctrl_c_once_sent(peer)
     with pytest.raises(KeyboardInterrupt):
         channel.request("workspace.save", {}, timeout=30, sink=lambda method, params: received.append(params))
     entries = {"method": "workspace.entries", "params": {"entries": []}}
