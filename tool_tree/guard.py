@@ -12,6 +12,7 @@ and `tool_tree.listing_check`'s wrappers).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from types import TracebackType
@@ -31,13 +32,25 @@ from tool_tree.ledgers import Outstanding, ServerRequests, closed_error, connect
 logger = logging.getLogger(__name__)
 
 
+_INVALID_JSON = re.compile(r"Invalid JSON: ([^\[\n]{1,200}?) \[type=json_invalid")
+"""Where pydantic says why a text is not JSON (``EOF while parsing a value at line 1 column 117``)."""
+
+
 def _shortened(error: types.ErrorData, server: str) -> types.ErrorData:
-    """The SDK's error for an answer it could not parse, without pydantic's dump of it (a nesting past the
-    parser's limit named as such)."""
+    """The SDK's error for an answer it could not parse, without pydantic's dump of it: a nesting past the
+    parser's limit, a text that is not JSON (cut off, as by a proxy or a server that failed midway) and JSON that
+    is no JSON-RPC message, each named as such."""
     if error.code != types.PARSE_ERROR or not error.message.startswith("Failed to parse"):
         return error
     if "recursion limit exceeded" in error.message:
         return types.ErrorData(code=types.PARSE_ERROR, message=too_deep(server))
+    ran = "it was not read, and the request may have run"
+    if (invalid := _INVALID_JSON.search(error.message)) is not None:
+        said = f"server {server!r} answered with JSON that is cut off or malformed ({invalid[1]}); {ran}"
+        return types.ErrorData(code=types.PARSE_ERROR, message=said)
+    if " validation error" in error.message.split("\n", 1)[0]:
+        said = f"server {server!r} answered with JSON that is not a JSON-RPC message; {ran}"
+        return types.ErrorData(code=types.PARSE_ERROR, message=said)
     lines = error.message.split("\n")
     return types.ErrorData(code=types.PARSE_ERROR, message=" ".join(line.strip() for line in lines[:2])[:300])
 

@@ -127,16 +127,19 @@ class Replies(BaseHTTPRequestHandler):
     def _flood(
         self, request_id: int, *, form: str, values: int = 0, pings: int = 0, notifications: int = 0,
         wait: bool = False, ping_values: int = 0, depth: int = 0, blocks: int = 0, escaped: bool = False,
+        spoilt: str = "",
     ) -> None:  # fmt: skip
         """Structured content of ``values`` empty objects (or arrays nested ``depth`` deep), and ``blocks`` text
         blocks (``escaped``: their keys written with escapes, ``"\\u0074ype"``), after ``pings`` requests (of
         ``ping_values`` numbers each; each answer taken before the next is sent, with ``wait``) and ``notifications``
-        notifications on the reply's event stream."""
+        notifications on the reply's event stream; the reply ``spoilt`` as ``"cut"`` (its second half left out) or
+        ``"not_rpc"`` (its result alone, no JSON-RPC message) says."""
         objects = b",".join([b"{}"] * values) if not depth else b"[" * depth + b"]" * depth
         block = b'{"\\u0074ype":"text","\\u0074ext":"x"}' if escaped else b'{"type":"text","text":"x"}'
         content = b",".join([block] * blocks)
         result = b'{"content":[%s],"structuredContent":{"a":[%s]}}' % (content, objects)
         reply = b'{"jsonrpc":"2.0","id":%d,"result":%s}' % (request_id, result)
+        reply = {"": reply, "cut": reply[: len(reply) // 2], "not_rpc": result}[spoilt]
         if form == "json":
             self._plain(200, reply, "application/json")
             return
@@ -459,6 +462,29 @@ async def test_an_answer_nested_deeper_than_the_parser_takes_fails_its_call_nami
         assert "\n" not in text(result) and "validation error" not in text(result)
         within = await pool.call("big", "flood", {"depth": 150, "form": form})
     assert not within.get("isError")
+
+
+@pytest.mark.parametrize("form", ["json", "sse"])
+@pytest.mark.parametrize(
+    ("spoilt", "said"),
+    [
+        ("cut", "server 'big' answered with JSON that is cut off or malformed (EOF while parsing"),
+        ("not_rpc", "server 'big' answered with JSON that is not a JSON-RPC message"),
+    ],
+)
+async def test_an_answer_that_is_not_json_rpc_fails_its_call_saying_so_in_one_line(
+    http_server: tuple[ServerConfig, type[Replies]], form: str, spoilt: str, said: str
+) -> None:
+    # Before: "server error -32700: Failed to parse JSON response: 1 validation error for union[JSONRPCRequest,
+    # JSONRPCNotification,JSONRPCResponse,JSONRPCError] Invalid JSON: … [type=json_invalid, input_value=b'{"jsonrp…".
+    config, _ = http_server
+    async with ServerPool([config]) as pool:
+        result = await pool.call("big", "flood", {"values": 10, "form": form, "spoilt": spoilt})
+        assert result.get("isError")
+        assert said in text(result) and text(result).endswith("it was not read, and the request may have run")
+        assert "validation error" not in text(result) and "input_value" not in text(result)
+        whole = await pool.call("big", "flood", {"values": 10, "form": form})
+    assert not whole.get("isError")
 
 
 # --- counting an event stream's events as the SDK's parser cuts them --------------------------------------------------
