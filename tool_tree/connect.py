@@ -40,7 +40,7 @@ from tool_tree.config import PROBE_SECONDS, ServerConfig
 from tool_tree.guard import guarded
 from tool_tree.held_values import Share
 from tool_tree.http_client import http_client
-from tool_tree.http_errors import Answers, host, not_mcp, reason, status_problem
+from tool_tree.http_errors import Answers, host, not_mcp, reason, redirected, status_problem
 from tool_tree.in_flight import InFlight
 from tool_tree.ledgers import Outstanding
 from tool_tree.listing_check import PROBE, LeftOut, ListingCheck, checked
@@ -80,6 +80,7 @@ _REPORTED = (
     "Unexpected content type",
     "Error parsing JSON response",
     "Session termination failed: 404",  # closing a session the server ended already (`tool_tree.http_errors`)
+    "Redirect to ",  # a redirect off the URL: its request fails saying so (at the start, naming the setting)
 )
 
 
@@ -305,6 +306,8 @@ def _explained(e: BaseException, replies: _Replies | None, server: ServerConfig)
         return mcp.MCPError(e.code, replies.problem)
     if isinstance(e, httpx2.ConnectError) and server.url is not None:
         return ConnectionError(f"cannot connect to {host(server.url)}: {reason(e)}")
+    if isinstance(e, mcp.MCPError) and (moved := redirected(e.message, server.name)) is not None:
+        return mcp.MCPError(e.code, moved)
     return None
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import socket
 import ssl
@@ -33,6 +34,8 @@ from typing import Any
 
 import httpx2
 import mcp
+
+from tool_tree.text import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +74,26 @@ def not_mcp(kind: str, *, opened: bool = False) -> str:
     if opened:
         return f"the server answered the request with {said} (a proxy's sign-in or error page?)"
     return f"the URL answered with {said}: check that it is the server's MCP endpoint"
+
+
+MAX_REDIRECTS = 20
+"""Redirects within its origin the SDK follows for one request (httpx's ``max_redirects``)."""
+_REDIRECT = re.compile(r"Redirect to (\S+) not followed")
+"""How the SDK says a request was redirected off the server's URL (the place named without its query)."""
+
+
+def redirected(message: str, server: str) -> str | None:
+    """Why a session cannot open at a URL that redirects elsewhere, and the setting to change, if the SDK's error
+    ``message`` says so (before: "Redirect to … not followed" as the error, and twice as a warning naming no
+    server)."""
+    if (moved := _REDIRECT.match(message)) is None:
+        return None
+    to = f"{moved[1]}, from HTTPS to plain HTTP" if "downgrade" in message else moved[1]
+    return (
+        f"the URL redirects to {to}, which tooltree does not follow (only a 307 or 308 to the same host and port, "
+        f"{MAX_REDIRECTS} in a row at most: the server's headers go only there): if that is the server's MCP "
+        f"endpoint, set servers.{one_line(server, 80)}.url to it"
+    )
 
 
 def session_ended(error: mcp.MCPError) -> bool:

@@ -115,6 +115,20 @@ async def test_an_http_refusal_says_what_the_server_answered(
     assert not [r for r in caplog.records if "Unexpected content type" in r.getMessage()]
 
 
+async def test_a_redirect_off_the_url_names_where_and_the_setting_once(caplog: pytest.LogCaptureFixture) -> None:
+    # Before: "Redirect to http://127.0.0.2:9/mcp not followed; use that URL as the endpoint if it is the intended
+    # server", and the same as a warning, twice, naming no server.
+    moved = "http://127.0.0.2:9/mcp?token=secret-in-query"
+    with serving(307, "text/plain", b"", location=moved) as url, pytest.raises(mcp.MCPError) as info:
+        await open_and_list(ServerConfig(name="h", url=url, timeout=20))
+    assert info.value.message == (
+        "the URL redirects to http://127.0.0.2:9/mcp, which tooltree does not follow (only a 307 or 308 to the same "
+        "host and port, 20 in a row at most: the server's headers go only there): if that is the server's MCP "
+        "endpoint, set servers.h.url to it"
+    )
+    assert not [r for r in caplog.records if "Redirect" in r.getMessage() or "secret-in-query" in r.getMessage()]
+
+
 async def test_a_json_rpc_error_sent_with_an_error_status_is_kept_as_the_server_wrote_it() -> None:
     body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32602, "message": "bad version"}}).encode()
     with serving(400, "application/json", body) as url, pytest.raises(Exception) as info:  # a group
@@ -197,6 +211,7 @@ class _Fixed(BaseHTTPRequestHandler):
     status = 200
     content_type = "text/plain"
     body = b""
+    location = ""
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -205,6 +220,8 @@ class _Fixed(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("content-length", 0)))
         self.send_response(self.status)
         self.send_header("content-type", self.content_type)
+        if self.location:
+            self.send_header("location", self.location)
         self.send_header("content-length", str(len(self.body)))
         self.end_headers()
         self.wfile.write(self.body)
@@ -215,8 +232,9 @@ class _Fixed(BaseHTTPRequestHandler):
 class serving:  # used as a context manager, like `open`
     """An HTTP server on a free port answering every request with one fixed reply; yields its MCP URL."""
 
-    def __init__(self, status: int, content_type: str, body: bytes) -> None:
-        handler = type("Handler", (_Fixed,), {"status": status, "content_type": content_type, "body": body})
+    def __init__(self, status: int, content_type: str, body: bytes, location: str = "") -> None:
+        replies = {"status": status, "content_type": content_type, "body": body, "location": location}
+        handler = type("Handler", (_Fixed,), replies)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
 
     def __enter__(self) -> str:
