@@ -41,7 +41,6 @@ logger = logging.getLogger(__name__)
 
 BATCH_NAME = "batch_tool"
 DEFAULT_BATCH_MAX = 10
-MAX_WORKERS = 8
 LABEL_NAME = MAX_NAME
 """The most characters of an invocation's name its status line shows: no tool's native name is longer."""
 
@@ -127,7 +126,9 @@ def run_batch(
         return error("batch_tool needs invocations: a non-empty list of {name, arguments} objects")
     if len(items) > max_calls:
         return error(f"a batch holds at most {max_calls} invocations, got {len(items)}; split it")
-    pool = ThreadPoolExecutor(max_workers=min(len(items), MAX_WORKERS), thread_name_prefix="tooltree-batch")
+    # A thread each (at most `MAX_TOOL_USES`, the most a batch may hold): before, 8 at most, so a batch of 10 calls
+    # that wait for each other timed out.
+    pool = ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="tooltree-batch")
     futures = [pool.submit(_one, call, item) for item in items]
     try:
         outcomes = [future.result() for future in futures]

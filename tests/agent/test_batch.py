@@ -8,6 +8,7 @@ from typing import Any
 from agent import Agent
 from agent.budget import NOTE_ROOM
 from agent.content import MAX_RESULT_CHARS
+from agent.defaults import DEFAULT_BATCH_MAX
 from agent.testing import FakeMessagesAPI, reply, tool_use
 from sandbox._supervisor.limits import MAX_IMAGES
 from sandbox.host import Runtime
@@ -101,6 +102,16 @@ def test_the_invocations_of_a_batch_run_at_the_same_time(project: Project, live:
         agent(project, api, live).run("Meet twice")
     (answer,) = results(api.requests[1])
     assert [b["text"] for b in answer["content"]][1] == "group 'batch': 2 parties met"
+
+
+def test_every_invocation_of_a_full_batch_is_in_progress_at_once(project: Project, live: Runtime) -> None:
+    # Before: at most 8 ran at once, so a batch of the default most (10) that waits for each other timed out.
+    meet = {"group": "full", "parties": DEFAULT_BATCH_MAX, "timeout": 20}
+    with FakeMessagesAPI([reply(batch(*[("media__rendezvous", meet)] * DEFAULT_BATCH_MAX)), reply("Met.")]) as api:
+        agent(project, api, live).run("Meet ten times")
+    (answer,) = results(api.requests[1])
+    texts = [b["text"] for b in answer["content"]]
+    assert texts.count(f"group 'full': {DEFAULT_BATCH_MAX} parties met") == DEFAULT_BATCH_MAX, texts
 
 
 def test_a_batch_in_a_batch_and_arguments_as_a_json_string_are_refused(project: Project, live: Runtime) -> None:
