@@ -145,7 +145,7 @@ def _instructions(text: object) -> list[str]:
     return ["", "## Instructions from the server", "", *quoted]
 
 
-_LAZY_INIT = '''
+LAZY_INIT = '''
 
 
 def __getattr__(name: str) -> object:
@@ -170,6 +170,8 @@ class _Package(_ModuleType):
 _TOOLS = frozenset(__all__)
 _sys.modules[__name__].__class__ = _Package
 '''
+"""The end of every server package's ``__init__.py``, the same in each: the code that imports a stub at its tool's
+first use. Nothing in it comes from a server."""
 
 
 def render_package_init(server: ServerEntry, tools: Sequence[ToolEntry]) -> str:
@@ -184,7 +186,7 @@ def render_package_init(server: ServerEntry, tools: Sequence[ToolEntry]) -> str:
     if functions:  # for type checkers; at run time `__getattr__` imports each
         out += ["if _TYPE_CHECKING:", *(f"    from .{f} import {f}" for f in functions), ""]
     out += ["__all__ = ["] + [f"    {f!r}," for f in functions] + ["]"]
-    return "\n".join(out) + _LAZY_INIT
+    return "\n".join(out) + LAZY_INIT
 
 
 def render_servers_init() -> str:

@@ -16,6 +16,7 @@ import pytest
 import generator.render
 import tool_tree.connect
 import tool_tree.runtime as runtime
+from generator.index_files import LAZY_INIT
 from generator.layout import MAX_TOOL_NAME
 from tool_tree.tree import schema_hash
 from tooltree_cli.generate_cmd import EXIT_OK, EXIT_SERVERS
@@ -92,6 +93,31 @@ def clean_modules() -> Iterator[None]:
             del sys.modules[name]
 
 
+def assert_package_init(source: str) -> None:
+    """A server package's ``__init__.py``: a docstring, imports of the standard library under names of its own,
+    ``__all__`` of string constants, relative imports of its stubs for type checkers alone, then the fixed code that
+    imports a stub at its tool's first use (`generator.index_files.LAZY_INIT`), the same in every package: nothing a
+    server's names or text shaped runs."""
+    assert source.endswith(LAZY_INIT)
+    tree = ast.parse(source.removesuffix(LAZY_INIT))
+    compile(tree, "<package>", "exec")
+    standard = {"__future__", "importlib", "types", "typing"}
+    for node in tree.body:
+        if isinstance(node, ast.Expr):
+            assert isinstance(node.value, ast.Constant) and node is tree.body[0]
+        elif isinstance(node, ast.Import):
+            assert [(a.name, a.asname) for a in node.names] == [("sys", "_sys")]
+        elif isinstance(node, ast.ImportFrom) and node.module in standard:
+            assert node.level == 0 and all(a.asname is None or a.asname.startswith("_") for a in node.names)
+        elif isinstance(node, ast.If):
+            assert isinstance(node.test, ast.Name) and node.test.id == "_TYPE_CHECKING" and not node.orelse
+            assert all(isinstance(n, ast.ImportFrom) and n.level == 1 for n in node.body)
+        else:
+            assert isinstance(node, ast.Assign) and isinstance(node.value, ast.List), ast.dump(node)[:200]
+            assert [t.id for t in node.targets if isinstance(t, ast.Name)] == ["__all__"]
+            assert all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts)
+
+
 def test_hostile_names_stay_inside_the_tree_and_import_runs_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, clean_modules: None
 ) -> None:
@@ -123,8 +149,9 @@ def test_hostile_names_stay_inside_the_tree_and_import_runs_nothing(
         path = out / t["path"]
         assert path.parent.parent == out / "servers" and path.suffix == ".py"
         assert_only_definitions(path.read_text(encoding="utf-8"))
-    for init in (out / "servers").rglob("__init__.py"):
-        assert_only_definitions(init.read_text(encoding="utf-8"))
+    assert_only_definitions((out / "servers" / "__init__.py").read_text(encoding="utf-8"))
+    for init in (out / "servers").glob("*/__init__.py"):
+        assert_package_init(init.read_text(encoding="utf-8"))
 
     def refuse(server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         raise AssertionError(f"importing a stub called {server}.{tool}")
