@@ -213,7 +213,7 @@ class Runtime:
             with tree_lock(self.tree, shared=True):  # not half of a generation `generate-tree` is writing
                 manifest = shared_manifest(self.tree)  # one copy for the runtimes of the process
             wanted = {s.name for s in manifest.servers}
-            servers = [s for s in self.config.enabled_servers if s.name in wanted]
+            servers = [s for s in self.config.offered_servers if s.name in wanted]
             pool = BackgroundPool(
                 servers,
                 start_jobs=start_jobs(self.config),

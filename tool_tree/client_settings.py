@@ -109,7 +109,7 @@ def claude_code_doubles(config: Config, environ: Mapping[str, str] | None = None
         for entry in denied if isinstance(denied, list) else ():
             if isinstance(entry, dict) and isinstance(entry.get("serverName"), str):
                 stopped.add(entry["serverName"])
-    started = tuple(s.name for s in config.enabled_servers if s.name not in stopped)
+    started = tuple(s.name for s in config.offered_servers if s.name not in stopped)
     if not started:
         return None
     project = _project(Path.cwd().resolve())

@@ -157,12 +157,9 @@ class Config:
         return None if self.source == "<config>" else self.source
 
     def server(self, name: str) -> ServerConfig:
-        """The server called ``name``, to use (or to say it is disabled: a disabled one needs no variable).
-
-        Raises:
-            TypeError: ``name`` is not a str (it was "'int' object is not iterable").
-            ConfigError: no server has that name, or a variable it needs is not set (`ServerConfig.unresolved`).
-        """
+        """The server called ``name``, to use (or to say it is disabled: a disabled one needs no variable). Raises:
+        TypeError: ``name`` is not a str (it was "'int' object is not iterable"). ConfigError: no server has that
+        name, or a variable it needs is not set (`ServerConfig.unresolved`)."""
         if not isinstance(name, str):
             raise TypeError(f"name: expected a server's name (str), got {type(name).__name__} {name!r:.60}")
         for s in self.servers:
@@ -174,12 +171,16 @@ class Config:
 
     @property
     def enabled_servers(self) -> tuple[ServerConfig, ...]:
-        """The servers to use when none is named: every one not disabled.
-
-        Raises:
-            ConfigError: a variable one of them needs is not set (the first such server's, in the file's order).
-        """
+        """The servers to use when none is named: every one not disabled. Raises: ConfigError: a variable one of them
+        needs is not set (the first such server's, in the file's order)."""
         return tuple(_usable(s) for s in self.servers if s.enabled)
+
+    @property
+    def offered_servers(self) -> tuple[ServerConfig, ...]:
+        """Every server not disabled, with any whose variable is not set (`ServerConfig.unresolved`): what a session
+        starting servers at their first call offers (`tool_tree.pool.ServerPool`); such a server's calls fail with
+        the error (before: one server's unset token stopped every script, even one using only the others)."""
+        return tuple(s for s in self.servers if s.enabled)
 
 
 def _usable(server: ServerConfig) -> ServerConfig:
@@ -377,12 +378,10 @@ def load_config(
     A section other than ``servers`` and tooltree's `SECTIONS` is an error; a section's keys are checked
     where it is read (``SandboxConfig.from_config(config)``, ``BackgroundPool(config)``, ``Agent(config)``).
     To check every key now, as the CLI does, pass ``sections=tooltree_cli.common.config_sections()``;
-    ``sections`` and ``using`` (the servers whose variables must be set now) are as for `parse_config`.
-
-    Raises:
-        TypeError: ``path`` is not a str or a path (``None``, bytes), or ``environ`` not a mapping.
-        ConfigError: the file cannot be read or is not a valid configuration.
-    """
+    ``sections`` and ``using`` (the servers whose variables must be set now; ``()``: none, as `exec`, `serve`
+    and `agent` read it, see `Config.offered_servers`) are as for `parse_config`. Raises: TypeError: ``path`` is not
+    a str or a path (``None``, bytes), or ``environ`` not a mapping. ConfigError: the file cannot be read or is not a
+    valid configuration."""
     given: object = path
     if not isinstance(given, str | os.PathLike) or isinstance(os.fspath(given), bytes):
         raise TypeError(f"path: expected the configuration file's path (str or Path), got {type(given).__name__}")

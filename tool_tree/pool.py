@@ -245,7 +245,7 @@ def _pool_settings(
             raise ValueError(f"{name}: expected at least 1, got {value}")
     if isinstance(servers, Config):
         source = servers.file if source is None else source
-        return list(servers.enabled_servers), configured_start_jobs(servers, start_jobs), source
+        return list(servers.offered_servers), configured_start_jobs(servers, start_jobs), source
     if isinstance(servers, str | bytes | Mapping) or not isinstance(servers, Iterable):
         raise TypeError(
             f"servers: expected a Config or a list of ServerConfig (config.servers), got {type(servers).__name__}"
@@ -564,6 +564,8 @@ class ServerPool:
                 return slot.client
             if self._tg is None:
                 raise PoolError("the pool is not open (use `async with ServerPool(...)`)")
+            if (unset := slot.config.unresolved) is not None:  # a variable of its settings is not set: never started
+                raise ServerUnavailable(slot.config.name, str(unset))  # its values are references as written: no secret
             if (held := slot.backoff.refusal()) is not None:
                 raise _unavailable(slot, held)
             slot.queued = True

@@ -35,6 +35,7 @@ from tooltree_cli.common import (
     probability,
     sandbox_config,
     search_setting_problem,
+    warn_unset,
 )
 from tooltree_cli.output import EXIT_NOT_PRINTED, error, not_printed, terminal_text
 from tooltree_cli.signals import EXIT_HUNG_UP, EXIT_TERMINATED, Terminated, signals_stop_like_ctrl_c
@@ -230,7 +231,7 @@ def _set_up_and_run(args: argparse.Namespace, task: str, modes: list[str | None]
     from tool_tree.config import ConfigError
 
     try:
-        config = load_optional_config(args.config)
+        config = load_optional_config(args.config, using=())  # a server whose variable is unset fails its calls
         if config is None and not args.dry_run:
             error("no tooltree.yaml here; pass --config PATH")
             return EXIT_USAGE
@@ -274,6 +275,7 @@ def _set_up_and_run(args: argparse.Namespace, task: str, modes: list[str | None]
     if (problem := _unconfigured(agents[0], config)) is not None:  # before: found at each tool call, after paid turns
         error(problem)
         return EXIT_USAGE
+    warn_unset(config, "agent")
     return _run_all(agents, task, args)
 
 

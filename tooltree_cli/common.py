@@ -68,6 +68,22 @@ def load_optional_config(path: str | None, using: Collection[str] | None = None)
     return None
 
 
+def warn_unset(config: Config | None, command: str, *, refreshed: Path | None = None) -> None:
+    """A warning for each server ``command`` offers whose variable is not set (`tool_tree.config.ServerConfig
+    .unresolved`; the config was loaded with ``using=()``): its calls fail with that error, the others work; the tree
+    ``refreshed`` from the servers (serve's) does not get its tools. Before, one server's unset token stopped
+    ``serve`` and ``agent`` (and every ``exec``) at start."""
+    import sys
+
+    from tooltree_cli.output import terminal_text
+
+    for s in config.offered_servers if config is not None else ():
+        if s.unresolved is not None:
+            kept = f", and {refreshed} does not get its tools" if refreshed is not None else ""
+            said = f"server {s.name!r} cannot start until this is set: {s.unresolved}; its tool calls fail{kept}"
+            print(f"tooltree {command}: warning: {terminal_text(said)}", file=sys.stderr, flush=True)
+
+
 def search_setting_problem() -> str | None:
     """Why ``TOOLTREE_SEARCH_EMBEDDINGS`` cannot be used (a value other than 1, 0 or auto), or None: asked before
     `agent` or `serve` starts, as every search of its model or clients would fail on it (before: each did, after

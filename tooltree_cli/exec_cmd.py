@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
         if (problem := _path_problem(args)) is not None:
             print(f"tooltree: error: {problem}", file=sys.stderr)
             return EXIT_USAGE
-        config = load_optional_config(args.config)
+        config = load_optional_config(args.config, using=())  # a server whose variable is unset fails its calls
         tree = Path(args.tree)
         Manifest.load(tree)  # a missing or broken tree is a usage error, before anything starts
         settings = sandbox_config(config, timeout=args.timeout)

@@ -185,7 +185,7 @@ def nothing_to_list(config: Config, out: Path) -> str | None:
     """Why a run of every server must not go on when none is left to list (`_disabled_problem`); None when one is."""
     from tool_tree.tree import Manifest, TreeError
 
-    if config.enabled_servers:
+    if config.offered_servers:  # one whose variable is unset is there, its error said where it is used
         return None
     why = "every server is disabled (enabled: false)" if config.servers else "it lists no server tooltree can start"
     try:

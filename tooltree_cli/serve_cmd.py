@@ -49,6 +49,7 @@ from tooltree_cli.common import (
     sandbox_config,
     sandbox_seconds,
     search_setting_problem,
+    warn_unset,
     workspace_problem,
 )
 from tooltree_cli.output import error, terminal_text
@@ -253,13 +254,14 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
 
     tree = Path(args.tree)
     try:
-        config = load_optional_config(args.config)
+        config = load_optional_config(args.config, using=())  # a server whose variable is unset fails its calls
         if config is None and not args.no_regenerate:
             error("no tooltree.yaml here; pass --config PATH (or --no-regenerate to serve an existing tree)")
             return EXIT_USAGE
         if config is None:
             config = Config(servers=())
         _warn_doubled(config)
+        warn_unset(config, "serve", refreshed=None if args.no_regenerate else tree)
         refresh = None
         if not args.no_regenerate:
             from tooltree_cli.generate_cmd import nothing_to_list
@@ -486,8 +488,16 @@ def _regenerate(
     from tool_tree.tree import SEARCH_INDEX_FILE, Manifest, TreeError
     from tooltree_cli.progress import shown_error  # the server wrote the error: one line, cleaned, cut
 
-    count = len(only) or len(config.enabled_servers)
     existed = _usable(tree)
+    # A server whose variable is not set cannot be listed: its part of the tree is kept as it is (`warn_unset` said
+    # why at start); before, its error stopped serve.
+    unset = [s.name for s in config.offered_servers if s.unresolved is not None and (not only or s.name in only)]
+    listed = [s.name for s in config.offered_servers if s.unresolved is None and (not only or s.name in only)]
+    if unset and not listed:
+        if not existed:
+            error(f"could not generate {tree}: no server can be listed ({', '.join(unset)}: see above)")
+        return (EXIT_OK if existed else EXIT_SERVERS), False
+    count = len(listed)
     if only:
         said = f"{only[0]} says its" if len(only) == 1 else f"{', '.join(only)} say their"
         said += " tools, prompts or resources"  # `Follow` keeps the server, not which of its lists
@@ -501,7 +511,7 @@ def _regenerate(
     else:
         print(f"tooltree serve: generating {tree} from {count} server(s) …", file=sys.stderr)
     try:
-        result = generate(config, tree, cancel=cancel, only=only)
+        result = generate(config, tree, cancel=cancel, only=listed if unset else only)
     except (TreeError, UnsafePathError, SearchError) as e:
         error(f"could not generate {tree}: {e}")
         return EXIT_SERVERS, False

@@ -47,8 +47,8 @@ class UpstreamExtras:
     def __init__(self, config: Config, tree: Any, *, prompts: bool, resources: bool) -> None:
         self.config = config
         self.tree = tree
-        self.prompts_on = prompts and bool(config.enabled_servers)
-        self.resources_on = resources and bool(config.enabled_servers)
+        self.prompts_on = prompts and bool(config.offered_servers)
+        self.resources_on = resources and bool(config.offered_servers)
         self.found: dict[str, Found] = {}
         self.unrecorded: list[str] = []
         """The servers offered whose prompts and resources the tree may not hold: its manifest does not say it recorded
@@ -80,7 +80,7 @@ class UpstreamExtras:
         from tool_tree.snapshot_lists import LIST_KEYS, recorded_lists, subscribes
         from tool_tree.tree import Manifest, TreeError, snapshot_data, tree_lock
 
-        enabled = {s.name for s in self.config.enabled_servers}
+        enabled = {s.name for s in self.config.offered_servers}
         found: dict[str, Found] = {}
         unrecorded: list[str] = []
         held = HeldValues.reading()  # what each snapshot records is kept while serve runs

@@ -54,6 +54,38 @@ def test_a_run_shows_a_live_view_and_prints_the_summary_as_json(
     assert transcript.is_file()
 
 
+def test_a_server_whose_variable_is_unset_is_said_at_start_and_fails_its_calls_while_the_others_work(
+    project: Project,
+    api: FakeMessagesAPI,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before: "tooltree: error: …: environment variable ${DOCS_TOKEN} is not set", exit 2, before any request:
+    # one server's unset token stopped every run, even one whose task needs only the other servers.
+    monkeypatch.delenv("DOCS_TOKEN", raising=False)
+    text = project.config_path.read_text(encoding="utf-8")
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(text.replace("  docs:\n", '  docs:\n    env: {TOKEN: "${DOCS_TOKEN}"}\n', 1), encoding="utf-8")
+    api.add(
+        reply(
+            tool_use("crm__get_record", {"object_type": "opportunity", "record_id": "0065e000009Q3PR"}),
+            tool_use("docs__list_documents", {}),
+        ),
+        reply("It is in Negotiation."),
+    )
+    assert main([*argv(project, "--json"), "--config", str(config)]) == 0
+    out, err = capsys.readouterr()
+    said = f"{config}:3: servers.docs.env.TOKEN: environment variable ${{DOCS_TOKEN}} is not set"
+    assert (
+        f"tooltree agent: warning: server 'docs' cannot start until this is set: {said}; its tool calls fail\n" in err
+    )
+    assert json.loads(out)["answer"] == "It is in Negotiation."
+    results = [b for b in api.requests[1]["messages"][-1]["content"] if b["type"] == "tool_result"]
+    assert [r.get("is_error", False) for r in results] == [False, True]
+    assert f"server 'docs' is unavailable: {said}" in json.dumps(results[1]["content"])
+
+
 def test_the_answer_goes_to_stdout_and_an_unfinished_run_exits_1(
     project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str]
 ) -> None:

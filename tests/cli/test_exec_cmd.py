@@ -113,6 +113,38 @@ def test_exec_traceback_names_the_script_as_given_with_its_lines(
 
 
 @pytest.mark.docker
+def test_a_server_whose_variable_is_unset_fails_its_calls_naming_it_and_the_other_servers_work(
+    docker_engine: object,
+    project: tuple[Path, Path],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before: "tooltree: error: …: environment variable ${MEDIA_TOKEN} is not set", exit 2, for any script: one
+    # server's unset token stopped every script, even one that used only the other servers.
+    config, tree = project
+    monkeypatch.delenv("MEDIA_TOKEN", raising=False)
+    text = config.read_text(encoding="utf-8").replace("  media:\n", '  media:\n    env: {TOKEN: "${MEDIA_TOKEN}"}\n')
+    unset = tmp_path / "tooltree.yaml"
+    unset.write_text(text, encoding="utf-8")
+    line = text.splitlines().index('    env: {TOKEN: "${MEDIA_TOKEN}"}') + 1
+    script = (
+        "from servers.crm import list_leads\nfrom servers.media import list_gallery\n"
+        "print(len(list_leads(limit=2).json()['leads']))\nlist_gallery()\n"
+    )
+    code = main(["exec", "-c", script, "--config", str(unset), "--tree", str(tree), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    said = "servers.media.env.TOKEN: environment variable ${MEDIA_TOKEN} is not set"
+    why = f"server 'media' is unavailable: {unset}:{line}: {said}"
+    assert code == 1 and out["stdout"] == "2\n", {k: out[k] for k in ("stdout", "stderr", "error", "calls")}
+    assert [(c["server"], c["ok"]) for c in out["calls"]] == [("crm", True), ("media", False)]
+    assert (
+        out["calls"][1]["error"] == why
+        and out["error"] == f"tool_tree.runtime.ToolCallError: media.list_gallery: {why}"
+    )
+
+
+@pytest.mark.docker
 def test_exec_shows_the_stderr_of_a_server_that_failed_to_start(
     docker_engine: object, project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -301,3 +301,31 @@ def test_serve_says_which_tools_it_left_out_as_malformed(tmp_path: Path, capsys:
     said = capsys.readouterr().err
     assert "tooltree serve: warning: raw: left out tool 'vague[2J', malformed: inputSchema: Field required\n" in said
     assert "\x1b" not in said
+
+
+def test_a_server_whose_variable_is_unset_is_said_kept_as_it_is_and_fails_its_calls_while_the_others_serve(
+    docker_engine: object, crm_tree: Path, tmp_path: Path
+) -> None:
+    # Before: "tooltree: error: …: servers.crm.env.TOKEN: environment variable ${CRM_TOKEN_UNSET} is not set", exit
+    # 2: one server's unset token stopped serve, so the client had none of the others either.
+    text = sample_config_yaml("crm", "docs").replace("  crm:\n", '  crm:\n    env: {TOKEN: "${CRM_TOKEN_UNSET}"}\n', 1)
+    config, tree = _setup(tmp_path, crm_tree, text)  # docs is not in the tree yet
+    stub = tree / "servers" / "crm" / "list_leads.py"
+    kept = stub.read_bytes()
+    raw = RawStdio(_argv(config, tree), _env())
+    try:
+        raw.wait_for_stderr("sessions from now on get the refreshed tree's instructions")
+        raw.initialize()
+        script = "from servers.crm import list_leads\nlist_leads(limit=1)\n"
+        raw.send({"id": 2, "method": "tools/call", "params": {"name": "execute_python", "arguments": {"code": script}}})
+        answer = raw.wait_for(lambda m: m.get("id") == 2, "the script's result")
+        assert raw.close_stdin() == 0
+    finally:
+        raw.close()
+    log = "".join(raw.stderr)
+    said = f"{config}:3: servers.crm.env.TOKEN: environment variable ${{CRM_TOKEN_UNSET}} is not set"
+    assert f"warning: server 'crm' cannot start until this is set: {said}; its tool calls fail, and {tree} " in log
+    assert "refreshing it from 1 server(s) meanwhile" in log and (tree / "servers" / "docs").is_dir()
+    assert stub.read_bytes() == kept  # its part of the tree kept as it was
+    text = json.dumps(answer["result"])
+    assert f"server 'crm' is unavailable: {said}" in text, text

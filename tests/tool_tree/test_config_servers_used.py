@@ -74,3 +74,23 @@ def test_using_takes_a_list_of_names_not_one_name() -> None:
     with pytest.raises(TypeError) as info:
         parse_config(TWO, environ={}, using="crm")
     assert str(info.value) == "using: expected a list of server names, got str 'crm'"
+
+
+def test_a_pool_offers_a_server_whose_variable_is_unset_and_fails_its_calls_with_the_error_starting_nothing(
+    tmp_path: Path,
+) -> None:
+    # Before: `ServerPool(config)` of a config loaded with `using=()` raised the error (`Config.enabled_servers`), so a
+    # session of several servers could not start over one server's unset token.
+    from tool_tree.pool import BackgroundPool, ServerUnavailable
+
+    path = tmp_path / "tooltree.yaml"
+    path.write_text(TWO, encoding="utf-8")
+    config = load_config(path, environ={}, using=())
+    assert [s.name for s in config.offered_servers] == ["crm", "drive"]
+    with BackgroundPool(config) as pool:
+        for server, line, key, name in (("crm", 4, "args[1]", "CRM_TOKEN"), ("drive", 7, "headers.Authorization",
+                                                                            "DRIVE_TOKEN")):  # fmt: skip
+            with pytest.raises(ServerUnavailable) as info:
+                pool.call(server, "anything", {})
+            said = f"{path}:{line}: servers.{server}.{key}: environment variable ${{{name}}} is not set"
+            assert str(info.value) == f"server {server!r} is unavailable: {said}"
