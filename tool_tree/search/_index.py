@@ -183,7 +183,8 @@ class SearchIndex:
     # --- queries ----------------------------------------------------------------------
 
     def search(self, query: str, *, limit: int = 5, regex: bool = False) -> list[SearchHit]:
-        """The best ``limit`` tools for ``query``, best first; ties are broken by server and tool name.
+        """The best ``limit`` tools for ``query``, best first; ties are broken by server and tool name. A tool that only
+        words weighing 0 reach (a word every tool of a large catalog has) is found, with score 0, after the others.
 
         See ``rank`` for how a query is ranked. In ``regex`` mode the query is a regular
         expression (RE2 syntax, see ``_regex``) matched case-insensitively against tool names and
@@ -208,11 +209,13 @@ class SearchIndex:
         if not isinstance(scores, dict):  # the hybrid's array over all tools
             return [self._hit(d, s) for d, s in best(scores, self._tie_order(), limit)]
         entries = self._entries
-        # the first ``limit`` of the full order (best score, then server and tool name), without sorting all
+        # the first ``limit`` of the full order (best score, then server and tool name), without sorting all; each a
+        # tool a word of the query reached, also at 0: a word that every tool of a large catalog has weighs 0 once
+        # rounded (`_rank.impacts`), and before, searching it found none of them
         ranked = heapq.nsmallest(
             limit, scores.items(), key=lambda kv: (-kv[1], entries[kv[0]].server, entries[kv[0]].tool)
         )
-        return [self._hit(d, s) for d, s in ranked if s > 0.0]
+        return [self._hit(d, s) for d, s in ranked]
 
     def _check_words(self, query: str) -> None:
         """Raises: SearchError: ``query`` has no term (only punctuation, or words as common as "the", which are left
@@ -287,7 +290,10 @@ class SearchIndex:
                 rankings = [dict(enumerate(row.tolist())) for row in hybrid]
         if len(rankings) == 1:
             return rankings[0]
-        return fuse_rankings(rankings, weights, cfg.fusion_k, cfg.fusion)
+        fused = fuse_rankings(rankings, weights, cfg.fusion_k, cfg.fusion)
+        for d in rankings[0]:  # the tools the whole query reaches at 0 (no rank in the fusion), after all others
+            fused.setdefault(d, 0.0)
+        return fused
 
     def _tie_order(self) -> Any:
         """Each tool's place in the order of server and tool name (``search``'s tie-break), as an array."""
