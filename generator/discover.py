@@ -43,6 +43,7 @@ from tool_tree.snapshot_lists import declared_keys, list_extras
 from tool_tree.starts import StartGate, default_start_jobs
 from tool_tree.stderr_log import StderrLog
 from tool_tree.text import one_line
+from tool_tree.unreachable import to_check
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +195,7 @@ def _unreached(server: ServerConfig, e: OSError, source: str | None) -> str:
     setting to check was named in exec and serve, not here)."""
     where = f" in {source}" if source is not None else ""
     setting = f"servers.{one_line(server.name, 80)}.url{where}"
-    return f"{e}; check that the server is running and listening there, and its URL ({setting})"
+    return f"{e}; {to_check(e)} ({setting})"
 
 
 async def _settled_tools(conn: Connection, result: Discovery, share: Share) -> list[dict[str, Any]]:

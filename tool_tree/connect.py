@@ -39,8 +39,8 @@ from tool_tree.changes import Changes, Watching
 from tool_tree.config import PROBE_SECONDS, ServerConfig
 from tool_tree.guard import guarded
 from tool_tree.held_values import Share
-from tool_tree.http_client import http_client
-from tool_tree.http_errors import Answers, host, not_mcp, reason, redirected, status_problem
+from tool_tree.http_client import http_client, timeouts
+from tool_tree.http_errors import Answers, not_mcp, redirected, status_problem
 from tool_tree.in_flight import InFlight
 from tool_tree.ledgers import Outstanding
 from tool_tree.listing_check import PROBE, LeftOut, ListingCheck, checked
@@ -51,6 +51,7 @@ from tool_tree.stderr_log import NOISE_CHARS, StderrLog
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, NotJSONRPC, stdio_client
 from tool_tree.text import one_line, shown
 from tool_tree.unparsed import count_values
+from tool_tree.unreachable import Unreachable
 
 MAX_LIST_PAGES = 1000
 MAX_LIST_TOOLS = 100_000
@@ -181,7 +182,7 @@ async def connect(
             http = await stack.enter_async_context(
                 http_client(server.headers, name=server.name, notifications=notifications, outstanding=outstanding)
             )
-            http.url = server.url
+            http.url, http.timeout = server.url, timeouts(server.timeout)
             http.streams.reopened, http.streams.forgotten = changes.reopened, changes.not_found
             replies, answers = _Replies(), Answers(http.ended)
             http.event_hooks["response"] += [replies.hook, answers.hook]
@@ -301,11 +302,10 @@ def _explained(e: BaseException, replies: _Replies | None, server: ServerConfig)
         e = e.exceptions[0]
     if isinstance(e, OSError) and not isinstance(e, TimeoutError) and server.command is not None:
         return not_started(e, server)
-    stand_in = isinstance(e, mcp.MCPError) and e.message.startswith(_STAND_INS)
-    if stand_in and isinstance(e, mcp.MCPError) and replies is not None and replies.problem is not None:
+    if isinstance(e, mcp.MCPError) and e.message.startswith(_STAND_INS) and replies and replies.problem is not None:
         return mcp.MCPError(e.code, replies.problem)
-    if isinstance(e, httpx2.ConnectError) and server.url is not None:
-        return ConnectionError(f"cannot connect to {host(server.url)}: {reason(e)}")
+    if isinstance(e, httpx2.ConnectError | httpx2.ConnectTimeout) and server.url is not None:
+        return Unreachable(server.url, e)
     if isinstance(e, mcp.MCPError) and (moved := redirected(e.message, server.name)) is not None:
         return mcp.MCPError(e.code, moved)
     return None

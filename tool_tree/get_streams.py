@@ -59,8 +59,9 @@ import anyio
 import httpx2
 
 from tool_tree.budget import TokenBucket
-from tool_tree.http_errors import ReachingClient, reason, status_problem
+from tool_tree.http_errors import ReachingClient, status_problem
 from tool_tree.text import one_line
+from tool_tree.unreachable import reason
 
 logger = logging.getLogger(__name__)
 

@@ -431,6 +431,21 @@ def bounding(
     return bound
 
 
+CONNECT_SHARE = 0.5
+"""The share of a server's ``timeout`` (at most the SDK's 30 s) one connection may take to connect, and again to agree
+on TLS: a port that takes the connection and never answers the TLS handshake fails saying so before the server's
+start-up times out (`tool_tree.unreachable`; before: at that timeout, with a warning that the server had left
+``server/discover`` unanswered)."""
+
+
+def timeouts(server_timeout: float | None = None) -> httpx2.Timeout:
+    """The SDK's timeouts of a request; with a server's ``timeout``, a connection's within `CONNECT_SHARE` of it."""
+    connect = (
+        MCP_DEFAULT_TIMEOUT if server_timeout is None else min(MCP_DEFAULT_TIMEOUT, server_timeout * CONNECT_SHARE)
+    )
+    return httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT, connect=connect)
+
+
 def http_client(
     headers: Mapping[str, str] | None = None,
     *,
@@ -452,6 +467,6 @@ def http_client(
     return KeepingClient(
         streams,
         headers=httpx2.Headers(dict(headers or {})) | {"accept-encoding": "identity"},
-        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+        timeout=timeouts(),
         event_hooks={"request": [streams.request_hook], "response": [bound]},
     )

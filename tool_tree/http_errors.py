@@ -18,17 +18,15 @@ the ``DELETE`` with a 400, which the SDK logged as "Session termination failed: 
 A request that cannot reach the server once the session is open (connection refused, name not resolved, connect
 timed out: nothing was sent) fails alone, with an error saying so (`unreached`): the SDK would end the session
 over it, failing every request in flight as "Connection closed", as if the server had died during them.
+(Why, and what to check: `tool_tree.unreachable`.)
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import secrets
-import socket
-import ssl
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -36,6 +34,7 @@ import httpx2
 import mcp
 
 from tool_tree.text import one_line
+from tool_tree.unreachable import CHECK_URL, Handshake, host, reason, to_check
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +95,12 @@ def redirected(message: str, server: str) -> str | None:
     )
 
 
+def unreached_check(error: mcp.MCPError) -> str:
+    """What to check of the server a request could not reach (`unreached`), without the setting."""
+    check = error.data.get("check") if unreached(error) else None
+    return check if isinstance(check, str) else CHECK_URL
+
+
 def session_ended(error: mcp.MCPError) -> bool:
     """Whether ``error`` says the server no longer knows the session (it restarted, or let it expire): a new
     session is needed (`resendable` says whether the request may be sent again on it)."""
@@ -138,6 +143,8 @@ class ReachingClient(httpx2.AsyncClient):
         """Why the last request that could not reach the server failed."""
 
     async def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
+        if request.url.scheme == "https":
+            request.extensions.setdefault("trace", Handshake())
         session = request.headers.get("mcp-session-id")
         if request.method == "DELETE" and (session in self.ended or self.unreached is not None):
             return httpx2.Response(204, request=request)  # nothing the server would end, or could hear
@@ -152,41 +159,9 @@ class ReachingClient(httpx2.AsyncClient):
                 raise
             self.unreached = reason(e)
             said = f"could not reach the server at its URL ({host(self.url)}: {self.unreached})"
-            body = _error(request_id, CONNECTION_CLOSED, said, {"tooltree": _MARK, "unreached": True})
+            data = {"tooltree": _MARK, "unreached": True, "check": to_check(e)}
+            body = _error(request_id, CONNECTION_CLOSED, said, data)
             return httpx2.Response(200, headers={"content-type": "application/json"}, content=body, request=request)
-
-
-def host(url: str) -> str:
-    """``host:port`` of a URL (no path, query or credentials: they may hold secrets)."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return f"{parts.hostname}:{port}"
-
-
-def reason(e: BaseException) -> str:
-    """Why a connection failed, from the innermost operating-system error (httpx words it vaguely)."""
-    if isinstance(e, httpx2.ConnectTimeout):
-        return "timed out connecting"
-    said = str(e) or type(e).__name__
-    seen: set[int] = set()
-    cause: BaseException | None = e
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, BaseExceptionGroup) and cause.exceptions:
-            cause = cause.exceptions[0]
-            continue
-        if isinstance(cause, socket.gaierror):
-            return f"host name not resolved: {cause.strerror or cause}"
-        if isinstance(cause, ssl.SSLError):
-            return f"TLS handshake failed: {cause.strerror or cause}"
-        if isinstance(cause, OSError) and cause.errno is not None and cause.errno > 0:
-            said = os.strerror(cause.errno)
-        elif isinstance(cause, OSError) and cause.strerror:
-            said = cause.strerror
-        cause = cause.__cause__ or cause.__context__
-    return said
 
 
 class Answers:

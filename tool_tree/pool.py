@@ -89,7 +89,7 @@ from tool_tree.changes import LISTS_CHANGED
 from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from tool_tree.connect import connect, list_tools_raw
 from tool_tree.held_values import HeldValues, Share, checked_within
-from tool_tree.http_errors import resendable, session_ended, stream_cut, unreached
+from tool_tree.http_errors import resendable, session_ended, stream_cut, unreached, unreached_check
 from tool_tree.in_flight import InFlight
 from tool_tree.ledgers import closed_here
 from tool_tree.output_check import OutputCheck
@@ -100,6 +100,7 @@ from tool_tree.starts import StartGate, StartSlot, default_start_jobs
 from tool_tree.starts import start_jobs as configured_start_jobs
 from tool_tree.stderr_log import StderrLog
 from tool_tree.text import one_line
+from tool_tree.unreachable import CHECK_URL, to_check
 
 logger = logging.getLogger(__name__)
 upstream = logging.getLogger("tool_tree.upstream")
@@ -604,7 +605,7 @@ class ServerPool:
                         f"for its turn; {self._timeout_setting(slot)})"
                     )
                 if box and slot.config.url is not None and isinstance(_first(box[0]), ConnectionError | TimeoutError):
-                    reason += f"; no call was sent: {self._check_url(slot)}"
+                    reason += f"; no call was sent: {self._check_url(slot, to_check(_first(box[0])))}"
                 slot.backoff.failed(reason)
                 failure = _unavailable(slot, reason)
                 upstream.warning(
@@ -823,11 +824,11 @@ class ServerPool:
         where = f" in {self._source}" if self._source is not None else ""
         return f"servers.{slot.config.name}.timeout{where}, default {DEFAULT_TIMEOUT:g}"
 
-    def _check_url(self, slot: _Slot) -> str:
-        """What to check when an HTTP server cannot be reached."""
+    def _check_url(self, slot: _Slot, check: str = CHECK_URL) -> str:
+        """What to check when an HTTP server cannot be reached (``check``: `tool_tree.unreachable.to_check`)."""
         where = f" in {self._source}" if self._source is not None else ""
         setting = f"servers.{slot.config.name}.url{where}"
-        return f"check that the server is running and listening there, and its URL ({setting})"
+        return f"{check} ({setting})"
 
     def _check_loop(self) -> None:
         """Raises: PoolError: this is not the event loop that entered the pool."""
@@ -1033,7 +1034,8 @@ class ServerPool:
                     return CallFailure(unanswered(server, *question), "server_error", "the tool ran until it asked")
                 if unreached(e):  # no connection was made: the call was not sent, and this session is of no use
                     await self._drop_unreached(slot, client, e.message)
-                    raise _unavailable(slot, f"{e.message}; the call was not sent: {self._check_url(slot)}") from None
+                    check = self._check_url(slot, unreached_check(e))
+                    raise _unavailable(slot, f"{e.message}; the call was not sent: {check}") from None
                 lost = await _connection_lost(e, client)
                 if lost and self._closing:
                     raise _closed_during_call() from None
