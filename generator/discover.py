@@ -37,6 +37,7 @@ import mcp
 from tool_tree.config import ServerConfig
 from tool_tree.connect import Connection, connect, list_tools_raw, server_info
 from tool_tree.held_values import HeldValues, Share
+from tool_tree.http_errors import status_named
 from tool_tree.listing_check import LeftOut
 from tool_tree.redact import redact
 from tool_tree.snapshot_lists import declared_keys, list_extras
@@ -153,7 +154,7 @@ async def discover_one(
         except TimeoutError:
             result.error = _timed_out(server, phase, source)
         except mcp.MCPError as e:
-            result.error = f"server error: {e}"
+            result.error = f"server error: {e}{status_named(e, server.name, source)}"
         except OSError as e:  # `connect` words it in the configuration's terms
             result.error = f"cannot start: {e}" if server.command is not None else _unreached(server, e, source)
         except Exception as e:

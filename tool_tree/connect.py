@@ -40,7 +40,7 @@ from tool_tree.config import PROBE_SECONDS, ServerConfig
 from tool_tree.guard import guarded
 from tool_tree.held_values import Share
 from tool_tree.http_client import http_client, timeouts
-from tool_tree.http_errors import Answers, not_mcp, redirected, status_problem
+from tool_tree.http_errors import Answers, marked, not_mcp, redirected, status_problem
 from tool_tree.in_flight import InFlight
 from tool_tree.ledgers import Outstanding
 from tool_tree.listing_check import PROBE, LeftOut, ListingCheck, checked
@@ -284,15 +284,16 @@ class _Replies:
 
     def __init__(self) -> None:
         self.problem: str | None = None
+        self.status = 0
 
     async def hook(self, response: httpx2.Response) -> None:
         if self.problem is not None or response.request.method != "POST":
             return
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if response.status_code >= 400:
-            self.problem = status_problem(response)
+            self.problem, self.status = status_problem(response), response.status_code
         elif response.status_code not in (202, 204) and kind not in ("application/json", "text/event-stream"):
-            self.problem = not_mcp(kind)
+            self.problem, self.status = not_mcp(kind), response.status_code
 
 
 def _explained(e: BaseException, replies: _Replies | None, server: ServerConfig) -> Exception | None:
@@ -303,7 +304,7 @@ def _explained(e: BaseException, replies: _Replies | None, server: ServerConfig)
     if isinstance(e, OSError) and not isinstance(e, TimeoutError) and server.command is not None:
         return not_started(e, server)
     if isinstance(e, mcp.MCPError) and e.message.startswith(_STAND_INS) and replies and replies.problem is not None:
-        return mcp.MCPError(e.code, replies.problem)
+        return mcp.MCPError(e.code, replies.problem, marked(replies.status))
     if isinstance(e, httpx2.ConnectError | httpx2.ConnectTimeout) and server.url is not None:
         return Unreachable(server.url, e)
     if isinstance(e, mcp.MCPError) and (moved := redirected(e.message, server.name)) is not None:

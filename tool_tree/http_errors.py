@@ -19,6 +19,9 @@ A request that cannot reach the server once the session is open (connection refu
 timed out: nothing was sent) fails alone, with an error saying so (`unreached`): the SDK would end the session
 over it, failing every request in flight as "Connection closed", as if the server had died during them.
 (Why, and what to check: `tool_tree.unreachable`.)
+
+An error status is marked with the setting it is about (`setting_of`: ``headers`` for a 401 or 403, else ``url``), so
+that each surface names it with its configuration file.
 """
 
 from __future__ import annotations
@@ -50,6 +53,26 @@ STATUS_HINTS = {
     404: "no MCP endpoint at this URL: check its path (often /mcp)",
     405: "the URL does not take MCP requests: check that it is the Streamable HTTP endpoint (SSE is not supported)",
 }
+
+
+def marked(status: int) -> dict[str, Any]:
+    """The data of an error an HTTP ``status`` answered: the key of ``servers.NAME`` it is about (`setting_of`), the
+    credentials of a 401 or 403, else the URL."""
+    return {"tooltree": _MARK, "setting": "headers" if status in (401, 403) else "url"}
+
+
+def setting_of(error: BaseException) -> str | None:
+    """The key of ``servers.NAME`` that ``error`` is about, if an HTTP error status answered (`marked`)."""
+    data = error.data if isinstance(error, mcp.MCPError) else None
+    return data["setting"] if isinstance(data, dict) and data.get("tooltree") == _MARK and "setting" in data else None
+
+
+def status_named(error: BaseException, server: str, source: str | None) -> str:
+    """`` (servers.NAME.KEY in FILE)``: the setting of ``server`` in its configuration file ``source`` that
+    ``error``, of an HTTP error status, is about (`setting_of`); "" for another error."""
+    if (key := setting_of(error)) is None:
+        return ""
+    return f" (servers.{one_line(server, 80)}.{key}" + (f" in {source})" if source is not None else ")")
 
 
 def status_problem(response: httpx2.Response) -> str:
@@ -223,7 +246,8 @@ class _Said:
             return _error(self._id, INVALID_REQUEST, ended, {"tooltree": _MARK, "resend": False})
         if isinstance(message, dict) and "id" in message and _is_rpc_error(message):
             return body  # the server's own JSON-RPC error, as it wrote it
-        return _error(self._id, INTERNAL_ERROR, f"{self._problem} ({words})" if words else self._problem)
+        problem = f"{self._problem} ({words})" if words else self._problem
+        return _error(self._id, INTERNAL_ERROR, problem, marked(self._code))
 
 
 WORDS = 300

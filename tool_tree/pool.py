@@ -89,7 +89,7 @@ from tool_tree.changes import LISTS_CHANGED
 from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from tool_tree.connect import connect, list_tools_raw
 from tool_tree.held_values import HeldValues, Share, checked_within
-from tool_tree.http_errors import resendable, session_ended, stream_cut, unreached, unreached_check
+from tool_tree.http_errors import resendable, session_ended, status_named, stream_cut, unreached, unreached_check
 from tool_tree.in_flight import InFlight
 from tool_tree.ledgers import closed_here
 from tool_tree.output_check import OutputCheck
@@ -606,6 +606,8 @@ class ServerPool:
                     )
                 if box and slot.config.url is not None and isinstance(_first(box[0]), ConnectionError | TimeoutError):
                     reason += f"; no call was sent: {self._check_url(slot, to_check(_first(box[0])))}"
+                elif box:
+                    reason += status_named(_first(box[0]), slot.config.name, self._source)
                 slot.backoff.failed(reason)
                 failure = _unavailable(slot, reason)
                 upstream.warning(
@@ -1061,7 +1063,8 @@ class ServerPool:
                     )
                 if e.code == mt.REQUEST_TIMEOUT:  # the SDK's read timeout, set to fire after the pool's own
                     return CallFailure(f"server error {e.code}: {_said(e, slot)}", "timeout", _SENT)
-                return CallFailure(f"server error {e.code}: {_said(e, slot)}", "server_error", _PROTOCOL_ERROR)
+                said = f"server error {e.code}: {_said(e, slot)}{status_named(e, server, self._source)}"
+                return CallFailure(said, "server_error", _PROTOCOL_ERROR)
             except InputRequiredRoundsExceededError as e:  # a RuntimeError too: not the output-schema check's
                 problem = ROUNDS_PROBLEM.format(server=server, rounds=e.max_rounds)
                 return CallFailure(problem, "server_error", "the tool may have run")
