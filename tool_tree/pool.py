@@ -368,7 +368,10 @@ class ServerPool:
             told, as if the server had said each of its lists changed (one without ``kind`` once), when such a
             notice may have been missed: an HTTP server's stream of unasked messages opened again after it was lost
             (a 503, a connection refused), and a new session listed that replaced one that ended (a restart, a
-            session the server no longer knows); not on a server's first session.
+            session the server no longer knows); not on a server's first session. Over the protocol with sessions
+            only: a server of the session-less 2026-07-28 protocol says a list changed only on a
+            ``subscriptions/listen`` stream, which the pool does not open (``protocol: legacy`` in its entry has it
+            speak the protocol with sessions).
         on_resource_updated: called with a server's name and a URI when the server says the resource of that URI
             changed (``notifications/resources/updated``), for the URIs subscribed to through `request`
             (``resources/subscribe``) and not unsubscribed since; also once for each of them when such a notice may

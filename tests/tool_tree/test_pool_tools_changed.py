@@ -3,12 +3,18 @@ listed, and which of them when its listener takes a ``kind``."""
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 import pytest
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
 
 from tool_tree.budget import NOTIFICATION_BURST, NOTIFICATION_RATE
 from tool_tree.config import ServerConfig
@@ -97,3 +103,50 @@ def test_on_tools_changed_must_be_callable(tmp_path: Path) -> None:
     for make in (ServerPool, BackgroundPool):
         with pytest.raises(TypeError, match="on_tools_changed: expected a callable or None, got str"):
             make([growing(tmp_path)], on_tools_changed="print")  # type: ignore[arg-type]
+
+
+@asynccontextmanager
+async def changing_over_http() -> AsyncIterator[str]:
+    """An official-SDK server (``MCPServer``, both eras) on a real socket whose tool ``change`` says its tools changed
+    before it answers; yields its URL."""
+    app = MCPServer("changing")
+
+    @app.tool()
+    async def change(ctx: Context) -> str:
+        await ctx.session.send_tool_list_changed()
+        return "changed"
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()  # connections wait in the backlog until uvicorn takes them: no wait for it to be up
+        web = uvicorn.Server(uvicorn.Config(app.streamable_http_app(), log_level="warning"))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(web.serve, [sock])
+            try:
+                yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+            finally:
+                web.should_exit = True
+
+
+@pytest.mark.anyio
+async def test_a_session_less_server_says_its_tools_changed_only_on_a_listen_stream_and_legacy_is_followed() -> None:
+    # As the README says: at 2026-07-28 a server sends a list's change only on a `subscriptions/listen` stream, which
+    # the pool does not open (the SDK's server drops it otherwise); `protocol: legacy` has it speak the protocol with
+    # sessions, where the notice comes, and the listener is told.
+    told: dict[str, list[str]] = {"auto": [], "legacy": []}
+    heard = anyio.Event()
+
+    def changed(server: str) -> None:
+        told[server].append(server)
+        if server == "legacy":
+            heard.set()
+
+    async with changing_over_http() as url:
+        servers = [ServerConfig(name=protocol, url=url, timeout=20, protocol=protocol) for protocol in told]
+        async with ServerPool(servers, on_tools_changed=changed) as pool:
+            for protocol in told:
+                await pool.start(protocol)
+                assert (await pool.call(protocol, "change", {}))["content"][0]["text"] == "changed"
+            with anyio.fail_after(10):
+                await heard.wait()
+    assert told == {"auto": [], "legacy": ["legacy"]}
