@@ -59,7 +59,7 @@ import anyio
 import httpx2
 
 from tool_tree.budget import TokenBucket
-from tool_tree.http_errors import ReachingClient, status_problem
+from tool_tree.http_errors import ReachingClient, status_key, status_problem
 from tool_tree.text import one_line
 from tool_tree.unreachable import reason
 
@@ -215,8 +215,9 @@ class GetStreams:
             )
             if self.forgotten is not None:
                 self.forgotten()
-        elif status >= 400:
-            self._give_up(status_problem(response))
+        elif status >= 400:  # named with its setting (the configuration's file is not known here)
+            named = f" (servers.{one_line(self._server, 80)}.{status_key(status)})" if self._server is not None else ""
+            self._give_up(status_problem(response) + named)
         elif 200 <= status < 300 and kind != "text/event-stream":
             self._give_up(f"the server answered it with {kind or 'no content type'}, not an event stream")
         elif 200 <= status < 300:

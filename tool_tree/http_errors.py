@@ -55,10 +55,14 @@ STATUS_HINTS = {
 }
 
 
+def status_key(status: int) -> str:
+    """The key of ``servers.NAME`` an HTTP error ``status`` is about: the credentials of a 401 or 403, else the URL."""
+    return "headers" if status in (401, 403) else "url"
+
+
 def marked(status: int) -> dict[str, Any]:
-    """The data of an error an HTTP ``status`` answered: the key of ``servers.NAME`` it is about (`setting_of`), the
-    credentials of a 401 or 403, else the URL."""
-    return {"tooltree": _MARK, "setting": "headers" if status in (401, 403) else "url"}
+    """The data of an error an HTTP ``status`` answered: the key of ``servers.NAME`` it is about (`setting_of`)."""
+    return {"tooltree": _MARK, "setting": status_key(status)}
 
 
 def setting_of(error: BaseException) -> str | None:

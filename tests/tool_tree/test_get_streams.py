@@ -389,7 +389,7 @@ async def test_a_stream_of_unasked_messages_refused_404_or_401_is_given_up_after
     else:
         said = (
             "its stream of unasked messages is given up (HTTP 401 Unauthorized: the server wants credentials: set "
-            'them in its `headers` (e.g. Authorization: "Bearer ${TOKEN}")): '
+            'them in its `headers` (e.g. Authorization: "Bearer ${TOKEN}") (servers.unasked.headers)): '
             f"{NOTICES} do not reach tooltree in this session"
         )
     assert heard.at(logging.WARNING) == [f"server 'unasked': {said}"]
