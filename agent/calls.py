@@ -36,6 +36,12 @@ record's ``ran``) and each failed one as an error (``tool_errors``): before, a b
 invocations failing inside it, no error. Its `agent.events.ToolFinished` carries the same two counts, for the live
 view's ``[2 of 5 failed]`` (before: ``[ok]``, the batch itself being no error).
 
+An ``on_event`` that raises on a call's `agent.events.ToolFinished` ends the run (`agent.errors.EventHandlerError`)
+once every ``tool_use`` of the reply is answered: the results of the calls that ran, the calls not started yet as not
+run (calls running at the same time all end; ``on_event`` hears of none after it raised). Before, the reply's calls
+were left unanswered: the Messages API refused the run's ``messages`` as they were, and a run going on from them told
+the model that calls which had run had not.
+
 The transcript records each call (input, seconds, bytes that reached the model, what was left out)
 and one ``tools_refused`` record for the blocks that did not run; a result itself is recorded once,
 as it entered the conversation, in the next ``request`` record.
@@ -54,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 from agent.budget import ContentBudget
 from agent.content import blocks_bytes
 from agent.defaults import MAX_TOOL_USES
-from agent.errors import RUN_SO_FAR
+from agent.errors import RUN_SO_FAR, EventHandlerError
 from agent.events import ToolFinished
 from agent.toolsets.base import INTERRUPTED_OUTCOME, ToolOutcome, Toolset, error, for_the_developer, raised
 from agent.toolsets.batch import BATCH_NAME
@@ -188,12 +194,23 @@ def run_tool_uses(
     made = [calls_in(toolset, b) for b in blocks]
     fit = next((i for i, total in enumerate(accumulate(made)) if total > MAX_TOOL_USES), len(blocks))
     ran, refused = blocks[:fit], blocks[fit:]
-    calls_ran = sum(made[:fit])  # the calls of the blocks that ran, a batch's invocations each one
     budget = ContentBudget()
     results: list[dict[str, Any]] = []
+    raised_by_handler: list[EventHandlerError] = []  # on_event raised: the reply's calls are answered, then it goes on
+
+    def emit_until_raised(event: ToolFinished) -> None:
+        if not raised_by_handler:
+            try:
+                emit(event)
+            except EventHandlerError as e:
+                raised_by_handler.append(e)
+
+    together = len(ran) > 1 and all(toolset.concurrent(str(b.get("name"))) for b in ran)
     try:
         for block, (outcome, seconds) in zip(ran, call_all(toolset, ran, runtime), strict=True):
-            results.append(_recorded(block, outcome, seconds, budget, turn, summary, log, emit))
+            results.append(_recorded(block, outcome, seconds, budget, turn, summary, log, emit_until_raised))
+            if raised_by_handler and not together:  # no later call starts; calls running together all end
+                break
     except KeyboardInterrupt as e:  # every tool_use still gets its answer: the conversation may go on from here
         setattr(e, INTERRUPTED_RESULTS, _stopped(toolset, every, ran, results, e, budget, turn, summary, log, emit))
         raise
@@ -201,6 +218,10 @@ def run_tool_uses(
         summary.stop_reason = summary.stop_reason or "sandbox_error"  # in the transcript's run_end too
         setattr(e, RUN_SO_FAR, summary)
         raise
+    calls_ran = sum(made[: len(results)])  # the calls of the blocks that ran, a batch's invocations each one
+    for b in ran[len(results) :]:  # on_event raised before they started
+        answer = [{"type": "text", "text": NOT_RUN_RUN_STOPPED}]
+        results.append({"type": "tool_result", "tool_use_id": b.get("id"), "content": answer, "is_error": True})
     if refused:
         text = refused_text(sum(made))
         for i, b in enumerate(refused):
@@ -225,7 +246,28 @@ def run_tool_uses(
         first = next(iter(repeated.values()))
         reason = f"repeated the id of an earlier tool_use of the reply (the first: {first!r})"
         log.write("tools_refused", turn=turn, count=len(repeated), ran=calls_ran, reason=reason)
+    if raised_by_handler:  # every tool_use answered: the run's messages can go on as the history of the next
+        setattr(raised_by_handler[0], INTERRUPTED_RESULTS, results)
+        raise raised_by_handler[0]
     return results
+
+
+def answered_after_handler(e: EventHandlerError, messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The ``tool_result`` blocks answering the ``tool_use`` blocks of the last reply of ``messages`` when ``on_event``
+    raised (``e``) before they were sent back; None when there are none to answer.
+
+    On a call's `agent.events.ToolFinished`: the results `run_tool_uses` put on ``e``. On `agent.events.ModelReplied`:
+    none of the reply's calls ran. Before, they were left unanswered, and the API refused the messages as they were."""
+    last = messages[-1] if messages else {}
+    content = last.get("content")
+    if last.get("role") != "assistant" or not isinstance(content, list):
+        return None
+    if isinstance(results := getattr(e, INTERRUPTED_RESULTS, None), list):
+        return results
+    text = [{"type": "text", "text": NOT_RUN_RUN_STOPPED}]
+    uses = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+    answers = [{"type": "tool_result", "tool_use_id": b.get("id"), "content": text, "is_error": True} for b in uses]
+    return answers or None
 
 
 def _recorded(
@@ -285,13 +327,15 @@ def _under_way(toolset: Toolset, block: dict[str, Any]) -> ToolOutcome:
 
 
 INTERRUPTED_RESULTS = "tool_results"
-"""The attribute of a ``KeyboardInterrupt`` out of `run_tool_uses` holding a ``tool_result`` for every ``tool_use`` of
-the reply (`_stopped`)."""
+"""The attribute of a ``KeyboardInterrupt`` (`_stopped`) or `EventHandlerError` out of `run_tool_uses` holding a
+``tool_result`` for every ``tool_use`` of the reply."""
 STOPPED_WHILE_RUNNING = (
     "stopped by the user (Ctrl-C) while it ran, before its result came: it may have run in part or in whole"
 )
 STOPPED_WITH_OUTPUT = "stopped by the user (Ctrl-C) while it ran: the above is what it did until then"
 NOT_RUN_STOPPED = "not run: the user stopped the run (Ctrl-C) before this call"
+NOT_RUN_RUN_STOPPED = "not run: the run was stopped before this call"
+"""What a call not started once ``on_event`` raised on an earlier call's `ToolFinished` is answered with."""
 STOPPED_AFTER = "stopped_after"
 """The attribute of a ``KeyboardInterrupt`` out of `call_one` holding the seconds its call ran."""
 FINISHED_CALLS = "finished_calls"

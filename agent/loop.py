@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.calls import INTERRUPTED_RESULTS, run_tool_uses
+from agent.calls import INTERRUPTED_RESULTS, answered_after_handler, run_tool_uses
 from agent.conversation import NewSandboxNote, check_sandbox_args, check_task
 from agent.defaults import (
     BATCH_MODES,
@@ -287,7 +287,8 @@ class Agent:
                 that cannot start ends the run with no request sent (a given ``runtime``'s starts at its first use).
             PoolError: the server pool could not start; it carries the run so far too.
             EventHandlerError: ``on_event`` raised (its exception the cause); ``.result`` has the run so far (stop
-                reason ``on_event_error``, in the transcript's ``run_end`` too).
+                reason ``on_event_error``, in the transcript's ``run_end`` too), its ``messages`` answering every tool
+                call of the last reply (with its result, or as not run), so that they can go on as ``history``.
             KeyboardInterrupt: Ctrl-C stopped the run; it goes on as it came, carrying the run so far
                 (`agent.errors.interrupted_result`: ``stop_reason`` ``interrupted``, its turns and tokens).
         """
@@ -362,10 +363,10 @@ class Agent:
                         seconds=round(seconds, 3),
                         message=message.model_dump(mode="json", warnings=False),
                     )
-                    self._emit(ModelReplied(turn, stop, usage, replace(summary.usage), seconds))
                     if content:  # the API refuses an empty message anywhere but last: the next turn would fail
                         messages.append({"role": "assistant", "content": content})
                     summary.answer = answer_text(content) or summary.answer
+                    self._emit(ModelReplied(turn, stop, usage, replace(summary.usage), seconds))  # the reply kept
                     if stop == "pause_turn":  # a server tool paused the turn: send it back to continue
                         continue
                     if stop != "tool_use":
@@ -387,6 +388,10 @@ class Agent:
             raise
         except EventHandlerError as e:  # the caller's callback raised: the run ends, its transcript saying why
             summary.stop_reason = "on_event_error"
+            if (answered := answered_after_handler(e, messages)) is not None:  # the last reply's tool_use blocks
+                new_sandbox.add(messages[-1]["content"], answered)
+                messages.append({"role": "user", "content": answered})
+                log.write("tool_results", turn=summary.turns, results=answered)
             e.result = RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
             raise
         except (SandboxError, PoolError) as e:  # the sandbox or the servers could not start: the run so far with it

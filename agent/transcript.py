@@ -29,7 +29,8 @@ Records (``type``):
   budget left out of its result (``left_out``: characters and images, only when something was), calls
   from the script and the bytes of results the script received;
 - ``tool_results``: turn, the results of the last reply's calls when the turn limit or token budget stopped the
-  run after they ran (``results``): no ``request`` record carries them (before, they were in no record);
+  run after they ran, or ``on_event`` raised (``results``): no ``request`` record carries them (before, they were in
+  no record);
 - ``tools_refused``: turn, how many ``tool_use`` blocks of the reply were not run (past
   `agent.calls.MAX_TOOL_USES`, or repeating an earlier ``tool_use`` id), how many ran, and what each refused one
   was answered;
