@@ -32,7 +32,8 @@ the model cannot fix it. A `SandboxError` leaves with the run's summary so far, 
 ``run_end`` said the stop reason "".
 
 A ``batch_tool`` block counts each invocation it ran as a tool call (``RunSummary.tool_calls``, the ``tools_refused``
-record's ``ran``) and each failed one as an error (``tool_errors``): before, a batch of nine was one call and, its
+record's ``ran``) and each failed one as an error (``tool_errors``; a batch refused whole, which ran none, one call and
+one error), and as a batch (``batches``): before, a batch of nine was one call and, its
 invocations failing inside it, no error. Its `agent.events.ToolFinished` carries the same two counts, for the live
 view's ``[2 of 5 failed]`` (before: ``[ok]``, the batch itself being no error).
 
@@ -286,8 +287,8 @@ def _recorded(
     model_bytes = blocks_bytes(blocks_in)
     kept = sum(c.response_bytes for c in outcome.script_calls)
     batch = outcome.invocations is not None  # each invocation a call, each failed one an error (`RunSummary`)
-    summary.tool_calls += outcome.invocations if outcome.invocations is not None else 1
-    summary.tool_errors += outcome.failed if batch else outcome.is_error
+    summary.tool_calls += outcome.invocations or 1  # a batch refused whole ran none: one call, and an error
+    summary.tool_errors += outcome.failed if outcome.invocations else outcome.is_error
     summary.batches += batch
     summary.interrupted_tool_calls += interrupted
     summary.script_tool_calls += len(outcome.script_calls)

@@ -41,7 +41,7 @@ class ToolFinished:
     sandbox_bytes: int
     model_bytes: int
     invocations: int | None = None
-    """A ``batch_tool`` call's invocations that ran; None for any other call."""
+    """A ``batch_tool`` call's invocations that ran (0 for a batch refused whole); None for any other call."""
     failed: int = 0
     """Of a batch's ``invocations``, those that failed."""
 

@@ -123,8 +123,9 @@ class RunSummary:
             block counts each invocation it ran (before: a batch of nine was one call).
         tool_errors: of those, the ones that failed: a block that came back with ``is_error``, each failed invocation
             of a batch (before: a batch whose invocations failed counted none, the batch itself being ok).
-        batches: ``batch_tool`` blocks whose invocations ran (those are in ``tool_calls``); a batch refused whole (too
-            long, malformed) is one call of ``tool_calls`` and one error, not a batch.
+        batches: ``batch_tool`` calls (their invocations are in ``tool_calls``); a batch refused whole (too long,
+            malformed) is one of them, one call of ``tool_calls`` and one error. Before, it was no batch, though a
+            tool call of ``batch_tool``.
         refused_tool_calls: ``tool_use`` blocks not run because their reply held more than
             `agent.calls.MAX_TOOL_USES`, or because they repeated an earlier block's id (each answered with an error).
         interrupted_tool_calls: ``tool_use`` blocks Ctrl-C stopped while they ran (a ``batch_tool`` block counts

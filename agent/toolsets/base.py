@@ -38,8 +38,8 @@ class ToolOutcome:
     script_calls: Sequence[ToolCallRecord] = field(default_factory=list)
     """Tool calls a script made (``execute_python``); their results went to the script, in the sandbox."""
     invocations: int | None = None
-    """A ``batch_tool`` call's invocations that ran (each counts as a tool call: `agent.summary.RunSummary`); None
-    for any other call (one call)."""
+    """A ``batch_tool`` call's invocations that ran (each counts as a tool call: `agent.summary.RunSummary`; 0 for a
+    batch refused whole, one call); None for any other call (one call)."""
     failed: int = 0
     """Of a batch's ``invocations``, those that failed (the batch itself is then no error)."""
     labels: frozenset[int] = frozenset()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from agent.budget import ContentBudget
@@ -121,11 +122,11 @@ def run_batch(
     """
     items = arguments.get("invocations")
     if isinstance(items, str):
-        return error("invocations must be a list of {name, arguments} objects, not a JSON string")
+        return _refused("invocations must be a list of {name, arguments} objects, not a JSON string")
     if not isinstance(items, list) or not items:
-        return error("batch_tool needs invocations: a non-empty list of {name, arguments} objects")
+        return _refused("batch_tool needs invocations: a non-empty list of {name, arguments} objects")
     if len(items) > max_calls:
-        return error(f"a batch holds at most {max_calls} invocations, got {len(items)}; split it")
+        return _refused(f"a batch holds at most {max_calls} invocations, got {len(items)}; split it")
     # A thread each (at most `MAX_TOOL_USES`, the most a batch may hold): before, 8 at most, so a batch of 10 calls
     # that wait for each other timed out.
     pool = ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="tooltree-batch")
@@ -142,6 +143,12 @@ def run_batch(
     finally:  # all done; or Ctrl-C, which waits for no invocation
         pool.shutdown(wait=False, cancel_futures=True)
     return _combined(items, outcomes)
+
+
+def _refused(message: str) -> ToolOutcome:
+    """A batch refused whole: an error, none of its invocations run (``invocations`` 0). It is one ``batch_tool``
+    call, as the run counts it: one tool call and one error (`agent.summary.RunSummary`)."""
+    return replace(error(message), invocations=0)
 
 
 STOPPED_INVOCATION = "stopped by the user (Ctrl-C) before its result came: it may have run in part or in whole"

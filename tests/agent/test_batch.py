@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from agent import Agent
 from agent.budget import NOTE_ROOM
 from agent.content import MAX_RESULT_CHARS
@@ -135,13 +137,34 @@ def test_a_batch_in_a_batch_and_arguments_as_a_json_string_are_refused(project: 
     ]
 
 
-def test_a_batch_longer_than_the_limit_is_refused_whole(project: Project, live: Runtime) -> None:
-    calls = batch(*[("media__list_gallery", {})] * 11)
-    with FakeMessagesAPI([reply(calls), reply("ok")]) as api:
+@pytest.mark.parametrize(
+    ("invocations", "said"),
+    [
+        ([{"name": "media__list_gallery", "arguments": {}}] * 11, "a batch holds at most 10 invocations, got 11"),
+        ([], "batch_tool needs invocations: a non-empty list"),
+        ('[{"name": "media__list_gallery"}]', "invocations must be a list of {name, arguments} objects, not a JSON"),
+    ],
+    ids=["too long", "empty", "a JSON string"],
+)
+def test_a_batch_refused_whole_is_one_batch_tool_call_and_one_error(
+    project: Project, live: Runtime, invocations: Any, said: str
+) -> None:
+    # Before: one tool call and one error, but no batch: the summary said "1 tool call(s) (1 failed)", no batch_tool.
+    with FakeMessagesAPI([reply(tool_use("batch_tool", {"invocations": invocations})), reply("ok")]) as api:
         result = agent(project, api, live).run("Try")
     (answer,) = results(api.requests[1])
-    assert answer["is_error"] and "at most 10 invocations, got 11" in answer["content"][0]["text"]
-    assert result.summary.tool_errors == 1
+    assert answer["is_error"] and answer["content"][0]["text"].startswith(said)
+    assert (result.summary.tool_calls, result.summary.tool_errors, result.summary.batches) == (1, 1, 1)
+
+
+def test_a_batch_tool_call_where_it_is_not_offered_is_an_unknown_tool_not_a_batch(
+    project: Project, live: Runtime
+) -> None:
+    with FakeMessagesAPI([reply(batch(("media__list_gallery", {}))), reply("ok")]) as api:
+        result = agent(project, api, live, batch=False).run("Try")
+    (answer,) = results(api.requests[1])
+    assert answer["is_error"] and "unknown tool 'batch_tool'" in answer["content"][0]["text"]
+    assert (result.summary.tool_calls, result.summary.tool_errors, result.summary.batches) == (1, 1, 0)
 
 
 def test_batch_tool_is_offered_in_tool_search_mode_and_calls_deferred_tools(project: Project, live: Runtime) -> None:

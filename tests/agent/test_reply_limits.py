@@ -92,8 +92,9 @@ def test_each_invocation_of_a_batch_counts_against_the_calls_of_a_reply(
     third = tool_results(api.requests[3])
     assert texts(third[0]) == ["a batch holds at most 10 invocations, got 11; split it"] and "is_error" not in third[1]
     s = result.summary
-    # Each invocation that ran is a call (before: a batch was one, 2 + 15 + 2), the batch too long to run one error.
-    assert (s.tool_calls, s.tool_errors, s.batches, s.refused_tool_calls) == (20 + 15 + 2, 1, 2, 18 + 2)
+    # Each invocation that ran is a call (before: a batch was one, 2 + 15 + 2), the batch too long to run one call and
+    # one error, and a batch (before: none).
+    assert (s.tool_calls, s.tool_errors, s.batches, s.refused_tool_calls) == (20 + 15 + 2, 1, 3, 18 + 2)
     refusals = [(r["ran"], r["count"]) for r in read_transcript(transcript) if r["type"] == "tools_refused"]
     assert refusals == [(20, 18), (15, 2)]  # the calls that ran (before: the blocks, 2 batches)
 
