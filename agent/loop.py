@@ -222,12 +222,15 @@ class Agent:
     # ---- requests ---------------------------------------------------------------------------
 
     def request(self, messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        """The parameters of one request: fixed system and tools with breakpoints, then ``messages``."""
+        """The parameters of one request: fixed system and tools with breakpoints, then ``messages``. No ``tools``
+        when there are none to offer (``filtered`` mode without ``batch_tool`` before its pre-filter admits a tool):
+        before, ``tools: []`` was sent, a parameter the SDK leaves out rather than sends empty."""
+        tools = {"tools": cached_tools(self.tools)} if self.tools else {}
         return {
             "model": self.model,
             "max_tokens": self.max_tokens,
             "system": cached_system(self.system),
-            "tools": cached_tools(self.tools),
+            **tools,
             "messages": with_last_breakpoint(within_image_limits(messages)),
         }
 
@@ -338,7 +341,7 @@ class Agent:
                         continue  # the pre-filter's tokens reached the budget: no request goes out (stopped above)
                     summary.turns = turn  # a request goes out (before: counted first, a Ctrl-C in the pre-filter too)
                     params = self.request(messages)
-                    tools_print, system_print = fingerprint(params["tools"]), fingerprint(params["system"])
+                    tools_print, system_print = fingerprint(params.get("tools", [])), fingerprint(params["system"])
                     summary.cache_invalidations += prints is not None and prints != (tools_print, system_print)
                     prints = (tools_print, system_print)
                     log.write(

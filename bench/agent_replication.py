@@ -132,13 +132,14 @@ def session_start(tree: Path, counter: Counter) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for mode in MODES:
         request = Agent(Config(servers=()), tree=tree, mode=mode).first_request(".")
+        tools = request.get("tools", [])  # none offered: no tools key
         out[mode] = {
             "context_tokens": counter.request(request),
             "system_tokens": system_tokens(request["system"]),
-            "tools_tokens": tools_tokens(request["tools"]),
-            "tools": len(request["tools"]),
-            "deferred": sum(1 for t in request["tools"] if t.get("defer_loading")),
-            "request_bytes": len(json.dumps({k: request[k] for k in ("system", "tools")}).encode("utf-8")),
+            "tools_tokens": tools_tokens(tools),
+            "tools": len(tools),
+            "deferred": sum(1 for t in tools if t.get("defer_loading")),
+            "request_bytes": len(json.dumps({"system": request["system"], "tools": tools}).encode("utf-8")),
         }
     return out
 

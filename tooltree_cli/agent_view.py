@@ -144,7 +144,7 @@ def print_first_requests(agents: list[Agent], task: str, *, as_json: bool) -> No
         request = agent.first_request(task)
         if agent.first_request_note:
             notes[agent.mode] = agent.first_request_note
-        tools = request["tools"]
+        tools = request.get("tools", [])  # none offered: no tools key
         values = (len(tools), sum(1 for t in tools if t.get("defer_loading")), system_tokens(request["system"]),
                   tools_tokens(tools), request_tokens(request))  # fmt: skip
         counts[agent.mode] = dict(zip(keys, values, strict=True))

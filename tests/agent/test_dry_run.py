@@ -125,3 +125,11 @@ def test_a_setting_whose_variable_is_unset_is_needed_only_when_no_option_replace
         refused.stderr
         == f"tooltree: error: {config_path}:{line}: agent.model: environment variable ${{MODEL}} is not set\n"
     )
+
+
+def test_a_dry_run_whose_first_request_offers_no_tool_says_none(project: Project) -> None:
+    # Before: the request had "tools": [] (now no tools key), and before that change reached here: KeyError, exit 70.
+    done = tooltree(project, "--mode", "filtered", "--no-batch", "--prefilter-threshold", "1", key=False)
+    assert done.returncode == 0, done.stderr
+    (filtered,) = json.loads(done.stdout)["modes"]
+    assert (filtered["tools"], filtered["tools_tokens"]) == (0, 0)

@@ -18,7 +18,7 @@ from agent.prefilter.options import PrefilterOptions
 from agent.testing import ApiError, FakeMessagesAPI, reply, tool_use
 from sandbox.host import Runtime
 from tests.agent.conftest import Project
-from tests.agent.prefilter_support import catalog
+from tests.agent.prefilter_support import ScriptedFilter, catalog
 
 OPPORTUNITY = {"object_type": "opportunity", "record_id": "0065e000009Q3PR"}
 CHART = {"title": "Pipeline", "values": [3, 1, 4]}
@@ -315,3 +315,19 @@ def test_prefilter_claude_asks_through_the_client_the_agent_was_given(
     assert api.requests[0]["model"] == "claude-haiku-5-5" and api.requests[1]["model"] == result.summary.model
     assert "docs__get_document" in names(api.requests[1]) and "crm__update_record" not in names(api.requests[1])
     assert result.stop_reason == "end_turn" and result.answer == "Done."
+
+
+def test_a_request_with_no_tool_admitted_and_no_batch_tool_sends_no_tools_key(project: Project, live: Runtime) -> None:
+    # Before: "tools": [] went out (the SDK leaves the parameter out rather than send it empty), and a dry run's
+    # request held it too.
+    scripted = ScriptedFilter([{}, {}, {"crm.get_record": 0.9}])
+    with FakeMessagesAPI([reply("Which deal?"), reply(tool_use("crm__get_record", OPPORTUNITY)), reply("Won.")]) as api:
+        agent = filtered(project, api, live, scripted, batch=False)
+        assert "tools" not in agent.first_request("Hello")
+        first = agent.run("Hello")
+        second = agent.run("What stage is the Northwind deal in?", history=first.messages)
+    assert second.answer == "Won." and second.summary.tool_calls == 1
+    assert "tools" not in api.requests[0]
+    admitted = names(api.requests[1])
+    assert "crm__get_record" in admitted and names(api.requests[2]) == admitted  # with its siblings
+    assert first.summary.cache_invalidations == 0 and second.summary.cache_invalidations == 0
