@@ -29,19 +29,17 @@ invocation's is: the reply's other results are kept and the run goes on. An erro
 cannot start, the runtime was closed: `agent.toolsets.base.for_the_developer`) still ends the run, in a batch too:
 the model cannot fix it. A `SandboxError` leaves with the run's summary so far, its stop reason ``sandbox_error``
 (`agent.errors.failed_run`): before, the tokens the run had spent were reported nowhere, and the transcript's
-``run_end`` said the stop reason "".
+``run_end`` said the stop reason "". It carries a ``tool_result`` for every ``tool_use`` of the reply
+(`INTERRUPTED_RESULTS`), as does an `agent.errors.EventHandlerError` (``on_event`` raised on a call's
+`agent.events.ToolFinished`: the calls not started yet are not run, calls running at the same time all end): the run's
+``messages`` end with them. Before, the reply's calls were left unanswered: the API refused the messages as they were,
+and a run going on from them told the model that calls which had run had not.
 
 A ``batch_tool`` block counts each invocation it ran as a tool call (``RunSummary.tool_calls``, the ``tools_refused``
 record's ``ran``) and each failed one as an error (``tool_errors``; a batch refused whole, which ran none, one call and
-one error), and as a batch (``batches``): before, a batch of nine was one call and, its
-invocations failing inside it, no error. Its `agent.events.ToolFinished` carries the same two counts, for the live
+one error), and as a batch (``batches``): before, a batch of nine was one call and, its invocations failing inside
+it, no error. Its `agent.events.ToolFinished` carries the same two counts, for the live
 view's ``[2 of 5 failed]`` (before: ``[ok]``, the batch itself being no error).
-
-An ``on_event`` that raises on a call's `agent.events.ToolFinished` ends the run (`agent.errors.EventHandlerError`)
-once every ``tool_use`` of the reply is answered: the results of the calls that ran, the calls not started yet as not
-run (calls running at the same time all end; ``on_event`` hears of none after it raised). Before, the reply's calls
-were left unanswered: the Messages API refused the run's ``messages`` as they were, and a run going on from them told
-the model that calls which had run had not.
 
 The transcript records each call (input, seconds, bytes that reached the model, what was left out)
 and one ``tools_refused`` record for the blocks that did not run; a result itself is recorded once,
@@ -218,11 +216,11 @@ def run_tool_uses(
     except SandboxError as e:  # the sandbox cannot start (`for_the_developer`): the run ends, its cost so far told
         summary.stop_reason = summary.stop_reason or "sandbox_error"  # in the transcript's run_end too
         setattr(e, RUN_SO_FAR, summary)
+        done = {r["tool_use_id"]: r for r in results}  # the call that raised and those after it: no result
+        setattr(e, INTERRUPTED_RESULTS, [done.get(b.get("id")) or _error_result(b, NO_RESULT_SANDBOX) for b in every])
         raise
     calls_ran = sum(made[: len(results)])  # the calls of the blocks that ran, a batch's invocations each one
-    for b in ran[len(results) :]:  # on_event raised before they started
-        answer = [{"type": "text", "text": NOT_RUN_RUN_STOPPED}]
-        results.append({"type": "tool_result", "tool_use_id": b.get("id"), "content": answer, "is_error": True})
+    results += [_error_result(b, NOT_RUN_RUN_STOPPED) for b in ran[len(results) :]]  # on_event raised before them
     if refused:
         text = refused_text(sum(made))
         for i, b in enumerate(refused):
@@ -253,22 +251,27 @@ def run_tool_uses(
     return results
 
 
-def answered_after_handler(e: EventHandlerError, messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """The ``tool_result`` blocks answering the ``tool_use`` blocks of the last reply of ``messages`` when ``on_event``
-    raised (``e``) before they were sent back; None when there are none to answer.
+def answers_at_stop(e: BaseException, messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The ``tool_result`` blocks answering the ``tool_use`` blocks of the last reply of ``messages`` when ``e`` ended
+    the run before they were sent back; None when there are none to answer.
 
-    On a call's `agent.events.ToolFinished`: the results `run_tool_uses` put on ``e``. On `agent.events.ModelReplied`:
-    none of the reply's calls ran. Before, they were left unanswered, and the API refused the messages as they were."""
+    ``e`` out of `run_tool_uses` (``on_event`` raised on a call's `agent.events.ToolFinished`, the sandbox could not
+    start): the answers it put on ``e``. ``on_event`` raised on `agent.events.ModelReplied`: none of the reply's calls
+    ran. Before, they were left unanswered, and the API refused the messages as they were (as ``history`` too)."""
     last = messages[-1] if messages else {}
     content = last.get("content")
     if last.get("role") != "assistant" or not isinstance(content, list):
         return None
     if isinstance(results := getattr(e, INTERRUPTED_RESULTS, None), list):
         return results
-    text = [{"type": "text", "text": NOT_RUN_RUN_STOPPED}]
     uses = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
-    answers = [{"type": "tool_result", "tool_use_id": b.get("id"), "content": text, "is_error": True} for b in uses]
-    return answers or None
+    return [_error_result(b, NOT_RUN_RUN_STOPPED) for b in uses] or None
+
+
+def _error_result(block: dict[str, Any], text: str) -> dict[str, Any]:
+    """The error ``tool_result`` answering the ``tool_use`` ``block`` with ``text``."""
+    return {"type": "tool_result", "tool_use_id": block.get("id"), "content": [{"type": "text", "text": text}],
+            "is_error": True}  # fmt: skip
 
 
 def _recorded(
@@ -337,6 +340,7 @@ STOPPED_WITH_OUTPUT = "stopped by the user (Ctrl-C) while it ran: the above is w
 NOT_RUN_STOPPED = "not run: the user stopped the run (Ctrl-C) before this call"
 NOT_RUN_RUN_STOPPED = "not run: the run was stopped before this call"
 """What a call not started once ``on_event`` raised on an earlier call's `ToolFinished` is answered with."""
+NO_RESULT_SANDBOX = "no result: the run stopped here because its sandbox could not start"
 STOPPED_AFTER = "stopped_after"
 """The attribute of a ``KeyboardInterrupt`` out of `call_one` holding the seconds its call ran."""
 FINISHED_CALLS = "finished_calls"

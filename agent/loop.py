@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.calls import INTERRUPTED_RESULTS, answered_after_handler, run_tool_uses
+from agent.calls import INTERRUPTED_RESULTS, answers_at_stop, run_tool_uses
 from agent.conversation import NewSandboxNote, check_sandbox_args, check_task
 from agent.defaults import (
     BATCH_MODES,
@@ -286,7 +286,8 @@ class Agent:
                 (``.result`` has the run so far, its ``stop_reason`` ``api_error`` or ``unreadable_reply``).
             SandboxError: the sandbox could not be started (no engine, no image, limits it cannot start under); it
                 carries the run so far (`agent.errors.failed_run`: ``stop_reason`` ``sandbox_error``, its turns and
-                tokens). In code mode a run given no ``runtime`` starts its sandbox before the first request, so one
+                tokens, its ``messages`` answering every tool call of the last reply, as for ``EventHandlerError``).
+                In code mode a run given no ``runtime`` starts its sandbox before the first request, so one
                 that cannot start ends the run with no request sent (a given ``runtime``'s starts at its first use).
             PoolError: the server pool could not start; it carries the run so far too.
             EventHandlerError: ``on_event`` raised (its exception the cause); ``.result`` has the run so far (stop
@@ -391,14 +392,12 @@ class Agent:
             raise
         except EventHandlerError as e:  # the caller's callback raised: the run ends, its transcript saying why
             summary.stop_reason = "on_event_error"
-            if (answered := answered_after_handler(e, messages)) is not None:  # the last reply's tool_use blocks
-                new_sandbox.add(messages[-1]["content"], answered)
-                messages.append({"role": "user", "content": answered})
-                log.write("tool_results", turn=summary.turns, results=answered)
+            _answer_last_reply(e, messages, new_sandbox, log, summary.turns)
             e.result = RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript)
             raise
         except (SandboxError, PoolError) as e:  # the sandbox or the servers could not start: the run so far with it
             summary.stop_reason = summary.stop_reason or "sandbox_error"  # `agent.errors.failed_run` gives it back
+            _answer_last_reply(e, messages, new_sandbox, log, summary.turns)
             setattr(e, "result", RunResult(summary.answer, summary.stop_reason, summary, messages, self.transcript))  # noqa: B010
             raise
         finally:
@@ -449,6 +448,18 @@ class Agent:
                 p.growths += 1
                 log.write("tools_grew", turn=turn, tools=appended, system=changed)
         return step.unanswered
+
+
+def _answer_last_reply(
+    e: BaseException, messages: list[dict[str, Any]], new_sandbox: NewSandboxNote, log: Transcript, turn: int
+) -> None:
+    """Answer the ``tool_use`` blocks of the last reply of ``messages`` that ``e`` (``on_event`` raised, the sandbox
+    could not start) left unanswered (`agent.calls.answers_at_stop`), in a ``tool_results`` record too: the messages
+    can go on as the ``history`` of the next run."""
+    if (answered := answers_at_stop(e, messages)) is not None:
+        new_sandbox.add(messages[-1]["content"], answered)
+        messages.append({"role": "user", "content": answered})
+        log.write("tool_results", turn=turn, results=answered)
 
 
 def _start_sandbox(runtime: Runtime) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from agent import Agent
+from agent.calls import NO_RESULT_SANDBOX
 from agent.errors import failed_run
 from agent.testing import FakeMessagesAPI, reply, tool_use
 from sandbox import SandboxConfig
@@ -60,3 +61,24 @@ def test_a_call_on_a_closed_runtime_ends_the_run_alone_or_in_a_batch(project: Pr
         with pytest.raises(SandboxError, match="the runtime is closed"):
             agent.run("List the leads and the documents")
     assert len(api.requests) == 1
+
+
+def test_a_run_a_closed_runtime_ends_leaves_every_call_of_the_reply_answered(project: Project) -> None:
+    # Before: result.messages ended with the reply's tool_use blocks unanswered (the API refused them as they were),
+    # and a run going on from them told the model that the call which had run (the unknown tool) had not.
+    runtime = Runtime(project.config, project.tree).open()
+    runtime.close()
+    # An unknown tool first: the calls run one after another, and it is answered before the closed runtime is met.
+    with FakeMessagesAPI([reply(tool_use("crm__nope"), tool_use("crm__list_leads", {}))]) as api:
+        agent = Agent(project.config, tree=project.tree, mode="direct", client=api.client(), runtime=runtime)
+        with pytest.raises(SandboxError, match="the runtime is closed") as caught:
+            agent.run("List the leads")
+        so_far = failed_run(caught.value)
+        assert so_far is not None and [m["role"] for m in so_far.messages] == ["user", "assistant", "user"]
+        unknown, lost = so_far.messages[-1]["content"]
+        assert unknown["content"][0]["text"].startswith("unknown tool 'crm__nope'")
+        assert lost["content"] == [{"type": "text", "text": NO_RESULT_SANDBOX}] and lost["is_error"]
+        api.add(reply("Fine."))  # the fake API refuses a tool_use left without its tool_result, as the real one does
+        turn = {"role": "user", "content": [{"type": "text", "text": "Go on."}]}
+        answer = api.client().messages.create(**{**agent.request([*so_far.messages, turn]), "max_tokens": 64})
+        assert answer.content[0].type == "text"
