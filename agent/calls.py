@@ -211,7 +211,8 @@ def run_tool_uses(
             if raised_by_handler and not together:  # no later call starts; calls running together all end
                 break
     except KeyboardInterrupt as e:  # every tool_use still gets its answer: the conversation may go on from here
-        setattr(e, INTERRUPTED_RESULTS, _stopped(toolset, every, ran, results, e, budget, turn, summary, log, emit))
+        stopped = _stopped(toolset, every, ran, results, e, budget, turn, summary, log, emit_until_raised)
+        setattr(e, INTERRUPTED_RESULTS, stopped)  # Ctrl-C wins over an on_event that raised: the run was stopped
         raise
     except SandboxError as e:  # the sandbox cannot start (`for_the_developer`): the run ends, its cost so far told
         summary.stop_reason = summary.stop_reason or "sandbox_error"  # in the transcript's run_end too
@@ -338,8 +339,7 @@ STOPPED_WHILE_RUNNING = (
 )
 STOPPED_WITH_OUTPUT = "stopped by the user (Ctrl-C) while it ran: the above is what it did until then"
 NOT_RUN_STOPPED = "not run: the user stopped the run (Ctrl-C) before this call"
-NOT_RUN_RUN_STOPPED = "not run: the run was stopped before this call"
-"""What a call not started once ``on_event`` raised on an earlier call's `ToolFinished` is answered with."""
+NOT_RUN_RUN_STOPPED = "not run: the run was stopped before this call"  # on_event raised on an earlier call
 NO_RESULT_SANDBOX = "no result: the run stopped here because its sandbox could not start"
 STOPPED_AFTER = "stopped_after"
 """The attribute of a ``KeyboardInterrupt`` out of `call_one` holding the seconds its call ran."""

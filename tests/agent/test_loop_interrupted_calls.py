@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from agent import Agent, read_transcript
+from agent import Agent, ToolFinished, read_transcript
 from agent.calls import NOT_RUN_STOPPED, STOPPED_WHILE_RUNNING, STOPPED_WITH_OUTPUT
 from agent.errors import interrupted_result
 from agent.summary import RunResult
@@ -248,3 +248,31 @@ def test_a_script_whose_result_never_comes_is_answered_with_what_it_printed_and_
     assert "sent the first mail" in shown and "raw.echo" in shown, shown
     assert texts(stopped)[-1] == STOPPED_WITH_OUTPUT
     assert result.summary.tool_calls == 1
+
+
+def test_ctrl_c_stays_a_ctrl_c_when_on_event_raises_on_the_calls_it_stopped(
+    raw: tuple[Path, Path, Runtime], tmp_path: Path
+) -> None:
+    # Before: the callback's error on the stopped calls' events replaced the KeyboardInterrupt (an EventHandlerError,
+    # stop reason on_event_error: a caller's `except KeyboardInterrupt` missed it), and their answers were lost.
+    tree, log, runtime = raw
+    config = load_config(tmp_path / "tooltree.yaml")
+    seen: list[object] = []
+
+    def dashboard(event: object) -> None:
+        seen.append(event)
+        if isinstance(event, ToolFinished):
+            raise RuntimeError("dashboard down")
+
+    first = reply(
+        tool_use("raw__sleep", {"seconds": 30}, id="toolu_sleep"), tool_use("raw__echo", {"a": 1}, id="toolu_echo")
+    )
+    with FakeMessagesAPI([first]) as api:
+        agent = Agent(config, tree=tree, mode="direct", client=api.client(timeout=5.0), runtime=runtime,
+                      on_event=dashboard)  # fmt: skip
+        watcher = interrupt_when_called(log, "sleep")
+        result = interrupted(agent, "Sleep and echo")
+        watcher.join()
+    last = result.messages[-1]
+    assert [b["tool_use_id"] for b in last["content"]] == ["toolu_sleep", "toolu_echo"]
+    assert len([e for e in seen if isinstance(e, ToolFinished)]) == 1  # none after it raised
