@@ -10,7 +10,7 @@ The worker talks to the supervisor over two pipes of frames (``--ctl-in`` / ``--
     supervisor → worker   {"type": "exec", "exec": N, "code": "...", "filename": "..."}   (filename optional)
                           {"type": "reply", "id": K, "result": {...}} | {"type": "reply", "id": K, "error": {...}}
     worker → supervisor   {"type": "ready"}
-                          {"type": "channel_closed"}   (a script closed --ctl-in; the worker ends)
+                          {"type": "channel_closed"}   (a script closed or replaced --ctl-in; the worker ends)
                           {"type": "call", "id": K, "method": "tool_call" | "search_tools", "params": {...}}
                           {"type": "image", "exec": N, "mime": "image/png", "data": "<base64>"}
                           {"type": "done", "exec": N, "exit_status": 0, "error": null, "traceback": null}
@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import builtins
 import contextlib
-import errno
 import io
 import itertools
 import linecache
@@ -125,12 +124,17 @@ BUSY_RETRIES = 100
 """Tries of a call the host refused as one too many in flight (it still counted an answered one) before failing."""
 
 
+def _identity(info: os.stat_result) -> tuple[int, int]:
+    return info.st_dev, info.st_ino
+
+
 class Connection:
     """The worker's end of the control pipes."""
 
     def __init__(self, ctl_in: int, ctl_out: int) -> None:
         self._reader = FrameReader(ctl_in, strict=False)  # the supervisor is the trusted side
         self._ctl_in = ctl_in
+        self._ctl_in_identity = _identity(os.fstat(ctl_in))
         self._writer = FrameWriter(ctl_out)
         self._ids = itertools.count(1)
         self._pending: dict[int, tuple[threading.Event, list[dict[str, Any]]]] = {}
@@ -152,7 +156,8 @@ class Connection:
         try:
             while (message := self._reader.read()) is not None:
                 # A read under way when a script closed the descriptor still returns: what it read is not acted on.
-                os.fstat(self._ctl_in)
+                if not self._channel_intact():
+                    break
                 kind = message.get("type")
                 if kind == "exec":
                     self.executions.put(message)
@@ -162,14 +167,22 @@ class Connection:
                     if waiter is not None:
                         waiter[1].append(message)
                         waiter[0].set()
-        except OSError as e:
-            if e.errno == errno.EBADF:  # a script closed the descriptor: the supervisor is there, and is told why
-                with contextlib.suppress(OSError, ValueError):
-                    self._writer.send({"type": "channel_closed"})
-        except WireError:
+        except (WireError, OSError):
             pass
+        if not self._channel_intact():  # a script closed the descriptor: the supervisor is there, and is told why
+            with contextlib.suppress(OSError, ValueError):
+                self._writer.send({"type": "channel_closed"})
         # The supervisor went away (or cannot be heard): nothing more can run.
         os._exit(0)
+
+    def _channel_intact(self) -> bool:
+        """Whether the way in is still the pipe the worker was given: a script may have closed its descriptor, and
+        opened another file that took its number (before, that file was read as the channel: "the Python process
+        exited with status 0")."""
+        try:
+            return _identity(os.fstat(self._ctl_in)) == self._ctl_in_identity
+        except OSError:
+            return False
 
     def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """Send a request to the host and wait for its result; past `MAX_CALLS_IN_FLIGHT`, wait for a turn first.

@@ -222,6 +222,28 @@ def test_a_script_that_closes_its_interpreters_way_in_is_said_to_have_closed_it_
         assert sb.execute("print(3)").stdout == "3\n"
 
 
+@pytest.mark.parametrize("path", ["/dev/null", "/tmp/frames"])
+def test_a_script_that_puts_another_file_at_its_interpreters_way_in_is_said_to_have_closed_it(
+    shared: Sandbox, path: str
+) -> None:
+    # Before: the file that took the closed descriptor's number was read as the channel, and the next script failed
+    # with "the Python process exited with status 0". (A file of frames: none of them is run.)
+    frame = json.dumps({"type": "exec", "exec": 99, "code": "print('from the file')"}).encode()
+    code = (
+        "import os, sys\n"
+        f"open('/tmp/frames', 'wb').write({struct.pack('>I', len(frame)) + frame!r})\n"
+        f"fd = os.open({path!r}, os.O_RDONLY)\n"
+        "os.dup2(fd, int(sys.argv[sys.argv.index('--ctl-in') + 1]))\n"
+        "print(1)"
+    )
+    closed = shared.execute(code)
+    after = shared.execute("print(2)")
+    failed, ran = (closed, after) if closed.error is not None else (after, closed)
+    assert (failed.error, failed.state_reset) == (CHANNEL_CLOSED, True)
+    assert ran.error is None and ran.stdout in ("1\n", "2\n")
+    assert shared.execute("print(3)").stdout == "3\n"
+
+
 def test_running_out_of_memory_kills_the_interpreter_not_the_session(docker_engine: Any) -> None:
     backend = DockerBackend(SandboxConfig(owner=TEST_OWNER, memory="128m"), docker=docker_engine)
     with Sandbox(backend) as sb:
