@@ -31,6 +31,8 @@ from sandbox.channel import SupervisorChannel
 from sandbox.config import SandboxConfig
 from sandbox.errors import EngineError, SandboxError, SessionError
 from sandbox.session import Sandbox, open_channel
+from sandbox.session_args import count as counted
+from sandbox.session_args import wait_seconds
 from tool_tree.text import shown
 
 logger = logging.getLogger(__name__)
@@ -233,9 +235,13 @@ class SandboxPool:
         Raises:
             SessionError: not within ``timeout``; at once when the pool was never started or is closed, or the
                 engine refuses every start (as `acquire` says); or this is a fork of the process that made the pool.
+            TypeError: ``count`` is not an int or None, or ``timeout`` not a number.
+            ValueError: ``count`` is less than 1, or ``timeout`` less than 0 or more than a week (NaN included).
         """
+        # Before: a str failed on "'<' not supported", and a NaN timeout spun the CPU for ever.
+        want = self.size if count is None else min(counted(count, "count"), self.size)
+        timeout = wait_seconds(timeout)
         self._check_process()
-        want = self.size if count is None else min(count, self.size)
         deadline = time.monotonic() + timeout
         warm = self._warm
         with warm.cond:
@@ -285,7 +291,10 @@ class SandboxPool:
             SessionError: the pool is closed, nothing became ready in time, or this is a fork of the process that
                 made the pool.
             WorkspaceError: the workspace could not be restored.
+            TypeError: ``timeout`` is not a number (or ``tools`` no bridge, as `Sandbox` says).
+            ValueError: ``timeout`` is less than 0 or more than a week (NaN included).
         """
+        timeout = wait_seconds(timeout)
         self._check_process()
         if self._warm.closed:
             raise SessionError("the pool is closed")

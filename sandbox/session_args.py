@@ -125,6 +125,24 @@ def timeout_seconds(timeout: object) -> float:
     return float(timeout)
 
 
+def wait_seconds(timeout: object) -> float:
+    """A wait's ``timeout`` (`SandboxPool.wait_ready`, `SandboxPool.acquire`): 0 (take what is there) to `MAX_TIMEOUT`.
+
+    Raises:
+        TypeError: not an int or float.
+        ValueError: less than 0 or more than `MAX_TIMEOUT` (NaN and infinity included).
+    """
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(
+            f"timeout must be a number of seconds (int or float), got {type(timeout).__name__} {shown(timeout)}"
+        )
+    if not 0 <= timeout <= MAX_TIMEOUT:
+        raise ValueError(
+            f"timeout must be at least 0 and at most {MAX_TIMEOUT:g} seconds (a week), got {shown(timeout)}"
+        )
+    return float(timeout)
+
+
 def workspace_folder(path: str | Path, name: str = "workspace") -> Path:
     """The folder a workspace is restored from and saved into: a link to a folder is followed
     (the save goes into the folder, and the link stays). ``name`` is the argument's, for the errors.

@@ -1,5 +1,6 @@
-"""`Runtime`, `SandboxConfig.from_config` and `SandboxPool` given arguments of the wrong type or size, as the Python API
-allows: a `TypeError` or `ValueError` naming the parameter, raised when the object is made.
+"""`Runtime`, `SandboxConfig.from_config` and `SandboxPool` (its `wait_ready` and `acquire` too) given arguments of the
+wrong type or size, as the Python API allows: a `TypeError` or `ValueError` naming the parameter, raised when the object
+is made (or the method called).
 
 Before, ``Runtime(config, tree, audit=b"audit.jsonl")`` (or ``123``, or ``True``) was ignored: no audit line was
 written and nothing said so; a wrong ``sandbox_pool`` failed at first use (``'int' object has no attribute
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sandbox import SandboxConfig, SandboxPool
+from sandbox import SandboxConfig, SandboxPool, SessionError
 from sandbox.backend import Connection, SandboxBackend
 from sandbox.host import Runtime
 from sandbox.mcp_bridge import AuditLog
@@ -190,3 +192,53 @@ def test_a_sandbox_pool_of_another_tree_is_a_value_error_naming_both_trees(tmp_p
     same = SandboxPool(config=SandboxConfig(owner="test"), tree=tmp_path / "link", size=1)
     assert Runtime(NO_SERVERS, str(mine), sandbox_pool=same).sandbox_pool is same  # the same folder, named otherwise
     assert Runtime(NO_SERVERS, mine, sandbox_pool=SandboxPool(NoLaunches(), size=1)).sandbox_pool is not None
+
+
+BAD_WAITS = [
+    ({"timeout": "5"}, TypeError, "timeout must be a number of seconds (int or float), got str '5'"),
+    ({"timeout": None}, TypeError, "timeout must be a number of seconds (int or float), got NoneType None"),
+    ({"timeout": True}, TypeError, "timeout must be a number of seconds (int or float), got bool True"),
+    ({"timeout": -1}, ValueError, "timeout must be at least 0 and at most 604800 seconds (a week), got -1"),
+    ({"timeout": math.nan}, ValueError, "timeout must be at least 0 and at most 604800 seconds (a week), got nan"),
+    ({"timeout": math.inf}, ValueError, "timeout must be at least 0 and at most 604800 seconds (a week), got inf"),
+]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        *BAD_WAITS,
+        ({"count": "2"}, TypeError, "count must be a whole number, at least 1, got str '2'"),
+        ({"count": 1.0}, TypeError, "count must be a whole number, at least 1, got float 1.0"),
+        ({"count": 0}, ValueError, "count must be at least 1, got 0"),
+    ],
+    ids=["str", "none", "bool", "negative", "nan", "inf", "count-str", "count-float", "count-zero"],
+)
+def test_a_pools_wait_ready_refuses_a_bad_count_or_timeout_by_name(
+    kwargs: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    # Before: a str was "'<' not supported between instances of 'str' and 'int'" or "unsupported operand type(s)",
+    # a NaN timeout spun the CPU for ever, a negative one failed as "did not warm ... in -1 s".
+    pool = SandboxPool(NoLaunches(), size=1)  # not started: the arguments are refused before that is said
+    with pytest.raises(error) as info:
+        pool.wait_ready(**kwargs)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"), BAD_WAITS, ids=["str", "none", "bool", "negative", "nan", "inf"]
+)
+def test_a_pools_acquire_refuses_a_bad_timeout_by_name_before_starting_the_pool(
+    kwargs: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    pool = SandboxPool(NoLaunches(), size=1)  # its prepare() fails the test: acquire would start it
+    with pytest.raises(error) as info:
+        pool.acquire(**kwargs)
+    assert str(info.value) == message
+    assert not pool.closed
+
+
+def test_a_pools_wait_takes_a_timeout_of_0_and_a_count_above_its_size() -> None:
+    pool = SandboxPool(NoLaunches(), size=1)
+    with pytest.raises(SessionError, match=r"^the pool is not started"):
+        pool.wait_ready(count=5, timeout=0)  # a count above the size is the size
