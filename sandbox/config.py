@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -206,6 +207,17 @@ _CHECKS: dict[str, Callable[[Any], str | None]] = {
 }
 """Each limited field of `SandboxConfig` and what is wrong with a value of it (checked one by one)."""
 
+OWNER_ENV = "TOOLTREE_SANDBOX_OWNER"
+"""The variable that sets the owner label of every sandbox tooltree makes (the CLI's and the Python API's alike)."""
+DEFAULT_OWNER = "tooltree"
+
+
+def default_owner() -> str:
+    """``$TOOLTREE_SANDBOX_OWNER`` when it is set and not empty, else ``tooltree``: the owner of a `SandboxConfig`
+    given none, and the one ``tooltree sandbox prune`` selects by default."""
+    return os.environ.get(OWNER_ENV) or DEFAULT_OWNER
+
+
 SETTINGS: dict[str, Setting] = {
     "image": Setting(str, "the image to run instead of the one built from the sources", check=image_problem),
     "pip_packages": Setting(list, "a list of pip requirements baked into a derived image", check=_pip_packages),
@@ -241,7 +253,9 @@ class SandboxConfig:
         output_chars: characters of stdout (and of stderr) returned in a result; more is
             previewed as head and tail, with the whole text in a workspace file.
         runtime: an OCI runtime such as ``runsc`` (gVisor); None for the engine's default.
-        owner: the ``tooltree.owner`` label of every container (cleanup selects on it).
+        owner: the ``tooltree.owner`` label of every container and volume (``tooltree sandbox prune --owner``
+            selects on it); by default ``$TOOLTREE_SANDBOX_OWNER`` when set, else ``tooltree`` (`default_owner`, read
+            when the config is made).
         labels: extra labels for every container.
         start_timeout: seconds to wait for a new container's supervisor to report ready (at most a week).
         workspace_max_bytes: most bytes a workspace may hold when saved or restored, counting 4 KiB
@@ -260,7 +274,7 @@ class SandboxConfig:
     timeout: float = 30.0
     output_chars: int = 20_000
     runtime: str | None = None
-    owner: str = "tooltree"
+    owner: str = field(default_factory=default_owner)  # before: "tooltree" in the Python API whatever the variable
     labels: dict[str, str] = field(default_factory=dict)
     start_timeout: float = 30.0
     workspace_max_bytes: int | None = None

@@ -30,6 +30,8 @@ os.environ["TOOLTREE_SEARCH_EMBEDDINGS"] = "0"
 # `owner` fixture's); the engine fixture removes them. The tooltree commands a test runs, in this process or as its
 # children, label theirs so too, unless the test names another owner: none takes the owner of a user's own runs.
 TEST_LABEL = f"tooltree.owner={TEST_OWNER}"
+USER_OWNER = os.environ.get("TOOLTREE_SANDBOX_OWNER") or "tooltree"
+"""The owner of the user's own runs (`sandbox.config.default_owner` before this module set the variable)."""
 os.environ["TOOLTREE_SANDBOX_OWNER"] = TEST_OWNER
 
 SAMPLE_SERVERS = Path(__file__).resolve().parents[1] / "examples" / "sample_servers"
@@ -66,7 +68,6 @@ def docker_engine() -> Iterator[EngineWithCLI]:
     Without an engine, tests that use it are skipped, unless ``REQUIRE_DOCKER=1`` (as on CI),
     which turns a missing engine into a failure.
     """
-    from sandbox.config import SandboxConfig
     from sandbox.docker_backend import remove_containers
     from sandbox.errors import EngineUnavailableError
     from sandbox.image import OWNER_LABEL, build_image
@@ -90,8 +91,12 @@ def docker_engine() -> Iterator[EngineWithCLI]:
     for volume in volumes:
         if is_test_owner(volume.labels[OWNER_LABEL]):
             docker.remove_volume(volume.name)
-    user = SandboxConfig().owner
-    default = [v.name for v in volumes if v.labels[OWNER_LABEL] == user and made_since(v.created, started)]
+    user = USER_OWNER  # not SandboxConfig().owner: this module set the variable it reads to the test owner
+    default = [
+        v.name
+        for v in volumes
+        if v.labels[OWNER_LABEL] == user and not is_test_owner(user) and made_since(v.created, started)
+    ]
     if leaked:
         pytest.fail(f"{leaked} sandbox container(s) outlived the tests that created them")
     if default:

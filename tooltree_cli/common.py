@@ -97,18 +97,15 @@ def search_setting_problem() -> str | None:
     return None
 
 
-OWNER_ENV = "TOOLTREE_SANDBOX_OWNER"
-
-
 def sandbox_config(config: Config | None, **overrides: object) -> SandboxConfig:
     """`SandboxConfig` from the config's ``sandbox:`` section, with command-line overrides.
 
     ``$TOOLTREE_SANDBOX_OWNER`` sets the owner label of containers and volumes (what
-    ``tooltree sandbox prune --owner`` selects), so a test run can clean up only its own.
+    ``tooltree sandbox prune --owner`` selects), so a test run can clean up only its own (`SandboxConfig` reads it).
     """
     from sandbox.config import SandboxConfig
 
-    return SandboxConfig.from_config(config, owner=os.environ.get(OWNER_ENV) or None, **overrides)
+    return SandboxConfig.from_config(config, **overrides)
 
 
 def config_path(text: str) -> str:

@@ -4,9 +4,7 @@ listing each as it goes; ``--dry-run`` lists them and removes nothing."""
 from __future__ import annotations
 
 import argparse
-import os
 
-from tooltree_cli.common import OWNER_ENV
 from tooltree_cli.output import error
 
 EXIT_ENGINE = 4  # as `tooltree exec`: the sandbox (its engine) failed
@@ -41,6 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run_prune(args: argparse.Namespace) -> int:
+    from sandbox.config import default_owner
     from sandbox.errors import SandboxError
     from sandbox.prune import OTHER_SOURCES_NOTE, Leftover, apply_prune, plan_prune
 
@@ -50,7 +49,7 @@ def run_prune(args: argparse.Namespace) -> int:
     try:
         # As the commands that made them chose it (before: tooltree, whatever the variable said, so the leftovers of
         # a user who set it were never listed without --owner).
-        owner = args.owner or os.environ.get(OWNER_ENV) or "tooltree"
+        owner = args.owner or default_owner()
         plan = plan_prune(owner=owner, live_too=args.all)
         if args.dry_run:
             removed, kept = plan.removals, plan.in_use

@@ -1,4 +1,5 @@
-"""`SandboxConfig`: every limit checked on its own, and named with file, line and key when it comes from a config."""
+"""`SandboxConfig`: every limit checked on its own, and named with file, line and key when it comes from a config; its
+owner, `$TOOLTREE_SANDBOX_OWNER` unless given."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import math
 
 import pytest
 
-from sandbox.config import MAX_PIP_PACKAGES, MAX_PIP_SPEC, SandboxConfig, image_problem
+from sandbox.config import MAX_PIP_PACKAGES, MAX_PIP_SPEC, OWNER_ENV, SandboxConfig, image_problem
 from sandbox.errors import SandboxError
+from tests.docker_cli import EngineWithCLI
 from tool_tree.config import ConfigError, parse_config
 from tooltree_cli.common import config_sections
 
@@ -163,3 +165,29 @@ def test_an_image_reference_outside_the_grammar_is_refused_also_when_passed_dire
     with pytest.raises(SandboxError) as info:
         SandboxConfig(image=image)
     assert str(info.value).startswith("image: ")
+
+
+def test_the_owner_is_tooltree_sandbox_owner_when_set_unless_one_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: the CLI read the variable, the Python API did not: its sandboxes were labelled tooltree, so a user who
+    # set it found them with no `tooltree sandbox prune --owner` they would think of.
+    monkeypatch.setenv(OWNER_ENV, "team-a")
+    assert SandboxConfig().owner == "team-a"
+    assert SandboxConfig.from_config(parse_config("servers: {}\n", environ={})).owner == "team-a"
+    assert SandboxConfig(owner="mine").owner == "mine"
+    assert SandboxConfig.from_config(None, owner="mine").owner == "mine"
+    monkeypatch.setenv(OWNER_ENV, "")
+    assert SandboxConfig().owner == "tooltree"
+    monkeypatch.delenv(OWNER_ENV)
+    assert SandboxConfig().owner == "tooltree"
+
+
+@pytest.mark.docker
+def test_a_sandbox_made_with_no_config_carries_the_owner_the_variable_names(
+    monkeypatch: pytest.MonkeyPatch, docker_engine: EngineWithCLI, owner: str
+) -> None:
+    from sandbox import DockerBackend, Sandbox
+
+    monkeypatch.setenv(OWNER_ENV, owner)
+    with Sandbox(DockerBackend(docker=docker_engine)) as sb:
+        assert sb.execute("print(1)").stdout == "1\n"
+        assert len(docker_engine.owned(owner)) == 1  # what `tooltree sandbox prune` selects by default

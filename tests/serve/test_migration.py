@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
+from sandbox.config import OWNER_ENV
 from tests.serve.conftest import processes_with
 from tests.serve.test_real_clients import INSTALL_HINT, RUN_WAIT, claude, claude_env, tool_results
 from tests.support import REPO, SAMPLE_SERVERS, TEST_OWNER, require_install, wait_until
 from tool_tree.config import load_config
-from tooltree_cli.common import OWNER_ENV
 from tooltree_cli.main import main
 
 TITLED = REPO / "tests" / "servers" / "titled_server.py"
