@@ -136,6 +136,8 @@ class Connection:
         self._ctl_in = ctl_in
         self._ctl_in_identity = _identity(os.fstat(ctl_in))
         self._writer = FrameWriter(ctl_out)
+        self._writer_fd = ctl_out
+        self._ctl_out_identity = _identity(os.fstat(ctl_out))
         self._ids = itertools.count(1)
         self._pending: dict[int, tuple[threading.Event, list[dict[str, Any]]]] = {}
         self._lock = threading.Lock()
@@ -147,7 +149,14 @@ class Connection:
         threading.Thread(target=self._read_loop, name="tooltree-ctl", daemon=True).start()
 
     def send(self, message: dict[str, Any]) -> None:
-        self._writer.send(message)
+        try:
+            self._writer.send(message)
+        except OSError:
+            if self._channel_intact(self._writer_fd, self._ctl_out_identity):
+                raise
+            # A script closed the way out: the supervisor saw it close and ends this process, saying why, once it
+            # finds it still running (before: it ended at once, "the Python process exited with status 1").
+            threading.Event().wait()
 
     def _read_loop(self) -> None:
         # The host's cancel (SIGINT to this process) must reach the thread running the cell: taken here, it would
@@ -156,7 +165,7 @@ class Connection:
         try:
             while (message := self._reader.read()) is not None:
                 # A read under way when a script closed the descriptor still returns: what it read is not acted on.
-                if not self._channel_intact():
+                if not self._channel_intact(self._ctl_in, self._ctl_in_identity):
                     break
                 kind = message.get("type")
                 if kind == "exec":
@@ -169,18 +178,20 @@ class Connection:
                         waiter[0].set()
         except (WireError, OSError):
             pass
-        if not self._channel_intact():  # a script closed the descriptor: the supervisor is there, and is told why
+        if not self._channel_intact(self._ctl_in, self._ctl_in_identity):
+            # A script closed the descriptor: the supervisor is there, and is told why.
             with contextlib.suppress(OSError, ValueError):
                 self._writer.send({"type": "channel_closed"})
         # The supervisor went away (or cannot be heard): nothing more can run.
         os._exit(0)
 
-    def _channel_intact(self) -> bool:
-        """Whether the way in is still the pipe the worker was given: a script may have closed its descriptor, and
-        opened another file that took its number (before, that file was read as the channel: "the Python process
-        exited with status 0")."""
+    @staticmethod
+    def _channel_intact(fd: int, identity: tuple[int, int]) -> bool:
+        """Whether ``fd`` is still the pipe the worker was given: a script may have closed it, and opened another
+        file that took its number (before, that file was read as the way in: "the Python process exited with
+        status 0")."""
         try:
-            return _identity(os.fstat(self._ctl_in)) == self._ctl_in_identity
+            return _identity(os.fstat(fd)) == identity
         except OSError:
             return False
 

@@ -207,6 +207,15 @@ def test_a_script_that_closes_its_control_channel_is_told_so_not_that_it_ran_out
     assert shared.execute("print(2)").stdout == "2\n"
 
 
+def test_a_script_that_closes_its_control_channel_and_ends_at_once_is_told_so_not_that_it_exited_1(
+    shared: Sandbox,
+) -> None:
+    # Before: "the Python process exited with status 1": its report of the end, sent on the closed descriptor, failed.
+    result = shared.execute("import os, sys\nos.close(int(sys.argv[sys.argv.index('--ctl-out') + 1]))\nprint(1)")
+    assert (result.error, result.state_reset, result.stdout) == (CHANNEL_CLOSED, True, "1\n")
+    assert shared.execute("print(2)").stdout == "2\n"
+
+
 def test_a_script_that_closes_its_interpreters_way_in_is_said_to_have_closed_it_not_to_have_exited_0(
     backend: DockerBackend,
 ) -> None:
