@@ -147,6 +147,19 @@ class Connection:
         self.images_sent = 0
         self.image_bytes_sent = 0
         threading.Thread(target=self._read_loop, name="tooltree-ctl", daemon=True).start()
+        os.register_at_fork(after_in_child=self._leave_in_child)
+
+    def _leave_in_child(self) -> None:
+        """A process the script forks (os.fork, multiprocessing) keeps no copy of the control pipes: holding them, it
+        kept the supervisor from seeing this process end (it died, and the script was said to have timed out), and a
+        call it made was never answered (the answer came to this process)."""
+        global _connection, _forked
+        if _forked:  # a fork of a fork: the numbers may name the child's own files now
+            return
+        _connection, _forked = None, True
+        for fd in (self._ctl_in, self._writer_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def send(self, message: dict[str, Any]) -> None:
         try:
@@ -249,9 +262,16 @@ class Connection:
 
 
 _connection: Connection | None = None
+_forked = False
+"""This is a process a script forked: it has no channel to the supervisor (`Connection._leave_in_child`)."""
 
 
 def _conn() -> Connection:
+    if _forked:
+        raise RuntimeError(
+            "tool calls, search_tools and show_image work in the script's own process, not in one it forked (os.fork, "
+            "multiprocessing): make them there, or from threads (tool_tree.runtime.parallel runs calls at once)"
+        )
     if _connection is None:
         raise RuntimeError("not running inside the sandbox worker")
     return _connection

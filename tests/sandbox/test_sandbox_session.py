@@ -253,6 +253,50 @@ def test_a_script_that_puts_another_file_at_its_interpreters_way_in_is_said_to_h
     assert shared.execute("print(3)").stdout == "3\n"
 
 
+def test_an_interpreter_that_dies_while_a_process_it_forked_runs_is_said_to_have_died_not_to_have_timed_out(
+    shared: Sandbox,
+) -> None:
+    # Before: the child held the control channel open, so the death was found at the timeout (20 s here): "timed out
+    # after 20 s".
+    code = "import os, time\nif os.fork() == 0:\n    time.sleep(60)\nos._exit(3)"
+    result = shared.execute(code)
+    assert (result.error, result.timed_out, result.state_reset) == (
+        "the Python process exited with status 3",
+        False,
+        True,
+    )
+    assert shared.execute("print(2)").stdout == "2\n"
+
+
+def test_a_tool_call_from_a_process_the_script_forked_fails_saying_where_calls_work(shared: Sandbox) -> None:
+    # Before: the answer went to the interpreter, not to the process that asked: the call waited to the timeout.
+    code = (
+        "import multiprocessing\n"
+        "def search(query):\n"
+        "    try:\n"
+        "        return search_tools(query)\n"
+        "    except RuntimeError as e:\n"
+        "        return str(e)\n"
+        "with multiprocessing.Pool(1) as pool:\n"
+        "    print(pool.map(search, ['x'])[0])\n"
+        # A fork of a fork keeps the files its parent opened at the channel's numbers.
+        "import os, sys\n"
+        "n = int(sys.argv[sys.argv.index('--ctl-in') + 1])\n"
+        "if (child := os.fork()) == 0:\n"
+        "    os.dup2(os.open('/dev/null', os.O_RDONLY), n)\n"
+        "    if (grandchild := os.fork()) == 0:\n"
+        "        os._exit(0 if os.path.exists(f'/proc/self/fd/{n}') else 1)\n"
+        "    os._exit(os.waitstatus_to_exitcode(os.waitpid(grandchild, 0)[1]))\n"
+        "print('kept' if os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 0 else 'closed')"
+    )
+    result = shared.execute(code)
+    assert (result.error, result.timed_out) == (None, False)
+    assert result.stdout == (
+        "tool calls, search_tools and show_image work in the script's own process, not in one it forked (os.fork, "
+        "multiprocessing): make them there, or from threads (tool_tree.runtime.parallel runs calls at once)\nkept\n"
+    )
+
+
 def test_running_out_of_memory_kills_the_interpreter_not_the_session(docker_engine: Any) -> None:
     backend = DockerBackend(SandboxConfig(owner=TEST_OWNER, memory="128m"), docker=docker_engine)
     with Sandbox(backend) as sb:
