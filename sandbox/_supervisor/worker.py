@@ -606,6 +606,10 @@ def main(argv: list[str] | None = None) -> int:
         filename = cell_filename(exec_id, request.get("filename"))
         status, error, tb = runner.run(str(request.get("code", "")), filename)
         _flush_std()
+        if _forked:  # a process the script forked ran on to the cell's end: it ends there, as at a script's end
+            if error is not None and tb:
+                print(tb, end="", file=sys.stderr, flush=True)
+            os._exit(status if 0 <= status < 256 else 1)  # before: it waited for ever, for a cell that never came
         error = None if error is None else error[:MAX_ERROR_CHARS]  # so the report always fits a frame
         tb = None if tb is None else cut_middle(tb, MAX_TRACEBACK_CHARS)
         conn.send({"type": "done", "exec": exec_id, "exit_status": status, "error": error, "traceback": tb})

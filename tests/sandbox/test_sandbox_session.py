@@ -297,6 +297,38 @@ def test_a_tool_call_from_a_process_the_script_forked_fails_saying_where_calls_w
     )
 
 
+RUNNING = (
+    "import os\n"
+    "stats = [open(f'/proc/{p}/stat').read() for p in os.listdir('/proc') if p.isdigit()]\n"
+    "states = [stat.rsplit(')', 1)[1].split()[0] for stat in stats]\n"
+    "print(len([s for s in states if s != 'Z']))"
+)
+"""A cell that prints how many processes run in the sandbox (not counting those ended and not yet waited for)."""
+
+
+def test_a_process_the_script_forks_and_leaves_to_run_on_ends_at_the_cells_end_as_at_a_scripts_end(
+    shared: Sandbox,
+) -> None:
+    # Before: it ran on to the cell's end and then waited for ever, for a cell that never came (one more process
+    # running for each such cell, counted against pids_limit).
+    running = shared.execute(RUNNING).stdout
+    for child, stdout, stderr_end in (
+        ("print('child', flush=True)", "child\nparent 0\n", ""),
+        ("raise ValueError('in the child')", "parent 1\n", "ValueError: in the child\n"),
+    ):
+        code = (
+            "import os\n"
+            "if (pid := os.fork()) == 0:\n"
+            f"    {child}\n"
+            "else:\n"
+            "    print('parent', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))"
+        )
+        result = shared.execute(code)
+        assert (result.error, result.stdout) == (None, stdout)
+        assert result.stderr.endswith(stderr_end)
+    assert shared.execute(RUNNING).stdout == running
+
+
 def test_running_out_of_memory_kills_the_interpreter_not_the_session(docker_engine: Any) -> None:
     backend = DockerBackend(SandboxConfig(owner=TEST_OWNER, memory="128m"), docker=docker_engine)
     with Sandbox(backend) as sb:
