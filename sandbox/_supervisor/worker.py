@@ -132,6 +132,8 @@ class Connection:
     """The worker's end of the control pipes."""
 
     def __init__(self, ctl_in: int, ctl_out: int) -> None:
+        for fd in (ctl_in, ctl_out):  # a program the script runs (close_fds=False) holds no copy: see _leave_in_child
+            os.set_inheritable(fd, False)
         self._reader = FrameReader(ctl_in, strict=False)  # the supervisor is the trusted side
         self._ctl_in = ctl_in
         self._ctl_in_identity = _identity(os.fstat(ctl_in))
