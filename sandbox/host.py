@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from tool_tree.held_values import HeldValues
     from tool_tree.pool import BackgroundPool, ProgressListener
     from tool_tree.server_asks import Asker
+    from tool_tree.starts import StartGate
 
 
 logger = logging.getLogger(__name__)
@@ -120,11 +121,14 @@ class Runtime:
             (`tool_tree.pool.ServerPool`); on the server pool's thread, so it must not block.
         held_within: a count of the servers' listings shared with other runtimes (`tooltree serve`'s client
             sessions): `tool_tree.pool.ServerPool`'s ``held_within``.
+        start_gate: a `tool_tree.starts.StartGate` shared with other runtimes (`tooltree serve`'s client sessions):
+            their servers start through it, at most its ``jobs`` at once in all (default: a gate of this runtime's
+            own, of the config's ``pool.start_jobs``).
 
     Raises:
         TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``), ``tree`` or ``workspace``
             not a path, ``audit`` neither a path nor an `AuditLog`, ``sandbox_config`` or ``sandbox_pool`` not one,
-            ``on_tools_changed`` not callable, ``held_within`` not a `HeldValues`.
+            ``on_tools_changed`` not callable, ``held_within`` not a `HeldValues`, ``start_gate`` not a `StartGate`.
         ValueError: ``workspace`` or ``audit`` is an empty path, or ``sandbox_pool``'s sandboxes run another tree.
 
     Raises (on enter):
@@ -148,6 +152,7 @@ class Runtime:
         session: str = "",
         on_tools_changed: Callable[..., None] | None = None,
         held_within: HeldValues | None = None,
+        start_gate: StartGate | None = None,
     ) -> None:
         from sandbox.mcp_bridge import AuditLog
         from tool_tree.held_values import checked_within
@@ -160,8 +165,10 @@ class Runtime:
         from sandbox.session_args import runtime_args
 
         runtime_args(tree, workspace, audit, sandbox_config, sandbox_pool)
-        from tool_tree.pool import checked_listener
+        from tool_tree.pool import checked_gate, checked_listener
 
+        checked_gate(start_gate, None)
+        self.start_gate = start_gate
         self.on_tools_changed = checked_listener(on_tools_changed)
         self.held_within = checked_within(held_within)
         self.config = config
@@ -216,10 +223,11 @@ class Runtime:
             servers = [s for s in self.config.offered_servers if s.name in wanted]
             pool = BackgroundPool(
                 servers,
-                start_jobs=start_jobs(self.config),
+                start_jobs=start_jobs(self.config) if self.start_gate is None else None,
                 source=self.config.file,
                 on_tools_changed=self.on_tools_changed,
                 held_within=self.held_within,
+                start_gate=self.start_gate,
             )
             own_audit = AuditLog(self.audit_path) if self.audit_path is not None else None
             try:

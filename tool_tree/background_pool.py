@@ -32,9 +32,11 @@ from tool_tree.pool import (
     _check_call,
     _closed_during_call,
     _pool_settings,
+    checked_gate,
     checked_listener,
 )
 from tool_tree.run_loop import run_to_the_end, wait_handed
+from tool_tree.starts import StartGate
 
 
 class _Loop:
@@ -92,7 +94,8 @@ class BackgroundPool:
 
     ``with BackgroundPool(servers) as bg:`` then ``bg.call(server, tool, args)`` from any thread,
     or hand ``bg.loop`` and ``bg.pool`` to code that schedules coroutines itself. ``servers``,
-    ``concurrency``, ``start_jobs``, ``source``, ``on_tools_changed`` and ``held_within`` are as for `ServerPool`
+    ``concurrency``, ``start_jobs``, ``source``, ``on_tools_changed``, ``held_within`` and ``start_gate`` are as for
+    `ServerPool`
     (checked here; the listener is called on the pool's thread, and told which list changed when it takes a
     ``kind``). A pool runs once:
     ``loop``, ``pool`` and ``call`` work only inside its ``with`` block, in the process that entered it (a
@@ -118,8 +121,11 @@ class BackgroundPool:
         source: str | None = None,
         on_tools_changed: ChangeListener | None = None,
         held_within: HeldValues | None = None,
+        start_gate: StartGate | None = None,
     ) -> None:
         self._servers, self._start_jobs, self._source = _pool_settings(servers, concurrency, start_jobs, source)
+        checked_gate(start_gate, start_jobs)
+        self._start_gate = start_gate
         self._on_tools_changed = checked_listener(on_tools_changed)
         self._held_within = checked_within(held_within)
         self._concurrency = concurrency
@@ -171,9 +177,11 @@ class BackgroundPool:
                 )
             self._state = "running"
             self._pid = os.getpid()
+        gate = self._start_gate  # with its own limit: start_jobs is not given beside it
         make = functools.partial(
-            ServerPool, self._servers, concurrency=self._concurrency, start_jobs=self._start_jobs,
-            source=self._source, on_tools_changed=self._on_tools_changed, held_within=self._held_within,
+            ServerPool, self._servers, concurrency=self._concurrency,
+            start_jobs=self._start_jobs if gate is None else None, source=self._source,
+            on_tools_changed=self._on_tools_changed, held_within=self._held_within, start_gate=gate,
         )  # fmt: skip
         running = self._running
         self._thread = threading.Thread(target=running.run, args=(make,), name="tooltree-server-pool", daemon=True)

@@ -37,8 +37,9 @@ the URIs told of no more; a call or a request then starts it again. With no URI 
 in the background: the next call starts it.
 
 Servers start on their first call, at most ``start_jobs`` at once (`tool_tree.starts.StartGate`,
-default the number of cores): a call to a server that is queued behind others waits its turn, and
-the server's start-up timeout runs from its own start.
+default the number of cores; a gate given as ``start_gate`` is shared with other pools, as `tooltree serve`'s
+client sessions share one): a call to a server that is queued behind others waits its turn, and the server's
+start-up timeout runs from its own start.
 
 `BackgroundPool` (`tool_tree.background_pool`, imported from here as documented) runs one on its own thread
 for synchronous callers.
@@ -261,6 +262,21 @@ def _pool_settings(
     return listed, start_jobs if start_jobs is not None else default_start_jobs(), source
 
 
+def checked_gate(gate: object, start_jobs: int | None) -> None:
+    """Refuse a ``start_gate`` that is not a `StartGate`, or one given with ``start_jobs``.
+
+    Raises:
+        TypeError: ``gate`` is neither None nor a `StartGate`.
+        ValueError: both ``gate`` and ``start_jobs`` are given.
+    """
+    if gate is None:
+        return
+    if not isinstance(gate, StartGate):
+        raise TypeError(f"start_gate: expected a StartGate or None, got {type(gate).__name__}")
+    if start_jobs is not None:
+        raise ValueError("give start_jobs or start_gate, not both (a shared gate has its own limit: StartGate(jobs))")
+
+
 ResourceListener = Callable[[str, str], None]
 """An ``on_resource_updated`` listener: called with a server's name and the URI of a resource of it subscribed to."""
 ChangeListener = Callable[..., None]
@@ -383,6 +399,9 @@ class ServerPool:
             URIs, once the back-off would hold its next restart the longest. On the pool's event loop: it must not
             block. A public attribute, which may be set once the pool runs (`sandbox.host.Runtime` makes
             its pool; `tooltree serve` sets it on the pool of each client session).
+        start_gate: a `StartGate` shared with other pools, on any event loop (`tooltree serve` gives its client
+            sessions one): servers start through it, at most its ``jobs`` at once in all the pools, and
+            ``start_jobs`` is not given then.
         held_within: a count of listings shared with other pools (`tool_tree.held_values.HeldValues.shared`): its
             servers' listings are bounded by it as well as by the pool's own bound, and given back as the pool
             closes. `tooltree serve` shares one among its client sessions.
@@ -406,8 +425,10 @@ class ServerPool:
         on_tools_changed: ChangeListener | None = None,
         on_resource_updated: ResourceListener | None = None,
         held_within: HeldValues | None = None,
+        start_gate: StartGate | None = None,
     ) -> None:
         listed, jobs, self._source = _pool_settings(servers, concurrency, start_jobs, source)
+        checked_gate(start_gate, start_jobs)
         self._on_tools_changed = checked_listener(on_tools_changed)
         if on_resource_updated is not None and not callable(on_resource_updated):
             raise TypeError(
@@ -418,7 +439,7 @@ class ServerPool:
         self._slots = {
             s.name: _Slot(s, anyio.CapacityLimiter(s.concurrency or concurrency), share=Share(held)) for s in listed
         }
-        self._gate = StartGate(jobs)
+        self._gate = start_gate if start_gate is not None else StartGate(jobs)
         self._tg: TaskGroup | None = None
         self._closing = False
         self._entered = False

@@ -9,6 +9,10 @@ holds its place from spawning its process until it has listed its tools (or fail
 afterwards does not count. A server that hangs while starting holds its place for its whole
 timeout, so the ones behind it start later (they wait; they do not time out).
 
+One gate may be shared by pools running on different event loops and threads (``ServerPool(start_gate=...)``):
+`tooltree serve` gives all its client sessions one, so ``start_jobs`` bounds the servers starting in the whole
+process, not in each session (12 sessions over HTTP started 24 servers at once on 2 cores).
+
 The ``pool:`` section of tooltree.yaml is owned here::
 
     pool:
@@ -17,10 +21,11 @@ The ``pool:`` section of tooltree.yaml is owned here::
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
+from collections import deque
 from collections.abc import Callable
-
-import anyio
 
 from tool_tree.config import Config, Setting
 
@@ -77,8 +82,8 @@ class StartSlot:
 class StartGate:
     """At most ``jobs`` servers starting at once; the rest wait in the order they asked.
 
-    ``queued`` and ``starting`` count the servers waiting for a place and holding one. Use it on
-    one event loop.
+    ``queued`` and ``starting`` count the servers waiting for a place and holding one. It may be shared by
+    coroutines on several asyncio event loops in different threads (the pools of `tooltree serve`'s sessions).
 
     Raises (on creation):
         ValueError: ``jobs`` is less than 1.
@@ -90,18 +95,46 @@ class StartGate:
         self.jobs = jobs
         self.queued = 0
         self.starting = 0
-        self._semaphore = anyio.Semaphore(jobs)
+        self._lock = threading.Lock()
+        self._waiting: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
 
     async def acquire(self) -> StartSlot:
         """Wait for a place (no deadline runs meanwhile) and take it."""
-        self.queued += 1
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self.starting < self.jobs and not self._waiting:
+                self.starting += 1
+                return StartSlot(self._release)
+            waiter = (loop, loop.create_future())
+            self._waiting.append(waiter)
+            self.queued += 1
         try:
-            await self._semaphore.acquire()
-        finally:
-            self.queued -= 1
-        self.starting += 1
+            await waiter[1]
+        except BaseException:
+            with self._lock:
+                handed = waiter not in self._waiting
+                if not handed:
+                    self._waiting.remove(waiter)
+                    self.queued -= 1
+            if handed:  # the place was given to it as it was cancelled: pass it on
+                self._release()
+            raise
         return StartSlot(self._release)
 
     def _release(self) -> None:
-        self.starting -= 1
-        self._semaphore.release()
+        """Hand the place to the first waiter whose loop still runs (it counts as starting from now), else free it."""
+        with self._lock:
+            while self._waiting:
+                loop, future = self._waiting.popleft()
+                self.queued -= 1
+                try:
+                    loop.call_soon_threadsafe(_wake, future)
+                except RuntimeError:  # its loop has closed: no one waits there any more
+                    continue
+                return
+            self.starting -= 1
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():  # a cancelled waiter passes the place on itself
+        future.set_result(None)

@@ -76,7 +76,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "serve",
         help="offer the tree, search and sandbox to any MCP client (Claude Code, Claude Desktop, ...)",
         description="An MCP server with the four tools of code mode (list_files, read_file, search_tools, "
-        "execute_python) over the tree, one sandbox session per client session. stdio by default; --http for "
+        "execute_python) over the tree, one sandbox session per client session, each starting its own upstream "
+        "servers on first use (at most pool.start_jobs, default the number of cores, starting at once in all "
+        "sessions together). stdio by default; --http for "
         f"Streamable HTTP at /mcp, which requires a bearer token (${TOKEN_ENV}, or one generated and printed "
         "once). A missing tree is generated first; an existing one is served at once and brought up to date from "
         "the servers in the background (see --regenerate-first, --no-regenerate). A server that fails is named "

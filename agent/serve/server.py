@@ -50,6 +50,7 @@ from agent.serve.upstream_extras import ExtrasServer, UpstreamExtras, install
 from agent.serve.upstream_progress import UpstreamProgress
 from agent.toolsets.code import TOOLS, CodeToolset
 from tool_tree.held_values import HeldValues
+from tool_tree.starts import StartGate, start_jobs
 
 if TYPE_CHECKING:
     from agent.errors import AgentSetupError
@@ -168,6 +169,9 @@ class ToolServer:
         )
         self.listings = HeldValues.shared(settings.max_listing_values)
         """What the servers of all client sessions hold of their listings, bounded together."""
+        self.starts = StartGate(start_jobs(config))
+        """The upstream servers starting at once, at most ``pool.start_jobs`` for all client sessions together (each
+        session's own limit let 12 sessions over HTTP start 24 servers at once on 2 cores)."""
         self.registry = SessionRegistry(
             self._runtime, idle_timeout=settings.idle_timeout, max_sessions=settings.max_sessions
         )
@@ -249,6 +253,7 @@ class ToolServer:
             session=key,
             on_tools_changed=self._tools_changed,
             held_within=self.listings,
+            start_gate=self.starts,
         )
 
     def _tools_changed(self, server: str, kind: str = "tools") -> None:

@@ -61,3 +61,40 @@ def test_a_start_limit_below_one_is_refused() -> None:
         StartGate(0)
     with pytest.raises(ValueError, match="at least 1"):
         start_jobs(None, 0)
+
+
+@pytest.mark.anyio
+async def test_a_gate_shared_with_another_threads_event_loop_counts_its_starts_and_hands_it_a_place() -> None:
+    import asyncio
+    import threading
+
+    gate = StartGate(1)
+    elsewhere = await anyio.to_thread.run_sync(asyncio.run, gate.acquire())  # another loop's start holds the place
+    got = anyio.Event()
+
+    async def start() -> None:
+        slot = await gate.acquire()
+        got.set()
+        slot.release()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(start)
+        await anyio.wait_all_tasks_blocked()
+        assert (gate.starting, gate.queued, got.is_set()) == (1, 1, False)
+        threading.Thread(target=elsewhere.release).start()
+        with anyio.fail_after(10):
+            await got.wait()
+    assert (gate.starting, gate.queued) == (0, 0)
+
+
+@pytest.mark.anyio
+async def test_a_start_cancelled_while_queued_takes_no_place() -> None:
+    gate = StartGate(1)
+    first = await gate.acquire()
+    with anyio.move_on_after(0):
+        await gate.acquire()
+    assert gate.queued == 0
+    first.release()
+    with anyio.fail_after(10):
+        (await gate.acquire()).release()
+    assert (gate.starting, gate.queued) == (0, 0)
