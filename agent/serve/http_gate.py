@@ -339,8 +339,13 @@ class SessionGate:
             headers.append((VERSION_HEADER.encode(), version.encode("latin-1")))
         host = (_header(base, "host") or "").encode("latin-1")
         status = await self._inside(base, "POST", key, host, headers, json.dumps(message).encode())
-        _say("cancel", "tooltree serve: a request's connection closed before its answer; it was cancelled in its "
-             f"session, as its client would have ({status})")  # fmt: skip
+        # Before: the cancel's HTTP status ended the line as is, "... as its client would have (202)".
+        done = (
+            "it was cancelled in its session, as its client would have"
+            if status == 202
+            else f"its session did not take the cancel (HTTP status {status}): it may run on to its end"
+        )
+        _say("cancel", f"tooltree serve: a request's connection closed before its answer; {done}")
 
     async def _inside(
         self, base: Scope, method: str, key: str, host: bytes, headers: HeaderList, body: bytes

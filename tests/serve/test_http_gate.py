@@ -297,5 +297,11 @@ async def test_a_script_whose_clients_connection_closed_is_cancelled_and_the_ses
                        "params": {"name": "execute_python", "arguments": {"code": "print('next')"}}}  # fmt: skip
                 after = await http.post(serve.url, json=nxt, headers=session)
         assert '"text":"next"' in after.text, after.text
+        assert serve.process is not None
+        said = [line.strip() for line in serve.process.stderr_lines if "connection closed before" in line]
+        assert said == [
+            "warning: tooltree serve: a request's connection closed before its answer; it was cancelled in its "
+            "session, as its client would have"
+        ]
     finally:
         clean_up(serve, docker_engine)
