@@ -87,7 +87,7 @@ class SessionError(SandboxError):
             than have them made again. Empty otherwise. Before: the error's text only, and the calls went unreported.
         tool_calls_omitted: calls past those, counted only (as `ExecutionResult.tool_calls_omitted`).
         stdout, stderr: out of `Sandbox.execute` in the same cases, what the script had printed, as far as the
-            sandbox sent it while the script ran (its last quarter second may be missing), shaped as a result's
+            sandbox sent it while the script ran (its last 0.3 s may be missing), shaped as a result's
             (`ExecutionResult.stdout`); None when nothing of that stream came. Before: lost with the sandbox.
     """
 
@@ -135,7 +135,7 @@ knows, when the stopped script's result did not come (`interrupted_unreported`).
 class Unreported:
     """What a script did that an interrupt left without a result, as far as the host knows: what it printed as the
     sandbox sent it while it ran (shaped as a result's output; None when nothing of that stream came; its last
-    quarter second may be missing) and the tool calls the bridge handled for it (their side effects happened)."""
+    0.3 s may be missing) and the tool calls the bridge handled for it (their side effects happened)."""
 
     stdout: str | None
     stderr: str | None

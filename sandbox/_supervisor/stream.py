@@ -7,7 +7,7 @@ once each (a character is at most 4 bytes: the whole text a result would show, o
 most every `TAIL_INTERVAL` seconds, the last ``2 × max_chars`` bytes in place of the last ones sent. New output
 goes out at once, then at most every `GAP` seconds, and always before a tool call the script makes. The host keeps
 it (`sandbox.streamed.StreamedOutput`) and shows it only when the result never comes. What the script printed in
-its last `GAP` seconds can still be lost.
+its last `GAP` seconds, and what its interpreter had yet to write out (`flushing.INTERVAL`), can still be lost.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ The worker talks to the supervisor over two pipes of frames (``--ctl-in`` / ``--
                           {"type": "image", "exec": N, "mime": "image/png", "data": "<base64>"}
                           {"type": "done", "exec": N, "exit_status": 0, "error": null, "traceback": null}
 
-Its stdout and stderr are pipes the supervisor captures. Tool calls from any number of threads
-are in flight at once; each waits for the reply carrying its id.
+Its stdout and stderr are pipes the supervisor captures, written block-buffered (`flushing`). Tool calls from any
+number of threads are in flight at once; each waits for the reply carrying its id.
 
 (Over 400 lines: one process's parts — its connection to the supervisor, the stubs' transport,
 images, the runner — share its globals; the frame format is imported from `wire`, not repeated.)
@@ -42,6 +42,7 @@ import traceback
 import types
 from typing import Any
 
+from . import flushing
 from .limits import (
     MAX_CALLS_IN_FLIGHT,
     MAX_ERROR_CHARS,
@@ -237,6 +238,7 @@ class Connection:
         try:
             # A call the supervisor (and the host) would refuse unparsed is refused here, with the host's words.
             message = {"type": "call", "id": call_id, "method": method, "params": params}
+            flushing.flush_all()  # what the script printed before the call reaches the host before it
             try:
                 try:
                     self._writer.send(message, max_values=MAX_FRAME_VALUES)
@@ -520,12 +522,6 @@ class Runner:
         return 0, None, None
 
 
-def _flush_std() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-
-
 SKILL_MD = """\
 # Skills
 
@@ -593,6 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     from tool_tree.runtime import set_transport
 
     set_transport(tool_transport)
+    flushing.install()
     signal.signal(signal.SIGINT, _interrupt)
     builtins.show_image = show_image  # type: ignore[attr-defined]
     builtins.search_tools = search_tools  # type: ignore[attr-defined]
@@ -607,7 +604,7 @@ def main(argv: list[str] | None = None) -> int:
         conn.images_sent = conn.image_bytes_sent = 0
         filename = cell_filename(exec_id, request.get("filename"))
         status, error, tb = runner.run(str(request.get("code", "")), filename)
-        _flush_std()
+        flushing.end_of_cell()
         if _forked:  # a process the script forked ran on to the cell's end: it ends there, as at a script's end
             if error is not None and tb:
                 print(tb, end="", file=sys.stderr, flush=True)
