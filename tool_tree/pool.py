@@ -83,6 +83,7 @@ import pydantic_core
 from anyio.abc import TaskGroup
 from mcp import InputRequiredRoundsExceededError
 from mcp.shared.dispatcher import ProgressFnT
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 import tool_tree.restarts
@@ -535,8 +536,8 @@ class ServerPool:
                     scope.cancel()
                 async with connect(slot.config, stderr=slot.stderr, asks=slot.in_flight) as conn:
                     try:
-                        # The SDK must see the listing (output schemas, 2026 header maps) before calls. The listing of
-                        # the session before, of no use to this one, is let go first: it is not counted twice.
+                        # The listing of the session before, of no use to this one, is let go first: it is not
+                        # counted twice.
                         slot.tools = []
                         slot.share.release()
                         slot.tools = await list_tools_raw(conn.client, slot.share)
@@ -544,7 +545,8 @@ class ServerPool:
                         slot.left_out = {left.name: left.reason for left in conn.left_out if left.name}
                         for left in conn.left_out:  # said by generate-tree; a call of one says it too
                             logger.info("%s: left out %s", conn.server.name, left)
-                        await conn.client.list_tools()
+                        if _sends_tool_headers(conn.client, slot.config):
+                            await conn.client.list_tools()
                         if (told := self._on_tools_changed) is not None:  # a change before now is in the listing
                             conn.changes.listener = told_of(told, slot.config.name)
                         conn.changes.missed = functools.partial(self._missed, slot)
@@ -1210,6 +1212,18 @@ def _unavailable(slot: _Slot, reason: str) -> ServerUnavailable:
     """The error for a server that cannot be reached, without the secrets of its configuration."""
     tail = slot.stderr.tail() if slot.stderr else ""  # redacted by the log, which knows the server
     return ServerUnavailable(slot.config.name, redact(reason, slot.config), tail)
+
+
+def _sends_tool_headers(client: mcp.Client, server: ServerConfig) -> bool:
+    """Whether the SDK must list the server's tools itself before calls: only a 2026 session over HTTP needs it, to
+    mirror a call's arguments into the ``Mcp-Param-*`` headers its listing declares.
+
+    Before, every session listed twice, the second time for the SDK alone: its other use of its listing, the output
+    schemas, is `OutputCheck`'s (which replaced the SDK's check and reads tooltree's listing), and a stdio session
+    sends no headers. For a server of 20,000 tools that second listing was half a session's start-up (the server's
+    work, the answer's reading and the protocol's check of every tool twice).
+    """
+    return server.url is not None and client.session.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
 def _current_loop() -> object:
