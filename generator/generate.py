@@ -35,7 +35,7 @@ from generator.files import (
     write_plan,
 )
 from generator.generate_args import checked_args
-from generator.kept import KEPT_DIR, PENDING_FILE, Keeper, users_folders
+from generator.kept import PENDING_FILE, Keeper, unrecorded_warning, users_folders
 from generator.layout import Plan, ServerListing, emptied_servers, plan_tree
 from generator.search_index import write_search_index
 from generator.snapshots import read_snapshots, tree_snapshot_files
@@ -62,8 +62,6 @@ if TYPE_CHECKING:
     from tool_tree.search import EmbeddingNotice
 
 OWNED_DIRS = (SERVERS_DIR, SNAPSHOTS_DIR)
-UNRECORDED_NAMED = 5
-"""How many files copied aside from a tree of an older release one warning names (`_unrecorded_warning`)."""
 
 
 @dataclass
@@ -458,7 +456,7 @@ def _plan_and_write_over(
             if (breaking := breaking_warning(result.api_changes)) is not None:
                 result.warnings.append(breaking)
             if unrecorded.kept:
-                result.warnings.append(_unrecorded_warning(unrecorded.kept))
+                result.warnings.append(unrecorded_warning(unrecorded.kept, "an older tooltree"))
             result.embedding_model = model_id
     finally:
         if writer is not None:  # its record of stubs goes once the manifest that records them is written
@@ -484,19 +482,6 @@ def _unrecorded_kept(out: Path, previous: Manifest | None, keeper: Keeper) -> tu
         (unrecorded if rel in paths else keeper).before_replace(rel, current, deleting)
 
     return on_replace, unrecorded
-
-
-def _unrecorded_warning(kept: list[tuple[str, str, bool]]) -> str:
-    """One line for the files `_unrecorded_kept` copied aside (``Keeper.kept``; a tree of many servers has many)."""
-    more = len(kept) - UNRECORDED_NAMED
-    named = ", ".join(rel for rel, _, _ in kept[:UNRECORDED_NAMED]) + (f" and {more} more" if more > 0 else "")
-    it, copies = ("them", "copies are") if len(kept) > 1 else ("it", "a copy is")
-    does = "replaces or deletes" if any(deleting for _, _, deleting in kept) else "replaces"
-    return (
-        f"an older tooltree wrote {named} and its manifest does not record what, so an edit cannot be told from "
-        f"that release's text: the new tree {does} {it}, and {copies} in {KEPT_DIR}/ (delete {it} if you did not "
-        f"edit {it})"
-    )
 
 
 def _noting(on_replace: OnReplace, previous: Manifest | None, replaced: dict[str, bytes]) -> OnReplace:
