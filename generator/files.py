@@ -54,7 +54,7 @@ def _check(rel: str) -> str:
     return rel
 
 
-def _ensure_dir(root: Path, rel_dir: PurePosixPath) -> Path:
+def ensure_dir(root: Path, rel_dir: PurePosixPath) -> Path:
     """Create ``rel_dir`` under ``root`` one component at a time, refusing symlinks on the way."""
     current = root
     for part in rel_dir.parts:
@@ -179,7 +179,7 @@ def write_file(
         return False
     if current is not None and on_replace is not None:
         on_replace(rel, current, False)
-    parent = _ensure_dir(root, p.parent)
+    parent = ensure_dir(root, p.parent)
     if not os.path.lexists(parent / p.name):
         # A new file: create it exclusively (never through a link planted meanwhile).
         fd = os.open(parent / p.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)

@@ -35,7 +35,14 @@ from generator.files import (
     write_plan,
 )
 from generator.generate_args import checked_args
-from generator.kept import PENDING_FILE, Keeper, unrecorded_warning, users_folders
+from generator.kept import (
+    PENDING_FILE,
+    Keeper,
+    forget_unsaid,
+    unrecorded_warning,
+    unsaid_warnings,
+    users_folders,
+)
 from generator.layout import Plan, ServerListing, emptied_servers, plan_tree
 from generator.search_index import write_search_index
 from generator.snapshots import read_snapshots, tree_snapshot_files
@@ -306,20 +313,29 @@ def generate(
         for o in outcomes:
             o.kept_previous = o.name in in_tree
         servers = sorted(outcomes, key=lambda o: o.name)
-        return GenerateResult(out=out, servers=servers, seconds=time.perf_counter() - start)
+        warnings, _ = unsaid_warnings(out)  # said again by the next run that writes the tree
+        return GenerateResult(out=out, servers=servers, warnings=warnings, seconds=time.perf_counter() - start)
     if not check:
         out.mkdir(parents=True, exist_ok=True)
     # Another run may write this tree at the same time: take turns from reading the previous tree on.
     with tree_lock(out, shared=check, on_wait=on_wait):
         _keep_failed_lists(out, listings, lists_failed)
+        said: list[str] = []  # the lines of `generator.kept.UNSAID_FILE` the run's warnings name
         result = _plan_and_write(
-            out, listings, outcomes, only=only, check=check, model_id=model.model_id if model is not None else None
+            out,
+            listings,
+            outcomes,
+            only=only,
+            check=check,
+            model_id=model.model_id if model is not None else None,
+            said=said,
         )
     result.warnings[:0] = noted
     if not check:
         # After the lock: embedding a big catalog takes minutes, sessions starting on the tree need not wait
         # for it, and the index is replaced whole (a reader sees the old one or the new one).
         write_search_index(out, result, mode, result.embedding_model, on_embedding)
+        forget_unsaid(out, said)  # the run's warnings will be given: a run stopped before leaves them to the next
     result.seconds = time.perf_counter() - start
     return result
 
@@ -342,6 +358,7 @@ def _plan_and_write(
     only: Sequence[str],
     check: bool,
     model_id: str | None,
+    said: list[str],
 ) -> GenerateResult:
     """Plan the tree from the listings and the tree on disk, and write it (``check``: compare it).
 
@@ -352,7 +369,7 @@ def _plan_and_write(
     created: set[str] = set()
     try:
         return _plan_and_write_over(
-            out, previous, listings, outcomes, only=only, check=check, model_id=model_id, created=created
+            out, previous, listings, outcomes, only=only, check=check, model_id=model_id, created=created, said=said
         )
     except BaseException:
         if previous is None and created:
@@ -370,8 +387,10 @@ def _plan_and_write_over(
     check: bool,
     model_id: str | None,
     created: set[str],
+    said: list[str],
 ) -> GenerateResult:
-    """`_plan_and_write` over the ``previous`` tree; ``created`` collects the files it makes."""
+    """`_plan_and_write` over the ``previous`` tree; ``created`` collects the files it makes, ``said`` the lines of
+    `generator.kept.UNSAID_FILE` its warnings name."""
     listings.sort(key=lambda listing: listing.name)
     ok_names = {listing.name for listing in listings}
     failed_names = {o.name for o in outcomes if o.status == "failed"}
@@ -394,6 +413,7 @@ def _plan_and_write_over(
     early: set[str] = set()  # stubs written while the rest still rendered (not with --check)
     # A file edited, or not tooltree's, is copied aside, never lost.
     other = tooltree_manifest(out / MANIFEST_FILE) if previous is None else None
+    unsaid, unsaid_lines = unsaid_warnings(out)  # copies an earlier run made and was stopped before it said so
     keeper = Keeper(out.resolve(), previous, other_release=other is not None, recorded=other)
     on_replace, unrecorded = _unrecorded_kept(out, previous, keeper)
     replaced: dict[str, bytes] = {}  # the previous stubs written over while the rest rendered
@@ -421,7 +441,9 @@ def _plan_and_write_over(
             elif o.name in kept_names:
                 o.kept_previous = True
 
-        result = GenerateResult(out=out, servers=sorted(outcomes, key=lambda o: o.name), warnings=plan.warnings)
+        result = GenerateResult(
+            out=out, servers=sorted(outcomes, key=lambda o: o.name), warnings=[*unsaid, *plan.warnings]
+        )
         result.api_changes = api_changes(
             previous, plan.manifest, lambda rel: _before(out, rel, replaced, seen), plan.files.get
         )
@@ -458,6 +480,7 @@ def _plan_and_write_over(
             if unrecorded.kept:
                 result.warnings.append(unrecorded_warning(unrecorded.kept, "an older tooltree"))
             result.embedding_model = model_id
+            said += [*unsaid_lines, *keeper.unsaid, *unrecorded.unsaid]  # every copy is in the warnings
     finally:
         if writer is not None:  # its record of stubs goes once the manifest that records them is written
             writer.close(written=manifest_written)

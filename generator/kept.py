@@ -10,12 +10,13 @@ with a warning. Nothing a user wrote is lost, and nothing is copied on an ordina
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Collection, Mapping
+from pathlib import Path, PurePosixPath
 
-from generator.files import is_temporary, write_file
+from generator.files import ensure_dir, is_temporary, write_file
 from tool_tree.tree import INDEX_FILE, MANIFEST_FILE, SERVERS_DIR, SNAPSHOTS_DIR, Manifest, content_hash
 
 KEPT_DIR = ".tooltree-kept"
@@ -37,6 +38,12 @@ those stubs for tooltree's (so one whose tool is gone is deleted, and one edited
 once its own manifest is written. Before, such stubs were taken for the user's: kept for good, still importable,
 and ``--check`` said the tree was up to date."""
 MAX_PENDING_BYTES = 64 << 20
+
+UNSAID_FILE = f"{KEPT_DIR}/.unsaid"
+"""One line ``<copy>\t<path>\t<r or d>`` for each copy a run made, written before the copy and removed once the run's
+warnings are given. A run stopped (Ctrl-C, SIGTERM) or failed after it copied a file aside leaves it, and the next
+run, or ``--check``, names those copies (`unsaid_warnings`). Before, such a copy was never mentioned: the next run
+found the tree as that run left it and said nothing."""
 
 
 def pending_stubs(root: Path) -> dict[str, str]:
@@ -90,6 +97,8 @@ class Keeper:
         self.root = root
         self.kept: list[tuple[str, str, bool]] = []
         """(path in the tree, path of its copy, deleted) for every file copied aside, in order."""
+        self.unsaid: list[str] = []
+        """The lines it added to `UNSAID_FILE`."""
         self.unrecorded: list[tuple[str, str, bool]] = []
         """Those of `kept` another release's manifest records nothing of (``other_release``): one warning says them."""
         self._written: dict[str, str] = {MANIFEST_FILE: _UNKNOWN}
@@ -138,16 +147,24 @@ class Keeper:
             and not (was or "").startswith(HASH_PREFIX)
             and GENERATED_MARK in current[:MARK_WITHIN]
         )
-        copy = self._copy(rel, current)
+        copy = self._copy(rel, current, deleting)
         (self.unrecorded if unrecorded else self.kept).append((rel, copy, deleting))
 
-    def _copy(self, rel: str, current: bytes) -> str:
-        """Write ``current`` to a new path under `KEPT_DIR`, and return that path."""
+    def _copy(self, rel: str, current: bytes, deleting: bool) -> str:
+        """Write ``current`` to a new path under `KEPT_DIR` (recorded in `UNSAID_FILE` first), and return that path."""
         copy = f"{KEPT_DIR}/{rel}"
         n = 1
         while os.path.lexists(self.root / copy):
             n += 1
             copy = f"{KEPT_DIR}/{rel}.{n}"
+        line = f"{copy}\t{rel}\t{'d' if deleting else 'r'}"
+        self.unsaid.append(line)
+        ensure_dir(self.root, PurePosixPath(KEPT_DIR))
+        fd = os.open(
+            self.root / UNSAID_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+        )
+        with os.fdopen(fd, "w", encoding="utf-8") as f:  # before the copy: a run stopped between leaves it said
+            f.write(line + "\n")
         write_file(self.root, copy, current)
         return copy
 
@@ -175,3 +192,48 @@ def unrecorded_warning(kept: list[tuple[str, str, bool]], writer: str) -> str:
         f"that release's text: the new tree {does} {it}, and {copies} in {KEPT_DIR}/ (delete {it} if you did not "
         f"edit {it})"
     )
+
+
+def unsaid_warnings(root: Path) -> tuple[list[str], list[str]]:
+    """One warning for each copy `UNSAID_FILE` records that is still there (copies an earlier run made and was stopped,
+    or failed, before it said so), and the lines of the record read (for `forget_unsaid`)."""
+    lines = _unsaid_lines(root)
+    warnings = []
+    for line in lines:
+        copy, _, rest = line.partition("\t")
+        rel, _, how = rest.partition("\t")
+        if rel and copy.startswith(f"{KEPT_DIR}/") and os.path.lexists(root / copy):
+            does = "delete" if how == "d" else "replace"
+            warnings.append(
+                f"{rel} was edited, or not written by tooltree: a run stopped, or failed, before it could say so "
+                f"copied it to {copy}, to {does} it"
+            )
+    return warnings, lines
+
+
+def forget_unsaid(root: Path, said: Collection[str]) -> None:
+    """Take the lines ``said`` (their copies are named in warnings a run gave) out of `UNSAID_FILE`; remove it when no
+    other is left (one a run that began since added)."""
+    if not said:
+        return
+    left = [line for line in _unsaid_lines(root) if line not in said]
+    if left:
+        write_file(root.resolve(), UNSAID_FILE, "".join(f"{line}\n" for line in left).encode("utf-8"))
+    elif not os.path.islink(root / KEPT_DIR):  # never a file of a folder elsewhere
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(root / UNSAID_FILE)
+
+
+def _unsaid_lines(root: Path) -> list[str]:
+    """The lines of `UNSAID_FILE`, each once."""
+    if os.path.islink(root / KEPT_DIR):  # not the tree's (a copy is never written through a link)
+        return []
+    try:
+        fd = os.open(root / UNSAID_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return []
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return []
+        data = f.read(MAX_PENDING_BYTES)
+    return list(dict.fromkeys(data.decode("utf-8", errors="replace").splitlines()))

@@ -95,3 +95,39 @@ def test_a_regeneration_the_disk_stops_midway_keeps_the_previous_manifest_and_sa
     )
     assert (out / "manifest.json").read_bytes() == manifest
     assert not [p for p in out.rglob("*") if p.name.startswith(".tmp-")]  # no temporary file is left
+
+
+@pytest.mark.parametrize("stopped_in", ["write_plan", "write_search_index"])
+def test_a_copy_kept_by_a_regeneration_that_was_stopped_is_named_by_the_next_check_and_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], stopped_in: str
+) -> None:
+    # Before: the stopped run copied the edited stub aside and wrote its own over it, and no run ever said so.
+    snaps, out = tmp_path / "snaps", tmp_path / "tree"
+    write_snapshots(snaps)
+    args = ["generate-tree", "--from-snapshot", str(snaps), "--out", str(out), "--embeddings", "off"]
+    assert main(args) == 0
+    stub = out / "servers/a/t0.py"
+    stub.write_text(stub.read_text(encoding="utf-8") + "# my edit\n", encoding="utf-8")
+    data = json.loads((snaps / "a.json").read_text(encoding="utf-8"))
+    data["tools"][0]["description"] = "Small, and said better."
+    (snaps / "a.json").write_text(json.dumps(data), encoding="utf-8")
+
+    def interrupted(*args: object, **kwargs: object) -> None:  # Ctrl-C once the stubs, or the tree, are written
+        assert "# my edit" not in stub.read_text(encoding="utf-8")
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(generator.generate, stopped_in, interrupted)
+        assert main(args) == 130
+    assert (out / ".tooltree-kept/servers/a/t0.py").read_text(encoding="utf-8").endswith("# my edit\n")
+    capsys.readouterr()
+    said = (
+        "warning: servers/a/t0.py was edited, or not written by tooltree: a run stopped, or failed, before it could "
+        "say so copied it to .tooltree-kept/servers/a/t0.py, to replace it"
+    )
+    assert main([*args, "--check"]) == 1
+    assert said in capsys.readouterr().err
+    assert main(args) == 0
+    assert said in capsys.readouterr().err
+    assert main(args) == 0
+    assert "warning" not in capsys.readouterr().err  # said once the run was not stopped
