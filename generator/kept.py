@@ -117,7 +117,11 @@ class Keeper:
         self._written.update((t.path, t.stub_hash) for t in previous.tools)
 
     def ours(self, rel: str) -> bool:
-        """Whether tooltree wrote ``rel`` (so a rerun may delete it once the tree no longer holds it)."""
+        """Whether tooltree wrote ``rel`` (so a rerun may delete it once the tree no longer holds it). A symbolic link
+        never is: tooltree writes none, and one is deleted without a copy (before, a link the user put in a server's
+        folder, over a tree of another release, or in a stub's place, was deleted with the stub's tool, unsaid)."""
+        if os.path.islink(self.root / rel):
+            return False
         return self._other_release or rel in self._written or rel in self._pending or is_temporary(rel)
 
     def before_replace(self, rel: str, current: bytes, deleting: bool) -> None:

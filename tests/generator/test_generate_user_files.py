@@ -360,3 +360,24 @@ def test_a_stub_of_another_release_as_its_manifest_records_it_is_deleted_with_it
     _, err = generate(tmp_path, {"svc": ["alpha"]}, capsys)
     assert not (out / "servers/svc/beta.py").exists() and not (out / KEPT_DIR).exists()
     assert "warning" not in err
+
+
+def test_a_symbolic_link_the_user_put_in_the_tree_is_never_deleted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # tooltree writes no link: one in the tree is the user's. Before, a link in a removed tool's stub's place, or any
+    # link under servers/ over a tree of another release, was deleted without a copy or a word.
+    out, _ = generate(tmp_path, {"svc": ["alpha", "beta"]}, capsys)
+    mine = tmp_path / "my_beta.py"
+    mine.write_text((out / "servers/svc/beta.py").read_text(encoding="utf-8") + "# mine\n", encoding="utf-8")
+    (out / "servers/svc/beta.py").unlink()
+    (out / "servers/svc/beta.py").symlink_to(mine)
+    (out / "servers/svc/notes.md").symlink_to(tmp_path / "notes.md")
+    generate(tmp_path, {"svc": ["alpha"]}, capsys)
+    assert os.readlink(out / "servers/svc/beta.py") == str(mine)
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    (out / "manifest.json").write_text(json.dumps({**manifest, "version": 2}), encoding="utf-8")
+    generate(tmp_path, {"svc": ["alpha"]}, capsys)
+    assert os.readlink(out / "servers/svc/beta.py") == str(mine)
+    assert os.readlink(out / "servers/svc/notes.md") == str(tmp_path / "notes.md")
+    assert [t.tool for t in Manifest.load(out).tools] == ["alpha"]
