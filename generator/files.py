@@ -356,14 +356,20 @@ def _refuse_inside_a_tree(out: Path, owned: Collection[str]) -> None:
 def tooltree_manifest(path: Path) -> dict[str, str] | None:
     """When ``path`` is a manifest written by some tooltree release (whatever its version), the hash it records of
     each file it names, as far as it records them in this release's form (``tools`` with ``path`` and ``stub_hash``,
-    ``files``); else None."""
+    ``files``); else None (a manifest of another program, though it names a ``generator`` and a ``version``)."""
     if path.is_symlink() or not path.is_file():
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
-    if not (isinstance(data, dict) and isinstance(data.get("generator"), str) and "version" in data):
+    # Every release's manifest names its generator, version, servers and tools: a manifest.json of another program
+    # that names a generator and a version is not taken for one (before: replaced without a copy or a word).
+    if not (
+        isinstance(data, dict)
+        and isinstance(data.get("generator"), str)
+        and {"version", "servers", "tools"} <= data.keys()
+    ):
         return None
     recorded: dict[str, str] = {}
     files = data.get("files")

@@ -424,6 +424,8 @@ def _svc_config(tmp: Path) -> Path:
             "manifest.json, servers",
         ),
         ({"snapshots/mine.json": "{}"}, "snapshots"),
+        # another program's manifest naming a generator and a version (before: replaced without a copy or a word)
+        ({"manifest.json": '{"generator": "site-builder 2.1", "version": "2.1", "pages": []}'}, "manifest.json"),
         ({"search_index.json": "[]"}, "search_index.json"),
     ],
 )
