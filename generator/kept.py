@@ -122,7 +122,11 @@ class Keeper:
         folder, over a tree of another release, or in a stub's place, was deleted with the stub's tool, unsaid)."""
         if os.path.islink(self.root / rel):
             return False
-        return self._other_release or rel in self._written or rel in self._pending or is_temporary(rel)
+        if is_temporary(rel) or rel in self._written or rel in self._pending:
+            return True
+        # Over another release's tree, a hidden file or folder (a .git of the user's in servers/) never is: no release
+        # writes one (before: every file of it was moved to .tooltree-kept/, a warning for each).
+        return self._other_release and not any(part.startswith(".") for part in rel.split("/"))
 
     def before_replace(self, rel: str, current: bytes, deleting: bool) -> None:
         """Copy ``rel`` aside unless ``current`` is what tooltree wrote there (`generator.files.OnReplace`).

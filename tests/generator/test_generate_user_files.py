@@ -381,3 +381,20 @@ def test_a_symbolic_link_the_user_put_in_the_tree_is_never_deleted(
     assert os.readlink(out / "servers/svc/beta.py") == str(mine)
     assert os.readlink(out / "servers/svc/notes.md") == str(tmp_path / "notes.md")
     assert [t.tool for t in Manifest.load(out).tools] == ["alpha"]
+
+
+def test_hidden_files_and_folders_over_a_tree_of_another_release_are_left_as_they_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No release writes one: a git repository the user keeps in servers/ is theirs. Before, every file of it was
+    # deleted from its place and copied to .tooltree-kept/, a warning for each.
+    out, _ = generate(tmp_path, {"svc": ["alpha"]}, capsys)
+    mine = {"servers/.git/HEAD": "ref: refs/heads/main\n", "servers/svc/.notes": "mine\n"}
+    for rel, text in mine.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text, encoding="utf-8")
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    (out / "manifest.json").write_text(json.dumps({**manifest, "version": 2}), encoding="utf-8")
+    _, err = generate(tmp_path, {"svc": ["alpha"]}, capsys)
+    assert {rel: (out / rel).read_text(encoding="utf-8") for rel in mine} == mine
+    assert not (out / KEPT_DIR).exists() and "warning" not in err
