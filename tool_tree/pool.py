@@ -89,11 +89,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 import tool_tree.restarts
 from tool_tree.changes import LISTS_CHANGED
 from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
-from tool_tree.connect import connect, list_tools_raw
+from tool_tree.connect import Connection, connect, list_tools_raw
 from tool_tree.held_values import HeldValues, Share, checked_within
 from tool_tree.http_errors import resendable, session_ended, status_named, stream_cut, unreached, unreached_check
 from tool_tree.in_flight import InFlight
 from tool_tree.ledgers import closed_here
+from tool_tree.listens import listening, speaks_listen
 from tool_tree.output_check import OutputCheck
 from tool_tree.redact import redact
 from tool_tree.restarts import RestartBackoff
@@ -385,10 +386,10 @@ class ServerPool:
             told, as if the server had said each of its lists changed (one without ``kind`` once), when such a
             notice may have been missed: an HTTP server's stream of unasked messages opened again after it was lost
             (a 503, a connection refused), and a new session listed that replaced one that ended (a restart, a
-            session the server no longer knows); not on a server's first session. Over the protocol with sessions
-            only: a server of the session-less 2026-07-28 protocol says a list changed only on a
-            ``subscriptions/listen`` stream, which the pool does not open (``protocol: legacy`` in its entry has it
-            speak the protocol with sessions).
+            session the server no longer knows); not on a server's first session. A server of the session-less
+            2026-07-28 protocol says a list changed only on a ``subscriptions/listen`` stream: the pool keeps one open
+            on each of its sessions while a listener is set (`tool_tree.listens`), told as if a list changed when it
+            opened after an attempt failed; a server that refuses it is not followed (said at debug).
         on_resource_updated: called with a server's name and a URI when the server says the resource of that URI
             changed (``notifications/resources/updated``), for the URIs subscribed to through `request`
             (``resources/subscribe``) and not unsubscribed since; also once for each of them when such a notice may
@@ -535,6 +536,7 @@ class ServerPool:
                 if self._closing:  # the close began before this task ran: it found no start-up to stop
                     scope.cancel()
                 async with connect(slot.config, stderr=slot.stderr, asks=slot.in_flight) as conn:
+                    listened = self._listen(slot, conn)  # opened before the listing: a change after it is told
                     try:
                         # The listing of the session before, of no use to this one, is let go first: it is not
                         # counted twice.
@@ -572,6 +574,7 @@ class ServerPool:
                     finally:
                         slot.client = None
                         slot.in_flight.forget(conn.client)  # its URL elicitations told no more; its id may recur
+                        await listened()
             if scope.cancelled_caught and not ready.is_set():
                 raise TimeoutError
         except BaseException as e:
@@ -584,6 +587,39 @@ class ServerPool:
             start.release()
             ready.set()  # never leave the starting call waiting
             slot.closed.set()
+
+    def _listen(self, slot: _Slot, conn: Connection) -> Callable[[], Awaitable[None]]:
+        """Keep a ``subscriptions/listen`` stream open on ``conn``, a session of ``slot``'s server, when it speaks the
+        2026-07-28 protocol and a listener of the pool may be told what it says (`tool_tree.listens`); returns what
+        ends it and waits until it ended."""
+        ended = anyio.Event()
+        scope = anyio.CancelScope()
+        wanted = self._on_tools_changed is not None or self.on_resource_updated is not None
+
+        async def run() -> None:
+            try:
+                with scope:
+                    await listening(
+                        conn.client,
+                        conn.changes,
+                        server=slot.config.name,
+                        resources=lambda: slot.subscribed,
+                        missed=functools.partial(self._missed, slot),
+                    )
+            finally:
+                ended.set()
+
+        if wanted and self._tg is not None and speaks_listen(conn.client):
+            self._tg.start_soon(run)
+        else:
+            ended.set()
+
+        async def stop() -> None:
+            scope.cancel()
+            with anyio.CancelScope(shield=True):  # its end has no await: it is over at its next step
+                await ended.wait()
+
+        return stop
 
     async def _ensure(self, slot: _Slot) -> mcp.Client:
         async with slot.lock:

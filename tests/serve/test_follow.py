@@ -29,14 +29,13 @@ def _call(raw: RawStdio, request_id: int, name: str, arguments: dict[str, object
     return result
 
 
-def _serve_growing(tmp_path: Path, tree: Path, *extra: str) -> RawStdio:
+def _serve_growing(tmp_path: Path, tree: Path, *extra: str, eras: tuple[str, ...] = ()) -> RawStdio:
     """`tooltree serve` over stdio of a tree generated from the growing server, which adds a tool when its
-    passthrough ``growing__add_tool`` is called."""
+    passthrough ``growing__add_tool`` is called; with ``eras`` ``("--both-eras",)`` it speaks 2026-07-28 too."""
     config = tmp_path / "tooltree.yaml"
+    args = ", ".join(json.dumps(arg) for arg in (str(GROWING), str(tmp_path / "added.json"), *eras))
     config.write_text(
-        f"servers:\n  growing:\n    command: {json.dumps(sys.executable)}\n"
-        f"    args: [{json.dumps(str(GROWING))}, {json.dumps(str(tmp_path / 'added.json'))}]\n",
-        encoding="utf-8",
+        f"servers:\n  growing:\n    command: {json.dumps(sys.executable)}\n    args: [{args}]\n", encoding="utf-8"
     )
     assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
     argv = [sys.executable, "-m", "tooltree_cli.main", "serve", "--config", str(config), "--tree", str(tree),
@@ -44,11 +43,14 @@ def _serve_growing(tmp_path: Path, tree: Path, *extra: str) -> RawStdio:
     return RawStdio(argv, {"TOOLTREE_SANDBOX_OWNER": TEST_OWNER, "PATH": "/usr/local/bin:/usr/bin:/bin"})
 
 
+@pytest.mark.parametrize("eras", [(), ("--both-eras",)], ids=["legacy", "2026-07-28"])
 def test_a_tool_the_server_adds_while_serving_gets_a_stub_is_found_and_runs(
-    docker_engine: object, tmp_path: Path
+    docker_engine: object, tmp_path: Path, eras: tuple[str, ...]
 ) -> None:
+    # A server of both eras speaks 2026-07-28 to serve (`protocol: auto`), where it says its tools changed only on a
+    # `subscriptions/listen` stream: before, serve opened none, and the tool stayed out of the tree.
     tree = tmp_path / "tree"
-    raw = _serve_growing(tmp_path, tree)
+    raw = _serve_growing(tmp_path, tree, eras=eras)
     try:
         raw.wait_for_stderr(f"{tree} is up to date")  # the refresh serve starts with (the first regeneration waits)
         raw.initialize()

@@ -1,7 +1,7 @@
 """An MCP server built with the official SDK (lowlevel ``Server``) whose tools, prompts and resources grow when asked,
 across restarts.
 
-    python growing_server.py STATE_FILE
+    python growing_server.py STATE_FILE [--both-eras]
 
 Its tools are ``add_tool``, ``add_prompt``, ``add_resource`` and one tool per name added; its prompts ``start`` and
 one per name added; its resources ``growing://start`` and ``growing://<name>`` per name added. STATE_FILE holds
@@ -9,7 +9,9 @@ what was added (a JSON object of lists by kind, read at each listing). A call of
 ``add_resource`` with ``name`` adds that name to the file and says ``notifications/tools/list_changed``,
 ``.../prompts/list_changed`` or ``.../resources/list_changed``, as a server does whose lists change while a client
 is connected; a call of an added tool answers ``"<name> ran"``. It serves the 2025 handshake era (the SDK's
-``serve_loop``), where a server sends those notices unasked.
+``serve_loop``), where a server sends those notices unasked; with ``--both-eras`` the session-less 2026-07-28 protocol
+too, to a client that speaks it (``serve_dual_era_loop``), where it sends them on the client's ``subscriptions/listen``
+streams alone.
 """
 
 from __future__ import annotations
@@ -22,11 +24,16 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.server.runner import serve_loop
+from mcp.server.runner import serve_dual_era_loop, serve_loop
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
 
 STATE = Path(sys.argv[1])
+BOTH_ERAS = "--both-eras" in sys.argv[2:]
 KINDS = ("tool", "prompt", "resource")
+EVENTS = {"tool": ToolsListChanged(), "prompt": PromptsListChanged(), "resource": ResourcesListChanged()}
+BUS = InMemorySubscriptionBus()
 ADD = [
     types.Tool(
         name=f"add_{kind}",
@@ -87,6 +94,7 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
             await ctx.session.send_prompt_list_changed()
         else:
             await ctx.session.send_resource_list_changed()
+        await BUS.publish(EVENTS[kind])  # to the listen streams of a client of 2026-07-28 (none at 2025)
         return types.CallToolResult(content=[types.TextContent(text=f"added {name}")])
     return types.CallToolResult(content=[types.TextContent(text=f"{params.name} ran")])
 
@@ -100,6 +108,7 @@ server: Server[Any] = Server(
     on_list_resources=list_resources,
     on_list_resource_templates=list_templates,
     on_read_resource=read_resource,
+    on_subscriptions_listen=ListenHandler(BUS) if BOTH_ERAS else None,
 )
 
 
@@ -108,7 +117,8 @@ async def main() -> None:
         NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
     )
     async with server.lifespan(server) as state, stdio_server() as (read, write):
-        await serve_loop(server, read, write, lifespan_state=state, init_options=options)
+        serve = serve_dual_era_loop if BOTH_ERAS else serve_loop
+        await serve(server, read, write, lifespan_state=state, init_options=options)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,9 @@ listed, and which of them when its listener takes a ``kind``."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import runpy
 import socket
 import sys
 import threading
@@ -10,15 +13,15 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 import uvicorn
-from mcp.server.mcpserver import Context, MCPServer
 
 from tool_tree.budget import NOTIFICATION_BURST, NOTIFICATION_RATE
 from tool_tree.config import ServerConfig
-from tool_tree.pool import BackgroundPool, ServerPool
+from tool_tree.pool import BackgroundPool, PoolError, ServerPool
 
 SERVERS = Path(__file__).resolve().parents[1] / "servers"
 
@@ -105,20 +108,16 @@ def test_on_tools_changed_must_be_callable(tmp_path: Path) -> None:
             make([growing(tmp_path)], on_tools_changed="print")  # type: ignore[arg-type]
 
 
+LISTEN_SERVER = SERVERS / "listen_server.py"
+
+
 @asynccontextmanager
 async def changing_over_http() -> AsyncIterator[str]:
-    """An official-SDK server (``MCPServer``, both eras) on a real socket whose tool ``change`` says its tools changed
-    before it answers; yields its URL."""
-    app = MCPServer("changing")
-
-    @app.tool()
-    async def change(ctx: Context) -> str:
-        await ctx.session.send_tool_list_changed()
-        return "changed"
-
+    """The server of ``listen_server.py`` on a real socket; yields its URL."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()  # connections wait in the backlog until uvicorn takes them: no wait for it to be up
+        app = runpy.run_path(str(LISTEN_SERVER))["app"]  # in-process: its __main__ part not run
         web = uvicorn.Server(uvicorn.Config(app.streamable_http_app(), log_level="warning"))
         async with anyio.create_task_group() as tg:
             tg.start_soon(web.serve, [sock])
@@ -128,25 +127,69 @@ async def changing_over_http() -> AsyncIterator[str]:
                 web.should_exit = True
 
 
+@asynccontextmanager
+async def changing_over(transport: str) -> AsyncIterator[dict[str, Any]]:
+    """Where the server of ``listen_server.py`` is, as the keys of a `ServerConfig`, over ``transport``."""
+    if transport == "stdio":
+        yield {"command": sys.executable, "args": (str(LISTEN_SERVER),)}
+        return
+    async with changing_over_http() as url:
+        yield {"url": url}
+
+
 @pytest.mark.anyio
-async def test_a_session_less_server_says_its_tools_changed_only_on_a_listen_stream_and_legacy_is_followed() -> None:
-    # As the README says: at 2026-07-28 a server sends a list's change only on a `subscriptions/listen` stream, which
-    # the pool does not open (the SDK's server drops it otherwise); `protocol: legacy` has it speak the protocol with
-    # sessions, where the notice comes, and the listener is told.
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_server_that_says_its_tools_changed_is_heard_at_either_protocol(transport: str) -> None:
+    # Before, a server of the session-less 2026-07-28 protocol (`protocol: auto`) was never heard: it says a list
+    # changed only on a `subscriptions/listen` stream, which the pool did not open; `protocol: legacy` alone was.
     told: dict[str, list[str]] = {"auto": [], "legacy": []}
-    heard = anyio.Event()
+    heard = {protocol: anyio.Event() for protocol in told}
 
     def changed(server: str) -> None:
         told[server].append(server)
-        if server == "legacy":
-            heard.set()
+        heard[server].set()
 
-    async with changing_over_http() as url:
-        servers = [ServerConfig(name=protocol, url=url, timeout=20, protocol=protocol) for protocol in told]
+    async with changing_over(transport) as where:
+        servers = [ServerConfig(name=protocol, timeout=20, protocol=protocol, **where) for protocol in told]
         async with ServerPool(servers, on_tools_changed=changed) as pool:
             for protocol in told:
                 await pool.start(protocol)
                 assert (await pool.call(protocol, "change", {}))["content"][0]["text"] == "changed"
             with anyio.fail_after(10):
-                await heard.wait()
-    assert told == {"auto": [], "legacy": ["legacy"]}
+                for event in heard.values():
+                    await event.wait()
+    # Over HTTP both sessions reach one server, whose listen streams each change reaches: "auto" may be told twice.
+    assert {protocol: set(names) for protocol, names in told.items()} == {"auto": {"auto"}, "legacy": {"legacy"}}
+
+
+def listens() -> int:
+    """How many of the pool's tasks that keep a `subscriptions/listen` stream open run."""
+    return sum(task.get_name().endswith("ServerPool._listen.<locals>.run") for task in asyncio.all_tasks())
+
+
+@pytest.mark.anyio
+async def test_a_listen_stream_ends_with_its_session_and_with_the_pool() -> None:
+    changing = ServerConfig(name="changing", command=sys.executable, args=(str(LISTEN_SERVER),))
+    told: list[str] = []
+    async with ServerPool([changing], on_tools_changed=told.append) as pool:
+        await pool.start("changing")
+        assert listens() == 1
+        with pytest.raises(PoolError):
+            await pool.call("changing", "exit", {})  # its session ends with its process
+        await pool.call("changing", "change", {})  # a new session, once the one before it ended
+        assert listens() == 1
+    assert listens() == 0
+
+
+@pytest.mark.anyio
+async def test_a_server_that_serves_no_listen_stream_is_no_error(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="tool_tree")
+    plain = ServerConfig(name="plain", command=sys.executable, args=(str(LISTEN_SERVER), "--no-listen"))
+    async with ServerPool([plain], on_tools_changed=print) as pool:
+        await pool.start("plain")
+        assert (await pool.call("plain", "change", {}))["content"][0]["text"] == "changed"
+        with anyio.fail_after(10):
+            while listens():  # its refusal is read on the pool's loop: each pass lets it run
+                await anyio.sleep(0)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert any("refused subscriptions/listen" in r.getMessage() for r in caplog.records)

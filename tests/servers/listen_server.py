@@ -1,0 +1,34 @@
+"""An MCP server built with the official SDK (``MCPServer``, both protocol eras) whose tool ``change`` says its tools
+changed before it answers, as a server of both eras does: on its session (the protocol with sessions) and on its
+``subscriptions/listen`` streams (the session-less 2026-07-28 protocol, which drops the other).
+
+    python listen_server.py [--no-listen]     # over stdio
+
+With ``--no-listen`` it serves no ``subscriptions/listen`` (refused as a method it does not have). Its tool ``exit``
+ends its process without an answer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from mcp.server.mcpserver import Context, MCPServer
+
+app = MCPServer("changing", subscriptions=False if "--no-listen" in sys.argv[1:] else None)
+
+
+@app.tool()
+async def change(ctx: Context) -> str:
+    await ctx.session.send_tool_list_changed()
+    await ctx.notify_tools_changed()
+    return "changed"
+
+
+@app.tool()
+def exit() -> str:
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    app.run("stdio")
