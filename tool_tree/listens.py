@@ -78,6 +78,7 @@ async def listening(
             ) as subscription:
                 opened = anyio.current_time()
                 ever = True
+                logger.debug("server %r: subscriptions/listen stream open", server)
                 if failed:
                     failed = False
                     missed()

@@ -11,7 +11,8 @@ what was added (a JSON object of lists by kind, read at each listing). A call of
 is connected; a call of an added tool answers ``"<name> ran"``. It serves the 2025 handshake era (the SDK's
 ``serve_loop``), where a server sends those notices unasked; with ``--both-eras`` the session-less 2026-07-28 protocol
 too, to a client that speaks it (``serve_dual_era_loop``), where it sends them on the client's ``subscriptions/listen``
-streams alone.
+streams alone, and has one more tool, ``end_listens``, which ends those streams as a server does that closes them
+(gracefully: each answered).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ BOTH_ERAS = "--both-eras" in sys.argv[2:]
 KINDS = ("tool", "prompt", "resource")
 EVENTS = {"tool": ToolsListChanged(), "prompt": PromptsListChanged(), "resource": ResourcesListChanged()}
 BUS = InMemorySubscriptionBus()
+LISTENS = ListenHandler(BUS)
+END = types.Tool(name="end_listens", description="End the listen streams.", input_schema={"type": "object"})
 ADD = [
     types.Tool(
         name=f"add_{kind}",
@@ -57,7 +60,7 @@ def add(kind: str, name: str) -> None:
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     more = [types.Tool(name=n, description=f"The {n} tool.", input_schema={"type": "object"}) for n in added("tool")]
-    return types.ListToolsResult(tools=[*ADD, *more])
+    return types.ListToolsResult(tools=[*ADD, *([END] if BOTH_ERAS else []), *more])
 
 
 async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
@@ -84,6 +87,9 @@ async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> ty
 
 
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    if params.name == END.name:
+        LISTENS.close()
+        return types.CallToolResult(content=[types.TextContent(text="ended")])
     kind = params.name.removeprefix("add_")
     if kind in KINDS:
         name = str((params.arguments or {})["name"])
@@ -108,7 +114,7 @@ server: Server[Any] = Server(
     on_list_resources=list_resources,
     on_list_resource_templates=list_templates,
     on_read_resource=read_resource,
-    on_subscriptions_listen=ListenHandler(BUS) if BOTH_ERAS else None,
+    on_subscriptions_listen=LISTENS if BOTH_ERAS else None,
 )
 
 

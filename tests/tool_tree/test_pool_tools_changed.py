@@ -193,3 +193,53 @@ async def test_a_server_that_serves_no_listen_stream_is_no_error(caplog: pytest.
                 await anyio.sleep(0)
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert any("refused subscriptions/listen" in r.getMessage() for r in caplog.records)
+
+
+class _Opened(logging.Handler):
+    """Counts the listen streams the pool says it opened, and wakes a waiter at each (on the pool's loop)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.count = 0
+        self.event = anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "subscriptions/listen stream open" in record.getMessage():
+            self.count += 1
+            self.event.set()
+
+    async def reach(self, count: int) -> None:
+        with anyio.fail_after(15):
+            while self.count < count:
+                self.event = anyio.Event()
+                await self.event.wait()
+
+
+@pytest.mark.anyio
+async def test_a_listen_stream_the_server_ends_is_opened_again_and_its_changes_told(tmp_path: Path) -> None:
+    # The server may end its streams (gracefully, as it shuts them down): one left ended would hear nothing more.
+    both = ServerConfig(name="growing", command=sys.executable, args=(*growing(tmp_path).args, "--both-eras"))
+    opened = _Opened()
+    log = logging.getLogger("tool_tree.listens")
+    log.addHandler(opened)
+    level, log.level = log.level, logging.DEBUG
+    told: list[str] = []
+    heard = anyio.Event()
+
+    def changed(server: str) -> None:
+        told.append(server)
+        heard.set()
+
+    try:
+        async with ServerPool([both], on_tools_changed=changed) as pool:
+            await pool.start("growing")
+            await opened.reach(1)
+            assert (await pool.call("growing", "end_listens", {}))["content"][0]["text"] == "ended"
+            await opened.reach(2)
+            await pool.call("growing", "add_tool", {"name": "fresh"})
+            with anyio.fail_after(10):
+                await heard.wait()
+    finally:
+        log.removeHandler(opened)
+        log.setLevel(level)
+    assert told == ["growing"]
