@@ -41,6 +41,7 @@ import itertools
 import json
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -155,6 +156,19 @@ def _undescribed(schema: Any, depth: int = 0) -> Any:
     return out
 
 
+def _ends_mid_line(path: str | Path) -> bool:
+    """Whether the regular file at ``path`` ends in a line not ended (a write cut short); False for one that cannot
+    be read (written to only) and for a stream (a pipe, a terminal)."""
+    try:
+        with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode) or f.seek(0, os.SEEK_END) == 0:
+                return False
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except OSError:
+        return False
+
+
 class AuditLog:
     """One JSON line per tool call, appended to a file (or any text stream). Thread-safe."""
 
@@ -171,6 +185,9 @@ class AuditLog:
                 # Created readable by its owner only: it names every call's tool, session and error.
                 fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
                 self._stream: IO[str] = os.fdopen(fd, "a", encoding="utf-8")
+                if _ends_mid_line(target):  # a write cut short (a full disk, a kill) must not swallow the next line
+                    self._stream.write("\n")
+                    self._stream.flush()
             except IsADirectoryError:
                 raise SandboxError(f"audit log {target}: a folder, not a file; give a file to append to") from None
             except OSError as e:

@@ -648,3 +648,18 @@ def test_an_audit_line_is_ascii_whatever_the_script_named() -> None:
     line = stream.getvalue()
     assert line.isascii() and "\x1b" not in line and line.endswith("\n")
     assert json.loads(line) == {"error": "caf\u00e9 \x1b[31m", "server": "crm\u202e", "tool": "x\x9b2Jy"}
+
+
+def test_an_audit_log_whose_last_line_was_cut_short_gets_each_new_line_whole(tmp_path: Path) -> None:
+    # Before: a line cut short by a full disk or a killed process was glued to the next run's first line, so
+    # that line was not JSON and the call it recorded was lost to a reader of the log.
+    path = tmp_path / "audit.jsonl"
+    path.write_text('{"n": 1}\n{"n": 2, "tool": "li', encoding="utf-8")
+    log = AuditLog(path)
+    log.write({"n": 3})
+    log.close()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == '{"n": 1}'
+    assert lines[1] == '{"n": 2, "tool": "li'
+    assert json.loads(lines[2]) == {"n": 3}
+    assert len(lines) == 3
