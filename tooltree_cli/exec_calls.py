@@ -96,6 +96,8 @@ def print_sandbox_failed(
                 "state_reset": None,
                 "stdout_path": None,
                 "stderr_path": None,
+                "stdout_truncated": None,
+                "stderr_truncated": None,
                 "calls": calls_json(calls),
                 "calls_not_listed": omitted,
                 "images": [],

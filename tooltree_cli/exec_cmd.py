@@ -621,6 +621,8 @@ def result_json(result: ExecutionResult, saved: Sequence[Path] = ()) -> dict[str
         "state_reset": result.state_reset,
         "stdout_path": result.stdout_path,
         "stderr_path": result.stderr_path,
+        "stdout_truncated": result.stdout_truncated,
+        "stderr_truncated": result.stderr_truncated,
         "calls": calls_json(result.tool_calls),
         "calls_not_listed": result.tool_calls_omitted,
         "images": [

@@ -827,3 +827,15 @@ def test_exec_whose_result_cannot_be_printed_says_why_and_exits_4_with_the_works
     assert code == 4, err
     assert err.endswith("tooltree: error: the result could not be printed: No space left on device\n"), err
     assert (tmp_path / "made.txt").read_text(encoding="utf-8") == "x"
+
+
+def test_exec_json_says_whether_each_output_was_cut_short() -> None:
+    # Before: --json had no such field: a script reading it could tell a cut output only by looking for the note in
+    # its text, or by stdout_path, which is null when no --workspace kept the whole.
+    from sandbox.results import parse_execution
+    from tooltree_cli.exec_cmd import result_json
+
+    raw = {"stdout": {"head": "x" * 100, "tail": "y" * 100, "truncated": True, "bytes": 5000}, "stderr": {"head": "e"}}
+    info = result_json(parse_execution(raw, max_chars=100, duration=1.0, tool_calls=[]))
+    assert info["stdout_truncated"] is True and info["stdout_path"] is None and "stdout cut" in info["stdout"]
+    assert info["stderr_truncated"] is False and info["stderr"] == "e"
