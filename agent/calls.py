@@ -309,10 +309,7 @@ def _recorded(
         **({"invocations": outcome.invocations, "failed": outcome.failed} if batch else {}),
         model_bytes=model_bytes,
         **({"left_out": {"chars": cut.chars, "images": cut.images}} if cut else {}),
-        script_calls=[
-            {"server": c.server, "tool": c.tool, "ok": c.ok, "bytes": c.response_bytes, "ms": c.duration_ms}
-            for c in outcome.script_calls
-        ],
+        script_calls=[{**c.to_json(), "bytes": c.response_bytes} for c in outcome.script_calls],
         sandbox_bytes=kept,
     )
     calls = len(outcome.script_calls)

@@ -27,7 +27,8 @@ Records (``type``):
   ``cache_creation_input_tokens`` and ``cache_read_input_tokens``), seconds;
 - ``tool``: turn, tool name, input, seconds, ``is_error``, bytes to the model, what the reply's shared
   budget left out of its result (``left_out``: characters and images, only when something was), calls
-  from the script and the bytes of results the script received;
+  from the script (``script_calls``: each with the fields of a call in ``tooltree exec --json``, and ``bytes``,
+  its ``response_bytes``) and the bytes of results the script received;
 - ``tool_results``: turn, the results of the last reply's calls when the turn limit or token budget stopped the
   run after they ran, or ``on_event`` raised (``results``): no ``request`` record carries them (before, they were in
   no record);

@@ -301,6 +301,18 @@ class ToolCallRecord:
         status = "ok" if self.ok else f"error: {error or 'failed'}"
         return f"{self.server}.{self.tool} {status} ({self.response_bytes} B, {self.duration_ms:.0f} ms)"
 
+    def to_json(self) -> dict[str, Any]:
+        """The call as `tooltree exec --json` lists it (``ms``: its duration) and the agent's transcript too."""
+        return {
+            "server": self.server,
+            "tool": self.tool,
+            "ok": self.ok,
+            "request_bytes": self.request_bytes,
+            "response_bytes": self.response_bytes,
+            "ms": self.duration_ms,
+            "error": self.error,
+        }
+
 
 @dataclass(frozen=True)
 class ExecutionResult:

@@ -24,18 +24,7 @@ LEDGER_LINES = 100
 
 def calls_json(calls: Sequence[ToolCallRecord]) -> list[dict[str, Any]]:
     """The ``calls`` of ``--json``: one object per call."""
-    return [
-        {
-            "server": c.server,
-            "tool": c.tool,
-            "ok": c.ok,
-            "request_bytes": c.request_bytes,
-            "response_bytes": c.response_bytes,
-            "ms": c.duration_ms,
-            "error": c.error,
-        }
-        for c in calls
-    ]
+    return [c.to_json() for c in calls]
 
 
 def print_calls(calls: Sequence[ToolCallRecord], omitted: int, shown: str | None = None) -> None:

@@ -105,3 +105,29 @@ def test_a_line_that_is_not_a_record_is_named_by_file_and_line_and_a_half_last_l
         read_transcript(path)
     path.write_text('{"type": "run_start"}\n{"type": "requ', encoding="utf-8")
     assert read_transcript(path) == [{"type": "run_start"}]
+
+
+def test_a_tool_record_gives_each_script_call_the_fields_exec_json_gives_it(tmp_path: Path) -> None:
+    # Before: a script's call in the transcript had server, tool, ok, bytes and ms only: why a failed one failed
+    # (its error, in `tooltree exec --json` and the ledger the model read) was in no record.
+    from agent.budget import ContentBudget
+    from agent.calls import _recorded
+    from agent.summary import RunSummary
+    from agent.toolsets.base import ToolOutcome
+    from sandbox.results import ToolCallRecord
+
+    calls = [
+        ToolCallRecord("crm", "list_leads", True, 12, 1103, 8.5),
+        ToolCallRecord("crm", "get_record", False, 40, 0, 2.0, "invalid arguments: record_id: required"),
+    ]
+    outcome = ToolOutcome([{"type": "text", "text": "done"}], script_calls=calls)
+    block = {"type": "tool_use", "id": "t1", "name": "execute_python", "input": {"code": "..."}}
+    path = tmp_path / "run.jsonl"
+    with Transcript(path) as log:
+        _recorded(block, outcome, 0.5, ContentBudget(), 1, RunSummary("code", "m"), log, lambda event: None)
+    [record] = read_transcript(path)
+    assert record["script_calls"] == [
+        {**c.to_json(), "bytes": c.response_bytes} for c in calls
+    ]  # server, tool, ok, request_bytes, response_bytes, ms, error, and bytes as before
+    assert record["script_calls"][1]["error"] == "invalid arguments: record_id: required"
+    assert record["script_calls"][0]["bytes"] == 1103 and record["script_calls"][0]["ms"] == 8.5
