@@ -306,7 +306,9 @@ def _print_stopped(args: argparse.Namespace, stopped: QuitAfter, code: int, why:
     if stopped.result is not None:
         _report(args, stopped.result, stopped.unsaved, stopped.notes, outcome=(code, why))
         return
-    if (unreported := stopped.unreported) is None:  # no script ran
+    if (unreported := stopped.unreported) is None:  # no script ran: --json still prints one object (before: none)
+        if args.json:
+            print_sandbox_failed("quit before the script ran", (), 0, code=code, as_json=True, ran=False, quit_why=why)
         _print_notes(stopped.notes)
         return
     printed = (unreported.stdout, unreported.stderr)

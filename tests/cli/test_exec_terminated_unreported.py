@@ -63,3 +63,21 @@ def test_json_holds_them(terminated: list[str], capsys: pytest.CaptureFixture[st
     assert printed["interrupted"] is True and printed["sandbox_error"] is None
     assert [(c["server"], c["tool"], c["ok"]) for c in printed["calls"]] == [("crm", "list_leads", True)]
     assert err.endswith("tooltree: terminated\n")
+
+
+def test_json_is_one_object_when_no_script_ran(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: a SIGTERM while the sandbox or the servers were starting printed no JSON at all (an empty stdout, which
+    # a reader of --json could not parse), though one during the script printed its object.
+    def execute(*args: Any, **kwargs: Any) -> Any:
+        raise exec_cmd.TerminatedAfter(None, [], None)
+
+    monkeypatch.setattr(exec_cmd, "execute", execute)
+    config, tree = sample_project(tmp_path, "crm", timeout=60)
+    assert main(["exec", "-c", "print(1)", "--config", str(config), "--tree", str(tree), "--json"]) == 143
+    out, err = capsys.readouterr()
+    printed = json.loads(out)
+    assert printed["error"] == "quit before the script ran" and printed["interrupted"] is True
+    assert printed["exit_code"] is None and printed["stdout"] is None and printed["sandbox_error"] is None
+    assert printed["calls"] == [] and err.endswith("tooltree: terminated\n"), err
