@@ -91,6 +91,7 @@ def print_sandbox_failed(
                 "calls_not_listed": omitted,
                 "images": [],
                 "image_notes": [],
+                "images_error": None,
                 "tool_result_bytes": received,
                 "printed_bytes": None,
                 "workspace_error": unsaved,

@@ -342,7 +342,12 @@ def _report(
     exit_code, why = outcome or _outcome(result, unsaved=unsaved, image_problem=image_problem)
     if args.json:
         print_json(
-            {**result_json(result, saved), "workspace_error": unsaved, "workspace_notes": notes, "sandbox_error": None}
+            {
+                **result_json(result, saved, image_problem),
+                "workspace_error": unsaved,
+                "workspace_notes": notes,
+                "sandbox_error": None,
+            }
         )
     else:
         _print_human(result, saved, asked=args.images is not None, code=exit_code, why=why, live=args.live)
@@ -608,8 +613,9 @@ def _not_kept(marker: re.Match[str], *, name: str, kept: str, workspace: str | N
     return f"; the whole {name} was not kept: run with --workspace DIR to keep it (as DIR/{kept}) ...]"
 
 
-def result_json(result: ExecutionResult, saved: Sequence[Path] = ()) -> dict[str, Any]:
-    """The result as ``--json`` prints it; ``saved``: where ``--images`` wrote each image (the first ones)."""
+def result_json(result: ExecutionResult, saved: Sequence[Path] = (), images_error: str | None = None) -> dict[str, Any]:
+    """The result as ``--json`` prints it; ``saved``: where ``--images`` wrote each image (the first ones), and
+    ``images_error`` why the others were not saved."""
     tool_bytes = sum(c.response_bytes for c in result.tool_calls)
     return {
         "stdout": result.stdout,
@@ -637,6 +643,7 @@ def result_json(result: ExecutionResult, saved: Sequence[Path] = ()) -> dict[str
             for n, i in enumerate(result.images)
         ],
         "image_notes": result.image_notes,
+        "images_error": images_error,
         "tool_result_bytes": tool_bytes,
         "printed_bytes": len(result.stdout.encode("utf-8")) + len(result.stderr.encode("utf-8")),
     }

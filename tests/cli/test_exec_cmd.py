@@ -670,6 +670,29 @@ def test_exec_an_image_that_cannot_be_written_is_reported_after_the_output_and_e
     assert sorted(p.name for p in (tmp_path / "pics").iterdir()) == ["image-1.png"]
 
 
+def test_exec_json_says_why_an_image_was_not_saved(
+    project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Before: --json said no reason for its exit 4 (sandbox_error and workspace_error null): why was on stderr only.
+    config, tree = project
+    real_open = os.open
+
+    def full_disk(path: str | os.PathLike[str], flags: int, mode: int = 0o777) -> int:
+        if str(path).endswith("image-2.png"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real_open(path, flags, mode)
+
+    _shows(monkeypatch, 2)
+    monkeypatch.setattr(os, "open", full_disk)
+    pics = tmp_path / "pics"
+    argv = ["exec", "-c", "pass", "--config", str(config), "--tree", str(tree), "--images", str(pics), "--json"]
+    assert main(argv) == 4
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["images_error"] == f"image 2 could not be saved as {pics / 'image-2.png'}: No space left on device"
+    assert [i["saved_to"] for i in printed["images"]] == [str(pics / "image-1.png"), None]
+    assert printed["sandbox_error"] is None and printed["workspace_error"] is None
+
+
 def test_exec_says_which_shown_images_were_left_out_and_why(capsys: pytest.CaptureFixture[str]) -> None:
     # Before: an image the script showed that the API would refuse (9,000 pixels wide) was left out unsaid: not
     # listed, not saved with --images, not in --json, though the script had seen show_image succeed.
