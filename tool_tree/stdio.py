@@ -33,6 +33,11 @@ estimated) is charged to the server's `tool_tree.budget.ReaderBudget`; past it t
 reads on, and the server, its stdout pipe full, waits too. A reply nested deeper than the SDK's parser
 takes (about 200 levels) fails its request at once, naming the limit, when its id can be read unparsed.
 
+A server that has exited while its stdout stays open (a process it started inherited the pipe) is taken as ended
+once the reader has waited `_HELD_STDOUT_WAIT` for more of it, unless it had exited before it wrote anything (a
+launcher that started the server and left it serving): the session sees the connection close, as when the
+stdout ends, instead of its calls waiting for their timeout.
+
 Given a ``stderr_sink``, the server's stderr is a pipe read on the loop and handed to it chunk by
 chunk (`tool_tree.stderr_log.StderrLog` keeps the last 64 KiB), instead of a file that grows as long as
 the server writes: a server that logs each call's arguments wrote as much to the host's disk as the
@@ -101,6 +106,11 @@ _STDERR_DRAIN_TIMEOUT = 1.0
 behind may hold the pipe open)."""
 _EXITED_WAIT = 0.5
 """Seconds a server whose stdout ended is given to exit, for its exit status (`stdio_client`'s ``on_exit``)."""
+_HELD_STDOUT_WAIT = 0.5
+"""Seconds the reader may wait for more of an exited server's stdout before it is taken as ended: a process the server
+started (a helper, a launcher's child) that inherited the pipe keeps it open after the server exits."""
+_EXIT_POLL = 0.1
+"""Seconds between looks at whether the server exited (not ``process.wait()``, which waits for its pipes to close)."""
 
 
 @asynccontextmanager
@@ -163,6 +173,8 @@ async def stdio_client(
 
     shutting_down = False
     ended = False  # the server's stdout ended (EOF): it exited, or closed its stdout
+    reading_since: float | None = None  # when the reader began to wait for the server's next chunk (None: it is busy)
+    spoke_alive: bool | None = None  # whether the server was running when its first output came (None: none yet)
     refusing = False  # the reader is ending the server and failing the requests in flight itself
     writer_done = anyio.Event()
     stderr_done = anyio.Event()
@@ -197,7 +209,7 @@ async def stdio_client(
             await write_stream.send(refusal(request_id, label, why))
 
     async def stdout_reader() -> None:
-        nonlocal ended
+        nonlocal ended, reading_since, spoke_alive
         assert process.stdout, "Opened process is missing stdout"
 
         splitter = LineSplitter(max_message_bytes)
@@ -206,7 +218,15 @@ async def stdio_client(
                 try:
                     # One line at a time; no read-ahead while a delivery is blocked.
                     carried = 0.0  # CPU spent cutting the line in progress: charged with it
-                    async for chunk in process.stdout:
+                    while True:
+                        reading_since = anyio.current_time()
+                        try:
+                            chunk = await process.stdout.receive()
+                        except anyio.EndOfStream:
+                            break
+                        reading_since = None
+                        if spoke_alive is None:
+                            spoke_alive = process.returncode is None
                         mark = time.thread_time()  # what the reader spends from here to its next await is charged
                         try:
                             lines = splitter.feed(chunk)
@@ -240,6 +260,7 @@ async def stdio_client(
                             mark = time.thread_time()
                     ended = True
                 finally:
+                    reading_since = None
                     await _drain_stdout(process)
         except anyio.ClosedResourceError:
             pass  # our own shutdown closed the stdout stream under the read
@@ -248,6 +269,25 @@ async def stdio_client(
             # the session sees clean closure when the read stream closes.
             if not shutting_down:
                 logger.exception("Reading from the MCP server's stdout failed mid-session")
+
+    async def exit_watcher() -> None:
+        """Ends the reader when the server exited and its stdout stays open: a process it started holds the pipe, and
+        a call the server died during would wait for its answer to the timeout, said to have hung. Not when it had
+        exited before its first output: a launcher that started the server and exited, the server serving on."""
+        nonlocal ended
+        while not (ended or shutting_down):
+            await anyio.sleep(_EXIT_POLL)
+            since = reading_since
+            if (
+                spoke_alive
+                and process.returncode is not None
+                and since is not None
+                and anyio.current_time() - since >= _HELD_STDOUT_WAIT
+            ):
+                ended = True  # as at the end of its stdout: its exit status is reported
+                assert process.stdout, "Opened process is missing stdout"
+                await _close_pipe(process.stdout)  # the reader sees the stream closed, the session the connection
+                return
 
     async def stderr_reader() -> None:
         stream = getattr(process, "stderr", None)  # an anyio process (POSIX)
@@ -313,6 +353,7 @@ async def stdio_client(
     async with anyio.create_task_group() as tg:
         tg.start_soon(stdout_reader)
         tg.start_soon(stdin_writer)
+        tg.start_soon(exit_watcher)
         if stderr_sink is not None:
             tg.start_soon(stderr_reader)
         try:

@@ -5,7 +5,8 @@
 SPEC keys (all optional):
     pages:     list of lists of raw tool dicts; tools/list serves them with nextCursor "p1", "p2", …
     stderr:    text written to stderr at start
-    tools/call: "pid" and "count" answer this process's pid and call count, "crash" exits, "hang" never
+    tools/call: "pid" and "count" answer this process's pid and call count, "crash" exits (with ``leave``
+               true, first starting a process that sleeps 600 s holding the server's stdout open), "hang" never
                answers, "sleep" waits ``seconds`` (one call at a time) and answers how many bytes its
                arguments were as JSON, "garbage" writes lines that are not JSON-RPC and never answers,
                "half_then_exit" writes half an answer and exits, "answer" answers its ``result`` as the result,
@@ -120,6 +121,8 @@ def main() -> None:
             calls += 1
             log(spec, f"called:{name}")
             if name == "crash":
+                if args.get("leave"):  # a helper that inherited the server's stdout, as a launcher's child does
+                    subprocess.Popen([sys.executable, "-c", _SLEEP], stdin=subprocess.DEVNULL)
                 sys.stderr.write("crashing on purpose\n")
                 sys.stderr.flush()
                 os._exit(9)

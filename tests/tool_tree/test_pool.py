@@ -167,6 +167,29 @@ async def test_a_process_the_server_left_running_is_ended_with_it(tmp_path: Path
     assert not alive(server) and not alive(child)
 
 
+async def test_a_server_that_dies_during_a_call_leaving_a_process_on_its_stdout_is_said_to_have_died(
+    tmp_path: Path,
+) -> None:
+    # Before: the reader waited for the end of a stdout the server's helper still held open, and the call ran to
+    # the server's timeout: "the call timed out after 10 s", the server "stopped answering (hung)", its stderr unshown.
+    async with ServerPool([replace(raw(tmp_path), timeout=60)]) as pool:
+        with pytest.raises(ServerUnavailable, match="died during the call") as info:
+            await pool.call("raw", "crash", {"leave": True})
+        assert "crashing on purpose" in info.value.stderr_tail
+        assert text(await pool.call("raw", "count", {})) == "1"  # the next call starts it again
+
+
+async def test_a_server_whose_launcher_exited_before_it_spoke_serves_on(tmp_path: Path) -> None:
+    # A launcher that starts the server and exits: its stdout stays open and the server serves on it; a wait for
+    # more of an exited server's stdout must not end this session (a call of 1 s would be said to have died).
+    server = raw(tmp_path)
+    launcher = "import subprocess, sys\nsubprocess.Popen(sys.argv[1:])"
+    launched = replace(server, args=("-c", launcher, sys.executable, *server.args))
+    async with ServerPool([launched]) as pool:
+        assert text(await pool.call("raw", "sleep", {"seconds": 1})) == "14"  # the size of its arguments
+        assert text(await pool.call("raw", "count", {})) == "2"
+
+
 async def test_a_call_the_server_died_during_is_not_sent_again(tmp_path: Path) -> None:
     log = tmp_path / "starts.log"
     async with ServerPool([raw(tmp_path, log_file=str(log))]) as pool:
