@@ -1,9 +1,11 @@
 """Why a stdio server's process could not be started, in its configuration's terms: the program missing (and the
 PATH searched: an MCP client starts tooltree with a shorter PATH than a shell's), a folder, no execute bit, an
-interpreter its ``#!`` line names missing, a command line given whole in ``command``, a missing ``cwd``."""
+interpreter its ``#!`` line names missing, a command line given whole in ``command``, a missing ``cwd``, arguments or
+an environment too large for the system."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 
@@ -19,6 +21,8 @@ def not_started(e: OSError, server: ServerConfig) -> OSError | None:
         # before: a file there was said not to exist
         why = "is a file, not a folder" if os.path.lexists(server.cwd) else "does not exist"
         return type(e)(f"the working folder {server.cwd} {why} (`cwd`)")
+    if e.errno == errno.E2BIG:  # before: "[Errno 7] Argument list too long", though a variable was too long
+        return type(e)(f"{command}: its arguments and environment are too large to start it{too_large(server)}")
     if missing and e.filename in (command, None) and any(c.isspace() for c in command.strip()):
         # `command: npx -y some-server`: the whole command line taken for the program's name
         return type(e)(
@@ -60,3 +64,20 @@ def searched(server: ServerConfig) -> str:
     path = server.env.get("PATH") or os.environ.get("PATH") or os.defpath
     shown = path if len(path) <= PATH_CHARS else path[:PATH_CHARS] + "…"
     return f" ({shown}); give its full path in servers.{server.name}.command (`command -v` in a shell finds it)"
+
+
+MAX_ARG_STRLEN = 128 * 1024
+"""Linux's cap on one argument or one ``NAME=value`` of the environment, in bytes with its NUL."""
+
+
+def too_large(server: ServerConfig) -> str:
+    """What an E2BIG adds: the longest argument or configured variable, and the limits it may be over."""
+    sizes = {f"servers.{server.name}.args[{i}]": len(os.fsencode(a)) + 1 for i, a in enumerate(server.args)}
+    sizes |= {f"servers.{server.name}.env.{k}": len(os.fsencode(f"{k}={v}")) + 1 for k, v in server.env.items()}
+    if not sizes:
+        return " (the environment tooltree runs in is too large)"
+    longest = max(sizes, key=lambda key: sizes[key])
+    return (
+        f" (the longest is {longest}, {sizes[longest]:,} bytes; Linux takes at most {MAX_ARG_STRLEN:,} bytes for one"
+        " argument or variable, and about 2 MiB for all of them: pass a large value in a file instead)"
+    )

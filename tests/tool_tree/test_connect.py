@@ -148,6 +148,17 @@ async def test_a_refused_connection_names_host_port_and_reason() -> None:
     assert str(info.value) == f"cannot connect to 127.0.0.1:{port}: Connection refused"
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="Linux's cap on one variable")
+async def test_a_variable_too_long_to_start_the_server_is_named() -> None:
+    # Before: "[Errno 7] Argument list too long: '/usr/bin/python3'", though the server had no argument to speak of.
+    server = ServerConfig(name="s", command=sys.executable, args=("-c", "pass"), env={"BIG": "a" * 140_000})
+    assert await start_error(server) == (
+        f"{sys.executable}: its arguments and environment are too large to start it (the longest is servers.s.env.BIG,"
+        " 140,005 bytes; Linux takes at most 131,072 bytes for one argument or variable, and about 2 MiB for all of"
+        " them: pass a large value in a file instead)"
+    )
+
+
 async def test_a_process_that_cannot_start_is_named_in_the_configurations_terms(tmp_path: Path) -> None:
     script = tmp_path / "server.sh"
     script.write_text("#!/no/such/interpreter\n", encoding="utf-8")
