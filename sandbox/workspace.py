@@ -396,6 +396,11 @@ class WorkspaceReceiver:
         """
         self._settle()
         self._writer.close()
+        if self._hashes:
+            # The saved files' data on disk before any of them takes a host file's name, and so before the host's
+            # version, moved aside, is removed. Before: a power loss soon after a save could leave the folder with
+            # a script's files empty (their data never written) and the user's versions of them removed.
+            os.sync()
         digests = {**self._same, **{rel: h.digest() for rel, h in self._hashes.items()}}
         try:
             lock = lock_folder(self.dest.parent, LOCK_TIMEOUT)
