@@ -241,7 +241,9 @@ _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 def copy_new(src_fd: int, name: bytes, dst_fd: int, dst_name: bytes) -> None:
     """Copy a folder or regular file of a folder we made (a staging folder: nothing else is in it) into another
     folder, where a rename cannot reach it (another mount), never over an entry there; modes and file times
-    are copied. A partial copy is removed.
+    are copied. A file is written under a temporary name in ``dst_fd``'s folder, flushed to disk and then renamed,
+    so ``dst_name`` never holds part of it; a partial copy is removed (one left by a killed process keeps its
+    temporary name, ``.<name>.tooltree-copy``).
 
     Raises:
         FileExistsError: ``dst_name`` is taken (made meanwhile by another process): nothing copied.
@@ -265,9 +267,15 @@ def copy_new(src_fd: int, name: bytes, dst_fd: int, dst_name: bytes) -> None:
         return
     if not stat.S_ISREG(st.st_mode):
         raise OSError(errno.EINVAL, "not a folder or a regular file", name)
+    if lexists(dst_name, dst_fd):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst_name)
+    # Written under a temporary name, on disk, then renamed: the name never holds part of the file. Before: the copy
+    # was written under its own name, so tooltree killed mid-copy left a truncated file the next session took as
+    # the user's.
+    partial = free_name(b"." + dst_name, b".tooltree-copy", dst_fd)
     src = os.open(name, READ_FLAGS, dir_fd=src_fd)
     try:
-        dst = os.open(dst_name, _NEW_FILE, 0o600, dir_fd=dst_fd)
+        dst = os.open(partial, _NEW_FILE, 0o600, dir_fd=dst_fd)
         try:
             while chunk := os.read(src, 1 << 20):
                 view = memoryview(chunk)
@@ -275,8 +283,10 @@ def copy_new(src_fd: int, name: bytes, dst_fd: int, dst_name: bytes) -> None:
                     view = view[os.write(dst, view) :]
             os.fchmod(dst, stat.S_IMODE(st.st_mode))
             os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+            os.fsync(dst)
+            _rename_new(dst_fd, partial, dst_fd, dst_name)
         except BaseException:
-            os.unlink(dst_name, dir_fd=dst_fd)
+            os.unlink(partial, dir_fd=dst_fd)
             raise
         finally:
             os.close(dst)
