@@ -184,6 +184,7 @@ class WorkspaceReceiver:
         self.record = record
         self._known = record.digests if record is not None and continues else {}
         self._started = record.digests if record is not None else {}
+        self._unfinished = 0  # saves into ``dest`` killed while they received: their staging folders removed here
         self.beside = dest / WORK_FOLDER if is_mount_point(dest) else dest.parent
         """The folder of the staging folder (and of the previous copy while merging): on ``dest``'s mount."""
         try:
@@ -240,7 +241,7 @@ class WorkspaceReceiver:
 
     def _try_staging(self) -> Path:
         self.beside.mkdir(0o700, parents=True, exist_ok=True)
-        _remove_stale_staging(self.dest, self.beside)
+        self._unfinished += _remove_stale_staging(self.dest, self.beside)
         staging = Path(tempfile.mkdtemp(prefix=f".{self.dest.name}.incoming-{os.getpid()}-", dir=self.beside))
         staging.chmod(0o755)
         return staging
@@ -431,6 +432,14 @@ class WorkspaceReceiver:
                 "the host added since this session began: every later session of it will fail to start until some of "
                 "it is removed (sandbox setting workspace_size)"
             )
+        if self._unfinished:
+            # Before: removed without a word, so a user whose tooltree was killed during a save (SIGKILL after an
+            # interrupt, an out-of-memory kill) never learned that the script's files of that session were not saved.
+            self.notes.append(
+                f"{self._unfinished} earlier save(s) into the folder did not finish (their tooltree was killed while "
+                "the sandbox's files arrived): nothing of them was put in the folder, which they left as it was, and "
+                "the files they had received are removed"
+            )
         self.next_record = self._record_of_save(digests, self._foreign)
 
     def _merge_in(self, digests: dict[bytes, bytes]) -> None:
@@ -540,13 +549,16 @@ def _left_out_top(parts: list[bytes]) -> bytes:
     return b"/".join(parts[: next(i for i, part in enumerate(parts) if part in HOST_ONLY_NAMES) + 1])
 
 
-def _remove_stale_staging(dest: Path, beside: Path) -> None:
-    """Remove the staging folders (in ``beside``) of saves into ``dest`` whose process is gone (killed mid-save)."""
-    prefix = f".{dest.name}.incoming-"
+def _remove_stale_staging(dest: Path, beside: Path) -> int:
+    """Remove the staging folders (in ``beside``) of saves into ``dest`` whose process is gone (killed mid-save):
+    how many."""
+    prefix, removed = f".{dest.name}.incoming-", 0
     for stale in beside.glob(f"{glob.escape(prefix)}*"):
         pid = stale.name[len(prefix) :].partition("-")[0]
         if pid.isdigit() and not alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
+            removed += 1
+    return removed
 
 
 def leftovers(dest: Path) -> list[tuple[Path, str]]:
