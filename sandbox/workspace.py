@@ -41,6 +41,7 @@ held until known unchanged — share its bookkeeping, and its commit reads that 
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import hashlib
 import os
@@ -49,7 +50,7 @@ import shutil
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -401,7 +402,7 @@ class WorkspaceReceiver:
             # The saved files' data on disk before any of them takes a host file's name, and so before the host's
             # version, moved aside, is removed. Before: a power loss soon after a save could leave the folder with
             # a script's files empty (their data never written) and the user's versions of them removed.
-            os.sync()
+            flush_to_disk(self.staging)
         digests = {**self._same, **{rel: h.digest() for rel, h in self._hashes.items()}}
         try:
             lock = lock_folder(self.dest.parent, LOCK_TIMEOUT)
@@ -618,3 +619,31 @@ def _entries(rels: list[bytes]) -> str:
 
 def _entries_count(count: int) -> str:
     return f"{count} entr{'y' if count == 1 else 'ies'}"
+
+
+def flush_to_disk(folder: Path) -> None:
+    """Have the data written under ``folder`` reach the disk: Linux's ``syncfs`` of the file system holding it alone
+    (``os.sync`` flushes every file system of the host, and so waits for whatever else the host is writing), else
+    ``os.sync``."""
+    syncfs = _syncfs()
+    if syncfs is not None:
+        with contextlib.suppress(OSError):
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                if syncfs(fd) == 0:
+                    return
+            finally:
+                os.close(fd)
+    os.sync()
+
+
+@functools.cache
+def _syncfs() -> Callable[[int], int] | None:
+    """The C library's ``syncfs`` (among the symbols the process has loaded), or None: not Linux, or not there."""
+    import ctypes
+
+    try:
+        found: Callable[[int], int] = ctypes.CDLL(None).syncfs
+    except (OSError, AttributeError):
+        return None
+    return found
