@@ -240,6 +240,46 @@ async def test_a_call_out_of_its_servers_timeout_names_the_setting_and_the_confi
         assert hung["isError"] is True
 
 
+async def test_a_timed_out_call_answers_at_its_timeout_and_its_hung_server_is_ended_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the call's caller waited for the question whether the server still answers (up to 5 s more) and for
+    # the hung server's end (about 2 s): a call of a 3 s timeout answered after 8 s, of the default 30 s after 37 s.
+    import tool_tree.pool as pool_module
+
+    asked, answer = anyio.Event(), anyio.Event()
+    ping = pool_module._answers_ping
+
+    async def held_ping(client: Any, timeout: float) -> bool:
+        asked.set()
+        await answer.wait()  # the question is held until the call has answered
+        return await ping(client, timeout)
+
+    ended, discard = anyio.Event(), ServerPool._discard
+
+    async def seen_discard(self: ServerPool, *args: Any, **kwargs: Any) -> bool:
+        try:
+            return await discard(self, *args, **kwargs)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(pool_module, "_answers_ping", held_ping)
+    monkeypatch.setattr(ServerPool, "_discard", seen_discard)
+    async with ServerPool([replace(raw(tmp_path), timeout=1)]) as pool:
+        pid = int(text(await pool.call("raw", "pid", {})))
+        with anyio.fail_after(20):  # before: held with the question, for ever
+            hung = await pool.call("raw", "hang", {})
+        assert text(hung).startswith("the call timed out after 1 s") and hung["isError"] is True
+        with anyio.fail_after(20):
+            await asked.wait()
+        answer.set()
+        with anyio.fail_after(20):  # the server asked does not answer: it is ended, and the next call starts it
+            await ended.wait()
+        assert pool.restarts("raw") == 1
+        assert int(text(await pool.call("raw", "pid", {}))) != pid
+        assert not alive(pid)
+
+
 async def test_a_server_hung_in_a_call_its_caller_gave_up_on_is_restarted_at_the_next_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
