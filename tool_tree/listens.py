@@ -3,13 +3,14 @@ changed.
 
 Over that protocol a server sends ``notifications/tools/list_changed`` (of prompts and resources too, and
 ``notifications/resources/updated`` of the URIs subscribed to) only on the stream that answers a
-``subscriptions/listen`` request; the SDK's server drops them otherwise. `listening` keeps one such stream open on a
-session for its life, through the SDK's ``Client.listen``, subscribed to the three lists and to the URIs
-``resources`` gives as it opens. Its notices are read as every other message of the session is
-(`tool_tree.changes.Watching` counts them and tells the pool, in the order they are read), so the events the SDK
-queues for the stream are only drained here. They are bounded as the session's other messages are: one message by
-its transport's caps, notifications by the session's budget (`tool_tree.budget.NotificationBudget`), the SDK's queue
-by its 1,024 distinct events (drained as they come); the acknowledgment is awaited for the server's ``timeout`` (the
+``subscriptions/listen`` request; the SDK's server drops them otherwise, and has no ``resources/subscribe``. `Listening`
+keeps one such stream open on a session for its life, through the SDK's ``Client.listen``, subscribed to the three lists
+and to the URIs ``resources`` gives as it opens; `Listening.follow` opens it again at once with other URIs and waits for
+the server's acknowledgment (the URIs it honored), or its refusal. Its notices are read as every other message of the
+session is (`tool_tree.changes.Watching` counts them and tells the pool, in the order they are read), so the events the
+SDK queues for the stream are only drained here. They are bounded as the session's other messages are: one message by
+its transport's caps, notifications by the session's budget (`tool_tree.budget.NotificationBudget`), the SDK's queue by
+its 1,024 distinct events (drained as they come); the acknowledgment is awaited for the server's ``timeout`` (the
 session's read timeout).
 
 A stream that ends (the server closed it, an HTTP stream was cut or stayed quiet past its read timeout) is opened
@@ -31,7 +32,7 @@ from collections.abc import Callable, Iterable
 import anyio
 import mcp
 from mcp.client.subscriptions import SubscriptionLost
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tool_tree.changes import Changes
@@ -52,59 +53,147 @@ def speaks_listen(client: mcp.Client) -> bool:
     return client.session.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-async def listening(
-    client: mcp.Client,
-    changes: Changes,
-    *,
-    server: str,
-    resources: Callable[[], Iterable[str]],
-    missed: Callable[[], None],
-) -> None:
-    """Keep a ``subscriptions/listen`` stream open on ``client``'s session of ``server`` until the session reads no
-    more (``changes.closed``); nothing on a session of another protocol. ``resources`` gives the URIs to subscribe to
-    as each stream opens; ``missed`` is told when one opened after an attempt failed."""
-    if not speaks_listen(client):
-        return
-    wait = FIRST_WAIT
-    failed = ever = False
-    while True:
-        opened: float | None = None
+class Listening:
+    """A ``subscriptions/listen`` stream kept open on ``client``'s session of ``server`` (`run`) until the session
+    reads no more (``changes.closed``); nothing on a session of another protocol. ``resources`` gives the URIs to
+    subscribe to as each stream opens; ``missed`` is told when one opened after an attempt failed. `follow` opens it
+    again with other URIs: how ``resources/subscribe`` and ``resources/unsubscribe`` are served at that protocol."""
+
+    def __init__(
+        self,
+        client: mcp.Client,
+        changes: Changes,
+        *,
+        server: str,
+        resources: Callable[[], Iterable[str]],
+        missed: Callable[[], None],
+    ) -> None:
+        self.client = client
+        self._changes = changes
+        self._server = server
+        self._resources = resources
+        self._missed = missed
+        self.started = False
+        """Whether `run` was started (set by its starter, at once)."""
+        self._running = False
+        self._asked = 0
+        """How many times `follow` asked for a stream of other URIs; a stream opened after the n-th answers it."""
+        self._answered: tuple[int, frozenset[str] | Exception] = (0, frozenset())
+        self._news = anyio.Event()
+        self._stream = anyio.CancelScope()
+        self._extra: list[str] = []
+        """The URIs of the `follow` calls waiting: each stream opened before their answer subscribes to them too."""
+
+    def _answer(self, asked: int, answer: frozenset[str] | Exception) -> None:
+        """Tell the `follow` calls waiting that the stream opened at ``asked`` was acknowledged (the URIs honored) or
+        refused."""
+        if asked >= self._answered[0]:
+            self._answered = (asked, answer)
+        self._news.set()
+        self._news = anyio.Event()
+
+    async def follow(self, uris: Iterable[str]) -> frozenset[str]:
+        """Open the stream again subscribed to ``resources`` and ``uris``; returns the URIs the server acknowledged.
+        With no stream kept (not started, or the server refused the first), one is opened only to hear the answer.
+
+        Raises:
+            mcp.MCPError: the server refused the stream or the connection failed.
+            TimeoutError: it was not acknowledged within the session's read timeout.
+        """
+        extra = list(uris)
+        if not self._running:
+            try:
+                wanted = sorted({*self._resources(), *extra})
+                async with self.client.listen(resource_subscriptions=wanted) as subscription:
+                    return frozenset(subscription.honored.resource_subscriptions or ())
+            except SubscriptionLost as e:
+                raise mcp.MCPError(INTERNAL_ERROR, str(e)) from None
+        self._asked += 1
+        asked = self._asked
+        self._extra += extra
+        self._stream.cancel()
         try:
-            async with client.listen(
-                tools_list_changed=True,
-                prompts_list_changed=True,
-                resources_list_changed=True,
-                resource_subscriptions=sorted(resources()),
-            ) as subscription:
-                opened = anyio.current_time()
-                ever = True
-                logger.debug("server %r: subscriptions/listen stream open", server)
-                if failed:
-                    failed = False
-                    missed()
-                async for _event in subscription:  # told as read (`Watching`): only the SDK's queue is drained
-                    pass
-            logger.debug("server %r ended its subscriptions/listen stream; it is opened again", server)
-        except TimeoutError:
-            if not ever:
-                logger.debug("server %r did not acknowledge subscriptions/listen: its changes are not followed", server)
-                return
-            failed = True
-        except SubscriptionLost as e:
-            logger.debug("server %r: subscriptions/listen stream lost: %s", server, one_line(str(e)))
-            failed = failed or opened is None
-        except mcp.MCPError as e:
-            if e.error.code != CONNECTION_CLOSED and not ever:
-                logger.debug(
-                    "server %r refused subscriptions/listen: its changes are not followed: %s",
-                    server,
-                    one_line(e.error.message),
-                )
-                return
-            failed = True  # one that took a stream before may refuse a moment (a limit, a 503): asked again, paced
-        if changes.closed:
+            while self._answered[0] < asked:
+                if not self._running:
+                    raise mcp.MCPError(INTERNAL_ERROR, f"server {self._server!r}: its subscriptions/listen ended")
+                await self._news.wait()
+        finally:
+            for uri in extra:  # the caller keeps those it subscribed to before its next await
+                self._extra.remove(uri)
+        answer = self._answered[1]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def run(self) -> None:
+        """Keep the stream open, as the module says (run once: ``started`` says it was)."""
+        self.started = True
+        if not speaks_listen(self.client):
             return
-        if opened is not None and anyio.current_time() - opened >= STEADY_SECONDS:
-            wait = FIRST_WAIT
-        await anyio.sleep(wait)
-        wait = min(wait * 2, LONGEST_WAIT)
+        self._running = True
+        try:
+            await self._keep()
+        finally:
+            self._running = False
+            self._news.set()
+
+    async def _keep(self) -> None:
+        client, server = self.client, self._server
+        wait = FIRST_WAIT
+        failed = ever = False
+        while True:
+            opened: float | None = None
+            asked = self._asked
+            again = False
+            try:
+                async with client.listen(
+                    tools_list_changed=True,
+                    prompts_list_changed=True,
+                    resources_list_changed=True,
+                    resource_subscriptions=sorted({*self._resources(), *self._extra}),
+                ) as subscription:
+                    opened = anyio.current_time()
+                    ever = True
+                    self._answer(asked, frozenset(subscription.honored.resource_subscriptions or ()))
+                    logger.debug("server %r: subscriptions/listen stream open", server)
+                    if failed:
+                        failed = False
+                        self._missed()
+                    with anyio.CancelScope() as self._stream:
+                        if self._asked == asked:
+                            async for _event in subscription:  # told as read (`Watching`): the SDK's queue drained
+                                pass
+                    again = self._asked != asked
+                if not again:
+                    logger.debug("server %r ended its subscriptions/listen stream; it is opened again", server)
+            except TimeoutError as e:
+                self._answer(asked, e)
+                if not ever:
+                    logger.debug(
+                        "server %r did not acknowledge subscriptions/listen: its changes are not followed", server
+                    )
+                    return
+                failed = True
+            except SubscriptionLost as e:
+                if opened is None:
+                    self._answer(asked, mcp.MCPError(INTERNAL_ERROR, str(e)))
+                logger.debug("server %r: subscriptions/listen stream lost: %s", server, one_line(str(e)))
+                failed = failed or opened is None
+            except mcp.MCPError as e:
+                self._answer(asked, e)
+                if e.error.code != CONNECTION_CLOSED and not ever:
+                    logger.debug(
+                        "server %r refused subscriptions/listen: its changes are not followed: %s",
+                        server,
+                        one_line(e.error.message),
+                    )
+                    return
+                failed = True  # one that took a stream before may refuse a moment (a limit, a 503): asked again, paced
+            if self._changes.closed:
+                return
+            if again:  # opened again at once with the URIs `follow` asked
+                continue
+            if opened is not None and anyio.current_time() - opened >= STEADY_SECONDS:
+                wait = FIRST_WAIT
+            await anyio.sleep(wait)
+            wait = min(wait * 2, LONGEST_WAIT)

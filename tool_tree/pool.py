@@ -83,18 +83,19 @@ import pydantic_core
 from anyio.abc import TaskGroup
 from mcp import InputRequiredRoundsExceededError
 from mcp.shared.dispatcher import ProgressFnT
+from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 import tool_tree.restarts
-from tool_tree.changes import LISTS_CHANGED
+from tool_tree.changes import LISTS_CHANGED, Changes
 from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
 from tool_tree.connect import Connection, connect, list_tools_raw
 from tool_tree.held_values import HeldValues, Share, checked_within
 from tool_tree.http_errors import resendable, session_ended, status_named, stream_cut, unreached, unreached_check
 from tool_tree.in_flight import InFlight
 from tool_tree.ledgers import closed_here
-from tool_tree.listens import listening, speaks_listen
+from tool_tree.listens import Listening, speaks_listen
 from tool_tree.output_check import OutputCheck
 from tool_tree.redact import redact
 from tool_tree.restarts import RestartBackoff
@@ -218,6 +219,8 @@ class _Slot:
     """Whether a session of it was listed: a later one replaces it, and the server may list other tools then."""
     subscribed: set[str] = field(default_factory=set)
     """The URIs subscribed to through `ServerPool.request`, not unsubscribed since: its new sessions subscribe again."""
+    listening: tuple[Listening, Callable[[], None]] | None = None
+    """The ``subscriptions/listen`` stream of its session of the 2026-07-28 protocol, and what starts it."""
     following: anyio.CancelScope | None = None
     """While a task opens a new session of it in the background (`ServerPool._follow`): the pool's close cancels it."""
     suspect: mcp.Client | None = None
@@ -341,6 +344,14 @@ def _check_call(tool: str, arguments: dict[str, Any], timeout: float | None) -> 
         raise TypeError(f"timeout: expected a positive number of seconds (or None), got {type(timeout).__name__}")
     if not 0 < timeout < math.inf:
         raise ValueError(f"timeout: expected a positive number of seconds (or None), got {timeout!r}")
+
+
+_SUBSCRIPTIONS = ("resources/subscribe", "resources/unsubscribe")
+"""The requests of the protocol with sessions a session of the 2026-07-28 protocol serves on its listen stream."""
+
+
+def _nothing() -> None:
+    """Told of nothing."""
 
 
 class _Raw(BaseModel):
@@ -588,36 +599,74 @@ class ServerPool:
 
     def _listen(self, slot: _Slot, conn: Connection) -> Callable[[], Awaitable[None]]:
         """Keep a ``subscriptions/listen`` stream open on ``conn``, a session of ``slot``'s server, when it speaks the
-        2026-07-28 protocol and a listener of the pool may be told what it says (`tool_tree.listens`); returns what
-        ends it and waits until it ended."""
+        2026-07-28 protocol and a listener of the pool may be told what it says (`tool_tree.listens`), or once a
+        resource of it is subscribed to (`_follow_listened`); returns what ends it and waits until it ended."""
         ended = anyio.Event()
         scope = anyio.CancelScope()
-        wanted = self._on_tools_changed is not None or self.on_resource_updated is not None
+        listening = Listening(
+            conn.client,
+            conn.changes,
+            server=slot.config.name,
+            resources=lambda: slot.subscribed,
+            missed=functools.partial(self._missed, slot),
+        )
 
         async def run() -> None:
             try:
                 with scope:
-                    await listening(
-                        conn.client,
-                        conn.changes,
-                        server=slot.config.name,
-                        resources=lambda: slot.subscribed,
-                        missed=functools.partial(self._missed, slot),
-                    )
+                    await listening.run()
             finally:
                 ended.set()
 
-        if wanted and self._tg is not None and speaks_listen(conn.client):
-            self._tg.start_soon(run)
-        else:
-            ended.set()
+        def start() -> None:
+            if self._tg is not None and not listening.started:
+                listening.started = True  # started once
+                self._tg.start_soon(run)
+
+        wanted = self._on_tools_changed is not None or self.on_resource_updated is not None
+        if speaks_listen(conn.client):
+            slot.listening = (listening, start)
+            if wanted:
+                start()
 
         async def stop() -> None:
+            if slot.listening is not None and slot.listening[0] is listening:
+                slot.listening = None  # started no more
+            if not listening.started:
+                ended.set()
             scope.cancel()
             with anyio.CancelScope(shield=True):  # its end has no await: it is over at its next step
                 await ended.wait()
 
         return stop
+
+    async def _follow_listened(self, slot: _Slot, client: mcp.Client, method: str, uri: str) -> _Raw:
+        """``resources/subscribe`` or ``resources/unsubscribe`` of ``uri`` on ``client``, a session of the 2026-07-28
+        protocol, which has neither: its ``subscriptions/listen`` stream is opened again with the URIs subscribed to
+        now, and the subscription answered as the server acknowledged it (an error when it did not honor ``uri``).
+
+        Raises:
+            mcp.MCPError: the server declared no resource subscriptions, refused the stream or did not honor ``uri``.
+            TimeoutError: the stream was not acknowledged within the session's read timeout.
+        """
+        name = slot.config.name
+        declared = client.server_capabilities
+        if method == "resources/subscribe" and not (declared and declared.resources and declared.resources.subscribe):
+            raise mcp.MCPError(METHOD_NOT_FOUND, f"server {name!r} declared no resource subscriptions")
+        kept = slot.listening
+        if kept is not None and kept[0].client is client:
+            listening, start = kept
+            if self.on_resource_updated is not None:
+                start()  # its notices may be told now
+            await anyio.lowlevel.checkpoint()  # a stream started here is running before it is asked
+        else:  # a session not the slot's (it is being replaced): only its answer is heard
+            listening = Listening(client, Changes(), server=name, resources=lambda: slot.subscribed, missed=_nothing)
+        honored = await listening.follow([uri] if method == "resources/subscribe" else [])
+        if method == "resources/subscribe":
+            if uri not in honored:
+                raise mcp.MCPError(INVALID_PARAMS, f"server {name!r} did not accept a subscription to {uri[:200]!r}")
+            slot.subscribed.add(uri)  # before the next await: the stream opened next keeps it
+        return _Raw()
 
     async def _ensure(self, slot: _Slot) -> mcp.Client:
         async with slot.lock:
@@ -827,9 +876,10 @@ class ServerPool:
                 return
             try:
                 with anyio.fail_after(slot.config.timeout):
-                    await client.session.send_request(
-                        mt.SubscribeRequest(params=mt.SubscribeRequestParams(uri=uri)), _Raw
-                    )
+                    if not speaks_listen(client):  # else its listen stream opened subscribed to them
+                        await client.session.send_request(
+                            mt.SubscribeRequest(params=mt.SubscribeRequestParams(uri=uri)), _Raw
+                        )
             except (mcp.MCPError, TimeoutError, ValidationError, anyio.ClosedResourceError, anyio.BrokenResourceError,
                     anyio.EndOfStream) as e:  # fmt: skip
                 said = redact(one_line(str(e) or type(e).__name__, 300), slot.config)
@@ -982,7 +1032,9 @@ class ServerPool:
         of prompts and resources, ``resources/subscribe`` and ``resources/unsubscribe``); returns its raw result (wire
         format, every field the server sent kept). A URI subscribed to is remembered (``on_resource_updated`` is told
         of it, and a new session of the server subscribes to it again) once the server answered, until a
-        ``resources/unsubscribe`` of it is forwarded, whatever the server answers to that.
+        ``resources/unsubscribe`` of it is forwarded, whatever the server answers to that. A session of the
+        2026-07-28 protocol has neither request: its ``subscriptions/listen`` stream is opened again with the URIs
+        subscribed to instead, answered as the server acknowledged it (`_follow_listened`).
 
         It waits, times out, restarts the server and fails as `call` does, in the same words: a request that got no
         usable answer (a timeout, the server's JSON-RPC error, a session it ended) returns a `CallFailure`.
@@ -1005,6 +1057,8 @@ class ServerPool:
 
         async def send(client: mcp.Client, remaining: float) -> _Raw:
             with slot.in_flight.call(client), anyio.fail_after(remaining):
+                if method in _SUBSCRIPTIONS and speaks_listen(client):  # not at 2026-07-28: its listen stream serves it
+                    return await self._follow_listened(slot, client, method, message.params.uri)
                 return await client.session.send_request(
                     message, _Raw, request_read_timeout_seconds=remaining + SDK_TIMEOUT_MARGIN
                 )

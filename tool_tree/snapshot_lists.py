@@ -9,10 +9,10 @@ snapshot of a server that fails to start are kept. A snapshot without a key (a s
 of an older release) records none of that kind; the manifest's ``lists_recorded`` (`tool_tree.tree.Manifest`) tells
 the two apart.
 
-A server that declares ``resources.subscribe`` on a session of the handshake era (where ``resources/subscribe`` is a
-request) has it recorded in its snapshot's ``info`` as ``"capabilities": {"resources": {"subscribe": true}}``
-(`declared_subscribe`, written by `tool_tree.connect.server_info`; `subscribes` reads it back): `tooltree serve`
-declares resource subscriptions when a server it offers has it.
+A server that declares ``resources.subscribe`` (a request of the handshake era; at 2026-07-28 the URIs of a
+``subscriptions/listen`` stream, `tool_tree.listens`) has it recorded in its snapshot's ``info`` as ``"capabilities":
+{"resources": {"subscribe": true}}`` (`declared_subscribe`, written by `tool_tree.connect.server_info`; `subscribes`
+reads it back): `tooltree serve` declares resource subscriptions when a server it offers has it.
 
 Bounds, the same on both sides: at most `MAX_PAGES` pages and `MAX_ITEMS` items of each list (a cursor at most
 `tool_tree.connect.MAX_CURSOR_CHARS` characters, none repeated), `MAX_LIST_BYTES` and `MAX_LIST_VALUES` of each; a
@@ -80,14 +80,11 @@ def declared_keys(client: mcp.Client) -> list[str]:
 
 def declared_subscribe(client: mcp.Client) -> dict[str, Any]:
     """What a snapshot's ``info`` records of the server's resource subscriptions: ``{"capabilities": {"resources":
-    {"subscribe": True}}}`` when it declares ``resources.subscribe`` on a session of the handshake era (at 2026-07-28
-    there is no ``resources/subscribe``, and the SDK declares it for ``subscriptions/listen``), else nothing."""
-    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
+    {"subscribe": True}}}`` when it declares ``resources.subscribe`` (at 2026-07-28, which has no
+    ``resources/subscribe``, the SDK declares it for the URIs of a ``subscriptions/listen`` stream, which the pool
+    subscribes to: `tool_tree.listens`), else nothing."""
     resources = getattr(client.server_capabilities, "resources", None)
     if getattr(resources, "subscribe", None) is not True:
-        return {}
-    if getattr(client.session, "protocol_version", None) not in HANDSHAKE_PROTOCOL_VERSIONS:
         return {}
     return {"capabilities": {"resources": {"subscribe": True}}}
 

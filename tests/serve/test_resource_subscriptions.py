@@ -2,7 +2,8 @@
 era subscribes to a server's resource and is sent its ``notifications/resources/updated``; another client session
 is sent none; an unsubscribe stops them; a server that does not declare subscriptions is refused, naming it; a
 client session follows at most `MAX_SUBSCRIPTIONS` resources; the notices of one resource are coalesced; a server
-restarted under a subscription is subscribed again and the client told once.
+restarted under a subscription is subscribed again and the client told once; a server of the session-less 2026-07-28
+protocol (tests/servers/listen_server.py, no ``resources/subscribe``) has its updates followed on its listen stream.
 
 `tooltree serve` runs as a real subprocess, over stdio and over ``--http``, driven by the official SDK client, in
 front of tests/servers/subscribing_server.py (``live``: declares ``resources.subscribe``; its ``touch`` tool, offered
@@ -277,3 +278,41 @@ async def test_the_real_everything_servers_resource_updates_come_through(tmp_pat
         await unsubscribe(client, uri)
         await client.call_tool("everything__toggle-subscriber-updates", {})  # stopped
     assert set(updates.uris) == {uri}
+
+
+LISTENING = REPO / "tests" / "servers" / "listen_server.py"
+LISTENING_ENTRY = f"  listening:\n    command: {json.dumps(sys.executable)}\n    args: [{json.dumps(str(LISTENING))}]\n"
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_session_less_servers_updates_reach_the_client_that_subscribed(transport: str, tmp_path: Path) -> None:
+    # A server of the 2026-07-28 protocol has no resources/subscribe: serve's pool follows the URI on the server's
+    # subscriptions/listen stream. Before, the subscribe was refused (-32601) and no update came.
+    tree = await anyio.to_thread.run_sync(generate, tmp_path, LISTENING_ENTRY)
+    (tmp_path / "serve").mkdir()
+    config = write_config(tmp_path / "serve", LISTENING_ENTRY, '  passthrough: ["listening.touch"]\n')
+    argv = serve_argv(config, tree)
+    updates = Updates()
+    process = None
+    try:
+        if transport == "stdio":
+            params = mcp.StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(REPO))
+            client_of = mcp.Client(params, read_timeout_seconds=WAIT, message_handler=updates, mode="legacy")
+        else:
+            process = ServeProcess([*argv, "--http", "--port", "0"], {**os.environ, "TOOLTREE_SERVE_TOKEN": TOKEN})
+            client_of = http_client(process.url, read_timeout_seconds=WAIT, message_handler=updates)
+        async with client_of as client:
+            await subscribe(client, LOG)
+            for uri in (STATUS, LOG):  # STATUS is not subscribed to: the server sends it to no one
+                touched = await client.call_tool("listening__touch", {"uri": uri})
+                assert touched.is_error is not True, touched.content
+            await updates.until(LOG)
+            await unsubscribe(client, LOG)
+            await subscribe(client, STATUS)
+            for uri in (LOG, STATUS):  # LOG is unsubscribed: its update no longer comes
+                await client.call_tool("listening__touch", {"uri": uri})
+            await updates.until(STATUS)
+    finally:
+        if process is not None:
+            process.stop()
+    assert updates.uris == [LOG, STATUS]

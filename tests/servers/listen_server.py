@@ -5,7 +5,9 @@ changed before it answers, as a server of both eras does: on its session (the pr
     python listen_server.py [--no-listen]     # over stdio
 
 With ``--no-listen`` it serves no ``subscriptions/listen`` (refused as a method it does not have). Its tool ``exit``
-ends its process without an answer.
+ends its process without an answer; its tool ``touch`` says the resource of a URI changed (``live://log`` and
+``live://status`` are its resources), at 2026-07-28 on the listen streams subscribed to that URI (the protocol has no
+``resources/subscribe``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,22 @@ async def change(ctx: Context) -> str:
     await ctx.session.send_tool_list_changed()
     await ctx.notify_tools_changed()
     return "changed"
+
+
+@app.tool()
+async def touch(uri: str, ctx: Context) -> str:
+    await ctx.notify_resource_updated(uri)
+    return "touched"
+
+
+@app.resource("live://log")
+def log() -> str:
+    return "log"
+
+
+@app.resource("live://status")
+def status() -> str:
+    return "status"
 
 
 @app.tool()

@@ -1,0 +1,65 @@
+"""`ServerPool`'s resource subscriptions to a server of the session-less 2026-07-28 protocol, which has no
+``resources/subscribe``: the pool serves it on the session's ``subscriptions/listen`` stream, opened again with the
+URIs subscribed to, and the server's updates of them are told to ``on_resource_updated`` as under the protocol with
+sessions (`tests/tool_tree/test_pool_subscriptions.py`).
+
+Against tests/servers/listen_server.py (the SDK's ``MCPServer``) over stdio, or over Streamable HTTP in this process.
+Its updates come on the listen stream, not before the answer of the call that made it send them: waited for.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.tool_tree.test_pool_subscriptions import LOG, STATUS, Told
+from tests.tool_tree.test_pool_tools_changed import LISTEN_SERVER, changing_over
+from tool_tree.config import ServerConfig
+from tool_tree.pool import CallFailure, PoolError, ServerPool
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_session_less_server_s_updates_of_the_uris_subscribed_through_the_pool_are_told(transport: str) -> None:
+    # Before, its `resources/subscribe` was answered -32601 (the protocol has none) and nothing was told.
+    told = Told()
+    async with changing_over(transport) as where, ServerPool([ServerConfig(name="live", timeout=20, **where)]) as pool:
+        await pool.start("live")
+        pool.on_resource_updated = told  # set once the pool runs, as serve sets it on a client session's pool
+        assert not isinstance(await pool.request("live", "resources/subscribe", {"uri": LOG}), CallFailure)
+        await pool.call("live", "touch", {"uri": STATUS})  # not subscribed to: not told
+        await pool.call("live", "touch", {"uri": LOG})
+        await told.reached(1)
+        assert not isinstance(await pool.request("live", "resources/unsubscribe", {"uri": LOG}), CallFailure)
+        assert not isinstance(await pool.request("live", "resources/subscribe", {"uri": STATUS}), CallFailure)
+        await pool.call("live", "touch", {"uri": LOG})  # unsubscribed: not told (the stream keeps its order)
+        await pool.call("live", "touch", {"uri": STATUS})
+        await told.reached(2)
+    assert told.told == [("live", LOG), ("live", STATUS)]
+
+
+async def test_a_new_session_of_a_session_less_server_listens_to_the_uris_again_and_the_listener_is_told() -> None:
+    told = Told()
+    live = ServerConfig(name="live", command=sys.executable, args=(str(LISTEN_SERVER),), timeout=20)
+    async with ServerPool([live], on_resource_updated=told) as pool:
+        assert not isinstance(await pool.request("live", "resources/subscribe", {"uri": LOG}), CallFailure)
+        with pytest.raises(PoolError):
+            await pool.call("live", "exit", {})  # its session ends with its process
+        await pool.start("live")  # a new session: told once of each URI (a change may have been missed)
+        await told.reached(1)
+        await pool.call("live", "touch", {"uri": LOG})
+        await told.reached(2)
+    assert told.told == [("live", LOG), ("live", LOG)]
+
+
+async def test_a_session_less_server_with_no_listen_stream_refuses_a_subscription_in_clear_words() -> None:
+    told = Told()
+    plain = ServerConfig(name="plain", command=sys.executable, args=(str(LISTEN_SERVER), "--no-listen"), timeout=20)
+    async with ServerPool([plain], on_resource_updated=told) as pool:
+        refused = await pool.request("plain", "resources/subscribe", {"uri": LOG})
+        assert isinstance(refused, CallFailure)
+        assert "server 'plain' declared no resource subscriptions" in str(refused)
+        assert (await pool.call("plain", "touch", {"uri": LOG}))["content"][0]["text"] == "touched"
+    assert told.told == []
