@@ -86,7 +86,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument("--audit", metavar="FILE", help="append one JSON line per tool call to this file")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, on_stop=_quit_before_run)
 
 
 def _path_problem(args: argparse.Namespace) -> str | None:
@@ -236,17 +236,20 @@ def run(args: argparse.Namespace) -> int:
 
     args.live = None if args.json else LiveOutput.on_terminals(sys.stdout, sys.stderr)
     try:
-        with signals_stop_like_ctrl_c():
-            result, unsaved, notes = execute(
-                code,
-                tree,
-                config,
-                settings,
-                workspace=args.workspace,
-                audit=args.audit,
-                filename=filename,
-                live=args.live,
-            )
+        try:
+            with signals_stop_like_ctrl_c():
+                result, unsaved, notes = execute(
+                    code,
+                    tree,
+                    config,
+                    settings,
+                    workspace=args.workspace,
+                    audit=args.audit,
+                    filename=filename,
+                    live=args.live,
+                )
+        finally:
+            args.accounted = True  # what a stop prints from now on is said below (`_quit_before_run` is not)
     except TerminatedAfter as e:  # SIGTERM or SIGHUP: what the stopped script did (as for a Ctrl-C)
         why = f"{e.cause}, which stopped the script" if e.result is not None else e.cause
         why = f"{e.cause} during the workspace's save" if e.while_saving else why
@@ -258,9 +261,9 @@ def run(args: argparse.Namespace) -> int:
         _print_stopped(args, e, EXIT_INTERRUPTED, why or "the script was interrupted (Ctrl-C)")
         print("tooltree: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Terminated as e:
-        print(f"tooltree: {e.said}", file=sys.stderr)
-        return e.exit_code
+    except KeyboardInterrupt as e:  # Terminated too: before the servers and the sandbox started; main says the line
+        _quit_json(args, e)
+        raise
     except (EngineUnavailableError, ImageError) as e:
         print_sandbox_failed(_shown(str(e)), (), 0, code=EXIT_SANDBOX, as_json=args.json, ran=False)
         return EXIT_SANDBOX
@@ -297,6 +300,24 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:  # stdout on a full disk (`> out.txt`): before, "unexpected" (exit 70), as if a bug
         not_printed("the result", e)
         return EXIT_NOT_PRINTED
+
+
+def _quit_before_run(args: argparse.Namespace, stopped: KeyboardInterrupt) -> None:
+    """What a Ctrl-C, SIGTERM or SIGHUP that stopped ``exec`` as it started (its modules imported, its script and
+    config read) prints before tooltree's last line, unless the run said what it did: ``--json``'s object."""
+    if not getattr(args, "accounted", False):
+        _quit_json(args, stopped)
+
+
+def _quit_json(args: argparse.Namespace, stopped: KeyboardInterrupt) -> None:
+    """With ``--json``, the object of a run ``stopped`` before the script ran (before: none, an empty stdout)."""
+    if args.json:
+        code, why = (
+            (stopped.exit_code, stopped.cause)
+            if isinstance(stopped, Terminated)
+            else (EXIT_INTERRUPTED, "tooltree was interrupted (Ctrl-C)")
+        )
+        print_sandbox_failed("quit before the script ran", (), 0, code=code, as_json=True, ran=False, quit_why=why)
 
 
 def _print_stopped(args: argparse.Namespace, stopped: QuitAfter, code: int, why: str) -> None:

@@ -1,8 +1,9 @@
 """Entry points for the `tooltree` and `generate-tree` commands.
 
-The commands' modules are imported by `build_parser`, within `main`, not as this module is: a Ctrl-C in the first
-tenths of a second, while they import, ends the command as a later one does (one line, exit 130), not with a
-traceback.
+The commands' modules are imported by `build_parser`, within `main`, not as this module is. A Ctrl-C, SIGTERM or
+SIGHUP in the first tenths of a second, while they import, is held until the command is known, then ends it as a later
+one does (one line, exit 130, 143 or 129; `exec --json` its object), not with a traceback, nor (SIGTERM, SIGHUP: their
+default action) at once with nothing said.
 """
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
+
+from tooltree_cli.signals import Terminated, handling, held, signals_stop_like_ctrl_c, stop
 
 DEBUG_HELP = "show tracebacks for unexpected errors"
 # The positionals a user may forget to quote (`tooltree search export leads`): the words past the first are told so.
@@ -45,22 +49,27 @@ def _debug_everywhere(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                 _debug_everywhere(action)
 
 
-def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, pending: Sequence[int] = ()) -> int:
+    """Run the command ``args`` chose; a signal held while it started (``pending``) stops it at once."""
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
-    from tooltree_cli import logs
-    from tooltree_cli.common import EXIT_UNEXPECTED
-
     debug = bool(getattr(args, "debug", False)) or os.environ.get("TOOLTREE_DEBUG") == "1"
-    logs.install()  # before: log records went out raw (a server's escape sequences), a traceback per notification
     try:
+        if pending:
+            raise stop(pending[0])
+        from tooltree_cli import logs
+
+        logs.install()  # before: log records went out raw (a server's escape sequences), a traceback per notification
         code: int = handler(args)
         return code
-    except KeyboardInterrupt:
-        print("tooltree: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # Terminated too (SIGTERM, SIGHUP): before the command could say what it did
+        if (on_stop := getattr(args, "on_stop", None)) is not None:
+            on_stop(args, e)
+        said, code = (e.said, e.exit_code) if isinstance(e, Terminated) else ("interrupted", 130)
+        print(f"tooltree: {said}", file=sys.stderr)
+        return code
     except BrokenPipeError:  # the reader of stdout left (`tooltree search --json ... | head`): nothing to say
         # Python flushes stdout once more at exit, which would fail again: point it at nothing first.
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -70,6 +79,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except Exception as e:  # the top level: one clear line unless --debug, and a status no outcome has
         if debug:
             raise
+        from tooltree_cli.common import EXIT_UNEXPECTED
+
         hint = "(unexpected: run with --debug for the traceback)"
         print(f"tooltree: error: {type(e).__name__}: {e} {hint}", file=sys.stderr)
         return EXIT_UNEXPECTED
@@ -133,13 +144,21 @@ def _generate_tree_parser() -> argparse.ArgumentParser:
 
 
 def _run(make_parser: Callable[[], argparse.ArgumentParser], argv: Sequence[str] | None) -> int:
-    try:  # the commands' modules import here (before: as this module did, so a Ctrl-C then was a traceback)
-        parser = make_parser()
-        args = _parse(parser, argv)
-    except KeyboardInterrupt:
-        print("tooltree: interrupted", file=sys.stderr)
-        return 130
-    return _dispatch(parser, args)
+    # While the commands' modules import and the arguments are read, Ctrl-C, SIGTERM and SIGHUP are held, then acted
+    # on once the command is known, so that it says it; from there on SIGTERM and SIGHUP stop the command as Ctrl-C
+    # does where it does not handle them itself. Before, their default action ended it at once with nothing said.
+    with held() as pending:
+        try:
+            parser = make_parser()
+            args = _parse(parser, argv)
+        except KeyboardInterrupt:  # not a held signal (one is not raised): an interrupt nonetheless, one line
+            print("tooltree: interrupted", file=sys.stderr)
+            return 130
+        # Installed over the holding handlers: no moment with the default action. Ctrl-C raises again (unless it was
+        # ignored: a shell's background job).
+        ctrl_c = [signal.SIGINT] if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN else []
+        with signals_stop_like_ctrl_c(), handling(ctrl_c, signal.default_int_handler):
+            return _dispatch(parser, args, pending)
 
 
 if __name__ == "__main__":

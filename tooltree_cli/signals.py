@@ -205,3 +205,27 @@ def handling(signals: Sequence[int], handler: Callable[[int, Any], None]) -> Ite
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[list[int]]:
+    """Within it, SIGINT, SIGTERM and SIGHUP (each unless ignored: ``nohup``, a shell's background job) are held:
+    noted in the list it gives, in the order they came, not acted on; the previous handlers are back after it. For a
+    command's start-up (its modules import, its arguments are read), so that a signal then is acted on once the
+    command is known (`stop`), as one a moment later is (``exec --json`` still prints its object), not by the default
+    action, which ends the process at once with nothing said. Only on the main thread."""
+    pending: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pending
+        return
+    signals = [s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) is not signal.SIG_IGN]
+    with handling(signals, lambda signum, frame: pending.append(signum)):
+        yield pending
+
+
+def stop(signum: int) -> KeyboardInterrupt:
+    """What a held ``signum`` (`held`) raises once acted on: `KeyboardInterrupt`, `Terminated`, `HungUp`."""
+    if signum == signal.SIGHUP:
+        quiet_where_gone()
+        return HungUp()
+    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
