@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import sys
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -512,7 +513,16 @@ def execute(
     from tool_tree.config import Config
 
     session: Sandbox | None = None
-    runtime = Runtime(config or Config(servers=()), tree, sandbox_config=settings, workspace=workspace, audit=audit)
+    # Its own `session` in the audit log, of serve's HTTP session ids' form: the lines of runs appending to one log
+    # told apart (before: "" for every run).
+    runtime = Runtime(
+        config or Config(servers=()),
+        tree,
+        sandbox_config=settings,
+        workspace=workspace,
+        audit=audit,
+        session=uuid.uuid4().hex,
+    )
     with notes_not_logged():
         try:
             with runtime as rt:
