@@ -640,12 +640,8 @@ def test_exec_images_never_overwrite_a_file_or_follow_a_link_even_one_made_after
     assert f"  image 2: image/png, 70 B saved to {pics / 'image-4.png'}\n" in err
 
 
-def test_exec_an_image_that_cannot_be_written_is_reported_after_the_output_and_exits_4(
-    project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    # Before: an OSError before anything was printed: the script's output was lost, and "tooltree: error:
-    # OSError: ..." exited 1, as if the script had failed.
-    config, tree = project
+def _disk_full_at_image_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening image-2.png fails as on a full disk (ENOSPC); every other open is as it was."""
     real_open = os.open
 
     def full_disk(path: str | os.PathLike[str], flags: int, mode: int = 0o777) -> int:
@@ -653,8 +649,17 @@ def test_exec_an_image_that_cannot_be_written_is_reported_after_the_output_and_e
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         return real_open(path, flags, mode)
 
-    _shows(monkeypatch, 3)
     monkeypatch.setattr(os, "open", full_disk)
+
+
+def test_exec_an_image_that_cannot_be_written_is_reported_after_the_output_and_exits_4(
+    project: tuple[Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Before: an OSError before anything was printed: the script's output was lost, and "tooltree: error:
+    # OSError: ..." exited 1, as if the script had failed.
+    config, tree = project
+    _shows(monkeypatch, 3)
+    _disk_full_at_image_2(monkeypatch)
     argv = ["exec", "-c", "pass", "--config", str(config), "--tree", str(tree), "--images", str(tmp_path / "pics")]
     assert main(argv) == 4
     out, err = capsys.readouterr()
@@ -675,15 +680,8 @@ def test_exec_json_says_why_an_image_was_not_saved(
 ) -> None:
     # Before: --json said no reason for its exit 4 (sandbox_error and workspace_error null): why was on stderr only.
     config, tree = project
-    real_open = os.open
-
-    def full_disk(path: str | os.PathLike[str], flags: int, mode: int = 0o777) -> int:
-        if str(path).endswith("image-2.png"):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-        return real_open(path, flags, mode)
-
     _shows(monkeypatch, 2)
-    monkeypatch.setattr(os, "open", full_disk)
+    _disk_full_at_image_2(monkeypatch)
     pics = tmp_path / "pics"
     argv = ["exec", "-c", "pass", "--config", str(config), "--tree", str(tree), "--images", str(pics), "--json"]
     assert main(argv) == 4
