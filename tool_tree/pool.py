@@ -1202,11 +1202,17 @@ class ServerPool:
         end (about 2 s): a call of a 3 s timeout answered after 8 s, of the default 30 s after about 37 s."""
         if self._tg is None or self._closing:
             return
+        slot.suspect = client  # a call meanwhile asks first too (`_unless_hung`), rather than go to a hung server
 
         async def ask() -> None:
-            if slot.client is client and not await _answers_ping(client, min(PING_TIMEOUT, limit)):
-                # Not just a slow call: every later call would time out too.
-                await self._discard(slot, client, "it stopped answering (hung)", follow=False)
+            if slot.client is not client:
+                return
+            if await _answers_ping(client, min(PING_TIMEOUT, limit)):
+                if slot.suspect is client:
+                    slot.suspect = None
+                return
+            # Not just a slow call: every later call would time out too.
+            await self._discard(slot, client, "it stopped answering (hung)", follow=False)
 
         self._tg.start_soon(ask)
 
