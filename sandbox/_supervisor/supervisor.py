@@ -130,6 +130,9 @@ class Supervisor:
         self.generation = 0
         self.spawn_oom_kills = 0  # the container's OOM kills when the latest worker was started
         self.exec_counter = 0
+        self.ended_unsaid: str | None = None
+        """Why the interpreter ended between executions, when the next one must say it (a script closed its control
+        channel, noticed by the interpreter only after that script's result): that one fails with it, not run."""
         self.outputs = OutputFolder(os.path.join(self.workspace.root, OUTPUT_DIR), output_budget(self.workspace.root))
         """Where cut outputs are saved whole, the oldest deleted while they hold more than a quarter of the
         workspace (before: never deleted, they filled it and the user's folder it is saved into)."""
@@ -702,6 +705,9 @@ class Supervisor:
                 respawn=True,
             )
         else:
+            if worker.channel_closed:  # before: the next script ran on a new interpreter, its variables gone unsaid
+                with self.lock:
+                    self.ended_unsaid = CHANNEL_CLOSED
             self.link_tree()
             self.spawn_worker()
 
@@ -741,6 +747,11 @@ class Supervisor:
             )
             self.current = ex
             ex.timer = self.clock.call_later(ex.timeout, functools.partial(self.on_timeout, ex, worker))
+            ended, self.ended_unsaid = self.ended_unsaid, None
+        if ended is not None:
+            self.finish(ex, {"exit_status": 0, "error": ended, "traceback": None, "timed_out": False,
+                             "state_reset": True})  # fmt: skip
+            return
         request = {"type": "exec", "exec": n, "code": str(params.get("code", ""))}
         if isinstance(filename := params.get("filename"), str):  # the worker checks it before use
             request["filename"] = filename

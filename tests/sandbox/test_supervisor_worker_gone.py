@@ -89,3 +89,63 @@ def test_an_execution_sent_while_a_dead_worker_is_replaced_runs_on_the_new_worke
             worker.proc.wait(30)
         for fd in (read_in, write_in, read_out, write_out):
             os.close(fd)
+
+
+LATER_CLOSE = """\
+import os, sys, threading, time
+fd = int(sys.argv[sys.argv.index('--ctl-in') + 1])
+main = threading.main_thread().ident
+
+def later():
+    frame = sys._current_frames()[main]
+    while not (frame.f_code.co_name == 'wait' and frame.f_back and frame.f_back.f_code.co_name == 'get'):
+        time.sleep(0.005)  # until the interpreter waits for the next execution: this one has ended
+        frame = sys._current_frames()[main]
+    os.close(fd)
+    search_tools('x')  # answered by the supervisor at once ("no execution"): the interpreter reads its way in
+
+threading.Thread(target=later, daemon=True).start()
+print(1)
+"""
+
+
+def test_an_interpreter_that_finds_its_channel_closed_between_executions_has_the_next_one_say_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the worker found its way in closed only after the script's result (its reader was not waiting on it
+    # when the script closed it, or was woken later), ended between executions, and the next script ran on a new
+    # interpreter without a word: its variables gone, no error, state_reset false.
+    from sandbox._supervisor.processes import CHANNEL_CLOSED
+
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    read_in, write_in = os.pipe()
+    read_out, write_out = os.pipe()
+    sup = Supervisor(workspace=str(tmp_path), tree=None, kill_all=False, channel_in=read_in, channel_out=write_out)
+    try:
+        sup.spawn_worker()
+        old = sup.worker
+        assert old is not None and old.ready.wait(30)
+        first = {"id": 1, "method": "execute", "params": {"code": LATER_CLOSE, "timeout": 10.0}}
+        threading.Thread(target=sup.dispatch, args=(first,), daemon=True).start()
+        reply = _reply(read_out, 20)
+        assert reply is not None and reply["result"]["error"] is None, reply
+        assert old.proc.wait(30) == 0  # it ended between executions
+        second = {"id": 2, "method": "execute", "params": {"code": "print(2)", "timeout": 10.0}}
+        threading.Thread(target=sup.dispatch, args=(second,), daemon=True).start()
+        reply = _reply(read_out, 20)
+        assert reply is not None, "the execution never ended"
+        assert (reply["result"]["error"], reply["result"]["state_reset"]) == (CHANNEL_CLOSED, True)
+        third = {"id": 3, "method": "execute", "params": {"code": "print(3)", "timeout": 10.0}}
+        threading.Thread(target=sup.dispatch, args=(third,), daemon=True).start()
+        reply = _reply(read_out, 20)
+        assert reply is not None and reply["result"]["error"] is None and reply["result"]["stdout"]["head"] == "3\n"
+    finally:
+        with sup.lock:
+            worker = sup.worker
+            if worker is not None:
+                worker.dead = True
+        if worker is not None:
+            worker.kill()
+            worker.proc.wait(30)
+        for fd in (read_in, write_in, read_out, write_out):
+            os.close(fd)
