@@ -54,6 +54,9 @@ class Execution:
         """The host asked to stop it (``cancel``): interrupted, or killed when it ignored the interrupt."""
         self.finished = False
         self.timer: Alarm | None = None
+        self.state_lost = False
+        """The interpreter it runs on replaced one that ended since the last execution: its result says the state
+        was reset (before: the script ran without its variables and nothing said why)."""
 
     def captures(self) -> dict[str, OutputCapture]:
         """Its two streams' captures, by name."""

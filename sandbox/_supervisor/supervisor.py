@@ -133,6 +133,9 @@ class Supervisor:
         self.ended_unsaid: str | None = None
         """Why the interpreter ended between executions, when the next one must say it (a script closed its control
         channel, noticed by the interpreter only after that script's result): that one fails with it, not run."""
+        self.reset_unsaid = False
+        """The interpreter ended between executions (a script's thread ended it, the OOM killer): the next result says
+        the state was reset."""
         self.outputs = OutputFolder(os.path.join(self.workspace.root, OUTPUT_DIR), output_budget(self.workspace.root))
         """Where cut outputs are saved whole, the oldest deleted while they hold more than a quarter of the
         workspace (before: never deleted, they filled it and the user's folder it is saved into)."""
@@ -705,8 +708,9 @@ class Supervisor:
                 respawn=True,
             )
         else:
-            if worker.channel_closed:  # before: the next script ran on a new interpreter, its variables gone unsaid
-                with self.lock:
+            with self.lock:  # before: the next script ran on a new interpreter, its variables gone unsaid
+                self.reset_unsaid = True
+                if worker.channel_closed:
                     self.ended_unsaid = CHANNEL_CLOSED
             self.link_tree()
             self.spawn_worker()
@@ -748,6 +752,7 @@ class Supervisor:
             self.current = ex
             ex.timer = self.clock.call_later(ex.timeout, functools.partial(self.on_timeout, ex, worker))
             ended, self.ended_unsaid = self.ended_unsaid, None
+            ex.state_lost, self.reset_unsaid = self.reset_unsaid, False
         if ended is not None:
             self.finish(ex, {"exit_status": 0, "error": ended, "traceback": None, "timed_out": False,
                              "state_reset": True})  # fmt: skip
@@ -816,6 +821,8 @@ class Supervisor:
             result["outputs"] = {"budget": self.outputs.budget, "dropped": self.outputs.dropped}
         result["images"] = ex.images
         result["duration"] = round(duration, 6)
+        if ex.state_lost:
+            result["state_reset"] = True
         # A cancel that arrived as the script ended cleanly changed nothing: not reported.
         result["cancelled"] = ex.cancelled and not ex.timed_out and result.get("exit_status") != 0
         if result["cancelled"]:

@@ -78,6 +78,7 @@ def test_an_execution_sent_while_a_dead_worker_is_replaced_runs_on_the_new_worke
         reply = _reply(read_out, 20)
         assert reply is not None, "the execution never ended"
         assert reply["result"]["error"] is None and reply["result"]["stdout"]["head"] == "7\n"
+        assert reply["result"]["state_reset"] is True  # before: false, the variables gone without a word
         assert sup.worker is not old
     finally:
         with sup.lock:
@@ -139,6 +140,7 @@ def test_an_interpreter_that_finds_its_channel_closed_between_executions_has_the
         threading.Thread(target=sup.dispatch, args=(third,), daemon=True).start()
         reply = _reply(read_out, 20)
         assert reply is not None and reply["result"]["error"] is None and reply["result"]["stdout"]["head"] == "3\n"
+        assert reply["result"]["state_reset"] is False  # said once
     finally:
         with sup.lock:
             worker = sup.worker
