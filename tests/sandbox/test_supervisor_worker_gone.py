@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import select
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,36 +51,15 @@ def _reply(fd: int, timeout: float) -> dict[str, Any] | None:
     return None
 
 
-def test_an_execution_sent_while_a_dead_worker_is_replaced_runs_on_the_new_worker(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def supervisor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Supervisor, int]]:
+    """An in-process supervisor with a real worker process (started by the test), and the fd its answers come on."""
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # the worker is `python -m sandbox._supervisor.worker`
     read_in, write_in = os.pipe()
     read_out, write_out = os.pipe()
     sup = Supervisor(workspace=str(tmp_path), tree=None, kill_all=False, channel_in=read_in, channel_out=write_out)
     try:
-        sup.spawn_worker()
-        old = sup.worker
-        assert old is not None and old.ready.wait(30)
-        asked, respawning = threading.Event(), threading.Event()
-        start_once = sup._spawn_worker_once
-
-        def start_when_asked() -> None:  # as under a full pids limit: the new worker starts only later
-            respawning.set()
-            assert asked.wait(30)
-            start_once()
-
-        monkeypatch.setattr(sup, "_spawn_worker_once", start_when_asked)
-        monkeypatch.setattr(old, "ready", _Ready(asked))
-        old.kill()  # between executions
-        assert respawning.wait(30)
-        request = {"id": 1, "method": "execute", "params": {"code": "print(7)", "timeout": 3.0}}
-        threading.Thread(target=sup.dispatch, args=(request,), daemon=True).start()
-        reply = _reply(read_out, 20)
-        assert reply is not None, "the execution never ended"
-        assert reply["result"]["error"] is None and reply["result"]["stdout"]["head"] == "7\n"
-        assert reply["result"]["state_reset"] is True  # before: false, the variables gone without a word
-        assert sup.worker is not old
+        yield sup, read_out
     finally:
         with sup.lock:
             worker = sup.worker
@@ -90,6 +70,34 @@ def test_an_execution_sent_while_a_dead_worker_is_replaced_runs_on_the_new_worke
             worker.proc.wait(30)
         for fd in (read_in, write_in, read_out, write_out):
             os.close(fd)
+
+
+def test_an_execution_sent_while_a_dead_worker_is_replaced_runs_on_the_new_worker(
+    supervisor: tuple[Supervisor, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sup, read_out = supervisor
+    sup.spawn_worker()
+    old = sup.worker
+    assert old is not None and old.ready.wait(30)
+    asked, respawning = threading.Event(), threading.Event()
+    start_once = sup._spawn_worker_once
+
+    def start_when_asked() -> None:  # as under a full pids limit: the new worker starts only later
+        respawning.set()
+        assert asked.wait(30)
+        start_once()
+
+    monkeypatch.setattr(sup, "_spawn_worker_once", start_when_asked)
+    monkeypatch.setattr(old, "ready", _Ready(asked))
+    old.kill()  # between executions
+    assert respawning.wait(30)
+    request = {"id": 1, "method": "execute", "params": {"code": "print(7)", "timeout": 3.0}}
+    threading.Thread(target=sup.dispatch, args=(request,), daemon=True).start()
+    reply = _reply(read_out, 20)
+    assert reply is not None, "the execution never ended"
+    assert reply["result"]["error"] is None and reply["result"]["stdout"]["head"] == "7\n"
+    assert reply["result"]["state_reset"] is True  # before: false, the variables gone without a word
+    assert sup.worker is not old
 
 
 LATER_CLOSE = """\
@@ -111,43 +119,29 @@ print(1)
 
 
 def test_an_interpreter_that_finds_its_channel_closed_between_executions_has_the_next_one_say_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    supervisor: tuple[Supervisor, int],
 ) -> None:
     # Before: the worker found its way in closed only after the script's result (its reader was not waiting on it
     # when the script closed it, or was woken later), ended between executions, and the next script ran on a new
     # interpreter without a word: its variables gone, no error, state_reset false.
     from sandbox._supervisor.processes import CHANNEL_CLOSED
 
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    read_in, write_in = os.pipe()
-    read_out, write_out = os.pipe()
-    sup = Supervisor(workspace=str(tmp_path), tree=None, kill_all=False, channel_in=read_in, channel_out=write_out)
-    try:
-        sup.spawn_worker()
-        old = sup.worker
-        assert old is not None and old.ready.wait(30)
-        first = {"id": 1, "method": "execute", "params": {"code": LATER_CLOSE, "timeout": 10.0}}
-        threading.Thread(target=sup.dispatch, args=(first,), daemon=True).start()
-        reply = _reply(read_out, 20)
-        assert reply is not None and reply["result"]["error"] is None, reply
-        assert old.proc.wait(30) == 0  # it ended between executions
-        second = {"id": 2, "method": "execute", "params": {"code": "print(2)", "timeout": 10.0}}
-        threading.Thread(target=sup.dispatch, args=(second,), daemon=True).start()
-        reply = _reply(read_out, 20)
-        assert reply is not None, "the execution never ended"
-        assert (reply["result"]["error"], reply["result"]["state_reset"]) == (CHANNEL_CLOSED, True)
-        third = {"id": 3, "method": "execute", "params": {"code": "print(3)", "timeout": 10.0}}
-        threading.Thread(target=sup.dispatch, args=(third,), daemon=True).start()
-        reply = _reply(read_out, 20)
-        assert reply is not None and reply["result"]["error"] is None and reply["result"]["stdout"]["head"] == "3\n"
-        assert reply["result"]["state_reset"] is False  # said once
-    finally:
-        with sup.lock:
-            worker = sup.worker
-            if worker is not None:
-                worker.dead = True
-        if worker is not None:
-            worker.kill()
-            worker.proc.wait(30)
-        for fd in (read_in, write_in, read_out, write_out):
-            os.close(fd)
+    sup, read_out = supervisor
+    sup.spawn_worker()
+    old = sup.worker
+    assert old is not None and old.ready.wait(30)
+    first = {"id": 1, "method": "execute", "params": {"code": LATER_CLOSE, "timeout": 10.0}}
+    threading.Thread(target=sup.dispatch, args=(first,), daemon=True).start()
+    reply = _reply(read_out, 20)
+    assert reply is not None and reply["result"]["error"] is None, reply
+    assert old.proc.wait(30) == 0  # it ended between executions
+    second = {"id": 2, "method": "execute", "params": {"code": "print(2)", "timeout": 10.0}}
+    threading.Thread(target=sup.dispatch, args=(second,), daemon=True).start()
+    reply = _reply(read_out, 20)
+    assert reply is not None, "the execution never ended"
+    assert (reply["result"]["error"], reply["result"]["state_reset"]) == (CHANNEL_CLOSED, True)
+    third = {"id": 3, "method": "execute", "params": {"code": "print(3)", "timeout": 10.0}}
+    threading.Thread(target=sup.dispatch, args=(third,), daemon=True).start()
+    reply = _reply(read_out, 20)
+    assert reply is not None and reply["result"]["error"] is None and reply["result"]["stdout"]["head"] == "3\n"
+    assert reply["result"]["state_reset"] is False  # said once
