@@ -36,14 +36,11 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tool_tree.changes import Changes
+from tool_tree.get_streams import FIRST_WAIT, LONGEST_WAIT  # paced as the HTTP stream of unasked messages is
 from tool_tree.text import one_line
 
 logger = logging.getLogger(__name__)
 
-FIRST_WAIT = 1.0
-"""Seconds before a stream that ended is opened again, when the one before it lasted `STEADY_SECONDS`."""
-LONGEST_WAIT = 60.0
-"""The longest wait before a stream is opened again: one that ends at once is opened at most once a minute."""
 STEADY_SECONDS = 60.0
 """A stream open this long before it ended sets the wait back to `FIRST_WAIT`."""
 
