@@ -147,7 +147,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument("--json", action="store_true", help="print the run summary as JSON instead of the answer")
     p.add_argument("--quiet", action="store_true", help="no live view on stderr")
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, on_stop=_stopped_at_start)
 
 
 def _model_name(text: str) -> str:
@@ -218,8 +218,31 @@ def run(args: argparse.Namespace) -> int:
         with signals_stop_like_ctrl_c():  # from the config on: the agents are made, then run
             return _set_up_and_run(args, task, modes)
     except Terminated as e:  # SIGTERM or SIGHUP
+        _stopped_at_start(args, e)
         print(f"tooltree: {e.said}", file=sys.stderr)
         return e.exit_code
+
+
+def _stopped_at_start(args: argparse.Namespace, stopped: KeyboardInterrupt) -> None:
+    """A Ctrl-C, SIGTERM or SIGHUP that stopped ``agent`` before it made or said any run (while its modules imported,
+    its task or its config was read): under ``--json``, the runs it would have made, each with no turns and no tokens,
+    stop reason ``interrupted`` (before: only ``tooltree: interrupted``, and a reader of ``--json`` had nothing to
+    parse). Also `tooltree_cli.main`'s hook for a stop that came before ``agent`` ran."""
+    if not args.json or args.dry_run or getattr(args, "accounted", False):
+        return
+    from tool_tree.config import Config, ConfigError
+
+    config = getattr(args, "config_read", None)
+    if config is None:  # stopped before it was read: its mode and model, as the run would have taken them
+        try:
+            config = load_optional_config(args.config, using=())
+        except (ConfigError, OSError):
+            config = None
+    modes = [args.mode] if args.compare is None else [m.strip() for m in args.compare.split(",") if m.strip()]
+    runs: list[tuple[RunResult, Failure | None]] = [
+        (_no_request(*_mode_and_model(args, config or Config(servers=()), m), "interrupted"), None) for m in modes
+    ]
+    print_runs(runs, as_json=True, several=len(runs) > 1)
 
 
 def _set_up_and_run(args: argparse.Namespace, task: str, modes: list[str | None]) -> int:
@@ -232,6 +255,7 @@ def _set_up_and_run(args: argparse.Namespace, task: str, modes: list[str | None]
 
     try:
         config = load_optional_config(args.config, using=())  # a server whose variable is unset fails its calls
+        args.config_read = config
         if config is None and not args.dry_run:
             error("no tooltree.yaml here; pass --config PATH")
             return EXIT_USAGE
@@ -373,6 +397,7 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
             stopped = _no_request(current.mode, current.model, "interrupted")
         _print_stopped(runs, stopped, args, several=several)
         raise
+    args.accounted = True
     try:
         print_runs(runs, as_json=args.json, several=several)
         sys.stdout.flush()
@@ -425,6 +450,7 @@ def _print_stopped(
 ) -> None:
     """Ctrl-C: the summary line of the run it ``stopped`` (None: it came between runs), then what ``runs`` ran and
     that run on stdout (`print_runs`: under ``--json`` one record, or ``{"runs": [...]}``)."""
+    args.accounted = True  # said here, not again by `_stopped_at_start`
     if stopped is not None:
         _ran(stopped, args.quiet, None)
         runs = [*runs, (stopped, None)]

@@ -56,3 +56,33 @@ def test_exec_json_stopped_as_it_starts_prints_its_object(tmp_path: Path, signum
     assert printed["error"] == "quit before the script ran" and printed["interrupted"] is True
     assert printed["exit_code"] is None and printed["stdout"] is None and printed["calls"] == []
     assert err == f"tooltree: {said}\n", err  # one line: nothing started that has more to say
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_agent_json_stopped_as_it_starts_prints_its_run(tmp_path: Path, signum: int, code: int) -> None:
+    # Before: the one line on stderr and an empty stdout, which a reader of --json could not parse.
+    config, tree = sample_project(tmp_path, "crm", timeout=60)
+    config.write_text(config.read_text(encoding="utf-8") + "agent:\n  mode: direct\n", encoding="utf-8")
+    argv = [sys.executable, "-m", "tooltree_cli.main", "agent", "read the deal"]
+    argv += ["--config", str(config), "--tree", str(tree), "--json", "--model", "claude-test-1"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "ANTHROPIC_API_KEY": "sk-test",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+    }
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
+        deadline = time.monotonic() + WAIT
+        while not _catches(proc.pid, signal.SIGTERM):
+            assert proc.poll() is None and time.monotonic() < deadline, "tooltree never caught SIGTERM"
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=WAIT)
+    assert proc.returncode == code, (proc.returncode, out, err)
+    run = json.loads(out)  # the run it would have made: the config's mode, the model asked for
+    assert (run["mode"], run["model"], run["stop_reason"], run["turns"]) == (
+        "direct",
+        "claude-test-1",
+        "interrupted",
+        0,
+    )
+    assert run["usage"]["total"] == 0 and run["transcript"] is None
