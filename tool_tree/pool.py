@@ -1111,6 +1111,7 @@ class ServerPool:
                 client = await self._ensure(slot)
             if slot.suspect is client:
                 client = await self._unless_hung(slot, client, limit)
+            log = slot.stderr  # this session's: a call meanwhile may start the server again, with a log of its own
             remaining = max(0.0, limit - waited)
             sent = anyio.current_time()
             try:
@@ -1125,6 +1126,7 @@ class ServerPool:
                     await self._retire(slot, client, e.message, max(0.0, remaining - (anyio.current_time() - sent)))
                     remaining = max(0.0, remaining - (anyio.current_time() - sent))  # the start is not counted
                     client, resent = await self._ensure(slot), True
+                    log = slot.stderr
                     result = await send(client, remaining)
             except pydantic_core.PydanticSerializationError as e:  # nothing was sent: the session is as it was
                 raise TypeError(f"arguments: cannot be sent as JSON ({e})") from None
@@ -1157,8 +1159,9 @@ class ServerPool:
                         if closed_here(e.data)
                         else "the server died during the call"
                     )
-                    await self._discard(slot, client, f"it died during a call ({e})")
-                    raise _unavailable(slot, f"{what} ({e})") from None
+                    await self._discard(slot, client, f"it died during a call ({e})")  # its exit status is read
+                    how = log.how_exited() if log is not None and not closed_here(e.data) else None
+                    raise _unavailable(slot, f"{what} ({e})" + (f": {how}" if how else ""), log) from None
                 if session_ended(e):  # not to be sent again, or again on the new session: the next call opens one
                     await self._retire(slot, client, e.message, PING_TIMEOUT)
                     again = " (nor on a new session: it was sent twice, run neither time)" if resent else ""
@@ -1185,7 +1188,7 @@ class ServerPool:
                 if self._closing:
                     raise _closed_during_call() from None
                 await self._discard(slot, client, f"the connection closed ({type(e).__name__})")
-                raise _unavailable(slot, f"the connection closed ({type(e).__name__})") from None
+                raise _unavailable(slot, f"the connection closed ({type(e).__name__})", log) from None
             dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
             dumped.pop("resultType", None)
             return dumped
@@ -1312,9 +1315,11 @@ def _told(said: str, tail: str) -> str:
     return f"{said}\n{tail}" if tail else said
 
 
-def _unavailable(slot: _Slot, reason: str) -> ServerUnavailable:
-    """The error for a server that cannot be reached, without the secrets of its configuration."""
-    tail = slot.stderr.tail() if slot.stderr else ""  # redacted by the log, which knows the server
+def _unavailable(slot: _Slot, reason: str, log: StderrLog | None = None) -> ServerUnavailable:
+    """The error for a server that cannot be reached, without the secrets of its configuration; with the tail of
+    ``log`` (default: the log of the server's latest start)."""
+    log = log if log is not None else slot.stderr
+    tail = log.tail() if log else ""  # redacted by the log, which knows the server
     return ServerUnavailable(slot.config.name, redact(reason, slot.config), tail)
 
 

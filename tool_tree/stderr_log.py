@@ -64,6 +64,20 @@ class StderrLog:
         """The server ended on its own with ``status`` (`tool_tree.stdio.stdio_client`'s ``on_exit``)."""
         self.exit_status = status
 
+    def how_exited(self) -> str | None:
+        """How the server ended on its own, when known: ``it exited with status 3``, or ``it was killed by signal 9
+        (SIGKILL)``; None while it runs, or when tooltree ended it."""
+        status = self.exit_status
+        if status is None:
+            return None
+        if status >= 0:
+            return f"it exited with status {status}"
+        try:
+            name = f" ({signal.Signals(-status).name})"
+        except ValueError:
+            name = ""
+        return f"it was killed by signal {-status}{name}"
+
     def exited_said(self, what: str) -> str:
         """``what`` ("the server exited during start-up"), with how it exited when known: ``, with exit status 3``, or
         ``, killed by SIGKILL``. Before, a server that exited 127 (its command not found by a wrapper) or was killed

@@ -5,10 +5,11 @@
 SPEC keys (all optional):
     pages:     list of lists of raw tool dicts; tools/list serves them with nextCursor "p1", "p2", …
     stderr:    text written to stderr at start
-    tools/call: "pid" and "count" answer this process's pid and call count, "crash" exits (with ``leave``
-               true, first starting a process that sleeps 600 s holding the server's stdout open), "hang" never
-               answers, "sleep" waits ``seconds`` (one call at a time) and answers how many bytes its
-               arguments were as JSON, "garbage" writes lines that are not JSON-RPC and never answers,
+    tools/call: "pid" and "count" answer this process's pid and call count, "crash" exits with status 9 (with
+               ``signal``, kills itself with it; with ``leave`` true, first starting a process that sleeps 600 s
+               holding the server's stdout open), "hang" never answers, "sleep" waits ``seconds`` (one call at a
+               time) and answers how many bytes its arguments were as JSON, "garbage" writes lines that are not
+               JSON-RPC and never answers,
                "half_then_exit" writes half an answer and exits, "answer" answers its ``result`` as the result,
                "big" answers a text of ``chars`` "x"s, "fail" answers a JSON-RPC error of ``code`` and
                ``message``, "spawn" starts a process that sleeps 600 s and answers its pid: ``how`` "child"
@@ -125,6 +126,8 @@ def main() -> None:
                     subprocess.Popen([sys.executable, "-c", _SLEEP], stdin=subprocess.DEVNULL)
                 sys.stderr.write("crashing on purpose\n")
                 sys.stderr.flush()
+                if args.get("signal"):
+                    os.kill(os.getpid(), int(args["signal"]))
                 os._exit(9)
             if name == "hang":
                 time.sleep(3600)

@@ -114,6 +114,21 @@ async def test_a_crashed_server_is_restarted_on_the_next_call(tmp_path: Path) ->
         assert pool.restarts("raw") == 1
 
 
+@pytest.mark.parametrize(
+    ("crash", "said"),
+    [({}, "it exited with status 9"), ({"signal": signal.SIGKILL}, "it was killed by signal 9 (SIGKILL)")],
+)
+async def test_a_server_that_dies_during_a_call_is_said_how_it_ended(
+    tmp_path: Path, crash: dict[str, Any], said: str
+) -> None:
+    # Before: "the server died during the call (Connection closed)", whatever its exit status or signal.
+    async with ServerPool([raw(tmp_path)]) as pool:
+        with pytest.raises(ServerUnavailable) as info:
+            await pool.call("raw", "crash", crash)
+        assert info.value.reason == f"the server died during the call (Connection closed): {said}"
+        assert "crashing on purpose" in info.value.stderr_tail
+
+
 async def test_a_server_killed_between_calls_is_restarted_before_the_next_call_which_goes_through(
     tmp_path: Path,
 ) -> None:
