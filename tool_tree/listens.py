@@ -14,7 +14,9 @@ its 1,024 distinct events (drained as they come); the acknowledgment is awaited 
 session's read timeout).
 
 A stream that ends (the server closed it, an HTTP stream was cut or stayed quiet past its read timeout) is opened
-again after `FIRST_WAIT`, doubled for each stream in a row that ended within `STEADY_SECONDS`, up to `LONGEST_WAIT`.
+again after `FIRST_WAIT`, doubled for each stream in a row that ended within `STEADY_SECONDS`, up to `LONGEST_WAIT`;
+a `Listening.follow` meanwhile ends that wait and opens it at once (before, the subscription waited for the reopening,
+up to a minute, past its timeout).
 One that could not be opened again at once (an attempt failed, a later one opened) may have missed a notice:
 ``missed`` is told then, as for an HTTP server's stream of unasked messages (`tool_tree.get_streams`). A server that
 refuses the first request (an error answer: no such method, a limit reached) or leaves it unanswered for its
@@ -192,5 +194,7 @@ class Listening:
                 continue
             if opened is not None and anyio.current_time() - opened >= STEADY_SECONDS:
                 wait = FIRST_WAIT
-            await anyio.sleep(wait)
+            if self._asked == asked:  # a `follow` asked meanwhile is not left to wait (up to `LONGEST_WAIT`)
+                with anyio.CancelScope() as self._stream:  # `follow` ends the wait: opened again at once
+                    await anyio.sleep(wait)
             wait = min(wait * 2, LONGEST_WAIT)

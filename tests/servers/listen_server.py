@@ -5,9 +5,9 @@ changed before it answers, as a server of both eras does: on its session (the pr
     python listen_server.py [--no-listen]     # over stdio
 
 With ``--no-listen`` it serves no ``subscriptions/listen`` (refused as a method it does not have). Its tool ``exit``
-ends its process without an answer; its tool ``touch`` says the resource of a URI changed (``live://log`` and
-``live://status`` are its resources), at 2026-07-28 on the listen streams subscribed to that URI (the protocol has no
-``resources/subscribe``).
+ends its process without an answer, ``end_listens`` ends its listen streams (each answered); its tool ``touch`` says
+the resource of a URI changed (``live://log`` and ``live://status`` are its resources), at 2026-07-28 on the listen
+streams subscribed to that URI (the protocol has no ``resources/subscribe``).
 """
 
 from __future__ import annotations
@@ -46,6 +46,15 @@ def status() -> str:
 @app.tool()
 def exit() -> str:
     os._exit(0)
+
+
+@app.tool()
+def end_listens() -> str:
+    """End the listen streams, as a server does that closes them (gracefully: each answered)."""
+    listens = app._lowlevel_server.get_request_handler("subscriptions/listen")
+    if listens is not None:
+        listens.handler.close()
+    return "ended"
 
 
 if __name__ == "__main__":

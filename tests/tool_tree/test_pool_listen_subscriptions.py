@@ -9,10 +9,13 @@ Its updates come on the listen stream, not before the answer of the call that ma
 
 from __future__ import annotations
 
+import logging
 import sys
 
+import anyio
 import pytest
 
+import tool_tree.listens
 from tests.tool_tree.test_pool_subscriptions import LOG, STATUS, Told
 from tests.tool_tree.test_pool_tools_changed import LISTEN_SERVER, changing_over
 from tool_tree.config import ServerConfig
@@ -63,3 +66,48 @@ async def test_a_session_less_server_with_no_listen_stream_refuses_a_subscriptio
         assert "server 'plain' declared no resource subscriptions" in str(refused)
         assert (await pool.call("plain", "touch", {"uri": LOG}))["content"][0]["text"] == "touched"
     assert told.told == []
+
+
+class _Said(logging.Handler):
+    """Wakes a waiter once the pool says a listen stream opened (``opened``), and once one ended or was lost and waits
+    to open again (``ended``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.opened, self.ended = anyio.Event(), anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        said = record.getMessage()
+        if said.endswith("subscriptions/listen stream open"):
+            self.opened.set()
+        elif "subscriptions/listen stream" in said:
+            self.ended.set()
+
+
+async def test_a_subscription_made_while_the_listen_stream_waits_to_reopen_takes_effect_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before, it waited for the stream's reopening (its back-off, up to 60 s): the subscription timed out first.
+    monkeypatch.setattr(tool_tree.listens, "FIRST_WAIT", 3600.0)
+    told, said = Told(), _Said()
+    log = logging.getLogger("tool_tree.listens")
+    log.addHandler(said)
+    level = log.level
+    log.setLevel(logging.DEBUG)  # not the attribute alone: the logger caches what it enables
+    live = ServerConfig(name="live", command=sys.executable, args=(str(LISTEN_SERVER),), timeout=20)
+    try:
+        async with ServerPool([live], on_resource_updated=told) as pool:
+            await pool.start("live")
+            with anyio.fail_after(10):
+                await said.opened.wait()
+            assert (await pool.call("live", "end_listens", {}))["content"][0]["text"] == "ended"
+            with anyio.fail_after(10):
+                await said.ended.wait()
+            subscribed = await pool.request("live", "resources/subscribe", {"uri": LOG}, timeout=10)
+            assert not isinstance(subscribed, CallFailure), subscribed
+            await pool.call("live", "touch", {"uri": LOG})
+            await told.reached(1)
+    finally:
+        log.removeHandler(said)
+        log.setLevel(level)
+    assert told.told == [("live", LOG)]
