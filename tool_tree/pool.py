@@ -39,7 +39,8 @@ in the background: the next call starts it.
 Servers start on their first call, at most ``start_jobs`` at once (`tool_tree.starts.StartGate`,
 default the number of cores; a gate given as ``start_gate`` is shared with other pools, as `tooltree serve`'s
 client sessions share one): a call to a server that is queued behind others waits its turn, and the server's
-start-up timeout runs from its own start.
+start-up timeout runs from its own start. A start that runs out of it fails at its timeout; its process is ended (and
+reaped) in the background, which may take seconds more for a server that does not exit as its stdin closes.
 
 `BackgroundPool` (`tool_tree.background_pool`, imported from here as documented) runs one on its own thread
 for synchronous callers.
@@ -192,6 +193,21 @@ _REQUEST_RAN = {
     "the server did not say whether the tool ran": "",
 }
 """What a failed call says of its tool, said of a request that runs none (a prompt's get, a resource's read)."""
+
+
+@dataclass
+class _Start:
+    """One start of a server, as its owner task (`ServerPool._own`) holds it: its start slot, the events that stop it
+    and say it ended, when its start-up times out, and its stderr's log."""
+
+    slot: StartSlot
+    stop: anyio.Event
+    closed: anyio.Event
+    deadline: float
+    stderr: StderrLog | None
+
+    def release(self) -> None:
+        self.slot.release()
 
 
 @dataclass
@@ -535,16 +551,20 @@ class ServerPool:
         """How many servers may be starting at once."""
         return self._gate.jobs
 
-    async def _own(self, slot: _Slot, ready: anyio.Event, box: list[BaseException], start: StartSlot) -> None:
-        """The task that owns one connection from open to close; gives back its start slot once listed."""
-        assert slot.stop is not None and slot.closed is not None
+    async def _own(self, slot: _Slot, ready: anyio.Event, box: list[BaseException], start: _Start) -> None:
+        """The task that owns one connection from open to close; gives back its start slot once listed. Its start-up
+        ends at ``start.deadline``. It touches the events and scopes of its own start alone (``start``'s, and the
+        slot's while they are these): a start that timed out is said at once (`_ensure`) while this task still ends
+        its server, and a later start may have begun."""
+        stop, closed, deadline = start.stop, start.closed, start.deadline
+        scope: anyio.CancelScope | None = None
         try:
             # The start-up deadline covers opening and listing, then is lifted for the session's life.
-            with anyio.CancelScope(deadline=anyio.current_time() + slot.config.timeout) as scope:
+            with anyio.CancelScope(deadline=deadline) as scope:
                 slot.starting = scope
                 if self._closing:  # the close began before this task ran: it found no start-up to stop
                     scope.cancel()
-                async with connect(slot.config, stderr=slot.stderr, asks=slot.in_flight) as conn:
+                async with connect(slot.config, stderr=start.stderr, asks=slot.in_flight) as conn:
                     listened = self._listen(slot, conn)  # opened before the listing: a change after it is told
                     try:
                         # The listing of the session before, of no use to this one, is let go first: it is not
@@ -579,9 +599,10 @@ class ServerPool:
                                     self._tg.start_soon(self._subscribe_again, slot, conn.client)
                             slot.listed = True
                             ready.set()
-                            await slot.stop.wait()
+                            await stop.wait()
                     finally:
-                        slot.client = None
+                        if slot.client is conn.client:
+                            slot.client = None
                         slot.in_flight.forget(conn.client)  # its URL elicitations told no more; its id may recur
                         await listened()
             if scope.cancelled_caught and not ready.is_set():
@@ -592,10 +613,11 @@ class ServerPool:
             if not isinstance(e, Exception):
                 raise
         finally:
-            slot.starting = None
+            if slot.starting is scope:
+                slot.starting = None
             start.release()
             ready.set()  # never leave the starting call waiting
-            slot.closed.set()
+            closed.set()
 
     def _listen(self, slot: _Slot, conn: Connection) -> Callable[[], Awaitable[None]]:
         """Keep a ``subscriptions/listen`` stream open on ``conn``, a session of ``slot``'s server, when it speaks the
@@ -694,11 +716,20 @@ class ServerPool:
                 slot.stop, slot.closed = anyio.Event(), anyio.Event()
                 ready = anyio.Event()
                 box: list[BaseException] = []
-                self._tg.start_soon(self._own, slot, ready, box, start)
+                deadline = anyio.current_time() + slot.config.timeout
+                owned = _Start(start, slot.stop, slot.closed, deadline, slot.stderr)
+                self._tg.start_soon(self._own, slot, ready, box, owned)
             except BaseException:
                 start.release()
                 raise
-            await ready.wait()
+            # Said at its deadline: the owner task ends the server meanwhile (before, the error waited for its end,
+            # about 2 s more for a server that does not exit as its stdin closes).
+            with anyio.move_on_at(deadline):
+                await ready.wait()
+            if not ready.is_set():
+                start.release()  # its turn is over: the end of its server takes none
+                slot.closed = None  # stopped, not starting, while its owner task ends it
+                box = [TimeoutError()]
             client = _client_of(slot)  # set by the owner task meanwhile
             if (box or client is None) and self._closing:  # not the server's failure: no back-off
                 raise PoolError("the pool closed while the server started (its `with` block ended meanwhile)")

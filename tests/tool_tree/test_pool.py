@@ -412,6 +412,19 @@ async def test_a_pool_closes_at_once_while_a_server_is_still_in_its_start_up(tmp
     assert not alive(int(pid_file.read_text(encoding="utf-8")))
 
 
+async def test_a_server_start_that_times_out_is_said_at_its_timeout_and_the_server_ended_after(tmp_path: Path) -> None:
+    # Before: the error waited for the server's end (its stdin closed, 2 s for it to exit, then a signal), 2-3 s late.
+    pid_file = tmp_path / "pid"
+    server = replace(raw(tmp_path, start_delay=3600.0, pid_file=str(pid_file)), timeout=3.0)
+    async with ServerPool([server]) as pool:
+        with pytest.raises(ServerUnavailable, match="timed out after 3 s while starting"):
+            await pool.start("raw")
+        pid = int(pid_file.read_text(encoding="utf-8"))
+        assert alive(pid)  # said before the server's end, which goes on in the background
+        assert pool.state("raw") == "stopped"
+    assert not Path(f"/proc/{pid}").exists()  # ended and reaped (no zombie) by the pool's close
+
+
 async def test_servers_start_at_most_start_jobs_at_once_and_a_queued_one_never_times_out(tmp_path: Path) -> None:
     hung = replace(raw(tmp_path, "hung", behavior="hang_on_list"), timeout=1.0)
     fine = replace(raw(tmp_path, "fine"), timeout=1.0)
