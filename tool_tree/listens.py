@@ -18,7 +18,12 @@ again after `FIRST_WAIT`, doubled for each stream in a row that ended within `ST
 a `Listening.follow` meanwhile ends that wait and opens it at once (before, the subscription waited for the reopening,
 up to a minute, past its timeout).
 One that could not be opened again at once (an attempt failed, a later one opened) may have missed a notice:
-``missed`` is told then, as for an HTTP server's stream of unasked messages (`tool_tree.get_streams`). A server that
+``missed`` is told then, as for an HTTP server's stream of unasked messages (`tool_tree.get_streams`); so may one lost
+without the server's close (the SDK's word: "re-listen and refetch"), as an HTTP stream is that was cut, or quiet past
+the read timeout (5 minutes): the SDK's server sends a keep-alive every 15 s, so only a server that sends none loses a
+quiet stream so, and ``missed`` is told as it opens again (before, what it said in the gap was lost, untold). The read
+timeout stays: without it a server gone without closing the connection (a host down, a cut network) would hold a stream
+that never ends, its notices lost for good. A server that
 refuses the first request (an error answer: no such method, a limit reached) or leaves it unanswered for its
 ``timeout`` is left unlistened for the session, said at debug: it is no error, only its changes are not followed; one
 that took a stream before and refuses a later one (a limit, a 503 while it is redeployed) is asked again, paced, as
@@ -177,7 +182,7 @@ class Listening:
                 if opened is None:
                     self._answer(asked, mcp.MCPError(INTERNAL_ERROR, str(e)))
                 logger.debug("server %r: subscriptions/listen stream lost: %s", server, one_line(str(e)))
-                failed = failed or opened is None
+                failed = True  # not closed by the server (cut, quiet past the read timeout): what it said since is lost
             except mcp.MCPError as e:
                 self._answer(asked, e)
                 if e.error.code != CONNECTION_CLOSED and not ever:

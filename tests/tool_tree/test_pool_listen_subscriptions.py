@@ -15,9 +15,10 @@ import sys
 import anyio
 import pytest
 
+import tool_tree.http_client
 import tool_tree.listens
 from tests.tool_tree.test_pool_subscriptions import LOG, STATUS, Told
-from tests.tool_tree.test_pool_tools_changed import LISTEN_SERVER, changing_over
+from tests.tool_tree.test_pool_tools_changed import LISTEN_SERVER, changing_over, changing_over_http
 from tool_tree.config import ServerConfig
 from tool_tree.pool import CallFailure, PoolError, ServerPool
 
@@ -111,3 +112,28 @@ async def test_a_subscription_made_while_the_listen_stream_waits_to_reopen_takes
         log.removeHandler(said)
         log.setLevel(level)
     assert told.told == [("live", LOG)]
+
+
+async def test_a_listen_stream_lost_to_its_read_timeout_tells_the_listener_once_it_is_open_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A server that sends no keep-alive on a quiet stream (the SDK's sends one each 15 s) has it cut at the read
+    # timeout (5 minutes; 2 s here) and opened again: before, what it said meanwhile was lost and nothing was told.
+    monkeypatch.setattr(tool_tree.http_client, "MCP_DEFAULT_SSE_READ_TIMEOUT", 2.0)
+    told, said = Told(), _Said()
+    log = logging.getLogger("tool_tree.listens")
+    log.addHandler(said)
+    level = log.level
+    log.setLevel(logging.DEBUG)
+    try:
+        async with changing_over_http() as url, ServerPool([ServerConfig(name="live", url=url, timeout=20)]) as pool:
+            await pool.start("live")
+            pool.on_resource_updated = told
+            assert not isinstance(await pool.request("live", "resources/subscribe", {"uri": LOG}), CallFailure)
+            with anyio.fail_after(10):
+                await said.ended.wait()  # cut at the read timeout: the SDK's keep-alive comes after 15 s
+            await told.reached(1)
+    finally:
+        log.removeHandler(said)
+        log.setLevel(level)
+    assert told.told[0] == ("live", LOG)
