@@ -122,8 +122,9 @@ class TypeBuilder:
         for key, sub in props.items():
             resolved = conv.deref(sub)
             doc_schema = resolved if isinstance(resolved, dict) else (sub if isinstance(sub, dict) else {})
-            if doc_schema is not sub and isinstance(sub, dict) and isinstance(sub.get("description"), str):
-                doc_schema = {**doc_schema, "description": sub["description"]}
+            if doc_schema is not sub and isinstance(sub, dict):
+                # What is written beside the reference is of this property: pydantic puts an enum's default there.
+                doc_schema = {**doc_schema, **{k: v for k, v in sub.items() if k != "$ref"}}
             out.append(
                 Property(
                     wire=key,

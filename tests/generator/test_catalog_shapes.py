@@ -1,0 +1,31 @@
+"""Stubs of schemas written as real servers write them (pydantic, zod-to-json-schema, FastMCP docstrings), in the
+shapes found in a catalog of 527 real tools: the docstring tells what the schema says, and the type is as narrow."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from generator.render import render_stub
+
+
+def _docstring(tool: dict[str, Any]) -> str:
+    stub = render_stub(server="demo", tool=tool, function="find")
+    assert stub.warnings == []
+    function = ast.parse(stub.source).body[-1]
+    assert isinstance(function, ast.FunctionDef)
+    return ast.get_docstring(function) or ""
+
+
+def test_the_default_pydantic_writes_beside_a_reference_to_an_enum_is_in_the_docstring() -> None:
+    schema = {
+        "$defs": {"Unit": {"enum": ["celsius", "fahrenheit"], "title": "Unit", "type": "string"}},
+        "properties": {
+            "unit": {"$ref": "#/$defs/Unit", "default": "celsius"},
+            "other": {"$ref": "#/$defs/Unit", "default": "fahrenheit", "description": "The other unit."},
+        },
+        "type": "object",
+    }
+    doc = _docstring({"name": "find", "inputSchema": schema})
+    assert '    unit: Server default: "celsius".\n' in doc
+    assert '    other: The other unit. Server default: "fahrenheit".' in doc
