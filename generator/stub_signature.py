@@ -153,10 +153,10 @@ def _read(module: ast.Module, source: bytes, function: str) -> Signature | None:
 def _limits(docstring: str) -> dict[str, dict[str, str]]:
     """The limits each parameter's line of the ``Args:`` section gives (wrapped lines joined)."""
     lines = docstring.split("\n")
-    try:
-        start = lines.index("Args:") + 1
-    except ValueError:
+    if "Args:" not in lines:
         return {}
+    # The last: a tool's description (FastMCP's, from a Python docstring) may hold an Args: section of its own.
+    start = len(lines) - lines[::-1].index("Args:")
     entries: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in lines[start:]:

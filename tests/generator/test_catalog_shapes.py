@@ -7,6 +7,7 @@ import ast
 from typing import Any
 
 from generator.render import render_stub
+from generator.stub_signature import Signature, compare, signature
 
 
 def _docstring(tool: dict[str, Any]) -> str:
@@ -29,3 +30,18 @@ def test_the_default_pydantic_writes_beside_a_reference_to_an_enum_is_in_the_doc
     doc = _docstring({"name": "find", "inputSchema": schema})
     assert '    unit: Server default: "celsius".\n' in doc
     assert '    other: The other unit. Server default: "fahrenheit".' in doc
+
+
+def test_a_limit_added_to_a_tool_whose_description_has_its_own_args_section_breaks_calls() -> None:
+    description = "Get the forecast.\n\nArgs:\n    days: Number of days\n\nReturns:\n    The forecast"
+
+    def signature_of(days: dict[str, Any]) -> Signature:
+        schema = {"type": "object", "properties": {"days": {"type": "integer", **days}}, "required": ["days"]}
+        tool = {"name": "find", "description": description, "inputSchema": schema}
+        stub = render_stub(server="demo", tool=tool, function="find")
+        found = signature(stub.source.encode(), "find")
+        assert found is not None
+        return found
+
+    before, after = signature_of({}), signature_of({"maximum": 7})
+    assert compare(before, after) == [("limit narrowed", True, "days", "no maximum", "Maximum: 7")]
