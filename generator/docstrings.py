@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from generator.parts import Param, StubParts, text_of
-from generator.schema_convert import measure
+from generator.schema_convert import matches_nothing, measure
 from generator.type_defs import TypedDictDef
 from generator.type_expr import Atom, ImportNames, Lit, OpenDict, PyType, TupleOf, Union, render_type
 from generator.wrap import dedent, paragraphs, wrap
@@ -200,7 +200,9 @@ def _constraints(schema: dict[str, Any], *, shows_enum: bool) -> list[str]:
     for key in ("anyOf", "oneOf"):
         options = s.get(key)
         if isinstance(options, list):
-            branches = [b for b in options if isinstance(b, dict) and b.get("type") != "null"]
+            branches = [
+                b for b in options if isinstance(b, dict) and b.get("type") != "null" and not matches_nothing(b)
+            ]
             if len(branches) == 1:
                 s = {**branches[0], **s}
     notes: list[str] = []

@@ -177,6 +177,12 @@ def _speaks(scope: dict[str, Any]) -> bool:
     return additional_of(scope) is not None or bool(_patterns_of(scope))
 
 
+def matches_nothing(schema: Any) -> bool:
+    """Whether a schema no value meets: ``false``, or ``{"not": {}}``, which zod-to-json-schema writes as a branch of
+    an ``anyOf`` for a value left out (``binNumber: anyOf [number, {"not": {}}, null]`` is a number or null)."""
+    return schema is False or (isinstance(schema, dict) and (schema.get("not") == {} or schema.get("not") is True))
+
+
 _JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "null", "array", "object"})
 
 
@@ -446,7 +452,7 @@ class Converter:
         for key in ("oneOf", "anyOf"):
             options = schema.get(key)
             if t is ANY and isinstance(options, list) and options:
-                t = make_union(self.convert(o, hint=hint, depth=depth + 1) for o in options)
+                t = make_union(self.convert(o, hint=hint, depth=depth + 1) for o in options if not matches_nothing(o))
         # Branches with real types win over the schema's own type; constraint-only branches
         # ({"required": [...]}) convert to Any and leave the schema's own type standing.
         if t is ANY:

@@ -45,3 +45,12 @@ def test_a_limit_added_to_a_tool_whose_description_has_its_own_args_section_brea
 
     before, after = signature_of({}), signature_of({"maximum": 7})
     assert compare(before, after) == [("limit narrowed", True, "days", "no maximum", "Maximum: 7")]
+
+
+def test_a_branch_zod_writes_for_a_value_left_out_narrows_nothing() -> None:
+    bins = {"anyOf": [{"type": "number", "minimum": 1}, {"not": {}}, {"type": "null"}], "default": None}
+    schema = {"type": "object", "properties": {"binNumber": bins, "never": {"anyOf": [{"not": {}}, False]}}}
+    stub = render_stub(server="demo", tool={"name": "find", "inputSchema": schema}, function="find")
+    assert "binNumber: float | None | NotGiven = NOT_GIVEN" in stub.source
+    assert "never: Any | NotGiven = NOT_GIVEN" in stub.source
+    assert "    binNumber: Minimum: 1. Server default: null." in _docstring({"name": "find", "inputSchema": schema})
