@@ -196,6 +196,7 @@ _LIMITS = {
 
 
 def _constraints(schema: dict[str, Any], *, shows_enum: bool) -> list[str]:
+    notes = _described_values(schema)
     s = schema
     for key in ("anyOf", "oneOf"):
         options = s.get(key)
@@ -205,7 +206,6 @@ def _constraints(schema: dict[str, Any], *, shows_enum: bool) -> list[str]:
             ]
             if len(branches) == 1:
                 s = {**branches[0], **s}
-    notes: list[str] = []
     if s.get("deprecated") is True:
         notes.append("Deprecated.")
     if isinstance(s.get("format"), str):
@@ -230,6 +230,25 @@ def _constraints(schema: dict[str, Any], *, shows_enum: bool) -> list[str]:
     if "default" in s:
         notes.append(f"Server default: {_json_preview(s['default'], 200)}.")
     return notes
+
+
+def _described_values(schema: dict[str, Any]) -> list[str]:
+    """What each value means, of an ``anyOf`` or ``oneOf`` of ``const`` branches that say it (zod's union of described
+    literals, JSON Schema's enum with descriptions): ``Values: "hot" (most popular), "video" (videos).``; the type's
+    ``Literal`` lists the values alone."""
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if not isinstance(options, list):
+            continue
+        branches = [b for b in options if isinstance(b, dict) and b.get("type") != "null" and not matches_nothing(b)]
+        if not branches or not all("const" in b for b in branches):
+            continue
+        meanings = [one_line(text_of(b.get("description")) or text_of(b.get("title")), 80) for b in branches]
+        if any(meanings):
+            pairs = zip(branches, meanings, strict=True)
+            items = [_json_preview(b["const"], 60) + (f" ({m})" if m else "") for b, m in pairs]
+            return [f"Values: {one_line(', '.join(items), 400)}."]
+    return []
 
 
 def _shows_literal(t: PyType) -> bool:

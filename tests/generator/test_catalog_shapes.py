@@ -54,3 +54,18 @@ def test_a_branch_zod_writes_for_a_value_left_out_narrows_nothing() -> None:
     assert "binNumber: float | None | NotGiven = NOT_GIVEN" in stub.source
     assert "never: Any | NotGiven = NOT_GIVEN" in stub.source
     assert "    binNumber: Minimum: 1. Server default: null." in _docstring({"name": "find", "inputSchema": schema})
+
+
+def test_what_each_value_of_a_union_of_described_literals_means_is_in_the_docstring() -> None:
+    kinds = [
+        {"type": "string", "const": "hot", "description": "Most popular"},
+        {"type": "string", "const": "video", "title": "Videos"},
+        {"type": "string", "const": "comment"},
+    ]
+    schema = {"type": "object", "properties": {"type": {"anyOf": kinds, "default": "hot", "description": "Board"}}}
+    stub = render_stub(server="demo", tool={"name": "find", "inputSchema": schema}, function="find")
+    assert 'type: Literal["hot", "video", "comment"] | NotGiven = NOT_GIVEN' in stub.source
+    doc = _docstring({"name": "find", "inputSchema": schema})
+    assert '    type: Board. Values: "hot" (Most popular), "video" (Videos), "comment". Server default: "hot".' in doc
+    plain = {"type": "object", "properties": {"type": {"anyOf": [{"const": "hot"}, {"const": "video"}]}}}
+    assert "Values:" not in _docstring({"name": "find", "inputSchema": plain})
