@@ -25,8 +25,8 @@ _MAYBE_UNSAFE = re.compile(r"[^\x20-\x7e]+")
 _MAYBE_UNSAFE_BUT_NEWLINE = re.compile(r"[^\x20-\x7e\n]+")
 """The same, but a newline is not even looked at (docstrings keep theirs)."""
 _LINE_START = re.compile(r"\n(?=[^\n])")
-_QUOTE_RUN = re.compile(r'"(?:(?=")|\Z|(?<=\A"))')
-"""A quote before a quote, the last or the first character (written to start with the quote: a fast search)."""
+_QUOTE_RUN = re.compile(r'""+|\A"|"\Z')
+"""Quotes that may need an escape: two or more in a row, the first character, the last."""
 
 
 def _escape_char(ch: str) -> str:
@@ -48,8 +48,19 @@ def _escape_unprintable(match: re.Match[str]) -> str:
     return "".join(ch if ch.isprintable() else _escape_char(ch) for ch in run)
 
 
-def _escaped_quote(match: re.Match[str]) -> str:
-    return '\\"'
+def _escaped_quotes(match: re.Match[str]) -> str:
+    """The run of quotes with every third escaped, and its first or last when it starts or ends the text."""
+    run, start, end = match.group(), match.start(), match.end()
+    out: list[str] = []
+    unescaped = 0  # quotes in a row before this one
+    for i in range(len(run)):
+        if unescaped == 2 or start + i == 0 or (i == len(run) - 1 and end == len(match.string)):
+            out.append('\\"')
+            unescaped = 0
+        else:
+            out.append('"')
+            unescaped += 1
+    return "".join(out)
 
 
 def string_literal(text: str, *, quote: str = '"') -> str:
@@ -76,8 +87,9 @@ def docstring_literal(text: str, *, indent: str = "") -> str:
 
     ``text`` is split on ``\\n`` only (never ``str.splitlines``, which also splits on ``\\x0b``,
     ``\\x0c``, ``\\x1c``-``\\x1e``, ``\\x85``, ``\\u2028`` and ``\\u2029``); every other
-    non-printable character is escaped. A quote is escaped when the next character is a quote,
-    when it is the first or last character, so ``\"\"\"`` can never appear unescaped. A
+    non-printable character is escaped. Of quotes in a row every third is escaped, and a quote that is
+    the first or last character, so ``\"\"\"`` can never appear unescaped (and JSON's ``""`` reads as
+    written: before, every quote before a quote was escaped, ``\\""``). A
     multi-line docstring ends with the closing quotes on their own line at ``indent``.
 
     Raises:
@@ -96,5 +108,5 @@ def docstring_literal(text: str, *, indent: str = "") -> str:
     if not body.replace("\n", " ").isprintable():
         body = _MAYBE_UNSAFE_BUT_NEWLINE.sub(_escape_unprintable, body)
     if '"' in body:
-        body = _QUOTE_RUN.sub(_escaped_quote, body)
+        body = _QUOTE_RUN.sub(_escaped_quotes, body)
     return '"""' + body + '"""'

@@ -84,6 +84,11 @@ def test_docstring_literal_round_trips_any_text(text: str) -> None:
 
 def test_docstring_literal_leaves_plain_prose_readable() -> None:
     assert docstring_literal('Say "hi" to them.') == '"""Say "hi" to them."""'
+    assert (
+        docstring_literal('Server default: "". Examples: ["", "a"].')
+        == '"""Server default: "". Examples: ["", "a"]."""'
+    )
+    assert docstring_literal('a """ b """"""') == '"""a ""\\" b ""\\"""\\""""'
     assert docstring_literal("a\n\nb", indent="    ") == '"""a\n\n    b\n    """'
 
 
@@ -121,7 +126,19 @@ def _docstring_literal_per_char(text: str, indent: str) -> str:
     body = _UNSAFE_CHAR.sub(
         lambda m: m.group() if m.group() == "\n" or m.group().isprintable() else _escape(m.group()), body
     )
-    return '"""' + re.sub(r'\A"|"(?=")|"\Z', '\\\\"', body) + '"""'
+    out: list[str] = []
+    unescaped = 0  # quotes in a row before this one
+    for i, ch in enumerate(body):
+        if ch != '"':
+            out.append(ch)
+            unescaped = 0
+        elif unescaped == 2 or i in (0, len(body) - 1):
+            out.append('\\"')
+            unescaped = 0
+        else:
+            out.append(ch)
+            unescaped += 1
+    return '"""' + "".join(out) + '"""'
 
 
 _QUOTEY_TEXT = st.lists(
