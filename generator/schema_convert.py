@@ -301,6 +301,10 @@ class Converter:
         self._root_hint = root_hint
         self._ref_types: dict[str, PyType] = {}
         self._resolving: set[str] = set()
+        self._objects: dict[int, tuple[Any, Atom]] = {}
+        """id of an object schema → (it, kept so the id stays its own; its TypedDict): an object met again (by a
+        ``$ref`` to it where it is written, as zod-to-json-schema refers to a schema used twice) is that TypedDict,
+        not a copy of it under another name (``Style_2``)."""
 
     # $ref handling
 
@@ -410,6 +414,9 @@ class Converter:
                 "allows more keys (a stub can name neither); using Any there"
             )
             return ANY
+        if (seen := self._objects.get(id(target))) is not None:
+            self._ref_types[ref] = seen[1]
+            return seen[1]
         def_hint = _decode_pointer_token(ref.rsplit("/", 1)[-1]) if ref != "#" else self._root_hint
         obj = self.object_view(target)
         if (
@@ -421,6 +428,7 @@ class Converter:
         ):
             name = self._b.names.allocate(def_hint)
             self._ref_types[ref] = Atom(name)
+            self._objects[id(target)] = (target, Atom(name))
             self.typed_dict(obj, name, depth)
             return Atom(name)
         self._resolving.add(ref)
@@ -542,8 +550,11 @@ class Converter:
                 return DictOf(ANY)
             if is_open(obj) and not self._output:
                 return self._open_dict(obj, hint, depth)
+            if (seen := self._objects.get(id(schema))) is not None:
+                return seen[1]
             title = obj.get("title")
             name = self._b.names.allocate(title if isinstance(title, str) and title.strip() else hint)
+            self._objects[id(schema)] = (schema, Atom(name))
             self.typed_dict(obj, name, depth)
             return Atom(name)
         return DictOf(self.free_values(obj, hint, depth + 1))

@@ -69,3 +69,16 @@ def test_what_each_value_of_a_union_of_described_literals_means_is_in_the_docstr
     assert '    type: Board. Values: "hot" (Most popular), "video" (Videos), "comment". Server default: "hot".' in doc
     plain = {"type": "object", "properties": {"type": {"anyOf": [{"const": "hot"}, {"const": "video"}]}}}
     assert "Values:" not in _docstring({"name": "find", "inputSchema": plain})
+
+
+def test_an_object_zod_refers_to_where_it_is_first_written_is_one_typed_dict() -> None:
+    style = {"type": "object", "properties": {"fillColor": {"type": "string"}}, "description": "Style settings."}
+    district = {"type": "object", "properties": {"name": {"type": "string"}, "style": {"$ref": "#/properties/style"}}}
+    schema = {
+        "type": "object",
+        "properties": {"style": style, "subdistricts": {"type": "array", "items": district}, "again": {"$ref": "#"}},
+    }
+    source = render_stub(server="demo", tool={"name": "find", "inputSchema": schema}, function="find").source
+    assert "class Style(TypedDict):" in source
+    assert source.count("    style: NotRequired[Style]\n") == 2  # in a district and in the root's own TypedDict
+    assert "Style_2" not in source and "SubdistrictsItem_2" not in source
