@@ -24,6 +24,7 @@ MAX_PARSED = 600_000
 """Bytes of a stub parsed for its signature (the generator writes none over 500,000 characters, nearly all ASCII); a
 bigger file (a user's, a tree's from elsewhere) is not compared: parsing 2 MB of tiny tokens took 870 MB."""
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_IDENT_PARTS = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)")
 _LOWER_BOUNDS = ("Minimum", "Greater than", "Min length", "Min items")
 _UPPER_BOUNDS = ("Maximum", "Less than", "Max length", "Max items")
 _UNIQUE = "Items must be unique"
@@ -219,30 +220,27 @@ def _members(node: ast.expr | None, text: Callable[[ast.expr | None], str]) -> f
     return frozenset(out)
 
 
-def _shape(text: str, defs: Mapping[str, Mapping[str, str]]) -> str:
-    """``text`` with the TypedDicts it refers to (and they to others) spelled out, each named by the order it is
-    first met: equal for the same structure under other names."""
-    order: dict[str, int] = {}
-    pending: list[str] = []
-
-    def meet(t: str) -> None:
-        for name in _IDENT.findall(t):
-            if name in defs and name not in order:
-                order[name] = len(order)
-                pending.append(name)
-
-    meet(text)
-    i = 0
-    while i < len(pending):
-        for key, value in defs[pending[i]].items():
-            meet(key + " " + value)
-        i += 1
-
-    def renamed(t: str) -> str:
-        return _IDENT.sub(lambda m: f"#{order[m[0]]}" if m[0] in order else m[0], t)
-
-    spelled = [f"#{order[n]}{{{', '.join(f'{k!r}: {renamed(v)}' for k, v in defs[n].items())}}}" for n in pending]
-    return renamed(text) + "".join(spelled)
+def _same(a: str, old: Mapping[str, Mapping[str, str]], b: str, new: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether the type ``a`` (of the TypedDicts ``old``) is ``b`` (of ``new``) whatever the TypedDicts are called: the
+    same text around their names, and TypedDicts of the same keys of the same types. A pair met again is taken as the
+    same (a recursive TypedDict), so one written twice under two names (``Style_2``) is the same as once."""
+    assumed: set[tuple[str, str]] = set()
+    pending = [(a, b)]
+    while pending:
+        x, y = pending.pop()
+        xs, ys = _IDENT_PARTS.split(x), _IDENT_PARTS.split(y)  # text, name, text, name, …, text
+        if len(xs) != len(ys):
+            return False
+        for i, (m, n) in enumerate(zip(xs, ys, strict=True)):
+            if i % 2 == 0 or (m not in old and n not in new):
+                if m != n:
+                    return False
+            elif m not in old or n not in new or old[m].keys() != new[n].keys():
+                return False
+            elif (m, n) not in assumed:
+                assumed.add((m, n))
+                pending += [(old[m][key], new[n][key]) for key in old[m]]
+    return True
 
 
 def _within(small: frozenset[str], big: frozenset[str], old: Signature, new: Signature) -> bool:
@@ -251,7 +249,7 @@ def _within(small: frozenset[str], big: frozenset[str], old: Signature, new: Sig
     if "Any" in big:
         return True
     return all(
-        (m in big and _shape(m, old.defs) == _shape(m, new.defs)) or _base(m) in big or (m == "int" and "float" in big)
+        (m in big and _same(m, old.defs, m, new.defs)) or _base(m) in big or (m == "int" and "float" in big)
         for m in small
     )
 
@@ -320,7 +318,7 @@ def compare(old: Signature, new: Signature) -> list[Change]:
             out.append(("now required", True, q.name, "", ""))
         elif p.required and not q.required:
             out.append(("now optional", False, q.name, "", ""))
-        if _shape(p.type, old.defs) != _shape(q.type, new.defs):
+        if not _same(p.type, old.defs, q.type, new.defs):
             out.append(_type_change(q.name, p.type, q.type, p.members, q.members, old, new))
         out += _limit_changes(q.name, old.limits.get(p.name, {}), new.limits.get(q.name, {}))
     for wire, q in new.params.items():
@@ -330,10 +328,10 @@ def compare(old: Signature, new: Signature) -> list[Change]:
         out.append(("arguments removed", True, "", old.extra, ""))
     elif old.extra is None and new.extra is not None:
         out.append(("arguments added", False, "", "", new.extra))
-    elif old.extra is not None and new.extra is not None and _shape(old.extra, old.defs) != _shape(new.extra, new.defs):
+    elif old.extra is not None and new.extra is not None and not _same(old.extra, old.defs, new.extra, new.defs):
         one, other = frozenset({old.extra}), frozenset({new.extra})
         out.append(_type_change("**arguments", old.extra, new.extra, one, other, old, new))
-    if _shape(old.returns, old.defs) != _shape(new.returns, new.defs):
+    if not _same(old.returns, old.defs, new.returns, new.defs):
         keys = _keys(old.returns, old, new, sent=False) if old.returns == new.returns else None
         if keys is not None:
             out.append(("returns keys changed" if keys[1] else "returns keys added", keys[1], "", old.returns, keys[0]))

@@ -82,3 +82,28 @@ def test_an_object_zod_refers_to_where_it_is_first_written_is_one_typed_dict() -
     assert "class Style(TypedDict):" in source
     assert source.count("    style: NotRequired[Style]\n") == 2  # in a district and in the root's own TypedDict
     assert "Style_2" not in source and "SubdistrictsItem_2" not in source
+
+
+def _signature_of(source: str) -> Signature:
+    found = signature(source.encode(), "find")
+    assert found is not None
+    return found
+
+
+def test_a_typed_dict_written_once_instead_of_twice_under_two_names_changes_nothing_for_callers() -> None:
+    head = "from typing import NotRequired, TypedDict\n\n"
+    twice = head + (
+        "class Items(TypedDict):\n    name: str\n    children: NotRequired[list[Items]]\n\n"
+        "class ChildrenItem(TypedDict):\n    name: str\n    children: NotRequired[list[Items]]\n\n"
+        "def find(*, data: ChildrenItem) -> None:\n    pass\n"
+    )
+    once = head + (
+        "class ChildrenItem(TypedDict):\n    name: str\n    children: NotRequired[list[ChildrenItem]]\n\n"
+        "def find(*, data: ChildrenItem) -> None:\n    pass\n"
+    )
+    assert compare(_signature_of(twice), _signature_of(once)) == []
+    assert compare(_signature_of(once), _signature_of(twice)) == []
+    other = once.replace("children: NotRequired[list[ChildrenItem]]", "children: NotRequired[list[str]]")
+    assert compare(_signature_of(twice), _signature_of(other)) == [
+        ("type changed", True, "data", "ChildrenItem", "ChildrenItem")
+    ]
