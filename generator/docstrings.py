@@ -61,7 +61,10 @@ def typed_dict_docstring(d: TypedDictDef) -> str:
     Module and function docstrings keep them (escaped by the literal writer).
     """
     lines = paragraphs(d.description, MAX_TYPE_DESCRIPTION, width=_WIDTH)
-    documented = [(f.key, one_line(f.description, MAX_FIELD_DESCRIPTION), shape_notes(f.type)) for f in d.fields]
+    documented = [
+        (f.key, one_line(f.description, MAX_FIELD_DESCRIPTION), shape_notes(f.type) + _default_note(f.default))
+        for f in d.fields
+    ]
     documented = [(key, text, notes) for key, text, notes in documented if text.strip() or notes]
     if documented:
         lines += ["", "Attributes:"] if lines else [f"The {d.name} object.", "", "Attributes:"]
@@ -70,6 +73,10 @@ def typed_dict_docstring(d: TypedDictDef) -> str:
                 f"{key}: {' '.join(x for x in [_sentence(text) if notes else text, *notes] if x)}", _WIDTH, "    "
             )
     return _SURROGATE.sub("\ufffd", "\n".join(lines))
+
+
+def _default_note(default: str | None) -> list[str]:
+    return [] if default is None else [f"Server default: {one_line(default, 200)}."]
 
 
 def function_docstring(parts: StubParts) -> str:

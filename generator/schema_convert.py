@@ -256,6 +256,17 @@ def merged_extra_keys(scopes: list[dict[str, Any]], props: dict[str, Any]) -> tu
     }, refused
 
 
+def _default_of(*schemas: Any) -> str | None:
+    """The JSON of the first of ``schemas`` (a property's, then the one it refers to) that gives a ``default``."""
+    for schema in schemas:
+        if isinstance(schema, dict) and "default" in schema:
+            try:
+                return json.dumps(schema["default"], ensure_ascii=False)
+            except (TypeError, ValueError, RecursionError):
+                return None
+    return None
+
+
 def _decode_pointer_token(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
 
@@ -618,6 +629,7 @@ class Converter:
                 type=self.convert(sub, hint=key, depth=depth + 1),
                 required=key in required,
                 description=_description(sub) or _description(self.deref(sub)),
+                default=None if self._output else _default_of(sub, self.deref(sub)),
             )
             for key, sub in fields_of(obj).items()
         )

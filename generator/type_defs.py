@@ -26,6 +26,8 @@ class FieldDef:
     required: bool
     description: str
     """Untrusted text (may be empty)."""
+    default: str | None = None
+    """The JSON of the schema's ``default`` (a key of an argument, not of a result), or None when it gives none."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -107,3 +107,29 @@ def test_a_typed_dict_written_once_instead_of_twice_under_two_names_changes_noth
     assert compare(_signature_of(twice), _signature_of(other)) == [
         ("type changed", True, "data", "ChildrenItem", "ChildrenItem")
     ]
+
+
+def test_the_default_of_a_key_of_a_nested_argument_object_is_in_its_typed_dicts_docstring() -> None:
+    unit = {"enum": ["px", "pt"], "type": "string", "description": "The unit."}
+    style = {
+        "type": "object",
+        "properties": {
+            "colors": {"type": "array", "items": {"type": "string"}, "default": ["#1783FF"], "description": "Colors"},
+            "bold": {"type": "boolean", "default": False},
+            "unit": {"$ref": "#/$defs/Unit", "default": "px"},
+            "size": {"type": "integer"},
+        },
+    }
+    schema = {"type": "object", "$defs": {"Unit": unit}, "properties": {"style": style}}
+    result = {"type": "object", "properties": {"style": style}}
+    source = render_stub(
+        server="demo", tool={"name": "find", "inputSchema": schema, "outputSchema": result}, function="find"
+    ).source
+    classes = [node for node in ast.parse(source).body if isinstance(node, ast.ClassDef)]
+    argument, returned = (ast.get_docstring(c) or "" for c in classes if c.name.startswith("Style"))
+    assert argument.endswith(
+        '    colors: Colors. Server default: ["#1783FF"].\n'
+        "    bold: Server default: false.\n"
+        '    unit: The unit. Server default: "px".'
+    )
+    assert "default" not in returned  # a result's keys are what the server sends
