@@ -218,6 +218,9 @@ def _constraints(schema: dict[str, Any], *, shows_enum: bool) -> list[str]:
     if isinstance(s.get("format"), str):
         notes.append(f"Format: {one_line(s['format'], 60)}.")
     if not s.keys().isdisjoint(_LIMITS):
+        for bound, exclusive in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+            if s.get(exclusive) is True and bound in s:  # draft 4's: the bound itself is refused
+                s = {k: v for k, v in s.items() if k != bound} | {exclusive: s[bound]}
         for key, label in _LIMITS.items():
             value = s.get(key)
             if isinstance(value, int | float) and not isinstance(value, bool):

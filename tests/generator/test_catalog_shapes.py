@@ -133,3 +133,9 @@ def test_the_default_of_a_key_of_a_nested_argument_object_is_in_its_typed_dicts_
         '    unit: The unit. Server default: "px".'
     )
     assert "default" not in returned  # a result's keys are what the server sends
+
+
+def test_a_bound_draft_4_marks_exclusive_is_given_as_one_the_value_must_pass() -> None:
+    page = {"type": "integer", "minimum": 0, "exclusiveMinimum": True, "maximum": 10, "exclusiveMaximum": False}
+    doc = _docstring({"name": "find", "inputSchema": {"type": "object", "properties": {"page": page}}})
+    assert doc.endswith("    page: Maximum: 10. Greater than: 0.")
