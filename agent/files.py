@@ -37,6 +37,9 @@ MAX_LINE_CHARS = 20_000
 of a read's `MAX_CHARS`, so one long line leaves room for the lines around it. Before: a line was shown up to 60,000
 characters and the note sent the model to the next line, so the rest of it could not be read."""
 MAX_FILE_BYTES = 8 * 1024 * 1024
+"""The most of a file ``read_file`` reads (as much as the sandbox sends, `MAX_READ_BYTES`): its notes send the model to
+a script for the lines past it. Before: the lines of those bytes were given as all of the file's ("of 699051"), the
+line the read cut in two was shown as whole, and the last note sent the model to an offset "past the end"."""
 MAX_ENTRIES = 500
 LIST_LIMIT = MAX_ENTRIES + 1
 """Workspace entries asked of the sandbox for one listing: the `MAX_ENTRIES` shown, and one for the workspace's own
@@ -103,6 +106,16 @@ def _clean_line(line: str) -> str:
     if ended:
         body = body.removesuffix("\r")
     return clean_text(body.replace("\r", " ")) + ("\n" if ended else "")
+
+
+def _read_on(parts: tuple[str, ...], line: int, count: int) -> str:
+    """What a note says to read ``count`` lines of a file from its 1-based ``line`` on, past what read_file reads."""
+    path = f"{WORKSPACE}/{'/'.join(parts)}"
+    return (
+        f"read lines {line:,} on from a script in execute_python: import itertools; f = open({path!r}, "
+        f"encoding='utf-8', errors='replace', newline='\\n'); print(''.join(itertools.islice(f, {line - 1}, "
+        f"{line - 1 + count})), end='')"
+    )
 
 
 def _line_start(data: bytes, line: int) -> int:
@@ -268,12 +281,20 @@ class FileView:
         data = self._read_tree(parts) if parts[0] == TREE_DIR else self._read_workspace(parts)
         if b"\x00" in data[:8192]:
             raise FileAccessError(f"{_display(parts)}: a binary file ({size(len(data))}); open it from a script")
+        reached = len(data) >= MAX_FILE_BYTES  # no more is read: the file may go on
+        if reached and (last := data.rfind(b"\n")) >= 0:
+            data = data[: last + 1]  # the line the read cut in two is not shown as a whole one
         # Lines end at "\n" only, and only the lines shown are decoded: a file of millions of short lines
         # costs no list of them (8 MiB of "a\n" took 305 MB to split), and b"\n" is never inside a
         # UTF-8 sequence, so each line decodes as it would in the whole text.
         n_lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         start = offset
         if n_lines and start > n_lines:
+            if reached:
+                raise FileAccessError(
+                    f"{_display(parts)}: offset {offset} is past the {n_lines:,} lines of the file's first "
+                    f"{size(MAX_FILE_BYTES)}, which is all read_file reads; {_read_on(parts, offset, limit)}"
+                )
             raise FileAccessError(f"{_display(parts)}: offset {offset} is past the end ({n_lines} lines)")
         shown: list[str] = []
         total = 0
@@ -289,7 +310,17 @@ class FileView:
             pos = stop
         out = "".join(shown)
         end = start - 1 + len(shown)
-        if end < n_lines or len(data) >= MAX_FILE_BYTES:
+        if reached and end == n_lines:
+            out += (
+                f"\n[lines {start}–{end}: the last of the file's first {size(MAX_FILE_BYTES)}, which is all read_file "
+                f"reads; {_read_on(parts, end + 1, limit)}]"
+            )
+        elif reached:
+            out += (
+                f"\n[lines {start}–{end} of the {n_lines} in the file's first {size(MAX_FILE_BYTES)} (all read_file "
+                f"reads); call read_file with offset={end + 1} for more]"
+            )
+        elif end < n_lines:
             out += f"\n[lines {start}–{end} of {n_lines}; call read_file with offset={end + 1} for more]"
         return out
 

@@ -301,3 +301,36 @@ def test_an_offset_or_a_limit_below_1_is_refused(tree: Path, workspace: FolderWo
         view.read_file("notes.txt", offset=0)
     with pytest.raises(ValueError, match=r"^limit must be at least 1 \(a number of lines\), got -3$"):
         view.read_file("notes.txt", limit=-3)
+
+
+def run_the_script(text: str, workspace: Path) -> str:
+    """Run the script a note past the bytes read_file reads gives, with ``/workspace`` as the test's folder."""
+    script = text.split("from a script in execute_python: ", 1)[1].removesuffix("]")
+    output: list[str] = []
+    names: dict[str, object] = {"print": lambda *a, end="\n": output.append("".join(a) + end)}
+    exec(script.replace("'/workspace/", f"'{workspace}/"), names)  # the model would run it with execute_python
+    names["f"].close()  # type: ignore[attr-defined]
+    return "".join(output)
+
+
+def test_a_file_past_the_bytes_read_says_its_lines_are_of_its_start_and_how_to_read_on(
+    tree: Path, workspace: FolderWorkspace
+) -> None:
+    # Before: a 12 MB file of 1,000,000 lines read as "of 699051" lines, its last line cut in two ("row 0699"), the
+    # last note said "call read_file with offset=699052", and that offset was "past the end (699051 lines)".
+    (workspace.root / "huge.txt").write_bytes(b"".join(b"row %07d\n" % i for i in range(1_000_000)))
+    view = FileView(tree, workspace=lambda: workspace)
+    assert view.read_file("huge.txt", limit=2) == (
+        "row 0000000\nrow 0000001\n\n[lines 1–2 of the 699050 in the file's first 8.0 MB (all read_file reads); "
+        "call read_file with offset=3 for more]"
+    )
+    last = view.read_file("huge.txt", offset=699_049, limit=5)
+    assert last.startswith("row 0699048\nrow 0699049\n\n[lines 699049–699050: the last of the file's first 8.0 MB")
+    assert run_the_script(last, workspace.root) == "row 0699050\nrow 0699051\nrow 0699052\nrow 0699053\nrow 0699054\n"
+    with pytest.raises(FileAccessError) as past:
+        view.read_file("huge.txt", offset=900_000, limit=2)
+    assert str(past.value).startswith(
+        "huge.txt: offset 900000 is past the 699,050 lines of the file's first 8.0 MB, which is all read_file reads; "
+        "read lines 900,000 on from a script in execute_python: "
+    )
+    assert run_the_script(str(past.value), workspace.root) == "row 0899999\nrow 0900000\n"
