@@ -7,7 +7,8 @@ A client that reaches its servers through tooltree keeps their prompts (slash co
   `agent.naming`: ASCII, at most 64 characters, ``_2``, ``_3``, ... on a collision); ``prompts/get`` goes to that
   server with the prompt's own name and arguments (an argument whose name had to be cleaned is renamed back); one
   without an argument the prompt says is required is refused before the server is asked.
-- ``resources/list`` and ``resources/templates/list`` offer every server's, together; ``resources/read`` goes to the
+- ``resources/list`` and ``resources/templates/list`` offer every server's, together (each list, prompts too, in
+  pages: `agent.serve.list_pages`); ``resources/read`` goes to the
   one server that listed the URI, else to the one whose template matches it. A URI two servers list, or that
   templates of two servers match, or that none knows, is refused, saying so.
 - ``resources/subscribe`` and ``resources/unsubscribe`` (a client of the handshake era) follow one resource on the
@@ -63,6 +64,7 @@ from pydantic import ValidationError
 
 from agent.content import MAX_BLOCKS
 from agent.serve.bounded_result import _block, _Budget
+from agent.serve.list_pages import page
 from agent.serve.upstream_listen import MAX_LISTEN_BACKLOG as MAX_LISTEN_BACKLOG
 from agent.serve.upstream_listen import MAX_LISTEN_STREAMS as MAX_LISTEN_STREAMS
 from agent.serve.upstream_listen import listen_handler
@@ -322,7 +324,8 @@ def install(
 
         async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
             listed(ctx, "prompts")
-            return types.ListPromptsResult(prompts=list(extras.offer.prompts))
+            prompts, after = page(extras.offer.prompts, params.cursor if params else None, "prompts/list")
+            return types.ListPromptsResult(prompts=prompts, next_cursor=after)
 
         async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
             route = extras.prompt_route(params.name)
@@ -356,11 +359,14 @@ def install(
 
         async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
             listed(ctx, "resources")
-            return types.ListResourcesResult(resources=list(extras.offer.resources))
+            resources, after = page(extras.offer.resources, params.cursor if params else None, "resources/list")
+            return types.ListResourcesResult(resources=resources, next_cursor=after)
 
         async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
             listed(ctx, "resources")
-            return types.ListResourceTemplatesResult(resource_templates=list(extras.offer.templates))
+            cursor = params.cursor if params else None
+            templates, after = page(extras.offer.templates, cursor, "resources/templates/list")
+            return types.ListResourceTemplatesResult(resource_templates=templates, next_cursor=after)
 
         async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
             uri = str(params.uri)

@@ -1,6 +1,6 @@
 """An MCP server built with the official SDK's low-level ``Server`` that offers prompts and resources, some hostile.
 
-    python prompts_server.py SCHEME [endless]
+    python prompts_server.py SCHEME [endless | wide]
 
 Tools: ``ping`` (so that a tree can be generated from it).
 
@@ -16,7 +16,8 @@ Prompts:
 Resources (``SCHEME://...``): ``readme`` (text), ``big`` (1,000,000 characters), ``logo.png`` (a PNG blob), ``hostile``
 (its name and description carry `ESCAPES`, its text too), ``shared://readme`` (listed by every instance: ambiguous),
 and one whose URI carries `ESCAPES` (left out). Templates: ``SCHEME://items/{id}`` and ``shared://items/{id}``.
-With ``endless``, every page of ``resources/list`` names a next one.
+With ``endless``, every page of ``resources/list`` names a next one; with ``wide``, the list has `WIDE` more resources,
+``SCHEME://wide/<n>``, each described in 2,000 characters (about 2 MB of JSON in all).
 
 Test controls, from the environment: ``PROMPTS_SERVER_MARK`` a file a line is added to at each start;
 ``PROMPTS_SERVER_MORE`` a file whose lines, when it exists, name more prompts (read at each ``prompts/list``);
@@ -44,6 +45,7 @@ from mcp.shared.exceptions import MCPError
 
 SCHEME = sys.argv[1]
 ENDLESS = sys.argv[2:3] == ["endless"]
+WIDE = 900 if sys.argv[2:3] == ["wide"] else 0
 ESCAPES = "\x1b]52;c;ZWNobyBwd25lZAo=\x07\x1b[2J\x1b[31mRED\u202eevil"
 PNG = base64.b64encode(
     base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
@@ -139,7 +141,8 @@ async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) 
         page = int(params.cursor if params is not None and params.cursor else "0")
         item = types.Resource(name=f"page {page}", uri=f"{SCHEME}://pages/{page}")
         return types.ListResourcesResult(resources=[item], next_cursor=str(page + 1))
-    return types.ListResourcesResult(resources=resources())
+    wide = [types.Resource(name=f"wide {n}", uri=f"{SCHEME}://wide/{n}", description="w" * 2_000) for n in range(WIDE)]
+    return types.ListResourcesResult(resources=resources() + wide)
 
 
 async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
