@@ -89,6 +89,22 @@ def _display(parts: tuple[str, ...]) -> str:
     return "/".join(parts) or "/workspace"
 
 
+_CHANNEL = " failed in the sandbox: "
+"""What the session puts between its operation's name and the sandbox's words (`sandbox.channel`)."""
+
+
+def _sandbox_refused(parts: tuple[str, ...], error: Exception) -> FileAccessError:
+    """The sandbox's refusal of a workspace path, as the model is told it: its words, which name the path (or the part
+    of it that failed), without the session's (``workspace.read failed in the sandbox: ``). Before, both, and the
+    path twice: "missing.txt: workspace.read failed in the sandbox: missing.txt: No such file or directory"."""
+    text = str(error)
+    said = text.split(_CHANNEL, 1)[1] if _CHANNEL in text else text
+    path = "/".join(parts)
+    if said.startswith((f"{path}: ", f"{path!r}: ")):
+        return FileAccessError(said)
+    return FileAccessError(f"{_display(parts)}: {said}")
+
+
 def shown_name(name: str) -> str:
     """``name`` with every character that is not printable, and every backslash, escaped as in a Python
     literal: one line that cannot move the cursor or fake an entry, and that still tells names apart."""
@@ -204,7 +220,7 @@ class FileView:
         try:
             entries, total = self._session(parts).list_folder("/".join(parts), limit=LIST_LIMIT)
         except SessionError as e:
-            raise FileAccessError(f"{_display(parts)}: {e}") from None
+            raise _sandbox_refused(parts, e) from None
         listed = [(str(e["name"]), e.get("type") == "dir", int(e.get("size", 0))) for e in entries]
         if parts:
             return listed, total
@@ -221,7 +237,7 @@ class FileView:
         try:
             return self._session(parts).read_file("/".join(parts), max_bytes=MAX_FILE_BYTES)
         except SessionError as e:
-            raise FileAccessError(f"{_display(parts)}: {e}") from None
+            raise _sandbox_refused(parts, e) from None
 
     # ---- what the tools call ----------------------------------------------------------------
 

@@ -33,9 +33,10 @@ class FolderWorkspace:
 
     def read_file(self, path: str, *, max_bytes: int = 1 << 20) -> bytes:
         self.calls.append(path)
-        if not (self.root / path).is_file():
-            raise SessionError(f"{path}: no such regular file in the workspace")
-        return (self.root / path).read_bytes()[:max_bytes]
+        try:
+            return Workspace(str(self.root)).read(path, max_bytes)[0]
+        except FileOpError as e:
+            raise SessionError(f"workspace.read failed in the sandbox: {e}") from None
 
 
 @pytest.fixture
@@ -138,7 +139,7 @@ def test_without_a_workspace_only_the_tree_is_readable(tree: Path) -> None:
 
 def test_manifest_and_snapshots_beside_the_stubs_are_not_reachable(tree: Path, workspace: FolderWorkspace) -> None:
     assert normalize("/workspace/manifest.json") == ("manifest.json",)
-    with pytest.raises(FileAccessError, match="no such regular file"):
+    with pytest.raises(FileAccessError, match="No such file or directory"):
         FileView(tree, workspace=lambda: workspace).read_file("manifest.json")
     assert workspace.calls == ["manifest.json"]  # looked up in the workspace, never in the tree
 
@@ -334,3 +335,21 @@ def test_a_file_past_the_bytes_read_says_its_lines_are_of_its_start_and_how_to_r
         "read lines 900,000 on from a script in execute_python: "
     )
     assert run_the_script(str(past.value), workspace.root) == "row 0899999\nrow 0900000\n"
+
+
+def test_a_workspace_path_the_sandbox_refuses_is_said_in_its_words_once(tree: Path, workspace: FolderWorkspace) -> None:
+    # Before: "missing.txt: workspace.read failed in the sandbox: missing.txt: No such file or directory".
+    view = FileView(tree, workspace=lambda: workspace)
+    refusals = {}
+    reads = {"/workspace/missing.txt": view.read_file, "skills": view.read_file, "nope": view.list_files}
+    for path, read in [*reads.items(), ("notes.txt", view.list_files), ("skills/a/b.py", view.read_file)]:
+        with pytest.raises(FileAccessError) as refused:
+            read(path)
+        refusals[path] = str(refused.value)
+    assert refusals == {
+        "/workspace/missing.txt": "missing.txt: No such file or directory",
+        "skills": "skills: not a regular file",
+        "nope": "'nope': No such file or directory",
+        "notes.txt": "'notes.txt': Not a directory",
+        "skills/a/b.py": "skills/a/b.py: 'skills/a': No such file or directory",
+    }
