@@ -88,6 +88,15 @@ def sniff_image_type(data: bytes) -> str | None:
     return None
 
 
+class FileTooLarge(OSError):
+    """A file larger than a read takes (`read_regular_file`); ``size``: its bytes, or None when it grew past the limit
+    while read."""
+
+    def __init__(self, message: str, size: int | None) -> None:
+        super().__init__(message)
+        self.size = size
+
+
 def read_regular_file(path: str, max_bytes: int) -> bytes:
     """Read a regular file without following a symlink at its last component.
 
@@ -100,13 +109,13 @@ def read_regular_file(path: str, max_bytes: int) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise OSError(f"{path}: not a regular file")
         if info.st_size > max_bytes:
-            raise OSError(f"{path}: {info.st_size} bytes is over the {max_bytes}-byte limit")
+            raise FileTooLarge(f"{path}: {info.st_size} bytes is over the {max_bytes}-byte limit", info.st_size)
         chunks: list[bytes] = []
         total = 0
         while chunk := os.read(fd, 1 << 20):
             total += len(chunk)
             if total > max_bytes:
-                raise OSError(f"{path}: over the {max_bytes}-byte limit")
+                raise FileTooLarge(f"{path}: over the {max_bytes}-byte limit", None)
             chunks.append(chunk)
         return b"".join(chunks)
     finally:
@@ -330,11 +339,20 @@ def _block_bytes(block: dict[Any, Any]) -> bytes:
     if not isinstance(data, str):
         raise ValueError("show_image(): the image block's 'data' is not a base64 string")
     if len(data) > (MAX_IMAGE_BYTES + 2) // 3 * 4:  # larger than any base64 of an image within the limit
-        raise ValueError(f"show_image(): {len(data)} characters of base64 is over the {MAX_IMAGE_BYTES}-byte limit")
+        raise _too_large(f"the image block's data is {len(data):,} characters of base64")
     try:
         return base64.b64decode(data, validate=True)
     except ValueError:  # binascii.Error, and non-ASCII characters
         raise ValueError("show_image(): the image block's 'data' is not valid base64") from None
+
+
+def _too_large(what: str) -> ValueError:
+    """Why an image is refused for its size, and what to do (as a result's note says of one left out:
+    `sandbox.results.ImageBudget`). Before: "5881918 bytes is over the 3932160-byte limit", and nothing more."""
+    return ValueError(
+        f"show_image(): {what}, over the {MAX_IMAGE_BYTES:,} bytes one image may have: show it smaller (fewer pixels, "
+        "or as JPEG)"
+    )
 
 
 def _is_tool_result(value: Any) -> bool:
@@ -348,7 +366,11 @@ def _image_bytes(image: Any) -> tuple[bytes, str | None]:
     if isinstance(image, (bytes, bytearray, memoryview)):
         return bytes(image), None
     if isinstance(image, (str, os.PathLike)):
-        return read_regular_file(os.fspath(image), MAX_IMAGE_BYTES), None
+        path = os.fspath(image)
+        try:
+            return read_regular_file(path, MAX_IMAGE_BYTES), None
+        except FileTooLarge as e:
+            raise _too_large(f"{path} is {e.size:,} bytes" if e.size is not None else f"{path} grew past it") from None
     data, mime = getattr(image, "data", None), getattr(image, "mime_type", None)
     if isinstance(data, bytes):
         return data, mime if isinstance(mime, str) else None
@@ -389,10 +411,13 @@ def show_image(image: Any) -> None:
     if mime is None:
         raise ValueError("show_image(): the data is not a PNG, JPEG, GIF or WebP image")
     if len(data) > MAX_IMAGE_BYTES:
-        raise ValueError(f"show_image(): {len(data)} bytes is over the {MAX_IMAGE_BYTES}-byte limit")
+        raise _too_large(f"the image is {len(data):,} bytes")
     conn = _conn()
     if conn.images_sent >= MAX_IMAGES:
-        raise ValueError(f"show_image(): at most {MAX_IMAGES} images per execution")
+        raise ValueError(
+            f"show_image(): at most {MAX_IMAGES} images per execution: show the others from the next one (its "
+            "variables are kept), or put several in one image"
+        )
     if conn.image_bytes_sent + len(data) > MAX_IMAGES_TOTAL_BYTES:
         raise ValueError(
             f"show_image(): the images of one execution may hold {MAX_IMAGES_TOTAL_BYTES} bytes together; "

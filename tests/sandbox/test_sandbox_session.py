@@ -521,7 +521,10 @@ def test_show_image_refuses_an_image_the_api_would_refuse_for_its_size(shared: S
     # on the host with a note, where the script could no longer make it smaller.
     code = "show_image(b'\\x89PNG\\r\\n\\x1a\\n' + bytes({n}))"
     refused = shared.execute(code.format(n=4 * 1024 * 1024))
-    assert refused.error == "ValueError: show_image(): 4194312 bytes is over the 3932160-byte limit"
+    assert refused.error == (
+        "ValueError: show_image(): the image is 4,194,312 bytes, over the 3,932,160 bytes one image may have: show it "
+        "smaller (fewer pixels, or as JPEG)"
+    )
     assert refused.images == []
     taken = shared.execute(code.format(n=3 * 1024 * 1024))
     assert taken.error is None and len(taken.images) == 1

@@ -41,7 +41,11 @@ def test_show_image_of_a_dict_that_is_no_image_block_names_what_it_takes() -> No
         ("iVBORw0KGg", "the image block's 'data' is not valid base64"),  # cut short: no padding
         ("ï" * 8, "the image block's 'data' is not valid base64"),
         (b"iVBORw0KGgo=", "the image block's 'data' is not a base64 string"),
-        ("A" * ((MAX_IMAGE_BYTES + 2) // 3 * 4 + 4), "5242884 characters of base64 is over the 3932160-byte limit"),
+        (
+            "A" * ((MAX_IMAGE_BYTES + 2) // 3 * 4 + 4),
+            "the image block's data is 5,242,884 characters of base64, over the 3,932,160 bytes one image may have: "
+            "show it smaller (fewer pixels, or as JPEG)",
+        ),
     ],
 )
 def test_show_image_of_an_image_block_decodes_its_data_strictly_and_bounds_it(data: object, said: str) -> None:

@@ -1,0 +1,49 @@
+"""What ``show_image`` says of an image it refuses for its size or for their number says what to do: show it smaller,
+or show the others from the next execution. Before: "5881918 bytes is over the 3932160-byte limit" and "at most 8
+images per execution", and the model was left to guess.
+
+In-process: the refusals come before anything is sent, so the worker's connection is a stand-in that counts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandbox._supervisor import worker
+from sandbox._supervisor.limits import MAX_IMAGE_BYTES, MAX_IMAGES
+
+PNG_HEAD = b"\x89PNG\r\n\x1a\n"
+SMALLER = "over the 3,932,160 bytes one image may have: show it smaller (fewer pixels, or as JPEG)"
+
+
+class Counted:
+    """The worker's connection as far as ``show_image``'s limits read it, with the images already shown."""
+
+    def __init__(self, images_sent: int) -> None:
+        self.images_sent = images_sent
+        self.image_bytes_sent = 0
+
+
+def test_an_image_too_large_says_how_large_and_to_show_it_smaller(tmp_path: Path) -> None:
+    big = PNG_HEAD + bytes(MAX_IMAGE_BYTES)
+    (tmp_path / "chart.png").write_bytes(big)
+    with pytest.raises(ValueError) as given:
+        worker.show_image(big)
+    with pytest.raises(ValueError) as read:
+        worker.show_image(str(tmp_path / "chart.png"))
+    assert str(given.value) == f"show_image(): the image is 3,932,168 bytes, {SMALLER}"
+    assert str(read.value) == f"show_image(): {tmp_path / 'chart.png'} is 3,932,168 bytes, {SMALLER}"
+
+
+def test_an_image_past_the_count_says_to_show_the_others_from_the_next_execution(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(worker, "_connection", Counted(MAX_IMAGES))
+    with pytest.raises(ValueError) as refused:
+        worker.show_image(PNG_HEAD + bytes(16))
+    assert str(refused.value) == (
+        "show_image(): at most 8 images per execution: show the others from the next one (its variables are kept), or "
+        "put several in one image"
+    )
