@@ -5,7 +5,8 @@ type: images stay images), and ``is_error`` becomes ``isError`` (a failed script
 its traceback). Passthrough results are MCP results already and are not touched here.
 
 `fit_result` cuts a result (any, passthrough too) to a size a transport can carry, saying what
-it left out: over HTTP, one server-sent event the SDK client reads (`agent.serve.http`).
+it left out: over HTTP, one server-sent event the SDK client reads (`agent.serve.http`); `fit_read` a resource's
+read or a prompt's messages alike.
 """
 
 from __future__ import annotations
@@ -83,6 +84,35 @@ def fit_result(result: dict[str, Any], limit: int, why: str) -> dict[str, Any]:
     return error_result(f"the result ({whole:,} bytes) was left out: {why}").model_dump(
         by_alias=True, mode="json", exclude_none=True
     )
+
+
+def fit_read(result: dict[str, Any], limit: int, why: str) -> dict[str, Any]:
+    """A ``resources/read`` or ``prompts/get`` result in its wire form, cut to at most ``limit`` bytes of JSON as
+    `fit_result` cuts a tool's (their texts are short already: `agent.serve.upstream_extras` caps them); unchanged
+    when it fits. A resource's largest binary contents become a text content of the same URI saying their type and
+    size; a prompt's messages are fitted as one result's content. Before, only ``tools/call`` results were: over HTTP
+    a read of a 1.5 MB PNG was an event the SDK client refused ("Server-sent event exceeded the 1048576 byte limit").
+    """
+    if _json_size(result) <= limit:
+        return result
+    if isinstance(messages := result.get("messages"), list):
+        blocks = [m.get("content") if isinstance(m, dict) else None for m in messages]
+        fitted = fit_result({"content": blocks}, limit - (_json_size(result) - _json_size(blocks)), why)
+        if fitted.get("isError") or len(fitted["content"]) != len(messages):
+            return {"messages": [{"role": "user", "content": fitted["content"][0]}]}
+        return {**result, "messages": [{**m, "content": c} for m, c in zip(messages, fitted["content"], strict=True)]}
+    contents: list[Any] = list(result.get("contents") or [])
+    size, sizes = _json_size(result), [_json_size(item) for item in contents]
+    blobs = [i for i, item in enumerate(contents) if isinstance(item, dict) and isinstance(item.get("blob"), str)]
+    for i in sorted(blobs, key=lambda i: -sizes[i]):
+        if size <= limit:
+            break
+        data, mime = contents[i]["blob"], contents[i].get("mimeType") or "unknown type"
+        held = len(data) * 3 // 4 - data[-2:].count("=")
+        note = {"uri": contents[i].get("uri"), "mimeType": "text/plain",
+                "text": f"[{mime} content of {held:,} bytes left out: {why}]"}  # fmt: skip
+        size, contents[i] = size - sizes[i] + _json_size(note), note
+    return {**result, "contents": contents}
 
 
 def _json_size(value: Any) -> int:

@@ -13,9 +13,9 @@ ended its MCP session, and cancels a request whose client's connection closed. U
 connection limits of `agent.serve.http_limits`; SIGTERM or SIGINT stop it after every session was closed, the
 requests in flight given `STOP_GRACE` to be answered before their upstream servers are signalled.
 
-A ``tools/call`` result goes back as one server-sent event, and the official Python SDK client
-reads none over 1 MiB (``max_sse_event_size``): a bigger result would be lost, the script having
-run. So every result (passthrough ones too) is cut to `RESULT_LIMIT` first
+A ``tools/call`` result (a ``resources/read`` or ``prompts/get`` one too: `agent.serve.content.fit_read`) goes back
+as one server-sent event, and the official Python SDK client reads none over 1 MiB (``max_sse_event_size``): a bigger
+result would be lost, the script having run. So every result (passthrough ones too) is cut to `RESULT_LIMIT` first
 (`agent.serve.content.fit_result`: the largest images become a note of their type and size, then
 long text loses its middle). Answering with a plain JSON body instead (the SDK's ``json_response``,
 which its client reads with no limit) would keep images whole, but in that mode the SDK drops
@@ -43,7 +43,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agent.serve.content import fit_result
+from agent.serve.content import fit_read, fit_result
 from agent.serve.http_gate import SessionGate
 from agent.serve.http_limits import (
     BACKLOG,
@@ -239,13 +239,16 @@ def http_gate(app: ToolServer, *, host: str = "127.0.0.1") -> SessionGate:
 
 
 async def _fit_results(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-    """``tools/call`` results cut to `RESULT_LIMIT` (see the module); other answers untouched."""
+    """``tools/call``, ``resources/read`` and ``prompts/get`` results cut to `RESULT_LIMIT` (see the module); other
+    answers untouched (the lists come in pages: `agent.serve.list_pages`)."""
     result = await call_next(ctx)
-    if ctx.method != "tools/call" or not isinstance(result, dict):
+    fit = {"tools/call": fit_result, "resources/read": fit_read, "prompts/get": fit_read}.get(ctx.method)
+    if fit is None or not isinstance(result, dict):
         return result
-    fitted = fit_result(result, RESULT_LIMIT, _WHY)
+    fitted = fit(result, RESULT_LIMIT, _WHY)
     if fitted is not result:
-        logger.warning("a tools/call result over %s bytes was cut to fit in one server-sent event", f"{RESULT_LIMIT:,}")
+        logger.warning("a %s result over %s bytes was cut to fit in one server-sent event", ctx.method,
+                       f"{RESULT_LIMIT:,}")  # fmt: skip
     return fitted
 
 
