@@ -76,6 +76,8 @@ from tool_tree.tree import Manifest, ToolEntry, requires_task, schema_hash
 logger = logging.getLogger(__name__)
 
 MAX_VALIDATION_ERRORS = 100
+ARGUMENTS_SAID = 3
+"""The most arguments one refusal names as wrong (each once)."""
 """Validation errors looked at to pick the one reported (an array of a million wrong items has a million)."""
 VALIDATION_BURST_SECONDS = 1.0
 VALIDATION_RATE = 0.05
@@ -418,9 +420,10 @@ class McpBridge(ToolBridge):
                     "budget_exhausted",
                 )
             self._calls += 1
-        error = self._validate(entry, arguments)
-        if error is not None:
-            raise ToolCallRefused(f"invalid arguments: {describe_error(error, 'arguments')}", "invalid_arguments")
+        errors = self._validate(entry, arguments)
+        if errors:
+            said = "; ".join(describe_error(error, "arguments") for error in errors)
+            raise ToolCallRefused(f"invalid arguments: {said}", "invalid_arguments")
         return entry, digest
 
     def _check_filters(self, server: str, tool: str) -> None:
@@ -452,31 +455,40 @@ class McpBridge(ToolBridge):
             "regenerate the tree (tooltree generate-tree), or configure the server again"
         )
 
-    def _validate(self, entry: ToolEntry, arguments: dict[str, Any]) -> jsonschema.ValidationError | None:
-        """The error the host reports for ``arguments`` (None: valid, or left to the server), within the
-        session's validation budget: each validation is charged the CPU it took on this thread."""
+    def _validate(self, entry: ToolEntry, arguments: dict[str, Any]) -> list[jsonschema.ValidationError]:
+        """The errors the host reports for ``arguments`` (none: valid, or left to the server), within the
+        session's validation budget: each validation is charged the CPU it took on this thread. The best first, then
+        one of each other argument that is wrong, up to `ARGUMENTS_SAID` (before: the best alone, and a call of two
+        wrong arguments was refused twice, once for each)."""
         validator = self._validator(entry)
         if validator is None:
-            return None
+            return []
         if self._validation_budget.charge(0.0) > 0:
             budget = f"{VALIDATION_BURST_SECONDS:g} s at once, then {VALIDATION_RATE:.0%} of a core"
             self._unchecked(entry, f"past the session's budget of host CPU for validation ({budget})")
-            return None
+            return []
         started = time.thread_time()
         try:
             with cpu_deadline(VALIDATION_CALL_SECONDS):
-                errors = itertools.islice(validator.iter_errors(arguments), MAX_VALIDATION_ERRORS)
+                errors = list(itertools.islice(validator.iter_errors(arguments), MAX_VALIDATION_ERRORS))
                 best: jsonschema.ValidationError | None = jsonschema.exceptions.best_match(errors)
-                return best
         except TooCostly:
             self._unchecked(entry, f"arguments that take over {VALIDATION_CALL_SECONDS:g} s of host CPU to validate")
-            return None
+            return []
         except referencing.exceptions.Unresolvable as e:  # a "$ref" outside the schema: left to the server
             logger.warning("not validating %s.%s on the host: %s", entry.server, entry.tool, e)
             self._validators[(entry.server, entry.tool)] = None
-            return None
+            return []
         finally:
             self._validation_budget.charge(time.thread_time() - started)
+        if best is None:
+            return []
+        said, seen = [best], {_argument(best)}
+        for error in errors:
+            if len(said) < ARGUMENTS_SAID and (name := _argument(error)) is not None and name not in seen:
+                seen.add(name)
+                said.append(error)
+        return said
 
     def _unchecked(self, entry: ToolEntry, why: str) -> None:
         """Log once per tool (and session) that some of its calls go to the server unchecked here, and why."""
@@ -615,3 +627,8 @@ def with_stderr(message: str, stderr_tail: str) -> str:
     if len(excerpt) > STDERR_CHARS:
         excerpt = "…" + excerpt[-(STDERR_CHARS - 1) :]
     return f"{message}; the last lines of its stderr:\n" + "\n".join(f"    {line}" for line in excerpt.splitlines())
+
+
+def _argument(error: jsonschema.ValidationError) -> object:
+    """The argument a validation error is about (the first key of its place), or None for the arguments as a whole."""
+    return error.absolute_path[0] if error.absolute_path else None
