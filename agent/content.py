@@ -380,11 +380,11 @@ def printed_parts(stdout: str | None, stderr: str | None) -> list[str]:
 def execution_blocks(result: ExecutionResult) -> list[dict[str, Any]]:
     """An execution as content blocks: one text block, then the images the script showed."""
     parts = printed_parts(result.stdout, result.stderr)
-    shown = None if result.timed_out else result.traceback  # the ledger does not say again what it holds
-    if result.timed_out:
-        parts.append(f"[error] {result.error or 'timed out'}")
-    elif shown:
+    shown = result.traceback  # the ledger does not say again what it holds
+    if shown:  # a timed-out script's: where it was when its time ran out, ending "TimeoutError: timed out after …"
         parts.append("[error]\n" + shown.rstrip("\n"))
+    elif result.timed_out:
+        parts.append(f"[error] {result.error or 'timed out'}")
     elif result.error:
         parts.append(f"[error] {result.error}")
     if result.state_reset:

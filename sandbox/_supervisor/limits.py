@@ -29,6 +29,8 @@ Standard library only: this runs in the container; the host imports the same mod
 
 from __future__ import annotations
 
+import signal
+
 MAX_IMAGES = 8
 """Images one execution may show."""
 MAX_IMAGE_BYTES = 5 * 1024 * 1024 * 3 // 4
@@ -104,3 +106,11 @@ def largest_execute_result() -> int:
     images = base64_size(MAX_IMAGES_TOTAL_BYTES) + MAX_IMAGES * _PER_IMAGE_JSON
     text = (2 * MAX_OUTPUT_CHARS + MAX_ERROR_CHARS + MAX_TRACEBACK_CHARS) * _ESCAPED_CHAR
     return images + text + _REST
+
+
+WHERE_SIGNAL = signal.SIGUSR2
+"""The signal by which the supervisor asks the worker where its running cell is, as the cell's time runs out: the
+worker answers with a ``where`` message ({exec, traceback}) and runs on until it is killed."""
+WHERE_WAIT = 0.5
+"""Seconds a timed-out cell's interpreter is given to say where the cell is before it is killed: the most a time
+limit is exceeded by for it."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from .capture import OutputCapture
 from .clock import Alarm
+from .limits import WHERE_SIGNAL
 from .stream import OutputStreamer
 from .wire import HEADER, MAX_FRAME_BYTES, FrameSender, encode_frame
 
@@ -50,6 +51,9 @@ class Execution:
         self.image_chars = 0
         """The base64 characters of ``images`` together (bounded by `limits.MAX_IMAGES_TOTAL_BYTES`)."""
         self.timed_out = False
+        self.where: str | None = None
+        """Where the script was when its time ran out: its frames as a traceback lists them (`Worker.ask_where`)."""
+        self.where_said = threading.Event()
         self.cancelled = False
         """The host asked to stop it (``cancel``): interrupted, or killed when it ignored the interrupt."""
         self.finished = False
@@ -212,6 +216,11 @@ class Worker:
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def ask_where(self) -> None:
+        """`WHERE_SIGNAL` to the worker alone: it sends where its running cell is (a ``where`` message), and runs on."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.proc.pid, WHERE_SIGNAL)
 
     def interrupt(self) -> None:
         """SIGINT to the worker alone: the running cell gets a KeyboardInterrupt, the namespace stays."""

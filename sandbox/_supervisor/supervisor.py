@@ -31,8 +31,9 @@ Protocol with the host (JSON-RPC 2.0 shaped, one object per frame, ``jsonrpc`` o
         stderr_bytes} (base64; see `stream`), never after its result: what the host shows if no result comes.
 
 One execution runs at a time; tool calls within it are relayed concurrently. A per-execution
-timer kills the worker on timeout (and, in a container, every other process of the sandbox
-user), a fresh worker is started, and the result says the interpreter state was reset.
+timer asks the worker where its cell is (for the result's traceback; half a second at most), then kills it
+(and, in a container, every other process of the sandbox user), a fresh worker is started, and the result says
+the interpreter state was reset.
 
 In the container the supervisor is the init process (pid 1), for the channel's sake: the
 container's stdio is the channel, and with another init (``docker run --init``) any process of
@@ -73,6 +74,7 @@ from .limits import (
     MAX_OUTPUT_CHARS,
     MAX_READ_BYTES,
     MAX_TRACEBACK_CHARS,
+    WHERE_WAIT,
     base64_size,
     cut_middle,
 )
@@ -595,6 +597,13 @@ class Supervisor:
                 ):
                     ex.image_chars += len(data)
                     ex.images.append({"mime": str(message.get("mime"))[:40], "data": data})
+        elif kind == "where":  # the answer to `Worker.ask_where`
+            with self.lock:
+                ex = self.current if self.worker is worker else None
+                where = message.get("traceback")
+                if ex is not None and ex.exec_id == message.get("exec") and isinstance(where, str):
+                    ex.where = where
+                    ex.where_said.set()
         elif kind == "done":
             with self.lock:
                 ex = self.current if self.worker is worker else None
@@ -696,12 +705,14 @@ class Supervisor:
                 error = killed_by(-returncode)
             else:
                 error = f"the Python process exited with status {returncode}"
+            # Where a timed-out script was (`on_timeout`), ending as a traceback does: with the error's line.
+            where = ex.where.rstrip("\n") + f"\nTimeoutError: {error}\n" if ex.timed_out and ex.where else None
             self.finish(
                 ex,
                 {
                     "exit_status": returncode,
                     "error": error,
-                    "traceback": None,
+                    "traceback": where,
                     "timed_out": ex.timed_out,
                     "state_reset": True,
                 },
@@ -769,10 +780,20 @@ class Supervisor:
         return OutputCapture(path, file_bytes=min(FILE_BYTES, self.outputs.budget), folder=self.outputs)
 
     def on_timeout(self, ex: Execution, worker: Worker, timed_out: bool = True) -> None:
+        """Kill ``worker``, running ``ex``, for its time limit (``timed_out``) or a cancel it did not heed. A timed-out
+        cell is first asked where it is (`WHERE_WAIT` at most), for its result's traceback: before, a script stuck in a
+        loop was told only that it timed out, not where."""
         with self.lock:
             if ex.finished or self.current is not ex:
                 return
+            asked = timed_out and not ex.timed_out
             ex.timed_out = ex.timed_out or timed_out
+        if asked:
+            worker.ask_where()
+            ex.where_said.wait(WHERE_WAIT)
+            with self.lock:  # it ended meanwhile: its own result stands
+                if ex.finished or self.current is not ex:
+                    return
         self.kill_everything(worker)
 
     def cancel_execution(self) -> bool:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import builtins
 import contextlib
+import functools
 import io
 import itertools
 import linecache
@@ -50,6 +51,7 @@ from .limits import (
     MAX_IMAGES,
     MAX_IMAGES_TOTAL_BYTES,
     MAX_TRACEBACK_CHARS,
+    WHERE_SIGNAL,
     cut_middle,
     too_deep,
     too_many_values,
@@ -467,6 +469,23 @@ def _interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
 
+def _say_where(runner: Runner, signum: int, frame: types.FrameType | None) -> None:
+    """`WHERE_SIGNAL`: send where the running cell is (`Runner.where`) to the supervisor, which asked as the cell's
+    time ran out. Sent from a thread of its own: the cell, which this handler interrupted, may hold the channel's lock.
+    The cell runs on as if nothing came: an error here (no thread can start under the pids limit) is dropped, never
+    raised in the cell."""
+    connection = _connection
+    if not _in_cell or connection is None or frame is None:
+        return
+    try:
+        where = runner.where(frame)
+        if where is not None:
+            message = {"type": "where", "exec": connection.current_exec, "traceback": where}
+            threading.Thread(target=connection.send, args=(message,), name="where", daemon=True).start()
+    except Exception:  # no thread left under the pids limit: nothing is said, and nothing reaches the cell
+        return
+
+
 class Runner:
     """Runs cells in one persistent namespace and formats their errors."""
 
@@ -487,13 +506,24 @@ class Runner:
     def _is_user_frame(self, filename: str) -> bool:
         return filename in self.cell_names or filename.startswith(self.user_roots)
 
-    def _trim(self, te: traceback.TracebackException) -> None:
-        frames = list(te.stack)
+    def _kept(self, frames: list[traceback.FrameSummary]) -> traceback.StackSummary:
+        """The user's ``frames``, and the last (where it was raised, or stood) even in library code, not in ours."""
         kept = [f for f in frames if self._is_user_frame(f.filename)]
         last = frames[-1] if frames else None
         if last is not None and kept and last is not kept[-1] and not last.filename.startswith(_OWN_CODE):
-            kept.append(last)  # where the error was raised, even if in library code (but not in ours)
-        te.stack = traceback.StackSummary.from_list(kept)
+            kept.append(last)
+        return traceback.StackSummary.from_list(kept)
+
+    def _trim(self, te: traceback.TracebackException) -> None:
+        te.stack = self._kept(list(te.stack))
+
+    def where(self, frame: types.FrameType) -> str | None:
+        """Where the cell running at ``frame`` is, as a traceback lists it (the user's frames), without its error's
+        line; None when no frame of it is the user's."""
+        stack = self._kept(list(traceback.extract_stack(frame)))
+        if not stack:
+            return None
+        return cut_middle("Traceback (most recent call last):\n" + "".join(stack.format()), MAX_TRACEBACK_CHARS)
 
     def format_error(self, exc: BaseException) -> tuple[str, str]:
         """``(one-line error, traceback trimmed to the user's frames)``."""
@@ -621,6 +651,7 @@ def main(argv: list[str] | None = None) -> int:
     conn = _connection = Connection(ctl_in, ctl_out)
     roots = tuple(os.path.join(root, "") for root in [workspace, *user_roots])
     runner = Runner(roots)
+    signal.signal(WHERE_SIGNAL, functools.partial(_say_where, runner))
     as_main(runner.script)
     conn.send({"type": "ready"})
     while (request := conn.executions.get()) is not None:
