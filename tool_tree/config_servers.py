@@ -11,7 +11,7 @@ import fnmatch
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from tool_tree.config_read import ConfigError
 
@@ -72,6 +72,19 @@ class ServerConfig:
     a value that cannot be sent. Only a server `parse_config` was told is not used (``using``) keeps it;
     `Config.server` and `Config.enabled_servers`, which pick the servers to use, raise it (before: an unset variable
     of any server, even one not used, refused the whole file)."""
+
+    def __repr__(self) -> str:
+        """The fields, with every ``env`` and header value, the URL's password and query values and the credentials in
+        ``args`` replaced by markers (`tool_tree.redact`): a config printed, logged or shown by a failed assertion
+        holds no secret (before: ``headers={'Authorization': 'Bearer sk-…'}``, ``env={'API_KEY': 'sk-…'}``)."""
+        from tool_tree.redact import redact
+
+        hidden = {
+            "env": {k: f"[redacted {k}]" for k in self.env},
+            "headers": {k: f"[redacted header {k}]" for k in self.headers},
+        }
+        shown = ", ".join(f"{f.name}={hidden.get(f.name, getattr(self, f.name))!r}" for f in fields(self) if f.repr)
+        return redact(f"{type(self).__name__}({shown})", self)
 
     def leaves_out(self, tool: str) -> str | None:
         """Which of this server's filters leaves ``tool`` out (`filtered_out`), or None: it is offered."""
