@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sandbox.results import ExecutionResult, ToolCallRecord
@@ -71,6 +71,10 @@ class HardeningError(SandboxError):
         super().__init__(f"container {container} is not confined as required: " + "; ".join(violations))
         self.container = container
         self.violations = violations
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made again from its own arguments (pickle and `copy` call the class with ``args``: before, TypeError)."""
+        return type(self), (self.container, self.violations), self.__dict__
 
 
 class ProtocolError(SandboxError):

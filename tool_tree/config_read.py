@@ -62,6 +62,15 @@ class ConfigError(Exception):
         shown = _printable(message)
         super().__init__(f"{where}: {_printable(key)}: {shown}" if key else f"{where}: {shown}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made again from its own arguments (pickle and `copy` call the class with ``args``, the whole line: before,
+        a copy's text said its place twice, ``<config>: tooltree.yaml:3: …``)."""
+        return (
+            functools.partial(type(self), file=self.file, line=self.line, key=self.key),
+            (self.message,),
+            self.__dict__,
+        )
+
 
 def _printable(text: str) -> str:
     """``text`` without control, bidi or zero-width characters, on one line (`tool_tree.text.clean`), and with half a

@@ -146,6 +146,12 @@ class ServerUnavailable(PoolError):
         self.reason = reason
         self.stderr_tail = stderr_tail
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made again from its own arguments (pickle and `copy` call the class with ``args``, the message alone:
+        before, TypeError, so a `multiprocessing` pool waited for ever for the result of a task that raised it, and a
+        `ProcessPoolExecutor` said its process had been "terminated abruptly")."""
+        return type(self), (self.server, self.reason, self.stderr_tail), self.__dict__
+
 
 class CallFailure(dict[str, Any]):
     """The result `ServerPool.call` returns for a call that got no usable answer from the tool: an ``isError: true``

@@ -237,3 +237,16 @@ def test_launch_refuses_and_removes_a_container_created_without_a_setting(
     assert any("read-only" in v for v in info.value.violations)
     left = docker_engine.text(["ps", "--all", "--quiet", "--filter", "label=tooltree.session=refused-session"])
     assert left == ""
+
+
+def test_a_hardening_error_pickled_or_copied_keeps_its_container_and_violations() -> None:
+    import pickle
+
+    error = HardeningError("tooltree-1", ["network mode is bridge, not none"])
+    for again in (pickle.loads(pickle.dumps(error)), copy.copy(error)):  # before: TypeError, missing 'violations'
+        assert (type(again), str(again), again.container, again.violations) == (
+            HardeningError,
+            str(error),
+            "tooltree-1",
+            ["network mode is bridge, not none"],
+        )

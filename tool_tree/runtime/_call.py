@@ -28,6 +28,19 @@ class _CallFailed(Exception):
         self.tool = tool
         self.message = message
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made again with its attributes, its text unchanged (pickle and `copy` call the class with ``args``, the text
+        alone: before, TypeError, so a `multiprocessing` pool waited for ever for a task that raised it)."""
+        return _remade, (type(self), self.args, self.__dict__)
+
+
+def _remade(cls: type[_CallFailed], args: tuple[Any, ...], state: dict[str, Any]) -> _CallFailed:
+    """An exception of ``cls`` with ``args`` and ``state``, its ``__init__`` not called (`_CallFailed.__reduce__`)."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class ToolError(_CallFailed):
     """The tool ran and reported an error. ``result`` holds everything the server sent."""
