@@ -441,6 +441,11 @@ class SupervisorChannel:
             frame = encode_frame({"id": call_id, "error": {"code": "invalid_result", "message": reason}})
         self._sender.send(frame)
 
+    def reads_here(self) -> bool:
+        """Whether this is the thread that reads the sandbox's messages (an ``output`` sink runs on it), which cannot
+        wait for a reply: it would have to read that reply itself."""
+        return threading.current_thread() is self._threads[0]
+
     def kill(self) -> None:
         """Destroy the container now."""
         self._fail("the session was killed")

@@ -530,7 +530,7 @@ class Sandbox:
         ``("stdout" | "stderr", bytes, skipped)`` as the script's output arrives while it runs (``skipped``: how many
         bytes of the stream came between the last bytes it was given and these, 0 within the first 4 ×
         ``output_chars``: `sandbox.streamed.OutputListener`), on the channel's thread: keep it short; e.g. to show it
-        live.
+        live, or `cancel` the script on a line it printed.
 
         A script that raises, exits non-zero or times out gives a result with ``error`` set, not
         an exception; after a timeout the session stays usable (with fresh interpreter state).
@@ -666,7 +666,9 @@ class Sandbox:
             channel.request("cancel", {}, timeout=_INTERRUPT_WAIT)
 
     def cancel(self) -> bool:
-        """Stop the execution running now, from any thread; the session stays usable.
+        """Stop the execution running now, from any thread; the session stays usable. From `execute`'s ``on_output``
+        listener (on the thread that reads the sandbox's answers) it returns True at once, the cancel sent from a
+        thread of its own.
 
         The script gets one KeyboardInterrupt (its ``except``/``finally`` clean-up is not interrupted again), so
         variables and imports survive; one that does not stop within a few seconds has its interpreter restarted
@@ -677,6 +679,16 @@ class Sandbox:
         channel = self._channel if self._calls.executing and not self._forked() else None
         if channel is None:
             return False
+        if channel.reads_here():
+            # An `execute`'s on_output listener: its thread reads the sandbox's answers, this one's too. Before: it
+            # waited for it, and the script's output with it, until the sandbox was destroyed as not answering.
+            threading.Thread(target=self._cancel_on, args=(channel,), name="sandbox-cancel", daemon=True).start()
+            return True
+        return self._cancel_on(channel)
+
+    @staticmethod
+    def _cancel_on(channel: SupervisorChannel) -> bool:
+        """`cancel`'s request: whether the sandbox stopped a script."""
         try:
             # Frames go out in order: this cancel reaches the supervisor before any later execute.
             return channel.request("cancel", {}, timeout=_OP_TIMEOUT).get("cancelled") is True

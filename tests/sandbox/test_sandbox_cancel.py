@@ -173,3 +173,21 @@ def test_a_cancel_and_executions_after_a_fork_bomb_need_no_new_supervisor_thread
         result, cancelled = run_and_cancel(sb, bridge, TAKE_EVERY_PROCESS + SIGNAL + "time.sleep(600)\n")
         assert cancelled and result.cancelled and result.error == "cancelled (KeyboardInterrupt)"
         assert [sb.execute(f"print({i})").stdout for i in range(100)] == [f"{i}\n" for i in range(100)]
+
+
+def test_a_cancel_from_the_output_listener_stops_the_script_on_a_line_it_printed(backend: DockerBackend) -> None:
+    # The listener runs on the thread that reads the sandbox's answers: before, its cancel waited for its own answer,
+    # and the execution for the script's output, until the sandbox was destroyed as not answering (SessionError).
+    said: list[bool] = []
+
+    def on_output(stream: str, data: bytes, skipped: int) -> None:
+        if b"STOP" in data and not said:
+            said.append(sb.cancel())
+
+    with Sandbox(backend) as sb:
+        sb.execute("kept = 41")
+        code = "import time\nkept += 1\nprint('STOP', flush=True)\ntime.sleep(600)\n"
+        result = sb.execute(code, timeout=120, on_output=on_output)
+        assert said == [True]
+        assert result.cancelled and result.error == "cancelled (KeyboardInterrupt)" and result.stdout.rstrip() == "STOP"
+        assert sb.execute("print(kept)").stdout == "42\n"
