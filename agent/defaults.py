@@ -137,13 +137,43 @@ def check_arguments(config: object, **counts: object) -> None:
             raise AgentSetupError(f"{name} must be at most {MAXIMUMS[name]:,}, got {value:,}")
 
 
-def check_kinds(*, model: object, client: object, transcript: object, workspace: object) -> None:
-    """Check the kinds of `Agent`'s ``model``, ``client``, ``transcript`` and ``workspace`` (each may be None).
+def check_kinds(
+    *,
+    model: object,
+    client: object,
+    transcript: object,
+    workspace: object,
+    pinned: object = None,
+    prefilter: object = None,
+    prefilter_options: object = None,
+    sandbox_config: object = None,
+) -> None:
+    """Check the kinds of `Agent`'s ``model``, ``client``, ``transcript``, ``workspace``, ``pinned``, ``prefilter``,
+    ``prefilter_options`` and ``sandbox_config`` (each may be None).
 
     Raises:
         TypeError: one is of another kind (before: ``model=3`` and ``client="x"`` were taken and failed at the first
-            request, ``transcript=3`` as ``os.fspath``'s error naming no argument).
+            request, ``transcript=3`` as ``os.fspath``'s error naming no argument; ``prefilter=3``,
+            ``prefilter_options=3`` and ``pinned=b"crm.get"`` as an AttributeError of the run, ``sandbox_config={}``
+            as a TypeError of the run).
     """
+    from agent.prefilter.options import PrefilterOptions
+    from sandbox.config import SandboxConfig
+
+    if isinstance(pinned, bytes | bytearray) or (
+        pinned is not None and isinstance(pinned, Collection) and not all(isinstance(p, str) for p in pinned)
+    ):
+        raise TypeError(f"pinned: expected a list of server.tool names (str), got {type(pinned).__name__}")
+    if prefilter is not None and not isinstance(prefilter, str) and not callable(getattr(prefilter, "classify", None)):
+        raise TypeError(
+            f"prefilter: expected 'local', 'claude', 'off' or a ToolFilter (or None), got {type(prefilter).__name__}"
+        )
+    for name, value, kind in (
+        ("prefilter_options", prefilter_options, PrefilterOptions),
+        ("sandbox_config", sandbox_config, SandboxConfig),
+    ):
+        if value is not None and not isinstance(value, kind):
+            raise TypeError(f"{name}: expected a {kind.__name__} (or None), got {type(value).__name__}")
     if model is not None and not isinstance(model, str):
         raise TypeError(f"model: expected a model's name (str), got {type(model).__name__}")
     if client is not None and not hasattr(client, "messages"):  # Anthropic, AnthropicBedrock, AnthropicVertex, …

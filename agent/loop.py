@@ -123,8 +123,9 @@ class Agent:
     Raises:
         TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``), a number
             (``max_turns``, ``token_budget``, ``max_tokens``, ``max_retries``) is not a whole number,
-            ``pinned`` is a string rather than a list of them, ``on_event`` is not callable, ``runtime`` is not a
-            `Runtime`, or ``batch`` not a bool.
+            ``pinned`` is a string (or bytes) rather than a list of them, ``on_event`` is not callable, ``runtime`` is
+            not a `Runtime`, ``prefilter`` neither a str nor a `ToolFilter`, ``prefilter_options`` not a
+            `PrefilterOptions`, ``sandbox_config`` not a `SandboxConfig`, or ``batch`` not a bool.
         ValueError: ``workspace`` or ``transcript`` is an empty string (it is not taken as the working folder), or
             ``model`` is empty or only white space (the API refuses it, after the sandbox had started).
         AgentSetupError: an unknown mode, a number out of range (``max_retries`` may be 0, the others
@@ -160,7 +161,16 @@ class Agent:
         check_arguments(
             config, max_turns=max_turns, token_budget=token_budget, max_tokens=max_tokens, max_retries=max_retries
         )
-        check_kinds(model=model, client=client, transcript=transcript, workspace=workspace)
+        check_kinds(
+            model=model,
+            client=client,
+            transcript=transcript,
+            workspace=workspace,
+            pinned=pinned,
+            prefilter=prefilter,
+            prefilter_options=prefilter_options,
+            sandbox_config=sandbox_config,
+        )
         # An argument left out takes the config's `agent:` setting, then the default.
         given = {"mode": mode, "model": model, "max_turns": max_turns, "token_budget": token_budget,
                  "max_tokens": max_tokens, "pinned": pinned, "prefilter": prefilter, "batch": batch}  # fmt: skip

@@ -73,6 +73,28 @@ def test_a_model_client_transcript_or_workspace_of_another_kind_is_named_when_th
 @pytest.mark.parametrize(
     ("argument", "value", "message"),
     [
+        ("pinned", b"crm.get_record", r"^pinned: expected a list of server.tool names \(str\), got bytes$"),
+        ("pinned", [b"crm.get_record"], r"^pinned: expected a list of server.tool names \(str\), got list$"),
+        ("prefilter", 3, r"^prefilter: expected 'local', 'claude', 'off' or a ToolFilter \(or None\), got int$"),
+        ("prefilter", ["local"], r"^prefilter: expected .* got list$"),
+        ("prefilter_options", 0.5, r"^prefilter_options: expected a PrefilterOptions \(or None\), got float$"),
+        ("sandbox_config", {"memory": "1g"}, r"^sandbox_config: expected a SandboxConfig \(or None\), got dict$"),
+    ],
+)
+@pytest.mark.parametrize("mode", ["code", "filtered"])
+def test_a_pinned_prefilter_or_sandbox_config_of_another_kind_is_named_when_the_agent_is_made(
+    project: Project, mode: str, argument: str, value: Any, message: str
+) -> None:
+    # Before: each was taken; the run failed (pinned=b"…": "'int' object has no attribute 'replace'", prefilter=3:
+    # "'int' object has no attribute 'name'", prefilter_options in filtered mode: "… has no attribute 'build'",
+    # sandbox_config as the runtime's TypeError) or, in code mode, prefilter_options=0.5 was ignored without a word.
+    with pytest.raises(TypeError, match=message):
+        Agent(project.config, tree=project.tree, mode=mode, **{argument: value})
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "message"),
+    [
         ("model", "", r"^model is empty \(''\); name a model or pass None for the default$"),
         ("model", "  ", r"^model is empty \('  '\); name a model or pass None for the default$"),
         ("transcript", "", r"^transcript is an empty path; name a file or pass None \(no transcript\)$"),
