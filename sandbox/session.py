@@ -2,9 +2,12 @@
 
 ::
 
-    with Sandbox(tools=handler, workspace="runs/42") as sb:
-        result = sb.execute("from servers.crm import list_leads\\nprint(len(list_leads()))")
+    with Sandbox(tree="tree", tools=handler, workspace="runs/42") as sb:
+        result = sb.execute("from servers.crm import list_leads\\nprint(len(list_leads().json()['leads']))")
         print(result.stdout, result.ledger())
+
+``handler(server, tool, arguments)`` returns the tool's result (a ``tools/call`` result as a dict); the stubs are
+those of the tree (``tooltree generate-tree``).
 
 State between executions: workspace files always; interpreter state (variables, imports)
 too, because one long-lived worker process runs every execution of the session in the same
