@@ -71,6 +71,7 @@ from agent.summary import PrefilterSummary, RunResult, RunSummary, TokenUsage
 from agent.toolsets import make_toolset
 from agent.transcript import Transcript, check_paths, fingerprint
 from tool_tree.config import Config
+from tool_tree.listeners import refuse_async
 
 if TYPE_CHECKING:
     import anthropic
@@ -123,9 +124,10 @@ class Agent:
     Raises:
         TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``), a number
             (``max_turns``, ``token_budget``, ``max_tokens``, ``max_retries``) is not a whole number,
-            ``pinned`` is a string (or bytes) rather than a list of them, ``on_event`` is not callable, ``runtime`` is
-            not a `Runtime`, ``prefilter`` neither a str nor a `ToolFilter`, ``prefilter_options`` not a
-            `PrefilterOptions`, ``sandbox_config`` not a `SandboxConfig`, or ``batch`` not a bool.
+            ``pinned`` is a string (or bytes) rather than a list of them, ``on_event`` is not callable (or is an
+            ``async def`` function, which would never run), ``runtime`` is not a `Runtime`, ``prefilter`` neither a
+            str nor a `ToolFilter`, ``prefilter_options`` not a `PrefilterOptions`, ``sandbox_config`` not a
+            `SandboxConfig`, or ``batch`` not a bool.
         ValueError: ``workspace`` or ``transcript`` is an empty string (it is not taken as the working folder), or
             ``model`` is empty or only white space (the API refuses it, after the sandbox had started).
         AgentSetupError: an unknown mode, a number out of range (``max_retries`` may be 0, the others
@@ -194,6 +196,7 @@ class Agent:
         pinned = pinned if pinned is not None else tuple(settings.get("pinned", ()))
         if on_event is not None and not callable(on_event):  # else found at the first reply, its tokens spent
             raise TypeError(f"on_event: expected a function of one event (or None), got {type(on_event).__name__}")
+        refuse_async(on_event, "on_event")
         check_sandbox_args(runtime, workspace=workspace, sandbox_config=sandbox_config, batch=batch, tree=tree)
         if workspace is not None and os.fspath(workspace) == "":  # Path("") is the working folder: saved into
             raise ValueError('workspace is an empty path; name a folder ("." for the working folder) or pass None')

@@ -437,11 +437,14 @@ class Runtime:
             SandboxError: the runtime was closed (by another thread: before or during the call), or in a fork, or
                 this is the server pool's own thread (an ``on_tools_changed`` listener, a coroutine on its loop): the
                 call would wait there for itself.
+            TypeError: ``progress`` is an ``async def`` function (it would never run).
         """
         from sandbox.bridge import ToolCallRefused, resolve
         from sandbox.errors import SandboxError
         from sandbox.session_args import refuse_on_pool_loop
+        from tool_tree.listeners import refuse_async
 
+        refuse_async(progress, "progress")
         self._refuse_in_fork()  # before the direct bridge's lock, which the parent may have held at the fork
         bridge = self._direct_bridge()
         loop = self._running_loop()  # not an AssertionError when another thread closed the runtime meanwhile

@@ -77,6 +77,7 @@ from sandbox.session_args import (
 from sandbox.streamed import OutputListener, StreamedOutput
 from sandbox.workspace import MAX_ENTRIES, WorkspaceReceiver, iter_restore_batches, leftovers_note
 from sandbox.workspace_merge import RestoreRecord
+from tool_tree.listeners import refuse_async
 from tool_tree.text import shown
 
 logger = logging.getLogger(__name__)
@@ -542,7 +543,7 @@ class Sandbox:
 
         Raises:
             TypeError: ``code`` is not a str, ``timeout`` not a number, ``filename`` not a str, or ``on_output`` not
-                callable (checked before anything runs or changes).
+                callable or an ``async def`` function (checked before anything runs or changes).
             ValueError: ``timeout`` is not more than 0 and at most a week (NaN and infinity included), or ``code``
                 or ``filename`` has a character UTF-8 cannot encode (a lone surrogate).
             KeyboardInterrupt: Ctrl-C during the wait; the script is stopped as by `cancel` (waited for up to 10 s)
@@ -557,6 +558,7 @@ class Sandbox:
             raise TypeError(
                 f"on_output must be a function (stream, data, skipped) or None, got {type(on_output).__name__}"
             )
+        refuse_async(on_output, "on_output")
         return self._execute(code, timeout, filename, None, on_output)
 
     def _execute(

@@ -23,6 +23,7 @@ from typing import Any, Literal, NoReturn
 
 from tool_tree.config import Config, ServerConfig
 from tool_tree.held_values import HeldValues, checked_within
+from tool_tree.listeners import refuse_async
 from tool_tree.pool import (
     DEFAULT_CONCURRENCY,
     ChangeListener,
@@ -239,6 +240,7 @@ class BackgroundPool:
                 during the call.
         """
         _check_call(tool, arguments, timeout)
+        refuse_async(progress, "progress")
         pool, loop = self.pool, self.loop
         if threading.current_thread() is self._thread:
             raise PoolError(

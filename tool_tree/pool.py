@@ -96,6 +96,7 @@ from tool_tree.held_values import HeldValues, Share, checked_within
 from tool_tree.http_errors import resendable, session_ended, status_named, stream_cut, unreached, unreached_check
 from tool_tree.in_flight import InFlight
 from tool_tree.ledgers import closed_here
+from tool_tree.listeners import refuse_async
 from tool_tree.listens import Listening, speaks_listen
 from tool_tree.output_check import OutputCheck
 from tool_tree.redact import redact
@@ -313,10 +314,11 @@ def checked_listener(on_tools_changed: object) -> ChangeListener | None:
     """``on_tools_changed`` as given, once it is callable or None.
 
     Raises:
-        TypeError: it is neither.
+        TypeError: it is neither, or it is an ``async def`` function (`refuse_async`).
     """
     if on_tools_changed is not None and not callable(on_tools_changed):
         raise TypeError(f"on_tools_changed: expected a callable or None, got {type(on_tools_changed).__name__}")
+    refuse_async(on_tools_changed, "on_tools_changed")
     return on_tools_changed
 
 
@@ -467,6 +469,7 @@ class ServerPool:
             raise TypeError(
                 f"on_resource_updated: expected a callable or None, got {type(on_resource_updated).__name__}"
             )
+        refuse_async(on_resource_updated, "on_resource_updated")
         self.on_resource_updated: ResourceListener | None = on_resource_updated
         held = HeldValues(within=checked_within(held_within))  # each server's listing is kept for the pool's life
         self._slots = {
@@ -1054,6 +1057,7 @@ class ServerPool:
                 sent), or ``timeout`` not positive.
         """
         _check_call(tool, arguments, timeout)
+        refuse_async(progress, "progress")
         self._check_loop()
         slot = self._slot(server)
 

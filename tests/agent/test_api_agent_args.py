@@ -52,6 +52,16 @@ def test_an_on_event_that_cannot_be_called_and_an_empty_workspace_are_refused_wh
     assert Agent(project.config, tree=project.tree, workspace=".").workspace == "."  # said, so taken
 
 
+def test_an_async_on_event_is_refused_when_the_agent_is_made(project: Project) -> None:
+    # Before: taken, and each event made a coroutine nobody awaited ("never awaited"): the handler never ran.
+    async def on_event(event: object) -> None:
+        pass
+
+    with pytest.raises(TypeError, match=r"^on_event: expected a plain function, got the async function on_event: "):
+        Agent(project.config, tree=project.tree, mode="direct", on_event=on_event)
+    Agent(project.config, tree=project.tree, mode="direct", on_event=lambda event: None)  # a plain one is taken
+
+
 @pytest.mark.parametrize(
     ("argument", "value", "message"),
     [
