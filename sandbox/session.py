@@ -296,7 +296,14 @@ class Sandbox:
         self.config = backend.config
         self.bridge = bridge
         self.workspace = workspace_folder(workspace) if workspace is not None else None
-        if self.workspace is not None and tree is not None and (problem := tree_in_workspace(self.workspace, tree)):
+        # The tree the sandbox runs: the backend's, when one was given (`SandboxPool.acquire` gives its own). Before,
+        # only a ``tree=`` was checked: a session from a pool, or of a backend, took a workspace holding its tree.
+        run: object = tree if tree is not None else getattr(backend, "tree", None)
+        if (
+            self.workspace is not None
+            and isinstance(run, str | os.PathLike)
+            and (problem := tree_in_workspace(self.workspace, run))
+        ):
             raise WorkspaceError(f"workspace {workspace} {problem}")
         self.workspace_notes: list[str] = []
         """What the user should know about the saves so far (conflicts kept beside, links not saved): the latest

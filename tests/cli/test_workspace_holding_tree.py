@@ -50,6 +50,20 @@ def test_a_sandbox_given_a_workspace_holding_its_tree_is_refused(tmp_path: Path)
         Sandbox(config=SandboxConfig(), tree=tree, workspace=tmp_path)
 
 
+@pytest.mark.parametrize("where", ["the folder holding the tree", "a folder in the tree"])
+def test_a_sandbox_of_a_backend_running_the_tree_is_refused_a_workspace_holding_it(tmp_path: Path, where: str) -> None:
+    # As a `SandboxPool` makes its sessions (`acquire`), and `Runtime` with a pool. Before: taken, and a script's
+    # manifest.json was saved into the tree.
+    from sandbox import DockerBackend, Sandbox, SandboxConfig
+    from sandbox.errors import WorkspaceError
+
+    tree = _tree(tmp_path)
+    workspace = tmp_path if where == "the folder holding the tree" else tree / "servers"
+    with pytest.raises(WorkspaceError, match=r"(holds|is inside) the tree .*: a script could rewrite"):
+        Sandbox(DockerBackend(SandboxConfig(), tree=tree), workspace=workspace)
+    Sandbox(DockerBackend(SandboxConfig(), tree=tree), workspace=tmp_path / "ws")  # one beside it is taken
+
+
 def test_a_workspace_beside_the_tree_is_taken(tmp_path: Path) -> None:
     from sandbox.session_args import tree_in_workspace
 
