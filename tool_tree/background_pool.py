@@ -50,11 +50,15 @@ class _Loop:
         self.pool: ServerPool | None = None
         self.stop: asyncio.Event | None = None
         self.error: BaseException | None = None
+        self.ended = False
+        """`end` was called: a loop not yet running when it was ends as soon as it runs."""
 
     def run(self, make: Callable[[], ServerPool]) -> None:
         async def main() -> None:
             self.loop = asyncio.get_running_loop()
             self.stop = asyncio.Event()
+            if self.ended:  # before the two above were set, so it could not set ``stop``
+                return
             try:
                 async with make() as pool:
                     self.pool = pool
@@ -72,6 +76,7 @@ class _Loop:
 
     def end(self) -> None:
         """Tell the loop to stop the servers and end (from any thread; a no-op once it has ended)."""
+        self.ended = True
         if self.loop is not None and self.stop is not None:
             with contextlib.suppress(RuntimeError):  # the loop has closed already
                 self.loop.call_soon_threadsafe(self.stop.set)
@@ -187,7 +192,11 @@ class BackgroundPool:
         running = self._running
         self._thread = threading.Thread(target=running.run, args=(make,), name="tooltree-server-pool", daemon=True)
         self._thread.start()
-        running.ready.wait()
+        try:
+            running.ready.wait()
+        except BaseException:  # Ctrl-C as it starts: before, its loop ran on for the process's life, closed by no one
+            self.close()
+            raise
         if running.pool is None:
             self._state = "closed"
             self._thread.join()  # the loop has ended already: nothing is left running

@@ -183,3 +183,30 @@ def test_an_on_tools_changed_listener_that_raises_is_logged_and_the_servers_sess
     assert told == [("n", "tools")] * 3
     said = [r for r in caplog.records if r.getMessage().startswith("the on_tools_changed listener raised")]
     assert len(said) == 3 and said[0].exc_info is not None
+
+
+class _InterruptedWait(threading.Event):
+    """The pool's "ready" event, as a Ctrl-C finds it: ``at_once`` before the pool's loop runs, else as it is up."""
+
+    def __init__(self, at_once: bool) -> None:
+        super().__init__()
+        self.at_once = at_once
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if not self.at_once:
+            super().wait(timeout)
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("at_once", [True, False], ids=["before_its_loop_runs", "once_it_is_up"])
+def test_ctrl_c_while_the_pool_starts_leaves_no_loop_running(at_once: bool) -> None:
+    # Before: the interrupt went on with the pool's loop (and its ServerPool) running in its thread for the process's
+    # life; the `with` never began, so nothing closed it, and nothing warned of it.
+    pool = BackgroundPool([media()])
+    pool._running.ready = _InterruptedWait(at_once)
+    before = set(threading.enumerate())
+    with pytest.raises(KeyboardInterrupt):
+        pool.__enter__()
+    assert [t for t in set(threading.enumerate()) - before if t.name == "tooltree-server-pool" and t.is_alive()] == []
+    with pytest.raises(PoolError, match="it has run"):
+        pool.__enter__()
