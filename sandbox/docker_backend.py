@@ -209,6 +209,7 @@ class DockerBackend(SandboxBackend):
 
     Raises:
         TypeError: ``config`` is not a `SandboxConfig` or None, ``tree`` not a path or None.
+        ValueError: ``tree`` is an empty path (it would be the working folder).
     """
 
     def __init__(
@@ -223,6 +224,10 @@ class DockerBackend(SandboxBackend):
             raise TypeError(f"config: expected a SandboxConfig or None, got {type(config).__name__}")
         if tree is not None and not isinstance(tree, str | os.PathLike):
             raise TypeError(f"tree: expected the tree's folder as a str or a path, or None, got {type(tree).__name__}")
+        if tree is not None and os.fspath(tree) in ("", b""):  # before: Path("") is the working folder
+            raise ValueError(
+                'tree is an empty path; name the tree\'s folder ("tree", as generate-tree writes it) or pass None'
+            )
         self.config = config or SandboxConfig()
         self.tree = Path(tree) if tree is not None else None
         self.docker = docker or default_engine()

@@ -261,7 +261,7 @@ class Sandbox:
             function or None; ``config`` is not a `SandboxConfig`
             or None; ``workspace`` is not a path or None.
         ValueError: ``tools`` is an `McpBridge` (a bridge whose ``loop_bound`` is true) and ``tool_loop``
-            is None, or one of another tree than the sandbox's; ``workspace`` is an empty string.
+            is None, or one of another tree than the sandbox's; ``workspace`` or ``tree`` is an empty string.
         WorkspaceError: ``workspace`` exists and is not a folder, or holds the tree or lies inside it.
     """
 

@@ -223,9 +223,9 @@ def runtime_args(tree: object, workspace: object, audit: object, sandbox_config:
     Raises:
         TypeError: an argument is of the wrong type, named (before: ``audit`` was ignored, no line written; a path
             ``os.fspath`` refused, unnamed; ``sandbox_pool`` an AttributeError at first use).
-        ValueError: ``workspace`` or ``audit`` is an empty path (``Path("")`` is the working folder: a workspace
-            saved into it; an audit log refused only when the runtime opened, "audit log .: a folder"), or
-            ``sandbox_pool`` runs another tree.
+        ValueError: ``tree``, ``workspace`` or ``audit`` is an empty path (``Path("")`` is the working folder: a
+            tree taken from it, a workspace saved into it; an audit log refused only when the runtime
+            opened, "audit log .: a folder"), or ``sandbox_pool`` runs another tree.
     """
     from sandbox.config import SandboxConfig
     from sandbox.mcp_bridge import AuditLog
@@ -242,6 +242,8 @@ def runtime_args(tree: object, workspace: object, audit: object, sandbox_config:
             "audit: expected the path (str or os.PathLike) of a file to append audit lines to, or an AuditLog "
             f"(AuditLog(stream) writes to a stream), or None, {got(audit)}"
         )
+    if os.fspath(tree) in ("", b""):  # before: taken as the working folder
+        raise ValueError('tree is an empty path; name the tree\'s folder ("tree", as generate-tree writes it)')
     for name, path in (("workspace", workspace), ("audit", audit)):
         if isinstance(path, str | os.PathLike) and os.fspath(path) in ("", b""):
             what = 'a folder ("." for the working folder)' if name == "workspace" else "a file"

@@ -97,6 +97,24 @@ def test_an_empty_workspace_is_refused_rather_than_taken_as_the_working_folder()
     assert Sandbox(NeverLaunched(), workspace=".").workspace == Path(".")  # the working folder, said so
 
 
+def test_an_empty_tree_is_refused_rather_than_taken_as_the_working_folder(tmp_path: Path) -> None:
+    # Before: Sandbox(tree=""), SandboxPool(tree="") and Runtime(config, "") took the working folder as the tree (an
+    # unset variable's ""): used when it held a manifest, else refused only at start, as ".: not a tree".
+    from sandbox import DockerBackend, SandboxPool
+    from sandbox.host import Runtime
+
+    empty = r'^tree is an empty path; name the tree\'s folder \("tree", as generate-tree writes it\)'
+    for make in (
+        lambda: Sandbox(tree=""),
+        lambda: SandboxPool(tree=""),
+        lambda: DockerBackend(tree=""),
+        lambda: Runtime(parse_config("servers: {}\n"), ""),
+    ):
+        with pytest.raises(ValueError, match=empty):
+            make()
+    assert DockerBackend(tree=".").tree == Path(".")  # the working folder, said so
+
+
 def test_a_config_that_is_not_a_sandbox_config_is_a_type_error_naming_the_fix() -> None:
     # Before: AttributeError: 'dict' object has no attribute 'image' (or 'Config' object ... for tooltree's Config).
     with pytest.raises(TypeError, match=r"^config must be a SandboxConfig or None, got dict \{'memory': '1g'\}$"):
