@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from agent.errors import AgentError
 from sandbox.results import clean_text
-from tool_tree.text import size
+from tool_tree.text import shown_name, size
 from tool_tree.tree import hard_linked
 
 WORKSPACE = "/workspace"
@@ -103,14 +103,6 @@ def _sandbox_refused(parts: tuple[str, ...], error: Exception) -> FileAccessErro
     if said.startswith((f"{path}: ", f"{path!r}: ")):
         return FileAccessError(said)
     return FileAccessError(f"{_display(parts)}: {said}")
-
-
-def shown_name(name: str) -> str:
-    """``name`` with every character that is not printable, and every backslash, escaped as in a Python
-    literal: one line that cannot move the cursor or fake an entry, and that still tells names apart."""
-    if name.isprintable() and "\\" not in name:
-        return name
-    return "".join(c if c.isprintable() and c != "\\" else repr(c)[1:-1] for c in name)
 
 
 def _clean_line(line: str) -> str:

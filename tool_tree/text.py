@@ -3,6 +3,7 @@
 - what untrusted text keeps (:func:`clean`: control, bidi, zero-width, tag and other invisible characters go; line
   separators and unicode spaces become plain spaces; line ends become ``\\n``);
 - how it fits on one line (:func:`one_line`);
+- how a name shows (:func:`shown_name`: escaped, never cleaned, so two names stay two);
 - where its first sentence ends (:func:`split_sentence`, :func:`first_sentence`): at ``.``,
   ``!`` or ``?`` (closing quotes and brackets included) before white space and a character
   that is not a lower-case letter, or at ``。！？``; never after an abbreviation such as
@@ -67,6 +68,23 @@ def clean(text: str) -> str:
         return text  # the usual case (a variation selector, a filler or U+034F is printable, yet dropped)
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", "    ")
     return _AS_SPACE.sub(" ", _DROPPED.sub("", text))
+
+
+def shown_name(name: str) -> str:
+    """``name`` with every backslash and every character that is not printable or that `clean` drops escaped as in
+    a Python literal: one line that cannot move the cursor or fake an entry, and that still tells names apart
+    (`clean` alone shows ``get\\u200b_item`` as ``get_item``, another tool's name)."""
+    if name.isprintable() and "\\" not in name and (name.isascii() or _DROPPED.search(name) is None):
+        return name
+    return "".join(_escaped(c) if not c.isprintable() or c == "\\" or _DROPPED.match(c) else c for c in name)
+
+
+def _escaped(char: str) -> str:
+    """``char`` as a Python literal escapes it; a printable one that shows nothing (a filler) as ``\\uXXXX``."""
+    literal = repr(char)[1:-1]
+    if literal != char:
+        return literal
+    return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
 
 
 def shown(value: object) -> str:
