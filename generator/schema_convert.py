@@ -44,6 +44,7 @@ from generator.type_expr import (
     PyType,
     TupleOf,
     make_union,
+    written_size,
 )
 from tool_tree.text import one_line
 
@@ -62,6 +63,10 @@ MAX_NODES = 50_000
 """JSON values in one raw schema; a bigger schema is not converted at all."""
 MAX_RAW_DEPTH = 100
 """JSON nesting of one raw schema; a deeper schema is not converted at all."""
+MAX_TUPLE_TYPES = 100
+"""Types a tuple array's ``tuple[...]`` may write to be offered beside its ``list[...]``, which writes its items
+again: past it, only the list (before, tuple arrays nested 20 deep, a schema of 2 KB, wrote a stub of 32 MB and
+45 deep never finished, the host's memory growing by gigabytes)."""
 _MAX_REF_HOPS = 16
 _MAX_LITERAL_INT = 2**63
 
@@ -543,7 +548,7 @@ class Converter:
             return ListOf(ANY)
         exact = TupleOf(tuple(positions), None if closed else self.convert(rest, hint=hint + "Item", depth=depth + 1))
         one = make_union(positions) if exact.each is None else exact.each
-        if self._output or len(positions) > MAX_UNION:
+        if self._output or len(positions) > MAX_UNION or written_size(exact, MAX_TUPLE_TYPES) >= MAX_TUPLE_TYPES:
             return ListOf(one)
         return make_union([exact, ListOf(one)])
 

@@ -171,6 +171,38 @@ def make_union(members: Iterable[PyType]) -> PyType:
     return out[0] if len(out) == 1 else Union(tuple(out))
 
 
+def written_size(t: PyType, limit: int) -> int:
+    """How many types the source text of ``t`` writes (each shared part counted where it is written), or ``limit``
+    once it is that many: linear in the distinct parts, while the text may double at each level (a tuple's items
+    are written in its ``tuple[...]`` and again in its ``list[...]``)."""
+    sizes: dict[int, int] = {}
+    held: list[PyType] = []  # an open tuple's union of items is made anew at each reading: kept while its id counts
+    stack: list[tuple[PyType, tuple[PyType, ...] | None]] = [(t, None)]
+    while stack:
+        node, parts = stack.pop()
+        if id(node) in sizes:
+            continue
+        if parts is None:
+            parts = _written_parts(node)
+            held.extend(parts)
+            stack.append((node, parts))
+            stack.extend((p, None) for p in parts if id(p) not in sizes)
+            continue
+        sizes[id(node)] = min(limit, 1 + sum(sizes[id(p)] for p in parts))
+    return sizes[id(t)]
+
+
+def _written_parts(t: PyType) -> tuple[PyType, ...]:
+    """The types the source text of ``t`` writes inside it (as `render_type` does)."""
+    if isinstance(t, ListOf):
+        return (t.item,)
+    if isinstance(t, TupleOf):
+        return t.items if t.each is None else (t.each,)
+    if isinstance(t, DictOf | OpenDict):
+        return (t.value,)
+    return t.members if isinstance(t, Union) else ()
+
+
 def literal_source(value: LiteralValue, *, quote: str | None = None) -> str:
     """A Literal value as source text (strings in ``quote``, or the quote ruff would pick)."""
     if isinstance(value, bool):
