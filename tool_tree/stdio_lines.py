@@ -26,6 +26,9 @@ from tool_tree.budget import (
 from tool_tree.ledgers import Answer, Outstanding, ServerRequests
 from tool_tree.unparsed import count_values, peek, tail_id, unaddressed
 
+_BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte order mark a server may write before its first message (a .NET server whose output encoding is
+UTF-8 with its preamble) or before each: JSON allows a parser to ignore it (RFC 8259, 8.1), so it is dropped."""
 _NOISE_KEPT = 1000
 """Characters kept of a stdout line that is not JSON-RPC, for the server's `tool_tree.stderr_log.StderrLog`."""
 
@@ -99,6 +102,7 @@ class Lines:
 
     def judge(self, line: bytes) -> SessionMessage | NotJSONRPC | End | Refuse | None:
         self.asked = False
+        line = line.removeprefix(_BOM)  # before: the message was dropped as noise, its request waiting its timeout
         values = count_values(line, self.max_values)
         if values > self.max_values:
             return End(too_many_values(self.server, self.max_values))

@@ -24,6 +24,8 @@ It answers ``initialize``, ``tools/list`` and ``ping`` as any server; ``tools/ca
     deep       answers with structured content nested ``n`` arrays deep; with ``last``, its id written last
     unreadable answers with a line that cannot be parsed: with ``n`` 0 a text holding a lone surrogate's escape
                (``\\udcff``), 1 a value that is not JSON (``tru``)
+    bom        answers ``ok`` on a line that starts with a UTF-8 byte order mark (as a .NET server writing UTF-8 with
+               its preamble does)
 """
 
 from __future__ import annotations
@@ -118,6 +120,16 @@ def call(request_id: object, name: str, n: int, wait: bool, values: int = 0, las
             '"result":{"content":[],"isError":tru}',
         ][n]
         send_line(f'{{"jsonrpc":"2.0","id":{rid},{body}}}')
+    elif name == "bom":
+        with out:
+            sys.stdout.buffer.write(
+                b"\xef\xbb\xbf"
+                + json.dumps(
+                    {"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": "ok"}]}}
+                ).encode()
+                + b"\n"
+            )
+            sys.stdout.buffer.flush()
     else:
         answer(request_id, "ok")
 
@@ -137,7 +149,7 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": request_id, "result": result})
         elif method == "tools/list":
             tools = ["pid", "values", "blocks", "noise", "pings", "cancelled", "notify", "changed", "strays", "deep"]
-            tools += ["unreadable", "ok"]
+            tools += ["unreadable", "bom", "ok"]
             listed = [{"name": name, "inputSchema": {"type": "object"}} for name in tools]
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": listed}})
         elif method == "tools/call":

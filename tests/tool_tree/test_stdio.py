@@ -539,3 +539,14 @@ async def test_an_answer_that_cannot_be_read_fails_its_call_at_once_saying_why(n
         assert why in message and message.endswith("); it was not used") and "\n" not in message
         assert text(await pool.call("odd", "ok", {})) == "ok"  # the server goes on
         assert pool.restarts("odd") == 0
+
+
+@pytest.mark.anyio
+async def test_an_answer_after_a_byte_order_mark_is_read() -> None:
+    # Before: a line starting with a UTF-8 byte order mark was not JSON to the parser, and its id was not read from
+    # its first bytes either: it was dropped as noise, the call waiting out its whole timeout.
+    config = ServerConfig(name="bom", command=sys.executable, args=(str(FLOOD),), timeout=30)
+    async with ServerPool([config]) as pool:
+        with anyio.fail_after(10):
+            result = await pool.call("bom", "bom", {})
+        assert not result.get("isError") and text(result) == "ok"
