@@ -20,11 +20,13 @@ was restarted; and one that added a prompt or a resource was followed by nothing
 
 Bounded against a server that says so in a loop, whichever of its lists it names: the three are one signal, the
 server's name, so notifications that come together (each session's copy of the server says it, of one list or of
-all three) make one regeneration, a server is regenerated at most once per ``min_interval`` seconds, and one
-regeneration runs at a time, never during the refresh that serve starts with (``after``). A notice of prompts or
-resources is followed only when serve offers that list (``serve: prompts``, ``serve: resources``): the pool's
-listener is told which list changed, and `agent.serve.server.ToolServer` tells `Follow.changed` only of those
-(before, it was told the server alone, and a notice of a list serve did not offer regenerated the tree all the same).
+all three) make one regeneration, a server is regenerated at most once per ``min_interval`` seconds and no sooner
+after a regeneration than `IDLE_PER_BUSY` times as long as it took (so regenerating takes at most a tenth of the time,
+however large the server's listing), and one regeneration runs at a time, never during the refresh that serve
+starts with (``after``). A notice of prompts or resources is followed only when serve offers that list (``serve:
+prompts``, ``serve: resources``): the pool's listener is told which list changed, and `agent.serve.server.ToolServer`
+tells `Follow.changed` only of those (before, it was told the server alone, and a notice of a list serve did not offer
+regenerated the tree all the same).
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ SETTLE_SECONDS = 1.0
 """How long a notification waits for others (the same server's, in other sessions) before its regeneration."""
 MIN_INTERVAL_SECONDS = 30.0
 """The least time between two regenerations of one server: each starts the server once more."""
+IDLE_PER_BUSY = 9.0
+"""After a regeneration, the time before the next of its servers, per second it took. Before, only
+`MIN_INTERVAL_SECONDS`: a listing of 2,000 tools of 5.6 KB (a sixth of the listing's cap) takes 14 s of CPU to
+regenerate, one near the cap about 80 s, so a server saying its tools changed after each regeneration kept serve
+regenerating it most of the time, for as long as it went on."""
 
 
 class Follow:
@@ -52,6 +59,7 @@ class Follow:
             `Cancel` it is given. What it raises is reported through ``report`` and following goes on.
         report: says a line to the user (stderr).
         settle, min_interval: see `SETTLE_SECONDS` and `MIN_INTERVAL_SECONDS`.
+        clock: the monotonic clock the intervals are measured on.
     """
 
     def __init__(
@@ -61,14 +69,15 @@ class Follow:
         *,
         settle: float = SETTLE_SECONDS,
         min_interval: float = MIN_INTERVAL_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         from generator.cancel import Cancel
 
         self._regenerate, self._report = regenerate, report
-        self.settle, self.min_interval = settle, min_interval
+        self.settle, self.min_interval, self._clock = settle, min_interval, clock
         self.cancel = Cancel()
         self._told: dict[str, float] = {}  # a server that said so and is not regenerated yet: when it first said so
-        self._last: dict[str, float] = {}  # when each server's last regeneration ended
+        self._next: dict[str, float] = {}  # the soonest each server may be regenerated again
         self._cond = threading.Condition()
         self._stopped = False
         self._after: threading.Thread | None = None
@@ -85,7 +94,7 @@ class Follow:
         """``server`` said its tools, prompts or resources changed (from any thread; never blocks for long)."""
         with self._cond:
             if not self._stopped:
-                self._told.setdefault(server, time.monotonic())
+                self._told.setdefault(server, self._clock())
                 self._cond.notify()
 
     def stop(self) -> None:
@@ -101,7 +110,7 @@ class Follow:
         """The servers to regenerate now, and how long until the next one is due (None: none is waiting)."""
         due, wait = [], math.inf
         for name, told in self._told.items():
-            at = max(told + self.settle, self._last.get(name, -math.inf) + self.min_interval)
+            at = max(told + self.settle, self._next.get(name, -math.inf))
             if at <= now:
                 due.append(name)
             else:
@@ -118,12 +127,13 @@ class Follow:
                 while True:
                     if self._stopped:
                         return
-                    due, wait = self._due(time.monotonic())
+                    due, wait = self._due(self._clock())
                     if due:
                         break
                     self._cond.wait(wait)
                 for name in due:
                     del self._told[name]
+            started = self._clock()
             try:
                 self._regenerate(due, self.cancel)
             except GenerateCancelled:
@@ -132,9 +142,9 @@ class Follow:
                 self._report(f"regenerating {', '.join(due)} failed: {type(e).__name__}: {e}")
             with self._cond:
                 self.regenerations += 1
-                ended = time.monotonic()
+                ended = self._clock()
                 for name in due:
-                    self._last[name] = ended
+                    self._next[name] = ended + max(self.min_interval, IDLE_PER_BUSY * (ended - started))
                 self._cond.notify_all()
 
     def wait_for(self, regenerations: int, timeout: float) -> bool:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 
 from generator.cancel import Cancel, GenerateCancelled
-from tooltree_cli.serve_follow import Follow
+from tooltree_cli.serve_follow import IDLE_PER_BUSY, Follow
 
 
 class Recorder:
@@ -51,6 +51,41 @@ def test_a_server_is_regenerated_at_most_once_per_interval_others_are_not_held_b
         assert not follow.wait_for(4, 0.3)
     finally:
         follow.stop()
+
+
+class Clock:
+    """A monotonic clock that moves only when told."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_after_a_long_regeneration_the_server_waits_that_many_times_longer_before_the_next() -> None:
+    # Before: 30 s after any regeneration, however long it took: a server near the listing's caps (about 80 s of CPU
+    # to regenerate) that said its tools changed after each one kept serve regenerating it most of the time.
+    clock, calls, reports = Clock(), [], []
+
+    def regenerate(servers: Sequence[str], cancel: Cancel) -> None:
+        calls.append(list(servers))
+        clock.now += 100.0  # it took 100 s
+
+    follow = Follow(regenerate, reports.append, settle=0.0, min_interval=1.0, clock=clock)
+    follow.start()
+    try:
+        follow.changed("big")
+        assert follow.wait_for(1, 10)
+        clock.now += 10.0  # ten times the least interval since it ended
+        follow.changed("big")
+        assert not follow.wait_for(2, 0.5)
+        clock.now += 100.0 * IDLE_PER_BUSY
+        follow.changed("big")  # the thread looks at the clock again
+        assert follow.wait_for(2, 10)
+    finally:
+        follow.stop()
+    assert calls == [["big"], ["big"]] and reports == []
 
 
 def test_a_failed_regeneration_is_reported_and_following_goes_on() -> None:
