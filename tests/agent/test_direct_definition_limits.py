@@ -34,3 +34,34 @@ def test_a_huge_description_is_cut_and_a_huge_schema_left_out_saying_so_and_ordi
     )
     assert defined["raw__plain"]["description"] == "Plain."
     assert defined["raw__plain"]["input_schema"] == {"type": "object", "properties": {"a": {}}}
+
+
+def test_an_input_schema_the_messages_api_refuses_is_left_out_saying_why_and_a_valid_one_is_whole(
+    tmp_path: Path,
+) -> None:
+    # Before: carried as the server sent it; the API refuses a whole request for one tool's schema that is not JSON
+    # Schema draft 2020-12 (400 "tools.N.custom.input_schema: JSON schema is invalid"), so one careless server's tool
+    # made every request of a direct-mode run fail, and every request of a client of serve's passthrough tools.
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {"a": {}}}
+    typo = {"type": "object", "properties": {"a": {"type": "strin"}}}
+    valid = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {"name": {"type": "string", "pattern": "^\\p{L}+$"}},
+    }
+    tools = [
+        {"name": "draft7", "description": "Old.", "inputSchema": draft7},
+        {"name": "typo", "description": "Typo.", "inputSchema": typo},
+        {"name": "valid", "description": "Valid.", "inputSchema": valid},
+    ]
+    tree, _ = raw_server_tree(tmp_path, tools)
+    defined = {d["name"]: d for d in DirectToolset(tree).tools() if d["name"].startswith("raw__")}
+    assert defined["raw__draft7"]["input_schema"] == defined["raw__typo"]["input_schema"] == {"type": "object"}
+    assert defined["raw__draft7"]["description"] == (
+        "Old.\n\n(Its input schema is left out here: it declares 'http://json-schema.org/draft-07/schema#', not JSON "
+        "Schema draft 2020-12; the server checks the arguments.)"
+    )
+    assert defined["raw__typo"]["description"].startswith(
+        "Typo.\n\n(Its input schema is left out here: it is not valid JSON Schema draft 2020-12 ('strin' is not valid"
+    )
+    assert defined["raw__valid"]["input_schema"] == valid and defined["raw__valid"]["description"] == "Valid."
