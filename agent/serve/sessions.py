@@ -436,10 +436,17 @@ class ClientSession:
         if failed is not None and not failed.retry:
             return outcome
         said = sandbox.workspace_notes_total
+        # A script that outlived its session (cancelled, then its client left) leaves the save to the session's end,
+        # which stopped it first. Before: its save found the sandbox closed, and serve warned that the save failed
+        # and that each later script would try again.
         try:
             with self._saves:
+                if self.ended:
+                    return outcome
                 sandbox.save_workspace_if_changed()
         except SandboxError as e:
+            if self.ended:  # closed during this save
+                return outcome
             notes, more = [self._save_failed(sandbox, str(e), failed)], 0
         else:
             self._failed_save = None
