@@ -508,16 +508,30 @@ async def _discard(message: Message) -> None:
 
 
 async def _answered(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> int | None:
-    """Run ``app`` for one request; the status it answered with (None: none)."""
+    """Run ``app`` for one request; the status it answered with (None: none).
+
+    The SDK answers a notification ``202`` before handing it to its session; when that session's stream closed
+    meanwhile (a client that cancels a call and leaves at once) it answers ``500`` too, which is not sent, and raises
+    that the stream is closed, which ends here. Before: the HTTP server raised on the second answer, and logged the
+    error, a traceback of about 40 lines on serve's stderr each time."""
     status: int | None = None
+    done = False
 
     async def watch(message: Message) -> None:
-        nonlocal status
+        nonlocal status, done
+        if done:
+            return
         if message["type"] == "http.response.start":
             status = int(message["status"])
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            done = True
         await send(message)
 
-    await app(scope, receive, watch)
+    try:
+        await app(scope, receive, watch)
+    except anyio.ClosedResourceError:
+        if not done:
+            raise
     return status
 
 
