@@ -27,6 +27,7 @@ from agent.naming import native_names
 from agent.prompts import render
 from agent.toolsets.base import INTERRUPTED_OUTCOME, ToolOutcome, Toolset, error
 from agent.toolsets.batch import BATCH_NAME, batch_calls, batch_definition, run_batch
+from agent.toolsets.schema_shape import schema_problem
 from sandbox.results import ledger_error
 from tool_tree.held_values import HeldValues
 from tool_tree.text import one_line
@@ -66,34 +67,15 @@ def _native_text(description: object, schema: dict[str, Any]) -> tuple[str, dict
             f"(Its input schema, {size:,} characters, is over {SCHEMA_CHARS:,} and left out here; the arguments are "
             "still checked against it.)"
         )
-    elif (problem := _schema_problem(schema)) is not None:
-        note = f"(Its input schema is left out here: {problem}; the server checks the arguments.)"
+    elif (problem := schema_problem(schema)) is not None:  # the API would refuse every request with it
+        note = (
+            f"(Its input schema is left out here: it is not valid JSON Schema draft 2020-12, which the Messages API "
+            f"takes: {one_line(problem, 160)}; the server checks the arguments.)"
+        )
     if note is not None:
         schema = {"type": "object"}
         text = f"{text}\n\n{note}" if text else note
     return text, schema
-
-
-def _schema_problem(schema: dict[str, Any]) -> str | None:
-    """Why the Messages API would refuse ``schema`` as a tool's input schema, or None: it takes JSON Schema draft
-    2020-12 alone, and refuses a whole request for one tool's schema that is not (before: a server's tool declaring
-    draft-07, or a ``"type": "strin"``, made every request of a run, or of serve's client with its passthrough tools,
-    fail with 400 "input_schema: JSON schema is invalid")."""
-    import jsonschema
-
-    declared = schema.get("$schema")
-    if declared is not None and declared not in _DRAFT_2020_12:
-        return f"it declares {one_line(str(declared), 80)!r}, not JSON Schema draft 2020-12"
-    # No format checks: a pattern is ECMA-262, which Python's `re` would judge.
-    meta = jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)
-    try:
-        error = jsonschema.exceptions.best_match(meta.iter_errors(schema))
-    except RecursionError:
-        return "it is nested too deep to be checked"
-    return None if error is None else f"it is not valid JSON Schema draft 2020-12 ({one_line(error.message, 120)})"
-
-
-_DRAFT_2020_12 = ("https://json-schema.org/draft/2020-12/schema", "https://json-schema.org/draft/2020-12/schema#")
 
 
 def _input_schema(raw: Mapping[str, Any]) -> dict[str, Any]:
