@@ -154,39 +154,43 @@ def test_ctrl_c_while_a_run_is_set_up_prints_it_as_json_with_its_mode_and_model(
     assert api.requests == []
 
 
+@pytest.fixture
+def filtered_config(project: Project, tmp_path: Path) -> Path:
+    """The project's config, its agent's mode filtered."""
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(project.config_path.read_text(encoding="utf-8") + "agent:\n  mode: filtered\n", encoding="utf-8")
+    return config
+
+
 def test_ctrl_c_before_the_config_is_read_prints_the_run_the_config_would_have_made(
     project: Project,
     api: FakeMessagesAPI,
+    filtered_config: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
 ) -> None:
     # Before: exit 130 and nothing on stdout (a stop while the task was read, or as the command began).
-    config = tmp_path / "tooltree.yaml"
-    config.write_text(project.config_path.read_text(encoding="utf-8") + "agent:\n  mode: filtered\n", encoding="utf-8")
     monkeypatch.setattr("tooltree_cli.agent_cmd._read_task", interrupt)
-    argv = ["agent", TASK, "--config", str(config), "--tree", str(project.tree), "--json", "--compare", "code,direct"]
+    argv = ["agent", TASK, "--config", str(filtered_config), "--tree", str(project.tree), "--json"]
     assert main(argv) == 130
     out, err = capsys.readouterr()
     assert err == "tooltree: interrupted\n"
-    runs = json.loads(out)["runs"]
-    for run, mode in zip(runs, ["code", "direct"], strict=True):
-        assert_stopped_before_any_request(run, mode)
+    run = json.loads(out)
+    assert_stopped_before_any_request(run, "filtered")  # the config's mode: read for the record
+    assert run["model"] == DEFAULT_MODEL
 
 
-def test_sigterm_while_the_config_is_read_prints_the_run_once(
+def test_sigterm_while_the_config_is_read_prints_the_runs_once(
     project: Project,
     api: FakeMessagesAPI,
+    filtered_config: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
 ) -> None:
     # Before: exit 143, `tooltree: terminated`, and nothing on stdout.
     from tooltree_cli import agent_cmd
     from tooltree_cli.signals import stop
 
-    config = tmp_path / "tooltree.yaml"
-    config.write_text(project.config_path.read_text(encoding="utf-8") + "agent:\n  mode: filtered\n", encoding="utf-8")
     read = agent_cmd.load_optional_config
     calls = []
 
@@ -197,8 +201,11 @@ def test_sigterm_while_the_config_is_read_prints_the_run_once(
         return read(*args, **kwargs)
 
     monkeypatch.setattr(agent_cmd, "load_optional_config", terminated_once)
-    argv = ["agent", TASK, "--config", str(config), "--tree", str(project.tree), "--json", "--quiet"]
+    argv = ["agent", TASK, "--config", str(filtered_config), "--tree", str(project.tree), "--json", "--quiet",
+            "--compare", "code,direct"]  # fmt: skip
     assert main(argv) == 143
     out, err = capsys.readouterr()
     assert err == "tooltree: terminated\n"
-    assert_stopped_before_any_request(json.loads(out), "filtered")  # one object: the config's mode
+    runs = json.loads(out)["runs"]  # one object
+    for run, mode in zip(runs, ["code", "direct"], strict=True):
+        assert_stopped_before_any_request(run, mode)

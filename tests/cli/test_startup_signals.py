@@ -32,6 +32,18 @@ def _catches(pid: int, signum: int) -> bool:
     return bool(int(mask, 16) >> (signum - 1) & 1)
 
 
+def _stopped_as_it_starts(argv: list[str], env: dict[str, str], signum: int, code: int) -> tuple[str, str]:
+    """Run ``argv``, send it ``signum`` once it catches SIGTERM, check it exits ``code``; its stdout and stderr."""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
+        deadline = time.monotonic() + WAIT
+        while not _catches(proc.pid, signal.SIGTERM):
+            assert proc.poll() is None and time.monotonic() < deadline, "tooltree never caught SIGTERM"
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=WAIT)
+    assert proc.returncode == code, (proc.returncode, out, err)
+    return out, err
+
+
 @pytest.mark.parametrize(
     ("signum", "code", "said"),
     [
@@ -45,21 +57,17 @@ def test_exec_json_stopped_as_it_starts_prints_its_object(tmp_path: Path, signum
     argv = [sys.executable, "-m", "tooltree_cli.main", "exec", "-c", "print(1)"]
     argv += ["--config", str(config), "--tree", str(tree), "--json"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
-        deadline = time.monotonic() + WAIT
-        while not _catches(proc.pid, signal.SIGTERM):
-            assert proc.poll() is None and time.monotonic() < deadline, "tooltree never caught SIGTERM"
-        proc.send_signal(signum)
-        out, err = proc.communicate(timeout=WAIT)
-    assert proc.returncode == code, (proc.returncode, out, err)
+    out, err = _stopped_as_it_starts(argv, env, signum, code)
     printed = json.loads(out)
     assert printed["error"] == "quit before the script ran" and printed["interrupted"] is True
     assert printed["exit_code"] is None and printed["stdout"] is None and printed["calls"] == []
     assert err == f"tooltree: {said}\n", err  # one line: nothing started that has more to say
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_agent_json_stopped_as_it_starts_prints_its_run(tmp_path: Path, signum: int, code: int) -> None:
+@pytest.mark.parametrize(
+    ("signum", "code", "said"), [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")]
+)
+def test_agent_json_stopped_as_it_starts_prints_its_run(tmp_path: Path, signum: int, code: int, said: str) -> None:
     # Before: the one line on stderr and an empty stdout, which a reader of --json could not parse.
     config, tree = sample_project(tmp_path, "crm", timeout=60)
     config.write_text(config.read_text(encoding="utf-8") + "agent:\n  mode: direct\n", encoding="utf-8")
@@ -71,18 +79,9 @@ def test_agent_json_stopped_as_it_starts_prints_its_run(tmp_path: Path, signum: 
         "ANTHROPIC_API_KEY": "sk-test",
         "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
     }
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
-        deadline = time.monotonic() + WAIT
-        while not _catches(proc.pid, signal.SIGTERM):
-            assert proc.poll() is None and time.monotonic() < deadline, "tooltree never caught SIGTERM"
-        proc.send_signal(signum)
-        out, err = proc.communicate(timeout=WAIT)
-    assert proc.returncode == code, (proc.returncode, out, err)
+    out, err = _stopped_as_it_starts(argv, env, signum, code)
     run = json.loads(out)  # the run it would have made: the config's mode, the model asked for
-    assert (run["mode"], run["model"], run["stop_reason"], run["turns"]) == (
-        "direct",
-        "claude-test-1",
-        "interrupted",
-        0,
-    )
+    assert (run["mode"], run["model"], run["stop_reason"]) == ("direct", "claude-test-1", "interrupted")
+    assert run["turns"] == 0
+    assert err == f"tooltree: {said}\n", err
     assert run["usage"]["total"] == 0 and run["transcript"] is None
