@@ -271,19 +271,27 @@ def _parameter(param: Param, names: ImportNames) -> str:
 def _body(parts: StubParts, names: ImportNames) -> list[str]:
     server, tool = preferred_literal(parts.server), preferred_literal(parts.tool)
     items = [f"{preferred_literal(p.prop.wire)}: {p.ident}" for p in parts.params]
-    if parts.extra is not None:
+    renamed = [p for p in parts.params if p.renamed]
+    after: list[str] = []  # call_tool's arguments after the dict
+    if parts.extra is not None and renamed:
+        # ``**arguments`` may hold a renamed parameter's wire name (``**{"from": …}`` beside ``from_``), which Python
+        # does not refuse: call_tool does, naming the parameter (merged into the dict, it replaced its value).
+        pairs = [f"{preferred_literal(p.prop.wire)}: {preferred_literal(p.ident)}" for p in renamed]
+        after = ["arguments", "{" + ", ".join(pairs) + "}"]
+    elif parts.extra is not None:
         items.append("**arguments")
     arguments = "arguments" if items == ["**arguments"] else "{" + ", ".join(items) + "}"
     call_tool = names.use("call_tool")
 
     def call(prefix: str) -> list[str]:
-        one = f"    {prefix}{call_tool}({server}, {tool}, {arguments})"
+        one = f"    {prefix}{call_tool}({', '.join([server, tool, arguments, *after])})"
         if len(one) <= LINE:
             return [one]
         lines = [f"    {prefix}{call_tool}(", f"        {server},", f"        {tool},"]
+        rest = [f"        {a}," for a in after]
         if len(f"        {arguments},") <= LINE or not items:
-            return [*lines, f"        {arguments},", "    )"]
-        return [*lines, "        {", *[f"            {item}," for item in items], "        },", "    )"]
+            return [*lines, f"        {arguments},", *rest, "    )"]
+        return [*lines, "        {", *[f"            {item}," for item in items], "        },", *rest, "    )"]
 
     if parts.output is None:
         return call("return ")

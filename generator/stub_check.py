@@ -14,6 +14,7 @@ renderer writes, where nothing at module level runs except imports from ``typing
     \"\"\"Y's docstring (optional: a plain string, only right after a functional TypedDict)\"\"\"
     def <function>(*, <params> = NOT_GIVEN, **arguments: T) -> T:
         return call_tool(<server>, <tool>, {"wire": param, ..., **arguments})   (or: arguments, {})
+          or call_tool(<server>, <tool>, {"wire": param, ...}, arguments, {"wire": "param", ...})
       or
         result = call_tool(<server>, <tool>, {...})
         return cast(T, structured(result, <server>, <tool>))
@@ -275,17 +276,29 @@ def _check_function(func: ast.FunctionDef, allowed: set[str], stub: _Stub) -> No
 
 def _check_call_tool(node: ast.expr, params: set[str], extra: bool, stub: _Stub) -> None:
     """``call_tool(<server>, <tool>, A)``: A is ``arguments`` (only with ``**arguments``) or a dict of
-    string keys to parameters, ending with ``**arguments`` at most."""
+    string keys to parameters, ending with ``**arguments`` at most; or ``call_tool(<server>, <tool>, D, arguments,
+    N)`` (only with ``**arguments``): D such a dict without ``**arguments``, N a dict of strings to strings."""
     if not (
         isinstance(node, ast.Call)
         and _is_name(node.func, stub.name("call_tool"))
         and not node.keywords
-        and len(node.args) == 3
+        and len(node.args) in (3, 5)
         and _is_str(node.args[0], stub.server)
         and _is_str(node.args[1], stub.tool)
     ):
         raise _Reject("malformed call_tool() call")
     arguments = node.args[2]
+    if len(node.args) == 5:
+        names = node.args[4]
+        if not (
+            extra
+            and _is_name(node.args[3], "arguments")
+            and isinstance(arguments, ast.Dict)
+            and isinstance(names, ast.Dict)
+            and all(k is not None and _is_str(k) and _is_str(v) for k, v in zip(names.keys, names.values, strict=True))
+        ):
+            raise _Reject("malformed arguments of call_tool()")
+        extra = False  # the dict holds the parameters alone
     if extra and _is_name(arguments, "arguments"):
         return
     if not isinstance(arguments, ast.Dict):

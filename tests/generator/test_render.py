@@ -251,10 +251,12 @@ def test_properties_with_additional_properties_take_named_and_further_arguments(
     assert (
         "def put(*, name: str, arguments_: int | NotGiven = NOT_GIVEN, **arguments: str) -> ToolResult:" in stub.source
     )
-    assert '{"name": name, "arguments": arguments_, **arguments}' in stub.source
+    assert '{"name": name, "arguments": arguments_}, arguments, {"arguments": "arguments_"})' in stub.source
     assert stub.parameters == {"arguments": "arguments_"}
     _load(stub)(name="n", **{"x-y": "z"})
     assert calls == [("crm", "put", {"name": "n", "x-y": "z"})]
+    with pytest.raises(TypeError, match="'arguments', the wire name of the parameter arguments_"):
+        _load(stub)(name="n", arguments="z")  # before: sent {"arguments": "z"} unchecked
     with_true = _render({"name": "put", "inputSchema": {**schema, "additionalProperties": True}})
     assert "**arguments: Any) -> ToolResult:" in with_true.source
 

@@ -75,3 +75,10 @@ def test_parallel_refuses_a_max_workers_that_is_no_count_before_any_call(
     with pytest.raises(error, match=said):
         parallel(lambda: call_tool("s", "t", {}), max_workers=max_workers)  # type: ignore[arg-type]
     assert sent == []
+
+
+def test_call_tool_sends_extra_arguments_and_refuses_one_that_is_a_parameters_key(sent: Sent) -> None:
+    call_tool("s", "t", {"from": NOT_GIVEN, "q": 1}, {"note": 2})
+    with pytest.raises(TypeError, match=r"^s\.t: \*\*arguments holds 'from', the wire name of the parameter from_"):
+        call_tool("s", "t", {"from": NOT_GIVEN}, {"from": "b"}, {"from": "from_"})
+    assert sent == [{"q": 1, "note": 2}]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tool_tree.runtime._not_given import given
@@ -89,14 +89,27 @@ def get_transport() -> Transport | None:
     return _transport
 
 
-def call_tool(server: str, tool: str, arguments: dict[str, Any]) -> ToolResult:
+def call_tool(
+    server: str,
+    tool: str,
+    arguments: dict[str, Any],
+    extra: Mapping[str, Any] | None = None,
+    parameters: Mapping[str, str] | None = None,
+) -> ToolResult:
     """Call ``tool`` on ``server`` with wire-format ``arguments``; entries that are `NOT_GIVEN` are not sent.
 
+    ``extra`` (a stub's ``**arguments``) is sent besides them. A key of it that ``arguments`` holds (a parameter's
+    wire name: ``from`` of the parameter ``from_``, which ``parameters`` names by its wire name) is refused: before,
+    it silently replaced the parameter's value.
+
     Raises:
+        TypeError: a key of ``extra`` is one of ``arguments``.
         ToolError: the tool reported an error.
         ToolCallError: the call could not be made.
         NoTransportError: no transport is installed.
     """
+    if extra:
+        arguments = _merged(server, tool, arguments, extra, parameters or {})
     transport = _transport
     if transport is None:
         raise NoTransportError(
@@ -107,6 +120,19 @@ def call_tool(server: str, tool: str, arguments: dict[str, Any]) -> ToolResult:
     if result.is_error:
         raise ToolError(server, tool, result.text or "the tool reported an error", result)
     return result
+
+
+def _merged(
+    server: str, tool: str, arguments: dict[str, Any], extra: Mapping[str, Any], parameters: Mapping[str, str]
+) -> dict[str, Any]:
+    for key in extra:
+        if key in arguments:
+            name = parameters.get(key, key)
+            raise TypeError(
+                f"{server}.{tool}: **arguments holds {key!r}, the wire name of the parameter {name}: "
+                f"pass it as {name}=... (each argument once)"
+            )
+    return {**arguments, **extra}
 
 
 def structured(result: ToolResult, server: str, tool: str) -> Any:
