@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from generator.described_args import described_args
 from generator.parts import Param, StubParts, text_of
 from generator.schema_convert import matches_nothing, measure
 from generator.type_defs import TypedDictDef
@@ -80,8 +81,14 @@ def _default_note(default: str | None) -> list[str]:
 
 
 def function_docstring(parts: StubParts) -> str:
-    """The description (its first sentence on a line of its own), hints, Args, Returns, a raw schema."""
-    lines = paragraphs(_split_summary(dedent(clean(parts.description))), MAX_DESCRIPTION, width=_WIDTH)
+    """The description (its first sentence on a line of its own), hints, Args, Returns, a raw schema.
+
+    An ``Args:`` section of the description that documents the tool's parameters is taken into the stub's own
+    (`generator.described_args`): before, the docstring had two, the model reading each parameter twice.
+    """
+    names = {p.prop.wire for p in parts.params} | {p.ident for p in parts.params}
+    described = described_args(dedent(clean(parts.description)), names)
+    lines = paragraphs(_split_summary(described.description), MAX_DESCRIPTION, width=_WIDTH)
     if not lines:
         summary = (
             one_line(parts.title, 200)
@@ -90,7 +97,7 @@ def function_docstring(parts: StubParts) -> str:
         lines += wrap(summary, _WIDTH, "")
     if parts.hints:
         lines += ["", f"Hints: {', '.join(parts.hints)}."]
-    args = _args_doc(parts)
+    args = _args_doc(parts, described.texts)
     if args:
         lines += ["", "Args:", *args]
     # A ToolResult (and the ToolError of a failing tool) is explained once, where the runtime is
@@ -113,10 +120,11 @@ def _split_summary(text: str) -> str:
     return text
 
 
-def _args_doc(parts: StubParts) -> list[str]:
+def _args_doc(parts: StubParts, described: Mapping[str, str]) -> list[str]:
+    """Each parameter's line; ``described``: the texts of the description's own section, by the names it gives."""
     out: list[str] = []
     for param in parts.params:
-        body = _param_doc(param)
+        body = _param_doc(param, described.get(param.prop.wire) or described.get(param.ident, ""))
         if body:  # the signature already says everything about an undocumented parameter
             out += wrap(f"{param.ident}: {body}", _WIDTH, "    ")
     if parts.fallback_reason:
@@ -130,9 +138,10 @@ def _args_doc(parts: StubParts) -> list[str]:
     return out
 
 
-def _param_doc(param: Param) -> str:
+def _param_doc(param: Param, described: str) -> str:
+    """The text of ``param``'s line: its schema's description (else ``described``), then its notes."""
     p = param.prop
-    text = one_line(text_of(p.schema.get("description")), MAX_ARG_DESCRIPTION)
+    text = one_line(text_of(p.schema.get("description")) or described, MAX_ARG_DESCRIPTION)
     notes = shape_notes(p.type) + _constraints(p.schema, shows_enum=_shows_literal(p.type))
     if param.renamed:
         notes.append(f"Sent as {_json_preview(p.wire, 100)}.")
