@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from generator.described_args import described_args
+from generator.described_args import described_args, described_returns
 from generator.parts import Param, StubParts, text_of
 from generator.schema_convert import matches_nothing, measure
 from generator.type_defs import TypedDictDef
@@ -26,6 +26,8 @@ LINE = 120
 MAX_DESCRIPTION = 4_000
 """Characters of a tool description shown in the function docstring."""
 MAX_ARG_DESCRIPTION = 1_000
+MAX_RETURNS_TEXT = 2_000
+"""Characters of a description's ``Returns:`` section shown in the stub's."""
 MAX_TYPE_DESCRIPTION = 2_000
 MAX_FIELD_DESCRIPTION = 300
 MAX_RAW_SCHEMA = 8_000
@@ -84,11 +86,15 @@ def function_docstring(parts: StubParts) -> str:
     """The description (its first sentence on a line of its own), hints, Args, Returns, a raw schema.
 
     An ``Args:`` section of the description that documents the tool's parameters is taken into the stub's own
-    (`generator.described_args`): before, the docstring had two, the model reading each parameter twice.
+    (`generator.described_args`), and so is its ``Returns:`` section when the stub has one: before, the docstring
+    had two of each, the model reading each parameter twice.
     """
     names = {p.prop.wire for p in parts.params} | {p.ident for p in parts.params}
     described = described_args(dedent(clean(parts.description)), names)
-    lines = paragraphs(_split_summary(described.description), MAX_DESCRIPTION, width=_WIDTH)
+    description, returns = described.description, ""
+    if parts.output is not None:  # one Returns: section, the description's text first
+        description, returns = described_returns(description)
+    lines = paragraphs(_split_summary(description), MAX_DESCRIPTION, width=_WIDTH)
     if not lines:
         summary = (
             one_line(parts.title, 200)
@@ -103,10 +109,28 @@ def function_docstring(parts: StubParts) -> str:
     # A ToolResult (and the ToolError of a failing tool) is explained once, where the runtime is
     # introduced; a stub documents only what is particular to its tool.
     if parts.output is not None:
-        lines += ["", "Returns:", *_returns_doc(parts.output, parts.output_fields)]
+        said = _returns_text(returns)
+        lines += ["", "Returns:", *said, *([""] if said else []), *_returns_doc(parts.output, parts.output_fields)]
     if parts.fallback_reason:
         lines += ["", "Input schema:", *_raw_schema(parts.raw_input)]
     return "\n".join(lines)
+
+
+def _returns_text(text: str) -> list[str]:
+    """The text of a description's ``Returns:`` section (dedented), indented under the stub's, its lines wrapped and
+    their indentation kept (`paragraphs` dedents all but the first line)."""
+    if len(text) > MAX_RETURNS_TEXT:
+        text = text[: MAX_RETURNS_TEXT - 1].rstrip() + "…"
+    out: list[str] = []
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if not stripped:
+            if out and out[-1]:
+                out.append("")
+            continue
+        lead = "    " + line[: len(line) - len(line.lstrip(" "))]
+        out += wrap(stripped, _WIDTH, lead, lead)
+    return out
 
 
 def _split_summary(text: str) -> str:

@@ -1,6 +1,6 @@
-"""A tool description that holds its own ``Args:`` section (FastMCP's, from a Python docstring): the stub's docstring
-has one ``Args:`` section, tooltree's, each parameter's text taken from the description's where its schema has none,
-and what changed for callers reads the same as before."""
+"""A tool description that holds its own ``Args:`` and ``Returns:`` sections (FastMCP's, from a Python docstring): the
+stub's docstring has one of each, tooltree's, each parameter's text taken from the description's where its schema has
+none, and what changed for callers reads the same as before."""
 
 from __future__ import annotations
 
@@ -45,15 +45,13 @@ def _docstring(source: str) -> str:
 def test_a_descriptions_args_section_is_taken_into_the_stubs_own() -> None:
     doc = _docstring(render_stub(server="geo", tool=TOOL, function="find_places").source)
     assert doc.split("\n").count("Args:") == 1  # before: two, the description's and tooltree's
-    assert doc.startswith(
-        "Find places of one kind near a point.\n\nResults are sorted by distance.\n\n"
-        "Returns:\n    List of places with:\n    - Name and type\n\n"
+    assert (
         "Args:\n"
         "    latitude: Center point latitude (decimal degrees).\n"
         "    radius: Search radius in meters (defaults to 1000m). Maximum: 5000. Server default: 1000.\n"
         "    kind: Kind of place, as the schema says it.\n\n"
-        "Returns:\n    FindPlacesOutput: the tool's structured result"
-    )
+        "Returns:\n"
+    ) in doc
 
 
 def test_a_section_that_names_what_is_no_parameter_stays_in_the_description() -> None:
@@ -77,3 +75,18 @@ def test_what_changed_for_callers_of_a_stub_rendered_before_is_nothing(monkeypat
     narrowed = signature(render_stub(server="geo", tool=tighter, function="find_places").source.encode(), "find_places")
     assert narrowed is not None
     assert compare(before, narrowed) == [("limit narrowed", True, "radius", "Maximum: 5000", "Maximum: 100")]
+
+
+def test_a_descriptions_returns_section_goes_into_the_stubs_own_when_it_has_one() -> None:
+    doc = _docstring(render_stub(server="geo", tool=TOOL, function="find_places").source)
+    assert doc.split("\n").count("Returns:") == 1  # before: two, the description's and tooltree's
+    assert doc.startswith("Find places of one kind near a point.\n\nResults are sorted by distance.\n\nArgs:\n")
+    assert doc.endswith(
+        "Returns:\n    List of places with:\n    - Name and type\n\n"
+        "    FindPlacesOutput: the tool's structured result, with keys:\n        result (dict[str, Any])"
+    )
+    untyped = _docstring(render_stub(server="geo", tool={**TOOL, "outputSchema": None}, function="f").source)
+    assert untyped.startswith(  # the description's is the only one: it stays where it is
+        "Find places of one kind near a point.\n\nResults are sorted by distance.\n\n"
+        "Returns:\n    List of places with:\n    - Name and type\n\nArgs:\n"
+    )
