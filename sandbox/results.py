@@ -329,7 +329,7 @@ class ExecutionResult:
         traceback: the traceback trimmed to the user's own frames, or None.
         timed_out: the wall-clock limit killed the run.
         state_reset: the interpreter was restarted (timeout or crash): variables and imports are gone.
-        cancelled: `Sandbox.cancel` stopped the run.
+        cancelled: `Sandbox.cancel` stopped the run (or `Sandbox.close`, from another thread: ``error`` says so).
         images: images shown with ``show_image``.
         image_notes: one line for each image shown that the Messages API would refuse (and was left out).
         tool_calls: the ledger of tool calls the script made (the first `sandbox.calls.MAX_LEDGER`).

@@ -16,10 +16,11 @@ workspace). A timeout or crash restarts the worker as well; the result says
 ``state_reset=True``.
 
 The workspace, when a host directory is given, is restored into the container's tmpfs at
-start and saved back on `close`. A started session dropped without `close` (or `kill`) warns (`ResourceWarning`, as
-an unclosed file does) when it is garbage-collected or at interpreter exit, and its container is then destroyed
-without saving the workspace. Tool calls from the script go to the session's `ToolBridge`,
-many at once, served by its `CallServer` (`sandbox.calls`); the host keeps the ledger of them itself.
+start and saved back on `close` (which stops a script running meanwhile first, as `cancel` does). A started session
+dropped without `close` (or `kill`) warns (`ResourceWarning`, as an unclosed file does) when it is garbage-collected
+or at interpreter exit, and its container is then destroyed without saving the workspace. Tool calls from the script
+go to the session's `ToolBridge`, many at once, served by its `CallServer` (`sandbox.calls`); the host keeps the ledger
+of them itself.
 
 (Over 400 lines: the session's lifecycle, its executions and its workspace operations share one channel,
 its locks and the checks that guard them: its arguments (`sandbox.session_args`), the thread running its
@@ -88,6 +89,8 @@ UNSAVED_LOG = "sandbox %s: workspace not saved: %s"
 """How `Sandbox.close` logs that the sandbox ended before the workspace could be saved (`Sandbox.not_saved`)."""
 _GRACE_SECONDS = 15.0
 _OP_TIMEOUT = 120.0
+_STOP_RETRY = 0.1
+"""Seconds between `Sandbox.close`'s tries to stop the running script (`Sandbox._stop_running`)."""
 _INTERRUPT_WAIT = 10.0
 """Seconds a Ctrl-C in `Sandbox.execute` waits for the script it stops (the sandbox gives it 3 s, then restarts the
 interpreter) before the KeyboardInterrupt goes on; a second Ctrl-C goes on at once."""
@@ -339,6 +342,7 @@ class Sandbox:
         self._calls = CallServer(self.bridge, tool_loop)
         self._closed = False
         self._ended: str | None = None  # why the session destroyed its own sandbox (it stopped answering)
+        self._stopped_by_close = False  # `close` cancelled the running execution (`_stop_running`)
         self._printing: StreamedOutput | None = None  # what the running execution has printed so far
         self._reset_unsaid = False
         """The result of an execution a Ctrl-C left said its interpreter was restarted: the next result says so."""
@@ -474,6 +478,12 @@ class Sandbox:
     def close(self) -> None:
         """Save the workspace (when one was given) and destroy the container.
 
+        From any thread. With a workspace, an execution running meanwhile is stopped first, as `cancel` stops it
+        (within seconds): its `execute` returns a result with ``cancelled=True`` whose ``error`` says the session was
+        closed, and what the script wrote until then is saved; an execution waiting for its turn is refused
+        (`SessionError`), never run. Without a workspace the container is destroyed at once, and a running `execute`
+        raises `SessionError` ("the sandbox session is closed").
+
         In a forked child of the process that started it, this only closes the session there: the container
         and the workspace are left to that process.
 
@@ -502,6 +512,8 @@ class Sandbox:
         try:
             if channel is not None and self.workspace is not None:
                 if channel.broken is None:
+                    self._stop_running(channel)
+                if channel.broken is None:
                     self.save_workspace_if_changed()  # a save after each script (`tooltree serve`) left nothing
                 else:
                     self.not_saved = channel.broken
@@ -511,6 +523,22 @@ class Sandbox:
             if channel is not None:
                 channel.close()
             self._calls.close()
+
+    def _stop_running(self, channel: SupervisorChannel) -> None:
+        """`close` with a workspace: the running execution is stopped first, as `cancel` stops it, and the save waits
+        for it to end (seconds: an interrupt, the interpreter restarted after 3 s if it did not stop), not for the
+        script's whole run. No execution starts meanwhile (`_execute` refuses once the session is closed).
+
+        Before: a close from another thread waited for the script to end (18 s of a 20 s sleep) before it saved."""
+        while not self._lock.acquire(timeout=_STOP_RETRY):
+            # Tried again while it runs: a script begun but not yet sent finds nothing to cancel in the sandbox.
+            if not self._stopped_by_close and self._calls.executing and not channel.reads_here():
+                self._stopped_by_close = True  # before the cancel: its result may come before the cancel's answer
+                self._stopped_by_close = self._cancel_on(channel)
+        try:  # one a Ctrl-C left (stopped already) ends before the save reads its files
+            channel.wait_left("execute", _INTERRUPT_WAIT)
+        finally:
+            self._lock.release()
 
     def kill(self) -> None:
         """Destroy the container without saving anything (in a forked child: as `close`)."""
@@ -544,7 +572,8 @@ class Sandbox:
         live, or `cancel` the script on a line it printed.
 
         A script that raises, exits non-zero or times out gives a result with ``error`` set, not
-        an exception; after a timeout the session stays usable (with fresh interpreter state).
+        an exception; after a timeout the session stays usable (with fresh interpreter state). One that `close`
+        stopped (from another thread, with a workspace) gives a result with ``cancelled=True``.
 
         ``timeout`` is in seconds, more than 0 and at most a week (`sandbox.config.MAX_TIMEOUT`); None: the config's.
 
@@ -583,6 +612,8 @@ class Sandbox:
         self._refuse_in_fork()
         with self._lock:
             channel = self._require_channel()
+            if self._closed:  # a close under way, which stops the running script and saves: none starts meanwhile
+                raise SessionError("the sandbox session is closed")
             # One a Ctrl-C left before its result may still run: it ends within seconds (before: "an execution is
             # already running").
             channel.wait_left("execute", _INTERRUPT_WAIT)
@@ -639,6 +670,10 @@ class Sandbox:
                     tool_calls=ledger,
                     tool_calls_omitted=self._calls.omitted,
                 )
+                if result.cancelled and self._stopped_by_close:
+                    result = dataclasses.replace(
+                        result, error=f"{result.error}: the sandbox session was closed, which stopped the script"
+                    )
                 if self._reset_unsaid:  # before: a NameError for a variable the caller had set, and no word why
                     self._reset_unsaid = False
                     result = dataclasses.replace(result, state_reset=True)
@@ -741,7 +776,10 @@ class Sandbox:
             raise TypeError(f"workspace must be True or False, got {type(workspace).__name__} {shown(workspace)}")
         self._refuse_in_fork()
         with self._lock:
-            self._require_channel().request("reset", {"workspace": workspace}, timeout=_OP_TIMEOUT)
+            channel = self._require_channel()
+            if self._closed:  # a close under way saves the workspace next: never emptied before it
+                raise SessionError("the sandbox session is closed")
+            channel.request("reset", {"workspace": workspace}, timeout=_OP_TIMEOUT)
 
     # ---- files ----------------------------------------------------------------------------
 
