@@ -783,15 +783,16 @@ class Sandbox:
 
     # ---- files ----------------------------------------------------------------------------
 
-    def read_file(self, path: str, *, max_bytes: int = 1 << 20) -> bytes:
+    def read_file(self, path: str | os.PathLike[str], *, max_bytes: int = 1 << 20) -> bytes:
         """Up to ``max_bytes`` of a regular file in the workspace.
 
-        ``path`` is relative to the workspace, or absolute under ``/workspace`` (as results name
+        ``path`` (a str or a ``Path``) is relative to the workspace, or absolute under ``/workspace`` (as results name
         files). Symlinks are never followed: ``servers``, the link to the tree, neither (its error says where to read
         the tree instead).
 
         Raises:
-            TypeError, ValueError: ``path`` is not a str, or ``max_bytes`` not a whole number of at least 1.
+            TypeError, ValueError: ``path`` is not a str or ``Path``, or ``max_bytes`` not a whole number of at least
+                1.
             SessionError: no such regular file, a path under ``servers``, or the session is unusable.
         """
         relative, max_bytes = workspace_path(path), count(max_bytes, "max_bytes")
@@ -806,18 +807,18 @@ class Sandbox:
             raise SessionError("the sandbox sent file data that is not base64") from None
         return data[:max_bytes]
 
-    def list_files(self, path: str = "", *, limit: int = 1000) -> list[dict[str, Any]]:
+    def list_files(self, path: str | os.PathLike[str] = "", *, limit: int = 1000) -> list[dict[str, Any]]:
         """Entries of a workspace directory: ``{"name", "type", "size"}``, at most ``limit`` (and at most
         `MAX_LIST_ENTRIES`, 32,768, so the answer fits a frame's value budget): the first ones, folders first, then
         by name. `list_folder` says how many the directory holds in all.
 
         Raises:
-            TypeError, ValueError: ``path`` is not a str, or ``limit`` not a whole number of at least 1.
+            TypeError, ValueError: ``path`` is not a str or ``Path``, or ``limit`` not a whole number of at least 1.
             SessionError: not a directory, or the session is unusable.
         """
         return self.list_folder(path, limit=limit).entries
 
-    def list_folder(self, path: str = "", *, limit: int = 1000) -> Listing:
+    def list_folder(self, path: str | os.PathLike[str] = "", *, limit: int = 1000) -> Listing:
         """The first ``limit`` entries of a workspace directory, as `list_files` gives them, and how many it holds in
         all: a folder of any size is counted in one answer of at most ``limit`` entries.
 
@@ -828,7 +829,7 @@ class Sandbox:
         tree instead).
 
         Raises:
-            TypeError, ValueError: ``path`` is not a str, or ``limit`` not a whole number of at least 1.
+            TypeError, ValueError: ``path`` is not a str or ``Path``, or ``limit`` not a whole number of at least 1.
             SessionError: not a directory, a path under ``servers``, or the session is unusable.
         """
         relative, limit = workspace_path(path), min(count(limit, "limit"), MAX_LIST_ENTRIES)

@@ -195,12 +195,18 @@ def workspace_relative(path: str) -> str:
 def workspace_path(path: object) -> str:
     """A path in the workspace as the supervisor wants it (`workspace_relative`).
 
+    ``path`` is a str or an ``os.PathLike`` of one (a ``Path``, a ``PurePosixPath``): before, a ``Path`` was refused
+    though the methods take a path, as a workspace or a tree is taken.
+
     Raises:
-        TypeError: ``path`` is not a str.
+        TypeError: ``path`` is neither a str nor an ``os.PathLike`` whose path is a str.
     """
-    if not isinstance(path, str):
-        raise TypeError(f"path must be a str (a path in the workspace), got {type(path).__name__} {shown(path)}")
-    return workspace_relative(path)
+    given = os.fspath(path) if isinstance(path, os.PathLike) else path
+    if not isinstance(given, str):
+        raise TypeError(
+            f"path must be a str or Path (a path in the workspace), got {type(path).__name__} {shown(path)}"
+        )
+    return workspace_relative(given)
 
 
 def count(value: object, name: str) -> int:

@@ -11,7 +11,7 @@ import asyncio
 import base64
 import threading
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -59,8 +59,12 @@ def test_wrong_paths_and_counts_of_the_file_methods_and_reset_are_refused_unsent
     sb, peer = session
     monkeypatch.chdir(tmp_path)
     mistakes: list[tuple[type[Exception], str, Any]] = [
-        (TypeError, r"^path must be a str \(a path in the workspace\), got NoneType", lambda: sb.read_file(None)),
-        (TypeError, r"^path must be a str .*got PosixPath", lambda: sb.list_files(Path("a"))),
+        (
+            TypeError,
+            r"^path must be a str or Path \(a path in the workspace\), got NoneType",
+            lambda: sb.read_file(None),
+        ),
+        (TypeError, r"^path must be a str or Path .*got bytes b'a'", lambda: sb.list_files(b"a")),
         (
             TypeError,
             r"^max_bytes must be a whole number, at least 1, got str '5'",
@@ -85,6 +89,26 @@ def test_wrong_paths_and_counts_of_the_file_methods_and_reset_are_refused_unsent
     player.join(30)
     assert [(r["method"], r["params"]) for r in seen] == [("workspace.read", {"path": "a", "max_bytes": 10})]
     assert list(tmp_path.iterdir()) == []  # nothing saved into the working folder
+
+
+def test_the_file_methods_take_a_path_as_they_take_a_str(session: tuple[Sandbox, PipeSupervisor]) -> None:
+    # Before: read_file(Path("notes/a.txt")) was refused, "path must be a str", though a workspace and a tree are
+    # taken as a Path.
+    sb, peer = session
+    player, seen = next_request(peer, {"data": base64.b64encode(b"ok").decode(), "size": 2})
+    assert sb.read_file(Path("/workspace/notes/a.txt"), max_bytes=10) == b"ok"
+    player.join(30)
+    player, more = next_request(peer, {"entries": [{"name": "a.txt", "type": "file", "size": 2}], "total": 1})
+    assert sb.list_files(PurePosixPath("notes")) == [{"name": "a.txt", "type": "file", "size": 2}]
+    player.join(30)
+    player, last = next_request(peer, {"entries": [], "total": 0})
+    assert sb.list_folder(Path(".")) == ([], 0)
+    player.join(30)
+    assert [(r["method"], r["params"]) for r in seen + more + last] == [
+        ("workspace.read", {"path": "notes/a.txt", "max_bytes": 10}),
+        ("workspace.list", {"path": "notes", "limit": 1000}),
+        ("workspace.list", {"path": "", "limit": 1000}),
+    ]
 
 
 def test_an_empty_workspace_is_refused_rather_than_taken_as_the_working_folder() -> None:
