@@ -482,7 +482,9 @@ class Sandbox:
         (within seconds): its `execute` returns a result with ``cancelled=True`` whose ``error`` says the session was
         closed, and what the script wrote until then is saved; an execution waiting for its turn is refused
         (`SessionError`), never run. Without a workspace the container is destroyed at once, and a running `execute`
-        raises `SessionError` ("the sandbox session is closed").
+        raises `SessionError` ("the sandbox session is closed"). From `execute`'s ``on_output`` listener (on the
+        thread that reads the sandbox's answers) it returns at once, the close done on a thread of its own (a save
+        that failed is logged).
 
         In a forked child of the process that started it, this only closes the session there: the container
         and the workspace are left to that process.
@@ -494,8 +496,21 @@ class Sandbox:
         if self._pid != os.getpid():  # before the lock, which the parent may have held (starting it) at the fork
             self._closed = True
             return
+        channel = self._channel
+        if channel is not None and self.workspace is not None and channel.reads_here():
+            # `execute`'s on_output listener: its thread reads the sandbox's answers, the cancel's and the save's too.
+            # Before: the close waited there for the script's timeout, which destroyed the sandbox, its files unsaved.
+            threading.Thread(target=self._close_logged, name="sandbox-close").start()
+            return
         with self._life:  # a second close returns once the first one's save and removal are done
             self._close()
+
+    def _close_logged(self) -> None:
+        """`close` on a thread of its own (asked from `execute`'s ``on_output`` listener): a failed save is logged."""
+        try:
+            self.close()
+        except WorkspaceError as e:
+            logger.warning("sandbox %s: %s", self.name, e)
 
     def _closed_now(self) -> None:
         """`close` or `kill` was called: the session is not left open (nothing to warn of when it is collected)."""

@@ -114,3 +114,31 @@ def test_without_a_workspace_a_close_ends_the_running_execution_with_a_session_e
         finally:
             sb.kill()
     assert errors == []
+
+
+def test_a_close_from_the_output_listener_stops_the_script_and_saves_what_it_wrote(
+    backend: DockerBackend, tmp_path: Path
+) -> None:
+    # Before: the close waited on the thread that reads the sandbox's answers, for the script's timeout, which then
+    # destroyed the sandbox: its workspace was never saved.
+    workspace = tmp_path / "ws"
+    sb = Sandbox(backend, workspace=workspace).start()
+    closed = threading.Event()
+
+    def listener(stream: str, data: bytes, skipped: int) -> None:
+        if b"go" in data and not closed.is_set():
+            sb.close()
+            closed.set()
+
+    code = "import time\nopen('before.txt', 'w').write('kept')\nprint('go', flush=True)\ntime.sleep(600)\n"
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(sb.execute, code, timeout=3 * WAIT, on_output=listener)
+        try:
+            assert closed.wait(WAIT), "close waited in the listener"
+            result = running.result(WAIT)
+            sb.close()  # returns once the close the listener asked for has saved and ended
+        finally:
+            sb.kill()
+    assert result.cancelled and "the sandbox session was closed" in (result.error or "")
+    assert (workspace / "before.txt").read_text(encoding="utf-8") == "kept"
+    assert sb.not_saved is None
