@@ -209,9 +209,13 @@ class FileView:
         is the tree's, left out of both)."""
         from sandbox.errors import SessionError
 
+        session = self._session(parts)
         try:
-            entries, total = self._session(parts).list_folder("/".join(parts), limit=LIST_LIMIT)
+            entries, total = session.list_folder("/".join(parts), limit=LIST_LIMIT)
         except SessionError as e:
+            if parts and str(e).endswith("Not a directory") and self._is_workspace_file(session, parts):
+                # Said as the tree says it (before: "'a.txt': Not a directory", with no word of what to use).
+                raise FileAccessError(f"{_display(parts)}: not a folder (use read_file)") from None
             raise _sandbox_refused(parts, e) from None
         listed = [(str(e["name"]), e.get("type") == "dir", int(e.get("size", 0))) for e in entries]
         if parts:
@@ -222,6 +226,18 @@ class FileView:
         # be there (all of the folder was listed, or ``servers`` would sort before the last one listed).
         beyond = total > len(listed) and (not listed or (not listed[-1][1], listed[-1][0]) < (True, TREE_DIR))
         return own, total - (1 if len(own) < len(listed) or beyond else 0)
+
+    @staticmethod
+    def _is_workspace_file(session: WorkspaceFiles, parts: tuple[str, ...]) -> bool:
+        """Whether ``parts`` is a regular file of the workspace (the sandbox reads only those), not a path through
+        one (``a.txt/b``), which is no file to read either."""
+        from sandbox.errors import SessionError
+
+        try:
+            session.read_file("/".join(parts), max_bytes=1)
+        except SessionError:
+            return False
+        return True
 
     def _read_workspace(self, parts: tuple[str, ...]) -> bytes:
         from sandbox.errors import SessionError

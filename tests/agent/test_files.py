@@ -350,6 +350,23 @@ def test_a_workspace_path_the_sandbox_refuses_is_said_in_its_words_once(tree: Pa
         "/workspace/missing.txt": "missing.txt: No such file or directory",
         "skills": "skills: not a regular file",
         "nope": "'nope': No such file or directory",
-        "notes.txt": "'notes.txt': Not a directory",
+        "notes.txt": "notes.txt: not a folder (use read_file)",
         "skills/a/b.py": "skills/a/b.py: 'skills/a': No such file or directory",
+    }
+
+
+def test_listing_a_workspace_file_says_to_read_it_as_the_tree_does(tree: Path, workspace: FolderWorkspace) -> None:
+    # Before: "'notes.txt': Not a directory", where the tree's file says "not a folder (use read_file)".
+    view = FileView(tree, workspace=lambda: workspace)
+    (workspace.root / "skills" / "empty.py").write_text("", encoding="utf-8")
+    said = {}
+    for path in ("notes.txt", "/workspace/skills/empty.py", "notes.txt/more", "servers/INDEX.md"):
+        with pytest.raises(FileAccessError) as refused:
+            view.list_files(path)
+        said[path] = str(refused.value)
+    assert said == {
+        "notes.txt": "notes.txt: not a folder (use read_file)",
+        "/workspace/skills/empty.py": "skills/empty.py: not a folder (use read_file)",
+        "notes.txt/more": "'notes.txt/more': Not a directory",
+        "servers/INDEX.md": "servers/INDEX.md: not a folder (use read_file)",
     }
