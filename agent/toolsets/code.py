@@ -144,15 +144,18 @@ def _arg(arguments: Mapping[str, Any], key: str, default: T) -> T:
     """The argument ``key``, of the type of ``default`` (``default`` when left out or null).
 
     Before: a wrong type went through unnamed, or, for ``list_files``, a false value of any type (``0``, ``false``,
-    ``[]``) was read as no path, and ``/workspace`` listed.
+    ``[]``) was read as no path, and ``/workspace`` listed. An integer may come as a float with no fraction (``2.0``):
+    JSON Schema counts it as an integer, and clients send it so (before: "limit must be an integer, got float 2.0").
 
     Raises:
-        ValueError: it is of another type (``True`` is no integer), named with what it was.
+        ValueError: it is of another type (``True`` is no integer, nor is ``2.5``), named with what it was.
     """
     value = arguments.get(key)
     if value is None:
         return default
     kind = type(default)
+    if kind is int and isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) is not (kind is bool) or not isinstance(value, kind):
         raise ValueError(f"{key} must be {_KINDS[kind]}, got {type(value).__name__} {shown(value)}")
     return value

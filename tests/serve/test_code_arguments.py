@@ -46,3 +46,25 @@ async def test_a_call_with_an_argument_the_tool_does_not_have_is_refused_and_run
         ran = await client.call_tool("execute_python", {"code": "import os\nprint(os.path.exists('ran.txt'), kept)"})
         assert ran.is_error and "NameError: name 'kept' is not defined" in text(ran)
         assert any(getattr(block, "text", None) == NEW_SESSION_HINT for block in ran.content)
+
+
+async def test_an_integer_argument_given_as_a_float_with_no_fraction_is_taken_and_one_with_a_fraction_refused(
+    make_serve: Callable[..., Serve],
+) -> None:
+    import mcp
+
+    # Before: "limit must be an integer, got float 2.0", though JSON Schema counts 2.0 as an integer.
+    serve = make_serve()
+    async with mcp.Client(serve.stdio_params(), read_timeout_seconds=WAIT) as client:
+        found = await client.call_tool("search_tools", {"query": "record", "detail": "name", "limit": 2.0})
+        whole = await client.call_tool("search_tools", {"query": "record", "detail": "name", "limit": 2})
+        assert not found.is_error and text(found) == text(whole)
+        lines = await client.call_tool("read_file", {"path": "servers/INDEX.md", "offset": 2.0, "limit": 1.0})
+        assert not lines.is_error
+        assert text(lines).startswith(
+            text(await client.call_tool("read_file", {"path": "servers/INDEX.md", "offset": 2, "limit": 1}))
+        )
+        half = await client.call_tool("search_tools", {"query": "record", "limit": 2.5})
+        assert half.is_error and text(half) == "limit must be an integer, got float 2.5"
+        offset = await client.call_tool("read_file", {"path": "servers/INDEX.md", "offset": 1.5})
+        assert offset.is_error and text(offset) == "offset must be an integer, got float 1.5"
