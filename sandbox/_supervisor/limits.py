@@ -29,6 +29,7 @@ Standard library only: this runs in the container; the host imports the same mod
 
 from __future__ import annotations
 
+import re
 import signal
 
 MAX_IMAGES = 8
@@ -43,7 +44,11 @@ MAX_OUTPUT_CHARS = 200_000
 MAX_ERROR_CHARS = 2_000
 """Characters of the one-line error of a result."""
 MAX_TRACEBACK_CHARS = 20_000
-"""Characters of the traceback of a result: a longer one keeps its start and its end (`cut_middle`)."""
+"""Characters of the traceback of a result: a longer one keeps its start and its end (`cut_middle`), and is saved
+whole with the cut outputs, as far as they may hold it (its line says where: `say_where_whole`)."""
+TRACEBACK_PART_CHARS = 1 << 20
+"""Characters of a longer traceback the worker sends its supervisor in one message, to be saved (at most 6 MiB
+escaped: a frame holds it)."""
 MAX_READ_BYTES = 8 * 1024 * 1024
 """The most bytes of one workspace file a read returns."""
 MAX_CALL_VALUES = 100_000
@@ -79,8 +84,30 @@ def cut_middle(text: str, limit: int, what: str = "traceback") -> str:
         return text
     head = text[: limit * 2 // 5]
     tail = text[len(text) - (limit - len(head) - _MARKER_CHARS) :]
-    marker = f"\n[… {len(text) - len(head) - len(tail):,} characters of the {what} cut …]\n"
-    return head + marker + tail
+    return head + _marker(len(text) - len(head) - len(tail), what) + tail
+
+
+def _marker(cut: int, what: str, where: str = "") -> str:
+    return f"\n[… {cut:,} characters of the {what} cut{where} …]\n"
+
+
+_CUT = re.compile(r"\n\[… ([\d,]{1,24}) characters of the ([a-z ]{1,20}) cut …\]\n")
+
+
+def say_where_whole(text: str, limit: int, where: str) -> str:
+    """``text`` as `cut_middle` cut it to ``limit``, its line saying ``where`` the whole is (``; the whole traceback
+    is in …``): its end shorter by as much, so it still has at most ``limit`` characters. ``text`` unchanged when
+    `cut_middle` did not cut it."""
+    found = _CUT.match(text, limit * 2 // 5)
+    if found is None:
+        return text
+    cut, what, tail = int(found[1].replace(",", "")), found[2], text[found.end() :]
+    more = 0
+    while True:  # the count of the characters cut grows with the line: as long as its digits change
+        marker = _marker(cut + more, what, where)
+        if len(marker) - len(found[0]) == more:
+            return text[: found.start()] + marker + tail[more:]
+        more = len(marker) - len(found[0])
 
 
 def base64_size(raw: int) -> int:

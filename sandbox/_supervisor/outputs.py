@@ -20,9 +20,10 @@ import re
 import threading
 
 MAX_BUDGET = 64 << 20
-OUTPUT_NAME = re.compile(r"^\d{1,9}(?:-[0-9a-f]{6})?-std(?:out|err)\.txt$")
+OUTPUT_NAME = re.compile(r"^\d{1,9}(?:-[0-9a-f]{6})?-(?:stdout|stderr|traceback)\.txt$")
 """A saved output's name: ``3-1a2b3c-stdout.txt``, or ``3-stdout.txt`` as releases before 2026-12-03 named them
-(before: those were never counted nor deleted, so an upgraded workspace kept them over its budget)."""
+(before: those were never counted nor deleted, so an upgraded workspace kept them over its budget); a traceback
+longer than a result holds is saved beside them as ``3-1a2b3c-traceback.txt``."""
 
 
 def output_budget(workspace: str) -> int:

@@ -45,6 +45,8 @@ class Execution:
         self.stderr = stderr
         self.oom_kills = oom_kills
         """The container's OOM-kill count when the execution started (see `oom_kill_count`)."""
+        self.traceback: OutputCapture | None = None
+        """The whole of a traceback longer than a result holds, as the worker sends it (``traceback_part``)."""
         self.streamer = OutputStreamer(max_chars)
         """What of its output has been sent to the host while it runs (`stream`)."""
         self.images: list[dict[str, str]] = []

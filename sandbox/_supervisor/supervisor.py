@@ -77,6 +77,7 @@ from .limits import (
     WHERE_WAIT,
     base64_size,
     cut_middle,
+    say_where_whole,
 )
 from .namespaces import report as namespaces_report
 from .options import parse_options
@@ -604,6 +605,14 @@ class Supervisor:
                 if ex is not None and ex.exec_id == message.get("exec") and isinstance(where, str):
                     ex.where = where
                     ex.where_said.set()
+        elif kind == "traceback_part":  # the whole of a long traceback, before its "done"
+            with self.lock:
+                ex = self.current if self.worker is worker else None
+                text = message.get("text")
+                if ex is not None and ex.exec_id == message.get("exec") and isinstance(text, str):
+                    if ex.traceback is None:
+                        ex.traceback = self._capture(f"{ex.exec_id}-{self.output_tag}-traceback.txt")
+                    ex.traceback.feed(text.encode("utf-8", "backslashreplace"))
         elif kind == "done":
             with self.lock:
                 ex = self.current if self.worker is worker else None
@@ -748,7 +757,7 @@ class Supervisor:
             worker = self.worker
             self.exec_counter += 1
             n = self.exec_counter
-            names = (f"{n}-{self.output_tag}-stdout.txt", f"{n}-{self.output_tag}-stderr.txt")
+            names = tuple(f"{n}-{self.output_tag}-{name}.txt" for name in ("stdout", "stderr", "traceback"))
             self.outputs.start(names, prune=n == 1)
             ex = Execution(
                 exec_id=n,
@@ -778,6 +787,19 @@ class Supervisor:
     def _capture(self, name: str) -> OutputCapture:
         path = os.path.join(self.outputs.path, name)
         return OutputCapture(path, file_bytes=min(FILE_BYTES, self.outputs.budget), folder=self.outputs)
+
+    @staticmethod
+    def _saved_traceback(traceback: str, whole: OutputCapture) -> str:
+        """``traceback``, cut, its line naming the file that holds the whole of it (or as much as a saved output
+        holds), as a cut output's note does; unchanged when it could not be saved."""
+        saved = whole.finish(MAX_TRACEBACK_CHARS)
+        if saved["path"] is None:
+            return traceback
+        if saved["saved"] < saved["bytes"]:
+            where = f"; its first {saved['saved']:,} bytes are in {saved['path']} (a saved output holds at most that)"
+        else:
+            where = f"; the whole traceback is in {saved['path']}"
+        return say_where_whole(traceback, MAX_TRACEBACK_CHARS, where)
 
     def on_timeout(self, ex: Execution, worker: Worker, timed_out: bool = True) -> None:
         """Kill ``worker``, running ``ex``, for its time limit (``timed_out``) or a cancel it did not heed. A timed-out
@@ -834,8 +856,13 @@ class Supervisor:
         # The one-line error keeps its start, the traceback its start and end (the error's type, where it was raised).
         if result.get("error") is not None:
             result["error"] = str(result["error"])[:MAX_ERROR_CHARS]
+        whole, ex.traceback = ex.traceback, None
         if result.get("traceback") is not None:
             result["traceback"] = cut_middle(str(result["traceback"]), MAX_TRACEBACK_CHARS)
+            if whole is not None and not result.get("timed_out"):  # not where a timed-out script was
+                result["traceback"] = self._saved_traceback(result["traceback"], whole)
+        if whole is not None:
+            whole.close()
         result["stdout"] = ex.stdout.finish(ex.max_chars)
         result["stderr"] = ex.stderr.finish(ex.max_chars)
         if result["stdout"]["path"] or result["stderr"]["path"] or self.outputs.dropped:

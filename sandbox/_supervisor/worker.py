@@ -44,6 +44,7 @@ import types
 from typing import Any
 
 from . import flushing
+from .capture import FILE_BYTES
 from .limits import (
     MAX_CALLS_IN_FLIGHT,
     MAX_ERROR_CHARS,
@@ -51,6 +52,7 @@ from .limits import (
     MAX_IMAGES,
     MAX_IMAGES_TOTAL_BYTES,
     MAX_TRACEBACK_CHARS,
+    TRACEBACK_PART_CHARS,
     WHERE_SIGNAL,
     cut_middle,
     too_deep,
@@ -614,6 +616,16 @@ def as_main(script: types.ModuleType) -> None:
     sys.modules["__main__"] = script
 
 
+def send_whole_traceback(conn: Connection, exec_id: int, tb: str) -> None:
+    """Send the supervisor a traceback longer than a result holds, in parts, to save with the cut outputs (as far as
+    a saved output holds: `FILE_BYTES`). Before, its middle was lost for good: the result said how many characters
+    were cut, not where to read them."""
+    for start in range(0, min(len(tb), FILE_BYTES), TRACEBACK_PART_CHARS):
+        part = tb[start : start + TRACEBACK_PART_CHARS]
+        part = part.encode("utf-8", "backslashreplace").decode("utf-8")  # a lone surrogate cannot go as JSON
+        conn.send({"type": "traceback_part", "exec": exec_id, "text": part})
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run executions sent by the supervisor until the control pipe closes."""
     global _connection
@@ -666,6 +678,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(tb, end="", file=sys.stderr, flush=True)
             os._exit(status if 0 <= status < 256 else 1)  # before: it waited for ever, for a cell that never came
         error = None if error is None else error[:MAX_ERROR_CHARS]  # so the report always fits a frame
+        if tb is not None and len(tb) > MAX_TRACEBACK_CHARS:
+            send_whole_traceback(conn, exec_id, tb)
         tb = None if tb is None else cut_middle(tb, MAX_TRACEBACK_CHARS)
         conn.send({"type": "done", "exec": exec_id, "exit_status": status, "error": error, "traceback": tb})
     return 0

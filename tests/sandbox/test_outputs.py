@@ -91,3 +91,14 @@ def test_the_budget_is_a_quarter_of_the_workspace_at_most_64_mib(tmp_path: Path)
     st = os.statvfs(tmp_path)
     assert output_budget(str(tmp_path)) == min(st.f_blocks * st.f_frsize // 4, MAX_BUDGET)
     assert output_budget(str(tmp_path / "missing")) == MAX_BUDGET
+
+
+def test_a_saved_traceback_is_counted_and_deleted_as_the_other_outputs_are(tmp_path: Path) -> None:
+    out = tmp_path / "outputs"
+    saved(out, "1-aaaaaa-traceback.txt", "2-aaaaaa-stdout.txt")
+    folder = OutputFolder(str(out), budget=25)
+    folder.start(("3-aaaaaa-stdout.txt", "3-aaaaaa-stderr.txt", "3-aaaaaa-traceback.txt"))
+    whole = OutputCapture(str(out / "3-aaaaaa-traceback.txt"), memory_bytes=4, folder=folder)
+    whole.feed(b"t" * 12)
+    assert whole.finish(2)["path"] == str(out / "3-aaaaaa-traceback.txt")
+    assert sorted(p.name for p in out.iterdir()) == ["2-aaaaaa-stdout.txt", "3-aaaaaa-traceback.txt"]

@@ -4,6 +4,7 @@ to a budget, no bytecode; and a big folder listed in order."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,44 @@ def test_a_folder_saved_with_outputs_over_the_budget_is_pruned_at_the_first_exec
         written = sb.execute("open('/workspace/report.bin', 'wb').write(b'r' * (16 << 20))")
         assert written.ok, written.error
     assert outputs(ws) == {"3-abcdef-stdout.txt": 6 * MiB}
+
+
+def test_a_traceback_cut_short_is_saved_whole_with_the_outputs_and_its_line_says_where(
+    backend: DockerBackend, tmp_path: Path
+) -> None:
+    # Before: "[… 80,202 characters of the traceback cut …]", and the middle was nowhere to read.
+    from agent.content import execution_blocks
+    from sandbox._supervisor.limits import MAX_TRACEBACK_CHARS
+
+    with Sandbox(backend, workspace=tmp_path / "ws") as sb:
+        result = sb.execute("def fail():\n    raise ValueError('x' * 100000)\nfail()\n")
+        tb = result.traceback
+        assert tb is not None and len(tb) <= MAX_TRACEBACK_CHARS
+        said = re.search(r"\n\[… [\d,]+ characters of the traceback cut; the whole traceback is in (\S+) …\]\n", tb)
+        assert said is not None and said[1].startswith("/workspace/.tooltree/outputs/")
+        whole = sb.read_file(said[1], max_bytes=MiB).decode("utf-8")
+        assert whole.startswith(tb[: MAX_TRACEBACK_CHARS * 2 // 5]) and whole.endswith(tb[said.end() :])
+        assert "line 3, in <module>" in whole and whole.endswith("ValueError: " + "x" * 100000 + "\n")
+        assert said[0] in execution_blocks(result)[0]["text"]  # the text the model gets names the file
+        short = sb.execute("raise ValueError('short')")
+        assert short.traceback is not None and "cut" not in short.traceback
+        assert sb.list_files(".tooltree/outputs") == [{"name": said[1].rsplit("/", 1)[1], "type": "file",
+                                                        "size": len(whole)}]  # fmt: skip
+
+
+def test_a_traceback_longer_than_a_saved_output_holds_is_saved_in_part_within_the_outputs_budget(
+    docker_engine: Any, sample_tree: Path, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    with Sandbox(small_workspace(docker_engine, sample_tree), workspace=ws) as sb:
+        assert sb.execute(PRINT_6_MIB).stdout_truncated
+        result = sb.execute("raise ValueError('t' * (10 << 20))")
+        tb = result.traceback
+        assert tb is not None
+        said = re.search(r"cut; its first 8,388,608 bytes are in (\S+) \(a saved output holds at most that\) …\]", tb)
+        assert said is not None, tb[7000:8500]
+    # The newest output is kept, the older one deleted to make room: the folder holds the budget at most.
+    assert outputs(ws) == {said[1].rsplit("/", 1)[1]: 8 * MiB}
 
 
 def test_importing_a_module_from_the_workspace_leaves_no_bytecode_in_it(backend: DockerBackend, tmp_path: Path) -> None:

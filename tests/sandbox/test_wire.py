@@ -280,3 +280,19 @@ def test_cut_middle_keeps_the_start_and_the_end_within_the_limit_and_counts_what
     head, marker, tail = cut.split("\n")
     assert text.startswith(head) and text.endswith(tail) and len(head) == 80
     assert marker == f"[… {length - len(head) - len(tail):,} characters of the traceback cut …]"
+
+
+@pytest.mark.parametrize("length", [200, 201, 1_000, 1_000_000])
+def test_a_cut_text_says_where_its_whole_is_within_the_same_limit_and_counts_what_it_cut(length: int) -> None:
+    from sandbox._supervisor.limits import cut_middle, say_where_whole
+
+    text = "".join(chr(0x41 + i % 26) for i in range(length))
+    where = "; the whole traceback is in /workspace/.tooltree/outputs/1-abcdef-traceback.txt"
+    said = say_where_whole(cut_middle(text, 400), 400, where)
+    if length <= 400:
+        assert said == text
+        return
+    assert len(said) <= 400
+    head, marker, tail = said.split("\n")
+    assert text.startswith(head) and text.endswith(tail) and len(head) == 160
+    assert marker == f"[… {length - len(head) - len(tail):,} characters of the traceback cut{where} …]"
