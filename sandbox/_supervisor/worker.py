@@ -482,6 +482,7 @@ def _say_where(runner: Runner, signum: int, frame: types.FrameType | None) -> No
     try:
         where = runner.where(frame)
         if where is not None:
+            where = sendable(where)
             message = {"type": "where", "exec": connection.current_exec, "traceback": where}
             threading.Thread(target=connection.send, args=(message,), name="where", daemon=True).start()
     except Exception:  # no thread left under the pids limit: nothing is said, and nothing reaches the cell
@@ -621,9 +622,16 @@ def send_whole_traceback(conn: Connection, exec_id: int, tb: str) -> None:
     a saved output holds: `FILE_BYTES`). Before, its middle was lost for good: the result said how many characters
     were cut, not where to read them."""
     for start in range(0, min(len(tb), FILE_BYTES), TRACEBACK_PART_CHARS):
-        part = tb[start : start + TRACEBACK_PART_CHARS]
-        part = part.encode("utf-8", "backslashreplace").decode("utf-8")  # a lone surrogate cannot go as JSON
-        conn.send({"type": "traceback_part", "exec": exec_id, "text": part})
+        conn.send(
+            {"type": "traceback_part", "exec": exec_id, "text": sendable(tb[start : start + TRACEBACK_PART_CHARS])}
+        )
+
+
+def sendable(text: str) -> str:
+    """``text`` with each lone surrogate written as its escape (``\\udc80``), as its repr shows it: a frame is UTF-8,
+    which has none. Before, ``raise ValueError('\\udc80')`` ended the interpreter as it sent its result ("the Python
+    process exited with status 1", the session's variables gone)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -677,10 +685,10 @@ def main(argv: list[str] | None = None) -> int:
             if error is not None and tb:
                 print(tb, end="", file=sys.stderr, flush=True)
             os._exit(status if 0 <= status < 256 else 1)  # before: it waited for ever, for a cell that never came
-        error = None if error is None else error[:MAX_ERROR_CHARS]  # so the report always fits a frame
+        error = None if error is None else sendable(error[:MAX_ERROR_CHARS])  # so the report always fits a frame
         if tb is not None and len(tb) > MAX_TRACEBACK_CHARS:
             send_whole_traceback(conn, exec_id, tb)
-        tb = None if tb is None else cut_middle(tb, MAX_TRACEBACK_CHARS)
+        tb = None if tb is None else sendable(cut_middle(tb, MAX_TRACEBACK_CHARS))
         conn.send({"type": "done", "exec": exec_id, "exit_status": status, "error": error, "traceback": tb})
     return 0
 

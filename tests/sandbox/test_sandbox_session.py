@@ -370,6 +370,17 @@ def test_a_traceback_of_a_long_message_keeps_its_start_and_end_and_says_what_was
     assert tb.rstrip().endswith("{'id': 1999, 'name': '" + "x" * 40 + "'}]")
 
 
+def test_an_error_whose_message_holds_a_lone_surrogate_is_said_escaped_and_the_interpreter_runs_on(
+    shared: Sandbox,
+) -> None:
+    # Before: the interpreter ended as it sent the result: "the Python process exited with status 1", variables gone.
+    assert shared.execute("surrogate_kept = 7").ok
+    result = shared.execute("raise ValueError('bad \\udc80 byte')")
+    assert result.error == "ValueError: bad \\udc80 byte" and not result.state_reset
+    assert result.traceback is not None and result.traceback.endswith("ValueError: bad \\udc80 byte\n")
+    assert shared.execute("print(surrogate_kept)").stdout == "7\n"
+
+
 def test_a_traceback_names_the_code_by_the_filename_given_and_still_shows_only_the_users_frames(
     shared: Sandbox,
 ) -> None:
