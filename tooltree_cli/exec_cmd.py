@@ -621,11 +621,28 @@ def _outputs_where(result: ExecutionResult, workspace: str | None, *, saved: boo
         lost = re.compile(rf"{said}; {where}")
         changes[name] = lost.sub(functools.partial(_not_kept, name=name, kept=kept, workspace=workspace), text)
         changes[f"{name}_path"] = None
+    if result.traceback is not None and _TRACEBACK_SAVED.search(result.traceback):
+        told = functools.partial(_traceback_where, workspace=workspace, saved=saved)
+        changes["traceback"] = _TRACEBACK_SAVED.sub(told, result.traceback)
     return dataclasses.replace(result, **changes) if changes else result
 
 
 _PART = r" \(a saved output holds at most that\)"
 """What follows the sandbox's path in the marker of an output longer than a saved output holds."""
+
+_TRACEBACK_SAVED = re.compile(
+    r"; (the whole traceback is|its first ([\d,]+) bytes are) in /workspace/(\.tooltree/outputs/\d{1,9}-[0-9a-f]{6}"
+    rf"-traceback\.txt)({_PART})? …\]"
+)
+"""The end of the line of a traceback cut short that names the file holding the whole of it in the sandbox."""
+
+
+def _traceback_where(marker: re.Match[str], *, workspace: str | None, saved: bool) -> str:
+    """The end of the ``marker`` of a traceback saved whole: its file in the workspace's folder when that was saved
+    (before: the sandbox's path), else said not kept, as an output's is."""
+    if workspace is not None and saved:
+        return f"; {marker[1]} in {os.path.join(workspace, marker[3])}{marker[4] or ''} …]"
+    return _not_kept(marker, name="traceback", kept=marker[3], workspace=workspace).removesuffix(" ...]") + " …]"
 
 
 def _in_folder(marker: re.Match[str], *, host: str) -> str:

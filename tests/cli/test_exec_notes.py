@@ -169,3 +169,26 @@ def test_exec_prints_the_notes_the_session_kept_after_a_count_of_the_others(
         *(f"tooltree: workspace: ro/{n}.txt: read-only on the host, so it is kept (the sandbox deleted it)"
           for n in range(3, 8)),
     ]  # fmt: skip
+
+
+def test_a_saved_tracebacks_file_is_named_in_the_folder_when_it_was_saved_and_said_lost_when_not() -> None:
+    # Before: the traceback's line named the sandbox's file, /workspace/.tooltree/outputs/…, which the user had to
+    # translate, or which went with the container.
+    from sandbox.results import ExecutionResult
+    from tooltree_cli.exec_cmd import _outputs_where
+
+    kept = ".tooltree/outputs/1-0a1b2c-traceback.txt"
+    tb = f"Traceback\n[… 80,202 characters of the traceback cut; the whole traceback is in /workspace/{kept} …]\nEnd\n"
+    result = ExecutionResult(stdout="", stderr="", exit_status=1, duration=0.1, error="ValueError", traceback=tb)
+    cut = "[… 80,202 characters of the traceback cut; "
+    assert _outputs_where(result, "my ws", saved=True).traceback == tb.replace(f"/workspace/{kept}", f"my ws/{kept}")
+    assert f"{cut}the whole traceback was not kept: the workspace was not saved …]\nEnd" in str(
+        _outputs_where(result, "my ws", saved=False).traceback
+    )
+    nowhere = str(_outputs_where(result, None, saved=True).traceback)
+    assert f"{cut}the whole traceback was not kept: run with --workspace DIR to keep it (as DIR/{kept}) …]" in nowhere
+    part = tb.replace("the whole traceback is", "its first 8,388,608 bytes are").replace(
+        " …]", " (a saved output holds at most that) …]"
+    )
+    assert _outputs_where(ExecutionResult(stdout="", stderr="", exit_status=1, duration=0.1, traceback=part),
+                          "ws", saved=True).traceback == part.replace(f"/workspace/{kept}", f"ws/{kept}")  # fmt: skip
