@@ -47,6 +47,8 @@ class Execution:
         """The container's OOM-kill count when the execution started (see `oom_kill_count`)."""
         self.traceback: OutputCapture | None = None
         """The whole of a traceback longer than a result holds, as the worker sends it (``traceback_part``)."""
+        self.traceback_cut = False
+        """The worker sent only the start of that traceback: as much as a saved output may hold."""
         self.streamer = OutputStreamer(max_chars)
         """What of its output has been sent to the host while it runs (`stream`)."""
         self.images: list[dict[str, str]] = []

@@ -613,6 +613,7 @@ class Supervisor:
                     if ex.traceback is None:
                         ex.traceback = self._capture(f"{ex.exec_id}-{self.output_tag}-traceback.txt")
                     ex.traceback.feed(text.encode("utf-8", "backslashreplace"))
+                    ex.traceback_cut = ex.traceback_cut or message.get("cut") is True
         elif kind == "done":
             with self.lock:
                 ex = self.current if self.worker is worker else None
@@ -789,13 +790,14 @@ class Supervisor:
         return OutputCapture(path, file_bytes=min(FILE_BYTES, self.outputs.budget), folder=self.outputs)
 
     @staticmethod
-    def _saved_traceback(traceback: str, whole: OutputCapture) -> str:
+    def _saved_traceback(traceback: str, whole: OutputCapture, cut: bool) -> str:
         """``traceback``, cut, its line naming the file that holds the whole of it (or as much as a saved output
-        holds), as a cut output's note does; unchanged when it could not be saved."""
+        holds: ``cut``, the worker sent only that much), as a cut output's note does; unchanged when it could not be
+        saved."""
         saved = whole.finish(MAX_TRACEBACK_CHARS)
         if saved["path"] is None:
             return traceback
-        if saved["saved"] < saved["bytes"]:
+        if cut or saved["saved"] < saved["bytes"]:
             where = f"; its first {saved['saved']:,} bytes are in {saved['path']} (a saved output holds at most that)"
         else:
             where = f"; the whole traceback is in {saved['path']}"
@@ -860,7 +862,7 @@ class Supervisor:
         if result.get("traceback") is not None:
             result["traceback"] = cut_middle(str(result["traceback"]), MAX_TRACEBACK_CHARS)
             if whole is not None and not result.get("timed_out"):  # not where a timed-out script was
-                result["traceback"] = self._saved_traceback(result["traceback"], whole)
+                result["traceback"] = self._saved_traceback(result["traceback"], whole, ex.traceback_cut)
         if whole is not None:
             whole.close()
         result["stdout"] = ex.stdout.finish(ex.max_chars)

@@ -622,9 +622,8 @@ def send_whole_traceback(conn: Connection, exec_id: int, tb: str) -> None:
     a saved output holds: `FILE_BYTES`). Before, its middle was lost for good: the result said how many characters
     were cut, not where to read them."""
     for start in range(0, min(len(tb), FILE_BYTES), TRACEBACK_PART_CHARS):
-        conn.send(
-            {"type": "traceback_part", "exec": exec_id, "text": sendable(tb[start : start + TRACEBACK_PART_CHARS])}
-        )
+        part = sendable(tb[start : start + TRACEBACK_PART_CHARS])
+        conn.send({"type": "traceback_part", "exec": exec_id, "text": part, "cut": len(tb) > FILE_BYTES})
 
 
 def sendable(text: str) -> str:

@@ -110,6 +110,19 @@ def test_a_traceback_longer_than_a_saved_output_holds_is_saved_in_part_within_th
     assert outputs(ws) == {said[1].rsplit("/", 1)[1]: 8 * MiB}
 
 
+def test_a_traceback_longer_than_a_saved_output_may_ever_hold_is_said_saved_in_part(
+    backend: DockerBackend, tmp_path: Path
+) -> None:
+    # The worker sends only what a saved output may hold (64 MiB): its line said "the whole traceback is in" that part.
+    with Sandbox(backend) as sb:
+        tb = sb.execute("raise ValueError('t' * (65 << 20))").traceback
+        assert tb is not None
+        said = re.search(r"cut; its first ([\d,]+) bytes are in (\S+) \(a saved output holds at most that\) …\]", tb)
+        assert said is not None, tb[7900:8300]
+        listed = sb.list_files(".tooltree/outputs")
+        assert listed == [{"name": said[2].rsplit("/", 1)[1], "type": "file", "size": int(said[1].replace(",", ""))}]
+
+
 def test_importing_a_module_from_the_workspace_leaves_no_bytecode_in_it(backend: DockerBackend, tmp_path: Path) -> None:
     # Before: PYTHONDONTWRITEBYTECODE was ignored under the worker's -I, so skills/__pycache__/ was written and
     # saved into the user's folder.
