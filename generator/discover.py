@@ -34,7 +34,7 @@ from typing import Any
 import anyio
 import mcp
 
-from tool_tree.config import ServerConfig
+from tool_tree.config import ServerConfig, setting_named
 from tool_tree.connect import Connection, connect, list_tools_raw, server_info
 from tool_tree.held_values import HeldValues, Share
 from tool_tree.http_errors import status_named
@@ -154,7 +154,7 @@ async def discover_one(
         except TimeoutError:
             result.error = _timed_out(server, phase, source)
         except mcp.MCPError as e:
-            result.error = f"server error: {e}{status_named(e, server.name, source)}"
+            result.error = f"server error: {e}{status_named(e, server, source)}"
         except OSError as e:  # `connect` words it in the configuration's terms
             result.error = f"cannot start: {e}" if server.command is not None else _unreached(server, e, source)
         except Exception as e:
@@ -187,16 +187,13 @@ def _timed_out(server: ServerConfig, phase: str, source: str | None) -> str:
     """``timed out after 4 s listing its tools (servers.NAME.timeout in FILE)``: the phase and the setting.
     Before: ``timed out after 4 s``, the same for a server that never started as for one that never listed."""
     doing = "starting up" if phase == "start-up" else "listing its tools"
-    where = f" in {source}" if source is not None else ""
-    return f"timed out after {server.timeout:g} s {doing} (servers.{one_line(server.name, 80)}.timeout{where})"
+    return f"timed out after {server.timeout:g} s {doing} ({setting_named(server, 'timeout', source)})"
 
 
 def _unreached(server: ServerConfig, e: OSError, source: str | None) -> str:
     """``cannot connect to host:port: why; check … (servers.NAME.url in FILE)``, as a call to it says (before: the
     setting to check was named in exec and serve, not here)."""
-    where = f" in {source}" if source is not None else ""
-    setting = f"servers.{one_line(server.name, 80)}.url{where}"
-    return f"{e}; {to_check(e)} ({setting})"
+    return f"{e}; {to_check(e)} ({setting_named(server, 'url', source)})"
 
 
 async def _settled_tools(conn: Connection, result: Discovery, share: Share) -> list[dict[str, Any]]:
@@ -232,7 +229,7 @@ async def _extras(conn: Connection, result: Discovery, scope: anyio.CancelScope,
         result.lists_failed = set(declared_keys(conn.client)) - set(result.lists)
         result.list_warnings.append(
             f"{name}: its prompts and resources were not listed within its timeout ({conn.server.timeout:g} s in "
-            f"all, servers.{name}.timeout): the tree keeps the ones it recorded before, if any"
+            f"all, {setting_named(conn.server, 'timeout')}): the tree keeps the ones it recorded before, if any"
         )
         scope.deadline = anyio.current_time() + conn.server.timeout
     else:

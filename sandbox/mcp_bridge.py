@@ -59,7 +59,7 @@ from sandbox.call_limits import ArgumentsRefused, is_small, measure
 from sandbox.request_budget import RequestBudget
 from sandbox.results import ledger_error
 from sandbox.stored_definitions import StoredDefinition, stored_definition
-from tool_tree.config import Config
+from tool_tree.config import Config, setting_named
 from tool_tree.pool import CallFailure, PoolError, ProgressListener, ServerPool, ServerUnavailable
 from tool_tree.schema_check import (
     VALIDATION_CALL_SECONDS,
@@ -431,10 +431,9 @@ class McpBridge(ToolBridge):
         configured = self._configured.get(server)
         if configured is None or (key := configured.leaves_out(tool)) is None:
             return
-        source = self.config.source if self.config is not None else "<config>"
-        where = "" if source == "<config>" else f" in {source}"
+        setting = setting_named(configured, key, self.config.file if self.config is not None else None)
         raise ToolCallRefused(
-            f"{server}.{tool} is left out by servers.{server}.{key}{where}, but this tree was generated before "
+            f"{server}.{tool} is left out by {setting}, but this tree was generated before "
             "that: regenerate the tree (tooltree generate-tree)",
             "not_allowed",
         )
@@ -447,7 +446,8 @@ class McpBridge(ToolBridge):
         else:
             named = "the configuration" if config.source == "<config>" else config.source
             if (configured := self._configured.get(server)) is not None and not configured.enabled:
-                lacks = f"{named} disables it (servers.{server}.enabled: false)"
+                key = setting_named(configured, "enabled")
+                lacks = f"{named} disables it ({key}: {'true' if key.endswith('.disabled') else 'false'})"
             else:
                 lacks = f"{named} does not have it"
         return (

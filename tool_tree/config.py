@@ -104,6 +104,7 @@ from tool_tree.config_servers import MAX_CONCURRENCY as MAX_CONCURRENCY  # these
 from tool_tree.config_servers import PROBE_SECONDS as PROBE_SECONDS
 from tool_tree.config_servers import PROTOCOLS as PROTOCOLS
 from tool_tree.config_servers import filtered_out as filtered_out
+from tool_tree.config_servers import setting_named as setting_named
 from tool_tree.config_servers import starts_tooltree_serve as starts_tooltree_serve
 from tool_tree.config_text import (
     MAX_CONFIG_BYTES,

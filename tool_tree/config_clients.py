@@ -561,6 +561,8 @@ def _codex_entries(
         tool = timeouts.get("tool_timeout_sec", CODEX_TOOL_SECONDS)
         at = lines.get((*path, next(iter(timeouts))), line) if timeouts else line
         items["timeout"] = (Node("timeout", at), Node(float(max(startup, tool)), at))
+        started = next((k for k in timeouts if k.startswith("startup")), "startup_timeout_sec")
+        aliases[f"{where}.timeout"] = f"{where}.{started if startup > tool else 'tool_timeout_sec'}"  # the one taken
         entries[name] = (Node(name, line), Node(items, line))
     if unknown > _MAX_WARNED:  # before: a warning each, 170,000 of them for a 2 MiB file
         logger.warning("%s: %s more keys tooltree does not read; ignored", source, f"{unknown - _MAX_WARNED:,}")

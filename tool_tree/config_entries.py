@@ -25,9 +25,9 @@ from tool_tree.config_checks import (
     header_problem,
     url_problem,
 )
-from tool_tree.config_clients import entry_of, read_env_file
+from tool_tree.config_clients import CODEX_STARTUP_SECONDS, CODEX_TOOL_SECONDS, entry_of, read_env_file
 from tool_tree.config_read import ConfigError, Node, Reader, did_you_mean, kind_of
-from tool_tree.config_servers import ASKABLE, MAX_CONCURRENCY, MAX_DESCRIPTION, PROTOCOLS, ServerConfig
+from tool_tree.config_servers import ASKABLE, DEFAULT_TIMEOUT, MAX_CONCURRENCY, MAX_DESCRIPTION, PROTOCOLS, ServerConfig
 from tool_tree.text import one_line
 
 logger = logging.getLogger("tool_tree.config")
@@ -125,7 +125,35 @@ def server_of(
         raise _renamed(e, renamed) from None
     if server is not None and server.unresolved is not None:
         server = dataclasses.replace(server, unresolved=_renamed(server.unresolved, renamed))
+    if server is not None and json_format:
+        server = dataclasses.replace(server, keys=_keys(where, client, renamed))
     return server
+
+
+def _keys(where: str, client: str, renamed: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """The keys of the entry at ``where`` of a ``client``'s file by tooltree's fields (`ServerConfig.keys`), its keys
+    that tooltree reads as others' (``renamed``: ``mcp_servers.x.http_headers`` for ``mcp_servers.x.headers``) named as
+    written, with the ``timeout`` the file's format takes when none is written."""
+    keys = {"": (where, "")} | {k: (renamed.get(f"{where}.{k}", f"{where}.{k}"), "") for k in SERVER_KEYS}
+    keys["enabled"] = (renamed.get(f"{where}.disabled", f"{where}.disabled"), "")  # an mcpServers entry's `disabled`
+    keys |= {ours.removeprefix(f"{where}."): (to, "") for ours, to in renamed.items() if ours.startswith(f"{where}.")}
+    if client in ("codex", "zed"):  # their `enabled = false` disables a server
+        keys["enabled"] = (f"{where}.enabled", "")
+    if client == "codex":  # a 401 is about the token of `bearer_token_env_var` when it gives one
+        bearer = keys.get("headers.Authorization", (f"{where}.http_headers", ""))
+        keys["headers"] = bearer if bearer[0].endswith("bearer_token_env_var") else (f"{where}.http_headers", "")
+    timeout = keys["timeout"][0]
+    if client == "codex":
+        taken = timeout.rpartition(".")[2]
+        unset = CODEX_TOOL_SECONDS if taken == "tool_timeout_sec" else CODEX_STARTUP_SECONDS
+        other = "startup_timeout_sec" if taken == "tool_timeout_sec" else "tool_timeout_sec"
+        shown = f"{unset * 1000:g}" if taken.endswith("_ms") else f"{unset:g}"
+        keys["timeout"] = (timeout, f"Codex's default {shown}; tooltree waits the larger of it and {other}")
+    else:
+        ms = client == "gemini"  # Gemini CLI's `timeout` is in milliseconds
+        said = f"in milliseconds, default {DEFAULT_TIMEOUT * 1000:g}" if ms else f"default {DEFAULT_TIMEOUT:g}"
+        keys["timeout"] = (timeout, said)
+    return keys
 
 
 def _renamed(e: ConfigError, aliases: Mapping[str, str]) -> ConfigError:

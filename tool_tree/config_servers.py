@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
 from tool_tree.config_read import ConfigError
+from tool_tree.text import one_line
 
 DEFAULT_TIMEOUT = 30.0
 MAX_CONCURRENCY = 1024
@@ -66,6 +67,11 @@ class ServerConfig:
     """The patterns of ``include`` and ``exclude`` that stand for one exact tool name from another client's list in
     an ``mcpServers`` entry, each with that list's key and the name as written: ``{"get_[*]": ("includeTools",
     "get_*")}``. A warning about such a pattern words it with them (`unmatched_filter`)."""
+    keys: Mapping[str, tuple[str, str]] = field(default_factory=dict, repr=False, compare=False)
+    """Each setting as the server's file writes it, where that is not tooltree.yaml's ``servers.NAME.FIELD``: by
+    tooltree's field (or a field's key, ``headers.Authorization``), its key path in the file and what the file's format
+    takes when it is unset (``{"timeout": ("mcp_servers.media.tool_timeout_sec", "Codex's default 60; …")}``),
+    recorded when the file is read. A message names a setting with `setting_named`."""
     unresolved: ConfigError | None = field(default=None, repr=False, compare=False)
     """Why the server cannot be used yet: a variable one of its settings names is not set (the error names the
     file, line and key; the reference is kept as written in the setting), or gives a header or environment variable
@@ -93,6 +99,24 @@ class ServerConfig:
     @property
     def transport(self) -> str:
         return "stdio" if self.command is not None else "http"
+
+
+def setting_named(server: ServerConfig, key: str, source: str | None = None, *, default: bool = False) -> str:
+    """``key`` of ``server`` (a field, ``env.TOKEN``, ``args[2]``, or "" for its entry) as its file writes it, with the
+    file ``source`` when given: ``mcp_servers.media.tool_timeout_sec in config.toml`` (`ServerConfig.keys`;
+    tooltree.yaml's ``servers.NAME.KEY`` when the server has none), and with ``default``, what the file's format takes
+    when the setting is unset (``default 30``, tooltree's, in tooltree.yaml)."""
+    head = re.split(r"[.\[]", key, maxsplit=1)[0]
+    own = next((v for k, v in server.keys.items() if k != head and k.lower() == key.lower()), None)  # headers.X
+    if own is not None:
+        path, unset = own[0], ""
+    elif head in server.keys:
+        path, unset = server.keys[head][0] + key[len(head) :], server.keys[head][1]
+    else:
+        path = f"servers.{server.name}" + (f".{key}" if key else "")
+        unset = f"default {DEFAULT_TIMEOUT:g}" if key == "timeout" else ""
+    named = one_line(path, 200) + (f" in {source}" if source is not None else "")
+    return named + (f", {unset}" if default and unset else "")
 
 
 def filtered_out(tool: str, include: Sequence[str], exclude: Sequence[str]) -> str | None:

@@ -36,20 +36,20 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tool_tree.budget import NotificationBudget
 from tool_tree.changes import Changes, Watching
-from tool_tree.config import PROBE_SECONDS, ServerConfig
+from tool_tree.config import ServerConfig, setting_named
 from tool_tree.guard import guarded
 from tool_tree.held_values import Share
 from tool_tree.http_client import http_client, timeouts
 from tool_tree.http_errors import Answers, marked, not_mcp, redirected, status_problem
 from tool_tree.in_flight import InFlight
 from tool_tree.ledgers import Outstanding
-from tool_tree.listing_check import PROBE, LeftOut, ListingCheck, checked
+from tool_tree.listing_check import LeftOut, ListingCheck, checked, probe_unanswered
 from tool_tree.server_asks import answering, capabilities_of
 from tool_tree.snapshot_lists import declared_subscribe
 from tool_tree.start_errors import not_started
 from tool_tree.stderr_log import NOISE_CHARS, StderrLog
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, NotJSONRPC, stdio_client
-from tool_tree.text import one_line, shown
+from tool_tree.text import shown
 from tool_tree.unparsed import count_values
 from tool_tree.unreachable import Unreachable
 
@@ -184,6 +184,7 @@ async def connect(
             )
             http.url, http.timeout = server.url, timeouts(server.timeout)
             http.streams.reopened, http.streams.forgotten = changes.reopened, changes.not_found
+            http.streams.setting = functools.partial(setting_named, server)
             replies, answers = _Replies(), Answers(http.ended)
             http.event_hooks["response"] += [replies.hook, answers.hook]
             transport = streamable_http_client(server.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES)
@@ -232,24 +233,6 @@ async def connect(
             answers.open = http.open = True  # from now on an HTTP error is said in the error of the request it answers
         listing.version = lambda: client.session.protocol_version
         yield Connection(client=client, server=server, stderr=stderr, changes=changes, listing=listing)
-
-
-def probe_unanswered(server: ServerConfig, *, waited: bool) -> str:
-    """What to say of a server that left the protocol probe unanswered (`tool_tree.listing_check.PROBE`): ``waited``
-    out (the session then opened the older way: it answers what it knows, not this), or not (its start was stopped
-    meanwhile: an older server, or one slow to start, which only a longer ``timeout`` helps)."""
-    name = one_line(server.name, 80)
-    if waited:
-        return (
-            f"server {name!r} did not answer `{PROBE}` (the protocol's first question) and was asked the older way "
-            f"after {PROBE_SECONDS:g} s; `protocol: legacy` in its entry (servers.{name}) skips that question"
-        )
-    return (
-        f"server {name!r} had not answered `{PROBE}` (the protocol's first question) when its start was stopped: "
-        f"if it is slow to start, raise its `timeout` (servers.{name}.timeout); if it is an older server that never "
-        f"answers a request it does not know, `protocol: legacy` skips that question (tooltree waits up to "
-        f"{PROBE_SECONDS:g} s for the answer)"
-    )
 
 
 @asynccontextmanager
@@ -307,7 +290,7 @@ def _explained(e: BaseException, replies: _Replies | None, server: ServerConfig)
         return mcp.MCPError(e.code, replies.problem, marked(replies.status))
     if isinstance(e, httpx2.ConnectError | httpx2.ConnectTimeout) and server.url is not None:
         return Unreachable(server.url, e)
-    if isinstance(e, mcp.MCPError) and (moved := redirected(e.message, server.name)) is not None:
+    if isinstance(e, mcp.MCPError) and (moved := redirected(e.message, server)) is not None:
         return mcp.MCPError(e.code, moved)
     return None
 

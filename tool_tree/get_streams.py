@@ -125,6 +125,9 @@ class GetStreams:
         self.forgotten: Callable[[], None] | None = None
         """Called (as `reopened`) when the server answers the stream's GET 404: it no longer knows the session, or
         has no such stream."""
+        self.setting: Callable[[str], str] | None = None
+        """Names a key of the server's entry as its file writes it (`tool_tree.config.setting_named`), for the error of
+        a GET refused with an HTTP status; None: ``servers.NAME.KEY``."""
         self.closed = False
         """Whether the connection is closed or ended (`close`): no GET is sent."""
         self._woken: anyio.Event | None = None  # set at `close`: the wait under way ends
@@ -216,7 +219,8 @@ class GetStreams:
             if self.forgotten is not None:
                 self.forgotten()
         elif status >= 400:  # named with its setting (the configuration's file is not known here)
-            named = f" (servers.{one_line(self._server, 80)}.{status_key(status)})" if self._server is not None else ""
+            key, server = status_key(status), one_line(self._server or "", 80)
+            named = f" ({self.setting(key)})" if self.setting else f" (servers.{server}.{key})" if self._server else ""
             self._give_up(status_problem(response) + named)
         elif 200 <= status < 300 and kind != "text/event-stream":
             self._give_up(f"the server answered it with {kind or 'no content type'}, not an event stream")

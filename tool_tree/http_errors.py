@@ -36,7 +36,7 @@ from typing import Any
 import httpx2
 import mcp
 
-from tool_tree.text import one_line
+from tool_tree.config_servers import ServerConfig, setting_named
 from tool_tree.unreachable import CHECK_URL, Handshake, host, reason, to_check
 
 logger = logging.getLogger(__name__)
@@ -71,12 +71,12 @@ def setting_of(error: BaseException) -> str | None:
     return data["setting"] if isinstance(data, dict) and data.get("tooltree") == _MARK and "setting" in data else None
 
 
-def status_named(error: BaseException, server: str, source: str | None) -> str:
+def status_named(error: BaseException, server: ServerConfig, source: str | None) -> str:
     """`` (servers.NAME.KEY in FILE)``: the setting of ``server`` in its configuration file ``source`` that
-    ``error``, of an HTTP error status, is about (`setting_of`); "" for another error."""
+    ``error``, of an HTTP error status, is about (`setting_of`), as the file writes it; "" for another error."""
     if (key := setting_of(error)) is None:
         return ""
-    return f" (servers.{one_line(server, 80)}.{key}" + (f" in {source})" if source is not None else ")")
+    return f" ({setting_named(server, key, source)})"
 
 
 def status_problem(response: httpx2.Response) -> str:
@@ -108,7 +108,7 @@ _REDIRECT = re.compile(r"Redirect to (\S+) not followed")
 """How the SDK says a request was redirected off the server's URL (the place named without its query)."""
 
 
-def redirected(message: str, server: str) -> str | None:
+def redirected(message: str, server: ServerConfig) -> str | None:
     """Why a session cannot open at a URL that redirects elsewhere, and the setting to change, if the SDK's error
     ``message`` says so (before: "Redirect to … not followed" as the error, and twice as a warning naming no
     server)."""
@@ -118,7 +118,7 @@ def redirected(message: str, server: str) -> str | None:
     return (
         f"the URL redirects to {to}, which tooltree does not follow (only a 307 or 308 to the same host and port, "
         f"{MAX_REDIRECTS} in a row at most: the server's headers go only there): if that is the server's MCP "
-        f"endpoint, set servers.{one_line(server, 80)}.url to it"
+        f"endpoint, set {setting_named(server, 'url')} to it"
     )
 
 

@@ -33,6 +33,7 @@ from mcp_types import methods
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
+from tool_tree.config import PROBE_SECONDS, ServerConfig, setting_named
 from tool_tree.guard import ReadWrapper, WriteWrapper
 from tool_tree.text import one_line
 
@@ -212,3 +213,21 @@ def checked(
 ) -> tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]:
     """A transport's streams with ``check`` applied to its ``tools/list`` requests and their answers."""
     return _CheckedRead(read, check), _CheckedWrite(write, check)
+
+
+def probe_unanswered(server: ServerConfig, *, waited: bool) -> str:
+    """What to say of a server that left the protocol probe unanswered (`PROBE`): ``waited``
+    out (the session then opened the older way: it answers what it knows, not this), or not (its start was stopped
+    meanwhile: an older server, or one slow to start, which only a longer ``timeout`` helps)."""
+    name, entry, timeout = one_line(server.name, 80), setting_named(server, ""), setting_named(server, "timeout")
+    if waited:
+        return (
+            f"server {name!r} did not answer `{PROBE}` (the protocol's first question) and was asked the older way "
+            f"after {PROBE_SECONDS:g} s; `protocol: legacy` in its entry ({entry}) skips that question"
+        )
+    return (
+        f"server {name!r} had not answered `{PROBE}` (the protocol's first question) when its start was stopped: "
+        f"if it is slow to start, raise its timeout ({timeout}); if it is an older server that never "
+        f"answers a request it does not know, `protocol: legacy` skips that question (tooltree waits up to "
+        f"{PROBE_SECONDS:g} s for the answer)"
+    )

@@ -90,7 +90,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 import tool_tree.restarts
 from tool_tree.changes import LISTS_CHANGED, Changes
-from tool_tree.config import DEFAULT_TIMEOUT, Config, ServerConfig
+from tool_tree.config import Config, ServerConfig, setting_named
 from tool_tree.connect import Connection, connect, list_tools_raw
 from tool_tree.held_values import HeldValues, Share, checked_within
 from tool_tree.http_errors import resendable, session_ended, status_named, stream_cut, unreached, unreached_check
@@ -756,7 +756,7 @@ class ServerPool:
                 if box and slot.config.url is not None and isinstance(_first(box[0]), ConnectionError | TimeoutError):
                     reason += f"; no call was sent: {self._check_url(slot, to_check(_first(box[0])))}"
                 elif box:
-                    reason += status_named(_first(box[0]), slot.config.name, self._source)
+                    reason += status_named(_first(box[0]), slot.config, self._source)
                 slot.backoff.failed(reason)
                 failure = _unavailable(slot, reason)
                 upstream.warning(
@@ -973,14 +973,11 @@ class ServerPool:
 
     def _timeout_setting(self, slot: _Slot) -> str:
         """Where a server's call timeout is set, for the message of a call that ran out of it."""
-        where = f" in {self._source}" if self._source is not None else ""
-        return f"servers.{slot.config.name}.timeout{where}, default {DEFAULT_TIMEOUT:g}"
+        return setting_named(slot.config, "timeout", self._source, default=True)
 
     def _check_url(self, slot: _Slot, check: str = CHECK_URL) -> str:
         """What to check when an HTTP server cannot be reached (``check``: `tool_tree.unreachable.to_check`)."""
-        where = f" in {self._source}" if self._source is not None else ""
-        setting = f"servers.{slot.config.name}.url{where}"
-        return f"{check} ({setting})"
+        return f"{check} ({setting_named(slot.config, 'url', self._source)})"
 
     def _check_loop(self) -> None:
         """Raises: PoolError: this is not the event loop that entered the pool."""
@@ -1216,7 +1213,7 @@ class ServerPool:
                     )
                 if e.code == mt.REQUEST_TIMEOUT:  # the SDK's read timeout, set to fire after the pool's own
                     return CallFailure(f"server error {e.code}: {_said(e, slot)}", "timeout", _SENT)
-                said = f"server error {e.code}: {_said(e, slot)}{status_named(e, server, self._source)}"
+                said = f"server error {e.code}: {_said(e, slot)}{status_named(e, slot.config, self._source)}"
                 return CallFailure(said, "server_error", _PROTOCOL_ERROR)
             except InputRequiredRoundsExceededError as e:  # a RuntimeError too: not the output-schema check's
                 problem = ROUNDS_PROBLEM.format(server=server, rounds=e.max_rounds)

@@ -9,7 +9,7 @@ import errno
 import os
 import shutil
 
-from tool_tree.config import ServerConfig
+from tool_tree.config import ServerConfig, setting_named
 
 
 def not_started(e: OSError, server: ServerConfig) -> OSError | None:
@@ -27,7 +27,7 @@ def not_started(e: OSError, server: ServerConfig) -> OSError | None:
         # `command: npx -y some-server`: the whole command line taken for the program's name
         return type(e)(
             f"no program named {command!r}: `command` is the program alone; give its arguments as a list in"
-            f" `args` (servers.{server.name}.args)"
+            f" `args` ({setting_named(server, 'args')})"
         )
     if missing and e.filename in (command, None) and "/" not in command:
         return type(e)(f"command not found: {command!r} is not on PATH{searched(server)}")
@@ -63,7 +63,7 @@ def searched(server: ServerConfig) -> str:
     nvm) is not found there; before, the message did not say which PATH, nor where to give the full path."""
     path = server.env.get("PATH") or os.environ.get("PATH") or os.defpath
     shown = path if len(path) <= PATH_CHARS else path[:PATH_CHARS] + "…"
-    return f" ({shown}); give its full path in servers.{server.name}.command (`command -v` in a shell finds it)"
+    return f" ({shown}); give its full path in {setting_named(server, 'command')} (`command -v` in a shell finds it)"
 
 
 MAX_ARG_STRLEN = 128 * 1024
@@ -72,8 +72,8 @@ MAX_ARG_STRLEN = 128 * 1024
 
 def too_large(server: ServerConfig) -> str:
     """What an E2BIG adds: the longest argument or configured variable, and the limits it may be over."""
-    sizes = {f"servers.{server.name}.args[{i}]": len(os.fsencode(a)) + 1 for i, a in enumerate(server.args)}
-    sizes |= {f"servers.{server.name}.env.{k}": len(os.fsencode(f"{k}={v}")) + 1 for k, v in server.env.items()}
+    sizes = {setting_named(server, f"args[{i}]"): len(os.fsencode(a)) + 1 for i, a in enumerate(server.args)}
+    sizes |= {setting_named(server, f"env.{k}"): len(os.fsencode(f"{k}={v}")) + 1 for k, v in server.env.items()}
     if not sizes:
         return " (the environment tooltree runs in is too large)"
     longest = max(sizes, key=lambda key: sizes[key])

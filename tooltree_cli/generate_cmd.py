@@ -173,7 +173,11 @@ def _disabled_problem(config: Config, only: Sequence[str], out: Path) -> str | N
     the run would delete every stub of ``out``, as a slip rather than an intent to empty the tree, or make a tree of
     no tools."""
     if off := [name for name in dict.fromkeys(only) if not config.server(name).enabled]:
-        return f"{config.source}: servers.{off[0]}.enabled is false: enable it to list it (--server {off[0]})"
+        from tool_tree.config import setting_named
+
+        key = setting_named(config.server(off[0]), "enabled")
+        said = f"{key} is {'true' if key.endswith('.disabled') else 'false'}"
+        return f"{config.source}: {said}: enable it to list it (--server {off[0]})"
     if only:
         return None
     # With --from-snapshot too (before: exempt, and a config of every server disabled emptied the tree, its snapshots

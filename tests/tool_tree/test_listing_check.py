@@ -204,7 +204,7 @@ async def test_an_older_server_that_leaves_the_protocol_probe_unanswered_starts_
             await pool.start("older")
     assert (
         "server 'older' had not answered `server/discover` (the protocol's first question) when its start was "
-        "stopped: if it is slow to start, raise its `timeout` (servers.older.timeout); if it is an older server that "
+        "stopped: if it is slow to start, raise its timeout (servers.older.timeout); if it is an older server that "
         "never answers a request it does not know, `protocol: legacy` skips that question (tooltree waits up to 10 s "
         "for the answer)"
     ) in caplog.messages
