@@ -429,7 +429,7 @@ class McpBridge(ToolBridge):
     def _check_filters(self, server: str, tool: str) -> None:
         """Raises: ToolCallRefused: the configuration's include/exclude for ``server`` leaves ``tool`` out."""
         configured = self._configured.get(server)
-        if configured is None or (key := configured.leaves_out(tool)) is None:
+        if configured is None or (key := configured.list_leaving_out(tool)) is None:
             return
         setting = setting_named(configured, key, self.config.file if self.config is not None else None)
         raise ToolCallRefused(

@@ -136,6 +136,7 @@ def _keys(where: str, client: str, renamed: Mapping[str, str]) -> dict[str, tupl
     written, with the ``timeout`` the file's format takes when none is written."""
     keys = {"": (where, "")} | {k: (renamed.get(f"{where}.{k}", f"{where}.{k}"), "") for k in SERVER_KEYS}
     keys["enabled"] = (renamed.get(f"{where}.disabled", f"{where}.disabled"), "")  # an mcpServers entry's `disabled`
+    keys |= {k: (f"{where}.{k}", "") for k in _JSON_TOOL_LISTS}  # `includeTools`, Codex's `enabled_tools`, …
     keys |= {ours.removeprefix(f"{where}."): (to, "") for ours, to in renamed.items() if ours.startswith(f"{where}.")}
     if client in ("codex", "zed"):  # their `enabled = false` disables a server
         keys["enabled"] = (f"{where}.enabled", "")

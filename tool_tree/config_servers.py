@@ -96,6 +96,16 @@ class ServerConfig:
         """Which of this server's filters leaves ``tool`` out (`filtered_out`), or None: it is offered."""
         return filtered_out(tool, self.include, self.exclude)
 
+    def list_leaving_out(self, tool: str) -> str | None:
+        """The key of this server's file whose list leaves ``tool`` out: `leaves_out`'s, or another client's list of
+        tool names (``disabledTools``) when the pattern that leaves it out, or every include pattern, is a name of it
+        (`named`)."""
+        if (kind := self.leaves_out(tool)) == "exclude":
+            pattern = next(p for p in self.exclude if fnmatch.fnmatchcase(tool, p))
+            return self.named.get(pattern, (kind, ""))[0]
+        lists = {self.named.get(p, ("include", ""))[0] for p in self.include} if kind == "include" else set()
+        return lists.pop() if len(lists) == 1 else kind
+
     @property
     def transport(self) -> str:
         return "stdio" if self.command is not None else "http"

@@ -3,13 +3,15 @@ naming the key and saying to regenerate (before: the manifest alone decided, and
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from sandbox.bridge import ToolCallRefused
 from sandbox.host import Runtime
-from tests.support import sample_config_yaml
+from tests.support import SAMPLE_SERVERS, sample_config_yaml
 from tool_tree.config import load_config
 from tooltree_cli.main import main
 
@@ -41,3 +43,33 @@ def test_a_tool_the_config_now_filters_out_is_refused_naming_the_key_and_to_rege
         assert info.value.code == "not_allowed"
         assert info.value.message == f"crm.update_record is left out by servers.crm.{key} in {path}, {REGENERATE}"
         assert runtime.call_tool("crm", "list_leads", {})["isError"] is False  # a tool the filters keep still runs
+
+
+def _crm_entry(**lists: list[str]) -> dict[str, object]:
+    return {"command": sys.executable, "args": [str(SAMPLE_SERVERS / "crm.py")], **lists}
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "key"),
+    [
+        (".mcp.json", json.dumps({"mcpServers": {"crm": _crm_entry(disabledTools=["update_record"])}}),
+         "mcpServers.crm.disabledTools"),
+        (".gemini/settings.json", json.dumps({"mcpServers": {"crm": _crm_entry(includeTools=["list_leads"])}}),
+         "mcpServers.crm.includeTools"),
+        ("config.toml", f"[mcp_servers.crm]\ncommand = {json.dumps(sys.executable)}\n"
+         f"args = [{json.dumps(str(SAMPLE_SERVERS / 'crm.py'))}]\ndisabled_tools = ['update_record']\n",
+         "mcp_servers.crm.disabled_tools"),
+        (".mcp.json", json.dumps({"mcpServers": {"crm": _crm_entry(exclude=["update_*"])}}), "mcpServers.crm.exclude"),
+    ],
+)  # fmt: skip
+def test_a_tool_another_clients_list_now_leaves_out_is_refused_naming_that_list(
+    crm_tree: Path, tmp_path: Path, name: str, text: str, key: str
+) -> None:
+    # Before: named as tooltree's own keys (mcpServers.crm.exclude for disabledTools, servers.crm.exclude for Codex)
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    with Runtime(load_config(path), crm_tree) as runtime:
+        with pytest.raises(ToolCallRefused) as info:
+            runtime.call_tool("crm", "update_record", {"object_type": "lead", "record_id": "L-1", "fields": {}})
+        assert info.value.message == f"crm.update_record is left out by {key} in {path}, {REGENERATE}"
