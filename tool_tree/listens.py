@@ -25,9 +25,12 @@ quiet stream so, and ``missed`` is told as it opens again (before, what it said 
 timeout stays: without it a server gone without closing the connection (a host down, a cut network) would hold a stream
 that never ends, its notices lost for good. A server that
 refuses the first request (an error answer: no such method, a limit reached) or leaves it unanswered for its
-``timeout`` is left unlistened for the session, said at debug: it is no error, only its changes are not followed; one
-that took a stream before and refuses a later one (a limit, a 503 while it is redeployed) is asked again, paced, as
-after a failed attempt. It ends once the session reads no more (the SDK settles the stream lost as the session's
+``timeout`` is left unlistened, said at debug: it is no error, only its changes are not followed, until a `follow`
+asks again: the stream that opens then is kept (``missed`` told: its changes were not followed till then), and one
+refused again is the `follow`'s error (before, the session stayed unlistened, and `follow` opened a stream only to hear
+its answer: a subscription succeeded with nothing kept listening, its updates never told). One that took a stream
+before and refuses a later one (a limit, a 503 while it is redeployed) is asked again, paced, as after a failed
+attempt. It ends once the session reads no more (the SDK settles the stream lost as the session's
 reading ends) or when cancelled.
 """
 
@@ -98,7 +101,8 @@ class Listening:
 
     async def follow(self, uris: Iterable[str]) -> frozenset[str]:
         """Open the stream again subscribed to ``resources`` and ``uris``; returns the URIs the server acknowledged.
-        With no stream kept (not started, or the server refused the first), one is opened only to hear the answer.
+        With no stream kept (not started), one is opened only to hear the answer; one the server refused before is
+        asked for again and kept.
 
         Raises:
             mcp.MCPError: the server refused the stream or the connection failed.
@@ -144,7 +148,7 @@ class Listening:
     async def _keep(self) -> None:
         client, server = self.client, self._server
         wait = FIRST_WAIT
-        failed = ever = False
+        failed = ever = refused = False
         while True:
             opened: float | None = None
             asked = self._asked
@@ -174,9 +178,11 @@ class Listening:
                 self._answer(asked, e)
                 if not ever:
                     logger.debug(
-                        "server %r did not acknowledge subscriptions/listen: its changes are not followed", server
+                        "server %r did not acknowledge subscriptions/listen: its changes are not followed till a "
+                        "subscription asks again",
+                        server,
                     )
-                    return
+                refused = not ever
                 failed = True
             except SubscriptionLost as e:
                 if opened is None:
@@ -185,17 +191,24 @@ class Listening:
                 failed = True  # not closed by the server (cut, quiet past the read timeout): what it said since is lost
             except mcp.MCPError as e:
                 self._answer(asked, e)
-                if e.error.code != CONNECTION_CLOSED and not ever:
+                refused = e.error.code != CONNECTION_CLOSED and not ever
+                if refused:
                     logger.debug(
-                        "server %r refused subscriptions/listen: its changes are not followed: %s",
+                        "server %r refused subscriptions/listen: its changes are not followed till a subscription "
+                        "asks again: %s",
                         server,
                         one_line(e.error.message),
                     )
-                    return
                 failed = True  # one that took a stream before may refuse a moment (a limit, a 503): asked again, paced
             if self._changes.closed:
                 return
             if again:  # opened again at once with the URIs `follow` asked
+                continue
+            if refused:  # not asked again, paced: only a `follow` (a subscription) asks again
+                refused = False
+                if self._asked == asked:
+                    with anyio.CancelScope() as self._stream:
+                        await anyio.sleep_forever()
                 continue
             if opened is not None and anyio.current_time() - opened >= STEADY_SECONDS:
                 wait = FIRST_WAIT

@@ -422,7 +422,9 @@ class ServerPool:
             session the server no longer knows); not on a server's first session. A server of the session-less
             2026-07-28 protocol says a list changed only on a ``subscriptions/listen`` stream: the pool keeps one open
             on each of its sessions while a listener is set (`tool_tree.listens`), told as if a list changed when it
-            opened after an attempt failed; a server that refuses it is not followed (said at debug).
+            opened after an attempt failed; a server that refuses it is not followed (said at debug) until a
+            subscription to a resource of it asks for the stream again (kept once opened; refused, the subscription
+            fails).
         on_resource_updated: called with a server's name and a URI when the server says the resource of that URI
             changed (``notifications/resources/updated``), for the URIs subscribed to through `request`
             (``resources/subscribe``) and not unsubscribed since; also once for each of them when such a notice may

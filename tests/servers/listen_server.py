@@ -2,11 +2,12 @@
 changed before it answers, as a server of both eras does: on its session (the protocol with sessions) and on its
 ``subscriptions/listen`` streams (the session-less 2026-07-28 protocol, which drops the other).
 
-    python listen_server.py [--no-listen]     # over stdio
+    python listen_server.py [--no-listen | --refuse-first-listen]     # over stdio
 
-With ``--no-listen`` it serves no ``subscriptions/listen`` (refused as a method it does not have). Its tool ``exit``
-ends its process without an answer, ``end_listens`` ends its listen streams (each answered); its tool ``touch`` says
-the resource of a URI changed (``live://log`` and ``live://status`` are its resources), at 2026-07-28 on the listen
+With ``--no-listen`` it serves no ``subscriptions/listen`` (refused as a method it does not have); with
+``--refuse-first-listen`` it refuses the first (a limit reached, as the SDK words it) and serves the others. Its tool
+``exit`` ends its process without an answer, ``end_listens`` ends its listen streams (each answered); its tool ``touch``
+says the resource of a URI changed (``live://log`` and ``live://status`` are its resources), at 2026-07-28 on the listen
 streams subscribed to that URI (the protocol has no ``resources/subscribe``).
 """
 
@@ -14,8 +15,11 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR
 
 app = MCPServer("changing", subscriptions=False if "--no-listen" in sys.argv[1:] else None)
 
@@ -56,6 +60,25 @@ def end_listens() -> str:
         listens.handler.close()
     return "ended"
 
+
+def _refuse_first_listen() -> None:
+    entry = app._lowlevel_server.get_request_handler("subscriptions/listen")
+    assert entry is not None
+    listens = entry.handler
+    refused = False
+
+    async def listen(ctx: Any, params: Any) -> Any:
+        nonlocal refused
+        if not refused:
+            refused = True
+            raise MCPError(INTERNAL_ERROR, "Subscription limit reached")
+        return await listens(ctx, params)
+
+    app._lowlevel_server.add_request_handler("subscriptions/listen", entry.params_type, listen)
+
+
+if "--refuse-first-listen" in sys.argv[1:]:
+    _refuse_first_listen()
 
 if __name__ == "__main__":
     app.run("stdio")

@@ -70,17 +70,19 @@ async def test_a_session_less_server_with_no_listen_stream_refuses_a_subscriptio
 
 
 class _Said(logging.Handler):
-    """Wakes a waiter once the pool says a listen stream opened (``opened``), and once one ended or was lost and waits
-    to open again (``ended``)."""
+    """Wakes a waiter once the pool says a listen stream opened (``opened``), once one ended or was lost and waits
+    to open again (``ended``), and once the server refused the first (``refused``)."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.opened, self.ended = anyio.Event(), anyio.Event()
+        self.opened, self.ended, self.refused = anyio.Event(), anyio.Event(), anyio.Event()
 
     def emit(self, record: logging.LogRecord) -> None:
         said = record.getMessage()
         if said.endswith("subscriptions/listen stream open"):
             self.opened.set()
+        elif "refused subscriptions/listen" in said:
+            self.refused.set()
         elif "subscriptions/listen stream" in said:
             self.ended.set()
 
@@ -137,3 +139,28 @@ async def test_a_listen_stream_lost_to_its_read_timeout_tells_the_listener_once_
         log.removeHandler(said)
         log.setLevel(level)
     assert told.told[0] == ("live", LOG)
+
+
+async def test_a_subscription_to_a_server_that_refused_its_first_listen_stream_opens_one_kept_and_told() -> None:
+    # Before, the session was left unlistened after the refusal: the subscription opened a stream only to hear its
+    # answer and succeeded, and nothing kept listening, so the listener was never told of the update.
+    told, said = Told(), _Said()
+    log = logging.getLogger("tool_tree.listens")
+    log.addHandler(said)
+    level = log.level
+    log.setLevel(logging.DEBUG)
+    args = (str(LISTEN_SERVER), "--refuse-first-listen")
+    live = ServerConfig(name="live", command=sys.executable, args=args, timeout=20)
+    try:
+        async with ServerPool([live], on_resource_updated=told) as pool:
+            await pool.start("live")
+            with anyio.fail_after(10):
+                await said.refused.wait()
+            subscribed = await pool.request("live", "resources/subscribe", {"uri": LOG}, timeout=10)
+            assert not isinstance(subscribed, CallFailure), subscribed
+            await pool.call("live", "touch", {"uri": LOG})
+            await told.reached(1)
+    finally:
+        log.removeHandler(said)
+        log.setLevel(level)
+    assert told.told == [("live", LOG)]
