@@ -4,7 +4,8 @@ Each server is connected in its own task. At most ``jobs`` are starting at a tim
 default the number of cores); the others wait in config order, and each server's timeout runs
 from its own start, so a server that is merely queued never times out. One that fails to start,
 crashes, hangs or sends garbage is reported with the last lines of its stderr, and the others
-carry on. Every process started is stopped and reaped before this returns, also on Ctrl-C.
+carry on. One out of time is reported at its timeout, its process ended meanwhile (seconds more for a server that
+does not exit as its stdin closes). Every process started is stopped and reaped before this returns, also on Ctrl-C.
 
 The reason and the stderr tail leave with the secrets of the server's configuration redacted
 (`tool_tree.redact`): a server that refuses ``initialize`` often names the key it was given
@@ -33,6 +34,7 @@ from typing import Any
 
 import anyio
 import mcp
+from anyio.abc import TaskGroup
 
 from tool_tree.config import ServerConfig, setting_named
 from tool_tree.connect import Connection, connect, list_tools_raw, server_info
@@ -104,6 +106,7 @@ async def discover_one(
     on_start: Callable[[ServerConfig], None] | None = None,
     source: str | None = None,
     held: HeldValues | None = None,
+    stopping: TaskGroup | None = None,
 ) -> Discovery:
     """Connect to one server, list its tools (all pages) and disconnect. Never raises for server faults.
 
@@ -113,6 +116,9 @@ async def discover_one(
     waits for a process to exit). ``error`` holds no secret of the server's configuration; a timeout names the
     phase and the setting (``servers.NAME.timeout``, in ``source``, the config file, when given). The values of its
     listings are counted against ``held``, the run's (`tool_tree.held_values`); a server that fails gives them back.
+    One out of time is said at its timeout when ``stopping`` is given: its server is stopped (and its process reaped)
+    in that task group, which may take seconds more for a server that does not exit as its stdin closes; without it,
+    the server is stopped before this returns.
     """
     result = Discovery(server=server)
     tools, extras = Share(held), Share(held)
@@ -137,45 +143,75 @@ async def discover_one(
             raise
     stderr: StderrLog | None = None
     phase = "start-up"
-    async with anyio.create_task_group() as watch:  # every error is handled inside: leaving, it would be wrapped
-        deadline = anyio.current_time() + server.timeout
-        watch.start_soon(_call_at, deadline, over)  # a sibling, so the deadline does not cancel it
-        try:
-            stderr = StderrLog() if server.command is not None else None
-            with anyio.fail_after(deadline - anyio.current_time()) as scope:
-                async with connect(server, stderr=stderr) as conn:
-                    phase = "listing tools"
-                    try:
-                        result.info = server_info(conn.client)
-                        result.tools = await _settled_tools(conn, result, tools)
-                        await _extras(conn, result, scope, extras)
-                    finally:
-                        over()  # before `connect` stops the server
-        except TimeoutError:
-            result.error = _timed_out(server, phase, source)
-        except mcp.MCPError as e:
-            result.error = f"server error: {e}{status_named(e, server, source)}"
-        except OSError as e:  # `connect` words it in the configuration's terms
-            result.error = f"cannot start: {e}" if server.command is not None else _unreached(server, e, source)
-        except Exception as e:
-            result.error = _describe(e)
-        finally:
-            over()
-            watch.cancel_scope.cancel()
-            result.seconds = ended[0] - start
-            if stderr is not None:
-                if result.error is not None:
-                    result.stderr_tail = stderr.tail()
-                stderr.close()
-    if result.error is not None and "connection closed" in result.error.lower() and server.command is not None:
-        said = "the server exited during start-up" if phase == "start-up" else f"the server exited while {phase}"
-        result.error = stderr.exited_said(said) if stderr is not None else said
-    if result.error is not None:
-        result.error = redact(result.error, server)  # the tail is redacted by its log, which knows the server
-        result.tools, result.lists = [], {}
-        tools.release()
-        extras.release()
-    return result
+    listed, finished = anyio.Event(), anyio.Event()
+    deadline = anyio.current_time() + server.timeout
+
+    async def listing() -> None:
+        """The server started, listed and stopped, told in ``result`` (``listed`` once its tools are)."""
+        nonlocal stderr, phase
+        async with anyio.create_task_group() as watch:  # every error is handled inside: leaving, it would be wrapped
+            watch.start_soon(_call_at, deadline, over)  # a sibling, so the deadline does not cancel it
+            try:
+                stderr = StderrLog() if server.command is not None else None
+                with anyio.fail_after(deadline - anyio.current_time()) as scope:
+                    async with connect(server, stderr=stderr) as conn:
+                        phase = "listing tools"
+                        try:
+                            result.info = server_info(conn.client)
+                            result.tools = await _settled_tools(conn, result, tools)
+                            listed.set()  # a success now, whatever its prompts and resources do
+                            await _extras(conn, result, scope, extras)
+                        finally:
+                            over()  # before `connect` stops the server
+            except TimeoutError:
+                result.error = _timed_out(server, phase, source)
+            except mcp.MCPError as e:
+                result.error = f"server error: {e}{status_named(e, server, source)}"
+            except OSError as e:  # `connect` words it in the configuration's terms
+                result.error = f"cannot start: {e}" if server.command is not None else _unreached(server, e, source)
+            except Exception as e:
+                result.error = _describe(e)
+            finally:
+                over()
+                watch.cancel_scope.cancel()
+                result.seconds = ended[0] - start
+                if stderr is not None:
+                    if result.error is not None:
+                        result.stderr_tail = stderr.tail()
+                    stderr.close()
+        if result.error is not None and "connection closed" in result.error.lower() and server.command is not None:
+            said = "the server exited during start-up" if phase == "start-up" else f"the server exited while {phase}"
+            result.error = stderr.exited_said(said) if stderr is not None else said
+        if result.error is not None:
+            result.error = redact(result.error, server)  # the tail is redacted by its log, which knows the server
+            result.tools, result.lists = [], {}
+            tools.release()
+            extras.release()
+        finished.set()  # all it raises is handled but a cancellation, which ends the wait for it too
+
+    async def reported(group: TaskGroup) -> Discovery:
+        group.start_soon(listing)
+        with anyio.move_on_at(deadline):
+            await finished.wait()
+        if finished.is_set() or listed.is_set():
+            await finished.wait()
+            return result
+        # Out of time: said at its timeout, while `listing` stops its server in ``group`` (before, the error waited
+        # for its end, ~2 s more for a server that does not exit as its stdin closes).
+        over()
+        return Discovery(
+            server=server,
+            error=redact(_timed_out(server, phase, source), server),
+            stderr_tail=stderr.tail() if stderr is not None else "",
+            seconds=ended[0] - start,
+            queued_seconds=result.queued_seconds,
+        )
+
+    if stopping is not None:
+        return await reported(stopping)
+    async with anyio.create_task_group() as own:  # its server stopped before this returns
+        found = await reported(own)
+    return found
 
 
 async def _call_at(deadline: float, call: Callable[[], None]) -> None:
@@ -279,11 +315,13 @@ async def discover_all(
     results: list[Discovery | None] = [None] * len(servers)
 
     async def run(i: int, server: ServerConfig) -> None:
-        result = results[i] = await discover_one(server, gate=gate, on_start=on_start, source=source, held=held)
+        result = results[i] = await discover_one(
+            server, gate=gate, on_start=on_start, source=source, held=held, stopping=tg
+        )
         if on_done is not None:
             on_done(result)
 
-    async with anyio.create_task_group() as tg:
+    async with anyio.create_task_group() as tg:  # left once every server started is stopped
         for i, s in enumerate(servers):
             tg.start_soon(run, i, s)
     return [r for r in results if r is not None]

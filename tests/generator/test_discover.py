@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from generator.discover import discover_all
+from generator.discover import Discovery, discover_all
 from tests.support import REPO, alive
 from tool_tree.config import ServerConfig
 
@@ -91,6 +91,29 @@ async def test_a_server_out_of_time_gives_its_start_slot_back_before_it_is_stopp
     assert hung_alive_when_next_started == [True]  # given back at its timeout, its stop still running
     assert [r.error for r in results] == [f"timed out after 1 s {doing} (servers.hung.timeout)", None]
     assert not alive(int(pid_file.read_text(encoding="utf-8")))  # stopped all the same, before discover_all returned
+
+
+@pytest.mark.parametrize(
+    ("spec", "doing"),
+    [({"behavior": "hang_on_list"}, "listing its tools"), ({"start_delay": 3600}, "starting up")],
+    ids=["hung listing", "hung start-up"],
+)
+async def test_a_server_out_of_time_is_reported_at_its_timeout_and_stopped_and_reaped_after(
+    tmp_path: Path, spec: dict[str, Any], doing: str
+) -> None:
+    # Before: the report waited for the server's end (its stdin closed, ~2 s for an exit the hung server never makes,
+    # then a signal), so generate-tree said it late.
+    pid_file = tmp_path / "hung.pid"
+    hung = raw(tmp_path, "hung", 1, pid_file=str(pid_file), **spec)
+    alive_when_reported: list[bool] = []
+
+    def done(result: Discovery) -> None:
+        alive_when_reported.append(alive(int(pid_file.read_text(encoding="utf-8"))))
+
+    (result,) = await discover_all([hung], on_done=done)
+    assert result.error == f"timed out after 1 s {doing} (servers.hung.timeout)"
+    assert alive_when_reported == [True]  # reported at its timeout, its stop still running
+    assert not Path(f"/proc/{pid_file.read_text(encoding='utf-8')}").exists()  # ended and reaped (no zombie)
 
 
 async def test_a_timeout_names_the_config_file_holding_its_setting_when_given(tmp_path: Path) -> None:
