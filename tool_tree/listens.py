@@ -28,10 +28,11 @@ refuses the first request (an error answer: no such method, a limit reached) or 
 ``timeout`` is left unlistened, said at debug: it is no error, only its changes are not followed, until a `follow`
 asks again: the stream that opens then is kept (``missed`` told: its changes were not followed till then), and one
 refused again is the `follow`'s error (before, the session stayed unlistened, and `follow` opened a stream only to hear
-its answer: a subscription succeeded with nothing kept listening, its updates never told). One that took a stream
-before and refuses a later one (a limit, a 503 while it is redeployed) is asked again, paced, as after a failed
-attempt. It ends once the session reads no more (the SDK settles the stream lost as the session's
-reading ends) or when cancelled.
+its answer: a subscription succeeded with nothing kept listening, its updates never told). With URIs to follow as it
+refuses (the session that replaced one subscribed to them), it is asked again, paced, as after a failed attempt (before,
+those URIs were not followed on the new session, without a word). One that took a stream before and refuses a later
+one (a limit, a 503 while it is redeployed) is asked again, paced, as after a failed attempt. It ends once the session
+reads no more (the SDK settles the stream lost as the session's reading ends) or when cancelled.
 """
 
 from __future__ import annotations
@@ -204,12 +205,13 @@ class Listening:
                 return
             if again:  # opened again at once with the URIs `follow` asked
                 continue
-            if refused:  # not asked again, paced: only a `follow` (a subscription) asks again
+            if refused and not any(True for _ in self._resources()):  # only a `follow` (a subscription) asks again
                 refused = False
                 if self._asked == asked:
                     with anyio.CancelScope() as self._stream:
                         await anyio.sleep_forever()
                 continue
+            refused = False  # with URIs to follow (a new session's), asked again, paced
             if opened is not None and anyio.current_time() - opened >= STEADY_SECONDS:
                 wait = FIRST_WAIT
             if self._asked == asked:  # a `follow` asked meanwhile is not left to wait (up to `LONGEST_WAIT`)

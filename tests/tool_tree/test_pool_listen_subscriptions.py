@@ -164,3 +164,25 @@ async def test_a_subscription_to_a_server_that_refused_its_first_listen_stream_o
         log.removeHandler(said)
         log.setLevel(level)
     assert told.told == [("live", LOG)]
+
+
+async def test_a_new_session_that_refused_its_first_listen_stream_still_follows_the_uris_subscribed_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before, the new session was left unlistened after the refusal: told once of the URI, then never again.
+    monkeypatch.setattr(tool_tree.listens, "FIRST_WAIT", 0.1)
+    told = Told()
+    args = (str(LISTEN_SERVER), "--refuse-first-listen")  # each process refuses its first
+    live = ServerConfig(name="live", command=sys.executable, args=args, timeout=20)
+    async with ServerPool([live], on_resource_updated=told) as pool:
+        assert not isinstance(await pool.request("live", "resources/subscribe", {"uri": LOG}), CallFailure)
+        with pytest.raises(PoolError):
+            await pool.call("live", "exit", {})  # its session ends with its process
+        await pool.start("live")  # a new session: told once of each URI (a change may have been missed)
+        await told.reached(1)
+        with anyio.fail_after(10):
+            while len(told.told) < 3:  # told as its stream opens (a touch before is lost), then of each touch
+                before = len(told.told)
+                await pool.call("live", "touch", {"uri": LOG})
+                await told.reached(before + 1)
+    assert set(told.told) == {("live", LOG)}
