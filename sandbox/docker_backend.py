@@ -76,12 +76,9 @@ class DockerConnection:
     """
 
     def __init__(
-        self, engine: DockerEngine, container_id: str, name: str, attached: AttachSocket, *, gvisor: bool = False,
-        on_removed: Callable[[], None] | None = None,
-    ) -> None:  # fmt: skip
+        self, engine: DockerEngine, container_id: str, name: str, attached: AttachSocket, *, gvisor: bool = False
+    ) -> None:
         self.engine = engine
-        self.on_removed = on_removed
-        """Called once the container is removed (`DockerBackend` then removes the tree volumes it no longer uses)."""
         self.gvisor = gvisor
         """Whether the container runs under gVisor: a kill (status 137) then most likely means its memory limit."""
         self.container_id = container_id
@@ -124,8 +121,6 @@ class DockerConnection:
         for _attempt in range(2):  # a busy engine may not answer in time once: ask again before leaving it
             try:
                 self.engine.remove_container(self.container_id)
-                if self.on_removed is not None:
-                    self.on_removed()
                 return
             except EngineUnavailableError as e:
                 problem = e
@@ -248,9 +243,6 @@ class DockerBackend(SandboxBackend):
         """The record of the tree's volume (`TREE_KNOWN_PREFIX`), forgotten when a session finds the copy unfinished."""
         self._tree_unfinished = False
         """A session found the tree volume without a whole copy: the next start copies the tree again."""
-        self._superseded: dict[str, None] = {}
-        """The volumes (and records) of trees this backend mounted before `refresh_tree` took a regenerated one,
-        removed once no container uses them (`_remove_superseded`)."""
         self._lock = threading.Lock()
 
     def prepare(self) -> None:
@@ -293,34 +285,9 @@ class DockerBackend(SandboxBackend):
         if self.tree is None:
             return False
         with self._lock:
-            before = (self._tree_record, self.tree_volume)  # the record first: no start finds the volume through it
             volume = self._ensure_tree_volume(self.tree)
             changed, self.tree_volume = volume != self.tree_volume, volume
-            self._superseded.update(dict.fromkeys(name for name in before if name is not None))
-        self._remove_superseded()
         return changed
-
-    def _remove_superseded(self) -> None:
-        """Remove the volumes of trees superseded by a regenerated one that no container uses any more (the engine
-        keeps one in use: retried as each container of this backend is removed). Before: each regeneration that
-        changed the tree left a copy of the old one and its record for the life of ``tooltree serve`` and after, two
-        volumes more per regeneration, until a `tooltree sandbox prune`."""
-        if not self._superseded:  # as each container is removed: not waiting for the lock a tree's copy holds
-            return
-        with self._lock:
-            current = (self.tree_volume, self._tree_record)
-            names = [name for name in self._superseded if name not in current]
-            for name in current:
-                self._superseded.pop(name or "", None)  # a regeneration back to an earlier tree uses it again
-        for name in names:
-            try:
-                gone = self.docker.remove_volume(name) or not self.docker.volume_exists(name)
-            except EngineError as e:  # left for the next try
-                logger.debug("could not remove superseded tree volume %s: %s", name, e)
-                continue
-            if gone:
-                with self._lock:
-                    self._superseded.pop(name, None)
 
     def _ensure_tree_volume(self, tree: Path) -> str:
         """The volume holding ``tree``, copied into one first unless a volume already holds this very tree.
@@ -422,9 +389,7 @@ class DockerBackend(SandboxBackend):
             if violations:
                 raise HardeningError(name, violations)
             attached = self.docker.attach(container_id)
-            connection = DockerConnection(
-                self.docker, container_id, name, attached, gvisor=self.gvisor, on_removed=self._remove_superseded
-            )
+            connection = DockerConnection(self.docker, container_id, name, attached, gvisor=self.gvisor)
             self.docker.watch_death(container_id, connection.on_death)
             self.docker.start(container_id)
             return connection

@@ -371,35 +371,3 @@ def test_a_second_kill_returns_only_once_the_first_ones_removal_is_done() -> Non
         engine.release.set()
     first.join(10)
     assert second_done.wait(10) and engine.asked == 1
-
-
-@pytest.mark.docker
-def test_a_regenerated_tree_leaves_no_copy_of_the_old_one_once_no_session_mounts_it(
-    docker_engine: EngineWithCLI, test_config: SandboxConfig, tmp_path: Path
-) -> None:
-    # Before: each regeneration that changed the tree (`tooltree serve` follows its servers' changes all day) left the
-    # old tree's volume and its record for good, two volumes more each time until a `tooltree sandbox prune`.
-    tree = write_sample_tree(tmp_path / "tree")
-    backend = DockerBackend(test_config, tree=tree, docker=docker_engine)
-    stub = tree / "servers" / "crm" / "list_leads.py"
-    text = stub.read_text(encoding="utf-8")
-
-    def regenerate(status: str) -> tuple[str | None, str | None]:
-        record, volume = backend._tree_record, backend.tree_volume
-        stub.write_text(text.replace('status: str = "open"', f'status: str = "{status}"'), encoding="utf-8")
-        assert backend.refresh_tree()
-        return record, volume
-
-    with Sandbox(backend) as old:
-        assert old.execute("print(1)").stdout == "1\n"
-        record, volume = regenerate("shut")
-        assert volume is not None and record is not None
-        assert docker_engine.volume_exists(volume) and not docker_engine.volume_exists(record)  # the session mounts it
-        assert old.execute("print(open('servers/crm/list_leads.py').read().count('= \"open\"'))").stdout == "1\n"
-    assert not docker_engine.volume_exists(volume)
-    for name in regenerate("held"):
-        assert name is not None and not docker_engine.volume_exists(name)
-    with Sandbox(backend) as sb:
-        result = sb.execute("print(open('servers/crm/list_leads.py').read().count('= \"held\"'))")
-    assert result.stdout == "1\n"
-    assert backend.tree_volume is not None and docker_engine.volume_exists(backend.tree_volume)
