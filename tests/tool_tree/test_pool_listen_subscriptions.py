@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
 
 import anyio
 import pytest
@@ -87,82 +88,74 @@ class _Said(logging.Handler):
             self.ended.set()
 
 
+@pytest.fixture
+def said() -> Iterator[_Said]:
+    """`_Said`, listening to the pool's listen streams at debug level for the test's length."""
+    handler, log = _Said(), logging.getLogger("tool_tree.listens")
+    log.addHandler(handler)
+    level = log.level
+    log.setLevel(logging.DEBUG)  # not the attribute alone: the logger caches what it enables
+    try:
+        yield handler
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
 async def test_a_subscription_made_while_the_listen_stream_waits_to_reopen_takes_effect_at_once(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, said: _Said
 ) -> None:
     # Before, it waited for the stream's reopening (its back-off, up to 60 s): the subscription timed out first.
     monkeypatch.setattr(tool_tree.listens, "FIRST_WAIT", 3600.0)
-    told, said = Told(), _Said()
-    log = logging.getLogger("tool_tree.listens")
-    log.addHandler(said)
-    level = log.level
-    log.setLevel(logging.DEBUG)  # not the attribute alone: the logger caches what it enables
+    told = Told()
     live = ServerConfig(name="live", command=sys.executable, args=(str(LISTEN_SERVER),), timeout=20)
-    try:
-        async with ServerPool([live], on_resource_updated=told) as pool:
-            await pool.start("live")
-            with anyio.fail_after(10):
-                await said.opened.wait()
-            assert (await pool.call("live", "end_listens", {}))["content"][0]["text"] == "ended"
-            with anyio.fail_after(10):
-                await said.ended.wait()
-            subscribed = await pool.request("live", "resources/subscribe", {"uri": LOG}, timeout=10)
-            assert not isinstance(subscribed, CallFailure), subscribed
-            await pool.call("live", "touch", {"uri": LOG})
-            await told.reached(1)
-    finally:
-        log.removeHandler(said)
-        log.setLevel(level)
+    async with ServerPool([live], on_resource_updated=told) as pool:
+        await pool.start("live")
+        with anyio.fail_after(10):
+            await said.opened.wait()
+        assert (await pool.call("live", "end_listens", {}))["content"][0]["text"] == "ended"
+        with anyio.fail_after(10):
+            await said.ended.wait()
+        subscribed = await pool.request("live", "resources/subscribe", {"uri": LOG}, timeout=10)
+        assert not isinstance(subscribed, CallFailure), subscribed
+        await pool.call("live", "touch", {"uri": LOG})
+        await told.reached(1)
     assert told.told == [("live", LOG)]
 
 
 async def test_a_listen_stream_lost_to_its_read_timeout_tells_the_listener_once_it_is_open_again(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, said: _Said
 ) -> None:
     # A server that sends no keep-alive on a quiet stream (the SDK's sends one each 15 s) has it cut at the read
     # timeout (5 minutes; 2 s here) and opened again: before, what it said meanwhile was lost and nothing was told.
     monkeypatch.setattr(tool_tree.http_client, "MCP_DEFAULT_SSE_READ_TIMEOUT", 2.0)
-    told, said = Told(), _Said()
-    log = logging.getLogger("tool_tree.listens")
-    log.addHandler(said)
-    level = log.level
-    log.setLevel(logging.DEBUG)
-    try:
-        async with changing_over_http() as url, ServerPool([ServerConfig(name="live", url=url, timeout=20)]) as pool:
-            await pool.start("live")
-            pool.on_resource_updated = told
-            assert not isinstance(await pool.request("live", "resources/subscribe", {"uri": LOG}), CallFailure)
-            with anyio.fail_after(10):
-                await said.ended.wait()  # cut at the read timeout: the SDK's keep-alive comes after 15 s
-            await told.reached(1)
-    finally:
-        log.removeHandler(said)
-        log.setLevel(level)
+    told = Told()
+    async with changing_over_http() as url, ServerPool([ServerConfig(name="live", url=url, timeout=20)]) as pool:
+        await pool.start("live")
+        pool.on_resource_updated = told
+        assert not isinstance(await pool.request("live", "resources/subscribe", {"uri": LOG}), CallFailure)
+        with anyio.fail_after(10):
+            await said.ended.wait()  # cut at the read timeout: the SDK's keep-alive comes after 15 s
+        await told.reached(1)
     assert told.told[0] == ("live", LOG)
 
 
-async def test_a_subscription_to_a_server_that_refused_its_first_listen_stream_opens_one_kept_and_told() -> None:
+async def test_a_subscription_to_a_server_that_refused_its_first_listen_stream_opens_one_kept_and_told(
+    said: _Said,
+) -> None:
     # Before, the session was left unlistened after the refusal: the subscription opened a stream only to hear its
     # answer and succeeded, and nothing kept listening, so the listener was never told of the update.
-    told, said = Told(), _Said()
-    log = logging.getLogger("tool_tree.listens")
-    log.addHandler(said)
-    level = log.level
-    log.setLevel(logging.DEBUG)
+    told = Told()
     args = (str(LISTEN_SERVER), "--refuse-first-listen")
     live = ServerConfig(name="live", command=sys.executable, args=args, timeout=20)
-    try:
-        async with ServerPool([live], on_resource_updated=told) as pool:
-            await pool.start("live")
-            with anyio.fail_after(10):
-                await said.refused.wait()
-            subscribed = await pool.request("live", "resources/subscribe", {"uri": LOG}, timeout=10)
-            assert not isinstance(subscribed, CallFailure), subscribed
-            await pool.call("live", "touch", {"uri": LOG})
-            await told.reached(1)
-    finally:
-        log.removeHandler(said)
-        log.setLevel(level)
+    async with ServerPool([live], on_resource_updated=told) as pool:
+        await pool.start("live")
+        with anyio.fail_after(10):
+            await said.refused.wait()
+        subscribed = await pool.request("live", "resources/subscribe", {"uri": LOG}, timeout=10)
+        assert not isinstance(subscribed, CallFailure), subscribed
+        await pool.call("live", "touch", {"uri": LOG})
+        await told.reached(1)
     assert told.told == [("live", LOG)]
 
 
