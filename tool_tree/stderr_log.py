@@ -72,11 +72,8 @@ class StderrLog:
             return None
         if status >= 0:
             return f"it exited with status {status}"
-        try:
-            name = f" ({signal.Signals(-status).name})"
-        except ValueError:
-            name = ""
-        return f"it was killed by signal {-status}{name}"
+        name = _signal_name(-status)
+        return f"it was killed by signal {-status}{f' ({name})' if name else ''}"
 
     def exited_said(self, what: str) -> str:
         """``what`` ("the server exited during start-up"), with how it exited when known: ``, with exit status 3``, or
@@ -86,11 +83,7 @@ class StderrLog:
         if status is None:
             return what
         if status < 0:
-            try:
-                name = signal.Signals(-status).name
-            except ValueError:
-                name = f"signal {-status}"
-            return f"{what}, killed by {name}"
+            return f"{what}, killed by {_signal_name(-status) or f'signal {-status}'}"
         return f"{what}, with exit status {status}"
 
     def stdout_noise(self, line: str) -> None:
@@ -203,3 +196,11 @@ def folded(lines: list[str]) -> list[str]:
             more = run - FRAMES_KEPT
             out[-1] = f"{indent}… {more} more stack frame{'s' if more > 1 else ''} (tooltree left them out)"
     return out
+
+
+def _signal_name(signum: int) -> str | None:
+    """``SIGKILL`` for 9; None for a number no signal has."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return None
