@@ -39,7 +39,7 @@ from sandbox._attach import AttachSocket
 from sandbox._docker import OOM_KEY, DockerEngine, default_engine, engine_address
 from sandbox.backend import Connection, SandboxBackend
 from sandbox.config import SandboxConfig
-from sandbox.errors import EngineError, EngineUnavailableError, HardeningError, SandboxError
+from sandbox.errors import EngineError, EngineUnavailableError, HardeningError, IncompleteTreeError, SandboxError
 from sandbox.hardening import HOST_LABEL, OWNER_LABEL, check_hardening, check_process_status, container_spec
 from sandbox.image import ensure_image, session_image
 from sandbox.in_force import check_in_force, tree_incomplete
@@ -433,7 +433,8 @@ class DockerBackend(SandboxBackend):
 
         Raises:
             HardeningError: the supervisor reports privileges it must not have, or limits not applied.
-            SandboxError: the tree volume it mounts holds no whole copy of the tree (the next start copies it again).
+            IncompleteTreeError: the tree volume it mounts holds no whole copy of the tree (the next start copies it
+                again).
         """
         violations = check_process_status(status, gvisor=self.gvisor)
         violations += check_in_force(status, self.config, gvisor=self.gvisor, tree=self.tree_volume is not None)
@@ -443,7 +444,7 @@ class DockerBackend(SandboxBackend):
         if self.tree_volume is not None and (why := tree_incomplete(status)) is not None:
             connection.kill()
             self._forget_unfinished_tree()
-            raise SandboxError(f"sandbox {connection.name} did not start: {why}")
+            raise IncompleteTreeError(f"sandbox {connection.name} did not start: {why}")
 
 
 def _refused(error: BaseException) -> bool:

@@ -9,6 +9,7 @@
     ├── HardeningError              a container is not confined as required; it was removed, nothing ran
     ├── ProtocolError               the container sent something that is not a valid message (hostile or broken)
     ├── SessionError                the session cannot be used (closed, crashed, failed to start)
+    ├── IncompleteTreeError         a sandbox's tree volume held no whole copy of the tree (started once more first)
     └── WorkspaceError              the workspace could not be restored or saved
 
 These are errors meant for the developer running the sandbox. Errors meant for the model —
@@ -101,6 +102,14 @@ class SessionError(SandboxError):
         self.tool_calls_omitted = tool_calls_omitted
         self.stdout: str | None = None
         self.stderr: str | None = None
+
+
+class IncompleteTreeError(SandboxError):
+    """The tree volume a sandbox mounted held no whole copy of the tree, so it did not start: the volume was removed
+    between the backend's lookup and the container's create (`tooltree sandbox prune`, or another tooltree process
+    removing a copy it no longer uses: a copy is named by its content and shared) and the engine made an empty one,
+    or it held a copy cut short. `sandbox.session.open_channel` starts the sandbox once more, which copies the tree
+    again first; raised when that start finds no whole copy either."""
 
 
 class WorkspaceError(SandboxError):

@@ -57,6 +57,7 @@ from sandbox.config import TREE_MOUNT, SandboxConfig
 from sandbox.errors import (
     INTERRUPTED_EXECUTION,
     INTERRUPTED_UNREPORTED,
+    IncompleteTreeError,
     ProtocolError,
     SandboxError,
     SessionError,
@@ -97,13 +98,26 @@ interpreter) before the KeyboardInterrupt goes on; a second Ctrl-C goes on at on
 
 
 def open_channel(backend: SandboxBackend, session_id: str) -> SupervisorChannel:
-    """Launch one sandbox and wait until its supervisor is ready and verified.
+    """Launch one sandbox and wait until its supervisor is ready and verified; once more when its tree volume held no
+    whole copy of the tree (`IncompleteTreeError`: the backend copies the tree again first).
+
+    Before: that start failed, 'its tree volume holds no whole copy of the tree', when the volume was removed between
+    the backend's finding it and the container's create (`tooltree sandbox prune`), and the engine made an empty one.
 
     Raises:
         HardeningError: the sandbox is not confined as required.
+        IncompleteTreeError: the second start found no whole copy of the tree either.
         SessionError: it did not start.
         SandboxError: the backend could not launch it.
     """
+    try:
+        return _open_channel(backend, session_id)
+    except IncompleteTreeError as e:
+        logger.info("%s; starting the sandbox once more", e)
+    return _open_channel(backend, session_id)
+
+
+def _open_channel(backend: SandboxBackend, session_id: str) -> SupervisorChannel:
     connection = backend.launch(session_id)
     channel: SupervisorChannel | None = None
     try:
