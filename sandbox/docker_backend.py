@@ -339,7 +339,15 @@ class DockerBackend(SandboxBackend):
                 "CapDrop": ["ALL"],
                 "SecurityOpt": ["no-new-privileges"],
                 "LogConfig": {"Type": "none", "Config": {}},
-                "Mounts": [{"Type": "volume", "Source": name, "Target": "/dst"}],
+                # As a session's mount: a volume the engine makes for it (``name`` removed since) is the owner's.
+                "Mounts": [
+                    {
+                        "Type": "volume",
+                        "Source": name,
+                        "Target": "/dst",
+                        "VolumeOptions": {"Labels": {OWNER_LABEL: self.config.owner}},
+                    }
+                ],
                 "Memory": POPULATE_MEMORY,
                 "MemorySwap": POPULATE_MEMORY,
                 "PidsLimit": POPULATE_PIDS,

@@ -215,7 +215,9 @@ def container_spec(
                 "Source": tree_volume,
                 "Target": TREE_MOUNT,
                 "ReadOnly": True,
-                "VolumeOptions": {"NoCopy": True},
+                # Labels: a volume the engine makes for this mount (the tree's was removed since the backend found
+                # it) is its owner's, which `tooltree sandbox prune` removes; before, it had none and stayed for good.
+                "VolumeOptions": {"NoCopy": True, "Labels": {OWNER_LABEL: config.owner}},
             }
         ]
         command += ["--tree", TREE_MOUNT]

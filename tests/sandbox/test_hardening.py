@@ -186,7 +186,13 @@ def test_the_container_spec_asks_for_every_setting() -> None:
     assert (host["PidsLimit"], host["Memory"], host["MemorySwap"]) == (256, 512 << 20, 512 << 20)
     assert host["LogConfig"]["Type"] == "none" and "Init" not in host
     assert host["Mounts"] == [
-        {"Type": "volume", "Source": "vol", "Target": TREE_MOUNT, "ReadOnly": True, "VolumeOptions": {"NoCopy": True}}
+        {
+            "Type": "volume",
+            "Source": "vol",
+            "Target": TREE_MOUNT,
+            "ReadOnly": True,
+            "VolumeOptions": {"NoCopy": True, "Labels": {"tooltree.owner": TEST_OWNER}},
+        }
     ]
     maker = f"{socket.gethostname()}:{os.getpid()}"
     assert spec["user"] == "10001:10001"

@@ -17,7 +17,9 @@ import pytest
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig
 from sandbox.config import TREE_MOUNT
+from sandbox.docker_backend import TREE_VOLUME_PREFIX
 from sandbox.errors import IncompleteTreeError
+from sandbox.tree_pack import pack_tree
 from tests.docker_cli import EngineWithCLI
 from tests.sandbox.conftest import write_sample_tree
 
@@ -26,20 +28,25 @@ pytestmark = pytest.mark.docker
 READ_STUB = "from servers.crm import list_leads\nprint(list_leads.__name__)"
 
 
-class RacingEngine(EngineWithCLI):
-    """The engine, running ``remover`` just before each of its first ``times`` creates of a sandbox container that
-    mounts the tree (not of the container copying a tree into its volume)."""
+COPY_TARGET = "/dst"
+"""Where the container copying a tree into its volume mounts that volume (`DockerBackend._fill_tree_volume`)."""
 
-    def __init__(self, remover: Callable[[], object], times: int = 1) -> None:
+
+class RacingEngine(EngineWithCLI):
+    """The engine, running ``remover`` just before each of its first ``times`` creates of a container mounting a
+    volume at ``target``: a sandbox's tree (default), or the volume a tree is copied into (`COPY_TARGET`)."""
+
+    def __init__(self, remover: Callable[[], object], times: int = 1, target: str = TREE_MOUNT) -> None:
         super().__init__()
         self.remover = remover
         self.times = times
+        self.target = target
         self.creates = 0
-        """Creates of sandbox containers that mount the tree."""
+        """Creates of containers mounting a volume at ``target``."""
 
     def create_container(self, spec: Mapping[str, Any]) -> str:
         mounts = (spec.get("host_config") or {}).get("Mounts") or []
-        if any(mount.get("Target") == TREE_MOUNT for mount in mounts):
+        if any(mount.get("Target") == self.target for mount in mounts):
             self.creates += 1
             if self.creates <= self.times:
                 self.remover()
@@ -99,3 +106,33 @@ def test_a_start_that_finds_no_whole_tree_twice_fails_saying_so_and_the_next_sta
     with Sandbox(backend) as sb:
         result = sb.execute(READ_STUB)
     assert (result.stdout, result.error, engine.creates) == ("list_leads\n", None, 3)
+
+
+@pytest.mark.parametrize("target", [TREE_MOUNT, COPY_TARGET], ids=["sandbox", "copy"])
+def test_a_tree_volume_the_engine_makes_again_for_a_create_is_its_owners_and_a_prune_removes_it(
+    docker_engine: EngineWithCLI, config: SandboxConfig, owner: str, tmp_path: Path, racing: list[RacingEngine],
+    target: str,
+) -> None:  # fmt: skip
+    # The volume removed just before the create of a sandbox mounting it, or of the container copying the tree into
+    # it: the engine makes one of that name for the mount. Before: without labels, so the copy then made into it (a
+    # create of a volume that exists does nothing) was no owner's, and `tooltree sandbox prune` never removed it.
+    from tooltree_cli.main import main
+
+    tree = write_sample_tree(tmp_path / "tree", unique=True)
+    backend = DockerBackend(config, tree=tree, docker=docker_engine)
+    if target == TREE_MOUNT:
+        backend.prepare()
+    volume = TREE_VOLUME_PREFIX + backend._owned(pack_tree(tree))[:20]
+
+    def remove() -> None:
+        assert docker_engine.remove_volume(volume)
+
+    racing.append(engine := RacingEngine(remove, target=target))
+    backend.docker = engine
+    with Sandbox(backend) as sb:
+        result = sb.execute(READ_STUB)
+    starts = 2 if target == TREE_MOUNT else 1  # the sandbox's first start found the volume empty
+    assert (result.stdout, result.error, engine.creates, backend.tree_volume) == ("list_leads\n", None, starts, volume)
+    assert (docker_engine.volume_labels(volume) or {}).get("tooltree.owner") == owner
+    assert main(["sandbox", "prune", "--owner", owner]) == 0
+    assert not docker_engine.volume_exists(volume)
