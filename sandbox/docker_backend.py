@@ -17,6 +17,9 @@ container that reads a tar from its stdin, and mounted read-only; the workspace 
 the same code works with a local engine, Docker Desktop or a remote ``DOCKER_HOST``. A volume is its owner's alone
 (`OWNER_LABEL`): `tooltree sandbox prune --owner A` never removes the copy an idle tooltree of owner B would use
 next (before, owners shared it under its first maker's label, and B copied the tree again after A's prune).
+The copies of trees a backend took before its current one (`DockerBackend.refresh_tree`) are removed once no
+container mounts them; a start that finds its copy removed meanwhile, by that or by a prune, copies the tree again
+(`sandbox.session.open_channel`).
 
 Over 400 lines: a container's whole life on the engine (start, checks, channel, removal, tree volumes, prune).
 """
@@ -76,9 +79,12 @@ class DockerConnection:
     """
 
     def __init__(
-        self, engine: DockerEngine, container_id: str, name: str, attached: AttachSocket, *, gvisor: bool = False
-    ) -> None:
+        self, engine: DockerEngine, container_id: str, name: str, attached: AttachSocket, *, gvisor: bool = False,
+        on_removed: Callable[[], None] | None = None,
+    ) -> None:  # fmt: skip
         self.engine = engine
+        self.on_removed = on_removed
+        """Called once the container is removed (`DockerBackend` then removes the tree volumes it no longer uses)."""
         self.gvisor = gvisor
         """Whether the container runs under gVisor: a kill (status 137) then most likely means its memory limit."""
         self.container_id = container_id
@@ -110,18 +116,21 @@ class DockerConnection:
 
     def _remove(self) -> None:
         with self._removing:
-            if not self._removed:
-                self._removed = True
-                self._remove_now()
+            if self._removed:
+                return
+            self._removed = True
+            removed = self._remove_now()
+        if removed and self.on_removed is not None:
+            self.on_removed()
 
-    def _remove_now(self) -> None:
+    def _remove_now(self) -> bool:
         self.engine.unwatch(self.container_id)
         self.attached.close()  # first: the engine must never be left writing to a socket nobody reads
         problem: EngineError | None = None
         for _attempt in range(2):  # a busy engine may not answer in time once: ask again before leaving it
             try:
                 self.engine.remove_container(self.container_id)
-                return
+                return True
             except EngineUnavailableError as e:
                 problem = e
                 break
@@ -129,6 +138,7 @@ class DockerConnection:
                 problem = e
         logger.warning("could not remove sandbox container %s (%s); `tooltree sandbox prune` removes it",
                        self.name, problem)  # fmt: skip
+        return False
 
     def close(self, timeout: float = 5.0) -> None:
         """Close the supervisor's stdin (it exits, and the container with it), then make sure."""
@@ -244,6 +254,11 @@ class DockerBackend(SandboxBackend):
         self._tree_unfinished = False
         """A session found the tree volume without a whole copy: the next start copies the tree again."""
         self._lock = threading.Lock()
+        self._superseded: dict[str, None] = {}
+        """The volumes (and records) of trees this backend took before the one it takes now (`refresh_tree`), removed
+        once no container uses them (`_remove_superseded`)."""
+        self._superseded_lock = threading.Lock()
+        """Guards ``_superseded``; never held across an engine call (``_lock`` is, for as long as a tree's copy)."""
 
     def prepare(self) -> None:
         """Check the engine (that it can confine a sandbox, and whether its runtime is gVisor), the image and the tree
@@ -285,9 +300,42 @@ class DockerBackend(SandboxBackend):
         if self.tree is None:
             return False
         with self._lock:
+            before = (self._tree_record, self.tree_volume)
             volume = self._ensure_tree_volume(self.tree)
             changed, self.tree_volume = volume != self.tree_volume, volume
+            self._supersede(before)
+        self._remove_superseded()
         return changed
+
+    def _supersede(self, names: tuple[str | None, ...]) -> None:
+        """Note ``names``, the tree volume and record this backend used before it took the current ones, for
+        `_remove_superseded` (the current ones are kept: a regeneration back to an earlier tree takes its volume)."""
+        with self._superseded_lock:
+            self._superseded.update(dict.fromkeys(name for name in names if name is not None))
+            for name in (self._tree_record, self.tree_volume):
+                self._superseded.pop(name or "", None)
+
+    def _remove_superseded(self) -> None:
+        """Remove the volumes and records of the trees this backend used before the current one, but those a
+        container (of any process) still mounts, which the engine keeps: tried again as each container of this
+        backend is removed. Before: each regeneration that changed the tree (``tooltree serve`` following its
+        servers) left two volumes until a `tooltree sandbox prune`.
+
+        A copy is named by its content and owner, so another tooltree process of this owner may be about to start on
+        one removed here: its start then finds it gone, or empty (the engine makes one for the create), and copies the
+        tree again (`sandbox.session.open_channel`), as after a prune."""
+        with self._superseded_lock:
+            current = (self._tree_record, self.tree_volume)
+            names = [name for name in self._superseded if name not in current]
+        for name in names:  # the record first (`_supersede` keeps the order): no start finds the volume through it
+            try:
+                gone = self.docker.remove_volume(name) or not self.docker.volume_exists(name)
+            except EngineError as e:  # tried again as the next container is removed
+                logger.debug("could not remove the tree volume %s, no longer used: %s", name, e)
+                continue
+            if gone:
+                with self._superseded_lock:
+                    self._superseded.pop(name, None)
 
     def _ensure_tree_volume(self, tree: Path) -> str:
         """The volume holding ``tree``, copied into one first unless a volume already holds this very tree.
@@ -397,7 +445,9 @@ class DockerBackend(SandboxBackend):
             if violations:
                 raise HardeningError(name, violations)
             attached = self.docker.attach(container_id)
-            connection = DockerConnection(self.docker, container_id, name, attached, gvisor=self.gvisor)
+            connection = DockerConnection(
+                self.docker, container_id, name, attached, gvisor=self.gvisor, on_removed=self._remove_superseded
+            )
             self.docker.watch_death(container_id, connection.on_death)
             self.docker.start(container_id)
             return connection
@@ -422,8 +472,10 @@ class DockerBackend(SandboxBackend):
         if not self._tree_unfinished and self.docker.volume_exists(self.tree_volume):
             return
         with self._lock:
+            before = (self._tree_record, self.tree_volume)
             self.tree_volume = self._ensure_tree_volume(self.tree)
             self._tree_unfinished = False
+            self._supersede(before)  # the tree changed since: its unfinished copy is no longer used
 
     def _forget_unfinished_tree(self) -> None:
         """A session found no whole copy in the tree volume: its record goes, so that no start finds the volume

@@ -9,6 +9,8 @@ volume of that name for the create.
 
 from __future__ import annotations
 
+import re
+import shutil
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -136,3 +138,64 @@ def test_a_tree_volume_the_engine_makes_again_for_a_create_is_its_owners_and_a_p
     assert (docker_engine.volume_labels(volume) or {}).get("tooltree.owner") == owner
     assert main(["sandbox", "prune", "--owner", owner]) == 0
     assert not docker_engine.volume_exists(volume)
+
+
+def _regenerated(backend: DockerBackend, status: str) -> tuple[str | None, str | None]:
+    """Rewrite ``backend``'s tree with a new default ``status`` and have it take that tree: the record and volume it
+    used before."""
+    assert backend.tree is not None
+    record, volume = backend._tree_record, backend.tree_volume
+    stub = backend.tree / "servers" / "crm" / "list_leads.py"
+    text = re.sub(r'status: str = "\w+"', f'status: str = "{status}"', stub.read_text(encoding="utf-8"))
+    stub.write_text(text, encoding="utf-8")
+    assert backend.refresh_tree()
+    return record, volume
+
+
+def test_a_regenerated_tree_leaves_no_copy_of_the_old_one_once_no_sandbox_mounts_it(
+    docker_engine: EngineWithCLI, config: SandboxConfig, owner: str, tmp_path: Path
+) -> None:
+    # Before: each regeneration that changed the tree (`tooltree serve` follows its servers' changes all day) left the
+    # old tree's volume and its record for good, two volumes more each time until a `tooltree sandbox prune`.
+    backend = DockerBackend(config, tree=write_sample_tree(tmp_path / "tree", unique=True), docker=docker_engine)
+    count_status = "print(open('servers/crm/list_leads.py').read().count('= \"{}\"'))"
+    with Sandbox(backend) as old:
+        assert old.execute("print(1)").stdout == "1\n"
+        record, volume = _regenerated(backend, "shut")
+        assert volume is not None and record is not None
+        assert docker_engine.volume_exists(volume) and not docker_engine.volume_exists(record)  # the sandbox mounts it
+        assert old.execute(count_status.format("open")).stdout == "1\n"
+    assert not docker_engine.volume_exists(volume)
+    for name in _regenerated(backend, "held"):
+        assert name is not None and not docker_engine.volume_exists(name)
+    with Sandbox(backend) as sb:
+        result = sb.execute(count_status.format("held"))
+    assert result.stdout == "1\n"
+    current = sorted([backend.tree_volume or "", backend._tree_record or ""])
+    assert sorted(docker_engine.volumes(f"tooltree.owner={owner}")) == current
+
+
+def test_a_copy_another_backend_removes_as_no_longer_used_while_a_sandbox_starts_on_it_costs_that_start_a_copy(
+    docker_engine: EngineWithCLI, config: SandboxConfig, tmp_path: Path, racing: list[RacingEngine]
+) -> None:
+    # A copy is named by its content and owner: two tooltree processes of one owner serving the same tree share it.
+    # Before (as the removal of a copy no longer used was first made): the other's start, between finding the copy
+    # and its container's create, got an empty volume and failed, 'its tree volume holds no whole copy of the tree'.
+    first = write_sample_tree(tmp_path / "first", unique=True)
+    second = tmp_path / "second"
+    shutil.copytree(first, second)
+    regenerating = DockerBackend(config, tree=first, docker=docker_engine)
+    regenerating.prepare()
+    removed: list[bool] = []
+
+    def regenerate() -> None:
+        _record, volume = _regenerated(regenerating, "shut")
+        removed.append(volume is not None and not docker_engine.volume_exists(volume))
+
+    racing.append(engine := RacingEngine(regenerate))
+    starting = DockerBackend(config, tree=second, docker=engine)
+    starting.prepare()
+    assert starting.tree_volume is not None and starting.tree_volume == regenerating.tree_volume  # one copy of both
+    with Sandbox(starting) as sb:
+        result = sb.execute(READ_STUB)
+    assert (result.stdout, result.error, removed, engine.creates) == ("list_leads\n", None, [True], 2)

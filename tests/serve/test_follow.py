@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.docker_cli import EngineWithCLI
 from tests.serve.raw_stdio import RawStdio
 from tests.support import TEST_OWNER
 from tooltree_cli.main import main
@@ -29,9 +30,12 @@ def _call(raw: RawStdio, request_id: int, name: str, arguments: dict[str, object
     return result
 
 
-def _serve_growing(tmp_path: Path, tree: Path, *extra: str, eras: tuple[str, ...] = ()) -> RawStdio:
+def _serve_growing(
+    tmp_path: Path, tree: Path, *extra: str, eras: tuple[str, ...] = (), owner: str = TEST_OWNER
+) -> RawStdio:
     """`tooltree serve` over stdio of a tree generated from the growing server, which adds a tool when its
-    passthrough ``growing__add_tool`` is called; with ``eras`` ``("--both-eras",)`` it speaks 2026-07-28 too."""
+    passthrough ``growing__add_tool`` is called; with ``eras`` ``("--both-eras",)`` it speaks 2026-07-28 too. Its
+    sandboxes and tree volumes are ``owner``'s."""
     config = tmp_path / "tooltree.yaml"
     args = ", ".join(json.dumps(arg) for arg in (str(GROWING), str(tmp_path / "added.json"), *eras))
     config.write_text(
@@ -40,7 +44,7 @@ def _serve_growing(tmp_path: Path, tree: Path, *extra: str, eras: tuple[str, ...
     assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
     argv = [sys.executable, "-m", "tooltree_cli.main", "serve", "--config", str(config), "--tree", str(tree),
             "--warm", "0", "--passthrough", "growing.add_tool", *extra]  # fmt: skip
-    return RawStdio(argv, {"TOOLTREE_SANDBOX_OWNER": TEST_OWNER, "PATH": "/usr/local/bin:/usr/bin:/bin"})
+    return RawStdio(argv, {"TOOLTREE_SANDBOX_OWNER": owner, "PATH": "/usr/local/bin:/usr/bin:/bin"})
 
 
 @pytest.mark.parametrize("eras", [(), ("--both-eras",)], ids=["legacy", "2026-07-28"])
@@ -100,3 +104,31 @@ def test_a_session_whose_sandbox_predates_the_tool_gets_a_new_one_on_the_next_ca
         assert raw.close_stdin() == 0
     finally:
         raw.close()
+
+
+def test_a_regeneration_leaves_only_the_new_trees_copy_once_the_sandbox_on_the_old_one_ends(
+    docker_engine: EngineWithCLI, tmp_path: Path, owner: str
+) -> None:
+    # The sandboxes mount a copy of the tree in a volume (and a record finds it). Before: each regeneration that
+    # changed the tree left the old copy and its record on the engine for good, two volumes more every time serve
+    # followed its servers, until a `tooltree sandbox prune`.
+    from sandbox.docker_backend import TREE_VOLUME_PREFIX
+
+    label = f"tooltree.owner={owner}"
+    tree = tmp_path / "tree"
+    raw = _serve_growing(tmp_path, tree, "--warm", "1", owner=owner)  # one backend, the pool's, for every session
+    try:
+        raw.wait_for_stderr(f"{tree} is up to date")
+        raw.initialize()
+        ran = _call(raw, 2, "execute_python", {"code": "print(1)"})  # a sandbox on the tree as generated
+        assert ran.get("isError") is not True, ran
+        old = docker_engine.volumes(label)
+        _call(raw, 3, "growing__add_tool", {"name": "fresh"})
+        raw.wait_for_stderr(f"tooltree serve: sessions from now on get {NOW}")
+        copy = next(name for name in old if name.startswith(TREE_VOLUME_PREFIX))
+        assert copy in docker_engine.volumes(label)  # the session's sandbox mounts it
+        assert raw.close_stdin() == 0
+    finally:
+        raw.close()
+    left = docker_engine.volumes(label)
+    assert (len(old), len(left), set(old) & set(left)) == (2, 2, set()), (old, left)
