@@ -227,7 +227,7 @@ def parse_config(
     reader = Reader(source, env, Path(folder).resolve() if folder is not None else None)
     allowed: SectionSettings = dict.fromkeys(SECTIONS) if sections is None else sections
     top: dict[str, tuple[Node, Node]] = {}
-    prefix, client, aliases = "mcpServers", "claude", dict[str, str]()
+    prefix, client, aliases, key_of = "mcpServers", "claude", dict[str, str](), dict[str, str]()
     gemini_lists: dict[str, list[str]] = {}  # Gemini CLI's `mcp.allowed` and `mcp.excluded`
     text = text.removeprefix("\ufeff")  # a byte order mark (Notepad's): before, a VS Code mcp.json was read as YAML
     jsonc = is_jsonc(source) and not source.endswith(".toml")
@@ -260,19 +260,18 @@ def parse_config(
             too_large = over_the_limit(f"{size:,} characters", "its servers")
             raise ConfigError(too_large, file=source, line=spans[0].line, key=prefix)
         nodes = [  # a user's (top-level), then a project's (`claude mcp add`'s local scope), which wins
-            reader.to_node(
-                compose(as_yaml(text[span.start : span.end]), source, line=span.line, column=span.column, depth=1),
-                prefix,
-                depth=2,
-            )
-            for span in spans
-        ]
-        servers_node = nodes[0]
-        for node in nodes[1:]:
+            (reader.to_node(compose(as_yaml(text[span.start : span.end]), source, line=span.line, column=span.column,
+                                    depth=1), key, depth=2), key)
+            for span, key in maps.named_spans()
+        ]  # fmt: skip
+        servers_node, map_key = nodes[0]
+        for node, key in nodes[1:]:
             if isinstance(servers_node.value, dict) and isinstance(node.value, dict):
                 servers_node.value.update(node.value)
-            else:  # the one that is not a mapping is named below
-                servers_node = node if isinstance(servers_node.value, dict) else servers_node
+            elif isinstance(servers_node.value, dict):  # the one that is not a mapping is named below
+                servers_node, map_key = node, key
+        # a server as the file writes it: a project's `projects["/folder"].mcpServers.NAME` (before: `mcpServers.NAME`)
+        key_of = {name: key for node, key in nodes if isinstance(node.value, dict) for name in node.value}
         json_format = True
         client = client_of(source, prefix, servers_node.value if isinstance(servers_node.value, dict) else {})
         inputs = None
@@ -314,7 +313,7 @@ def parse_config(
     if started is not None:  # `.vscode/mcp.json`'s servers start in the workspace, `~/.claude.json`'s where tooltree is
         reader.folder = started
     if not isinstance(servers_node.value, dict):
-        key = prefix if json_format else "servers"
+        key = map_key if is_json else prefix if json_format else "servers"
         raise reader.error(f"expected a mapping of server names, got {kind_of(servers_node.value)}", servers_node, key)
     handed_on: dict[str, Section] = {}
     for name, (knode, vnode) in top.items() if not json_format else ():
@@ -350,7 +349,8 @@ def parse_config(
             continue
         server = server_of(
             reader, name, body, json_format=json_format, used=used is None or name in used,
-            where=f"{prefix}.{name}" if json_format else f"servers.{name}", client=client, aliases=aliases,
+            where=f"{key_of.get(name, prefix)}.{name}" if json_format else f"servers.{name}", client=client,
+            aliases=aliases,
         )  # fmt: skip
         if server is None:
             continue

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,13 @@ class ServerMaps:
     inputs: Span | None = None
     settings: Span | None = None
     """The ``mcp`` object beside ``mcpServers`` (Gemini CLI's ``mcp.allowed`` and ``mcp.excluded``), if any."""
+    keys: list[str] = field(default_factory=list)
+    """Each span's key path as the file writes it where that is not ``key``: a ``~/.claude.json`` project's
+    ``projects["/folder"].mcpServers``, so an error names its server as the file has it (`named_spans`)."""
+
+    def named_spans(self) -> list[tuple[Span, str]]:
+        """Each span with its key path as the file writes it."""
+        return [(span, self.keys[i] if i < len(self.keys) else self.key) for i, span in enumerate(self.spans)]
 
 
 CLIENT_KEYS = ("mcpServers", "projects", "servers", "inputs", "context_servers", "mcp")
@@ -86,19 +93,23 @@ def server_maps(text: str, source: str, project: Path | None = None) -> ServerMa
             raise json.JSONDecodeError("Extra data", text, at)
         found = top.found
         spans = [found["mcpServers"]] if "mcpServers" in found else []
+        keys = ["mcpServers"] * len(spans)
         folders: list[str] = []
         if (projects := found.get("projects")) is not None and text[projects.start] == "{":
             here = (project if project is not None else Path.cwd()).resolve()
             folders = [str(folder) for folder in (here, *here.parents)]
             entries = _members(text, projects.start, source, lambda key: key in folders).found
-            entry = next((entries[f] for f in folders if f in entries), None)
+            folder = next((f for f in folders if f in entries), None)
+            entry = entries[folder] if folder is not None else None
             if entry is not None and text[entry.start] == "{":
                 local = _members(text, entry.start, source, lambda key: key == "mcpServers").found.get("mcpServers")
-                spans += [local] if local is not None else []
+                if local is not None:  # named as the file writes it: projects["/home/u/app"].mcpServers
+                    spans.append(local)
+                    keys.append(f"projects[{json.dumps(folder, ensure_ascii=False)}].mcpServers")
         if spans:
             settings = found.get("mcp")  # Gemini CLI's `mcp.allowed` and `mcp.excluded`
             is_object = settings is not None and text[settings.start] == "{"
-            return ServerMaps("mcpServers", spans, settings=settings if is_object else None)
+            return ServerMaps("mcpServers", spans, settings=settings if is_object else None, keys=keys)
         claude = Path(source).name == ".mcp.json"
         if not claude and "servers" in found:
             return ServerMaps("servers", [found["servers"]], found.get("inputs"))

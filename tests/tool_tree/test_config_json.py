@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from tool_tree.config import (
     ConfigError,
     load_config,
     parse_config,
+    setting_named,
 )
 
 
@@ -188,7 +190,8 @@ def test_servers_claude_code_keeps_for_the_working_folder_are_read_with_the_user
     path.write_text(text.replace('"local-fs"', '["local-fs"]'), encoding="utf-8")
     with pytest.raises(ConfigError) as info:
         load_config(path, environ={})
-    assert str(info.value).startswith(f"{path}:{line_of(text, 'local-fs')}: mcpServers.fs.command: expected")
+    local_key = f"projects[{json.dumps(str(project))}].mcpServers"  # where the user finds it (before: mcpServers.fs)
+    assert str(info.value).startswith(f"{path}:{line_of(text, 'local-fs')}: {local_key}.fs.command: expected")
     del doc["mcpServers"]
     path.write_text(json.dumps(doc), encoding="utf-8")
     assert [s.name for s in load_config(path, environ={}).servers] == ["time", "fs"]
@@ -200,3 +203,34 @@ def test_servers_claude_code_keeps_for_the_working_folder_are_read_with_the_user
         f"({tmp_path.resolve()}) or one above it: Claude Code keeps a server `claude mcp add` added (its local "
         "scope) under the folder it was added in; run tooltree there, or add the server with `--scope user`"
     )
+
+
+def test_a_project_scope_server_is_named_as_the_claude_json_writes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: a server of projects["/folder"].mcpServers was named mcpServers.NAME in errors and messages, a key the
+    # file does not have (or a user-scope server's of the same name).
+    project = tmp_path / "app"
+    project.mkdir()
+    local: dict[str, Any] = {"crm": {"command": "crm-server", "timeout": 5}}
+    doc = {"mcpServers": {"mem": {"command": "mem"}}, "projects": {str(project): {"mcpServers": local}}}
+    path = tmp_path / ".claude.json"
+    path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    monkeypatch.chdir(project)
+    config = load_config(path, environ={}, using=["crm", "mem"])
+    where = f"projects[{json.dumps(str(project))}].mcpServers"
+    assert setting_named(config.server("crm"), "timeout", ".claude.json", default=True) == (
+        f"{where}.crm.timeout in .claude.json, default 30"
+    )
+    assert setting_named(config.server("crm"), "env.TOKEN") == f"{where}.crm.env.TOKEN"
+    assert setting_named(config.server("mem"), "command") == "mcpServers.mem.command"  # the user's scope
+    local["crm"]["timeout"] = "soon"
+    path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert info.value.key == f"{where}.crm.timeout"
+    doc["projects"] = {str(project): {"mcpServers": ["not", "a", "mapping"]}}
+    path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert info.value.key == where and "expected a mapping of server names" in str(info.value)
