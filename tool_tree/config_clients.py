@@ -544,7 +544,11 @@ def _codex_entries(
             env: dict[str, tuple[Node, Node]] = {
                 v: (Node(v, at), Node(f"${{{v}}}", at)) for v in forwarded if isinstance(v, str) and v in reader.environ
             }
-            env.update(items["env"][1].value if "env" in items else {})  # `env` wins
+            given = items["env"][1].value if "env" in items else {}
+            for i, v in enumerate(forwarded):  # named as written, env_vars[0] (before: env.TOKEN, a key not there)
+                if v in env and v not in given:
+                    aliases.setdefault(f"{where}.env.{v}", f"{where}.env_vars[{i}]")
+            env.update(given)  # `env` wins
             if env:
                 items["env"] = (Node("env", at), Node(env, items["env"][1].line if "env" in items else at))
         timeouts = {

@@ -117,7 +117,9 @@ def setting_named(server: ServerConfig, key: str, source: str | None = None, *, 
     tooltree.yaml's ``servers.NAME.KEY`` when the server has none), and with ``default``, what the file's format takes
     when the setting is unset (``default 30``, tooltree's, in tooltree.yaml)."""
     head = re.split(r"[.\[]", key, maxsplit=1)[0]
-    own = next((v for k, v in server.keys.items() if k != head and k.lower() == key.lower()), None)  # headers.X
+    own = server.keys.get(key) if key != head else None  # env.TOKEN of Codex's env_vars: a variable's case is kept
+    if own is None and head == "headers":  # a header's name, in any case
+        own = next((v for k, v in server.keys.items() if k != head and k.lower() == key.lower()), None)
     if own is not None:
         path, unset = own[0], ""
     elif head in server.keys:

@@ -22,7 +22,7 @@ import anyio
 import mcp
 import pytest
 
-from tool_tree.config import ServerConfig
+from tool_tree.config import ServerConfig, load_config, setting_named
 from tool_tree.connect import connect, list_tools_raw
 from tool_tree.stderr_log import NOISE_LINES, StderrLog
 
@@ -157,6 +157,24 @@ async def test_a_variable_too_long_to_start_the_server_is_named() -> None:
         " 140,005 bytes; Linux takes at most 131,072 bytes for one argument or variable, and about 2 MiB for all of"
         " them: pass a large value in a file instead)"
     )
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="Linux's cap on one variable")
+async def test_a_variable_too_long_to_start_the_server_is_named_as_a_codex_config_passes_it_on(tmp_path: Path) -> None:
+    # Before: "the longest is mcp_servers.s.env.BIG", a key the file does not have: Codex passes BIG on with env_vars.
+    path = tmp_path / "config.toml"
+    table = f'[mcp_servers.s]\ncommand = "{sys.executable}"\nenv = {{ big = "b" }}\nenv_vars = ["HOME", "BIG"]\n'
+    path.write_text(table, encoding="utf-8")
+    server = load_config(path, environ={"BIG": "a" * 140_000, "HOME": "/root"}).server("s")
+    assert await start_error(server) == (
+        f"{sys.executable}: its arguments and environment are too large to start it (the longest is"
+        " mcp_servers.s.env_vars[1], 140,005 bytes; Linux takes at most 131,072 bytes for one argument or variable,"
+        " and about 2 MiB for all of them: pass a large value in a file instead)"
+    )
+    assert [setting_named(server, f"env.{k}") for k in ("big", "HOME")] == [
+        "mcp_servers.s.env.big",  # its own `env` table's, though BIG differs from it only in case
+        "mcp_servers.s.env_vars[0]",
+    ]
 
 
 async def test_a_process_that_cannot_start_is_named_in_the_configurations_terms(tmp_path: Path) -> None:
