@@ -325,7 +325,8 @@ class ExecutionResult:
         exit_status: 0 on success, 1 for an uncaught exception, the ``sys.exit`` code, or the
             negated signal number when the run was killed (timeout: -9).
         duration: seconds, measured on the host.
-        error: one line (``"KeyError: 'x'"``, ``"timed out after 30 s"``) or None.
+        error: what ended the script (``"KeyError: 'x'"``, ``"timed out after 30 s"``) or None; an exception's
+            message whole, every line of it (``"ValueError: a\\nb"`` for ``raise ValueError("a\\nb")``).
         traceback: the traceback trimmed to the user's own frames, or None.
         timed_out: the wall-clock limit killed the run.
         state_reset: the interpreter was restarted (timeout or crash): variables and imports are gone.

@@ -529,7 +529,8 @@ class Runner:
         return cut_middle("Traceback (most recent call last):\n" + "".join(stack.format()), MAX_TRACEBACK_CHARS)
 
     def format_error(self, exc: BaseException) -> tuple[str, str]:
-        """``(one-line error, traceback trimmed to the user's frames)``."""
+        """``(error, traceback trimmed to the user's frames)``: the error is the exception's type and message, every
+        line of it, as the traceback ends (without its notes)."""
         te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
         seen: set[int] = set()
         todo = [te]
@@ -547,7 +548,7 @@ class Runner:
         return line, "".join(te.format())
 
     def run(self, code: str, filename: str) -> tuple[int, str | None, str | None]:
-        """Run one cell; returns ``(exit status, error line, traceback)``."""
+        """Run one cell; returns ``(exit status, error, traceback)``."""
         global _in_cell, _interrupted
         self.cell_names.add(filename)
         lines = code.splitlines(keepends=True)

@@ -354,6 +354,13 @@ def test_a_traceback_shows_only_the_users_frames(shared: Sandbox) -> None:
     assert "raise ValueError(f'bad file {path}')" in result.traceback
 
 
+def test_an_error_of_several_lines_is_the_whole_message_as_the_traceback_ends(shared: Sandbox) -> None:
+    # The README said the error was one line; the model reads it, and every line of the message is kept.
+    result = shared.execute("raise ValueError('a\\nb\\n\\nc')")
+    assert result.error == "ValueError: a\nb\n\nc"
+    assert result.traceback is not None and result.traceback.endswith("\nValueError: a\nb\n\nc\n")
+
+
 def test_a_traceback_of_a_long_message_keeps_its_start_and_end_and_says_what_was_cut(shared: Sandbox) -> None:
     # Before: only its last 20,000 characters, all of them the message's end: no error type, no file, no line, and no
     # word that anything was cut.
