@@ -1,7 +1,7 @@
 """`InFlight`: the calls in flight on each session of a server, so a session the server ended is closed only once
-the calls sent on it have their answers (closing it cuts them off: they would fail as "the server died during the
-call", outcome unknown, when their answer, a 404, says the server never ran them); and who answers what the server
-asks during them (`asker`)."""
+the calls sent on it have their answers (closing it cuts them off: they would fail as "the server died before
+answering the call", outcome unknown, when their answer, a 404, says the server never ran them); and who answers
+what the server asks during them (`asker`)."""
 
 from __future__ import annotations
 

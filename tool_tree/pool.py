@@ -138,7 +138,7 @@ class UnknownServerError(PoolError):
 
 
 class ServerUnavailable(PoolError):
-    """The server could not be reached: the call did not happen, or (``the server died during the call``)
+    """The server could not be reached: the call did not happen, or (``the server died before answering the call``)
     it was sent and its outcome is unknown."""
 
     def __init__(self, server: str, reason: str, stderr_tail: str = "") -> None:
@@ -1049,7 +1049,7 @@ class ServerPool:
 
         Raises:
             UnknownServerError: ``server`` is not in the pool.
-            ServerUnavailable: the server cannot be started or died during the call.
+            ServerUnavailable: the server cannot be started or died before answering the call.
             PoolError: the pool closed during the call (its outcome is unknown), or this is not the event loop that
                 entered the pool.
             TypeError, ValueError: ``tool`` is not a string, ``arguments`` not a dict (or not JSON: nothing is
@@ -1193,13 +1193,16 @@ class ServerPool:
                 if lost and self._closing:
                     raise _closed_during_call() from None
                 if lost:
-                    # Before, "died" too when tooltree had ended it, for a message past a limit: it had not.
+                    # Before, "died" too when tooltree had ended it, for a message past a limit: it had not. Nor
+                    # "during the call": a server killed between calls whose stdout end the session had not read yet
+                    # was sent the call too, and was said to have died during it.
                     what = (
                         "tooltree ended the server during the call"
                         if closed_here(e.data)
-                        else "the server died during the call"
+                        else "the server died before answering the call"
                     )
-                    await self._discard(slot, client, f"it died during a call ({e})")  # its exit status is read
+                    ended = "tooltree ended it during" if closed_here(e.data) else "it died before answering"
+                    await self._discard(slot, client, f"{ended} a call ({e})")  # its exit status is read
                     how = log.how_exited() if log is not None and not closed_here(e.data) else None
                     raise _unavailable(slot, f"{what} ({e})" + (f": {how}" if how else ""), log) from None
                 if session_ended(e):  # not to be sent again, or again on the new session: the next call opens one
@@ -1390,7 +1393,7 @@ def _client_of(slot: _Slot) -> mcp.Client | None:
 def _closed(client: mcp.Client) -> bool:
     """Whether the session already knows its connection closed (the server's stdout ended, the HTTP stream
     broke), so the SDK would fail a request unsent. Read from the SDK's dispatcher, which has no public
-    flag for it; an SDK release that renames it reads as open: the call then fails as "died during the call"
+    flag for it; an SDK release that renames it reads as open: the call then fails as "died before answering the call"
     and the next one restarts the server, as before."""
     dispatcher = getattr(client.session, "_dispatcher", None)
     return getattr(dispatcher, "_closed", False) is True

@@ -59,10 +59,12 @@ print(before, call_tool('raw', 'pid', {{}}).text)
 """
 
 EXPECTED = {
-    "crash": "refused: server_unavailable server 'raw' is unavailable: the server died during the call",
+    "crash": "refused: server_unavailable server 'raw' is unavailable: the server died before answering the call",
     "hang": f"refused: timeout the call timed out after {CALL_TIMEOUT:g} s",
     "garbage": f"refused: timeout the call timed out after {CALL_TIMEOUT:g} s",
-    "half_then_exit": "refused: server_unavailable server 'raw' is unavailable: the server died during the call",
+    "half_then_exit": (
+        "refused: server_unavailable server 'raw' is unavailable: the server died before answering the call"
+    ),
 }
 
 

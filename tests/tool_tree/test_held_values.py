@@ -216,7 +216,7 @@ async def test_a_server_of_a_pool_started_again_is_not_counted_twice(
     async with ServerPool(servers) as pool:
         await pool.start("b")
         assert [t["name"] for t in await pool.start("a")] == ["a0", "crash"]
-        with pytest.raises(ServerUnavailable, match="died during the call"):
+        with pytest.raises(ServerUnavailable, match="died before answering the call"):
             await pool.call("a", "crash", {})
         assert [t["name"] for t in await pool.start("a")] == ["a0", "crash"]  # 5,970 had both listings counted
         assert pool.restarts("a") == 1

@@ -106,7 +106,7 @@ async def test_a_stdio_server_restarted_after_a_crash_tells_the_listener_once_it
     async with ServerPool([config], on_tools_changed=told.append) as pool:
         first = text(await pool.call("raw", "pid", {}))
         assert told == []  # its first session
-        with pytest.raises(ServerUnavailable, match="died during the call"):
+        with pytest.raises(ServerUnavailable, match="died before answering the call"):
             await pool.call("raw", "crash", {})
         assert text(await pool.call("raw", "pid", {})) != first
     assert told == ["raw"]

@@ -107,7 +107,7 @@ async def test_a_crashed_server_is_restarted_on_the_next_call(tmp_path: Path) ->
         first_pid = text(await pool.call("raw", "pid", {}))
         with pytest.raises(ServerUnavailable) as info:
             await pool.call("raw", "crash", {})
-        assert "died during the call" in str(info.value)
+        assert "died before answering the call" in str(info.value)
         assert "crashing on purpose" in info.value.stderr_tail
         second_pid = text(await pool.call("raw", "pid", {}))
         assert second_pid != first_pid
@@ -125,7 +125,7 @@ async def test_a_server_that_dies_during_a_call_is_said_how_it_ended(
     async with ServerPool([raw(tmp_path)]) as pool:
         with pytest.raises(ServerUnavailable) as info:
             await pool.call("raw", "crash", crash)
-        assert info.value.reason == f"the server died during the call (Connection closed): {said}"
+        assert info.value.reason == f"the server died before answering the call (Connection closed): {said}"
         assert "crashing on purpose" in info.value.stderr_tail
 
 
@@ -144,6 +144,20 @@ async def test_a_server_killed_between_calls_is_restarted_before_the_next_call_w
         assert second_pid != first_pid
         assert text(await pool.call("raw", "count", {})) == "2"  # the new process got the call once
         assert pool.restarts("raw") == 1 and pool.state("raw") == "running"
+
+
+async def test_a_server_killed_just_before_a_call_is_not_said_to_have_died_during_it(tmp_path: Path) -> None:
+    # The call is sent before the session has read the end of the killed server's stdout. Before: "the server died
+    # during the call", though it was killed between calls; now what is true either way.
+    async with ServerPool([raw(tmp_path)]) as pool:
+        os.kill(int(text(await pool.call("raw", "pid", {}))), signal.SIGKILL)
+        try:
+            said = text(await pool.call("raw", "pid", {}))  # the session read the end first: sent to a new process
+        except ServerUnavailable as e:
+            said = e.reason
+        assert said.isdigit() or said == (
+            "the server died before answering the call (Connection closed): it was killed by signal 9 (SIGKILL)"
+        )
 
 
 @pytest.mark.parametrize("message", ["Connection closed", "the upstream connection was closed"])
@@ -188,7 +202,7 @@ async def test_a_server_that_dies_during_a_call_leaving_a_process_on_its_stdout_
     # Before: the reader waited for the end of a stdout the server's helper still held open, and the call ran to
     # the server's timeout: "the call timed out after 10 s", the server "stopped answering (hung)", its stderr unshown.
     async with ServerPool([replace(raw(tmp_path), timeout=60)]) as pool:
-        with pytest.raises(ServerUnavailable, match="died during the call") as info:
+        with pytest.raises(ServerUnavailable, match="died before answering the call") as info:
             await pool.call("raw", "crash", {"leave": True})
         assert "crashing on purpose" in info.value.stderr_tail
         assert text(await pool.call("raw", "count", {})) == "1"  # the next call starts it again
@@ -208,7 +222,7 @@ async def test_a_server_whose_launcher_exited_before_it_spoke_serves_on(tmp_path
 async def test_a_call_the_server_died_during_is_not_sent_again(tmp_path: Path) -> None:
     log = tmp_path / "starts.log"
     async with ServerPool([raw(tmp_path, log_file=str(log))]) as pool:
-        with pytest.raises(ServerUnavailable, match="died during the call"):
+        with pytest.raises(ServerUnavailable, match="died before answering the call"):
             await pool.call("raw", "crash", {})  # it may have acted: neither resent nor followed by a restart
         assert log.read_text(encoding="utf-8").count("start") == 1
         assert text(await pool.call("raw", "count", {})) == "1"

@@ -92,8 +92,9 @@ async def test_a_server_the_host_keeps_ending_is_refused_at_once_until_its_back_
                 await pool.call("flood", "pid", {})
             message = str(held.value)
             assert message.startswith("server 'flood' is unavailable: not restarted for 1.0 s more")
-            assert f"the last time because it died during a call (server 'flood' sent more than {STRAY_ANSWERS}" in (
-                message
+            assert (
+                f"the last time because tooltree ended it during a call (server 'flood' sent more than {STRAY_ANSWERS}"
+                in (message)
             )
             assert pool.state("flood") == "stopped"
         assert int(text(await pool.call("steady", "pid", {}))) == steady_pid  # the others go on

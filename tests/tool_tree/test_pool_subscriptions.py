@@ -130,7 +130,7 @@ async def test_a_new_session_is_subscribed_again_and_the_listener_told_once() ->
     told = Told()
     async with ServerPool([live()], on_resource_updated=told) as pool:
         await pool.request("live", "resources/subscribe", {"uri": LOG})
-        with pytest.raises(ServerUnavailable, match="the server died during the call"):
+        with pytest.raises(ServerUnavailable, match="the server died before answering the call"):
             await pool.call("live", "crash", {})
         await pool.start("live")  # a new session
         with anyio.fail_after(30):
@@ -189,7 +189,7 @@ async def test_a_subscribed_server_that_crashes_is_started_again_without_a_call_
         if after:  # it exits once it answered: no call finds it dead
             assert (await pool.call("live", "crash", {"after": after}))["content"][0]["text"] == "crashing"
         else:
-            with pytest.raises(ServerUnavailable, match="the server died during the call"):
+            with pytest.raises(ServerUnavailable, match="the server died before answering the call"):
                 await pool.call("live", "crash", {})
         await told.reached(1)  # no call since: started again, subscribed again, then told
         assert starts(tmp_path) == 2 and pool.restarts("live") == 1 and pool.state("live") == "running"
@@ -212,7 +212,7 @@ async def test_a_server_that_crashes_with_nothing_subscribed_is_not_started_agai
             assert not isinstance(await pool.request(name, "resources/subscribe", {"uri": LOG}), CallFailure)
         assert not isinstance(await pool.request("quiet", "resources/unsubscribe", {"uri": LOG}), CallFailure)
         for name in ("quiet", "live"):
-            with pytest.raises(ServerUnavailable, match="the server died during the call"):
+            with pytest.raises(ServerUnavailable, match="the server died before answering the call"):
                 await pool.call(name, "crash", {})
         await told.reached(1)
         assert pool.state("quiet") == "stopped" and starts(tmp_path, "quiet") == 1
@@ -241,7 +241,7 @@ async def test_a_subscribed_server_that_crashes_at_every_start_follows_its_back_
     with warned(caplog, "is not started again for the resources of it subscribed to") as given_up:
         async with ServerPool([live(folder=tmp_path)], on_resource_updated=told) as pool:
             assert not isinstance(await pool.request("live", "resources/subscribe", {"uri": LOG}), CallFailure)
-            with pytest.raises(ServerUnavailable, match="the server died during the call"):
+            with pytest.raises(ServerUnavailable, match="the server died before answering the call"):
                 await pool.call("live", "crash", {"again": True})  # each process started from now on exits at once
             with anyio.fail_after(WAIT):
                 await given_up.event.wait()
@@ -252,7 +252,7 @@ async def test_a_subscribed_server_that_crashes_at_every_start_follows_its_back_
     assert starts(tmp_path) == 4
     assert refusals == [None, None, None, None]  # its first start, then each restart
     (ended, *failed, gave_up) = given_up.said
-    assert ended.startswith("server 'live' ended: it died during a call")
+    assert ended.startswith("server 'live' ended: it died before answering a call")
     assert "resources of it are subscribed to: it is started again now, or once its restart back-off allows" in ended
     assert len(failed) == 3 and all(f.startswith("server 'live' could not start: the server exited") for f in failed)
     assert gave_up.startswith(
@@ -272,7 +272,7 @@ async def test_a_restart_the_back_off_holds_in_the_background_ends_at_once_when_
     with warned(caplog, "server 'live' could not start") as restarted, anyio.fail_after(WAIT):
         async with ServerPool([live(folder=tmp_path)], on_resource_updated=Told()) as pool:
             assert not isinstance(await pool.request("live", "resources/subscribe", {"uri": LOG}), CallFailure)
-            with pytest.raises(ServerUnavailable, match="the server died during the call"):
+            with pytest.raises(ServerUnavailable, match="the server died before answering the call"):
                 await pool.call("live", "crash", {"again": True})
             await restarted.event.wait()  # its restart in the background failed: the next one is held 300 s
     assert starts(tmp_path) == 2

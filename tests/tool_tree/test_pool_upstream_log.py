@@ -42,7 +42,10 @@ async def test_a_server_that_ends_under_a_call_is_logged_with_its_stderr_and_wit
         with pytest.raises(ServerUnavailable):
             await pool.call("raw", "crash", {})
         (said,) = upstream(caplog)
-        assert said.startswith("server 'raw' ended: it died during a call") and "the next call starts it again" in said
+        assert (
+            said.startswith("server 'raw' ended: it died before answering a call")
+            and "the next call starts it again" in said
+        )
         assert "crashing on purpose" in said and "token [redacted API_TOKEN] loaded" in said and SECRET not in said
         await pool.call("raw", "pid", {})  # started again: nothing more to say
     assert len(upstream(caplog)) == 1

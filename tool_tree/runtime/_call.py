@@ -58,8 +58,8 @@ class ToolCallError(_CallFailed):
     Refused before it was sent (``invalid_arguments``, a tool not in the tree, a budget spent): the tool did not
     run. No usable answer came back: ``timeout`` (no answer within the server's ``timeout``: sent, the tool may
     have run or be running still; one still waiting for its turn was not sent), ``server_unavailable`` (the server
-    could not be reached or started, died during the call, ended its session or cut its reply), ``server_error``
-    (the server answered with an error of the protocol instead of a result), ``invalid_result`` or
+    could not be reached or started, died before answering the call, ended its session or cut its reply),
+    ``server_error`` (the server answered with an error of the protocol instead of a result), ``invalid_result`` or
     ``result_too_large`` (the tool ran; its result cannot be used).
     """
 
