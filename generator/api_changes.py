@@ -20,7 +20,7 @@ from typing import Any
 
 from generator.stub_signature import Change, compare, signature
 from generator.workers import forked_map
-from tool_tree.text import one_line
+from tool_tree.text import one_line, quoted_name
 from tool_tree.tree import Manifest, ToolEntry
 
 SHOWN_TYPE = 100
@@ -56,9 +56,11 @@ class ApiChange:
         """One line: ``crm.update_record: parameter `note` removed`` (server text cleaned and cut)."""
         stub, param = one_line(self.stub, SHOWN_NAME), one_line(self.parameter, SHOWN_NAME)
         old, new = one_line(self.old, SHOWN_TYPE), one_line(self.new, SHOWN_TYPE)
+        if self.change == "tool renamed":  # names, escaped: get\u200b_item is not get_item
+            old, new = quoted_name(self.old, SHOWN_NAME), quoted_name(self.new, SHOWN_NAME)
         count = self.old or self.new  # a whole server's stubs
         stubs = f"{count} stub" + ("" if count == "1" else "s")
-        line = KINDS[self.change].format(param=param, old=old, new=new, tool=one_line(self.tool, 80), stubs=stubs)
+        line = KINDS[self.change].format(param=param, old=old, new=new, tool=quoted_name(self.tool), stubs=stubs)
         return f"{stub}: {line}"
 
     def to_json(self) -> dict[str, Any]:
@@ -77,7 +79,7 @@ class ApiChange:
 
 KINDS = {
     "server removed": "server removed ({stubs})",
-    "removed": "removed (tool {tool!r} is no longer in the tree)",
+    "removed": "removed (tool {tool} is no longer in the tree)",
     "renamed": "renamed {new}",
     "parameter removed": "parameter `{param}` removed",
     "parameter renamed": "parameter `{param}` renamed `{new}`",
@@ -92,7 +94,7 @@ KINDS = {
     # break nothing
     "server added": "server added ({stubs})",
     "added": "added",
-    "tool renamed": "the server's tool {old!r} is now {new!r} (the stub keeps its name and sends the new one)",
+    "tool renamed": "the server's tool {old} is now {new} (the stub keeps its name and sends the new one)",
     "new optional": "new optional parameter `{param}`",
     "now optional": "parameter `{param}` is now optional",
     "type widened": "parameter `{param}`: {old} → {new} (wider)",

@@ -19,7 +19,7 @@ from generator.schema_convert import matches_nothing, measure
 from generator.type_defs import TypedDictDef
 from generator.type_expr import Atom, ImportNames, Lit, OpenDict, PyType, TupleOf, Union, render_type
 from generator.wrap import dedent, paragraphs, wrap
-from tool_tree.text import clean, one_line, shown_name, split_sentence, summary_line
+from tool_tree.text import clean, one_line, quoted_name, shown_name, split_sentence, summary_line
 
 LINE = 120
 """Columns of a stub's lines."""
@@ -97,8 +97,7 @@ def function_docstring(parts: StubParts) -> str:
     lines = paragraphs(_split_summary(description), MAX_DESCRIPTION, width=_WIDTH)
     if not lines:
         summary = (
-            one_line(parts.title, 200)
-            or f"Call the {one_line(parts.tool, 80)!r} tool of {one_line(parts.server, 60)!r}."
+            one_line(parts.title, 200) or f"Call the {quoted_name(parts.tool)} tool of {one_line(parts.server, 60)!r}."
         )
         lines += wrap(summary, _WIDTH, "")
     if parts.hints:

@@ -16,7 +16,7 @@ from generator.naming import assign_identifiers
 from generator.parts import tool_title
 from generator.workers import forked_map
 from tool_tree.config import filtered_out, unmatched_filter
-from tool_tree.text import first_sentence, one_line, summary_line
+from tool_tree.text import first_sentence, one_line, quoted_name, summary_line
 
 if TYPE_CHECKING:
     from generator.render import RenderedStub
@@ -104,29 +104,30 @@ def selected_tools(listing: ServerListing) -> tuple[list[dict[str, Any]], list[s
             warnings.append(f"{listing.name}: skipped a tool without a name")
             continue
         if len(name) > MAX_TOOL_NAME:
-            shown = one_line(name[: MAX_TOOL_NAME * 4], 80)  # not all of a name of megabytes
             warnings.append(
-                f"{listing.name}: left out tool {shown!r}: its name is {len(name):,} characters "
+                f"{listing.name}: left out tool {quoted_name(name)}: its name is {len(name):,} characters "
                 f"(the limit is {MAX_TOOL_NAME})"
             )
             continue
         # Before the check for NaN, so a tool left out for NaN still takes its name from a later one:
         # the bridge checks a name against its first tool in the snapshot and in the live list.
         if name in seen:
-            warnings.append(f"{listing.name}: tool {name!r} is listed twice; keeping the first")
+            shown = quoted_name(name, MAX_TOOL_NAME)  # escaped, not cleaned: a name another differs from by U+200B
+            warnings.append(f"{listing.name}: tool {shown} is listed twice; keeping the first")
             continue
         seen.add(name)
         if filtered_out(name, listing.include, listing.exclude) is not None:
             continue
         if not _is_json(raw):
             warnings.append(
-                f"{listing.name}: left out tool {name!r}: its definition holds NaN or Infinity, which JSON cannot carry"
+                f"{listing.name}: left out tool {quoted_name(name, MAX_TOOL_NAME)}: its definition holds NaN or "
+                "Infinity, which JSON cannot carry"
             )
             continue
         if requires_task(raw):
             warnings.append(
-                f"{listing.name}: left out tool {name!r}: it runs only as an MCP task (execution.taskSupport: "
-                "required), and tooltree calls tools directly"
+                f"{listing.name}: left out tool {quoted_name(name, MAX_TOOL_NAME)}: it runs only as an MCP task "
+                "(execution.taskSupport: required), and tooltree calls tools directly"
             )
             continue
         out.append(raw)

@@ -40,7 +40,7 @@ from generator.type_expr import (
     render_type,
     type_names,
 )
-from tool_tree.text import one_line
+from tool_tree.text import quoted_name
 
 SINGLE = "'"
 MAX_SOURCE = 500_000
@@ -90,7 +90,7 @@ def render_stub(
     found: list[str] = []
 
     def warn(message: str) -> None:
-        label = f"tool {one_line(name, 80)!r}" if isinstance(name, str) else f"tool {function!r}"
+        label = f"tool {quoted_name(name)}" if isinstance(name, str) else f"tool {function!r}"
         found.append(f"{label}: {message}")
 
     if not isinstance(name, str):

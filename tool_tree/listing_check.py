@@ -35,7 +35,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from tool_tree.config import PROBE_SECONDS, ServerConfig, setting_named
 from tool_tree.guard import ReadWrapper, WriteWrapper
-from tool_tree.text import one_line
+from tool_tree.text import one_line, quoted_name
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class LeftOut(NamedTuple):
     reason: str
 
     def __str__(self) -> str:
-        what = f"tool {one_line(self.name, 80)!r}" if self.name else f"tool #{self.number} (no name)"
+        what = f"tool {quoted_name(self.name)}" if self.name else f"tool #{self.number} (no name)"
         return f"{what}, malformed: {self.reason}"
 
 

@@ -36,7 +36,7 @@ from jsonschema.protocols import Validator
 
 from tool_tree.budget import SharedBucket
 from tool_tree.schema_check import VALIDATION_CALL_SECONDS, TooCostly, cpu_deadline, describe_error, tool_validator
-from tool_tree.text import one_line
+from tool_tree.text import one_line, quoted_name
 
 logger = logging.getLogger(__name__)
 
@@ -69,11 +69,12 @@ class OutputCheck:
         """Raises: RuntimeError: ``result`` is not what the output schema of ``name`` allows (one line, why)."""
         if name not in self._schemas:
             return
+        shown = quoted_name(name)[1:-1]  # escaped, not cleaned: get\u200b_item is not get_item
         if result.structured_content is None and "structured_content" not in result.model_fields_set:
-            raise RuntimeError(f"tool {one_line(name, 80)} has an output schema but returned no structured content")
+            raise RuntimeError(f"tool {shown} has an output schema but returned no structured content")
         refusal = await anyio.to_thread.run_sync(self._check, name, result.structured_content)
         if refusal:
-            raise RuntimeError(f"structured content that tool {one_line(name, 80)}'s output schema refuses: {refusal}")
+            raise RuntimeError(f"structured content that tool {shown}'s output schema refuses: {refusal}")
 
     def _check(self, name: str, value: Any) -> str:
         """Why the schema of ``name`` refuses ``value`` ("" when it does not, or when it is not checked here)."""
@@ -117,4 +118,4 @@ class OutputCheck:
             self._logged.add(name)
         if first:
             logger.warning("not checking some results of %s.%s against its output schema: %s",
-                           one_line(self.server, 80), one_line(name, 80), why)  # fmt: skip
+                           one_line(self.server, 80), quoted_name(name)[1:-1], why)  # fmt: skip

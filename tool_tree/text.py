@@ -3,7 +3,8 @@
 - what untrusted text keeps (:func:`clean`: control, bidi, zero-width, tag and other invisible characters go; line
   separators and unicode spaces become plain spaces; line ends become ``\\n``);
 - how it fits on one line (:func:`one_line`);
-- how a name shows (:func:`shown_name`: escaped, never cleaned, so two names stay two);
+- how a name shows (:func:`shown_name`: escaped, never cleaned, so two names stay two; :func:`quoted_name` in a
+  message);
 - where its first sentence ends (:func:`split_sentence`, :func:`first_sentence`): at ``.``,
   ``!`` or ``?`` (closing quotes and brackets included) before white space and a character
   that is not a lower-case letter, or at ``。！？``; never after an abbreviation such as
@@ -77,6 +78,13 @@ def shown_name(name: str) -> str:
     if name.isprintable() and "\\" not in name and (name.isascii() or _DROPPED.search(name) is None):
         return name
     return "".join(_escaped(c) if not c.isprintable() or c == "\\" or _DROPPED.match(c) else c for c in name)
+
+
+def quoted_name(name: str, limit: int = 80) -> str:
+    """``name`` as a warning or an error quotes it: `shown_name` in single quotes, cut to ``limit`` characters with
+    ``…`` (before: cleaned, so ``get\\u200b_item`` was quoted as ``'get_item'``, another tool's name)."""
+    shown = shown_name(name[: limit + 1])  # not all of a name of megabytes
+    return "'" + (shown if len(shown) <= limit and len(name) <= limit else shown[: limit - 1] + "…") + "'"
 
 
 def _escaped(char: str) -> str:

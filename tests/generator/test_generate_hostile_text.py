@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from generator.api_changes import ApiChange
+from tool_tree.listing_check import LeftOut
 from tooltree_cli.generate_cmd import EXIT_OK
 from tooltree_cli.main import main
 
@@ -169,3 +171,39 @@ def test_tools_of_a_million_values_each_are_rendered_in_time_linear_in_what_a_st
     spent = time.process_time() - started
     assert (again / "servers" / "svc" / "t0.py").read_text(encoding="utf-8") == stub
     assert spent < 2.0, f"{spent:.1f} s of CPU for two tools"
+
+
+def test_warnings_quote_a_tool_name_escaped_so_names_differing_by_invisible_characters_stay_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: the name quoted was cleaned: "tool 'get_item' is listed twice" for `get\u200b_item`, another tool's name,
+    # and "tool 'get_item': …" for a stub's warning; now as README.md and the stubs show such a name.
+    schema = {"type": "object"}
+    tools = [
+        {"name": "get_item", "inputSchema": schema},
+        {"name": "get\u200b_item", "inputSchema": schema},
+        {"name": "get\u200b_item", "inputSchema": schema},
+        {"name": "get\u3164_item", "inputSchema": schema, "execution": {"taskSupport": "required"}},
+        {"name": "get_item\u202e", "inputSchema": {"type": "object", "properties": {"x": {"$ref": "#/nowhere"}}}},
+    ]
+    out, summary = _generate(tmp_path, {"pages": [tools]}, capsys)
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    function = next(t["function"] for t in manifest["tools"] if t["tool"] == "get\u200b_item")
+    stub = ast.parse((out / "servers" / "svc" / f"{function}.py").read_text(encoding="utf-8"))
+    docstring = ast.get_docstring(next(n for n in stub.body if isinstance(n, ast.FunctionDef))) or ""
+    assert docstring.startswith("Call the 'get\\u200b_item' tool of 'svc'."), docstring
+    warnings = [w.split(": ", 1)[1] for w in summary["warnings"]]
+    assert "tool 'get\\u200b_item' is listed twice; keeping the first" in warnings
+    assert any(w.startswith("left out tool 'get\\u3164_item': it runs only as an MCP task") for w in warnings)
+    assert any(w.startswith("tool 'get_item\\u202e': ") and "#/nowhere" in w for w in warnings), warnings
+    changes = [
+        ApiChange("svc", "get\u200b_item", "svc.get_item_2", "removed", True).text,
+        ApiChange("svc", "a", "svc.a", "tool renamed", False, old="get\u3164_item", new="get_item").text,
+    ]
+    assert changes == [
+        "svc.get_item_2: removed (tool 'get\\u200b_item' is no longer in the tree)",
+        "svc.a: the server's tool 'get\\u3164_item' is now 'get_item' (the stub keeps its name and sends the new one)",
+    ]
+    assert str(LeftOut("get\u200b_item", 2, "inputSchema: Field required")) == (
+        "tool 'get\\u200b_item', malformed: inputSchema: Field required"
+    )

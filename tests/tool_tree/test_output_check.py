@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp.types as mt
 import pytest
 
 from tool_tree.config import ServerConfig
@@ -131,3 +132,11 @@ async def test_the_budget_of_a_sessions_checks_is_spent_then_results_pass_unchec
     assert "'x' is a required property" in check._check("t", {})
     check._budget.charge(10.0)  # as if the session's checks had taken 10 s of CPU
     assert check._check("t", {}) == ""  # unchecked: the server's own word stands
+
+
+async def test_a_refusal_names_the_tool_escaped_not_cleaned() -> None:
+    # Before: "tool get_item has an output schema …" for get\u200b_item, another tool's name.
+    check = OutputCheck("svc", [{"name": "get\u200b_item", "outputSchema": {"type": "object"}}])
+    with pytest.raises(RuntimeError) as info:
+        await check.validate("get\u200b_item", mt.CallToolResult(content=[]))
+    assert str(info.value) == "tool get\\u200b_item has an output schema but returned no structured content"
