@@ -36,7 +36,7 @@ from jsonschema.protocols import Validator
 
 from tool_tree.budget import SharedBucket
 from tool_tree.schema_check import VALIDATION_CALL_SECONDS, TooCostly, cpu_deadline, describe_error, tool_validator
-from tool_tree.text import one_line, quoted_name
+from tool_tree.text import cut_name, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class OutputCheck:
         """Raises: RuntimeError: ``result`` is not what the output schema of ``name`` allows (one line, why)."""
         if name not in self._schemas:
             return
-        shown = quoted_name(name)[1:-1]  # escaped, not cleaned: get\u200b_item is not get_item
+        shown = cut_name(name)  # escaped, not cleaned: get\u200b_item is not get_item
         if result.structured_content is None and "structured_content" not in result.model_fields_set:
             raise RuntimeError(f"tool {shown} has an output schema but returned no structured content")
         refusal = await anyio.to_thread.run_sync(self._check, name, result.structured_content)
@@ -118,4 +118,4 @@ class OutputCheck:
             self._logged.add(name)
         if first:
             logger.warning("not checking some results of %s.%s against its output schema: %s",
-                           one_line(self.server, 80), quoted_name(name)[1:-1], why)  # fmt: skip
+                           one_line(self.server, 80), cut_name(name), why)  # fmt: skip

@@ -3,8 +3,8 @@
 - what untrusted text keeps (:func:`clean`: control, bidi, zero-width, tag and other invisible characters go; line
   separators and unicode spaces become plain spaces; line ends become ``\\n``);
 - how it fits on one line (:func:`one_line`);
-- how a name shows (:func:`shown_name`: escaped, never cleaned, so two names stay two; :func:`quoted_name` in a
-  message);
+- how a name shows (:func:`shown_name`: escaped, never cleaned, so two names stay two; :func:`cut_name` and
+  :func:`quoted_name` in a message);
 - where its first sentence ends (:func:`split_sentence`, :func:`first_sentence`): at ``.``,
   ``!`` or ``?`` (closing quotes and brackets included) before white space and a character
   that is not a lower-case letter, or at ``。！？``; never after an abbreviation such as
@@ -80,11 +80,16 @@ def shown_name(name: str) -> str:
     return "".join(_escaped(c) if not c.isprintable() or c == "\\" or _DROPPED.match(c) else c for c in name)
 
 
-def quoted_name(name: str, limit: int = 80) -> str:
-    """``name`` as a warning or an error quotes it: `shown_name` in single quotes, cut to ``limit`` characters with
-    ``…`` (before: cleaned, so ``get\\u200b_item`` was quoted as ``'get_item'``, another tool's name)."""
+def cut_name(name: str, limit: int = 80) -> str:
+    """``name`` as a message shows it: `shown_name`, cut to ``limit`` characters with ``…`` (before: cleaned, so
+    ``get\\u200b_item`` was shown as ``get_item``, another tool's name)."""
     shown = shown_name(name[: limit + 1])  # not all of a name of megabytes
-    return "'" + (shown if len(shown) <= limit and len(name) <= limit else shown[: limit - 1] + "…") + "'"
+    return shown if len(shown) <= limit and len(name) <= limit else shown[: limit - 1] + "…"
+
+
+def quoted_name(name: str, limit: int = 80) -> str:
+    """`cut_name` in single quotes, as a warning or an error quotes a name: ``tool 'get\\u200b_item'``."""
+    return f"'{cut_name(name, limit)}'"
 
 
 def _escaped(char: str) -> str:

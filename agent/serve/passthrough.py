@@ -23,7 +23,7 @@ from agent.serve.bounded_result import capped, failed
 from agent.serve.content import error_result
 from agent.toolsets.base import ToolOutcome, Toolset
 from tool_tree.held_values import HeldValues
-from tool_tree.text import clean
+from tool_tree.text import clean, cut_name
 from tool_tree.tree import ToolEntry, TreeError, load_snapshot
 
 if TYPE_CHECKING:
@@ -93,20 +93,21 @@ class Passthrough:
         from sandbox.config import SandboxConfig
 
         entry = self.entries[name]
+        called = f"{entry.server}.{cut_name(entry.tool, 200)}"  # escaped, not cleaned: get\u200b_item is not get_item
         max_chars = (runtime.sandbox_config or SandboxConfig.from_config(runtime.config)).output_chars
         try:
             raw = runtime.call_tool(
                 entry.server, entry.tool, dict(arguments), cancel=cancel, progress=progress, asker=asker
             )
         except ToolCallRefused as e:
-            return failed(f"{entry.server}.{entry.tool} failed ({e.code}): {e.message}", max_chars)
+            return failed(f"{called} failed ({e.code}): {e.message}", max_chars)
         result = capped(raw, max_chars)
         if result is None:
-            return error_result(f"{entry.server}.{entry.tool} sent a result that is not a valid MCP result: no content")
+            return error_result(f"{called} sent a result that is not a valid MCP result: no content")
         try:
             return types.CallToolResult.model_validate(result, by_name=False)
         except ValidationError as e:
-            return failed(f"{entry.server}.{entry.tool} sent a result that is not a valid MCP result: {e}", max_chars)
+            return failed(f"{called} sent a result that is not a valid MCP result: {e}", max_chars)
 
 
 _VALUES = frozenset({"enum", "const", "default", "examples"})

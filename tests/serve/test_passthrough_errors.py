@@ -23,8 +23,8 @@ from agent.toolsets.direct import DirectToolset
 from sandbox.config import SandboxConfig
 from sandbox.host import Runtime
 from sandbox.results import LEDGER_ERROR_CHARS
-from tests.support import hostile_text_config
-from tool_tree.config import load_config
+from tests.support import hostile_text_config, raw_server_tree
+from tool_tree.config import Config, ServerConfig, load_config
 from tooltree_cli.main import main
 
 EMOJI = 300_000
@@ -103,3 +103,16 @@ def test_serve_answers_an_sdk_client_the_error_cut_and_logs_a_notification_flood
     assert len(text) < 2_300 and "characters more)" in text  # as the pool quotes it (under the default output_chars)
     err = log.read_text(encoding="utf-8")
     assert "Traceback" not in err and err.count("Failed to validate notification: notifications/progress") == 1
+
+
+def test_a_failed_passthrough_call_names_the_tool_escaped_not_cleaned(tmp_path: Path) -> None:
+    # Before: "raw.get_item failed (server_unavailable): …" for the tool get\u200b_item, another tool's name.
+    tree, _ = raw_server_tree(tmp_path, [{"name": "get\u200b_item", "inputSchema": {"type": "object"}}])
+    gone = Config(servers=(ServerConfig(name="raw", command=str(tmp_path / "no-such-server")),))
+    with Runtime(gone, tree) as live:
+        passthrough = Passthrough(tree, ["raw.get\u200b_item"])
+        (name,) = passthrough.entries
+        result = passthrough.call(name, {}, live)
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert text.startswith("raw.get\\u200b_item failed (server_unavailable): "), text
