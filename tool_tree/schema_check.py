@@ -16,6 +16,9 @@ replaced:
 - ``anyOf`` and ``oneOf`` keep at most `BRANCH_ERRORS` errors of each branch (jsonschema keeps every
   one, and repeats the whole value in each message: ``[0] * 99000`` against an ``anyOf`` of pydantic's
   ``Optional`` took 3.7 s and 550 MiB to refuse);
+- ``multipleOf`` on the numbers as JSON writes them (`_multiple_of`): jsonschema divides floats, so
+  ``19.99`` was "not a multiple of 0.01" (pydantic's ``Field(multiple_of=0.01)`` takes it), and an integer
+  past a float's range raised ``OverflowError``, failing the call as the host's bug;
 - no ``format`` checks.
 
 Whatever the schema, one validation stops once it has taken `VALIDATION_CALL_SECONDS` of its thread's
@@ -28,6 +31,7 @@ What the host does not check, the server still validates: each exception is logg
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import reprlib
@@ -35,6 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from fractions import Fraction
 from typing import Any
 
 import jsonschema
@@ -113,6 +118,7 @@ def tool_validator(schema: dict[str, Any], name: str) -> Validator:
     keywords: dict[str, Any] = {
         **cls.VALIDATORS,
         "uniqueItems": _unique_items,
+        "multipleOf": _multiple_of,
         "pattern": patterns.pattern,
         "patternProperties": patterns.pattern_properties,
         "additionalProperties": patterns.additional_properties,
@@ -215,6 +221,28 @@ def _unique_items(
             yield jsonschema.ValidationError(f"has non-unique elements (item {index} repeats an earlier one)")
             return
         seen.add(key)
+
+
+def _multiple_of(
+    validator: Validator, step: Any, instance: Any, schema: dict[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    """``multipleOf`` on the decimal numbers JSON sends (a float as its shortest repr), exactly: ``19.99`` is a
+    multiple of ``0.01``, and an integer of any length is compared, never turned into a float."""
+    if not validator.is_type(instance, "number"):
+        return
+    with contextlib.suppress(OverflowError, ZeroDivisionError, TypeError):
+        if (instance / step).is_integer():  # as jsonschema took it (and fast): a whole quotient
+            return
+    try:
+        multiple = (_exact(instance) / _exact(step)).denominator == 1
+    except (ValueError, TypeError, ZeroDivisionError):  # a step that is no finite number (the schema's): not checked
+        return
+    if not multiple:
+        yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {step}")
+
+
+def _exact(number: Any) -> Fraction:
+    return Fraction(repr(number)) if isinstance(number, float) else Fraction(number)
 
 
 def _json_key(value: Any) -> Any:

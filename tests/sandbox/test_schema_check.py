@@ -54,6 +54,14 @@ TOOLS = [
     {"name": "search", "inputSchema": {"type": "object", "properties": {"filters": FILTERS}}},
     {"name": "log", "inputSchema": ATTENDEES},
     {"name": "counters", "inputSchema": {"type": "object", "additionalProperties": {"type": "integer"}}},
+    # What pydantic writes for `amount: float = Field(multiple_of=0.01)`, and a step no float division gets right.
+    {
+        "name": "pay",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"amount": {"type": "number", "multipleOf": 0.01}, "share": {"multipleOf": 0.3}},
+        },
+    },
 ]
 COSTLY = {"attendees": [{"name": "a", "email": None}] * 33_000}  # valid; 99,001 values, under the 100,000 cap
 
@@ -177,3 +185,30 @@ def test_a_tuple_is_an_array_as_it_is_sent() -> None:
     assert [e.message for e in check.iter_errors({"pair": (1, "a")})] == []
     assert [e.message for e in check.iter_errors({"pair": (1, 2)})] == ["2 is not of type 'string'"]
     assert [e.message for e in check.iter_errors({"pair": ("a", 1)})] != []
+
+
+def test_multiple_of_is_checked_on_the_numbers_as_json_writes_them() -> None:
+    # Before: jsonschema divided floats, so 19.99 and 0.07 were "not a multiple of 0.01" (pydantic's check on the
+    # server takes them: an honest call was refused on the host).
+    check = tool_validator(TOOLS[3]["inputSchema"], "raw.pay")
+    for amount in (19.99, 0.07, 0.3, 3, 1e300, 10**400):
+        assert [e.message for e in check.iter_errors({"amount": amount})] == [], amount
+    assert [e.message for e in check.iter_errors({"amount": 0.005})] == ["0.005 is not a multiple of 0.01"]
+    assert [e.message for e in check.iter_errors({"share": 0.9, "amount": True})] == ["True is not of type 'number'"]
+    assert [e.message for e in check.iter_errors({"share": 1})] == ["1 is not a multiple of 0.3"]
+
+
+def test_an_integer_past_a_floats_range_is_checked_against_a_float_step_not_failed_as_the_hosts_bug(
+    raw: tuple[Path, BackgroundPool],
+) -> None:
+    # Before: `10**400 / 0.3` raised OverflowError in jsonschema: the script's call failed "internal: the tool call
+    # failed on the host", the host's log had a traceback for each such call, and its audit line no outcome.
+    tree, pool = raw
+    bridge = McpBridge(tree, pool.pool)
+    with pytest.raises(ToolCallRefused) as info:
+        call(bridge, pool, "pay", {"share": 10**400 + 1})
+    assert info.value.code == "invalid_arguments"
+    message = info.value.message
+    assert message.startswith("invalid arguments: share: 1000") and message.endswith("is not a multiple of 0.3")
+    assert len(message) < 400
+    assert call(bridge, pool, "pay", {"share": 3 * 10**400})["content"][0]["text"] == '{"share": 3' + "0" * 400 + "}"
