@@ -3,11 +3,13 @@
 The first ``memory_bytes`` are kept in memory. Past that, the capture spills everything to a
 file in the workspace and keeps only the last ``memory_bytes`` in memory, so a script that
 prints gigabytes costs bounded memory; the file stops growing at ``file_bytes``. With a ``folder``, the
-file grows only after the folder made room for it (`OutputFolder`: the oldest saved outputs are deleted).
+file grows only after the folder made room for it (`OutputFolder`: the oldest saved outputs are deleted), and
+only as far as the folder lets the execution's files grow together.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -58,7 +60,7 @@ class OutputCapture:
             return
         data = data[:room]
         if self.folder is not None:
-            self.folder.grow(len(data))
+            data = data[: self.folder.grow(len(data))]
         try:
             view = memoryview(data)
             while view:
@@ -114,6 +116,10 @@ class OutputCapture:
             head = self._head.decode("utf-8", errors="replace")[:half]
             tail = self._tail.decode("utf-8", errors="replace")[-half:]
         self.close()
+        if not self._file_failed and self._file_written == 0 and self.total > 0:  # the execution's budget was spent
+            self._file_failed = True
+            with contextlib.suppress(OSError):
+                os.unlink(self.spill_path)
         path = None if self._file_failed else self.spill_path
         return {"head": head, "tail": tail, "truncated": True, "bytes": self.total, "path": path,
                 "saved": self._file_written}  # fmt: skip

@@ -7,9 +7,11 @@ saved into the host folder, and every later session of that folder failed to res
 
 Now, before one of the running execution's files grows, the oldest other outputs (by modification time,
 whichever session wrote them) are deleted while the folder would hold more than its budget: a quarter of the
-workspace's size, at most 64 MiB. The running execution's own two files are never deleted; each stops growing at
-the budget. A session's first execution holds the folder to its budget before it runs (a folder saved over it by
-an older version). Only files named as outputs are counted or deleted: whatever else a script puts there stays.
+workspace's size, at most 64 MiB. The running execution's own files (stdout, stderr, a traceback) are never deleted;
+together they stop growing at the budget (before, each stopped there: one execution printing 70 MB to each stream
+and raising with a traceback as long saved 192 MiB of a 256 MiB workspace into the user's folder). A session's
+first execution holds the folder to its budget before it runs (a folder saved over it by an older version). Only
+files named as outputs are counted or deleted: whatever else a script puts there stays.
 The result of an execution that deleted any says how many (``outputs.dropped``).
 """
 
@@ -49,6 +51,8 @@ class OutputFolder:
         self._others: list[tuple[int, str, int]] | None = None
         """The other outputs, oldest first: (mtime in ns, name, size); listed at the execution's first growth."""
         self._used = 0
+        self._mine = 0
+        """Bytes the running execution's files were let grow by, together at most the budget."""
 
     def start(self, names: tuple[str, ...], *, prune: bool = False) -> None:
         """A new execution begins; ``names``: its output files' names, never deleted while it runs. ``prune``: hold
@@ -58,15 +62,20 @@ class OutputFolder:
             self._current = frozenset(names)
             self._others = None
             self._used = 0
+            self._mine = 0
             self.dropped = 0
             if prune:
                 self._make_room(0)
 
-    def grow(self, n: int) -> None:
-        """One of the running execution's files is about to grow by ``n`` bytes: delete the oldest other
-        outputs while the folder would hold more than the budget."""
+    def grow(self, n: int) -> int:
+        """One of the running execution's files is about to grow by ``n`` bytes: how many of them it may write (the
+        execution's files together hold at most the budget), the oldest other outputs deleted while the folder
+        would hold more than the budget."""
         with self._lock:
+            n = max(min(n, self.budget - self._mine), 0)
+            self._mine += n
             self._make_room(n)
+            return n
 
     def _make_room(self, n: int) -> None:
         """Under the lock: count ``n`` more bytes, then delete the oldest other outputs while over the budget."""

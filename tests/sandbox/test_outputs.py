@@ -36,19 +36,26 @@ def test_the_oldest_outputs_go_first_while_the_folder_is_over_its_budget(tmp_pat
     assert folder.dropped == 2 and (out / "3-cccccc-stdout.txt").read_bytes() == b"x" * 12
 
 
-def test_the_running_executions_own_files_are_never_deleted_even_over_the_budget(tmp_path: Path) -> None:
+def test_the_running_executions_own_files_are_never_deleted_and_hold_the_budget_together(tmp_path: Path) -> None:
+    # Before: each of them stopped at the budget, so stdout, stderr and a traceback held three times it (192 MiB of a
+    # 256 MiB workspace, saved into the user's folder, for one script printing 70 MB to each and raising as long).
     out = tmp_path / "outputs"
     saved(out, "1-aaaaaa-stdout.txt")
     folder = OutputFolder(str(out), budget=20)
-    folder.start(("2-aaaaaa-stdout.txt", "2-aaaaaa-stderr.txt"))
+    folder.start(("2-aaaaaa-stdout.txt", "2-aaaaaa-stderr.txt", "2-aaaaaa-traceback.txt"))
     stdout = OutputCapture(str(out / "2-aaaaaa-stdout.txt"), memory_bytes=4, file_bytes=20, folder=folder)
     stderr = OutputCapture(str(out / "2-aaaaaa-stderr.txt"), memory_bytes=4, file_bytes=20, folder=folder)
     for _ in range(10):
         stdout.feed(b"o" * 5)
         stderr.feed(b"e" * 5)
-    assert stdout.finish(2)["bytes"] == stderr.finish(2)["bytes"] == 50
+    traceback = OutputCapture(str(out / "2-aaaaaa-traceback.txt"), memory_bytes=4, file_bytes=20, folder=folder)
+    traceback.feed(b"t" * 50)
+    said = [stream.finish(2) for stream in (stdout, stderr, traceback)]
+    assert [s["bytes"] for s in said] == [50, 50, 50]
+    assert [s["saved"] for s in said] == [10, 10, 0] and said[2]["path"] is None  # none of it fits: no empty file
     assert sorted(p.name for p in out.iterdir()) == ["2-aaaaaa-stderr.txt", "2-aaaaaa-stdout.txt"]
-    assert (out / "2-aaaaaa-stdout.txt").read_bytes() == b"o" * 20 and folder.dropped == 1
+    assert (out / "2-aaaaaa-stdout.txt").read_bytes() == b"o" * 10 and folder.dropped == 1
+    assert (out / "2-aaaaaa-stderr.txt").read_bytes() == b"e" * 10
 
 
 def test_a_sessions_first_execution_prunes_a_folder_saved_over_its_budget_before_it_runs(tmp_path: Path) -> None:

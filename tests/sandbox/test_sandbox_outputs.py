@@ -55,6 +55,25 @@ def test_saved_outputs_keep_the_newest_within_a_quarter_of_the_workspace(
     assert (ws / "report.bin").stat().st_size == 16 * MiB
 
 
+def test_one_executions_stdout_stderr_and_traceback_hold_the_budget_together(
+    docker_engine: Any, sample_tree: Path, tmp_path: Path
+) -> None:
+    # Before: each stopped at the budget on its own: 24 MiB of the 32 MiB workspace held by one script's outputs and
+    # saved into the user's folder (at the defaults, 192 MiB of 256 MiB), and the next script's 16 MiB write failed.
+    ws = tmp_path / "ws"
+    script = (
+        "import sys\nline = 'y' * 1023 + '\\n'\nfor _ in range(6 * 1024):\n"
+        "    sys.stdout.write(line)\n    sys.stderr.write(line)\nraise ValueError('t' * (6 << 20))\n"
+    )
+    with Sandbox(small_workspace(docker_engine, sample_tree), workspace=ws) as sb:
+        result = sb.execute(script)
+        assert result.stdout_truncated and result.stderr_truncated and result.traceback is not None
+        written = sb.execute("open('/workspace/report.bin', 'wb').write(b'r' * (16 << 20))")
+        assert written.ok, written.error
+    assert sum(outputs(ws).values()) == 8 * MiB
+    assert (ws / "report.bin").stat().st_size == 16 * MiB
+
+
 def test_a_folder_saved_with_outputs_over_the_budget_is_pruned_at_the_first_execution(
     docker_engine: Any, sample_tree: Path, tmp_path: Path
 ) -> None:
