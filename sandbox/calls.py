@@ -125,6 +125,7 @@ class CallServer:
         self._lock = threading.Lock()
         self._searching = threading.Lock()  # one search of this session at a time
         self._executing = False
+        self._ends_at: float | None = None
         self._execution = 0  # counts executions: a search queued in one is not run in the next
         self._in_flight = 0
         self.arguments_in_flight = InFlight()
@@ -142,10 +143,14 @@ class CallServer:
         with self._lock:
             return self._executing
 
-    def begin(self) -> None:
-        """An execution starts: calls are accepted, into a fresh ledger."""
+    def begin(self, ends_at: float | None = None) -> None:
+        """An execution starts: calls are accepted, into a fresh ledger, until its script is stopped at ``ends_at``
+        (`time.monotonic`; None: until `end`). A request read after it was left in the stream by a script that is gone:
+        it is refused (``no_execution``), never served (before, a tool its script called just before its timeout ran
+        after the script was stopped, its answer read by nobody)."""
         with self._lock:
             self._executing, self._ledger, self._omitted = True, [], 0
+            self._ends_at = ends_at
             self._execution += 1
 
     def _waiting_on(self, server: str) -> str:
@@ -225,6 +230,8 @@ class CallServer:
             execution = self._execution
             if not self._executing:
                 return ("no_execution", "no execution is running"), None, execution
+            if self._ends_at is not None and time.monotonic() >= self._ends_at:
+                return ("no_execution", "the execution's time is up"), None, execution
             if self._in_flight >= MAX_CALLS_IN_FLIGHT:
                 return ("too_many_calls", f"more than {MAX_CALLS_IN_FLIGHT} tool calls in flight"), None, execution
             if method not in ("tool_call", "search_tools"):

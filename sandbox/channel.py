@@ -108,6 +108,10 @@ class SupervisorChannel:
         self._lock = threading.Lock()
         self._budget = budget or RequestBudget()
         self._stopping = threading.Event()
+        self.script_ends_at: float | None = None
+        """When the running execution's script is stopped (`time.monotonic`), set by its session: requests read after
+        it are not waited on for the budget, up to a burst of their charges (`_charge`)."""
+        self._stale_charged = 0.0
         stdin = connection.stdin
 
         def write_all(data: bytes) -> None:
@@ -172,10 +176,25 @@ class SupervisorChannel:
 
     def _charge(self, started: float, downstream: float = DOWNSTREAM_SECONDS) -> None:
         """Charge a request the reader began at thread time ``started`` (and what follows on the host, ``downstream``
-        seconds); wait while the budget is spent."""
-        delay = self._budget.charge(time.thread_time() - started + downstream)
+        seconds); wait while the budget is spent, but never past `script_ends_at`: the requests its script left in the
+        stream ahead of its result are read on without waiting, up to the budget's burst of their charges (before, each
+        waited its share, and a script whose threads' large calls queued at its timeout had its result read after the
+        host's deadline: the sandbox destroyed, its workspace not saved). The charges stay in the budget."""
+        charge = time.thread_time() - started + downstream
+        delay = self._budget.charge(charge)
+        ends_at = self.script_ends_at
+        if ends_at is not None and time.monotonic() >= ends_at:
+            self._stale_charged += charge
+            if self._stale_charged <= self._budget.burst:
+                return
+        elif ends_at is not None:
+            delay = min(delay, ends_at - time.monotonic())
         if delay > 0:
             self._stopping.wait(delay)
+
+    def expect_script_end(self, at: float | None) -> None:
+        """The running execution's script is stopped at ``at`` (`time.monotonic`; None: no execution runs)."""
+        self.script_ends_at, self._stale_charged = at, 0.0
 
     def _route_unparsed(self, refused: TooManyValues) -> None:
         """A frame over the value budget: a request goes to the handler (params None); anything else is a violation.

@@ -89,6 +89,8 @@ NOTES_KEPT = 1_000
 UNSAVED_LOG = "sandbox %s: workspace not saved: %s"
 """How `Sandbox.close` logs that the sandbox ended before the workspace could be saved (`Sandbox.not_saved`)."""
 _GRACE_SECONDS = 15.0
+_SCRIPT_END_SLACK = 1.0
+"""Seconds after its timeout from which a script's requests are taken for ones it left behind (`CallServer.begin`)."""
 _OP_TIMEOUT = 120.0
 _STOP_RETRY = 0.1
 """Seconds between `Sandbox.close`'s tries to stop the running script (`Sandbox._stop_running`)."""
@@ -647,9 +649,13 @@ class Sandbox:
             # already running").
             channel.wait_left("execute", _INTERRUPT_WAIT)
             self.bridge.begin_execution()
-            self._calls.begin()
+            # The supervisor stops the script `limit` seconds after it gets it; the slack covers the way there.
+            ends_at = time.monotonic() + limit + _SCRIPT_END_SLACK
+            self._calls.begin(ends_at)
+            channel.expect_script_end(ends_at)
             if turn is not None and not turn.start():
                 self._calls.end()
+                channel.expect_script_end(None)
                 raise SessionError("the execution was cancelled before its script was sent; nothing ran")
             started = time.monotonic()
             interrupted: KeyboardInterrupt | None = None
@@ -684,6 +690,7 @@ class Sandbox:
                     if turn is not None:
                         turn.end()  # first: a cancel of this turn under way is sent while this script still runs
                     ledger = self._calls.end()
+                    channel.expect_script_end(None)
                     self._printing = None
             except SessionError as e:
                 # The sandbox ended (or was destroyed) under the script: the calls the bridge handled for it happened

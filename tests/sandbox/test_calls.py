@@ -115,6 +115,21 @@ def test_a_synchronous_bridge_is_served_on_the_thread_pool() -> None:
     calls.close()
 
 
+def test_a_call_read_after_its_scripts_end_is_refused_never_served() -> None:
+    # Before: a call the script made just before its timeout, read after it was stopped, still ran on its server.
+    served: list[str] = []
+    calls = CallServer(FunctionBridge(lambda s, t, a: served.append(t) or {"content": []}), None)
+    channel = Answers()
+    calls.begin(time.monotonic() + 60)
+    calls.on_request(channel, "c1", "tool_call", call(tool="early"))
+    assert channel.wait("c1")[1] is None and served == ["early"]
+    calls.begin(time.monotonic() - 1)
+    calls.on_request(channel, "c2", "tool_call", call(tool="late"))
+    _, error, _ = channel.wait("c2")
+    assert error == {"code": "no_execution", "message": "the execution's time is up"} and served == ["early"]
+    calls.close()
+
+
 @pytest.mark.parametrize(
     ("method", "params", "executing", "code"),
     [

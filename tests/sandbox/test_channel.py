@@ -190,6 +190,50 @@ def test_each_request_from_the_peer_is_charged_to_its_budget_and_past_it_the_rea
     assert len(budget.charges) == 4  # a reply to the host's own request is not charged
 
 
+class Waits(threading.Event):
+    """A reader's stop event that records each wait on it and returns at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout or 0.0)
+        return self.is_set()
+
+
+def test_requests_a_script_left_in_the_stream_past_its_end_are_read_on_without_waiting_up_to_a_burst() -> None:
+    """Before, each request behind a spent budget was waited on, also those the script left in the stream ahead of its
+    result when it was stopped: 8 threads' calls of 49,000 objects each held the result past the host's deadline (45
+    s), and the sandbox was destroyed with its workspace unsaved. Now they are read on, charged, while their charges
+    past the script's end are within the budget's burst; past that the reader waits again."""
+    peer = PipePeer()
+    budget = RequestBudget(burst=1.0, rate=1e-6)
+    budget.charge(2.0)  # spent: each request past it would be waited on for days
+    channel = SupervisorChannel(peer, "test", budget=budget)
+    channel._stopping = waits = Waits()
+    peer.send({"method": "ready", "params": {"uid": 10001}})
+    channel.wait_ready(10)
+    channel.on_request = lambda call_id, method, params: channel.respond(call_id, result={})
+
+    def stopped_script() -> None:  # the calls it left, then its result
+        request = peer.peer_in.read()
+        assert request is not None
+        for n in range(3):
+            peer.send({"id": f"c{n}", "method": "tool_call", "params": {"arguments": {"n": n}}})
+        peer.send({"id": request["id"], "result": {"done": True}})
+
+    channel.expect_script_end(time.monotonic() - 1)
+    threading.Thread(target=stopped_script).start()
+    assert channel.request("execute", {}, timeout=10) == {"done": True}
+    assert [peer.peer_in.read() for _ in range(3)] == [{"id": f"c{n}", "result": {}} for n in range(3)]
+    assert waits.waits == []  # not waited on
+    channel._stale_charged = budget.burst + 1.0  # past a burst of such charges (a hostile supervisor's flood)
+    peer.send({"id": "c3", "method": "tool_call", "params": {"arguments": {}}})
+    assert peer.peer_in.read() == {"id": "c3", "result": {}}
+    assert len(waits.waits) == 1  # it is waited on again
+
+
 class TimedBudget(RecordingBudget):
     """Records, with each charge, the reader's thread time as it was charged and as the charge returned."""
 
