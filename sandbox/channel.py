@@ -111,7 +111,9 @@ class SupervisorChannel:
         self.script_ends_at: float | None = None
         """When the running execution's script is stopped (`time.monotonic`), set by its session: requests read after
         it are not waited on for the budget, up to a burst of their charges (`_charge`)."""
-        self._stale_charged = 0.0
+        self._stale_for: float | None = None
+        """The `script_ends_at` whose stopped script's requests `_stale_left` is for."""
+        self._stale_left = 0.0
         stdin = connection.stdin
 
         def write_all(data: bytes) -> None:
@@ -176,25 +178,39 @@ class SupervisorChannel:
 
     def _charge(self, started: float, downstream: float = DOWNSTREAM_SECONDS) -> None:
         """Charge a request the reader began at thread time ``started`` (and what follows on the host, ``downstream``
-        seconds); wait while the budget is spent, but never past `script_ends_at`: the requests its script left in the
-        stream ahead of its result are read on without waiting, up to the budget's burst of their charges (before, each
-        waited its share, and a script whose threads' large calls queued at its timeout had its result read after the
-        host's deadline: the sandbox destroyed, its workspace not saved). The charges stay in the budget."""
+        seconds); wait while the budget is spent, but never past `script_ends_at`: from then on the requests the
+        stopped script left in the stream, before its result or after it, are read on without waiting until their
+        charges reach the budget's burst (before, each waited its share: a script whose threads' large calls queued at
+        its timeout had its result read after the host's deadline, the sandbox destroyed, its workspace not saved).
+        Their charges stay in the budget; once a stopped script's requests spent the burst, the reader waits again.
+        """
         charge = time.thread_time() - started + downstream
         delay = self._budget.charge(charge)
-        ends_at = self.script_ends_at
-        if ends_at is not None and time.monotonic() >= ends_at:
-            self._stale_charged += charge
-            if self._stale_charged <= self._budget.burst:
+        with self._lock:
+            now, ends_at = time.monotonic(), self.script_ends_at
+            if ends_at is not None and now >= ends_at and self._stale_for != ends_at:  # once for each stopped script
+                self._stale_for, self._stale_left = ends_at, self._budget.burst
+            if self._stale_left > 0:
+                self._stale_left -= charge
                 return
-        elif ends_at is not None:
-            delay = min(delay, ends_at - time.monotonic())
+            if ends_at is not None:
+                delay = min(delay, ends_at - now)
         if delay > 0:
             self._stopping.wait(delay)
 
     def expect_script_end(self, at: float | None) -> None:
         """The running execution's script is stopped at ``at`` (`time.monotonic`; None: no execution runs)."""
-        self.script_ends_at, self._stale_charged = at, 0.0
+        with self._lock:
+            self.script_ends_at = at
+
+    def script_stopped(self) -> None:
+        """The running script is being stopped now (a cancel, a Ctrl-C, a close): the requests it left are read on as
+        after its timeout (`_charge`), so the answer to the stop comes at once (before: behind each of them waited on,
+        a cancel 10 s into a flood of large calls returned 22 s later, and the interpreter was restarted)."""
+        with self._lock:
+            now = time.monotonic()
+            if self.script_ends_at is not None and self.script_ends_at > now:
+                self.script_ends_at = now
 
     def _route_unparsed(self, refused: TooManyValues) -> None:
         """A frame over the value budget: a request goes to the handler (params None); anything else is a violation.

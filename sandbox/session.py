@@ -745,6 +745,7 @@ class Sandbox:
     @staticmethod
     def _interrupted(channel: SupervisorChannel) -> None:
         """Ctrl-C in `execute`: stop its script (the sandbox's answer to the cancel comes at once)."""
+        channel.script_stopped()
         with contextlib.suppress(SessionError):
             channel.request("cancel", {}, timeout=_INTERRUPT_WAIT)
 
@@ -772,6 +773,7 @@ class Sandbox:
     @staticmethod
     def _cancel_on(channel: SupervisorChannel) -> bool:
         """`cancel`'s request: whether the sandbox stopped a script."""
+        channel.script_stopped()
         try:
             # Frames go out in order: this cancel reaches the supervisor before any later execute.
             return channel.request("cancel", {}, timeout=_OP_TIMEOUT).get("cancelled") is True

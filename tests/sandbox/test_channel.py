@@ -228,10 +228,19 @@ def test_requests_a_script_left_in_the_stream_past_its_end_are_read_on_without_w
     assert channel.request("execute", {}, timeout=10) == {"done": True}
     assert [peer.peer_in.read() for _ in range(3)] == [{"id": f"c{n}", "result": {}} for n in range(3)]
     assert waits.waits == []  # not waited on
-    channel._stale_charged = budget.burst + 1.0  # past a burst of such charges (a hostile supervisor's flood)
+    channel.expect_script_end(None)  # the execution ended: what the stopped script left after its result is read on
     peer.send({"id": "c3", "method": "tool_call", "params": {"arguments": {}}})
     assert peer.peer_in.read() == {"id": "c3", "result": {}}
+    assert waits.waits == []
+    channel._stale_left = 0.0  # a burst of such charges spent (a hostile supervisor's flood)
+    peer.send({"id": "c4", "method": "tool_call", "params": {"arguments": {}}})
+    assert peer.peer_in.read() == {"id": "c4", "result": {}}
     assert len(waits.waits) == 1  # it is waited on again
+    channel.expect_script_end(time.monotonic() + 60)  # the next execution, stopped by a cancel
+    channel.script_stopped()
+    peer.send({"id": "c5", "method": "tool_call", "params": {"arguments": {}}})
+    assert peer.peer_in.read() == {"id": "c5", "result": {}}
+    assert len(waits.waits) == 1  # not waited on: a burst more for the requests that script left
 
 
 class TimedBudget(RecordingBudget):
