@@ -79,6 +79,9 @@ class ToolBridge(ABC):
     def begin_execution(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Called before each execution starts (a bridge resets per-execution budgets here)."""
 
+    def end_execution(self) -> None:  # noqa: B027 - an optional hook, empty by default
+        """Called once an execution ended (its ledger taken): a bridge writes what it kept for the end here."""
+
     def refused(self, server: str, tool: str, code: str, message: str) -> None:  # noqa: B027 - optional, empty
         """A call of the script's that its session refused before handing it on (a name too long, arguments past the
         limits): recorded as the bridge records the calls it refuses itself (`McpBridge`: an audit line). ``server``

@@ -183,6 +183,10 @@ class CallServer:
             loop = self.tool_loop or shared_loop()
             with contextlib.suppress(RuntimeError):  # a closed loop runs nothing any more
                 loop.call_soon_threadsafe(self._cancel_tasks)
+        try:
+            self.bridge.end_execution()
+        except Exception:  # the bridge is foreign code: its bug must not kill the session
+            logger.exception("the bridge failed to end an execution")
         return ledger
 
     def _cancel_tasks(self) -> None:

@@ -24,7 +24,8 @@ For every call from a script it:
    answer, a `CallFailure` such as a timeout, fails with its code instead: it is not the tool's error);
 7. writes one JSON audit line: session, server, tool, argument digest, outcome, bytes, ms, and the error cleaned
    and cut as the ledger's is (`sandbox.results.ledger_error`: before, a server's error went in whole, 24 MB a
-   line for an error of 2,000,000 emoji, 480 MB of audit log in 10 s).
+   line for an error of 2,000,000 emoji, 480 MB of audit log in 10 s); an execution's refused calls past
+   `MAX_REFUSED_LINES` are counted in one line at its end.
 
 Secrets (server env, headers) live in the pool on the host; nothing of them enters the sandbox.
 
@@ -76,9 +77,12 @@ from tool_tree.tree import Manifest, ToolEntry, requires_task, schema_hash
 logger = logging.getLogger(__name__)
 
 MAX_VALIDATION_ERRORS = 100
+"""Validation errors looked at to pick the one reported (an array of a million wrong items has a million)."""
 ARGUMENTS_SAID = 3
 """The most arguments one refusal names as wrong (each once)."""
-"""Validation errors looked at to pick the one reported (an array of a million wrong items has a million)."""
+MAX_REFUSED_LINES = 2_000
+"""Refused calls of one execution written one audit line each (as many as the ledger lists); the rest are counted by
+code in one line at the execution's end (`McpBridge.end_execution`)."""
 VALIDATION_BURST_SECONDS = 1.0
 VALIDATION_RATE = 0.05
 """Host CPU a session's argument validations may take: 1 s at once, then 5% of a core (each call at most
@@ -272,6 +276,9 @@ class McpBridge(ToolBridge):
         self._lock = threading.Lock()
         self._calls = 0
         self._bytes = 0
+        self._refused_lines = 0
+        self._refused_unwritten: dict[str, int] = {}
+        """Refused calls of this execution past `MAX_REFUSED_LINES`, by code: one audit line says them at its end."""
         self._definitions: dict[tuple[str, str], StoredDefinition] = {}
         self._validators: dict[tuple[str, str], Validator | None] = {}
         self._patterned: dict[tuple[str, str], bool] = {}
@@ -291,16 +298,45 @@ class McpBridge(ToolBridge):
         """
         other = copy.copy(self)  # shallow: the validators and the verified set are the same objects
         other._lock = threading.Lock()
-        other._calls = other._bytes = 0
+        other._calls = other._bytes = other._refused_lines = 0
+        other._refused_unwritten = {}
         other._validation_budget = RequestBudget(burst=VALIDATION_BURST_SECONDS, rate=VALIDATION_RATE)
         other.script_asks = None  # a script's: never a host caller's
         return other
 
     def begin_execution(self) -> None:
         """Reset the per-execution budgets (the session calls this before each execution)."""
+        self.end_execution()  # a caller that never said the last one ended
         with self._lock:
             self._calls = 0
             self._bytes = 0
+            self._refused_lines = 0
+
+    def end_execution(self) -> None:
+        """One audit line for the refused calls of the execution past `MAX_REFUSED_LINES`: how many, by code."""
+        with self._lock:
+            unwritten, self._refused_unwritten = self._refused_unwritten, {}
+        if unwritten and self.audit is not None:
+            record = {"session": self.session, "outcome": "refused", "code": "refused_calls_counted"}
+            counted = {"calls": sum(unwritten.values()), "codes": unwritten}
+            self.audit.write({**record, **counted, "ms": 0.0, "ts": round(time.time(), 3)})
+
+    def _audit(self, record: dict[str, Any]) -> None:
+        """Write a call's audit line; past `MAX_REFUSED_LINES` refused calls in an execution, count it instead.
+
+        Before, each refused call had its line: refused calls cost no call budget, so a script making them for its
+        whole timeout, each naming a tool of 256 emoji (12 bytes each in ASCII JSON), wrote 45 MB of audit log in
+        25 s, growing with the timeout."""
+        if self.audit is None:
+            return
+        if record.get("outcome") == "refused":
+            with self._lock:
+                if self._refused_lines >= MAX_REFUSED_LINES:
+                    code = str(record.get("code"))
+                    self._refused_unwritten[code] = self._refused_unwritten.get(code, 0) + 1
+                    return
+                self._refused_lines += 1
+        self.audit.write(record)
 
     async def call_tool(
         self,
@@ -351,15 +387,13 @@ class McpBridge(ToolBridge):
         finally:
             record["ms"] = round((time.monotonic() - started) * 1000, 1)
             record["ts"] = round(time.time(), 3)
-            if self.audit is not None:
-                self.audit.write(record)
+            self._audit(record)
 
     def refused(self, server: str, tool: str, code: str, message: str) -> None:
         """An audit line for a call its session refused before handing it on, as for one refused here (before: none,
         so a script's calls with a server name of a megabyte left no trace)."""
-        if self.audit is not None:
-            record = {"session": self.session, "server": server, "tool": tool, "outcome": "refused", "code": code}
-            self.audit.write({**record, "error": ledger_error(message), "ms": 0.0, "ts": round(time.time(), 3)})
+        record = {"session": self.session, "server": server, "tool": tool, "outcome": "refused", "code": code}
+        self._audit({**record, "error": ledger_error(message), "ms": 0.0, "ts": round(time.time(), 3)})
 
     def waiting_on(self, server: str) -> str:
         """A server still starting (or waiting for its turn to) when a call of it was cancelled: said, with the

@@ -14,7 +14,7 @@ import pytest
 
 from sandbox import Sandbox, SandboxConfig
 from sandbox.bridge import ToolCallRefused
-from sandbox.mcp_bridge import AuditLog, Budgets, McpBridge
+from sandbox.mcp_bridge import MAX_REFUSED_LINES, AuditLog, Budgets, McpBridge
 from tests.support import raw_server_tree, sample_config_yaml
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool
@@ -663,3 +663,47 @@ def test_an_audit_log_whose_last_line_was_cut_short_gets_each_new_line_whole(tmp
     assert lines[1] == '{"n": 2, "tool": "li'
     assert json.loads(lines[2]) == {"n": 3}
     assert len(lines) == 3
+
+
+@pytest.mark.docker
+def test_an_executions_refused_calls_past_the_ledgers_count_are_audited_as_one_line_of_counts(
+    docker_engine: object, test_config: SandboxConfig, tree: Path, pool: BackgroundPool
+) -> None:
+    # Before: one audit line for each refused call, which costs no call budget: a script naming a tool of 256 emoji
+    # (12 bytes each in ASCII JSON) wrote 45 MB of audit log in 25 s, growing with its timeout.
+    stream = io.StringIO()
+    bridge = McpBridge(tree, pool.pool, audit=AuditLog(stream))
+    script = (
+        "from tool_tree.runtime import ToolCallError, call_tool\n"
+        "for i in range({n}):\n"
+        "    try:\n        call_tool('crm', '\\U0001f600' * 300 if i % 2 else 'drop_database', {{}})\n"
+        "    except ToolCallError:\n        pass\n"
+    )
+    with Sandbox(config=test_config, tree=tree, tools=bridge, tool_loop=pool.loop) as sandbox:
+        result = sandbox.execute(script.format(n=MAX_REFUSED_LINES + 50))
+        assert result.error is None, result.traceback
+        lines = audit_lines(stream)
+        assert len(lines) == MAX_REFUSED_LINES + 1
+        assert all(line["outcome"] == "refused" and "tool" in line for line in lines[:-1])
+        counted = lines[-1]
+        assert counted["code"] == "refused_calls_counted" and counted["calls"] == 50
+        assert counted["codes"] == {"not_allowed": 25, "invalid_arguments": 25}
+        assert len(stream.getvalue()) < 30 * 1024 * 1024
+        # The next execution's refused calls have their lines again.
+        assert sandbox.execute(script.format(n=3)).error is None
+        assert [line.get("tool", "")[:4] for line in audit_lines(stream)[-3:]] == ["drop", "\U0001f600" * 4, "drop"]
+
+
+def test_a_bridge_that_is_never_told_an_execution_ended_counts_its_refused_calls_at_the_next_one(
+    tree: Path, pool: BackgroundPool
+) -> None:
+    stream = io.StringIO()
+    bridge = McpBridge(tree, pool.pool, audit=AuditLog(stream))
+    for _ in range(MAX_REFUSED_LINES + 2):
+        bridge.refused("crm", "x" * 300, "name_too_long", "a name too long")
+    assert len(audit_lines(stream)) == MAX_REFUSED_LINES
+    bridge.begin_execution()
+    bridge.refused("crm", "y", "name_too_long", "a name too long")
+    counted, last = audit_lines(stream)[-2:]
+    assert counted["calls"] == 2 and counted["codes"] == {"name_too_long": 2}
+    assert last["tool"] == "y"
