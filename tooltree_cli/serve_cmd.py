@@ -298,6 +298,8 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
         app.on_stop_signal.append(refresh.cancel.set)  # before a signal kills the servers it started
     else:
         _warn_unrecorded(app, config, tree, refreshed=not args.no_regenerate)
+    if args.no_regenerate:
+        _warn_unconfigured(app, config, tree)
     follow = None if args.no_regenerate else _follow(config, tree, app)
     if follow is not None:
         follow.start(after=refresh.thread if refresh is not None else None)
@@ -324,6 +326,19 @@ def _warn_doubled(config: Config) -> None:
     if doubled is not None:
         print("tooltree serve: warning: " + " ".join(terminal_text(doubled.message()).splitlines()), file=sys.stderr,
               flush=True)  # fmt: skip
+
+
+def _warn_unconfigured(app: ToolServer, config: Config, tree: Path) -> None:
+    """One warning when ``--no-regenerate`` serves a tree with servers ``config`` does not have or disables (no config
+    at all among them): every call of their tools is refused, and nothing else would say so before a script ran."""
+    enabled = {s.name for s in config.servers if s.enabled}
+    missing = sorted(s.name for s in app.toolset.manifest.servers if s.name not in enabled)
+    if not missing:
+        return
+    named = terminal_text(", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else ""))
+    source = "no config was given" if config.file is None else f"{config.file} does not have or disables them"
+    print(f"tooltree serve: warning: {tree} has server(s) {named}, and {source}: every call of their tools fails; "
+          "pass the --config the tree was generated from", file=sys.stderr, flush=True)  # fmt: skip
 
 
 def _warn_unrecorded(app: ToolServer, config: Config, tree: Path, *, refreshed: bool) -> None:
