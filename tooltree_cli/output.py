@@ -38,6 +38,8 @@ def not_printed(what: str, e: OSError | UnicodeEncodeError, kept: str = "") -> N
     the line either is passed over. The caller then exits `EXIT_NOT_PRINTED` (before: "unexpected", exit 70, as if
     a bug). A reader that left (``BrokenPipeError``) is not this: the command line says nothing of it."""
     why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+    if isinstance(e, UnicodeEncodeError):  # what to do: the codec's words alone did not say
+        why += f" (standard output takes only {e.encoding}: set PYTHONIOENCODING=utf-8, or a UTF-8 locale, to print it)"
     with contextlib.suppress(OSError):
         error(terminal_text(f"{what} could not be printed: {why}" + (f"; it is in {kept}" if kept else "")))
 

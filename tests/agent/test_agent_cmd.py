@@ -973,5 +973,6 @@ def test_an_answer_that_cannot_be_printed_says_why_and_where_it_is_and_exits_4(
     why = "No space left on device" if where == "full_disk" else "'ascii' codec can't encode"
     assert err.startswith(f"tooltree: error: the answer could not be printed: {why}")
     assert err.rstrip().endswith(f"; it is in {transcript}") and "unexpected" not in err
+    assert ("set PYTHONIOENCODING=utf-8" in err) == (where == "ascii_only")
     records = [json.loads(line) for line in transcript.read_text(encoding="utf-8").splitlines()]
     assert "Ação concluída." in json.dumps(records, ensure_ascii=False)

@@ -41,6 +41,8 @@ def test_results_that_cannot_be_printed_say_why_in_one_line_and_exit_4_as_exec_a
     why = "No space left on device" if where == "full_disk" else "'ascii' codec can't encode"
     assert err.startswith(f"tooltree: error: the results could not be printed: {why}"), err
     assert len(err.splitlines()) == 1 and "unexpected" not in err
+    if where == "ascii_only":  # what to do (before: the codec's words alone)
+        assert "(standard output takes only ascii: set PYTHONIOENCODING=utf-8, or a UTF-8 locale, to print it)" in err
 
 
 @pytest.mark.parametrize("mode", [[], ["--regex"], ["--json"]])
