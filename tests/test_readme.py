@@ -268,6 +268,18 @@ def test_the_sandbox_keys_listed_are_the_sandbox_section() -> None:
     assert set(re.findall(r"`([a-z_]+)[`:]", paragraph)) - {"sandbox"} == set(SETTINGS)
 
 
+def test_the_serve_keys_listed_are_the_serve_section() -> None:
+    from agent.serve.settings import SETTINGS
+
+    # The list under the heading, to its first blank line (before: `prompts` and `resources` stood after the
+    # paragraph on `pool:`, outside the list, read as part of that paragraph).
+    (listed,) = re.findall(r"Settings go in `tooltree.yaml` under `serve:`:\n\n(.*?)\n\n", README, flags=re.S)
+    items = re.findall(r"^- (.*?)(?=^- |\Z)", listed, flags=re.M | re.S)
+    assert {key for item in items for key in re.findall(r"^`([a-z_]+)`", item)} | {
+        key for item in items for key in re.findall(r"^`[a-z_]+`, `([a-z_]+)`", item)
+    } == set(SETTINGS)
+
+
 def test_the_config_section_table_names_every_section_and_its_module() -> None:
     from tooltree_cli.common import config_sections
 
