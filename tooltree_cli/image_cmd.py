@@ -47,7 +47,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="stop a build that takes longer (default 1800: a large pip install on a modest link)",
     )
     build.set_defaults(handler=run_build)
-    name = sub.add_parser("name", help="print the image name for the current sources")
+    name = sub.add_parser(
+        "name",
+        help="print the image name for the current sources",
+        description="Print the name of the sandbox image the current sources make: the image `tooltree image build` "
+        "builds and `tooltree exec` runs when the config names no other (sandbox.image, sandbox.pip_packages).",
+    )
     name.set_defaults(handler=run_name)
 
 

@@ -18,6 +18,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="remove the tooltree containers no running tooltree process uses (a serve's live sessions stay), "
         "unused tree volumes, and the images with pip packages built on an image its name no longer names, "
         "of one owner; each is listed as it goes",
+        description="Remove the tooltree sandbox containers no running tooltree process uses (a serve's live sessions "
+        "stay), the tree volumes none of them uses, and the images with pip packages built on an image its name no "
+        "longer names, of one owner, listing each as it goes (--dry-run: what it would remove and keep). Exit 0 when "
+        "done, 4 when no Docker engine answers or it refuses, 70 for an unexpected error (a bug: run with --debug and "
+        "report the traceback).",
     )
     prune.add_argument(
         "--owner",

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
@@ -14,6 +15,20 @@ def test_help_lists_every_command() -> None:
     text = build_parser().format_help()
     for command in ("generate-tree", "search", "exec", "image", "sandbox", "agent"):
         assert command in text
+
+
+def test_every_commands_help_says_what_it_does() -> None:
+    # Before: `tooltree sandbox prune --help` and `tooltree image name --help` showed only their options.
+    def commands(parser: argparse.ArgumentParser, name: str) -> list[tuple[str, argparse.ArgumentParser]]:
+        found = [(name, parser)]
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, child in action.choices.items():
+                    found += commands(child, f"{name} {sub}")
+        return found
+
+    said = {name: parser.description for name, parser in commands(build_parser(), "tooltree")}
+    assert [name for name, description in said.items() if not description] == []
 
 
 def test_the_cli_copies_of_search_constants_match_the_search_package() -> None:
