@@ -41,7 +41,7 @@ from tool_tree.search import (
     SearchError,
     SearchIndex,
     ToolScores,
-    embedding_model,
+    embeddings_advice,
     has_static,
     load_index,
     score_tools,
@@ -191,23 +191,10 @@ class LocalFilter:
             tools, probabilities, used = tool_probabilities(index, text)
         except SearchError as e:
             raise FilterError(
-                f"the local pre-filter cannot use the index's embeddings: {e}; {_embeddings_advice()}",
+                f"the local pre-filter cannot use the index's embeddings: {e}; {embeddings_advice()}",
                 kind="missing_model",
             ) from None
         keys = {(t.server, t.tool): t.key for t in catalog}
         out = {keys[st]: p for st, p in zip(tools, probabilities, strict=True) if st in keys}
         note = "lexical only" if used is LEXICAL else "lexical + embeddings"
         return Verdicts(out, note=note, threshold=used.threshold)
-
-
-def _embeddings_advice() -> str:
-    """What to do about an index whose embeddings cannot be used: with an embedding model installed (the index was
-    embedded by another one), regenerate the tree; without one, install it or regenerate without embeddings. Before,
-    installing the extra was advised also when it was installed already, which changed nothing."""
-    try:
-        installed = embedding_model("auto")
-    except SearchError:
-        installed = None
-    if installed is not None:
-        return "regenerate the tree (`tooltree generate-tree`) to embed it with the installed model"
-    return "install the embeddings extra (`make embeddings`) or regenerate the tree with --embeddings off"

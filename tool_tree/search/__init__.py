@@ -16,7 +16,14 @@ from tool_tree.search._dense import EmbeddingNotice, Progress
 from tool_tree.search._docs import SearchDoc, docs_from_tree
 from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, MAX_LIMIT, MIN_LIMIT, SearchHit, SearchIndex, build_index, check_limit
-from tool_tree.search._mode import EMBEDDINGS_ENV, EMBEDDINGS_MODES, EmbeddingsMode, embedding_model, embeddings_mode
+from tool_tree.search._mode import (
+    EMBEDDINGS_ENV,
+    EMBEDDINGS_MODES,
+    EmbeddingsMode,
+    embedding_model,
+    embeddings_advice,
+    embeddings_mode,
+)
 from tool_tree.search._rank import RankingConfig
 from tool_tree.search._regex import MAX_PATTERN
 from tool_tree.search._render import (
@@ -60,6 +67,7 @@ __all__ = [
     "check_limit",
     "docs_from_tree",
     "embedding_model",
+    "embeddings_advice",
     "embeddings_mode",
     "has_static",
     "index_embeds_with",

