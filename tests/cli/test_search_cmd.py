@@ -61,6 +61,28 @@ def test_an_unknown_embeddings_setting_is_refused_naming_it_on_an_index_without_
         search_tools(tree, "weather forecast")  # what a script's and the agent's search_tools run
 
 
+@pytest.mark.parametrize("value", ["false", "no", "2"])
+def test_an_unknown_static_embeddings_setting_is_refused_naming_it(
+    tree: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    # Before: any value but 0 or off kept WordLlama on, unsaid (TOOLTREE_EMBEDDING_STATIC=false embedded with it).
+    from tool_tree.search import EMBEDDINGS_ENV, SearchError, search_tools
+
+    monkeypatch.setenv(EMBEDDINGS_ENV, "auto")
+    monkeypatch.setenv("TOOLTREE_EMBEDDING_STATIC", value)
+    assert main(["search", "weather forecast", "--tree", str(tree)]) == 2
+    said = f"TOOLTREE_EMBEDDING_STATIC={value}: expected 0 (off: MiniLM alone) or 1 (on, the default)"
+    assert capsys.readouterr() == ("", f"tooltree: error: {said}\n")
+    with pytest.raises(SearchError, match=f"^{re.escape(said)}$"):
+        search_tools(tree, "weather forecast")
+    for known in ("0", "1", "OFF", "on", ""):
+        monkeypatch.setenv("TOOLTREE_EMBEDDING_STATIC", known)
+        assert main(["search", "weather forecast", "--tree", str(tree)]) == 0
+    monkeypatch.setenv("TOOLTREE_EMBEDDING_STATIC", "false")
+    monkeypatch.setenv(EMBEDDINGS_ENV, "0")  # no embeddings: the setting is not read
+    assert main(["search", "weather forecast", "--tree", str(tree)]) == 0
+
+
 @pytest.mark.parametrize("embeddings", ["off", "on"])
 @pytest.mark.parametrize("query", ["???", "the of and", "— it is —"])
 def test_a_query_with_no_word_to_search_by_says_so_with_or_without_embeddings(

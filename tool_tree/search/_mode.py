@@ -3,7 +3,8 @@
 ``auto`` (the default) stores them when the embeddings extra (numpy and a model) is installed,
 ``on`` requires them (an error naming what to install), ``off`` stores none. The variable
 ``TOOLTREE_SEARCH_EMBEDDINGS`` (``1``, ``0`` or ``auto``) sets the mode when no argument does;
-``0`` also keeps queries lexical on an index that carries vectors.
+``0`` also keeps queries lexical on an index that carries vectors. ``TOOLTREE_EMBEDDING_STATIC`` (``0`` or ``1``)
+is checked with it, as every surface reads the mode before it starts.
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ from typing import Literal
 
 from tool_tree.search._encoder import ModelInfo, model_info
 from tool_tree.search._errors import SearchError
+from tool_tree.search._static import STATIC_ENV
 
 EMBEDDINGS_ENV = "TOOLTREE_SEARCH_EMBEDDINGS"
 
 EmbeddingsMode = Literal["auto", "on", "off"]
 EMBEDDINGS_MODES: tuple[EmbeddingsMode, ...] = ("auto", "on", "off")
 _MODE_NAMES: dict[str, EmbeddingsMode] = {"": "auto", "auto": "auto", "1": "on", "on": "on", "0": "off", "off": "off"}
+_STATIC_NAMES = ("", "1", "on", "0", "off")
+"""The values of ``TOOLTREE_EMBEDDING_STATIC`` (`tool_tree.search._static.static_info` reads 0 and off as off)."""
 
 
 def embeddings_mode(mode: str | None = None) -> EmbeddingsMode:
@@ -26,13 +30,17 @@ def embeddings_mode(mode: str | None = None) -> EmbeddingsMode:
     ``0``/``off``, or unset/``auto``.
 
     Raises:
-        SearchError: the value is none of these.
+        SearchError: the value is none of these, or (unless the mode is off) ``TOOLTREE_EMBEDDING_STATIC`` is
+            neither 0 nor 1 (nor off or on).
     """
     value = os.environ.get(EMBEDDINGS_ENV, "") if mode is None else mode
     known = _MODE_NAMES.get(value.strip().lower())
     if known is None:
         where = f"{EMBEDDINGS_ENV}={value}" if mode is None else f"embeddings mode {value!r}"
         raise SearchError(f"{where}: expected 1 (on), 0 (off) or auto")
+    static = os.environ.get(STATIC_ENV, "")
+    if known != "off" and static.strip().lower() not in _STATIC_NAMES:  # before: anything but 0 or off was on
+        raise SearchError(f"{STATIC_ENV}={static}: expected 0 (off: MiniLM alone) or 1 (on, the default)")
     return known
 
 
