@@ -37,6 +37,7 @@ import functools
 import hashlib
 import json
 import os
+import shlex
 import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
@@ -397,7 +398,12 @@ class Manifest:
             check_values(raw, MAX_MANIFEST_VALUES)
             text = raw.decode("utf-8")
         except FileNotFoundError:
-            raise TreeError(f"{path}: no manifest; run `tooltree generate-tree` first") from None
+            # Where to generate it (before: `tooltree generate-tree` alone, which writes ./tree, not this folder).
+            raise TreeError(
+                f"{path}: no manifest; run `tooltree generate-tree --out {shlex.quote(str(tree))}` first (with "
+                "--config naming your servers' file, unless it is ./tooltree.yaml), or name the folder generate-tree "
+                "wrote"
+            ) from None
         except NotADirectoryError:
             raise TreeError(f"{tree}: not a folder; a tree is the folder `tooltree generate-tree` writes") from None
         except IsADirectoryError:

@@ -213,7 +213,7 @@ def test_exec_without_an_engine_says_so_in_one_line(
     [
         (["exec"], "give a SCRIPT or -c CODE"),
         (["exec", "x.py", "-c", "print(1)"], "give a SCRIPT or -c CODE"),
-        (["exec", "-c", "print(1)", "--tree", "/nonexistent/tree"], "no manifest; run `tooltree generate-tree`"),
+        (["exec", "-c", "print(1)", "--tree", "/x/tree"], "no manifest; run `tooltree generate-tree --out /x/tree`"),
     ],
 )
 def test_exec_usage_errors_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,7 +22,14 @@ def test_a_tree_that_is_a_file_is_a_tree_error_saying_so(tmp_path: Path) -> None
 
 
 def test_a_missing_unreadable_or_undecodable_manifest_is_a_tree_error(tmp_path: Path) -> None:
-    assert load_error(tmp_path) == f"{tmp_path / MANIFEST_FILE}: no manifest; run `tooltree generate-tree` first"
+    # Where to generate it (before: `tooltree generate-tree` alone, which writes ./tree, not the folder named).
+    assert load_error(tmp_path) == (
+        f"{tmp_path / MANIFEST_FILE}: no manifest; run `tooltree generate-tree --out {tmp_path}` first (with --config "
+        "naming your servers' file, unless it is ./tooltree.yaml), or name the folder generate-tree wrote"
+    )
+    spaced = tmp_path / "my tree"
+    spaced.mkdir()
+    assert f"run `tooltree generate-tree --out '{spaced}'` first" in load_error(spaced)
     (tmp_path / MANIFEST_FILE).mkdir()
     assert load_error(tmp_path) == f"{tmp_path / MANIFEST_FILE}: a folder, not a manifest; regenerate the tree"
     (tmp_path / MANIFEST_FILE).rmdir()
