@@ -39,6 +39,21 @@ def test_the_yaml_config_snippet_is_a_valid_config() -> None:
     assert config.servers[1].headers == {"Authorization": "Bearer t0ken"}
 
 
+def test_the_warning_the_readme_quotes_of_its_config_is_what_generate_tree_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: the README said every warning names the file and line; one of what a server listed names the server.
+    (quoted,) = re.findall(r"`(warning: crm: [^`]+)`", README)
+    (snippet,) = blocks("yaml")
+    config = parse_config(snippet, environ={"DRIVE_TOKEN": "t0ken"})
+    (crm,) = [s for s in config.servers if s.name == "crm"]
+    sample = sample_config_yaml("crm") + f"    exclude: {json.dumps(list(crm.exclude))}\n"
+    (tmp_path / "tooltree.yaml").write_text(sample, encoding="utf-8")
+    argv = ["generate-tree", "--config", str(tmp_path / "tooltree.yaml"), "--out", str(tmp_path / "tree")]
+    assert main([*argv, "--embeddings", "off"]) == 0
+    assert f"{quoted}\n" in capsys.readouterr().err
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     config = tmp_path / "tooltree.yaml"
