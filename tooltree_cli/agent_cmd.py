@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -310,10 +311,11 @@ def _unconfigured(agent: Agent, config: Config) -> str | None:
     missing = sorted(s.name for s in agent.toolset.manifest.servers if s.name not in enabled)
     if not missing:
         return None
-    return (
+    again = f"tooltree generate-tree --config {shlex.quote(config.source)} --out {shlex.quote(str(agent.tree))}"
+    return (  # how to regenerate it from this config (before: `tooltree generate-tree`, of ./tooltree.yaml and ./tree)
         f"the tree {agent.tree} has server(s) {', '.join(missing)} that {config.source} does not have or disables: "
-        "the tree was generated from another configuration; pass the --config it was generated from, or regenerate "
-        "the tree (tooltree generate-tree)"
+        f"the tree was generated from another configuration; pass the --config it was generated from, or regenerate "
+        f"the tree from this one ({again})"
     )
 
 
