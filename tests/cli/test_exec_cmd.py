@@ -42,8 +42,10 @@ def test_exec_json_reports_output_calls_and_bytes_kept_in_the_sandbox(
     script.write_text((REPO / "examples" / "top_leads.py").read_text(encoding="utf-8"), encoding="utf-8")
     audit = tmp_path / "audit.jsonl"
     code = main(["exec", str(script), "--config", str(config), "--tree", str(tree), "--json", "--audit", str(audit)])
-    out = json.loads(capsys.readouterr().out)
+    printed = capsys.readouterr()
+    out = json.loads(printed.out)
     assert code == 0, out
+    assert printed.err == ""  # the object stands for the output, the call lines and the summary line, as README says
     assert out["stdout"].startswith("10000 leads; the five biggest:")
     assert out["exit_code"] == 0 and out["timed_out"] is False and out["error"] is None
     assert [(c["server"], c["tool"], c["ok"]) for c in out["calls"]] == [("crm", "list_leads", True)]
