@@ -603,3 +603,12 @@ def test_many_servers_are_generated_and_counted_in_work_linear_in_their_number(t
         result = generate(None, tmp_path / "tree", snapshots=snapshots, embeddings="off")
     assert [(s.name, s.status, s.tools) for s in result.servers] == [(f"s{n:03d}", "ok", 2) for n in range(300)]
     assert lines.count < 100 * len(result.servers)  # was 200 per server at 300 servers, and growing with them
+
+
+def test_a_rerun_counts_every_file_of_the_tree_unchanged_the_search_index_too(tmp_path: Path) -> None:
+    # Before: a first run wrote 13 files and a rerun said "0 written, 0 deleted, 12 unchanged" (the index uncounted).
+    config = load_config(sample_config(tmp_path, "crm"))
+    first = generate(config, tmp_path / "tree", embeddings="off").report
+    again = generate(config, tmp_path / "tree", embeddings="off").report
+    assert first is not None and again is not None and "search_index.json" in first.written
+    assert (again.written, again.deleted, again.unchanged) == ([], [], len(first.written))
