@@ -134,14 +134,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--jobs",
         "-j",
-        type=positive_int,
+        type=_start_jobs,
         default=None,
         metavar="N",
-        help="servers starting at once; the others wait their turn, and each server's timeout runs from its "
-        "own start (default: `pool.start_jobs` in the config, else the number of cores)",
+        help="servers starting at once, at most 1,024; the others wait their turn, and each server's timeout runs "
+        "from its own start (default: `pool.start_jobs` in the config, else the number of cores)",
     )
     p.add_argument("--json", action="store_true", help="print a machine-readable summary on stdout")
     p.set_defaults(handler=run)
+
+
+def _start_jobs(text: str) -> int:
+    """An argparse type: ``--jobs``, bounded as ``pool.start_jobs`` is (before: 2000 was taken, the config's 2000
+    refused)."""
+    from tool_tree.starts import MAX_START_JOBS
+
+    value = positive_int(text)
+    if value > MAX_START_JOBS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_START_JOBS:,}, got {value:,}")
+    return value
 
 
 EMBED_NOTICE_TOOLS = 100

@@ -256,12 +256,15 @@ def test_listing_progress_is_one_numbered_line_per_server_off_a_terminal_and_not
     assert captured.err == ""
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "many"])
+@pytest.mark.parametrize("value", ["0", "-1", "many", "1025"])
 def test_jobs_must_be_a_positive_whole_number(value: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["generate-tree", "--jobs", value])
     assert info.value.code == 2
-    assert "--jobs" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--jobs" in err
+    if value == "1025":  # as pool.start_jobs is bounded (before: taken)
+        assert err.endswith("argument --jobs/-j: expected at most 1,024, got 1,025\n")
 
 
 def test_the_pool_section_sets_the_start_limit_and_a_typo_in_it_exits_2(
