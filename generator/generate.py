@@ -225,10 +225,15 @@ def generate(
     """
     start = time.perf_counter()
     out, snapshots = checked_args(config, out, only, jobs=jobs, snapshots=snapshots)
-    from tool_tree.search import embedding_model, embeddings_mode
+    from tool_tree.search import SearchError, embedding_model, embeddings_mode
 
     mode = embeddings_mode(embeddings)
-    model = None if check else embedding_model(mode)
+    try:  # under check, to tell an index a run would embed otherwise (a missing extra is that run's error)
+        model = embedding_model(mode)
+    except SearchError:
+        if not check:
+            raise
+        model = None
     # A run writing the tree now: judge the tree it leaves, not half of it.
     with tree_lock(out, shared=True, on_wait=on_wait):
         previous = load_previous(out)
@@ -450,13 +455,16 @@ def _plan_and_write_over(
         gone = "a run removes its stubs" if check else "its stubs are removed"
         result.warnings += [f"{n}: listed no tools, where the tree had {c}: {gone}" for n, c in emptied.items()]
         if check:
-            from tool_tree.search import index_matches_manifest, index_splits_words_as_now
+            from tool_tree.search import index_embeds_with, index_matches_manifest, index_splits_words_as_now
 
             result.drift = diff_plan(out, plan.files, OWNED_DIRS, known=seen, deletable=keeper.ours)
-            # missing, left by a generation interrupted while embedding, or of an older word splitter (a run rebuilds
-            # it: before, --check called such a tree up to date)
+            # missing, left by a generation interrupted while embedding, of an older word splitter, or embedded by
+            # another model than a run would (none, since the extra was installed) (a run rebuilds it: before,
+            # --check called such a tree up to date)
             if plan.files and not (
-                index_matches_manifest(out, plan.files[MANIFEST_FILE]) and index_splits_words_as_now(out)
+                index_matches_manifest(out, plan.files[MANIFEST_FILE])
+                and index_splits_words_as_now(out)
+                and index_embeds_with(out, model_id)
             ):
                 result.drift.append(SEARCH_INDEX_FILE)
         else:

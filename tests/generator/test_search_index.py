@@ -83,3 +83,20 @@ def test_check_lists_an_index_of_the_word_splitter_that_cut_words_at_letters_out
     rerun = generate(None, out, snapshots=found, embeddings="off")
     assert rerun.report is not None and rerun.report.written == ["search_index.json"]
     assert generate(None, out, snapshots=found, check=True).drift == []
+
+
+def test_check_lists_an_index_a_run_would_embed_otherwise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: after `make embeddings`, --check called a tree generated without them up to date, and the next run
+    # rewrote its index with embeddings (and the other way round, under --embeddings off).
+    from tests.support import install_tiny_model
+
+    found = snapshots(tmp_path / "a", mail=[MAIL])
+    out = tmp_path / "tree"
+    generate(None, out, snapshots=found, embeddings="off")
+    install_tiny_model(tmp_path / "model", ["send", "email", "message"], monkeypatch)
+    assert generate(None, out, snapshots=found, check=True, embeddings="off").drift == []
+    assert generate(None, out, snapshots=found, check=True, embeddings="on").drift == ["search_index.json"]
+    rerun = generate(None, out, snapshots=found, embeddings="on")
+    assert rerun.report is not None and rerun.report.written == ["search_index.json"]
+    assert generate(None, out, snapshots=found, check=True, embeddings="on").drift == []
+    assert generate(None, out, snapshots=found, check=True, embeddings="off").drift == ["search_index.json"]
