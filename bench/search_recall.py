@@ -14,7 +14,9 @@ k1 = 1.2, b = 0.75).
 - ``final`` (default): the baselines, the old and new defaults, with and without embeddings,
   on every set, then the speed measurements;
 - ``speed``: only the speed measurements;
-- ``tasks``: the ``tasks`` clause splitter against the default ``chains``, lexical and hybrid (tuning sets).
+- ``tasks``: the ``tasks`` clause splitter against the default ``chains``, lexical and hybrid (tuning sets);
+- ``bm25f``: BM25F's k1, b and field weights, set on all of MetaTool before the split, chosen again on the tuning
+  sets (``bm25f_variants``).
 
 Query embeddings are computed once per model in batches and cached under ``bench/out/`` (keyed by
 text), so a rerun ranks without re-embedding; the hybrid then ranks through ``SearchIndex.search``
@@ -45,6 +47,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
+from itertools import product
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +165,29 @@ def recheck_variants() -> list[Variant]:
     return out
 
 
+BM25F_NEAR_BEST = ((2.0, 0.5, 3.0, 0.5), (2.0, 0.5, 3.0, 1.0), (1.5, 0.75, 2.0, 0.5), (1.2, 0.75, 2.0, 0.5),
+                   (1.2, 0.5, 2.0, 0.5), (1.5, 0.75, 2.0, 1.0), (1.2, 0.75, 2.0, 1.0), (1.2, 0.5, 2.0, 1.0),
+                   (2.0, 0.5, 2.0, 0.5), (2.5, 0.75, 2.0, 1.0), (2.0, 0.75, 2.0, 1.0))  # fmt: skip
+"""(k1, b, name weight, server-description weight) near the best of the lexical grid of ``bm25f_variants`` (the last
+two its first and second), ranked in the hybrid too."""
+
+
+def bm25f_variants() -> list[Variant]:
+    """BM25F's constants chosen again on the tuning sets only: k1, b and the name and server-description weights of
+    the default were set on all of MetaTool before the data was split. Lexical: every combination; hybrid: the
+    default and `BM25F_NEAR_BEST`."""
+    out: list[Variant] = [("plain BM25 (baseline)", BASELINE, None)]
+    grid = product((1.2, 1.5, 2.0, 2.5), (0.3, 0.5, 0.75), (1.0, 2.0, 3.0, 4.0), (0.0, 0.2, 0.5, 1.0))
+    for k1, b, w_name, w_sd in grid:
+        cfg = replace(DEFAULT, k1=k1, b=b, w_name=w_name, w_server_description=w_sd)
+        out.append((f"lexical k1={k1} b={b} w_name={w_name} w_server_description={w_sd}", cfg, None))
+    now = (DEFAULT.k1, DEFAULT.b, DEFAULT.w_name, DEFAULT.w_server_description)
+    for k1, b, w_name, w_sd in (now, *BM25F_NEAR_BEST):
+        cfg = replace(DEFAULT, k1=k1, b=b, w_name=w_name, w_server_description=w_sd)
+        out.append((f"hybrid k1={k1} b={b} w_name={w_name} w_server_description={w_sd}", cfg, "minilm-l6+wordllama"))
+    return out
+
+
 def model_variants() -> list[Variant]:
     return [("plain BM25 (baseline)", BASELINE, None)] + [(f"hybrid, {c.name}", DEFAULT, c.name) for c in CANDIDATES]
 
@@ -183,6 +209,7 @@ GRIDS: dict[str, Callable[[], list[Variant]]] = {
     "hybrid": hybrid_grid,
     "models": model_variants,
     "recheck": recheck_variants,
+    "bm25f": bm25f_variants,
     "final": final_variants,
 }
 
@@ -513,7 +540,7 @@ def main() -> int:
     parser.add_argument("--no-dense", action="store_true", help="skip every variant that needs embeddings")
     parser.add_argument("--no-speed", action="store_true", help="skip the speed measurements")
     args = parser.parse_args()
-    sets = args.sets or ("tune" if args.grid in ("lexical", "hybrid", "recheck", "tasks") else "all")
+    sets = args.sets or ("tune" if args.grid in ("lexical", "hybrid", "recheck", "tasks", "bm25f") else "all")
     variants = [v for v in GRIDS[args.grid]() if not (args.no_dense and v[2] is not None)]
     catalogs = with_bfcl([metatool(args.step), livemcpbench()])
     print(f"grid {args.grid}, sets {sets}, MetaTool single rows every {args.step}")

@@ -48,3 +48,22 @@ def test_cached_query_vectors_are_reused_by_the_same_model_only(search_recall: M
 
     vectors, _, computed = search_recall.embed_all(Encoder("minilm@2", 9.0), "minilm", ["another"])
     assert computed == 0 and vectors["another"].tolist() == [2.0, 2.0]
+
+
+def test_the_bm25f_grid_ranks_the_defaults_constants_against_others_and_changes_nothing_else(
+    search_recall: ModuleType,
+) -> None:
+    # k1, b and the name and server-description weights were set on all of MetaTool before the split: the grid is
+    # where they are chosen again on the tuning sets only.
+    default = search_recall.DEFAULT
+    chosen = ("k1", "b", "w_name", "w_server_description")
+    variants = [cfg for _, cfg, _ in search_recall.GRIDS["bm25f"]()[1:]]
+    for cfg in variants:
+        assert {f for f in vars(default) if getattr(cfg, f) != getattr(default, f)} <= set(chosen)
+    for field in chosen:
+        values = {getattr(cfg, field) for cfg in variants}
+        assert min(values) < getattr(default, field) < max(values)
+    assert {model for _, cfg, model in search_recall.GRIDS["bm25f"]() if cfg == default} == {
+        None,
+        "minilm-l6+wordllama",
+    }
