@@ -35,10 +35,18 @@ from agent import Agent
 from agent.defaults import DEFAULT_MODEL, MODES
 from agent.testing import FakeMessagesAPI
 from agent.tokens import APPROXIMATION, content_tokens, request_tokens, system_tokens, tools_tokens
+from sandbox.config import OWNER_ENV
 from sandbox.host import Runtime
 from tool_tree.config import Config, load_config
 
 BENCH_OWNER = "tooltree-bench"
+"""The sandboxes' owner label when ``$TOOLTREE_SANDBOX_OWNER`` is not set (`bench_owner`)."""
+
+
+def bench_owner() -> str:
+    """The owner label of the run's sandboxes: ``$TOOLTREE_SANDBOX_OWNER`` when set, as every other command takes it
+    (runs on one engine then keep their sandboxes apart), else `BENCH_OWNER`."""
+    return os.environ.get(OWNER_ENV) or BENCH_OWNER
 
 
 class Counter(Protocol):
@@ -84,7 +92,7 @@ def run_one(task: Task, variant: str, config: Config, tree: Path, counter: Count
     from sandbox import SandboxConfig
 
     mode, _ = split_variant(variant)
-    settings = SandboxConfig(owner=BENCH_OWNER, timeout=60.0)
+    settings = SandboxConfig(owner=bench_owner(), timeout=60.0)
     with FakeMessagesAPI(task.trajectories[variant]) as api, Runtime(config, tree, sandbox_config=settings) as rt:
         agent = Agent(
             config,

@@ -130,3 +130,13 @@ def test_the_replication_counts_with_the_count_tokens_endpoint_when_asked(
     assert received >= approx.output(body, reply("y" * 80)) >= 20  # the reply's 80 characters, at least
     assert "count_tokens endpoint" in counter.method
     assert len(api.count_requests) == 3 and api.count_requests[0]["system"] == body["system"]
+
+
+def test_the_replications_sandboxes_carry_the_owner_the_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    import agent_replication
+
+    monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", "someone-else")
+    assert agent_replication.bench_owner() == "someone-else"
+    monkeypatch.delenv("TOOLTREE_SANDBOX_OWNER")
+    assert agent_replication.bench_owner() == "tooltree-bench"
