@@ -7,8 +7,9 @@ renamed to a package of its own, and loaded beside the current one. Each query i
 both, the order alternating from query to query, and the pair is also checked for sameness: the
 ranked tools (first ten) and the query's vectors (the largest difference per coordinate).
 
-Queries: the 604 of ``search_recall.py --grid speed`` (400 held-out MetaTool rows, the 154 of the
-LiveMCPBench sets: tasks, user tasks and the pre-filter's 40; 50 MetaTool multi-tool queries) over the
+Queries: the 601 of ``search_recall.py --grid speed`` (400 held-out MetaTool rows, the 151 of the
+LiveMCPBench sets: tasks, user tasks and the pre-filter's 37; 50 MetaTool multi-tool queries; 604 before the three
+pre-filter tasks that repeat a tuning task left the held-out sets, 2026-12-07) over the
 527-tool LiveMCPBench catalog. They only time code that ranks the same; nothing is chosen on them.
 
 ``--check`` compares instead of timing: the tuning sets of ``search_recall.py`` (MetaTool every 4th
