@@ -34,8 +34,8 @@ import mcp
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from sandbox import Sandbox, SandboxConfig
-from sandbox.docker_backend import remove_containers, remove_volumes
 from sandbox.mcp_bridge import McpBridge
+from sandbox.prune import remove_containers, remove_volumes
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool
 from tooltree_cli.main import main as cli

@@ -23,7 +23,7 @@ from _common import ROOT, positive_int, print_table, summary, write_json
 sys.path.insert(0, str(ROOT))
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig
-from sandbox.docker_backend import remove_containers
+from sandbox.prune import remove_containers
 
 OWNER = f"tooltree-bench-{os.getpid()}"
 CALLS = "from tool_tree.runtime import call_tool\nfor i in range(500):\n"

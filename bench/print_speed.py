@@ -22,7 +22,7 @@ from _common import ROOT, positive_int, print_table, summary, write_json
 sys.path.insert(0, str(ROOT))
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig
-from sandbox.docker_backend import remove_containers
+from sandbox.prune import remove_containers
 
 OWNER = os.environ.get("TOOLTREE_SANDBOX_OWNER") or f"tooltree-bench-{os.getpid()}"
 CASES = {

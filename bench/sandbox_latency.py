@@ -42,8 +42,8 @@ sys.path.insert(0, str(ROOT))
 from sandbox import DockerBackend, Sandbox, SandboxConfig, SandboxError, SandboxPool
 from sandbox._attach import AttachSocket
 from sandbox._docker import DockerEngine
-from sandbox.docker_backend import remove_containers
 from sandbox.image import build_image
+from sandbox.prune import remove_containers
 
 OWNER = f"tooltree-bench-{os.getpid()}"  # per process: other runs on this engine keep theirs
 ECHO = "import os\nwhile True:\n    d = os.read(0, 65536)\n    if not d: break\n    os.write(1, d)\n"

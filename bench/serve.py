@@ -236,8 +236,8 @@ def main() -> None:
         data: dict[str, Any] = {"tokens": counted}
         if not args.tokens_only:
             from sandbox._docker import DockerEngine
-            from sandbox.docker_backend import remove_containers
             from sandbox.image import build_image
+            from sandbox.prune import remove_containers
 
             docker = DockerEngine()
             build_image(docker)

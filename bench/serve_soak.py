@@ -366,7 +366,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
             left_containers = containers(owner)
             left_children = descendants(pid)[0]
             from sandbox._docker import DockerEngine
-            from sandbox.docker_backend import remove_containers
+            from sandbox.prune import remove_containers
 
             remove_containers(DockerEngine(), label=f"tooltree.owner={owner}")
     return {

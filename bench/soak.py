@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT))
 from sandbox import DockerBackend, Sandbox, SandboxConfig
 from sandbox._docker import DockerEngine
 from sandbox.bridge import FunctionBridge
-from sandbox.docker_backend import remove_containers
 from sandbox.image import build_image
+from sandbox.prune import remove_containers
 
 OWNER = "tooltree-soak"
 LABEL = f"tooltree.owner={OWNER}"

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from sandbox import Sandbox, SandboxConfig
 from sandbox._docker import DockerEngine
-from sandbox.docker_backend import remove_containers
+from sandbox.prune import remove_containers
 
 OWNER = f"tooltree-bench-{os.getpid()}"
 SHAPES = {

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from sandbox.backend import Connection, SandboxBackend
     from sandbox.bridge import ToolBridge, ToolCallRefused, ToolHandler
     from sandbox.config import SandboxConfig
-    from sandbox.docker_backend import DockerBackend, remove_containers, remove_volumes
+    from sandbox.docker_backend import DockerBackend
     from sandbox.errors import (
         EngineError,
         EngineUnavailableError,
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from sandbox.hardening import check_hardening
     from sandbox.image import build_image, image_name
     from sandbox.pool import SandboxPool
+    from sandbox.prune import remove_containers, remove_volumes
     from sandbox.results import ExecutionResult, ShownImage, ToolCallRecord
     from sandbox.session import Listing, Sandbox
 
@@ -62,8 +63,8 @@ _EXPORTS = {
     "SandboxConfig": "sandbox.config",
     "DockerBackend": "sandbox.docker_backend",
     "DockerEngine": "sandbox._docker",
-    "remove_containers": "sandbox.docker_backend",
-    "remove_volumes": "sandbox.docker_backend",
+    "remove_containers": "sandbox.prune",
+    "remove_volumes": "sandbox.prune",
     "EngineError": "sandbox.errors",
     "EngineUnavailableError": "sandbox.errors",
     "HardeningError": "sandbox.errors",

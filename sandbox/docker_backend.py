@@ -21,7 +21,7 @@ The copies of trees a backend took before its current one (`DockerBackend.refres
 container mounts them; a start that finds its copy removed meanwhile, by that or by a prune, copies the tree again
 (`sandbox.session.open_channel`).
 
-Over 400 lines: a container's whole life on the engine (start, checks, channel, removal, tree volumes, prune).
+Over 400 lines: a container's whole life on the engine (start, checks, channel, removal, tree volumes).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import socket
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -562,61 +561,3 @@ def _feed(attached: AttachSocket, data: bytes) -> None:
     with contextlib.suppress(OSError, ValueError):
         attached.stdin.write(data)
     attached.stdin.close()
-
-
-def _remove_each(names: list[str], remove: Callable[[str], object]) -> int:
-    """Remove each of ``names``; how many were removed. Before: how many were listed, so `tooltree sandbox prune`
-    counted a volume in use, which the engine keeps, and a container it failed to remove as removed."""
-    removed = 0
-    for name in names:
-        try:
-            removed += remove(name) is not False  # `DockerEngine.remove_volume`: False when in use or gone
-        except EngineUnavailableError:
-            raise
-        except EngineError as e:
-            logger.warning("could not remove %s: %s", name, e)
-    return removed
-
-
-def remove_containers(docker: DockerEngine | None = None, *, label: str = f"{OWNER_LABEL}=tooltree") -> int:
-    """Remove every container carrying ``label`` (``key=value``); returns how many were removed.
-
-    Raises:
-        EngineUnavailableError: no engine answers.
-    """
-    engine = docker or default_engine()
-    return _remove_each(engine.containers(label), engine.remove_container)
-
-
-def prune_containers(
-    docker: DockerEngine | None = None, *, label: str = f"{OWNER_LABEL}=tooltree", live_too: bool = False
-) -> tuple[int, list[str]]:
-    """Remove the containers with ``label`` but those of a tooltree process running on this host (`HOST_LABEL`;
-    all with ``live_too``): how many were removed, and the ``HOSTNAME:PID`` of each process whose were kept.
-
-    Raises:
-        EngineUnavailableError: no engine answers.
-    """
-    from sandbox.host_folders import alive
-
-    engine = docker or default_engine()
-    here = socket.gethostname()
-    removed, kept = [], set()
-    for container, labels in engine.container_labels(label).items():
-        maker = labels.get(HOST_LABEL, "")
-        host, _, pid = maker.rpartition(":")
-        if not live_too and host == here and pid.isdigit() and int(pid) > 0 and alive(int(pid)):
-            kept.add(maker)
-        else:
-            removed.append(container)
-    return _remove_each(removed, engine.remove_container), sorted(kept)
-
-
-def remove_volumes(docker: DockerEngine | None = None, *, label: str = f"{OWNER_LABEL}=tooltree") -> int:
-    """Remove every unused volume carrying ``label``; returns how many were removed (one in use stays).
-
-    Raises:
-        EngineUnavailableError: no engine answers.
-    """
-    engine = docker or default_engine()
-    return _remove_each(engine.volumes(label), engine.remove_volume)

@@ -68,9 +68,9 @@ def docker_engine() -> Iterator[EngineWithCLI]:
     Without an engine, tests that use it are skipped, unless ``REQUIRE_DOCKER=1`` (as on CI),
     which turns a missing engine into a failure.
     """
-    from sandbox.docker_backend import remove_containers
     from sandbox.errors import EngineUnavailableError
     from sandbox.image import OWNER_LABEL, build_image
+    from sandbox.prune import remove_containers
     from tests.docker_cli import EngineWithCLI
 
     docker = EngineWithCLI()
@@ -197,7 +197,7 @@ def owner(docker_engine: EngineWithCLI) -> Iterator[str]:
     others may run meanwhile; `EngineWithCLI.owned` lists them); its leftovers removed after."""
     import uuid
 
-    from sandbox.docker_backend import remove_containers
+    from sandbox.prune import remove_containers
 
     name = f"{TEST_OWNER}-{uuid.uuid4().hex[:8]}"
     yield name

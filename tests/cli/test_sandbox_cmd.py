@@ -88,13 +88,13 @@ def test_prune_while_a_session_copies_its_tree_leaves_the_copy_and_the_session_s
 ) -> None:
     # Before: the copy's container carried no maker, so prune removed it mid-copy and `tooltree exec` failed
     # (exit 4, "container wait failed: No such container").
-    from sandbox import DockerBackend, Sandbox, SandboxConfig, docker_backend
+    from sandbox import DockerBackend, Sandbox, SandboxConfig, docker_backend, prune
 
     label, feed, pruned = f"tooltree.owner={owner}", docker_backend._feed, []
 
     def prune_then_feed(attached: Any, data: bytes) -> None:  # the copy's container runs, waiting for the tree
-        pruned.append(docker_backend.prune_containers(docker_engine, label=label))
-        docker_backend.remove_volumes(docker_engine, label=label)
+        pruned.append(prune.prune_containers(docker_engine, label=label))
+        prune.remove_volumes(docker_engine, label=label)
         feed(attached, data)
 
     monkeypatch.setattr(docker_backend, "_feed", prune_then_feed)
@@ -105,7 +105,7 @@ def test_prune_while_a_session_copies_its_tree_leaves_the_copy_and_the_session_s
         assert (result.stdout, result.error) == ("list_leads\n", None)
         assert pruned == [(0, [f"{socket.gethostname()}:{os.getpid()}"])]
     finally:
-        docker_backend.remove_volumes(docker_engine, label=label)
+        prune.remove_volumes(docker_engine, label=label)
 
 
 @pytest.mark.docker
@@ -115,7 +115,7 @@ def test_a_session_started_after_prune_removed_the_tree_volume_sees_the_tree(
     # Before: the engine made an empty, unlabelled volume of the pruned volume's name for the next session of the
     # same backend: no /workspace/servers (FileNotFoundError, ImportError), and no prune removed that volume.
     from sandbox import DockerBackend, Sandbox, SandboxConfig
-    from sandbox.docker_backend import remove_volumes
+    from sandbox.prune import remove_volumes
 
     label = f"tooltree.owner={owner}"
     backend = DockerBackend(SandboxConfig(owner=owner), tree=own_tree(tmp_path, owner), docker=docker_engine)
@@ -140,8 +140,8 @@ def test_prune_of_one_owner_leaves_the_tree_volume_another_owners_idle_backend_u
     # Before: one volume for the tree whoever copied it, labelled with its first maker's owner: a prune of that owner
     # removed it while another owner's backend, idle (no container mounting it), was to start its next session on
     # it, which then copied the tree again (3 s for 20,000 stubs) or, pruned between its check and its start, failed.
-    from sandbox import DockerBackend, Sandbox, SandboxConfig, docker_backend
-    from sandbox.docker_backend import remove_volumes
+    from sandbox import DockerBackend, Sandbox, SandboxConfig, docker_backend, prune
+    from sandbox.prune import remove_volumes
 
     monkeypatch.setattr("sandbox.image.remove_stale_derived_images", lambda: [])  # the engine's images stay
     tree, other = write_sample_tree(tmp_path / "tree", unique=True), f"{owner}-b"
@@ -163,7 +163,7 @@ def test_prune_of_one_owner_leaves_the_tree_volume_another_owners_idle_backend_u
         assert (result.stdout, result.error, len(packs)) == ("list_leads\n", None, copies)  # its copy, as it was
     finally:
         for label in (f"tooltree.owner={owner}", f"tooltree.owner={other}"):
-            docker_backend.remove_containers(docker_engine, label=label)
+            prune.remove_containers(docker_engine, label=label)
             remove_volumes(docker_engine, label=label)
 
 

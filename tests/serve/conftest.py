@@ -137,7 +137,7 @@ def new_serve(folder: Path, tree: Path, *, serve: dict[str, Any] | None = None, 
 
 def clean_up(serve: Serve, docker: Any) -> None:
     """Stop its process (if any) and remove its containers; fail if a container of it was still there."""
-    from sandbox.docker_backend import remove_containers
+    from sandbox.prune import remove_containers
 
     serve.stop()
     remove_containers(docker, label=f"tooltree.owner={serve.owner}")

@@ -92,7 +92,7 @@ async def test_claude_code_starts_only_tooltree_which_serves_the_servers_it_was_
     import anyio
 
     from agent.testing import FakeMessagesAPI
-    from sandbox.docker_backend import remove_containers, remove_volumes
+    from sandbox.prune import remove_containers, remove_volumes
 
     owner = f"{TEST_OWNER}-migration-{os.getpid()}"
     entry = {"command": sys.executable, "args": ["-m", "tooltree_cli.main", "serve", "--config", ".mcp.json",
