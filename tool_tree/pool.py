@@ -587,7 +587,7 @@ class ServerPool:
                         slot.left_out = {left.name: left.reason for left in conn.left_out if left.name}
                         for left in conn.left_out:  # said by generate-tree; a call of one says it too
                             logger.info("%s: left out %s", conn.server.name, left)
-                        if _sends_tool_headers(conn.client, slot.config):
+                        if _sends_tool_headers(conn.client, slot.config, slot.tools):
                             await conn.client.list_tools()
                         if (told := self._on_tools_changed) is not None:  # a change before now is in the listing
                             conn.changes.listener = told_of(told, slot.config.name)
@@ -1366,16 +1366,35 @@ def _unavailable(slot: _Slot, reason: str, log: StderrLog | None = None) -> Serv
     return ServerUnavailable(slot.config.name, redact(reason, slot.config), tail)
 
 
-def _sends_tool_headers(client: mcp.Client, server: ServerConfig) -> bool:
-    """Whether the SDK must list the server's tools itself before calls: only a 2026 session over HTTP needs it, to
-    mirror a call's arguments into the ``Mcp-Param-*`` headers its listing declares.
+def _sends_tool_headers(client: mcp.Client, server: ServerConfig, tools: list[dict[str, Any]]) -> bool:
+    """Whether the SDK must list the server's tools itself before calls: only a 2026 session over HTTP needs it, and
+    only when a tool of ``tools`` (tooltree's listing) declares ``x-mcp-header``, to mirror a call's arguments into
+    the ``Mcp-Param-*`` headers its listing declares.
 
     Before, every session listed twice, the second time for the SDK alone: its other use of its listing, the output
     schemas, is `OutputCheck`'s (which replaced the SDK's check and reads tooltree's listing), and a stdio session
     sends no headers. For a server of 20,000 tools that second listing was half a session's start-up (the server's
-    work, the answer's reading and the protocol's check of every tool twice).
+    work, the answer's reading and the protocol's check of every tool twice). A 2026 session over HTTP listed twice
+    still, though a listing without ``x-mcp-header`` gives the SDK no header to send.
     """
-    return server.url is not None and client.session.protocol_version in MODERN_PROTOCOL_VERSIONS
+    if server.url is None or client.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    return any(_declares_header(tool.get("inputSchema")) for tool in tools)
+
+
+def _declares_header(schema: object) -> bool:
+    """Whether ``x-mcp-header`` is a key anywhere in ``schema`` (a tool's input schema, as its server sent it): where
+    the SDK looks for the annotations, and more (a property of that name), so that none is missed."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "x-mcp-header" in node:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def _current_loop() -> object:

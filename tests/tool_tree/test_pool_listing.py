@@ -4,19 +4,32 @@ Before, each session listed the server's tools twice: once for tooltree (the tre
 results are checked against) and once more for the SDK alone, which used it for nothing a stdio session needs. For a
 server of 20,000 tools that second listing was half of the first call's host CPU (`bench/first_call_catalog.py`).
 
+A 2026 session over Streamable HTTP listed twice still: the SDK mirrors a call's arguments into the ``Mcp-Param-*``
+headers its own listing declares (``x-mcp-header``), and it was let list whatever the tools declared. It now lists only
+when a tool declares one.
+
 Real server processes: `tests/servers/raw_server.py` (the 2025 handshake), an SDK server written here (the 2026
-protocol over stdio), `tests/servers/growing_server.py` (tools added while connected, said by a notice).
+protocol over stdio), `tests/servers/growing_server.py` (tools added while connected, said by a notice); and an SDK
+server over Streamable HTTP in this process (uvicorn on a real socket), whose requests are recorded as they arrive.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+import mcp_types as types
 import pytest
+import uvicorn
+from mcp.server.lowlevel import Server
+from starlette.types import Receive, Scope, Send
 
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool, CallFailure, ServerPool
@@ -115,3 +128,60 @@ def test_a_tool_added_after_the_listing_is_called_and_the_change_is_told(tmp_pat
         assert heard.wait(10)
         assert text(pool.call("growing", "fresh", {})) == "fresh ran"
     assert told == ["growing"]
+
+
+@asynccontextmanager
+async def http_server(tool: types.Tool, seen: list[tuple[str, dict[str, str]]]) -> AsyncIterator[str]:
+    """An SDK server of the one ``tool`` over Streamable HTTP; each request's ``Mcp-Method`` header is appended to
+    ``seen`` with its ``Mcp-Param-*`` headers. Yields its URL."""
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[tool])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps(params.arguments))])
+
+    # The schema given here, so that the server's own check of a call's headers does not run its listing.
+    server = Server("routed", on_list_tools=list_tools, on_call_tool=call_tool,
+                    get_tool_input_schema=lambda name: tool.input_schema if name == tool.name else None)  # fmt: skip
+    app = server.streamable_http_app()
+
+    async def recorded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            if "mcp-method" in headers:
+                seen.append((headers["mcp-method"], {k: v for k, v in headers.items() if k.startswith("mcp-param-")}))
+        await app(scope, receive, send)
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()  # connections wait in the backlog until uvicorn takes them: no wait for it to be up
+        web = uvicorn.Server(uvicorn.Config(recorded, lifespan="on", log_level="warning"))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(web.serve, [sock])
+            try:
+                yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+            finally:
+                web.should_exit = True
+
+
+async def called_over_http(tool: types.Tool, arguments: dict[str, Any]) -> list[tuple[str, dict[str, str]]]:
+    """The tools requests a pool's session of a 2026 server over HTTP sent, calling ``tool`` once with ``arguments``."""
+    seen: list[tuple[str, dict[str, str]]] = []
+    async with http_server(tool, seen) as url, ServerPool([ServerConfig(name="routed", url=url, timeout=30)]) as pool:
+        assert json.loads(text(await pool.call("routed", tool.name, arguments))) == arguments
+    return [(method, params) for method, params in seen if method.startswith("tools/")]
+
+
+async def test_a_2026_session_over_http_lists_once_when_no_tool_declares_a_header() -> None:
+    plain = types.Tool(name="find", input_schema={"type": "object", "properties": {"region": {"type": "string"}}})
+    assert await called_over_http(plain, {"region": "eu"}) == [("tools/list", {}), ("tools/call", {})]  # before: two
+
+
+async def test_a_tool_that_declares_a_header_has_its_call_send_it_from_the_first_call() -> None:
+    schema = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}
+    routed = types.Tool(name="find", input_schema=schema)
+    # The SDK lists too, to know the header: the call is sent once, with it (not refused by the server, then again).
+    assert await called_over_http(routed, {"region": "eu"}) == [
+        ("tools/list", {}), ("tools/list", {}), ("tools/call", {"mcp-param-region": "eu"}),
+    ]  # fmt: skip
