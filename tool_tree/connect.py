@@ -43,7 +43,7 @@ from tool_tree.http_client import http_client, timeouts
 from tool_tree.http_errors import Answers, marked, not_mcp, redirected, status_problem
 from tool_tree.in_flight import InFlight
 from tool_tree.ledgers import Outstanding
-from tool_tree.listing_check import LeftOut, ListingCheck, checked, probe_unanswered
+from tool_tree.listing_check import LeftOut, ListingCheck, checked, probe_unanswered, taking_tools
 from tool_tree.server_asks import answering, capabilities_of
 from tool_tree.snapshot_lists import declared_subscribe
 from tool_tree.start_errors import not_started
@@ -313,12 +313,16 @@ async def list_tools_raw(client: mcp.Client, share: Share | None = None) -> list
     seen: set[bytes] = set()  # the cursors' digests: a server's cursors are not kept (30 MB each grew it to 3.6 GB)
     size = values = 0
     page: dict[str, Any] = {}
+    page_tools: Any = None
     encoded = b""
     try:
         for _ in range(MAX_LIST_PAGES):
             params = mt.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-            page = (await client.session.send_request(mt.ListToolsRequest(params=params), _RawResult)).model_extra or {}
-            page_tools = page.get("tools")
+            taken: list[list[Any]] = []  # the page's tools, checked once (`taking_tools`), not again by the SDK
+            with taking_tools(taken):
+                request = mt.ListToolsRequest(params=params)
+                page = (await client.session.send_request(request, _RawResult)).model_extra or {}
+            page_tools = taken[0] if taken else page.get("tools")
             if not isinstance(page_tools, list):
                 raise ValueError("tools/list result has no `tools` list")
             tools.extend(t for t in page_tools if isinstance(t, dict))
@@ -362,6 +366,8 @@ async def list_tools_raw(client: mcp.Client, share: Share | None = None) -> list
         tools.clear()
         if isinstance(listed := page.get("tools"), list):
             listed.clear()
+        if isinstance(page_tools, list):
+            page_tools.clear()
         page.clear()
         encoded = b""  # noqa: F841 (the traceback holds the frame)
         raise

@@ -4,6 +4,10 @@ A server listing some malformed tools: the others are listed, each one left out 
 SDK validated ``tools/list`` whole, so one tool with ``annotations.readOnlyHint: "maybe"`` failed every tool of
 its server ("ValidationError: 4 validation errors for ListToolsResult …" in generate-tree's table).
 
+Each page of a listing is checked against the protocol's schema once: by `ListingCheck`, which hands its tools to
+`tool_tree.connect.list_tools_raw` (before, the SDK checked every tool again and dumped a copy of the page to do so:
+about half of the first call's host CPU for a server of 20,000 tools).
+
 An older server that never answers ``server/discover``: ``protocol: legacy`` starts it without the SDK's 10 s
 wait, and a warning names that setting when the wait happened.
 """
@@ -21,6 +25,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 from mcp.shared.message import SessionMessage
+from mcp_types import methods
 
 from sandbox.bridge import ToolCallRefused
 from sandbox.host import Runtime
@@ -150,6 +155,32 @@ async def test_over_streamable_http_the_well_formed_tools_are_listed_and_called(
         assert pool.malformed("listing", "good") is None
         result = await pool.call("listing", "also_good", {})
     assert result["content"] == [{"type": "text", "text": "also_good"}]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_each_page_of_a_listing_is_checked_once_the_sdk_checking_none_of_its_tools_again(
+    transport: str, tmp_path: Path, http_listing: ServerConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checked: list[int] = []  # the tools of each tools/list result the SDK checked
+    sdk_check = methods.validate_server_result
+
+    def counted(method: str, version: str, data: Any, **kwargs: Any) -> None:
+        if method == "tools/list":
+            checked.append(len(data["tools"]))
+        sdk_check(method, version, data, **kwargs)
+
+    monkeypatch.setattr(methods, "validate_server_result", counted)
+    server = http_listing
+    if transport == "stdio":
+        spec = tmp_path / "raw.json"
+        spec.write_text(json.dumps({"pages": [[GOOD[0], *MALFORMED], [GOOD[1]]]}), encoding="utf-8")
+        server = ServerConfig(name="listing", command=sys.executable, args=(str(RAW_SERVER), str(spec)))
+    async with ServerPool([server]) as pool:
+        assert [t["name"] for t in await pool.start("listing")] == ["good", "also_good"]
+        assert pool.malformed("listing", "vague") == LEFT_OUT[0].split(", malformed: ")[1]
+        assert (await pool.call("listing", "good", {}))["content"][0]["type"] == "text"
+    assert checked == ([0, 0] if transport == "stdio" else [0])  # before: [1, 1] and [2], each tool checked again
 
 
 def answer(check: ListingCheck, result: dict[str, Any], *, method: str = "tools/list") -> SessionMessage | Exception:
