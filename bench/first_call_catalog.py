@@ -4,8 +4,9 @@
 
 Each case is one process that opens a `tool_tree.pool.BackgroundPool` of one stdio server listing ``--tools`` tools
 (half with an output schema) and calls one tool twice: the first call starts the server and lists its tools, the
-second is a call alone. Two servers: `tests/servers/raw_server.py` (the 2025 handshake) and
-`bench/servers/catalog_server.py` (the official SDK's server: the 2026 protocol). Reported per call: the host
+second is a call alone. Three servers: `tests/servers/raw_server.py` (the 2025 handshake) and
+`bench/servers/catalog_server.py` (the official SDK's server: the 2026 protocol) over stdio, and the latter over
+Streamable HTTP (started by the case's process, from this checkout whichever is measured). Reported per call: the host
 process's CPU time (all its threads; the server's own not in it) and its peak resident memory during the call
 (``VmHWM`` after resetting it through ``/proc/self/clear_refs``). Median of ``--runs``, the checkouts interleaved.
 
@@ -24,9 +25,14 @@ from typing import Any
 
 from _common import ROOT, checkouts, positive_int, print_table, run_in, write_json
 
-SERVERS = {"2025 (raw_server)": "tests/servers/raw_server.py", "2026 (SDK server)": "bench/servers/catalog_server.py"}
+SERVERS = {
+    "2025 (raw_server)": "tests/servers/raw_server.py",
+    "2026 (SDK server)": "bench/servers/catalog_server.py",
+    "2026 over HTTP (SDK server)": "bench/servers/catalog_server.py",
+}
+HTTP = "2026 over HTTP (SDK server)"
 RUN = """
-import json, sys, time
+import json, socket, subprocess, sys, time
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool
 
@@ -34,7 +40,24 @@ def status(key):
     with open("/proc/self/status", encoding="ascii") as f:
         return next(int(line.split()[1]) / 1024 for line in f if line.startswith(key + ":"))
 
-server = ServerConfig(name="many", command=sys.executable, args=(sys.argv[1], sys.argv[2]), timeout=600)
+if sys.argv[3:] == ["http"]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    web = subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2], "--http", str(port)])
+    deadline = time.monotonic() + 120
+    while True:  # until its port takes connections
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or web.poll() is not None:
+                sys.exit("the HTTP catalog server did not start")
+            time.sleep(0.1)
+    server = ServerConfig(name="many", url=f"http://127.0.0.1:{port}/mcp", timeout=600)
+else:
+    web = None
+    server = ServerConfig(name="many", command=sys.executable, args=(sys.argv[1], sys.argv[2]), timeout=600)
 out = {}
 with BackgroundPool([server]) as pool:
     for call in ("first", "second"):
@@ -44,6 +67,9 @@ with BackgroundPool([server]) as pool:
         result = pool.call("many", "tool_1", {"a": "x"})
         assert not result.get("isError"), result
         out[call] = {"cpu_s": time.process_time() - cpu, "peak_mib": status("VmHWM"), "rss_mib": status("VmRSS")}
+if web is not None:
+    web.terminate()
+    web.wait()
 print(json.dumps(out))
 """
 
@@ -61,7 +87,7 @@ def catalog(folder: Path, tools: int) -> dict[str, Path]:
     raw, sdk = folder / f"raw_{tools}.json", folder / f"sdk_{tools}.json"
     raw.write_text(json.dumps({"pages": [listed]}), encoding="utf-8")
     sdk.write_text(json.dumps({"name": "many", "tools": listed}), encoding="utf-8")
-    return dict(zip(SERVERS, (raw, sdk), strict=True))
+    return dict(zip(SERVERS, (raw, sdk, sdk), strict=True))
 
 
 def main() -> None:
@@ -76,8 +102,9 @@ def main() -> None:
         for _ in range(args.runs):
             for tools, server in cases:
                 for src in sources:  # the checkouts interleaved, so one run's ratios compare like with like
-                    script = src / SERVERS[server]
-                    printed = run_in(src, RUN, script, specs[tools][server]).splitlines()[-1]
+                    script = (ROOT if server == HTTP else src) / SERVERS[server]
+                    over = ["http"] if server == HTTP else []
+                    printed = run_in(src, RUN, script, specs[tools][server], *over).splitlines()[-1]
                     runs[(src, tools, server)].append(json.loads(printed))
     rows, data = [], []
     for (src, tools, server), measured in runs.items():

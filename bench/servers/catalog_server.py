@@ -1,12 +1,14 @@
 """An MCP server (the official SDK, stdio) that serves a given list of tools, for start-up benchmarks.
 
-    python bench/servers/catalog_server.py TOOLS.json
+    python bench/servers/catalog_server.py TOOLS.json [--http PORT]
 
 ``TOOLS.json`` holds ``{"name": ..., "description": ..., "tools": [raw tool dicts]}``. ``tools/list``
 answers those tools; ``tools/call`` answers one text block naming the tool and echoing its arguments,
 except a tool named ``count``, which answers how many calls this process has served before it.
 The point is the start-up cost of a typical small Python MCP server: it imports the SDK (~1 CPU-s),
-as a real one does; it serves no real tool.
+as a real one does; it serves no real tool. With ``--http PORT`` it serves Streamable HTTP on 127.0.0.1:PORT
+(``/mcp``) instead of stdio; it then looks a called tool's input schema up by name (``get_tool_input_schema``), as a
+server of many tools would, rather than run its whole listing again to check each call's ``Mcp-Param-*`` headers.
 """
 
 from __future__ import annotations
@@ -39,10 +41,16 @@ def main() -> None:
         served += 1
         return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)])
 
+    schemas = {tool.name: tool.input_schema for tool in tools}
     server: Server[Any] = Server(
         spec["name"], version="1.0", description=spec.get("description") or None,
-        on_list_tools=list_tools, on_call_tool=call_tool,
+        on_list_tools=list_tools, on_call_tool=call_tool, get_tool_input_schema=schemas.get,
     )  # fmt: skip
+    if sys.argv[2:3] == ["--http"]:
+        import uvicorn
+
+        uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=int(sys.argv[3]), log_level="warning")
+        return
 
     async def run() -> None:
         async with stdio_server() as (read, write):
