@@ -181,7 +181,7 @@ class _GuardedWrite(WriteWrapper):
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
         if isinstance(message, types.JSONRPCRequest):
-            self._state.outstanding.sent(message.id)  # before sending: the answer may come at once
+            self._state.outstanding.sent(message.id, message.method)  # before sending: the answer may come at once
         elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
             self._state.outstanding.given_up(cancelled_request_id_from_params(message.params))
         await self._inner.send(item)

@@ -86,6 +86,7 @@ class Outstanding:
     ) -> None:  # fmt: skip
         self.server = server
         self._in_flight: dict[types.RequestId, types.RequestId] = {}  # as correlated -> as sent
+        self._listings: set[types.RequestId] = set()  # of those, the ``tools/list`` requests (as correlated)
         self._given_up: OrderedDict[types.RequestId, None] = OrderedDict()
         self._strays = TokenBucket(burst, rate, clock)
         self._cut: OrderedDict[types.RequestId, dict[str, int]] = OrderedDict()
@@ -106,16 +107,23 @@ class Outstanding:
         for told in self._told:
             told(reason)
 
-    def sent(self, request_id: types.RequestId) -> None:
+    def sent(self, request_id: types.RequestId, method: str = "") -> None:
         self._in_flight[coerce_request_id(request_id)] = request_id
+        if method == "tools/list":
+            self._listings.add(coerce_request_id(request_id))
 
     def given_up(self, request_id: types.RequestId | None) -> None:
         """The client cancelled a request (or stopped waiting): its answer, if it comes, is late."""
         if request_id is None or self._in_flight.pop(coerce_request_id(request_id), None) is None:
             return
+        self._listings.discard(coerce_request_id(request_id))
         self._given_up[coerce_request_id(request_id)] = None
         if len(self._given_up) > GIVEN_UP_KEPT:
             self._given_up.popitem(last=False)
+
+    def lists_tools(self, request_id: types.RequestId) -> bool:
+        """Whether ``request_id`` is a ``tools/list`` request whose answer is awaited."""
+        return coerce_request_id(request_id) in self._listings
 
     def awaits(self, request_id: types.RequestId) -> bool:
         """Whether an answer to ``request_id`` is awaited (nothing settled)."""
@@ -126,6 +134,7 @@ class Outstanding:
         if request_id is None:
             return "stray"
         key = coerce_request_id(request_id)
+        self._listings.discard(key)
         if self._in_flight.pop(key, None) is not None:
             return "awaited"
         if key in self._given_up:
@@ -158,6 +167,7 @@ class Outstanding:
         """The requests in flight, as sent; forgotten (a failure answers them all)."""
         pending = list(self._in_flight.values())
         self._in_flight.clear()
+        self._listings.clear()
         return pending
 
 

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import mcp_types as types
 import pytest
@@ -30,6 +30,7 @@ from mcp_types import methods
 from sandbox.bridge import ToolCallRefused
 from sandbox.host import Runtime
 from tests.support import RAW_SERVER, raw_server_config, raw_server_tree
+from tool_tree import http_client
 from tool_tree.config import ServerConfig, load_config
 from tool_tree.listing_check import ListingCheck
 from tool_tree.pool import ServerPool, ServerUnavailable
@@ -97,6 +98,7 @@ class _Listing(BaseHTTPRequestHandler):
     """A Streamable HTTP server (JSON replies) whose ``tools/list`` holds `MALFORMED` between two good tools."""
 
     protocol_version = "HTTP/1.1"
+    listed: ClassVar[list[Any]] = [GOOD[0], *MALFORMED, GOOD[1]]
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -120,7 +122,7 @@ class _Listing(BaseHTTPRequestHandler):
                 "serverInfo": {"name": "listing", "version": "1"},
             }
         elif message["method"] == "tools/list":
-            result = {"tools": [GOOD[0], *MALFORMED, GOOD[1]]}
+            result = {"tools": self.listed}
         elif message["method"] == "tools/call":
             result = {"content": [{"type": "text", "text": message["params"]["name"]}]}
         body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
@@ -181,6 +183,40 @@ async def test_each_page_of_a_listing_is_checked_once_the_sdk_checking_none_of_i
         assert pool.malformed("listing", "vague") == LEFT_OUT[0].split(", malformed: ")[1]
         assert (await pool.call("listing", "good", {}))["content"][0]["type"] == "text"
     assert checked == ([0, 0] if transport == "stdio" else [0])  # before: [1, 1] and [2], each tool checked again
+
+
+LONG_SCHEMA = {
+    "type": "object",
+    "properties": {"a": {"type": "string"}, "b": {"type": "integer"}, "c": {"type": "null"}},
+}
+
+
+class _LongListing(_Listing):
+    """`_Listing` listing 3,000 tools, whose schemas hold 12,000 ``"type"`` keys, more items than an answer keeps."""
+
+    listed: ClassVar[list[Any]] = [{"name": f"tool_{i}", "inputSchema": LONG_SCHEMA} for i in range(3_000)]
+
+
+@pytest.mark.anyio
+async def test_a_long_listing_over_http_is_not_parsed_once_more_before_the_sdk_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Its "type" keys made it look like an answer of more content blocks than an answer keeps, so tooltree's HTTP
+    # client parsed it whole to cut them before the SDK parsed it: a listing has no such list (0.2 s at 20,000 tools).
+    parsed: list[bytes] = []
+    cut_answer = http_client.cut_answer
+    monkeypatch.setattr(http_client, "cut_answer", lambda data: parsed.append(data) or cut_answer(data))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _LongListing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+        async with ServerPool([ServerConfig(name="long", url=url, timeout=30)]) as pool:
+            assert len(await pool.start("long")) == 3_000
+            assert (await pool.call("long", "tool_1", {}))["content"] == [{"type": "text", "text": "tool_1"}]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert parsed == []  # before: the listing's answer
 
 
 def answer(check: ListingCheck, result: dict[str, Any], *, method: str = "tools/list") -> SessionMessage | Exception:
