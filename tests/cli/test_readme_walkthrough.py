@@ -115,7 +115,8 @@ def test_serve_over_stdio_typed_at_a_terminal_says_it_waits_for_a_client(
             proc.terminate()  # the note may come before its signal handling starts: the exit code is not checked
             proc.wait(timeout=60)
             os.close(leader)
-    assert lines[:1] == [
+    # First, but for the warning that no config names the tree's server (`mail`: generated from a snapshot).
+    assert [line for line in lines if "warning:" not in line][:1] == [
         "tooltree serve: waiting for an MCP client on stdin (an MCP client starts this command itself, e.g. "
         "`claude mcp add tooltree -- tooltree serve ...`; to try it by hand, add --http); Ctrl-C stops it\n"
     ]

@@ -136,7 +136,14 @@ def test_standalone_generate_tree_help_lists_70(capsys: pytest.CaptureFixture[st
     assert re.search(r"\bExit 0 ", text) and UNEXPECTED_HELP in text
 
 
-LISTING = {"tooltree", "tooltree generate-tree", "tooltree agent", "tooltree serve", "tooltree exec"}
+LISTING = {
+    "tooltree",
+    "tooltree generate-tree",
+    "tooltree agent",
+    "tooltree serve",
+    "tooltree exec",
+    "tooltree sandbox prune",
+}
 """The helps that list exit statuses (`tooltree`'s epilog says 70 for every command)."""
 
 
