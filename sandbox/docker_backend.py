@@ -256,8 +256,11 @@ class DockerBackend(SandboxBackend):
         self._superseded: dict[str, None] = {}
         """The volumes (and records) of trees this backend took before the one it takes now (`refresh_tree`), removed
         once no container uses them (`_remove_superseded`)."""
+        self._starting: list[str | None] = []
+        """The tree volume of each start under way until its container is made (`launch`): not removed meanwhile."""
         self._superseded_lock = threading.Lock()
-        """Guards ``_superseded``; never held across an engine call (``_lock`` is, for as long as a tree's copy)."""
+        """Guards ``_superseded`` and ``_starting``; never held across an engine call (``_lock`` is, for as long as a
+        tree's copy)."""
 
     def prepare(self) -> None:
         """Check the engine (that it can confine a sandbox, and whether its runtime is gVisor), the image and the tree
@@ -316,15 +319,15 @@ class DockerBackend(SandboxBackend):
 
     def _remove_superseded(self) -> None:
         """Remove the volumes and records of the trees this backend used before the current one, but those a
-        container (of any process) still mounts, which the engine keeps: tried again as each container of this
-        backend is removed. Before: each regeneration that changed the tree (``tooltree serve`` following its
-        servers) left two volumes until a `tooltree sandbox prune`.
+        container (of any process) still mounts, which the engine keeps, or a start of this backend is about to
+        mount: tried again as each container of this backend is removed. Before: each regeneration that changed the
+        tree (``tooltree serve`` following its servers) left two volumes until a `tooltree sandbox prune`.
 
         A copy is named by its content and owner, so another tooltree process of this owner may be about to start on
         one removed here: its start then finds it gone, or empty (the engine makes one for the create), and copies the
         tree again (`sandbox.session.open_channel`), as after a prune."""
         with self._superseded_lock:
-            current = (self._tree_record, self.tree_volume)
+            current = (self._tree_record, self.tree_volume, *self._starting)
             names = [name for name in self._superseded if name not in current]
         for name in names:  # the record first (`_supersede` keeps the order): no start finds the volume through it
             try:
@@ -426,21 +429,29 @@ class DockerBackend(SandboxBackend):
         # The containers of this owner's tooltree processes killed on this host, off this start's path (once).
         sweep_once(self.docker, self.config.owner)
         self._recopy_gone_tree()
+        # Read once, and never removed as superseded (`refresh_tree` meanwhile) before the container mounts it. Before,
+        # a refresh during a start failed it: the container mounted the old tree's volume (removed and made again
+        # empty for it) and was checked against the new one's, 'unexpected mount at /opt/tooltree/tree'.
+        with self._superseded_lock:
+            volume = self.tree_volume
+            self._starting.append(volume)
+        try:
+            return self._launch(session_id, volume)
+        finally:
+            with self._superseded_lock:
+                self._starting.remove(volume)
+
+    def _launch(self, session_id: str, volume: str | None) -> DockerConnection:
         name = f"tooltree-{uuid.uuid4().hex[:16]}"
         spec = container_spec(
-            self.config,
-            name=name,
-            session_id=session_id,
-            image=self.image,
-            tree_volume=self.tree_volume,
-            gvisor=self.gvisor,
+            self.config, name=name, session_id=session_id, image=self.image, tree_volume=volume, gvisor=self.gvisor
         )
         container_id: str | None = None
         attached: AttachSocket | None = None
         try:
             container_id = self.docker.create_container(spec)
             inspected = self.docker.inspect_container(container_id)
-            violations = check_hardening(inspected, self.config, tree_volume=self.tree_volume, gvisor=self.gvisor)
+            violations = check_hardening(inspected, self.config, tree_volume=volume, gvisor=self.gvisor)
             if violations:
                 raise HardeningError(name, violations)
             attached = self.docker.attach(container_id)

@@ -199,3 +199,23 @@ def test_a_copy_another_backend_removes_as_no_longer_used_while_a_sandbox_starts
     with Sandbox(starting) as sb:
         result = sb.execute(READ_STUB)
     assert (result.stdout, result.error, removed, engine.creates) == ("list_leads\n", None, [True], 2)
+
+
+def test_a_refresh_of_the_tree_while_a_sandbox_starts_on_its_backend_leaves_that_start_the_tree_it_began_with(
+    docker_engine: EngineWithCLI, config: SandboxConfig, tmp_path: Path, racing: list[RacingEngine]
+) -> None:
+    # `tooltree serve` starts every session's sandbox on one backend, which a regeneration refreshes meanwhile. Before:
+    # the start failed, "unexpected mount at '/opt/tooltree/tree'": the old tree's volume, removed as superseded just
+    # before the create (the engine made it again, empty, for the mount), was checked against the new tree's.
+    count_status = "print(open('servers/crm/list_leads.py').read().count('= \"{}\"'))"
+    racing.append(engine := RacingEngine(lambda: _regenerated(backend, "shut")))
+    backend = DockerBackend(config, tree=write_sample_tree(tmp_path / "tree", unique=True), docker=engine)
+    backend.prepare()
+    first = backend.tree_volume
+    assert first is not None
+    with Sandbox(backend) as sb:
+        began = sb.execute(count_status.format("open"))
+    assert (began.stdout, began.error, engine.creates) == ("1\n", None, 1)
+    assert backend.tree_volume != first and not docker_engine.volume_exists(first)  # removed once its sandbox ended
+    with Sandbox(backend) as sb:
+        assert sb.execute(count_status.format("shut")).stdout == "1\n"
