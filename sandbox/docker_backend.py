@@ -294,14 +294,16 @@ class DockerBackend(SandboxBackend):
     def refresh_tree(self) -> bool:
         """Copy the tree into a volume again if it changed since `prepare` (``tooltree serve`` regenerated it while
         serving); containers launched from now on mount that volume, those running keep theirs. Whether it changed.
+        Before the first `prepare` nothing is done, the engine not asked (that `prepare` reads the tree as it is).
 
         Raises:
             SandboxError: the tree cannot be packed or copied (containers keep mounting the old volume).
         """
-        self.prepare()
         if self.tree is None:
             return False
-        with self._lock:
+        with self._lock:  # held by a `prepare` under way: this waits for it
+            if not self._prepared:
+                return False
             before = (self._tree_record, self.tree_volume)
             volume = self._ensure_tree_volume(self.tree)
             changed, self.tree_volume = volume != self.tree_volume, volume

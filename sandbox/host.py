@@ -36,6 +36,7 @@ from tool_tree.config import Config
 from tool_tree.tree import tree_lock
 
 if TYPE_CHECKING:
+    from sandbox.backend import SandboxBackend
     from sandbox.bridge import CallCancel
     from sandbox.config import SandboxConfig
     from sandbox.errors import SandboxError
@@ -115,6 +116,9 @@ class Runtime:
         audit: a file that gets one JSON line per tool call, or an `AuditLog` shared with other
             runtimes (left open when this one closes).
         sandbox_pool: take the session from these warm sandboxes instead of starting a container.
+        sandbox_backend: start each sandbox on this backend rather than on a `DockerBackend` of its own
+            (`tooltree serve`'s client sessions without warm sandboxes share one: it removes the copy of a tree a
+            regeneration replaced once no sandbox mounts it, `DockerBackend.refresh_tree`); not with ``sandbox_pool``.
         session: the session id written into audit lines.
         on_tools_changed: called with a server's name when one of this runtime's server sessions says its tools,
             prompts or resources changed, and which with ``kind=`` when it takes a ``kind``
@@ -127,9 +131,11 @@ class Runtime:
 
     Raises:
         TypeError: ``config`` is not a `Config` (a path: load it with ``load_config``), ``tree`` or ``workspace``
-            not a path, ``audit`` neither a path nor an `AuditLog`, ``sandbox_config`` or ``sandbox_pool`` not one,
+            not a path, ``audit`` neither a path nor an `AuditLog`, ``sandbox_config``, ``sandbox_pool`` or
+            ``sandbox_backend`` not one,
             ``on_tools_changed`` not callable, ``held_within`` not a `HeldValues`, ``start_gate`` not a `StartGate`.
-        ValueError: ``workspace`` or ``audit`` is an empty path, or ``sandbox_pool``'s sandboxes run another tree.
+        ValueError: ``workspace`` or ``audit`` is an empty path, ``sandbox_pool``'s or ``sandbox_backend``'s
+            sandboxes run another tree, or both are given.
 
     Raises (on enter):
         TreeError: the tree has no readable manifest.
@@ -149,6 +155,7 @@ class Runtime:
         workspace: str | Path | None = None,
         audit: str | Path | AuditLog | None = None,
         sandbox_pool: SandboxPool | None = None,
+        sandbox_backend: SandboxBackend | None = None,
         session: str = "",
         on_tools_changed: Callable[..., None] | None = None,
         held_within: HeldValues | None = None,
@@ -164,7 +171,7 @@ class Runtime:
             )
         from sandbox.session_args import runtime_args
 
-        runtime_args(tree, workspace, audit, sandbox_config, sandbox_pool)
+        runtime_args(tree, workspace, audit, sandbox_config, sandbox_pool, sandbox_backend)
         from tool_tree.pool import checked_gate, checked_listener
 
         checked_gate(start_gate, None)
@@ -178,6 +185,7 @@ class Runtime:
         self.audit_path = Path(audit) if isinstance(audit, str | os.PathLike) else None
         self._shared_audit = audit if isinstance(audit, AuditLog) else None
         self.sandbox_pool = sandbox_pool
+        self.sandbox_backend = sandbox_backend
         self.session = session
         self._pool: BackgroundPool | None = None
         self._opened_in = os.getpid()  # the process whose thread runs `_pool`
@@ -363,15 +371,18 @@ class Runtime:
         loop = self._running_loop()
         if self.sandbox_pool is not None:
             settings = self.sandbox_pool.backend.config
+        elif self.sandbox_backend is not None:
+            settings = self.sandbox_backend.config
         else:
             settings = self.sandbox_config or SandboxConfig.from_config(self.config)
         try:
             if self.sandbox_pool is not None:
                 session = self.sandbox_pool.acquire(tools=bridge, workspace=self.workspace, tool_loop=loop)
-            else:
+            else:  # ``config`` makes the backend when none is given
                 session = Sandbox(
-                    config=settings, tree=self.tree, tools=bridge, tool_loop=loop, workspace=self.workspace
-                )
+                    self.sandbox_backend, config=settings, tree=self.tree, tools=bridge, tool_loop=loop,
+                    workspace=self.workspace,
+                )  # fmt: skip
                 session.start()
         except SandboxError as e:
             named = runtime_problem(e, settings.runtime, self.config) or limit_problem(e, self.config)

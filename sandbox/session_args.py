@@ -223,7 +223,14 @@ def count(value: object, name: str) -> int:
     return value
 
 
-def runtime_args(tree: object, workspace: object, audit: object, sandbox_config: object, sandbox_pool: object) -> None:
+def runtime_args(
+    tree: object,
+    workspace: object,
+    audit: object,
+    sandbox_config: object,
+    sandbox_pool: object,
+    sandbox_backend: object,
+) -> None:
     """The checks of `sandbox.host.Runtime`'s arguments.
 
     Raises:
@@ -231,7 +238,8 @@ def runtime_args(tree: object, workspace: object, audit: object, sandbox_config:
             ``os.fspath`` refused, unnamed; ``sandbox_pool`` an AttributeError at first use).
         ValueError: ``tree``, ``workspace`` or ``audit`` is an empty path (``Path("")`` is the working folder: a
             tree taken from it, a workspace saved into it; an audit log refused only when the runtime
-            opened, "audit log .: a folder"), or ``sandbox_pool`` runs another tree.
+            opened, "audit log .: a folder"), ``sandbox_pool`` or ``sandbox_backend`` runs another tree, or both
+            are given.
     """
     from sandbox.config import SandboxConfig
     from sandbox.mcp_bridge import AuditLog
@@ -259,20 +267,32 @@ def runtime_args(tree: object, workspace: object, audit: object, sandbox_config:
             "sandbox_config: expected a SandboxConfig (SandboxConfig.from_config(config) reads the sandbox: "
             f"section), or None, {got(sandbox_config)}"
         )
+    if sandbox_backend is not None:
+        from sandbox.backend import SandboxBackend
+
+        if not isinstance(sandbox_backend, SandboxBackend):
+            raise TypeError(f"sandbox_backend: expected a SandboxBackend, or None, {got(sandbox_backend)}")
+        if sandbox_pool is not None:
+            raise ValueError("sandbox_pool and sandbox_backend: give one (the pool's sandboxes run on its backend)")
+        _same_tree("sandbox_backend", sandbox_backend, tree, "DockerBackend(config, tree=tree)")
     if sandbox_pool is not None:
         from sandbox.pool import SandboxPool  # only then: it imports the whole session machinery
 
         if not isinstance(sandbox_pool, SandboxPool):
             raise TypeError(f"sandbox_pool: expected a SandboxPool, or None, {got(sandbox_pool)}")
-        pooled = getattr(sandbox_pool.backend, "tree", None)  # a `DockerBackend`'s; another backend may have none
-        if isinstance(pooled, str | os.PathLike) and os.path.realpath(pooled) != os.path.realpath(tree):
-            # Before: taken; its scripts imported the pool's tree's stubs, and each call was refused as "not in
-            # this tree's manifest" (the runtime's), or went to a tool the scripts' stubs did not describe.
-            raise ValueError(
-                f"sandbox_pool: its sandboxes run the tree {os.fspath(pooled)}, not {os.fspath(tree)}, whose manifest "
-                "says which tools the runtime's bridge may call: give the pool the runtime's tree "
-                "(SandboxPool(config=..., tree=tree))"
-            )
+        _same_tree("sandbox_pool", sandbox_pool.backend, tree, "SandboxPool(config=..., tree=tree)")
+
+
+def _same_tree(name: str, backend: object, tree: str | os.PathLike[str], made: str) -> None:
+    """Raises: ValueError: ``backend``'s sandboxes run another tree than the runtime's ``tree``."""
+    run = getattr(backend, "tree", None)  # a `DockerBackend`'s; another backend may have none
+    if isinstance(run, str | os.PathLike) and os.path.realpath(run) != os.path.realpath(tree):
+        # Before: taken; its scripts imported the pool's tree's stubs, and each call was refused as "not in
+        # this tree's manifest" (the runtime's), or went to a tool the scripts' stubs did not describe.
+        raise ValueError(
+            f"{name}: its sandboxes run the tree {os.fspath(run)}, not {os.fspath(tree)}, whose manifest "
+            f"says which tools the runtime's bridge may call: give it the runtime's tree ({made})"
+        )
 
 
 def bridge_args(tree: object, pool: object, budgets: object, audit: object, manifest: object, config: object) -> None:

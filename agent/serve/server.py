@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from agent.errors import AgentSetupError
     from sandbox.bridge import CallCancel
     from sandbox.config import SandboxConfig
+    from sandbox.docker_backend import DockerBackend
     from sandbox.host import Runtime
     from sandbox.mcp_bridge import AuditLog
     from sandbox.pool import SandboxPool
@@ -176,6 +177,10 @@ class ToolServer:
             self._runtime, idle_timeout=settings.idle_timeout, max_sessions=settings.max_sessions
         )
         self.sandbox_pool: SandboxPool | None = None
+        self.sandbox_backend: DockerBackend | None = None
+        """Without warm sandboxes, the backend of every session's sandbox: it takes the tree again when it is
+        regenerated and removes the copy it replaced once no sandbox mounts it (a backend per session never saw the
+        regeneration, so those copies stayed until a `tooltree sandbox prune`)."""
         self._audit: AuditLog | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         self._also_stop: list[Callable[[], None]] = []
@@ -199,6 +204,7 @@ class ToolServer:
         Raises:
             SandboxError: the sandboxes cannot run (no engine, no image).
         """
+        from sandbox.docker_backend import DockerBackend
         from sandbox.mcp_bridge import AuditLog
         from sandbox.pool import SandboxPool
 
@@ -208,6 +214,8 @@ class ToolServer:
             pool = SandboxPool(size=self.settings.warm, config=self.sandbox_config, tree=self.tree)
             await anyio.to_thread.run_sync(pool.start)
             self.sandbox_pool = pool
+        else:  # the engine is not asked anything until a session starts a sandbox
+            self.sandbox_backend = DockerBackend(self.sandbox_config, tree=self.tree)
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
         self._tasks.start_soon(self.registry.expire_idle)
@@ -250,6 +258,7 @@ class ToolServer:
             workspace=self.workspace,
             audit=self._audit,
             sandbox_pool=self.sandbox_pool,
+            sandbox_backend=self.sandbox_backend,
             session=key,
             on_tools_changed=self._tools_changed,
             held_within=self.listings,
@@ -326,12 +335,15 @@ class ToolServer:
         self.extras.reload()  # the servers' prompts and resources as the tree now records them
         from sandbox.errors import SandboxError
 
-        pool = self.sandbox_pool
+        pool, backend = self.sandbox_pool, self.sandbox_backend
         try:
             if pool is not None:  # warm sandboxes mount the tree they were started with: new ones mount this one
                 pool.refresh_tree()
+            elif backend is not None:  # sandboxes started from now on mount this one (none started yet: nothing)
+                backend.refresh_tree()
         except SandboxError as e:
-            logger.warning("the warm sandboxes keep the tree as it was at start: %s", e)
+            kept = "the warm sandboxes keep the tree as it was at start" if pool else "new sandboxes keep the old tree"
+            logger.warning("%s: %s", kept, e)
         self.registry.tree_refreshed()
 
     async def _follow_tree_on_disk(self) -> None:

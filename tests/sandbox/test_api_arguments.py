@@ -194,6 +194,21 @@ def test_a_sandbox_pool_of_another_tree_is_a_value_error_naming_both_trees(tmp_p
     assert Runtime(NO_SERVERS, mine, sandbox_pool=SandboxPool(NoLaunches(), size=1)).sandbox_pool is not None
 
 
+def test_a_sandbox_backend_is_checked_as_a_pool_is(tmp_path: Path) -> None:
+    # `tooltree serve` without warm sandboxes gives its sessions' runtimes one backend (`Runtime(sandbox_backend=)`).
+    from sandbox.docker_backend import DockerBackend
+
+    mine, other = tmp_path / "tree", tmp_path / "other"
+    backend = DockerBackend(SandboxConfig(owner="test"), tree=other)  # made, never prepared
+    with pytest.raises(ValueError, match=rf"^sandbox_backend: its sandboxes run the tree {other}, not {mine}, "):
+        Runtime(NO_SERVERS, mine, sandbox_backend=backend)
+    with pytest.raises(ValueError, match=r"^sandbox_pool and sandbox_backend: give one"):
+        Runtime(NO_SERVERS, mine, sandbox_backend=NoLaunches(), sandbox_pool=SandboxPool(NoLaunches(), size=1))
+    with pytest.raises(TypeError, match=r"^sandbox_backend: expected a SandboxBackend, or None, got SandboxConfig"):
+        Runtime(NO_SERVERS, mine, sandbox_backend=SandboxConfig(owner="test"))  # type: ignore[arg-type]
+    assert Runtime(NO_SERVERS, mine, sandbox_backend=(shared := NoLaunches())).sandbox_backend is shared
+
+
 BAD_WAITS = [
     ({"timeout": "5"}, TypeError, "timeout must be a number of seconds (int or float), got str '5'"),
     ({"timeout": None}, TypeError, "timeout must be a number of seconds (int or float), got NoneType None"),

@@ -30,6 +30,20 @@ def test_no_engine_at_docker_host_is_a_clear_error(tmp_path: Path, monkeypatch: 
         DockerBackend(docker=engine).prepare()
 
 
+def test_a_refresh_of_the_tree_before_the_first_start_asks_no_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `tooltree serve` without warm sandboxes refreshes its sessions' backend at each regeneration: before any
+    # session started a sandbox, that must not need an engine (the first start reads the tree as it is then).
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    tree = write_sample_tree(tmp_path / "tree")
+    backend = DockerBackend(SandboxConfig(owner="test"), tree=tree, docker=DockerEngine())
+    assert backend.refresh_tree() is False
+    assert backend.tree_volume is None
+    with pytest.raises(EngineUnavailableError):
+        backend.prepare()
+
+
 def test_asking_an_engine_that_is_down_leaves_no_socket_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import gc
     import socket

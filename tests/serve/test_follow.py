@@ -106,17 +106,20 @@ def test_a_session_whose_sandbox_predates_the_tool_gets_a_new_one_on_the_next_ca
         raw.close()
 
 
+@pytest.mark.parametrize("warm", ["1", "0"], ids=["warm", "a-backend-per-session"])
 def test_a_regeneration_leaves_only_the_new_trees_copy_once_the_sandbox_on_the_old_one_ends(
-    docker_engine: EngineWithCLI, tmp_path: Path, owner: str
+    docker_engine: EngineWithCLI, tmp_path: Path, owner: str, warm: str
 ) -> None:
     # The sandboxes mount a copy of the tree in a volume (and a record finds it). Before: each regeneration that
     # changed the tree left the old copy and its record on the engine for good, two volumes more every time serve
-    # followed its servers, until a `tooltree sandbox prune`.
+    # followed its servers, until a `tooltree sandbox prune`; without warm sandboxes still after that was fixed for
+    # them (each session's sandbox had a backend of its own, which never saw the regeneration), and now one backend
+    # serves every session's sandbox, as the pool's does.
     from sandbox.docker_backend import TREE_VOLUME_PREFIX
 
     label = f"tooltree.owner={owner}"
     tree = tmp_path / "tree"
-    raw = _serve_growing(tmp_path, tree, "--warm", "1", owner=owner)  # one backend, the pool's, for every session
+    raw = _serve_growing(tmp_path, tree, "--warm", warm, owner=owner)
     try:
         raw.wait_for_stderr(f"{tree} is up to date")
         raw.initialize()
