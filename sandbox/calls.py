@@ -20,7 +20,9 @@ got no usable answer (`tool_tree.pool.CallFailure`: a timeout, a protocol error)
 A search costs the host far more than its frame (up to about 0.5 s of CPU to embed a long query), so
 a session runs one at a time, a search whose execution has ended by its turn is dropped unrun, and
 the CPU each takes on its thread (its query embedded there alone: one BLAS thread) is charged to the
-session's search budget (`sandbox.request_budget`); once spent, searches are refused until it refills.
+session's search budget (`sandbox.request_budget`) and to the sandbox's request budget, the account of all its
+requests (`account`); once either is spent, searches are refused until it refills. A tool call is served with that
+account as `sandbox.request_budget.ACCOUNT`, so the bridge charges its validation there too.
 
 An admitted request's place in flight is given back just before its answer is written (`_Slot`): the
 container's worker sends its next call as soon as it reads an answer, and must find the place free
@@ -52,7 +54,7 @@ from sandbox._supervisor.limits import MAX_CALLS_IN_FLIGHT, too_many_values
 from sandbox._supervisor.wire import MAX_FRAME_VALUES
 from sandbox.bridge import LOOP_CLOSED, ToolBridge, ToolCallRefused, resolve, shared_loop
 from sandbox.call_limits import ArgumentsRefused, CallSize, InFlight, is_small, measure
-from sandbox.request_budget import SEARCH_BURST_SECONDS, SEARCH_RATE, RequestBudget
+from sandbox.request_budget import ACCOUNT, SEARCH_BURST_SECONDS, SEARCH_RATE, RequestBudget
 from sandbox.results import LEDGER_NAME_CHARS, ToolCallRecord, ledger_error, ledger_name
 from tool_tree.pool import CallFailure
 from tool_tree.search import on_this_thread
@@ -108,6 +110,9 @@ class CallServer:
         search_budget: the host CPU the session's searches may take (None: `SEARCH_BURST_SECONDS`, then
             `SEARCH_RATE`). A search is charged the CPU time of the thread that served it: all of it for a
             synchronous bridge such as `McpBridge`, whose search runs on that thread.
+        account: the sandbox's request budget, which its channel's reader charges (None: none yet; its session
+            sets the channel's as it attaches it): each search is charged to it too, and each tool call is served
+            with it as `sandbox.request_budget.ACCOUNT`.
     """
 
     def __init__(
@@ -116,10 +121,12 @@ class CallServer:
         tool_loop: asyncio.AbstractEventLoop | None,
         *,
         search_budget: RequestBudget | None = None,
+        account: RequestBudget | None = None,
     ) -> None:
         self.bridge = bridge
         self.tool_loop = tool_loop
         self.search_budget = search_budget or RequestBudget(burst=SEARCH_BURST_SECONDS, rate=SEARCH_RATE)
+        self.account = account
         self._on_loop = asyncio.iscoroutinefunction(bridge.call_tool)
         self._executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="sandbox-tool")
         self._lock = threading.Lock()
@@ -302,6 +309,7 @@ class CallServer:
         self, loop: asyncio.AbstractEventLoop, slot: _Slot, call_id: str, params: dict[str, Any]
     ) -> None:
         started = time.monotonic()
+        ACCOUNT.set(self.account)  # this task's own context, and the worker threads it hands work to
         try:
             value: Any = None
             error: dict[str, Any] | None = None
@@ -331,6 +339,7 @@ class CallServer:
             started = time.monotonic()
             value: Any = None
             error: dict[str, Any] | None = None
+            charged = ACCOUNT.set(self.account)
             try:
                 called = self.bridge.call_tool(params["server"], params["tool"], params["arguments"])
                 value = resolve(called, self.tool_loop)
@@ -339,6 +348,8 @@ class CallServer:
             except Exception:  # the bridge is foreign code: its bug must not kill the session
                 logger.exception("tool call %r.%r failed in the bridge", params["server"], params["tool"])
                 error = {"code": "internal", "message": "the tool call failed on the host"}
+            finally:
+                ACCOUNT.reset(charged)
             self._answer(slot, call_id, params, started, value, error)
         finally:
             slot.free()
@@ -351,7 +362,10 @@ class CallServer:
             with on_this_thread():
                 self._search_in_turn(channel, call_id, params, execution)
         finally:
-            self.search_budget.charge(time.thread_time() - started)
+            took = time.thread_time() - started
+            self.search_budget.charge(took)
+            if self.account is not None:
+                self.account.charge(took)
 
     def _search_in_turn(self, channel: Responder, call_id: str, params: dict[str, Any], execution: int) -> None:
         query, limit = params.get("query"), params.get("limit", 5)
@@ -381,6 +395,12 @@ class CallServer:
             return "budget_exhausted", (
                 f"budget exhausted: tool searches may take {budget.burst:g} s of host CPU at once, then "
                 f"{budget.rate:.0%} of a core; retry in {wait:.1f} s"
+            )
+        if self.account is not None and (wait := self.account.charge(0.0)) > 0:
+            budget = self.account
+            return "budget_exhausted", (
+                f"budget exhausted: the script's requests may cost the host {budget.burst:g} s of CPU at once, then "
+                f"{budget.rate:.0%} of a core, tool searches included; retry in {wait:.1f} s"
             )
         return None
 

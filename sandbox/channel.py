@@ -149,6 +149,12 @@ class SupervisorChannel:
         for t in self._threads:
             t.start()
 
+    @property
+    def budget(self) -> RequestBudget:
+        """What the sandbox's requests may cost the host: the reader charges it, and its session charges the searches
+        and argument validations of those requests to it too (`sandbox.request_budget.ACCOUNT`)."""
+        return self._budget
+
     # ---- threads --------------------------------------------------------------------------
 
     def _read_loop(self) -> None:

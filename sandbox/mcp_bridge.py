@@ -57,7 +57,7 @@ from jsonschema.protocols import Validator
 
 from sandbox.bridge import ToolBridge, ToolCallRefused
 from sandbox.call_limits import ArgumentsRefused, is_small, measure
-from sandbox.request_budget import RequestBudget
+from sandbox.request_budget import ACCOUNT, RequestBudget
 from sandbox.results import ledger_error
 from sandbox.stored_definitions import StoredDefinition, stored_definition
 from tool_tree.config import Config, setting_named
@@ -87,7 +87,8 @@ VALIDATION_BURST_SECONDS = 1.0
 VALIDATION_RATE = 0.05
 """Host CPU a session's argument validations may take: 1 s at once, then 5% of a core (each call at most
 `schema_check.VALIDATION_CALL_SECONDS`, the one that overdraws it included). Past it, calls go to their servers
-unchecked here until it refills: the servers validate their own input."""
+unchecked here until it refills: the servers validate their own input. A script's validations are charged to its
+sandbox's request budget too (`sandbox.request_budget.ACCOUNT`), and skipped likewise while that is spent."""
 STDERR_LINES = 8
 STDERR_CHARS = 1500
 """How much of a failed server's stderr an error shows: its last lines, at most this many characters."""
@@ -491,15 +492,20 @@ class McpBridge(ToolBridge):
 
     def _validate(self, entry: ToolEntry, arguments: dict[str, Any]) -> list[jsonschema.ValidationError]:
         """The errors the host reports for ``arguments`` (none: valid, or left to the server), within the
-        session's validation budget: each validation is charged the CPU it took on this thread. The best first, then
-        one of each other argument that is wrong, up to `ARGUMENTS_SAID` (before: the best alone, and a call of two
-        wrong arguments was refused twice, once for each)."""
+        session's validation budget and the sandbox's request budget (`ACCOUNT`, when a sandbox's request is served):
+        each validation is charged the CPU it took on this thread, to both. The best first, then one of each other
+        argument that is wrong, up to `ARGUMENTS_SAID` (before: the best alone, and a call of two wrong arguments was
+        refused twice, once for each)."""
         validator = self._validator(entry)
         if validator is None:
             return []
         if self._validation_budget.charge(0.0) > 0:
             budget = f"{VALIDATION_BURST_SECONDS:g} s at once, then {VALIDATION_RATE:.0%} of a core"
             self._unchecked(entry, f"past the session's budget of host CPU for validation ({budget})")
+            return []
+        account = ACCOUNT.get()
+        if account is not None and account.charge(0.0) > 0:
+            self._unchecked(entry, "past the sandbox's budget of host CPU for its requests")
             return []
         started = time.thread_time()
         try:
@@ -514,7 +520,10 @@ class McpBridge(ToolBridge):
             self._validators[(entry.server, entry.tool)] = None
             return []
         finally:
-            self._validation_budget.charge(time.thread_time() - started)
+            took = time.thread_time() - started
+            self._validation_budget.charge(took)
+            if account is not None:
+                account.charge(took)
         if best is None:
             return []
         said, seen = [best], {_argument(best)}

@@ -423,6 +423,7 @@ class Sandbox:
         if self._closed_meanwhile():  # a `kill` from another thread since the check: it may not have seen this channel
             self.kill()
             raise SessionError("the sandbox session was killed while it started")
+        self._calls.account = channel.budget
         channel.on_request = functools.partial(self._calls.on_request, channel)
         channel.on_late_reply = _weak(self._late_reply)
         if self._finalizer is None:

@@ -234,3 +234,11 @@ def test_search_in_a_session_whose_bridge_offers_none_says_the_bridge_decides() 
 
     with pytest.raises(ToolCallRefused, match=r"its bridge \(FunctionBridge\) offers none \(an McpBridge over a tree"):
         FunctionBridge(no_tools).search_tools("crm")
+
+
+def test_a_sessions_searches_and_validations_are_charged_to_its_channels_request_budget(
+    session: tuple[Sandbox, PipeSupervisor],
+) -> None:
+    # One account of what a script's requests cost the host: the reader's charges, its searches and its validations.
+    sb, _ = session
+    assert sb._channel is not None and sb._calls.account is sb._channel.budget

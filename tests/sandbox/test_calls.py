@@ -223,6 +223,23 @@ def test_a_search_is_charged_at_least_the_cpu_it_took_and_past_the_budget_search
     calls.close()
 
 
+def test_a_search_is_charged_to_the_sandboxs_request_budget_too_and_refused_while_that_is_spent() -> None:
+    # Before: searches had their own budget alone, beside the request budget the channel's reader charges.
+    tools, channel = Searches(cpu=0.05), Answers()
+    account = RecordingBudget(burst=0.04)
+    calls = CallServer(tools, None, search_budget=RecordingBudget(burst=10.0), account=account)
+    calls.begin()
+    calls.on_request(channel, "s1", "search_tools", search("leads"))
+    assert channel.wait("s1")[:2] == ({"text": "found leads"}, None)
+    assert sum(account.charges) >= tools.measured[0] >= 0.05
+    calls.on_request(channel, "s2", "search_tools", search("chart"))
+    result, error, _ = channel.wait("s2")
+    assert result is None and error is not None and error["code"] == "budget_exhausted"
+    assert "the script's requests may cost the host 0.04 s of CPU at once" in error["message"]
+    assert tools.ran == ["leads"]
+    calls.close()
+
+
 def test_a_scripts_search_embeds_its_query_on_the_charged_thread_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     # Before: on a machine below full load, OpenBLAS's helper threads embedded the query, and their CPU
     # was not on the thread the search budget charges.

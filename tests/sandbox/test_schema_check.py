@@ -22,8 +22,10 @@ import jsonschema
 import pytest
 
 from sandbox.bridge import ToolCallRefused
+from sandbox.calls import CallServer
 from sandbox.mcp_bridge import VALIDATION_BURST_SECONDS, VALIDATION_RATE, McpBridge
 from sandbox.request_budget import RequestBudget
+from tests.sandbox.test_calls import Answers, RecordingBudget
 from tests.support import raw_server_tree
 from tool_tree.pool import BackgroundPool
 from tool_tree.schema_check import BRANCH_ERRORS, PLACE_CHARS, TooCostly, cpu_deadline, tool_validator
@@ -151,6 +153,32 @@ def test_arguments_too_costly_to_validate_go_to_the_server_and_a_session_spends_
     with pytest.raises(ToolCallRefused) as info:
         call(bridge.companion(), pool, "counters", {"a": "not a number"})
     assert info.value.code == "invalid_arguments"
+
+
+def test_a_scripts_validations_are_charged_to_its_sandboxs_request_budget_and_skipped_once_that_is_spent(
+    raw: tuple[Path, BackgroundPool], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: a session's validations had a budget apart from the sandbox's request budget (and its searches another),
+    # so one 30 s execution mixing them with refused calls cost the host 5.65-6.05 CPU-s, past the bound of 5 s.
+    tree, pool = raw
+    bridge = McpBridge(tree, pool.pool)
+    bridge._validation_budget = validation = RecordingBudget(burst=VALIDATION_BURST_SECONDS)
+    account, channel = RecordingBudget(burst=2.0), Answers()
+    calls = CallServer(bridge, pool.loop, account=account)
+    calls.begin()
+    calls.on_request(channel, "c1", "tool_call", {"server": "raw", "tool": "log", "arguments": COSTLY})
+    assert channel.wait("c1")[1] is None
+    # Its validation ran to its deadline, in a worker thread, and that CPU went to both budgets.
+    validated = [charge for charge in validation.charges if charge > 0]
+    assert len(validated) == 1 and validated[0] >= 0.2 and validated[0] in account.charges
+    account.charge(2.0)  # spent: by the reader's charges, say
+    with caplog.at_level(logging.WARNING):
+        calls.on_request(channel, "c2", "tool_call", {"server": "raw", "tool": "counters", "arguments": {"a": "x"}})
+        result, error, _ = channel.wait("c2")
+    # Left to the server, which takes it (the host would have refused it), and logged once.
+    assert error is None and result is not None and result["content"][0]["text"] == '{"a": "x"}'
+    assert "past the sandbox's budget of host CPU for its requests" in caplog.text
+    calls.close()
 
 
 def test_a_refused_values_place_is_cut_however_long_the_scripts_keys(raw: tuple[Path, BackgroundPool]) -> None:
