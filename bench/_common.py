@@ -18,6 +18,14 @@ OUT = ROOT / "bench" / "out"
 CORPORA = Path(os.environ.get("TOOLTREE_CORPORA", ROOT.parent / "shared" / "corpora"))
 
 
+def sandbox_owner(default: str) -> str:
+    """The owner label of a benchmark's sandboxes: ``$TOOLTREE_SANDBOX_OWNER`` when set, as every command takes it
+    (runs on one engine then keep their sandboxes, and the removal of them by label, apart), else ``default``."""
+    from sandbox.config import OWNER_ENV
+
+    return os.environ.get(OWNER_ENV) or default
+
+
 def corpus(*parts: str) -> Path:
     """A file of the shared benchmark corpora; exits with a clear message when it is absent."""
     path = CORPORA.joinpath(*parts)

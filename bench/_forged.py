@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import proc_status
-from _hostile import TIMEOUT_S
+from _hostile import TIMEOUT_S, soak_owner
 
 MIB = 1024 * 1024
 
@@ -87,7 +87,7 @@ def run_case(case: ForgedCase) -> dict[str, Any]:
     peer = _Peer()
 
     class Backend(SandboxBackend):
-        config = SandboxConfig(owner="tooltree-soak", timeout=TIMEOUT_S)
+        config = SandboxConfig(owner=soak_owner(), timeout=TIMEOUT_S)
 
         def prepare(self) -> None:
             pass

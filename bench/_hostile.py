@@ -25,9 +25,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, proc_status
+from _common import ROOT, proc_status, sandbox_owner
 
 sys.path.insert(0, str(ROOT))
+
+SOAK_OWNER = "tooltree-soak"
+"""The owner label of the soak's sandboxes (``bench/soak.py`` and its cases) when ``$TOOLTREE_SANDBOX_OWNER`` is not
+set (`soak_owner`)."""
+
+
+def soak_owner() -> str:
+    """The owner label of the soak's sandboxes: the one the soak removes by after each part."""
+    return sandbox_owner(SOAK_OWNER)
+
 
 TRY = """\
 from tool_tree.runtime import call_tool, ToolCallError
@@ -190,7 +200,7 @@ def run_case(case: Case, config_path: Path, tree: Path) -> dict[str, Any]:
     config = load(config_path)
     server = config.servers[0].name
     script = f"SERVER = {server!r}\n" + case.script
-    settings = SandboxConfig(owner="tooltree-soak", timeout=TIMEOUT_S)
+    settings = SandboxConfig(owner=soak_owner(), timeout=TIMEOUT_S)
     out: dict[str, Any] = {"case": case.name, "what": case.what}
     with tempfile.TemporaryDirectory(prefix="tooltree-hostile-") as tmp, BackgroundPool(config.servers) as pool:
         workspace = Path(tmp) / "ws" if case.workspace else None

@@ -11,8 +11,9 @@
   session and gets its first ``print(1)`` back, median of ``--sessions`` (target ≤ 1 s); and the same
   over stdio, where it includes starting the process.
 
-Needs a Docker engine and the image. Containers carry ``tooltree.owner=tooltree-bench-serve`` and are
-removed at the end. Tokens need only the corpus (``--tokens-only`` skips the rest).
+Needs a Docker engine and the image. Containers carry ``tooltree.owner=$TOOLTREE_SANDBOX_OWNER``
+(``tooltree-bench-serve`` when it is not set) and are removed at the end. Tokens need only the corpus
+(``--tokens-only`` skips the rest).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, positive_int, print_table, summary, write_json
+from _common import ROOT, positive_int, print_table, sandbox_owner, summary, write_json
 
 sys.path.insert(0, str(ROOT))
 
@@ -34,6 +35,7 @@ import anyio
 from tests.support import ServeProcess
 
 OWNER = "tooltree-bench-serve"
+"""The sandboxes' owner label when ``$TOOLTREE_SANDBOX_OWNER`` is not set (`owner`)."""
 TOKEN = "bench-token-0123456789"
 
 
@@ -108,8 +110,13 @@ def serve_argv(config: Path, tree: Path, *more: str) -> list[str]:
     return [*base, "--no-regenerate", *more]
 
 
+def owner() -> str:
+    """The owner label of the benchmark's sandboxes, the served ones and its own: it removes them by it at the end."""
+    return sandbox_owner(OWNER)
+
+
 def env() -> dict[str, str]:
-    return {**os.environ, "TOOLTREE_SANDBOX_OWNER": OWNER, "TOOLTREE_SERVE_TOKEN": TOKEN}
+    return {**os.environ, "TOOLTREE_SANDBOX_OWNER": owner(), "TOOLTREE_SERVE_TOKEN": TOKEN}
 
 
 async def _http_client_session(url: str, runs: int, timings: list[float]) -> None:
@@ -178,7 +185,7 @@ def warm_execute(tree: Path, runs: int) -> list[float]:
     from sandbox import Sandbox, SandboxConfig
 
     times = []
-    with Sandbox(config=SandboxConfig(owner=OWNER), tree=tree) as sb:
+    with Sandbox(config=SandboxConfig(owner=owner()), tree=tree) as sb:
         sb.execute("print(1)")
         for _ in range(runs):
             start = time.perf_counter()
@@ -244,7 +251,7 @@ def main() -> None:
             try:
                 timed = latency(work, args.runs, args.sessions)
             finally:
-                remove_containers(docker, label=f"tooltree.owner={OWNER}")
+                remove_containers(docker, label=f"tooltree.owner={owner()}")
             ms = {k: {m: round(v * 1000, 2) if m != "runs" else v for m, v in s.items()} for k, s in timed.items()}
             print_table(
                 "execute_python('print(1)') and session start (ms)", ["what", "median", "p90", "min", "runs"],

@@ -21,8 +21,9 @@ process, file descriptors and threads above the baseline taken after a warm-up; 
 memory growth (resident set, after the run minus after the warm-up) is reported as a number.
 
 Needs a Docker engine and the image; the pool and hostile parts also the benchmark corpora (their
-servers serve the LiveMCPBench catalog's tools). Containers carry ``tooltree.owner=tooltree-soak``;
-the script removes any left at the end (after counting them). Writes bench/out/soak.json.
+servers serve the LiveMCPBench catalog's tools). Containers carry ``tooltree.owner=$TOOLTREE_SANDBOX_OWNER``
+(``tooltree-soak`` when it is not set); the script removes any left at the end (after counting them). Writes
+bench/out/soak.json.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import ROOT, print_table, proc_status, summary, write_json
+from _hostile import soak_owner
 
 sys.path.insert(0, str(ROOT))
 
@@ -46,8 +48,11 @@ from sandbox.bridge import FunctionBridge
 from sandbox.image import build_image
 from sandbox.prune import remove_containers
 
-OWNER = "tooltree-soak"
-LABEL = f"tooltree.owner={OWNER}"
+
+def label() -> str:
+    """The label of the soak's sandboxes, by which it counts and removes them (its own run's only, when runs on one
+    engine are given their own ``$TOOLTREE_SANDBOX_OWNER``)."""
+    return f"tooltree.owner={soak_owner()}"
 
 
 def child_processes() -> list[str]:
@@ -67,7 +72,7 @@ def child_processes() -> list[str]:
 def snapshot(docker: DockerEngine) -> dict[str, Any]:
     gc.collect()
     return {
-        "containers": len(docker.containers(LABEL)),
+        "containers": len(docker.containers(label())),
         "processes": len(child_processes()),
         "fds": len(os.listdir("/proc/self/fd")),
         "threads": threading.active_count(),
@@ -139,7 +144,7 @@ def soak_sandbox(args: argparse.Namespace, docker: DockerEngine, backend: Docker
         t.join()
     wall = time.perf_counter() - started
     after = snapshot(docker)
-    leftover = remove_containers(docker, label=LABEL)
+    leftover = remove_containers(docker, label=label())
 
     leaks = {key: after[key] - before[key] for key in ("containers", "processes", "fds", "threads")}
     growth_mib = (after["rss"] - before["rss"]) / (1 << 20)
@@ -204,7 +209,7 @@ def soak_pool(
             backend, tree, pool, names, sessions=args.pool_sessions, calls=args.pool_calls, rounds=args.pool_rounds
         )
     after = snapshot(docker)
-    remove_containers(docker, label=LABEL)
+    remove_containers(docker, label=label())
     figures["leaked"] = {key: after[key] - before[key] for key in ("containers", "processes", "fds", "threads")}
     lat, rss = figures["latency_ms"], figures["rss_mib"]
     rss_line = " / ".join(str(rss[k]) for k in ("start", "first_quarter_median", "last_quarter_median", "max", "end"))
@@ -306,7 +311,7 @@ def main() -> None:
 
     docker = DockerEngine()
     build_image(docker)
-    backend = DockerBackend(SandboxConfig(owner=OWNER), docker=docker)
+    backend = DockerBackend(SandboxConfig(owner=soak_owner()), docker=docker)
     backend.prepare()
     report: dict[str, Any] = {"measured_at": time.strftime("%Y-%m-%d %H:%M"), "load_avg_1m": os.getloadavg()[0]}
     ok = True
@@ -321,7 +326,7 @@ def main() -> None:
         if "hostile" in parts:
             (Path(tmp) / "hostile").mkdir()
             report["hostile"] = hostile(args, Path(tmp) / "hostile")
-    report["containers_removed_at_end"] = remove_containers(docker, label=LABEL)
+    report["containers_removed_at_end"] = remove_containers(docker, label=label())
     write_json("soak.json", report)
     if not ok:
         sys.exit(1)
