@@ -42,6 +42,7 @@ import itertools
 import json
 import logging
 import os
+import shlex
 import stat
 import threading
 import time
@@ -469,7 +470,7 @@ class McpBridge(ToolBridge):
         setting = setting_named(configured, key, self.config.file if self.config is not None else None)
         raise ToolCallRefused(
             f"{server}.{tool} is left out by {setting}, but this tree was generated before "
-            "that: regenerate the tree (tooltree generate-tree)",
+            f"that: regenerate the tree ({self._regenerate()})",
             "not_allowed",
         )
 
@@ -487,8 +488,16 @@ class McpBridge(ToolBridge):
                 lacks = f"{named} does not have it"
         return (
             f"the tree has server {server!r} but {lacks}: the tree was generated from another configuration; "
-            "regenerate the tree (tooltree generate-tree), or configure the server again"
+            f"regenerate the tree ({self._regenerate()}), or configure the server again"
         )
+
+    def _regenerate(self, *more: str) -> str:
+        """The command that regenerates this tree from the pool's configuration, with ``more`` options (before:
+        ``tooltree generate-tree`` alone, which reads ./tooltree.yaml and writes ./tree). A configuration read from
+        no file is not named."""
+        config = self.config.file if self.config is not None else None
+        given = ["--config", config] if config is not None else []
+        return shlex.join(["tooltree", "generate-tree", *given, "--out", str(self.tree), *more])
 
     def _validate(self, entry: ToolEntry, arguments: dict[str, Any]) -> list[jsonschema.ValidationError]:
         """The errors the host reports for ``arguments`` (none: valid, or left to the server), within the
@@ -593,15 +602,17 @@ class McpBridge(ToolBridge):
                     "tool_changed",
                 )
             raise ToolCallRefused(
-                f"{entry.server}.{entry.tool} is no longer offered by the server; regenerate the tree", "tool_changed"
+                f"{entry.server}.{entry.tool} is no longer offered by the server; regenerate the tree "
+                f"({self._regenerate()})",
+                "tool_changed",
             )
         if schema_hash(live) != entry.schema_hash:
             stored = self._definition(entry)
             what = f": {changed_parts(stored, live)}" if stored is not None else " (schema hash mismatch)"
             raise ToolCallRefused(
                 f"{entry.server}.{entry.tool} changed since the tree was generated{what}; review the change "
-                f"(`tooltree generate-tree --check --server {entry.server}`) and regenerate the tree with `tooltree "
-                "generate-tree`",
+                f"(`{self._regenerate('--check', '--server', entry.server)}`) and regenerate the tree with "
+                f"`{self._regenerate()}`",
                 "tool_changed",
             )
         self._verified.add((entry.server, entry.tool))

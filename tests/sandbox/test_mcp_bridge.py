@@ -16,7 +16,7 @@ from sandbox import Sandbox, SandboxConfig
 from sandbox.bridge import ToolCallRefused
 from sandbox.mcp_bridge import MAX_REFUSED_LINES, AuditLog, Budgets, McpBridge
 from tests.support import raw_server_tree, sample_config_yaml
-from tool_tree.config import ServerConfig
+from tool_tree.config import ServerConfig, load_config
 from tool_tree.pool import BackgroundPool
 from tooltree_cli.main import main
 
@@ -216,6 +216,38 @@ def test_a_tool_that_changed_since_generation_is_refused(tree: Path, pool: Backg
     assert "changed since the tree was generated: its definition; review the change (`tooltree generate-tree " in (
         info.value.message
     )
+
+
+def test_a_tool_changed_or_gone_since_generation_is_refused_with_the_commands_for_its_tree_and_config(
+    tree: Path, pool: BackgroundPool, tmp_path: Path
+) -> None:
+    # Before: `tooltree generate-tree` alone (or no command), which reads ./tooltree.yaml and writes ./tree.
+    import shutil
+
+    tampered = tmp_path / "tree"
+    shutil.copytree(tree, tampered)
+    manifest = json.loads((tampered / "manifest.json").read_text(encoding="utf-8"))
+    for t in manifest["tools"]:
+        if t["tool"] == "slow_echo":
+            t["schema_hash"] = "sha256:" + "0" * 64
+        if t["tool"] == "render_chart":
+            t["tool"] = "render_map"  # a tool the server no longer offers
+    (tampered / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    config = load_config(tree.parent / "tooltree.yaml")
+    again = f"tooltree generate-tree --config {tree.parent / 'tooltree.yaml'} --out {tampered}"
+    with pytest.raises(ToolCallRefused) as changed:
+        call(McpBridge(tampered, pool.pool, config=config), pool, "media", "slow_echo", {"text": "x", "seconds": 0})
+    assert changed.value.code == "tool_changed" and changed.value.message.endswith(
+        f"; review the change (`{again} --check --server media`) and regenerate the tree with `{again}`"
+    )
+    with pytest.raises(ToolCallRefused) as gone:
+        call(McpBridge(tampered, pool.pool, config=config), pool, "media", "render_map", {})
+    assert gone.value.code == "tool_changed"
+    assert gone.value.message == f"media.render_map is no longer offered by the server; regenerate the tree ({again})"
+    # A bridge given no config names the tree alone.
+    with pytest.raises(ToolCallRefused) as unnamed:
+        call(McpBridge(tampered, pool.pool), pool, "media", "render_map", {})
+    assert unnamed.value.message.endswith(f"; regenerate the tree (tooltree generate-tree --out {tampered})")
 
 
 def test_a_tool_changed_since_generation_is_refused_saying_what_changed() -> None:

@@ -21,7 +21,10 @@ from tool_tree.pool import BackgroundPool
 from tooltree_cli.main import main
 
 CHART = {"title": "Q3", "values": [3, 1, 2]}
-REGENERATE = "regenerate the tree (tooltree generate-tree), or configure the server again"
+REGENERATE = (
+    "regenerate the tree (tooltree generate-tree --config {config} --out {tree}), or configure the server again"
+)
+"""Before: ``tooltree generate-tree`` alone, which reads ./tooltree.yaml and writes ./tree."""
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +56,8 @@ def test_a_runtime_whose_config_lost_a_server_of_the_tree_refuses_its_calls_sayi
         # The whole text, file named, is the bridge's (last test): whether a Runtime hands its bridge the config
         # decides only whether the file is named.
         assert info.value.code == "not_allowed" and info.value.message.startswith("the tree has server 'media' but ")
-        assert info.value.message.endswith(f"the tree was generated from another configuration; {REGENERATE}")
+        again = REGENERATE.format(config=path, tree=tree)
+        assert info.value.message.endswith(f"the tree was generated from another configuration; {again}")
         assert runtime.call_tool("crm", "list_leads", {})["isError"] is False  # its other servers still answer
 
 
@@ -64,7 +68,7 @@ def test_a_runtime_whose_config_disables_a_server_of_the_tree_refuses_its_calls_
     path.write_text(media_disabled_yaml(), encoding="utf-8")
     with Runtime(load_config(path), tree) as runtime, pytest.raises(ToolCallRefused) as info:
         runtime.call_tool("media", "render_chart", CHART)
-    assert info.value.code == "not_allowed" and info.value.message.endswith(REGENERATE)
+    assert info.value.code == "not_allowed" and info.value.message.endswith(REGENERATE.format(config=path, tree=tree))
 
 
 @pytest.mark.parametrize(
@@ -88,7 +92,7 @@ def test_a_bridge_given_the_config_names_its_file_and_whether_it_lacks_or_disabl
             asyncio.run_coroutine_threadsafe(call, pool.loop).result()
     assert info.value.message == (
         f"the tree has server 'media' but {lacks.format(path=path)}: the tree was generated from another "
-        f"configuration; {REGENERATE}"
+        f"configuration; {REGENERATE.format(config=path, tree=tree)}"
     )
     (line,) = [json.loads(x) for x in stream.getvalue().splitlines()]
     assert line["outcome"] == "refused" and line["code"] == "not_allowed" and line["server"] == "media"

@@ -15,7 +15,11 @@ from tests.support import SAMPLE_SERVERS, sample_config_yaml
 from tool_tree.config import load_config
 from tooltree_cli.main import main
 
-REGENERATE = "but this tree was generated before that: regenerate the tree (tooltree generate-tree)"
+REGENERATE = (
+    "but this tree was generated before that: regenerate the tree "
+    "(tooltree generate-tree --config {config} --out {tree})"
+)
+"""Before: ``tooltree generate-tree`` alone, which reads ./tooltree.yaml and writes ./tree."""
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +45,8 @@ def test_a_tool_the_config_now_filters_out_is_refused_naming_the_key_and_to_rege
         with pytest.raises(ToolCallRefused) as info:
             runtime.call_tool("crm", "update_record", {"object_type": "lead", "record_id": "L-1", "fields": {}})
         assert info.value.code == "not_allowed"
-        assert info.value.message == f"crm.update_record is left out by servers.crm.{key} in {path}, {REGENERATE}"
+        again = REGENERATE.format(config=path, tree=crm_tree)
+        assert info.value.message == f"crm.update_record is left out by servers.crm.{key} in {path}, {again}"
         assert runtime.call_tool("crm", "list_leads", {})["isError"] is False  # a tool the filters keep still runs
 
 
@@ -72,4 +77,5 @@ def test_a_tool_another_clients_list_now_leaves_out_is_refused_naming_that_list(
     with Runtime(load_config(path), crm_tree) as runtime:
         with pytest.raises(ToolCallRefused) as info:
             runtime.call_tool("crm", "update_record", {"object_type": "lead", "record_id": "L-1", "fields": {}})
-        assert info.value.message == f"crm.update_record is left out by {key} in {path}, {REGENERATE}"
+        again = REGENERATE.format(config=path, tree=crm_tree)
+        assert info.value.message == f"crm.update_record is left out by {key} in {path}, {again}"
