@@ -14,7 +14,9 @@ input schema, and keeps it for its session. Two costs grew with the sessions and
   size, shared like the definitions and held while any definition read from it is); a tool's first call parses its
   own text alone.
 - **The manifest.** Each session's runtime read the tree's manifest anew (about 17 MB for a tree of 20,000 tools);
-  `shared_manifest` gives the sessions of the process one copy per version of the file.
+  `shared_manifest` gives the sessions of the process one copy per version of the file, and the other readers of
+  ``tooltree serve``'s start too (its check of the tree, its toolset, its passthrough tools, its servers' prompts and
+  resources: each read the file whole, 0.3 s for 20,000 tools).
 
 Definitions and manifests are shared read-only: nothing changes them once read.
 """

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from agent.serve.server import ToolServer
     from generator.cancel import Cancel
     from tool_tree.config import Config
+    from tool_tree.tree import Manifest
     from tooltree_cli.serve_follow import Follow
 
 EXIT_OK, EXIT_USAGE, EXIT_SERVERS, EXIT_SANDBOX = 0, 2, 3, 4
@@ -265,13 +266,15 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
         _warn_doubled(config)
         warn_unset(config, "serve", refreshed=None if args.no_regenerate else tree)
         refresh = None
+        read = None  # held until the served toolset has read it: the file read once (before: twice at start)
         if not args.no_regenerate:
             from tooltree_cli.generate_cmd import nothing_to_list
 
             if (problem := nothing_to_list(config, tree)) is not None:  # before: the refresh emptied the tree
                 error(f"{problem} (or --no-regenerate to serve the tree as it is)")
                 return EXIT_USAGE
-            if args.regenerate_first or not _usable(tree):
+            read = None if args.regenerate_first else _usable(tree)
+            if read is None:
                 code = _regenerate_before_serving(config, tree)
                 if code != EXIT_OK:
                     return code
@@ -289,6 +292,7 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
                              audit=args.audit)  # fmt: skip
         except AgentSetupError as e:  # a pinned or passthrough tool of the config: its file, line and key
             raise located(e, config, given=("serve.passthrough",) if args.passthrough else ()) from None
+        del read  # the served toolset holds that copy now
     except (ConfigError, AgentSetupError, SandboxError, OSError) as e:
         error(str(e))
         return EXIT_USAGE
@@ -416,14 +420,16 @@ def _signals_stop_generation(cancel: Cancel, received: list[int]) -> Iterator[No
         yield
 
 
-def _usable(tree: Path) -> bool:
-    from tool_tree.tree import Manifest, TreeError
+def _usable(tree: Path) -> Manifest | None:
+    """The tree's manifest, None when it has no usable one: the copy the process shares (`shared_manifest`), so a
+    caller holding it until the served toolset reads the same file spares that a second read."""
+    from sandbox.stored_definitions import shared_manifest
+    from tool_tree.tree import TreeError
 
     try:
-        Manifest.load(tree)
+        return shared_manifest(tree)
     except TreeError:
-        return False
-    return True
+        return None
 
 
 class Refresh:
@@ -505,7 +511,7 @@ def _regenerate(
     from tool_tree.tree import SEARCH_INDEX_FILE, Manifest, TreeError
     from tooltree_cli.progress import shown_error  # the server wrote the error: one line, cleaned, cut
 
-    existed = _usable(tree)
+    existed = _usable(tree) is not None
     # A server whose variable is not set cannot be listed: its part of the tree is kept as it is (`warn_unset` said
     # why at start); before, its error stopped serve.
     unset = [s.name for s in config.offered_servers if s.unresolved is not None and (not only or s.name in only)]

@@ -76,9 +76,10 @@ class UpstreamExtras:
     def _read(self) -> tuple[dict[str, Found], list[str]]:
         """What the tree's snapshots record, by server: untrusted, each list bounded (`recorded_lists`); a
         snapshot that cannot be read offers nothing (said in serve's log). And the servers of `unrecorded`."""
+        from sandbox.stored_definitions import shared_manifest
         from tool_tree.held_values import HeldValues
         from tool_tree.snapshot_lists import LIST_KEYS, recorded_lists, subscribes
-        from tool_tree.tree import Manifest, TreeError, snapshot_data, tree_lock
+        from tool_tree.tree import TreeError, snapshot_data, tree_lock
 
         enabled = {s.name for s in self.config.offered_servers}
         found: dict[str, Found] = {}
@@ -86,7 +87,7 @@ class UpstreamExtras:
         held = HeldValues.reading()  # what each snapshot records is kept while serve runs
         try:
             with tree_lock(self.tree, shared=True):
-                manifest = Manifest.load(self.tree)
+                manifest = shared_manifest(self.tree)  # the served toolset's copy, while the file is the same
                 for entry in manifest.servers:
                     if entry.name not in enabled:
                         continue
