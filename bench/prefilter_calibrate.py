@@ -6,11 +6,12 @@ Every (query, tool) pair of the calibration half (MetaTool split by tool, see
 ``_prefilter_data``) is one example: its `agent.prefilter.local.FEATURES` for the query against a
 catalog of that half's tools, and whether the query needs the tool. Weights are fitted by
 Newton's method on the log loss (a small ridge on all weights but the bias), once with the
-embeddings' evidence and once lexical only; the default threshold is the highest that admits
-≥ 95 % of the needed tools on this half (each tool keeps its highest probability over the query and
-its clauses, cut by ``SearchIndex.units`` as in use; one variant judges the whole query only). The
-weights are fitted on whole queries. Prints the weights to paste into ``agent/prefilter/local.py`` and writes
-``bench/out/prefilter_calibration.json``. The held-out half is not read here.
+embeddings' evidence and once lexical only (and once lexical under
+``search_recall.LEXICAL_TUNED``, BM25F's constants of the tuning sets, a variant not the default); the default
+threshold is the highest that admits ≥ 95 % of the needed tools on this half (each tool keeps its highest
+probability over the query and its clauses, cut by ``SearchIndex.units`` as in use; one variant judges the whole
+query only). The weights are fitted on whole queries. Prints the weights to paste into
+``agent/prefilter/local.py`` and writes ``bench/out/prefilter_calibration.json``. The held-out half is not read here.
 
 The hybrid weights belong to the embedding model installed: with MiniLM and its static companion
 (``make embeddings``) they are ``HYBRID_STATIC``; with ``TOOLTREE_EMBEDDING_STATIC=0`` (MiniLM
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 from _common import print_table, write_json
 from _prefilter_data import Half, metatool_halves, raw_scores
+from search_recall import LEXICAL_TUNED
 
 from agent.prefilter.local import CLAUSES, FEATURES, features
 from tool_tree.search import SearchIndex, ToolScores, build_index, score_tools
@@ -128,21 +130,26 @@ def main() -> int:
     rows = []
     f = {name: i for i, name in enumerate(FEATURES)}
     every = list(range(len(FEATURES)))
-    variants = {  # (embeddings, features used, how a query is cut into clauses: a key of SPLITTERS)
-        "hybrid (default)": (True, every, CLAUSES),
-        "hybrid, z-scores only": (True, [f["bias"], f["lex_z"], f["cos_z"]], CLAUSES),
-        "hybrid, no z-scores": (True, [f["bias"], f["lex_rel"], f["lex_on"], f["cos"], f["cos_gap"]], CLAUSES),
-        "hybrid, cosine only": (True, [f["bias"], f["cos_z"], f["cos"], f["cos_gap"]], CLAUSES),
-        **{f"hybrid, clauses {s!r}": (True, every, s) for s in SPLITTERS if s != CLAUSES},
-        "lexical (default without embeddings)": (False, [f["bias"], f["lex_z"], f["lex_rel"], f["lex_on"]], CLAUSES),
+    # the evidence: hybrid, lexical, and lexical under BM25F's constants of the tuning sets (not default)
+    indexes = {"hybrid": index, "lexical": index, "lexical tuned": build_index(cal.docs, LEXICAL_TUNED)}
+    lexical = [f["bias"], f["lex_z"], f["lex_rel"], f["lex_on"]]
+    variants = {  # (evidence, features used, how a query is cut into clauses: a key of SPLITTERS)
+        "hybrid (default)": ("hybrid", every, CLAUSES),
+        "hybrid, z-scores only": ("hybrid", [f["bias"], f["lex_z"], f["cos_z"]], CLAUSES),
+        "hybrid, no z-scores": ("hybrid", [f["bias"], f["lex_rel"], f["lex_on"], f["cos"], f["cos_gap"]], CLAUSES),
+        "hybrid, cosine only": ("hybrid", [f["bias"], f["cos_z"], f["cos"], f["cos_gap"]], CLAUSES),
+        **{f"hybrid, clauses {s!r}": ("hybrid", every, s) for s in SPLITTERS if s != CLAUSES},
+        "lexical (default without embeddings)": ("lexical", lexical, CLAUSES),
+        "lexical, BM25F of the tuning sets (not default)": ("lexical tuned", lexical, CLAUSES),
     }
-    cache: dict[bool, tuple[Any, Any, dict[str, list[list[int]]]]] = {}
-    for name, (meaning, cols, splitter) in variants.items():
-        if meaning not in cache:
+    cache: dict[str, tuple[Any, Any, dict[str, list[list[int]]]]] = {}
+    for name, (evidence, cols, splitter) in variants.items():
+        meaning = evidence == "hybrid"
+        if evidence not in cache:
             t0 = time.perf_counter()
-            cache[meaning] = feature_tensors(index, cal, meaning=meaning, splitters=list(SPLITTERS))
-            print(f"features ({'hybrid' if meaning else 'lexical'}) in {time.perf_counter() - t0:.1f} s")
-        x, y, by_splitter = cache[meaning]
+            cache[evidence] = feature_tensors(indexes[evidence], cal, meaning=meaning, splitters=list(SPLITTERS))
+            print(f"features ({evidence}) in {time.perf_counter() - t0:.1f} s")
+        x, y, by_splitter = cache[evidence]
         groups = by_splitter[splitter]
         whole = np.array([g[0] for g in groups])
         xs = x[whole][:, :, cols].reshape(-1, len(cols))

@@ -48,6 +48,7 @@ VARIANTS: list[sr.Variant] = [
     ("plain BM25", sr.BASELINE, None),
     ("lexical default", sr.DEFAULT, None),
     ("lexical without clauses", replace(sr.DEFAULT, clauses="none"), None),
+    ("lexical, BM25F of the tuning sets (not default)", sr.LEXICAL_TUNED, None),
     ("hybrid default", sr.DEFAULT, MODEL),
     ("hybrid without clauses", replace(sr.DEFAULT, clauses="none"), MODEL),
 ]

@@ -67,3 +67,16 @@ def test_the_bm25f_grid_ranks_the_defaults_constants_against_others_and_changes_
         None,
         "minilm-l6+wordllama",
     }
+
+
+def test_the_lexical_rankings_own_constants_are_a_variant_of_the_final_grid_not_the_default(
+    search_recall: ModuleType,
+) -> None:
+    # chosen on the tuning sets for the lexical ranking alone, they lose the pre-filter's lexical recall held out
+    tuned, default = search_recall.LEXICAL_TUNED, search_recall.DEFAULT
+    changed = {f for f in vars(default) if getattr(tuned, f) != getattr(default, f)}
+    assert changed == {"k1", "b", "w_name", "w_server_description"}
+    assert (tuned, None) in [(cfg, model) for _, cfg, model in search_recall.GRIDS["bm25f"]()]
+    final = {label: (cfg, model) for label, cfg, model in search_recall.GRIDS["final"]()}
+    assert final["lexical, BM25F of the tuning sets (not default)"] == (tuned, None)
+    assert final["new lexical default"] == (default, None) and default == search_recall.RankingConfig()
