@@ -89,8 +89,11 @@ NOTES_KEPT = 1_000
 UNSAVED_LOG = "sandbox %s: workspace not saved: %s"
 """How `Sandbox.close` logs that the sandbox ended before the workspace could be saved (`Sandbox.not_saved`)."""
 _GRACE_SECONDS = 15.0
-_SCRIPT_END_SLACK = 1.0
-"""Seconds after its timeout from which a script's requests are taken for ones it left behind (`CallServer.begin`)."""
+_SCRIPT_END_SLACK = 5.0
+"""Seconds after its timeout from which a script's requests are taken for ones it left behind (`CallServer.begin`).
+The supervisor starts a script's clock once its interpreter is ready: after a timeout or a reset it first waits for
+the new one, so a slack of 1 s could refuse an honest script's last calls as "the execution's time is up" on a
+loaded machine. Within the host's deadline (timeout + 15 s), 10 s are left for reading on."""
 _OP_TIMEOUT = 120.0
 _STOP_RETRY = 0.1
 """Seconds between `Sandbox.close`'s tries to stop the running script (`Sandbox._stop_running`)."""
