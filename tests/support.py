@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -437,3 +439,22 @@ def run_on_tree(tree: Path, config: Path, source: str, filename: str) -> dict[st
         sys.path.remove(str(tree))
         for name in [m for m in sys.modules if m == "servers" or m.startswith("servers.")]:
             del sys.modules[name]
+
+
+@contextlib.asynccontextmanager
+async def asgi_over_http(app: Any, **config: Any) -> AsyncIterator[str]:
+    """``app`` served by uvicorn on a free local port for the block (``config``: more `uvicorn.Config` settings);
+    yields its ``/mcp`` URL. Connections made before uvicorn is up wait in the socket's backlog: nothing to wait for."""
+    import anyio
+    import uvicorn
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        web = uvicorn.Server(uvicorn.Config(app, log_level="warning", **config))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(web.serve, [sock])
+            try:
+                yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+            finally:
+                web.should_exit = True

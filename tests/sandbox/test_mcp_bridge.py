@@ -198,16 +198,25 @@ def test_a_tool_its_snapshot_says_runs_only_as_a_task_is_refused_as_unsupported(
     assert info.value.code == "unsupported" and "runs only as an MCP task" in info.value.message
 
 
-def test_a_tool_that_changed_since_generation_is_refused(tree: Path, pool: BackgroundPool, tmp_path: Path) -> None:
+def tampered_copy(tree: Path, folder: Path, *, gone: str | None = None) -> Path:
+    """A copy of ``tree`` in ``folder`` whose manifest has another hash for ``slow_echo`` (changed since generation)
+    and names ``gone`` ``render_map``, a tool the server does not offer."""
     import shutil
 
-    tampered = tmp_path / "tree"
+    tampered = folder / "tree"
     shutil.copytree(tree, tampered)
     manifest = json.loads((tampered / "manifest.json").read_text(encoding="utf-8"))
     for t in manifest["tools"]:
         if t["tool"] == "slow_echo":
             t["schema_hash"] = "sha256:" + "0" * 64
+        if t["tool"] == gone:
+            t["tool"] = "render_map"
     (tampered / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return tampered
+
+
+def test_a_tool_that_changed_since_generation_is_refused(tree: Path, pool: BackgroundPool, tmp_path: Path) -> None:
+    tampered = tampered_copy(tree, tmp_path)
     bridge = McpBridge(tampered, pool.pool)
     with pytest.raises(ToolCallRefused) as info:
         call(bridge, pool, "media", "slow_echo", {"text": "x", "seconds": 0})
@@ -222,17 +231,7 @@ def test_a_tool_changed_or_gone_since_generation_is_refused_with_the_commands_fo
     tree: Path, pool: BackgroundPool, tmp_path: Path
 ) -> None:
     # Before: `tooltree generate-tree` alone (or no command), which reads ./tooltree.yaml and writes ./tree.
-    import shutil
-
-    tampered = tmp_path / "tree"
-    shutil.copytree(tree, tampered)
-    manifest = json.loads((tampered / "manifest.json").read_text(encoding="utf-8"))
-    for t in manifest["tools"]:
-        if t["tool"] == "slow_echo":
-            t["schema_hash"] = "sha256:" + "0" * 64
-        if t["tool"] == "render_chart":
-            t["tool"] = "render_map"  # a tool the server no longer offers
-    (tampered / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    tampered = tampered_copy(tree, tmp_path, gone="render_chart")
     config = load_config(tree.parent / "tooltree.yaml")
     again = f"tooltree generate-tree --config {tree.parent / 'tooltree.yaml'} --out {tampered}"
     with pytest.raises(ToolCallRefused) as changed:

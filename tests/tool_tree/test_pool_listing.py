@@ -16,7 +16,6 @@ server over Streamable HTTP in this process (uvicorn on a real socket), whose re
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -24,13 +23,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import mcp_types as types
 import pytest
-import uvicorn
 from mcp.server.lowlevel import Server
 from starlette.types import Receive, Scope, Send
 
+from tests.support import asgi_over_http
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool, CallFailure, ServerPool
 
@@ -153,16 +151,8 @@ async def http_server(tool: types.Tool, seen: list[tuple[str, dict[str, str]]]) 
                 seen.append((headers["mcp-method"], {k: v for k, v in headers.items() if k.startswith("mcp-param-")}))
         await app(scope, receive, send)
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()  # connections wait in the backlog until uvicorn takes them: no wait for it to be up
-        web = uvicorn.Server(uvicorn.Config(recorded, lifespan="on", log_level="warning"))
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(web.serve, [sock])
-            try:
-                yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-            finally:
-                web.should_exit = True
+    async with asgi_over_http(recorded, lifespan="on") as url:
+        yield url
 
 
 async def called_over_http(tool: types.Tool, arguments: dict[str, Any]) -> list[tuple[str, dict[str, str]]]:

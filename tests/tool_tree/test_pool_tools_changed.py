@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import runpy
-import socket
 import sys
 import threading
 import time
@@ -17,8 +16,8 @@ from typing import Any
 
 import anyio
 import pytest
-import uvicorn
 
+from tests.support import asgi_over_http
 from tool_tree.budget import NOTIFICATION_BURST, NOTIFICATION_RATE
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool, PoolError, ServerPool
@@ -114,17 +113,9 @@ LISTEN_SERVER = SERVERS / "listen_server.py"
 @asynccontextmanager
 async def changing_over_http() -> AsyncIterator[str]:
     """The server of ``listen_server.py`` on a real socket; yields its URL."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()  # connections wait in the backlog until uvicorn takes them: no wait for it to be up
-        app = runpy.run_path(str(LISTEN_SERVER))["app"]  # in-process: its __main__ part not run
-        web = uvicorn.Server(uvicorn.Config(app.streamable_http_app(), log_level="warning"))
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(web.serve, [sock])
-            try:
-                yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-            finally:
-                web.should_exit = True
+    app = runpy.run_path(str(LISTEN_SERVER))["app"]  # in-process: its __main__ part not run
+    async with asgi_over_http(app.streamable_http_app()) as url:
+        yield url
 
 
 @asynccontextmanager
