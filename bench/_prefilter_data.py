@@ -6,6 +6,18 @@ half, so the pre-filter is calibrated on the half the search's defaults were tun
 single-tool query goes with its tool; a multi-tool query goes to a half only when all its tools
 are in that half (the others are not used). Each half is searched as a catalog of its own tools
 only.
+
+Two exclusion lists keep the held-out figures on data nothing was tuned on:
+
+- ``DOUBLED``: six MetaTool query texts that are queries of both halves, with other tools as answers
+  (the same text names a calibration tool in one row and a held-out tool in another). Their rows are
+  left out of both halves before the queries are drawn, and `metatool_halves` checks that the list is
+  exactly the texts the data has in both halves;
+- ``REPEATED_TASKS``: three of the 40 tasks of ``prefilter_tasks_527.json`` ask what one of the
+  search's tuning tasks asks (``search_sets.repeats``: the same needs, mostly the same words), so the
+  search constants behind the classifier's features saw them; `prefilter_tasks` leaves them out.
+
+Each says how many rows it left out and why.
 """
 
 from __future__ import annotations
@@ -16,12 +28,46 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from _common import OUT, corpus
+from _common import OUT, ROOT, corpus
 from search_sets import _ident, held_out_tool
 
 from tool_tree.search import SearchDoc
 
-__all__ = ["Half", "metatool_halves", "raw_scores"]
+__all__ = [
+    "DOUBLED",
+    "REPEATED_TASKS",
+    "TASKS",
+    "Half",
+    "apart",
+    "metatool_halves",
+    "prefilter_tasks",
+    "raw_scores",
+]
+
+TASKS = ROOT / "bench" / "prefilter_tasks_527.json"
+"""The pre-filter benchmark's 40 multi-step tasks over the 527-tool catalog (each need lists the tools that meet it)."""
+
+DOUBLED = (
+    "Can you recommend a good book to read?",
+    "How can I improve my writing skills?",
+    "I'm planning a trip to Paris. Can you suggest some must-visit attractions?",
+    "What are some popular podcasts right now?",
+    "What movies are currently playing in theaters?",
+    "What's the weather like today?",
+)
+"""MetaTool's query texts (spaces collapsed: one row of the podcasts ends in a space) that are queries of both halves
+with other tools as answers, e.g. the weather: ``WeatherTool`` (held out) and ``word_sneak`` (calibration). Such a
+text is in the data the calibration was fitted on and in the data it is judged on, so its rows (14 of
+``all_clean_data.csv``; none is a multi-tool query) are left out of both halves."""
+
+REPEATED_TASKS = (
+    "Find Airbnb listings in Lisbon for next weekend for two guests and show details of the cheapest one.",
+    "Find train tickets from Beijing to Shanghai for tomorrow.",
+    "List the running Docker containers and show me the logs of the one called web.",
+)
+"""The tasks of ``prefilter_tasks_527.json`` that repeat a tuning task of the tool search (``search_sets.repeats``,
+which the search's own held-out set of these tasks leaves out too): the search's BM25F constants and the clause fusion
+were chosen with them, and the classifier's features are that search's scores. The 37 others are reported."""
 
 
 @dataclass
@@ -31,6 +77,25 @@ class Half:
     queries: list[tuple[str, list[str]]]
     """``(query, the tools it needs)``: single-tool queries first, then multi-tool ones."""
     singles: int
+    dropped: int = 0
+    """Rows of this half's data left out because their text is in ``DOUBLED``."""
+
+
+def _text(query: str) -> str:
+    return " ".join(query.split())
+
+
+def doubled(single: list[tuple[str, str]], multi: list[tuple[str, list[str]]]) -> set[str]:
+    """The query texts (spaces collapsed) that are queries of both halves: ``(query, tool)`` rows and
+    ``(query, tools)`` multi-tool ones (those mixing halves are in neither)."""
+    sides: dict[str, set[bool]] = {}
+    for q, t in single:
+        sides.setdefault(_text(q), set()).add(calibration_half(t))
+    for q, ts in multi:
+        halves = {calibration_half(t) for t in ts}
+        if len(halves) == 1:
+            sides.setdefault(_text(q), set()).update(halves)
+    return {q for q, side in sides.items() if len(side) == 2}
 
 
 def calibration_half(tool: str) -> bool:
@@ -51,6 +116,12 @@ def metatool_halves(singles: int = SINGLES) -> tuple[Half, Half]:
         (i["query"], list(i["tool"]))
         for i in json.loads(corpus("metatool", "multi_tool_query_golden.json").read_text(encoding="utf-8"))
     ]
+    found = doubled(single, multi)
+    if found != set(DOUBLED):
+        raise SystemExit(
+            f"MetaTool's texts in both halves are not _prefilter_data.DOUBLED: {sorted(found - set(DOUBLED))} "
+            f"unlisted, {sorted(set(DOUBLED) - found)} listed but not in both"
+        )
     halves = []
     for name, side in (("calibration", True), ("held-out", False)):
         tools = {t for t in described if calibration_half(t) == side}
@@ -58,19 +129,61 @@ def metatool_halves(singles: int = SINGLES) -> tuple[Half, Half]:
             SearchDoc(server=t, package=_ident(t), tool=t, function=_ident(t), path="", description=described[t])
             for t in sorted(tools)
         ]
-        seen: set[str] = set()
-        queries: list[tuple[str, list[str]]] = []
-        for q, t in sorted(single, key=lambda qt: hashlib.sha256(qt[0].encode("utf-8")).digest()):
-            if t in tools and q not in seen and len(queries) < singles:
-                seen.add(q)
-                queries.append((q, [t]))
-        n_single = len(queries)
-        for q, ts in multi:
-            if ts and all(t in tools for t in ts) and q not in seen:
-                seen.add(q)
-                queries.append((q, sorted(set(ts))))
-        halves.append(Half(name, docs, queries, n_single))
+        mine = [(q, [t]) for q, t in single if t in tools] + [(q, ts) for q, ts in multi if ts and set(ts) <= tools]
+        dropped = sum(_text(q) in found for q, _ in mine)
+        queries, n_single = _draw(single, multi, tools, singles, found)
+        unlisted, _ = _draw(single, multi, tools, singles, set())
+        drawn = sum(_text(q) in found for q, _ in unlisted)
+        print(
+            f"MetaTool {name} half: {dropped} rows left out ({drawn} of them among the queries drawn without the "
+            f"list), their text a query of the other half too, with other tools (_prefilter_data.DOUBLED, "
+            f"{len(found)} texts)"
+        )
+        halves.append(Half(name, docs, queries, n_single, dropped))
     return halves[0], halves[1]
+
+
+def _draw(
+    single: list[tuple[str, str]], multi: list[tuple[str, list[str]]], tools: set[str], singles: int, skip: set[str]
+) -> tuple[list[tuple[str, list[str]]], int]:
+    """(queries, how many are single-tool) of a half's ``tools``: the first ``singles`` single-tool queries by
+    SHA-256, then every multi-tool one, each text once; texts in ``skip`` (spaces collapsed) left out."""
+    seen: set[str] = set()
+    queries: list[tuple[str, list[str]]] = []
+    for q, t in sorted(single, key=lambda qt: hashlib.sha256(qt[0].encode("utf-8")).digest()):
+        if t in tools and q not in seen and _text(q) not in skip and len(queries) < singles:
+            seen.add(q)
+            queries.append((q, [t]))
+    n_single = len(queries)
+    for q, ts in multi:
+        if ts and all(t in tools for t in ts) and q not in seen and _text(q) not in skip:
+            seen.add(q)
+            queries.append((q, sorted(set(ts))))
+    return queries, n_single
+
+
+def apart(calibration: Half, held: Half) -> None:
+    """Raises SystemExit unless the two halves share no tool and no query text (spaces collapsed): what the
+    calibration is fitted on must hold nothing of what it is judged on."""
+    tools = {d.tool for d in calibration.docs} & {d.tool for d in held.docs}
+    texts = {_text(q) for q, _ in calibration.queries} & {_text(q) for q, _ in held.queries}
+    if tools or texts:
+        raise SystemExit(f"the calibration half holds held-out data: tools {sorted(tools)}, queries {sorted(texts)}")
+
+
+def prefilter_tasks() -> list[dict[str, Any]]:
+    """The tasks of ``prefilter_tasks_527.json`` but ``REPEATED_TASKS`` (``{"task", "needs"}`` each), saying how many
+    it left out and why. Raises SystemExit when a listed task is not in the file."""
+    tasks: list[dict[str, Any]] = json.loads(TASKS.read_text(encoding="utf-8"))["tasks"]
+    missing = set(REPEATED_TASKS) - {t["task"] for t in tasks}
+    if missing:
+        raise SystemExit(f"_prefilter_data.REPEATED_TASKS names tasks {TASKS.name} lacks: {sorted(missing)}")
+    kept = [t for t in tasks if t["task"] not in REPEATED_TASKS]
+    print(
+        f"pre-filter tasks: {len(kept)} of {len(tasks)}; {len(tasks) - len(kept)} left out, each repeating a tuning "
+        "task of the tool search (_prefilter_data.REPEATED_TASKS)"
+    )
+    return kept
 
 
 def raw_scores(index: Any, texts: list[str], *, meaning: bool, cache: str) -> tuple[Any, Any]:

@@ -11,7 +11,9 @@ embeddings' evidence and once lexical only (and once lexical under
 threshold is the highest that admits ≥ 95 % of the needed tools on this half (each tool keeps its highest
 probability over the query and its clauses, cut by ``SearchIndex.units`` as in use; one variant judges the whole
 query only). The weights are fitted on whole queries. Prints the weights to paste into
-``agent/prefilter/local.py`` and writes ``bench/out/prefilter_calibration.json``. The held-out half is not read here.
+``agent/prefilter/local.py`` and writes ``bench/out/prefilter_calibration.json``. The held-out half is read only to
+check (``_prefilter_data.apart``) that the calibration half shares none of its tools and query texts; MetaTool's texts
+that are queries of both halves (``_prefilter_data.DOUBLED``) are left out of both.
 
 The hybrid weights belong to the embedding model installed: with MiniLM and its static companion
 (``make embeddings``) they are ``HYBRID_STATIC``; with ``TOOLTREE_EMBEDDING_STATIC=0`` (MiniLM
@@ -31,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 from _common import print_table, write_json
-from _prefilter_data import Half, metatool_halves, raw_scores
+from _prefilter_data import Half, apart, metatool_halves, raw_scores
 from search_recall import LEXICAL_TUNED
 
 from agent.prefilter.local import CLAUSES, FEATURES, features
@@ -121,7 +123,9 @@ def report(p: Any, y: Any, t: float, singles: int) -> dict[str, float]:
 
 def main() -> int:
     argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0]).parse_args()  # --help; no options
-    cal, _ = metatool_halves()
+    cal, held = metatool_halves()
+    apart(cal, held)  # nothing fitted here is judged in prefilter_recall.py
+    del held
     print(f"calibration half: {len(cal.docs)} tools, {len(cal.queries)} queries ({cal.singles} single-tool)")
     t0 = time.perf_counter()
     index = build_index(cal.docs, embeddings=True)

@@ -2,9 +2,10 @@
 
     TOOLTREE_CORPORA=/path/to/corpora .venv/bin/python bench/prefilter_prompt.py [--tree DIR]
 
-For each of the 40 tasks of ``prefilter_tasks_527.json`` (the pre-filter recall benchmark's), the
-first request's system prompt of ``code`` mode without and with ``--prefilter local`` (embeddings
-on, the default siblings ``named``), in tokens of the local approximation (``agent/tokens.py``).
+For each task of ``prefilter_tasks_527.json`` (the pre-filter recall benchmark's: 37 of its 40, those that repeat a
+tuning task of the tool search left out, ``_prefilter_data.REPEATED_TASKS``), the first request's system prompt of
+``code`` mode without and with ``--prefilter local`` (embeddings on, the default siblings ``named``), in tokens of the
+local approximation (``agent/tokens.py``).
 Also, for comparison, what the inlined part would be if every admitted tool had its full
 signature (the form before the budget): ``render_hits(..., "summary")`` over the admitted tools.
 Reported: median and largest over the tasks, how many tools are shown as signatures, as one-line
@@ -17,7 +18,6 @@ temporary folder (~10 s). Writes bench/out/prefilter_prompt.json.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -26,7 +26,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import ROOT, print_table, write_json
+from _common import print_table, write_json
+from _prefilter_data import prefilter_tasks
 from agent_tasks import generate
 from generate_tree import livemcpbench_snapshots
 
@@ -37,7 +38,6 @@ from agent.toolsets.code_filtered import PrefilteredCodeToolset
 from tool_tree.config import Config
 from tool_tree.search import render_hits
 
-TASKS = ROOT / "bench" / "prefilter_tasks_527.json"
 ORDER = ("signature", "line", "name")
 
 
@@ -49,7 +49,7 @@ def all_signatures(toolset: PrefilteredCodeToolset) -> str:
 
 
 def measure(tree: Path) -> list[dict[str, Any]]:
-    tasks = json.loads(TASKS.read_text(encoding="utf-8"))["tasks"]
+    tasks = prefilter_tasks()
     plain = Agent(Config(servers=()), tree=tree, mode="code")
     filtered = Agent(Config(servers=()), tree=tree, mode="code", prefilter="local")
     toolset = filtered.toolset
@@ -96,7 +96,9 @@ def main() -> int:
         ["shown as one line", stats([r["lines"] for r in runs])],
         ["shown by name only", stats([r["names"] for r in runs])],
     ]  # fmt: skip
-    print_table("527-tool catalog, 40 tasks, first request (tokens: local approximation)", ["", "median / max"], rows)
+    print_table(
+        f"527-tool catalog, {len(runs)} tasks, first request (tokens: local approximation)", ["", "median / max"], rows
+    )
     total = sum(r["needs"] for r in runs)
     by = {kind: sum(r["needs_by"][kind] for r in runs) for kind in [*ORDER, "absent"]}
     print(f"\nneeds ({total}) whose best tool is shown as: " + ", ".join(f"{k} {v}" for k, v in by.items()))

@@ -10,8 +10,9 @@
    servers, users' turn-by-turn requests; needs met by a tool above the threshold, and the share
    of the catalog above it (no siblings), over the same threshold sweep.
 3. The 527-tool LiveMCPBench catalog, generated into a tree from snapshots (with embeddings):
-   the 40 multi-step tasks of ``prefilter_tasks_527.json`` (written for this benchmark; each need
-   lists the tools that can meet it), through the real `PreFilter` + `LocalFilter` (siblings
+   the multi-step tasks of ``prefilter_tasks_527.json`` (written for this benchmark; each need
+   lists the tools that can meet it) but the 3 that repeat a tuning task of the tool search
+   (``_prefilter_data.REPEATED_TASKS``: 37 of 40), through the real `PreFilter` + `LocalFilter` (siblings
    ``named`` and ``server``). Recall counts needs met. The same for the 64 tasks worded as users word
    them (``search_sets.USER_TASKS``, each half on its own; siblings ``named``), at the default
    threshold and four others.
@@ -41,8 +42,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-from _common import OUT, ROOT, print_table, write_json
-from _prefilter_data import metatool_halves, raw_scores
+from _common import OUT, print_table, write_json
+from _prefilter_data import metatool_halves, prefilter_tasks, raw_scores
 from agent_tasks import generate
 from generate_tree import livemcpbench_snapshots
 from search_sets import BFCL_PIP, USER_TASKS, bfcl
@@ -57,7 +58,6 @@ from agent.toolsets.direct import native_tools
 from tool_tree.search import ToolScores, build_index, load_index, score_tools
 from tool_tree.tree import Manifest
 
-TASKS = ROOT / "bench" / "prefilter_tasks_527.json"
 SWEEP = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 
 
@@ -168,7 +168,7 @@ def catalog527(
     tree: Path, siblings: str, threshold: float | None = None, tasks: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
     if tasks is None:
-        tasks = json.loads(TASKS.read_text(encoding="utf-8"))["tasks"]
+        tasks = prefilter_tasks()
     catalog = load_catalog(tree, Manifest.load(tree))
     f = PreFilter(LocalFilter(tree), catalog, siblings=siblings, threshold=threshold)  # type: ignore[arg-type]
     runs = []
@@ -184,8 +184,7 @@ def catalog527(
     return runs
 
 
-def latency(tree: Path, lexical: bool) -> dict[str, float]:
-    tasks = json.loads(TASKS.read_text(encoding="utf-8"))["tasks"]
+def latency(tree: Path, lexical: bool, tasks: list[dict[str, Any]]) -> dict[str, float]:
     old = os.environ.get("TOOLTREE_SEARCH_EMBEDDINGS")
     if lexical:
         os.environ["TOOLTREE_SEARCH_EMBEDDINGS"] = "0"
@@ -220,13 +219,12 @@ def latency(tree: Path, lexical: bool) -> dict[str, float]:
     }
 
 
-def cost(tree: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def cost(tree: Path, tasks: list[dict[str, Any]]) -> dict[str, Any]:
     """Tools-array tokens with every tool vs the admitted ones, and what the claude filter costs."""
     manifest = Manifest.load(tree)
     names, definitions = native_tools(tree, manifest)
     by_key = {f"{e.server}.{e.tool}": d for d, e in ((d, names[d["name"]]) for d in definitions)}
     full = tools_tokens(definitions)
-    tasks = json.loads(TASKS.read_text(encoding="utf-8"))["tasks"]
     f = PreFilter(LocalFilter(tree), load_catalog(tree, manifest))
     saved = []
     for task in tasks:
@@ -267,9 +265,10 @@ def print_latency(speed: dict[str, dict[str, float]]) -> None:
 
 def latency_only() -> int:
     """Only the latency part (rerun it when the machine is quiet); updates it in the JSON."""
+    tasks = prefilter_tasks()
     with tempfile.TemporaryDirectory(prefix="tooltree-prefilter-") as tmp:
         tree = tree527(Path(tmp))
-        speed = {"hybrid": latency(tree, lexical=False), "lexical": latency(tree, lexical=True)}
+        speed = {"hybrid": latency(tree, False, tasks), "lexical": latency(tree, True, tasks)}
     print_latency(speed)
     path = OUT / "prefilter_recall.json"
     data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
@@ -308,17 +307,18 @@ def main() -> int:
                 ["threshold", "recall", "catalog shown", "tools admitted"],
                 rows,
             )
+    tasks527 = prefilter_tasks()
     with tempfile.TemporaryDirectory(prefix="tooltree-prefilter-") as tmp:
         tree = tree527(Path(tmp))
-        by_siblings = {s: catalog527(tree, s) for s in ("named", "server")}
-        sweep = {t: catalog527(tree, "named", t) for t in SWEEP}
+        by_siblings = {s: catalog527(tree, s, None, tasks527) for s in ("named", "server")}
+        sweep = {t: catalog527(tree, "named", t, tasks527) for t in SWEEP}
         users = {
             (half, t): catalog527(tree, "named", t, tasks)
             for half, tasks in user_tasks().items()
             for t in (None, 0.002, 0.005, 0.01, 0.02)
         }
-        speed = {"hybrid": latency(tree, lexical=False), "lexical": latency(tree, lexical=True)}
-        costs = cost(tree, by_siblings["named"])
+        speed = {"hybrid": latency(tree, False, tasks527), "lexical": latency(tree, True, tasks527)}
+        costs = cost(tree, tasks527)
     rows = []
     for s, runs in by_siblings.items():
         needs, met = sum(r["needs"] for r in runs), sum(r["met"] for r in runs)
@@ -328,7 +328,7 @@ def main() -> int:
         rows.append([s, f"{met / needs:.3f} ({met}/{needs})", f"{100 * share:.1f} %",
                      f"{statistics.median(admitted):.0f}", f"{max(admitted)}", f"{above:.0f}"])  # fmt: skip
     print_table(
-        "527-tool catalog, 40 multi-step tasks (needs met by an admitted tool)",
+        f"527-tool catalog, {len(tasks527)} multi-step tasks (needs met by an admitted tool)",
         [
             "siblings",
             "recall",

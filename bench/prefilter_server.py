@@ -51,9 +51,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 from _common import print_table, write_json
-from _prefilter_data import metatool_halves
+from _prefilter_data import TASKS, metatool_halves
 from prefilter_calibrate import RIDGE, TARGET_RECALL, feature_array
-from prefilter_recall import TASKS, catalog527, tree527, user
+from prefilter_recall import catalog527, tree527, user
 from search_sets import TASKS as LIVEMCP_TASKS
 from search_sets import USER_TASKS, bfcl
 
