@@ -7,10 +7,17 @@ argument validation against the schema, audit) and its result comes back as the 
 (content, structured content, ``isError``) but bounded and cleaned as a script's output is, an error
 too (`agent.serve.bounded_result`). The descriptions in the definitions (the tool's, and those
 of its schema) are cleaned as in the tree's stubs (`tool_tree.text.clean`).
+
+The resource links of a client session's passthrough results are remembered (`Passthrough.linked`), so that the
+client's ``resources/read`` of one goes to the server that returned it (`agent.serve.upstream_extras`): a resource a
+tool makes (a file it wrote, a session's export) is often listed nowhere, and a read of it was refused as no server
+listing it.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from pydantic import ValidationError
 
+from agent.content import MAX_BLOCKS
 from agent.errors import AgentSetupError
 from agent.serve.bounded_result import capped, failed
 from agent.serve.content import error_result
@@ -47,6 +55,10 @@ class Passthrough:
     def __init__(self, tree: str | Path, names: Sequence[str]) -> None:
         self.entries: dict[str, ToolEntry] = {}
         self.definitions: list[types.Tool] = []
+        self._links: weakref.WeakKeyDictionary[Runtime, dict[str, str]] = weakref.WeakKeyDictionary()
+        """By client session (its runtime, whose servers returned them): the URIs of resource links its passthrough
+        results carried, each to the server that returned it, the latest `MAX_LINKS`."""
+        self._lock = threading.Lock()
         if not names:
             return
         from agent.naming import native_names
@@ -105,11 +117,47 @@ class Passthrough:
         if result is None:
             return error_result(f"{called} sent a result that is not a valid MCP result: no content")
         try:
-            return types.CallToolResult.model_validate(result, by_name=False)
+            validated = types.CallToolResult.model_validate(result, by_name=False)
         except ValidationError as e:
             return failed(f"{called} sent a result that is not a valid MCP result: {e}", max_chars)
+        self._remember_links(runtime, entry.server, raw, validated)
+        return validated
+
+    def linked(self, runtime: Runtime, uri: str) -> str | None:
+        """The server whose passthrough result in ``runtime``'s client session carried a resource link to ``uri``
+        (the latest, when several did), or None."""
+        with self._lock:
+            return self._links.get(runtime, {}).get(uri)
+
+    def _remember_links(
+        self, runtime: Runtime, server: str, raw: Mapping[str, Any], sent: types.CallToolResult
+    ) -> None:
+        """Remember the URIs of the resource links of ``raw`` (the server's result) as ``server``'s, for the client's
+        reads of them: those the client was ``sent`` as the server wrote them (`capped` cleans a URI, and leaves out
+        a link past its caps: a URI it changed is not the server's)."""
+        from agent.serve.upstream_offer import URI_CHARS  # it imports this module
+
+        shown = {b.uri for b in sent.content if isinstance(b, types.ResourceLink)}
+        content = raw.get("content")
+        if not shown or not isinstance(content, list):
+            return
+        uris = [
+            uri
+            for block in content[:MAX_BLOCKS]
+            if isinstance(block, dict) and block.get("type") == "resource_link"
+            if isinstance(uri := block.get("uri"), str) and uri in shown and len(uri) <= URI_CHARS
+        ]
+        with self._lock:
+            links = self._links.setdefault(runtime, {})
+            for uri in uris:
+                links.pop(uri, None)  # the latest link to it says its server, and is the last forgotten
+                links[uri] = server
+            while len(links) > MAX_LINKS:
+                del links[next(iter(links))]
 
 
+MAX_LINKS = 1_000
+"""The resource links of passthrough results remembered per client session (the oldest forgotten first)."""
 _VALUES = frozenset({"enum", "const", "default", "examples"})
 """Schema keywords whose values are data the model may send: never changed."""
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})

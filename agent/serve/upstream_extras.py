@@ -9,8 +9,9 @@ A client that reaches its servers through tooltree keeps their prompts (slash co
   without an argument the prompt says is required is refused before the server is asked.
 - ``resources/list`` and ``resources/templates/list`` offer every server's, together (each list, prompts too, in
   pages: `agent.serve.list_pages`); ``resources/read`` goes to the
-  one server that listed the URI, else to the one whose template matches it. A URI two servers list, or that
-  templates of two servers match, or that none knows, is refused, saying so.
+  one server that listed the URI, else to the one whose template matches it, else to the server whose passthrough
+  result in this client session linked to it (``resource_link``: `agent.serve.passthrough.Passthrough.linked`). A URI
+  two servers list, or that templates of two servers match, or that none knows, is refused, saying so.
 - ``resources/subscribe`` and ``resources/unsubscribe`` (a client of the handshake era) follow one resource on the
   server a read of it goes to, its ``notifications/resources/updated`` sent to that client session only
   (`agent.serve.upstream_subscriptions`), as do the ``resourceSubscriptions`` of a 2026-07-28 client's
@@ -68,7 +69,7 @@ from agent.serve.list_pages import page
 from agent.serve.upstream_listen import MAX_LISTEN_BACKLOG as MAX_LISTEN_BACKLOG
 from agent.serve.upstream_listen import MAX_LISTEN_STREAMS as MAX_LISTEN_STREAMS
 from agent.serve.upstream_listen import listen_handler
-from agent.serve.upstream_lists import UpstreamExtras, quoted
+from agent.serve.upstream_lists import RESOURCE_NOT_FOUND, UpstreamExtras, quoted
 from agent.serve.upstream_offer import DESCRIPTION_CHARS, text_field, why
 from agent.serve.upstream_subscriptions import install_subscriptions
 from sandbox._supervisor.limits import MAX_IMAGES
@@ -259,6 +260,8 @@ def bounded_read(raw: dict[str, Any], uri: str, what: str, max_chars: int) -> ty
 
 InSession = Callable[[Any, Callable[["Runtime", "CallCancel"], Any]], Awaitable[Any]]
 """Runs a function of the client session's runtime on one of its worker threads (`ToolServer._in_session`)."""
+Linked = Callable[["Runtime", str], "str | None"]
+"""`agent.serve.passthrough.Passthrough.linked`: the server a client session's resource link to a URI came from."""
 
 
 class ExtrasServer(Server[Any]):
@@ -292,12 +295,14 @@ def install(
     max_chars: Callable[[], int],
     *,
     listen: bool = False,
+    linked: Linked | None = None,
 ) -> None:
     """Add the prompt and resource handlers to ``server`` (those ``extras`` has on; with resources, their
     subscriptions: `agent.serve.upstream_subscriptions`); ``tasks``: the task group the ``list_changed`` and
     ``updated`` notifications run in; ``in_session``: runs a get or read in the client's session; ``listen``:
     serve ``subscriptions/listen`` too, when prompts or resources are on (`listen_handler`: over stdio, where serve
-    speaks the 2026-07-28 protocol; with neither on, nothing it offers changes)."""
+    speaks the 2026-07-28 protocol; with neither on, nothing it offers changes); ``linked``: where a read of a URI
+    no server lists or has a template for goes, in the client's session (a resource link's server)."""
     server.extras = extras
 
     def spawn(send: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -370,11 +375,20 @@ def install(
 
         async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
             uri = str(params.uri)
-            owner = extras.owner(uri)
-            what = f"{owner}: reading {quoted(uri)}"
-            raw = await in_session(
-                ctx, lambda rt, cancel: forward(rt, owner, "resources/read", {"uri": uri}, cancel, what)
-            )
+            try:
+                owner: str | None = extras.owner(uri)
+            except MCPError as e:
+                if e.code != RESOURCE_NOT_FOUND or linked is None:
+                    raise
+                owner, unknown = None, e
+
+            def read(rt: Runtime, cancel: CallCancel) -> tuple[dict[str, Any], str]:
+                if (server := owner or (linked and linked(rt, uri))) is None:  # nor a link of this session
+                    raise unknown
+                what = f"{server}: reading {quoted(uri)}"
+                return forward(rt, server, "resources/read", {"uri": uri}, cancel, what), what
+
+            raw, what = await in_session(ctx, read)
             return bounded_read(raw, uri, what, max_chars())
 
         server.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)

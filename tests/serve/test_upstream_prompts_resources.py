@@ -11,6 +11,8 @@ and ``gamma``, whose resource list never ends) and of the third-party ``@modelco
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import os
 import shutil
@@ -401,6 +403,27 @@ async def test_the_real_everything_servers_prompts_and_resources_come_through(tm
     assert "Architecture" in str(getattr(document.contents[0], "text", ""))
     assert getattr(dynamic.contents[0], "text", None)
     assert isinstance(blob.contents[0], types.BlobResourceContents)
+
+
+@pytest.mark.real_servers
+async def test_a_resource_a_passthrough_tool_linked_to_is_read_from_its_server(tmp_path: Path) -> None:
+    """server-everything's gzip-file-as-resource makes a resource of its session, listed nowhere, and returns a link
+    to it: the client's read of the link goes to that server (before: refused, as no server listed it)."""
+    require_install(REAL / ".stamp", "third-party MCP servers", "run `make real-servers`")
+    servers = f"  everything:\n    command: {json.dumps(str(EVERYTHING))}\n    args: [stdio]\n    timeout: 60\n"
+    tree = await anyio.to_thread.run_sync(generate, tmp_path, servers)
+    passthrough = "  passthrough: [everything.gzip-file-as-resource]\n"
+    data = "data:text/plain;base64," + base64.b64encode(b"hello through a link").decode()
+    async with serve(tree, tmp_path / "serve", servers, passthrough) as client:
+        made = await client.call_tool("everything__gzip-file-as-resource", {"name": "note.gz", "data": data})
+        (link,) = made.content
+        assert isinstance(link, types.ResourceLink) and link.uri == "demo://resource/session/note.gz"
+        read = await client.read_resource(link.uri)
+        with pytest.raises(mcp.MCPError, match=r"no server lists the resource 'demo://resource/session/other\.gz'"):
+            await client.read_resource("demo://resource/session/other.gz")  # linked by no result
+    (contents,) = read.contents
+    assert isinstance(contents, types.BlobResourceContents) and contents.uri == link.uri
+    assert gzip.decompress(base64.b64decode(contents.blob)) == b"hello through a link"
 
 
 @pytest.mark.real_servers
