@@ -101,7 +101,7 @@ from tool_tree.listens import Listening, speaks_listen
 from tool_tree.output_check import OutputCheck
 from tool_tree.redact import redact
 from tool_tree.restarts import RestartBackoff
-from tool_tree.server_asks import ROUNDS_PROBLEM, Asker, asked, unanswered
+from tool_tree.server_asks import ROUNDS_PROBLEM, URL_ELICITATION_REQUIRED, Asker, asked, unanswered, url_required
 from tool_tree.starts import StartGate, StartSlot, default_start_jobs
 from tool_tree.starts import start_jobs as configured_start_jobs
 from tool_tree.stderr_log import StderrLog
@@ -1219,6 +1219,8 @@ class ServerPool:
                 if e.code == mt.REQUEST_TIMEOUT:  # the SDK's read timeout, set to fire after the pool's own
                     return CallFailure(f"server error {e.code}: {_said(e, slot)}", "timeout", _SENT)
                 said = f"server error {e.code}: {_said(e, slot)}{status_named(e, slot.config, self._source)}"
+                if e.code == URL_ELICITATION_REQUIRED:  # what to open, which only its data says
+                    said += f"; {redact(url_required(e.data), slot.config)}"
                 return CallFailure(said, "server_error", _PROTOCOL_ERROR)
             except InputRequiredRoundsExceededError as e:  # a RuntimeError too: not the output-schema check's
                 problem = ROUNDS_PROBLEM.format(server=server, rounds=e.max_rounds)

@@ -15,10 +15,14 @@ asker: a script's call, a question between calls; or a capability not configured
 a question of an ``input required`` result is raised in the client itself: `asked` tells it from the server's errors, so
 the pool says what the server asked (`unanswered`). One on the wire is sent to the server, which reads the same words
 and may pass them on.
+
+A server may also refuse a call until the user has opened a URL (`URL_ELICITATION_REQUIRED`): the call's error says
+which (`url_required`), so that the model can tell its user.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Collection
 
 import anyio
@@ -26,6 +30,8 @@ import mcp
 import mcp.types as mt
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from tool_tree.text import one_line
 
 _ASKS: dict[type[object], tuple[str, str, str]] = {
     mt.CreateMessageRequest: ("sampling/createMessage", "sampling", "an LLM completion"),
@@ -168,3 +174,30 @@ ROUNDS_PROBLEM = (
 )
 """Why a call ended whose server kept answering ``input required`` (the SDK's limit of rounds), ``str.format``-ed
 with ``server`` and ``rounds``."""
+
+
+URL_ELICITATION_REQUIRED = mt.URL_ELICITATION_REQUIRED
+"""The error (-32042) a server of the handshake era answers a call with when the user must first open a URL (a
+sign-in, a payment: ``UrlElicitationRequiredError``), its ``data.elicitations`` saying which."""
+_URL = re.compile(r"https?://[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
+"""A URL a user may be asked to open: http or https, written as URLs are (RFC 3986: no space, quote or escape)."""
+SHOWN_URLS = 3
+"""The most URLs of one such error that are said."""
+
+
+def url_required(data: object) -> str:
+    """What a ``URL_ELICITATION_REQUIRED`` error's ``data`` asks of the user, for the call's error: each URL (at most
+    `SHOWN_URLS`, each an http or https URL of at most 2,000 characters; another is not said) with the server's
+    message, cleaned, on one line. Before, only the error's message was said (``This request requires browser-based
+    authorization.``), and neither the model nor its user could tell what to open."""
+    elicitations = data.get("elicitations") if isinstance(data, dict) else None
+    said: list[str] = []
+    for elicitation in elicitations[:SHOWN_URLS] if isinstance(elicitations, list) else []:
+        url = elicitation.get("url") if isinstance(elicitation, dict) else None
+        if not isinstance(url, str) or len(url) > 2_000 or _URL.fullmatch(url) is None:
+            continue
+        message = elicitation.get("message")
+        said.append(f"{url} ({one_line(message[:1_000], 300)!r})" if isinstance(message, str) else url)
+    if not said:
+        return "it names no URL to open (its data.elicitations holds none that is an http or https URL)"
+    return f"the user must first open {' and '.join(said)}, then the call may be made again"
