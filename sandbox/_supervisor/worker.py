@@ -330,7 +330,8 @@ def search_tools(query: str, detail: str = "summary", limit: int = 5, regex: boo
 
 _ACCEPTED = (
     "a path, bytes, an image object (a tool result's .images[i], a figure), an MCP image content block "
-    "({'type': 'image', 'data': <base64>, 'mimeType': ...}), a tool result with images, or a list of these"
+    "({'type': 'image', 'data': <base64>, 'mimeType': ...}), a tool result with images (or a tool's structured "
+    "result of image blocks, {'content': [...]}), or a list of these"
 )
 
 
@@ -391,7 +392,8 @@ def _image_bytes(image: Any) -> tuple[bytes, str | None]:
 
 def show_image(image: Any) -> None:
     """Show an image to the model: a file path, PNG/JPEG/GIF/WebP bytes, a tool's image, an MCP image content
-    block (a dict), or a figure; a tool result (``ToolResult``) or a list or tuple shows each of its images in
+    block (a dict), or a figure; a tool result (``ToolResult``), a tool's structured result whose ``content`` lists
+    content blocks (server-filesystem's ``read_media_file``), or a list or tuple shows each of its images in
     order (before: a tool result was refused, though it names its images when printed).
 
     Raises:
@@ -400,6 +402,11 @@ def show_image(image: Any) -> None:
         TypeError: an argument of an unsupported kind.
         OSError: the file cannot be read.
     """
+    if isinstance(image, dict) and "type" not in image and isinstance(image.get("content"), list):
+        # A structured result of content blocks, as read_media_file's stub returns (before: "not a dict with type None")
+        image = [b for b in image["content"] if isinstance(b, dict) and b.get("type") == "image"]
+        if not image:
+            raise ValueError("show_image(): the structured result's content holds no image block")
     if isinstance(image, list | tuple) or _is_tool_result(image):
         images = list(image.images if _is_tool_result(image) else image)
         if not images:

@@ -28,8 +28,8 @@ def test_show_image_of_a_dict_that_is_no_image_block_names_what_it_takes() -> No
         worker.show_image({"type": "text", "text": "a chart"})
     assert str(refused.value) == (
         "show_image() takes a path, bytes, an image object (a tool result's .images[i], a figure), an MCP image "
-        "content block ({'type': 'image', 'data': <base64>, 'mimeType': ...}), a tool result with images, or a list "
-        "of these, not a dict with type 'text'"
+        "content block ({'type': 'image', 'data': <base64>, 'mimeType': ...}), a tool result with images (or a tool's "
+        "structured result of image blocks, {'content': [...]}), or a list of these, not a dict with type 'text'"
     )
 
 
@@ -74,6 +74,27 @@ def test_a_script_shows_a_tool_s_image_block_and_sees_an_image_in_a_printed_resu
     assert result.ok, result.traceback
     assert [(i.mime_type, i.data) for i in result.images] == [("image/png", PNG)]
     assert result.stdout == f"the chart of March\n[Image(image/png, {len(PNG)} bytes): result.images[0]]\n"
+
+
+@pytest.mark.docker
+def test_a_script_shows_the_structured_result_a_media_stub_returns(backend: DockerBackend) -> None:
+    # server-filesystem's read_media_file declares an output schema, so its stub returns the structured result,
+    # {"content": [<image block>]}. Before: show_image of it raised "not a dict with type 'None'".
+    code = (
+        "from tool_tree.runtime import call_tool, structured\n"
+        "media = structured(call_tool('fs', 'read_media_file', {'path': 'chart.png'}), 'fs', 'read_media_file')\n"
+        "show_image(media)\n"
+    )
+    with Sandbox(backend, tools=_media_tools) as sb:
+        result = sb.execute(code)
+    assert result.ok, result.traceback
+    assert [(i.mime_type, i.data) for i in result.images] == [("image/png", PNG)]
+
+
+def test_show_image_of_a_structured_result_without_an_image_block_says_so() -> None:
+    resource = {"type": "resource", "resource": {"uri": "file:///a.txt", "blob": "aGk="}}
+    with pytest.raises(ValueError, match=r"^show_image\(\): the structured result's content holds no image block$"):
+        worker.show_image({"content": [resource, "junk"]})
 
 
 def test_show_image_of_an_empty_list_or_a_nested_one_says_so() -> None:
