@@ -75,9 +75,26 @@ def shared_manifest(tree: str | os.PathLike[str]) -> Manifest:
     Raises:
         TreeError: no manifest, an unreadable or malformed one, or ``tree`` is not a folder.
     """
+    return versioned_manifest(tree)[1]
+
+
+def versioned_manifest(tree: str | os.PathLike[str]) -> tuple[tuple[int, ...], Manifest]:
+    """`shared_manifest`, and the version of the file it was read from (`manifest_version`), taken before it was read:
+    a file replaced meanwhile gives the newer manifest under the older version, which a later `manifest_version`
+    tells from the file's (so it is read again), never an older one under the newer version.
+
+    Raises:
+        TreeError: see `shared_manifest`.
+    """
     root = os.path.realpath(tree)
     version = _version(os.path.join(root, MANIFEST_FILE))
-    return _shared(_manifests, (root, version) if version else None, lambda: Manifest.load(tree))
+    return version, _shared(_manifests, (root, version) if version else None, lambda: Manifest.load(tree))
+
+
+def manifest_version(tree: str | os.PathLike[str]) -> tuple[int, ...]:
+    """Which version of ``tree``'s manifest file is there now (() when there is none): generate-tree replaces the
+    file whenever anything but the search index changed."""
+    return _version(os.path.join(os.path.realpath(tree), MANIFEST_FILE))
 
 
 def stored_definition(tree: str | os.PathLike[str], server: ServerEntry | None, entry: ToolEntry) -> StoredDefinition:

@@ -59,6 +59,9 @@ if TYPE_CHECKING:
     from generator.cancel import Cancel
     from tool_tree.config import Config
     from tool_tree.tree import Manifest
+
+    Read = tuple[tuple[int, ...], Manifest]
+    """A tree's manifest as read, with its file's version (`sandbox.stored_definitions.versioned_manifest`)."""
     from tooltree_cli.serve_follow import Follow
 
 EXIT_OK, EXIT_USAGE, EXIT_SERVERS, EXIT_SANDBOX = 0, 2, 3, 4
@@ -275,7 +278,7 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
                 return EXIT_USAGE
             read = None if args.regenerate_first else _usable(tree)
             if read is None:
-                code = _regenerate_before_serving(config, tree)
+                code, read = _regenerate_before_serving(config, tree)
                 if code != EXIT_OK:
                     return code
             else:
@@ -369,23 +372,23 @@ MAX_WARNINGS = 50
 """Warnings of a generation printed one per line (as `generate-tree` prints them); the rest are counted."""
 
 
-def _regenerate_before_serving(config: Config, tree: Path) -> int:
+def _regenerate_before_serving(config: Config, tree: Path) -> tuple[int, Read | None]:
     """`_regenerate` before anything is served, stopped by SIGINT, SIGTERM or SIGHUP (`_signals_stop_generation`);
-    its exit code, 128 + the signal's number when one stopped it."""
+    its exit code, 128 + the signal's number when one stopped it, and the manifest it read (None: nothing written)."""
     from generator.cancel import Cancel, GenerateCancelled
 
     cancel, received = Cancel(), list[int]()
     try:
         with _signals_stop_generation(cancel, received):
-            code, _ = _regenerate(config, tree, cancel=cancel)
+            code, read = _regenerate(config, tree, cancel=cancel)
     except (GenerateCancelled, KeyboardInterrupt):
         if not received:
             raise
         name = signal.Signals(received[0]).name
         print(f"tooltree serve: stopped generating {tree} ({name}); the servers it started are ended and nothing is "
               "served", file=sys.stderr, flush=True)  # fmt: skip
-        return 128 + received[0]
-    return code
+        return 128 + received[0], None
+    return code, read
 
 
 @contextlib.contextmanager
@@ -420,14 +423,15 @@ def _signals_stop_generation(cancel: Cancel, received: list[int]) -> Iterator[No
         yield
 
 
-def _usable(tree: Path) -> Manifest | None:
-    """The tree's manifest, None when it has no usable one: the copy the process shares (`shared_manifest`), so a
-    caller holding it until the served toolset reads the same file spares that a second read."""
-    from sandbox.stored_definitions import shared_manifest
+def _usable(tree: Path) -> tuple[tuple[int, ...], Manifest] | None:
+    """The tree's manifest and its file's version, None when it has no usable one: the copy the process shares
+    (`versioned_manifest`), so a caller holding it until the served toolset reads the same file spares that a second
+    read."""
+    from sandbox.stored_definitions import versioned_manifest
     from tool_tree.tree import TreeError
 
     try:
-        return shared_manifest(tree)
+        return versioned_manifest(tree)
     except TreeError:
         return None
 
@@ -441,12 +445,13 @@ class Refresh:
         self.config, self.tree = config, tree
         self.cancel = Cancel()
         self.thread = threading.Thread(target=self._run, name="tooltree-refresh", daemon=True)
-        self.on_refreshed: Callable[[], None] | None = None
+        self.on_refreshed: Callable[[Read], None] | None = None
         self.on_ended: Callable[[], None] | None = None
 
-    def start(self, on_refreshed: Callable[[], None], on_ended: Callable[[], None] | None = None) -> None:
-        """Start refreshing; ``on_refreshed`` is called once the tree is up to date, and ``on_ended`` after the
-        refresh ended, whether it succeeded or failed (not when it was stopped)."""
+    def start(self, on_refreshed: Callable[[Read], None], on_ended: Callable[[], None] | None = None) -> None:
+        """Start refreshing; ``on_refreshed`` is called once the tree is up to date, with its manifest as the refresh
+        read it (`_regenerate`), and ``on_ended`` after the refresh ended, whether it succeeded or failed (not when
+        it was stopped)."""
         self.on_refreshed, self.on_ended = on_refreshed, on_ended
         self.thread.start()
 
@@ -454,9 +459,9 @@ class Refresh:
         from generator.cancel import GenerateCancelled
 
         try:
-            code, changed = _regenerate(self.config, self.tree, cancel=self.cancel, background=True)
-            if code == EXIT_OK and changed and self.on_refreshed is not None:  # else the tree is as it was
-                _serve_refreshed(self.on_refreshed)
+            code, read = _regenerate(self.config, self.tree, cancel=self.cancel, background=True)
+            if code == EXIT_OK and read is not None and self.on_refreshed is not None:  # else the tree is as it was
+                _serve_refreshed(self.on_refreshed, read)
         except GenerateCancelled:
             print("tooltree serve: the tree's refresh was stopped; the tree is as it was", file=sys.stderr)
             return
@@ -470,12 +475,15 @@ class Refresh:
         self.thread.join()
 
 
-def _serve_refreshed(reload: Callable[[], None], what: str = "the refreshed tree's instructions") -> None:
-    """Have the tree served as it is now (``reload``: `ToolServer.reload_tree`), and say so."""
+def _serve_refreshed(
+    reload: Callable[[Read], None], read: Read, what: str = "the refreshed tree's instructions"
+) -> None:
+    """Have the tree served as it is now (``reload``: `ToolServer.reload_tree`, given the manifest ``read``), and say
+    so."""
     from agent.errors import AgentSetupError
 
     try:
-        reload()
+        reload(read)
     except AgentSetupError as e:
         error(f"the refreshed tree: {e}; new sessions keep the instructions of the tree at start")
     else:
@@ -488,27 +496,30 @@ def _follow(config: Config, tree: Path, app: ToolServer) -> Follow:
     from tooltree_cli.serve_follow import Follow
 
     def regenerate(servers: Sequence[str], cancel: Cancel) -> None:
-        code, changed = _regenerate(config, tree, cancel=cancel, only=servers)
-        if code == EXIT_OK and changed:
+        code, read = _regenerate(config, tree, cancel=cancel, only=servers)
+        if code == EXIT_OK and read is not None:
             now = f"the tools, prompts and resources of {', '.join(servers)} as they are now"
-            _serve_refreshed(app.reload_tree, now)
+            _serve_refreshed(app.reload_tree, read, now)
 
     return Follow(regenerate, error)
 
 
 def _regenerate(
     config: Config, tree: Path, *, cancel: Cancel | None = None, background: bool = False, only: Sequence[str] = ()
-) -> tuple[int, bool]:
+) -> tuple[int, Read | None]:
     """Bring the tree up to date from the servers (``only`` those named, when given: the others' stubs are kept;
     nothing is written when nothing changed); report each server that failed. The exit code, EXIT_SERVERS when
     the tree could not be generated or every server failed (the tree, if any, is then left as it was: `generate`
-    writes nothing), else EXIT_OK; and whether any file of the tree but its search index was written or deleted (the
-    sessions then get the tree again)."""
+    writes nothing), else EXIT_OK; and, when any file of the tree but its search index was written or deleted (the
+    sessions then get the tree again), the new manifest and its version as the check that the tree is usable read
+    them, for the served toolset and the prompts and resources (before: read again, so twice, and a manifest
+    replaced in between was served unchecked), else None."""
     from generator.files import UnsafePathError
     from generator.generate import generate
     from sandbox.mcp_bridge import with_stderr
+    from sandbox.stored_definitions import versioned_manifest
     from tool_tree.search import SearchError
-    from tool_tree.tree import SEARCH_INDEX_FILE, Manifest, TreeError
+    from tool_tree.tree import SEARCH_INDEX_FILE, TreeError
     from tooltree_cli.progress import shown_error  # the server wrote the error: one line, cleaned, cut
 
     existed = _usable(tree) is not None
@@ -519,7 +530,7 @@ def _regenerate(
     if unset and not listed:
         if not existed:
             error(f"could not generate {tree}: no server can be listed ({', '.join(unset)}: see above)")
-        return (EXIT_OK if existed else EXIT_SERVERS), False
+        return (EXIT_OK if existed else EXIT_SERVERS), None
     count = len(listed)
     if only:
         said = f"{only[0]} says its" if len(only) == 1 else f"{', '.join(only)} say their"
@@ -537,7 +548,7 @@ def _regenerate(
         result = generate(config, tree, cancel=cancel, only=listed if unset else only)
     except (TreeError, UnsafePathError, SearchError) as e:
         error(f"could not generate {tree}: {e}")
-        return EXIT_SERVERS, False
+        return EXIT_SERVERS, None
     for w in result.warnings[:MAX_WARNINGS]:  # a tool left out as malformed, a server that kept changing its tools
         print("tooltree serve: warning: " + " ".join(terminal_text(w).splitlines()), file=sys.stderr)
     if len(result.warnings) > MAX_WARNINGS:
@@ -554,12 +565,12 @@ def _regenerate(
             error(f"could not bring {tree} up to date: every server failed (see above); it is left as it was")
         else:
             error(f"could not generate {tree}: every server failed (see above); nothing was written or served")
-        return EXIT_SERVERS, False
+        return EXIT_SERVERS, None
     try:
-        Manifest.load(tree)
+        read = versioned_manifest(tree)
     except TreeError as e:
         error(f"no usable tree at {tree}: {e}")
-        return EXIT_SERVERS, False
+        return EXIT_SERVERS, None
     r = result.report
     changed = r is not None and bool(r.written or r.deleted)
     changes = f"{len(r.written)} written, {len(r.deleted)} deleted" if r is not None and changed else "nothing changed"
@@ -578,7 +589,7 @@ def _regenerate(
     # The search index alone written (it was missing or stale) changes nothing a session holds: it is read anew by
     # itself. Before, sessions were told the tree was regenerated and to reconnect for a tool added since.
     served = r is not None and any(rel != SEARCH_INDEX_FILE for rel in [*r.written, *r.deleted])
-    return EXIT_OK, served
+    return EXIT_OK, read if served else None
 
 
 def _serve(app: ToolServer, args: argparse.Namespace, sockets: list[socket.socket]) -> int:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -62,6 +61,7 @@ if TYPE_CHECKING:
     from sandbox.pool import SandboxPool
     from tool_tree.config import Config
     from tool_tree.server_asks import Asker
+    from tool_tree.tree import Manifest
 
 logger = logging.getLogger(__name__)
 
@@ -311,28 +311,40 @@ class ToolServer:
         self._servers.append(server)
         return server
 
-    def reload_tree(self) -> None:
+    def reload_tree(self, read: tuple[tuple[int, ...], Manifest] | None = None) -> None:
         """Read the tree again after it was regenerated: client sessions that start from now on get its instructions
         and a sandbox that mounts it (warm ones started before are replaced). A session opened before, at its next
         call: without a sandbox yet, it is replaced by a new one; with one, it keeps its tree and is told so. The
         tools offered never change; the servers' prompts and resources offered are the tree's now (sessions that
-        listed them are told when they changed).
+        listed them are told when they changed). ``read``: the manifest's version and the manifest, when the caller
+        read it (`sandbox.stored_definitions.versioned_manifest`), taken unless the file was replaced since.
+
+        The manifest is read once for all of it (before: the refresh's check, the toolset and the prompts and
+        resources each read it, so a manifest replaced in between had them serve two trees).
 
         Raises:
             AgentSetupError: the tree has no manifest now (nothing changes).
         """
-        with self._reloading:
-            stamp = _manifest_stamp(self.tree)
-            self._reload_tree()
-            self._tree_seen = stamp
+        from agent.errors import AgentSetupError
+        from sandbox.stored_definitions import versioned_manifest
+        from tool_tree.tree import TreeError
 
-    def _reload_tree(self) -> None:
-        toolset = self._toolset()
+        with self._reloading:
+            if read is None or read[0] != _manifest_stamp(self.tree):
+                try:
+                    read = versioned_manifest(self.tree)
+                except TreeError as e:
+                    raise AgentSetupError(str(e)) from None
+            self._reload_tree(read[1])
+            self._tree_seen = read[0]
+
+    def _reload_tree(self, manifest: Manifest) -> None:
+        toolset = self._toolset(manifest)
         instructions = toolset.prompt("serve.md.j2", limit=INSTRUCTIONS_CHARS)
         self.toolset, self.instructions = toolset, instructions
         for server in self._servers:
             server.instructions = instructions
-        self.extras.reload()  # the servers' prompts and resources as the tree now records them
+        self.extras.reload(manifest)  # the servers' prompts and resources as the tree now records them
         from sandbox.errors import SandboxError
 
         pool, backend = self.sandbox_pool, self.sandbox_backend
@@ -375,7 +387,7 @@ class ToolServer:
             self.tree,
         )
 
-    def _toolset(self) -> CodeToolset:
+    def _toolset(self, manifest: Manifest | None = None) -> CodeToolset:
         """The code tools over the tree as it is now, with the pinned tools it has: one it lacks is said once, in a
         warning at its file, line and key, and left out until the tree has it (a server that failed when the tree was
         generated, or one added to the config since; a background refresh brings it). Before, it stopped serve (exit
@@ -395,9 +407,8 @@ class ToolServer:
                 logger.warning("%s%s: %s; serving without it until the tree has it", where, e.setting, text)
 
         pinned = self.settings.pinned
-        return CodeToolset(
-            self.tree, pinned=pinned, standalone=True, timeout=self.sandbox_config.timeout, pinned_missing=missing
-        )
+        return CodeToolset(self.tree, pinned=pinned, standalone=True, timeout=self.sandbox_config.timeout,
+                           pinned_missing=missing, manifest=manifest)  # fmt: skip
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -551,14 +562,12 @@ class ToolServer:
         return result
 
 
-def _manifest_stamp(tree: Path) -> tuple[int, int, int] | None:
-    """What tells one ``manifest.json`` of ``tree`` from the next: `generate-tree` replaces it (a new inode) after
-    writing every other file, whenever anything but the search index changed. None: there is none."""
-    try:
-        stat = os.stat(tree / "manifest.json")
-    except OSError:
-        return None
-    return stat.st_ino, stat.st_mtime_ns, stat.st_size
+def _manifest_stamp(tree: Path) -> tuple[int, ...]:
+    """What tells one ``manifest.json`` of ``tree`` from the next (`sandbox.stored_definitions.manifest_version`):
+    `generate-tree` replaces it after writing every other file, whenever anything but the search index changed."""
+    from sandbox.stored_definitions import manifest_version
+
+    return manifest_version(tree)
 
 
 async def _handshake_for_asks(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:

@@ -22,6 +22,7 @@ from tool_tree.text import one_line
 
 if TYPE_CHECKING:
     from tool_tree.config import Config
+    from tool_tree.tree import Manifest
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +74,10 @@ class UpstreamExtras:
     def on(self) -> bool:
         return self.prompts_on or self.resources_on
 
-    def _read(self) -> tuple[dict[str, Found], list[str]]:
-        """What the tree's snapshots record, by server: untrusted, each list bounded (`recorded_lists`); a
-        snapshot that cannot be read offers nothing (said in serve's log). And the servers of `unrecorded`."""
+    def _read(self, manifest: Manifest | None = None) -> tuple[dict[str, Found], list[str]]:
+        """What the tree's snapshots record, by server (those of ``manifest``, the tree's when the caller read it):
+        untrusted, each list bounded (`recorded_lists`); a snapshot that cannot be read offers nothing (said in
+        serve's log). And the servers of `unrecorded`."""
         from sandbox.stored_definitions import shared_manifest
         from tool_tree.held_values import HeldValues
         from tool_tree.snapshot_lists import LIST_KEYS, recorded_lists, subscribes
@@ -87,7 +89,8 @@ class UpstreamExtras:
         held = HeldValues.reading()  # what each snapshot records is kept while serve runs
         try:
             with tree_lock(self.tree, shared=True):
-                manifest = shared_manifest(self.tree)  # the served toolset's copy, while the file is the same
+                if manifest is None:
+                    manifest = shared_manifest(self.tree)  # the served toolset's copy, while the file is the same
                 for entry in manifest.servers:
                     if entry.name not in enabled:
                         continue
@@ -110,12 +113,13 @@ class UpstreamExtras:
             logger.warning("tooltree serve: no prompts or resources offered: cannot read the tree's manifest: %s", e)
         return found, unrecorded
 
-    def reload(self) -> None:
-        """Read the tree's snapshots again (after a refresh): what is offered from now on; the client sessions that
-        listed what changed are sent ``notifications/prompts/list_changed`` or ``.../resources/list_changed``."""
+    def reload(self, manifest: Manifest | None = None) -> None:
+        """Read the tree's snapshots again (after a refresh; those ``manifest`` names, the served toolset's): what is
+        offered from now on; the client sessions that listed what changed are sent
+        ``notifications/prompts/list_changed`` or ``.../resources/list_changed``."""
         if not self.on:
             return
-        found, self.unrecorded = self._read()
+        found, self.unrecorded = self._read(manifest)
         offer = offered(found, prompts=self.prompts_on, resources=self.resources_on)
         before = self.offer
         changed = set()

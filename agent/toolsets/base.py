@@ -56,14 +56,15 @@ class Toolset(ABC):
     mode: str = ""
     needs_sandbox: bool = False
 
-    def __init__(self, tree: str | Path) -> None:
+    def __init__(self, tree: str | Path, *, manifest: Manifest | None = None) -> None:
+        """``manifest``: the tree's, when the caller read it (`tooltree serve` reloading a regenerated tree)."""
         from sandbox.stored_definitions import shared_manifest
 
         self.tree = Path(tree)
         try:
             # The copy of this version of the file that the process's other readers share (serve's passthrough tools
             # and prompts, each session's runtime), read-only: before, each read its own (0.3 s for 20,000 tools).
-            self.manifest = shared_manifest(self.tree)
+            self.manifest = manifest if manifest is not None else shared_manifest(self.tree)
         except TreeError as e:
             raise AgentSetupError(str(e)) from None
 

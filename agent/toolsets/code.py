@@ -19,7 +19,7 @@ from agent.prompts import render
 from agent.toolsets.base import INTERRUPTED_OUTCOME, NOTE_CHARS, ToolOutcome, Toolset, error, note_text, with_note
 from tool_tree.search import SearchError, SearchHit, render_hits, search_tools
 from tool_tree.text import one_line, shown, size
-from tool_tree.tree import INDEX_FILE, ToolEntry, read_in_tree, servers_link
+from tool_tree.tree import INDEX_FILE, Manifest, ToolEntry, read_in_tree, servers_link
 
 if TYPE_CHECKING:
     from sandbox.errors import Unreported
@@ -173,6 +173,7 @@ class CodeToolset(Toolset):
         timeout: with ``standalone``, the time limit of one execution in seconds, said in that description.
         pinned_missing: called with the error of each pinned tool the tree does not have, which is left out; without
             it, such a tool is an error.
+        manifest: the tree's manifest, when the caller read it (else read here).
 
     Raises:
         AgentSetupError: no manifest, a pinned tool is not in the tree (and no ``pinned_missing``), or the tree's
@@ -191,8 +192,9 @@ class CodeToolset(Toolset):
         standalone: bool = False,
         timeout: float | None = None,
         pinned_missing: Callable[[AgentSetupError], None] | None = None,
+        manifest: Manifest | None = None,
     ) -> None:
-        super().__init__(tree)
+        super().__init__(tree, manifest=manifest)
         if (link := servers_link(self.tree)) is not None:
             raise AgentSetupError(link)
         self.pinned = self.resolve_pinned(pinned, missing=pinned_missing)

@@ -107,7 +107,7 @@ def test_generate_tree_json_keeps_the_error_escaped_and_cut_at_4000_characters(
 def test_serve_says_a_server_failed_on_one_cleaned_line(hostile: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Before: "tooltree serve: hostile failed to list its tools (MCPError: denied <escapes>…" raw, 20,000 characters.
     tree = hostile.parent / "tree"
-    assert _regenerate(load_config(hostile), tree) == (3, False)
+    assert _regenerate(load_config(hostile), tree) == (3, None)
     err = capsys.readouterr().err
     assert UNSAFE.search(err) is None, repr(UNSAFE.search(err))
     shown = (SHOWN + "x" * PADDING)[:499] + "…"

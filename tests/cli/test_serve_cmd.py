@@ -136,7 +136,7 @@ def test_a_refresh_with_failed_servers_says_which_and_why_not_up_to_date(
 ) -> None:
     _, tree = _crm_tree(tmp_path)
     capsys.readouterr()
-    assert _regenerate(load_config(_billing_fails(tmp_path)), tree, background=True) == (0, False)
+    assert _regenerate(load_config(_billing_fails(tmp_path)), tree, background=True) == (0, None)
     err = capsys.readouterr().err
     assert (
         "tooltree serve: billing failed to list its tools (the server exited during start-up, with exit status 1); "
@@ -156,8 +156,8 @@ def test_a_tree_generated_without_a_server_that_failed_is_said_to_be_generated_n
     # Before: "<tree> is not up to date: 1 of 2 server(s) failed (billing; see above); 9 written, 0 deleted for the
     # others", of a tree that did not exist a moment before.
     tree = tmp_path / "tree"
-    code, changed = _regenerate(load_config(_billing_fails(tmp_path)), tree)
-    assert (code, changed) == (0, True)
+    code, read = _regenerate(load_config(_billing_fails(tmp_path)), tree)
+    assert code == 0 and read is not None
     err = capsys.readouterr().err
     assert f"tooltree serve: generating {tree} from 2 server(s) …\n" in err
     written = len([p for p in tree.rglob("*") if p.is_file()])
@@ -173,10 +173,11 @@ def test_a_refresh_that_changes_nothing_says_so_and_reloads_nothing(
     config = tmp_path / "tooltree.yaml"
     config.write_text(sample_config_yaml("crm"), encoding="utf-8")
     tree = tmp_path / "tree"
-    assert _regenerate(load_config(config), tree) == (0, True)
+    code, read = _regenerate(load_config(config), tree)
+    assert code == 0 and read is not None
     assert f"tooltree serve: generated {tree} (" in capsys.readouterr().err
     refresh, reloaded = Refresh(load_config(config), tree), []
-    refresh.start(lambda: reloaded.append(True))
+    refresh.start(lambda _read: reloaded.append(True))
     refresh.thread.join(timeout=60)  # the refresh ends on its own
     err = capsys.readouterr().err
     assert f"tooltree serve: {tree} is up to date (nothing changed)\n" in err
@@ -184,7 +185,7 @@ def test_a_refresh_that_changes_nothing_says_so_and_reloads_nothing(
 
     (tree / "servers" / "crm" / "list_leads.py").unlink()
     refresh = Refresh(load_config(config), tree)
-    refresh.start(lambda: reloaded.append(True))
+    refresh.start(lambda _read: reloaded.append(True))
     refresh.thread.join(timeout=60)  # the refresh ends on its own
     err = capsys.readouterr().err
     assert f"tooltree serve: {tree} is up to date (1 written, 0 deleted)\n" in err
@@ -240,7 +241,7 @@ def test_regenerate_first_when_every_server_fails_exits_3_and_leaves_the_tree_as
     )
     assert {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()} == before
     # In the background, serving goes on with the tree as it was, and says so.
-    assert _regenerate(load_config(_failing(tmp_path)), tree, background=True) == (3, False)
+    assert _regenerate(load_config(_failing(tmp_path)), tree, background=True) == (3, None)
     assert f"tooltree serve: {tree} is not up to date: every server failed (see above); it is served as it was" in (
         capsys.readouterr().err
     )
@@ -395,8 +396,9 @@ def test_a_refresh_that_writes_only_the_search_index_does_not_have_the_sessions_
 
     config, tree = _crm_tree(tmp_path)
     (tree / "search_index.json").unlink()
-    assert _regenerate(load(str(config)), tree, background=True) == (0, False)
+    assert _regenerate(load(str(config)), tree, background=True) == (0, None)
     assert (tree / "search_index.json").is_file()
     assert "is up to date (1 written, 0 deleted)" in capsys.readouterr().err
     (tree / "servers" / "crm" / "list_leads.py").unlink()
-    assert _regenerate(load(str(config)), tree, background=True) == (0, True)  # a stub written: they do
+    code, read = _regenerate(load(str(config)), tree, background=True)
+    assert code == 0 and read is not None  # a stub written: they do

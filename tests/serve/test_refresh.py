@@ -297,7 +297,8 @@ def test_serve_says_which_tools_it_left_out_as_malformed(tmp_path: Path, capsys:
 
     tools = [{"name": "good", "inputSchema": {"type": "object"}}, {"name": "vague\x1b[2J", "annotations": {}}]
     config = raw_server_config(tmp_path, {"pages": [tools]})
-    assert _regenerate(load_config(config), tmp_path / "tree") == (0, True)
+    code, read = _regenerate(load_config(config), tmp_path / "tree")
+    assert code == 0 and read is not None and [t.tool for t in read[1].tools] == ["good"]
     said = capsys.readouterr().err
     left_out = "tooltree serve: warning: raw: left out tool 'vague\\x1b[2J', malformed: inputSchema: Field required\n"
     assert left_out in said  # the name escaped, as every warning quotes one
