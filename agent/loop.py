@@ -228,7 +228,8 @@ class Agent:
         check_paths(self.transcript, state=state, config=Path(config.source), workspace=workspace, tree=self.tree)
         batch = batch if batch is not None else bool(settings.get("batch", True))
         batch_max = int(settings.get("batch_max", DEFAULT_BATCH_MAX)) if batch and mode in BATCH_MODES else None
-        self.toolset = make_toolset(mode, self.tree, pinned=pinned, prefilter=self.prefilter, batch_max=batch_max)
+        self.toolset = make_toolset(mode, self.tree, pinned=pinned, prefilter=self.prefilter, batch_max=batch_max,
+                                    config=config.file)  # fmt: skip
         self.system = self.toolset.system_prompt()
         self.tools = self.toolset.tools()
 

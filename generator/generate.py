@@ -334,6 +334,7 @@ def generate(
             check=check,
             model_id=model.model_id if model is not None else None,
             said=said,
+            config=_config_from(out, config),
         )
     result.warnings[:0] = noted
     if not check:
@@ -355,6 +356,14 @@ def _keep_failed_lists(out: Path, listings: list[ServerListing], failed: dict[st
             listing.lists = with_previous(listing.lists, keys, before)
 
 
+def _config_from(out: Path, config: Config | None) -> str:
+    """``config``'s file relative to the tree folder ``out`` (`tool_tree.tree.Manifest.config`), "" without one: a
+    tree moved with its configuration (a project's folder, a clone) still names it."""
+    if config is None or config.file is None:
+        return ""
+    return os.path.relpath(Path(config.file).resolve(), out.resolve())
+
+
 def _plan_and_write(
     out: Path,
     listings: list[ServerListing],
@@ -364,8 +373,10 @@ def _plan_and_write(
     check: bool,
     model_id: str | None,
     said: list[str],
+    config: str = "",
 ) -> GenerateResult:
-    """Plan the tree from the listings and the tree on disk, and write it (``check``: compare it).
+    """Plan the tree from the listings and the tree on disk, and write it (``check``: compare it). ``config``: the
+    configuration file, as the manifest records it (`_config_from`).
 
     A first generation into a folder (no tree there yet) that fails midway (a full disk, Ctrl-C) removes
     the files it made: a half tree has no manifest, and no later run would write into it.
@@ -374,8 +385,9 @@ def _plan_and_write(
     created: set[str] = set()
     try:
         return _plan_and_write_over(
-            out, previous, listings, outcomes, only=only, check=check, model_id=model_id, created=created, said=said
-        )
+            out, previous, listings, outcomes, only=only, check=check, model_id=model_id, created=created, said=said,
+            config=config,
+        )  # fmt: skip
     except BaseException:
         if previous is None and created:
             remove_created(out.resolve(), created, OWNED_DIRS)
@@ -393,6 +405,7 @@ def _plan_and_write_over(
     model_id: str | None,
     created: set[str],
     said: list[str],
+    config: str = "",
 ) -> GenerateResult:
     """`_plan_and_write` over the ``previous`` tree; ``created`` collects the files it makes, ``said`` the lines of
     `generator.kept.UNSAID_FILE` its warnings name."""
@@ -436,6 +449,8 @@ def _plan_and_write_over(
             on_rendered=writer,
             modules=modules_in(out, SERVERS_DIR),
             folders=lambda package: users_folders(out, f"{SERVERS_DIR}/{package}"),
+            # The file the tree was generated from; a --check, or a run from snapshots alone, keeps the recorded one.
+            config=(previous.config if previous is not None and (check or not config) else config),
         )
         _carry_kept_files(out, plan, keep)
         counts = {s.name: s.tool_count for s in plan.manifest.servers}

@@ -220,8 +220,10 @@ def plan_tree(
     on_rendered: Callable[[str, bytes], None] | None = None,
     modules: Collection[str] = (),
     folders: Callable[[str], Collection[str]] = lambda _package: (),
+    config: str = "",
 ) -> Plan:
-    """Plan the files for ``listings``; servers in ``keep`` stay on disk as they are.
+    """Plan the files for ``listings``; servers in ``keep`` stay on disk as they are. ``config``: the configuration
+    file the tree is generated from, relative to the tree (`tool_tree.tree.Manifest.config`).
 
     ``modules`` are the user's own modules in ``servers/`` (``servers/crm.py``): a new server's package is not
     given one of their names, which would hide the module from imports. ``folders(package)`` are the folders in a
@@ -371,8 +373,9 @@ def plan_tree(
     recorded = all(listing.lists_recorded for listing in listings)
     recorded = recorded and (not keep or previous is None or previous.lists_recorded)
     manifest = Manifest(
-        servers=sorted(servers, key=lambda s: s.name), tools=tools, generator=rendered_by, lists_recorded=recorded
-    )
+        servers=sorted(servers, key=lambda s: s.name), tools=tools, generator=rendered_by, lists_recorded=recorded,
+        config=config,
+    )  # fmt: skip
     files[f"{SERVERS_DIR}/{INDEX_FILE_NAME}"] = render_index(manifest).encode("utf-8")
     files[f"{SERVERS_DIR}/__init__.py"] = render_servers_init().encode("utf-8")
     manifest.files = _file_hashes(files, tools, keep, previous)

@@ -47,6 +47,7 @@ from sandbox.image import ensure_image, session_image
 from sandbox.in_force import check_in_force, tree_incomplete
 from sandbox.sweep import sweep_once
 from sandbox.tree_pack import pack_tree, tree_fingerprint
+from tool_tree.regenerate import regenerate_command
 from tool_tree.tree import tree_lock
 
 logger = logging.getLogger(__name__)
@@ -363,7 +364,7 @@ class DockerBackend(SandboxBackend):
                 # not be found through it. Before, the next session of this tree mounted such a copy, half a tree.
                 self.docker.remove_volume(known)
             data = pack_tree(tree)
-        name = self._fill_tree_volume(data)
+        name = self._fill_tree_volume(data, tree)
         self.docker.create_volume(known, {OWNER_LABEL: self.config.owner, TREE_VOLUME_LABEL: name})
         return name
 
@@ -373,7 +374,8 @@ class DockerBackend(SandboxBackend):
         digest.update(data)
         return digest.hexdigest()
 
-    def _fill_tree_volume(self, data: bytes) -> str:
+    def _fill_tree_volume(self, data: bytes, tree: Path) -> str:
+        """A new volume holding the packed tree ``data`` (of the folder ``tree``): its name."""
         name = TREE_VOLUME_PREFIX + self._owned(data)[:20]
         self.docker.create_volume(name, {OWNER_LABEL: self.config.owner})
         spec = {
@@ -411,7 +413,7 @@ class DockerBackend(SandboxBackend):
             raise SandboxError(
                 f"could not copy the tree into volume {name}: the copy was killed (out of its {POPULATE_MEMORY >> 20} "
                 "MiB compiling the tree's modules? a module no generator writes may cost gigabytes to compile; "
-                "regenerate the tree with `tooltree generate-tree`)"
+                f"regenerate the tree with {regenerate_command(tree)})"
             )
         if status != 0:
             raise SandboxError(f"could not copy the tree into volume {name} (exit status {status}): {stderr[-1000:]}")

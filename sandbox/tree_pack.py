@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sandbox.errors import SandboxError
+from tool_tree.regenerate import regenerate_command
 from tool_tree.tree import MANIFEST_FILE, hard_linked
 
 MAX_TREE_BYTES = 256 << 20
@@ -81,7 +82,7 @@ def pack_tree(tree: Path, *, max_bytes: int = MAX_TREE_BYTES) -> bytes:
                     if name.endswith(".py") and st.st_size > MAX_MODULE_BYTES:
                         raise SandboxError(
                             f"{Path(dirpath, name)}: larger than {MAX_MODULE_BYTES:,} bytes, which no module "
-                            "`tooltree generate-tree` writes is; regenerate the tree"
+                            f"`tooltree generate-tree` writes is; regenerate the tree with {regenerate_command(tree)}"
                         )
                     info = tarfile.TarInfo(os.path.normpath(os.path.join(rel_dir, name)))
                     info.size, info.mode, info.mtime = st.st_size, 0o644, 0

@@ -247,9 +247,9 @@ def servers_link(tree: str | os.PathLike[str]) -> str | None:
             return None
     except OSError:
         return None
-    return (
-        f"{path} is a symbolic link, which is not followed in a tree; regenerate the tree with `tooltree generate-tree`"
-    )
+    from tool_tree.regenerate import regenerate_command as again
+
+    return f"{path} is a symbolic link, which is not followed in a tree; regenerate the tree with {again(tree)}"
 
 
 def content_hash(data: bytes) -> str:
@@ -335,6 +335,9 @@ class Manifest:
     (`tool_tree.snapshot_lists`). Written (``"lists_recorded": true``) since tooltree recorded them; a tree of an
     earlier release has none of the keys in its snapshots, as a server that declares none has, and only this tells
     the two apart (`tooltree serve` says when a tree offers none for that)."""
+    config: str = ""
+    """The configuration file the tree was generated from, relative to the tree's folder ("": not known), named by the
+    texts that say to regenerate the tree (`tool_tree.regenerate`): untrusted, only shown, escaped."""
 
     def to_json(self) -> str:
         """One server or tool per line (diffable; written by the C encoder, which matters at 10,000 tools)."""
@@ -345,7 +348,9 @@ class Manifest:
         servers = entries(sorted(self.servers, key=lambda s: s.name))
         tools = entries(sorted(self.tools, key=lambda t: (t.server, t.tool)))
         marker = {"lists_recorded": True} if self.lists_recorded else {}
-        head = json.dumps({"generator": self.generator, **marker, "version": self.version}, ensure_ascii=False)[1:-1]
+        source = {"config": self.config} if self.config else {}
+        head = json.dumps({**source, "generator": self.generator, **marker, "version": self.version},
+                          ensure_ascii=False)[1:-1]  # fmt: skip
         files = ""
         if self.files:
             lines = ",\n".join(
@@ -372,12 +377,15 @@ class Manifest:
             servers, tools = data["servers"], data["tools"]
             if not isinstance(servers, list) or not isinstance(tools, list):
                 raise TypeError("servers and tools must be lists")
+            if not isinstance(config := data.get("config", ""), str):
+                raise TypeError("config must be a string")
             return cls(
                 servers=[_server_entry(s) for s in servers],
                 tools=[_tool_entry(t) for t in tools],
                 generator=str(data.get("generator", "")),
                 files=_hashes(data.get("files", {})),
                 lists_recorded=data.get("lists_recorded") is True,
+                config=config,
             )
         except RecursionError:
             raise TreeError(f"{source}: malformed manifest (nested too deeply)") from None
@@ -407,7 +415,11 @@ class Manifest:
         except NotADirectoryError:
             raise TreeError(f"{tree}: not a folder; a tree is the folder `tooltree generate-tree` writes") from None
         except IsADirectoryError:
-            raise TreeError(f"{path}: a folder, not a manifest; regenerate the tree") from None
+            from tool_tree.regenerate import regenerate_command
+
+            raise TreeError(
+                f"{path}: a folder, not a manifest; regenerate the tree with {regenerate_command(tree, Manifest())}"
+            ) from None
         except OSError as e:
             raise TreeError(f"{path}: cannot read the manifest ({e.strerror or e})") from None
         except ValueError as e:  # undecodable, or too many values

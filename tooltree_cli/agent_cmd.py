@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -311,11 +310,15 @@ def _unconfigured(agent: Agent, config: Config) -> str | None:
     missing = sorted(s.name for s in agent.toolset.manifest.servers if s.name not in enabled)
     if not missing:
         return None
-    again = f"tooltree generate-tree --config {shlex.quote(config.source)} --out {shlex.quote(str(agent.tree))}"
+    from tool_tree.regenerate import recorded_config, regenerate_command, shell_word
+
+    again = regenerate_command(agent.tree, config=config.source)
+    source = recorded_config(agent.tree, agent.toolset.manifest)  # before: not named, though the manifest records it
+    named = f" ({shell_word(source)})" if source is not None else ""
     return (  # how to regenerate it from this config (before: `tooltree generate-tree`, of ./tooltree.yaml and ./tree)
         f"the tree {agent.tree} has server(s) {', '.join(missing)} that {config.source} does not have or disables: "
-        f"the tree was generated from another configuration; pass the --config it was generated from, or regenerate "
-        f"the tree from this one ({again})"
+        f"the tree was generated from another configuration; pass the --config it was generated from{named}, or "
+        f"regenerate the tree from this one ({again})"
     )
 
 

@@ -408,7 +408,7 @@ class ToolServer:
 
         pinned = self.settings.pinned
         return CodeToolset(self.tree, pinned=pinned, standalone=True, timeout=self.sandbox_config.timeout,
-                           pinned_missing=missing, manifest=manifest)  # fmt: skip
+                           pinned_missing=missing, manifest=manifest, config=self.config.file)  # fmt: skip
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

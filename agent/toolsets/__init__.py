@@ -37,8 +37,10 @@ def make_toolset(
     pinned: Sequence[str] = (),
     prefilter: PreFilter | None = None,
     batch_max: int | None = None,
+    config: str | None = None,
 ) -> Toolset:
-    """The toolset of ``mode`` over ``tree``.
+    """The toolset of ``mode`` over ``tree``; ``config``, the configuration file in use, is named in the command to
+    regenerate the tree (a pinned tool it lacks).
 
     ``prefilter`` narrows ``filtered`` mode (which needs one) and, in ``code`` mode, inlines the
     admitted tools' signatures; ``batch_max`` offers ``batch_tool`` in ``direct``, ``tool-search``
@@ -56,14 +58,14 @@ def make_toolset(
         if prefilter is not None:
             from agent.toolsets.code_filtered import PrefilteredCodeToolset
 
-            return PrefilteredCodeToolset(tree, pinned=pinned, prefilter=prefilter)
-        return CodeToolset(tree, pinned=pinned)
+            return PrefilteredCodeToolset(tree, pinned=pinned, prefilter=prefilter, config=config)
+        return CodeToolset(tree, pinned=pinned, config=config)
     if mode == "direct":
-        return DirectToolset(tree, pinned=pinned, batch_max=batch_max)
+        return DirectToolset(tree, pinned=pinned, batch_max=batch_max, config=config)
     if mode == "tool-search":
-        return ToolSearchToolset(tree, pinned=pinned, batch_max=batch_max)
+        return ToolSearchToolset(tree, pinned=pinned, batch_max=batch_max, config=config)
     if prefilter is None:
         raise AgentSetupError("filtered mode needs a pre-filter (local or claude)")
     from agent.toolsets.filtered import FilteredToolset
 
-    return FilteredToolset(tree, prefilter=prefilter, pinned=pinned, batch_max=batch_max)
+    return FilteredToolset(tree, prefilter=prefilter, pinned=pinned, batch_max=batch_max, config=config)

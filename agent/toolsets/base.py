@@ -56,11 +56,14 @@ class Toolset(ABC):
     mode: str = ""
     needs_sandbox: bool = False
 
-    def __init__(self, tree: str | Path, *, manifest: Manifest | None = None) -> None:
-        """``manifest``: the tree's, when the caller read it (`tooltree serve` reloading a regenerated tree)."""
+    def __init__(self, tree: str | Path, *, manifest: Manifest | None = None, config: str | None = None) -> None:
+        """``manifest``: the tree's, when the caller read it (`tooltree serve` reloading a regenerated tree).
+        ``config``: the configuration file in use, which the command to regenerate the tree names (else the one the
+        tree was generated from)."""
         from sandbox.stored_definitions import shared_manifest
 
         self.tree = Path(tree)
+        self.config_file = config
         try:
             # The copy of this version of the file that the process's other readers share (serve's passthrough tools
             # and prompts, each session's runtime), read-only: before, each read its own (0.3 s for 20,000 tools).
@@ -121,8 +124,8 @@ class Toolset(ABC):
             wanted = {name, name.replace("/", ".", 1), name.replace("/", ".")}
             match = next((t for t in self.manifest.tools if {t.qualified_name, f"{t.server}.{t.tool}"} & wanted), None)
             if match is None:
-                error = AgentSetupError(f"{what} {name!r} is not in the tree{_missing(self.manifest, wanted)}",
-                                        setting=setting)  # fmt: skip
+                why = _missing(self.manifest, wanted, self.tree, self.config_file)
+                error = AgentSetupError(f"{what} {name!r} is not in the tree{why}", setting=setting)
                 if missing is None:
                     raise error
                 missing(error)
@@ -132,10 +135,15 @@ class Toolset(ABC):
         return out
 
 
-def _missing(manifest: Manifest, wanted: set[str]) -> str:
+def _missing(manifest: Manifest, wanted: set[str], tree: Path, config: str | None) -> str:
     """What to do about a tool name the tree does not have: regenerate it when its server is in the tree (the server
     may list the tool only now: one it added, or one it lists only to a client of the capabilities its
-    ``client_capabilities`` declare), else name the form of a name."""
+    ``client_capabilities`` declare), with the command for ``tree`` and ``config`` (else the configuration the tree was
+    generated from; before: `tooltree generate-tree` alone, of ./tooltree.yaml and ./tree), else name the form of a
+    name."""
+    from tool_tree.regenerate import regenerate_command
+
+    again = f"{regenerate_command(tree, manifest, config=config)}, or `tooltree serve --regenerate-first`"
     servers = {s.name for s in manifest.servers}
     if not any(name.partition(".")[0] in servers for name in wanted):
         # Before: only "(use <server>.<tool>)", though the name was of that form and its server had failed when the
@@ -145,13 +153,11 @@ def _missing(manifest: Manifest, wanted: set[str]) -> str:
             return " (use <server>.<tool>)"
         return (
             f": the tree has no server {named[0]!r} (a server that failed when the tree was generated, or one added "
-            "to the config since, is in it once it is regenerated: `tooltree generate-tree`, or `tooltree serve "
-            "--regenerate-first`)"
+            f"to the config since, is in it once it is regenerated: {again})"
         )
     return (
         ": its server listed no such tool when the tree was generated; if it offers it now (a tool it added, or "
-        "one it lists only to a client declaring `client_capabilities`), regenerate the tree (`tooltree "
-        "generate-tree`, or `tooltree serve --regenerate-first`)"
+        f"one it lists only to a client declaring `client_capabilities`), regenerate the tree ({again})"
     )
 
 

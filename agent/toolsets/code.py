@@ -174,6 +174,7 @@ class CodeToolset(Toolset):
         pinned_missing: called with the error of each pinned tool the tree does not have, which is left out; without
             it, such a tool is an error.
         manifest: the tree's manifest, when the caller read it (else read here).
+        config: the configuration file in use (`agent.toolsets.base.Toolset`).
 
     Raises:
         AgentSetupError: no manifest, a pinned tool is not in the tree (and no ``pinned_missing``), or the tree's
@@ -193,8 +194,9 @@ class CodeToolset(Toolset):
         timeout: float | None = None,
         pinned_missing: Callable[[AgentSetupError], None] | None = None,
         manifest: Manifest | None = None,
+        config: str | None = None,
     ) -> None:
-        super().__init__(tree, manifest=manifest)
+        super().__init__(tree, manifest=manifest, config=config)
         if (link := servers_link(self.tree)) is not None:
             raise AgentSetupError(link)
         self.pinned = self.resolve_pinned(pinned, missing=pinned_missing)

@@ -68,10 +68,11 @@ class PrefilteredCodeToolset(CodeToolset):
         index_chars: int = INDEX_CHARS,
         signature_chars: int = SIGNATURE_CHARS,
         line_chars: int = LINE_CHARS,
+        config: str | None = None,
     ) -> None:
         self._picked: list[str] = []
         """The entries shown for the pre-filter's tools, in the order they were appended."""
-        super().__init__(tree, pinned=pinned, index_chars=index_chars)
+        super().__init__(tree, pinned=pinned, index_chars=index_chars, config=config)
         self.prefilter = prefilter
         self.signature_chars = signature_chars
         self.line_chars = line_chars

@@ -147,8 +147,10 @@ class DirectToolset(Toolset):
 
     mode = "direct"
 
-    def __init__(self, tree: str | Path, *, pinned: Sequence[str] = (), batch_max: int | None = None) -> None:
-        super().__init__(tree)
+    def __init__(
+        self, tree: str | Path, *, pinned: Sequence[str] = (), batch_max: int | None = None, config: str | None = None
+    ) -> None:
+        super().__init__(tree, config=config)
         self.pinned = self.resolve_pinned(pinned)
         self.batch_max = batch_max
         self.names, self._definitions = native_tools(self.tree, self.manifest)

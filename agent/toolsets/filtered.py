@@ -37,9 +37,15 @@ class FilteredToolset(DirectToolset):
     mode = "filtered"
 
     def __init__(
-        self, tree: str | Path, *, prefilter: PreFilter, pinned: Sequence[str] = (), batch_max: int | None = None
+        self,
+        tree: str | Path,
+        *,
+        prefilter: PreFilter,
+        pinned: Sequence[str] = (),
+        batch_max: int | None = None,
+        config: str | None = None,
     ) -> None:
-        super().__init__(tree, pinned=pinned, batch_max=batch_max)
+        super().__init__(tree, pinned=pinned, batch_max=batch_max, config=config)
         self.prefilter = prefilter
         self._by_name = {d["name"]: d for d in self._definitions}
         self.start_conversation()

@@ -153,7 +153,7 @@ def test_a_pinned_tool_of_the_config_that_is_not_in_the_tree_names_file_line_and
         capsys.readouterr().err.strip()
         == "tooltree: error: pinned tool 'nope.crm' is not in the tree: the tree has no server 'nope' (a server that "
         "failed when the tree was generated, or one added to the config since, is in it once it is regenerated: "
-        "`tooltree generate-tree`, or `tooltree serve --regenerate-first`)"
+        f"`tooltree generate-tree --config {config} --out {project.tree}`, or `tooltree serve --regenerate-first`)"
     )
 
 

@@ -53,8 +53,9 @@ def test_a_tree_of_servers_the_config_lacks_is_refused_before_the_model_is_asked
     assert main([*args, "--quiet"]) == 2
     assert capsys.readouterr().err == (
         f"tooltree: error: the tree {project.tree} has server(s) media that {config} does not have or disables: the "
-        "tree was generated from another configuration; pass the --config it was generated from, or regenerate the "
-        f"tree from this one (tooltree generate-tree --config {config} --out {project.tree})\n"
+        f"tree was generated from another configuration; pass the --config it was generated from "
+        f"({project.config_path}), or regenerate the tree from this one (`tooltree generate-tree --config {config} "
+        f"--out {project.tree}`)\n"
     )
     assert api.requests == []
     # The config the tree was generated from runs.

@@ -128,9 +128,11 @@ def test_check_reports_a_missing_search_index(tmp_path: Path, capsys: pytest.Cap
 def test_generation_is_byte_identical_across_runs(
     sample_tree: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, out = sample_tree
-    fresh = tmp_path / "fresh"
-    code, _ = run_cli("--from-snapshot", str(out / "snapshots"), "--out", str(fresh), capsys=capsys)
+    config, out = sample_tree
+    fresh = out.parent / "fresh"  # beside it, from the same config: the manifest records it relative to the tree
+    code, _ = run_cli(
+        "--from-snapshot", str(out / "snapshots"), "--config", str(config), "--out", str(fresh), capsys=capsys
+    )
     assert code == 0
     files = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     assert files == sorted(p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file())

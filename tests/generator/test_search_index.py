@@ -49,7 +49,7 @@ def test_search_finds_the_tools_a_run_stopped_in_its_index_step_added_and_warns(
     assert found == "time.get_current_time\n"
     (warning,) = [r.getMessage() for r in caplog.records]
     assert "search_index.json: built from another manifest.json than the tree's" in warning
-    assert "run `tooltree generate-tree` to rebuild it" in warning
+    assert f"rebuild it with `tooltree generate-tree --out {left_behind.resolve()}`" in warning
 
 
 def test_check_lists_the_index_a_run_stopped_in_its_index_step_left_behind(left_behind: Path, tmp_path: Path) -> None:

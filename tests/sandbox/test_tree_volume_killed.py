@@ -71,8 +71,10 @@ def test_a_module_costly_to_compile_ends_the_copy_at_its_memory_limit_with_a_cle
 
     tree = write_sample_tree(tmp_path / "tree", unique=True)
     (tree / "servers" / "crm" / "heavy.py").write_text("a\n" * (4 * 1024 * 1024 - 16), encoding="utf-8")
-    with pytest.raises(SandboxError, match=f"the copy was killed \\(out of its {POPULATE_MEMORY >> 20} MiB"):
+    with pytest.raises(SandboxError, match=f"the copy was killed \\(out of its {POPULATE_MEMORY >> 20} MiB") as killed:
         DockerBackend(test_config, tree=tree, docker=docker_engine).prepare()
+    # The command for this tree (before: `tooltree generate-tree` alone, of ./tooltree.yaml and ./tree).
+    assert f"; regenerate the tree with `tooltree generate-tree --out {tree}` with --config naming" in str(killed.value)
 
 
 @pytest.mark.docker

@@ -56,7 +56,8 @@ def test_a_pinned_tool_of_a_server_the_tree_lacks_is_said_once_and_served_once_t
     assert said == [
         f"{path}:{line}: agent.pinned: pinned tool 'docs.get_document' is not in the tree: the tree has no server "
         "'docs' (a server that failed when the tree was generated, or one added to the config since, is in it once "
-        "it is regenerated: `tooltree generate-tree`, or `tooltree serve --regenerate-first`); serving without it "
+        f"it is regenerated: `tooltree generate-tree --config {path} --out {tree}`, or `tooltree serve "
+        "--regenerate-first`); serving without it "
         "until the tree has it"
     ]
     assert [f"{t.server}.{t.tool}" for t in app.toolset.pinned] == ["crm.update_record"]

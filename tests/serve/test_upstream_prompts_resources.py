@@ -336,8 +336,8 @@ def test_a_tree_of_a_release_that_did_not_record_prompts_served_as_it_is_says_so
     log = serve_stderr(serve_argv(config, older))
     assert log.count(OLDER) == 1, log
     assert (
-        f"{older} {OLDER}, and serve offers none of those of alpha, beta, gamma; regenerate the tree: tooltree "
-        f"generate-tree --config {config} --out {older}, or serve without --no-regenerate\n"
+        f"{older} {OLDER}, and serve offers none of those of alpha, beta, gamma; regenerate the tree with "
+        f"`tooltree generate-tree --config {config} --out {older}`, or serve without --no-regenerate\n"
     ) in log
     assert OLDER not in serve_stderr(serve_argv(config, tree))  # a tree of this release
 

@@ -597,9 +597,9 @@ def test_an_index_of_the_splitter_that_cut_words_at_letters_outside_ascii_is_sea
             assert search_tools(tree, "résumé", detail="name", limit=1) == "mail.send_cv\n"
             assert search_records(tree, "envoie un résumé", limit=1)[0]["name"] == "mail.send_cv"
     (warning,) = [r.getMessage() for r in caplog.records]  # once: the in-memory index is kept while nothing changes
-    assert warning == (
-        f"{(tree / INDEX_FILE).resolve()}: {OLDER}; searching its tools split anew until you run "
-        "`tooltree generate-tree` to rebuild it"
+    assert warning.startswith(  # the command for this tree (before: `tooltree generate-tree` alone)
+        f"{(tree / INDEX_FILE).resolve()}: {OLDER}; searching its tools split anew until you rebuild it with "
+        f"`tooltree generate-tree --out {tree.resolve()}`"
     )
     assert [index.entries[d].tool for d in index.scores("résumé")] == ["send_cv"]  # by its word, not by meaning
     assert index.config.words == WORDS and index.dense == SearchIndex.load(tree).dense  # the vectors are kept
@@ -614,7 +614,7 @@ def test_an_index_of_the_first_splitter_whose_tools_cannot_be_read_anew_is_searc
         assert search_tools(tree, "weather forecast", detail="name", limit=1) == "weather.get_forecast\n"
     (warning,) = [r.getMessage() for r in caplog.records]
     assert warning.startswith(f"{(tree / INDEX_FILE).resolve()}: {OLDER} (its tools cannot be read anew: ")
-    assert warning.endswith("); run `tooltree generate-tree` to rebuild it")
+    assert f"); rebuild it with `tooltree generate-tree --out {tree.resolve()}`" in warning
     assert load_index(tree).config.words == 1
 
 
@@ -638,7 +638,7 @@ def test_an_index_built_from_another_manifest_is_not_used_the_tree_is_searched_a
         assert search_records(tree, "air quality", limit=1)[0]["name"] == "weather.air_quality"
     (warning,) = [r.getMessage() for r in caplog.records]  # once: the in-memory index is kept while nothing changes
     assert f"{(tree / INDEX_FILE).resolve()}: built from another manifest.json than the tree's" in warning
-    assert "by their words only until you run `tooltree generate-tree` to rebuild it" in warning
+    assert f"by their words only until you rebuild it with `tooltree generate-tree --out {tree.resolve()}`" in warning
     write_index(tree)
     caplog.clear()
     assert search_tools(tree, "ultraviolet air quality", detail="name", limit=1) == "weather.air_quality\n"
@@ -653,7 +653,10 @@ def test_an_index_built_from_another_manifest_of_a_tree_missing_a_snapshot_is_an
     with pytest.raises(SearchError) as raised:
         search_tools(tree, "air quality")
     message = str(raised.value)
-    assert "built from another manifest.json than the tree's; run `tooltree generate-tree` to rebuild it" in message
+    assert (
+        f"another manifest.json than the tree's; rebuild it with `tooltree generate-tree --out {tree.resolve()}`"
+        in (message)
+    )
     assert "weather.json: snapshot missing; regenerate the tree" in message
 
 

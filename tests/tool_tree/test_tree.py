@@ -31,7 +31,10 @@ def test_a_missing_unreadable_or_undecodable_manifest_is_a_tree_error(tmp_path: 
     spaced.mkdir()
     assert f"run `tooltree generate-tree --out '{spaced}'` first" in load_error(spaced)
     (tmp_path / MANIFEST_FILE).mkdir()
-    assert load_error(tmp_path) == f"{tmp_path / MANIFEST_FILE}: a folder, not a manifest; regenerate the tree"
+    assert load_error(tmp_path) == (  # the tree's folder named (before: "regenerate the tree" alone)
+        f"{tmp_path / MANIFEST_FILE}: a folder, not a manifest; regenerate the tree with `tooltree generate-tree --out "
+        f"{tmp_path}` with --config naming the servers' configuration, unless it is ./tooltree.yaml"
+    )
     (tmp_path / MANIFEST_FILE).rmdir()
     (tmp_path / MANIFEST_FILE).write_bytes(b'{"version": 1, "generator": "\xff"}')
     assert load_error(tmp_path).startswith(f"{tmp_path / MANIFEST_FILE}: malformed manifest (")

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
+from tool_tree.regenerate import regenerate_command
 from tool_tree.search._docs import docs_from_tree
 from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, SearchHit, SearchIndex, build_index, check_limit
@@ -274,7 +275,7 @@ def _index_of_tree(path: Path) -> SearchIndex:
     Raises:
         SearchError: the tree's manifest or a snapshot is missing or malformed.
     """
-    regenerate = "run `tooltree generate-tree` to rebuild it"
+    regenerate = f"rebuild it with {regenerate_command(path.parent)}"  # before: `tooltree generate-tree` alone
     try:
         index = build_index(docs_from_tree(path.parent))
     except SearchError as e:
@@ -292,7 +293,7 @@ def _resplit(index: SearchIndex, path: Path) -> SearchIndex:
     splits them (`SearchIndex.resplit`), and a warning to run ``tooltree generate-tree`` to store that; ``index`` as it
     is when the tree's tools cannot be read. Before, such an index was searched as it was until generate-tree ran:
     a query's "résumé" found none of the tools whose text has it (they were indexed as "r é sum é")."""
-    regenerate = "run `tooltree generate-tree` to rebuild it"
+    regenerate = f"rebuild it with {regenerate_command(path.parent)}"
     older = "written by an older tooltree, which cut words at letters outside ASCII"
     try:
         fresh = index.resplit(docs_from_tree(path.parent))
