@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -132,12 +132,28 @@ def exec_killed_after(
         killer.join(60.0)
 
 
+def require_embeddings(problem: str) -> NoReturn:
+    """Skip the test because ``problem`` (a part of `make embeddings` is missing); under ``REQUIRE_EMBEDDINGS=1``, as
+    on CI, where `make embeddings` installed it all, fail instead: a test CI skips is a test that never runs."""
+    if os.environ.get("REQUIRE_EMBEDDINGS") == "1":
+        pytest.fail(f"REQUIRE_EMBEDDINGS=1 but {problem}")
+    pytest.skip(problem, allow_module_level=True)
+
+
+def import_numpy() -> Any:
+    """numpy (the ``embeddings`` extra), or a skip (a failure under ``REQUIRE_EMBEDDINGS=1``) without it."""
+    try:
+        import numpy
+    except ModuleNotFoundError:
+        require_embeddings("numpy (the embeddings extra) is not installed (make embeddings)")
+    return numpy
+
+
 def write_tiny_bert(root: Path, words: list[str]) -> Path:
     """A random 1-layer BERT in sentence-transformers layout at ``root``: enough to exercise the embedding
-    code path (``TOOLTREE_EMBEDDING_MODEL`` can name it). Skips the test when numpy is not installed."""
-    import pytest
-
-    np = pytest.importorskip("numpy")
+    code path (``TOOLTREE_EMBEDDING_MODEL`` can name it). Skips the test when numpy is not installed (fails under
+    REQUIRE_EMBEDDINGS=1, see `require_embeddings`)."""
+    np = import_numpy()
     root.mkdir(parents=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", *words]
     (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
@@ -209,13 +225,11 @@ def write_tiny_static(root: Path, words: list[str]) -> Path:
     table and a word-level tokenizer definition: the static companion's code path with ``tokenizers``
     doing the cutting. Skips the test when numpy or tokenizers is not installed, fails under
     REQUIRE_EMBEDDINGS=1 (``make embeddings`` installs both)."""
-    np = pytest.importorskip("numpy")
+    np = import_numpy()
     try:
         import tokenizers  # noqa: F401
     except ModuleNotFoundError:
-        if os.environ.get("REQUIRE_EMBEDDINGS") == "1":
-            pytest.fail("REQUIRE_EMBEDDINGS=1 but tokenizers is not installed (make embeddings)")
-        pytest.skip("tokenizers not installed (make embeddings)")
+        require_embeddings("tokenizers is not installed (make embeddings)")
     package = root / "wordllama"
     (package / "weights").mkdir(parents=True)
     (package / "tokenizers").mkdir()

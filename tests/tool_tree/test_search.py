@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from generator.generate import generate
-from tests.support import count_model_loads, write_tiny_bert, write_tiny_static
+from tests.support import count_model_loads, require_embeddings, write_tiny_bert, write_tiny_static
 from tool_tree.search import (
     EMBEDDINGS_ENV,
     INDEX_FILE,
@@ -1134,9 +1134,7 @@ def real_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     try:
         embedding_model("on")
     except SearchError as e:
-        if os.environ.get("REQUIRE_EMBEDDINGS") == "1":
-            pytest.fail(f"REQUIRE_EMBEDDINGS=1 but the embedding model is not installed: {e}")
-        pytest.skip(f"embedding model not installed (make embeddings): {e}")
+        require_embeddings(f"the embedding model is not installed (make embeddings): {e}")
     root = write_tree(tmp_path / "tree")
     write_index(root, embeddings="on")
     return root
@@ -1208,9 +1206,7 @@ def test_make_embeddings_installs_the_static_companion_and_it_knows_words(real_t
 
     info = static_info()
     if info is None:
-        if os.environ.get("REQUIRE_EMBEDDINGS") == "1":
-            pytest.fail("REQUIRE_EMBEDDINGS=1 but the static companion is not installed (make embeddings)")
-        pytest.skip("the static companion is not installed (make embeddings)")
+        require_embeddings("the static companion is not installed (make embeddings)")
     index = SearchIndex.load(real_tree)
     assert index.dense is not None and has_static(index.dense.model) and index.dense.dim == 384 + info.dim
     encoder = StaticEncoder(info, np, next(iter(read_safetensors(info.weights).values())))

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import require_embeddings
 from tests.tool_tree.test_search import tiny_model, tiny_static  # noqa: F401 - fixtures
 from tool_tree.search import SearchError
 from tool_tree.search._wordpiece import basic_split, split_unicode
@@ -86,8 +87,8 @@ def test_the_installed_model_gives_the_transcribed_models_vectors(monkeypatch: p
 
     try:
         root = find_model_dir()
-    except SearchError:
-        pytest.skip("no embedding model installed (make embeddings)")
+    except SearchError as e:
+        require_embeddings(f"the embedding model is not installed (make embeddings): {e}")
     query = "Find the cheapest flight to Rome and book a hotel near the Colosseum, then email the plan to Ana"
     texts = [query, "Find the cheapest flight to Rome", "book a hotel near the Colosseum", "email the plan to Ana"]
     _check_against_reference(root, texts, 2e-6, monkeypatch)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import import_numpy
 from tests.tool_tree.test_search import tiny_model  # noqa: F401 - a fixture
 from tool_tree.search import SearchDoc, _blas, _dense, build_index, score_tools
 
@@ -17,7 +18,7 @@ from tool_tree.search import SearchDoc, _blas, _dense, build_index, score_tools
 @pytest.fixture
 def openblas() -> Iterator[tuple[Any, Any, Any]]:
     """numpy and OpenBLAS's ``(get, set)`` thread count, set to 2 for the test and put back after."""
-    np = pytest.importorskip("numpy", reason="the embeddings extra (numpy) is not installed")
+    np = import_numpy()
     found = _blas.controls(np)
     if found is None:
         pytest.skip("numpy's BLAS is not an OpenBLAS this process can find (nothing to limit)")

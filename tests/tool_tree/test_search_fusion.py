@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
+from tests.support import import_numpy
 from tests.tool_tree.test_search import tiny_model  # noqa: F401 - a fixture
 from tool_tree.search import RankingConfig, SearchDoc, build_index
 from tool_tree.search._dense import best, fuse, fuse_by_rank, fuse_units
 from tool_tree.search._query import fuse_rankings
 
-np = pytest.importorskip("numpy")
+np = import_numpy()
 
 
 def one_text_at_a_time(lexical: dict[int, float], matrix: Any, vector: Any, alpha: float) -> dict[int, float]:
