@@ -133,14 +133,17 @@ def runsc(docker_engine: EngineWithCLI) -> EngineWithCLI:
 
 
 CHILDREN = """
-import os, time
+import os
+r, w = os.pipe()
 kids = []
 for _ in range({n}):
     pid = os.fork()
     if pid == 0:
-        time.sleep(1)
+        os.close(w)
+        os.read(r, 1)  # until the parent has made them all and closed its end: all of them alive at once
         os._exit(0)
     kids.append(pid)
+os.close(w)
 print(sum(os.waitpid(k, 0)[1] == 0 for k in kids), "children ran")
 """
 
