@@ -311,7 +311,17 @@ def test_deeply_nested_schemas_are_cut_off(depth: int) -> None:
         schema = {"type": "object", "properties": {f"k{i % 3}": schema}}
     stub = _render({"name": "t", "inputSchema": schema, "outputSchema": schema})
     _assert_safe(stub, server="srv", tool="t")
-    assert stub.warnings
+    if depth == 40:  # typed down to the depth a stub keeps, Any below it
+        assert stub.warnings == [
+            f"tool 't': {which} schema: schema nested deeper than 32 levels; using Any below that"
+            for which in ("input", "output")
+        ]
+    else:  # too deep to convert at all: the minimal stub
+        assert stub.warnings == [
+            "tool 't': the input schema could not be converted: nested deeper than 100 levels; using **arguments: Any",
+            "tool 't': the output schema could not be converted (nested deeper than 100 levels); returning ToolResult",
+        ]
+        assert "def t(**arguments: Any) -> ToolResult:" in stub.source
 
 
 @pytest.mark.parametrize("rest", [False, {"type": "integer"}], ids=["closed", "open"])
