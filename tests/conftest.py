@@ -37,6 +37,19 @@ os.environ["TOOLTREE_SANDBOX_OWNER"] = TEST_OWNER
 SAMPLE_SERVERS = Path(__file__).resolve().parents[1] / "examples" / "sample_servers"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that reaches `docker_engine`, through any fixture, carries the ``docker`` marker, so ``-m 'not
+    docker'`` leaves out all that need the engine (before, six did not: they ran there, and skipped or failed
+    without an engine). One without it fails the collection, named."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if "docker_engine" in getattr(item, "fixturenames", ()) and item.get_closest_marker("docker") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(f"tests that need the Docker engine lack @pytest.mark.docker: {', '.join(unmarked)}")
+
+
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     """Async tests (``@pytest.mark.anyio``) and async fixtures of any scope run on asyncio."""

@@ -13,6 +13,7 @@ from tests.support import TEST_OWNER
 from tooltree_cli.main import main
 
 
+@pytest.mark.docker
 def test_a_failed_open_prefilter_in_code_mode_is_not_said_to_send_every_tool(
     project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch, docker_engine: object,

@@ -136,6 +136,7 @@ def test_many_sessions_leave_no_sockets_open_to_the_engine(backend: DockerBacken
     assert open_fds() <= before + 4  # at most a few idle pooled connections, however many sessions
 
 
+@pytest.mark.docker
 def test_an_unchanged_tree_finds_its_volume_without_packing_and_a_changed_one_is_copied_again(
     docker_engine: EngineWithCLI, test_config: SandboxConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -104,6 +104,7 @@ def test_an_unknown_runtime_fails_naming_the_config_and_leaves_no_container(
     assert set(docker_engine.text(mine).split()) <= before
 
 
+@pytest.mark.docker
 def test_a_pool_of_sandboxes_under_an_unknown_runtime_fails_at_once_naming_the_config(
     docker_engine: EngineWithCLI, sample_tree: Path, tmp_path: Path
 ) -> None:
@@ -222,6 +223,7 @@ def test_a_reset_under_gvisor_answers_once_the_processes_it_killed_are_gone(runs
         assert_a_reset_leaves_nothing_behind(sb)
 
 
+@pytest.mark.docker
 def test_a_gvisor_sandbox_that_ended_past_its_memory_limit_is_replaced_at_the_next_execution(
     runsc: EngineWithCLI, test_config: SandboxConfig, sample_tree: Path
 ) -> None:

@@ -29,6 +29,7 @@ def records(audit: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+@pytest.mark.docker
 @pytest.mark.anyio
 async def test_a_cancelled_passthrough_call_is_cancelled_upstream(
     make_serve: Callable[..., Serve], tmp_path: Path
@@ -72,6 +73,7 @@ def test_a_cancel_that_comes_before_the_call_was_handed_over_cancels_it_as_it_is
     assert running.cancelled() and late.cancelled
 
 
+@pytest.mark.docker
 @pytest.mark.anyio
 async def test_a_long_passthrough_call_reports_progress_while_it_runs(make_serve: Callable[..., Serve]) -> None:
     # Before: none (only execute_python had them), so a client's own request timeout could end a call still working.
