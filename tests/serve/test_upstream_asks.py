@@ -254,6 +254,7 @@ async def test_a_question_over_the_size_cap_is_refused_unsent(trees: dict[str, P
     assert len(user.sampled) == 1  # the big one never reached the client
 
 
+@pytest.mark.real_servers
 async def test_the_real_everything_servers_elicitation_and_sampling_reach_the_client(tmp_path: Path) -> None:
     require_install(REAL / ".stamp", "third-party MCP servers", "run `make real-servers`")
     servers = (

@@ -86,6 +86,7 @@ def warnings_of_the_sdk(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name.startswith("mcp") and r.levelno >= logging.WARNING]
 
 
+@pytest.mark.real_servers
 async def test_closing_a_session_with_server_everything_ends_it_once_and_logs_nothing(
     everything: tuple[int, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -100,6 +101,7 @@ async def test_closing_a_session_with_server_everything_ends_it_once_and_logs_no
     assert warnings_of_the_sdk(caplog) == []
 
 
+@pytest.mark.real_servers
 async def test_a_session_server_everything_forgot_is_closed_without_a_delete_or_a_warning(
     everything: tuple[int, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
