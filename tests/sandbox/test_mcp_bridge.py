@@ -111,8 +111,12 @@ def test_budgets_stop_a_runaway_script_and_reset_per_execution(tree: Path, pool:
     call(bridge, pool, "media", "slow_echo", {"text": "x", "seconds": 0})
     small = McpBridge(tree, pool.pool, budgets=Budgets(result_bytes=1000))
     call(small, pool, "crm", "list_leads", {"limit": 50})
-    with pytest.raises(ToolCallRefused, match="bytes of tool results"):
+    with pytest.raises(ToolCallRefused) as spent:  # refused as it is admitted: it never runs on the server
         call(small, pool, "crm", "list_leads", {"limit": 1})
+    assert (spent.value.code, spent.value.message) == (
+        "budget_exhausted",
+        "budget exhausted: at most 1000 bytes of tool results per execution",
+    )
 
 
 def test_results_that_come_after_the_result_budget_is_spent_are_not_handed_on(tree: Path, pool: BackgroundPool) -> None:
