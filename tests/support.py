@@ -132,6 +132,37 @@ def exec_killed_after(
         killer.join(60.0)
 
 
+CAP_DAC_OVERRIDE = 1
+
+
+def overrides_permissions() -> bool:
+    """Whether this process ignores file permissions (root with ``CAP_DAC_OVERRIDE``, as on CI)."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        effective = next(int(line.split()[1], 16) for line in f if line.startswith("CapEff:"))
+    return bool(effective >> CAP_DAC_OVERRIDE & 1)
+
+
+def ran_where_permissions_bind(test: str) -> bool:
+    """Whether ``test`` (a node id, ``f"{__file__}::<name>"``) was run again, and passed, in a pytest of its own without
+    the capabilities that make file permissions not bind: True when this process has them (root, as on CI, where a
+    test of a refusal the permissions make would otherwise check nothing), False when permissions bind here and the
+    test's own body is to run. Skips without ``capsh`` (libcap2-bin, which `.ci/run` installs)."""
+    import shlex
+    import shutil
+    import subprocess
+
+    if not overrides_permissions():
+        return False
+    capsh = shutil.which("capsh")
+    if capsh is None:
+        pytest.skip("permissions do not bind this process and capsh (libcap2-bin) is not installed")
+    inner = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test]
+    drop = "cap_dac_override,cap_dac_read_search,cap_fowner"
+    done = subprocess.run([capsh, f"--drop={drop}", "--", "-c", shlex.join(inner)], capture_output=True, text=True)
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout + done.stderr
+    return True
+
+
 def require_embeddings(problem: str) -> NoReturn:
     """Skip the test because ``problem`` (a part of `make embeddings` is missing); under ``REQUIRE_EMBEDDINGS=1``, as
     on CI, where `make embeddings` installed it all, fail instead: a test CI skips is a test that never runs."""

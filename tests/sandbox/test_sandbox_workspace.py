@@ -5,8 +5,6 @@ from __future__ import annotations
 import base64
 import os
 import re
-import shlex
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -29,6 +27,7 @@ from sandbox.workspace import (
     iter_restore_batches,
 )
 from sandbox.workspace_merge import RestoreRecord
+from tests.support import ran_where_permissions_bind
 
 
 def b64(data: bytes) -> str:
@@ -643,28 +642,10 @@ def test_a_failed_merge_keeps_the_saved_copy_where_no_later_save_removes_it(
     assert tree_of(dest) == {"mine.txt": b"mine"}
 
 
-CAP_DAC_OVERRIDE = 1
-
-
-def overrides_permissions() -> bool:
-    """Whether this process ignores file permissions (root with ``CAP_DAC_OVERRIDE``, as in CI)."""
-    with open("/proc/self/status", encoding="ascii") as f:
-        effective = next(int(line.split()[1], 16) for line in f if line.startswith("CapEff:"))
-    return bool(effective >> CAP_DAC_OVERRIDE & 1)
-
-
 def test_folders_the_host_made_read_only_are_merged_and_stay_read_only(tmp_path: Path) -> None:
     # Before (as any user but root): the saved copy's folder was made read-only before host entries
     # moved into it, and host entries could not move out of a read-only host folder: the save failed.
-    if overrides_permissions():  # permissions would not bind: run this test again without the capabilities
-        capsh = shutil.which("capsh")
-        if capsh is None:
-            pytest.skip("permissions do not bind this process and capsh (libcap2-bin) is not installed")
-        test = f"{Path(__file__)}::test_folders_the_host_made_read_only_are_merged_and_stay_read_only"
-        inner = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test]
-        drop = "cap_dac_override,cap_dac_read_search,cap_fowner"
-        done = subprocess.run([capsh, f"--drop={drop}", "--", "-c", shlex.join(inner)], capture_output=True, text=True)
-        assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout + done.stderr
+    if ran_where_permissions_bind(f"{__file__}::test_folders_the_host_made_read_only_are_merged_and_stay_read_only"):
         return
     dest = tmp_path / "ws"
     (dest / "docs").mkdir(parents=True)

@@ -22,6 +22,7 @@ import anyio
 import mcp
 import pytest
 
+from tests.support import ran_where_permissions_bind
 from tool_tree.config import ServerConfig, load_config, setting_named
 from tool_tree.connect import connect, list_tools_raw
 from tool_tree.stderr_log import NOISE_LINES, StderrLog
@@ -201,14 +202,6 @@ async def test_a_process_that_cannot_start_is_named_in_the_configurations_terms(
     assert await start_error(ServerConfig(name="s", command="tooltree-no-exec", env=env)) == (
         f"'tooltree-no-exec' on PATH is {on_path / 'tooltree-no-exec'}, which is not executable (chmod +x it)"
     )
-    if os.geteuid() != 0:  # root searches any folder
-        locked = tmp_path / "locked"
-        locked.mkdir(mode=0o000)
-        env = {"PATH": f"{locked}{os.pathsep}{os.environ.get('PATH', '')}"}
-        assert await start_error(ServerConfig(name="s", command="no-such-command-xyz", env=env)) == (
-            "command not found: 'no-such-command-xyz' is not on PATH (and a folder on PATH cannot be searched)"
-            f" ({env['PATH']}); give its full path in servers.s.command (`command -v` in a shell finds it)"
-        )
     missing_cwd = str(tmp_path / "nowhere")
     assert await start_error(ServerConfig(name="s", command=sys.executable, cwd=missing_cwd)) == (
         f"the working folder {missing_cwd} does not exist (`cwd`)"
@@ -226,6 +219,22 @@ async def test_a_whole_command_line_in_command_says_to_put_its_arguments_in_args
             f"no program named {command!r}: `command` is the program alone; give its arguments as a list in `args`"
             " (servers.s.args)"
         )
+
+
+async def test_a_command_not_found_says_when_a_folder_on_path_cannot_be_searched(tmp_path: Path) -> None:
+    # Run again without root's capabilities where they override permissions (before, as root on CI, the case was
+    # skipped in silence: root searches any folder).
+    if ran_where_permissions_bind(
+        f"{__file__}::test_a_command_not_found_says_when_a_folder_on_path_cannot_be_searched"
+    ):
+        return
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o000)
+    env = {"PATH": f"{locked}{os.pathsep}{os.environ.get('PATH', '')}"}
+    assert await start_error(ServerConfig(name="s", command="no-such-command-xyz", env=env)) == (
+        "command not found: 'no-such-command-xyz' is not on PATH (and a folder on PATH cannot be searched)"
+        f" ({env['PATH']}); give its full path in servers.s.command (`command -v` in a shell finds it)"
+    )
 
 
 async def start_error(server: ServerConfig) -> str:
