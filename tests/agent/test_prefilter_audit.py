@@ -154,6 +154,7 @@ class Returns:
         Verdicts({"docs.get_document": None}),  # type: ignore[dict-item]
         Verdicts(None),  # type: ignore[arg-type]
         Verdicts({"docs.get_document": 0.9}, threshold=-1.0),  # would admit (and persist) every tool as a decision
+        Verdicts({"docs.get_document": 0.9}, threshold=0.0),  # so would this one, were it not taken for none given
         Verdicts({"docs.get_document": 0.9}, threshold=float("nan")),  # would admit none
     ],
 )
