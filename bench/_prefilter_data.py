@@ -9,10 +9,11 @@ only.
 
 Two exclusion lists keep the held-out figures on data nothing was tuned on:
 
-- ``DOUBLED``: six MetaTool query texts that are queries of both halves, with other tools as answers
-  (the same text names a calibration tool in one row and a held-out tool in another). Their rows are
-  left out of both halves before the queries are drawn, and `metatool_halves` checks that the list is
-  exactly the texts the data has in both halves;
+- ``DOUBLED`` (``search_sets.DOUBLED``, which the search's benchmark leaves out too): six MetaTool query
+  texts that are queries of both halves, with other tools as answers (the same text names a calibration
+  tool in one row and a held-out tool in another). Their rows are left out of both halves before the
+  queries are drawn, and `metatool_halves` checks that the list is exactly the texts the data has in both
+  halves;
 - ``REPEATED_TASKS``: three of the 40 tasks of ``prefilter_tasks_527.json`` ask what one of the
   search's tuning tasks asks (``search_sets.repeats``: the same needs, mostly the same words), so the
   search constants behind the classifier's features saw them; `prefilter_tasks` leaves them out.
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from _common import OUT, ROOT, corpus
-from search_sets import _ident, held_out_tool
+from search_sets import DOUBLED, _ident, held_out_tool, text_key
 
 from tool_tree.search import SearchDoc
 
@@ -46,19 +47,6 @@ __all__ = [
 
 TASKS = ROOT / "bench" / "prefilter_tasks_527.json"
 """The pre-filter benchmark's 40 multi-step tasks over the 527-tool catalog (each need lists the tools that meet it)."""
-
-DOUBLED = (
-    "Can you recommend a good book to read?",
-    "How can I improve my writing skills?",
-    "I'm planning a trip to Paris. Can you suggest some must-visit attractions?",
-    "What are some popular podcasts right now?",
-    "What movies are currently playing in theaters?",
-    "What's the weather like today?",
-)
-"""MetaTool's query texts (spaces collapsed: one row of the podcasts ends in a space) that are queries of both halves
-with other tools as answers, e.g. the weather: ``WeatherTool`` (held out) and ``word_sneak`` (calibration). Such a
-text is in the data the calibration was fitted on and in the data it is judged on, so its rows (14 of
-``all_clean_data.csv``; none is a multi-tool query) are left out of both halves."""
 
 REPEATED_TASKS = (
     "Find Airbnb listings in Lisbon for next weekend for two guests and show details of the cheapest one.",
@@ -81,20 +69,16 @@ class Half:
     """Rows of this half's data left out because their text is in ``DOUBLED``."""
 
 
-def _text(query: str) -> str:
-    return " ".join(query.split())
-
-
 def doubled(single: list[tuple[str, str]], multi: list[tuple[str, list[str]]]) -> set[str]:
     """The query texts (spaces collapsed) that are queries of both halves: ``(query, tool)`` rows and
     ``(query, tools)`` multi-tool ones (those mixing halves are in neither)."""
     sides: dict[str, set[bool]] = {}
     for q, t in single:
-        sides.setdefault(_text(q), set()).add(calibration_half(t))
+        sides.setdefault(text_key(q), set()).add(calibration_half(t))
     for q, ts in multi:
         halves = {calibration_half(t) for t in ts}
         if len(halves) == 1:
-            sides.setdefault(_text(q), set()).update(halves)
+            sides.setdefault(text_key(q), set()).update(halves)
     return {q for q, side in sides.items() if len(side) == 2}
 
 
@@ -119,7 +103,7 @@ def metatool_halves(singles: int = SINGLES) -> tuple[Half, Half]:
     found = doubled(single, multi)
     if found != set(DOUBLED):
         raise SystemExit(
-            f"MetaTool's texts in both halves are not _prefilter_data.DOUBLED: {sorted(found - set(DOUBLED))} "
+            f"MetaTool's texts in both halves are not search_sets.DOUBLED: {sorted(found - set(DOUBLED))} "
             f"unlisted, {sorted(set(DOUBLED) - found)} listed but not in both"
         )
     halves = []
@@ -130,13 +114,13 @@ def metatool_halves(singles: int = SINGLES) -> tuple[Half, Half]:
             for t in sorted(tools)
         ]
         mine = [(q, [t]) for q, t in single if t in tools] + [(q, ts) for q, ts in multi if ts and set(ts) <= tools]
-        dropped = sum(_text(q) in found for q, _ in mine)
+        dropped = sum(text_key(q) in found for q, _ in mine)
         queries, n_single = _draw(single, multi, tools, singles, found)
         unlisted, _ = _draw(single, multi, tools, singles, set())
-        drawn = sum(_text(q) in found for q, _ in unlisted)
+        drawn = sum(text_key(q) in found for q, _ in unlisted)
         print(
             f"MetaTool {name} half: {dropped} rows left out ({drawn} of them among the queries drawn without the "
-            f"list), their text a query of the other half too, with other tools (_prefilter_data.DOUBLED, "
+            f"list), their text a query of the other half too, with other tools (search_sets.DOUBLED, "
             f"{len(found)} texts)"
         )
         halves.append(Half(name, docs, queries, n_single, dropped))
@@ -151,12 +135,12 @@ def _draw(
     seen: set[str] = set()
     queries: list[tuple[str, list[str]]] = []
     for q, t in sorted(single, key=lambda qt: hashlib.sha256(qt[0].encode("utf-8")).digest()):
-        if t in tools and q not in seen and _text(q) not in skip and len(queries) < singles:
+        if t in tools and q not in seen and text_key(q) not in skip and len(queries) < singles:
             seen.add(q)
             queries.append((q, [t]))
     n_single = len(queries)
     for q, ts in multi:
-        if ts and all(t in tools for t in ts) and q not in seen and _text(q) not in skip:
+        if ts and all(t in tools for t in ts) and q not in seen and text_key(q) not in skip:
             seen.add(q)
             queries.append((q, sorted(set(ts))))
     return queries, n_single
@@ -166,7 +150,7 @@ def apart(calibration: Half, held: Half) -> None:
     """Raises SystemExit unless the two halves share no tool and no query text (spaces collapsed): what the
     calibration is fitted on must hold nothing of what it is judged on."""
     tools = {d.tool for d in calibration.docs} & {d.tool for d in held.docs}
-    texts = {_text(q) for q, _ in calibration.queries} & {_text(q) for q, _ in held.queries}
+    texts = {text_key(q) for q, _ in calibration.queries} & {text_key(q) for q, _ in held.queries}
     if tools or texts:
         raise SystemExit(f"the calibration half holds held-out data: tools {sorted(tools)}, queries {sorted(texts)}")
 

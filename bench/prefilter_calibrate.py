@@ -13,7 +13,7 @@ probability over the query and its clauses, cut by ``SearchIndex.units`` as in u
 query only). The weights are fitted on whole queries. Prints the weights to paste into
 ``agent/prefilter/local.py`` and writes ``bench/out/prefilter_calibration.json``. The held-out half is read only to
 check (``_prefilter_data.apart``) that the calibration half shares none of its tools and query texts; MetaTool's texts
-that are queries of both halves (``_prefilter_data.DOUBLED``) are left out of both.
+that are queries of both halves (``search_sets.DOUBLED``) are left out of both.
 
 The hybrid weights belong to the embedding model installed: with MiniLM and its static companion
 (``make embeddings``) they are ``HYBRID_STATIC``; with ``TOOLTREE_EMBEDDING_STATIC=0`` (MiniLM

@@ -11,6 +11,11 @@ held-out half and 96 in the tuning half. Queries follow their tools:
 Every query is ranked over the whole 199-tool catalog, so the other half's tools are there as
 distractors, as they would be in use; only which queries are scored differs.
 
+No text is a query of both a tuning set and a held-out set of a catalog: the six MetaTool texts asked of
+both halves with other tools (``DOUBLED``, 14 rows) and BFCL's one turn text asked in a tuning and a held-out task
+(``DOUBLED_BFCL``, 2 turns) are left out of both halves, and a catalog whose data holds other such texts (or
+not these) is refused (``leave_out``). Each says how many rows it left out.
+
 The LiveMCPBench catalog (527 tools, 70 real MCP servers) comes without its tasks, so
 ``bench/data/livemcp_tasks.json`` holds multi-step tasks written for this benchmark before any
 ranking ran on them, in two parts: ``tuning`` and ``held_out``. Each task lists its needs; a need
@@ -68,6 +73,24 @@ one of the search's 20 tuning tasks: at 1.00 ("Find train tickets from Beijing t
 0.85 (the logs of the running container "web") and 0.46 (Airbnb listings in Lisbon for next weekend); the nearest
 task with the same needs below it is at 0.26 (Bitcoin's price and the market's fear), a request of its own."""
 KS = (1, 5, 10)
+DOUBLED = (
+    "Can you recommend a good book to read?",
+    "How can I improve my writing skills?",
+    "I'm planning a trip to Paris. Can you suggest some must-visit attractions?",
+    "What are some popular podcasts right now?",
+    "What movies are currently playing in theaters?",
+    "What's the weather like today?",
+)
+"""MetaTool's query texts (``text_key``) that are queries of both halves with other tools as answers, e.g. the
+weather: ``WeatherTool`` (held out) and ``word_sneak`` (tuning). Such a text is in the data the defaults were tuned on
+and in the data they are judged on, so its rows (14 of ``all_clean_data.csv``: 8 in the tuning half, 6 held out; none
+is a multi-tool query) are left out of both halves, here and in the pre-filter's benchmarks (``_prefilter_data``)."""
+DOUBLED_BFCL = (
+    "Arrange a complete listing of all files and directories presently located here, making sure you don't overlook "
+    "the hidden ones too.",
+)
+"""BFCL's turn text asked in a tuning task (``multi_turn_base_43``) and a held-out one (``multi_turn_base_40``), both
+times needing ``ls``: its two turns are left out of both halves."""
 
 
 def _ident(name: str, fallback: str = "tool") -> str:
@@ -103,7 +126,8 @@ class Catalog:
 
 
 def metatool(step: int = 1) -> Catalog:
-    """MetaTool with its four sets: tune/held single (every ``step``-th row) and tune/held multi."""
+    """MetaTool with its four sets: tune/held single (every ``step``-th row) and tune/held multi, less the rows of
+    ``DOUBLED`` (found on every row, whatever ``step``)."""
     described: dict[str, str] = json.loads(corpus("metatool", "plugin_des.json").read_text(encoding="utf-8"))
     docs = [
         SearchDoc(
@@ -111,19 +135,63 @@ def metatool(step: int = 1) -> Catalog:
         )
         for name, desc in described.items()
     ]
-    sets = {n: QuerySet(n) for n in ("tune single", "tune multi", "held single", "held multi")}
     with corpus("metatool", "all_clean_data.csv").open(encoding="utf-8", newline="") as f:
         rows = [(row["Query"], row["Tool"]) for row in csv.DictReader(f)]
-    for query, tool in rows[::step]:
+    multi = [
+        (item["query"], list(item["tool"]))
+        for item in json.loads(corpus("metatool", "multi_tool_query_golden.json").read_text(encoding="utf-8"))
+    ]
+    found = in_both(_metatool_sets(rows, multi))
+    sets = _metatool_sets(rows[::step], multi)
+    leave_out("MetaTool", sets, DOUBLED, "search_sets.DOUBLED", found)
+    return Catalog("MetaTool", docs, sets)
+
+
+def _metatool_sets(rows: Sequence[tuple[str, str]], multi: Sequence[tuple[str, list[str]]]) -> dict[str, QuerySet]:
+    sets = {n: QuerySet(n) for n in ("tune single", "tune multi", "held single", "held multi")}
+    for query, tool in rows:
         half = "held" if held_out_tool(tool) else "tune"
         sets[f"{half} single"].queries.append((query, [[f"{tool}.{tool}"]]))
-    for item in json.loads(corpus("metatool", "multi_tool_query_golden.json").read_text(encoding="utf-8")):
-        tools = list(item["tool"])
+    for query, tools in multi:
         halves = {held_out_tool(t) for t in tools}
         if len(halves) == 1:
             half = "held" if halves.pop() else "tune"
-            sets[f"{half} multi"].queries.append((item["query"], [[f"{t}.{t}"] for t in tools]))
-    return Catalog("MetaTool", docs, sets)
+            sets[f"{half} multi"].queries.append((query, [[f"{t}.{t}"] for t in tools]))
+    return sets
+
+
+def text_key(query: str) -> str:
+    """A query's text as the sets compare texts: spaces collapsed (one MetaTool row ends in a space)."""
+    return " ".join(query.split())
+
+
+def in_both(sets: dict[str, QuerySet]) -> set[str]:
+    """The texts (``text_key``) of a catalog that are queries of a tuning set and of a held-out set."""
+    tuning = {text_key(q) for name, qs in sets.items() if name.startswith("tune") for q, _ in qs.queries}
+    return tuning & {text_key(q) for name, qs in sets.items() if name.startswith("held") for q, _ in qs.queries}
+
+
+def leave_out(catalog: str, sets: dict[str, QuerySet], listed: Sequence[str], name: str, found: set[str]) -> None:
+    """Leaves the rows whose text is in ``listed`` (the list called ``name``) out of every set of ``sets``,
+    saying how many and why. Raises SystemExit unless ``found``, the texts the data asks in both halves (``in_both``),
+    are exactly ``listed``: a text in both is measured on held-out data after being tuned on."""
+    if found != set(listed):
+        raise SystemExit(
+            f"{catalog}'s texts in both the tuning and the held-out sets are not those listed ({name}): "
+            f"{sorted(found - set(listed))} unlisted, {sorted(set(listed) - found)} listed but not in both"
+        )
+    dropped: dict[str, int] = {}
+    for set_name, qs in sets.items():
+        kept = [(q, needs) for q, needs in qs.queries if text_key(q) not in found]
+        if len(kept) < len(qs.queries):
+            dropped[set_name] = len(qs.queries) - len(kept)
+        qs.queries = kept
+    if listed:
+        where = ", ".join(f"{n} in {set_name}" for set_name, n in dropped.items()) or "none is among the rows taken"
+        print(
+            f"{catalog}: {sum(dropped.values())} rows left out ({where}), their text a query of both the tuning and "
+            f"the held-out sets ({name}: {len(found)})"
+        )
 
 
 def _tool_doc(server: str, tool: dict[str, Any], server_description: str) -> SearchDoc:
@@ -197,6 +265,7 @@ def livemcpbench() -> Catalog:
     tuning = [sets["tune tasks"], sets["tune user tasks"]]
     for label in ("held tasks", "held user tasks", PREFILTER_SET):
         sets[label].queries = [(q, needs) for q, needs in sets[label].queries if not repeats(q, needs, tuning)]
+    leave_out("LiveMCPBench", sets, (), "none", in_both(sets))  # refuses a text in both halves: none is listed
     return Catalog("LiveMCPBench", docs, sets)
 
 
@@ -244,6 +313,7 @@ def bfcl() -> Catalog | None:
             called = dict.fromkeys(m.group(1) for c in calls if (m := _CALLED.match(c)))
             if text and called:
                 qs.queries.append((text, [[f"{s}.{name}" for s in servers_of[name]] for name in called]))
+    leave_out("BFCL", sets, DOUBLED_BFCL, "search_sets.DOUBLED_BFCL", in_both(sets))
     return Catalog("BFCL", docs, sets)
 
 
