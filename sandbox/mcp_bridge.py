@@ -42,7 +42,6 @@ import itertools
 import json
 import logging
 import os
-import shlex
 import stat
 import threading
 import time
@@ -63,6 +62,7 @@ from sandbox.results import ledger_error
 from sandbox.stored_definitions import StoredDefinition, stored_definition
 from tool_tree.config import Config, setting_named
 from tool_tree.pool import CallFailure, PoolError, ProgressListener, ServerPool, ServerUnavailable
+from tool_tree.regenerate import shell_word
 from tool_tree.schema_check import (
     VALIDATION_CALL_SECONDS,
     TooCostly,
@@ -494,10 +494,11 @@ class McpBridge(ToolBridge):
     def _regenerate(self, *more: str) -> str:
         """The command that regenerates this tree from the pool's configuration, with ``more`` options (before:
         ``tooltree generate-tree`` alone, which reads ./tooltree.yaml and writes ./tree). A configuration read from
-        no file is not named."""
+        no file is not named; each word is one shell word, a path's control characters escaped (`shell_word`)."""
         config = self.config.file if self.config is not None else None
         given = ["--config", config] if config is not None else []
-        return shlex.join(["tooltree", "generate-tree", *given, "--out", str(self.tree), *more])
+        words = ["tooltree", "generate-tree", *given, "--out", str(self.tree), *more]
+        return " ".join(shell_word(word) for word in words)
 
     def _validate(self, entry: ToolEntry, arguments: dict[str, Any]) -> list[jsonschema.ValidationError]:
         """The errors the host reports for ``arguments`` (none: valid, or left to the server), within the
