@@ -141,3 +141,62 @@ def test_a_run_that_need_not_wait_says_nothing_of_waiting(tmp_path: Path) -> Non
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "another generate-tree is writing" not in proc.stderr and " written, 0 deleted" in proc.stderr
+
+
+# Pauses the run as it builds the search index (its tree written, the tree's lock released) until the parent says go.
+_PAUSED_AT_INDEX = """
+import os, sys
+import tool_tree.search._store as store
+from tooltree_cli.main import main
+
+paused, go = int(sys.argv[1]), int(sys.argv[2])
+build = store.build_index
+
+def hooked(*args, **kwargs):
+    os.write(paused, b"p")
+    os.read(go, 1)
+    return build(*args, **kwargs)
+
+store.build_index = hooked
+raise SystemExit(main(["generate-tree", "--from-snapshot", sys.argv[3], "--out", sys.argv[4], "--json"]))
+"""
+
+
+def test_a_run_that_builds_its_index_while_another_regenerates_the_tree_leaves_the_later_runs_index(
+    tmp_path: Path,
+) -> None:
+    # Before: the first run, paused while it built the index of the tree it wrote, then replaced the second run's
+    # index with its own, of a manifest no longer on disk: every search then said the index was built from another
+    # manifest and matched by words only, until the next generation.
+    from tool_tree.search._store import index_matches_manifest
+
+    first, second = write_snapshots(tmp_path / "first", "old"), write_snapshots(tmp_path / "second", "new")
+    out = tmp_path / "tree"
+    paused_r, paused_w = os.pipe()
+    go_r, go_w = os.pipe()
+    a = subprocess.Popen(
+        [sys.executable, "-c", _PAUSED_AT_INDEX, str(paused_w), str(go_r), str(first), str(out)],
+        cwd=REPO, pass_fds=(paused_w, go_r), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    os.close(paused_w)
+    os.close(go_r)
+    try:
+        assert wait_readable(paused_r) == b"p"  # its tree (of old_*) written; its index being built
+        b = subprocess.run(
+            [sys.executable, "-m", "tooltree_cli.main", "generate-tree", "--from-snapshot", str(second),
+             "--out", str(out)],
+            cwd=REPO, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert b.returncode == 0, b.stderr[-2000:]
+        os.write(go_w, b"g")
+        _, a_err = a.communicate(timeout=60)
+    finally:
+        os.close(paused_r)
+        os.close(go_w)
+        if a.poll() is None:
+            a.kill()
+            a.communicate()
+    assert a.returncode == 0, a_err.decode()[-2000:]
+    assert index_matches_manifest(out)  # the index on disk is of the tree on disk, the second run's
+    index = (out / "search_index.json").read_text(encoding="utf-8")
+    assert "new_199" in index and "old_199" not in index

@@ -26,7 +26,7 @@ from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, SearchIndex, build_index
 from tool_tree.search._mode import embedding_model, embeddings_mode
 from tool_tree.search._text import WORDS
-from tool_tree.tree import MANIFEST_FILE, check_values, content_hash, read_in_tree, read_regular
+from tool_tree.tree import MANIFEST_FILE, check_values, content_hash, read_in_tree, read_regular, tree_lock
 
 logger = logging.getLogger(__name__)
 
@@ -145,8 +145,8 @@ def write_index(tree: Path, *, embeddings: str | None = None, on_embedding: Embe
     """Build the index of the tree at ``tree`` and store it as ``<tree>/search_index.json``.
 
     The file is written atomically, and only when its content changes. It records the hash of the
-    manifest it was built from, read before the tools are (a manifest replaced meanwhile makes the
-    index disagree with the tree, which ``load_index`` notices, rather than pass for current).
+    manifest it was built from, read before the tools are; a manifest replaced meanwhile (another run
+    regenerated the tree) leaves the file as that run writes it, not replaced by this older index.
     ``embeddings`` is ``auto``, ``on`` or ``off`` (default: ``TOOLTREE_SEARCH_EMBEDDINGS``, else ``auto``; see
     ``embedding_model``). Vectors of tools whose text did not change are taken from the
     previous index, so the model is loaded only when some tool is new or changed. In ``auto``
@@ -194,7 +194,16 @@ def write_index(tree: Path, *, embeddings: str | None = None, on_embedding: Embe
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             os.fchmod(f.fileno(), 0o644)
             f.write(text)
-        os.replace(tmp, path)
+        # Under the tree's lock, which a run writing the tree holds exclusively: a run that replaced the manifest
+        # while this one built (another generate-tree, a serve's refresh) writes the index of its own tree, and
+        # this older one must not replace it (before, the last run to finish won: an index of the run that wrote
+        # first, which every search then refused as built from another manifest until the next generation).
+        with tree_lock(tree, shared=True):
+            if manifest_hash(tree) != manifest:
+                logger.info("%s: not written: the tree was regenerated while it was built", path)
+                Path(tmp).unlink(missing_ok=True)
+                return path
+            os.replace(tmp, path)
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(e, OSError):
