@@ -200,3 +200,113 @@ def test_a_run_that_builds_its_index_while_another_regenerates_the_tree_leaves_t
     assert index_matches_manifest(out)  # the index on disk is of the tree on disk, the second run's
     index = (out / "search_index.json").read_text(encoding="utf-8")
     assert "new_199" in index and "old_199" not in index
+
+
+# Pauses the run as it forgets the copies its warnings named, once it has read the record of them, until told go.
+_PAUSED_FORGETTING = """
+import os, sys
+import generator.generate, generator.kept as kept
+from tooltree_cli.main import main
+
+paused, go = int(sys.argv[1]), int(sys.argv[2])
+forget, lines, forgetting = kept.forget_unsaid, kept._unsaid_lines, []
+
+def read_then_pause(root):
+    read = lines(root)
+    if forgetting:
+        os.write(paused, b"p")
+        os.read(go, 1)
+    return read
+
+def forget_hooked(*args):
+    forgetting.append(True)
+    return forget(*args)
+
+kept._unsaid_lines, generator.generate.forget_unsaid = read_then_pause, forget_hooked
+raise SystemExit(main(["generate-tree", "--from-snapshot", sys.argv[3], "--out", sys.argv[4], "--json"]))
+"""
+
+# Reports b"w" when it has to wait for the tree's lock, and b"p" once it has written the tree (then waits: killed).
+_STOPPED_BEFORE_SAYING = """
+import fcntl, os, sys
+import tool_tree.search._store as store
+from tooltree_cli.main import main
+
+report, flock, build = int(sys.argv[1]), fcntl.flock, store.build_index
+
+def hooked(fd, operation):
+    try:
+        return flock(fd, operation)
+    except BlockingIOError:
+        os.write(report, b"w")
+        raise
+
+def stop_here(*args, **kwargs):
+    os.write(report, b"p")
+    os.read(0, 1)
+
+fcntl.flock, store.build_index = hooked, stop_here
+raise SystemExit(main(["generate-tree", "--from-snapshot", sys.argv[2], "--out", sys.argv[3]]))
+"""
+
+
+def test_a_copy_aside_by_a_run_stopped_while_another_forgets_its_own_is_still_named_by_the_next_run(
+    tmp_path: Path,
+) -> None:
+    # Before: the first run took the lines of the copies it had named out of .tooltree-kept/.unsaid without the tree's
+    # lock, and the second run's line, added between that read and the write, went with the file: the second run,
+    # stopped before it could say so, had copied the user's edited stub aside, and no later run named that copy.
+    out = tmp_path / "tree"
+    generate(None, out, snapshots=write_snapshots(tmp_path / "s0", "old"))
+    new, third = write_snapshots(tmp_path / "s1", "new"), write_snapshots(tmp_path / "s2", "third")
+    with (out / "servers/alpha/old_1.py").open("a", encoding="utf-8") as f:
+        f.write("# my edit\n")
+    paused_r, paused_w = os.pipe()
+    go_r, go_w = os.pipe()
+    report_r, report_w = os.pipe()
+    a = subprocess.Popen(
+        [sys.executable, "-c", _PAUSED_FORGETTING, str(paused_w), str(go_r), str(new), str(out)],
+        cwd=REPO, pass_fds=(paused_w, go_r), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    os.close(paused_w)
+    os.close(go_r)
+    b: subprocess.Popen[bytes] | None = None
+    try:
+        assert wait_readable(paused_r) == b"p"  # it copied old_1.py aside, said so, and read the record
+        with (out / "servers/alpha/new_1.py").open("a", encoding="utf-8") as f:
+            f.write("# my edit\n")
+        b = subprocess.Popen(
+            [sys.executable, "-c", _STOPPED_BEFORE_SAYING, str(report_w), str(third), str(out)],
+            cwd=REPO, pass_fds=(report_w,), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        os.close(report_w)
+        first = wait_readable(report_r)  # b"w": it waits for the first run; b"p": it wrote its tree meanwhile
+        os.write(go_w, b"g")
+        _, a_err = a.communicate(timeout=60)
+        assert a.returncode == 0, a_err.decode()[-2000:]
+        if first == b"w":
+            while (byte := wait_readable(report_r)) == b"w":
+                pass
+            assert byte == b"p"
+        else:
+            assert first == b"p"
+        b.kill()  # stopped before it could name its copy of new_1.py
+        b.communicate()
+    finally:
+        os.close(paused_r)
+        os.close(go_w)
+        os.close(report_r)
+        for p in (a, b):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.communicate()
+    assert (out / ".tooltree-kept/servers/alpha/new_1.py").read_text(encoding="utf-8").endswith("# my edit\n")
+    check = subprocess.run(
+        [sys.executable, "-m", "tooltree_cli.main", "generate-tree", "--from-snapshot", str(third), "--out", str(out),
+         "--check"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (
+        "servers/alpha/new_1.py was edited, or not written by tooltree: a run stopped, or failed, before it could say "
+        "so copied it to .tooltree-kept/servers/alpha/new_1.py, to delete it"
+    ) in check.stderr
