@@ -114,9 +114,11 @@ class IncompleteTreeError(SandboxError):
 
 class WorkspaceError(SandboxError):
     """The workspace could not be restored into, or saved out of, the container. ``unreadable``: an entry of the
-    host folder could not be read (a restore's advice is then to make it readable, not to make the folder fit)."""
+    host folder could not be read (a restore's advice is then to make it readable, not to make the folder fit);
+    ``busy``: another process's save into the folder did not end in time (the advice is then to try again)."""
 
     unreadable = False
+    busy = False
 
 
 class QuitNow(KeyboardInterrupt):

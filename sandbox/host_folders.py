@@ -373,20 +373,28 @@ def past_restore(
     return None
 
 
-def lock_folder(folder: Path, timeout: float) -> int:
-    """An exclusive ``flock`` on ``folder`` (its open descriptor; closing it releases the lock).
+def lock_folder(folder: Path, timeout: float, *, shared: bool = False) -> int:
+    """An exclusive ``flock`` on ``folder`` (its open descriptor; closing it releases the lock), or a ``shared`` one.
 
-    Raises:
-        WorkspaceError: another save into that folder held it for ``timeout`` seconds.
+    Raises: WorkspaceError: another save into that folder held it for ``timeout`` seconds.
     """
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     deadline = time.monotonic() + timeout
     while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
             return fd
         except BlockingIOError:
             if time.monotonic() > deadline:
                 os.close(fd)
                 raise WorkspaceError(f"another workspace save into {folder} did not end within {timeout:g} s") from None
             time.sleep(0.05)  # polling a lock another process holds: flock has no timed wait
+
+
+def lock_saves_into(dest: Path, timeout: float, *, shared: bool = False) -> int:
+    """`lock_folder` on what saves into the folder ``dest`` take turns on (its parent; itself, for a parent this user
+    may not read): a merge holds it exclusively, a restore ``shared``. Raises: WorkspaceError: as `lock_folder`."""
+    try:
+        return lock_folder(dest.parent, timeout, shared=shared)
+    except OSError:
+        return lock_folder(dest, timeout, shared=shared)

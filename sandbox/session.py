@@ -77,7 +77,7 @@ from sandbox.session_args import (
     workspace_path,
 )
 from sandbox.streamed import OutputListener, StreamedOutput
-from sandbox.workspace import MAX_ENTRIES, WorkspaceReceiver, iter_restore_batches, leftovers_note
+from sandbox.workspace import MAX_ENTRIES, WorkspaceReceiver, iter_restore_batches, leftovers_note, restoring
 from sandbox.workspace_merge import RestoreRecord
 from tool_tree.listeners import refuse_async
 from tool_tree.text import shown
@@ -437,16 +437,19 @@ class Sandbox:
             if (problem := _skills_problem(self.workspace)) is not None:
                 self.kill()
                 raise WorkspaceError(problem)
-            self._restored = RestoreRecord.before_restore(self.workspace)
-            batches = iter_restore_batches(self.workspace, max_bytes=self.config.workspace_bytes)
             try:
-                with self._lock:  # an execute from another thread waits for the whole workspace (it saw half of it)
+                # Not half of a save another session is merging into the folder (`restoring`).
+                with self._lock, restoring(self.workspace):  # an execute from another thread waits for all of it
+                    self._restored = RestoreRecord.before_restore(self.workspace)
+                    batches = iter_restore_batches(self.workspace, max_bytes=self.config.workspace_bytes)
                     for method, params in self._restored.sent(batches):
                         channel.request(method, params, timeout=_OP_TIMEOUT)
             except SandboxError as e:
                 self.kill()  # nothing is saved from a partial restore: the folder on the host stays as it is
                 if isinstance(e, WorkspaceError) and e.unreadable:  # before: advised to make it fit, all the same
                     advice = "make that entry readable by this user, or move it out of the folder, or start without it"
+                elif isinstance(e, WorkspaceError) and e.busy:
+                    advice = "try again once that save has ended"
                 else:
                     advice = (
                         f"make it fit (at most {MAX_ENTRIES} files and folders, {self.config.workspace_size} of data: "

@@ -65,7 +65,7 @@ from sandbox._supervisor.transfer import (
     read_item,
 )
 from sandbox.errors import ProtocolError, WorkspaceError
-from sandbox.host_folders import alive, is_mount_point, lock_folder, open_folder, past_restore, remove_tree, shown
+from sandbox.host_folders import alive, is_mount_point, lock_saves_into, open_folder, past_restore, remove_tree, shown
 from sandbox.workspace_inplace import AsideArea, Merge, merge
 from sandbox.workspace_merge import HOST_ONLY, HOST_ONLY_NAMES, HostEntry, RestoreRecord, entries_below
 
@@ -79,6 +79,7 @@ __all__ = [
     "iter_restore_batches",
     "leftovers",
     "leftovers_note",
+    "restoring",
 ]
 
 LOCK_TIMEOUT = 120.0
@@ -116,6 +117,27 @@ def check_relative_path(path: Any) -> list[bytes]:
         return split_path(path)
     except PathError as e:
         raise WorkspaceError(str(e)) from None
+
+
+@contextlib.contextmanager
+def restoring(dest: Path) -> Iterator[None]:
+    """Hold, shared, the lock under which saves into ``dest`` are merged (`WorkspaceReceiver.commit`), so that a
+    restore reads the folder as one save left it. Before, a session starting while another process (an ``exec``, a
+    ``serve`` client) merged its save into the folder was restored with half of that save: some files new, others
+    still old, one moved aside for its replacement missing.
+
+    Raises:
+        WorkspaceError: a save into the folder held the lock for `LOCK_TIMEOUT` seconds.
+    """
+    try:
+        lock = lock_saves_into(Path(os.path.realpath(dest)), LOCK_TIMEOUT, shared=True)
+    except WorkspaceError as e:
+        e.busy = True
+        raise
+    try:
+        yield
+    finally:
+        os.close(lock)
 
 
 def iter_restore_batches(
@@ -404,10 +426,7 @@ class WorkspaceReceiver:
             # a script's files empty (their data never written) and the user's versions of them removed.
             flush_to_disk(self.staging)
         digests = {**self._same, **{rel: h.digest() for rel, h in self._hashes.items()}}
-        try:
-            lock = lock_folder(self.dest.parent, LOCK_TIMEOUT)
-        except OSError:  # a parent this user may not read: saves into the folder take turns on the folder itself
-            lock = lock_folder(self.dest, LOCK_TIMEOUT)
+        lock = lock_saves_into(self.dest, LOCK_TIMEOUT)
         try:
             self._merge_in(digests)
             # Each save fits the caps, but what other sessions saved into the folder meanwhile is kept beside it.
