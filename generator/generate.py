@@ -191,6 +191,7 @@ def generate(
     on_server_start: Callable[[str], None] | None = None,
     cancel: Cancel | None = None,
     on_wait: Callable[[], None] | None = None,
+    on_writing: Callable[[], None] | None = None,
 ) -> GenerateResult:
     """Generate (or, with ``check``, compare) the tree at ``out``.
 
@@ -201,7 +202,8 @@ def generate(
     embeddings; see ``tool_tree.search.embedding_model``. ``jobs`` is how many servers may be starting at once
     (default: the config's ``pool.start_jobs``, else the number of cores); ``on_server_start`` is told each server's
     name when it leaves that queue and starts. ``cancel``, set from another thread, stops the run (see `Cancel`).
-    ``on_wait`` is called before the run waits for another process writing the same tree (`tree_lock`).
+    ``on_wait`` is called before the run waits for another process writing the same tree (`tree_lock`), and
+    ``on_writing`` once the run holds the tree's lock to write it, before it writes anything (not under ``check``).
 
     A run in which every server failed writes nothing (``report`` is None): no tree without tools is made, and an
     existing tree is left as it was. A tree that would lose its last tool because its servers listed none keeps their
@@ -324,6 +326,8 @@ def generate(
         out.mkdir(parents=True, exist_ok=True)
     # Another run may write this tree at the same time: take turns from reading the previous tree on.
     with tree_lock(out, shared=check, on_wait=on_wait):
+        if on_writing is not None and not check:
+            on_writing()
         _keep_failed_lists(out, listings, lists_failed)
         said: list[str] = []  # the lines of `generator.kept.UNSAID_FILE` the run's warnings name
         result = _plan_and_write(

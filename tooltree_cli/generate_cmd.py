@@ -260,6 +260,7 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     out = Path(args.out)
     received: list[int] = []  # the signals that stopped the run
+    writing: list[bool] = []  # the run took the tree's lock to write it (`generate`'s ``on_writing``)
     snapshots: Path | None = None
     if args.from_snapshot is not None:
         snapshots = Path(args.from_snapshot) if args.from_snapshot else out / SNAPSHOTS_DIR
@@ -304,12 +305,15 @@ def _run(args: argparse.Namespace) -> int:
                 on_wait=lambda: print(
                     f"tooltree: another generate-tree is writing {out}; waiting for it to finish …", file=sys.stderr
                 ),
+                on_writing=lambda: writing.append(True),
             )
     except GenerateCancelled:  # Ctrl-C while servers were listed: they are closed, nothing was written
         return _stopped(received)
     except KeyboardInterrupt:  # Ctrl-C while the tree or its search index was written
         code = _stopped(received)
-        if not args.check and (note := _index_left_behind(out) or _manifest_left_behind(out, started)) is not None:
+        # Not of a run that wrote nothing (stopped while it waited for another writing the tree: before, it said the
+        # tree kept its previous manifest and to run again to finish it, of the other run's stubs, still being written).
+        if writing and (note := _index_left_behind(out) or _manifest_left_behind(out, started)) is not None:
             print(f"tooltree: {note}", file=sys.stderr)
         return code
     except (ConfigError, SearchError) as e:

@@ -310,3 +310,36 @@ def test_a_copy_aside_by_a_run_stopped_while_another_forgets_its_own_is_still_na
         "servers/alpha/new_1.py was edited, or not written by tooltree: a run stopped, or failed, before it could say "
         "so copied it to .tooltree-kept/servers/alpha/new_1.py, to delete it"
     ) in check.stderr
+
+
+def test_a_run_stopped_while_it_waits_for_another_says_only_that_it_was_interrupted(tmp_path: Path) -> None:
+    # Before: it went on "the tree keeps its previous manifest (stubs written before the stop may be new); run
+    # `tooltree generate-tree` again to finish it", of the stubs the other run, still writing, had written.
+    import signal
+
+    out = tmp_path / "tree"
+    generate(None, out, snapshots=write_snapshots(tmp_path / "prior", "prior"))
+    with paused_generate(write_snapshots(tmp_path / "first", "old"), out) as a:
+        b = subprocess.Popen(
+            [sys.executable, "-m", "tooltree_cli.main", "generate-tree", "--from-snapshot",
+             str(write_snapshots(tmp_path / "second", "new")), "--out", str(out)],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            assert b.stderr is not None
+            said = b""
+            while b"waiting for it" not in said:
+                byte = wait_readable(b.stderr.fileno())
+                assert byte, f"ended without saying it waits: {said.decode()}"
+                said += byte
+            b.send_signal(signal.SIGINT)
+            _, err = b.communicate(timeout=60)
+        finally:
+            if b.poll() is None:
+                b.kill()
+                b.communicate()
+        a_status, a_err = a.resume()
+    assert b.returncode == 130
+    assert (said + err).decode().endswith("waiting for it to finish …\ntooltree: interrupted\n")
+    assert a_status == 0, a_err[-2000:]
+    assert stubs_and_manifest(out)[1].keys() == {f"servers/alpha/old_{i}.py" for i in range(200)}
