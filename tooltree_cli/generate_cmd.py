@@ -11,7 +11,6 @@ import contextlib
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -260,7 +259,8 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     out = Path(args.out)
     received: list[int] = []  # the signals that stopped the run
-    writing: list[bool] = []  # the run took the tree's lock to write it (`generate`'s ``on_writing``)
+    writing: list[tuple[int, int] | None] = []  # the manifest as the run took the lock to write (`generate`'s
+    # ``on_writing``): a run stopped that finds it so has not written its own
     snapshots: Path | None = None
     if args.from_snapshot is not None:
         snapshots = Path(args.from_snapshot) if args.from_snapshot else out / SNAPSHOTS_DIR
@@ -288,7 +288,7 @@ def _run(args: argparse.Namespace) -> int:
             skipped = f" ({len(off)} disabled: {terminal_label(', '.join(off), 200)})" if off else ""
             print(f"tooltree: listing tools from {source}{skipped} …", file=sys.stderr)
         show = not args.json and snapshots is None  # progress of live servers; a terminal gets a live line
-        cancel, started = Cancel(), time.time()
+        cancel = Cancel()
         with ServerProgress(n, live=None if show else False) as progress, ctrl_c_cancels(cancel, received):
             result = generate(
                 config,
@@ -305,7 +305,7 @@ def _run(args: argparse.Namespace) -> int:
                 on_wait=lambda: print(
                     f"tooltree: another generate-tree is writing {out}; waiting for it to finish …", file=sys.stderr
                 ),
-                on_writing=lambda: writing.append(True),
+                on_writing=lambda: writing.append(_manifest_identity(out)),
             )
     except GenerateCancelled:  # Ctrl-C while servers were listed: they are closed, nothing was written
         return _stopped(received)
@@ -313,7 +313,7 @@ def _run(args: argparse.Namespace) -> int:
         code = _stopped(received)
         # Not of a run that wrote nothing (stopped while it waited for another writing the tree: before, it said the
         # tree kept its previous manifest and to run again to finish it, of the other run's stubs, still being written).
-        if writing and (note := _index_left_behind(out) or _manifest_left_behind(out, started)) is not None:
+        if writing and (note := _index_left_behind(out) or _manifest_left_behind(out, writing[0])) is not None:
             print(f"tooltree: {note}", file=sys.stderr)
         return code
     except (ConfigError, SearchError) as e:
@@ -339,17 +339,24 @@ def _left_as(out: Path) -> str:
     return "; no tree was left there"
 
 
-def _manifest_left_behind(out: Path, started: float) -> str | None:
-    """What to say of a tree whose run stopped before it wrote the new manifest (it is written last): the previous
-    one stays, and stubs written before may be new (None: no manifest, or the run wrote it). Before: only
-    ``tooltree: interrupted``, though some stubs may have been new."""
+def _manifest_identity(out: Path) -> tuple[int, int] | None:
+    """The inode and modification time of the manifest of ``out`` (None: there is none)."""
     from tool_tree.tree import MANIFEST_FILE
 
     try:
-        written = (out / MANIFEST_FILE).stat().st_mtime
+        st = (out / MANIFEST_FILE).stat()
     except OSError:
         return None
-    if written >= started:
+    return st.st_ino, st.st_mtime_ns
+
+
+def _manifest_left_behind(out: Path, before: tuple[int, int] | None) -> str | None:
+    """What to say of a tree whose run stopped before it wrote the new manifest (it is written last): the previous
+    one stays, and stubs written before may be new (None: no manifest, or the run wrote it). ``before`` is the manifest
+    as the run began to write (another run may have written one since this run started: before, a manifest newer
+    than the run's start was taken for its own, and nothing was said). Before that: only ``tooltree: interrupted``,
+    though some stubs may have been new."""
+    if before is None or _manifest_identity(out) != before:
         return None
     return (
         "the tree keeps its previous manifest (stubs written before the stop may be new); run `tooltree "

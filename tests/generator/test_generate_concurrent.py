@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -343,3 +344,43 @@ def test_a_run_stopped_while_it_waits_for_another_says_only_that_it_was_interrup
     assert (said + err).decode().endswith("waiting for it to finish …\ntooltree: interrupted\n")
     assert a_status == 0, a_err[-2000:]
     assert stubs_and_manifest(out)[1].keys() == {f"servers/alpha/old_{i}.py" for i in range(200)}
+
+
+def test_a_run_stopped_before_its_manifest_says_so_when_another_run_wrote_one_after_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: the other run's manifest, newer than this run's start, was taken for this run's own, and only
+    # "tooltree: interrupted" was said, though this run had written its stubs beside that manifest.
+    import generator.generate as generate_module
+    from generator import files
+    from tooltree_cli.main import main
+
+    out = tmp_path / "tree"
+    generate(None, out, snapshots=write_snapshots(tmp_path / "prior", "prior"))
+    other, mine = write_snapshots(tmp_path / "other", "old"), write_snapshots(tmp_path / "mine", "new")
+    read, write_file = generate_module.read_snapshots, files.write_file
+
+    def another_run_meanwhile(*args: Any, **kwargs: Any) -> Any:  # as this run lists its servers
+        done = subprocess.run(
+            [sys.executable, "-m", "tooltree_cli.main", "generate-tree", "--from-snapshot", str(other), "--out",
+             str(out)],
+            cwd=REPO, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        return read(*args, **kwargs)
+
+    def stopped_at_the_manifest(root: Path, rel: str, *args: Any, **kwargs: Any) -> bool:
+        if rel == "manifest.json":
+            raise KeyboardInterrupt
+        return write_file(root, rel, *args, **kwargs)
+
+    monkeypatch.setattr(generate_module, "read_snapshots", another_run_meanwhile)
+    monkeypatch.setattr(files, "write_file", stopped_at_the_manifest)
+    monkeypatch.setattr(generate_module, "write_file", stopped_at_the_manifest)
+    assert main(["generate-tree", "--from-snapshot", str(mine), "--out", str(out), "--embeddings", "off"]) == 130
+    assert (out / "servers/alpha/new_1.py").is_file()
+    assert stubs_and_manifest(out)[1].keys() == {f"servers/alpha/old_{i}.py" for i in range(200)}
+    assert capsys.readouterr().err.endswith(
+        "tooltree: interrupted\ntooltree: the tree keeps its previous manifest (stubs written before the stop may be "
+        "new); run `tooltree generate-tree` again to finish it\n"
+    )
