@@ -32,6 +32,8 @@ Everything else the reader does for a line (counting, parsing, dropping, and the
 estimated) is charged to the server's `tool_tree.budget.ReaderBudget`; past it the reader waits before it
 reads on, and the server, its stdout pipe full, waits too. A reply nested deeper than the SDK's parser
 takes (about 200 levels) fails its request at once, naming the limit, when its id can be read unparsed.
+A line holding a JSON-RPC batch (an array of messages, which JSON-RPC 2.0 lets a server send) is read as its messages,
+each judged as a line of its own (`tool_tree.stdio_lines.Lines.messages`).
 
 A server that has exited while its stdout stays open (a process it started inherited the pipe) is taken as ended
 once the reader has waited `_HELD_STDOUT_WAIT` for more of it, unless it had exited before it wrote anything (a
@@ -240,7 +242,7 @@ async def stdio_client(
                             carried += time.thread_time() - mark
                             continue
                         mark, carried = mark - carried, 0.0
-                        for line in lines:
+                        for line in (message for whole in lines for message in lines_of.messages(whole)):
                             item = lines_of.judge(line)
                             if isinstance(item, End):
                                 await refuse(item.reason)

@@ -7,12 +7,13 @@ ends the server (`End`) or answers a request unread (`Refuse`).
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
-from pydantic_core import from_json
+from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from tool_tree.answer_items import trim
 from tool_tree.budget import (
@@ -31,6 +32,8 @@ _BOM = b"\xef\xbb\xbf"
 UTF-8 with its preamble) or before each: JSON allows a parser to ignore it (RFC 8259, 8.1), so it is dropped."""
 _NOISE_KEPT = 1000
 """Characters kept of a stdout line that is not JSON-RPC, for the server's `tool_tree.stderr_log.StderrLog`."""
+_BATCH = re.compile(rb'\s*\[\s*\{\s*"')
+"""How a JSON-RPC batch (an array of messages) opens."""
 
 
 class NotJSONRPC(ValueError):
@@ -99,6 +102,26 @@ class Lines:
         self.notifications = NotificationBudget(server)
         self.requests = ServerRequests(server)  # from the server, their answers not written yet
         self.asked = False
+
+    def messages(self, line: bytes) -> list[bytes]:
+        """The messages of a line: itself, or each message of a JSON-RPC batch (an array of messages, each with its
+        ``jsonrpc`` member), written again one by one to be judged as lines of their own.
+
+        JSON-RPC 2.0 lets a server answer with a batch (and MCP's 2025-03-26 protocol); before, a batch was dropped
+        as a line that is not JSON-RPC, the answers in it waiting out their call's timeout. A line over the limit of
+        values, or any other array (``[{}]``, ``[]``), is judged whole, as it was."""
+        if not _BATCH.match(line.removeprefix(_BOM)) or count_values(line, self.max_values) > self.max_values:
+            return [line]
+        try:
+            batch = from_json(line.removeprefix(_BOM).decode("utf-8", self.errors))
+        except ValueError:
+            return [line]
+        if not all(isinstance(message, dict) and "jsonrpc" in message for message in batch):
+            return [line]
+        try:
+            return [to_json(message) for message in batch]
+        except PydanticSerializationError:
+            return [line]
 
     def judge(self, line: bytes) -> SessionMessage | NotJSONRPC | End | Refuse | None:
         self.asked = False

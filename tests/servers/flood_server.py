@@ -26,6 +26,8 @@ It answers ``initialize``, ``tools/list`` and ``ping`` as any server; ``tools/ca
                (``\\udcff``), 1 a value that is not JSON (``tru``)
     bom        answers ``ok`` on a line that starts with a UTF-8 byte order mark (as a .NET server writing UTF-8 with
                its preamble does)
+    batch      answers with a JSON-RPC batch on one line: ``n`` ``notifications/progress`` of the call (progress
+               1, 2, …), then the answer ``batched``
 """
 
 from __future__ import annotations
@@ -53,7 +55,9 @@ def answer(request_id: object, text: str) -> None:
     send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}]}})
 
 
-def call(request_id: object, name: str, n: int, wait: bool, values: int = 0, last: bool = False) -> None:
+def call(
+    request_id: object, name: str, n: int, wait: bool, values: int = 0, last: bool = False, token: object = None
+) -> None:
     rid = json.dumps(request_id)
     if name == "pid":
         answer(request_id, str(os.getpid()))
@@ -130,6 +134,13 @@ def call(request_id: object, name: str, n: int, wait: bool, values: int = 0, las
                 + b"\n"
             )
             sys.stdout.buffer.flush()
+    elif name == "batch":
+        notes = [
+            {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": i}}
+            for i in range(1, n + 1)
+        ]
+        reply = {"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": "batched"}]}}
+        send_line(json.dumps([*notes, reply]))
     else:
         answer(request_id, "ok")
 
@@ -149,7 +160,7 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": request_id, "result": result})
         elif method == "tools/list":
             tools = ["pid", "values", "blocks", "noise", "pings", "cancelled", "notify", "changed", "strays", "deep"]
-            tools += ["unreadable", "bom", "ok"]
+            tools += ["unreadable", "bom", "batch", "ok"]
             listed = [{"name": name, "inputSchema": {"type": "object"}} for name in tools]
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": listed}})
         elif method == "tools/call":
@@ -160,7 +171,8 @@ def main() -> None:
             if params["name"] == "cancelled":  # its stdin is read on meanwhile, by this loop
                 threading.Thread(target=call, args=(request_id, "cancelled", n, wait), daemon=True).start()
             else:
-                call(request_id, params["name"], n, wait, values, last)
+                token = (params.get("_meta") or {}).get("progressToken")
+                call(request_id, params["name"], n, wait, values, last, token)
         elif method == "ping":
             send({"jsonrpc": "2.0", "id": request_id, "result": {}})
         else:
