@@ -32,6 +32,10 @@ parses it, its text written again, and what was cut told to the guard through th
 an answer whole (330,000 text blocks cost about 1 s of CPU when cut only after that, 0.36 s cut before:
 ``bench/answer_items.py``).
 
+A reply that is a JSON-RPC batch (an array of messages, which JSON-RPC 2.0 lets a server send) is read as its
+messages, once its values are counted whole: an event's as one event for each, each judged as above; a JSON reply's,
+which the SDK reads as one message, as its one answer (the notifications beside it are not read).
+
 (Over 400 lines: the byte streams of a reply, which share the counting of values, events and answers.)
 """
 
@@ -46,6 +50,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 import anyio
 import httpx2
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from tool_tree.answer_items import MAX_ANSWER_ITEMS, cut_answer
 from tool_tree.budget import (
@@ -178,6 +183,10 @@ class _Counted(httpx2.AsyncByteStream):
             rough += _rough(chunk)
         if rough > self._limit and count_values(b"".join(chunks), self._limit) > self._limit:
             raise MessageTooLarge(too_many_values(self._server, self._limit))
+        if _BATCH.match(chunks[0] if chunks else b"") and (batch := _batch(b"".join(chunks))) is not None:
+            answers = [message for message in batch if _answers(message)]
+            if len(answers) == 1:  # the SDK reads one message of a JSON reply: the others (notifications) are dropped
+                chunks = [answers[0]]
         data = b"".join(chunks) if rough > MAX_ANSWER_ITEMS else b""
         if data and (cut := _cut(data, self._cuts)) is not None:
             yield cut
@@ -187,6 +196,32 @@ class _Counted(httpx2.AsyncByteStream):
 
     async def aclose(self) -> None:
         await self._stream.aclose()
+
+
+_BATCH = re.compile(rb'\s*\[\s*\{\s*"')
+"""How a JSON-RPC batch (an array of messages) opens."""
+
+
+def _batch(data: bytes) -> list[bytes] | None:
+    """The messages of a JSON-RPC batch (an array of messages, each with its ``jsonrpc`` member), each written again
+    alone; None for any other text. JSON-RPC 2.0 lets a server answer so (and MCP's 2025-03-26 protocol); the SDK reads
+    one message in a reply, or in an event. Called on a text whose values are counted within the limit."""
+    try:
+        batch = from_json(data)
+    except ValueError:
+        return None
+    if not isinstance(batch, list) or not all(isinstance(m, dict) and "jsonrpc" in m for m in batch):
+        return None
+    try:
+        return [to_json(message) for message in batch]
+    except PydanticSerializationError:
+        return None
+
+
+def _answers(message: bytes) -> bool:
+    """Whether a message of a batch is an answer (its id first, then its result or error, as `_batch` writes it)."""
+    head = peek(message)
+    return head is not None and head[0] == "response"
 
 
 _ITEM_KEYS = (b'"type"', b'"uri"', b'"role"')
@@ -324,6 +359,11 @@ class _Events:
             self.owed += HANDED_ON_SECONDS + (1 + rough) * PARSE_SECONDS_PER_VALUE
             return
         event = b"".join(held)
+        for one in _events_of_batch(event) or [event]:
+            self._judge(one, _rough(one) if one is not event else rough, out)
+
+    def _judge(self, event: bytes, rough: int, out: list[bytes]) -> None:
+        """Pass ``event`` on, drop it or refuse it (an event of at most the limit of values, ``rough`` its ``,[{``)."""
         if b"{" in event and unaddressed(event):
             if self._notifications is not None and not self._notifications.take(notification_cost(1 + rough)):
                 return
@@ -349,6 +389,23 @@ class _Events:
             return event
         others = [line for line in lines if line and _DATA.fullmatch(line) is None]
         return b"\n".join([*others, b"data: " + cut]) + b"\n\n"
+
+
+def _events_of_batch(event: bytes) -> list[bytes] | None:
+    """An event whose data is a JSON-RPC batch (`_batch`) as one event for each of its messages, its other lines on
+    each (its ``id``, for a resumption, on the last alone); None for any other event."""
+    first = _DATA.search(event, 0, _HEAD)
+    if first is None or _BATCH.match(first[1] or b"") is None:
+        return None
+    lines = event.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    data = [found[1] or b"" for line in lines if (found := _DATA.fullmatch(line)) is not None]
+    batch = _batch(b"\n".join(data))
+    if batch is None:
+        return None
+    others = [line for line in lines if line and _DATA.fullmatch(line) is None]
+    unnumbered = [line for line in others if line != b"id" and not line.startswith(b"id:")]
+    last = len(batch) - 1
+    return [b"\n".join([*(others if i == last else unnumbered), b"data: " + m]) + b"\n\n" for i, m in enumerate(batch)]
 
 
 def _is_answer(event: bytes) -> bool:

@@ -97,7 +97,8 @@ class Replies(BaseHTTPRequestHandler):
         elif "id" not in message:
             self._plain(202, b"")
         elif message["method"] == "tools/call" and message["params"]["name"] == "flood":
-            self._flood(message["id"], **message["params"]["arguments"])
+            token = (message["params"].get("_meta") or {}).get("progressToken")
+            self._flood(message["id"], **message["params"]["arguments"], token=token)
         elif message["method"] == "tools/call":
             try:
                 self._big(message["id"], **message["params"]["arguments"])
@@ -127,19 +128,25 @@ class Replies(BaseHTTPRequestHandler):
     def _flood(
         self, request_id: int, *, form: str, values: int = 0, pings: int = 0, notifications: int = 0,
         wait: bool = False, ping_values: int = 0, depth: int = 0, blocks: int = 0, escaped: bool = False,
-        spoilt: str = "",
+        spoilt: str = "", batched: int = -1, token: object = None,
     ) -> None:  # fmt: skip
         """Structured content of ``values`` empty objects (or arrays nested ``depth`` deep), and ``blocks`` text
         blocks (``escaped``: their keys written with escapes, ``"\\u0074ype"``), after ``pings`` requests (of
         ``ping_values`` numbers each; each answer taken before the next is sent, with ``wait``) and ``notifications``
         notifications on the reply's event stream; the reply ``spoilt`` as ``"cut"`` (its second half left out) or
-        ``"not_rpc"`` (its result alone, no JSON-RPC message) says."""
+        ``"not_rpc"`` (its result alone, no JSON-RPC message) says; with ``batched`` of 0 or more, the reply (the
+        whole body, or one event) is a JSON-RPC batch of that many progress notifications of the call (``token``), then
+        the answer."""
         objects = b",".join([b"{}"] * values) if not depth else b"[" * depth + b"]" * depth
         block = b'{"\\u0074ype":"text","\\u0074ext":"x"}' if escaped else b'{"type":"text","text":"x"}'
         content = b",".join([block] * blocks)
         result = b'{"content":[%s],"structuredContent":{"a":[%s]}}' % (content, objects)
         reply = b'{"jsonrpc":"2.0","id":%d,"result":%s}' % (request_id, result)
         reply = {"": reply, "cut": reply[: len(reply) // 2], "not_rpc": result}[spoilt]
+        if batched >= 0:
+            notes = [{"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token,
+                      "progress": i}} for i in range(1, batched + 1)]  # fmt: skip
+            reply = b"[%s]" % b", ".join([*(json.dumps(note).encode() for note in notes), reply])
         if form == "json":
             self._plain(200, reply, "application/json")
             return
@@ -485,6 +492,26 @@ async def test_an_answer_that_is_not_json_rpc_fails_its_call_saying_so_in_one_li
         assert "validation error" not in text(result) and "input_value" not in text(result)
         whole = await pool.call("big", "flood", {"values": 10, "form": form})
     assert not whole.get("isError")
+
+
+@pytest.mark.parametrize("form", ["json", "sse"])
+@pytest.mark.parametrize("notes", [0, 2], ids=["answer_alone", "with_progress"])
+async def test_an_answer_in_a_json_rpc_batch_is_read(
+    http_server: tuple[ServerConfig, type[Replies]], form: str, notes: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: "server 'big' answered with JSON that is not a JSON-RPC message" (JSON-RPC 2.0 lets a server answer with
+    # a batch, and MCP's 2025-03-26 protocol), and in an event the SDK's traceback logged too.
+    config, _ = http_server
+    told: list[float] = []
+    async with ServerPool([config]) as pool:
+        result = await pool.call(
+            "big", "flood", {"values": 3, "form": form, "batched": notes}, progress=lambda n, total, m: told.append(n)
+        )
+        assert not result.get("isError"), result
+        assert result["structuredContent"] == {"a": [{}, {}, {}]}
+    # The SDK reads one message of a JSON reply: there, the notifications beside the answer are not read.
+    assert told == ([] if form == "json" else list(range(1, notes + 1)))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 # --- counting an event stream's events as the SDK's parser cuts them --------------------------------------------------
