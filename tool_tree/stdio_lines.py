@@ -11,7 +11,9 @@ import re
 from typing import NamedTuple
 
 import mcp_types as types
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
+from mcp_types import RequestId
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, from_json, to_json
 
@@ -38,13 +40,17 @@ _BATCH = re.compile(rb'\s*\[\s*\{\s*"')
 
 class NotJSONRPC(ValueError):
     """A stdout line that is not a JSON-RPC message; ``line`` is its start, as the server wrote it; ``too_deep``:
-    the parser refused it for its nesting (JSON-RPC or not); ``why``: what was wrong, in a few words."""
+    the parser refused it for its nesting (JSON-RPC or not); ``why``: what was wrong, in a few words; ``answered``:
+    the id of the JSON object it is, when it has one (an answer that is not a valid one may still name its request)."""
 
-    def __init__(self, line: str, *, deep: bool = False, why: str = "not a JSON-RPC message") -> None:
+    def __init__(
+        self, line: str, *, deep: bool = False, why: str = "not a JSON-RPC message", answered: RequestId | None = None
+    ) -> None:
         super().__init__("a stdout line is not a JSON-RPC message")
         self.line = line[:_NOISE_KEPT]
         self.too_deep = deep
         self.why = why
+        self.answered = answered
 
 
 _WHY_CHARS = 200
@@ -63,12 +69,27 @@ def _parse(line: str) -> SessionMessage | NotJSONRPC:
     except ValueError as e:
         deep = "recursion limit exceeded" in str(e)
         return NotJSONRPC(line, deep=deep, why=f"Invalid JSON: {e}"[:_WHY_CHARS])
+    if isinstance(data, dict) and isinstance(data.get("id"), float) and data["id"].is_integer():
+        data["id"] = int(
+            data["id"]
+        )  # ``1.0`` is the number 1 in JSON (as a server whose numbers are doubles writes it)
+    answered = _id_of(data)
     try:
         return SessionMessage(types.jsonrpc_message_adapter.validate_python(data, by_name=False))
     except ValidationError:
-        return NotJSONRPC(line, why="valid JSON, not a JSON-RPC message")
+        return NotJSONRPC(line, why="valid JSON, not a JSON-RPC message", answered=answered)
     except ValueError:
-        return NotJSONRPC(line)
+        return NotJSONRPC(line, answered=answered)
+
+
+def _id_of(data: object) -> RequestId | None:
+    """The id of a JSON object with one that is no request (``"7"`` and ``7`` one id, as the SDK correlates them), else
+    None."""
+    if not isinstance(data, dict) or "method" in data:
+        return None
+    if isinstance(found := data.get("id"), bool) or not isinstance(found, int | str):
+        return None
+    return coerce_request_id(found)
 
 
 def unreadable_answer(server: str, why: str) -> str:
@@ -145,6 +166,7 @@ class Lines:
                 # rather than dropped, its server waiting (and its call with it) until the call's timeout.
                 return self._refuse(head[1], request_too_deep(self.server))
             answered = head[1] if head is not None else tail_id(line)
+            answered = item.answered if answered is None else answered
             if answered is not None and self.outstanding.awaits(answered):
                 # The answer to a request in flight that cannot be read (nested too deep, a lone surrogate, not
                 # JSON-RPC): its request fails at once, saying why, rather than waiting out its timeout.

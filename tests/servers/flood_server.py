@@ -23,7 +23,9 @@ It answers ``initialize``, ``tools/list`` and ``ping`` as any server; ``tools/ca
                then answers the call
     deep       answers with structured content nested ``n`` arrays deep; with ``last``, its id written last
     unreadable answers with a line that cannot be parsed: with ``n`` 0 a text holding a lone surrogate's escape
-               (``\\udcff``), 1 a value that is not JSON (``tru``)
+               (``\\udcff``), 1 a value that is not JSON (``tru``), 2 a message of JSON-RPC 1.0 (``"jsonrpc": "1.0"``,
+               its id after it)
+    float_id   answers ``ok`` with its id written as a float (``7.0``)
     bom        answers ``ok`` on a line that starts with a UTF-8 byte order mark (as a .NET server writing UTF-8 with
                its preamble does)
     batch      answers with a JSON-RPC batch on one line: ``n`` ``notifications/progress`` of the call (progress
@@ -122,8 +124,10 @@ def call(
         body = [
             '"result":{"content":[{"type":"text","text":"lone \\udcff here"}]}',
             '"result":{"content":[],"isError":tru}',
+            '"result":{"content":[]}',
         ][n]
-        send_line(f'{{"jsonrpc":"2.0","id":{rid},{body}}}')
+        version = "1.0" if n == 2 else "2.0"
+        send_line(f'{{"jsonrpc":"{version}","id":{rid},{body}}}')
     elif name == "bom":
         with out:
             sys.stdout.buffer.write(
@@ -134,6 +138,10 @@ def call(
                 + b"\n"
             )
             sys.stdout.buffer.flush()
+    elif name == "float_id":
+        send_line(
+            f'{{"jsonrpc":"2.0","id":{float(str(request_id))!r},"result":{{"content":[{{"type":"text","text":"ok"}}]}}}}'
+        )
     elif name == "batch":
         notes = [
             {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": i}}
@@ -160,7 +168,7 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": request_id, "result": result})
         elif method == "tools/list":
             tools = ["pid", "values", "blocks", "noise", "pings", "cancelled", "notify", "changed", "strays", "deep"]
-            tools += ["unreadable", "bom", "batch", "ok"]
+            tools += ["unreadable", "bom", "batch", "float_id", "ok"]
             listed = [{"name": name, "inputSchema": {"type": "object"}} for name in tools]
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": listed}})
         elif method == "tools/call":

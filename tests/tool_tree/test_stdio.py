@@ -523,8 +523,9 @@ async def test_an_answer_nested_deeper_than_the_parser_takes_fails_its_call_at_o
     [
         (0, "Invalid JSON: lone leading surrogate in hex escape"),
         (1, "Invalid JSON: expected ident"),
+        (2, "valid JSON, not a JSON-RPC message"),
     ],
-    ids=["lone_surrogate", "not_json"],
+    ids=["lone_surrogate", "not_json", "json_rpc_1"],
 )
 async def test_an_answer_that_cannot_be_read_fails_its_call_at_once_saying_why(n: int, why: str) -> None:
     # Before: dropped as a stdout line that is not JSON-RPC, the call (or generate-tree's listing) waited out
@@ -568,3 +569,14 @@ async def test_an_answer_in_a_json_rpc_batch_is_read_with_the_messages_beside_it
         assert text(await pool.call("batch", "ok", {})) == "ok"
         assert pool.restarts("batch") == 0
     assert told == list(range(1, notes + 1))
+
+
+@pytest.mark.anyio
+async def test_an_answer_whose_id_is_written_as_a_float_is_read() -> None:
+    # Before: ``"id": 7.0`` (the number 7 in JSON, as a server whose numbers are all doubles writes it) was not an id
+    # to the SDK's model: the line was dropped as one that is not JSON-RPC, the call waiting out its whole timeout.
+    config = ServerConfig(name="float", command=sys.executable, args=(str(FLOOD),), timeout=30)
+    async with ServerPool([config]) as pool:
+        with anyio.fail_after(10):
+            result = await pool.call("float", "float_id", {})
+        assert not result.get("isError") and text(result) == "ok"
