@@ -20,6 +20,9 @@ timed out: nothing was sent) fails alone, with an error saying so (`unreached`):
 over it, failing every request in flight as "Connection closed", as if the server had died during them.
 (Why, and what to check: `tool_tree.unreachable`.)
 
+A JSON reply is the answer to the request it replies to: one whose id is another is given that request's id, or fails it
+when it is a result (`_answering`).
+
 An error status is marked with the setting it is about (`setting_of`: ``headers`` for a 401 or 403, else ``url``), so
 that each surface names it with its configuration file.
 """
@@ -35,8 +38,10 @@ from typing import Any
 
 import httpx2
 import mcp
+from mcp.shared.dispatcher import coerce_request_id
 
 from tool_tree.config_servers import ServerConfig, setting_named
+from tool_tree.unparsed import peek
 from tool_tree.unreachable import CHECK_URL, Handshake, host, reason, to_check
 
 logger = logging.getLogger(__name__)
@@ -215,7 +220,7 @@ class Answers:
             return
         elif kind == "application/json":
             empty = _error(request_id, INTERNAL_ERROR, "the server answered the request with an empty body")
-            response.stream = _NotEmpty(response.stream, empty)
+            response.stream = _Answer(response.stream, request_id, empty)
             return
         else:
             error = _error(request_id, INTERNAL_ERROR, not_mcp(kind, opened=True))
@@ -314,19 +319,63 @@ class _Rewritten(httpx2.AsyncByteStream):
         await self._stream.aclose()
 
 
-class _NotEmpty(httpx2.AsyncByteStream):
-    """A JSON reply passed on as it comes; one with nothing in it but blanks is given on as ``error``."""
+class _Answer(httpx2.AsyncByteStream):
+    """A JSON reply to the request ``request_id``, held whole (as `tool_tree.http_client.bounding` holds it) and given
+    on as it came when it answers that request; one with nothing in it but blanks as ``empty``; one answering another
+    id as `_answering` makes it."""
 
-    def __init__(self, stream: httpx2.AsyncByteStream, error: bytes) -> None:
-        self._stream, self._error = stream, error
+    def __init__(self, stream: httpx2.AsyncByteStream, request_id: Any, empty: bytes) -> None:
+        self._stream, self._id, self._empty = stream, request_id, empty
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        empty = True
-        async for chunk in self._stream:
-            empty = empty and not chunk.strip()
-            yield chunk
-        if empty:
-            yield self._error
+        chunks = [chunk async for chunk in self._stream]
+        if not any(chunk.strip() for chunk in chunks):
+            yield self._empty
+        elif (answer := _answering(chunks, self._id)) is not None:
+            yield answer
+        else:
+            for chunk in chunks:
+                yield chunk
 
     async def aclose(self) -> None:
         await self._stream.aclose()
+
+
+_LOOKED_AT = 512
+"""Bytes of a reply `tool_tree.unparsed.peek` looks at."""
+
+
+def _answering(chunks: list[bytes], request_id: Any) -> bytes | None:
+    """A JSON reply that answers another id than the request's it is the reply to, given on as the request's answer
+    (None: as it came). The SDK correlates a JSON reply by its id, as an event's, but gives an event the request's id:
+    a JSON answer whose id was another (``null``, the error of a request the server could not read; ``7.0``, the
+    number 7 in JSON) was dropped as an answer to no request, its request waiting out its timeout. An error, and an
+    answer of the request's id written otherwise, are given the request's id; a result of another id fails the request.
+    """
+    head = bytearray()
+    for chunk in chunks:
+        head += chunk[: _LOOKED_AT - len(head)]
+        if len(head) >= _LOOKED_AT:
+            break
+    asked = coerce_request_id(request_id)
+    if (seen := peek(bytes(head))) is not None and (seen[0] == "request" or seen[1] == asked):
+        return None  # the common case, decided unparsed
+    try:
+        message = json.loads(b"".join(chunks))
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or "method" in message or "id" not in message:
+        return None
+    found = message["id"]
+    if isinstance(found, float) and found.is_integer():
+        found = int(found)
+    same = isinstance(found, int | str) and not isinstance(found, bool) and coerce_request_id(found) == asked
+    if same and found is message["id"]:
+        return None
+    if same or _is_rpc_error(message):
+        return json.dumps(message | {"id": request_id}).encode()
+    if "result" not in message:
+        return None
+    other = json.dumps(message["id"])[:50]
+    said = f"the server answered the request with the answer to another one (id {other}); it was not used"
+    return _error(request_id, INTERNAL_ERROR, f"{said}, and the request may have run")

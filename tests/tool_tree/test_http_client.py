@@ -133,16 +133,22 @@ class Replies(BaseHTTPRequestHandler):
         """Structured content of ``values`` empty objects (or arrays nested ``depth`` deep), and ``blocks`` text
         blocks (``escaped``: their keys written with escapes, ``"\\u0074ype"``), after ``pings`` requests (of
         ``ping_values`` numbers each; each answer taken before the next is sent, with ``wait``) and ``notifications``
-        notifications on the reply's event stream; the reply ``spoilt`` as ``"cut"`` (its second half left out) or
-        ``"not_rpc"`` (its result alone, no JSON-RPC message) says; with ``batched`` of 0 or more, the reply (the
-        whole body, or one event) is a JSON-RPC batch of that many progress notifications of the call (``token``), then
-        the answer."""
+        notifications on the reply's event stream; the reply ``spoilt`` as ``"cut"`` (its second half left out),
+        ``"not_rpc"`` (its result alone, no JSON-RPC message), ``"float_id"`` (its id written ``7.0``), ``"other_id"``
+        (of id 4242) or ``"null_id_error"`` (a parse error of id null, a server's answer to what it could not read)
+        says; with ``batched`` of 0 or more, the reply (the whole body, or one event) is a JSON-RPC batch of that many
+        progress notifications of the call (``token``), then the answer."""
         objects = b",".join([b"{}"] * values) if not depth else b"[" * depth + b"]" * depth
         block = b'{"\\u0074ype":"text","\\u0074ext":"x"}' if escaped else b'{"type":"text","text":"x"}'
         content = b",".join([block] * blocks)
         result = b'{"content":[%s],"structuredContent":{"a":[%s]}}' % (content, objects)
         reply = b'{"jsonrpc":"2.0","id":%d,"result":%s}' % (request_id, result)
-        reply = {"": reply, "cut": reply[: len(reply) // 2], "not_rpc": result}[spoilt]
+        reply = {
+            "": reply, "cut": reply[: len(reply) // 2], "not_rpc": result,
+            "float_id": b'{"jsonrpc":"2.0","id":%d.0,"result":%s}' % (request_id, result),
+            "other_id": b'{"jsonrpc":"2.0","id":4242,"result":%s}' % result,
+            "null_id_error": b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}',
+        }[spoilt]  # fmt: skip
         if batched >= 0:
             notes = [{"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token,
                       "progress": i}} for i in range(1, batched + 1)]  # fmt: skip
@@ -512,6 +518,34 @@ async def test_an_answer_in_a_json_rpc_batch_is_read(
     # The SDK reads one message of a JSON reply: there, the notifications beside the answer are not read.
     assert told == ([] if form == "json" else list(range(1, notes + 1)))
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize(
+    ("spoilt", "said"),
+    [
+        ("float_id", ""),
+        ("null_id_error", "server error -32700: Parse error"),
+        (
+            "other_id",
+            "server error -32603: the server answered the request with the answer to another one (id 4242); it was "
+            "not used, and the request may have run",
+        ),
+    ],
+)
+async def test_a_json_reply_answering_another_id_is_taken_as_the_answer_to_its_request(
+    http_server: tuple[ServerConfig, type[Replies]], spoilt: str, said: str
+) -> None:
+    # Before: the SDK correlates a JSON reply by its id (an event's answer is given its request's id), so a reply of
+    # id 7.0, null or another was dropped as an answer to no request, and the call waited out its whole timeout.
+    config, _ = http_server
+    async with ServerPool([config]) as pool:
+        with anyio.fail_after(20):
+            result = await pool.call("big", "flood", {"values": 2, "form": "json", "spoilt": spoilt})
+        if said:
+            assert result.get("isError") and text(result) == said
+        else:
+            assert not result.get("isError") and result["structuredContent"] == {"a": [{}, {}]}
+        assert not (await pool.call("big", "flood", {"values": 2, "form": "json"})).get("isError")
 
 
 # --- counting an event stream's events as the SDK's parser cuts them --------------------------------------------------
