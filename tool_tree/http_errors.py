@@ -1,10 +1,10 @@
 """What an HTTP server answered, said in a request's error once the session is open.
 
 The SDK reports an HTTP error answering a request as "Server returned an error response" (a 401 of a token that
-expired mid-session, a 502 of a proxy), without the status; a web page as "Unexpected content type"; an empty JSON
-reply with the parser's traceback in the log. `Answers` rewrites such a reply, before the SDK reads it, into a
-JSON-RPC error that says what came back and what to do (`status_problem`, `not_mcp`), with the server's own words
-when it gave some; a JSON-RPC error the server sent with its status is kept as it was.
+expired mid-session, a 502 of a proxy), without the status; a web page, and a 204 No Content, as "Unexpected content
+type"; an empty JSON reply with the parser's traceback in the log. `Answers` rewrites such a reply, before the SDK reads
+it, into a JSON-RPC error that says what came back and what to do (`status_problem`, `not_mcp`), with the server's own
+words when it gave some; a JSON-RPC error the server sent with its status is kept as it was.
 
 A 404 answering a request sent with a session id means the server no longer knows the session (it restarted, or
 let it expire): it did not run the request, and the MCP spec has the client open a new session. Its error is
@@ -216,7 +216,10 @@ class Answers:
         if response.status_code >= 400:
             said = _Said(request_id, response, kind, self.ended)
             response.stream = _Rewritten(response.stream, said.error)
-        elif response.status_code in (202, 204) or kind == "text/event-stream":
+        elif response.status_code == 204:  # the SDK said "Unexpected content type: "
+            error = _error(request_id, INTERNAL_ERROR, "the server answered the request with 204 No Content, no answer")
+            response.stream = _Rewritten(response.stream, lambda body: error)
+        elif response.status_code == 202 or kind == "text/event-stream":
             return
         elif kind == "application/json":
             empty = _error(request_id, INTERNAL_ERROR, "the server answered the request with an empty body")

@@ -133,11 +133,12 @@ class Replies(BaseHTTPRequestHandler):
         """Structured content of ``values`` empty objects (or arrays nested ``depth`` deep), and ``blocks`` text
         blocks (``escaped``: their keys written with escapes, ``"\\u0074ype"``), after ``pings`` requests (of
         ``ping_values`` numbers each; each answer taken before the next is sent, with ``wait``) and ``notifications``
-        notifications on the reply's event stream; the reply ``spoilt`` as ``"cut"`` (its second half left out),
-        ``"not_rpc"`` (its result alone, no JSON-RPC message), ``"float_id"`` (its id written ``7.0``), ``"other_id"``
-        (of id 4242) or ``"null_id_error"`` (a parse error of id null, a server's answer to what it could not read)
-        says; with ``batched`` of 0 or more, the reply (the whole body, or one event) is a JSON-RPC batch of that many
-        progress notifications of the call (``token``), then the answer."""
+        notifications on the reply's event stream (``form`` "sse"; "json": a JSON reply; "204": none at all); the
+        reply ``spoilt`` as ``"cut"`` (its second half left out), ``"not_rpc"`` (its result alone, no JSON-RPC
+        message), ``"float_id"`` (its id written ``7.0``), ``"other_id"`` (of id 4242) or ``"null_id_error"`` (a parse
+        error of id null, a server's answer to what it could not read) says; with ``batched`` of 0 or more, the reply
+        (the whole body, or one event) is a JSON-RPC batch of that many progress notifications of the call
+        (``token``), then the answer."""
         objects = b",".join([b"{}"] * values) if not depth else b"[" * depth + b"]" * depth
         block = b'{"\\u0074ype":"text","\\u0074ext":"x"}' if escaped else b'{"type":"text","text":"x"}'
         content = b",".join([block] * blocks)
@@ -155,6 +156,9 @@ class Replies(BaseHTTPRequestHandler):
             reply = b"[%s]" % b", ".join([*(json.dumps(note).encode() for note in notes), reply])
         if form == "json":
             self._plain(200, reply, "application/json")
+            return
+        if form == "204":  # no answer at all
+            self._plain(204, b"")
             return
         progress = b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":%d}}'
         self.send_response(200)
@@ -546,6 +550,15 @@ async def test_a_json_reply_answering_another_id_is_taken_as_the_answer_to_its_r
         else:
             assert not result.get("isError") and result["structuredContent"] == {"a": [{}, {}]}
         assert not (await pool.call("big", "flood", {"values": 2, "form": "json"})).get("isError")
+
+
+async def test_a_request_answered_204_fails_saying_so(http_server: tuple[ServerConfig, type[Replies]]) -> None:
+    # Before: "server error -32600: Unexpected content type: " (the SDK's words for a reply of no content type).
+    config, _ = http_server
+    async with ServerPool([config]) as pool:
+        result = await pool.call("big", "flood", {"form": "204"})
+    assert result.get("isError")
+    assert text(result) == "server error -32603: the server answered the request with 204 No Content, no answer"
 
 
 # --- counting an event stream's events as the SDK's parser cuts them --------------------------------------------------
