@@ -35,6 +35,7 @@ an answer whole (330,000 text blocks cost about 1 s of CPU when cut only after t
 A reply that is a JSON-RPC batch (an array of messages, which JSON-RPC 2.0 lets a server send) is read as its
 messages, once its values are counted whole: an event's as one event for each, each judged as above; a JSON reply's,
 which the SDK reads as one message, as its one answer (the notifications beside it are not read).
+A JSON reply after a UTF-8 byte order mark is read without it, as a stdio server's line is.
 
 (Over 400 lines: the byte streams of a reply, which share the counting of values, events and answers.)
 """
@@ -183,6 +184,10 @@ class _Counted(httpx2.AsyncByteStream):
             rough += _rough(chunk)
         if rough > self._limit and count_values(b"".join(chunks), self._limit) > self._limit:
             raise MessageTooLarge(too_many_values(self._server, self._limit))
+        if chunks and len(chunks[0]) < len(_BOM):
+            chunks = [b"".join(chunks)]
+        if chunks and chunks[0].startswith(_BOM):  # JSON lets a parser ignore it (RFC 8259, 8.1); the SDK's does not
+            chunks[0] = chunks[0][len(_BOM) :]
         if _BATCH.match(chunks[0] if chunks else b"") and (batch := _batch(b"".join(chunks))) is not None:
             answers = [message for message in batch if _answers(message)]
             if len(answers) == 1:  # the SDK reads one message of a JSON reply: the others (notifications) are dropped
@@ -198,6 +203,8 @@ class _Counted(httpx2.AsyncByteStream):
         await self._stream.aclose()
 
 
+_BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte order mark a server may write before its JSON reply (as over stdio: `tool_tree.stdio_lines`)."""
 _BATCH = re.compile(rb'\s*\[\s*\{\s*"')
 """How a JSON-RPC batch (an array of messages) opens."""
 

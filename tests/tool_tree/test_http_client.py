@@ -135,8 +135,9 @@ class Replies(BaseHTTPRequestHandler):
         ``ping_values`` numbers each; each answer taken before the next is sent, with ``wait``) and ``notifications``
         notifications on the reply's event stream (``form`` "sse"; "json": a JSON reply; "204": none at all); the
         reply ``spoilt`` as ``"cut"`` (its second half left out), ``"not_rpc"`` (its result alone, no JSON-RPC
-        message), ``"float_id"`` (its id written ``7.0``), ``"other_id"`` (of id 4242) or ``"null_id_error"`` (a parse
-        error of id null, a server's answer to what it could not read) says; with ``batched`` of 0 or more, the reply
+        message), ``"float_id"`` (its id written ``7.0``), ``"other_id"`` (of id 4242), ``"null_id_error"`` (a parse
+        error of id null, a server's answer to what it could not read) or ``"bom"`` (after a UTF-8 byte order mark)
+        says; with ``batched`` of 0 or more, the reply
         (the whole body, or one event) is a JSON-RPC batch of that many progress notifications of the call
         (``token``), then the answer."""
         objects = b",".join([b"{}"] * values) if not depth else b"[" * depth + b"]" * depth
@@ -149,6 +150,7 @@ class Replies(BaseHTTPRequestHandler):
             "float_id": b'{"jsonrpc":"2.0","id":%d.0,"result":%s}' % (request_id, result),
             "other_id": b'{"jsonrpc":"2.0","id":4242,"result":%s}' % result,
             "null_id_error": b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}',
+            "bom": b"\xef\xbb\xbf" + reply,
         }[spoilt]  # fmt: skip
         if batched >= 0:
             notes = [{"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token,
@@ -550,6 +552,15 @@ async def test_a_json_reply_answering_another_id_is_taken_as_the_answer_to_its_r
         else:
             assert not result.get("isError") and result["structuredContent"] == {"a": [{}, {}]}
         assert not (await pool.call("big", "flood", {"values": 2, "form": "json"})).get("isError")
+
+
+async def test_a_json_reply_after_a_byte_order_mark_is_read(http_server: tuple[ServerConfig, type[Replies]]) -> None:
+    # Before: "answered with JSON that is cut off or malformed (expected value at line 1 column 1)"; a stdio server's
+    # line after one was read already.
+    config, _ = http_server
+    async with ServerPool([config]) as pool:
+        result = await pool.call("big", "flood", {"values": 2, "form": "json", "spoilt": "bom"})
+    assert not result.get("isError") and result["structuredContent"] == {"a": [{}, {}]}
 
 
 async def test_a_request_answered_204_fails_saying_so(http_server: tuple[ServerConfig, type[Replies]]) -> None:
