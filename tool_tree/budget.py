@@ -227,6 +227,10 @@ class NotificationBudget(TokenBucket):
         other._said = self._said
         return other
 
+    def could(self, cost: float) -> bool:
+        """Whether notifications of ``cost`` in all may go on now (nothing is charged)."""
+        return self._refill() >= min(cost, float(self.burst))
+
     def take(self, cost: float = 1.0) -> bool:
         """Whether one more notification of ``cost`` may go on (and is charged); False: drop it."""
         if self._take(min(cost, float(self.burst))):

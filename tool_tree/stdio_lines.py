@@ -130,9 +130,15 @@ class Lines:
 
         JSON-RPC 2.0 lets a server answer with a batch (and MCP's 2025-03-26 protocol); before, a batch was dropped
         as a line that is not JSON-RPC, the answers in it waiting out their call's timeout. A line over the limit of
-        values, or any other array (``[{}]``, ``[]``), is judged whole, as it was."""
-        if not _BATCH.match(line.removeprefix(_BOM)) or count_values(line, self.max_values) > self.max_values:
+        values, one of notifications alone past their budget, or any other array (``[{}]``, ``[]``), is judged whole,
+        as it was (refused, dropped unread)."""
+        if (
+            not _BATCH.match(line.removeprefix(_BOM))
+            or (values := count_values(line, self.max_values)) > self.max_values
+        ):
             return [line]
+        if unaddressed(line) and not self.notifications.could(notification_cost(values)):
+            return [line]  # notifications alone, past the budget: dropped unread, as one line
         try:
             batch = from_json(line.removeprefix(_BOM).decode("utf-8", self.errors))
         except ValueError:

@@ -35,9 +35,10 @@ from tool_tree.budget import (
     ReaderBudget,
 )
 from tool_tree.config import ServerConfig
+from tool_tree.ledgers import Outstanding
 from tool_tree.pool import ServerPool, ServerUnavailable
 from tool_tree.stdio import LINEAR, MAX_MESSAGE_BYTES, stdio_client
-from tool_tree.stdio_lines import LineSplitter
+from tool_tree.stdio_lines import Lines, LineSplitter
 
 REPO = Path(__file__).resolve().parents[2]
 RAW = REPO / "tests" / "servers" / "raw_server.py"
@@ -580,3 +581,19 @@ async def test_an_answer_whose_id_is_written_as_a_float_is_read() -> None:
         with anyio.fail_after(10):
             result = await pool.call("float", "float_id", {})
         assert not result.get("isError") and text(result) == "ok"
+
+
+def test_a_batch_of_notifications_alone_past_their_budget_is_dropped_unread_as_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A batch is read as its messages, each judged as a line; one holding no id (notifications alone) is first held to
+    # the budget whole, so past it the line is dropped unparsed, as any other line of notifications.
+    lines = Lines("batch", MAX_MESSAGE_VALUES, "strict", Outstanding("batch"))
+    batch = ("[" + ",".join([notification("x")] * 3) + "]").encode()
+    assert lines.messages(batch) == [notification("x").encode()] * 3
+    while lines.notifications.take(NOTIFICATION_VALUES):
+        pass
+    parsed: list[str] = []
+    monkeypatch.setattr("tool_tree.stdio_lines.from_json", lambda text: parsed.append(text))
+    assert lines.messages(batch) == [batch]
+    assert lines.judge(batch) is None and not parsed
