@@ -22,7 +22,8 @@ than `tool_tree.budget.MAX_SERVER_REQUESTS` requests from the server whose answe
 (a server that stops reading its stdin) end it too: the SDK keeps a task for each; a request of more
 than `tool_tree.budget.MAX_REQUEST_VALUES` values is answered with an error, unread. An answer to no
 request in flight is dropped (unread when it opens with its id, as the SDKs write it), and past a small
-allowance ends the server; late answers to requests given up on are dropped without a count.
+allowance ends the server; late answers to requests given up on are dropped without a count. The first error of id
+null (JSON-RPC's answer to a request whose id the server could not read: which call it failed is not told) is logged.
 Notifications, and lines that are not JSON-RPC, past the server's `tool_tree.budget.NotificationBudget`
 (charged by their values) are dropped unread: a line with no ``"id"`` and no backslash cannot be a request
 or a response, and is dropped once counted; any other is charged once parsed, before the SDK dispatches

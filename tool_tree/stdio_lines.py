@@ -7,6 +7,7 @@ ends the server (`End`) or answers a request unread (`Refuse`).
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import NamedTuple
 
@@ -28,6 +29,8 @@ from tool_tree.budget import (
 )
 from tool_tree.ledgers import Answer, Outstanding, ServerRequests
 from tool_tree.unparsed import count_values, peek, tail_id, unaddressed
+
+logger = logging.getLogger(__name__)
 
 _BOM = b"\xef\xbb\xbf"
 """The UTF-8 byte order mark a server may write before its first message (a .NET server whose output encoding is
@@ -123,6 +126,7 @@ class Lines:
         self.notifications = NotificationBudget(server)
         self.requests = ServerRequests(server)  # from the server, their answers not written yet
         self.asked = False
+        self._unread_said = False  # an error of id null was logged
 
     def messages(self, line: bytes) -> list[bytes]:
         """The messages of a line: itself, or each message of a JSON-RPC batch (an array of messages, each with its
@@ -188,6 +192,14 @@ class Lines:
             self.asked = answer == "awaited"
             if self.asked and isinstance(message, types.JSONRPCResponse):
                 trim(message.result)  # before the SDK validates it (`tool_tree.answer_items`)
+            if message.id is None and not self._unread_said:
+                # JSON-RPC's answer to a request whose id the server could not read: which one is not told, so its
+                # call waits for its timeout; said once, its code alone (the server's words may hold a secret).
+                self._unread_said = True
+                logger.warning(
+                    "server %r answered a message it could not read with an error of id null (code %s): which request "
+                    "it was is not said, and that call waits for its timeout", self.server, message.error.code,
+                )  # fmt: skip
             return item if self.asked else self._stray(answer)
         if isinstance(message, types.JSONRPCRequest):
             if self._large(line, values):

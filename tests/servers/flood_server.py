@@ -26,6 +26,8 @@ It answers ``initialize``, ``tools/list`` and ``ping`` as any server; ``tools/ca
                (``\\udcff``), 1 a value that is not JSON (``tru``), 2 a message of JSON-RPC 1.0 (``"jsonrpc": "1.0"``,
                its id after it)
     float_id   answers ``ok`` with its id written as a float (``7.0``)
+    null_error sends ``n`` parse errors of id null (JSON-RPC's answer to a request whose id could not be read), then
+               answers ``ok``
     bom        answers ``ok`` on a line that starts with a UTF-8 byte order mark (as a .NET server writing UTF-8 with
                its preamble does)
     batch      answers with a JSON-RPC batch on one line: ``n`` ``notifications/progress`` of the call (progress
@@ -142,6 +144,10 @@ def call(
         send_line(
             f'{{"jsonrpc":"2.0","id":{float(str(request_id))!r},"result":{{"content":[{{"type":"text","text":"ok"}}]}}}}'
         )
+    elif name == "null_error":
+        for _ in range(n):
+            send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
+        answer(request_id, "ok")
     elif name == "batch":
         notes = [
             {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": i}}
@@ -168,7 +174,7 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": request_id, "result": result})
         elif method == "tools/list":
             tools = ["pid", "values", "blocks", "noise", "pings", "cancelled", "notify", "changed", "strays", "deep"]
-            tools += ["unreadable", "bom", "batch", "float_id", "ok"]
+            tools += ["unreadable", "bom", "batch", "float_id", "null_error", "ok"]
             listed = [{"name": name, "inputSchema": {"type": "object"}} for name in tools]
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": listed}})
         elif method == "tools/call":

@@ -597,3 +597,19 @@ def test_a_batch_of_notifications_alone_past_their_budget_is_dropped_unread_as_o
     monkeypatch.setattr("tool_tree.stdio_lines.from_json", lambda text: parsed.append(text))
     assert lines.messages(batch) == [batch]
     assert lines.judge(batch) is None and not parsed
+
+
+@pytest.mark.anyio
+async def test_an_error_of_id_null_is_said_once_naming_the_server(caplog: pytest.LogCaptureFixture) -> None:
+    # Before: dropped as an answer to no request without a word, so a call whose request the server could not read
+    # waited out its timeout with nothing to say why.
+    caplog.set_level(logging.WARNING, logger="tool_tree.stdio_lines")
+    config = ServerConfig(name="nulls", command=sys.executable, args=(str(FLOOD),), timeout=30)
+    async with ServerPool([config]) as pool:
+        assert text(await pool.call("nulls", "null_error", {"n": 3})) == "ok"
+        assert pool.restarts("nulls") == 0
+    said = [r.getMessage() for r in caplog.records if r.name == "tool_tree.stdio_lines"]
+    assert said == [
+        "server 'nulls' answered a message it could not read with an error of id null (code -32700): which request it "
+        "was is not said, and that call waits for its timeout"
+    ]
