@@ -119,7 +119,7 @@ def test_a_run_that_has_to_wait_for_another_says_so_then_writes_the_tree(tmp_pat
         try:
             assert run.stderr is not None
             said = b""
-            while b"waiting for it" not in said:
+            while "waiting for it to finish …\n".encode() not in said:  # the whole line: print writes its end apart
                 byte = wait_readable(run.stderr.fileno())
                 assert byte, f"ended without saying it waits: {said.decode()}"
                 said += byte
@@ -329,7 +329,7 @@ def test_a_run_stopped_while_it_waits_for_another_says_only_that_it_was_interrup
         try:
             assert b.stderr is not None
             said = b""
-            while b"waiting for it" not in said:
+            while "waiting for it to finish …\n".encode() not in said:  # the whole line: print writes its end apart
                 byte = wait_readable(b.stderr.fileno())
                 assert byte, f"ended without saying it waits: {said.decode()}"
                 said += byte
