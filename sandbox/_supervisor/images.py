@@ -131,14 +131,24 @@ def _image_bytes(image: Any) -> tuple[bytes, str | None]:
 def images_of(image: Any) -> Iterator[tuple[bytes, str]]:
     """The images ``image`` holds, in order, each as ``(data, its MIME type)``, read and checked one at a time (so
     that those before a bad one are shown): a file path, PNG/JPEG/GIF/WebP bytes, a tool's image, an MCP image content
-    block (a dict), or a figure; a tool result (``ToolResult``), a tool's structured result whose ``content`` lists
-    content blocks (server-filesystem's ``read_media_file``), or a list or tuple of these (not nested).
+    block (a dict), or a figure; a tool result (``ToolResult``), a tool's structured result (the images of the result
+    it came from, or else the blocks its ``content`` lists, as server-filesystem's ``read_media_file``'s), or a list
+    or tuple of these (not nested).
 
     Raises:
         ValueError: not a supported image, or too large; a tool result or a list without an image.
         TypeError: an argument of an unsupported kind.
         OSError: the file cannot be read.
     """
+    result: Any = getattr(image, "tool_result", None)
+    if (
+        isinstance(image, dict)
+        and _is_tool_result(result)
+        and (result.images or not isinstance(image.get("content"), list))
+    ):
+        # A stub's structured result (`tool_tree.runtime.StructuredResult`): the images of the result it came from,
+        # which its dict may not hold (before: "not a dict with type None", though the tool returned an image)
+        image = result
     if isinstance(image, dict) and "type" not in image and isinstance(image.get("content"), list):
         # A structured result of content blocks, as read_media_file's stub returns (before: "not a dict with type None")
         image = [b for b in image["content"] if isinstance(b, dict) and b.get("type") == "image"]

@@ -278,9 +278,10 @@ def search_tools(query: str, detail: str = "summary", limit: int = 5, regex: boo
 
 def show_image(image: Any) -> None:
     """Show an image to the model: a file path, PNG/JPEG/GIF/WebP bytes, a tool's image, an MCP image content
-    block (a dict), or a figure; a tool result (``ToolResult``), a tool's structured result whose ``content`` lists
-    content blocks (server-filesystem's ``read_media_file``), or a list or tuple shows each of its images in
-    order (before: a tool result was refused, though it names its images when printed).
+    block (a dict), or a figure; a tool result (``ToolResult``), a stub's structured result (the images of its tool
+    result, or else the image blocks its ``content`` lists, as server-filesystem's ``read_media_file``'s), or a list
+    or tuple shows each of its images in order (before: a tool result was refused, though it names its images when
+    printed).
 
     Raises:
         ValueError: not a supported image, too large, or too many images in one execution; a tool result or a

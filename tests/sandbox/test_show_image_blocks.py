@@ -129,3 +129,42 @@ def test_a_script_shows_a_tool_result_s_images_and_a_list_of_images(backend: Doc
     assert result.ok, result.traceback
     assert [(i.mime_type, i.data) for i in result.images] == [("image/png", PNG)] * 4
     assert result.stdout == "show_image(): the tool result holds no image\n"
+
+
+@pytest.mark.docker
+def test_a_script_shows_and_sees_the_image_a_structured_result_holds_only_in_its_content(
+    backend: DockerBackend,
+) -> None:
+    # A tool with an output schema that sends an image and a resource link beside its structured content. Before: its
+    # stub returned the structured content alone; show_image of it raised "not a dict with type None", and printed it
+    # said nothing of the image.
+    code = (
+        "from tool_tree.runtime import call_tool, structured\n"
+        "chart = structured(call_tool('fs', 'chart', {}), 'fs', 'chart')\n"
+        "show_image(chart)\n"
+        "print(chart)\n"
+        "print(chart == {'width': 100}, chart['width'])\n"
+        "try:\n"
+        "    show_image(structured(call_tool('fs', 'size', {}), 'fs', 'size'))\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+    )
+    link = {"type": "resource_link", "uri": "file:///data.csv", "name": "data.csv"}
+
+    def tools(server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        text = {"type": "text", "text": '{"width": 100}'}
+        if tool == "size":
+            return {"content": [text], "structuredContent": {"width": 100}}
+        return {"content": [text, BLOCK, link], "structuredContent": {"width": 100}}
+
+    with Sandbox(backend, tools=tools) as sb:
+        result = sb.execute(code)
+    assert result.ok, result.traceback
+    assert [(i.mime_type, i.data) for i in result.images] == [("image/png", PNG)]
+    assert result.stdout == (
+        "{'width': 100}\n"
+        f"[Image(image/png, {len(PNG)} bytes): result.images[0]]\n"
+        "[ResourceLink(file:///data.csv, 'data.csv'): result.resource_links[0]]\n"
+        "True 100\n"
+        "show_image(): the tool result holds no image\n"
+    )

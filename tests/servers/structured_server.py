@@ -5,13 +5,18 @@
 ``show(case)`` answers the result named by ``case`` (see `CASES`) as a ``CallToolResult``: structured content
 that repeats an image of the content (as server-filesystem's ``read_media_file`` does), that adds to an image
 without a text block, or that comes alone and carries binary data as base64 (plain and as a ``data:`` URI).
+``chart(title)`` declares an output schema (`Chart`) and answers its structured content, the same as JSON text (as
+the spec asks), and beside them an image and a resource link that only its content holds.
 """
 
 from __future__ import annotations
 
+import json
+from typing import Annotated, TypedDict
+
 from content_server import png  # the script's folder is on sys.path when it runs as a script
 from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult, ImageContent
+from mcp_types import CallToolResult, ImageContent, ResourceLink, TextContent
 
 server = MCPServer("structured", log_level="WARNING")
 
@@ -43,6 +48,25 @@ CASES: dict[str, CallToolResult] = {
 def show(case: str) -> CallToolResult:
     """Answer the structured content named ``case``."""
     return CASES[case]
+
+
+class Chart(TypedDict):
+    """The output schema of ``chart``."""
+
+    title: str
+    width: int
+    height: int
+
+
+CHART_LINK = ResourceLink(name="data.csv", uri="file:///charts/data.csv", mime_type="text/csv", size=2_048)
+
+
+@server.tool(name="chart")
+def chart(title: str) -> Annotated[CallToolResult, Chart]:
+    """Draw a chart: its size (structured), its image and a link to its data (content only)."""
+    out = {"title": title, "width": 100, "height": 80}
+    content = [TextContent(text=json.dumps(out)), ImageContent(data=IMAGE, mime_type="image/png"), CHART_LINK]
+    return CallToolResult(content=content, structured_content=out)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,11 @@ by the installed *transport*: inside the sandbox the supervisor installs one tha
 call to the host bridge; on the host, a program (or a test) can install one that calls a live
 MCP session directly.
 
+A stub of a tool without an output schema returns a `ToolResult`; one of a tool that declares an output schema, the
+structured content as a `StructuredResult`: a dict typed by the schema that also carries the result's ``.images``,
+``.resource_links``, ``.resources``, ``.text`` and ``.content`` (``tool_result`` the whole `ToolResult`), since a
+server may send images or links beside its structured content and only there.
+
 Stubs are synchronous: a call blocks its thread until the result is back. Calls from several threads
 (`parallel`, or ``asyncio.to_thread`` under top-level ``await``) are in flight at once; inside the
 sandbox, past 64 at a time a call waits for a turn.
@@ -36,6 +41,7 @@ from tool_tree.runtime._call import (
 from tool_tree.runtime._concurrency import parallel
 from tool_tree.runtime._not_given import NOT_GIVEN, NotGiven
 from tool_tree.runtime._result import Image, Resource, ResourceLink, ToolResult
+from tool_tree.runtime._structured import StructuredResult
 
 __all__ = [
     "NOT_GIVEN",
@@ -44,6 +50,7 @@ __all__ = [
     "NotGiven",
     "Resource",
     "ResourceLink",
+    "StructuredResult",
     "ToolCallError",
     "ToolError",
     "ToolResult",

@@ -8,6 +8,7 @@ from typing import Any
 
 from tool_tree.runtime._not_given import given
 from tool_tree.runtime._result import ToolResult
+from tool_tree.runtime._structured import StructuredResult
 
 Transport = Callable[[str, str, dict[str, Any]], dict[str, Any]]
 """``(server, tool, arguments) -> tools/call result`` as a wire-format dict.
@@ -136,11 +137,13 @@ def _merged(
 
 
 def structured(result: ToolResult, server: str, tool: str) -> Any:
-    """The structured content of a tool that declares an output schema.
+    """The structured content of a tool that declares an output schema, as a `StructuredResult`: a dict that also
+    carries ``result`` (its images, resource links, embedded resources and text, which the structured content may not
+    hold; before, the stub returned the dict alone and they were lost).
 
     Raises:
         ToolCallError: the server sent no structured content.
     """
     if result.structured_content is None:
         raise ToolCallError(server, tool, "the tool declares an output schema but returned no structured content")
-    return result.structured_content
+    return StructuredResult(result.structured_content, result)
