@@ -4,9 +4,6 @@ The system prompt carries what the tree is, its root ``INDEX.md`` (or, for a cat
 to inline, a compact server list that points to it) and the signatures of pinned tools.
 Everything else the model learns through tool results, so the prompt and the tools array
 stay byte-identical for the whole run.
-
-(Over 400 lines: the four tools' argument checks, results and the system prompt's parts share one toolset's state;
-the inlined signatures' budgets are in `code_filtered`, the prompt's templates in agent/templates.)
 """
 
 from __future__ import annotations
