@@ -601,13 +601,3 @@ def tree_lock(
         yield
     finally:
         os.close(fd)
-
-
-def manifest_stamp(tree: str | os.PathLike[str]) -> tuple[int, int, int] | None:
-    """What tells one ``manifest.json`` of ``tree`` from the next: `generate-tree` replaces it (a new inode) after
-    writing every other file, whenever anything but the search index changed. None: there is none."""
-    try:
-        st = os.stat(Path(tree) / MANIFEST_FILE)
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns, st.st_size

@@ -407,16 +407,8 @@ class ToolServer:
                 logger.warning("%s%s: %s; serving without it until the tree has it", where, e.setting, text)
 
         pinned = self.settings.pinned
-        return CodeToolset(
-            self.tree,
-            pinned=pinned,
-            standalone=True,
-            timeout=self.sandbox_config.timeout,
-            pinned_missing=missing,
-            manifest=manifest,
-            config=self.config.file,
-            follow_regeneration=False,  # serve says it itself
-        )
+        return CodeToolset(self.tree, pinned=pinned, standalone=True, timeout=self.sandbox_config.timeout,
+                           pinned_missing=missing, manifest=manifest, config=self.config.file)  # fmt: skip
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

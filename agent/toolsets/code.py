@@ -19,7 +19,7 @@ from agent.prompts import render
 from agent.toolsets.base import INTERRUPTED_OUTCOME, NOTE_CHARS, ToolOutcome, Toolset, error, note_text, with_note
 from tool_tree.search import SearchError, SearchHit, render_hits, search_tools
 from tool_tree.text import one_line, shown, size
-from tool_tree.tree import INDEX_FILE, Manifest, ToolEntry, manifest_stamp, read_in_tree, servers_link
+from tool_tree.tree import INDEX_FILE, Manifest, ToolEntry, read_in_tree, servers_link
 
 if TYPE_CHECKING:
     from sandbox.errors import Unreported
@@ -161,13 +161,6 @@ def _arg(arguments: Mapping[str, Any], key: str, default: T) -> T:
     return value
 
 
-REGENERATED = (  # said once in a run whose tree was regenerated meanwhile (before: nothing said why a stub failed)
-    "the tree was regenerated (`tooltree generate-tree`) since this run began: list_files, read_file and search_tools "
-    "show the regenerated tree, while this run's scripts keep the tree their sandbox started with (a tool added or "
-    "changed since cannot be imported or called as the regenerated stub says); start a new run to use it"
-)
-
-
 class CodeToolset(Toolset):
     """The tools of ``code`` mode over one tree.
 
@@ -182,7 +175,6 @@ class CodeToolset(Toolset):
             it, such a tool is an error.
         manifest: the tree's manifest, when the caller read it (else read here).
         config: the configuration file in use (`agent.toolsets.base.Toolset`).
-        follow_regeneration: say once that the tree was regenerated meanwhile (`REGENERATED`; serve says it itself).
 
     Raises:
         AgentSetupError: no manifest, a pinned tool is not in the tree (and no ``pinned_missing``), or the tree's
@@ -203,10 +195,8 @@ class CodeToolset(Toolset):
         pinned_missing: Callable[[AgentSetupError], None] | None = None,
         manifest: Manifest | None = None,
         config: str | None = None,
-        follow_regeneration: bool = True,
     ) -> None:
         super().__init__(tree, manifest=manifest, config=config)
-        self._tree_seen, self._regeneration_said = manifest_stamp(self.tree), not follow_regeneration
         if (link := servers_link(self.tree)) is not None:
             raise AgentSetupError(link)
         self.pinned = self.resolve_pinned(pinned, missing=pinned_missing)
@@ -300,11 +290,7 @@ class CodeToolset(Toolset):
 
     def call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
         # A sandbox that ended on its own is replaced on the call's first use of it: the call's result says so.
-        outcome = with_note(self._call(name, arguments, runtime), runtime.take_sandbox_note())
-        if not self._regeneration_said and manifest_stamp(self.tree) != self._tree_seen:
-            self._regeneration_said = True  # once: the tree's files and the sandbox's copy stay apart for the run
-            return with_note(outcome, REGENERATED)
-        return outcome
+        return with_note(self._call(name, arguments, runtime), runtime.take_sandbox_note())
 
     def _call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
         if name not in ARGUMENTS:
