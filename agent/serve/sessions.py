@@ -382,6 +382,7 @@ class ClientSession:
         """``execute_python`` in its own thread: the sandbox is started first, so that a cancel that
         arrives while it starts is applied before the script would be handed over."""
         from agent.toolsets.code import unknown_arguments
+        from agent.toolsets.tree_changed import missed_servers
         from sandbox.errors import SandboxError
         from tool_tree.pool import PoolError
 
@@ -409,7 +410,7 @@ class ClientSession:
             if bridge.script_asks is asks:  # not the next execution's, when this one outlived its cancel
                 bridge.script_asks = None
         outcome = self._save_workspace(executed)
-        if self.stale_tree and _missed_servers(outcome):
+        if self.stale_tree and missed_servers(outcome):
             folder = self.runtime.workspace
             if folder is not None:  # before: "reconnect the client", which a model cannot do
                 self.renew = True
@@ -831,9 +832,3 @@ def _restarted(outcome: ToolOutcome) -> bool:
     """Whether an execution's result says its interpreter was restarted (a paragraph of its own in its text)."""
     marker = f"[{RESTARTED}]"
     return any(marker in b.get("text", "").split("\n\n") for b in outcome.content if b.get("type") == "text")
-
-
-def _missed_servers(outcome: ToolOutcome) -> bool:
-    """Whether a script's output says an import from ``servers`` failed (a module, or a name in one)."""
-    text = "\n".join(b.get("text", "") for b in outcome.content if b.get("type") == "text")
-    return "No module named 'servers." in text or ("cannot import name" in text and "from 'servers." in text)

@@ -17,6 +17,7 @@ from agent.errors import AgentSetupError
 from agent.files import FileAccessError, FileView
 from agent.prompts import render
 from agent.toolsets.base import INTERRUPTED_OUTCOME, NOTE_CHARS, ToolOutcome, Toolset, error, note_text, with_note
+from agent.toolsets.tree_changed import TreeWatch
 from tool_tree.search import SearchError, SearchHit, render_hits, search_tools
 from tool_tree.text import one_line, shown, size
 from tool_tree.tree import INDEX_FILE, Manifest, ToolEntry, read_in_tree, servers_link
@@ -196,6 +197,8 @@ class CodeToolset(Toolset):
         manifest: Manifest | None = None,
         config: str | None = None,
     ) -> None:
+        # Which manifest file the run started with; taken before it is read: a file replaced meanwhile is told.
+        self.tree_watch = TreeWatch(tree)
         super().__init__(tree, manifest=manifest, config=config)
         if (link := servers_link(self.tree)) is not None:
             raise AgentSetupError(link)
@@ -210,6 +213,9 @@ class CodeToolset(Toolset):
 
     def system_prompt(self) -> str:
         return self._system
+
+    def start_conversation(self) -> None:
+        self.tree_watch.again()  # a tree regenerated since the system prompt was written is told in each one
 
     def prompt(self, template: str, *, limit: int | None = None) -> str:
         """``template`` (in ``agent/templates/``) rendered with this tree's index and pinned signatures.
@@ -290,7 +296,9 @@ class CodeToolset(Toolset):
 
     def call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
         # A sandbox that ended on its own is replaced on the call's first use of it: the call's result says so.
-        return with_note(self._call(name, arguments, runtime), runtime.take_sandbox_note())
+        outcome = with_note(self._call(name, arguments, runtime), runtime.take_sandbox_note())
+        # `tooltree serve` follows a regenerated tree, and tells each session its own way
+        return outcome if self.standalone else self.tree_watch.tell(name, outcome)
 
     def _call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
         if name not in ARGUMENTS:

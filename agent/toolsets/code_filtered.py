@@ -80,6 +80,7 @@ class PrefilteredCodeToolset(CodeToolset):
         self.start_conversation()
 
     def start_conversation(self) -> None:
+        super().start_conversation()
         self.prefilter.start()
         self._shown: dict[str, str] = {self.prefilter.key(t.server, t.tool): "pinned" for t in self.pinned}
         """Key → how the tool is shown: ``pinned``, ``signature``, ``line`` or ``name``."""
