@@ -6,11 +6,16 @@ prompt — the part that is byte-identical in every request of a run — and on 
 the conversation, so each request also reads the previous turns from the cache. The stored
 conversation never carries markers; they are added to a copy per request (at most 3 of the
 API's 4).
+
+Over 400 lines: one request's life, its parts, its sending (with the retries the SDK does not make) and what its
+failures say, each small and used only together.
 """
 
 from __future__ import annotations
 
 import copy
+import html
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -127,11 +132,43 @@ def error_type(e: Any) -> str:
 
 
 def api_message(e: Any) -> str:
-    """The message of an API error, from its body when it has one."""
+    """The message of an API error, from its body when it has one. A body that is not the API's JSON error (a proxy's
+    or gateway's page) is named by its title or first words, in at most `FOREIGN_DETAIL` characters: before, a 503
+    from a proxy printed its whole HTML page as the error's line (and in ``--json``, and in each retry's record)."""
     body = getattr(e, "body", None)
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         return str(body["error"].get("message", e))
-    return str(getattr(e, "message", e))
+    if isinstance(body, str) and body.strip():
+        return foreign_body(body)
+    from sandbox.results import note_label
+
+    return note_label(str(getattr(e, "message", e)), 2 * FOREIGN_DETAIL)
+
+
+FOREIGN_DETAIL = 200
+"""The most characters of an error's body that is not the API's own (a proxy's page) that an error quotes."""
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
+
+
+def foreign_body(text: str) -> str:
+    """What an error answer whose ``text`` is not the API's JSON error says, in a few words: an HTML page by its title,
+    other text by its start (cleaned, on one line)."""
+    from sandbox.results import note_label
+
+    head = text[: 64 * 1024]
+    if (title := _TITLE.search(head)) is not None or head.lstrip().startswith("<"):
+        named = " ".join(html.unescape(title.group(1)).split()) if title is not None else ""
+        what = f"an HTML page titled {note_label(named, FOREIGN_DETAIL)!r}" if named else "an HTML page"
+    else:
+        what = repr(note_label(head, FOREIGN_DETAIL))
+    return f"{what}, not the API's own error (a proxy or gateway on the way answered?)"
+
+
+def status_text(e: Any) -> str:
+    """An API status error as its ``api_error`` record says it: the SDK's text, unless its body is not the API's own
+    error (`foreign_body`, which can be a page of kilobytes)."""
+    body = getattr(e, "body", None)
+    return f"{e.status_code} {api_message(e)}" if isinstance(body, str) and body.strip() else str(e)
 
 
 class NoMessage(Exception):
@@ -241,7 +278,7 @@ def stream_message(
             time.sleep(retry_delay(retries))
             retries += 1
         except anthropic.APIStatusError as e:
-            on_error(e.status_code, str(e), None)
+            on_error(e.status_code, status_text(e), None)
             in_stream = e.status_code == 200  # an `error` event after the 200: the SDK did not retry it
             if not (in_stream and error_type(e) in RETRYABLE_STREAM_ERRORS and retries < client.max_retries):
                 raise

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from agent.defaults import DEFAULT_RETRIES, default_client
 from agent.errors import AgentSetupError
 from agent.prefilter.base import Attempt, CatalogTool, FilterError, Verdicts, current_attempt
-from agent.request import EPHEMERAL
+from agent.request import EPHEMERAL, status_text
 from agent.summary import TokenUsage
 
 if TYPE_CHECKING:
@@ -220,7 +220,9 @@ class ClaudeFilter:
             return FilterError(f"the pre-filter model did not answer within {seconds:g} s{unknown}", kind="timeout",
                                requests=sent, unanswered=unanswered)  # fmt: skip
         if isinstance(error, anthropic.APIStatusError):
-            return FilterError(f"the pre-filter request failed ({error.status_code}): {error}", requests=sent)
+            return FilterError(
+                f"the pre-filter request failed ({error.status_code}): {status_text(error)}", requests=sent
+            )
         # The connection may have failed after the request arrived (an answer cut short, a reset): the API may have
         # billed it. Before, such requests were reported as answered with 0 tokens.
         unanswered = attempt.unanswered()

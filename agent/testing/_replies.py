@@ -25,7 +25,8 @@ class ApiError:
     ``retry_after`` (seconds) is sent as ``retry-after`` and ``retry-after-ms`` headers, which
     the SDK honours between its retries. With ``in_stream`` a streamed request gets a 200 whose stream
     starts a message and then carries the error as an ``error`` event, as the API does when it is
-    overloaded mid-answer (the SDK does not retry those).
+    overloaded mid-answer (the SDK does not retry those). With ``page`` the body is that text as ``text/html`` instead,
+    as a proxy or gateway in front of the API answers (``ApiError(503, page="<html>...")``).
     """
 
     status: int
@@ -33,6 +34,7 @@ class ApiError:
     type: str = ""
     retry_after: float | None = None
     in_stream: bool = False
+    page: str | None = None
 
     @property
     def error_type(self) -> str:

@@ -151,7 +151,7 @@ class FakeMessagesAPI:
             if item.retry_after is not None:
                 extra["retry-after"] = str(max(1, math.ceil(item.retry_after)))
                 extra["retry-after-ms"] = str(max(1, round(item.retry_after * 1000)))
-            return item.status, extra, item.body()
+            return item.status, extra, item.body() if item.page is None else _Page(item.page)
         cut, ending = (item.events, item.ending) if isinstance(item, CutStream) else (None, "close")
         with self._lock:
             completed = self._complete(item.reply if isinstance(item, CutStream) else item, body)
@@ -208,6 +208,13 @@ class _Server(ThreadingHTTPServer):
 
 
 @dataclass(frozen=True)
+class _Page:
+    """An error answer's body that is not the API's JSON: a proxy's HTML page (`ApiError.page`)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class _Cut:
     """A message to answer with only its first ``events`` events (or half its JSON), then a closed connection."""
 
@@ -260,9 +267,10 @@ def _handler_for(api: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _send_json(self, status: int, body: Any, extra: dict[str, str] | None = None) -> None:
-            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+            page = isinstance(body, _Page)
+            data = body.text.encode("utf-8") if page else json.dumps(body, ensure_ascii=False).encode("utf-8")
             self.send_response(status)
-            self.send_header("content-type", "application/json")
+            self.send_header("content-type", "text/html; charset=utf-8" if page else "application/json")
             self.send_header("content-length", str(len(data)))
             self.send_header("request-id", f"req_fake{len(api.requests):04d}")
             for k, v in (extra or {}).items():

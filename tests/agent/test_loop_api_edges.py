@@ -113,6 +113,32 @@ def test_an_error_retrying_cannot_fix_says_what_failed_and_what_to_do(
     assert advice in info.value.advice and info.value.status_code == error.status
 
 
+PROXY_PAGE = (
+    "<!DOCTYPE html><html><head><title>503 Service Temporarily Unavailable</title></head><body>"
+    + "<center>nginx</center>" * 400
+    + "</body></html>"
+)
+
+
+def test_a_proxys_error_page_is_retried_and_named_by_its_title_not_printed_whole(
+    project: Project, live: Runtime, tmp_path: Path
+) -> None:
+    # Before: the error's line was "answered 503: 503 <!DOCTYPE html>..." with the whole 9 kB page, and each retry's
+    # api_error record held it again.
+    page = ApiError(503, page=PROXY_PAGE)
+    transcript = tmp_path / "run.jsonl"
+    with FakeMessagesAPI([page, page, reply("Negotiation."), page, page, page]) as api:
+        runner = agent(project, api, live, retries=2, transcript=transcript)
+        assert runner.run("Read the deal").answer == "Negotiation."  # retried as any 503
+        with pytest.raises(ModelAPIError) as info:
+            runner.run("Again")
+    said = "an HTML page titled '503 Service Temporarily Unavailable', not the API's own error"
+    assert str(info.value).startswith(f"the Messages API answered 503: {said}") and len(str(info.value)) < 200
+    assert info.value.status_code == 503 and "run the task again later" in info.value.advice
+    (error,) = [r for r in read_transcript(transcript) if r["type"] == "api_error"]
+    assert error["message"].startswith(f"503 {said}") and "nginx" not in error["message"]
+
+
 def test_a_default_client_without_an_api_key_is_a_setup_error_before_anything_starts(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -65,6 +65,17 @@ def test_a_server_error_is_a_classifier_failure(project: Project) -> None:
     assert caught.value.kind == "error"
 
 
+def test_a_proxys_error_page_fails_the_classifier_with_its_title_not_the_page(project: Project) -> None:
+    # Before: the whole HTML page was the failure's reason, in the run's fail_open list and its --json.
+    page = ApiError(502, page="<html><head><title>502 Bad Gateway</title></head><body>" + "<p>x</p>" * 2000)
+    with FakeMessagesAPI([page]) as api, pytest.raises(FilterError) as caught:
+        ClaudeFilter(api.client(max_retries=0)).classify("x", catalog(project.tree))
+    assert str(caught.value).startswith(
+        "the pre-filter request failed (502): 502 an HTML page titled '502 Bad Gateway'"
+    )
+    assert "<p>" not in str(caught.value) and len(str(caught.value)) < 200
+
+
 def test_a_slow_answer_is_a_timeout(project: Project) -> None:
     release = threading.Event()
 
