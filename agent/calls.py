@@ -18,10 +18,12 @@ every later one). So:
   images well under the API's 32 MB request): results arriving in one turn must fit the same room, and
   a larger multiple would only let one reply fill the context (two results at the cap already do).
 
-A ``tool_use`` whose id an earlier block of the same reply already has (a model or proxy bug) is not run: the
-API refuses a request that repeats a ``tool_use`` id, or answers one twice, so every later request of the run
-would fail. It gets a fresh id in the reply as the conversation keeps it (``<id>_2``, ...) and an error
-``tool_result`` saying so; the first block of that id runs. The run counts these as refused too.
+A ``tool_use`` whose id an earlier block of the same reply, or of an earlier reply of the conversation, already has
+(a model or proxy bug) is not run: the API refuses a request that repeats a ``tool_use`` id, or answers one twice, so
+every later request of the run would fail. It gets a fresh id in the reply as the conversation keeps it (``<id>_2``,
+...) and an error ``tool_result`` saying so; the first block of that id runs. The run counts these as refused too.
+Before, an id an earlier reply had was not looked for: its call ran, and the next request was refused (400, "tool_use
+ids must be unique"), ending the run, and every run going on from its messages, with an API error.
 
 A call that raises (a toolset's bug, an error of the runtime not turned into a result where it is known) is
 that block's error ``tool_result``, the exception named (`agent.toolsets.base.raised`), as a ``batch_tool``
@@ -44,13 +46,16 @@ view's ``[2 of 5 failed]`` (before: ``[ok]``, the batch itself being no error).
 The transcript records each call (input, seconds, bytes that reached the model, what was left out)
 and one ``tools_refused`` record for the blocks that did not run; a result itself is recorded once,
 as it entered the conversation, in the next ``request`` record.
+
+Over 400 lines: one reply's calls from their checks (how many, which ids) to every answer, on each path that ends
+them (done, refused, stopped, the sandbox gone).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from itertools import accumulate
@@ -85,19 +90,33 @@ def refused_text(count: int) -> str:
     )
 
 
-def duplicate_text(original: str, renamed: str) -> str:
-    """What a ``tool_use`` that repeated the id of an earlier one of its reply is answered with."""
+def duplicate_text(original: str, renamed: str, *, earlier_reply: bool = False) -> str:
+    """What a ``tool_use`` that repeated the id of an earlier one of its reply (or of an ``earlier_reply``) is
+    answered with."""
+    where = "in an earlier reply" if earlier_reply else "in the same reply"
     return (
-        f"not run: this call repeated the id {original!r} of an earlier call in the same reply (each call needs "
+        f"not run: this call repeated the id {original!r} of an earlier call {where} (each call needs "
         f"its own id, so it was renamed {renamed!r}); make it again in your next reply if it is still needed"
     )
 
 
-def rename_duplicates(blocks: list[dict[str, Any]]) -> dict[int, str]:
-    """Give each of the ``tool_use`` ``blocks`` whose id an earlier one has a fresh id, in place (``<id>_2``, ...,
-    unused in the reply); the indexes of those blocks and the ids they repeated."""
-    taken = {str(b.get("id")) for b in blocks}
-    first: set[str] = set()
+def used_ids(messages: list[dict[str, Any]]) -> set[str]:
+    """The ids of the ``tool_use`` blocks of ``messages`` (the conversation before a reply)."""
+    return {
+        str(b.get("id"))
+        for m in messages
+        if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    }
+
+
+def rename_duplicates(blocks: list[dict[str, Any]], earlier: Collection[str] = ()) -> dict[int, str]:
+    """Give each of the ``tool_use`` ``blocks`` whose id an earlier one has, or one of the ``earlier`` replies' ids, a
+    fresh id, in place (``<id>_2``, ..., unused in the reply and in ``earlier``); the indexes of those blocks and the
+    ids they repeated."""
+    taken = {str(b.get("id")) for b in blocks} | set(earlier)
+    first: set[str] = set(earlier)
     repeated: dict[int, str] = {}
     for i, block in enumerate(blocks):
         original = str(block.get("id"))
@@ -182,13 +201,15 @@ def run_tool_uses(
     summary: RunSummary,
     log: Transcript,
     emit: Callable[[ToolFinished], None],
+    earlier: Collection[str] = (),
 ) -> list[dict[str, Any]]:
     """The ``tool_result`` blocks answering every ``tool_use`` of the reply ``content``, in order: those
     whose calls fit in `MAX_TOOL_USES` run (their results sharing one `ContentBudget`), the rest refused, as is a
-    block repeating an earlier one's id (renamed in ``content``: `rename_duplicates`). Counts them in ``summary``,
-    records them in ``log`` and reports each call that ran to ``emit``."""
+    block repeating an earlier one's id or one of ``earlier`` (the ids of the conversation's earlier replies: renamed
+    in ``content``, `rename_duplicates`). Counts them in ``summary``, records them in ``log`` and reports each call
+    that ran to ``emit``."""
     every = [b for b in content if b.get("type") == "tool_use"]
-    repeated = rename_duplicates(every)
+    repeated = rename_duplicates(every, earlier)
     blocks = [b for i, b in enumerate(every) if i not in repeated]
     made = [calls_in(toolset, b) for b in blocks]
     fit = next((i for i, total in enumerate(accumulate(made)) if total > MAX_TOOL_USES), len(blocks))
@@ -237,14 +258,17 @@ def run_tool_uses(
             else {
                 "type": "tool_result",
                 "tool_use_id": b["id"],
-                "content": [{"type": "text", "text": duplicate_text(repeated[i], b["id"])}],
+                "content": [
+                    {"type": "text", "text": duplicate_text(repeated[i], b["id"], earlier_reply=repeated[i] in earlier)}
+                ],
                 "is_error": True,
             }
             for i, b in enumerate(every)
         ]
         summary.refused_tool_calls += len(repeated)
         first = next(iter(repeated.values()))
-        reason = f"repeated the id of an earlier tool_use of the reply (the first: {first!r})"
+        where = "of an earlier reply" if first in earlier else "of the reply"
+        reason = f"repeated the id of an earlier tool_use {where} (the first: {first!r})"
         log.write("tools_refused", turn=turn, count=len(repeated), ran=calls_ran, reason=reason)
     if raised_by_handler:  # every tool_use answered: the run's messages can go on as the history of the next
         setattr(raised_by_handler[0], INTERRUPTED_RESULTS, results)

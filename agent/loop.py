@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.calls import INTERRUPTED_RESULTS, answers_at_stop, run_tool_uses
+from agent.calls import INTERRUPTED_RESULTS, answers_at_stop, run_tool_uses, used_ids
 from agent.conversation import NewSandboxNote, check_sandbox_args, check_task
 from agent.defaults import (
     BATCH_MODES,
@@ -374,6 +374,7 @@ class Agent:
                     usage = TokenUsage.from_api(message.usage)
                     summary.usage.add(usage)
                     content = [block_param(b) for b in message.content]
+                    earlier = used_ids(messages)  # before the reply joins them: an id it repeats is renamed, not run
                     stop = str(message.stop_reason or "end_turn")
                     log.write(
                         "response",
@@ -390,7 +391,7 @@ class Agent:
                     if stop != "tool_use":
                         summary.stop_reason = stop
                         break
-                    results = run_tool_uses(self.toolset, content, runtime, turn, summary, log, self._emit)
+                    results = run_tool_uses(self.toolset, content, runtime, turn, summary, log, self._emit, earlier)
                     if not results:  # "tool_use" without a tool_use block: nothing to answer
                         summary.stop_reason = "end_turn"
                         break

@@ -84,6 +84,34 @@ def test_a_repeated_tool_use_id_runs_once_is_renamed_and_the_run_goes_on(
     assert refused["count"] == 1 and "toolu_same" in refused["reason"]
 
 
+def test_an_id_an_earlier_reply_had_is_renamed_and_not_run_so_the_next_request_is_accepted(
+    project: Project, live: Runtime, tmp_path: Path
+) -> None:
+    # Before: only the ids of one reply were compared. The call ran, and the next request was refused (400, "`tool_use`
+    # ids must be unique"): the run ended with an API error, and so would every run going on from its messages.
+    first, repeat = "Call back (first reply)", "Call back (a later reply, same id)"
+    transcript = tmp_path / "run.jsonl"
+    script = [
+        reply(tool_use("crm__create_task", task(first), id="toolu_old")),
+        reply(tool_use("crm__create_task", task(repeat), id="toolu_old")),
+        reply("Done."),
+    ]
+    with FakeMessagesAPI(script) as api:
+        result = agent(project, api, live, transcript=transcript).run("Set two reminders")
+    assert result.completed and result.answer == "Done."
+    *_, again, answers = api.requests[2]["messages"]
+    assert [b["id"] for b in again["content"]] == ["toolu_old_2"]
+    (answer,) = answers["content"]
+    assert answer["tool_use_id"] == "toolu_old_2" and answer["is_error"] is True
+    assert answer["content"][0]["text"].startswith("not run: this call repeated the id 'toolu_old' of an earlier call "
+                                                   "in an earlier reply")  # fmt: skip
+    tasks = open_tasks(live)
+    assert first in tasks and repeat not in tasks
+    assert (result.summary.tool_calls, result.summary.refused_tool_calls) == (1, 1)
+    (refused,) = [r for r in read_transcript(transcript) if r["type"] == "tools_refused"]
+    assert "of an earlier reply" in refused["reason"] and "toolu_old" in refused["reason"]
+
+
 def test_the_calls_of_the_last_turn_allowed_run_so_the_history_carries_on(project: Project, live: Runtime) -> None:
     subject = "Call back (last turn)"
     with FakeMessagesAPI([reply(tool_use("crm__create_task", task(subject))), reply("Set earlier.")]) as api:
