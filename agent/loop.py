@@ -14,11 +14,12 @@ the reply (at the same time when all of them are independent: MCP tools, reads o
 back, until the model ends its turn, a reply stops for another reason (``max_tokens``, ``refusal``),
 the turn limit or token budget is reached, or a reply cannot be read (``unreadable_reply``: the SDK could
 not parse a tool call's input; `ModelAPIError`). A request's images are kept within the API's limits
-(`agent.images`). Requests stream (so large ``max_tokens`` work); the SDK retries rate limits, overloads and server
-errors with back-off, and the loop retries the same errors when they arrive inside a stream (an ``error`` event
-after the 200), and a stream that ends before its message does — its body ends early, its connection is reset, no
-data comes for the client's read timeout — (``api_error`` once retries are spent: a cut reply is never taken as the
-answer), which the SDK does not. A `ModelAPIError` says what failed, and its ``advice`` what to do. Ctrl-C ends the
+(`agent.images`). Requests stream (so large ``max_tokens`` work); the loop retries rate limits, overloads, server
+errors and timeouts with back-off as the SDK would (`agent.request.retry_wait`), each attempt recorded and counted
+(``api_retries``), the same errors when they arrive inside a stream (an ``error`` event after the 200), and a stream
+that ends before its message does — its body ends early, its connection is reset, no data comes for the client's
+read timeout — (``api_error`` once retries are spent: a cut reply is never taken as the answer). A `ModelAPIError`
+says what failed, and its ``advice`` what to do. Ctrl-C ends the
 transcript with a ``run_end`` whose stop reason is ``interrupted``, and the ``KeyboardInterrupt`` goes on carrying
 the run so far (`agent.errors.interrupted_result`), the pre-filter's requests until then counted in it.
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import html
+import math
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -219,14 +220,15 @@ def stream_message(
     client: Any,
     params: dict[str, Any],
     *,
-    on_error: Callable[[int | None, str, Any], None],
+    on_error: Callable[[int | None, str, Any, float | None], None],
 ) -> Any:
-    """The final message of one streamed request. The SDK retries rate limits, overloads and server errors
-    answered before the stream; the same errors arriving inside it (an ``error`` event after the 200), and a
-    stream that ends before its message does (the body ends early, the connection is reset, no data comes for
-    the client's read timeout: errors the SDK does not retry inside a stream, the HTTP client's or wrapping it), are
-    retried here, as many times, each one given to ``on_error`` first with what it cost (its ``usage`` as far as
-    it came, or None).
+    """The final message of one streamed request, retried here, at most the client's ``max_retries`` times, on what
+    the SDK retries (`retry_wait`: a rate limit, an overload, a server error, a timeout, no connection) and on what it
+    does not retry inside a stream (an ``error`` event after the 200 of those kinds; a stream that ends before its
+    message does: the body ends early, the connection is reset, no data comes for the client's read timeout). Each
+    failed attempt is given to ``on_error`` first with what it cost (its ``usage`` as far as it came, or None) and the
+    seconds until its retry (None: given up). Before, the SDK made the retries of errors answered before the stream
+    itself, unseen: a run slowed by rate limits had no record of them, and its summary no count.
 
     Raises:
         anthropic.APIStatusError, anthropic.APIConnectionError: as the SDK raises them, once retries are spent.
@@ -237,10 +239,11 @@ def stream_message(
     import anthropic
     import httpx2
 
+    once = client.with_options(max_retries=0)  # each attempt is seen here: the SDK retries none itself
     retries = 0
     while True:
         try:
-            with client.messages.stream(**params) as stream:
+            with once.messages.stream(**params) as stream:
                 usage, stopped, blocks, broken = None, False, 0, ""
                 try:
                     for event in stream:  # the start's usage is kept: a reply that cannot be read still cost it
@@ -272,21 +275,60 @@ def stream_message(
             else:
                 text = f"the stream ended before the reply did (after {len(message.content)} content block(s))"
                 usage = message.usage
-            on_error(200, text, usage)  # its input was read all the same
-            if retries >= client.max_retries:
+            wait = retry_delay(retries) if retries < client.max_retries else None
+            on_error(200, text, usage, wait)  # its input was read all the same
+            if wait is None:
                 raise CutReply(text)
-            time.sleep(retry_delay(retries))
-            retries += 1
-        except anthropic.APIStatusError as e:
-            on_error(e.status_code, status_text(e), None)
-            in_stream = e.status_code == 200  # an `error` event after the 200: the SDK did not retry it
-            if not (in_stream and error_type(e) in RETRYABLE_STREAM_ERRORS and retries < client.max_retries):
+        except (anthropic.APIStatusError, anthropic.APIConnectionError) as e:
+            wait = retry_wait(e, retries) if retries < client.max_retries else None
+            if isinstance(e, anthropic.APIStatusError):
+                on_error(e.status_code, status_text(e), None, wait)
+            else:
+                on_error(None, str(e), None, wait)
+            if wait is None:
                 raise
-            time.sleep(retry_delay(retries))
-            retries += 1
-        except anthropic.APIConnectionError as e:
-            on_error(None, str(e), None)
-            raise
+        time.sleep(wait)
+        retries += 1
+
+
+MAX_RETRY_AFTER = 60.0
+"""The longest ``retry-after`` waited for: an answer asking for more is not retried (the SDK waited whatever it
+asked, up to 49 days, saying nothing: a proxy's ``retry-after: 86400`` held a run a day per retry)."""
+
+
+def retry_after(e: Any) -> float | None:
+    """The seconds an API status error's ``retry-after-ms`` or ``retry-after`` header asks to wait, or None."""
+    headers = getattr(getattr(e, "response", None), "headers", None) or {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            after = float(headers.get(name, "")) * scale
+        except ValueError:
+            continue
+        if after > 0 and math.isfinite(after):
+            return after
+    return None
+
+
+def retry_wait(e: Exception, retries: int) -> float | None:
+    """Seconds to wait before retrying the request that failed with ``e`` after ``retries`` retries, or None when
+    it is not retried. As the SDK decides: a status error with ``x-should-retry: true``, or 408, 409, 429 or 5xx,
+    unless ``x-should-retry: false``, waiting its ``retry-after-ms`` or ``retry-after`` (one past `MAX_RETRY_AFTER`
+    is not retried); a timeout or no connection; an ``error`` event inside the stream of a kind in
+    `RETRYABLE_STREAM_ERRORS`. Without a ``retry-after``: `retry_delay`."""
+    import anthropic
+
+    if isinstance(e, anthropic.APIStatusError):
+        if e.status_code == 200:  # an `error` event after the 200
+            return retry_delay(retries) if error_type(e) in RETRYABLE_STREAM_ERRORS else None
+        headers = e.response.headers
+        should = headers.get("x-should-retry")
+        if should == "false" or (should != "true" and e.status_code not in (408, 409, 429) and e.status_code < 500):
+            return None
+        if (after := retry_after(e)) is not None:
+            return after if after <= MAX_RETRY_AFTER else None
+    elif not isinstance(e, anthropic.APIConnectionError):
+        return None
+    return retry_delay(retries)
 
 
 def retry_delay(retries: int) -> float:
@@ -359,6 +401,10 @@ def api_advice(e: Any, *, model: str, retries: int) -> str:
         )
     if status == 400 and message.startswith("max_tokens:"):  # the default is past what some models write
         return "lower --max-tokens (agent.max_tokens in tooltree.yaml, max_tokens= in Python) to what the model allows"
+    if (after := retry_after(e)) is not None and after > MAX_RETRY_AFTER:
+        return (
+            f"the API asks to wait {after:,.0f} s before trying again (not retried: longer than {MAX_RETRY_AFTER:g} s)"
+        )
     if status == 429:
         return f"still rate-limited after {retries} retries: wait a minute, then run the task again"
     if status in (500, 502, 503, 504, 529) or error_type(e) in RETRYABLE_STREAM_ERRORS:
@@ -389,13 +435,16 @@ def send(
 
     t0 = monotonic()
 
-    def logged(status: int | None, text: str, usage: Any = None) -> None:
-        """Record a failed attempt, and count what it cost (in the record too: the transcript sums to the run)."""
+    def logged(status: int | None, text: str, usage: Any = None, retry_in: float | None = None) -> None:
+        """Record a failed attempt, and count what it cost (in the record too: the transcript sums to the run) and
+        whether it is retried (``retry_in`` seconds)."""
         spent = TokenUsage.from_api(usage) if usage is not None else None
         if spent is not None:
             summary.usage.add(spent)
+        summary.api_retries += retry_in is not None
+        retried = {"retry_in": round(retry_in, 3)} if retry_in is not None else {}
         log.write("api_error", turn=summary.turns, status=status, message=text,
-                  **({"usage": asdict(spent)} if spent is not None else {}))  # fmt: skip
+                  **({"usage": asdict(spent)} if spent is not None else {}), **retried)  # fmt: skip
 
     try:
         message = stream_message(client, params, on_error=logged)

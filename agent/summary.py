@@ -138,6 +138,9 @@ class RunSummary:
         model_bytes: bytes of tool results that reached the model (text, plus base64 of images).
         cache_invalidations: requests whose tools array or system prompt differed from the
             previous request's (the prompt cache could not be read past that point).
+        api_retries: requests sent again after a failed attempt (a rate limit, an overload, a server error, a
+            timeout, a stream cut short), each an ``api_error`` record of the transcript with its ``retry_in``; not
+            in ``turns``. Before, the SDK's own retries were counted and recorded nowhere.
         prefilter: what the pre-filter did and cost, when the run had one.
         transcript_error: why the transcript stopped before the run ended (a full disk: the file keeps
             the records before it), or "".
@@ -159,6 +162,7 @@ class RunSummary:
     model_bytes: int = 0
     duration_s: float = 0.0
     cache_invalidations: int = 0
+    api_retries: int = 0
     prefilter: PrefilterSummary | None = None
     transcript_error: str = ""
 

@@ -35,8 +35,9 @@ Records (``type``):
 - ``tools_refused``: turn, how many ``tool_use`` blocks of the reply were not run (past
   `agent.calls.MAX_TOOL_USES`, or repeating an earlier ``tool_use`` id), how many ran, and what each refused one
   was answered;
-- ``api_error``: status and message of a failed request, or of a reply that could not be read, and what
-  it cost (``usage``: a reply cut short or unreadable was billed for its input) when it cost something;
+- ``api_error``: status and message of a failed request (each attempt, the retried ones too: ``retry_in``, the
+  seconds waited before the retry), or of a reply that could not be read, and what it cost (``usage``: a reply cut
+  short or unreadable was billed for its input) when it cost something;
 - ``reply_interrupted``: turn, and what a reply Ctrl-C stopped after it began cost as far as its start said
   (``usage``: its input tokens; the output it streamed until then is not known). Before, it was in no record and
   no count. The ``usage`` of the responses and of the ``api_error`` and ``reply_interrupted`` records sums to the

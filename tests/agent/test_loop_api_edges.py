@@ -113,6 +113,40 @@ def test_an_error_retrying_cannot_fix_says_what_failed_and_what_to_do(
     assert advice in info.value.advice and info.value.status_code == error.status
 
 
+def test_each_retry_is_recorded_with_its_wait_and_counted_in_the_summary(
+    project: Project, live: Runtime, tmp_path: Path
+) -> None:
+    # Before: the SDK retried the errors answered before the stream itself: no api_error record, no count, and a run
+    # slowed by rate limits looked like a slow API.
+    script = [ApiError.rate_limited(0.25), ApiError.overloaded(), ApiError.server_error()]
+    transcript = tmp_path / "run.jsonl"
+    with FakeMessagesAPI([*script, reply("Done."), ApiError(401, "invalid x-api-key")]) as api:
+        runner = agent(project, api, live, retries=3, transcript=transcript)
+        result = runner.run("Go")
+        assert result.completed and result.summary.turns == 1 and len(api.requests) == 4
+        with pytest.raises(ModelAPIError) as info:  # not retried: given up at once, and recorded so
+            runner.run("Again")
+    assert result.summary.api_retries == 3 and result.summary.to_json()["api_retries"] == 3
+    errors = [r for r in read_transcript(transcript) if r["type"] == "api_error"]
+    # retry-after honoured; without one the back-off (0 s in these tests)
+    assert [(r["status"], r.get("retry_in")) for r in errors] == [(429, 0.25), (529, 0.0), (500, 0.0), (401, None)]
+    assert info.value.result is not None and info.value.result.summary.api_retries == 0 and len(api.requests) == 5
+
+
+def test_a_retry_after_longer_than_a_minute_is_not_waited_for_and_said(
+    project: Project, live: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the SDK waited whatever retry-after asked, saying nothing (this test slept an hour on its first 429).
+    waits: list[float] = []
+    monkeypatch.setattr("agent.request.time", SimpleNamespace(sleep=waits.append))
+    with FakeMessagesAPI([ApiError(429, "slow down", retry_after=3600), reply("Done.")]) as api:
+        with pytest.raises(ModelAPIError) as info:
+            agent(project, api, live, retries=3).run("Go")
+        assert len(api.requests) == 1 and waits == []
+    assert info.value.status_code == 429
+    assert info.value.advice == "the API asks to wait 3,600 s before trying again (not retried: longer than 60 s)"
+
+
 PROXY_PAGE = (
     "<!DOCTYPE html><html><head><title>503 Service Temporarily Unavailable</title></head><body>"
     + "<center>nginx</center>" * 400
@@ -135,8 +169,8 @@ def test_a_proxys_error_page_is_retried_and_named_by_its_title_not_printed_whole
     said = "an HTML page titled '503 Service Temporarily Unavailable', not the API's own error"
     assert str(info.value).startswith(f"the Messages API answered 503: {said}") and len(str(info.value)) < 200
     assert info.value.status_code == 503 and "run the task again later" in info.value.advice
-    (error,) = [r for r in read_transcript(transcript) if r["type"] == "api_error"]
-    assert error["message"].startswith(f"503 {said}") and "nginx" not in error["message"]
+    errors = [r["message"] for r in read_transcript(transcript) if r["type"] == "api_error"]
+    assert len(errors) == 5 and all(e.startswith(f"503 {said}") and "nginx" not in e for e in errors)
 
 
 def test_a_default_client_without_an_api_key_is_a_setup_error_before_anything_starts(
