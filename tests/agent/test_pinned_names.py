@@ -17,7 +17,8 @@ CRM = ToolEntry("crm", "update_record", "update_record", "servers/crm/update_rec
 
 def resolve(*names: str) -> list[ToolEntry]:
     servers = [SimpleNamespace(name="raw ask"), SimpleNamespace(name="crm")]
-    toolset = SimpleNamespace(manifest=SimpleNamespace(tools=[ASK, CRM], servers=servers))
+    manifest = SimpleNamespace(tools=[ASK, CRM], servers=servers)
+    toolset = SimpleNamespace(manifest=manifest, tree="tree", config_file="tooltree.yaml")
     return Toolset.resolve_pinned(toolset, names)  # type: ignore[arg-type]
 
 
