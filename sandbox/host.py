@@ -214,7 +214,7 @@ class Runtime:
     def open(self) -> Runtime:
         """Start the server pool (servers themselves start on their first call)."""
         from sandbox.mcp_bridge import AuditLog, McpBridge
-        from sandbox.stored_definitions import shared_manifest
+        from sandbox.stored_definitions import versioned_manifest
         from tool_tree.pool import BackgroundPool
         from tool_tree.starts import start_jobs
 
@@ -226,7 +226,7 @@ class Runtime:
                 return self
             self._closed.clear()
             with tree_lock(self.tree, shared=True):  # not half of a generation `generate-tree` is writing
-                manifest = shared_manifest(self.tree)  # one copy for the runtimes of the process
+                version, manifest = versioned_manifest(self.tree)  # one copy for the runtimes of the process
             wanted = {s.name for s in manifest.servers}
             servers = [s for s in self.config.offered_servers if s.name in wanted]
             pool = BackgroundPool(
@@ -242,7 +242,13 @@ class Runtime:
                 pool.__enter__()
                 audit = own_audit or self._shared_audit
                 bridge = McpBridge(
-                    self.tree, pool.pool, audit=audit, session=self.session, manifest=manifest, config=self.config
+                    self.tree,
+                    pool.pool,
+                    audit=audit,
+                    session=self.session,
+                    manifest=manifest,
+                    config=self.config,
+                    manifest_version=version,
                 )
             except BaseException:
                 pool.__exit__(None, None, None)  # a no-op when it did not start

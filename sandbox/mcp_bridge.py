@@ -60,6 +60,8 @@ from sandbox.call_limits import ArgumentsRefused, is_small, measure
 from sandbox.request_budget import ACCOUNT, RequestBudget
 from sandbox.results import ledger_error
 from sandbox.stored_definitions import StoredDefinition, stored_definition
+from sandbox.stored_definitions import manifest_version as manifest_file_version
+from sandbox.tool_changes import STALE_SESSION, changed_parts
 from tool_tree.config import Config, setting_named
 from tool_tree.pool import CallFailure, PoolError, ProgressListener, ServerPool, ServerUnavailable
 from tool_tree.regenerate import shell_word
@@ -108,60 +110,6 @@ class Budgets:
 
     calls: int = 2_000
     result_bytes: int = 256 * 1024 * 1024
-
-
-_PARTS = {
-    "description": "its description",
-    "title": "its title",
-    "annotations": "its annotations",
-    "inputSchema": "its parameters",
-    "outputSchema": "its output schema",
-}
-
-
-def changed_parts(stored: dict[str, Any], live: dict[str, Any]) -> str:
-    """What differs between a tool's definition as the tree stored it and as its server lists it now, in words: its
-    description, its parameters' descriptions alone (``its parameters are as they were``) or its parameters, ….
-
-    Before, only "(schema hash mismatch)": a server that writes the machine's time zone into a parameter's description
-    (``mcp-server-time``) had every call refused on another machine, saying neither that nor that the types held."""
-    said: list[str] = []
-    others = 0
-    for key in sorted(set(stored) | set(live), key=str):
-        if key == "name" or stored.get(key) == live.get(key):
-            continue
-        if key in ("inputSchema", "outputSchema") and _undescribed(stored.get(key)) == _undescribed(live.get(key)):
-            said.append(f"the descriptions in {_PARTS[key]} (their names and types are as they were)")
-        elif key in _PARTS:
-            said.append(_PARTS[key])
-        else:
-            others += 1
-    if others:
-        said.append(f"{others} other field{'s' if others != 1 else ''} of its definition")
-    return ", ".join(said) or "its definition"
-
-
-_NAMED = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
-"""Schema keywords whose object's keys are names (a parameter may be named ``description``)."""
-
-
-def _undescribed(schema: Any, depth: int = 0) -> Any:
-    """``schema`` without the text of its ``description`` keywords, at any depth the listing's checks let through."""
-    if depth > 200:
-        return schema
-    if isinstance(schema, list):
-        return [_undescribed(v, depth + 1) for v in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "description" and isinstance(value, str):
-            continue
-        if key in _NAMED and isinstance(value, dict):
-            out[key] = {name: _undescribed(sub, depth + 1) for name, sub in value.items()}
-        else:
-            out[key] = _undescribed(value, depth + 1)
-    return out
 
 
 def _ends_mid_line(path: str | Path) -> bool:
@@ -238,6 +186,9 @@ class McpBridge(ToolBridge):
         session: the session id written into audit lines.
         verify_live: compare each tool's live definition to the manifest before its first call.
         manifest: the tree's manifest, when the caller has loaded it already.
+        manifest_version: the version of the manifest's file it was read from
+            (`sandbox.stored_definitions.versioned_manifest`; None: the file's now), taken before it was read: a
+            file replaced since is a tree regenerated under the session (`STALE_SESSION`).
         config: the configuration the pool's servers come from: a tool its ``include``/``exclude`` leaves out
             is refused, and it is named when a call goes to a server of the tree that the pool does not have
             (None: the manifest alone decides, and no file is named).
@@ -261,11 +212,13 @@ class McpBridge(ToolBridge):
         verify_live: bool = True,
         manifest: Manifest | None = None,
         config: Config | None = None,
+        manifest_version: tuple[int, ...] | None = None,
     ) -> None:
         from sandbox.session_args import bridge_args
 
         bridge_args(tree, pool, budgets, audit, manifest, config)
         self.tree = Path(tree)
+        self.manifest_version = manifest_version if manifest_version is not None else manifest_file_version(self.tree)
         self.manifest = manifest if manifest is not None else Manifest.load(self.tree)
         self.pool = pool
         self.config = config
@@ -282,6 +235,8 @@ class McpBridge(ToolBridge):
         self._refused_unwritten: dict[str, int] = {}
         """Refused calls of this execution past `MAX_REFUSED_LINES`, by code: one audit line says them at its end."""
         self._definitions: dict[tuple[str, str], StoredDefinition] = {}
+        self._stale: dict[tuple[str, str], str] = {}
+        """Tools whose definition the tree regenerated since no longer holds as the session's manifest has it: why."""
         self._validators: dict[tuple[str, str], Validator | None] = {}
         self._patterned: dict[tuple[str, str], bool] = {}
         self._validation_budget = RequestBudget(burst=VALIDATION_BURST_SECONDS, rate=VALIDATION_RATE)
@@ -602,6 +557,9 @@ class McpBridge(ToolBridge):
                     "tooltree leaves it out until the server fixes it",
                     "tool_changed",
                 )
+            if self.regenerated():
+                gone = f"{entry.server}.{entry.tool} is no longer offered by the server"
+                raise ToolCallRefused(f"{gone}; {STALE_SESSION}", "tool_changed")
             raise ToolCallRefused(
                 f"{entry.server}.{entry.tool} is no longer offered by the server; regenerate the tree "
                 f"({self._regenerate()})",
@@ -610,6 +568,12 @@ class McpBridge(ToolBridge):
         if schema_hash(live) != entry.schema_hash:
             stored = self._definition(entry)
             what = f": {changed_parts(stored, live)}" if stored is not None else " (schema hash mismatch)"
+            if self.regenerated():
+                raise ToolCallRefused(
+                    f"{entry.server}.{entry.tool} changed since this session's tree was generated{what}; "
+                    f"{STALE_SESSION}",
+                    "tool_changed",
+                )
             raise ToolCallRefused(
                 f"{entry.server}.{entry.tool} changed since the tree was generated{what}; review the change "
                 f"(`{self._regenerate('--check', '--server', entry.server)}`) and regenerate the tree with "
@@ -618,15 +582,37 @@ class McpBridge(ToolBridge):
             )
         self._verified.add((entry.server, entry.tool))
 
+    def regenerated(self) -> bool:
+        """Whether the tree's manifest file was replaced since the session's manifest was read from it (a
+        `tooltree generate-tree` since: one ``stat``)."""
+        return manifest_file_version(self.tree) != self.manifest_version
+
     def _definition(self, entry: ToolEntry) -> dict[str, Any] | None:
         """The tool's raw definition as stored in its server's snapshot (None: not readable there), shared with the
-        other bridges of the process (`sandbox.stored_definitions`)."""
+        other bridges of the process (`sandbox.stored_definitions`).
+
+        Raises:
+            ToolCallRefused: the tree was regenerated since the session began, and its snapshots no longer hold the
+                definition the session's manifest has (a server dropped, a tool removed or changed): the arguments
+                cannot be checked against the definition the session's tools were shown with. Before, a dropped
+                server's call went out unchecked, with a warning to regenerate the tree, and a changed tool's
+                arguments were checked against its new definition, which the session's model had never seen.
+        """
         key = (entry.server, entry.tool)
         stored = self._definitions.get(key)
         if stored is None:
-            stored = self._definitions[key] = stored_definition(
-                self.tree, self.manifest.server_entry(entry.server), entry
-            )
+            if (why := self._stale.get(key)) is not None:
+                raise ToolCallRefused(why, "tool_changed")
+            stale = self.regenerated()
+            stored = stored_definition(self.tree, self.manifest.server_entry(entry.server), entry, warn=not stale)
+            if stale and (stored.value is None or schema_hash(stored.value) != entry.schema_hash):
+                held = "no longer holds it" if stored.value is None else "holds another definition of it"
+                why = self._stale[key] = (
+                    f"{entry.server}.{entry.tool} cannot be called in this session: the regenerated tree {held}, so "
+                    f"its arguments cannot be checked against the definition this session has; {STALE_SESSION}"
+                )
+                raise ToolCallRefused(why, "tool_changed")
+            self._definitions[key] = stored
         return stored.value
 
     def _matches_patterns(self, server: str, tool: str) -> bool:

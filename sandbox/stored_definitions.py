@@ -97,9 +97,11 @@ def manifest_version(tree: str | os.PathLike[str]) -> tuple[int, ...]:
     return _version(os.path.join(os.path.realpath(tree), MANIFEST_FILE))
 
 
-def stored_definition(tree: str | os.PathLike[str], server: ServerEntry | None, entry: ToolEntry) -> StoredDefinition:
+def stored_definition(
+    tree: str | os.PathLike[str], server: ServerEntry | None, entry: ToolEntry, *, warn: bool = True
+) -> StoredDefinition:
     """``entry``'s definition in ``server``'s snapshot in ``tree``: the one another bridge of this process holds, or
-    read now (an unreadable snapshot gives None, with a warning; so does no ``server``)."""
+    read now (an unreadable snapshot gives None, with a warning unless not ``warn``; so does no ``server``)."""
     root = os.path.realpath(tree)
 
     def read() -> StoredDefinition:
@@ -109,6 +111,8 @@ def stored_definition(tree: str | os.PathLike[str], server: ServerEntry | None, 
                 text = source.texts.get(entry.tool)
                 return StoredDefinition(json.loads(text) if text is not None else None, source)
         except TreeError as e:
+            if not warn:  # the caller says why itself (a session whose tree was regenerated since)
+                return StoredDefinition(None)
             # Unchecked here, then; the live definition is still compared to the manifest's hash before a call.
             logger.warning("cannot read the definition of %s.%s from the tree: %s", entry.server, entry.tool, e)
         return StoredDefinition(None)

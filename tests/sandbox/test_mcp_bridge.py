@@ -256,7 +256,7 @@ def test_a_tool_changed_or_gone_since_generation_is_refused_with_the_commands_fo
 def test_a_tool_changed_since_generation_is_refused_saying_what_changed() -> None:
     # Before: "(schema hash mismatch)" alone: a server writing the machine's time zone into a parameter's description
     # had every call refused on another machine, saying neither that nor that the types were as they were.
-    from sandbox.mcp_bridge import changed_parts
+    from sandbox.tool_changes import changed_parts
 
     def tool(zone: str = "UTC", kind: str = "string", about: str = "Get the time.") -> dict[str, Any]:
         properties = {

@@ -1,0 +1,67 @@
+"""How a call's tool is not as the session's tree has it, in words: what changed in its definition since the tree was
+generated (`changed_parts`), and a session whose tree was regenerated since it began (`STALE_SESSION`).
+`sandbox.mcp_bridge.McpBridge` refuses such calls with these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+STALE_SESSION = (
+    "the tree was regenerated since this session began (its manifest on disk was replaced), and this session keeps "
+    "the tree it began with: start a new run (in tooltree serve, reconnect the client) to use the regenerated tree"
+)
+"""Why a call of a session whose tree was regenerated since is refused where its tool is not as the session has it
+(before: "regenerate the tree", which was done)."""
+
+_PARTS = {
+    "description": "its description",
+    "title": "its title",
+    "annotations": "its annotations",
+    "inputSchema": "its parameters",
+    "outputSchema": "its output schema",
+}
+
+
+def changed_parts(stored: dict[str, Any], live: dict[str, Any]) -> str:
+    """What differs between a tool's definition as the tree stored it and as its server lists it now, in words: its
+    description, its parameters' descriptions alone (``its parameters are as they were``) or its parameters, ….
+
+    Before, only "(schema hash mismatch)": a server that writes the machine's time zone into a parameter's description
+    (``mcp-server-time``) had every call refused on another machine, saying neither that nor that the types held."""
+    said: list[str] = []
+    others = 0
+    for key in sorted(set(stored) | set(live), key=str):
+        if key == "name" or stored.get(key) == live.get(key):
+            continue
+        if key in ("inputSchema", "outputSchema") and _undescribed(stored.get(key)) == _undescribed(live.get(key)):
+            said.append(f"the descriptions in {_PARTS[key]} (their names and types are as they were)")
+        elif key in _PARTS:
+            said.append(_PARTS[key])
+        else:
+            others += 1
+    if others:
+        said.append(f"{others} other field{'s' if others != 1 else ''} of its definition")
+    return ", ".join(said) or "its definition"
+
+
+_NAMED = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+"""Schema keywords whose object's keys are names (a parameter may be named ``description``)."""
+
+
+def _undescribed(schema: Any, depth: int = 0) -> Any:
+    """``schema`` without the text of its ``description`` keywords, at any depth the listing's checks let through."""
+    if depth > 200:
+        return schema
+    if isinstance(schema, list):
+        return [_undescribed(v, depth + 1) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "description" and isinstance(value, str):
+            continue
+        if key in _NAMED and isinstance(value, dict):
+            out[key] = {name: _undescribed(sub, depth + 1) for name, sub in value.items()}
+        else:
+            out[key] = _undescribed(value, depth + 1)
+    return out
