@@ -4,6 +4,7 @@ API, tiny real BERT models)."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from agent.testing import FakeMessagesAPI, reply
 from tests.agent.conftest import Project
+from tool_tree.search._encoder import MODELS_REQUIREMENTS
 from tooltree_cli.main import main
 
 
@@ -48,7 +50,12 @@ def test_an_index_embedded_by_another_model_advises_regenerating_the_tree_not_in
     api.add(reply("Done."))
     assert main(args) == 0
     (reason,) = json.loads(capsys.readouterr().out)["prefilter"]["fail_open"]
-    advice = "; install the embeddings extra (`make embeddings`) or regenerate the tree with --embeddings off"
+    advice = (
+        "; install the embeddings extra (`make embeddings` in a checkout; else "
+        "`pip install 'mcp-tooltree[embeddings]'` and "
+        f"`pip install --no-deps --require-hashes -r {shlex.quote(str(MODELS_REQUIREMENTS))}`) or regenerate the "
+        "tree with --embeddings off"
+    )
     assert reason.endswith(advice)
 
 

