@@ -13,14 +13,13 @@ not needed. Its tokens and time are counted in the run's cost report.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agent.defaults import DEFAULT_RETRIES, default_client
 from agent.errors import AgentSetupError
 from agent.prefilter.base import Attempt, CatalogTool, FilterError, Verdicts, current_attempt
-from agent.request import EPHEMERAL, status_text
+from agent.request import EPHEMERAL, MAX_RETRY_AFTER, retry_after, retry_wait, status_text
 from agent.summary import TokenUsage
 
 if TYPE_CHECKING:
@@ -142,8 +141,12 @@ class ClaudeFilter:
         requests it sent.
 
         Under the pre-filter, the deadline is the pre-filter's (`current_attempt`); else ``timeout`` from now. A
-        failure the SDK would retry is retried, as often as the client's ``max_retries``, only while the backoff
-        ends before the deadline, and no request is sent past the deadline: each waits at most until then.
+        failure the SDK would retry is retried as the agent's requests are (`agent.request.retry_wait`), as often as
+        the client's ``max_retries``, only while the wait ends before the deadline, and no request is sent past the
+        deadline: each waits at most until then. A ``retry-after`` that ends past the deadline or asks for more
+        than `agent.request.MAX_RETRY_AFTER` fails open at once, saying how long it asked (before: a copy of the SDK's
+        rules of its own waited any ``retry-after`` that ended before the deadline, however long, and one past it
+        failed open without saying why).
         """
         import anthropic
 
@@ -165,9 +168,10 @@ class ClaudeFilter:
             except (anthropic.APIStatusError, anthropic.APIConnectionError) as e:
                 if isinstance(e, anthropic.APIStatusError):  # answered with an error, which is not billed
                     attempt.spent(TokenUsage())
-                wait = _backoff(e, tried) if tried < retries else None
-                if wait is None or wait >= attempt.left():
-                    raise self._failure(e, attempt) from None
+                wait, left = retry_wait(e, tried) if tried < retries else None, attempt.left()
+                if wait is None or wait >= left:
+                    why = unwaited(e, wait, left) if tried < retries else ""
+                    raise self._failure(e, attempt, why) from None
             attempt.abandoned.wait(wait)  # woken when the pre-filter gives up (then nothing more is sent)
             tried += 1
         usage = TokenUsage.from_api(message.usage)
@@ -202,9 +206,10 @@ class ClaudeFilter:
                 f"{MIN_MAX_TOKENS:,} to {MAX_MAX_TOKENS:,}); use --prefilter local (agent.prefilter: local) for this "
                 "tree, or from Python a ClaudeFilter(max_tokens=...) with more")  # fmt: skip
 
-    def _failure(self, error: Exception | None, attempt: Attempt) -> FilterError:
+    def _failure(self, error: Exception | None, attempt: Attempt, why: str = "") -> FilterError:
         """The `FilterError` for a request that failed (a timeout, a refusal, no connection), or (None) for the
-        deadline that passed before a request could be sent."""
+        deadline that passed before a request could be sent; ``why`` its retry was not made, when its ``retry-after``
+        was the reason (`unwaited`)."""
         import anthropic
 
         sent = attempt.requests
@@ -221,7 +226,7 @@ class ClaudeFilter:
                                requests=sent, unanswered=unanswered)  # fmt: skip
         if isinstance(error, anthropic.APIStatusError):
             return FilterError(
-                f"the pre-filter request failed ({error.status_code}): {status_text(error)}", requests=sent
+                f"the pre-filter request failed ({error.status_code}): {status_text(error)}{why}", requests=sent
             )
         # The connection may have failed after the request arrived (an answer cut short, a reset): the API may have
         # billed it. Before, such requests were reported as answered with 0 tokens.
@@ -258,24 +263,19 @@ def parse_verdicts(data: Any, catalog: Sequence[CatalogTool]) -> dict[str, float
     return out
 
 
-def _backoff(error: Exception, tried: int) -> float | None:
-    """Seconds to wait before retrying a request that failed with ``error`` after ``tried`` retries, as the SDK
-    would (its ``retry-after``, else exponential backoff from 0.5 s); None when the SDK would not retry it."""
-    import anthropic
+def unwaited(error: Exception, wait: float | None, left: float) -> str:
+    """Why the retry of the request that failed with ``error`` is not waited for, when its ``retry-after`` is the
+    reason (it asks for more than `MAX_RETRY_AFTER`, or ends past the deadline, ``left`` seconds away), or ""."""
+    asked = retry_after(error)
+    if asked is None or (wait is not None and wait < left) or (wait is None and asked <= MAX_RETRY_AFTER):
+        return ""
+    if wait is None:
+        because = f"longer than {MAX_RETRY_AFTER:g} s"
+    else:
+        because = f"it would end after the pre-filter's deadline, {_seconds(max(left, 0.0))} s away"
+    return f"; the API asks to wait {_seconds(asked)} s before trying again (not retried: {because})"
 
-    if isinstance(error, anthropic.APIStatusError):
-        headers = error.response.headers
-        should = headers.get("x-should-retry")
-        retried = error.status_code in (408, 409, 429) or error.status_code >= 500
-        if should == "false" or (should != "true" and not retried):
-            return None
-        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-            try:
-                after = float(headers.get(name, "")) * scale
-            except ValueError:
-                continue
-            if after > 0:
-                return after
-    elif not isinstance(error, anthropic.APIConnectionError):  # a timeout is one; anything else is not retried
-        return None
-    return min(0.5 * 2.0**tried, 8.0) * (1 - 0.25 * random.random())
+
+def _seconds(value: float) -> str:
+    """Seconds as said in a reason: ``3,600``, ``5``, ``0.25``."""
+    return f"{value:,.2f}".rstrip("0").rstrip(".") or "0"

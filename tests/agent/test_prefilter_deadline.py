@@ -4,6 +4,7 @@ The ``claude`` classifier runs the real SDK against the fake Messages API."""
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 
 from agent import Agent
 from agent.prefilter import Attempt, CatalogTool, ClaudeFilter, FilterError, PreFilter, Verdicts, current_attempt
+from agent.prefilter.base import set_current_attempt
 from agent.prefilter.claude import VERDICT_TOOL
 from agent.prefilter.options import PrefilterOptions
 from agent.summary import TokenUsage
@@ -99,13 +101,46 @@ def test_a_failure_the_sdk_would_retry_is_retried_before_the_deadline_and_each_r
 
 
 def test_a_retry_that_could_only_come_after_the_deadline_is_not_waited_for(project: Project) -> None:
-    # Before: the SDK waited the whole retry-after (5 s) past a 1 s timeout, then sent the request again.
+    # Before: the SDK waited the whole retry-after (5 s) past a 1 s timeout, then sent the request again; then the
+    # classifier failed open at once, without saying why.
     with (
         FakeMessagesAPI([ApiError.rate_limited(retry_after=5), verdicts()]) as api,
         pytest.raises(FilterError, match=r"failed \(429\)") as caught,
     ):
         ClaudeFilter(api.client(max_retries=2), timeout=1).classify("x", catalog(project.tree))
     assert caught.value.requests == 1 and len(api.requests) == 1
+    assert "; the API asks to wait 5 s before trying again (not retried: it would end after the pre-filter's " in str(
+        caught.value
+    )
+
+
+def classify_under(attempt: Attempt, classifier: ClaudeFilter, tools: Sequence[CatalogTool]) -> FilterError:
+    """The failure of ``classifier`` asked under ``attempt`` (as the pre-filter's worker asks it), given up on after
+    10 s: a classifier still waiting then is abandoned, as the pre-filter abandons it."""
+
+    def ask() -> FilterError:
+        set_current_attempt(attempt)
+        with pytest.raises(FilterError) as caught:
+            classifier.classify("read the doc", tools)
+        return caught.value
+
+    bound = threading.Timer(10, attempt.abandon)
+    bound.start()
+    try:
+        return contextvars.copy_context().run(ask)
+    finally:
+        bound.cancel()
+
+
+def test_a_retry_after_longer_than_a_minute_fails_open_at_once_saying_so(project: Project) -> None:
+    # Before: the classifier kept its own copy of the SDK's rules and waited any retry-after that ended before its
+    # deadline (a 15-minute one waited 10 minutes), where the agent's requests wait at most MAX_RETRY_AFTER.
+    with FakeMessagesAPI([ApiError(429, "slow down", retry_after=90), verdicts("docs__get_document")]) as api:
+        failure = classify_under(Attempt(300), ClaudeFilter(api.client(max_retries=2)), catalog(project.tree))
+        assert len(api.requests) == 1
+    assert failure.kind == "error" and failure.requests == 1
+    assert str(failure).startswith("the pre-filter request failed (429): 429 slow down")
+    assert str(failure).endswith("; the API asks to wait 90 s before trying again (not retried: longer than 60 s)")
 
 
 def test_a_gate_that_gives_up_during_a_backoff_stops_the_retry(project: Project) -> None:
