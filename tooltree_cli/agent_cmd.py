@@ -19,9 +19,8 @@ from tooltree_cli.agent_view import (
     Failure,
     live_view,
     print_first_requests,
+    print_run_end,
     print_runs,
-    summary_line,
-    transcript_warning,
 )
 from tooltree_cli.common import (
     UNEXPECTED_HELP,
@@ -146,7 +145,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "needs no API key",
     )
     p.add_argument("--json", action="store_true", help="print the run summary as JSON instead of the answer")
-    p.add_argument("--quiet", action="store_true", help="no live view on stderr")
+    p.add_argument("--quiet", action="store_true", help="no live view or summary on stderr (a failed run says why)")
     p.set_defaults(handler=run, on_stop=_stopped_at_start)
 
 
@@ -395,7 +394,8 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
                 result = so_far or _no_request(agent.mode, agent.model, "sandbox_error", written)
             runs.append((result, failure))
             current = None
-            _ran(result, args.quiet, agent.max_tokens, agent.token_budget)
+            print_run_end(result, quiet=args.quiet, max_tokens=agent.max_tokens, token_budget=agent.token_budget,
+                          several=several)  # fmt: skip
     except KeyboardInterrupt as e:  # what ran, then the interrupt goes on (`tooltree: interrupted`, 130)
         stopped = interrupted_result(e)
         if stopped is None and current is not None:  # before `Agent.run` sent anything, or began
@@ -457,18 +457,10 @@ def _print_stopped(
     that run on stdout (`print_runs`: under ``--json`` one record, or ``{"runs": [...]}``)."""
     args.accounted = True  # said here, not again by `_stopped_at_start`
     if stopped is not None:
-        _ran(stopped, args.quiet, None)
+        print_run_end(stopped, quiet=args.quiet, max_tokens=None)
         runs = [*runs, (stopped, None)]
     if runs:
         print_runs(runs, as_json=args.json, several=several)
-
-
-def _ran(result: RunResult, quiet: bool, max_tokens: int | None, token_budget: int | None = None) -> None:
-    """A run is over: its summary line on stderr (unless ``quiet``), and whether its transcript is whole."""
-    if not quiet:
-        print(summary_line(result, max_tokens=max_tokens, token_budget=token_budget), file=sys.stderr)
-    if result.summary.transcript_error:  # even with --quiet: a file the user asked for is incomplete
-        transcript_warning(result)
 
 
 PREFILTER_OPTIONS = ("threshold", "siblings", "state", "model", "timeout")

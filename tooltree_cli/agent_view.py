@@ -169,9 +169,7 @@ def summary_line(result: RunResult, *, max_tokens: int | None = None, token_budg
     The tool calls count each invocation of a ``batch_tool`` (before: a batch was one call, its failures none); the
     bytes of tool results the scripts received are said to be received in the sandbox, not to have stayed there
     (before: "stayed in the sandbox", though what a script printed of them reached the model too). A run a reply's
-    ``max_tokens`` ended says to raise it (``max_tokens``: the run's, to name it); one its token budget ended says what
-    the budget counted: the model's tokens and the pre-filter's (before: only the model's were said, below the budget
-    when the ``claude`` pre-filter's made up the rest).
+    ``max_tokens`` ended, or any other that did not finish, says why and what to do (`stop_why`).
     """
     s = result.summary
     notes = [f"{s.tool_errors} failed"] if s.tool_errors else []
@@ -185,21 +183,9 @@ def summary_line(result: RunResult, *, max_tokens: int | None = None, token_budg
         f"scripts · {size(s.sandbox_bytes)} of tool results received in the sandbox, {size(s.model_bytes)} "
         "reached the model"
     )
-    if result.stop_reason == "max_tokens":
-        limit = f" ({max_tokens:,} tokens)" if max_tokens is not None else ""
-        line += (
-            f"\ntooltree: the model's last reply reached max_tokens{limit} and was cut there: raise --max-tokens "
-            "(or agent.max_tokens in tooltree.yaml) and run the task again"
-        )
+    if why := stop_why(result, max_tokens=max_tokens, token_budget=token_budget):
+        line += f"\ntooltree: {why}"
     p = s.prefilter
-    if result.stop_reason == "token_budget":
-        limit = f" ({token_budget:,} tokens)" if token_budget is not None else ""
-        paid = p.usage.total if p is not None else 0
-        parts = f" ({s.usage.total:,} by the model's requests, {paid:,} by the pre-filter's)" if paid else ""
-        line += (
-            f"\ntooltree: the run's token budget{limit} was reached: {s.spent:,} tokens spent{parts}; raise "
-            "--token-budget (or agent.token_budget in tooltree.yaml) to let a run go further"
-        )
     if p is not None:
         line += (
             f"\ntooltree: pre-filter {p.classifier}: {p.admitted} of {p.catalog} tools offered, grew {p.growths} "
@@ -212,6 +198,62 @@ def summary_line(result: RunResult, *, max_tokens: int | None = None, token_budg
         for reason in p.state_errors:
             line += f"\ntooltree: pre-filter state not saved: {terminal_label(reason, REASON_CHARS)}"
     return terminal_text(line)
+
+
+SAID_ELSEWHERE = ("interrupted", "api_error", "unreadable_reply", "sandbox_error", "on_event_error")
+"""Stop reasons whose run has its own line on stderr (``tooltree: interrupted``, the error and what to do)."""
+
+
+def stop_why(result: RunResult, *, max_tokens: int | None = None, token_budget: int | None = None) -> str:
+    """Why a run that did not finish stopped, and what to do, in one line (after ``tooltree: ``), or "" for one that
+    finished or one said elsewhere (`SAID_ELSEWHERE`). A reply's ``max_tokens`` says to raise it (``max_tokens``: the
+    run's, to name it); the token budget says what it counted: the model's tokens and the pre-filter's (before: only the
+    model's were said, below the budget when the ``claude`` pre-filter's made up the rest)."""
+    s, stop = result.summary, result.stop_reason
+    if result.completed or stop in SAID_ELSEWHERE:
+        return ""
+    if stop == "max_tokens":
+        limit = f" ({max_tokens:,} tokens)" if max_tokens is not None else ""
+        return (
+            f"the model's last reply reached max_tokens{limit} and was cut there: raise --max-tokens (or "
+            "agent.max_tokens in tooltree.yaml) and run the task again"
+        )
+    if stop == "token_budget":
+        limit = f" ({token_budget:,} tokens)" if token_budget is not None else ""
+        paid = s.prefilter.usage.total if s.prefilter is not None else 0
+        parts = f" ({s.usage.total:,} by the model's requests, {paid:,} by the pre-filter's)" if paid else ""
+        return (
+            f"the run's token budget{limit} was reached: {s.spent:,} tokens spent{parts}; raise --token-budget (or "
+            "agent.token_budget in tooltree.yaml) to let a run go further"
+        )
+    if stop == "max_turns":
+        return (
+            f"the run reached its turn limit ({s.turns:,} turn(s)) before the model finished: raise --max-turns (or "
+            "agent.max_turns in tooltree.yaml) to let a run go further"
+        )
+    if stop == "refusal":
+        return "the model refused to go on (stop reason refusal) and the run stopped there: rephrase the task"
+    if stop == "model_context_window_exceeded":
+        return (
+            "the conversation filled the model's context window and the last reply was cut there: start a new "
+            "conversation, or ask for less per call (a filter, a page)"
+        )
+    return f"the model's last reply stopped on {terminal_label(stop, LABEL_CHARS)!r} before the model finished"
+
+
+def print_run_end(
+    result: RunResult, *, quiet: bool, max_tokens: int | None, token_budget: int | None = None, several: bool = False
+) -> None:
+    """A run is over: its summary line on stderr, or with ``quiet`` only why a run that did not finish stopped
+    (`stop_why`; under ``--compare``, naming its mode), as an API error or a sandbox that failed says what failed
+    (before: exit 1 with nothing on stderr); and whether its transcript is whole."""
+    if not quiet:
+        print(summary_line(result, max_tokens=max_tokens, token_budget=token_budget), file=sys.stderr)
+    elif why := stop_why(result, max_tokens=max_tokens, token_budget=token_budget):
+        mode = f"{result.summary.mode}: " if several else ""
+        print(terminal_text(f"tooltree: {mode}{why}"), file=sys.stderr)
+    if result.summary.transcript_error:  # even with --quiet: a file the user asked for is incomplete
+        transcript_warning(result)
 
 
 def _opened(mode: str) -> str:

@@ -92,7 +92,8 @@ def test_the_answer_goes_to_stdout_and_an_unfinished_run_exits_1(
     api.add(reply("Half an answer", stop_reason="max_tokens"))
     assert main(argv(project, "--quiet")) == 1
     out, err = capsys.readouterr()
-    assert out == "Half an answer\n" and err == ""
+    assert out == "Half an answer\n"
+    assert err.startswith("tooltree: the model's last reply reached max_tokens") and len(err.splitlines()) == 1
 
 
 def test_an_api_failure_exits_3_with_one_line_and_what_to_do(

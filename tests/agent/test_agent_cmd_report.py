@@ -1,6 +1,7 @@
 """What `tooltree agent` reports of a run: the comparison's share of direct, the cost of a run whose sandbox failed,
-batch_tool calls in the counts, the bytes scripts received, and what an error, a ``max_tokens`` stop or an unknown
-tool says. The real CLI (``main``) and the real ``anthropic`` SDK against the fake API."""
+batch_tool calls in the counts, the bytes scripts received, and what an error, a ``max_tokens`` stop (or any run that
+did not finish, under ``--quiet`` too) or an unknown tool says. The real CLI (``main``) and the real ``anthropic`` SDK
+against the fake API."""
 
 from __future__ import annotations
 
@@ -326,6 +327,46 @@ def test_a_run_that_reached_max_tokens_says_to_raise_it(
     assert capsys.readouterr().err.splitlines()[-1] == (
         "tooltree: the model's last reply reached max_tokens (500 tokens) and was cut there: raise --max-tokens "
         "(or agent.max_tokens in tooltree.yaml) and run the task again"
+    )
+
+
+@pytest.mark.parametrize(
+    ("stop", "options", "why"),
+    [
+        ("max_tokens", ["--max-tokens", "500"], "the model's last reply reached max_tokens (500 tokens) and was cut "
+         "there: raise --max-tokens (or agent.max_tokens in tooltree.yaml) and run the task again"),
+        ("refusal", [], "the model refused to go on (stop reason refusal) and the run stopped there: rephrase the "
+         "task"),
+        ("max_turns", ["--max-turns", "1"], "the run reached its turn limit (1 turn(s)) before the model finished: "
+         "raise --max-turns (or agent.max_turns in tooltree.yaml) to let a run go further"),
+    ],
+)  # fmt: skip
+def test_a_run_that_did_not_finish_says_why_in_one_line_under_quiet_too(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], stop: str, options: list[str], why: str
+) -> None:
+    # Before: with --quiet, exit 1 and nothing on stderr (the reason was in the summary line only, which --quiet turns
+    # off), where an API error (exit 3) or a sandbox that failed (exit 4) says what failed under --quiet too.
+    script = reply(tool_use("crm__get_record", GET)) if stop == "max_turns" else reply("Half an answ", stop_reason=stop)
+    api.add(script, script)
+    assert main([*base(project), "--mode", "direct", *options, "--quiet"]) == 1
+    assert capsys.readouterr().err == f"tooltree: {why}\n"
+    assert main([*base(project), "--mode", "direct", *options, "--quiet", "--json"]) == 1
+    said = capsys.readouterr()
+    assert said.err == f"tooltree: {why}\n" and json.loads(said.out)["stop_reason"] == stop
+    if stop != "max_turns":  # the summary line says it too, on a line of its own
+        api.add(script)
+        assert main([*base(project), "--mode", "direct", *options]) == 1
+        assert capsys.readouterr().err.splitlines()[-1] == f"tooltree: {why}"
+
+
+def test_under_compare_and_quiet_a_mode_that_did_not_finish_is_named_in_why(
+    project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.add(reply("Noon."), reply("No.", stop_reason="refusal"))
+    assert main([*base(project), "--compare", "direct,tool-search", "--quiet"]) == 1
+    assert capsys.readouterr().err == (
+        "tooltree: tool-search: the model refused to go on (stop reason refusal) and the run stopped there: rephrase "
+        "the task\n"
     )
 
 
