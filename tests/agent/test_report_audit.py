@@ -108,6 +108,11 @@ class CtrlCAfterStart:
         self.max_retries, self.timeout = client.max_retries, client.timeout
         self.messages = self
 
+    def with_options(self, **options: Any) -> CtrlCAfterStart:
+        """As the SDK's: the loop asks for a client that makes no retries of its own, and makes them itself."""
+        self.client = self.client.with_options(**options)
+        return self
+
     def stream(self, **params: Any) -> _Stream:
         self.nth -= 1
         return _Stream(self.client.messages.stream(**params), interrupt=self.nth == 0)
