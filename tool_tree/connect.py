@@ -11,8 +11,10 @@ opened again after it was lost, or answered 404).
 
 What goes wrong while a session opens is said in words a user can act on: a stdio server's stdout
 lines that are not JSON-RPC (a start-up banner, a stray ``print``) are kept with its stderr instead of
-being logged as a traceback; an HTTP server's refusal keeps its status (``HTTP 401 Unauthorized``, with
-what to set), a web page answering instead of MCP is named, and a connection that fails says why.
+being logged as a traceback; a stdio server that writes its JSON across several lines (pretty-printed) fails at its
+first message, saying so (`tool_tree.stdio_framing`), not at the timeout; an HTTP server's refusal keeps its status
+(``HTTP 401 Unauthorized``, with what to set), a web page answering instead of MCP is named, and a connection that
+fails says why.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from tool_tree.held_values import Share
 from tool_tree.http_client import http_client, timeouts
 from tool_tree.http_errors import Answers, marked, not_mcp, redirected, status_problem
 from tool_tree.in_flight import InFlight
-from tool_tree.ledgers import Outstanding
+from tool_tree.ledgers import Outstanding, closed_before, closed_here
 from tool_tree.listing_check import LeftOut, ListingCheck, checked, probe_unanswered, taking_tools
 from tool_tree.server_asks import answering, capabilities_of
 from tool_tree.snapshot_lists import declared_subscribe
@@ -284,6 +286,8 @@ def _explained(e: BaseException, replies: _Replies | None, server: ServerConfig)
     connection the SDK words vaguely), or None to keep ``e``."""
     while isinstance(e, BaseExceptionGroup) and e.exceptions:
         e = e.exceptions[0]
+    if isinstance(e, mcp.MCPError) and not closed_here(e.data) and (ended := closed_before(e)) is not None:
+        return ended
     if isinstance(e, OSError) and not isinstance(e, TimeoutError) and server.command is not None:
         return not_started(e, server)
     if isinstance(e, mcp.MCPError) and e.message.startswith(_STAND_INS) and replies and replies.problem is not None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 import mcp_types as types
+from mcp import MCPError
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import ServerMessageMetadata
 
@@ -190,3 +191,18 @@ def closed_error(message: str) -> types.ErrorData:
 def closed_here(data: object) -> bool:
     """Whether an error's ``data`` is `closed_error`'s: tooltree closed the connection."""
     return isinstance(data, dict) and data.get("tooltree") == _CLOSED_MARK
+
+
+def closed_before(e: BaseException) -> MCPError | None:
+    """The error (`closed_error`) tooltree failed a request with as it closed the connection, when ``e`` was raised
+    while it was handled: a stdio server that broke a limit, or wrote a message across several lines, as the session
+    opened failed the SDK's first question (``server/discover``) with it, then its fallback (``initialize``) with
+    "Connection closed", which alone said no more than that the server exited."""
+    cause = e.__context__
+    for _ in range(8):
+        if cause is None:
+            return None
+        if isinstance(cause, MCPError) and closed_here(cause.data):
+            return MCPError(cause.code, cause.message, cause.data)
+        cause = cause.__context__
+    return None

@@ -1451,7 +1451,7 @@ def _reason(e: BaseException, *, http: bool = False, stderr: StderrLog | None = 
         return f"could not reach the server at its URL ({str(e).removeprefix('cannot connect to ')})"
     if isinstance(e, OSError):
         return f"cannot start: {e}"
-    if isinstance(e, mcp.MCPError) and _is_connection_loss(e):
+    if isinstance(e, mcp.MCPError) and _is_connection_loss(e) and not closed_here(e.data):
         said = "the server exited during start-up"
         return stderr.exited_said(said) if stderr is not None else said
     return str(e) or type(e).__name__

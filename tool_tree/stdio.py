@@ -34,7 +34,9 @@ estimated) is charged to the server's `tool_tree.budget.ReaderBudget`; past it t
 reads on, and the server, its stdout pipe full, waits too. A reply nested deeper than the SDK's parser
 takes (about 200 levels) fails its request at once, naming the limit, when its id can be read unparsed.
 A line holding a JSON-RPC batch (an array of messages, which JSON-RPC 2.0 lets a server send) is read as its messages,
-each judged as a line of its own (`tool_tree.stdio_lines.Lines.messages`).
+each judged as a line of its own (`tool_tree.stdio_lines.Lines.messages`). A server that writes a message across
+several lines (pretty-printed JSON) is ended at the message's ``"jsonrpc"`` line, its start or call failing saying so
+(`tool_tree.stdio_framing`).
 
 A server that has exited while its stdout stays open (a process it started inherited the pipe) is taken as ended
 once the reader has waited `_HELD_STDOUT_WAIT` for more of it, unless it had exited before it wrote anything (a

@@ -2,7 +2,8 @@
 bytes where they tell (`tool_tree.unparsed`), else once parsed, against the budgets of `tool_tree.budget`.
 
 `tool_tree.stdio` reads the pipe and acts on each verdict: hands the item to the session, drops the line,
-ends the server (`End`) or answers a request unread (`Refuse`).
+ends the server (`End`: one over a limit, or one that writes a message across several lines,
+`tool_tree.stdio_framing`) or answers a request unread (`Refuse`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tool_tree.budget import (
     too_many_values,
 )
 from tool_tree.ledgers import Answer, Outstanding, ServerRequests
+from tool_tree.stdio_framing import across_lines
 from tool_tree.unparsed import count_values, peek, tail_id, unaddressed
 
 logger = logging.getLogger(__name__)
@@ -157,6 +159,8 @@ class Lines:
     def judge(self, line: bytes) -> SessionMessage | NotJSONRPC | End | Refuse | None:
         self.asked = False
         line = line.removeprefix(_BOM)  # before: the message was dropped as noise, its request waiting its timeout
+        if (split := across_lines(self.server, line)) is not None:
+            return End(split)  # before: each of its lines was dropped as noise, the start or call waiting its timeout
         values = count_values(line, self.max_values)
         if values > self.max_values:
             return End(too_many_values(self.server, self.max_values))
