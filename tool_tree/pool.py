@@ -1153,7 +1153,7 @@ class ServerPool:
                 client = await self._unless_hung(slot, client, limit)
             log = slot.stderr  # this session's: a call meanwhile may start the server again, with a log of its own
             remaining = max(0.0, limit - waited)
-            sent = anyio.current_time()
+            sent, noise = anyio.current_time(), (log.noise_count if log is not None else 0)
             try:
                 resent = False
                 try:
@@ -1167,6 +1167,7 @@ class ServerPool:
                     remaining = max(0.0, remaining - (anyio.current_time() - sent))  # the start is not counted
                     client, resent = await self._ensure(slot), True
                     log = slot.stderr
+                    noise = log.noise_count if log is not None else 0
                     result = await send(client, remaining)
             except pydantic_core.PydanticSerializationError as e:  # nothing was sent: the session is as it was
                 raise TypeError(f"arguments: cannot be sent as JSON ({e})") from None
@@ -1181,6 +1182,8 @@ class ServerPool:
                 timed_out = f"the call timed out after {limit:g} s" + (f" ({setting})" if setting else "")
                 if isinstance(e, _AnswerAwaited):
                     timed_out += f" while the client was still answering a question of the server ({e})"
+                if log is not None and (written := log.noise_since(noise)) is not None:
+                    timed_out += f"; {written}"
                 return CallFailure(timed_out, "timeout", _SENT)
             except mcp.MCPError as e:
                 if (question := asked(e)) is not None:  # the server asked tooltree for sampling, elicitation, roots

@@ -1,5 +1,6 @@
 """`StderrLog`: the end of what a stdio server wrote to stderr (and the first lines it wrote to stdout that
-were not JSON-RPC), bounded and redacted of the server's secrets, for the error that reports its failure.
+were not JSON-RPC), bounded and redacted of the server's secrets, for the error that reports its failure; a call
+that times out says how many such lines came while it waited, and the last (`StderrLog.noise_since`).
 
 A Node or JVM server's stack trace puts its error above its frames (``Error: API_TOKEN is required``, then ten
 ``    at …`` lines and ``Node.js v22``): its last lines are frames alone, and an error that shows the last 8 of them
@@ -56,6 +57,7 @@ class StderrLog:
         self._pipe_lock = threading.Lock()
         self._noise: list[str] = []  # the first stdout lines that were not JSON-RPC
         self._noise_count = 0
+        self._last_noise = ""  # the latest of them
         self.exit_status: int | None = None
         """The server's exit status when it ended on its own (`exited`); None while it runs, or when tooltree ended
         it."""
@@ -90,8 +92,32 @@ class StderrLog:
         """Note a line the server wrote to stdout that is not JSON-RPC; `tail` ends with the first few."""
         with self._lock:
             self._noise_count += 1
+            self._last_noise = line if len(line) <= NOISE_CHARS else line[:NOISE_CHARS] + "…"
             if len(self._noise) < NOISE_LINES:
-                self._noise.append(line if len(line) <= NOISE_CHARS else line[:NOISE_CHARS] + "…")
+                self._noise.append(self._last_noise)
+
+    @property
+    def noise_count(self) -> int:
+        """How many lines the server wrote to stdout that are not JSON-RPC (`stdout_noise`)."""
+        return self._noise_count
+
+    def noise_since(self, count: int) -> str | None:
+        """What a call that timed out is told of the stdout lines that were not JSON-RPC since `noise_count` was
+        ``count`` (its answer may be among them, written otherwise than one JSON-RPC message a line), or None for none.
+
+        Before, such lines were kept here alone, shown when a start failed, and a call's timeout said nothing of them.
+        """
+        with self._lock:
+            more, last = self._noise_count - count, self._last_noise
+        if more <= 0:
+            return None
+        if self.server is not None:
+            last = redact(last, self.server)
+        lines = "a line" if more == 1 else f"{more} lines"
+        return (
+            f"meanwhile the server wrote {lines} to stdout that {'is' if more == 1 else 'are'} not JSON-RPC, the last "
+            f"{last!r}: MCP over stdio carries one JSON-RPC message a line, and logs belong on stderr"
+        )
 
     def feed(self, chunk: bytes) -> None:
         with self._lock:

@@ -85,7 +85,8 @@ def test_a_failing_stdio_server_fails_that_call_and_the_next_call_works(
             assert failed.endswith("; the last lines of its stderr: |     crashing on purpose"), failed
         assert echoed == '{"after": 1}'
         before, after = (int(p) for p in pids.split())
-        if fault == "garbage":  # it still answers: kept
+        if fault == "garbage":  # said with its timeout (before: the timeout alone); it still answers: kept
+            assert "; meanwhile the server wrote 3 lines to stdout that are not JSON-RPC, the last " in failed, failed
             assert before == after and pool.pool.restarts("raw") == 0
         else:  # dead or hung: replaced, and the old process is gone
             assert before != after and pool.pool.restarts("raw") == 1

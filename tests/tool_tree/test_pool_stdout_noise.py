@@ -1,0 +1,48 @@
+"""A call that times out after its server wrote lines to stdout that are not JSON-RPC says so (`StderrLog.noise_since`).
+
+Before, such lines (a server that prints its log, or its answer, otherwise than one JSON-RPC message a line) were
+kept with the server's stderr, shown only when a start failed: the call said "the call timed out after 2 s" alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.tool_tree.test_pool import raw, text
+from tool_tree.config import ServerConfig
+from tool_tree.pool import ServerPool
+from tool_tree.stderr_log import StderrLog
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_call_timing_out_after_stdout_lines_that_are_not_json_rpc_says_how_many_and_the_last(
+    tmp_path: Path,
+) -> None:
+    server = replace(raw(tmp_path), timeout=2)
+    async with ServerPool([server]) as pool:
+        result = await pool.call("raw", "garbage", {})  # writes lines that are not JSON-RPC, and never answers
+        assert result.get("isError")
+        assert text(result) == (
+            "the call timed out after 2 s (servers.raw.timeout, default 30); meanwhile the server wrote 3 lines to "
+            "stdout that are not JSON-RPC, the last '\\x00ÿ{]': MCP over stdio carries one JSON-RPC message a "
+            "line, and logs belong on stderr"
+        )
+        # A later call that times out without such lines says nothing of those before it.
+        assert (
+            text(await pool.call("raw", "hang", {})) == "the call timed out after 2 s (servers.raw.timeout, default 30)"
+        )
+
+
+def test_the_line_told_is_redacted_of_the_servers_secrets() -> None:
+    log = StderrLog(ServerConfig(name="s", command="x", env={"API_TOKEN": "s3cr3t-value-123"}))
+    assert log.noise_since(0) is None
+    log.stdout_noise("banner")
+    before = log.noise_count
+    log.stdout_noise("using token s3cr3t-value-123")
+    said = log.noise_since(before)
+    assert said is not None and "s3cr3t" not in said
+    assert said.startswith("meanwhile the server wrote a line to stdout that is not JSON-RPC, the last 'using token [")
