@@ -61,7 +61,7 @@ from sandbox.request_budget import ACCOUNT, RequestBudget
 from sandbox.results import ledger_error
 from sandbox.stored_definitions import StoredDefinition, stored_definition
 from sandbox.stored_definitions import manifest_version as manifest_file_version
-from sandbox.tool_changes import STALE_SESSION, changed_parts
+from sandbox.tool_changes import StaleRefusals, StaleSessionRefused, changed_parts
 from tool_tree.config import Config, setting_named
 from tool_tree.pool import CallFailure, PoolError, ProgressListener, ServerPool, ServerUnavailable
 from tool_tree.regenerate import shell_word
@@ -188,7 +188,7 @@ class McpBridge(ToolBridge):
         manifest: the tree's manifest, when the caller has loaded it already.
         manifest_version: the version of the manifest's file it was read from
             (`sandbox.stored_definitions.versioned_manifest`; None: the file's now), taken before it was read: a
-            file replaced since is a tree regenerated under the session (`STALE_SESSION`).
+            file replaced since is a tree regenerated under the session (`sandbox.tool_changes.STALE_SESSION`).
         config: the configuration the pool's servers come from: a tool its ``include``/``exclude`` leaves out
             is refused, and it is named when a call goes to a server of the tree that the pool does not have
             (None: the manifest alone decides, and no file is named).
@@ -237,6 +237,8 @@ class McpBridge(ToolBridge):
         self._definitions: dict[tuple[str, str], StoredDefinition] = {}
         self._stale: dict[tuple[str, str], str] = {}
         """Tools whose definition the tree regenerated since no longer holds as the session's manifest has it: why."""
+        self.stale = StaleRefusals()
+        """The calls refused since the tree was regenerated under the session (shared with its companions)."""
         self._validators: dict[tuple[str, str], Validator | None] = {}
         self._patterned: dict[tuple[str, str], bool] = {}
         self._validation_budget = RequestBudget(burst=VALIDATION_BURST_SECONDS, rate=VALIDATION_RATE)
@@ -334,6 +336,8 @@ class McpBridge(ToolBridge):
             self._count_result(size)
         except ToolCallRefused as e:
             record.update(outcome="refused", code=e.code, error=ledger_error(e.message))
+            if isinstance(e, StaleSessionRefused):
+                self.stale.count += 1
             raise
         except anyio.get_cancelled_exc_class():
             record.update(outcome="cancelled", error="the call was cancelled before the server answered")
@@ -558,8 +562,7 @@ class McpBridge(ToolBridge):
                     "tool_changed",
                 )
             if self.regenerated():
-                gone = f"{entry.server}.{entry.tool} is no longer offered by the server"
-                raise ToolCallRefused(f"{gone}; {STALE_SESSION}", "tool_changed")
+                raise self.stale.refusal(f"{entry.server}.{entry.tool} is no longer offered by the server")
             raise ToolCallRefused(
                 f"{entry.server}.{entry.tool} is no longer offered by the server; regenerate the tree "
                 f"({self._regenerate()})",
@@ -569,10 +572,8 @@ class McpBridge(ToolBridge):
             stored = self._definition(entry)
             what = f": {changed_parts(stored, live)}" if stored is not None else " (schema hash mismatch)"
             if self.regenerated():
-                raise ToolCallRefused(
-                    f"{entry.server}.{entry.tool} changed since this session's tree was generated{what}; "
-                    f"{STALE_SESSION}",
-                    "tool_changed",
+                raise self.stale.refusal(
+                    f"{entry.server}.{entry.tool} changed since this session's tree was generated{what}"
                 )
             raise ToolCallRefused(
                 f"{entry.server}.{entry.tool} changed since the tree was generated{what}; review the change "
@@ -602,16 +603,16 @@ class McpBridge(ToolBridge):
         stored = self._definitions.get(key)
         if stored is None:
             if (why := self._stale.get(key)) is not None:
-                raise ToolCallRefused(why, "tool_changed")
+                raise self.stale.refusal(why)
             stale = self.regenerated()
             stored = stored_definition(self.tree, self.manifest.server_entry(entry.server), entry, warn=not stale)
             if stale and (stored.value is None or schema_hash(stored.value) != entry.schema_hash):
                 held = "no longer holds it" if stored.value is None else "holds another definition of it"
                 why = self._stale[key] = (
                     f"{entry.server}.{entry.tool} cannot be called in this session: the regenerated tree {held}, so "
-                    f"its arguments cannot be checked against the definition this session has; {STALE_SESSION}"
+                    "its arguments cannot be checked against the definition this session has"
                 )
-                raise ToolCallRefused(why, "tool_changed")
+                raise self.stale.refusal(why)
             self._definitions[key] = stored
         return stored.value
 

@@ -1,17 +1,46 @@
 """How a call's tool is not as the session's tree has it, in words: what changed in its definition since the tree was
-generated (`changed_parts`), and a session whose tree was regenerated since it began (`STALE_SESSION`).
-`sandbox.mcp_bridge.McpBridge` refuses such calls with these."""
+generated (`changed_parts`), and a session whose tree was regenerated since it began (`STALE_SESSION`, refused with
+`StaleSessionRefused` and counted in the bridge's `StaleRefusals`). `sandbox.mcp_bridge.McpBridge` refuses such calls
+with these."""
 
 from __future__ import annotations
 
 from typing import Any
 
-STALE_SESSION = (
+from sandbox.bridge import ToolCallRefused
+
+STALE_BEGAN = (
     "the tree was regenerated since this session began (its manifest on disk was replaced), and this session keeps "
-    "the tree it began with: start a new run (in tooltree serve, reconnect the client) to use the regenerated tree"
+    "the tree it began with"
 )
+NEW_RUN = "start a new run (in tooltree serve, reconnect the client) to use the regenerated tree"
+"""What a refused stale session is told to do (`StaleRefusals.advice`), unless its runner renews it itself."""
+STALE_SESSION = f"{STALE_BEGAN}: {NEW_RUN}"
 """Why a call of a session whose tree was regenerated since is refused where its tool is not as the session has it
 (before: "regenerate the tree", which was done)."""
+
+
+class StaleSessionRefused(ToolCallRefused):
+    """A call refused (``tool_changed``) because the tree was regenerated since the session began and its tool is not
+    as the session's tree has it: a new session on the regenerated tree may call it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "tool_changed")
+
+
+class StaleRefusals:
+    """What a session's bridges (its sandbox's and their companions: they share it) say of such a call, and how many
+    they refused: `tooltree serve` renews a session that had one (`agent.serve.sessions`), and says so in ``advice``
+    (before: "reconnect the client", which a model cannot do, and the session was refused until its client did)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.advice = NEW_RUN
+
+    def refusal(self, what: str) -> StaleSessionRefused:
+        """The refusal of a call, ``what`` saying why its tool cannot be called in the session."""
+        return StaleSessionRefused(f"{what}; {STALE_BEGAN}: {self.advice}")
+
 
 _PARTS = {
     "description": "its description",

@@ -453,7 +453,12 @@ class ToolServer:
                     runtime = await anyio.to_thread.run_sync(session.opened, limiter=threads)
                     asked = (params.meta or {}).get("progress_token") is not None  # for progress: then so is the server
                     asker = self._asker(ctx, name)
-                    return await self._passthrough(name, arguments, runtime, threads, progress, asked, asker)
+                    refused = session.stale_refused()
+                    result = await self._passthrough(name, arguments, runtime, threads, progress, asked, asker)
+                    stub = self.passthrough.entries[name].path
+                    if (renews := session.renews_after_passthrough(refused, stub)) is not None:
+                        result.content.append(types.TextContent(text=renews))
+                    return result
                 if name == "execute_python":
                     interval = self.settings.progress_interval
                     asks = self._script_asks(ctx)

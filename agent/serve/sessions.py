@@ -40,6 +40,16 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agent.serve.content import new_session_hint
+from agent.serve.renewal import (
+    RENEWED,
+    RENEWING,
+    RENEWING_CHANGED,
+    RENEWING_PASSTHROUGH,
+    RENEWS,
+    STALE_IMPORT,
+    STALE_TREE,
+    STALE_TREE_RENEWED,
+)
 from agent.serve.upstream_subscriptions import carry, follows
 from agent.toolsets.base import ToolOutcome, error, with_note
 
@@ -64,29 +74,6 @@ CLOSE_THREADS = 4
 QUEUED_EXECUTIONS = 8
 """``execute_python`` calls of one client session that may wait behind its running one; more are refused at once
 (each held its script meanwhile: 150 of 3.9 MB took serve from 83 to 662 MiB)."""
-STALE_TREE = (
-    "the tree was regenerated from the servers since this session's sandbox started: search_tools and read_file "
-    "show the regenerated tree, while this session's scripts keep the tree they started with (a tool added since "
-    "cannot be imported or called here; it can in a new session: reconnect the client)"
-)
-"""Said once to a session whose sandbox started before the tree was regenerated."""
-STALE_IMPORT = (
-    "[this session's scripts keep the tree its sandbox started with: a server or tool the tree's regeneration "
-    "added since cannot be imported here; reconnect the client for a session on the regenerated tree]"
-)
-"""Said after the output of such a session's script that failed to import from ``servers`` (before: only the one
-note, at its next call, whatever it was; the import error itself said nothing of why); serve without a workspace
-folder, where a new session would lose the session's files."""
-RENEWING = (
-    "[this session's sandbox started before the tree was regenerated, so a server or tool added since cannot be "
-    "imported in it: the next call starts a new sandbox session on the regenerated tree, with the files saved into "
-    "{folder} restored and variables and imports empty; run the script again there]"
-)
-"""Said instead of `STALE_IMPORT` when serve saves the workspace into a folder: the next call renews the session."""
-RENEWED = (
-    "a new sandbox session on the regenerated tree: variables and imports are gone, files saved into {folder} remain"
-)
-"""The note of the session that renewed one (`RENEWING`)."""
 RESTARTED = "the interpreter was restarted: variables and imports are gone; files remain"
 """The words in brackets that end an execution's output when its interpreter was restarted
 (`agent.content.execution_blocks`)."""
@@ -199,8 +186,9 @@ class ClientSession:
         self.stale_tree = False
         """Its sandbox mounts a tree that was regenerated since."""
         self.renew = False
-        """A script failed to import what the regenerated tree added: the next call ends this session for a new one
-        (`RENEWING`; only with a workspace folder, which keeps the files)."""
+        """A script failed to import what the regenerated tree added, or a call was refused as the regeneration changed
+        its tool: the next call ends this session for a new one (`RENEWING`, `RENEWING_CHANGED`,
+        `RENEWING_PASSTHROUGH`; only with a workspace folder, which keeps the files)."""
         self.ended = False
         """It was closed (`close`): its servers have stopped."""
         self.resting: anyio.Event | None = None
@@ -214,7 +202,24 @@ class ClientSession:
         with self._open_lock:
             runtime = self.runtime.open()
             self._bridge = runtime.bridge
+            if runtime.workspace is not None:  # a call refused as the regeneration's renews the session
+                self._bridge.stale.advice = RENEWS
             return runtime
+
+    def stale_refused(self) -> int:
+        """How many calls its bridges refused so far because the tree was regenerated since the session began (0 before
+        the runtime opened)."""
+        return self._bridge.stale.count if self._bridge is not None else 0
+
+    def renews_after_passthrough(self, refused: int, stub: str) -> str | None:
+        """After a passthrough call of the tool whose stub is ``stub`` (``refused``: `stale_refused` before it): the
+        words to add to its result when the call was refused as the regeneration's and the next call renews this
+        session (`RENEWING_PASSTHROUGH`; only with a workspace folder), else None."""
+        folder = self.runtime.workspace
+        if folder is None or self.stale_refused() == refused:
+            return None
+        self.renew = True
+        return RENEWING_PASSTHROUGH.format(folder=folder, stub=stub)
 
     @property
     def pool(self) -> Any:
@@ -404,18 +409,21 @@ class ClientSession:
             first = self._scripts == 0 and not self.note  # a note says already that the session is new
             self._scripts += 1
         bridge.script_asks = asks
+        refused = self.stale_refused()
         try:
             executed = self.call(toolset, "execute_python", arguments)
         finally:
             if bridge.script_asks is asks:  # not the next execution's, when this one outlived its cancel
                 bridge.script_asks = None
         outcome = self._save_workspace(executed)
-        if self.stale_tree and missed_servers(outcome):
+        changed = self.stale_refused() != refused  # the bridge's words said so already: serve renews it, or reconnect
+        if changed or (self.stale_tree and missed_servers(outcome)):
             folder = self.runtime.workspace
             if folder is not None:  # before: "reconnect the client", which a model cannot do
                 self.renew = True
-                outcome.content.append({"type": "text", "text": RENEWING.format(folder=folder)})
-            else:
+                said = (RENEWING_CHANGED if changed else RENEWING).format(folder=folder)
+                outcome.content.append({"type": "text", "text": said})
+            elif not changed:
                 outcome.content.append({"type": "text", "text": STALE_IMPORT})
         return new_session_hint(outcome) if first else outcome
 
@@ -649,7 +657,9 @@ class SessionRegistry:
             return None
         session.tree_generation = self.tree_generation
         session.stale_tree = True
-        session.note = "; ".join(filter(None, [session.note, STALE_TREE]))
+        folder = session.runtime.workspace
+        stale = STALE_TREE if folder is None else STALE_TREE_RENEWED.format(folder=folder)
+        session.note = "; ".join(filter(None, [session.note, stale]))
         return session
 
     def stream(self, key: str, *, opened: bool) -> None:

@@ -81,7 +81,7 @@ def test_a_session_whose_sandbox_predates_the_tool_gets_a_new_one_on_the_next_ca
 ) -> None:
     # Before: a script of a session whose sandbox had started before the regeneration could not import the new tool,
     # and was told to reconnect the client, which a model cannot do.
-    from agent.serve.sessions import RENEWED, RENEWING
+    from agent.serve.renewal import RENEWED, RENEWING
 
     tree, workspace = tmp_path / "tree", tmp_path / "ws"
     workspace.mkdir()

@@ -225,7 +225,7 @@ async def test_the_resources_of_a_server_that_no_longer_declares_subscriptions_a
 async def test_a_session_renewed_for_a_tool_the_regenerated_tree_added_carries_its_subscriptions_over(
     tmp_path: Path, owner: str
 ) -> None:
-    from agent.serve.sessions import RENEWING
+    from agent.serve.renewal import RENEWING
 
     workspace = tmp_path / "ws"
     workspace.mkdir()

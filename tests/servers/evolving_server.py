@@ -12,6 +12,8 @@ regenerates a tree across releases with the same configuration:
   ``export_records``; ``get_record`` says more of itself.
 - ``3`` only adds: ``tags?``, ``mode`` also ``"c"``, ``status`` optional still, ``export_records``, ``get_record``
   says more of itself.
+
+A call of any tool says its name, the release and the names of its arguments.
 """
 
 from __future__ import annotations
@@ -71,7 +73,14 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     return types.ListToolsResult(tools=tools(VERSION.read_text(encoding="utf-8").strip()))
 
 
-server: Server[Any] = Server("evolving", on_list_tools=list_tools)
+async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    """Any tool it lists runs: it says its name, its release and the names of its arguments."""
+    release = VERSION.read_text(encoding="utf-8").strip()
+    named = ", ".join(sorted(params.arguments or {}))
+    return types.CallToolResult(content=[types.TextContent(text=f"{params.name} ran in release {release} ({named})")])
+
+
+server: Server[Any] = Server("evolving", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 async def main() -> None:

@@ -1,0 +1,63 @@
+"""What `tooltree serve` tells a client session whose sandbox started before the tree was regenerated, which keeps
+the tree it started with (`agent.serve.sessions`): that it does (`STALE_TREE`), and, after a script whose import of
+what the regeneration added failed or a call the bridge refused as the regeneration's (a tool it changed or removed:
+`sandbox.tool_changes.StaleSessionRefused`), that the next call renews the session on the regenerated tree, when
+serve saves the workspace into a folder (`RENEWING`, `RENEWING_CHANGED`, `RENEWING_PASSTHROUGH`; then `RENEWED`),
+else to reconnect the client (`STALE_IMPORT`).
+"""
+
+from __future__ import annotations
+
+STALE_TREE = (
+    "the tree was regenerated from the servers since this session's sandbox started: search_tools and read_file "
+    "show the regenerated tree, while this session's scripts keep the tree they started with (a tool added since "
+    "cannot be imported or called here; it can in a new session: reconnect the client)"
+)
+"""Said once to a session whose sandbox started before the tree was regenerated."""
+STALE_TREE_RENEWED = (
+    "the tree was regenerated from the servers since this session's sandbox started: search_tools and read_file "
+    "show the regenerated tree, while this session's scripts keep the tree they started with (a tool added since "
+    "cannot be imported here, and a call of one changed or removed since is refused; after a script or call that "
+    "meets either, the next call starts a new sandbox session on the regenerated tree, with the files saved into "
+    "{folder})"
+)
+"""`STALE_TREE` when serve saves the workspace into a folder, and renews such a session itself (`RENEWING`,
+`RENEWING_CHANGED`; before, it said to reconnect the client there too)."""
+STALE_IMPORT = (
+    "[this session's scripts keep the tree its sandbox started with: a server or tool the tree's regeneration "
+    "added since cannot be imported here; reconnect the client for a session on the regenerated tree]"
+)
+"""Said after the output of such a session's script that failed to import from ``servers`` (before: only the one
+note, at its next call, whatever it was; the import error itself said nothing of why); serve without a workspace
+folder, where a new session would lose the session's files."""
+RENEWING = (
+    "[this session's sandbox started before the tree was regenerated, so a server or tool added since cannot be "
+    "imported in it: the next call starts a new sandbox session on the regenerated tree, with the files saved into "
+    "{folder} restored and variables and imports empty; run the script again there]"
+)
+"""Said instead of `STALE_IMPORT` when serve saves the workspace into a folder: the next call renews the session."""
+RENEWING_CHANGED = (
+    "[this session's sandbox started before the tree was regenerated, so a tool the regeneration changed or removed "
+    "was refused in it: the next call starts a new sandbox session on the regenerated tree, with the files saved into "
+    "{folder} restored and variables and imports empty; read the stubs of the tools it refused again (their "
+    "parameters may have changed) and run the script again there]"
+)
+"""Said after a script of such a session that had a call refused as the regeneration's (`tool_changed`, saying the
+tree was regenerated since the session began), when serve saves the workspace into a folder: the next call renews the
+session, as after a failed import (`RENEWING`). Before, each call of such a tool was refused, saying to reconnect the
+client, until the client did."""
+RENEWING_PASSTHROUGH = (
+    "[this session started before the tree was regenerated, which changed or removed this tool: the next call starts "
+    "a new session on the regenerated tree (its sandbox with the files saved into {folder} restored, variables and "
+    "imports empty), where this tool's arguments are checked against its regenerated definition ({stub}), not the "
+    "one this client listed when it connected]"
+)
+"""Said after a passthrough call refused as `RENEWING_CHANGED` says: the client's tool list keeps the definitions of
+serve's start, so the model is told where the definition its next call is checked against is."""
+RENEWS = "tooltree serve starts this client a new session on the regenerated tree at its next call"
+"""What a call refused as the regeneration's says to do in a session that serve renews (before: "reconnect the
+client", which a model cannot do)."""
+RENEWED = (
+    "a new sandbox session on the regenerated tree: variables and imports are gone, files saved into {folder} remain"
+)
+"""The note of the session that renewed one (`RENEWING`)."""
