@@ -58,6 +58,10 @@ RENEWS = "tooltree serve starts this client a new session on the regenerated tre
 """What a call refused as the regeneration's says to do in a session that serve renews (before: "reconnect the
 client", which a model cannot do)."""
 RENEWED = (
-    "a new sandbox session on the regenerated tree: variables and imports are gone, files saved into {folder} remain"
+    "a new sandbox session on the regenerated tree: variables and imports are gone, files saved into {folder} remain; "
+    "the index and signatures of the instructions this client got when it connected are of the tree before: read a "
+    "tool's stub for its parameters now"
 )
-"""The note of the session that renewed one (`RENEWING`)."""
+"""The note of the session that renewed one (`RENEWING`). Before, it did not say that the instructions (given once,
+at the client's handshake) were of the tree before, and a model that called a tool as they showed it was refused on
+the regenerated tree's parameters."""
