@@ -13,8 +13,8 @@ A client that reaches its servers through tooltree keeps their prompts (slash co
   result in this client session linked to it (``resource_link``: `agent.serve.passthrough.Passthrough.linked`). A URI
   two servers list, or that templates of two servers match, or that none knows, is refused, saying so.
 - ``resources/subscribe`` and ``resources/unsubscribe`` (a client of the handshake era) follow one resource on the
-  server a read of it goes to, its ``notifications/resources/updated`` sent to that client session only
-  (`agent.serve.upstream_subscriptions`), as do the ``resourceSubscriptions`` of a 2026-07-28 client's
+  server a read of it goes to (a resource link's too), its ``notifications/resources/updated`` sent to that client
+  session only (`agent.serve.upstream_subscriptions`), as do the ``resourceSubscriptions`` of a 2026-07-28 client's
   ``subscriptions/listen`` stream (`agent.serve.upstream_listen`); ``resources.subscribe`` is declared when a server
   offered declares it.
 
@@ -318,10 +318,10 @@ def install(
         # handlers are given no public way to it (its `Context.connection` is `MCPServer`'s only).
         extras.listened(getattr(ctx.session, "_connection", ctx.session), what, spawn)
 
-    # Resource subscriptions (`agent.serve.upstream_subscriptions`), which listen streams follow resources through.
-    subscriptions = install_subscriptions(server, extras, in_session, spawn, forward) if extras.resources_on else None
+    on = extras.resources_on  # resource subscriptions (`agent.serve.upstream_subscriptions`), listen streams' too
+    subscriptions = install_subscriptions(server, extras, in_session, spawn, forward, linked) if on else None
     if listen and extras.on:
-        handler = listen_handler(extras, spawn, subscriptions, in_session, forward)
+        handler = listen_handler(extras, spawn, subscriptions, in_session, forward, linked)
         server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, handler)
         server.listening = True
 

@@ -8,7 +8,8 @@ server's resource, which that protocol does only there (it has no ``resources/su
 stays false, `agent.serve.upstream_extras.ExtrasServer`), so a stream that asks for them is never told.
 
 **Resources.** Each URI of a stream's ``resourceSubscriptions`` is checked and subscribed to as a
-``resources/subscribe`` is (`agent.serve.upstream_subscriptions`: the server that owns it, which must declare
+``resources/subscribe`` is (`agent.serve.upstream_subscriptions`: the server that owns it, or whose passthrough
+result in the client session linked to it, which must declare
 subscriptions, a clean URI of at most `upstream_offer.URI_CHARS` characters, through the client session's own server
 pool with its start on first use, timeouts and audit line, within the session's `MAX_SUBSCRIPTIONS`), before the
 stream is acknowledged; the acknowledgement's ``resourceSubscriptions`` lists the URIs followed, in the order asked.
@@ -54,12 +55,14 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 
 from agent.serve.upstream_followed import MAX_SUBSCRIPTIONS, Follower
-from agent.serve.upstream_lists import Spawn, UpstreamExtras, quoted
+from agent.serve.upstream_lists import RESOURCE_NOT_FOUND, Spawn, UpstreamExtras, quoted
 from agent.serve.upstream_subscriptions import (
     Forward,
     InSession,
+    Linked,
     Subscriptions,
     followable,
+    followed_link,
     subscribe_on,
     unsubscribe_on,
 )
@@ -130,11 +133,13 @@ def listen_handler(
     subscriptions: Subscriptions | None,
     in_session: InSession,
     forward: Forward,
+    linked: Linked | None = None,
 ) -> ListenHandlerT:
     """The ``subscriptions/listen`` handler (see the module): the SDK's `ListenHandler`, bounded, on the lists' changes
     and the resources its streams follow, through ``subscriptions`` (those of ``resources/subscribe``; None: serve
     offers no resources, and a stream follows none), ``in_session`` and ``forward``
-    (`agent.serve.upstream_extras.forward`).
+    (`agent.serve.upstream_extras.forward`); a URI no server claims is followed on the server whose passthrough result
+    in the client session linked to it (``linked``), as a ``resources/subscribe`` of it is (`followed_link`).
 
     Before, the acknowledgement honoured no resource subscription and ``resources.subscribe`` was not declared to this
     protocol's clients: a 2026-07-28 client could not follow a resource through serve."""
@@ -157,11 +162,13 @@ def listen_handler(
                 "offers no resources (`serve: resources: false`)", f"{len(set(asked)):,}",
             )  # fmt: skip
             asked = []
-        owners = _owners(extras, asked, refused)
-        stream, subscribing = _Opening(bus, owners), subscriptions is not None and any(owners.values())
+        unknown: dict[str, MCPError] | None = {} if linked is not None else None  # resolved in the session
+        owners = _owners(extras, asked, refused, unknown)
+        stream = _Opening(bus, owners)
+        subscribing = subscriptions is not None and (any(owners.values()) or bool(unknown))
         streams.add(stream)
         try:
-            followed = await follow(ctx, owners, stream, refused) if subscribing else []
+            followed = await follow(ctx, owners, unknown or {}, stream, refused) if subscribing else []
             _say_refused(refused)
             stream.watched()  # ``handler`` puts it on the bus before it yields
             # An update of one followed published meanwhile reached no listener of this stream (it is put on the bus
@@ -178,21 +185,27 @@ def listen_handler(
                 releases.ended(ctx, stream)
 
     async def follow(
-        ctx: Any, owners: dict[str, str | None], stream: Follower, refused: list[tuple[str, str]]
+        ctx: Any,
+        owners: dict[str, str | None],
+        unknown: dict[str, MCPError],
+        stream: Follower,
+        refused: list[tuple[str, str]],
     ) -> list[str]:
-        """The URIs of ``owners`` (each with its server, None: refused) that ``stream`` follows, each subscribed to
-        (all at once, each on a worker thread of the client session); those that are not, added to ``refused``."""
+        """The URIs of ``owners`` (each with its server, None: refused, or one of ``unknown``, which no server claims,
+        followed where a resource link of the session's came from) that ``stream`` follows, each subscribed to (all
+        at once, each on a worker thread of the client session); those that are not, added to ``refused``."""
         if subscriptions is None:
             return []
         honoured: set[str] = set()
         loop = asyncio.get_running_loop()
 
-        async def one(uri: str, owner: str) -> None:
+        async def one(uri: str, owner: str | None) -> None:
             def work(runtime: Runtime, cancel: CallCancel) -> bool:
+                server = owner or followed_link(extras, linked, runtime, uri, unknown[uri])
                 followed = subscriptions.of(runtime.bridge.pool, None, loop, bus)
-                kept = subscribe_on(followed, forward, runtime, owner, uri, cancel, by=(stream,))
+                kept = subscribe_on(followed, forward, runtime, server, uri, cancel, by=(stream,))
                 if not kept:  # its stream ended meanwhile
-                    unsubscribe_on(followed, forward, runtime, [(owner, uri)])
+                    unsubscribe_on(followed, forward, runtime, [(server, uri)])
                 return kept
 
             try:
@@ -203,7 +216,7 @@ def listen_handler(
 
         async with anyio.create_task_group() as tasks:
             for uri, owner in owners.items():
-                if owner is not None:
+                if owner is not None or uri in unknown:
                     tasks.start_soon(one, uri, owner)
         return [uri for uri in owners if uri in honoured]
 
@@ -272,9 +285,16 @@ class Releases:
             self._started = False
 
 
-def _owners(extras: UpstreamExtras, asked: list[str], refused: list[tuple[str, str]]) -> dict[str, str | None]:
+def _owners(
+    extras: UpstreamExtras,
+    asked: list[str],
+    refused: list[tuple[str, str]],
+    unknown: dict[str, MCPError] | None = None,
+) -> dict[str, str | None]:
     """The URIs of ``asked``, once each, at most `MAX_SUBSCRIPTIONS`, each with the server it is followed on (None: it
-    cannot be followed, added to ``refused``; those past the bound are said in serve's log)."""
+    cannot be followed, added to ``refused``, or, with ``unknown``, no server claims it: put there with why, to be
+    followed where a resource link of the session's came from, `followed_link`; those past the bound are said in
+    serve's log)."""
     owners: dict[str, str | None] = {}
     past = 0
     for uri in asked:
@@ -287,7 +307,10 @@ def _owners(extras: UpstreamExtras, asked: list[str], refused: list[tuple[str, s
             owners[uri] = followable(extras, uri)
         except MCPError as e:
             owners[uri] = None
-            refused.append((uri, e.message))
+            if unknown is not None and e.code == RESOURCE_NOT_FOUND:
+                unknown[uri] = e
+            else:
+                refused.append((uri, e.message))
     if past:
         logger.warning(
             "tooltree serve: a subscriptions/listen stream does not follow %s more of the resources it asked for, past "

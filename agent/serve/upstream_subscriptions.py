@@ -1,8 +1,9 @@
 """Resource subscriptions through `tooltree serve`: a client of the handshake era follows a server's resource.
 
 ``resources/subscribe {uri}`` goes to the one server that owns the URI, as a ``resources/read`` does
-(`UpstreamExtras.owner`: the server that lists it, else the one whose template matches it; a URI two servers claim,
-or none, is refused, saying so), through the client session's own server pool (same start on first use, timeouts,
+(`UpstreamExtras.owner`: the server that lists it, else the one whose template matches it, else the one whose
+passthrough result in this client session linked to it, `followed_link`; a URI two servers claim, or none, is
+refused, saying so), through the client session's own server pool (same start on first use, timeouts,
 restarts and words of failure, and an audit line with ``method`` and ``uri``: `agent.serve.upstream_extras.forward`).
 A server whose snapshot does not record that it declares ``resources.subscribe``
 (`tool_tree.snapshot_lists.subscribes`) is refused, named. The pool remembers the URI
@@ -20,17 +21,18 @@ sent nothing more after ``idle_timeout`` (30 minutes), without a word. When the 
 leaves; over HTTP also a new client given its place), its server pool stops its servers, and their subscriptions end
 with them; its `Followed` goes with the pool (held weakly).
 
-When serve regenerates its tree (`tooltree_cli.serve_follow`, its background refresh), a client session is replaced
-at its client's next call (`agent.serve.sessions.SessionRegistry.use`: one without a sandbox yet, or one renewed), and
-its servers stop. Before, its subscriptions ended with them, unsaid. Now they carry over (`carry`), as part of that
-call, on the new session's worker thread: each (server, URI) the regenerated tree still offers from the same server,
-which still declares subscriptions, is subscribed to on the new session's servers (starting them), its updates sent to
-the same connection and listen streams, which are sent one ``updated`` of it (a change may have been missed;
-coalesced as any other). One that can no longer be followed (its server gone or no longer declaring subscriptions,
-the URI no longer offered by it, its server refusing or failing) is dropped, said in serve's log as a warning naming
-the URI and why (MCP has no notice for it). Done before the call goes on, so that the client's later
-``resources/subscribe`` or ``unsubscribe`` act on what was carried, never raced by it; the call waits for those
-servers' start and answers (each within its timeout).
+When serve regenerates its tree (`tooltree_cli.serve_follow`, its background refresh), a client session is replaced at
+its client's next call (`agent.serve.sessions.SessionRegistry.use`: one without a sandbox yet, or one renewed), and its
+servers stop. Before, its subscriptions ended with them, unsaid. Now they carry over (`carry`), as part of that call, on
+the new session's worker thread: each (server, URI) the regenerated tree still offers from the same server, which still
+declares subscriptions, is subscribed to on the new session's servers (starting them), its updates sent to the same
+connection and listen streams, which are sent one ``updated`` of it (a change may have been missed; coalesced as any
+other). One that can no longer be followed (its server gone or no longer declaring subscriptions, the URI no longer
+offered by it, its server refusing or failing, or a resource link's URI no server lists: the new session's servers,
+started again, returned no link to it, and its read is refused there too) is dropped, said in serve's log as a warning
+naming the URI and why (MCP has no notice for it). Done before the call goes on, so that the client's later
+``resources/subscribe`` or ``unsubscribe`` act on what was carried, never raced by it; the call waits for those servers'
+start and answers (each within its timeout).
 
 **Bounds**, against a hostile client or server: at most `MAX_SUBSCRIPTIONS` URIs followed per client session (one
 more is refused, saying so); a URI followed is a clean string of at most `upstream_offer.URI_CHARS` characters, sent
@@ -72,6 +74,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 InSession = Callable[[Any, Callable[["Runtime", "CallCancel"], Any]], Awaitable[Any]]
+Linked = Callable[["Runtime", str], "str | None"]
+"""`agent.serve.passthrough.Passthrough.linked`: the server a client session's resource link to a URI came from."""
 Forward = Callable[..., dict[str, Any]]
 """`agent.serve.upstream_extras.forward`."""
 
@@ -83,12 +87,20 @@ class Subscriptions:
         spawn: starts a task in serve's task group.
         extras, forward: what is offered, and how a subscribe is sent (`agent.serve.upstream_extras.forward`): with
             them, the subscriptions of a session that is replaced carry over to the new one (`carry`).
+        linked: where a resource link of a client session's passthrough results came from (`followed_link`).
     """
 
-    def __init__(self, spawn: Spawn, extras: UpstreamExtras | None = None, forward: Forward | None = None) -> None:
+    def __init__(
+        self,
+        spawn: Spawn,
+        extras: UpstreamExtras | None = None,
+        forward: Forward | None = None,
+        linked: Linked | None = None,
+    ) -> None:
         self._spawn = spawn
         self._extras = extras
         self._forward = forward
+        self._linked = linked
         self._lock = threading.Lock()
         self._of: weakref.WeakKeyDictionary[Any, Followed] = weakref.WeakKeyDictionary()
 
@@ -113,13 +125,17 @@ class Subscriptions:
             return self._of.get(pool)
 
     def carry(
-        self, old: Followed, taken: dict[tuple[str, str], tuple[float | None, set[Follower]]], new: ClientSession
+        self,
+        old: Followed,
+        taken: dict[tuple[str, str], tuple[float | None, set[Follower]]],
+        new: ClientSession,
+        before: Runtime | None = None,
     ) -> None:
         """Follow what ``old`` followed (``taken``: `Followed.take`) on the servers of ``new``, the client session
-        that replaced ``old``'s, for the same followers, sending to the same connection and listen streams (from one
-        of ``new``'s worker threads; see the module). Each URI is subscribed to through `forward` (audited as the
-        client's own subscribe), then the client is sent one ``updated`` of it; one that cannot be followed is
-        dropped, said in the log (`_dropped`)."""
+        that replaced ``old``'s (whose runtime was ``before``), for the same followers, sending to the same connection
+        and listen streams (from one of ``new``'s worker threads; see the module). Each URI is subscribed to through
+        `forward` (audited as the client's own subscribe), then the client is sent one ``updated`` of it; one that
+        cannot be followed is dropped, said in the log (`_dropped`)."""
         from sandbox.bridge import CallCancel
         from sandbox.errors import SandboxError
         from tool_tree.pool import PoolError
@@ -129,7 +145,8 @@ class Subscriptions:
             return
         kept = {}
         for (server, uri), (sent, by) in sorted(taken.items(), key=lambda item: item[0]):
-            if (why := _unfollowable(extras, server, uri)) is not None:
+            linked = before is not None and self._linked is not None and self._linked(before, uri) == server
+            if (why := _unfollowable(extras, server, uri, linked=linked)) is not None:
                 _dropped(new, uri, why)
             else:
                 kept[server, uri] = sent, by
@@ -169,8 +186,9 @@ class Subscriptions:
                 unsubscribe_on(followed, forward, runtime, [(server, uri)])
 
 
-def _unfollowable(extras: UpstreamExtras, server: str, uri: str) -> str | None:
-    """Why ``uri``, followed on ``server``, cannot be followed on the tree as it is now; None: it can."""
+def _unfollowable(extras: UpstreamExtras, server: str, uri: str, *, linked: bool = False) -> str | None:
+    """Why ``uri``, followed on ``server`` (``linked``: as a resource link of the session's passthrough results),
+    cannot be followed on the tree as it is now; None: it can."""
     try:
         owner = extras.owner(uri)
     except MCPError as e:
@@ -178,6 +196,13 @@ def _unfollowable(extras: UpstreamExtras, server: str, uri: str) -> str | None:
             return f"the regenerated tree cannot tell its server: {e.message}"
         if server not in extras.found:
             return f"its server {server!r} is not in the regenerated tree"
+        if linked:  # the new session's servers are new processes, which returned no link to it (a read is refused)
+            return (
+                f"it is a resource a passthrough result of its server {server!r} linked to, which no server lists: "
+                "a link is followed, and read, only in the client session whose servers returned it, and the session "
+                "was replaced, its servers started again, for the regenerated tree (call the tool again, and follow "
+                "the link it returns)"
+            )
         return f"its server {server!r} no longer lists it or a resource template that matches it"
     if owner != server:
         return f"server {owner!r} offers it in the regenerated tree, not {server!r}, on which it was followed"
@@ -218,7 +243,7 @@ async def carry(old: ClientSession, new: ClientSession) -> None:
         return
     if taken := followed.take():
         await anyio.to_thread.run_sync(
-            followed.subscriptions.carry, followed, taken, new, limiter=new.limiter, abandon_on_cancel=True
+            followed.subscriptions.carry, followed, taken, new, old.runtime, limiter=new.limiter, abandon_on_cancel=True
         )
 
 
@@ -281,20 +306,28 @@ def install_subscriptions(
     in_session: InSession,
     spawn: Spawn,
     forward: Callable[..., dict[str, Any]],
+    linked: Linked | None = None,
 ) -> Subscriptions:
     """Add the ``resources/subscribe`` and ``resources/unsubscribe`` handlers to ``server`` (`in_session` runs each
-    in the client's session; ``forward``: `agent.serve.upstream_extras.forward`); the `Subscriptions` they keep,
-    which the listen streams share (`agent.serve.upstream_listen`)."""
-    subscriptions = Subscriptions(spawn, extras, forward)
+    in the client's session; ``forward``: `agent.serve.upstream_extras.forward`; ``linked``: the server a resource
+    link of the client session's passthrough results came from, where a URI no server claims is followed, as a read
+    of it goes); the `Subscriptions` they keep, which the listen streams share (`agent.serve.upstream_listen`)."""
+    subscriptions = Subscriptions(spawn, extras, forward, linked)
 
     async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
         uri = str(params.uri)
-        owner = followable(extras, uri)
+        try:
+            owner: str | None = followable(extras, uri)
+        except MCPError as e:
+            if e.code != RESOURCE_NOT_FOUND or linked is None:
+                raise
+            owner, unknown = None, e
         connection = getattr(ctx.session, "_connection", ctx.session)  # as `install`'s ``listed`` finds it
         loop = asyncio.get_running_loop()
 
         def work(runtime: Runtime, cancel: CallCancel) -> None:
-            subscribe_on(subscriptions.of(runtime.bridge.pool, connection, loop), forward, runtime, owner, uri, cancel)
+            server = owner or followed_link(extras, linked, runtime, uri, unknown)
+            subscribe_on(subscriptions.of(runtime.bridge.pool, connection, loop), forward, runtime, server, uri, cancel)
 
         await in_session(ctx, work)
         return types.EmptyResult()
@@ -333,10 +366,30 @@ def followable(extras: UpstreamExtras, uri: str) -> str:
             f"{URI_CHARS:,} characters (no control, escape or invisible character)",
         ) from None
     owner = extras.owner(uri)  # refused as a read is: no server, or two, claim it
-    if owner not in extras.offer.subscribing:
+    _subscribing(extras, owner, uri)
+    return owner
+
+
+def followed_link(extras: UpstreamExtras, linked: Linked | None, runtime: Runtime, uri: str, unknown: MCPError) -> str:
+    """The server on which ``uri``, a clean URI no server lists or has a template for (`followable` raised
+    ``unknown``), is followed: the one whose passthrough result in ``runtime``'s client session linked to it, as a
+    read of it goes (`agent.serve.passthrough.Passthrough.linked`). From a worker thread of the client session.
+
+    Raises:
+        MCPError: ``unknown``, when no passthrough result of the session linked to it (as a read is refused), or: that
+            server does not declare subscriptions.
+    """
+    server = linked(runtime, uri) if linked is not None else None
+    if server is None:
+        raise unknown
+    _subscribing(extras, server, uri)
+    return server
+
+
+def _subscribing(extras: UpstreamExtras, server: str, uri: str) -> None:
+    if server not in extras.offer.subscribing:
         raise MCPError(
             code=types.INVALID_PARAMS,
-            message=f"server {owner!r} does not declare resource subscriptions (resources.subscribe), so "
+            message=f"server {server!r} does not declare resource subscriptions (resources.subscribe), so "
             f"{quoted(uri)} cannot be followed through tooltree: read it again to see a change",
         )
-    return owner

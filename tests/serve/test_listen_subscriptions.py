@@ -148,6 +148,25 @@ async def test_a_stream_follows_the_resources_it_can_and_its_acknowledgement_lea
     assert sorted(audited(audit, "resources/subscribe")) == sorted([LOG, ITEM])  # a line each, as for a subscribe
 
 
+async def test_a_stream_follows_a_resource_a_passthrough_tool_linked_to_on_the_server_that_linked_to_it(
+    tree: Path, tmp_path: Path
+) -> None:
+    # Listed nowhere, as a resource a tool made: followed where the link came from, as its read and a handshake-era
+    # subscribe go (before: left out, 'no server lists the resource').
+    made, other = "live://made/1", "live://made/2"
+    serve = '  passthrough: ["live.touch", "live.subscribed", "live.link"]\n'
+    async with serving(tree, tmp_path / "serve", serve=serve) as (client, stderr):
+        linked = await client.call_tool("live__link", {"uri": made})
+        assert linked.is_error is not True, linked.content
+        async with client.listen(resource_subscriptions=[made, other]) as stream:
+            assert stream.honored.resource_subscriptions == [made]
+            assert await subscribed(client) == [made]
+            await touch(client, made)
+            assert await next_uri(stream) == made
+    why = "no server lists the resource 'live://made/2'"
+    await anyio.to_thread.run_sync(stderr.until, REFUSED.format(uri=quoted(other), why=why))
+
+
 async def test_an_update_reaches_only_the_streams_that_follow_it_and_an_ended_streams_resources_are_unsubscribed(
     tree: Path, tmp_path: Path
 ) -> None:

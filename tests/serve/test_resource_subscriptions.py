@@ -280,6 +280,36 @@ async def test_the_real_everything_servers_resource_updates_come_through(tmp_pat
     assert set(updates.uris) == {uri}
 
 
+@pytest.mark.real_servers
+async def test_a_resource_a_passthrough_tool_linked_to_is_followed_on_its_server(tmp_path: Path) -> None:
+    # server-everything's gzip-file-as-resource makes a resource of its session, listed nowhere, and returns a link to
+    # it: the client's subscribe of the link goes to that server, as its read does (before: refused, 'no server lists
+    # the resource'); one no result of the session linked to is refused as its read is.
+    require_install(REAL / ".stamp", "third-party MCP servers", "run `make real-servers`")
+    servers = f"  everything:\n    command: {json.dumps(str(EVERYTHING))}\n    args: [stdio]\n    timeout: 60\n"
+    tree = await anyio.to_thread.run_sync(generate, tmp_path, servers)
+    folder = tmp_path / "serve"
+    folder.mkdir()
+    tools = '["everything.gzip-file-as-resource", "everything.toggle-subscriber-updates"]'
+    argv = serve_argv(write_config(folder, servers, f"  passthrough: {tools}\n"), tree)
+    params = mcp.StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(REPO))
+    updates = Updates()
+    data = "data:text/plain;base64,aGVsbG8="
+    async with mcp.Client(params, read_timeout_seconds=WAIT, message_handler=updates, mode="legacy") as client:
+        made = await client.call_tool("everything__gzip-file-as-resource", {"name": "note.gz", "data": data})
+        (link,) = made.content
+        assert isinstance(link, types.ResourceLink) and link.uri == "demo://resource/session/note.gz"
+        with pytest.raises(mcp.MCPError, match=r"no server lists the resource 'demo://resource/session/other\.gz'"):
+            await subscribe(client, "demo://resource/session/other.gz")  # linked by no result
+        await subscribe(client, link.uri)
+        toggled = await client.call_tool("everything__toggle-subscriber-updates", {})  # sends one at once
+        assert toggled.is_error is not True, toggled.content
+        await updates.until(link.uri)
+        await unsubscribe(client, link.uri)
+        await client.call_tool("everything__toggle-subscriber-updates", {})  # stopped
+    assert set(updates.uris) == {link.uri}
+
+
 LISTENING = REPO / "tests" / "servers" / "listen_server.py"
 LISTENING_ENTRY = f"  listening:\n    command: {json.dumps(sys.executable)}\n    args: [{json.dumps(str(LISTENING))}]\n"
 

@@ -46,7 +46,7 @@ pytestmark = pytest.mark.anyio
 
 ITEM = "live://items/7"
 """A URI of ``live``'s template, followed as one it lists."""
-PASSTHROUGH = '  passthrough: ["live.touch", "live.subscribed", "live.relist"]\n'
+PASSTHROUGH = '  passthrough: ["live.touch", "live.subscribed", "live.relist", "live.link"]\n'
 REGENERATED = "tooltree serve: sessions from now on get the tools, prompts and resources of live as they are now"
 """Said once serve serves the regenerated tree (after which a client's call replaces its session)."""
 DROPPED = "follows the resource {uri} no more, after the tree was regenerated: its server 'live' {why}"
@@ -206,6 +206,32 @@ async def test_a_followed_resource_the_regenerated_tree_no_longer_offers_is_drop
         await updates.until(LOG, 2)
     assert carried == [LOG]
     assert updates.uris == [LOG, LOG]
+
+
+async def test_a_followed_resource_a_passthrough_result_linked_to_is_dropped_and_said_why(tmp_path: Path) -> None:
+    # Followed on the server that linked to it (no server lists it): the session that replaces the client's has
+    # servers started again, which returned no link to it (its read is refused there), so it is dropped, saying so
+    # (before the link was followable, a subscribe of it was refused).
+    made = "live://made/1"
+    async with serving(tmp_path) as (client, _, stderr):
+        linked = await client.call_tool("live__link", {"uri": made})
+        assert linked.is_error is not True, linked.content
+        await subscribe(client, made)
+        await subscribe(client, LOG)
+        assert await subscribed(client) == sorted([LOG, made])
+        await regenerate(client, stderr, hide=STATUS)
+        carried = await subscribed(client)
+        said = "its server 'live' no longer lists it"
+        await anyio.to_thread.run_sync(
+            stderr.until,
+            f"follows the resource {made!r} no more, after the tree was regenerated: it is a resource a passthrough "
+            "result of its server 'live' linked to, which no server lists: a link is followed, and read, only in the "
+            "client session whose servers returned it",
+        )
+        with pytest.raises(mcp.MCPError, match="no server lists the resource 'live://made/1'"):
+            await client.read_resource(made)  # as its read is refused in the new session
+    assert carried == [LOG]
+    assert not any(said in line for line in stderr.lines)
 
 
 async def test_the_resources_of_a_server_that_no_longer_declares_subscriptions_are_dropped_and_said(

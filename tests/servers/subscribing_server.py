@@ -23,6 +23,8 @@ Tools:
                                      with ``after`` seconds, answers "touching N" at once and sends them that much
                                      later, tied to no call (as a server whose resource changes on its own)
     subscribed()                     answers the URIs subscribed on this session, as a JSON list, sorted
+    link(uri)                        answers a resource link to ``uri`` (as a tool that made a resource, listed
+                                     nowhere, does); its read answers as any other's
     crash(after=0, again=false)      the server exits (status 3) at once; with ``after`` seconds, answers "crashing"
                                      at once and exits that much later, tied to no call (as a server that dies
                                      between calls); with ``again``, every process of it started from now on exits
@@ -84,6 +86,11 @@ TOOLS = [
         },
     ),
     types.Tool(name="subscribed", description="The URIs subscribed.", input_schema={"type": "object"}),
+    types.Tool(
+        name="link",
+        description="Link to a resource.",
+        input_schema={"type": "object", "properties": {"uri": {"type": "string"}}, "required": ["uri"]},
+    ),
     types.Tool(
         name="crash",
         description="Exit.",
@@ -161,6 +168,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return crash(float(arguments.get("after", 0)), bool(arguments.get("again", False)))
     if params.name == "subscribed":
         return types.CallToolResult(content=[types.TextContent(text=json.dumps(sorted(subscribed[_session(ctx)])))])
+    if params.name == "link":
+        return types.CallToolResult(content=[types.ResourceLink(name="made", uri=str(arguments["uri"]))])
     if params.name in added_tools():
         return types.CallToolResult(content=[types.TextContent(text=f"{params.name} ran")])
     if params.name == "relist":
