@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,6 +122,12 @@ class Passthrough:
             return failed(f"{called} sent a result that is not a valid MCP result: {e}", max_chars)
         self._remember_links(runtime, entry.server, raw, validated)
         return validated
+
+    @property
+    def links(self) -> Callable[[Runtime, str], str | None] | None:
+        """`linked`, when a passthrough tool is offered (its results may link to resources, which a client reads
+        through serve: `agent.serve.upstream_extras`), else None."""
+        return self.linked if self.entries else None
 
     def linked(self, runtime: Runtime, uri: str) -> str | None:
         """The server whose passthrough result in ``runtime``'s client session carried a resource link to ``uri``

@@ -287,7 +287,7 @@ class ToolServer:
         # The servers' prompts and resources (`agent.serve.upstream_extras`), each get or read in the client's session.
         # Over stdio in either era (not handshake-only for asks), 2026-07-28 clients are told on listen streams.
         install(server, self.extras, lambda: self._tasks, self._in_session, lambda: self.sandbox_config.output_chars,
-                listen=not http and not self.asks_client, linked=self.passthrough.linked)  # fmt: skip
+                listen=not http and not self.asks_client, linked=self.passthrough.links)  # fmt: skip
         if http:
 
             async def discover(ctx: ServerRequestContext[Any, Any], params: types.RequestParams) -> HandlerResult:

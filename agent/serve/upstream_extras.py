@@ -30,7 +30,8 @@ sends them.
 A list starts no server (so ``--no-regenerate`` starts none for it). ``prompts/get`` and ``resources/read`` go
 through the client session's own server pool, as passthrough calls do (same start on first use, timeouts, restarts
 and words of failure), and each is written to the session's audit log as a passthrough call is (`audit_record`:
-before, none was). The handshake (and ``server/discover``) declares prompts and resources when the tree records any.
+before, none was). The handshake (and ``server/discover``) declares prompts and resources when the tree records any,
+resources also when a passthrough tool is offered (`UpstreamExtras.links`: a client reads the links its results hold).
 
 Reading the tree and routing are in `agent.serve.upstream_lists`, what an item becomes in `agent.serve.upstream_offer`;
 this module forwards gets and reads and bounds their answers, and adds the handlers to serve's `Server`.
@@ -303,7 +304,7 @@ def install(
     serve ``subscriptions/listen`` too, when prompts or resources are on (`listen_handler`: over stdio, where serve
     speaks the 2026-07-28 protocol; with neither on, nothing it offers changes); ``linked``: where a read of a URI
     no server lists or has a template for goes, in the client's session (a resource link's server)."""
-    server.extras = extras
+    server.extras, extras.links = extras, linked is not None  # links read: resources declared (`capabilities`)
 
     def spawn(send: Callable[[], Coroutine[Any, Any, None]]) -> None:
         group = tasks()
@@ -392,9 +393,5 @@ def install(
             return bounded_read(raw, uri, what, max_chars())
 
         server.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
-        server.add_request_handler(
-            "resources/templates/list",
-            types.PaginatedRequestParams,
-            list_templates,
-        )
+        server.add_request_handler("resources/templates/list", types.PaginatedRequestParams, list_templates)
         server.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)

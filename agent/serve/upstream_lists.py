@@ -55,6 +55,9 @@ class UpstreamExtras:
         """The servers offered whose prompts and resources the tree may not hold: its manifest does not say it recorded
         them (`tool_tree.tree.Manifest.lists_recorded`: a tree of an earlier release) and their snapshots hold none."""
         self.offer = Offered()
+        self.links = False
+        """A passthrough tool is offered: its results may link to resources a client reads through serve, so
+        ``resources`` is declared though no server lists one (`capabilities`)."""
         self._listeners: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
         """The client connections of the handshake era that listed, and what (``prompts``, ``resources``): told when a
         reload changes it (held weakly: a connection that has ended is forgotten)."""
@@ -187,9 +190,11 @@ class UpstreamExtras:
         listed them when they change, or, in the 2026-07-28 protocol, the listen streams that asked for it), and
         ``resources.subscribe`` when a server offered declares it (`agent.serve.upstream_subscriptions`), but not to
         a 2026-07-28 client (``modern``) that has no ``subscriptions/listen`` stream here to follow one on
-        (`agent.serve.upstream_extras.ExtrasServer` passes ``modern`` only then)."""
+        (`agent.serve.upstream_extras.ExtrasServer` passes ``modern`` only then). Resources are declared too when a
+        passthrough tool is offered (`links`), its lists then empty: MCP calls a resource link one the server can read,
+        and a client that checks the capability (Claude Code, the TypeScript SDK) reads none without it."""
         prompts = self.prompts_on and bool(self.offer.prompts)
-        resources = self.resources_on and bool(self.offer.resources or self.offer.templates)
+        resources = self.resources_on and bool(self.offer.resources or self.offer.templates or self.links)
         subscribe = resources and not modern and bool(self.offer.subscribing)
         return declared.model_copy(
             update={

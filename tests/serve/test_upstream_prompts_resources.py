@@ -261,6 +261,61 @@ def test_what_the_tree_records_is_declared_and_offered(tree: Path, tmp_path: Pat
         assert (declared.prompts is not None, declared.resources is not None) == (expected, expected)
 
 
+async def test_with_a_passthrough_tool_resources_are_declared_though_no_server_lists_one(tmp_path: Path) -> None:
+    # MCP calls a resource link one the server can read; a client that checks the capability (Claude Code) reads
+    # none from a server that does not declare resources. Before, serve declared none: no server listed one.
+    server = json.dumps(str(REPO / "tests" / "servers" / "structured_server.py"))
+    servers = f"  charts:\n    command: {json.dumps(sys.executable)}\n    args: [{server}]\n"
+    tree = await anyio.to_thread.run_sync(generate, tmp_path, servers)
+    async with serve(tree, tmp_path / "tools", servers) as client:
+        alone = client.server_capabilities
+    async with serve(tree, tmp_path / "passthrough", servers, '  passthrough: ["charts.chart"]\n') as client:
+        declared = client.server_capabilities
+        assert declared is not None and declared.resources is not None and declared.prompts is None
+        assert (await client.list_resources()).resources == []
+        assert (await client.list_resource_templates()).resource_templates == []
+        made = await client.call_tool("charts__chart", {"title": "March"})
+        (link,) = [b for b in made.content if isinstance(b, types.ResourceLink)]
+        with pytest.raises(mcp.MCPError, match=r"^charts: reading 'file:///charts/data\.csv' failed"):
+            await client.read_resource(link.uri)  # to the server that linked to it, which has no such file
+    assert alone is not None and alone.resources is None  # with no passthrough tool, nothing links to one
+
+
+@pytest.mark.real_servers
+async def test_claude_code_reads_a_link_a_passthrough_tool_returned_though_no_server_lists_a_resource(
+    tmp_path: Path,
+) -> None:
+    # Claude Code offers its model ReadMcpResourceTool only when a server declares resources (before: 'No such tool
+    # available: ReadMcpResourceTool', and the link a passthrough tool returned could not be read).
+    from agent.testing import reply, tool_use
+    from tests.serve.test_real_clients import claude_headless
+
+    clients = REAL / "clients"
+    require_install(clients / ".stamp", "the MCP clients", "run `make real-servers`")
+    server = json.dumps(str(REPO / "tests" / "servers" / "structured_server.py"))
+    servers = f"  charts:\n    command: {json.dumps(sys.executable)}\n    args: [{server}]\n"
+    tree = await anyio.to_thread.run_sync(generate, tmp_path, servers)
+    argv = serve_argv(write_config(tmp_path, servers, '  passthrough: ["charts.chart"]\n'), tree)
+    steps = [
+        ("ToolSearch", {"query": "select:mcp__tooltree__charts__chart,ReadMcpResourceTool"}),
+        ("mcp__tooltree__charts__chart", {"title": "March"}),
+        ("ReadMcpResourceTool", {"server": "tooltree", "uri": "file:///charts/data.csv"}),
+    ]
+
+    def model(body: dict[str, Any]) -> dict[str, Any]:
+        if not body.get("tools"):
+            return reply("ok")
+        done = sum(1 for m in body["messages"] if isinstance(m["content"], list)
+                   for b in m["content"] if b.get("type") == "tool_result")  # fmt: skip
+        return reply(tool_use(*steps[done])) if done < len(steps) else reply("done")
+
+    entry = {"command": argv[0], "args": argv[1:], "env": {"PYTHONPATH": str(REPO)}}
+    run, requests = await claude_headless(clients, tmp_path, entry, ["charts__chart"], "chart it", model, 10)
+    assert run.returncode == 0, run.stderr[-3000:]
+    last = json.dumps(requests[-1]["messages"][-1])
+    assert "charts: reading 'file:///charts/data.csv' failed" in last, last[-2000:]  # the server that linked to it
+
+
 def test_a_snapshot_without_the_lists_or_with_malformed_ones_offers_none_of_them(tree: Path, tmp_path: Path) -> None:
     copy = tmp_path / "tree"
     shutil.copytree(tree, copy)
