@@ -168,6 +168,10 @@ class Opened:
     sandbox_started = True
     running_sandbox = None
     script_asks = None
+    workspace = None
+
+    class stale:  # the bridge's count of calls refused for a tree regenerated under the session: none
+        count = 0
 
     def __init__(self) -> None:
         self.sandbox = self.bridge = self
