@@ -75,9 +75,8 @@ def _parse(line: str) -> SessionMessage | NotJSONRPC:
         deep = "recursion limit exceeded" in str(e)
         return NotJSONRPC(line, deep=deep, why=f"Invalid JSON: {e}"[:_WHY_CHARS])
     if isinstance(data, dict) and isinstance(data.get("id"), float) and data["id"].is_integer():
-        data["id"] = int(
-            data["id"]
-        )  # ``1.0`` is the number 1 in JSON (as a server whose numbers are doubles writes it)
+        # ``1.0`` is the number 1 in JSON (as a server whose numbers are doubles writes it)
+        data["id"] = int(data["id"])
     answered = _id_of(data)
     try:
         return SessionMessage(types.jsonrpc_message_adapter.validate_python(data, by_name=False))
