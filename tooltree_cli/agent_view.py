@@ -246,7 +246,8 @@ def print_run_end(
 ) -> None:
     """A run is over: its summary line on stderr, or with ``quiet`` only why a run that did not finish stopped
     (`stop_why`; under ``--compare``, naming its mode), as an API error or a sandbox that failed says what failed
-    (before: exit 1 with nothing on stderr); and whether its transcript is whole."""
+    (before: exit 1 with nothing on stderr); and whether its transcript is whole and its pre-filter state saved (with
+    ``quiet`` too: a file the user asked for)."""
     if not quiet:
         print(summary_line(result, max_tokens=max_tokens, token_budget=token_budget), file=sys.stderr)
     elif why := stop_why(result, max_tokens=max_tokens, token_budget=token_budget):
@@ -254,6 +255,10 @@ def print_run_end(
         print(terminal_text(f"tooltree: {mode}{why}"), file=sys.stderr)
     if result.summary.transcript_error:  # even with --quiet: a file the user asked for is incomplete
         transcript_warning(result)
+    if quiet and result.summary.prefilter is not None:  # so is one not saved (the summary says it without --quiet)
+        for reason in result.summary.prefilter.state_errors:
+            label = terminal_label(reason, REASON_CHARS)
+            print(terminal_text(f"tooltree: warning: pre-filter state not saved: {label}"), file=sys.stderr)
 
 
 def _opened(mode: str) -> str:

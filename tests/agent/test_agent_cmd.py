@@ -409,7 +409,9 @@ def test_a_prefilter_state_that_is_a_folder_exits_2_before_any_request(
     assert api.requests == []
 
 
+@pytest.mark.parametrize("quiet", [[], ["--quiet"]], ids=["summary", "quiet"])
 def test_a_prefilter_state_that_cannot_be_saved_is_said_in_the_summary(
+    quiet: list[str],
     project: Project,
     api: FakeMessagesAPI,
     capsys: pytest.CaptureFixture[str],
@@ -423,9 +425,11 @@ def test_a_prefilter_state_that_cannot_be_saved_is_said_in_the_summary(
     verdicts = {"verdicts": [{"tool": "crm__get_record", "needed": True, "probability": 0.9}]}
     api.add(reply(tool_use("record_tool_verdicts", verdicts)), reply("Negotiation."))
     state = tmp_path / "admitted.json"
-    assert main([*argv(project)[:-1], "filtered", "--prefilter", "claude", "--prefilter-state", str(state)]) == 0
+    filtered = [*argv(project)[:-1], "filtered", "--prefilter", "claude", "--prefilter-state", str(state)]
+    assert main([*filtered, *quiet]) == 0
     err = capsys.readouterr().err
-    assert f"tooltree: pre-filter state not saved: {state}: cannot write the pre-filter state" in err
+    assert f"pre-filter state not saved: {state}: cannot write the pre-filter state" in err  # a file asked for
+    assert ("tokens" in err) is not bool(quiet)  # the summary line, or with --quiet only the warning
     assert not state.exists()
 
 
