@@ -371,6 +371,17 @@ def _str(value: Any, cap: int) -> str | None:
     return clean_text(value[:cap]) if isinstance(value, str) else None
 
 
+MAX_COUNT = (1 << 63) - 1
+"""The largest count of bytes or files a report may give (a file's size, ``off_t``, is at most this)."""
+
+
+def reported_count(value: Any) -> int | None:
+    """A count the container reported (bytes, files): a whole number from 0 to `MAX_COUNT`, else None. Before, any
+    JSON integer was taken, up to 4,300 digits: a hostile report's ``outputs.budget`` of 10**400 raised
+    ``OverflowError`` (its MiB, a float) out of `parse_execution`, and so out of ``Sandbox.execute``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT else None
+
+
 def preview(stream: Any, limit: int, name: str, outputs: Any = None, lost: str = "") -> tuple[str, bool, str | None]:
     """A stream, whole or its head and tail around a note of where it is saved (``outputs``) or why not (``lost``)."""
     if not isinstance(stream, dict):
@@ -382,8 +393,7 @@ def preview(stream: Any, limit: int, name: str, outputs: Any = None, lost: str =
     head = head[:half]
     tail = _str(stream.get("tail"), half) or ""
     path = stream.get("path") if isinstance(stream.get("path"), str) and _OUTPUT_PATH.match(stream["path"]) else None
-    total = stream.get("bytes") if isinstance(stream.get("bytes"), int) and stream["bytes"] >= 0 else None
-    saved = stream.get("saved") if isinstance(stream.get("saved"), int) and stream["saved"] >= 0 else None
+    total, saved = reported_count(stream.get("bytes")), reported_count(stream.get("saved"))
     if path and saved is not None and total is not None and saved < total:
         # Before: "the whole stdout is in …" of a file cut at what saved outputs may take.
         where = f"its first {saved:,} bytes are in {path} (a saved output holds at most that)"
@@ -391,8 +401,8 @@ def preview(stream: Any, limit: int, name: str, outputs: Any = None, lost: str =
         where = f"the whole {name} is in {path}" if path else lost or "the rest could not be saved"
     size = f": {total:,} bytes in all" if total is not None else ""
     kept = ""
-    if isinstance(outputs, dict) and isinstance(budget := outputs.get("budget"), int) and budget > 0:
-        dropped = n if isinstance(n := outputs.get("dropped"), int) else 0
+    if isinstance(outputs, dict) and (budget := reported_count(outputs.get("budget"))) is not None and budget > 0:
+        dropped = reported_count(outputs.get("dropped")) or 0
         gone = f" ({dropped:,} older one{'s' if dropped != 1 else ''} deleted)" if dropped > 0 else ""
         kept = f"; saved outputs keep the newest {_amount(budget)}{gone}"
     return f"{head}\n\n[... {name} cut{size}{kept}; {where} ...]\n\n{tail}", True, path

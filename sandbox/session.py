@@ -64,7 +64,7 @@ from sandbox.errors import (
     Unreported,
     WorkspaceError,
 )
-from sandbox.results import ExecutionResult, ToolCallRecord, parse_execution
+from sandbox.results import ExecutionResult, ToolCallRecord, parse_execution, reported_count
 from sandbox.session_args import (
     check_code,
     count,
@@ -886,7 +886,7 @@ class Sandbox:
         entries = raw.get("entries")
         out: list[dict[str, Any]] = []
         for e in entries[:limit] if isinstance(entries, list) else []:
-            if isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("size"), int):
+            if isinstance(e, dict) and isinstance(e.get("name"), str) and reported_count(e.get("size")) is not None:
                 out.append({"name": e["name"][:NAME_CHARS], "type": str(e.get("type"))[:10], "size": e["size"]})
         total = raw.get("total")  # the sandbox's word, like the entries: never fewer than those it sent
         if isinstance(total, bool) or not isinstance(total, int) or total < len(out):

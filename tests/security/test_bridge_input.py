@@ -513,3 +513,28 @@ def test_a_session_its_peer_broke_dropped_unclosed_warns_of_nothing() -> None:
         gc.collect()
     assert gone() is None
     assert [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_counts_in_a_report_past_a_floats_range_are_dropped_not_raised() -> None:
+    # Before: an execution report whose outputs budget was 10**400 raised OverflowError out of execute (its MiB as a
+    # float), and a listing's size of 10**400 was handed on to callers that show it in MB (the agent's list_files).
+    huge = 10**400
+    path = "/workspace/.tooltree/outputs/1-0a1b2c-stdout.txt"
+    stream = {"head": "a", "tail": "z", "truncated": True, "bytes": huge, "saved": huge, "path": path}
+    report = {**EMPTY_RESULT, "stdout": stream, "outputs": {"budget": huge, "dropped": huge}}
+    sb, peer = session()
+    result, _ = execute_with(sb, peer, lambda request: peer.send({"id": request["id"], "result": report}))
+    assert result.stdout == f"a\n\n[... stdout cut; the whole stdout is in {path} ...]\n\nz"
+
+    def answer_listing() -> None:
+        request = peer.read()
+        entries = [{"name": "big", "type": "file", "size": huge}, {"name": "small", "type": "file", "size": 3}]
+        peer.send({"id": request["id"], "result": {"entries": entries, "total": 2}})
+
+    player = threading.Thread(target=answer_listing)
+    player.start()
+    listing = sb.list_folder("")
+    player.join(10)
+    assert listing.entries == [{"name": "small", "type": "file", "size": 3}]
+    assert not peer.killed.is_set()
+    sb.close()
