@@ -540,7 +540,9 @@ class Supervisor:
                 taken += len(data)
 
     def handle_control_bytes(self, worker: Worker, decoder: FrameDecoder, data: bytes) -> bool:
-        """Handle every frame ``data`` completes; False when the worker broke the protocol."""
+        """Handle every frame ``data`` completes; False when the worker broke the protocol (also a field of the wrong
+        type: before, a call's id ``"abc"`` raised in this thread, the execution never ended, and the host destroyed
+        the sandbox 35 s later, its workspace unsaved)."""
         try:
             for message in decoder.feed(data):
                 self.handle_worker_message(worker, message)
@@ -557,6 +559,8 @@ class Supervisor:
         elif kind == "channel_closed":  # its way in: it ends (before: "exited with status 0", said of the next script)
             worker.channel_closed = True
         elif kind == "call":
+            if not isinstance(worker_call_id := message.get("id"), int) or isinstance(worker_call_id, bool):
+                raise WireError(f"a call's id must be an integer, not {type(worker_call_id).__name__}")
             # What the script printed before the call goes to the host before it: a sandbox that dies during the
             # call (or once its answer came) has sent it (`stream`).
             self.drain_output(worker, DRAIN_BEFORE_CALL)
@@ -566,13 +570,13 @@ class Supervisor:
                 self.call_seq += 1
                 host_call_id = f"c{self.call_seq}"
                 if ex is not None:
-                    self.pending_calls[host_call_id] = (worker.generation, int(message.get("id", 0)))
+                    self.pending_calls[host_call_id] = (worker.generation, worker_call_id)
             if ex is None:
                 self.to_worker(
                     worker,
                     {
                         "type": "reply",
-                        "id": message.get("id"),
+                        "id": worker_call_id,
                         "error": {"code": "no_execution", "message": "no execution is running"},
                     },
                 )

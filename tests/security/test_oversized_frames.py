@@ -148,3 +148,30 @@ def test_a_script_writing_its_supervisor_a_frame_of_too_many_values_restarts_onl
         assert result.error.startswith("the interpreter sent its supervisor a bad frame (a frame of more than 150,000")
         assert tools.calls == []
         assert sb.execute("print('x' in dir())").stdout == "False\n"
+
+
+@pytest.mark.parametrize("call_id", ["'abc'", "[1]", "None"])
+def test_a_script_writing_its_supervisor_a_call_whose_id_is_not_a_number_restarts_only_its_interpreter(
+    bare_backend: DockerBackend, tmp_path: Path, call_id: str
+) -> None:
+    # Before: int() of the id raised in the supervisor's thread that watches the worker; the execution never ended,
+    # the host destroyed the sandbox after 35 s ("did not report back"), its workspace unsaved and the session closed.
+    tools = Recorder()
+    forge = (
+        "import json, os, struct, sys, time\n"
+        "open('/workspace/kept.txt', 'w').write('kept')\n"
+        f"body = json.dumps({{'type': 'call', 'id': {call_id}, 'method': 'tool_call', 'params': {{'server': 'crm', "
+        "'tool': 'note', 'arguments': {}}}).encode()\n"
+        "worker = sys.modules['tooltree_supervisor.worker']\n"
+        "os.write(worker._connection._writer.fd, struct.pack('>I', len(body)) + body)\n"
+        "time.sleep(30)\n"
+    )
+    with Sandbox(bare_backend, tools=tools, workspace=tmp_path) as sb:
+        result = sb.execute(forge)
+        assert result.error is not None and result.state_reset and not result.timed_out
+        assert result.error.startswith(
+            "the interpreter sent its supervisor a bad frame (a call's id must be an integer"
+        )
+        assert tools.calls == []
+        assert sb.execute("print(2)").stdout == "2\n"
+    assert (tmp_path / "kept.txt").read_text(encoding="utf-8") == "kept"
