@@ -39,7 +39,8 @@ def _md(text: str, limit: int = 400) -> str:
 
 
 def _name(name: str, limit: int = 400) -> str:
-    """A name from a server for one Markdown line: escaped, not cleaned (`shown_name`), so it tells tools apart."""
+    """A tool's or a server's name for one Markdown line: escaped, not cleaned (`shown_name`), so it tells names
+    apart."""
     flat = shown_name(name)
     return (flat if len(flat) <= limit else flat[: limit - 1] + "…").replace("`", "'")
 
@@ -81,10 +82,11 @@ def _server_named(server: ServerEntry) -> str:
     ASCII letters (``数据`` → ``server``), one starting with a digit; empty otherwise. ``my-shop`` → ``my_shop`` is
     left unsaid: a reader maps it back alone, and most servers are named so (36 of LiveMCPBench's 70), which would
     grow every prompt. Before: a line named the package alone, so which of ``my_crm`` and ``my_crm_2`` was
-    ``my-crm``, or what ``server`` was, was nowhere in the file the model reads first."""
+    ``my-crm``, or what ``server`` was, was nowhere in the file the model reads first. The name is escaped, not
+    cleaned (`_name`): ``crm\\u200b`` is not ``crm``, another server's name."""
     if server.package == _SEPARATORS.sub("_", server.name):
         return ""
-    return f"server {_md(server.name, SERVER_NAME_CHARS)}, "
+    return f"server {_name(server.name, SERVER_NAME_CHARS)}, "
 
 
 def render_index(manifest: Manifest) -> str:
@@ -126,7 +128,7 @@ def render_readme(server: ServerEntry, tools: Sequence[ToolEntry], instructions:
     if server.description:
         lines += [_md(server.description), ""]
     if server.package != server.name:
-        lines += [f"MCP server name: {_md(server.name)}", ""]
+        lines += [f"MCP server name: {_name(server.name)}", ""]
     lines += [
         f"{_count(len(tools), 'tool')}. `from servers.{server.package} import <tool>`; "
         "read `<tool>.py` for its signature.",
