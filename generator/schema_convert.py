@@ -282,6 +282,13 @@ def _shown_ref(ref: str) -> str:
     return one_line(ref[:320], 80)
 
 
+def _unresolved(ref: str) -> str:
+    """Why ``ref`` leads nowhere (before: "only local references are" for each, a missing ``#/$defs/X`` too)."""
+    if not ref.startswith("#"):
+        return "it is outside the schema, and tooltree fetches nothing"
+    return "it points at nothing in the schema" if ref[:2] in ("#", "#/") else "only JSON pointers ('#/…') are followed"
+
+
 _SHAPE_KEYS = frozenset(
     {"type", "properties", "patternProperties", "additionalProperties", "items", "prefixItems", "anyOf", "oneOf"}
     | {"enum", "const"}
@@ -418,9 +425,7 @@ class Converter:
             return known
         target = self.resolve(ref)
         if target is None:
-            self._b.warn(
-                f"{self._label}: $ref {_shown_ref(ref)!r} cannot be resolved (only local references are); using Any"
-            )
+            self._b.warn(f"{self._label}: $ref {_shown_ref(ref)!r} cannot be resolved ({_unresolved(ref)}); using Any")
             return ANY
         if ref in self._resolving:
             # A stub names only TypedDicts (generator.stub_check admits no type alias), and an argument

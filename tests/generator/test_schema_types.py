@@ -213,11 +213,21 @@ def test_ref_to_the_root_makes_a_typeddict_of_the_root() -> None:
     assert _fields(_defs(builder)["FnArguments"]) == {"name": ("str", True), "child": ("FnArguments", False)}
 
 
-@pytest.mark.parametrize("ref", ["https://example.com/schema.json", "other.json#/x", "#/$defs/Missing", "#/a~1b"])
-def test_unresolvable_ref_becomes_any_with_a_warning(ref: str) -> None:
+@pytest.mark.parametrize(
+    ("ref", "why"),
+    [
+        ("https://example.com/schema.json", "it is outside the schema, and tooltree fetches nothing"),
+        ("other.json#/x", "it is outside the schema, and tooltree fetches nothing"),
+        ("#/$defs/Missing", "it points at nothing in the schema"),
+        ("#/a~1b", "it points at nothing in the schema"),
+        ("#item", "only JSON pointers ('#/…') are followed"),
+    ],
+)
+def test_unresolvable_ref_becomes_any_with_a_warning_saying_why(ref: str, why: str) -> None:
+    # Before: "(only local references are)" for each, a missing "#/$defs/Missing" too, which is local.
     types, _, warnings = _build({"type": "object", "properties": {"a": {"$ref": ref}}})
     assert types == {"a": "Any"}
-    assert any("cannot be resolved" in w and repr(ref) in w for w in warnings)
+    assert f"$ref {ref!r} cannot be resolved ({why}); using Any" in "\n".join(warnings)
 
 
 def test_json_pointer_escapes_are_decoded() -> None:
