@@ -58,6 +58,11 @@ from generator.schema_convert import (
 from generator.type_defs import InputShape, NameRegistry, Property, TypedDictDef
 from generator.type_expr import ANY, IMPORTABLE_NAMES, Atom, DictOf, PyType
 
+MAX_WARNINGS = 20
+"""Distinct warnings one tool's schemas give (the 21st says the rest are not given). Before, each property gave its
+own: 490 properties whose `$ref` leads nowhere, in the input and the output schema, gave 980 warnings a tool, and 450
+such tools (a 15 MB listing) a 52 MB manifest (it keeps a tool's warnings to say them again); now 1.2 MB."""
+
 
 class SchemaConversionError(Exception):
     """A schema cannot become what was asked (e.g. the input schema is not an object)."""
@@ -78,9 +83,14 @@ class TypeBuilder:
         self._steps = 0
 
     def warn(self, message: str) -> None:
-        if message not in self._warned:
-            self._warned.add(message)
+        """Say ``message`` once; past `MAX_WARNINGS` distinct ones, say once that the rest are left unsaid."""
+        if message in self._warned or len(self._warned) > MAX_WARNINGS:
+            return
+        self._warned.add(message)
+        if len(self._warned) <= MAX_WARNINGS:
             self._warn(message)
+        else:
+            self._warn(f"more warnings about its schemas are not given: only the first {MAX_WARNINGS} are")
 
     def step(self) -> bool:
         """Count one converted subschema; False once the budget is spent."""

@@ -549,6 +549,23 @@ def test_random_tool_definitions_give_safe_stubs_that_send_their_wire_names(tool
             assert set(full) == set(declared).union(named)  # a name only required is sent too
 
 
+def test_a_tool_gives_at_most_twenty_warnings_about_its_schemas_and_says_the_rest_are_not_given() -> None:
+    # Before: one warning a property: 490 `$ref`s that lead nowhere, in the input and the output schema, gave 980 a
+    # tool; 450 such tools (a 15 MB listing) gave 441,000, a 52 MB manifest and 56 MB of --json.
+    props = {f"p{i}": {"$ref": f"#/$defs/missing{i}"} for i in range(490)}
+    props["when"] = {"type": "string", "format": "date-time"}
+    tool = {"name": "t", "inputSchema": {"type": "object", "properties": props}, "outputSchema": 7}
+    stub = _render(tool)
+    _assert_safe(stub, server="srv", tool="t")
+    assert "    p489: Any | NotGiven = NOT_GIVEN," in stub.source and "    when: str | NotGiven" in stub.source
+    said = [f"tool 't': input schema: $ref '#/$defs/missing{i}' cannot be resolved" for i in range(20)]
+    assert [w.split(" (")[0] for w in stub.warnings[:20]] == said
+    assert stub.warnings[20:] == [
+        "tool 't': more warnings about its schemas are not given: only the first 20 are",
+        "tool 't': the output schema is not a JSON object; returning ToolResult",  # the tool's own: always given
+    ]
+
+
 def test_a_stub_that_would_be_huge_becomes_the_minimal_stub() -> None:
     props = {f"{i}-" + "k" * 2_000: {"type": "object", "properties": {"a" * 2_000: {}}} for i in range(400)}
     stub = _render({"name": "t", "inputSchema": {"type": "object", "properties": props}})
