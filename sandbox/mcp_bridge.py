@@ -61,7 +61,7 @@ from sandbox.request_budget import ACCOUNT, RequestBudget
 from sandbox.results import ledger_error
 from sandbox.stored_definitions import StoredDefinition, stored_definition
 from sandbox.stored_definitions import manifest_version as manifest_file_version
-from sandbox.tool_changes import StaleRefusals, StaleSessionRefused, changed_parts
+from sandbox.tool_changes import StaleRefusals, StaleSessionRefused, StaleTools, changed_parts
 from tool_tree.config import Config, setting_named
 from tool_tree.pool import CallFailure, PoolError, ProgressListener, ServerPool, ServerUnavailable
 from tool_tree.regenerate import shell_word
@@ -235,10 +235,9 @@ class McpBridge(ToolBridge):
         self._refused_unwritten: dict[str, int] = {}
         """Refused calls of this execution past `MAX_REFUSED_LINES`, by code: one audit line says them at its end."""
         self._definitions: dict[tuple[str, str], StoredDefinition] = {}
-        self._stale: dict[tuple[str, str], str] = {}
-        """Tools whose definition the tree regenerated since no longer holds as the session's manifest has it: why."""
         self.stale = StaleRefusals()
         """The calls refused since the tree was regenerated under the session (shared with its companions)."""
+        self._stale = StaleTools(self.tree, self.manifest_version, self.stale)
         self._validators: dict[tuple[str, str], Validator | None] = {}
         self._patterned: dict[tuple[str, str], bool] = {}
         self._validation_budget = RequestBudget(burst=VALIDATION_BURST_SECONDS, rate=VALIDATION_RATE)
@@ -593,26 +592,20 @@ class McpBridge(ToolBridge):
         other bridges of the process (`sandbox.stored_definitions`).
 
         Raises:
-            ToolCallRefused: the tree was regenerated since the session began, and its snapshots no longer hold the
-                definition the session's manifest has (a server dropped, a tool removed or changed): the arguments
-                cannot be checked against the definition the session's tools were shown with. Before, a dropped
-                server's call went out unchecked, with a warning to regenerate the tree, and a changed tool's
-                arguments were checked against its new definition, which the session's model had never seen.
+            ToolCallRefused: the tree was regenerated since the session began, and it no longer has the definition the
+                session's manifest has (a server dropped, a tool removed or changed), whether the session called the
+                tool before the regeneration or not (`sandbox.tool_changes.StaleTools`). Before, a dropped server's
+                call went out unchecked, with a warning to regenerate the tree, and a changed tool's arguments were
+                checked against its new definition, which the session's model had never seen.
         """
         key = (entry.server, entry.tool)
+        stale = self._stale.check(entry)
         stored = self._definitions.get(key)
         if stored is None:
-            if (why := self._stale.get(key)) is not None:
-                raise self.stale.refusal(why)
-            stale = self.regenerated()
             stored = stored_definition(self.tree, self.manifest.server_entry(entry.server), entry, warn=not stale)
             if stale and (stored.value is None or schema_hash(stored.value) != entry.schema_hash):
                 held = "no longer holds it" if stored.value is None else "holds another definition of it"
-                why = self._stale[key] = (
-                    f"{entry.server}.{entry.tool} cannot be called in this session: the regenerated tree {held}, so "
-                    "its arguments cannot be checked against the definition this session has"
-                )
-                raise self.stale.refusal(why)
+                self._stale.refuse(entry, held)
             self._definitions[key] = stored
         return stored.value
 

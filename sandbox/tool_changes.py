@@ -1,13 +1,16 @@
 """How a call's tool is not as the session's tree has it, in words: what changed in its definition since the tree was
 generated (`changed_parts`), and a session whose tree was regenerated since it began (`STALE_SESSION`, refused with
-`StaleSessionRefused` and counted in the bridge's `StaleRefusals`). `sandbox.mcp_bridge.McpBridge` refuses such calls
-with these."""
+`StaleSessionRefused` and counted in the bridge's `StaleRefusals`; the tools such a session may no longer call:
+`StaleTools`). `sandbox.mcp_bridge.McpBridge` refuses such calls with these."""
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import Any, NoReturn
 
 from sandbox.bridge import ToolCallRefused
+from sandbox.stored_definitions import manifest_version, shared_manifest
+from tool_tree.tree import ToolEntry, TreeError
 
 STALE_BEGAN = (
     "the tree was regenerated since this session began (its manifest on disk was replaced), and this session keeps "
@@ -40,6 +43,61 @@ class StaleRefusals:
     def refusal(self, what: str) -> StaleSessionRefused:
         """The refusal of a call, ``what`` saying why its tool cannot be called in the session."""
         return StaleSessionRefused(f"{what}; {STALE_BEGAN}: {self.advice}")
+
+
+class StaleTools:
+    """The tools of a session's manifest (read from the file's ``version``) that a tree regenerated since no longer has
+    as the session has them, refused for the rest of the session (shared by its bridges).
+
+    A tool is looked up in the regenerated manifest at its first call after each regeneration, whether the session
+    called it before or not: before, one the session had called went on being called, its arguments checked against
+    the definition it had read, while the regeneration's server may have changed it (`evo.update_record`'s ``note``
+    removed, ``status`` made required) and a tool it had not called was refused."""
+
+    def __init__(self, tree: str | os.PathLike[str], version: tuple[int, ...], refusals: StaleRefusals) -> None:
+        self.tree = tree
+        self.version = version
+        self.refusals = refusals
+        self._why: dict[tuple[str, str], str] = {}
+        self._rechecked: dict[tuple[str, str], tuple[int, ...]] = {}
+        """The version of the regenerated manifest file each tool was last found unchanged in."""
+
+    def check(self, entry: ToolEntry) -> bool:
+        """Whether the tree was regenerated since the session began (its manifest file replaced: one ``stat``).
+
+        Raises:
+            StaleSessionRefused: it was, and the regenerated manifest does not have ``entry``'s tool at the session's
+                definition (its schema hash), or cannot be read.
+        """
+        key = (entry.server, entry.tool)
+        if (why := self._why.get(key)) is not None:
+            raise self.refusals.refusal(why)
+        now = manifest_version(self.tree)
+        if now == self.version:
+            return False
+        if self._rechecked.get(key) != now:
+            try:
+                held = shared_manifest(self.tree).tool_entry(entry.server, entry.tool)
+            except TreeError as e:
+                self.refuse(entry, f"cannot be read ({e}), so it may not hold it")
+            if held is None:
+                self.refuse(entry, "no longer holds it")
+            if held.schema_hash != entry.schema_hash:
+                self.refuse(entry, "holds another definition of it")
+            self._rechecked[key] = now
+        return True
+
+    def refuse(self, entry: ToolEntry, held: str) -> NoReturn:
+        """Refuse ``entry``'s tool for the rest of the session, the regenerated tree being as ``held`` says.
+
+        Raises:
+            StaleSessionRefused: always.
+        """
+        why = self._why[(entry.server, entry.tool)] = (
+            f"{entry.server}.{entry.tool} cannot be called in this session: the regenerated tree {held}, so "
+            "its arguments cannot be checked against the definition this session has"
+        )
+        raise self.refusals.refusal(why)
 
 
 _PARTS = {

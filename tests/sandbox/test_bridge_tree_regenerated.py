@@ -93,3 +93,27 @@ def test_a_call_of_a_server_a_regeneration_dropped_is_refused_as_a_stale_session
     assert "cannot read the definition" not in caplog.text
     assert not kept.get("isError"), kept
     assert checked.value.code == "invalid_arguments"
+
+
+def test_a_tool_called_before_the_regeneration_changed_or_dropped_it_is_refused_as_one_never_called(
+    tmp_path: Path,
+) -> None:
+    config, version, tree = evolving(tmp_path)
+    with Runtime(load_config(config), tree) as runtime:
+        before = [
+            runtime.call_tool("evo", "update_record", {"record_id": "r1", "note": "n"}),
+            runtime.call_tool("evo", "delete_record", {"id": "r1"}),
+            runtime.call_tool("evo", "get_record", {"record_id": "r1"}),
+        ]
+        version.write_text("2", encoding="utf-8")
+        generate(config, tree)  # update_record changed, delete_record removed, get_record only described anew
+        refused = []
+        for tool, arguments in (("update_record", {"record_id": "r1", "note": "n"}), ("delete_record", {"id": "r1"})):
+            with pytest.raises(ToolCallRefused) as caught:
+                runtime.call_tool("evo", tool, arguments)
+            refused.append(caught.value)
+    assert all(not result.get("isError") for result in before), before
+    for error, held in zip(refused, ("holds another definition of it", "no longer holds it"), strict=True):
+        assert error.code == "tool_changed", error.message
+        assert f"the regenerated tree {held}" in error.message
+        assert "the tree was regenerated since this session began" in error.message
