@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from sandbox.backend import SandboxBackend
     from sandbox.bridge import CallCancel
     from sandbox.config import SandboxConfig
-    from sandbox.errors import SandboxError
     from sandbox.mcp_bridge import AuditLog, McpBridge
     from sandbox.pool import SandboxPool
     from sandbox.session import Sandbox
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
     from tool_tree.pool import BackgroundPool, ProgressListener
     from tool_tree.server_asks import Asker
     from tool_tree.starts import StartGate
+    from tool_tree.tree import Manifest
 
 
 logger = logging.getLogger(__name__)
@@ -142,6 +142,12 @@ class Runtime:
         ConfigError: the config's ``pool:`` section is invalid.
         PoolError: the server pool did not start.
 
+    The runtime checks calls against the tree as it read it at `open` (`sandbox.tool_changes.StaleTools` refuses the
+    tools a `generate-tree` since changed or removed). A sandbox it starts after such a regeneration, on a backend of
+    its own (no ``sandbox_pool``, no ``sandbox_backend``), runs the regenerated tree, and the runtime moves to it then:
+    a new bridge of its manifest and a new server pool, said once by `take_sandbox_note` (`_follow_tree`). Before, that
+    sandbox's stubs were the regenerated tree's while its bridge checked calls against the manifest read at `open`.
+
     A runtime serves the process that opened it: in a fork of that process, its calls, ``bridge``, ``sandbox``
     and ``open`` raise `SandboxError` saying so (the child has no copy of the server pool's thread).
     """
@@ -193,6 +199,10 @@ class Runtime:
         self._bridge: McpBridge | None = None
         self._direct: McpBridge | None = None
         self._direct_lock = threading.Lock()
+        self._in_flight: dict[int, int] = {}
+        """`call_tool` calls in flight, by the id of the server pool they run on."""
+        self._retiring: dict[int, BackgroundPool] = {}
+        """Server pools of a tree the runtime left (`_follow_tree`), stopped once their calls in flight end."""
         self._sandbox: Sandbox | None = None
         self._sandbox_lock = threading.Lock()  # one thread starts the sandbox
         self._sandbox_note = ""
@@ -213,10 +223,8 @@ class Runtime:
 
     def open(self) -> Runtime:
         """Start the server pool (servers themselves start on their first call)."""
-        from sandbox.mcp_bridge import AuditLog, McpBridge
+        from sandbox.mcp_bridge import AuditLog
         from sandbox.stored_definitions import versioned_manifest
-        from tool_tree.pool import BackgroundPool
-        from tool_tree.starts import start_jobs
 
         self._refuse_in_fork()  # before: returned at once (the parent's pool set), every call then "closed"
         # Before: threads opening it at once (the first `call_tool` beside the first `sandbox`) each started a server
@@ -227,31 +235,10 @@ class Runtime:
             self._closed.clear()
             with tree_lock(self.tree, shared=True):  # not half of a generation `generate-tree` is writing
                 version, manifest = versioned_manifest(self.tree)  # one copy for the runtimes of the process
-            wanted = {s.name for s in manifest.servers}
-            servers = [s for s in self.config.offered_servers if s.name in wanted]
-            pool = BackgroundPool(
-                servers,
-                start_jobs=start_jobs(self.config) if self.start_gate is None else None,
-                source=self.config.file,
-                on_tools_changed=self.on_tools_changed,
-                held_within=self.held_within,
-                start_gate=self.start_gate,
-            )
             own_audit = AuditLog(self.audit_path) if self.audit_path is not None else None
             try:
-                pool.__enter__()
-                audit = own_audit or self._shared_audit
-                bridge = McpBridge(
-                    self.tree,
-                    pool.pool,
-                    audit=audit,
-                    session=self.session,
-                    manifest=manifest,
-                    config=self.config,
-                    manifest_version=version,
-                )
+                pool, bridge = self._start_pool(version, manifest, own_audit or self._shared_audit)
             except BaseException:
-                pool.__exit__(None, None, None)  # a no-op when it did not start
                 if own_audit is not None:
                     own_audit.close()
                 raise
@@ -261,6 +248,70 @@ class Runtime:
             self._held = _Held(pool, own_audit)
             self._finalizer = weakref.finalize(self, _unclosed, self._held, self._opened_in, self.tree)
         return self
+
+    def _start_pool(
+        self, version: tuple[int, ...], manifest: Manifest, audit: AuditLog | None
+    ) -> tuple[BackgroundPool, McpBridge]:
+        """A running server pool of the servers of ``manifest`` (read from the file's ``version``), and its bridge."""
+        from sandbox.mcp_bridge import McpBridge
+        from tool_tree.pool import BackgroundPool
+        from tool_tree.starts import start_jobs
+
+        wanted = {s.name for s in manifest.servers}
+        servers = [s for s in self.config.offered_servers if s.name in wanted]
+        pool = BackgroundPool(
+            servers,
+            start_jobs=start_jobs(self.config) if self.start_gate is None else None,
+            source=self.config.file,
+            on_tools_changed=self.on_tools_changed,
+            held_within=self.held_within,
+            start_gate=self.start_gate,
+        )
+        try:
+            pool.__enter__()
+            bridge = McpBridge(
+                self.tree, pool.pool, audit=audit, session=self.session, manifest=manifest, config=self.config,
+                manifest_version=version,
+            )  # fmt: skip
+        except BaseException:
+            pool.__exit__(None, None, None)  # a no-op when it did not start
+            raise
+        return pool, bridge
+
+    def _follow_tree(self) -> str:
+        """Move the runtime to the tree as `generate-tree` regenerated it since its bridge read it: a new bridge of the
+        regenerated manifest, and a new server pool (the old one's servers listed their tools before); the old pool is
+        stopped once the `call_tool` calls in flight on it end. Called as a sandbox starts, with no sandbox running,
+        holding the tree's shared lock. Returns what to tell the user.
+
+        Raises:
+            SandboxError: the runtime was closed meanwhile.
+            TreeError: the regenerated manifest cannot be read.
+        """
+        from sandbox.errors import SandboxError
+        from sandbox.stored_definitions import versioned_manifest
+
+        with self._direct_lock, self._open_lock:
+            old = self._pool
+            if old is None or self._closed.is_set():
+                raise SandboxError("the runtime is closed")
+            version, manifest = versioned_manifest(self.tree)
+            pool, bridge = self._start_pool(version, manifest, self._audit or self._shared_audit)
+            self._bridge, self._pool, self._direct = bridge, pool, None
+            _adopt(pool)
+            if self._held is not None:
+                self._held.pool = pool
+            if self._in_flight.get(id(old)):
+                self._retiring[id(old)] = old
+                old = None
+        if old is not None:
+            old.close()
+        logger.warning("the tree %s was regenerated since this runtime read it: its new sandbox runs the regenerated "
+                       "tree, and its servers start again", self.tree)  # fmt: skip
+        return (
+            "the tree was regenerated (tooltree generate-tree) since this runtime read it: this sandbox runs the "
+            "regenerated tree, its tool calls are checked against it, and its servers were started again"
+        )
 
     def _refuse_in_fork(self) -> None:
         """Raises: SandboxError: the runtime is open in the process this one is a fork of (checked before any of
@@ -273,8 +324,8 @@ class Runtime:
                 "of its server pool's thread): make a new Runtime(config, tree) in the forked process"
             )
 
-    def _running_loop(self) -> asyncio.AbstractEventLoop:
-        """The server pool's loop.
+    def _running_loop(self, pool: BackgroundPool | None = None) -> asyncio.AbstractEventLoop:
+        """The loop of the server pool (of ``pool``, when given: one a `call_tool` under way took).
 
         Raises:
             SandboxError: the runtime is closed (or was closed meanwhile, by another thread), or in a fork.
@@ -283,7 +334,7 @@ class Runtime:
         from tool_tree.pool import PoolError
 
         self._refuse_in_fork()
-        pool = self._pool
+        pool = pool or self._pool
         if pool is not None:
             with contextlib.suppress(PoolError):  # its `with` block ended since: closed by another thread
                 return pool.loop
@@ -319,8 +370,12 @@ class Runtime:
         later use failed with the first one's error, for as long as the runtime lived (a ``tooltree serve`` client
         session: until the client restarted).
 
+        A sandbox started after a `generate-tree` regenerated the tree moves the runtime to the regenerated tree
+        (the class says how), and `take_sandbox_note` says that once too.
+
         Raises:
             SandboxError: the container could not be started (no engine, no image, ...), or in a fork.
+            TreeError: the regenerated tree's manifest cannot be read.
         """
         self._refuse_in_fork()
         current = self._sandbox
@@ -370,31 +425,39 @@ class Runtime:
         from sandbox.config import SandboxConfig
         from sandbox.errors import SandboxError
         from sandbox.session import Sandbox
+        from sandbox.start_problems import limit_problem, runtime_problem
 
         if self._closed.is_set():
             raise SandboxError("the runtime is closed")
-        bridge = self.bridge
-        loop = self._running_loop()
-        if self.sandbox_pool is not None:
-            settings = self.sandbox_pool.backend.config
-        elif self.sandbox_backend is not None:
-            settings = self.sandbox_backend.config
-        else:
-            settings = self.sandbox_config or SandboxConfig.from_config(self.config)
-        try:
+        own = self.sandbox_pool is None and self.sandbox_backend is None  # a backend that copies the tree as it is now
+        # Held while the container starts, so the tree it copies is the one the bridge was read from.
+        with tree_lock(self.tree, shared=True) if own else contextlib.nullcontext():
+            if own and self.bridge.regenerated():
+                followed = self._follow_tree()
+                with self._handover:
+                    self._sandbox_note = "; ".join(filter(None, [self._sandbox_note, followed]))
+            bridge = self.bridge
+            loop = self._running_loop()
             if self.sandbox_pool is not None:
-                session = self.sandbox_pool.acquire(tools=bridge, workspace=self.workspace, tool_loop=loop)
-            else:  # ``config`` makes the backend when none is given
-                session = Sandbox(
-                    self.sandbox_backend, config=settings, tree=self.tree, tools=bridge, tool_loop=loop,
-                    workspace=self.workspace,
-                )  # fmt: skip
-                session.start()
-        except SandboxError as e:
-            named = runtime_problem(e, settings.runtime, self.config) or limit_problem(e, self.config)
-            if named is not None:
-                raise named from e
-            raise
+                settings = self.sandbox_pool.backend.config
+            elif self.sandbox_backend is not None:
+                settings = self.sandbox_backend.config
+            else:
+                settings = self.sandbox_config or SandboxConfig.from_config(self.config)
+            try:
+                if self.sandbox_pool is not None:
+                    session = self.sandbox_pool.acquire(tools=bridge, workspace=self.workspace, tool_loop=loop)
+                else:  # ``config`` makes the backend when none is given
+                    session = Sandbox(
+                        self.sandbox_backend, config=settings, tree=self.tree, tools=bridge, tool_loop=loop,
+                        workspace=self.workspace,
+                    )  # fmt: skip
+                    session.start()
+            except SandboxError as e:
+                named = runtime_problem(e, settings.runtime, self.config) or limit_problem(e, self.config)
+                if named is not None:
+                    raise named from e
+                raise
         with self._handover:
             if not self._closed.is_set():
                 self._sandbox = session
@@ -463,11 +526,11 @@ class Runtime:
 
         refuse_async(progress, "progress")
         self._refuse_in_fork()  # before the direct bridge's lock, which the parent may have held at the fork
-        bridge = self._direct_bridge()
-        loop = self._running_loop()  # not an AssertionError when another thread closed the runtime meanwhile
-        refuse_on_pool_loop(loop)  # before: the call waited for ever, and every call of the pool with it
-        bridge.begin_execution()
+        bridge, pool = self._direct_bridge()
         try:
+            loop = self._running_loop(pool)  # not an AssertionError when another thread closed the runtime meanwhile
+            refuse_on_pool_loop(loop)  # before: the call waited for ever, and every call of the pool with it
+            bridge.begin_execution()
             started = cancel.started if cancel is not None else None
             return resolve(
                 bridge.call_tool(server, tool, arguments, progress=progress, asker=asker), loop, started=started
@@ -476,13 +539,31 @@ class Runtime:
             if cancel is not None and cancel.cancelled:
                 raise ToolCallRefused("the call was cancelled before the server answered", "cancelled") from None
             raise SandboxError("the runtime was closed during the call (its outcome is unknown)") from None
+        finally:
+            self._call_ended(pool)
 
-    def _direct_bridge(self) -> McpBridge:
-        """The bridge of `call_tool`, made on its first call (it shares the sandbox bridge's checked schemas)."""
+    def _direct_bridge(self) -> tuple[McpBridge, BackgroundPool | None]:
+        """The bridge of `call_tool`, made on its first call (it shares the sandbox bridge's checked schemas), and the
+        server pool it calls, counted in flight until `_call_ended`."""
         with self._direct_lock:
             if self._direct is None:
                 self._direct = self.bridge.companion()  # opens the runtime if needed
-            return self._direct
+            pool = self._pool
+            if pool is not None:
+                self._in_flight[id(pool)] = self._in_flight.get(id(pool), 0) + 1
+            return self._direct, pool
+
+    def _call_ended(self, pool: BackgroundPool | None) -> None:
+        """A `call_tool` on ``pool`` ended: the last one on a pool of a tree the runtime left stops it."""
+        if pool is None:
+            return
+        with self._direct_lock:
+            left = self._in_flight.pop(id(pool), 1) - 1
+            if left:
+                self._in_flight[id(pool)] = left
+            retired = self._retiring.pop(id(pool), None) if not left else None
+        if retired is not None:
+            retired.close()
 
     def close(self) -> None:
         """Save the workspace (when one was given), stop the sandbox and the servers.
@@ -498,72 +579,18 @@ class Runtime:
             if sandbox is not None:
                 sandbox.close()
         finally:
+            with self._direct_lock:  # before `_open_lock`, as `_direct_bridge` and `_follow_tree` take them
+                retiring = list(self._retiring.values())
+                self._retiring.clear()
             with self._open_lock:  # a close from another thread meanwhile returns once the servers are stopped
                 pool, self._pool = self._pool, None
                 self._bridge = None
                 self._direct = None
                 try:
-                    if pool is not None:
-                        pool.__exit__(None, None, None)
+                    for left in [*retiring, pool]:
+                        if left is not None:
+                            left.__exit__(None, None, None)
                 finally:
                     if self._audit is not None:
                         self._audit.close()
                         self._audit = None
-
-
-def runtime_problem(error: SandboxError, runtime: str | None, config: Config) -> SandboxError | None:
-    """``error`` naming where ``runtime`` was configured, when the engine's words blame the runtime; else None.
-
-    The engine refuses a runtime it has not registered ("Unknown runtime specified nosuch") and reports
-    one that fails to start ("OCI runtime create failed: ..."): either way the fix is ``sandbox.runtime``
-    in the config (or registering the runtime), so the message names the file, the line and the key.
-    """
-    from sandbox.errors import SandboxError
-
-    text = str(error)
-    if runtime is None or (runtime not in text and "runtime" not in text.lower()):
-        return None
-    where = config.source if config.source != "<config>" else "the sandbox settings"
-    line = config.section("sandbox").lines.get("runtime")
-    if line is not None:
-        where += f":{line}"
-    return SandboxError(
-        f"{where}: sandbox.runtime: the engine could not run the sandbox under the runtime {runtime!r}: {text} "
-        "(`docker info` lists the runtimes registered with the engine; SECURITY.md, "
-        '"Optional stronger boundary: gVisor", says how to register runsc)'
-    )
-
-
-_LIMIT_WORDS = (
-    ("sandbox.memory", "memory"),
-    ("HostConfig.Memory ", "memory"),
-    ("Range of CPUs", "cpus"),
-    ("too many open files", "nofile"),
-    ("rlimit type 7:", "nofile"),
-    ("HostConfig.Ulimits", "nofile"),
-    ("pids limit", "pids_limit"),
-    ("HostConfig.PidsLimit ", "pids_limit"),
-    ("/pids.max:", "pids_limit"),
-)
-"""Words of a start's failure that blame one of the sandbox's limits, and the key that sets it: the engine's own
-("Range of CPUs is from 0.01 to 2.00", "too many open files"), a limit past what it takes (a number past its int64
-"into Go struct field HostConfig.HostConfig.PidsLimit", a ``pids.max`` past the kernel's, a ``nofile`` past the
-engine's own, "error setting rlimit type 7") or the sandbox's."""
-
-
-def limit_problem(error: SandboxError, config: Config) -> SandboxError | None:
-    """``error`` naming where the limit it blames was set (the file, the line, the key), when the config sets it;
-    else None.
-
-    Before: a `cpus` past the machine's, a `nofile` too small for the container's start, or a `pids_limit`, `nofile`
-    or `memory` past what the engine takes failed in the engine's words alone ("Range of CPUs is from 0.01 to 2.00",
-    "too many open files", "cannot unmarshal number … PidsLimit of type int64"), naming no setting.
-    """
-    from sandbox.errors import SandboxError
-
-    text = str(error)
-    key = next((key for words, key in _LIMIT_WORDS if words in text), None)
-    line = config.section("sandbox").lines.get(key) if key is not None else None
-    if line is None or config.source == "<config>":
-        return None
-    return SandboxError(f"{config.source}:{line}: sandbox.{key}: {text}")

@@ -3,7 +3,14 @@ mode, or a `tooltree serve` session goes on with the tree it began with): a call
 through is told that the session is stale, not that the tree is. Before: "regenerate the tree", though it was, and a
 call of a server the regeneration dropped went out unchecked, with a warning that the snapshot was missing.
 
-Real parts: `generate-tree` of the test servers, run twice; the evolving test server and the sample servers.
+A `Runtime` whose sandbox starts after such a regeneration (its first, or one after `Runtime.stop_sandbox`) runs the
+regenerated tree, and its bridge and servers move to it then, said once (`Runtime.take_sandbox_note`). Before, the
+sandbox's stubs were the regenerated tree's and its bridge checked the calls against the manifest the runtime had
+opened: a call as its stub showed it was refused, 'the regenerated tree holds another definition of it', and a tool
+the regeneration added was 'not in this tree's manifest'.
+
+Real parts: `generate-tree` of the test servers, run twice; the evolving test server and the sample servers; a real
+container.
 """
 
 from __future__ import annotations
@@ -11,18 +18,23 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent.toolsets.direct import DirectToolset
+from sandbox import SandboxConfig
 from sandbox.bridge import ToolCallRefused
 from sandbox.host import Runtime
-from tests.support import sample_config_yaml
+from tests.docker_cli import EngineWithCLI
+from tests.support import sample_config_yaml, wait_until
 from tool_tree.config import load_config
 from tooltree_cli.main import main
 
 EVOLVING = Path(__file__).resolve().parents[1] / "servers" / "evolving_server.py"
+SLOW = Path(__file__).resolve().parents[1] / "servers" / "slow_server.py"
 
 
 def generate(config: Path, tree: Path) -> None:
@@ -117,3 +129,73 @@ def test_a_tool_called_before_the_regeneration_changed_or_dropped_it_is_refused_
         assert error.code == "tool_changed", error.message
         assert f"the regenerated tree {held}" in error.message
         assert "the tree was regenerated since this session began" in error.message
+
+
+UPDATE_AS_STUBS_SAY = """\
+import inspect
+from servers.evo import export_records, update_record
+print(sorted(inspect.signature(update_record).parameters))
+print(update_record(record_id="r1", status="done").text)
+print(export_records().text)
+"""
+
+
+@pytest.mark.docker
+def test_a_runtime_whose_sandbox_starts_after_a_regeneration_runs_the_regenerated_tree_and_says_so_once(
+    tmp_path: Path, test_config: SandboxConfig, docker_engine: EngineWithCLI
+) -> None:
+    config, version, tree = evolving(tmp_path)
+    with Runtime(load_config(config), tree, sandbox_config=test_config) as runtime:
+        runtime.call_tool("evo", "get_record", {"record_id": "r1"})  # its server started, listing release 1
+        version.write_text("2", encoding="utf-8")
+        generate(config, tree)  # update_record: note removed, status required; export_records added
+        result = runtime.sandbox.execute(UPDATE_AS_STUBS_SAY)
+        note, again = runtime.take_sandbox_note(), runtime.take_sandbox_note()
+        direct = runtime.call_tool("evo", "update_record", {"record_id": "r1", "status": "done"})
+        runtime.stop_sandbox()
+        later = runtime.sandbox.execute("from servers.evo import export_records\nprint(export_records().text)")
+        quiet = runtime.take_sandbox_note()
+    assert result.error is None, (result.error, result.tool_calls)
+    assert result.stdout.splitlines() == [
+        "['limit', 'mode', 'record_id', 'status', 'tags']",
+        "update_record ran in release 2 (record_id, status)",
+        "export_records ran in release 2 ()",
+    ]
+    assert "the tree was regenerated" in note and "this sandbox runs the regenerated tree" in note, note
+    assert again == "" and quiet == ""
+    assert not direct.get("isError"), direct
+    assert later.error is None and later.stdout == "export_records ran in release 2 ()\n", later
+
+
+@pytest.mark.docker
+def test_a_call_tool_under_way_when_the_runtime_moves_to_the_regenerated_tree_ends_on_the_servers_it_began_on(
+    tmp_path: Path, test_config: SandboxConfig, docker_engine: EngineWithCLI
+) -> None:
+    config, version, tree = evolving(tmp_path)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    with config.open("a", encoding="utf-8") as f:
+        f.write(f"  slow:\n    command: {json.dumps(sys.executable)}\n")
+        f.write(f"    args: [{json.dumps(str(SLOW))}, {json.dumps(str(marks))}]\n    timeout: 60\n")
+    generate(config, tree)
+    outcome: list[Any] = []
+    with Runtime(load_config(config), tree, sandbox_config=test_config) as runtime:
+
+        def slow_call() -> None:
+            try:
+                outcome.append(runtime.call_tool("slow", "wait", {"seconds": 5, "mark": "running"}))
+            except BaseException as e:  # the test says what it was
+                outcome.append(e)
+
+        version.write_text("2", encoding="utf-8")
+        generate(config, tree)  # the slow server as it was: its calls go on
+        caller = threading.Thread(target=slow_call)
+        caller.start()
+        wait_until(lambda: (marks / "running").exists(), "the slow call to run on its server", 30)
+        result = runtime.sandbox.execute("from servers.evo import export_records\nprint(export_records().text)")
+        caller.join(30)
+        after = runtime.call_tool("slow", "wait", {"seconds": 0})
+    assert result.error is None and result.stdout == "export_records ran in release 2 ()\n", result
+    assert len(outcome) == 1 and isinstance(outcome[0], dict) and not outcome[0].get("isError"), outcome
+    assert "waited 5 s" in str(outcome[0]["content"]), outcome  # not 'the runtime was closed during the call'
+    assert not after.get("isError"), after

@@ -18,7 +18,8 @@ import pytest
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig, SandboxError
 from sandbox.hardening import check_hardening, container_spec, host_pids_limit
-from sandbox.host import Runtime, runtime_problem
+from sandbox.host import Runtime
+from sandbox.start_problems import runtime_problem
 from tests.docker_cli import EngineWithCLI
 from tests.sandbox.test_hardening import compliant_inspect
 from tests.sandbox.test_reset_leftovers import assert_a_reset_leaves_nothing_behind

@@ -125,7 +125,7 @@ def test_a_call_tool_in_flight_when_another_thread_closes_the_runtime_says_the_r
             await asyncio.Event().wait()  # until the loop ends and cancels it
             raise AssertionError("not reached")
 
-    monkeypatch.setattr(Runtime, "_direct_bridge", lambda self: Waits())
+    monkeypatch.setattr(Runtime, "_direct_bridge", lambda self: (Waits(), None))  # the bridge, and no pool counted
     runtime.open()
     called, outcome = in_thread(lambda: runtime.call_tool("raw", "echo", {}))
     assert running.wait(30)

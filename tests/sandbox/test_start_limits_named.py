@@ -15,7 +15,8 @@ import pytest
 
 from sandbox import SandboxConfig, SandboxError
 from sandbox.docker_backend import closed_channel
-from sandbox.host import Runtime, limit_problem
+from sandbox.host import Runtime
+from sandbox.start_problems import limit_problem
 from tests.support import TEST_OWNER
 from tool_tree.config import load_config
 
