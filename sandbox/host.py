@@ -53,6 +53,8 @@ logger = logging.getLogger(__name__)
 
 _WHY_CHARS = 600
 """Most characters of why a sandbox ended in the note that says it was replaced."""
+CLOSED = "the runtime is closed: open() it again (or use a new one) to call its tools or run scripts"
+"""What a use of a closed runtime is told (`Runtime.call_tool`, `Runtime.bridge`, `Runtime.sandbox`)."""
 
 
 class _Held:
@@ -294,7 +296,7 @@ class Runtime:
         with self._direct_lock, self._open_lock:
             old = self._pool
             if old is None or self._closed.is_set():
-                raise SandboxError("the runtime is closed")
+                raise SandboxError(CLOSED)
             version, manifest = versioned_manifest(self.tree)
             pool, bridge = self._start_pool(version, manifest, self._audit or self._shared_audit)
             self._bridge, self._pool, self._direct = bridge, pool, None
@@ -338,7 +340,7 @@ class Runtime:
         if pool is not None:
             with contextlib.suppress(PoolError):  # its `with` block ended since: closed by another thread
                 return pool.loop
-        raise SandboxError("the runtime is closed: open() it again (or use a new one) to call its tools")
+        raise SandboxError(CLOSED)
 
     @property
     def bridge(self) -> McpBridge:
@@ -351,7 +353,7 @@ class Runtime:
         from sandbox.errors import SandboxError
 
         self._refuse_in_fork()
-        closed = SandboxError("the runtime is closed: open() it again (or use a new one) to call its tools")
+        closed = SandboxError(CLOSED)
         if self._bridge is None:
             if self._closed.is_set():
                 raise closed
@@ -427,8 +429,8 @@ class Runtime:
         from sandbox.session import Sandbox
         from sandbox.start_problems import limit_problem, runtime_problem
 
-        if self._closed.is_set():
-            raise SandboxError("the runtime is closed")
+        if self._closed.is_set():  # before: "the runtime is closed" alone, not what to do
+            raise SandboxError(CLOSED)
         own = self.sandbox_pool is None and self.sandbox_backend is None  # a backend that copies the tree as it is now
         # Held while the container starts, so the tree it copies is the one the bridge was read from.
         with tree_lock(self.tree, shared=True) if own else contextlib.nullcontext():

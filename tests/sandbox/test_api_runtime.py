@@ -32,6 +32,10 @@ def test_a_closed_runtime_refuses_calls_rather_than_opening_again_unclosed(tmp_p
         runtime.call_tool("raw", "echo", {})
     with pytest.raises(SandboxError, match="the runtime is closed"):
         _ = runtime.bridge
+    with pytest.raises(
+        SandboxError, match=r"the runtime is closed: open\(\) it again .* to call its tools or run scripts"
+    ):
+        _ = runtime.sandbox  # no container started, and said what to do as the others say it
     assert pool_threads() == before
     with runtime.open():  # opened again on purpose: it runs
         assert runtime.bridge is not None
