@@ -11,7 +11,8 @@ For every call from a script it:
    tree generated before the filter; say to regenerate), and one that can only run as an MCP task
    (``execution.taskSupport: "required"``): calls go out as plain ``tools/call`` requests;
 3. refuses a tool whose live definition no longer matches the schema hash it was generated
-   from (a server that changed its tools since generation, possibly maliciously);
+   from (a server that changed its tools since generation, possibly maliciously), checked at the tool's first call
+   and again after its server was started again;
 4. validates the arguments against the tool's input schema on the host (``jsonschema``, with a
    linear-time ``uniqueItems``, patterns matched by RE2, ``$ref`` resolved only inside the schema
    and the drafts' metaschemas — never fetched — and at most `MAX_VALIDATION_ERRORS` errors
@@ -242,7 +243,9 @@ class McpBridge(ToolBridge):
         self._patterned: dict[tuple[str, str], bool] = {}
         self._validation_budget = RequestBudget(burst=VALIDATION_BURST_SECONDS, rate=VALIDATION_RATE)
         self._unchecked_logged: set[tuple[str, str]] = set()
-        self._verified: set[tuple[str, str]] = set()
+        self._verified: dict[tuple[str, str], int] = {}
+        """Tools whose live definition matched the manifest, and how many times their server had been started again
+        then (`ServerPool.restarts`): a server started again since is checked again."""
         self.script_asks: Callable[[str], Asker | None] | None = None
         """Who answers what a server asks during a call of the running script, by server (`tool_tree.server_asks`):
         set for an execution by a caller that can ask someone (`tooltree serve` with ``asks_from_scripts``); None:
@@ -520,7 +523,7 @@ class McpBridge(ToolBridge):
     ) -> tuple[dict[str, Any], int]:
         """The call itself; returns the result and its size as JSON text."""
         try:
-            if self.verify_live and (entry.server, entry.tool) not in self._verified:
+            if self.verify_live and self._verified.get((entry.server, entry.tool)) != self.pool.restarts(entry.server):
                 await self._verify(entry)
             result = await self.pool.call(entry.server, entry.tool, arguments, progress=progress, asker=asker)
         except ServerUnavailable as e:
@@ -552,6 +555,14 @@ class McpBridge(ToolBridge):
             )
 
     async def _verify(self, entry: ToolEntry) -> None:
+        """Compare the tool's live definition with the manifest's, at its first call and at its first call after its
+        server was started again (before: at its first call alone, so a server that came back from a crash or a new
+        HTTP session listing another definition had its calls go out, checked against the old one).
+
+        Raises:
+            ToolCallRefused: the server no longer lists the tool, lists it malformed, or lists another definition.
+        """
+        restarts = self.pool.restarts(entry.server)  # before the listing: a restart meanwhile is checked next time
         live = await self.pool.live_tool(entry.server, entry.tool)
         if live is None:
             if (reason := self.pool.malformed(entry.server, entry.tool)) is not None:
@@ -580,7 +591,7 @@ class McpBridge(ToolBridge):
                 f"`{self._regenerate()}`",
                 "tool_changed",
             )
-        self._verified.add((entry.server, entry.tool))
+        self._verified[(entry.server, entry.tool)] = restarts
 
     def regenerated(self) -> bool:
         """Whether the tree's manifest file was replaced since the session's manifest was read from it (a
