@@ -30,12 +30,11 @@ from tool_tree.pool import (
     PoolError,
     ProgressListener,
     ServerPool,
-    _check_call,
-    _closed_during_call,
-    _pool_settings,
     checked_gate,
     checked_listener,
 )
+from tool_tree.pool_errors import _closed_during_call
+from tool_tree.pool_settings import _check_call, _pool_settings
 from tool_tree.run_loop import run_to_the_end, wait_handed
 from tool_tree.starts import StartGate
 

@@ -274,10 +274,10 @@ async def test_a_timed_out_call_answers_at_its_timeout_and_its_hung_server_is_en
 ) -> None:
     # Before: the call's caller waited for the question whether the server still answers (up to 5 s more) and for
     # the hung server's end (about 2 s): a call of a 3 s timeout answered after 8 s, of the default 30 s after 37 s.
-    import tool_tree.pool as pool_module
+    import tool_tree.pool_forward as forward_module  # where the question is asked
 
     asked, answer = anyio.Event(), anyio.Event()
-    ping = pool_module._answers_ping
+    ping = forward_module._answers_ping
 
     async def held_ping(client: Any, timeout: float) -> bool:
         asked.set()
@@ -292,7 +292,7 @@ async def test_a_timed_out_call_answers_at_its_timeout_and_its_hung_server_is_en
         finally:
             ended.set()
 
-    monkeypatch.setattr(pool_module, "_answers_ping", held_ping)
+    monkeypatch.setattr(forward_module, "_answers_ping", held_ping)
     monkeypatch.setattr(ServerPool, "_discard", seen_discard)
     async with ServerPool([replace(raw(tmp_path), timeout=1)]) as pool:
         pid = int(text(await pool.call("raw", "pid", {})))
@@ -315,7 +315,7 @@ async def test_a_server_hung_in_a_call_its_caller_gave_up_on_is_restarted_at_the
     # Before: with the defaults the execution (sandbox.timeout, 30 s) ends before the call's own timeout (the
     # server's, 30 s), which is what asks a server whether it hung; so the hung server was never restarted, and each
     # later script calling it waited its whole time again ("the execution ended before the server answered").
-    monkeypatch.setattr("tool_tree.pool.PING_TIMEOUT", 0.5)
+    monkeypatch.setattr("tool_tree.pool_forward.PING_TIMEOUT", 0.5)  # read where calls are forwarded
     async with ServerPool([replace(raw(tmp_path), timeout=60)]) as pool:
         first = text(await pool.call("raw", "pid", {}))
         with anyio.move_on_after(1.0) as gave_up:  # as the end of an execution cancels its calls

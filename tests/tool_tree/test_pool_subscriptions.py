@@ -30,7 +30,8 @@ import tool_tree.pool
 from tests.tool_tree.test_get_streams import on_socket, outside
 from tool_tree import restarts
 from tool_tree.config import ServerConfig
-from tool_tree.pool import CallFailure, ServerPool, ServerUnavailable, _Slot
+from tool_tree.pool import CallFailure, ServerPool, ServerUnavailable
+from tool_tree.pool_slot import _Slot
 from tool_tree.restarts import RestartBackoff
 
 pytestmark = pytest.mark.anyio
@@ -306,7 +307,7 @@ async def test_a_subscribed_server_that_ends_as_its_last_call_leaves_is_started_
         return result
 
     monkeypatch.setattr(ServerPool, "_ended_alone", seeing)
-    monkeypatch.setattr(tool_tree.pool, "_send", send)
+    monkeypatch.setattr(tool_tree.pool, "_send", send)  # as `ServerPool.call` reads it (from tool_tree.pool_forward)
     told = Told()
     async with ServerPool([live(folder=tmp_path)], on_resource_updated=told) as pool:
         assert not isinstance(await pool.request("live", "resources/subscribe", {"uri": LOG}), CallFailure)

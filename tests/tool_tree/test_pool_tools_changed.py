@@ -155,7 +155,7 @@ async def test_a_server_that_says_its_tools_changed_is_heard_at_either_protocol(
 
 def listens() -> int:
     """How many of the pool's tasks that keep a `subscriptions/listen` stream open run."""
-    return sum(task.get_name().endswith("ServerPool._listen.<locals>.run") for task in asyncio.all_tasks())
+    return sum(task.get_name().endswith("pool_follow._listen.<locals>.run") for task in asyncio.all_tasks())
 
 
 @pytest.mark.anyio
