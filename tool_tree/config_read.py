@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tool_tree.config_aliases import Expansion
+from tool_tree.config_tabs import TabsAsSpaces, tab_hint
 from tool_tree.text import clean, one_line
 
 if TYPE_CHECKING:
@@ -198,10 +199,11 @@ class _TooBig(Exception):
 @functools.cache
 def _loader() -> type:
     """PyYAML's safe loader, composing at most `MAX_DEPTH` levels and `MAX_NODES` nodes (its composer recurses
-    once a level, and builds every node before `Reader.to_node` counts them)."""
+    once a level, and builds every node before `Reader.to_node` counts them), a tab between tokens white space
+    (`TabsAsSpaces`)."""
     import yaml
 
-    class Loader(yaml.SafeLoader):
+    class Loader(TabsAsSpaces, yaml.SafeLoader):
         depth = nodes = 0
 
         def compose_node(self, parent: Any, index: Any) -> Any:
@@ -301,10 +303,10 @@ def _syntax_error(e: MarkedYAMLError, source: str) -> ConfigError:
 def _hint(e: MarkedYAMLError) -> str:
     """What to do about the YAML syntax error ``e`` when PyYAML's words do not say it (`_syntax_error`), or nothing."""
     mark, problem = e.problem_mark, e.problem or ""
-    if "character '\\t' that cannot start any token" in problem:  # before: no word of what to do
-        return " (YAML indents with spaces, not tabs)"
     if mark is None or not isinstance(mark.buffer, str):
         return ""
+    if "character '\\t' that cannot start any token" in problem:  # before: no word of what to do
+        return tab_hint(mark.buffer, mark.pointer)
     if problem.endswith("but got '{'") and mark.buffer[mark.pointer - 1 : mark.pointer] == "$":
         # before: "expected ',' or ']', but got '{'", for a reference written as in a block
         return " (inside [ ] or { }, YAML reads the { of ${...} as its own: write the item holding it in quotes)"

@@ -101,3 +101,28 @@ def test_a_yaml_1_2_directive_is_refused_rather_than_read_by_other_rules(tmp_pat
     path = tmp_path / "y11.yaml"
     path.write_text("%YAML 1.1\n---\nservers:\n  a: {command: x, enabled: off}\n", encoding="utf-8")
     assert load_config(path).servers[0].enabled is False
+
+
+def test_a_tab_after_a_value_before_a_comment_or_after_a_key_is_white_space(tmp_path: Path) -> None:
+    # Before: each made the file "invalid YAML: found character '\t' that cannot start any token (YAML indents with
+    # spaces, not tabs)", though every line was indented with spaces; libyaml and the YAML spec take them as blanks.
+    path = tmp_path / "tabs.yaml"
+    text = "servers:\t# mine\n  a:\n    command:\tpython\t# the venv's\n    args: [-m,\tx]\t\n    timeout: 5\t\n\t\n"
+    path.write_text(text, encoding="utf-8")
+    server = load_config(path).servers[0]
+    assert (server.command, server.args, server.timeout) == ("python", ("-m", "x"), 5.0)
+    error = error_of(tmp_path, text + "    timout: 3\n")
+    assert error.line == 7 and error.key == "servers.a.timout"
+
+
+@pytest.mark.parametrize(
+    ("line", "hint"),
+    [
+        ("command: py\tthon", "a tab inside a value that is not quoted: quote the value, or write a space"),
+        ("args:\n      -\tx", "a tab after `-` would set the next lines' indentation: write a space"),
+    ],
+)
+def test_a_tab_that_is_not_white_space_says_what_to_write(tmp_path: Path, line: str, hint: str) -> None:
+    # Before: "(YAML indents with spaces, not tabs)", of a line indented with spaces.
+    error = error_of(tmp_path, f"servers:\n  a:\n    {line}\n")
+    assert error.message == f"invalid YAML: found character '\\t' that cannot start any token ({hint})"
