@@ -89,12 +89,32 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, pending
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """``parser.parse_args``, but an argument nobody knows is reported by the (sub)command it was given to, with
     that command's usage and a hint (argparse reports it from the top-level parser, with ``tooltree``'s usage)."""
+    _refuse_option_before_command(parser, sys.argv[1:] if argv is None else argv)
     args, extras = parser.parse_known_args(argv)
     if extras:
         command = _command_parser(parser, args)
         hint = _hint(command, command is not parser, args, extras)
         command.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
     return args
+
+
+def _refuse_option_before_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """Refuse an option of a command given before it with its value (``tooltree --config x.yaml serve``), as `_hint`
+    refuses one without (``tooltree --json search x``). Before: argparse took the value for the command, "argument
+    COMMAND: invalid choice: 'x.yaml' (choose from 'generate-tree', …)"."""
+    chooser = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    if chooser is None:
+        return
+    first = next((i for i, a in enumerate(argv) if a not in parser._option_string_actions), None)
+    if first is None or not argv[first].startswith("-") or argv[first] == "--":
+        return
+    name = next((a for a in argv[first + 1 :] if a in chooser.choices), None)
+    option = argv[first].split("=", 1)[0]
+    if name is None or (action := (command := chooser.choices[name])._option_string_actions.get(option)) is None:
+        return
+    given = argv[first : first + 2] if action.nargs is None and option == argv[first] else argv[first : first + 1]
+    hint = f"(an option of `{command.prog}`: put it after the command)"
+    command.error(f"unrecognized arguments: {' '.join(given)} {hint}")
 
 
 def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:

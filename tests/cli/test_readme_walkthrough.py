@@ -47,6 +47,26 @@ def test_an_option_given_before_its_command_says_to_put_it_after(capsys: pytest.
     )
 
 
+@pytest.mark.parametrize(
+    ("argv", "command", "given"),
+    [
+        (["--config", "tooltree.yaml", "generate-tree", "--check"], "generate-tree", "--config tooltree.yaml"),
+        (["--debug", "--tree", "tree", "exec", "-c", "pass"], "exec", "--tree tree"),
+    ],
+)
+def test_an_option_given_before_its_command_with_its_value_says_to_put_it_after(
+    argv: list[str], command: str, given: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: argparse took the value for the command: "tooltree: error: argument COMMAND: invalid choice:
+    # 'tooltree.yaml' (choose from 'generate-tree', 'search', …)", with tooltree's usage.
+    err = _refused(argv, capsys)
+    assert err.startswith(f"usage: tooltree {command} ")
+    assert err.endswith(
+        f"tooltree {command}: error: unrecognized arguments: {given} (an option of `tooltree {command}`: "
+        "put it after the command)\n"
+    )
+
+
 def test_an_unquoted_query_or_task_is_told_to_be_quoted(capsys: pytest.CaptureFixture[str]) -> None:
     err = _refused(["search", "export", "leads", "filtered", "--limit", "3"], capsys)
     assert err.endswith(
