@@ -20,7 +20,7 @@ def not_started(e: OSError, server: ServerConfig) -> OSError | None:
     if server.cwd is not None and e.filename == server.cwd and not os.path.isdir(server.cwd):
         # before: a file there was said not to exist
         why = "is a file, not a folder" if os.path.lexists(server.cwd) else "does not exist"
-        return type(e)(f"the working folder {server.cwd} {why} (`cwd`)")
+        return type(e)(f"the working folder {server.cwd} {why} ({setting_named(server, 'cwd')})")
     if e.errno == errno.E2BIG:  # before: "[Errno 7] Argument list too long", though a variable was too long
         return type(e)(f"{command}: its arguments and environment are too large to start it{too_large(server)}")
     if missing and e.filename in (command, None) and any(c.isspace() for c in command.strip()):

@@ -204,11 +204,11 @@ async def test_a_process_that_cannot_start_is_named_in_the_configurations_terms(
     )
     missing_cwd = str(tmp_path / "nowhere")
     assert await start_error(ServerConfig(name="s", command=sys.executable, cwd=missing_cwd)) == (
-        f"the working folder {missing_cwd} does not exist (`cwd`)"
+        f"the working folder {missing_cwd} does not exist (servers.s.cwd)"
     )
-    (tmp_path / "a-file").write_text("", encoding="utf-8")  # before: said not to exist either
+    (tmp_path / "a-file").write_text("", encoding="utf-8")  # before: said not to exist either, and (`cwd`), not the key
     assert await start_error(ServerConfig(name="s", command=sys.executable, cwd=str(tmp_path / "a-file"))) == (
-        f"the working folder {tmp_path / 'a-file'} is a file, not a folder (`cwd`)"
+        f"the working folder {tmp_path / 'a-file'} is a file, not a folder (servers.s.cwd)"
     )
 
 
