@@ -3,11 +3,15 @@ send and environment variables a program can be given (`tool_tree.config_entries
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Mapping
 
 from tool_tree.config_read import ConfigError, Node, Reader
+from tool_tree.text import one_line
+
+logger = logging.getLogger("tool_tree.config")
 
 
 def expand_home(reader: Reader, path: str, node: Node | None, key: str) -> str:
@@ -92,6 +96,33 @@ def check_fields(
         if not (reader.is_deferring and why.startswith("the value")):
             raise e
         unset.append(e)
+
+
+_DOLLAR = re.compile(r"\$(\$|[A-Za-z_][A-Za-z0-9_]*)")
+"""``$$`` (a literal ``$``) or a ``$NAME`` without braces."""
+
+
+def warn_bare_variables(reader: Reader, node: Node, key: str) -> None:
+    """Warn of each ``$NAME`` without braces, in the strings of ``node`` at ``key`` as written, whose NAME is a variable
+    that is set: it reaches the server as text (a tooltree.yaml expands ``${NAME}`` alone), which ``$HOME/notes``
+    in ``args`` is seldom meant to (before: the server got ``$HOME/notes`` without a word). A name no variable has
+    (a password's ``$x``) is not said."""
+    if isinstance(node.value, dict):
+        items = [(f"{key}.{k}", v) for k, (_, v) in node.value.items()]
+    elif isinstance(node.value, list):
+        items = [(f"{key}[{i}]", v) for i, v in enumerate(node.value)]
+    else:
+        items = [(key, node)]
+    for where, item in items:
+        if not isinstance(item.value, str):
+            continue
+        for m in _DOLLAR.finditer(item.value):
+            if (name := m.group(1)) != "$" and name in reader.environ:
+                logger.warning(
+                    "%s:%s: %s: $%s is passed on as text, not the variable's value: write ${%s} to have it "
+                    "expanded, or $$%s to keep the $ and not be told", reader.file, item.line, one_line(where, 200),
+                    name, name, name,
+                )  # fmt: skip
 
 
 def url_problem(url: str, written: str | None = None) -> str | None:

@@ -24,6 +24,7 @@ from tool_tree.config_checks import (
     header_named_twice,
     header_problem,
     url_problem,
+    warn_bare_variables,
 )
 from tool_tree.config_clients import CODEX_STARTUP_SECONDS, CODEX_TOOL_SECONDS, entry_of, read_env_file
 from tool_tree.config_read import ConfigError, Node, Reader, did_you_mean, kind_of
@@ -299,6 +300,10 @@ def _server_settings(
                 kw["env"] = {**loaded, **kw.get("env", {})}
     if (n := get("cwd")) is not None:
         kw["cwd"] = reader.string(n, f"{where}.cwd")
+    if reader.client is None and not reader.json and kw.get("enabled", True):  # a tooltree.yaml (not a client's file)
+        for k in ("command", "args", "env", "cwd", "url", "headers"):
+            if (n := get(k)) is not None:
+                warn_bare_variables(reader, n, f"{where}.{k}")
     for k in ("command", "args", "cwd"):  # handed to the program started: a NUL cannot be
         values = kw.get(k, ())
         for i, value in enumerate((values,) if isinstance(values, str) else values):

@@ -209,3 +209,23 @@ def test_two_headers_whose_names_differ_in_case_alone_are_refused_at_the_second(
         e.message == "the same header as 'Authorization' (HTTP header names are case-insensitive: both would be sent)"
     )
     assert "Bearer" not in str(e)
+
+
+def test_a_variable_written_without_braces_is_said_to_reach_the_server_as_text(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Before: `$HOME/notes` reached the server as written, without a word, though ${HOME} is expanded.
+    text = (
+        "servers:\n  a:\n    command: x\n    args: [--root, $HOME/notes, pa$$HOME, $x1, '${HOME}']\n"
+        "    env: {A: $TOKEN}\n  b: {command: y, args: [$HOME], enabled: false}\n"
+    )
+    config = parse_config(text, source="tooltree.yaml", environ={"HOME": "/home/u", "TOKEN": "t"})
+    assert config.servers[0].args == ("--root", "$HOME/notes", "pa$HOME", "$x1", "/home/u")
+    assert dict(config.servers[0].env) == {"A": "$TOKEN"}
+    said = "is passed on as text, not the variable's value: write"
+    assert caplog.messages == [
+        f"tooltree.yaml:4: servers.a.args[1]: $HOME {said} ${{HOME}} to have it expanded, or $$HOME to keep the $ "
+        "and not be told",
+        f"tooltree.yaml:5: servers.a.env.A: $TOKEN {said} ${{TOKEN}} to have it expanded, or $$TOKEN to keep the $ "
+        "and not be told",
+    ]
