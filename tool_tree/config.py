@@ -286,12 +286,11 @@ def parse_config(
     else:
         if len(text) > MAX_CONFIG_BYTES:  # characters: a text within the limit in bytes is within it here
             raise ConfigError(over_the_limit(f"{len(text):,} characters"), file=source)
-        root_yaml = compose(text, source)
-        if root_yaml is None and source.endswith((".json", ".jsonc")):  # before: a `.mcp.json` was told of `servers:`
-            raise empty_json(source)
-        if root_yaml is None:
+        root = None if (root_yaml := compose(text, source)) is None else reader.to_node(root_yaml)
+        if (root is None or root.value is None) and source.endswith((".json", ".jsonc")):  # before: told of `servers:`
+            raise empty_json(source, "is empty" if root is None else "holds null")
+        if root is None:
             raise ConfigError("the file is empty; expected a `servers:` mapping", file=source)
-        root = reader.to_node(root_yaml)
         if root.value is None:  # `---` alone, or `null`: before, "expected a mapping at the top level, got nothing"
             raise ConfigError("the file holds no settings; expected a `servers:` mapping", file=source)
         if not isinstance(root.value, dict):

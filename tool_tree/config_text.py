@@ -109,11 +109,12 @@ def read_text(p: Path) -> str:
         ) from None
 
 
-def empty_json(source: str) -> ConfigError:
-    """The error for a JSON file ``source`` that holds nothing (or comments alone), in the terms of its format (before:
-    "expected a `servers:` mapping", tooltree.yaml's, or "invalid JSON: Expecting value")."""
+def empty_json(source: str, said: str = "is empty") -> ConfigError:
+    """The error for a JSON file ``source`` that holds nothing (or comments alone; ``said``: what it holds instead, such
+    as ``null``), in the terms of its format (before: "expected a `servers:` mapping", tooltree.yaml's, or "invalid
+    JSON: Expecting value")."""
     expected = "`mcpServers`" if Path(source).name == ".mcp.json" else "`mcpServers`, `servers` or `context_servers`"
-    return ConfigError(f"the file is empty; expected a JSON object with {expected}", file=source)
+    return ConfigError(f"the file {said}; expected a JSON object with {expected}", file=source)
 
 
 def is_tooltree_json(text: str) -> bool:

@@ -121,12 +121,13 @@ def test_a_json_config_without_mcp_servers_or_with_two_says_so() -> None:
             '{"mcpServers": {\n " ": {"command": "x"}}}',
             ".mcp.json:2: mcpServers: server names must not be empty",
         ),
+        (".mcp.json", "null\n", ".mcp.json: the file holds null; expected a JSON object with `mcpServers`"),
     ],
-    ids=["empty", "comments-alone", "blank-name"],
+    ids=["empty", "comments-alone", "blank-name", "null"],
 )
 def test_a_json_file_with_nothing_in_it_is_told_so_in_its_own_terms(source: str, text: str, expected: str) -> None:
-    # Before: "expected a `servers:` mapping" (tooltree.yaml's), "invalid JSON: Expecting value (column 1)", and
-    # `servers` named for a blank name in `mcpServers`.
+    # Before: "expected a `servers:` mapping" (tooltree.yaml's, for an empty file and for `null`), "invalid JSON:
+    # Expecting value (column 1)", and `servers` named for a blank name in `mcpServers`.
     with pytest.raises(ConfigError) as info:
         parse_config(text, source=source, environ={})
     assert str(info.value) == expected
