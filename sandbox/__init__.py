@@ -2,8 +2,7 @@
 
 ::
 
-    from sandbox import Sandbox
-    from sandbox.mcp_bridge import McpBridge
+    from sandbox import McpBridge, Sandbox
     from tool_tree.pool import BackgroundPool
 
     with BackgroundPool(config) as servers:
@@ -15,7 +14,8 @@
 calls); `SandboxPool` keeps sandboxes warm; `SandboxBackend` is the seam behind both, with
 `DockerBackend` as the first backend (on the Docker Engine API through `DockerEngine`, which
 finds the engine from ``DOCKER_HOST`` as the ``docker`` command does); `ToolBridge` is the seam
-to the real tools. Build the image first: ``python -m sandbox.image build`` (``--offline-base``
+to the real tools, `McpBridge` the one to MCP servers, and `Runtime` puts the servers, the bridge and a sandbox
+together (as ``tooltree exec`` does). Build the image first: ``python -m sandbox.image build`` (``--offline-base``
 without a registry).
 
 Names are imported on first use, so ``python -m sandbox.image`` and friends start clean and
@@ -48,7 +48,9 @@ if TYPE_CHECKING:
         interrupted_unreported,
     )
     from sandbox.hardening import check_hardening
+    from sandbox.host import Runtime
     from sandbox.image import build_image, image_name
+    from sandbox.mcp_bridge import McpBridge
     from sandbox.pool import SandboxPool
     from sandbox.prune import remove_containers, remove_volumes
     from sandbox.results import ExecutionResult, ShownImage, ToolCallRecord
@@ -77,6 +79,8 @@ _EXPORTS = {
     "interrupted_execution": "sandbox.errors",
     "interrupted_unreported": "sandbox.errors",
     "check_hardening": "sandbox.hardening",
+    "Runtime": "sandbox.host",
+    "McpBridge": "sandbox.mcp_bridge",
     "build_image": "sandbox.image",
     "image_name": "sandbox.image",
     "SandboxPool": "sandbox.pool",
@@ -97,7 +101,9 @@ __all__ = [
     "HardeningError",
     "ImageError",
     "Listing",
+    "McpBridge",
     "ProtocolError",
+    "Runtime",
     "Sandbox",
     "SandboxBackend",
     "SandboxConfig",
