@@ -38,9 +38,10 @@ import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from agent.serve.content import call_result, error_result
+from agent.serve.eras import handshake_for_asks, handshake_only
 from agent.serve.passthrough import Passthrough
 from agent.serve.sessions import STDIO_SESSION, SessionLimitError, SessionRegistry, heartbeat
 from agent.serve.settings import ServeSettings
@@ -298,9 +299,9 @@ class ToolServer:
                 )
 
             server.add_request_handler("server/discover", types.RequestParams, discover)
-            server.middleware.append(_handshake_only)
+            server.middleware.append(handshake_only)
         elif self.asks_client:  # the handshake loop (`agent.serve.stdio`): a 2026-07-28 request is told why
-            server.middleware.append(_handshake_for_asks)
+            server.middleware.append(handshake_for_asks)
 
         async def follow_tree(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
             if ctx.method in HANDSHAKES:  # a new client gets the instructions of the tree as it is now
@@ -573,33 +574,3 @@ def _manifest_stamp(tree: Path) -> tuple[int, ...]:
     from sandbox.stored_definitions import manifest_version
 
     return manifest_version(tree)
-
-
-async def _handshake_for_asks(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-    """Over stdio, when a server may ask the client during a call: refuse a request of the 2026-07-28 protocol (its
-    envelope's version) saying why, rather than the SDK's bare "Invalid request parameters"; ``server/discover`` is
-    left to the handshake loop's "method not found", on which clients fall back to ``initialize``."""
-    meta = ctx.params.get("_meta") if isinstance(ctx.params, dict) else None
-    version = meta.get(types.PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
-    if ctx.request_id is not None and version in MODERN_PROTOCOL_VERSIONS and ctx.method != "server/discover":
-        raise MCPError(
-            code=types.UNSUPPORTED_PROTOCOL_VERSION,
-            message="a server of this tooltree serve may ask the client during a call (`client_capabilities`), for "
-            "which the 2026-07-28 protocol over stdio has no channel: connect with the initialize handshake "
-            f"({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)})",
-            data={"supported": list(HANDSHAKE_PROTOCOL_VERSIONS)},
-        )
-    return await call_next(ctx)
-
-
-async def _handshake_only(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-    """Refuse 2026-07-28 requests over HTTP (they carry no session); ``server/discover`` says what is served."""
-    modern = ctx.request_id is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-    if modern and ctx.method != "server/discover":
-        raise MCPError(
-            code=types.UNSUPPORTED_PROTOCOL_VERSION,
-            message="tooltree serve keeps a sandbox session per client, which over HTTP needs the initialize "
-            f"handshake ({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}); the 2026-07-28 protocol has no sessions",
-            data={"supported": list(HANDSHAKE_PROTOCOL_VERSIONS)},
-        )
-    return await call_next(ctx)
