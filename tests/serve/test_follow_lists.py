@@ -100,13 +100,13 @@ async def test_a_client_of_the_2026_protocol_is_told_on_its_listen_stream(tmp_pa
     )
     assert generated == 0
     async with mcp.Client(_serve_params(config, tree), read_timeout_seconds=WAIT, mode="2026-07-28") as client:
+        before = await _names(client, kind)  # answered after the first refresh: the SDK gives server/discover 10 s
         discovered = types.DiscoverResult.model_validate(await client.session.send_discover("2026-07-28"))
         declared = discovered.capabilities
         assert declared.prompts is not None and declared.resources is not None
         assert declared.prompts.list_changed and declared.resources.list_changed
         assert not declared.resources.subscribe  # its server declares no subscriptions
         assert declared.tools is not None and not declared.tools.list_changed  # serve's tools never change
-        before = await _names(client, kind)
         asked = {"prompts_list_changed": kind == "prompt", "resources_list_changed": kind == "resource"}
         async with client.listen(**asked, resource_subscriptions=["growing://start"]) as stream:
             assert stream.honored.resource_subscriptions is None
