@@ -6,7 +6,9 @@ mode, `agent.toolsets.direct`). A call goes through the same bridge as a script'
 argument validation against the schema, audit) and its result comes back as the server sent it
 (content, structured content, ``isError``) but bounded and cleaned as a script's output is, an error
 too (`agent.serve.bounded_result`). The descriptions in the definitions (the tool's, and those
-of its schema) are cleaned as in the tree's stubs (`tool_tree.text.clean`).
+of its schema) are cleaned as in the tree's stubs (`tool_tree.text.clean`). A regeneration of the tree while serving
+changes them (`Passthrough.reload`: a changed tool offered as it is now, a removed one withdrawn, its call refused
+saying why, `WITHDRAWN`).
 
 The resource links of a client session's passthrough results are remembered (`Passthrough.linked`), so that the
 client's ``resources/read`` of one goes to the server that returned it (`agent.serve.upstream_extras`): a resource a
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from sandbox.host import Runtime
     from tool_tree.pool import ProgressListener
     from tool_tree.server_asks import Asker
+    from tool_tree.tree import Manifest
 
 
 class Passthrough:
@@ -53,29 +56,46 @@ class Passthrough:
     """
 
     def __init__(self, tree: str | Path, names: Sequence[str]) -> None:
+        self.tree = Path(tree)
+        self.names = tuple(names)
         self.entries: dict[str, ToolEntry] = {}
         self.definitions: list[types.Tool] = []
+        self.gone: dict[str, str] = {}
+        """The tools offered before a regeneration of the tree that it does not have, each with why it is gone (a
+        call of one is refused saying so, `WITHDRAWN`); one the tree has again is offered again."""
         self._links: weakref.WeakKeyDictionary[Runtime, dict[str, str]] = weakref.WeakKeyDictionary()
         """By client session (its runtime, whose servers returned them): the URIs of resource links its passthrough
         results carried, each to the server that returned it, the latest `MAX_LINKS`."""
         self._lock = threading.Lock()
-        if not names:
-            return
+        if names:
+            self.entries, self.definitions = self._read(_Chosen(self.tree), missing=None)
+
+    def _read(
+        self, chosen: _Chosen, missing: Callable[[AgentSetupError], None] | None
+    ) -> tuple[dict[str, ToolEntry], list[types.Tool]]:
+        """The entries and definitions of the tools of `names` that ``chosen``'s manifest has (one it lacks is handed
+        to ``missing``, or raises without it).
+
+        Raises:
+            AgentSetupError: a name that is not in the tree (without ``missing``), a missing or malformed snapshot.
+        """
         from agent.naming import native_names
         from agent.toolsets.direct import _input_schema, _native_text
 
-        chosen = _Chosen(tree)
-        entries = chosen.resolve_pinned(names, what="passthrough tool", setting="serve.passthrough")
+        entries = chosen.resolve_pinned(self.names, what="passthrough tool", setting="serve.passthrough",
+                                        missing=missing)  # fmt: skip
         wanted = {(e.server, e.tool) for e in entries}
         raw = _snapshots(chosen, wanted)
+        found: dict[str, ToolEntry] = {}
+        definitions: list[types.Tool] = []
         # The names of direct mode, short enough for the client's prefix (`NAME_CHARS`).
         for name, entry in native_names(chosen.manifest.tools, limit=NAME_CHARS).items():
             if (entry.server, entry.tool) not in wanted:
                 continue
             definition = raw.get((entry.server, entry.tool), {})
             description, schema = _native_text(definition.get("description"), _input_schema(definition))
-            self.entries[name] = entry
-            self.definitions.append(
+            found[name] = entry
+            definitions.append(
                 types.Tool(
                     name=name,
                     title=_title(definition.get("title")),
@@ -84,6 +104,35 @@ class Passthrough:
                     annotations=_annotations(definition.get("annotations")),
                 )
             )
+        return found, definitions
+
+    def reload(self, manifest: Manifest) -> bool:
+        """Take the definitions of the regenerated tree (``manifest``, the served one): a tool it changed is offered
+        as it is now, one it removed (or whose server it dropped) no more (`gone`), one it has again once more; the
+        definitions of the others are the same objects. Whether what is offered changed (then the client is told:
+        ``notifications/tools/list_changed``). Before, the definitions of serve's start were offered until serve
+        ended, a removed tool too, though each call was checked against the regenerated tree.
+
+        Raises:
+            AgentSetupError: a chosen server's snapshot is missing or malformed (nothing changes).
+        """
+        if not self.names:
+            return False
+        entries, definitions = self._read(_Chosen(self.tree, manifest=manifest), missing=lambda e: None)
+        before = {d.name: d for d in self.definitions}
+        kept = [before[d.name] if _same(before.get(d.name), d) else d for d in definitions]
+        servers = {s.name for s in manifest.servers}
+        gone = {name: why for name, why in self.gone.items() if name not in entries}
+        for name, entry in self.entries.items():
+            if name not in entries:
+                why = "its server no longer lists it" if entry.server in servers else "nor is its server"
+                gone[name] = f"{entry.server}.{cut_name(entry.tool, 200)} is not in it ({why})"
+        changed = [d.name for d in kept] != [d.name for d in self.definitions] or any(
+            a is not b for a, b in zip(kept, self.definitions, strict=False)
+        )
+        with self._lock:
+            self.entries, self.definitions, self.gone = entries, kept, gone
+        return changed
 
     def __contains__(self, name: str) -> bool:
         return name in self.entries
@@ -104,7 +153,9 @@ class Passthrough:
         from sandbox.bridge import ToolCallRefused
         from sandbox.config import SandboxConfig
 
-        entry = self.entries[name]
+        entry = self.entries.get(name)
+        if entry is None:  # the tree was regenerated since the call was let in
+            return error_result(self.refusal(name))
         called = f"{entry.server}.{cut_name(entry.tool, 200)}"  # escaped, not cleaned: get\u200b_item is not get_item
         max_chars = (runtime.sandbox_config or SandboxConfig.from_config(runtime.config)).output_chars
         try:
@@ -122,6 +173,12 @@ class Passthrough:
             return failed(f"{called} sent a result that is not a valid MCP result: {e}", max_chars)
         self._remember_links(runtime, entry.server, raw, validated)
         return validated
+
+    def refusal(self, name: str) -> str:
+        """What a call of ``name``, no tool offered now, is told: why it is gone (`gone`), else that it is unknown."""
+        if (why := self.gone.get(name)) is not None:
+            return WITHDRAWN.format(name=name, why=why)
+        return f"unknown tool {name!r}"
 
     @property
     def links(self) -> Callable[[Runtime, str], str | None] | None:
@@ -162,6 +219,9 @@ class Passthrough:
                 del links[next(iter(links))]
 
 
+WITHDRAWN = "{name} is no longer offered: the tree was regenerated while serving, and {why}"
+"""A call of a passthrough tool that a regeneration of the tree removed (`Passthrough.gone`). Before, serve offered it
+still, and its call was refused as "not in this tree's manifest (only generated tools can be called)"."""
 MAX_LINKS = 1_000
 """The resource links of passthrough results remembered per client session (the oldest forgotten first)."""
 _VALUES = frozenset({"enum", "const", "default", "examples"})
@@ -217,6 +277,13 @@ def _snapshots(chosen: _Chosen, wanted: set[tuple[str, str]]) -> dict[tuple[str,
         except TreeError as e:
             raise AgentSetupError(str(e)) from None
     return found
+
+
+def _same(before: types.Tool | None, now: types.Tool) -> bool:
+    """Whether ``now`` is offered as ``before`` was (then ``before`` is kept: the same bytes to the client)."""
+    if before is None:
+        return False
+    return before.model_dump(mode="json", by_alias=True) == now.model_dump(mode="json", by_alias=True)
 
 
 def _title(value: Any) -> str | None:

@@ -49,11 +49,12 @@ client, until the client did."""
 RENEWING_PASSTHROUGH = (
     "[this session started before the tree was regenerated, which changed or removed this tool: the next call starts "
     "a new session on the regenerated tree (its sandbox with the files saved into {folder} restored, variables and "
-    "imports empty), where this tool's arguments are checked against its regenerated definition ({stub}), not the "
-    "one this client listed when it connected]"
+    "imports empty), where this tool's arguments are checked against its regenerated definition (tools/list shows it "
+    "now, and its stub {stub})]"
 )
-"""Said after a passthrough call refused as `RENEWING_CHANGED` says: the client's tool list keeps the definitions of
-serve's start, so the model is told where the definition its next call is checked against is."""
+"""Said after a passthrough call refused as `RENEWING_CHANGED` says, so the model is told where the definition its next
+call is checked against is (before, the client's tool list kept the definitions of serve's start: the stub alone
+had it)."""
 RENEWS = "tooltree serve starts this client a new session on the regenerated tree at its next call"
 """What a call refused as the regeneration's says to do in a session that serve renews (before: "reconnect the
 client", which a model cannot do)."""

@@ -2,7 +2,9 @@
 
 It offers the four tools of code mode (`agent.toolsets.code`: the same definitions, handlers
 and, as ``instructions``, the same explanation of the tree as the agent's system prompt) and
-the passthrough tools. The tool list is built once and never changes (clients cache prompts on it).
+the passthrough tools. The four never change (clients cache prompts on the tool list); a passthrough tool's definition
+follows a regeneration of the tree (`reload_tree`), each client that listed the tools told
+(``notifications/tools/list_changed``), one the tree no longer has withdrawn, its call refused saying why.
 Each client session gets its own `Runtime` and worker threads (`agent.serve.sessions`); a call's
 outcome becomes MCP content (`agent.serve.content`): images as ``ImageContent``, a failed script as
 ``isError`` with its traceback. A running ``execute_python`` sends progress notifications when the client
@@ -166,9 +168,11 @@ class ToolServer:
             )  # fmt: skip
         self.extras = UpstreamExtras(config, self.tree, prompts=settings.prompts, resources=settings.resources)
         self._servers: list[Server[Any]] = []
-        self.tools = types.ListToolsResult(
-            tools=[mcp_tool(t) for t in self.toolset.tools()] + self.passthrough.definitions
-        )
+        self._listed: Callable[[Any, str], None] | None = None
+        """What ``tools/list`` tells, so that its client is told when the tools change (`agent.serve.upstream_extras
+        .install`'s, of any of `mcp_server`'s servers: they share the extras and task group)."""
+        self._code_tools = [mcp_tool(t) for t in self.toolset.tools()]
+        self.tools = types.ListToolsResult(tools=self._code_tools + self.passthrough.definitions)
         self.listings = HeldValues.shared(settings.max_listing_values)
         """What the servers of all client sessions hold of their listings, bounded together."""
         self.starts = StartGate(start_jobs(config))
@@ -287,8 +291,10 @@ class ToolServer:
         )
         # The servers' prompts and resources (`agent.serve.upstream_extras`), each get or read in the client's session.
         # Over stdio in either era (not handshake-only for asks), 2026-07-28 clients are told on listen streams.
-        install(server, self.extras, lambda: self._tasks, self._in_session, lambda: self.sandbox_config.output_chars,
-                listen=not http and not self.asks_client, linked=self.passthrough.links)  # fmt: skip
+        listed = install(server, self.extras, lambda: self._tasks, self._in_session,
+                         lambda: self.sandbox_config.output_chars, listen=not http and not self.asks_client,
+                         linked=self.passthrough.links, tools_change=bool(self.passthrough.names))  # fmt: skip
+        self._listed = listed
         if http:
 
             async def discover(ctx: ServerRequestContext[Any, Any], params: types.RequestParams) -> HandlerResult:
@@ -316,9 +322,12 @@ class ToolServer:
         """Read the tree again after it was regenerated: client sessions that start from now on get its instructions
         and a sandbox that mounts it (warm ones started before are replaced). A session opened before, at its next
         call: without a sandbox yet, it is replaced by a new one; with one, it keeps its tree and is told so. The
-        tools offered never change; the servers' prompts and resources offered are the tree's now (sessions that
-        listed them are told when they changed). ``read``: the manifest's version and the manifest, when the caller
-        read it (`sandbox.stored_definitions.versioned_manifest`), taken unless the file was replaced since.
+        four tools of code mode never change; the servers' prompts and resources offered are the tree's now (sessions
+        that listed them are told when they changed), and so are the passthrough tools' definitions
+        (`Passthrough.reload`: when what they offer changed, each client that listed the tools is sent
+        ``notifications/tools/list_changed``, a 2026-07-28 client's listen streams that asked for it told). ``read``:
+        the manifest's version and the manifest, when the caller read it
+        (`sandbox.stored_definitions.versioned_manifest`), taken unless the file was replaced since.
 
         The manifest is read once for all of it (before: the refresh's check, the toolset and the prompts and
         resources each read it, so a manifest replaced in between had them serve two trees).
@@ -346,6 +355,7 @@ class ToolServer:
         for server in self._servers:
             server.instructions = instructions
         self.extras.reload(manifest)  # the servers' prompts and resources as the tree now records them
+        self._reload_passthrough(manifest)
         from sandbox.errors import SandboxError
 
         pool, backend = self.sandbox_pool, self.sandbox_backend
@@ -358,6 +368,18 @@ class ToolServer:
             kept = "the warm sandboxes keep the tree as it was at start" if pool else "new sandboxes keep the old tree"
             logger.warning("%s: %s", kept, e)
         self.registry.tree_refreshed()
+
+    def _reload_passthrough(self, manifest: Manifest) -> None:
+        from agent.errors import AgentSetupError
+
+        try:
+            changed = self.passthrough.reload(manifest)
+        except AgentSetupError as e:
+            logger.warning("tooltree serve: the passthrough tools keep their definitions: %s", e)
+            return
+        if changed:
+            self.tools = types.ListToolsResult(tools=self._code_tools + self.passthrough.definitions)
+            self.extras.tools_changed()
 
     async def _follow_tree_on_disk(self) -> None:
         """Before a call or a handshake: when the tree's manifest is not the one last read (a ``tooltree
@@ -414,19 +436,24 @@ class ToolServer:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        if self.passthrough.names:  # told when a regeneration changes them, the tree on disk read first
+            await self._follow_tree_on_disk()
+            if self._listed is not None:
+                self._listed(ctx, "tools")
         return self.tools
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         name, arguments = params.name, dict(params.arguments or {})
+        key = session_key(ctx)
+        if key is not None:  # a passthrough tool as the tree is now
+            await self._follow_tree_on_disk()
         if name not in CODE_TOOLS and name not in self.passthrough:
             known = ", ".join([*CODE_TOOLS, *self.passthrough.entries])
-            return error_result(f"unknown tool {name!r}; the tools are {known}")
-        key = session_key(ctx)
+            return error_result(f"{self.passthrough.refusal(name)}; the tools are {known}")
         if key is None:
             return error_result("this HTTP request carries no Mcp-Session-Id; connect with the initialize handshake")
-        await self._follow_tree_on_disk()
 
         arrived, waited = time.monotonic(), False
 
@@ -450,14 +477,13 @@ class ToolServer:
             async with self.registry.use(key) as session:
                 # On the session's own worker threads: a client whose calls block waits for itself only.
                 threads = session.limiter
-                if name in self.passthrough:
+                if (entry := self.passthrough.entries.get(name)) is not None:
                     runtime = await anyio.to_thread.run_sync(session.opened, limiter=threads)
                     asked = (params.meta or {}).get("progress_token") is not None  # for progress: then so is the server
-                    asker = self._asker(ctx, name)
+                    asker = self._asker(ctx, entry.server)
                     refused = session.stale_refused()
                     result = await self._passthrough(name, arguments, runtime, threads, progress, asked, asker)
-                    stub = self.passthrough.entries[name].path
-                    if (renews := session.renews_after_passthrough(refused, stub)) is not None:
+                    if (renews := session.renews_after_passthrough(refused, entry.path)) is not None:
                         result.content.append(types.TextContent(text=renews))
                     return result
                 if name == "execute_python":
@@ -498,10 +524,9 @@ class ToolServer:
         except (SessionLimitError, SandboxError, PoolError) as e:
             raise MCPError(types.INTERNAL_ERROR, f"the client's session could not start: {e}") from None
 
-    def _asker(self, ctx: ServerRequestContext[Any, Any], name: str) -> Asker | None:
-        """Who puts the questions of passthrough tool ``name``'s server to the client, when its configuration
-        declares it may ask (``client_capabilities``)."""
-        server = self.passthrough.entries[name].server
+    def _asker(self, ctx: ServerRequestContext[Any, Any], server: str) -> Asker | None:
+        """Who puts the questions of ``server`` (a passthrough tool's) to the client, when its configuration declares
+        it may ask (``client_capabilities``)."""
         if ctx.request_id is None or not self._asks_client(server):
             return None
         return ClientAsks(ctx.session, ctx.request_id, asyncio.get_running_loop()).of(server)

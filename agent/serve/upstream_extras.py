@@ -267,25 +267,24 @@ Linked = Callable[["Runtime", str], "str | None"]
 
 class ExtrasServer(Server[Any]):
     """The low-level `Server` of ``tooltree serve``, declaring prompts and resources as `UpstreamExtras` says, and its
-    tools' list as never changing: the SDK derives ``tools.listChanged`` for 2026-07-28 from ``subscriptions/listen``
-    being served (`listen_handler`), but serve's tools are built once (a listen stream that asks for them is
-    acknowledged and never told). ``resources.subscribe`` is declared to a client of either protocol when a server
-    offered declares it and the client can follow a resource: in the 2026-07-28 protocol (where the SDK, as the
-    specification, says by it that listen streams honour resource subscriptions) only where ``subscriptions/listen``
-    is served (``listening``). Before, never to a 2026-07-28 client."""
+    tools' list as changing when passthrough tools are offered (``tools_change``: `agent.serve.passthrough
+    .Passthrough.reload`), to a 2026-07-28 client only where ``subscriptions/listen`` is served (``listening``).
+    ``resources.subscribe`` is declared to a client of either protocol when a server offered declares it and the client
+    can follow a resource: in the 2026-07-28 protocol (where the SDK, as the specification, says by it that listen
+    streams honour resource subscriptions) only where ``subscriptions/listen`` is served. Before, never to a 2026-07-28
+    client."""
 
     extras: UpstreamExtras | None = None
     listening = False
+    tools_change = False
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
         declared = super().get_capabilities(*args, **kwargs)
-        if declared.tools is not None and declared.tools.list_changed:
-            declared = declared.model_copy(update={"tools": types.ToolsCapability(list_changed=False)})
-        if self.extras is None:
-            return declared
-        # ``modern`` withholds ``resources.subscribe``: only from a 2026-07-28 client that has no listen stream here.
+        # ``modern``: a 2026-07-28 client with no listen stream here, not told of a change nor following a resource.
         modern = kwargs.get("protocol_version") in MODERN_PROTOCOL_VERSIONS and not self.listening
-        return self.extras.capabilities(declared, modern=modern)
+        tools = types.ToolsCapability(list_changed=self.tools_change and not modern) if declared.tools else None
+        declared = declared.model_copy(update={"tools": tools})
+        return self.extras.capabilities(declared, modern=modern) if self.extras is not None else declared
 
 
 def install(
@@ -297,14 +296,17 @@ def install(
     *,
     listen: bool = False,
     linked: Linked | None = None,
-) -> None:
+    tools_change: bool = False,
+) -> Callable[[Any, str], None]:
     """Add the prompt and resource handlers to ``server`` (those ``extras`` has on; with resources, their
     subscriptions: `agent.serve.upstream_subscriptions`); ``tasks``: the task group the ``list_changed`` and
     ``updated`` notifications run in; ``in_session``: runs a get or read in the client's session; ``listen``:
-    serve ``subscriptions/listen`` too, when prompts or resources are on (`listen_handler`: over stdio, where serve
-    speaks the 2026-07-28 protocol; with neither on, nothing it offers changes); ``linked``: where a read of a URI
-    no server lists or has a template for goes, in the client's session (a resource link's server)."""
-    server.extras, extras.links = extras, linked is not None  # links read: resources declared (`capabilities`)
+    serve ``subscriptions/listen`` too, when prompts, resources or tools may change (`listen_handler`: over stdio,
+    where serve speaks the 2026-07-28 protocol); ``linked``: where a read of a URI no server lists or has a template
+    for goes, in the client's session (a resource link's server); ``tools_change``: passthrough tools are offered.
+    Returns what a list handler calls with its context and what it lists (``tools``, ``prompts``, ``resources``): a
+    client of the handshake era is then told when that list changes."""
+    server.extras, extras.links, server.tools_change = extras, linked is not None, tools_change  # `capabilities`
 
     def spawn(send: Callable[[], Coroutine[Any, Any, None]]) -> None:
         group = tasks()
@@ -321,7 +323,7 @@ def install(
 
     on = extras.resources_on  # resource subscriptions (`agent.serve.upstream_subscriptions`), listen streams' too
     subscriptions = install_subscriptions(server, extras, in_session, spawn, forward, linked) if on else None
-    if listen and extras.on:
+    if listen and (extras.on or tools_change):
         handler = listen_handler(extras, spawn, subscriptions, in_session, forward, linked)
         server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, handler)
         server.listening = True
@@ -395,3 +397,4 @@ def install(
         server.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
         server.add_request_handler("resources/templates/list", types.PaginatedRequestParams, list_templates)
         server.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)
+    return listed

@@ -4,8 +4,10 @@ server's resource, which that protocol does only there (it has no ``resources/su
 
 **Lists.** A reload that changes the prompts or resources offered publishes ``PromptsListChanged`` or
 ``ResourcesListChanged`` on `UpstreamExtras.bus`, and each stream that asked for it gets
-``notifications/prompts/list_changed`` or ``.../resources/list_changed``; the tools never change (``tools.listChanged``
-stays false, `agent.serve.upstream_extras.ExtrasServer`), so a stream that asks for them is never told.
+``notifications/prompts/list_changed`` or ``.../resources/list_changed``; one that changes a passthrough tool's
+definition publishes ``ToolsListChanged`` (``notifications/tools/list_changed``: `UpstreamExtras.tools_changed`). The
+four tools of code mode never change (without a passthrough tool, ``tools.listChanged`` is false,
+`agent.serve.upstream_extras.ExtrasServer`, and a stream that asks for them is never told).
 
 **Resources.** Each URI of a stream's ``resourceSubscriptions`` is checked and subscribed to as a
 ``resources/subscribe`` is (`agent.serve.upstream_subscriptions`: the server that owns it, or whose passthrough

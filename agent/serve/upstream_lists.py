@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
-from mcp.server.subscriptions import InMemorySubscriptionBus, PromptsListChanged, ResourcesListChanged, ServerEvent
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ServerEvent,
+    ToolsListChanged,
+)
 from mcp.shared.exceptions import MCPError
 
 from agent.serve.upstream_offer import URI_CHARS, Found, Offered, PromptRoute, offered
@@ -30,7 +36,11 @@ Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
 """Starts a task in serve's task group (nothing when serve is not serving)."""
 RESOURCE_NOT_FOUND = -32002
 """The error code of a resource no server offers (the MCP specification's)."""
-EVENTS: dict[str, ServerEvent] = {"prompts": PromptsListChanged(), "resources": ResourcesListChanged()}
+EVENTS: dict[str, ServerEvent] = {
+    "prompts": PromptsListChanged(),
+    "resources": ResourcesListChanged(),
+    "tools": ToolsListChanged(),
+}
 """What a change of each list is on ``subscriptions/listen`` streams (the 2026-07-28 protocol's only way to say it)."""
 
 
@@ -136,11 +146,18 @@ class UpstreamExtras:
         if changed:
             self._tell(changed)
 
+    def tools_changed(self) -> None:
+        """The passthrough tools offered changed (`agent.serve.passthrough.Passthrough.reload`): the client sessions
+        that listed the tools are sent ``notifications/tools/list_changed``, the listen streams that asked for it told
+        (from any thread)."""
+        self._tell({"tools"})
+
     # ---- list_changed ----------------------------------------------------------------------------------------------
 
     def listened(self, session: Any, what: str, spawn: Spawn) -> None:
-        """``session`` (a client's connection of the handshake era, with ``send_prompt_list_changed`` and
-        ``send_resource_list_changed``, on serve's event loop) listed ``what``: a reload that changes it tells it.
+        """``session`` (a client's connection of the handshake era, with ``send_prompt_list_changed``,
+        ``send_resource_list_changed`` and ``send_tool_list_changed``, on serve's event loop) listed ``what``
+        (``prompts``, ``resources``, ``tools``): a reload that changes it tells it.
         ``spawn`` starts a notification in serve's task group."""
         with self._lock:
             self._on_serves_loop(spawn)
@@ -169,8 +186,7 @@ class UpstreamExtras:
         def start() -> None:
             for session, what in told:
                 for kind in sorted(what):
-                    send = session.send_prompt_list_changed if kind == "prompts" else session.send_resource_list_changed
-                    spawn(_quietly(send))
+                    spawn(_quietly(getattr(session, f"send_{_SENDS[kind]}_list_changed")))
             if streams:  # each stream delivers what its client asked for (`ListenHandler`)
                 for kind in sorted(changed):
                     spawn(_quietly(functools.partial(self.bus.publish, EVENTS[kind])))
@@ -260,6 +276,10 @@ def _matches(pattern: Any, uri: str) -> bool:
         return pattern.fullmatch(uri) is not None
     except UnicodeEncodeError:
         return False
+
+
+_SENDS = {"prompts": "prompt", "resources": "resource", "tools": "tool"}
+"""The connection's ``send_<kind>_list_changed`` of each list."""
 
 
 def _dumped(items: list[Any]) -> list[dict[str, Any]]:

@@ -106,7 +106,7 @@ async def test_a_client_of_the_2026_protocol_is_told_on_its_listen_stream(tmp_pa
         assert declared.prompts is not None and declared.resources is not None
         assert declared.prompts.list_changed and declared.resources.list_changed
         assert not declared.resources.subscribe  # its server declares no subscriptions
-        assert declared.tools is not None and not declared.tools.list_changed  # serve's tools never change
+        assert declared.tools is not None and declared.tools.list_changed  # its passthrough tools follow the tree
         asked = {"prompts_list_changed": kind == "prompt", "resources_list_changed": kind == "resource"}
         async with client.listen(**asked, resource_subscriptions=["growing://start"]) as stream:
             assert stream.honored.resource_subscriptions is None
