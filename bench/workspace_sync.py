@@ -1,9 +1,9 @@
 """Benchmark the save after each script of `tooltree serve --workspace`: telling whether anything changed, and a save.
 
-    python bench/workspace_sync.py [--runs 10] [--runtime runsc]
+    python bench/workspace_sync.py [--runs 10] [--runtime runsc] [--shape "20,000 empty folders"]
 
-For workspaces of a few shapes (empty; 100 files of 1 KB; 3,000 files of 16 KB, 48 MB; 20,000 empty files), on one
-session whose workspace folder is a temporary folder on the host:
+For workspaces of a few shapes (empty; 100 files of 1 KB; 3,000 files of 16 KB, 48 MB; 20,000 empty files; 20,000
+empty folders), or the ``--shape`` named, on one session whose workspace folder is a temporary folder on the host:
 
 - ``unchanged``: `Sandbox.save_workspace_if_changed` when nothing changed since the last save (the sandbox walks the
   workspace's names, modes, sizes and times: `workspace.stamp`), the cost every script pays;
@@ -42,6 +42,7 @@ SHAPES = {
     "100 files of 1 KB": "for i in range(100):\n    open(f'w/{i}', 'wb').write(b'x' * 1000)",
     "3,000 files of 16 KB": "for i in range(3000):\n    open(f'w/{i}', 'wb').write(os.urandom(16000))",
     "20,000 empty files": "for i in range(20000):\n    open(f'w/{i}', 'wb').close()",
+    "20,000 empty folders": "for i in range(20000):\n    os.mkdir(f'w/{i}')",
 }
 
 
@@ -79,12 +80,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=positive_int, default=10)
     parser.add_argument("--runtime", default=None, help="an OCI runtime such as runsc (default: the engine's)")
+    parser.add_argument("--shape", choices=list(SHAPES), action="append", help="measure only this workspace shape")
     args = parser.parse_args()
     config = SandboxConfig(owner=OWNER, runtime=args.runtime, timeout=300)
     results: dict[str, dict[str, dict[str, float]]] = {}
     rows = []
     try:
         for shape, make in SHAPES.items():
+            if args.shape and shape not in args.shape:
+                continue
             measured = measure(config, make, args.runs)
             results[shape] = {kind: summary(values) for kind, values in measured.items()}
             rows.append([shape, *(f"{1000 * results[shape][k]['median']:.1f}" for k in measured)])

@@ -24,9 +24,10 @@ data: the merge then treats it as a file the sandbox did not change, whose conte
 holds (a ``same`` for a path that save did not send is a `ProtocolError`). A file sent with its data whose
 content is the one the record holds for it (in a first save, a restored file a script only touched) is taken
 the same way, never written to staging: its first piece waits in memory until the next item shows it was the
-whole file. On any failure the staging directory is dropped and the previous copy stays. A complete save is
-merged with the host folder rather than put in its place, so what the sandbox never held or never changed is
-kept (`sandbox.workspace_merge`, `sandbox.workspace_inplace`).
+whole file. A folder the sandbox started from that the host held as a folder then is not made in staging unless
+something is written in it (`sandbox.workspace_unstaged`). On any failure the staging directory is dropped and the
+previous copy stays. A complete save is merged with the host folder rather than put in its place, so what the
+sandbox never held or never changed is kept (`sandbox.workspace_merge`, `sandbox.workspace_inplace`).
 
 The top-level names in `RESERVED` are tooltree's own, not workspace content: the read-only tree's
 ``servers`` and the work folder `WORK_FOLDER`. They are never restored, and never merged into the host
@@ -68,6 +69,7 @@ from sandbox.errors import ProtocolError, WorkspaceError
 from sandbox.host_folders import alive, is_mount_point, lock_saves_into, open_folder, past_restore, remove_tree, shown
 from sandbox.workspace_inplace import AsideArea, Merge, merge
 from sandbox.workspace_merge import HOST_ONLY, HOST_ONLY_NAMES, HostEntry, RestoreRecord, entries_below
+from sandbox.workspace_unstaged import UnstagedFolders
 
 __all__ = [
     "BATCH_BYTES",
@@ -246,6 +248,7 @@ class WorkspaceReceiver:
         self._hashes: dict[bytes, Any] = {}
         self._same: dict[bytes, bytes] = {}  # files sent as ``same``: their digest in the record
         self._dirs: set[bytes] = set()
+        self._unstaged = UnstagedFolders(record)  # folders the host holds, nothing written in them: not staged
         self._left_out: dict[bytes, int] = {}  # entries sent under each reserved name: counted, never written
         self.merging = False
         """Host entries may have moved into the staging folder: it is no longer dropped."""
@@ -323,6 +326,8 @@ class WorkspaceReceiver:
                 continue
             if data is None:
                 self._dirs.add(rel)
+                if self._unstaged.leave_out(rel):
+                    continue
             else:
                 if not append:
                     self._hashes[rel] = hashlib.sha256()
@@ -385,6 +390,8 @@ class WorkspaceReceiver:
 
     def _write(self, parts: list[bytes], data: bytes | None, *, append: bool) -> None:
         try:
+            if not append:
+                self._unstaged.unfold(parts[:-1], self._writer)
             self._writer.write(parts, data, append=append)
         except FileExistsError:
             raise ProtocolError(f"{show(parts)} already exists (sent twice?) while saving the workspace") from None
@@ -463,6 +470,10 @@ class WorkspaceReceiver:
         self.next_record = self._record_of_save(digests, self._foreign)
 
     def _merge_in(self, digests: dict[bytes, bytes]) -> None:
+        try:
+            self._unstaged.stage_missing(self.dest, self.staging)
+        except OSError as e:
+            raise WorkspaceError(f"cannot write a folder into {self.staging}: {e.strerror}") from None
         if not self.dest.exists() and not self.dest.is_symlink():
             try:
                 os.rename(self.staging, self.dest)
@@ -481,7 +492,8 @@ class WorkspaceReceiver:
         # removed it as a killed save's staging folder, and the script's files not merged yet were gone.
         self._keep_staging()
         try:
-            merge(dest_fd, self.staging, self.record, digests, aside, merged, skip_top=_RESERVED, same=set(self._same))
+            merge(dest_fd, self.staging, self.record, digests, aside, merged, skip_top=_RESERVED, same=set(self._same),
+                  present=frozenset(self._unstaged.folders))  # fmt: skip
         except OSError as e:
             kept = f"; host entries it took out are in {aside.kept}" if aside.kept is not None else ""
             raise WorkspaceError(f"could not merge the saved workspace into {self.dest} ({e}): it was merged in "

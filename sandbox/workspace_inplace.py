@@ -162,6 +162,7 @@ def merge(
     *,
     skip_top: frozenset[bytes],
     same: set[bytes] | frozenset[bytes] = frozenset(),
+    present: frozenset[bytes] = frozenset(),
 ) -> None:
     """Merge ``staging`` (the saved copy) into the open host folder ``dest_fd`` in place (see the module's
     rules); host entries that go are moved into ``aside``. Top-level names in ``skip_top``, and `HOST_ONLY_NAMES` at
@@ -170,7 +171,11 @@ def merge(
     ``record`` is None when the save goes to a folder nothing was restored from: then every host entry is
     kept (the sandbox's copy takes the name where both hold a different file). ``sandbox_digests`` are the
     SHA-256 of the files the save wrote, by path. ``same`` are the files the sandbox sent as left as the save
-    before sent them (not in ``staging``): the host's entry stays, or its deletion does.
+    before sent them (not in ``staging``): the host's entry stays, or its deletion does. ``present`` are folders the
+    sandbox holds, not in ``staging`` (nothing in them was written): where the host has a folder of that name it is
+    merged in place as one the sandbox holds with nothing of it staged (what the sandbox deleted in it goes, the rest
+    stays); the receiver stages those the host no longer holds as a folder, so another entry there is only a change
+    made during the merge, which stays.
 
     Raises:
         OSError: a move failed; ``out`` says what was done (nothing is deleted: set aside, or in ``staging``).
@@ -179,7 +184,7 @@ def merge(
     try:
         if record is not None:
             _sandbox_modes(dest_fd, stage_fd, record)
-        _Merger(record, sandbox_digests, aside, out, skip_top, same).folder(dest_fd, stage_fd, b"", 0)
+        _Merger(record, sandbox_digests, aside, out, skip_top, same, present).folder(dest_fd, stage_fd, b"", 0)
     finally:
         os.close(stage_fd)
 
@@ -250,9 +255,14 @@ class _Merger:
         out: Merge,
         skip_top: frozenset[bytes],
         same: set[bytes] | frozenset[bytes],
+        present: frozenset[bytes],
     ) -> None:
         self.record, self.digests, self.aside, self.out, self.skip_top = record, digests, aside, out, skip_top
-        self.same = same
+        self.same, self.present = same, present
+        # The folders that held anything when the record was taken: an unstaged folder outside them holds only what the
+        # host made since, which stays, so the merge has nothing to do in it and does not open it.
+        known = (*record.entries, *record.digests, *record.folders) if record is not None and present else ()
+        self.holding = {rel.rpartition(b"/")[0] for rel in known}
 
     def folder(self, host_fd: int, stage_fd: int | None, rel: bytes, depth: int) -> None:
         """Merge the open saved folder ``stage_fd`` (None: the sandbox deleted it) into the open host folder."""
@@ -278,6 +288,10 @@ class _Merger:
         saved: os.stat_result | None,
         depth: int,
     ) -> None:
+        if saved is None and rel in self.present:
+            if host is not None and stat.S_ISDIR(host.st_mode) and rel in self.holding:
+                self._descend(host_fd, None, name, rel, depth, present=True)
+            return  # not a folder since the receiver looked: another process's entry, which stays
         # A file the sandbox left as it was sent: the host's entry stays, whatever it is now (as `decide` keeps it).
         action = "keep" if rel in self.same else decide(rel, host, saved, self.record, self.digests, host_fd)
         if action == "keep" and rel in self.digests and not self._holds_ours(host_fd, name, rel, host):
@@ -315,9 +329,12 @@ class _Merger:
             return False
         return unchanged(rel, host, self.record) or digest_at(host_fd, name) == self.digests.get(rel)
 
-    def _descend(self, host_fd: int, stage_fd: int | None, name: bytes, rel: bytes, depth: int) -> None:
-        """Merge a folder in place; one the sandbox deleted (``stage_fd`` None) goes when nothing in it stays."""
-        if stage_fd is None and depth >= MAX_DEPTH:
+    def _descend(
+        self, host_fd: int, stage_fd: int | None, name: bytes, rel: bytes, depth: int, *, present: bool = False
+    ) -> None:
+        """Merge a folder in place; one the sandbox deleted (``stage_fd`` None, not ``present``: the sandbox holds it,
+        with nothing staged) goes when nothing in it stays."""
+        if stage_fd is None and depth >= MAX_DEPTH and not present:
             return  # deeper than any restore sends: kept as it is
         try:
             sub_host = os.open(name, DIR_FLAGS, dir_fd=host_fd)
@@ -334,6 +351,8 @@ class _Merger:
                     os.close(sub_stage)
         finally:
             os.close(sub_host)
+        if present:
+            return  # the sandbox holds it: it stays, empty or not
         with contextlib.suppress(OSError):  # not empty (something stays, or a saved entry waits), or a mount
             os.rmdir(name, dir_fd=host_fd if stage_fd is None else stage_fd)
 

@@ -206,3 +206,74 @@ def test_a_script_that_makes_the_work_folders_name_keeps_its_sandbox_through_lat
         assert sb.save_workspace_if_changed() is True  # before: the sandbox was ended, a protocol violation
         assert sb.ended is None and sb.execute("print(1)").stdout == "1\n"
     assert (ws / "a.txt").read_text(encoding="utf-8") == "a" and not (ws / ".tooltree-save").exists()
+
+
+def staged_folders(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The folders receivers make in their staging folders, as they make them (the real writer, counting)."""
+    made: list[bytes] = []
+
+    class CountingWriter(TreeWriter):
+        def write(self, parts: Sequence[bytes], data: bytes | None, *, append: bool) -> None:
+            if data is None:
+                made.append(b"/".join(parts))
+            super().write(parts, data, append=append)
+
+    monkeypatch.setattr("sandbox.workspace.TreeWriter", CountingWriter)
+    monkeypatch.setattr("sandbox.workspace_unstaged.TreeWriter", CountingWriter)
+    return made
+
+
+@pytest.mark.docker
+def test_a_later_save_stages_only_the_folders_that_hold_what_changed_and_deletions_in_the_rest_still_go(
+    backend: DockerBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    made = staged_folders(monkeypatch)
+    with Sandbox(backend, workspace=ws) as sb:
+        first = "import os\nfor i in range(300):\n    os.makedirs(f'd{i}/sub')\n"
+        assert sb.execute(first + "for i in (5, 7):\n    open(f'd{i}/f.txt', 'w').write('0')").ok
+        assert sb.save_workspace_if_changed() is True
+        inodes = {path: path.stat().st_ino for path in ws.glob("d*")}
+        made.clear()
+        second = "import os\nopen('d5/f.txt', 'w').write('1')\nos.remove('d7/f.txt')\nos.rmdir('d9/sub')\n"
+        assert sb.execute(second + "os.makedirs('n/m')\nopen('n/m/g.txt', 'w').write('g')").ok
+        assert sb.save_workspace_if_changed() is True
+        # Before: every folder the sandbox holds (602 and skills/) was made in staging, and removed again by the merge.
+        assert sorted(made) == [b"d5", b"n", b"n/m"]
+        assert (ws / "d5/f.txt").read_text(encoding="utf-8") == "1" and (ws / "d7").is_dir()
+        made.clear()
+        assert sb.execute("import os\nos.remove('d5/f.txt')\nos.rmdir('d8/sub')").ok
+        assert sb.save_workspace_if_changed() is True
+        assert made == []
+    assert (ws / "n/m/g.txt").read_text(encoding="utf-8") == "g"
+    assert not (ws / "d5/f.txt").exists() and not (ws / "d7/f.txt").exists()
+    assert not (ws / "d8/sub").exists() and not (ws / "d9/sub").exists() and (ws / "d10/sub").is_dir()
+    assert {path: path.stat().st_ino for path in ws.glob("d*")} == inodes  # the same folders, none made again
+
+
+def test_folders_the_host_deleted_or_replaced_during_the_session_are_staged_and_merged_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dest = tmp_path / "ws"
+    for name in ("gone", "filed", "linked", "kept"):
+        (dest / name).mkdir(parents=True)
+    (dest / "kept/f.txt").write_bytes(b"f")
+    record = restored(dest)
+    (dest / "gone").rmdir()
+    (dest / "filed").rmdir()
+    (dest / "filed").write_bytes(b"host")
+    (dest / "linked").rmdir()
+    (dest / "linked").symlink_to("kept")
+    made = staged_folders(monkeypatch)
+    receiver = save(dest, record, {"kept/f.txt": b"f"}, ("gone", "filed", "linked"))
+    assert sorted(made) == [b"filed", b"gone", b"linked"]  # "kept" is the host's folder as it was: not staged
+    assert tree_of(dest) == {
+        "filed": "dir",
+        "filed.host": b"host",
+        "kept": "dir",
+        "kept/f.txt": b"f",
+        "linked": "dir",
+        "linked.host": "-> kept",
+    }
+    assert len(receiver.notes) == 2
