@@ -26,7 +26,8 @@ from tool_tree.config_checks import (
     url_problem,
     warn_bare_variables,
 )
-from tool_tree.config_clients import CODEX_STARTUP_SECONDS, CODEX_TOOL_SECONDS, entry_of, read_env_file
+from tool_tree.config_clients import entry_of, read_env_file
+from tool_tree.config_codex import CODEX_STARTUP_SECONDS, CODEX_TOOL_SECONDS
 from tool_tree.config_read import ConfigError, Node, Reader, did_you_mean, kind_of
 from tool_tree.config_servers import ASKABLE, DEFAULT_TIMEOUT, MAX_CONCURRENCY, MAX_DESCRIPTION, PROTOCOLS, ServerConfig
 from tool_tree.text import one_line
