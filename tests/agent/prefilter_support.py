@@ -13,6 +13,11 @@ from tool_tree.tree import Manifest
 
 Answer = dict[str, float] | FilterError | threading.Event
 
+HELD = 60.0
+"""Seconds a test's other holder keeps the state folder's lock before it lets go (so that a wait without limit
+ends): a save that waited for it is told from one that gave up at its limit by far more than a loaded machine adds
+(before, 10 s against a bound of 5)."""
+
 
 class ScriptedFilter:
     """Answers each `classify` with the next scripted answer: probabilities by key, an error to
