@@ -95,14 +95,21 @@ def test_a_paused_terminal_never_holds_up_the_sandbox_and_the_end_prints_what_it
     monkeypatch.setattr(exec_live, "FLUSH_WAIT", 0.2)
     out = _Paused()
     live = LiveOutput({"stdout": out})
-    started = time.monotonic()
-    for n in range(10):  # the writer holds the first, 3 wait, the rest are past the queue: printing stops
-        live.feed("stdout", b"line %d\n" % n)
-    assert time.monotonic() - started < 1.0
-    whole = "".join(f"line {n}\n" for n in range(10)) + "end"
-    rest = live.rest("stdout", whole)  # the terminal is still paused: nothing of it counts as shown
-    assert rest == whole
-    out.go.set()
+    fed = threading.Event()
+
+    def feed() -> None:
+        for n in range(10):  # the writer holds the first, 3 wait, the rest are past the queue: printing stops
+            live.feed("stdout", b"line %d\n" % n)
+        fed.set()
+
+    try:
+        threading.Thread(target=feed, daemon=True).start()
+        assert fed.wait(WAIT / 2), "feeding waited for the paused terminal"  # it is let go only below
+        whole = "".join(f"line {n}\n" for n in range(10)) + "end"
+        rest = live.rest("stdout", whole)  # the terminal is still paused: nothing of it counts as shown
+        assert rest == whole
+    finally:
+        out.go.set()
 
 
 def test_what_waits_for_a_paused_terminal_is_bounded_in_characters_too(monkeypatch: pytest.MonkeyPatch) -> None:
