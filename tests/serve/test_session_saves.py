@@ -51,10 +51,12 @@ class SlowClosingRuntime:
         self.sandbox_started = True
         self.closing = threading.Event()
         self.may_close = threading.Event()
+        self.closed = threading.Event()
 
     def close(self) -> None:
         self.closing.set()
         self.may_close.wait(WAIT)
+        self.closed.set()
 
 
 def outcome() -> ToolOutcome:
@@ -79,8 +81,9 @@ async def test_a_slow_close_does_not_hold_up_another_sessions_save() -> None:
         with anyio.fail_after(WAIT):
             await anyio.to_thread.run_sync(runtimes["leaving"].closing.wait, WAIT, abandon_on_cancel=True)
         assert runtimes["leaving"].running_sandbox.saves == 1  # its last save, before the close
-        with anyio.fail_after(5):  # before: waited for the other session's whole close
-            await anyio.to_thread.run_sync(working._save_workspace, outcome())
+        with anyio.fail_after(WAIT):  # abandoned when it waits too long: a thread that is not ignores the deadline
+            await anyio.to_thread.run_sync(working._save_workspace, outcome(), abandon_on_cancel=True)
+        assert not runtimes["leaving"].closed.is_set()  # before: the save waited for the other session's whole close
         runtimes["leaving"].may_close.set()
     assert runtimes["working"].running_sandbox.saves == 1
 
