@@ -22,6 +22,17 @@ __all__ = ["clients"]  # the fixture, imported for the Claude Code test here
 
 WAIT = 90.0
 
+RELEASE = {"group": "held", "parties": 2, "timeout": WAIT}
+"""The arguments of `media.rendezvous` that a script's call (`HELD`) and the test's passthrough call share: the script
+goes on once the test has seen what must happen while it runs (before, it slept 3 s, a window a loaded machine could
+miss)."""
+HELD = f"from servers.media import rendezvous\nrendezvous(**{RELEASE!r})\n"
+
+
+def printed(text: str) -> str:
+    """What a script printed, of its result's text: without the summary of its tool calls that follows it."""
+    return text.split("\n\ntool calls from the script: ")[0]
+
 
 async def test_parallel_executions_of_one_session_run_in_order_and_the_waiting_ones_send_progress(
     make_serve: Callable[..., Serve], tmp_path: Path
@@ -30,12 +41,13 @@ async def test_parallel_executions_of_one_session_run_in_order_and_the_waiting_o
 
     folder = tmp_path / "workspace"
     folder.mkdir()
-    serve = make_serve(extra=["--workspace", str(folder)])
+    serve = make_serve(extra=["--workspace", str(folder), "--passthrough", "media.rendezvous"])
     seen: dict[str, list[tuple[float, float | None, str | None]]] = {"a": [], "b": [], "c": []}
     running = anyio.Event()
+    waiting = {"b": anyio.Event(), "c": anyio.Event()}
     results: dict[str, str] = {}
     scripts = {
-        "a": "import time\nopen('/workspace/a.txt', 'w').write('a')\norder = ['a']\ntime.sleep(3)\nprint(order)",
+        "a": "open('/workspace/a.txt', 'w').write('a')\norder = ['a']\n" + HELD + "print(order)",
         "b": "open('/workspace/b.txt', 'w').write('b')\norder.append('b')\nprint(order)",
         "c": "open('/workspace/c.txt', 'w').write('c')\norder.append('c')\nprint(order)",
     }
@@ -46,10 +58,12 @@ async def test_parallel_executions_of_one_session_run_in_order_and_the_waiting_o
                 seen[name].append((done, total, message))
                 if name == "a":
                     running.set()
+                elif (message or "").startswith("waiting "):
+                    waiting[name].set()
 
             result = await client.call_tool("execute_python", {"code": scripts[name]}, progress_callback=progress)
             assert not result.is_error, result
-            results[name] = result.content[0].text  # type: ignore[union-attr]
+            results[name] = printed(result.content[0].text)  # type: ignore[union-attr]
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(call, "a")
@@ -58,6 +72,11 @@ async def test_parallel_executions_of_one_session_run_in_order_and_the_waiting_o
             tg.start_soon(call, "b")
             await anyio.sleep(0)
             tg.start_soon(call, "c")
+            with anyio.fail_after(WAIT):  # "a" holds the session until both are told they wait, however slow serve is
+                await waiting["b"].wait()
+                await waiting["c"].wait()
+            released = await client.call_tool("media__rendezvous", RELEASE)  # "a" goes on
+            assert not released.is_error, released
     # One script at a time, in the order the calls came; no file of one lost to the save of another.
     assert results == {"a": "['a']", "b": "['a', 'b']", "c": "['a', 'b', 'c']"}
     assert {p.name: p.read_text() for p in folder.glob("*.txt")} == {"a.txt": "a", "b.txt": "b", "c.txt": "c"}
@@ -138,7 +157,7 @@ async def test_a_waiting_execution_cancelled_by_its_client_never_runs_and_the_ru
 ) -> None:
     import mcp
 
-    serve = make_serve()
+    serve = make_serve(extra=["--passthrough", "media.rendezvous"])
     running, waiting = anyio.Event(), anyio.Event()
     async with mcp.Client(serve.stdio_params(), read_timeout_seconds=WAIT) as client:
 
@@ -146,9 +165,9 @@ async def test_a_waiting_execution_cancelled_by_its_client_never_runs_and_the_ru
             async def progress(done: float, total: float | None, message: str | None) -> None:
                 running.set()
 
-            code = "import time\ntime.sleep(3)\nprint('long done')"
+            code = HELD + "print('long done')"
             result = await client.call_tool("execute_python", {"code": code}, progress_callback=progress)
-            assert result.content[0].text == "long done"  # type: ignore[union-attr]
+            assert printed(result.content[0].text) == "long done"  # type: ignore[union-attr]
 
         async def queued() -> None:
             async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -166,5 +185,7 @@ async def test_a_waiting_execution_cancelled_by_its_client_never_runs_and_the_ru
                 with anyio.fail_after(WAIT):
                     await waiting.wait()
                 inner.cancel_scope.cancel()  # the SDK sends notifications/cancelled for it
+            released = await client.call_tool("media__rendezvous", RELEASE)  # the long one goes on
+            assert not released.is_error, released
         after = await client.call_tool("execute_python", {"code": "print('ran' in globals())"})
     assert after.content[0].text == "False"  # type: ignore[union-attr]
