@@ -37,17 +37,28 @@ os.environ["TOOLTREE_SANDBOX_OWNER"] = TEST_OWNER
 SAMPLE_SERVERS = Path(__file__).resolve().parents[1] / "examples" / "sample_servers"
 
 
+ENGINE_MARKERS = {"docker_engine": "docker", "podman_engine": "podman"}
+"""The marker each engine fixture's tests carry."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The ``podman`` marker, beside the fixture it goes with (``docker``'s is in pyproject.toml)."""
+    config.addinivalue_line("markers", "podman: needs Podman (REQUIRE_PODMAN=1 turns a missing one into a failure)")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that reaches `docker_engine`, through any fixture, carries the ``docker`` marker, so ``-m 'not
-    docker'`` leaves out all that need the engine (before, six did not: they ran there, and skipped or failed
-    without an engine). One without it fails the collection, named."""
-    unmarked = [
-        item.nodeid
-        for item in items
-        if "docker_engine" in getattr(item, "fixturenames", ()) and item.get_closest_marker("docker") is None
-    ]
-    if unmarked:
-        raise pytest.UsageError(f"tests that need the Docker engine lack @pytest.mark.docker: {', '.join(unmarked)}")
+    """Every test that reaches `docker_engine` (or `podman_engine`), through any fixture, carries the ``docker`` (or
+    ``podman``) marker, so ``-m 'not docker and not podman'`` leaves out all that need an engine (before, six did not:
+    they ran there, and skipped or failed without an engine; the Podman tests had none). One without it fails the
+    collection, named."""
+    for fixture, marker in ENGINE_MARKERS.items():
+        unmarked = [
+            item.nodeid
+            for item in items
+            if fixture in getattr(item, "fixturenames", ()) and item.get_closest_marker(marker) is None
+        ]
+        if unmarked:
+            raise pytest.UsageError(f"tests that use {fixture} lack @pytest.mark.{marker}: {', '.join(unmarked)}")
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,8 @@ Measured with Podman 4.3.1 (Debian 12, rootful, runc, cgroup v1), given the sett
 - with a profile file on its host, the container is made with a writable tmpfs at ``/run`` and ``/var/tmp`` besides
   ours, without ``noexec`` or a size, over the read-only root: `check_hardening` did not look for one.
 
-The tests that need Podman use the ``podman_engine`` fixture (a service of their own on a temporary socket);
-``REQUIRE_PODMAN=1`` turns a missing ``podman`` into a failure.
+The tests that need Podman use the ``podman_engine`` fixture (a service of their own on a temporary socket) and carry
+the ``podman`` marker; ``REQUIRE_PODMAN=1`` turns a missing ``podman`` into a failure.
 """
 
 from __future__ import annotations
@@ -102,6 +102,7 @@ def podman(podman_engine: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Dock
     engine.close()
 
 
+@pytest.mark.podman
 def test_a_sandbox_on_podman_is_refused_before_anything_is_made(
     podman: DockerEngine, podman_engine: str, tmp_path: Path
 ) -> None:
@@ -129,6 +130,7 @@ def _scratch_image(engine: DockerEngine, folder: Path) -> str:
     return "tooltree-test-scratch:latest"
 
 
+@pytest.mark.podman
 def test_podman_takes_our_settings_only_in_part_and_its_own_tmpfs_fails_the_check(
     podman: DockerEngine, tmp_path: Path
 ) -> None:
