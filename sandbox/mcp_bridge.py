@@ -13,20 +13,17 @@ For every call from a script it:
 3. refuses a tool whose live definition no longer matches the schema hash it was generated
    from (a server that changed its tools since generation, possibly maliciously), checked at the tool's first call
    and again after its server was started again;
-4. validates the arguments against the tool's input schema on the host (``jsonschema``, with a
-   linear-time ``uniqueItems``, patterns matched by RE2, ``$ref`` resolved only inside the schema
-   and the drafts' metaschemas — never fetched — and at most `MAX_VALIDATION_ERRORS` errors
-   considered) and returns the precise error to the script; unknown properties are refused only
-   where the schema says so;
+4. validates the arguments against the tool's input schema on the host (`sandbox.argument_checks`) and returns the
+   precise error to the script;
 5. enforces per-execution budgets (number of calls, bytes of results: a call is admitted while the results so far
    are under it, and a result that comes once they reach it — a call that ran beside the ones that spent it — is
    not handed on; so an execution's results stay under the budget plus its one result that crossed it);
 6. calls the tool through the `ServerPool` and returns the result unflattened (a call that got no usable
    answer, a `CallFailure` such as a timeout, fails with its code instead: it is not the tool's error);
-7. writes one JSON audit line: session, server, tool, argument digest, outcome, bytes, ms, and the error cleaned
-   and cut as the ledger's is (`sandbox.results.ledger_error`: before, a server's error went in whole, 24 MB a
-   line for an error of 2,000,000 emoji, 480 MB of audit log in 10 s); an execution's refused calls past
-   `MAX_REFUSED_LINES` are counted in one line at its end.
+7. writes one JSON audit line (`sandbox.audit_log.AuditLog`): session, server, tool, argument digest, outcome,
+   bytes, ms, and the error cleaned and cut as the ledger's is (`sandbox.results.ledger_error`: before, a server's
+   error went in whole, 24 MB a line for an error of 2,000,000 emoji, 480 MB of audit log in 10 s); an execution's
+   refused calls past `MAX_REFUSED_LINES` are counted in one line at its end.
 
 Secrets (server env, headers) live in the pool on the host; nothing of them enters the sandbox.
 
@@ -36,29 +33,28 @@ schemas, its budgets and its audit log.)
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
-import itertools
 import json
 import logging
 import os
-import stat
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
-import jsonschema
-import referencing.exceptions
-from jsonschema.protocols import Validator
 
+from sandbox.argument_checks import ARGUMENTS_SAID as ARGUMENTS_SAID
+from sandbox.argument_checks import MAX_VALIDATION_ERRORS as MAX_VALIDATION_ERRORS
+from sandbox.argument_checks import VALIDATION_BURST_SECONDS as VALIDATION_BURST_SECONDS
+from sandbox.argument_checks import VALIDATION_RATE as VALIDATION_RATE
+from sandbox.argument_checks import ArgumentChecks
+from sandbox.audit_log import AuditLog as AuditLog
 from sandbox.bridge import ToolBridge, ToolCallRefused
 from sandbox.call_limits import ArgumentsRefused, is_small, measure
-from sandbox.request_budget import ACCOUNT, RequestBudget
 from sandbox.results import ledger_error
 from sandbox.stored_definitions import StoredDefinition, stored_definition
 from sandbox.stored_definitions import manifest_version as manifest_file_version
@@ -66,33 +62,16 @@ from sandbox.tool_changes import StaleRefusals, StaleSessionRefused, StaleTools,
 from tool_tree.config import Config, setting_named
 from tool_tree.pool import CallFailure, PoolError, ProgressListener, ServerPool, ServerUnavailable
 from tool_tree.regenerate import shell_word
-from tool_tree.schema_check import (
-    VALIDATION_CALL_SECONDS,
-    TooCostly,
-    cpu_deadline,
-    describe_error,
-    matches_patterns,
-    tool_validator,
-)
+from tool_tree.schema_check import describe_error
 from tool_tree.server_asks import Asker
 from tool_tree.text import clean
 from tool_tree.tree import Manifest, ToolEntry, requires_task, schema_hash
 
 logger = logging.getLogger(__name__)
 
-MAX_VALIDATION_ERRORS = 100
-"""Validation errors looked at to pick the one reported (an array of a million wrong items has a million)."""
-ARGUMENTS_SAID = 3
-"""The most arguments one refusal names as wrong (each once)."""
 MAX_REFUSED_LINES = 2_000
 """Refused calls of one execution written one audit line each (as many as the ledger lists); the rest are counted by
 code in one line at the execution's end (`McpBridge.end_execution`)."""
-VALIDATION_BURST_SECONDS = 1.0
-VALIDATION_RATE = 0.05
-"""Host CPU a session's argument validations may take: 1 s at once, then 5% of a core (each call at most
-`schema_check.VALIDATION_CALL_SECONDS`, the one that overdraws it included). Past it, calls go to their servers
-unchecked here until it refills: the servers validate their own input. A script's validations are charged to its
-sandbox's request budget too (`sandbox.request_budget.ACCOUNT`), and skipped likewise while that is spent."""
 STDERR_LINES = 8
 STDERR_CHARS = 1500
 """How much of a failed server's stderr an error shows: its last lines, at most this many characters."""
@@ -111,67 +90,6 @@ class Budgets:
 
     calls: int = 2_000
     result_bytes: int = 256 * 1024 * 1024
-
-
-def _ends_mid_line(path: str | Path) -> bool:
-    """Whether the regular file at ``path`` ends in a line not ended (a write cut short); False for one that cannot
-    be read (written to only) and for a stream (a pipe, a terminal)."""
-    try:
-        with open(path, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode) or f.seek(0, os.SEEK_END) == 0:
-                return False
-            f.seek(-1, os.SEEK_END)
-            return f.read(1) != b"\n"
-    except OSError:
-        return False
-
-
-class AuditLog:
-    """One JSON line per tool call, appended to a file (or any text stream). Thread-safe."""
-
-    def __init__(self, target: str | Path | IO[str]) -> None:
-        """Raises: SandboxError: the file cannot be opened for appending (a folder, no permission, ...)."""
-        from sandbox.errors import SandboxError
-
-        self._lock = threading.Lock()
-        self.error: str | None = None
-        """Why a line could not be written (the first failure), after which the bridge makes no more calls."""
-        self._name = str(target) if isinstance(target, str | Path) else "stream"
-        if isinstance(target, str | Path):
-            try:
-                # Created readable by its owner only: it names every call's tool, session and error.
-                fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-                self._stream: IO[str] = os.fdopen(fd, "a", encoding="utf-8")
-                if _ends_mid_line(target):  # a write cut short (a full disk, a kill) must not swallow the next line
-                    self._stream.write("\n")
-                    self._stream.flush()
-            except IsADirectoryError:
-                raise SandboxError(f"audit log {target}: a folder, not a file; give a file to append to") from None
-            except OSError as e:
-                raise SandboxError(f"audit log {target}: cannot append to it ({e.strerror or e})") from None
-            self._owned = True
-        else:
-            self._stream, self._owned = target, False
-
-    def write(self, record: dict[str, Any]) -> None:
-        """Append ``record``: ASCII JSON, so a line shown in a terminal carries none of the script's control or
-        bidi characters (names and errors come from it; U+202E and 8-bit controls went out raw)."""
-        line = json.dumps(record, ensure_ascii=True, sort_keys=True)
-        with self._lock:
-            try:
-                self._stream.write(line + "\n")
-                self._stream.flush()
-            except OSError as e:  # the call ran: its result stands, the calls after it are refused
-                if self.error is None:
-                    self.error = f"audit log {self._name}: cannot write to it ({e.strerror or e})"
-                    logger.error("%s; no more tool calls are made, since they could not be audited", self.error)
-
-    def close(self) -> None:
-        """Close the file; lines it could not write were said when they failed (before: the failure was raised again
-        here, and `tooltree exec` ended with exit 70, the script's output never printed)."""
-        if self._owned:
-            with contextlib.suppress(OSError):
-                self._stream.close()
 
 
 class McpBridge(ToolBridge):
@@ -239,10 +157,8 @@ class McpBridge(ToolBridge):
         self.stale = StaleRefusals()
         """The calls refused since the tree was regenerated under the session (shared with its companions)."""
         self._stale = StaleTools(self.tree, self.manifest_version, self.stale)
-        self._validators: dict[tuple[str, str], Validator | None] = {}
-        self._patterned: dict[tuple[str, str], bool] = {}
-        self._validation_budget = RequestBudget(burst=VALIDATION_BURST_SECONDS, rate=VALIDATION_RATE)
-        self._unchecked_logged: set[tuple[str, str]] = set()
+        self._checks = ArgumentChecks(self.manifest, self._definition)
+        """Each tool's validator and the session's host CPU for validation (`sandbox.argument_checks`)."""
         self._verified: dict[tuple[str, str], int] = {}
         """Tools whose live definition matched the manifest, and how many times their server had been started again
         then (`ServerPool.restarts`): a server started again since is checked again."""
@@ -261,7 +177,7 @@ class McpBridge(ToolBridge):
         other._lock = threading.Lock()
         other._calls = other._bytes = other._refused_lines = 0
         other._refused_unwritten = {}
-        other._validation_budget = RequestBudget(burst=VALIDATION_BURST_SECONDS, rate=VALIDATION_RATE)
+        other._checks = self._checks.companion()
         other.script_asks = None  # a script's: never a host caller's
         return other
 
@@ -326,7 +242,7 @@ class McpBridge(ToolBridge):
                     f"got {type(arguments).__name__}",
                     "invalid_arguments",
                 )
-            if is_small(arguments) and not self._matches_patterns(server, tool):  # admitted on the event loop
+            if is_small(arguments) and not self._checks.matches_patterns(server, tool):  # admitted on the event loop
                 entry, record["args_sha256"] = self._admit(server, tool, arguments)
             else:  # hashing and validating large arguments, or matching patterns (RE2 releases the GIL), must
                 # not hold up every session's calls on this loop
@@ -417,7 +333,7 @@ class McpBridge(ToolBridge):
                     "budget_exhausted",
                 )
             self._calls += 1
-        errors = self._validate(entry, arguments)
+        errors = self._checks.errors(entry, arguments)
         if errors:
             said = "; ".join(describe_error(error, "arguments") for error in errors)
             raise ToolCallRefused(f"invalid arguments: {said}", "invalid_arguments")
@@ -460,59 +376,6 @@ class McpBridge(ToolBridge):
         given = ["--config", config] if config is not None else []
         words = ["tooltree", "generate-tree", *given, "--out", str(self.tree), *more]
         return " ".join(shell_word(word) for word in words)
-
-    def _validate(self, entry: ToolEntry, arguments: dict[str, Any]) -> list[jsonschema.ValidationError]:
-        """The errors the host reports for ``arguments`` (none: valid, or left to the server), within the
-        session's validation budget and the sandbox's request budget (`ACCOUNT`, when a sandbox's request is served):
-        each validation is charged the CPU it took on this thread, to both. The best first, then one of each other
-        argument that is wrong, up to `ARGUMENTS_SAID` (before: the best alone, and a call of two wrong arguments was
-        refused twice, once for each)."""
-        validator = self._validator(entry)
-        if validator is None:
-            return []
-        if self._validation_budget.charge(0.0) > 0:
-            budget = f"{VALIDATION_BURST_SECONDS:g} s at once, then {VALIDATION_RATE:.0%} of a core"
-            self._unchecked(entry, f"past the session's budget of host CPU for validation ({budget})")
-            return []
-        account = ACCOUNT.get()
-        if account is not None and account.charge(0.0) > 0:
-            self._unchecked(entry, "past the sandbox's budget of host CPU for its requests")
-            return []
-        started = time.thread_time()
-        try:
-            with cpu_deadline(VALIDATION_CALL_SECONDS):
-                errors = list(itertools.islice(validator.iter_errors(arguments), MAX_VALIDATION_ERRORS))
-                best: jsonschema.ValidationError | None = jsonschema.exceptions.best_match(errors)
-        except TooCostly:
-            self._unchecked(entry, f"arguments that take over {VALIDATION_CALL_SECONDS:g} s of host CPU to validate")
-            return []
-        except referencing.exceptions.Unresolvable as e:  # a "$ref" outside the schema: left to the server
-            logger.warning("not validating %s.%s on the host: %s", entry.server, entry.tool, e)
-            self._validators[(entry.server, entry.tool)] = None
-            return []
-        finally:
-            took = time.thread_time() - started
-            self._validation_budget.charge(took)
-            if account is not None:
-                account.charge(took)
-        if best is None:
-            return []
-        said, seen = [best], {_argument(best)}
-        for error in errors:
-            if len(said) < ARGUMENTS_SAID and (name := _argument(error)) is not None and name not in seen:
-                seen.add(name)
-                said.append(error)
-        return said
-
-    def _unchecked(self, entry: ToolEntry, why: str) -> None:
-        """Log once per tool (and session) that some of its calls go to the server unchecked here, and why."""
-        key = (entry.server, entry.tool)
-        with self._lock:
-            first = key not in self._unchecked_logged
-            self._unchecked_logged.add(key)
-        if first:
-            logger.warning("not validating some calls of %s.%s on the host: %s; the server validates them",
-                           entry.server, entry.tool, why)  # fmt: skip
 
     async def _call(
         self,
@@ -620,31 +483,6 @@ class McpBridge(ToolBridge):
             self._definitions[key] = stored
         return stored.value
 
-    def _matches_patterns(self, server: str, tool: str) -> bool:
-        """Whether validating the tool's arguments may match schema patterns (costly: see `tool_tree.schema_check`)."""
-        key = (server, tool)
-        if key not in self._patterned:
-            entry = self.manifest.tool_entry(server, tool)
-            raw = self._definition(entry) if entry is not None else None
-            self._patterned[key] = raw is not None and matches_patterns(raw.get("inputSchema"))
-        return self._patterned[key]
-
-    def _validator(self, entry: ToolEntry) -> Validator | None:
-        key = (entry.server, entry.tool)
-        if key in self._validators:
-            return self._validators[key]
-        validator: Validator | None = None
-        try:
-            raw = self._definition(entry)
-            schema = raw.get("inputSchema") if raw else None
-            if isinstance(schema, dict):
-                validator = tool_validator(schema, f"{entry.server}.{entry.tool}")
-        except (jsonschema.exceptions.SchemaError, RecursionError) as e:
-            # An unusable schema is not checked here; the server still validates its own input.
-            logger.warning("not validating %s.%s on the host: %s", entry.server, entry.tool, e)
-        self._validators[key] = validator
-        return validator
-
     def search_tools(self, query: str, *, detail: str = "summary", limit: int = 5, regex: bool = False) -> str:
         from tool_tree.search import SearchError, search_tools
 
@@ -673,8 +511,3 @@ def with_stderr(message: str, stderr_tail: str) -> str:
     if len(excerpt) > STDERR_CHARS:
         excerpt = "…" + excerpt[-(STDERR_CHARS - 1) :]
     return f"{message}; the last lines of its stderr:\n" + "\n".join(f"    {line}" for line in excerpt.splitlines())
-
-
-def _argument(error: jsonschema.ValidationError) -> object:
-    """The argument a validation error is about (the first key of its place), or None for the arguments as a whole."""
-    return error.absolute_path[0] if error.absolute_path else None

@@ -155,7 +155,7 @@ def test_a_companion_bridge_counts_its_own_budget_and_reuses_the_checked_schemas
     stream = io.StringIO()
     bridge = McpBridge(tree, pool.pool, budgets=Budgets(calls=2), audit=AuditLog(stream), session="s1")
     call(bridge, pool, "media", "slow_echo", {"text": "x", "seconds": 0})
-    validator = bridge._validators[("media", "slow_echo")]
+    validator = bridge._checks.validators[("media", "slow_echo")]
     assert validator is not None
     companion = bridge.companion()
     for _ in range(2):  # its own two calls, whatever the first bridge spent
@@ -164,7 +164,7 @@ def test_a_companion_bridge_counts_its_own_budget_and_reuses_the_checked_schemas
         call(companion, pool, "media", "slow_echo", {"text": "x", "seconds": 0})
     assert info.value.code == "budget_exhausted"
     call(bridge, pool, "media", "slow_echo", {"text": "x", "seconds": 0})  # the first still has one call
-    assert companion._validators[("media", "slow_echo")] is validator  # built once
+    assert companion._checks.validators[("media", "slow_echo")] is validator  # built once
     with pytest.raises(ToolCallRefused, match="seconds"):  # and still applied
         call(companion.companion(), pool, "media", "slow_echo", {"text": "x", "seconds": "soon"})
     assert [line["session"] for line in audit_lines(stream)] == ["s1"] * 6

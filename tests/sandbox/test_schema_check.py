@@ -131,14 +131,14 @@ def test_arguments_too_costly_to_validate_go_to_the_server_and_a_session_spends_
     bridge = McpBridge(tree, pool.pool)
     # The session's budget, on a clock that stands still: on the wall clock a busy host's slow calls refilled it
     # (5% of a core for each second they took; 2 runs in 15 under load had 0.5 s to spare after them).
-    bridge._validation_budget = RequestBudget(burst=VALIDATION_BURST_SECONDS, rate=VALIDATION_RATE, clock=lambda: 0.0)
+    bridge._checks.budget = RequestBudget(burst=VALIDATION_BURST_SECONDS, rate=VALIDATION_RATE, clock=lambda: 0.0)
     with caplog.at_level(logging.WARNING):
         for _ in range(3):
             assert call(bridge, pool, "log", COSTLY)["content"][0]["text"].startswith('{"attendees": [{"name": "a"')
     assert "not validating some calls of raw.log on the host: arguments that take over 0.25 s" in caplog.text
     # Each call stopped at its deadline and was charged about 0.25 s of CPU (before: 1.75 s each, uncharged),
     # so 0.75 s of the 1 s burst is spent: still within it, but not with half a second more.
-    budget = bridge._validation_budget
+    budget = bridge._checks.budget
     assert budget.charge(0.0) == 0
     assert budget.charge(0.5) > 0
     # Spent: the next calls go to the server unchecked (it validates its own input), logged once.
@@ -162,7 +162,7 @@ def test_a_scripts_validations_are_charged_to_its_sandboxs_request_budget_and_sk
     # so one 30 s execution mixing them with refused calls cost the host 5.65-6.05 CPU-s, past the bound of 5 s.
     tree, pool = raw
     bridge = McpBridge(tree, pool.pool)
-    bridge._validation_budget = validation = RecordingBudget(burst=VALIDATION_BURST_SECONDS)
+    bridge._checks.budget = validation = RecordingBudget(burst=VALIDATION_BURST_SECONDS)
     account, channel = RecordingBudget(burst=2.0), Answers()
     calls = CallServer(bridge, pool.loop, account=account)
     calls.begin()
