@@ -1,27 +1,21 @@
 """`tooltree exec`: run a script in the sandbox against the real servers of a generated tree.
 
-(Over 400 lines: reading the script, running it, and telling each way a run ends — a result, Ctrl-C, SIGTERM or
-SIGHUP, a sandbox that did not start or failed under the script, a workspace not saved — share how a result is
-printed.)
+(Over 400 lines: running the script and telling each way a run ends — a result, Ctrl-C, SIGTERM or SIGHUP, a sandbox
+that did not start or failed under the script, a workspace not saved — share how a result is reported (`_report`).
+The script is read in `exec_script`; a result's printout and ``--json`` object are made in `exec_result`.)
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import dataclasses
-import functools
-import json
-import os
-import re
 import signal
 import sys
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING
 
-from tool_tree.text import one_line, size
+from tool_tree.text import one_line
 from tooltree_cli.common import (
     DEFAULT_CONFIG,
     UNEXPECTED_HELP,
@@ -35,8 +29,10 @@ from tooltree_cli.common import (
     workspace_problem,
 )
 from tooltree_cli.exec_calls import LEDGER_LINES as LEDGER_LINES
-from tooltree_cli.exec_calls import calls_json, print_calls, print_sandbox_failed
+from tooltree_cli.exec_calls import print_sandbox_failed
 from tooltree_cli.exec_images import save_images
+from tooltree_cli.exec_result import _outputs_where, _print_human, result_json
+from tooltree_cli.exec_script import _read_code, _UsageError
 from tooltree_cli.exec_stop import CANCEL_WAIT, CtrlCStopsTheScript, FinishTheSave, notes_not_logged
 from tooltree_cli.output import EXIT_NOT_PRINTED, not_printed, print_json
 from tooltree_cli.signals import EXIT_HUNG_UP, EXIT_TERMINATED, Terminated, signals_stop_like_ctrl_c
@@ -107,107 +103,6 @@ def _path_problem(args: argparse.Namespace) -> str | None:
     if args.workspace is not None and (problem := workspace_problem(args.workspace, args.tree)):
         return problem
     return None
-
-
-class _UsageError(Exception):
-    """A mistake in what the command was given; ``str()`` is the line to print."""
-
-
-_ENVELOPE_BYTES = 1024
-"""What the execute request adds to the script's text on the wire (method, id, limits)."""
-
-
-def _read_code(args: argparse.Namespace) -> tuple[str, str | None]:
-    """The code to run and its name, checked before any sandbox starts: readable, UTF-8, small enough to send.
-
-    The name is what its traceback calls it: the script's path as given, ``<string>`` for -c and
-    ``<stdin>`` for ``-`` (as ``python`` does); None for a path that is not UTF-8 (the sandbox then
-    says ``<cell-N>``).
-
-    Raises:
-        _UsageError: neither or both of SCRIPT and -c, a script that cannot be read, is not UTF-8 or is too big.
-    """
-    from sandbox._supervisor.wire import MAX_FRAME_BYTES
-
-    if (args.code is None) == (args.script is None):
-        raise _UsageError("give a SCRIPT or -c CODE (one of them)")
-    filename: str | None
-    if args.code is not None:
-        name, code, filename = "-c CODE", str(args.code), "<string>"
-    elif args.script == "-":
-        name, filename = "standard input", "<stdin>"
-        stream = getattr(sys.stdin, "buffer", None)
-        if stream is None:
-            code = sys.stdin.read(MAX_FRAME_BYTES + 1)
-            if len(code) > MAX_FRAME_BYTES:
-                raise _UsageError(_too_big(name, None, MAX_FRAME_BYTES))
-        else:
-            code = _decoded(_read_capped(stream, name, MAX_FRAME_BYTES), name)
-    else:
-        name, path = args.script, Path(args.script)
-        filename = name if _is_utf8(name) else None
-        try:
-            if path.is_dir():
-                raise _UsageError(f"{name}: is a folder, not a script")
-            if path.stat().st_size > MAX_FRAME_BYTES:  # refused unread: it could be gigabytes
-                raise _UsageError(_too_big(name, path.stat().st_size, MAX_FRAME_BYTES))
-            with path.open("rb") as file:  # a pipe or a device (/dev/zero) says 0 bytes: read no more than is taken
-                data = _read_capped(file, name, MAX_FRAME_BYTES)
-        except FileNotFoundError:
-            raise _UsageError(f"{name}: no such file") from None
-        except OSError as e:
-            raise _UsageError(f"{name}: cannot read: {e.strerror or e}") from None
-        code = _decoded(data, name)
-    try:
-        wire = len(json.dumps([code, filename], ensure_ascii=False).encode("utf-8")) + _ENVELOPE_BYTES
-    except UnicodeEncodeError:  # -c with bytes that are not UTF-8 (kept by Python as lone surrogates)
-        raise _UsageError(f"{name}: not UTF-8 text") from None
-    if wire > MAX_FRAME_BYTES:
-        raise _UsageError(_too_big(name, wire, MAX_FRAME_BYTES))
-    return code, filename
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # bytes that are not UTF-8, kept by Python as lone surrogates
-        return False
-    return True
-
-
-def _decoded(data: bytes, name: str) -> str:
-    """A script's text; a UTF-8 byte order mark (some Windows editors write one) is dropped, as Python drops it from a
-    file it runs (before: "SyntaxError: invalid non-printable character U+FEFF")."""
-    data = data.removeprefix(b"\xef\xbb\xbf")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line, column = data.count(b"\n", 0, e.start) + 1, e.start - data.rfind(b"\n", 0, e.start)
-        raise _UsageError(
-            f"{name}: not UTF-8 text: byte 0x{data[e.start]:02x} at line {line}, column {column} (save it as UTF-8)"
-        ) from None
-
-
-def _read_capped(stream: BinaryIO, name: str, limit: int) -> bytes:
-    """What ``stream`` holds, read only as far as ``limit`` (and a byte order mark) needs: before, standard input or
-    a device was read whole before its size was looked at (``tooltree exec /dev/zero`` took the host's memory).
-
-    Raises:
-        _UsageError: the stream holds more.
-    """
-    data = stream.read(limit + 4)
-    if len(data.removeprefix(b"\xef\xbb\xbf")) > limit:
-        raise _UsageError(_too_big(name, None, limit))
-    return data
-
-
-def _too_big(name: str, length: int | None, limit: int) -> str:
-    """The line refusing a script of ``length`` bytes (None: not known, more than ``limit`` was read)."""
-    what = f"{size(length)} is more" if length is not None else "it holds more"
-    return (
-        f"{name}: {what} than the sandbox takes in one execution ({size(limit)}); put the data "
-        "in a file in --workspace and read it from the script"
-    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -463,13 +358,6 @@ def _outcome(result: ExecutionResult, *, unsaved: str | None, image_problem: str
     return EXIT_SCRIPT, f"the script failed ({one_line(result.error, 200)})"
 
 
-def _script_status(result: ExecutionResult) -> str:
-    """How the script's process ended: ``script exited 0``, ``script killed by signal 9``."""
-    if result.exit_status < 0:
-        return f"script killed by signal {-result.exit_status}"
-    return f"script exited {result.exit_status}"
-
-
 _MESSAGE_CHARS = 4_000
 """The most of one message from the sandbox's side that is printed: twice what the host keeps of the
 container's words in any one (`sandbox.channel` quotes at most 2,000 characters of them), so only a runaway
@@ -591,149 +479,3 @@ def _print_notes(notes: Sequence[str]) -> None:
     """The workspace's notes (already cleaned), on stderr (with ``--json`` too: they are in its output as well)."""
     for note in notes:
         print(f"tooltree: workspace: {note}", file=sys.stderr)
-
-
-def _outputs_where(result: ExecutionResult, workspace: str | None, *, saved: bool) -> ExecutionResult:
-    """``result`` as printed: the marker of an output that was cut, and ``stdout_path`` / ``stderr_path``, name where
-    its whole is for the user. With the ``workspace`` folder ``saved``, the file in that folder (before: its path in
-    the sandbox, ``/workspace/.tooltree/outputs/…``, which the user had to translate). Without a workspace, or when
-    the folder was not saved, the sandbox's file went with its container: the marker says so (and, without a
-    workspace, how to keep it) instead of naming it, and the result names no file.
-
-    Every copy of the marker's words is rewritten: one the script printed itself names that same file. So is the
-    marker of an output longer than a saved output holds ("its first N bytes are in …"; before, it was left naming
-    the sandbox's file, which no longer existed or was not the host's path).
-    """
-    changes: dict[str, Any] = {}
-    outputs = (("stdout", result.stdout, result.stdout_path), ("stderr", result.stderr, result.stderr_path))
-    for name, text, path in outputs:
-        if path is None:
-            continue
-        kept = path.removeprefix("/workspace/")
-        where = rf"(the whole {name} is|its first ([\d,]+) bytes are) in {re.escape(path)}({_PART})? \.\.\.\]"
-        if workspace is not None and saved:
-            host = os.path.join(workspace, kept)
-            there = re.compile(rf"; {where}")
-            changes[name] = there.sub(functools.partial(_in_folder, host=host), text)
-            changes[f"{name}_path"] = host
-            continue
-        said = r"(?:; saved outputs keep the newest [\d,]+ [KM]iB(?: \([\d,]+ older ones? deleted\))?)?"  # kept nowhere
-        lost = re.compile(rf"{said}; {where}")
-        changes[name] = lost.sub(functools.partial(_not_kept, name=name, kept=kept, workspace=workspace), text)
-        changes[f"{name}_path"] = None
-    if result.traceback is not None and _TRACEBACK_SAVED.search(result.traceback):
-        told = functools.partial(_traceback_where, workspace=workspace, saved=saved)
-        changes["traceback"] = _TRACEBACK_SAVED.sub(told, result.traceback)
-    return dataclasses.replace(result, **changes) if changes else result
-
-
-_PART = r" \(a saved output holds at most that\)"
-"""What follows the sandbox's path in the marker of an output longer than a saved output holds."""
-
-_TRACEBACK_SAVED = re.compile(
-    r"; (the whole traceback is|its first ([\d,]+) bytes are) in /workspace/(\.tooltree/outputs/\d{1,9}-[0-9a-f]{6}"
-    rf"-traceback\.txt)({_PART})? …\]"
-)
-"""The end of the line of a traceback cut short that names the file holding the whole of it in the sandbox."""
-
-
-def _traceback_where(marker: re.Match[str], *, workspace: str | None, saved: bool) -> str:
-    """The end of the ``marker`` of a traceback saved whole: its file in the workspace's folder when that was saved
-    (before: the sandbox's path), else said not kept, as an output's is."""
-    if workspace is not None and saved:
-        return f"; {marker[1]} in {os.path.join(workspace, marker[3])}{marker[4] or ''} …]"
-    return _not_kept(marker, name="traceback", kept=marker[3], workspace=workspace).removesuffix(" ...]") + " …]"
-
-
-def _in_folder(marker: re.Match[str], *, host: str) -> str:
-    """The end of the ``marker`` of an output saved in the workspace's folder, naming ``host``, its file there."""
-    return f"; {marker[1]} in {host}{marker[3] or ''} ...]"
-
-
-def _not_kept(marker: re.Match[str], *, name: str, kept: str, workspace: str | None) -> str:
-    """The end of the ``marker`` of an output whose saved file went with the sandbox (its ``part``: how many of its
-    first bytes a saved output would hold, None when it would hold the whole)."""
-    part = marker[2]
-    if workspace is not None:
-        return f"; {'it' if part else f'the whole {name}'} was not kept: the workspace was not saved ...]"
-    if part:
-        return f"; it was not kept: run with --workspace DIR to keep its first {part} bytes (as DIR/{kept}) ...]"
-    return f"; the whole {name} was not kept: run with --workspace DIR to keep it (as DIR/{kept}) ...]"
-
-
-def result_json(result: ExecutionResult, saved: Sequence[Path] = (), images_error: str | None = None) -> dict[str, Any]:
-    """The result as ``--json`` prints it; ``saved``: where ``--images`` wrote each image (the first ones), and
-    ``images_error`` why the others were not saved."""
-    tool_bytes = sum(c.response_bytes for c in result.tool_calls)
-    return {
-        "stdout": result.stdout,
-        "stderr": result.stderr,
-        "exit_code": result.exit_status,
-        "timed_out": result.timed_out,
-        "interrupted": result.cancelled,
-        "duration_ms": round(result.duration * 1000, 1),
-        "error": result.error,
-        "traceback": result.traceback,
-        "state_reset": result.state_reset,
-        "stdout_path": result.stdout_path,
-        "stderr_path": result.stderr_path,
-        "stdout_truncated": result.stdout_truncated,
-        "stderr_truncated": result.stderr_truncated,
-        "calls": calls_json(result.tool_calls),
-        "calls_not_listed": result.tool_calls_omitted,
-        "images": [
-            {
-                "mime_type": i.mime_type,
-                "bytes": len(i.data),
-                "data": base64.b64encode(i.data).decode("ascii"),
-                "saved_to": str(saved[n]) if n < len(saved) else None,
-            }
-            for n, i in enumerate(result.images)
-        ],
-        "image_notes": result.image_notes,
-        "images_error": images_error,
-        "tool_result_bytes": tool_bytes,
-        "printed_bytes": len(result.stdout.encode("utf-8")) + len(result.stderr.encode("utf-8")),
-    }
-
-
-def _print_human(
-    result: ExecutionResult,
-    saved: list[Path],
-    *,
-    asked: bool = False,
-    code: int = EXIT_OK,
-    why: str = "",
-    live: LiveOutput | None = None,
-) -> None:
-    """The result for a person; ``saved``: the files ``--images`` wrote (``asked``: it was given). The last
-    line says how the script ended and tooltree's exit ``code`` (with ``why``, when it is not 0): they differ
-    when the script's process exited 0 but the run failed, or it was killed. ``live``: what of the output was
-    shown as it came (the rest is printed here)."""
-    stdout = live.rest("stdout", result.stdout) if live is not None else result.stdout
-    stderr = live.rest("stderr", result.stderr) if live is not None else result.stderr
-    if stdout:
-        sys.stdout.write(stdout if stdout.endswith("\n") else stdout + "\n")
-    if stderr:
-        sys.stderr.write(stderr if stderr.endswith("\n") else stderr + "\n")
-    if result.traceback:
-        sys.stderr.write(result.traceback.rstrip("\n") + "\n")
-    elif result.error:
-        print(f"error: {result.error}", file=sys.stderr)
-    print_calls(result.tool_calls, result.tool_calls_omitted, result.traceback)
-    for n, image in enumerate(result.images):
-        if n < len(saved):
-            where = f" saved to {saved[n]}"
-        else:
-            where = " not saved (see below)" if asked else " (use --images DIR to save)"
-        print(f"  image {n + 1}: {image.mime_type}, {size(len(image.data))}{where}", file=sys.stderr)
-    for note in result.image_notes:  # before: an image left out was not said at all
-        print(f"  {note}", file=sys.stderr)
-    info = result_json(result)
-    print(
-        f"tooltree: {_script_status(result)} in {result.duration:.2f} s · "
-        f"{len(result.tool_calls) + result.tool_calls_omitted} tool call(s) · "
-        f"{size(info['tool_result_bytes'])} of tool results received in the sandbox · "
-        f"{size(info['printed_bytes'])} printed · tooltree exit {code}" + (f" because {why}" if why else ""),
-        file=sys.stderr,
-    )

@@ -1,0 +1,114 @@
+"""`tooltree exec`'s script: the code to run and its name, read from a file, standard input or -c and checked before
+any sandbox starts (readable, UTF-8, small enough to send in one execution); what is wrong with it is a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import BinaryIO
+
+from tool_tree.text import size
+
+
+class _UsageError(Exception):
+    """A mistake in what the command was given; ``str()`` is the line to print."""
+
+
+_ENVELOPE_BYTES = 1024
+"""What the execute request adds to the script's text on the wire (method, id, limits)."""
+
+
+def _read_code(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The code to run and its name, checked before any sandbox starts: readable, UTF-8, small enough to send.
+
+    The name is what its traceback calls it: the script's path as given, ``<string>`` for -c and
+    ``<stdin>`` for ``-`` (as ``python`` does); None for a path that is not UTF-8 (the sandbox then
+    says ``<cell-N>``).
+
+    Raises:
+        _UsageError: neither or both of SCRIPT and -c, a script that cannot be read, is not UTF-8 or is too big.
+    """
+    from sandbox._supervisor.wire import MAX_FRAME_BYTES
+
+    if (args.code is None) == (args.script is None):
+        raise _UsageError("give a SCRIPT or -c CODE (one of them)")
+    filename: str | None
+    if args.code is not None:
+        name, code, filename = "-c CODE", str(args.code), "<string>"
+    elif args.script == "-":
+        name, filename = "standard input", "<stdin>"
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:
+            code = sys.stdin.read(MAX_FRAME_BYTES + 1)
+            if len(code) > MAX_FRAME_BYTES:
+                raise _UsageError(_too_big(name, None, MAX_FRAME_BYTES))
+        else:
+            code = _decoded(_read_capped(stream, name, MAX_FRAME_BYTES), name)
+    else:
+        name, path = args.script, Path(args.script)
+        filename = name if _is_utf8(name) else None
+        try:
+            if path.is_dir():
+                raise _UsageError(f"{name}: is a folder, not a script")
+            if path.stat().st_size > MAX_FRAME_BYTES:  # refused unread: it could be gigabytes
+                raise _UsageError(_too_big(name, path.stat().st_size, MAX_FRAME_BYTES))
+            with path.open("rb") as file:  # a pipe or a device (/dev/zero) says 0 bytes: read no more than is taken
+                data = _read_capped(file, name, MAX_FRAME_BYTES)
+        except FileNotFoundError:
+            raise _UsageError(f"{name}: no such file") from None
+        except OSError as e:
+            raise _UsageError(f"{name}: cannot read: {e.strerror or e}") from None
+        code = _decoded(data, name)
+    try:
+        wire = len(json.dumps([code, filename], ensure_ascii=False).encode("utf-8")) + _ENVELOPE_BYTES
+    except UnicodeEncodeError:  # -c with bytes that are not UTF-8 (kept by Python as lone surrogates)
+        raise _UsageError(f"{name}: not UTF-8 text") from None
+    if wire > MAX_FRAME_BYTES:
+        raise _UsageError(_too_big(name, wire, MAX_FRAME_BYTES))
+    return code, filename
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8, kept by Python as lone surrogates
+        return False
+    return True
+
+
+def _decoded(data: bytes, name: str) -> str:
+    """A script's text; a UTF-8 byte order mark (some Windows editors write one) is dropped, as Python drops it from a
+    file it runs (before: "SyntaxError: invalid non-printable character U+FEFF")."""
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line, column = data.count(b"\n", 0, e.start) + 1, e.start - data.rfind(b"\n", 0, e.start)
+        raise _UsageError(
+            f"{name}: not UTF-8 text: byte 0x{data[e.start]:02x} at line {line}, column {column} (save it as UTF-8)"
+        ) from None
+
+
+def _read_capped(stream: BinaryIO, name: str, limit: int) -> bytes:
+    """What ``stream`` holds, read only as far as ``limit`` (and a byte order mark) needs: before, standard input or
+    a device was read whole before its size was looked at (``tooltree exec /dev/zero`` took the host's memory).
+
+    Raises:
+        _UsageError: the stream holds more.
+    """
+    data = stream.read(limit + 4)
+    if len(data.removeprefix(b"\xef\xbb\xbf")) > limit:
+        raise _UsageError(_too_big(name, None, limit))
+    return data
+
+
+def _too_big(name: str, length: int | None, limit: int) -> str:
+    """The line refusing a script of ``length`` bytes (None: not known, more than ``limit`` was read)."""
+    what = f"{size(length)} is more" if length is not None else "it holds more"
+    return (
+        f"{name}: {what} than the sandbox takes in one execution ({size(limit)}); put the data "
+        "in a file in --workspace and read it from the script"
+    )
