@@ -41,11 +41,6 @@ ENGINE_MARKERS = {"docker_engine": "docker", "podman_engine": "podman"}
 """The marker each engine fixture's tests carry."""
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """The ``podman`` marker, beside the fixture it goes with (``docker``'s is in pyproject.toml)."""
-    config.addinivalue_line("markers", "podman: needs Podman (REQUIRE_PODMAN=1 turns a missing one into a failure)")
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that reaches `docker_engine` (or `podman_engine`), through any fixture, carries the ``docker`` (or
     ``podman``) marker, so ``-m 'not docker and not podman'`` leaves out all that need an engine (before, six did not:

@@ -168,8 +168,8 @@ async def test_a_cancel_while_the_sandbox_starts_keeps_the_script_from_running(
             async with http_client(serve.url, read_timeout_seconds=WAIT) as c:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(c.call_tool, "execute_python", {"code": script})
-                    with anyio.fail_after(WAIT):
-                        await anyio.to_thread.run_sync(gate.creating.wait, WAIT)  # the sandbox is starting
+                    # The sandbox is starting (the wait's own bound: False when it never did, and the test fails).
+                    assert await anyio.to_thread.run_sync(gate.creating.wait, WAIT)
                     tg.cancel_scope.cancel()  # the SDK sends notifications/cancelled
                 with anyio.fail_after(WAIT):
                     # Answered after the cancel reached the server, while the sandbox still waits to be created.
