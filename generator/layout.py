@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from generator.fingerprint import generator_fingerprint
 from generator.index_files import render_index, render_package_init, render_readme, render_servers_init
+from generator.json_numbers import not_json
 from generator.naming import assign_identifiers
 from generator.parts import tool_title
 from generator.workers import forked_map
@@ -91,9 +92,9 @@ def selected_tools(listing: ServerListing) -> tuple[list[dict[str, Any]], list[s
     """The tools that pass include/exclude, de-duplicated by name (first wins), with warnings.
 
     Left out with a warning: a tool without a name, one whose name is over `MAX_TOOL_NAME`
-    characters, one whose definition holds NaN or an infinity (the SDK parses them; JSON, and so
-    the manifest, the bridge's argument check and the model's tool list, cannot carry them), and one
-    that runs only as an MCP task (`tool_tree.tree.requires_task`: tooltree cannot call it).
+    characters, one whose definition holds NaN or an infinity (the SDK reads ``NaN``, ``Infinity`` and ``1e309`` as
+    such floats, `generator.json_numbers`; the manifest, the bridge's argument check and the model's tool list
+    cannot carry them), and one that runs only as an MCP task (`tool_tree.tree.requires_task`: tooltree cannot call it).
     """
     warnings: list[str] = []
     out: list[dict[str, Any]] = []
@@ -118,10 +119,9 @@ def selected_tools(listing: ServerListing) -> tuple[list[dict[str, Any]], list[s
         seen.add(name)
         if filtered_out(name, listing.include, listing.exclude) is not None:
             continue
-        if not _is_json(raw):
+        if (why := not_json(raw)) is not None:
             warnings.append(
-                f"{listing.name}: left out tool {quoted_name(name, MAX_TOOL_NAME)}: its definition holds NaN or "
-                "Infinity, which JSON cannot carry"
+                f"{listing.name}: left out tool {quoted_name(name, MAX_TOOL_NAME)}: its definition holds {why}"
             )
             continue
         if requires_task(raw):
@@ -136,15 +136,6 @@ def selected_tools(listing: ServerListing) -> tuple[list[dict[str, Any]], list[s
         out = out[:MAX_TOOLS_PER_SERVER]
     warnings += _unmatched_patterns(listing, sorted(seen))
     return out, warnings
-
-
-def _is_json(raw: dict[str, Any]) -> bool:
-    """Whether ``raw`` is free of NaN and the infinities."""
-    try:
-        json.dumps(raw, allow_nan=False)
-    except ValueError:
-        return False
-    return True
 
 
 def _unmatched_patterns(listing: ServerListing, names: Sequence[str]) -> list[str]:

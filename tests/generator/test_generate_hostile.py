@@ -250,8 +250,10 @@ def test_a_tool_holding_nan_or_infinity_is_left_out_with_a_warning_and_every_oth
     assert code == EXIT_OK
     assert {s["name"]: s["status"] for s in summary["servers"]} == {"good": "ok", "evil": "ok"}
     assert summary["warnings"] == [
-        f"evil: left out tool {name!r}: its definition holds NaN or Infinity, which JSON cannot carry"
-        for name in ("nan_tool", "inf_tool")
+        "evil: left out tool 'nan_tool': its definition holds NaN at inputSchema.properties.x.default, which JSON "
+        "cannot carry",
+        "evil: left out tool 'inf_tool': its definition holds a number past a float's range (as 1e309 or Infinity is) "
+        "at inputSchema.properties.x.default, which tooltree cannot carry",
     ]
     manifest = strict_json((out / "manifest.json").read_text(encoding="utf-8"))
     assert sorted((t["server"], t["tool"]) for t in manifest["tools"]) == [("evil", "ok"), ("good", "fine")]
@@ -259,6 +261,27 @@ def test_a_tool_holding_nan_or_infinity_is_left_out_with_a_warning_and_every_oth
     assert stubs == ["servers/evil/ok.py", "servers/good/fine.py"]
     for stub in stubs:
         assert_only_definitions((out / stub).read_text(encoding="utf-8"))
+
+
+def test_a_number_past_a_floats_range_is_said_so_and_where_not_called_nan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "its definition holds NaN or Infinity, which JSON cannot carry", of `"minimum": -1e309`, valid JSON
+    # that the SDK reads as an infinite float: it read as a server sending NaN, and said nowhere which number.
+    spec = tmp_path / "big.json"
+    tool = '{"name": "big", "inputSchema": {"type": "object", "properties": {"n\u200b": {"minimum": -1e309}}}}'
+    spec.write_text('{"pages": [[' + tool + "]]}", encoding="utf-8")
+    config = tmp_path / "c.yaml"
+    run = f"[{json.dumps(str(RAW))}, {json.dumps(str(spec))}]"
+    config.write_text(
+        f"servers:\n  svc:\n    command: {json.dumps(sys.executable)}\n    args: {run}\n", encoding="utf-8"
+    )
+    code, summary = generate_json(["--config", str(config), "--out", str(tmp_path / "tree")], capsys)
+    assert code == EXIT_OK
+    assert summary["warnings"] == [
+        "svc: left out tool 'big': its definition holds a number past a float's range (as -1e309 or -Infinity is) "
+        "at inputSchema.properties.n\\u200b.minimum, which tooltree cannot carry"
+    ]
 
 
 def test_a_definition_holding_nan_still_hashes_so_a_live_check_refuses_it_as_changed() -> None:
