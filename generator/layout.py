@@ -30,6 +30,7 @@ from tool_tree.tree import (
     ServerEntry,
     ToolEntry,
     content_hash,
+    lines_kept,
     requires_task,
     schema_hash,
 )
@@ -192,7 +193,7 @@ def _snapshot_bytes(listing: ServerListing) -> bytes:
     head = json.dumps({"server": listing.name, "info": listing.info}, ensure_ascii=False)[:-1]
     lists = [f'"{k}": [\n' + ",\n".join(map(json.dumps, v)) + "\n]" for k, v in listing.lists.items()]
     tools = ",\n".join(json.dumps(t, ensure_ascii=False) for t in listing.tools)
-    return f'{", ".join([head, *lists])}, "tools": [\n{tools}\n]}}\n'.encode()
+    return lines_kept(f'{", ".join([head, *lists])}, "tools": [\n{tools}\n]}}\n').encode()
 
 
 def emptied_servers(previous: Manifest | None, listings: Sequence[ServerListing]) -> dict[str, int]:

@@ -69,6 +69,16 @@ about 10 GB parsed). A manifest holds about 11 values a tool (6,049 for the 527-
 tools: a tree of their stubs would be far over what the sandbox takes (`sandbox.tree_pack.MAX_TREE_BYTES`)."""
 
 
+def lines_kept(text: str) -> str:
+    """JSON text with the line breaks `json.dumps` leaves raw (NEL, LINE and PARAGRAPH SEPARATOR, found only in its
+    strings) escaped: the same JSON, and its lines are the file's entries (before, a name holding one split a
+    manifest's or snapshot's entry in two for an editor, ``str.splitlines`` and JavaScript)."""
+    for char in "\x85\u2028\u2029":
+        if char in text:  # rare: the manifest of 10,000 tools is looked through, not copied
+            text = text.replace(char, f"\\u{ord(char):04x}")
+    return text
+
+
 class TreeError(Exception):
     """A tree on disk is missing or malformed."""
 
@@ -357,7 +367,8 @@ class Manifest:
                 f"    {json.dumps(k, ensure_ascii=False)}: {json.dumps(v)}" for k, v in sorted(self.files.items())
             )
             files = f',\n  "files": {{\n{lines}\n  }}'
-        return f'{{{head},\n  "servers": [\n{servers}\n  ],\n  "tools": [\n{tools}\n  ]{files}\n}}\n'
+        text = f'{{{head},\n  "servers": [\n{servers}\n  ],\n  "tools": [\n{tools}\n  ]{files}\n}}\n'
+        return lines_kept(text)
 
     @classmethod
     def from_json(cls, text: str, *, source: str = MANIFEST_FILE) -> Manifest:

@@ -18,6 +18,7 @@ import pytest
 
 from generator.api_changes import ApiChange
 from tool_tree.listing_check import LeftOut
+from tool_tree.tree import Manifest
 from tooltree_cli.generate_cmd import EXIT_OK
 from tooltree_cli.main import main
 
@@ -207,3 +208,23 @@ def test_warnings_quote_a_tool_name_escaped_so_names_differing_by_invisible_char
     assert str(LeftOut("get\u200b_item", 2, "inputSchema: Field required")) == (
         "tool 'get\\u200b_item', malformed: inputSchema: Field required"
     )
+
+
+def test_line_breaks_in_names_are_escaped_in_the_manifest_and_snapshots_so_each_line_stays_one_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: manifest.json and the snapshot held U+2028, U+2029 and NEL as sent (valid JSON, which `json.dumps`
+    # leaves raw), so an editor, `str.splitlines` or JavaScript saw a tool's one entry as two lines.
+    names = ["get\u2028item", "get\u2029item", "get\x85item"]
+    tools = [{"name": n, "description": "Get\u2028it.", "inputSchema": {"type": "object"}} for n in names]
+    out, _ = _generate(tmp_path, {"pages": [tools]}, capsys)
+    for rel in ("manifest.json", "snapshots/svc.json"):
+        text = (out / rel).read_text(encoding="utf-8")
+        assert text.splitlines() == text.split("\n")[:-1], rel  # no line break but the file's own
+        assert "\\u2028" in text and "\\u2029" in text and "\\u0085" in text, rel
+    assert sorted(t.tool for t in Manifest.load(out).tools) == sorted(names)  # read back as sent
+    snapshot = json.loads((out / "snapshots" / "svc.json").read_text(encoding="utf-8"))
+    assert [t["name"] for t in snapshot["tools"]] == names and snapshot["tools"][0]["description"] == "Get\u2028it."
+    config = str(tmp_path / "c.yaml")
+    assert main(["generate-tree", "--config", config, "--out", str(out), "--json", "--embeddings", "off"]) == EXIT_OK
+    assert json.loads(capsys.readouterr().out)["written"] == 0  # a rerun with the same servers writes nothing
