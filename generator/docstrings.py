@@ -19,7 +19,7 @@ from generator.schema_convert import matches_nothing, measure
 from generator.type_defs import TypedDictDef
 from generator.type_expr import Atom, ImportNames, Lit, OpenDict, PyType, TupleOf, Union, render_type
 from generator.wrap import dedent, paragraphs, wrap
-from tool_tree.text import clean, one_line, quoted_name, shown_name, split_sentence, summary_line
+from tool_tree.text import clean, cut_name, one_line, quoted_name, shown_name, split_sentence, summary_line
 
 LINE = 120
 """Columns of a stub's lines."""
@@ -58,15 +58,21 @@ def module_docstring(parts: StubParts) -> str:
 
 
 def typed_dict_docstring(d: TypedDictDef) -> str:
-    """The object's description, then one ``key: description`` line per documented key.
+    """The object's description, then one ``key: description`` line per documented key, the key escaped as a name is
+    (`shown_name`: before, a key's NUL, ESC or right-to-left override was in the docstring's text as it is, the source
+    showing it escaped and ``help()`` and an editor printing it raw).
 
     Lone surrogates (JSON can carry ``"\\ud800"``) become U+FFFD here: CPython encodes a class's
     docstring to UTF-8 when it creates the class, so one would make the stub fail to import.
     Module and function docstrings keep them (escaped by the literal writer).
     """
     lines = paragraphs(d.description, MAX_TYPE_DESCRIPTION, width=_WIDTH)
-    documented = [
-        (f.key, one_line(f.description, MAX_FIELD_DESCRIPTION), shape_notes(f.type) + _default_note(f.default))
+    documented = [  # a key escaped (`shown_name`): a NUL or an override is not written into the text as it is
+        (
+            shown_name(f.key),
+            one_line(f.description, MAX_FIELD_DESCRIPTION),
+            shape_notes(f.type) + _default_note(f.default),
+        )
         for f in d.fields
     ]
     documented = [(key, text, notes) for key, text, notes in documented if text.strip() or notes]
@@ -216,7 +222,8 @@ def _returns_doc(output: PyType, fields: list[tuple[str, str, str]]) -> list[str
     out = [f"    {output.name}: the tool's structured result, with keys:"]
     for key, annotation, description in fields[:MAX_RETURN_FIELDS]:
         desc = one_line(description, 100)
-        out += wrap(f"{one_line(key, 80)} ({one_line(annotation, 80)}){': ' + desc if desc else ''}", _WIDTH, " " * 8)
+        shown = cut_name(key, 80)  # escaped, not cleaned: ``x\\u200b`` is not the key ``x``
+        out += wrap(f"{shown} ({one_line(annotation, 80)}){': ' + desc if desc else ''}", _WIDTH, " " * 8)
     if len(fields) > MAX_RETURN_FIELDS:
         out.append(f"        … and {len(fields) - MAX_RETURN_FIELDS} more (see {output.name}).")
     return out

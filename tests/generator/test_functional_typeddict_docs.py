@@ -112,3 +112,27 @@ def test_the_check_admits_a_string_only_right_after_a_functional_typeddict() -> 
         'A = TypedDict("A", {"from": "str"})\nf"""{A}"""\n',
     ):
         assert check_stub(head + runtime + bad + tail, function="f", server="s", tool="t") is not None, bad
+
+
+def test_output_keys_that_are_no_identifiers_are_escaped_in_the_docstrings_text_not_written_raw() -> None:
+    # Before: the object's docstring held the keys' NUL, ESC and right-to-left override as they are (the source showed
+    # `a\x00b`, an escape of the literal, so help() and an editor printed them raw), and the Returns section showed
+    # each key cleaned: `x\u200b` and `x` both as "x", `e\u202ef` as "ef", another key.
+    keys = {
+        "a\x00b": "a\\x00b",
+        "c\x1bd": "c\\x1bd",
+        "e\u202ef": "e\\u202ef",
+        "ef": "ef",
+        "x\u200b": "x\\u200b",
+        "x": "x",
+    }
+    output = {"type": "object", "properties": {k: {"type": "string", "description": "A key."} for k in keys}}
+    tool = {"name": "t", "description": "Do it.", "inputSchema": {"type": "object"}, "outputSchema": output}
+    source = render_stub(server="s", tool=tool, function="t").source
+    function = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef))
+    returns = (ast.get_docstring(function) or "").split("with keys:\n", 1)[1].splitlines()
+    attributes = _attribute_docs(source)["TOutput"].split("Attributes:\n", 1)[1].splitlines()
+    assert [line.strip() for line in returns] == [f"{shown} (str, optional): A key." for shown in keys.values()]
+    assert [line.strip() for line in attributes] == [f"{shown}: A key." for shown in keys.values()]
+    for text in (ast.get_docstring(function) or "", _attribute_docs(source)["TOutput"]):
+        assert text.isascii() and "\x00" not in text and "\x1b" not in text, text
