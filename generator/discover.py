@@ -45,7 +45,7 @@ from tool_tree.redact import redact
 from tool_tree.snapshot_lists import declared_keys, list_extras
 from tool_tree.starts import StartGate, default_start_jobs
 from tool_tree.stderr_log import StderrLog
-from tool_tree.text import one_line
+from tool_tree.text import cut_name, quoted_name
 from tool_tree.unreachable import to_check
 
 logger = logging.getLogger(__name__)
@@ -91,12 +91,12 @@ class Discovery:
         lines = [self.warning] if self.warning is not None else []
         lines += self.list_warnings
         lines += [
-            f"{self.server.name}: left out {left}"
+            f"{cut_name(self.server.name)}: left out {left}"
             for left in self.left_out
             if left.name is None or self.server.leaves_out(left.name) is None
         ]
         more = self.more_left_out
-        return [*lines, f"{self.server.name}: left out {more:,} more malformed tools"] if more else lines
+        return [*lines, f"{cut_name(self.server.name)}: left out {more:,} more malformed tools"] if more else lines
 
 
 async def discover_one(
@@ -244,8 +244,8 @@ async def _settled_tools(conn: Connection, result: Discovery, share: Share) -> l
         if conn.changes.tools == before:  # counted as read: a notice sent before the answer is counted
             return tools
     result.warning = (
-        f"server {conn.server.name!r} said its tools changed during each of {1 + MAX_RELISTS} listings in a row; "
-        "the last listing is used, and may be out of date (generate again once it settles)"
+        f"server {quoted_name(conn.server.name)} said its tools changed during each of {1 + MAX_RELISTS} listings in "
+        "a row; the last listing is used, and may be out of date (generate again once it settles)"
     )
     logger.warning(result.warning)
     return tools
@@ -261,7 +261,7 @@ async def _extras(conn: Connection, result: Discovery, scope: anyio.CancelScope,
             conn.client, conn.server.name, share
         )
     if own.cancelled_caught:
-        name = one_line(conn.server.name, 80)
+        name = cut_name(conn.server.name)
         result.lists_failed = set(declared_keys(conn.client)) - set(result.lists)
         result.list_warnings.append(
             f"{name}: its prompts and resources were not listed within its timeout ({conn.server.timeout:g} s in "

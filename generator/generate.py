@@ -48,6 +48,7 @@ from generator.search_index import write_search_index
 from generator.snapshots import read_snapshots, tree_snapshot_files
 from tool_tree.config import Config, ConfigError, ServerConfig
 from tool_tree.snapshot_lists import LIST_KEYS, previous_snapshot, recorded_lists, with_previous
+from tool_tree.text import cut_name, quoted_name
 from tool_tree.tree import (
     INDEX_FILE,
     MANIFEST_FILE,
@@ -265,7 +266,7 @@ def generate(
             ]
             missing_only = [n for n in only if n not in stored]
             if missing_only:
-                raise ConfigError(f"no snapshot for server {missing_only[0]!r}", file=str(snapshots))
+                raise ConfigError(f"no snapshot for server {quoted_name(missing_only[0])}", file=str(snapshots))
         else:
             chosen = select_servers(config, only)
         for server in chosen:
@@ -472,7 +473,9 @@ def _plan_and_write_over(
             previous, plan.manifest, lambda rel: _before(out, rel, replaced, seen), plan.files.get
         )
         gone = "a run removes its stubs" if check else "its stubs are removed"
-        result.warnings += [f"{n}: listed no tools, where the tree had {c}: {gone}" for n, c in emptied.items()]
+        result.warnings += [
+            f"{cut_name(n)}: listed no tools, where the tree had {c}: {gone}" for n, c in emptied.items()
+        ]
         if check:
             from tool_tree.search import index_embeds_with, index_matches_manifest, index_splits_words_as_now
 

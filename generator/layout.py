@@ -17,7 +17,7 @@ from generator.naming import assign_identifiers
 from generator.parts import tool_title
 from generator.workers import forked_map
 from tool_tree.config import filtered_out, unmatched_filter
-from tool_tree.text import first_sentence, one_line, quoted_name, summary_line
+from tool_tree.text import cut_name, first_sentence, one_line, quoted_name, summary_line
 
 if TYPE_CHECKING:
     from generator.render import RenderedStub
@@ -98,16 +98,17 @@ def selected_tools(listing: ServerListing) -> tuple[list[dict[str, Any]], list[s
     cannot carry them), and one that runs only as an MCP task (`tool_tree.tree.requires_task`: tooltree cannot call it).
     """
     warnings: list[str] = []
+    server = cut_name(listing.name)  # escaped, not cleaned: crm\u200b is not crm, another server
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for raw in listing.tools:
         name = raw.get("name")
         if not isinstance(name, str) or not name:
-            warnings.append(f"{listing.name}: skipped a tool without a name")
+            warnings.append(f"{server}: skipped a tool without a name")
             continue
         if len(name) > MAX_TOOL_NAME:
             warnings.append(
-                f"{listing.name}: left out tool {quoted_name(name)}: its name is {len(name):,} characters "
+                f"{server}: left out tool {quoted_name(name)}: its name is {len(name):,} characters "
                 f"(the limit is {MAX_TOOL_NAME})"
             )
             continue
@@ -115,25 +116,23 @@ def selected_tools(listing: ServerListing) -> tuple[list[dict[str, Any]], list[s
         # the bridge checks a name against its first tool in the snapshot and in the live list.
         if name in seen:
             shown = quoted_name(name, MAX_TOOL_NAME)  # escaped, not cleaned: a name another differs from by U+200B
-            warnings.append(f"{listing.name}: tool {shown} is listed twice; keeping the first")
+            warnings.append(f"{server}: tool {shown} is listed twice; keeping the first")
             continue
         seen.add(name)
         if filtered_out(name, listing.include, listing.exclude) is not None:
             continue
         if (why := not_json(raw)) is not None:
-            warnings.append(
-                f"{listing.name}: left out tool {quoted_name(name, MAX_TOOL_NAME)}: its definition holds {why}"
-            )
+            warnings.append(f"{server}: left out tool {quoted_name(name, MAX_TOOL_NAME)}: its definition holds {why}")
             continue
         if requires_task(raw):
             warnings.append(
-                f"{listing.name}: left out tool {quoted_name(name, MAX_TOOL_NAME)}: it runs only as an MCP task "
+                f"{server}: left out tool {quoted_name(name, MAX_TOOL_NAME)}: it runs only as an MCP task "
                 "(execution.taskSupport: required), and tooltree calls tools directly"
             )
             continue
         out.append(raw)
     if len(out) > MAX_TOOLS_PER_SERVER:
-        warnings.append(f"{listing.name}: {len(out)} tools; keeping the first {MAX_TOOLS_PER_SERVER}")
+        warnings.append(f"{server}: {len(out)} tools; keeping the first {MAX_TOOLS_PER_SERVER}")
         out = out[:MAX_TOOLS_PER_SERVER]
     warnings += _unmatched_patterns(listing, sorted(seen))
     return out, warnings
@@ -147,8 +146,8 @@ def _unmatched_patterns(listing: ServerListing, names: Sequence[str]) -> list[st
             if any(fnmatch.fnmatchcase(name, pattern) for name in names):
                 continue
             close = difflib.get_close_matches(pattern, names, n=1)
-            hint = f" (did you mean {one_line(close[0], 80)}?)" if close else ""
-            warnings.append(f"{listing.name}: {unmatched_filter(kind, pattern, listing.named)}{hint}")
+            hint = f" (did you mean {cut_name(close[0], 80)}?)" if close else ""
+            warnings.append(f"{cut_name(listing.name)}: {unmatched_filter(kind, pattern, listing.named)}{hint}")
     return warnings
 
 
@@ -315,7 +314,7 @@ def plan_tree(
             path = f"{base}/{function}.py"
             stub = rendered.get((listing.name, function))
             if stub is not None and stub.left_out:  # too large even as the minimal stub: no file, no entry
-                warnings += [f"{listing.name}: {msg}" for msg in stub.warnings]
+                warnings += [f"{cut_name(listing.name)}: {msg}" for msg in stub.warnings]
                 continue
             if stub is not None:
                 files[path] = stub.source.encode("utf-8")
@@ -324,7 +323,7 @@ def plan_tree(
                 reused = reusable[(listing.name, raw["name"])]
                 stub_warnings, parameters = list(reused.warnings), dict(reused.parameters)
             data = files[path]
-            warnings += [f"{listing.name}: {msg}" for msg in stub_warnings]
+            warnings += [f"{cut_name(listing.name)}: {msg}" for msg in stub_warnings]
             server_tools.append(
                 ToolEntry(
                     server=listing.name,

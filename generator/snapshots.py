@@ -9,6 +9,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tool_tree.held_values import HeldValues
+from tool_tree.text import quoted_name
 from tool_tree.tree import SNAPSHOTS_DIR, Manifest, TreeError, snapshot_json
 
 
@@ -44,8 +45,8 @@ def read_snapshots(directory: Path, named: Mapping[str, str] | None = None) -> d
             continue  # a copy of the user's: the file the manifest names is the server's snapshot
         if server in sources:
             raise TreeError(
-                f"{sources[server]} and {path} both hold the snapshot of server {server!r}: move the one not to use"
-                " out of the folder"
+                f"{sources[server]} and {path} both hold the snapshot of server {quoted_name(server)}: move the one "
+                "not to use out of the folder"
             )
         found[server] = data
         sources[server] = path

@@ -260,14 +260,14 @@ def probe_unanswered(server: ServerConfig, *, waited: bool) -> str:
     """What to say of a server that left the protocol probe unanswered (`PROBE`): ``waited``
     out (the session then opened the older way: it answers what it knows, not this), or not (its start was stopped
     meanwhile: an older server, or one slow to start, which only a longer ``timeout`` helps)."""
-    name, entry, timeout = one_line(server.name, 80), setting_named(server, ""), setting_named(server, "timeout")
+    name, entry, timeout = quoted_name(server.name), setting_named(server, ""), setting_named(server, "timeout")
     if waited:
         return (
-            f"server {name!r} did not answer `{PROBE}` (the protocol's first question) and was asked the older way "
+            f"server {name} did not answer `{PROBE}` (the protocol's first question) and was asked the older way "
             f"after {PROBE_SECONDS:g} s; `protocol: legacy` in its entry ({entry}) skips that question"
         )
     return (
-        f"server {name!r} had not answered `{PROBE}` (the protocol's first question) when its start was stopped: "
+        f"server {name} had not answered `{PROBE}` (the protocol's first question) when its start was stopped: "
         f"if it is slow to start, raise its timeout ({timeout}); if it is an older server that never "
         f"answers a request it does not know, `protocol: legacy` skips that question (tooltree waits up to "
         f"{PROBE_SECONDS:g} s for the answer)"

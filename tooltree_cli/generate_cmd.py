@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tooltree_cli.common import UNEXPECTED_HELP, config_path, positive_int
-from tooltree_cli.output import error, print_json, table, terminal_label, terminal_text
+from tooltree_cli.output import error, print_json, table, terminal_label, terminal_name, terminal_text
 from tooltree_cli.signals import EXIT_HUNG_UP, EXIT_TERMINATED, handling, hangup_ignored, quiet_where_gone, said
 
 if TYPE_CHECKING:
@@ -285,7 +285,9 @@ def _run(args: argparse.Namespace) -> int:
         if not args.json:
             source = f"snapshots in {snapshots}" if snapshots is not None else f"{n} server(s)"
             off = [s.name for s in config.servers if not s.enabled] if config is not None and not args.server else []
-            skipped = f" ({len(off)} disabled: {terminal_label(', '.join(off), 200)})" if off else ""
+            skipped = (
+                f" ({len(off)} disabled: {terminal_label(', '.join(map(terminal_name, off)), 200)})" if off else ""
+            )
             print(f"tooltree: listing tools from {source}{skipped} …", file=sys.stderr)
         show = not args.json and snapshots is None  # progress of live servers; a terminal gets a live line
         cancel = Cancel()
@@ -425,7 +427,7 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
         return code
     rows = [
         [
-            terminal_label(s.name, 80),
+            terminal_name(s.name),
             s.status,
             str(s.tools) if s.status == "ok" else "-",
             f"{s.seconds:.2f}",
@@ -434,8 +436,8 @@ def report(result: GenerateResult, args: argparse.Namespace) -> int:
         for s in result.servers
     ]
     print(table(rows, ["server", "status", "tools", "seconds", "error"]), file=sys.stderr)
-    for s in result.failed:  # a name from a project's .mcp.json may carry escapes or line ends: cleaned
-        if s.stderr_tail and (name := terminal_label(s.name, 80)):
+    for s in result.failed:  # a name from a project's .mcp.json may carry escapes or line ends: escaped
+        if s.stderr_tail and (name := terminal_name(s.name)):
             print(f"\n--- last lines of {name}'s stderr ---\n{terminal_text(s.stderr_tail)}", file=sys.stderr)
     shown = breaking_warning(result.api_changes)  # said in full below
     warnings = [w for w in result.warnings if w != shown]

@@ -2,8 +2,8 @@
 
 Text a server, a script, the model or the API wrote is untrusted: what the human output quotes of it goes through
 `terminal_label` (one line, cut) or `terminal_text` (lines kept), which drop escape sequences and control
-characters; ``--json`` output goes through `json_text`, which escapes what JSON itself leaves raw and a terminal
-may act on.
+characters, and a server's or tool's name through `terminal_name` (escaped, so two names stay two); ``--json``
+output goes through `json_text`, which escapes what JSON itself leaves raw and a terminal may act on.
 """
 
 from __future__ import annotations
@@ -76,6 +76,16 @@ def terminal_label(value: object, limit: int) -> str:
     from sandbox.results import note_label
 
     return note_label(value if isinstance(value, str) else str(value), limit)
+
+
+def terminal_name(name: str, limit: int = 80) -> str:
+    """A server's or a tool's name for the terminal: every character that is not printable or that shows nothing, and
+    every backslash, escaped as in a Python literal (`tool_tree.text.cut_name`, as the tree's files show it), cut to
+    ``limit`` characters: ``crm\\u200b``, not ``crm``, another server's name (before: `terminal_label`, which showed
+    the zero-width space raw and dropped a right-to-left override, so ``crm`` was printed for three servers)."""
+    from tool_tree.text import cut_name
+
+    return cut_name(name, limit)
 
 
 def terminal_text(text: str) -> str:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from tooltree_cli.output import terminal_label
+from tooltree_cli.output import terminal_label, terminal_name
 
 if TYPE_CHECKING:
     from generator.generate import ServerOutcome
@@ -93,10 +93,10 @@ class ServerProgress:
         with self._lock:
             if outcome.status == "ok":
                 self.listed += 1
-                text = f"  ok      {terminal_label(outcome.name, 80)}  ({outcome.seconds:.2f} s)"
+                text = f"  ok      {terminal_name(outcome.name)}  ({outcome.seconds:.2f} s)"
             else:
                 self.failed += 1
-                text = f"  FAILED  {terminal_label(outcome.name, 80)}: {shown_error(outcome.error)}"
+                text = f"  FAILED  {terminal_name(outcome.name)}: {shown_error(outcome.error)}"
             if not self.live:
                 self._print(f"{text}  [{self.listed + self.failed}/{self.total}]")
             elif outcome.status != "ok":  # failures stay on screen, above the live line

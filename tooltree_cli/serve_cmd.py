@@ -52,7 +52,7 @@ from tooltree_cli.common import (
     warn_unset,
     workspace_problem,
 )
-from tooltree_cli.output import error, terminal_text
+from tooltree_cli.output import error, terminal_name, terminal_text
 
 if TYPE_CHECKING:
     from agent.serve.server import ToolServer
@@ -557,7 +557,7 @@ def _regenerate(
         print(f"tooltree serve: warning: … {len(result.warnings) - MAX_WARNINGS} more", file=sys.stderr)
     for s in result.failed:
         kept = "its stubs are kept" if s.kept_previous else "its tools are not in the tree"
-        failed = f"tooltree serve: {s.name} failed to list its tools ({shown_error(s.error)}); {kept}"
+        failed = f"tooltree serve: {terminal_name(s.name)} failed to list its tools ({shown_error(s.error)}); {kept}"
         print(with_stderr(failed, terminal_text(s.stderr_tail)), file=sys.stderr)  # escape sequences go whole
     if result.failed and len(result.failed) == len(result.servers):  # `generate` wrote nothing
         if background or only:

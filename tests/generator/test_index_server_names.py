@@ -9,6 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from generator.render import render_stub
 from tests.support import RAW_SERVER
 from tooltree_cli.main import main
@@ -77,3 +79,28 @@ def test_servers_whose_names_differ_by_invisible_characters_are_told_apart_in_th
         quiet = render_stub(server=name, tool={"name": "t", "inputSchema": {"type": "object"}}, function="t").source
         function = next(n for n in ast.parse(quiet).body if isinstance(n, ast.FunctionDef))
         assert (ast.get_docstring(function) or "").startswith(f"Call the 't' tool of '{escaped}'.")  # no description
+
+
+def test_the_terminal_tells_servers_apart_whose_names_differ_by_invisible_characters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: the progress lines and the summary table printed `crm` for `crm\u202e` (the override dropped) and
+    # `crm\u200b` with its zero-width space raw, so three rows read "crm"; warnings began with the name cleaned, and
+    # a failed server's stderr heading was its name cleaned too.
+    spec = tmp_path / "twice.json"
+    spec.write_text(json.dumps({"pages": [[PING, PING]]}), encoding="utf-8")  # listed twice: a warning
+    run = {"command": sys.executable, "args": [str(RAW_SERVER), str(spec)]}
+    fails = {"command": sys.executable, "args": ["-c", "import sys; sys.stderr.write('boom\\n'); sys.exit(1)"]}
+    servers = {"crm": run, "crm\u200b": run, "crm\u202e": run, "my-shop": run, "bad\u200b": fails}
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree"), "--embeddings", "off"]) == 3
+    err = capsys.readouterr().err
+    assert "\u200b" not in err and "\u202e" not in err
+    lines = err.splitlines()
+    for shown in ("crm", "crm\\u200b", "crm\\u202e", "my-shop"):
+        assert any(line.startswith(f"  ok      {shown}  (") for line in lines), err  # its progress line
+        assert any(line.split()[:3] == [shown, "ok", "1"] for line in lines), err  # its row of the table
+        assert f"warning: {shown}: tool 'ping' is listed twice; keeping the first" in lines
+    assert any(line.startswith("  FAILED  bad\\u200b: ") for line in lines) and "bad\\u200b  failed" in err
+    assert "--- last lines of bad\\u200b's stderr ---\nboom" in err

@@ -39,10 +39,11 @@ def test_patterns_that_match_a_tool_give_no_warning() -> None:
     assert selected_tools(listing) == (tools("list_leads"), [])
 
 
-def test_a_suggested_name_from_a_server_is_shown_as_plain_text() -> None:
+def test_a_suggested_name_from_a_server_is_shown_escaped() -> None:
+    # Escaped, not cleaned (before: "list_leads[2J", a name the server does not have).
     listing = ServerListing("crm", tools("list_leads\x1b[2J\u202e"), include=["list_lead"])
     _, (warning,) = selected_tools(listing)
-    assert warning == "crm: include pattern 'list_lead' matches no tool (did you mean list_leads[2J?)"
+    assert warning == "crm: include pattern 'list_lead' matches no tool (did you mean list_leads\\x1b[2J\\u202e?)"
 
 
 def test_generate_warns_on_stderr_about_an_include_typo_and_still_succeeds(
