@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
 from tool_tree.config_read import ConfigError
-from tool_tree.text import one_line
+from tool_tree.text import cut_name
 
 DEFAULT_TIMEOUT = 30.0
 MAX_CONCURRENCY = 1024
@@ -115,7 +115,8 @@ def setting_named(server: ServerConfig, key: str, source: str | None = None, *, 
     """``key`` of ``server`` (a field, ``env.TOKEN``, ``args[2]``, or "" for its entry) as its file writes it, with the
     file ``source`` when given: ``mcp_servers.media.tool_timeout_sec in config.toml`` (`ServerConfig.keys`;
     tooltree.yaml's ``servers.NAME.KEY`` when the server has none), and with ``default``, what the file's format takes
-    when the setting is unset (``default 30``, tooltree's, in tooltree.yaml)."""
+    when the setting is unset (``default 30``, tooltree's, in tooltree.yaml). The path is escaped, not cleaned
+    (`cut_name`): ``mcpServers.crm\\u200b.timeout`` (before: ``mcpServers.crm.timeout``, another server's setting)."""
     head = re.split(r"[.\[]", key, maxsplit=1)[0]
     own = server.keys.get(key) if key != head else None  # env.TOKEN of Codex's env_vars: a variable's case is kept
     if own is None and head == "headers":  # a header's name, in any case
@@ -127,7 +128,7 @@ def setting_named(server: ServerConfig, key: str, source: str | None = None, *, 
     else:
         path = f"servers.{server.name}" + (f".{key}" if key else "")
         unset = f"default {DEFAULT_TIMEOUT:g}" if key == "timeout" else ""
-    named = one_line(path, 200) + (f" in {source}" if source is not None else "")
+    named = cut_name(path, 200) + (f" in {source}" if source is not None else "")
     return named + (f", {unset}" if default and unset else "")
 
 

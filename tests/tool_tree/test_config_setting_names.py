@@ -145,3 +145,20 @@ def test_generate_tree_of_a_disabled_server_names_the_key_that_disables_it(
     path = _written(tmp_path, name, text)
     assert main(["generate-tree", "--config", str(path), "--out", str(tmp_path / "tree"), "--server", "c"]) == 2
     assert f"{path}: {said}: enable it to list it (--server c)" in capsys.readouterr().err
+
+
+def test_a_setting_of_servers_whose_names_differ_by_invisible_characters_names_each_escaped(tmp_path: Path) -> None:
+    # Before: cleaned, so a timeout of `crm\u200b` or `crm\u202e` was said as `mcpServers.crm.timeout`, another
+    # server's setting (the error of a start that timed out, generate-tree's summary table, a call's error).
+    servers = {name: _entry(timeout=3) for name in ("crm", "crm\u200b", "crm\u202e")}
+    path = _written(tmp_path, ".mcp.json", json.dumps({"mcpServers": servers}))
+    config = load_config(path)
+    assert [setting_named(config.server(n), "timeout") for n in servers] == [
+        "mcpServers.crm.timeout",
+        "mcpServers.crm\\u200b.timeout",
+        "mcpServers.crm\\u202e.timeout",
+    ]
+    yaml = _written(
+        tmp_path, "tooltree.yaml", "servers:\n" + "".join(f"  {json.dumps(n)}: {{command: x}}\n" for n in servers)
+    )
+    assert setting_named(load_config(yaml).server("crm\u200b"), "timeout") == "servers.crm\\u200b.timeout"
