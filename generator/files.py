@@ -301,8 +301,9 @@ def _remove_empty_dirs(base: Path) -> None:
             continue
 
 
-def check_out(out: Path, previous: Manifest | None, *, owned: Collection[str], writing: bool = True) -> None:
-    """Refuse a tree folder that is not a folder, and (``writing``) one holding files tooltree did not write.
+def check_out(out: Path, previous: Manifest | None, *, owned: Collection[str]) -> None:
+    """Refuse a tree folder that is not a folder, or one holding files tooltree did not write (under ``--check``
+    too: it refuses the folder the run it checks for would refuse, where it listed drift, exit 1, before).
 
     A tree's writer replaces ``manifest.json`` and ``search_index.json`` and writes and deletes files
     under the ``owned`` folders, so ``out`` must be a new or empty folder, or one holding a tooltree
@@ -311,20 +312,17 @@ def check_out(out: Path, previous: Manifest | None, *, owned: Collection[str], w
     `generator.kept`). Other files beside them are never touched.
 
     Raises:
-        TreeError: ``out`` is not a folder, or (``writing``) a folder whose ``manifest.json`` is not
+        TreeError: ``out`` is not a folder, or a folder whose ``manifest.json`` is not
             tooltree's while it holds one of the paths the writer replaces or prunes, or one inside an ``owned``
             folder of another tree.
     """
     if previous is not None:
         return
-    if writing:
-        _refuse_inside_a_tree(out, owned)
+    _refuse_inside_a_tree(out, owned)
     if not out.exists() and not out.is_symlink():
         return
     if not out.is_dir():
         raise TreeError(f"{out}: not a folder; --out names the folder of the tree (created when missing)")
-    if not writing:
-        return
     held = [name for name in (MANIFEST_FILE, SEARCH_INDEX_FILE, *owned) if os.path.lexists(out / name)]
     if not held or tooltree_manifest(out / MANIFEST_FILE) is not None:
         return

@@ -193,6 +193,7 @@ def generate(
     cancel: Cancel | None = None,
     on_wait: Callable[[], None] | None = None,
     on_writing: Callable[[], None] | None = None,
+    on_listing: Callable[[], None] | None = None,
 ) -> GenerateResult:
     """Generate (or, with ``check``, compare) the tree at ``out``.
 
@@ -204,7 +205,8 @@ def generate(
     (default: the config's ``pool.start_jobs``, else the number of cores); ``on_server_start`` is told each server's
     name when it leaves that queue and starts. ``cancel``, set from another thread, stops the run (see `Cancel`).
     ``on_wait`` is called before the run waits for another process writing the same tree (`tree_lock`), and
-    ``on_writing`` once the run holds the tree's lock to write it, before it writes anything (not under ``check``).
+    ``on_writing`` once the run holds the tree's lock to write it, before it writes anything (not under ``check``);
+    ``on_listing`` once ``out`` passed `check_out`, before the servers (or snapshots) are read.
 
     A run in which every server failed writes nothing (``report`` is None): no tree without tools is made, and an
     existing tree is left as it was. A tree that would lose its last tool because its servers listed none keeps their
@@ -240,7 +242,9 @@ def generate(
     # A run writing the tree now: judge the tree it leaves, not half of it.
     with tree_lock(out, shared=True, on_wait=on_wait):
         previous = load_previous(out)
-        check_out(out, previous, owned=OWNED_DIRS, writing=not check)
+        check_out(out, previous, owned=OWNED_DIRS)
+    if on_listing is not None:  # the folder is one the run may write: the servers or snapshots are read next
+        on_listing()
     listings: list[ServerListing] = []
     outcomes: list[ServerOutcome] = []
     noted: list[str] = []  # said of a server that was listed (it kept changing its tools while listed)

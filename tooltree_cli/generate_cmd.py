@@ -282,13 +282,11 @@ def _run(args: argparse.Namespace) -> int:
                 error(problem)
                 return EXIT_CONFIG
         n = len(set(args.server)) if args.server else (len(config.enabled_servers) if config else 0)
-        if not args.json:
-            source = f"snapshots in {snapshots}" if snapshots is not None else f"{n} server(s)"
-            off = [s.name for s in config.servers if not s.enabled] if config is not None and not args.server else []
-            skipped = (
-                f" ({len(off)} disabled: {terminal_label(', '.join(map(terminal_name, off)), 200)})" if off else ""
-            )
-            print(f"tooltree: listing tools from {source}{skipped} …", file=sys.stderr)
+        source = f"snapshots in {snapshots}" if snapshots is not None else f"{n} server(s)"
+        off = [s.name for s in config.servers if not s.enabled] if config is not None and not args.server else []
+        skipped = f" ({len(off)} disabled: {terminal_label(', '.join(map(terminal_name, off)), 200)})" if off else ""
+        # Said once --out is known to be a folder the run may write (before, a refused --out followed this line).
+        listing = f"tooltree: listing tools from {source}{skipped} …"
         show = not args.json and snapshots is None  # progress of live servers; a terminal gets a live line
         cancel = Cancel()
         with ServerProgress(n, live=None if show else False) as progress, ctrl_c_cancels(cancel, received):
@@ -308,6 +306,7 @@ def _run(args: argparse.Namespace) -> int:
                     f"tooltree: another generate-tree is writing {out}; waiting for it to finish …", file=sys.stderr
                 ),
                 on_writing=lambda: writing.append(_manifest_identity(out)),
+                on_listing=None if args.json else lambda: print(listing, file=sys.stderr),
             )
     except GenerateCancelled:  # Ctrl-C while servers were listed: they are closed, nothing was written
         return _stopped(received)

@@ -438,15 +438,17 @@ def test_out_holding_files_tooltree_did_not_write_is_refused_and_left_as_it_was(
     for rel, text in files.items():
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         (out / rel).write_text(text, encoding="utf-8")
-    assert main(["generate-tree", "--config", str(config), "--out", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert f"{out}: holds {held} but no tooltree manifest" in err and "choose a new or empty folder" in err
-    damaged = "manifest.json is there but is not one tooltree wrote, or is damaged: if this is a tree tooltree wrote"
-    assert (damaged in err) == ("manifest.json" in files)
-    assert {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()} == set(files)
-    assert all((out / rel).read_text(encoding="utf-8") == text for rel, text in files.items())
-    # comparing writes nothing, so --check may still look at such a folder
-    assert main(["generate-tree", "--config", str(config), "--out", str(out), "--check"]) == 1
+    for check in ([], ["--check"]):
+        # --check refuses the folder the run it checks for refuses (before: it listed drift, exit 1)
+        assert main(["generate-tree", "--config", str(config), "--out", str(out), *check]) == 2
+        err = capsys.readouterr().err
+        # the refusal is all it says (before: "listing tools from 1 server(s) …" came first)
+        assert err.startswith(f"tooltree: error: {out}: holds {held} but no tooltree manifest"), err
+        assert "choose a new or empty folder" in err and err.count("\n") == 1
+        damaged = "manifest.json is there but is not one tooltree wrote, or is damaged: if this is a tree"
+        assert (damaged in err) == ("manifest.json" in files)
+        assert {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()} == set(files)
+        assert all((out / rel).read_text(encoding="utf-8") == text for rel, text in files.items())
 
 
 def test_out_may_hold_other_files_or_a_tree_of_another_release(
