@@ -165,10 +165,11 @@ def test_out_inside_a_folder_another_tree_writes_is_refused(
     before = files(out)
     capsys.readouterr()
     snaps = tmp_path / "snaps"
-    code = main(["generate-tree", "--from-snapshot", str(snaps), "--out", str(out / inside), "--embeddings", "off"])
-    assert code == 2
-    top = inside.split("/")[0]
-    assert f"is inside {top}/ of the tree {out}, which tooltree writes" in capsys.readouterr().err
+    for check in ([], ["--check"]):  # --check refuses it as the run does (before: it listed drift, exit 1)
+        args = ["--from-snapshot", str(snaps), "--out", str(out / inside), "--embeddings", "off", *check]
+        assert main(["generate-tree", *args]) == 2
+        top = inside.split("/")[0]
+        assert f"is inside {top}/ of the tree {out}, which tooltree writes" in capsys.readouterr().err
     assert files(out) == before
     # beside the tree, or in a folder of it that is not the tree's, a tree may go
     for elsewhere in (tmp_path / "other", out / "notes"):
