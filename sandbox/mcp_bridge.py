@@ -60,7 +60,7 @@ from sandbox.stored_definitions import StoredDefinition, stored_definition
 from sandbox.stored_definitions import manifest_version as manifest_file_version
 from sandbox.tool_changes import StaleRefusals, StaleSessionRefused, StaleTools, changed_parts
 from tool_tree.config import Config, setting_named
-from tool_tree.pool import CallFailure, PoolError, ProgressListener, ServerPool, ServerUnavailable
+from tool_tree.pool import CallFailure, PoolError, ProgressListener, ServerPool, ServerUnavailable, UnknownServerError
 from tool_tree.regenerate import shell_word
 from tool_tree.schema_check import describe_error
 from tool_tree.server_asks import Asker
@@ -280,7 +280,7 @@ class McpBridge(ToolBridge):
         and why (a server hanging in its start-up) was in the host's log alone."""
         try:
             state = self.pool.state(server)
-        except Exception:  # an unknown server, or a pool closing: nothing to add
+        except UnknownServerError:  # nothing to add (a closing pool says where each server is, as before)
             return ""
         if state == "starting":
             return (
