@@ -152,9 +152,9 @@ def test_exec_prints_the_notes_the_session_kept_after_a_count_of_the_others(
     docker_engine: object, project: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    from sandbox import session as session_module
+    from sandbox import session_files
 
-    monkeypatch.setattr(session_module, "NOTES_KEPT", 5)
+    monkeypatch.setattr(session_files, "NOTES_KEPT", 5)
     config, tree = project
     ws = tmp_path / "ws"
     (ws / "ro").mkdir(parents=True)

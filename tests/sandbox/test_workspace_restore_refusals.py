@@ -69,9 +69,9 @@ def test_a_session_keeps_the_latest_notes_of_its_saves_and_counts_them_all(
 ) -> None:
     # Before: a session kept every note of every save (one per read-only host file a script deleted, up to the entry
     # cap's worth of paths each time) and logged each one.
-    from sandbox import session as session_module
+    from sandbox import session_files
 
-    monkeypatch.setattr(session_module, "NOTES_KEPT", 5)
+    monkeypatch.setattr(session_files, "NOTES_KEPT", 5)
     ws = tmp_path / "ws"
     (ws / "ro").mkdir(parents=True)
     for n in range(8):

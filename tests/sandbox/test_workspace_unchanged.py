@@ -176,7 +176,7 @@ def test_a_save_over_the_cap_by_its_files_sizes_is_refused_before_any_data_reach
             super().__init__(dest, **kwargs)
             receivers.append(self)
 
-    monkeypatch.setattr("sandbox.session.WorkspaceReceiver", Receiver)
+    monkeypatch.setattr("sandbox.session_files.WorkspaceReceiver", Receiver)
     config = SandboxConfig(owner=TEST_OWNER, workspace_max_bytes=16 << 20)
     ws = tmp_path / "ws"
     ws.mkdir()
