@@ -86,8 +86,11 @@ class Section:
                 kept: contextlib.AbstractContextManager[list[ConfigError]] = (
                     reader.deferring() if unset_kept else contextlib.nullcontext([])
                 )
+                # a number as written: YAML 1.1 reads `model: 0x10` as 16, `010` as 8, `12:30` as 750 (before: the
+                # setting got "16", "8" or "750"), as `Reader.string` takes a server's
+                text = v if isinstance(v, str) else self.written.get(k, str(v))
                 with kept as unset:
-                    out[k] = reader.expand(str(v), Node(v, line), key)
+                    out[k] = reader.expand(text, Node(v, line), key)
                 if unset:
                     del out[k]
                     continue

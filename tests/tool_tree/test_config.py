@@ -726,6 +726,16 @@ def test_a_text_setting_yaml_read_as_a_boolean_or_a_date_says_to_quote_it(line: 
     assert info.value.message.endswith("got False")
 
 
+@pytest.mark.parametrize("written", ["0x10", "010", "12:30", "1_000", "1.10", "1e3", "0o17", "42"])
+def test_a_text_setting_written_as_a_number_is_taken_as_written(written: str) -> None:
+    from agent.defaults import agent_settings
+    from tooltree_cli.common import config_sections
+
+    # Before: YAML 1.1 read `model: 0x10` as 16, `010` as 8 and `12:30` as 750, and the setting got "16", "8", "750".
+    config = parse_config(f"servers: {{}}\nagent:\n  model: {written}\n", environ={}, sections=config_sections())
+    assert agent_settings(config)["model"] == written
+
+
 @pytest.mark.parametrize(
     ("key", "odd"), [("comm\u200band", "U+200B"), ("c\u043emmand", "U+043E"), ("time\u00a0out", "U+00A0")]
 )
