@@ -19,7 +19,7 @@ __all__ = ["make_serve", "serve_tree"]  # fixtures
 
 WAIT = 120.0
 FILES = 300
-NOTES_SHOWN = 20  # `agent.serve.sessions.NOTES_SHOWN`
+NOTES_SHOWN = 20  # `agent.serve.client_session.NOTES_SHOWN`
 
 
 @pytest.mark.docker

@@ -185,8 +185,8 @@ class Opened:
 
 def test_a_name_error_in_a_sessions_first_script_says_the_session_is_new() -> None:
     # Claude Code reconnects silently after serve restarted: before, its next script's NameError was all it saw.
+    from agent.serve.client_session import _Execution
     from agent.serve.content import NEW_SESSION_HINT
-    from agent.serve.sessions import _Execution
 
     session = ClientSession("k", Opened())  # type: ignore[arg-type]
     first = session._execute(Scripted(), {"code": "print(x)"}, _Execution())  # type: ignore[arg-type]
