@@ -37,7 +37,7 @@ BODY_TIMEOUT = 60.0
 holds its connection and its places no longer."""
 SESSION_REQUESTS = 64
 """``POST`` requests of one session in flight: an honest client has a few; the sessions' own queues
-(`agent.serve.sessions`) take 8 executions and make further calls wait for a thread, without refusing."""
+(`agent.serve.client_session`) take 8 executions and make further calls wait for a thread, without refusing."""
 TOTAL_REQUESTS = 256
 """``POST`` requests in flight on the server."""
 SMALL_BODY = 64 * 1024

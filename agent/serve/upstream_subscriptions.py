@@ -67,7 +67,7 @@ from agent.serve.upstream_lists import RESOURCE_NOT_FOUND, Spawn, UpstreamExtras
 from agent.serve.upstream_offer import URI_CHARS, NotKept, exact
 
 if TYPE_CHECKING:
-    from agent.serve.sessions import ClientSession
+    from agent.serve.client_session import ClientSession
     from sandbox.bridge import CallCancel
     from sandbox.host import Runtime
 
