@@ -307,6 +307,9 @@ def _hint(e: MarkedYAMLError) -> str:
         return ""
     if "character '\\t' that cannot start any token" in problem:  # before: no word of what to do
         return tab_hint(mark.buffer, mark.pointer)
+    if e.context == "while scanning a block scalar" and problem.endswith("but found '\\t'"):
+        # before: "expected chomping or indentation indicators, but found '\t'", and no more
+        return " (tooltree reads no tab after a block scalar's | or >: write a space, or nothing)"
     if problem.endswith("but got '{'") and mark.buffer[mark.pointer - 1 : mark.pointer] == "$":
         # before: "expected ',' or ']', but got '{'", for a reference written as in a block
         return " (inside [ ] or { }, YAML reads the { of ${...} as its own: write the item holding it in quotes)"

@@ -126,3 +126,12 @@ def test_a_tab_that_is_not_white_space_says_what_to_write(tmp_path: Path, line: 
     # Before: "(YAML indents with spaces, not tabs)", of a line indented with spaces.
     error = error_of(tmp_path, f"servers:\n  a:\n    {line}\n")
     assert error.message == f"invalid YAML: found character '\\t' that cannot start any token ({hint})"
+
+
+@pytest.mark.parametrize("header", ["|", ">", "|-", ">+", "|2"])
+def test_a_tab_after_a_block_scalars_header_says_what_to_write(tmp_path: Path, header: str) -> None:
+    # Before: "while scanning a block scalar: expected chomping or indentation indicators, but found '\t'", and no more,
+    # of an invisible tab at the end of `description: |`.
+    error = error_of(tmp_path, f"servers:\n  a:\n    command: x\n    description: {header}\t\n      hello\n")
+    assert error.line == 4
+    assert error.message.endswith("(tooltree reads no tab after a block scalar's | or >: write a space, or nothing)")
