@@ -184,10 +184,12 @@ def _disabled_problem(config: Config, only: Sequence[str], out: Path) -> str | N
     no tools."""
     if off := [name for name in dict.fromkeys(only) if not config.server(name).enabled]:
         from tool_tree.config import setting_named
+        from tool_tree.regenerate import shell_word
 
         key = setting_named(config.server(off[0]), "enabled")
         said = f"{key} is {'true' if key.endswith('.disabled') else 'false'}"
-        return f"{config.source}: {said}: enable it to list it (--server {off[0]})"
+        # the name as a word to type again (before: as it is, a zero-width space or a newline raw, `my crm` unquoted)
+        return f"{config.source}: {said}: enable it to list it (--server {shell_word(off[0])})"
     if only:
         return None
     # With --from-snapshot too (before: exempt, and a config of every server disabled emptied the tree, its snapshots

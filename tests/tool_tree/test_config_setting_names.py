@@ -147,6 +147,18 @@ def test_generate_tree_of_a_disabled_server_names_the_key_that_disables_it(
     assert f"{path}: {said}: enable it to list it (--server c)" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("server", "typed"), [("my crm", "'my crm'"), ("crm\u200b", "$'crm\\u200b'"), ("it's", "'it'\"'\"'s'")]
+)
+def test_generate_tree_of_a_disabled_server_says_its_name_as_a_word_to_type(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], server: str, typed: str
+) -> None:
+    # Before: "(--server my crm)", its zero-width space raw: a command that typed as shown lists another server.
+    path = _written(tmp_path, ".mcp.json", json.dumps({"mcpServers": {server: {"command": "x", "disabled": True}}}))
+    assert main(["generate-tree", "--config", str(path), "--out", str(tmp_path / "tree"), "--server", server]) == 2
+    assert capsys.readouterr().err.endswith(f": enable it to list it (--server {typed})\n")
+
+
 def test_a_setting_of_servers_whose_names_differ_by_invisible_characters_names_each_escaped(tmp_path: Path) -> None:
     # Before: cleaned, so a timeout of `crm\u200b` or `crm\u202e` was said as `mcpServers.crm.timeout`, another
     # server's setting (the error of a start that timed out, generate-tree's summary table, a call's error).
