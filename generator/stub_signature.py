@@ -20,6 +20,8 @@ import tokenize
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from tool_tree.text import quoted_name
+
 MAX_PARSED = 600_000
 """Bytes of a stub parsed for its signature (the generator writes none over 500,000 characters, nearly all ASCII); a
 bigger file (a user's, a tree's from elsewhere) is not compared: parsing 2 MB of tiny tokens took 870 MB."""
@@ -266,6 +268,12 @@ def _base(member: str) -> str:
     return "int" if value.lstrip("-").isdigit() else ""
 
 
+def _key_of(typed_dict: str, key: str) -> str:
+    """A TypedDict's key as a change names it: ``Row.name``; one that is no identifier as a subscript, escaped
+    (``Row['x\\u200b']``, ``Row['a b']``: before, ``Row.x`` of the key ``x\\u200b``, which another key is named)."""
+    return f"{typed_dict}.{key}" if key.isidentifier() else f"{typed_dict}[{quoted_name(key)}]"
+
+
 def _keys(text: str, old: Signature, new: Signature, *, sent: bool) -> tuple[str, bool] | None:
     """For a type written the same in ``old`` and ``new`` whose TypedDicts changed (by the same names): what
     changed of their keys, and whether it breaks a caller (``sent``: a parameter's type, where a new key that is not
@@ -285,21 +293,21 @@ def _keys(text: str, old: Signature, new: Signature, *, sent: bool) -> tuple[str
             return None
         for key, annotation in before.items():
             if key not in after:
-                said.append(f"{name}.{key} removed")
+                said.append(f"{_key_of(name, key)} removed")
                 breaks = True
             elif after[key] != annotation:
                 if after[key] == f"NotRequired[{annotation}]" and sent:  # a caller may leave it out now
-                    said.append(f"{name}.{key} now optional")
+                    said.append(f"{_key_of(name, key)} now optional")
                 elif annotation == f"NotRequired[{after[key]}]" and not sent:  # a reader always gets it now
-                    said.append(f"{name}.{key} now always given")
+                    said.append(f"{_key_of(name, key)} now always given")
                 else:
-                    said.append(f"{name}.{key}: {annotation} → {after[key]}")
+                    said.append(f"{_key_of(name, key)}: {annotation} → {after[key]}")
                     breaks = True
             pending += [n for n in _IDENT.findall(annotation) if n in old.defs]
         for key, annotation in after.items():
             if key not in before:
                 required = not annotation.startswith("NotRequired[")
-                said.append(f"{name}.{key} added" + (" (required)" if required and sent else ""))
+                said.append(f"{_key_of(name, key)} added" + (" (required)" if required and sent else ""))
                 breaks = breaks or (required and sent)
     return ("; ".join(said), breaks) if said else None
 

@@ -106,6 +106,19 @@ def test_a_key_a_caller_may_now_leave_out_or_a_reader_now_always_gets_breaks_not
     ]
 
 
+def test_a_key_that_is_no_identifier_is_named_escaped_as_a_subscript(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "GetOutput.x removed" of the key x\u200b while x stayed, "GetOutput.cd" of c\x1bd.
+    def get(keys: list[str]) -> dict[str, Any]:
+        out = {"type": "object", "properties": {k: {"type": "string"} for k in keys}, "required": keys}
+        return {**tool("get", {"q": {"type": "string"}}, ("q",)), "outputSchema": out}
+
+    snapshot_tree(tmp_path, [get(["x", "x\u200b", "a b", "c\x1bd"])])
+    removed = "GetOutput['x\\u200b'] removed; GetOutput['a b'] removed; GetOutput['c\\x1bd'] removed"
+    assert changes(tmp_path, [get(["x"])], capsys) == [(True, f"svc.get: returns GetOutput: {removed}")]
+
+
 def test_a_stub_edited_by_hand_with_other_line_ends_is_read_as_python_reads_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
