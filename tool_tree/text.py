@@ -18,6 +18,7 @@ search use these functions, so a summary reads the same wherever it is shown.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 # Defined in the sandbox's package (it has no other); the host's modes import it from here.
 from tool_tree.runtime._result import is_text_type as is_text_type
@@ -74,10 +75,18 @@ def clean(text: str) -> str:
 def shown_name(name: str) -> str:
     """``name`` with every backslash and every character that is not printable or that `clean` drops escaped as in
     a Python literal: one line that cannot move the cursor or fake an entry, and that still tells names apart
-    (`clean` alone shows ``get\\u200b_item`` as ``get_item``, another tool's name)."""
-    if name.isprintable() and "\\" not in name and (name.isascii() or _DROPPED.search(name) is None):
+    (`clean` alone shows ``get\\u200b_item`` as ``get_item``, another tool's name). In a name not in Unicode's
+    composed form (NFC), each combining mark is escaped too: ``cafe\\u0301``, which looks like ``café``, another
+    name (before, the two looked identical)."""
+    composed = name.isascii() or unicodedata.is_normalized("NFC", name)
+    if composed and name.isprintable() and "\\" not in name and (name.isascii() or _DROPPED.search(name) is None):
         return name
-    return "".join(_escaped(c) if not c.isprintable() or c == "\\" or _DROPPED.match(c) else c for c in name)
+    return "".join(
+        _escaped(c)
+        if not c.isprintable() or c == "\\" or _DROPPED.match(c) or (not composed and unicodedata.combining(c))
+        else c
+        for c in name
+    )
 
 
 def cut_name(name: str, limit: int = 80) -> str:

@@ -104,7 +104,8 @@ def test_tools_whose_names_differ_by_invisible_characters_are_told_apart_in_the_
 ) -> None:
     # Before: the MCP name shown was cleaned like a description, so README.md said "get_item_2 — … (MCP name:
     # get_item)" and the stub's docstring "from tool 'get_item'" for `get\u200b_item`: another tool's name.
-    names = ["get_item", "get\u200b_item", "get_item\u202e", "get\u3164_item"]
+    # So were names that differ by Unicode normalisation alone: `get_it\u00e9m` and `get_ite\u0301m` looked the same.
+    names = ["get_item", "get\u200b_item", "get_item\u202e", "get\u3164_item", "get_it\u00e9m", "get_ite\u0301m"]
     tools = [{"name": n, "description": "Fetch an item.", "inputSchema": {"type": "object"}} for n in names]
     out, _ = _generate(tmp_path, {"pages": [tools]}, capsys)
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
@@ -114,6 +115,8 @@ def test_tools_whose_names_differ_by_invisible_characters_are_told_apart_in_the_
         "get\u200b_item": "get\\u200b_item",
         "get_item\u202e": "get_item\\u202e",
         "get\u3164_item": "get\\u3164_item",
+        "get_it\u00e9m": "get_it\u00e9m",  # composed (NFC): as it is
+        "get_ite\u0301m": "get_ite\\u0301m",
     }
     assert "- get_item — Fetch an item." in readme
     for name, escaped in shown.items():
