@@ -1,72 +1,47 @@
 """`DockerEngine`: the Docker Engine API through docker-py, with the sandbox's errors.
 
-The engine is found as the ``docker`` command finds it, from the environment: ``DOCKER_HOST``
-(``unix://``, ``tcp://``, ``ssh://``), ``DOCKER_TLS_VERIFY`` and ``DOCKER_CERT_PATH``; by default the
-local socket. One engine object serves a whole process (`default_engine`): its HTTP connections
-are pooled, and one stream of engine events tells every live connection at once when its
-container dies (`watch_death`).
+One engine object serves a whole process (`default_engine`): its HTTP connections are pooled, and
+one stream of engine events tells every live connection at once when its container dies
+(`watch_death`).
 
-Every call turns docker-py's and requests' exceptions into `EngineError` (the call failed; the
-engine's explanation attached) or `EngineUnavailableError` (no engine answers: start Docker or
-set ``DOCKER_HOST``).
+Where the engine is found, and how every call's exceptions become `EngineError` or
+`EngineUnavailableError`, is `sandbox._docker_calls`; the image calls (listing, building with its
+deadline and log tail, importing, pulling, removing) are `sandbox._docker_images`; the attach
+channel is `_attach`.
 
-(Over 400 lines: one class around one docker-py client — the Engine API calls the sandbox makes,
-each with its error translation, and the build's deadline and log tail; the attach channel is `_attach`.)
+(Over 400 lines: one class around one docker-py client — the Engine API calls the sandbox makes for
+containers, volumes and the engine's events, each turning the engine's errors into the sandbox's.)
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import json
 import logging
 import math
 import os
-import socket
 import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
-from typing import Any, NamedTuple, cast
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 import docker
 import docker.errors
-import docker.transport.unixconn
 import requests.exceptions
-import urllib3.exceptions
 
 from sandbox._attach import AttachSocket
+from sandbox._docker_calls import _bound_idle_connections, _found, _labels, _removed
+from sandbox._docker_calls import engine_address as engine_address
+from sandbox._docker_calls import translated as translated
+from sandbox._docker_images import LOG_TAIL_CHARS as LOG_TAIL_CHARS
+from sandbox._docker_images import ImageEntry as ImageEntry
+from sandbox._docker_images import LogTail as LogTail
+from sandbox._docker_images import _Images
 from sandbox.errors import EngineError, EngineUnavailableError
 
 logger = logging.getLogger(__name__)
 
 
-def _close_socket_when_connect_fails() -> None:
-    """docker-py 7.1's unix-socket connection leaks its socket when ``connect`` fails (the engine is
-    down or restarting): wrap it so the socket is closed before the error goes on."""
-    connection = docker.transport.unixconn.UnixHTTPConnection
-    if getattr(connection.connect, "_tooltree_closes", False):
-        return
-
-    def connect(self: Any) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.unix_socket)
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = sock
-
-    connect._tooltree_closes = True  # type: ignore[attr-defined]
-    connection.connect = connect  # type: ignore[method-assign]
-
-
-_close_socket_when_connect_fails()
-
 API_TIMEOUT = 120.0
 """Seconds any one API call may take (builds and imports pass their own)."""
-_CONNECTION_POOLS = 4
 CREATE_REPLY_WAIT = 30.0
 """Seconds an interrupted container create waits for the engine's reply, to remove what it made."""
 
@@ -74,19 +49,6 @@ DeathHandler = Callable[[Mapping[str, Any]], None]
 """Called with a container's ``die`` event (``Actor.Attributes`` holds ``exitCode``), whose key `OOM_KEY` says whether
 the engine reported the container out of memory (an ``oom`` event) before it died."""
 OOM_KEY = "tooltree.oom"
-
-
-class ImageEntry(NamedTuple):
-    """An image as the engine lists it."""
-
-    id: str
-    names: list[str]
-    """Its ``repository:tag`` names."""
-    labels: dict[str, str]
-    size: int = 0
-    """Bytes, as the engine lists it (shared layers counted in each image)."""
-    created: float = 0.0
-    """When it was built (Unix time; 0 when unknown)."""
 
 
 class ContainerEntry(NamedTuple):
@@ -115,119 +77,7 @@ class VolumeEntry(NamedTuple):
     """When it was made (RFC 3339, as the engine says it; empty when it does not)."""
 
 
-def _labels(found: Mapping[str, Any]) -> dict[str, str]:
-    return {str(k): str(v) for k, v in (found.get("Labels") or {}).items()}
-
-
-def engine_address() -> str:
-    """Where the engine is looked for: ``DOCKER_HOST`` or the local socket."""
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-
-
-@contextlib.contextmanager
-def translated(what: str) -> Iterator[None]:
-    """Turn docker-py's exceptions inside the block into the sandbox's.
-
-    Raises:
-        EngineUnavailableError: no engine answers.
-        EngineError: the engine refused or failed the call.
-    """
-    try:
-        yield
-    except docker.errors.APIError as e:
-        explanation = str(e.explanation or e)
-        raise EngineError(
-            f"{what} failed: {explanation[-2000:]}", command=[what], returncode=e.status_code, stderr=explanation
-        ) from None
-    except (requests.exceptions.Timeout, urllib3.exceptions.ReadTimeoutError):
-        # urllib3's own error escapes requests when a streamed response (a build, a pull) is read.
-        raise EngineError(f"{what}: the Docker engine at {engine_address()} did not answer in time") from None
-    except urllib3.exceptions.ProtocolError as e:
-        raise EngineError(f"{what}: the connection to the Docker engine at {engine_address()} broke ({e})") from None
-    except requests.exceptions.ConnectionError as e:
-        raise EngineUnavailableError(
-            f"{what}: no Docker engine answers at {engine_address()} ({e}); start Docker or set DOCKER_HOST"
-        ) from None
-    except docker.errors.DockerException as e:
-        raise EngineError(f"{what} failed: {e}") from None
-
-
-LOG_TAIL_CHARS = 3000
-"""How much of the end of a build log is kept (the rest is read and dropped) and reported on failure."""
-
-
-class LogTail:
-    """The last ``limit`` characters of a stream of text, without keeping the rest in memory."""
-
-    def __init__(self, limit: int = LOG_TAIL_CHARS) -> None:
-        self.limit = limit
-        self._parts: collections.deque[str] = collections.deque()
-        self._size = 0
-
-    def append(self, text: str) -> None:
-        """Add ``text`` at the end, dropping what falls out of the tail."""
-        text = text[-self.limit :]
-        self._parts.append(text)
-        self._size += len(text)
-        while self._size - len(self._parts[0]) >= self.limit:
-            self._size -= len(self._parts.popleft())
-
-    def text(self) -> str:
-        """The tail: at most ``limit`` characters."""
-        return "".join(self._parts)[-self.limit :]
-
-
-def _collect(item: Any, log: LogTail | None, what: str) -> None:
-    """One decoded line of a build, pull or import stream: its text kept, its error raised."""
-    if not isinstance(item, dict):
-        return
-    if item.get("error"):
-        raise EngineError(
-            f"{what} failed: {str(item['error'])[-2000:]}", command=[what], output=log.text() if log else ""
-        )
-    if log is not None and isinstance(item.get("stream"), str):
-        log.append(item["stream"])
-
-
-def _shut(response: requests.Response) -> None:
-    """Shut a streamed response's connection, waking the thread blocked reading it (which alone may
-    close the response: two threads closing it race). The engine then cancels the request: a build
-    kills its running step's container and removes it."""
-    raw: Any = response.raw
-    sock: Any = getattr(getattr(getattr(raw, "_fp", None), "fp", None), "raw", None)  # http.client's SocketIO
-    sock = getattr(sock, "_sock", sock)  # the socket under it (unix, tcp, tls)
-    with contextlib.suppress(OSError, AttributeError):
-        sock.shutdown(socket.SHUT_RDWR)  # close() would not wake a blocked recv
-
-
-_STREAM_BROKE = (
-    urllib3.exceptions.HTTPError, requests.exceptions.RequestException, docker.errors.StreamParseError, OSError,
-    ValueError,
-)  # fmt: skip
-"""What reading a streamed response raises when its connection is shut, times out or breaks."""
-_TIMEOUTS = (urllib3.exceptions.ReadTimeoutError, requests.exceptions.Timeout, TimeoutError)
-
-
-def _bound_idle_connections(client: docker.DockerClient) -> None:
-    """Keep at most `_CONNECTION_POOLS` idle connections to the engine.
-
-    docker-py's adapters keep one connection pool per request URL, and every container id makes
-    new URLs; it holds 25 pools (its ``num_pools`` argument is ignored except over ssh), each with
-    an idle connection. Fewer pools keep fewer sockets open for nothing; a pool dropped closes
-    only its idle connections (an attach or events stream in use is not idle).
-    """
-    adapter = getattr(client.api, "_custom_adapter", None)
-    pools = getattr(adapter, "pools", None)
-    if pools is not None and hasattr(pools, "_maxsize"):
-        adapter.pools = type(pools)(_CONNECTION_POOLS, dispose_func=lambda pool: pool.close())  # type: ignore[union-attr]
-
-
-def _is_gone(error: EngineError) -> bool:
-    """The object is not there (404), or the engine is already removing it (409)."""
-    return error.returncode in (404, 409)
-
-
-class DockerEngine:
+class DockerEngine(_Images):
     """One Docker engine, reached through docker-py.
 
     Args:
@@ -312,53 +162,7 @@ class DockerEngine:
             found = self.api.info()
         return dict(found) if isinstance(found, dict) else {}
 
-    # ---- images and volumes -----------------------------------------------------------------
-
-    def image_exists(self, name: str) -> bool:
-        """Whether an image of that name is present.
-
-        Raises:
-            EngineUnavailableError: no engine answers.
-        """
-        return self._found("image inspect", lambda: cast(Any, self.api).inspect_image(name)) is not None
-
-    def image_id(self, name: str) -> str | None:
-        """The ID (``sha256:…``) of the image called ``name``, or None when there is none.
-
-        Raises:
-            EngineUnavailableError: no engine answers.
-        """
-        found = self._found("image inspect", lambda: cast(Any, self.api).inspect_image(name))
-        return None if found is None else str(found.get("Id") or "") or None
-
-    def images(self, label: str) -> list[ImageEntry]:
-        """Every image carrying ``label`` (``key=value`` or ``key``).
-
-        Raises:
-            EngineUnavailableError: no engine answers.
-        """
-        with translated("image list"):
-            found = self.api.images(filters={"label": [label]})
-        return [
-            ImageEntry(
-                str(i.get("Id", "")),
-                [str(t) for t in i.get("RepoTags") or []],
-                _labels(i),
-                int(i.get("Size") or 0),
-                float(i.get("Created") or 0),
-            )
-            for i in found or []
-        ]
-
-    def remove_image(self, name: str) -> bool:
-        """Remove the name ``name`` (and the image, when it was its last name), never by force; False when the
-        engine keeps it (a container uses it, or another image is built on it) or it is gone already.
-
-        Raises:
-            EngineUnavailableError: no engine answers.
-            EngineError: the engine failed otherwise.
-        """
-        return self._removed("image remove", lambda: self.api.remove_image(name, force=False))
+    # ---- volumes (the image calls are `_Images`') --------------------------------------------
 
     def volume_exists(self, name: str) -> bool:
         """Whether a volume of that name exists.
@@ -366,7 +170,7 @@ class DockerEngine:
         Raises:
             EngineUnavailableError: no engine answers.
         """
-        return self._found("volume inspect", lambda: self.api.inspect_volume(name)) is not None
+        return _found("volume inspect", lambda: self.api.inspect_volume(name)) is not None
 
     def volume_labels(self, name: str) -> dict[str, str] | None:
         """The labels of a volume, or None when there is no volume of that name.
@@ -374,106 +178,8 @@ class DockerEngine:
         Raises:
             EngineUnavailableError: no engine answers.
         """
-        found = self._found("volume inspect", lambda: self.api.inspect_volume(name))
+        found = _found("volume inspect", lambda: self.api.inspect_volume(name))
         return None if found is None else {str(k): str(v) for k, v in (found.get("Labels") or {}).items()}
-
-    @staticmethod
-    def _found(what: str, call: Callable[[], Any]) -> Any:
-        """What ``call`` returns, or None when the engine has no such object (404)."""
-        try:
-            with translated(what):
-                return call()
-        except EngineUnavailableError:
-            raise
-        except EngineError as e:
-            if e.returncode == 404:
-                return None
-            raise
-
-    def build_image(
-        self, context: bytes, tag: str, *, build_args: Mapping[str, str], labels: Mapping[str, str], deadline: float
-    ) -> str:
-        """Build an image from a tar of its context (Dockerfile at the top), never pulling; the end of its log.
-
-        The whole build gets ``deadline`` seconds: then its connection is closed, which makes the
-        engine stop it (kill and remove the running step's container). Only the last
-        `LOG_TAIL_CHARS` of the log are kept.
-
-        Raises:
-            EngineError: the build failed or passed its deadline (``output`` holds the end of the log).
-        """
-        what = f"image build {tag}"
-        params = {
-            "t": tag, "buildargs": json.dumps(dict(build_args)), "labels": json.dumps(dict(labels)),
-            "pull": False, "rm": True, "forcerm": True, "q": False, "nocache": False,
-        }  # fmt: skip
-        headers = {"Content-Type": "application/tar"}
-        # docker-py's `build` posts the same, but hides the response this needs to close at the deadline.
-        api: Any = self.api
-        log = LogTail()
-        started = time.monotonic()
-        with translated(what):
-            api._set_auth_headers(headers)
-            response = api._post(
-                api._url("/build"), data=context, params=params, headers=headers, stream=True, timeout=deadline
-            )
-        passed = threading.Event()
-
-        def stop() -> None:
-            passed.set()
-            _shut(response)
-
-        timer = threading.Timer(max(0.0, deadline - (time.monotonic() - started)), stop)
-        timer.daemon = True
-        timer.start()
-        try:
-            with translated(what):
-                try:
-                    for item in api._stream_helper(response, decode=True):
-                        _collect(item, log, what)
-                except docker.errors.APIError:
-                    raise  # the engine refused the build: `translated` says why
-                except _STREAM_BROKE as e:
-                    if not (passed.is_set() or isinstance(e, _TIMEOUTS)):
-                        raise EngineError(
-                            f"{what}: the connection to the Docker engine at {engine_address()} broke ({e})",
-                            command=[what], output=log.text(),
-                        ) from None  # fmt: skip
-                    passed.set()  # shut at the deadline, or one read waited as long: the build is past it
-        finally:
-            timer.cancel()
-            _shut(response)
-            with contextlib.suppress(OSError, AttributeError, requests.exceptions.RequestException):
-                response.close()
-        if passed.is_set():
-            raise EngineError(
-                f"{what} did not finish within {deadline:.0f} s and was stopped", command=[what], output=log.text()
-            )
-        return log.text()
-
-    def import_image(self, tarball: Path, name: str, *, changes: list[str]) -> None:
-        """Import a root filesystem tarball as image ``name`` (``repository:tag``), with Dockerfile ``changes``.
-
-        Raises:
-            EngineError: the import failed.
-        """
-        repository, _, tag = name.partition(":")
-        with translated(f"image import {name}"):
-            output = self.api.import_image(src=str(tarball), repository=repository, tag=tag or None, changes=changes)
-        for line in str(output).splitlines():
-            with contextlib.suppress(ValueError):
-                _collect(json.loads(line), None, f"image import {name}")
-
-    def pull_image(self, name: str) -> None:
-        """Pull ``name`` from its registry.
-
-        Raises:
-            EngineError: the pull failed.
-        """
-        repository, _, tag = name.partition(":")
-        with translated(f"image pull {name}"):
-            for item in self.api.pull(repository, tag=tag or None, stream=True, decode=True):
-                _collect(item, None, f"image pull {name}")
 
     # ---- containers ---------------------------------------------------------------------------
 
@@ -666,21 +372,7 @@ class DockerEngine:
         Raises:
             EngineUnavailableError: no engine answers.
         """
-        return self._removed("volume remove", lambda: self.api.remove_volume(name, force=True))
-
-    @staticmethod
-    def _removed(what: str, remove: Callable[[], object]) -> bool:
-        """Whether ``remove`` removed its object: False when the engine keeps it (in use) or it is gone already."""
-        try:
-            with translated(what):
-                remove()
-        except EngineUnavailableError:
-            raise
-        except EngineError as e:
-            if _is_gone(e):
-                return False
-            raise
-        return True
+        return _removed("volume remove", lambda: self.api.remove_volume(name, force=True))
 
     # ---- deaths -------------------------------------------------------------------------------
 
